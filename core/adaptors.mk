@@ -1,0 +1,1 @@
+# core/adaptors.mk: library-wide logging switch and adaptor APIs

@@ -1,0 +1,675 @@
+/* config.c — the INI config: parse (inih), validate, and instantiate the resource graph.
+ *
+ * Parsing collects sections and keys with their line numbers (inih's reader callback counts
+ * lines); validation then loads each plugin, checks each parameter against the plugin's table,
+ * resolves upstream names and rejects cycles — all before any CUDA call, each error reported as
+ * "FILE:LINE: message". Instantiation is lazy and per device: the first request for a resource on
+ * a device builds its chain bottom-up and caches every instance, so resources that share an
+ * upstream share one instance on that device. */
+#include "config.h"
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ini.h>
+#include <crmm/cuda_support.h>
+#include <crmm/log.h>
+#include "internal.h"
+
+#ifndef CRMM_SYSCONFDIR
+#define CRMM_SYSCONFDIR "/usr/local/etc"
+#endif
+#define MAX_CACHED_DEVICES 128
+
+typedef struct cfg_param { char *key, *value; int line; } cfg_param;
+
+typedef struct cfg_resource {
+    char *name;
+    int line;                 /* the [resource.NAME] line */
+    char *plugin_name;
+    int plugin_line;
+    char *upstream;
+    int upstream_line;
+    cfg_param *params;
+    size_t nparams;
+    const crmm_plugin *plugin;
+    long upstream_index;      /* -1: none */
+} cfg_resource;
+
+typedef struct cfg_device { int device; char *resource; int line; } cfg_device;
+
+struct crmm_config {
+    char origin[PATH_MAX];
+    char base_dir[PATH_MAX];  /* for relative plugin_path entries; "" for strings */
+    char *default_name;
+    int default_line;
+    char *plugin_path;
+    int plugin_path_line;
+    char *log_level;
+    int log_level_line;
+    cfg_resource *res;
+    size_t nres;
+    cfg_device *dev;
+    size_t ndev;
+    /* parse state */
+    int line;
+    int err_line;
+    char err[1024];
+    char section[128];
+    int section_kind;         /* 0 none, 1 crmm, 2 resource, 3 device */
+    long cur;                 /* index into res or dev */
+    /* instances: inst[device + 1][resource]; row 0 is host-only chains */
+    pthread_mutex_t lock;
+    crmm_resource **inst[MAX_CACHED_DEVICES + 1];
+};
+
+static const char builtin_default[] = "[crmm]\ndefault = default\n\n[resource.default]\nplugin = cuda\n";
+
+/* ---- parsing -------------------------------------------------------------------------------- */
+
+static void parse_error(crmm_config *c, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void parse_error(crmm_config *c, int line, const char *fmt, ...)
+{
+    if (c->err_line)
+        return; /* keep the first */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    c->err_line = line;
+}
+
+struct line_reader { const char *p; crmm_config *cfg; };
+
+/* inih's reader: one line per call, leading blanks stripped (so indentation never turns a line
+ * into inih's multi-line continuation), and the line counted. */
+static char *read_line(char *str, int num, void *stream)
+{
+    struct line_reader *r = stream;
+    if (!*r->p)
+        return NULL;
+    r->cfg->line++;
+    const char *eol = strchr(r->p, '\n');
+    size_t len = eol ? (size_t)(eol - r->p) : strlen(r->p);
+    const char *s = r->p;
+    size_t skip = 0;
+    while (skip < len && (s[skip] == ' ' || s[skip] == '\t'))
+        skip++;
+    size_t n = len - skip;
+    if (n >= (size_t)num - 1) {
+        parse_error(r->cfg, r->cfg->line, "line is longer than %d characters", num - 2);
+        n = 0;
+    }
+    memcpy(str, s + skip, n);
+    str[n] = '\n';
+    str[n + 1] = '\0';
+    r->p = eol ? eol + 1 : s + len;
+    return str;
+}
+
+static int set_str(crmm_config *c, char **dst, int *dst_line, const char *key, const char *value)
+{
+    if (*dst) {
+        parse_error(c, c->line, "'%s' given twice in [%s] (first at line %d)", key, c->section, *dst_line);
+        return 0;
+    }
+    *dst = strdup(value);
+    *dst_line = c->line;
+    return *dst != NULL;
+}
+
+static bool name_ok(const char *n)
+{
+    if (!*n || strlen(n) >= 48)
+        return false;
+    for (; *n; n++)
+        if (!(isalnum((unsigned char)*n) || *n == '_' || *n == '-'))
+            return false;
+    return true;
+}
+
+static int begin_section(crmm_config *c, const char *section)
+{
+    snprintf(c->section, sizeof c->section, "%s", section);
+    if (strcmp(section, "crmm") == 0) {
+        c->section_kind = 1;
+        return 1;
+    }
+    if (strncmp(section, "resource.", 9) == 0) {
+        const char *name = section + 9;
+        if (!name_ok(name)) {
+            parse_error(c, c->line, "resource name '%s' must be 1-47 letters, digits, '_' or '-'", name);
+            c->section_kind = -1;
+            return 0;
+        }
+        for (size_t i = 0; i < c->nres; i++)
+            if (strcmp(c->res[i].name, name) == 0) {
+                parse_error(c, c->line, "[resource.%s] defined twice (first at line %d)", name, c->res[i].line);
+                c->section_kind = -1;
+                return 0;
+            }
+        cfg_resource *r = realloc(c->res, (c->nres + 1) * sizeof *r);
+        if (!r)
+            return 0;
+        c->res = r;
+        memset(&r[c->nres], 0, sizeof *r);
+        r[c->nres].name = strdup(name);
+        r[c->nres].line = c->line;
+        r[c->nres].upstream_index = -1;
+        c->cur = (long)c->nres++;
+        c->section_kind = 2;
+        return 1;
+    }
+    if (strncmp(section, "device.", 7) == 0) {
+        const char *num = section + 7;
+        char *end;
+        errno = 0;
+        long d = strtol(num, &end, 10);
+        if (!*num || *end || d < 0 || d >= MAX_CACHED_DEVICES || errno) {
+            parse_error(c, c->line, "[%s]: the device must be an ordinal 0..%d", section, MAX_CACHED_DEVICES - 1);
+            c->section_kind = -1;
+            return 0;
+        }
+        for (size_t i = 0; i < c->ndev; i++)
+            if (c->dev[i].device == d) {
+                parse_error(c, c->line, "[device.%ld] defined twice (first at line %d)", d, c->dev[i].line);
+                c->section_kind = -1;
+                return 0;
+            }
+        cfg_device *v = realloc(c->dev, (c->ndev + 1) * sizeof *v);
+        if (!v)
+            return 0;
+        c->dev = v;
+        v[c->ndev] = (cfg_device){.device = (int)d, .resource = NULL, .line = c->line};
+        c->cur = (long)c->ndev++;
+        c->section_kind = 3;
+        return 1;
+    }
+    const char *hint = "";
+    if (crmm_edit_distance(section, "crmm") <= 2)
+        hint = " (did you mean [crmm]?)";
+    else if (strncmp(section, "resource", 8) == 0 || strncmp(section, "resources", 9) == 0)
+        hint = " (resources are [resource.NAME])";
+    else if (strncmp(section, "device", 6) == 0)
+        hint = " (devices are [device.N])";
+    parse_error(c, c->line, "unknown section [%s]%s; sections are [crmm], [resource.NAME], [device.N]", section, hint);
+    c->section_kind = -1;
+    return 0;
+}
+
+static int on_key(void *user, const char *section, const char *key, const char *value)
+{
+    crmm_config *c = user;
+    if (strcmp(section, c->section) != 0 || c->section_kind == 0) {
+        if (!*section) {
+            parse_error(c, c->line, "'%s' is outside any section", key);
+            return 0;
+        }
+        if (!begin_section(c, section))
+            return 0;
+    }
+    switch (c->section_kind) {
+    case 1:
+        if (strcmp(key, "default") == 0)
+            return set_str(c, &c->default_name, &c->default_line, key, value);
+        if (strcmp(key, "plugin_path") == 0)
+            return set_str(c, &c->plugin_path, &c->plugin_path_line, key, value);
+        if (strcmp(key, "log_level") == 0) {
+            crmm_log_level lvl;
+            if (crmm_log_level_parse(value, &lvl) != CRMM_OK) {
+                parse_error(c, c->line, "log_level: '%s' is not a level (trace debug info warn error critical off)", value);
+                return 0;
+            }
+            return set_str(c, &c->log_level, &c->log_level_line, key, value);
+        }
+        parse_error(c, c->line, "unknown key '%s' in [crmm] (keys: default, plugin_path, log_level)", key);
+        return 0;
+    case 2: {
+        cfg_resource *r = &c->res[c->cur];
+        if (strcmp(key, "plugin") == 0)
+            return set_str(c, &r->plugin_name, &r->plugin_line, key, value);
+        if (strcmp(key, "upstream") == 0)
+            return set_str(c, &r->upstream, &r->upstream_line, key, value);
+        for (size_t i = 0; i < r->nparams; i++)
+            if (strcmp(r->params[i].key, key) == 0) {
+                parse_error(c, c->line, "'%s' given twice in [%s] (first at line %d)", key, c->section, r->params[i].line);
+                return 0;
+            }
+        cfg_param *p = realloc(r->params, (r->nparams + 1) * sizeof *p);
+        if (!p)
+            return 0;
+        r->params = p;
+        p[r->nparams].key = strdup(key);
+        p[r->nparams].value = strdup(value);
+        p[r->nparams].line = c->line;
+        r->nparams++;
+        return 1;
+    }
+    case 3:
+        if (strcmp(key, "resource") == 0) {
+            int l = c->dev[c->cur].line;
+            return set_str(c, &c->dev[c->cur].resource, &l, key, value);
+        }
+        parse_error(c, c->line, "unknown key '%s' in [%s] (key: resource)", key, c->section);
+        return 0;
+    default:
+        return 0; /* an error in the section header was reported already */
+    }
+}
+
+/* ---- validation ----------------------------------------------------------------------------- */
+
+static long find_resource(const crmm_config *c, const char *name)
+{
+    for (size_t i = 0; i < c->nres; i++)
+        if (strcmp(c->res[i].name, name) == 0)
+            return (long)i;
+    return -1;
+}
+
+static void unknown_resource(crmm_config *c, int line, const char *what, const char *name)
+{
+    const char *best = NULL;
+    unsigned bd = 3;
+    for (size_t i = 0; i < c->nres; i++) {
+        unsigned d = crmm_edit_distance(name, c->res[i].name);
+        if (d < bd) {
+            bd = d;
+            best = c->res[i].name;
+        }
+    }
+    if (best)
+        parse_error(c, line, "%s '%s' is not a [resource.*] of this config (did you mean '%s'?)", what, name, best);
+    else
+        parse_error(c, line, "%s '%s' is not a [resource.*] of this config", what, name);
+}
+
+static const char *skip_category(const char *msg)
+{
+    static const char *const cats[] = {"config error: ", "plugin error: ", "invalid argument: "};
+    for (int i = 0; i < 3; i++)
+        if (strncmp(msg, cats[i], strlen(cats[i])) == 0)
+            return msg + strlen(cats[i]);
+    return msg;
+}
+
+static char *effective_plugin_path(const crmm_config *c)
+{
+    if (!c->plugin_path)
+        return NULL;
+    size_t cap = strlen(c->plugin_path) * 2 + PATH_MAX + 16;
+    char *out = calloc(1, cap);
+    char *copy = strdup(c->plugin_path);
+    if (!out || !copy) {
+        free(out);
+        free(copy);
+        return NULL;
+    }
+    char *save = NULL;
+    for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        if (*out)
+            strncat(out, ":", cap - strlen(out) - 1);
+        if (d[0] != '/' && c->base_dir[0]) {
+            strncat(out, c->base_dir, cap - strlen(out) - 1);
+            strncat(out, "/", cap - strlen(out) - 1);
+        }
+        strncat(out, d, cap - strlen(out) - 1);
+    }
+    free(copy);
+    return out;
+}
+
+static void validate(crmm_config *c)
+{
+    if (c->plugin_path && !c->base_dir[0]) {
+        char *copy = strdup(c->plugin_path), *save = NULL;
+        for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save))
+            if (d[0] != '/')
+                parse_error(c, c->plugin_path_line, "plugin_path entry '%s' is relative; give absolute directories", d);
+        free(copy);
+    }
+    char *dirs = effective_plugin_path(c);
+    for (size_t i = 0; i < c->nres; i++) {
+        cfg_resource *r = &c->res[i];
+        if (!r->plugin_name) {
+            parse_error(c, r->line, "[resource.%s] has no 'plugin = NAME'", r->name);
+            continue;
+        }
+        if (crmm_plugin_load(r->plugin_name, dirs, &r->plugin) != CRMM_OK) {
+            parse_error(c, r->plugin_line, "%s", skip_category(crmm_last_error()));
+            continue;
+        }
+        crmm_params *p;
+        if (crmm_params_new(r->plugin, r->name, &p) != CRMM_OK) {
+            parse_error(c, r->plugin_line, "%s", skip_category(crmm_last_error()));
+            continue;
+        }
+        for (size_t j = 0; j < r->nparams; j++)
+            if (crmm_params_set(p, r->params[j].key, r->params[j].value) != CRMM_OK)
+                parse_error(c, r->params[j].line, "%s", skip_category(crmm_last_error()));
+        if (crmm_params_check_required(p) != CRMM_OK)
+            parse_error(c, r->line, "[resource.%s]: %s", r->name, skip_category(crmm_last_error()));
+        crmm_params_free(p);
+        if (r->upstream) {
+            if (r->plugin->upstream == CRMM_UPSTREAM_NONE)
+                parse_error(c, r->upstream_line, "plugin %s takes no upstream", r->plugin_name);
+            else if ((r->upstream_index = find_resource(c, r->upstream)) < 0)
+                unknown_resource(c, r->upstream_line, "upstream", r->upstream);
+        } else if (r->plugin->upstream == CRMM_UPSTREAM_REQUIRED) {
+            parse_error(c, r->line, "[resource.%s]: plugin %s needs 'upstream = NAME'", r->name, r->plugin_name);
+        }
+    }
+    free(dirs);
+    /* cycles: walk each chain; a chain longer than the number of resources loops */
+    for (size_t i = 0; i < c->nres && !c->err_line; i++) {
+        long at = (long)i;
+        size_t steps = 0;
+        while (at >= 0 && steps <= c->nres) {
+            at = c->res[at].upstream_index;
+            steps++;
+        }
+        if (at >= 0) {
+            char chain[512] = "";
+            long k = (long)i;
+            for (size_t s = 0; s <= c->nres + 0 && strlen(chain) < 400; s++) {
+                strncat(chain, c->res[k].name, sizeof chain - strlen(chain) - 1);
+                strncat(chain, " -> ", sizeof chain - strlen(chain) - 1);
+                k = c->res[k].upstream_index;
+                if (k == (long)i)
+                    break;
+            }
+            strncat(chain, c->res[i].name, sizeof chain - strlen(chain) - 1);
+            parse_error(c, c->res[i].upstream_line, "upstream cycle: %s", chain);
+        }
+    }
+    if (c->default_name && find_resource(c, c->default_name) < 0)
+        unknown_resource(c, c->default_line, "default", c->default_name);
+    for (size_t i = 0; i < c->ndev; i++) {
+        if (!c->dev[i].resource)
+            parse_error(c, c->dev[i].line, "[device.%d] has no 'resource = NAME'", c->dev[i].device);
+        else if (find_resource(c, c->dev[i].resource) < 0)
+            unknown_resource(c, c->dev[i].line, "resource", c->dev[i].resource);
+    }
+}
+
+static crmm_status load(const char *text, const char *origin, const char *base_dir, crmm_config **out)
+{
+    crmm_config *c = calloc(1, sizeof *c);
+    if (!c)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "config: malloc failed");
+    snprintf(c->origin, sizeof c->origin, "%s", origin);
+    snprintf(c->base_dir, sizeof c->base_dir, "%s", base_dir ? base_dir : "");
+    pthread_mutex_init(&c->lock, NULL);
+    struct line_reader r = {.p = text, .cfg = c};
+    int rc = ini_parse_stream(read_line, &r, on_key, c);
+    if (rc < 0)
+        parse_error(c, 0, "could not be parsed (inih error %d)", rc);
+    else if (rc > 0 && (!c->err_line || rc < c->err_line)) {
+        c->err_line = 0;
+        parse_error(c, rc, "syntax error: expected [section], key = value, or a ; comment");
+    }
+    if (!c->err_line)
+        validate(c);
+    if (c->err_line) {
+        crmm_status st = crmm_set_error(CRMM_ERROR_CONFIG, "%s:%d: %s", c->origin, c->err_line, c->err);
+        crmm_config_free(c);
+        return st;
+    }
+    *out = c;
+    return CRMM_OK;
+}
+
+crmm_status crmm_config_load_string(const char *text, const char *origin, crmm_config **out)
+{
+    if (!text || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "config_load_string: %s is NULL", text ? "out" : "text");
+    return load(text, origin ? origin : "<string>", NULL, out);
+}
+
+crmm_status crmm_config_load_default(crmm_config **out)
+{
+    if (!out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "config_load_default: out is NULL");
+    return load(builtin_default, "<built-in>", NULL, out);
+}
+
+crmm_status crmm_config_load_file(const char *path, crmm_config **out)
+{
+    if (!path || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "config_load_file: %s is NULL", path ? "out" : "path");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return crmm_set_error(CRMM_ERROR_IO, "cannot open config %s: %s", path, strerror(errno));
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            char *b = cap > (16u << 20) ? NULL : realloc(buf, cap * 2);
+            if (!b) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = b;
+            cap *= 2;
+        }
+    }
+    bool read_err = ferror(f);
+    fclose(f);
+    if (!buf)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: too large (or out of memory) to read", path);
+    if (read_err) {
+        free(buf);
+        return crmm_set_error(CRMM_ERROR_IO, "cannot read config %s", path);
+    }
+    buf[len] = '\0';
+    if (memchr(buf, '\0', len)) {
+        free(buf);
+        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: not a text file (contains NUL bytes)", path);
+    }
+    char dir[PATH_MAX];
+    char real[PATH_MAX];
+    if (realpath(path, real)) {
+        snprintf(dir, sizeof dir, "%s", real);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *(slash == dir ? slash + 1 : slash) = '\0';
+    } else {
+        dir[0] = '\0';
+    }
+    crmm_status st = load(buf, path, dir, out);
+    free(buf);
+    return st;
+}
+
+void crmm_config_free(crmm_config *c)
+{
+    if (!c)
+        return;
+    for (size_t d = 0; d <= MAX_CACHED_DEVICES; d++) {
+        if (!c->inst[d])
+            continue;
+        for (size_t i = 0; i < c->nres; i++)
+            crmm_resource_release(c->inst[d][i]);
+        free(c->inst[d]);
+    }
+    for (size_t i = 0; i < c->nres; i++) {
+        cfg_resource *r = &c->res[i];
+        free(r->name);
+        free(r->plugin_name);
+        free(r->upstream);
+        for (size_t j = 0; j < r->nparams; j++) {
+            free(r->params[j].key);
+            free(r->params[j].value);
+        }
+        free(r->params);
+    }
+    free(c->res);
+    for (size_t i = 0; i < c->ndev; i++)
+        free(c->dev[i].resource);
+    free(c->dev);
+    free(c->default_name);
+    free(c->plugin_path);
+    free(c->log_level);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* ---- accessors ------------------------------------------------------------------------------ */
+
+const char *crmm_config_origin(const crmm_config *c) { return c ? c->origin : ""; }
+size_t crmm_config_resource_count(const crmm_config *c) { return c ? c->nres : 0; }
+const char *crmm_config_resource_name(const crmm_config *c, size_t i) { return c && i < c->nres ? c->res[i].name : NULL; }
+const char *crmm_config_resource_plugin(const crmm_config *c, size_t i) { return c && i < c->nres ? c->res[i].plugin_name : NULL; }
+const char *crmm_config_resource_upstream(const crmm_config *c, size_t i) { return c && i < c->nres ? c->res[i].upstream : NULL; }
+size_t crmm_config_resource_param_count(const crmm_config *c, size_t i) { return c && i < c->nres ? c->res[i].nparams : 0; }
+const char *crmm_config_resource_param_key(const crmm_config *c, size_t i, size_t j)
+{
+    return c && i < c->nres && j < c->res[i].nparams ? c->res[i].params[j].key : NULL;
+}
+const char *crmm_config_resource_param_value(const crmm_config *c, size_t i, size_t j)
+{
+    return c && i < c->nres && j < c->res[i].nparams ? c->res[i].params[j].value : NULL;
+}
+const char *crmm_config_plugin_path(const crmm_config *c) { return c ? c->plugin_path : NULL; }
+
+bool crmm_config_resource_is_host(const crmm_config *c, size_t i)
+{
+    if (!c || i >= c->nres)
+        return false;
+    long at = (long)i;
+    while (c->res[at].upstream_index >= 0)
+        at = c->res[at].upstream_index;
+    return (c->res[at].plugin->flags & CRMM_PLUGIN_HOST_MEMORY) != 0;
+}
+
+const char *crmm_config_default_resource(const crmm_config *c, int device)
+{
+    if (!c)
+        return NULL;
+    for (size_t i = 0; i < c->ndev; i++)
+        if (c->dev[i].device == device)
+            return c->dev[i].resource;
+    if (c->default_name)
+        return c->default_name;
+    return c->nres ? c->res[0].name : NULL;
+}
+
+/* ---- instantiation -------------------------------------------------------------------------- */
+
+static crmm_status instantiate(crmm_config *c, size_t i, int device, size_t row, crmm_resource **out)
+{
+    if (!c->inst[row] && !(c->inst[row] = calloc(c->nres, sizeof(crmm_resource *))))
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "config: malloc failed");
+    if (c->inst[row][i]) {
+        *out = crmm_resource_retain(c->inst[row][i]);
+        return CRMM_OK;
+    }
+    cfg_resource *r = &c->res[i];
+    crmm_resource *up = NULL;
+    crmm_status st;
+    if (r->upstream_index >= 0 && (st = instantiate(c, (size_t)r->upstream_index, device, row, &up)) != CRMM_OK)
+        return st;
+    crmm_params *p;
+    if ((st = crmm_params_new(r->plugin, r->name, &p)) != CRMM_OK) {
+        crmm_resource_release(up);
+        return st;
+    }
+    p->device = device;
+    for (size_t j = 0; j < r->nparams && st == CRMM_OK; j++)
+        st = crmm_params_set(p, r->params[j].key, r->params[j].value);
+    crmm_resource *mr = NULL;
+    if (st == CRMM_OK)
+        st = crmm_resource_create_with(r->plugin, p, up, &mr);
+    crmm_params_free(p);
+    crmm_resource_release(up);
+    if (st != CRMM_OK)
+        return crmm_error_add_context("%s:%d: resource.%s", c->origin, r->line, r->name);
+    snprintf(mr->name, sizeof mr->name, "%s", r->name);
+    c->inst[row][i] = mr;
+    *out = crmm_resource_retain(mr);
+    return CRMM_OK;
+}
+
+crmm_status crmm_config_create_resource(crmm_config *c, const char *name, int device, crmm_resource **out)
+{
+    if (!c || !name || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "config_create_resource: NULL argument");
+    long i = find_resource(c, name);
+    if (i < 0)
+        return crmm_set_error(CRMM_ERROR_NOT_FOUND, "%s: no [resource.%s]", c->origin, name);
+    bool host = crmm_config_resource_is_host(c, (size_t)i);
+    crmm_status st;
+    if (host) {
+        device = -1;
+    } else if (device < 0 && (st = crmm_cuda_current_device(&device)) != CRMM_OK) {
+        return crmm_error_add_context("%s: resource.%s needs a CUDA device", c->origin, name);
+    } else if (device >= MAX_CACHED_DEVICES) {
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "device %d is out of range", device);
+    }
+    crmm_device_guard g = {-1, 0};
+    if (!host && (st = crmm_cuda_device_enter(device, &g)) != CRMM_OK)
+        return st;
+    pthread_mutex_lock(&c->lock);
+    st = instantiate(c, (size_t)i, device, host ? 0 : (size_t)device + 1, out);
+    pthread_mutex_unlock(&c->lock);
+    crmm_cuda_device_restore(&g);
+    return st;
+}
+
+/* ---- library init --------------------------------------------------------------------------- */
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static crmm_config *current;
+
+const crmm_config *crmm_current_config(void) { return __atomic_load_n(&current, __ATOMIC_ACQUIRE); }
+
+
+crmm_status crmm_init(const char *path)
+{
+    crmm_config *c = NULL;
+    crmm_status st;
+    const char *from = path;
+    char sys[PATH_MAX];
+    if (!from) {
+        const char *env = getenv("CRMM_CONFIG");
+        if (env && *env) {
+            from = env;
+        } else {
+            snprintf(sys, sizeof sys, "%s/crmm/crmm.ini", CRMM_SYSCONFDIR);
+            FILE *f = fopen(sys, "r");
+            if (f) {
+                fclose(f);
+                from = sys;
+            }
+        }
+    }
+    st = from ? crmm_config_load_file(from, &c) : crmm_config_load_default(&c);
+    if (st != CRMM_OK)
+        return st;
+    crmm_log_level lvl;
+    if (c->log_level && crmm_log_level_parse(c->log_level, &lvl) == CRMM_OK)
+        crmm_log_set_level(lvl);
+    pthread_mutex_lock(&init_lock);
+    crmm_config *old = current;
+    __atomic_store_n(&current, c, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&init_lock);
+    crmm_config_free(old);
+    crmm_log(CRMM_LOG_INFO, "crmm: config %s", crmm_config_origin(c));
+    return CRMM_OK;
+}
+
+void crmm_finalize(void)
+{
+    crmm_registry_clear();
+    pthread_mutex_lock(&init_lock);
+    crmm_config *old = current;
+    __atomic_store_n(&current, NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&init_lock);
+    crmm_config_free(old);
+}

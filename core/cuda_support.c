@@ -1,0 +1,115 @@
+/* cuda_support.c — CUDA error mapping, device queries, and the process-exit guard.
+ *
+ * The exit guard: at process exit the CUDA runtime tears itself down in an atexit handler, and a
+ * cudaFree after that can crash. crmm registers its own atexit handler right after the first
+ * successful CUDA call; handlers run in reverse order, so crmm's runs first and sets the flag
+ * that makes resources leak instead of calling CUDA. A library destructor sets it too. */
+#include "config.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <cuda_runtime_api.h>
+#include <crmm/cuda_support.h>
+#include <crmm/error.h>
+
+static atomic_bool exiting;
+static pthread_once_t exit_hook_once = PTHREAD_ONCE_INIT;
+
+static void mark_exiting(void) { atomic_store(&exiting, true); }
+static void register_exit_hook(void) { atexit(mark_exiting); }
+
+__attribute__((destructor)) static void crmm_library_unload(void) { mark_exiting(); }
+
+bool crmm_process_exiting(void) { return atomic_load_explicit(&exiting, memory_order_relaxed); }
+
+void crmm_note_cuda_initialized(void) { pthread_once(&exit_hook_once, register_exit_hook); }
+
+crmm_status crmm_cuda_status(int cuda_error, const char *call)
+{
+    cudaError_t e = (cudaError_t)cuda_error;
+    if (e == cudaSuccess)
+        return CRMM_OK;
+    crmm_status st = e == cudaErrorMemoryAllocation ? CRMM_ERROR_OUT_OF_MEMORY : CRMM_ERROR_CUDA;
+    return crmm_set_error(st, "%s: %s (%s)", call ? call : "CUDA call", cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+crmm_status crmm_cuda_device_count(int *count)
+{
+    if (!count)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "device count: NULL argument");
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        *count = 0;
+        cudaGetLastError();
+        return crmm_cuda_status(e, "cudaGetDeviceCount");
+    }
+    crmm_note_cuda_initialized();
+    *count = n;
+    if (n == 0)
+        return crmm_set_error(CRMM_ERROR_CUDA, "no CUDA device is present");
+    return CRMM_OK;
+}
+
+crmm_status crmm_cuda_current_device(int *device)
+{
+    if (!device)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "current device: NULL argument");
+    int n;
+    crmm_status st = crmm_cuda_device_count(&n);
+    if (st != CRMM_OK)
+        return st;
+    cudaError_t e = cudaGetDevice(device);
+    return crmm_cuda_status(e, "cudaGetDevice");
+}
+
+crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard)
+{
+    guard->previous = -1;
+    guard->changed = 0;
+    if (device < 0)
+        return CRMM_OK;
+    int cur;
+    cudaError_t e = cudaGetDevice(&cur);
+    if (e != cudaSuccess)
+        return crmm_cuda_status(e, "cudaGetDevice");
+    if (cur == device)
+        return CRMM_OK;
+    e = cudaSetDevice(device);
+    if (e != cudaSuccess)
+        return crmm_cuda_status(e, "cudaSetDevice");
+    guard->previous = cur;
+    guard->changed = 1;
+    return CRMM_OK;
+}
+
+void crmm_cuda_device_restore(crmm_device_guard *guard)
+{
+    if (guard->changed) {
+        cudaSetDevice(guard->previous);
+        guard->changed = 0;
+    }
+}
+
+crmm_status crmm_cuda_device_memory(int device, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    int n;
+    crmm_status st = crmm_cuda_device_count(&n);
+    if (st != CRMM_OK)
+        return st;
+    if (device < 0 || device >= n)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "device %d does not exist (%d present)", device, n);
+    crmm_device_guard g;
+    if ((st = crmm_cuda_device_enter(device, &g)) != CRMM_OK)
+        return st;
+    size_t f = 0, t = 0;
+    cudaError_t e = cudaMemGetInfo(&f, &t);
+    crmm_cuda_device_restore(&g);
+    if (e != cudaSuccess)
+        return crmm_cuda_status(e, "cudaMemGetInfo");
+    if (free_bytes)
+        *free_bytes = f;
+    if (total_bytes)
+        *total_bytes = t;
+    return CRMM_OK;
+}

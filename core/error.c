@@ -1,0 +1,132 @@
+/* error.c — status names and the thread-local last-error message.
+ *
+ * Each thread has one fixed buffer (no allocation on the error path, so "out of memory" can
+ * always be reported). A message starts with its category ("out of memory: ") so that a person
+ * reading a log knows what kind of failure it was without the numeric status. */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include <crmm/crmm.h>
+
+#define CRMM_ERROR_MSG_MAX 1024
+
+static _Thread_local char tl_message[CRMM_ERROR_MSG_MAX];
+static _Thread_local crmm_status tl_status;
+
+const char *crmm_status_name(crmm_status status)
+{
+    switch (status) {
+    case CRMM_OK: return "CRMM_OK";
+    case CRMM_ERROR_OUT_OF_MEMORY: return "CRMM_ERROR_OUT_OF_MEMORY";
+    case CRMM_ERROR_BAD_ALLOC: return "CRMM_ERROR_BAD_ALLOC";
+    case CRMM_ERROR_INVALID_ARGUMENT: return "CRMM_ERROR_INVALID_ARGUMENT";
+    case CRMM_ERROR_CUDA: return "CRMM_ERROR_CUDA";
+    case CRMM_ERROR_CONFIG: return "CRMM_ERROR_CONFIG";
+    case CRMM_ERROR_PLUGIN: return "CRMM_ERROR_PLUGIN";
+    case CRMM_ERROR_NOT_FOUND: return "CRMM_ERROR_NOT_FOUND";
+    case CRMM_ERROR_UNSUPPORTED: return "CRMM_ERROR_UNSUPPORTED";
+    case CRMM_ERROR_IO: return "CRMM_ERROR_IO";
+    case CRMM_ERROR_STATE: return "CRMM_ERROR_STATE";
+    }
+    return "CRMM_ERROR_UNKNOWN";
+}
+
+static const char *category(crmm_status status)
+{
+    switch (status) {
+    case CRMM_OK: return "";
+    case CRMM_ERROR_OUT_OF_MEMORY: return "out of memory: ";
+    case CRMM_ERROR_BAD_ALLOC: return "bad alloc: ";
+    case CRMM_ERROR_INVALID_ARGUMENT: return "invalid argument: ";
+    case CRMM_ERROR_CUDA: return "CUDA error: ";
+    case CRMM_ERROR_CONFIG: return "config error: ";
+    case CRMM_ERROR_PLUGIN: return "plugin error: ";
+    case CRMM_ERROR_NOT_FOUND: return "not found: ";
+    case CRMM_ERROR_UNSUPPORTED: return "unsupported: ";
+    case CRMM_ERROR_IO: return "I/O error: ";
+    case CRMM_ERROR_STATE: return "invalid state: ";
+    }
+    return "error: ";
+}
+
+const char *crmm_last_error(void) { return tl_message; }
+crmm_status crmm_last_status(void) { return tl_status; }
+
+void crmm_clear_error(void)
+{
+    tl_message[0] = '\0';
+    tl_status = CRMM_OK;
+}
+
+crmm_status crmm_set_error_v(crmm_status status, const char *fmt, va_list ap)
+{
+    char body[CRMM_ERROR_MSG_MAX];
+    vsnprintf(body, sizeof body, fmt, ap);
+    const char *cat = category(status);
+    if (strncmp(body, cat, strlen(cat)) == 0)
+        cat = "";
+    size_t cl = strlen(cat), bl = strlen(body);
+    if (cl + bl > sizeof tl_message - 1)
+        bl = sizeof tl_message - 1 - cl;
+    memcpy(tl_message, cat, cl);
+    memcpy(tl_message + cl, body, bl);
+    tl_message[cl + bl] = '\0';
+    tl_status = status;
+    return status;
+}
+
+crmm_status crmm_set_error(crmm_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    crmm_set_error_v(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+crmm_status crmm_error_add_context(const char *fmt, ...)
+{
+    char ctx[CRMM_ERROR_MSG_MAX], old[CRMM_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    const char *cat = category(tl_status);
+    size_t n = strlen(cat);
+    const char *rest = tl_message;
+    if (n && strncmp(tl_message, cat, n) == 0)
+        rest += n;
+    else
+        cat = "";
+    snprintf(old, sizeof old, "%s", rest);
+    size_t used = 0;
+    const char *parts[] = {cat, ctx, ": ", old};
+    for (int i = 0; i < 4; i++) {
+        size_t len = strlen(parts[i]);
+        if (len > sizeof tl_message - 1 - used)
+            len = sizeof tl_message - 1 - used;
+        memcpy(tl_message + used, parts[i], len);
+        used += len;
+    }
+    tl_message[used] = '\0';
+    return tl_status;
+}
+
+char *crmm_format_size(unsigned long long bytes, char *buf, unsigned long bufsize)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, bufsize, "%llu B", bytes);
+        return buf;
+    }
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 6) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, bufsize, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+const char *crmm_version(void) { return PACKAGE_VERSION; }

@@ -1,0 +1,57 @@
+/* internal.h — what the core's files share and nothing outside the core sees. */
+#ifndef CRMM_CORE_INTERNAL_H
+#define CRMM_CORE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <crmm/config.h>
+#include <crmm/plugin.h>
+#include <crmm/resource.h>
+
+/* One parameter value of a resource being built. */
+typedef struct crmm_param_value {
+    const crmm_param_spec *spec;
+    char *text;        /* the text as given or defaulted; NULL when neither */
+    bool given;        /* set explicitly (not from the default) */
+    bool has_value;    /* given or defaulted */
+    double percent;    /* SIZE given as "N%": N; else 0 */
+    uint64_t u;        /* SIZE (when not a percent), UINT */
+    double d;          /* DOUBLE */
+    bool b;            /* BOOL */
+} crmm_param_value;
+
+struct crmm_params {
+    const crmm_plugin *plugin;
+    char name[48];
+    int device;
+    size_t count;
+    crmm_param_value *values;
+};
+
+/* params.c */
+crmm_status crmm_params_new(const crmm_plugin *plugin, const char *name, crmm_params **out);
+void crmm_params_free(crmm_params *p);
+/* Set key=value, validated against the table (unknown key: a "did you mean" where one is close). */
+crmm_status crmm_params_set(crmm_params *p, const char *key, const char *value);
+/* Parse "k=v k=v" or "k=v,k=v" and set each. */
+crmm_status crmm_params_set_list(crmm_params *p, const char *list);
+/* CRMM_ERROR_CONFIG naming the first required parameter that has no value. */
+crmm_status crmm_params_check_required(const crmm_params *p);
+/* Check one value against a spec (used for defaults when a plugin is loaded). */
+crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, crmm_param_value *out);
+/* The parameter-table check run by the loader. */
+crmm_status crmm_param_table_validate(const crmm_plugin *plugin);
+/* Name of a parameter type: "size", "uint", ... */
+const char *crmm_param_type_name(crmm_param_type t);
+
+/* resource.c: build through a plugin with prepared params; names the instance. */
+crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,
+                                      crmm_resource *upstream, crmm_resource **out);
+
+/* device_registry.c: forget all per-device resources (finalize). */
+void crmm_registry_clear(void);
+
+/* Edit distance for "did you mean" suggestions (plugin names, parameter keys, sections). */
+unsigned crmm_edit_distance(const char *a, const char *b);
+
+#endif

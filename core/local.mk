@@ -1,0 +1,30 @@
+# libcrmm: the core runtime.
+lib_LTLIBRARIES += libcrmm.la
+libcrmm_la_SOURCES = \
+	core/internal.h \
+	core/error.c \
+	core/log.c \
+	core/size_parse.c \
+	core/cuda_support.c \
+	core/params.c \
+	core/resource.c \
+	core/device_registry.c \
+	core/plugin_loader.c \
+	core/config.c
+libcrmm_la_CPPFLAGS = $(AM_CPPFLAGS) $(INIH_CFLAGS) \
+	-DCRMM_PLUGIN_DIR='"$(pkglibdir)"' -DCRMM_SYSCONFDIR='"$(sysconfdir)"'
+libcrmm_la_LDFLAGS = -version-info $(CRMM_LT_VERSION) -no-undefined $(AM_LDFLAGS)
+libcrmm_la_LIBADD = $(INIH_LIBS) $(CUDA_LIBS) -ldl -lm
+include core/seed_api.mk
+include core/adaptors.mk
+
+crmmincludedir = $(includedir)/crmm
+crmminclude_HEADERS = \
+	include/crmm/crmm.h \
+	include/crmm/error.h \
+	include/crmm/log.h \
+	include/crmm/resource.h \
+	include/crmm/plugin.h \
+	include/crmm/config.h \
+	include/crmm/cuda_support.h \
+	include/crmm/alloc_counters.h

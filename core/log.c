@@ -1,0 +1,165 @@
+/* log.c — the library logger: a level, a flush level, one destination, one mutex.
+ *
+ * The level is read without the lock (an atomic int) so that crmm_log_should_log() and a
+ * dropped message cost a load and a compare. Writing takes the mutex so that lines from
+ * different threads never interleave. $CRMM_LOG_LEVEL and $CRMM_DEBUG_LOG_FILE are read once,
+ * on first use. */
+#include "config.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <crmm/log.h>
+
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int log_level = CRMM_LOG_WARN;
+static atomic_int flush_level = CRMM_LOG_WARN;
+static FILE *log_file;          /* NULL = stderr */
+static char log_path[4096];
+
+static const char *const level_names[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+
+static void log_init_from_env(void)
+{
+    const char *lvl = getenv("CRMM_LOG_LEVEL");
+    crmm_log_level parsed;
+    if (lvl && *lvl) {
+        if (crmm_log_level_parse(lvl, &parsed) == CRMM_OK)
+            atomic_store(&log_level, (int)parsed);
+        else
+            fprintf(stderr, "[crmm] [warn] CRMM_LOG_LEVEL=%s is not a level (trace debug info warn error critical off); using warn\n", lvl);
+    }
+    const char *file = getenv("CRMM_DEBUG_LOG_FILE");
+    if (file && *file) {
+        FILE *f = fopen(file, "a");
+        if (f) {
+            log_file = f;
+            snprintf(log_path, sizeof log_path, "%s", file);
+        } else {
+            fprintf(stderr, "[crmm] [warn] cannot open CRMM_DEBUG_LOG_FILE=%s; logging to stderr\n", file);
+        }
+    }
+}
+
+static inline void ensure_init(void) { pthread_once(&log_once, log_init_from_env); }
+
+static bool level_valid(crmm_log_level level) { return (int)level >= CRMM_LOG_TRACE && (int)level <= CRMM_LOG_OFF; }
+
+crmm_status crmm_log_set_level(crmm_log_level level)
+{
+    ensure_init();
+    if (!level_valid(level))
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "log level %d is out of range (0..6)", (int)level);
+    atomic_store(&log_level, (int)level);
+    return CRMM_OK;
+}
+
+crmm_log_level crmm_log_get_level(void)
+{
+    ensure_init();
+    return (crmm_log_level)atomic_load(&log_level);
+}
+
+bool crmm_log_should_log(crmm_log_level level)
+{
+    ensure_init();
+    return level_valid(level) && level != CRMM_LOG_OFF && (int)level >= atomic_load(&log_level);
+}
+
+crmm_status crmm_log_flush_on(crmm_log_level level)
+{
+    ensure_init();
+    if (!level_valid(level))
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "flush level %d is out of range (0..6)", (int)level);
+    atomic_store(&flush_level, (int)level);
+    return CRMM_OK;
+}
+
+crmm_log_level crmm_log_get_flush_level(void)
+{
+    ensure_init();
+    return (crmm_log_level)atomic_load(&flush_level);
+}
+
+void crmm_log_flush(void)
+{
+    ensure_init();
+    pthread_mutex_lock(&log_lock);
+    fflush(log_file ? log_file : stderr);
+    pthread_mutex_unlock(&log_lock);
+}
+
+crmm_status crmm_log_set_file(const char *path)
+{
+    ensure_init();
+    FILE *f = NULL;
+    if (path) {
+        f = fopen(path, "a");
+        if (!f)
+            return crmm_set_error(CRMM_ERROR_IO, "cannot open log file %s: %s", path, strerror(errno));
+    }
+    pthread_mutex_lock(&log_lock);
+    if (log_file)
+        fclose(log_file);
+    log_file = f;
+    snprintf(log_path, sizeof log_path, "%s", path ? path : "");
+    pthread_mutex_unlock(&log_lock);
+    return CRMM_OK;
+}
+
+const char *crmm_log_get_file(void)
+{
+    ensure_init();
+    return log_path[0] ? log_path : "stderr";
+}
+
+crmm_status crmm_log_level_parse(const char *text, crmm_log_level *out)
+{
+    if (!text || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "log level: NULL argument");
+    for (int i = 0; i <= CRMM_LOG_OFF; i++) {
+        if (strcasecmp(text, level_names[i]) == 0) {
+            *out = (crmm_log_level)i;
+            return CRMM_OK;
+        }
+    }
+    if (strcasecmp(text, "warning") == 0) {
+        *out = CRMM_LOG_WARN;
+        return CRMM_OK;
+    }
+    return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                          "'%s' is not a log level (trace debug info warn error critical off)", text);
+}
+
+const char *crmm_log_level_name(crmm_log_level level)
+{
+    return level_valid(level) ? level_names[level] : "?";
+}
+
+void crmm_log(crmm_log_level level, const char *fmt, ...)
+{
+    if (!crmm_log_should_log(level))
+        return;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    localtime_r(&ts.tv_sec, &tm);
+    pthread_mutex_lock(&log_lock);
+    FILE *f = log_file ? log_file : stderr;
+    fprintf(f, "[%02d:%02d:%02d.%06ld] [crmm] [%s] %s\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
+            ts.tv_nsec / 1000, level_names[level], msg);
+    if ((int)level >= atomic_load(&flush_level))
+        fflush(f);
+    pthread_mutex_unlock(&log_lock);
+}

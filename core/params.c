@@ -1,0 +1,367 @@
+/* params.c — a plugin's parameter table turned into validated, typed values.
+ *
+ * The table (crmm_param_spec[]) is the one source of truth for a parameter: the config file,
+ * crmm_resource_create's "k=v" strings and `crmm info` all go through it. Values are checked
+ * when they are set, so a bad one is reported with its file and line before anything is built.
+ * Sizes given as a percentage are kept as a percentage and resolved at create time, against
+ * the memory of the device the resource is built for. */
+#include "config.h"
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <crmm/cuda_support.h>
+#include "internal.h"
+
+const char *crmm_param_type_name(crmm_param_type t)
+{
+    switch (t) {
+    case CRMM_PARAM_SIZE: return "size";
+    case CRMM_PARAM_UINT: return "uint";
+    case CRMM_PARAM_BOOL: return "bool";
+    case CRMM_PARAM_STRING: return "string";
+    case CRMM_PARAM_ENUM: return "enum";
+    case CRMM_PARAM_DOUBLE: return "double";
+    }
+    return "?";
+}
+
+unsigned crmm_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 64;
+    unsigned row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (unsigned)j;
+    for (size_t i = 1; i <= la; i++) {
+        unsigned diag = row[0];
+        row[0] = (unsigned)i;
+        for (size_t j = 1; j <= lb; j++) {
+            unsigned up = row[j];
+            unsigned cost = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]) ? 0 : 1;
+            unsigned best = diag + cost;
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static bool parse_bool(const char *t, bool *out)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no", "off", "0"};
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(t, yes[i]) == 0) { *out = true; return true; }
+        if (strcasecmp(t, no[i]) == 0) { *out = false; return true; }
+    }
+    return false;
+}
+
+static bool enum_has(const char *choices, const char *t)
+{
+    size_t n = strlen(t);
+    for (const char *c = choices; c && *c;) {
+        const char *bar = strchr(c, '|');
+        size_t len = bar ? (size_t)(bar - c) : strlen(c);
+        if (len == n && strncmp(c, t, n) == 0)
+            return true;
+        c = bar ? bar + 1 : NULL;
+    }
+    return false;
+}
+
+crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, crmm_param_value *v)
+{
+    const char *key = spec->key;
+    switch (spec->type) {
+    case CRMM_PARAM_SIZE:
+        if (crmm_parse_size(text, 0, &v->u, &v->percent) != CRMM_OK)
+            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: %s", key, crmm_last_error() + strlen("invalid argument: "));
+        return CRMM_OK;
+    case CRMM_PARAM_UINT: {
+        const char *s = text;
+        while (isspace((unsigned char)*s))
+            s++;
+        if (*s == '-' || *s == '\0')
+            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: '%s' is not an unsigned integer", key, text);
+        errno = 0;
+        char *end;
+        unsigned long long x = strtoull(s, &end, 0);
+        while (isspace((unsigned char)*end))
+            end++;
+        if (errno == ERANGE)
+            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: '%s' does not fit in 64 bits", key, text);
+        if (*end || end == s)
+            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: '%s' is not an unsigned integer", key, text);
+        v->u = x;
+        return CRMM_OK;
+    }
+    case CRMM_PARAM_BOOL:
+        if (!parse_bool(text, &v->b))
+            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: '%s' is not a boolean (true/false, yes/no, on/off, 1/0)", key, text);
+        return CRMM_OK;
+    case CRMM_PARAM_DOUBLE: {
+        errno = 0;
+        char *end;
+        double d = strtod(text, &end);
+        while (isspace((unsigned char)*end))
+            end++;
+        if (errno == ERANGE || *end || end == text)
+            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: '%s' is not a number", key, text);
+        v->d = d;
+        return CRMM_OK;
+    }
+    case CRMM_PARAM_ENUM:
+        if (!enum_has(spec->choices, text))
+            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: '%s' is not one of %s", key, text, spec->choices ? spec->choices : "(none)");
+        return CRMM_OK;
+    case CRMM_PARAM_STRING:
+        return CRMM_OK;
+    }
+    return crmm_set_error(CRMM_ERROR_CONFIG, "%s: unknown parameter type %d", key, (int)spec->type);
+}
+
+static bool key_well_formed(const char *k)
+{
+    if (!k || !*k)
+        return false;
+    for (; *k; k++)
+        if (!(islower((unsigned char)*k) || isdigit((unsigned char)*k) || *k == '_'))
+            return false;
+    return true;
+}
+
+crmm_status crmm_param_table_validate(const crmm_plugin *plugin)
+{
+    if (!plugin->params)
+        return CRMM_OK;
+    for (const crmm_param_spec *s = plugin->params; s->key; s++) {
+        if (!key_well_formed(s->key))
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "parameter key '%s' is not [a-z0-9_]+", s->key);
+        if (strcmp(s->key, "plugin") == 0 || strcmp(s->key, "upstream") == 0)
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "parameter key '%s' is reserved", s->key);
+        if (s->type < CRMM_PARAM_SIZE || s->type > CRMM_PARAM_DOUBLE)
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "parameter '%s' has unknown type %d", s->key, (int)s->type);
+        if (s->type == CRMM_PARAM_ENUM && (!s->choices || !*s->choices))
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "enum parameter '%s' has no choices", s->key);
+        for (const crmm_param_spec *t = plugin->params; t != s; t++)
+            if (strcmp(t->key, s->key) == 0)
+                return crmm_set_error(CRMM_ERROR_PLUGIN, "parameter '%s' appears twice", s->key);
+        if (s->default_value) {
+            crmm_param_value v = {0};
+            if (crmm_param_validate(s, s->default_value, &v) != CRMM_OK)
+                return crmm_set_error(CRMM_ERROR_PLUGIN, "default of %s", crmm_last_error() + strlen("config error: "));
+        }
+    }
+    return CRMM_OK;
+}
+
+crmm_status crmm_params_new(const crmm_plugin *plugin, const char *name, crmm_params **out)
+{
+    crmm_params *p = calloc(1, sizeof *p);
+    if (!p)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "params: malloc failed");
+    p->plugin = plugin;
+    p->device = -1;
+    snprintf(p->name, sizeof p->name, "%s", name ? name : "");
+    size_t n = 0;
+    if (plugin->params)
+        while (plugin->params[n].key)
+            n++;
+    p->count = n;
+    p->values = n ? calloc(n, sizeof *p->values) : NULL;
+    if (n && !p->values) {
+        free(p);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "params: malloc failed");
+    }
+    for (size_t i = 0; i < n; i++) {
+        crmm_param_value *v = &p->values[i];
+        v->spec = &plugin->params[i];
+        if (v->spec->default_value) {
+            v->text = strdup(v->spec->default_value);
+            if (!v->text) {
+                crmm_params_free(p);
+                return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "params: malloc failed");
+            }
+            if (crmm_param_validate(v->spec, v->text, v) != CRMM_OK) {
+                crmm_params_free(p);
+                return CRMM_ERROR_PLUGIN;
+            }
+            v->has_value = true;
+        }
+    }
+    *out = p;
+    return CRMM_OK;
+}
+
+void crmm_params_free(crmm_params *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->count; i++)
+        free(p->values[i].text);
+    free(p->values);
+    free(p);
+}
+
+static crmm_param_value *find_value(const crmm_params *p, const char *key)
+{
+    if (!p || !key)
+        return NULL;
+    for (size_t i = 0; i < p->count; i++)
+        if (strcmp(p->values[i].spec->key, key) == 0)
+            return &p->values[i];
+    return NULL;
+}
+
+crmm_status crmm_params_set(crmm_params *p, const char *key, const char *value)
+{
+    crmm_param_value *v = find_value(p, key);
+    if (!v) {
+        const char *best = NULL;
+        unsigned bd = 3;
+        for (size_t i = 0; i < p->count; i++) {
+            unsigned d = crmm_edit_distance(key, p->values[i].spec->key);
+            if (d < bd) {
+                bd = d;
+                best = p->values[i].spec->key;
+            }
+        }
+        if (best)
+            return crmm_set_error(CRMM_ERROR_CONFIG, "unknown key '%s' for plugin %s (did you mean '%s'?)", key, p->plugin->name, best);
+        return crmm_set_error(CRMM_ERROR_CONFIG, "unknown key '%s' for plugin %s", key, p->plugin->name);
+    }
+    crmm_param_value nv = *v;
+    nv.percent = 0;
+    if (crmm_param_validate(v->spec, value, &nv) != CRMM_OK)
+        return CRMM_ERROR_CONFIG;
+    char *t = strdup(value);
+    if (!t)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "params: malloc failed");
+    free(v->text);
+    nv.text = t;
+    nv.given = true;
+    nv.has_value = true;
+    *v = nv;
+    return CRMM_OK;
+}
+
+crmm_status crmm_params_set_list(crmm_params *p, const char *list)
+{
+    if (!list)
+        return CRMM_OK;
+    char *copy = strdup(list);
+    if (!copy)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "params: malloc failed");
+    crmm_status st = CRMM_OK;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, " \t\n,", &save); tok; tok = strtok_r(NULL, " \t\n,", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok) {
+            st = crmm_set_error(CRMM_ERROR_CONFIG, "'%s' is not key=value", tok);
+            break;
+        }
+        *eq = '\0';
+        if ((st = crmm_params_set(p, tok, eq + 1)) != CRMM_OK)
+            break;
+    }
+    free(copy);
+    return st;
+}
+
+crmm_status crmm_params_check_required(const crmm_params *p)
+{
+    for (size_t i = 0; i < p->count; i++)
+        if ((p->values[i].spec->flags & CRMM_PARAM_REQUIRED) && !p->values[i].has_value)
+            return crmm_set_error(CRMM_ERROR_CONFIG, "plugin %s needs '%s' (%s)", p->plugin->name,
+                                  p->values[i].spec->key, p->values[i].spec->help ? p->values[i].spec->help : "");
+    return CRMM_OK;
+}
+
+static crmm_status lookup(const crmm_params *p, const char *key, crmm_param_type t, const crmm_param_value **out)
+{
+    if (!p || !key)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "params: NULL argument");
+    const crmm_param_value *v = find_value(p, key);
+    if (!v)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plugin %s has no parameter '%s'", p->plugin->name, key);
+    if (v->spec->type != t && !(t == CRMM_PARAM_STRING && v->spec->type == CRMM_PARAM_ENUM))
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "parameter '%s' of plugin %s is a %s, not a %s", key,
+                              p->plugin->name, crmm_param_type_name(v->spec->type), crmm_param_type_name(t));
+    if (!v->has_value)
+        return crmm_set_error(CRMM_ERROR_NOT_FOUND, "parameter '%s' of plugin %s has no value", key, p->plugin->name);
+    *out = v;
+    return CRMM_OK;
+}
+
+crmm_status crmm_params_get_size(const crmm_params *p, const char *key, uint64_t *out)
+{
+    const crmm_param_value *v;
+    crmm_status st = lookup(p, key, CRMM_PARAM_SIZE, &v);
+    if (st != CRMM_OK)
+        return st;
+    if (v->percent > 0.0) {
+        int dev = p->device;
+        if (dev < 0 && (st = crmm_cuda_current_device(&dev)) != CRMM_OK)
+            return crmm_error_add_context("%s = %s needs a CUDA device", key, v->text);
+        uint64_t total;
+        if ((st = crmm_cuda_device_memory(dev, NULL, &total)) != CRMM_OK)
+            return crmm_error_add_context("%s = %s", key, v->text);
+        *out = (uint64_t)((double)total * v->percent / 100.0);
+        return CRMM_OK;
+    }
+    *out = v->u;
+    return CRMM_OK;
+}
+
+crmm_status crmm_params_get_uint(const crmm_params *p, const char *key, uint64_t *out)
+{
+    const crmm_param_value *v;
+    crmm_status st = lookup(p, key, CRMM_PARAM_UINT, &v);
+    if (st == CRMM_OK)
+        *out = v->u;
+    return st;
+}
+
+crmm_status crmm_params_get_bool(const crmm_params *p, const char *key, bool *out)
+{
+    const crmm_param_value *v;
+    crmm_status st = lookup(p, key, CRMM_PARAM_BOOL, &v);
+    if (st == CRMM_OK)
+        *out = v->b;
+    return st;
+}
+
+crmm_status crmm_params_get_double(const crmm_params *p, const char *key, double *out)
+{
+    const crmm_param_value *v;
+    crmm_status st = lookup(p, key, CRMM_PARAM_DOUBLE, &v);
+    if (st == CRMM_OK)
+        *out = v->d;
+    return st;
+}
+
+crmm_status crmm_params_get_string(const crmm_params *p, const char *key, const char **out)
+{
+    const crmm_param_value *v;
+    crmm_status st = lookup(p, key, CRMM_PARAM_STRING, &v);
+    if (st == CRMM_OK)
+        *out = v->text;
+    return st;
+}
+
+bool crmm_params_is_set(const crmm_params *p, const char *key)
+{
+    const crmm_param_value *v = find_value(p, key);
+    return v && v->given;
+}
+
+const char *crmm_params_resource_name(const crmm_params *p) { return p ? p->name : ""; }
+int crmm_params_device(const crmm_params *p) { return p ? p->device : -1; }

@@ -1,0 +1,273 @@
+/* plugin_loader.c — finds, loads and validates crmm_<name>.so plugins.
+ *
+ * Search order for a name: the caller's directories (a config's plugin_path), $CRMM_PLUGIN_PATH,
+ * then the installed plugin directory; an absolute path loads that file. Before dlopen the file
+ * and its directory are checked: a plugin that group or others can write is refused, since a
+ * config that loads code must not load code someone else could have replaced. After dlopen the
+ * descriptor is checked (ABI version, struct size, name, create, parameter table) before any of
+ * its functions is called except the entry itself. Loaded plugins stay loaded; a small list
+ * keyed by real path makes a second load of the same file return the same descriptor. */
+#include "config.h"
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "internal.h"
+
+#ifndef CRMM_PLUGIN_DIR
+#define CRMM_PLUGIN_DIR "/usr/local/lib/crmm"
+#endif
+
+typedef struct loaded_plugin {
+    struct loaded_plugin *next;
+    char path[PATH_MAX];
+    void *handle;
+    const crmm_plugin *plugin;
+} loaded_plugin;
+
+static pthread_mutex_t loader_lock = PTHREAD_MUTEX_INITIALIZER;
+static loaded_plugin *loaded;
+
+const char *crmm_plugin_search_path(const char *dirs, char *buf, size_t bufsize)
+{
+    const char *env = getenv("CRMM_PLUGIN_PATH");
+    snprintf(buf, bufsize, "%s%s%s%s%s", dirs && *dirs ? dirs : "", dirs && *dirs ? ":" : "",
+             env && *env ? env : "", env && *env ? ":" : "", CRMM_PLUGIN_DIR);
+    return buf;
+}
+
+static bool name_well_formed(const char *n)
+{
+    if (!*n || strlen(n) > 64)
+        return false;
+    for (; *n; n++)
+        if (!((*n >= 'a' && *n <= 'z') || (*n >= '0' && *n <= '9') || *n == '_'))
+            return false;
+    return true;
+}
+
+/* The <name> in ".../crmm_<name>.so", or NULL. */
+static bool name_from_path(const char *path, char *name, size_t n)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t len = strlen(base);
+    if (len <= 8 || strncmp(base, "crmm_", 5) != 0 || strcmp(base + len - 3, ".so") != 0)
+        return false;
+    size_t nl = len - 8;
+    if (nl + 1 > n)
+        return false;
+    memcpy(name, base + 5, nl);
+    name[nl] = '\0';
+    return true;
+}
+
+static crmm_status check_not_writable(const char *path, const char *what)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return crmm_set_error(CRMM_ERROR_PLUGIN, "cannot stat %s %s: %s", what, path, strerror(errno));
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return crmm_set_error(CRMM_ERROR_PLUGIN,
+                              "refusing %s %s: it is writable by %s (mode %04o), so anyone could replace the code a "
+                              "config loads; fix it with: chmod go-w %s",
+                              what, path, (st.st_mode & S_IWOTH) ? "others" : "group", (unsigned)(st.st_mode & 07777), path);
+    return CRMM_OK;
+}
+
+/* Load and validate one file; the caller holds loader_lock. */
+static crmm_status load_file(const char *path, const char *expect_name, const crmm_plugin **out)
+{
+    char real[PATH_MAX];
+    if (!realpath(path, real))
+        return crmm_set_error(CRMM_ERROR_PLUGIN, "cannot open plugin %s: %s", path, strerror(errno));
+    for (loaded_plugin *l = loaded; l; l = l->next)
+        if (strcmp(l->path, real) == 0) {
+            *out = l->plugin;
+            return CRMM_OK;
+        }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", real);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    crmm_status st = check_not_writable(real, "plugin file");
+    if (st == CRMM_OK)
+        st = check_not_writable(dir, "plugin directory");
+    if (st != CRMM_OK)
+        return st;
+
+    dlerror();
+    void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return crmm_set_error(CRMM_ERROR_PLUGIN, "cannot load plugin %s: %s", real, dlerror());
+    void *sym = dlsym(h, CRMM_PLUGIN_ENTRY_SYMBOL);
+    if (!sym) {
+        const char *why = dlerror();
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s has no %s() entry function: %s", real,
+                            CRMM_PLUGIN_ENTRY_SYMBOL, why ? why : "symbol not found");
+        dlclose(h);
+        return st;
+    }
+    crmm_plugin_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry);
+    const crmm_plugin *pl = entry();
+    if (!pl)
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: %s() returned NULL", real, CRMM_PLUGIN_ENTRY_SYMBOL);
+    else if (pl->abi_major != CRMM_PLUGIN_ABI_MAJOR)
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s was built for plugin ABI %u.%u; this crmm supports %d.%d (rebuild the plugin)",
+                            real, pl->abi_major, pl->abi_minor, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);
+    else if (pl->abi_minor > CRMM_PLUGIN_ABI_MINOR)
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s needs plugin ABI %u.%u, newer than this crmm's %d.%d (upgrade crmm)",
+                            real, pl->abi_major, pl->abi_minor, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);
+    else if (pl->struct_size < sizeof(crmm_plugin))
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: descriptor struct_size %u is smaller than ABI %d.%d's %zu",
+                            real, pl->struct_size, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR, sizeof(crmm_plugin));
+    else if (!pl->name || (expect_name && strcmp(pl->name, expect_name) != 0))
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s calls itself '%s' but its file name says '%s'", real,
+                            pl->name ? pl->name : "(null)", expect_name ? expect_name : "?");
+    else if (!pl->create)
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s has no create function", real);
+    else if ((int)pl->upstream < CRMM_UPSTREAM_NONE || (int)pl->upstream > CRMM_UPSTREAM_OPTIONAL)
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: unknown upstream rule %d", real, (int)pl->upstream);
+    else if (crmm_param_table_validate(pl) != CRMM_OK)
+        st = crmm_error_add_context("plugin %s", real);
+    if (st != CRMM_OK) {
+        dlclose(h);
+        return crmm_last_status() == CRMM_OK ? CRMM_ERROR_PLUGIN : st;
+    }
+    loaded_plugin *l = calloc(1, sizeof *l);
+    if (!l) {
+        dlclose(h);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "plugin loader: malloc failed");
+    }
+    snprintf(l->path, sizeof l->path, "%s", real);
+    l->handle = h;
+    l->plugin = pl;
+    l->next = loaded;
+    loaded = l;
+    *out = pl;
+    return CRMM_OK;
+}
+
+/* Calls fn(dir) for each directory of the search path; stops when fn returns true. */
+static bool foreach_dir(const char *dirs, bool (*fn)(const char *dir, void *arg), void *arg)
+{
+    char path[8192];
+    crmm_plugin_search_path(dirs, path, sizeof path);
+    char *save = NULL;
+    for (char *d = strtok_r(path, ":", &save); d; d = strtok_r(NULL, ":", &save))
+        if (*d && fn(d, arg))
+            return true;
+    return false;
+}
+
+struct find_ctx { const char *name; char found[PATH_MAX]; const char *best; unsigned best_d; char best_buf[72]; };
+
+static bool find_in_dir(const char *dir, void *arg)
+{
+    struct find_ctx *c = arg;
+    snprintf(c->found, sizeof c->found, "%s/crmm_%s.so", dir, c->name);
+    struct stat st;
+    if (stat(c->found, &st) == 0)
+        return true;
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    struct dirent *e;
+    char n[72];
+    while ((e = readdir(d))) {
+        if (!name_from_path(e->d_name, n, sizeof n))
+            continue;
+        unsigned dist = crmm_edit_distance(c->name, n);
+        if (dist < c->best_d) {
+            c->best_d = dist;
+            snprintf(c->best_buf, sizeof c->best_buf, "%s", n);
+            c->best = c->best_buf;
+        }
+    }
+    closedir(d);
+    return false;
+}
+
+crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const crmm_plugin **out)
+{
+    if (!name_or_path || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plugin_load: %s is NULL", name_or_path ? "out" : "name");
+    crmm_status st;
+    char name[72];
+    pthread_mutex_lock(&loader_lock);
+    if (strchr(name_or_path, '/')) {
+        if (name_or_path[0] != '/')
+            st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin path '%s' is relative: give a plugin name or an absolute path",
+                                name_or_path);
+        else if (!name_from_path(name_or_path, name, sizeof name))
+            st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin file %s is not named crmm_<name>.so", name_or_path);
+        else
+            st = load_file(name_or_path, name, out);
+    } else if (!name_well_formed(name_or_path)) {
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "'%s' is not a plugin name ([a-z0-9_]+) or an absolute path", name_or_path);
+    } else {
+        struct find_ctx c = {.name = name_or_path, .best_d = 3};
+        if (foreach_dir(dirs, find_in_dir, &c)) {
+            st = load_file(c.found, name_or_path, out);
+        } else {
+            char sp[8192];
+            crmm_plugin_search_path(dirs, sp, sizeof sp);
+            if (c.best)
+                st = crmm_set_error(CRMM_ERROR_PLUGIN, "no plugin '%s' (crmm_%s.so) in %s (did you mean '%s'?)",
+                                    name_or_path, name_or_path, sp, c.best);
+            else
+                st = crmm_set_error(CRMM_ERROR_PLUGIN, "no plugin '%s' (crmm_%s.so) in %s", name_or_path, name_or_path, sp);
+        }
+    }
+    pthread_mutex_unlock(&loader_lock);
+    return st;
+}
+
+struct visit_ctx { crmm_plugin_visit_fn fn; void *arg; int count; char seen[64][72]; int nseen; };
+
+static bool visit_dir(const char *dir, void *arg)
+{
+    struct visit_ctx *c = arg;
+    struct dirent **list;
+    int n = scandir(dir, &list, NULL, alphasort);
+    if (n < 0)
+        return false;
+    for (int i = 0; i < n; i++) {
+        char name[72], path[PATH_MAX];
+        if (name_from_path(list[i]->d_name, name, sizeof name)) {
+            bool dup = false;
+            for (int j = 0; j < c->nseen; j++)
+                dup |= strcmp(c->seen[j], name) == 0;
+            if (!dup) {
+                if (c->nseen < 64)
+                    snprintf(c->seen[c->nseen++], sizeof c->seen[0], "%s", name);
+                snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+                const crmm_plugin *pl = NULL;
+                char real[PATH_MAX];
+                crmm_status st = realpath(path, real) ? crmm_plugin_load(real, NULL, &pl)
+                                                      : crmm_set_error(CRMM_ERROR_PLUGIN, "cannot resolve %s", path);
+                c->fn(path, st == CRMM_OK ? pl : NULL, st, st == CRMM_OK ? "" : crmm_last_error(), c->arg);
+                c->count++;
+            }
+        }
+        free(list[i]);
+    }
+    free(list);
+    return false;
+}
+
+int crmm_plugin_foreach(const char *dirs, crmm_plugin_visit_fn fn, void *arg)
+{
+    if (!fn)
+        return 0;
+    struct visit_ctx c = {.fn = fn, .arg = arg};
+    foreach_dir(dirs, visit_dir, &c);
+    return c.count;
+}

@@ -1,0 +1,186 @@
+/* resource.c — the memory-resource ABI's entry points: argument checks, reference counts, and
+ * building a resource from a plugin by name.
+ *
+ * The allocate/deallocate wrappers are the fast path every caller goes through: two tests and an
+ * indirect call, so that dispatch through the ABI costs a couple of nanoseconds over a direct
+ * call. Reference counts are atomic; the last release destroys the resource and then releases
+ * its upstream, so a chain unwinds from the top. */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include <crmm/cuda_support.h>
+#include <crmm/log.h>
+#include "internal.h"
+
+void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *ops, const char *kind,
+                        unsigned flags, int device, crmm_resource *upstream)
+{
+    self->ops = ops;
+    self->flags = flags;
+    self->device = device;
+    self->kind = kind ? kind : "";
+    self->upstream = crmm_resource_retain(upstream);
+    __atomic_store_n(&self->refs, 1, __ATOMIC_RELAXED);
+}
+
+crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    if (__builtin_expect(!mr || !ptr, 0)) {
+        if (ptr)
+            *ptr = NULL;
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "allocate: %s is NULL", mr ? "ptr" : "resource");
+    }
+    if (__builtin_expect(bytes == 0, 0)) {
+        *ptr = NULL;
+        return CRMM_OK;
+    }
+    crmm_status st = mr->ops->allocate(mr, bytes, stream, ptr);
+    if (__builtin_expect(st != CRMM_OK, 0))
+        *ptr = NULL;
+    return st;
+}
+
+crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    if (__builtin_expect(!ptr, 0))
+        return CRMM_OK;
+    if (__builtin_expect(!mr, 0))
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "deallocate: resource is NULL");
+    return mr->ops->deallocate(mr, ptr, bytes, stream);
+}
+
+crmm_status crmm_resource_query(crmm_resource *mr, crmm_query what, uint64_t *out)
+{
+    if (!mr || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "query: %s is NULL", mr ? "out" : "resource");
+    if (!mr->ops->query)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource answers no queries", mr->kind);
+    return mr->ops->query(mr, what, out);
+}
+
+crmm_status crmm_resource_fragmentation(crmm_resource *mr, double *out)
+{
+    if (!out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "fragmentation: out is NULL");
+    uint64_t free_bytes, largest;
+    crmm_status st = crmm_resource_query(mr, CRMM_QUERY_BYTES_FREE, &free_bytes);
+    if (st == CRMM_OK)
+        st = crmm_resource_query(mr, CRMM_QUERY_LARGEST_FREE_BLOCK, &largest);
+    if (st != CRMM_OK)
+        return st;
+    *out = free_bytes ? 1.0 - (double)largest / (double)free_bytes : 0.0;
+    return CRMM_OK;
+}
+
+crmm_status crmm_resource_trim(crmm_resource *mr)
+{
+    if (!mr)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "trim: resource is NULL");
+    return mr->ops->trim ? mr->ops->trim(mr) : CRMM_OK;
+}
+
+crmm_status crmm_resource_control(crmm_resource *mr, int op, void *arg)
+{
+    if (!mr)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "control: resource is NULL");
+    if (!mr->ops->control)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource has no control operations", mr->kind);
+    return mr->ops->control(mr, op, arg);
+}
+
+crmm_resource *crmm_resource_find_kind(crmm_resource *mr, const char *kind)
+{
+    for (; mr && kind; mr = mr->upstream)
+        if (strcmp(mr->kind, kind) == 0)
+            return mr;
+    return NULL;
+}
+
+bool crmm_resource_is_device_accessible(const crmm_resource *mr) { return mr && (mr->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE); }
+bool crmm_resource_is_host_accessible(const crmm_resource *mr) { return mr && (mr->flags & CRMM_RESOURCE_HOST_ACCESSIBLE); }
+const char *crmm_resource_kind(const crmm_resource *mr) { return mr ? mr->kind : ""; }
+const char *crmm_resource_name(const crmm_resource *mr) { return mr ? mr->name : ""; }
+crmm_resource *crmm_resource_upstream(const crmm_resource *mr) { return mr ? mr->upstream : NULL; }
+
+crmm_resource *crmm_resource_retain(crmm_resource *mr)
+{
+    if (mr)
+        __atomic_add_fetch(&mr->refs, 1, __ATOMIC_RELAXED);
+    return mr;
+}
+
+void crmm_resource_release(crmm_resource *mr)
+{
+    while (mr) {
+        long left = __atomic_sub_fetch(&mr->refs, 1, __ATOMIC_ACQ_REL);
+        if (left > 0)
+            return;
+        if (left < 0) {
+            crmm_log(CRMM_LOG_ERROR, "%s resource '%s' released more often than retained", mr->kind, mr->name);
+            return;
+        }
+        crmm_resource *up = mr->upstream;
+        mr->ops->destroy(mr);
+        mr = up; /* release the upstream's reference without recursion */
+    }
+}
+
+long crmm_resource_refcount(const crmm_resource *mr)
+{
+    return mr ? __atomic_load_n(&mr->refs, __ATOMIC_RELAXED) : 0;
+}
+
+void crmm_resource_report_leaks(const crmm_resource *mr, uint64_t count, uint64_t bytes)
+{
+    if (!count)
+        return;
+    char sz[32];
+    crmm_log(CRMM_LOG_WARN, "%s resource '%s' destroyed with %llu live allocation%s (%s)", mr->kind, mr->name,
+             (unsigned long long)count, count == 1 ? "" : "s", crmm_format_size(bytes, sz, sizeof sz));
+}
+
+crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,
+                                      crmm_resource *upstream, crmm_resource **out)
+{
+    if (upstream && plugin->upstream == CRMM_UPSTREAM_NONE)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "plugin %s takes no upstream", plugin->name);
+    if (!upstream && plugin->upstream == CRMM_UPSTREAM_REQUIRED)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "plugin %s needs an upstream resource", plugin->name);
+    crmm_status st = crmm_params_check_required(params);
+    if (st != CRMM_OK)
+        return st;
+    crmm_resource *mr = NULL;
+    crmm_clear_error();
+    st = plugin->create(params, upstream, &mr);
+    if (st != CRMM_OK) {
+        if (crmm_last_status() == CRMM_OK)
+            crmm_set_error(st, "plugin %s: create failed without a message", plugin->name);
+        return st;
+    }
+    if (!mr)
+        return crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: create returned CRMM_OK but no resource", plugin->name);
+    if (!mr->ops || !mr->ops->allocate || !mr->ops->deallocate || !mr->ops->destroy)
+        return crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: resource lacks allocate, deallocate or destroy", plugin->name);
+    if (!mr->name[0])
+        snprintf(mr->name, sizeof mr->name, "%s", params->name);
+    *out = mr;
+    return CRMM_OK;
+}
+
+crmm_status crmm_resource_create(const char *plugin_name, const char *params, crmm_resource *upstream,
+                                 crmm_resource **out)
+{
+    if (!plugin_name || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "resource_create: %s is NULL", plugin_name ? "out" : "plugin");
+    const crmm_plugin *plugin;
+    crmm_status st = crmm_plugin_load(plugin_name, NULL, &plugin);
+    if (st != CRMM_OK)
+        return st;
+    crmm_params *p;
+    if ((st = crmm_params_new(plugin, "", &p)) != CRMM_OK)
+        return st;
+    if ((st = crmm_params_set_list(p, params)) == CRMM_OK)
+        st = crmm_resource_create_with(plugin, p, upstream, out);
+    crmm_params_free(p);
+    return st;
+}

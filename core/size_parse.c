@@ -1,0 +1,102 @@
+/* size_parse.c — sizes as people write them in configs: "4096", "1.5GiB", "512 MB", "80%".
+ *
+ * Binary units (KiB..TiB) are powers of 1024, decimal ones (KB..TB) powers of 1000. A
+ * fractional number is allowed with a unit ("1.5GiB"); the result is rounded down to a byte.
+ * Anything that would not fit in 64 bits is an error, never a wrap-around. */
+#include "config.h"
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <crmm/config.h>
+#include <crmm/error.h>
+
+static const struct { const char *name; double mult; } size_units[] = {
+    {"", 1.0}, {"B", 1.0},
+    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+    {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+};
+
+crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out, double *percent)
+{
+    if (!text || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "size: NULL argument");
+    const char *s = text;
+    while (isspace((unsigned char)*s))
+        s++;
+    if (*s == '-')
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "size '%s' is negative", text);
+    if (!isdigit((unsigned char)*s) && *s != '.')
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s' is not a size (e.g. 4096, 512MiB, 1.5GiB, 80%%)", text);
+    /* integer part exactly (so that sizes near 2^64 are not rounded through a double) */
+    errno = 0;
+    char *end;
+    unsigned long long whole = strtoull(s, &end, 10);
+    if (errno == ERANGE)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "size '%s' does not fit in 64 bits", text);
+    double frac = 0.0;
+    bool has_frac = false;
+    if (*end == '.') {
+        char *fend;
+        frac = strtod(end, &fend);
+        if (fend == end + 1 && end == s)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s' is not a size", text);
+        has_frac = true;
+        end = fend;
+    }
+    while (isspace((unsigned char)*end))
+        end++;
+    char unit[8];
+    size_t ul = 0;
+    while (end[ul] && !isspace((unsigned char)end[ul]) && ul < sizeof unit - 1) {
+        unit[ul] = end[ul];
+        ul++;
+    }
+    unit[ul] = '\0';
+    const char *tail = end + ul;
+    while (isspace((unsigned char)*tail))
+        tail++;
+    if (*tail)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s' is not a size: unexpected '%s'", text, tail);
+
+    if (strcmp(unit, "%") == 0) {
+        double pct = (double)whole + frac;
+        if (pct <= 0.0 || pct > 100.0)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s': a percentage must be in (0, 100]", text);
+        if (percent) {
+            *percent = pct;
+            *out = (uint64_t)floor((double)percent_of * pct / 100.0);
+            return CRMM_OK;
+        }
+        if (!percent_of)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s': a percentage is not allowed here", text);
+        *out = (uint64_t)floor((double)percent_of * pct / 100.0);
+        return CRMM_OK;
+    }
+    for (size_t i = 0; i < sizeof size_units / sizeof size_units[0]; i++) {
+        if (strcasecmp(unit, size_units[i].name) != 0)
+            continue;
+        double mult = size_units[i].mult;
+        if (percent)
+            *percent = 0.0;
+        if (mult == 1.0) {
+            if (has_frac && frac != 0.0)
+                return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s': a byte count must be whole", text);
+            *out = whole;
+            return CRMM_OK;
+        }
+        uint64_t m = (uint64_t)mult;
+        if (whole > UINT64_MAX / m)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "size '%s' does not fit in 64 bits", text);
+        uint64_t v = (uint64_t)whole * m;
+        uint64_t f = (uint64_t)floor(frac * mult);
+        if (v > UINT64_MAX - f)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "size '%s' does not fit in 64 bits", text);
+        *out = v + f;
+        return CRMM_OK;
+    }
+    return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                          "'%s': unknown size unit '%s' (B KiB MiB GiB TiB KB MB GB TB or %%)", text, unit);
+}

@@ -1,0 +1,65 @@
+/* crmm/alloc_counters.h — lock-free allocation counters for resources and adaptors.
+ *
+ * Current, peak and total allocation counts and bytes, updated with atomics, answering the
+ * CRMM_QUERY_BYTES_IN_USE / ALLOCATIONS family. Used by the plain plugins (cuda, host, ...) for
+ * their leak report and queries, and by adaptors that count. */
+#ifndef CRMM_ALLOC_COUNTERS_H
+#define CRMM_ALLOC_COUNTERS_H
+
+#include <stdint.h>
+#include <crmm/error.h>
+#include <crmm/resource.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct crmm_alloc_counters {
+    int64_t count, bytes;           /* live */
+    int64_t peak_count, peak_bytes; /* highest live */
+    uint64_t total_count, total_bytes;
+} crmm_alloc_counters;
+
+static inline void crmm_counters_raise_peak(int64_t *peak, int64_t now)
+{
+    int64_t seen = __atomic_load_n(peak, __ATOMIC_RELAXED);
+    while (now > seen && !__atomic_compare_exchange_n(peak, &seen, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+/* Count one allocation of `bytes`. */
+static inline void crmm_counters_add(crmm_alloc_counters *c, uint64_t bytes)
+{
+    int64_t n = __atomic_add_fetch(&c->count, 1, __ATOMIC_RELAXED);
+    int64_t b = __atomic_add_fetch(&c->bytes, (int64_t)bytes, __ATOMIC_RELAXED);
+    crmm_counters_raise_peak(&c->peak_count, n);
+    crmm_counters_raise_peak(&c->peak_bytes, b);
+    __atomic_add_fetch(&c->total_count, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&c->total_bytes, bytes, __ATOMIC_RELAXED);
+}
+
+/* Count one free of `bytes`. */
+static inline void crmm_counters_sub(crmm_alloc_counters *c, uint64_t bytes)
+{
+    __atomic_sub_fetch(&c->count, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&c->bytes, (int64_t)bytes, __ATOMIC_RELAXED);
+}
+
+/* Answer the counter queries; CRMM_ERROR_UNSUPPORTED (no message) for any other. */
+static inline crmm_status crmm_counters_query(const crmm_alloc_counters *c, crmm_query what, uint64_t *out)
+{
+    switch (what) {
+    case CRMM_QUERY_BYTES_IN_USE: *out = (uint64_t)__atomic_load_n(&c->bytes, __ATOMIC_RELAXED); return CRMM_OK;
+    case CRMM_QUERY_BYTES_IN_USE_PEAK: *out = (uint64_t)__atomic_load_n(&c->peak_bytes, __ATOMIC_RELAXED); return CRMM_OK;
+    case CRMM_QUERY_ALLOCATIONS: *out = (uint64_t)__atomic_load_n(&c->count, __ATOMIC_RELAXED); return CRMM_OK;
+    case CRMM_QUERY_ALLOCATIONS_PEAK: *out = (uint64_t)__atomic_load_n(&c->peak_count, __ATOMIC_RELAXED); return CRMM_OK;
+    case CRMM_QUERY_ALLOCATIONS_TOTAL: *out = __atomic_load_n(&c->total_count, __ATOMIC_RELAXED); return CRMM_OK;
+    case CRMM_QUERY_BYTES_TOTAL: *out = __atomic_load_n(&c->total_bytes, __ATOMIC_RELAXED); return CRMM_OK;
+    default: return CRMM_ERROR_UNSUPPORTED;
+    }
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,81 @@
+/* crmm/config.h — INI configs that build the resource graph, and library init/finalize.
+ *
+ *   [crmm]                      default = main, plugin_path = DIR:DIR, log_level = warn
+ *   [resource.NAME]             plugin = PLUGIN, upstream = NAME, then the plugin's parameters
+ *   [device.N]                  resource = NAME (overrides default for device N)
+ *
+ * Loading is strict and touches no GPU: an unknown section or key, an unknown plugin or upstream,
+ * a cycle, a bad size or number → CRMM_ERROR_CONFIG with "FILE:LINE: message". A config is a
+ * template: crmm_config_create_resource() instantiates a named resource (and its upstream chain)
+ * for one device; resources that share an upstream share one instance per device. */
+#ifndef CRMM_CONFIG_H
+#define CRMM_CONFIG_H
+
+#include <stddef.h>
+#include <crmm/error.h>
+#include <crmm/resource.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct crmm_config crmm_config;
+
+/* Parse and validate a config file (plugins are loaded to check parameters; no CUDA call).
+ * Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL), CRMM_ERROR_IO (cannot read), CRMM_ERROR_CONFIG
+ * ("FILE:LINE: message"; plugin load failures are reported this way too). */
+crmm_status crmm_config_load_file(const char *path, crmm_config **out);
+/* The same from text; `origin` names it in messages (NULL → "<string>"). */
+crmm_status crmm_config_load_string(const char *text, const char *origin, crmm_config **out);
+/* The built-in default: one resource "default" of plugin `cuda`. */
+crmm_status crmm_config_load_default(crmm_config **out);
+/* Free a config (resources created from it live on). NULL: no-op. */
+void crmm_config_free(crmm_config *cfg);
+
+/* Where the config came from (a path, the origin given, or "<built-in>"). */
+const char *crmm_config_origin(const crmm_config *cfg);
+/* Number of [resource.*] sections, and the i-th one's name, plugin and upstream (NULL if none),
+ * in file order. NULL for i out of range. */
+size_t crmm_config_resource_count(const crmm_config *cfg);
+const char *crmm_config_resource_name(const crmm_config *cfg, size_t i);
+const char *crmm_config_resource_plugin(const crmm_config *cfg, size_t i);
+const char *crmm_config_resource_upstream(const crmm_config *cfg, size_t i);
+/* The resource's parameters as given in the file: count, and key/value of the j-th one. */
+size_t crmm_config_resource_param_count(const crmm_config *cfg, size_t i);
+const char *crmm_config_resource_param_key(const crmm_config *cfg, size_t i, size_t j);
+const char *crmm_config_resource_param_value(const crmm_config *cfg, size_t i, size_t j);
+/* True when the resource's chain ends in a host-only plugin (usable without a GPU). */
+bool crmm_config_resource_is_host(const crmm_config *cfg, size_t i);
+/* The resource device `device` starts with: [device.N] resource, else [crmm] default. */
+const char *crmm_config_default_resource(const crmm_config *cfg, int device);
+/* The [crmm] plugin_path (NULL if none). */
+const char *crmm_config_plugin_path(const crmm_config *cfg);
+
+/* Build resource `name` (and its upstreams) for CUDA device `device` (-1: the current device;
+ * host-only chains need no device). Instances are cached per config and device: asking twice
+ * gives the same resource with one more reference. Errors: CRMM_ERROR_NOT_FOUND (no such
+ * resource), CRMM_ERROR_CUDA, and the plugin's own, with "FILE:LINE: resource.NAME: " in front. */
+crmm_status crmm_config_create_resource(crmm_config *cfg, const char *name, int device, crmm_resource **out);
+
+/* Initialise the library: load the config from `path`, or with NULL from $CRMM_CONFIG, then
+ * $(sysconfdir)/crmm/crmm.ini, then the built-in default; apply its log_level; make it the
+ * config that per-device defaults come from. Never reads a file from the working directory by
+ * itself. Calling again replaces the config for devices whose resource is not yet created.
+ * Errors as crmm_config_load_file. */
+crmm_status crmm_init(const char *path);
+/* Release the per-device resources and the config loaded by crmm_init. Safe to call twice. */
+void crmm_finalize(void);
+/* The config crmm_init loaded (borrowed), or NULL. */
+const crmm_config *crmm_current_config(void);
+
+/* Parse a size: "4096", "64KiB", "1.5 GiB", "512MB", "2TB"; units B KiB MiB GiB TiB KB MB GB TB
+ * (case-insensitive; KiB = 1024, KB = 1000). "N%" (0 < N <= 100) gives N% of `percent_of`; it is
+ * refused when `percent_of` is 0 and `percent` is NULL. When `percent` is given it receives N
+ * (0 for a plain size). Errors: CRMM_ERROR_INVALID_ARGUMENT for negative values, unknown units,
+ * junk, fractions of a byte, and values that do not fit in 64 bits. */
+crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out, double *percent);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,44 @@
+/* crmm/cuda_support.h — small CUDA helpers that the core and plugins share.
+ *
+ * These take and return plain ints so that callers need not include the CUDA headers here. */
+#ifndef CRMM_CUDA_SUPPORT_H
+#define CRMM_CUDA_SUPPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <crmm/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Turn a cudaError_t from `call` into a status and an error message:
+ * cudaSuccess → CRMM_OK; cudaErrorMemoryAllocation → CRMM_ERROR_OUT_OF_MEMORY; anything else →
+ * CRMM_ERROR_CUDA ("CUDA error: cudaMalloc: invalid argument (cudaErrorInvalidValue)"). */
+crmm_status crmm_cuda_status(int cuda_error, const char *call);
+
+/* True once the process has started to exit (atexit ran or libcrmm is being unloaded). From
+ * then on resources must not call CUDA: they leak instead of freeing. */
+bool crmm_process_exiting(void);
+
+/* Call after a first successful CUDA call: registers the exit hook behind the CUDA runtime's
+ * own, so that crmm_process_exiting() turns true before the runtime tears down. Cheap to repeat. */
+void crmm_note_cuda_initialized(void);
+
+/* The current device ordinal. CRMM_ERROR_CUDA when there is no usable device. */
+crmm_status crmm_cuda_current_device(int *device);
+/* Number of CUDA devices (0 with CRMM_ERROR_CUDA and the reason when there are none). */
+crmm_status crmm_cuda_device_count(int *count);
+/* Free and total memory of `device` (made current for the call, then restored). */
+crmm_status crmm_cuda_device_memory(int device, uint64_t *free_bytes, uint64_t *total_bytes);
+
+/* Makes `device` current and remembers the previous one; restore with crmm_cuda_device_restore.
+ * device < 0 does nothing. */
+typedef struct crmm_device_guard { int previous; int changed; } crmm_device_guard;
+crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard);
+void crmm_cuda_device_restore(crmm_device_guard *guard);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,141 @@
+/* crmm/plugin.h — the plugin ABI.
+ *
+ * A plugin is a shared object `crmm_<name>.so` that exports one function,
+ * `const crmm_plugin *crmm_plugin_entry(void)`, returning a const descriptor:
+ *
+ *   static const crmm_param_spec my_params[] = {
+ *       { "block_size", CRMM_PARAM_SIZE, "1MiB", "bytes per block", NULL, 0 },
+ *       { NULL }
+ *   };
+ *   static const crmm_plugin my_plugin = {
+ *       CRMM_PLUGIN_HEADER,
+ *       .name = "mine", .version = "1.0", .description = "what it does",
+ *       .upstream = CRMM_UPSTREAM_REQUIRED, .params = my_params, .create = my_create,
+ *   };
+ *   CRMM_PLUGIN_DEFINE(my_plugin)
+ *
+ * The loader checks the ABI major (equal), minor (not newer than the loader's), struct_size
+ * (at least the 1.0 size), the name (equal to the file's <name>) and the parameter table before
+ * calling anything else. Parameter values reach `create` validated and typed (crmm_params_*). */
+#ifndef CRMM_PLUGIN_H
+#define CRMM_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <crmm/error.h>
+#include <crmm/resource.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CRMM_PLUGIN_ABI_MAJOR 1
+#define CRMM_PLUGIN_ABI_MINOR 0
+#define CRMM_PLUGIN_ENTRY_SYMBOL "crmm_plugin_entry"
+
+typedef enum crmm_param_type {
+    CRMM_PARAM_SIZE = 1,   /* bytes: "4096", "1.5GiB", "512MB", "80%" (of the device's total memory) */
+    CRMM_PARAM_UINT = 2,   /* unsigned 64-bit integer, decimal or 0x hex */
+    CRMM_PARAM_BOOL = 3,   /* true/false, yes/no, on/off, 1/0 */
+    CRMM_PARAM_STRING = 4, /* any text */
+    CRMM_PARAM_ENUM = 5,   /* one of `choices`, a '|'-separated list: "none|posix_fd|fabric" */
+    CRMM_PARAM_DOUBLE = 6  /* floating-point number */
+} crmm_param_type;
+
+/* crmm_param_spec.flags */
+#define CRMM_PARAM_REQUIRED 0x1u /* the parameter must be given */
+
+/* One row of a plugin's parameter table; the table ends with a row whose key is NULL. */
+typedef struct crmm_param_spec {
+    const char *key;           /* [a-z0-9_]+ */
+    crmm_param_type type;
+    const char *default_value; /* text parsed like a config value; NULL = no default (unset) */
+    const char *help;          /* one line for `crmm info` and the README */
+    const char *choices;       /* CRMM_PARAM_ENUM only */
+    unsigned flags;            /* CRMM_PARAM_* flags */
+} crmm_param_spec;
+
+/* Validated parameters of one resource, handed to create. */
+typedef struct crmm_params crmm_params;
+
+/* crmm_plugin.flags */
+#define CRMM_PLUGIN_HOST_MEMORY 0x1u /* allocates host memory by itself and needs no GPU (host) */
+
+/* Whether a plugin takes an upstream resource. */
+typedef enum crmm_upstream_rule {
+    CRMM_UPSTREAM_NONE = 0,     /* allocates by itself (cuda, host, ...) */
+    CRMM_UPSTREAM_REQUIRED = 1, /* adaptors and suballocators (pool, logging, ...) */
+    CRMM_UPSTREAM_OPTIONAL = 2
+} crmm_upstream_rule;
+
+typedef struct crmm_plugin {
+    uint16_t abi_major;        /* CRMM_PLUGIN_ABI_MAJOR the plugin was built with */
+    uint16_t abi_minor;        /* CRMM_PLUGIN_ABI_MINOR the plugin was built with */
+    uint32_t struct_size;      /* sizeof(crmm_plugin) the plugin was built with */
+    const char *name;          /* must equal <name> in crmm_<name>.so */
+    const char *version;       /* the plugin's own version, e.g. "1.0.0" */
+    const char *description;   /* one line */
+    crmm_upstream_rule upstream;
+    unsigned flags;            /* CRMM_PLUGIN_* flags */
+    const crmm_param_spec *params; /* table ending with {NULL}; NULL = no parameters */
+    /* Build a resource for the current CUDA device (params validated; upstream NULL unless the
+     * rule allows one; a reference to it must be taken, e.g. via crmm_resource_init). On failure
+     * return a status with crmm_set_error() and leave *out untouched. */
+    crmm_status (*create)(const crmm_params *params, crmm_resource *upstream, crmm_resource **out);
+    void *reserved[8];         /* zero; room for later minor versions */
+} crmm_plugin;
+
+/* Fills the version fields of a crmm_plugin initializer. */
+#define CRMM_PLUGIN_HEADER \
+    .abi_major = CRMM_PLUGIN_ABI_MAJOR, .abi_minor = CRMM_PLUGIN_ABI_MINOR, \
+    .struct_size = (uint32_t)sizeof(crmm_plugin)
+
+/* The plugin's entry function signature, and a macro that defines it. */
+typedef const crmm_plugin *(*crmm_plugin_entry_fn)(void);
+#define CRMM_PLUGIN_DEFINE(descriptor) \
+    const crmm_plugin *crmm_plugin_entry(void); \
+    __attribute__((visibility("default"))) const crmm_plugin *crmm_plugin_entry(void) { return &(descriptor); }
+
+/* ---- reading parameters in create ---------------------------------------------------------- */
+/* Each getter returns CRMM_OK and the value (the given one, else the default);
+ * CRMM_ERROR_NOT_FOUND when the key has neither (the out value is left untouched);
+ * CRMM_ERROR_INVALID_ARGUMENT when the key is not in the plugin's table or has another type.
+ * A size given as a percentage is resolved against the total memory of the device the resource
+ * is created for (CRMM_ERROR_CUDA when there is none). */
+crmm_status crmm_params_get_size(const crmm_params *p, const char *key, uint64_t *out);
+crmm_status crmm_params_get_uint(const crmm_params *p, const char *key, uint64_t *out);
+crmm_status crmm_params_get_bool(const crmm_params *p, const char *key, bool *out);
+crmm_status crmm_params_get_double(const crmm_params *p, const char *key, double *out);
+/* Strings and enums: *out points into p (valid during create). */
+crmm_status crmm_params_get_string(const crmm_params *p, const char *key, const char **out);
+/* True when the key was given explicitly (not defaulted). */
+bool crmm_params_is_set(const crmm_params *p, const char *key);
+/* The instance name ("main" for [resource.main]; "" for crmm_resource_create). */
+const char *crmm_params_resource_name(const crmm_params *p);
+/* The CUDA device ordinal the resource is created for; -1 when none is known. */
+int crmm_params_device(const crmm_params *p);
+
+/* ---- the loader ---------------------------------------------------------------------------- */
+/* Find and load plugin `name_or_path` ("pool", or "/abs/dir/crmm_pool.so"), searching `dirs`
+ * (a ':'-separated list, may be NULL), then $CRMM_PLUGIN_PATH, then the installed plugin
+ * directory. Plugins stay loaded until the process exits; loading twice gives the same
+ * descriptor. Errors (CRMM_ERROR_PLUGIN unless said): not found (with the directories searched
+ * and a "did you mean" when a close name exists), dlopen failure (with dlerror()), no entry
+ * symbol, entry returning NULL, wrong ABI major, too-new minor, short struct, name mismatch,
+ * bad parameter table; a file or directory writable by group or others is refused. */
+crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const crmm_plugin **out);
+
+/* Call `fn` for every loadable plugin in the search path (dirs as for crmm_plugin_load) with
+ * its path, and the descriptor or NULL and the load error when it fails to load. Each name is
+ * reported once (the first found). Returns how many files were reported. */
+typedef void (*crmm_plugin_visit_fn)(const char *path, const crmm_plugin *plugin,
+                                     crmm_status status, const char *error, void *arg);
+int crmm_plugin_foreach(const char *dirs, crmm_plugin_visit_fn fn, void *arg);
+
+/* The search path as used: dirs, $CRMM_PLUGIN_PATH, installed dir, ':'-joined into buf. */
+const char *crmm_plugin_search_path(const char *dirs, char *buf, size_t bufsize);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,171 @@
+/* crmm/resource.h — the memory-resource ABI that every allocator implements.
+ *
+ * A resource is a struct whose first member is `crmm_resource` (the base below), followed by the
+ * plugin's own state. Its ops table gives allocate/deallocate (required), query and trim
+ * (optional, NULL when unsupported) and destroy. The contract (DESIGN §2):
+ *  - Device pointers are 256-byte aligned (CRMM_ALLOCATION_ALIGNMENT).
+ *  - allocate(0) gives NULL and CRMM_OK without calling upstream; deallocate(NULL) is a no-op.
+ *    (crmm_resource_allocate/deallocate do both before calling the ops, so plugins never see
+ *    either case.)
+ *  - Stream-ordered: memory from allocate(bytes, s) may be used on s at once; the stream given to
+ *    deallocate is the last one that used it; the resource may reuse it on that stream at once and
+ *    on another stream only after ordering that stream behind the free.
+ *  - Thread-safe: any thread may allocate and deallocate at any time.
+ *  - Reference-counted: create gives one reference; crmm_resource_release of the last one
+ *    destroys it, then releases its upstream. Destroying with live allocations logs them (count,
+ *    bytes) at warn level.
+ *  - Running out of memory is CRMM_ERROR_OUT_OF_MEMORY, with the sizes in the message. */
+#ifndef CRMM_RESOURCE_H
+#define CRMM_RESOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <crmm/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A CUDA stream handle: the same type as cudaStream_t, declared here so that this header does
+ * not need the CUDA headers. NULL is the legacy default stream. */
+struct CUstream_st;
+typedef struct CUstream_st *crmm_cuda_stream_t;
+
+/* The per-thread default stream handle (cudaStreamPerThread). */
+#define CRMM_CUDA_STREAM_PER_THREAD ((crmm_cuda_stream_t)0x2)
+
+/* Alignment of every pointer a device resource returns. */
+#define CRMM_ALLOCATION_ALIGNMENT 256u
+
+typedef struct crmm_resource crmm_resource;
+
+/* What crmm_resource_query can ask. Every answer is a uint64_t. */
+typedef enum crmm_query {
+    CRMM_QUERY_BYTES_IN_USE = 1,       /* bytes currently handed out (as requested) */
+    CRMM_QUERY_BYTES_IN_USE_PEAK = 2,  /* the highest BYTES_IN_USE so far */
+    CRMM_QUERY_BYTES_RESERVED = 3,     /* bytes currently held from upstream */
+    CRMM_QUERY_BYTES_RESERVED_PEAK = 4,/* the highest BYTES_RESERVED so far */
+    CRMM_QUERY_BYTES_FREE = 5,         /* reserved bytes not handed out (cached) */
+    CRMM_QUERY_LARGEST_FREE_BLOCK = 6, /* the largest block that could be handed out at once */
+    CRMM_QUERY_UPSTREAM_BLOCKS = 7,    /* number of blocks held from upstream */
+    CRMM_QUERY_ALLOCATIONS = 8,        /* number of live allocations */
+    CRMM_QUERY_ALLOCATIONS_PEAK = 9,   /* the highest ALLOCATIONS so far */
+    CRMM_QUERY_ALLOCATIONS_TOTAL = 10, /* allocations made since creation */
+    CRMM_QUERY_BYTES_TOTAL = 11,       /* bytes allocated since creation */
+    CRMM_QUERY_MAXIMUM_SIZE = 12,      /* the most the resource will ever reserve (UINT64_MAX: none) */
+    CRMM_QUERY_PLUGIN_FIRST = 1000     /* plugins may define their own queries from here on */
+} crmm_query;
+
+/* Properties (crmm_resource.flags). */
+#define CRMM_RESOURCE_DEVICE_ACCESSIBLE 0x1u /* memory is usable by device code / cudaMemcpy as device memory */
+#define CRMM_RESOURCE_HOST_ACCESSIBLE 0x2u   /* memory is usable from host code */
+
+typedef struct crmm_resource_ops {
+    /* Allocate `bytes` (> 0) for use on `stream`; store the pointer in *ptr. */
+    crmm_status (*allocate)(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
+    /* Free `ptr` (non-NULL) of `bytes` (as allocated); `stream` was the last to use it. */
+    crmm_status (*deallocate)(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
+    /* Optional. Answer `what`; CRMM_ERROR_UNSUPPORTED for queries the resource cannot answer. */
+    crmm_status (*query)(crmm_resource *self, crmm_query what, uint64_t *out);
+    /* Optional. Give cached memory back to upstream. */
+    crmm_status (*trim)(crmm_resource *self);
+    /* Free the resource's own state (the upstream is released by the core afterwards). */
+    void (*destroy)(crmm_resource *self);
+    /* Optional. Plugin-specific operations, numbered in the plugin's public header (ranges:
+     * 0x100 statistics, 0x200 tracking, 0x300 logging, 0x400 failure_callback, 0x500 pool,
+     * 0x600 arena, 0x700 async, 0x1000+ third-party plugins). CRMM_ERROR_UNSUPPORTED for an op it
+     * does not know. */
+    crmm_status (*control)(crmm_resource *self, int op, void *arg);
+    void *reserved[4];         /* NULL; room to grow */
+} crmm_resource_ops;
+
+/* The base of every resource. Plugins fill it with crmm_resource_init() and do not touch
+ * `refs` afterwards. */
+struct crmm_resource {
+    const crmm_resource_ops *ops;
+    unsigned flags;            /* CRMM_RESOURCE_* properties */
+    int device;                /* CUDA device ordinal it allocates on; -1 for host memory */
+    const char *kind;          /* plugin name, e.g. "pool" (static string) */
+    crmm_resource *upstream;   /* the upstream it holds a reference to, or NULL */
+    long refs;                 /* reference count (atomic; core only) */
+    char name[48];             /* instance name, e.g. the config section "main" ("" if none) */
+    void *reserved[4];         /* zero; room to grow */
+};
+
+/* Fill the base: ops, flags and device as given, kind, upstream (a reference is taken here),
+ * one reference. `self` must point at zeroed memory or a fresh struct. */
+void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *ops, const char *kind,
+                        unsigned flags, int device, crmm_resource *upstream);
+
+/* Allocate through `mr`. bytes == 0 → *ptr = NULL, CRMM_OK. Errors: CRMM_ERROR_INVALID_ARGUMENT
+ * (mr or ptr NULL), CRMM_ERROR_OUT_OF_MEMORY, CRMM_ERROR_BAD_ALLOC, CRMM_ERROR_CUDA. *ptr is NULL
+ * on failure. */
+crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
+/* Free `ptr` of `bytes` through `mr`. ptr == NULL → no-op, CRMM_OK. Errors:
+ * CRMM_ERROR_INVALID_ARGUMENT (mr NULL, or a pointer the resource does not know when it can
+ * tell), CRMM_ERROR_CUDA. */
+crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
+/* Ask a question (see crmm_query). CRMM_ERROR_UNSUPPORTED when the resource cannot answer,
+ * CRMM_ERROR_INVALID_ARGUMENT for NULL arguments. */
+crmm_status crmm_resource_query(crmm_resource *mr, crmm_query what, uint64_t *out);
+/* 1 − largest free block / free bytes, from the two queries; 0 when nothing is free.
+ * CRMM_ERROR_UNSUPPORTED when the resource cannot tell. */
+crmm_status crmm_resource_fragmentation(crmm_resource *mr, double *out);
+/* Give cached memory back upstream; CRMM_OK and nothing done when the resource caches nothing. */
+crmm_status crmm_resource_trim(crmm_resource *mr);
+/* Run a plugin-specific operation (see crmm_resource_ops.control). CRMM_ERROR_UNSUPPORTED when
+ * the resource has no such op; CRMM_ERROR_INVALID_ARGUMENT for a NULL resource. */
+crmm_status crmm_resource_control(crmm_resource *mr, int op, void *arg);
+/* The first resource of kind `kind` in the chain mr, mr's upstream, its upstream, ... (borrowed),
+ * or NULL. E.g. find the statistics layer under a logging adaptor. */
+crmm_resource *crmm_resource_find_kind(crmm_resource *mr, const char *kind);
+/* True when the resource's memory is usable from device / host code. False for NULL. */
+bool crmm_resource_is_device_accessible(const crmm_resource *mr);
+bool crmm_resource_is_host_accessible(const crmm_resource *mr);
+/* The plugin name ("pool") and instance name ("main", or "" when unnamed). "" for NULL. */
+const char *crmm_resource_kind(const crmm_resource *mr);
+const char *crmm_resource_name(const crmm_resource *mr);
+/* The upstream (borrowed) or NULL. */
+crmm_resource *crmm_resource_upstream(const crmm_resource *mr);
+
+/* Take one more reference; returns mr (NULL stays NULL). */
+crmm_resource *crmm_resource_retain(crmm_resource *mr);
+/* Drop one reference; the last destroys the resource, then releases its upstream. NULL: no-op. */
+void crmm_resource_release(crmm_resource *mr);
+/* Current reference count (for tests and diagnostics); 0 for NULL. */
+long crmm_resource_refcount(const crmm_resource *mr);
+
+/* Build a resource from a plugin by name without a config file: `params` is
+ * "key=value key=value" (spaces or commas between pairs), validated against the plugin's
+ * parameter table exactly as a config section is. `upstream` may be NULL where the plugin needs
+ * none; a reference is taken. The resource is created for the current CUDA device (host plugins
+ * need none). Errors: CRMM_ERROR_INVALID_ARGUMENT, CRMM_ERROR_PLUGIN, CRMM_ERROR_CONFIG (bad
+ * parameter), and whatever the plugin's create returns. */
+crmm_status crmm_resource_create(const char *plugin, const char *params, crmm_resource *upstream,
+                                 crmm_resource **out);
+
+/* Log the resource's live allocations at warn level when it is destroyed with some left:
+ * "<kind> '<name>' destroyed with N live allocations (B bytes)". For plugins' destroy. */
+void crmm_resource_report_leaks(const crmm_resource *mr, uint64_t count, uint64_t bytes);
+
+/* ---- per-device current resources -------------------------------------------------------- */
+
+/* The current device's resource (borrowed: valid until it is replaced; retain it if another
+ * thread may replace it). The first call for a device creates its default: the loaded config's
+ * `default` (or [device.N] resource), else the `cuda` plugin. NULL on error, with the message
+ * in crmm_last_error(). */
+crmm_resource *crmm_get_current_device_resource(void);
+/* The resource of device `device` (borrowed), created as above. NULL on error. */
+crmm_resource *crmm_get_per_device_resource(int device);
+/* Make `mr` the current device's resource (a reference is taken) and return the previous one,
+ * whose reference passes to the caller (release it when done; NULL if there was none).
+ * NULL mr or failure → NULL with crmm_last_error() set. */
+crmm_resource *crmm_set_current_device_resource(crmm_resource *mr);
+/* As above for device `device`. CRMM_ERROR_INVALID_ARGUMENT for a negative or too-large ordinal. */
+crmm_resource *crmm_set_per_device_resource(int device, crmm_resource *mr);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1 @@
+# plugins/aligned: not built yet

@@ -1,0 +1,1 @@
+# plugins/arena: not built yet

@@ -1,0 +1,1 @@
+# plugins/async: not built yet

@@ -1,0 +1,1 @@
+# plugins/binning: not built yet

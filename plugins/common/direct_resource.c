@@ -1,0 +1,106 @@
+/* direct_resource.c — a resource that hands each request to one allocator function.
+ *
+ * It keeps lock-free counters (for queries and the leak report at destroy), makes its own
+ * device current around each CUDA call when another one is, and stops calling CUDA once the
+ * process has begun to exit (it leaks instead; the driver reclaims the memory). */
+#include "config.h"
+#include <stdlib.h>
+#include <cuda_runtime_api.h>
+#include <crmm/cuda_support.h>
+#include "direct_resource.h"
+
+typedef struct direct_resource {
+    crmm_resource base;
+    const direct_backend *backend;
+    crmm_alloc_counters counters;
+} direct_resource;
+
+static crmm_status enter_device(const direct_resource *r, crmm_device_guard *g)
+{
+    g->changed = 0;
+    if (!r->backend->uses_cuda || r->base.device < 0)
+        return CRMM_OK;
+    int cur;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur == r->base.device)
+        return CRMM_OK;
+    return crmm_cuda_device_enter(r->base.device, g);
+}
+
+static crmm_status direct_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)stream;
+    direct_resource *r = (direct_resource *)self;
+    crmm_device_guard g;
+    crmm_status st = enter_device(r, &g);
+    if (st != CRMM_OK)
+        return st;
+    st = r->backend->alloc(bytes, ptr);
+    crmm_cuda_device_restore(&g);
+    if (st != CRMM_OK) {
+        char sz[32];
+        return crmm_error_add_context("%s: failed to allocate %s", r->backend->kind, crmm_format_size(bytes, sz, sizeof sz));
+    }
+    crmm_counters_add(&r->counters, bytes);
+    return CRMM_OK;
+}
+
+static crmm_status direct_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)stream;
+    direct_resource *r = (direct_resource *)self;
+    crmm_counters_sub(&r->counters, bytes);
+    if (r->backend->uses_cuda && crmm_process_exiting())
+        return CRMM_OK;
+    crmm_device_guard g;
+    crmm_status st = enter_device(r, &g);
+    if (st != CRMM_OK)
+        return st;
+    st = r->backend->free(ptr, bytes);
+    crmm_cuda_device_restore(&g);
+    return st;
+}
+
+static crmm_status direct_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    direct_resource *r = (direct_resource *)self;
+    if (what == CRMM_QUERY_MAXIMUM_SIZE) {
+        *out = UINT64_MAX;
+        return CRMM_OK;
+    }
+    crmm_status st = crmm_counters_query(&r->counters, what, out);
+    if (st != CRMM_OK)
+        return crmm_set_error(st, "%s resource cannot answer query %d", r->backend->kind, (int)what);
+    return CRMM_OK;
+}
+
+static void direct_destroy(crmm_resource *self)
+{
+    direct_resource *r = (direct_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)r->counters.count, (uint64_t)r->counters.bytes);
+    free(r);
+}
+
+static const crmm_resource_ops direct_ops = {
+    .allocate = direct_allocate,
+    .deallocate = direct_deallocate,
+    .query = direct_query,
+    .trim = NULL,
+    .destroy = direct_destroy,
+};
+
+crmm_status direct_resource_create(const direct_backend *backend, crmm_resource **out)
+{
+    int device = -1;
+    if (backend->uses_cuda) {
+        crmm_status st = crmm_cuda_current_device(&device);
+        if (st != CRMM_OK)
+            return crmm_error_add_context("%s", backend->kind);
+    }
+    direct_resource *r = calloc(1, sizeof *r);
+    if (!r)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", backend->kind);
+    crmm_resource_init(&r->base, &direct_ops, backend->kind, backend->flags, device, NULL);
+    r->backend = backend;
+    *out = &r->base;
+    return CRMM_OK;
+}

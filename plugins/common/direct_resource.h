@@ -1,0 +1,22 @@
+/* direct_resource.h — the shared body of the plugins that call one allocator directly
+ * (cuda, managed, pinned, host): counters, the device guard, the exit guard, the leak report.
+ * Each of those plugins supplies only its alloc/free pair and its descriptor. */
+#ifndef CRMM_PLUGINS_DIRECT_RESOURCE_H
+#define CRMM_PLUGINS_DIRECT_RESOURCE_H
+
+#include <crmm/alloc_counters.h>
+#include <crmm/plugin.h>
+
+typedef struct direct_backend {
+    const char *kind;    /* plugin name */
+    unsigned flags;      /* CRMM_RESOURCE_* */
+    bool uses_cuda;      /* needs a device; frees are skipped once the process exits */
+    /* allocate bytes (> 0); return CRMM_OK or a status with crmm_set_error */
+    crmm_status (*alloc)(size_t bytes, void **ptr);
+    crmm_status (*free)(void *ptr, size_t bytes);
+} direct_backend;
+
+/* Create a resource over `backend` for the current device (or none for host). */
+crmm_status direct_resource_create(const direct_backend *backend, crmm_resource **out);
+
+#endif

@@ -1,0 +1,4 @@
+pkglib_LTLIBRARIES += plugins/cuda/crmm_cuda.la
+plugins_cuda_crmm_cuda_la_SOURCES = plugins/cuda/cuda_plugin.c $(DIRECT_RESOURCE_SOURCES)
+plugins_cuda_crmm_cuda_la_LDFLAGS = $(PLUGIN_LDFLAGS)
+plugins_cuda_crmm_cuda_la_LIBADD = $(PLUGIN_LIBADD)

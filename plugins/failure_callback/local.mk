@@ -1,0 +1,1 @@
+# plugins/failure_callback: not built yet

@@ -1,0 +1,1 @@
+# plugins/fixed_size: not built yet

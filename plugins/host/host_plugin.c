@@ -1,0 +1,51 @@
+/* host_plugin.c — the `host` plugin: 256-byte aligned host memory from aligned_alloc.
+ *
+ * Host accessible only, needs no GPU: the upstream the CPU test suite and `crmm bench` run
+ * pool, arena and the adaptors over on a machine without one. */
+#include "config.h"
+#include <stdint.h>
+#include <stdlib.h>
+#include "../common/direct_resource.h"
+
+static crmm_status host_alloc(size_t bytes, void **ptr)
+{
+    if (bytes > SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "host: %zu bytes cannot be rounded to the alignment", bytes);
+    size_t rounded = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
+    void *p = aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, rounded);
+    if (!p)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "host: aligned_alloc failed");
+    *ptr = p;
+    return CRMM_OK;
+}
+
+static crmm_status host_free(void *ptr, size_t bytes)
+{
+    (void)bytes;
+    free(ptr);
+    return CRMM_OK;
+}
+
+static const direct_backend host_backend = {
+    .kind = "host", .flags = CRMM_RESOURCE_HOST_ACCESSIBLE, .uses_cuda = false,
+    .alloc = host_alloc, .free = host_free,
+};
+
+static crmm_status host_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    (void)params;
+    (void)upstream;
+    return direct_resource_create(&host_backend, out);
+}
+
+static const crmm_plugin host_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "host",
+    .version = PACKAGE_VERSION,
+    .description = "256-byte aligned host memory (aligned_alloc); needs no GPU",
+    .upstream = CRMM_UPSTREAM_NONE,
+    .flags = CRMM_PLUGIN_HOST_MEMORY,
+    .create = host_create,
+};
+
+CRMM_PLUGIN_DEFINE(host_plugin)

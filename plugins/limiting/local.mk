@@ -1,0 +1,1 @@
+# plugins/limiting: not built yet

@@ -1,0 +1,20 @@
+# One local.mk per plugin folder.
+
+DIRECT_RESOURCE_SOURCES = plugins/common/direct_resource.c plugins/common/direct_resource.h
+include plugins/cuda/local.mk
+include plugins/host/local.mk
+include plugins/managed/local.mk
+include plugins/pinned/local.mk
+include plugins/template/local.mk
+include plugins/pool/local.mk
+include plugins/arena/local.mk
+include plugins/async/local.mk
+include plugins/logging/local.mk
+include plugins/statistics/local.mk
+include plugins/tracking/local.mk
+include plugins/limiting/local.mk
+include plugins/binning/local.mk
+include plugins/fixed_size/local.mk
+include plugins/aligned/local.mk
+include plugins/failure_callback/local.mk
+include plugins/prefetch/local.mk

@@ -1,0 +1,1 @@
+# plugins/logging: not built yet

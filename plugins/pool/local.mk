@@ -1,0 +1,1 @@
+# plugins/pool: not built yet

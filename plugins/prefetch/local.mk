@@ -1,0 +1,1 @@
+# plugins/prefetch: not built yet

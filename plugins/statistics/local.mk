@@ -1,0 +1,1 @@
+# plugins/statistics: not built yet

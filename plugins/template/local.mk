@@ -1,0 +1,1 @@
+# plugins/template is built by tests/plugins/local.mk (it is not installed)

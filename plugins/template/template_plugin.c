@@ -1,0 +1,83 @@
+/* template_plugin.c — the smallest useful crmm plugin, and the one to copy.
+ *
+ * `template` is an adaptor: it passes every request to its upstream and counts the live
+ * allocations, which it reports through the query op. Build it against the installed headers:
+ *   cc -shared -fPIC -o crmm_template.so template_plugin.c $(pkg-config --cflags --libs crmm)
+ * and put crmm_template.so in a directory of $CRMM_PLUGIN_PATH or a config's plugin_path. */
+#include <stdlib.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/plugin.h>
+
+typedef struct template_resource {
+    crmm_resource base;          /* first: crmm sees a crmm_resource */
+    crmm_alloc_counters counters;
+    uint64_t tag;                /* the `tag` parameter, to show how parameters arrive */
+} template_resource;
+
+static crmm_status template_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    template_resource *t = (template_resource *)self;
+    crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
+    if (st == CRMM_OK)
+        crmm_counters_add(&t->counters, bytes);
+    return st;
+}
+
+static crmm_status template_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    template_resource *t = (template_resource *)self;
+    crmm_counters_sub(&t->counters, bytes);
+    return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+}
+
+static crmm_status template_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    template_resource *t = (template_resource *)self;
+    if (crmm_counters_query(&t->counters, what, out) == CRMM_OK)
+        return CRMM_OK;
+    return crmm_resource_query(self->upstream, what, out); /* e.g. reserved bytes of a pool */
+}
+
+static void template_destroy(crmm_resource *self)
+{
+    template_resource *t = (template_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)t->counters.count, (uint64_t)t->counters.bytes);
+    free(t);
+}
+
+static const crmm_resource_ops template_ops = {
+    .allocate = template_allocate,
+    .deallocate = template_deallocate,
+    .query = template_query,
+    .trim = NULL,                /* nothing cached */
+    .destroy = template_destroy, /* the core releases the upstream afterwards */
+};
+
+static crmm_status template_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    template_resource *t = calloc(1, sizeof *t);
+    if (!t)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "template: malloc failed");
+    crmm_params_get_uint(params, "tag", &t->tag); /* validated already; has a default */
+    /* same properties and device as the upstream; takes a reference to it */
+    crmm_resource_init(&t->base, &template_ops, "template", upstream->flags, upstream->device, upstream);
+    *out = &t->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec template_params[] = {
+    {"tag", CRMM_PARAM_UINT, "0", "a number kept with the resource (an example parameter)", NULL, 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin template_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "template",          /* the file must be crmm_template.so */
+    .version = "1.0.0",
+    .description = "counts allocations and passes them to its upstream (the plugin to copy)",
+    .upstream = CRMM_UPSTREAM_REQUIRED,
+    .params = template_params,
+    .create = template_create,
+};
+
+CRMM_PLUGIN_DEFINE(template_plugin)

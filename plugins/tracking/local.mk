@@ -1,0 +1,1 @@
+# plugins/tracking: not built yet

@@ -1,0 +1,1 @@
+# tests/adaptors.mk

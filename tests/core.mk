@@ -1,0 +1,1 @@
+# tests/core.mk

@@ -1,0 +1,6 @@
+# Test-only plugins: never installed; tests find them in tests/plugins/.libs.
+# crmm_template is the README's minimal plugin (its source is plugins/template/).
+check_LTLIBRARIES += tests/plugins/crmm_template.la
+tests_plugins_crmm_template_la_SOURCES = plugins/template/template_plugin.c
+tests_plugins_crmm_template_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_template_la_LIBADD = $(PLUGIN_LIBADD)

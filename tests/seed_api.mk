@@ -1,0 +1,1 @@
+# tests/seed_api.mk

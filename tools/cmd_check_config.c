@@ -1,0 +1,34 @@
+/* cmd_check_config.c — `crmm check-config FILE`: validate a config without touching a GPU. */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include <crmm/crmm.h>
+#include "commands.h"
+
+int crmm_cmd_check_config(int argc, char **argv)
+{
+    if (crmm_wants_help(argc, argv)) {
+        printf("usage: crmm check-config FILE\n\n"
+               "Parses FILE, loads each plugin it names and checks every parameter, upstream and\n"
+               "device section, without any CUDA call. Prints 'FILE: OK' and exits 0, or prints\n"
+               "'FILE:LINE: message' for the first error and exits 1.\n");
+        return 0;
+    }
+    if (argc != 2) {
+        fprintf(stderr, "usage: crmm check-config FILE\n");
+        return 2;
+    }
+    crmm_config *cfg;
+    if (crmm_config_load_file(argv[1], &cfg) != CRMM_OK) {
+        const char *msg = crmm_last_error();
+        const char *cat = "config error: ";
+        if (strncmp(msg, cat, strlen(cat)) == 0)
+            msg += strlen(cat);
+        fprintf(stderr, "%s\n", msg);
+        return 1;
+    }
+    printf("%s: OK (%zu resource%s, default '%s')\n", argv[1], crmm_config_resource_count(cfg),
+           crmm_config_resource_count(cfg) == 1 ? "" : "s", crmm_config_default_resource(cfg, 0) ?: "(none)");
+    crmm_config_free(cfg);
+    return 0;
+}

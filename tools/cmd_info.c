@@ -1,0 +1,149 @@
+/* cmd_info.c — `crmm info`: what this crmm is, what it can load, and what its config builds. */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <crmm/crmm.h>
+#include "commands.h"
+
+static const char *type_name(crmm_param_type t)
+{
+    switch (t) {
+    case CRMM_PARAM_SIZE: return "size";
+    case CRMM_PARAM_UINT: return "uint";
+    case CRMM_PARAM_BOOL: return "bool";
+    case CRMM_PARAM_STRING: return "string";
+    case CRMM_PARAM_ENUM: return "enum";
+    case CRMM_PARAM_DOUBLE: return "double";
+    }
+    return "?";
+}
+
+static void print_devices(void)
+{
+    int rt = 0, drv = 0;
+    cudaRuntimeGetVersion(&rt);
+    cudaDriverGetVersion(&drv);
+    printf("CUDA runtime %d.%d", rt / 1000, (rt % 1000) / 10);
+    if (drv)
+        printf(", driver %d.%d\n", drv / 1000, (drv % 1000) / 10);
+    else
+        printf(", no driver\n");
+    int n = 0;
+    if (crmm_cuda_device_count(&n) != CRMM_OK) {
+        const char *why = crmm_last_error();
+        if (strncmp(why, "CUDA error: ", 12) == 0)
+            why += 12;
+        printf("no CUDA device: %s\n", why);
+        return;
+    }
+    for (int d = 0; d < n; d++) {
+        struct cudaDeviceProp prop;
+        uint64_t free_b = 0, total_b = 0;
+        char fs[32], ts[32];
+        if (cudaGetDeviceProperties(&prop, d) != cudaSuccess)
+            continue;
+        crmm_cuda_device_memory(d, &free_b, &total_b);
+        printf("device %d: %s, compute capability %d.%d, %s total, %s free\n", d, prop.name, prop.major,
+               prop.minor, crmm_format_size(total_b, ts, sizeof ts), crmm_format_size(free_b, fs, sizeof fs));
+    }
+}
+
+static void print_plugin(const char *path, const crmm_plugin *pl, crmm_status st, const char *error, void *arg)
+{
+    (void)arg;
+    (void)st;
+    if (!pl) {
+        printf("  %s: cannot load: %s\n", path, error);
+        return;
+    }
+    printf("  %s %s (ABI %u.%u) — %s\n    file: %s\n    upstream: %s\n", pl->name, pl->version ? pl->version : "?",
+           pl->abi_major, pl->abi_minor, pl->description ? pl->description : "", path,
+           pl->upstream == CRMM_UPSTREAM_REQUIRED ? "required" : pl->upstream == CRMM_UPSTREAM_OPTIONAL ? "optional" : "none");
+    if (!pl->params || !pl->params[0].key)
+        printf("    parameters: none\n");
+    for (const crmm_param_spec *s = pl->params; s && s->key; s++) {
+        printf("    %-22s %-6s default %-10s %s", s->key, type_name(s->type),
+               s->default_value ? s->default_value : (s->flags & CRMM_PARAM_REQUIRED ? "(required)" : "(unset)"),
+               s->help ? s->help : "");
+        if (s->type == CRMM_PARAM_ENUM)
+            printf(" [%s]", s->choices);
+        printf("\n");
+    }
+}
+
+static void print_graph(const crmm_config *cfg)
+{
+    printf("config: %s\n", crmm_config_origin(cfg));
+    size_t n = crmm_config_resource_count(cfg);
+    printf("default resource: %s\n", crmm_config_default_resource(cfg, -1) ? crmm_config_default_resource(cfg, -1) : "(none)");
+    for (size_t i = 0; i < n; i++) {
+        printf("  %s = %s", crmm_config_resource_name(cfg, i), crmm_config_resource_plugin(cfg, i));
+        size_t np = crmm_config_resource_param_count(cfg, i);
+        if (np) {
+            printf("(");
+            for (size_t j = 0; j < np; j++)
+                printf("%s%s=%s", j ? ", " : "", crmm_config_resource_param_key(cfg, i, j),
+                       crmm_config_resource_param_value(cfg, i, j));
+            printf(")");
+        }
+        for (const char *up = crmm_config_resource_upstream(cfg, i); up;) {
+            printf(" -> %s", up);
+            const char *next = NULL;
+            for (size_t k = 0; k < n; k++)
+                if (strcmp(crmm_config_resource_name(cfg, k), up) == 0)
+                    next = crmm_config_resource_upstream(cfg, k);
+            up = next;
+        }
+        printf("%s\n", crmm_config_resource_is_host(cfg, i) ? "   [host memory]" : "");
+    }
+}
+
+int crmm_cmd_info(int argc, char **argv)
+{
+    const char *config = NULL;
+    if (crmm_wants_help(argc, argv)) {
+        printf("usage: crmm info [--config FILE]\n\n"
+               "Prints crmm's version; the CUDA runtime and driver versions and each device (or why\n"
+               "there is none); the plugin search path; every plugin found, with its version, ABI\n"
+               "and parameters; and the resource graph of the config (FILE, else $CRMM_CONFIG, else\n"
+               "the installed crmm.ini, else the built-in default).\n");
+        return 0;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            config = argv[++i];
+        else {
+            fprintf(stderr, "crmm info: unexpected argument '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    printf("crmm %s (plugin ABI %d.%d)\n", crmm_version(), CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);
+    print_devices();
+    int rc = 0;
+    crmm_config *cfg = NULL;
+    const crmm_config *active = NULL;
+    if (config) {
+        if (crmm_config_load_file(config, &cfg) != CRMM_OK) {
+            fprintf(stderr, "crmm info: %s\n", crmm_last_error());
+            rc = 1;
+        }
+        active = cfg;
+    } else if (crmm_init(NULL) != CRMM_OK) {
+        fprintf(stderr, "crmm info: %s\n", crmm_last_error());
+        rc = 1;
+    } else {
+        active = crmm_current_config();
+    }
+    char sp[8192];
+    const char *dirs = active ? crmm_config_plugin_path(active) : NULL;
+    printf("plugin search path: %s\n", crmm_plugin_search_path(dirs, sp, sizeof sp));
+    printf("plugins:\n");
+    if (crmm_plugin_foreach(dirs, print_plugin, NULL) == 0)
+        printf("  (none found)\n");
+    if (active)
+        print_graph(active);
+    crmm_config_free(cfg);
+    crmm_finalize();
+    return rc;
+}

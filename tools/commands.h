@@ -1,0 +1,19 @@
+/* commands.h — the subcommands of the crmm program; each lives in its own cmd_*.c. */
+#ifndef CRMM_TOOLS_COMMANDS_H
+#define CRMM_TOOLS_COMMANDS_H
+
+/* Each takes the arguments after the subcommand name (argv[0] is the subcommand) and returns
+ * the process exit status. */
+int crmm_cmd_info(int argc, char **argv);
+int crmm_cmd_check_config(int argc, char **argv);
+int crmm_cmd_bench(int argc, char **argv);
+int crmm_cmd_replay(int argc, char **argv);
+
+/* `crmm bench --copy`: copy bandwidth of to_device / copy_to_host against raw cudaMemcpy
+ * (tools/bench_copy.c); argv as for crmm_cmd_bench. */
+int crmm_bench_copy(int argc, char **argv);
+
+/* True when argv holds -h or --help. */
+int crmm_wants_help(int argc, char **argv);
+
+#endif

@@ -1,0 +1,55 @@
+/* crmm_main.c — the `crmm` program: dispatches to a subcommand. */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include <crmm/crmm.h>
+#include "commands.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int, char **);
+    const char *summary;
+} commands[] = {
+    {"info", crmm_cmd_info, "versions, devices, plugins and their parameters, the active resource graph"},
+    {"check-config", crmm_cmd_check_config, "validate a config file without touching a GPU"},
+    {"bench", crmm_cmd_bench, "allocation benchmark over the config's resources and raw CUDA"},
+    {"replay", crmm_cmd_replay, "replay an RMM-format allocation log against a resource"},
+};
+
+int crmm_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return 1;
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: crmm COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-13s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'crmm COMMAND --help' describes each. crmm %s\n", crmm_version());
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("crmm %s\n", crmm_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "crmm: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,12 @@
+# The crmm command-line program.
+bin_PROGRAMS += tools/crmm
+tools_crmm_SOURCES = \
+	tools/crmm_main.c \
+	tools/commands.h \
+	tools/cmd_info.c \
+	tools/cmd_check_config.c \
+	tools/cmd_bench.c \
+	tools/cmd_replay.c \
+	tools/bench_copy.c
+tools_crmm_LDADD = libcrmm.la $(CUDA_LIBS) -lm
+include tools/bench.mk
