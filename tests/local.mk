@@ -33,3 +33,4 @@ include tests/arena.mk
 include tests/adaptors.mk
 include tests/adaptors2.mk
 include tests/tools.mk
+include tests/bench.mk

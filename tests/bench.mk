@@ -1,0 +1,1 @@
+# tests/bench.mk
