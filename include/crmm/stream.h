@@ -8,7 +8,7 @@
  *    touches the caller's stream;
  *  - a view handed out by a stream pool or a device buffer (owned by them: destroying it is a
  *    no-op).
- * A crmm_stream is immutable after creation and may be used from any thread. */
+ * Any thread may use a stream object; only a buffer's own view changes (crmm_device_buffer_set_stream). */
 #ifndef CRMM_STREAM_H
 #define CRMM_STREAM_H
 
