@@ -15,8 +15,6 @@ libcrmm_la_CPPFLAGS = $(AM_CPPFLAGS) $(INIH_CFLAGS) \
 	-DCRMM_PLUGIN_DIR='"$(pkglibdir)"' -DCRMM_SYSCONFDIR='"$(sysconfdir)"'
 libcrmm_la_LDFLAGS = -version-info $(CRMM_LT_VERSION) -no-undefined $(AM_LDFLAGS)
 libcrmm_la_LIBADD = $(INIH_LIBS) $(CUDA_LIBS) -ldl -lm
-include core/seed_api.mk
-include core/adaptors.mk
 
 crmmincludedir = $(includedir)/crmm
 crmminclude_HEADERS = \
@@ -28,3 +26,7 @@ crmminclude_HEADERS = \
 	include/crmm/config.h \
 	include/crmm/cuda_support.h \
 	include/crmm/alloc_counters.h
+
+# Fragments of parallel work add their sources and headers (after both lists are set).
+include core/seed_api.mk
+include core/adaptors.mk

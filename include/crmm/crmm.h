@@ -18,6 +18,9 @@
 #include <crmm/config.h>
 #include <crmm/cuda_support.h>
 #include <crmm/alloc_counters.h>
+#include <crmm/stream.h>
+#include <crmm/stream_pool.h>
+#include <crmm/device_buffer.h>
 
 /* The version of libcrmm ("0.1.0"). */
 #ifdef __cplusplus

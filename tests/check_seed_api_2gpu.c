@@ -1,0 +1,176 @@
+/* check_seed_api_2gpu.c — buffers, streams and pools of device 1 used and destroyed while device 0
+ * is current: each must do its CUDA work with its own device current and give the caller's
+ * device back. Needs 2 GPUs (skips otherwise). */
+#include "config.h"
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "test_support.h"
+
+#define ck_cuda(call) do { \
+        cudaError_t e_ = (call); \
+        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_)); \
+    } while (0)
+
+static int current_device(void)
+{
+    int dev = -1;
+    ck_cuda(cudaGetDevice(&dev));
+    return dev;
+}
+
+/* A device resource that records the current device and the stream of each call. */
+typedef struct recording_resource {
+    crmm_resource base;
+    int live;
+    int alloc_device, free_device;
+    crmm_cuda_stream_t free_stream;
+} recording_resource;
+
+static crmm_status rec_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    recording_resource *r = (recording_resource *)self;
+    cudaGetDevice(&r->alloc_device);
+    crmm_status st = crmm_cuda_status(cudaMallocAsync(ptr, bytes, stream), "cudaMallocAsync");
+    if (st == CRMM_OK)
+        r->live++;
+    return st;
+}
+
+static crmm_status rec_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)bytes;
+    recording_resource *r = (recording_resource *)self;
+    cudaGetDevice(&r->free_device);
+    r->free_stream = stream;
+    r->live--;
+    return crmm_cuda_status(cudaFreeAsync(ptr, stream), "cudaFreeAsync");
+}
+
+static void rec_destroy(crmm_resource *self) { free(self); }
+
+static const crmm_resource_ops rec_ops = {.allocate = rec_allocate, .deallocate = rec_deallocate, .destroy = rec_destroy};
+
+/* A recording resource of device `device`. */
+static recording_resource *recording_new(int device)
+{
+    recording_resource *r = calloc(1, sizeof *r);
+    ck_assert_ptr_nonnull(r);
+    crmm_resource_init(&r->base, &rec_ops, "recording", CRMM_RESOURCE_DEVICE_ACCESSIBLE, device, NULL);
+    r->alloc_device = r->free_device = -1;
+    return r;
+}
+
+START_TEST(test_destroy_while_other_device_current)
+{
+    ck_cuda(cudaSetDevice(1));
+    crmm_stream *s1;
+    ck_assert_crmm_ok(crmm_stream_create(CRMM_STREAM_NON_BLOCKING, &s1));
+    recording_resource *rec = recording_new(1);
+    crmm_device_buffer *buf;
+    ck_assert_crmm_ok(crmm_device_buffer_to_device("abc", 3, s1, &rec->base, &buf));
+    ck_assert_int_eq(crmm_device_buffer_device(buf), 1);
+    ck_assert_crmm_ok(crmm_stream_synchronize(s1));
+
+    ck_cuda(cudaSetDevice(0));
+    crmm_device_buffer_destroy(buf);
+    ck_assert_int_eq(rec->live, 0);
+    ck_assert_int_eq(rec->free_device, 1); /* freed with its own device current */
+    ck_assert_ptr_eq(rec->free_stream, crmm_stream_handle(s1)); /* on its last stream */
+    ck_assert_int_eq(current_device(), 0); /* the caller's device is back */
+
+    ck_cuda(cudaSetDevice(1));
+    ck_assert_crmm_ok(crmm_stream_synchronize(s1));
+    ck_cuda(cudaSetDevice(0));
+    crmm_stream_destroy(s1); /* a stream of device 1, destroyed while device 0 is current */
+    ck_assert_int_eq(current_device(), 0);
+    crmm_resource_release(&rec->base);
+}
+END_TEST
+
+START_TEST(test_buffer_ops_while_other_device_current)
+{
+    ck_cuda(cudaSetDevice(1));
+    recording_resource *rec = recording_new(1);
+    crmm_device_buffer *buf;
+    ck_assert_crmm_ok(crmm_device_buffer_to_device("abc", 3, NULL, &rec->base, &buf));
+    ck_cuda(cudaSetDevice(0));
+
+    /* Grow while device 0 is current: the new block comes from device 1, contents kept. */
+    ck_assert_crmm_ok(crmm_device_buffer_resize(buf, 1 << 20, NULL));
+    ck_assert_int_eq(rec->alloc_device, 1);
+    ck_assert_int_eq(rec->free_device, 1);
+    ck_assert_int_eq(current_device(), 0);
+    struct cudaPointerAttributes attr;
+    ck_cuda(cudaPointerGetAttributes(&attr, crmm_device_buffer_ptr(buf)));
+    ck_assert_int_eq(attr.device, 1);
+    char got[3];
+    ck_assert_crmm(crmm_device_buffer_copy_to_host(buf, got, sizeof got, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm_ok(crmm_device_buffer_resize(buf, 3, NULL));
+    ck_assert_crmm_ok(crmm_device_buffer_copy_to_host(buf, got, sizeof got, NULL));
+    ck_assert_mem_eq(got, "abc", 3);
+    ck_assert_crmm_ok(crmm_device_buffer_copy_from_host(buf, "xy", 2, NULL));
+    crmm_device_buffer *copy;
+    ck_assert_crmm_ok(crmm_device_buffer_copy(buf, &copy));
+    ck_assert_int_eq(crmm_device_buffer_device(copy), 1);
+    ck_assert_crmm_ok(crmm_device_buffer_copy_to_host(copy, got, sizeof got, NULL));
+    ck_assert_mem_eq(got, "xyc", 3);
+    ck_assert_int_eq(current_device(), 0);
+    crmm_device_buffer_destroy(copy);
+    crmm_device_buffer_destroy(buf);
+    ck_assert_int_eq(rec->live, 0);
+    ck_assert_int_eq(current_device(), 0);
+    ck_cuda(cudaSetDevice(1));
+    ck_cuda(cudaDeviceSynchronize());
+    ck_cuda(cudaSetDevice(0));
+    crmm_resource_release(&rec->base);
+}
+END_TEST
+
+START_TEST(test_current_resource_of_device_1)
+{
+    ck_cuda(cudaSetDevice(1));
+    crmm_device_buffer *buf;
+    ck_assert_crmm_ok(crmm_device_buffer_to_device("abc", 3, NULL, NULL, &buf));
+    ck_assert_int_eq(crmm_device_buffer_device(buf), 1);
+    ck_assert_ptr_eq(crmm_device_buffer_resource(buf), crmm_get_per_device_resource(1));
+    ck_cuda(cudaSetDevice(0));
+    char got[3];
+    ck_assert_crmm_ok(crmm_device_buffer_copy_to_host(buf, got, sizeof got, NULL));
+    ck_assert_mem_eq(got, "abc", 3);
+    crmm_device_buffer_destroy(buf);
+    ck_assert_int_eq(current_device(), 0);
+}
+END_TEST
+
+START_TEST(test_pool_of_device_1_destroyed_from_device_0)
+{
+    ck_cuda(cudaSetDevice(1));
+    crmm_stream_pool *pool;
+    ck_assert_crmm_ok(crmm_stream_pool_create(4, CRMM_STREAM_SYNC_DEFAULT, &pool));
+    crmm_stream *s;
+    ck_assert_crmm_ok(crmm_stream_pool_get_stream(pool, &s));
+    int dev = -1;
+    ck_cuda(cudaStreamGetDevice(crmm_stream_handle(s), &dev));
+    ck_assert_int_eq(dev, 1);
+    ck_cuda(cudaSetDevice(0));
+    crmm_stream_pool_destroy(pool);
+    ck_assert_int_eq(current_device(), 0);
+}
+END_TEST
+
+int main(void)
+{
+    int rc = crmm_test_gpu_gate(2);
+    if (rc)
+        return rc;
+    Suite *s = suite_create("seed_api_2gpu");
+    TCase *tc = tcase_create("other_device_current");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tcase_add_test(tc, test_destroy_while_other_device_current);
+    tcase_add_test(tc, test_buffer_ops_while_other_device_current);
+    tcase_add_test(tc, test_current_resource_of_device_1);
+    tcase_add_test(tc, test_pool_of_device_1_destroyed_from_device_0);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}
