@@ -1,2 +1,15 @@
-# Benchmark workloads shared by `crmm bench` and the performance notes.
+# Benchmark workloads shared by `crmm bench` and the performance notes: a convenience library
+# linked into tools/crmm (tools/bench.mk) and the bench tests (tests/bench.mk).
+noinst_LTLIBRARIES += bench/libcrmmbench.la
+bench_libcrmmbench_la_SOURCES = \
+	bench/bench_workload.c bench/bench_workload.h \
+	bench/bench_runner.c bench/bench_runner.h \
+	bench/bench_reference.c bench/bench_reference.h \
+	bench/bench_config.c bench/bench_config.h \
+	bench/bench_report.c bench/bench_report.h \
+	bench/bench_cli.c bench/bench_cli.h
+# The installed config directory: `crmm bench` without --config measures the config that
+# crmm_init(NULL) would load.
+bench_libcrmmbench_la_CPPFLAGS = $(AM_CPPFLAGS) -DCRMM_SYSCONFDIR='"$(sysconfdir)"'
+bench_libcrmmbench_la_LIBADD = libcrmm.la $(CUDA_LIBS)
 EXTRA_DIST += bench/RESULTS.md

@@ -1,0 +1,591 @@
+/* bench_cli.c — `crmm bench`: parse the options, decide what runs where, run, report.
+ *
+ * The plan is a list of sets (A–D, or the random_allocations max-size sweep) and a list of
+ * targets (the config's resources, then the raw CUDA references). Targets that cannot run — a
+ * plugin that does not load, a GPU chain or a reference without a CUDA device — are reported as
+ * skipped before anything is measured. Then for each set the sequences are built once, and each
+ * target gets a fresh resource, one measurement (bench_run), and one row. */
+#include "config.h"
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include <crmm/crmm.h>
+#include "bench_cli.h"
+#include "bench_config.h"
+#include "bench_reference.h"
+#include "bench_report.h"
+#include "bench_runner.h"
+#include "bench_workload.h"
+
+#define MAX_THREADS 256u
+#define MAX_REPEATS 1000u
+#define DEFAULT_REPEATS 5u
+#define DEFAULT_ALLOCATIONS 1000u
+#define MAX_SWEEP 16
+
+/* The named sets of DESIGN §7. */
+static const struct named_set {
+    const char *name;
+    uint64_t steps;
+    uint32_t max_live;
+    uint64_t max_size;
+    unsigned threads;
+} named_sets[] = {
+    {"A", 100000, 1000, 4ull << 20, 1},
+    {"B", 100000, 100, 1ull << 10, 1},
+    {"C", 100000, 1000, 4ull << 20, 4},
+    {"D", 100000, 100, 1ull << 10, 8},
+};
+#define NSETS (sizeof named_sets / sizeof named_sets[0])
+
+/* RMM random_allocations' max-size sweep: 1, 4, 64, 256, 1024, 4096 MiB. */
+static const uint64_t random_sweep[] = {1ull << 20, 4ull << 20, 64ull << 20, 256ull << 20, 1024ull << 20, 4096ull << 20};
+
+typedef struct options {
+    const char *config;
+    bench_mode mode;
+    bool set_wanted[NSETS];
+    bool any_set;
+    uint64_t steps;          /* 0: the set's own */
+    uint32_t live;           /* 0: the set's own */
+    uint64_t max_size[MAX_SWEEP];
+    size_t nmax_size;        /* 0: the set's own / RMM's sweep */
+    unsigned threads;        /* 0: the set's own (random mode: 1) */
+    unsigned repeats;
+    uint64_t allocations;    /* random mode */
+    bool allocations_given;
+    const char **resources;  /* --resource NAMEs (argv strings) */
+    size_t nresources;
+    bench_format format;
+    bool no_references;
+} options;
+
+/* A thing to measure: a config resource or a raw CUDA reference. */
+typedef struct target {
+    const char *name;
+    const char *plugin;
+    bool host;               /* runs without a GPU, on the NULL stream */
+    bool reference;
+    bench_reference_kind kind;
+} target;
+
+void bench_cli_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: crmm bench [--config FILE] [--set A,B,C,D] [--resource NAME]... [options]\n"
+        "       crmm bench --mode random [--allocations N] [--max-size SIZE[,SIZE...]] [options]\n"
+        "       crmm bench --copy ...   (copy bandwidth; see 'crmm bench --copy --help')\n"
+        "\n"
+        "Times allocate/free through every resource of a config, beside raw cudaMalloc/cudaFree and\n"
+        "raw cudaMallocAsync/cudaFreeAsync (the device's default memory pool, release threshold\n"
+        "UINT64_MAX), all through the same workload and timing loop (DESIGN.md section 7).\n"
+        "\n"
+        "Workload (--mode sets, the default): per thread a xorshift64 sequence seeded with 42 + the\n"
+        "thread's index; each step allocates a size uniform in [1, max size] when nothing is live, or\n"
+        "when fewer than the live limit are live and a fair coin says so; otherwise it frees a live\n"
+        "block chosen uniformly; what is left is freed at the end. The sequence is computed before\n"
+        "timing. Each thread uses its own non-blocking CUDA stream (host memory: the NULL stream and\n"
+        "no CUDA call). Sets:\n"
+        "  A  100000 steps, <= 1000 live, sizes up to 4 MiB, 1 thread\n"
+        "  B  100000 steps, <= 100 live, sizes up to 1 KiB, 1 thread\n"
+        "  C  A on 4 threads          D  B on 8 threads\n"
+        "--mode random: RMM's random_allocations benchmark: N allocations over 2N steps; a step\n"
+        "allocates when nothing is live, else with probability 73%% while fewer than N were allocated\n"
+        "and the live bytes stay below 16000 MiB, else frees a random live block; swept over max sizes\n"
+        "1, 4, 64, 256, 1024 and 4096 MiB as RMM does. (RMM turns a failed allocation into a free;\n"
+        "here the sequence is fixed in advance, so a resource that runs out reports OOM.)\n"
+        "\n"
+        "Measurement: one warm-up run, then R timed runs on a fresh instance of each resource; the\n"
+        "wall clock covers the whole sequence plus a final stream synchronize; threads start together\n"
+        "and a run lasts from the first thread's start to the last thread's end. Reported:\n"
+        "  ns/op          median (and min, max) over the R runs of wall time / operations per thread\n"
+        "                 (every allocate and every free counts, the final frees too; with one thread\n"
+        "                 simply wall time / operations) -- what one thread experiences\n"
+        "  ops/s          aggregate operations per second of all threads (median run)\n"
+        "  reserved/live  peak bytes the resource reserved (CRMM_QUERY_BYTES_RESERVED_PEAK; '-' when\n"
+        "                 it cannot tell) / peak live requested bytes of the workload (for several\n"
+        "                 threads, the sum of each thread's peak)\n"
+        "A resource that runs out of memory shows OOM in its row; the run goes on.\n"
+        "\n"
+        "options:\n"
+        "  --config FILE        the config to measure (default: $CRMM_CONFIG, else the installed\n"
+        "                       crmm.ini, else the built-in default, as crmm_init(NULL)); resources\n"
+        "                       whose plugin does not load are skipped with the reason\n"
+        "  --resource NAME      measure only this resource of the config (repeatable)\n"
+        "  --no-references      leave out the raw cudaMalloc and cudaMallocAsync references\n"
+        "  --set LIST           sets to run, comma-separated, from A,B,C,D (default: all; repeatable)\n"
+        "  --steps N            steps per thread, replacing the sets' own (1..%llu)\n"
+        "  --live N             most blocks live at once per thread, replacing the sets' own\n"
+        "  --max-size SIZE      largest allocation, e.g. 4096, 64KiB, 4MiB, replacing the sets' own;\n"
+        "                       with --mode random a comma-separated list replaces the sweep\n"
+        "  --threads N          threads, replacing the sets' own (1..%u; --mode random: default 1)\n"
+        "  --repeats R          timed runs after the warm-up (default %u, 1..%u)\n"
+        "  --mode sets|random   the workload (default: sets)\n"
+        "  --allocations N      --mode random: number of allocations (default %u)\n"
+        "  --csv                one CSV line per result (skipped resources are reported on stderr)\n"
+        "  --json               one JSON object with every result and what was skipped\n"
+        "  --copy               run the copy benchmark instead (tools/bench_copy.c)\n"
+        "  -h, --help           this text\n"
+        "Options take their value as the next argument or after '='. A progress line is shown on\n"
+        "stderr while it runs when stderr is a terminal.\n"
+        "\n"
+        "Without a CUDA device only the host-memory resources run; the output says that GPU resources\n"
+        "and the raw CUDA references were skipped, and why.\n"
+        "Exit status: 0 when every measurement ran (OOM rows included), 1 when one failed otherwise or\n"
+        "the config could not be loaded, 2 for bad arguments.\n",
+        (unsigned long long)BENCH_MAX_STEPS, MAX_THREADS, DEFAULT_REPEATS, MAX_REPEATS, DEFAULT_ALLOCATIONS);
+}
+
+/* ---- arguments ------------------------------------------------------------------------------ */
+
+static int usage_error(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(FILE *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("crmm bench: ", err);
+    vfprintf(err, fmt, ap);
+    fputs(" (see 'crmm bench --help')\n", err);
+    va_end(ap);
+    return 2;
+}
+
+static bool parse_count(const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (!text || !*text || *text == '-' || *text == '+')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_sizes(const char *text, options *o, FILE *err)
+{
+    char *copy = strdup(text), *save = NULL;
+    bool ok = copy != NULL;
+    o->nmax_size = 0;
+    for (char *s = ok ? strtok_r(copy, ",", &save) : NULL; ok && s; s = strtok_r(NULL, ",", &save)) {
+        uint64_t v;
+        if (o->nmax_size == MAX_SWEEP || crmm_parse_size(s, 0, &v, NULL) != CRMM_OK || v == 0 || v > SIZE_MAX) {
+            fprintf(err, "crmm bench: --max-size: '%s' is not a size of at least 1 byte (e.g. 1024, 64KiB, 4MiB)%s\n",
+                    s, o->nmax_size == MAX_SWEEP ? " or the list is too long" : "");
+            ok = false;
+        } else {
+            o->max_size[o->nmax_size++] = v;
+        }
+    }
+    crmm_clear_error();
+    free(copy);
+    return ok && o->nmax_size > 0;
+}
+
+static bool parse_set_list(const char *text, options *o, FILE *err)
+{
+    char *copy = strdup(text), *save = NULL;
+    bool ok = copy != NULL, any = false;
+    for (char *s = ok ? strtok_r(copy, ",", &save) : NULL; ok && s; s = strtok_r(NULL, ",", &save)) {
+        size_t i = 0;
+        while (i < NSETS && strcasecmp(s, named_sets[i].name) != 0)
+            i++;
+        if (i == NSETS) {
+            fprintf(err, "crmm bench: --set: unknown set '%s' (sets: A, B, C, D)\n", s);
+            ok = false;
+        } else {
+            o->set_wanted[i] = o->any_set = any = true;
+        }
+    }
+    if (ok && !any)
+        fprintf(err, "crmm bench: --set: no set named (sets: A, B, C, D)\n");
+    free(copy);
+    return ok && any;
+}
+
+static int parse_args(int argc, char **argv, options *o, FILE *err)
+{
+    bool steps_given = false, live_given = false;
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *arg = argv[i], *value = NULL;
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+        bool flag = strcmp(name, "--csv") == 0 || strcmp(name, "--json") == 0 || strcmp(name, "--no-references") == 0;
+        static const char *const with_value[] = {"--config", "--set", "--steps", "--live", "--max-size", "--threads",
+                                                 "--repeats", "--mode", "--allocations", "--resource"};
+        bool takes_value = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+            takes_value |= strcmp(name, with_value[k]) == 0;
+        if (!flag && !takes_value) {
+            if (strcmp(name, "--copy") == 0)
+                return usage_error(err, "--copy is the copy benchmark: run it as 'crmm bench --copy'");
+            return usage_error(err, "unknown option '%s'", arg);
+        }
+        if (flag && eq)
+            return usage_error(err, "%s takes no value", name);
+        if (takes_value) {
+            value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!value || !*value)
+                return usage_error(err, "%s needs a value", name);
+        }
+        uint64_t v;
+        if (strcmp(name, "--csv") == 0 || strcmp(name, "--json") == 0) {
+            bench_format f = strcmp(name, "--csv") == 0 ? BENCH_FORMAT_CSV : BENCH_FORMAT_JSON;
+            if (o->format != BENCH_FORMAT_TABLE && o->format != f)
+                return usage_error(err, "--csv and --json exclude each other");
+            o->format = f;
+        } else if (strcmp(name, "--no-references") == 0) {
+            o->no_references = true;
+        } else if (strcmp(name, "--config") == 0) {
+            o->config = value;
+        } else if (strcmp(name, "--set") == 0) {
+            if (!parse_set_list(value, o, err))
+                return 2;
+        } else if (strcmp(name, "--steps") == 0) {
+            if (!parse_count(value, 1, BENCH_MAX_STEPS, &v))
+                return usage_error(err, "--steps: '%s' is not a number of steps from 1 to %llu", value, (unsigned long long)BENCH_MAX_STEPS);
+            o->steps = v;
+            steps_given = true;
+        } else if (strcmp(name, "--live") == 0) {
+            if (!parse_count(value, 1, BENCH_MAX_LIVE, &v))
+                return usage_error(err, "--live: '%s' is not a number of blocks from 1 to %u", value, BENCH_MAX_LIVE);
+            o->live = (uint32_t)v;
+            live_given = true;
+        } else if (strcmp(name, "--max-size") == 0) {
+            if (!parse_sizes(value, o, err))
+                return 2;
+        } else if (strcmp(name, "--threads") == 0) {
+            if (!parse_count(value, 1, MAX_THREADS, &v))
+                return usage_error(err, "--threads: '%s' is not a number of threads from 1 to %u", value, MAX_THREADS);
+            o->threads = (unsigned)v;
+        } else if (strcmp(name, "--repeats") == 0) {
+            if (!parse_count(value, 1, MAX_REPEATS, &v))
+                return usage_error(err, "--repeats: '%s' is not a number of runs from 1 to %u", value, MAX_REPEATS);
+            o->repeats = (unsigned)v;
+        } else if (strcmp(name, "--allocations") == 0) {
+            if (!parse_count(value, 1, BENCH_MAX_LIVE, &v))
+                return usage_error(err, "--allocations: '%s' is not a number from 1 to %u", value, BENCH_MAX_LIVE);
+            o->allocations = v;
+            o->allocations_given = true;
+        } else if (strcmp(name, "--mode") == 0) {
+            if (strcmp(value, "sets") == 0)
+                o->mode = BENCH_MODE_STEPS;
+            else if (strcmp(value, "random") == 0)
+                o->mode = BENCH_MODE_RANDOM;
+            else
+                return usage_error(err, "--mode: '%s' is not a mode (sets, random)", value);
+        } else if (strcmp(name, "--resource") == 0) {
+            const char **n = realloc(o->resources, (o->nresources + 1) * sizeof *n);
+            if (!n)
+                return usage_error(err, "out of memory");
+            o->resources = n;
+            o->resources[o->nresources++] = value;
+        }
+    }
+    if (o->mode == BENCH_MODE_RANDOM) {
+        if (o->any_set || steps_given || live_given)
+            return usage_error(err, "%s applies to --mode sets; --mode random takes --allocations and --max-size",
+                               o->any_set ? "--set" : steps_given ? "--steps" : "--live");
+    } else {
+        if (o->allocations_given)
+            return usage_error(err, "--allocations applies to --mode random");
+        if (o->nmax_size > 1)
+            return usage_error(err, "--max-size takes one size with --mode sets (a list with --mode random)");
+    }
+    return 0;
+}
+
+/* ---- the plan ------------------------------------------------------------------------------- */
+
+static size_t build_sets(const options *o, bench_set *sets)
+{
+    size_t n = 0;
+    if (o->mode == BENCH_MODE_RANDOM) {
+        const uint64_t *sizes = o->nmax_size ? o->max_size : random_sweep;
+        size_t count = o->nmax_size ? o->nmax_size : sizeof random_sweep / sizeof random_sweep[0];
+        for (size_t i = 0; i < count; i++, n++) {
+            bench_set *s = &sets[n];
+            memset(s, 0, sizeof *s);
+            uint64_t m = sizes[i];
+            if (m % (1ull << 30) == 0)
+                snprintf(s->label, sizeof s->label, "rand/%lluGiB", (unsigned long long)(m >> 30));
+            else if (m % (1ull << 20) == 0)
+                snprintf(s->label, sizeof s->label, "rand/%lluMiB", (unsigned long long)(m >> 20));
+            else if (m % 1024 == 0)
+                snprintf(s->label, sizeof s->label, "rand/%lluKiB", (unsigned long long)(m >> 10));
+            else
+                snprintf(s->label, sizeof s->label, "rand/%lluB", (unsigned long long)m);
+            s->workload = (bench_workload){.mode = BENCH_MODE_RANDOM, .allocations = o->allocations,
+                                           .max_usage = BENCH_RANDOM_MAX_USAGE, .max_size = m};
+            s->threads = o->threads ? o->threads : 1;
+            s->repeats = o->repeats;
+        }
+        return n;
+    }
+    for (size_t i = 0; i < NSETS; i++) {
+        if (o->any_set && !o->set_wanted[i])
+            continue;
+        bench_set *s = &sets[n++];
+        memset(s, 0, sizeof *s);
+        snprintf(s->label, sizeof s->label, "%s", named_sets[i].name);
+        s->workload = (bench_workload){.mode = BENCH_MODE_STEPS,
+                                       .steps = o->steps ? o->steps : named_sets[i].steps,
+                                       .max_live = o->live ? o->live : named_sets[i].max_live,
+                                       .max_size = o->nmax_size ? o->max_size[0] : named_sets[i].max_size};
+        s->threads = o->threads ? o->threads : named_sets[i].threads;
+        s->repeats = o->repeats;
+    }
+    return n;
+}
+
+/* Growable list of skipped targets (name, reason: borrowed strings), for the report's header. */
+typedef struct skip_list {
+    const char **names;
+    const char **reasons;
+    size_t n;
+} skip_list;
+
+static void skip_add(skip_list *l, const char *name, const char *reason)
+{
+    const char **nn = realloc(l->names, (l->n + 1) * sizeof *nn);
+    if (nn)
+        l->names = nn;
+    const char **rr = nn ? realloc(l->reasons, (l->n + 1) * sizeof *rr) : NULL;
+    if (!rr)
+        return; /* out of memory: the note is lost, nothing else */
+    l->reasons = rr;
+    l->names[l->n] = name;
+    l->reasons[l->n++] = reason;
+}
+
+static void skip_list_free(skip_list *l)
+{
+    free(l->names);
+    free(l->reasons);
+}
+
+static bool resource_selected(const options *o, const char *name)
+{
+    if (o->nresources == 0)
+        return true;
+    for (size_t i = 0; i < o->nresources; i++)
+        if (strcmp(o->resources[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* Check every --resource NAME exists in the config (loaded or skipped). */
+static int check_resource_names(const options *o, const bench_config *bc, FILE *err)
+{
+    for (size_t i = 0; i < o->nresources; i++) {
+        const char *want = o->resources[i];
+        bool found = bench_config_find(bc, want) >= 0;
+        for (size_t k = 0; !found && k < bench_config_skipped_count(bc); k++)
+            found = strcmp(bench_config_skipped_name(bc, k), want) == 0;
+        if (found)
+            continue;
+        fprintf(err, "crmm bench: --resource %s: no [resource.%s] in %s (resources:", want, want, bench_config_origin(bc));
+        for (size_t k = 0; k < bench_config_resource_count(bc); k++)
+            fprintf(err, " %s", bench_config_resource_name(bc, k));
+        for (size_t k = 0; k < bench_config_skipped_count(bc); k++)
+            fprintf(err, " %s", bench_config_skipped_name(bc, k));
+        fprintf(err, ")\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- progress ------------------------------------------------------------------------------- */
+
+typedef struct progress {
+    FILE *err;
+    bool on;
+    size_t done, total;      /* measurements */
+    const char *set, *target;
+} progress;
+
+static void progress_show(void *arg, unsigned run, unsigned repeats)
+{
+    progress *p = arg;
+    if (!p->on)
+        return;
+    char what[32];
+    if (run == 0)
+        snprintf(what, sizeof what, "warm-up");
+    else
+        snprintf(what, sizeof what, "run %u/%u", run, repeats);
+    fprintf(p->err, "\r\033[K[%zu/%zu] set %s, %s: %s", p->done + 1, p->total, p->set, p->target, what);
+    fflush(p->err);
+}
+
+static void progress_clear(progress *p)
+{
+    if (p->on) {
+        fputs("\r\033[K", p->err);
+        fflush(p->err);
+    }
+}
+
+/* ---- running -------------------------------------------------------------------------------- */
+
+/* One measurement of `set` (sequences `seqs`) on target `t`. */
+static void measure(const bench_config *bc, const target *t, int device, const bench_set *set,
+                    const bench_sequence *seqs, progress *prog, bench_result *res)
+{
+    memset(res, 0, sizeof *res);
+    crmm_resource *mr = NULL;
+    crmm_status st = t->reference ? bench_reference_create(t->kind, device, &mr)
+                                  : bench_config_create(bc, t->name, t->host ? -1 : device, &mr);
+    if (st == CRMM_OK) {
+        bench_run_options opt = {.repeats = set->repeats, .device = t->host ? -1 : device,
+                                 .progress = progress_show, .progress_arg = prog};
+        st = bench_run(mr, seqs, set->threads, &opt, res);
+        crmm_resource_release(mr);
+    }
+    if (st != CRMM_OK) {
+        res->outcome = st == CRMM_ERROR_OUT_OF_MEMORY ? BENCH_OUTCOME_OOM : BENCH_OUTCOME_ERROR;
+        snprintf(res->error, sizeof res->error, "%s", crmm_last_error());
+    }
+}
+
+/* The device line for the report; CUDA is already known to work. */
+static void describe_device(int device, char *buf, size_t size)
+{
+    struct cudaDeviceProp prop;
+    uint64_t free_b = 0, total_b = 0;
+    char total[32];
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+        snprintf(prop.name, sizeof prop.name, "unknown");
+    crmm_cuda_device_memory(device, &free_b, &total_b);
+    snprintf(buf, size, "device %d: %s, %s", device, prop.name, crmm_format_size(total_b, total, sizeof total));
+}
+
+static int run_plan(const options *o, bench_config *bc, FILE *out, FILE *err)
+{
+    /* targets: config resources in file order, then the references */
+    size_t ncfg = bench_config_resource_count(bc);
+    target *targets = calloc(ncfg + BENCH_REFERENCE_COUNT, sizeof *targets);
+    bench_set sets[MAX_SWEEP > NSETS ? MAX_SWEEP : NSETS];
+    size_t nsets = build_sets(o, sets);
+    skip_list skips = {0};
+    if (!targets) {
+        fprintf(err, "crmm bench: out of memory\n");
+        return 1;
+    }
+    size_t ntargets = 0;
+    bool want_gpu = false;
+    for (size_t i = 0; i < ncfg; i++) {
+        const char *name = bench_config_resource_name(bc, i);
+        if (!resource_selected(o, name))
+            continue;
+        targets[ntargets++] = (target){.name = name, .plugin = bench_config_resource_plugin(bc, i),
+                                       .host = bench_config_resource_is_host(bc, i)};
+        want_gpu |= !targets[ntargets - 1].host;
+    }
+    for (int k = 0; k < BENCH_REFERENCE_COUNT && !o->no_references; k++) {
+        targets[ntargets++] = (target){.name = bench_reference_name((bench_reference_kind)k), .plugin = "raw CUDA",
+                                       .reference = true, .kind = (bench_reference_kind)k};
+        want_gpu = true;
+    }
+    for (size_t k = 0; k < bench_config_skipped_count(bc); k++)
+        if (resource_selected(o, bench_config_skipped_name(bc, k)))
+            skip_add(&skips, bench_config_skipped_name(bc, k), bench_config_skipped_reason(bc, k));
+
+    /* A GPU? crmm_cuda_device_count is the first CUDA call. */
+    int device = -1;
+    char no_gpu[1024] = "", device_line[512] = "";
+    if (want_gpu) {
+        int count = 0;
+        if (crmm_cuda_device_count(&count) != CRMM_OK || crmm_cuda_current_device(&device) != CRMM_OK) {
+            snprintf(no_gpu, sizeof no_gpu, "%s", crmm_last_error());
+            device = -1;
+        } else {
+            describe_device(device, device_line, sizeof device_line);
+        }
+    }
+    size_t nrun = 0;
+    for (size_t i = 0; i < ntargets; i++) {
+        if (targets[i].host || device >= 0)
+            targets[nrun++] = targets[i];
+        else
+            skip_add(&skips, targets[i].name,
+                     targets[i].reference ? "raw CUDA reference: needs a CUDA device" : "GPU resource: needs a CUDA device");
+    }
+
+    bench_report_meta meta = {.config = bench_config_origin(bc), .device = device >= 0 ? device_line : NULL,
+                              .no_gpu_reason = no_gpu[0] ? no_gpu : NULL, .nskipped = skips.n,
+                              .skipped_names = skips.names, .skipped_reasons = skips.reasons};
+    bench_report *rep = bench_report_begin(o->format, out, err, &meta);
+    int status = rep ? 0 : 1;
+    progress prog = {.err = err, .on = isatty(fileno(err)) != 0, .total = nsets * nrun};
+    if (rep && nrun == 0)
+        fprintf(err, "crmm bench: nothing left to measure\n");
+    for (size_t s = 0; rep && nrun && s < nsets; s++) {
+        bench_set *set = &sets[s];
+        bench_sequence *seqs = calloc(set->threads, sizeof *seqs);
+        crmm_status st = seqs ? CRMM_OK : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "bench: out of memory");
+        for (unsigned t = 0; st == CRMM_OK && t < set->threads; t++) {
+            st = bench_sequence_make(&set->workload, t, &seqs[t]);
+            set->peak_live_bytes += seqs[t].peak_live_bytes;
+            set->total_ops += seqs[t].count;
+        }
+        if (st != CRMM_OK) {
+            fprintf(err, "crmm bench: set %s: %s\n", set->label, crmm_last_error());
+            status = 1;
+        } else {
+            bench_report_set(rep, set);
+            for (size_t i = 0; i < nrun; i++) {
+                bench_result res;
+                prog.set = set->label;
+                prog.target = targets[i].name;
+                measure(bc, &targets[i], device, set, seqs, &prog, &res);
+                prog.done++;
+                progress_clear(&prog);
+                bench_report_row(rep, set, targets[i].name, targets[i].plugin, &res);
+                if (res.outcome == BENCH_OUTCOME_ERROR)
+                    status = 1;
+            }
+        }
+        for (unsigned t = 0; seqs && t < set->threads; t++)
+            bench_sequence_free(&seqs[t]);
+        free(seqs);
+    }
+    bench_report_end(rep);
+    skip_list_free(&skips);
+    free(targets);
+    return status;
+}
+
+int bench_cli_main(int argc, char **argv, FILE *out, FILE *err)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            bench_cli_usage(out);
+            return 0;
+        }
+    options o = {.repeats = DEFAULT_REPEATS, .allocations = DEFAULT_ALLOCATIONS};
+    int rc = parse_args(argc, argv, &o, err);
+    if (rc) {
+        free(o.resources);
+        return rc;
+    }
+    bench_config *bc = NULL;
+    if (bench_config_open(o.config, &bc) != CRMM_OK) {
+        fprintf(err, "crmm bench: %s\n", crmm_last_error());
+        free(o.resources);
+        return 1;
+    }
+    rc = check_resource_names(&o, bc, err);
+    if (!rc)
+        rc = run_plan(&o, bc, out, err);
+    bench_config_close(bc);
+    free(o.resources);
+    return rc;
+}

@@ -1,0 +1,311 @@
+/* bench_report.c — the table, CSV and JSON writers of `crmm bench`.
+ *
+ * The report only remembers its format, its streams and whether a JSON result was written yet
+ * (for the commas); every row is written straight through, so a long GPU run shows its results
+ * as they come. */
+#include "config.h"
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/crmm.h>
+#include "bench_report.h"
+
+struct bench_report {
+    bench_format format;
+    FILE *out, *err;
+    bool first_result;
+};
+
+const char *bench_format_name(bench_format format)
+{
+    switch (format) {
+    case BENCH_FORMAT_TABLE: return "table";
+    case BENCH_FORMAT_CSV: return "csv";
+    case BENCH_FORMAT_JSON: return "json";
+    }
+    return "?";
+}
+
+static const char *outcome_name(bench_outcome o)
+{
+    switch (o) {
+    case BENCH_OUTCOME_OK: return "ok";
+    case BENCH_OUTCOME_OOM: return "oom";
+    case BENCH_OUTCOME_ERROR: return "error";
+    }
+    return "error";
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (*p < 0x20)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+/* A CSV field: quoted (with "" for ") when it holds a comma, quote or line break. */
+static void csv_field(FILE *f, const char *s)
+{
+    if (!s || !*s)
+        return;
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
+    }
+    fputc('"', f);
+}
+
+/* "12.3 M" style rate. */
+static char *format_rate(double v, char *buf, size_t size)
+{
+    static const char *const units[] = {"", " k", " M", " G", " T"};
+    int u = 0;
+    while (v >= 1000 && u < 4) {
+        v /= 1000;
+        u++;
+    }
+    snprintf(buf, size, "%.1f%s", v, units[u]);
+    return buf;
+}
+
+static bool is_random(const bench_set *set)
+{
+    return set->workload.mode == BENCH_MODE_RANDOM;
+}
+
+static uint64_t set_steps(const bench_set *set)
+{
+    return is_random(set) ? 2 * set->workload.allocations : set->workload.steps;
+}
+
+bench_report *bench_report_begin(bench_format format, FILE *out, FILE *err, const bench_report_meta *meta)
+{
+    bench_report *rep = calloc(1, sizeof *rep);
+    if (!rep)
+        return NULL;
+    rep->format = format;
+    rep->out = out;
+    rep->err = err;
+    rep->first_result = true;
+    switch (format) {
+    case BENCH_FORMAT_TABLE:
+        fprintf(out, "crmm bench %s: config %s; %s\n", crmm_version(), meta->config,
+                meta->device ? meta->device : meta->no_gpu_reason ? "no CUDA device" : "host memory only");
+        if (meta->no_gpu_reason)
+            fprintf(out, "no CUDA device (%s): GPU resources and the raw CUDA references are skipped\n",
+                    meta->no_gpu_reason);
+        for (size_t i = 0; i < meta->nskipped; i++)
+            fprintf(out, "skipped %s: %s\n", meta->skipped_names[i], meta->skipped_reasons[i]);
+        break;
+    case BENCH_FORMAT_CSV:
+        if (meta->no_gpu_reason)
+            fprintf(err, "crmm bench: no CUDA device (%s): GPU resources and the raw CUDA references are skipped\n",
+                    meta->no_gpu_reason);
+        for (size_t i = 0; i < meta->nskipped; i++)
+            fprintf(err, "crmm bench: skipped %s: %s\n", meta->skipped_names[i], meta->skipped_reasons[i]);
+        fputs("set,mode,steps,max_live,allocations,max_size,threads,repeats,resource,plugin,status,"
+              "ns_per_op_median,ns_per_op_min,ns_per_op_max,ops_per_second,total_ops,peak_live_bytes,"
+              "peak_reserved_bytes,reserved_over_live,error\n", out);
+        break;
+    case BENCH_FORMAT_JSON:
+        fputs("{\n  \"tool\": \"crmm bench\",\n  \"version\": ", out);
+        json_string(out, crmm_version());
+        fputs(",\n  \"config\": ", out);
+        json_string(out, meta->config);
+        fputs(",\n  \"device\": ", out);
+        json_string(out, meta->device);
+        fputs(",\n  \"no_gpu_reason\": ", out);
+        json_string(out, meta->no_gpu_reason);
+        fputs(",\n  \"ns_per_op\": \"wall time / operations per thread\",\n  \"skipped\": [", out);
+        for (size_t i = 0; i < meta->nskipped; i++) {
+            fputs(i ? ",\n    {\"resource\": " : "\n    {\"resource\": ", out);
+            json_string(out, meta->skipped_names[i]);
+            fputs(", \"reason\": ", out);
+            json_string(out, meta->skipped_reasons[i]);
+            fputs("}", out);
+        }
+        fputs(meta->nskipped ? "\n  ],\n  \"results\": [" : "],\n  \"results\": [", out);
+        break;
+    }
+    fflush(out);
+    return rep;
+}
+
+void bench_report_set(bench_report *rep, const bench_set *set)
+{
+    if (!rep || rep->format != BENCH_FORMAT_TABLE)
+        return;
+    FILE *f = rep->out;
+    const bench_workload *w = &set->workload;
+    char max[32], live[32];
+    crmm_format_size(w->max_size, max, sizeof max);
+    crmm_format_size(set->peak_live_bytes, live, sizeof live);
+    fprintf(f, "\nset %s: ", set->label);
+    if (is_random(set)) {
+        char usage[32];
+        fprintf(f, "RMM random_allocations, %llu allocations in %llu steps (%u%% allocate), sizes 1 B .. %s, "
+                   "live bytes < %s",
+                (unsigned long long)w->allocations, (unsigned long long)set_steps(set), BENCH_RANDOM_ALLOC_PERCENT,
+                max, crmm_format_size(w->max_usage, usage, sizeof usage));
+    } else {
+        fprintf(f, "%llu steps, <= %u live, sizes 1 B .. %s", (unsigned long long)w->steps, w->max_live, max);
+    }
+    if (set->threads > 1)
+        fprintf(f, ", %u threads (each its own sequence and stream); peak live %s (sum over threads)\n", set->threads, live);
+    else
+        fprintf(f, ", 1 thread; peak live %s\n", live);
+    fprintf(f, "  %llu ops per run; ns/op = %s, median of %u run%s after 1 warm-up\n",
+            (unsigned long long)set->total_ops,
+            set->threads > 1 ? "wall time / ops per thread" : "wall time / ops", set->repeats,
+            set->repeats == 1 ? "" : "s");
+    fprintf(f, "%-12s %-20s %-12s %12s %12s %12s %10s %14s\n", "set", "resource", "plugin", "ns/op", "min",
+            "max", "ops/s", "reserved/live");
+    fflush(f);
+}
+
+static void row_table(bench_report *rep, const bench_set *set, const char *name, const char *plugin,
+                      const bench_result *r)
+{
+    FILE *f = rep->out;
+    fprintf(f, "%-12s %-20s %-12s ", set->label, name, plugin);
+    if (r->outcome != BENCH_OUTCOME_OK) {
+        fprintf(f, "%12s %12s %12s %10s %14s\n", r->outcome == BENCH_OUTCOME_OOM ? "OOM" : "error", "-", "-", "-", "-");
+        fprintf(f, "%-12s   %s\n", "", r->error);
+        return;
+    }
+    char rate[32], ratio[32] = "-";
+    if (r->has_peak_reserved && set->peak_live_bytes)
+        snprintf(ratio, sizeof ratio, "%.2f", (double)r->peak_reserved_bytes / (double)set->peak_live_bytes);
+    fprintf(f, "%12.1f %12.1f %12.1f %10s %14s\n", r->ns_per_op_median, r->ns_per_op_min, r->ns_per_op_max,
+            format_rate(r->ops_per_second, rate, sizeof rate), ratio);
+}
+
+static void row_csv(bench_report *rep, const bench_set *set, const char *name, const char *plugin,
+                    const bench_result *r)
+{
+    FILE *f = rep->out;
+    const bench_workload *w = &set->workload;
+    csv_field(f, set->label);
+    fprintf(f, ",%s,%llu,", is_random(set) ? "random" : "steps", (unsigned long long)set_steps(set));
+    if (!is_random(set))
+        fprintf(f, "%u", w->max_live);
+    fputc(',', f);
+    if (is_random(set))
+        fprintf(f, "%llu", (unsigned long long)w->allocations);
+    fprintf(f, ",%llu,%u,%u,", (unsigned long long)w->max_size, set->threads, set->repeats);
+    csv_field(f, name);
+    fputc(',', f);
+    csv_field(f, plugin);
+    fprintf(f, ",%s,", outcome_name(r->outcome));
+    if (r->outcome == BENCH_OUTCOME_OK)
+        fprintf(f, "%.1f,%.1f,%.1f,%.0f", r->ns_per_op_median, r->ns_per_op_min, r->ns_per_op_max, r->ops_per_second);
+    else
+        fputs(",,,", f);
+    fprintf(f, ",%llu,%llu,", (unsigned long long)set->total_ops, (unsigned long long)set->peak_live_bytes);
+    if (r->outcome == BENCH_OUTCOME_OK && r->has_peak_reserved) {
+        fprintf(f, "%llu,", (unsigned long long)r->peak_reserved_bytes);
+        if (set->peak_live_bytes)
+            fprintf(f, "%.4f", (double)r->peak_reserved_bytes / (double)set->peak_live_bytes);
+    } else {
+        fputc(',', f);
+    }
+    fputc(',', f);
+    csv_field(f, r->outcome == BENCH_OUTCOME_OK ? NULL : r->error);
+    fputc('\n', f);
+}
+
+static void json_number_or_null(FILE *f, bool present, const char *fmt, double v)
+{
+    if (present)
+        fprintf(f, fmt, v);
+    else
+        fputs("null", f);
+}
+
+static void row_json(bench_report *rep, const bench_set *set, const char *name, const char *plugin,
+                     const bench_result *r)
+{
+    FILE *f = rep->out;
+    const bench_workload *w = &set->workload;
+    bool ok = r->outcome == BENCH_OUTCOME_OK;
+    fputs(rep->first_result ? "\n    {\"set\": " : ",\n    {\"set\": ", f);
+    rep->first_result = false;
+    json_string(f, set->label);
+    fprintf(f, ", \"mode\": \"%s\", \"steps\": %llu, \"max_live\": ", is_random(set) ? "random" : "steps",
+            (unsigned long long)set_steps(set));
+    json_number_or_null(f, !is_random(set), "%.0f", (double)w->max_live);
+    fputs(", \"allocations\": ", f);
+    json_number_or_null(f, is_random(set), "%.0f", (double)w->allocations);
+    fprintf(f, ", \"max_size\": %llu, \"threads\": %u, \"repeats\": %u, \"resource\": ",
+            (unsigned long long)w->max_size, set->threads, set->repeats);
+    json_string(f, name);
+    fputs(", \"plugin\": ", f);
+    json_string(f, plugin);
+    fprintf(f, ", \"status\": \"%s\", \"error\": ", outcome_name(r->outcome));
+    json_string(f, ok ? NULL : r->error);
+    fputs(", \"ns_per_op_median\": ", f);
+    json_number_or_null(f, ok, "%.1f", r->ns_per_op_median);
+    fputs(", \"ns_per_op_min\": ", f);
+    json_number_or_null(f, ok, "%.1f", r->ns_per_op_min);
+    fputs(", \"ns_per_op_max\": ", f);
+    json_number_or_null(f, ok, "%.1f", r->ns_per_op_max);
+    fputs(", \"ops_per_second\": ", f);
+    json_number_or_null(f, ok, "%.0f", r->ops_per_second);
+    fprintf(f, ", \"total_ops\": %llu, \"peak_live_bytes\": %llu, \"peak_reserved_bytes\": ",
+            (unsigned long long)set->total_ops, (unsigned long long)set->peak_live_bytes);
+    bool reserved = ok && r->has_peak_reserved;
+    if (reserved)
+        fprintf(f, "%llu", (unsigned long long)r->peak_reserved_bytes);
+    else
+        fputs("null", f);
+    fputs(", \"reserved_over_live\": ", f);
+    json_number_or_null(f, reserved && set->peak_live_bytes, "%.4f",
+                        set->peak_live_bytes ? (double)r->peak_reserved_bytes / (double)set->peak_live_bytes : 0);
+    fputs("}", f);
+}
+
+void bench_report_row(bench_report *rep, const bench_set *set, const char *name, const char *plugin,
+                      const bench_result *result)
+{
+    if (!rep)
+        return;
+    switch (rep->format) {
+    case BENCH_FORMAT_TABLE: row_table(rep, set, name, plugin, result); break;
+    case BENCH_FORMAT_CSV: row_csv(rep, set, name, plugin, result); break;
+    case BENCH_FORMAT_JSON: row_json(rep, set, name, plugin, result); break;
+    }
+    fflush(rep->out);
+}
+
+void bench_report_end(bench_report *rep)
+{
+    if (!rep)
+        return;
+    if (rep->format == BENCH_FORMAT_JSON)
+        fputs(rep->first_result ? "]\n}\n" : "\n  ]\n}\n", rep->out);
+    fflush(rep->out);
+    free(rep);
+}

@@ -1,0 +1,1032 @@
+/* check_bench.c — `crmm bench` without a GPU: the workload generator, the runner over host
+ * memory, the lenient config loader and the command line (run in-process through
+ * bench_cli_main with its output captured in temporary files).
+ *
+ * A small in-test resource ("limited": malloc with a cap on live blocks, optionally answering
+ * the reserved-peak query) drives the runner's out-of-memory path and its reserved/live column. */
+#include "config.h"
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "test_support.h"
+#include "../bench/bench_cli.h"
+#include "../bench/bench_config.h"
+#include "../bench/bench_report.h"
+#include "../bench/bench_runner.h"
+#include "../bench/bench_workload.h"
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+static bench_workload steps_workload(uint64_t steps, uint32_t live, uint64_t max_size)
+{
+    return (bench_workload){.mode = BENCH_MODE_STEPS, .steps = steps, .max_live = live, .max_size = max_size};
+}
+
+/* Replays a sequence and checks it is a valid alloc/free history: frees only live slots, with
+ * the bytes they were allocated with; everything freed at the end; live and sizes within
+ * bounds. Returns the peak live bytes it saw. */
+static uint64_t replay_checked(const bench_sequence *q, uint32_t max_live, uint64_t max_size)
+{
+    uint64_t *size_of = calloc(q->slots, sizeof *size_of);
+    ck_assert_ptr_nonnull(size_of);
+    uint64_t live_bytes = 0, peak = 0;
+    uint32_t live = 0;
+    size_t allocs = 0, frees = 0;
+    for (size_t i = 0; i < q->count; i++) {
+        const bench_op *op = &q->ops[i];
+        ck_assert_uint_lt(op->slot, q->slots);
+        if (op->is_free) {
+            ck_assert_msg(size_of[op->slot] != 0, "op %zu frees slot %u, which is not live", i, op->slot);
+            ck_assert_uint_eq(op->bytes, size_of[op->slot]);
+            live_bytes -= op->bytes;
+            size_of[op->slot] = 0;
+            live--;
+            frees++;
+        } else {
+            ck_assert_msg(i < q->steps, "op %zu allocates after the steps", i);
+            ck_assert_msg(size_of[op->slot] == 0, "op %zu allocates into live slot %u", i, op->slot);
+            ck_assert_uint_ge(op->bytes, 1);
+            ck_assert_uint_le(op->bytes, max_size);
+            size_of[op->slot] = op->bytes;
+            live_bytes += op->bytes;
+            live++;
+            allocs++;
+            ck_assert_uint_le(live, max_live);
+            if (live_bytes > peak)
+                peak = live_bytes;
+        }
+    }
+    ck_assert_uint_eq(live, 0);
+    ck_assert_uint_eq(live_bytes, 0);
+    ck_assert_uint_eq(allocs, q->allocs);
+    ck_assert_uint_eq(frees, q->frees);
+    free(size_of);
+    return peak;
+}
+
+/* ---- the workload generator ------------------------------------------------------------------ */
+
+START_TEST(xorshift_known_values)
+{
+    uint64_t s = BENCH_SEED;
+    ck_assert_uint_eq(bench_xorshift64(&s), 45454805674ull);
+    ck_assert_uint_eq(bench_xorshift64(&s), 11532217803599905471ull);
+    ck_assert_uint_eq(bench_xorshift64(&s), 10021416941527320954ull);
+}
+END_TEST
+
+START_TEST(sequence_is_deterministic_per_thread)
+{
+    bench_workload w = steps_workload(20000, 100, 1024);
+    bench_sequence a, b, c;
+    ck_assert_crmm_ok(bench_sequence_make(&w, 0, &a));
+    ck_assert_crmm_ok(bench_sequence_make(&w, 0, &b));
+    ck_assert_crmm_ok(bench_sequence_make(&w, 1, &c));
+    ck_assert_uint_eq(a.count, b.count);
+    ck_assert_int_eq(memcmp(a.ops, b.ops, a.count * sizeof *a.ops), 0);
+    ck_assert_uint_eq(a.peak_live_bytes, b.peak_live_bytes);
+    size_t n = a.count < c.count ? a.count : c.count, same = 0;
+    for (size_t i = 0; i < n; i++)
+        same += a.ops[i].bytes == c.ops[i].bytes && a.ops[i].is_free == c.ops[i].is_free;
+    ck_assert_msg(same < n / 2, "thread 1's sequence matches thread 0's in %zu of %zu ops", same, n);
+    bench_sequence_free(&a);
+    bench_sequence_free(&b);
+    bench_sequence_free(&c);
+}
+END_TEST
+
+START_TEST(sequence_tiny_hand_checked)
+{
+    /* seed 42, 8 steps, <= 2 live, sizes 1..100: worked out from the rules by hand (and the
+     * xorshift values above): */
+    static const bench_op expected[] = {
+        {75, 0, 0}, {55, 1, 0}, {75, 0, 1}, {55, 1, 1}, {76, 1, 0}, {37, 0, 0}, {37, 0, 1}, {76, 1, 1},
+    };
+    bench_workload w = steps_workload(8, 2, 100);
+    bench_sequence q;
+    ck_assert_crmm_ok(bench_sequence_make(&w, 0, &q));
+    ck_assert_uint_eq(q.count, 8);
+    ck_assert_uint_eq(q.steps, 8);
+    for (size_t i = 0; i < 8; i++) {
+        ck_assert_uint_eq(q.ops[i].bytes, expected[i].bytes);
+        ck_assert_uint_eq(q.ops[i].slot, expected[i].slot);
+        ck_assert_uint_eq(q.ops[i].is_free, expected[i].is_free);
+    }
+    ck_assert_uint_eq(q.peak_live_bytes, 75 + 55);
+    ck_assert_uint_eq(q.peak_live_count, 2);
+    ck_assert_uint_eq(q.allocs, 4);
+    ck_assert_uint_eq(q.frees, 4);
+    bench_sequence_free(&q);
+}
+END_TEST
+
+START_TEST(sequence_frees_everything_within_bounds)
+{
+    static const struct { uint64_t steps; uint32_t live; uint64_t max; } cases[] = {
+        {100000, 1000, 4u << 20}, {100000, 100, 1024}, {1, 5, 7}, {3, 1, 1}, {5000, 1, 3}, {777, 10000, 9},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        bench_workload w = steps_workload(cases[k].steps, cases[k].live, cases[k].max);
+        for (unsigned t = 0; t < 3; t++) {
+            bench_sequence q;
+            ck_assert_crmm_ok(bench_sequence_make(&w, t, &q));
+            ck_assert_uint_eq(q.steps, cases[k].steps);
+            ck_assert_uint_eq(q.allocs, q.frees);
+            ck_assert_uint_eq(q.count, q.allocs + q.frees);
+            ck_assert_uint_le(q.slots, cases[k].live);
+            ck_assert_uint_le(q.peak_live_count, cases[k].live);
+            uint64_t peak = replay_checked(&q, cases[k].live, cases[k].max);
+            ck_assert_uint_eq(peak, q.peak_live_bytes);
+            for (size_t i = q.steps; i < q.count; i++)
+                ck_assert_msg(q.ops[i].is_free, "final op %zu is not a free", i);
+            bench_sequence_free(&q);
+        }
+    }
+}
+END_TEST
+
+START_TEST(sequence_coin_is_fair)
+{
+    /* Where the coin decides (0 < live < max live) about half the steps allocate; with nothing
+     * live a step always allocates, with max live it always frees. */
+    bench_workload w = steps_workload(100000, 1000, 4u << 20);
+    bench_sequence q;
+    ck_assert_crmm_ok(bench_sequence_make(&w, 0, &q));
+    uint32_t live = 0;
+    size_t coin_steps = 0, coin_allocs = 0, step_allocs = 0;
+    for (size_t i = 0; i < q.steps; i++) {
+        bool alloc = !q.ops[i].is_free;
+        if (live == 0)
+            ck_assert_msg(alloc, "step %zu frees with nothing live", i);
+        else if (live == w.max_live)
+            ck_assert_msg(!alloc, "step %zu allocates at the live limit", i);
+        else {
+            coin_steps++;
+            coin_allocs += alloc;
+        }
+        step_allocs += alloc;
+        live = alloc ? live + 1 : live - 1;
+    }
+    double share = (double)coin_allocs / (double)coin_steps;
+    ck_assert_msg(share > 0.49 && share < 0.51, "the coin allocated in %.4f of its steps", share);
+    /* allocations and frees balance over the steps: they differ by what is live at the end */
+    ck_assert_uint_eq(step_allocs - (q.steps - step_allocs), live);
+    ck_assert_uint_eq(q.allocs, q.frees);
+    bench_sequence_free(&q);
+}
+END_TEST
+
+START_TEST(sequence_sizes_are_uniform)
+{
+    bench_workload w = steps_workload(100000, 100, 1024);
+    bench_sequence q;
+    ck_assert_crmm_ok(bench_sequence_make(&w, 0, &q));
+    double sum = 0;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < q.count; i++)
+        if (!q.ops[i].is_free) {
+            sum += (double)q.ops[i].bytes;
+            lo = q.ops[i].bytes < lo ? q.ops[i].bytes : lo;
+            hi = q.ops[i].bytes > hi ? q.ops[i].bytes : hi;
+        }
+    double mean = sum / (double)q.allocs;
+    ck_assert_msg(mean > 500 && mean < 525, "mean size %.1f (uniform 1..1024 gives 512.5)", mean);
+    ck_assert_uint_le(lo, 3);
+    ck_assert_uint_ge(hi, 1022);
+    bench_sequence_free(&q);
+}
+END_TEST
+
+START_TEST(sequence_random_mode_follows_rmm)
+{
+    bench_workload w = {.mode = BENCH_MODE_RANDOM, .allocations = 5000, .max_usage = BENCH_RANDOM_MAX_USAGE,
+                        .max_size = 1u << 20};
+    bench_sequence q;
+    ck_assert_crmm_ok(bench_sequence_make(&w, 0, &q));
+    ck_assert_uint_eq(q.steps, 2 * w.allocations);
+    ck_assert_uint_le(q.allocs, w.allocations);
+    replay_checked(&q, (uint32_t)w.allocations, w.max_size);
+    /* where the 73% draw decides (something live, allocations left), about 73% allocate */
+    uint32_t live = 0;
+    size_t allocated = 0, decided = 0, decided_allocs = 0;
+    for (size_t i = 0; i < q.steps; i++) {
+        bool alloc = !q.ops[i].is_free;
+        if (live > 0 && allocated < w.allocations) {
+            decided++;
+            decided_allocs += alloc;
+        }
+        if (allocated == w.allocations)
+            ck_assert_msg(!alloc, "step %zu allocates after %zu allocations", i, allocated);
+        allocated += alloc;
+        live = alloc ? live + 1 : live - 1;
+    }
+    double share = (double)decided_allocs / (double)decided;
+    ck_assert_msg(share > 0.71 && share < 0.75, "%.4f of the deciding steps allocated (73%% expected)", share);
+    bench_sequence_free(&q);
+
+    /* the usage cap: with a cap of 3 max-size blocks, live bytes never reach it once something is live */
+    w.allocations = 2000;
+    w.max_usage = 3ull << 20;
+    ck_assert_crmm_ok(bench_sequence_make(&w, 2, &q));
+    ck_assert_uint_le(q.peak_live_bytes, w.max_usage + w.max_size);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < q.steps; i++) {
+        if (!q.ops[i].is_free && bytes > 0)
+            ck_assert_uint_lt(bytes + q.ops[i].bytes, w.max_usage);
+        bytes = q.ops[i].is_free ? bytes - q.ops[i].bytes : bytes + q.ops[i].bytes;
+    }
+    bench_sequence_free(&q);
+}
+END_TEST
+
+START_TEST(sequence_rejects_bad_workloads)
+{
+    bench_sequence q;
+    bench_workload w = steps_workload(0, 10, 10);
+    ck_assert_crmm(bench_sequence_make(&w, 0, &q), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(q.ops);
+    w = steps_workload(10, 0, 10);
+    ck_assert_crmm(bench_sequence_make(&w, 0, &q), CRMM_ERROR_INVALID_ARGUMENT);
+    w = steps_workload(10, 10, 0);
+    ck_assert_crmm(bench_sequence_make(&w, 0, &q), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "size"));
+    w = steps_workload(BENCH_MAX_STEPS + 1, 10, 10);
+    ck_assert_crmm(bench_sequence_make(&w, 0, &q), CRMM_ERROR_INVALID_ARGUMENT);
+    w = (bench_workload){.mode = BENCH_MODE_RANDOM, .allocations = 0, .max_usage = 1, .max_size = 1};
+    ck_assert_crmm(bench_sequence_make(&w, 0, &q), CRMM_ERROR_INVALID_ARGUMENT);
+    w = (bench_workload){.mode = (bench_mode)7, .steps = 1, .max_live = 1, .max_size = 1};
+    ck_assert_crmm(bench_sequence_make(&w, 0, &q), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(bench_sequence_make(NULL, 0, &q), CRMM_ERROR_INVALID_ARGUMENT);
+    bench_sequence_free(NULL);
+}
+END_TEST
+
+/* ---- the runner --------------------------------------------------------------------------- */
+
+/* "limited": malloc'd blocks, at most `limit` live at once (then OUT_OF_MEMORY), counted. */
+typedef struct limited {
+    crmm_resource base;
+    long limit;
+    long live, total;
+    bool answers_reserved;
+} limited;
+
+static crmm_status limited_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t s, void **ptr)
+{
+    (void)s;
+    limited *l = (limited *)self;
+    if (__atomic_add_fetch(&l->live, 1, __ATOMIC_RELAXED) > l->limit) {
+        __atomic_sub_fetch(&l->live, 1, __ATOMIC_RELAXED);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "limited: failed to allocate %zu bytes (limit %ld blocks)",
+                              bytes, l->limit);
+    }
+    __atomic_add_fetch(&l->total, 1, __ATOMIC_RELAXED);
+    *ptr = malloc(bytes);
+    return CRMM_OK;
+}
+
+static crmm_status limited_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t s)
+{
+    (void)bytes;
+    (void)s;
+    limited *l = (limited *)self;
+    __atomic_sub_fetch(&l->live, 1, __ATOMIC_RELAXED);
+    free(ptr);
+    return CRMM_OK;
+}
+
+static crmm_status limited_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    limited *l = (limited *)self;
+    if (what != CRMM_QUERY_BYTES_RESERVED_PEAK || !l->answers_reserved)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "limited: no query %d", (int)what);
+    *out = 123456789;
+    return CRMM_OK;
+}
+
+static void limited_destroy(crmm_resource *self)
+{
+    (void)self; /* lives on the test's stack */
+}
+
+static const crmm_resource_ops limited_ops = {
+    .allocate = limited_allocate, .deallocate = limited_deallocate, .query = limited_query, .destroy = limited_destroy,
+};
+
+static void limited_init(limited *l, long limit, bool answers_reserved)
+{
+    memset(l, 0, sizeof *l);
+    crmm_resource_init(&l->base, &limited_ops, "limited", CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
+    l->limit = limit;
+    l->answers_reserved = answers_reserved;
+}
+
+static void make_sequences(const bench_workload *w, unsigned threads, bench_sequence *seqs)
+{
+    for (unsigned t = 0; t < threads; t++)
+        ck_assert_crmm_ok(bench_sequence_make(w, t, &seqs[t]));
+}
+
+static void free_sequences(bench_sequence *seqs, unsigned threads)
+{
+    for (unsigned t = 0; t < threads; t++)
+        bench_sequence_free(&seqs[t]);
+}
+
+static void check_sane_result(const bench_result *r, unsigned repeats)
+{
+    ck_assert_msg(r->outcome == BENCH_OUTCOME_OK, "outcome %d: %s", (int)r->outcome, r->error);
+    ck_assert_str_eq(r->error, "");
+    ck_assert_uint_eq(r->runs, repeats);
+    ck_assert(r->ns_per_op_min > 0);
+    ck_assert(r->ns_per_op_min <= r->ns_per_op_median);
+    ck_assert(r->ns_per_op_median <= r->ns_per_op_max);
+    ck_assert_msg(r->ns_per_op_median < 1e7, "%.1f ns per host allocation is not sane", r->ns_per_op_median);
+    double expect = r->threads * 1e9 / r->ns_per_op_median;
+    ck_assert(r->ops_per_second > expect * 0.999 && r->ops_per_second < expect * 1.001);
+}
+
+START_TEST(runner_over_host_one_thread)
+{
+    crmm_resource *mr;
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &mr));
+    bench_workload w = steps_workload(5000, 100, 1024);
+    bench_sequence q;
+    make_sequences(&w, 1, &q);
+    bench_run_options opt = {.repeats = 3, .device = -1};
+    bench_result r;
+    ck_assert_crmm_ok(bench_run(mr, &q, 1, &opt, &r));
+    check_sane_result(&r, 3);
+    ck_assert_uint_eq(r.total_ops, q.count);
+    ck_assert_uint_eq(r.peak_live_bytes, q.peak_live_bytes);
+    ck_assert(!r.has_peak_reserved); /* host answers no reserved-bytes query */
+    uint64_t v;
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &v));
+    ck_assert_uint_eq(v, 0);
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL, &v));
+    ck_assert_uint_eq(v, 4 * q.allocs); /* warm-up + 3 runs */
+    bench_sequence_free(&q);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(runner_over_host_four_threads)
+{
+    crmm_resource *mr;
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &mr));
+    bench_workload w = steps_workload(3000, 50, 4096);
+    bench_sequence q[4];
+    make_sequences(&w, 4, q);
+    bench_run_options opt = {.repeats = 2, .device = -1};
+    bench_result r;
+    ck_assert_crmm_ok(bench_run(mr, q, 4, &opt, &r));
+    check_sane_result(&r, 2);
+    ck_assert_uint_eq(r.threads, 4);
+    ck_assert_uint_eq(r.total_ops, q[0].count + q[1].count + q[2].count + q[3].count);
+    ck_assert_uint_eq(r.peak_live_bytes, q[0].peak_live_bytes + q[1].peak_live_bytes + q[2].peak_live_bytes +
+                                             q[3].peak_live_bytes);
+    uint64_t v;
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &v));
+    ck_assert_uint_eq(v, 0);
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL, &v));
+    ck_assert_uint_eq(v, 3 * (q[0].allocs + q[1].allocs + q[2].allocs + q[3].allocs));
+    free_sequences(q, 4);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+static void count_progress(void *arg, unsigned run, unsigned repeats)
+{
+    unsigned *calls = arg;
+    ck_assert_uint_eq(run, *calls);
+    ck_assert_uint_eq(repeats, 4);
+    (*calls)++;
+}
+
+START_TEST(runner_reports_progress_and_reserved_peak)
+{
+    limited l;
+    limited_init(&l, 1000000, true);
+    bench_workload w = steps_workload(500, 10, 64);
+    bench_sequence q;
+    make_sequences(&w, 1, &q);
+    unsigned calls = 0;
+    bench_run_options opt = {.repeats = 4, .device = -1, .progress = count_progress, .progress_arg = &calls};
+    bench_result r;
+    ck_assert_crmm_ok(bench_run(&l.base, &q, 1, &opt, &r));
+    check_sane_result(&r, 4);
+    ck_assert_uint_eq(calls, 5); /* warm-up + 4 */
+    ck_assert(r.has_peak_reserved);
+    ck_assert_uint_eq(r.peak_reserved_bytes, 123456789);
+    ck_assert_int_eq(l.live, 0);
+    bench_sequence_free(&q);
+}
+END_TEST
+
+START_TEST(runner_out_of_memory_frees_and_reports)
+{
+    for (unsigned threads = 1; threads <= 4; threads += 3) {
+        limited l;
+        limited_init(&l, 25, false);
+        bench_workload w = steps_workload(4000, 100, 256);
+        bench_sequence q[4];
+        make_sequences(&w, threads, q);
+        bench_run_options opt = {.repeats = 3, .device = -1};
+        bench_result r;
+        ck_assert_crmm_ok(bench_run(&l.base, q, threads, &opt, &r));
+        ck_assert_int_eq(r.outcome, BENCH_OUTCOME_OOM);
+        ck_assert_msg(strstr(r.error, "limited: failed to allocate"), "error: %s", r.error);
+        ck_assert_uint_eq(r.runs, 0); /* it failed in the warm-up */
+        ck_assert_int_eq(l.live, 0);  /* every block the bench held was freed */
+        free_sequences(q, threads);
+    }
+}
+END_TEST
+
+START_TEST(runner_out_of_memory_on_a_hand_made_sequence)
+{
+    /* alloc, alloc, alloc (fails: limit 2), free, free: the two live blocks are freed */
+    bench_op ops[] = {{10, 0, 0}, {20, 1, 0}, {30, 2, 0}, {30, 2, 1}, {20, 1, 1}, {10, 0, 1}};
+    bench_sequence q = {.ops = ops, .count = 6, .steps = 6, .allocs = 3, .frees = 3, .slots = 3,
+                        .peak_live_bytes = 60, .peak_live_count = 3};
+    limited l;
+    limited_init(&l, 2, false);
+    bench_run_options opt = {.repeats = 1, .device = -1};
+    bench_result r;
+    ck_assert_crmm_ok(bench_run(&l.base, &q, 1, &opt, &r));
+    ck_assert_int_eq(r.outcome, BENCH_OUTCOME_OOM);
+    ck_assert_int_eq(l.live, 0);
+    ck_assert_int_eq(l.total, 2);
+}
+END_TEST
+
+START_TEST(runner_rejects_bad_arguments)
+{
+    limited l;
+    limited_init(&l, 10, false);
+    bench_workload w = steps_workload(10, 2, 8);
+    bench_sequence q;
+    make_sequences(&w, 1, &q);
+    bench_run_options opt = {.repeats = 1, .device = -1};
+    bench_result r;
+    ck_assert_crmm(bench_run(&l.base, &q, 0, &opt, &r), CRMM_ERROR_INVALID_ARGUMENT);
+    opt.repeats = 0;
+    ck_assert_crmm(bench_run(&l.base, &q, 1, &opt, &r), CRMM_ERROR_INVALID_ARGUMENT);
+    opt.repeats = 1;
+    ck_assert_crmm(bench_run(NULL, &q, 1, &opt, &r), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(bench_run(&l.base, NULL, 1, &opt, &r), CRMM_ERROR_INVALID_ARGUMENT);
+    bench_sequence empty = {0};
+    ck_assert_crmm(bench_run(&l.base, &empty, 1, &opt, &r), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(l.total, 0);
+    bench_sequence_free(&q);
+}
+END_TEST
+
+START_TEST(median_of_odd_and_even_counts)
+{
+    double a[] = {5, 1, 3};
+    ck_assert_double_eq(bench_median(a, 3), 3);
+    double b[] = {4, 1, 3, 2};
+    ck_assert_double_eq(bench_median(b, 4), 2.5);
+    ck_assert_double_eq(bench_median(b, 0), 0);
+}
+END_TEST
+
+/* ---- the lenient config ---------------------------------------------------------------------- */
+
+static const char *const cli_config =
+    "[crmm]\n"
+    "default = q ; names a skipped resource: blanked\n"
+    "\n"
+    "[resource.h]\n"
+    "plugin = host\n"
+    "\n"
+    "[resource.t]\n"
+    "plugin = template\n"
+    "upstream = h\n"
+    "\n"
+    "[resource.p]\n"
+    "plugin = nosuchplugin\n"
+    "upstream = h\n"
+    "\n"
+    "[resource.q]\n"
+    "plugin = template\n"
+    "upstream = p\n"
+    "\n"
+    "[device.0]\n"
+    "resource = q\n";
+
+START_TEST(config_skips_resources_whose_plugin_does_not_load)
+{
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    bench_config *bc;
+    ck_assert_crmm_ok(bench_config_open(path, &bc));
+    ck_assert_str_eq(bench_config_origin(bc), path);
+    ck_assert_uint_eq(bench_config_resource_count(bc), 2);
+    ck_assert_str_eq(bench_config_resource_name(bc, 0), "h");
+    ck_assert_str_eq(bench_config_resource_name(bc, 1), "t");
+    ck_assert_str_eq(bench_config_resource_plugin(bc, 1), "template");
+    ck_assert(bench_config_resource_is_host(bc, 1));
+    ck_assert_int_eq(bench_config_find(bc, "t"), 1);
+    ck_assert_int_eq(bench_config_find(bc, "p"), -1);
+    ck_assert_uint_eq(bench_config_skipped_count(bc), 2);
+    ck_assert_str_eq(bench_config_skipped_name(bc, 0), "p");
+    ck_assert_ptr_nonnull(strstr(bench_config_skipped_reason(bc, 0), "nosuchplugin"));
+    ck_assert_str_eq(bench_config_skipped_name(bc, 1), "q");
+    ck_assert_ptr_nonnull(strstr(bench_config_skipped_reason(bc, 1), "upstream 'p'"));
+    /* fresh instances each time */
+    crmm_resource *a, *b;
+    ck_assert_crmm_ok(bench_config_create(bc, "t", -1, &a));
+    ck_assert_crmm_ok(bench_config_create(bc, "t", -1, &b));
+    ck_assert_ptr_ne(a, b);
+    ck_assert_str_eq(crmm_resource_kind(a), "template");
+    ck_assert_int_eq(crmm_resource_refcount(a), 1);
+    crmm_resource_release(a);
+    crmm_resource_release(b);
+    bench_config_close(bc);
+}
+END_TEST
+
+START_TEST(config_other_errors_stay_errors)
+{
+    /* an unknown key is a real mistake: the strict loader's message, even with a missing plugin */
+    const char *path = crmm_test_write_file("bad.ini", "[resource.h]\nplugin = host\nbogus_key = 1\n"
+                                                       "[resource.p]\nplugin = nosuchplugin\n");
+    bench_config *bc = NULL;
+    ck_assert_crmm(bench_config_open(path, &bc), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_null(bc);
+    ck_assert_msg(strstr(crmm_last_error(), "bad.ini:") != NULL, "message: %s", crmm_last_error());
+    ck_assert_crmm(bench_config_open("/nonexistent/crmm.ini", &bc), CRMM_ERROR_IO);
+    /* a config that loads strictly has nothing skipped */
+    path = crmm_test_write_file("ok.ini", "[resource.h]\nplugin = host\n");
+    ck_assert_crmm_ok(bench_config_open(path, &bc));
+    ck_assert_uint_eq(bench_config_skipped_count(bc), 0);
+    bench_config_close(bc);
+}
+END_TEST
+
+/* ---- the command line ------------------------------------------------------------------------- */
+
+typedef struct cli_result {
+    int status;
+    char *out, *err;
+} cli_result;
+
+static char *slurp(FILE *f)
+{
+    long n = ftell(f);
+    ck_assert_int_ge(n, 0);
+    char *s = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(s);
+    rewind(f);
+    ck_assert_uint_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* Run `crmm bench ARGS...` (NULL-terminated) in-process. */
+static cli_result run_cli(const char *first, ...)
+{
+    char *argv[64] = {(char *)"bench"};
+    int argc = 1;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && argc < 63; a = va_arg(ap, const char *))
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+    FILE *out = tmpfile(), *err = tmpfile();
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(err);
+    cli_result r;
+    r.status = bench_cli_main(argc, argv, out, err);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+}
+
+static void cli_free(cli_result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* The line of `text` that starts with the words `a` and `b` (separated by blanks), or NULL. */
+static const char *find_row(const char *text, const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, a, la) != 0 || !isblank((unsigned char)line[la]))
+            continue;
+        const char *p = line + la;
+        while (isblank((unsigned char)*p))
+            p++;
+        if (strncmp(p, b, lb) == 0 && isblank((unsigned char)p[lb]))
+            return line;
+    }
+    return NULL;
+}
+
+static int gpu_count;
+
+START_TEST(cli_table_rows_and_skips)
+{
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    cli_result r = run_cli("--set", "B", "--steps", "1000", "--repeats", "1", "--config", path, NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "skipped p: ") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "skipped q: its upstream 'p' was skipped") != NULL, "%s", r.out);
+    ck_assert_msg(find_row(r.out, "B", "h") != NULL, "no row for h:\n%s", r.out);
+    ck_assert_msg(find_row(r.out, "B", "t") != NULL, "no row for t:\n%s", r.out);
+    ck_assert_ptr_null(find_row(r.out, "B", "p"));
+    ck_assert_ptr_null(find_row(r.out, "A", "h"));
+    ck_assert_ptr_nonnull(strstr(r.out, "set B: 1000 steps, <= 100 live, sizes 1 B .. 1.0 KiB, 1 thread"));
+    ck_assert_ptr_nonnull(strstr(find_row(r.out, "B", "t"), "template"));
+    if (gpu_count == 0) {
+        ck_assert_msg(strstr(r.out, "no CUDA device (") != NULL, "%s", r.out);
+        ck_assert_ptr_nonnull(strstr(r.out, "GPU resources and the raw CUDA references are skipped"));
+        ck_assert_ptr_nonnull(strstr(r.out, "skipped cudaMalloc: raw CUDA reference"));
+        ck_assert_ptr_nonnull(strstr(r.out, "skipped cudaMallocAsync: raw CUDA reference"));
+    } else {
+        ck_assert_msg(find_row(r.out, "B", "cudaMalloc") != NULL, "%s", r.out);
+        ck_assert_msg(find_row(r.out, "B", "cudaMallocAsync") != NULL, "%s", r.out);
+    }
+    cli_free(&r);
+}
+END_TEST
+
+START_TEST(cli_multi_thread_and_random_mode)
+{
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    cli_result r = run_cli("--set=D", "--steps=400", "--repeats=2", "--config", path, "--resource", "t",
+                           "--no-references", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(find_row(r.out, "D", "t"));
+    ck_assert_ptr_null(find_row(r.out, "D", "h"));
+    ck_assert_ptr_nonnull(strstr(r.out, "8 threads"));
+    ck_assert_ptr_nonnull(strstr(r.out, "wall time / ops per thread"));
+    ck_assert_ptr_null(strstr(r.out, "cudaMalloc"));
+    ck_assert_ptr_null(strstr(r.out, "no CUDA device"));
+    cli_free(&r);
+
+    r = run_cli("--mode", "random", "--allocations", "300", "--max-size", "64KiB,1MiB", "--repeats", "1",
+                "--config", path, "--no-references", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(find_row(r.out, "rand/64KiB", "h") != NULL, "%s", r.out);
+    ck_assert_ptr_nonnull(find_row(r.out, "rand/1MiB", "t"));
+    ck_assert_ptr_nonnull(strstr(r.out, "RMM random_allocations, 300 allocations in 600 steps (73% allocate)"));
+    cli_free(&r);
+}
+END_TEST
+
+/* Count CSV fields of one line (quotes respected). */
+static int csv_fields(const char *line, size_t len)
+{
+    int n = 1;
+    bool quoted = false;
+    for (size_t i = 0; i < len; i++) {
+        if (line[i] == '"')
+            quoted = !quoted;
+        else if (line[i] == ',' && !quoted)
+            n++;
+    }
+    ck_assert_msg(!quoted, "unbalanced quotes in CSV line");
+    return n;
+}
+
+START_TEST(cli_csv_is_well_formed)
+{
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    cli_result r = run_cli("--set", "B", "--steps", "1000", "--repeats", "1", "--config", path, "--csv",
+                           "--no-references", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "skipped p: ")); /* notes go to stderr */
+    int lines = 0, header_fields = 0;
+    for (const char *line = r.out; *line;) {
+        const char *eol = strchr(line, '\n');
+        ck_assert_ptr_nonnull(eol);
+        int n = csv_fields(line, (size_t)(eol - line));
+        if (lines == 0) {
+            ck_assert(strncmp(line, "set,mode,steps,", 15) == 0);
+            header_fields = n;
+        } else {
+            ck_assert_int_eq(n, header_fields);
+            ck_assert(strncmp(line, "B,steps,1000,100,,1024,1,1,", 27) == 0);
+            ck_assert_ptr_nonnull(strstr(line, ",ok,"));
+        }
+        lines++;
+        line = eol + 1;
+    }
+    ck_assert_int_eq(header_fields, 20);
+    ck_assert_int_eq(lines, 3); /* header, h, t */
+    cli_free(&r);
+}
+END_TEST
+
+/* A minimal JSON syntax check: returns the end of the value at p, or NULL. */
+static const char *json_value(const char *p);
+
+static const char *json_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+        p++;
+    return p;
+}
+
+static const char *json_string_end(const char *p)
+{
+    if (*p++ != '"')
+        return NULL;
+    for (; *p && *p != '"'; p++) {
+        if ((unsigned char)*p < 0x20)
+            return NULL;
+        if (*p == '\\' && !*++p)
+            return NULL;
+    }
+    return *p == '"' ? p + 1 : NULL;
+}
+
+static const char *json_value(const char *p)
+{
+    p = json_ws(p);
+    if (*p == '"')
+        return json_string_end(p);
+    if (*p == '{' || *p == '[') {
+        char close = *p == '{' ? '}' : ']';
+        p = json_ws(p + 1);
+        if (*p == close)
+            return p + 1;
+        for (;;) {
+            if (close == '}') {
+                p = json_string_end(json_ws(p));
+                if (!p || *(p = json_ws(p)) != ':')
+                    return NULL;
+                p++;
+            }
+            if (!(p = json_value(p)))
+                return NULL;
+            p = json_ws(p);
+            if (*p == close)
+                return p + 1;
+            if (*p++ != ',')
+                return NULL;
+        }
+    }
+    if (strncmp(p, "null", 4) == 0 || strncmp(p, "true", 4) == 0)
+        return p + 4;
+    if (strncmp(p, "false", 5) == 0)
+        return p + 5;
+    char *end;
+    strtod(p, &end);
+    return end > p ? end : NULL;
+}
+
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+START_TEST(cli_json_is_well_formed)
+{
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    cli_result r = run_cli("--set", "A,B", "--steps", "300", "--repeats", "1", "--config", path, "--json", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    const char *end = json_value(r.out);
+    ck_assert_msg(end != NULL, "not JSON:\n%s", r.out);
+    ck_assert_str_eq(json_ws(end), "");
+    ck_assert_int_eq(r.out[0], '{');
+    ck_assert_ptr_nonnull(strstr(r.out, "\"tool\": \"crmm bench\""));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"skipped\": ["));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"results\": ["));
+    ck_assert_ptr_nonnull(strstr(r.out, "{\"resource\": \"p\", \"reason\": "));
+    int rows = gpu_count ? 8 : 4; /* 2 sets x (h, t [, cudaMalloc, cudaMallocAsync]) */
+    ck_assert_int_eq(count_of(r.out, "{\"set\": "), rows);
+    ck_assert_int_eq(count_of(r.out, "\"status\": \"ok\""), rows);
+    ck_assert_int_eq(count_of(r.out, "\"resource\": \"t\", \"plugin\": \"template\""), 2);
+    ck_assert_int_eq(count_of(r.out, "\"set\": \"A\", \"mode\": \"steps\", \"steps\": 300, \"max_live\": 1000"),
+                     rows / 2);
+    if (!gpu_count)
+        ck_assert_ptr_null(strstr(r.out, "\"no_gpu_reason\": null"));
+    cli_free(&r);
+
+    /* nothing skipped, no GPU asked for: still valid */
+    path = crmm_test_write_file("one.ini", "[resource.h]\nplugin = host\n");
+    r = run_cli("--set", "B", "--steps", "100", "--repeats", "1", "--config", path, "--json", "--no-references", NULL);
+    ck_assert_int_eq(r.status, 0);
+    end = json_value(r.out);
+    ck_assert_msg(end && !*json_ws(end), "not JSON:\n%s", r.out);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"skipped\": []"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"device\": null"));
+    cli_free(&r);
+}
+END_TEST
+
+/* ---- the report ---------------------------------------------------------------------------- */
+
+/* Write a report with one OK and one OOM row in `format`; returns what it wrote to out. */
+static char *report_text(bench_format format, char **err_text)
+{
+    FILE *out = tmpfile(), *err = tmpfile();
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(err);
+    const char *names[] = {"p"}, *reasons[] = {"plugin error: no plugin 'x', \"quoted\""};
+    bench_report_meta meta = {.config = "my.ini", .device = "device 0: Test GPU", .nskipped = 1,
+                              .skipped_names = names, .skipped_reasons = reasons};
+    bench_report *rep = bench_report_begin(format, out, err, &meta);
+    ck_assert_ptr_nonnull(rep);
+    bench_set set = {.label = "A", .workload = steps_workload(100, 10, 4096), .threads = 1, .repeats = 3,
+                     .peak_live_bytes = 1000, .total_ops = 200};
+    bench_report_set(rep, &set);
+    bench_result ok = {.outcome = BENCH_OUTCOME_OK, .threads = 1, .runs = 3, .ns_per_op_median = 50,
+                       .ns_per_op_min = 40, .ns_per_op_max = 60, .ops_per_second = 2e7, .total_ops = 200,
+                       .peak_live_bytes = 1000, .has_peak_reserved = true, .peak_reserved_bytes = 1500};
+    bench_result oom = {.outcome = BENCH_OUTCOME_OOM, .threads = 1, .total_ops = 200, .peak_live_bytes = 1000};
+    snprintf(oom.error, sizeof oom.error, "out of memory: pool 'main': failed to allocate 4.0 MiB, \"really\"");
+    bench_report_row(rep, &set, "main", "pool", &ok);
+    bench_report_row(rep, &set, "small", "pool", &oom);
+    bench_report_end(rep);
+    *err_text = slurp(err);
+    return slurp(out);
+}
+
+START_TEST(report_formats_ok_and_oom_rows)
+{
+    char *err, *text = report_text(BENCH_FORMAT_TABLE, &err);
+    ck_assert_ptr_nonnull(strstr(text, "config my.ini; device 0: Test GPU"));
+    ck_assert_ptr_nonnull(strstr(text, "skipped p: plugin error"));
+    const char *row = find_row(text, "A", "main");
+    ck_assert_ptr_nonnull(row);
+    ck_assert_msg(strncmp(strstr(row, "pool"), "pool                 50.0         40.0         60.0     20.0 M           1.50", 67) == 0,
+                  "row: %.120s", row);
+    row = find_row(text, "A", "small");
+    ck_assert_ptr_nonnull(row);
+    ck_assert_ptr_nonnull(strstr(row, "OOM"));
+    ck_assert_ptr_nonnull(strstr(row, "failed to allocate 4.0 MiB")); /* the reason, on the next line */
+    ck_assert_str_eq(err, "");
+    free(text);
+    free(err);
+
+    text = report_text(BENCH_FORMAT_CSV, &err);
+    ck_assert_ptr_nonnull(strstr(err, "crmm bench: skipped p: "));
+    ck_assert_ptr_nonnull(strstr(text, "\nA,steps,100,10,,4096,1,3,main,pool,ok,50.0,40.0,60.0,20000000,200,1000,1500,1.5000,\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\nA,steps,100,10,,4096,1,3,small,pool,oom,,,,,200,1000,,,"
+                                       "\"out of memory: pool 'main': failed to allocate 4.0 MiB, \"\"really\"\"\"\n"));
+    free(text);
+    free(err);
+
+    text = report_text(BENCH_FORMAT_JSON, &err);
+    const char *end = json_value(text);
+    ck_assert_msg(end && !*json_ws(end), "not JSON:\n%s", text);
+    ck_assert_ptr_nonnull(strstr(text, "\"reason\": \"plugin error: no plugin 'x', \\\"quoted\\\"\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"status\": \"oom\", \"error\": \"out of memory: "));
+    ck_assert_ptr_nonnull(strstr(text, "\"peak_reserved_bytes\": 1500, \"reserved_over_live\": 1.5000}"));
+    ck_assert_ptr_nonnull(strstr(text, "\"ns_per_op_median\": null"));
+    free(text);
+    free(err);
+}
+END_TEST
+
+static void expect_usage_error(const char *what, cli_result r)
+{
+    ck_assert_msg(r.status == 2, "%s: exit %d (expected 2)", what, r.status);
+    ck_assert_msg(strncmp(r.err, "crmm bench: ", 12) == 0, "%s: message: %s", what, r.err);
+    ck_assert_str_eq(r.out, "");
+    cli_free(&r);
+}
+
+START_TEST(cli_bad_arguments_exit_2)
+{
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    expect_usage_error("--set Z", run_cli("--set", "Z", "--config", path, NULL));
+    expect_usage_error("--set ,", run_cli("--set", ",", "--config", path, NULL));
+    expect_usage_error("--steps 0", run_cli("--steps", "0", "--config", path, NULL));
+    expect_usage_error("--steps -5", run_cli("--steps", "-5", "--config", path, NULL));
+    expect_usage_error("--steps 1x", run_cli("--steps", "1x", "--config", path, NULL));
+    expect_usage_error("--threads 0", run_cli("--threads", "0", "--config", path, NULL));
+    expect_usage_error("--threads 100000", run_cli("--threads", "100000", "--config", path, NULL));
+    expect_usage_error("--repeats 0", run_cli("--repeats", "0", "--config", path, NULL));
+    expect_usage_error("--live 0", run_cli("--live", "0", "--config", path, NULL));
+    expect_usage_error("--max-size 0", run_cli("--max-size", "0", "--config", path, NULL));
+    expect_usage_error("--max-size 5%", run_cli("--max-size", "5%", "--config", path, NULL));
+    expect_usage_error("--max-size list in sets", run_cli("--max-size", "1KiB,2KiB", "--config", path, NULL));
+    expect_usage_error("--mode x", run_cli("--mode", "x", "--config", path, NULL));
+    expect_usage_error("random + --set", run_cli("--mode", "random", "--set", "A", "--config", path, NULL));
+    expect_usage_error("--allocations in sets", run_cli("--allocations", "10", "--config", path, NULL));
+    expect_usage_error("unknown flag", run_cli("--frobnicate", "--config", path, NULL));
+    expect_usage_error("positional", run_cli("A", "--config", path, NULL));
+    expect_usage_error("missing value", run_cli("--config", path, "--steps", NULL));
+    expect_usage_error("--csv --json", run_cli("--csv", "--json", "--config", path, NULL));
+    expect_usage_error("--csv=1", run_cli("--csv=1", "--config", path, NULL));
+    expect_usage_error("unknown --resource", run_cli("--resource", "nope", "--config", path, NULL));
+    cli_result r = run_cli("--resource", "nope", "--config", path, NULL);
+    ck_assert_ptr_nonnull(strstr(r.err, "no [resource.nope]"));
+    ck_assert_ptr_nonnull(strstr(r.err, "h t p q"));
+    cli_free(&r);
+    r = run_cli("--set", "Z", "--config", path, NULL);
+    ck_assert_ptr_nonnull(strstr(r.err, "unknown set 'Z'"));
+    cli_free(&r);
+}
+END_TEST
+
+START_TEST(cli_config_failures_exit_1)
+{
+    cli_result r = run_cli("--config", "/nonexistent/crmm.ini", "--set", "B", NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "/nonexistent/crmm.ini"));
+    cli_free(&r);
+    const char *path = crmm_test_write_file("bad.ini", "[resource.h]\nplugin = host\nsize = 12\n");
+    r = run_cli("--config", path, "--set", "B", NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "bad.ini:3:") != NULL, "%s", r.err);
+    cli_free(&r);
+}
+END_TEST
+
+START_TEST(cli_help_documents_everything)
+{
+    cli_result r = run_cli("--help", NULL);
+    ck_assert_int_eq(r.status, 0);
+    static const char *const words[] = {"--config", "--resource", "--no-references", "--set", "--steps", "--live",
+                                        "--max-size", "--threads", "--repeats", "--mode", "--allocations", "--csv",
+                                        "--json", "--copy", "cudaMallocAsync", "xorshift64", "73%", "ns/op",
+                                        "ops/s", "reserved/live", "OOM", "Exit status"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        ck_assert_msg(strstr(r.out, words[i]) != NULL, "--help does not mention %s", words[i]);
+    cli_free(&r);
+}
+END_TEST
+
+START_TEST(cli_default_config_is_crmm_init_s)
+{
+    const char *path = crmm_test_write_file("env.ini", "[resource.envhost]\nplugin = host\n");
+    setenv("CRMM_CONFIG", path, 1);
+    cli_result r = run_cli("--set", "B", "--steps", "100", "--repeats", "1", "--no-references", NULL);
+    unsetenv("CRMM_CONFIG");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, path));
+    ck_assert_ptr_nonnull(find_row(r.out, "B", "envhost"));
+    cli_free(&r);
+}
+END_TEST
+
+START_TEST(cli_shipped_config_loads)
+{
+    /* conf/crmm.ini works at every stage: resources whose plugin is not built are skipped */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/../conf/crmm.ini", getenv("CRMM_TEST_SRCDIR") ? getenv("CRMM_TEST_SRCDIR") : "tests");
+    cli_result r = run_cli("--config", path, "--resource", "host", "--set", "B", "--steps", "200", "--repeats", "1",
+                           "--no-references", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(find_row(r.out, "B", "host") != NULL, "%s", r.out);
+    cli_free(&r);
+}
+END_TEST
+
+int main(void)
+{
+    gpu_count = crmm_test_gpu_count(); /* probed in a child: no CUDA call here */
+    Suite *s = suite_create("bench");
+    TCase *tc = tcase_create("workload");
+    tcase_add_test(tc, xorshift_known_values);
+    tcase_add_test(tc, sequence_is_deterministic_per_thread);
+    tcase_add_test(tc, sequence_tiny_hand_checked);
+    tcase_add_test(tc, sequence_frees_everything_within_bounds);
+    tcase_add_test(tc, sequence_coin_is_fair);
+    tcase_add_test(tc, sequence_sizes_are_uniform);
+    tcase_add_test(tc, sequence_random_mode_follows_rmm);
+    tcase_add_test(tc, sequence_rejects_bad_workloads);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("runner");
+    tcase_add_test(tc, runner_over_host_one_thread);
+    tcase_add_test(tc, runner_over_host_four_threads);
+    tcase_add_test(tc, runner_reports_progress_and_reserved_peak);
+    tcase_add_test(tc, runner_out_of_memory_frees_and_reports);
+    tcase_add_test(tc, runner_out_of_memory_on_a_hand_made_sequence);
+    tcase_add_test(tc, runner_rejects_bad_arguments);
+    tcase_add_test(tc, median_of_odd_and_even_counts);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("config");
+    tcase_add_test(tc, config_skips_resources_whose_plugin_does_not_load);
+    tcase_add_test(tc, config_other_errors_stay_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("cli");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT); /* the references run when there is a GPU */
+    tcase_add_test(tc, report_formats_ok_and_oom_rows);
+    tcase_add_test(tc, cli_table_rows_and_skips);
+    tcase_add_test(tc, cli_multi_thread_and_random_mode);
+    tcase_add_test(tc, cli_csv_is_well_formed);
+    tcase_add_test(tc, cli_json_is_well_formed);
+    tcase_add_test(tc, cli_bad_arguments_exit_2);
+    tcase_add_test(tc, cli_config_failures_exit_1);
+    tcase_add_test(tc, cli_help_documents_everything);
+    tcase_add_test(tc, cli_default_config_is_crmm_init_s);
+    tcase_add_test(tc, cli_shipped_config_loads);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}
