@@ -47,7 +47,8 @@ static fs_stream_list *list_of(fs_free_lists *fl, crmm_cuda_stream_t stream)
         return &fl->lists[0];
     }
     unsigned long long id = 0;
-    cudaError_t e = cudaStreamGetId((cudaStream_t)stream, &id);
+    /* NULL is the legacy default stream (libcrmm is not built for per-thread default streams) */
+    cudaError_t e = cudaStreamGetId(stream ? (cudaStream_t)stream : cudaStreamLegacy, &id);
     if (e != cudaSuccess) {
         crmm_cuda_status(e, "fixed_size: cudaStreamGetId");
         return NULL;
