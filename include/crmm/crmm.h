@@ -18,6 +18,8 @@
 #include <crmm/config.h>
 #include <crmm/cuda_support.h>
 #include <crmm/alloc_counters.h>
+#include <crmm/failure_callback.h>
+#include <crmm/async.h>
 
 /* The version of libcrmm ("0.1.0"). */
 #ifdef __cplusplus
