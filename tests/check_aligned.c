@@ -163,6 +163,23 @@ START_TEST(original_pointer_goes_back_upstream)
 }
 END_TEST
 
+START_TEST(sizes_that_overflow_when_aligned)
+{
+    crmm_resource *h, *mr;
+    make("alignment=1MiB", &h, &mr);
+    void *p = (void *)0x1;
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_allocate(mr, SIZE_MAX - 100, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(crmm_last_error(), "overflows"), "message: %s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_deallocate(mr, (void *)0x100000, SIZE_MAX, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(in_use(mr), 0); /* the refused free changed nothing */
+    ck_assert_uint_eq(in_use(h), 0);
+    crmm_resource_release(mr);
+    crmm_resource_release(h);
+}
+END_TEST
+
 typedef struct churn_arg { crmm_resource *mr; int seed; int failures; } churn_arg;
 
 static void *churn(void *arg)
@@ -212,6 +229,7 @@ int main(void)
     tcase_add_test(tc, small_alignments_become_256);
     tcase_add_test(tc, bad_alignment_is_refused);
     tcase_add_test(tc, original_pointer_goes_back_upstream);
+    tcase_add_test(tc, sizes_that_overflow_when_aligned);
     tcase_add_test(tc, threads_share_the_pointer_map);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);

@@ -64,12 +64,12 @@ static crmm_status aligned_allocate(crmm_resource *self, size_t bytes, crmm_cuda
 static crmm_status aligned_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     aligned_resource *a = (aligned_resource *)self;
+    size_t size = bytes;
+    if (!passes_through(a, bytes) && !upstream_size(a, bytes, &size))
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "aligned '%s': deallocate of %zu bytes: no such allocation", self->name, bytes);
     crmm_counters_sub(&a->counters, bytes);
     if (passes_through(a, bytes))
         return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
-    size_t size;
-    if (!upstream_size(a, bytes, &size))
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "aligned '%s': deallocate of %zu bytes: no such allocation", self->name, bytes);
     void *original;
     if (!aligned_ptrmap_remove(a->moved, ptr, &original))
         original = ptr; /* the upstream pointer was aligned already */
