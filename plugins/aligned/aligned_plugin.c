@@ -105,8 +105,11 @@ static const crmm_resource_ops aligned_ops = {
 static crmm_status aligned_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     uint64_t alignment = CRMM_ALLOCATION_ALIGNMENT, threshold = 0;
-    crmm_params_get_size(params, "alignment", &alignment);
-    crmm_params_get_size(params, "alignment_threshold", &threshold);
+    crmm_status st = crmm_params_get_size(params, "alignment", &alignment); /* "N%" needs a device */
+    if (st == CRMM_OK)
+        st = crmm_params_get_size(params, "alignment_threshold", &threshold);
+    if (st != CRMM_OK)
+        return st;
     if (alignment == 0 || (alignment & (alignment - 1)) != 0)
         return crmm_set_error(CRMM_ERROR_CONFIG, "aligned: alignment %llu is not a power of two", (unsigned long long)alignment);
     if (alignment < CRMM_ALLOCATION_ALIGNMENT)

@@ -172,7 +172,9 @@ static const crmm_resource_ops fixed_size_ops = {
 static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     uint64_t block_size = 0, blocks = 0;
-    crmm_params_get_size(params, "block_size", &block_size);
+    crmm_status st = crmm_params_get_size(params, "block_size", &block_size); /* "N%" needs a device */
+    if (st != CRMM_OK)
+        return st;
     crmm_params_get_uint(params, "blocks_to_preallocate", &blocks);
     if (block_size == 0)
         return crmm_set_error(CRMM_ERROR_CONFIG, "fixed_size: block_size must be > 0");
@@ -195,7 +197,7 @@ static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *u
     fs_free_lists_init(&r->free, !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE));
     crmm_resource_init(&r->base, &fixed_size_ops, "fixed_size", upstream->flags, upstream->device, upstream);
     crmm_device_guard g;
-    crmm_status st = enter_device(r, &g);
+    st = enter_device(r, &g);
     if (st == CRMM_OK) {
         st = grow(r, NULL); /* the first chunk, as RMM does at construction */
         crmm_cuda_device_restore(&g);
