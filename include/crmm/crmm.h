@@ -21,6 +21,8 @@
 #include <crmm/stream.h>
 #include <crmm/stream_pool.h>
 #include <crmm/device_buffer.h>
+#include <crmm/failure_callback.h>
+#include <crmm/async.h>
 
 /* The version of libcrmm ("0.1.0"). */
 #ifdef __cplusplus

@@ -1,1 +1,5 @@
-# plugins/aligned: not built yet
+pkglib_LTLIBRARIES += plugins/aligned/crmm_aligned.la
+plugins_aligned_crmm_aligned_la_SOURCES = plugins/aligned/aligned_plugin.c \
+	plugins/aligned/aligned_ptrmap.c plugins/aligned/aligned_ptrmap.h
+plugins_aligned_crmm_aligned_la_LDFLAGS = $(PLUGIN_LDFLAGS)
+plugins_aligned_crmm_aligned_la_LIBADD = $(PLUGIN_LIBADD)

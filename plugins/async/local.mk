@@ -1,1 +1,6 @@
-# plugins/async: not built yet
+pkglib_LTLIBRARIES += plugins/async/crmm_async.la
+plugins_async_crmm_async_la_SOURCES = plugins/async/async_plugin.c
+plugins_async_crmm_async_la_LDFLAGS = $(PLUGIN_LDFLAGS)
+plugins_async_crmm_async_la_LIBADD = $(PLUGIN_LIBADD)
+# its public header (the pool handle and the pool's own counters)
+crmminclude_HEADERS += include/crmm/async.h

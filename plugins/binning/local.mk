@@ -1,1 +1,4 @@
-# plugins/binning: not built yet
+pkglib_LTLIBRARIES += plugins/binning/crmm_binning.la
+plugins_binning_crmm_binning_la_SOURCES = plugins/binning/binning_plugin.c
+plugins_binning_crmm_binning_la_LDFLAGS = $(PLUGIN_LDFLAGS)
+plugins_binning_crmm_binning_la_LIBADD = $(PLUGIN_LIBADD)

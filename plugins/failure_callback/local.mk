@@ -1,1 +1,6 @@
-# plugins/failure_callback: not built yet
+pkglib_LTLIBRARIES += plugins/failure_callback/crmm_failure_callback.la
+plugins_failure_callback_crmm_failure_callback_la_SOURCES = plugins/failure_callback/failure_callback_plugin.c
+plugins_failure_callback_crmm_failure_callback_la_LDFLAGS = $(PLUGIN_LDFLAGS)
+plugins_failure_callback_crmm_failure_callback_la_LIBADD = $(PLUGIN_LIBADD)
+# its public header (the callback type and crmm_failure_callback_set)
+crmminclude_HEADERS += include/crmm/failure_callback.h

@@ -1,0 +1,145 @@
+/* aligned_plugin.c — the `aligned` adaptor: blocks aligned to more than 256 bytes (RMM's
+ * aligned_resource_adaptor), e.g. 4 KiB for GPUDirect Storage.
+ *
+ * A request of at least `alignment_threshold` bytes takes align_up(bytes, alignment) +
+ * alignment - 256 bytes from upstream (room to move a 256-aligned pointer up to the next
+ * multiple of `alignment`) and returns the aligned pointer; when that differs from the upstream
+ * pointer, the pair is kept in a sharded hash map (aligned_ptrmap.c) until the free. Smaller
+ * requests, and every request when the alignment is 256, pass through untouched. */
+#include "config.h"
+#include <stdlib.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/plugin.h>
+#include "aligned_ptrmap.h"
+
+typedef struct aligned_resource {
+    crmm_resource base;
+    size_t alignment;          /* a power of two >= 256 */
+    size_t threshold;          /* requests >= this are aligned */
+    aligned_ptrmap *moved;     /* aligned pointer -> upstream pointer, where they differ */
+    crmm_alloc_counters counters;
+} aligned_resource;
+
+static bool passes_through(const aligned_resource *a, size_t bytes)
+{
+    return a->alignment == CRMM_ALLOCATION_ALIGNMENT || bytes < a->threshold;
+}
+
+/* Bytes to take from upstream for an aligned request of `bytes`; false when it overflows. */
+static bool upstream_size(const aligned_resource *a, size_t bytes, size_t *out)
+{
+    size_t extra = a->alignment - CRMM_ALLOCATION_ALIGNMENT;
+    if (bytes > SIZE_MAX - (a->alignment - 1) - extra)
+        return false;
+    *out = ((bytes + a->alignment - 1) & ~(a->alignment - 1)) + extra;
+    return true;
+}
+
+static crmm_status aligned_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    aligned_resource *a = (aligned_resource *)self;
+    crmm_status st;
+    if (passes_through(a, bytes)) {
+        st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
+    } else {
+        size_t size;
+        if (!upstream_size(a, bytes, &size))
+            return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "aligned '%s': failed to allocate %zu bytes (the size overflows when aligned to %zu)",
+                                  self->name, bytes, a->alignment);
+        void *p;
+        if ((st = crmm_resource_allocate(self->upstream, size, stream, &p)) != CRMM_OK)
+            return st;
+        void *q = (void *)(((uintptr_t)p + a->alignment - 1) & ~(uintptr_t)(a->alignment - 1));
+        if (q != p && (st = aligned_ptrmap_insert(a->moved, q, p)) != CRMM_OK) {
+            crmm_resource_deallocate(self->upstream, p, size, stream);
+            return st;
+        }
+        *ptr = q;
+    }
+    if (st == CRMM_OK)
+        crmm_counters_add(&a->counters, bytes);
+    return st;
+}
+
+static crmm_status aligned_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    aligned_resource *a = (aligned_resource *)self;
+    size_t size = bytes;
+    if (!passes_through(a, bytes) && !upstream_size(a, bytes, &size))
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "aligned '%s': deallocate of %zu bytes: no such allocation", self->name, bytes);
+    crmm_counters_sub(&a->counters, bytes);
+    if (passes_through(a, bytes))
+        return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    void *original;
+    if (!aligned_ptrmap_remove(a->moved, ptr, &original))
+        original = ptr; /* the upstream pointer was aligned already */
+    return crmm_resource_deallocate(self->upstream, original, size, stream);
+}
+
+static crmm_status aligned_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    aligned_resource *a = (aligned_resource *)self;
+    if (crmm_counters_query(&a->counters, what, out) == CRMM_OK)
+        return CRMM_OK;
+    return crmm_resource_query(self->upstream, what, out);
+}
+
+static crmm_status aligned_trim(crmm_resource *self) { return crmm_resource_trim(self->upstream); }
+
+static void aligned_destroy(crmm_resource *self)
+{
+    aligned_resource *a = (aligned_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)a->counters.count, (uint64_t)a->counters.bytes);
+    aligned_ptrmap_free(a->moved);
+    free(a);
+}
+
+static const crmm_resource_ops aligned_ops = {
+    .allocate = aligned_allocate,
+    .deallocate = aligned_deallocate,
+    .query = aligned_query,
+    .trim = aligned_trim,
+    .destroy = aligned_destroy,
+};
+
+static crmm_status aligned_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    uint64_t alignment = CRMM_ALLOCATION_ALIGNMENT, threshold = 0;
+    crmm_status st = crmm_params_get_size(params, "alignment", &alignment); /* "N%" needs a device */
+    if (st == CRMM_OK)
+        st = crmm_params_get_size(params, "alignment_threshold", &threshold);
+    if (st != CRMM_OK)
+        return st;
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "aligned: alignment %llu is not a power of two", (unsigned long long)alignment);
+    if (alignment < CRMM_ALLOCATION_ALIGNMENT)
+        alignment = CRMM_ALLOCATION_ALIGNMENT; /* as RMM: smaller powers of two become 256 */
+    aligned_resource *a = calloc(1, sizeof *a);
+    if (!a || !(a->moved = aligned_ptrmap_new())) {
+        free(a);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "aligned: malloc failed");
+    }
+    a->alignment = (size_t)alignment;
+    a->threshold = (size_t)threshold;
+    crmm_resource_init(&a->base, &aligned_ops, "aligned", upstream->flags, upstream->device, upstream);
+    *out = &a->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec aligned_params[] = {
+    {"alignment", CRMM_PARAM_SIZE, "256", "alignment of large blocks: a power of two (below 256 counts as 256)", NULL, 0},
+    {"alignment_threshold", CRMM_PARAM_SIZE, "0", "requests of at least this many bytes are aligned; smaller pass through", NULL, 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin aligned_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "aligned",
+    .version = PACKAGE_VERSION,
+    .description = "aligns large blocks to more than 256 bytes, e.g. 4 KiB for GPUDirect Storage (RMM aligned_resource_adaptor)",
+    .upstream = CRMM_UPSTREAM_REQUIRED,
+    .params = aligned_params,
+    .create = aligned_create,
+};
+
+CRMM_PLUGIN_DEFINE(aligned_plugin)

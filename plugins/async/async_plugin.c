@@ -1,0 +1,255 @@
+/* async_plugin.c — the `async` plugin: stream-ordered allocation from a private cudaMemPool
+ * (RMM's cuda_async_memory_resource).
+ *
+ * Create makes a pool on the device (pinned device memory, optionally exportable as a POSIX
+ * file descriptor or fabric handle), sets its release threshold (default: never give memory
+ * back at synchronization) and, when initial_pool_size is given, primes it by allocating that
+ * much and freeing it. Allocate/free are cudaMallocFromPoolAsync/cudaFreeAsync on the caller's
+ * stream; the driver does the stream ordering. Lock-free counters give the ABI's as-requested
+ * byte counts and the leak report; reserved bytes come from the pool's attributes. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/async.h>
+#include <crmm/cuda_support.h>
+#include <crmm/plugin.h>
+
+typedef struct async_resource {
+    crmm_resource base;
+    cudaMemPool_t pool;
+    crmm_alloc_counters counters;
+} async_resource;
+
+static crmm_status async_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    async_resource *a = (async_resource *)self;
+    cudaError_t e = cudaMallocFromPoolAsync(ptr, bytes, a->pool, (cudaStream_t)stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* leave no stale error for the caller's own checks */
+        crmm_cuda_status(e, "cudaMallocFromPoolAsync");
+        char sz[32];
+        return crmm_error_add_context("async '%s': failed to allocate %s", self->name, crmm_format_size(bytes, sz, sizeof sz));
+    }
+    crmm_counters_add(&a->counters, bytes);
+    return CRMM_OK;
+}
+
+static crmm_status async_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    async_resource *a = (async_resource *)self;
+    crmm_counters_sub(&a->counters, bytes);
+    if (crmm_process_exiting())
+        return CRMM_OK; /* the driver is going away and takes the pool with it */
+    return crmm_cuda_status(cudaFreeAsync(ptr, (cudaStream_t)stream), "async: cudaFreeAsync");
+}
+
+static crmm_status pool_attribute(const async_resource *a, enum cudaMemPoolAttr attr, uint64_t *out)
+{
+    uint64_t v = 0;
+    crmm_status st = crmm_cuda_status(cudaMemPoolGetAttribute(a->pool, attr, &v), "async: cudaMemPoolGetAttribute");
+    if (st == CRMM_OK)
+        *out = (uint64_t)v;
+    return st;
+}
+
+static crmm_status async_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    async_resource *a = (async_resource *)self;
+    if (crmm_counters_query(&a->counters, what, out) == CRMM_OK)
+        return CRMM_OK;
+    uint64_t reserved, used;
+    crmm_status st;
+    switch ((int)what) {
+    case CRMM_QUERY_BYTES_RESERVED: return pool_attribute(a, cudaMemPoolAttrReservedMemCurrent, out);
+    case CRMM_QUERY_BYTES_RESERVED_PEAK: return pool_attribute(a, cudaMemPoolAttrReservedMemHigh, out);
+    case CRMM_QUERY_ASYNC_POOL_USED: return pool_attribute(a, cudaMemPoolAttrUsedMemCurrent, out);
+    case CRMM_QUERY_ASYNC_POOL_USED_PEAK: return pool_attribute(a, cudaMemPoolAttrUsedMemHigh, out);
+    case CRMM_QUERY_BYTES_FREE:
+        if ((st = pool_attribute(a, cudaMemPoolAttrReservedMemCurrent, &reserved)) == CRMM_OK &&
+            (st = pool_attribute(a, cudaMemPoolAttrUsedMemCurrent, &used)) == CRMM_OK)
+            *out = reserved > used ? reserved - used : 0;
+        return st;
+    case CRMM_QUERY_MAXIMUM_SIZE: *out = UINT64_MAX; return CRMM_OK;
+    default: return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "async resource cannot answer query %d", (int)what);
+    }
+}
+
+static crmm_status async_trim(crmm_resource *self)
+{
+    async_resource *a = (async_resource *)self;
+    if (crmm_process_exiting())
+        return CRMM_OK;
+    return crmm_cuda_status(cudaMemPoolTrimTo(a->pool, 0), "async: cudaMemPoolTrimTo");
+}
+
+static crmm_status async_control(crmm_resource *self, int op, void *arg)
+{
+    async_resource *a = (async_resource *)self;
+    if (op != CRMM_ASYNC_OP_GET_POOL)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "async resource has no control op %#x", (unsigned)op);
+    if (!arg)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "async: get_pool: argument is NULL");
+    *(void **)arg = (void *)a->pool;
+    return CRMM_OK;
+}
+
+static void async_destroy(crmm_resource *self)
+{
+    async_resource *a = (async_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)a->counters.count, (uint64_t)a->counters.bytes);
+    /* With allocations still out, the driver frees the pool once they are freed. */
+    if (!crmm_process_exiting())
+        cudaMemPoolDestroy(a->pool);
+    free(a);
+}
+
+static const crmm_resource_ops async_ops = {
+    .allocate = async_allocate,
+    .deallocate = async_deallocate,
+    .query = async_query,
+    .trim = async_trim,
+    .destroy = async_destroy,
+    .control = async_control,
+};
+
+/* ---- create -------------------------------------------------------------------------------- */
+
+static const struct { const char *name; enum cudaMemAllocationHandleType type; } handle_types[] = {
+    {"none", cudaMemHandleTypeNone},
+    {"posix_fd", cudaMemHandleTypePosixFileDescriptor},
+    {"fabric", cudaMemHandleTypeFabric},
+};
+
+/* The names of the export handle types in `mask`, for messages. */
+static const char *handle_type_names(int mask, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (size_t i = 1; i < sizeof handle_types / sizeof handle_types[0]; i++)
+        if (mask & (int)handle_types[i].type)
+            snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? ", " : "", handle_types[i].name);
+    return buf[0] ? buf : "none";
+}
+
+/* Check that `device` can make a pool that exports `type`. */
+static crmm_status check_device(int device, const char *type_name, enum cudaMemAllocationHandleType type)
+{
+    int pools = 0;
+    crmm_status st = crmm_cuda_status(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device),
+                                      "async: cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported)");
+    if (st != CRMM_OK)
+        return st;
+    if (!pools)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "async: device %d does not support memory pools (cudaMallocAsync); use the cuda or pool plugin",
+                              device);
+    if (type == cudaMemHandleTypeNone)
+        return CRMM_OK;
+    int supported = 0;
+    st = crmm_cuda_status(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolSupportedHandleTypes, device),
+                          "async: cudaDeviceGetAttribute(cudaDevAttrMemoryPoolSupportedHandleTypes)");
+    if (st != CRMM_OK)
+        return st;
+    if (!(supported & (int)type)) {
+        char names[64];
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "async: export_handle_type %s is not supported by device %d (it supports: %s)",
+                              type_name, device, handle_type_names(supported, names, sizeof names));
+    }
+    return CRMM_OK;
+}
+
+/* Allocate `bytes` and free them again, so the pool keeps them (RMM's initial_pool_size). */
+static crmm_status prime(async_resource *a, uint64_t bytes)
+{
+    void *p = NULL;
+    cudaError_t e = cudaMallocFromPoolAsync(&p, (size_t)bytes, a->pool, NULL);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        crmm_cuda_status(e, "cudaMallocFromPoolAsync");
+        char sz[32];
+        return crmm_error_add_context("async: initial_pool_size %s", crmm_format_size(bytes, sz, sizeof sz));
+    }
+    return crmm_cuda_status(cudaFreeAsync(p, NULL), "async: cudaFreeAsync");
+}
+
+static crmm_status async_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    (void)upstream;
+    int device = crmm_params_device(params);
+    crmm_status st;
+    if (device < 0 && (st = crmm_cuda_current_device(&device)) != CRMM_OK)
+        return crmm_error_add_context("async: needs a CUDA device");
+    crmm_note_cuda_initialized();
+
+    const char *type_name = "none";
+    crmm_params_get_string(params, "export_handle_type", &type_name);
+    enum cudaMemAllocationHandleType type = cudaMemHandleTypeNone;
+    for (size_t i = 0; i < sizeof handle_types / sizeof handle_types[0]; i++)
+        if (strcmp(type_name, handle_types[i].name) == 0)
+            type = handle_types[i].type;
+    if ((st = check_device(device, type_name, type)) != CRMM_OK)
+        return st;
+
+    uint64_t threshold = UINT64_MAX, initial = 0;
+    if (crmm_params_is_set(params, "release_threshold") &&
+        (st = crmm_params_get_size(params, "release_threshold", &threshold)) != CRMM_OK)
+        return st;
+    bool prime_pool = crmm_params_is_set(params, "initial_pool_size");
+    if (prime_pool && (st = crmm_params_get_size(params, "initial_pool_size", &initial)) != CRMM_OK)
+        return st;
+
+    async_resource *a = calloc(1, sizeof *a);
+    if (!a)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "async: malloc failed");
+    crmm_device_guard g;
+    if ((st = crmm_cuda_device_enter(device, &g)) != CRMM_OK) {
+        free(a);
+        return st;
+    }
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = type;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    st = crmm_cuda_status(cudaMemPoolCreate(&a->pool, &props), "cudaMemPoolCreate");
+    if (st != CRMM_OK) {
+        crmm_cuda_device_restore(&g);
+        free(a);
+        return crmm_error_add_context("async: device %d, export_handle_type %s", device, type_name);
+    }
+    uint64_t release = threshold;
+    st = crmm_cuda_status(cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReleaseThreshold, &release),
+                          "async: cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)");
+    if (st == CRMM_OK && prime_pool && initial > 0)
+        st = prime(a, initial);
+    crmm_cuda_device_restore(&g);
+    if (st != CRMM_OK) {
+        cudaMemPoolDestroy(a->pool);
+        free(a);
+        return st;
+    }
+    crmm_resource_init(&a->base, &async_ops, "async", CRMM_RESOURCE_DEVICE_ACCESSIBLE, device, NULL);
+    *out = &a->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec async_params[] = {
+    {"initial_pool_size", CRMM_PARAM_SIZE, NULL, "when given, the pool is primed with this much at create", NULL, 0},
+    {"release_threshold", CRMM_PARAM_SIZE, NULL, "bytes the pool keeps at synchronization (default: all of it)", NULL, 0},
+    {"export_handle_type", CRMM_PARAM_ENUM, "none", "make allocations exportable to other processes", "none|posix_fd|fabric", 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin async_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "async",
+    .version = PACKAGE_VERSION,
+    .description = "cudaMallocFromPoolAsync on a private cudaMemPool (RMM cuda_async_memory_resource)",
+    .upstream = CRMM_UPSTREAM_NONE,
+    .params = async_params,
+    .create = async_create,
+};
+
+CRMM_PLUGIN_DEFINE(async_plugin)

@@ -1,0 +1,302 @@
+/* binning_plugin.c — the `binning` resource (RMM's binning_memory_resource): small requests go
+ * to fixed-size bins, large ones straight upstream.
+ *
+ * The bins are `fixed_size` resources over the same upstream, one per size: every power of two
+ * from 2^min_size_exponent to 2^max_size_exponent, and/or the sizes listed in `bins`; sizes are
+ * rounded up to 256 and kept sorted in an array. A request goes to the smallest bin whose size
+ * is at least the request (binary search), or upstream when none is. A free finds its bin the
+ * same way from its size (the ABI passes the allocated size back), as RMM does, so no pointer
+ * has to be remembered. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/config.h>
+#include <crmm/plugin.h>
+
+typedef struct binning_bin {
+    size_t size;          /* block size of the bin, a multiple of 256 */
+    crmm_resource *mr;    /* a fixed_size resource */
+} binning_bin;
+
+typedef struct binning_resource {
+    crmm_resource base;
+    binning_bin *bins;    /* sorted by size, distinct sizes */
+    size_t bin_count;
+    int64_t large_count, large_bytes; /* atomic: live requests passed upstream */
+    crmm_alloc_counters counters;
+} binning_resource;
+
+/* The resource serving `bytes`: the smallest bin that fits, else the upstream. */
+static crmm_resource *route(const binning_resource *b, size_t bytes)
+{
+    size_t lo = 0, hi = b->bin_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->bins[mid].size < bytes)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < b->bin_count ? b->bins[lo].mr : b->base.upstream;
+}
+
+static crmm_status binning_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    binning_resource *b = (binning_resource *)self;
+    crmm_resource *target = route(b, bytes);
+    crmm_status st = crmm_resource_allocate(target, bytes, stream, ptr);
+    if (st != CRMM_OK)
+        return st;
+    if (target == self->upstream) {
+        __atomic_add_fetch(&b->large_count, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&b->large_bytes, (int64_t)bytes, __ATOMIC_RELAXED);
+    }
+    crmm_counters_add(&b->counters, bytes);
+    return CRMM_OK;
+}
+
+static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    binning_resource *b = (binning_resource *)self;
+    crmm_resource *target = route(b, bytes);
+    crmm_status st = crmm_resource_deallocate(target, ptr, bytes, stream);
+    if (st != CRMM_OK)
+        return st;
+    if (target == self->upstream) {
+        __atomic_sub_fetch(&b->large_count, 1, __ATOMIC_RELAXED);
+        __atomic_sub_fetch(&b->large_bytes, (int64_t)bytes, __ATOMIC_RELAXED);
+    }
+    crmm_counters_sub(&b->counters, bytes);
+    return CRMM_OK;
+}
+
+/* Sum (or, for the largest free block, the maximum) of `what` over the bins. */
+static crmm_status sum_bins(const binning_resource *b, crmm_query what, uint64_t *out)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < b->bin_count; i++) {
+        uint64_t v;
+        crmm_status st = crmm_resource_query(b->bins[i].mr, what, &v);
+        if (st != CRMM_OK)
+            return st;
+        if (what == CRMM_QUERY_LARGEST_FREE_BLOCK)
+            total = v > total ? v : total;
+        else
+            total += v;
+    }
+    *out = total;
+    return CRMM_OK;
+}
+
+static crmm_status binning_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    binning_resource *b = (binning_resource *)self;
+    if (crmm_counters_query(&b->counters, what, out) == CRMM_OK)
+        return CRMM_OK;
+    uint64_t bins;
+    crmm_status st;
+    switch (what) {
+    case CRMM_QUERY_BYTES_RESERVED:     /* the bins' chunks and the large blocks */
+        if ((st = sum_bins(b, what, &bins)) == CRMM_OK)
+            *out = bins + (uint64_t)__atomic_load_n(&b->large_bytes, __ATOMIC_RELAXED);
+        return st;
+    case CRMM_QUERY_UPSTREAM_BLOCKS:
+        if ((st = sum_bins(b, what, &bins)) == CRMM_OK)
+            *out = bins + (uint64_t)__atomic_load_n(&b->large_count, __ATOMIC_RELAXED);
+        return st;
+    case CRMM_QUERY_BYTES_FREE:
+    case CRMM_QUERY_LARGEST_FREE_BLOCK:
+        return sum_bins(b, what, out);
+    case CRMM_QUERY_MAXIMUM_SIZE:
+        return crmm_resource_query(self->upstream, what, out);
+    default:
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "binning resource cannot answer query %d", (int)what);
+    }
+}
+
+static crmm_status binning_trim(crmm_resource *self) { return crmm_resource_trim(self->upstream); }
+
+static void release_bins(binning_resource *b)
+{
+    for (size_t i = 0; i < b->bin_count; i++)
+        crmm_resource_release(b->bins[i].mr);
+    free(b->bins);
+    b->bins = NULL;
+    b->bin_count = 0;
+}
+
+static void binning_destroy(crmm_resource *self)
+{
+    binning_resource *b = (binning_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)b->counters.count, (uint64_t)b->counters.bytes);
+    release_bins(b);
+    free(b);
+}
+
+static const crmm_resource_ops binning_ops = {
+    .allocate = binning_allocate,
+    .deallocate = binning_deallocate,
+    .query = binning_query,
+    .trim = binning_trim,
+    .destroy = binning_destroy,
+};
+
+/* ---- create: collect the sizes, then one fixed_size resource per size ---------------------- */
+
+typedef struct size_list { uint64_t *v; size_t n, cap; } size_list;
+
+static crmm_status size_list_add(size_list *l, uint64_t size)
+{
+    if (size > UINT64_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
+        return crmm_set_error(CRMM_ERROR_CONFIG, "binning: bin size %llu is too large", (unsigned long long)size);
+    size = (size + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i] == size)
+            return CRMM_OK; /* as RMM's add_bin: a size already binned is not added twice */
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        uint64_t *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning: malloc failed");
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = size;
+    return CRMM_OK;
+}
+
+static int by_size(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sizes from the exponent range. */
+static crmm_status add_exponents(const crmm_params *params, size_list *sizes)
+{
+    bool has_min = crmm_params_is_set(params, "min_size_exponent");
+    bool has_max = crmm_params_is_set(params, "max_size_exponent");
+    if (!has_min && !has_max)
+        return CRMM_OK;
+    if (has_min != has_max)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "binning: %s is given without %s", has_min ? "min_size_exponent" : "max_size_exponent",
+                              has_min ? "max_size_exponent" : "min_size_exponent");
+    uint64_t lo = 0, hi = 0;
+    crmm_params_get_uint(params, "min_size_exponent", &lo);
+    crmm_params_get_uint(params, "max_size_exponent", &hi);
+    if (hi > 63)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "binning: max_size_exponent %llu is above 63", (unsigned long long)hi);
+    if (lo > hi)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "binning: min_size_exponent %llu is above max_size_exponent %llu",
+                              (unsigned long long)lo, (unsigned long long)hi);
+    for (uint64_t e = lo; e <= hi; e++) {
+        crmm_status st = size_list_add(sizes, (uint64_t)1 << e);
+        if (st != CRMM_OK)
+            return st;
+    }
+    return CRMM_OK;
+}
+
+/* Sizes from `bins`: "256,4KiB,64KiB" (',' or ':' between sizes; ':' where ',' separates
+ * parameters, as in crmm_resource_create strings). */
+static crmm_status add_listed(const crmm_params *params, size_list *sizes)
+{
+    const char *text = NULL;
+    if (crmm_params_get_string(params, "bins", &text) != CRMM_OK || !text)
+        return CRMM_OK;
+    char *copy = strdup(text);
+    if (!copy)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning: malloc failed");
+    crmm_status st = CRMM_OK;
+    size_t listed = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",:", &save); tok && st == CRMM_OK; tok = strtok_r(NULL, ",:", &save)) {
+        uint64_t size;
+        if (crmm_parse_size(tok, 0, &size, NULL) != CRMM_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", crmm_last_error());
+            st = crmm_set_error(CRMM_ERROR_CONFIG, "binning: bins: '%s' is not a size (%s)", tok, why);
+        } else if (size == 0)
+            st = crmm_set_error(CRMM_ERROR_CONFIG, "binning: bins: a bin of 0 bytes");
+        else
+            st = size_list_add(sizes, size);
+        listed++;
+    }
+    free(copy);
+    if (st == CRMM_OK && listed == 0)
+        st = crmm_set_error(CRMM_ERROR_CONFIG, "binning: bins = '%s' lists no size", text);
+    return st;
+}
+
+static crmm_status make_bins(binning_resource *b, const size_list *sizes, uint64_t blocks, const char *name)
+{
+    b->bins = calloc(sizes->n ? sizes->n : 1, sizeof *b->bins);
+    if (!b->bins)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning: malloc failed");
+    for (size_t i = 0; i < sizes->n; i++) {
+        char params[128];
+        snprintf(params, sizeof params, "block_size=%llu blocks_to_preallocate=%llu", (unsigned long long)sizes->v[i],
+                 (unsigned long long)blocks);
+        crmm_resource *bin;
+        crmm_status st = crmm_resource_create("fixed_size", params, b->base.upstream, &bin);
+        if (st != CRMM_OK) {
+            char sz[32];
+            return crmm_error_add_context("binning: bin of %s", crmm_format_size(sizes->v[i], sz, sizeof sz));
+        }
+        snprintf(bin->name, sizeof bin->name, "%s%sbin%llu", name, *name ? "." : "", (unsigned long long)sizes->v[i]);
+        b->bins[b->bin_count++] = (binning_bin){(size_t)sizes->v[i], bin};
+    }
+    return CRMM_OK;
+}
+
+static crmm_status binning_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    size_list sizes = {0};
+    crmm_status st = add_exponents(params, &sizes);
+    if (st == CRMM_OK)
+        st = add_listed(params, &sizes);
+    uint64_t blocks = 128;
+    crmm_params_get_uint(params, "blocks_to_preallocate", &blocks);
+    binning_resource *b = NULL;
+    if (st == CRMM_OK && !(b = calloc(1, sizeof *b)))
+        st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning: malloc failed");
+    if (st != CRMM_OK) {
+        free(sizes.v);
+        return st;
+    }
+    if (sizes.n > 1)
+        qsort(sizes.v, sizes.n, sizeof *sizes.v, by_size);
+    crmm_resource_init(&b->base, &binning_ops, "binning", upstream->flags, upstream->device, upstream);
+    st = make_bins(b, &sizes, blocks, crmm_params_resource_name(params));
+    free(sizes.v);
+    if (st != CRMM_OK) {
+        release_bins(b);
+        free(b);
+        crmm_resource_release(upstream); /* the reference crmm_resource_init took */
+        return st;
+    }
+    *out = &b->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec binning_params[] = {
+    {"min_size_exponent", CRMM_PARAM_UINT, NULL, "smallest bin is 2^this bytes (with max_size_exponent)", NULL, 0},
+    {"max_size_exponent", CRMM_PARAM_UINT, NULL, "largest bin is 2^this bytes; larger requests go upstream", NULL, 0},
+    {"bins", CRMM_PARAM_STRING, NULL, "explicit bin sizes, e.g. 256,4KiB,64KiB (':' also separates)", NULL, 0},
+    {"blocks_to_preallocate", CRMM_PARAM_UINT, "128", "blocks per upstream allocation of each bin", NULL, 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin binning_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "binning",
+    .version = PACKAGE_VERSION,
+    .description = "fixed_size bins for small requests, upstream for the rest (RMM binning_memory_resource)",
+    .upstream = CRMM_UPSTREAM_REQUIRED,
+    .params = binning_params,
+    .create = binning_create,
+};
+
+CRMM_PLUGIN_DEFINE(binning_plugin)

@@ -1,0 +1,141 @@
+/* failure_callback_plugin.c — the `failure_callback` adaptor (RMM's
+ * failure_callback_resource_adaptor): on an upstream out-of-memory failure, ask a callback
+ * whether to retry.
+ *
+ * The callback and its argument are set at run time through the control op (see
+ * crmm/failure_callback.h) and kept as one pair under a mutex that only the failure path takes;
+ * the callback itself runs without the lock, so it may free memory through this resource or set
+ * another callback. Successful allocations cost one upstream call. */
+#include "config.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/failure_callback.h>
+#include <crmm/plugin.h>
+
+typedef struct failure_callback_resource {
+    crmm_resource base;
+    bool retry_bad_alloc;             /* retry_on = bad_alloc: CRMM_ERROR_BAD_ALLOC too */
+    pthread_mutex_t lock;             /* guards the pair below */
+    crmm_failure_callback_args callback;
+    crmm_alloc_counters counters;
+} failure_callback_resource;
+
+static bool retryable(const failure_callback_resource *f, crmm_status st)
+{
+    return st == CRMM_ERROR_OUT_OF_MEMORY || (f->retry_bad_alloc && st == CRMM_ERROR_BAD_ALLOC);
+}
+
+static crmm_status failure_callback_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    failure_callback_resource *f = (failure_callback_resource *)self;
+    unsigned long retries = 0;
+    for (;;) {
+        crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
+        if (st == CRMM_OK) {
+            crmm_counters_add(&f->counters, bytes);
+            return CRMM_OK;
+        }
+        if (!retryable(f, st))
+            return st;
+        pthread_mutex_lock(&f->lock);
+        crmm_failure_callback_args cb = f->callback;
+        pthread_mutex_unlock(&f->lock);
+        if (!cb.fn)
+            return st;
+        /* the callback may call crmm and leave another message: keep the upstream's */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", crmm_last_error());
+        if (!cb.fn(bytes, cb.arg)) {
+            crmm_set_error(st, "%s", msg);
+            if (retries == 0)
+                return st;
+            return crmm_error_add_context("failure_callback '%s': the callback gave up after %lu retr%s", self->name,
+                                          retries, retries == 1 ? "y" : "ies");
+        }
+        retries++;
+    }
+}
+
+static crmm_status failure_callback_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    failure_callback_resource *f = (failure_callback_resource *)self;
+    crmm_counters_sub(&f->counters, bytes);
+    return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+}
+
+static crmm_status failure_callback_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    failure_callback_resource *f = (failure_callback_resource *)self;
+    if (crmm_counters_query(&f->counters, what, out) == CRMM_OK)
+        return CRMM_OK;
+    return crmm_resource_query(self->upstream, what, out);
+}
+
+static crmm_status failure_callback_trim(crmm_resource *self) { return crmm_resource_trim(self->upstream); }
+
+static crmm_status failure_callback_control(crmm_resource *self, int op, void *arg)
+{
+    failure_callback_resource *f = (failure_callback_resource *)self;
+    if (op != CRMM_FAILURE_CALLBACK_OP_SET)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "failure_callback resource has no control op %#x", (unsigned)op);
+    if (!arg)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "failure_callback: set: argument is NULL");
+    crmm_failure_callback_args cb = *(const crmm_failure_callback_args *)arg;
+    pthread_mutex_lock(&f->lock);
+    f->callback = cb.fn ? cb : (crmm_failure_callback_args){NULL, NULL};
+    pthread_mutex_unlock(&f->lock);
+    return CRMM_OK;
+}
+
+static void failure_callback_destroy(crmm_resource *self)
+{
+    failure_callback_resource *f = (failure_callback_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)f->counters.count, (uint64_t)f->counters.bytes);
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+}
+
+static const crmm_resource_ops failure_callback_ops = {
+    .allocate = failure_callback_allocate,
+    .deallocate = failure_callback_deallocate,
+    .query = failure_callback_query,
+    .trim = failure_callback_trim,
+    .destroy = failure_callback_destroy,
+    .control = failure_callback_control,
+};
+
+static crmm_status failure_callback_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    failure_callback_resource *f = calloc(1, sizeof *f);
+    if (!f)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failure_callback: malloc failed");
+    const char *retry_on = "out_of_memory";
+    crmm_params_get_string(params, "retry_on", &retry_on);
+    f->retry_bad_alloc = strcmp(retry_on, "bad_alloc") == 0;
+    pthread_mutex_init(&f->lock, NULL);
+    crmm_resource_init(&f->base, &failure_callback_ops, "failure_callback", upstream->flags, upstream->device, upstream);
+    *out = &f->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec failure_callback_params[] = {
+    {"retry_on", CRMM_PARAM_ENUM, "out_of_memory",
+     "failures that call the callback: out_of_memory, or bad_alloc (out of memory and other allocation failures)",
+     "out_of_memory|bad_alloc", 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin failure_callback_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "failure_callback",
+    .version = PACKAGE_VERSION,
+    .description = "calls a callback (crmm_failure_callback_set) when upstream runs out of memory; retries if it says so",
+    .upstream = CRMM_UPSTREAM_REQUIRED,
+    .params = failure_callback_params,
+    .create = failure_callback_create,
+};
+
+CRMM_PLUGIN_DEFINE(failure_callback_plugin)

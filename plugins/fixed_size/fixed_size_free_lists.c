@@ -1,0 +1,136 @@
+/* fixed_size_free_lists.c — per-stream stacks of free blocks, ordered across streams by events.
+ *
+ * The stacks are arrays of pointers (push and pop are O(1)); a stream that finds its own stack
+ * empty swaps in another stream's whole stack behind a cudaStreamWaitEvent, so stealing is O(1)
+ * too and needs no allocation. Streams are found by a scan of the (few) streams seen so far.
+ * See fixed_size_free_lists.h. */
+#include "config.h"
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <crmm/cuda_support.h>
+#include "fixed_size_free_lists.h"
+
+void fs_free_lists_init(fs_free_lists *fl, bool host_only)
+{
+    memset(fl, 0, sizeof *fl);
+    fl->host_only = host_only;
+}
+
+static crmm_status stack_reserve(fs_stack *s, size_t more)
+{
+    if (s->count + more <= s->capacity)
+        return CRMM_OK;
+    size_t cap = s->capacity ? s->capacity : 64;
+    while (cap < s->count + more)
+        cap *= 2;
+    void **p = realloc(s->ptrs, cap * sizeof *p);
+    if (!p)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size: cannot grow a free list to %zu blocks", cap);
+    s->ptrs = p;
+    s->capacity = cap;
+    return CRMM_OK;
+}
+
+/* The list of `stream` (created with its event on first use), or NULL with the error set. */
+static fs_stream_list *list_of(fs_free_lists *fl, crmm_cuda_stream_t stream)
+{
+    if (fl->host_only) {
+        if (fl->count == 0) {
+            fl->lists = calloc(1, sizeof *fl->lists);
+            if (!fl->lists) {
+                crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size: malloc failed");
+                return NULL;
+            }
+            fl->count = fl->capacity = 1;
+        }
+        return &fl->lists[0];
+    }
+    unsigned long long id = 0;
+    /* NULL is the legacy default stream (libcrmm is not built for per-thread default streams) */
+    cudaError_t e = cudaStreamGetId(stream ? (cudaStream_t)stream : cudaStreamLegacy, &id);
+    if (e != cudaSuccess) {
+        crmm_cuda_status(e, "fixed_size: cudaStreamGetId");
+        return NULL;
+    }
+    for (size_t i = 0; i < fl->count; i++)
+        if (fl->lists[i].stream_id == id)
+            return &fl->lists[i];
+    if (fl->count == fl->capacity) {
+        size_t cap = fl->capacity ? fl->capacity * 2 : 4;
+        fs_stream_list *v = realloc(fl->lists, cap * sizeof *v);
+        if (!v) {
+            crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size: malloc failed");
+            return NULL;
+        }
+        fl->lists = v;
+        fl->capacity = cap;
+    }
+    cudaEvent_t ev;
+    e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        crmm_cuda_status(e, "fixed_size: cudaEventCreateWithFlags");
+        return NULL;
+    }
+    fs_stream_list *l = &fl->lists[fl->count++];
+    memset(l, 0, sizeof *l);
+    l->stream_id = id;
+    l->event = ev;
+    return l;
+}
+
+crmm_status fs_free_lists_pop(fs_free_lists *fl, crmm_cuda_stream_t stream, void **ptr)
+{
+    if (fl->free_blocks == 0)
+        return CRMM_ERROR_NOT_FOUND;
+    fs_stream_list *mine = list_of(fl, stream);
+    if (!mine)
+        return crmm_last_status();
+    if (mine->blocks.count == 0) {
+        /* Take another stream's whole stack, ordered behind its last free. */
+        fs_stream_list *other = NULL;
+        for (size_t i = 0; i < fl->count && !other; i++)
+            if (fl->lists[i].blocks.count > 0)
+                other = &fl->lists[i];
+        if (!other)
+            return CRMM_ERROR_NOT_FOUND;
+        cudaError_t e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)other->event, 0);
+        if (e != cudaSuccess)
+            return crmm_cuda_status(e, "fixed_size: cudaStreamWaitEvent");
+        fs_stack empty = mine->blocks;
+        mine->blocks = other->blocks;
+        other->blocks = empty;
+    }
+    *ptr = mine->blocks.ptrs[--mine->blocks.count];
+    fl->free_blocks--;
+    return CRMM_OK;
+}
+
+crmm_status fs_free_lists_push(fs_free_lists *fl, crmm_cuda_stream_t stream, void *const *ptrs, size_t n)
+{
+    fs_stream_list *l = list_of(fl, stream);
+    if (!l)
+        return crmm_last_status();
+    crmm_status st = stack_reserve(&l->blocks, n);
+    if (st != CRMM_OK)
+        return st;
+    memcpy(l->blocks.ptrs + l->blocks.count, ptrs, n * sizeof *ptrs);
+    l->blocks.count += n;
+    fl->free_blocks += n;
+    if (fl->host_only || crmm_process_exiting())
+        return CRMM_OK;
+    return crmm_cuda_status(cudaEventRecord((cudaEvent_t)l->event, (cudaStream_t)stream), "fixed_size: cudaEventRecord");
+}
+
+void fs_free_lists_destroy(fs_free_lists *fl, bool cuda_ok)
+{
+    for (size_t i = 0; i < fl->count; i++) {
+        if (!fl->host_only && cuda_ok) {
+            cudaEventSynchronize((cudaEvent_t)fl->lists[i].event);
+            cudaEventDestroy((cudaEvent_t)fl->lists[i].event);
+        }
+        free(fl->lists[i].blocks.ptrs);
+    }
+    free(fl->lists);
+    memset(fl, 0, sizeof *fl);
+}

@@ -1,0 +1,233 @@
+/* fixed_size_plugin.c — the `fixed_size` plugin: equal blocks carved from large upstream chunks
+ * (RMM's fixed_size_memory_resource).
+ *
+ * Each upstream allocation ("chunk") is `blocks_to_preallocate` blocks of `block_size` bytes
+ * (rounded up to 256); the first chunk is taken at create. Any request up to the block size gets
+ * one whole block from a stream-ordered free list (fixed_size_free_lists.c); a larger one fails
+ * with CRMM_ERROR_OUT_OF_MEMORY, as RMM's "Maximum allocation size exceeded". When every list
+ * is empty another chunk is allocated on the requesting stream. Chunks go back upstream only
+ * when the resource is destroyed. One mutex guards the lists and the chunk array. */
+#include "config.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/cuda_support.h>
+#include <crmm/log.h>
+#include <crmm/plugin.h>
+#include "fixed_size_free_lists.h"
+
+typedef struct fixed_size_resource {
+    crmm_resource base;
+    size_t block_size;        /* bytes per block, a multiple of 256 */
+    size_t blocks_per_chunk;  /* blocks_to_preallocate */
+    size_t chunk_size;        /* block_size * blocks_per_chunk */
+    pthread_mutex_t lock;     /* guards everything below */
+    fs_free_lists free;
+    void **chunks;            /* upstream allocations, each chunk_size bytes */
+    size_t chunk_count, chunk_capacity;
+    uint64_t chunk_peak;
+    crmm_alloc_counters counters; /* bytes as requested */
+} fixed_size_resource;
+
+/* Allocate one more chunk on `stream` and put its blocks on that stream's list. Lock held. */
+static crmm_status grow(fixed_size_resource *r, crmm_cuda_stream_t stream)
+{
+    if (r->chunk_count == r->chunk_capacity) {
+        size_t cap = r->chunk_capacity ? r->chunk_capacity * 2 : 8;
+        void **v = realloc(r->chunks, cap * sizeof *v);
+        if (!v)
+            return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size: malloc failed");
+        r->chunks = v;
+        r->chunk_capacity = cap;
+    }
+    void **blocks = malloc(r->blocks_per_chunk * sizeof *blocks);
+    if (!blocks)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size: malloc failed");
+    void *chunk;
+    crmm_status st = crmm_resource_allocate(r->base.upstream, r->chunk_size, stream, &chunk);
+    if (st != CRMM_OK) {
+        free(blocks);
+        char sz[32], bs[32];
+        return crmm_error_add_context("fixed_size: cannot grow by %zu blocks of %s (%s)", r->blocks_per_chunk,
+                                      crmm_format_size(r->block_size, bs, sizeof bs),
+                                      crmm_format_size(r->chunk_size, sz, sizeof sz));
+    }
+    /* Pushed in reverse so that blocks are handed out in address order. */
+    for (size_t i = 0; i < r->blocks_per_chunk; i++)
+        blocks[i] = (char *)chunk + (r->blocks_per_chunk - 1 - i) * r->block_size;
+    st = fs_free_lists_push(&r->free, stream, blocks, r->blocks_per_chunk);
+    free(blocks);
+    if (st != CRMM_OK) {
+        crmm_resource_deallocate(r->base.upstream, chunk, r->chunk_size, stream);
+        return st;
+    }
+    r->chunks[r->chunk_count++] = chunk;
+    if (r->chunk_count > r->chunk_peak)
+        r->chunk_peak = r->chunk_count;
+    return CRMM_OK;
+}
+
+/* Make the resource's device current for CUDA calls (nothing for host-only upstreams). */
+static crmm_status enter_device(const fixed_size_resource *r, crmm_device_guard *g)
+{
+    g->changed = 0;
+    if (r->free.host_only)
+        return CRMM_OK;
+    return crmm_cuda_device_enter(r->base.device, g);
+}
+
+static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    fixed_size_resource *r = (fixed_size_resource *)self;
+    if (bytes > r->block_size) {
+        char want[32], bs[32];
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY,
+                              "fixed_size '%s': failed to allocate %s (maximum allocation size exceeded: block size %s)",
+                              self->name, crmm_format_size(bytes, want, sizeof want),
+                              crmm_format_size(r->block_size, bs, sizeof bs));
+    }
+    crmm_device_guard g;
+    crmm_status st = enter_device(r, &g);
+    if (st != CRMM_OK)
+        return st;
+    pthread_mutex_lock(&r->lock);
+    st = fs_free_lists_pop(&r->free, stream, ptr);
+    if (st == CRMM_ERROR_NOT_FOUND && (st = grow(r, stream)) == CRMM_OK)
+        st = fs_free_lists_pop(&r->free, stream, ptr);
+    pthread_mutex_unlock(&r->lock);
+    crmm_cuda_device_restore(&g);
+    if (st != CRMM_OK)
+        return st;
+    crmm_counters_add(&r->counters, bytes);
+    return CRMM_OK;
+}
+
+static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    fixed_size_resource *r = (fixed_size_resource *)self;
+    if (bytes > r->block_size)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "fixed_size '%s': deallocate of %zu bytes at %p: larger than the block size %zu, not from this resource",
+                              self->name, bytes, ptr, r->block_size);
+    crmm_counters_sub(&r->counters, bytes);
+    if (!r->free.host_only && crmm_process_exiting())
+        return CRMM_OK; /* no CUDA call now; the block goes upstream with its chunk */
+    crmm_device_guard g;
+    crmm_status st = enter_device(r, &g);
+    if (st != CRMM_OK)
+        return st;
+    pthread_mutex_lock(&r->lock);
+    st = fs_free_lists_push(&r->free, stream, &ptr, 1);
+    pthread_mutex_unlock(&r->lock);
+    crmm_cuda_device_restore(&g);
+    return st;
+}
+
+static crmm_status fixed_size_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    fixed_size_resource *r = (fixed_size_resource *)self;
+    if (crmm_counters_query(&r->counters, what, out) == CRMM_OK)
+        return CRMM_OK;
+    pthread_mutex_lock(&r->lock);
+    uint64_t chunks = r->chunk_count, peak = r->chunk_peak, free_blocks = r->free.free_blocks;
+    pthread_mutex_unlock(&r->lock);
+    switch (what) {
+    case CRMM_QUERY_BYTES_RESERVED: *out = chunks * r->chunk_size; return CRMM_OK;
+    case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = peak * r->chunk_size; return CRMM_OK;
+    case CRMM_QUERY_BYTES_FREE: *out = free_blocks * r->block_size; return CRMM_OK;
+    case CRMM_QUERY_LARGEST_FREE_BLOCK: *out = free_blocks ? r->block_size : 0; return CRMM_OK;
+    case CRMM_QUERY_UPSTREAM_BLOCKS: *out = chunks; return CRMM_OK;
+    case CRMM_QUERY_MAXIMUM_SIZE: *out = UINT64_MAX; return CRMM_OK;
+    default: return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "fixed_size resource cannot answer query %d", (int)what);
+    }
+}
+
+static void fixed_size_destroy(crmm_resource *self)
+{
+    fixed_size_resource *r = (fixed_size_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)r->counters.count, (uint64_t)r->counters.bytes);
+    bool cuda_ok = !r->free.host_only && !crmm_process_exiting();
+    crmm_device_guard g = {-1, 0};
+    if (cuda_ok && enter_device(r, &g) != CRMM_OK)
+        cuda_ok = false;
+    /* waits for the last use of every free block before the chunks go back */
+    fs_free_lists_destroy(&r->free, cuda_ok);
+    for (size_t i = 0; i < r->chunk_count; i++)
+        crmm_resource_deallocate(self->upstream, r->chunks[i], r->chunk_size, NULL);
+    crmm_cuda_device_restore(&g);
+    free(r->chunks);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}
+
+static const crmm_resource_ops fixed_size_ops = {
+    .allocate = fixed_size_allocate,
+    .deallocate = fixed_size_deallocate,
+    .query = fixed_size_query,
+    .trim = NULL, /* like RMM: chunks are kept until destroy */
+    .destroy = fixed_size_destroy,
+};
+
+static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    uint64_t block_size = 0, blocks = 0;
+    crmm_status st = crmm_params_get_size(params, "block_size", &block_size); /* "N%" needs a device */
+    if (st != CRMM_OK)
+        return st;
+    crmm_params_get_uint(params, "blocks_to_preallocate", &blocks);
+    if (block_size == 0)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "fixed_size: block_size must be > 0");
+    if (blocks == 0)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "fixed_size: blocks_to_preallocate must be > 0");
+    if (block_size > SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
+        return crmm_set_error(CRMM_ERROR_CONFIG, "fixed_size: block_size %llu is too large", (unsigned long long)block_size);
+    block_size = (block_size + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
+    if (blocks > SIZE_MAX / block_size)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "fixed_size: %llu blocks of %llu bytes do not fit in memory",
+                              (unsigned long long)blocks, (unsigned long long)block_size);
+    fixed_size_resource *r = calloc(1, sizeof *r);
+    if (!r)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size: malloc failed");
+    r->block_size = (size_t)block_size;
+    r->blocks_per_chunk = (size_t)blocks;
+    r->chunk_size = r->block_size * r->blocks_per_chunk;
+    pthread_mutex_init(&r->lock, NULL);
+    /* An upstream that is not device memory is host-only: no streams, no events. */
+    fs_free_lists_init(&r->free, !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE));
+    crmm_resource_init(&r->base, &fixed_size_ops, "fixed_size", upstream->flags, upstream->device, upstream);
+    crmm_device_guard g;
+    st = enter_device(r, &g);
+    if (st == CRMM_OK) {
+        st = grow(r, NULL); /* the first chunk, as RMM does at construction */
+        crmm_cuda_device_restore(&g);
+    }
+    if (st != CRMM_OK) {
+        crmm_status keep = crmm_last_status();
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", crmm_last_error());
+        r->base.ops->destroy(&r->base);    /* frees what grow took */
+        crmm_resource_release(upstream);   /* the reference crmm_resource_init took */
+        return crmm_set_error(keep, "%s", msg);
+    }
+    *out = &r->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec fixed_size_params[] = {
+    {"block_size", CRMM_PARAM_SIZE, "1MiB", "bytes per block (rounded up to 256); larger requests fail", NULL, 0},
+    {"blocks_to_preallocate", CRMM_PARAM_UINT, "128", "blocks per upstream allocation (one at create, more on demand)", NULL, 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin fixed_size_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "fixed_size",
+    .version = PACKAGE_VERSION,
+    .description = "equal-size blocks from large upstream chunks, stream-ordered free lists (RMM fixed_size_memory_resource)",
+    .upstream = CRMM_UPSTREAM_REQUIRED,
+    .params = fixed_size_params,
+    .create = fixed_size_create,
+};
+
+CRMM_PLUGIN_DEFINE(fixed_size_plugin)

@@ -1,0 +1,113 @@
+/* prefetch_plugin.c — the `prefetch` adaptor (RMM's prefetch_resource_adaptor): every block is
+ * prefetched to the resource's device on the allocation's stream, so managed memory is resident
+ * there before the first kernel touches it.
+ *
+ * As RMM does, memory that cannot be prefetched (cudaMalloc'd or pinned memory: the driver says
+ * cudaErrorInvalidValue) is handed out as it is, and on a device without concurrent managed
+ * access nothing is prefetched. A host-only upstream is refused at create: no device can use
+ * it. Other prefetch failures free the block and fail the allocation. */
+#include "config.h"
+#include <stdlib.h>
+#include <cuda_runtime_api.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/cuda_support.h>
+#include <crmm/log.h>
+#include <crmm/plugin.h>
+
+typedef struct prefetch_resource {
+    crmm_resource base;
+    bool enabled;             /* the device has concurrent managed access */
+    crmm_alloc_counters counters;
+} prefetch_resource;
+
+static crmm_status prefetch_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    prefetch_resource *p = (prefetch_resource *)self;
+    crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
+    if (st != CRMM_OK)
+        return st;
+    if (p->enabled && !crmm_process_exiting()) {
+        struct cudaMemLocation to = {.type = cudaMemLocationTypeDevice, .id = self->device};
+        cudaError_t e = cudaMemPrefetchAsync(*ptr, bytes, to, 0, (cudaStream_t)stream);
+        if (e == cudaErrorInvalidValue) {
+            cudaGetLastError(); /* not managed memory: nothing to prefetch (RMM does the same) */
+        } else if (e != cudaSuccess) {
+            cudaGetLastError();
+            crmm_resource_deallocate(self->upstream, *ptr, bytes, stream);
+            crmm_cuda_status(e, "cudaMemPrefetchAsync");
+            return crmm_error_add_context("prefetch '%s': block of %zu bytes to device %d", self->name, bytes, self->device);
+        }
+    }
+    crmm_counters_add(&p->counters, bytes);
+    return CRMM_OK;
+}
+
+static crmm_status prefetch_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    prefetch_resource *p = (prefetch_resource *)self;
+    crmm_counters_sub(&p->counters, bytes);
+    return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+}
+
+static crmm_status prefetch_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    prefetch_resource *p = (prefetch_resource *)self;
+    if (crmm_counters_query(&p->counters, what, out) == CRMM_OK)
+        return CRMM_OK;
+    return crmm_resource_query(self->upstream, what, out);
+}
+
+static crmm_status prefetch_trim(crmm_resource *self) { return crmm_resource_trim(self->upstream); }
+
+static void prefetch_destroy(crmm_resource *self)
+{
+    prefetch_resource *p = (prefetch_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)p->counters.count, (uint64_t)p->counters.bytes);
+    free(p);
+}
+
+static const crmm_resource_ops prefetch_ops = {
+    .allocate = prefetch_allocate,
+    .deallocate = prefetch_deallocate,
+    .query = prefetch_query,
+    .trim = prefetch_trim,
+    .destroy = prefetch_destroy,
+};
+
+static crmm_status prefetch_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    if (!(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE))
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED,
+                              "prefetch: upstream %s '%s' is host memory, which no device can use; prefetch needs device or managed memory",
+                              crmm_resource_kind(upstream), crmm_resource_name(upstream));
+    int device = upstream->device >= 0 ? upstream->device : crmm_params_device(params);
+    crmm_status st;
+    if (device < 0 && (st = crmm_cuda_current_device(&device)) != CRMM_OK)
+        return crmm_error_add_context("prefetch: needs a CUDA device");
+    int concurrent = 0;
+    st = crmm_cuda_status(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, device),
+                          "prefetch: cudaDeviceGetAttribute(cudaDevAttrConcurrentManagedAccess)");
+    if (st != CRMM_OK)
+        return st;
+    if (!concurrent)
+        crmm_log(CRMM_LOG_INFO, "prefetch: device %d has no concurrent managed access; blocks are not prefetched", device);
+    prefetch_resource *p = calloc(1, sizeof *p);
+    if (!p)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "prefetch: malloc failed");
+    p->enabled = concurrent != 0;
+    crmm_resource_init(&p->base, &prefetch_ops, "prefetch", upstream->flags, device, upstream);
+    *out = &p->base;
+    return CRMM_OK;
+}
+
+static const crmm_plugin prefetch_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "prefetch",
+    .version = PACKAGE_VERSION,
+    .description = "prefetches every block to the device on its stream (for managed memory; RMM prefetch_resource_adaptor)",
+    .upstream = CRMM_UPSTREAM_REQUIRED,
+    .params = NULL,
+    .create = prefetch_create,
+};
+
+CRMM_PLUGIN_DEFINE(prefetch_plugin)

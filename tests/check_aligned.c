@@ -1,0 +1,236 @@
+/* check_aligned.c — the aligned adaptor over host memory: conformance, large blocks aligned to
+ * 4 KiB, 64 KiB and 1 MiB (the whole block writable: ASan checks it lies inside the upstream
+ * block), the exact upstream size (align_up(n) + alignment - 256, as RMM), small requests
+ * passing through untouched, the original pointer freed upstream, and bad alignments. */
+#include "config.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "conformance.h"
+#include "test_support.h"
+
+static const crmm_test_chain chains[] = {
+    {"aligned_4k_over_host", "[resource.h]\nplugin = host\n[resource.a]\nplugin = aligned\nupstream = h\nalignment = 4KiB\n", "a", 0, 0},
+    {"aligned_1m_threshold_over_host",
+     "[resource.h]\nplugin = host\n[resource.a]\nplugin = aligned\nupstream = h\nalignment = 1MiB\nalignment_threshold = 64KiB\n",
+     "a", 0, 0},
+};
+
+static uint64_t in_use(crmm_resource *mr)
+{
+    uint64_t v = 0;
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &v));
+    return v;
+}
+
+static void make(const char *params, crmm_resource **host, crmm_resource **aligned)
+{
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, host));
+    ck_assert_crmm_ok(crmm_resource_create("aligned", params, *host, aligned));
+}
+
+static size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+START_TEST(large_blocks_are_aligned)
+{
+    static const size_t alignments[] = {4096, 65536, 1 << 20};
+    static const size_t sizes[] = {1, 256, 1000, 4096, 65536, 100000, 3 << 20};
+    for (size_t i = 0; i < 3; i++) {
+        size_t a = alignments[i];
+        char params[64];
+        snprintf(params, sizeof params, "alignment=%zu", a);
+        crmm_resource *h, *mr;
+        make(params, &h, &mr);
+        void *p[7];
+        uint64_t expected = 0;
+        for (size_t k = 0; k < 7; k++) {
+            ck_assert_crmm_ok(crmm_resource_allocate(mr, sizes[k], NULL, &p[k]));
+            ck_assert_msg((uintptr_t)p[k] % a == 0, "alignment %zu, %zu bytes: %p", a, sizes[k], p[k]);
+            memset(p[k], (int)k, sizes[k]);
+            expected += align_up(sizes[k], a) + a - 256;
+            ck_assert_uint_eq(in_use(h), expected);
+        }
+        ck_assert_uint_eq(in_use(mr), 1 + 256 + 1000 + 4096 + 65536 + 100000 + (3 << 20)); /* as requested */
+        for (size_t k = 0; k < 7; k++)
+            ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[k], sizes[k], NULL));
+        ck_assert_uint_eq(in_use(h), 0);
+        crmm_resource_release(mr);
+        crmm_resource_release(h);
+    }
+}
+END_TEST
+
+START_TEST(below_threshold_passes_through)
+{
+    crmm_resource *h, *mr;
+    make("alignment=4KiB alignment_threshold=64KiB", &h, &mr);
+    void *p, *q, *r;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 3, NULL, &p));
+    ck_assert_uint_eq(in_use(h), 3); /* the upstream saw exactly the request */
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 65535, NULL, &q));
+    ck_assert_uint_eq(in_use(h), 3 + 65535);
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 65536, NULL, &r)); /* the threshold itself is aligned */
+    ck_assert_uint_eq(in_use(h), 3 + 65535 + 65536 + 4096 - 256);
+    ck_assert_uint_eq((uintptr_t)r % 4096, 0);
+    memset(r, 1, 65536);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, q, 65535, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, r, 65536, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 3, NULL));
+    ck_assert_uint_eq(in_use(h), 0);
+    crmm_resource_release(mr);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(default_alignment_passes_through)
+{
+    crmm_resource *h, *mr;
+    make("", &h, &mr);
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 5, NULL, &p));
+    ck_assert_uint_eq(in_use(h), 5);
+    ck_assert_uint_eq((uintptr_t)p % 256, 0);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 5, NULL));
+    crmm_resource_release(mr);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(small_alignments_become_256)
+{
+    static const char *params[] = {"alignment=32", "alignment=64", "alignment=128", "alignment=1"};
+    for (int i = 0; i < 4; i++) {
+        crmm_resource *h, *mr;
+        make(params[i], &h, &mr);
+        void *p;
+        ck_assert_crmm_ok(crmm_resource_allocate(mr, 100000, NULL, &p));
+        ck_assert_uint_eq((uintptr_t)p % 256, 0);
+        ck_assert_uint_eq(in_use(h), 100000); /* 256 is what upstream gives anyway: passed through */
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 100000, NULL));
+        crmm_resource_release(mr);
+        crmm_resource_release(h);
+    }
+}
+END_TEST
+
+START_TEST(bad_alignment_is_refused)
+{
+    crmm_resource *h, *mr = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
+    static const char *bad[] = {"alignment=0", "alignment=255", "alignment=768", "alignment=3KiB", "alignment=big",
+                                "alignment_threshold=-5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        crmm_clear_error();
+        crmm_status st = crmm_resource_create("aligned", bad[i], h, &mr);
+        ck_assert_msg(st == CRMM_ERROR_CONFIG, "'%s' gave %s: %s", bad[i], crmm_status_name(st), crmm_last_error());
+        ck_assert_msg(strstr(crmm_last_error(), "alignment") != NULL, "'%s': %s", bad[i], crmm_last_error());
+        ck_assert_ptr_null(mr);
+    }
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(original_pointer_goes_back_upstream)
+{
+    /* Many live blocks with a large alignment: most upstream pointers move, the map grows and
+     * shrinks, and every free must give upstream its own pointer (ASan's free checks it). */
+    crmm_resource *h, *mr;
+    make("alignment=64KiB", &h, &mr);
+    enum { N = 1000 };
+    static struct { void *p; size_t n; } b[N];
+    for (int k = 0; k < N; k++) {
+        b[k].n = 300 + (size_t)k * 7;
+        ck_assert_crmm_ok(crmm_resource_allocate(mr, b[k].n, NULL, &b[k].p));
+        ck_assert_uint_eq((uintptr_t)b[k].p % 65536, 0);
+    }
+    uint64_t seed = 99;
+    for (int k = N - 1; k > 0; k--) { /* free in a shuffled order */
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        int j = (int)(seed % (uint64_t)(k + 1));
+        void *tp = b[k].p;
+        size_t tn = b[k].n;
+        b[k].p = b[j].p, b[k].n = b[j].n;
+        b[j].p = tp, b[j].n = tn;
+    }
+    for (int k = 0; k < N; k++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, b[k].p, b[k].n, NULL));
+    ck_assert_uint_eq(in_use(h), 0);
+    ck_assert_uint_eq(in_use(mr), 0);
+    crmm_resource_release(mr);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(sizes_that_overflow_when_aligned)
+{
+    crmm_resource *h, *mr;
+    make("alignment=1MiB", &h, &mr);
+    void *p = (void *)0x1;
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_allocate(mr, SIZE_MAX - 100, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(crmm_last_error(), "overflows"), "message: %s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_deallocate(mr, (void *)0x100000, SIZE_MAX, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(in_use(mr), 0); /* the refused free changed nothing */
+    ck_assert_uint_eq(in_use(h), 0);
+    crmm_resource_release(mr);
+    crmm_resource_release(h);
+}
+END_TEST
+
+typedef struct churn_arg { crmm_resource *mr; int seed; int failures; } churn_arg;
+
+static void *churn(void *arg)
+{
+    churn_arg *c = arg;
+    void *p[32];
+    for (int round = 0; round < 200; round++) {
+        for (int k = 0; k < 32; k++)
+            if (crmm_resource_allocate(c->mr, 5000 + (size_t)(k * 97 + c->seed), NULL, &p[k]) != CRMM_OK ||
+                (uintptr_t)p[k] % 4096 != 0)
+                c->failures++;
+        for (int k = 31; k >= 0; k--)
+            if (crmm_resource_deallocate(c->mr, p[k], 5000 + (size_t)(k * 97 + c->seed), NULL) != CRMM_OK)
+                c->failures++;
+    }
+    return NULL;
+}
+
+START_TEST(threads_share_the_pointer_map)
+{
+    crmm_resource *h, *mr;
+    make("alignment=4KiB", &h, &mr);
+    pthread_t t[4];
+    churn_arg a[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (churn_arg){mr, i, 0};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, churn, &a[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+        ck_assert_int_eq(a[i].failures, 0);
+    }
+    ck_assert_uint_eq(in_use(h), 0);
+    crmm_resource_release(mr);
+    crmm_resource_release(h);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("aligned");
+    crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
+    TCase *tc = tcase_create("aligned");
+    tcase_add_test(tc, large_blocks_are_aligned);
+    tcase_add_test(tc, below_threshold_passes_through);
+    tcase_add_test(tc, default_alignment_passes_through);
+    tcase_add_test(tc, small_alignments_become_256);
+    tcase_add_test(tc, bad_alignment_is_refused);
+    tcase_add_test(tc, original_pointer_goes_back_upstream);
+    tcase_add_test(tc, sizes_that_overflow_when_aligned);
+    tcase_add_test(tc, threads_share_the_pointer_map);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

@@ -1,0 +1,278 @@
+/* check_async_gpu.c — the async plugin on a GPU: queries after allocate and free (the pool's
+ * reserved bytes vs the bytes handed out), trim, initial_pool_size priming, release_threshold,
+ * export_handle_type none / posix_fd / fabric (used for real when the device supports it, a
+ * named error when not), separate pools per resource, out of memory. RMM's
+ * cuda_async_mr_tests are the model. */
+#include "config.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include <crmm/async.h>
+#include "test_support.h"
+
+#define MiB ((uint64_t)1 << 20)
+
+static uint64_t query(crmm_resource *mr, crmm_query what)
+{
+    uint64_t v = 0;
+    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
+    return v;
+}
+
+static int current_device(void)
+{
+    int dev = -1;
+    ck_assert_int_eq(cudaGetDevice(&dev), cudaSuccess);
+    return dev;
+}
+
+START_TEST(queries_follow_allocate_and_free)
+{
+    crmm_resource *a;
+    ck_assert_crmm_ok(crmm_resource_create("async", "", NULL, &a));
+    ck_assert(crmm_resource_is_device_accessible(a));
+    ck_assert(!crmm_resource_is_host_accessible(a));
+    ck_assert_int_eq(a->device, current_device());
+    ck_assert_uint_eq(query(a, CRMM_QUERY_BYTES_RESERVED), 0); /* a private pool starts empty */
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(a, 8 * MiB, (crmm_cuda_stream_t)s, &p));
+    ck_assert_uint_eq((uintptr_t)p % 256, 0);
+    ck_assert_int_eq(cudaMemsetAsync(p, 1, 8 * MiB, s), cudaSuccess);
+    ck_assert_uint_eq(query(a, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
+    ck_assert_uint_eq(query(a, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
+    ck_assert_uint_ge(query(a, CRMM_QUERY_ASYNC_POOL_USED), 8 * MiB);
+    ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 8 * MiB, (crmm_cuda_stream_t)s));
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert_uint_eq(query(a, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(query(a, CRMM_QUERY_BYTES_IN_USE_PEAK), 8 * MiB);
+    ck_assert_uint_eq(query(a, CRMM_QUERY_ASYNC_POOL_USED), 0);
+    ck_assert_uint_ge(query(a, CRMM_QUERY_ASYNC_POOL_USED_PEAK), 8 * MiB);
+    /* the default release threshold keeps the memory across synchronization */
+    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
+    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_FREE), 8 * MiB);
+    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED_PEAK), 8 * MiB);
+    ck_assert_crmm_ok(crmm_resource_trim(a));
+    ck_assert_uint_eq(query(a, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED_PEAK), 8 * MiB);
+    crmm_resource_release(a);
+    cudaStreamDestroy(s);
+}
+END_TEST
+
+START_TEST(initial_pool_size_primes_the_pool)
+{
+    crmm_resource *a;
+    ck_assert_crmm_ok(crmm_resource_create("async", "initial_pool_size=64MiB", NULL, &a));
+    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
+    ck_assert_uint_eq(query(a, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(query(a, CRMM_QUERY_ALLOCATIONS_TOTAL), 0); /* priming is not a user allocation */
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB); /* kept */
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(a, 100, NULL, &p)); /* RMM's ExplicitInitialPoolSize */
+    ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 100, NULL));
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_crmm_ok(crmm_resource_trim(a));
+    ck_assert_uint_lt(query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
+    crmm_resource_release(a);
+}
+END_TEST
+
+START_TEST(initial_pool_size_too_large)
+{
+    crmm_resource *a = NULL;
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_create("async", "initial_pool_size=1PiB", NULL, &a), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(a);
+    ck_assert_msg(strstr(crmm_last_error(), "initial_pool_size") && strstr(crmm_last_error(), "out of memory"), "message: %s",
+                  crmm_last_error());
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess); /* no stale error left for the caller */
+}
+END_TEST
+
+/* Allocate and free `bytes` on a stream, synchronize, and return the reserved bytes left. */
+static uint64_t reserved_after_sync(crmm_resource *a, uint64_t bytes)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(a, bytes, (crmm_cuda_stream_t)s, &p));
+    ck_assert_int_eq(cudaMemsetAsync(p, 0, bytes, s), cudaSuccess);
+    ck_assert_crmm_ok(crmm_resource_deallocate(a, p, bytes, (crmm_cuda_stream_t)s));
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    cudaStreamDestroy(s);
+    return query(a, CRMM_QUERY_BYTES_RESERVED);
+}
+
+START_TEST(release_threshold_decides_what_stays)
+{
+    crmm_resource *keep, *release;
+    ck_assert_crmm_ok(crmm_resource_create("async", "release_threshold=1GiB", NULL, &keep));
+    ck_assert_crmm_ok(crmm_resource_create("async", "release_threshold=0", NULL, &release));
+    ck_assert_uint_ge(reserved_after_sync(keep, 32 * MiB), 32 * MiB);
+    ck_assert_uint_lt(reserved_after_sync(release, 32 * MiB), 32 * MiB);
+    crmm_resource_release(keep);
+    crmm_resource_release(release);
+}
+END_TEST
+
+START_TEST(each_resource_has_its_own_pool)
+{
+    crmm_resource *a, *b;
+    ck_assert_crmm_ok(crmm_resource_create("async", "initial_pool_size=100 release_threshold=1000", NULL, &a));
+    ck_assert_crmm_ok(crmm_resource_create("async", "initial_pool_size=100 release_threshold=1000", NULL, &b));
+    void *pa = NULL, *pb = NULL, *dflt = NULL;
+    ck_assert_crmm_ok(crmm_async_get_pool(a, &pa));
+    ck_assert_crmm_ok(crmm_async_get_pool(b, &pb));
+    ck_assert_ptr_nonnull(pa);
+    ck_assert_ptr_ne(pa, pb);
+    cudaMemPool_t device_default;
+    ck_assert_int_eq(cudaDeviceGetDefaultMemPool(&device_default, current_device()), cudaSuccess);
+    dflt = (void *)device_default;
+    ck_assert_ptr_ne(pa, dflt); /* private, not the device's default pool */
+    /* found under an adaptor too */
+    crmm_resource *top;
+    ck_assert_crmm_ok(crmm_resource_create("aligned", "alignment=4KiB", a, &top));
+    void *via = NULL;
+    ck_assert_crmm_ok(crmm_async_get_pool(top, &via));
+    ck_assert_ptr_eq(via, pa);
+    crmm_resource_release(top);
+    crmm_resource_release(a);
+    crmm_resource_release(b);
+}
+END_TEST
+
+static int supported_handle_types(void)
+{
+    int mask = 0;
+    ck_assert_int_eq(cudaDeviceGetAttribute(&mask, cudaDevAttrMemoryPoolSupportedHandleTypes, current_device()), cudaSuccess);
+    return mask;
+}
+
+START_TEST(export_handle_type_none_cannot_export)
+{
+    crmm_resource *a;
+    ck_assert_crmm_ok(crmm_resource_create("async", "export_handle_type=none", NULL, &a));
+    void *pool;
+    ck_assert_crmm_ok(crmm_async_get_pool(a, &pool));
+    int fd = -1;
+    ck_assert_int_ne(cudaMemPoolExportToShareableHandle(&fd, (cudaMemPool_t)pool, cudaMemHandleTypePosixFileDescriptor, 0),
+                     cudaSuccess);
+    cudaGetLastError();
+    crmm_resource_release(a);
+}
+END_TEST
+
+START_TEST(export_handle_type_posix_fd)
+{
+    crmm_resource *a = NULL;
+    crmm_status st = crmm_resource_create("async", "export_handle_type=posix_fd", NULL, &a);
+    if (!(supported_handle_types() & cudaMemHandleTypePosixFileDescriptor)) {
+        ck_assert_int_eq(st, CRMM_ERROR_UNSUPPORTED);
+        ck_assert_msg(strstr(crmm_last_error(), "posix_fd") && strstr(crmm_last_error(), "device"), "message: %s", crmm_last_error());
+        ck_assert_ptr_null(a);
+        return;
+    }
+    ck_assert_crmm_ok(st);
+    void *pool, *p;
+    ck_assert_crmm_ok(crmm_async_get_pool(a, &pool));
+    ck_assert_crmm_ok(crmm_resource_allocate(a, MiB, NULL, &p));
+    int fd = -1;
+    ck_assert_int_eq(cudaMemPoolExportToShareableHandle(&fd, (cudaMemPool_t)pool, cudaMemHandleTypePosixFileDescriptor, 0),
+                     cudaSuccess);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_crmm_ok(crmm_resource_deallocate(a, p, MiB, NULL));
+    crmm_resource_release(a);
+}
+END_TEST
+
+START_TEST(export_handle_type_fabric)
+{
+    crmm_resource *a = NULL;
+    crmm_clear_error();
+    crmm_status st = crmm_resource_create("async", "export_handle_type=fabric", NULL, &a);
+    if (!(supported_handle_types() & cudaMemHandleTypeFabric)) {
+        ck_assert_int_eq(st, CRMM_ERROR_UNSUPPORTED);
+        ck_assert_msg(strstr(crmm_last_error(), "fabric") && strstr(crmm_last_error(), "device"), "message: %s", crmm_last_error());
+        ck_assert_ptr_null(a);
+        return;
+    }
+    /* The device says yes; the pool may still need an IMEX channel this machine lacks: then the
+     * error names the handle type. RMM's FabricHandlesSupport test. */
+    if (st != CRMM_OK) {
+        ck_assert_msg(strstr(crmm_last_error(), "fabric"), "message: %s", crmm_last_error());
+        ck_assert_ptr_null(a);
+        return;
+    }
+    void *p;
+    st = crmm_resource_allocate(a, 100, NULL, &p);
+    if (st != CRMM_OK) { /* the same lack of IMEX may show only when memory is mapped */
+        ck_assert_msg(strstr(crmm_last_error(), "async"), "message: %s", crmm_last_error());
+        crmm_resource_release(a);
+        return;
+    }
+    ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 100, NULL));
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    crmm_resource_release(a);
+}
+END_TEST
+
+START_TEST(out_of_memory_leaves_the_pool_usable)
+{
+    crmm_resource *a;
+    ck_assert_crmm_ok(crmm_resource_create("async", "", NULL, &a));
+    void *p = (void *)0x1;
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_allocate(a, (size_t)1 << 50, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(crmm_last_error(), "async") && strstr(crmm_last_error(), "1.0 PiB"), "message: %s", crmm_last_error());
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    ck_assert_crmm_ok(crmm_resource_allocate(a, 4096, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 4096, NULL));
+    ck_assert_uint_eq(query(a, CRMM_QUERY_ALLOCATIONS_TOTAL), 1);
+    crmm_resource_release(a);
+}
+END_TEST
+
+START_TEST(from_a_config_with_a_size_in_percent)
+{
+    crmm_config *cfg;
+    ck_assert_crmm_ok(crmm_config_load_string("[resource.a]\nplugin = async\ninitial_pool_size = 1%\nrelease_threshold = 50%\n",
+                                              "async.ini", &cfg));
+    crmm_resource *a;
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "a", -1, &a));
+    size_t free_b, total;
+    ck_assert_int_eq(cudaMemGetInfo(&free_b, &total), cudaSuccess);
+    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED), (uint64_t)((double)total * 0.01) - MiB);
+    crmm_resource_release(a);
+    crmm_config_free(cfg);
+}
+END_TEST
+
+int main(void)
+{
+    int rc = crmm_test_gpu_gate(1);
+    if (rc)
+        return rc;
+    Suite *s = suite_create("async_gpu");
+    TCase *tc = tcase_create("async_gpu");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tcase_add_test(tc, queries_follow_allocate_and_free);
+    tcase_add_test(tc, initial_pool_size_primes_the_pool);
+    tcase_add_test(tc, initial_pool_size_too_large);
+    tcase_add_test(tc, release_threshold_decides_what_stays);
+    tcase_add_test(tc, each_resource_has_its_own_pool);
+    tcase_add_test(tc, export_handle_type_none_cannot_export);
+    tcase_add_test(tc, export_handle_type_posix_fd);
+    tcase_add_test(tc, export_handle_type_fabric);
+    tcase_add_test(tc, out_of_memory_leaves_the_pool_usable);
+    tcase_add_test(tc, from_a_config_with_a_size_in_percent);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

@@ -1,0 +1,241 @@
+/* check_binning.c — the binning plugin over host memory: conformance, routing to the smallest
+ * bin that fits (seen in which bin grows upstream), explicit and exponent bins, large requests
+ * straight upstream, frees back to their bin, and bad parameters.
+ *
+ * Routing is observed through the host upstream's bytes in use: with one block per chunk, the
+ * second request for a bin makes that bin take exactly one more block of its size upstream. */
+#include "config.h"
+#include <stdint.h>
+#include <string.h>
+#include "conformance.h"
+#include "test_support.h"
+
+static const crmm_test_chain chains[] = {
+    {"binning_exponents_over_host",
+     "[resource.h]\nplugin = host\n[resource.b]\nplugin = binning\nupstream = h\nmin_size_exponent = 8\nmax_size_exponent = 16\n"
+     "blocks_to_preallocate = 4\n",
+     "b", 0, 0},
+    {"binning_explicit_over_host",
+     "[resource.h]\nplugin = host\n[resource.b]\nplugin = binning\nupstream = h\nbins = 256, 4KiB, 64KiB\nblocks_to_preallocate = 8\n",
+     "b", 0, 0},
+};
+
+static uint64_t query(crmm_resource *mr, crmm_query what)
+{
+    uint64_t v = 0;
+    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
+    return v;
+}
+
+static void make(const char *params, crmm_resource **host, crmm_resource **bin)
+{
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, host));
+    ck_assert_crmm_ok(crmm_resource_create("binning", params, *host, bin));
+}
+
+/* Allocate `bytes` and return how much more the host upstream holds afterwards. */
+static uint64_t upstream_growth(crmm_resource *h, crmm_resource *b, size_t bytes, void **p)
+{
+    uint64_t before = query(h, CRMM_QUERY_BYTES_IN_USE);
+    ck_assert_crmm_ok(crmm_resource_allocate(b, bytes, NULL, p));
+    ck_assert_ptr_nonnull(*p);
+    return query(h, CRMM_QUERY_BYTES_IN_USE) - before;
+}
+
+START_TEST(requests_go_to_the_smallest_bin_that_fits)
+{
+    crmm_resource *h, *b;
+    make("bins=256:4KiB:64KiB blocks_to_preallocate=1", &h, &b);
+    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 256 + 4096 + 65536); /* one block per bin at create */
+    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_RESERVED), 256 + 4096 + 65536);
+    ck_assert_uint_eq(query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
+    struct { size_t bytes; uint64_t growth; } cases[] = {
+        {100, 0}, {256, 256},          /* 256 bin: its one block, then a new chunk */
+        {257, 0}, {4096, 4096},        /* 4 KiB bin, the boundary included */
+        {4097, 0}, {65536, 65536},     /* 64 KiB bin */
+        {65537, 65537}, {1 << 20, 1 << 20}, /* no bin: straight upstream, unrounded */
+    };
+    void *p[8];
+    for (int i = 0; i < 8; i++) {
+        uint64_t grew = upstream_growth(h, b, cases[i].bytes, &p[i]);
+        ck_assert_msg(grew == cases[i].growth, "%zu bytes: upstream grew by %llu, expected %llu", cases[i].bytes,
+                      (unsigned long long)grew, (unsigned long long)cases[i].growth);
+    }
+    ck_assert_uint_eq(query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 3 + 3 + 2);
+    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_RESERVED), 2 * (256 + 4096 + 65536) + 65537 + (1 << 20));
+    ck_assert_uint_eq(query(b, CRMM_QUERY_ALLOCATIONS), 8);
+    for (int i = 0; i < 8; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(b, p[i], cases[i].bytes, NULL));
+    /* the large blocks went back upstream, the bins keep their chunks */
+    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 2 * (256 + 4096 + 65536));
+    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_FREE), 2 * (256 + 4096 + 65536));
+    ck_assert_uint_eq(query(b, CRMM_QUERY_LARGEST_FREE_BLOCK), 65536);
+    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_IN_USE), 0);
+    crmm_resource_release(b);
+    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 0);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(exponent_range_makes_power_of_two_bins)
+{
+    crmm_resource *h, *b;
+    make("min_size_exponent=10 max_size_exponent=12 blocks_to_preallocate=1", &h, &b);
+    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 1024 + 2048 + 4096);
+    void *p[7];
+    ck_assert_uint_eq(upstream_growth(h, b, 1, &p[0]), 0);
+    ck_assert_uint_eq(upstream_growth(h, b, 1000, &p[1]), 1024);
+    ck_assert_uint_eq(upstream_growth(h, b, 1500, &p[2]), 0);
+    ck_assert_uint_eq(upstream_growth(h, b, 2048, &p[3]), 2048);
+    ck_assert_uint_eq(upstream_growth(h, b, 3000, &p[4]), 0);
+    ck_assert_uint_eq(upstream_growth(h, b, 4000, &p[5]), 4096);
+    ck_assert_uint_eq(upstream_growth(h, b, 5000, &p[6]), 5000);
+    const size_t sizes[7] = {1, 1000, 1500, 2048, 3000, 4000, 5000};
+    for (int i = 0; i < 7; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(b, p[i], sizes[i], NULL));
+    crmm_resource_release(b);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(small_exponents_round_up_to_256)
+{
+    crmm_resource *h, *b;
+    /* 8, 16, ..., 256 all become 256 (one bin), then 512 */
+    make("min_size_exponent=3 max_size_exponent=9 blocks_to_preallocate=1", &h, &b);
+    ck_assert_uint_eq(query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 256 + 512);
+    crmm_resource_release(b);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(exponents_and_list_combine)
+{
+    crmm_resource *h, *b;
+    make("min_size_exponent=8 max_size_exponent=9 bins=1MiB:512 blocks_to_preallocate=1", &h, &b);
+    ck_assert_uint_eq(query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 3); /* 256, 512 (once), 1 MiB */
+    void *p, *q;
+    ck_assert_uint_eq(upstream_growth(h, b, 600, &p), 0);
+    ck_assert_uint_eq(upstream_growth(h, b, 700, &q), 1 << 20);
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 600, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, q, 700, NULL));
+    crmm_resource_release(b);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(free_goes_back_to_its_bin)
+{
+    crmm_resource *h, *b;
+    make("bins=256:4KiB blocks_to_preallocate=4", &h, &b);
+    void *p, *q, *r;
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 3000, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 3000, NULL));
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 100, NULL, &q));
+    ck_assert_ptr_ne(q, p); /* a 256-byte request does not get the 4 KiB block */
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 2000, NULL, &r));
+    ck_assert_ptr_eq(r, p); /* the 4 KiB bin hands its freed block out again */
+    memset(r, 0x11, 4096);  /* and it is a whole 4 KiB block */
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, q, 100, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, r, 2000, NULL));
+    crmm_resource_release(b);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(no_bins_passes_everything_upstream)
+{
+    crmm_resource *h, *b;
+    make("", &h, &b);
+    void *p;
+    ck_assert_uint_eq(upstream_growth(h, b, 100, &p), 100);
+    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_RESERVED), 100);
+    ck_assert_uint_eq(query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 100, NULL));
+    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 0);
+    crmm_resource_release(b);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(bins_hold_references_to_the_upstream)
+{
+    crmm_resource *h, *b;
+    make("bins=256:512:1KiB blocks_to_preallocate=1", &h, &b);
+    ck_assert_int_eq(crmm_resource_refcount(h), 1 + 1 + 3); /* ours, binning's, one per bin */
+    ck_assert_str_eq(crmm_resource_kind(b), "binning");
+    ck_assert(crmm_resource_is_host_accessible(b));
+    crmm_resource_release(b);
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(bad_parameters)
+{
+    crmm_resource *h, *b = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
+    static const char *bad[] = {
+        "min_size_exponent=8",                       /* without max */
+        "max_size_exponent=8",                       /* without min */
+        "min_size_exponent=12 max_size_exponent=10", /* min > max */
+        "min_size_exponent=1 max_size_exponent=64",  /* 2^64 */
+        "bins=abc",
+        "bins=0",
+        "bins=4KiB:-1",
+        "bins=10%",
+        "bins=:",
+        "blocks_to_preallocate=0 bins=256",          /* refused by the fixed_size bin */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        crmm_clear_error();
+        crmm_status st = crmm_resource_create("binning", bad[i], h, &b);
+        ck_assert_msg(st == CRMM_ERROR_CONFIG, "'%s' gave %s: %s", bad[i], crmm_status_name(st), crmm_last_error());
+        ck_assert_msg(strstr(crmm_last_error(), "binning") != NULL, "'%s': message: %s", bad[i], crmm_last_error());
+        ck_assert_ptr_null(b);
+        ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    }
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(bins_from_a_config_file)
+{
+    crmm_config *cfg;
+    ck_assert_crmm_ok(crmm_config_load_string("[resource.h]\nplugin = host\n[resource.b]\nplugin = binning\nupstream = h\n"
+                                              "bins = 1KiB, 2 KiB\nblocks_to_preallocate = 2\n",
+                                              "binning.ini", &cfg));
+    crmm_resource *b;
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "b", -1, &b));
+    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_RESERVED), 2 * 1024 + 2 * 2048);
+    crmm_resource_release(b);
+    crmm_config_free(cfg);
+    ck_assert_crmm(crmm_config_load_string("[resource.h]\nplugin = host\n[resource.b]\nplugin = binning\nupstream = h\n"
+                                           "min_size_exponent = 9\n",
+                                           "binning.ini", &cfg),
+                   CRMM_OK);
+    ck_assert_crmm(crmm_config_create_resource(cfg, "b", -1, &b), CRMM_ERROR_CONFIG);
+    ck_assert_msg(strstr(crmm_last_error(), "resource.b") && strstr(crmm_last_error(), "max_size_exponent"), "message: %s",
+                  crmm_last_error());
+    crmm_config_free(cfg);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("binning");
+    crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
+    TCase *tc = tcase_create("binning");
+    tcase_add_test(tc, requests_go_to_the_smallest_bin_that_fits);
+    tcase_add_test(tc, exponent_range_makes_power_of_two_bins);
+    tcase_add_test(tc, small_exponents_round_up_to_256);
+    tcase_add_test(tc, exponents_and_list_combine);
+    tcase_add_test(tc, free_goes_back_to_its_bin);
+    tcase_add_test(tc, no_bins_passes_everything_upstream);
+    tcase_add_test(tc, bins_hold_references_to_the_upstream);
+    tcase_add_test(tc, bad_parameters);
+    tcase_add_test(tc, bins_from_a_config_file);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

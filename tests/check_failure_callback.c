@@ -1,0 +1,196 @@
+/* check_failure_callback.c — the failure_callback adaptor over host memory and the test-only
+ * `budget` plugin (which runs out of memory on purpose): a callback that frees memory and asks
+ * for a retry, one that gives up after N calls (RMM's tests), no callback, removing it, finding
+ * the layer under another adaptor, which failures call it (retry_on), and bad calls. */
+#include "config.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <crmm/failure_callback.h>
+#include "conformance.h"
+#include "test_support.h"
+
+static const crmm_test_chain chains[] = {
+    {"failure_callback_over_host", "[resource.h]\nplugin = host\n[resource.f]\nplugin = failure_callback\nupstream = h\n", "f", 0, 0},
+};
+
+/* budget (limit) + failure_callback (params) over it */
+static void make(const char *limit, const char *params, crmm_resource **budget, crmm_resource **fc)
+{
+    char b[64];
+    snprintf(b, sizeof b, "limit=%s", limit);
+    ck_assert_crmm_ok(crmm_resource_create("budget", b, NULL, budget));
+    ck_assert_crmm_ok(crmm_resource_create("failure_callback", params, *budget, fc));
+}
+
+/* A cache of blocks the callback may free to make room. */
+typedef struct cache {
+    crmm_resource *mr;
+    void *blocks[8];
+    size_t size;
+    int held, calls;
+    size_t last_request;
+} cache;
+
+static bool free_one_and_retry(size_t bytes, void *arg)
+{
+    cache *c = arg;
+    c->calls++;
+    c->last_request = bytes;
+    if (c->held == 0)
+        return false;
+    c->held--;
+    return crmm_resource_deallocate(c->mr, c->blocks[c->held], c->size, NULL) == CRMM_OK;
+}
+
+START_TEST(retry_after_freeing)
+{
+    crmm_resource *b, *fc;
+    make("1MiB", "", &b, &fc);
+    cache c = {.mr = fc, .size = 256 << 10};
+    for (; c.held < 4; c.held++)
+        ck_assert_crmm_ok(crmm_resource_allocate(fc, c.size, NULL, &c.blocks[c.held]));
+    ck_assert_crmm_ok(crmm_failure_callback_set(fc, free_one_and_retry, &c));
+    void *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(fc, 512 << 10, NULL, &p)); /* needs two blocks freed */
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(c.calls, 2);
+    ck_assert_int_eq(c.held, 2);
+    ck_assert_uint_eq(c.last_request, 512 << 10);
+    ck_assert_crmm_ok(crmm_resource_deallocate(fc, p, 512 << 10, NULL));
+    while (c.held > 0)
+        ck_assert_crmm_ok(crmm_resource_deallocate(fc, c.blocks[--c.held], c.size, NULL));
+    uint64_t used;
+    ck_assert_crmm_ok(crmm_resource_query(fc, CRMM_QUERY_BYTES_IN_USE, &used));
+    ck_assert_uint_eq(used, 0);
+    crmm_resource_release(fc);
+    crmm_resource_release(b);
+}
+END_TEST
+
+typedef struct counter { int calls, allow; } counter;
+
+static bool retry_n_times(size_t bytes, void *arg)
+{
+    (void)bytes;
+    counter *k = arg;
+    return ++k->calls <= k->allow;
+}
+
+START_TEST(gives_up_when_the_callback_says_no)
+{
+    crmm_resource *b, *fc;
+    make("1KiB", "", &b, &fc);
+    counter k = {0, 3};
+    ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &k));
+    void *p = (void *)0x1;
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(k.calls, 4); /* three retries, then no */
+    const char *msg = crmm_last_error();
+    ck_assert_msg(strstr(msg, "out of memory") && strstr(msg, "budget") && strstr(msg, "3 retries"), "message: %s", msg);
+    /* RMM's RetryAllocationOnce: one retry, then the failure */
+    counter once = {0, 1};
+    ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &once));
+    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(once.calls, 2);
+    /* what fits still works without calling anyone */
+    ck_assert_crmm_ok(crmm_resource_allocate(fc, 512, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(fc, p, 512, NULL));
+    ck_assert_int_eq(once.calls, 2);
+    crmm_resource_release(fc);
+    crmm_resource_release(b);
+}
+END_TEST
+
+START_TEST(no_callback_passes_the_failure_through)
+{
+    crmm_resource *b, *fc;
+    make("1KiB", "", &b, &fc);
+    void *p = (void *)0x1;
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(crmm_last_error(), "budget"), "message: %s", crmm_last_error());
+    /* set, then removed: not called any more */
+    counter k = {0, 100};
+    ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &k));
+    ck_assert_crmm_ok(crmm_failure_callback_set(fc, NULL, NULL));
+    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(k.calls, 0);
+    crmm_resource_release(fc);
+    crmm_resource_release(b);
+}
+END_TEST
+
+START_TEST(set_through_another_adaptor)
+{
+    crmm_resource *b, *fc, *top;
+    make("1KiB", "", &b, &fc);
+    ck_assert_crmm_ok(crmm_resource_create("aligned", "alignment=4KiB", fc, &top));
+    counter k = {0, 0};
+    ck_assert_crmm_ok(crmm_failure_callback_set(top, retry_n_times, &k)); /* finds the layer below */
+    void *p;
+    ck_assert_crmm(crmm_resource_allocate(top, 100, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(k.calls, 1);
+    crmm_resource_release(top);
+    crmm_resource_release(fc);
+    crmm_resource_release(b);
+}
+END_TEST
+
+START_TEST(only_out_of_memory_by_default)
+{
+    crmm_resource *b, *fc;
+    ck_assert_crmm_ok(crmm_resource_create("budget", "limit=1KiB status=bad_alloc", NULL, &b));
+    ck_assert_crmm_ok(crmm_resource_create("failure_callback", "", b, &fc));
+    counter k = {0, 0};
+    ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &k));
+    void *p;
+    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_BAD_ALLOC);
+    ck_assert_int_eq(k.calls, 0); /* RMM's default catches out_of_memory only */
+    crmm_resource_release(fc);
+    /* retry_on = bad_alloc also catches other allocation failures (RMM's rmm::bad_alloc) */
+    ck_assert_crmm_ok(crmm_resource_create("failure_callback", "retry_on=bad_alloc", b, &fc));
+    ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &k));
+    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_BAD_ALLOC);
+    ck_assert_int_eq(k.calls, 1);
+    crmm_resource_release(fc);
+    crmm_resource_release(b);
+}
+END_TEST
+
+START_TEST(bad_calls)
+{
+    crmm_resource *h, *fc = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
+    ck_assert_crmm(crmm_failure_callback_set(NULL, retry_n_times, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_failure_callback_set(h, retry_n_times, NULL), CRMM_ERROR_NOT_FOUND);
+    ck_assert_msg(strstr(crmm_last_error(), "host"), "message: %s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_create("failure_callback", "retry_on=everything", h, &fc), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_null(fc);
+    ck_assert_crmm_ok(crmm_resource_create("failure_callback", "", h, &fc));
+    ck_assert_crmm(crmm_resource_control(fc, 0x401, NULL), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_crmm(crmm_resource_control(fc, CRMM_FAILURE_CALLBACK_OP_SET, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_str_eq(crmm_resource_kind(fc), "failure_callback");
+    ck_assert(crmm_resource_is_host_accessible(fc));
+    crmm_resource_release(fc);
+    crmm_resource_release(h);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("failure_callback");
+    crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
+    TCase *tc = tcase_create("failure_callback");
+    tcase_add_test(tc, retry_after_freeing);
+    tcase_add_test(tc, gives_up_when_the_callback_says_no);
+    tcase_add_test(tc, no_callback_passes_the_failure_through);
+    tcase_add_test(tc, set_through_another_adaptor);
+    tcase_add_test(tc, only_out_of_memory_by_default);
+    tcase_add_test(tc, bad_calls);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

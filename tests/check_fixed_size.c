@@ -1,0 +1,236 @@
+/* check_fixed_size.c — the fixed_size plugin over host memory: conformance, block reuse, growth
+ * by whole chunks, the block-size limit (RMM: "maximum allocation size exceeded" is out of
+ * memory), chunks returned at destroy, upstream failures and bad parameters. */
+#include "config.h"
+#include <stdint.h>
+#include <string.h>
+#include "conformance.h"
+#include "test_support.h"
+
+static const crmm_test_chain chains[] = {
+    {"fixed_size_over_host", "[resource.h]\nplugin = host\n[resource.f]\nplugin = fixed_size\nupstream = h\nblocks_to_preallocate = 8\n",
+     "f", 0, (size_t)1 << 20},
+    {"fixed_size_small_blocks_over_host",
+     "[resource.h]\nplugin = host\n[resource.f]\nplugin = fixed_size\nupstream = h\nblock_size = 64KiB\nblocks_to_preallocate = 4\n",
+     "f", 0, (size_t)64 << 10},
+};
+
+static uint64_t query(crmm_resource *mr, crmm_query what)
+{
+    uint64_t v = 0;
+    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
+    return v;
+}
+
+/* host upstream + fixed_size with `params` over it */
+static void make(const char *params, crmm_resource **host, crmm_resource **fixed)
+{
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, host));
+    ck_assert_crmm_ok(crmm_resource_create("fixed_size", params, *host, fixed));
+}
+
+START_TEST(freed_block_is_reused)
+{
+    crmm_resource *h, *f;
+    make("block_size=4KiB blocks_to_preallocate=4", &h, &f);
+    void *a, *b, *c;
+    ck_assert_crmm_ok(crmm_resource_allocate(f, 4096, NULL, &a));
+    ck_assert_crmm_ok(crmm_resource_allocate(f, 100, NULL, &b));
+    ck_assert_ptr_ne(a, b);
+    ck_assert_crmm_ok(crmm_resource_deallocate(f, a, 4096, NULL));
+    ck_assert_crmm_ok(crmm_resource_allocate(f, 10, NULL, &c));
+    ck_assert_ptr_eq(c, a); /* the block just freed comes back first */
+    ck_assert_crmm_ok(crmm_resource_deallocate(f, c, 10, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(f, b, 100, NULL));
+    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    crmm_resource_release(f);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(blocks_are_carved_from_one_chunk)
+{
+    crmm_resource *h, *f;
+    make("block_size=1000 blocks_to_preallocate=8", &h, &f); /* 1000 rounds up to 1024 */
+    void *p[8];
+    for (int i = 0; i < 8; i++)
+        ck_assert_crmm_ok(crmm_resource_allocate(f, 1024, NULL, &p[i]));
+    for (int i = 1; i < 8; i++)
+        ck_assert_uint_eq((uintptr_t)p[i] - (uintptr_t)p[i - 1], 1024); /* handed out in address order */
+    for (int i = 0; i < 8; i++)
+        memset(p[i], i, 1024); /* each block is really 1024 bytes (ASan checks the chunk bounds) */
+    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 8 * 1024);
+    for (int i = 0; i < 8; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(f, p[i], 1024, NULL));
+    crmm_resource_release(f);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(grows_by_whole_chunks)
+{
+    crmm_resource *h, *f;
+    make("block_size=4KiB blocks_to_preallocate=4", &h, &f);
+    /* the first chunk is taken at create, as RMM does */
+    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_RESERVED), 16384);
+    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 16384);
+    void *p[9];
+    for (int i = 0; i < 4; i++)
+        ck_assert_crmm_ok(crmm_resource_allocate(f, 4096, NULL, &p[i]));
+    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_FREE), 0);
+    ck_assert_uint_eq(query(f, CRMM_QUERY_LARGEST_FREE_BLOCK), 0);
+    ck_assert_crmm_ok(crmm_resource_allocate(f, 4096, NULL, &p[4]));
+    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_RESERVED), 32768);
+    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 32768);
+    for (int i = 5; i < 9; i++)
+        ck_assert_crmm_ok(crmm_resource_allocate(f, 2000, NULL, &p[i]));
+    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
+    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_IN_USE), 5 * 4096 + 4 * 2000); /* as requested */
+    ck_assert_uint_eq(query(f, CRMM_QUERY_ALLOCATIONS), 9);
+    for (int i = 0; i < 9; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(f, p[i], i < 5 ? 4096 : 2000, NULL));
+    /* chunks stay until destroy */
+    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
+    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_FREE), 12 * 4096);
+    ck_assert_uint_eq(query(f, CRMM_QUERY_LARGEST_FREE_BLOCK), 4096);
+    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_RESERVED_PEAK), 3 * 16384);
+    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_crmm_ok(crmm_resource_trim(f)); /* nothing to do, not an error */
+    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
+    crmm_resource_release(f);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(larger_than_block_is_out_of_memory)
+{
+    crmm_resource *h, *f;
+    make("block_size=1000 blocks_to_preallocate=2", &h, &f);
+    void *p = (void *)0x1;
+    ck_assert_crmm_ok(crmm_resource_allocate(f, 1024, NULL, &p)); /* the rounded block size fits */
+    ck_assert_crmm_ok(crmm_resource_deallocate(f, p, 1024, NULL));
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_allocate(f, 1025, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(crmm_last_error(), "out of memory") && strstr(crmm_last_error(), "maximum allocation size"),
+                  "message: %s", crmm_last_error());
+    /* no upstream call, nothing changed */
+    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 2048);
+    /* freeing more than a block is refused rather than corrupting the lists */
+    ck_assert_crmm(crmm_resource_deallocate(f, (void *)0x1000, 4096, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    crmm_resource_release(f);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(destroy_returns_every_chunk)
+{
+    crmm_resource *h, *f;
+    make("block_size=256 blocks_to_preallocate=2", &h, &f);
+    void *p[5];
+    for (int i = 0; i < 5; i++)
+        ck_assert_crmm_ok(crmm_resource_allocate(f, 256, NULL, &p[i]));
+    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 3 * 512);
+    for (int i = 0; i < 4; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(f, p[i], 256, NULL));
+    ck_assert_int_eq(crmm_resource_refcount(h), 2);
+    /* one block still live: reported as a leak, and its chunk goes back all the same */
+    crmm_resource_release(f);
+    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(upstream_failure_while_growing)
+{
+    crmm_resource *b, *f;
+    ck_assert_crmm_ok(crmm_resource_create("budget", "limit=64KiB", NULL, &b));
+    ck_assert_crmm_ok(crmm_resource_create("fixed_size", "block_size=16KiB blocks_to_preallocate=2", b, &f));
+    void *p[5];
+    for (int i = 0; i < 4; i++)
+        ck_assert_crmm_ok(crmm_resource_allocate(f, 16384, NULL, &p[i]));
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_allocate(f, 100, NULL, &p[4]), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_msg(strstr(crmm_last_error(), "fixed_size") && strstr(crmm_last_error(), "budget"), "message: %s",
+                  crmm_last_error());
+    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    /* still usable: a freed block serves the next request */
+    ck_assert_crmm_ok(crmm_resource_deallocate(f, p[1], 16384, NULL));
+    ck_assert_crmm_ok(crmm_resource_allocate(f, 100, NULL, &p[4]));
+    ck_assert_ptr_eq(p[4], p[1]);
+    ck_assert_crmm_ok(crmm_resource_deallocate(f, p[4], 100, NULL));
+    for (int i = 0; i < 4; i++)
+        if (i != 1)
+            ck_assert_crmm_ok(crmm_resource_deallocate(f, p[i], 16384, NULL));
+    crmm_resource_release(f);
+    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_IN_USE), 0);
+    crmm_resource_release(b);
+}
+END_TEST
+
+START_TEST(create_fails_when_first_chunk_fails)
+{
+    crmm_resource *b, *f = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("budget", "limit=1KiB", NULL, &b));
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=4KiB blocks_to_preallocate=1", b, &f), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(f);
+    ck_assert_msg(strstr(crmm_last_error(), "fixed_size"), "message: %s", crmm_last_error());
+    ck_assert_int_eq(crmm_resource_refcount(b), 1); /* no reference left behind */
+    crmm_resource_release(b);
+}
+END_TEST
+
+START_TEST(bad_parameters)
+{
+    crmm_resource *h, *f = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
+    ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=0", h, &f), CRMM_ERROR_CONFIG);
+    ck_assert_msg(strstr(crmm_last_error(), "block_size"), "message: %s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_create("fixed_size", "blocks_to_preallocate=0", h, &f), CRMM_ERROR_CONFIG);
+    ck_assert_msg(strstr(crmm_last_error(), "blocks_to_preallocate"), "message: %s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=lots", h, &f), CRMM_ERROR_CONFIG);
+    ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=1TiB blocks_to_preallocate=100000000", h, &f),
+                   CRMM_ERROR_CONFIG);
+    ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=4KiB", NULL, &f), CRMM_ERROR_CONFIG); /* no upstream */
+    ck_assert_ptr_null(f);
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(properties_follow_upstream)
+{
+    crmm_resource *h, *f;
+    make("block_size=4KiB blocks_to_preallocate=1", &h, &f);
+    ck_assert(crmm_resource_is_host_accessible(f));
+    ck_assert(!crmm_resource_is_device_accessible(f));
+    ck_assert_str_eq(crmm_resource_kind(f), "fixed_size");
+    ck_assert_ptr_eq(crmm_resource_upstream(f), h);
+    crmm_resource_release(f);
+    crmm_resource_release(h);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fixed_size");
+    crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
+    TCase *tc = tcase_create("fixed_size");
+    tcase_add_test(tc, freed_block_is_reused);
+    tcase_add_test(tc, blocks_are_carved_from_one_chunk);
+    tcase_add_test(tc, grows_by_whole_chunks);
+    tcase_add_test(tc, larger_than_block_is_out_of_memory);
+    tcase_add_test(tc, destroy_returns_every_chunk);
+    tcase_add_test(tc, upstream_failure_while_growing);
+    tcase_add_test(tc, create_fails_when_first_chunk_fails);
+    tcase_add_test(tc, bad_parameters);
+    tcase_add_test(tc, properties_follow_upstream);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

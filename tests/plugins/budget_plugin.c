@@ -1,0 +1,110 @@
+/* budget_plugin.c — test-only plugin `budget`: host memory with a byte budget.
+ *
+ * Requests that would take the bytes in use past `limit` fail (CRMM_ERROR_OUT_OF_MEMORY, or
+ * CRMM_ERROR_BAD_ALLOC with status = bad_alloc); freeing makes room again. It gives the CPU
+ * tests a resource that runs out of memory on purpose (failure_callback retries, fixed_size
+ * growth failures) without depending on another adaptor. The budget is one atomic counter. */
+#include "config.h"
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/plugin.h>
+
+typedef struct budget_resource {
+    crmm_resource base;
+    uint64_t limit;
+    uint64_t used;            /* atomic: bytes as requested */
+    crmm_status failure;      /* what a request over the budget returns */
+    crmm_alloc_counters counters;
+} budget_resource;
+
+static crmm_status budget_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)stream;
+    budget_resource *b = (budget_resource *)self;
+    uint64_t used = __atomic_load_n(&b->used, __ATOMIC_RELAXED);
+    do {
+        if (bytes > b->limit - used)
+            return crmm_set_error(b->failure, "budget: failed to allocate %zu bytes (%llu of %llu in use)", bytes,
+                                  (unsigned long long)used, (unsigned long long)b->limit);
+    } while (!__atomic_compare_exchange_n(&b->used, &used, used + bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    size_t rounded = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
+    void *p = aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, rounded);
+    if (!p) {
+        __atomic_sub_fetch(&b->used, bytes, __ATOMIC_RELAXED);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "budget: aligned_alloc of %zu bytes failed", bytes);
+    }
+    crmm_counters_add(&b->counters, bytes);
+    *ptr = p;
+    return CRMM_OK;
+}
+
+static crmm_status budget_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)stream;
+    budget_resource *b = (budget_resource *)self;
+    free(ptr);
+    __atomic_sub_fetch(&b->used, bytes, __ATOMIC_RELAXED);
+    crmm_counters_sub(&b->counters, bytes);
+    return CRMM_OK;
+}
+
+static crmm_status budget_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    budget_resource *b = (budget_resource *)self;
+    if (what == CRMM_QUERY_MAXIMUM_SIZE) {
+        *out = b->limit;
+        return CRMM_OK;
+    }
+    if (crmm_counters_query(&b->counters, what, out) == CRMM_OK)
+        return CRMM_OK;
+    return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "budget resource cannot answer query %d", (int)what);
+}
+
+static void budget_destroy(crmm_resource *self)
+{
+    budget_resource *b = (budget_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)b->counters.count, (uint64_t)b->counters.bytes);
+    free(b);
+}
+
+static const crmm_resource_ops budget_ops = {
+    .allocate = budget_allocate,
+    .deallocate = budget_deallocate,
+    .query = budget_query,
+    .destroy = budget_destroy,
+};
+
+static crmm_status budget_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    (void)upstream;
+    budget_resource *b = calloc(1, sizeof *b);
+    if (!b)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "budget: malloc failed");
+    crmm_params_get_size(params, "limit", &b->limit);
+    const char *status = "out_of_memory";
+    crmm_params_get_string(params, "status", &status);
+    b->failure = strcmp(status, "bad_alloc") == 0 ? CRMM_ERROR_BAD_ALLOC : CRMM_ERROR_OUT_OF_MEMORY;
+    crmm_resource_init(&b->base, &budget_ops, "budget", CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
+    *out = &b->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec budget_params[] = {
+    {"limit", CRMM_PARAM_SIZE, NULL, "the most bytes in use at once", NULL, CRMM_PARAM_REQUIRED},
+    {"status", CRMM_PARAM_ENUM, "out_of_memory", "what a request over the limit returns", "out_of_memory|bad_alloc", 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin budget_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "budget",
+    .version = "1.0.0",
+    .description = "test only: host memory with a byte budget",
+    .upstream = CRMM_UPSTREAM_NONE,
+    .flags = CRMM_PLUGIN_HOST_MEMORY,
+    .params = budget_params,
+    .create = budget_create,
+};
+
+CRMM_PLUGIN_DEFINE(budget_plugin)
