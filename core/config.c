@@ -688,6 +688,9 @@ crmm_status crmm_config_create_resource(crmm_config *c, const char *name, int de
 {
     if (!c || !name || !out)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "config_create_resource: NULL argument");
+    if (device < -1 || device >= MAX_CACHED_DEVICES)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "config_create_resource: device %d is not -1 (current) or 0..%d",
+                              device, MAX_CACHED_DEVICES - 1);
     long i = find_resource(c, name);
     if (i < 0)
         return crmm_set_error(CRMM_ERROR_NOT_FOUND, "%s: no [resource.%s]", c->origin, name);
@@ -698,7 +701,8 @@ crmm_status crmm_config_create_resource(crmm_config *c, const char *name, int de
     } else if (device < 0 && (st = crmm_cuda_current_device(&device)) != CRMM_OK) {
         return crmm_error_add_context("%s: resource.%s needs a CUDA device", c->origin, name);
     } else if (device >= MAX_CACHED_DEVICES) {
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "device %d is out of range", device);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "current device %d: crmm handles devices 0..%d", device,
+                              MAX_CACHED_DEVICES - 1);
     }
     crmm_device_guard g = {-1, 0};
     if (!host && (st = crmm_cuda_device_enter(device, &g)) != CRMM_OK)

@@ -574,6 +574,9 @@ START_TEST(test_instances_errors)
     ck_assert_ptr_eq(mr, (crmm_resource *)&cfg);
     ck_assert_crmm(crmm_config_create_resource(cfg, NULL, -1, &mr), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_config_create_resource(cfg, "left", -1, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_config_create_resource(cfg, "left", -2, &mr), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_config_create_resource(cfg, "left", 128, &mr), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_eq(mr, (crmm_resource *)&cfg);
     crmm_config_free(cfg);
 
     /* a create that fails in the plugin names the section; nothing is cached or leaked */

@@ -58,9 +58,11 @@ const char *crmm_config_default_resource(const crmm_config *cfg, int device);
 const char *crmm_config_plugin_path(const crmm_config *cfg);
 
 /* Build resource `name` (and its upstreams) for CUDA device `device` (-1: the current device;
- * host-only chains need no device). Instances are cached per config and device: asking twice
- * gives the same resource with one more reference. Errors: CRMM_ERROR_NOT_FOUND (no such
- * resource), CRMM_ERROR_CUDA, and the plugin's own, with "FILE:LINE: resource.NAME: " in front. */
+ * host-only chains need no device and ignore it). Instances are cached per config and device:
+ * asking twice gives the same resource with one more reference, and resources sharing an
+ * upstream share its instance. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL, device < -1 or > 127),
+ * CRMM_ERROR_NOT_FOUND (no such resource), CRMM_ERROR_CUDA, and the plugin's own, with
+ * "FILE:LINE: resource.NAME: " in front. On error *out is untouched. */
 crmm_status crmm_config_create_resource(crmm_config *cfg, const char *name, int device, crmm_resource **out);
 
 /* Initialise the library: load the config from `path`, or with NULL from $CRMM_CONFIG, then
