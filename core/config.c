@@ -4,9 +4,10 @@
  * reader callback, which counts lines, strips indentation (so that it never becomes inih's
  * multi-line continuation) and a UTF-8 byte-order mark, and recognises section headers itself:
  * inih reports no section that has no keys, cuts names at 49 characters and gives no line
- * numbers, so the reader's section state is the one used. Validation then loads each plugin, checks each parameter against the plugin's table,
- * resolves upstream names and rejects cycles — all before any CUDA call, each error reported as
- * "FILE:LINE: message". Instantiation is lazy and per device: the first request for a resource on
+ * numbers, so the reader's section state is the one used. Validation then loads each plugin,
+ * checks each parameter against the plugin's table, resolves upstream names and rejects cycles —
+ * all before any CUDA call, the error on the lowest line reported as "FILE:LINE: message".
+ * Instantiation is lazy and per device: the first request for a resource on
  * a device builds its chain bottom-up and caches every instance, so resources that share an
  * upstream share one instance on that device. */
 #include "config.h"
