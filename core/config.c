@@ -1,9 +1,13 @@
 /* config.c — the INI config: parse (inih), validate, and instantiate the resource graph.
  *
- * Parsing collects sections and keys with their line numbers (inih's reader callback counts
- * lines); validation then loads each plugin, checks each parameter against the plugin's table,
- * resolves upstream names and rejects cycles — all before any CUDA call, each error reported as
- * "FILE:LINE: message". Instantiation is lazy and per device: the first request for a resource on
+ * Parsing collects sections and keys with their line numbers. inih reads the text through our
+ * reader callback, which counts lines, strips indentation (so that it never becomes inih's
+ * multi-line continuation) and a UTF-8 byte-order mark, and recognises section headers itself:
+ * inih reports no section that has no keys, cuts names at 49 characters and gives no line
+ * numbers, so the reader's section state is the one used. Validation then loads each plugin,
+ * checks each parameter against the plugin's table, resolves upstream names and rejects cycles —
+ * all before any CUDA call, the error on the lowest line reported as "FILE:LINE: message".
+ * Instantiation is lazy and per device: the first request for a resource on
  * a device builds its chain bottom-up and caches every instance, so resources that share an
  * upstream share one instance on that device. */
 #include "config.h"
@@ -39,15 +43,17 @@ typedef struct cfg_resource {
     long upstream_index;      /* -1: none */
 } cfg_resource;
 
-typedef struct cfg_device { int device; char *resource; int line; } cfg_device;
+typedef struct cfg_device { int device; char *resource; int line, resource_line; } cfg_device;
 
 struct crmm_config {
     char origin[PATH_MAX];
     char base_dir[PATH_MAX];  /* for relative plugin_path entries; "" for strings */
     char *default_name;
     int default_line;
-    char *plugin_path;
+    char *plugin_path;        /* as written */
     int plugin_path_line;
+    char *plugin_dirs;        /* as used: relative entries made absolute against base_dir */
+    int crmm_line;            /* the [crmm] line; 0 if none */
     char *log_level;
     int log_level_line;
     cfg_resource *res;
@@ -58,7 +64,7 @@ struct crmm_config {
     int line;
     int err_line;
     char err[1024];
-    char section[128];
+    char section[256];
     int section_kind;         /* 0 none, 1 crmm, 2 resource, 3 device */
     long cur;                 /* index into res or dev */
     /* instances: inst[device + 1][resource]; row 0 is host-only chains */
@@ -73,8 +79,8 @@ static const char builtin_default[] = "[crmm]\ndefault = default\n\n[resource.de
 static void parse_error(crmm_config *c, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void parse_error(crmm_config *c, int line, const char *fmt, ...)
 {
-    if (c->err_line)
-        return; /* keep the first */
+    if (c->err_line && line >= c->err_line)
+        return; /* keep the error on the lowest line: the first a reader meets */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->err, sizeof c->err, fmt, ap);
@@ -84,29 +90,64 @@ static void parse_error(crmm_config *c, int line, const char *fmt, ...)
 
 struct line_reader { const char *p; crmm_config *cfg; };
 
-/* inih's reader: one line per call, leading blanks stripped (so indentation never turns a line
- * into inih's multi-line continuation), and the line counted. */
+static int begin_section(crmm_config *c, const char *section);
+
+/* A line that starts with '[': the section header, by inih's rule (the name ends at ']' or at an
+ * inline ';' comment, i.e. a ';' after a blank); after ']' only blanks or a comment may follow. */
+static void section_line(crmm_config *c, const char *text)
+{
+    const char *p = text + 1;
+    while (*p && *p != ']' && !(*p == ';' && isspace((unsigned char)p[-1])))
+        p++;
+    c->section_kind = -1; /* keys below a broken header are not checked again */
+    if (*p != ']') {
+        parse_error(c, c->line, "section header has no closing ']'");
+        return;
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)(p - text - 1), text + 1);
+    const char *q = p + 1;
+    while (isspace((unsigned char)*q))
+        q++;
+    if (*q && *q != ';' && *q != '#') {
+        size_t n = strlen(q);
+        while (n && isspace((unsigned char)q[n - 1]))
+            n--;
+        parse_error(c, c->line, "unexpected text after [%s]: '%.*s' (one section header or key = value per line)", name,
+                    (int)n, q);
+        return;
+    }
+    begin_section(c, name);
+}
+
+/* inih's reader: one line per call, counted, without a byte-order mark or indentation. */
 static char *read_line(char *str, int num, void *stream)
 {
     struct line_reader *r = stream;
+    crmm_config *c = r->cfg;
     if (!*r->p)
         return NULL;
-    r->cfg->line++;
-    const char *eol = strchr(r->p, '\n');
-    size_t len = eol ? (size_t)(eol - r->p) : strlen(r->p);
-    const char *s = r->p;
-    size_t skip = 0;
-    while (skip < len && (s[skip] == ' ' || s[skip] == '\t'))
-        skip++;
-    size_t n = len - skip;
-    if (n >= (size_t)num - 1) {
-        parse_error(r->cfg, r->cfg->line, "line is longer than %d characters", num - 2);
-        n = 0;
-    }
-    memcpy(str, s + skip, n);
-    str[n] = '\n';
-    str[n + 1] = '\0';
+    c->line++;
+    const char *s = r->p, *eol = strchr(s, '\n');
+    size_t len = eol ? (size_t)(eol - s) : strlen(s);
     r->p = eol ? eol + 1 : s + len;
+    if (c->line == 1 && len >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0) {
+        s += 3;
+        len -= 3;
+    }
+    while (len && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\v' || *s == '\f')) {
+        s++;
+        len--;
+    }
+    if (len >= (size_t)num - 1) {
+        parse_error(c, c->line, "line is longer than %d characters", num - 2);
+        len = 0;
+    }
+    memcpy(str, s, len);
+    str[len] = '\n';
+    str[len + 1] = '\0';
+    if (str[0] == '[')
+        section_line(c, str);
     return str;
 }
 
@@ -118,6 +159,8 @@ static int set_str(crmm_config *c, char **dst, int *dst_line, const char *key, c
     }
     *dst = strdup(value);
     *dst_line = c->line;
+    if (!*dst)
+        parse_error(c, c->line, "out of memory");
     return *dst != NULL;
 }
 
@@ -134,7 +177,13 @@ static bool name_ok(const char *n)
 static int begin_section(crmm_config *c, const char *section)
 {
     snprintf(c->section, sizeof c->section, "%s", section);
+    c->section_kind = -1;
     if (strcmp(section, "crmm") == 0) {
+        if (c->crmm_line) {
+            parse_error(c, c->line, "[crmm] defined twice (first at line %d)", c->crmm_line);
+            return 0;
+        }
+        c->crmm_line = c->line;
         c->section_kind = 1;
         return 1;
     }
@@ -152,11 +201,16 @@ static int begin_section(crmm_config *c, const char *section)
                 return 0;
             }
         cfg_resource *r = realloc(c->res, (c->nres + 1) * sizeof *r);
-        if (!r)
+        if (!r) {
+            parse_error(c, c->line, "out of memory");
             return 0;
+        }
         c->res = r;
         memset(&r[c->nres], 0, sizeof *r);
-        r[c->nres].name = strdup(name);
+        if (!(r[c->nres].name = strdup(name))) {
+            parse_error(c, c->line, "out of memory");
+            return 0;
+        }
         r[c->nres].line = c->line;
         r[c->nres].upstream_index = -1;
         c->cur = (long)c->nres++;
@@ -165,10 +219,9 @@ static int begin_section(crmm_config *c, const char *section)
     }
     if (strncmp(section, "device.", 7) == 0) {
         const char *num = section + 7;
-        char *end;
-        errno = 0;
-        long d = strtol(num, &end, 10);
-        if (!*num || *end || d < 0 || d >= MAX_CACHED_DEVICES || errno) {
+        size_t digits = strspn(num, "0123456789");
+        long d = digits && digits <= 4 && !num[digits] ? strtol(num, NULL, 10) : -1;
+        if (d < 0 || d >= MAX_CACHED_DEVICES) {
             parse_error(c, c->line, "[%s]: the device must be an ordinal 0..%d", section, MAX_CACHED_DEVICES - 1);
             c->section_kind = -1;
             return 0;
@@ -180,8 +233,10 @@ static int begin_section(crmm_config *c, const char *section)
                 return 0;
             }
         cfg_device *v = realloc(c->dev, (c->ndev + 1) * sizeof *v);
-        if (!v)
+        if (!v) {
+            parse_error(c, c->line, "out of memory");
             return 0;
+        }
         c->dev = v;
         v[c->ndev] = (cfg_device){.device = (int)d, .resource = NULL, .line = c->line};
         c->cur = (long)c->ndev++;
@@ -196,22 +251,36 @@ static int begin_section(crmm_config *c, const char *section)
     else if (strncmp(section, "device", 6) == 0)
         hint = " (devices are [device.N])";
     parse_error(c, c->line, "unknown section [%s]%s; sections are [crmm], [resource.NAME], [device.N]", section, hint);
-    c->section_kind = -1;
     return 0;
+}
+
+/* " (did you mean 'KEY'?)" for the closest of `keys` within 2 edits, else `otherwise`. */
+static const char *key_hint(const char *key, const char *const *keys, const char *otherwise, char *buf, size_t n)
+{
+    const char *best = NULL;
+    unsigned bd = 3;
+    for (; *keys; keys++) {
+        unsigned d = crmm_edit_distance(key, *keys);
+        if (d < bd) {
+            bd = d;
+            best = *keys;
+        }
+    }
+    if (!best)
+        return otherwise;
+    snprintf(buf, n, " (did you mean '%s'?)", best);
+    return buf;
 }
 
 static int on_key(void *user, const char *section, const char *key, const char *value)
 {
+    (void)section; /* the reader's section state is the one to trust (see the top) */
     crmm_config *c = user;
-    if (strcmp(section, c->section) != 0 || c->section_kind == 0) {
-        if (!*section) {
-            parse_error(c, c->line, "'%s' is outside any section", key);
-            return 0;
-        }
-        if (!begin_section(c, section))
-            return 0;
-    }
+    char hint[96];
     switch (c->section_kind) {
+    case 0:
+        parse_error(c, c->line, "'%s' is outside any section", key);
+        return 0;
     case 1:
         if (strcmp(key, "default") == 0)
             return set_str(c, &c->default_name, &c->default_line, key, value);
@@ -225,7 +294,9 @@ static int on_key(void *user, const char *section, const char *key, const char *
             }
             return set_str(c, &c->log_level, &c->log_level_line, key, value);
         }
-        parse_error(c, c->line, "unknown key '%s' in [crmm] (keys: default, plugin_path, log_level)", key);
+        static const char *const crmm_keys[] = {"default", "plugin_path", "log_level", NULL};
+        parse_error(c, c->line, "unknown key '%s' in [crmm]%s", key,
+                    key_hint(key, crmm_keys, " (keys: default, plugin_path, log_level)", hint, sizeof hint));
         return 0;
     case 2: {
         cfg_resource *r = &c->res[c->cur];
@@ -239,22 +310,30 @@ static int on_key(void *user, const char *section, const char *key, const char *
                 return 0;
             }
         cfg_param *p = realloc(r->params, (r->nparams + 1) * sizeof *p);
-        if (!p)
+        if (!p) {
+            parse_error(c, c->line, "out of memory");
             return 0;
+        }
         r->params = p;
         p[r->nparams].key = strdup(key);
         p[r->nparams].value = strdup(value);
         p[r->nparams].line = c->line;
         r->nparams++;
+        if (!p[r->nparams - 1].key || !p[r->nparams - 1].value) {
+            parse_error(c, c->line, "out of memory");
+            return 0;
+        }
         return 1;
     }
-    case 3:
-        if (strcmp(key, "resource") == 0) {
-            int l = c->dev[c->cur].line;
-            return set_str(c, &c->dev[c->cur].resource, &l, key, value);
-        }
-        parse_error(c, c->line, "unknown key '%s' in [%s] (key: resource)", key, c->section);
+    case 3: {
+        cfg_device *d = &c->dev[c->cur];
+        if (strcmp(key, "resource") == 0)
+            return set_str(c, &d->resource, &d->resource_line, key, value);
+        static const char *const device_keys[] = {"resource", NULL};
+        parse_error(c, c->line, "unknown key '%s' in [%s]%s", key, c->section,
+                    key_hint(key, device_keys, " (its one key is resource)", hint, sizeof hint));
         return 0;
+    }
     default:
         return 0; /* an error in the section header was reported already */
     }
@@ -296,49 +375,76 @@ static const char *skip_category(const char *msg)
     return msg;
 }
 
-static char *effective_plugin_path(const crmm_config *c)
+/* The plugin_path as used: entries relative to the config file's directory made absolute.
+ * Relative entries of a config without a directory (a string) are an error. */
+static void resolve_plugin_path(crmm_config *c)
 {
     if (!c->plugin_path)
-        return NULL;
-    size_t cap = strlen(c->plugin_path) * 2 + PATH_MAX + 16;
-    char *out = calloc(1, cap);
-    char *copy = strdup(c->plugin_path);
+        return;
+    size_t entries = 1;
+    for (const char *p = c->plugin_path; *p; p++)
+        entries += *p == ':';
+    size_t cap = strlen(c->plugin_path) + entries * (strlen(c->base_dir) + 1) + 1;
+    char *out = calloc(1, cap), *copy = strdup(c->plugin_path);
     if (!out || !copy) {
         free(out);
         free(copy);
-        return NULL;
+        parse_error(c, c->plugin_path_line, "out of memory");
+        return;
     }
+    size_t used = 0;
     char *save = NULL;
     for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        if (*out)
-            strncat(out, ":", cap - strlen(out) - 1);
-        if (d[0] != '/' && c->base_dir[0]) {
-            strncat(out, c->base_dir, cap - strlen(out) - 1);
-            strncat(out, "/", cap - strlen(out) - 1);
-        }
-        strncat(out, d, cap - strlen(out) - 1);
+        if (d[0] != '/' && !c->base_dir[0])
+            parse_error(c, c->plugin_path_line, "plugin_path entry '%s' is relative; give absolute directories", d);
+        bool rel = d[0] != '/' && c->base_dir[0];
+        used += (size_t)snprintf(out + used, cap - used, "%s%s%s%s", used ? ":" : "", rel ? c->base_dir : "",
+                                 rel && strcmp(c->base_dir, "/") != 0 ? "/" : "", d);
     }
     free(copy);
-    return out;
+    c->plugin_dirs = out;
 }
 
+/* Upstream cycles: each one reported once, from its first member in file order. */
+static void check_cycles(crmm_config *c)
+{
+    for (size_t i = 0; i < c->nres; i++) {
+        long at = (long)i;
+        for (size_t s = 0; s < c->nres && at >= 0; s++)
+            at = c->res[at].upstream_index;
+        if (at < 0)
+            continue; /* the chain ends */
+        long first = at; /* `at` is on a cycle after nres steps */
+        for (long k = c->res[at].upstream_index; k != at; k = c->res[k].upstream_index)
+            if (k < first)
+                first = k;
+        if ((size_t)first != i)
+            continue; /* i leads into the cycle, or the cycle was reported from an earlier member */
+        char chain[512];
+        size_t len = 0;
+        long k = first;
+        do {
+            len += (size_t)snprintf(chain + len, sizeof chain - len, "%s -> ", c->res[k].name);
+            k = c->res[k].upstream_index;
+        } while (k != first && len < 400);
+        snprintf(chain + len, sizeof chain - len, "%s%s", len >= 400 ? "... " : "", c->res[first].name);
+        parse_error(c, c->res[first].upstream_line, "upstream cycle: %s", chain);
+    }
+}
+
+/* Everything that needs the whole file: plugins, parameters, upstreams, names. Every error is
+ * collected; parse_error keeps the one on the lowest line. */
 static void validate(crmm_config *c)
 {
-    if (c->plugin_path && !c->base_dir[0]) {
-        char *copy = strdup(c->plugin_path), *save = NULL;
-        for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save))
-            if (d[0] != '/')
-                parse_error(c, c->plugin_path_line, "plugin_path entry '%s' is relative; give absolute directories", d);
-        free(copy);
-    }
-    char *dirs = effective_plugin_path(c);
+    resolve_plugin_path(c);
     for (size_t i = 0; i < c->nres; i++) {
         cfg_resource *r = &c->res[i];
         if (!r->plugin_name) {
             parse_error(c, r->line, "[resource.%s] has no 'plugin = NAME'", r->name);
             continue;
         }
-        if (crmm_plugin_load(r->plugin_name, dirs, &r->plugin) != CRMM_OK) {
+        if (crmm_plugin_load(r->plugin_name, c->plugin_dirs, &r->plugin) != CRMM_OK) {
+            r->plugin = NULL;
             parse_error(c, r->plugin_line, "%s", skip_category(crmm_last_error()));
             continue;
         }
@@ -347,10 +453,14 @@ static void validate(crmm_config *c)
             parse_error(c, r->plugin_line, "%s", skip_category(crmm_last_error()));
             continue;
         }
+        bool params_ok = true;
         for (size_t j = 0; j < r->nparams; j++)
-            if (crmm_params_set(p, r->params[j].key, r->params[j].value) != CRMM_OK)
+            if (crmm_params_set(p, r->params[j].key, r->params[j].value) != CRMM_OK) {
                 parse_error(c, r->params[j].line, "%s", skip_category(crmm_last_error()));
-        if (crmm_params_check_required(p) != CRMM_OK)
+                params_ok = false;
+            }
+        /* a required key given a bad value was reported as bad, not as missing */
+        if (params_ok && crmm_params_check_required(p) != CRMM_OK)
             parse_error(c, r->line, "[resource.%s]: %s", r->name, skip_category(crmm_last_error()));
         crmm_params_free(p);
         if (r->upstream) {
@@ -362,36 +472,14 @@ static void validate(crmm_config *c)
             parse_error(c, r->line, "[resource.%s]: plugin %s needs 'upstream = NAME'", r->name, r->plugin_name);
         }
     }
-    free(dirs);
-    /* cycles: walk each chain; a chain longer than the number of resources loops */
-    for (size_t i = 0; i < c->nres && !c->err_line; i++) {
-        long at = (long)i;
-        size_t steps = 0;
-        while (at >= 0 && steps <= c->nres) {
-            at = c->res[at].upstream_index;
-            steps++;
-        }
-        if (at >= 0) {
-            char chain[512] = "";
-            long k = (long)i;
-            for (size_t s = 0; s <= c->nres + 0 && strlen(chain) < 400; s++) {
-                strncat(chain, c->res[k].name, sizeof chain - strlen(chain) - 1);
-                strncat(chain, " -> ", sizeof chain - strlen(chain) - 1);
-                k = c->res[k].upstream_index;
-                if (k == (long)i)
-                    break;
-            }
-            strncat(chain, c->res[i].name, sizeof chain - strlen(chain) - 1);
-            parse_error(c, c->res[i].upstream_line, "upstream cycle: %s", chain);
-        }
-    }
+    check_cycles(c);
     if (c->default_name && find_resource(c, c->default_name) < 0)
         unknown_resource(c, c->default_line, "default", c->default_name);
     for (size_t i = 0; i < c->ndev; i++) {
         if (!c->dev[i].resource)
             parse_error(c, c->dev[i].line, "[device.%d] has no 'resource = NAME'", c->dev[i].device);
         else if (find_resource(c, c->dev[i].resource) < 0)
-            unknown_resource(c, c->dev[i].line, "resource", c->dev[i].resource);
+            unknown_resource(c, c->dev[i].resource_line, "resource", c->dev[i].resource);
     }
 }
 
@@ -405,12 +493,12 @@ static crmm_status load(const char *text, const char *origin, const char *base_d
     pthread_mutex_init(&c->lock, NULL);
     struct line_reader r = {.p = text, .cfg = c};
     int rc = ini_parse_stream(read_line, &r, on_key, c);
-    if (rc < 0)
-        parse_error(c, 0, "could not be parsed (inih error %d)", rc);
-    else if (rc > 0 && (!c->err_line || rc < c->err_line)) {
-        c->err_line = 0;
-        parse_error(c, rc, "syntax error: expected [section], key = value, or a ; comment");
+    if (rc < 0) {
+        crmm_config_free(c);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: out of memory while parsing (inih error %d)", origin, rc);
     }
+    if (rc > 0) /* inih's own complaint (kept only when it is on the lowest line) */
+        parse_error(c, rc, "syntax error: expected [section], key = value, or a ; comment");
     if (!c->err_line)
         validate(c);
     if (c->err_line) {
@@ -515,6 +603,7 @@ void crmm_config_free(crmm_config *c)
     free(c->dev);
     free(c->default_name);
     free(c->plugin_path);
+    free(c->plugin_dirs);
     free(c->log_level);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -536,7 +625,7 @@ const char *crmm_config_resource_param_value(const crmm_config *c, size_t i, siz
 {
     return c && i < c->nres && j < c->res[i].nparams ? c->res[i].params[j].value : NULL;
 }
-const char *crmm_config_plugin_path(const crmm_config *c) { return c ? c->plugin_path : NULL; }
+const char *crmm_config_plugin_path(const crmm_config *c) { return c ? c->plugin_dirs : NULL; }
 
 bool crmm_config_resource_is_host(const crmm_config *c, size_t i)
 {
@@ -600,6 +689,9 @@ crmm_status crmm_config_create_resource(crmm_config *c, const char *name, int de
 {
     if (!c || !name || !out)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "config_create_resource: NULL argument");
+    if (device < -1 || device >= MAX_CACHED_DEVICES)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "config_create_resource: device %d is not -1 (current) or 0..%d",
+                              device, MAX_CACHED_DEVICES - 1);
     long i = find_resource(c, name);
     if (i < 0)
         return crmm_set_error(CRMM_ERROR_NOT_FOUND, "%s: no [resource.%s]", c->origin, name);
@@ -610,7 +702,8 @@ crmm_status crmm_config_create_resource(crmm_config *c, const char *name, int de
     } else if (device < 0 && (st = crmm_cuda_current_device(&device)) != CRMM_OK) {
         return crmm_error_add_context("%s: resource.%s needs a CUDA device", c->origin, name);
     } else if (device >= MAX_CACHED_DEVICES) {
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "device %d is out of range", device);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "current device %d: crmm handles devices 0..%d", device,
+                              MAX_CACHED_DEVICES - 1);
     }
     crmm_device_guard g = {-1, 0};
     if (!host && (st = crmm_cuda_device_enter(device, &g)) != CRMM_OK)

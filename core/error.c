@@ -121,7 +121,8 @@ char *crmm_format_size(unsigned long long bytes, char *buf, unsigned long bufsiz
     }
     double v = (double)bytes;
     int u = 0;
-    while (v >= 1024.0 && u < 6) {
+    /* 1023.95 and up would print as "1024.0": show it in the next unit instead */
+    while (v >= 1023.95 && u < 6) {
         v /= 1024.0;
         u++;
     }

@@ -25,12 +25,22 @@ static char log_path[4096];
 
 static const char *const level_names[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 
+/* -1 when `text` names no level. Sets no error: the environment is read inside calls that
+ * succeed, and they must not leave a message behind. */
+static int level_from_name(const char *text)
+{
+    for (int i = 0; i <= CRMM_LOG_OFF; i++)
+        if (strcasecmp(text, level_names[i]) == 0)
+            return i;
+    return strcasecmp(text, "warning") == 0 ? CRMM_LOG_WARN : -1;
+}
+
 static void log_init_from_env(void)
 {
     const char *lvl = getenv("CRMM_LOG_LEVEL");
-    crmm_log_level parsed;
+    int parsed;
     if (lvl && *lvl) {
-        if (crmm_log_level_parse(lvl, &parsed) == CRMM_OK)
+        if ((parsed = level_from_name(lvl)) >= 0)
             atomic_store(&log_level, (int)parsed);
         else
             fprintf(stderr, "[crmm] [warn] CRMM_LOG_LEVEL=%s is not a level (trace debug info warn error critical off); using warn\n", lvl);
@@ -123,14 +133,9 @@ crmm_status crmm_log_level_parse(const char *text, crmm_log_level *out)
 {
     if (!text || !out)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "log level: NULL argument");
-    for (int i = 0; i <= CRMM_LOG_OFF; i++) {
-        if (strcasecmp(text, level_names[i]) == 0) {
-            *out = (crmm_log_level)i;
-            return CRMM_OK;
-        }
-    }
-    if (strcasecmp(text, "warning") == 0) {
-        *out = CRMM_LOG_WARN;
+    int level = level_from_name(text);
+    if (level >= 0) {
+        *out = (crmm_log_level)level;
         return CRMM_OK;
     }
     return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,

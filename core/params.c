@@ -8,6 +8,9 @@
 #include "config.h"
 #include <ctype.h>
 #include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +57,10 @@ unsigned crmm_edit_distance(const char *a, const char *b)
     return row[lb];
 }
 
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+static locale_t c_locale; /* lives as long as the process */
+static void make_c_locale(void) { c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
+
 static bool parse_bool(const char *t, bool *out)
 {
     static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no", "off", "0"};
@@ -91,9 +98,13 @@ crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, c
             s++;
         if (*s == '-' || *s == '\0')
             return crmm_set_error(CRMM_ERROR_CONFIG, "%s: '%s' is not an unsigned integer", key, text);
+        /* decimal, or hex after 0x: never octal, so "010" is ten as a person reads it */
+        bool hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+        if (!isxdigit((unsigned char)s[hex ? 2 : 0]))
+            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: '%s' is not an unsigned integer", key, text);
         errno = 0;
         char *end;
-        unsigned long long x = strtoull(s, &end, 0);
+        unsigned long long x = strtoull(s, &end, hex ? 16 : 10);
         while (isspace((unsigned char)*end))
             end++;
         if (errno == ERANGE)
@@ -108,12 +119,14 @@ crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, c
             return crmm_set_error(CRMM_ERROR_CONFIG, "%s: '%s' is not a boolean (true/false, yes/no, on/off, 1/0)", key, text);
         return CRMM_OK;
     case CRMM_PARAM_DOUBLE: {
+        /* in the C locale whatever the program's (a config says 0.5 everywhere); finite only */
+        pthread_once(&c_locale_once, make_c_locale);
         errno = 0;
         char *end;
-        double d = strtod(text, &end);
+        double d = c_locale ? strtod_l(text, &end, c_locale) : strtod(text, &end);
         while (isspace((unsigned char)*end))
             end++;
-        if (errno == ERANGE || *end || end == text)
+        if (errno == ERANGE || *end || end == text || !isfinite(d))
             return crmm_set_error(CRMM_ERROR_CONFIG, "%s: '%s' is not a number", key, text);
         v->d = d;
         return CRMM_OK;
@@ -225,6 +238,8 @@ crmm_status crmm_params_set(crmm_params *p, const char *key, const char *value)
 {
     crmm_param_value *v = find_value(p, key);
     if (!v) {
+        if (p->count == 0)
+            return crmm_set_error(CRMM_ERROR_CONFIG, "unknown key '%s': plugin %s takes no parameters", key, p->plugin->name);
         const char *best = NULL;
         unsigned bd = 3;
         for (size_t i = 0; i < p->count; i++) {
@@ -269,6 +284,10 @@ crmm_status crmm_params_set_list(crmm_params *p, const char *list)
             break;
         }
         *eq = '\0';
+        if (crmm_params_is_set(p, tok)) {
+            st = crmm_set_error(CRMM_ERROR_CONFIG, "'%s' given twice", tok);
+            break;
+        }
         if ((st = crmm_params_set(p, tok, eq + 1)) != CRMM_OK)
             break;
     }
@@ -285,9 +304,11 @@ crmm_status crmm_params_check_required(const crmm_params *p)
     return CRMM_OK;
 }
 
-static crmm_status lookup(const crmm_params *p, const char *key, crmm_param_type t, const crmm_param_value **out)
+/* The value of `key` if it has type t; `dest` is the caller's out-pointer, checked here. */
+static crmm_status lookup(const crmm_params *p, const char *key, crmm_param_type t, const void *dest,
+                          const crmm_param_value **out)
 {
-    if (!p || !key)
+    if (!p || !key || !dest)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "params: NULL argument");
     const crmm_param_value *v = find_value(p, key);
     if (!v)
@@ -304,7 +325,7 @@ static crmm_status lookup(const crmm_params *p, const char *key, crmm_param_type
 crmm_status crmm_params_get_size(const crmm_params *p, const char *key, uint64_t *out)
 {
     const crmm_param_value *v;
-    crmm_status st = lookup(p, key, CRMM_PARAM_SIZE, &v);
+    crmm_status st = lookup(p, key, CRMM_PARAM_SIZE, out, &v);
     if (st != CRMM_OK)
         return st;
     if (v->percent > 0.0) {
@@ -314,8 +335,7 @@ crmm_status crmm_params_get_size(const crmm_params *p, const char *key, uint64_t
         uint64_t total;
         if ((st = crmm_cuda_device_memory(dev, NULL, &total)) != CRMM_OK)
             return crmm_error_add_context("%s = %s", key, v->text);
-        *out = (uint64_t)((double)total * v->percent / 100.0);
-        return CRMM_OK;
+        return crmm_parse_size(v->text, total, out, NULL); /* validated already: the same rules */
     }
     *out = v->u;
     return CRMM_OK;
@@ -324,7 +344,7 @@ crmm_status crmm_params_get_size(const crmm_params *p, const char *key, uint64_t
 crmm_status crmm_params_get_uint(const crmm_params *p, const char *key, uint64_t *out)
 {
     const crmm_param_value *v;
-    crmm_status st = lookup(p, key, CRMM_PARAM_UINT, &v);
+    crmm_status st = lookup(p, key, CRMM_PARAM_UINT, out, &v);
     if (st == CRMM_OK)
         *out = v->u;
     return st;
@@ -333,7 +353,7 @@ crmm_status crmm_params_get_uint(const crmm_params *p, const char *key, uint64_t
 crmm_status crmm_params_get_bool(const crmm_params *p, const char *key, bool *out)
 {
     const crmm_param_value *v;
-    crmm_status st = lookup(p, key, CRMM_PARAM_BOOL, &v);
+    crmm_status st = lookup(p, key, CRMM_PARAM_BOOL, out, &v);
     if (st == CRMM_OK)
         *out = v->b;
     return st;
@@ -342,7 +362,7 @@ crmm_status crmm_params_get_bool(const crmm_params *p, const char *key, bool *ou
 crmm_status crmm_params_get_double(const crmm_params *p, const char *key, double *out)
 {
     const crmm_param_value *v;
-    crmm_status st = lookup(p, key, CRMM_PARAM_DOUBLE, &v);
+    crmm_status st = lookup(p, key, CRMM_PARAM_DOUBLE, out, &v);
     if (st == CRMM_OK)
         *out = v->d;
     return st;
@@ -351,7 +371,7 @@ crmm_status crmm_params_get_double(const crmm_params *p, const char *key, double
 crmm_status crmm_params_get_string(const crmm_params *p, const char *key, const char **out)
 {
     const crmm_param_value *v;
-    crmm_status st = lookup(p, key, CRMM_PARAM_STRING, &v);
+    crmm_status st = lookup(p, key, CRMM_PARAM_STRING, out, &v);
     if (st == CRMM_OK)
         *out = v->text;
     return st;

@@ -5,7 +5,6 @@
  * Anything that would not fit in 64 bits is an error, never a wrap-around. */
 #include "config.h"
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,21 +29,27 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "size '%s' is negative", text);
     if (!isdigit((unsigned char)*s) && *s != '.')
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s' is not a size (e.g. 4096, 512MiB, 1.5GiB, 80%%)", text);
-    /* integer part exactly (so that sizes near 2^64 are not rounded through a double) */
-    errno = 0;
-    char *end;
-    unsigned long long whole = strtoull(s, &end, 10);
-    if (errno == ERANGE)
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "size '%s' does not fit in 64 bits", text);
+    /* the integer part exactly (so that sizes near 2^64 are not rounded through a double), then
+     * the digits after a '.' (digits only: no exponent, no second dot) */
+    const char *end = s;
+    uint64_t whole = 0;
+    for (; isdigit((unsigned char)*end); end++) {
+        unsigned digit = (unsigned)(*end - '0');
+        if (whole > (UINT64_MAX - digit) / 10)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "size '%s' does not fit in 64 bits", text);
+        whole = whole * 10 + digit;
+    }
     double frac = 0.0;
     bool has_frac = false;
     if (*end == '.') {
-        char *fend;
-        frac = strtod(end, &fend);
-        if (fend == end + 1 && end == s)
-            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s' is not a size", text);
+        const char *first = ++end;
+        while (isdigit((unsigned char)*end))
+            end++;
+        if (end == first)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s' is not a size: no digit after '.'", text);
+        for (const char *d = end; d-- > first;) /* last digit first; no strtod: no locale */
+            frac = (frac + (double)(*d - '0')) / 10.0;
         has_frac = true;
-        end = fend;
     }
     while (isspace((unsigned char)*end))
         end++;
@@ -65,14 +70,13 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
         double pct = (double)whole + frac;
         if (pct <= 0.0 || pct > 100.0)
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s': a percentage must be in (0, 100]", text);
-        if (percent) {
-            *percent = pct;
-            *out = (uint64_t)floor((double)percent_of * pct / 100.0);
-            return CRMM_OK;
-        }
-        if (!percent_of)
+        if (!percent && !percent_of)
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s': a percentage is not allowed here", text);
-        *out = (uint64_t)floor((double)percent_of * pct / 100.0);
+        if (percent)
+            *percent = pct;
+        /* 100% of 2^64-1 is 2^64 as a double: clamp instead of converting out of range */
+        double bytes = floor((double)percent_of * pct / 100.0);
+        *out = bytes >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)bytes;
         return CRMM_OK;
     }
     for (size_t i = 0; i < sizeof size_units / sizeof size_units[0]; i++) {

@@ -1,1 +1,6 @@
-# tests/core.mk
+# tests/core.mk — errors, logger, size parsing and plugin parameters (no GPU needed).
+check_PROGRAMS += tests/check_core
+tests_check_core_SOURCES = tests/check_core.c
+tests_check_core_CFLAGS = $(TEST_CFLAGS)
+tests_check_core_LDADD = $(TEST_LDADD)
+TESTS += tests/check_core

@@ -27,8 +27,12 @@ int crmm_cmd_check_config(int argc, char **argv)
         fprintf(stderr, "%s\n", msg);
         return 1;
     }
-    printf("%s: OK (%zu resource%s, default '%s')\n", argv[1], crmm_config_resource_count(cfg),
-           crmm_config_resource_count(cfg) == 1 ? "" : "s", crmm_config_default_resource(cfg, 0) ?: "(none)");
+    size_t n = crmm_config_resource_count(cfg);
+    const char *def = crmm_config_default_resource(cfg, -1);
+    if (def)
+        printf("%s: OK (%zu resource%s, default '%s')\n", argv[1], n, n == 1 ? "" : "s", def);
+    else
+        printf("%s: OK (%zu resource%s, no default: devices use the built-in cuda plugin)\n", argv[1], n, n == 1 ? "" : "s");
     crmm_config_free(cfg);
     return 0;
 }

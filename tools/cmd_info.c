@@ -72,11 +72,20 @@ static void print_plugin(const char *path, const crmm_plugin *pl, crmm_status st
     }
 }
 
+/* Highest device ordinal a config can name ([device.N], N < 128). */
+#define INFO_MAX_DEVICE 127
+
 static void print_graph(const crmm_config *cfg)
 {
     printf("config: %s\n", crmm_config_origin(cfg));
     size_t n = crmm_config_resource_count(cfg);
-    printf("default resource: %s\n", crmm_config_default_resource(cfg, -1) ? crmm_config_default_resource(cfg, -1) : "(none)");
+    const char *def = crmm_config_default_resource(cfg, -1);
+    printf("default resource: %s\n", def ? def : "(none: devices use the built-in cuda plugin)");
+    for (int d = 0; d <= INFO_MAX_DEVICE; d++) {
+        const char *mine = crmm_config_default_resource(cfg, d);
+        if (mine && (!def || strcmp(mine, def) != 0))
+            printf("device %d resource: %s\n", d, mine);
+    }
     for (size_t i = 0; i < n; i++) {
         printf("  %s = %s", crmm_config_resource_name(cfg, i), crmm_config_resource_plugin(cfg, i));
         size_t np = crmm_config_resource_param_count(cfg, i);
@@ -111,9 +120,12 @@ int crmm_cmd_info(int argc, char **argv)
         return 0;
     }
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
-        else {
+        } else if (strcmp(argv[i], "--config") == 0) {
+            fprintf(stderr, "crmm info: --config needs a FILE (see --help)\n");
+            return 2;
+        } else {
             fprintf(stderr, "crmm info: unexpected argument '%s' (see --help)\n", argv[i]);
             return 2;
         }

@@ -4,8 +4,11 @@
  *   [resource.NAME]             plugin = PLUGIN, upstream = NAME, then the plugin's parameters
  *   [device.N]                  resource = NAME (overrides default for device N)
  *
- * Loading is strict and touches no GPU: an unknown section or key, an unknown plugin or upstream,
- * a cycle, a bad size or number → CRMM_ERROR_CONFIG with "FILE:LINE: message". A config is a
+ * Loading is strict and touches no GPU: an unknown or repeated section or key, an unknown plugin
+ * or upstream, a cycle, a bad size or number → CRMM_ERROR_CONFIG with "FILE:LINE: message" for
+ * the error on the lowest line. Syntax: ';' and '#' start comment lines, ';' after a blank starts
+ * an inline comment ('#' does not), indentation is ignored (no continuation lines), CRLF line
+ * endings and a UTF-8 byte-order mark are accepted, a line holds at most 198 characters. A config is a
  * template: crmm_config_create_resource() instantiates a named resource (and its upstream chain)
  * for one device; resources that share an upstream share one instance per device. */
 #ifndef CRMM_CONFIG_H
@@ -46,15 +49,20 @@ const char *crmm_config_resource_param_key(const crmm_config *cfg, size_t i, siz
 const char *crmm_config_resource_param_value(const crmm_config *cfg, size_t i, size_t j);
 /* True when the resource's chain ends in a host-only plugin (usable without a GPU). */
 bool crmm_config_resource_is_host(const crmm_config *cfg, size_t i);
-/* The resource device `device` starts with: [device.N] resource, else [crmm] default. */
+/* The resource device `device` starts with: [device.N] resource, else [crmm] default, else the
+ * first [resource.*] of the file, else NULL (nothing configured: crmm_init's per-device default
+ * is then the built-in `cuda` plugin). */
 const char *crmm_config_default_resource(const crmm_config *cfg, int device);
-/* The [crmm] plugin_path (NULL if none). */
+/* The [crmm] plugin_path as used: entries relative to the config file's directory made absolute
+ * (a config from a string may not have relative ones). NULL if none. */
 const char *crmm_config_plugin_path(const crmm_config *cfg);
 
 /* Build resource `name` (and its upstreams) for CUDA device `device` (-1: the current device;
- * host-only chains need no device). Instances are cached per config and device: asking twice
- * gives the same resource with one more reference. Errors: CRMM_ERROR_NOT_FOUND (no such
- * resource), CRMM_ERROR_CUDA, and the plugin's own, with "FILE:LINE: resource.NAME: " in front. */
+ * host-only chains need no device and ignore it). Instances are cached per config and device:
+ * asking twice gives the same resource with one more reference, and resources sharing an
+ * upstream share its instance. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL, device < -1 or > 127),
+ * CRMM_ERROR_NOT_FOUND (no such resource), CRMM_ERROR_CUDA, and the plugin's own, with
+ * "FILE:LINE: resource.NAME: " in front. On error *out is untouched. */
 crmm_status crmm_config_create_resource(crmm_config *cfg, const char *name, int device, crmm_resource **out);
 
 /* Initialise the library: load the config from `path`, or with NULL from $CRMM_CONFIG, then

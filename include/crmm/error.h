@@ -42,14 +42,17 @@ void crmm_clear_error(void);
 
 /* Record an error for the calling thread and return `status` — for plugins and the core:
  *   return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "pool: %s must be > 0", key);
- * The message is prefixed with a short category ("out of memory: ", "invalid argument: ", ...)
- * unless it already starts with one of them. Messages longer than 1023 bytes are cut. */
+ * The message is prefixed with the status's category ("out of memory: ", "invalid argument: ",
+ * ...) unless it already starts with that category (so crmm_set_error(st, "%s", msg) of a message
+ * of the same status is not prefixed twice). The arguments may quote crmm_last_error().
+ * Messages longer than 1023 bytes are cut. */
 crmm_status crmm_set_error(crmm_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 crmm_status crmm_set_error_v(crmm_status status, const char *fmt, va_list ap);
 
 /* Put `prefix: ` in front of the calling thread's message (keeping its category first) and
- * return its status: adds context as an error travels up ("FILE:LINE", a resource name). */
+ * return its status: adds context as an error travels up ("FILE:LINE", a resource name).
+ * Call it only after a failure: with no error recorded it returns CRMM_OK. */
 crmm_status crmm_error_add_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Human-readable size into buf, e.g. "1.0 PiB", "256 B"; returns buf. */

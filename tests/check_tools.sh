@@ -1,0 +1,174 @@
+#!/bin/sh
+# check_tools.sh — the `crmm` program as a user runs it: check-config over every config of
+# tests/configs/ (each bad one's first line is "; expect LINE: TEXT"), --help of every command,
+# and `crmm info` (on a machine without a GPU it must say why). No GPU needed.
+#
+# Run by `make check` from the top build directory (the tool is ./tools/crmm there, also in a
+# VPATH build such as distcheck, where this script lives in the source tree); the environment
+# gives CRMM_PLUGIN_PATH and CRMM_TEST_SRCDIR. CRMM_TOOL overrides the tool's path.
+
+here=$(cd "$(dirname "$0")" && pwd)
+srcdir=${CRMM_TEST_SRCDIR:-$here}
+configs=$srcdir/configs
+if [ -n "$CRMM_TOOL" ]; then
+    crmm=$CRMM_TOOL
+elif [ -x ./tools/crmm ]; then
+    crmm=./tools/crmm
+else
+    crmm=$here/../tools/crmm
+fi
+if [ ! -x "$crmm" ] || [ ! -d "$configs" ]; then
+    echo "FAIL: no crmm program ($crmm) or no configs ($configs)"
+    exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/crmm-tools-XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+failures=0
+checks=0
+
+fail() {
+    failures=$((failures + 1))
+    echo "FAIL: $*"
+    if [ -s "$tmp/out" ]; then sed 's/^/    | /' "$tmp/out" | head -20; fi
+}
+
+# run EXPECTED_STATUS ARGS...: runs crmm with stdout and stderr in $tmp/out; checks the status.
+run() {
+    want=$1
+    shift
+    checks=$((checks + 1))
+    "$crmm" "$@" >"$tmp/out" 2>&1
+    got=$?
+    if [ "$got" -ne "$want" ]; then
+        fail "crmm $* exited $got, expected $want"
+        return 1
+    fi
+    return 0
+}
+
+# has TEXT...: the last output contains each TEXT (fixed strings).
+has() {
+    for t in "$@"; do
+        checks=$((checks + 1))
+        if ! grep -qF -- "$t" "$tmp/out"; then
+            fail "output of the last command lacks '$t'"
+        fi
+    done
+}
+
+lacks() {
+    checks=$((checks + 1))
+    if grep -qF -- "$1" "$tmp/out"; then
+        fail "output of the last command has '$1'"
+    fi
+}
+
+# ---- check-config over the table --------------------------------------------------------------
+nbad=0
+for f in "$configs"/bad-*.ini; do
+    nbad=$((nbad + 1))
+    first=$(head -n 1 "$f")
+    line=$(printf '%s\n' "$first" | sed -n 's/^; expect \([0-9][0-9]*\): .*$/\1/p')
+    text=$(printf '%s\n' "$first" | sed -n 's/^; expect [0-9][0-9]*: //p')
+    if [ -z "$line" ] || [ -z "$text" ]; then
+        fail "$f: the first line is not '; expect LINE: TEXT'"
+        continue
+    fi
+    run 1 check-config "$f" && has "$f:$line: " "$text"
+    lacks "config error: "
+done
+ngood=0
+for f in "$configs"/good-*.ini; do
+    ngood=$((ngood + 1))
+    run 0 check-config "$f" && has "$f: OK"
+done
+if [ "$nbad" -lt 40 ] || [ "$ngood" -lt 5 ]; then
+    fail "only $nbad bad and $ngood good configs in $configs"
+fi
+run 0 check-config "$configs/good-full.ini" && has "(5 resources, default 'top')"
+run 0 check-config "$configs/good-empty.ini" && has "no default: devices use the built-in cuda plugin"
+
+# files that are not configs
+printf '[crmm]\ndefault = a\000\001\n' >"$tmp/binary.ini"
+run 1 check-config "$tmp/binary.ini" && has "$tmp/binary.ini: not a text file"
+run 1 check-config "$tmp/absent.ini" && has "cannot open config $tmp/absent.ini"
+run 1 check-config "$tmp" && has "cannot read config $tmp"
+# CRLF line endings: the same lines are reported
+sed 's/$/\r/' "$configs/bad-cycle.ini" >"$tmp/crlf.ini"
+run 1 check-config "$tmp/crlf.ini" && has "$tmp/crlf.ini:4: upstream cycle: a -> b -> a"
+# usage errors
+run 2 check-config
+run 2 check-config a.ini b.ini && has "usage: crmm check-config FILE"
+
+# ---- the program and --help of every command ---------------------------------------------------
+run 0 --help && has "usage: crmm COMMAND" "check-config" "info"
+commands=$(sed -n '/^commands:/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p' "$tmp/out")
+if [ -z "$commands" ]; then
+    fail "crmm --help lists no commands"
+fi
+for c in $commands; do
+    checks=$((checks + 1))
+    "$crmm" "$c" --help >"$tmp/out" 2>&1
+    status=$?
+    if grep -q "not built yet" "$tmp/out"; then
+        echo "note: crmm $c is a placeholder; its --help is not checked yet"
+        continue
+    fi
+    if [ "$status" -ne 0 ] || ! head -n 1 "$tmp/out" | grep -q "^usage: crmm $c"; then
+        fail "crmm $c --help exited $status or printed no 'usage: crmm $c' first"
+    fi
+    run 0 "$c" -h && has "usage: crmm $c"
+done
+run 0 help && has "usage: crmm COMMAND"
+run 0 --version && has "crmm "
+run 2 && has "usage: crmm COMMAND"
+run 2 nosuchcommand && has "unknown command 'nosuchcommand'"
+
+# ---- info ---------------------------------------------------------------------------------------
+full=$configs/good-full.ini
+if run 0 info --config "$full"; then
+    has "crmm " "(plugin ABI 1." "plugin search path: " "plugins:" \
+        "  host " "  template " "  paramtest " \
+        "tag                    uint   default 0" \
+        "id                     uint   default (required)" \
+        "mode                   enum   default safe" "[fast|safe|debug]" \
+        "config: $full" "default resource: top" "device 0 resource: params" "device 1 resource: gpu" \
+        "  top = template(tag=7) -> mid -> heap   [host memory]" \
+        "  params = paramtest(id=9, count=010, limit=1.5 GiB" \
+        "  gpu = cuda"
+    checks=$((checks + 1))
+    if grep -q "^no CUDA device: ." "$tmp/out"; then
+        :
+    elif ! grep -q "^device 0: " "$tmp/out"; then
+        fail "crmm info shows neither devices nor 'no CUDA device: REASON'"
+    fi
+    # the search path holds the directories of CRMM_PLUGIN_PATH
+    old_ifs=$IFS
+    IFS=:
+    for d in $CRMM_PLUGIN_PATH; do
+        IFS=$old_ifs
+        has "$d"
+    done
+    IFS=$old_ifs
+fi
+run 1 info --config "$configs/bad-cycle.ini" && has "$configs/bad-cycle.ini:4: upstream cycle" "plugins:"
+run 2 info --config && has "--config needs a FILE"
+run 2 info --bogus && has "unexpected argument '--bogus'"
+# $CRMM_CONFIG, and never a crmm.ini of the working directory
+CRMM_CONFIG=$full
+export CRMM_CONFIG
+run 0 info && has "config: $full"
+unset CRMM_CONFIG
+mkdir "$tmp/repo"
+printf '[crmm]\ndefault = evil\n[resource.evil]\nplugin = evil\n' >"$tmp/repo/crmm.ini"
+abs_crmm=$(cd "$(dirname "$crmm")" && pwd)/$(basename "$crmm")
+checks=$((checks + 1))
+(cd "$tmp/repo" && unset CRMM_CONFIG && "$abs_crmm" info >"$tmp/out" 2>&1)
+status=$?
+if [ "$status" -ne 0 ] || grep -q "evil" "$tmp/out"; then
+    fail "crmm info in a directory holding crmm.ini exited $status or used that file"
+fi
+
+echo "check_tools: $checks checks, $failures failures ($nbad bad and $ngood good configs)"
+[ "$failures" -eq 0 ]
