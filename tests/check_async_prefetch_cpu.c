@@ -93,7 +93,7 @@ START_TEST(prefetch_over_host_in_a_config)
     crmm_resource *mr = NULL;
     ck_assert_crmm(crmm_config_create_resource(cfg, "p", -1, &mr), CRMM_ERROR_UNSUPPORTED);
     ck_assert_ptr_null(mr);
-    ck_assert_msg(strstr(crmm_last_error(), "prefetch.ini:4: resource.p") && strstr(crmm_last_error(), "host memory"),
+    ck_assert_msg(strstr(crmm_last_error(), "prefetch.ini:3: resource.p") && strstr(crmm_last_error(), "host memory"),
                   "message: %s", crmm_last_error());
     crmm_config_free(cfg);
 }
