@@ -94,7 +94,7 @@ struct crmm_resource {
 };
 
 /* Fill the base: ops, flags and device as given, kind, upstream (a reference is taken here),
- * one reference. `self` must point at zeroed memory or a fresh struct. */
+ * one reference. `self` must point at zeroed memory or a fresh struct (NULL: nothing done). */
 void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *ops, const char *kind,
                         unsigned flags, int device, crmm_resource *upstream);
 
@@ -140,13 +140,17 @@ long crmm_resource_refcount(const crmm_resource *mr);
  * "key=value key=value" (spaces or commas between pairs), validated against the plugin's
  * parameter table exactly as a config section is. `upstream` may be NULL where the plugin needs
  * none; a reference is taken. The resource is created for the current CUDA device (host plugins
- * need none). Errors: CRMM_ERROR_INVALID_ARGUMENT, CRMM_ERROR_PLUGIN, CRMM_ERROR_CONFIG (bad
- * parameter), and whatever the plugin's create returns. */
+ * need none). Errors: CRMM_ERROR_INVALID_ARGUMENT, CRMM_ERROR_PLUGIN (plugin not loadable, or
+ * its create gave a resource without allocate, deallocate or destroy: that one is destroyed when
+ * it can be), CRMM_ERROR_CONFIG (bad parameter, an upstream given to a plugin that takes none or
+ * missing for one that needs it), and whatever the plugin's create returns (with the plugin's
+ * message, or a generic one naming the plugin when it set none). */
 crmm_status crmm_resource_create(const char *plugin, const char *params, crmm_resource *upstream,
                                  crmm_resource **out);
 
 /* Log the resource's live allocations at warn level when it is destroyed with some left:
- * "<kind> '<name>' destroyed with N live allocations (B bytes)". For plugins' destroy. */
+ * "<kind> resource '<name>' destroyed with N live allocations (B)" ("<kind> resource destroyed
+ * ..." when it has no name). For plugins' destroy. Nothing for count 0 or a NULL mr. */
 void crmm_resource_report_leaks(const crmm_resource *mr, uint64_t count, uint64_t bytes);
 
 /* ---- per-device current resources -------------------------------------------------------- */
