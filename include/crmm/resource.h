@@ -99,8 +99,8 @@ void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *ops, const
                         unsigned flags, int device, crmm_resource *upstream);
 
 /* Allocate through `mr`. bytes == 0 → *ptr = NULL, CRMM_OK. Errors: CRMM_ERROR_INVALID_ARGUMENT
- * (mr or ptr NULL), CRMM_ERROR_OUT_OF_MEMORY, CRMM_ERROR_BAD_ALLOC, CRMM_ERROR_CUDA. *ptr is NULL
- * on failure. */
+ * (mr or ptr NULL), CRMM_ERROR_OUT_OF_MEMORY, CRMM_ERROR_BAD_ALLOC, CRMM_ERROR_CUDA,
+ * CRMM_ERROR_STATE (device memory once the process is exiting). *ptr is NULL on failure. */
 crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 /* Free `ptr` of `bytes` through `mr`. ptr == NULL → no-op, CRMM_OK. Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (mr NULL, or a pointer the resource does not know when it can
@@ -155,13 +155,20 @@ void crmm_resource_report_leaks(const crmm_resource *mr, uint64_t count, uint64_
 
 /* ---- per-device current resources -------------------------------------------------------- */
 
-/* The current device's resource (borrowed: valid until it is replaced; retain it if another
- * thread may replace it). The first call for a device creates its default: the loaded config's
- * `default` (or [device.N] resource), else the `cuda` plugin. NULL on error, with the message
+/* The current device's resource (borrowed: valid until it is replaced and the replacer releases
+ * it; when another thread may replace it, use the _ref variant below instead: retaining the
+ * borrowed pointer afterwards races with that release). The first call for a device creates its
+ * default: the loaded config's `default` (or [device.N] resource), else the `cuda` plugin. NULL
+ * on error (CRMM_ERROR_CUDA without a device, or the default's creation error), with the message
  * in crmm_last_error(). */
 crmm_resource *crmm_get_current_device_resource(void);
-/* The resource of device `device` (borrowed), created as above. NULL on error. */
+/* The resource of device `device` (borrowed), created as above. NULL on error
+ * (CRMM_ERROR_INVALID_ARGUMENT for a negative or too-large ordinal). */
 crmm_resource *crmm_get_per_device_resource(int device);
+/* As the two above, but with a reference taken atomically with the look-up: safe while other
+ * threads set the resource; release it when done. NULL on error, as above. */
+crmm_resource *crmm_get_current_device_resource_ref(void);
+crmm_resource *crmm_get_per_device_resource_ref(int device);
 /* Make `mr` the current device's resource (a reference is taken) and return the previous one,
  * whose reference passes to the caller (release it when done; NULL if there was none).
  * NULL mr or failure → NULL with crmm_last_error() set. */
