@@ -29,6 +29,11 @@ crmm_status crmm_cuda_status(int cuda_error, const char *call)
     cudaError_t e = (cudaError_t)cuda_error;
     if (e == cudaSuccess)
         return CRMM_OK;
+    /* The failed call also left e as the thread's last CUDA error; it is handled now, so clear it
+     * (as RMM does) lest the caller's next cudaGetLastError() report our failure as its own.
+     * Sticky errors stay whatever we do; no CUDA call once the process is exiting. */
+    if (!crmm_process_exiting())
+        cudaGetLastError();
     crmm_status st = e == cudaErrorMemoryAllocation ? CRMM_ERROR_OUT_OF_MEMORY : CRMM_ERROR_CUDA;
     return crmm_set_error(st, "%s: %s (%s)", call ? call : "CUDA call", cudaGetErrorString(e), cudaGetErrorName(e));
 }
