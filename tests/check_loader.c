@@ -969,6 +969,14 @@ START_TEST(host_counts_in_use_bytes)
     ck_assert_uint_eq(v, 0);
     ck_assert_crmm_ok(crmm_resource_query(h, CRMM_QUERY_BYTES_IN_USE_PEAK, &v));
     ck_assert_uint_eq(v, 600);
+    /* more than the machine has: out of memory at once (no abort under AddressSanitizer) */
+    void *big = (void *)0x1;
+    ck_assert_crmm(crmm_resource_allocate(h, (size_t)1 << 50, NULL, &big), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(big);
+    ck_assert_error_has("host: failed to allocate 1.0 PiB: more than the machine's memory");
+    ck_assert_crmm(crmm_resource_allocate(h, SIZE_MAX, NULL, &big), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_crmm_ok(crmm_resource_query(h, CRMM_QUERY_ALLOCATIONS, &v));
+    ck_assert_uint_eq(v, 0);
     crmm_resource_release(h);
 }
 END_TEST
