@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cuda_runtime_api.h>
 #include "test_support.h"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
@@ -981,6 +982,29 @@ START_TEST(host_counts_in_use_bytes)
 }
 END_TEST
 
+/* ---- the exit guard's fallback (no CUDA call needed) ----------------------------------------- */
+
+START_TEST(runtime_unloading_means_the_process_is_exiting)
+{
+    /* Should the CUDA runtime's exit handler run before crmm's, the first call that reports
+     * cudaErrorCudartUnloading turns the exit flag on, so that later frees leak quietly. */
+    ck_assert(!crmm_process_exiting());
+    ck_assert_crmm_ok(crmm_cuda_status(cudaSuccess, "cudaFree"));
+    ck_assert(!crmm_process_exiting());
+    ck_assert_crmm(crmm_cuda_status(cudaErrorCudartUnloading, "cudaFree"), CRMM_ERROR_STATE);
+    ck_assert_error_has("cudaFree");
+    ck_assert_error_has("unloading");
+    ck_assert(crmm_process_exiting());
+    /* host memory needs no CUDA: still served */
+    crmm_resource *h;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(h, 100, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(h, p, 100, NULL));
+    crmm_resource_release(h);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loader");
@@ -1044,6 +1068,7 @@ int main(void)
     tcase_add_test(abi, properties_kind_and_find_kind);
     tcase_add_test(abi, control_and_queries_without_support);
     tcase_add_test(abi, host_counts_in_use_bytes);
+    tcase_add_test(abi, runtime_unloading_means_the_process_is_exiting);
     suite_add_tcase(s, abi);
     return crmm_test_run(s);
 }
