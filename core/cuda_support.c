@@ -3,7 +3,9 @@
  * The exit guard: at process exit the CUDA runtime tears itself down in an atexit handler, and a
  * cudaFree after that can crash. crmm registers its own atexit handler right after the first
  * successful CUDA call; handlers run in reverse order, so crmm's runs first and sets the flag
- * that makes resources leak instead of calling CUDA. A library destructor sets it too. */
+ * that makes resources leak instead of calling CUDA. A library destructor sets it too, and so
+ * does the first cudaErrorCudartUnloading seen (should the runtime's handler run first after
+ * all): a free that fails that way is then a leak, not an error. */
 #include "config.h"
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,6 +31,18 @@ crmm_status crmm_cuda_status(int cuda_error, const char *call)
     cudaError_t e = (cudaError_t)cuda_error;
     if (e == cudaSuccess)
         return CRMM_OK;
+    if (e == cudaErrorCudartUnloading) {
+        /* The runtime tore itself down before our exit hook ran (it registered its own later
+         * than ours): the process is exiting all the same, so make no more CUDA calls. */
+        mark_exiting();
+        return crmm_set_error(CRMM_ERROR_STATE, "%s: the CUDA runtime is unloading (the process is exiting)",
+                              call ? call : "CUDA call");
+    }
+    /* The failed call also left e as the thread's last CUDA error; it is handled now, so clear it
+     * (as RMM does) lest the caller's next cudaGetLastError() report our failure as its own.
+     * Sticky errors stay whatever we do; no CUDA call once the process is exiting. */
+    if (!crmm_process_exiting())
+        cudaGetLastError();
     crmm_status st = e == cudaErrorMemoryAllocation ? CRMM_ERROR_OUT_OF_MEMORY : CRMM_ERROR_CUDA;
     return crmm_set_error(st, "%s: %s (%s)", call ? call : "CUDA call", cudaGetErrorString(e), cudaGetErrorName(e));
 }

@@ -2,7 +2,9 @@
  *
  * One slot per device ordinal. Reads are a lock-free atomic load once a slot is filled; filling
  * a slot (the first use creates the device's default resource) and replacing one take a mutex.
- * The registry owns one reference to each resource it holds. */
+ * The registry owns one reference to each resource it holds and hands it to whoever replaces
+ * the resource, so a slot's resource stays alive at least while the mutex is held: the _ref
+ * getters retain it under the mutex, which makes "get and keep" safe against a concurrent set. */
 #include "config.h"
 #include <pthread.h>
 #include <crmm/cuda_support.h>
@@ -65,6 +67,26 @@ crmm_resource *crmm_get_current_device_resource(void)
     if (crmm_cuda_current_device(&dev) != CRMM_OK)
         return NULL;
     return crmm_get_per_device_resource(dev);
+}
+
+crmm_resource *crmm_get_per_device_resource_ref(int device)
+{
+    if (!crmm_get_per_device_resource(device))
+        return NULL;
+    pthread_mutex_lock(&registry_lock);
+    crmm_resource *mr = crmm_resource_retain(slots[device]);
+    pthread_mutex_unlock(&registry_lock);
+    if (!mr)
+        crmm_set_error(CRMM_ERROR_STATE, "the resource of device %d was cleared (crmm_finalize) meanwhile", device);
+    return mr;
+}
+
+crmm_resource *crmm_get_current_device_resource_ref(void)
+{
+    int dev;
+    if (crmm_cuda_current_device(&dev) != CRMM_OK)
+        return NULL;
+    return crmm_get_per_device_resource_ref(dev);
 }
 
 crmm_resource *crmm_set_per_device_resource(int device, crmm_resource *mr)

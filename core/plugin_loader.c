@@ -80,25 +80,43 @@ static crmm_status check_not_writable(const char *path, const char *what)
     return CRMM_OK;
 }
 
-/* Load and validate one file; the caller holds loader_lock. */
+/* The directory part of `path` ("/" for "/x"), in dir. */
+static void dir_of(const char *path, char *dir, size_t n)
+{
+    snprintf(dir, n, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+}
+
+/* Load and validate one file; the caller holds loader_lock. `path` is the file as found (absolute,
+ * or under a search-path entry); expect_name is the <name> its file name gives. */
 static crmm_status load_file(const char *path, const char *expect_name, const crmm_plugin **out)
 {
-    char real[PATH_MAX];
+    /* The directory the path names comes first: when the file is a link, whoever can write that
+     * directory decides which code is loaded, wherever the link points. Checked even when the
+     * file behind the link is loaded already. */
+    char dir[PATH_MAX], real[PATH_MAX];
+    dir_of(path, dir, sizeof dir);
+    crmm_status st = check_not_writable(dir, "plugin directory");
+    if (st != CRMM_OK)
+        return st;
     if (!realpath(path, real))
         return crmm_set_error(CRMM_ERROR_PLUGIN, "cannot open plugin %s: %s", path, strerror(errno));
     for (loaded_plugin *l = loaded; l; l = l->next)
         if (strcmp(l->path, real) == 0) {
+            /* a link crmm_a.so -> crmm_b.so must not turn a request for "a" into plugin "b" */
+            if (expect_name && strcmp(l->plugin->name, expect_name) != 0)
+                return crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s (%s) calls itself '%s' but its file name says '%s'",
+                                      path, real, l->plugin->name, expect_name);
             *out = l->plugin;
             return CRMM_OK;
         }
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", real);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *(slash == dir ? slash + 1 : slash) = '\0';
-    crmm_status st = check_not_writable(real, "plugin file");
-    if (st == CRMM_OK)
+    st = check_not_writable(real, "plugin file");
+    if (st == CRMM_OK) {
+        dir_of(real, dir, sizeof dir);
         st = check_not_writable(dir, "plugin directory");
+    }
     if (st != CRMM_OK)
         return st;
 
@@ -230,7 +248,31 @@ crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const c
     return st;
 }
 
-struct visit_ctx { crmm_plugin_visit_fn fn; void *arg; int count; char seen[64][72]; int nseen; };
+/* The names reported so far grow in one array, so that any number of plugins is reported once. */
+struct visit_ctx {
+    crmm_plugin_visit_fn fn;
+    void *arg;
+    int count;
+    char (*seen)[72];
+    size_t nseen, cap;
+};
+
+static bool visit_seen(struct visit_ctx *c, const char *name)
+{
+    for (size_t j = 0; j < c->nseen; j++)
+        if (strcmp(c->seen[j], name) == 0)
+            return true;
+    if (c->nseen == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        char(*grown)[72] = realloc(c->seen, cap * sizeof *grown);
+        if (!grown)
+            return false; /* report it again rather than not at all */
+        c->seen = grown;
+        c->cap = cap;
+    }
+    snprintf(c->seen[c->nseen++], sizeof c->seen[0], "%s", name);
+    return false;
+}
 
 static bool visit_dir(const char *dir, void *arg)
 {
@@ -241,21 +283,15 @@ static bool visit_dir(const char *dir, void *arg)
         return false;
     for (int i = 0; i < n; i++) {
         char name[72], path[PATH_MAX];
-        if (name_from_path(list[i]->d_name, name, sizeof name)) {
-            bool dup = false;
-            for (int j = 0; j < c->nseen; j++)
-                dup |= strcmp(c->seen[j], name) == 0;
-            if (!dup) {
-                if (c->nseen < 64)
-                    snprintf(c->seen[c->nseen++], sizeof c->seen[0], "%s", name);
-                snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
-                const crmm_plugin *pl = NULL;
-                char real[PATH_MAX];
-                crmm_status st = realpath(path, real) ? crmm_plugin_load(real, NULL, &pl)
-                                                      : crmm_set_error(CRMM_ERROR_PLUGIN, "cannot resolve %s", path);
-                c->fn(path, st == CRMM_OK ? pl : NULL, st, st == CRMM_OK ? "" : crmm_last_error(), c->arg);
-                c->count++;
-            }
+        if (name_from_path(list[i]->d_name, name, sizeof name) && !visit_seen(c, name)) {
+            snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+            const crmm_plugin *pl = NULL;
+            /* as crmm_plugin_load(name) would find it in this directory */
+            pthread_mutex_lock(&loader_lock);
+            crmm_status st = load_file(path, name, &pl);
+            pthread_mutex_unlock(&loader_lock);
+            c->fn(path, st == CRMM_OK ? pl : NULL, st, st == CRMM_OK ? "" : crmm_last_error(), c->arg);
+            c->count++;
         }
         free(list[i]);
     }
@@ -269,5 +305,6 @@ int crmm_plugin_foreach(const char *dirs, crmm_plugin_visit_fn fn, void *arg)
         return 0;
     struct visit_ctx c = {.fn = fn, .arg = arg};
     foreach_dir(dirs, visit_dir, &c);
+    free(c.seen);
     return c.count;
 }

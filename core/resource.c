@@ -15,6 +15,8 @@
 void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *ops, const char *kind,
                         unsigned flags, int device, crmm_resource *upstream)
 {
+    if (!self)
+        return;
     self->ops = ops;
     self->flags = flags;
     self->device = device;
@@ -132,10 +134,12 @@ long crmm_resource_refcount(const crmm_resource *mr)
 
 void crmm_resource_report_leaks(const crmm_resource *mr, uint64_t count, uint64_t bytes)
 {
-    if (!count)
+    if (!mr || !count)
         return;
-    char sz[32];
-    crmm_log(CRMM_LOG_WARN, "%s resource '%s' destroyed with %llu live allocation%s (%s)", mr->kind, mr->name,
+    char sz[32], name[sizeof mr->name + 3] = "";
+    if (mr->name[0])
+        snprintf(name, sizeof name, " '%s'", mr->name);
+    crmm_log(CRMM_LOG_WARN, "%s resource%s destroyed with %llu live allocation%s (%s)", mr->kind, name,
              (unsigned long long)count, count == 1 ? "" : "s", crmm_format_size(bytes, sz, sizeof sz));
 }
 
@@ -159,8 +163,16 @@ crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *pa
     }
     if (!mr)
         return crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: create returned CRMM_OK but no resource", plugin->name);
-    if (!mr->ops || !mr->ops->allocate || !mr->ops->deallocate || !mr->ops->destroy)
-        return crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: resource lacks allocate, deallocate or destroy", plugin->name);
+    if (!mr->ops || !mr->ops->allocate || !mr->ops->deallocate || !mr->ops->destroy) {
+        const crmm_resource_ops *ops = mr->ops;
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: its resource has no %s operation", plugin->name,
+                            !ops ? "ops table, so no allocate" : !ops->allocate ? "allocate"
+                            : !ops->deallocate ? "deallocate" : "destroy");
+        /* Undo what we can: destroy it (when it can be) and give its upstream reference back. */
+        if (ops && ops->destroy)
+            crmm_resource_release(mr);
+        return st;
+    }
     if (!mr->name[0])
         snprintf(mr->name, sizeof mr->name, "%s", params->name);
     *out = mr;

@@ -14,7 +14,10 @@ extern "C" {
 
 /* Turn a cudaError_t from `call` into a status and an error message:
  * cudaSuccess → CRMM_OK; cudaErrorMemoryAllocation → CRMM_ERROR_OUT_OF_MEMORY; anything else →
- * CRMM_ERROR_CUDA ("CUDA error: cudaMalloc: invalid argument (cudaErrorInvalidValue)"). */
+ * CRMM_ERROR_CUDA ("CUDA error: cudaMalloc: invalid argument (cudaErrorInvalidValue)").
+ * cudaErrorCudartUnloading → CRMM_ERROR_STATE, and crmm_process_exiting() is true from then on.
+ * On an error it also clears the thread's last CUDA error (cudaGetLastError), since the error
+ * is now reported through crmm. */
 crmm_status crmm_cuda_status(int cuda_error, const char *call);
 
 /* True once the process has started to exit (atexit ran or libcrmm is being unloaded). From

@@ -94,13 +94,13 @@ struct crmm_resource {
 };
 
 /* Fill the base: ops, flags and device as given, kind, upstream (a reference is taken here),
- * one reference. `self` must point at zeroed memory or a fresh struct. */
+ * one reference. `self` must point at zeroed memory or a fresh struct (NULL: nothing done). */
 void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *ops, const char *kind,
                         unsigned flags, int device, crmm_resource *upstream);
 
 /* Allocate through `mr`. bytes == 0 → *ptr = NULL, CRMM_OK. Errors: CRMM_ERROR_INVALID_ARGUMENT
- * (mr or ptr NULL), CRMM_ERROR_OUT_OF_MEMORY, CRMM_ERROR_BAD_ALLOC, CRMM_ERROR_CUDA. *ptr is NULL
- * on failure. */
+ * (mr or ptr NULL), CRMM_ERROR_OUT_OF_MEMORY, CRMM_ERROR_BAD_ALLOC, CRMM_ERROR_CUDA,
+ * CRMM_ERROR_STATE (device memory once the process is exiting). *ptr is NULL on failure. */
 crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 /* Free `ptr` of `bytes` through `mr`. ptr == NULL → no-op, CRMM_OK. Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (mr NULL, or a pointer the resource does not know when it can
@@ -140,24 +140,35 @@ long crmm_resource_refcount(const crmm_resource *mr);
  * "key=value key=value" (spaces or commas between pairs), validated against the plugin's
  * parameter table exactly as a config section is. `upstream` may be NULL where the plugin needs
  * none; a reference is taken. The resource is created for the current CUDA device (host plugins
- * need none). Errors: CRMM_ERROR_INVALID_ARGUMENT, CRMM_ERROR_PLUGIN, CRMM_ERROR_CONFIG (bad
- * parameter), and whatever the plugin's create returns. */
+ * need none). Errors: CRMM_ERROR_INVALID_ARGUMENT, CRMM_ERROR_PLUGIN (plugin not loadable, or
+ * its create gave a resource without allocate, deallocate or destroy: that one is destroyed when
+ * it can be), CRMM_ERROR_CONFIG (bad parameter, an upstream given to a plugin that takes none or
+ * missing for one that needs it), and whatever the plugin's create returns (with the plugin's
+ * message, or a generic one naming the plugin when it set none). */
 crmm_status crmm_resource_create(const char *plugin, const char *params, crmm_resource *upstream,
                                  crmm_resource **out);
 
 /* Log the resource's live allocations at warn level when it is destroyed with some left:
- * "<kind> '<name>' destroyed with N live allocations (B bytes)". For plugins' destroy. */
+ * "<kind> resource '<name>' destroyed with N live allocations (B)" ("<kind> resource destroyed
+ * ..." when it has no name). For plugins' destroy. Nothing for count 0 or a NULL mr. */
 void crmm_resource_report_leaks(const crmm_resource *mr, uint64_t count, uint64_t bytes);
 
 /* ---- per-device current resources -------------------------------------------------------- */
 
-/* The current device's resource (borrowed: valid until it is replaced; retain it if another
- * thread may replace it). The first call for a device creates its default: the loaded config's
- * `default` (or [device.N] resource), else the `cuda` plugin. NULL on error, with the message
+/* The current device's resource (borrowed: valid until it is replaced and the replacer releases
+ * it; when another thread may replace it, use the _ref variant below instead: retaining the
+ * borrowed pointer afterwards races with that release). The first call for a device creates its
+ * default: the loaded config's `default` (or [device.N] resource), else the `cuda` plugin. NULL
+ * on error (CRMM_ERROR_CUDA without a device, or the default's creation error), with the message
  * in crmm_last_error(). */
 crmm_resource *crmm_get_current_device_resource(void);
-/* The resource of device `device` (borrowed), created as above. NULL on error. */
+/* The resource of device `device` (borrowed), created as above. NULL on error
+ * (CRMM_ERROR_INVALID_ARGUMENT for a negative or too-large ordinal). */
 crmm_resource *crmm_get_per_device_resource(int device);
+/* As the two above, but with a reference taken atomically with the look-up: safe while other
+ * threads set the resource; release it when done. NULL on error, as above. */
+crmm_resource *crmm_get_current_device_resource_ref(void);
+crmm_resource *crmm_get_per_device_resource_ref(int device);
 /* Make `mr` the current device's resource (a reference is taken) and return the previous one,
  * whose reference passes to the caller (release it when done; NULL if there was none).
  * NULL mr or failure → NULL with crmm_last_error() set. */

@@ -30,6 +30,9 @@ static crmm_status direct_allocate(crmm_resource *self, size_t bytes, crmm_cuda_
 {
     (void)stream;
     direct_resource *r = (direct_resource *)self;
+    if (r->backend->uses_cuda && crmm_process_exiting())
+        return crmm_set_error(CRMM_ERROR_STATE, "%s: cannot allocate: the process is exiting (no more CUDA calls)",
+                              r->backend->kind);
     crmm_device_guard g;
     crmm_status st = enter_device(r, &g);
     if (st != CRMM_OK)
@@ -57,6 +60,8 @@ static crmm_status direct_deallocate(crmm_resource *self, void *ptr, size_t byte
         return st;
     st = r->backend->free(ptr, bytes);
     crmm_cuda_device_restore(&g);
+    if (st != CRMM_OK && r->backend->uses_cuda && crmm_process_exiting())
+        return CRMM_OK; /* the runtime went away before our exit hook ran: leak, as above */
     return st;
 }
 

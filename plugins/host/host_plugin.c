@@ -1,20 +1,43 @@
 /* host_plugin.c — the `host` plugin: 256-byte aligned host memory from aligned_alloc.
  *
  * Host accessible only, needs no GPU: the upstream the CPU test suite and `crmm bench` run
- * pool, arena and the adaptors over on a machine without one. */
+ * pool, arena and the adaptors over on a machine without one. A request larger than the
+ * machine's physical memory is out of memory at once, without asking the C library (which, with
+ * overcommit, might promise it; and which aborts under AddressSanitizer instead of failing). */
 #include "config.h"
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include "../common/direct_resource.h"
+
+/* Physical memory in bytes; SIZE_MAX when the system does not say. */
+static size_t host_physical_memory(void)
+{
+    static size_t cached;
+    size_t m = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (!m) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+        m = pages > 0 && page > 0 && (unsigned long)pages <= SIZE_MAX / (unsigned long)page
+                ? (size_t)pages * (size_t)page : SIZE_MAX;
+        __atomic_store_n(&cached, m, __ATOMIC_RELAXED);
+    }
+    return m;
+}
 
 static crmm_status host_alloc(size_t bytes, void **ptr)
 {
+    size_t physical = host_physical_memory();
+    if (bytes > physical) {
+        char sz[32];
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "more than the machine's memory (%s)",
+                              crmm_format_size(physical, sz, sizeof sz));
+    }
     if (bytes > SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "host: %zu bytes cannot be rounded to the alignment", bytes);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%zu bytes cannot be rounded to the alignment", bytes);
     size_t rounded = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
     void *p = aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, rounded);
     if (!p)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "host: aligned_alloc failed");
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "aligned_alloc failed");
     *ptr = p;
     return CRMM_OK;
 }

@@ -17,3 +17,84 @@ check_LTLIBRARIES += tests/plugins/crmm_paramtest.la
 tests_plugins_crmm_paramtest_la_SOURCES = tests/plugins/paramtest_plugin.c tests/plugins/paramtest_plugin.h
 tests_plugins_crmm_paramtest_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
 tests_plugins_crmm_paramtest_la_LIBADD = $(PLUGIN_LIBADD)
+
+# ---- loader tests (tests/check_loader.c) -----------------------------------------------------
+# One source, tests/plugins/bad_plugin.c, built once per plugin below: crmm_sizeparam is the
+# well-formed base (a `size` parameter it reports as its maximum size, for percentage tests);
+# each other one breaks the plugin ABI in one way, chosen by its BAD_* macro.
+check_LTLIBRARIES += tests/plugins/crmm_sizeparam.la
+tests_plugins_crmm_sizeparam_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_sizeparam_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"sizeparam"'
+tests_plugins_crmm_sizeparam_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_sizeparam_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_badmajor.la
+tests_plugins_crmm_badmajor_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_badmajor_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"badmajor"' -DBAD_MAJOR
+tests_plugins_crmm_badmajor_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_badmajor_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_newminor.la
+tests_plugins_crmm_newminor_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_newminor_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"newminor"' -DBAD_NEW_MINOR
+tests_plugins_crmm_newminor_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_newminor_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_shortstruct.la
+tests_plugins_crmm_shortstruct_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_shortstruct_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"shortstruct"' -DBAD_SHORT_STRUCT
+tests_plugins_crmm_shortstruct_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_shortstruct_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_misnamed.la
+tests_plugins_crmm_misnamed_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_misnamed_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"misnamed"' -DBAD_MISNAMED
+tests_plugins_crmm_misnamed_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_misnamed_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_noentry.la
+tests_plugins_crmm_noentry_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_noentry_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"noentry"' -DBAD_NO_ENTRY
+tests_plugins_crmm_noentry_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_noentry_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_nullentry.la
+tests_plugins_crmm_nullentry_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_nullentry_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"nullentry"' -DBAD_NULL_ENTRY
+tests_plugins_crmm_nullentry_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_nullentry_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_nocreate.la
+tests_plugins_crmm_nocreate_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_nocreate_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"nocreate"' -DBAD_NO_CREATE
+tests_plugins_crmm_nocreate_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_nocreate_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_badrule.la
+tests_plugins_crmm_badrule_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_badrule_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"badrule"' -DBAD_UPSTREAM_RULE
+tests_plugins_crmm_badrule_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_badrule_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_dupparam.la
+tests_plugins_crmm_dupparam_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_dupparam_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"dupparam"' -DBAD_PARAM_DUPLICATE
+tests_plugins_crmm_dupparam_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_dupparam_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_baddefault.la
+tests_plugins_crmm_baddefault_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_baddefault_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"baddefault"' -DBAD_PARAM_DEFAULT
+tests_plugins_crmm_baddefault_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_baddefault_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_nochoices.la
+tests_plugins_crmm_nochoices_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_nochoices_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"nochoices"' -DBAD_PARAM_ENUM
+tests_plugins_crmm_nochoices_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_nochoices_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_createfail.la
+tests_plugins_crmm_createfail_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_createfail_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"createfail"' -DBAD_CREATE_FAILS
+tests_plugins_crmm_createfail_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_createfail_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_createnomsg.la
+tests_plugins_crmm_createnomsg_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_createnomsg_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"createnomsg"' -DBAD_CREATE_NO_MESSAGE
+tests_plugins_crmm_createnomsg_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_createnomsg_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_badresource.la
+tests_plugins_crmm_badresource_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_badresource_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"badresource"' -DBAD_RESOURCE
+tests_plugins_crmm_badresource_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_badresource_la_LIBADD = $(PLUGIN_LIBADD)
+# ---- end of the loader tests' plugins ---------------------------------------------------------
