@@ -718,6 +718,9 @@ crmm_status crmm_config_create_resource(crmm_config *c, const char *name, int de
 /* ---- library init --------------------------------------------------------------------------- */
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void crmm_config_lock_current(void) { pthread_mutex_lock(&init_lock); }
+void crmm_config_unlock_current(void) { pthread_mutex_unlock(&init_lock); }
 static crmm_config *current;
 
 const crmm_config *crmm_current_config(void) { return __atomic_load_n(&current, __ATOMIC_ACQUIRE); }

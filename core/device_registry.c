@@ -28,9 +28,17 @@ static crmm_status check_device(int device)
 
 static crmm_status create_default(int device, crmm_resource **out)
 {
-    const crmm_config *cfg = crmm_current_config();
-    if (cfg)
-        return crmm_config_create_resource((crmm_config *)cfg, crmm_config_default_resource(cfg, device), device, out);
+    /* hold the init lock while using the config, so that crmm_init cannot free it meanwhile */
+    crmm_config_lock_current();
+    crmm_config *cfg = (crmm_config *)crmm_current_config();
+    const char *name = cfg ? crmm_config_default_resource(cfg, device) : NULL;
+    if (name) {
+        crmm_status st = crmm_config_create_resource(cfg, name, device, out);
+        crmm_config_unlock_current();
+        return st;
+    }
+    crmm_config_unlock_current();
+    /* no config, or one that names no resource: the built-in default */
     crmm_device_guard g;
     crmm_status st = crmm_cuda_device_enter(device, &g);
     if (st != CRMM_OK)

@@ -48,6 +48,11 @@ const char *crmm_param_type_name(crmm_param_type t);
 crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,
                                       crmm_resource *upstream, crmm_resource **out);
 
+/* config.c: the lock crmm_init holds while it swaps the current config; hold it while using
+ * crmm_current_config() so that it is not freed meanwhile. Lock order: registry, then this. */
+void crmm_config_lock_current(void);
+void crmm_config_unlock_current(void);
+
 /* device_registry.c: forget all per-device resources (finalize). */
 void crmm_registry_clear(void);
 
