@@ -18,6 +18,9 @@
 #include <crmm/config.h>
 #include <crmm/cuda_support.h>
 #include <crmm/alloc_counters.h>
+#include <crmm/logging.h>
+#include <crmm/statistics.h>
+#include <crmm/tracking.h>
 
 /* The version of libcrmm ("0.1.0"). */
 #ifdef __cplusplus
