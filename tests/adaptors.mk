@@ -1,1 +1,25 @@
-# tests/adaptors.mk
+# Tests of the adaptor plugins (logging, statistics, tracking, limiting), the logging switch
+# and `crmm replay`. CPU programs run over the host plugin; check_adaptors_gpu needs a GPU.
+check_PROGRAMS += tests/check_statistics
+tests_check_statistics_SOURCES = tests/check_statistics.c
+tests_check_statistics_CFLAGS = $(TEST_CFLAGS)
+tests_check_statistics_LDADD = $(TEST_LDADD)
+TESTS += tests/check_statistics
+
+check_PROGRAMS += tests/check_limiting
+tests_check_limiting_SOURCES = tests/check_limiting.c
+tests_check_limiting_CFLAGS = $(TEST_CFLAGS)
+tests_check_limiting_LDADD = $(TEST_LDADD)
+TESTS += tests/check_limiting
+
+check_PROGRAMS += tests/check_tracking
+tests_check_tracking_SOURCES = tests/check_tracking.c
+tests_check_tracking_CFLAGS = $(TEST_CFLAGS)
+tests_check_tracking_LDADD = $(TEST_LDADD)
+TESTS += tests/check_tracking
+
+check_PROGRAMS += tests/check_logging
+tests_check_logging_SOURCES = tests/check_logging.c
+tests_check_logging_CFLAGS = $(TEST_CFLAGS)
+tests_check_logging_LDADD = $(TEST_LDADD)
+TESTS += tests/check_logging

@@ -29,8 +29,8 @@ static crmm_status limiting_allocate(crmm_resource *self, size_t bytes, crmm_cud
     do {
         if (rounded > r->limit || now > r->limit - rounded) {
             char want[32], used[32], lim[32];
-            return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY,
-                                  "limiting '%s': failed to allocate %s: %s of the %s limit in use", self->name,
+            return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "limiting%s%s%s: failed to allocate %s: %s of the %s limit "
+                                  "in use", self->name[0] ? " '" : "", self->name, self->name[0] ? "'" : "",
                                   crmm_format_size(bytes, want, sizeof want), crmm_format_size(now, used, sizeof used),
                                   crmm_format_size(r->limit, lim, sizeof lim));
         }
@@ -39,7 +39,7 @@ static crmm_status limiting_allocate(crmm_resource *self, size_t bytes, crmm_cud
     crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
     if (st != CRMM_OK) {
         __atomic_sub_fetch(&r->in_use, rounded, __ATOMIC_RELAXED);
-        return crmm_error_add_context("limiting '%s'", self->name);
+        return crmm_error_add_context("limiting%s%s%s", self->name[0] ? " '" : "", self->name, self->name[0] ? "'" : "");
     }
     __atomic_add_fetch(&r->live, 1, __ATOMIC_RELAXED);
     return CRMM_OK;

@@ -125,8 +125,8 @@ static crmm_status statistics_pop(statistics_resource *r, crmm_alloc_counters *p
     pthread_rwlock_wrlock(&r->frames_lock);
     if (r->depth < 2) {
         pthread_rwlock_unlock(&r->frames_lock);
-        return crmm_set_error(CRMM_ERROR_STATE, "statistics '%s': cannot pop the base counter frame "
-                              "(pop without a matching push)", r->base.name);
+        return crmm_set_error(CRMM_ERROR_STATE, "statistics: cannot pop the base counter frame (a pop without a "
+                              "matching push)");
     }
     crmm_alloc_counters top = r->frames[--r->depth];
     fold_into(&r->frames[r->depth - 1], &top);
@@ -164,7 +164,8 @@ static void statistics_destroy(crmm_resource *self)
 {
     statistics_resource *r = (statistics_resource *)self;
     crmm_alloc_counters all = fold_all(r);
-    crmm_resource_report_leaks(self, (uint64_t)all.count, (uint64_t)all.bytes);
+    if (all.count > 0) /* negative: it freed memory allocated elsewhere (RMM allows that) */
+        crmm_resource_report_leaks(self, (uint64_t)all.count, all.bytes > 0 ? (uint64_t)all.bytes : 0);
     pthread_rwlock_destroy(&r->frames_lock);
     free(r->frames);
     free(r);

@@ -29,6 +29,16 @@ typedef struct tracking_resource {
     bool capture_stacks;
 } tracking_resource;
 
+/* "tracking 'name'", or "tracking" for an unnamed resource: how messages name it. */
+static const char *who(const crmm_resource *self, char *buf, size_t size)
+{
+    if (self->name[0])
+        snprintf(buf, size, "tracking '%s'", self->name);
+    else
+        snprintf(buf, size, "tracking");
+    return buf;
+}
+
 static crmm_status tracking_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
     tracking_resource *r = (tracking_resource *)self;
@@ -60,19 +70,20 @@ static crmm_status tracking_deallocate(crmm_resource *self, void *ptr, size_t by
 {
     tracking_resource *r = (tracking_resource *)self;
     size_t recorded = 0;
+    char name[64];
     switch (tracking_table_remove(r->table, (uintptr_t)ptr, bytes, &recorded)) {
     case TRACKING_REMOVED:
         break;
     case TRACKING_UNKNOWN:
-        crmm_log(CRMM_LOG_ERROR, "tracking '%s': free of %p (%zu bytes), which it did not allocate; not freed",
-                 self->name, ptr, bytes);
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "tracking '%s': free of %p (%zu bytes), which it did "
-                              "not allocate", self->name, ptr, bytes);
+        crmm_log(CRMM_LOG_ERROR, "%s: free of %p (%zu bytes), which it did not allocate; not freed",
+                 who(self, name, sizeof name), ptr, bytes);
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: free of %p (%zu bytes), which it did not allocate",
+                              name, ptr, bytes);
     case TRACKING_WRONG_SIZE:
-        crmm_log(CRMM_LOG_ERROR, "tracking '%s': free of %p with %zu bytes, but it was allocated with %zu bytes; "
-                 "not freed", self->name, ptr, bytes, recorded);
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "tracking '%s': free of %p with %zu bytes, but it was "
-                              "allocated with %zu bytes", self->name, ptr, bytes, recorded);
+        crmm_log(CRMM_LOG_ERROR, "%s: free of %p with %zu bytes, but it was allocated with %zu bytes; not freed",
+                 who(self, name, sizeof name), ptr, bytes, recorded);
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: free of %p with %zu bytes, but it was allocated "
+                              "with %zu bytes", name, ptr, bytes, recorded);
     }
     crmm_counters_sub(&r->counters, bytes);
     return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
@@ -191,23 +202,24 @@ static crmm_status log_report(tracking_resource *r, crmm_log_level level, size_t
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; i++)
         bytes += recs[i].bytes;
-    char sz[32];
-    const char *name = r->base.name;
-    crmm_log(level, "tracking '%s': %s: %zu (%s)", name, what, n, crmm_format_size(bytes, sz, sizeof sz));
+    char sz[32], name[64];
+    who(&r->base, name, sizeof name);
+    crmm_log(level, "%s: %s: %zu allocation%s (%s)", name, what, n, n == 1 ? "" : "s",
+             crmm_format_size(bytes, sz, sizeof sz));
     for (size_t i = 0; i < n && i < limit; i++) {
-        crmm_log(level, "tracking '%s':   %p: %zu bytes (allocation #%llu)", name, (void *)recs[i].ptr,
-                 recs[i].bytes, (unsigned long long)recs[i].serial);
+        crmm_log(level, "%s:   %p: %zu bytes (allocation #%llu)", name, (void *)recs[i].ptr, recs[i].bytes,
+                 (unsigned long long)recs[i].serial);
         char **symbols = recs[i].stack ? backtrace_symbols(recs[i].stack, recs[i].stack_depth) : NULL;
         for (int k = 0; k < recs[i].stack_depth; k++) {
             if (symbols)
-                crmm_log(level, "tracking '%s':     #%d %s", name, k, symbols[k]);
+                crmm_log(level, "%s:     #%d %s", name, k, symbols[k]);
             else
-                crmm_log(level, "tracking '%s':     #%d %p", name, k, recs[i].stack[k]);
+                crmm_log(level, "%s:     #%d %p", name, k, recs[i].stack[k]);
         }
         free(symbols);
     }
     if (n > limit)
-        crmm_log(level, "tracking '%s':   ... and %zu more", name, n - limit);
+        crmm_log(level, "%s:   ... and %zu more", name, n - limit);
     tracking_snapshot_free(recs, n);
     return CRMM_OK;
 }
