@@ -23,3 +23,10 @@ tests_check_logging_SOURCES = tests/check_logging.c
 tests_check_logging_CFLAGS = $(TEST_CFLAGS)
 tests_check_logging_LDADD = $(TEST_LDADD)
 TESTS += tests/check_logging
+
+# `crmm replay`, called in-process
+check_PROGRAMS += tests/check_replay
+tests_check_replay_SOURCES = tests/check_replay.c tools/cmd_replay.c tools/replay_log.c tools/replay.h
+tests_check_replay_CFLAGS = $(TEST_CFLAGS)
+tests_check_replay_LDADD = $(TEST_LDADD)
+TESTS += tests/check_replay
