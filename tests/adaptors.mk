@@ -30,3 +30,10 @@ tests_check_replay_SOURCES = tests/check_replay.c tools/cmd_replay.c tools/repla
 tests_check_replay_CFLAGS = $(TEST_CFLAGS)
 tests_check_replay_LDADD = $(TEST_LDADD)
 TESTS += tests/check_replay
+
+# The adaptors over cuda, the logging switch, replay on a device (exit 77 without a GPU)
+check_PROGRAMS += tests/check_adaptors_gpu
+tests_check_adaptors_gpu_SOURCES = tests/check_adaptors_gpu.c tools/cmd_replay.c tools/replay_log.c tools/replay.h
+tests_check_adaptors_gpu_CFLAGS = $(TEST_CFLAGS)
+tests_check_adaptors_gpu_LDADD = $(TEST_LDADD)
+TESTS += tests/check_adaptors_gpu

@@ -273,8 +273,9 @@ static void report(FILE *out, const char *path, const replay_log *log, const rep
     if (r->failed)
         fprintf(out, "first failure: %s\n", r->first_failure);
     fprintf(out, "frees: %llu replayed, %llu failed\n", (unsigned long long)r->freed, (unsigned long long)r->free_errors);
-    fprintf(out, "peak in use: %s (%llu bytes, as replayed)\n", crmm_format_size(r->peak_in_use, sz, sizeof sz),
-            (unsigned long long)r->peak_in_use);
+    fprintf(out, "peak in use: %s (%llu bytes as replayed; %llu in the log)\n",
+            crmm_format_size(r->peak_in_use, sz, sizeof sz), (unsigned long long)r->peak_in_use,
+            (unsigned long long)log->peak_bytes);
     print_size_query(out, "peak in use (resource)", mr, CRMM_QUERY_BYTES_IN_USE_PEAK);
     print_size_query(out, "peak reserved (resource)", mr, CRMM_QUERY_BYTES_RESERVED_PEAK);
     if (r->can_fragment || end_fragmentation_known)
