@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -285,6 +287,52 @@ START_TEST(bad_file_names_are_refused)
 }
 END_TEST
 
+START_TEST(write_errors_are_reported)
+{
+    crmm_resource *host = over("host", NULL, NULL), *mr = NULL;
+    ck_assert_crmm(crmm_resource_create("logging", "file=/dev/full", host, &mr), CRMM_ERROR_IO); /* the header */
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "/dev/full"));
+    crmm_resource_release(host);
+    /* a file that stops growing at 4 KiB, so later writes fail with EFBIG; in a child process,
+     * where the limit cannot hit Check's own files. Exit status: 0 ok, else the failed step. */
+    const char *path = path_for("full");
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit lim = {4096, 4096};
+        if (setrlimit(RLIMIT_FSIZE, &lim) != 0 || crmm_resource_create("host", NULL, NULL, &host) != CRMM_OK)
+            _exit(10);
+        char params[4300];
+        snprintf(params, sizeof params, "file=%s", path);
+        if (crmm_resource_create("logging", params, host, &mr) != CRMM_OK)
+            _exit(11);
+        int step = 0;
+        for (int i = 0; i < 200 && !step; i++) { /* ~10 KB of lines, buffered */
+            void *p;
+            if (crmm_resource_allocate(mr, 64, NULL, &p) != CRMM_OK || crmm_resource_deallocate(mr, p, 64, NULL) != CRMM_OK)
+                step = 12;
+        }
+        if (!step && crmm_logging_flush(mr) != CRMM_ERROR_IO)
+            step = 13;
+        if (!step && (!strstr(crmm_last_error(), "cannot write") || !strstr(crmm_last_error(), path)))
+            step = 14;
+        void *p; /* allocation goes on; the log keeps saying it failed */
+        if (!step && (crmm_resource_allocate(mr, 64, NULL, &p) != CRMM_OK || crmm_resource_deallocate(mr, p, 64, NULL) != CRMM_OK))
+            step = 15;
+        if (!step && crmm_logging_flush(mr) != CRMM_ERROR_IO)
+            step = 16;
+        crmm_resource_release(mr);
+        crmm_resource_release(host);
+        exit(step);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed at step %d", WEXITSTATUS(status));
+}
+END_TEST
+
 START_TEST(file_comes_from_the_environment)
 {
     crmm_resource *host = over("host", NULL, NULL), *mr = NULL;
@@ -450,6 +498,7 @@ int main(void)
     tcase_add_test(tc, a_forked_child_does_not_write_the_parents_lines);
     tcase_add_test(tc, file_name_expansion);
     tcase_add_test(tc, bad_file_names_are_refused);
+    tcase_add_test(tc, write_errors_are_reported);
     tcase_add_test(tc, file_comes_from_the_environment);
     tcase_add_test(tc, api_through_other_adaptors);
     tcase_add_test(tc, threads_never_interleave_lines);

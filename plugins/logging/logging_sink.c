@@ -33,7 +33,7 @@ static pthread_mutex_t open_sinks_lock = PTHREAD_MUTEX_INITIALIZER;
 static logging_sink *open_sinks;
 static pthread_once_t process_hooks_once = PTHREAD_ONCE_INIT;
 
-static crmm_status flush_locked(logging_sink *s);
+static int flush_locked(logging_sink *s);
 
 static void flush_all_at_exit(void)
 {
@@ -67,13 +67,14 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-static crmm_status flush_locked(logging_sink *s)
+/* Write the buffer; 0 or the errno of the first failed write (which is logged once, and after
+ * which lines are dropped). Sets no thread error: an allocate that spills the buffer must keep
+ * its own status and message. */
+static int flush_locked(logging_sink *s)
 {
-    if (s->used == 0 && !s->write_errno)
-        return CRMM_OK;
     if (getpid() != s->owner) { /* inherited by fork: the parent writes these lines */
         s->used = 0;
-        return CRMM_OK;
+        return 0;
     }
     if (!s->write_errno && s->used) {
         s->write_errno = write_all(s->fd, s->buf, s->used);
@@ -82,9 +83,7 @@ static crmm_status flush_locked(logging_sink *s)
                      strerror(s->write_errno));
     }
     s->used = 0;
-    if (s->write_errno)
-        return crmm_set_error(CRMM_ERROR_IO, "logging: cannot write %s: %s", s->path, strerror(s->write_errno));
-    return CRMM_OK;
+    return s->write_errno;
 }
 
 crmm_status logging_sink_open(const char *path, const char *header, bool auto_flush, logging_sink **out)
@@ -139,9 +138,11 @@ void logging_sink_append(logging_sink *s, const char *line, size_t len)
 crmm_status logging_sink_flush(logging_sink *s)
 {
     pthread_mutex_lock(&s->lock);
-    crmm_status st = flush_locked(s);
+    int err = flush_locked(s);
     pthread_mutex_unlock(&s->lock);
-    return st;
+    if (err)
+        return crmm_set_error(CRMM_ERROR_IO, "logging: cannot write %s: %s", s->path, strerror(err));
+    return CRMM_OK;
 }
 
 void logging_sink_close(logging_sink *s)
