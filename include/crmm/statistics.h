@@ -30,16 +30,11 @@ extern "C" {
 #define CRMM_STATISTICS_OP_POP 0x102  /* crmm_alloc_counters * or NULL: receives the popped frame */
 #define CRMM_STATISTICS_OP_DEPTH 0x103 /* uint64_t *: number of frames (1 = only the base frame) */
 
-static inline crmm_resource *crmm_statistics_layer_(crmm_resource *mr)
-{
-    return crmm_resource_find_kind(mr, "statistics");
-}
-
 static inline crmm_status crmm_statistics_control_(crmm_resource *mr, int op, void *arg, int arg_required)
 {
     if (!mr || (arg_required && !arg))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "statistics: %s is NULL", mr ? "argument" : "resource");
-    crmm_resource *layer = crmm_statistics_layer_(mr);
+    crmm_resource *layer = crmm_resource_find_kind(mr, "statistics");
     if (!layer)
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "resource '%s' (%s) has no statistics layer",
                               crmm_resource_name(mr), crmm_resource_kind(mr));
