@@ -1,1 +1,39 @@
-# tests/adaptors.mk
+# Tests of the adaptor plugins (logging, statistics, tracking, limiting), the logging switch
+# and `crmm replay`. CPU programs run over the host plugin; check_adaptors_gpu needs a GPU.
+check_PROGRAMS += tests/check_statistics
+tests_check_statistics_SOURCES = tests/check_statistics.c
+tests_check_statistics_CFLAGS = $(TEST_CFLAGS)
+tests_check_statistics_LDADD = $(TEST_LDADD)
+TESTS += tests/check_statistics
+
+check_PROGRAMS += tests/check_limiting
+tests_check_limiting_SOURCES = tests/check_limiting.c
+tests_check_limiting_CFLAGS = $(TEST_CFLAGS)
+tests_check_limiting_LDADD = $(TEST_LDADD)
+TESTS += tests/check_limiting
+
+check_PROGRAMS += tests/check_tracking
+tests_check_tracking_SOURCES = tests/check_tracking.c
+tests_check_tracking_CFLAGS = $(TEST_CFLAGS)
+tests_check_tracking_LDADD = $(TEST_LDADD)
+TESTS += tests/check_tracking
+
+check_PROGRAMS += tests/check_logging
+tests_check_logging_SOURCES = tests/check_logging.c
+tests_check_logging_CFLAGS = $(TEST_CFLAGS)
+tests_check_logging_LDADD = $(TEST_LDADD)
+TESTS += tests/check_logging
+
+# `crmm replay`, called in-process
+check_PROGRAMS += tests/check_replay
+tests_check_replay_SOURCES = tests/check_replay.c tools/cmd_replay.c tools/replay_log.c tools/replay.h
+tests_check_replay_CFLAGS = $(TEST_CFLAGS)
+tests_check_replay_LDADD = $(TEST_LDADD)
+TESTS += tests/check_replay
+
+# The adaptors over cuda, the logging switch, replay on a device (exit 77 without a GPU)
+check_PROGRAMS += tests/check_adaptors_gpu
+tests_check_adaptors_gpu_SOURCES = tests/check_adaptors_gpu.c tools/cmd_replay.c tools/replay_log.c tools/replay.h
+tests_check_adaptors_gpu_CFLAGS = $(TEST_CFLAGS)
+tests_check_adaptors_gpu_LDADD = $(TEST_LDADD)
+TESTS += tests/check_adaptors_gpu

@@ -7,6 +7,8 @@ tools_crmm_SOURCES = \
 	tools/cmd_check_config.c \
 	tools/cmd_bench.c \
 	tools/cmd_replay.c \
+	tools/replay_log.c \
+	tools/replay.h \
 	tools/bench_copy.c
 tools_crmm_LDADD = libcrmm.la $(CUDA_LIBS) -lm
 include tools/bench.mk

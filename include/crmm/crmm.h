@@ -23,6 +23,9 @@
 #include <crmm/device_buffer.h>
 #include <crmm/failure_callback.h>
 #include <crmm/async.h>
+#include <crmm/logging.h>
+#include <crmm/statistics.h>
+#include <crmm/tracking.h>
 
 /* The version of libcrmm ("0.1.0"). */
 #ifdef __cplusplus

@@ -1,1 +1,4 @@
-# plugins/statistics: not built yet
+pkglib_LTLIBRARIES += plugins/statistics/crmm_statistics.la
+plugins_statistics_crmm_statistics_la_SOURCES = plugins/statistics/statistics_plugin.c
+plugins_statistics_crmm_statistics_la_LDFLAGS = $(PLUGIN_LDFLAGS)
+plugins_statistics_crmm_statistics_la_LIBADD = $(PLUGIN_LIBADD)

@@ -1,1 +1,6 @@
-# plugins/tracking: not built yet
+pkglib_LTLIBRARIES += plugins/tracking/crmm_tracking.la
+plugins_tracking_crmm_tracking_la_SOURCES = \
+	plugins/tracking/tracking_plugin.c \
+	plugins/tracking/tracking_table.c plugins/tracking/tracking_table.h
+plugins_tracking_crmm_tracking_la_LDFLAGS = $(PLUGIN_LDFLAGS)
+plugins_tracking_crmm_tracking_la_LIBADD = $(PLUGIN_LIBADD)

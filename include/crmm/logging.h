@@ -1,0 +1,89 @@
+/* crmm/logging.h — the `logging` adaptor and the library-wide logging switch.
+ *
+ * The logging plugin writes every allocate, failed allocate and free that passes through it as
+ * one CSV line, in the format RMM's logging_resource_adaptor writes and RMM's tools (the replay
+ * benchmark, its log parser) read:
+ *
+ *   Thread,Time,Action,Pointer,Size,Stream
+ *   48213,14:02:11.004211,allocate,0x7f3a40000000,1024,0
+ *   48213,14:02:11.004305,allocate failure,(nil),1125899906842624,0
+ *   48213,14:02:11.004317,free,0x7f3a40000000,1024,0
+ *
+ * Thread is the OS thread id (gettid), Time the local time HH:MM:SS.microseconds, Pointer as
+ * printf's %p, Size the requested bytes, Stream the stream handle in hex without 0x (0 = the
+ * legacy default stream). Parameters: `file` (%d = device ordinal, or "host" for a host-memory
+ * chain; %p = process id; %% = %; default $CRMM_LOG_FILE, expanded the same way; the file is
+ * truncated) and `auto_flush` (write each line at once; default false: lines are buffered and
+ * written when the buffer fills, on crmm_logging_flush, trim, destroy and process exit).
+ *
+ * `crmm replay LOG` replays such a log against any resource. */
+#ifndef CRMM_LOGGING_H
+#define CRMM_LOGGING_H
+
+#include <crmm/error.h>
+#include <crmm/resource.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The CSV header line (without the newline). */
+#define CRMM_LOGGING_CSV_HEADER "Thread,Time,Action,Pointer,Size,Stream"
+
+/* Control ops of the logging plugin (crmm_resource_control); each arg as said. */
+#define CRMM_LOGGING_OP_FLUSH 0x300    /* unused (NULL): write buffered lines to the file */
+#define CRMM_LOGGING_OP_GET_FILE 0x301 /* const char **: the file name, after expansion */
+
+/* Write the buffered lines of the first logging layer in mr's chain to its file. Errors:
+ * CRMM_ERROR_INVALID_ARGUMENT (NULL), CRMM_ERROR_UNSUPPORTED (no logging layer),
+ * CRMM_ERROR_IO (the write failed; the message has the reason). */
+static inline crmm_status crmm_logging_flush(crmm_resource *mr)
+{
+    if (!mr)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "logging: resource is NULL");
+    crmm_resource *layer = crmm_resource_find_kind(mr, "logging");
+    if (!layer)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "resource '%s' (%s) has no logging layer",
+                              crmm_resource_name(mr), crmm_resource_kind(mr));
+    return crmm_resource_control(layer, CRMM_LOGGING_OP_FLUSH, NULL);
+}
+
+/* The file the first logging layer in mr's chain writes to (valid while that resource lives),
+ * or NULL when there is none. */
+static inline const char *crmm_logging_file(crmm_resource *mr)
+{
+    const char *file = NULL;
+    crmm_resource *layer = crmm_resource_find_kind(mr, "logging");
+    if (!layer || crmm_resource_control(layer, CRMM_LOGGING_OP_GET_FILE, &file) != CRMM_OK)
+        return NULL;
+    return file;
+}
+
+/* ---- the library-wide switch (RMM's rmm.enable_logging) --------------------------------- */
+
+/* Wrap the current resource of every device in a logging adaptor writing to
+ * "<stem>.dev<N><ext>" (RMM's rule: "log.csv" gives "log.dev0.csv", "log" gives "log.dev0";
+ * the name is taken literally, '%' is not expanded). NULL `file` uses $CRMM_LOG_FILE.
+ * All devices or none: on failure every device keeps its resource. Errors:
+ * CRMM_ERROR_STATE (already enabled), CRMM_ERROR_CUDA (no device; the message says why),
+ * CRMM_ERROR_INVALID_ARGUMENT (no file and no $CRMM_LOG_FILE), CRMM_ERROR_IO (a file cannot be
+ * created), CRMM_ERROR_PLUGIN (the logging plugin cannot be loaded), and the errors of creating
+ * a device's default resource. */
+crmm_status crmm_enable_logging(const char *file);
+
+/* Undo crmm_enable_logging: each device whose current resource is still the adaptor it
+ * installed gets the wrapped resource back (a device whose resource was replaced meanwhile
+ * keeps the replacement); the adaptors flush and close their files when the last reference
+ * goes. CRMM_OK and nothing done when logging is not enabled. */
+crmm_status crmm_disable_logging(void);
+
+/* The log file of each device while the switch is on: names[d] for d < capacity (NULL for a
+ * device it did not wrap); *count receives the number of devices it wrapped (0 when off).
+ * The names stay valid until crmm_disable_logging. CRMM_ERROR_INVALID_ARGUMENT when count is
+ * NULL, or names is NULL with capacity > 0. */
+crmm_status crmm_get_log_filenames(const char **names, int capacity, int *count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,134 @@
+/* limiting_plugin.c — the `limiting` plugin: refuses allocations past a byte limit
+ * (RMM's limiting_resource_adaptor).
+ *
+ * One atomic counter of bytes in use, each allocation counted as RMM does, rounded up to the
+ * 256-byte allocation alignment. An allocation first reserves its bytes with a
+ * compare-and-swap that fails when the new total would pass the limit (so racing threads can
+ * never together exceed it, and a refused request leaves the counter untouched), then asks the
+ * upstream, and gives the reservation back if the upstream fails. */
+#include "config.h"
+#include <stdint.h>
+#include <stdlib.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/plugin.h>
+
+typedef struct limiting_resource {
+    crmm_resource base;
+    uint64_t limit;
+    uint64_t in_use;       /* reserved bytes (rounded), atomic */
+    int64_t peak;          /* highest in_use, atomic */
+    int64_t live;          /* live allocations, atomic */
+} limiting_resource;
+
+static crmm_status limiting_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    limiting_resource *r = (limiting_resource *)self;
+    const uint64_t align = CRMM_ALLOCATION_ALIGNMENT;
+    uint64_t rounded = bytes > UINT64_MAX - (align - 1) ? UINT64_MAX : ((uint64_t)bytes + align - 1) & ~(align - 1);
+    uint64_t now = __atomic_load_n(&r->in_use, __ATOMIC_RELAXED);
+    do {
+        if (rounded > r->limit || now > r->limit - rounded) {
+            char want[32], used[32], lim[32];
+            return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "limiting%s%s%s: failed to allocate %s: %s of the %s limit "
+                                  "in use", self->name[0] ? " '" : "", self->name, self->name[0] ? "'" : "",
+                                  crmm_format_size(bytes, want, sizeof want), crmm_format_size(now, used, sizeof used),
+                                  crmm_format_size(r->limit, lim, sizeof lim));
+        }
+    } while (!__atomic_compare_exchange_n(&r->in_use, &now, now + rounded, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    crmm_counters_raise_peak(&r->peak, (int64_t)(now + rounded));
+    crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
+    if (st != CRMM_OK) {
+        __atomic_sub_fetch(&r->in_use, rounded, __ATOMIC_RELAXED);
+        return crmm_error_add_context("limiting%s%s%s", self->name[0] ? " '" : "", self->name, self->name[0] ? "'" : "");
+    }
+    __atomic_add_fetch(&r->live, 1, __ATOMIC_RELAXED);
+    return CRMM_OK;
+}
+
+static crmm_status limiting_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    limiting_resource *r = (limiting_resource *)self;
+    crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    if (st == CRMM_OK) { /* room comes back only once the upstream has the memory back */
+        const uint64_t align = CRMM_ALLOCATION_ALIGNMENT;
+        __atomic_sub_fetch(&r->in_use, ((uint64_t)bytes + align - 1) & ~(align - 1), __ATOMIC_RELAXED);
+        __atomic_sub_fetch(&r->live, 1, __ATOMIC_RELAXED);
+    }
+    return st;
+}
+
+static crmm_status limiting_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    limiting_resource *r = (limiting_resource *)self;
+    switch (what) {
+    case CRMM_QUERY_BYTES_IN_USE:
+        *out = __atomic_load_n(&r->in_use, __ATOMIC_RELAXED);
+        return CRMM_OK;
+    case CRMM_QUERY_BYTES_IN_USE_PEAK:
+        *out = (uint64_t)__atomic_load_n(&r->peak, __ATOMIC_RELAXED);
+        return CRMM_OK;
+    case CRMM_QUERY_MAXIMUM_SIZE:
+        *out = r->limit;
+        return CRMM_OK;
+    case CRMM_QUERY_ALLOCATIONS:
+        *out = (uint64_t)__atomic_load_n(&r->live, __ATOMIC_RELAXED);
+        return CRMM_OK;
+    default:
+        return crmm_resource_query(self->upstream, what, out);
+    }
+}
+
+static crmm_status limiting_control(crmm_resource *self, int op, void *arg)
+{
+    return crmm_resource_control(self->upstream, op, arg);
+}
+
+static void limiting_destroy(crmm_resource *self)
+{
+    limiting_resource *r = (limiting_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)r->live, r->in_use);
+    free(r);
+}
+
+static const crmm_resource_ops limiting_ops = {
+    .allocate = limiting_allocate,
+    .deallocate = limiting_deallocate,
+    .query = limiting_query,
+    .trim = NULL,
+    .destroy = limiting_destroy,
+    .control = limiting_control,
+};
+
+static crmm_status limiting_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    uint64_t limit = 0;
+    crmm_status st = crmm_params_get_size(params, "allocation_limit", &limit);
+    if (st != CRMM_OK)
+        return st == CRMM_ERROR_NOT_FOUND ? crmm_set_error(CRMM_ERROR_CONFIG, "limiting: 'allocation_limit' is required")
+                                          : st;
+    limiting_resource *r = calloc(1, sizeof *r);
+    if (!r)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "limiting: malloc failed");
+    r->limit = limit;
+    crmm_resource_init(&r->base, &limiting_ops, "limiting", upstream->flags, upstream->device, upstream);
+    *out = &r->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec limiting_params[] = {
+    {"allocation_limit", CRMM_PARAM_SIZE, NULL, "the most bytes in use at once (each allocation rounded up to 256 B)",
+     NULL, CRMM_PARAM_REQUIRED},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin limiting_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "limiting",
+    .version = PACKAGE_VERSION,
+    .description = "refuses allocations that would put more than allocation_limit bytes in use (RMM's limiting adaptor)",
+    .upstream = CRMM_UPSTREAM_REQUIRED,
+    .params = limiting_params,
+    .create = limiting_create,
+};
+
+CRMM_PLUGIN_DEFINE(limiting_plugin)

@@ -1,0 +1,169 @@
+/* logging_plugin.c — the `logging` plugin: an adaptor that writes every allocate, failed
+ * allocate and free as a CSV line RMM's tools read (format in crmm/logging.h).
+ *
+ * The resource is its upstream plus a sink (logging_sink.c). A line is formatted on the
+ * calling thread's stack (logging_line.c) and appended under the sink's lock: an allocate line
+ * after the upstream returned, a free line before the upstream sees the free, so the file's
+ * order never shows a pointer handed out again before its free — what `crmm replay` needs. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <crmm/logging.h>
+#include <crmm/plugin.h>
+#include "logging_line.h"
+#include "logging_sink.h"
+
+typedef struct logging_resource {
+    crmm_resource base;
+    logging_sink *sink;
+} logging_resource;
+
+static crmm_status logging_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    logging_resource *r = (logging_resource *)self;
+    crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
+    char line[LOGGING_LINE_MAX];
+    size_t n = logging_line_format(line, st == CRMM_OK ? LOGGING_ALLOCATE : LOGGING_ALLOCATE_FAILURE,
+                                   st == CRMM_OK ? *ptr : NULL, bytes, (uintptr_t)stream);
+    logging_sink_append(r->sink, line, n);
+    return st;
+}
+
+static crmm_status logging_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    logging_resource *r = (logging_resource *)self;
+    char line[LOGGING_LINE_MAX];
+    size_t n = logging_line_format(line, LOGGING_FREE, ptr, bytes, (uintptr_t)stream);
+    logging_sink_append(r->sink, line, n);
+    return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+}
+
+static crmm_status logging_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    return crmm_resource_query(self->upstream, what, out);
+}
+
+static crmm_status logging_trim(crmm_resource *self)
+{
+    logging_resource *r = (logging_resource *)self;
+    crmm_status st = logging_sink_flush(r->sink);
+    crmm_status up = crmm_resource_trim(self->upstream);
+    return st != CRMM_OK ? st : up;
+}
+
+static crmm_status logging_control(crmm_resource *self, int op, void *arg)
+{
+    logging_resource *r = (logging_resource *)self;
+    switch (op) {
+    case CRMM_LOGGING_OP_FLUSH:
+        return logging_sink_flush(r->sink);
+    case CRMM_LOGGING_OP_GET_FILE:
+        if (!arg)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "logging: GET_FILE needs a const char ** argument");
+        *(const char **)arg = logging_sink_path(r->sink);
+        return CRMM_OK;
+    default:
+        return crmm_resource_control(self->upstream, op, arg); /* e.g. statistics below us */
+    }
+}
+
+static void logging_destroy(crmm_resource *self)
+{
+    logging_resource *r = (logging_resource *)self;
+    logging_sink_close(r->sink);
+    free(r);
+}
+
+static const crmm_resource_ops logging_ops = {
+    .allocate = logging_allocate,
+    .deallocate = logging_deallocate,
+    .query = logging_query,
+    .trim = logging_trim,
+    .destroy = logging_destroy,
+    .control = logging_control,
+};
+
+/* Expand %d (device ordinal, "host" when there is none), %p (process id) and %% in `pattern`
+ * into out. CRMM_ERROR_CONFIG for another % sequence or a name that does not fit. */
+static crmm_status expand_file_name(const char *pattern, int device, char *out, size_t size)
+{
+    size_t n = 0;
+    for (const char *c = pattern; *c; c++) {
+        char piece[32];
+        const char *add = piece;
+        if (*c != '%') {
+            piece[0] = *c;
+            piece[1] = '\0';
+        } else if (c[1] == 'd') {
+            if (device >= 0)
+                snprintf(piece, sizeof piece, "%d", device);
+            else
+                add = "host";
+            c++;
+        } else if (c[1] == 'p') {
+            snprintf(piece, sizeof piece, "%ld", (long)getpid());
+            c++;
+        } else if (c[1] == '%') {
+            add = "%";
+            c++;
+        } else {
+            return crmm_set_error(CRMM_ERROR_CONFIG, "logging: file '%s': unknown '%%%.1s' (use %%d for the device, "
+                                  "%%p for the process id, %%%% for %%)", pattern, c + 1);
+        }
+        size_t len = strlen(add);
+        if (n + len >= size)
+            return crmm_set_error(CRMM_ERROR_CONFIG, "logging: file '%s' is too long", pattern);
+        memcpy(out + n, add, len);
+        n += len;
+    }
+    out[n] = '\0';
+    return CRMM_OK;
+}
+
+static crmm_status logging_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    const char *pattern = NULL;
+    bool auto_flush = false;
+    crmm_params_get_bool(params, "auto_flush", &auto_flush);
+    if (crmm_params_get_string(params, "file", &pattern) != CRMM_OK || !*pattern) {
+        pattern = getenv("CRMM_LOG_FILE");
+        if (!pattern || !*pattern)
+            return crmm_set_error(CRMM_ERROR_CONFIG, "logging: no log file: set the 'file' parameter or $CRMM_LOG_FILE");
+    }
+    int device = crmm_params_device(params) >= 0 ? crmm_params_device(params) : upstream->device;
+    char path[4096];
+    crmm_status st = expand_file_name(pattern, device, path, sizeof path);
+    if (st != CRMM_OK)
+        return st;
+    logging_resource *r = calloc(1, sizeof *r);
+    if (!r)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "logging: malloc failed");
+    if ((st = logging_sink_open(path, CRMM_LOGGING_CSV_HEADER "\n", auto_flush, &r->sink)) != CRMM_OK) {
+        free(r);
+        return st;
+    }
+    crmm_resource_init(&r->base, &logging_ops, "logging", upstream->flags, upstream->device, upstream);
+    *out = &r->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec logging_params[] = {
+    {"file", CRMM_PARAM_STRING, NULL,
+     "CSV log file (%d = device ordinal, %p = process id); default $CRMM_LOG_FILE", NULL, 0},
+    {"auto_flush", CRMM_PARAM_BOOL, "false", "write every line at once instead of buffering", NULL, 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin logging_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "logging",
+    .version = PACKAGE_VERSION,
+    .description = "writes every allocate/free as a CSV line in RMM's log format (crmm replay reads it)",
+    .upstream = CRMM_UPSTREAM_REQUIRED,
+    .params = logging_params,
+    .create = logging_create,
+};
+
+CRMM_PLUGIN_DEFINE(logging_plugin)

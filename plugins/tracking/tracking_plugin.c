@@ -1,0 +1,307 @@
+/* tracking_plugin.c — the `tracking` plugin: records every outstanding allocation
+ * (RMM's tracking_resource_adaptor; API in crmm/tracking.h).
+ *
+ * Records live in a sharded hash table (tracking_table.c) keyed by pointer. Ordering with the
+ * upstream matters when another thread gets the same address back at once: a record is added
+ * after the upstream allocate returns and removed before the upstream sees the free, so a
+ * pointer is never in the table twice. A free the table cannot match (unknown pointer, wrong
+ * size) is refused and logged, never passed upstream. */
+#include "config.h"
+#include <execinfo.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/log.h>
+#include <crmm/plugin.h>
+#include <crmm/tracking.h>
+#include "tracking_table.h"
+
+/* At most this many leaked allocations are listed one by one at destroy. */
+#define TRACKING_LEAKS_LISTED 1000
+
+typedef struct tracking_resource {
+    crmm_resource base;
+    tracking_table *table;
+    crmm_alloc_counters counters;
+    uint64_t next_serial;
+    bool capture_stacks;
+} tracking_resource;
+
+/* "tracking 'name'", or "tracking" for an unnamed resource: how messages name it. */
+static const char *who(const crmm_resource *self, char *buf, size_t size)
+{
+    if (self->name[0])
+        snprintf(buf, size, "tracking '%s'", self->name);
+    else
+        snprintf(buf, size, "tracking");
+    return buf;
+}
+
+static crmm_status tracking_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    tracking_resource *r = (tracking_resource *)self;
+    void **stack = NULL;
+    int depth = 0;
+    if (r->capture_stacks) {
+        void *frames[TRACKING_STACK_MAX + 1];
+        depth = backtrace(frames, TRACKING_STACK_MAX + 1) - 1; /* drop this function's own frame */
+        if (depth > 0 && (stack = malloc((size_t)depth * sizeof *stack)) != NULL)
+            memcpy(stack, frames + 1, (size_t)depth * sizeof *stack);
+        else
+            depth = 0;
+    }
+    crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
+    if (st != CRMM_OK) {
+        free(stack);
+        return st;
+    }
+    uint64_t serial = __atomic_add_fetch(&r->next_serial, 1, __ATOMIC_RELAXED);
+    if ((st = tracking_table_insert(r->table, (uintptr_t)*ptr, bytes, serial, stack, depth)) != CRMM_OK) {
+        crmm_resource_deallocate(self->upstream, *ptr, bytes, stream);
+        return st;
+    }
+    crmm_counters_add(&r->counters, bytes);
+    return CRMM_OK;
+}
+
+static crmm_status tracking_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    tracking_resource *r = (tracking_resource *)self;
+    size_t recorded = 0;
+    char name[64];
+    switch (tracking_table_remove(r->table, (uintptr_t)ptr, bytes, &recorded)) {
+    case TRACKING_REMOVED:
+        break;
+    case TRACKING_UNKNOWN:
+        crmm_log(CRMM_LOG_ERROR, "%s: free of %p (%zu bytes), which it did not allocate; not freed",
+                 who(self, name, sizeof name), ptr, bytes);
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: free of %p (%zu bytes), which it did not allocate",
+                              name, ptr, bytes);
+    case TRACKING_WRONG_SIZE:
+        crmm_log(CRMM_LOG_ERROR, "%s: free of %p with %zu bytes, but it was allocated with %zu bytes; not freed",
+                 who(self, name, sizeof name), ptr, bytes, recorded);
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: free of %p with %zu bytes, but it was allocated "
+                              "with %zu bytes", name, ptr, bytes, recorded);
+    }
+    crmm_counters_sub(&r->counters, bytes);
+    return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+}
+
+static crmm_status tracking_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    tracking_resource *r = (tracking_resource *)self;
+    if (crmm_counters_query(&r->counters, what, out) == CRMM_OK)
+        return CRMM_OK;
+    return crmm_resource_query(self->upstream, what, out);
+}
+
+/* ---- reports ------------------------------------------------------------------------------ */
+
+/* A growing string; `failed` once an allocation failed. */
+typedef struct text { char *s; size_t len, cap; bool failed; } text;
+
+static void text_add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_add(text *t, const char *fmt, ...)
+{
+    for (int attempt = 0; attempt < 2 && !t->failed; attempt++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->failed = true;
+            return;
+        }
+        if (t->s && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = (t->cap + (size_t)n + 1) * 2;
+        char *s = realloc(t->s, cap);
+        if (!s) {
+            t->failed = true;
+            return;
+        }
+        t->s = s;
+        t->cap = cap;
+    }
+}
+
+/* Append the stack of `rec`, one symbolized frame a line, each line starting with `indent`. */
+static void text_add_stack(text *t, const tracking_record *rec, const char *indent)
+{
+    if (!rec->stack || rec->stack_depth <= 0)
+        return;
+    char **symbols = backtrace_symbols(rec->stack, rec->stack_depth);
+    for (int k = 0; k < rec->stack_depth; k++) {
+        if (symbols)
+            text_add(t, "%s#%d %s\n", indent, k, symbols[k]);
+        else
+            text_add(t, "%s#%d %p\n", indent, k, rec->stack[k]);
+    }
+    free(symbols);
+}
+
+/* "Outstanding allocations: N (B)\n" and a block per allocation (crmm/tracking.h). */
+static crmm_status build_report(tracking_resource *r, char **out)
+{
+    tracking_record *recs;
+    size_t n;
+    crmm_status st = tracking_table_snapshot(r->table, &recs, &n);
+    if (st != CRMM_OK)
+        return st;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += recs[i].bytes;
+    char sz[32];
+    text t = {0};
+    text_add(&t, "Outstanding allocations: %zu (%s)\n", n, crmm_format_size(bytes, sz, sizeof sz));
+    for (size_t i = 0; i < n; i++) {
+        text_add(&t, "  %p: %zu bytes\n", (void *)recs[i].ptr, recs[i].bytes);
+        text_add_stack(&t, &recs[i], "    ");
+    }
+    tracking_snapshot_free(recs, n);
+    if (t.failed) {
+        free(t.s);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "tracking: cannot build the report");
+    }
+    *out = t.s;
+    return CRMM_OK;
+}
+
+static crmm_status visit_all(tracking_resource *r, const crmm_tracking_visit *v)
+{
+    tracking_record *recs;
+    size_t n;
+    crmm_status st = tracking_table_snapshot(r->table, &recs, &n);
+    if (st != CRMM_OK)
+        return st;
+    for (size_t i = 0; i < n; i++) {
+        crmm_tracking_allocation a = {(void *)recs[i].ptr, recs[i].bytes, recs[i].serial, recs[i].stack,
+                                      recs[i].stack_depth};
+        if (v->fn(&a, v->arg))
+            break;
+    }
+    tracking_snapshot_free(recs, n);
+    return CRMM_OK;
+}
+
+/* Write the outstanding allocations to the crmm log at `level`: a summary line, then a line
+ * per allocation (at most `limit`) and a line per stack frame. `what` starts the summary. */
+static crmm_status log_report(tracking_resource *r, crmm_log_level level, size_t limit, const char *what)
+{
+    if (!crmm_log_should_log(level))
+        return CRMM_OK;
+    tracking_record *recs;
+    size_t n;
+    crmm_status st = tracking_table_snapshot(r->table, &recs, &n);
+    if (st != CRMM_OK)
+        return st;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += recs[i].bytes;
+    char sz[32], name[64];
+    who(&r->base, name, sizeof name);
+    crmm_log(level, "%s: %s: %zu allocation%s (%s)", name, what, n, n == 1 ? "" : "s",
+             crmm_format_size(bytes, sz, sizeof sz));
+    for (size_t i = 0; i < n && i < limit; i++) {
+        crmm_log(level, "%s:   %p: %zu bytes (allocation #%llu)", name, (void *)recs[i].ptr, recs[i].bytes,
+                 (unsigned long long)recs[i].serial);
+        char **symbols = recs[i].stack ? backtrace_symbols(recs[i].stack, recs[i].stack_depth) : NULL;
+        for (int k = 0; k < recs[i].stack_depth; k++) {
+            if (symbols)
+                crmm_log(level, "%s:     #%d %s", name, k, symbols[k]);
+            else
+                crmm_log(level, "%s:     #%d %p", name, k, recs[i].stack[k]);
+        }
+        free(symbols);
+    }
+    if (n > limit)
+        crmm_log(level, "%s:   ... and %zu more", name, n - limit);
+    tracking_snapshot_free(recs, n);
+    return CRMM_OK;
+}
+
+static crmm_status tracking_control(crmm_resource *self, int op, void *arg)
+{
+    tracking_resource *r = (tracking_resource *)self;
+    if (op >= CRMM_TRACKING_OP_COUNT && op <= CRMM_TRACKING_OP_LOG && !arg)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "tracking: control op %#x needs an argument", op);
+    switch (op) {
+    case CRMM_TRACKING_OP_COUNT:
+        *(uint64_t *)arg = (uint64_t)__atomic_load_n(&r->counters.count, __ATOMIC_RELAXED);
+        return CRMM_OK;
+    case CRMM_TRACKING_OP_BYTES:
+        *(uint64_t *)arg = (uint64_t)__atomic_load_n(&r->counters.bytes, __ATOMIC_RELAXED);
+        return CRMM_OK;
+    case CRMM_TRACKING_OP_FOREACH:
+        if (!((crmm_tracking_visit *)arg)->fn)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "tracking: callback is NULL");
+        return visit_all(r, arg);
+    case CRMM_TRACKING_OP_STRING:
+        return build_report(r, (char **)arg);
+    case CRMM_TRACKING_OP_LOG:
+        return log_report(r, *(crmm_log_level *)arg, SIZE_MAX, "Outstanding allocations");
+    default:
+        return crmm_resource_control(self->upstream, op, arg);
+    }
+}
+
+static void tracking_destroy(crmm_resource *self)
+{
+    tracking_resource *r = (tracking_resource *)self;
+    uint64_t count = (uint64_t)r->counters.count;
+    crmm_resource_report_leaks(self, count, (uint64_t)r->counters.bytes);
+    if (count)
+        log_report(r, CRMM_LOG_WARN, TRACKING_LEAKS_LISTED, "leaked at destroy");
+    tracking_table_free(r->table); /* the leaked memory itself stays with the upstream */
+    free(r);
+}
+
+static const crmm_resource_ops tracking_ops = {
+    .allocate = tracking_allocate,
+    .deallocate = tracking_deallocate,
+    .query = tracking_query,
+    .trim = NULL,
+    .destroy = tracking_destroy,
+    .control = tracking_control,
+};
+
+static crmm_status tracking_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    tracking_resource *r = calloc(1, sizeof *r);
+    if (!r)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "tracking: malloc failed");
+    crmm_status st = tracking_table_new(&r->table);
+    if (st != CRMM_OK) {
+        free(r);
+        return st;
+    }
+    crmm_params_get_bool(params, "capture_stacks", &r->capture_stacks);
+    if (r->capture_stacks) { /* the first backtrace() loads libgcc: do it now, not inside an allocate */
+        void *warm[2];
+        backtrace(warm, 2);
+    }
+    crmm_resource_init(&r->base, &tracking_ops, "tracking", upstream->flags, upstream->device, upstream);
+    *out = &r->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec tracking_params[] = {
+    {"capture_stacks", CRMM_PARAM_BOOL, "false", "record the call stack of every allocation (backtrace)", NULL, 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin tracking_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "tracking",
+    .version = PACKAGE_VERSION,
+    .description = "records every outstanding allocation (and its stack); refuses bad frees; reports leaks",
+    .upstream = CRMM_UPSTREAM_REQUIRED,
+    .params = tracking_params,
+    .create = tracking_create,
+};
+
+CRMM_PLUGIN_DEFINE(tracking_plugin)

@@ -1,0 +1,49 @@
+/* tracking_table.h — the tracking plugin's record of outstanding allocations, by pointer.
+ *
+ * A hash table split into shards, each an open-addressing array under its own mutex, so
+ * threads that allocate different pointers rarely meet on a lock. Each record holds the size,
+ * a serial number (allocation order) and the optional call stack. */
+#ifndef CRMM_PLUGINS_TRACKING_TABLE_H
+#define CRMM_PLUGINS_TRACKING_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <crmm/error.h>
+
+#define TRACKING_STACK_MAX 32
+
+typedef struct tracking_record {
+    uintptr_t ptr;           /* 0 = empty slot */
+    size_t bytes;
+    uint64_t serial;
+    void **stack;            /* malloc'd, or NULL */
+    int stack_depth;
+} tracking_record;
+
+typedef struct tracking_table tracking_table;
+
+/* Outcome of tracking_table_remove. */
+typedef enum tracking_removal {
+    TRACKING_REMOVED,        /* found with that size and removed */
+    TRACKING_UNKNOWN,        /* no such pointer */
+    TRACKING_WRONG_SIZE      /* found with another size (its size in *recorded); left in place */
+} tracking_removal;
+
+crmm_status tracking_table_new(tracking_table **out);
+/* Frees every record left and the table. */
+void tracking_table_free(tracking_table *t);
+
+/* Add a record (the table takes `stack`). CRMM_ERROR_OUT_OF_MEMORY when it cannot grow
+ * (stack is freed then). */
+crmm_status tracking_table_insert(tracking_table *t, uintptr_t ptr, size_t bytes, uint64_t serial, void **stack,
+                                  int stack_depth);
+
+/* Remove ptr if it was recorded with `bytes`. */
+tracking_removal tracking_table_remove(tracking_table *t, uintptr_t ptr, size_t bytes, size_t *recorded);
+
+/* A copy of every record (stacks copied too), sorted by serial; free with
+ * tracking_snapshot_free. CRMM_ERROR_OUT_OF_MEMORY. */
+crmm_status tracking_table_snapshot(tracking_table *t, tracking_record **records, size_t *count);
+void tracking_snapshot_free(tracking_record *records, size_t count);
+
+#endif

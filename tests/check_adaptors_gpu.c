@@ -1,0 +1,271 @@
+/* check_adaptors_gpu.c — the adaptor plugins over `cuda` (needs a GPU; exit 77 without one):
+ * the conformance suite for logging, statistics, tracking, limiting and a chain of all four,
+ * the logging plugin's %d and stream column on a device, the library-wide logging switch
+ * (crmm_enable_logging / crmm_disable_logging / crmm_get_log_filenames), and crmm replay
+ * against device memory. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include "../tools/replay.h"
+#include "conformance.h"
+#include "test_support.h"
+
+static char *tmp_dir;
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        fwrite(chunk, 1, n, m);
+    fclose(f);
+    fclose(m);
+    return buf;
+}
+
+static int count_lines(const char *text)
+{
+    int n = 0;
+    for (const char *c = text; *c; c++)
+        n += *c == '\n';
+    return n;
+}
+
+START_TEST(logging_on_a_device_names_it_and_logs_streams)
+{
+    char cfg_text[4600], want[4200];
+    snprintf(cfg_text, sizeof cfg_text, "[resource.c]\nplugin = cuda\n[resource.l]\nplugin = logging\nupstream = c\n"
+             "file = %s/dev%%d.%%p.csv\n", tmp_dir);
+    crmm_config *cfg;
+    crmm_resource *mr;
+    ck_assert_crmm_ok(crmm_config_load_string(cfg_text, "gpu logging", &cfg));
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "l", 0, &mr));
+    snprintf(want, sizeof want, "%s/dev0.%ld.csv", tmp_dir, (long)getpid());
+    ck_assert_str_eq(crmm_logging_file(mr), want);
+    ck_assert(crmm_resource_is_device_accessible(mr));
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 1 << 20, (crmm_cuda_stream_t)s, &p));
+    ck_assert_int_eq(cudaMemsetAsync(p, 0x11, 1 << 20, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1 << 20, (crmm_cuda_stream_t)s));
+    crmm_resource_release(mr);
+    crmm_config_free(cfg);
+    cudaStreamDestroy(s);
+    char *text = slurp(want);
+    char line[128];
+    snprintf(line, sizeof line, ",allocate,%p,1048576,%lx\n", p, (unsigned long)(uintptr_t)s);
+    ck_assert_msg(strstr(text, line) != NULL, "'%s' not in:\n%s", line, text);
+    snprintf(line, sizeof line, ",free,%p,1048576,%lx\n", p, (unsigned long)(uintptr_t)s);
+    ck_assert_msg(strstr(text, line) != NULL, "'%s' not in:\n%s", line, text);
+    free(text);
+}
+END_TEST
+
+START_TEST(stacked_adaptors_on_a_device)
+{
+    static const char *cfg_text =
+        "[resource.c]\nplugin = cuda\n"
+        "[resource.lim]\nplugin = limiting\nupstream = c\nallocation_limit = 64MiB\n"
+        "[resource.st]\nplugin = statistics\nupstream = lim\n"
+        "[resource.tr]\nplugin = tracking\nupstream = st\ncapture_stacks = true\n";
+    crmm_config *cfg;
+    crmm_resource *mr;
+    ck_assert_crmm_ok(crmm_config_load_string(cfg_text, "gpu stack", &cfg));
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "tr", 0, &mr));
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_crmm_ok(crmm_resource_allocate(mr, 16 << 20, NULL, &p[i])); /* exactly the 64 MiB */
+    void *q = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(mr, 1, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p[0], 1, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* wrong size */
+    uint64_t n;
+    ck_assert_crmm_ok(crmm_tracking_count(mr, &n));
+    ck_assert_uint_eq(n, 4);
+    crmm_alloc_counters c;
+    ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
+    for (int i = 0; i < 4; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], 16 << 20, NULL));
+    ck_assert_crmm_ok(crmm_statistics_pop(mr, &c));
+    ck_assert_int_eq(c.bytes, -(int64_t)(64 << 20));
+    ck_assert_crmm_ok(crmm_statistics_get(mr, &c));
+    ck_assert_int_eq(c.bytes, 0);
+    ck_assert_int_eq(c.peak_bytes, 64 << 20);
+    ck_assert_crmm_ok(crmm_tracking_count(mr, &n));
+    ck_assert_uint_eq(n, 0);
+    uint64_t in_use;
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &in_use));
+    ck_assert_uint_eq(in_use, 0);
+    crmm_resource_release(mr);
+    crmm_config_free(cfg);
+}
+END_TEST
+
+START_TEST(the_logging_switch)
+{
+    int devices = 0;
+    ck_assert_int_eq(cudaGetDeviceCount(&devices), cudaSuccess);
+    crmm_resource *before = crmm_get_per_device_resource(0);
+    ck_assert_ptr_nonnull(before);
+    char file[4200];
+    snprintf(file, sizeof file, "%s/switch.%ld.csv", tmp_dir, (long)getpid());
+    ck_assert_crmm_ok(crmm_enable_logging(file));
+    ck_assert_crmm(crmm_enable_logging(file), CRMM_ERROR_STATE);
+    const char *names[64];
+    int count = -1;
+    ck_assert_crmm_ok(crmm_get_log_filenames(names, 64, &count));
+    ck_assert_int_eq(count, devices);
+    char want[64][4300];
+    for (int d = 0; d < devices && d < 64; d++) {
+        snprintf(want[d], sizeof want[d], "%s/switch.%ld.dev%d.csv", tmp_dir, (long)getpid(), d);
+        ck_assert_str_eq(names[d], want[d]);
+        ck_assert_int_eq(access(want[d], F_OK), 0);
+    }
+    crmm_resource *cur = crmm_get_current_device_resource();
+    ck_assert_str_eq(crmm_resource_kind(cur), "logging");
+    ck_assert_ptr_eq(crmm_resource_upstream(cur), before);
+    ck_assert_str_eq(crmm_logging_file(cur), want[0]);
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(cur, 4096, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(cur, p, 4096, NULL));
+    ck_assert_crmm_ok(crmm_disable_logging());
+    ck_assert_ptr_eq(crmm_get_per_device_resource(0), before);
+    ck_assert_crmm_ok(crmm_get_log_filenames(names, 64, &count));
+    ck_assert_int_eq(count, 0);
+    ck_assert_ptr_null(names[0]);
+    char *text = slurp(want[0]); /* closed (and flushed) by disable */
+    ck_assert_int_eq(count_lines(text), 3);
+    ck_assert_ptr_nonnull(strstr(text, ",allocate,"));
+    ck_assert_ptr_nonnull(strstr(text, ",free,"));
+    free(text);
+    /* enabled again after a disable */
+    ck_assert_crmm_ok(crmm_enable_logging(file));
+    ck_assert_crmm_ok(crmm_disable_logging());
+    crmm_finalize();
+}
+END_TEST
+
+START_TEST(switch_file_names_follow_rmm)
+{
+    char file[4200], want[4300];
+    snprintf(file, sizeof file, "%s/plain%%name", tmp_dir); /* no extension; '%' taken literally */
+    ck_assert_crmm_ok(crmm_enable_logging(file));
+    const char *names[1];
+    int count;
+    ck_assert_crmm_ok(crmm_get_log_filenames(names, 1, &count));
+    snprintf(want, sizeof want, "%s/plain%%name.dev0", tmp_dir);
+    ck_assert_str_eq(names[0], want);
+    ck_assert_int_eq(access(want, F_OK), 0);
+    ck_assert_crmm_ok(crmm_disable_logging());
+    /* the file comes from $CRMM_LOG_FILE when none is given */
+    snprintf(file, sizeof file, "%s/env.log.csv", tmp_dir);
+    setenv("CRMM_LOG_FILE", file, 1);
+    ck_assert_crmm_ok(crmm_enable_logging(NULL));
+    ck_assert_crmm_ok(crmm_get_log_filenames(names, 1, &count));
+    snprintf(want, sizeof want, "%s/env.log.dev0.csv", tmp_dir);
+    ck_assert_str_eq(names[0], want);
+    ck_assert_crmm_ok(crmm_disable_logging());
+    unsetenv("CRMM_LOG_FILE");
+    /* an unwritable file: nothing changes */
+    crmm_resource *before = crmm_get_per_device_resource(0);
+    ck_assert_crmm(crmm_enable_logging("/nonexistent-crmm-dir/log.csv"), CRMM_ERROR_IO);
+    ck_assert_ptr_eq(crmm_get_per_device_resource(0), before);
+    ck_assert_crmm_ok(crmm_get_log_filenames(names, 1, &count));
+    ck_assert_int_eq(count, 0);
+    crmm_finalize();
+}
+END_TEST
+
+START_TEST(replay_against_device_memory)
+{
+    char log[4200], cfg[4200];
+    snprintf(log, sizeof log, "%s/gpu-replay.%ld.csv", tmp_dir, (long)getpid());
+    snprintf(cfg, sizeof cfg, "%s/gpu-replay.%ld.ini", tmp_dir, (long)getpid());
+    FILE *f = fopen(log, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("Thread,Time,Action,Pointer,Size,Stream\n"
+          "1,10:00:00.000001,allocate,0x7f0000000000,1048576,0\n"
+          "2,10:00:00.000002,allocate,0x7f0000100000,2097152,0\n"
+          "1,10:00:00.000003,free,0x7f0000100000,2097152,0\n"
+          "2,10:00:00.000004,allocate,0x7f0000200000,4096,0\n", f);
+    fclose(f);
+    f = fopen(cfg, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("[resource.c]\nplugin = cuda\n[resource.s]\nplugin = statistics\nupstream = c\n", f);
+    fclose(f);
+    char *argv[] = {"replay", log, "--config", cfg, "--resource", "s", NULL};
+    char *out = NULL, *err = NULL;
+    size_t n1, n2;
+    FILE *o = open_memstream(&out, &n1), *e = open_memstream(&err, &n2);
+    int rc = crmm_replay_main(6, argv, o, e);
+    fclose(o);
+    fclose(e);
+    ck_assert_msg(rc == 0, "rc %d: %s", rc, err);
+    ck_assert_msg(strstr(out, "allocations: 3 replayed, 0 failed") && strstr(out, "frees: 1 replayed") &&
+                  strstr(out, "resource: s (statistics -> cuda)") &&
+                  strstr(out, "log leaks: 2 allocations of 1052672 bytes"), "output:\n%s", out);
+    free(out);
+    free(err);
+}
+END_TEST
+
+static crmm_test_chain chains[5];
+static char logging_config[4600];
+
+static void remove_tmp_dir(void)
+{
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", tmp_dir);
+}
+
+int main(void)
+{
+    int rc = crmm_test_gpu_gate(1);
+    if (rc)
+        return rc;
+    tmp_dir = crmm_test_tmpdir();
+    if (!tmp_dir)
+        return 1;
+    snprintf(logging_config, sizeof logging_config, "[resource.c]\nplugin = cuda\n[resource.l]\nplugin = logging\n"
+             "upstream = c\nfile = %s/conformance.dev%%d.%%p.csv\n", tmp_dir);
+    chains[0] = (crmm_test_chain){"logging_over_cuda", logging_config, "l", 1, 0};
+    chains[1] = (crmm_test_chain){"statistics_over_cuda",
+                                  "[resource.c]\nplugin = cuda\n[resource.s]\nplugin = statistics\nupstream = c\n",
+                                  "s", 1, 0};
+    chains[2] = (crmm_test_chain){"tracking_over_cuda",
+                                  "[resource.c]\nplugin = cuda\n[resource.t]\nplugin = tracking\nupstream = c\n",
+                                  "t", 1, 0};
+    chains[3] = (crmm_test_chain){"limiting_over_cuda",
+                                  "[resource.c]\nplugin = cuda\n[resource.l]\nplugin = limiting\nupstream = c\n"
+                                  "allocation_limit = 8GiB\n", "l", 1, 0};
+    chains[4] = (crmm_test_chain){"all_four_over_cuda",
+                                  "[resource.c]\nplugin = cuda\n"
+                                  "[resource.lim]\nplugin = limiting\nupstream = c\nallocation_limit = 8GiB\n"
+                                  "[resource.st]\nplugin = statistics\nupstream = lim\n"
+                                  "[resource.tr]\nplugin = tracking\nupstream = st\n", "tr", 1, 0};
+    Suite *s = suite_create("adaptors_gpu");
+    TCase *tc = tcase_create("adaptors_gpu");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tcase_add_test(tc, logging_on_a_device_names_it_and_logs_streams);
+    tcase_add_test(tc, stacked_adaptors_on_a_device);
+    tcase_add_test(tc, the_logging_switch);
+    tcase_add_test(tc, switch_file_names_follow_rmm);
+    tcase_add_test(tc, replay_against_device_memory);
+    suite_add_tcase(s, tc);
+    crmm_conformance_add(s, chains, 5);
+    rc = crmm_test_run(s);
+    remove_tmp_dir();
+    free(tmp_dir);
+    return rc;
+}

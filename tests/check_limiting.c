@@ -1,0 +1,265 @@
+/* check_limiting.c — the `limiting` plugin over host memory: RMM's limiting tests (too big,
+ * upstream failure, room given back by frees, over the limit), the exact boundary, the message,
+ * 4 threads racing for the room, bad parameters, and the conformance suite. */
+#include "config.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "conformance.h"
+#include "test_support.h"
+
+#define MIB ((size_t)1 << 20)
+
+static crmm_resource *over(const char *plugin, const char *params, crmm_resource *upstream)
+{
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(crmm_resource_create(plugin, params, upstream, &mr));
+    return mr;
+}
+
+/* limiting(params) -> statistics -> host; *stats gets the statistics layer (borrowed). */
+static crmm_resource *limited(const char *params, crmm_resource **stats)
+{
+    crmm_resource *host = over("host", NULL, NULL);
+    crmm_resource *st = over("statistics", NULL, host);
+    crmm_resource *mr = over("limiting", params, st);
+    crmm_resource_release(st);
+    crmm_resource_release(host);
+    if (stats)
+        *stats = st;
+    return mr;
+}
+
+static uint64_t query(crmm_resource *mr, crmm_query q)
+{
+    uint64_t v = 0;
+    ck_assert_crmm_ok(crmm_resource_query(mr, q, &v));
+    return v;
+}
+
+static void *alloc(crmm_resource *mr, size_t n)
+{
+    void *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, NULL, &p));
+    return p;
+}
+
+START_TEST(too_big_is_refused_before_upstream)
+{
+    crmm_resource *stats;
+    crmm_resource *mr = limited("allocation_limit=5MiB", &stats);
+    void *p = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(mr, 5 * MIB + 1, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(p);
+    crmm_alloc_counters c;
+    ck_assert_crmm_ok(crmm_statistics_get(stats, &c));
+    ck_assert_uint_eq(c.total_count, 0); /* nothing was asked of the upstream */
+    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(message_has_both_numbers)
+{
+    crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
+    void *a = alloc(mr, 4 * MIB), *b = alloc(mr, 4 * MIB), *c = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(mr, 3 * MIB, NULL, &c), CRMM_ERROR_OUT_OF_MEMORY);
+    const char *msg = crmm_last_error();
+    ck_assert_msg(strncmp(msg, "out of memory: ", 15) == 0, "message: %s", msg);
+    ck_assert_msg(strstr(msg, "3.0 MiB") && strstr(msg, "8.0 MiB") && strstr(msg, "10.0 MiB"), "message: %s", msg);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, a, 4 * MIB, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, b, 4 * MIB, NULL));
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(limit_is_exact_at_the_boundary)
+{
+    crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
+    void *p = alloc(mr, 10 * MIB); /* exactly the limit: allowed */
+    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 10 * MIB);
+    void *q = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(mr, 1, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 10 * MIB, NULL));
+    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    p = alloc(mr, 10 * MIB); /* the free gave all the room back */
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 10 * MIB, NULL));
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(sizes_count_rounded_to_256)
+{
+    crmm_resource *mr = limited("allocation_limit=1024", NULL);
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = alloc(mr, 200); /* each takes 256 of the 1024 */
+    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 1024);
+    void *q = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(mr, 1, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
+    for (int i = 0; i < 4; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], 200, NULL));
+    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(under_limit_due_to_frees)
+{
+    crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
+    uint64_t limit = query(mr, CRMM_QUERY_MAXIMUM_SIZE);
+    ck_assert_uint_eq(limit, 10 * MIB);
+    void *p1 = alloc(mr, 4 * MIB);
+    ck_assert_uint_eq(limit - query(mr, CRMM_QUERY_BYTES_IN_USE), 6 * MIB);
+    void *p2 = alloc(mr, 4 * MIB);
+    ck_assert_uint_eq(limit - query(mr, CRMM_QUERY_BYTES_IN_USE), 2 * MIB);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p1, 4 * MIB, NULL));
+    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 4 * MIB);
+    void *p3 = alloc(mr, 6 * MIB);
+    ck_assert_uint_eq(limit - query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE_PEAK), 10 * MIB);
+    ck_assert_uint_eq(query(mr, CRMM_QUERY_ALLOCATIONS), 2);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p2, 4 * MIB, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p3, 6 * MIB, NULL));
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(over_limit_leaves_the_count_alone)
+{
+    crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
+    void *p1 = alloc(mr, 4 * MIB), *p2 = alloc(mr, 4 * MIB), *p3 = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(mr, 3 * MIB, NULL, &p3), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 8 * MIB);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p1, 4 * MIB, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p2, 4 * MIB, NULL));
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(upstream_failure_gives_the_room_back)
+{
+    crmm_resource *inner = limited("allocation_limit=2MiB", NULL);
+    crmm_resource *outer = over("limiting", "allocation_limit=5MiB", inner);
+    void *p = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(outer, 4 * MIB, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_eq(query(outer, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(query(inner, CRMM_QUERY_BYTES_IN_USE), 0);
+    p = alloc(outer, 2 * MIB);
+    ck_assert_crmm_ok(crmm_resource_deallocate(outer, p, 2 * MIB, NULL));
+    crmm_resource_release(outer);
+    crmm_resource_release(inner);
+}
+END_TEST
+
+START_TEST(other_queries_go_upstream)
+{
+    crmm_resource *mr = limited("allocation_limit=1MiB", NULL);
+    void *p = alloc(mr, 1000);
+    ck_assert_uint_eq(query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 1); /* answered by statistics below */
+    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_TOTAL), 1000);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(bad_parameters_are_refused)
+{
+    crmm_resource *host = over("host", NULL, NULL), *mr = NULL;
+    ck_assert_crmm(crmm_resource_create("limiting", NULL, host, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "allocation_limit"));
+    ck_assert_crmm(crmm_resource_create("limiting", "allocation_limit=lots", host, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_crmm(crmm_resource_create("limiting", "allocation_limit=-5", host, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_crmm(crmm_resource_create("limiting", "allocation_limit=1MiB", NULL, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_null(mr);
+    crmm_resource_release(host);
+}
+END_TEST
+
+typedef struct racer {
+    crmm_resource *mr;
+    uint64_t seed;
+    int refused;
+    int failed;
+} racer;
+
+static void *race(void *arg)
+{
+    racer *r = arg;
+    enum { LIVE = 16 };
+    void *p[LIVE] = {0};
+    size_t n[LIVE] = {0};
+    for (int step = 0; step < 20000; step++) {
+        r->seed ^= r->seed << 13;
+        r->seed ^= r->seed >> 7;
+        r->seed ^= r->seed << 17;
+        int k = (int)(r->seed % LIVE);
+        if (p[k]) {
+            if (crmm_resource_deallocate(r->mr, p[k], n[k], NULL) != CRMM_OK)
+                r->failed++;
+            p[k] = NULL;
+        } else {
+            n[k] = 256 * (1 + (size_t)((r->seed >> 8) % 32)); /* multiples of 256: no rounding */
+            crmm_status st = crmm_resource_allocate(r->mr, n[k], NULL, &p[k]);
+            if (st == CRMM_ERROR_OUT_OF_MEMORY)
+                r->refused++;
+            else if (st != CRMM_OK)
+                r->failed++;
+        }
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (p[k] && crmm_resource_deallocate(r->mr, p[k], n[k], NULL) != CRMM_OK)
+            r->failed++;
+    return NULL;
+}
+
+START_TEST(four_threads_never_exceed_the_limit)
+{
+    crmm_resource *stats;
+    crmm_resource *mr = limited("allocation_limit=64KiB", &stats);
+    pthread_t t[4];
+    racer r[4];
+    for (int k = 0; k < 4; k++) {
+        r[k] = (racer){mr, 0x9e3779b97f4a7c15ULL * (uint64_t)(k + 1), 0, 0};
+        ck_assert_int_eq(pthread_create(&t[k], NULL, race, &r[k]), 0);
+    }
+    int refused = 0;
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(pthread_join(t[k], NULL), 0);
+        ck_assert_int_eq(r[k].failed, 0);
+        refused += r[k].refused;
+    }
+    ck_assert_int_gt(refused, 0); /* the limit was reached */
+    crmm_alloc_counters c;
+    ck_assert_crmm_ok(crmm_statistics_get(stats, &c));
+    ck_assert_int_le(c.peak_bytes, 64 * 1024); /* what the upstream ever held at once */
+    ck_assert_int_eq(c.bytes, 0);
+    ck_assert_uint_le(query(mr, CRMM_QUERY_BYTES_IN_USE_PEAK), 64 * 1024);
+    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+static const crmm_test_chain chains[] = {
+    {"limiting_over_host",
+     "[resource.h]\nplugin = host\n[resource.l]\nplugin = limiting\nupstream = h\nallocation_limit = 4GiB\n", "l", 0, 0},
+};
+
+int main(void)
+{
+    Suite *s = suite_create("limiting");
+    TCase *tc = tcase_create("limiting");
+    tcase_add_test(tc, too_big_is_refused_before_upstream);
+    tcase_add_test(tc, message_has_both_numbers);
+    tcase_add_test(tc, limit_is_exact_at_the_boundary);
+    tcase_add_test(tc, sizes_count_rounded_to_256);
+    tcase_add_test(tc, under_limit_due_to_frees);
+    tcase_add_test(tc, over_limit_leaves_the_count_alone);
+    tcase_add_test(tc, upstream_failure_gives_the_room_back);
+    tcase_add_test(tc, other_queries_go_upstream);
+    tcase_add_test(tc, bad_parameters_are_refused);
+    tcase_add_test(tc, four_threads_never_exceed_the_limit);
+    suite_add_tcase(s, tc);
+    crmm_conformance_add(s, chains, 1);
+    return crmm_test_run(s);
+}

@@ -1,0 +1,514 @@
+/* check_logging.c — the `logging` plugin over host memory: the CSV byte for byte against lines
+ * built by RMM's format rules, buffering with and without auto_flush, the flush at exit and
+ * after fork, file name expansion, bad file names, threads, the API through other adaptors, the
+ * logging switch without a GPU, and the conformance suite. */
+#include "config.h"
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "conformance.h"
+#include "test_support.h"
+
+static char *tmp_dir; /* made in main, before Check forks; removed at the end */
+
+static crmm_resource *over(const char *plugin, const char *params, crmm_resource *upstream)
+{
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(crmm_resource_create(plugin, params, upstream, &mr));
+    return mr;
+}
+
+/* A path in the test directory unique to this process and `tag`. */
+static const char *path_for(const char *tag)
+{
+    static char buf[4][4200];
+    static int next;
+    char *p = buf[next++ % 4];
+    snprintf(p, 4200, "%s/%s.%ld.csv", tmp_dir, tag, (long)getpid());
+    return p;
+}
+
+/* logging over a fresh host resource, with `extra` parameters after file=path. */
+static crmm_resource *logger(const char *path, const char *extra)
+{
+    char params[4400];
+    snprintf(params, sizeof params, "file=%s %s", path, extra ? extra : "");
+    crmm_resource *host = over("host", NULL, NULL);
+    crmm_resource *mr = over("logging", params, host);
+    crmm_resource_release(host);
+    return mr;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        fwrite(chunk, 1, n, m);
+    fclose(f);
+    fclose(m);
+    return buf;
+}
+
+static int count_lines(const char *text)
+{
+    int n = 0;
+    for (const char *c = text; *c; c++)
+        n += *c == '\n';
+    return n;
+}
+
+/* True when t is HH:MM:SS.UUUUUU with a valid clock time. */
+static int is_time(const char *t, size_t len)
+{
+    static const char shape[] = "dd:dd:dd.dddddd";
+    if (len != sizeof shape - 1)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (shape[i] == 'd' ? !isdigit((unsigned char)t[i]) : t[i] != shape[i])
+            return 0;
+    return atoi(t) < 24 && atoi(t + 3) < 60 && atoi(t + 6) < 61;
+}
+
+/* Check that `line` (no newline) equals "THREAD,<time>,REST": everything but the time's value. */
+static void expect_line(const char *line, size_t len, long thread, const char *rest)
+{
+    char want_thread[32];
+    int tl = snprintf(want_thread, sizeof want_thread, "%ld,", thread);
+    ck_assert_msg(len > (size_t)tl && strncmp(line, want_thread, (size_t)tl) == 0, "line '%.*s': thread is not %ld",
+                  (int)len, line, thread);
+    const char *time = line + tl;
+    const char *comma = memchr(time, ',', len - (size_t)tl);
+    ck_assert_msg(comma != NULL, "line '%.*s' has no time field", (int)len, line);
+    ck_assert_msg(is_time(time, (size_t)(comma - time)), "line '%.*s': time is not HH:MM:SS.UUUUUU", (int)len, line);
+    size_t rest_len = len - (size_t)(comma + 1 - line);
+    ck_assert_msg(rest_len == strlen(rest) && memcmp(comma + 1, rest, rest_len) == 0, "line '%.*s': expected '%s' after the time",
+                  (int)len, line, rest);
+}
+
+START_TEST(csv_matches_rmm_format)
+{
+    const char *path = path_for("format");
+    crmm_resource *mr = logger(path, NULL);
+    void *p0, *p1, *p2, *fail = (void *)1;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 100, NULL, &p0));
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 42, NULL, &p1));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p0, 100, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p1, 42, NULL));
+    ck_assert_crmm(crmm_resource_allocate(mr, (size_t)1 << 50, NULL, &fail), CRMM_ERROR_OUT_OF_MEMORY);
+    crmm_cuda_stream_t s = (crmm_cuda_stream_t)(uintptr_t)0x7f00beef0010ULL; /* host ignores streams */
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 256, s, &p2));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p2, 256, CRMM_CUDA_STREAM_PER_THREAD));
+    ck_assert_crmm_ok(crmm_logging_flush(mr));
+    char want[7][128];
+    snprintf(want[0], 128, "allocate,%p,100,0", p0);
+    snprintf(want[1], 128, "allocate,%p,42,0", p1);
+    snprintf(want[2], 128, "free,%p,100,0", p0);
+    snprintf(want[3], 128, "free,%p,42,0", p1);
+    snprintf(want[4], 128, "allocate failure,%p,%zu,0", NULL, (size_t)1 << 50); /* %p of NULL: (nil) */
+    snprintf(want[5], 128, "allocate,%p,256,%lx", p2, (unsigned long)(uintptr_t)s);
+    snprintf(want[6], 128, "free,%p,256,%lx", p2, (unsigned long)(uintptr_t)CRMM_CUDA_STREAM_PER_THREAD);
+    ck_assert_str_eq(want[4], "allocate failure,(nil),1125899906842624,0");
+    ck_assert_str_eq(want[6] + strlen(want[6]) - 2, ",2");
+    char *text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 8);
+    ck_assert_msg(strncmp(text, "Thread,Time,Action,Pointer,Size,Stream\n", 39) == 0, "header: %s", text);
+    const char *line = strchr(text, '\n') + 1;
+    for (int i = 0; i < 7; i++) {
+        const char *end = strchr(line, '\n');
+        expect_line(line, (size_t)(end - line), (long)gettid(), want[i]);
+        line = end + 1;
+    }
+    ck_assert_str_eq(crmm_logging_file(mr), path);
+    free(text);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(buffered_until_flush)
+{
+    const char *path = path_for("buffered");
+    crmm_resource *mr = logger(path, "auto_flush=false");
+    char *text = slurp(path);
+    ck_assert_str_eq(text, CRMM_LOGGING_CSV_HEADER "\n"); /* the header is there at once */
+    free(text);
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, NULL, &p));
+    text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 1); /* the line waits in the buffer */
+    free(text);
+    ck_assert_crmm_ok(crmm_logging_flush(mr));
+    text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 2);
+    free(text);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
+    ck_assert_crmm_ok(crmm_resource_trim(mr)); /* trim flushes too */
+    text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 3);
+    free(text);
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
+    crmm_resource_release(mr); /* and destroy */
+    text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 5);
+    free(text);
+}
+END_TEST
+
+START_TEST(auto_flush_writes_each_line)
+{
+    const char *path = path_for("auto");
+    crmm_resource *mr = logger(path, "auto_flush=true");
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, NULL, &p));
+    char *text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 2);
+    free(text);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
+    text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 3);
+    free(text);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(large_logs_spill_to_the_file)
+{
+    const char *path = path_for("spill");
+    crmm_resource *mr = logger(path, NULL);
+    for (int i = 0; i < 10000; i++) { /* ~0.5 MB of lines: several buffer-fulls */
+        void *p;
+        ck_assert_crmm_ok(crmm_resource_allocate(mr, 64, NULL, &p));
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 64, NULL));
+    }
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_gt(st.st_size, 100000); /* written without a flush */
+    crmm_resource_release(mr);
+    char *text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 20001);
+    free(text);
+}
+END_TEST
+
+static crmm_resource *kept_for_exit; /* a global, so leak checkers see it as reachable */
+
+START_TEST(lines_are_flushed_at_exit)
+{
+    const char *path = path_for("atexit");
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        kept_for_exit = logger(path, NULL);
+        void *p;
+        crmm_resource_allocate(kept_for_exit, 4096, NULL, &p);
+        exit(0); /* no release, no flush: the exit handler writes the line */
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    char *text = slurp(path);
+    ck_assert_msg(count_lines(text) == 2 && strstr(text, ",allocate,0x") != NULL, "file: %s", text);
+    free(text);
+}
+END_TEST
+
+START_TEST(a_forked_child_does_not_write_the_parents_lines)
+{
+    const char *path = path_for("fork");
+    kept_for_exit = logger(path, NULL);
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(kept_for_exit, 4096, NULL, &p)); /* buffered */
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        exit(0); /* its exit handler must drop the inherited buffer */
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_crmm_ok(crmm_resource_deallocate(kept_for_exit, p, 4096, NULL));
+    crmm_resource_release(kept_for_exit);
+    char *text = slurp(path);
+    ck_assert_msg(count_lines(text) == 3, "file: %s", text);
+    free(text);
+}
+END_TEST
+
+START_TEST(file_name_expansion)
+{
+    char pattern[4200], want[4200];
+    snprintf(pattern, sizeof pattern, "%s/expand.dev%%d.%%p.100%%%%.csv", tmp_dir);
+    snprintf(want, sizeof want, "%s/expand.devhost.%ld.100%%.csv", tmp_dir, (long)getpid());
+    crmm_resource *mr = logger(pattern, NULL); /* a host chain has no device: %d is "host" */
+    ck_assert_str_eq(crmm_logging_file(mr), want);
+    ck_assert_int_eq(access(want, F_OK), 0);
+    crmm_resource_release(mr);
+    unlink(want);
+    /* the same expansion through a config section */
+    char cfg_text[4600];
+    snprintf(cfg_text, sizeof cfg_text, "[resource.h]\nplugin = host\n[resource.l]\nplugin = logging\nupstream = h\n"
+             "file = %s/cfg.%%p.csv\n", tmp_dir);
+    crmm_config *cfg;
+    ck_assert_crmm_ok(crmm_config_load_string(cfg_text, "expansion", &cfg));
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "l", -1, &mr));
+    snprintf(want, sizeof want, "%s/cfg.%ld.csv", tmp_dir, (long)getpid());
+    ck_assert_str_eq(crmm_logging_file(mr), want);
+    crmm_resource_release(mr);
+    crmm_config_free(cfg);
+    unlink(want);
+}
+END_TEST
+
+START_TEST(bad_file_names_are_refused)
+{
+    crmm_resource *host = over("host", NULL, NULL), *mr = NULL;
+    char params[4400];
+    snprintf(params, sizeof params, "file=%s/bad.%%x.csv", tmp_dir);
+    ck_assert_crmm(crmm_resource_create("logging", params, host, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "%x"));
+    ck_assert_crmm(crmm_resource_create("logging", "file=/nonexistent-crmm-dir/x.csv", host, &mr), CRMM_ERROR_IO);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "/nonexistent-crmm-dir/x.csv"));
+    snprintf(params, sizeof params, "file=%s", tmp_dir); /* a directory */
+    ck_assert_crmm(crmm_resource_create("logging", params, host, &mr), CRMM_ERROR_IO);
+    ck_assert_ptr_null(mr);
+    crmm_resource_release(host);
+}
+END_TEST
+
+START_TEST(write_errors_are_reported)
+{
+    crmm_resource *host = over("host", NULL, NULL), *mr = NULL;
+    ck_assert_crmm(crmm_resource_create("logging", "file=/dev/full", host, &mr), CRMM_ERROR_IO); /* the header */
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "/dev/full"));
+    crmm_resource_release(host);
+    /* a file that stops growing at 4 KiB, so later writes fail with EFBIG; in a child process,
+     * where the limit cannot hit Check's own files. Exit status: 0 ok, else the failed step. */
+    const char *path = path_for("full");
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit lim = {4096, 4096};
+        if (setrlimit(RLIMIT_FSIZE, &lim) != 0 || crmm_resource_create("host", NULL, NULL, &host) != CRMM_OK)
+            _exit(10);
+        char params[4300];
+        snprintf(params, sizeof params, "file=%s", path);
+        if (crmm_resource_create("logging", params, host, &mr) != CRMM_OK)
+            _exit(11);
+        int step = 0;
+        for (int i = 0; i < 200 && !step; i++) { /* ~10 KB of lines, buffered */
+            void *p;
+            if (crmm_resource_allocate(mr, 64, NULL, &p) != CRMM_OK || crmm_resource_deallocate(mr, p, 64, NULL) != CRMM_OK)
+                step = 12;
+        }
+        if (!step && crmm_logging_flush(mr) != CRMM_ERROR_IO)
+            step = 13;
+        if (!step && (!strstr(crmm_last_error(), "cannot write") || !strstr(crmm_last_error(), path)))
+            step = 14;
+        void *p; /* allocation goes on; the log keeps saying it failed */
+        if (!step && (crmm_resource_allocate(mr, 64, NULL, &p) != CRMM_OK || crmm_resource_deallocate(mr, p, 64, NULL) != CRMM_OK))
+            step = 15;
+        if (!step && crmm_logging_flush(mr) != CRMM_ERROR_IO)
+            step = 16;
+        crmm_resource_release(mr);
+        crmm_resource_release(host);
+        exit(step);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed at step %d", WEXITSTATUS(status));
+}
+END_TEST
+
+START_TEST(file_comes_from_the_environment)
+{
+    crmm_resource *host = over("host", NULL, NULL), *mr = NULL;
+    unsetenv("CRMM_LOG_FILE");
+    ck_assert_crmm(crmm_resource_create("logging", NULL, host, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_msg(strstr(crmm_last_error(), "CRMM_LOG_FILE") && strstr(crmm_last_error(), "'file'"), "message: %s",
+                  crmm_last_error());
+    char env[4200], want[4200];
+    snprintf(env, sizeof env, "%s/env.%%p.csv", tmp_dir);
+    snprintf(want, sizeof want, "%s/env.%ld.csv", tmp_dir, (long)getpid());
+    setenv("CRMM_LOG_FILE", env, 1);
+    ck_assert_crmm_ok(crmm_resource_create("logging", NULL, host, &mr));
+    ck_assert_str_eq(crmm_logging_file(mr), want);
+    crmm_resource_release(mr);
+    unsetenv("CRMM_LOG_FILE");
+    crmm_resource_release(host);
+}
+END_TEST
+
+START_TEST(api_through_other_adaptors)
+{
+    const char *path = path_for("api");
+    crmm_resource *log = logger(path, NULL);
+    crmm_resource *top = over("tracking", NULL, log);
+    ck_assert_str_eq(crmm_logging_file(top), path);
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(top, 10, NULL, &p));
+    ck_assert_crmm_ok(crmm_logging_flush(top));
+    char *text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 2);
+    free(text);
+    ck_assert_crmm_ok(crmm_resource_deallocate(top, p, 10, NULL));
+    crmm_resource *host = over("host", NULL, NULL);
+    ck_assert_crmm(crmm_logging_flush(host), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_ptr_null(crmm_logging_file(host));
+    ck_assert_ptr_null(crmm_logging_file(NULL));
+    ck_assert_crmm(crmm_logging_flush(NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_control(log, CRMM_LOGGING_OP_GET_FILE, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    uint64_t in_use; /* queries pass through to the upstream */
+    ck_assert_crmm_ok(crmm_resource_query(log, CRMM_QUERY_BYTES_IN_USE, &in_use));
+    ck_assert_uint_eq(in_use, 0);
+    crmm_resource_release(host);
+    crmm_resource_release(top);
+    crmm_resource_release(log);
+}
+END_TEST
+
+typedef struct writer { crmm_resource *mr; long tid; } writer;
+
+static void *write_lines(void *arg)
+{
+    writer *w = arg;
+    w->tid = (long)gettid();
+    for (int i = 0; i < 2000; i++) {
+        void *p;
+        if (crmm_resource_allocate(w->mr, 100 + (size_t)i, NULL, &p) != CRMM_OK ||
+            crmm_resource_deallocate(w->mr, p, 100 + (size_t)i, NULL) != CRMM_OK)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+START_TEST(threads_never_interleave_lines)
+{
+    const char *path = path_for("threads");
+    crmm_resource *mr = logger(path, NULL);
+    pthread_t t[4];
+    writer w[4];
+    for (int k = 0; k < 4; k++) {
+        w[k] = (writer){mr, 0};
+        ck_assert_int_eq(pthread_create(&t[k], NULL, write_lines, &w[k]), 0);
+    }
+    for (int k = 0; k < 4; k++) {
+        void *ret;
+        ck_assert_int_eq(pthread_join(t[k], &ret), 0);
+        ck_assert_ptr_null(ret);
+    }
+    crmm_resource_release(mr);
+    char *text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 1 + 4 * 2 * 2000);
+    int per_thread[4] = {0};
+    int next_size[4] = {100, 100, 100, 100}; /* each thread's lines keep its own order */
+    char *save = NULL;
+    strtok_r(text, "\n", &save); /* header */
+    for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        long tid;
+        char time[32], action[32], ptr[32];
+        unsigned long size, stream;
+        int n = sscanf(line, "%ld,%31[^,],%31[^,],%31[^,],%lu,%lx", &tid, time, action, ptr, &size, &stream);
+        ck_assert_msg(n == 6, "malformed line '%s'", line);
+        ck_assert_msg(is_time(time, strlen(time)), "bad time in '%s'", line);
+        int k = 0;
+        while (k < 4 && w[k].tid != tid)
+            k++;
+        ck_assert_msg(k < 4, "line '%s' from an unknown thread", line);
+        per_thread[k]++;
+        ck_assert_uint_eq(size, (unsigned long)next_size[k]);
+        if (strcmp(action, "free") == 0)
+            next_size[k]++;
+        else
+            ck_assert_str_eq(action, "allocate");
+    }
+    for (int k = 0; k < 4; k++)
+        ck_assert_int_eq(per_thread[k], 4000);
+    free(text);
+}
+END_TEST
+
+START_TEST(switch_needs_a_file_name)
+{
+    unsetenv("CRMM_LOG_FILE");
+    ck_assert_crmm(crmm_enable_logging(NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "CRMM_LOG_FILE"));
+    int count = -1;
+    ck_assert_crmm_ok(crmm_get_log_filenames(NULL, 0, &count));
+    ck_assert_int_eq(count, 0);
+    ck_assert_crmm(crmm_get_log_filenames(NULL, 1, &count), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_get_log_filenames(NULL, 0, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm_ok(crmm_disable_logging()); /* off: nothing to do */
+}
+END_TEST
+
+START_TEST(switch_without_a_device_is_a_cuda_error)
+{
+    ck_assert_crmm(crmm_enable_logging("/tmp/never-written.csv"), CRMM_ERROR_CUDA);
+    ck_assert_msg(strlen(crmm_last_error()) > 20, "message: %s", crmm_last_error());
+    const char *names[2] = {"x", "y"};
+    int count = -1;
+    ck_assert_crmm_ok(crmm_get_log_filenames(names, 2, &count));
+    ck_assert_int_eq(count, 0);
+    ck_assert_ptr_null(names[0]);
+    ck_assert_int_eq(access("/tmp/never-written.dev0.csv", F_OK), -1);
+    ck_assert_crmm_ok(crmm_disable_logging());
+}
+END_TEST
+
+static crmm_test_chain chains[1];
+static char chain_config[4600];
+
+static void remove_tmp_dir(void)
+{
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", tmp_dir);
+}
+
+int main(void)
+{
+    tmp_dir = crmm_test_tmpdir();
+    if (!tmp_dir)
+        return 1;
+    snprintf(chain_config, sizeof chain_config, "[resource.h]\nplugin = host\n[resource.l]\nplugin = logging\n"
+             "upstream = h\nfile = %s/conformance.%%p.csv\n", tmp_dir);
+    chains[0] = (crmm_test_chain){"logging_over_host", chain_config, "l", 0, 0};
+    Suite *s = suite_create("logging");
+    TCase *tc = tcase_create("logging");
+    tcase_add_test(tc, csv_matches_rmm_format);
+    tcase_add_test(tc, buffered_until_flush);
+    tcase_add_test(tc, auto_flush_writes_each_line);
+    tcase_add_test(tc, large_logs_spill_to_the_file);
+    tcase_add_test(tc, lines_are_flushed_at_exit);
+    tcase_add_test(tc, a_forked_child_does_not_write_the_parents_lines);
+    tcase_add_test(tc, file_name_expansion);
+    tcase_add_test(tc, bad_file_names_are_refused);
+    tcase_add_test(tc, write_errors_are_reported);
+    tcase_add_test(tc, file_comes_from_the_environment);
+    tcase_add_test(tc, api_through_other_adaptors);
+    tcase_add_test(tc, threads_never_interleave_lines);
+    tcase_add_test(tc, switch_needs_a_file_name);
+    if (crmm_test_gpu_count() == 0) /* with a GPU, check_adaptors_gpu tests the switch */
+        tcase_add_test(tc, switch_without_a_device_is_a_cuda_error);
+    suite_add_tcase(s, tc);
+    crmm_conformance_add(s, chains, 1);
+    int rc = crmm_test_run(s);
+    remove_tmp_dir();
+    free(tmp_dir);
+    return rc;
+}

@@ -1,0 +1,391 @@
+/* check_statistics.c — the `statistics` plugin over host memory: RMM's statistics tests
+ * (counts after sequences, peaks, stacked adaptors, push/pop folding, pop of the base frame),
+ * the API through other adaptors, threads, and the conformance suite. */
+#include "config.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "conformance.h"
+#include "test_support.h"
+
+#define TEN_MIB ((size_t)10 << 20)
+
+static crmm_resource *over(const char *plugin, const char *params, crmm_resource *upstream)
+{
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(crmm_resource_create(plugin, params, upstream, &mr));
+    return mr;
+}
+
+/* statistics over a fresh host resource (the caller releases only the returned one) */
+static crmm_resource *stats_over_host(void)
+{
+    crmm_resource *host = over("host", NULL, NULL);
+    crmm_resource *mr = over("statistics", NULL, host);
+    crmm_resource_release(host);
+    return mr;
+}
+
+static crmm_alloc_counters get(crmm_resource *mr)
+{
+    crmm_alloc_counters c;
+    memset(&c, 0x5a, sizeof c);
+    ck_assert_crmm_ok(crmm_statistics_get(mr, &c));
+    return c;
+}
+
+static void *alloc(crmm_resource *mr, size_t n)
+{
+    void *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, NULL, &p));
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+START_TEST(empty_counters_are_zero)
+{
+    crmm_resource *mr = stats_over_host();
+    crmm_alloc_counters c = get(mr);
+    ck_assert_int_eq(c.bytes, 0);
+    ck_assert_int_eq(c.peak_bytes, 0);
+    ck_assert_uint_eq(c.total_bytes, 0);
+    ck_assert_int_eq(c.count, 0);
+    ck_assert_int_eq(c.peak_count, 0);
+    ck_assert_uint_eq(c.total_count, 0);
+    uint64_t depth = 0;
+    ck_assert_crmm_ok(crmm_statistics_depth(mr, &depth));
+    ck_assert_uint_eq(depth, 1);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(all_freed_counts_zero)
+{
+    crmm_resource *mr = stats_over_host();
+    void *p[10];
+    for (int i = 0; i < 10; i++)
+        p[i] = alloc(mr, TEN_MIB);
+    for (int i = 0; i < 10; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], TEN_MIB, NULL));
+    crmm_alloc_counters c = get(mr);
+    ck_assert_int_eq(c.bytes, 0);
+    ck_assert_int_eq(c.count, 0);
+    ck_assert_uint_eq(c.total_count, 10);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(peak_allocations_follow_rmm)
+{
+    crmm_resource *mr = stats_over_host();
+    void *p[20];
+    int live[20], n = 0;
+    for (int i = 0; i < 10; i++)
+        p[i] = alloc(mr, TEN_MIB);
+    for (int i = 0; i < 10; i++) { /* free every other one */
+        if (i % 2 == 0)
+            ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], TEN_MIB, NULL));
+        else
+            live[n++] = i;
+    }
+    crmm_alloc_counters c = get(mr);
+    ck_assert_int_eq(c.bytes, 5 * (int64_t)TEN_MIB);
+    ck_assert_int_eq(c.count, 5);
+    ck_assert_int_eq(c.peak_bytes, 10 * (int64_t)TEN_MIB);
+    ck_assert_int_eq(c.peak_count, 10);
+    ck_assert_uint_eq(c.total_bytes, 10 * TEN_MIB);
+    ck_assert_uint_eq(c.total_count, 10);
+    for (int i = 10; i < 20; i++) { /* ten more raise the peak to 15 */
+        p[i] = alloc(mr, TEN_MIB);
+        live[n++] = i;
+    }
+    for (int k = 0; k < n; k++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[live[k]], TEN_MIB, NULL));
+    c = get(mr);
+    ck_assert_int_eq(c.bytes, 0);
+    ck_assert_int_eq(c.count, 0);
+    ck_assert_int_eq(c.peak_bytes, 15 * (int64_t)TEN_MIB);
+    ck_assert_int_eq(c.peak_count, 15);
+    ck_assert_uint_eq(c.total_bytes, 20 * TEN_MIB);
+    ck_assert_uint_eq(c.total_count, 20);
+    /* the queries give the same numbers */
+    uint64_t q;
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE_PEAK, &q));
+    ck_assert_uint_eq(q, 15 * TEN_MIB);
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL, &q));
+    ck_assert_uint_eq(q, 20);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(stacked_adaptors_count_separately)
+{
+    crmm_resource *outer = stats_over_host();
+    void *p[15];
+    for (int i = 0; i < 10; i++)
+        p[i] = alloc(outer, TEN_MIB);
+    crmm_resource *inner = over("statistics", NULL, outer);
+    for (int i = 10; i < 15; i++)
+        p[i] = alloc(inner, TEN_MIB);
+    /* the API finds the first statistics layer: the inner one */
+    ck_assert_int_eq(get(inner).count, 5);
+    ck_assert_int_eq(get(outer).count, 15);
+    ck_assert_int_eq(get(outer).bytes, 15 * (int64_t)TEN_MIB);
+    ck_assert_int_eq(get(inner).bytes, 5 * (int64_t)TEN_MIB);
+    for (int i = 0; i < 10; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(outer, p[i], TEN_MIB, NULL));
+    for (int i = 10; i < 15; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(inner, p[i], TEN_MIB, NULL));
+    crmm_alloc_counters o = get(outer), n = get(inner);
+    ck_assert_int_eq(o.count, 0);
+    ck_assert_int_eq(n.count, 0);
+    ck_assert_int_eq(o.peak_bytes, 15 * (int64_t)TEN_MIB);
+    ck_assert_int_eq(n.peak_bytes, 5 * (int64_t)TEN_MIB);
+    ck_assert_int_eq(o.peak_count, 15);
+    ck_assert_int_eq(n.peak_count, 5);
+    crmm_resource_release(inner);
+    crmm_resource_release(outer);
+}
+END_TEST
+
+START_TEST(freeing_through_inner_goes_negative)
+{
+    crmm_resource *outer = stats_over_host();
+    void *p[15];
+    for (int i = 0; i < 10; i++)
+        p[i] = alloc(outer, TEN_MIB);
+    crmm_resource *inner = over("statistics", NULL, outer);
+    for (int i = 10; i < 15; i++)
+        p[i] = alloc(inner, TEN_MIB);
+    for (int i = 0; i < 15; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(inner, p[i], TEN_MIB, NULL));
+    crmm_alloc_counters o = get(outer), n = get(inner);
+    ck_assert_int_eq(o.bytes, 0);
+    ck_assert_int_eq(o.count, 0);
+    ck_assert_int_eq(n.bytes, -10 * (int64_t)TEN_MIB);
+    ck_assert_int_eq(n.count, -10);
+    ck_assert_int_eq(o.peak_bytes, 15 * (int64_t)TEN_MIB);
+    ck_assert_int_eq(n.peak_bytes, 5 * (int64_t)TEN_MIB);
+    ck_assert_uint_eq(o.total_bytes, 15 * TEN_MIB);
+    ck_assert_uint_eq(n.total_bytes, 5 * TEN_MIB);
+    ck_assert_uint_eq(o.total_count, 15);
+    ck_assert_uint_eq(n.total_count, 5);
+    crmm_resource_release(inner);
+    crmm_resource_release(outer);
+}
+END_TEST
+
+START_TEST(push_pop_fold_like_rmm)
+{
+    crmm_resource *mr = stats_over_host();
+    void *a0 = alloc(mr, TEN_MIB);
+    crmm_alloc_counters before;
+    ck_assert_crmm_ok(crmm_statistics_push(mr, &before));
+    ck_assert_int_eq(before.bytes, (int64_t)TEN_MIB); /* push returns the frame pushed down */
+    ck_assert_int_eq(before.count, 1);
+    ck_assert_int_eq(get(mr).bytes, 0);
+    ck_assert_int_eq(get(mr).count, 0);
+    void *a1 = alloc(mr, TEN_MIB);
+    ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
+    ck_assert_int_eq(get(mr).bytes, 0);
+    void *a2 = alloc(mr, TEN_MIB);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, a2, TEN_MIB, NULL));
+    ck_assert_int_eq(get(mr).bytes, 0);
+    ck_assert_int_eq(get(mr).peak_bytes, (int64_t)TEN_MIB);
+    ck_assert_int_eq(get(mr).peak_count, 1);
+    uint64_t depth;
+    ck_assert_crmm_ok(crmm_statistics_depth(mr, &depth));
+    ck_assert_uint_eq(depth, 3);
+    crmm_alloc_counters popped;
+    ck_assert_crmm_ok(crmm_statistics_pop(mr, &popped));
+    ck_assert_int_eq(popped.bytes, 0);
+    ck_assert_int_eq(popped.peak_bytes, (int64_t)TEN_MIB);
+    ck_assert_int_eq(popped.count, 0);
+    ck_assert_int_eq(popped.peak_count, 1);
+    /* the middle frame now holds a1 (10 MiB) and saw a2 on top of it: peak 20 MiB */
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, a0, TEN_MIB, NULL)); /* allocated before the push */
+    ck_assert_crmm_ok(crmm_statistics_pop(mr, &popped));
+    ck_assert_int_eq(popped.bytes, 0);
+    ck_assert_int_eq(popped.peak_bytes, 2 * (int64_t)TEN_MIB);
+    ck_assert_int_eq(popped.count, 0);
+    ck_assert_int_eq(popped.peak_count, 2);
+    ck_assert_uint_eq(popped.total_count, 2);
+    /* base: a0 live (10) + popped peak (20) = 30 MiB; a1 still live */
+    crmm_alloc_counters base = get(mr);
+    ck_assert_int_eq(base.bytes, (int64_t)TEN_MIB);
+    ck_assert_int_eq(base.peak_bytes, 3 * (int64_t)TEN_MIB);
+    ck_assert_int_eq(base.peak_count, 3);
+    ck_assert_uint_eq(base.total_count, 3);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, a1, TEN_MIB, NULL));
+    ck_assert_crmm(crmm_statistics_pop(mr, &popped), CRMM_ERROR_STATE);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "base"));
+    ck_assert_int_eq(get(mr).bytes, 0); /* the failed pop changed nothing */
+    ck_assert_crmm_ok(crmm_statistics_depth(mr, &depth));
+    ck_assert_uint_eq(depth, 1);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(queries_cover_every_frame)
+{
+    crmm_resource *mr = stats_over_host();
+    void *a = alloc(mr, 1000);
+    ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
+    void *b = alloc(mr, 3000);
+    uint64_t in_use, peak, count;
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &in_use));
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE_PEAK, &peak));
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_ALLOCATIONS, &count));
+    ck_assert_uint_eq(in_use, 4000);
+    ck_assert_uint_eq(peak, 4000);
+    ck_assert_uint_eq(count, 2);
+    ck_assert_int_eq(get(mr).bytes, 3000); /* the API shows the top frame */
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, a, 1000, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, b, 3000, NULL));
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &in_use));
+    ck_assert_uint_eq(in_use, 0);
+    ck_assert_crmm_ok(crmm_statistics_pop(mr, NULL));
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(failed_allocation_is_not_counted)
+{
+    crmm_resource *mr = stats_over_host();
+    void *p = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(mr, (size_t)1 << 50, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    crmm_alloc_counters c = get(mr);
+    ck_assert_int_eq(c.count, 0);
+    ck_assert_uint_eq(c.total_count, 0);
+    ck_assert_uint_eq(c.total_bytes, 0);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(api_finds_the_layer_under_other_adaptors)
+{
+    crmm_resource *stats = stats_over_host();
+    crmm_resource *lim = over("limiting", "allocation_limit=1GiB", stats);
+    crmm_resource *top = over("tracking", NULL, lim);
+    void *p = alloc(top, 5000);
+    ck_assert_int_eq(get(top).bytes, 5000);
+    ck_assert_crmm_ok(crmm_statistics_push(top, NULL));
+    uint64_t depth;
+    ck_assert_crmm_ok(crmm_statistics_depth(stats, &depth));
+    ck_assert_uint_eq(depth, 2);
+    ck_assert_crmm_ok(crmm_statistics_pop(top, NULL));
+    /* the control op also travels down a chain by itself */
+    crmm_alloc_counters c;
+    ck_assert_crmm_ok(crmm_resource_control(top, CRMM_STATISTICS_OP_GET, &c));
+    ck_assert_int_eq(c.count, 1);
+    ck_assert_crmm_ok(crmm_resource_deallocate(top, p, 5000, NULL));
+    crmm_resource_release(top);
+    crmm_resource_release(lim);
+    crmm_resource_release(stats);
+}
+END_TEST
+
+START_TEST(api_rejects_bad_arguments)
+{
+    crmm_resource *host = over("host", NULL, NULL);
+    crmm_alloc_counters c;
+    ck_assert_crmm(crmm_statistics_get(host, &c), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "no statistics layer"));
+    ck_assert_crmm(crmm_statistics_push(host, NULL), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_crmm(crmm_statistics_get(NULL, &c), CRMM_ERROR_INVALID_ARGUMENT);
+    crmm_resource *mr = over("statistics", NULL, host);
+    ck_assert_crmm(crmm_statistics_get(mr, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_control(mr, 0x1ff, NULL), CRMM_ERROR_UNSUPPORTED); /* unknown op, host has none */
+    crmm_resource_release(mr);
+    crmm_resource_release(host);
+}
+END_TEST
+
+START_TEST(deep_push_pop)
+{
+    crmm_resource *mr = stats_over_host();
+    void *p[40];
+    for (int i = 0; i < 40; i++) { /* grows the frame stack past its first capacity */
+        ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
+        p[i] = alloc(mr, 256);
+    }
+    for (int i = 39; i >= 0; i--) {
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], 256, NULL));
+        crmm_alloc_counters popped;
+        ck_assert_crmm_ok(crmm_statistics_pop(mr, &popped));
+        ck_assert_int_eq(popped.bytes, 0);
+        ck_assert_int_eq(popped.peak_bytes, (int64_t)(40 - i) * 256);
+    }
+    crmm_alloc_counters base = get(mr);
+    ck_assert_int_eq(base.peak_bytes, 40 * 256);
+    ck_assert_uint_eq(base.total_count, 40);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+typedef struct worker { crmm_resource *mr; int rounds; } worker;
+
+static void *count_worker(void *arg)
+{
+    worker *w = arg;
+    for (int i = 0; i < w->rounds; i++) {
+        void *p;
+        if (crmm_resource_allocate(w->mr, 128 + (size_t)(i % 7), NULL, &p) != CRMM_OK)
+            return (void *)1;
+        if (crmm_resource_deallocate(w->mr, p, 128 + (size_t)(i % 7), NULL) != CRMM_OK)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+START_TEST(threads_count_exactly_while_frames_change)
+{
+    crmm_resource *mr = stats_over_host();
+    enum { THREADS = 4, ROUNDS = 20000 };
+    pthread_t t[THREADS];
+    worker w = {mr, ROUNDS};
+    for (int k = 0; k < THREADS; k++)
+        ck_assert_int_eq(pthread_create(&t[k], NULL, count_worker, &w), 0);
+    for (int k = 0; k < 2000; k++) { /* frames come and go under the counting threads */
+        ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
+        ck_assert_crmm_ok(crmm_statistics_pop(mr, NULL));
+    }
+    for (int k = 0; k < THREADS; k++) {
+        void *ret;
+        ck_assert_int_eq(pthread_join(t[k], &ret), 0);
+        ck_assert_ptr_null(ret);
+    }
+    crmm_alloc_counters c = get(mr);
+    ck_assert_int_eq(c.bytes, 0);
+    ck_assert_int_eq(c.count, 0);
+    ck_assert_uint_eq(c.total_count, THREADS * ROUNDS);
+    ck_assert_int_le(c.peak_count, THREADS);
+    ck_assert_int_ge(c.peak_count, 1);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+static const crmm_test_chain chains[] = {
+    {"statistics_over_host", "[resource.h]\nplugin = host\n[resource.s]\nplugin = statistics\nupstream = h\n", "s", 0, 0},
+};
+
+int main(void)
+{
+    Suite *s = suite_create("statistics");
+    TCase *tc = tcase_create("statistics");
+    tcase_add_test(tc, empty_counters_are_zero);
+    tcase_add_test(tc, all_freed_counts_zero);
+    tcase_add_test(tc, peak_allocations_follow_rmm);
+    tcase_add_test(tc, stacked_adaptors_count_separately);
+    tcase_add_test(tc, freeing_through_inner_goes_negative);
+    tcase_add_test(tc, push_pop_fold_like_rmm);
+    tcase_add_test(tc, queries_cover_every_frame);
+    tcase_add_test(tc, failed_allocation_is_not_counted);
+    tcase_add_test(tc, api_finds_the_layer_under_other_adaptors);
+    tcase_add_test(tc, api_rejects_bad_arguments);
+    tcase_add_test(tc, deep_push_pop);
+    tcase_add_test(tc, threads_count_exactly_while_frames_change);
+    suite_add_tcase(s, tc);
+    crmm_conformance_add(s, chains, 1);
+    return crmm_test_run(s);
+}

@@ -1,0 +1,346 @@
+/* replay_log.c — reads an RMM-format allocation log for `crmm replay` (see replay.h).
+ *
+ * One pass reads and checks every line into an array of events; a second pass walks them in
+ * order with a hash map from logged pointer to the event that allocated it, pairing each free
+ * with its allocation and counting what the log itself shows (leaks, frees of unknown
+ * pointers, sizes that disagree). Thread ids get small indices through a second map. */
+#include "config.h"
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include "replay.h"
+
+#define REPLAY_HEADER "Thread,Time,Action,Pointer,Size,Stream"
+
+/* ---- a map from 64-bit keys to event indices (open addressing, backward-shift delete) ----- */
+
+typedef struct u64_map {
+    uint64_t *keys;
+    int64_t *values;       /* -1 = empty slot */
+    size_t capacity, used; /* capacity: power of two */
+} u64_map;
+
+static size_t slot_of(uint64_t key, size_t mask)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;
+    key ^= key >> 29;
+    return (size_t)key & mask;
+}
+
+static bool map_grow(u64_map *m)
+{
+    size_t cap = m->capacity ? m->capacity * 2 : 1024;
+    uint64_t *keys = malloc(cap * sizeof *keys);
+    int64_t *values = malloc(cap * sizeof *values);
+    if (!keys || !values) {
+        free(keys);
+        free(values);
+        return false;
+    }
+    for (size_t i = 0; i < cap; i++)
+        values[i] = -1;
+    for (size_t i = 0; i < m->capacity; i++) {
+        if (m->values[i] < 0)
+            continue;
+        size_t s = slot_of(m->keys[i], cap - 1);
+        while (values[s] >= 0)
+            s = (s + 1) & (cap - 1);
+        keys[s] = m->keys[i];
+        values[s] = m->values[i];
+    }
+    free(m->keys);
+    free(m->values);
+    m->keys = keys;
+    m->values = values;
+    m->capacity = cap;
+    return true;
+}
+
+/* The slot holding key, or the empty slot where it would go. */
+static size_t map_find(const u64_map *m, uint64_t key)
+{
+    size_t mask = m->capacity - 1, s = slot_of(key, mask);
+    while (m->values[s] >= 0 && m->keys[s] != key)
+        s = (s + 1) & mask;
+    return s;
+}
+
+static int64_t map_get(const u64_map *m, uint64_t key)
+{
+    return m->capacity ? m->values[map_find(m, key)] : -1;
+}
+
+/* Set key → value; false when out of memory. */
+static bool map_put(u64_map *m, uint64_t key, int64_t value)
+{
+    if ((m->used + 1) * 2 > m->capacity && !map_grow(m))
+        return false;
+    size_t s = map_find(m, key);
+    if (m->values[s] < 0)
+        m->used++;
+    m->keys[s] = key;
+    m->values[s] = value;
+    return true;
+}
+
+static void map_remove(u64_map *m, uint64_t key)
+{
+    if (!m->capacity)
+        return;
+    size_t mask = m->capacity - 1, hole = map_find(m, key);
+    if (m->values[hole] < 0)
+        return;
+    for (size_t j = (hole + 1) & mask; m->values[j] >= 0; j = (j + 1) & mask) {
+        size_t home = slot_of(m->keys[j], mask);
+        bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!stays) {
+            m->keys[hole] = m->keys[j];
+            m->values[hole] = m->values[j];
+            hole = j;
+        }
+    }
+    m->values[hole] = -1;
+    m->used--;
+}
+
+static void map_free(u64_map *m)
+{
+    free(m->keys);
+    free(m->values);
+}
+
+/* ---- fields ----------------------------------------------------------------------------- */
+
+static bool parse_decimal(const char *s, uint64_t *out)
+{
+    if (!isdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Hex with or without 0x; "(nil)" is 0 when allow_nil. */
+static bool parse_hex(const char *s, bool allow_nil, uint64_t *out)
+{
+    if (allow_nil && strcmp(s, "(nil)") == 0) {
+        *out = 0;
+        return true;
+    }
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+        s += 2;
+    if (!isxdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 16);
+    if (*end || errno)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* HH:MM:SS.ffffff as written by both (digits, ':' and '.'); the value is not used. */
+static bool is_time(const char *s)
+{
+    if (!isdigit((unsigned char)*s))
+        return false;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s) && *s != ':' && *s != '.')
+            return false;
+    return true;
+}
+
+static crmm_status bad_line(const char *path, unsigned line, const char *what, const char *text)
+{
+    return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s:%u: %s: '%.80s'", path, line, what, text);
+}
+
+/* Split "a,b,c,..." in place into exactly six fields. */
+static crmm_status parse_line(const char *path, unsigned lineno, char *line, replay_event *ev)
+{
+    char copy[128];
+    snprintf(copy, sizeof copy, "%s", line);
+    char *f[7];
+    int n = 0;
+    for (char *p = line; n < 7;) {
+        f[n++] = p;
+        char *comma = strchr(p, ',');
+        if (!comma)
+            break;
+        *comma = '\0';
+        p = comma + 1;
+    }
+    if (n != 6) {
+        char what[64];
+        snprintf(what, sizeof what, "expected 6 comma-separated fields, found %s%d", n > 6 ? "more than " : "",
+                 n > 6 ? 6 : n);
+        return bad_line(path, lineno, what, copy);
+    }
+    if (!parse_decimal(f[0], &ev->thread))
+        return bad_line(path, lineno, "the thread id is not a decimal number", copy);
+    if (!is_time(f[1]))
+        return bad_line(path, lineno, "the time is not HH:MM:SS.ffffff", copy);
+    if (strcmp(f[2], "allocate") == 0)
+        ev->action = REPLAY_ALLOCATE;
+    else if (strcmp(f[2], "free") == 0)
+        ev->action = REPLAY_FREE;
+    else if (strcmp(f[2], "allocate failure") == 0)
+        ev->action = REPLAY_ALLOCATE_FAILURE;
+    else
+        return bad_line(path, lineno, "the action is not 'allocate', 'allocate failure' or 'free'", copy);
+    if (!parse_hex(f[3], true, &ev->pointer))
+        return bad_line(path, lineno, "the pointer is not hexadecimal or (nil)", copy);
+    if (!parse_decimal(f[4], &ev->size))
+        return bad_line(path, lineno, "the size is not a decimal number", copy);
+    if (!parse_hex(f[5], false, &ev->stream))
+        return bad_line(path, lineno, "the stream is not hexadecimal", copy);
+    ev->line = lineno;
+    ev->pair = -1;
+    return CRMM_OK;
+}
+
+/* Strip the newline (and a \r before it); true when nothing but blanks is left. */
+static bool chomp_is_blank(char *s)
+{
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (!isspace((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+static crmm_status read_events(const char *path, FILE *f, replay_log *log)
+{
+    char *line = NULL;
+    size_t cap = 0, capacity = 0;
+    unsigned lineno = 0;
+    crmm_status st = CRMM_OK;
+    u64_map threads = {0};
+    while (getline(&line, &cap, f) >= 0) {
+        lineno++;
+        bool blank = chomp_is_blank(line);
+        if (lineno == 1) {
+            if (strcmp(line, REPLAY_HEADER) != 0) {
+                st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s:1: not an RMM allocation log: the header must "
+                                    "be '" REPLAY_HEADER "' (found '%.80s')", path, line);
+                break;
+            }
+            continue;
+        }
+        if (blank)
+            continue;
+        if (log->count == capacity) {
+            size_t want = capacity ? capacity * 2 : 4096;
+            replay_event *grown = realloc(log->events, want * sizeof *grown);
+            if (!grown) {
+                st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: out of memory at line %u", path, lineno);
+                break;
+            }
+            log->events = grown;
+            capacity = want;
+        }
+        replay_event *ev = &log->events[log->count];
+        if ((st = parse_line(path, lineno, line, ev)) != CRMM_OK)
+            break;
+        int64_t idx = map_get(&threads, ev->thread);
+        if (idx < 0) {
+            idx = log->threads++;
+            if (!map_put(&threads, ev->thread, idx)) {
+                st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: out of memory at line %u", path, lineno);
+                break;
+            }
+        }
+        ev->thread_index = (uint32_t)idx;
+        log->count++;
+    }
+    if (st == CRMM_OK && ferror(f))
+        st = crmm_set_error(CRMM_ERROR_IO, "cannot read %s: %s", path, strerror(errno));
+    if (st == CRMM_OK && lineno == 0)
+        st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s:1: the log is empty (no '" REPLAY_HEADER "' header)", path);
+    free(line);
+    map_free(&threads);
+    return st;
+}
+
+/* Pair frees with allocations and count what the log shows. */
+static crmm_status pair_events(const char *path, replay_log *log)
+{
+    u64_map live = {0};
+    uint64_t live_bytes = 0;
+    for (size_t i = 0; i < log->count; i++) {
+        replay_event *ev = &log->events[i];
+        if (ev->action == REPLAY_ALLOCATE_FAILURE) {
+            log->failures_logged++;
+            continue;
+        }
+        if (ev->action == REPLAY_ALLOCATE) {
+            log->allocations++;
+            if (!ev->pointer)
+                continue; /* a 0-byte allocation */
+            if (map_get(&live, ev->pointer) >= 0)
+                log->reused_live++;
+            if (!map_put(&live, ev->pointer, (int64_t)i)) {
+                map_free(&live);
+                return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: out of memory pairing events", path);
+            }
+            live_bytes += ev->size;
+            if (live_bytes > log->peak_bytes)
+                log->peak_bytes = live_bytes;
+            continue;
+        }
+        log->frees++;
+        if (!ev->pointer)
+            continue;
+        int64_t a = map_get(&live, ev->pointer);
+        if (a < 0) {
+            log->unknown_frees++;
+            continue;
+        }
+        map_remove(&live, ev->pointer);
+        ev->pair = a;
+        log->events[a].pair = (int64_t)i;
+        if (log->events[a].size != ev->size)
+            log->size_mismatches++;
+        live_bytes -= log->events[a].size;
+    }
+    map_free(&live);
+    for (size_t i = 0; i < log->count; i++) {
+        const replay_event *ev = &log->events[i];
+        if (ev->action == REPLAY_ALLOCATE && ev->pointer && ev->pair < 0) {
+            log->leaked_count++;
+            log->leaked_bytes += ev->size;
+        }
+    }
+    return CRMM_OK;
+}
+
+crmm_status replay_log_read(const char *path, replay_log *log)
+{
+    memset(log, 0, sizeof *log);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return crmm_set_error(CRMM_ERROR_IO, "cannot open %s: %s", path, strerror(errno));
+    crmm_status st = read_events(path, f, log);
+    fclose(f);
+    if (st == CRMM_OK)
+        st = pair_events(path, log);
+    if (st != CRMM_OK)
+        replay_log_free(log);
+    return st;
+}
+
+void replay_log_free(replay_log *log)
+{
+    free(log->events);
+    memset(log, 0, sizeof *log);
+}
