@@ -14,7 +14,9 @@
 #include "conformance.h"
 #include "test_support.h"
 
-static const crmm_test_chain *chains;
+/* Every chain added by crmm_conformance_add calls so far (a program may call it more than once). */
+#define MAX_CHAINS 64
+static crmm_test_chain chains[MAX_CHAINS];
 static int nchains;
 
 typedef struct chain_ctx {
@@ -337,14 +339,15 @@ END_TEST
 
 void crmm_conformance_add(Suite *s, const crmm_test_chain *table, int n)
 {
-    chains = table;
-    nchains = n;
-    for (int i = 0; i < n; i++) {
-        static char names[64][96];
-        char *name = names[i % 64];
-        snprintf(name, sizeof names[0], "conformance_%s", table[i].label);
+    for (int k = 0; k < n; k++) {
+        ck_assert_msg(nchains < MAX_CHAINS, "more than %d conformance chains", MAX_CHAINS);
+        int i = nchains++;
+        chains[i] = table[k];
+        static char names[MAX_CHAINS][96];
+        char *name = names[i];
+        snprintf(name, sizeof names[0], "conformance_%s", chains[i].label);
         TCase *tc = tcase_create(name);
-        tcase_set_timeout(tc, table[i].gpu ? CRMM_TEST_GPU_TIMEOUT : 60);
+        tcase_set_timeout(tc, chains[i].gpu ? CRMM_TEST_GPU_TIMEOUT : 60);
         tcase_add_loop_test(tc, zero_size_gives_null, i, i + 1);
         tcase_add_loop_test(tc, sizes_are_aligned_and_usable, i, i + 1);
         tcase_add_loop_test(tc, one_pib_is_out_of_memory, i, i + 1);

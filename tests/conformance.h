@@ -18,7 +18,7 @@ typedef struct crmm_test_chain {
     size_t max_size;      /* largest size of the size sweep; 0 = 1 GiB */
 } crmm_test_chain;
 
-/* Add one test case per chain to `s`. `chains` must stay valid while the suite runs. */
+/* Add one test case per chain to `s`. The chains are copied; a program may call this more than once (64 chains in all). */
 void crmm_conformance_add(Suite *s, const crmm_test_chain *chains, int n);
 
 #endif
