@@ -1,6 +1,6 @@
 /* size_parse.c — sizes as people write them in configs: "4096", "1.5GiB", "512 MB", "80%".
  *
- * Binary units (KiB..TiB) are powers of 1024, decimal ones (KB..TB) powers of 1000. A
+ * Binary units (KiB..PiB) are powers of 1024, decimal ones (KB..PB) powers of 1000. A
  * fractional number is allowed with a unit ("1.5GiB"); the result is rounded down to a byte.
  * Anything that would not fit in 64 bits is an error, never a wrap-around. */
 #include "config.h"
@@ -14,8 +14,8 @@
 
 static const struct { const char *name; double mult; } size_units[] = {
     {"", 1.0}, {"B", 1.0},
-    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-    {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"PiB", 1125899906842624.0},
+    {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"PB", 1e15},
 };
 
 crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out, double *percent)
@@ -102,5 +102,5 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
         return CRMM_OK;
     }
     return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
-                          "'%s': unknown size unit '%s' (B KiB MiB GiB TiB KB MB GB TB or %%)", text, unit);
+                          "'%s': unknown size unit '%s' (B KiB MiB GiB TiB PiB KB MB GB TB PB or %%)", text, unit);
 }

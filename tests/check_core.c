@@ -437,6 +437,8 @@ static const struct { const char *text; uint64_t bytes; } good_sizes[] = {
     {"512mb", 512000000ull},
     {"2TB", 2000000000000ull},
     {"2TiB", 2199023255552ull},
+    {"1PiB", 1125899906842624ull},
+    {"3PB", 3000000000000000ull},
     {"1.5KB", 1500},
     {"7B", 7},
     {"7 b", 7},

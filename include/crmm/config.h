@@ -76,7 +76,7 @@ void crmm_finalize(void);
 /* The config crmm_init loaded (borrowed), or NULL. */
 const crmm_config *crmm_current_config(void);
 
-/* Parse a size: "4096", "64KiB", "1.5 GiB", "512MB", "2TB"; units B KiB MiB GiB TiB KB MB GB TB
+/* Parse a size: "4096", "64KiB", "1.5 GiB", "512MB", "2TB"; units B KiB MiB GiB TiB PiB KB MB GB TB PB
  * (case-insensitive; KiB = 1024, KB = 1000). "N%" (0 < N <= 100) gives N% of `percent_of`; it is
  * refused when `percent_of` is 0 and `percent` is NULL. When `percent` is given it receives N
  * (0 for a plain size). Errors: CRMM_ERROR_INVALID_ARGUMENT for negative values, unknown units,
