@@ -13,7 +13,7 @@ AM_TESTS_ENVIRONMENT = \
 	CRMM_TEST_PLUGIN_DIR='$(abs_top_builddir)/tests/plugins/.libs'; export CRMM_TEST_PLUGIN_DIR; \
 	CRMM_TEST_SRCDIR='$(abs_top_srcdir)/tests'; export CRMM_TEST_SRCDIR; \
 	CK_DEFAULT_TIMEOUT=60; export CK_DEFAULT_TIMEOUT; \
-	ASAN_OPTIONS="$${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1}"; export ASAN_OPTIONS; \
+	ASAN_OPTIONS="$${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1:allocator_may_return_null=1}"; export ASAN_OPTIONS; \
 	unset CRMM_CONFIG CRMM_LOG_LEVEL;
 
 check_PROGRAMS += tests/check_conformance_host
