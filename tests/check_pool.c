@@ -500,6 +500,28 @@ START_TEST(zero_initial_size_grows_on_demand)
 }
 END_TEST
 
+START_TEST(growth_right_when_block_records_run_out)
+{
+    /* Block records come in slabs; each split takes one. Grow the pool at every count of spare
+     * records around a slab's size, so that growth meets an empty spare list at least once. */
+    for (int k = 200; k < 300; k++) {
+        crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
+        void *small[300];
+        for (int i = 0; i < k; i++)
+            small[i] = alloc(p, 256);
+        void *big = alloc(p, MiB - KiB); /* does not fit: grows by 1 MiB, then splits the new chunk */
+        ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+        void *more = alloc(p, 256);
+        release(p, big, MiB - KiB);
+        release(p, more, 256);
+        for (int i = 0; i < k; i++)
+            release(p, small[i], 256);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+        crmm_resource_release(p);
+    }
+}
+END_TEST
+
 /* ---- chunks -------------------------------------------------------------------------------- */
 
 START_TEST(adjacent_upstream_blocks_never_merge)
@@ -818,6 +840,7 @@ int main(void)
     tcase_add_test(tc, growth_halves_when_the_upstream_refuses);
     tcase_add_test(tc, one_pib_names_the_sizes);
     tcase_add_test(tc, zero_initial_size_grows_on_demand);
+    tcase_add_test(tc, growth_right_when_block_records_run_out);
     tcase_add_test(tc, adjacent_upstream_blocks_never_merge);
     tcase_add_test(tc, trim_returns_wholly_free_chunks);
     tcase_add_test(tc, destroy_returns_memory_and_reports_leaks);

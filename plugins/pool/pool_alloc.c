@@ -44,7 +44,8 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
                                  pool_block **out)
 {
     char label[80];
-    if (!pool_records_reserve(&p->records, 1) || !pool_block_map_grow(&p->live))
+    /* two spare records: a new chunk's block (growth) and the rest of a split */
+    if (!pool_records_reserve(&p->records, 2) || !pool_block_map_grow(&p->live))
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (block records)", pool_label(p, label, sizeof label));
     pool_stream *s = pool_streams_find(&p->streams, stream);
     if (!s)
