@@ -9,10 +9,12 @@
  * at once); its blocks never merge with another chunk's, even when the two are adjacent in
  * memory, so every chunk can go back upstream whole.
  *
- * trim gives back each chunk that is wholly free (one free block covering all of it), after a
- * device synchronization for a device pool: its last uses may be pending on any stream, possibly
- * one the user destroyed, so the memory is returned on the NULL stream only once the device is
- * idle. destroy returns every chunk the same way. */
+ * trim gives back each chunk whose blocks are all free, after a device synchronization for a
+ * device pool: the last uses of its blocks may be pending on any stream, possibly one the user
+ * destroyed, so the memory is returned (on the NULL stream) only once the device is idle. Once
+ * it is, the free blocks of every stream are gathered into one list (pool_streams_make_all_ready),
+ * which merges blocks that were freed on different streams: each such chunk becomes one free
+ * block and goes back whole. destroy returns every chunk after the same synchronization. */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,9 +151,19 @@ static crmm_status release_chunk(pool_resource *p, pool_chunk *c)
     return st;
 }
 
+/* One free block covering the whole chunk. */
 static bool wholly_free(const pool_chunk *c)
 {
     return pool_block_is_free(c->first) && c->first->size == c->size;
+}
+
+/* Every block of the chunk free (on whatever streams). */
+static bool all_blocks_free(const pool_chunk *c)
+{
+    for (const pool_block *b = c->first; b; b = b->phys_next)
+        if (!pool_block_is_free(b))
+            return false;
+    return true;
 }
 
 crmm_status pool_trim(crmm_resource *self)
@@ -160,12 +172,15 @@ crmm_status pool_trim(crmm_resource *self)
     pool_lock(p);
     bool any = false;
     for (pool_chunk *c = p->chunks; c && !any; c = c->next)
-        any = wholly_free(c);
+        any = all_blocks_free(c);
     crmm_status st = any ? pool_streams_synchronize(&p->streams) : CRMM_OK;
     if (!any || st != CRMM_OK) {
         pool_unlock(p);
         return st;
     }
+    /* the device is idle: the free blocks of all streams can join, so that a chunk whose blocks
+     * were freed on different streams becomes one free block */
+    pool_streams_make_all_ready(&p->streams, &p->records);
     for (pool_chunk *c = p->chunks, *next; c; c = next) {
         next = c->next;
         if (!wholly_free(c))

@@ -224,6 +224,31 @@ void pool_streams_forget(pool_streams *ss, pool_records *records, crmm_cuda_stre
     }
 }
 
+void pool_streams_make_all_ready(pool_streams *ss, pool_records *records)
+{
+    if (!ss->real || !ss->count)
+        return;
+    pool_stream *ready = NULL;
+    for (size_t i = 0; i < ss->count && !ready; i++)
+        if (ss->all[i]->ready)
+            ready = ss->all[i];
+    if (!ready) {
+        ready = ss->all[0];
+        ready->handle = NULL;
+        ready->thread = POOL_NO_THREAD;
+        ready->ready = true;
+    }
+    for (size_t i = 0; i < ss->count;) {
+        pool_stream *s = ss->all[i];
+        if (s == ready) {
+            i++;
+            continue;
+        }
+        move_blocks(s, ready, records);
+        retire(ss, i, ready);
+    }
+}
+
 crmm_status pool_streams_synchronize(pool_streams *ss)
 {
     if (!ss->real || crmm_process_exiting())
@@ -234,8 +259,10 @@ crmm_status pool_streams_synchronize(pool_streams *ss)
         return crmm_error_add_context("pool");
     cudaError_t e = cudaDeviceSynchronize();
     crmm_cuda_device_restore(&g);
-    if (e != cudaSuccess)
-        return crmm_error_add_context("pool: ordering a stream behind freed memory");
+    if (e != cudaSuccess) {
+        crmm_cuda_status(e, "cudaDeviceSynchronize");
+        return crmm_error_add_context("pool: waiting for the device before reusing or returning memory");
+    }
     return CRMM_OK;
 }
 

@@ -74,6 +74,10 @@ crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stre
 crmm_status pool_streams_wait(const pool_streams *ss, crmm_cuda_stream_t handle);
 void pool_streams_forget(pool_streams *ss, pool_records *records, crmm_cuda_stream_t handle);
 
+/* After a device synchronization: every free block of every stream is usable by any stream, so
+ * gather them all (merging neighbours) into the ready state. Makes no CUDA call and no malloc. */
+void pool_streams_make_all_ready(pool_streams *ss, pool_records *records);
+
 /* Wait until the device has finished all work (before memory goes back upstream). CRMM_OK
  * without a CUDA call for a host pool or once the process is exiting. */
 crmm_status pool_streams_synchronize(pool_streams *ss);
