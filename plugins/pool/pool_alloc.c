@@ -14,8 +14,6 @@
  * with its free neighbours of the same stream and files it under the stream it was freed on.
  * The `bytes` the caller passes are not needed: the block's record knows its size. */
 #include "config.h"
-#include <stdio.h>
-#include <crmm/log.h>
 #include "pool_resource.h"
 
 static inline void count_allocation(pool_resource *p, size_t bytes, size_t size)

@@ -84,15 +84,4 @@ static inline pool_block *pool_block_map_remove(pool_block_map *m, uintptr_t add
     return found;
 }
 
-/* The live block at `addr`, or NULL. */
-static inline pool_block *pool_block_map_find(const pool_block_map *m, uintptr_t addr)
-{
-    for (size_t i = pool_block_map_home(m, addr);; i = (i + 1) & m->mask) {
-        if (m->slots[i].addr == addr)
-            return m->slots[i].block;
-        if (!m->slots[i].addr)
-            return NULL;
-    }
-}
-
 #endif

@@ -25,7 +25,11 @@
  * cudaDeviceSynchronize instead: that waits for all work on the device, including work still
  * draining on a destroyed stream, after which every free block of every stream is safe for T,
  * and all of them move to T. The cost — a device synchronization — is paid once per destroyed
- * stream that held blocks, because its state is gone afterwards.
+ * stream that held blocks, because its state is gone afterwards. (Strictly, CUDA calls passing a
+ * destroyed handle undefined and offers no way to ask whether a handle is alive; what it does is
+ * answer with an error, or with the id of the stream that owns the handle now, and both lead to
+ * the synchronization. The alternative that never touches S again — an event recorded on every
+ * free, as RMM does — costs the fast path five times its budget.)
  *
  * Another thread's per-thread default stream (cudaStreamPerThread means a different stream on
  * every thread, so its state is keyed by the thread too) cannot be recorded on from this thread;
@@ -35,7 +39,10 @@
  * destroyed and handed to a new stream. If S is destroyed while work on a block freed on S is
  * still pending and a new stream gets S's handle, an allocation on the new stream may get that
  * block without a wait. Synchronize a stream before destroying it, or tell the pool with
- * CRMM_POOL_OP_FORGET_STREAM (crmm/pool.h), when memory was freed on it.
+ * CRMM_POOL_OP_FORGET_STREAM (crmm/pool.h), when memory was freed on it: the pool then waits for
+ * the stream and files its blocks in the "ready" state, whose blocks any stream takes without a
+ * wait and which no handle finds. After a device synchronization (trim) every free block goes
+ * there too.
  *
  * A pool over host memory (a host-only upstream) has no streams: one state for all, and no CUDA
  * call is ever made here. */
