@@ -1,1 +1,17 @@
-# tests/pool.mk
+# tests/pool.mk — the pool plugin: over host and a scripted upstream (CPU), over cuda (GPU).
+check_PROGRAMS += tests/check_pool tests/check_pool_gpu
+tests_check_pool_SOURCES = tests/check_pool.c
+tests_check_pool_CFLAGS = $(TEST_CFLAGS)
+tests_check_pool_LDADD = $(TEST_LDADD)
+tests_check_pool_gpu_SOURCES = tests/check_pool_gpu.c
+tests_check_pool_gpu_CFLAGS = $(TEST_CFLAGS)
+tests_check_pool_gpu_LDADD = $(TEST_LDADD)
+TESTS += tests/check_pool tests/check_pool_gpu
+# the stream logic against a scripted CUDA: the program defines the CUDA calls the pool makes
+# and exports them, so that the plugin's calls land there (runs without a GPU)
+check_PROGRAMS += tests/check_pool_streams
+tests_check_pool_streams_SOURCES = tests/check_pool_streams.c
+tests_check_pool_streams_CFLAGS = $(TEST_CFLAGS)
+tests_check_pool_streams_LDFLAGS = -export-dynamic
+tests_check_pool_streams_LDADD = $(TEST_LDADD)
+TESTS += tests/check_pool_streams

@@ -1,1 +1,15 @@
-# plugins/pool: not built yet
+# plugins/pool: the stream-ordered coalescing suballocator (crmm_pool.so) and its control header.
+pkglib_LTLIBRARIES += plugins/pool/crmm_pool.la
+plugins_pool_crmm_pool_la_SOURCES = \
+	plugins/pool/pool_plugin.c \
+	plugins/pool/pool_resource.h \
+	plugins/pool/pool_alloc.c \
+	plugins/pool/pool_block.c plugins/pool/pool_block.h \
+	plugins/pool/pool_block_map.c plugins/pool/pool_block_map.h \
+	plugins/pool/pool_free_list.c plugins/pool/pool_free_list.h \
+	plugins/pool/pool_growth.c \
+	plugins/pool/pool_query.c \
+	plugins/pool/pool_streams.c plugins/pool/pool_streams.h
+plugins_pool_crmm_pool_la_LDFLAGS = $(PLUGIN_LDFLAGS)
+plugins_pool_crmm_pool_la_LIBADD = $(PLUGIN_LIBADD)
+crmminclude_HEADERS += include/crmm/pool.h

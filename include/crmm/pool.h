@@ -1,0 +1,46 @@
+/* crmm/pool.h — control operations of the `pool` plugin (op range 0x500).
+ *
+ * The pool hands a block freed on stream S out again on S at once, without a CUDA call; it
+ * knows S only by its handle. CUDA reuses the handle of a destroyed stream for the next stream
+ * created, so memory freed on S while work on it is still pending could reach a new stream that
+ * got S's handle before that work is done. Tell the pool before destroying such a stream:
+ *
+ *   crmm_pool_forget_stream(mr, s);   // waits for s, then its free blocks serve every stream
+ *   cudaStreamDestroy(s);
+ *
+ * (Synchronizing s yourself before destroying it is just as good.) */
+#ifndef CRMM_POOL_H
+#define CRMM_POOL_H
+
+#include <crmm/resource.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    /* arg: the stream handle itself (crmm_cuda_stream_t cast to void *). Waits for the stream
+     * (cudaStreamSynchronize), then files the blocks freed on it as usable by any stream, so
+     * nothing freed on it stays tied to its handle. CRMM_OK and nothing done for a pool over
+     * host memory or a stream the pool holds no free blocks of. Errors: CRMM_ERROR_CUDA (the
+     * synchronization failed). */
+    CRMM_POOL_OP_FORGET_STREAM = 0x500
+};
+
+/* crmm_resource_control(mr, CRMM_POOL_OP_FORGET_STREAM, stream) on the first pool in mr's chain
+ * (crmm_resource_find_kind). CRMM_ERROR_UNSUPPORTED when the chain has no pool;
+ * CRMM_ERROR_INVALID_ARGUMENT for a NULL resource. */
+static inline crmm_status crmm_pool_forget_stream(crmm_resource *mr, crmm_cuda_stream_t stream)
+{
+    if (!mr)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "pool: forget_stream: resource is NULL");
+    crmm_resource *pool = crmm_resource_find_kind(mr, "pool");
+    if (!pool)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource has no pool in its chain", crmm_resource_kind(mr));
+    return crmm_resource_control(pool, CRMM_POOL_OP_FORGET_STREAM, (void *)stream);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,36 @@
+/* pool_free_list.c — the cold parts of the segregated-fit free list (see pool_free_list.h for the
+ * structure): the scan of one class, the largest block, any block. The hot insert, remove and
+ * find are inline in the header. */
+#include "config.h"
+#include "pool_free_list.h"
+
+pool_block *pool_free_list_find_in_own_class(const pool_free_list *fl, size_t size)
+{
+    unsigned f, s;
+    pool_free_list_class(size, &f, &s);
+    for (pool_block *b = fl->heads[f][s]; b; b = b->u.free.next)
+        if (b->size >= size)
+            return b;
+    return NULL;
+}
+
+pool_block *pool_free_list_largest(const pool_free_list *fl)
+{
+    if (!fl->fl_bitmap)
+        return NULL;
+    unsigned f = 63u - (unsigned)__builtin_clzll(fl->fl_bitmap);
+    unsigned s = 31u - (unsigned)__builtin_clz(fl->sl_bitmap[f]);
+    pool_block *best = NULL;
+    for (pool_block *b = fl->heads[f][s]; b; b = b->u.free.next)
+        if (!best || b->size > best->size)
+            best = b;
+    return best;
+}
+
+pool_block *pool_free_list_any(const pool_free_list *fl)
+{
+    if (!fl->fl_bitmap)
+        return NULL;
+    unsigned f = (unsigned)__builtin_ctzll(fl->fl_bitmap);
+    return fl->heads[f][__builtin_ctz(fl->sl_bitmap[f])];
+}

@@ -1,0 +1,163 @@
+/* pool_free_list.h — the free blocks of one stream, found in O(1): a two-level segregated fit
+ * (TLSF, Masmano et al. 2004).
+ *
+ * Sizes are counted in 256-byte units u. Units 1..31 each have their own class (256 B .. 7.75 KiB
+ * exactly); above that, every power of two [2^k, 2^(k+1)) is the first level and is cut into 32
+ * equal second-level classes, so a class never spans more than 1/32 of its sizes. Each class is a
+ * doubly linked list of free blocks; a bitmap of non-empty first levels and, per first level, a
+ * bitmap of non-empty classes find the first non-empty class at or above any size with two
+ * count-trailing-zeros. A request is rounded up to the next class boundary first ("good fit"), so
+ * any block of the class found is large enough and the head is taken without a scan; only when
+ * that finds nothing is the request's own class scanned (pool_free_list_take_slow), so that a
+ * block that fits is never missed before the pool grows.
+ *
+ * Inserting a block merges it first with its free neighbours in the same chunk that the same
+ * stream state holds (pool_free_list_insert_merging): blocks of other streams stay apart, since
+ * using them needs a wait that only the stream logic can set up. */
+#ifndef CRMM_PLUGINS_POOL_FREE_LIST_H
+#define CRMM_PLUGINS_POOL_FREE_LIST_H
+
+#include <stdint.h>
+#include "pool_block.h"
+
+#define POOL_UNIT_SHIFT 8                        /* 256-byte units */
+#define POOL_SL_SHIFT 5                          /* 32 second-level classes */
+#define POOL_SL_COUNT (1u << POOL_SL_SHIFT)
+#define POOL_FL_COUNT (64 - POOL_UNIT_SHIFT - POOL_SL_SHIFT + 1) /* every size below 2^64 */
+
+typedef struct pool_free_list {
+    uint64_t fl_bitmap;                          /* bit f: some class of level f is non-empty */
+    uint32_t sl_bitmap[POOL_FL_COUNT];           /* bit s of [f]: class (f, s) is non-empty */
+    uint64_t bytes;                              /* bytes in all its blocks */
+    uint64_t blocks;                             /* number of blocks */
+    pool_block *heads[POOL_FL_COUNT][POOL_SL_COUNT];
+} pool_free_list;
+
+/* The class (fl, sl) of a block of `size` bytes (size >= 256). */
+static inline void pool_free_list_class(size_t size, unsigned *fl, unsigned *sl)
+{
+    uint64_t u = (uint64_t)size >> POOL_UNIT_SHIFT;
+    if (u < POOL_SL_COUNT) {
+        *fl = 0;
+        *sl = (unsigned)u;
+    } else {
+        unsigned msb = 63u - (unsigned)__builtin_clzll(u);
+        *fl = msb - POOL_SL_SHIFT + 1;
+        *sl = (unsigned)(u >> (msb - POOL_SL_SHIFT)) & (POOL_SL_COUNT - 1);
+    }
+}
+
+static inline void pool_free_list_insert(pool_free_list *fl, pool_block *b)
+{
+    unsigned f, s;
+    pool_free_list_class(b->size, &f, &s);
+    pool_block *head = fl->heads[f][s];
+    b->u.free.prev = NULL;
+    b->u.free.next = head;
+    if (head)
+        head->u.free.prev = b;
+    fl->heads[f][s] = b;
+    fl->sl_bitmap[f] |= 1u << s;
+    fl->fl_bitmap |= 1ull << f;
+    fl->bytes += b->size;
+    fl->blocks++;
+}
+
+static inline void pool_free_list_remove(pool_free_list *fl, pool_block *b)
+{
+    pool_block *prev = b->u.free.prev, *next = b->u.free.next;
+    if (next)
+        next->u.free.prev = prev;
+    if (prev) {
+        prev->u.free.next = next;
+    } else {
+        unsigned f, s;
+        pool_free_list_class(b->size, &f, &s);
+        fl->heads[f][s] = next;
+        if (!next) {
+            fl->sl_bitmap[f] &= ~(1u << s);
+            if (!fl->sl_bitmap[f])
+                fl->fl_bitmap &= ~(1ull << f);
+        }
+    }
+    fl->bytes -= b->size;
+    fl->blocks--;
+}
+
+/* A free block of at least `size` bytes (a multiple of 256) from a class whose every block fits,
+ * or NULL; the block stays in the list. */
+static inline pool_block *pool_free_list_find(const pool_free_list *fl, size_t size)
+{
+    uint64_t u = (uint64_t)size >> POOL_UNIT_SHIFT;
+    unsigned f, s;
+    if (u < POOL_SL_COUNT) {
+        f = 0;
+        s = (unsigned)u;
+    } else {
+        unsigned msb = 63u - (unsigned)__builtin_clzll(u);
+        u += (1ull << (msb - POOL_SL_SHIFT)) - 1; /* up to the next class boundary */
+        msb = 63u - (unsigned)__builtin_clzll(u);
+        f = msb - POOL_SL_SHIFT + 1;
+        s = (unsigned)(u >> (msb - POOL_SL_SHIFT)) & (POOL_SL_COUNT - 1);
+        if (f >= POOL_FL_COUNT)
+            return NULL;
+    }
+    uint32_t sl_map = fl->sl_bitmap[f] & (~0u << s);
+    if (!sl_map) {
+        uint64_t fl_map = f + 1 < 64 ? fl->fl_bitmap & (~0ull << (f + 1)) : 0;
+        if (!fl_map)
+            return NULL;
+        f = (unsigned)__builtin_ctzll(fl_map);
+        sl_map = fl->sl_bitmap[f];
+    }
+    return fl->heads[f][(unsigned)__builtin_ctz(sl_map)];
+}
+
+/* Scan the class of `size` itself for a block of at least `size` bytes (the blocks there that
+ * pool_free_list_find skips because not all of them fit). NULL when none does. */
+pool_block *pool_free_list_find_in_own_class(const pool_free_list *fl, size_t size);
+
+/* A block of at least `size`: from the fitting classes, else from the size's own class. */
+static inline pool_block *pool_free_list_fit(const pool_free_list *fl, size_t size)
+{
+    pool_block *b = pool_free_list_find(fl, size);
+    return b ? b : pool_free_list_find_in_own_class(fl, size);
+}
+
+/* The largest block held (a scan of the highest non-empty class), or NULL. */
+pool_block *pool_free_list_largest(const pool_free_list *fl);
+
+/* Any block held (the head of the lowest non-empty class), or NULL. */
+pool_block *pool_free_list_any(const pool_free_list *fl);
+
+/* Put free block `b` into `fl` as a block of `owner`, merged first with its neighbours that are
+ * free and held by the same owner (their records go back to `records`). Returns the block that
+ * now holds b's bytes. */
+static inline pool_block *pool_free_list_insert_merging(pool_free_list *fl, struct pool_stream *owner,
+                                                        pool_block *b, pool_records *records)
+{
+    pool_block *next = b->phys_next;
+    if (next && next->owner == owner) {
+        pool_free_list_remove(fl, next);
+        b->size += next->size;
+        b->phys_next = next->phys_next;
+        if (b->phys_next)
+            b->phys_next->phys_prev = b;
+        pool_records_put(records, next);
+    }
+    pool_block *prev = b->phys_prev;
+    if (prev && prev->owner == owner) {
+        pool_free_list_remove(fl, prev);
+        prev->size += b->size;
+        prev->phys_next = b->phys_next;
+        if (prev->phys_next)
+            prev->phys_next->phys_prev = prev;
+        pool_records_put(records, b);
+        b = prev;
+    }
+    b->owner = owner;
+    pool_free_list_insert(fl, b);
+    return b;
+}
+
+#endif

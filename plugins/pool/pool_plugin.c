@@ -1,0 +1,184 @@
+/* pool_plugin.c — the `pool` plugin: a stream-ordered, coalescing suballocator over any upstream
+ * (RMM's pool_memory_resource), built for speed.
+ *
+ * The parts: pool_free_list (per-stream O(1) segregated fit), pool_block_map (pointer -> live
+ * block in O(1)), pool_block (host-side block and chunk records, with neighbour links for
+ * coalescing), pool_streams (per-stream state and the ordering between streams), pool_growth
+ * (upstream chunks: growth, trim, release), pool_alloc (the hot path), pool_query. This file holds
+ * the descriptor, the parameters, create and destroy.
+ *
+ * Parameters: initial_size (taken from upstream at creation; default half the device's free
+ * memory, and required when the upstream is not device memory, since there is then no device to
+ * take a share of) and maximum_size (default none). Sizes are rounded up to 256 bytes, with an
+ * info-level note when that changes them. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <crmm/cuda_support.h>
+#include <crmm/log.h>
+#include <crmm/pool.h>
+#include "pool_resource.h"
+
+/* Read size parameter `key` rounded up to 256 B into *out; *given false when it is not set. */
+static crmm_status read_size(const crmm_params *params, const char *label, const char *key, uint64_t *out, bool *given)
+{
+    uint64_t v = 0;
+    crmm_status st = crmm_params_get_size(params, key, &v);
+    *given = st == CRMM_OK;
+    if (st == CRMM_ERROR_NOT_FOUND) {
+        crmm_clear_error();
+        return CRMM_OK;
+    }
+    if (st != CRMM_OK)
+        return crmm_error_add_context("%s", label);
+    if (v > UINT64_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
+        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: %s of %llu bytes is too large", label, key, (unsigned long long)v);
+    uint64_t rounded = (v + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
+    if (rounded != v)
+        crmm_log(CRMM_LOG_INFO, "%s: %s of %llu bytes rounded up to %llu (a multiple of %u bytes)", label, key,
+                 (unsigned long long)v, (unsigned long long)rounded, CRMM_ALLOCATION_ALIGNMENT);
+    *out = rounded;
+    return CRMM_OK;
+}
+
+/* Half the free memory of the upstream's device, rounded down to 256 B (RMM's default). */
+static crmm_status half_of_free_memory(const crmm_params *params, const crmm_resource *upstream, const char *label,
+                                       uint64_t *out)
+{
+    int device = upstream->device >= 0 ? upstream->device : crmm_params_device(params);
+    if (device < 0 && crmm_cuda_current_device(&device) != CRMM_OK)
+        return crmm_error_add_context("%s: initial_size is not set and there is no device to take half of", label);
+    uint64_t free_bytes = 0;
+    if (crmm_cuda_device_memory(device, &free_bytes, NULL) != CRMM_OK)
+        return crmm_error_add_context("%s: initial_size is not set", label);
+    *out = (free_bytes / 2) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
+    return CRMM_OK;
+}
+
+static void free_state(pool_resource *p)
+{
+    pool_streams_free(&p->streams);
+    pool_block_map_free(&p->live);
+    pool_records_free_all(&p->records);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+static void pool_destroy(crmm_resource *self)
+{
+    pool_resource *p = (pool_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)p->counters.count, (uint64_t)p->counters.bytes);
+    pool_release_all(p);
+    free_state(p);
+}
+
+static crmm_status pool_control(crmm_resource *self, int op, void *arg)
+{
+    pool_resource *p = (pool_resource *)self;
+    char label[80];
+    if (op != CRMM_POOL_OP_FORGET_STREAM)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %#x", pool_label(p, label, sizeof label), op);
+    crmm_cuda_stream_t stream = (crmm_cuda_stream_t)arg;
+    crmm_status st = pool_streams_wait(&p->streams, stream); /* outside the lock: it may take long */
+    if (st != CRMM_OK)
+        return st;
+    pool_lock(p);
+    pool_streams_forget(&p->streams, &p->records, stream);
+    pool_unlock(p);
+    return CRMM_OK;
+}
+
+static const crmm_resource_ops pool_ops = {
+    .allocate = pool_allocate,
+    .deallocate = pool_deallocate,
+    .query = pool_query,
+    .trim = pool_trim,
+    .destroy = pool_destroy,
+    .control = pool_control,
+};
+
+static crmm_status pool_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    char label[80];
+    const char *name = crmm_params_resource_name(params);
+    if (name && *name)
+        snprintf(label, sizeof label, "pool '%s'", name);
+    else
+        snprintf(label, sizeof label, "pool");
+    bool real = crmm_resource_is_device_accessible(upstream);
+
+    uint64_t initial = 0, maximum = POOL_NO_MAXIMUM;
+    bool initial_given, maximum_given;
+    crmm_status st = read_size(params, label, "maximum_size", &maximum, &maximum_given);
+    if (st == CRMM_OK)
+        st = read_size(params, label, "initial_size", &initial, &initial_given);
+    if (st != CRMM_OK)
+        return st;
+    if (maximum_given && maximum == 0)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: maximum_size must be more than 0", label);
+    if (!initial_given) {
+        if (!real)
+            return crmm_set_error(CRMM_ERROR_CONFIG,
+                                  "%s: initial_size is required: the upstream '%s' is not device memory, so there is "
+                                  "no device memory to take half of (e.g. initial_size = 64MiB)",
+                                  label, crmm_resource_kind(upstream));
+        if ((st = half_of_free_memory(params, upstream, label, &initial)) != CRMM_OK)
+            return st;
+        if (initial > maximum)
+            initial = maximum;
+    }
+    if (initial > maximum) {
+        char a[32], b[32];
+        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: initial_size (%s) is larger than maximum_size (%s)", label,
+                              crmm_format_size(initial, a, sizeof a), crmm_format_size(maximum, b, sizeof b));
+    }
+
+    pool_resource *p = calloc(1, sizeof *p);
+    if (!p)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
+    if (pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p);
+        return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "%s: cannot make a mutex", label);
+    }
+    p->maximum = maximum;
+    if ((st = pool_streams_init(&p->streams, real, upstream->device)) != CRMM_OK ||
+        !pool_block_map_init(&p->live, 1024) || !pool_records_reserve(&p->records, POOL_RECORDS_PER_SLAB)) {
+        free_state(p);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
+    }
+    crmm_resource_init(&p->base, &pool_ops, "pool", upstream->flags, upstream->device, upstream);
+    snprintf(p->base.name, sizeof p->base.name, "%s", name ? name : "");
+    if (initial > 0) {
+        pool_stream *s = pool_streams_find(&p->streams, NULL);
+        st = s ? pool_add_chunk(p, s, (size_t)initial, NULL) : CRMM_ERROR_OUT_OF_MEMORY;
+        if (st != CRMM_OK) {
+            char a[32];
+            crmm_error_add_context("%s: cannot take initial_size (%s) from upstream '%s'", label,
+                                   crmm_format_size(initial, a, sizeof a), crmm_resource_kind(upstream));
+            free_state(p);
+            crmm_resource_release(upstream); /* the reference crmm_resource_init took */
+            return st;
+        }
+    }
+    *out = &p->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec pool_params[] = {
+    {"initial_size", CRMM_PARAM_SIZE, NULL,
+     "bytes taken from upstream at creation (default: half the device's free memory; required over host memory)", NULL, 0},
+    {"maximum_size", CRMM_PARAM_SIZE, NULL, "the most the pool takes from upstream (default: no limit)", NULL, 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin pool_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "pool",
+    .version = PACKAGE_VERSION,
+    .description = "stream-ordered coalescing suballocator (RMM's pool) with O(1) segregated fit",
+    .upstream = CRMM_UPSTREAM_REQUIRED,
+    .params = pool_params,
+    .create = pool_create,
+};
+
+CRMM_PLUGIN_DEFINE(pool_plugin)

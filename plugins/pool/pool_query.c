@@ -1,0 +1,42 @@
+/* pool_query.c — the pool's answers to crmm_resource_query: the counters of requested bytes and
+ * allocations (crmm_alloc_counters, kept under the pool's lock), the bytes and chunks held from
+ * upstream, the free bytes, the largest free block (over every stream's free list) and the
+ * maximum. Fragmentation follows from BYTES_FREE and LARGEST_FREE_BLOCK
+ * (crmm_resource_fragmentation). */
+#include "config.h"
+#include "pool_resource.h"
+
+static uint64_t largest_free_block(const pool_resource *p)
+{
+    const pool_streams *ss = &p->streams;
+    size_t n = ss->real ? ss->count : 1;
+    uint64_t largest = 0;
+    for (size_t i = 0; i < n; i++) {
+        const pool_block *b = pool_free_list_largest(ss->real ? &ss->all[i]->free : &ss->last->free);
+        if (b && b->size > largest)
+            largest = b->size;
+    }
+    return largest;
+}
+
+crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    pool_resource *p = (pool_resource *)self;
+    crmm_status st = CRMM_OK;
+    pool_lock(p);
+    switch (what) {
+    case CRMM_QUERY_BYTES_RESERVED: *out = p->reserved; break;
+    case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = p->reserved_peak; break;
+    case CRMM_QUERY_BYTES_FREE: *out = p->reserved - p->live_bytes; break;
+    case CRMM_QUERY_LARGEST_FREE_BLOCK: *out = largest_free_block(p); break;
+    case CRMM_QUERY_UPSTREAM_BLOCKS: *out = p->chunk_count; break;
+    case CRMM_QUERY_MAXIMUM_SIZE: *out = p->maximum; break;
+    default: st = crmm_counters_query(&p->counters, what, out); break;
+    }
+    pool_unlock(p);
+    if (st != CRMM_OK) {
+        char label[80];
+        return crmm_set_error(st, "%s cannot answer query %d", pool_label(p, label, sizeof label), (int)what);
+    }
+    return CRMM_OK;
+}

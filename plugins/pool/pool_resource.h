@@ -1,0 +1,66 @@
+/* pool_resource.h — the pool resource's state, shared by the pool_* files.
+ *
+ * One lock guards everything: the per-stream free lists (pool_streams), the live-block map, the
+ * records and the upstream chunks. The counters are plain integers updated under that lock (the
+ * atomic crmm_counters_add would cost ~30 ns an operation in locked instructions alone); they are
+ * read with crmm_counters_query. */
+#ifndef CRMM_PLUGINS_POOL_RESOURCE_H
+#define CRMM_PLUGINS_POOL_RESOURCE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/plugin.h>
+#include "pool_block.h"
+#include "pool_block_map.h"
+#include "pool_free_list.h"
+#include "pool_streams.h"
+
+/* The largest request the pool accepts: rounding it up to 256 bytes must not overflow. */
+#define POOL_MAX_REQUEST (SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
+#define POOL_NO_MAXIMUM UINT64_MAX
+
+typedef struct pool_resource {
+    crmm_resource base;            /* first: crmm sees a crmm_resource */
+    pthread_mutex_t lock;
+    pool_streams streams;          /* free blocks per stream */
+    pool_block_map live;           /* live blocks by address */
+    pool_records records;          /* spare block records */
+    pool_chunk *chunks;            /* upstream allocations, newest first */
+    uint64_t chunk_count;
+    uint64_t reserved, reserved_peak; /* bytes held from upstream */
+    uint64_t live_bytes;           /* bytes of live blocks (rounded to 256) */
+    uint64_t maximum;              /* most it may reserve; POOL_NO_MAXIMUM */
+    crmm_alloc_counters counters;  /* requested bytes; updated under the lock */
+} pool_resource;
+
+static inline void pool_lock(pool_resource *p) { pthread_mutex_lock(&p->lock); }
+static inline void pool_unlock(pool_resource *p) { pthread_mutex_unlock(&p->lock); }
+
+/* "pool 'main'", or "pool" when the resource has no name; into buf. */
+const char *pool_label(const pool_resource *p, char *buf, size_t size);
+
+/* ---- pool_alloc.c: the allocate and deallocate ops --------------------------------------- */
+crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
+crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
+
+/* ---- pool_growth.c: upstream chunks -------------------------------------------------------- */
+/* Grow by one chunk that has room for `size` (RMM's rule: double without a maximum, else the
+ * larger of size and half the room left, halved on failure down to size); the chunk's block goes
+ * to stream state s. *out: that block. CRMM_ERROR_OUT_OF_MEMORY naming the sizes when neither the
+ * maximum nor the upstream allows it; the upstream's own error when it failed otherwise. */
+crmm_status pool_grow(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream, pool_block **out);
+/* Take exactly `size` bytes from upstream as a new chunk for state s (the initial pool). */
+crmm_status pool_add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream);
+/* Give every wholly free chunk back to the upstream. */
+crmm_status pool_trim(crmm_resource *self);
+/* Give every chunk back (destroy), whatever it holds. */
+void pool_release_all(pool_resource *p);
+/* The chunk that contains addr, or NULL (a scan; for error messages). */
+const pool_chunk *pool_chunk_containing(const pool_resource *p, uintptr_t addr);
+
+/* ---- pool_query.c ---------------------------------------------------------------------------- */
+crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out);
+
+#endif

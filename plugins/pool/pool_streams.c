@@ -1,0 +1,325 @@
+/* pool_streams.c — per-stream free lists and the ordering between streams.
+ *
+ * The contract (DESIGN §2): a block freed on stream S may be handed out again on S at once, and
+ * on another stream T only once T is ordered behind the free. So each stream the pool sees gets
+ * a state (pool_stream) with its own free list, and a freed block goes into the list of the
+ * stream it was freed on. The fast path — allocate and free on one stream — finds the state by a
+ * one-entry cache and makes no CUDA call.
+ *
+ * When T's list has no block that fits, the pool looks at the other states (pool_streams_take).
+ * For a state S that has one it records the pool's event on S at that moment and makes T wait
+ * for it (cudaEventRecord(ev, S); cudaStreamWaitEvent(T, ev)). That is enough: every block in
+ * S's list was freed earlier in host order (all of this runs under the pool's lock), so whatever
+ * used it was enqueued on S before the record. Then all of S's free blocks move to T (merging
+ * with T's free neighbours) and S's state is dropped, as RMM merges free lists. One event serves
+ * every such move: cudaStreamWaitEvent captures the event's most recent record when it is
+ * called, and recording it again later does not affect that wait. No event is recorded per free:
+ * RMM does that (~300 ns a free), which alone is five times the pool's budget per operation.
+ *
+ * A stream the user destroyed. Freeing on S and then destroying S is legal, so the state may hold
+ * a dangling handle. CUDA reuses handles at once (rmm#649), so a handle that is "valid" may be a
+ * different stream now. Each state therefore keeps S's unique id (cudaStreamGetId, read when the
+ * state is made); before recording on S the id is read again. If that fails (the handle is dead),
+ * if the id differs (the handle now names another stream), or if the record or the wait fails,
+ * the error is cleared (cudaGetLastError, so the caller never sees it) and the pool calls
+ * cudaDeviceSynchronize instead: that waits for all work on the device, including work still
+ * draining on a destroyed stream, after which every free block of every stream is safe for T,
+ * and all of them move to T. The cost — a device synchronization — is paid once per destroyed
+ * stream that held blocks, because its state is gone afterwards. (Strictly, CUDA calls passing a
+ * destroyed handle undefined and offers no way to ask whether a handle is alive; what it does is
+ * answer with an error, or with the id of the stream that owns the handle now, and both lead to
+ * the synchronization. The alternative that never touches S again — an event recorded on every
+ * free, as RMM does — costs the fast path five times its budget.)
+ *
+ * Another thread's per-thread default stream (cudaStreamPerThread means a different stream on
+ * every thread, so its state is keyed by the thread too) cannot be recorded on from this thread;
+ * its blocks are taken only after the pool failed to grow, by synchronizing the device.
+ *
+ * The caveat that remains (the same as RMM's): the fast path cannot tell that a handle was
+ * destroyed and handed to a new stream. If S is destroyed while work on a block freed on S is
+ * still pending and a new stream gets S's handle, an allocation on the new stream may get that
+ * block without a wait. Synchronize a stream before destroying it, or tell the pool with
+ * CRMM_POOL_OP_FORGET_STREAM (crmm/pool.h), when memory was freed on it: the pool then waits for
+ * the stream and files its blocks in the "ready" state, whose blocks any stream takes without a
+ * wait and which no handle finds. After a device synchronization (trim) every free block goes
+ * there too.
+ *
+ * A pool over host memory (a host-only upstream) has no streams: one state for all, and no CUDA
+ * call is ever made here. */
+#include "config.h"
+#include <stdlib.h>
+#include <cuda_runtime_api.h>
+#include <crmm/cuda_support.h>
+#include "pool_streams.h"
+
+static uint64_t next_thread_serial;
+static _Thread_local uint64_t this_thread_serial;
+
+uint64_t pool_thread_serial(void)
+{
+    if (!this_thread_serial)
+        this_thread_serial = __atomic_add_fetch(&next_thread_serial, 1, __ATOMIC_RELAXED);
+    return this_thread_serial;
+}
+
+static pool_stream *new_state(crmm_cuda_stream_t handle, uint64_t thread)
+{
+    pool_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->handle = handle;
+    s->thread = thread;
+    return s;
+}
+
+crmm_status pool_streams_init(pool_streams *ss, bool real, int device)
+{
+    *ss = (pool_streams){.real = real, .device = device};
+    if (!real) {
+        ss->last = new_state(NULL, 0);
+        if (!ss->last)
+            return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed");
+    }
+    return CRMM_OK;
+}
+
+void pool_streams_free(pool_streams *ss)
+{
+    if (!ss->real)
+        free(ss->last);
+    for (size_t i = 0; i < ss->count; i++)
+        free(ss->all[i]);
+    free(ss->all);
+    if (ss->event && !crmm_process_exiting())
+        cudaEventDestroy((cudaEvent_t)ss->event);
+    *ss = (pool_streams){0};
+}
+
+pool_stream *pool_streams_find_slow(pool_streams *ss, crmm_cuda_stream_t handle, uint64_t thread)
+{
+    for (size_t i = 0; i < ss->count; i++) {
+        pool_stream *s = ss->all[i];
+        if (s->handle == handle && s->thread == thread)
+            return ss->last = s;
+    }
+    if (ss->count == ss->capacity) {
+        size_t cap = ss->capacity ? ss->capacity * 2 : 8;
+        pool_stream **all = realloc(ss->all, cap * sizeof *all);
+        if (!all) {
+            crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed");
+            return NULL;
+        }
+        ss->all = all;
+        ss->capacity = cap;
+    }
+    pool_stream *s = new_state(handle, thread);
+    if (!s) {
+        crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed");
+        return NULL;
+    }
+    if (handle != CRMM_CUDA_STREAM_PER_THREAD && !crmm_process_exiting()) {
+        if (cudaStreamGetId((cudaStream_t)handle, &s->id) == cudaSuccess)
+            s->id_known = true;
+        else
+            cudaGetLastError(); /* not ours to report: such a state is only ever synchronized */
+    }
+    ss->all[ss->count++] = s;
+    return ss->last = s;
+}
+
+/* Drop state i (it holds no block). */
+static void retire(pool_streams *ss, size_t i, pool_stream *keep)
+{
+    pool_stream *s = ss->all[i];
+    ss->all[i] = ss->all[--ss->count];
+    if (ss->last == s)
+        ss->last = keep;
+    free(s);
+}
+
+/* Move every free block of s to t. */
+static void move_blocks(pool_stream *s, pool_stream *t, pool_records *records)
+{
+    pool_block *b;
+    while ((b = pool_free_list_any(&s->free))) {
+        pool_free_list_remove(&s->free, b);
+        b->owner = NULL;
+        pool_free_list_insert_merging(&t->free, t, b, records);
+    }
+}
+
+/* Make t's stream wait for everything enqueued on s so far. False when that cannot be done with
+ * an event (s destroyed or its handle reused, or CUDA refused); the caller synchronizes then. */
+static bool order_behind(pool_streams *ss, pool_stream *t, pool_stream *s)
+{
+    if (!s->id_known)
+        return false;
+    unsigned long long id = 0;
+    if (cudaStreamGetId((cudaStream_t)s->handle, &id) != cudaSuccess || id != s->id) {
+        cudaGetLastError();
+        return false;
+    }
+    if (!ss->event) {
+        crmm_device_guard g;
+        cudaEvent_t ev = NULL;
+        if (crmm_cuda_device_enter(ss->device, &g) != CRMM_OK)
+            return false;
+        cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+        crmm_cuda_device_restore(&g);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        ss->event = ev;
+    }
+    if (cudaEventRecord((cudaEvent_t)ss->event, (cudaStream_t)s->handle) != cudaSuccess ||
+        cudaStreamWaitEvent((cudaStream_t)t->handle, (cudaEvent_t)ss->event, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return true;
+}
+
+/* The key of a handle as pool_streams_find computes it. */
+static void key_of(crmm_cuda_stream_t *handle, uint64_t *thread)
+{
+    *thread = 0;
+    if (*handle == (crmm_cuda_stream_t)0x1)
+        *handle = NULL;
+    else if (*handle == CRMM_CUDA_STREAM_PER_THREAD)
+        *thread = pool_thread_serial();
+}
+
+crmm_status pool_streams_wait(const pool_streams *ss, crmm_cuda_stream_t handle)
+{
+    if (!ss->real || crmm_process_exiting())
+        return CRMM_OK;
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)handle);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        crmm_cuda_status(e, "cudaStreamSynchronize");
+        return crmm_error_add_context("pool: forget_stream %p", (void *)handle);
+    }
+    return CRMM_OK;
+}
+
+void pool_streams_forget(pool_streams *ss, pool_records *records, crmm_cuda_stream_t handle)
+{
+    if (!ss->real)
+        return;
+    uint64_t thread;
+    key_of(&handle, &thread);
+    size_t at = ss->count;
+    pool_stream *ready = NULL;
+    for (size_t i = 0; i < ss->count; i++) {
+        if (ss->all[i]->handle == handle && ss->all[i]->thread == thread)
+            at = i;
+        if (ss->all[i]->ready)
+            ready = ss->all[i];
+    }
+    if (at == ss->count)
+        return;
+    pool_stream *s = ss->all[at];
+    if (ready) {
+        move_blocks(s, ready, records);
+        retire(ss, at, ready);
+    } else {
+        /* s becomes the ready state: no lookup can find it any more */
+        s->handle = NULL;
+        s->thread = POOL_NO_THREAD;
+        s->ready = true;
+    }
+}
+
+void pool_streams_make_all_ready(pool_streams *ss, pool_records *records)
+{
+    if (!ss->real || !ss->count)
+        return;
+    pool_stream *ready = NULL;
+    for (size_t i = 0; i < ss->count && !ready; i++)
+        if (ss->all[i]->ready)
+            ready = ss->all[i];
+    if (!ready) {
+        ready = ss->all[0];
+        ready->handle = NULL;
+        ready->thread = POOL_NO_THREAD;
+        ready->ready = true;
+    }
+    for (size_t i = 0; i < ss->count;) {
+        pool_stream *s = ss->all[i];
+        if (s == ready) {
+            i++;
+            continue;
+        }
+        move_blocks(s, ready, records);
+        retire(ss, i, ready);
+    }
+}
+
+crmm_status pool_streams_synchronize(pool_streams *ss)
+{
+    if (!ss->real || crmm_process_exiting())
+        return CRMM_OK;
+    crmm_device_guard g;
+    crmm_status st = crmm_cuda_device_enter(ss->device, &g);
+    if (st != CRMM_OK)
+        return crmm_error_add_context("pool");
+    cudaError_t e = cudaDeviceSynchronize();
+    crmm_cuda_device_restore(&g);
+    if (e != cudaSuccess) {
+        crmm_cuda_status(e, "cudaDeviceSynchronize");
+        return crmm_error_add_context("pool: waiting for the device before reusing or returning memory");
+    }
+    return CRMM_OK;
+}
+
+crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stream *t, size_t size,
+                              bool may_synchronize, pool_block **out)
+{
+    *out = NULL;
+    if (!ss->real || crmm_process_exiting())
+        return CRMM_OK;
+    uint64_t me = pool_thread_serial();
+    bool synchronize = false, any_fits = false;
+    for (size_t i = 0; i < ss->count;) {
+        pool_stream *s = ss->all[i];
+        if (s == t) {
+            i++;
+            continue;
+        }
+        if (!s->free.blocks) {
+            retire(ss, i, t); /* an empty state: forget it (all[i] is now another state) */
+            continue;
+        }
+        i++;
+        if (!pool_free_list_fit(&s->free, size))
+            continue;
+        any_fits = true;
+        if (s->handle == CRMM_CUDA_STREAM_PER_THREAD && s->thread != me)
+            continue; /* another thread's stream: only by synchronizing (below) */
+        if (s->ready || order_behind(ss, t, s)) {
+            move_blocks(s, t, records);
+            retire(ss, i - 1, t);
+            *out = pool_free_list_fit(&t->free, size);
+            return CRMM_OK;
+        }
+        synchronize = true; /* s was destroyed: synchronizing is the only way to order t behind it */
+        break;
+    }
+    if (!synchronize && !(may_synchronize && any_fits))
+        return CRMM_OK;
+    crmm_status st = pool_streams_synchronize(ss);
+    if (st != CRMM_OK)
+        return st;
+    for (size_t i = 0; i < ss->count;) {
+        pool_stream *s = ss->all[i];
+        if (s == t) {
+            i++;
+            continue;
+        }
+        move_blocks(s, t, records);
+        retire(ss, i, t);
+    }
+    *out = pool_free_list_fit(&t->free, size);
+    return CRMM_OK;
+}

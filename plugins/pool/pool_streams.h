@@ -1,0 +1,85 @@
+/* pool_streams.h — the pool's per-stream states: which stream a free block may be reused on at
+ * once. See pool_streams.c for the ordering rules and why they are safe. */
+#ifndef CRMM_PLUGINS_POOL_STREAMS_H
+#define CRMM_PLUGINS_POOL_STREAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <crmm/resource.h>
+#include "pool_free_list.h"
+
+/* The blocks freed on one stream and not yet handed out or moved to another stream. */
+typedef struct pool_stream {
+    pool_free_list free;
+    crmm_cuda_stream_t handle;     /* as the caller passes it (cudaStreamLegacy is kept as NULL) */
+    uint64_t thread;               /* per-thread default stream: the serial of its thread; else 0 */
+    unsigned long long id;         /* cudaStreamGetId when the state was made */
+    bool id_known;                 /* false: the id could not be read (always synchronize) */
+    bool ready;                    /* blocks of forgotten streams, waited for: usable by any stream
+                                    * (handle NULL, thread POOL_NO_THREAD: no lookup finds it) */
+} pool_stream;
+
+#define POOL_NO_THREAD UINT64_MAX
+
+typedef struct pool_streams {
+    pool_stream *last;             /* the state found last; for a host pool the only one */
+    pool_stream **all;             /* every state */
+    size_t count, capacity;
+    bool real;                     /* device memory: streams matter (false: one state for all) */
+    int device;                    /* CUDA device of the pool (for the event and synchronizing) */
+    void *event;                   /* cudaEvent_t, made at the first cross-stream take; or NULL */
+} pool_streams;
+
+/* Set up: with `real` false the single state for every stream; with it true an empty set.
+ * CRMM_ERROR_OUT_OF_MEMORY when malloc fails. */
+crmm_status pool_streams_init(pool_streams *ss, bool real, int device);
+/* Free every state (their lists must hold nothing that is still needed) and the event. No CUDA
+ * call once the process is exiting. */
+void pool_streams_free(pool_streams *ss);
+
+/* The serial number of the calling thread (1, 2, ...: never reused). */
+uint64_t pool_thread_serial(void);
+
+/* The state of a stream, made when first seen; NULL with the error set when malloc fails. */
+pool_stream *pool_streams_find_slow(pool_streams *ss, crmm_cuda_stream_t handle, uint64_t thread);
+
+static inline pool_stream *pool_streams_find(pool_streams *ss, crmm_cuda_stream_t handle)
+{
+    pool_stream *s = ss->last;
+    if (!ss->real)
+        return s;
+    uint64_t thread = 0;
+    if (handle == (crmm_cuda_stream_t)0x1) /* cudaStreamLegacy is the NULL stream */
+        handle = NULL;
+    else if (handle == CRMM_CUDA_STREAM_PER_THREAD)
+        thread = pool_thread_serial();
+    if (__builtin_expect(s && s->handle == handle && s->thread == thread, 1))
+        return s;
+    return pool_streams_find_slow(ss, handle, thread);
+}
+
+/* Called when `t` has no block of `size`: find one among the other streams' free blocks, order
+ * t's stream behind the stream that freed it, and move that stream's free blocks to t. With
+ * `may_synchronize` false only streams that can be ordered by an event are considered; with it
+ * true the device is synchronized when needed (a destroyed stream, another thread's per-thread
+ * default stream), after which every other stream's blocks move to t. *out: a block of t of at
+ * least `size`, or NULL when no stream had one. Errors: CRMM_ERROR_CUDA (synchronizing failed).
+ * Never calls CUDA for a host pool or once the process is exiting. */
+crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stream *t, size_t size,
+                              bool may_synchronize, pool_block **out);
+
+/* CRMM_POOL_OP_FORGET_STREAM, in two steps: pool_streams_wait without the pool's lock (waits for
+ * the stream; CRMM_ERROR_CUDA when that fails), then pool_streams_forget under it (files the
+ * stream's free blocks as usable by every stream). Neither calls CUDA for a host pool. */
+crmm_status pool_streams_wait(const pool_streams *ss, crmm_cuda_stream_t handle);
+void pool_streams_forget(pool_streams *ss, pool_records *records, crmm_cuda_stream_t handle);
+
+/* After a device synchronization: every free block of every stream is usable by any stream, so
+ * gather them all (merging neighbours) into the ready state. Makes no CUDA call and no malloc. */
+void pool_streams_make_all_ready(pool_streams *ss, pool_records *records);
+
+/* Wait until the device has finished all work (before memory goes back upstream). CRMM_OK
+ * without a CUDA call for a host pool or once the process is exiting. */
+crmm_status pool_streams_synchronize(pool_streams *ss);
+
+#endif

@@ -1,0 +1,854 @@
+/* check_pool.c — the `pool` plugin on the CPU: over `host` (the conformance suite, figures, bad
+ * input, an 8-thread stress) and over a scripted upstream defined here ("script"), whose
+ * allocations are adjacent in memory, logged, and refused above a size or a total: it shows
+ * exactly what the pool asks of its upstream (growth, halving, trim) and that blocks of two
+ * upstream allocations never merge even when they touch.
+ *
+ * $CRMM_TEST_POOL_STRESS_OPS sets the operations per stress thread (default 100000; 20000 in a
+ * sanitizer build). */
+#include "config.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/pool.h>
+#include "conformance.h"
+#include "test_support.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+static const crmm_test_chain pool_chains[] = {
+    {"pool_over_host", "[resource.h]\nplugin = host\n[resource.p]\nplugin = pool\nupstream = h\ninitial_size = 64MiB\n",
+     "p", 0, 0},
+    {"pool_with_maximum_over_host",
+     "[resource.h]\nplugin = host\n[resource.p]\nplugin = pool\nupstream = h\ninitial_size = 1MiB\nmaximum_size = 3GiB\n",
+     "p", 0, 0},
+    {"pool_from_nothing_over_host", "[resource.h]\nplugin = host\n[resource.p]\nplugin = pool\nupstream = h\ninitial_size = 0\n",
+     "p", 0, 0},
+};
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+static crmm_resource *host_upstream(void)
+{
+    crmm_resource *h = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
+    return h;
+}
+
+/* A pool over `upstream` with `params`; the caller's reference to upstream is dropped. */
+static crmm_resource *make_pool(const char *params, crmm_resource *upstream)
+{
+    crmm_resource *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("pool", params, upstream, &p));
+    crmm_resource_release(upstream);
+    return p;
+}
+
+static uint64_t q(crmm_resource *mr, crmm_query what)
+{
+    uint64_t v = 0;
+    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
+    return v;
+}
+
+static void *alloc(crmm_resource *mr, size_t n)
+{
+    void *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, NULL, &p));
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq((uintptr_t)p % CRMM_ALLOCATION_ALIGNMENT, 0);
+    return p;
+}
+
+static void release(crmm_resource *mr, void *p, size_t n)
+{
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, NULL));
+}
+
+static uint64_t next_rand(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* Send the log at info level to a fresh file; returns its path. */
+static const char *capture_log(void)
+{
+    const char *path = crmm_test_write_file("pool.log", "");
+    ck_assert_ptr_nonnull(path);
+    ck_assert_crmm_ok(crmm_log_set_file(path));
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO));
+    return path;
+}
+
+static char *read_log(const char *path)
+{
+    static char text[16384];
+    crmm_log_flush();
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+/* ---- the scripted upstream ---------------------------------------------------------------- */
+
+typedef struct script_upstream {
+    crmm_resource base;
+    unsigned char *arena;          /* one host buffer; allocations are cut from it in order */
+    size_t capacity, used;
+    size_t refuse_above;           /* requests larger than this fail (0: none) */
+    size_t asked[64];              /* every request, in order (refused ones too) */
+    int nasked;
+    int live, frees;
+} script_upstream;
+
+static crmm_status script_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)stream;
+    script_upstream *u = (script_upstream *)self;
+    if (u->nasked < 64)
+        u->asked[u->nasked++] = bytes;
+    size_t rounded = (bytes + 255) & ~(size_t)255;
+    if ((u->refuse_above && bytes > u->refuse_above) || rounded > u->capacity - u->used)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "script: refused %zu bytes", bytes);
+    *ptr = u->arena + u->used;
+    u->used += rounded;
+    u->live++;
+    return CRMM_OK;
+}
+
+static crmm_status script_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)ptr, (void)bytes, (void)stream;
+    script_upstream *u = (script_upstream *)self;
+    u->live--;
+    u->frees++;
+    return CRMM_OK;
+}
+
+static void script_destroy(crmm_resource *self)
+{
+    script_upstream *u = (script_upstream *)self;
+    free(u->arena);
+    free(u);
+}
+
+static const crmm_resource_ops script_ops = {
+    .allocate = script_allocate, .deallocate = script_deallocate, .destroy = script_destroy,
+};
+
+static script_upstream *script_new(size_t capacity, size_t refuse_above)
+{
+    script_upstream *u = calloc(1, sizeof *u);
+    ck_assert_ptr_nonnull(u);
+    u->arena = aligned_alloc(256, capacity);
+    ck_assert_ptr_nonnull(u->arena);
+    u->capacity = capacity;
+    u->refuse_above = refuse_above;
+    crmm_resource_init(&u->base, &script_ops, "script", CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
+    return u;
+}
+
+/* ---- creation and parameters ------------------------------------------------------------- */
+
+START_TEST(initial_size_is_taken_at_creation)
+{
+    crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
+    ck_assert_str_eq(crmm_resource_kind(p), "pool");
+    ck_assert(crmm_resource_is_host_accessible(p));
+    ck_assert(!crmm_resource_is_device_accessible(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_MAXIMUM_SIZE), UINT64_MAX);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    crmm_resource_release(p);
+
+    p = make_pool("initial_size=2MiB maximum_size=8MiB", host_upstream());
+    ck_assert_uint_eq(q(p, CRMM_QUERY_MAXIMUM_SIZE), 8 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 2 * MiB);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(sizes_are_rounded_up_with_a_note)
+{
+    const char *log = capture_log();
+    crmm_resource *p = make_pool("initial_size=1000, maximum_size=5000", host_upstream());
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 1024);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_MAXIMUM_SIZE), 5120);
+    const char *text = read_log(log);
+    ck_assert_msg(strstr(text, "initial_size of 1000 bytes rounded up to 1024"), "log: %s", text);
+    ck_assert_msg(strstr(text, "maximum_size of 5000 bytes rounded up to 5120"), "log: %s", text);
+    crmm_resource_release(p);
+}
+END_TEST
+
+static const struct bad_params {
+    const char *params;
+    const char *message; /* part of the error */
+} bad_params[] = {
+    {"", "initial_size is required"},
+    {"maximum_size=1GiB", "initial_size is required"},
+    {"initial_size=2MiB maximum_size=1MiB", "initial_size (2.0 MiB) is larger than maximum_size (1.0 MiB)"},
+    {"initial_size=12parsecs", "initial_size"},
+    {"initial_size=lots", "initial_size"},
+    {"initial_size=-5MiB", "initial_size"},
+    {"initial_size=1MiB maximum_size=0", "maximum_size must be more than 0"},
+    {"initial_size=99999999999999999999", "initial_size"},
+    {"initial_sise=1MiB", "did you mean 'initial_size'"},
+    {"initial_size=1MiB blocksize=4", "unknown key 'blocksize'"},
+    {"initial_size", "not key=value"},
+};
+
+START_TEST(bad_params_are_refused)
+{
+    const struct bad_params *b = &bad_params[_i];
+    crmm_resource *h = host_upstream();
+    crmm_resource *p = (crmm_resource *)0x1;
+    crmm_status st = crmm_resource_create("pool", b->params, h, &p);
+    ck_assert_msg(st == CRMM_ERROR_CONFIG, "'%s' gave %s: %s", b->params, crmm_status_name(st), crmm_last_error());
+    ck_assert_msg(strstr(crmm_last_error(), b->message), "'%s': message '%s' lacks '%s'", b->params, crmm_last_error(),
+                  b->message);
+    ck_assert_ptr_eq(p, (crmm_resource *)0x1);
+    ck_assert_int_eq(crmm_resource_refcount(h), 1); /* nothing kept a reference */
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(initial_size_larger_than_upstream_is_refused)
+{
+    crmm_resource *h = host_upstream();
+    crmm_resource *p = NULL;
+    ck_assert_crmm(crmm_resource_create("pool", "initial_size=1024TiB", h, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(crmm_last_error(), "initial_size (1.0 PiB)"), "%s", crmm_last_error());
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(pool_from_a_config_file)
+{
+    crmm_config *cfg;
+    ck_assert_crmm_ok(crmm_config_load_string("[resource.h]\nplugin = host\n[resource.main]\nplugin = pool\nupstream = h\n"
+                                              "initial_size = 4MiB\nmaximum_size = 16MiB\n", "t", &cfg));
+    crmm_resource *p;
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "main", -1, &p));
+    ck_assert_str_eq(crmm_resource_name(p), "main");
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * MiB);
+    void *x = NULL;
+    ck_assert_crmm(crmm_resource_allocate(p, 32 * MiB, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_msg(strstr(crmm_last_error(), "pool 'main': failed to allocate 32.0 MiB (pool size 4.0 MiB, maximum 16.0 MiB)"),
+                  "%s", crmm_last_error());
+    crmm_resource_release(p);
+    crmm_config_free(cfg);
+
+    /* a missing initial_size over host memory is reported with the file and line */
+    crmm_status st = crmm_config_load_string("[resource.h]\nplugin = host\n[resource.main]\nplugin = pool\nupstream = h\n", "t2", &cfg);
+    if (st == CRMM_OK) {
+        st = crmm_config_create_resource(cfg, "main", -1, &p);
+        crmm_config_free(cfg);
+    }
+    ck_assert_int_eq(st, CRMM_ERROR_CONFIG);
+    ck_assert_msg(strstr(crmm_last_error(), "initial_size is required"), "%s", crmm_last_error());
+}
+END_TEST
+
+/* ---- figures ----------------------------------------------------------------------------- */
+
+START_TEST(queries_follow_a_known_sequence)
+{
+    crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
+    void *a = alloc(p, 1000), *b = alloc(p, 3000);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 4000);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 2);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), MiB - 1024 - 3072);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB - 1024 - 3072);
+    ck_assert_uint_eq((uintptr_t)b - (uintptr_t)a, 1024); /* carved in order from the front */
+    release(p, a, 1000);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 3000);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), MiB - 3072);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB - 1024 - 3072); /* the 1 KiB hole stays apart */
+    double frag = -1;
+    ck_assert_crmm_ok(crmm_resource_fragmentation(p, &frag));
+    ck_assert_double_eq_tol(frag, 1.0 - (double)(MiB - 4096) / (double)(MiB - 3072), 1e-12);
+    void *c = alloc(p, 1024); /* the hole fits exactly */
+    ck_assert_ptr_eq(c, a);
+    release(p, c, 1024);
+    release(p, b, 3000);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE_PEAK), 4024); /* 3000 + 1024 */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_PEAK), 2);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_TOTAL), 3);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_TOTAL), 5024);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB); /* all merged again */
+    ck_assert_crmm_ok(crmm_resource_fragmentation(p, &frag));
+    ck_assert_double_eq(frag, 0.0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), MiB);
+    uint64_t v;
+    ck_assert_crmm(crmm_resource_query(p, (crmm_query)999, &v), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), "pool cannot answer query 999"), "%s", crmm_last_error());
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(freed_neighbours_merge_in_any_order)
+{
+    crmm_resource *p = make_pool("initial_size=64KiB maximum_size=64KiB", host_upstream());
+    enum { N = 64 };
+    void *blk[N];
+    for (int k = 0; k < N; k++)
+        blk[k] = alloc(p, 1024);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 0);
+    /* free in a scrambled order; every block merges with whatever neighbours are free */
+    uint64_t seed = 9;
+    for (int k = N - 1; k > 0; k--) {
+        int j = (int)(next_rand(&seed) % (uint64_t)(k + 1));
+        void *t = blk[k];
+        blk[k] = blk[j];
+        blk[j] = t;
+    }
+    for (int k = 0; k < N; k++)
+        release(p, blk[k], 1024);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), 64 * KiB);
+    void *all = alloc(p, 64 * KiB); /* the whole chunk again, with no growth (maximum) */
+    release(p, all, 64 * KiB);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(a_block_in_the_size_class_itself_is_found)
+{
+    /* The fast search skips the request's own class (not every block there fits). With the
+     * maximum reached, the only free block is in that class and fits: it must be found. */
+    crmm_resource *p = make_pool("initial_size=1MiB maximum_size=1MiB", host_upstream());
+    void *a = alloc(p, MiB - 516 * 256); /* leaves a free tail of 516 units of 256 B */
+    void *b = alloc(p, 513 * 256);       /* 513 units: same class as 516, rounded up past it */
+    ck_assert_uint_eq((uintptr_t)b - (uintptr_t)a, MiB - 516 * 256);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 3 * 256);
+    release(p, a, 0);
+    release(p, b, 0);
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* ---- growth -------------------------------------------------------------------------------- */
+
+START_TEST(growth_doubles_without_maximum)
+{
+    script_upstream *u = script_new(64 * MiB, 0);
+    crmm_resource *p = make_pool("initial_size=1MiB", &u->base);
+    void *a = alloc(p, MiB);       /* fills the initial chunk */
+    void *b = alloc(p, 256);       /* grows by max(256 B, 1 MiB) */
+    void *c = alloc(p, 2 * MiB);   /* grows by max(2 MiB, 2 MiB) */
+    void *d = alloc(p, 1);         /* fits in the second chunk */
+    void *e = alloc(p, 5 * MiB);   /* grows by max(5 MiB, 4 MiB) */
+    const size_t expect[] = {MiB, MiB, 2 * MiB, 5 * MiB};
+    ck_assert_int_eq(u->nasked, 4);
+    for (int k = 0; k < 4; k++)
+        ck_assert_uint_eq(u->asked[k], expect[k]);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 9 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 4);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 9 * MiB - (MiB + 512 + 2 * MiB + 5 * MiB));
+    release(p, a, MiB);
+    release(p, b, 256);
+    release(p, c, 2 * MiB);
+    release(p, d, 1);
+    release(p, e, 5 * MiB);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(growth_takes_half_the_room_below_the_maximum)
+{
+    script_upstream *u = script_new(64 * MiB, 0);
+    crmm_resource *p = make_pool("initial_size=1MiB maximum_size=9MiB", &u->base);
+    void *a = alloc(p, MiB);       /* fills the initial chunk; 8 MiB of room left */
+    void *b = alloc(p, KiB);       /* grows by max(1 KiB, 8 MiB / 2) = 4 MiB */
+    void *c = alloc(p, 4 * MiB);   /* 4 MiB - 1 KiB free does not fit: max(4 MiB, 4 MiB / 2) = 4 MiB */
+    void *d = alloc(p, 256);       /* fits in the second chunk */
+    ck_assert_int_eq(u->nasked, 3);
+    ck_assert_uint_eq(u->asked[1], 4 * MiB);
+    ck_assert_uint_eq(u->asked[2], 4 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 9 * MiB);
+    void *x = (void *)0x1;
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_allocate(p, 4 * MiB, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(x);
+    ck_assert_int_eq(u->nasked, 3); /* the maximum forbade it: upstream was not asked */
+    ck_assert_msg(strstr(crmm_last_error(), "out of memory: pool: failed to allocate 4.0 MiB (pool size 9.0 MiB, maximum 9.0 MiB)"),
+                  "%s", crmm_last_error());
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), 9 * MiB);
+    release(p, a, 0);
+    release(p, b, 0);
+    release(p, c, 0);
+    release(p, d, 0);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(growth_with_maximum_never_passes_it)
+{
+    /* odd maximum; random churn; reserved never passes it, and a request that fits the room is
+     * granted as long as the upstream has it */
+    crmm_resource *p = make_pool("initial_size=256KiB maximum_size=7MiB", host_upstream());
+    enum { LIVE = 40 };
+    void *live[LIVE] = {0};
+    size_t size[LIVE] = {0};
+    uint64_t seed = 5;
+    for (int step = 0; step < 5000; step++) {
+        int k = (int)(next_rand(&seed) % LIVE);
+        if (live[k]) {
+            release(p, live[k], size[k]);
+            live[k] = NULL;
+        } else {
+            size[k] = 1 + next_rand(&seed) % (256 * KiB);
+            crmm_status st = crmm_resource_allocate(p, size[k], NULL, &live[k]);
+            ck_assert_msg(st == CRMM_OK || st == CRMM_ERROR_OUT_OF_MEMORY, "%s", crmm_last_error());
+        }
+        ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_RESERVED), 7 * MiB);
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (live[k])
+            release(p, live[k], size[k]);
+    ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), 7 * MiB);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(growth_halves_when_the_upstream_refuses)
+{
+    script_upstream *u = script_new(64 * MiB, 3 * MiB); /* refuses anything above 3 MiB */
+    crmm_resource *p = make_pool("initial_size=3MiB", &u->base);
+    void *a = alloc(p, 3 * MiB);
+    void *b = alloc(p, 512 * KiB); /* tries 3 MiB: ok */
+    void *c = alloc(p, 3 * MiB);   /* 2.5 MiB free does not fit: tries 6 MiB (refused), then 3 MiB */
+    ck_assert_int_eq(u->nasked, 4);
+    ck_assert_uint_eq(u->asked[1], 3 * MiB);
+    ck_assert_uint_eq(u->asked[2], 6 * MiB);
+    ck_assert_uint_eq(u->asked[3], 3 * MiB);
+    void *d = alloc(p, 2500 * KiB); /* fits in the second chunk */
+    void *e = alloc(p, 100 * KiB);  /* tries 9 MiB, 4.5 MiB (refused), 2.25 MiB */
+    ck_assert_int_eq(u->nasked, 7);
+    ck_assert_uint_eq(u->asked[4], 9 * MiB);
+    ck_assert_uint_eq(u->asked[5], 9 * MiB / 2);
+    ck_assert_uint_eq(u->asked[6], 9 * MiB / 4);
+    /* a request the upstream can never grant: halving stops at the request, then out of memory */
+    void *x = (void *)0x1;
+    ck_assert_crmm(crmm_resource_allocate(p, 4 * MiB, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(x);
+    ck_assert_uint_eq(u->asked[u->nasked - 1], 4 * MiB);
+    ck_assert_msg(strstr(crmm_last_error(), "pool: failed to allocate 4.0 MiB (pool size 11.2 MiB, no maximum): upstream: script: refused"),
+                  "%s", crmm_last_error());
+    release(p, a, 0);
+    release(p, b, 0);
+    release(p, c, 0);
+    release(p, d, 0);
+    release(p, e, 0);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(one_pib_names_the_sizes)
+{
+    crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
+    void *x = (void *)0x1;
+    ck_assert_crmm(crmm_resource_allocate(p, (size_t)1 << 50, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(crmm_last_error(), "out of memory: pool: failed to allocate 1.0 PiB (pool size 1.0 MiB, no maximum)"),
+                  "%s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_allocate(p, SIZE_MAX - 10, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(x);
+    crmm_resource_release(p);
+
+    p = make_pool("initial_size=1GiB maximum_size=8GiB", host_upstream());
+    ck_assert_crmm(crmm_resource_allocate(p, (size_t)1 << 50, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_msg(strstr(crmm_last_error(), "failed to allocate 1.0 PiB (pool size 1.0 GiB, maximum 8.0 GiB)"), "%s",
+                  crmm_last_error());
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), (uint64_t)1 << 30);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(zero_initial_size_grows_on_demand)
+{
+    script_upstream *u = script_new(16 * MiB, 0);
+    crmm_resource *p = make_pool("initial_size=0", &u->base);
+    ck_assert_int_eq(u->nasked, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    void *a = alloc(p, 1000);
+    ck_assert_int_eq(u->nasked, 1);
+    ck_assert_uint_eq(u->asked[0], 1024); /* max(request, pool size 0) */
+    void *b = alloc(p, 1000);             /* doubles: max(1 KiB, 1 KiB) */
+    ck_assert_uint_eq(u->asked[1], 1024);
+    release(p, a, 1000);
+    release(p, b, 1000);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(growth_right_when_block_records_run_out)
+{
+    /* Block records come in slabs; each split takes one. Grow the pool at every count of spare
+     * records around a slab's size, so that growth meets an empty spare list at least once. */
+    for (int k = 200; k < 300; k++) {
+        crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
+        void *small[300];
+        for (int i = 0; i < k; i++)
+            small[i] = alloc(p, 256);
+        void *big = alloc(p, MiB - KiB); /* does not fit: grows by 1 MiB, then splits the new chunk */
+        ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+        void *more = alloc(p, 256);
+        release(p, big, MiB - KiB);
+        release(p, more, 256);
+        for (int i = 0; i < k; i++)
+            release(p, small[i], 256);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+        crmm_resource_release(p);
+    }
+}
+END_TEST
+
+/* ---- chunks -------------------------------------------------------------------------------- */
+
+START_TEST(adjacent_upstream_blocks_never_merge)
+{
+    script_upstream *u = script_new(8 * MiB, 0);
+    crmm_resource *p = make_pool("initial_size=1MiB", &u->base);
+    void *a = alloc(p, MiB);
+    void *b = alloc(p, MiB); /* a second chunk, right after the first in memory */
+    ck_assert_ptr_eq(b, (char *)a + MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    release(p, a, MiB);
+    release(p, b, MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 2 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB); /* not 2 MiB */
+    double frag;
+    ck_assert_crmm_ok(crmm_resource_fragmentation(p, &frag));
+    ck_assert_double_eq_tol(frag, 0.5, 1e-12);
+    /* 2 MiB cannot be carved from the two: the pool grows instead */
+    void *c = alloc(p, 2 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
+    ck_assert_ptr_eq(c, (char *)a + 2 * MiB);
+    release(p, c, 2 * MiB);
+    crmm_resource_release(p);
+    /* the core released the pool, which gave every chunk back */
+}
+END_TEST
+
+START_TEST(trim_returns_wholly_free_chunks)
+{
+    script_upstream *u = script_new(16 * MiB, 0);
+    crmm_resource_retain(&u->base); /* keep it to read its counts after the pool is gone */
+    crmm_resource *p = make_pool("initial_size=1MiB", &u->base);
+    void *a = alloc(p, MiB);
+    void *b = alloc(p, MiB);     /* chunk 2 (1 MiB) */
+    void *c = alloc(p, 2 * MiB); /* chunk 3 (2 MiB) */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * MiB);
+    release(p, b, MiB);
+    release(p, c, 2 * MiB);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_int_eq(u->frees, 2);
+    ck_assert_int_eq(u->live, 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), 4 * MiB);
+    ck_assert_crmm_ok(crmm_resource_trim(p)); /* nothing more to give */
+    ck_assert_int_eq(u->frees, 2);
+    /* a chunk with one live block in it stays */
+    void *d = alloc(p, 256); /* grows by 1 MiB */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    release(p, a, MiB);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), MiB);
+    /* the pool works on after a trim */
+    release(p, d, 256);
+    void *e = alloc(p, 3 * MiB);
+    release(p, e, 3 * MiB);
+    crmm_resource_release(p);
+    ck_assert_int_eq(u->live, 0); /* destroy gave back the rest */
+    crmm_resource_release(&u->base);
+}
+END_TEST
+
+START_TEST(destroy_returns_memory_and_reports_leaks)
+{
+    const char *log = capture_log();
+    crmm_resource *h = host_upstream();
+    crmm_resource_retain(h);
+    crmm_resource *p = make_pool("initial_size=1MiB", h);
+    alloc(p, 1000);
+    alloc(p, 5000);
+    alloc(p, 2 * MiB); /* one more chunk */
+    ck_assert_uint_eq(q(h, CRMM_QUERY_ALLOCATIONS), 2);
+    crmm_resource_release(p);
+    ck_assert_uint_eq(q(h, CRMM_QUERY_ALLOCATIONS), 0); /* both chunks went back */
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    const char *text = read_log(log);
+    ck_assert_msg(strstr(text, "pool resource '' destroyed with 3 live allocations"), "log: %s", text);
+    crmm_resource_release(h);
+}
+END_TEST
+
+/* ---- bad pointers -------------------------------------------------------------------------- */
+
+START_TEST(bad_pointers_are_refused_and_change_nothing)
+{
+    crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
+    void *a = alloc(p, 4096), *b = alloc(p, 4096);
+    uint64_t free_before = q(p, CRMM_QUERY_BYTES_FREE);
+
+    void *foreign = malloc(512);
+    ck_assert_crmm(crmm_resource_deallocate(p, foreign, 512, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "was not allocated by this pool"), "%s", crmm_last_error());
+    free(foreign);
+
+    ck_assert_crmm(crmm_resource_deallocate(p, (char *)a + 256, 4096, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "points inside the allocation at"), "%s", crmm_last_error());
+
+    release(p, a, 4096);
+    ck_assert_crmm(crmm_resource_deallocate(p, a, 4096, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "is already free (double free?)"), "%s", crmm_last_error());
+    /* freed and merged into a free neighbour: still recognised */
+    release(p, b, 4096);
+    ck_assert_crmm(crmm_resource_deallocate(p, b, 4096, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "is already free"), "%s", crmm_last_error());
+
+    /* nothing was corrupted: the figures are right and the pool hands out the same memory */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), free_before + 8192);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB);
+    void *c = alloc(p, 4096);
+    ck_assert_ptr_eq(c, a);
+    void *d = alloc(p, 4096);
+    ck_assert_ptr_eq(d, b);
+    release(p, c, 4096);
+    release(p, d, 4096);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(control_ops)
+{
+    crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
+    /* over host memory there are no streams to forget */
+    ck_assert_crmm_ok(crmm_pool_forget_stream(p, NULL));
+    ck_assert_crmm(crmm_resource_control(p, 0x5ff, NULL), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), "no control operation 0x5ff"), "%s", crmm_last_error());
+    crmm_resource *h = host_upstream();
+    ck_assert_crmm(crmm_pool_forget_stream(h, NULL), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_crmm(crmm_pool_forget_stream(NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    crmm_resource_release(h);
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* ---- random use against a model ---------------------------------------------------------- */
+
+typedef struct live_block { uintptr_t p; size_t n; unsigned char tag; } live_block;
+
+START_TEST(random_use_keeps_the_books)
+{
+    crmm_resource *p = make_pool("initial_size=512KiB", host_upstream());
+    enum { LIVE = 300 };
+    live_block live[LIVE];
+    int n = 0;
+    uint64_t seed = 77, rounded = 0;
+    for (int step = 0; step < 20000; step++) {
+        uint64_t r = next_rand(&seed);
+        if (n == 0 || (n < LIVE && (r & 1))) {
+            size_t size = 1 + next_rand(&seed) % ((r >> 8) % 8 == 0 ? 256 * KiB : 2 * KiB);
+            void *x = alloc(p, size);
+            for (int k = 0; k < n; k++) /* no overlap with any live block */
+                ck_assert(live[k].p + live[k].n <= (uintptr_t)x || (uintptr_t)x + size <= live[k].p);
+            live[n] = (live_block){(uintptr_t)x, size, (unsigned char)r};
+            memset(x, live[n].tag, size);
+            rounded += (size + 255) & ~(size_t)255;
+            n++;
+        } else {
+            int k = (int)((r >> 16) % (uint64_t)n);
+            const unsigned char *b = (const unsigned char *)live[k].p;
+            for (size_t i = 0; i < live[k].n; i += 61)
+                ck_assert_uint_eq(b[i], live[k].tag);
+            ck_assert_uint_eq(b[live[k].n - 1], live[k].tag);
+            release(p, (void *)live[k].p, live[k].n);
+            rounded -= (live[k].n + 255) & ~(size_t)255;
+            live[k] = live[--n];
+        }
+        if (step % 97 == 0) {
+            ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE) + rounded, q(p, CRMM_QUERY_BYTES_RESERVED));
+            ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), (uint64_t)n);
+            ck_assert_uint_le(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), q(p, CRMM_QUERY_BYTES_FREE));
+        }
+    }
+    while (n > 0) {
+        n--;
+        release(p, (void *)live[n].p, live[n].n);
+    }
+    /* everything merged back: each chunk is one free block, and trim gives all of them back */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 0);
+    void *x = alloc(p, 100); /* and it grows again from nothing */
+    release(p, x, 100);
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* ---- stress ------------------------------------------------------------------------------- */
+
+static int stress_ops(void)
+{
+    const char *env = getenv("CRMM_TEST_POOL_STRESS_OPS");
+    if (env && atoi(env) > 0)
+        return atoi(env);
+#if defined(__SANITIZE_ADDRESS__)
+    return 20000;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return 20000;
+#endif
+#endif
+    return 100000;
+}
+
+typedef struct stress_arg {
+    crmm_resource *mr;
+    uint64_t seed;
+    int ops;
+    uint64_t allocations;
+    int failures;
+    char why[256];
+} stress_arg;
+
+static void *stress_thread(void *arg)
+{
+    stress_arg *a = arg;
+    enum { LIVE = 64 };
+    live_block live[LIVE];
+    int n = 0;
+    for (int op = 0; op < a->ops && !a->failures; op++) {
+        uint64_t r = next_rand(&a->seed);
+        if (n == 0 || (n < LIVE && (r & 1))) {
+            size_t size = 1 + next_rand(&a->seed) % ((r >> 8) % 64 == 0 ? 64 * KiB : 2 * KiB);
+            void *x;
+            if (crmm_resource_allocate(a->mr, size, NULL, &x) != CRMM_OK || !x || (uintptr_t)x % 256) {
+                snprintf(a->why, sizeof a->why, "allocate %zu: %s", size, crmm_last_error());
+                a->failures++;
+                break;
+            }
+            live[n] = (live_block){(uintptr_t)x, size, (unsigned char)(r >> 24)};
+            memset(x, live[n].tag, size);
+            n++;
+            a->allocations++;
+        } else {
+            int k = (int)((r >> 16) % (uint64_t)n);
+            const unsigned char *b = (const unsigned char *)live[k].p;
+            for (size_t i = 0; i < live[k].n; i++)
+                if (b[i] != live[k].tag) {
+                    snprintf(a->why, sizeof a->why, "byte %zu of a %zu-byte block is %u, not %u", i, live[k].n, b[i],
+                             live[k].tag);
+                    a->failures++;
+                    break;
+                }
+            if (crmm_resource_deallocate(a->mr, (void *)live[k].p, live[k].n, NULL) != CRMM_OK) {
+                snprintf(a->why, sizeof a->why, "deallocate: %s", crmm_last_error());
+                a->failures++;
+            }
+            live[k] = live[--n];
+        }
+    }
+    while (n > 0) {
+        n--;
+        crmm_resource_deallocate(a->mr, (void *)live[n].p, live[n].n, NULL);
+    }
+    return NULL;
+}
+
+START_TEST(eight_threads_stress)
+{
+    crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
+    enum { T = 8 };
+    pthread_t t[T];
+    stress_arg a[T];
+    for (int k = 0; k < T; k++) {
+        a[k] = (stress_arg){.mr = p, .seed = 1234 + (uint64_t)k, .ops = stress_ops()};
+        ck_assert_int_eq(pthread_create(&t[k], NULL, stress_thread, &a[k]), 0);
+    }
+    for (int k = 0; k < T; k++)
+        ck_assert_int_eq(pthread_join(t[k], NULL), 0);
+    for (int k = 0; k < T; k++)
+        ck_assert_msg(a[k].failures == 0, "thread %d: %s", k, a[k].why);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+    uint64_t made = 0;
+    for (int k = 0; k < T; k++)
+        made += a[k].allocations;
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_TOTAL), made);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    crmm_resource_release(p);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pool");
+    crmm_conformance_add(s, pool_chains, (int)(sizeof pool_chains / sizeof pool_chains[0]));
+
+    TCase *tc = tcase_create("pool_params");
+    tcase_add_test(tc, initial_size_is_taken_at_creation);
+    tcase_add_test(tc, sizes_are_rounded_up_with_a_note);
+    tcase_add_loop_test(tc, bad_params_are_refused, 0, (int)(sizeof bad_params / sizeof bad_params[0]));
+    tcase_add_test(tc, initial_size_larger_than_upstream_is_refused);
+    tcase_add_test(tc, pool_from_a_config_file);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool_blocks");
+    tcase_add_test(tc, queries_follow_a_known_sequence);
+    tcase_add_test(tc, freed_neighbours_merge_in_any_order);
+    tcase_add_test(tc, a_block_in_the_size_class_itself_is_found);
+    tcase_add_test(tc, bad_pointers_are_refused_and_change_nothing);
+    tcase_add_test(tc, control_ops);
+    tcase_add_test(tc, random_use_keeps_the_books);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool_growth");
+    tcase_add_test(tc, growth_doubles_without_maximum);
+    tcase_add_test(tc, growth_takes_half_the_room_below_the_maximum);
+    tcase_add_test(tc, growth_with_maximum_never_passes_it);
+    tcase_add_test(tc, growth_halves_when_the_upstream_refuses);
+    tcase_add_test(tc, one_pib_names_the_sizes);
+    tcase_add_test(tc, zero_initial_size_grows_on_demand);
+    tcase_add_test(tc, growth_right_when_block_records_run_out);
+    tcase_add_test(tc, adjacent_upstream_blocks_never_merge);
+    tcase_add_test(tc, trim_returns_wholly_free_chunks);
+    tcase_add_test(tc, destroy_returns_memory_and_reports_leaks);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool_stress");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, eight_threads_stress);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

@@ -1,0 +1,391 @@
+/* check_pool_gpu.c — the `pool` plugin over `cuda`: the conformance suite, and the stream
+ * ordering that only a GPU can show.
+ *
+ * The ordering tests make a stream slow on purpose: a host function that sleeps runs first on
+ * stream S, then S writes 0xAA into a block, and the block is freed on S while all of that is
+ * still pending. Another stream T then gets the block and writes 0xBB. Had the pool handed the
+ * block to T without ordering T behind S, S's 0xAA would land last; the block must read 0xBB
+ * everywhere. Variants: S destroyed before T asks, S forgotten through CRMM_POOL_OP_FORGET_STREAM,
+ * and per-thread default streams of two threads. */
+#include "config.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include <crmm/pool.h>
+#include "conformance.h"
+#include "test_support.h"
+
+#define MiB ((size_t)1 << 20)
+#define SLOW_MS 300
+
+static const crmm_test_chain gpu_chains[] = {
+    {"pool_over_cuda", "[resource.g]\nplugin = cuda\n[resource.p]\nplugin = pool\nupstream = g\ninitial_size = 256MiB\n",
+     "p", 1, 0},
+    {"pool_with_maximum_over_cuda",
+     "[resource.g]\nplugin = cuda\n[resource.p]\nplugin = pool\nupstream = g\ninitial_size = 16MiB\nmaximum_size = 4GiB\n",
+     "p", 1, 0},
+};
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+static crmm_resource *gpu_pool(const char *params)
+{
+    crmm_resource *g = NULL, *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &g));
+    ck_assert_crmm_ok(crmm_resource_create("pool", params, g, &p));
+    crmm_resource_release(g);
+    ck_assert(crmm_resource_is_device_accessible(p));
+    return p;
+}
+
+static cudaStream_t new_stream(void)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    return s;
+}
+
+static void *alloc_on(crmm_resource *p, size_t n, cudaStream_t s)
+{
+    void *x = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(p, n, (crmm_cuda_stream_t)s, &x));
+    ck_assert_ptr_nonnull(x);
+    ck_assert_uint_eq((uintptr_t)x % CRMM_ALLOCATION_ALIGNMENT, 0);
+    return x;
+}
+
+static void free_on(crmm_resource *p, void *x, size_t n, cudaStream_t s)
+{
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, x, n, (crmm_cuda_stream_t)s));
+}
+
+static uint64_t q(crmm_resource *mr, crmm_query what)
+{
+    uint64_t v = 0;
+    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
+    return v;
+}
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void CUDART_CB sleep_a_while(void *arg)
+{
+    (void)arg;
+    usleep(SLOW_MS * 1000); /* no CUDA call in a host function */
+}
+
+/* On `s`: wait SLOW_MS, then fill x with 0xAA. Returns at once. */
+static void slow_fill(void *x, size_t n, cudaStream_t s)
+{
+    ck_assert_int_eq(cudaLaunchHostFunc(s, sleep_a_while, NULL), cudaSuccess);
+    ck_assert_int_eq(cudaMemsetAsync(x, 0xAA, n, s), cudaSuccess);
+}
+
+/* Every byte of device block x (the device idle) is `tag`. */
+static void expect_all(const void *x, size_t n, unsigned char tag)
+{
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    unsigned char *h = malloc(n);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_int_eq(cudaMemcpy(h, x, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != tag) {
+            unsigned got = h[i];
+            free(h);
+            ck_abort_msg("byte %zu of %zu is %#x, expected %#x: the pool did not order the streams", i, n, got, tag);
+        }
+    free(h);
+}
+
+/* ---- ordering between streams -------------------------------------------------------------- */
+
+START_TEST(another_stream_waits_for_the_free)
+{
+    crmm_resource *p = gpu_pool("initial_size=64MiB");
+    cudaStream_t s = new_stream(), t = new_stream();
+    const size_t n = 8 * MiB;
+    void *a = alloc_on(p, n, s);
+    slow_fill(a, n, s);
+    free_on(p, a, n, s);
+    double t0 = seconds();
+    void *b = alloc_on(p, n, t);
+    double took = seconds() - t0;
+    ck_assert_ptr_eq(b, a); /* the same memory moved to t: the case that needs the wait */
+    ck_assert_msg(took < SLOW_MS * 0.5e-3, "allocating on t took %.3f s: the pool synchronized instead of ordering t "
+                  "behind s with an event", took);
+    ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, n, t), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    expect_all(b, n, 0xBB);
+    free_on(p, b, n, t);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    cudaStreamDestroy(s);
+    cudaStreamDestroy(t);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(same_stream_reuses_at_once)
+{
+    crmm_resource *p = gpu_pool("initial_size=64MiB");
+    cudaStream_t s = new_stream();
+    void *a = alloc_on(p, MiB, s);
+    slow_fill(a, MiB, s);
+    free_on(p, a, MiB, s);
+    double t0 = seconds();
+    void *b = alloc_on(p, MiB, s); /* stream order makes this safe without any wait */
+    ck_assert_msg(seconds() - t0 < SLOW_MS * 0.5e-3, "reuse on the same stream waited");
+    ck_assert_ptr_eq(b, a);
+    ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, MiB, s), cudaSuccess);
+    expect_all(b, MiB, 0xBB);
+    free_on(p, b, MiB, s);
+    /* cudaStreamLegacy and NULL name the same stream */
+    void *c = alloc_on(p, MiB, (cudaStream_t)0x1);
+    free_on(p, c, MiB, NULL);
+    ck_assert_ptr_eq(alloc_on(p, MiB, NULL), c);
+    free_on(p, c, MiB, (cudaStream_t)0x1);
+    cudaStreamDestroy(s);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(a_destroyed_stream_breaks_nothing)
+{
+    crmm_resource *p = gpu_pool("initial_size=64MiB");
+    cudaStream_t s = new_stream(), t = new_stream();
+    const size_t n = 8 * MiB;
+    void *a = alloc_on(p, n, s);
+    slow_fill(a, n, s);
+    free_on(p, a, n, s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess); /* its work is still pending */
+    void *b = alloc_on(p, n, t);
+    ck_assert_ptr_eq(b, a);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess); /* whatever the pool provoked, it cleared */
+    ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, n, t), cudaSuccess);
+    expect_all(b, n, 0xBB);
+    free_on(p, b, n, t);
+    /* a new stream, which may well get s's old handle, works as any other */
+    cudaStream_t u = new_stream();
+    void *c = alloc_on(p, n, u);
+    ck_assert_int_eq(cudaMemsetAsync(c, 0xCC, n, u), cudaSuccess);
+    expect_all(c, n, 0xCC);
+    free_on(p, c, n, u);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+    cudaStreamDestroy(u);
+    cudaStreamDestroy(t);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(a_forgotten_stream_hands_its_blocks_to_a_new_one)
+{
+    crmm_resource *p = gpu_pool("initial_size=64MiB");
+    const size_t n = 8 * MiB;
+    cudaStream_t s = new_stream();
+    void *a = alloc_on(p, n, s);
+    slow_fill(a, n, s);
+    free_on(p, a, n, s);
+    ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)s));
+    ck_assert_int_eq(cudaStreamQuery(s), cudaSuccess); /* it waited for s */
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+    cudaStream_t u = new_stream(); /* often s's handle again */
+    void *b = alloc_on(p, n, u);
+    ck_assert_ptr_eq(b, a);
+    ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, n, u), cudaSuccess);
+    expect_all(b, n, 0xBB);
+    free_on(p, b, n, u);
+    /* forgetting a stream the pool never saw, or twice, does nothing */
+    ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)u));
+    ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)u));
+    void *c = alloc_on(p, n, u);
+    free_on(p, c, n, u);
+    cudaStreamDestroy(u);
+    crmm_resource_release(p);
+}
+END_TEST
+
+typedef struct ptds_arg { crmm_resource *p; void *block; size_t n; crmm_status st; } ptds_arg;
+
+static void *free_on_own_default_stream(void *arg)
+{
+    ptds_arg *a = arg;
+    a->st = crmm_resource_allocate(a->p, a->n, CRMM_CUDA_STREAM_PER_THREAD, &a->block);
+    if (a->st != CRMM_OK)
+        return NULL;
+    if (cudaLaunchHostFunc(cudaStreamPerThread, sleep_a_while, NULL) != cudaSuccess ||
+        cudaMemsetAsync(a->block, 0xAA, a->n, cudaStreamPerThread) != cudaSuccess) {
+        a->st = CRMM_ERROR_CUDA;
+        return NULL;
+    }
+    a->st = crmm_resource_deallocate(a->p, a->block, a->n, CRMM_CUDA_STREAM_PER_THREAD);
+    return NULL;
+}
+
+START_TEST(per_thread_default_streams_of_two_threads)
+{
+    /* The pool cannot record on another thread's per-thread stream; with no room to grow it must
+     * synchronize before handing that thread's block to this one. */
+    const size_t n = 16 * MiB;
+    crmm_resource *p = gpu_pool("initial_size=16MiB maximum_size=16MiB");
+    ptds_arg a = {p, NULL, n, CRMM_ERROR_STATE};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, free_on_own_default_stream, &a), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_crmm_ok(a.st);
+    void *b = alloc_on(p, n, cudaStreamPerThread);
+    ck_assert_ptr_eq(b, a.block);
+    ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, n, cudaStreamPerThread), cudaSuccess);
+    expect_all(b, n, 0xBB);
+    free_on(p, b, n, cudaStreamPerThread);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(many_streams_keep_the_books)
+{
+    /* blocks allocated on one stream and freed on another, over 8 streams: every move between
+     * streams keeps the figures right, and all memory merges back in the end */
+    crmm_resource *p = gpu_pool("initial_size=32MiB");
+    enum { S = 8, LIVE = 64 };
+    cudaStream_t st[S];
+    for (int k = 0; k < S; k++)
+        st[k] = new_stream();
+    void *live[LIVE] = {0};
+    size_t size[LIVE] = {0};
+    uint64_t seed = 11;
+    for (int step = 0; step < 4000; step++) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        int k = (int)(seed % LIVE);
+        cudaStream_t on = st[(seed >> 8) % S];
+        if (live[k]) {
+            free_on(p, live[k], size[k], on);
+            live[k] = NULL;
+        } else {
+            size[k] = 1 + (size_t)((seed >> 16) % (2 * MiB));
+            live[k] = alloc_on(p, size[k], on);
+        }
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (live[k])
+            free_on(p, live[k], size[k], st[k % S]);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    for (int k = 0; k < S; k++)
+        cudaStreamDestroy(st[k]);
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* ---- creation, figures, trim, bad pointers --------------------------------------------------- */
+
+START_TEST(default_initial_size_is_half_the_free_memory)
+{
+    size_t free_bytes = 0, total = 0;
+    ck_assert_int_eq(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+    crmm_resource *p = gpu_pool("");
+    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
+    uint64_t half = free_bytes / 2;
+    /* other programs may allocate or free meanwhile: allow 4 GiB either way */
+    uint64_t slack = (uint64_t)4 << 30;
+    ck_assert_msg(reserved <= half + slack && reserved + slack >= half,
+                  "reserved %llu, half of free %llu", (unsigned long long)reserved, (unsigned long long)half);
+    ck_assert_uint_eq(reserved % 256, 0);
+    crmm_resource_release(p);
+
+    p = gpu_pool("maximum_size=1GiB"); /* the default never passes the maximum */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), (uint64_t)1 << 30);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(figures_and_trim_over_cuda)
+{
+    crmm_resource *p = gpu_pool("initial_size=64MiB");
+    cudaStream_t s = new_stream();
+    void *a = alloc_on(p, 1000, s);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 1000);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 64 * MiB - 1024);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), 64 * MiB - 1024);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_crmm_ok(crmm_resource_trim(p)); /* the chunk is in use: it stays */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
+    free_on(p, a, 1000, s);
+    size_t before = 0, after = 0, total = 0;
+    ck_assert_int_eq(cudaMemGetInfo(&before, &total), cudaSuccess);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_int_eq(cudaMemGetInfo(&after, &total), cudaSuccess);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 0);
+    ck_assert_msg(after >= before + 60 * MiB, "free device memory went from %zu to %zu", before, after);
+    void *b = alloc_on(p, 3 * MiB, s); /* grows again */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 3 * MiB);
+    free_on(p, b, 3 * MiB, s);
+    cudaStreamDestroy(s);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(bad_pointers_over_cuda)
+{
+    crmm_resource *p = gpu_pool("initial_size=16MiB");
+    cudaStream_t s = new_stream();
+    void *a = alloc_on(p, 4096, s);
+    void *other = NULL;
+    ck_assert_int_eq(cudaMalloc(&other, 4096), cudaSuccess);
+    ck_assert_crmm(crmm_resource_deallocate(p, other, 4096, (crmm_cuda_stream_t)s), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "not allocated by this pool"), "%s", crmm_last_error());
+    cudaFree(other);
+    free_on(p, a, 4096, s);
+    ck_assert_crmm(crmm_resource_deallocate(p, a, 4096, (crmm_cuda_stream_t)s), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "already free"), "%s", crmm_last_error());
+    ck_assert_ptr_eq(alloc_on(p, 4096, s), a);
+    free_on(p, a, 4096, s);
+    cudaStreamDestroy(s);
+    crmm_resource_release(p);
+}
+END_TEST
+
+int main(void)
+{
+    int rc = crmm_test_gpu_gate(1);
+    if (rc)
+        return rc;
+    Suite *s = suite_create("pool_gpu");
+    crmm_conformance_add(s, gpu_chains, (int)(sizeof gpu_chains / sizeof gpu_chains[0]));
+
+    TCase *tc = tcase_create("pool_streams");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tcase_add_test(tc, another_stream_waits_for_the_free);
+    tcase_add_test(tc, same_stream_reuses_at_once);
+    tcase_add_test(tc, a_destroyed_stream_breaks_nothing);
+    tcase_add_test(tc, a_forgotten_stream_hands_its_blocks_to_a_new_one);
+    tcase_add_test(tc, per_thread_default_streams_of_two_threads);
+    tcase_add_test(tc, many_streams_keep_the_books);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool_over_cuda");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tcase_add_test(tc, default_initial_size_is_half_the_free_memory);
+    tcase_add_test(tc, figures_and_trim_over_cuda);
+    tcase_add_test(tc, bad_pointers_over_cuda);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}
