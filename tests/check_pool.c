@@ -602,7 +602,7 @@ START_TEST(destroy_returns_memory_and_reports_leaks)
     ck_assert_uint_eq(q(h, CRMM_QUERY_ALLOCATIONS), 0); /* both chunks went back */
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
     const char *text = read_log(log);
-    ck_assert_msg(strstr(text, "pool resource '' destroyed with 3 live allocations"), "log: %s", text);
+    ck_assert_msg(strstr(text, "pool resource destroyed with 3 live allocations (2.0 MiB)"), "log: %s", text);
     crmm_resource_release(h);
 }
 END_TEST
