@@ -1,16 +1,16 @@
 # libcrmm: the core runtime.
 lib_LTLIBRARIES += libcrmm.la
 libcrmm_la_SOURCES = \
-	core/internal.h \
-	core/error.c \
-	core/log.c \
-	core/size_parse.c \
-	core/cuda_support.c \
-	core/params.c \
-	core/resource.c \
-	core/device_registry.c \
-	core/plugin_loader.c \
-	core/config.c
+	libcrmm/internal.h \
+	libcrmm/error.c \
+	libcrmm/log.c \
+	libcrmm/size_parse.c \
+	libcrmm/cuda_support.c \
+	libcrmm/params.c \
+	libcrmm/resource.c \
+	libcrmm/device_registry.c \
+	libcrmm/plugin_loader.c \
+	libcrmm/config.c
 libcrmm_la_CPPFLAGS = $(AM_CPPFLAGS) $(INIH_CFLAGS) \
 	-DCRMM_PLUGIN_DIR='"$(pkglibdir)"' -DCRMM_SYSCONFDIR='"$(sysconfdir)"'
 libcrmm_la_LDFLAGS = -version-info $(CRMM_LT_VERSION) -no-undefined $(AM_LDFLAGS)
@@ -28,5 +28,5 @@ crmminclude_HEADERS = \
 	include/crmm/alloc_counters.h
 
 # Fragments of parallel work add their sources and headers (after both lists are set).
-include core/seed_api.mk
-include core/adaptors.mk
+include libcrmm/seed_api.mk
+include libcrmm/adaptors.mk
