@@ -238,14 +238,16 @@ static void *hold_empty_superblocks(void *arg)
     size_t sizes[4] = {256, 512, 768, 1024};
     for (int k = 0; k < 4; k++) {
         void *p;
-        if (crmm_resource_allocate(h->mr, sizes[k], NULL, &p) != CRMM_OK || crmm_resource_deallocate(h->mr, p, sizes[k], NULL) != CRMM_OK)
+        if (crmm_resource_allocate(h->mr, sizes[k], NULL, &p) != CRMM_OK ||
+            crmm_resource_deallocate(h->mr, p, sizes[k], NULL) != CRMM_OK)
             h->last = CRMM_ERROR_STATE;
     }
     holder_go(h, 1);
     holder_wait(h, 2);
     for (int k = 0; k < 4; k++) {
         void *p;
-        if (crmm_resource_allocate(h->mr, sizes[k], NULL, &p) != CRMM_OK || crmm_resource_deallocate(h->mr, p, sizes[k], NULL) != CRMM_OK)
+        if (crmm_resource_allocate(h->mr, sizes[k], NULL, &p) != CRMM_OK ||
+            crmm_resource_deallocate(h->mr, p, sizes[k], NULL) != CRMM_OK)
             h->last = CRMM_ERROR_STATE;
     }
     return NULL;

@@ -40,10 +40,11 @@ static crmm_status arena_out_of_memory(arena_resource *r, size_t bytes)
     size_t free_bytes, largest;
     arena_usage(r, &free_bytes, &largest);
     char want[32], size[32], free_sz[32], big[32];
-    return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: failed to allocate %s (arena size %s, %s free, largest free block %s)",
-                          arena_who(r), crmm_format_size(bytes, want, sizeof want),
-                          crmm_format_size(r->arena_size, size, sizeof size),
-                          crmm_format_size(free_bytes, free_sz, sizeof free_sz), crmm_format_size(largest, big, sizeof big));
+    return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY,
+                          "%s: failed to allocate %s (arena size %s, %s free, largest free block %s)", arena_who(r),
+                          crmm_format_size(bytes, want, sizeof want), crmm_format_size(r->arena_size, size, sizeof size),
+                          crmm_format_size(free_bytes, free_sz, sizeof free_sz),
+                          crmm_format_size(largest, big, sizeof big));
 }
 
 static crmm_status arena_try_allocate(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
@@ -197,7 +198,8 @@ static crmm_status arena_control(crmm_resource *self, int op, void *arg)
         return arena_dump_write(r, arg, 0);
     case CRMM_ARENA_GET_STATS:
         if (!arg)
-            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: CRMM_ARENA_GET_STATS needs a crmm_arena_stats", arena_who(r));
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: CRMM_ARENA_GET_STATS needs a crmm_arena_stats",
+                                  arena_who(r));
         arena_get_stats(r, arg);
         return CRMM_OK;
     default:
@@ -324,6 +326,13 @@ static crmm_status arena_create(const crmm_params *params, crmm_resource *upstre
         arena_free_state(r);
         return st;
     }
+    if ((uintptr_t)base % CRMM_ALLOCATION_ALIGNMENT) {
+        crmm_resource_deallocate(upstream, base, r->arena_size, NULL);
+        st = crmm_set_error(CRMM_ERROR_BAD_ALLOC, "%s: upstream %s returned %p, not %u-byte aligned", arena_who(r),
+                            crmm_resource_kind(upstream), base, CRMM_ALLOCATION_ALIGNMENT);
+        arena_free_state(r);
+        return st;
+    }
     /* an upstream that allocates in stream order: make the memory safe on every stream */
     if (arena_stream_synchronize(r, NULL) != CRMM_OK)
         crmm_log(CRMM_LOG_WARN, "%s", crmm_last_error());
@@ -342,14 +351,17 @@ static crmm_status arena_create(const crmm_params *params, crmm_resource *upstre
 
 static const crmm_param_spec arena_params[] = {
     {"arena_size", CRMM_PARAM_SIZE, NULL,
-     "bytes taken from upstream once; the arena never grows (default: half the device's free memory; required over host memory)",
+     "bytes taken from upstream once; the arena never grows "
+     "(default: half the device's free memory; required over host memory)",
      NULL, 0},
     {"superblock_size", CRMM_PARAM_SIZE, "1MiB",
-     "what a thread arena takes at a time (a power of two, 64KiB..1GiB); larger requests than 1/8 of it go to the global arena",
+     "what a thread arena takes from the global arena at a time (a power of two, 64KiB..1GiB); "
+     "requests above 1/8 of it are served by the global arena",
      NULL, 0},
-    {"dump_log_on_failure", CRMM_PARAM_BOOL, "false", "write the arena's state to dump_file when an allocation fails", NULL, 0},
-    {"dump_file", CRMM_PARAM_STRING, "crmm_arena_dump.dev%d.log", "where the state is appended (%d = device, %p = process id)",
+    {"dump_log_on_failure", CRMM_PARAM_BOOL, "false", "write the arena's state to dump_file when an allocation fails",
      NULL, 0},
+    {"dump_file", CRMM_PARAM_STRING, "crmm_arena_dump.dev%d.log",
+     "where the state is appended (%d = device, %p = process id)", NULL, 0},
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 

@@ -95,8 +95,14 @@ static inline uint64_t arena_bits_load(const uint64_t *w) { return __atomic_load
 static inline void arena_bits_store(uint64_t *w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELAXED); }
 
 /* free_count is written by one thread at a time and read by queries from any: relaxed stores. */
-static inline void arena_slab_set_free_count(arena_slab *sb, uint32_t n) { __atomic_store_n(&sb->free_count, n, __ATOMIC_RELAXED); }
-static inline uint32_t arena_slab_free_count(const arena_slab *sb) { return __atomic_load_n(&sb->free_count, __ATOMIC_RELAXED); }
+static inline void arena_slab_set_free_count(arena_slab *sb, uint32_t n)
+{
+    __atomic_store_n(&sb->free_count, n, __ATOMIC_RELAXED);
+}
+static inline uint32_t arena_slab_free_count(const arena_slab *sb)
+{
+    return __atomic_load_n(&sb->free_count, __ATOMIC_RELAXED);
+}
 
 /* Take the lowest free block; free_count must be > 0. Returns its index. */
 static inline uint32_t arena_slab_take(arena_slab *sb)
