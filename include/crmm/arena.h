@@ -17,7 +17,7 @@ extern "C" {
 
 /* Defragment now: every empty superblock that thread arenas hold goes back to the global arena
  * and merges with its free neighbours (for device memory after waiting for the device). This is
- * what an allocation that fails does before it tries once more. arg: NULL. */
+ * what an allocation that fails does before it tries once more. arg: NULL. Always CRMM_OK. */
 #define CRMM_ARENA_DEFRAGMENT 0x600
 
 /* Write the arena's state (sizes, free bytes, largest free block, fragmentation, one line per
@@ -26,7 +26,7 @@ extern "C" {
  * written. */
 #define CRMM_ARENA_DUMP 0x601
 
-/* Fill a crmm_arena_stats. arg: crmm_arena_stats *. */
+/* Fill a crmm_arena_stats. arg: crmm_arena_stats *; CRMM_ERROR_INVALID_ARGUMENT when NULL. */
 #define CRMM_ARENA_GET_STATS 0x602
 
 typedef struct crmm_arena_stats {
