@@ -1,1 +1,10 @@
-# tests/arena.mk
+# tests/arena.mk: the arena plugin over host memory (CPU), and over cuda (GPU; skips without one).
+# check_arena links arena_slab.c to check the block-index arithmetic directly.
+check_PROGRAMS += tests/check_arena tests/check_arena_gpu
+tests_check_arena_SOURCES = tests/check_arena.c plugins/arena/arena_slab.c
+tests_check_arena_CFLAGS = $(TEST_CFLAGS)
+tests_check_arena_LDADD = $(TEST_LDADD)
+tests_check_arena_gpu_SOURCES = tests/check_arena_gpu.c
+tests_check_arena_gpu_CFLAGS = $(TEST_CFLAGS)
+tests_check_arena_gpu_LDADD = $(TEST_LDADD)
+TESTS += tests/check_arena tests/check_arena_gpu

@@ -1,0 +1,49 @@
+/* crmm/arena.h — control operations of the `arena` plugin (range 0x600), for
+ * crmm_resource_control(mr, op, arg) on an arena resource (find it in a chain with
+ * crmm_resource_find_kind(mr, "arena")).
+ *
+ * The arena takes `arena_size` bytes from its upstream once and never grows. Each thread (and,
+ * for device memory, each stream a thread uses) allocates small blocks from its own superblocks
+ * without a lock; larger requests go to the shared global arena. */
+#ifndef CRMM_ARENA_H
+#define CRMM_ARENA_H
+
+#include <stdint.h>
+#include <crmm/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Defragment now: every empty superblock that thread arenas hold goes back to the global arena
+ * and merges with its free neighbours (for device memory after waiting for the device). This is
+ * what an allocation that fails does before it tries once more. arg: NULL. Always CRMM_OK. */
+#define CRMM_ARENA_DEFRAGMENT 0x600
+
+/* Write the arena's state (sizes, free bytes, largest free block, fragmentation, one line per
+ * superblock, large block and free span) to a file, appending. arg: const char *path, or NULL for
+ * the resource's `dump_file` (%d = device, %p = process id). CRMM_ERROR_IO when it cannot be
+ * written. */
+#define CRMM_ARENA_DUMP 0x601
+
+/* Fill a crmm_arena_stats. arg: crmm_arena_stats *; CRMM_ERROR_INVALID_ARGUMENT when NULL. */
+#define CRMM_ARENA_GET_STATS 0x602
+
+typedef struct crmm_arena_stats {
+    uint64_t arena_size;          /* bytes taken from upstream (never changes) */
+    uint64_t superblock_size;
+    uint64_t small_max;           /* the largest request served from superblocks */
+    uint64_t superblocks;         /* superblocks out of the global arena (held or detached) */
+    uint64_t superblocks_held;    /* held by thread arenas */
+    uint64_t superblocks_detached;/* held by no thread: full, or with free blocks to adopt */
+    uint64_t large_blocks;        /* live blocks served by the global arena directly */
+    uint64_t global_free_bytes;   /* free in the global arena */
+    uint64_t global_largest_free; /* the largest free span of the global arena */
+    uint64_t thread_arenas;       /* live thread arenas */
+    uint64_t defragmentations;    /* defragmentations run, on failure or on request */
+} crmm_arena_stats;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,378 @@
+/* arena_plugin.c — the `arena` plugin: a suballocator for many threads, after RMM's
+ * arena_memory_resource.
+ *
+ * It takes `arena_size` bytes from its upstream once and never grows. Requests up to 1/8 of a
+ * superblock come from the calling thread's arena (per thread, and per stream for device memory:
+ * arena_thread_cache.c) without a lock; larger ones go to the global arena (arena_global.c),
+ * under its lock. When a request fails, the arena defragments (takes the empty superblocks back
+ * from every thread arena and merges them) and tries once more; if that fails too it writes its
+ * state to the dump file when asked to (arena_dump.c) and returns CRMM_ERROR_OUT_OF_MEMORY. This
+ * file is the glue: parameters, create and destroy, the ops table, queries and control ops. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/arena.h>
+#include <crmm/cuda_support.h>
+#include <crmm/log.h>
+#include "arena_thread_cache.h"
+
+#define ARENA_MIN_SUPERBLOCK ((uint64_t)64 << 10)
+#define ARENA_MAX_SUPERBLOCK ((uint64_t)1 << 30)
+
+const char *arena_who(const arena_resource *r)
+{
+    static __thread char who[80];
+    if (r->base.name[0])
+        snprintf(who, sizeof who, "arena '%s'", r->base.name);
+    else
+        snprintf(who, sizeof who, "arena");
+    return who;
+}
+
+static crmm_status arena_out_of_memory(arena_resource *r, size_t bytes)
+{
+    if (r->dump_on_failure) {
+        crmm_status st = arena_dump_write(r, NULL, bytes);
+        if (st != CRMM_OK)
+            crmm_log(CRMM_LOG_WARN, "%s", crmm_last_error());
+    }
+    size_t free_bytes, largest;
+    arena_usage(r, &free_bytes, &largest);
+    char want[32], size[32], free_sz[32], big[32];
+    return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY,
+                          "%s: failed to allocate %s (arena size %s, %s free, largest free block %s)", arena_who(r),
+                          crmm_format_size(bytes, want, sizeof want), crmm_format_size(r->arena_size, size, sizeof size),
+                          crmm_format_size(free_bytes, free_sz, sizeof free_sz),
+                          crmm_format_size(largest, big, sizeof big));
+}
+
+static crmm_status arena_try_allocate(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    if (bytes <= r->small_max)
+        return arena_cache_allocate(r, bytes, stream, ptr);
+    crmm_status st = arena_global_alloc_large(&r->global, bytes, ptr);
+    if (st == CRMM_OK)
+        arena_cache_count(r, stream, (int64_t)bytes);
+    return st;
+}
+
+static void arena_defragment(arena_resource *r)
+{
+    __atomic_add_fetch(&r->defragmentations, 1, __ATOMIC_RELAXED);
+    arena_cache_reclaim(r);
+}
+
+static crmm_status arena_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    arena_resource *r = (arena_resource *)self;
+    crmm_status st;
+    if (__builtin_expect(bytes <= r->small_max, 1)) {
+        st = arena_cache_allocate(r, bytes, stream, ptr);
+        if (__builtin_expect(st == CRMM_OK, 1))
+            return st;
+    } else if (bytes <= r->global.size) {
+        st = arena_global_alloc_large(&r->global, bytes, ptr);
+        if (st == CRMM_OK) {
+            arena_cache_count(r, stream, (int64_t)bytes);
+            return st;
+        }
+    } else {
+        return arena_out_of_memory(r, bytes); /* can never fit: no use defragmenting */
+    }
+    if (st != CRMM_ERROR_OUT_OF_MEMORY)
+        return st;
+    arena_defragment(r);
+    st = arena_try_allocate(r, bytes, stream, ptr);
+    if (st == CRMM_ERROR_OUT_OF_MEMORY)
+        return arena_out_of_memory(r, bytes);
+    return st;
+}
+
+static crmm_status arena_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    arena_resource *r = (arena_resource *)self;
+    uintptr_t e = arena_global_entry(&r->global, ptr);
+    if (__builtin_expect(e != 0 && !(e & ARENA_ENTRY_SPAN), 1))
+        return arena_cache_deallocate(r, (arena_slab *)e, ptr, bytes, stream);
+    if (!e)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p was not allocated by this arena", arena_who(r), ptr);
+    arena_span *span = arena_entry_span(e);
+    if (__atomic_load_n(&span->kind, __ATOMIC_RELAXED) == ARENA_SPAN_SUPERBLOCK) {
+        arena_slab *sb = __atomic_load_n(&span->slab, __ATOMIC_RELAXED);
+        if (sb)
+            return arena_cache_deallocate(r, sb, ptr, bytes, stream);
+    }
+    if (bytes <= r->small_max)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p is not a live block of this arena (freed twice?)",
+                              arena_who(r), ptr);
+    crmm_status st = arena_stream_synchronize(r, stream);
+    if (st == CRMM_OK)
+        st = arena_global_free_large(&r->global, ptr, bytes, arena_who(r));
+    if (st == CRMM_OK)
+        arena_cache_count(r, stream, -(int64_t)bytes);
+    return st;
+}
+
+static crmm_status arena_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    arena_resource *r = (arena_resource *)self;
+    arena_counts c;
+    size_t free_bytes, largest;
+    switch (what) {
+    case CRMM_QUERY_BYTES_RESERVED:
+    case CRMM_QUERY_BYTES_RESERVED_PEAK:
+    case CRMM_QUERY_MAXIMUM_SIZE:
+        *out = r->arena_size;
+        return CRMM_OK;
+    case CRMM_QUERY_UPSTREAM_BLOCKS:
+        *out = 1;
+        return CRMM_OK;
+    case CRMM_QUERY_BYTES_FREE:
+    case CRMM_QUERY_LARGEST_FREE_BLOCK:
+        arena_usage(r, &free_bytes, &largest);
+        *out = what == CRMM_QUERY_BYTES_FREE ? free_bytes : largest;
+        return CRMM_OK;
+    case CRMM_QUERY_BYTES_IN_USE:
+    case CRMM_QUERY_BYTES_IN_USE_PEAK:
+    case CRMM_QUERY_ALLOCATIONS:
+    case CRMM_QUERY_ALLOCATIONS_PEAK:
+    case CRMM_QUERY_ALLOCATIONS_TOTAL:
+    case CRMM_QUERY_BYTES_TOTAL:
+        arena_cache_counts(r, &c);
+        switch (what) {
+        case CRMM_QUERY_BYTES_IN_USE: *out = (uint64_t)c.bytes; break;
+        case CRMM_QUERY_BYTES_IN_USE_PEAK: *out = (uint64_t)c.peak_bytes; break;
+        case CRMM_QUERY_ALLOCATIONS: *out = (uint64_t)c.count; break;
+        case CRMM_QUERY_ALLOCATIONS_PEAK: *out = (uint64_t)c.peak_count; break;
+        case CRMM_QUERY_ALLOCATIONS_TOTAL: *out = c.total_count; break;
+        default: *out = c.total_bytes; break;
+        }
+        return CRMM_OK;
+    default:
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s cannot answer query %d", arena_who(r), (int)what);
+    }
+}
+
+/* The global arena cannot shrink below arena_size (it never grew): trim gives the empty
+ * superblocks of thread arenas back to it, where they merge into large free spans. */
+static crmm_status arena_trim(crmm_resource *self)
+{
+    arena_cache_reclaim((arena_resource *)self);
+    return CRMM_OK;
+}
+
+static void arena_get_stats(arena_resource *r, crmm_arena_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->arena_size = r->arena_size;
+    s->superblock_size = r->superblock_size;
+    s->small_max = r->small_max;
+    pthread_mutex_lock(&r->global.lock);
+    s->superblocks = r->global.superblocks;
+    s->large_blocks = r->global.large_blocks;
+    pthread_mutex_unlock(&r->global.lock);
+    size_t free_bytes, largest, arenas, held;
+    arena_global_usage(&r->global, &free_bytes, &largest);
+    s->global_free_bytes = free_bytes;
+    s->global_largest_free = largest;
+    arena_cache_holdings(r, &arenas, &held);
+    s->thread_arenas = arenas;
+    s->superblocks_held = held;
+    for (unsigned c = 0; c < r->nclasses; c++) {
+        pthread_mutex_lock(&r->classes[c].lock);
+        s->superblocks_detached += r->classes[c].detached;
+        pthread_mutex_unlock(&r->classes[c].lock);
+    }
+    s->defragmentations = __atomic_load_n(&r->defragmentations, __ATOMIC_RELAXED);
+}
+
+static crmm_status arena_control(crmm_resource *self, int op, void *arg)
+{
+    arena_resource *r = (arena_resource *)self;
+    switch (op) {
+    case CRMM_ARENA_DEFRAGMENT:
+        arena_defragment(r);
+        return CRMM_OK;
+    case CRMM_ARENA_DUMP:
+        return arena_dump_write(r, arg, 0);
+    case CRMM_ARENA_GET_STATS:
+        if (!arg)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: CRMM_ARENA_GET_STATS needs a crmm_arena_stats",
+                                  arena_who(r));
+        arena_get_stats(r, arg);
+        return CRMM_OK;
+    default:
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %#x", arena_who(r), (unsigned)op);
+    }
+}
+
+static void arena_free_state(arena_resource *r)
+{
+    if (r->classes) {
+        for (unsigned c = 0; c < r->nclasses; c++)
+            pthread_mutex_destroy(&r->classes[c].lock);
+        free(r->classes);
+    }
+    free(r->dump_file);
+    pthread_mutex_destroy(&r->arenas_lock);
+    free(r);
+}
+
+static void arena_destroy(crmm_resource *self)
+{
+    arena_resource *r = (arena_resource *)self;
+    arena_registry_remove(r); /* exiting threads leave our thread arenas alone from now on */
+    arena_counts c;
+    arena_cache_counts(r, &c);
+    crmm_resource_report_leaks(self, (uint64_t)c.count, (uint64_t)c.bytes);
+    arena_cache_release_all(r);
+    arena_slab_pool_fini(&r->slabs);
+    void *base = r->global.base;
+    arena_global_fini(&r->global);
+    /* all of it back to upstream at once; the upstream skips CUDA once the process exits */
+    if (crmm_resource_deallocate(self->upstream, base, r->arena_size, NULL) != CRMM_OK)
+        crmm_log(CRMM_LOG_ERROR, "%s: giving the arena back to upstream failed: %s", arena_who(r), crmm_last_error());
+    arena_free_state(r);
+}
+
+static const crmm_resource_ops arena_ops = {
+    .allocate = arena_allocate,
+    .deallocate = arena_deallocate,
+    .query = arena_query,
+    .trim = arena_trim,
+    .destroy = arena_destroy,
+    .control = arena_control,
+};
+
+/* Read and check the parameters into r. */
+static crmm_status arena_read_params(const crmm_params *params, crmm_resource *upstream, arena_resource *r)
+{
+    char a[32], b[32], c[32];
+    uint64_t superblock = 0;
+    crmm_params_get_size(params, "superblock_size", &superblock);
+    if (superblock < ARENA_MIN_SUPERBLOCK || superblock > ARENA_MAX_SUPERBLOCK || (superblock & (superblock - 1)))
+        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: superblock_size must be a power of two from %s to %s (got %s)",
+                              crmm_format_size(ARENA_MIN_SUPERBLOCK, a, sizeof a),
+                              crmm_format_size(ARENA_MAX_SUPERBLOCK, b, sizeof b),
+                              crmm_format_size(superblock, c, sizeof c));
+    uint64_t size = 0;
+    if (crmm_params_is_set(params, "arena_size")) {
+        crmm_status st = crmm_params_get_size(params, "arena_size", &size);
+        if (st != CRMM_OK)
+            return crmm_error_add_context("arena: arena_size");
+    } else if (r->uses_cuda) {
+        uint64_t free_bytes = 0;
+        crmm_status st = crmm_cuda_device_memory(upstream->device, &free_bytes, NULL);
+        if (st != CRMM_OK)
+            return crmm_error_add_context("arena: arena_size defaults to half the free memory of device %d", upstream->device);
+        size = free_bytes / 2;
+    } else {
+        return crmm_set_error(CRMM_ERROR_CONFIG,
+                              "arena: arena_size is required when the upstream (%s '%s') is not device memory",
+                              crmm_resource_kind(upstream), crmm_resource_name(upstream));
+    }
+    uint64_t page = superblock / ARENA_PAGES_PER_SUPERBLOCK;
+    if (size / page * page < superblock)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: arena_size %s is smaller than one superblock (%s)",
+                              crmm_format_size(size, a, sizeof a), crmm_format_size(superblock, b, sizeof b));
+    if (size > SIZE_MAX / 2)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: arena_size %s is too large", crmm_format_size(size, a, sizeof a));
+    r->arena_size = (size_t)(size / page * page); /* whole pages */
+    r->superblock_size = (size_t)superblock;
+    r->small_max = r->superblock_size / 8;
+    r->nclasses = arena_size_class(r->small_max) + 1;
+    crmm_params_get_bool(params, "dump_log_on_failure", &r->dump_on_failure);
+    const char *file = "crmm_arena_dump.dev%d.log";
+    crmm_params_get_string(params, "dump_file", &file);
+    if (!file[0])
+        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: dump_file must not be empty");
+    r->dump_file = strdup(file);
+    if (!r->dump_file)
+        return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "arena: out of host memory");
+    return CRMM_OK;
+}
+
+static crmm_status arena_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    size_t size = (sizeof(arena_resource) + 63) & ~(size_t)63;
+    arena_resource *r = aligned_alloc(64, size);
+    if (!r)
+        return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "arena: out of host memory");
+    memset(r, 0, size);
+    pthread_mutex_init(&r->arenas_lock, NULL);
+    r->base.device = upstream->device;
+    snprintf(r->base.name, sizeof r->base.name, "%s", crmm_params_resource_name(params));
+    r->uses_cuda = crmm_resource_is_device_accessible(upstream) && upstream->device >= 0;
+    crmm_status st = arena_read_params(params, upstream, r);
+    if (st == CRMM_OK) {
+        r->classes = calloc(r->nclasses, sizeof *r->classes);
+        if (!r->classes)
+            st = crmm_set_error(CRMM_ERROR_BAD_ALLOC, "arena: out of host memory");
+        else
+            for (unsigned c = 0; c < r->nclasses; c++)
+                pthread_mutex_init(&r->classes[c].lock, NULL);
+    }
+    if (st != CRMM_OK) {
+        arena_free_state(r);
+        return st;
+    }
+    void *base = NULL;
+    st = crmm_resource_allocate(upstream, r->arena_size, NULL, &base);
+    if (st != CRMM_OK) {
+        char sz[32];
+        crmm_error_add_context("%s: taking arena_size %s from upstream", arena_who(r),
+                               crmm_format_size(r->arena_size, sz, sizeof sz));
+        arena_free_state(r);
+        return st;
+    }
+    if ((uintptr_t)base % CRMM_ALLOCATION_ALIGNMENT) {
+        crmm_resource_deallocate(upstream, base, r->arena_size, NULL);
+        st = crmm_set_error(CRMM_ERROR_BAD_ALLOC, "%s: upstream %s returned %p, not %u-byte aligned", arena_who(r),
+                            crmm_resource_kind(upstream), base, CRMM_ALLOCATION_ALIGNMENT);
+        arena_free_state(r);
+        return st;
+    }
+    /* an upstream that allocates in stream order: make the memory safe on every stream */
+    if (arena_stream_synchronize(r, NULL) != CRMM_OK)
+        crmm_log(CRMM_LOG_WARN, "%s", crmm_last_error());
+    st = arena_global_init(&r->global, base, r->arena_size, r->superblock_size);
+    if (st != CRMM_OK) {
+        crmm_resource_deallocate(upstream, base, r->arena_size, NULL);
+        arena_free_state(r);
+        return st;
+    }
+    arena_slab_pool_init(&r->slabs, r->superblock_size);
+    crmm_resource_init(&r->base, &arena_ops, "arena", upstream->flags, upstream->device, upstream);
+    arena_registry_add(r);
+    *out = &r->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec arena_params[] = {
+    {"arena_size", CRMM_PARAM_SIZE, NULL,
+     "bytes taken from upstream once; the arena never grows "
+     "(default: half the device's free memory; required over host memory)",
+     NULL, 0},
+    {"superblock_size", CRMM_PARAM_SIZE, "1MiB",
+     "what a thread arena takes from the global arena at a time (a power of two, 64KiB..1GiB); "
+     "requests above 1/8 of it are served by the global arena",
+     NULL, 0},
+    {"dump_log_on_failure", CRMM_PARAM_BOOL, "false", "write the arena's state to dump_file when an allocation fails",
+     NULL, 0},
+    {"dump_file", CRMM_PARAM_STRING, "crmm_arena_dump.dev%d.log",
+     "where the state is appended (%d = device, %p = process id)", NULL, 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin arena_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "arena",
+    .version = PACKAGE_VERSION,
+    .description = "per-thread arenas of superblocks over a global arena taken once from upstream (RMM's arena)",
+    .upstream = CRMM_UPSTREAM_REQUIRED,
+    .params = arena_params,
+    .create = arena_create,
+};
+
+CRMM_PLUGIN_DEFINE(arena_plugin)

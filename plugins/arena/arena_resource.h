@@ -1,0 +1,72 @@
+/* arena_resource.h — the arena resource: what its files share.
+ *
+ * One arena_resource owns the global arena (the memory taken from upstream once), the slab
+ * records, one shared list per size class of superblocks that no thread holds (DETACHED), and the
+ * list of its thread arenas. Fields the fast path reads are grouped first and never written after
+ * creation, so threads do not fight over their cache lines. */
+#ifndef CRMM_ARENA_RESOURCE_H
+#define CRMM_ARENA_RESOURCE_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/plugin.h>
+#include "arena_global.h"
+#include "arena_slab.h"
+
+struct arena_thread;
+
+/* The superblocks of one size class that no thread holds. */
+typedef struct arena_class_shared {
+    pthread_mutex_t lock;          /* also orders remote frees into slabs of this class */
+    arena_slab *partial;           /* DETACHED slabs with free blocks */
+    size_t detached;               /* DETACHED slabs, full or not */
+} arena_class_shared;
+
+typedef struct arena_resource {
+    crmm_resource base;
+    /* read-only after creation */
+    uint64_t id;                   /* unique in the process: thread caches are keyed by it */
+    bool uses_cuda;                /* device memory: streams matter; false: no CUDA call at all */
+    size_t arena_size;             /* bytes taken from upstream */
+    size_t superblock_size;
+    size_t small_max;              /* largest request served from a superblock (superblock / 8) */
+    unsigned nclasses;
+    arena_class_shared *classes;   /* [nclasses] */
+    bool dump_on_failure;
+    char *dump_file;               /* template with %d and %p */
+    arena_global global;
+    arena_slab_pool slabs;
+    /* changing */
+    alignas(64) pthread_mutex_t arenas_lock;
+    struct arena_thread *arenas;   /* every live thread arena of this resource */
+    size_t narenas;
+    alignas(64) crmm_alloc_counters counters; /* large blocks, remote frees, flushed thread counts */
+    uint64_t defragmentations;     /* atomic */
+    struct arena_resource *registry_next;
+} arena_resource;
+
+/* Name for messages: "arena 'main'" or "arena". Static per-thread buffer. */
+const char *arena_who(const arena_resource *r);
+
+/* arena_stream_order.c: wait until `stream` has done its work (device memory only, and not once
+ * the process is exiting). CRMM_ERROR_CUDA with the reason when the wait fails. */
+crmm_status arena_stream_synchronize(arena_resource *r, crmm_cuda_stream_t stream);
+/* Make the resource's device current and wait for all its work (no-op without CUDA or once the
+ * process is exiting). Errors are logged: the callers are on paths that cannot fail. */
+void arena_device_synchronize(arena_resource *r);
+
+/* arena_dump.c: free bytes that could be handed out (global spans and free blocks of
+ * superblocks) and the largest block that could be handed out at once. */
+void arena_usage(arena_resource *r, size_t *free_bytes, size_t *largest_free);
+
+/* arena_dump.c: write the arena's state to the dump file (`path` NULL: the configured
+ * dump_file template) after failing to allocate `bytes` (0: on request). CRMM_ERROR_IO when the
+ * file cannot be written. */
+crmm_status arena_dump_write(arena_resource *r, const char *path, size_t bytes);
+/* Expand %d (device, or "host"), %p (process id) and %% in `tmpl` into buf. */
+void arena_dump_expand_path(const arena_resource *r, const char *tmpl, char *buf, size_t size);
+
+#endif

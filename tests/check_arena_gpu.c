@@ -1,0 +1,354 @@
+/* check_arena_gpu.c — the arena over device memory (the cuda plugin): the conformance suite, the
+ * default size, and the stream-ordered contract when memory moves between streams, threads and
+ * the global arena. Streams are made "slow" with a host function that sleeps, so that a missing
+ * wait shows as the wrong bytes. Skips (77) without a GPU. */
+#include "config.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include <crmm/arena.h>
+#include "conformance.h"
+#include "test_support.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+static const crmm_test_chain gpu_chains[] = {
+    {"arena_over_cuda", "[resource.gpu]\nplugin = cuda\n[resource.a]\nplugin = arena\nupstream = gpu\narena_size = 2GiB\n",
+     "a", 1, 0},
+    {"arena_64k_superblocks_over_cuda",
+     "[resource.gpu]\nplugin = cuda\n[resource.a]\nplugin = arena\nupstream = gpu\narena_size = 1100MiB\n"
+     "superblock_size = 64KiB\n",
+     "a", 1, 0},
+};
+
+typedef struct fixture {
+    crmm_resource *gpu, *mr;
+} fixture;
+
+static fixture make_arena(const char *params)
+{
+    fixture f;
+    ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &f.gpu));
+    ck_assert_crmm_ok(crmm_resource_create("arena", params, f.gpu, &f.mr));
+    return f;
+}
+
+static void drop_arena(fixture *f)
+{
+    crmm_resource_release(f->mr);
+    crmm_resource_release(f->gpu);
+}
+
+static cudaStream_t new_stream(void)
+{
+    cudaStream_t s;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    return s;
+}
+
+static void CUDART_CB sleep_200ms(void *arg)
+{
+    (void)arg;
+    usleep(200 * 1000);
+}
+
+/* Make `s` busy for 200 ms before whatever is enqueued next. */
+static void slow_down(cudaStream_t s)
+{
+    ck_assert_int_eq(cudaLaunchHostFunc(s, sleep_200ms, NULL), cudaSuccess);
+}
+
+/* Every byte of device block p holds `v`. */
+static void expect_bytes(const void *p, size_t n, unsigned char v)
+{
+    unsigned char *h = malloc(n);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_int_eq(cudaMemcpy(h, p, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    size_t bad = n;
+    for (size_t i = 0; i < n && bad == n; i++)
+        if (h[i] != v)
+            bad = i;
+    unsigned got = bad < n ? h[bad] : v;
+    free(h);
+    if (bad < n)
+        ck_abort_msg("byte %zu of %zu is %#x, expected %#x", bad, n, got, v);
+}
+
+static crmm_arena_stats stats(crmm_resource *mr)
+{
+    crmm_arena_stats s;
+    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_GET_STATS, &s));
+    return s;
+}
+
+START_TEST(default_size_is_half_the_free_memory)
+{
+    crmm_resource *gpu, *mr;
+    ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &gpu));
+    size_t free_before = 0, total = 0;
+    ck_assert_int_eq(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+    ck_assert_crmm_ok(crmm_resource_create("arena", "", gpu, &mr));
+    uint64_t size = 0;
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_RESERVED, &size));
+    ck_assert_msg(size <= total / 2 && size >= free_before / 4, "arena of %llu bytes; %zu free of %zu before",
+                  (unsigned long long)size, free_before, total);
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, CRMM_CUDA_STREAM_PER_THREAD, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, CRMM_CUDA_STREAM_PER_THREAD));
+    crmm_resource_release(mr);
+    crmm_resource_release(gpu);
+}
+END_TEST
+
+/* The issue's test: a block written on S behind slow work, freed on S, then allocated on T and
+ * written there must end up with T's bytes — for a small block (thread arenas) and a large one
+ * (the global arena). */
+START_TEST(reuse_on_another_stream_is_ordered)
+{
+    fixture f = make_arena("arena_size=256MiB");
+    cudaStream_t s = new_stream(), t = new_stream();
+    const size_t sizes[] = {1 * KiB, 100 * KiB, 4 * MiB};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        void *p, *q;
+        slow_down(s);
+        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
+        ck_assert_int_eq(cudaMemsetAsync(p, 0xAA, n, s), cudaSuccess);
+        ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
+        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)t, &q));
+        ck_assert_int_eq(cudaMemsetAsync(q, 0xBB, n, t), cudaSuccess);
+        ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
+        ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+        expect_bytes(q, n, 0xBB);
+        ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
+    }
+    cudaStreamDestroy(s);
+    cudaStreamDestroy(t);
+    drop_arena(&f);
+}
+END_TEST
+
+/* Blocks allocated on S and freed on T (T used them last) go back to S's arena only after T's
+ * work: S, out of blocks (256 of 4 KiB fill its superblock), reuses them and writes after T's
+ * slow write. */
+START_TEST(free_on_another_stream_waits_for_it)
+{
+    fixture f = make_arena("arena_size=256MiB");
+    cudaStream_t s = new_stream(), t = new_stream();
+    enum { N = 256 };
+    void *p[N];
+    for (int i = 0; i < N; i++)
+        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * KiB, (crmm_cuda_stream_t)s, &p[i]));
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    slow_down(t);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(cudaMemsetAsync(p[i], 0xAA, 4 * KiB, t), cudaSuccess);
+        ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p[i], 4 * KiB, (crmm_cuda_stream_t)t));
+    }
+    for (int i = 0; i < N; i++) {
+        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * KiB, (crmm_cuda_stream_t)s, &p[i]));
+        ck_assert_int_eq(cudaMemsetAsync(p[i], 0xBB, 4 * KiB, s), cudaSuccess);
+    }
+    ck_assert_uint_eq(stats(f.mr).superblocks, 1); /* the same blocks again */
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    for (int i = 0; i < N; i++) {
+        expect_bytes(p[i], 4 * KiB, 0xBB);
+        ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p[i], 4 * KiB, (crmm_cuda_stream_t)s));
+    }
+    cudaStreamDestroy(s);
+    cudaStreamDestroy(t);
+    drop_arena(&f);
+}
+END_TEST
+
+typedef struct writer {
+    crmm_resource *mr;
+    cudaStream_t stream;
+    int failed;
+} writer;
+
+/* On its own stream: slow work, then 0xAA into blocks of four classes, freed at once. Exits
+ * while the stream is still busy. */
+static void *write_free_and_exit(void *arg)
+{
+    writer *w = arg;
+    const size_t sizes[] = {256, 512, 768, 1024};
+    if (cudaLaunchHostFunc(w->stream, sleep_200ms, NULL) != cudaSuccess)
+        w->failed = 1;
+    for (int k = 0; k < 4; k++) {
+        void *p;
+        if (crmm_resource_allocate(w->mr, sizes[k], (crmm_cuda_stream_t)w->stream, &p) != CRMM_OK ||
+            cudaMemsetAsync(p, 0xAA, sizes[k], w->stream) != cudaSuccess ||
+            crmm_resource_deallocate(w->mr, p, sizes[k], (crmm_cuda_stream_t)w->stream) != CRMM_OK)
+            w->failed = 1;
+    }
+    return NULL;
+}
+
+/* The thread's superblocks go back when it exits, and only after its stream's work: a request
+ * for the whole arena on another stream then sees none of the old writes. */
+START_TEST(thread_exit_returns_superblocks_after_their_work)
+{
+    fixture f = make_arena("arena_size=4MiB");
+    writer w = {f.mr, new_stream(), 0};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, write_free_and_exit, &w), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(w.failed, 0);
+    ck_assert_uint_eq(stats(f.mr).global_free_bytes, 4 * MiB);
+    cudaStream_t t = new_stream();
+    void *all;
+    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, (crmm_cuda_stream_t)t, &all));
+    ck_assert_int_eq(cudaMemsetAsync(all, 0xBB, 4 * MiB, t), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(w.stream), cudaSuccess);
+    expect_bytes(all, 4 * MiB, 0xBB);
+    ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
+    cudaStreamDestroy(t);
+    cudaStreamDestroy(w.stream);
+    drop_arena(&f);
+}
+END_TEST
+
+/* Superblocks held empty by this thread's arena for stream S, with S still writing into them:
+ * a request for the whole arena on T defragments, which waits for the device first. */
+START_TEST(defragment_waits_for_pending_work)
+{
+    fixture f = make_arena("arena_size=4MiB");
+    cudaStream_t s = new_stream(), t = new_stream();
+    writer w = {f.mr, s, 0};
+    write_free_and_exit(&w); /* here, not in a thread: the superblocks stay with this thread */
+    ck_assert_int_eq(w.failed, 0);
+    ck_assert_uint_eq(stats(f.mr).superblocks_held, 4);
+    void *all;
+    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, (crmm_cuda_stream_t)t, &all));
+    ck_assert_uint_eq(stats(f.mr).defragmentations, 1);
+    ck_assert_int_eq(cudaMemsetAsync(all, 0xBB, 4 * MiB, t), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    expect_bytes(all, 4 * MiB, 0xBB);
+    ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
+    cudaStreamDestroy(s);
+    cudaStreamDestroy(t);
+    drop_arena(&f);
+}
+END_TEST
+
+typedef struct ptds_job {
+    crmm_resource *mr;
+    int index;
+    int failed;
+    char why[200];
+} ptds_job;
+
+/* Allocate, write and check blocks on the per-thread default stream. */
+static void *per_thread_stream_work(void *arg)
+{
+    ptds_job *j = arg;
+    enum { N = 50 };
+    void *p[N];
+    unsigned char h[2048];
+    for (int round = 0; round < 20 && !j->failed; round++) {
+        for (int i = 0; i < N; i++) {
+            size_t n = 256 + (size_t)((i * 37 + j->index) % 1792);
+            if (crmm_resource_allocate(j->mr, n, CRMM_CUDA_STREAM_PER_THREAD, &p[i]) != CRMM_OK ||
+                cudaMemsetAsync(p[i], (unsigned char)(i + j->index), n, cudaStreamPerThread) != cudaSuccess) {
+                j->failed = 1;
+                snprintf(j->why, sizeof j->why, "allocate/memset: %s", crmm_last_error());
+                return NULL;
+            }
+        }
+        for (int i = 0; i < N; i++) {
+            size_t n = 256 + (size_t)((i * 37 + j->index) % 1792);
+            if (cudaMemcpyAsync(h, p[i], n, cudaMemcpyDeviceToHost, cudaStreamPerThread) != cudaSuccess ||
+                cudaStreamSynchronize(cudaStreamPerThread) != cudaSuccess) {
+                j->failed = 1;
+                snprintf(j->why, sizeof j->why, "copy failed");
+                return NULL;
+            }
+            for (size_t b = 0; b < n; b++)
+                if (h[b] != (unsigned char)(i + j->index)) {
+                    j->failed = 1;
+                    snprintf(j->why, sizeof j->why, "round %d block %d byte %zu: %u", round, i, b, h[b]);
+                    break;
+                }
+            if (crmm_resource_deallocate(j->mr, p[i], n, CRMM_CUDA_STREAM_PER_THREAD) != CRMM_OK) {
+                j->failed = 1;
+                snprintf(j->why, sizeof j->why, "free: %s", crmm_last_error());
+            }
+        }
+    }
+    return NULL;
+}
+
+START_TEST(threads_on_their_default_streams)
+{
+    fixture f = make_arena("arena_size=256MiB");
+    enum { T = 4 };
+    pthread_t th[T];
+    ptds_job j[T];
+    for (int i = 0; i < T; i++) {
+        j[i] = (ptds_job){.mr = f.mr, .index = i};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, per_thread_stream_work, &j[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        ck_assert_msg(!j[i].failed, "thread %d: %s", i, j[i].why);
+    }
+    uint64_t live = 1;
+    ck_assert_crmm_ok(crmm_resource_query(f.mr, CRMM_QUERY_ALLOCATIONS, &live));
+    ck_assert_uint_eq(live, 0);
+    ck_assert_uint_eq(stats(f.mr).thread_arenas, 0);
+    drop_arena(&f);
+}
+END_TEST
+
+START_TEST(out_of_memory_over_device_memory)
+{
+    char *dir = crmm_test_tmpdir();
+    ck_assert_ptr_nonnull(dir);
+    char params[4200], path[4200];
+    int dev = 0;
+    ck_assert_int_eq(cudaGetDevice(&dev), cudaSuccess);
+    snprintf(params, sizeof params, "arena_size=64MiB dump_log_on_failure=1 dump_file=%s/arena.dev%%d.log", dir);
+    snprintf(path, sizeof path, "%s/arena.dev%d.log", dir, dev);
+    fixture f = make_arena(params);
+    void *p = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(f.mr, 128 * MiB, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(crmm_last_error(), "failed to allocate 128.0 MiB (arena size 64.0 MiB") != NULL, "%s",
+                  crmm_last_error());
+    ck_assert_int_eq(access(path, R_OK), 0);
+    uint64_t reserved = 0;
+    ck_assert_crmm_ok(crmm_resource_query(f.mr, CRMM_QUERY_BYTES_RESERVED, &reserved));
+    ck_assert_uint_eq(reserved, 64 * MiB);
+    drop_arena(&f);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+int main(void)
+{
+    int rc = crmm_test_gpu_gate(1);
+    if (rc)
+        return rc;
+    Suite *s = suite_create("arena_gpu");
+    crmm_conformance_add(s, gpu_chains, (int)(sizeof gpu_chains / sizeof gpu_chains[0]));
+    TCase *tc = tcase_create("arena_gpu");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tcase_add_test(tc, default_size_is_half_the_free_memory);
+    tcase_add_test(tc, reuse_on_another_stream_is_ordered);
+    tcase_add_test(tc, free_on_another_stream_waits_for_it);
+    tcase_add_test(tc, thread_exit_returns_superblocks_after_their_work);
+    tcase_add_test(tc, defragment_waits_for_pending_work);
+    tcase_add_test(tc, threads_on_their_default_streams);
+    tcase_add_test(tc, out_of_memory_over_device_memory);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}
