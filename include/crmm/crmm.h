@@ -26,6 +26,8 @@
 #include <crmm/logging.h>
 #include <crmm/statistics.h>
 #include <crmm/tracking.h>
+#include <crmm/pool.h>
+#include <crmm/arena.h>
 
 /* The version of libcrmm ("0.1.0"). */
 #ifdef __cplusplus
