@@ -4,7 +4,11 @@
  * targets (the config's resources, then the raw CUDA references). Targets that cannot run — a
  * plugin that does not load, a GPU chain or a reference without a CUDA device — are reported as
  * skipped before anything is measured. Then for each set the sequences are built once, and each
- * target gets a fresh resource, one measurement (bench_run), and one row. */
+ * target gets a fresh resource, one measurement (bench_run), and one row.
+ *
+ * --overhead (bench_overhead.c) times the config load in child processes first, while this
+ * process has loaded no plugin, then plans its targets the same way (the config's pool, arena
+ * and host resources by default) and reports dispatch, config load and logging. */
 #include "config.h"
 #include <errno.h>
 #include <stdarg.h>
@@ -17,6 +21,7 @@
 #include <crmm/crmm.h>
 #include "bench_cli.h"
 #include "bench_config.h"
+#include "bench_overhead.h"
 #include "bench_reference.h"
 #include "bench_report.h"
 #include "bench_runner.h"
@@ -63,6 +68,9 @@ typedef struct options {
     size_t nresources;
     bench_format format;
     bool no_references;
+    bool overhead;           /* --overhead */
+    uint64_t iterations;     /* --overhead: dispatch pairs per run */
+    unsigned loads;          /* --overhead: child processes that load the config */
 } options;
 
 /* A thing to measure: a config resource or a raw CUDA reference. */
@@ -79,6 +87,7 @@ void bench_cli_usage(FILE *f)
     fprintf(f,
         "usage: crmm bench [--config FILE] [--set A,B,C,D] [--resource NAME]... [options]\n"
         "       crmm bench --mode random [--allocations N] [--max-size SIZE[,SIZE...]] [options]\n"
+        "       crmm bench --overhead [--iterations N] [--loads N] [--steps N] [options]\n"
         "       crmm bench --copy ...   (copy bandwidth; see 'crmm bench --copy --help')\n"
         "\n"
         "Times allocate/free through every resource of a config, beside raw cudaMalloc/cudaFree and\n"
@@ -112,6 +121,20 @@ void bench_cli_usage(FILE *f)
         "                 threads, the sum of each thread's peak)\n"
         "A resource that runs out of memory shows OOM in its row; the run goes on.\n"
         "\n"
+        "--overhead: what crmm adds around an allocator (the other targets of DESIGN.md section 7):\n"
+        "  dispatch     ns per allocate+deallocate pair on a null resource (allocate returns one fixed\n"
+        "               block, deallocate does nothing), N pairs per run, median of R runs: its functions\n"
+        "               called directly (direct), through crmm_resource_allocate/deallocate (abi), and\n"
+        "               through one pass-through adaptor (adaptor); 'added' is the difference (target:\n"
+        "               abi adds <= 2 ns per call, 4 ns per pair)\n"
+        "  config_load  ms to load the config (parse, dlopen and check every plugin; no CUDA call) in\n"
+        "               fresh child processes: the first load (cold; target <= 5 ms) and a second one\n"
+        "               in the same process (warm); median, min, max over the processes\n"
+        "  logging      set A over each pool, arena and host resource of the config (or the --resource\n"
+        "               ones), then over the logging adaptor over it (auto_flush=false, file in a new\n"
+        "               temporary directory, deleted afterwards); target: adds <= 150 ns/op\n"
+        "  All three run without a GPU (logging then over the host-memory resources only).\n"
+        "\n"
         "options:\n"
         "  --config FILE        the config to measure (default: $CRMM_CONFIG, else the installed\n"
         "                       crmm.ini, else the built-in default, as crmm_init(NULL)); resources\n"
@@ -129,6 +152,10 @@ void bench_cli_usage(FILE *f)
         "  --allocations N      --mode random: number of allocations (default %u)\n"
         "  --csv                one CSV line per result (skipped resources are reported on stderr)\n"
         "  --json               one JSON object with every result and what was skipped\n"
+        "  --overhead           measure dispatch, config load and logging instead of the sets; takes\n"
+        "                       --config, --resource, --steps (of set A), --repeats, --csv, --json and:\n"
+        "  --iterations N       --overhead: dispatch pairs per run (default %llu, 1..%llu)\n"
+        "  --loads N            --overhead: child processes that load the config (default %u, 1..%u)\n"
         "  --copy               run the copy benchmark instead (tools/bench_copy.c)\n"
         "  -h, --help           this text\n"
         "Options take their value as the next argument or after '='. A progress line is shown on\n"
@@ -138,7 +165,9 @@ void bench_cli_usage(FILE *f)
         "and the raw CUDA references were skipped, and why.\n"
         "Exit status: 0 when every measurement ran (OOM rows included), 1 when one failed otherwise or\n"
         "the config could not be loaded, 2 for bad arguments.\n",
-        (unsigned long long)BENCH_MAX_STEPS, MAX_THREADS, DEFAULT_REPEATS, MAX_REPEATS, DEFAULT_ALLOCATIONS);
+        (unsigned long long)BENCH_MAX_STEPS, MAX_THREADS, DEFAULT_REPEATS, MAX_REPEATS, DEFAULT_ALLOCATIONS,
+        (unsigned long long)BENCH_OVERHEAD_ITERATIONS, (unsigned long long)BENCH_OVERHEAD_MAX_ITERATIONS,
+        BENCH_OVERHEAD_LOADS, BENCH_OVERHEAD_MAX_LOADS);
 }
 
 /* ---- arguments ------------------------------------------------------------------------------ */
@@ -211,15 +240,17 @@ static bool parse_set_list(const char *text, options *o, FILE *err)
 
 static int parse_args(int argc, char **argv, options *o, FILE *err)
 {
-    bool steps_given = false, live_given = false;
+    bool steps_given = false, live_given = false, mode_given = false, iterations_given = false, loads_given = false;
     for (int i = 1; i < argc; i++) {
         char name[64];
         const char *arg = argv[i], *value = NULL;
         const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
-        bool flag = strcmp(name, "--csv") == 0 || strcmp(name, "--json") == 0 || strcmp(name, "--no-references") == 0;
+        bool flag = strcmp(name, "--csv") == 0 || strcmp(name, "--json") == 0 || strcmp(name, "--no-references") == 0 ||
+                    strcmp(name, "--overhead") == 0;
         static const char *const with_value[] = {"--config", "--set", "--steps", "--live", "--max-size", "--threads",
-                                                 "--repeats", "--mode", "--allocations", "--resource"};
+                                                 "--repeats", "--mode", "--allocations", "--resource",
+                                                 "--iterations", "--loads"};
         bool takes_value = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
             takes_value |= strcmp(name, with_value[k]) == 0;
@@ -243,6 +274,20 @@ static int parse_args(int argc, char **argv, options *o, FILE *err)
             o->format = f;
         } else if (strcmp(name, "--no-references") == 0) {
             o->no_references = true;
+        } else if (strcmp(name, "--overhead") == 0) {
+            o->overhead = true;
+        } else if (strcmp(name, "--iterations") == 0) {
+            if (!parse_count(value, 1, BENCH_OVERHEAD_MAX_ITERATIONS, &v))
+                return usage_error(err, "--iterations: '%s' is not a number from 1 to %llu", value,
+                                   (unsigned long long)BENCH_OVERHEAD_MAX_ITERATIONS);
+            o->iterations = v;
+            iterations_given = true;
+        } else if (strcmp(name, "--loads") == 0) {
+            if (!parse_count(value, 1, BENCH_OVERHEAD_MAX_LOADS, &v))
+                return usage_error(err, "--loads: '%s' is not a number of processes from 1 to %u", value,
+                                   BENCH_OVERHEAD_MAX_LOADS);
+            o->loads = (unsigned)v;
+            loads_given = true;
         } else if (strcmp(name, "--config") == 0) {
             o->config = value;
         } else if (strcmp(name, "--set") == 0) {
@@ -275,6 +320,7 @@ static int parse_args(int argc, char **argv, options *o, FILE *err)
             o->allocations = v;
             o->allocations_given = true;
         } else if (strcmp(name, "--mode") == 0) {
+            mode_given = true;
             if (strcmp(value, "sets") == 0)
                 o->mode = BENCH_MODE_STEPS;
             else if (strcmp(value, "random") == 0)
@@ -289,6 +335,17 @@ static int parse_args(int argc, char **argv, options *o, FILE *err)
             o->resources[o->nresources++] = value;
         }
     }
+    if (o->overhead) {
+        const char *other = mode_given ? "--mode" : o->any_set ? "--set" : live_given ? "--live"
+                          : o->nmax_size ? "--max-size" : o->threads ? "--threads"
+                          : o->allocations_given ? "--allocations" : o->no_references ? "--no-references" : NULL;
+        if (other)
+            return usage_error(err, "%s does not apply to --overhead (it takes --config, --resource, --steps, --repeats, "
+                               "--iterations, --loads, --csv, --json)", other);
+        return 0;
+    }
+    if (iterations_given || loads_given)
+        return usage_error(err, "%s applies to --overhead", iterations_given ? "--iterations" : "--loads");
     if (o->mode == BENCH_MODE_RANDOM) {
         if (o->any_set || steps_given || live_given)
             return usage_error(err, "%s applies to --mode sets; --mode random takes --allocations and --max-size",
@@ -467,88 +524,140 @@ static void describe_device(int device, char *buf, size_t size)
     snprintf(buf, size, "device %d: %s, %s", device, prop.name, crmm_format_size(total_b, total, sizeof total));
 }
 
-static int run_plan(const options *o, bench_config *bc, FILE *out, FILE *err)
+/* What runs where: the targets that can run here, in order, and what is skipped and why. */
+typedef struct plan {
+    target *targets;
+    size_t ntargets;
+    skip_list skips;
+    int device;              /* the CUDA device GPU targets run on; -1 when none is wanted or found */
+    char no_gpu[1024];       /* why there is no device, when one was wanted */
+    char device_line[512];
+} plan;
+
+/* The plugins --overhead runs its logging measurement over when no --resource is given: the
+ * allocators fast enough for a 150 ns/op difference to show. */
+static bool overhead_plugin(const char *plugin)
 {
-    /* targets: config resources in file order, then the references */
+    return strcmp(plugin, "pool") == 0 || strcmp(plugin, "arena") == 0 || strcmp(plugin, "host") == 0;
+}
+
+static bool resource_wanted(const options *o, const bench_config *bc, size_t i)
+{
+    if (!resource_selected(o, bench_config_resource_name(bc, i)))
+        return false;
+    return !o->overhead || o->nresources > 0 || overhead_plugin(bench_config_resource_plugin(bc, i));
+}
+
+static void plan_free(plan *p)
+{
+    skip_list_free(&p->skips);
+    free(p->targets);
+}
+
+/* Targets: the wanted config resources in file order, then the references (not for --overhead);
+ * probe for a GPU when one of them needs it (the run's first CUDA call); keep what can run. */
+static bool plan_make(const options *o, const bench_config *bc, plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->device = -1;
     size_t ncfg = bench_config_resource_count(bc);
-    target *targets = calloc(ncfg + BENCH_REFERENCE_COUNT, sizeof *targets);
-    bench_set sets[MAX_SWEEP > NSETS ? MAX_SWEEP : NSETS];
-    size_t nsets = build_sets(o, sets);
-    skip_list skips = {0};
-    if (!targets) {
-        fprintf(err, "crmm bench: out of memory\n");
-        return 1;
-    }
-    size_t ntargets = 0;
+    p->targets = calloc(ncfg + BENCH_REFERENCE_COUNT, sizeof *p->targets);
+    if (!p->targets)
+        return false;
+    size_t n = 0;
     bool want_gpu = false;
     for (size_t i = 0; i < ncfg; i++) {
-        const char *name = bench_config_resource_name(bc, i);
-        if (!resource_selected(o, name))
+        if (!resource_wanted(o, bc, i))
             continue;
-        targets[ntargets++] = (target){.name = name, .plugin = bench_config_resource_plugin(bc, i),
-                                       .host = bench_config_resource_is_host(bc, i)};
-        want_gpu |= !targets[ntargets - 1].host;
+        p->targets[n++] = (target){.name = bench_config_resource_name(bc, i),
+                                   .plugin = bench_config_resource_plugin(bc, i),
+                                   .host = bench_config_resource_is_host(bc, i)};
+        want_gpu |= !p->targets[n - 1].host;
     }
-    for (int k = 0; k < BENCH_REFERENCE_COUNT && !o->no_references; k++) {
-        targets[ntargets++] = (target){.name = bench_reference_name((bench_reference_kind)k), .plugin = "raw CUDA",
-                                       .reference = true, .kind = (bench_reference_kind)k};
+    for (int k = 0; k < BENCH_REFERENCE_COUNT && !o->no_references && !o->overhead; k++) {
+        p->targets[n++] = (target){.name = bench_reference_name((bench_reference_kind)k), .plugin = "raw CUDA",
+                                   .reference = true, .kind = (bench_reference_kind)k};
         want_gpu = true;
     }
     for (size_t k = 0; k < bench_config_skipped_count(bc); k++)
         if (resource_selected(o, bench_config_skipped_name(bc, k)))
-            skip_add(&skips, bench_config_skipped_name(bc, k), bench_config_skipped_reason(bc, k));
+            skip_add(&p->skips, bench_config_skipped_name(bc, k), bench_config_skipped_reason(bc, k));
 
     /* A GPU? crmm_cuda_device_count is the first CUDA call. */
-    int device = -1;
-    char no_gpu[1024] = "", device_line[512] = "";
     if (want_gpu) {
         int count = 0;
-        if (crmm_cuda_device_count(&count) != CRMM_OK || crmm_cuda_current_device(&device) != CRMM_OK) {
-            snprintf(no_gpu, sizeof no_gpu, "%s", crmm_last_error());
-            device = -1;
+        if (crmm_cuda_device_count(&count) != CRMM_OK || crmm_cuda_current_device(&p->device) != CRMM_OK) {
+            snprintf(p->no_gpu, sizeof p->no_gpu, "%s", crmm_last_error());
+            p->device = -1;
         } else {
-            describe_device(device, device_line, sizeof device_line);
+            describe_device(p->device, p->device_line, sizeof p->device_line);
         }
     }
-    size_t nrun = 0;
-    for (size_t i = 0; i < ntargets; i++) {
-        if (targets[i].host || device >= 0)
-            targets[nrun++] = targets[i];
+    for (size_t i = 0; i < n; i++) {
+        if (p->targets[i].host || p->device >= 0)
+            p->targets[p->ntargets++] = p->targets[i];
         else
-            skip_add(&skips, targets[i].name,
-                     targets[i].reference ? "raw CUDA reference: needs a CUDA device" : "GPU resource: needs a CUDA device");
+            skip_add(&p->skips, p->targets[i].name,
+                     p->targets[i].reference ? "raw CUDA reference: needs a CUDA device" : "GPU resource: needs a CUDA device");
     }
+    return true;
+}
 
-    bench_report_meta meta = {.config = bench_config_origin(bc), .device = device >= 0 ? device_line : NULL,
-                              .no_gpu_reason = no_gpu[0] ? no_gpu : NULL, .nskipped = skips.n,
-                              .skipped_names = skips.names, .skipped_reasons = skips.reasons};
-    bench_report *rep = bench_report_begin(o->format, out, err, &meta);
+static bench_report *plan_report(const options *o, const bench_config *bc, const plan *p, FILE *out, FILE *err)
+{
+    bench_report_meta meta = {.config = bench_config_origin(bc), .device = p->device >= 0 ? p->device_line : NULL,
+                              .no_gpu_reason = p->no_gpu[0] ? p->no_gpu : NULL, .overhead = o->overhead,
+                              .nskipped = p->skips.n, .skipped_names = p->skips.names,
+                              .skipped_reasons = p->skips.reasons};
+    return bench_report_begin(o->format, out, err, &meta);
+}
+
+/* Build the sequences of `set` (one per thread) into seqs[set->threads]; false with a message. */
+static bool make_sequences(bench_set *set, bench_sequence *seqs, FILE *err)
+{
+    crmm_status st = CRMM_OK;
+    for (unsigned t = 0; st == CRMM_OK && t < set->threads; t++) {
+        st = bench_sequence_make(&set->workload, t, &seqs[t]);
+        set->peak_live_bytes += seqs[t].peak_live_bytes;
+        set->total_ops += seqs[t].count;
+    }
+    if (st != CRMM_OK)
+        fprintf(err, "crmm bench: set %s: %s\n", set->label, crmm_last_error());
+    return st == CRMM_OK;
+}
+
+static int run_sets(const options *o, bench_config *bc, FILE *out, FILE *err)
+{
+    bench_set sets[MAX_SWEEP > NSETS ? MAX_SWEEP : NSETS];
+    size_t nsets = build_sets(o, sets);
+    plan p;
+    if (!plan_make(o, bc, &p)) {
+        fprintf(err, "crmm bench: out of memory\n");
+        return 1;
+    }
+    bench_report *rep = plan_report(o, bc, &p, out, err);
     int status = rep ? 0 : 1;
-    progress prog = {.err = err, .on = isatty(fileno(err)) != 0, .total = nsets * nrun};
-    if (rep && nrun == 0)
+    progress prog = {.err = err, .on = isatty(fileno(err)) != 0, .total = nsets * p.ntargets};
+    if (rep && p.ntargets == 0)
         fprintf(err, "crmm bench: nothing left to measure\n");
-    for (size_t s = 0; rep && nrun && s < nsets; s++) {
+    for (size_t s = 0; rep && p.ntargets && s < nsets; s++) {
         bench_set *set = &sets[s];
         bench_sequence *seqs = calloc(set->threads, sizeof *seqs);
-        crmm_status st = seqs ? CRMM_OK : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "bench: out of memory");
-        for (unsigned t = 0; st == CRMM_OK && t < set->threads; t++) {
-            st = bench_sequence_make(&set->workload, t, &seqs[t]);
-            set->peak_live_bytes += seqs[t].peak_live_bytes;
-            set->total_ops += seqs[t].count;
-        }
-        if (st != CRMM_OK) {
-            fprintf(err, "crmm bench: set %s: %s\n", set->label, crmm_last_error());
+        if (!seqs) {
+            fprintf(err, "crmm bench: set %s: out of memory\n", set->label);
+            status = 1;
+        } else if (!make_sequences(set, seqs, err)) {
             status = 1;
         } else {
             bench_report_set(rep, set);
-            for (size_t i = 0; i < nrun; i++) {
+            for (size_t i = 0; i < p.ntargets; i++) {
                 bench_result res;
                 prog.set = set->label;
-                prog.target = targets[i].name;
-                measure(bc, &targets[i], device, set, seqs, &prog, &res);
+                prog.target = p.targets[i].name;
+                measure(bc, &p.targets[i], p.device, set, seqs, &prog, &res);
                 prog.done++;
                 progress_clear(&prog);
-                bench_report_row(rep, set, targets[i].name, targets[i].plugin, &res);
+                bench_report_row(rep, set, p.targets[i].name, p.targets[i].plugin, &res);
                 if (res.outcome == BENCH_OUTCOME_ERROR)
                     status = 1;
             }
@@ -558,8 +667,53 @@ static int run_plan(const options *o, bench_config *bc, FILE *out, FILE *err)
         free(seqs);
     }
     bench_report_end(rep);
-    skip_list_free(&skips);
-    free(targets);
+    plan_free(&p);
+    return status;
+}
+
+/* --overhead, after the config loads were timed: dispatch, config load, logging over set A. */
+static int run_overhead(const options *o, bench_config *bc, const bench_load_times *loads, FILE *out, FILE *err)
+{
+    options only_a = *o;
+    memset(only_a.set_wanted, 0, sizeof only_a.set_wanted);
+    only_a.set_wanted[0] = only_a.any_set = true;
+    bench_set set;
+    build_sets(&only_a, &set);
+    plan p;
+    if (!plan_make(o, bc, &p)) {
+        fprintf(err, "crmm bench: out of memory\n");
+        return 1;
+    }
+    bench_report *rep = plan_report(o, bc, &p, out, err);
+    int status = rep ? 0 : 1;
+    if (rep) {
+        bench_dispatch_times dispatch;
+        if (bench_overhead_time_dispatch(o->iterations, o->repeats, &dispatch) == CRMM_OK) {
+            bench_overhead_report_dispatch(rep, &dispatch);
+        } else {
+            fprintf(err, "crmm bench: %s\n", crmm_last_error());
+            status = 1;
+        }
+        bench_overhead_report_loads(rep, loads, bc);
+        if (loads->outcome != BENCH_OUTCOME_OK)
+            status = 1;
+        bench_sequence seq = {0};
+        if (p.ntargets == 0) {
+            fprintf(err, "crmm bench: logging: no resource to measure it over (no pool, arena or host resource "
+                         "of the config runs here; name one with --resource)\n");
+        } else if (!make_sequences(&set, &seq, err)) {
+            status = 1;
+        } else {
+            bench_overhead_logging_section(rep, &set);
+            for (size_t i = 0; i < p.ntargets; i++)
+                if (!bench_overhead_logging(rep, bc, p.targets[i].name, p.targets[i].plugin,
+                                            p.targets[i].host ? -1 : p.device, &set, &seq))
+                    status = 1;
+        }
+        bench_sequence_free(&seq);
+    }
+    bench_report_end(rep);
+    plan_free(&p);
     return status;
 }
 
@@ -570,11 +724,19 @@ int bench_cli_main(int argc, char **argv, FILE *out, FILE *err)
             bench_cli_usage(out);
             return 0;
         }
-    options o = {.repeats = DEFAULT_REPEATS, .allocations = DEFAULT_ALLOCATIONS};
+    options o = {.repeats = DEFAULT_REPEATS, .allocations = DEFAULT_ALLOCATIONS,
+                 .iterations = BENCH_OVERHEAD_ITERATIONS, .loads = BENCH_OVERHEAD_LOADS};
     int rc = parse_args(argc, argv, &o, err);
     if (rc) {
         free(o.resources);
         return rc;
+    }
+    /* before this process loads any plugin: the children must start as fresh programs do */
+    bench_load_times loads = {.outcome = BENCH_OUTCOME_OK};
+    if (o.overhead && bench_overhead_time_loads(o.config, o.loads, &loads) != CRMM_OK) {
+        fprintf(err, "crmm bench: %s\n", crmm_last_error());
+        free(o.resources);
+        return 1;
     }
     bench_config *bc = NULL;
     if (bench_config_open(o.config, &bc) != CRMM_OK) {
@@ -584,7 +746,7 @@ int bench_cli_main(int argc, char **argv, FILE *out, FILE *err)
     }
     rc = check_resource_names(&o, bc, err);
     if (!rc)
-        rc = run_plan(&o, bc, out, err);
+        rc = o.overhead ? run_overhead(&o, bc, &loads, out, err) : run_sets(&o, bc, out, err);
     bench_config_close(bc);
     free(o.resources);
     return rc;

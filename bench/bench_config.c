@@ -396,12 +396,23 @@ long bench_config_find(const bench_config *bc, const char *name)
     return -1;
 }
 
+void bench_config_source(const bench_config *bc, const char **path, const char **text)
+{
+    *path = bc->path;
+    *text = bc->filtered;
+}
+
+crmm_status bench_config_load_source(const char *path, const char *text, crmm_config **out)
+{
+    return text ? crmm_config_load_string(text, path, out)
+         : path ? crmm_config_load_file(path, out)
+         : crmm_config_load_default(out);
+}
+
 crmm_status bench_config_create(const bench_config *bc, const char *name, int device, crmm_resource **out)
 {
     crmm_config *fresh;
-    crmm_status st = bc->filtered ? crmm_config_load_string(bc->filtered, bc->path, &fresh)
-                   : bc->path ? crmm_config_load_file(bc->path, &fresh)
-                   : crmm_config_load_default(&fresh);
+    crmm_status st = bench_config_load_source(bc->path, bc->filtered, &fresh);
     if (st != CRMM_OK)
         return st;
     st = crmm_config_create_resource(fresh, name, device, out);

@@ -40,6 +40,15 @@ size_t bench_config_skipped_count(const bench_config *bc);
 const char *bench_config_skipped_name(const bench_config *bc, size_t i);
 const char *bench_config_skipped_reason(const bench_config *bc, size_t i);
 
+/* What each instance is built from: the file as it is (*text NULL), the file with the skipped
+ * resources blanked (*text, with *path as its origin), or the built-in default (both NULL).
+ * Valid while bc lives. `crmm bench --overhead` hands this to child processes that time the
+ * load. */
+void bench_config_source(const bench_config *bc, const char **path, const char **text);
+/* Load such a source with the strict loader, as bench_config_create does. Errors as
+ * crmm_config_load_file / crmm_config_load_string / crmm_config_load_default. */
+crmm_status bench_config_load_source(const char *path, const char *text, crmm_config **out);
+
 /* A fresh instance of resource `name` (and its own upstream chain) on CUDA device `device`
  * (ignored for host chains). Errors: as crmm_config_create_resource. */
 crmm_status bench_config_create(const bench_config *bc, const char *name, int device, crmm_resource **out);

@@ -101,6 +101,13 @@ static uint64_t set_steps(const bench_set *set)
     return is_random(set) ? 2 * set->workload.allocations : set->workload.steps;
 }
 
+/* What a missing GPU means for the report. */
+static const char *no_gpu_note(const bench_report_meta *meta)
+{
+    return meta->overhead ? "GPU resources are skipped; the overhead measurements run over host memory"
+                          : "GPU resources and the raw CUDA references are skipped";
+}
+
 bench_report *bench_report_begin(bench_format format, FILE *out, FILE *err, const bench_report_meta *meta)
 {
     bench_report *rep = calloc(1, sizeof *rep);
@@ -115,20 +122,22 @@ bench_report *bench_report_begin(bench_format format, FILE *out, FILE *err, cons
         fprintf(out, "crmm bench %s: config %s; %s\n", crmm_version(), meta->config,
                 meta->device ? meta->device : meta->no_gpu_reason ? "no CUDA device" : "host memory only");
         if (meta->no_gpu_reason)
-            fprintf(out, "no CUDA device (%s): GPU resources and the raw CUDA references are skipped\n",
-                    meta->no_gpu_reason);
+            fprintf(out, "no CUDA device (%s): %s\n", meta->no_gpu_reason, no_gpu_note(meta));
         for (size_t i = 0; i < meta->nskipped; i++)
             fprintf(out, "skipped %s: %s\n", meta->skipped_names[i], meta->skipped_reasons[i]);
         break;
     case BENCH_FORMAT_CSV:
         if (meta->no_gpu_reason)
-            fprintf(err, "crmm bench: no CUDA device (%s): GPU resources and the raw CUDA references are skipped\n",
-                    meta->no_gpu_reason);
+            fprintf(err, "crmm bench: no CUDA device (%s): %s\n", meta->no_gpu_reason, no_gpu_note(meta));
         for (size_t i = 0; i < meta->nskipped; i++)
             fprintf(err, "crmm bench: skipped %s: %s\n", meta->skipped_names[i], meta->skipped_reasons[i]);
-        fputs("set,mode,steps,max_live,allocations,max_size,threads,repeats,resource,plugin,status,"
-              "ns_per_op_median,ns_per_op_min,ns_per_op_max,ops_per_second,total_ops,peak_live_bytes,"
-              "peak_reserved_bytes,reserved_over_live,error\n", out);
+        if (meta->overhead)
+            fputs("measurement,name,detail,unit,samples,status,median,min,max,baseline,added,target,target_met,"
+                  "error\n", out);
+        else
+            fputs("set,mode,steps,max_live,allocations,max_size,threads,repeats,resource,plugin,status,"
+                  "ns_per_op_median,ns_per_op_min,ns_per_op_max,ops_per_second,total_ops,peak_live_bytes,"
+                  "peak_reserved_bytes,reserved_over_live,error\n", out);
         break;
     case BENCH_FORMAT_JSON:
         fputs("{\n  \"tool\": \"crmm bench\",\n  \"version\": ", out);
@@ -139,7 +148,8 @@ bench_report *bench_report_begin(bench_format format, FILE *out, FILE *err, cons
         json_string(out, meta->device);
         fputs(",\n  \"no_gpu_reason\": ", out);
         json_string(out, meta->no_gpu_reason);
-        fputs(",\n  \"ns_per_op\": \"wall time / operations per thread\",\n  \"skipped\": [", out);
+        fputs(meta->overhead ? ",\n  \"mode\": \"overhead\",\n  \"skipped\": ["
+                             : ",\n  \"ns_per_op\": \"wall time / operations per thread\",\n  \"skipped\": [", out);
         for (size_t i = 0; i < meta->nskipped; i++) {
             fputs(i ? ",\n    {\"resource\": " : "\n    {\"resource\": ", out);
             json_string(out, meta->skipped_names[i]);
@@ -296,6 +306,121 @@ void bench_report_row(bench_report *rep, const bench_set *set, const char *name,
     case BENCH_FORMAT_TABLE: row_table(rep, set, name, plugin, result); break;
     case BENCH_FORMAT_CSV: row_csv(rep, set, name, plugin, result); break;
     case BENCH_FORMAT_JSON: row_json(rep, set, name, plugin, result); break;
+    }
+    fflush(rep->out);
+}
+
+/* ---- overhead reports ------------------------------------------------------------------------ */
+
+/* Digits after the point for a unit: milliseconds to the microsecond, ns/pair to 10 ps. */
+static int unit_precision(const char *unit)
+{
+    return strcmp(unit, "ms") == 0 ? 3 : strcmp(unit, "ns/pair") == 0 ? 2 : 1;
+}
+
+void bench_report_overhead_section(bench_report *rep, const char *description, const char *unit)
+{
+    if (!rep || rep->format != BENCH_FORMAT_TABLE)
+        return;
+    FILE *f = rep->out;
+    size_t n = strlen(description);
+    fprintf(f, "\n%s%s", description, n && description[n - 1] == '\n' ? "" : "\n");
+    fprintf(f, "%-12s %-22s %12s %12s %12s %12s  %-12s %s\n", "measurement", "name", unit, "min", "max", "added",
+            "over", "target");
+    fflush(f);
+}
+
+static void overhead_table(bench_report *rep, const bench_overhead_row *r)
+{
+    FILE *f = rep->out;
+    fprintf(f, "%-12s %-22s ", r->measurement, r->name);
+    if (r->outcome != BENCH_OUTCOME_OK) {
+        fprintf(f, "%12s %12s %12s %12s  %-12s %s\n", r->outcome == BENCH_OUTCOME_OOM ? "OOM" : "error", "-", "-",
+                "-", "-", r->target ? r->target : "-");
+        fprintf(f, "%-12s   %s\n", "", r->error ? r->error : "");
+        return;
+    }
+    int p = unit_precision(r->unit);
+    char added[32] = "-";
+    if (r->baseline)
+        snprintf(added, sizeof added, "%+.*f", p, r->added);
+    fprintf(f, "%12.*f %12.*f %12.*f %12s  %-12s ", p, r->median, p, r->min, p, r->max, added,
+            r->baseline ? r->baseline : "-");
+    if (r->target)
+        fprintf(f, "%s: %s\n", r->target, r->target_met == 1 ? "met" : r->target_met == 0 ? "MISSED" : "-");
+    else
+        fputs("-\n", f);
+}
+
+static void overhead_csv(bench_report *rep, const bench_overhead_row *r)
+{
+    FILE *f = rep->out;
+    bool ok = r->outcome == BENCH_OUTCOME_OK;
+    int p = unit_precision(r->unit);
+    csv_field(f, r->measurement);
+    fputc(',', f);
+    csv_field(f, r->name);
+    fputc(',', f);
+    csv_field(f, r->detail);
+    fputc(',', f);
+    csv_field(f, r->unit);
+    fprintf(f, ",%u,%s,", r->samples, outcome_name(r->outcome));
+    if (ok)
+        fprintf(f, "%.*f,%.*f,%.*f,", p, r->median, p, r->min, p, r->max);
+    else
+        fputs(",,,", f);
+    csv_field(f, r->baseline);
+    fputc(',', f);
+    if (ok && r->baseline)
+        fprintf(f, "%.*f", p, r->added);
+    fputc(',', f);
+    csv_field(f, r->target);
+    fprintf(f, ",%s,", r->target_met == 1 ? "true" : r->target_met == 0 ? "false" : "");
+    csv_field(f, ok ? NULL : r->error);
+    fputc('\n', f);
+}
+
+static void overhead_json(bench_report *rep, const bench_overhead_row *r)
+{
+    FILE *f = rep->out;
+    bool ok = r->outcome == BENCH_OUTCOME_OK;
+    int p = unit_precision(r->unit);
+    char fmt[8];
+    snprintf(fmt, sizeof fmt, "%%.%df", p);
+    fputs(rep->first_result ? "\n    {\"measurement\": " : ",\n    {\"measurement\": ", f);
+    rep->first_result = false;
+    json_string(f, r->measurement);
+    fputs(", \"name\": ", f);
+    json_string(f, r->name);
+    fputs(", \"detail\": ", f);
+    json_string(f, r->detail);
+    fputs(", \"unit\": ", f);
+    json_string(f, r->unit);
+    fprintf(f, ", \"samples\": %u, \"status\": \"%s\", \"error\": ", r->samples, outcome_name(r->outcome));
+    json_string(f, ok ? NULL : r->error);
+    fputs(", \"median\": ", f);
+    json_number_or_null(f, ok, fmt, r->median);
+    fputs(", \"min\": ", f);
+    json_number_or_null(f, ok, fmt, r->min);
+    fputs(", \"max\": ", f);
+    json_number_or_null(f, ok, fmt, r->max);
+    fputs(", \"baseline\": ", f);
+    json_string(f, r->baseline);
+    fputs(", \"added\": ", f);
+    json_number_or_null(f, ok && r->baseline, fmt, r->added);
+    fputs(", \"target\": ", f);
+    json_string(f, r->target);
+    fprintf(f, ", \"target_met\": %s}", r->target_met == 1 ? "true" : r->target_met == 0 ? "false" : "null");
+}
+
+void bench_report_overhead_row(bench_report *rep, const bench_overhead_row *row)
+{
+    if (!rep || !row)
+        return;
+    switch (rep->format) {
+    case BENCH_FORMAT_TABLE: overhead_table(rep, row); break;
+    case BENCH_FORMAT_CSV: overhead_csv(rep, row); break;
+    case BENCH_FORMAT_JSON: overhead_json(rep, row); break;
     }
     fflush(rep->out);
 }
