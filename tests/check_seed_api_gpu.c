@@ -267,11 +267,14 @@ START_TEST(test_other_stream_host_to_ptr_async)
     atomic_int done;
     queue_slow(t.stream, &done);
     ck_assert_crmm_ok(crmm_copy_host_to_ptr(src, NDATA, dst, t.stream));
-    ck_assert_int_eq(atomic_load(&done), 0); /* returned while the stream still sleeps */
+    if (crmm_test_async_observable())
+        ck_assert_int_eq(atomic_load(&done), 0); /* returned while the stream still sleeps */
     char got[NDATA], zeros[NDATA] = {0};
     read_device(got, dst, NDATA);
-    ck_assert_int_eq(atomic_load(&done), 0);
-    ck_assert_mem_eq(got, zeros, NDATA); /* not there yet */
+    if (crmm_test_async_observable())
+        ck_assert_int_eq(atomic_load(&done), 0);
+    if (crmm_test_async_observable())
+        ck_assert_mem_eq(got, zeros, NDATA); /* not there yet */
     ck_assert_crmm_ok(crmm_stream_synchronize(t.stream));
     ck_assert_int_eq(atomic_load(&done), 1);
     read_device(got, dst, NDATA);
@@ -291,8 +294,10 @@ START_TEST(test_other_stream_ptr_to_host_async)
     atomic_int done;
     queue_slow(t.stream, &done);
     ck_assert_crmm_ok(crmm_copy_ptr_to_host(src, dst, NDATA, t.stream));
-    ck_assert_int_eq(atomic_load(&done), 0);
-    ck_assert_mem_eq(dst, zeros, NDATA);
+    if (crmm_test_async_observable())
+        ck_assert_int_eq(atomic_load(&done), 0);
+    if (crmm_test_async_observable())
+        ck_assert_mem_eq(dst, zeros, NDATA);
     ck_assert_crmm_ok(crmm_stream_synchronize(t.stream));
     ck_assert_mem_eq(dst, DATA, NDATA);
     ck_cuda(cudaFreeHost(dst));
@@ -309,11 +314,14 @@ START_TEST(test_other_stream_device_to_ptr_async)
     atomic_int done;
     queue_slow(t.stream, &done);
     ck_assert_crmm_ok(crmm_copy_device_to_ptr(src, dst, NDATA, t.stream));
-    ck_assert_int_eq(atomic_load(&done), 0);
+    if (crmm_test_async_observable())
+        ck_assert_int_eq(atomic_load(&done), 0);
     char got[NDATA], zeros[NDATA] = {0};
     read_device(got, dst, NDATA);
-    ck_assert_int_eq(atomic_load(&done), 0);
-    ck_assert_mem_eq(got, zeros, NDATA);
+    if (crmm_test_async_observable())
+        ck_assert_int_eq(atomic_load(&done), 0);
+    if (crmm_test_async_observable())
+        ck_assert_mem_eq(got, zeros, NDATA);
     ck_assert_crmm_ok(crmm_stream_synchronize(t.stream));
     read_device(got, dst, NDATA);
     ck_assert_mem_eq(got, DATA, NDATA);
@@ -491,7 +499,8 @@ START_TEST(test_buffer_to_device_async_on_stream)
     queue_slow(s, &done);
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_to_device(src, NDATA, s, &rec->base, &buf));
-    ck_assert_int_eq(atomic_load(&done), 0); /* queued, not waited for */
+    if (crmm_test_async_observable())
+        ck_assert_int_eq(atomic_load(&done), 0); /* queued, not waited for */
     ck_assert_ptr_eq(crmm_stream_handle(crmm_device_buffer_stream(buf)), crmm_stream_handle(s));
     ck_assert_crmm_ok(crmm_stream_synchronize(s));
     char got[NDATA];

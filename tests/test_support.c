@@ -48,6 +48,12 @@ int crmm_test_gpu_gate(int needed)
     return CRMM_TEST_SKIP;
 }
 
+int crmm_test_async_observable(void)
+{
+    const char *v = getenv("CRMM_TEST_UNDER_SANITIZER");
+    return !(v && *v && strcmp(v, "0") != 0);
+}
+
 int crmm_test_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);

@@ -22,6 +22,11 @@ int crmm_test_gpu_gate(int needed);
 /* True when $CRMM_TEST_REQUIRE_GPU >= needed. */
 int crmm_test_gpu_required(int needed);
 
+/* False when the suite runs under a tool that serializes CUDA work (make check-compute-sanitizer
+ * sets CRMM_TEST_UNDER_SANITIZER=1): then "still queued at return" cannot be observed, and tests
+ * check only what must hold in any schedule (the data after a synchronize). */
+int crmm_test_async_observable(void);
+
 /* Run `s` in fork mode and return the exit status for main (0 when all passed). */
 int crmm_test_run(Suite *s);
 
