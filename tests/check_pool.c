@@ -209,6 +209,9 @@ static const struct bad_params {
     {"initial_sise=1MiB", "did you mean 'initial_size'"},
     {"initial_size=1MiB blocksize=4", "unknown key 'blocksize'"},
     {"initial_size", "not key=value"},
+    {"initial_size=1MiB stream_reuse=fast", "stream_reuse: 'fast' is not one of sync|event"},
+    {"initial_size=1MiB stream_reuse=", "stream_reuse"},
+    {"initial_size=1MiB stream_reuse=SYNC", "sync|event"},
 };
 
 START_TEST(bad_params_are_refused)

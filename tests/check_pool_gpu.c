@@ -6,7 +6,8 @@
  * still pending. Another stream T then gets the block and writes 0xBB. Had the pool handed the
  * block to T without ordering T behind S, S's 0xAA would land last; the block must read 0xBB
  * everywhere. Variants: S destroyed before T asks, S forgotten through CRMM_POOL_OP_FORGET_STREAM,
- * and per-thread default streams of two threads. */
+ * and per-thread default streams of two threads. The tests that hold in both stream_reuse modes
+ * run twice (a loop test: _i 0 = sync, 1 = event). */
 #include "config.h"
 #include <pthread.h>
 #include <stdint.h>
@@ -29,6 +30,9 @@ static const crmm_test_chain gpu_chains[] = {
     {"pool_with_maximum_over_cuda",
      "[resource.g]\nplugin = cuda\n[resource.p]\nplugin = pool\nupstream = g\ninitial_size = 16MiB\nmaximum_size = 4GiB\n",
      "p", 1, 0},
+    {"pool_reuse_by_event_over_cuda",
+     "[resource.g]\nplugin = cuda\n[resource.p]\nplugin = pool\nupstream = g\ninitial_size = 64MiB\nstream_reuse = event\n",
+     "p", 1, 0},
 };
 
 /* ---- helpers ----------------------------------------------------------------------------- */
@@ -41,6 +45,16 @@ static crmm_resource *gpu_pool(const char *params)
     crmm_resource_release(g);
     ck_assert(crmm_resource_is_device_accessible(p));
     return p;
+}
+
+enum { SYNC, EVENT };
+
+/* gpu_pool with stream_reuse set to mode SYNC or EVENT. */
+static crmm_resource *gpu_pool_in_mode(int mode, const char *params)
+{
+    char text[256];
+    snprintf(text, sizeof text, "%s stream_reuse=%s", params, mode == EVENT ? "event" : "sync");
+    return gpu_pool(text);
 }
 
 static cudaStream_t new_stream(void)
@@ -111,7 +125,7 @@ static void expect_all(const void *x, size_t n, unsigned char tag)
 
 START_TEST(another_stream_waits_for_the_free)
 {
-    crmm_resource *p = gpu_pool("initial_size=64MiB");
+    crmm_resource *p = gpu_pool_in_mode(_i, "initial_size=64MiB");
     cudaStream_t s = new_stream(), t = new_stream();
     const size_t n = 8 * MiB;
     void *a = alloc_on(p, n, s);
@@ -121,8 +135,12 @@ START_TEST(another_stream_waits_for_the_free)
     void *b = alloc_on(p, n, t);
     double took = seconds() - t0;
     ck_assert_ptr_eq(b, a); /* the same memory moved to t: the case that needs the wait */
-    ck_assert_msg(took < SLOW_MS * 0.5e-3, "allocating on t took %.3f s: the pool synchronized instead of ordering t "
-                  "behind s with an event", took);
+    if (_i == EVENT)
+        ck_assert_msg(took < SLOW_MS * 0.5e-3, "allocating on t took %.3f s: the pool synchronized instead of "
+                      "ordering t behind s with an event", took);
+    else
+        ck_assert_msg(took > SLOW_MS * 0.5e-3, "allocating on t took %.3f s: the pool did not synchronize the device "
+                      "before moving s's block to t", took);
     ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, n, t), cudaSuccess);
     ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
@@ -161,6 +179,7 @@ END_TEST
 
 START_TEST(a_destroyed_stream_breaks_nothing)
 {
+    /* the default mode (sync): S's handle never reaches CUDA after S is destroyed */
     crmm_resource *p = gpu_pool("initial_size=64MiB");
     cudaStream_t s = new_stream(), t = new_stream();
     const size_t n = 8 * MiB;
@@ -190,7 +209,7 @@ END_TEST
 
 START_TEST(a_forgotten_stream_hands_its_blocks_to_a_new_one)
 {
-    crmm_resource *p = gpu_pool("initial_size=64MiB");
+    crmm_resource *p = gpu_pool_in_mode(_i, "initial_size=64MiB");
     const size_t n = 8 * MiB;
     cudaStream_t s = new_stream();
     void *a = alloc_on(p, n, s);
@@ -237,7 +256,7 @@ START_TEST(per_thread_default_streams_of_two_threads)
     /* The pool cannot record on another thread's per-thread stream; with no room to grow it must
      * synchronize before handing that thread's block to this one. */
     const size_t n = 16 * MiB;
-    crmm_resource *p = gpu_pool("initial_size=16MiB maximum_size=16MiB");
+    crmm_resource *p = gpu_pool_in_mode(_i, "initial_size=16MiB maximum_size=16MiB");
     ptds_arg a = {p, NULL, n, CRMM_ERROR_STATE};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, free_on_own_default_stream, &a), 0);
@@ -256,7 +275,7 @@ START_TEST(many_streams_keep_the_books)
 {
     /* blocks allocated on one stream and freed on another, over 8 streams: every move between
      * streams keeps the figures right, and all memory merges back in the end */
-    crmm_resource *p = gpu_pool("initial_size=32MiB");
+    crmm_resource *p = gpu_pool_in_mode(_i, "initial_size=32MiB");
     enum { S = 8, LIVE = 64 };
     cudaStream_t st[S];
     for (int k = 0; k < S; k++)
@@ -373,12 +392,13 @@ int main(void)
 
     TCase *tc = tcase_create("pool_streams");
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, another_stream_waits_for_the_free);
+    /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event */
+    tcase_add_loop_test(tc, another_stream_waits_for_the_free, SYNC, EVENT + 1);
     tcase_add_test(tc, same_stream_reuses_at_once);
     tcase_add_test(tc, a_destroyed_stream_breaks_nothing);
-    tcase_add_test(tc, a_forgotten_stream_hands_its_blocks_to_a_new_one);
-    tcase_add_test(tc, per_thread_default_streams_of_two_threads);
-    tcase_add_test(tc, many_streams_keep_the_books);
+    tcase_add_loop_test(tc, a_forgotten_stream_hands_its_blocks_to_a_new_one, SYNC, EVENT + 1);
+    tcase_add_loop_test(tc, per_thread_default_streams_of_two_threads, SYNC, EVENT + 1);
+    tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, EVENT + 1);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool_over_cuda");

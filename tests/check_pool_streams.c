@@ -1,13 +1,17 @@
 /* check_pool_streams.c — the pool's stream logic on the CPU, against a scripted CUDA.
  *
  * This program defines the few CUDA runtime functions the pool calls for stream ordering
- * (cudaStreamGetId, cudaEventRecord, cudaStreamWaitEvent, cudaDeviceSynchronize, ...); it is
- * linked with -export-dynamic, so the pool plugin's calls land here instead of in libcudart.
- * Streams are fake handles that can be "destroyed" and "recreated" with the same handle, and
- * every call is counted, so the tests state exactly which CUDA calls the pool makes: none on
- * the same-stream path, one event record and one wait to move blocks between streams, one
- * device synchronization for a destroyed or reused handle, and so on. The upstream is host
- * memory that claims to be device memory, so the pool treats streams as real. */
+ * (cudaEventRecord, cudaStreamWaitEvent, cudaDeviceSynchronize, ...); it is linked with
+ * -export-dynamic, so the pool plugin's calls land here instead of in libcudart. Streams are
+ * fake handles that can be "destroyed" and "recreated" with the same handle; every call is
+ * counted, per function and per stream handle, and a call that passes a destroyed handle fails
+ * the test (in real CUDA it is undefined and can crash). So the tests state exactly which CUDA
+ * calls the pool makes in each stream_reuse mode: none on the same-stream path; to move blocks
+ * between streams one device synchronization and nothing on the other stream's handle (sync), or
+ * one event record on it and one wait (event); and so on. The upstream is host memory that
+ * claims to be device memory, so the pool treats streams as real.
+ *
+ * Tests that hold for both modes run twice (a loop test: _i 0 = sync, 1 = event). */
 #include "config.h"
 #include <pthread.h>
 #include <stdint.h>
@@ -23,7 +27,7 @@
 
 /* ---- the scripted CUDA ------------------------------------------------------------------- */
 
-typedef struct fake_stream { int live; unsigned long long id; } fake_stream;
+typedef struct fake_stream { int live; int uses; unsigned long long id; } fake_stream;
 
 static fake_stream streams[16];
 static unsigned long long next_id = 100;
@@ -42,6 +46,8 @@ static void reset_calls(void)
     cudaError_t r = calls.device_sync_result;
     memset(&calls, 0, sizeof calls);
     calls.device_sync_result = r;
+    for (int i = 0; i < 16; i++)
+        streams[i].uses = 0;
 }
 
 static int total_calls(void)
@@ -53,15 +59,30 @@ static int total_calls(void)
 static cudaStream_t stream_new(int i)
 {
     streams[i].live = 1;
+    streams[i].uses = 0;
     streams[i].id = next_id++;
     return (cudaStream_t)&streams[i];
 }
+
+/* How many CUDA calls were passed s's handle since the last reset_calls. */
+static int uses_of(cudaStream_t s) { return ((fake_stream *)s)->uses; }
 
 static void stream_destroy(cudaStream_t s) { ((fake_stream *)s)->live = 0; }
 
 static int is_fake(cudaStream_t s)
 {
     return (uintptr_t)s >= (uintptr_t)&streams[0] && (uintptr_t)s < (uintptr_t)&streams[16];
+}
+
+/* Every call that takes a stream goes through here: count it, and fail the test for a handle
+ * that was destroyed (CUDA may crash there, as cudaStreamGetId does on an H200). */
+static void use_stream(cudaStream_t s, const char *call)
+{
+    if (!is_fake(s))
+        return;
+    fake_stream *f = (fake_stream *)s;
+    ck_assert_msg(f->live, "%s was passed the handle of a destroyed stream", call);
+    f->uses++;
 }
 
 static cudaError_t failed_with(cudaError_t e)
@@ -73,6 +94,7 @@ static cudaError_t failed_with(cudaError_t e)
 cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
 {
     calls.get_id++;
+    use_stream(s, "cudaStreamGetId");
     if (s == NULL || s == cudaStreamLegacy) {
         *id = 1;
         return cudaSuccess;
@@ -107,8 +129,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t s)
     (void)event;
     calls.record++;
     calls.last_recorded = s;
-    if (is_fake(s) && !((fake_stream *)s)->live)
-        return failed_with(cudaErrorInvalidResourceHandle);
+    use_stream(s, "cudaEventRecord");
     return record_result == cudaSuccess ? cudaSuccess : failed_with(record_result);
 }
 
@@ -117,6 +138,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t event, unsigned int 
     (void)event, (void)flags;
     calls.wait++;
     calls.last_waiting = s;
+    use_stream(s, "cudaStreamWaitEvent");
     return cudaSuccess;
 }
 
@@ -128,8 +150,8 @@ cudaError_t cudaDeviceSynchronize(void)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-    (void)s;
     calls.stream_sync++;
+    use_stream(s, "cudaStreamSynchronize");
     return cudaSuccess;
 }
 
@@ -191,6 +213,16 @@ static crmm_resource *device_pool(const char *params)
     return p;
 }
 
+enum { SYNC, EVENT };
+
+/* A pool over the fake device in mode SYNC or EVENT (params: the other parameters). */
+static crmm_resource *pool_in_mode(int mode, const char *params)
+{
+    char text[256];
+    snprintf(text, sizeof text, "%s stream_reuse=%s", params, mode == EVENT ? "event" : "sync");
+    return device_pool(text);
+}
+
 static void *alloc_on(crmm_resource *p, size_t n, cudaStream_t s)
 {
     void *x = NULL;
@@ -215,23 +247,144 @@ static uint64_t q(crmm_resource *mr, crmm_query what)
 
 START_TEST(the_same_stream_makes_no_cuda_call)
 {
-    crmm_resource *p = device_pool("initial_size=1MiB");
+    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
     cudaStream_t s = stream_new(0);
-    void *a = alloc_on(p, 4 * KiB, s); /* first use of s: its id, and the initial chunk moves to s */
+    void *a = alloc_on(p, 4 * KiB, s); /* first use of s: the initial chunk moves to s */
     free_on(p, a, 4 * KiB, s);
     reset_calls();
     for (int k = 0; k < 1000; k++) {
         void *b = alloc_on(p, 1 + (size_t)k * 512, s);
         free_on(p, b, 1 + (size_t)k * 512, s);
     }
+    /* a stream seen for the first time costs no CUDA call either: freeing on t files the block there */
+    void *b = alloc_on(p, 4 * KiB, s);
+    cudaStream_t t = stream_new(1);
+    free_on(p, b, 4 * KiB, t);
     ck_assert_int_eq(total_calls(), 0);
+    ck_assert_int_eq(calls.get_id, 0);
     crmm_resource_release(p);
 }
 END_TEST
 
-START_TEST(another_stream_is_ordered_by_one_event)
+START_TEST(sync_mode_moves_blocks_after_one_device_synchronization)
 {
-    crmm_resource *p = device_pool("initial_size=1MiB");
+    crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
+    cudaStream_t s = stream_new(0), t = stream_new(1), u = stream_new(2);
+    void *a = alloc_on(p, 64 * KiB, s), *c = alloc_on(p, 128 * KiB, s);
+    free_on(p, a, 64 * KiB, s);
+    free_on(p, c, 128 * KiB, u);
+    reset_calls();
+    void *b = alloc_on(p, 64 * KiB, t);
+    ck_assert_ptr_eq(b, a);
+    ck_assert_int_eq(calls.device_sync, 1);
+    ck_assert_int_eq(calls.record + calls.wait + calls.get_id + calls.stream_sync + calls.event_create, 0);
+    ck_assert_int_eq(uses_of(s), 0); /* the other streams' handles never reach CUDA */
+    ck_assert_int_eq(uses_of(u), 0);
+    ck_assert_int_eq(uses_of(t), 0);
+    /* every free block moved to t with that one synchronization: u's too, and the rest of s's */
+    void *d = alloc_on(p, 128 * KiB, t);
+    ck_assert_ptr_eq(d, c);
+    void *e = alloc_on(p, 512 * KiB, t);
+    ck_assert_int_eq(calls.device_sync, 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    /* back and forth: one synchronization per move, and never an event */
+    for (int k = 0; k < 10; k++) {
+        cudaStream_t from = k % 2 ? s : t, to = k % 2 ? t : s;
+        free_on(p, b, 64 * KiB, from);
+        b = alloc_on(p, 64 * KiB, to);
+        ck_assert_ptr_eq(b, a);
+    }
+    ck_assert_int_eq(calls.device_sync, 11);
+    ck_assert_int_eq(calls.record + calls.wait + calls.event_create, 0);
+    free_on(p, b, 64 * KiB, s);
+    free_on(p, d, 128 * KiB, t);
+    free_on(p, e, 512 * KiB, t);
+    crmm_resource_release(p);
+    ck_assert_int_eq(calls.event_destroy, 0); /* no event was ever made */
+}
+END_TEST
+
+START_TEST(sync_mode_takes_from_other_streams_before_growing)
+{
+    /* no maximum: the pool could grow, but another stream's block is used instead */
+    crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
+    cudaStream_t s = stream_new(0), t = stream_new(1);
+    void *a = alloc_on(p, MiB, s);
+    free_on(p, a, MiB, s);
+    reset_calls();
+    void *b = alloc_on(p, MiB, t);
+    ck_assert_ptr_eq(b, a);
+    ck_assert_int_eq(calls.device_sync, 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), MiB);
+    /* nothing free anywhere: growth, with no synchronization */
+    void *c = alloc_on(p, MiB, t);
+    ck_assert_int_eq(calls.device_sync, 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    /* free blocks elsewhere that are too small do not cost a synchronization: growth comes first */
+    free_on(p, c, MiB, s);
+    reset_calls();
+    void *e = alloc_on(p, 2 * MiB, t);
+    ck_assert_int_eq(calls.device_sync, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
+    free_on(p, b, MiB, t);
+    free_on(p, e, 2 * MiB, t);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(sync_mode_never_touches_a_destroyed_stream)
+{
+    crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
+    cudaStream_t s = stream_new(0), t = stream_new(1), u = stream_new(2);
+    void *a = alloc_on(p, 64 * KiB, s);
+    free_on(p, a, 64 * KiB, s);
+    stream_destroy(s); /* its work may still be pending: the synchronization waits for it */
+    reset_calls();
+    void *b = alloc_on(p, 64 * KiB, t); /* use_stream fails the test if s's handle reached CUDA */
+    ck_assert_ptr_eq(b, a);
+    ck_assert_int_eq(calls.device_sync, 1);
+    ck_assert_int_eq(calls.record + calls.wait + calls.get_id, 0);
+    /* a new stream with s's handle, and another destroyed one: still nothing passes a handle */
+    cudaStream_t s2 = stream_new(0);
+    ck_assert_ptr_eq(s2, s);
+    free_on(p, b, 64 * KiB, t);
+    void *c = alloc_on(p, 64 * KiB, u);
+    ck_assert_ptr_eq(c, a);
+    free_on(p, c, 64 * KiB, u);
+    stream_destroy(u);
+    void *d = alloc_on(p, 64 * KiB, s2);
+    ck_assert_ptr_eq(d, a);
+    ck_assert_int_eq(calls.device_sync, 3);
+    ck_assert_int_eq(calls.record + calls.wait + calls.get_id, 0);
+    free_on(p, d, 64 * KiB, s2);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(sync_mode_prefers_ready_blocks)
+{
+    /* s's block fits but needs a synchronization; u's was forgotten (waited for): it is taken
+     * without one, though s's state comes first */
+    crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
+    cudaStream_t s = stream_new(0), t = stream_new(1), u = stream_new(2);
+    void *a = alloc_on(p, 64 * KiB, s), *b = alloc_on(p, 64 * KiB, s);
+    free_on(p, a, 64 * KiB, s);
+    free_on(p, b, 64 * KiB, u);
+    ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)u));
+    stream_destroy(u);
+    reset_calls();
+    void *c = alloc_on(p, 64 * KiB, t);
+    ck_assert_ptr_eq(c, b);
+    ck_assert_int_eq(total_calls(), 0);
+    free_on(p, c, 64 * KiB, t);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(event_mode_orders_another_stream_by_one_event)
+{
+    crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
     cudaStream_t s = stream_new(0), t = stream_new(1);
     void *a = alloc_on(p, 64 * KiB, s);
     free_on(p, a, 64 * KiB, s);
@@ -243,6 +396,8 @@ START_TEST(another_stream_is_ordered_by_one_event)
     ck_assert_int_eq(calls.wait, 1);
     ck_assert_ptr_eq(calls.last_waiting, t);
     ck_assert_int_eq(calls.device_sync, 0);
+    ck_assert_int_eq(calls.get_id, 0); /* the record is the only use of s's handle */
+    ck_assert_int_eq(uses_of(s), 1);
     /* back and forth: one record and one wait per move, and still one event for all of them */
     for (int k = 0; k < 10; k++) {
         cudaStream_t from = k % 2 ? s : t, to = k % 2 ? t : s;
@@ -260,9 +415,26 @@ START_TEST(another_stream_is_ordered_by_one_event)
 }
 END_TEST
 
+START_TEST(event_mode_takes_from_other_streams_before_growing)
+{
+    crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
+    cudaStream_t s = stream_new(0), t = stream_new(1);
+    void *a = alloc_on(p, MiB, s);
+    free_on(p, a, MiB, s);
+    reset_calls();
+    void *b = alloc_on(p, MiB, t);
+    ck_assert_ptr_eq(b, a);
+    ck_assert_int_eq(calls.record, 1);
+    ck_assert_int_eq(calls.device_sync, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    free_on(p, b, MiB, t);
+    crmm_resource_release(p);
+}
+END_TEST
+
 START_TEST(blocks_of_two_streams_merge_only_once_moved)
 {
-    crmm_resource *p = device_pool("initial_size=1MiB maximum_size=1MiB");
+    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
     cudaStream_t s = stream_new(0), t = stream_new(1);
     char *a = alloc_on(p, 256 * KiB, s), *b = alloc_on(p, 256 * KiB, s), *c = alloc_on(p, 512 * KiB, s);
     ck_assert_ptr_eq(b, a + 256 * KiB);
@@ -277,8 +449,9 @@ START_TEST(blocks_of_two_streams_merge_only_once_moved)
     /* 768 KiB: s's own 256 KiB is too small; t's block fits, moves to s and merges with it */
     void *x = alloc_on(p, 768 * KiB, s);
     ck_assert_ptr_eq(x, a);
-    ck_assert_int_eq(calls.record, 1);
-    ck_assert_int_eq(calls.device_sync, 0);
+    ck_assert_int_eq(calls.record, _i == EVENT ? 1 : 0);
+    ck_assert_int_eq(calls.device_sync, _i == EVENT ? 0 : 1);
+    ck_assert_int_eq(uses_of(t), _i == EVENT ? 1 : 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 256 * KiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), 256 * KiB);
@@ -288,67 +461,49 @@ START_TEST(blocks_of_two_streams_merge_only_once_moved)
 }
 END_TEST
 
-START_TEST(a_destroyed_stream_costs_one_synchronization)
+START_TEST(out_of_room_merges_the_blocks_of_all_streams)
 {
-    crmm_resource *p = device_pool("initial_size=1MiB");
+    /* t asks for 512 KiB: it holds 256 KiB, u holds the 256 KiB next to it, neither fits alone,
+     * the maximum forbids growing; after a device synchronization they merge in t's list */
+    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
     cudaStream_t s = stream_new(0), t = stream_new(1), u = stream_new(2);
-    void *a = alloc_on(p, 64 * KiB, s);
-    free_on(p, a, 64 * KiB, s);
-    stream_destroy(s);
+    char *a = alloc_on(p, 256 * KiB, s), *b = alloc_on(p, 256 * KiB, s), *c = alloc_on(p, 512 * KiB, s);
+    free_on(p, a, 256 * KiB, t);
+    free_on(p, b, 256 * KiB, u);
     reset_calls();
-    void *b = alloc_on(p, 64 * KiB, t);
-    ck_assert_ptr_eq(b, a);
+    void *x = alloc_on(p, 512 * KiB, t);
+    ck_assert_ptr_eq(x, a);
     ck_assert_int_eq(calls.device_sync, 1);
-    ck_assert_int_eq(calls.record, 0); /* the dead handle was noticed before recording on it */
-    ck_assert_int_eq(calls.last_error, cudaSuccess); /* and the error it caused was cleared */
-    ck_assert_int_ge(calls.get_last_error, 1);
-    /* the dead stream's state is gone: later moves are by event again */
-    free_on(p, b, 64 * KiB, t);
-    void *c = alloc_on(p, 64 * KiB, u);
-    ck_assert_ptr_eq(c, a);
-    ck_assert_int_eq(calls.device_sync, 1);
-    ck_assert_int_eq(calls.record, 1);
-    free_on(p, c, 64 * KiB, u);
+    ck_assert_int_eq(calls.record + calls.wait, 0);
+    ck_assert_int_eq(uses_of(u), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), MiB);
+    /* with nothing free anywhere it is still out of memory, and says so */
+    void *y = (void *)0x1;
+    ck_assert_crmm(crmm_resource_allocate(p, 256 * KiB, (crmm_cuda_stream_t)t, &y), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(y);
+    ck_assert_msg(strstr(crmm_last_error(), "failed to allocate 256.0 KiB"), "%s", crmm_last_error());
+    free_on(p, x, 512 * KiB, t);
+    free_on(p, c, 512 * KiB, s);
     crmm_resource_release(p);
 }
 END_TEST
 
-START_TEST(a_failed_record_falls_back_to_synchronizing)
+START_TEST(event_mode_a_failed_record_falls_back_to_synchronizing)
 {
-    /* the handle still gives its id, but recording on it fails (as CUDA may answer for a
-     * stream destroyed while its work drains) */
-    crmm_resource *p = device_pool("initial_size=1MiB");
+    crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
     cudaStream_t s = stream_new(0), t = stream_new(1);
     void *a = alloc_on(p, 64 * KiB, s);
     free_on(p, a, 64 * KiB, s);
     reset_calls();
-    record_result = cudaErrorInvalidResourceHandle;
+    record_result = cudaErrorLaunchFailure;
     void *b = alloc_on(p, 64 * KiB, t);
+    record_result = cudaSuccess;
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(calls.record, 1);
     ck_assert_int_eq(calls.wait, 0);
     ck_assert_int_eq(calls.device_sync, 1);
-    ck_assert_int_eq(calls.last_error, cudaSuccess);
-    record_result = cudaSuccess;
-    free_on(p, b, 64 * KiB, t);
-    crmm_resource_release(p);
-}
-END_TEST
-
-START_TEST(a_reused_handle_is_noticed)
-{
-    crmm_resource *p = device_pool("initial_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
-    void *a = alloc_on(p, 64 * KiB, s);
-    free_on(p, a, 64 * KiB, s);
-    stream_destroy(s);
-    cudaStream_t s2 = stream_new(0); /* CUDA hands out the same handle for a new stream */
-    ck_assert_ptr_eq(s2, s);
-    reset_calls();
-    void *b = alloc_on(p, 64 * KiB, t);
-    ck_assert_ptr_eq(b, a);
-    ck_assert_int_eq(calls.record, 0); /* not recorded on the new stream that owns the handle now */
-    ck_assert_int_eq(calls.device_sync, 1);
+    ck_assert_int_eq(calls.last_error, cudaSuccess); /* the error it caused was cleared */
+    ck_assert_int_ge(calls.get_last_error, 1);
     free_on(p, b, 64 * KiB, t);
     crmm_resource_release(p);
 }
@@ -356,14 +511,20 @@ END_TEST
 
 START_TEST(a_forgotten_stream_needs_no_more_ordering)
 {
-    crmm_resource *p = device_pool("initial_size=1MiB");
-    cudaStream_t s = stream_new(0);
+    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
+    cudaStream_t s = stream_new(0), t = stream_new(1);
     void *a = alloc_on(p, 64 * KiB, s);
     free_on(p, a, 64 * KiB, s);
     reset_calls();
     ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)s));
     ck_assert_int_eq(calls.stream_sync, 1);
-    stream_destroy(s);
+    stream_destroy(s); /* allowed in event mode too, once forgotten */
+    reset_calls();
+    void *x = alloc_on(p, 64 * KiB, t); /* another stream: no wait, and s's handle is not used */
+    ck_assert_ptr_eq(x, a);
+    ck_assert_int_eq(total_calls(), 0);
+    free_on(p, x, 64 * KiB, t);
+    ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)t));
     cudaStream_t s2 = stream_new(0); /* the same handle, a new stream */
     reset_calls();
     void *b = alloc_on(p, 64 * KiB, s2);
@@ -395,8 +556,9 @@ static void *use_own_default_stream(void *arg)
 
 START_TEST(per_thread_default_streams_are_told_apart)
 {
-    /* with room to grow, another thread's per-thread stream is left alone: no synchronization */
-    crmm_resource *p = device_pool("initial_size=1MiB");
+    /* with room to grow: event mode leaves another thread's per-thread stream alone (it cannot
+     * record on it) and grows; sync mode synchronizes and takes its block, as from any stream */
+    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
     ptds_arg a = {p, NULL, MiB, CRMM_ERROR_STATE};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, use_own_default_stream, &a), 0);
@@ -404,9 +566,16 @@ START_TEST(per_thread_default_streams_are_told_apart)
     ck_assert_crmm_ok(a.st);
     reset_calls();
     void *b = alloc_on(p, MiB, cudaStreamPerThread);
-    ck_assert_ptr_ne(b, a.block);
-    ck_assert_int_eq(calls.device_sync, 0);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    ck_assert_int_eq(calls.record, 0); /* never recorded on another thread's per-thread stream */
+    if (_i == EVENT) {
+        ck_assert_ptr_ne(b, a.block);
+        ck_assert_int_eq(calls.device_sync, 0);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    } else {
+        ck_assert_ptr_eq(b, a.block);
+        ck_assert_int_eq(calls.device_sync, 1);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    }
     free_on(p, b, MiB, cudaStreamPerThread);
     /* the same thread's per-thread stream is one stream: reuse at once */
     reset_calls();
@@ -416,7 +585,7 @@ START_TEST(per_thread_default_streams_are_told_apart)
     crmm_resource_release(p);
 
     /* without room, the other thread's block is taken after a device synchronization */
-    p = device_pool("initial_size=1MiB maximum_size=1MiB");
+    p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
     a = (ptds_arg){p, NULL, MiB, CRMM_ERROR_STATE};
     ck_assert_int_eq(pthread_create(&th, NULL, use_own_default_stream, &a), 0);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
@@ -425,7 +594,7 @@ START_TEST(per_thread_default_streams_are_told_apart)
     b = alloc_on(p, MiB, cudaStreamPerThread);
     ck_assert_ptr_eq(b, a.block);
     ck_assert_int_eq(calls.device_sync, 1);
-    ck_assert_int_eq(calls.record, 0); /* never recorded on another thread's per-thread stream */
+    ck_assert_int_eq(calls.record, 0);
     free_on(p, b, MiB, cudaStreamPerThread);
     crmm_resource_release(p);
 }
@@ -433,18 +602,20 @@ END_TEST
 
 START_TEST(a_failed_synchronization_is_an_error_and_breaks_nothing)
 {
-    crmm_resource *p = device_pool("initial_size=1MiB maximum_size=1MiB");
+    /* sync mode synchronizes to move the block; event mode when its record fails */
+    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
     cudaStream_t s = stream_new(0), t = stream_new(1);
     void *a = alloc_on(p, MiB, s);
     free_on(p, a, MiB, s);
-    stream_destroy(s);
     calls.device_sync_result = cudaErrorLaunchFailure;
+    record_result = cudaErrorLaunchFailure;
     void *x = (void *)0x1;
     ck_assert_crmm(crmm_resource_allocate(p, MiB, (crmm_cuda_stream_t)t, &x), CRMM_ERROR_CUDA);
     ck_assert_ptr_null(x);
     ck_assert_msg(strstr(crmm_last_error(), "cudaDeviceSynchronize"), "%s", crmm_last_error());
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), MiB); /* the block is still there */
     calls.device_sync_result = cudaSuccess;
+    record_result = cudaSuccess;
     void *b = alloc_on(p, MiB, t);
     ck_assert_ptr_eq(b, a);
     free_on(p, b, MiB, t);
@@ -454,7 +625,7 @@ END_TEST
 
 START_TEST(many_streams_keep_the_books)
 {
-    crmm_resource *p = device_pool("initial_size=256KiB");
+    crmm_resource *p = pool_in_mode(_i, "initial_size=256KiB");
     enum { S = 6, LIVE = 50 };
     cudaStream_t st[S];
     for (int k = 0; k < S; k++)
@@ -482,8 +653,12 @@ START_TEST(many_streams_keep_the_books)
             ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE) + rounded, q(p, CRMM_QUERY_BYTES_RESERVED));
             ck_assert_uint_le(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), q(p, CRMM_QUERY_BYTES_FREE));
         }
-        if (step == 10000) /* a stream goes away halfway: its free blocks must not be lost */
-            stream_destroy(st[0]), st[0] = stream_new(S);
+        if (step == 10000) { /* a stream goes away halfway: its free blocks must not be lost */
+            if (_i == EVENT) /* the promise event mode needs */
+                ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)st[0]));
+            stream_destroy(st[0]);
+            st[0] = stream_new(S);
+        }
     }
     for (int k = 0; k < LIVE; k++)
         if (live[k])
@@ -535,16 +710,21 @@ int main(void)
 {
     Suite *s = suite_create("pool_streams");
     TCase *tc = tcase_create("pool_streams");
-    tcase_add_test(tc, the_same_stream_makes_no_cuda_call);
-    tcase_add_test(tc, another_stream_is_ordered_by_one_event);
-    tcase_add_test(tc, blocks_of_two_streams_merge_only_once_moved);
-    tcase_add_test(tc, a_destroyed_stream_costs_one_synchronization);
-    tcase_add_test(tc, a_failed_record_falls_back_to_synchronizing);
-    tcase_add_test(tc, a_reused_handle_is_noticed);
-    tcase_add_test(tc, a_forgotten_stream_needs_no_more_ordering);
-    tcase_add_test(tc, per_thread_default_streams_are_told_apart);
-    tcase_add_test(tc, a_failed_synchronization_is_an_error_and_breaks_nothing);
-    tcase_add_test(tc, many_streams_keep_the_books);
+    /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event */
+    tcase_add_loop_test(tc, the_same_stream_makes_no_cuda_call, SYNC, EVENT + 1);
+    tcase_add_test(tc, sync_mode_moves_blocks_after_one_device_synchronization);
+    tcase_add_test(tc, sync_mode_takes_from_other_streams_before_growing);
+    tcase_add_test(tc, sync_mode_never_touches_a_destroyed_stream);
+    tcase_add_test(tc, sync_mode_prefers_ready_blocks);
+    tcase_add_test(tc, event_mode_orders_another_stream_by_one_event);
+    tcase_add_test(tc, event_mode_takes_from_other_streams_before_growing);
+    tcase_add_test(tc, event_mode_a_failed_record_falls_back_to_synchronizing);
+    tcase_add_loop_test(tc, blocks_of_two_streams_merge_only_once_moved, SYNC, EVENT + 1);
+    tcase_add_loop_test(tc, out_of_room_merges_the_blocks_of_all_streams, SYNC, EVENT + 1);
+    tcase_add_loop_test(tc, a_forgotten_stream_needs_no_more_ordering, SYNC, EVENT + 1);
+    tcase_add_loop_test(tc, per_thread_default_streams_are_told_apart, SYNC, EVENT + 1);
+    tcase_add_loop_test(tc, a_failed_synchronization_is_an_error_and_breaks_nothing, SYNC, EVENT + 1);
+    tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, EVENT + 1);
     tcase_add_test(tc, trim_joins_blocks_freed_on_different_streams);
     tcase_add_test(tc, destroy_synchronizes_before_returning_memory);
     suite_add_tcase(s, tc);

@@ -1,14 +1,19 @@
 /* crmm/pool.h — control operations of the `pool` plugin (op range 0x500).
  *
  * The pool hands a block freed on stream S out again on S at once, without a CUDA call; it
- * knows S only by its handle. CUDA reuses the handle of a destroyed stream for the next stream
- * created, so memory freed on S while work on it is still pending could reach a new stream that
- * got S's handle before that work is done. Tell the pool before destroying such a stream:
+ * knows S only by its handle. How another stream T gets S's blocks is the pool's parameter
+ * stream_reuse: `sync` (default) synchronizes the device and never passes S's handle to CUDA, so
+ * S may be destroyed at any time; `event` records an event on S and makes T wait for it, without
+ * blocking the host, so S must stay alive until the pool is told with crmm_pool_forget_stream().
+ *
+ * In both modes: CUDA reuses the handle of a destroyed stream for the next stream created, so
+ * memory freed on S while work on it is still pending could reach a new stream that got S's
+ * handle before that work is done. Tell the pool before destroying such a stream:
  *
  *   crmm_pool_forget_stream(mr, s);   // waits for s, then its free blocks serve every stream
  *   cudaStreamDestroy(s);
  *
- * (Synchronizing s yourself before destroying it is just as good.) */
+ * (With stream_reuse = sync, synchronizing s yourself before destroying it is just as good.) */
 #ifndef CRMM_POOL_H
 #define CRMM_POOL_H
 

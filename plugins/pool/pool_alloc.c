@@ -5,9 +5,10 @@
  * bit scans), cuts the rest off as a free block of the same stream, and puts the block in the live
  * map. That is the whole fast path: no CUDA call, no malloc, no scan. Anything else goes to
  * allocate_slow: spare records or map slots to allocate, a stream seen for the first time, and a
- * miss, which tries in turn the size's own class, the other streams' free blocks ordered by an
- * event (pool_streams_take), growing from upstream (pool_grow), and last the other streams'
- * blocks again with a device synchronization allowed.
+ * miss, which tries in turn the size's own class, the other streams' free blocks (pool_streams_take:
+ * ordered by a device synchronization or by an event, as stream_reuse says), growing from
+ * upstream (pool_grow), and last the other streams' blocks again with a device synchronization
+ * allowed whatever fits.
  *
  * deallocate removes the pointer from the live map (O(1); a pointer that is not there is refused
  * before anything changes: never handed out, already freed, or inside a block), merges the block
@@ -57,7 +58,7 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
     st = pool_grow(p, s, size, stream, out);
     if (st != CRMM_ERROR_OUT_OF_MEMORY)
         return st;
-    /* out of room: blocks of streams that only a device synchronization can order are the last resort */
+    /* out of room: every other stream's blocks, after a device synchronization, are the last resort */
     crmm_status again = pool_streams_take(&p->streams, &p->records, s, size, true, out);
     if (again != CRMM_OK)
         return again;

@@ -9,11 +9,13 @@
  *
  * Parameters: initial_size (taken from upstream at creation; default half the device's free
  * memory, and required when the upstream is not device memory, since there is then no device to
- * take a share of) and maximum_size (default none). Sizes are rounded up to 256 bytes, with an
+ * take a share of), maximum_size (default none) and stream_reuse (sync or event: how a block freed
+ * on one stream reaches another, see pool_streams.c). Sizes are rounded up to 256 bytes, with an
  * info-level note when that changes them. */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include <crmm/pool.h>
@@ -38,6 +40,16 @@ static crmm_status read_size(const crmm_params *params, const char *label, const
         crmm_log(CRMM_LOG_INFO, "%s: %s of %llu bytes rounded up to %llu (a multiple of %u bytes)", label, key,
                  (unsigned long long)v, (unsigned long long)rounded, CRMM_ALLOCATION_ALIGNMENT);
     *out = rounded;
+    return CRMM_OK;
+}
+
+/* The stream_reuse parameter (validated by the core against its choices). */
+static crmm_status read_reuse(const crmm_params *params, const char *label, pool_reuse *out)
+{
+    const char *v = NULL;
+    if (crmm_params_get_string(params, "stream_reuse", &v) != CRMM_OK)
+        return crmm_error_add_context("%s", label);
+    *out = strcmp(v, "event") == 0 ? POOL_REUSE_EVENT : POOL_REUSE_SYNC;
     return CRMM_OK;
 }
 
@@ -114,6 +126,9 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
         st = read_size(params, label, "initial_size", &initial, &initial_given);
     if (st != CRMM_OK)
         return st;
+    pool_reuse reuse = POOL_REUSE_SYNC;
+    if ((st = read_reuse(params, label, &reuse)) != CRMM_OK)
+        return st;
     if (maximum_given && maximum == 0)
         return crmm_set_error(CRMM_ERROR_CONFIG, "%s: maximum_size must be more than 0", label);
     if (!initial_given) {
@@ -141,7 +156,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
         return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "%s: cannot make a mutex", label);
     }
     p->maximum = maximum;
-    if ((st = pool_streams_init(&p->streams, real, upstream->device)) != CRMM_OK ||
+    if ((st = pool_streams_init(&p->streams, real, upstream->device, reuse)) != CRMM_OK ||
         !pool_block_map_init(&p->live, 1024) || !pool_records_reserve(&p->records, POOL_RECORDS_PER_SLAB)) {
         free_state(p);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
@@ -168,6 +183,11 @@ static const crmm_param_spec pool_params[] = {
     {"initial_size", CRMM_PARAM_SIZE, NULL,
      "bytes taken from upstream at creation (default: half the device's free memory; required over host memory)", NULL, 0},
     {"maximum_size", CRMM_PARAM_SIZE, NULL, "the most the pool takes from upstream (default: no limit)", NULL, 0},
+    {"stream_reuse", CRMM_PARAM_ENUM, "sync",
+     "how a block freed on one stream is reused on another: sync = after a device synchronization, never "
+     "touching the other stream (safe when streams are destroyed); event = the new stream waits for an event "
+     "recorded on the freeing stream, without blocking the host, but a stream that freed memory must not be "
+     "destroyed before crmm_pool_forget_stream() is called for it", "sync|event", 0},
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 

@@ -4,45 +4,61 @@
  * on another stream T only once T is ordered behind the free. So each stream the pool sees gets
  * a state (pool_stream) with its own free list, and a freed block goes into the list of the
  * stream it was freed on. The fast path — allocate and free on one stream — finds the state by a
- * one-entry cache and makes no CUDA call.
+ * one-entry cache and makes no CUDA call; neither does meeting a stream for the first time.
  *
- * When T's list has no block that fits, the pool looks at the other states (pool_streams_take).
- * For a state S that has one it records the pool's event on S at that moment and makes T wait
- * for it (cudaEventRecord(ev, S); cudaStreamWaitEvent(T, ev)). That is enough: every block in
- * S's list was freed earlier in host order (all of this runs under the pool's lock), so whatever
- * used it was enqueued on S before the record. Then all of S's free blocks move to T (merging
- * with T's free neighbours) and S's state is dropped, as RMM merges free lists. One event serves
- * every such move: cudaStreamWaitEvent captures the event's most recent record when it is
- * called, and recording it again later does not affect that wait. No event is recorded per free:
- * RMM does that (~300 ns a free), which alone is five times the pool's budget per operation.
+ * Handles of other streams. Freeing on S and then destroying S is legal, and CUDA gives S's
+ * handle to the next stream created (rmm#649). Any CUDA call that is passed a destroyed handle is
+ * undefined: the runtime may read freed memory and crash (cudaStreamGetId on a destroyed stream
+ * does, on an H200) rather than return an error, and there is no call that tells whether a handle
+ * is alive. The only stream the pool knows to be alive is the caller's, the one passed to the
+ * allocate or deallocate in progress. The `stream_reuse` parameter says how T is ordered behind S:
  *
- * A stream the user destroyed. Freeing on S and then destroying S is legal, so the state may hold
- * a dangling handle. CUDA reuses handles at once (rmm#649), so a handle that is "valid" may be a
- * different stream now. Each state therefore keeps S's unique id (cudaStreamGetId, read when the
- * state is made); before recording on S the id is read again. If that fails (the handle is dead),
- * if the id differs (the handle now names another stream), or if the record or the wait fails,
- * the error is cleared (cudaGetLastError, so the caller never sees it) and the pool calls
- * cudaDeviceSynchronize instead: that waits for all work on the device, including work still
- * draining on a destroyed stream, after which every free block of every stream is safe for T,
- * and all of them move to T. The cost — a device synchronization — is paid once per destroyed
- * stream that held blocks, because its state is gone afterwards. (Strictly, CUDA calls passing a
- * destroyed handle undefined and offers no way to ask whether a handle is alive; what it does is
- * answer with an error, or with the id of the stream that owns the handle now, and both lead to
- * the synchronization. The alternative that never touches S again — an event recorded on every
- * free, as RMM does — costs the fast path five times its budget.)
+ * stream_reuse = sync (the default). When T's list has no block that fits but another stream's
+ * has, the pool calls cudaDeviceSynchronize, which waits for all work on the device (including
+ * work still draining on a destroyed S) and names no stream. After it every free block is safe on
+ * any stream, and the free blocks of every stream move to T (merging with T's neighbours). S's
+ * handle is never passed to CUDA, so destroying a stream is always safe. The price is that the
+ * host waits for the device: about 10 us when it is idle, as long as the longest pending work
+ * otherwise, and the device idles until the host enqueues again. It is paid when a stream's own
+ * list runs dry while other streams hold free memory; since everything free moves at once, a
+ * stream that allocates and frees on itself settles after its first synchronization.
+ *   The order on a miss is: T's own list, the ready state (below, no wait), the other streams
+ * (one device synchronization), growing from upstream. Synchronizing before growing is RMM's order
+ * (it takes from other streams before it expands), and it is the better one here too: growth
+ * without a maximum doubles the pool (with the default initial size, half the device's free
+ * memory, one growth asks for all the rest), each stream that misses would grow its own chunk,
+ * and the pool keeps that memory, unusable by the rest of the process, until trimmed; blocks of
+ * different chunks never merge; and a cudaMalloc of that size costs more than an idle device
+ * synchronization. A program that wants no synchronization at all chooses `event`, or frees each
+ * block on the stream that allocates it.
  *
- * Another thread's per-thread default stream (cudaStreamPerThread means a different stream on
- * every thread, so its state is keyed by the thread too) cannot be recorded on from this thread;
- * its blocks are taken only after the pool failed to grow, by synchronizing the device.
+ * stream_reuse = event (RMM's way). At take time the pool records its event on S and makes T
+ * wait for it (cudaEventRecord(ev, S); cudaStreamWaitEvent(T, ev)); the host does not wait. That
+ * is enough: every block in S's list was freed earlier in host order (all of this runs under the
+ * pool's lock), so whatever used it was enqueued on S before the record. Then all of S's free
+ * blocks move to T and S's state is dropped, as RMM merges free lists. One event serves every
+ * move: cudaStreamWaitEvent captures the event's most recent record when it is called, and
+ * recording it again later does not affect that wait. No event is recorded per free: RMM does
+ * that (~300 ns a free), which alone is five times the pool's budget per operation. The price is
+ * a promise from the user: a stream that freed memory into the pool stays alive until
+ * crmm_pool_forget_stream() was called for it (which waits for the stream and files its blocks
+ * in the ready state), since the pool may record on it at any later allocation. Another thread's
+ * per-thread default stream (cudaStreamPerThread means a different stream on every thread, so its
+ * state is keyed by the thread too) cannot be recorded on from this thread: its blocks are taken
+ * only after growing failed, by synchronizing the device. When making, recording or waiting for
+ * the event fails, the error is cleared (the caller never sees it) and the device is synchronized
+ * instead.
  *
- * The caveat that remains (the same as RMM's): the fast path cannot tell that a handle was
- * destroyed and handed to a new stream. If S is destroyed while work on a block freed on S is
- * still pending and a new stream gets S's handle, an allocation on the new stream may get that
- * block without a wait. Synchronize a stream before destroying it, or tell the pool with
- * CRMM_POOL_OP_FORGET_STREAM (crmm/pool.h), when memory was freed on it: the pool then waits for
- * the stream and files its blocks in the "ready" state, whose blocks any stream takes without a
- * wait and which no handle finds. After a device synchronization (trim) every free block goes
- * there too.
+ * In both modes, after growing failed, the device is synchronized if other streams hold free
+ * blocks at all, and all of them move to T: blocks that fit nowhere alone may merge there.
+ *
+ * The caveat that remains in both modes (the same as RMM's): the fast path cannot tell that a
+ * handle was destroyed and handed to a new stream. If S is destroyed while work on a block freed
+ * on S is still pending and a new stream gets S's handle, an allocation on the new stream may get
+ * that block without a wait. Synchronize a stream before destroying it, or tell the pool with
+ * crmm_pool_forget_stream (crmm/pool.h): the pool then waits for the stream and files its blocks
+ * in the "ready" state, whose blocks any stream takes without a wait and which no handle finds.
+ * After a device synchronization (trim) every free block goes there too.
  *
  * A pool over host memory (a host-only upstream) has no streams: one state for all, and no CUDA
  * call is ever made here. */
@@ -72,9 +88,9 @@ static pool_stream *new_state(crmm_cuda_stream_t handle, uint64_t thread)
     return s;
 }
 
-crmm_status pool_streams_init(pool_streams *ss, bool real, int device)
+crmm_status pool_streams_init(pool_streams *ss, bool real, int device, pool_reuse reuse)
 {
-    *ss = (pool_streams){.real = real, .device = device};
+    *ss = (pool_streams){.real = real, .by_event = reuse == POOL_REUSE_EVENT, .device = device};
     if (!real) {
         ss->last = new_state(NULL, 0);
         if (!ss->last)
@@ -117,12 +133,6 @@ pool_stream *pool_streams_find_slow(pool_streams *ss, crmm_cuda_stream_t handle,
         crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed");
         return NULL;
     }
-    if (handle != CRMM_CUDA_STREAM_PER_THREAD && !crmm_process_exiting()) {
-        if (cudaStreamGetId((cudaStream_t)handle, &s->id) == cudaSuccess)
-            s->id_known = true;
-        else
-            cudaGetLastError(); /* not ours to report: such a state is only ever synchronized */
-    }
     ss->all[ss->count++] = s;
     return ss->last = s;
 }
@@ -148,22 +158,17 @@ static void move_blocks(pool_stream *s, pool_stream *t, pool_records *records)
     }
 }
 
-/* Make t's stream wait for everything enqueued on s so far. False when that cannot be done with
- * an event (s destroyed or its handle reused, or CUDA refused); the caller synchronizes then. */
+/* POOL_REUSE_EVENT: make t's stream wait for everything enqueued on s so far. s's handle is alive
+ * by the user's promise (see the top). False when CUDA refused; the caller synchronizes then. */
 static bool order_behind(pool_streams *ss, pool_stream *t, pool_stream *s)
 {
-    if (!s->id_known)
-        return false;
-    unsigned long long id = 0;
-    if (cudaStreamGetId((cudaStream_t)s->handle, &id) != cudaSuccess || id != s->id) {
-        cudaGetLastError();
-        return false;
-    }
     if (!ss->event) {
         crmm_device_guard g;
         cudaEvent_t ev = NULL;
-        if (crmm_cuda_device_enter(ss->device, &g) != CRMM_OK)
+        if (crmm_cuda_device_enter(ss->device, &g) != CRMM_OK) {
+            crmm_clear_error();
             return false;
+        }
         cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
         crmm_cuda_device_restore(&g);
         if (e != cudaSuccess) {
@@ -273,14 +278,29 @@ crmm_status pool_streams_synchronize(pool_streams *ss)
     return CRMM_OK;
 }
 
+/* Move every free block of every state but t to t, dropping those states. */
+static void move_all_to(pool_streams *ss, pool_records *records, pool_stream *t)
+{
+    for (size_t i = 0; i < ss->count;) {
+        pool_stream *s = ss->all[i];
+        if (s == t) {
+            i++;
+            continue;
+        }
+        move_blocks(s, t, records);
+        retire(ss, i, t);
+    }
+}
+
 crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stream *t, size_t size,
                               bool may_synchronize, pool_block **out)
 {
     *out = NULL;
     if (!ss->real || crmm_process_exiting())
         return CRMM_OK;
+    bool by_event = ss->by_event;
     uint64_t me = pool_thread_serial();
-    bool synchronize = false, any_fits = false;
+    bool refused = false, any_fits = false, any_free = false;
     for (size_t i = 0; i < ss->count;) {
         pool_stream *s = ss->all[i];
         if (s == t) {
@@ -292,34 +312,31 @@ crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stre
             continue;
         }
         i++;
+        any_free = true;
         if (!pool_free_list_fit(&s->free, size))
             continue;
         any_fits = true;
-        if (s->handle == CRMM_CUDA_STREAM_PER_THREAD && s->thread != me)
-            continue; /* another thread's stream: only by synchronizing (below) */
-        if (s->ready || order_behind(ss, t, s)) {
+        bool ordered = s->ready;
+        if (!ordered && by_event && !(s->handle == CRMM_CUDA_STREAM_PER_THREAD && s->thread != me)) {
+            ordered = order_behind(ss, t, s);
+            refused = !ordered;
+        }
+        if (ordered) {
             move_blocks(s, t, records);
             retire(ss, i - 1, t);
             *out = pool_free_list_fit(&t->free, size);
             return CRMM_OK;
         }
-        synchronize = true; /* s was destroyed: synchronizing is the only way to order t behind it */
-        break;
+        if (refused)
+            break; /* CUDA refused the event: synchronizing is the way left */
     }
-    if (!synchronize && !(may_synchronize && any_fits))
+    bool synchronize = refused || (!by_event && any_fits) || (may_synchronize && any_free);
+    if (!synchronize)
         return CRMM_OK;
     crmm_status st = pool_streams_synchronize(ss);
     if (st != CRMM_OK)
         return st;
-    for (size_t i = 0; i < ss->count;) {
-        pool_stream *s = ss->all[i];
-        if (s == t) {
-            i++;
-            continue;
-        }
-        move_blocks(s, t, records);
-        retire(ss, i, t);
-    }
+    move_all_to(ss, records, t);
     *out = pool_free_list_fit(&t->free, size);
     return CRMM_OK;
 }

@@ -13,26 +13,31 @@ typedef struct pool_stream {
     pool_free_list free;
     crmm_cuda_stream_t handle;     /* as the caller passes it (cudaStreamLegacy is kept as NULL) */
     uint64_t thread;               /* per-thread default stream: the serial of its thread; else 0 */
-    unsigned long long id;         /* cudaStreamGetId when the state was made */
-    bool id_known;                 /* false: the id could not be read (always synchronize) */
     bool ready;                    /* blocks of forgotten streams, waited for: usable by any stream
                                     * (handle NULL, thread POOL_NO_THREAD: no lookup finds it) */
 } pool_stream;
 
 #define POOL_NO_THREAD UINT64_MAX
 
+/* How a block freed on stream S is made safe for another stream T (the stream_reuse parameter). */
+typedef enum pool_reuse {
+    POOL_REUSE_SYNC,               /* cudaDeviceSynchronize: S's handle is never passed to CUDA */
+    POOL_REUSE_EVENT               /* record an event on S, T waits for it: S must still be alive */
+} pool_reuse;
+
 typedef struct pool_streams {
     pool_stream *last;             /* the state found last; for a host pool the only one */
     pool_stream **all;             /* every state */
     size_t count, capacity;
     bool real;                     /* device memory: streams matter (false: one state for all) */
+    bool by_event;                 /* stream_reuse: POOL_REUSE_EVENT (false: POOL_REUSE_SYNC) */
     int device;                    /* CUDA device of the pool (for the event and synchronizing) */
-    void *event;                   /* cudaEvent_t, made at the first cross-stream take; or NULL */
+    void *event;                   /* cudaEvent_t, made at the first take by event; or NULL */
 } pool_streams;
 
-/* Set up: with `real` false the single state for every stream; with it true an empty set.
- * CRMM_ERROR_OUT_OF_MEMORY when malloc fails. */
-crmm_status pool_streams_init(pool_streams *ss, bool real, int device);
+/* Set up: with `real` false the single state for every stream; with it true an empty set that
+ * orders streams as `reuse` says. CRMM_ERROR_OUT_OF_MEMORY when malloc fails. */
+crmm_status pool_streams_init(pool_streams *ss, bool real, int device, pool_reuse reuse);
 /* Free every state (their lists must hold nothing that is still needed) and the event. No CUDA
  * call once the process is exiting. */
 void pool_streams_free(pool_streams *ss);
@@ -40,7 +45,8 @@ void pool_streams_free(pool_streams *ss);
 /* The serial number of the calling thread (1, 2, ...: never reused). */
 uint64_t pool_thread_serial(void);
 
-/* The state of a stream, made when first seen; NULL with the error set when malloc fails. */
+/* The state of a stream, made when first seen (no CUDA call); NULL with the error set when malloc
+ * fails. */
 pool_stream *pool_streams_find_slow(pool_streams *ss, crmm_cuda_stream_t handle, uint64_t thread);
 
 static inline pool_stream *pool_streams_find(pool_streams *ss, crmm_cuda_stream_t handle)
@@ -59,12 +65,17 @@ static inline pool_stream *pool_streams_find(pool_streams *ss, crmm_cuda_stream_
 }
 
 /* Called when `t` has no block of `size`: find one among the other streams' free blocks, order
- * t's stream behind the stream that freed it, and move that stream's free blocks to t. With
- * `may_synchronize` false only streams that can be ordered by an event are considered; with it
- * true the device is synchronized when needed (a destroyed stream, another thread's per-thread
- * default stream), after which every other stream's blocks move to t. *out: a block of t of at
- * least `size`, or NULL when no stream had one. Errors: CRMM_ERROR_CUDA (synchronizing failed).
- * Never calls CUDA for a host pool or once the process is exiting. */
+ * t's stream behind the stream that freed it, and move blocks to t. Blocks of the ready state
+ * move without a CUDA call. Otherwise, with POOL_REUSE_EVENT, the first stream with a fitting
+ * block that can be recorded on (not another thread's per-thread default stream) is ordered by
+ * the pool's event and its blocks move to t; with POOL_REUSE_SYNC, a fitting block on any other
+ * stream makes the pool synchronize the device, after which the free blocks of every stream move
+ * to t. With `may_synchronize` true (the last resort, after growing failed) the device is also
+ * synchronized when other streams hold free blocks at all, none of which fits alone, since
+ * merged in t's list they may. The only handle passed to CUDA other than t's is, with
+ * POOL_REUSE_EVENT, that of the stream recorded on. *out: a block of t of at least `size`, or
+ * NULL when none was found. Errors: CRMM_ERROR_CUDA (synchronizing failed). Never calls CUDA
+ * for a host pool or once the process is exiting. */
 crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stream *t, size_t size,
                               bool may_synchronize, pool_block **out);
 
