@@ -534,6 +534,8 @@ START_TEST(dump_file_is_written_on_failure)
     ck_assert_ptr_nonnull(strstr(text, "arena state on request"));
     ck_assert_ptr_nonnull(strstr(text, "ran out of memory"));
     ck_assert_crmm(crmm_resource_control(f.mr, CRMM_ARENA_DUMP, "/nonexistent-dir/x.log"), CRMM_ERROR_IO);
+    ck_assert_crmm(crmm_resource_control(f.mr, CRMM_ARENA_DUMP, "x.%q.log"), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "'x.%q.log'"));
     release(f.mr, small, 1000);
     release(f.mr, large, 2 * MiB);
     drop_arena(&f);
@@ -644,6 +646,9 @@ START_TEST(bad_parameters_are_refused_clearly)
     expect_create_error("arena_size=1000KiB", CRMM_ERROR_CONFIG, "smaller than one superblock");
     expect_create_error("arena_size=4MiB dump_log_on_failure=maybe", CRMM_ERROR_CONFIG, "dump_log_on_failure");
     expect_create_error("arena_size=4MiB dump_file=", CRMM_ERROR_CONFIG, "dump_file");
+    /* a pattern is checked when the arena is made, not at the first dump */
+    expect_create_error("arena_size=4MiB dump_file=dump.%x.log", CRMM_ERROR_CONFIG,
+                        "arena: dump_file: file name 'dump.%x.log': unknown '%x'");
     expect_create_error("arena_size=4MiB arena_szie=1", CRMM_ERROR_CONFIG, "arena_szie");
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) /* they abort on a failed huge malloc */
     /* the upstream cannot give it: its error, with the arena's context */

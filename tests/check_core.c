@@ -1,4 +1,5 @@
-/* check_core.c — the core's building blocks: errors, the logger, size parsing, parameters.
+/* check_core.c — the core's building blocks: errors, the logger, size parsing, parameters, the
+ * helpers for plugins (parameter type names, file-name patterns).
  *
  * Parameters are tested the way a user meets them: crmm_resource_create("plugin", "k=v ...")
  * over the `host` plugin, with `template` (the model adaptor) and `paramtest` (a test-only plugin
@@ -744,6 +745,66 @@ START_TEST(test_params_null_arguments)
 }
 END_TEST
 
+/* ---- plugin helpers ------------------------------------------------------------------------ */
+
+START_TEST(test_param_type_names)
+{
+    ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_SIZE), "size");
+    ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_UINT), "uint");
+    ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_BOOL), "bool");
+    ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_STRING), "string");
+    ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_ENUM), "enum");
+    ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_DOUBLE), "double");
+    ck_assert_str_eq(crmm_param_type_name((crmm_param_type)0), "?");
+    ck_assert_str_eq(crmm_param_type_name((crmm_param_type)99), "?");
+}
+END_TEST
+
+START_TEST(test_expand_file_name)
+{
+    char out[256], want[256];
+    long pid = (long)getpid();
+    ck_assert_crmm_ok(crmm_expand_file_name("/tmp/log.dev%d.%p.csv", 3, out, sizeof out));
+    snprintf(want, sizeof want, "/tmp/log.dev3.%ld.csv", pid);
+    ck_assert_str_eq(out, want);
+    /* no device: %d is "host" */
+    ck_assert_crmm_ok(crmm_expand_file_name("a.%d", -1, out, sizeof out));
+    ck_assert_str_eq(out, "a.host");
+    /* %% is one %, also next to other sequences; a pattern without % is copied */
+    ck_assert_crmm_ok(crmm_expand_file_name("100%%.%d%%%p", 12, out, sizeof out));
+    snprintf(want, sizeof want, "100%%.12%%%ld", pid);
+    ck_assert_str_eq(out, want);
+    ck_assert_crmm_ok(crmm_expand_file_name("plain.log", 0, out, sizeof out));
+    ck_assert_str_eq(out, "plain.log");
+    ck_assert_crmm_ok(crmm_expand_file_name("", 0, out, sizeof out));
+    ck_assert_str_eq(out, "");
+    /* exactly filling the buffer (NUL included) is fine */
+    ck_assert_crmm_ok(crmm_expand_file_name("dev%d", 7, out, 5));
+    ck_assert_str_eq(out, "dev7");
+}
+END_TEST
+
+START_TEST(test_expand_file_name_bad)
+{
+    char out[64];
+    /* another % sequence: a config error naming the pattern and the sequence */
+    ck_assert_crmm(crmm_expand_file_name("run.%x.log", 0, out, sizeof out), CRMM_ERROR_CONFIG);
+    ck_assert_error_contains("'run.%x.log'");
+    ck_assert_error_contains("'%x'");
+    ck_assert_crmm(crmm_expand_file_name("trailing%", 0, out, sizeof out), CRMM_ERROR_CONFIG);
+    ck_assert_error_contains("'trailing%'");
+    /* a name that does not fit (room for 4 characters and the NUL) */
+    ck_assert_crmm(crmm_expand_file_name("dev%d", 10, out, 5), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_contains("'dev%d'");
+    ck_assert_crmm(crmm_expand_file_name("abcde", 0, out, 5), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_expand_file_name("%p", 0, out, 2), CRMM_ERROR_INVALID_ARGUMENT);
+    /* NULL arguments and no room at all */
+    ck_assert_crmm(crmm_expand_file_name(NULL, 0, out, sizeof out), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_expand_file_name("x", 0, NULL, sizeof out), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_expand_file_name("x", 0, out, 0), CRMM_ERROR_INVALID_ARGUMENT);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("core");
@@ -784,6 +845,12 @@ int main(void)
     tcase_add_loop_test(tc, test_params_bad, 0, (int)(sizeof bad_params / sizeof bad_params[0]));
     tcase_add_test(tc, test_params_template_over_host);
     tcase_add_test(tc, test_params_null_arguments);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("plugin_helpers");
+    tcase_add_test(tc, test_param_type_names);
+    tcase_add_test(tc, test_expand_file_name);
+    tcase_add_test(tc, test_expand_file_name_bad);
     suite_add_tcase(s, tc);
 
     /* its own case: on a machine with a GPU it creates a CUDA context */
