@@ -3,6 +3,7 @@
  * the API through other adaptors, threads, and the conformance suite. */
 #include "config.h"
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "conformance.h"
@@ -301,6 +302,29 @@ START_TEST(api_rejects_bad_arguments)
 }
 END_TEST
 
+/* The core's crmm_resource_control_kind, which the statistics API is built on. */
+START_TEST(control_kind_finds_the_layer_under_others)
+{
+    crmm_resource *host = over("host", NULL, NULL);
+    snprintf(host->name, sizeof host->name, "h");
+    ck_assert_crmm(crmm_resource_control_kind(host, "statistics", CRMM_STATISTICS_OP_DEPTH, NULL),
+                   CRMM_ERROR_UNSUPPORTED);
+    ck_assert_str_eq(crmm_last_error(), "unsupported: resource 'h' (host) has no statistics layer");
+    crmm_resource *stats = over("statistics", NULL, host);
+    crmm_resource *top = over("limiting", "allocation_limit=1MiB", stats);
+    ck_assert_crmm_ok(crmm_statistics_push(stats, NULL));
+    uint64_t depth = 0;
+    ck_assert_crmm_ok(crmm_resource_control_kind(top, "statistics", CRMM_STATISTICS_OP_DEPTH, &depth));
+    ck_assert_uint_eq(depth, 2);
+    ck_assert_crmm(crmm_resource_control_kind(NULL, "statistics", CRMM_STATISTICS_OP_DEPTH, &depth),
+                   CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_control_kind(top, NULL, CRMM_STATISTICS_OP_DEPTH, &depth), CRMM_ERROR_INVALID_ARGUMENT);
+    crmm_resource_release(top);
+    crmm_resource_release(stats);
+    crmm_resource_release(host);
+}
+END_TEST
+
 START_TEST(deep_push_pop)
 {
     crmm_resource *mr = stats_over_host();
@@ -383,6 +407,7 @@ int main(void)
     tcase_add_test(tc, failed_allocation_is_not_counted);
     tcase_add_test(tc, api_finds_the_layer_under_other_adaptors);
     tcase_add_test(tc, api_rejects_bad_arguments);
+    tcase_add_test(tc, control_kind_finds_the_layer_under_others);
     tcase_add_test(tc, deep_push_pop);
     tcase_add_test(tc, threads_count_exactly_while_frames_change);
     suite_add_tcase(s, tc);

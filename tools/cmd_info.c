@@ -85,11 +85,8 @@ static void print_graph(const crmm_config *cfg)
         }
         for (const char *up = crmm_config_resource_upstream(cfg, i); up;) {
             printf(" -> %s", up);
-            const char *next = NULL;
-            for (size_t k = 0; k < n; k++)
-                if (strcmp(crmm_config_resource_name(cfg, k), up) == 0)
-                    next = crmm_config_resource_upstream(cfg, k);
-            up = next;
+            long k = crmm_config_find_resource(cfg, up);
+            up = k >= 0 ? crmm_config_resource_upstream(cfg, (size_t)k) : NULL;
         }
         printf("%s\n", crmm_config_resource_is_host(cfg, i) ? "   [host memory]" : "");
     }
