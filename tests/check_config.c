@@ -83,21 +83,6 @@ static void find_config_files(void)
     qsort(bad_files, (size_t)nbad, PATH_MAX, compare_names);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    buf[got] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* `text` with every "\n" turned into "\r\n" (malloc'd). */
 static char *to_crlf(const char *text)
 {
@@ -148,7 +133,7 @@ static void assert_config_error(crmm_status st, const char *origin, int line, co
 START_TEST(test_bad_file)
 {
     const char *path = bad_files[_i];
-    char *text = slurp(path);
+    char *text = crmm_test_read_file_or_fail(path);
     int line;
     char sub[512];
     read_expectation(text, path, &line, sub, sizeof sub);
@@ -172,7 +157,7 @@ END_TEST
 START_TEST(test_good_file)
 {
     const char *path = good_files[_i];
-    char *text = slurp(path);
+    char *text = crmm_test_read_file_or_fail(path);
     crmm_config *cfg = NULL;
     cuda_calls = 0;
     ck_assert_crmm_ok(crmm_config_load_file(path, &cfg));
@@ -396,14 +381,6 @@ static void tmpdir_setup(void)
     ck_assert_ptr_nonnull(d);
     snprintf(tmpdir, sizeof tmpdir, "%s", d);
     free(d);
-}
-
-static void tmpdir_teardown(void)
-{
-    char cmd[PATH_MAX + 32];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpdir);
 }
 
 /* Writes `len` bytes to tmpdir/name; returns the path (one of 4 static buffers, in turn). */
@@ -811,7 +788,7 @@ int main(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("disk");
-    tcase_add_checked_fixture(tc, tmpdir_setup, tmpdir_teardown);
+    tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
     tcase_add_test(tc, test_binary_file);
     tcase_add_test(tc, test_missing_file_and_directory);
     tcase_add_test(tc, test_big_file);
@@ -828,14 +805,14 @@ int main(void)
     /* these call CUDA (to see whether there is a device): their own case with a GPU timeout */
     tc = tcase_create("cuda");
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_checked_fixture(tc, tmpdir_setup, tmpdir_teardown);
+    tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
     tcase_add_test(tc, test_cuda_calls_are_counted);
     tcase_add_test(tc, test_instances_gpu_chain_without_gpu);
     tcase_add_test(tc, test_init_then_registry_without_device);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("init");
-    tcase_add_checked_fixture(tc, tmpdir_setup, tmpdir_teardown);
+    tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
     tcase_add_test(tc, test_init_with_path);
     tcase_add_test(tc, test_init_missing_file);
     tcase_add_test(tc, test_init_from_environment);

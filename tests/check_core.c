@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "plugins/paramtest_plugin.h"
 #include "test_support.h"
@@ -26,33 +28,6 @@ static void make_tmpdir(void)
     ck_assert_ptr_nonnull(d);
     snprintf(tmpdir, sizeof tmpdir, "%s", d);
     free(d);
-}
-
-static void remove_tmpdir(void)
-{
-    char cmd[4200];
-    if (!tmpdir[0])
-        return;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-    tmpdir[0] = '\0';
-}
-
-/* The whole file as a malloc'd string ("" when it does not exist). */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return strdup("");
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    buf[got] = '\0';
-    fclose(f);
-    return buf;
 }
 
 #define ck_assert_error_contains(sub) \
@@ -294,7 +269,7 @@ START_TEST(test_log_to_file)
 
     ck_assert_crmm_ok(crmm_log_set_file(NULL)); /* back to stderr; closes the file */
     ck_assert_str_eq(crmm_log_get_file(), "stderr");
-    char *text = slurp(path);
+    char *text = crmm_test_read_file_or_fail(path);
     char *save = NULL, *line;
     const char *want[] = {"hello 42", "bad thing", "still here"};
     const char *levels[] = {"info", "error", "warn"};
@@ -310,12 +285,11 @@ START_TEST(test_log_to_file)
     ck_assert_crmm_ok(crmm_log_set_file(path));
     crmm_log(CRMM_LOG_CRITICAL, "appended");
     crmm_log_flush();
-    text = slurp(path);
+    text = crmm_test_read_file_or_fail(path);
     ck_assert_ptr_nonnull(strstr(text, "hello 42"));
     ck_assert_ptr_nonnull(strstr(text, "[critical] appended\n"));
     free(text);
     crmm_log_set_file(NULL);
-    remove_tmpdir();
 }
 END_TEST
 
@@ -350,10 +324,9 @@ START_TEST(test_log_env_file)
     crmm_log(CRMM_LOG_TRACE, "from the environment");
     ck_assert_str_eq(crmm_log_get_file(), path);
     crmm_log_set_file(NULL);
-    char *text = slurp(path);
+    char *text = crmm_test_read_file_or_fail(path);
     ck_assert_str_eq(check_line_format(text, "trace"), "from the environment\n");
     free(text);
-    remove_tmpdir();
 }
 END_TEST
 
@@ -397,7 +370,7 @@ START_TEST(test_log_threads_never_interleave)
         pthread_join(th[t], NULL);
     crmm_log_set_file(NULL);
 
-    char *text = slurp(path);
+    char *text = crmm_test_read_file_or_fail(path);
     int next[LOG_THREADS] = {0};
     int lines = 0;
     char *save = NULL;
@@ -415,7 +388,6 @@ START_TEST(test_log_threads_never_interleave)
     }
     ck_assert_int_eq(lines, LOG_THREADS * LOG_LINES);
     free(text);
-    remove_tmpdir();
 }
 END_TEST
 
@@ -805,6 +777,50 @@ START_TEST(test_expand_file_name_bad)
 }
 END_TEST
 
+/* ---- the tests' own temporary directories (test_support.c) ------------------------------- */
+
+/* A directory made by a process goes when that process exits, with what it holds (also a
+ * sub-directory without write permission); one made by its parent stays. */
+START_TEST(test_tmpdirs_go_with_their_maker)
+{
+    char *mine = crmm_test_tmpdir();
+    ck_assert_ptr_nonnull(mine);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char *d = crmm_test_tmpdir(), path[4200] = "";
+        if (d) {
+            snprintf(path, sizeof path, "%s/sub", d);
+            mkdir(path, 0700);
+            snprintf(path, sizeof path, "%s/sub/file", d);
+            FILE *f = fopen(path, "w");
+            if (f)
+                fclose(f);
+            snprintf(path, sizeof path, "%s/sub", d);
+            chmod(path, 0500);
+            snprintf(path, sizeof path, "%s", d);
+        }
+        free(d);
+        ssize_t w = write(fds[1], path, strlen(path) + 1);
+        exit(w > 1 ? 0 : 1); /* exit, not _exit: the exit handler removes d */
+    }
+    close(fds[1]);
+    char child_dir[4200] = "";
+    ssize_t n = read(fds[0], child_dir, sizeof child_dir - 1);
+    close(fds[0]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_gt(n, 1);
+    ck_assert_msg(access(child_dir, F_OK) != 0, "%s is still there", child_dir);
+    ck_assert_msg(access(mine, F_OK) == 0, "the child removed its parent's %s", mine);
+    free(mine);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("core");
@@ -845,6 +861,10 @@ int main(void)
     tcase_add_loop_test(tc, test_params_bad, 0, (int)(sizeof bad_params / sizeof bad_params[0]));
     tcase_add_test(tc, test_params_template_over_host);
     tcase_add_test(tc, test_params_null_arguments);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("test_support");
+    tcase_add_test(tc, test_tmpdirs_go_with_their_maker);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("plugin_helpers");
