@@ -603,8 +603,14 @@ static bool plan_make(const options *o, const bench_config *bc, plan *p)
     return true;
 }
 
-static bench_report *plan_report(const options *o, const bench_config *bc, const plan *p, FILE *out, FILE *err)
+/* plan_make, then begin the report; NULL with a message when either fails (plan_free the plan
+ * in every case). */
+static bench_report *plan_begin(const options *o, const bench_config *bc, plan *p, FILE *out, FILE *err)
 {
+    if (!plan_make(o, bc, p)) {
+        fprintf(err, "crmm bench: out of memory\n");
+        return NULL;
+    }
     bench_report_meta meta = {.config = bench_config_origin(bc), .device = p->device >= 0 ? p->device_line : NULL,
                               .no_gpu_reason = p->no_gpu[0] ? p->no_gpu : NULL, .overhead = o->overhead,
                               .nskipped = p->skips.n, .skipped_names = p->skips.names,
@@ -631,11 +637,7 @@ static int run_sets(const options *o, bench_config *bc, FILE *out, FILE *err)
     bench_set sets[MAX_SWEEP > NSETS ? MAX_SWEEP : NSETS];
     size_t nsets = build_sets(o, sets);
     plan p;
-    if (!plan_make(o, bc, &p)) {
-        fprintf(err, "crmm bench: out of memory\n");
-        return 1;
-    }
-    bench_report *rep = plan_report(o, bc, &p, out, err);
+    bench_report *rep = plan_begin(o, bc, &p, out, err);
     int status = rep ? 0 : 1;
     progress prog = {.err = err, .on = isatty(fileno(err)) != 0, .total = nsets * p.ntargets};
     if (rep && p.ntargets == 0)
@@ -680,11 +682,7 @@ static int run_overhead(const options *o, bench_config *bc, const bench_load_tim
     bench_set set;
     build_sets(&only_a, &set);
     plan p;
-    if (!plan_make(o, bc, &p)) {
-        fprintf(err, "crmm bench: out of memory\n");
-        return 1;
-    }
-    bench_report *rep = plan_report(o, bc, &p, out, err);
+    bench_report *rep = plan_begin(o, bc, &p, out, err);
     int status = rep ? 0 : 1;
     if (rep) {
         bench_dispatch_times dispatch;

@@ -2,10 +2,11 @@
  * cannot be loaded is skipped instead of failing the whole run.
  *
  * crmm_config_load_file() is strict: one plugin that is missing (not built yet, not installed)
- * rejects the file. The bench first tries exactly that; when it fails, it drops every
- * [resource.*] whose plugin does not load (and every resource stacked on a dropped one, and the
- * [crmm] default / [device.N] lines that name one), loads the rest, and remembers what it
- * dropped and why. Any other mistake in the file still fails with the strict loader's message.
+ * rejects the file. The bench first tries exactly that; when it fails, it loads the file with
+ * crmm_config_load_file_skipping, which leaves out every [resource.*] whose plugin does not load
+ * (and every resource stacked on a left-out one, and the [crmm] default / [device.N] that name
+ * one) and says what it left out and why. Any other mistake in the file still fails with the
+ * strict loader's message.
  *
  * Each measurement gets fresh instances (bench_config_create), so that one resource's cached
  * memory and peak statistics never leak into the next measurement. */
@@ -40,14 +41,13 @@ size_t bench_config_skipped_count(const bench_config *bc);
 const char *bench_config_skipped_name(const bench_config *bc, size_t i);
 const char *bench_config_skipped_reason(const bench_config *bc, size_t i);
 
-/* What each instance is built from: the file as it is (*text NULL), the file with the skipped
- * resources blanked (*text, with *path as its origin), or the built-in default (both NULL).
- * Valid while bc lives. `crmm bench --overhead` hands this to child processes that time the
- * load. */
-void bench_config_source(const bench_config *bc, const char **path, const char **text);
-/* Load such a source with the strict loader, as bench_config_create does. Errors as
- * crmm_config_load_file / crmm_config_load_string / crmm_config_load_default. */
-crmm_status bench_config_load_source(const char *path, const char *text, crmm_config **out);
+/* What each instance is built from: the file (*path) loaded strictly or, with *skipping, by
+ * crmm_config_load_file_skipping; or the built-in default (*path NULL). Valid while bc lives.
+ * `crmm bench --overhead` hands this to child processes that time the load. */
+void bench_config_source(const bench_config *bc, const char **path, bool *skipping);
+/* Load such a source as bench_config_create does. Errors as crmm_config_load_file /
+ * crmm_config_load_file_skipping / crmm_config_load_default. */
+crmm_status bench_config_load_source(const char *path, bool skipping, crmm_config **out);
 
 /* A fresh instance of resource `name` (and its own upstream chain) on CUDA device `device`
  * (ignored for host chains). Errors: as crmm_config_create_resource. */

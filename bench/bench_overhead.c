@@ -11,8 +11,9 @@
  * Config load: plugins stay loaded once a process has loaded them, so a fresh load is only
  * seen in a process that has loaded none: every sample is a child forked before the parent
  * opens the config, which times the load and writes the result into a pipe. A first child
- * opens the config as the bench does and sends back what loads (path and, when some plugins
- * are missing, the filtered text), so that the timed children load exactly that.
+ * opens the config as the bench does and sends back what loads (the path, and whether some
+ * plugins are missing so that the skipping loader is needed), so that the timed children load
+ * exactly that.
  *
  * Logging: bench_run (the ordinary runner) over a fresh resource, then over a logging layer
  * on another fresh instance, writing to a file in a new temporary directory. */
@@ -266,11 +267,11 @@ static bool read_all(int fd, void *buf, size_t n)
     return true;
 }
 
-/* What the opening child sends: this, then path_len bytes of path and text_len bytes of text. */
+/* What the opening child sends: this, then path_len bytes of path. */
 typedef struct source_msg {
     int32_t status;
-    uint32_t has_path, has_text;
-    uint32_t path_len, text_len;
+    uint32_t has_path, skipping;
+    uint32_t path_len;
     char error[512];
 } source_msg;
 
@@ -281,7 +282,7 @@ typedef struct load_msg {
     char error[512];
 } load_msg;
 
-#define MAX_SOURCE_TEXT (64u << 20)
+#define MAX_SOURCE_PATH (1u << 20)
 
 /* Fork a child that runs fn(arg, fd) with the write end of a pipe and exits; returns the read
  * end in *fd and the child in *pid, or false (with errno) when pipe or fork failed. */
@@ -325,26 +326,26 @@ static void open_child(void *arg, int fd)
     bench_config *bc = NULL;
     source_msg m;
     memset(&m, 0, sizeof m);
-    const char *path = NULL, *text = NULL;
+    const char *path = NULL;
+    bool skipping = false;
     m.status = bench_config_open(config, &bc);
     if (m.status == CRMM_OK) {
-        bench_config_source(bc, &path, &text);
+        bench_config_source(bc, &path, &skipping);
         m.has_path = path != NULL;
-        m.has_text = text != NULL;
-        m.path_len = path ? (uint32_t)strlen(path) : 0;
-        m.text_len = text && strlen(text) < MAX_SOURCE_TEXT ? (uint32_t)strlen(text) : 0;
+        m.skipping = skipping;
+        m.path_len = path && strlen(path) < MAX_SOURCE_PATH ? (uint32_t)strlen(path) : 0;
     } else {
         snprintf(m.error, sizeof m.error, "%s", crmm_last_error());
     }
-    bool ok = write_all(fd, &m, sizeof m) && write_all(fd, path ? path : "", m.path_len) &&
-              write_all(fd, text ? text : "", m.text_len);
+    bool ok = write_all(fd, &m, sizeof m) && write_all(fd, path ? path : "", m.path_len);
     close(fd);
     bench_config_close(bc);
     _exit(ok ? 0 : 1);
 }
 
 typedef struct load_source {
-    char *path, *text;           /* NULL when absent */
+    char *path;                  /* NULL for the built-in default */
+    bool skipping;
 } load_source;
 
 static void timed_child(void *arg, int fd)
@@ -355,11 +356,11 @@ static void timed_child(void *arg, int fd)
     crmm_config *first = NULL, *second = NULL;
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    m.status = bench_config_load_source(src->path, src->text, &first);
+    m.status = bench_config_load_source(src->path, src->skipping, &first);
     m.cold_ns = ns_since(&start);
     if (m.status == CRMM_OK) {
         clock_gettime(CLOCK_MONOTONIC, &start);
-        m.status = bench_config_load_source(src->path, src->text, &second);
+        m.status = bench_config_load_source(src->path, src->skipping, &second);
         m.warm_ns = ns_since(&start);
     }
     if (m.status != CRMM_OK)
@@ -380,12 +381,11 @@ static crmm_status find_source(const char *config, load_source *src)
     if (!start_child(open_child, (void *)config, &fd, &pid))
         return crmm_set_error(CRMM_ERROR_STATE, "bench: cannot start a child process: %s", strerror(errno));
     source_msg m;
-    bool ok = read_all(fd, &m, sizeof m) && m.text_len < MAX_SOURCE_TEXT;
+    bool ok = read_all(fd, &m, sizeof m) && m.path_len < MAX_SOURCE_PATH;
     if (ok && m.status == CRMM_OK) {
         src->path = m.has_path ? calloc(1, (size_t)m.path_len + 1) : NULL;
-        src->text = m.has_text ? calloc(1, (size_t)m.text_len + 1) : NULL;
-        ok = (!m.has_path || (src->path && read_all(fd, src->path, m.path_len))) &&
-             (!m.has_text || (src->text && read_all(fd, src->text, m.text_len)));
+        src->skipping = m.skipping != 0;
+        ok = !m.has_path || (src->path && read_all(fd, src->path, m.path_len));
     }
     close(fd);
     ok &= finish_child(pid);
@@ -395,7 +395,6 @@ static crmm_status find_source(const char *config, load_source *src)
     }
     if (!ok) {
         free(src->path);
-        free(src->text);
         memset(src, 0, sizeof *src);
         return crmm_set_error(CRMM_ERROR_STATE, "bench: the child process that opens the config failed");
     }
@@ -446,7 +445,6 @@ crmm_status bench_overhead_time_loads(const char *config, unsigned processes, be
     free(cold);
     free(warm);
     free(src.path);
-    free(src.text);
     return CRMM_OK;
 }
 
@@ -468,8 +466,9 @@ void bench_overhead_report_loads(bench_report *rep, const bench_load_times *t, c
 {
     size_t nres = bench_config_resource_count(bc), nplugins = distinct_plugins(bc);
     size_t nskipped = bench_config_skipped_count(bc);
-    const char *path, *text;
-    bench_config_source(bc, &path, &text);
+    const char *path;
+    bool skipping;
+    bench_config_source(bc, &path, &skipping);
     char what[256], description[1536];
     snprintf(what, sizeof what, "%s: %zu resource%s, %zu plugin%s%s", bench_config_origin(bc), nres,
              nres == 1 ? "" : "s", nplugins, nplugins == 1 ? "" : "s",
@@ -480,8 +479,8 @@ void bench_overhead_report_loads(bench_report *rep, const bench_load_times *t, c
              "  median of %u child processes forked before this one loaded any plugin\n"
              "  cold  the first load in the child (a fresh process)\n"
              "  warm  a second load in the same child (plugins already loaded)",
-             what, text ? "crmm_config_load_string (the file's text without them)"
-                        : path ? "crmm_config_load_file" : "crmm_config_load_default",
+             what, !path ? "crmm_config_load_default"
+                   : skipping ? "crmm_config_load_file_skipping (it leaves them out)" : "crmm_config_load_file",
              t->processes ? t->processes : 1);
     bench_report_overhead_section(rep, description, "ms");
     char target[32];

@@ -9,8 +9,5 @@ bench_libcrmmbench_la_SOURCES = \
 	bench/bench_report.c bench/bench_report.h \
 	bench/bench_overhead.c bench/bench_overhead.h \
 	bench/bench_cli.c bench/bench_cli.h
-# The installed config directory: `crmm bench` without --config measures the config that
-# crmm_init(NULL) would load.
-bench_libcrmmbench_la_CPPFLAGS = $(AM_CPPFLAGS) -DCRMM_SYSCONFDIR='"$(sysconfdir)"'
 bench_libcrmmbench_la_LIBADD = libcrmm.la $(CUDA_LIBS)
 EXTRA_DIST += bench/RESULTS.md

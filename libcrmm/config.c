@@ -6,7 +6,9 @@
  * inih reports no section that has no keys, cuts names at 49 characters and gives no line
  * numbers, so the reader's section state is the one used. Validation then loads each plugin,
  * checks each parameter against the plugin's table, resolves upstream names and rejects cycles —
- * all before any CUDA call, the error on the lowest line reported as "FILE:LINE: message".
+ * all before any CUDA call, the error on the lowest line reported as "FILE:LINE: message". The
+ * skipping load first moves each resource whose plugin does not load (and those stacked on one)
+ * out of the table into a list of what was left out, and validates the rest as usual.
  * Instantiation is lazy and per device: the first request for a resource on
  * a device builds its chain bottom-up and caches every instance, so resources that share an
  * upstream share one instance on that device. */
@@ -45,6 +47,9 @@ typedef struct cfg_resource {
 
 typedef struct cfg_device { int device; char *resource; int line, resource_line; } cfg_device;
 
+/* A resource the skipping load left out, and why; kept in file order (by line). */
+typedef struct cfg_skipped { char *name, *reason; int line; } cfg_skipped;
+
 struct crmm_config {
     char origin[PATH_MAX];
     char base_dir[PATH_MAX];  /* for relative plugin_path entries; "" for strings */
@@ -60,6 +65,9 @@ struct crmm_config {
     size_t nres;
     cfg_device *dev;
     size_t ndev;
+    bool skip_unloadable;     /* crmm_config_load_file_skipping */
+    cfg_skipped *skipped;
+    size_t nskipped;
     /* parse state */
     int line;
     int err_line;
@@ -341,9 +349,9 @@ static int on_key(void *user, const char *section, const char *key, const char *
 
 /* ---- validation ----------------------------------------------------------------------------- */
 
-static long find_resource(const crmm_config *c, const char *name)
+long crmm_config_find_resource(const crmm_config *c, const char *name)
 {
-    for (size_t i = 0; i < c->nres; i++)
+    for (size_t i = 0; c && name && i < c->nres; i++)
         if (strcmp(c->res[i].name, name) == 0)
             return (long)i;
     return -1;
@@ -432,11 +440,96 @@ static void check_cycles(crmm_config *c)
     }
 }
 
+static void free_resource(cfg_resource *r)
+{
+    free(r->name);
+    free(r->plugin_name);
+    free(r->upstream);
+    for (size_t j = 0; j < r->nparams; j++) {
+        free(r->params[j].key);
+        free(r->params[j].value);
+    }
+    free(r->params);
+}
+
+static bool is_skipped(const crmm_config *c, const char *name)
+{
+    for (size_t i = 0; i < c->nskipped; i++)
+        if (strcmp(c->skipped[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Move resource i to the skipped list (it takes the name and `reason`). */
+static bool skip_resource(crmm_config *c, size_t i, char *reason)
+{
+    cfg_skipped *s = realloc(c->skipped, (c->nskipped + 1) * sizeof *s);
+    if (!s || !reason) {
+        free(reason);
+        parse_error(c, c->res[i].line, "out of memory");
+        return false;
+    }
+    c->skipped = s;
+    size_t at = c->nskipped++;
+    for (; at > 0 && s[at - 1].line > c->res[i].line; at--)
+        s[at] = s[at - 1];
+    s[at] = (cfg_skipped){c->res[i].name, reason, c->res[i].line};
+    c->res[i].name = NULL;
+    free_resource(&c->res[i]);
+    memmove(&c->res[i], &c->res[i + 1], (c->nres - i - 1) * sizeof *c->res);
+    c->nres--;
+    return true;
+}
+
+/* The skipping load: leave out each resource whose plugin does not load, then those stacked on
+ * a left-out one, then the [crmm] default and [device.N] sections that name one. */
+static void skip_unloadable(crmm_config *c)
+{
+    for (size_t i = 0; i < c->nres;) {
+        const crmm_plugin *plugin;
+        if (!c->res[i].plugin_name || crmm_plugin_load(c->res[i].plugin_name, c->plugin_dirs, &plugin) == CRMM_OK)
+            i++;
+        else if (!skip_resource(c, i, strdup(crmm_last_error())))
+            return;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t i = 0; i < c->nres;) {
+            const char *up = c->res[i].upstream;
+            if (!up || !is_skipped(c, up)) {
+                i++;
+                continue;
+            }
+            char reason[128];
+            snprintf(reason, sizeof reason, "its upstream '%s' was skipped", up);
+            if (!skip_resource(c, i, strdup(reason)))
+                return;
+            changed = true;
+        }
+    }
+    if (c->default_name && is_skipped(c, c->default_name)) {
+        free(c->default_name);
+        c->default_name = NULL;
+    }
+    for (size_t i = 0; i < c->ndev;) {
+        if (c->dev[i].resource && is_skipped(c, c->dev[i].resource)) {
+            free(c->dev[i].resource);
+            memmove(&c->dev[i], &c->dev[i + 1], (c->ndev - i - 1) * sizeof *c->dev);
+            c->ndev--;
+        } else {
+            i++;
+        }
+    }
+    crmm_clear_error();
+}
+
 /* Everything that needs the whole file: plugins, parameters, upstreams, names. Every error is
  * collected; parse_error keeps the one on the lowest line. */
 static void validate(crmm_config *c)
 {
     resolve_plugin_path(c);
+    if (c->skip_unloadable && !c->err_line)
+        skip_unloadable(c);
     for (size_t i = 0; i < c->nres; i++) {
         cfg_resource *r = &c->res[i];
         if (!r->plugin_name) {
@@ -466,28 +559,30 @@ static void validate(crmm_config *c)
         if (r->upstream) {
             if (r->plugin->upstream == CRMM_UPSTREAM_NONE)
                 parse_error(c, r->upstream_line, "plugin %s takes no upstream", r->plugin_name);
-            else if ((r->upstream_index = find_resource(c, r->upstream)) < 0)
+            else if ((r->upstream_index = crmm_config_find_resource(c, r->upstream)) < 0)
                 unknown_resource(c, r->upstream_line, "upstream", r->upstream);
         } else if (r->plugin->upstream == CRMM_UPSTREAM_REQUIRED) {
             parse_error(c, r->line, "[resource.%s]: plugin %s needs 'upstream = NAME'", r->name, r->plugin_name);
         }
     }
     check_cycles(c);
-    if (c->default_name && find_resource(c, c->default_name) < 0)
+    if (c->default_name && crmm_config_find_resource(c, c->default_name) < 0)
         unknown_resource(c, c->default_line, "default", c->default_name);
     for (size_t i = 0; i < c->ndev; i++) {
         if (!c->dev[i].resource)
             parse_error(c, c->dev[i].line, "[device.%d] has no 'resource = NAME'", c->dev[i].device);
-        else if (find_resource(c, c->dev[i].resource) < 0)
+        else if (crmm_config_find_resource(c, c->dev[i].resource) < 0)
             unknown_resource(c, c->dev[i].resource_line, "resource", c->dev[i].resource);
     }
 }
 
-static crmm_status load(const char *text, const char *origin, const char *base_dir, crmm_config **out)
+static crmm_status load(const char *text, const char *origin, const char *base_dir, bool skip_unloadable,
+                        crmm_config **out)
 {
     crmm_config *c = calloc(1, sizeof *c);
     if (!c)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "config: malloc failed");
+    c->skip_unloadable = skip_unloadable;
     snprintf(c->origin, sizeof c->origin, "%s", origin);
     snprintf(c->base_dir, sizeof c->base_dir, "%s", base_dir ? base_dir : "");
     pthread_mutex_init(&c->lock, NULL);
@@ -514,17 +609,17 @@ crmm_status crmm_config_load_string(const char *text, const char *origin, crmm_c
 {
     if (!text || !out)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "config_load_string: %s is NULL", text ? "out" : "text");
-    return load(text, origin ? origin : "<string>", NULL, out);
+    return load(text, origin ? origin : "<string>", NULL, false, out);
 }
 
 crmm_status crmm_config_load_default(crmm_config **out)
 {
     if (!out)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "config_load_default: out is NULL");
-    return load(builtin_default, "<built-in>", NULL, out);
+    return load(builtin_default, "<built-in>", NULL, false, out);
 }
 
-crmm_status crmm_config_load_file(const char *path, crmm_config **out)
+static crmm_status load_file(const char *path, bool skip_unloadable, crmm_config **out)
 {
     if (!path || !out)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "config_load_file: %s is NULL", path ? "out" : "path");
@@ -570,9 +665,19 @@ crmm_status crmm_config_load_file(const char *path, crmm_config **out)
     } else {
         dir[0] = '\0';
     }
-    crmm_status st = load(buf, path, dir, out);
+    crmm_status st = load(buf, path, dir, skip_unloadable, out);
     free(buf);
     return st;
+}
+
+crmm_status crmm_config_load_file(const char *path, crmm_config **out)
+{
+    return load_file(path, false, out);
+}
+
+crmm_status crmm_config_load_file_skipping(const char *path, crmm_config **out)
+{
+    return load_file(path, true, out);
 }
 
 void crmm_config_free(crmm_config *c)
@@ -586,18 +691,14 @@ void crmm_config_free(crmm_config *c)
             crmm_resource_release(c->inst[d][i]);
         free(c->inst[d]);
     }
-    for (size_t i = 0; i < c->nres; i++) {
-        cfg_resource *r = &c->res[i];
-        free(r->name);
-        free(r->plugin_name);
-        free(r->upstream);
-        for (size_t j = 0; j < r->nparams; j++) {
-            free(r->params[j].key);
-            free(r->params[j].value);
-        }
-        free(r->params);
-    }
+    for (size_t i = 0; i < c->nres; i++)
+        free_resource(&c->res[i]);
     free(c->res);
+    for (size_t i = 0; i < c->nskipped; i++) {
+        free(c->skipped[i].name);
+        free(c->skipped[i].reason);
+    }
+    free(c->skipped);
     for (size_t i = 0; i < c->ndev; i++)
         free(c->dev[i].resource);
     free(c->dev);
@@ -626,6 +727,12 @@ const char *crmm_config_resource_param_value(const crmm_config *c, size_t i, siz
     return c && i < c->nres && j < c->res[i].nparams ? c->res[i].params[j].value : NULL;
 }
 const char *crmm_config_plugin_path(const crmm_config *c) { return c ? c->plugin_dirs : NULL; }
+size_t crmm_config_skipped_count(const crmm_config *c) { return c ? c->nskipped : 0; }
+const char *crmm_config_skipped_name(const crmm_config *c, size_t i) { return c && i < c->nskipped ? c->skipped[i].name : NULL; }
+const char *crmm_config_skipped_reason(const crmm_config *c, size_t i)
+{
+    return c && i < c->nskipped ? c->skipped[i].reason : NULL;
+}
 
 bool crmm_config_resource_is_host(const crmm_config *c, size_t i)
 {
@@ -692,7 +799,7 @@ crmm_status crmm_config_create_resource(crmm_config *c, const char *name, int de
     if (device < -1 || device >= MAX_CACHED_DEVICES)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "config_create_resource: device %d is not -1 (current) or 0..%d",
                               device, MAX_CACHED_DEVICES - 1);
-    long i = find_resource(c, name);
+    long i = crmm_config_find_resource(c, name);
     if (i < 0)
         return crmm_set_error(CRMM_ERROR_NOT_FOUND, "%s: no [resource.%s]", c->origin, name);
     bool host = crmm_config_resource_is_host(c, (size_t)i);
@@ -726,26 +833,26 @@ static crmm_config *current;
 const crmm_config *crmm_current_config(void) { return __atomic_load_n(&current, __ATOMIC_ACQUIRE); }
 
 
+const char *crmm_config_default_file(char *buf, size_t size)
+{
+    const char *env = getenv("CRMM_CONFIG");
+    if (env && *env)
+        return env;
+    if (!buf || snprintf(buf, size, "%s/crmm/crmm.ini", CRMM_SYSCONFDIR) >= (int)size)
+        return NULL;
+    FILE *f = fopen(buf, "r");
+    if (!f)
+        return NULL;
+    fclose(f);
+    return buf;
+}
+
 crmm_status crmm_init(const char *path)
 {
     crmm_config *c = NULL;
-    crmm_status st;
-    const char *from = path;
     char sys[PATH_MAX];
-    if (!from) {
-        const char *env = getenv("CRMM_CONFIG");
-        if (env && *env) {
-            from = env;
-        } else {
-            snprintf(sys, sizeof sys, "%s/crmm/crmm.ini", CRMM_SYSCONFDIR);
-            FILE *f = fopen(sys, "r");
-            if (f) {
-                fclose(f);
-                from = sys;
-            }
-        }
-    }
-    st = from ? crmm_config_load_file(from, &c) : crmm_config_load_default(&c);
+    const char *from = path ? path : crmm_config_default_file(sys, sizeof sys);
+    crmm_status st = from ? crmm_config_load_file(from, &c) : crmm_config_load_default(&c);
     if (st != CRMM_OK)
         return st;
     crmm_log_level lvl;

@@ -41,8 +41,6 @@ crmm_status crmm_params_check_required(const crmm_params *p);
 crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, crmm_param_value *out);
 /* The parameter-table check run by the loader. */
 crmm_status crmm_param_table_validate(const crmm_plugin *plugin);
-/* Name of a parameter type: "size", "uint", ... */
-const char *crmm_param_type_name(crmm_param_type t);
 
 /* resource.c: build through a plugin with prepared params; names the instance. */
 crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,

@@ -7,6 +7,7 @@ libcrmm_la_SOURCES = \
 	libcrmm/size_parse.c \
 	libcrmm/cuda_support.c \
 	libcrmm/params.c \
+	libcrmm/file_name.c \
 	libcrmm/resource.c \
 	libcrmm/device_registry.c \
 	libcrmm/plugin_loader.c \

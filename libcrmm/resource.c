@@ -98,6 +98,16 @@ crmm_resource *crmm_resource_find_kind(crmm_resource *mr, const char *kind)
     return NULL;
 }
 
+crmm_status crmm_resource_control_kind(crmm_resource *mr, const char *kind, int op, void *arg)
+{
+    if (!mr || !kind)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "control_kind: %s is NULL", mr ? "kind" : "resource");
+    crmm_resource *layer = crmm_resource_find_kind(mr, kind);
+    if (!layer)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "resource '%s' (%s) has no %s layer", mr->name, mr->kind, kind);
+    return crmm_resource_control(layer, op, arg);
+}
+
 bool crmm_resource_is_device_accessible(const crmm_resource *mr) { return mr && (mr->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE); }
 bool crmm_resource_is_host_accessible(const crmm_resource *mr) { return mr && (mr->flags & CRMM_RESOURCE_HOST_ACCESSIBLE); }
 const char *crmm_resource_kind(const crmm_resource *mr) { return mr ? mr->kind : ""; }

@@ -32,13 +32,6 @@ static const crmm_test_chain chains[] = {
     {"prefetch_over_async", ASYNC_UP "[resource.p]\nplugin = prefetch\nupstream = c\n", "p", 1, 0},
 };
 
-static uint64_t query(crmm_resource *mr, crmm_query what)
-{
-    uint64_t v = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
-    return v;
-}
-
 /* Host callback that holds its stream for `arg` milliseconds (no CUDA call inside). */
 static void hold_stream(void *arg) { usleep((useconds_t)(uintptr_t)arg * 1000); }
 
@@ -67,7 +60,7 @@ static void check_cross_stream_reuse(const char *upstream_plugin)
     ck_assert_crmm_ok(crmm_resource_deallocate(f, p, n, (crmm_cuda_stream_t)s1));
     ck_assert_crmm_ok(crmm_resource_allocate(f, n, (crmm_cuda_stream_t)s2, &q));
     ck_assert_ptr_eq(q, p); /* the only block: taken from s1's list, not a new chunk */
-    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     ck_assert_int_eq(cudaMemsetAsync(q, 0x55, n, s2), cudaSuccess);
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     ck_assert_uint_eq(byte_at(q), 0x55);
@@ -105,7 +98,7 @@ START_TEST(fixed_size_reuses_at_once_on_the_same_stream)
     ck_assert_crmm_ok(crmm_resource_allocate(f, 1000, NULL, &p));
     ck_assert_crmm_ok(crmm_resource_deallocate(f, p, 1000, NULL));
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
-    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     crmm_resource_release(f);
     crmm_resource_release(c);
     cudaStreamDestroy(s);
@@ -137,7 +130,7 @@ START_TEST(aligned_real_pointers)
             ck_assert_crmm_ok(crmm_resource_deallocate(a, p[k], sizes[k], NULL));
         crmm_resource_release(a);
     }
-    ck_assert_uint_eq(query(c, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(c, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(c);
 }
 END_TEST
@@ -147,19 +140,19 @@ START_TEST(binning_over_cuda_routes_by_size)
     crmm_resource *c, *b;
     ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &c));
     ck_assert_crmm_ok(crmm_resource_create("binning", "bins=4KiB:1MiB blocks_to_preallocate=1", c, &b));
-    ck_assert_uint_eq(query(c, CRMM_QUERY_BYTES_IN_USE), 4096 + (1 << 20));
+    ck_assert_uint_eq(crmm_test_query(c, CRMM_QUERY_BYTES_IN_USE), 4096 + (1 << 20));
     void *p[3];
     ck_assert_crmm_ok(crmm_resource_allocate(b, 4000, NULL, &p[0]));
     ck_assert_crmm_ok(crmm_resource_allocate(b, 4000, NULL, &p[1])); /* the 4 KiB bin grows */
-    ck_assert_uint_eq(query(c, CRMM_QUERY_BYTES_IN_USE), 2 * 4096 + (1 << 20));
+    ck_assert_uint_eq(crmm_test_query(c, CRMM_QUERY_BYTES_IN_USE), 2 * 4096 + (1 << 20));
     ck_assert_crmm_ok(crmm_resource_allocate(b, 3 << 20, NULL, &p[2])); /* straight to cuda */
-    ck_assert_uint_eq(query(c, CRMM_QUERY_BYTES_IN_USE), 2 * 4096 + (1 << 20) + (3 << 20));
+    ck_assert_uint_eq(crmm_test_query(c, CRMM_QUERY_BYTES_IN_USE), 2 * 4096 + (1 << 20) + (3 << 20));
     ck_assert_int_eq(cudaMemset(p[2], 0, 3 << 20), cudaSuccess);
     ck_assert_crmm_ok(crmm_resource_deallocate(b, p[0], 4000, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(b, p[1], 4000, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(b, p[2], 3 << 20, NULL));
     crmm_resource_release(b);
-    ck_assert_uint_eq(query(c, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(c, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(c);
 }
 END_TEST

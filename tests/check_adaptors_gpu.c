@@ -15,30 +15,6 @@
 
 static char *tmp_dir;
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        fwrite(chunk, 1, n, m);
-    fclose(f);
-    fclose(m);
-    return buf;
-}
-
-static int count_lines(const char *text)
-{
-    int n = 0;
-    for (const char *c = text; *c; c++)
-        n += *c == '\n';
-    return n;
-}
-
 START_TEST(logging_on_a_device_names_it_and_logs_streams)
 {
     char cfg_text[4600], want[4200];
@@ -61,7 +37,7 @@ START_TEST(logging_on_a_device_names_it_and_logs_streams)
     crmm_resource_release(mr);
     crmm_config_free(cfg);
     cudaStreamDestroy(s);
-    char *text = slurp(want);
+    char *text = crmm_test_read_file_or_fail(want);
     char line[128];
     snprintf(line, sizeof line, ",allocate,%p,1048576,%lx\n", p, (unsigned long)(uintptr_t)s);
     ck_assert_msg(strstr(text, line) != NULL, "'%s' not in:\n%s", line, text);
@@ -142,8 +118,8 @@ START_TEST(the_logging_switch)
     ck_assert_crmm_ok(crmm_get_log_filenames(names, 64, &count));
     ck_assert_int_eq(count, 0);
     ck_assert_ptr_null(names[0]);
-    char *text = slurp(want[0]); /* closed (and flushed) by disable */
-    ck_assert_int_eq(count_lines(text), 3);
+    char *text = crmm_test_read_file_or_fail(want[0]); /* closed (and flushed) by disable */
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 3);
     ck_assert_ptr_nonnull(strstr(text, ",allocate,"));
     ck_assert_ptr_nonnull(strstr(text, ",free,"));
     free(text);
@@ -187,47 +163,25 @@ END_TEST
 
 START_TEST(replay_against_device_memory)
 {
-    char log[4200], cfg[4200];
-    snprintf(log, sizeof log, "%s/gpu-replay.%ld.csv", tmp_dir, (long)getpid());
-    snprintf(cfg, sizeof cfg, "%s/gpu-replay.%ld.ini", tmp_dir, (long)getpid());
-    FILE *f = fopen(log, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("Thread,Time,Action,Pointer,Size,Stream\n"
-          "1,10:00:00.000001,allocate,0x7f0000000000,1048576,0\n"
-          "2,10:00:00.000002,allocate,0x7f0000100000,2097152,0\n"
-          "1,10:00:00.000003,free,0x7f0000100000,2097152,0\n"
-          "2,10:00:00.000004,allocate,0x7f0000200000,4096,0\n", f);
-    fclose(f);
-    f = fopen(cfg, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("[resource.c]\nplugin = cuda\n[resource.s]\nplugin = statistics\nupstream = c\n", f);
-    fclose(f);
-    char *argv[] = {"replay", log, "--config", cfg, "--resource", "s", NULL};
-    char *out = NULL, *err = NULL;
-    size_t n1, n2;
-    FILE *o = open_memstream(&out, &n1), *e = open_memstream(&err, &n2);
-    int rc = crmm_replay_main(6, argv, o, e);
-    fclose(o);
-    fclose(e);
-    ck_assert_msg(rc == 0, "rc %d: %s", rc, err);
-    ck_assert_msg(strstr(out, "allocations: 3 replayed, 0 failed") && strstr(out, "frees: 1 replayed") &&
-                  strstr(out, "resource: s (statistics -> cuda)") &&
-                  strstr(out, "log leaks: 2 allocations of 1052672 bytes"), "output:\n%s", out);
-    free(out);
-    free(err);
+    const char *log = crmm_test_write_file("gpu-replay.csv", "Thread,Time,Action,Pointer,Size,Stream\n"
+                                           "1,10:00:00.000001,allocate,0x7f0000000000,1048576,0\n"
+                                           "2,10:00:00.000002,allocate,0x7f0000100000,2097152,0\n"
+                                           "1,10:00:00.000003,free,0x7f0000100000,2097152,0\n"
+                                           "2,10:00:00.000004,allocate,0x7f0000200000,4096,0\n");
+    const char *cfg = crmm_test_write_file("gpu-replay.ini",
+                                           "[resource.c]\nplugin = cuda\n[resource.s]\nplugin = statistics\nupstream = c\n");
+    char *argv[] = {"replay", (char *)log, "--config", (char *)cfg, "--resource", "s", NULL};
+    crmm_test_output r = crmm_test_run_main(crmm_replay_main, argv);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "allocations: 3 replayed, 0 failed") && strstr(r.out, "frees: 1 replayed") &&
+                  strstr(r.out, "resource: s (statistics -> cuda)") &&
+                  strstr(r.out, "log leaks: 2 allocations of 1052672 bytes"), "output:\n%s", r.out);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
 static crmm_test_chain chains[5];
 static char logging_config[4600];
-
-static void remove_tmp_dir(void)
-{
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", tmp_dir);
-}
 
 int main(void)
 {
@@ -265,7 +219,6 @@ int main(void)
     suite_add_tcase(s, tc);
     crmm_conformance_add(s, chains, 5);
     rc = crmm_test_run(s);
-    remove_tmp_dir();
     free(tmp_dir);
     return rc;
 }

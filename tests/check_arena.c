@@ -44,13 +44,6 @@ static void drop_arena(fixture *f)
     crmm_resource_release(f->host);
 }
 
-static uint64_t query(crmm_resource *mr, crmm_query what)
-{
-    uint64_t v = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
-    return v;
-}
-
 static crmm_arena_stats stats(crmm_resource *mr)
 {
     crmm_arena_stats s;
@@ -58,26 +51,9 @@ static crmm_arena_stats stats(crmm_resource *mr)
     return s;
 }
 
-static void *alloc(crmm_resource *mr, size_t n)
-{
-    void *p = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, NULL, &p));
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
 static void release(crmm_resource *mr, void *p, size_t n)
 {
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, NULL));
-}
-
-static uint64_t next_rand(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
 }
 
 /* ---- internals a user relies on ----------------------------------------------------------- */
@@ -137,27 +113,27 @@ END_TEST
 START_TEST(superblock_splits_and_merges_back_whole)
 {
     fixture f = make_arena("arena_size=4MiB superblock_size=1MiB");
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 4 * MiB);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_FREE), 4 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 4 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_FREE), 4 * MiB);
     enum { N = 3000 };
     static void *p[N];
     for (int i = 0; i < N; i++)
-        p[i] = alloc(f.mr, 200 + (size_t)(i % 56)); /* all in the 256-byte class */
+        p[i] = crmm_test_allocate(f.mr, 200 + (size_t)(i % 56)); /* all in the 256-byte class */
     /* 3000 blocks of 256 B split one superblock: the largest free block is what is left outside it */
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 3 * MiB);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_FREE), 4 * MiB - N * 256);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 3 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_FREE), 4 * MiB - N * 256);
     ck_assert_uint_eq(stats(f.mr).superblocks_held, 1);
     for (int i = 0; i < N; i++)
         release(f.mr, p[i], 200 + (size_t)(i % 56));
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_FREE), 4 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_FREE), 4 * MiB);
     /* the empty superblock stays with the thread until trimmed; then it merges into one block */
     ck_assert_crmm_ok(crmm_resource_trim(f.mr));
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 4 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 4 * MiB);
     crmm_arena_stats s = stats(f.mr);
     ck_assert_uint_eq(s.superblocks, 0);
     ck_assert_uint_eq(s.global_largest_free, 4 * MiB);
     /* and can be handed out whole */
-    void *all = alloc(f.mr, 4 * MiB);
+    void *all = crmm_test_allocate(f.mr, 4 * MiB);
     release(f.mr, all, 4 * MiB);
     drop_arena(&f);
 }
@@ -166,12 +142,12 @@ END_TEST
 START_TEST(blocks_of_a_superblock_are_adjacent_and_aligned)
 {
     fixture f = make_arena("arena_size=4MiB");
-    char *a = alloc(f.mr, 1000), *b = alloc(f.mr, 1000), *c = alloc(f.mr, 1000);
+    char *a = crmm_test_allocate(f.mr, 1000), *b = crmm_test_allocate(f.mr, 1000), *c = crmm_test_allocate(f.mr, 1000);
     ck_assert_uint_eq((uintptr_t)a % 256, 0);
     ck_assert_ptr_eq(b, a + 1024);
     ck_assert_ptr_eq(c, b + 1024);
     release(f.mr, b, 1000);
-    ck_assert_ptr_eq(alloc(f.mr, 1024), b); /* freed on the same thread and stream: reused at once */
+    ck_assert_ptr_eq(crmm_test_allocate(f.mr, 1024), b); /* freed on the same thread and stream: reused at once */
     release(f.mr, a, 1000);
     release(f.mr, b, 1024);
     release(f.mr, c, 1000);
@@ -186,18 +162,18 @@ START_TEST(defragments_on_failure_and_retries)
     fixture f = make_arena("arena_size=4MiB superblock_size=1MiB");
     size_t sizes[4] = {256, 512, 768, 1024};
     for (int k = 0; k < 4; k++)
-        release(f.mr, alloc(f.mr, sizes[k]), sizes[k]);
+        release(f.mr, crmm_test_allocate(f.mr, sizes[k]), sizes[k]);
     crmm_arena_stats s = stats(f.mr);
     ck_assert_uint_eq(s.superblocks_held, 4);
     ck_assert_uint_eq(s.global_free_bytes, 0);
-    void *all = alloc(f.mr, 4 * MiB);
+    void *all = crmm_test_allocate(f.mr, 4 * MiB);
     s = stats(f.mr);
     ck_assert_uint_eq(s.defragmentations, 1);
     ck_assert_uint_eq(s.superblocks_held, 0);
     release(f.mr, all, 4 * MiB);
     /* the thread's arena notices its superblocks are gone and takes new ones */
     for (int k = 0; k < 4; k++)
-        release(f.mr, alloc(f.mr, sizes[k]), sizes[k]);
+        release(f.mr, crmm_test_allocate(f.mr, sizes[k]), sizes[k]);
     ck_assert_uint_eq(stats(f.mr).superblocks_held, 4);
     drop_arena(&f);
 }
@@ -261,7 +237,7 @@ START_TEST(defragment_takes_empty_superblocks_from_a_live_thread)
     ck_assert_int_eq(pthread_create(&t, NULL, hold_empty_superblocks, &h), 0);
     holder_wait(&h, 1);
     ck_assert_uint_eq(stats(f.mr).superblocks_held, 4);
-    void *all = alloc(f.mr, 4 * MiB); /* the other thread is alive and holds all four */
+    void *all = crmm_test_allocate(f.mr, 4 * MiB); /* the other thread is alive and holds all four */
     ck_assert_uint_eq(stats(f.mr).defragmentations, 1);
     release(f.mr, all, 4 * MiB);
     holder_go(&h, 2);
@@ -306,11 +282,11 @@ START_TEST(memory_filled_by_one_thread_and_freed_by_another_comes_back)
     ck_assert_int_eq(h.last, CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_uint_eq(h.nblocks, 4096); /* 4 MiB of 1 KiB blocks: no byte lost */
     ck_assert_msg(strstr(h.message, "out of memory: arena: failed to allocate 1.0 KiB") != NULL, "%s", h.message);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_ALLOCATIONS), 4096);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 4096);
     for (size_t i = 0; i < h.nblocks; i++) /* freed here while the filling thread lives */
         release(f.mr, h.blocks[i], h.size);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
-    void *all = alloc(f.mr, 4 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
+    void *all = crmm_test_allocate(f.mr, 4 * MiB);
     release(f.mr, all, 4 * MiB);
     holder_go(&h, 2);
     ck_assert_int_eq(pthread_join(t, NULL), 0);
@@ -384,7 +360,7 @@ START_TEST(frees_from_other_threads_come_back_to_the_owner)
     enum { N = 4000 };
     static void *blocks[N];
     for (int i = 0; i < N; i++) {
-        blocks[i] = alloc(f.mr, 512);
+        blocks[i] = crmm_test_allocate(f.mr, 512);
         memset(blocks[i], 0x11, 512);
     }
     pthread_t t[4];
@@ -397,16 +373,16 @@ START_TEST(frees_from_other_threads_come_back_to_the_owner)
         ck_assert_int_eq(pthread_join(t[k], NULL), 0);
         ck_assert_int_eq(j[k].errors, 0);
     }
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE), 0);
     /* this thread reuses them: no new superblock beyond the two it had */
     for (int i = 0; i < N; i++)
-        blocks[i] = alloc(f.mr, 512);
+        blocks[i] = crmm_test_allocate(f.mr, 512);
     ck_assert_uint_le(stats(f.mr).superblocks, 2);
     for (int i = 0; i < N; i++)
         release(f.mr, blocks[i], 512);
     ck_assert_crmm_ok(crmm_resource_trim(f.mr));
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 16 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 16 * MiB);
     drop_arena(&f);
 }
 END_TEST
@@ -423,7 +399,7 @@ START_TEST(out_of_memory_message_names_the_sizes)
     ck_assert_ptr_null(p);
     ck_assert_str_eq(crmm_last_error(), "out of memory: arena 'main': failed to allocate 1.0 PiB "
                                         "(arena size 8.0 MiB, 8.0 MiB free, largest free block 8.0 MiB)");
-    void *half = alloc(mr, 5 * MiB);
+    void *half = crmm_test_allocate(mr, 5 * MiB);
     ck_assert_crmm(crmm_resource_allocate(mr, 4 * MiB, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_msg(strstr(crmm_last_error(), "failed to allocate 4.0 MiB (arena size 8.0 MiB, 3.0 MiB free, largest free "
                                             "block 3.0 MiB)") != NULL, "%s", crmm_last_error());
@@ -436,11 +412,11 @@ END_TEST
 START_TEST(never_grows)
 {
     fixture f = make_arena("arena_size=8MiB");
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_MAXIMUM_SIZE), 8 * MiB);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
-    ck_assert_uint_eq(query(f.host, CRMM_QUERY_ALLOCATIONS), 1);
-    ck_assert_uint_eq(query(f.host, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_MAXIMUM_SIZE), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(crmm_test_query(f.host, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_uint_eq(crmm_test_query(f.host, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
     static void *p[20000];
     int n = 0;
     void *q;
@@ -448,15 +424,15 @@ START_TEST(never_grows)
         p[n++] = q;
     ck_assert_int_eq(n, 8 * (int)(MiB / 768)); /* 8 MiB of 768-byte blocks: 1365 per superblock, no byte lost */
     ck_assert_crmm(crmm_resource_allocate(f.mr, 2 * MiB, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_RESERVED_PEAK), 8 * MiB);
-    ck_assert_uint_eq(query(f.host, CRMM_QUERY_ALLOCATIONS), 1); /* no second upstream call */
-    ck_assert_uint_eq(query(f.host, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_RESERVED_PEAK), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.host, CRMM_QUERY_ALLOCATIONS), 1); /* no second upstream call */
+    ck_assert_uint_eq(crmm_test_query(f.host, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
     for (int i = 0; i < n; i++)
         release(f.mr, p[i], 700);
     ck_assert_crmm_ok(crmm_resource_trim(f.mr));
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_RESERVED), 8 * MiB); /* trim cannot shrink it either */
-    ck_assert_uint_eq(query(f.host, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_RESERVED), 8 * MiB); /* trim cannot shrink it either */
+    ck_assert_uint_eq(crmm_test_query(f.host, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
     drop_arena(&f);
 }
 END_TEST
@@ -466,22 +442,22 @@ START_TEST(queries_count_allocations)
     fixture f = make_arena("arena_size=64MiB");
     void *small[10], *large[3];
     for (int i = 0; i < 10; i++)
-        small[i] = alloc(f.mr, 1000);
+        small[i] = crmm_test_allocate(f.mr, 1000);
     for (int i = 0; i < 3; i++)
-        large[i] = alloc(f.mr, 1 * MiB);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_ALLOCATIONS), 13);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_IN_USE), 10000 + 3 * MiB);
+        large[i] = crmm_test_allocate(f.mr, 1 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 13);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE), 10000 + 3 * MiB);
     for (int i = 0; i < 10; i++)
         release(f.mr, small[i], 1000);
     for (int i = 0; i < 3; i++)
         release(f.mr, large[i], 1 * MiB);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_IN_USE), 0);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_ALLOCATIONS_PEAK), 13);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_IN_USE_PEAK), 10000 + 3 * MiB);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 13);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_TOTAL), 10000 + 3 * MiB);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_FREE), 64 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS_PEAK), 13);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE_PEAK), 10000 + 3 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 13);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_TOTAL), 10000 + 3 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_FREE), 64 * MiB);
     double frag = -1;
     ck_assert_crmm_ok(crmm_resource_fragmentation(f.mr, &frag));
     ck_assert(frag >= 0.0 && frag < 0.05); /* one held superblock apart from the rest */
@@ -499,16 +475,12 @@ START_TEST(dump_file_is_written_on_failure)
     snprintf(params, sizeof params, "arena_size=4MiB dump_log_on_failure=true dump_file=%s/dump.%%p.dev%%d.log", dir);
     snprintf(path, sizeof path, "%s/dump.%ld.devhost.log", dir, (long)getpid());
     fixture f = make_arena(params);
-    void *small = alloc(f.mr, 1000);
-    void *large = alloc(f.mr, 2 * MiB);
+    void *small = crmm_test_allocate(f.mr, 1000);
+    void *large = crmm_test_allocate(f.mr, 2 * MiB);
     void *p;
     ck_assert_crmm(crmm_resource_allocate(f.mr, 3 * MiB, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
-    FILE *in = fopen(path, "r");
-    ck_assert_msg(in != NULL, "no dump at %s", path);
-    char text[8192];
-    size_t n = fread(text, 1, sizeof text - 1, in);
-    text[n] = '\0';
-    fclose(in);
+    char *text = crmm_test_read_file(path);
+    ck_assert_msg(text != NULL, "no dump at %s", path);
     const char *expected[] = {
         "arena ran out of memory trying to allocate 3.0 MiB (3145728 bytes)\n",
         "  arena size: 4.0 MiB (4194304 bytes)\n",
@@ -526,14 +498,15 @@ START_TEST(dump_file_is_written_on_failure)
     for (size_t k = 0; k < sizeof expected / sizeof expected[0]; k++)
         ck_assert_msg(strstr(text, expected[k]) != NULL, "dump lacks \"%s\":\n%s", expected[k], text);
     /* on request too, appended */
+    free(text);
     ck_assert_crmm_ok(crmm_resource_control(f.mr, CRMM_ARENA_DUMP, path));
-    in = fopen(path, "r");
-    n = fread(text, 1, sizeof text - 1, in);
-    text[n] = '\0';
-    fclose(in);
+    text = crmm_test_read_file_or_fail(path);
     ck_assert_ptr_nonnull(strstr(text, "arena state on request"));
     ck_assert_ptr_nonnull(strstr(text, "ran out of memory"));
+    free(text);
     ck_assert_crmm(crmm_resource_control(f.mr, CRMM_ARENA_DUMP, "/nonexistent-dir/x.log"), CRMM_ERROR_IO);
+    ck_assert_crmm(crmm_resource_control(f.mr, CRMM_ARENA_DUMP, "x.%q.log"), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "'x.%q.log'"));
     release(f.mr, small, 1000);
     release(f.mr, large, 2 * MiB);
     drop_arena(&f);
@@ -567,13 +540,13 @@ START_TEST(two_arenas_in_one_thread_keep_their_own_memory)
     ck_assert_crmm_ok(crmm_resource_create("arena", "arena_size=8MiB", host, &b));
     void *pa[50], *pb[50];
     for (int i = 0; i < 50; i++) {
-        pa[i] = alloc(a, 512);
-        pb[i] = alloc(b, 512);
+        pa[i] = crmm_test_allocate(a, 512);
+        pb[i] = crmm_test_allocate(b, 512);
         memset(pa[i], 0xa, 512);
         memset(pb[i], 0xb, 512);
     }
-    ck_assert_uint_eq(query(a, CRMM_QUERY_ALLOCATIONS), 50);
-    ck_assert_uint_eq(query(b, CRMM_QUERY_ALLOCATIONS), 50);
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_ALLOCATIONS), 50);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 50);
     ck_assert_crmm(crmm_resource_deallocate(b, pa[0], 512, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_resource_deallocate(a, pb[0], 512, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     for (int i = 0; i < 50; i++)
@@ -586,9 +559,9 @@ START_TEST(two_arenas_in_one_thread_keep_their_own_memory)
         release(b, pb[i], 512);
     }
     ck_assert_crmm_ok(crmm_resource_create("arena", "arena_size=4MiB", host, &a)); /* a new one, same thread */
-    void *p = alloc(a, 512);
+    void *p = crmm_test_allocate(a, 512);
     release(a, p, 512);
-    p = alloc(b, 512);
+    p = crmm_test_allocate(b, 512);
     release(b, p, 512);
     crmm_resource_release(a);
     crmm_resource_release(b);
@@ -626,7 +599,7 @@ static void expect_create_error(const char *params, crmm_status want, const char
                   crmm_last_error(), text);
     ck_assert_ptr_eq(mr, (crmm_resource *)0x1);
     ck_assert_int_eq(crmm_resource_refcount(host), 1); /* no reference left behind */
-    ck_assert_uint_eq(query(host, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(host, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(host);
 }
 
@@ -644,6 +617,9 @@ START_TEST(bad_parameters_are_refused_clearly)
     expect_create_error("arena_size=1000KiB", CRMM_ERROR_CONFIG, "smaller than one superblock");
     expect_create_error("arena_size=4MiB dump_log_on_failure=maybe", CRMM_ERROR_CONFIG, "dump_log_on_failure");
     expect_create_error("arena_size=4MiB dump_file=", CRMM_ERROR_CONFIG, "dump_file");
+    /* a pattern is checked when the arena is made, not at the first dump */
+    expect_create_error("arena_size=4MiB dump_file=dump.%x.log", CRMM_ERROR_CONFIG,
+                        "arena: dump_file: file name 'dump.%x.log': unknown '%x'");
     expect_create_error("arena_size=4MiB arena_szie=1", CRMM_ERROR_CONFIG, "arena_szie");
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) /* they abort on a failed huge malloc */
     /* the upstream cannot give it: its error, with the arena's context */
@@ -658,7 +634,7 @@ END_TEST
 START_TEST(bad_pointers_are_refused_and_harmless)
 {
     fixture f = make_arena("arena_size=4MiB");
-    char *small = alloc(f.mr, 1000), *large = alloc(f.mr, 1 * MiB);
+    char *small = crmm_test_allocate(f.mr, 1000), *large = crmm_test_allocate(f.mr, 1 * MiB);
     int on_stack;
     char *heap = malloc(64);
     ck_assert_crmm(crmm_resource_deallocate(f.mr, &on_stack, 4, NULL), CRMM_ERROR_INVALID_ARGUMENT);
@@ -679,14 +655,14 @@ START_TEST(bad_pointers_are_refused_and_harmless)
     ck_assert_msg(strstr(crmm_last_error(), "freed twice") != NULL, "%s", crmm_last_error());
     ck_assert_crmm(crmm_resource_deallocate(f.mr, large, 1 * MiB, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     /* nothing was corrupted: counts are right and every byte can be handed out again */
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_IN_USE), 0);
-    void *a = alloc(f.mr, 1000), *b = alloc(f.mr, 1000);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    void *a = crmm_test_allocate(f.mr, 1000), *b = crmm_test_allocate(f.mr, 1000);
     ck_assert_ptr_ne(a, b);
     release(f.mr, a, 1000);
     release(f.mr, b, 1000);
     ck_assert_crmm_ok(crmm_resource_trim(f.mr));
-    void *all = alloc(f.mr, 4 * MiB);
+    void *all = crmm_test_allocate(f.mr, 4 * MiB);
     release(f.mr, all, 4 * MiB);
     free(heap);
     drop_arena(&f);
@@ -703,7 +679,7 @@ static void *free_once(void *arg)
 START_TEST(double_free_from_another_thread_is_refused)
 {
     fixture f = make_arena("arena_size=4MiB");
-    void *blocks[2] = {alloc(f.mr, 1000), alloc(f.mr, 1000)};
+    void *blocks[2] = {crmm_test_allocate(f.mr, 1000), crmm_test_allocate(f.mr, 1000)};
     free_job j = {f.mr, blocks, 0, 1, 1000, 0};
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, free_once, &j), 0);
@@ -715,7 +691,7 @@ START_TEST(double_free_from_another_thread_is_refused)
     ck_assert_int_eq(j.errors, 1);
     ck_assert_crmm(crmm_resource_deallocate(f.mr, blocks[0], 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* and here */
     release(f.mr, blocks[1], 1000);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
     drop_arena(&f);
 }
 END_TEST
@@ -739,10 +715,10 @@ END_TEST
 START_TEST(destroy_reports_live_allocations_and_frees_everything)
 {
     fixture f = make_arena("arena_size=4MiB");
-    alloc(f.mr, 1000);
-    alloc(f.mr, 2 * MiB);
+    crmm_test_allocate(f.mr, 1000);
+    crmm_test_allocate(f.mr, 2 * MiB);
     crmm_resource_release(f.mr); /* logs "arena resource '' destroyed with 2 live allocations" */
-    ck_assert_uint_eq(query(f.host, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(f.host, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(f.host);
 }
 END_TEST
@@ -820,13 +796,13 @@ static void *stress_thread(void *arg)
     int k = 0;
     uint64_t seed = 42 + (uint64_t)j->index;
     for (long s = 0; s < j->steps; s++) {
-        uint64_t r = next_rand(&seed);
+        uint64_t r = crmm_test_rand(&seed);
         if (j->index == 0 && s % 1000 == 999 && crmm_resource_trim(j->mr) != CRMM_OK) /* takes empty superblocks */
             stress_error(j, "trim", 0);
         if (k == 0 || (k < LIVE && (r & 1))) {
-            uint64_t kind = next_rand(&seed) % 100;
-            size_t size = kind < 80 ? 1 + next_rand(&seed) % 2048 : kind < 98 ? 1 + next_rand(&seed) % (128 * KiB)
-                                                                             : 1 + next_rand(&seed) % (2 * MiB);
+            uint64_t kind = crmm_test_rand(&seed) % 100;
+            size_t size = kind < 80 ? 1 + crmm_test_rand(&seed) % 2048 : kind < 98 ? 1 + crmm_test_rand(&seed) % (128 * KiB)
+                                                                             : 1 + crmm_test_rand(&seed) % (2 * MiB);
             if (crmm_resource_allocate(j->mr, size, NULL, &p[k]) != CRMM_OK) {
                 stress_error(j, "allocate", size);
                 continue;
@@ -903,12 +879,12 @@ START_TEST(stress_eight_threads)
     for (int i = 0; i < box.count; i++)
         stress_free(&rest, box.p[i], box.n[i]);
     ck_assert_msg(rest.errors == 0, "%s", rest.first_error);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_arena_stats s = stats(f.mr);
     ck_assert_uint_eq(s.thread_arenas, 0); /* the workers' went when they exited */
     ck_assert_crmm_ok(crmm_resource_trim(f.mr));
-    ck_assert_uint_eq(query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 512 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 512 * MiB);
     drop_arena(&f);
 }
 END_TEST

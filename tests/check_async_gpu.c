@@ -14,51 +14,37 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-static uint64_t query(crmm_resource *mr, crmm_query what)
-{
-    uint64_t v = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
-    return v;
-}
-
-static int current_device(void)
-{
-    int dev = -1;
-    ck_assert_int_eq(cudaGetDevice(&dev), cudaSuccess);
-    return dev;
-}
-
 START_TEST(queries_follow_allocate_and_free)
 {
     crmm_resource *a;
     ck_assert_crmm_ok(crmm_resource_create("async", "", NULL, &a));
     ck_assert(crmm_resource_is_device_accessible(a));
     ck_assert(!crmm_resource_is_host_accessible(a));
-    ck_assert_int_eq(a->device, current_device());
-    ck_assert_uint_eq(query(a, CRMM_QUERY_BYTES_RESERVED), 0); /* a private pool starts empty */
+    ck_assert_int_eq(a->device, crmm_test_cuda_device());
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 0); /* a private pool starts empty */
     cudaStream_t s;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(a, 8 * MiB, (crmm_cuda_stream_t)s, &p));
     ck_assert_uint_eq((uintptr_t)p % 256, 0);
     ck_assert_int_eq(cudaMemsetAsync(p, 1, 8 * MiB, s), cudaSuccess);
-    ck_assert_uint_eq(query(a, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
-    ck_assert_uint_eq(query(a, CRMM_QUERY_ALLOCATIONS), 1);
-    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
-    ck_assert_uint_ge(query(a, CRMM_QUERY_ASYNC_POOL_USED), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
+    ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_ASYNC_POOL_USED), 8 * MiB);
     ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 8 * MiB, (crmm_cuda_stream_t)s));
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
-    ck_assert_uint_eq(query(a, CRMM_QUERY_BYTES_IN_USE), 0);
-    ck_assert_uint_eq(query(a, CRMM_QUERY_BYTES_IN_USE_PEAK), 8 * MiB);
-    ck_assert_uint_eq(query(a, CRMM_QUERY_ASYNC_POOL_USED), 0);
-    ck_assert_uint_ge(query(a, CRMM_QUERY_ASYNC_POOL_USED_PEAK), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_BYTES_IN_USE_PEAK), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_ASYNC_POOL_USED), 0);
+    ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_ASYNC_POOL_USED_PEAK), 8 * MiB);
     /* the default release threshold keeps the memory across synchronization */
-    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
-    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_FREE), 8 * MiB);
-    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED_PEAK), 8 * MiB);
+    ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
+    ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_FREE), 8 * MiB);
+    ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED_PEAK), 8 * MiB);
     ck_assert_crmm_ok(crmm_resource_trim(a));
-    ck_assert_uint_eq(query(a, CRMM_QUERY_BYTES_RESERVED), 0);
-    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED_PEAK), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED_PEAK), 8 * MiB);
     crmm_resource_release(a);
     cudaStreamDestroy(s);
 }
@@ -68,17 +54,17 @@ START_TEST(initial_pool_size_primes_the_pool)
 {
     crmm_resource *a;
     ck_assert_crmm_ok(crmm_resource_create("async", "initial_pool_size=64MiB", NULL, &a));
-    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
-    ck_assert_uint_eq(query(a, CRMM_QUERY_BYTES_IN_USE), 0);
-    ck_assert_uint_eq(query(a, CRMM_QUERY_ALLOCATIONS_TOTAL), 0); /* priming is not a user allocation */
+    ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_ALLOCATIONS_TOTAL), 0); /* priming is not a user allocation */
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
-    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB); /* kept */
+    ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB); /* kept */
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(a, 100, NULL, &p)); /* RMM's ExplicitInitialPoolSize */
     ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 100, NULL));
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     ck_assert_crmm_ok(crmm_resource_trim(a));
-    ck_assert_uint_lt(query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
+    ck_assert_uint_lt(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
     crmm_resource_release(a);
 }
 END_TEST
@@ -106,7 +92,7 @@ static uint64_t reserved_after_sync(crmm_resource *a, uint64_t bytes)
     ck_assert_crmm_ok(crmm_resource_deallocate(a, p, bytes, (crmm_cuda_stream_t)s));
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
     cudaStreamDestroy(s);
-    return query(a, CRMM_QUERY_BYTES_RESERVED);
+    return crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED);
 }
 
 START_TEST(release_threshold_decides_what_stays)
@@ -132,7 +118,7 @@ START_TEST(each_resource_has_its_own_pool)
     ck_assert_ptr_nonnull(pa);
     ck_assert_ptr_ne(pa, pb);
     cudaMemPool_t device_default;
-    ck_assert_int_eq(cudaDeviceGetDefaultMemPool(&device_default, current_device()), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceGetDefaultMemPool(&device_default, crmm_test_cuda_device()), cudaSuccess);
     dflt = (void *)device_default;
     ck_assert_ptr_ne(pa, dflt); /* private, not the device's default pool */
     /* found under an adaptor too */
@@ -150,7 +136,7 @@ END_TEST
 static int supported_handle_types(void)
 {
     int mask = 0;
-    ck_assert_int_eq(cudaDeviceGetAttribute(&mask, cudaDevAttrMemoryPoolSupportedHandleTypes, current_device()), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceGetAttribute(&mask, cudaDevAttrMemoryPoolSupportedHandleTypes, crmm_test_cuda_device()), cudaSuccess);
     return mask;
 }
 
@@ -235,7 +221,7 @@ START_TEST(out_of_memory_leaves_the_pool_usable)
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
     ck_assert_crmm_ok(crmm_resource_allocate(a, 4096, NULL, &p));
     ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 4096, NULL));
-    ck_assert_uint_eq(query(a, CRMM_QUERY_ALLOCATIONS_TOTAL), 1);
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_ALLOCATIONS_TOTAL), 1);
     crmm_resource_release(a);
 }
 END_TEST
@@ -249,7 +235,7 @@ START_TEST(from_a_config_with_a_size_in_percent)
     ck_assert_crmm_ok(crmm_config_create_resource(cfg, "a", -1, &a));
     size_t free_b, total;
     ck_assert_int_eq(cudaMemGetInfo(&free_b, &total), cudaSuccess);
-    ck_assert_uint_ge(query(a, CRMM_QUERY_BYTES_RESERVED), (uint64_t)((double)total * 0.01) - MiB);
+    ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), (uint64_t)((double)total * 0.01) - MiB);
     crmm_resource_release(a);
     crmm_config_free(cfg);
 }

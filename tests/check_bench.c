@@ -574,26 +574,8 @@ END_TEST
 
 /* ---- the command line ------------------------------------------------------------------------- */
 
-typedef struct cli_result {
-    int status;
-    char *out, *err;
-} cli_result;
-
-static char *slurp(FILE *f)
-{
-    long n = ftell(f);
-    ck_assert_int_ge(n, 0);
-    char *s = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(s);
-    rewind(f);
-    ck_assert_uint_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 /* Run `crmm bench ARGS...` (NULL-terminated) in-process. */
-static cli_result run_cli(const char *first, ...)
+static crmm_test_output run_cli(const char *first, ...)
 {
     char *argv[64] = {(char *)"bench"};
     int argc = 1;
@@ -603,20 +585,7 @@ static cli_result run_cli(const char *first, ...)
         argv[argc++] = (char *)a;
     va_end(ap);
     argv[argc] = NULL;
-    FILE *out = tmpfile(), *err = tmpfile();
-    ck_assert_ptr_nonnull(out);
-    ck_assert_ptr_nonnull(err);
-    cli_result r;
-    r.status = bench_cli_main(argc, argv, out, err);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-}
-
-static void cli_free(cli_result *r)
-{
-    free(r->out);
-    free(r->err);
+    return crmm_test_run_main(bench_cli_main, argv);
 }
 
 /* The line of `text` that starts with the words `a` and `b` (separated by blanks), or NULL. */
@@ -640,7 +609,7 @@ static int gpu_count;
 START_TEST(cli_table_rows_and_skips)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
-    cli_result r = run_cli("--set", "B", "--steps", "1000", "--repeats", "1", "--config", path, NULL);
+    crmm_test_output r = run_cli("--set", "B", "--steps", "1000", "--repeats", "1", "--config", path, NULL);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_msg(strstr(r.out, "skipped p: ") != NULL, "%s", r.out);
     ck_assert_msg(strstr(r.out, "skipped q: its upstream 'p' was skipped") != NULL, "%s", r.out);
@@ -659,15 +628,15 @@ START_TEST(cli_table_rows_and_skips)
         ck_assert_msg(find_row(r.out, "B", "cudaMalloc") != NULL, "%s", r.out);
         ck_assert_msg(find_row(r.out, "B", "cudaMallocAsync") != NULL, "%s", r.out);
     }
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
 START_TEST(cli_multi_thread_and_random_mode)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
-    cli_result r = run_cli("--set=D", "--steps=400", "--repeats=2", "--config", path, "--resource", "t",
-                           "--no-references", NULL);
+    crmm_test_output r = run_cli("--set=D", "--steps=400", "--repeats=2", "--config", path, "--resource", "t",
+                                 "--no-references", NULL);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_nonnull(find_row(r.out, "D", "t"));
     ck_assert_ptr_null(find_row(r.out, "D", "h"));
@@ -675,7 +644,7 @@ START_TEST(cli_multi_thread_and_random_mode)
     ck_assert_ptr_nonnull(strstr(r.out, "wall time / ops per thread"));
     ck_assert_ptr_null(strstr(r.out, "cudaMalloc"));
     ck_assert_ptr_null(strstr(r.out, "no CUDA device"));
-    cli_free(&r);
+    crmm_test_output_free(&r);
 
     r = run_cli("--mode", "random", "--allocations", "300", "--max-size", "64KiB,1MiB", "--repeats", "1",
                 "--config", path, "--no-references", NULL);
@@ -683,7 +652,7 @@ START_TEST(cli_multi_thread_and_random_mode)
     ck_assert_msg(find_row(r.out, "rand/64KiB", "h") != NULL, "%s", r.out);
     ck_assert_ptr_nonnull(find_row(r.out, "rand/1MiB", "t"));
     ck_assert_ptr_nonnull(strstr(r.out, "RMM random_allocations, 300 allocations in 600 steps (73% allocate)"));
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
@@ -705,8 +674,8 @@ static int csv_fields(const char *line, size_t len)
 START_TEST(cli_csv_is_well_formed)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
-    cli_result r = run_cli("--set", "B", "--steps", "1000", "--repeats", "1", "--config", path, "--csv",
-                           "--no-references", NULL);
+    crmm_test_output r = run_cli("--set", "B", "--steps", "1000", "--repeats", "1", "--config", path, "--csv",
+                                 "--no-references", NULL);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_nonnull(strstr(r.err, "skipped p: ")); /* notes go to stderr */
     int lines = 0, header_fields = 0;
@@ -727,7 +696,7 @@ START_TEST(cli_csv_is_well_formed)
     }
     ck_assert_int_eq(header_fields, 20);
     ck_assert_int_eq(lines, 3); /* header, h, t */
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
@@ -789,18 +758,10 @@ static const char *json_value(const char *p)
     return end > p ? end : NULL;
 }
 
-static int count_of(const char *text, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
-        n++;
-    return n;
-}
-
 START_TEST(cli_json_is_well_formed)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
-    cli_result r = run_cli("--set", "A,B", "--steps", "300", "--repeats", "1", "--config", path, "--json", NULL);
+    crmm_test_output r = run_cli("--set", "A,B", "--steps", "300", "--repeats", "1", "--config", path, "--json", NULL);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     const char *end = json_value(r.out);
     ck_assert_msg(end != NULL, "not JSON:\n%s", r.out);
@@ -811,14 +772,14 @@ START_TEST(cli_json_is_well_formed)
     ck_assert_ptr_nonnull(strstr(r.out, "\"results\": ["));
     ck_assert_ptr_nonnull(strstr(r.out, "{\"resource\": \"p\", \"reason\": "));
     int rows = gpu_count ? 8 : 4; /* 2 sets x (h, t [, cudaMalloc, cudaMallocAsync]) */
-    ck_assert_int_eq(count_of(r.out, "{\"set\": "), rows);
-    ck_assert_int_eq(count_of(r.out, "\"status\": \"ok\""), rows);
-    ck_assert_int_eq(count_of(r.out, "\"resource\": \"t\", \"plugin\": \"template\""), 2);
-    ck_assert_int_eq(count_of(r.out, "\"set\": \"A\", \"mode\": \"steps\", \"steps\": 300, \"max_live\": 1000"),
+    ck_assert_int_eq(crmm_test_count(r.out, "{\"set\": "), rows);
+    ck_assert_int_eq(crmm_test_count(r.out, "\"status\": \"ok\""), rows);
+    ck_assert_int_eq(crmm_test_count(r.out, "\"resource\": \"t\", \"plugin\": \"template\""), 2);
+    ck_assert_int_eq(crmm_test_count(r.out, "\"set\": \"A\", \"mode\": \"steps\", \"steps\": 300, \"max_live\": 1000"),
                      rows / 2);
     if (!gpu_count)
         ck_assert_ptr_null(strstr(r.out, "\"no_gpu_reason\": null"));
-    cli_free(&r);
+    crmm_test_output_free(&r);
 
     /* nothing skipped, no GPU asked for: still valid */
     path = crmm_test_write_file("one.ini", "[resource.h]\nplugin = host\n");
@@ -828,7 +789,7 @@ START_TEST(cli_json_is_well_formed)
     ck_assert_msg(end && !*json_ws(end), "not JSON:\n%s", r.out);
     ck_assert_ptr_nonnull(strstr(r.out, "\"skipped\": []"));
     ck_assert_ptr_nonnull(strstr(r.out, "\"device\": null"));
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
@@ -856,8 +817,8 @@ static char *report_text(bench_format format, char **err_text)
     bench_report_row(rep, &set, "main", "pool", &ok);
     bench_report_row(rep, &set, "small", "pool", &oom);
     bench_report_end(rep);
-    *err_text = slurp(err);
-    return slurp(out);
+    *err_text = crmm_test_read_stream(err);
+    return crmm_test_read_stream(out);
 }
 
 START_TEST(report_formats_ok_and_oom_rows)
@@ -897,12 +858,12 @@ START_TEST(report_formats_ok_and_oom_rows)
 }
 END_TEST
 
-static void expect_usage_error(const char *what, cli_result r)
+static void expect_usage_error(const char *what, crmm_test_output r)
 {
     ck_assert_msg(r.status == 2, "%s: exit %d (expected 2)", what, r.status);
     ck_assert_msg(strncmp(r.err, "crmm bench: ", 12) == 0, "%s: message: %s", what, r.err);
     ck_assert_str_eq(r.out, "");
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 
 START_TEST(cli_bad_arguments_exit_2)
@@ -929,33 +890,33 @@ START_TEST(cli_bad_arguments_exit_2)
     expect_usage_error("--csv --json", run_cli("--csv", "--json", "--config", path, NULL));
     expect_usage_error("--csv=1", run_cli("--csv=1", "--config", path, NULL));
     expect_usage_error("unknown --resource", run_cli("--resource", "nope", "--config", path, NULL));
-    cli_result r = run_cli("--resource", "nope", "--config", path, NULL);
+    crmm_test_output r = run_cli("--resource", "nope", "--config", path, NULL);
     ck_assert_ptr_nonnull(strstr(r.err, "no [resource.nope]"));
     ck_assert_ptr_nonnull(strstr(r.err, "h t p q"));
-    cli_free(&r);
+    crmm_test_output_free(&r);
     r = run_cli("--set", "Z", "--config", path, NULL);
     ck_assert_ptr_nonnull(strstr(r.err, "unknown set 'Z'"));
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
 START_TEST(cli_config_failures_exit_1)
 {
-    cli_result r = run_cli("--config", "/nonexistent/crmm.ini", "--set", "B", NULL);
+    crmm_test_output r = run_cli("--config", "/nonexistent/crmm.ini", "--set", "B", NULL);
     ck_assert_int_eq(r.status, 1);
     ck_assert_ptr_nonnull(strstr(r.err, "/nonexistent/crmm.ini"));
-    cli_free(&r);
+    crmm_test_output_free(&r);
     const char *path = crmm_test_write_file("bad.ini", "[resource.h]\nplugin = host\nsize = 12\n");
     r = run_cli("--config", path, "--set", "B", NULL);
     ck_assert_int_eq(r.status, 1);
     ck_assert_msg(strstr(r.err, "bad.ini:3:") != NULL, "%s", r.err);
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
 START_TEST(cli_help_documents_everything)
 {
-    cli_result r = run_cli("--help", NULL);
+    crmm_test_output r = run_cli("--help", NULL);
     ck_assert_int_eq(r.status, 0);
     static const char *const words[] = {"--config", "--resource", "--no-references", "--set", "--steps", "--live",
                                         "--max-size", "--threads", "--repeats", "--mode", "--allocations", "--csv",
@@ -963,7 +924,7 @@ START_TEST(cli_help_documents_everything)
                                         "ops/s", "reserved/live", "OOM", "Exit status"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         ck_assert_msg(strstr(r.out, words[i]) != NULL, "--help does not mention %s", words[i]);
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
@@ -971,12 +932,12 @@ START_TEST(cli_default_config_is_crmm_init_s)
 {
     const char *path = crmm_test_write_file("env.ini", "[resource.envhost]\nplugin = host\n");
     setenv("CRMM_CONFIG", path, 1);
-    cli_result r = run_cli("--set", "B", "--steps", "100", "--repeats", "1", "--no-references", NULL);
+    crmm_test_output r = run_cli("--set", "B", "--steps", "100", "--repeats", "1", "--no-references", NULL);
     unsetenv("CRMM_CONFIG");
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_nonnull(strstr(r.out, path));
     ck_assert_ptr_nonnull(find_row(r.out, "B", "envhost"));
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
@@ -985,11 +946,11 @@ START_TEST(cli_shipped_config_loads)
     /* conf/crmm.ini works at every stage: resources whose plugin is not built are skipped */
     char path[4096];
     snprintf(path, sizeof path, "%s/../conf/crmm.ini", getenv("CRMM_TEST_SRCDIR") ? getenv("CRMM_TEST_SRCDIR") : "tests");
-    cli_result r = run_cli("--config", path, "--resource", "host", "--set", "B", "--steps", "200", "--repeats", "1",
-                           "--no-references", NULL);
+    crmm_test_output r = run_cli("--config", path, "--resource", "host", "--set", "B", "--steps", "200", "--repeats", "1",
+                                 "--no-references", NULL);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_msg(find_row(r.out, "B", "host") != NULL, "%s", r.out);
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
@@ -1084,8 +1045,8 @@ START_TEST(cli_overhead_table)
     snprintf(logs, sizeof logs, "%s/100%%p", tmp);
     ck_assert_int_eq(mkdir(logs, 0700), 0);
     setenv("TMPDIR", logs, 1);
-    cli_result r = run_cli("--overhead", "--iterations", "100000", "--loads", "3", "--steps", "1000", "--repeats",
-                           "2", "--config", path, NULL);
+    crmm_test_output r = run_cli("--overhead", "--iterations", "100000", "--loads", "3", "--steps", "1000", "--repeats",
+                                 "2", "--config", path, NULL);
     unsetenv("TMPDIR");
     ck_assert_msg(r.status == 0, "exit %d: %s\n%s", r.status, r.err, r.out);
     ck_assert_msg(dir_is_empty(logs), "the log was left in %s", logs);
@@ -1117,7 +1078,7 @@ START_TEST(cli_overhead_table)
     /* only pool, arena and host resources unless named */
     ck_assert_ptr_null(find_row(r.out, "logging", "t"));
     ck_assert_ptr_null(strstr(r.out, "no CUDA device"));
-    cli_free(&r);
+    crmm_test_output_free(&r);
 
     r = run_cli("--overhead", "--iterations=1000", "--loads=1", "--steps=200", "--repeats=1", "--config", path,
                 "--resource", "t", NULL);
@@ -1125,15 +1086,15 @@ START_TEST(cli_overhead_table)
     ck_assert_ptr_nonnull(find_row(r.out, "logging", "t"));
     ck_assert_ptr_nonnull(find_row(r.out, "logging", "logging(t)"));
     ck_assert_ptr_null(find_row(r.out, "logging", "h"));
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
 START_TEST(cli_overhead_without_a_gpu_runs_over_host_memory)
 {
     const char *path = crmm_test_write_file("gpu.ini", "[resource.g]\nplugin = cuda\n\n[resource.h]\nplugin = host\n");
-    cli_result r = run_cli("--overhead", "--iterations", "1000", "--loads", "2", "--steps", "200", "--repeats", "1",
-                           "--config", path, "--resource", "g", "--resource", "h", NULL);
+    crmm_test_output r = run_cli("--overhead", "--iterations", "1000", "--loads", "2", "--steps", "200", "--repeats", "1",
+                                 "--config", path, "--resource", "g", "--resource", "h", NULL);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_nonnull(find_row(r.out, "dispatch", "abi"));
     ck_assert_ptr_nonnull(find_row(r.out, "config_load", "cold"));
@@ -1146,7 +1107,7 @@ START_TEST(cli_overhead_without_a_gpu_runs_over_host_memory)
     } else {
         ck_assert_ptr_nonnull(find_row(r.out, "logging", "logging(g)"));
     }
-    cli_free(&r);
+    crmm_test_output_free(&r);
 
     /* nothing left for the logging measurement: the other two still run, and say so */
     if (gpu_count == 0) {
@@ -1155,7 +1116,7 @@ START_TEST(cli_overhead_without_a_gpu_runs_over_host_memory)
         ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
         ck_assert_ptr_nonnull(find_row(r.out, "config_load", "cold"));
         ck_assert_ptr_nonnull(strstr(r.err, "logging: no resource to measure it over"));
-        cli_free(&r);
+        crmm_test_output_free(&r);
     }
 }
 END_TEST
@@ -1172,12 +1133,12 @@ START_TEST(cli_overhead_failed_measurement_exits_1)
              (int)strcspn(saved, ":"), saved);
     const char *path = crmm_test_write_file("nolog.ini", text);
     setenv("CRMM_PLUGIN_PATH", "/nonexistent", 1);
-    cli_result r = run_cli("--overhead", "--iterations", "1000", "--loads", "1", "--steps", "200", "--repeats", "1",
-                           "--config", path, NULL);
+    crmm_test_output r = run_cli("--overhead", "--iterations", "1000", "--loads", "1", "--steps", "200", "--repeats", "1",
+                                 "--config", path, NULL);
     setenv("CRMM_PLUGIN_PATH", saved, 1);
     free(saved);
     if (r.status == 0 && !strstr(r.out, "no plugin 'logging'")) {
-        cli_free(&r); /* an installed crmm_logging.so was found: nothing fails here */
+        crmm_test_output_free(&r); /* an installed crmm_logging.so was found: nothing fails here */
         return;
     }
     ck_assert_msg(r.status == 1, "exit %d: %s\n%s", r.status, r.err, r.out);
@@ -1185,15 +1146,15 @@ START_TEST(cli_overhead_failed_measurement_exits_1)
     const char *row = find_row(r.out, "logging", "logging(h)");
     ck_assert_ptr_nonnull(row);
     ck_assert_msg(strstr(row, "error") && strstr(row, "no plugin 'logging'"), "%s", r.out);
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
 START_TEST(cli_overhead_csv_is_well_formed)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
-    cli_result r = run_cli("--overhead", "--iterations", "1000", "--loads", "2", "--steps", "300", "--repeats", "1",
-                           "--config", path, "--csv", NULL);
+    crmm_test_output r = run_cli("--overhead", "--iterations", "1000", "--loads", "2", "--steps", "300", "--repeats", "1",
+                                 "--config", path, "--csv", NULL);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_nonnull(strstr(r.err, "skipped p: "));
     static const char *const starts[] = {"measurement,name,detail,unit,samples,status,median,min,max,baseline,added,"
@@ -1215,28 +1176,28 @@ START_TEST(cli_overhead_csv_is_well_formed)
     ck_assert_int_eq(lines, 8);
     ck_assert_ptr_nonnull(strstr(r.out, ",direct,"));             /* abi's baseline */
     ck_assert_ptr_nonnull(strstr(r.out, ",added <= 150 ns/op,")); /* logging(h)'s target */
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
 START_TEST(cli_overhead_json_is_well_formed)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
-    cli_result r = run_cli("--overhead", "--iterations", "1000", "--loads", "2", "--steps", "300", "--repeats", "1",
-                           "--config", path, "--json", NULL);
+    crmm_test_output r = run_cli("--overhead", "--iterations", "1000", "--loads", "2", "--steps", "300", "--repeats", "1",
+                                 "--config", path, "--json", NULL);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     const char *end = json_value(r.out);
     ck_assert_msg(end && !*json_ws(end), "not JSON:\n%s", r.out);
     ck_assert_ptr_nonnull(strstr(r.out, "\"mode\": \"overhead\""));
     ck_assert_ptr_nonnull(strstr(r.out, "{\"resource\": \"p\", \"reason\": "));
-    ck_assert_int_eq(count_of(r.out, "{\"measurement\": "), 7);
-    ck_assert_int_eq(count_of(r.out, "\"status\": \"ok\""), 7);
-    ck_assert_int_eq(count_of(r.out, "\"target\": \""), 3); /* abi, cold, logging(h) */
-    ck_assert_int_eq(count_of(r.out, "\"target_met\": null"), 4);
+    ck_assert_int_eq(crmm_test_count(r.out, "{\"measurement\": "), 7);
+    ck_assert_int_eq(crmm_test_count(r.out, "\"status\": \"ok\""), 7);
+    ck_assert_int_eq(crmm_test_count(r.out, "\"target\": \""), 3); /* abi, cold, logging(h) */
+    ck_assert_int_eq(crmm_test_count(r.out, "\"target_met\": null"), 4);
     ck_assert_ptr_nonnull(strstr(r.out, "{\"measurement\": \"config_load\", \"name\": \"cold\", "));
     ck_assert_ptr_nonnull(strstr(r.out, "\"unit\": \"ms\""));
     ck_assert_ptr_nonnull(strstr(r.out, "\"name\": \"logging(h)\""));
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
@@ -1262,13 +1223,13 @@ static char *overhead_report_text(bench_format format)
     bench_report_overhead_row(rep, &missed);
     bench_report_overhead_row(rep, &failed);
     bench_report_end(rep);
-    char *e = slurp(err);
+    char *e = crmm_test_read_stream(err);
     if (format == BENCH_FORMAT_CSV)
         ck_assert_msg(strstr(e, "overhead measurements run over host memory") != NULL, "%s", e);
     else
         ck_assert_str_eq(e, "");
     free(e);
-    return slurp(out);
+    return crmm_test_read_stream(out);
 }
 
 START_TEST(report_formats_overhead_rows)
@@ -1327,31 +1288,31 @@ START_TEST(cli_overhead_bad_arguments_exit_2)
     expect_usage_error("--overhead --resource nope",
                        run_cli("--overhead", "--loads", "1", "--iterations", "10", "--resource", "nope", "--config",
                                path, NULL));
-    cli_result r = run_cli("--overhead", "--set", "A", "--config", path, NULL);
+    crmm_test_output r = run_cli("--overhead", "--set", "A", "--config", path, NULL);
     ck_assert_ptr_nonnull(strstr(r.err, "--set does not apply to --overhead"));
-    cli_free(&r);
+    crmm_test_output_free(&r);
     r = run_cli("--loads", "3", "--config", path, NULL);
     ck_assert_ptr_nonnull(strstr(r.err, "--loads applies to --overhead"));
-    cli_free(&r);
+    crmm_test_output_free(&r);
     /* a config that cannot be loaded is exit 1, as without --overhead */
     r = run_cli("--overhead", "--config", "/nonexistent/crmm.ini", NULL);
     ck_assert_int_eq(r.status, 1);
     ck_assert_ptr_nonnull(strstr(r.err, "/nonexistent/crmm.ini"));
     ck_assert_str_eq(r.out, "");
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
 START_TEST(cli_overhead_help)
 {
-    cli_result r = run_cli("--help", NULL);
+    crmm_test_output r = run_cli("--help", NULL);
     ck_assert_int_eq(r.status, 0);
     static const char *const words[] = {"--overhead", "--iterations", "--loads", "dispatch", "config_load", "logging",
                                         "crmm_resource_allocate", "pass-through adaptor", "auto_flush=false",
                                         "<= 5 ms", "150 ns/op", "2 ns per call"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         ck_assert_msg(strstr(r.out, words[i]) != NULL, "--help does not mention %s", words[i]);
-    cli_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 

@@ -83,48 +83,26 @@ START_TEST(references_report_out_of_memory)
 }
 END_TEST
 
-static char *slurp(FILE *f)
-{
-    long n = ftell(f);
-    char *s = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(s);
-    rewind(f);
-    ck_assert_uint_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
-static int count_of(const char *text, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
-        n++;
-    return n;
-}
-
 START_TEST(cli_over_gpu_and_host)
 {
     const char *path = crmm_test_write_file("gpu.ini", "[crmm]\ndefault = gpu\n[resource.gpu]\nplugin = cuda\n"
                                                        "[resource.h]\nplugin = host\n");
     char *argv[] = {"bench", "--config", (char *)path, "--set", "B,D", "--steps", "1000", "--repeats", "1",
                     "--json", NULL};
-    FILE *out = tmpfile(), *err = tmpfile();
-    int rc = bench_cli_main(10, argv, out, err);
-    char *o = slurp(out), *e = slurp(err);
-    ck_assert_msg(rc == 0, "exit %d: %s", rc, e);
+    crmm_test_output r = crmm_test_run_main(bench_cli_main, argv);
+    const char *o = r.out;
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_null(strstr(o, "\"no_gpu_reason\": \""));
     ck_assert_ptr_nonnull(strstr(o, "\"device\": \"device "));
-    ck_assert_int_eq(count_of(o, "\"status\": \"ok\""), 8); /* 2 sets x gpu, h, cudaMalloc, cudaMallocAsync */
-    ck_assert_int_eq(count_of(o, "\"resource\": \"gpu\", \"plugin\": \"cuda\""), 2);
+    ck_assert_int_eq(crmm_test_count(o, "\"status\": \"ok\""), 8); /* 2 sets x gpu, h, cudaMalloc, cudaMallocAsync */
+    ck_assert_int_eq(crmm_test_count(o, "\"resource\": \"gpu\", \"plugin\": \"cuda\""), 2);
     /* the async reference answers its reserved peak */
     const char *row = strstr(o, "\"resource\": \"cudaMallocAsync\"");
     ck_assert_ptr_nonnull(row);
     const char *reserved = strstr(row, "\"peak_reserved_bytes\": ");
     ck_assert_ptr_nonnull(reserved);
     ck_assert_msg(strncmp(reserved + 23, "null", 4) != 0, "%s", row);
-    free(o);
-    free(e);
+    crmm_test_output_free(&r);
 }
 END_TEST
 

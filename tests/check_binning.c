@@ -20,13 +20,6 @@ static const crmm_test_chain chains[] = {
      "b", 0, 0},
 };
 
-static uint64_t query(crmm_resource *mr, crmm_query what)
-{
-    uint64_t v = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
-    return v;
-}
-
 static void make(const char *params, crmm_resource **host, crmm_resource **bin)
 {
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, host));
@@ -36,19 +29,19 @@ static void make(const char *params, crmm_resource **host, crmm_resource **bin)
 /* Allocate `bytes` and return how much more the host upstream holds afterwards. */
 static uint64_t upstream_growth(crmm_resource *h, crmm_resource *b, size_t bytes, void **p)
 {
-    uint64_t before = query(h, CRMM_QUERY_BYTES_IN_USE);
+    uint64_t before = crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE);
     ck_assert_crmm_ok(crmm_resource_allocate(b, bytes, NULL, p));
     ck_assert_ptr_nonnull(*p);
-    return query(h, CRMM_QUERY_BYTES_IN_USE) - before;
+    return crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE) - before;
 }
 
 START_TEST(requests_go_to_the_smallest_bin_that_fits)
 {
     crmm_resource *h, *b;
     make("bins=256:4KiB:64KiB blocks_to_preallocate=1", &h, &b);
-    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 256 + 4096 + 65536); /* one block per bin at create */
-    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_RESERVED), 256 + 4096 + 65536);
-    ck_assert_uint_eq(query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 256 + 4096 + 65536); /* one block per bin at create */
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_RESERVED), 256 + 4096 + 65536);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
     struct { size_t bytes; uint64_t growth; } cases[] = {
         {100, 0}, {256, 256},          /* 256 bin: its one block, then a new chunk */
         {257, 0}, {4096, 4096},        /* 4 KiB bin, the boundary included */
@@ -61,18 +54,18 @@ START_TEST(requests_go_to_the_smallest_bin_that_fits)
         ck_assert_msg(grew == cases[i].growth, "%zu bytes: upstream grew by %llu, expected %llu", cases[i].bytes,
                       (unsigned long long)grew, (unsigned long long)cases[i].growth);
     }
-    ck_assert_uint_eq(query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 3 + 3 + 2);
-    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_RESERVED), 2 * (256 + 4096 + 65536) + 65537 + (1 << 20));
-    ck_assert_uint_eq(query(b, CRMM_QUERY_ALLOCATIONS), 8);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 3 + 3 + 2);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_RESERVED), 2 * (256 + 4096 + 65536) + 65537 + (1 << 20));
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 8);
     for (int i = 0; i < 8; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(b, p[i], cases[i].bytes, NULL));
     /* the large blocks went back upstream, the bins keep their chunks */
-    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 2 * (256 + 4096 + 65536));
-    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_FREE), 2 * (256 + 4096 + 65536));
-    ck_assert_uint_eq(query(b, CRMM_QUERY_LARGEST_FREE_BLOCK), 65536);
-    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 2 * (256 + 4096 + 65536));
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_FREE), 2 * (256 + 4096 + 65536));
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_LARGEST_FREE_BLOCK), 65536);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(b);
-    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(h);
 }
 END_TEST
@@ -81,7 +74,7 @@ START_TEST(exponent_range_makes_power_of_two_bins)
 {
     crmm_resource *h, *b;
     make("min_size_exponent=10 max_size_exponent=12 blocks_to_preallocate=1", &h, &b);
-    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 1024 + 2048 + 4096);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 1024 + 2048 + 4096);
     void *p[7];
     ck_assert_uint_eq(upstream_growth(h, b, 1, &p[0]), 0);
     ck_assert_uint_eq(upstream_growth(h, b, 1000, &p[1]), 1024);
@@ -103,8 +96,8 @@ START_TEST(small_exponents_round_up_to_256)
     crmm_resource *h, *b;
     /* 8, 16, ..., 256 all become 256 (one bin), then 512 */
     make("min_size_exponent=3 max_size_exponent=9 blocks_to_preallocate=1", &h, &b);
-    ck_assert_uint_eq(query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
-    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 256 + 512);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 256 + 512);
     crmm_resource_release(b);
     crmm_resource_release(h);
 }
@@ -114,7 +107,7 @@ START_TEST(exponents_and_list_combine)
 {
     crmm_resource *h, *b;
     make("min_size_exponent=8 max_size_exponent=9 bins=1MiB:512 blocks_to_preallocate=1", &h, &b);
-    ck_assert_uint_eq(query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 3); /* 256, 512 (once), 1 MiB */
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 3); /* 256, 512 (once), 1 MiB */
     void *p, *q;
     ck_assert_uint_eq(upstream_growth(h, b, 600, &p), 0);
     ck_assert_uint_eq(upstream_growth(h, b, 700, &q), 1 << 20);
@@ -150,10 +143,10 @@ START_TEST(no_bins_passes_everything_upstream)
     make("", &h, &b);
     void *p;
     ck_assert_uint_eq(upstream_growth(h, b, 100, &p), 100);
-    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_RESERVED), 100);
-    ck_assert_uint_eq(query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_RESERVED), 100);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 100, NULL));
-    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(b);
     crmm_resource_release(h);
 }
@@ -208,7 +201,7 @@ START_TEST(bins_from_a_config_file)
                                               "binning.ini", &cfg));
     crmm_resource *b;
     ck_assert_crmm_ok(crmm_config_create_resource(cfg, "b", -1, &b));
-    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_RESERVED), 2 * 1024 + 2 * 2048);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_RESERVED), 2 * 1024 + 2 * 2048);
     crmm_resource_release(b);
     crmm_config_free(cfg);
     ck_assert_crmm(crmm_config_load_string("[resource.h]\nplugin = host\n[resource.b]\nplugin = binning\nupstream = h\n"

@@ -83,21 +83,6 @@ static void find_config_files(void)
     qsort(bad_files, (size_t)nbad, PATH_MAX, compare_names);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    buf[got] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* `text` with every "\n" turned into "\r\n" (malloc'd). */
 static char *to_crlf(const char *text)
 {
@@ -148,7 +133,7 @@ static void assert_config_error(crmm_status st, const char *origin, int line, co
 START_TEST(test_bad_file)
 {
     const char *path = bad_files[_i];
-    char *text = slurp(path);
+    char *text = crmm_test_read_file_or_fail(path);
     int line;
     char sub[512];
     read_expectation(text, path, &line, sub, sizeof sub);
@@ -172,7 +157,7 @@ END_TEST
 START_TEST(test_good_file)
 {
     const char *path = good_files[_i];
-    char *text = slurp(path);
+    char *text = crmm_test_read_file_or_fail(path);
     crmm_config *cfg = NULL;
     cuda_calls = 0;
     ck_assert_crmm_ok(crmm_config_load_file(path, &cfg));
@@ -398,14 +383,6 @@ static void tmpdir_setup(void)
     free(d);
 }
 
-static void tmpdir_teardown(void)
-{
-    char cmd[PATH_MAX + 32];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpdir);
-}
-
 /* Writes `len` bytes to tmpdir/name; returns the path (one of 4 static buffers, in turn). */
 static const char *write_tmp(const char *name, const char *data, size_t len)
 {
@@ -460,6 +437,94 @@ START_TEST(test_big_file)
     crmm_config *cfg = NULL;
     assert_config_error(crmm_config_load_file(path, &cfg), path, (int)n + 4, "default 'x' is not a [resource.*]");
     free(text);
+}
+END_TEST
+
+START_TEST(test_skipping_load_leaves_out_unloadable_plugins)
+{
+    static const char text[] =
+        "[crmm]\n"
+        "default = q\n"
+        "[resource.early]\nplugin = template\nupstream = p\n" /* stacked on a later one */
+        "[resource.h]\nplugin = host\n"
+        "[resource.p]\nplugin = nosuchplugin\nupstream = h\nbogus = 1\n" /* its keys are not checked */
+        "[resource.q]\nplugin = template\nupstream = p\n"
+        "[resource.r]\nplugin = template\nupstream = q\n"
+        "[resource.t]\nplugin = template\nupstream = h\n"
+        "[device.0]\nresource = r\n"
+        "[device.1]\nresource = t\n";
+    const char *path = write_tmp("skip.ini", text, sizeof text - 1);
+    crmm_config *cfg = NULL;
+    ck_assert_crmm(crmm_config_load_file(path, &cfg), CRMM_ERROR_CONFIG); /* the strict loader refuses it */
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "nosuchplugin"));
+    ck_assert_crmm_ok(crmm_config_load_file_skipping(path, &cfg));
+    ck_assert_uint_eq(crmm_config_resource_count(cfg), 2);
+    ck_assert_str_eq(crmm_config_resource_name(cfg, 0), "h");
+    ck_assert_str_eq(crmm_config_resource_name(cfg, 1), "t");
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "h"), 0);
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "t"), 1);
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "p"), -1); /* left out */
+    ck_assert_int_eq(crmm_config_find_resource(cfg, NULL), -1);
+    ck_assert_int_eq(crmm_config_find_resource(NULL, "h"), -1);
+    /* in file order */
+    ck_assert_uint_eq(crmm_config_skipped_count(cfg), 4);
+    ck_assert_str_eq(crmm_config_skipped_name(cfg, 0), "early");
+    ck_assert_str_eq(crmm_config_skipped_reason(cfg, 0), "its upstream 'p' was skipped");
+    ck_assert_str_eq(crmm_config_skipped_name(cfg, 1), "p");
+    ck_assert_ptr_nonnull(strstr(crmm_config_skipped_reason(cfg, 1), "nosuchplugin"));
+    ck_assert_str_eq(crmm_config_skipped_name(cfg, 2), "q");
+    ck_assert_str_eq(crmm_config_skipped_reason(cfg, 2), "its upstream 'p' was skipped");
+    ck_assert_str_eq(crmm_config_skipped_name(cfg, 3), "r");
+    ck_assert_str_eq(crmm_config_skipped_reason(cfg, 3), "its upstream 'q' was skipped");
+    ck_assert_ptr_null(crmm_config_skipped_name(cfg, 4));
+    ck_assert_ptr_null(crmm_config_skipped_reason(cfg, 4));
+    /* the default and [device.0] named left-out resources: gone; [device.1] stays */
+    ck_assert_str_eq(crmm_config_default_resource(cfg, 0), "h");
+    ck_assert_str_eq(crmm_config_default_resource(cfg, 1), "t");
+    crmm_resource *mr;
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "t", -1, &mr));
+    ck_assert_str_eq(crmm_resource_kind(mr), "template");
+    crmm_resource_release(mr);
+    ck_assert_crmm(crmm_config_create_resource(cfg, "q", -1, &mr), CRMM_ERROR_NOT_FOUND);
+    crmm_config_free(cfg);
+    /* any other mistake still fails, with its line */
+    static const char bad[] = "[resource.h]\nplugin = host\nbogus_key = 1\n[resource.p]\nplugin = nosuchplugin\n";
+    path = write_tmp("bad.ini", bad, sizeof bad - 1);
+    cfg = NULL;
+    assert_config_error(crmm_config_load_file_skipping(path, &cfg), path, 3, "bogus_key");
+    ck_assert_ptr_null(cfg);
+    /* nothing to leave out: nothing skipped; the other loaders skip nothing */
+    static const char ok[] = "[resource.h]\nplugin = host\n";
+    path = write_tmp("ok.ini", ok, sizeof ok - 1);
+    ck_assert_crmm_ok(crmm_config_load_file_skipping(path, &cfg));
+    ck_assert_uint_eq(crmm_config_skipped_count(cfg), 0);
+    ck_assert_ptr_null(crmm_config_skipped_name(cfg, 0));
+    crmm_config_free(cfg);
+    ck_assert_uint_eq(crmm_config_skipped_count(NULL), 0);
+    ck_assert_crmm(crmm_config_load_file_skipping(NULL, &cfg), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_config_load_file_skipping(path, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    char absent[PATH_MAX + 32];
+    snprintf(absent, sizeof absent, "%s/absent.ini", tmpdir);
+    ck_assert_crmm(crmm_config_load_file_skipping(absent, &cfg), CRMM_ERROR_IO);
+}
+END_TEST
+
+START_TEST(test_default_file)
+{
+    char buf[PATH_MAX];
+    setenv("CRMM_CONFIG", "/some/where.ini", 1);
+    ck_assert_str_eq(crmm_config_default_file(buf, sizeof buf), "/some/where.ini");
+    /* unset or empty: the installed file when it exists, else NULL (the built-in default) */
+    setenv("CRMM_CONFIG", "", 1);
+    const char *f = crmm_config_default_file(buf, sizeof buf);
+    if (f) {
+        ck_assert_ptr_eq(f, buf);
+        ck_assert_ptr_nonnull(strstr(f, "/crmm/crmm.ini"));
+        ck_assert_int_eq(access(f, R_OK), 0);
+    }
+    unsetenv("CRMM_CONFIG");
+    ck_assert_ptr_eq(crmm_config_default_file(buf, sizeof buf), f);
+    ck_assert_ptr_null(crmm_config_default_file(buf, 4)); /* no room for the name */
 }
 END_TEST
 
@@ -723,11 +788,13 @@ int main(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("disk");
-    tcase_add_checked_fixture(tc, tmpdir_setup, tmpdir_teardown);
+    tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
     tcase_add_test(tc, test_binary_file);
     tcase_add_test(tc, test_missing_file_and_directory);
     tcase_add_test(tc, test_big_file);
     tcase_add_test(tc, test_plugin_path_relative_to_config);
+    tcase_add_test(tc, test_skipping_load_leaves_out_unloadable_plugins);
+    tcase_add_test(tc, test_default_file);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("instances");
@@ -738,14 +805,14 @@ int main(void)
     /* these call CUDA (to see whether there is a device): their own case with a GPU timeout */
     tc = tcase_create("cuda");
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_checked_fixture(tc, tmpdir_setup, tmpdir_teardown);
+    tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
     tcase_add_test(tc, test_cuda_calls_are_counted);
     tcase_add_test(tc, test_instances_gpu_chain_without_gpu);
     tcase_add_test(tc, test_init_then_registry_without_device);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("init");
-    tcase_add_checked_fixture(tc, tmpdir_setup, tmpdir_teardown);
+    tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
     tcase_add_test(tc, test_init_with_path);
     tcase_add_test(tc, test_init_missing_file);
     tcase_add_test(tc, test_init_from_environment);

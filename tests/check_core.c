@@ -1,4 +1,5 @@
-/* check_core.c — the core's building blocks: errors, the logger, size parsing, parameters.
+/* check_core.c — the core's building blocks: errors, the logger, size parsing, parameters, the
+ * helpers for plugins (parameter type names, file-name patterns).
  *
  * Parameters are tested the way a user meets them: crmm_resource_create("plugin", "k=v ...")
  * over the `host` plugin, with `template` (the model adaptor) and `paramtest` (a test-only plugin
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "plugins/paramtest_plugin.h"
 #include "test_support.h"
@@ -25,33 +28,6 @@ static void make_tmpdir(void)
     ck_assert_ptr_nonnull(d);
     snprintf(tmpdir, sizeof tmpdir, "%s", d);
     free(d);
-}
-
-static void remove_tmpdir(void)
-{
-    char cmd[4200];
-    if (!tmpdir[0])
-        return;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-    tmpdir[0] = '\0';
-}
-
-/* The whole file as a malloc'd string ("" when it does not exist). */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return strdup("");
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    buf[got] = '\0';
-    fclose(f);
-    return buf;
 }
 
 #define ck_assert_error_contains(sub) \
@@ -293,7 +269,7 @@ START_TEST(test_log_to_file)
 
     ck_assert_crmm_ok(crmm_log_set_file(NULL)); /* back to stderr; closes the file */
     ck_assert_str_eq(crmm_log_get_file(), "stderr");
-    char *text = slurp(path);
+    char *text = crmm_test_read_file_or_fail(path);
     char *save = NULL, *line;
     const char *want[] = {"hello 42", "bad thing", "still here"};
     const char *levels[] = {"info", "error", "warn"};
@@ -309,12 +285,11 @@ START_TEST(test_log_to_file)
     ck_assert_crmm_ok(crmm_log_set_file(path));
     crmm_log(CRMM_LOG_CRITICAL, "appended");
     crmm_log_flush();
-    text = slurp(path);
+    text = crmm_test_read_file_or_fail(path);
     ck_assert_ptr_nonnull(strstr(text, "hello 42"));
     ck_assert_ptr_nonnull(strstr(text, "[critical] appended\n"));
     free(text);
     crmm_log_set_file(NULL);
-    remove_tmpdir();
 }
 END_TEST
 
@@ -349,10 +324,9 @@ START_TEST(test_log_env_file)
     crmm_log(CRMM_LOG_TRACE, "from the environment");
     ck_assert_str_eq(crmm_log_get_file(), path);
     crmm_log_set_file(NULL);
-    char *text = slurp(path);
+    char *text = crmm_test_read_file_or_fail(path);
     ck_assert_str_eq(check_line_format(text, "trace"), "from the environment\n");
     free(text);
-    remove_tmpdir();
 }
 END_TEST
 
@@ -396,7 +370,7 @@ START_TEST(test_log_threads_never_interleave)
         pthread_join(th[t], NULL);
     crmm_log_set_file(NULL);
 
-    char *text = slurp(path);
+    char *text = crmm_test_read_file_or_fail(path);
     int next[LOG_THREADS] = {0};
     int lines = 0;
     char *save = NULL;
@@ -414,7 +388,6 @@ START_TEST(test_log_threads_never_interleave)
     }
     ck_assert_int_eq(lines, LOG_THREADS * LOG_LINES);
     free(text);
-    remove_tmpdir();
 }
 END_TEST
 
@@ -744,6 +717,110 @@ START_TEST(test_params_null_arguments)
 }
 END_TEST
 
+/* ---- plugin helpers ------------------------------------------------------------------------ */
+
+START_TEST(test_param_type_names)
+{
+    ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_SIZE), "size");
+    ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_UINT), "uint");
+    ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_BOOL), "bool");
+    ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_STRING), "string");
+    ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_ENUM), "enum");
+    ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_DOUBLE), "double");
+    ck_assert_str_eq(crmm_param_type_name((crmm_param_type)0), "?");
+    ck_assert_str_eq(crmm_param_type_name((crmm_param_type)99), "?");
+}
+END_TEST
+
+START_TEST(test_expand_file_name)
+{
+    char out[256], want[256];
+    long pid = (long)getpid();
+    ck_assert_crmm_ok(crmm_expand_file_name("/tmp/log.dev%d.%p.csv", 3, out, sizeof out));
+    snprintf(want, sizeof want, "/tmp/log.dev3.%ld.csv", pid);
+    ck_assert_str_eq(out, want);
+    /* no device: %d is "host" */
+    ck_assert_crmm_ok(crmm_expand_file_name("a.%d", -1, out, sizeof out));
+    ck_assert_str_eq(out, "a.host");
+    /* %% is one %, also next to other sequences; a pattern without % is copied */
+    ck_assert_crmm_ok(crmm_expand_file_name("100%%.%d%%%p", 12, out, sizeof out));
+    snprintf(want, sizeof want, "100%%.12%%%ld", pid);
+    ck_assert_str_eq(out, want);
+    ck_assert_crmm_ok(crmm_expand_file_name("plain.log", 0, out, sizeof out));
+    ck_assert_str_eq(out, "plain.log");
+    ck_assert_crmm_ok(crmm_expand_file_name("", 0, out, sizeof out));
+    ck_assert_str_eq(out, "");
+    /* exactly filling the buffer (NUL included) is fine */
+    ck_assert_crmm_ok(crmm_expand_file_name("dev%d", 7, out, 5));
+    ck_assert_str_eq(out, "dev7");
+}
+END_TEST
+
+START_TEST(test_expand_file_name_bad)
+{
+    char out[64];
+    /* another % sequence: a config error naming the pattern and the sequence */
+    ck_assert_crmm(crmm_expand_file_name("run.%x.log", 0, out, sizeof out), CRMM_ERROR_CONFIG);
+    ck_assert_error_contains("'run.%x.log'");
+    ck_assert_error_contains("'%x'");
+    ck_assert_crmm(crmm_expand_file_name("trailing%", 0, out, sizeof out), CRMM_ERROR_CONFIG);
+    ck_assert_error_contains("'trailing%'");
+    /* a name that does not fit (room for 4 characters and the NUL) */
+    ck_assert_crmm(crmm_expand_file_name("dev%d", 10, out, 5), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_error_contains("'dev%d'");
+    ck_assert_crmm(crmm_expand_file_name("abcde", 0, out, 5), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_expand_file_name("%p", 0, out, 2), CRMM_ERROR_INVALID_ARGUMENT);
+    /* NULL arguments and no room at all */
+    ck_assert_crmm(crmm_expand_file_name(NULL, 0, out, sizeof out), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_expand_file_name("x", 0, NULL, sizeof out), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_expand_file_name("x", 0, out, 0), CRMM_ERROR_INVALID_ARGUMENT);
+}
+END_TEST
+
+/* ---- the tests' own temporary directories (test_support.c) ------------------------------- */
+
+/* A directory made by a process goes when that process exits, with what it holds (also a
+ * sub-directory without write permission); one made by its parent stays. */
+START_TEST(test_tmpdirs_go_with_their_maker)
+{
+    char *mine = crmm_test_tmpdir();
+    ck_assert_ptr_nonnull(mine);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char *d = crmm_test_tmpdir(), path[4200] = "";
+        if (d) {
+            snprintf(path, sizeof path, "%s/sub", d);
+            mkdir(path, 0700);
+            snprintf(path, sizeof path, "%s/sub/file", d);
+            FILE *f = fopen(path, "w");
+            if (f)
+                fclose(f);
+            snprintf(path, sizeof path, "%s/sub", d);
+            chmod(path, 0500);
+            snprintf(path, sizeof path, "%s", d);
+        }
+        free(d);
+        ssize_t w = write(fds[1], path, strlen(path) + 1);
+        exit(w > 1 ? 0 : 1); /* exit, not _exit: the exit handler removes d */
+    }
+    close(fds[1]);
+    char child_dir[4200] = "";
+    ssize_t n = read(fds[0], child_dir, sizeof child_dir - 1);
+    close(fds[0]);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_gt(n, 1);
+    ck_assert_msg(access(child_dir, F_OK) != 0, "%s is still there", child_dir);
+    ck_assert_msg(access(mine, F_OK) == 0, "the child removed its parent's %s", mine);
+    free(mine);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("core");
@@ -784,6 +861,16 @@ int main(void)
     tcase_add_loop_test(tc, test_params_bad, 0, (int)(sizeof bad_params / sizeof bad_params[0]));
     tcase_add_test(tc, test_params_template_over_host);
     tcase_add_test(tc, test_params_null_arguments);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("test_support");
+    tcase_add_test(tc, test_tmpdirs_go_with_their_maker);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("plugin_helpers");
+    tcase_add_test(tc, test_param_type_names);
+    tcase_add_test(tc, test_expand_file_name);
+    tcase_add_test(tc, test_expand_file_name_bad);
     suite_add_tcase(s, tc);
 
     /* its own case: on a machine with a GPU it creates a CUDA context */

@@ -125,11 +125,9 @@ static int run_child(const char *scenario, const char *arg, char *err, size_t er
     }
     int status = 0;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    FILE *f = fopen(log, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t k = fread(err, 1, errsize - 1, f);
-    err[k] = '\0';
-    fclose(f);
+    char *text = crmm_test_read_file_or_fail(log);
+    snprintf(err, errsize, "%s", text);
+    free(text);
     return status;
 }
 

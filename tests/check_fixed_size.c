@@ -15,13 +15,6 @@ static const crmm_test_chain chains[] = {
      "f", 0, (size_t)64 << 10},
 };
 
-static uint64_t query(crmm_resource *mr, crmm_query what)
-{
-    uint64_t v = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
-    return v;
-}
-
 /* host upstream + fixed_size with `params` over it */
 static void make(const char *params, crmm_resource **host, crmm_resource **fixed)
 {
@@ -42,7 +35,7 @@ START_TEST(freed_block_is_reused)
     ck_assert_ptr_eq(c, a); /* the block just freed comes back first */
     ck_assert_crmm_ok(crmm_resource_deallocate(f, c, 10, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(f, b, 100, NULL));
-    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     crmm_resource_release(f);
     crmm_resource_release(h);
 }
@@ -59,7 +52,7 @@ START_TEST(blocks_are_carved_from_one_chunk)
         ck_assert_uint_eq((uintptr_t)p[i] - (uintptr_t)p[i - 1], 1024); /* handed out in address order */
     for (int i = 0; i < 8; i++)
         memset(p[i], i, 1024); /* each block is really 1024 bytes (ASan checks the chunk bounds) */
-    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 8 * 1024);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 8 * 1024);
     for (int i = 0; i < 8; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(f, p[i], 1024, NULL));
     crmm_resource_release(f);
@@ -72,34 +65,34 @@ START_TEST(grows_by_whole_chunks)
     crmm_resource *h, *f;
     make("block_size=4KiB blocks_to_preallocate=4", &h, &f);
     /* the first chunk is taken at create, as RMM does */
-    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
-    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_RESERVED), 16384);
-    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 16384);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_RESERVED), 16384);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 16384);
     void *p[9];
     for (int i = 0; i < 4; i++)
         ck_assert_crmm_ok(crmm_resource_allocate(f, 4096, NULL, &p[i]));
-    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
-    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_FREE), 0);
-    ck_assert_uint_eq(query(f, CRMM_QUERY_LARGEST_FREE_BLOCK), 0);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_FREE), 0);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_LARGEST_FREE_BLOCK), 0);
     ck_assert_crmm_ok(crmm_resource_allocate(f, 4096, NULL, &p[4]));
-    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
-    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_RESERVED), 32768);
-    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 32768);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_RESERVED), 32768);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 32768);
     for (int i = 5; i < 9; i++)
         ck_assert_crmm_ok(crmm_resource_allocate(f, 2000, NULL, &p[i]));
-    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
-    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_IN_USE), 5 * 4096 + 4 * 2000); /* as requested */
-    ck_assert_uint_eq(query(f, CRMM_QUERY_ALLOCATIONS), 9);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_IN_USE), 5 * 4096 + 4 * 2000); /* as requested */
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 9);
     for (int i = 0; i < 9; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(f, p[i], i < 5 ? 4096 : 2000, NULL));
     /* chunks stay until destroy */
-    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
-    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_FREE), 12 * 4096);
-    ck_assert_uint_eq(query(f, CRMM_QUERY_LARGEST_FREE_BLOCK), 4096);
-    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_RESERVED_PEAK), 3 * 16384);
-    ck_assert_uint_eq(query(f, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_FREE), 12 * 4096);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_LARGEST_FREE_BLOCK), 4096);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_RESERVED_PEAK), 3 * 16384);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_crmm_ok(crmm_resource_trim(f)); /* nothing to do, not an error */
-    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
     crmm_resource_release(f);
     crmm_resource_release(h);
 }
@@ -118,8 +111,8 @@ START_TEST(larger_than_block_is_out_of_memory)
     ck_assert_msg(strstr(crmm_last_error(), "out of memory") && strstr(crmm_last_error(), "maximum allocation size"),
                   "message: %s", crmm_last_error());
     /* no upstream call, nothing changed */
-    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
-    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 2048);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 2048);
     /* freeing more than a block is refused rather than corrupting the lists */
     ck_assert_crmm(crmm_resource_deallocate(f, (void *)0x1000, 4096, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     crmm_resource_release(f);
@@ -134,13 +127,13 @@ START_TEST(destroy_returns_every_chunk)
     void *p[5];
     for (int i = 0; i < 5; i++)
         ck_assert_crmm_ok(crmm_resource_allocate(f, 256, NULL, &p[i]));
-    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 3 * 512);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 3 * 512);
     for (int i = 0; i < 4; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(f, p[i], 256, NULL));
     ck_assert_int_eq(crmm_resource_refcount(h), 2);
     /* one block still live: reported as a leak, and its chunk goes back all the same */
     crmm_resource_release(f);
-    ck_assert_uint_eq(query(h, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
     crmm_resource_release(h);
 }
@@ -158,7 +151,7 @@ START_TEST(upstream_failure_while_growing)
     ck_assert_crmm(crmm_resource_allocate(f, 100, NULL, &p[4]), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_msg(strstr(crmm_last_error(), "fixed_size") && strstr(crmm_last_error(), "budget"), "message: %s",
                   crmm_last_error());
-    ck_assert_uint_eq(query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
     /* still usable: a freed block serves the next request */
     ck_assert_crmm_ok(crmm_resource_deallocate(f, p[1], 16384, NULL));
     ck_assert_crmm_ok(crmm_resource_allocate(f, 100, NULL, &p[4]));
@@ -168,7 +161,7 @@ START_TEST(upstream_failure_while_growing)
         if (i != 1)
             ck_assert_crmm_ok(crmm_resource_deallocate(f, p[i], 16384, NULL));
     crmm_resource_release(f);
-    ck_assert_uint_eq(query(b, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(b);
 }
 END_TEST

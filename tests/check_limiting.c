@@ -10,38 +10,17 @@
 
 #define MIB ((size_t)1 << 20)
 
-static crmm_resource *over(const char *plugin, const char *params, crmm_resource *upstream)
-{
-    crmm_resource *mr = NULL;
-    ck_assert_crmm_ok(crmm_resource_create(plugin, params, upstream, &mr));
-    return mr;
-}
-
 /* limiting(params) -> statistics -> host; *stats gets the statistics layer (borrowed). */
 static crmm_resource *limited(const char *params, crmm_resource **stats)
 {
-    crmm_resource *host = over("host", NULL, NULL);
-    crmm_resource *st = over("statistics", NULL, host);
-    crmm_resource *mr = over("limiting", params, st);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *st = crmm_test_create("statistics", NULL, host);
+    crmm_resource *mr = crmm_test_create("limiting", params, st);
     crmm_resource_release(st);
     crmm_resource_release(host);
     if (stats)
         *stats = st;
     return mr;
-}
-
-static uint64_t query(crmm_resource *mr, crmm_query q)
-{
-    uint64_t v = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, q, &v));
-    return v;
-}
-
-static void *alloc(crmm_resource *mr, size_t n)
-{
-    void *p = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, NULL, &p));
-    return p;
 }
 
 START_TEST(too_big_is_refused_before_upstream)
@@ -54,7 +33,7 @@ START_TEST(too_big_is_refused_before_upstream)
     crmm_alloc_counters c;
     ck_assert_crmm_ok(crmm_statistics_get(stats, &c));
     ck_assert_uint_eq(c.total_count, 0); /* nothing was asked of the upstream */
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(mr);
 }
 END_TEST
@@ -62,7 +41,7 @@ END_TEST
 START_TEST(message_has_both_numbers)
 {
     crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
-    void *a = alloc(mr, 4 * MIB), *b = alloc(mr, 4 * MIB), *c = (void *)1;
+    void *a = crmm_test_allocate(mr, 4 * MIB), *b = crmm_test_allocate(mr, 4 * MIB), *c = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(mr, 3 * MIB, NULL, &c), CRMM_ERROR_OUT_OF_MEMORY);
     const char *msg = crmm_last_error();
     ck_assert_msg(strncmp(msg, "out of memory: ", 15) == 0, "message: %s", msg);
@@ -76,13 +55,13 @@ END_TEST
 START_TEST(limit_is_exact_at_the_boundary)
 {
     crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
-    void *p = alloc(mr, 10 * MIB); /* exactly the limit: allowed */
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 10 * MIB);
+    void *p = crmm_test_allocate(mr, 10 * MIB); /* exactly the limit: allowed */
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 10 * MIB);
     void *q = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(mr, 1, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 10 * MIB, NULL));
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
-    p = alloc(mr, 10 * MIB); /* the free gave all the room back */
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    p = crmm_test_allocate(mr, 10 * MIB); /* the free gave all the room back */
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 10 * MIB, NULL));
     crmm_resource_release(mr);
 }
@@ -93,13 +72,13 @@ START_TEST(sizes_count_rounded_to_256)
     crmm_resource *mr = limited("allocation_limit=1024", NULL);
     void *p[4];
     for (int i = 0; i < 4; i++)
-        p[i] = alloc(mr, 200); /* each takes 256 of the 1024 */
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 1024);
+        p[i] = crmm_test_allocate(mr, 200); /* each takes 256 of the 1024 */
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 1024);
     void *q = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(mr, 1, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
     for (int i = 0; i < 4; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], 200, NULL));
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(mr);
 }
 END_TEST
@@ -107,18 +86,18 @@ END_TEST
 START_TEST(under_limit_due_to_frees)
 {
     crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
-    uint64_t limit = query(mr, CRMM_QUERY_MAXIMUM_SIZE);
+    uint64_t limit = crmm_test_query(mr, CRMM_QUERY_MAXIMUM_SIZE);
     ck_assert_uint_eq(limit, 10 * MIB);
-    void *p1 = alloc(mr, 4 * MIB);
-    ck_assert_uint_eq(limit - query(mr, CRMM_QUERY_BYTES_IN_USE), 6 * MIB);
-    void *p2 = alloc(mr, 4 * MIB);
-    ck_assert_uint_eq(limit - query(mr, CRMM_QUERY_BYTES_IN_USE), 2 * MIB);
+    void *p1 = crmm_test_allocate(mr, 4 * MIB);
+    ck_assert_uint_eq(limit - crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 6 * MIB);
+    void *p2 = crmm_test_allocate(mr, 4 * MIB);
+    ck_assert_uint_eq(limit - crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 2 * MIB);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p1, 4 * MIB, NULL));
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 4 * MIB);
-    void *p3 = alloc(mr, 6 * MIB);
-    ck_assert_uint_eq(limit - query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE_PEAK), 10 * MIB);
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_ALLOCATIONS), 2);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 4 * MIB);
+    void *p3 = crmm_test_allocate(mr, 6 * MIB);
+    ck_assert_uint_eq(limit - crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE_PEAK), 10 * MIB);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 2);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p2, 4 * MIB, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p3, 6 * MIB, NULL));
     crmm_resource_release(mr);
@@ -128,9 +107,9 @@ END_TEST
 START_TEST(over_limit_leaves_the_count_alone)
 {
     crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
-    void *p1 = alloc(mr, 4 * MIB), *p2 = alloc(mr, 4 * MIB), *p3 = (void *)1;
+    void *p1 = crmm_test_allocate(mr, 4 * MIB), *p2 = crmm_test_allocate(mr, 4 * MIB), *p3 = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(mr, 3 * MIB, NULL, &p3), CRMM_ERROR_OUT_OF_MEMORY);
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 8 * MIB);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 8 * MIB);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p1, 4 * MIB, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p2, 4 * MIB, NULL));
     crmm_resource_release(mr);
@@ -140,12 +119,12 @@ END_TEST
 START_TEST(upstream_failure_gives_the_room_back)
 {
     crmm_resource *inner = limited("allocation_limit=2MiB", NULL);
-    crmm_resource *outer = over("limiting", "allocation_limit=5MiB", inner);
+    crmm_resource *outer = crmm_test_create("limiting", "allocation_limit=5MiB", inner);
     void *p = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(outer, 4 * MIB, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
-    ck_assert_uint_eq(query(outer, CRMM_QUERY_BYTES_IN_USE), 0);
-    ck_assert_uint_eq(query(inner, CRMM_QUERY_BYTES_IN_USE), 0);
-    p = alloc(outer, 2 * MIB);
+    ck_assert_uint_eq(crmm_test_query(outer, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(inner, CRMM_QUERY_BYTES_IN_USE), 0);
+    p = crmm_test_allocate(outer, 2 * MIB);
     ck_assert_crmm_ok(crmm_resource_deallocate(outer, p, 2 * MIB, NULL));
     crmm_resource_release(outer);
     crmm_resource_release(inner);
@@ -155,9 +134,9 @@ END_TEST
 START_TEST(other_queries_go_upstream)
 {
     crmm_resource *mr = limited("allocation_limit=1MiB", NULL);
-    void *p = alloc(mr, 1000);
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 1); /* answered by statistics below */
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_TOTAL), 1000);
+    void *p = crmm_test_allocate(mr, 1000);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 1); /* answered by statistics below */
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_TOTAL), 1000);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
     crmm_resource_release(mr);
 }
@@ -165,7 +144,7 @@ END_TEST
 
 START_TEST(bad_parameters_are_refused)
 {
-    crmm_resource *host = over("host", NULL, NULL), *mr = NULL;
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = NULL;
     ck_assert_crmm(crmm_resource_create("limiting", NULL, host, &mr), CRMM_ERROR_CONFIG);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "allocation_limit"));
     ck_assert_crmm(crmm_resource_create("limiting", "allocation_limit=lots", host, &mr), CRMM_ERROR_CONFIG);
@@ -234,8 +213,8 @@ START_TEST(four_threads_never_exceed_the_limit)
     ck_assert_crmm_ok(crmm_statistics_get(stats, &c));
     ck_assert_int_le(c.peak_bytes, 64 * 1024); /* what the upstream ever held at once */
     ck_assert_int_eq(c.bytes, 0);
-    ck_assert_uint_le(query(mr, CRMM_QUERY_BYTES_IN_USE_PEAK), 64 * 1024);
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_le(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE_PEAK), 64 * 1024);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(mr);
 }
 END_TEST

@@ -67,24 +67,6 @@ static void copy_plugin(const char *name, const char *dir, const char *as, mode_
     ck_assert_int_eq(chmod(dst, mode), 0);
 }
 
-/* Remove a flat temporary directory and free its name. */
-static void remove_dir(char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        char p[PATH_MAX];
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-                unlink(p);
-            }
-        closedir(d);
-    }
-    rmdir(dir);
-    free(dir);
-}
-
 static char *new_dir(void)
 {
     char *d = crmm_test_tmpdir();
@@ -228,7 +210,7 @@ START_TEST(not_a_shared_object_gives_dlerror)
     /* dlerror() repeats the path after ours: "...: PATH: invalid ELF header" */
     ck_assert_msg(strstr(strstr(crmm_last_error(), path) + strlen(path), path) != NULL, "no dlerror() in: %s",
                   crmm_last_error());
-    remove_dir(dir);
+    free(dir);
 }
 END_TEST
 
@@ -307,7 +289,7 @@ START_TEST(absolute_path_must_be_named_like_a_plugin)
     ck_assert_crmm(crmm_plugin_load(other, NULL, &pl), CRMM_ERROR_PLUGIN);
     ck_assert_error_has("'host'");
     ck_assert_error_has("'notahost'");
-    remove_dir(dir);
+    free(dir);
 }
 END_TEST
 
@@ -377,8 +359,8 @@ START_TEST(first_directory_wins)
     ck_assert_ptr_eq(pl, from_b);
     ck_assert_crmm_ok(crmm_plugin_load("host", a, &pl));
     ck_assert_ptr_eq(pl, from_a);
-    remove_dir(a);
-    remove_dir(b);
+    free(a);
+    free(b);
 }
 END_TEST
 
@@ -416,7 +398,7 @@ START_TEST(cached_plugin_still_checks_its_name)
     ck_assert_error_has("'alias'");
     ck_assert_crmm(crmm_plugin_load(link, NULL, &pl), CRMM_ERROR_PLUGIN);
     ck_assert_ptr_null(pl);
-    remove_dir(dir);
+    free(dir);
 }
 END_TEST
 
@@ -435,7 +417,7 @@ START_TEST(group_writable_file_is_refused)
     ck_assert_error_has("writable by group");
     /* not a silent fallback to the next directory, and not cached */
     ck_assert_crmm(crmm_plugin_load("host", dir, &pl), CRMM_ERROR_PLUGIN);
-    remove_dir(dir);
+    free(dir);
 }
 END_TEST
 
@@ -453,7 +435,7 @@ START_TEST(world_writable_file_is_refused)
     ck_assert_int_eq(chmod(path, 0755), 0);
     ck_assert_crmm_ok(crmm_plugin_load(path, NULL, &pl));
     ck_assert_str_eq(pl->name, "host");
-    remove_dir(dir);
+    free(dir);
 }
 END_TEST
 
@@ -471,7 +453,7 @@ START_TEST(writable_directory_is_refused)
         char fix[PATH_MAX + 32];
         snprintf(fix, sizeof fix, "chmod go-w %s", dir);
         ck_assert_error_has(fix);
-        remove_dir(dir);
+        free(dir);
     }
 }
 END_TEST
@@ -498,8 +480,8 @@ START_TEST(link_in_writable_directory_is_refused)
     ck_assert_int_eq(chmod(open_dir, 0755), 0);
     ck_assert_crmm_ok(crmm_plugin_load("host", open_dir, &pl));
     ck_assert_ptr_eq(pl, direct);
-    remove_dir(safe);
-    remove_dir(open_dir);
+    free(safe);
+    free(open_dir);
 }
 END_TEST
 
@@ -568,8 +550,8 @@ START_TEST(foreach_reports_good_and_broken)
     ck_assert_ptr_nonnull(tmpl->plugin);
     ck_assert_str_eq(tmpl->plugin->name, "template");
     free(v);
-    remove_dir(a);
-    remove_dir(b);
+    free(a);
+    free(b);
 }
 END_TEST
 
@@ -655,8 +637,8 @@ START_TEST(foreach_reports_many_plugins_once)
     }
     ck_assert_int_eq(from_a, N);
     free(v);
-    remove_dir(a);
-    remove_dir(b);
+    free(a);
+    free(b);
 }
 END_TEST
 
@@ -804,21 +786,9 @@ START_TEST(releasing_the_top_unwinds_the_chain)
 }
 END_TEST
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    static char buf[16384];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 START_TEST(destroy_with_live_allocations_logs_a_warning)
 {
-    const char *log = crmm_test_write_file("crmm.log", "");
-    ck_assert_crmm_ok(crmm_log_set_file(log));
+    crmm_test_log_capture_begin();
     crmm_resource *h;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
     void *p1, *p2, *p3;
@@ -827,40 +797,40 @@ START_TEST(destroy_with_live_allocations_logs_a_warning)
     ck_assert_crmm_ok(crmm_resource_allocate(h, 3000, NULL, &p3));
     ck_assert_crmm_ok(crmm_resource_deallocate(h, p2, 2000, NULL));
     crmm_resource_release(h); /* 2 left: 4000 bytes */
-    ck_assert_crmm_ok(crmm_log_set_file(NULL));
-    const char *text = read_text(log);
+    char *text = crmm_test_log_capture_end();
     ck_assert_msg(strstr(text, "[warn]") && strstr(text, "host resource destroyed with 2 live allocations (3.9 KiB)"),
                   "log: %s", text);
+    free(text);
     free(p1); /* the host plugin's memory is aligned_alloc's: give it back by hand */
     free(p3);
 
     /* a named resource (from a config) is named in the report */
-    ck_assert_crmm_ok(crmm_log_set_file(log));
+    crmm_test_log_capture_begin();
     crmm_config *cfg;
     ck_assert_crmm_ok(crmm_config_load_string("[resource.main]\nplugin = host\n", "test", &cfg));
     ck_assert_crmm_ok(crmm_config_create_resource(cfg, "main", -1, &h));
     ck_assert_crmm_ok(crmm_resource_allocate(h, 100, NULL, &p1));
     crmm_resource_release(h);
     crmm_config_free(cfg); /* the config's own reference: the last */
-    ck_assert_crmm_ok(crmm_log_set_file(NULL));
-    text = read_text(log);
+    text = crmm_test_log_capture_end();
     ck_assert_msg(strstr(text, "host resource 'main' destroyed with 1 live allocation (100 B)"), "log: %s", text);
+    free(text);
     free(p1);
 }
 END_TEST
 
 START_TEST(clean_destroy_logs_nothing)
 {
-    const char *log = crmm_test_write_file("crmm.log", "");
-    ck_assert_crmm_ok(crmm_log_set_file(log));
+    crmm_test_log_capture_begin();
     crmm_resource *h;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(h, 1000, NULL, &p));
     ck_assert_crmm_ok(crmm_resource_deallocate(h, p, 1000, NULL));
     crmm_resource_release(h);
-    ck_assert_crmm_ok(crmm_log_set_file(NULL));
-    ck_assert_str_eq(read_text(log), "");
+    char *text = crmm_test_log_capture_end();
+    ck_assert_str_eq(text, "");
+    free(text);
 }
 END_TEST
 

@@ -16,14 +16,7 @@
 #include "conformance.h"
 #include "test_support.h"
 
-static char *tmp_dir; /* made in main, before Check forks; removed at the end */
-
-static crmm_resource *over(const char *plugin, const char *params, crmm_resource *upstream)
-{
-    crmm_resource *mr = NULL;
-    ck_assert_crmm_ok(crmm_resource_create(plugin, params, upstream, &mr));
-    return mr;
-}
+static char *tmp_dir; /* made in main, before Check forks; removed when main returns */
 
 /* A path in the test directory unique to this process and `tag`. */
 static const char *path_for(const char *tag)
@@ -40,34 +33,10 @@ static crmm_resource *logger(const char *path, const char *extra)
 {
     char params[4400];
     snprintf(params, sizeof params, "file=%s %s", path, extra ? extra : "");
-    crmm_resource *host = over("host", NULL, NULL);
-    crmm_resource *mr = over("logging", params, host);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *mr = crmm_test_create("logging", params, host);
     crmm_resource_release(host);
     return mr;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        fwrite(chunk, 1, n, m);
-    fclose(f);
-    fclose(m);
-    return buf;
-}
-
-static int count_lines(const char *text)
-{
-    int n = 0;
-    for (const char *c = text; *c; c++)
-        n += *c == '\n';
-    return n;
 }
 
 /* True when t is HH:MM:SS.UUUUUU with a valid clock time. */
@@ -122,8 +91,8 @@ START_TEST(csv_matches_rmm_format)
     snprintf(want[6], 128, "free,%p,256,%lx", p2, (unsigned long)(uintptr_t)CRMM_CUDA_STREAM_PER_THREAD);
     ck_assert_str_eq(want[4], "allocate failure,(nil),1125899906842624,0");
     ck_assert_str_eq(want[6] + strlen(want[6]) - 2, ",2");
-    char *text = slurp(path);
-    ck_assert_int_eq(count_lines(text), 8);
+    char *text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 8);
     ck_assert_msg(strncmp(text, "Thread,Time,Action,Pointer,Size,Stream\n", 39) == 0, "header: %s", text);
     const char *line = strchr(text, '\n') + 1;
     for (int i = 0; i < 7; i++) {
@@ -141,28 +110,28 @@ START_TEST(buffered_until_flush)
 {
     const char *path = path_for("buffered");
     crmm_resource *mr = logger(path, "auto_flush=false");
-    char *text = slurp(path);
+    char *text = crmm_test_read_file_or_fail(path);
     ck_assert_str_eq(text, CRMM_LOGGING_CSV_HEADER "\n"); /* the header is there at once */
     free(text);
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, NULL, &p));
-    text = slurp(path);
-    ck_assert_int_eq(count_lines(text), 1); /* the line waits in the buffer */
+    text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 1); /* the line waits in the buffer */
     free(text);
     ck_assert_crmm_ok(crmm_logging_flush(mr));
-    text = slurp(path);
-    ck_assert_int_eq(count_lines(text), 2);
+    text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 2);
     free(text);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
     ck_assert_crmm_ok(crmm_resource_trim(mr)); /* trim flushes too */
-    text = slurp(path);
-    ck_assert_int_eq(count_lines(text), 3);
+    text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 3);
     free(text);
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, NULL, &p));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
     crmm_resource_release(mr); /* and destroy */
-    text = slurp(path);
-    ck_assert_int_eq(count_lines(text), 5);
+    text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 5);
     free(text);
 }
 END_TEST
@@ -173,12 +142,12 @@ START_TEST(auto_flush_writes_each_line)
     crmm_resource *mr = logger(path, "auto_flush=true");
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, NULL, &p));
-    char *text = slurp(path);
-    ck_assert_int_eq(count_lines(text), 2);
+    char *text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 2);
     free(text);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
-    text = slurp(path);
-    ck_assert_int_eq(count_lines(text), 3);
+    text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 3);
     free(text);
     crmm_resource_release(mr);
 }
@@ -197,8 +166,8 @@ START_TEST(large_logs_spill_to_the_file)
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_gt(st.st_size, 100000); /* written without a flush */
     crmm_resource_release(mr);
-    char *text = slurp(path);
-    ck_assert_int_eq(count_lines(text), 20001);
+    char *text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 20001);
     free(text);
 }
 END_TEST
@@ -219,8 +188,8 @@ START_TEST(lines_are_flushed_at_exit)
     }
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    char *text = slurp(path);
-    ck_assert_msg(count_lines(text) == 2 && strstr(text, ",allocate,0x") != NULL, "file: %s", text);
+    char *text = crmm_test_read_file_or_fail(path);
+    ck_assert_msg(crmm_test_count(text, "\n") == 2 && strstr(text, ",allocate,0x") != NULL, "file: %s", text);
     free(text);
 }
 END_TEST
@@ -240,8 +209,8 @@ START_TEST(a_forked_child_does_not_write_the_parents_lines)
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_crmm_ok(crmm_resource_deallocate(kept_for_exit, p, 4096, NULL));
     crmm_resource_release(kept_for_exit);
-    char *text = slurp(path);
-    ck_assert_msg(count_lines(text) == 3, "file: %s", text);
+    char *text = crmm_test_read_file_or_fail(path);
+    ck_assert_msg(crmm_test_count(text, "\n") == 3, "file: %s", text);
     free(text);
 }
 END_TEST
@@ -273,7 +242,7 @@ END_TEST
 
 START_TEST(bad_file_names_are_refused)
 {
-    crmm_resource *host = over("host", NULL, NULL), *mr = NULL;
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = NULL;
     char params[4400];
     snprintf(params, sizeof params, "file=%s/bad.%%x.csv", tmp_dir);
     ck_assert_crmm(crmm_resource_create("logging", params, host, &mr), CRMM_ERROR_CONFIG);
@@ -289,7 +258,7 @@ END_TEST
 
 START_TEST(write_errors_are_reported)
 {
-    crmm_resource *host = over("host", NULL, NULL), *mr = NULL;
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = NULL;
     ck_assert_crmm(crmm_resource_create("logging", "file=/dev/full", host, &mr), CRMM_ERROR_IO); /* the header */
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "/dev/full"));
     crmm_resource_release(host);
@@ -335,7 +304,7 @@ END_TEST
 
 START_TEST(file_comes_from_the_environment)
 {
-    crmm_resource *host = over("host", NULL, NULL), *mr = NULL;
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = NULL;
     unsetenv("CRMM_LOG_FILE");
     ck_assert_crmm(crmm_resource_create("logging", NULL, host, &mr), CRMM_ERROR_CONFIG);
     ck_assert_msg(strstr(crmm_last_error(), "CRMM_LOG_FILE") && strstr(crmm_last_error(), "'file'"), "message: %s",
@@ -356,16 +325,16 @@ START_TEST(api_through_other_adaptors)
 {
     const char *path = path_for("api");
     crmm_resource *log = logger(path, NULL);
-    crmm_resource *top = over("tracking", NULL, log);
+    crmm_resource *top = crmm_test_create("tracking", NULL, log);
     ck_assert_str_eq(crmm_logging_file(top), path);
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(top, 10, NULL, &p));
     ck_assert_crmm_ok(crmm_logging_flush(top));
-    char *text = slurp(path);
-    ck_assert_int_eq(count_lines(text), 2);
+    char *text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 2);
     free(text);
     ck_assert_crmm_ok(crmm_resource_deallocate(top, p, 10, NULL));
-    crmm_resource *host = over("host", NULL, NULL);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
     ck_assert_crmm(crmm_logging_flush(host), CRMM_ERROR_UNSUPPORTED);
     ck_assert_ptr_null(crmm_logging_file(host));
     ck_assert_ptr_null(crmm_logging_file(NULL));
@@ -411,8 +380,8 @@ START_TEST(threads_never_interleave_lines)
         ck_assert_ptr_null(ret);
     }
     crmm_resource_release(mr);
-    char *text = slurp(path);
-    ck_assert_int_eq(count_lines(text), 1 + 4 * 2 * 2000);
+    char *text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 1 + 4 * 2 * 2000);
     int per_thread[4] = {0};
     int next_size[4] = {100, 100, 100, 100}; /* each thread's lines keep its own order */
     char *save = NULL;
@@ -472,14 +441,6 @@ END_TEST
 static crmm_test_chain chains[1];
 static char chain_config[4600];
 
-static void remove_tmp_dir(void)
-{
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", tmp_dir);
-}
-
 int main(void)
 {
     tmp_dir = crmm_test_tmpdir();
@@ -508,7 +469,6 @@ int main(void)
     suite_add_tcase(s, tc);
     crmm_conformance_add(s, chains, 1);
     int rc = crmm_test_run(s);
-    remove_tmp_dir();
     free(tmp_dir);
     return rc;
 }

@@ -9,21 +9,14 @@
 #include <cuda_runtime_api.h>
 #include "test_support.h"
 
-static int current_device(void)
-{
-    int dev = -1;
-    ck_assert_int_eq(cudaGetDevice(&dev), cudaSuccess);
-    return dev;
-}
-
 /* RMM skips these checks where managed memory cannot be accessed concurrently (the adaptor
  * prefetches nothing there). */
 static bool concurrent_managed_access(void)
 {
     int v = 0;
-    ck_assert_int_eq(cudaDeviceGetAttribute(&v, cudaDevAttrConcurrentManagedAccess, current_device()), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceGetAttribute(&v, cudaDevAttrConcurrentManagedAccess, crmm_test_cuda_device()), cudaSuccess);
     if (!v)
-        fprintf(stderr, "note: device %d has no concurrent managed access: prefetch checks skipped\n", current_device());
+        fprintf(stderr, "note: device %d has no concurrent managed access: prefetch checks skipped\n", crmm_test_cuda_device());
     return v != 0;
 }
 
@@ -40,7 +33,7 @@ START_TEST(managed_blocks_are_prefetched_to_the_device)
 {
     if (!concurrent_managed_access())
         return;
-    int dev = current_device();
+    int dev = crmm_test_cuda_device();
     crmm_resource *m, *p;
     ck_assert_crmm_ok(crmm_resource_create("managed", "", NULL, &m));
     ck_assert_crmm_ok(crmm_resource_create("prefetch", "", m, &p));

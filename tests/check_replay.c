@@ -13,46 +13,16 @@
 
 static char *tmp_dir;
 
-typedef struct result { int rc; char *out, *err; } result;
-
-static result replay(const char *a1, const char *a2, const char *a3, const char *a4, const char *a5)
+static crmm_test_output replay(const char *a1, const char *a2, const char *a3, const char *a4, const char *a5)
 {
     char *argv[7] = {"replay", (char *)a1, (char *)a2, (char *)a3, (char *)a4, (char *)a5, NULL};
-    int argc = 1;
-    while (argc < 6 && argv[argc])
-        argc++;
-    result r = {0};
-    size_t n1, n2;
-    FILE *out = open_memstream(&r.out, &n1), *err = open_memstream(&r.err, &n2);
-    r.rc = crmm_replay_main(argc, argv, out, err);
-    fclose(out);
-    fclose(err);
-    return r;
-}
-
-static void result_free(result *r)
-{
-    free(r->out);
-    free(r->err);
-}
-
-static const char *write_file(const char *name, const char *text)
-{
-    static char paths[6][4200];
-    static int next;
-    char *p = paths[next++ % 6];
-    snprintf(p, 4200, "%s/%s.%ld", tmp_dir, name, (long)getpid());
-    FILE *f = fopen(p, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-    return p;
+    return crmm_test_run_main(crmm_replay_main, argv);
 }
 
 static const char *host_config(void)
 {
-    return write_file("host.ini", "[resource.h]\nplugin = host\n[resource.s]\nplugin = statistics\nupstream = h\n"
-                                  "[crmm]\ndefault = s\n");
+    return crmm_test_write_file("host.ini", "[resource.h]\nplugin = host\n[resource.s]\nplugin = statistics\n"
+                                            "upstream = h\n[crmm]\ndefault = s\n");
 }
 
 #define HEADER "Thread,Time,Action,Pointer,Size,Stream\n"
@@ -97,8 +67,8 @@ START_TEST(a_log_from_the_logging_plugin_replays)
     void *fail;
     ck_assert_crmm(crmm_resource_allocate(mr, (size_t)1 << 50, NULL, &fail), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_crmm_ok(crmm_logging_flush(mr));
-    result r = replay(log, "--config", host_config(), "--threads-as-logged", NULL);
-    ck_assert_msg(r.rc == 0, "rc %d: %s", r.rc, r.err);
+    crmm_test_output r = replay(log, "--config", host_config(), "--threads-as-logged", NULL);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     /* two makers and the main thread (the failure) */
     expect_in(r.out, "25 events on 3 threads (16 allocations, 8 frees, 1 allocate failures)");
     expect_in(r.out, "resource: s (statistics -> host)");
@@ -108,7 +78,7 @@ START_TEST(a_log_from_the_logging_plugin_replays)
     expect_in(r.out, "log leaks: 8 allocations of 12032 bytes never freed");
     expect_in(r.out, "peak in use: 19.6 KiB (20044 bytes as replayed; 20044 in the log)");
     expect_in(r.out, "peak in use (resource): 19.6 KiB (20044 bytes)");
-    result_free(&r);
+    crmm_test_output_free(&r);
     for (int k = 0; k < 2; k++)
         for (int i = 1; i < 8; i += 2)
             ck_assert_crmm_ok(crmm_resource_deallocate(mr, m[k].p[i], maker_size(&m[k], i), NULL));
@@ -132,20 +102,20 @@ static const char *ping_pong =
 
 START_TEST(cross_thread_order_is_kept)
 {
-    const char *log = write_file("pingpong.csv", ping_pong);
+    const char *log = crmm_test_write_file("pingpong.csv", ping_pong);
     char out_log[4200], cfg_text[4600];
     snprintf(out_log, sizeof out_log, "%s/replayed.%ld.csv", tmp_dir, (long)getpid());
     snprintf(cfg_text, sizeof cfg_text, "[resource.h]\nplugin = host\n[resource.t]\nplugin = tracking\nupstream = h\n"
              "[resource.l]\nplugin = logging\nupstream = t\nfile = %s\n", out_log);
-    const char *cfg = write_file("pingpong.ini", cfg_text);
+    const char *cfg = crmm_test_write_file("pingpong.ini", cfg_text);
     for (int round = 0; round < 20; round++) {
-        result r = replay(log, "--config", cfg, "--resource", "l");
-        ck_assert_msg(r.rc == 0, "rc %d: %s", r.rc, r.err);
+        crmm_test_output r = replay(log, "--config", cfg, "--resource", "l");
+        ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
         expect_in(r.out, "8 events on 2 threads");
         expect_in(r.out, "allocations: 4 replayed, 0 failed");
         expect_in(r.out, "frees: 4 replayed, 0 failed"); /* tracking refuses a free out of order */
         expect_in(r.out, "log leaks: none");
-        result_free(&r);
+        crmm_test_output_free(&r);
         /* the replay's own log has the same actions and sizes in the same order, and the
          * events of each logged thread on one replay thread */
         FILE *f = fopen(out_log, "r");
@@ -179,35 +149,35 @@ START_TEST(rmm_spellings_parse)
 {
     /* RMM's fmt output: pointers and streams with 0x, a failure's pointer as 0x0; its newer
      * printf output: hex without 0x. CRLF line ends and a blank last line. */
-    const char *log = write_file("rmm.csv",
-                                 "Thread,Time,Action,Pointer,Size,Stream\r\n"
-                                 "140234,12:34:56.123456,allocate,0x7f0a00000000,1024,0x0\r\n"
-                                 "140234,12:34:56.123457,allocate failure,0x0,1099511627776,0x0\r\n"
-                                 "140235,12:34:56.123458,allocate,7f0a00100000,2048,2\r\n"
-                                 "140234,12:34:56.123459,free,0x7f0a00000000,1024,0x0\r\n"
-                                 "140235,12:34:56.123460,free,7f0a00100000,2048,2\r\n"
-                                 "\r\n");
-    result r = replay(log, "--config", host_config(), NULL, NULL);
-    ck_assert_msg(r.rc == 0, "rc %d: %s", r.rc, r.err);
+    const char *log = crmm_test_write_file("rmm.csv",
+                                           "Thread,Time,Action,Pointer,Size,Stream\r\n"
+                                           "140234,12:34:56.123456,allocate,0x7f0a00000000,1024,0x0\r\n"
+                                           "140234,12:34:56.123457,allocate failure,0x0,1099511627776,0x0\r\n"
+                                           "140235,12:34:56.123458,allocate,7f0a00100000,2048,2\r\n"
+                                           "140234,12:34:56.123459,free,0x7f0a00000000,1024,0x0\r\n"
+                                           "140235,12:34:56.123460,free,7f0a00100000,2048,2\r\n"
+                                           "\r\n");
+    crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     expect_in(r.out, "5 events on 2 threads (2 allocations, 2 frees, 1 allocate failures)");
     expect_in(r.out, "allocations: 2 replayed, 0 failed");
     expect_in(r.out, "frees: 2 replayed, 0 failed");
     expect_in(r.out, "peak in use: 3.0 KiB (3072 bytes as replayed; 3072 in the log)");
-    result_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
 static void expect_bad(const char *name, const char *text, const char *where, const char *what)
 {
-    const char *log = write_file(name, text);
-    result r = replay(log, "--config", host_config(), NULL, NULL);
-    ck_assert_int_eq(r.rc, 1);
+    const char *log = crmm_test_write_file(name, text);
+    crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
+    ck_assert_int_eq(r.status, 1);
     char want[4400];
     snprintf(want, sizeof want, "%s:%s", log, where);
     expect_in(r.err, want);
     expect_in(r.err, what);
     ck_assert_str_eq(r.out, "");
-    result_free(&r);
+    crmm_test_output_free(&r);
 }
 
 START_TEST(malformed_lines_are_named)
@@ -235,90 +205,82 @@ END_TEST
 
 START_TEST(the_logs_own_problems_are_reported)
 {
-    const char *log = write_file("leaky.csv", HEADER
-                                 "1,10:00:00.000001,allocate,0x1000,100,0\n"
-                                 "1,10:00:00.000002,allocate,0x2000,200,0\n"
-                                 "1,10:00:00.000003,free,0x9000,50,0\n"       /* never allocated */
-                                 "1,10:00:00.000004,free,0x1000,64,0\n"       /* another size */
-                                 "1,10:00:00.000005,allocate,0x3000,300,0\n"
-                                 "1,10:00:00.000006,allocate failure,(nil),1000000,0\n");
-    result r = replay(log, "--config", host_config(), NULL, NULL);
-    ck_assert_msg(r.rc == 0, "rc %d: %s", r.rc, r.err);
+    const char *log = crmm_test_write_file("leaky.csv", HEADER
+                                           "1,10:00:00.000001,allocate,0x1000,100,0\n"
+                                           "1,10:00:00.000002,allocate,0x2000,200,0\n"
+                                           "1,10:00:00.000003,free,0x9000,50,0\n"       /* never allocated */
+                                           "1,10:00:00.000004,free,0x1000,64,0\n"       /* another size */
+                                           "1,10:00:00.000005,allocate,0x3000,300,0\n"
+                                           "1,10:00:00.000006,allocate failure,(nil),1000000,0\n");
+    crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     expect_in(r.out, "log leaks: 2 allocations of 500 bytes never freed in the log");
     expect_in(r.out, "log anomalies: 1 frees of pointers not live, 1 frees with another size");
     expect_in(r.out, "frees: 1 replayed");
     expect_in(r.out, "1 allocate failures");
-    result_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
 START_TEST(failed_allocations_are_counted)
 {
-    const char *cfg = write_file("small.ini", "[resource.h]\nplugin = host\n[resource.l]\nplugin = limiting\n"
+    const char *cfg = crmm_test_write_file("small.ini", "[resource.h]\nplugin = host\n[resource.l]\nplugin = limiting\n"
                                               "upstream = h\nallocation_limit = 1MiB\n");
-    const char *log = write_file("big.csv", HEADER
-                                 "1,10:00:00.000001,allocate,0x1000,2097152,0\n"
-                                 "1,10:00:00.000002,allocate,0x2000,1000,0\n"
-                                 "1,10:00:00.000003,free,0x1000,2097152,0\n"
-                                 "1,10:00:00.000004,free,0x2000,1000,0\n");
-    result r = replay(log, "--config", cfg, "--resource", "l");
-    ck_assert_msg(r.rc == 0, "rc %d: %s", r.rc, r.err);
+    const char *log = crmm_test_write_file("big.csv", HEADER
+                                           "1,10:00:00.000001,allocate,0x1000,2097152,0\n"
+                                           "1,10:00:00.000002,allocate,0x2000,1000,0\n"
+                                           "1,10:00:00.000003,free,0x1000,2097152,0\n"
+                                           "1,10:00:00.000004,free,0x2000,1000,0\n");
+    crmm_test_output r = replay(log, "--config", cfg, "--resource", "l");
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     expect_in(r.out, "allocations: 1 replayed, 1 failed");
     expect_in(r.out, "first failure: line 2: out of memory");
     expect_in(r.out, "frees: 1 replayed, 0 failed");
     expect_in(r.out, "peak in use (resource): 1.0 KiB (1024 bytes)"); /* limiting counts 1000 as 1024 */
-    result_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
 START_TEST(usage_errors)
 {
-    result r = replay("--help", NULL, NULL, NULL, NULL);
-    ck_assert_int_eq(r.rc, 0);
+    crmm_test_output r = replay("--help", NULL, NULL, NULL, NULL);
+    ck_assert_int_eq(r.status, 0);
     expect_in(r.out, "usage: crmm replay LOG.csv");
     expect_in(r.out, "Thread,Time,Action,Pointer,Size,Stream");
-    result_free(&r);
+    crmm_test_output_free(&r);
     r = replay(NULL, NULL, NULL, NULL, NULL);
-    ck_assert_int_eq(r.rc, 2);
+    ck_assert_int_eq(r.status, 2);
     expect_in(r.err, "no log file");
-    result_free(&r);
+    crmm_test_output_free(&r);
     r = replay("x.csv", "--bogus", NULL, NULL, NULL);
-    ck_assert_int_eq(r.rc, 2);
+    ck_assert_int_eq(r.status, 2);
     expect_in(r.err, "--bogus");
-    result_free(&r);
+    crmm_test_output_free(&r);
     r = replay("/nonexistent-crmm/x.csv", NULL, NULL, NULL, NULL);
-    ck_assert_int_eq(r.rc, 1);
+    ck_assert_int_eq(r.status, 1);
     expect_in(r.err, "cannot open /nonexistent-crmm/x.csv");
-    result_free(&r);
-    const char *log = write_file("ok.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n");
+    crmm_test_output_free(&r);
+    const char *log = crmm_test_write_file("ok.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n");
     r = replay(log, "--config", host_config(), "--resource", "nope");
-    ck_assert_int_eq(r.rc, 1);
+    ck_assert_int_eq(r.status, 1);
     expect_in(r.err, "no resource 'nope'");
-    result_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
 
 START_TEST(without_a_gpu_the_host_plugin_is_used)
 {
     unsetenv("CRMM_CONFIG");
-    const char *log = write_file("nogpu.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n"
+    const char *log = crmm_test_write_file("nogpu.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n"
                                                      "1,10:00:00.000002,free,0x1000,100,0\n");
-    result r = replay(log, NULL, NULL, NULL, NULL);
-    ck_assert_msg(r.rc == 0, "rc %d: %s", r.rc, r.err);
+    crmm_test_output r = replay(log, NULL, NULL, NULL, NULL);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     expect_in(r.out, "replaying against the host plugin");
     expect_in(r.out, "resource: host (host)");
     expect_in(r.out, "allocations: 1 replayed, 0 failed");
-    result_free(&r);
+    crmm_test_output_free(&r);
 }
 END_TEST
-
-static void remove_tmp_dir(void)
-{
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", tmp_dir);
-}
 
 int main(void)
 {
@@ -338,7 +300,6 @@ int main(void)
         tcase_add_test(tc, without_a_gpu_the_host_plugin_is_used);
     suite_add_tcase(s, tc);
     int rc = crmm_test_run(s);
-    remove_tmp_dir();
     free(tmp_dir);
     return rc;
 }

@@ -7,18 +7,6 @@
 #include <cuda_runtime_api.h>
 #include "test_support.h"
 
-#define ck_cuda(call) do { \
-        cudaError_t e_ = (call); \
-        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_)); \
-    } while (0)
-
-static int current_device(void)
-{
-    int dev = -1;
-    ck_cuda(cudaGetDevice(&dev));
-    return dev;
-}
-
 /* A device resource that records the current device and the stream of each call. */
 typedef struct recording_resource {
     crmm_resource base;
@@ -63,7 +51,7 @@ static recording_resource *recording_new(int device)
 
 START_TEST(test_destroy_while_other_device_current)
 {
-    ck_cuda(cudaSetDevice(1));
+    ck_assert_cuda(cudaSetDevice(1));
     crmm_stream *s1;
     ck_assert_crmm_ok(crmm_stream_create(CRMM_STREAM_NON_BLOCKING, &s1));
     recording_resource *rec = recording_new(1);
@@ -72,37 +60,37 @@ START_TEST(test_destroy_while_other_device_current)
     ck_assert_int_eq(crmm_device_buffer_device(buf), 1);
     ck_assert_crmm_ok(crmm_stream_synchronize(s1));
 
-    ck_cuda(cudaSetDevice(0));
+    ck_assert_cuda(cudaSetDevice(0));
     crmm_device_buffer_destroy(buf);
     ck_assert_int_eq(rec->live, 0);
     ck_assert_int_eq(rec->free_device, 1); /* freed with its own device current */
     ck_assert_ptr_eq(rec->free_stream, crmm_stream_handle(s1)); /* on its last stream */
-    ck_assert_int_eq(current_device(), 0); /* the caller's device is back */
+    ck_assert_int_eq(crmm_test_cuda_device(), 0); /* the caller's device is back */
 
-    ck_cuda(cudaSetDevice(1));
+    ck_assert_cuda(cudaSetDevice(1));
     ck_assert_crmm_ok(crmm_stream_synchronize(s1));
-    ck_cuda(cudaSetDevice(0));
+    ck_assert_cuda(cudaSetDevice(0));
     crmm_stream_destroy(s1); /* a stream of device 1, destroyed while device 0 is current */
-    ck_assert_int_eq(current_device(), 0);
+    ck_assert_int_eq(crmm_test_cuda_device(), 0);
     crmm_resource_release(&rec->base);
 }
 END_TEST
 
 START_TEST(test_buffer_ops_while_other_device_current)
 {
-    ck_cuda(cudaSetDevice(1));
+    ck_assert_cuda(cudaSetDevice(1));
     recording_resource *rec = recording_new(1);
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_to_device("abc", 3, NULL, &rec->base, &buf));
-    ck_cuda(cudaSetDevice(0));
+    ck_assert_cuda(cudaSetDevice(0));
 
     /* Grow while device 0 is current: the new block comes from device 1, contents kept. */
     ck_assert_crmm_ok(crmm_device_buffer_resize(buf, 1 << 20, NULL));
     ck_assert_int_eq(rec->alloc_device, 1);
     ck_assert_int_eq(rec->free_device, 1);
-    ck_assert_int_eq(current_device(), 0);
+    ck_assert_int_eq(crmm_test_cuda_device(), 0);
     struct cudaPointerAttributes attr;
-    ck_cuda(cudaPointerGetAttributes(&attr, crmm_device_buffer_ptr(buf)));
+    ck_assert_cuda(cudaPointerGetAttributes(&attr, crmm_device_buffer_ptr(buf)));
     ck_assert_int_eq(attr.device, 1);
     char got[3];
     ck_assert_crmm(crmm_device_buffer_copy_to_host(buf, got, sizeof got, NULL), CRMM_ERROR_INVALID_ARGUMENT);
@@ -115,47 +103,47 @@ START_TEST(test_buffer_ops_while_other_device_current)
     ck_assert_int_eq(crmm_device_buffer_device(copy), 1);
     ck_assert_crmm_ok(crmm_device_buffer_copy_to_host(copy, got, sizeof got, NULL));
     ck_assert_mem_eq(got, "xyc", 3);
-    ck_assert_int_eq(current_device(), 0);
+    ck_assert_int_eq(crmm_test_cuda_device(), 0);
     crmm_device_buffer_destroy(copy);
     crmm_device_buffer_destroy(buf);
     ck_assert_int_eq(rec->live, 0);
-    ck_assert_int_eq(current_device(), 0);
-    ck_cuda(cudaSetDevice(1));
-    ck_cuda(cudaDeviceSynchronize());
-    ck_cuda(cudaSetDevice(0));
+    ck_assert_int_eq(crmm_test_cuda_device(), 0);
+    ck_assert_cuda(cudaSetDevice(1));
+    ck_assert_cuda(cudaDeviceSynchronize());
+    ck_assert_cuda(cudaSetDevice(0));
     crmm_resource_release(&rec->base);
 }
 END_TEST
 
 START_TEST(test_current_resource_of_device_1)
 {
-    ck_cuda(cudaSetDevice(1));
+    ck_assert_cuda(cudaSetDevice(1));
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_to_device("abc", 3, NULL, NULL, &buf));
     ck_assert_int_eq(crmm_device_buffer_device(buf), 1);
     ck_assert_ptr_eq(crmm_device_buffer_resource(buf), crmm_get_per_device_resource(1));
-    ck_cuda(cudaSetDevice(0));
+    ck_assert_cuda(cudaSetDevice(0));
     char got[3];
     ck_assert_crmm_ok(crmm_device_buffer_copy_to_host(buf, got, sizeof got, NULL));
     ck_assert_mem_eq(got, "abc", 3);
     crmm_device_buffer_destroy(buf);
-    ck_assert_int_eq(current_device(), 0);
+    ck_assert_int_eq(crmm_test_cuda_device(), 0);
 }
 END_TEST
 
 START_TEST(test_pool_of_device_1_destroyed_from_device_0)
 {
-    ck_cuda(cudaSetDevice(1));
+    ck_assert_cuda(cudaSetDevice(1));
     crmm_stream_pool *pool;
     ck_assert_crmm_ok(crmm_stream_pool_create(4, CRMM_STREAM_SYNC_DEFAULT, &pool));
     crmm_stream *s;
     ck_assert_crmm_ok(crmm_stream_pool_get_stream(pool, &s));
     int dev = -1;
-    ck_cuda(cudaStreamGetDevice(crmm_stream_handle(s), &dev));
+    ck_assert_cuda(cudaStreamGetDevice(crmm_stream_handle(s), &dev));
     ck_assert_int_eq(dev, 1);
-    ck_cuda(cudaSetDevice(0));
+    ck_assert_cuda(cudaSetDevice(0));
     crmm_stream_pool_destroy(pool);
-    ck_assert_int_eq(current_device(), 0);
+    ck_assert_int_eq(crmm_test_cuda_device(), 0);
 }
 END_TEST
 

@@ -19,11 +19,6 @@
 
 #define SLOW_US 250000
 
-#define ck_cuda(call) do { \
-        cudaError_t e_ = (call); \
-        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_)); \
-    } while (0)
-
 static void CUDART_CB sleep_then_mark(void *arg)
 {
     usleep(SLOW_US);
@@ -34,37 +29,37 @@ static void CUDART_CB sleep_then_mark(void *arg)
 static void queue_slow(crmm_stream *stream, atomic_int *done)
 {
     atomic_init(done, 0);
-    ck_cuda(cudaLaunchHostFunc(crmm_stream_handle(stream), sleep_then_mark, done));
+    ck_assert_cuda(cudaLaunchHostFunc(crmm_stream_handle(stream), sleep_then_mark, done));
 }
 
 /* Read device memory on the legacy default stream (not ordered behind non-blocking streams). */
 static void read_device(void *host, const void *dev, size_t n)
 {
-    ck_cuda(cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost));
+    ck_assert_cuda(cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost));
 }
 
 static void *device_zeros(size_t n)
 {
     void *p;
-    ck_cuda(cudaMalloc(&p, n));
-    ck_cuda(cudaMemset(p, 0, n));
-    ck_cuda(cudaDeviceSynchronize()); /* setup done before any other stream uses p */
+    ck_assert_cuda(cudaMalloc(&p, n));
+    ck_assert_cuda(cudaMemset(p, 0, n));
+    ck_assert_cuda(cudaDeviceSynchronize()); /* setup done before any other stream uses p */
     return p;
 }
 
 static void *device_from(const void *host, size_t n)
 {
     void *p;
-    ck_cuda(cudaMalloc(&p, n));
-    ck_cuda(cudaMemcpy(p, host, n, cudaMemcpyHostToDevice));
-    ck_cuda(cudaDeviceSynchronize());
+    ck_assert_cuda(cudaMalloc(&p, n));
+    ck_assert_cuda(cudaMemcpy(p, host, n, cudaMemcpyHostToDevice));
+    ck_assert_cuda(cudaDeviceSynchronize());
     return p;
 }
 
 static void *pinned(size_t n)
 {
     void *p;
-    ck_cuda(cudaMallocHost(&p, n));
+    ck_assert_cuda(cudaMallocHost(&p, n));
     memset(p, 0, n);
     return p;
 }
@@ -80,7 +75,7 @@ START_TEST(test_example_copy_device_to_ptr)
      * copy_device_to_ptr(db2.ptr, db.ptr, db2.size); db.copy_to_host() → [97, 98, 99, 0, 0] */
     crmm_device_buffer *db, *db2;
     ck_assert_crmm_ok(crmm_device_buffer_create(5, NULL, NULL, &db));
-    ck_cuda(cudaMemset(crmm_device_buffer_ptr(db), 0, 5)); /* fresh device memory is not zero */
+    ck_assert_cuda(cudaMemset(crmm_device_buffer_ptr(db), 0, 5)); /* fresh device memory is not zero */
     ck_assert_crmm_ok(crmm_device_buffer_to_device("abc", 3, NULL, NULL, &db2));
     ck_assert_uint_eq(crmm_device_buffer_size(db2), 3);
     ck_assert_crmm_ok(crmm_copy_device_to_ptr(crmm_device_buffer_ptr(db2), crmm_device_buffer_ptr(db),
@@ -103,7 +98,7 @@ START_TEST(test_example_copy_host_to_ptr)
      * [97, 98, 99, 0, 0, 0, 0, 0, 0, 0] */
     crmm_device_buffer *db;
     ck_assert_crmm_ok(crmm_device_buffer_create(10, NULL, NULL, &db));
-    ck_cuda(cudaMemset(crmm_device_buffer_ptr(db), 0, 10));
+    ck_assert_cuda(cudaMemset(crmm_device_buffer_ptr(db), 0, 10));
     ck_assert_crmm_ok(crmm_copy_host_to_ptr("abc", 3, crmm_device_buffer_ptr(db), NULL));
     unsigned char hb[10];
     ck_assert_crmm_ok(crmm_device_buffer_copy_to_host(db, hb, sizeof hb, NULL));
@@ -134,7 +129,7 @@ START_TEST(test_example_to_device)
     ck_assert_uint_eq(crmm_device_buffer_capacity(db), 3);
     ck_assert_ptr_eq(crmm_device_buffer_resource(db), crmm_get_current_device_resource());
     int dev;
-    ck_cuda(cudaGetDevice(&dev));
+    ck_assert_cuda(cudaGetDevice(&dev));
     ck_assert_int_eq(crmm_device_buffer_device(db), dev);
     void *hb;
     size_t len;
@@ -178,8 +173,8 @@ START_TEST(test_default_stream_host_to_ptr_sync)
     char got[NDATA];
     read_device(got, dst, NDATA);
     ck_assert_mem_eq(got, DATA, NDATA);
-    ck_cuda(cudaFreeHost(src));
-    ck_cuda(cudaFree(dst));
+    ck_assert_cuda(cudaFreeHost(src));
+    ck_assert_cuda(cudaFree(dst));
     crmm_stream_destroy(view);
 }
 END_TEST
@@ -194,8 +189,8 @@ START_TEST(test_default_stream_ptr_to_host_sync)
     ck_assert_crmm_ok(crmm_copy_ptr_to_host(src, dst, NDATA, s));
     ck_assert_int_eq(atomic_load(&done), 1);
     ck_assert_mem_eq(dst, DATA, NDATA); /* visible at return */
-    ck_cuda(cudaFreeHost(dst));
-    ck_cuda(cudaFree(src));
+    ck_assert_cuda(cudaFreeHost(dst));
+    ck_assert_cuda(cudaFree(src));
     crmm_stream_destroy(view);
 }
 END_TEST
@@ -211,8 +206,8 @@ START_TEST(test_default_stream_device_to_ptr_sync)
     char got[NDATA];
     read_device(got, dst, NDATA);
     ck_assert_mem_eq(got, DATA, NDATA);
-    ck_cuda(cudaFree(src));
-    ck_cuda(cudaFree(dst));
+    ck_assert_cuda(cudaFree(src));
+    ck_assert_cuda(cudaFree(dst));
     crmm_stream_destroy(view);
 }
 END_TEST
@@ -241,7 +236,7 @@ static void other_stream_open(int i, test_stream *t)
         ck_assert_crmm_ok(crmm_stream_pool_get_stream(t->pool, &t->stream));
         break;
     default:
-        ck_cuda(cudaStreamCreateWithFlags(&t->foreign, cudaStreamNonBlocking));
+        ck_assert_cuda(cudaStreamCreateWithFlags(&t->foreign, cudaStreamNonBlocking));
         ck_assert_crmm_ok(crmm_stream_view(t->foreign, &t->owned));
         t->stream = t->owned;
         break;
@@ -254,7 +249,7 @@ static void other_stream_close(test_stream *t)
     crmm_stream_destroy(t->owned);
     crmm_stream_pool_destroy(t->pool);
     if (t->foreign)
-        ck_cuda(cudaStreamDestroy(t->foreign));
+        ck_assert_cuda(cudaStreamDestroy(t->foreign));
 }
 
 START_TEST(test_other_stream_host_to_ptr_async)
@@ -279,8 +274,8 @@ START_TEST(test_other_stream_host_to_ptr_async)
     ck_assert_int_eq(atomic_load(&done), 1);
     read_device(got, dst, NDATA);
     ck_assert_mem_eq(got, DATA, NDATA);
-    ck_cuda(cudaFreeHost(src));
-    ck_cuda(cudaFree(dst));
+    ck_assert_cuda(cudaFreeHost(src));
+    ck_assert_cuda(cudaFree(dst));
     other_stream_close(&t);
 }
 END_TEST
@@ -300,8 +295,8 @@ START_TEST(test_other_stream_ptr_to_host_async)
         ck_assert_mem_eq(dst, zeros, NDATA);
     ck_assert_crmm_ok(crmm_stream_synchronize(t.stream));
     ck_assert_mem_eq(dst, DATA, NDATA);
-    ck_cuda(cudaFreeHost(dst));
-    ck_cuda(cudaFree(src));
+    ck_assert_cuda(cudaFreeHost(dst));
+    ck_assert_cuda(cudaFree(src));
     other_stream_close(&t);
 }
 END_TEST
@@ -325,8 +320,8 @@ START_TEST(test_other_stream_device_to_ptr_async)
     ck_assert_crmm_ok(crmm_stream_synchronize(t.stream));
     read_device(got, dst, NDATA);
     ck_assert_mem_eq(got, DATA, NDATA);
-    ck_cuda(cudaFree(src));
-    ck_cuda(cudaFree(dst));
+    ck_assert_cuda(cudaFree(src));
+    ck_assert_cuda(cudaFree(dst));
     other_stream_close(&t);
 }
 END_TEST
@@ -369,7 +364,7 @@ static recording_resource *recording_new(void)
     recording_resource *r = calloc(1, sizeof *r);
     ck_assert_ptr_nonnull(r);
     int dev;
-    ck_cuda(cudaGetDevice(&dev));
+    ck_assert_cuda(cudaGetDevice(&dev));
     crmm_resource_init(&r->base, &rec_ops, "recording", CRMM_RESOURCE_DEVICE_ACCESSIBLE, dev, NULL);
     r->last_free_device = -1;
     return r;
@@ -386,13 +381,6 @@ static void assert_buffer_holds(const crmm_device_buffer *buf, const unsigned ch
     free(got);
 }
 
-static uint64_t query(crmm_resource *mr, crmm_query what)
-{
-    uint64_t v = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
-    return v;
-}
-
 START_TEST(test_buffer_resize_reserve_shrink_keep_contents)
 {
     crmm_resource *mr;
@@ -407,8 +395,8 @@ START_TEST(test_buffer_resize_reserve_shrink_keep_contents)
     ck_assert_crmm_ok(crmm_device_buffer_resize(buf, 1000, NULL)); /* past capacity: exactly 1000 */
     ck_assert_uint_eq(crmm_device_buffer_size(buf), 1000);
     ck_assert_uint_eq(crmm_device_buffer_capacity(buf), 1000);
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 1000); /* the old block was freed */
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 1000); /* the old block was freed */
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 1);
     assert_buffer_holds(buf, pattern, 256);
 
     void *p = crmm_device_buffer_ptr(buf);
@@ -420,12 +408,12 @@ START_TEST(test_buffer_resize_reserve_shrink_keep_contents)
     ck_assert_crmm_ok(crmm_device_buffer_reserve(buf, 5000, NULL));
     ck_assert_uint_eq(crmm_device_buffer_capacity(buf), 5000);
     ck_assert_uint_eq(crmm_device_buffer_size(buf), 100);
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 5000);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 5000);
     assert_buffer_holds(buf, pattern, 100);
 
     ck_assert_crmm_ok(crmm_device_buffer_shrink_to_fit(buf, NULL));
     ck_assert_uint_eq(crmm_device_buffer_capacity(buf), 100);
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_BYTES_IN_USE), 100);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 100);
     assert_buffer_holds(buf, pattern, 100);
 
     unsigned char host[100];
@@ -433,7 +421,7 @@ START_TEST(test_buffer_resize_reserve_shrink_keep_contents)
     ck_assert_mem_eq(host, pattern, 100);
 
     crmm_device_buffer_destroy(buf);
-    ck_assert_uint_eq(query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_int_eq(crmm_resource_refcount(mr), 1);
     crmm_resource_release(mr);
 }
@@ -483,7 +471,7 @@ START_TEST(test_buffer_copy_from_bounds)
     assert_buffer_holds(buf, (const unsigned char *)"abcdefghij", 10);
     char small[9];
     ck_assert_crmm(crmm_device_buffer_copy_to_host(buf, small, sizeof small, NULL), CRMM_ERROR_INVALID_ARGUMENT);
-    ck_cuda(cudaFree(src));
+    ck_assert_cuda(cudaFree(src));
     crmm_device_buffer_destroy(buf);
 }
 END_TEST
@@ -509,7 +497,7 @@ START_TEST(test_buffer_to_device_async_on_stream)
     ck_assert_mem_eq(got, DATA, NDATA);
     crmm_device_buffer_destroy(buf);
     ck_assert_crmm_ok(crmm_stream_synchronize(s));
-    ck_cuda(cudaFreeHost(src));
+    ck_assert_cuda(cudaFreeHost(src));
     crmm_stream_destroy(s);
     crmm_resource_release(&rec->base);
 }
@@ -579,7 +567,7 @@ START_TEST(test_stream_owning)
         ck_assert(!crmm_stream_is_default(s));
         ck_assert_ptr_nonnull(crmm_stream_handle(s));
         unsigned got;
-        ck_cuda(cudaStreamGetFlags(crmm_stream_handle(s), &got));
+        ck_assert_cuda(cudaStreamGetFlags(crmm_stream_handle(s), &got));
         ck_assert_uint_eq(got, want[i]);
         atomic_int done;
         queue_slow(s, &done);
@@ -596,7 +584,7 @@ END_TEST
 START_TEST(test_stream_view_of_foreign_stream)
 {
     cudaStream_t h;
-    ck_cuda(cudaStreamCreate(&h));
+    ck_assert_cuda(cudaStreamCreate(&h));
     crmm_stream *v;
     ck_assert_crmm_ok(crmm_stream_view(h, &v));
     ck_assert_ptr_eq(crmm_stream_handle(v), h);
@@ -607,15 +595,15 @@ START_TEST(test_stream_view_of_foreign_stream)
     ck_assert_crmm_ok(crmm_stream_synchronize(v));
     crmm_stream_destroy(v);
     /* The caller's stream still works. */
-    ck_cuda(cudaStreamQuery(h));
-    ck_cuda(cudaMemsetAsync(p, 'z', 4, h));
-    ck_cuda(cudaStreamSynchronize(h));
+    ck_assert_cuda(cudaStreamQuery(h));
+    ck_assert_cuda(cudaMemsetAsync(p, 'z', 4, h));
+    ck_assert_cuda(cudaStreamSynchronize(h));
     char got[NDATA];
     read_device(got, p, NDATA);
     ck_assert_mem_eq(got, "zzzz", 4);
     ck_assert_mem_eq(got + 4, DATA + 4, NDATA - 4);
-    ck_cuda(cudaFree(p));
-    ck_cuda(cudaStreamDestroy(h));
+    ck_assert_cuda(cudaFree(p));
+    ck_assert_cuda(cudaStreamDestroy(h));
 }
 END_TEST
 
@@ -632,7 +620,7 @@ START_TEST(test_pool_round_robin_and_by_id)
         ck_assert(!crmm_stream_is_default(by_id[i]));
         ck_assert(!crmm_stream_is_owning(by_id[i]));
         unsigned flags;
-        ck_cuda(cudaStreamGetFlags(crmm_stream_handle(by_id[i]), &flags));
+        ck_assert_cuda(cudaStreamGetFlags(crmm_stream_handle(by_id[i]), &flags));
         ck_assert_uint_eq(flags, cudaStreamDefault);
         for (int j = 0; j < i; j++)
             ck_assert_ptr_ne(crmm_stream_handle(by_id[i]), crmm_stream_handle(by_id[j]));
@@ -664,21 +652,21 @@ START_TEST(test_pool_default_size_and_flags)
     ck_assert_crmm_ok(crmm_stream_pool_create(CRMM_STREAM_POOL_DEFAULT_SIZE, CRMM_STREAM_NON_BLOCKING, &pool));
     ck_assert_uint_eq(crmm_stream_pool_get_pool_size(pool), 16);
     void *p;
-    ck_cuda(cudaMalloc(&p, 16));
+    ck_assert_cuda(cudaMalloc(&p, 16));
     for (int i = 0; i < 16; i++) {
         crmm_stream *s;
         ck_assert_crmm_ok(crmm_stream_pool_get_stream(pool, &s));
         unsigned flags;
-        ck_cuda(cudaStreamGetFlags(crmm_stream_handle(s), &flags));
+        ck_assert_cuda(cudaStreamGetFlags(crmm_stream_handle(s), &flags));
         ck_assert_uint_eq(flags, cudaStreamNonBlocking);
-        ck_cuda(cudaMemsetAsync((char *)p + i, i, 1, crmm_stream_handle(s)));
+        ck_assert_cuda(cudaMemsetAsync((char *)p + i, i, 1, crmm_stream_handle(s)));
         ck_assert_crmm_ok(crmm_stream_synchronize(s));
     }
     unsigned char got[16];
     read_device(got, p, 16);
     for (int i = 0; i < 16; i++)
         ck_assert_uint_eq(got[i], i);
-    ck_cuda(cudaFree(p));
+    ck_assert_cuda(cudaFree(p));
     crmm_stream_pool_destroy(pool);
 }
 END_TEST

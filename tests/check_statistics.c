@@ -3,6 +3,7 @@
  * the API through other adaptors, threads, and the conformance suite. */
 #include "config.h"
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "conformance.h"
@@ -10,18 +11,11 @@
 
 #define TEN_MIB ((size_t)10 << 20)
 
-static crmm_resource *over(const char *plugin, const char *params, crmm_resource *upstream)
-{
-    crmm_resource *mr = NULL;
-    ck_assert_crmm_ok(crmm_resource_create(plugin, params, upstream, &mr));
-    return mr;
-}
-
 /* statistics over a fresh host resource (the caller releases only the returned one) */
 static crmm_resource *stats_over_host(void)
 {
-    crmm_resource *host = over("host", NULL, NULL);
-    crmm_resource *mr = over("statistics", NULL, host);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *mr = crmm_test_create("statistics", NULL, host);
     crmm_resource_release(host);
     return mr;
 }
@@ -32,14 +26,6 @@ static crmm_alloc_counters get(crmm_resource *mr)
     memset(&c, 0x5a, sizeof c);
     ck_assert_crmm_ok(crmm_statistics_get(mr, &c));
     return c;
-}
-
-static void *alloc(crmm_resource *mr, size_t n)
-{
-    void *p = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, NULL, &p));
-    ck_assert_ptr_nonnull(p);
-    return p;
 }
 
 START_TEST(empty_counters_are_zero)
@@ -64,7 +50,7 @@ START_TEST(all_freed_counts_zero)
     crmm_resource *mr = stats_over_host();
     void *p[10];
     for (int i = 0; i < 10; i++)
-        p[i] = alloc(mr, TEN_MIB);
+        p[i] = crmm_test_allocate(mr, TEN_MIB);
     for (int i = 0; i < 10; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], TEN_MIB, NULL));
     crmm_alloc_counters c = get(mr);
@@ -81,7 +67,7 @@ START_TEST(peak_allocations_follow_rmm)
     void *p[20];
     int live[20], n = 0;
     for (int i = 0; i < 10; i++)
-        p[i] = alloc(mr, TEN_MIB);
+        p[i] = crmm_test_allocate(mr, TEN_MIB);
     for (int i = 0; i < 10; i++) { /* free every other one */
         if (i % 2 == 0)
             ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], TEN_MIB, NULL));
@@ -96,7 +82,7 @@ START_TEST(peak_allocations_follow_rmm)
     ck_assert_uint_eq(c.total_bytes, 10 * TEN_MIB);
     ck_assert_uint_eq(c.total_count, 10);
     for (int i = 10; i < 20; i++) { /* ten more raise the peak to 15 */
-        p[i] = alloc(mr, TEN_MIB);
+        p[i] = crmm_test_allocate(mr, TEN_MIB);
         live[n++] = i;
     }
     for (int k = 0; k < n; k++)
@@ -123,10 +109,10 @@ START_TEST(stacked_adaptors_count_separately)
     crmm_resource *outer = stats_over_host();
     void *p[15];
     for (int i = 0; i < 10; i++)
-        p[i] = alloc(outer, TEN_MIB);
-    crmm_resource *inner = over("statistics", NULL, outer);
+        p[i] = crmm_test_allocate(outer, TEN_MIB);
+    crmm_resource *inner = crmm_test_create("statistics", NULL, outer);
     for (int i = 10; i < 15; i++)
-        p[i] = alloc(inner, TEN_MIB);
+        p[i] = crmm_test_allocate(inner, TEN_MIB);
     /* the API finds the first statistics layer: the inner one */
     ck_assert_int_eq(get(inner).count, 5);
     ck_assert_int_eq(get(outer).count, 15);
@@ -153,10 +139,10 @@ START_TEST(freeing_through_inner_goes_negative)
     crmm_resource *outer = stats_over_host();
     void *p[15];
     for (int i = 0; i < 10; i++)
-        p[i] = alloc(outer, TEN_MIB);
-    crmm_resource *inner = over("statistics", NULL, outer);
+        p[i] = crmm_test_allocate(outer, TEN_MIB);
+    crmm_resource *inner = crmm_test_create("statistics", NULL, outer);
     for (int i = 10; i < 15; i++)
-        p[i] = alloc(inner, TEN_MIB);
+        p[i] = crmm_test_allocate(inner, TEN_MIB);
     for (int i = 0; i < 15; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(inner, p[i], TEN_MIB, NULL));
     crmm_alloc_counters o = get(outer), n = get(inner);
@@ -178,17 +164,17 @@ END_TEST
 START_TEST(push_pop_fold_like_rmm)
 {
     crmm_resource *mr = stats_over_host();
-    void *a0 = alloc(mr, TEN_MIB);
+    void *a0 = crmm_test_allocate(mr, TEN_MIB);
     crmm_alloc_counters before;
     ck_assert_crmm_ok(crmm_statistics_push(mr, &before));
     ck_assert_int_eq(before.bytes, (int64_t)TEN_MIB); /* push returns the frame pushed down */
     ck_assert_int_eq(before.count, 1);
     ck_assert_int_eq(get(mr).bytes, 0);
     ck_assert_int_eq(get(mr).count, 0);
-    void *a1 = alloc(mr, TEN_MIB);
+    void *a1 = crmm_test_allocate(mr, TEN_MIB);
     ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
     ck_assert_int_eq(get(mr).bytes, 0);
-    void *a2 = alloc(mr, TEN_MIB);
+    void *a2 = crmm_test_allocate(mr, TEN_MIB);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, a2, TEN_MIB, NULL));
     ck_assert_int_eq(get(mr).bytes, 0);
     ck_assert_int_eq(get(mr).peak_bytes, (int64_t)TEN_MIB);
@@ -229,9 +215,9 @@ END_TEST
 START_TEST(queries_cover_every_frame)
 {
     crmm_resource *mr = stats_over_host();
-    void *a = alloc(mr, 1000);
+    void *a = crmm_test_allocate(mr, 1000);
     ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
-    void *b = alloc(mr, 3000);
+    void *b = crmm_test_allocate(mr, 3000);
     uint64_t in_use, peak, count;
     ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &in_use));
     ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE_PEAK, &peak));
@@ -265,9 +251,9 @@ END_TEST
 START_TEST(api_finds_the_layer_under_other_adaptors)
 {
     crmm_resource *stats = stats_over_host();
-    crmm_resource *lim = over("limiting", "allocation_limit=1GiB", stats);
-    crmm_resource *top = over("tracking", NULL, lim);
-    void *p = alloc(top, 5000);
+    crmm_resource *lim = crmm_test_create("limiting", "allocation_limit=1GiB", stats);
+    crmm_resource *top = crmm_test_create("tracking", NULL, lim);
+    void *p = crmm_test_allocate(top, 5000);
     ck_assert_int_eq(get(top).bytes, 5000);
     ck_assert_crmm_ok(crmm_statistics_push(top, NULL));
     uint64_t depth;
@@ -287,16 +273,39 @@ END_TEST
 
 START_TEST(api_rejects_bad_arguments)
 {
-    crmm_resource *host = over("host", NULL, NULL);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
     crmm_alloc_counters c;
     ck_assert_crmm(crmm_statistics_get(host, &c), CRMM_ERROR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "no statistics layer"));
     ck_assert_crmm(crmm_statistics_push(host, NULL), CRMM_ERROR_UNSUPPORTED);
     ck_assert_crmm(crmm_statistics_get(NULL, &c), CRMM_ERROR_INVALID_ARGUMENT);
-    crmm_resource *mr = over("statistics", NULL, host);
+    crmm_resource *mr = crmm_test_create("statistics", NULL, host);
     ck_assert_crmm(crmm_statistics_get(mr, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_resource_control(mr, 0x1ff, NULL), CRMM_ERROR_UNSUPPORTED); /* unknown op, host has none */
     crmm_resource_release(mr);
+    crmm_resource_release(host);
+}
+END_TEST
+
+/* The core's crmm_resource_control_kind, which the statistics API is built on. */
+START_TEST(control_kind_finds_the_layer_under_others)
+{
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    snprintf(host->name, sizeof host->name, "h");
+    ck_assert_crmm(crmm_resource_control_kind(host, "statistics", CRMM_STATISTICS_OP_DEPTH, NULL),
+                   CRMM_ERROR_UNSUPPORTED);
+    ck_assert_str_eq(crmm_last_error(), "unsupported: resource 'h' (host) has no statistics layer");
+    crmm_resource *stats = crmm_test_create("statistics", NULL, host);
+    crmm_resource *top = crmm_test_create("limiting", "allocation_limit=1MiB", stats);
+    ck_assert_crmm_ok(crmm_statistics_push(stats, NULL));
+    uint64_t depth = 0;
+    ck_assert_crmm_ok(crmm_resource_control_kind(top, "statistics", CRMM_STATISTICS_OP_DEPTH, &depth));
+    ck_assert_uint_eq(depth, 2);
+    ck_assert_crmm(crmm_resource_control_kind(NULL, "statistics", CRMM_STATISTICS_OP_DEPTH, &depth),
+                   CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_control_kind(top, NULL, CRMM_STATISTICS_OP_DEPTH, &depth), CRMM_ERROR_INVALID_ARGUMENT);
+    crmm_resource_release(top);
+    crmm_resource_release(stats);
     crmm_resource_release(host);
 }
 END_TEST
@@ -307,7 +316,7 @@ START_TEST(deep_push_pop)
     void *p[40];
     for (int i = 0; i < 40; i++) { /* grows the frame stack past its first capacity */
         ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
-        p[i] = alloc(mr, 256);
+        p[i] = crmm_test_allocate(mr, 256);
     }
     for (int i = 39; i >= 0; i--) {
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], 256, NULL));
@@ -383,6 +392,7 @@ int main(void)
     tcase_add_test(tc, failed_allocation_is_not_counted);
     tcase_add_test(tc, api_finds_the_layer_under_other_adaptors);
     tcase_add_test(tc, api_rejects_bad_arguments);
+    tcase_add_test(tc, control_kind_finds_the_layer_under_others);
     tcase_add_test(tc, deep_push_pop);
     tcase_add_test(tc, threads_count_exactly_while_frames_change);
     suite_add_tcase(s, tc);

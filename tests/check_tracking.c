@@ -13,13 +13,6 @@
 
 #define TEN_MIB ((size_t)10 << 20)
 
-static crmm_resource *over(const char *plugin, const char *params, crmm_resource *upstream)
-{
-    crmm_resource *mr = NULL;
-    ck_assert_crmm_ok(crmm_resource_create(plugin, params, upstream, &mr));
-    return mr;
-}
-
 static uint64_t count_of(crmm_resource *mr)
 {
     uint64_t n = 12345;
@@ -34,33 +27,9 @@ static uint64_t bytes_of(crmm_resource *mr)
     return n;
 }
 
-static void *alloc(crmm_resource *mr, size_t n)
-{
-    void *p = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, NULL, &p));
-    return p;
-}
-
-/* Read a whole file into a malloc'd string. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        fwrite(chunk, 1, n, m);
-    fclose(f);
-    fclose(m);
-    return buf;
-}
-
 START_TEST(empty)
 {
-    crmm_resource *host = over("host", NULL, NULL), *mr = over("tracking", NULL, host);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     ck_assert_uint_eq(count_of(mr), 0);
     ck_assert_uint_eq(bytes_of(mr), 0);
     crmm_resource_release(mr);
@@ -70,10 +39,10 @@ END_TEST
 
 START_TEST(all_freed)
 {
-    crmm_resource *host = over("host", NULL, NULL), *mr = over("tracking", NULL, host);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     void *p[10];
     for (int i = 0; i < 10; i++)
-        p[i] = alloc(mr, TEN_MIB);
+        p[i] = crmm_test_allocate(mr, TEN_MIB);
     ck_assert_uint_eq(count_of(mr), 10);
     ck_assert_uint_eq(bytes_of(mr), 10 * TEN_MIB);
     for (int i = 0; i < 10; i++)
@@ -113,11 +82,11 @@ static int visit(const crmm_tracking_allocation *a, void *arg)
 
 static void left_over(int capture)
 {
-    crmm_resource *host = over("host", NULL, NULL);
-    crmm_resource *mr = over("tracking", capture ? "capture_stacks=true" : NULL, host);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *mr = crmm_test_create("tracking", capture ? "capture_stacks=true" : NULL, host);
     void *p[10];
     for (int i = 0; i < 10; i++)
-        p[i] = alloc(mr, TEN_MIB + (size_t)i);
+        p[i] = crmm_test_allocate(mr, TEN_MIB + (size_t)i);
     for (int i = 0; i < 10; i += 2)
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], TEN_MIB + (size_t)i, NULL));
     ck_assert_uint_eq(count_of(mr), 5);
@@ -155,10 +124,10 @@ END_TEST
 
 START_TEST(foreach_stops_when_asked)
 {
-    crmm_resource *host = over("host", NULL, NULL), *mr = over("tracking", NULL, host);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     void *p[6];
     for (int i = 0; i < 6; i++)
-        p[i] = alloc(mr, 512);
+        p[i] = crmm_test_allocate(mr, 512);
     seen s = {.in_order = 1, .stop_after = 2};
     ck_assert_crmm_ok(crmm_tracking_foreach(mr, visit, &s));
     ck_assert_int_eq(s.n, 2);
@@ -172,13 +141,13 @@ END_TEST
 
 START_TEST(stacked_trackers)
 {
-    crmm_resource *host = over("host", NULL, NULL), *outer = over("tracking", "capture_stacks=1", host);
-    crmm_resource *inner = over("tracking", NULL, outer);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *outer = crmm_test_create("tracking", "capture_stacks=1", host);
+    crmm_resource *inner = crmm_test_create("tracking", NULL, outer);
     void *p[15];
     for (int i = 0; i < 10; i++)
-        p[i] = alloc(outer, TEN_MIB);
+        p[i] = crmm_test_allocate(outer, TEN_MIB);
     for (int i = 10; i < 15; i++)
-        p[i] = alloc(inner, TEN_MIB);
+        p[i] = crmm_test_allocate(inner, TEN_MIB);
     ck_assert_uint_eq(count_of(outer), 15);
     ck_assert_uint_eq(count_of(inner), 5); /* the API finds the first tracking layer */
     ck_assert_uint_eq(bytes_of(outer), 15 * TEN_MIB);
@@ -200,13 +169,10 @@ END_TEST
 
 START_TEST(wrong_size_free_is_refused)
 {
-    char *dir = crmm_test_tmpdir();
-    char log[4200];
-    snprintf(log, sizeof log, "%s/crmm.log", dir);
-    ck_assert_crmm_ok(crmm_log_set_file(log));
-    crmm_resource *host = over("host", NULL, NULL), *stats = over("statistics", NULL, host);
-    crmm_resource *mr = over("tracking", NULL, stats);
-    void *p = alloc(mr, TEN_MIB);
+    crmm_test_log_capture_begin();
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *stats = crmm_test_create("statistics", NULL, host);
+    crmm_resource *mr = crmm_test_create("tracking", NULL, stats);
+    void *p = crmm_test_allocate(mr, TEN_MIB);
     ck_assert_crmm(crmm_resource_deallocate(mr, p, TEN_MIB / 2, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(crmm_last_error(), "5242880") && strstr(crmm_last_error(), "10485760"), "message: %s",
                   crmm_last_error());
@@ -216,14 +182,9 @@ START_TEST(wrong_size_free_is_refused)
     ck_assert_int_eq(c.count, 1); /* the upstream never saw the bad free */
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, TEN_MIB, NULL));
     ck_assert_uint_eq(count_of(mr), 0);
-    crmm_log_flush();
-    char *text = slurp(log);
+    char *text = crmm_test_log_capture_end();
     ck_assert_msg(strstr(text, "[error]") && strstr(text, "allocated with 10485760 bytes"), "log: %s", text);
     free(text);
-    crmm_log_set_file(NULL);
-    unlink(log);
-    rmdir(dir);
-    free(dir);
     crmm_resource_release(mr);
     crmm_resource_release(stats);
     crmm_resource_release(host);
@@ -232,12 +193,12 @@ END_TEST
 
 START_TEST(unknown_pointer_is_refused)
 {
-    crmm_resource *host = over("host", NULL, NULL), *mr = over("tracking", NULL, host);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     char on_stack[512];
     /* host would free() it and crash: returning an error proves it did not go upstream */
     ck_assert_crmm(crmm_resource_deallocate(mr, on_stack, sizeof on_stack, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "did not allocate"));
-    void *p = alloc(mr, 100);
+    void *p = crmm_test_allocate(mr, 100);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 100, NULL));
     ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* double free */
     ck_assert_uint_eq(count_of(mr), 0);
@@ -248,17 +209,13 @@ END_TEST
 
 START_TEST(leaks_are_reported_at_destroy)
 {
-    char *dir = crmm_test_tmpdir();
-    char log[4200];
-    snprintf(log, sizeof log, "%s/crmm.log", dir);
-    ck_assert_crmm_ok(crmm_log_set_file(log));
-    crmm_resource *host = over("host", NULL, NULL), *mr = over("tracking", "capture_stacks=true", host);
+    crmm_test_log_capture_begin();
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", "capture_stacks=true", host);
     snprintf(mr->name, sizeof mr->name, "leaky");
-    void *a = alloc(mr, 1000), *b = alloc(mr, 2000), *c = alloc(mr, 3000);
+    void *a = crmm_test_allocate(mr, 1000), *b = crmm_test_allocate(mr, 2000), *c = crmm_test_allocate(mr, 3000);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, b, 2000, NULL));
     crmm_resource_release(mr); /* a and c leak */
-    crmm_log_flush();
-    char *text = slurp(log);
+    char *text = crmm_test_log_capture_end();
     ck_assert_msg(strstr(text, "[warn]") && strstr(text, "'leaky' destroyed with 2 live allocations"), "log: %s", text);
     char line[96];
     snprintf(line, sizeof line, "%p: 1000 bytes", a);
@@ -269,10 +226,6 @@ START_TEST(leaks_are_reported_at_destroy)
     ck_assert_msg(strstr(text, line) == NULL, "freed %p reported: %s", b, text);
     ck_assert_msg(strstr(text, "#0 ") != NULL, "no stack in: %s", text);
     free(text);
-    crmm_log_set_file(NULL);
-    unlink(log);
-    rmdir(dir);
-    free(dir);
     /* the memory itself is still the host's: give it back */
     ck_assert_crmm_ok(crmm_resource_deallocate(host, a, 1000, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(host, c, 3000, NULL));
@@ -282,26 +235,18 @@ END_TEST
 
 START_TEST(log_outstanding_writes_the_report)
 {
-    char *dir = crmm_test_tmpdir();
-    char log[4200];
-    snprintf(log, sizeof log, "%s/crmm.log", dir);
-    ck_assert_crmm_ok(crmm_log_set_file(log));
+    crmm_test_log_capture_begin();
     crmm_log_set_level(CRMM_LOG_DEBUG);
-    crmm_resource *host = over("host", NULL, NULL), *mr = over("tracking", NULL, host);
-    void *p = alloc(mr, 4096);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
+    void *p = crmm_test_allocate(mr, 4096);
     ck_assert_crmm_ok(crmm_tracking_log_outstanding(mr, CRMM_LOG_DEBUG));
-    crmm_log_flush();
-    char *text = slurp(log);
+    char *text = crmm_test_log_capture_end();
     char line[64];
     snprintf(line, sizeof line, "%p: 4096 bytes", p);
     ck_assert_msg(strstr(text, "[debug]") && strstr(text, "Outstanding allocations: 1") && strstr(text, line),
                   "log: %s", text);
     free(text);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
-    crmm_log_set_file(NULL);
-    unlink(log);
-    rmdir(dir);
-    free(dir);
     crmm_resource_release(mr);
     crmm_resource_release(host);
 }
@@ -309,11 +254,11 @@ END_TEST
 
 START_TEST(api_rejects_bad_arguments)
 {
-    crmm_resource *host = over("host", NULL, NULL);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
     uint64_t n;
     ck_assert_crmm(crmm_tracking_count(host, &n), CRMM_ERROR_UNSUPPORTED);
     ck_assert_crmm(crmm_tracking_count(NULL, &n), CRMM_ERROR_INVALID_ARGUMENT);
-    crmm_resource *mr = over("tracking", NULL, host);
+    crmm_resource *mr = crmm_test_create("tracking", NULL, host);
     ck_assert_crmm(crmm_tracking_count(mr, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_resource_control(mr, CRMM_TRACKING_OP_STRING, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     crmm_resource *bad = NULL;
@@ -350,7 +295,7 @@ static void *churn(void *arg)
 
 START_TEST(threads_with_address_reuse)
 {
-    crmm_resource *host = over("host", NULL, NULL), *mr = over("tracking", NULL, host);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     pthread_t t[4];
     for (int k = 0; k < 4; k++)
         ck_assert_int_eq(pthread_create(&t[k], NULL, churn, mr), 0);
@@ -368,11 +313,11 @@ END_TEST
 
 START_TEST(many_records_grow_and_shrink_the_table)
 {
-    crmm_resource *host = over("host", NULL, NULL), *mr = over("tracking", NULL, host);
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     enum { N = 20000 };
     void **p = malloc(N * sizeof *p);
     for (int i = 0; i < N; i++)
-        p[i] = alloc(mr, 16);
+        p[i] = crmm_test_allocate(mr, 16);
     ck_assert_uint_eq(count_of(mr), N);
     for (int i = 0; i < N; i += 3) /* holes all over the probe runs */
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], 16, NULL));

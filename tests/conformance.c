@@ -51,15 +51,6 @@ static void close_chain(chain_ctx *c)
     crmm_config_free(c->cfg);
 }
 
-static uint64_t next_rand(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
 /* Fill a block with `tag` (the whole block when host-accessible; device memory with cudaMemset
  * on `stream`). */
 static void fill(chain_ctx *c, void *p, size_t n, unsigned char tag, crmm_cuda_stream_t stream)
@@ -160,7 +151,7 @@ START_TEST(blocks_are_distinct)
     block b[N];
     uint64_t seed = 42;
     for (int k = 0; k < N; k++) {
-        b[k].n = 1 + next_rand(&seed) % 65536;
+        b[k].n = 1 + crmm_test_rand(&seed) % 65536;
         void *p;
         ck_assert_crmm_ok(crmm_resource_allocate(c.mr, b[k].n, c.s1, &p));
         ck_assert(((uintptr_t)p % CRMM_ALLOCATION_ALIGNMENT) == 0);
@@ -187,9 +178,9 @@ static void random_mix(chain_ctx *c, uint64_t seed, int steps, crmm_cuda_stream_
     int n = 0;
     bool gpu = c->chain->gpu;
     for (int s = 0; s < steps; s++) {
-        uint64_t r = next_rand(&seed);
+        uint64_t r = crmm_test_rand(&seed);
         if (n == 0 || (n < LIVE && (r & 1))) {
-            size_t size = 1 + (next_rand(&seed) % (gpu ? (1u << 20) : (1u << 16)));
+            size_t size = 1 + (crmm_test_rand(&seed) % (gpu ? (1u << 20) : (1u << 16)));
             void *p;
             ck_assert_crmm_ok(crmm_resource_allocate(c->mr, size, stream, &p));
             ck_assert(((uintptr_t)p % CRMM_ALLOCATION_ALIGNMENT) == 0);

@@ -1,5 +1,13 @@
-/* test_support.c — GPU probing in a child process, the Check runner, temporary files. */
+/* test_support.c — GPU probing in a child process, the Check runner, temporary directories that
+ * clean up after themselves, reading files and captured output, asserting wrappers.
+ *
+ * Temporary directories: each one made is recorded with the id of the process that made it, in
+ * a list an exit handler walks; the handler removes (depth first) only the directories of the
+ * process that is exiting. Check runs each test in a forked child that inherits the list, so a
+ * directory made in main before the runner forks outlives every test and goes when main
+ * returns, and one made in a test goes when that test's child exits. */
 #include "config.h"
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +16,8 @@
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include "test_support.h"
+
+/* ---- GPUs and the runner -------------------------------------------------------------------- */
 
 int crmm_test_gpu_count(void)
 {
@@ -64,8 +74,56 @@ int crmm_test_run(Suite *s)
     return failed == 0 ? 0 : 1;
 }
 
+int crmm_test_cuda_device(void)
+{
+    int dev = -1;
+    ck_assert_cuda(cudaGetDevice(&dev));
+    return dev;
+}
+
+/* ---- temporary directories ------------------------------------------------------------------ */
+
+typedef struct tmpdir_entry {
+    struct tmpdir_entry *next;
+    pid_t owner;
+    char path[];
+} tmpdir_entry;
+
+static tmpdir_entry *tmpdirs;
+
+/* Give the owner every right on a directory, so that what it holds can be removed. */
+static int open_up(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st, (void)ftw;
+    if (type == FTW_D || type == FTW_DNR)
+        chmod(path, 0700);
+    return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st, (void)type, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void remove_tmpdirs(void)
+{
+    pid_t self = getpid();
+    for (tmpdir_entry *e = tmpdirs, *next; e; e = next) {
+        next = e->next;
+        if (e->owner == self) {
+            nftw(e->path, open_up, 16, FTW_PHYS);
+            nftw(e->path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+        }
+        free(e);
+    }
+    tmpdirs = NULL;
+}
+
 char *crmm_test_tmpdir(void)
 {
+    static int registered;
     const char *base = getenv("TMPDIR");
     char tmpl[4096];
     snprintf(tmpl, sizeof tmpl, "%s/crmm-test-XXXXXX", base && *base ? base : "/tmp");
@@ -73,6 +131,17 @@ char *crmm_test_tmpdir(void)
     if (!d)
         return NULL;
     chmod(d, 0755);
+    tmpdir_entry *e = malloc(sizeof *e + strlen(d) + 1);
+    if (!e || (!registered && atexit(remove_tmpdirs) != 0)) {
+        free(e);
+        rmdir(d);
+        return NULL;
+    }
+    registered = 1;
+    e->owner = getpid();
+    strcpy(e->path, d);
+    e->next = tmpdirs;
+    tmpdirs = e;
     return strdup(d);
 }
 
@@ -81,15 +150,150 @@ const char *crmm_test_write_file(const char *name, const char *text)
     static char paths[8][4096];
     static int next;
     char *dir = crmm_test_tmpdir();
-    if (!dir)
-        return NULL;
+    ck_assert_msg(dir != NULL, "cannot make a temporary directory");
     char *p = paths[next++ % 8];
     snprintf(p, 4096, "%s/%s", dir, name);
     free(dir);
     FILE *f = fopen(p, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", p);
+    fputs(text, f);
+    ck_assert_msg(fclose(f) == 0, "cannot write %s", p);
+    return p;
+}
+
+/* ---- reading what was written --------------------------------------------------------------- */
+
+/* All of f from where it stands, NUL-terminated; NULL on a read error or without memory. */
+static char *read_rest(FILE *f)
+{
+    size_t cap = 4096, len = 0, n;
+    char *buf = malloc(cap);
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger)
+                free(buf);
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+char *crmm_test_read_file(const char *path)
+{
+    FILE *f = path ? fopen(path, "rb") : NULL;
     if (!f)
         return NULL;
-    fputs(text, f);
+    char *text = read_rest(f);
     fclose(f);
+    return text;
+}
+
+char *crmm_test_read_file_or_fail(const char *path)
+{
+    char *text = crmm_test_read_file(path);
+    ck_assert_msg(text != NULL, "cannot read %s", path ? path : "(NULL)");
+    return text;
+}
+
+char *crmm_test_read_stream(FILE *f)
+{
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fflush(f), 0);
+    rewind(f);
+    char *text = read_rest(f);
+    fclose(f);
+    ck_assert_msg(text != NULL, "cannot read back a captured stream");
+    return text;
+}
+
+int crmm_test_count(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+crmm_test_output crmm_test_run_main(int (*main_fn)(int argc, char **argv, FILE *out, FILE *err), char **argv)
+{
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    FILE *out = tmpfile(), *err = tmpfile();
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(err);
+    crmm_test_output o;
+    o.status = main_fn(argc, argv, out, err);
+    o.out = crmm_test_read_stream(out);
+    o.err = crmm_test_read_stream(err);
+    return o;
+}
+
+void crmm_test_output_free(crmm_test_output *o)
+{
+    free(o->out);
+    free(o->err);
+    o->out = o->err = NULL;
+}
+
+static char log_capture_path[4200];
+
+void crmm_test_log_capture_begin(void)
+{
+    char *dir = crmm_test_tmpdir();
+    ck_assert_msg(dir != NULL, "cannot make a temporary directory");
+    snprintf(log_capture_path, sizeof log_capture_path, "%s/crmm.log", dir);
+    free(dir);
+    ck_assert_crmm_ok(crmm_log_set_file(log_capture_path));
+}
+
+char *crmm_test_log_capture_end(void)
+{
+    ck_assert_msg(log_capture_path[0], "crmm_test_log_capture_end without a begin");
+    ck_assert_crmm_ok(crmm_log_set_file(NULL)); /* flushes and closes the file */
+    char *text = crmm_test_read_file_or_fail(log_capture_path);
+    log_capture_path[0] = '\0';
+    return text;
+}
+
+/* ---- resources ------------------------------------------------------------------------------ */
+
+crmm_resource *crmm_test_create(const char *plugin, const char *params, crmm_resource *upstream)
+{
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(crmm_resource_create(plugin, params, upstream, &mr));
+    return mr;
+}
+
+void *crmm_test_allocate(crmm_resource *mr, size_t bytes)
+{
+    void *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, bytes, NULL, &p));
+    ck_assert_ptr_nonnull(p);
     return p;
+}
+
+uint64_t crmm_test_query(crmm_resource *mr, crmm_query what)
+{
+    uint64_t v = 0;
+    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
+    return v;
+}
+
+uint64_t crmm_test_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
 }

@@ -1,16 +1,25 @@
-/* test_support.h — what every Check suite of crmm shares.
+/* test_support.h — what every Check suite of crmm shares: GPU gating, the runner, temporary
+ * files, reading files and captured output, and the small asserting wrappers that test files
+ * would otherwise each write again.
  *
  * GPU gating: no CUDA call may happen in the parent before Check forks (a CUDA context does not
- * survive fork), so the device count is probed in a throwaway child process. */
+ * survive fork), so the device count is probed in a throwaway child process.
+ *
+ * Functions marked "in a test" fail the running test (ck_assert) instead of returning an error:
+ * call them only from a test function or a checked fixture. */
 #ifndef CRMM_TESTS_TEST_SUPPORT_H
 #define CRMM_TESTS_TEST_SUPPORT_H
 
 #include <check.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <crmm/crmm.h>
 
 /* Exit status automake's harness reads as "skipped". */
 #define CRMM_TEST_SKIP 77
+
+/* ---- GPUs and the runner -------------------------------------------------------------------- */
 
 /* Number of CUDA devices, probed in a child process (0 when there is none or CUDA fails). */
 int crmm_test_gpu_count(void);
@@ -33,12 +42,71 @@ int crmm_test_run(Suite *s);
 /* Timeout for test cases that create a CUDA context (Check's default of 4 s is too short). */
 #define CRMM_TEST_GPU_TIMEOUT 120
 
-/* Write `text` to a new file in a fresh temporary directory; returns the path (static buffer per
- * call index 0..7). */
+/* Assert that a CUDA runtime call succeeds, naming the call and CUDA's error. */
+#define ck_assert_cuda(call) do { \
+        cudaError_t e_ = (call); \
+        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_)); \
+    } while (0)
+
+/* In a test: the current CUDA device. */
+int crmm_test_cuda_device(void);
+
+/* ---- temporary files ------------------------------------------------------------------------ */
+
+/* A fresh mode-0755 temporary directory under $TMPDIR (else /tmp); returns its path (malloc'd),
+ * or NULL. It is removed with all it holds when the process that made it exits normally (the
+ * Check child for a directory made in a test, the program for one made in main before the
+ * runner forks); a child forked from that process never removes it. */
+char *crmm_test_tmpdir(void);
+
+/* In a test: write `text` to a new file `name` in a fresh temporary directory; returns the path
+ * (a static buffer per call, 8 in turn). */
 const char *crmm_test_write_file(const char *name, const char *text);
 
-/* A fresh mode-0755 temporary directory; returns its path (malloc'd). */
-char *crmm_test_tmpdir(void);
+/* ---- reading what was written --------------------------------------------------------------- */
+
+/* The whole file as a malloc'd, NUL-terminated string; NULL when it cannot be read. */
+char *crmm_test_read_file(const char *path);
+
+/* In a test: crmm_test_read_file, failing the test (naming the file) when it cannot be read. */
+char *crmm_test_read_file_or_fail(const char *path);
+
+/* In a test: all of `f` from its start (malloc'd, NUL-terminated), then fclose(f). Fails the test
+ * when f is NULL or cannot be read. */
+char *crmm_test_read_stream(FILE *f);
+
+/* How many times `needle` (not empty) occurs in `text`, e.g. lines: crmm_test_count(text, "\n"). */
+int crmm_test_count(const char *text, const char *needle);
+
+/* What a command's main wrote: its exit status and its two streams (malloc'd). */
+typedef struct crmm_test_output {
+    int status;
+    char *out, *err;
+} crmm_test_output;
+
+/* In a test: run an in-process command main (crmm_replay_main, bench_cli_main, ...) with the
+ * NULL-terminated argv, its out and err captured. Free with crmm_test_output_free. */
+crmm_test_output crmm_test_run_main(int (*main_fn)(int argc, char **argv, FILE *out, FILE *err), char **argv);
+void crmm_test_output_free(crmm_test_output *o);
+
+/* In a test: send crmm's log (crmm_log_set_file) to a fresh file until crmm_test_log_capture_end,
+ * which puts it back on stderr and returns what was logged meanwhile (malloc'd). */
+void crmm_test_log_capture_begin(void);
+char *crmm_test_log_capture_end(void);
+
+/* ---- resources ------------------------------------------------------------------------------ */
+
+/* In a test: crmm_resource_create, which must succeed; the new resource. */
+crmm_resource *crmm_test_create(const char *plugin, const char *params, crmm_resource *upstream);
+
+/* In a test: allocate `bytes` (> 0) on the default stream, which must succeed with a pointer. */
+void *crmm_test_allocate(crmm_resource *mr, size_t bytes);
+
+/* In a test: crmm_resource_query, which must succeed; the value. */
+uint64_t crmm_test_query(crmm_resource *mr, crmm_query what);
+
+/* The next number of a xorshift64 sequence (state not 0): reproducible pseudo-random sizes. */
+uint64_t crmm_test_rand(uint64_t *state);
 
 /* Assert a crmm call's status, printing crmm_last_error() on mismatch. */
 #define ck_assert_crmm(expr, expected) do { \

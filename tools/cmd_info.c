@@ -6,19 +6,6 @@
 #include <crmm/crmm.h>
 #include "commands.h"
 
-static const char *type_name(crmm_param_type t)
-{
-    switch (t) {
-    case CRMM_PARAM_SIZE: return "size";
-    case CRMM_PARAM_UINT: return "uint";
-    case CRMM_PARAM_BOOL: return "bool";
-    case CRMM_PARAM_STRING: return "string";
-    case CRMM_PARAM_ENUM: return "enum";
-    case CRMM_PARAM_DOUBLE: return "double";
-    }
-    return "?";
-}
-
 static void print_devices(void)
 {
     int rt = 0, drv = 0;
@@ -63,7 +50,7 @@ static void print_plugin(const char *path, const crmm_plugin *pl, crmm_status st
     if (!pl->params || !pl->params[0].key)
         printf("    parameters: none\n");
     for (const crmm_param_spec *s = pl->params; s && s->key; s++) {
-        printf("    %-22s %-6s default %-10s %s", s->key, type_name(s->type),
+        printf("    %-22s %-6s default %-10s %s", s->key, crmm_param_type_name(s->type),
                s->default_value ? s->default_value : (s->flags & CRMM_PARAM_REQUIRED ? "(required)" : "(unset)"),
                s->help ? s->help : "");
         if (s->type == CRMM_PARAM_ENUM)
@@ -98,11 +85,8 @@ static void print_graph(const crmm_config *cfg)
         }
         for (const char *up = crmm_config_resource_upstream(cfg, i); up;) {
             printf(" -> %s", up);
-            const char *next = NULL;
-            for (size_t k = 0; k < n; k++)
-                if (strcmp(crmm_config_resource_name(cfg, k), up) == 0)
-                    next = crmm_config_resource_upstream(cfg, k);
-            up = next;
+            long k = crmm_config_find_resource(cfg, up);
+            up = k >= 0 ? crmm_config_resource_upstream(cfg, (size_t)k) : NULL;
         }
         printf("%s\n", crmm_config_resource_is_host(cfg, i) ? "   [host memory]" : "");
     }

@@ -196,14 +196,6 @@ static const char *describe_chain(const crmm_resource *mr, char *buf, size_t siz
     return buf;
 }
 
-static int find_resource(const crmm_config *cfg, const char *name)
-{
-    for (size_t i = 0; i < crmm_config_resource_count(cfg); i++)
-        if (strcmp(crmm_config_resource_name(cfg, i), name) == 0)
-            return (int)i;
-    return -1;
-}
-
 /* Build the resource to replay against (see usage). Returns NULL after writing to err. */
 static crmm_resource *open_resource(const char *config, const char *resource, crmm_config **own, FILE *out,
                                     FILE *err, char *label, size_t label_size)
@@ -222,7 +214,7 @@ static crmm_resource *open_resource(const char *config, const char *resource, cr
         cfg = crmm_current_config();
     }
     const char *name = resource ? resource : crmm_config_default_resource(cfg, -1);
-    int i = name ? find_resource(cfg, name) : -1;
+    long i = crmm_config_find_resource(cfg, name);
     if (i < 0) {
         fprintf(err, "crmm replay: %s has no resource '%s'\n", crmm_config_origin(cfg), name ? name : "(default)");
         return NULL;

@@ -28,6 +28,11 @@ typedef struct crmm_config crmm_config;
  * Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL), CRMM_ERROR_IO (cannot read), CRMM_ERROR_CONFIG
  * ("FILE:LINE: message"; plugin load failures are reported this way too). */
 crmm_status crmm_config_load_file(const char *path, crmm_config **out);
+/* As crmm_config_load_file, but a [resource.*] whose plugin cannot be loaded is left out instead
+ * of failing the load, with every resource stacked on a left-out one and the [crmm] default or
+ * [device.N] section that names one: for tools that work with what is installed (crmm bench).
+ * crmm_config_skipped_* list what was left out. Errors otherwise as crmm_config_load_file. */
+crmm_status crmm_config_load_file_skipping(const char *path, crmm_config **out);
 /* The same from text; `origin` names it in messages (NULL → "<string>"). */
 crmm_status crmm_config_load_string(const char *text, const char *origin, crmm_config **out);
 /* The built-in default: one resource "default" of plugin `cuda`. */
@@ -43,6 +48,8 @@ size_t crmm_config_resource_count(const crmm_config *cfg);
 const char *crmm_config_resource_name(const crmm_config *cfg, size_t i);
 const char *crmm_config_resource_plugin(const crmm_config *cfg, size_t i);
 const char *crmm_config_resource_upstream(const crmm_config *cfg, size_t i);
+/* The index of [resource.NAME] among them, or -1 when there is none (or an argument is NULL). */
+long crmm_config_find_resource(const crmm_config *cfg, const char *name);
 /* The resource's parameters as given in the file: count, and key/value of the j-th one. */
 size_t crmm_config_resource_param_count(const crmm_config *cfg, size_t i);
 const char *crmm_config_resource_param_key(const crmm_config *cfg, size_t i, size_t j);
@@ -56,6 +63,12 @@ const char *crmm_config_default_resource(const crmm_config *cfg, int device);
 /* The [crmm] plugin_path as used: entries relative to the config file's directory made absolute
  * (a config from a string may not have relative ones). NULL if none. */
 const char *crmm_config_plugin_path(const crmm_config *cfg);
+/* The resources crmm_config_load_file_skipping left out, in file order: how many (0 for any other
+ * load), and the i-th one's name and why ("plugin error: ..." or "its upstream 'NAME' was
+ * skipped"); NULL for i out of range. */
+size_t crmm_config_skipped_count(const crmm_config *cfg);
+const char *crmm_config_skipped_name(const crmm_config *cfg, size_t i);
+const char *crmm_config_skipped_reason(const crmm_config *cfg, size_t i);
 
 /* Build resource `name` (and its upstreams) for CUDA device `device` (-1: the current device;
  * host-only chains need no device and ignore it). Instances are cached per config and device:
@@ -65,11 +78,15 @@ const char *crmm_config_plugin_path(const crmm_config *cfg);
  * "FILE:LINE: resource.NAME: " in front. On error *out is untouched. */
 crmm_status crmm_config_create_resource(crmm_config *cfg, const char *name, int device, crmm_resource **out);
 
+/* The config file crmm_init(NULL) loads: $CRMM_CONFIG when set, else $(sysconfdir)/crmm/crmm.ini
+ * (written into buf) when it exists; NULL when neither (then it is the built-in default). */
+const char *crmm_config_default_file(char *buf, size_t size);
+
 /* Initialise the library: load the config from `path`, or with NULL from $CRMM_CONFIG, then
- * $(sysconfdir)/crmm/crmm.ini, then the built-in default; apply its log_level; make it the
- * config that per-device defaults come from. Never reads a file from the working directory by
- * itself. Calling again replaces the config for devices whose resource is not yet created.
- * Errors as crmm_config_load_file. */
+ * $(sysconfdir)/crmm/crmm.ini, then the built-in default (crmm_config_default_file); apply its
+ * log_level; make it the config that per-device defaults come from. Never reads a file from the
+ * working directory by itself. Calling again replaces the config for devices whose resource is
+ * not yet created. Errors as crmm_config_load_file. */
 crmm_status crmm_init(const char *path);
 /* Release the per-device resources and the config loaded by crmm_init. Safe to call twice. */
 void crmm_finalize(void);

@@ -41,11 +41,7 @@ static inline crmm_status crmm_logging_flush(crmm_resource *mr)
 {
     if (!mr)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "logging: resource is NULL");
-    crmm_resource *layer = crmm_resource_find_kind(mr, "logging");
-    if (!layer)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "resource '%s' (%s) has no logging layer",
-                              crmm_resource_name(mr), crmm_resource_kind(mr));
-    return crmm_resource_control(layer, CRMM_LOGGING_OP_FLUSH, NULL);
+    return crmm_resource_control_kind(mr, "logging", CRMM_LOGGING_OP_FLUSH, NULL);
 }
 
 /* The file the first logging layer in mr's chain writes to (valid while that resource lives),

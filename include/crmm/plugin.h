@@ -115,6 +115,17 @@ const char *crmm_params_resource_name(const crmm_params *p);
 /* The CUDA device ordinal the resource is created for; -1 when none is known. */
 int crmm_params_device(const crmm_params *p);
 
+/* ---- helpers for plugins ------------------------------------------------------------------- */
+/* Name of a parameter type as `crmm info` shows it: "size", "uint", "bool", "string", "enum",
+ * "double"; "?" for a value outside crmm_param_type. */
+const char *crmm_param_type_name(crmm_param_type t);
+
+/* Expand a file-name pattern given as a parameter into out (size bytes, NUL included):
+ * %d = `device` ("host" when device < 0), %p = the process id, %% = %. Errors:
+ * CRMM_ERROR_CONFIG naming the pattern for any other % sequence (or a lone % at the end);
+ * CRMM_ERROR_INVALID_ARGUMENT when the name does not fit in out, or for a NULL argument. */
+crmm_status crmm_expand_file_name(const char *pattern, int device, char *out, size_t size);
+
 /* ---- the loader ---------------------------------------------------------------------------- */
 /* Find and load plugin `name_or_path` ("pool", or "/abs/dir/crmm_pool.so"), searching `dirs`
  * (a ':'-separated list, may be NULL), then $CRMM_PLUGIN_PATH, then the installed plugin

@@ -120,6 +120,11 @@ crmm_status crmm_resource_control(crmm_resource *mr, int op, void *arg);
 /* The first resource of kind `kind` in the chain mr, mr's upstream, its upstream, ... (borrowed),
  * or NULL. E.g. find the statistics layer under a logging adaptor. */
 crmm_resource *crmm_resource_find_kind(crmm_resource *mr, const char *kind);
+/* crmm_resource_control on the first resource of kind `kind` in mr's chain: how the adaptor
+ * headers reach their layer (crmm_statistics_get finds statistics under logging). Errors:
+ * CRMM_ERROR_INVALID_ARGUMENT (NULL mr or kind), CRMM_ERROR_UNSUPPORTED "resource 'NAME' (KIND)
+ * has no <kind> layer" when the chain has none, else what that layer's control returns. */
+crmm_status crmm_resource_control_kind(crmm_resource *mr, const char *kind, int op, void *arg);
 /* True when the resource's memory is usable from device / host code. False for NULL. */
 bool crmm_resource_is_device_accessible(const crmm_resource *mr);
 bool crmm_resource_is_host_accessible(const crmm_resource *mr);

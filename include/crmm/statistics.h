@@ -6,7 +6,7 @@
  * folds it into the frame below — values and totals add, and the outer peak becomes
  * max(outer.peak, outer.value + popped.peak), the peak the outer frame would have seen.
  *
- * The functions below find the statistics layer anywhere in a chain (crmm_resource_find_kind),
+ * The functions below find the statistics layer anywhere in a chain (crmm_resource_control_kind),
  * so they work when it sits under another adaptor, e.g. logging -> statistics -> pool. They
  * return CRMM_ERROR_INVALID_ARGUMENT for NULL arguments and CRMM_ERROR_UNSUPPORTED when the
  * chain has no statistics layer.
@@ -34,11 +34,7 @@ static inline crmm_status crmm_statistics_control_(crmm_resource *mr, int op, vo
 {
     if (!mr || (arg_required && !arg))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "statistics: %s is NULL", mr ? "argument" : "resource");
-    crmm_resource *layer = crmm_resource_find_kind(mr, "statistics");
-    if (!layer)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "resource '%s' (%s) has no statistics layer",
-                              crmm_resource_name(mr), crmm_resource_kind(mr));
-    return crmm_resource_control(layer, op, arg);
+    return crmm_resource_control_kind(mr, "statistics", op, arg);
 }
 
 /* The counters of the current (top) frame: live, peak and total bytes and allocations since

@@ -8,7 +8,7 @@
  * than the allocated one, is logged at error level and returned as
  * CRMM_ERROR_INVALID_ARGUMENT, and is not passed upstream (the allocation stays outstanding).
  *
- * The functions below find the tracking layer anywhere in a chain (crmm_resource_find_kind).
+ * The functions below find the tracking layer anywhere in a chain (crmm_resource_control_kind).
  * They return CRMM_ERROR_INVALID_ARGUMENT for NULL arguments and CRMM_ERROR_UNSUPPORTED when
  * the chain has no tracking layer. */
 #ifndef CRMM_TRACKING_H
@@ -54,11 +54,7 @@ static inline crmm_status crmm_tracking_control_(crmm_resource *mr, int op, void
 {
     if (!mr || !arg)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "tracking: %s is NULL", mr ? "argument" : "resource");
-    crmm_resource *layer = crmm_resource_find_kind(mr, "tracking");
-    if (!layer)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "resource '%s' (%s) has no tracking layer",
-                              crmm_resource_name(mr), crmm_resource_kind(mr));
-    return crmm_resource_control(layer, op, arg);
+    return crmm_resource_control_kind(mr, "tracking", op, arg);
 }
 
 /* Number of outstanding allocations. */

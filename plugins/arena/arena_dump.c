@@ -6,7 +6,6 @@
  * numbers for those are a snapshot, exact once the threads are quiet. */
 #include "config.h"
 #include <stdio.h>
-#include <string.h>
 #include <unistd.h>
 #include "arena_thread_cache.h"
 
@@ -61,37 +60,6 @@ void arena_usage(arena_resource *r, size_t *free_bytes, size_t *largest_free)
     *largest_free = global_largest > u.largest_block ? global_largest : u.largest_block;
 }
 
-void arena_dump_expand_path(const arena_resource *r, const char *tmpl, char *buf, size_t size)
-{
-    size_t n = 0;
-    for (const char *p = tmpl; *p && n + 1 < size; p++) {
-        char piece[32];
-        const char *add = piece;
-        if (p[0] == '%' && p[1] == 'd') {
-            if (r->base.device >= 0)
-                snprintf(piece, sizeof piece, "%d", r->base.device);
-            else
-                add = "host";
-            p++;
-        } else if (p[0] == '%' && p[1] == 'p') {
-            snprintf(piece, sizeof piece, "%ld", (long)getpid());
-            p++;
-        } else if (p[0] == '%' && p[1] == '%') {
-            add = "%";
-            p++;
-        } else {
-            piece[0] = *p;
-            piece[1] = '\0';
-        }
-        size_t len = strlen(add);
-        if (len > size - 1 - n)
-            len = size - 1 - n;
-        memcpy(buf + n, add, len);
-        n += len;
-    }
-    buf[n] = '\0';
-}
-
 typedef struct dump_walk {
     FILE *f;
     const arena_global *g;
@@ -137,7 +105,8 @@ static void dump_visit(const arena_span *s, void *arg)
 crmm_status arena_dump_write(arena_resource *r, const char *path, size_t bytes)
 {
     char file[4096];
-    arena_dump_expand_path(r, path ? path : r->dump_file, file, sizeof file);
+    if (crmm_expand_file_name(path ? path : r->dump_file, r->base.device, file, sizeof file) != CRMM_OK)
+        return crmm_error_add_context("%s: dump file", arena_who(r));
     FILE *f = fopen(file, "a");
     if (!f)
         return crmm_set_error(CRMM_ERROR_IO, "%s: cannot open the dump file %s: %m", arena_who(r), file);

@@ -287,6 +287,9 @@ static crmm_status arena_read_params(const crmm_params *params, crmm_resource *u
     crmm_params_get_string(params, "dump_file", &file);
     if (!file[0])
         return crmm_set_error(CRMM_ERROR_CONFIG, "arena: dump_file must not be empty");
+    char expanded[4096]; /* a pattern that cannot expand is refused now, not at the first dump */
+    if (crmm_expand_file_name(file, r->base.device, expanded, sizeof expanded) != CRMM_OK)
+        return crmm_error_add_context("arena: dump_file");
     r->dump_file = strdup(file);
     if (!r->dump_file)
         return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "arena: out of host memory");

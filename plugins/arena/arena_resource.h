@@ -63,10 +63,9 @@ void arena_device_synchronize(arena_resource *r);
 void arena_usage(arena_resource *r, size_t *free_bytes, size_t *largest_free);
 
 /* arena_dump.c: write the arena's state to the dump file (`path` NULL: the configured
- * dump_file template) after failing to allocate `bytes` (0: on request). CRMM_ERROR_IO when the
- * file cannot be written. */
+ * dump_file template; either expanded by crmm_expand_file_name) after failing to allocate
+ * `bytes` (0: on request). CRMM_ERROR_CONFIG / CRMM_ERROR_INVALID_ARGUMENT for a pattern that
+ * does not expand, CRMM_ERROR_IO when the file cannot be written. */
 crmm_status arena_dump_write(arena_resource *r, const char *path, size_t bytes);
-/* Expand %d (device, or "host"), %p (process id) and %% in `tmpl` into buf. */
-void arena_dump_expand_path(const arena_resource *r, const char *tmpl, char *buf, size_t size);
 
 #endif

@@ -6,10 +6,7 @@
  * after the upstream returned, a free line before the upstream sees the free, so the file's
  * order never shows a pointer handed out again before its free — what `crmm replay` needs. */
 #include "config.h"
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 #include <crmm/logging.h>
 #include <crmm/plugin.h>
 #include "logging_line.h"
@@ -85,43 +82,6 @@ static const crmm_resource_ops logging_ops = {
     .control = logging_control,
 };
 
-/* Expand %d (device ordinal, "host" when there is none), %p (process id) and %% in `pattern`
- * into out. CRMM_ERROR_CONFIG for another % sequence or a name that does not fit. */
-static crmm_status expand_file_name(const char *pattern, int device, char *out, size_t size)
-{
-    size_t n = 0;
-    for (const char *c = pattern; *c; c++) {
-        char piece[32];
-        const char *add = piece;
-        if (*c != '%') {
-            piece[0] = *c;
-            piece[1] = '\0';
-        } else if (c[1] == 'd') {
-            if (device >= 0)
-                snprintf(piece, sizeof piece, "%d", device);
-            else
-                add = "host";
-            c++;
-        } else if (c[1] == 'p') {
-            snprintf(piece, sizeof piece, "%ld", (long)getpid());
-            c++;
-        } else if (c[1] == '%') {
-            add = "%";
-            c++;
-        } else {
-            return crmm_set_error(CRMM_ERROR_CONFIG, "logging: file '%s': unknown '%%%.1s' (use %%d for the device, "
-                                  "%%p for the process id, %%%% for %%)", pattern, c + 1);
-        }
-        size_t len = strlen(add);
-        if (n + len >= size)
-            return crmm_set_error(CRMM_ERROR_CONFIG, "logging: file '%s' is too long", pattern);
-        memcpy(out + n, add, len);
-        n += len;
-    }
-    out[n] = '\0';
-    return CRMM_OK;
-}
-
 static crmm_status logging_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     const char *pattern = NULL;
@@ -134,9 +94,9 @@ static crmm_status logging_create(const crmm_params *params, crmm_resource *upst
     }
     int device = crmm_params_device(params) >= 0 ? crmm_params_device(params) : upstream->device;
     char path[4096];
-    crmm_status st = expand_file_name(pattern, device, path, sizeof path);
+    crmm_status st = crmm_expand_file_name(pattern, device, path, sizeof path);
     if (st != CRMM_OK)
-        return st;
+        return crmm_error_add_context("logging");
     logging_resource *r = calloc(1, sizeof *r);
     if (!r)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "logging: malloc failed");

@@ -144,17 +144,25 @@ static void text_add_stack(text *t, const tracking_record *rec, const char *inde
     free(symbols);
 }
 
+/* The outstanding allocations (tracking_table_snapshot) and their bytes in all. */
+static crmm_status snapshot_with_bytes(tracking_resource *r, tracking_record **recs, size_t *n, uint64_t *bytes)
+{
+    crmm_status st = tracking_table_snapshot(r->table, recs, n);
+    *bytes = 0;
+    for (size_t i = 0; st == CRMM_OK && i < *n; i++)
+        *bytes += (*recs)[i].bytes;
+    return st;
+}
+
 /* "Outstanding allocations: N (B)\n" and a block per allocation (crmm/tracking.h). */
 static crmm_status build_report(tracking_resource *r, char **out)
 {
     tracking_record *recs;
     size_t n;
-    crmm_status st = tracking_table_snapshot(r->table, &recs, &n);
+    uint64_t bytes;
+    crmm_status st = snapshot_with_bytes(r, &recs, &n, &bytes);
     if (st != CRMM_OK)
         return st;
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        bytes += recs[i].bytes;
     char sz[32];
     text t = {0};
     text_add(&t, "Outstanding allocations: %zu (%s)\n", n, crmm_format_size(bytes, sz, sizeof sz));
@@ -196,12 +204,10 @@ static crmm_status log_report(tracking_resource *r, crmm_log_level level, size_t
         return CRMM_OK;
     tracking_record *recs;
     size_t n;
-    crmm_status st = tracking_table_snapshot(r->table, &recs, &n);
+    uint64_t bytes;
+    crmm_status st = snapshot_with_bytes(r, &recs, &n, &bytes);
     if (st != CRMM_OK)
         return st;
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        bytes += recs[i].bytes;
     char sz[32], name[64];
     who(&r->base, name, sizeof name);
     crmm_log(level, "%s: %s: %zu allocation%s (%s)", name, what, n, n == 1 ? "" : "s",
