@@ -105,13 +105,14 @@ START_TEST(default_size_is_half_the_free_memory)
 END_TEST
 
 /* The issue's test: a block written on S behind slow work, freed on S, then allocated on T and
- * written there must end up with T's bytes — for a small block (thread arenas) and a large one
- * (the global arena). */
+ * written there must end up with T's bytes — for a small block (thread arenas), a large one
+ * (the global arena) and one larger than a shard (across two of the four shards of 64 MiB). */
 START_TEST(reuse_on_another_stream_is_ordered)
 {
     fixture f = make_arena("arena_size=256MiB");
+    ck_assert_uint_eq(stats(f.mr).shards, 4);
     cudaStream_t s = new_stream(), t = new_stream();
-    const size_t sizes[] = {1 * KiB, 100 * KiB, 4 * MiB};
+    const size_t sizes[] = {1 * KiB, 100 * KiB, 4 * MiB, 100 * MiB};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         size_t n = sizes[k];
         void *p, *q;

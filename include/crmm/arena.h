@@ -4,7 +4,10 @@
  *
  * The arena takes `arena_size` bytes from its upstream once and never grows. Each thread (and,
  * for device memory, each stream a thread uses) allocates small blocks from its own superblocks
- * without a lock; larger requests go to the shared global arena. */
+ * without a lock; larger requests go to the shared global arena, which is split into `shards`
+ * address ranges with a lock each: a thread takes large blocks and superblocks from its home
+ * shard first, then from the others; a request that fits in no single shard may use free pages
+ * that run across shard boundaries (every shard lock is taken for it). */
 #ifndef CRMM_ARENA_H
 #define CRMM_ARENA_H
 
@@ -38,11 +41,30 @@ typedef struct crmm_arena_stats {
     uint64_t superblocks_held;    /* held by thread arenas */
     uint64_t superblocks_detached;/* held by no thread: full, or with free blocks to adopt */
     uint64_t large_blocks;        /* live blocks served by the global arena directly */
-    uint64_t global_free_bytes;   /* free in the global arena */
-    uint64_t global_largest_free; /* the largest free span of the global arena */
+    uint64_t global_free_bytes;   /* free in the global arena (all shards) */
+    uint64_t global_largest_free; /* the most free bytes in a row in the global arena (across
+                                   * shard boundaries too): the largest block it can hand out */
     uint64_t thread_arenas;       /* live thread arenas */
     uint64_t defragmentations;    /* defragmentations run, on failure or on request */
+    uint64_t shards;              /* shards of the global arena */
 } crmm_arena_stats;
+
+/* Fill a crmm_arena_shard_stats for shard `shard` (set by the caller, 0 .. shards - 1).
+ * arg: crmm_arena_shard_stats *; CRMM_ERROR_INVALID_ARGUMENT when NULL or `shard` is out of
+ * range. */
+#define CRMM_ARENA_GET_SHARD_STATS 0x603
+
+typedef struct crmm_arena_shard_stats {
+    uint32_t shard;               /* in: which shard */
+    uint64_t offset;              /* its first byte, from the start of the arena */
+    uint64_t size;                /* its bytes */
+    uint64_t free_bytes;          /* free in it */
+    uint64_t largest_free;        /* its largest free span */
+    uint64_t superblocks;         /* superblocks that start in it */
+    uint64_t large_blocks;        /* live large blocks that start in it */
+    uint64_t large_bytes;         /* bytes of large blocks in it (page-rounded) */
+    uint64_t thread_arenas;       /* thread arenas whose home it is */
+} crmm_arena_shard_stats;
 
 #ifdef __cplusplus
 }

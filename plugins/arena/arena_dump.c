@@ -1,9 +1,10 @@
 /* arena_dump.c — the arena's state for people: how much is free and where, and the dump file
  * written when an allocation fails (dump_log_on_failure) or on request (CRMM_ARENA_DUMP).
  *
- * Both walk the global arena's spans in address order under its lock: a free span counts whole,
- * a superblock counts its free blocks. Superblocks that threads hold change while we look, so the
- * numbers for those are a snapshot, exact once the threads are quiet. */
+ * Both walk the global arena's spans in address order under its locks (every shard's): a free
+ * span counts whole, a superblock counts its free blocks. Superblocks that threads hold change
+ * while we look, so the numbers for those are a snapshot, exact once the threads are quiet. The
+ * dump has one line per shard, then one per span. */
 #include "config.h"
 #include <stdio.h>
 #include <unistd.h>
@@ -148,6 +149,18 @@ crmm_status arena_dump_write(arena_resource *r, const char *path, size_t bytes)
     fprintf(f, "  thread arenas: %zu, holding %zu superblocks; detached superblocks: %zu\n", thread_arenas, held,
             detached);
     fprintf(f, "  superblocks: %zu, large blocks: %zu, free spans: %zu\n", u.superblocks, u.large, u.free_spans);
+    fprintf(f, "  shards: %u\n", r->shards);
+    for (unsigned k = 0; k < r->shards; k++) {
+        arena_shard_usage su;
+        arena_global_shard_usage(&r->global, k, &su);
+        char large[32];
+        fprintf(f, "  shard %u: start=%p, end=%p, size=%s, free=%s, largest free=%s, superblocks=%zu, large blocks=%zu "
+                "(%s), home of %zu thread arenas\n",
+                k, (void *)(r->global.base + su.offset), (void *)(r->global.base + su.offset + su.size),
+                crmm_format_size(su.size, a, sizeof a), crmm_format_size(su.free_bytes, b, sizeof b),
+                crmm_format_size(su.largest_free, c, sizeof c), su.superblocks, su.large_blocks,
+                crmm_format_size(su.large_bytes, large, sizeof large), arena_cache_homed(r, k));
+    }
     dump_walk d = {f, &r->global, 0};
     arena_global_walk(&r->global, dump_visit, &d);
     int failed = ferror(f);

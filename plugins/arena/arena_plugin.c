@@ -4,10 +4,16 @@
  * It takes `arena_size` bytes from its upstream once and never grows. Requests up to 1/8 of a
  * superblock come from the calling thread's arena (per thread, and per stream for device memory:
  * arena_thread_cache.c) without a lock; larger ones go to the global arena (arena_global.c),
- * under its lock. When a request fails, the arena defragments (takes the empty superblocks back
- * from every thread arena and merges them) and tries once more; if that fails too it writes its
- * state to the dump file when asked to (arena_dump.c) and returns CRMM_ERROR_OUT_OF_MEMORY. This
- * file is the glue: parameters, create and destroy, the ops table, queries and control ops. */
+ * under the lock of one of its shards: the thread arena's home shard first. With one lock for the
+ * whole global arena, four threads that allocate large blocks (bench set C) spent their time
+ * waiting for each other; with `shards` (default up to 8) each takes its own lock, and a free
+ * takes the lock of the shard that owns the address. A request too large for any one shard still
+ * succeeds when free pages run on across shard boundaries (it takes every shard lock), so the
+ * largest block that can be allocated is still the arena's largest free run, as with one shard.
+ * When a request fails, the arena defragments (takes the empty superblocks back from every
+ * thread arena and merges them) and tries once more; if that fails too it writes its state to the
+ * dump file when asked to (arena_dump.c) and returns CRMM_ERROR_OUT_OF_MEMORY. This file is the
+ * glue: parameters, create and destroy, the ops table, queries and control ops. */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +25,9 @@
 
 #define ARENA_MIN_SUPERBLOCK ((uint64_t)64 << 10)
 #define ARENA_MAX_SUPERBLOCK ((uint64_t)1 << 30)
+/* shards by default: one per 64 superblocks of the arena, at most this many */
+#define ARENA_DEFAULT_SHARDS 8u
+#define ARENA_SUPERBLOCKS_PER_DEFAULT_SHARD 64u
 
 const char *arena_who(const arena_resource *r)
 {
@@ -51,10 +60,7 @@ static crmm_status arena_try_allocate(arena_resource *r, size_t bytes, crmm_cuda
 {
     if (bytes <= r->small_max)
         return arena_cache_allocate(r, bytes, stream, ptr);
-    crmm_status st = arena_global_alloc_large(&r->global, bytes, ptr);
-    if (st == CRMM_OK)
-        arena_cache_count(r, stream, (int64_t)bytes);
-    return st;
+    return arena_cache_allocate_large(r, bytes, stream, ptr);
 }
 
 static void arena_defragment(arena_resource *r)
@@ -72,11 +78,9 @@ static crmm_status arena_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
         if (__builtin_expect(st == CRMM_OK, 1))
             return st;
     } else if (bytes <= r->global.size) {
-        st = arena_global_alloc_large(&r->global, bytes, ptr);
-        if (st == CRMM_OK) {
-            arena_cache_count(r, stream, (int64_t)bytes);
+        st = arena_cache_allocate_large(r, bytes, stream, ptr);
+        if (st == CRMM_OK)
             return st;
-        }
     } else {
         return arena_out_of_memory(r, bytes); /* can never fit: no use defragmenting */
     }
@@ -168,10 +172,11 @@ static void arena_get_stats(arena_resource *r, crmm_arena_stats *s)
     s->arena_size = r->arena_size;
     s->superblock_size = r->superblock_size;
     s->small_max = r->small_max;
-    pthread_mutex_lock(&r->global.lock);
-    s->superblocks = r->global.superblocks;
-    s->large_blocks = r->global.large_blocks;
-    pthread_mutex_unlock(&r->global.lock);
+    size_t superblocks, large_blocks;
+    arena_global_counts(&r->global, &superblocks, &large_blocks);
+    s->superblocks = superblocks;
+    s->large_blocks = large_blocks;
+    s->shards = r->shards;
     size_t free_bytes, largest, arenas, held;
     arena_global_usage(&r->global, &free_bytes, &largest);
     s->global_free_bytes = free_bytes;
@@ -185,6 +190,30 @@ static void arena_get_stats(arena_resource *r, crmm_arena_stats *s)
         pthread_mutex_unlock(&r->classes[c].lock);
     }
     s->defragmentations = __atomic_load_n(&r->defragmentations, __ATOMIC_RELAXED);
+}
+
+static crmm_status arena_get_shard_stats(arena_resource *r, crmm_arena_shard_stats *s)
+{
+    if (!s)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: CRMM_ARENA_GET_SHARD_STATS needs a crmm_arena_shard_stats",
+                              arena_who(r));
+    if (s->shard >= r->shards)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: no shard %u (it has %u)", arena_who(r), s->shard,
+                              r->shards);
+    arena_shard_usage u;
+    arena_global_shard_usage(&r->global, s->shard, &u);
+    uint32_t shard = s->shard;
+    memset(s, 0, sizeof *s);
+    s->shard = shard;
+    s->offset = u.offset;
+    s->size = u.size;
+    s->free_bytes = u.free_bytes;
+    s->largest_free = u.largest_free;
+    s->superblocks = u.superblocks;
+    s->large_blocks = u.large_blocks;
+    s->large_bytes = u.large_bytes;
+    s->thread_arenas = arena_cache_homed(r, shard);
+    return CRMM_OK;
 }
 
 static crmm_status arena_control(crmm_resource *self, int op, void *arg)
@@ -202,6 +231,8 @@ static crmm_status arena_control(crmm_resource *self, int op, void *arg)
                                   arena_who(r));
         arena_get_stats(r, arg);
         return CRMM_OK;
+    case CRMM_ARENA_GET_SHARD_STATS:
+        return arena_get_shard_stats(r, arg);
     default:
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %#x", arena_who(r), (unsigned)op);
     }
@@ -280,6 +311,25 @@ static crmm_status arena_read_params(const crmm_params *params, crmm_resource *u
         return crmm_set_error(CRMM_ERROR_CONFIG, "arena: arena_size %s is too large", crmm_format_size(size, a, sizeof a));
     r->arena_size = (size_t)(size / page * page); /* whole pages */
     r->superblock_size = (size_t)superblock;
+    uint64_t superblocks = r->arena_size / superblock, shards;
+    if (crmm_params_is_set(params, "shards")) {
+        crmm_status st = crmm_params_get_uint(params, "shards", &shards);
+        if (st != CRMM_OK)
+            return crmm_error_add_context("arena: shards");
+        if (shards < 1 || shards > ARENA_MAX_SHARDS)
+            return crmm_set_error(CRMM_ERROR_CONFIG, "arena: shards must be from 1 to %u (got %llu)", ARENA_MAX_SHARDS,
+                                  (unsigned long long)shards);
+        if (shards > superblocks)
+            return crmm_set_error(CRMM_ERROR_CONFIG,
+                                  "arena: shards %llu is too many for arena_size %s: each shard needs at least one "
+                                  "superblock (%s), so at most %llu",
+                                  (unsigned long long)shards, crmm_format_size(r->arena_size, a, sizeof a),
+                                  crmm_format_size(superblock, b, sizeof b), (unsigned long long)superblocks);
+    } else {
+        shards = superblocks / ARENA_SUPERBLOCKS_PER_DEFAULT_SHARD;
+        shards = shards < 1 ? 1 : shards > ARENA_DEFAULT_SHARDS ? ARENA_DEFAULT_SHARDS : shards;
+    }
+    r->shards = (unsigned)shards;
     r->small_max = r->superblock_size / 8;
     r->nclasses = arena_size_class(r->small_max) + 1;
     crmm_params_get_bool(params, "dump_log_on_failure", &r->dump_on_failure);
@@ -339,7 +389,7 @@ static crmm_status arena_create(const crmm_params *params, crmm_resource *upstre
     /* an upstream that allocates in stream order: make the memory safe on every stream */
     if (arena_stream_synchronize(r, NULL) != CRMM_OK)
         crmm_log(CRMM_LOG_WARN, "%s", crmm_last_error());
-    st = arena_global_init(&r->global, base, r->arena_size, r->superblock_size);
+    st = arena_global_init(&r->global, base, r->arena_size, r->superblock_size, r->shards);
     if (st != CRMM_OK) {
         crmm_resource_deallocate(upstream, base, r->arena_size, NULL);
         arena_free_state(r);
@@ -360,6 +410,11 @@ static const crmm_param_spec arena_params[] = {
     {"superblock_size", CRMM_PARAM_SIZE, "1MiB",
      "what a thread arena takes from the global arena at a time (a power of two, 64KiB..1GiB); "
      "requests above 1/8 of it are served by the global arena",
+     NULL, 0},
+    {"shards", CRMM_PARAM_UINT, NULL,
+     "address ranges of the global arena, each with its own lock: threads take large blocks and superblocks "
+     "from their own shard first, so they do not wait for each other (1..64, each at least one superblock; "
+     "default: one per 64 superblocks, at most 8; 1: one lock for all)",
      NULL, 0},
     {"dump_log_on_failure", CRMM_PARAM_BOOL, "false", "write the arena's state to dump_file when an allocation fails",
      NULL, 0},

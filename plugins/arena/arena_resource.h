@@ -1,6 +1,6 @@
 /* arena_resource.h — the arena resource: what its files share.
  *
- * One arena_resource owns the global arena (the memory taken from upstream once), the slab
+ * One arena_resource owns the global arena (the memory taken from upstream once, in shards), the slab
  * records, one shared list per size class of superblocks that no thread holds (DETACHED), and the
  * list of its thread arenas. Fields the fast path reads are grouped first and never written after
  * creation, so threads do not fight over their cache lines. */
@@ -33,6 +33,7 @@ typedef struct arena_resource {
     size_t arena_size;             /* bytes taken from upstream */
     size_t superblock_size;
     size_t small_max;              /* largest request served from a superblock (superblock / 8) */
+    unsigned shards;               /* of the global arena */
     unsigned nclasses;
     arena_class_shared *classes;   /* [nclasses] */
     bool dump_on_failure;

@@ -124,6 +124,44 @@ static void tls_purge(arena_tls *t)
     memset(&t->last, 0, sizeof t->last);
 }
 
+/* The home shard for a new thread arena (arenas_lock held): the shard that is home to the fewest
+ * thread arenas; among those, the first in bit-reversed order (0, 4, 2, 6, 1, 5, 3, 7 for 8), so
+ * that a few threads get homes far apart and spill over into shards that are no one's home. */
+static unsigned pick_home(arena_resource *r)
+{
+    unsigned n = r->global.nshards;
+    if (n == 1)
+        return 0;
+    size_t homed[ARENA_MAX_SHARDS] = {0};
+    for (arena_thread *a = r->arenas; a; a = a->next)
+        homed[a->home]++;
+    unsigned bits = 0;
+    while ((1u << bits) < n)
+        bits++;
+    unsigned best = 0;
+    bool found = false;
+    for (unsigned i = 0; i < (1u << bits); i++) {
+        unsigned k = 0;
+        for (unsigned b = 0; b < bits; b++)
+            k |= ((i >> b) & 1u) << (bits - 1 - b);
+        if (k < n && (!found || homed[k] < homed[best])) {
+            best = k;
+            found = true;
+        }
+    }
+    return best;
+}
+
+size_t arena_cache_homed(arena_resource *r, unsigned shard)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&r->arenas_lock);
+    for (arena_thread *a = r->arenas; a; a = a->next)
+        n += a->home == shard;
+    pthread_mutex_unlock(&r->arenas_lock);
+    return n;
+}
+
 static arena_thread *arena_thread_new(arena_resource *r, crmm_cuda_stream_t stream)
 {
     size_t size = sizeof(arena_thread) + r->nclasses * sizeof(arena_slab *);
@@ -137,6 +175,7 @@ static arena_thread *arena_thread_new(arena_resource *r, crmm_cuda_stream_t stre
     a->r = r;
     a->stream = stream;
     pthread_mutex_lock(&r->arenas_lock);
+    a->home = pick_home(r);
     a->next = r->arenas;
     if (a->next)
         a->next->prev = a;
@@ -234,6 +273,21 @@ static inline void count_free(arena_thread *a, size_t bytes)
     store64(&a->live_count, n);
     if (__builtin_expect(b <= -ARENA_FLUSH_BYTES || n <= -ARENA_FLUSH_COUNT, 0))
         arena_thread_flush(a);
+}
+
+crmm_status arena_cache_allocate_large(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    if (!r->uses_cuda)
+        stream = NULL;
+    arena_thread *a = thread_arena(r, stream, true); /* NULL (no host memory): home 0, count in r */
+    crmm_status st = arena_global_alloc_large(&r->global, a ? a->home : 0, bytes, ptr);
+    if (st != CRMM_OK)
+        return st;
+    if (a)
+        count_alloc(a, bytes);
+    else
+        crmm_counters_add(&r->counters, (uint64_t)bytes);
+    return CRMM_OK;
 }
 
 void arena_cache_count(arena_resource *r, crmm_cuda_stream_t stream, int64_t bytes)
@@ -418,7 +472,7 @@ static crmm_status refill(arena_resource *r, arena_thread *a, unsigned c, arena_
         sb = arena_slab_new(&r->slabs);
         if (!sb)
             return CRMM_ERROR_BAD_ALLOC;
-        crmm_status st = arena_global_take_superblock(&r->global, sb, c, a);
+        crmm_status st = arena_global_take_superblock(&r->global, a->home, sb, c, a);
         if (st != CRMM_OK) {
             arena_slab_recycle(&r->slabs, sb);
             return st;

@@ -3,7 +3,8 @@
  * Every thread that allocates from an arena resource gets its own thread arena per stream it
  * uses (one per thread when the upstream is host memory). A thread arena holds at most one
  * superblock per size class, its "current" slab, and allocates from it with no lock and no atomic
- * instruction. See arena_thread_cache.c for the protocol with other threads. */
+ * instruction. Its home shard (arena_global.h) is the one with the fewest thread arenas when it is
+ * made. See arena_thread_cache.c for the protocol with other threads. */
 #ifndef CRMM_ARENA_THREAD_CACHE_H
 #define CRMM_ARENA_THREAD_CACHE_H
 
@@ -14,6 +15,7 @@
 typedef struct arena_thread {
     arena_resource *r;
     crmm_cuda_stream_t stream;
+    unsigned home;                    /* the shard its large blocks and superblocks come from first */
     struct arena_thread *prev, *next; /* r->arenas, under r->arenas_lock */
     /* counts since the last flush into r->counters: the owner writes them with relaxed stores,
      * queries read them */
@@ -33,8 +35,14 @@ crmm_status arena_cache_allocate(arena_resource *r, size_t bytes, crmm_cuda_stre
 crmm_status arena_cache_deallocate(arena_resource *r, arena_slab *sb, void *ptr, size_t bytes,
                                    crmm_cuda_stream_t stream);
 
-/* Count a large block (served by the global arena) allocated (+bytes) or freed (-bytes) by the
- * calling thread, in its arena's counters when it has one, so that one thread's peaks are exact. */
+/* Allocate a large block (bytes > r->small_max) from the global arena, the home shard of the
+ * calling thread's arena for `stream` first, and count it there. CRMM_ERROR_OUT_OF_MEMORY without
+ * a message when no free pages in a row fit; CRMM_ERROR_BAD_ALLOC with one when host memory runs
+ * out. */
+crmm_status arena_cache_allocate_large(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
+
+/* Count a large block (served by the global arena) freed by the calling thread (-bytes), in its
+ * arena's counters when it has one, so that one thread's peaks are exact. */
 void arena_cache_count(arena_resource *r, crmm_cuda_stream_t stream, int64_t bytes);
 
 /* Defragment: take every empty superblock that thread arenas hold (their own thread's included)
@@ -52,6 +60,8 @@ typedef struct arena_counts {
 void arena_cache_counts(arena_resource *r, arena_counts *out);
 /* How many thread arenas there are, and how many superblocks they hold. */
 void arena_cache_holdings(arena_resource *r, size_t *arenas, size_t *superblocks);
+/* How many thread arenas have shard `shard` as their home. */
+size_t arena_cache_homed(arena_resource *r, unsigned shard);
 
 /* Give `r` its unique id and make it known to exiting threads. */
 void arena_registry_add(arena_resource *r);
