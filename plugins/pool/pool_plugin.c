@@ -72,7 +72,6 @@ static void free_state(pool_resource *p)
     pool_streams_free(&p->streams);
     pool_block_map_free(&p->live);
     pool_records_free_all(&p->records);
-    pthread_mutex_destroy(&p->lock);
     free(p);
 }
 
@@ -151,10 +150,6 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     pool_resource *p = calloc(1, sizeof *p);
     if (!p)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
-    if (pthread_mutex_init(&p->lock, NULL) != 0) {
-        free(p);
-        return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "%s: cannot make a mutex", label);
-    }
     p->maximum = maximum;
     if ((st = pool_streams_init(&p->streams, real, upstream->device, reuse)) != CRMM_OK ||
         !pool_block_map_init(&p->live, 1024) || !pool_records_reserve(&p->records, POOL_RECORDS_PER_SLAB)) {
