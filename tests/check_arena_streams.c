@@ -327,6 +327,39 @@ START_TEST(a_fit_that_needs_no_wait_comes_first)
 }
 END_TEST
 
+START_TEST(within_a_shard_a_fit_that_needs_no_wait_comes_first)
+{
+    /* one shard, full: p[1] freed on t, then p[3] on s (the free lists offer it first), then
+     * p[5] and p[6] on t (2 MiB, a list further up) */
+    crmm_resource *mr = device_arena("arena_size=7MiB");
+    cudaStream_t s = stream_new(0), t = stream_new(1);
+    char *p[7];
+    for (int i = 0; i < 7; i++)
+        p[i] = alloc_on(mr, MiB, s);
+    free_on(mr, p[1], MiB, t);
+    free_on(mr, p[3], MiB, s);
+    free_on(mr, p[5], MiB, t);
+    free_on(mr, p[6], MiB, t);
+    void *x = alloc_on(mr, MiB, t); /* not p[3]: p[1], the other of its list */
+    ck_assert_ptr_eq(x, p[1]);
+    void *y = alloc_on(mr, MiB, t); /* p[3] alone in its list: the larger span, t's */
+    ck_assert_ptr_eq(y, p[5]);
+    void *z = alloc_on(mr, MiB, t); /* the rest of it */
+    ck_assert_ptr_eq(z, p[6]);
+    ck_assert_int_eq(total_calls(), 0);
+    void *w = alloc_on(mr, MiB, t); /* only s's is left: one wait */
+    ck_assert_ptr_eq(w, p[3]);
+    ck_assert_int_eq(calls.device_sync, 1);
+    free_on(mr, x, MiB, t);
+    free_on(mr, y, MiB, t);
+    free_on(mr, z, MiB, t);
+    free_on(mr, w, MiB, t);
+    for (int i = 0; i < 6; i += 2)
+        free_on(mr, p[i], MiB, s);
+    crmm_resource_release(mr);
+}
+END_TEST
+
 START_TEST(a_destroyed_stream_is_never_named)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
@@ -843,6 +876,7 @@ int main(void)
     tcase_add_test(tc, another_stream_waits_for_the_device_once);
     tcase_add_test(tc, one_synchronization_frees_every_older_span_for_all);
     tcase_add_test(tc, a_fit_that_needs_no_wait_comes_first);
+    tcase_add_test(tc, within_a_shard_a_fit_that_needs_no_wait_comes_first);
     tcase_add_test(tc, a_destroyed_stream_is_never_named);
     tcase_add_test(tc, a_superblock_for_another_stream_waits_too);
     tcase_add_test(tc, a_small_block_freed_on_another_stream_waits_for_that_stream);
