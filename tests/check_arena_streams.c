@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cuda_runtime_api.h>
 #include <crmm/arena.h>
 #include "test_support.h"
@@ -722,6 +723,34 @@ START_TEST(null_and_the_legacy_handle_are_one_stream)
 }
 END_TEST
 
+START_TEST(the_dump_names_the_stream_a_span_waits_for)
+{
+    crmm_resource *mr = device_arena("arena_size=4MiB");
+    cudaStream_t s = stream_new(0), t = stream_new(1);
+    char *dir = crmm_test_tmpdir(), path[4200], want[64];
+    ck_assert_ptr_nonnull(dir);
+    snprintf(path, sizeof path, "%s/dump.log", dir);
+    void *a = alloc_on(mr, 2 * MiB, s);
+    free_on(mr, a, 2 * MiB, s);
+    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DUMP, path));
+    char *text = crmm_test_read_file_or_fail(path);
+    snprintf(want, sizeof want, "size=4.0 MiB, freed on stream %p\n", (void *)s);
+    ck_assert_msg(strstr(text, want), "no \"%s\" in:\n%s", want, text);
+    ck_assert_msg(strstr(text, "another stream: 0\n"), "%s", text);
+    free(text);
+    a = alloc_on(mr, 2 * MiB, t); /* after the wait the rest is free for all */
+    unlink(path);
+    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DUMP, path));
+    text = crmm_test_read_file_or_fail(path);
+    ck_assert_msg(!strstr(text, ", freed on"), "%s", text);
+    ck_assert_msg(strstr(text, "another stream: 1\n"), "%s", text);
+    free(text);
+    free_on(mr, a, 2 * MiB, t);
+    free(dir);
+    crmm_resource_release(mr);
+}
+END_TEST
+
 /* ---- host memory, many streams, many threads ------------------------------------------------ */
 
 START_TEST(host_memory_makes_no_cuda_call)
@@ -891,6 +920,7 @@ int main(void)
     tcase_add_test(tc, thread_exit_makes_everything_free_for_all);
     tcase_add_test(tc, per_thread_default_streams_of_two_threads_are_two_streams);
     tcase_add_test(tc, null_and_the_legacy_handle_are_one_stream);
+    tcase_add_test(tc, the_dump_names_the_stream_a_span_waits_for);
     tcase_add_test(tc, host_memory_makes_no_cuda_call);
     tcase_add_test(tc, many_streams_keep_the_books);
     tcase_add_test(tc, threads_on_their_own_streams_never_wait);

@@ -162,6 +162,9 @@ crmm_status arena_dump_write(arena_resource *r, const char *path, size_t bytes)
             detached);
     fprintf(f, "  superblocks: %zu, large blocks: %zu, free spans: %zu\n", u.superblocks, u.large, u.free_spans);
     fprintf(f, "  shards: %u\n", r->shards);
+    if (r->uses_cuda)
+        fprintf(f, "  device synchronizations to reuse memory freed on another stream: %llu\n",
+                (unsigned long long)__atomic_load_n(&r->global.reuse_syncs, __ATOMIC_RELAXED));
     for (unsigned k = 0; k < r->shards; k++) {
         arena_shard_usage su;
         arena_global_shard_usage(&r->global, k, &su);
