@@ -108,7 +108,9 @@ END_TEST
 
 /* The issue's test: a block written on S behind slow work, freed on S, then allocated on T and
  * written there must end up with T's bytes — for a small block (thread arenas), a large one
- * (the global arena) and one larger than a shard (across two of the four shards of 64 MiB). */
+ * (the global arena) and one larger than a shard (across two of the four shards of 64 MiB).
+ * T may be given other memory than S's (the 4 MiB block comes from T's home shard, which needs
+ * no wait); a_large_block_moves_to_another_stream_after_its_work makes T take S's. */
 START_TEST(reuse_on_another_stream_is_ordered)
 {
     fixture f = make_arena("arena_size=256MiB");
