@@ -8,3 +8,11 @@ tests_check_arena_gpu_SOURCES = tests/check_arena_gpu.c
 tests_check_arena_gpu_CFLAGS = $(TEST_CFLAGS)
 tests_check_arena_gpu_LDADD = $(TEST_LDADD)
 TESTS += tests/check_arena tests/check_arena_gpu
+# the stream logic against a scripted CUDA: the program defines the CUDA calls the arena makes
+# and exports them, so that the plugin's calls land there (runs without a GPU)
+check_PROGRAMS += tests/check_arena_streams
+tests_check_arena_streams_SOURCES = tests/check_arena_streams.c
+tests_check_arena_streams_CFLAGS = $(TEST_CFLAGS)
+tests_check_arena_streams_LDFLAGS = -export-dynamic
+tests_check_arena_streams_LDADD = $(TEST_LDADD)
+TESTS += tests/check_arena_streams

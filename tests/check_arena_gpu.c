@@ -1,7 +1,9 @@
 /* check_arena_gpu.c — the arena over device memory (the cuda plugin): the conformance suite, the
  * default size, and the stream-ordered contract when memory moves between streams, threads and
- * the global arena. Streams are made "slow" with a host function that sleeps, so that a missing
- * wait shows as the wrong bytes. Skips (77) without a GPU. */
+ * the global arena (which hands memory freed on one stream to another only after a device
+ * synchronization, also when the freeing stream is gone). Streams are made "slow" with a host
+ * function that sleeps, so that a missing wait shows as the wrong bytes. Skips (77) without a
+ * GPU. */
 #include "config.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -106,7 +108,9 @@ END_TEST
 
 /* The issue's test: a block written on S behind slow work, freed on S, then allocated on T and
  * written there must end up with T's bytes — for a small block (thread arenas), a large one
- * (the global arena) and one larger than a shard (across two of the four shards of 64 MiB). */
+ * (the global arena) and one larger than a shard (across two of the four shards of 64 MiB).
+ * T may be given other memory than S's (the 4 MiB block comes from T's home shard, which needs
+ * no wait); a_large_block_moves_to_another_stream_after_its_work makes T take S's. */
 START_TEST(reuse_on_another_stream_is_ordered)
 {
     fixture f = make_arena("arena_size=256MiB");
@@ -129,6 +133,113 @@ START_TEST(reuse_on_another_stream_is_ordered)
     }
     cudaStreamDestroy(s);
     cudaStreamDestroy(t);
+    drop_arena(&f);
+}
+END_TEST
+
+/* The arena is one large block, so T can only get the memory S freed: S writes 0xAA behind
+ * slow work and frees at once (no wait: the pages are tagged with S); T's allocation must wait
+ * for the device before it hands them out. Also across two shards. */
+START_TEST(a_large_block_moves_to_another_stream_after_its_work)
+{
+    const char *params[] = {"arena_size=4MiB", "arena_size=128MiB shards=2"};
+    const size_t sizes[] = {4 * MiB, 128 * MiB};
+    for (int k = 0; k < 2; k++) {
+        fixture f = make_arena(params[k]);
+        cudaStream_t s = new_stream(), t = new_stream();
+        size_t n = sizes[k];
+        void *p, *q;
+        slow_down(s);
+        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
+        ck_assert_int_eq(cudaMemsetAsync(p, 0xAA, n, s), cudaSuccess);
+        ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
+        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)t, &q));
+        ck_assert_ptr_eq(q, p);
+        ck_assert_uint_eq(stats(f.mr).stream_syncs, 1);
+        ck_assert_int_eq(cudaMemsetAsync(q, 0xBB, n, t), cudaSuccess);
+        ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
+        ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+        expect_bytes(q, n, 0xBB);
+        /* back on s after t's slow work */
+        slow_down(t);
+        ck_assert_int_eq(cudaMemsetAsync(q, 0xCC, n, t), cudaSuccess);
+        ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
+        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
+        ck_assert_ptr_eq(p, q);
+        ck_assert_int_eq(cudaMemsetAsync(p, 0xDD, n, s), cudaSuccess);
+        ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+        expect_bytes(p, n, 0xDD);
+        ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
+        cudaStreamDestroy(s);
+        cudaStreamDestroy(t);
+        drop_arena(&f);
+    }
+}
+END_TEST
+
+/* S frees a large block with its work still pending and is destroyed: T gets the block (the
+ * arena never passes S's dead handle to CUDA) after that work. T exists before S is destroyed,
+ * so it cannot have S's handle. */
+START_TEST(a_destroyed_stream_s_block_goes_to_another_stream)
+{
+    fixture f = make_arena("arena_size=4MiB");
+    cudaStream_t t = new_stream(), s = new_stream();
+    const size_t n = 4 * MiB;
+    void *p, *q;
+    slow_down(s);
+    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
+    ck_assert_int_eq(cudaMemsetAsync(p, 0xAA, n, s), cudaSuccess);
+    ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess); /* its work still runs to the end */
+    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)t, &q));
+    ck_assert_ptr_eq(q, p);
+    ck_assert_int_eq(cudaMemsetAsync(q, 0xBB, n, t), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    expect_bytes(q, n, 0xBB);
+    ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
+    cudaStreamDestroy(t);
+    drop_arena(&f);
+}
+END_TEST
+
+typedef struct slow_free {
+    crmm_resource *mr;
+    void *p;
+    int failed;
+} slow_free;
+
+/* On this thread's default stream: slow work, 0xAA into the whole (4 MiB) arena, freed at once. */
+static void *slow_write_on_own_default_stream(void *arg)
+{
+    slow_free *j = arg;
+    const size_t n = 4 * MiB;
+    if (cudaLaunchHostFunc(cudaStreamPerThread, sleep_200ms, NULL) != cudaSuccess ||
+        crmm_resource_allocate(j->mr, n, CRMM_CUDA_STREAM_PER_THREAD, &j->p) != CRMM_OK ||
+        cudaMemsetAsync(j->p, 0xAA, n, cudaStreamPerThread) != cudaSuccess ||
+        crmm_resource_deallocate(j->mr, j->p, n, CRMM_CUDA_STREAM_PER_THREAD) != CRMM_OK)
+        j->failed = 1;
+    return NULL;
+}
+
+/* cudaStreamPerThread is another stream on every thread: memory one thread freed on it is
+ * handed to another thread's only after the first one's work. */
+START_TEST(per_thread_default_streams_are_ordered_between_threads)
+{
+    fixture f = make_arena("arena_size=4MiB");
+    slow_free j = {f.mr, NULL, 0};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, slow_write_on_own_default_stream, &j), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(j.failed, 0);
+    void *q;
+    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, CRMM_CUDA_STREAM_PER_THREAD, &q));
+    ck_assert_ptr_eq(q, j.p);
+    ck_assert_int_eq(cudaMemsetAsync(q, 0xBB, 4 * MiB, cudaStreamPerThread), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    expect_bytes(q, 4 * MiB, 0xBB);
+    ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, 4 * MiB, CRMM_CUDA_STREAM_PER_THREAD));
     drop_arena(&f);
 }
 END_TEST
@@ -345,6 +456,9 @@ int main(void)
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, default_size_is_half_the_free_memory);
     tcase_add_test(tc, reuse_on_another_stream_is_ordered);
+    tcase_add_test(tc, a_large_block_moves_to_another_stream_after_its_work);
+    tcase_add_test(tc, a_destroyed_stream_s_block_goes_to_another_stream);
+    tcase_add_test(tc, per_thread_default_streams_are_ordered_between_threads);
     tcase_add_test(tc, free_on_another_stream_waits_for_it);
     tcase_add_test(tc, thread_exit_returns_superblocks_after_their_work);
     tcase_add_test(tc, defragment_waits_for_pending_work);

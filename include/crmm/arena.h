@@ -7,7 +7,13 @@
  * without a lock; larger requests go to the shared global arena, which is split into `shards`
  * address ranges with a lock each: a thread takes large blocks and superblocks from its home
  * shard first, then from the others; a request that fits in no single shard may use free pages
- * that run across shard boundaries (every shard lock is taken for it). */
+ * that run across shard boundaries (every shard lock is taken for it).
+ *
+ * Device memory: memory freed on a stream is reused on that stream at once, with no CUDA call;
+ * memory of a large block freed on stream S goes to another stream only when nothing else fits,
+ * after a cudaDeviceSynchronize (S's handle is never passed to CUDA: destroying S after freeing
+ * on it is safe). Synchronize a stream before destroying it if its handle may be reused by a new
+ * stream that allocates from the arena. */
 #ifndef CRMM_ARENA_H
 #define CRMM_ARENA_H
 
@@ -47,6 +53,9 @@ typedef struct crmm_arena_stats {
     uint64_t thread_arenas;       /* live thread arenas */
     uint64_t defragmentations;    /* defragmentations run, on failure or on request */
     uint64_t shards;              /* shards of the global arena */
+    uint64_t stream_syncs;        /* device synchronizations made so that an allocation could take
+                                   * large-block or superblock memory freed on another stream (not
+                                   * counted: those of defragment, trim, thread exit, destroy) */
 } crmm_arena_stats;
 
 /* Fill a crmm_arena_shard_stats for shard `shard` (set by the caller, 0 .. shards - 1).

@@ -4,7 +4,8 @@
  * Both walk the global arena's spans in address order under its locks (every shard's): a free
  * span counts whole, a superblock counts its free blocks. Superblocks that threads hold change
  * while we look, so the numbers for those are a snapshot, exact once the threads are quiet. The
- * dump has one line per shard, then one per span. */
+ * dump has one line per shard, then one per span (a free span of device memory says which stream
+ * freed it while another stream would have to wait for the device to take it). */
 #include "config.h"
 #include <stdio.h>
 #include <unistd.h>
@@ -98,7 +99,18 @@ static void dump_visit(const arena_span *s, void *arg)
         fprintf(d->f, "  large %zu: start=%p, end=%p, size=%s, requested=%s\n", d->index, (void *)start,
                 (void *)(start + bytes), sz, crmm_format_size(s->bytes, more, sizeof more));
     } else {
-        fprintf(d->f, "  free %zu: start=%p, end=%p, size=%s\n", d->index, (void *)start, (void *)(start + bytes), sz);
+        /* a tag that is still live: another stream must wait for the device to take it */
+        arena_tag t = arena_global_span_tag(d->g, s);
+        char tag[64] = "";
+        if (t.epoch && t.stream.thread == ARENA_STREAM_MIXED)
+            snprintf(tag, sizeof tag, ", freed on several streams");
+        else if (t.epoch && t.stream.thread)
+            snprintf(tag, sizeof tag, ", freed on the per-thread stream of thread %llu",
+                     (unsigned long long)t.stream.thread);
+        else if (t.epoch)
+            snprintf(tag, sizeof tag, ", freed on stream %p", (void *)t.stream.handle);
+        fprintf(d->f, "  free %zu: start=%p, end=%p, size=%s%s\n", d->index, (void *)start, (void *)(start + bytes), sz,
+                tag);
     }
     d->index++;
 }
@@ -150,6 +162,9 @@ crmm_status arena_dump_write(arena_resource *r, const char *path, size_t bytes)
             detached);
     fprintf(f, "  superblocks: %zu, large blocks: %zu, free spans: %zu\n", u.superblocks, u.large, u.free_spans);
     fprintf(f, "  shards: %u\n", r->shards);
+    if (r->uses_cuda)
+        fprintf(f, "  device synchronizations to reuse memory freed on another stream: %llu\n",
+                (unsigned long long)__atomic_load_n(&r->global.reuse_syncs, __ATOMIC_RELAXED));
     for (unsigned k = 0; k < r->shards; k++) {
         arena_shard_usage su;
         arena_global_shard_usage(&r->global, k, &su);

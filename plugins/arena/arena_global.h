@@ -26,6 +26,13 @@
  * under that shard's lock — except the record of a large span across shards, which its last page
  * maps to while it lives: that record changes only with the locks of all its shards held.
  *
+ * Stream tags (device memory; arena_stream_order.c says why): a free span carries the stream it
+ * was freed on and the shard's epoch at that moment. An allocation on stream T takes a span as it
+ * is when the span is untagged, tagged T, or tagged before the shard's last device
+ * synchronization (its epoch is below the shard's `synced`); any other span is taken only after
+ * a cudaDeviceSynchronize, after which every shard's `synced` moves past every tag made before.
+ * Over host memory no span is ever tagged and no synchronization is made.
+ *
  * Lock order: shard locks are taken in ascending index order; one shard lock alone may be held
  * with no other. */
 #ifndef CRMM_ARENA_GLOBAL_H
@@ -49,6 +56,23 @@ typedef enum arena_span_kind {
     ARENA_SPAN_PIECE = 4       /* the part of a span across shards that lies in a later shard */
 } arena_span_kind;
 
+/* A stream as the tags know it: the handle, and for the per-thread default stream (whose handle
+ * means another stream on every thread) the serial number of the thread. */
+typedef struct arena_stream_id {
+    uintptr_t handle;              /* the legacy default stream (NULL or cudaStreamLegacy): 0 */
+    uint64_t thread;               /* cudaStreamPerThread: the thread's serial (>= 1); else 0;
+                                    * ARENA_STREAM_MIXED: a span freed on several streams */
+} arena_stream_id;
+
+#define ARENA_STREAM_MIXED UINT64_MAX
+
+/* Who may reuse a free span without waiting: `stream` at once; every stream once the shard's
+ * `synced` is above `epoch`. epoch 0: untagged, every stream at once. */
+typedef struct arena_tag {
+    arena_stream_id stream;
+    uint64_t epoch;
+} arena_tag;
+
 typedef struct arena_span {
     size_t start, npages;          /* first page, number of pages (across shards: all of them) */
     arena_span_kind kind;
@@ -58,6 +82,7 @@ typedef struct arena_span {
                                     * order, linked through this field; NULL otherwise */
     size_t bytes;                  /* LARGE: bytes as requested */
     struct arena_slab *slab;       /* SUPERBLOCK: the slab record its pages map to */
+    arena_tag tag;                 /* FREE: which streams may take it without a wait */
 } arena_span;
 
 #define ARENA_PAGES_PER_SUPERBLOCK 64u
@@ -81,6 +106,9 @@ typedef struct arena_shard {
     size_t free_pages;             /* also read without the lock, as a hint (atomics) */
     size_t superblocks, large_blocks; /* those that start in this shard */
     size_t large_pages;            /* pages of large blocks in this shard */
+    uint64_t epoch;                /* stamped into the tags of spans freed now (>= 1) */
+    uint64_t synced;               /* tags of an epoch below this are void: a device
+                                    * synchronization began after them (1 <= synced <= epoch) */
 } arena_shard;
 
 typedef struct arena_global {
@@ -95,6 +123,10 @@ typedef struct arena_global {
     unsigned nshards;
     size_t shard_pages;            /* pages of every shard but the last (which has the remainder) */
     arena_shard *shards;           /* [nshards] */
+    /* device memory: waits for the whole device (arena_stream_order.c); NULL over host memory */
+    crmm_status (*device_sync)(void *arg);
+    void *device_sync_arg;
+    uint64_t reuse_syncs;          /* atomic: device synchronizations made to take a tagged span */
 } arena_global;
 
 /* Set up over [base, base + size) in `nshards` shards (1..ARENA_MAX_SHARDS): size a multiple of
@@ -104,22 +136,45 @@ crmm_status arena_global_init(arena_global *g, void *base, size_t size, size_t s
 /* Free the bookkeeping (not the memory: the caller gives `base` back to upstream). */
 void arena_global_fini(arena_global *g);
 
+/* Device memory: tag free spans and wait for the device with `sync(arg)` (which returns
+ * CRMM_ERROR_CUDA with a message when it fails) before a span tagged for another stream is
+ * taken. Without this call (host memory) nothing is tagged. Call before any other use. */
+void arena_global_use_streams(arena_global *g, crmm_status (*sync)(void *arg), void *arg);
+
+/* Wait for the device (no lock held), then make every span tagged before the wait began
+ * untagged (by the epochs: no list is walked). CRMM_OK at once over host memory; the error of
+ * `sync` when it fails (nothing is untagged then). */
+crmm_status arena_global_synchronize(arena_global *g);
+
+/* Taking pages for stream `stream` (NULL: host memory, no tags) prefers, home shard first, a
+ * fitting span that needs no wait; when every fitting span is tagged for another stream it
+ * synchronizes the device once (arena_global_synchronize) and takes one. Errors of both:
+ * CRMM_ERROR_OUT_OF_MEMORY (no message) when no free pages in a row fit; CRMM_ERROR_BAD_ALLOC
+ * (message) when host memory for a record runs out; CRMM_ERROR_CUDA (message) when the device
+ * synchronization fails (nothing is taken then). */
+
 /* Take a free superblock for `slab`, home shard first, all under the lock(s) (so a walker sees it
  * whole): set slab->base and slab->span, format it for class `cls`, make `owner` its owner (state
- * OWNED), then map its pages. CRMM_ERROR_OUT_OF_MEMORY (no message) when none is free;
- * CRMM_ERROR_BAD_ALLOC (message) when host memory for a record runs out. */
+ * OWNED), then map its pages. */
 crmm_status arena_global_take_superblock(arena_global *g, unsigned home, struct arena_slab *slab, unsigned cls,
-                                         struct arena_thread *owner);
-/* Give back a superblock span (its slab record is not read: it may be reused already). */
-void arena_global_give_superblock(arena_global *g, arena_span *span);
+                                         struct arena_thread *owner, const arena_stream_id *stream);
+/* Give back a superblock span (its slab record is not read: it may be reused already). `clean`:
+ * its blocks are done with on every stream (untagged); false: it needs a device synchronization
+ * before any stream takes it (tagged "mixed"). */
+void arena_global_give_superblock(arena_global *g, arena_span *span, bool clean);
 
-/* Allocate a large block of `bytes` (<= g->size), home shard first. CRMM_ERROR_OUT_OF_MEMORY (no
- * message) when no free pages in a row fit; CRMM_ERROR_BAD_ALLOC (message) when a record cannot
- * be allocated. */
-crmm_status arena_global_alloc_large(arena_global *g, unsigned home, size_t bytes, void **ptr);
-/* Free a large block. CRMM_ERROR_INVALID_ARGUMENT when `ptr` is not a live large block of this
- * arena or `bytes` is not its size (message names the arena as `who`). */
-crmm_status arena_global_free_large(arena_global *g, void *ptr, size_t bytes, const char *who);
+/* Allocate a large block of `bytes` (<= g->size), home shard first. */
+crmm_status arena_global_alloc_large(arena_global *g, unsigned home, size_t bytes, const arena_stream_id *stream,
+                                     void **ptr);
+/* Free a large block on `stream` (NULL: host memory): its pages are free at once, tagged with
+ * the stream. CRMM_ERROR_INVALID_ARGUMENT (no message) when `ptr` is not a live large block of
+ * this arena (*allocated = 0) or `bytes` is not its size (*allocated = the size it has). */
+crmm_status arena_global_free_large(arena_global *g, void *ptr, size_t bytes, const arena_stream_id *stream,
+                                    size_t *allocated);
+
+/* A span's tag as it stands (the shard of its first page locked, or all): untagged when a
+ * device synchronization has voided it. For the dump. */
+arena_tag arena_global_span_tag(const arena_global *g, const arena_span *span);
 
 /* Free bytes in free spans, and the most free bytes in a row (across shard boundaries too). */
 void arena_global_usage(arena_global *g, size_t *free_bytes, size_t *largest_free);

@@ -10,6 +10,8 @@
  * takes the lock of the shard that owns the address. A request too large for any one shard still
  * succeeds when free pages run on across shard boundaries (it takes every shard lock), so the
  * largest block that can be allocated is still the arena's largest free run, as with one shard.
+ * Over device memory a large block freed on a stream is free at once, tagged with that stream,
+ * and reused on another stream only after a device synchronization (arena_stream_order.c).
  * When a request fails, the arena defragments (takes the empty superblocks back from every
  * thread arena and merges them) and tries once more; if that fails too it writes its state to the
  * dump file when asked to (arena_dump.c) and returns CRMM_ERROR_OUT_OF_MEMORY. This file is the
@@ -110,12 +112,18 @@ static crmm_status arena_deallocate(crmm_resource *self, void *ptr, size_t bytes
     if (bytes <= r->small_max)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p is not a live block of this arena (freed twice?)",
                               arena_who(r), ptr);
-    crmm_status st = arena_stream_synchronize(r, stream);
-    if (st == CRMM_OK)
-        st = arena_global_free_large(&r->global, ptr, bytes, arena_who(r));
-    if (st == CRMM_OK)
-        arena_cache_count(r, stream, -(int64_t)bytes);
-    return st;
+    /* no wait for the stream: the pages are tagged with it (arena_stream_order.c) */
+    arena_stream_id id;
+    size_t allocated;
+    crmm_status st = arena_global_free_large(&r->global, ptr, bytes, arena_stream_of(r, stream, &id), &allocated);
+    if (st != CRMM_OK) {
+        if (allocated)
+            return crmm_set_error(st, "%s: %p was allocated with %zu bytes, freed with %zu", arena_who(r), ptr,
+                                  allocated, bytes);
+        return crmm_set_error(st, "%s: %p is not a live block of this arena (freed twice?)", arena_who(r), ptr);
+    }
+    arena_cache_count(r, stream, -(int64_t)bytes);
+    return CRMM_OK;
 }
 
 static crmm_status arena_query(crmm_resource *self, crmm_query what, uint64_t *out)
@@ -190,6 +198,7 @@ static void arena_get_stats(arena_resource *r, crmm_arena_stats *s)
         pthread_mutex_unlock(&r->classes[c].lock);
     }
     s->defragmentations = __atomic_load_n(&r->defragmentations, __ATOMIC_RELAXED);
+    s->stream_syncs = __atomic_load_n(&r->global.reuse_syncs, __ATOMIC_RELAXED);
 }
 
 static crmm_status arena_get_shard_stats(arena_resource *r, crmm_arena_shard_stats *s)
@@ -259,6 +268,9 @@ static void arena_destroy(crmm_resource *self)
     crmm_resource_report_leaks(self, (uint64_t)c.count, (uint64_t)c.bytes);
     arena_cache_release_all(r);
     arena_slab_pool_fini(&r->slabs);
+    /* work on freed memory may still be pending on any stream (frees do not wait) */
+    if (r->uses_cuda)
+        arena_device_synchronize(r);
     void *base = r->global.base;
     arena_global_fini(&r->global);
     /* all of it back to upstream at once; the upstream skips CUDA once the process exits */
@@ -395,6 +407,7 @@ static crmm_status arena_create(const crmm_params *params, crmm_resource *upstre
         arena_free_state(r);
         return st;
     }
+    arena_streams_init(r);
     arena_slab_pool_init(&r->slabs, r->superblock_size);
     crmm_resource_init(&r->base, &arena_ops, "arena", upstream->flags, upstream->device, upstream);
     arena_registry_add(r);

@@ -52,12 +52,19 @@ typedef struct arena_resource {
 /* Name for messages: "arena 'main'" or "arena". Static per-thread buffer. */
 const char *arena_who(const arena_resource *r);
 
-/* arena_stream_order.c: wait until `stream` has done its work (device memory only, and not once
- * the process is exiting). CRMM_ERROR_CUDA with the reason when the wait fails. */
+/* arena_stream_order.c: the stream as the global arena's tags know it, filled into *id; NULL
+ * over host memory (no tags). */
+const arena_stream_id *arena_stream_of(const arena_resource *r, crmm_cuda_stream_t stream, arena_stream_id *id);
+/* Device memory: let the global arena tag free spans and synchronize the device (call once,
+ * after arena_global_init). */
+void arena_streams_init(arena_resource *r);
+/* Wait until `stream` has done its work (device memory only, and not once the process is
+ * exiting). CRMM_ERROR_CUDA with the reason when the wait fails. */
 crmm_status arena_stream_synchronize(arena_resource *r, crmm_cuda_stream_t stream);
-/* Make the resource's device current and wait for all its work (no-op without CUDA or once the
- * process is exiting). Errors are logged: the callers are on paths that cannot fail. */
-void arena_device_synchronize(arena_resource *r);
+/* Make the resource's device current, wait for all its work and void every tag of the global
+ * arena (arena_global_synchronize; CRMM_OK at once without CUDA or once the process is exiting).
+ * An error (CRMM_ERROR_CUDA) is also logged: most callers are on paths that cannot fail. */
+crmm_status arena_device_synchronize(arena_resource *r);
 
 /* arena_dump.c: free bytes that could be handed out (global spans and free blocks of
  * superblocks) and the largest block that could be handed out at once. */

@@ -280,7 +280,8 @@ crmm_status arena_cache_allocate_large(arena_resource *r, size_t bytes, crmm_cud
     if (!r->uses_cuda)
         stream = NULL;
     arena_thread *a = thread_arena(r, stream, true); /* NULL (no host memory): home 0, count in r */
-    crmm_status st = arena_global_alloc_large(&r->global, a ? a->home : 0, bytes, ptr);
+    arena_stream_id id;
+    crmm_status st = arena_global_alloc_large(&r->global, a ? a->home : 0, bytes, arena_stream_of(r, stream, &id), ptr);
     if (st != CRMM_OK)
         return st;
     if (a)
@@ -384,8 +385,8 @@ static void partial_remove(arena_class_shared *cs, arena_slab *sb)
 
 /* The owner lets go of its slab sb (thread exit). Empty: back to the global arena; otherwise
  * DETACHED, and adoptable when it has free blocks. For device memory the caller has waited for
- * the device, so the free blocks are safe on any stream. */
-static void release_held_slab(arena_resource *r, arena_slab *sb)
+ * the device (`clean`: successfully), so the free blocks are safe on any stream. */
+static void release_held_slab(arena_resource *r, arena_slab *sb, bool clean)
 {
     for (;;) {
         int st = arena_slab_state(sb);
@@ -398,7 +399,7 @@ static void release_held_slab(arena_resource *r, arena_slab *sb)
             arena_span *span = arena_slab_steal(sb);
             if (!span)
                 continue; /* a defragmenter was quicker */
-            arena_global_give_superblock(&r->global, span);
+            arena_global_give_superblock(&r->global, span, clean);
             arena_slab_recycle(&r->slabs, sb);
             return;
         }
@@ -410,7 +411,7 @@ static void release_held_slab(arena_resource *r, arena_slab *sb)
     if (sb->free_count == sb->capacity) {
         arena_slab_set_state(sb, ARENA_SLAB_SPARE);
         pthread_mutex_unlock(&cs->lock);
-        arena_global_give_superblock(&r->global, sb->span);
+        arena_global_give_superblock(&r->global, sb->span, clean);
         arena_slab_recycle(&r->slabs, sb);
         return;
     }
@@ -472,7 +473,8 @@ static crmm_status refill(arena_resource *r, arena_thread *a, unsigned c, arena_
         sb = arena_slab_new(&r->slabs);
         if (!sb)
             return CRMM_ERROR_BAD_ALLOC;
-        crmm_status st = arena_global_take_superblock(&r->global, a->home, sb, c, a);
+        arena_stream_id id;
+        crmm_status st = arena_global_take_superblock(&r->global, a->home, sb, c, a, arena_stream_of(r, a->stream, &id));
         if (st != CRMM_OK) {
             arena_slab_recycle(&r->slabs, sb);
             return st;
@@ -488,13 +490,13 @@ static void arena_thread_retire(arena_resource *r, arena_thread *a)
     bool holds = false;
     for (unsigned c = 0; c < r->nclasses; c++)
         holds |= a->current[c] != NULL;
-    if (holds)
-        arena_device_synchronize(r); /* the thread's frees are done before its slabs move */
+    /* the thread's frees are done before its slabs move */
+    bool clean = !holds || arena_device_synchronize(r) == CRMM_OK;
     for (unsigned c = 0; c < r->nclasses; c++) {
         arena_slab *sb = a->current[c];
         if (sb) {
             set_current(a, c, NULL);
-            release_held_slab(r, sb);
+            release_held_slab(r, sb, clean);
         }
     }
     arena_thread_flush(a);
@@ -577,8 +579,8 @@ static crmm_status remote_free(arena_resource *r, arena_slab *sb, void *ptr, siz
     pthread_mutex_unlock(&cs->lock);
     if (st != CRMM_OK)
         return crmm_set_error(st, "%s: %p is not a live block of this arena (freed twice?)", arena_who(r), ptr);
-    if (give_back) {
-        arena_global_give_superblock(&r->global, sb->span);
+    if (give_back) { /* every block of it was freed after a wait: safe on every stream */
+        arena_global_give_superblock(&r->global, sb->span, true);
         arena_slab_recycle(&r->slabs, sb);
     }
     crmm_counters_sub(&r->counters, bytes);
@@ -627,11 +629,11 @@ size_t arena_cache_reclaim(arena_resource *r)
             }
         }
     pthread_mutex_unlock(&r->arenas_lock);
-    if (taken)
-        arena_device_synchronize(r); /* frees on the owners' streams are done */
+    /* frees on the owners' streams are done (this also voids every tag of the global arena) */
+    bool clean = !taken || arena_device_synchronize(r) == CRMM_OK;
     while (taken) {
         arena_span *next = taken->next;
-        arena_global_give_superblock(&r->global, taken);
+        arena_global_give_superblock(&r->global, taken, clean);
         taken = next;
     }
     return n;

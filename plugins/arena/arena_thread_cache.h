@@ -27,7 +27,9 @@ typedef struct arena_thread {
 
 /* Allocate a small block (bytes <= r->small_max) from the calling thread's arena for `stream`.
  * CRMM_ERROR_OUT_OF_MEMORY without a message when no superblock is left (the caller
- * defragments and retries); CRMM_ERROR_BAD_ALLOC with one when host memory runs out. */
+ * defragments and retries); CRMM_ERROR_BAD_ALLOC with one when host memory runs out;
+ * CRMM_ERROR_CUDA with one when a superblock freed on another stream is there but waiting for
+ * the device fails. */
 crmm_status arena_cache_allocate(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 /* Free a small block of slab `sb` (found through the page map). CRMM_ERROR_INVALID_ARGUMENT
  * when ptr is not a live block of sb or bytes is not of its size class; CRMM_ERROR_CUDA when a
@@ -38,7 +40,8 @@ crmm_status arena_cache_deallocate(arena_resource *r, arena_slab *sb, void *ptr,
 /* Allocate a large block (bytes > r->small_max) from the global arena, the home shard of the
  * calling thread's arena for `stream` first, and count it there. CRMM_ERROR_OUT_OF_MEMORY without
  * a message when no free pages in a row fit; CRMM_ERROR_BAD_ALLOC with one when host memory runs
- * out. */
+ * out; CRMM_ERROR_CUDA with one when only pages freed on other streams fit and waiting for the
+ * device fails. */
 crmm_status arena_cache_allocate_large(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 
 /* Count a large block (served by the global arena) freed by the calling thread (-bytes), in its
