@@ -6,6 +6,8 @@
  * call. Reference counts are atomic; the last release destroys the resource and then releases
  * its upstream, so a chain unwinds from the top. */
 #include "config.h"
+/* this file defines the exported crmm_resource_allocate/deallocate (resource.h inlines them elsewhere) */
+#define CRMM_NO_INLINE_DISPATCH 1
 #include <stdio.h>
 #include <string.h>
 #include <crmm/cuda_support.h>
@@ -25,7 +27,7 @@ void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *ops, const
     __atomic_store_n(&self->refs, 1, __ATOMIC_RELAXED);
 }
 
-crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+crmm_status crmm_resource_allocate_checked(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
     if (__builtin_expect(!mr || !ptr, 0)) {
         if (ptr)
@@ -42,13 +44,23 @@ crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_st
     return st;
 }
 
-crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+crmm_status crmm_resource_deallocate_checked(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     if (__builtin_expect(!ptr, 0))
         return CRMM_OK;
     if (__builtin_expect(!mr, 0))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "deallocate: resource is NULL");
     return mr->ops->deallocate(mr, ptr, bytes, stream);
+}
+
+crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    return crmm_resource_allocate_checked(mr, bytes, stream, ptr);
+}
+
+crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    return crmm_resource_deallocate_checked(mr, ptr, bytes, stream);
 }
 
 crmm_status crmm_resource_query(crmm_resource *mr, crmm_query what, uint64_t *out)

@@ -101,11 +101,41 @@ void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *ops, const
 /* Allocate through `mr`. bytes == 0 → *ptr = NULL, CRMM_OK. Errors: CRMM_ERROR_INVALID_ARGUMENT
  * (mr or ptr NULL), CRMM_ERROR_OUT_OF_MEMORY, CRMM_ERROR_BAD_ALLOC, CRMM_ERROR_CUDA,
  * CRMM_ERROR_STATE (device memory once the process is exiting). *ptr is NULL on failure. */
-crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
+crmm_status crmm_resource_allocate_checked(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 /* Free `ptr` of `bytes` through `mr`. ptr == NULL → no-op, CRMM_OK. Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (mr NULL, or a pointer the resource does not know when it can
  * tell), CRMM_ERROR_CUDA. */
+crmm_status crmm_resource_deallocate_checked(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
+
+/* crmm_resource_allocate / crmm_resource_deallocate: the functions above, with their common case
+ * (valid arguments, bytes > 0, ptr != NULL) inlined into the caller: one test and the indirect
+ * call through the ops table, so that dispatch through the ABI costs what an indirect call
+ * costs. Everything else goes to the _checked functions, which libcrmm also exports under the
+ * plain names for callers that cannot use this header (dlsym, FFI). Define
+ * CRMM_NO_INLINE_DISPATCH before including crmm headers to call the exported functions. */
+#if defined(CRMM_NO_INLINE_DISPATCH)
+crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
+#else
+static inline crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream,
+                                                 void **ptr)
+{
+    if (__builtin_expect(mr != NULL && ptr != NULL && bytes != 0, 1)) {
+        crmm_status st = mr->ops->allocate(mr, bytes, stream, ptr);
+        if (__builtin_expect(st != CRMM_OK, 0))
+            *ptr = NULL;
+        return st;
+    }
+    return crmm_resource_allocate_checked(mr, bytes, stream, ptr);
+}
+static inline crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr, size_t bytes,
+                                                   crmm_cuda_stream_t stream)
+{
+    if (__builtin_expect(mr != NULL && ptr != NULL, 1))
+        return mr->ops->deallocate(mr, ptr, bytes, stream);
+    return crmm_resource_deallocate_checked(mr, ptr, bytes, stream);
+}
+#endif
 /* Ask a question (see crmm_query). CRMM_ERROR_UNSUPPORTED when the resource cannot answer,
  * CRMM_ERROR_INVALID_ARGUMENT for NULL arguments. */
 crmm_status crmm_resource_query(crmm_resource *mr, crmm_query what, uint64_t *out);
