@@ -34,3 +34,4 @@ include tests/adaptors.mk
 include tests/adaptors2.mk
 include tests/tools.mk
 include tests/bench.mk
+include tests/multi_gpu.mk
