@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "internal.h"
 
 #ifndef CRMM_PLUGIN_DIR
@@ -72,12 +73,38 @@ static crmm_status check_not_writable(const char *path, const char *what)
     struct stat st;
     if (stat(path, &st) != 0)
         return crmm_set_error(CRMM_ERROR_PLUGIN, "cannot stat %s %s: %s", what, path, strerror(errno));
+    if (st.st_uid != 0 && st.st_uid != geteuid())
+        return crmm_set_error(CRMM_ERROR_PLUGIN,
+                              "refusing %s %s: it belongs to user %u, neither you nor root, who could replace the "
+                              "code a config loads",
+                              what, path, (unsigned)st.st_uid);
     if (st.st_mode & (S_IWGRP | S_IWOTH))
         return crmm_set_error(CRMM_ERROR_PLUGIN,
                               "refusing %s %s: it is writable by %s (mode %04o), so anyone could replace the code a "
                               "config loads; fix it with: chmod go-w %s",
                               what, path, (st.st_mode & S_IWOTH) ? "others" : "group", (unsigned)(st.st_mode & 07777), path);
     return CRMM_OK;
+}
+
+/* The directory `dir` and every directory above it: whoever can write any of them can swap what
+ * lies below. A root-owned directory with the sticky bit (/tmp) is fine: others can add entries
+ * there but not replace ours. */
+static crmm_status check_dir_chain(const char *dir)
+{
+    char d[PATH_MAX];
+    snprintf(d, sizeof d, "%s", dir);
+    crmm_status st = check_not_writable(d, "plugin directory");
+    if (st != CRMM_OK)
+        return st;
+    for (char *slash = strrchr(d, '/'); slash && slash != d; slash = strrchr(d, '/')) {
+        *slash = '\0';
+        struct stat sb;
+        if (stat(d, &sb) == 0 && sb.st_uid == 0 && (sb.st_mode & S_ISVTX))
+            continue;
+        if ((st = check_not_writable(d, "directory above a plugin")) != CRMM_OK)
+            return st;
+    }
+    return dir[0] == '/' && dir[1] ? check_not_writable("/", "directory above a plugin") : CRMM_OK;
 }
 
 /* The directory part of `path` ("/" for "/x"), in dir. */
@@ -98,7 +125,7 @@ static crmm_status load_file(const char *path, const char *expect_name, const cr
      * file behind the link is loaded already. */
     char dir[PATH_MAX], real[PATH_MAX];
     dir_of(path, dir, sizeof dir);
-    crmm_status st = check_not_writable(dir, "plugin directory");
+    crmm_status st = check_dir_chain(dir);
     if (st != CRMM_OK)
         return st;
     if (!realpath(path, real))
@@ -115,7 +142,7 @@ static crmm_status load_file(const char *path, const char *expect_name, const cr
     st = check_not_writable(real, "plugin file");
     if (st == CRMM_OK) {
         dir_of(real, dir, sizeof dir);
-        st = check_not_writable(dir, "plugin directory");
+        st = check_dir_chain(dir);
     }
     if (st != CRMM_OK)
         return st;

@@ -458,6 +458,29 @@ START_TEST(writable_directory_is_refused)
 }
 END_TEST
 
+START_TEST(writable_directory_above_is_refused)
+{
+    /* The plugin and its directory are kept, but a directory above them is open: anyone could
+     * swap the kept directory for one of their own. */
+    char *top = new_dir();
+    char sub[PATH_MAX];
+    snprintf(sub, sizeof sub, "%s/plugins", top);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    copy_plugin("host", sub, "host", 0755);
+    ck_assert_int_eq(chmod(top, 0777), 0);
+    const crmm_plugin *pl = NULL;
+    ck_assert_crmm(crmm_plugin_load("host", sub, &pl), CRMM_ERROR_PLUGIN);
+    ck_assert_ptr_null(pl);
+    ck_assert_error_has("directory above a plugin");
+    ck_assert_error_has(top);
+    /* kept again: loads */
+    ck_assert_int_eq(chmod(top, 0755), 0);
+    ck_assert_crmm_ok(crmm_plugin_load("host", sub, &pl));
+    ck_assert_ptr_nonnull(pl);
+    free(top);
+}
+END_TEST
+
 START_TEST(link_in_writable_directory_is_refused)
 {
     /* A link to a well-kept plugin, in a directory anyone can write: anyone could point it at
@@ -1012,6 +1035,7 @@ int main(void)
     tcase_add_test(perm, world_writable_file_is_refused);
     tcase_add_test(perm, writable_directory_is_refused);
     tcase_add_test(perm, link_in_writable_directory_is_refused);
+    tcase_add_test(perm, writable_directory_above_is_refused);
     suite_add_tcase(s, perm);
 
     TCase *each = tcase_create("foreach");
