@@ -824,7 +824,9 @@ crmm_status crmm_config_create_resource(crmm_config *c, const char *name, int de
 
 /* ---- library init --------------------------------------------------------------------------- */
 
-static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+/* recursive: a plugin created while the lock is held (binning makes fixed_size bins) may call
+ * crmm_resource_create, which takes it to read the plugin path */
+static pthread_mutex_t init_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 
 void crmm_config_lock_current(void) { pthread_mutex_lock(&init_lock); }
 void crmm_config_unlock_current(void) { pthread_mutex_unlock(&init_lock); }
@@ -869,10 +871,12 @@ crmm_status crmm_init(const char *path)
 
 void crmm_finalize(void)
 {
-    crmm_registry_clear();
+    /* detach the config first, so that no device default is built from it once the registry is
+     * cleared; then free it */
     pthread_mutex_lock(&init_lock);
     crmm_config *old = current;
     __atomic_store_n(&current, NULL, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&init_lock);
+    crmm_registry_clear();
     crmm_config_free(old);
 }

@@ -48,20 +48,27 @@ static void describe_resource(const crmm_resource *mr, char *out, size_t len)
 static crmm_status buffer_new(size_t size, crmm_stream *stream, crmm_resource *mr, const char *who,
                               crmm_device_buffer **out)
 {
-    if (!mr && !(mr = crmm_get_current_device_resource()))
+    /* take our reference under the registry's lock: another thread may replace (and release) the
+     * current resource at any time */
+    if (mr)
+        crmm_resource_retain(mr);
+    else if (!(mr = crmm_get_current_device_resource_ref()))
         return crmm_error_add_context("%s", who);
     if (!crmm_resource_is_device_accessible(mr)) {
         char desc[128];
         describe_resource(mr, desc, sizeof desc);
+        crmm_resource_release(mr);
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
                               "%s: resource %s is not device accessible (host memory only); a device "
                               "buffer needs a device resource such as cuda, async, pool or managed",
                               who, desc);
     }
     crmm_device_buffer *buf = calloc(1, sizeof *buf);
-    if (!buf)
+    if (!buf) {
+        crmm_resource_release(mr);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", who);
-    buf->mr = crmm_resource_retain(mr);
+    }
+    buf->mr = mr; /* the reference taken above */
     buf->device = mr->device;
     crmm_stream_init_member(&buf->stream, crmm_stream_handle(stream));
     crmm_device_guard g;

@@ -37,9 +37,10 @@ static loaded_plugin *loaded;
 const char *crmm_plugin_search_path(const char *dirs, char *buf, size_t bufsize)
 {
     const char *env = getenv("CRMM_PLUGIN_PATH");
-    snprintf(buf, bufsize, "%s%s%s%s%s", dirs && *dirs ? dirs : "", dirs && *dirs ? ":" : "",
-             env && *env ? env : "", env && *env ? ":" : "", CRMM_PLUGIN_DIR);
-    return buf;
+    int n = snprintf(buf, bufsize, "%s%s%s%s%s", dirs && *dirs ? dirs : "", dirs && *dirs ? ":" : "",
+                     env && *env ? env : "", env && *env ? ":" : "", CRMM_PLUGIN_DIR);
+    /* a cut path would name a directory nobody gave (and drop the installed one) */
+    return n < 0 || (size_t)n >= bufsize ? NULL : buf;
 }
 
 static bool name_well_formed(const char *n)
@@ -204,7 +205,8 @@ static crmm_status load_file(const char *path, const char *expect_name, const cr
 static bool foreach_dir(const char *dirs, bool (*fn)(const char *dir, void *arg), void *arg)
 {
     char path[8192];
-    crmm_plugin_search_path(dirs, path, sizeof path);
+    if (!crmm_plugin_search_path(dirs, path, sizeof path))
+        return false; /* too long: search nothing rather than a cut path */
     char *save = NULL;
     for (char *d = strtok_r(path, ":", &save); d; d = strtok_r(NULL, ":", &save))
         if (*d && fn(d, arg))
@@ -263,8 +265,11 @@ crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const c
             st = load_file(c.found, name_or_path, out);
         } else {
             char sp[8192];
-            crmm_plugin_search_path(dirs, sp, sizeof sp);
-            if (c.best)
+            if (!crmm_plugin_search_path(dirs, sp, sizeof sp))
+                st = crmm_set_error(CRMM_ERROR_PLUGIN, "no plugin '%s': the plugin search path (plugin_path, "
+                                    "$CRMM_PLUGIN_PATH and the installed directory) is longer than %zu characters",
+                                    name_or_path, sizeof sp - 1);
+            else if (c.best)
                 st = crmm_set_error(CRMM_ERROR_PLUGIN, "no plugin '%s' (crmm_%s.so) in %s (did you mean '%s'?)",
                                     name_or_path, name_or_path, sp, c.best);
             else

@@ -9,6 +9,7 @@
 /* this file defines the exported crmm_resource_allocate/deallocate (resource.h inlines them elsewhere) */
 #define CRMM_NO_INLINE_DISPATCH 1
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
@@ -207,7 +208,13 @@ crmm_status crmm_resource_create(const char *plugin_name, const char *params, cr
     if (!plugin_name || !out)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "resource_create: %s is NULL", plugin_name ? "out" : "plugin");
     const crmm_plugin *plugin;
-    crmm_status st = crmm_plugin_load(plugin_name, NULL, &plugin);
+    /* the loaded config's plugin_path comes first, as for the config's own resources */
+    crmm_config_lock_current();
+    const crmm_config *cfg = crmm_current_config();
+    char *dirs = cfg && crmm_config_plugin_path(cfg) ? strdup(crmm_config_plugin_path(cfg)) : NULL;
+    crmm_config_unlock_current();
+    crmm_status st = crmm_plugin_load(plugin_name, dirs, &plugin);
+    free(dirs);
     if (st != CRMM_OK)
         return st;
     crmm_params *p;

@@ -133,7 +133,8 @@ int crmm_cmd_info(int argc, char **argv)
     }
     char sp[8192];
     const char *dirs = active ? crmm_config_plugin_path(active) : NULL;
-    printf("plugin search path: %s\n", crmm_plugin_search_path(dirs, sp, sizeof sp));
+    const char *search = crmm_plugin_search_path(dirs, sp, sizeof sp);
+    printf("plugin search path: %s\n", search ? search : "(longer than crmm searches; shorten plugin_path or $CRMM_PLUGIN_PATH)");
     printf("plugins:\n");
     if (crmm_plugin_foreach(dirs, print_plugin, NULL) == 0)
         printf("  (none found)\n");

@@ -40,7 +40,8 @@ void crmm_log_flush(void);
 /* Write the log to `path` (appending; NULL = stderr). CRMM_ERROR_IO if it cannot be opened; the
  * previous destination then stays. */
 crmm_status crmm_log_set_file(const char *path);
-/* Where the log goes: a path, or "stderr". */
+/* Where the log goes: a path, or "stderr". The string is the logger's own: read it while no other
+ * thread calls crmm_log_set_file. */
 const char *crmm_log_get_file(void);
 
 /* Parse "trace", "debug", "info", "warn"/"warning", "error", "critical", "off" (any case).
