@@ -555,7 +555,7 @@ static crmm_status remote_free(arena_resource *r, arena_slab *sb, void *ptr, siz
         if (arena_bits_load(&sb->free_bits[w]) & bit) {
             st = CRMM_ERROR_INVALID_ARGUMENT;
         } else if (state == ARENA_SLAB_OWNED) {
-            if (__atomic_fetch_or(&sb->remote_bits[w], bit, __ATOMIC_RELAXED) & bit)
+            if (__atomic_fetch_or(&sb->remote_bits[w], bit, __ATOMIC_RELEASE) & bit)
                 st = CRMM_ERROR_INVALID_ARGUMENT;
             else
                 __atomic_store_n(&sb->remote_pending, 1, __ATOMIC_RELEASE);
