@@ -378,6 +378,24 @@ static const crmm_test_chain chains[] = {
     {"statistics_over_host", "[resource.h]\nplugin = host\n[resource.s]\nplugin = statistics\nupstream = h\n", "s", 0, 0},
 };
 
+/* A free the upstream refuses (a double free, caught by the pool) changes no counter: the
+ * statistics follow what the upstream really holds. */
+START_TEST(refused_free_is_not_counted)
+{
+    crmm_resource *h = crmm_test_create("host", NULL, NULL);
+    crmm_resource *pool = crmm_test_create("pool", "initial_size=16MiB", h);
+    crmm_resource *st = crmm_test_create("statistics", NULL, pool);
+    void *p = crmm_test_allocate(st, 1000);
+    ck_assert_crmm_ok(crmm_resource_deallocate(st, p, 1000, NULL));
+    ck_assert_crmm(crmm_resource_deallocate(st, p, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(crmm_test_query(st, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(st, CRMM_QUERY_ALLOCATIONS), 0);
+    crmm_resource_release(st);
+    crmm_resource_release(pool);
+    crmm_resource_release(h);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("statistics");
@@ -390,6 +408,7 @@ int main(void)
     tcase_add_test(tc, push_pop_fold_like_rmm);
     tcase_add_test(tc, queries_cover_every_frame);
     tcase_add_test(tc, failed_allocation_is_not_counted);
+    tcase_add_test(tc, refused_free_is_not_counted);
     tcase_add_test(tc, api_finds_the_layer_under_other_adaptors);
     tcase_add_test(tc, api_rejects_bad_arguments);
     tcase_add_test(tc, control_kind_finds_the_layer_under_others);

@@ -67,13 +67,18 @@ static crmm_status aligned_deallocate(crmm_resource *self, void *ptr, size_t byt
     size_t size = bytes;
     if (!passes_through(a, bytes) && !upstream_size(a, bytes, &size))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "aligned '%s': deallocate of %zu bytes: no such allocation", self->name, bytes);
-    crmm_counters_sub(&a->counters, bytes);
-    if (passes_through(a, bytes))
-        return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
-    void *original;
-    if (!aligned_ptrmap_remove(a->moved, ptr, &original))
-        original = ptr; /* the upstream pointer was aligned already */
-    return crmm_resource_deallocate(self->upstream, original, size, stream);
+    crmm_status st;
+    if (passes_through(a, bytes)) {
+        st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    } else {
+        void *original;
+        if (!aligned_ptrmap_remove(a->moved, ptr, &original))
+            original = ptr; /* the upstream pointer was aligned already */
+        st = crmm_resource_deallocate(self->upstream, original, size, stream);
+    }
+    if (st == CRMM_OK) /* count only what upstream took back */
+        crmm_counters_sub(&a->counters, bytes);
+    return st;
 }
 
 static crmm_status aligned_query(crmm_resource *self, crmm_query what, uint64_t *out)

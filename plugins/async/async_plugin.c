@@ -40,10 +40,14 @@ static crmm_status async_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
 static crmm_status async_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     async_resource *a = (async_resource *)self;
-    crmm_counters_sub(&a->counters, bytes);
-    if (crmm_process_exiting())
+    if (crmm_process_exiting()) {
+        crmm_counters_sub(&a->counters, bytes);
         return CRMM_OK; /* the driver is going away and takes the pool with it */
-    return crmm_cuda_status(cudaFreeAsync(ptr, (cudaStream_t)stream), "async: cudaFreeAsync");
+    }
+    crmm_status st = crmm_cuda_status(cudaFreeAsync(ptr, (cudaStream_t)stream), "async: cudaFreeAsync");
+    if (st == CRMM_OK)
+        crmm_counters_sub(&a->counters, bytes);
+    return st;
 }
 
 static crmm_status pool_attribute(const async_resource *a, enum cudaMemPoolAttr attr, uint64_t *out)

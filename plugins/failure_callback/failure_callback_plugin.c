@@ -62,8 +62,10 @@ static crmm_status failure_callback_allocate(crmm_resource *self, size_t bytes, 
 static crmm_status failure_callback_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     failure_callback_resource *f = (failure_callback_resource *)self;
-    crmm_counters_sub(&f->counters, bytes);
-    return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    if (st == CRMM_OK) /* count only what upstream took back */
+        crmm_counters_sub(&f->counters, bytes);
+    return st;
 }
 
 static crmm_status failure_callback_query(crmm_resource *self, crmm_query what, uint64_t *out)

@@ -51,7 +51,13 @@ static crmm_status limiting_deallocate(crmm_resource *self, void *ptr, size_t by
     crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
     if (st == CRMM_OK) { /* room comes back only once the upstream has the memory back */
         const uint64_t align = CRMM_ALLOCATION_ALIGNMENT;
-        __atomic_sub_fetch(&r->in_use, ((uint64_t)bytes + align - 1) & ~(align - 1), __ATOMIC_RELAXED);
+        uint64_t take = ((uint64_t)bytes + align - 1) & ~(align - 1);
+        /* never below zero: a wrong size from the caller must not wrap the count and refuse
+         * everything afterwards */
+        uint64_t seen = __atomic_load_n(&r->in_use, __ATOMIC_RELAXED);
+        while (!__atomic_compare_exchange_n(&r->in_use, &seen, seen > take ? seen - take : 0, 1, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED))
+            ;
         __atomic_sub_fetch(&r->live, 1, __ATOMIC_RELAXED);
     }
     return st;

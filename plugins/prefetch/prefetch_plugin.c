@@ -45,8 +45,10 @@ static crmm_status prefetch_allocate(crmm_resource *self, size_t bytes, crmm_cud
 static crmm_status prefetch_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     prefetch_resource *p = (prefetch_resource *)self;
-    crmm_counters_sub(&p->counters, bytes);
-    return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    if (st == CRMM_OK) /* count only what upstream took back */
+        crmm_counters_sub(&p->counters, bytes);
+    return st;
 }
 
 static crmm_status prefetch_query(crmm_resource *self, crmm_query what, uint64_t *out)

@@ -73,10 +73,13 @@ static crmm_status statistics_allocate(crmm_resource *self, size_t bytes, crmm_c
 static crmm_status statistics_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     statistics_resource *r = (statistics_resource *)self;
+    crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    if (st != CRMM_OK)
+        return st; /* refused upstream (a double free, say): nothing was freed, nothing to count */
     pthread_rwlock_rdlock(&r->frames_lock);
     crmm_counters_sub(&r->frames[r->depth - 1], bytes);
     pthread_rwlock_unlock(&r->frames_lock);
-    return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    return CRMM_OK;
 }
 
 static crmm_status statistics_query(crmm_resource *self, crmm_query what, uint64_t *out)

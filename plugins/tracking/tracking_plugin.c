@@ -85,8 +85,10 @@ static crmm_status tracking_deallocate(crmm_resource *self, void *ptr, size_t by
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: free of %p with %zu bytes, but it was allocated "
                               "with %zu bytes", name, ptr, bytes, recorded);
     }
-    crmm_counters_sub(&r->counters, bytes);
-    return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    if (st == CRMM_OK) /* count only what upstream took back */
+        crmm_counters_sub(&r->counters, bytes);
+    return st;
 }
 
 static crmm_status tracking_query(crmm_resource *self, crmm_query what, uint64_t *out)
