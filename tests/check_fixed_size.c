@@ -210,12 +210,42 @@ START_TEST(properties_follow_upstream)
 }
 END_TEST
 
+/* A double free or a foreign pointer is refused and changes nothing: the block is handed out
+ * once, and the counters stay right (a free list that took it would hand it out twice). */
+START_TEST(double_free_and_foreign_pointer_are_refused)
+{
+    static const char *const plugins[][2] = {{"fixed_size", "block_size=4KiB blocks_to_preallocate=4"},
+                                             {"binning", "bins=4KiB blocks_to_preallocate=4"}};
+    for (int k = 0; k < 2; k++) {
+        crmm_resource *h = crmm_test_create("host", NULL, NULL);
+        crmm_resource *mr = crmm_test_create(plugins[k][0], plugins[k][1], h);
+        void *a = crmm_test_allocate(mr, 4000);
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, a, 4000, NULL));
+        ck_assert_crmm(crmm_resource_deallocate(mr, a, 4000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+        char on_stack[512];
+        void *foreign = (void *)(((uintptr_t)on_stack + 255) & ~(uintptr_t)255);
+        ck_assert_crmm(crmm_resource_deallocate(mr, foreign, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+        void *b = crmm_test_allocate(mr, 4000), *c = crmm_test_allocate(mr, 4000);
+        ck_assert_ptr_ne(b, c);
+        ck_assert_ptr_ne(b, foreign);
+        ck_assert_ptr_ne(c, foreign);
+        ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 2);
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, b, 4000, NULL));
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, c, 4000, NULL));
+        ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+        crmm_resource_release(mr);
+        crmm_resource_release(h);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fixed_size");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
     TCase *tc = tcase_create("fixed_size");
     tcase_add_test(tc, freed_block_is_reused);
+    tcase_add_test(tc, double_free_and_foreign_pointer_are_refused);
     tcase_add_test(tc, blocks_are_carved_from_one_chunk);
     tcase_add_test(tc, grows_by_whole_chunks);
     tcase_add_test(tc, larger_than_block_is_out_of_memory);

@@ -26,6 +26,8 @@ typedef struct async_resource {
 static crmm_status async_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
     async_resource *a = (async_resource *)self;
+    if (crmm_process_exiting())
+        return crmm_set_error(CRMM_ERROR_STATE, "async '%s': the process is exiting: no device allocation", self->name);
     cudaError_t e = cudaMallocFromPoolAsync(ptr, bytes, a->pool, (cudaStream_t)stream);
     if (e != cudaSuccess) {
         cudaGetLastError(); /* leave no stale error for the caller's own checks */

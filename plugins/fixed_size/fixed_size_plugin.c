@@ -17,6 +17,7 @@
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include "fixed_size_free_lists.h"
+#include "fixed_size_live.h"
 
 typedef struct fixed_size_resource {
     crmm_resource base;
@@ -28,6 +29,7 @@ typedef struct fixed_size_resource {
     void **chunks;            /* upstream allocations, each chunk_size bytes */
     size_t chunk_count, chunk_capacity;
     uint64_t chunk_peak;
+    fs_live_set live;         /* blocks handed out: a free of anything else is refused */
     crmm_alloc_counters counters; /* bytes as requested */
 } fixed_size_resource;
 
@@ -88,6 +90,8 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
                               self->name, crmm_format_size(bytes, want, sizeof want),
                               crmm_format_size(r->block_size, bs, sizeof bs));
     }
+    if (!r->free.host_only && crmm_process_exiting())
+        return crmm_set_error(CRMM_ERROR_STATE, "fixed_size '%s': the process is exiting: no device allocation", self->name);
     crmm_device_guard g;
     crmm_status st = enter_device(r, &g);
     if (st != CRMM_OK)
@@ -96,6 +100,10 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
     st = fs_free_lists_pop(&r->free, stream, ptr);
     if (st == CRMM_ERROR_NOT_FOUND && (st = grow(r, stream)) == CRMM_OK)
         st = fs_free_lists_pop(&r->free, stream, ptr);
+    if (st == CRMM_OK && !fs_live_add(&r->live, (uintptr_t)*ptr)) {
+        fs_free_lists_push(&r->free, stream, ptr, 1); /* back where it came from */
+        st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size '%s': malloc failed (live set)", self->name);
+    }
     pthread_mutex_unlock(&r->lock);
     crmm_cuda_device_restore(&g);
     if (st != CRMM_OK)
@@ -110,6 +118,13 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
     if (bytes > r->block_size)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "fixed_size '%s': deallocate of %zu bytes at %p: larger than the block size %zu, not from this resource",
                               self->name, bytes, ptr, r->block_size);
+    pthread_mutex_lock(&r->lock);
+    bool known = fs_live_remove(&r->live, (uintptr_t)ptr);
+    pthread_mutex_unlock(&r->lock);
+    if (!known)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                              "fixed_size '%s': deallocate of %p: not a block it handed out (double free?)", self->name,
+                              ptr);
     crmm_counters_sub(&r->counters, bytes);
     if (!r->free.host_only && crmm_process_exiting())
         return CRMM_OK; /* no CUDA call now; the block goes upstream with its chunk */
@@ -157,6 +172,7 @@ static void fixed_size_destroy(crmm_resource *self)
         crmm_resource_deallocate(self->upstream, r->chunks[i], r->chunk_size, NULL);
     crmm_cuda_device_restore(&g);
     free(r->chunks);
+    fs_live_free(&r->live);
     pthread_mutex_destroy(&r->lock);
     free(r);
 }
