@@ -100,6 +100,11 @@ crmm_status fs_free_lists_pop(fs_free_lists *fl, crmm_cuda_stream_t stream, void
         fs_stack empty = mine->blocks;
         mine->blocks = other->blocks;
         other->blocks = empty;
+        /* mine's event must now cover the wait, or a third stream taking these blocks from mine
+         * later would wait only for an older point of this stream */
+        e = cudaEventRecord((cudaEvent_t)mine->event, (cudaStream_t)stream);
+        if (e != cudaSuccess)
+            return crmm_cuda_status(e, "fixed_size: cudaEventRecord");
     }
     *ptr = mine->blocks.ptrs[--mine->blocks.count];
     fl->free_blocks--;
@@ -114,12 +119,16 @@ crmm_status fs_free_lists_push(fs_free_lists *fl, crmm_cuda_stream_t stream, voi
     crmm_status st = stack_reserve(&l->blocks, n);
     if (st != CRMM_OK)
         return st;
+    /* record first: blocks on a list whose event does not cover their last use must not exist */
+    if (!fl->host_only && !crmm_process_exiting()) {
+        st = crmm_cuda_status(cudaEventRecord((cudaEvent_t)l->event, (cudaStream_t)stream), "fixed_size: cudaEventRecord");
+        if (st != CRMM_OK)
+            return st;
+    }
     memcpy(l->blocks.ptrs + l->blocks.count, ptrs, n * sizeof *ptrs);
     l->blocks.count += n;
     fl->free_blocks += n;
-    if (fl->host_only || crmm_process_exiting())
-        return CRMM_OK;
-    return crmm_cuda_status(cudaEventRecord((cudaEvent_t)l->event, (cudaStream_t)stream), "fixed_size: cudaEventRecord");
+    return CRMM_OK;
 }
 
 void fs_free_lists_destroy(fs_free_lists *fl, bool cuda_ok)
