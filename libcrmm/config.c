@@ -877,6 +877,7 @@ void crmm_finalize(void)
     crmm_config *old = current;
     __atomic_store_n(&current, NULL, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&init_lock);
+    crmm_logging_switch_reset();
     crmm_registry_clear();
     crmm_config_free(old);
 }

@@ -51,6 +51,10 @@ crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *pa
 void crmm_config_lock_current(void);
 void crmm_config_unlock_current(void);
 
+/* logging_switch.c: forget what crmm_enable_logging installed, without touching the registry
+ * (crmm_finalize clears that next). */
+void crmm_logging_switch_reset(void);
+
 /* device_registry.c: forget all per-device resources (finalize). */
 void crmm_registry_clear(void);
 

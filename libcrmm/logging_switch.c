@@ -101,13 +101,19 @@ static void free_devices(logged_device *devs, int n)
 /* Build one adaptor per device (nothing installed yet). */
 static crmm_status build_all(const char *file, int n, logged_device *devs)
 {
+    /* the config may be replaced meanwhile: copy its plugin path under its lock */
+    crmm_config_lock_current();
     const crmm_config *cfg = crmm_current_config();
+    char *dirs = cfg && crmm_config_plugin_path(cfg) ? strdup(crmm_config_plugin_path(cfg)) : NULL;
+    crmm_config_unlock_current();
     const crmm_plugin *plugin;
-    crmm_status st = crmm_plugin_load("logging", cfg ? crmm_config_plugin_path(cfg) : NULL, &plugin);
+    crmm_status st = crmm_plugin_load("logging", dirs, &plugin);
+    free(dirs);
     if (st != CRMM_OK)
         return st;
     for (int d = 0; d < n; d++) {
-        crmm_resource *current = crmm_get_per_device_resource(d);
+        /* a reference, taken under the registry's lock: another thread may replace it */
+        crmm_resource *current = crmm_get_per_device_resource_ref(d);
         if (!current)
             return crmm_last_status() != CRMM_OK ? crmm_last_status() : CRMM_ERROR_STATE;
         char *escaped = device_file_name(file, d);
@@ -116,6 +122,7 @@ static crmm_status build_all(const char *file, int n, logged_device *devs)
             return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "enable_logging: malloc failed");
         }
         st = create_adaptor(plugin, d, escaped, current, &devs[d].adaptor);
+        crmm_resource_release(current); /* the adaptor holds its own reference */
         free(escaped);
         if (st != CRMM_OK)
             return crmm_error_add_context("enable_logging: device %d", d);
@@ -183,6 +190,15 @@ crmm_status crmm_disable_logging(void)
     logged_count = 0;
     pthread_mutex_unlock(&switch_lock);
     return CRMM_OK;
+}
+
+void crmm_logging_switch_reset(void)
+{
+    pthread_mutex_lock(&switch_lock);
+    free_devices(logged, logged_count); /* the registry's references go when it is cleared */
+    logged = NULL;
+    logged_count = 0;
+    pthread_mutex_unlock(&switch_lock);
 }
 
 crmm_status crmm_get_log_filenames(const char **names, int capacity, int *count)
