@@ -89,8 +89,8 @@ const char *crmm_config_default_file(char *buf, size_t size);
  * not yet created. Errors as crmm_config_load_file. */
 crmm_status crmm_init(const char *path);
 /* Release the per-device resources (crmm_enable_logging's adaptors too) and the config loaded by
- * crmm_init. Safe to call twice; call it
- * when no other thread is using crmm (a first use racing with it may build a new default). */
+ * crmm_init. Safe to call twice; call it when no other thread is using crmm (a first use racing
+ * with it may build a new default). */
 void crmm_finalize(void);
 /* The config crmm_init loaded (borrowed), or NULL. */
 const crmm_config *crmm_current_config(void);
