@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include <crmm/arena.h>
+#include "fake_streams.h"
 #include "test_support.h"
 
 #define KiB ((size_t)1 << 10)
@@ -30,9 +31,6 @@
 
 /* ---- the scripted CUDA ------------------------------------------------------------------- */
 
-typedef struct fake_stream { int live; int uses; } fake_stream;
-
-static fake_stream streams[16];
 
 static struct {
     int device_sync, stream_sync, forbidden;
@@ -47,42 +45,13 @@ static void reset_calls(void)
     cudaError_t r = calls.device_sync_result;
     memset(&calls, 0, sizeof calls);
     calls.device_sync_result = r;
-    for (int i = 0; i < 16; i++)
-        streams[i].uses = 0;
+    fake_streams_reset_uses();
 }
 
 static int total_calls(void)
 {
     return __atomic_load_n(&calls.device_sync, __ATOMIC_RELAXED) +
            __atomic_load_n(&calls.stream_sync, __ATOMIC_RELAXED) + calls.forbidden;
-}
-
-static cudaStream_t stream_new(int i)
-{
-    streams[i].live = 1;
-    streams[i].uses = 0;
-    return (cudaStream_t)&streams[i];
-}
-
-/* How many CUDA calls were passed s's handle since the last reset_calls. */
-static int uses_of(cudaStream_t s) { return ((fake_stream *)s)->uses; }
-
-static void stream_destroy(cudaStream_t s) { ((fake_stream *)s)->live = 0; }
-
-static int is_fake(cudaStream_t s)
-{
-    return (uintptr_t)s >= (uintptr_t)&streams[0] && (uintptr_t)s < (uintptr_t)&streams[16];
-}
-
-/* Every call that takes a stream goes through here: count it, and fail the test for a handle
- * that was destroyed. */
-static void use_stream(cudaStream_t s, const char *call)
-{
-    if (!is_fake(s))
-        return;
-    fake_stream *f = (fake_stream *)s;
-    ck_assert_msg(f->live, "%s was passed the handle of a destroyed stream", call);
-    __atomic_add_fetch(&f->uses, 1, __ATOMIC_RELAXED);
 }
 
 cudaError_t cudaDeviceSynchronize(void)
@@ -101,7 +70,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     __atomic_add_fetch(&calls.stream_sync, 1, __ATOMIC_RELAXED);
     calls.last_synchronized = s;
-    use_stream(s, "cudaStreamSynchronize");
+    fake_stream_use(s, "cudaStreamSynchronize");
     return cudaSuccess;
 }
 
@@ -213,7 +182,7 @@ static crmm_arena_stats stats(crmm_resource *mr)
 START_TEST(the_same_stream_makes_no_cuda_call)
 {
     crmm_resource *mr = device_arena("arena_size=8MiB");
-    cudaStream_t s = stream_new(0);
+    cudaStream_t s = fake_stream_new(0);
     void *a = alloc_on(mr, 3 * MiB, s);
     free_on(mr, a, 3 * MiB, s);
     for (int k = 0; k < 1000; k++) {
@@ -229,7 +198,7 @@ START_TEST(the_same_stream_makes_no_cuda_call)
     free_on(mr, x, 1000, s);
     free_on(mr, z, 64 * KiB, s);
     ck_assert_int_eq(total_calls(), 0);
-    ck_assert_int_eq(uses_of(s), 0);
+    ck_assert_int_eq(fake_stream_uses(s), 0);
     ck_assert_uint_eq(stats(mr).stream_syncs, 0);
     crmm_resource_release(mr);
     ck_assert_int_eq(calls.device_sync, 1); /* destroy waits before the memory goes back */
@@ -241,7 +210,7 @@ END_TEST
 START_TEST(another_stream_waits_for_the_device_once)
 {
     crmm_resource *mr = device_arena("arena_size=8MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(mr, MiB, s);
     free_on(mr, a, MiB, s); /* the whole arena is one span tagged s now */
     ck_assert_int_eq(total_calls(), 0);
@@ -249,8 +218,8 @@ START_TEST(another_stream_waits_for_the_device_once)
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(calls.device_sync, 1);
     ck_assert_int_eq(calls.stream_sync, 0);
-    ck_assert_int_eq(uses_of(s), 0); /* s's handle never reaches CUDA */
-    ck_assert_int_eq(uses_of(t), 0);
+    ck_assert_int_eq(fake_stream_uses(s), 0); /* s's handle never reaches CUDA */
+    ck_assert_int_eq(fake_stream_uses(t), 0);
     ck_assert_uint_eq(stats(mr).stream_syncs, 1);
     /* back and forth: one synchronization per move */
     for (int k = 0; k < 10; k++) {
@@ -271,7 +240,7 @@ START_TEST(one_synchronization_frees_every_older_span_for_all)
 {
     /* a, b, c freed on s, each between live blocks; t, u and v take one each after one wait */
     crmm_resource *mr = device_arena("arena_size=6MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1), u = stream_new(2), v = stream_new(3);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2), v = fake_stream_new(3);
     char *p[6];
     for (int i = 0; i < 6; i++)
         p[i] = alloc_on(mr, MiB, s);
@@ -281,7 +250,7 @@ START_TEST(one_synchronization_frees_every_older_span_for_all)
     ck_assert_int_eq(calls.device_sync, 1);
     void *y = alloc_on(mr, MiB, u), *z = alloc_on(mr, MiB, v);
     ck_assert_int_eq(calls.device_sync, 1);
-    ck_assert_int_eq(uses_of(s), 0);
+    ck_assert_int_eq(fake_stream_uses(s), 0);
     ck_assert_msg(x != y && y != z && x != z, "one block handed out twice");
     for (int i = 0; i < 6; i += 2)
         ck_assert_msg(p[i] == x || p[i] == y || p[i] == z, "%p was not reused", (void *)p[i]);
@@ -304,7 +273,7 @@ START_TEST(a_fit_that_needs_no_wait_comes_first)
     /* two shards: s's arena has home 0, t's home 1, u's home 0 again. Shard 0 holds only memory
      * freed on s: u takes shard 1's instead, without a wait; only when shard 1 is full does it wait */
     crmm_resource *mr = device_arena("arena_size=8MiB shards=2");
-    cudaStream_t s = stream_new(0), t = stream_new(1), u = stream_new(2);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     char *a = alloc_on(mr, MiB, s);
     free_on(mr, a, MiB, s);
     void *small = alloc_on(mr, 1000, t); /* t's thread arena: home shard 1 */
@@ -320,7 +289,7 @@ START_TEST(a_fit_that_needs_no_wait_comes_first)
     void *d = alloc_on(mr, 2 * MiB, u); /* only s's memory is left */
     ck_assert_ptr_eq(d, a);
     ck_assert_int_eq(calls.device_sync, 1);
-    ck_assert_int_eq(uses_of(s), 0);
+    ck_assert_int_eq(fake_stream_uses(s), 0);
     free_on(mr, b, MiB, u);
     free_on(mr, c, 2 * MiB, u);
     free_on(mr, d, 2 * MiB, u);
@@ -333,7 +302,7 @@ START_TEST(within_a_shard_a_fit_that_needs_no_wait_comes_first)
     /* one shard, full: p[1] freed on t, then p[3] on s (the free lists offer it first), then
      * p[5] and p[6] on t (2 MiB, a list further up) */
     crmm_resource *mr = device_arena("arena_size=7MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     char *p[7];
     for (int i = 0; i < 7; i++)
         p[i] = alloc_on(mr, MiB, s);
@@ -364,18 +333,18 @@ END_TEST
 START_TEST(a_destroyed_stream_is_never_named)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(mr, 4 * MiB, s);
     free_on(mr, a, 4 * MiB, s);
-    stream_destroy(s); /* its work may still be pending: the synchronization waits for it */
+    fake_stream_destroy(s); /* its work may still be pending: the synchronization waits for it */
     void *b = alloc_on(mr, 4 * MiB, t); /* use_stream fails the test if s's handle reached CUDA */
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(calls.device_sync, 1);
     ck_assert_int_eq(calls.stream_sync, 0);
     free_on(mr, b, 4 * MiB, t);
     /* a small block's superblock taken after t freed the whole arena: the same */
-    stream_destroy(t);
-    cudaStream_t u = stream_new(2);
+    fake_stream_destroy(t);
+    cudaStream_t u = fake_stream_new(2);
     void *c = alloc_on(mr, 1000, u);
     ck_assert_int_eq(calls.device_sync, 2);
     ck_assert_int_eq(calls.stream_sync, 0);
@@ -388,13 +357,13 @@ START_TEST(a_superblock_for_another_stream_waits_too)
 {
     /* the arena is one superblock: memory of a large block freed on s, taken for t's small blocks */
     crmm_resource *mr = device_arena("arena_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(mr, MiB, s);
     free_on(mr, a, MiB, s);
     void *b = alloc_on(mr, 256, t);
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(calls.device_sync, 1);
-    ck_assert_int_eq(uses_of(s), 0);
+    ck_assert_int_eq(fake_stream_uses(s), 0);
     ck_assert_uint_eq(stats(mr).stream_syncs, 1);
     free_on(mr, b, 256, t);
     crmm_resource_release(mr);
@@ -404,12 +373,12 @@ END_TEST
 START_TEST(a_small_block_freed_on_another_stream_waits_for_that_stream)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(mr, 1000, s);
     free_on(mr, a, 1000, t); /* t is alive: the caller uses it */
     ck_assert_int_eq(calls.stream_sync, 1);
     ck_assert_ptr_eq(calls.last_synchronized, t);
-    ck_assert_int_eq(uses_of(s), 0);
+    ck_assert_int_eq(fake_stream_uses(s), 0);
     ck_assert_int_eq(calls.device_sync, 0);
     crmm_resource_release(mr);
 }
@@ -420,7 +389,7 @@ END_TEST
 START_TEST(neighbours_of_one_stream_merge_without_a_wait)
 {
     crmm_resource *mr = device_arena("arena_size=3MiB");
-    cudaStream_t s = stream_new(0);
+    cudaStream_t s = fake_stream_new(0);
     char *a = alloc_on(mr, MiB, s), *b = alloc_on(mr, MiB, s), *c = alloc_on(mr, MiB, s);
     ck_assert_ptr_eq(b, a + MiB);
     free_on(mr, a, MiB, s);
@@ -438,7 +407,7 @@ START_TEST(neighbours_of_two_streams_need_a_wait_for_either)
 {
     /* the arena is full: a, b, c. a freed on s and b on t merge into one span, "mixed" */
     crmm_resource *mr = device_arena("arena_size=3MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     char *a = alloc_on(mr, MiB, s), *b = alloc_on(mr, MiB, s), *c = alloc_on(mr, MiB, s);
     free_on(mr, a, MiB, s);
     free_on(mr, b, MiB, t);
@@ -456,7 +425,7 @@ START_TEST(neighbours_of_two_streams_need_a_wait_for_either)
     x = alloc_on(mr, 3 * MiB, t);
     ck_assert_ptr_eq(x, a);
     ck_assert_int_eq(calls.device_sync, 2);
-    ck_assert_int_eq(uses_of(s) + uses_of(t), 0);
+    ck_assert_int_eq(fake_stream_uses(s) + fake_stream_uses(t), 0);
     free_on(mr, x, 3 * MiB, t);
     crmm_resource_release(mr);
 }
@@ -468,7 +437,7 @@ START_TEST(a_void_neighbour_takes_the_other_side_s_tag)
      * _i & 2 = 0: the merged span is taken by t (its tag: no wait), 2: by s (a wait) */
     int left = _i & 1, by_s = _i & 2;
     crmm_resource *mr = device_arena("arena_size=4MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1), u = stream_new(2);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     char *p[4];
     for (int i = 0; i < 4; i++)
         p[i] = alloc_on(mr, MiB, s);
@@ -493,7 +462,7 @@ END_TEST
 START_TEST(the_rest_of_a_span_keeps_its_tag)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     char *a = alloc_on(mr, 4 * MiB, s);
     free_on(mr, a, 4 * MiB, s);
     void *b = alloc_on(mr, MiB, s); /* cut from s's span: the rest is still s's */
@@ -513,7 +482,7 @@ START_TEST(spans_across_shards_keep_their_tags)
 {
     /* two shards of 4 MiB; s's arena has home 0, t's home 1 */
     crmm_resource *mr = device_arena("arena_size=8MiB shards=2");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     char *a = alloc_on(mr, 6 * MiB, s); /* across the shards */
     free_on(mr, a, 6 * MiB, s); /* both shards' pieces are s's */
     void *b = alloc_on(mr, 5 * MiB, s); /* across again, s's own: no wait; the rest [5, 8) is s's */
@@ -527,7 +496,7 @@ START_TEST(spans_across_shards_keep_their_tags)
     void *d = alloc_on(mr, 6 * MiB, t); /* a run across shards: one wait, under the locks */
     ck_assert_ptr_eq(d, a);
     ck_assert_int_eq(calls.device_sync, 2);
-    ck_assert_int_eq(uses_of(s), 0);
+    ck_assert_int_eq(fake_stream_uses(s), 0);
     ck_assert_uint_eq(stats(mr).stream_syncs, 2);
     free_on(mr, d, 6 * MiB, t);
     d = alloc_on(mr, 6 * MiB, t); /* t's own: no wait */
@@ -551,7 +520,7 @@ START_TEST(a_span_tagged_during_the_wait_is_waited_for_again)
     /* t finds only a (freed on s) and waits for the device; meanwhile u frees b, next to a: the
      * merged span is tagged anew, after the wait began, so t must wait once more */
     crmm_resource *mr = device_arena("arena_size=3MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1), u = stream_new(2);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     char *a = alloc_on(mr, MiB, s), *b = alloc_on(mr, MiB, s), *c = alloc_on(mr, MiB, s);
     free_on(mr, a, MiB, s);
     race_arena = mr;
@@ -571,7 +540,7 @@ END_TEST
 START_TEST(a_failed_synchronization_is_an_error_and_breaks_nothing)
 {
     crmm_resource *mr = device_arena("arena_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(mr, MiB, s);
     free_on(mr, a, MiB, s);
     calls.device_sync_result = cudaErrorLaunchFailure;
@@ -615,7 +584,7 @@ END_TEST
 START_TEST(defragment_makes_everything_free_for_all)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *small = alloc_on(mr, 1000, s); /* s's thread arena holds a superblock */
     void *big = alloc_on(mr, 2 * MiB, s);
     free_on(mr, small, 1000, s);
@@ -670,7 +639,7 @@ static void run_thread(stream_job *j)
 START_TEST(thread_exit_makes_everything_free_for_all)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     stream_job j = {mr, s, 1000, 2 * MiB, CRMM_ERROR_STATE};
     run_thread(&j);
     ck_assert_int_eq(calls.device_sync, 1); /* at exit, before its superblock went back */
@@ -726,7 +695,7 @@ END_TEST
 START_TEST(the_dump_names_the_stream_a_span_waits_for)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     char *dir = crmm_test_tmpdir(), path[4200], want[64];
     ck_assert_ptr_nonnull(dir);
     snprintf(path, sizeof path, "%s/dump.log", dir);
@@ -758,7 +727,7 @@ START_TEST(host_memory_makes_no_cuda_call)
     reset_calls();
     crmm_resource *host = crmm_test_create("host", "", NULL);
     crmm_resource *mr = crmm_test_create("arena", "arena_size=4MiB", host);
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(mr, 4 * MiB, s);
     free_on(mr, a, 4 * MiB, s);
     void *b = alloc_on(mr, 4 * MiB, t);
@@ -770,7 +739,7 @@ START_TEST(host_memory_makes_no_cuda_call)
     crmm_resource_release(mr);
     crmm_resource_release(host);
     ck_assert_int_eq(total_calls(), 0);
-    ck_assert_int_eq(uses_of(s) + uses_of(t), 0);
+    ck_assert_int_eq(fake_stream_uses(s) + fake_stream_uses(t), 0);
 }
 END_TEST
 
@@ -800,7 +769,7 @@ START_TEST(many_streams_keep_the_books)
     enum { S = 6, LIVE = 40 };
     cudaStream_t st[S];
     for (int k = 0; k < S; k++)
-        st[k] = stream_new(k);
+        st[k] = fake_stream_new(k);
     void *live[LIVE] = {0};
     size_t size[LIVE] = {0};
     uint64_t seed = 7;
@@ -823,8 +792,8 @@ START_TEST(many_streams_keep_the_books)
             fill(live[k], size[k]);
         }
         if (step == 10000) { /* a stream goes away halfway: its handle must never reach CUDA again */
-            stream_destroy(st[0]);
-            st[0] = stream_new(S);
+            fake_stream_destroy(st[0]);
+            st[0] = fake_stream_new(S);
         }
     }
     for (int k = 0; k < LIVE; k++)
@@ -882,7 +851,7 @@ START_TEST(threads_on_their_own_streams_never_wait)
     pthread_t th[T];
     own_stream_job j[T];
     for (unsigned i = 0; i < T; i++) {
-        j[i] = (own_stream_job){.mr = mr, .stream = stream_new((int)i), .index = i};
+        j[i] = (own_stream_job){.mr = mr, .stream = fake_stream_new((int)i), .index = i};
         ck_assert_int_eq(pthread_create(&th[i], NULL, own_stream_work, &j[i]), 0);
     }
     for (int i = 0; i < T; i++) {

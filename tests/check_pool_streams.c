@@ -20,6 +20,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
+#include "fake_streams.h"
 #include "test_support.h"
 
 #define KiB ((size_t)1 << 10)
@@ -27,10 +28,6 @@
 
 /* ---- the scripted CUDA ------------------------------------------------------------------- */
 
-typedef struct fake_stream { int live; int uses; unsigned long long id; } fake_stream;
-
-static fake_stream streams[16];
-static unsigned long long next_id = 100;
 static int fake_event;
 static cudaError_t record_result = cudaSuccess; /* what cudaEventRecord answers on a live stream */
 
@@ -46,43 +43,13 @@ static void reset_calls(void)
     cudaError_t r = calls.device_sync_result;
     memset(&calls, 0, sizeof calls);
     calls.device_sync_result = r;
-    for (int i = 0; i < 16; i++)
-        streams[i].uses = 0;
+    fake_streams_reset_uses();
 }
 
 static int total_calls(void)
 {
     return calls.get_id + calls.record + calls.wait + calls.device_sync + calls.stream_sync + calls.event_create +
            calls.event_destroy;
-}
-
-static cudaStream_t stream_new(int i)
-{
-    streams[i].live = 1;
-    streams[i].uses = 0;
-    streams[i].id = next_id++;
-    return (cudaStream_t)&streams[i];
-}
-
-/* How many CUDA calls were passed s's handle since the last reset_calls. */
-static int uses_of(cudaStream_t s) { return ((fake_stream *)s)->uses; }
-
-static void stream_destroy(cudaStream_t s) { ((fake_stream *)s)->live = 0; }
-
-static int is_fake(cudaStream_t s)
-{
-    return (uintptr_t)s >= (uintptr_t)&streams[0] && (uintptr_t)s < (uintptr_t)&streams[16];
-}
-
-/* Every call that takes a stream goes through here: count it, and fail the test for a handle
- * that was destroyed (CUDA may crash there, as cudaStreamGetId does on an H200). */
-static void use_stream(cudaStream_t s, const char *call)
-{
-    if (!is_fake(s))
-        return;
-    fake_stream *f = (fake_stream *)s;
-    ck_assert_msg(f->live, "%s was passed the handle of a destroyed stream", call);
-    f->uses++;
 }
 
 static cudaError_t failed_with(cudaError_t e)
@@ -94,7 +61,7 @@ static cudaError_t failed_with(cudaError_t e)
 cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
 {
     calls.get_id++;
-    use_stream(s, "cudaStreamGetId");
+    fake_stream_use(s, "cudaStreamGetId");
     if (s == NULL || s == cudaStreamLegacy) {
         *id = 1;
         return cudaSuccess;
@@ -103,9 +70,9 @@ cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
         *id = 2;
         return cudaSuccess;
     }
-    if (!is_fake(s) || !((fake_stream *)s)->live)
+    if (!fake_stream_is_live(s))
         return failed_with(cudaErrorInvalidResourceHandle);
-    *id = ((fake_stream *)s)->id;
+    *id = fake_stream_id(s);
     return cudaSuccess;
 }
 
@@ -129,7 +96,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t s)
     (void)event;
     calls.record++;
     calls.last_recorded = s;
-    use_stream(s, "cudaEventRecord");
+    fake_stream_use(s, "cudaEventRecord");
     return record_result == cudaSuccess ? cudaSuccess : failed_with(record_result);
 }
 
@@ -138,7 +105,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t event, unsigned int 
     (void)event, (void)flags;
     calls.wait++;
     calls.last_waiting = s;
-    use_stream(s, "cudaStreamWaitEvent");
+    fake_stream_use(s, "cudaStreamWaitEvent");
     return cudaSuccess;
 }
 
@@ -151,7 +118,7 @@ cudaError_t cudaDeviceSynchronize(void)
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     calls.stream_sync++;
-    use_stream(s, "cudaStreamSynchronize");
+    fake_stream_use(s, "cudaStreamSynchronize");
     return cudaSuccess;
 }
 
@@ -248,7 +215,7 @@ static uint64_t q(crmm_resource *mr, crmm_query what)
 START_TEST(the_same_stream_makes_no_cuda_call)
 {
     crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
-    cudaStream_t s = stream_new(0);
+    cudaStream_t s = fake_stream_new(0);
     void *a = alloc_on(p, 4 * KiB, s); /* first use of s: the initial chunk moves to s */
     free_on(p, a, 4 * KiB, s);
     reset_calls();
@@ -258,7 +225,7 @@ START_TEST(the_same_stream_makes_no_cuda_call)
     }
     /* a stream seen for the first time costs no CUDA call either: freeing on t files the block there */
     void *b = alloc_on(p, 4 * KiB, s);
-    cudaStream_t t = stream_new(1);
+    cudaStream_t t = fake_stream_new(1);
     free_on(p, b, 4 * KiB, t);
     ck_assert_int_eq(total_calls(), 0);
     ck_assert_int_eq(calls.get_id, 0);
@@ -269,7 +236,7 @@ END_TEST
 START_TEST(sync_mode_moves_blocks_after_one_device_synchronization)
 {
     crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1), u = stream_new(2);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     void *a = alloc_on(p, 64 * KiB, s), *c = alloc_on(p, 128 * KiB, s);
     free_on(p, a, 64 * KiB, s);
     free_on(p, c, 128 * KiB, u);
@@ -278,9 +245,9 @@ START_TEST(sync_mode_moves_blocks_after_one_device_synchronization)
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(calls.device_sync, 1);
     ck_assert_int_eq(calls.record + calls.wait + calls.get_id + calls.stream_sync + calls.event_create, 0);
-    ck_assert_int_eq(uses_of(s), 0); /* the other streams' handles never reach CUDA */
-    ck_assert_int_eq(uses_of(u), 0);
-    ck_assert_int_eq(uses_of(t), 0);
+    ck_assert_int_eq(fake_stream_uses(s), 0); /* the other streams' handles never reach CUDA */
+    ck_assert_int_eq(fake_stream_uses(u), 0);
+    ck_assert_int_eq(fake_stream_uses(t), 0);
     /* every free block moved to t with that one synchronization: u's too, and the rest of s's */
     void *d = alloc_on(p, 128 * KiB, t);
     ck_assert_ptr_eq(d, c);
@@ -308,7 +275,7 @@ START_TEST(sync_mode_takes_from_other_streams_before_growing)
 {
     /* no maximum: the pool could grow, but another stream's block is used instead */
     crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(p, MiB, s);
     free_on(p, a, MiB, s);
     reset_calls();
@@ -336,23 +303,23 @@ END_TEST
 START_TEST(sync_mode_never_touches_a_destroyed_stream)
 {
     crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1), u = stream_new(2);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     void *a = alloc_on(p, 64 * KiB, s);
     free_on(p, a, 64 * KiB, s);
-    stream_destroy(s); /* its work may still be pending: the synchronization waits for it */
+    fake_stream_destroy(s); /* its work may still be pending: the synchronization waits for it */
     reset_calls();
     void *b = alloc_on(p, 64 * KiB, t); /* use_stream fails the test if s's handle reached CUDA */
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(calls.device_sync, 1);
     ck_assert_int_eq(calls.record + calls.wait + calls.get_id, 0);
     /* a new stream with s's handle, and another destroyed one: still nothing passes a handle */
-    cudaStream_t s2 = stream_new(0);
+    cudaStream_t s2 = fake_stream_new(0);
     ck_assert_ptr_eq(s2, s);
     free_on(p, b, 64 * KiB, t);
     void *c = alloc_on(p, 64 * KiB, u);
     ck_assert_ptr_eq(c, a);
     free_on(p, c, 64 * KiB, u);
-    stream_destroy(u);
+    fake_stream_destroy(u);
     void *d = alloc_on(p, 64 * KiB, s2);
     ck_assert_ptr_eq(d, a);
     ck_assert_int_eq(calls.device_sync, 3);
@@ -367,12 +334,12 @@ START_TEST(sync_mode_prefers_ready_blocks)
     /* s's block fits but needs a synchronization; u's was forgotten (waited for): it is taken
      * without one, though s's state comes first */
     crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1), u = stream_new(2);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     void *a = alloc_on(p, 64 * KiB, s), *b = alloc_on(p, 64 * KiB, s);
     free_on(p, a, 64 * KiB, s);
     free_on(p, b, 64 * KiB, u);
     ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)u));
-    stream_destroy(u);
+    fake_stream_destroy(u);
     reset_calls();
     void *c = alloc_on(p, 64 * KiB, t);
     ck_assert_ptr_eq(c, b);
@@ -385,7 +352,7 @@ END_TEST
 START_TEST(event_mode_orders_another_stream_by_one_event)
 {
     crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(p, 64 * KiB, s);
     free_on(p, a, 64 * KiB, s);
     reset_calls();
@@ -397,7 +364,7 @@ START_TEST(event_mode_orders_another_stream_by_one_event)
     ck_assert_ptr_eq(calls.last_waiting, t);
     ck_assert_int_eq(calls.device_sync, 0);
     ck_assert_int_eq(calls.get_id, 0); /* the record is the only use of s's handle */
-    ck_assert_int_eq(uses_of(s), 1);
+    ck_assert_int_eq(fake_stream_uses(s), 1);
     /* back and forth: one record and one wait per move, and still one event for all of them */
     for (int k = 0; k < 10; k++) {
         cudaStream_t from = k % 2 ? s : t, to = k % 2 ? t : s;
@@ -418,7 +385,7 @@ END_TEST
 START_TEST(event_mode_takes_from_other_streams_before_growing)
 {
     crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(p, MiB, s);
     free_on(p, a, MiB, s);
     reset_calls();
@@ -435,7 +402,7 @@ END_TEST
 START_TEST(blocks_of_two_streams_merge_only_once_moved)
 {
     crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     char *a = alloc_on(p, 256 * KiB, s), *b = alloc_on(p, 256 * KiB, s), *c = alloc_on(p, 512 * KiB, s);
     ck_assert_ptr_eq(b, a + 256 * KiB);
     ck_assert_ptr_eq(c, b + 256 * KiB);
@@ -451,7 +418,7 @@ START_TEST(blocks_of_two_streams_merge_only_once_moved)
     ck_assert_ptr_eq(x, a);
     ck_assert_int_eq(calls.record, _i == EVENT ? 1 : 0);
     ck_assert_int_eq(calls.device_sync, _i == EVENT ? 0 : 1);
-    ck_assert_int_eq(uses_of(t), _i == EVENT ? 1 : 0);
+    ck_assert_int_eq(fake_stream_uses(t), _i == EVENT ? 1 : 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 256 * KiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), 256 * KiB);
@@ -466,7 +433,7 @@ START_TEST(out_of_room_merges_the_blocks_of_all_streams)
     /* t asks for 512 KiB: it holds 256 KiB, u holds the 256 KiB next to it, neither fits alone,
      * the maximum forbids growing; after a device synchronization they merge in t's list */
     crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1), u = stream_new(2);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     char *a = alloc_on(p, 256 * KiB, s), *b = alloc_on(p, 256 * KiB, s), *c = alloc_on(p, 512 * KiB, s);
     free_on(p, a, 256 * KiB, t);
     free_on(p, b, 256 * KiB, u);
@@ -475,7 +442,7 @@ START_TEST(out_of_room_merges_the_blocks_of_all_streams)
     ck_assert_ptr_eq(x, a);
     ck_assert_int_eq(calls.device_sync, 1);
     ck_assert_int_eq(calls.record + calls.wait, 0);
-    ck_assert_int_eq(uses_of(u), 0);
+    ck_assert_int_eq(fake_stream_uses(u), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), MiB);
     /* with nothing free anywhere it is still out of memory, and says so */
     void *y = (void *)0x1;
@@ -491,7 +458,7 @@ END_TEST
 START_TEST(event_mode_a_failed_record_falls_back_to_synchronizing)
 {
     crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(p, 64 * KiB, s);
     free_on(p, a, 64 * KiB, s);
     reset_calls();
@@ -512,27 +479,27 @@ END_TEST
 START_TEST(a_forgotten_stream_needs_no_more_ordering)
 {
     crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(p, 64 * KiB, s);
     free_on(p, a, 64 * KiB, s);
     reset_calls();
     ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)s));
     ck_assert_int_eq(calls.stream_sync, 1);
-    stream_destroy(s); /* allowed in event mode too, once forgotten */
+    fake_stream_destroy(s); /* allowed in event mode too, once forgotten */
     reset_calls();
     void *x = alloc_on(p, 64 * KiB, t); /* another stream: no wait, and s's handle is not used */
     ck_assert_ptr_eq(x, a);
     ck_assert_int_eq(total_calls(), 0);
     free_on(p, x, 64 * KiB, t);
     ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)t));
-    cudaStream_t s2 = stream_new(0); /* the same handle, a new stream */
+    cudaStream_t s2 = fake_stream_new(0); /* the same handle, a new stream */
     reset_calls();
     void *b = alloc_on(p, 64 * KiB, s2);
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(calls.record + calls.wait + calls.device_sync, 0); /* waited for already */
     free_on(p, b, 64 * KiB, s2);
     /* forgetting again, or a stream the pool never saw, changes nothing */
-    ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)stream_new(5)));
+    ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)fake_stream_new(5)));
     ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)s2));
     ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)s2));
     void *c = alloc_on(p, 64 * KiB, s2);
@@ -604,7 +571,7 @@ START_TEST(a_failed_synchronization_is_an_error_and_breaks_nothing)
 {
     /* sync mode synchronizes to move the block; event mode when its record fails */
     crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(p, MiB, s);
     free_on(p, a, MiB, s);
     calls.device_sync_result = cudaErrorLaunchFailure;
@@ -629,7 +596,7 @@ START_TEST(many_streams_keep_the_books)
     enum { S = 6, LIVE = 50 };
     cudaStream_t st[S];
     for (int k = 0; k < S; k++)
-        st[k] = stream_new(k);
+        st[k] = fake_stream_new(k);
     void *live[LIVE] = {0};
     size_t size[LIVE] = {0};
     uint64_t seed = 3, rounded = 0;
@@ -656,8 +623,8 @@ START_TEST(many_streams_keep_the_books)
         if (step == 10000) { /* a stream goes away halfway: its free blocks must not be lost */
             if (_i == EVENT) /* the promise event mode needs */
                 ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)st[0]));
-            stream_destroy(st[0]);
-            st[0] = stream_new(S);
+            fake_stream_destroy(st[0]);
+            st[0] = fake_stream_new(S);
         }
     }
     for (int k = 0; k < LIVE; k++)
@@ -676,7 +643,7 @@ END_TEST
 START_TEST(trim_joins_blocks_freed_on_different_streams)
 {
     crmm_resource *p = device_pool("initial_size=1MiB");
-    cudaStream_t s = stream_new(0), t = stream_new(1);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(p, 512 * KiB, s), *b = alloc_on(p, 512 * KiB, s);
     free_on(p, a, 512 * KiB, s);
     free_on(p, b, 512 * KiB, t);

@@ -1,7 +1,8 @@
 # Check suites. Every test program links the shared helpers; GPU programs gate themselves
 # (exit 77 without a device unless CRMM_TEST_REQUIRE_GPU is set).
 check_LTLIBRARIES += tests/libcrmmtest.la
-tests_libcrmmtest_la_SOURCES = tests/test_support.c tests/test_support.h tests/conformance.c tests/conformance.h
+tests_libcrmmtest_la_SOURCES = tests/test_support.c tests/test_support.h tests/conformance.c tests/conformance.h \
+	tests/fake_streams.c tests/fake_streams.h
 tests_libcrmmtest_la_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_libcrmmtest_la_LIBADD = libcrmm.la $(CHECK_LIBS) $(CUDA_LIBS)
 
