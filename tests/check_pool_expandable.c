@@ -519,6 +519,10 @@ START_TEST(a_huge_request_is_out_of_memory)
 {
     crmm_resource *p = expandable_pool("");
     void *x = (void *)1;
+    /* more than the device has fails without asking the driver for memory */
+    ck_assert_crmm(crmm_resource_allocate(p, DEVICE_MEMORY + PAGE, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "more than the device's"));
+    ck_assert_int_eq(drv.creates, 0);
     ck_assert_crmm(crmm_resource_allocate(p, (size_t)1 << 50, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(x);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "address range"));

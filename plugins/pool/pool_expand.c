@@ -307,6 +307,9 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
         else if (p->maximum != POOL_NO_MAXIMUM && p->reserved + plan.pages * v->page > p->maximum) {
             char max[32];
             snprintf(why, sizeof why, "maximum size %s", crmm_format_size(p->maximum, max, sizeof max));
+        } else if (p->reserved + plan.pages * v->page > p->device_memory) {
+            char dev[32];
+            snprintf(why, sizeof why, "more than the device's %s", crmm_format_size(p->device_memory, dev, sizeof dev));
         } else if (!pool_records_reserve(&p->records, 3)) {
             st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (block records)");
             break;

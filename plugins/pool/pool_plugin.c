@@ -86,16 +86,17 @@ static bool expandable_possible(const crmm_resource *upstream, const char *label
 }
 
 /* The address range of an expandable pool: twice the most it may hold (its maximum, else the
- * device's memory), so that memory given back in one place can be mapped again in another even
- * when live blocks are spread over the range. */
-static size_t expandable_range(int device, uint64_t maximum)
+ * device's memory, also stored in *device_memory), so that memory given back in one place can be
+ * mapped again in another even when live blocks are spread over the range. */
+static size_t expandable_range(int device, uint64_t maximum, uint64_t *device_memory)
 {
     uint64_t total = 0;
-    if (maximum == POOL_NO_MAXIMUM && crmm_cuda_device_memory(device, NULL, &total) != CRMM_OK) {
+    if (crmm_cuda_device_memory(device, NULL, &total) != CRMM_OK) {
         crmm_clear_error();
-        total = (uint64_t)1 << 40;
+        total = maximum == POOL_NO_MAXIMUM ? (uint64_t)1 << 40 : maximum;
     }
-    uint64_t most = maximum == POOL_NO_MAXIMUM ? total : maximum;
+    *device_memory = total;
+    uint64_t most = maximum == POOL_NO_MAXIMUM || maximum > total ? total : maximum;
     return most > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)(most * 2);
 }
 
@@ -202,7 +203,8 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     snprintf(p->base.name, sizeof p->base.name, "%s", name ? name : "");
     p->initial = initial;
     p->release_threshold = threshold;
-    if (expandable && (st = pool_expand_init(p, upstream->device, expandable_range(upstream->device, maximum))) != CRMM_OK) {
+    if (expandable && (st = pool_expand_init(p, upstream->device, expandable_range(upstream->device, maximum,
+                                                                                  &p->device_memory))) != CRMM_OK) {
         crmm_log(CRMM_LOG_WARN, "%s: expandable = true, but reserving its address range failed (%s): growing by chunks "
                  "from upstream '%s' instead", label, crmm_last_error(), crmm_resource_kind(upstream));
         crmm_clear_error();

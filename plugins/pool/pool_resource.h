@@ -39,6 +39,7 @@ typedef struct pool_resource {
     pool_vmm vmm;                  /* that range */
     pool_stream unmapped;          /* owner of the range's blocks that have no memory mapped */
     uint64_t release_threshold;    /* free bytes in whole pages kept when memory is given back */
+    uint64_t device_memory;        /* the device's total memory: an expandable pool never maps more */
 } pool_resource;
 
 /* The pool's one lock: a test-and-test-and-set spin lock that yields the processor after a few
