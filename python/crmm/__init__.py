@@ -1,0 +1,68 @@
+"""crmm: GPU memory resources as plugins, from Python (RMM's `rmm` API over libcrmm).
+
+``import crmm as rmm`` runs code written for RMM's pylibrmm: DeviceBuffer, the copy helpers,
+streams, memory resources (crmm.mr) and logging. The config file ($CRMM_CONFIG, else the
+installed crmm.ini) chooses each device's resource, as for C programs; crmm.initialize(path)
+loads another one before first use. Framework allocators: crmm.allocators.cupy, .numba, .torch.
+"""
+
+from . import mr, pylibrmm
+from ._errors import (
+    BadAllocError,
+    ConfigError,
+    CrmmError,
+    CudaError,
+    InvalidArgumentError,
+    NotFoundError,
+    OutOfMemoryError,
+    PluginError,
+    RMMError,
+    UnsupportedError,
+)
+from . import _lib
+from ._lib import initialize, library_path
+from .pylibrmm.device_buffer import DeviceBuffer
+from .pylibrmm.logger import (
+    disable_logging,
+    enable_logging,
+    flush_logger,
+    get_flush_level,
+    get_log_filenames,
+    get_logging_level,
+    level_enum,
+    set_flush_level,
+    set_logging_level,
+    should_log,
+)
+from .pylibrmm.memory_resource import is_initialized
+
+__version__ = _lib.text(_lib.lib.crmm_version())
+
+__all__ = [
+    "BadAllocError",
+    "ConfigError",
+    "CrmmError",
+    "CudaError",
+    "DeviceBuffer",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "OutOfMemoryError",
+    "PluginError",
+    "RMMError",
+    "UnsupportedError",
+    "disable_logging",
+    "enable_logging",
+    "flush_logger",
+    "get_flush_level",
+    "get_log_filenames",
+    "get_logging_level",
+    "initialize",
+    "is_initialized",
+    "level_enum",
+    "library_path",
+    "mr",
+    "pylibrmm",
+    "set_flush_level",
+    "set_logging_level",
+    "should_log",
+]

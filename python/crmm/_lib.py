@@ -1,0 +1,278 @@
+"""Loads libcrmm with ctypes and declares the C functions the package calls.
+
+Where libcrmm is found, first match wins:
+  1. $CRMM_LIBRARY, a path (or a name the dynamic loader can find): only that is tried;
+  2. the library `make install` put beside this package, named in _paths.py, which
+     `make install` writes (not in the source tree);
+  3. ctypes.util.find_library("crmm") (the loader's cache, LD_LIBRARY_PATH).
+Only functions of libcrmm's public headers (include/crmm/) are used.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import threading
+
+from ._errors import error_for
+
+c_void_p, c_int, c_size_t, c_bool = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_bool
+c_char_p, c_uint64, c_longlong, c_long = ctypes.c_char_p, ctypes.c_uint64, ctypes.c_longlong, ctypes.c_long
+
+
+class DeviceGuard(ctypes.Structure):
+    """crmm_device_guard (crmm/cuda_support.h)."""
+
+    _fields_ = [("previous", c_int), ("changed", c_int)]
+
+
+class AllocCounters(ctypes.Structure):
+    """crmm_alloc_counters (crmm/alloc_counters.h)."""
+
+    _fields_ = [
+        ("count", ctypes.c_int64),
+        ("bytes", ctypes.c_int64),
+        ("peak_count", ctypes.c_int64),
+        ("peak_bytes", ctypes.c_int64),
+        ("total_count", ctypes.c_uint64),
+        ("total_bytes", ctypes.c_uint64),
+    ]
+
+
+FAILURE_CALLBACK = ctypes.CFUNCTYPE(c_bool, c_size_t, c_void_p)
+
+
+class FailureCallbackArgs(ctypes.Structure):
+    """crmm_failure_callback_args (crmm/failure_callback.h)."""
+
+    _fields_ = [("fn", FAILURE_CALLBACK), ("arg", c_void_p)]
+
+
+# name: (restype, argtypes)
+_PROTOTYPES = {
+    # error.h, crmm.h
+    "crmm_version": (c_char_p, []),
+    "crmm_last_error": (c_char_p, []),
+    "crmm_last_status": (c_int, []),
+    "crmm_clear_error": (None, []),
+    # config.h
+    "crmm_init": (c_int, [c_char_p]),
+    "crmm_current_config": (c_void_p, []),
+    "crmm_config_default_file": (c_char_p, [c_char_p, c_size_t]),
+    "crmm_config_load_file": (c_int, [c_char_p, ctypes.POINTER(c_void_p)]),
+    "crmm_config_free": (None, [c_void_p]),
+    "crmm_config_origin": (c_char_p, [c_void_p]),
+    "crmm_config_resource_count": (c_size_t, [c_void_p]),
+    "crmm_config_resource_name": (c_char_p, [c_void_p, c_size_t]),
+    "crmm_config_resource_plugin": (c_char_p, [c_void_p, c_size_t]),
+    "crmm_config_resource_upstream": (c_char_p, [c_void_p, c_size_t]),
+    "crmm_config_default_resource": (c_char_p, [c_void_p, c_int]),
+    "crmm_config_create_resource": (c_int, [c_void_p, c_char_p, c_int, ctypes.POINTER(c_void_p)]),
+    # resource.h
+    "crmm_resource_create": (c_int, [c_char_p, c_char_p, c_void_p, ctypes.POINTER(c_void_p)]),
+    "crmm_resource_allocate": (c_int, [c_void_p, c_size_t, c_void_p, ctypes.POINTER(c_void_p)]),
+    "crmm_resource_deallocate": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p]),
+    "crmm_resource_query": (c_int, [c_void_p, c_int, ctypes.POINTER(c_uint64)]),
+    "crmm_resource_trim": (c_int, [c_void_p]),
+    "crmm_resource_control": (c_int, [c_void_p, c_int, c_void_p]),
+    "crmm_resource_control_kind": (c_int, [c_void_p, c_char_p, c_int, c_void_p]),
+    "crmm_resource_find_kind": (c_void_p, [c_void_p, c_char_p]),
+    "crmm_resource_is_device_accessible": (c_bool, [c_void_p]),
+    "crmm_resource_is_host_accessible": (c_bool, [c_void_p]),
+    "crmm_resource_kind": (c_char_p, [c_void_p]),
+    "crmm_resource_name": (c_char_p, [c_void_p]),
+    "crmm_resource_upstream": (c_void_p, [c_void_p]),
+    "crmm_resource_retain": (c_void_p, [c_void_p]),
+    "crmm_resource_release": (None, [c_void_p]),
+    "crmm_resource_refcount": (c_long, [c_void_p]),
+    "crmm_get_current_device_resource_ref": (c_void_p, []),
+    "crmm_get_per_device_resource_ref": (c_void_p, [c_int]),
+    "crmm_set_current_device_resource": (c_void_p, [c_void_p]),
+    "crmm_set_per_device_resource": (c_void_p, [c_int, c_void_p]),
+    # cuda_support.h
+    "crmm_cuda_device_count": (c_int, [ctypes.POINTER(c_int)]),
+    "crmm_cuda_current_device": (c_int, [ctypes.POINTER(c_int)]),
+    "crmm_cuda_device_enter": (c_int, [c_int, ctypes.POINTER(DeviceGuard)]),
+    "crmm_cuda_device_restore": (None, [ctypes.POINTER(DeviceGuard)]),
+    # stream.h, stream_pool.h
+    "crmm_stream_create": (c_int, [c_int, ctypes.POINTER(c_void_p)]),
+    "crmm_stream_view": (c_int, [c_void_p, ctypes.POINTER(c_void_p)]),
+    "crmm_stream_destroy": (None, [c_void_p]),
+    "crmm_stream_default": (c_void_p, []),
+    "crmm_stream_per_thread": (c_void_p, []),
+    "crmm_stream_handle": (c_void_p, [c_void_p]),
+    "crmm_stream_is_default": (c_bool, [c_void_p]),
+    "crmm_stream_synchronize": (c_int, [c_void_p]),
+    "crmm_stream_pool_create": (c_int, [c_size_t, c_int, ctypes.POINTER(c_void_p)]),
+    "crmm_stream_pool_destroy": (None, [c_void_p]),
+    "crmm_stream_pool_get_pool_size": (c_size_t, [c_void_p]),
+    "crmm_stream_pool_get_stream": (c_int, [c_void_p, ctypes.POINTER(c_void_p)]),
+    "crmm_stream_pool_get_stream_by_id": (c_int, [c_void_p, c_longlong, ctypes.POINTER(c_void_p)]),
+    # device_buffer.h
+    "crmm_copy_device_to_ptr": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p]),
+    "crmm_copy_host_to_ptr": (c_int, [c_void_p, c_size_t, c_void_p, c_void_p]),
+    "crmm_copy_ptr_to_host": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p]),
+    "crmm_device_buffer_create": (c_int, [c_size_t, c_void_p, c_void_p, ctypes.POINTER(c_void_p)]),
+    "crmm_device_buffer_to_device": (c_int, [c_void_p, c_size_t, c_void_p, c_void_p, ctypes.POINTER(c_void_p)]),
+    "crmm_device_buffer_copy_on_stream": (c_int, [c_void_p, c_void_p, ctypes.POINTER(c_void_p)]),
+    "crmm_device_buffer_destroy": (None, [c_void_p]),
+    "crmm_device_buffer_ptr": (c_void_p, [c_void_p]),
+    "crmm_device_buffer_size": (c_size_t, [c_void_p]),
+    "crmm_device_buffer_capacity": (c_size_t, [c_void_p]),
+    "crmm_device_buffer_device": (c_int, [c_void_p]),
+    "crmm_device_buffer_resource": (c_void_p, [c_void_p]),
+    "crmm_device_buffer_copy_to_host": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p]),
+    "crmm_device_buffer_copy_from_host": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p]),
+    "crmm_device_buffer_copy_from_device": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p]),
+    "crmm_device_buffer_resize": (c_int, [c_void_p, c_size_t, c_void_p]),
+    "crmm_device_buffer_reserve": (c_int, [c_void_p, c_size_t, c_void_p]),
+    "crmm_device_buffer_shrink_to_fit": (c_int, [c_void_p, c_void_p]),
+    # log.h, logging.h
+    "crmm_log_set_level": (c_int, [c_int]),
+    "crmm_log_get_level": (c_int, []),
+    "crmm_log_should_log": (c_bool, [c_int]),
+    "crmm_log_flush_on": (c_int, [c_int]),
+    "crmm_log_get_flush_level": (c_int, []),
+    "crmm_log_flush": (None, []),
+    "crmm_enable_logging": (c_int, [c_char_p]),
+    "crmm_disable_logging": (c_int, []),
+    "crmm_get_log_filenames": (c_int, [ctypes.POINTER(c_char_p), c_int, ctypes.POINTER(c_int)]),
+}
+
+
+def _candidates():
+    explicit = os.environ.get("CRMM_LIBRARY")
+    if explicit:
+        return [explicit]
+    found = []
+    try:
+        from . import _paths
+    except ImportError:
+        _paths = None
+    if _paths is not None:
+        found.append(os.path.join(_paths.LIBDIR, _paths.LIBRARY))
+    name = ctypes.util.find_library("crmm")
+    if name:
+        found.append(name)
+    return found
+
+
+def _load():
+    tried = []
+    for candidate in _candidates():
+        try:
+            return ctypes.CDLL(candidate), candidate
+        except OSError as e:
+            tried.append(f"{candidate}: {e}")
+    where = "; ".join(tried) if tried else "no libcrmm installed beside this package or known to the loader"
+    raise ImportError(
+        f"crmm cannot load libcrmm ({where}). Install crmm (make install), or set CRMM_LIBRARY to the "
+        "path of libcrmm.so"
+    )
+
+
+lib, library_path = _load()
+for _name, (_restype, _argtypes) in _PROTOTYPES.items():
+    _fn = getattr(lib, _name)
+    _fn.restype = _restype
+    _fn.argtypes = _argtypes
+del _name, _restype, _argtypes, _fn
+
+
+def _cuda_function(name, restype, argtypes):
+    """A CUDA runtime function of the runtime libcrmm itself uses (found through libcrmm's
+    dependencies, so it shares libcrmm's view of the current device), or None."""
+    try:
+        fn = getattr(lib, name)
+    except AttributeError:
+        return None
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+cuda_memset_async = _cuda_function("cudaMemsetAsync", c_int, [c_void_p, c_int, c_size_t, c_void_p])
+cuda_get_error_string = _cuda_function("cudaGetErrorString", c_char_p, [c_int])
+
+
+def text(value):
+    """A C string from libcrmm as str ('' for NULL)."""
+    return value.decode("utf-8", "replace") if value else ""
+
+
+def last_error():
+    return text(lib.crmm_last_error())
+
+
+def check(status):
+    """Raise the exception for a failed call (status != CRMM_OK)."""
+    if status != 0:
+        raise error_for(status, last_error())
+
+
+def raise_last(fallback="libcrmm call failed"):
+    """Raise the exception for the calling thread's last error (for calls that return NULL)."""
+    status = lib.crmm_last_status()
+    raise error_for(status or 4, last_error() or fallback)
+
+
+_init_lock = threading.Lock()
+
+
+def _init_locked(path):
+    status = lib.crmm_init(os.fsencode(path) if path is not None else None)
+    if status == 0:
+        return
+    msg = last_error()
+    buf = ctypes.create_string_buffer(4096)
+    default = text(lib.crmm_config_default_file(buf, len(buf)))
+    where = path if path is not None else (default or "the built-in default")
+    err = error_for(status, msg)
+    raise type(err)(
+        f"{msg} (the config is {where}; `crmm check-config FILE` shows what is wrong; "
+        "$CRMM_CONFIG names the file crmm loads)",
+        err.status,
+    )
+
+
+def initialize(path=None):
+    """crmm_init(path): load the config (None: $CRMM_CONFIG, the installed one, or built-in)."""
+    with _init_lock:
+        _init_locked(path)
+
+
+def ensure_initialized():
+    """Initialise libcrmm with the default config unless the process did already."""
+    if lib.crmm_current_config():
+        return
+    with _init_lock:
+        if not lib.crmm_current_config():
+            _init_locked(None)
+
+
+def is_initialized():
+    return bool(lib.crmm_current_config())
+
+
+def device_count():
+    """Number of CUDA devices (0 when there is none or CUDA cannot be used)."""
+    n = c_int(0)
+    status = lib.crmm_cuda_device_count(ctypes.byref(n))
+    lib.crmm_clear_error()
+    return n.value if status == 0 else 0
+
+
+class device_context:
+    """`with device_context(d):` makes device d current (nothing for d < 0), then restores."""
+
+    def __init__(self, device):
+        self.device = device
+        self.guard = DeviceGuard(-1, 0)
+
+    def __enter__(self):
+        check(lib.crmm_cuda_device_enter(self.device, ctypes.byref(self.guard)))
+        return self
+
+    def __exit__(self, *exc):
+        lib.crmm_cuda_device_restore(ctypes.byref(self.guard))
+        return False
+

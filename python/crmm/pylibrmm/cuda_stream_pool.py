@@ -1,0 +1,74 @@
+"""A pool of CUDA streams: rmm.pylibrmm.cuda_stream_pool over libcrmm's crmm_stream_pool."""
+
+import ctypes
+
+from .._lib import check, lib
+from .stream import CudaStreamFlags, Stream, _flags_arg
+
+__all__ = ["CudaStreamPool"]
+
+
+class CudaStreamPool:
+    """A pool of CUDA streams for efficient stream management.
+
+    Provides thread-safe access to a collection of CUDA stream objects. Successive calls may
+    return views of identical streams.
+
+    Parameters
+    ----------
+    pool_size : int, optional
+        Number of streams in the pool. Defaults to 16.
+    flags : CudaStreamFlags, optional
+        Flags used to create each stream. Defaults to CudaStreamFlags.SYNC_DEFAULT.
+    """
+
+    def __init__(self, pool_size=16, flags=CudaStreamFlags.SYNC_DEFAULT):
+        self._pool = None
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int):
+            raise TypeError(f"pool_size must be an int, not {type(pool_size).__name__}")
+        if pool_size <= 0 or pool_size >= 1 << 63:
+            raise ValueError(f"pool_size must be a positive number of streams, not {pool_size}")
+        flags = _flags_arg(flags)
+        out = ctypes.c_void_p()
+        check(lib.crmm_stream_pool_create(pool_size, int(flags), ctypes.byref(out)))
+        self._pool = out.value
+
+    def __del__(self, _destroy_fn=lib.crmm_stream_pool_destroy):
+        if getattr(self, "_pool", None):
+            _destroy_fn(self._pool)
+            self._pool = None
+
+    def get_pool_size(self):
+        """Get the pool size.
+
+        Returns
+        -------
+        int
+            The number of streams in the pool
+        """
+        return int(lib.crmm_stream_pool_get_pool_size(self._pool))
+
+    def get_stream(self, stream_id=None):
+        """Get a Stream from the pool (optionally by ID).
+
+        Parameters
+        ----------
+        stream_id : Optional[int], optional
+            The ID of the stream to get (taken modulo the pool size; negative ids count from
+            the end). If None, the next stream from the pool is returned (round-robin).
+
+        Returns
+        -------
+        Stream
+            A non-owning Stream object from the pool (it keeps the pool alive)
+        """
+        out = ctypes.c_void_p()
+        if stream_id is None:
+            check(lib.crmm_stream_pool_get_stream(self._pool, ctypes.byref(out)))
+        else:
+            if isinstance(stream_id, bool) or not isinstance(stream_id, int):
+                raise TypeError(f"stream_id must be an int or None, not {type(stream_id).__name__}")
+            if not -(1 << 63) <= stream_id < 1 << 63:
+                raise OverflowError(f"stream_id {stream_id} does not fit in 64 bits")
+            check(lib.crmm_stream_pool_get_stream_by_id(self._pool, stream_id, ctypes.byref(out)))
+        return Stream._from_cstream(out.value, owner=self)

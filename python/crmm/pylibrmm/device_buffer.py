@@ -1,0 +1,412 @@
+"""Device buffers and copies: rmm.pylibrmm.device_buffer over libcrmm's crmm_device_buffer.
+
+A DeviceBuffer is untyped device memory from a crmm memory resource (the current device's
+unless ``mr`` is given), freed on its stream when the object goes away. Streams: a copy on a
+default stream has finished when the call returns; on any other stream it is queued, and the
+caller keeps host memory alive and unchanged until that stream is synchronized.
+"""
+
+import ctypes
+
+import numpy as np
+
+from .. import _lib
+from .._host import address, host_view, pointer_arg, size_arg
+from .._lib import check, lib
+from .memory_resource import MemoryResource
+from .stream import DEFAULT_STREAM, as_stream
+
+__all__ = ["DeviceBuffer", "copy_device_to_ptr", "copy_host_to_ptr", "copy_ptr_to_host", "to_device"]
+
+
+class HostArray(np.ndarray):
+    """The numpy uint8 array copy_to_host returns: a plain ndarray that prints as its repr
+    (``array([97, 98, 99], dtype=uint8)``), so that ``print(hb)`` shows what RMM's examples show."""
+
+    def __repr__(self):
+        return np.array_repr(self.view(np.ndarray))
+
+    __str__ = __repr__
+
+
+def _host_array(nbytes):
+    return np.empty(nbytes, dtype=np.uint8).view(HostArray)
+
+
+def _stream_ptr(stream):
+    return as_stream(stream)._cstream
+
+
+def _memset_zero(ptr, nbytes, stream, device):
+    """Fill fresh device memory with zeros on `stream` (finished on return for a default stream)."""
+    if not nbytes:
+        return
+    if _lib.cuda_memset_async is None:
+        raise _lib.error_for(8, "libcrmm's CUDA runtime has no cudaMemsetAsync")
+    with _lib.device_context(device):
+        err = _lib.cuda_memset_async(ptr, 0, nbytes, stream.handle or None)
+        if err != 0:
+            raise _lib.error_for(4, f"cudaMemsetAsync failed: {_lib.text(_lib.cuda_get_error_string(err))}")
+    if stream.is_default():
+        stream.synchronize()
+
+
+def _device_array_pointer(obj):
+    """(address, nbytes) of device memory given as a DeviceBuffer or an object with
+    ``__cuda_array_interface__`` (C-contiguous)."""
+    if isinstance(obj, DeviceBuffer):
+        return obj.ptr, obj.size
+    iface = getattr(obj, "__cuda_array_interface__", None)
+    if iface is None:
+        raise TypeError(f"expected a DeviceBuffer or an object with __cuda_array_interface__, not {type(obj).__name__}")
+    shape = tuple(iface["shape"])
+    itemsize = np.dtype(iface["typestr"]).itemsize
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    strides = iface.get("strides")
+    if strides is not None and count > 1:
+        expected = itemsize
+        for dim, stride in zip(reversed(shape), reversed(strides)):
+            if dim > 1 and stride != expected:
+                raise ValueError("the device array must be C-contiguous")
+            expected *= dim
+    return int(iface["data"][0]), count * itemsize
+
+
+class DeviceBuffer:
+    """A buffer of device memory from a crmm memory resource.
+
+    Parameters
+    ----------
+    ptr : int, optional
+        Address of data (device or host memory) to copy into the new buffer; ``size`` bytes.
+    size : int, optional
+        Size of the buffer in bytes (default 0). Without ``ptr`` the new memory is zero-filled,
+        so that results never depend on what the memory held before.
+    stream : Stream, optional
+        The stream of the allocation and the copy (default: the default stream).
+    mr : MemoryResource, optional
+        The resource to allocate from (default: the current device's). A host-only resource is
+        refused with InvalidArgumentError.
+
+    Raises OutOfMemoryError (a MemoryError) when the resource has no room, CudaError without a
+    device.
+    """
+
+    def __init__(self, *, ptr=None, size=0, stream=DEFAULT_STREAM, mr=None):
+        self._buf = None
+        self._init(size, stream, mr, ptr, zero=ptr is None)
+
+    def _init(self, size, stream, mr, src=None, zero=False):
+        size = size_arg(size, "size")
+        stream = as_stream(stream)
+        if mr is not None and not isinstance(mr, MemoryResource):
+            raise TypeError(f"mr must be a MemoryResource, not {type(mr).__name__}")
+        _lib.ensure_initialized()
+        out = ctypes.c_void_p()
+        check(lib.crmm_device_buffer_create(size, stream._cstream, mr._ptr if mr is not None else None, ctypes.byref(out)))
+        self._buf = out.value
+        self._stream = stream
+        self._mr = mr
+        if src is not None:
+            src = pointer_arg(src, "ptr")
+            if size:
+                check(lib.crmm_device_buffer_copy_from_device(self._buf, src or None, size, stream._cstream))
+        elif zero:
+            _memset_zero(self.ptr, size, stream, self.device)
+
+    @classmethod
+    def _uninitialized(cls, size, stream=DEFAULT_STREAM, mr=None):
+        """A buffer whose memory is not filled (for allocators, where the caller writes it)."""
+        db = cls.__new__(cls)
+        db._buf = None
+        db._init(size, stream, mr)
+        return db
+
+    @classmethod
+    def _adopt(cls, cbuf, stream):
+        db = cls.__new__(cls)
+        db._buf, db._stream, db._mr = cbuf, stream, None
+        return db
+
+    def __del__(self, _destroy=lib.crmm_device_buffer_destroy):
+        if getattr(self, "_buf", None):
+            _destroy(self._buf)
+            self._buf = None
+
+    # ---- properties ----------------------------------------------------------------------
+
+    @property
+    def ptr(self):
+        """Address of the memory as an int (0 for a size-0 buffer)."""
+        return lib.crmm_device_buffer_ptr(self._buf) or 0
+
+    @property
+    def size(self):
+        """Size of the buffer in bytes."""
+        return int(lib.crmm_device_buffer_size(self._buf))
+
+    @property
+    def nbytes(self):
+        """Size of the buffer in bytes."""
+        return self.size
+
+    def capacity(self):
+        """Bytes allocated (at least size)."""
+        return int(lib.crmm_device_buffer_capacity(self._buf))
+
+    @property
+    def device(self):
+        """The device the memory belongs to."""
+        return int(lib.crmm_device_buffer_device(self._buf))
+
+    @property
+    def mr(self):
+        """The memory resource the buffer allocates from."""
+        return MemoryResource._adopt(lib.crmm_resource_retain(lib.crmm_device_buffer_resource(self._buf)))
+
+    @property
+    def stream(self):
+        """The stream of the buffer's last operation (frees happen there)."""
+        return self._stream
+
+    def __len__(self):
+        return self.size
+
+    def __sizeof__(self):
+        return self.size
+
+    @property
+    def __cuda_array_interface__(self):
+        return {
+            "data": (self.ptr, False),
+            "shape": (self.size,),
+            "strides": None,
+            "typestr": "|u1",
+            "version": 3,
+        }
+
+    def __repr__(self):
+        return f"<crmm DeviceBuffer size={self.size} ptr=0x{self.ptr:x}>"
+
+    # ---- size and capacity ---------------------------------------------------------------
+
+    def _set_stream(self, stream):
+        stream = as_stream(stream)
+        self._stream = stream
+        return stream._cstream
+
+    def resize(self, new_size, stream=DEFAULT_STREAM):
+        """Change the size to `new_size` bytes, keeping the contents up to the smaller size
+        (new bytes are uninitialized)."""
+        new_size = size_arg(new_size, "new_size")
+        check(lib.crmm_device_buffer_resize(self._buf, new_size, self._set_stream(stream)))
+
+    def reserve(self, new_capacity, stream=DEFAULT_STREAM):
+        """Grow the capacity to at least `new_capacity` bytes; the size stays."""
+        new_capacity = size_arg(new_capacity, "new_capacity")
+        check(lib.crmm_device_buffer_reserve(self._buf, new_capacity, self._set_stream(stream)))
+
+    def shrink_to_fit(self, stream=DEFAULT_STREAM):
+        """Make the capacity equal to the size."""
+        check(lib.crmm_device_buffer_shrink_to_fit(self._buf, self._set_stream(stream)))
+
+    # ---- copies --------------------------------------------------------------------------
+
+    def copy(self):
+        """A deep copy on the buffer's stream, from the same resource."""
+        out = ctypes.c_void_p()
+        check(lib.crmm_device_buffer_copy_on_stream(self._buf, self._stream._cstream, ctypes.byref(out)))
+        return DeviceBuffer._adopt(out.value, self._stream)
+
+    def __copy__(self):
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
+    def __reduce__(self):
+        return to_device, (self.tobytes(),)
+
+    @staticmethod
+    def to_device(b, stream=DEFAULT_STREAM):
+        """Return a new DeviceBuffer with a copy of the data (any bytes-like object).
+
+        >>> import crmm as rmm
+        >>> db = rmm.DeviceBuffer.to_device(b"abc")
+        >>> db.size
+        3
+        """
+        return to_device(b, stream)
+
+    def copy_to_host(self, ary=None, stream=DEFAULT_STREAM):
+        """Copy the buffer to host memory: into `ary` (a writable buffer of at least size bytes)
+        and return it, or into a new numpy uint8 array.
+
+        >>> import crmm as rmm
+        >>> rmm.DeviceBuffer.to_device(b"xyz").copy_to_host()
+        array([120, 121, 122], dtype=uint8)
+        """
+        stream = as_stream(stream)
+        if ary is None:
+            ary = _host_array(self.size)
+            view = ary
+        else:
+            view = host_view(ary, writable=True, name="ary")
+            if view.nbytes < self.size:
+                raise ValueError(f"ary has {view.nbytes} bytes, the buffer {self.size}")
+        check(lib.crmm_device_buffer_copy_to_host(self._buf, address(view), view.nbytes, stream._cstream))
+        return ary
+
+    def copy_from_host(self, ary, stream=DEFAULT_STREAM):
+        """Copy the bytes of host buffer `ary` (at most size bytes) to the start of the buffer."""
+        view = host_view(ary, name="ary")
+        if view.nbytes > self.size:
+            raise ValueError(f"ary has {view.nbytes} bytes, more than the buffer's {self.size}")
+        check(lib.crmm_device_buffer_copy_from_host(self._buf, address(view), view.nbytes, _stream_ptr(stream)))
+
+    def copy_from_device(self, cuda_ary, stream=DEFAULT_STREAM):
+        """Copy device memory (a DeviceBuffer or a C-contiguous object with
+        ``__cuda_array_interface__``, at most size bytes) to the start of the buffer."""
+        src, nbytes = _device_array_pointer(cuda_ary)
+        if nbytes > self.size:
+            raise ValueError(f"the source has {nbytes} bytes, more than the buffer's {self.size}")
+        check(lib.crmm_device_buffer_copy_from_device(self._buf, src or None, nbytes, _stream_ptr(stream)))
+
+    def tobytes(self, stream=DEFAULT_STREAM):
+        """The contents as bytes."""
+        return self.copy_to_host(stream=stream).tobytes()
+
+    def __bytes__(self):
+        return self.tobytes()
+
+
+def to_device(b, stream=DEFAULT_STREAM):
+    """Return a new DeviceBuffer with a copy of the data.
+
+    Parameters
+    ----------
+    b : buffer
+        Host data to copy to device.
+    stream : Stream, optional
+        CUDA stream to use for copying. Defaults to the default stream.
+
+    Returns
+    -------
+    DeviceBuffer
+        Device buffer containing a copy of the host data.
+
+    Notes
+    -----
+    If stream is the default stream, it is synchronized after the copy. If a non-default
+    stream is provided, the copy is asynchronous. The caller must keep b alive and unmodified
+    until the stream is synchronized.
+
+    Examples
+    --------
+    >>> import crmm as rmm
+    >>> db = rmm.pylibrmm.device_buffer.to_device(b"abc")
+    >>> print(bytes(db))
+    b'abc'
+    """
+    view = host_view(b, name="b")
+    stream = as_stream(stream)
+    _lib.ensure_initialized()
+    out = ctypes.c_void_p()
+    check(lib.crmm_device_buffer_to_device(address(view), view.nbytes, stream._cstream, None, ctypes.byref(out)))
+    return DeviceBuffer._adopt(out.value, stream)
+
+
+def copy_device_to_ptr(d_src, d_dst, count, stream=DEFAULT_STREAM):
+    """Copy from a device pointer to a device pointer
+
+    Parameters
+    ----------
+    d_src : int
+        Pointer to device data to copy.
+    d_dst : int
+        Pointer to device memory to write into.
+    count : int
+        Number of bytes to copy.
+    stream : Stream, optional
+        CUDA stream to use for copying. Defaults to the default stream.
+
+    Examples
+    --------
+    >>> import crmm as rmm
+    >>> db = rmm.DeviceBuffer(size=5)
+    >>> db2 = rmm.DeviceBuffer.to_device(b"abc")
+    >>> rmm.pylibrmm.device_buffer.copy_device_to_ptr(db2.ptr, db.ptr, db2.size)
+    >>> hb = db.copy_to_host()
+    >>> hb
+    array([97, 98, 99,  0,  0], dtype=uint8)
+    """
+    d_src = pointer_arg(d_src, "d_src")
+    d_dst = pointer_arg(d_dst, "d_dst")
+    count = size_arg(count, "count")
+    check(lib.crmm_copy_device_to_ptr(d_src or None, d_dst or None, count, _stream_ptr(stream)))
+
+
+def copy_host_to_ptr(hb, db, stream=DEFAULT_STREAM):
+    """Copy from a host pointer to a device pointer
+
+    Parameters
+    ----------
+    hb : buffer
+        Host data to copy.
+    db : int
+        Pointer to device memory to write into.
+    stream : Stream, optional
+        CUDA stream to use for copying. Defaults to the default stream.
+
+    Notes
+    -----
+    If stream is the default stream, it is synchronized after the copy. If a non-default
+    stream is provided, the copy is asynchronous. The caller must keep hb alive and unmodified
+    until the stream is synchronized.
+
+    Examples
+    --------
+    >>> import crmm as rmm
+    >>> db = rmm.DeviceBuffer(size=10)
+    >>> hb = b"abc"
+    >>> rmm.pylibrmm.device_buffer.copy_host_to_ptr(hb, db.ptr)
+    >>> hb = db.copy_to_host()
+    >>> print(hb)
+    array([97, 98, 99,  0,  0,  0,  0,  0,  0,  0], dtype=uint8)
+    """
+    view = host_view(hb, name="hb")
+    db = pointer_arg(db, "db")
+    check(lib.crmm_copy_host_to_ptr(address(view), view.nbytes, db or None, _stream_ptr(stream)))
+
+
+def copy_ptr_to_host(db, hb, stream=DEFAULT_STREAM):
+    """Copy from a device pointer to a buffer on host
+
+    Parameters
+    ----------
+    db : int
+        Pointer to device data to copy.
+    hb : writable buffer
+        Host buffer to write into.
+    stream : Stream, optional
+        CUDA stream to use for copying. Defaults to the default stream.
+
+    Notes
+    -----
+    If stream is the default stream, it is synchronized after the copy. However if a
+    non-default stream is provided, this function is fully asynchronous.
+
+    Examples
+    --------
+    >>> import crmm as rmm
+    >>> db = rmm.DeviceBuffer.to_device(b"abc")
+    >>> hb = bytearray(db.nbytes)
+    >>> rmm.pylibrmm.device_buffer.copy_ptr_to_host(db.ptr, hb)
+    >>> print(hb)
+    bytearray(b'abc')
+    """
+    db = pointer_arg(db, "db")
+    view = host_view(hb, writable=True, name="hb")
+    check(lib.crmm_copy_ptr_to_host(db or None, address(view), view.nbytes, _stream_ptr(stream)))
+
+

@@ -1,0 +1,105 @@
+"""Logging: RMM's library log (level, flush level) and allocation-log switch over libcrmm.
+
+crmm's library log goes to stderr, or to $CRMM_DEBUG_LOG_FILE. enable_logging() wraps every
+device's current resource in a `logging` adaptor that writes each allocation and free as a CSV
+line in RMM's format, one file per device.
+"""
+
+import ctypes
+import os
+from enum import IntEnum
+
+from .. import _lib
+from .._lib import check, lib
+
+__all__ = [
+    "level_enum",
+    "set_logging_level",
+    "get_logging_level",
+    "should_log",
+    "flush_logger",
+    "set_flush_level",
+    "get_flush_level",
+    "enable_logging",
+    "disable_logging",
+    "get_log_filenames",
+]
+
+
+class level_enum(IntEnum):
+    """Log levels, lowest first (crmm_log_level)."""
+
+    trace = 0
+    debug = 1
+    info = 2
+    warn = 3
+    error = 4
+    critical = 5
+    off = 6
+
+
+def _level_arg(level):
+    if isinstance(level, bool) or not isinstance(level, int):
+        raise TypeError(f"level must be a level_enum, not {type(level).__name__}")
+    try:
+        return level_enum(level)
+    except ValueError:
+        raise ValueError(f"level must be a level_enum (0..6), not {level!r}") from None
+
+
+def set_logging_level(level):
+    """Log messages of `level` and above (default warn, or $CRMM_LOG_LEVEL)."""
+    check(lib.crmm_log_set_level(int(_level_arg(level))))
+
+
+def get_logging_level():
+    """The current log level."""
+    return level_enum(lib.crmm_log_get_level())
+
+
+def should_log(level):
+    """True when a message of `level` would be logged."""
+    return bool(lib.crmm_log_should_log(int(_level_arg(level))))
+
+
+def flush_logger():
+    """Write out buffered log messages."""
+    lib.crmm_log_flush()
+
+
+def set_flush_level(level):
+    """Flush the log at once after every message of `level` and above."""
+    check(lib.crmm_log_flush_on(int(_level_arg(level))))
+
+
+def get_flush_level():
+    """The level from which messages are flushed at once."""
+    return level_enum(lib.crmm_log_get_flush_level())
+
+
+def enable_logging(log_file_name=None):
+    """Log every allocation and free of each device's current resource to a CSV file:
+    `log_file_name` with ``.dev<N>`` before its extension (default: $CRMM_LOG_FILE).
+    Raises InvalidArgumentError when neither is given, CudaError without a device."""
+    if log_file_name is None:
+        log_file_name = os.environ.get("CRMM_LOG_FILE")
+        if not log_file_name:
+            raise ValueError("enable_logging needs a log_file_name (or $CRMM_LOG_FILE)")
+    _lib.ensure_initialized()
+    check(lib.crmm_enable_logging(os.fsencode(log_file_name)))
+
+
+def disable_logging():
+    """Stop logging (the files are flushed and closed); nothing when logging is off."""
+    check(lib.crmm_disable_logging())
+
+
+def get_log_filenames():
+    """``{device: file name}`` of the devices being logged ({} when logging is off)."""
+    count = ctypes.c_int(0)
+    check(lib.crmm_get_log_filenames(None, 0, ctypes.byref(count)))
+    if count.value == 0:
+        return {}
+    names = (ctypes.c_char_p * count.value)()
+    check(lib.crmm_get_log_filenames(names, count.value, ctypes.byref(count)))
+    return {d: os.fsdecode(n) for d, n in enumerate(names[: count.value]) if n}

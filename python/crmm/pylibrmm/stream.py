@@ -1,0 +1,165 @@
+"""CUDA streams: rmm.pylibrmm.stream over libcrmm's crmm_stream.
+
+A Stream is one of: a new CUDA stream it owns (Stream(), destroyed with the object), a view of
+a stream another library made (Stream(obj) for a CuPy, Numba or PyTorch stream, any object with
+the CUDA stream protocol ``__cuda_stream__``, or an integer cudaStream_t handle: the object is
+kept alive with the view and never destroyed by it), or one of the default streams below.
+"""
+
+import ctypes
+from enum import IntEnum
+
+from .._lib import check, lib
+
+__all__ = [
+    "CudaStreamFlags",
+    "Stream",
+    "DEFAULT_STREAM",
+    "LEGACY_DEFAULT_STREAM",
+    "PER_THREAD_DEFAULT_STREAM",
+]
+
+
+class CudaStreamFlags(IntEnum):
+    """Enumeration of CUDA stream creation flags.
+
+    Attributes
+    ----------
+    SYNC_DEFAULT : int
+        Created stream synchronizes with the default stream.
+    NON_BLOCKING : int
+        Created stream does not synchronize with the default stream.
+    """
+
+    SYNC_DEFAULT = 0
+    NON_BLOCKING = 1
+
+
+def _flags_arg(flags):
+    if flags is None:
+        return CudaStreamFlags.SYNC_DEFAULT
+    if isinstance(flags, bool) or not isinstance(flags, int):
+        raise TypeError(f"flags must be a CudaStreamFlags, not {type(flags).__name__}")
+    try:
+        return CudaStreamFlags(flags)
+    except ValueError:
+        raise ValueError(f"flags must be CudaStreamFlags.SYNC_DEFAULT or NON_BLOCKING, not {flags!r}") from None
+
+
+def _protocol_handle(obj, protocol):
+    version, handle = protocol() if callable(protocol) else protocol
+    if version != 0:
+        raise NotImplementedError(f"CUDA stream protocol version {version} is not supported (only 0)")
+    return int(handle)
+
+
+def foreign_handle(obj):
+    """The cudaStream_t of a stream object of another library (or of an int handle)."""
+    if isinstance(obj, bool):
+        raise TypeError("Cannot create stream from bool")
+    if isinstance(obj, int):
+        if obj < 0 or obj >= 1 << 64:
+            raise ValueError(f"a stream handle is an address, not {obj}")
+        return obj
+    protocol = getattr(obj, "__cuda_stream__", None)
+    if protocol is not None:
+        return _protocol_handle(obj, protocol)
+    package = (type(obj).__module__ or "").split(".")[0]
+    if package == "torch" and hasattr(obj, "cuda_stream"):
+        return int(obj.cuda_stream)
+    if package == "cupy" and hasattr(obj, "ptr"):
+        return int(obj.ptr)
+    if package in ("numba", "numba_cuda"):
+        return int(obj)
+    raise TypeError(f"Cannot create stream from {type(obj)}")
+
+
+class Stream:
+    """A CUDA stream.
+
+    Parameters
+    ----------
+    obj : optional
+        None (the default) creates a new CUDA stream on the current device, owned by this
+        object. A Stream, a CuPy, Numba or PyTorch stream, an object with ``__cuda_stream__``,
+        or an int cudaStream_t wraps that stream without owning it (the object is kept alive).
+    flags : CudaStreamFlags, optional
+        Creation flags of a new stream (SYNC_DEFAULT when None); only with ``obj=None``.
+    """
+
+    def __init__(self, obj=None, flags=None):
+        self._cstream = None
+        self._owner = None
+        self._destroy = False
+        if flags is not None and obj is not None:
+            raise ValueError("flags apply only to a new stream (obj=None)")
+        if obj is None:
+            out = ctypes.c_void_p()
+            check(lib.crmm_stream_create(int(_flags_arg(flags)), ctypes.byref(out)))
+            self._cstream, self._destroy = out.value, True
+        elif isinstance(obj, Stream):
+            self._cstream, self._owner = obj._cstream, obj
+        else:
+            handle = foreign_handle(obj)
+            out = ctypes.c_void_p()
+            check(lib.crmm_stream_view(handle, ctypes.byref(out)))
+            self._cstream, self._owner, self._destroy = out.value, obj, True
+
+    @classmethod
+    def _from_cstream(cls, cstream, owner=None, destroy=False):
+        """Wrap a crmm_stream * (destroyed with the object when `destroy`)."""
+        s = cls.__new__(cls)
+        s._cstream, s._owner, s._destroy = cstream, owner, destroy
+        return s
+
+    def __del__(self, _destroy_fn=lib.crmm_stream_destroy):
+        if getattr(self, "_destroy", False) and self._cstream:
+            _destroy_fn(self._cstream)
+            self._cstream = None
+
+    @property
+    def handle(self):
+        """The cudaStream_t as an int (0 for the legacy default stream)."""
+        return lib.crmm_stream_handle(self._cstream) or 0
+
+    def __cuda_stream__(self):
+        """The CUDA stream protocol: (version 0, handle)."""
+        return (0, self.handle)
+
+    def is_default(self):
+        """Check if we are the default CUDA stream"""
+        return bool(lib.crmm_stream_is_default(self._cstream))
+
+    def synchronize(self):
+        """Synchronize the CUDA stream"""
+        check(lib.crmm_stream_synchronize(self._cstream))
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and self.handle == other.handle
+
+    def __hash__(self):
+        return hash(self.handle)
+
+    def __repr__(self):
+        return f"<crmm Stream 0x{self.handle:x}{' (default)' if self.is_default() else ''}>"
+
+
+def as_stream(stream):
+    """A stream argument as a Stream (a Stream only, as RMM's functions take)."""
+    if stream is None:
+        raise TypeError("stream must be a Stream, not None")
+    if not isinstance(stream, Stream):
+        raise TypeError(f"stream must be a Stream, not {type(stream).__name__} (wrap it: Stream(obj))")
+    return stream
+
+
+def _view_of(handle):
+    out = ctypes.c_void_p()
+    check(lib.crmm_stream_view(handle, ctypes.byref(out)))
+    return Stream._from_cstream(out.value, destroy=True)
+
+
+# cudaStream_t 0, cudaStreamLegacy (1) and cudaStreamPerThread (2), as RMM's three.
+DEFAULT_STREAM = Stream._from_cstream(lib.crmm_stream_default())
+LEGACY_DEFAULT_STREAM = _view_of(1)
+PER_THREAD_DEFAULT_STREAM = Stream._from_cstream(lib.crmm_stream_per_thread())
