@@ -1,0 +1,22 @@
+"""CuPy allocator: ``cupy.cuda.set_allocator(crmm.allocators.cupy.rmm_cupy_allocator)`` makes
+CuPy's arrays live in DeviceBuffers from the current device's crmm resource, allocated on
+CuPy's current stream. Each array's memory is owned by its DeviceBuffer and freed with it."""
+
+import cupy
+
+from ..pylibrmm.device_buffer import DeviceBuffer
+from ..pylibrmm.stream import Stream
+
+__all__ = ["rmm_cupy_allocator", "crmm_cupy_allocator"]
+
+
+def rmm_cupy_allocator(nbytes):
+    """A cupy.cuda.MemoryPointer to `nbytes` of crmm memory (a DeviceBuffer owns it)."""
+    stream = Stream(obj=cupy.cuda.get_current_stream())
+    buf = DeviceBuffer._uninitialized(nbytes, stream=stream)
+    device_id = buf.device if buf.ptr else cupy.cuda.device.get_device_id()
+    mem = cupy.cuda.UnownedMemory(ptr=buf.ptr, size=buf.size, owner=buf, device_id=device_id)
+    return cupy.cuda.memory.MemoryPointer(mem, 0)
+
+
+crmm_cupy_allocator = rmm_cupy_allocator

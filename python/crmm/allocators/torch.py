@@ -1,0 +1,20 @@
+"""PyTorch allocator: ``crmm.allocators.torch.use_crmm()`` makes every CUDA tensor's memory come
+from the current crmm resource of its device, through torch's CUDAPluggableAllocator over
+libcrmm's crmm_torch_allocate / crmm_torch_deallocate. Call it before torch first allocates CUDA
+memory (torch refuses to change its allocator afterwards)."""
+
+from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
+
+from .._lib import library_path
+
+__all__ = ["rmm_torch_allocator", "crmm_torch_allocator", "use_crmm"]
+
+# The allocator object, as RMM's rmm_torch_allocator: torch.cuda.memory.change_current_allocator(it).
+rmm_torch_allocator = CUDAPluggableAllocator(library_path, "crmm_torch_allocate", "crmm_torch_deallocate")
+crmm_torch_allocator = rmm_torch_allocator
+
+
+def use_crmm():
+    """Switch PyTorch to crmm. Raises RuntimeError (from torch) when torch has already
+    allocated CUDA memory with its own allocator."""
+    change_current_allocator(rmm_torch_allocator)
