@@ -4,22 +4,25 @@ arrays live in DeviceBuffers from the current device's crmm resource."""
 
 import ctypes
 
-from numba import config, cuda
+from numba import cuda
 from numba.cuda import HostOnlyCUDAMemoryManager, IpcHandle, MemoryPointer
+from numba.cuda.cudadrv import driver as _driver
 
 from ..pylibrmm.device_buffer import DeviceBuffer
 
 __all__ = ["RMMNumbaManager", "CrmmNumbaManager"]
 
 
+def _nvidia_binding():
+    """True when Numba drives CUDA through NVIDIA's cuda-python bindings (always, in the
+    numba-cuda releases that dropped the ctypes binding and its USE_NV_BINDING switch)."""
+    return getattr(_driver, "USE_NV_BINDING", True)
+
+
 def _device_pointer(address):
-    """The pointer type of Numba's CUDA binding."""
-    if getattr(config, "CUDA_USE_NVIDIA_BINDING", True):
-        try:
-            from cuda.bindings.driver import CUdeviceptr
-        except ImportError:
-            from cuda.cuda import CUdeviceptr
-        return CUdeviceptr(address)
+    """A device address as the pointer type of Numba's CUDA binding."""
+    if _nvidia_binding():
+        return _driver.binding.CUdeviceptr(address)
     return ctypes.c_uint64(address)
 
 
@@ -49,12 +52,8 @@ class RMMNumbaManager(HostOnlyCUDAMemoryManager):
     def get_ipc_handle(self, memory):
         """An IPC handle for `memory`, with its offset inside the crmm block it lies in."""
         start, _end = cuda.cudadrv.driver.device_extents(memory)
-        if getattr(config, "CUDA_USE_NVIDIA_BINDING", True):
-            try:
-                from cuda.bindings.driver import cuIpcGetMemHandle
-            except ImportError:
-                from cuda.cuda import cuIpcGetMemHandle
-            _, ipc_handle = cuIpcGetMemHandle(start)
+        if _nvidia_binding():
+            _, ipc_handle = _driver.binding.cuIpcGetMemHandle(start)
             offset = int(memory.handle) - int(start)
         else:
             ipc_handle = (ctypes.c_byte * 64)()

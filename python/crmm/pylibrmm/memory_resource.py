@@ -207,10 +207,6 @@ class MemoryResource:
         return f"<crmm MemoryResource {self.kind}{name}>"
 
 
-def _resource(plugin, params=None, upstream=None):
-    return MemoryResource(plugin, params, upstream)
-
-
 class CudaMemoryResource(MemoryResource):
     """cudaMalloc/cudaFree (the ``cuda`` plugin)."""
 
@@ -354,6 +350,7 @@ def set_current_device_resource(mr):
     """Make `mr` the current device's resource (device buffers, the allocators and PyTorch
     allocate from it from now on). Raises CudaError without a device."""
     _lib.ensure_initialized()
+    lib.crmm_clear_error()
     previous = lib.crmm_set_current_device_resource(_mr_arg(mr)._ptr)
     if previous:
         lib.crmm_resource_release(previous)
