@@ -1,0 +1,49 @@
+# python/local.mk — the Python package `crmm` (pure Python over ctypes): installed into
+# $(pythondir) with the path of the installed libcrmm, checked from the install prefix by
+# `make installcheck`, and its pytest suite run by `make check` against the build tree.
+CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_errors.py python/crmm/_host.py python/crmm/_lib.py \
+	python/crmm/mr.py
+CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
+	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \
+	python/crmm/pylibrmm/memory_resource.py python/crmm/pylibrmm/stream.py
+CRMM_PY_ALLOCATORS = python/crmm/allocators/__init__.py python/crmm/allocators/cupy.py \
+	python/crmm/allocators/numba.py python/crmm/allocators/torch.py
+CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/tests/test_device_buffer_gpu.py \
+	python/tests/test_doctests_gpu.py python/tests/test_frameworks_gpu.py python/tests/test_host_arguments.py \
+	python/tests/test_host_resources.py python/tests/test_import.py python/tests/test_logging.py \
+	python/tests/test_no_device.py python/tests/test_streams.py
+EXTRA_DIST += $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
+
+TESTS += python/tests/run_pytest.sh
+AM_TESTS_ENVIRONMENT += \
+	CRMM_LIBRARY='$(abs_top_builddir)/.libs/libcrmm.so'; export CRMM_LIBRARY; \
+	PYTHONPATH='$(abs_top_srcdir)/python'; export PYTHONPATH; \
+	PYTHON='$(PYTHON)'; export PYTHON; \
+	CRMM_TEST_SANITIZERS='$(CRMM_PY_SANITIZERS)'; export CRMM_TEST_SANITIZERS;
+if SANITIZERS
+CRMM_PY_SANITIZERS = yes
+endif
+
+if HAVE_PYTHON
+crmm_pydir = $(pythondir)/crmm
+crmm_py_PYTHON = $(CRMM_PY_TOP)
+crmm_pylibrmmdir = $(pythondir)/crmm/pylibrmm
+crmm_pylibrmm_PYTHON = $(CRMM_PY_PYLIBRMM)
+crmm_allocatorsdir = $(pythondir)/crmm/allocators
+crmm_allocators_PYTHON = $(CRMM_PY_ALLOCATORS)
+
+# _paths.py tells the installed package where the installed libcrmm is (see _lib.py).
+install-data-hook: install-crmm-py-paths
+install-crmm-py-paths:
+	dlname=`sed -n "s/^dlname='\(.*\)'/\1/p" libcrmm.la`; \
+	printf '"""Where `make install` put libcrmm (written at install)."""\n\nLIBDIR = %s\nLIBRARY = %s\n' \
+	  "'$(libdir)'" "'$$dlname'" >"$(DESTDIR)$(crmm_pydir)/_paths.py"
+uninstall-hook:
+	rm -f "$(DESTDIR)$(crmm_pydir)/_paths.py"
+
+# The package imports from the install prefix alone (no build tree, no CRMM_LIBRARY).
+installcheck-local:
+	cd / && env -u CRMM_LIBRARY PYTHONPATH='$(DESTDIR)$(pythondir)' PYTHONDONTWRITEBYTECODE=1 \
+	  $(PYTHON) -c 'import crmm, crmm.mr; assert crmm.library_path.startswith("$(libdir)/"), crmm.library_path; \
+	    crmm.mr.HostMemoryResource().deallocate(crmm.mr.HostMemoryResource().allocate(0), 0); print("crmm", crmm.__version__, "imports from", crmm.__file__)'
+endif
