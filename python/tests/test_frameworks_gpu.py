@@ -117,3 +117,24 @@ def test_torch_training_under_crmm_matches_native(gpu, tmp_path):
     under_crmm = _train("crmm", env)
     assert native < 1.0
     assert under_crmm == pytest.approx(native, rel=1e-5, abs=1e-7)
+
+
+def test_streams_of_cupy_and_torch_are_wrapped(gpu):
+    import crmm as rmm
+    from crmm.pylibrmm.stream import Stream
+
+    cupy = framework("cupy")
+    cs = cupy.cuda.Stream(non_blocking=True)
+    s = Stream(cs)
+    assert s.handle == cs.ptr and not s.is_default()
+    db = rmm.DeviceBuffer.to_device(b"cupy", stream=s)
+    s.synchronize()
+    assert bytes(db) == b"cupy"
+
+    torch = framework("torch")
+    ts = torch.cuda.Stream()
+    s = Stream(ts)
+    assert s.handle == ts.cuda_stream and not s.is_default()
+    db = rmm.DeviceBuffer.to_device(b"torch", stream=s)
+    s.synchronize()
+    assert bytes(db) == b"torch"
