@@ -19,9 +19,15 @@
  * Giving pages back needs the device idle, since work queued before a free may still use the
  * block: a page is unmapped only after a device synchronization, when every free block is safe
  * and all of them have joined the ready state. That happens at two points:
- *  - growth: before mapping new pages, when the free blocks hold whole pages beyond
- *    release_threshold, those pages are unmapped first and their physical memory is mapped
- *    again where it is needed (no new physical memory; one synchronization);
+ *  - growth beyond the high-water mark: while the pool maps no more than it has held before
+ *    (its reserved peak), it grows without waiting; a growth that would pass that mark first
+ *    synchronizes (unless the free bytes are within release_threshold), lets every free block
+ *    merge, and, when free whole pages beyond
+ *    release_threshold remain, unmaps just enough of them (not the free blocks the growth will
+ *    join) that the new pages reuse their physical memory instead of new memory. So a workload
+ *    that repeats its pattern (a training step) settles at its high-water mark and pays no
+ *    synchronization after the first pass, and that mark rises only when what is live plus the
+ *    unavoidable holes needs it;
  *  - trim (crmm_resource_trim): every whole free page beyond release_threshold is unmapped and
  *    its memory released.
  * On out of memory (the device, the maximum, or the address range), every free page is
@@ -155,9 +161,10 @@ static size_t pages_to_release(const pool_resource *p, uint64_t keep)
 }
 
 /* With the device synchronized and every free block gathered in state `holder`: unmap up to
- * `pages` whole free pages, from the highest address down. Their physical memory goes to the
- * spare list. */
-static void release_free_pages(pool_resource *p, pool_stream *holder, size_t pages)
+ * `pages` whole free pages, from the highest address down, leaving blocks keep1 and keep2 alone.
+ * Their physical memory goes to the spare list. */
+static void release_free_pages(pool_resource *p, pool_stream *holder, size_t pages, const pool_block *keep1,
+                               const pool_block *keep2)
 {
     if (!pages || !holder->free.blocks)
         return;
@@ -167,6 +174,8 @@ static void release_free_pages(pool_resource *p, pool_stream *holder, size_t pag
     for_each_block(&holder->free, p->vmm.page, collect, &l);
     qsort(l.b, l.n, sizeof *l.b, by_address_descending);
     for (size_t i = 0; i < l.n && pages; i++) {
+        if (l.b[i] == keep1 || l.b[i] == keep2)
+            continue;
         size_t n = whole_pages(&p->vmm, l.b[i]);
         if (n > pages)
             n = pages;
@@ -197,7 +206,7 @@ static crmm_status release_beyond(pool_resource *p, pool_stream *holder, uint64_
     *released = true;
     holder = pool_streams_gather(&p->streams, &p->records, holder);
     if (holder)
-        release_free_pages(p, holder, pages_to_release(p, keep));
+        release_free_pages(p, holder, pages_to_release(p, keep), NULL, NULL);
     return CRMM_OK;
 }
 
@@ -289,19 +298,30 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
     crmm_status st = crmm_cuda_device_enter(v->device, &g);
     if (st != CRMM_OK)
         return crmm_error_add_context("pool");
-    bool released_to_threshold = false, released_all = false;
+    bool settled = false, released_all = false;
     char why[512] = "";
     for (;;) {
-        if (!released_to_threshold) {
-            released_to_threshold = true;
-            bool released;
-            if ((st = release_beyond(p, s, p->release_threshold, false, &released)) != CRMM_OK)
-                break;
-            /* every stream's free blocks joined s's: one may fit now */
-            if (released && (*out = pool_free_list_fit(&s->free, size)))
-                break;
-        }
         grow_plan plan = plan_growth(p, s, size);
+        uint64_t free_bytes = p->reserved - p->live_bytes;
+        if (!settled && plan.pages && p->reserved + plan.pages * v->page > p->reserved_peak &&
+            free_bytes > p->release_threshold && free_bytes >= (size < v->page ? size : v->page)) {
+            /* past the high-water mark: wait for the device, let every free block merge (one may
+             * fit now), then move free pages to where the growth maps instead of new memory */
+            settled = true;
+            if ((st = pool_streams_synchronize(&p->streams)) != CRMM_OK)
+                break;
+            pool_stream *holder = pool_streams_gather(&p->streams, &p->records, s);
+            if ((*out = pool_free_list_fit(&s->free, size)))
+                break;
+            plan = plan_growth(p, s, size);
+            uint64_t want = p->reserved + plan.pages * v->page;
+            if (holder && plan.pages && want > p->reserved_peak) {
+                size_t excess = pages_for(v, (size_t)(want - p->reserved_peak));
+                size_t can = pages_to_release(p, p->release_threshold);
+                release_free_pages(p, holder, excess < can ? excess : can, plan.hole->phys_prev, plan.hole->phys_next);
+                plan = plan_growth(p, s, size);
+            }
+        }
         if (!plan.pages)
             snprintf(why, sizeof why, "no room left in its address range of %zu pages", v->pages);
         else if (p->maximum != POOL_NO_MAXIMUM && p->reserved + plan.pages * v->page > p->maximum) {
