@@ -456,6 +456,23 @@ START_TEST(growth_past_the_mark_moves_only_the_pages_it_needs)
 }
 END_TEST
 
+START_TEST(growth_within_the_slack_above_the_mark_does_not_wait)
+{
+    crmm_resource *p = expandable_pool("");
+    unsigned char *a = alloc(p, 31 * PAGE), *b = alloc(p, PAGE); /* mark: 32 pages, slack: 1 page */
+    dealloc(p, b, PAGE);
+    drv.device_syncs = 0;
+    unsigned char *z = alloc(p, 2 * PAGE); /* b's free page and one more: 33 pages, within the slack */
+    ck_assert_int_eq(drv.device_syncs, 0);
+    ck_assert_ptr_eq(z, b);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 33 * PAGE);
+    books_agree(p);
+    dealloc(p, a, 31 * PAGE);
+    dealloc(p, z, 2 * PAGE);
+    crmm_resource_release(p);
+}
+END_TEST
+
 START_TEST(release_threshold_keeps_free_pages)
 {
     char params[64];
@@ -798,6 +815,7 @@ int main(void)
     tcase_add_test(tc, growth_maps_freed_pages_again_instead_of_new_memory);
     tcase_add_test(tc, growth_below_the_high_water_mark_does_not_wait);
     tcase_add_test(tc, growth_past_the_mark_moves_only_the_pages_it_needs);
+    tcase_add_test(tc, growth_within_the_slack_above_the_mark_does_not_wait);
     tcase_add_test(tc, release_threshold_keeps_free_pages);
     tcase_add_test(tc, trim_gives_every_free_page_back);
     tcase_add_test(tc, initial_size_is_mapped_at_creation_and_kept);

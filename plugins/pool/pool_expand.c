@@ -19,15 +19,16 @@
  * Giving pages back needs the device idle, since work queued before a free may still use the
  * block: a page is unmapped only after a device synchronization, when every free block is safe
  * and all of them have joined the ready state. That happens at two points:
- *  - growth beyond the high-water mark: while the pool maps no more than it has held before
- *    (its reserved peak), it grows without waiting; a growth that would pass that mark first
+ *  - growth past the mark: the mark is the most the pool has had to hold (raised only by growth
+ *    that moving free pages could not avoid). While a growth keeps the pool within the mark plus
+ *    1/POOL_EXPAND_SLACK of it, the pool maps without waiting. A growth beyond that first
  *    synchronizes (unless the free bytes are within release_threshold), lets every free block
- *    merge, and, when free whole pages beyond
- *    release_threshold remain, unmaps just enough of them (not the free blocks the growth will
- *    join) that the new pages reuse their physical memory instead of new memory. So a workload
- *    that repeats its pattern (a training step) settles at its high-water mark and pays no
- *    synchronization after the first pass, and that mark rises only when what is live plus the
- *    unavoidable holes needs it;
+ *    merge, and, when free whole pages beyond release_threshold remain, unmaps just enough of
+ *    them (not the free blocks the growth will join) that the pool stays within the mark, the
+ *    new pages reusing their physical memory. The slack absorbs the small differences in
+ *    placement from one pass of a repeating workload (a training step) to the next, so such a
+ *    workload stops synchronizing after its first pass, and the pool holds at most the mark plus
+ *    the slack: little more than what is live plus the holes its pattern cannot avoid;
  *  - trim (crmm_resource_trim): every whole free page beyond release_threshold is unmapped and
  *    its memory released.
  * On out of memory (the device, the maximum, or the address range), every free page is
@@ -303,8 +304,9 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
     for (;;) {
         grow_plan plan = plan_growth(p, s, size);
         uint64_t free_bytes = p->reserved - p->live_bytes;
-        if (!settled && plan.pages && p->reserved + plan.pages * v->page > p->reserved_peak &&
-            free_bytes > p->release_threshold && free_bytes >= (size < v->page ? size : v->page)) {
+        bool can_move = free_bytes > p->release_threshold && free_bytes >= (size < v->page ? size : v->page);
+        if (!settled && plan.pages && p->reserved + plan.pages * v->page > p->mark + p->mark / POOL_EXPAND_SLACK &&
+            can_move) {
             /* past the high-water mark: wait for the device, let every free block merge (one may
              * fit now), then move free pages to where the growth maps instead of new memory */
             settled = true;
@@ -315,8 +317,8 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
                 break;
             plan = plan_growth(p, s, size);
             uint64_t want = p->reserved + plan.pages * v->page;
-            if (holder && plan.pages && want > p->reserved_peak) {
-                size_t excess = pages_for(v, (size_t)(want - p->reserved_peak));
+            if (holder && plan.pages && want > p->mark) {
+                size_t excess = pages_for(v, (size_t)(want - p->mark));
                 size_t can = pages_to_release(p, p->release_threshold);
                 release_free_pages(p, holder, excess < can ? excess : can, plan.hole->phys_prev, plan.hole->phys_next);
                 plan = plan_growth(p, s, size);
@@ -337,6 +339,8 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
             p->reserved += plan.pages * v->page;
             if (p->reserved > p->reserved_peak)
                 p->reserved_peak = p->reserved;
+            if ((settled || !can_move) && p->reserved > p->mark)
+                p->mark = p->reserved; /* a growth that moving free pages could not avoid */
             *out = adopt_pages(p, s, &plan);
             break;
         } else if (st != CRMM_ERROR_OUT_OF_MEMORY) {
@@ -375,6 +379,7 @@ crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t siz
         return st;
     p->reserved += plan.pages * v->page;
     p->reserved_peak = p->reserved;
+    p->mark = p->reserved;
     adopt_pages(p, s, &plan);
     return CRMM_OK;
 }
