@@ -4,6 +4,9 @@
 # workloads.py, replays them on crmm's resources (crmm replay) and on PyTorch's caching allocator
 # and cudaMallocAsync (replay_torch.py), then runs bar.py. Writes everything to $OUT (or ./out).
 #   cd BUILD && bash SRC/bench/torch/run_h200.sh [record|replay|bar ...]
+# Environment: LOGS (the logs to replay; default: those just recorded), RESOURCES (crmm resources
+# of replay.ini to replay them on), PYREPLAY=0 (skip PyTorch's allocator and cudaMallocAsync),
+# BAR_ROUNDS (rounds of bar.py).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$PWD/out}; mkdir -p "$out/logs"
@@ -11,6 +14,8 @@ build=$PWD
 lib=$(find "$build" -name libcrmm.so -path "*/.libs/*" | head -n 1)
 export CRMM_PLUGIN_PATH=$build/plugins/built
 PY=python3; $PY -c 'import torch' 2>/dev/null || PY=/opt/torch/.venv/bin/python3
+logs=${LOGS:-$out/logs}           # where replay reads the logs (bench/logs holds recorded ones)
+resources=${RESOURCES:-pool_doubling pool_expandable async arena}
 steps=${*:-record replay bar}
 for step in $steps; do case $step in
 record)
@@ -20,12 +25,13 @@ record)
     gzip -f -9 "$out/logs/$w.csv"; ls -l "$out/logs/$w.csv.gz"
   done ;;
 replay)
-  for log in "$out"/logs/*.csv.gz; do
+  for log in "$logs"/*.csv.gz; do
     zcat "$log" > /tmp/replay.csv
-    for r in pool_doubling pool_expandable async arena; do
+    for r in $resources; do
       echo "== crmm replay $(basename "$log") $r"
       ./tools/crmm replay --config "$here/replay.ini" --resource $r /tmp/replay.csv 2>&1 | tail -12
     done
+    [ "${PYREPLAY:-1}" = 1 ] || continue
     for a in torch async; do
       $PY "$here/replay_torch.py" --allocator $a --repeats 3 "$log"
     done
