@@ -109,8 +109,9 @@ static void legend(FILE *f, const replay_row *rows, size_t nrows)
     for (size_t i = 0; i < nrows; i++) {
         const char *c = colours[i % (sizeof colours / sizeof *colours)];
         for (int dashed = 0; dashed < 2; dashed++, y += 20) {
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>", x,
-                    y, x + 30, y, c, dashed ? " stroke-dasharray=\"6,3\"" : "");
+            if (!dashed || rows[i].result.reserved_known) /* no sample of a line not drawn */
+                fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>",
+                        x, y, x + 30, y, c, dashed ? " stroke-dasharray=\"6,3\"" : "");
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 38, y + 4);
             xml_text(f, rows[i].label);
             fputs(dashed ? (rows[i].result.reserved_known ? " reserved" : " reserved: n/a") : " in use", f);
