@@ -182,9 +182,9 @@ START_TEST(rmm_spellings_parse)
 }
 END_TEST
 
-static void expect_bad(const char *name, const char *text, const char *where, const char *what)
+/* Replaying the log at path fails (exit 1, nothing on stdout) with "PATH:WHERE" and `what`. */
+static void expect_refused(const char *log, const char *where, const char *what)
 {
-    const char *log = crmm_test_write_file(name, text);
     crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
     ck_assert_int_eq(r.status, 1);
     char want[4400];
@@ -193,6 +193,11 @@ static void expect_bad(const char *name, const char *text, const char *where, co
     expect_in(r.err, what);
     ck_assert_str_eq(r.out, "");
     crmm_test_output_free(&r);
+}
+
+static void expect_bad(const char *name, const char *text, const char *where, const char *what)
+{
+    expect_refused(crmm_test_write_file(name, text), where, what);
 }
 
 START_TEST(malformed_lines_are_named)
@@ -320,15 +325,7 @@ static const char *write_bytes(const char *name, const char *bytes, size_t n)
 
 static void expect_bad_bytes(const char *name, const char *bytes, size_t n, const char *where, const char *what)
 {
-    const char *log = write_bytes(name, bytes, n);
-    crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
-    ck_assert_int_eq(r.status, 1);
-    char want[4400];
-    snprintf(want, sizeof want, "%s:%s", log, where);
-    expect_in(r.err, want);
-    expect_in(r.err, what);
-    ck_assert_str_eq(r.out, "");
-    crmm_test_output_free(&r);
+    expect_refused(write_bytes(name, bytes, n), where, what);
 }
 
 START_TEST(numbers_of_2_to_the_64_or_more_are_out_of_range)
