@@ -5,7 +5,8 @@
  * bit scans), cuts the rest off as a free block of the same stream, and puts the block in the live
  * map. That is the whole fast path: no CUDA call, no malloc, no scan. Anything else goes to
  * allocate_slow: spare records or map slots to allocate, a stream seen for the first time, and a
- * miss, which tries in turn the size's own class, the other streams' free blocks (pool_streams_take:
+ * miss, which tries in turn the size's own class, the ready state's blocks (taken where they lie,
+ * so the rest of a split stays shared), the other streams' free blocks (pool_streams_take:
  * ordered by a device synchronization or by an event, as stream_reuse says), growing from
  * upstream (pool_grow), and last the other streams' blocks again with a device synchronization
  * allowed whatever fits.
@@ -52,14 +53,14 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
     *sp = s;
     if ((*out = pool_free_list_fit(&s->free, size)))
         return CRMM_OK;
-    crmm_status st = pool_streams_take(&p->streams, &p->records, s, size, false, out);
+    crmm_status st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out);
     if (st != CRMM_OK || *out)
         return st;
     st = pool_grow(p, s, size, stream, out);
     if (st != CRMM_ERROR_OUT_OF_MEMORY)
         return st;
     /* out of room: every other stream's blocks, after a device synchronization, are the last resort */
-    crmm_status again = pool_streams_take(&p->streams, &p->records, s, size, true, out);
+    crmm_status again = pool_streams_take(&p->streams, &p->records, s, size, true, sp, out);
     if (again != CRMM_OK)
         return again;
     return *out ? CRMM_OK : st;
