@@ -20,21 +20,13 @@
 
 static inline void count_allocation(pool_resource *p, size_t bytes, size_t size)
 {
-    crmm_alloc_counters *c = &p->counters;
-    if (++c->count > c->peak_count)
-        c->peak_count = c->count;
-    c->bytes += (int64_t)bytes;
-    if (c->bytes > c->peak_bytes)
-        c->peak_bytes = c->bytes;
-    c->total_count++;
-    c->total_bytes += bytes;
+    crmm_counters_add_locked(&p->counters, bytes);
     p->live_bytes += size;
 }
 
 static inline void count_free(pool_resource *p, size_t bytes, size_t size)
 {
-    p->counters.count--;
-    p->counters.bytes -= (int64_t)bytes;
+    crmm_counters_sub_locked(&p->counters, bytes);
     p->live_bytes -= size;
 }
 
