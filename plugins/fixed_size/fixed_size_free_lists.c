@@ -11,10 +11,23 @@
 #include <crmm/cuda_support.h>
 #include "fixed_size_free_lists.h"
 
-void fs_free_lists_init(fs_free_lists *fl, bool host_only)
+void fs_free_lists_init(fs_free_lists *fl, bool host_only, int device)
 {
     memset(fl, 0, sizeof *fl);
     fl->host_only = host_only;
+    fl->device = device;
+}
+
+/* A new event on the lists' device. */
+static crmm_status new_event(const fs_free_lists *fl, cudaEvent_t *ev)
+{
+    crmm_device_guard g;
+    crmm_status st = crmm_cuda_device_enter(fl->device, &g);
+    if (st != CRMM_OK)
+        return st;
+    st = crmm_cuda_status(cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "fixed_size: cudaEventCreateWithFlags");
+    crmm_cuda_device_restore(&g);
+    return st;
 }
 
 static crmm_status stack_reserve(fs_stack *s, size_t more)
@@ -67,11 +80,8 @@ static fs_stream_list *list_of(fs_free_lists *fl, crmm_cuda_stream_t stream)
         fl->capacity = cap;
     }
     cudaEvent_t ev;
-    e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    if (e != cudaSuccess) {
-        crmm_cuda_status(e, "fixed_size: cudaEventCreateWithFlags");
+    if (new_event(fl, &ev) != CRMM_OK)
         return NULL;
-    }
     fs_stream_list *l = &fl->lists[fl->count++];
     memset(l, 0, sizeof *l);
     l->stream_id = id;

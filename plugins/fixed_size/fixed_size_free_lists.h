@@ -5,6 +5,8 @@
  * an event recorded after every block pushed on that stream. A block is reused on its own
  * stream at once; another stream takes a whole stack only after cudaStreamWaitEvent on the
  * owner's event. For host-only upstreams there is a single stack and no CUDA call at all.
+ * None of the calls needs the caller's current device to be the resource's: the one call that
+ * makes something (the event of a stream seen for the first time) makes the device current itself.
  * Not thread-safe by itself: the resource calls these under its lock. */
 #ifndef CRMM_PLUGINS_FIXED_SIZE_FREE_LISTS_H
 #define CRMM_PLUGINS_FIXED_SIZE_FREE_LISTS_H
@@ -27,13 +29,14 @@ typedef struct fs_stream_list {
 
 typedef struct fs_free_lists {
     bool host_only;         /* no streams, no events: lists[0] is the one stack */
+    int device;             /* the device the events are made on */
     fs_stream_list *lists;
     size_t count, capacity;
     uint64_t free_blocks;   /* blocks in all stacks */
 } fs_free_lists;
 
-/* Start empty. */
-void fs_free_lists_init(fs_free_lists *fl, bool host_only);
+/* Start empty; events will be made on `device` (made current just for that). */
+void fs_free_lists_init(fs_free_lists *fl, bool host_only, int device);
 
 /* Take a free block usable on `stream`: from the stream's own stack, else a whole stack of
  * another stream after making `stream` wait on that stream's event. CRMM_ERROR_NOT_FOUND (no

@@ -6,7 +6,9 @@
  * one whole block from a stream-ordered free list (fixed_size_free_lists.c); a larger one fails
  * with CRMM_ERROR_OUT_OF_MEMORY, as RMM's "Maximum allocation size exceeded". When every list
  * is empty another chunk is allocated on the requesting stream. Chunks go back upstream only
- * when the resource is destroyed. One mutex guards the lists and the chunk array. */
+ * when the resource is destroyed. One mutex guards the lists, the chunk array, the live set and
+ * the counters; allocate and deallocate each take it once, and switch devices only for a default
+ * stream (enter_device_for). */
 #include "config.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -80,6 +82,18 @@ static crmm_status enter_device(const fixed_size_resource *r, crmm_device_guard 
     return crmm_cuda_device_enter(r->base.device, g);
 }
 
+/* The default streams (NULL, cudaStreamLegacy, cudaStreamPerThread) name a stream of whichever
+ * device is current, so around calls that pass one the resource's device is made current; a
+ * created stream carries its device, and nothing is switched for it (the common case costs no
+ * CUDA call here). */
+static crmm_status enter_device_for(const fixed_size_resource *r, crmm_cuda_stream_t stream, crmm_device_guard *g)
+{
+    g->changed = 0;
+    if (r->free.host_only || (uintptr_t)stream > (uintptr_t)CRMM_CUDA_STREAM_PER_THREAD)
+        return CRMM_OK;
+    return crmm_cuda_device_enter(r->base.device, g);
+}
+
 static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
     fixed_size_resource *r = (fixed_size_resource *)self;
@@ -93,7 +107,7 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
     if (!r->free.host_only && crmm_process_exiting())
         return crmm_set_error(CRMM_ERROR_STATE, "fixed_size '%s': the process is exiting: no device allocation", self->name);
     crmm_device_guard g;
-    crmm_status st = enter_device(r, &g);
+    crmm_status st = enter_device_for(r, stream, &g);
     if (st != CRMM_OK)
         return st;
     pthread_mutex_lock(&r->lock);
@@ -104,12 +118,11 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
         fs_free_lists_push(&r->free, stream, ptr, 1); /* back where it came from */
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size '%s': malloc failed (live set)", self->name);
     }
+    if (st == CRMM_OK)
+        crmm_counters_add_locked(&r->counters, bytes);
     pthread_mutex_unlock(&r->lock);
     crmm_cuda_device_restore(&g);
-    if (st != CRMM_OK)
-        return st;
-    crmm_counters_add(&r->counters, bytes);
-    return CRMM_OK;
+    return st;
 }
 
 static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
@@ -118,24 +131,25 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
     if (bytes > r->block_size)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "fixed_size '%s': deallocate of %zu bytes at %p: larger than the block size %zu, not from this resource",
                               self->name, bytes, ptr, r->block_size);
+    /* once the process is exiting no CUDA call: the block goes upstream with its chunk */
+    bool push = r->free.host_only || !crmm_process_exiting();
+    crmm_device_guard g;
+    crmm_status st = push ? enter_device_for(r, stream, &g) : CRMM_OK;
+    if (st != CRMM_OK)
+        return st;
     pthread_mutex_lock(&r->lock);
     bool known = fs_live_remove(&r->live, (uintptr_t)ptr);
+    if (known)
+        crmm_counters_sub_locked(&r->counters, bytes);
+    if (known && push)
+        st = fs_free_lists_push(&r->free, stream, &ptr, 1);
     pthread_mutex_unlock(&r->lock);
+    if (push)
+        crmm_cuda_device_restore(&g);
     if (!known)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
                               "fixed_size '%s': deallocate of %p: not a block it handed out (double free?)", self->name,
                               ptr);
-    crmm_counters_sub(&r->counters, bytes);
-    if (!r->free.host_only && crmm_process_exiting())
-        return CRMM_OK; /* no CUDA call now; the block goes upstream with its chunk */
-    crmm_device_guard g;
-    crmm_status st = enter_device(r, &g);
-    if (st != CRMM_OK)
-        return st;
-    pthread_mutex_lock(&r->lock);
-    st = fs_free_lists_push(&r->free, stream, &ptr, 1);
-    pthread_mutex_unlock(&r->lock);
-    crmm_cuda_device_restore(&g);
     return st;
 }
 
@@ -210,7 +224,7 @@ static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *u
     r->chunk_size = r->block_size * r->blocks_per_chunk;
     pthread_mutex_init(&r->lock, NULL);
     /* An upstream that is not device memory is host-only: no streams, no events. */
-    fs_free_lists_init(&r->free, !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE));
+    fs_free_lists_init(&r->free, !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE), upstream->device);
     crmm_resource_init(&r->base, &fixed_size_ops, "fixed_size", upstream->flags, upstream->device, upstream);
     crmm_device_guard g;
     st = enter_device(r, &g);
