@@ -38,15 +38,27 @@ typedef struct fs_free_lists {
 /* Start empty; events will be made on `device` (made current just for that). */
 void fs_free_lists_init(fs_free_lists *fl, bool host_only, int device);
 
-/* Take a free block usable on `stream`: from the stream's own stack, else a whole stack of
- * another stream after making `stream` wait on that stream's event. CRMM_ERROR_NOT_FOUND (no
- * message) when every stack is empty; CRMM_ERROR_CUDA when a stream or event call fails. */
-crmm_status fs_free_lists_pop(fs_free_lists *fl, crmm_cuda_stream_t stream, void **ptr);
+/* A stream as the lists know it: its handle and its cudaStreamGetId. */
+typedef struct fs_stream_key {
+    crmm_cuda_stream_t handle;
+    unsigned long long id;        /* 0 for host-only lists */
+} fs_stream_key;
 
-/* Give `n` blocks back, last used on `stream` (or fresh from upstream on it), and record the
- * stream's event. CRMM_ERROR_OUT_OF_MEMORY when the stack cannot grow (then the blocks stay
- * unavailable until the resource is destroyed), CRMM_ERROR_CUDA on a failed CUDA call. */
-crmm_status fs_free_lists_push(fs_free_lists *fl, crmm_cuda_stream_t stream, void *const *ptrs, size_t n);
+/* The key of `stream`. Needs no lock (so the resource asks before taking its own): one
+ * cudaStreamGetId, none for host-only lists. CRMM_ERROR_CUDA when CUDA refuses the handle. */
+crmm_status fs_free_lists_key(const fs_free_lists *fl, crmm_cuda_stream_t stream, fs_stream_key *key);
+
+/* Take a free block usable on the stream of `key`: from the stream's own stack, else a whole
+ * stack of another stream after making the stream wait on that stream's event.
+ * CRMM_ERROR_NOT_FOUND (no message) when every stack is empty; CRMM_ERROR_CUDA when a stream or
+ * event call fails. */
+crmm_status fs_free_lists_pop(fs_free_lists *fl, const fs_stream_key *key, void **ptr);
+
+/* Give `n` blocks back, last used on the stream of `key` (or fresh from upstream on it), and
+ * record the stream's event. CRMM_ERROR_OUT_OF_MEMORY when the stack cannot grow (then the
+ * blocks stay unavailable until the resource is destroyed), CRMM_ERROR_CUDA on a failed CUDA
+ * call. */
+crmm_status fs_free_lists_push(fs_free_lists *fl, const fs_stream_key *key, void *const *ptrs, size_t n);
 
 /* Wait until every block's last use (every recorded event) has completed; then destroy the
  * events (no CUDA call when `cuda_ok` is false) and free the stacks. */

@@ -35,9 +35,11 @@ typedef struct fixed_size_resource {
     crmm_alloc_counters counters; /* bytes as requested */
 } fixed_size_resource;
 
-/* Allocate one more chunk on `stream` and put its blocks on that stream's list. Lock held. */
-static crmm_status grow(fixed_size_resource *r, crmm_cuda_stream_t stream)
+/* Allocate one more chunk on the stream of `key` and put its blocks on that stream's list. Lock
+ * held. */
+static crmm_status grow(fixed_size_resource *r, const fs_stream_key *key)
 {
+    crmm_cuda_stream_t stream = key->handle;
     if (r->chunk_count == r->chunk_capacity) {
         size_t cap = r->chunk_capacity ? r->chunk_capacity * 2 : 8;
         void **v = realloc(r->chunks, cap * sizeof *v);
@@ -61,7 +63,7 @@ static crmm_status grow(fixed_size_resource *r, crmm_cuda_stream_t stream)
     /* Pushed in reverse so that blocks are handed out in address order. */
     for (size_t i = 0; i < r->blocks_per_chunk; i++)
         blocks[i] = (char *)chunk + (r->blocks_per_chunk - 1 - i) * r->block_size;
-    st = fs_free_lists_push(&r->free, stream, blocks, r->blocks_per_chunk);
+    st = fs_free_lists_push(&r->free, key, blocks, r->blocks_per_chunk);
     free(blocks);
     if (st != CRMM_OK) {
         crmm_resource_deallocate(r->base.upstream, chunk, r->chunk_size, stream);
@@ -110,12 +112,17 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
     crmm_status st = enter_device_for(r, stream, &g);
     if (st != CRMM_OK)
         return st;
+    fs_stream_key key;
+    if ((st = fs_free_lists_key(&r->free, stream, &key)) != CRMM_OK) { /* before the lock: a CUDA call */
+        crmm_cuda_device_restore(&g);
+        return st;
+    }
     pthread_mutex_lock(&r->lock);
-    st = fs_free_lists_pop(&r->free, stream, ptr);
-    if (st == CRMM_ERROR_NOT_FOUND && (st = grow(r, stream)) == CRMM_OK)
-        st = fs_free_lists_pop(&r->free, stream, ptr);
+    st = fs_free_lists_pop(&r->free, &key, ptr);
+    if (st == CRMM_ERROR_NOT_FOUND && (st = grow(r, &key)) == CRMM_OK)
+        st = fs_free_lists_pop(&r->free, &key, ptr);
     if (st == CRMM_OK && !fs_live_add(&r->live, (uintptr_t)*ptr)) {
-        fs_free_lists_push(&r->free, stream, ptr, 1); /* back where it came from */
+        fs_free_lists_push(&r->free, &key, ptr, 1); /* back where it came from */
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size '%s': malloc failed (live set)", self->name);
     }
     if (st == CRMM_OK)
@@ -133,19 +140,23 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
                               self->name, bytes, ptr, r->block_size);
     /* once the process is exiting no CUDA call: the block goes upstream with its chunk */
     bool push = r->free.host_only || !crmm_process_exiting();
-    crmm_device_guard g;
+    crmm_device_guard g = {-1, 0};
+    fs_stream_key key;
     crmm_status st = push ? enter_device_for(r, stream, &g) : CRMM_OK;
-    if (st != CRMM_OK)
+    if (st == CRMM_OK && push)
+        st = fs_free_lists_key(&r->free, stream, &key); /* before the lock: a CUDA call */
+    if (st != CRMM_OK) {
+        crmm_cuda_device_restore(&g);
         return st;
+    }
     pthread_mutex_lock(&r->lock);
     bool known = fs_live_remove(&r->live, (uintptr_t)ptr);
     if (known)
         crmm_counters_sub_locked(&r->counters, bytes);
     if (known && push)
-        st = fs_free_lists_push(&r->free, stream, &ptr, 1);
+        st = fs_free_lists_push(&r->free, &key, &ptr, 1);
     pthread_mutex_unlock(&r->lock);
-    if (push)
-        crmm_cuda_device_restore(&g);
+    crmm_cuda_device_restore(&g);
     if (!known)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
                               "fixed_size '%s': deallocate of %p: not a block it handed out (double free?)", self->name,
@@ -229,7 +240,9 @@ static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *u
     crmm_device_guard g;
     st = enter_device(r, &g);
     if (st == CRMM_OK) {
-        st = grow(r, NULL); /* the first chunk, as RMM does at construction */
+        fs_stream_key key;
+        if ((st = fs_free_lists_key(&r->free, NULL, &key)) == CRMM_OK)
+            st = grow(r, &key); /* the first chunk, as RMM does at construction */
         crmm_cuda_device_restore(&g);
     }
     if (st != CRMM_OK) {
