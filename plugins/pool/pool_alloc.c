@@ -2,8 +2,9 @@
  *
  * allocate rounds the size up to 256 bytes and, under the pool's lock, finds the caller's stream
  * state (a one-entry cache), takes the head of the first fitting class of its free list (two
- * bit scans), cuts the rest off as a free block of the same stream, and puts the block in the live
- * map. That is the whole fast path: no CUDA call, no malloc, no scan. Anything else goes to
+ * bit scans) or else of the ready state's list (blocks any stream may use at once), cuts the rest
+ * off as a free block of the same state, and puts the block in the live map. That is the whole
+ * fast path: no CUDA call, no malloc, no scan. Anything else goes to
  * allocate_slow: spare records or map slots to allocate, a stream seen for the first time, and a
  * miss, which tries in turn the size's own class, the ready state's blocks (taken where they lie,
  * so the rest of a split stays shared), the other streams' free blocks (pool_streams_take:
@@ -69,9 +70,14 @@ crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t 
     size_t size = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
     pool_lock(p);
     pool_stream *s = pool_streams_find(&p->streams, stream);
-    pool_block *b;
-    if (__builtin_expect(!s || !p->records.spare_count || !pool_block_map_has_room(&p->live) ||
-                         !(b = pool_free_list_find(&s->free, size)), 0)) {
+    pool_block *b = NULL;
+    if (__builtin_expect(s && p->records.spare_count && pool_block_map_has_room(&p->live), 1)) {
+        b = pool_free_list_find(&s->free, size);
+        pool_stream *ready = p->streams.ready;
+        if (!b && ready && (b = pool_free_list_find(&ready->free, size)))
+            s = ready; /* any stream may use it at once; the rest of a split stays ready */
+    }
+    if (__builtin_expect(!b, 0)) {
         crmm_status st = allocate_slow(p, stream, size, &s, &b);
         if (st != CRMM_OK) {
             pool_unlock(p);

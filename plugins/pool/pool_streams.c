@@ -149,7 +149,18 @@ static void retire(pool_streams *ss, size_t i, pool_stream *keep)
     ss->all[i] = ss->all[--ss->count];
     if (ss->last == s)
         ss->last = keep;
+    if (ss->ready == s)
+        ss->ready = NULL;
     free(s);
+}
+
+/* Make s the ready state: no lookup finds it any more, any stream takes its blocks. */
+static pool_stream *make_ready(pool_streams *ss, pool_stream *s)
+{
+    s->handle = NULL;
+    s->thread = POOL_NO_THREAD;
+    s->ready = true;
+    return ss->ready = s;
 }
 
 /* Move every free block of s to t. */
@@ -220,13 +231,10 @@ void pool_streams_forget(pool_streams *ss, pool_records *records, crmm_cuda_stre
     uint64_t thread;
     key_of(&handle, &thread);
     size_t at = ss->count;
-    pool_stream *ready = NULL;
-    for (size_t i = 0; i < ss->count; i++) {
+    pool_stream *ready = ss->ready;
+    for (size_t i = 0; i < ss->count; i++)
         if (ss->all[i]->handle == handle && ss->all[i]->thread == thread)
             at = i;
-        if (ss->all[i]->ready)
-            ready = ss->all[i];
-    }
     if (at == ss->count)
         return;
     pool_stream *s = ss->all[at];
@@ -234,10 +242,7 @@ void pool_streams_forget(pool_streams *ss, pool_records *records, crmm_cuda_stre
         move_blocks(s, ready, records);
         retire(ss, at, ready);
     } else {
-        /* s becomes the ready state: no lookup can find it any more */
-        s->handle = NULL;
-        s->thread = POOL_NO_THREAD;
-        s->ready = true;
+        make_ready(ss, s);
     }
 }
 
@@ -245,16 +250,7 @@ void pool_streams_make_all_ready(pool_streams *ss, pool_records *records)
 {
     if (!ss->real || !ss->count)
         return;
-    pool_stream *ready = NULL;
-    for (size_t i = 0; i < ss->count && !ready; i++)
-        if (ss->all[i]->ready)
-            ready = ss->all[i];
-    if (!ready) {
-        ready = ss->all[0];
-        ready->handle = NULL;
-        ready->thread = POOL_NO_THREAD;
-        ready->ready = true;
-    }
+    pool_stream *ready = ss->ready ? ss->ready : make_ready(ss, ss->all[0]);
     for (size_t i = 0; i < ss->count;) {
         pool_stream *s = ss->all[i];
         if (s == ready) {
@@ -301,10 +297,7 @@ pool_stream *pool_streams_gather(pool_streams *ss, pool_records *records, pool_s
 {
     if (!t) {
         pool_streams_make_all_ready(ss, records);
-        for (size_t i = 0; i < ss->count; i++)
-            if (ss->all[i]->ready)
-                return ss->all[i];
-        return NULL;
+        return ss->ready;
     }
     move_all_to(ss, records, t);
     return t;
@@ -316,17 +309,10 @@ pool_stream *pool_streams_gather(pool_streams *ss, pool_records *records, pool_s
  * only state. */
 static pool_stream *pour_into_ready(pool_streams *ss, pool_records *records, pool_stream *t)
 {
-    pool_stream *ready = NULL;
+    pool_stream *ready = ss->ready;
     for (size_t i = 0; i < ss->count && !ready; i++)
-        if (ss->all[i]->ready)
-            ready = ss->all[i];
-    for (size_t i = 0; i < ss->count && !ready; i++)
-        if (ss->all[i] != t) {
-            ready = ss->all[i];
-            ready->handle = NULL;
-            ready->thread = POOL_NO_THREAD;
-            ready->ready = true;
-        }
+        if (ss->all[i] != t)
+            ready = make_ready(ss, ss->all[i]);
     if (!ready)
         return NULL;
     for (size_t i = 0; i < ss->count;) {
@@ -344,15 +330,10 @@ static pool_stream *pour_into_ready(pool_streams *ss, pool_records *records, poo
 /* A fitting block of the ready state, or NULL. */
 static pool_block *ready_fit(const pool_streams *ss, size_t size, pool_stream **from)
 {
-    for (size_t i = 0; i < ss->count; i++) {
-        pool_stream *s = ss->all[i];
-        pool_block *b;
-        if (s->ready && (b = pool_free_list_fit(&s->free, size))) {
-            *from = s;
-            return b;
-        }
-    }
-    return NULL;
+    pool_block *b = ss->ready ? pool_free_list_fit(&ss->ready->free, size) : NULL;
+    if (b)
+        *from = ss->ready;
+    return b;
 }
 
 crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stream *t, size_t size,

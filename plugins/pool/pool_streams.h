@@ -27,6 +27,7 @@ typedef enum pool_reuse {
 
 typedef struct pool_streams {
     pool_stream *last;             /* the state found last; for a host pool the only one */
+    pool_stream *ready;            /* the ready state (one of all[]), or NULL */
     pool_stream **all;             /* every state */
     size_t count, capacity;
     bool real;                     /* device memory: streams matter (false: one state for all) */
