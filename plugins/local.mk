@@ -1,6 +1,7 @@
 # One local.mk per plugin folder.
 
 DIRECT_RESOURCE_SOURCES = plugins/common/direct_resource.c plugins/common/direct_resource.h
+SPIN_LOCK_SOURCES = plugins/common/spin_lock.c plugins/common/spin_lock.h
 include plugins/cuda/local.mk
 include plugins/host/local.mk
 include plugins/managed/local.mk

@@ -118,6 +118,62 @@ START_TEST(exponents_and_list_combine)
 }
 END_TEST
 
+START_TEST(bins_within_one_octave_route_exactly)
+{
+    /* several bins between two powers of two: each size goes to the smallest that fits, at every
+     * boundary (the routing table starts at the octave, the rest is a step within it) */
+    crmm_resource *h, *b;
+    make("bins=512:768:1KiB:1280:1536:3KiB:4KiB blocks_to_preallocate=1", &h, &b);
+    static const size_t bins[] = {512, 768, 1024, 1280, 1536, 3072, 4096};
+    enum { BINS = sizeof bins / sizeof bins[0] };
+    for (size_t bytes = 1; bytes <= 4200; bytes += 1 + bytes / 64) {
+        size_t want = 0;
+        for (int i = 0; i < BINS && !want; i++)
+            if (bins[i] >= bytes)
+                want = bins[i];
+        /* the bin's one block is handed out first; the second request makes it grow by its size */
+        void *p, *q;
+        ck_assert_crmm_ok(crmm_resource_allocate(b, bytes, NULL, &p));
+        uint64_t grew = upstream_growth(h, b, bytes, &q);
+        ck_assert_msg(grew == (want ? want : bytes), "%zu bytes: upstream grew by %llu, expected %zu", bytes,
+                      (unsigned long long)grew, want ? want : bytes);
+        ck_assert_crmm_ok(crmm_resource_deallocate(b, p, bytes, NULL));
+        ck_assert_crmm_ok(crmm_resource_deallocate(b, q, bytes, NULL));
+        crmm_resource_release(b);
+        ck_assert_crmm_ok(crmm_resource_create("binning", "bins=512:768:1KiB:1280:1536:3KiB:4KiB blocks_to_preallocate=1", h, &b));
+    }
+    crmm_resource_release(b);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(counts_are_the_bins_and_the_large_requests)
+{
+    crmm_resource *h, *b;
+    make("bins=256:4KiB blocks_to_preallocate=2", &h, &b);
+    void *p, *q, *r;
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 100, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 3000, NULL, &q));
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 10000, NULL, &r)); /* upstream */
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 100 + 3000 + 10000);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 3);
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, q, 3000, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, r, 10000, NULL));
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 100);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS_TOTAL), 3);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_TOTAL), 100 + 3000 + 10000);
+    uint64_t v = 0;
+    ck_assert_crmm(crmm_resource_query(b, CRMM_QUERY_BYTES_IN_USE_PEAK, &v), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), "statistics"), "%s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_query(b, CRMM_QUERY_ALLOCATIONS_PEAK, &v), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 100, NULL));
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 0);
+    crmm_resource_release(b);
+    crmm_resource_release(h);
+}
+END_TEST
+
 START_TEST(free_goes_back_to_its_bin)
 {
     crmm_resource *h, *b;
@@ -225,6 +281,8 @@ int main(void)
     tcase_add_test(tc, small_exponents_round_up_to_256);
     tcase_add_test(tc, exponents_and_list_combine);
     tcase_add_test(tc, free_goes_back_to_its_bin);
+    tcase_add_test(tc, bins_within_one_octave_route_exactly);
+    tcase_add_test(tc, counts_are_the_bins_and_the_large_requests);
     tcase_add_test(tc, no_bins_passes_everything_upstream);
     tcase_add_test(tc, bins_hold_references_to_the_upstream);
     tcase_add_test(tc, bad_parameters);

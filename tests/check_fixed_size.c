@@ -2,6 +2,7 @@
  * by whole chunks, the block-size limit (RMM: "maximum allocation size exceeded" is out of
  * memory), chunks returned at destroy, upstream failures and bad parameters. */
 #include "config.h"
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include "conformance.h"
@@ -36,6 +37,77 @@ START_TEST(freed_block_is_reused)
     ck_assert_crmm_ok(crmm_resource_deallocate(f, c, 10, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(f, b, 100, NULL));
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    crmm_resource_release(f);
+    crmm_resource_release(h);
+}
+END_TEST
+
+typedef struct churn_arg { crmm_resource *f; int index; int overlapped; crmm_status st; } churn_arg;
+
+enum { CHURN_THREADS = 8, CHURN_LIVE = 32, CHURN_STEPS = 20000 };
+
+static void *churn(void *arg)
+{
+    churn_arg *a = arg;
+    unsigned char *live[CHURN_LIVE] = {0};
+    uint64_t seed = 5 + (uint64_t)a->index;
+    for (int step = 0; step < CHURN_STEPS && a->st == CRMM_OK; step++) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        int k = (int)(seed % CHURN_LIVE);
+        if (live[k]) {
+            if (live[k][0] != a->index + 1 || live[k][255] != a->index + 1)
+                a->overlapped++;
+            a->st = crmm_resource_deallocate(a->f, live[k], 256, NULL);
+            live[k] = NULL;
+        } else if ((a->st = crmm_resource_allocate(a->f, 256, NULL, (void **)&live[k])) == CRMM_OK) {
+            live[k][0] = live[k][255] = (unsigned char)(a->index + 1);
+        }
+    }
+    for (int k = 0; k < CHURN_LIVE; k++)
+        if (live[k] && crmm_resource_deallocate(a->f, live[k], 256, NULL) != CRMM_OK)
+            a->st = CRMM_ERROR_STATE;
+    return NULL;
+}
+
+START_TEST(threads_share_it_and_the_counts_add_up)
+{
+    /* eight threads allocate and free at once: no block is handed to two of them, and the counts
+     * (kept under the resource's lock) lose no update */
+    crmm_resource *h, *f;
+    make("block_size=256 blocks_to_preallocate=16", &h, &f);
+    churn_arg a[CHURN_THREADS];
+    pthread_t th[CHURN_THREADS];
+    for (int k = 0; k < CHURN_THREADS; k++) {
+        a[k] = (churn_arg){f, k, 0, CRMM_OK};
+        ck_assert_int_eq(pthread_create(&th[k], NULL, churn, &a[k]), 0);
+    }
+    uint64_t allocations = 0;
+    for (int k = 0; k < CHURN_THREADS; k++) {
+        ck_assert_int_eq(pthread_join(th[k], NULL), 0);
+        ck_assert_crmm_ok(a[k].st);
+        ck_assert_int_eq(a[k].overlapped, 0);
+    }
+    /* each thread's sequence is fixed: count its allocations again */
+    for (int k = 0; k < CHURN_THREADS; k++) {
+        int live[CHURN_LIVE] = {0};
+        uint64_t seed = 5 + (uint64_t)k;
+        for (int step = 0; step < CHURN_STEPS; step++) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            int j = (int)(seed % CHURN_LIVE);
+            if (!live[j])
+                allocations++;
+            live[j] = !live[j];
+        }
+    }
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS_TOTAL), allocations);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_TOTAL), allocations * 256);
+    ck_assert_uint_le(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS_PEAK), CHURN_THREADS * CHURN_LIVE);
     crmm_resource_release(f);
     crmm_resource_release(h);
 }
@@ -254,6 +326,11 @@ int main(void)
     tcase_add_test(tc, create_fails_when_first_chunk_fails);
     tcase_add_test(tc, bad_parameters);
     tcase_add_test(tc, properties_follow_upstream);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fixed_size_threads"); /* busy threads: give a loaded machine time */
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, threads_share_it_and_the_counts_add_up);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -136,6 +136,7 @@ START_TEST(another_stream_waits_for_the_free)
     cudaStream_t s = new_stream(), t = new_stream();
     const size_t n = 8 * MiB;
     void *a = alloc_on(p, n, s);
+    void *rest = alloc_on(p, 64 * MiB - n, s); /* nothing else free: t can only get a */
     slow_fill(a, n, s);
     free_on(p, a, n, s);
     double t0 = seconds();
@@ -153,6 +154,7 @@ START_TEST(another_stream_waits_for_the_free)
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
     expect_all(b, n, 0xBB);
     free_on(p, b, n, t);
+    free_on(p, rest, 64 * MiB - n, s);
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
     cudaStreamDestroy(s);
     cudaStreamDestroy(t);
@@ -192,6 +194,7 @@ START_TEST(a_destroyed_stream_breaks_nothing)
     cudaStream_t s = new_stream(), t = new_stream();
     const size_t n = 8 * MiB;
     void *a = alloc_on(p, n, s);
+    void *rest = alloc_on(p, 64 * MiB - n, s); /* nothing else free: t can only get a */
     slow_fill(a, n, s);
     free_on(p, a, n, s);
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess); /* its work is still pending */
@@ -201,6 +204,7 @@ START_TEST(a_destroyed_stream_breaks_nothing)
     ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, n, t), cudaSuccess);
     expect_all(b, n, 0xBB);
     free_on(p, b, n, t);
+    free_on(p, rest, 64 * MiB - n, t);
     /* a new stream, which may well get s's old handle, works as any other */
     cudaStream_t u = new_stream();
     void *c = alloc_on(p, n, u);

@@ -238,6 +238,7 @@ START_TEST(sync_mode_moves_blocks_after_one_device_synchronization)
     crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     void *a = alloc_on(p, 64 * KiB, s), *c = alloc_on(p, 128 * KiB, s);
+    void *e = alloc_on(p, MiB - 192 * KiB, s); /* the rest: nothing is left in the ready state */
     free_on(p, a, 64 * KiB, s);
     free_on(p, c, 128 * KiB, u);
     reset_calls();
@@ -248,10 +249,9 @@ START_TEST(sync_mode_moves_blocks_after_one_device_synchronization)
     ck_assert_int_eq(fake_stream_uses(s), 0); /* the other streams' handles never reach CUDA */
     ck_assert_int_eq(fake_stream_uses(u), 0);
     ck_assert_int_eq(fake_stream_uses(t), 0);
-    /* every free block moved to t with that one synchronization: u's too, and the rest of s's */
+    /* every free block became usable with that one synchronization: u's too */
     void *d = alloc_on(p, 128 * KiB, t);
     ck_assert_ptr_eq(d, c);
-    void *e = alloc_on(p, 512 * KiB, t);
     ck_assert_int_eq(calls.device_sync, 1);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     /* back and forth: one synchronization per move, and never an event */
@@ -265,7 +265,7 @@ START_TEST(sync_mode_moves_blocks_after_one_device_synchronization)
     ck_assert_int_eq(calls.record + calls.wait + calls.event_create, 0);
     free_on(p, b, 64 * KiB, s);
     free_on(p, d, 128 * KiB, t);
-    free_on(p, e, 512 * KiB, t);
+    free_on(p, e, MiB - 192 * KiB, t);
     crmm_resource_release(p);
     ck_assert_int_eq(calls.event_destroy, 0); /* no event was ever made */
 }
@@ -304,7 +304,7 @@ START_TEST(sync_mode_never_touches_a_destroyed_stream)
 {
     crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
-    void *a = alloc_on(p, 64 * KiB, s);
+    void *a = alloc_on(p, 64 * KiB, s), *rest = alloc_on(p, MiB - 64 * KiB, s);
     free_on(p, a, 64 * KiB, s);
     fake_stream_destroy(s); /* its work may still be pending: the synchronization waits for it */
     reset_calls();
@@ -325,6 +325,30 @@ START_TEST(sync_mode_never_touches_a_destroyed_stream)
     ck_assert_int_eq(calls.device_sync, 3);
     ck_assert_int_eq(calls.record + calls.wait + calls.get_id, 0);
     free_on(p, d, 64 * KiB, s2);
+    free_on(p, rest, MiB - 64 * KiB, s2);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(streams_side_by_side_share_the_ready_blocks)
+{
+    /* two streams that each allocate and free on themselves, in turns, with sizes their own lists
+     * cannot serve: after the one synchronization that makes the initial chunk usable by any
+     * stream, both take from the ready state and never from each other (were everything free
+     * moved to the stream that missed, the other one would synchronize and take it all back at
+     * its next miss: a synchronization per round) */
+    crmm_resource *p = pool_in_mode(SYNC, "initial_size=32MiB");
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    reset_calls();
+    for (size_t k = 1; k <= 64; k++) {
+        void *x = alloc_on(p, k * 4 * KiB, s), *y = alloc_on(p, k * 4 * KiB, t);
+        free_on(p, x, k * 4 * KiB, s);
+        free_on(p, y, k * 4 * KiB, t);
+    }
+    ck_assert_int_le(calls.device_sync, 1);
+    ck_assert_int_eq(calls.record + calls.wait, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 32 * MiB);
     crmm_resource_release(p);
 }
 END_TEST
@@ -423,7 +447,9 @@ START_TEST(blocks_of_two_streams_merge_only_once_moved)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 256 * KiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), 256 * KiB);
     free_on(p, x, 768 * KiB, s);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB);
+    /* event mode moved t's blocks to s, so x merges with the rest; in sync mode the rest is in
+     * the ready state, which a block freed on s joins only at the next synchronization */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), _i == EVENT ? MiB : 768 * KiB);
     crmm_resource_release(p);
 }
 END_TEST
@@ -567,6 +593,118 @@ START_TEST(per_thread_default_streams_are_told_apart)
 }
 END_TEST
 
+/* ---- eight threads, one stream each ---------------------------------------------------- */
+
+enum { STRESS_THREADS = 8, STRESS_LIVE = 64, STRESS_STEPS = 4000, STRESS_FREED = 1 << 14 };
+
+/* What the threads freed since, as the test sees it: range, stream, and the number of device
+ * synchronizations counted before the free began (so never more than when the pool filed it). */
+typedef struct freed_range { uintptr_t addr; size_t size; cudaStream_t stream; int syncs; } freed_range;
+
+static struct {
+    pthread_mutex_t lock;
+    freed_range freed[STRESS_FREED];
+    size_t count;
+    int misordered, overlapped;
+} stress = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int syncs_now(void) { return __atomic_load_n(&calls.device_sync, __ATOMIC_SEQ_CST); }
+
+/* A block [a, a+n) was handed out on `on` after `syncs` synchronizations: in sync mode every
+ * range freed on another stream that it overlaps must have been freed before one of them. */
+static void check_reuse(uintptr_t a, size_t n, cudaStream_t on, int syncs, int mode)
+{
+    pthread_mutex_lock(&stress.lock);
+    for (size_t i = 0; i < stress.count;) {
+        freed_range *f = &stress.freed[i];
+        if (f->addr < a + n && a < f->addr + f->size) {
+            if (mode == SYNC && f->stream != on && syncs <= f->syncs)
+                stress.misordered++;
+            *f = stress.freed[--stress.count];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&stress.lock);
+}
+
+static void note_free(uintptr_t a, size_t n, cudaStream_t on, int syncs)
+{
+    pthread_mutex_lock(&stress.lock);
+    if (stress.count < STRESS_FREED)
+        stress.freed[stress.count++] = (freed_range){a, n, on, syncs};
+    pthread_mutex_unlock(&stress.lock);
+}
+
+typedef struct stress_arg { crmm_resource *p; cudaStream_t stream; int mode, index; crmm_status st; } stress_arg;
+
+static void *stress_thread(void *arg)
+{
+    stress_arg *w = arg;
+    unsigned char *live[STRESS_LIVE] = {0};
+    size_t size[STRESS_LIVE] = {0};
+    uint64_t seed = 77 + (uint64_t)w->index;
+    crmm_cuda_stream_t on = (crmm_cuda_stream_t)w->stream;
+    for (int step = 0; step < STRESS_STEPS && w->st == CRMM_OK; step++) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        int k = (int)(seed % STRESS_LIVE);
+        if (live[k]) {
+            for (size_t b = 0; b < size[k]; b += 256) /* nobody else wrote into it */
+                if (live[k][b] != (unsigned char)(w->index + 1))
+                    __atomic_add_fetch(&stress.overlapped, 1, __ATOMIC_RELAXED);
+            int syncs = syncs_now();
+            w->st = crmm_resource_deallocate(w->p, live[k], size[k], on);
+            note_free((uintptr_t)live[k], size[k], w->stream, syncs);
+            live[k] = NULL;
+        } else {
+            size[k] = 1 + (size_t)((seed >> 16) % (48 * KiB));
+            void *x = NULL;
+            w->st = crmm_resource_allocate(w->p, size[k], on, &x);
+            if (w->st != CRMM_OK)
+                break;
+            check_reuse((uintptr_t)x, size[k], w->stream, syncs_now(), w->mode);
+            live[k] = x;
+            for (size_t b = 0; b < size[k]; b += 256)
+                live[k][b] = (unsigned char)(w->index + 1);
+        }
+    }
+    for (int k = 0; k < STRESS_LIVE; k++)
+        if (live[k] && crmm_resource_deallocate(w->p, live[k], size[k], on) != CRMM_OK)
+            w->st = CRMM_ERROR_STATE;
+    return NULL;
+}
+
+START_TEST(eight_threads_on_their_own_streams_lose_nothing)
+{
+    /* one stream per thread, as the benchmark's sets C and D: every block handed out is no one
+     * else's (each thread tags its blocks and checks the tags at the free), in sync mode a block
+     * freed on another stream is handed out only after a device synchronization, and at the end
+     * every byte is free again */
+    crmm_resource *p = pool_in_mode(_i, "initial_size=2MiB");
+    stress.count = 0;
+    stress.misordered = stress.overlapped = 0;
+    reset_calls();
+    stress_arg w[STRESS_THREADS];
+    pthread_t th[STRESS_THREADS];
+    for (int k = 0; k < STRESS_THREADS; k++) {
+        w[k] = (stress_arg){p, fake_stream_new(k), _i, k, CRMM_OK};
+        ck_assert_int_eq(pthread_create(&th[k], NULL, stress_thread, &w[k]), 0);
+    }
+    for (int k = 0; k < STRESS_THREADS; k++) {
+        ck_assert_int_eq(pthread_join(th[k], NULL), 0);
+        ck_assert_crmm_ok(w[k].st);
+    }
+    ck_assert_int_eq(stress.overlapped, 0);
+    ck_assert_int_eq(stress.misordered, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+    crmm_resource_release(p);
+}
+END_TEST
+
 START_TEST(a_failed_synchronization_is_an_error_and_breaks_nothing)
 {
     /* sync mode synchronizes to move the block; event mode when its record fails */
@@ -683,6 +821,7 @@ int main(void)
     tcase_add_test(tc, sync_mode_takes_from_other_streams_before_growing);
     tcase_add_test(tc, sync_mode_never_touches_a_destroyed_stream);
     tcase_add_test(tc, sync_mode_prefers_ready_blocks);
+    tcase_add_test(tc, streams_side_by_side_share_the_ready_blocks);
     tcase_add_test(tc, event_mode_orders_another_stream_by_one_event);
     tcase_add_test(tc, event_mode_takes_from_other_streams_before_growing);
     tcase_add_test(tc, event_mode_a_failed_record_falls_back_to_synchronizing);
@@ -694,6 +833,11 @@ int main(void)
     tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, EVENT + 1);
     tcase_add_test(tc, trim_joins_blocks_freed_on_different_streams);
     tcase_add_test(tc, destroy_synchronizes_before_returning_memory);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool_streams_threads"); /* busy threads: give a loaded machine time */
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, eight_threads_on_their_own_streams_lose_nothing, SYNC, EVENT + 1);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

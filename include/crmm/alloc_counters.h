@@ -45,6 +45,31 @@ static inline void crmm_counters_sub(crmm_alloc_counters *c, uint64_t bytes)
     __atomic_sub_fetch(&c->bytes, (int64_t)bytes, __ATOMIC_RELAXED);
 }
 
+/* Count one allocation of `bytes`, for a writer that holds its own lock around every update of
+ * `c`: plain relaxed loads and stores, no locked instruction, so it costs a few cycles where
+ * crmm_counters_add costs one atomic read-modify-write per field. crmm_counters_query still
+ * reads `c` from any thread without that lock. */
+static inline void crmm_counters_add_locked(crmm_alloc_counters *c, uint64_t bytes)
+{
+    int64_t n = __atomic_load_n(&c->count, __ATOMIC_RELAXED) + 1;
+    int64_t b = __atomic_load_n(&c->bytes, __ATOMIC_RELAXED) + (int64_t)bytes;
+    __atomic_store_n(&c->count, n, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->bytes, b, __ATOMIC_RELAXED);
+    if (n > __atomic_load_n(&c->peak_count, __ATOMIC_RELAXED))
+        __atomic_store_n(&c->peak_count, n, __ATOMIC_RELAXED);
+    if (b > __atomic_load_n(&c->peak_bytes, __ATOMIC_RELAXED))
+        __atomic_store_n(&c->peak_bytes, b, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->total_count, __atomic_load_n(&c->total_count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->total_bytes, __atomic_load_n(&c->total_bytes, __ATOMIC_RELAXED) + bytes, __ATOMIC_RELAXED);
+}
+
+/* Count one free of `bytes`, under the writer's own lock (see crmm_counters_add_locked). */
+static inline void crmm_counters_sub_locked(crmm_alloc_counters *c, uint64_t bytes)
+{
+    __atomic_store_n(&c->count, __atomic_load_n(&c->count, __ATOMIC_RELAXED) - 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->bytes, __atomic_load_n(&c->bytes, __ATOMIC_RELAXED) - (int64_t)bytes, __ATOMIC_RELAXED);
+}
+
 /* Answer the counter queries; CRMM_ERROR_UNSUPPORTED (no message) for any other. */
 static inline crmm_status crmm_counters_query(const crmm_alloc_counters *c, crmm_query what, uint64_t *out)
 {

@@ -4,9 +4,17 @@
  * The bins are `fixed_size` resources over the same upstream, one per size: every power of two
  * from 2^min_size_exponent to 2^max_size_exponent, and/or the sizes listed in `bins`; sizes are
  * rounded up to 256 and kept sorted in an array. A request goes to the smallest bin whose size
- * is at least the request (binary search), or upstream when none is. A free finds its bin the
- * same way from its size (the ABI passes the allocated size back), as RMM does, so no pointer
- * has to be remembered. */
+ * is at least the request, or upstream when none is: a table indexed by the request's power of
+ * two gives the first candidate, and only bins of the same octave are stepped over (none when
+ * the bins are powers of two), so routing is O(1). A free finds its bin the same way from its
+ * size (the ABI passes the allocated size back), as RMM does, so no pointer has to be
+ * remembered.
+ *
+ * The hot path touches nothing shared but the bin's own lock: the bins count their own blocks,
+ * and only requests passed upstream are counted here (atomics, on that path alone). So the
+ * counts in use and in total are the bins' sums plus those; the peaks are not known (a sum of
+ * the bins' peaks would overstate them) and are not answered: a `statistics` layer above gives
+ * them. */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,22 +32,28 @@ typedef struct binning_resource {
     crmm_resource base;
     binning_bin *bins;    /* sorted by size, distinct sizes */
     size_t bin_count;
-    int64_t large_count, large_bytes; /* atomic: live requests passed upstream */
-    crmm_alloc_counters counters;
+    uint32_t first_bin[64]; /* [h]: the first bin of at least 2^h bytes (bin_count when none) */
+    crmm_alloc_counters large; /* requests passed upstream (atomic) */
 } binning_resource;
 
-/* The resource serving `bytes`: the smallest bin that fits, else the upstream. */
-static crmm_resource *route(const binning_resource *b, size_t bytes)
+/* The resource serving `bytes`: the smallest bin that fits, else the upstream. A request of
+ * bytes > 2^h starts at the first bin of at least 2^h bytes; every bin before it is too small. */
+static inline crmm_resource *route(const binning_resource *b, size_t bytes)
 {
-    size_t lo = 0, hi = b->bin_count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (b->bins[mid].size < bytes)
-            lo = mid + 1;
-        else
-            hi = mid;
+    size_t i = bytes > 1 ? b->first_bin[63 - __builtin_clzll((unsigned long long)bytes - 1)] : 0;
+    while (i < b->bin_count && b->bins[i].size < bytes)
+        i++;
+    return i < b->bin_count ? b->bins[i].mr : b->base.upstream;
+}
+
+static void fill_route_table(binning_resource *b)
+{
+    size_t i = 0;
+    for (unsigned h = 0; h < 64; h++) {
+        while (i < b->bin_count && b->bins[i].size < ((uint64_t)1 << h))
+            i++;
+        b->first_bin[h] = (uint32_t)i;
     }
-    return lo < b->bin_count ? b->bins[lo].mr : b->base.upstream;
 }
 
 static crmm_status binning_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
@@ -47,14 +61,9 @@ static crmm_status binning_allocate(crmm_resource *self, size_t bytes, crmm_cuda
     binning_resource *b = (binning_resource *)self;
     crmm_resource *target = route(b, bytes);
     crmm_status st = crmm_resource_allocate(target, bytes, stream, ptr);
-    if (st != CRMM_OK)
-        return st;
-    if (target == self->upstream) {
-        __atomic_add_fetch(&b->large_count, 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&b->large_bytes, (int64_t)bytes, __ATOMIC_RELAXED);
-    }
-    crmm_counters_add(&b->counters, bytes);
-    return CRMM_OK;
+    if (st == CRMM_OK && target == self->upstream)
+        crmm_counters_add(&b->large, bytes);
+    return st;
 }
 
 static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
@@ -62,14 +71,9 @@ static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t byt
     binning_resource *b = (binning_resource *)self;
     crmm_resource *target = route(b, bytes);
     crmm_status st = crmm_resource_deallocate(target, ptr, bytes, stream);
-    if (st != CRMM_OK)
-        return st;
-    if (target == self->upstream) {
-        __atomic_sub_fetch(&b->large_count, 1, __ATOMIC_RELAXED);
-        __atomic_sub_fetch(&b->large_bytes, (int64_t)bytes, __ATOMIC_RELAXED);
-    }
-    crmm_counters_sub(&b->counters, bytes);
-    return CRMM_OK;
+    if (st == CRMM_OK && target == self->upstream)
+        crmm_counters_sub(&b->large, bytes);
+    return st;
 }
 
 /* Sum (or, for the largest free block, the maximum) of `what` over the bins. */
@@ -93,18 +97,26 @@ static crmm_status sum_bins(const binning_resource *b, crmm_query what, uint64_t
 static crmm_status binning_query(crmm_resource *self, crmm_query what, uint64_t *out)
 {
     binning_resource *b = (binning_resource *)self;
-    if (crmm_counters_query(&b->counters, what, out) == CRMM_OK)
-        return CRMM_OK;
-    uint64_t bins;
+    uint64_t bins, large;
     crmm_status st;
     switch (what) {
+    case CRMM_QUERY_BYTES_IN_USE:       /* the bins' blocks and the large blocks */
+    case CRMM_QUERY_ALLOCATIONS:
+    case CRMM_QUERY_ALLOCATIONS_TOTAL:
+    case CRMM_QUERY_BYTES_TOTAL:
+        if ((st = sum_bins(b, what, &bins)) == CRMM_OK && (st = crmm_counters_query(&b->large, what, &large)) == CRMM_OK)
+            *out = bins + large;
+        return st;
+    case CRMM_QUERY_BYTES_IN_USE_PEAK:
+    case CRMM_QUERY_ALLOCATIONS_PEAK:
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "binning resource does not track peaks (a statistics layer over it does)");
     case CRMM_QUERY_BYTES_RESERVED:     /* the bins' chunks and the large blocks */
         if ((st = sum_bins(b, what, &bins)) == CRMM_OK)
-            *out = bins + (uint64_t)__atomic_load_n(&b->large_bytes, __ATOMIC_RELAXED);
+            *out = bins + (uint64_t)__atomic_load_n(&b->large.bytes, __ATOMIC_RELAXED);
         return st;
     case CRMM_QUERY_UPSTREAM_BLOCKS:
         if ((st = sum_bins(b, what, &bins)) == CRMM_OK)
-            *out = bins + (uint64_t)__atomic_load_n(&b->large_count, __ATOMIC_RELAXED);
+            *out = bins + (uint64_t)__atomic_load_n(&b->large.count, __ATOMIC_RELAXED);
         return st;
     case CRMM_QUERY_BYTES_FREE:
     case CRMM_QUERY_LARGEST_FREE_BLOCK:
@@ -130,7 +142,9 @@ static void release_bins(binning_resource *b)
 static void binning_destroy(crmm_resource *self)
 {
     binning_resource *b = (binning_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)b->counters.count, (uint64_t)b->counters.bytes);
+    uint64_t count = 0, bytes = 0;
+    if (sum_bins(b, CRMM_QUERY_ALLOCATIONS, &count) == CRMM_OK && sum_bins(b, CRMM_QUERY_BYTES_IN_USE, &bytes) == CRMM_OK)
+        crmm_resource_report_leaks(self, count + (uint64_t)b->large.count, bytes + (uint64_t)b->large.bytes);
     release_bins(b);
     free(b);
 }
@@ -248,6 +262,7 @@ static crmm_status make_bins(binning_resource *b, const size_list *sizes, uint64
         snprintf(bin->name, sizeof bin->name, "%s%sbin%llu", name, *name ? "." : "", (unsigned long long)sizes->v[i]);
         b->bins[b->bin_count++] = (binning_bin){(size_t)sizes->v[i], bin};
     }
+    fill_route_table(b);
     return CRMM_OK;
 }
 

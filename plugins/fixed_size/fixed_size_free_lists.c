@@ -11,10 +11,23 @@
 #include <crmm/cuda_support.h>
 #include "fixed_size_free_lists.h"
 
-void fs_free_lists_init(fs_free_lists *fl, bool host_only)
+void fs_free_lists_init(fs_free_lists *fl, bool host_only, int device)
 {
     memset(fl, 0, sizeof *fl);
     fl->host_only = host_only;
+    fl->device = device;
+}
+
+/* A new event on the lists' device. */
+static crmm_status new_event(const fs_free_lists *fl, cudaEvent_t *ev)
+{
+    crmm_device_guard g;
+    crmm_status st = crmm_cuda_device_enter(fl->device, &g);
+    if (st != CRMM_OK)
+        return st;
+    st = crmm_cuda_status(cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "fixed_size: cudaEventCreateWithFlags");
+    crmm_cuda_device_restore(&g);
+    return st;
 }
 
 static crmm_status stack_reserve(fs_stack *s, size_t more)
@@ -32,8 +45,20 @@ static crmm_status stack_reserve(fs_stack *s, size_t more)
     return CRMM_OK;
 }
 
-/* The list of `stream` (created with its event on first use), or NULL with the error set. */
-static fs_stream_list *list_of(fs_free_lists *fl, crmm_cuda_stream_t stream)
+crmm_status fs_free_lists_key(const fs_free_lists *fl, crmm_cuda_stream_t stream, fs_stream_key *key)
+{
+    key->handle = stream;
+    key->id = 0;
+    if (fl->host_only)
+        return CRMM_OK;
+    /* NULL is the legacy default stream (libcrmm is not built for per-thread default streams) */
+    cudaError_t e = cudaStreamGetId(stream ? (cudaStream_t)stream : cudaStreamLegacy, &key->id);
+    return e == cudaSuccess ? CRMM_OK : crmm_cuda_status(e, "fixed_size: cudaStreamGetId");
+}
+
+/* The list of the stream of `key` (created with its event on first use), or NULL with the error
+ * set. */
+static fs_stream_list *list_of(fs_free_lists *fl, const fs_stream_key *key)
 {
     if (fl->host_only) {
         if (fl->count == 0) {
@@ -46,13 +71,7 @@ static fs_stream_list *list_of(fs_free_lists *fl, crmm_cuda_stream_t stream)
         }
         return &fl->lists[0];
     }
-    unsigned long long id = 0;
-    /* NULL is the legacy default stream (libcrmm is not built for per-thread default streams) */
-    cudaError_t e = cudaStreamGetId(stream ? (cudaStream_t)stream : cudaStreamLegacy, &id);
-    if (e != cudaSuccess) {
-        crmm_cuda_status(e, "fixed_size: cudaStreamGetId");
-        return NULL;
-    }
+    unsigned long long id = key->id;
     for (size_t i = 0; i < fl->count; i++)
         if (fl->lists[i].stream_id == id)
             return &fl->lists[i];
@@ -67,11 +86,8 @@ static fs_stream_list *list_of(fs_free_lists *fl, crmm_cuda_stream_t stream)
         fl->capacity = cap;
     }
     cudaEvent_t ev;
-    e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    if (e != cudaSuccess) {
-        crmm_cuda_status(e, "fixed_size: cudaEventCreateWithFlags");
+    if (new_event(fl, &ev) != CRMM_OK)
         return NULL;
-    }
     fs_stream_list *l = &fl->lists[fl->count++];
     memset(l, 0, sizeof *l);
     l->stream_id = id;
@@ -79,11 +95,12 @@ static fs_stream_list *list_of(fs_free_lists *fl, crmm_cuda_stream_t stream)
     return l;
 }
 
-crmm_status fs_free_lists_pop(fs_free_lists *fl, crmm_cuda_stream_t stream, void **ptr)
+crmm_status fs_free_lists_pop(fs_free_lists *fl, const fs_stream_key *key, void **ptr)
 {
     if (fl->free_blocks == 0)
         return CRMM_ERROR_NOT_FOUND;
-    fs_stream_list *mine = list_of(fl, stream);
+    crmm_cuda_stream_t stream = key->handle;
+    fs_stream_list *mine = list_of(fl, key);
     if (!mine)
         return crmm_last_status();
     if (mine->blocks.count == 0) {
@@ -111,9 +128,10 @@ crmm_status fs_free_lists_pop(fs_free_lists *fl, crmm_cuda_stream_t stream, void
     return CRMM_OK;
 }
 
-crmm_status fs_free_lists_push(fs_free_lists *fl, crmm_cuda_stream_t stream, void *const *ptrs, size_t n)
+crmm_status fs_free_lists_push(fs_free_lists *fl, const fs_stream_key *key, void *const *ptrs, size_t n)
 {
-    fs_stream_list *l = list_of(fl, stream);
+    crmm_cuda_stream_t stream = key->handle;
+    fs_stream_list *l = list_of(fl, key);
     if (!l)
         return crmm_last_status();
     crmm_status st = stack_reserve(&l->blocks, n);

@@ -6,7 +6,9 @@
  * one whole block from a stream-ordered free list (fixed_size_free_lists.c); a larger one fails
  * with CRMM_ERROR_OUT_OF_MEMORY, as RMM's "Maximum allocation size exceeded". When every list
  * is empty another chunk is allocated on the requesting stream. Chunks go back upstream only
- * when the resource is destroyed. One mutex guards the lists and the chunk array. */
+ * when the resource is destroyed. One mutex guards the lists, the chunk array, the live set and
+ * the counters; allocate and deallocate each take it once, and switch devices only for a default
+ * stream (enter_device_for). */
 #include "config.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -33,9 +35,11 @@ typedef struct fixed_size_resource {
     crmm_alloc_counters counters; /* bytes as requested */
 } fixed_size_resource;
 
-/* Allocate one more chunk on `stream` and put its blocks on that stream's list. Lock held. */
-static crmm_status grow(fixed_size_resource *r, crmm_cuda_stream_t stream)
+/* Allocate one more chunk on the stream of `key` and put its blocks on that stream's list. Lock
+ * held. */
+static crmm_status grow(fixed_size_resource *r, const fs_stream_key *key)
 {
+    crmm_cuda_stream_t stream = key->handle;
     if (r->chunk_count == r->chunk_capacity) {
         size_t cap = r->chunk_capacity ? r->chunk_capacity * 2 : 8;
         void **v = realloc(r->chunks, cap * sizeof *v);
@@ -59,7 +63,7 @@ static crmm_status grow(fixed_size_resource *r, crmm_cuda_stream_t stream)
     /* Pushed in reverse so that blocks are handed out in address order. */
     for (size_t i = 0; i < r->blocks_per_chunk; i++)
         blocks[i] = (char *)chunk + (r->blocks_per_chunk - 1 - i) * r->block_size;
-    st = fs_free_lists_push(&r->free, stream, blocks, r->blocks_per_chunk);
+    st = fs_free_lists_push(&r->free, key, blocks, r->blocks_per_chunk);
     free(blocks);
     if (st != CRMM_OK) {
         crmm_resource_deallocate(r->base.upstream, chunk, r->chunk_size, stream);
@@ -80,6 +84,18 @@ static crmm_status enter_device(const fixed_size_resource *r, crmm_device_guard 
     return crmm_cuda_device_enter(r->base.device, g);
 }
 
+/* The default streams (NULL, cudaStreamLegacy, cudaStreamPerThread) name a stream of whichever
+ * device is current, so around calls that pass one the resource's device is made current; a
+ * created stream carries its device, and nothing is switched for it (the common case costs no
+ * CUDA call here). */
+static crmm_status enter_device_for(const fixed_size_resource *r, crmm_cuda_stream_t stream, crmm_device_guard *g)
+{
+    g->changed = 0;
+    if (r->free.host_only || (uintptr_t)stream > (uintptr_t)CRMM_CUDA_STREAM_PER_THREAD)
+        return CRMM_OK;
+    return crmm_cuda_device_enter(r->base.device, g);
+}
+
 static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
     fixed_size_resource *r = (fixed_size_resource *)self;
@@ -93,23 +109,27 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
     if (!r->free.host_only && crmm_process_exiting())
         return crmm_set_error(CRMM_ERROR_STATE, "fixed_size '%s': the process is exiting: no device allocation", self->name);
     crmm_device_guard g;
-    crmm_status st = enter_device(r, &g);
+    crmm_status st = enter_device_for(r, stream, &g);
     if (st != CRMM_OK)
         return st;
+    fs_stream_key key;
+    if ((st = fs_free_lists_key(&r->free, stream, &key)) != CRMM_OK) { /* before the lock: a CUDA call */
+        crmm_cuda_device_restore(&g);
+        return st;
+    }
     pthread_mutex_lock(&r->lock);
-    st = fs_free_lists_pop(&r->free, stream, ptr);
-    if (st == CRMM_ERROR_NOT_FOUND && (st = grow(r, stream)) == CRMM_OK)
-        st = fs_free_lists_pop(&r->free, stream, ptr);
+    st = fs_free_lists_pop(&r->free, &key, ptr);
+    if (st == CRMM_ERROR_NOT_FOUND && (st = grow(r, &key)) == CRMM_OK)
+        st = fs_free_lists_pop(&r->free, &key, ptr);
     if (st == CRMM_OK && !fs_live_add(&r->live, (uintptr_t)*ptr)) {
-        fs_free_lists_push(&r->free, stream, ptr, 1); /* back where it came from */
+        fs_free_lists_push(&r->free, &key, ptr, 1); /* back where it came from */
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size '%s': malloc failed (live set)", self->name);
     }
+    if (st == CRMM_OK)
+        crmm_counters_add_locked(&r->counters, bytes);
     pthread_mutex_unlock(&r->lock);
     crmm_cuda_device_restore(&g);
-    if (st != CRMM_OK)
-        return st;
-    crmm_counters_add(&r->counters, bytes);
-    return CRMM_OK;
+    return st;
 }
 
 static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
@@ -118,24 +138,29 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
     if (bytes > r->block_size)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "fixed_size '%s': deallocate of %zu bytes at %p: larger than the block size %zu, not from this resource",
                               self->name, bytes, ptr, r->block_size);
+    /* once the process is exiting no CUDA call: the block goes upstream with its chunk */
+    bool push = r->free.host_only || !crmm_process_exiting();
+    crmm_device_guard g = {-1, 0};
+    fs_stream_key key;
+    crmm_status st = push ? enter_device_for(r, stream, &g) : CRMM_OK;
+    if (st == CRMM_OK && push)
+        st = fs_free_lists_key(&r->free, stream, &key); /* before the lock: a CUDA call */
+    if (st != CRMM_OK) {
+        crmm_cuda_device_restore(&g);
+        return st;
+    }
     pthread_mutex_lock(&r->lock);
     bool known = fs_live_remove(&r->live, (uintptr_t)ptr);
+    if (known)
+        crmm_counters_sub_locked(&r->counters, bytes);
+    if (known && push)
+        st = fs_free_lists_push(&r->free, &key, &ptr, 1);
     pthread_mutex_unlock(&r->lock);
+    crmm_cuda_device_restore(&g);
     if (!known)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
                               "fixed_size '%s': deallocate of %p: not a block it handed out (double free?)", self->name,
                               ptr);
-    crmm_counters_sub(&r->counters, bytes);
-    if (!r->free.host_only && crmm_process_exiting())
-        return CRMM_OK; /* no CUDA call now; the block goes upstream with its chunk */
-    crmm_device_guard g;
-    crmm_status st = enter_device(r, &g);
-    if (st != CRMM_OK)
-        return st;
-    pthread_mutex_lock(&r->lock);
-    st = fs_free_lists_push(&r->free, stream, &ptr, 1);
-    pthread_mutex_unlock(&r->lock);
-    crmm_cuda_device_restore(&g);
     return st;
 }
 
@@ -210,12 +235,14 @@ static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *u
     r->chunk_size = r->block_size * r->blocks_per_chunk;
     pthread_mutex_init(&r->lock, NULL);
     /* An upstream that is not device memory is host-only: no streams, no events. */
-    fs_free_lists_init(&r->free, !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE));
+    fs_free_lists_init(&r->free, !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE), upstream->device);
     crmm_resource_init(&r->base, &fixed_size_ops, "fixed_size", upstream->flags, upstream->device, upstream);
     crmm_device_guard g;
     st = enter_device(r, &g);
     if (st == CRMM_OK) {
-        st = grow(r, NULL); /* the first chunk, as RMM does at construction */
+        fs_stream_key key;
+        if ((st = fs_free_lists_key(&r->free, NULL, &key)) == CRMM_OK)
+            st = grow(r, &key); /* the first chunk, as RMM does at construction */
         crmm_cuda_device_restore(&g);
     }
     if (st != CRMM_OK) {

@@ -2,10 +2,12 @@
  *
  * allocate rounds the size up to 256 bytes and, under the pool's lock, finds the caller's stream
  * state (a one-entry cache), takes the head of the first fitting class of its free list (two
- * bit scans), cuts the rest off as a free block of the same stream, and puts the block in the live
- * map. That is the whole fast path: no CUDA call, no malloc, no scan. Anything else goes to
+ * bit scans) or else of the ready state's list (blocks any stream may use at once), cuts the rest
+ * off as a free block of the same state, and puts the block in the live map. That is the whole
+ * fast path: no CUDA call, no malloc, no scan. Anything else goes to
  * allocate_slow: spare records or map slots to allocate, a stream seen for the first time, and a
- * miss, which tries in turn the size's own class, the other streams' free blocks (pool_streams_take:
+ * miss, which tries in turn the size's own class, the ready state's blocks (taken where they lie,
+ * so the rest of a split stays shared), the other streams' free blocks (pool_streams_take:
  * ordered by a device synchronization or by an event, as stream_reuse says), growing from
  * upstream (pool_grow), and last the other streams' blocks again with a device synchronization
  * allowed whatever fits.
@@ -19,21 +21,13 @@
 
 static inline void count_allocation(pool_resource *p, size_t bytes, size_t size)
 {
-    crmm_alloc_counters *c = &p->counters;
-    if (++c->count > c->peak_count)
-        c->peak_count = c->count;
-    c->bytes += (int64_t)bytes;
-    if (c->bytes > c->peak_bytes)
-        c->peak_bytes = c->bytes;
-    c->total_count++;
-    c->total_bytes += bytes;
+    crmm_counters_add_locked(&p->counters, bytes);
     p->live_bytes += size;
 }
 
 static inline void count_free(pool_resource *p, size_t bytes, size_t size)
 {
-    p->counters.count--;
-    p->counters.bytes -= (int64_t)bytes;
+    crmm_counters_sub_locked(&p->counters, bytes);
     p->live_bytes -= size;
 }
 
@@ -52,14 +46,14 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
     *sp = s;
     if ((*out = pool_free_list_fit(&s->free, size)))
         return CRMM_OK;
-    crmm_status st = pool_streams_take(&p->streams, &p->records, s, size, false, out);
+    crmm_status st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out);
     if (st != CRMM_OK || *out)
         return st;
     st = pool_grow(p, s, size, stream, out);
     if (st != CRMM_ERROR_OUT_OF_MEMORY)
         return st;
     /* out of room: every other stream's blocks, after a device synchronization, are the last resort */
-    crmm_status again = pool_streams_take(&p->streams, &p->records, s, size, true, out);
+    crmm_status again = pool_streams_take(&p->streams, &p->records, s, size, true, sp, out);
     if (again != CRMM_OK)
         return again;
     return *out ? CRMM_OK : st;
@@ -76,9 +70,14 @@ crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t 
     size_t size = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
     pool_lock(p);
     pool_stream *s = pool_streams_find(&p->streams, stream);
-    pool_block *b;
-    if (__builtin_expect(!s || !p->records.spare_count || !pool_block_map_has_room(&p->live) ||
-                         !(b = pool_free_list_find(&s->free, size)), 0)) {
+    pool_block *b = NULL;
+    if (__builtin_expect(s && p->records.spare_count && pool_block_map_has_room(&p->live), 1)) {
+        b = pool_free_list_find(&s->free, size);
+        pool_stream *ready = p->streams.ready;
+        if (!b && ready && (b = pool_free_list_find(&ready->free, size)))
+            s = ready; /* any stream may use it at once; the rest of a split stays ready */
+    }
+    if (__builtin_expect(!b, 0)) {
         crmm_status st = allocate_slow(p, stream, size, &s, &b);
         if (st != CRMM_OK) {
             pool_unlock(p);

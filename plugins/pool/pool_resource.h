@@ -17,6 +17,7 @@
 #include "pool_free_list.h"
 #include "pool_streams.h"
 #include "pool_vmm.h"
+#include "../common/spin_lock.h"
 
 /* The largest request the pool accepts: rounding it up to 256 bytes must not overflow. */
 #define POOL_MAX_REQUEST (SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
@@ -27,7 +28,7 @@
 
 typedef struct pool_resource {
     crmm_resource base;            /* first: crmm sees a crmm_resource */
-    int lock;                      /* pool_lock: 0 free, 1 held */
+    int lock;                      /* pool_lock (a spin lock) */
     pool_streams streams;          /* free blocks per stream */
     pool_block_map live;           /* live blocks by address */
     pool_records records;          /* spare block records */
@@ -46,20 +47,12 @@ typedef struct pool_resource {
     uint64_t device_memory;        /* the device's total memory: an expandable pool never maps more */
 } pool_resource;
 
-/* The pool's one lock: a test-and-test-and-set spin lock that yields the processor after a few
- * hundred spins (pool_lock_contended). Critical sections are tens of nanoseconds, so waiting by
- * spinning hands the lock over in about the time of a cache-line transfer, where a mutex puts
- * waiters to sleep in the kernel and costs microseconds per hand-over (measured on the H200's host:
- * 5.5 us/op on set C with pthread_mutex_t). Slow paths that call CUDA (growth, a device
- * synchronize) hold it too; waiters then yield instead of burning a core. */
-void pool_lock_contended(pool_resource *p);
-static inline void pool_lock(pool_resource *p)
-{
-    if (__builtin_expect(!__atomic_exchange_n(&p->lock, 1, __ATOMIC_ACQUIRE), 1))
-        return;
-    pool_lock_contended(p);
-}
-static inline void pool_unlock(pool_resource *p) { __atomic_store_n(&p->lock, 0, __ATOMIC_RELEASE); }
+/* The pool's one lock: a spin lock (plugins/common/spin_lock.h). Critical sections are tens of
+ * nanoseconds; a mutex put waiters to sleep and cost microseconds per hand-over (measured on the
+ * H200's host: 5.5 us/op on set C with pthread_mutex_t). Slow paths that call CUDA (growth, a
+ * device synchronize) hold it too; waiters then yield instead of burning a core. */
+static inline void pool_lock(pool_resource *p) { spin_lock(&p->lock); }
+static inline void pool_unlock(pool_resource *p) { spin_unlock(&p->lock); }
 
 /* "pool 'main'", or "pool" when the resource has no name; into buf. */
 const char *pool_label(const pool_resource *p, char *buf, size_t size);

@@ -16,12 +16,16 @@
  * stream_reuse = sync (the default). When T's list has no block that fits but another stream's
  * has, the pool calls cudaDeviceSynchronize, which waits for all work on the device (including
  * work still draining on a destroyed S) and names no stream. After it every free block is safe on
- * any stream, and the free blocks of every stream move to T (merging with T's neighbours). S's
- * handle is never passed to CUDA, so destroying a stream is always safe. The price is that the
- * host waits for the device: about 10 us when it is idle, as long as the longest pending work
- * otherwise, and the device idles until the host enqueues again. It is paid when a stream's own
- * list runs dry while other streams hold free memory; since everything free moves at once, a
- * stream that allocates and frees on itself settles after its first synchronization.
+ * any stream, so the free blocks of every stream (T's too) join the ready state (below), merging
+ * with their neighbours, and T takes its block from there. S's handle is never passed to CUDA, so
+ * destroying a stream is always safe. The price is that the host waits for the device: about
+ * 10 us when it is idle, as long as the longest pending work otherwise, and the device idles
+ * until the host enqueues again. It is paid when a stream's own list and the ready state both
+ * have nothing that fits while other streams hold a block that does. Blocks of the ready state
+ * are taken where they lie (the rest of a split stays ready), not moved to T: were everything
+ * free moved to T, the next stream to miss would synchronize and take it all back, and threads
+ * that each allocate on their own stream would synchronize against each other at every other
+ * miss.
  *   The order on a miss is: T's own list, the ready state (below, no wait), the other streams
  * (one device synchronization), growing from upstream. Synchronizing before growing is RMM's order
  * (it takes from other streams before it expands), and it is the better one here too: growth
@@ -50,7 +54,8 @@
  * instead.
  *
  * In both modes, after growing failed, the device is synchronized if other streams hold free
- * blocks at all, and all of them move to T: blocks that fit nowhere alone may merge there.
+ * blocks at all, and all of them join the ready state: blocks that fit nowhere alone may merge
+ * there.
  *
  * The caveat that remains in both modes (the same as RMM's): the fast path cannot tell that a
  * handle was destroyed and handed to a new stream. If S is destroyed while work on a block freed
@@ -144,7 +149,18 @@ static void retire(pool_streams *ss, size_t i, pool_stream *keep)
     ss->all[i] = ss->all[--ss->count];
     if (ss->last == s)
         ss->last = keep;
+    if (ss->ready == s)
+        ss->ready = NULL;
     free(s);
+}
+
+/* Make s the ready state: no lookup finds it any more, any stream takes its blocks. */
+static pool_stream *make_ready(pool_streams *ss, pool_stream *s)
+{
+    s->handle = NULL;
+    s->thread = POOL_NO_THREAD;
+    s->ready = true;
+    return ss->ready = s;
 }
 
 /* Move every free block of s to t. */
@@ -215,13 +231,10 @@ void pool_streams_forget(pool_streams *ss, pool_records *records, crmm_cuda_stre
     uint64_t thread;
     key_of(&handle, &thread);
     size_t at = ss->count;
-    pool_stream *ready = NULL;
-    for (size_t i = 0; i < ss->count; i++) {
+    pool_stream *ready = ss->ready;
+    for (size_t i = 0; i < ss->count; i++)
         if (ss->all[i]->handle == handle && ss->all[i]->thread == thread)
             at = i;
-        if (ss->all[i]->ready)
-            ready = ss->all[i];
-    }
     if (at == ss->count)
         return;
     pool_stream *s = ss->all[at];
@@ -229,10 +242,7 @@ void pool_streams_forget(pool_streams *ss, pool_records *records, crmm_cuda_stre
         move_blocks(s, ready, records);
         retire(ss, at, ready);
     } else {
-        /* s becomes the ready state: no lookup can find it any more */
-        s->handle = NULL;
-        s->thread = POOL_NO_THREAD;
-        s->ready = true;
+        make_ready(ss, s);
     }
 }
 
@@ -240,16 +250,7 @@ void pool_streams_make_all_ready(pool_streams *ss, pool_records *records)
 {
     if (!ss->real || !ss->count)
         return;
-    pool_stream *ready = NULL;
-    for (size_t i = 0; i < ss->count && !ready; i++)
-        if (ss->all[i]->ready)
-            ready = ss->all[i];
-    if (!ready) {
-        ready = ss->all[0];
-        ready->handle = NULL;
-        ready->thread = POOL_NO_THREAD;
-        ready->ready = true;
-    }
+    pool_stream *ready = ss->ready ? ss->ready : make_ready(ss, ss->all[0]);
     for (size_t i = 0; i < ss->count;) {
         pool_stream *s = ss->all[i];
         if (s == ready) {
@@ -296,21 +297,54 @@ pool_stream *pool_streams_gather(pool_streams *ss, pool_records *records, pool_s
 {
     if (!t) {
         pool_streams_make_all_ready(ss, records);
-        for (size_t i = 0; i < ss->count; i++)
-            if (ss->all[i]->ready)
-                return ss->all[i];
-        return NULL;
+        return ss->ready;
     }
     move_all_to(ss, records, t);
     return t;
 }
 
+/* After a device synchronization: every free block of every state, t's included, joins the ready
+ * state (made from a state other than t when there is none), merging with its neighbours there;
+ * the other states are dropped, t stays (empty). Returns the ready state, or NULL when t is the
+ * only state. */
+static pool_stream *pour_into_ready(pool_streams *ss, pool_records *records, pool_stream *t)
+{
+    pool_stream *ready = ss->ready;
+    for (size_t i = 0; i < ss->count && !ready; i++)
+        if (ss->all[i] != t)
+            ready = make_ready(ss, ss->all[i]);
+    if (!ready)
+        return NULL;
+    for (size_t i = 0; i < ss->count;) {
+        pool_stream *s = ss->all[i];
+        if (s != ready)
+            move_blocks(s, ready, records);
+        if (s == ready || s == t)
+            i++;
+        else
+            retire(ss, i, ready);
+    }
+    return ready;
+}
+
+/* A fitting block of the ready state, or NULL. */
+static pool_block *ready_fit(const pool_streams *ss, size_t size, pool_stream **from)
+{
+    pool_block *b = ss->ready ? pool_free_list_fit(&ss->ready->free, size) : NULL;
+    if (b)
+        *from = ss->ready;
+    return b;
+}
+
 crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stream *t, size_t size,
-                              bool may_synchronize, pool_block **out)
+                              bool may_synchronize, pool_stream **from, pool_block **out)
 {
     *out = NULL;
+    *from = t;
     if (!ss->real || crmm_process_exiting())
         return CRMM_OK;
+    if ((*out = ready_fit(ss, size, from)))
+        return CRMM_OK; /* taken where it lies: the ready state stays shared */
     bool by_event = ss->by_event;
     uint64_t me = pool_thread_serial();
     bool refused = false, any_fits = false, any_free = false;
@@ -326,22 +360,19 @@ crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stre
         }
         i++;
         any_free = true;
-        if (!pool_free_list_fit(&s->free, size))
+        if (s->ready || !pool_free_list_fit(&s->free, size))
             continue;
         any_fits = true;
-        bool ordered = s->ready;
-        if (!ordered && by_event && !(s->handle == CRMM_CUDA_STREAM_PER_THREAD && s->thread != me)) {
-            ordered = order_behind(ss, t, s);
-            refused = !ordered;
-        }
-        if (ordered) {
-            move_blocks(s, t, records);
-            retire(ss, i - 1, t);
-            *out = pool_free_list_fit(&t->free, size);
-            return CRMM_OK;
-        }
-        if (refused)
+        if (!by_event || (s->handle == CRMM_CUDA_STREAM_PER_THREAD && s->thread != me))
+            continue;
+        if (!order_behind(ss, t, s)) {
+            refused = true;
             break; /* CUDA refused the event: synchronizing is the way left */
+        }
+        move_blocks(s, t, records);
+        retire(ss, i - 1, t);
+        *out = pool_free_list_fit(&t->free, size);
+        return CRMM_OK;
     }
     bool synchronize = refused || (!by_event && any_fits) || (may_synchronize && any_free);
     if (!synchronize)
@@ -349,7 +380,8 @@ crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stre
     crmm_status st = pool_streams_synchronize(ss);
     if (st != CRMM_OK)
         return st;
-    move_all_to(ss, records, t);
-    *out = pool_free_list_fit(&t->free, size);
+    pool_stream *ready = pour_into_ready(ss, records, t);
+    if (ready && (*out = pool_free_list_fit(&ready->free, size)))
+        *from = ready;
     return CRMM_OK;
 }

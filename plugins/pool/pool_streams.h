@@ -27,6 +27,7 @@ typedef enum pool_reuse {
 
 typedef struct pool_streams {
     pool_stream *last;             /* the state found last; for a host pool the only one */
+    pool_stream *ready;            /* the ready state (one of all[]), or NULL */
     pool_stream **all;             /* every state */
     size_t count, capacity;
     bool real;                     /* device memory: streams matter (false: one state for all) */
@@ -64,20 +65,23 @@ static inline pool_stream *pool_streams_find(pool_streams *ss, crmm_cuda_stream_
     return pool_streams_find_slow(ss, handle, thread);
 }
 
-/* Called when `t` has no block of `size`: find one among the other streams' free blocks, order
- * t's stream behind the stream that freed it, and move blocks to t. Blocks of the ready state
- * move without a CUDA call. Otherwise, with POOL_REUSE_EVENT, the first stream with a fitting
- * block that can be recorded on (not another thread's per-thread default stream) is ordered by
- * the pool's event and its blocks move to t; with POOL_REUSE_SYNC, a fitting block on any other
- * stream makes the pool synchronize the device, after which the free blocks of every stream move
- * to t. With `may_synchronize` true (the last resort, after growing failed) the device is also
- * synchronized when other streams hold free blocks at all, none of which fits alone, since
- * merged in t's list they may. The only handle passed to CUDA other than t's is, with
- * POOL_REUSE_EVENT, that of the stream recorded on. *out: a block of t of at least `size`, or
- * NULL when none was found. Errors: CRMM_ERROR_CUDA (synchronizing failed). Never calls CUDA
- * for a host pool or once the process is exiting. */
+/* Called when `t` has no block of `size`: find one among the other states' free blocks. A fitting
+ * block of the ready state is taken where it lies, without a CUDA call (*from: the ready state),
+ * so that what is left of it stays usable by every stream. Otherwise, with POOL_REUSE_EVENT, the
+ * first stream with a fitting block that can be recorded on (not another thread's per-thread
+ * default stream) is ordered by the pool's event and its blocks move to t (*from: t); with
+ * POOL_REUSE_SYNC, a fitting block on any other stream makes the pool synchronize the device,
+ * after which the free blocks of every stream, t's included, join the ready state (merging) and
+ * the block is taken from there. Pouring into the ready state rather than into t keeps streams
+ * that run side by side from taking everything from each other, and a synchronization each time.
+ * With `may_synchronize` true (the last resort, after growing failed) the device is also
+ * synchronized when other streams hold free blocks at all, none of which fits alone, since merged
+ * they may. The only handle passed to CUDA other than t's is, with POOL_REUSE_EVENT, that of the
+ * stream recorded on. *out: a block of at least `size` in the list of *from (t or the ready
+ * state), or NULL when none was found. t is never dropped. Errors: CRMM_ERROR_CUDA (synchronizing
+ * failed). Never calls CUDA for a host pool or once the process is exiting. */
 crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stream *t, size_t size,
-                              bool may_synchronize, pool_block **out);
+                              bool may_synchronize, pool_stream **from, pool_block **out);
 
 /* CRMM_POOL_OP_FORGET_STREAM, in two steps: pool_streams_wait without the pool's lock (waits for
  * the stream; CRMM_ERROR_CUDA when that fails), then pool_streams_forget under it (files the
