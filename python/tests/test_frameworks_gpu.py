@@ -49,6 +49,10 @@ def test_numba_kernel_on_crmm_memory(gpu, tmp_path):
     r = run_python(
         """
         import numpy as np
+        if not hasattr(np, "row_stack"):
+            # numba-cuda's kernel compiler still names np.row_stack, which NumPy 2.4 removed:
+            # without this alias no Numba kernel compiles at all on such a machine, crmm or not
+            np.row_stack = np.vstack
         from numba import cuda
         import crmm.mr
 
