@@ -50,7 +50,7 @@ def test_numba_kernel_on_crmm_memory(gpu, tmp_path):
         """
         import numpy as np
         if not hasattr(np, "row_stack"):
-            # numba-cuda's kernel compiler still names np.row_stack, which NumPy 2.4 removed:
+            # numba-cuda's kernel compiler still names np.row_stack, which newer NumPy removed:
             # without this alias no Numba kernel compiles at all on such a machine, crmm or not
             np.row_stack = np.vstack
         from numba import cuda
