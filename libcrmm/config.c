@@ -24,6 +24,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include "internal.h"
+#include "suggest.h"
 
 #ifndef CRMM_SYSCONFDIR
 #define CRMM_SYSCONFDIR "/usr/local/etc"
@@ -252,7 +253,10 @@ static int begin_section(crmm_config *c, const char *section)
         return 1;
     }
     const char *hint = "";
-    if (crmm_edit_distance(section, "crmm") <= 2)
+    crmm_suggestion near_crmm;
+    crmm_suggestion_start(&near_crmm, section);
+    crmm_suggestion_consider(&near_crmm, "crmm");
+    if (crmm_suggestion_best(&near_crmm))
         hint = " (did you mean [crmm]?)";
     else if (strncmp(section, "resource", 8) == 0 || strncmp(section, "resources", 9) == 0)
         hint = " (resources are [resource.NAME])";
@@ -265,15 +269,11 @@ static int begin_section(crmm_config *c, const char *section)
 /* " (did you mean 'KEY'?)" for the closest of `keys` within 2 edits, else `otherwise`. */
 static const char *key_hint(const char *key, const char *const *keys, const char *otherwise, char *buf, size_t n)
 {
-    const char *best = NULL;
-    unsigned bd = 3;
-    for (; *keys; keys++) {
-        unsigned d = crmm_edit_distance(key, *keys);
-        if (d < bd) {
-            bd = d;
-            best = *keys;
-        }
-    }
+    crmm_suggestion s;
+    crmm_suggestion_start(&s, key);
+    for (; *keys; keys++)
+        crmm_suggestion_consider(&s, *keys);
+    const char *best = crmm_suggestion_best(&s);
     if (!best)
         return otherwise;
     snprintf(buf, n, " (did you mean '%s'?)", best);
@@ -359,15 +359,11 @@ long crmm_config_find_resource(const crmm_config *c, const char *name)
 
 static void unknown_resource(crmm_config *c, int line, const char *what, const char *name)
 {
-    const char *best = NULL;
-    unsigned bd = 3;
-    for (size_t i = 0; i < c->nres; i++) {
-        unsigned d = crmm_edit_distance(name, c->res[i].name);
-        if (d < bd) {
-            bd = d;
-            best = c->res[i].name;
-        }
-    }
+    crmm_suggestion s;
+    crmm_suggestion_start(&s, name);
+    for (size_t i = 0; i < c->nres; i++)
+        crmm_suggestion_consider(&s, c->res[i].name);
+    const char *best = crmm_suggestion_best(&s);
     if (best)
         parse_error(c, line, "%s '%s' is not a [resource.*] of this config (did you mean '%s'?)", what, name, best);
     else

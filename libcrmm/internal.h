@@ -58,7 +58,4 @@ void crmm_logging_switch_reset(void);
 /* device_registry.c: forget all per-device resources (finalize). */
 void crmm_registry_clear(void);
 
-/* Edit distance for "did you mean" suggestions (plugin names, parameter keys, sections). */
-unsigned crmm_edit_distance(const char *a, const char *b);
-
 #endif

@@ -6,6 +6,7 @@ libcrmm_la_SOURCES = \
 	libcrmm/log.c \
 	libcrmm/size_parse.c \
 	libcrmm/cuda_support.c \
+	libcrmm/suggest.c libcrmm/suggest.h \
 	libcrmm/params.c \
 	libcrmm/file_name.c \
 	libcrmm/resource.c \
