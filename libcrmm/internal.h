@@ -42,20 +42,8 @@ crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, c
 /* The parameter-table check run by the loader. */
 crmm_status crmm_param_table_validate(const crmm_plugin *plugin);
 
-/* resource.c: build through a plugin with prepared params; names the instance. */
+/* plugin_create.c: build through a plugin with prepared params; names the instance. */
 crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,
                                       crmm_resource *upstream, crmm_resource **out);
-
-/* config.c: the lock crmm_init holds while it swaps the current config; hold it while using
- * crmm_current_config() so that it is not freed meanwhile. Lock order: registry, then this. */
-void crmm_config_lock_current(void);
-void crmm_config_unlock_current(void);
-
-/* logging_switch.c: forget what crmm_enable_logging installed, without touching the registry
- * (crmm_finalize clears that next). */
-void crmm_logging_switch_reset(void);
-
-/* device_registry.c: forget all per-device resources (finalize). */
-void crmm_registry_clear(void);
 
 #endif

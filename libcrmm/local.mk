@@ -10,9 +10,15 @@ libcrmm_la_SOURCES = \
 	libcrmm/params.c \
 	libcrmm/file_name.c \
 	libcrmm/resource.c \
-	libcrmm/device_registry.c \
 	libcrmm/plugin_loader.c \
-	libcrmm/config.c
+	libcrmm/plugin_create.c \
+	libcrmm/config_internal.h \
+	libcrmm/config_parse.c \
+	libcrmm/config_graph.c \
+	libcrmm/config_instances.c \
+	libcrmm/config.c \
+	libcrmm/device_registry.c libcrmm/device_registry.h \
+	libcrmm/runtime.c libcrmm/runtime.h
 libcrmm_la_CPPFLAGS = $(AM_CPPFLAGS) $(INIH_CFLAGS) \
 	-DCRMM_PLUGIN_DIR='"$(pkglibdir)"' -DCRMM_SYSCONFDIR='"$(sysconfdir)"'
 libcrmm_la_LDFLAGS = -version-info $(CRMM_LT_VERSION) -no-undefined $(AM_LDFLAGS)

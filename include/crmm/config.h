@@ -60,6 +60,8 @@ bool crmm_config_resource_is_host(const crmm_config *cfg, size_t i);
  * first [resource.*] of the file, else NULL (nothing configured: crmm_init's per-device default
  * is then the built-in `cuda` plugin). */
 const char *crmm_config_default_resource(const crmm_config *cfg, int device);
+/* The [crmm] log_level as written (crmm_init applies it), or NULL when it is not given. */
+const char *crmm_config_log_level(const crmm_config *cfg);
 /* The [crmm] plugin_path as used: entries relative to the config file's directory made absolute
  * (a config from a string may not have relative ones). NULL if none. */
 const char *crmm_config_plugin_path(const crmm_config *cfg);
@@ -73,7 +75,7 @@ const char *crmm_config_skipped_reason(const crmm_config *cfg, size_t i);
 /* Build resource `name` (and its upstreams) for CUDA device `device` (-1: the current device;
  * host-only chains need no device and ignore it). Instances are cached per config and device:
  * asking twice gives the same resource with one more reference, and resources sharing an
- * upstream share its instance. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL, device < -1 or > 127),
+ * upstream share its instance. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL, device < -1 or >= CRMM_MAX_DEVICES),
  * CRMM_ERROR_NOT_FOUND (no such resource), CRMM_ERROR_CUDA, and the plugin's own, with
  * "FILE:LINE: resource.NAME: " in front. On error *out is untouched. */
 crmm_status crmm_config_create_resource(crmm_config *cfg, const char *name, int device, crmm_resource **out);

@@ -191,6 +191,9 @@ void crmm_resource_report_leaks(const crmm_resource *mr, uint64_t count, uint64_
 
 /* ---- per-device current resources -------------------------------------------------------- */
 
+/* Device ordinals crmm handles: 0 .. CRMM_MAX_DEVICES - 1. */
+#define CRMM_MAX_DEVICES 128
+
 /* The current device's resource (borrowed: valid until it is replaced and the replacer releases
  * it; when another thread may replace it, use the _ref variant below instead: retaining the
  * borrowed pointer afterwards races with that release). The first call for a device creates its
