@@ -38,3 +38,4 @@ crmminclude_HEADERS = \
 # Fragments of parallel work add their sources and headers (after both lists are set).
 include libcrmm/seed_api.mk
 include libcrmm/adaptors.mk
+include libcrmm/torch.mk

@@ -7,7 +7,7 @@
  * block to T without ordering T behind S, S's 0xAA would land last; the block must read 0xBB
  * everywhere. Variants: S destroyed before T asks, S forgotten through CRMM_POOL_OP_FORGET_STREAM,
  * and per-thread default streams of two threads. The tests that hold in both stream_reuse modes
- * run twice (a loop test: _i 0 = sync, 1 = event). */
+ * run four times (a loop test: _i 0 = sync, 1 = event, 2 and 3 the same with expandable = true). */
 #include "config.h"
 #include <pthread.h>
 #include <stdint.h>
@@ -33,6 +33,12 @@ static const crmm_test_chain gpu_chains[] = {
     {"pool_reuse_by_event_over_cuda",
      "[resource.g]\nplugin = cuda\n[resource.p]\nplugin = pool\nupstream = g\ninitial_size = 64MiB\nstream_reuse = event\n",
      "p", 1, 0},
+    {"pool_expandable_over_cuda", "[resource.g]\nplugin = cuda\n[resource.p]\nplugin = pool\nupstream = g\nexpandable = true\n",
+     "p", 1, 0},
+    {"pool_expandable_with_maximum_over_cuda",
+     "[resource.g]\nplugin = cuda\n[resource.p]\nplugin = pool\nupstream = g\nexpandable = true\nmaximum_size = 4GiB\n"
+     "release_threshold = 64MiB\nstream_reuse = event\n",
+     "p", 1, 0},
 };
 
 /* ---- helpers ----------------------------------------------------------------------------- */
@@ -47,13 +53,14 @@ static crmm_resource *gpu_pool(const char *params)
     return p;
 }
 
-enum { SYNC, EVENT };
+enum { SYNC, EVENT, EXPANDABLE_SYNC, EXPANDABLE_EVENT, MODES };
 
-/* gpu_pool with stream_reuse set to mode SYNC or EVENT. */
+/* gpu_pool with stream_reuse set by mode (SYNC or EVENT), expandable for the EXPANDABLE_ modes. */
 static crmm_resource *gpu_pool_in_mode(int mode, const char *params)
 {
     char text[256];
-    snprintf(text, sizeof text, "%s stream_reuse=%s", params, mode == EVENT ? "event" : "sync");
+    snprintf(text, sizeof text, "%s stream_reuse=%s expandable=%s", params, mode % 2 == EVENT ? "event" : "sync",
+             mode >= EXPANDABLE_SYNC ? "true" : "false");
     return gpu_pool(text);
 }
 
@@ -135,7 +142,7 @@ START_TEST(another_stream_waits_for_the_free)
     void *b = alloc_on(p, n, t);
     double took = seconds() - t0;
     ck_assert_ptr_eq(b, a); /* the same memory moved to t: the case that needs the wait */
-    if (_i == EVENT && crmm_test_async_observable())
+    if (_i % 2 == EVENT && crmm_test_async_observable())
         ck_assert_msg(took < SLOW_MS * 0.5e-3, "allocating on t took %.3f s: the pool synchronized instead of "
                       "ordering t behind s with an event", took);
     else if (crmm_test_async_observable())
@@ -305,7 +312,8 @@ START_TEST(many_streams_keep_the_books)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
     ck_assert_crmm_ok(crmm_resource_trim(p));
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    /* an expandable pool keeps its initial size mapped */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), _i >= EXPANDABLE_SYNC ? 32 * MiB : 0);
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
     for (int k = 0; k < S; k++)
         cudaStreamDestroy(st[k]);
@@ -337,7 +345,11 @@ END_TEST
 
 START_TEST(figures_and_trim_over_cuda)
 {
-    crmm_resource *p = gpu_pool("initial_size=64MiB");
+    /* a statistics layer under the pool shows what the pool holds from upstream and gives back */
+    crmm_resource *g = crmm_test_create("cuda", NULL, NULL);
+    crmm_resource *up = crmm_test_create("statistics", NULL, g);
+    crmm_resource *p = crmm_test_create("pool", "initial_size=64MiB", up);
+    crmm_resource_release(g);
     cudaStream_t s = new_stream();
     void *a = alloc_on(p, 1000, s);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 1000);
@@ -345,20 +357,119 @@ START_TEST(figures_and_trim_over_cuda)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 64 * MiB - 1024);
     ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), 64 * MiB - 1024);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    ck_assert_uint_eq(q(up, CRMM_QUERY_BYTES_IN_USE), 64 * MiB);
     ck_assert_crmm_ok(crmm_resource_trim(p)); /* the chunk is in use: it stays */
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
+    ck_assert_uint_eq(q(up, CRMM_QUERY_BYTES_IN_USE), 64 * MiB);
     free_on(p, a, 1000, s);
-    size_t before = 0, after = 0, total = 0;
-    ck_assert_int_eq(cudaMemGetInfo(&before, &total), cudaSuccess);
     ck_assert_crmm_ok(crmm_resource_trim(p));
-    ck_assert_int_eq(cudaMemGetInfo(&after, &total), cudaSuccess);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 0);
-    ck_assert_msg(after >= before + 60 * MiB, "free device memory went from %zu to %zu", before, after);
+    ck_assert_uint_eq(q(up, CRMM_QUERY_BYTES_IN_USE), 0); /* given back upstream */
+    ck_assert_uint_eq(q(up, CRMM_QUERY_ALLOCATIONS_TOTAL), 1);
     void *b = alloc_on(p, 3 * MiB, s); /* grows again */
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 3 * MiB);
+    ck_assert_uint_eq(q(up, CRMM_QUERY_BYTES_IN_USE), 3 * MiB);
     free_on(p, b, 3 * MiB, s);
     cudaStreamDestroy(s);
+    crmm_resource_release(p);
+    crmm_resource_release(up);
+}
+END_TEST
+
+/* ---- the expandable pool ------------------------------------------------------------------- */
+
+/* Fill device block x of n bytes with `tag` on the default stream. */
+static void fill(void *x, size_t n, unsigned char tag)
+{
+    ck_assert_int_eq(cudaMemset(x, tag, n), cudaSuccess);
+}
+
+START_TEST(expandable_maps_what_it_needs_and_keeps_data_across_growth)
+{
+    crmm_resource *p = gpu_pool("expandable=true");
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    void *a = alloc_on(p, 1000, NULL);
+    uint64_t page = q(p, CRMM_QUERY_BYTES_RESERVED); /* one page: the device's granularity */
+    ck_assert_uint_ge(page, 64 * 1024);
+    ck_assert_uint_eq(page & (page - 1), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
+    fill(a, 1000, 0x11);
+    void *b = alloc_on(p, 100 * MiB, NULL);
+    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
+    ck_assert_uint_eq(reserved % page, 0);
+    ck_assert_msg(reserved < 100 * MiB + 1024 + page, "reserved %llu for %llu live", (unsigned long long)reserved,
+                  (unsigned long long)(100 * MiB + 1024));
+    ck_assert_ptr_eq(b, (char *)a + 1024); /* one range: right above a */
+    struct cudaPointerAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    ck_assert_int_eq(cudaPointerGetAttributes(&attr, b), cudaSuccess);
+    ck_assert_int_eq(attr.type, cudaMemoryTypeDevice);
+    fill(b, 100 * MiB, 0x22);
+    expect_all(a, 1000, 0x11);
+    /* a copy across pages mapped by different growth steps */
+    ck_assert_int_eq(cudaMemcpy(b, a, 1000, cudaMemcpyDeviceToDevice), cudaSuccess);
+    expect_all(b, 1000, 0x11);
+    free_on(p, b, 100 * MiB, NULL);
+    ck_assert_crmm_ok(crmm_resource_trim(p)); /* b's pages go; a's page stays */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), page);
+    expect_all(a, 1000, 0x11);
+    void *c = alloc_on(p, 50 * MiB, NULL); /* mapped again where b was */
+    ck_assert_ptr_eq(c, b);
+    fill(c, 50 * MiB, 0x33);
+    expect_all(c, 50 * MiB, 0x33);
+    free_on(p, c, 50 * MiB, NULL);
+    free_on(p, a, 1000, NULL);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(expandable_moves_freed_pages_to_where_they_are_needed)
+{
+    /* a free hole too small for the next request: its pages are mapped again above, so the pool
+     * holds no more than the live bytes (rounded to pages) */
+    crmm_resource *p = gpu_pool("expandable=true");
+    void *x = alloc_on(p, 30 * MiB, NULL), *y = alloc_on(p, MiB, NULL);
+    fill(y, MiB, 0x44);
+    free_on(p, x, 30 * MiB, NULL);
+    void *z = alloc_on(p, 40 * MiB, NULL);
+    fill(z, 40 * MiB, 0x55);
+    uint64_t page = q(p, CRMM_QUERY_UPSTREAM_BLOCKS) ? q(p, CRMM_QUERY_BYTES_RESERVED) / q(p, CRMM_QUERY_UPSTREAM_BLOCKS) : 1;
+    ck_assert_msg(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK) <= 41 * MiB + 2 * page, "peak reserved %llu",
+                  (unsigned long long)q(p, CRMM_QUERY_BYTES_RESERVED_PEAK));
+    expect_all(y, MiB, 0x44);
+    expect_all(z, 40 * MiB, 0x55);
+    free_on(p, y, MiB, NULL);
+    free_on(p, z, 40 * MiB, NULL);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(expandable_out_of_memory_and_maximum)
+{
+    crmm_resource *p = gpu_pool("expandable=true maximum_size=64MiB");
+    void *x = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(p, (size_t)1 << 50, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(x);
+    ck_assert_crmm(crmm_resource_allocate(p, 65 * MiB, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_msg(strstr(crmm_last_error(), "maximum size"), "%s", crmm_last_error());
+    void *a = alloc_on(p, 64 * MiB, NULL); /* the whole maximum still serves */
+    fill(a, 64 * MiB, 0x66);
+    expect_all(a, 64 * MiB, 0x66);
+    free_on(p, a, 64 * MiB, NULL);
+    crmm_resource_release(p);
+    /* the device's own limit: more than it has fails cleanly, and the pool still works */
+    size_t free_bytes = 0, total = 0;
+    ck_assert_int_eq(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+    p = gpu_pool("expandable=true");
+    ck_assert_crmm(crmm_resource_allocate(p, total + total / 4, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    a = alloc_on(p, MiB, NULL);
+    free_on(p, a, MiB, NULL);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
@@ -393,13 +504,13 @@ int main(void)
 
     TCase *tc = tcase_create("pool_streams");
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
-    /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event */
-    tcase_add_loop_test(tc, another_stream_waits_for_the_free, SYNC, EVENT + 1);
+    /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event, 2 and 3 the same expandable */
+    tcase_add_loop_test(tc, another_stream_waits_for_the_free, SYNC, MODES);
     tcase_add_test(tc, same_stream_reuses_at_once);
     tcase_add_test(tc, a_destroyed_stream_breaks_nothing);
-    tcase_add_loop_test(tc, a_forgotten_stream_hands_its_blocks_to_a_new_one, SYNC, EVENT + 1);
-    tcase_add_loop_test(tc, per_thread_default_streams_of_two_threads, SYNC, EVENT + 1);
-    tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, EVENT + 1);
+    tcase_add_loop_test(tc, a_forgotten_stream_hands_its_blocks_to_a_new_one, SYNC, MODES);
+    tcase_add_loop_test(tc, per_thread_default_streams_of_two_threads, SYNC, MODES);
+    tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, MODES);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pool_over_cuda");
@@ -407,6 +518,13 @@ int main(void)
     tcase_add_test(tc, default_initial_size_is_half_the_free_memory);
     tcase_add_test(tc, figures_and_trim_over_cuda);
     tcase_add_test(tc, bad_pointers_over_cuda);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool_expandable");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tcase_add_test(tc, expandable_maps_what_it_needs_and_keeps_data_across_growth);
+    tcase_add_test(tc, expandable_moves_freed_pages_to_where_they_are_needed);
+    tcase_add_test(tc, expandable_out_of_memory_and_maximum);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -36,3 +36,4 @@ include tests/adaptors2.mk
 include tests/tools.mk
 include tests/bench.mk
 include tests/multi_gpu.mk
+include tests/torch.mk

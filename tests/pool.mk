@@ -15,3 +15,10 @@ tests_check_pool_streams_CFLAGS = $(TEST_CFLAGS)
 tests_check_pool_streams_LDFLAGS = -export-dynamic
 tests_check_pool_streams_LDADD = $(TEST_LDADD)
 TESTS += tests/check_pool_streams
+# the expandable pool against a scripted CUDA driver (runs without a GPU)
+check_PROGRAMS += tests/check_pool_expandable
+tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c
+tests_check_pool_expandable_CFLAGS = $(TEST_CFLAGS)
+tests_check_pool_expandable_LDFLAGS = -export-dynamic
+tests_check_pool_expandable_LDADD = $(TEST_LDADD)
+TESTS += tests/check_pool_expandable

@@ -93,12 +93,16 @@ static crmm_status add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm
 
 crmm_status pool_add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream)
 {
+    if (p->expandable)
+        return pool_expand_map_initial(p, s, size);
     pool_block *b;
     return add_chunk(p, s, size, stream, &b);
 }
 
 crmm_status pool_grow(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream, pool_block **out)
 {
+    if (p->expandable)
+        return pool_expand_grow(p, s, size, out);
     uint64_t attempt;
     if (p->maximum == POOL_NO_MAXIMUM) {
         attempt = p->reserved > size ? p->reserved : size;
@@ -169,6 +173,8 @@ static bool all_blocks_free(const pool_chunk *c)
 crmm_status pool_trim(crmm_resource *self)
 {
     pool_resource *p = (pool_resource *)self;
+    if (p->expandable)
+        return pool_expand_trim(p);
     pool_lock(p);
     bool any = false;
     for (pool_chunk *c = p->chunks; c && !any; c = c->next)
@@ -198,6 +204,10 @@ crmm_status pool_trim(crmm_resource *self)
 
 void pool_release_all(pool_resource *p)
 {
+    if (p->expandable) {
+        pool_expand_release_all(p);
+        return;
+    }
     if (!p->chunks)
         return;
     if (pool_streams_synchronize(&p->streams) != CRMM_OK)

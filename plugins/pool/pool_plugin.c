@@ -67,6 +67,39 @@ static crmm_status half_of_free_memory(const crmm_params *params, const crmm_res
     return CRMM_OK;
 }
 
+/* Whether an expandable pool can map memory itself: its upstream must be a base resource of device
+ * memory (the pool takes pages on that device instead of asking it), and the driver and device
+ * must support the CUDA virtual memory API. Logs why not, at warn level. */
+static bool expandable_possible(const crmm_resource *upstream, const char *label)
+{
+    const char *why = NULL;
+    if (!crmm_resource_is_device_accessible(upstream) || crmm_resource_is_host_accessible(upstream) ||
+        upstream->device < 0 || upstream->upstream)
+        why = "its upstream is not a base resource of device memory (such as cuda)";
+    else if (!pool_vmm_available(upstream->device, &why))
+        ;
+    else
+        return true;
+    crmm_log(CRMM_LOG_WARN, "%s: expandable = true, but %s: growing by chunks from upstream '%s' instead", label, why,
+             crmm_resource_kind(upstream));
+    return false;
+}
+
+/* The address range of an expandable pool: twice the most it may hold (its maximum, else the
+ * device's memory, also stored in *device_memory), so that memory given back in one place can be
+ * mapped again in another even when live blocks are spread over the range. */
+static size_t expandable_range(int device, uint64_t maximum, uint64_t *device_memory)
+{
+    uint64_t total = 0;
+    if (crmm_cuda_device_memory(device, NULL, &total) != CRMM_OK) {
+        crmm_clear_error();
+        total = maximum == POOL_NO_MAXIMUM ? (uint64_t)1 << 40 : maximum;
+    }
+    *device_memory = total;
+    uint64_t most = maximum == POOL_NO_MAXIMUM || maximum > total ? total : maximum;
+    return most > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)(most * 2);
+}
+
 static void free_state(pool_resource *p)
 {
     pool_streams_free(&p->streams);
@@ -130,6 +163,16 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
         return st;
     if (maximum_given && maximum == 0)
         return crmm_set_error(CRMM_ERROR_CONFIG, "%s: maximum_size must be more than 0", label);
+    bool expandable = false, threshold_given;
+    uint64_t threshold = 0;
+    if (crmm_params_get_bool(params, "expandable", &expandable) != CRMM_OK)
+        return crmm_error_add_context("%s", label);
+    if ((st = read_size(params, label, "release_threshold", &threshold, &threshold_given)) != CRMM_OK)
+        return st;
+    if (expandable && !expandable_possible(upstream, label))
+        expandable = false;
+    if (!initial_given && expandable)
+        initial_given = true; /* an expandable pool starts empty and maps what it needs */
     if (!initial_given) {
         if (!real)
             return crmm_set_error(CRMM_ERROR_CONFIG,
@@ -158,6 +201,14 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     }
     crmm_resource_init(&p->base, &pool_ops, "pool", upstream->flags, upstream->device, upstream);
     snprintf(p->base.name, sizeof p->base.name, "%s", name ? name : "");
+    p->initial = initial;
+    p->release_threshold = threshold;
+    if (expandable && (st = pool_expand_init(p, upstream->device, expandable_range(upstream->device, maximum,
+                                                                                  &p->device_memory))) != CRMM_OK) {
+        crmm_log(CRMM_LOG_WARN, "%s: expandable = true, but reserving its address range failed (%s): growing by chunks "
+                 "from upstream '%s' instead", label, crmm_last_error(), crmm_resource_kind(upstream));
+        crmm_clear_error();
+    }
     if (initial > 0) {
         pool_stream *s = pool_streams_find(&p->streams, NULL);
         st = s ? pool_add_chunk(p, s, (size_t)initial, NULL) : CRMM_ERROR_OUT_OF_MEMORY;
@@ -165,6 +216,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
             char a[32];
             crmm_error_add_context("%s: cannot take initial_size (%s) from upstream '%s'", label,
                                    crmm_format_size(initial, a, sizeof a), crmm_resource_kind(upstream));
+            pool_release_all(p);
             free_state(p);
             crmm_resource_release(upstream); /* the reference crmm_resource_init took */
             return st;
@@ -178,6 +230,13 @@ static const crmm_param_spec pool_params[] = {
     {"initial_size", CRMM_PARAM_SIZE, NULL,
      "bytes taken from upstream at creation (default: half the device's free memory; required over host memory)", NULL, 0},
     {"maximum_size", CRMM_PARAM_SIZE, NULL, "the most the pool takes from upstream (default: no limit)", NULL, 0},
+    {"expandable", CRMM_PARAM_BOOL, "false",
+     "grow by mapping pages of one reserved virtual address range (CUDA virtual memory API) instead of taking "
+     "chunks from upstream: free blocks merge across growth steps, the pool maps only what it needs, and free "
+     "pages go back at trim and before the pool grows (the upstream must be cuda; otherwise the pool grows by "
+     "chunks, with a warning); initial_size then defaults to 0", NULL, 0},
+    {"release_threshold", CRMM_PARAM_SIZE, "0",
+     "expandable: bytes of free whole pages the pool keeps mapped when it gives memory back", NULL, 0},
     {"stream_reuse", CRMM_PARAM_ENUM, "sync",
      "how a block freed on one stream is reused on another: sync = after a device synchronization, never "
      "touching the other stream (safe when streams are destroyed); event = the new stream waits for an event "

@@ -29,7 +29,7 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = p->reserved_peak; break;
     case CRMM_QUERY_BYTES_FREE: *out = p->reserved - p->live_bytes; break;
     case CRMM_QUERY_LARGEST_FREE_BLOCK: *out = largest_free_block(p); break;
-    case CRMM_QUERY_UPSTREAM_BLOCKS: *out = p->chunk_count; break;
+    case CRMM_QUERY_UPSTREAM_BLOCKS: *out = p->expandable ? p->vmm.mapped_pages : p->chunk_count; break;
     case CRMM_QUERY_MAXIMUM_SIZE: *out = p->maximum; break;
     default: st = crmm_counters_query(&p->counters, what, out); break;
     }

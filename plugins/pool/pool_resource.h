@@ -16,6 +16,7 @@
 #include "pool_block_map.h"
 #include "pool_free_list.h"
 #include "pool_streams.h"
+#include "pool_vmm.h"
 
 /* The largest request the pool accepts: rounding it up to 256 bytes must not overflow. */
 #define POOL_MAX_REQUEST (SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
@@ -32,7 +33,13 @@ typedef struct pool_resource {
     uint64_t reserved, reserved_peak; /* bytes held from upstream */
     uint64_t live_bytes;           /* bytes of live blocks (rounded to 256) */
     uint64_t maximum;              /* most it may reserve; POOL_NO_MAXIMUM */
+    uint64_t initial;              /* initial_size: an expandable pool never gives back below it */
     crmm_alloc_counters counters;  /* requested bytes; updated under the lock */
+    bool expandable;               /* growth maps pages of one reserved range (pool_expand.c) */
+    pool_vmm vmm;                  /* that range */
+    pool_stream unmapped;          /* owner of the range's blocks that have no memory mapped */
+    uint64_t release_threshold;    /* free bytes in whole pages kept when memory is given back */
+    uint64_t device_memory;        /* the device's total memory: an expandable pool never maps more */
 } pool_resource;
 
 /* The pool's one lock: a test-and-test-and-set spin lock that yields the processor after a few
@@ -71,6 +78,22 @@ crmm_status pool_trim(crmm_resource *self);
 void pool_release_all(pool_resource *p);
 /* The chunk that contains addr, or NULL (a scan; for error messages). */
 const pool_chunk *pool_chunk_containing(const pool_resource *p, uintptr_t addr);
+
+/* ---- pool_expand.c: growth of an expandable pool ------------------------------------------ */
+/* Reserve an address range of `range_bytes` on `device` as the pool's one chunk, all unmapped,
+ * and make the pool expandable. Errors: CRMM_ERROR_CUDA (the virtual memory API refused),
+ * CRMM_ERROR_OUT_OF_MEMORY. */
+crmm_status pool_expand_init(pool_resource *p, int device, size_t range_bytes);
+/* Map pages so that state s has a free block of at least `size` (giving back free pages first
+ * when they pass release_threshold); *out: that block. CRMM_ERROR_OUT_OF_MEMORY naming the
+ * limit (device memory, maximum_size or the address range) when nothing helps. */
+crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool_block **out);
+/* Map `size` bytes at creation as a free block of state s. */
+crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t size);
+/* Unmap every whole free page beyond release_threshold (after a device synchronization). */
+crmm_status pool_expand_trim(pool_resource *p);
+/* Unmap everything and free the range (destroy). */
+void pool_expand_release_all(pool_resource *p);
 
 /* ---- pool_query.c ---------------------------------------------------------------------------- */
 crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out);

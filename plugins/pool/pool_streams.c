@@ -292,6 +292,19 @@ static void move_all_to(pool_streams *ss, pool_records *records, pool_stream *t)
     }
 }
 
+pool_stream *pool_streams_gather(pool_streams *ss, pool_records *records, pool_stream *t)
+{
+    if (!t) {
+        pool_streams_make_all_ready(ss, records);
+        for (size_t i = 0; i < ss->count; i++)
+            if (ss->all[i]->ready)
+                return ss->all[i];
+        return NULL;
+    }
+    move_all_to(ss, records, t);
+    return t;
+}
+
 crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stream *t, size_t size,
                               bool may_synchronize, pool_block **out)
 {

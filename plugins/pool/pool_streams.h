@@ -89,6 +89,12 @@ void pool_streams_forget(pool_streams *ss, pool_records *records, crmm_cuda_stre
  * gather them all (merging neighbours) into the ready state. Makes no CUDA call and no malloc. */
 void pool_streams_make_all_ready(pool_streams *ss, pool_records *records);
 
+/* After a device synchronization: move every free block of every stream to state t (merging
+ * neighbours; the other states are dropped) and return t; with t NULL gather them in the ready
+ * state (pool_streams_make_all_ready) and return it (NULL when the pool has no state). No CUDA
+ * call, no malloc. */
+pool_stream *pool_streams_gather(pool_streams *ss, pool_records *records, pool_stream *t);
+
 /* Wait until the device has finished all work (before memory goes back upstream). CRMM_OK
  * without a CUDA call for a host pool or once the process is exiting. */
 crmm_status pool_streams_synchronize(pool_streams *ss);

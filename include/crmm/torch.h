@@ -1,0 +1,43 @@
+/* crmm/torch.h — the allocator functions PyTorch loads from libcrmm.
+ *
+ * torch.cuda.memory.CUDAPluggableAllocator(path_to_libcrmm, "crmm_torch_allocate",
+ * "crmm_torch_deallocate") makes every CUDA tensor's memory come from crmm (the Python package's
+ * crmm.allocators.torch does this in one call). Each call uses the current crmm resource of the
+ * device PyTorch names (crmm_get_per_device_resource_ref), with that device current during the
+ * call, as RMM's PyTorch allocator does. The first call that allocates initialises crmm once with
+ * crmm_init(NULL) ($CRMM_CONFIG, else the installed crmm.ini, else the built-in `cuda`) unless the
+ * program initialised it already. Both functions are thread-safe.
+ *
+ * A pointer must be freed through the resource that allocated it: replace a device's resource
+ * (crmm_set_per_device_resource) only while PyTorch holds no memory from it. */
+#ifndef CRMM_TORCH_H
+#define CRMM_TORCH_H
+
+#include <sys/types.h> /* ssize_t */
+#include <crmm/resource.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Allocate `size` bytes for device `device` on `stream` (a cudaStream_t; NULL = the legacy
+ * default stream) from the device's current resource. Returns NULL for size 0 (without touching
+ * crmm), and NULL on any failure, which is reported because PyTorch passes no error on: a config
+ * that cannot be loaded (on stderr, once, naming the file and how to fix it; every later call
+ * returns NULL), and through crmm's log (stderr unless $CRMM_DEBUG_LOG_FILE says otherwise) a
+ * negative size, a device that does not exist, out of memory and the resource's other errors, or
+ * a call made after the process began to exit. PyTorch does not check the pointer: a failed
+ * allocation shows up later as a CUDA error, with crmm's message before it. */
+__attribute__((visibility("default")))
+void *crmm_torch_allocate(ssize_t size, int device, crmm_cuda_stream_t stream);
+
+/* Free `ptr` (from crmm_torch_allocate with the same size and device) on `stream`, through the
+ * device's current resource. NULL: no-op. Once the process has begun to exit it does nothing at
+ * all (no CUDA call; the memory goes with the process). A failure is reported through crmm's log. */
+__attribute__((visibility("default")))
+void crmm_torch_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,103 @@
+/* torch_allocator.c — the functions PyTorch's CUDAPluggableAllocator loads (crmm/torch.h): every
+ * tensor allocation goes to the current resource of its device.
+ *
+ * PyTorch calls these with no way to receive an error, so failures are reported here and NULL is
+ * returned. crmm is initialised on the first allocation unless the program (or the Python
+ * package) did it already: a config it loaded must not be replaced by $CRMM_CONFIG behind its
+ * back. */
+#include "config.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <crmm/config.h>
+#include <crmm/cuda_support.h>
+#include <crmm/error.h>
+#include <crmm/log.h>
+#include <crmm/resource.h>
+#include <crmm/torch.h>
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static crmm_status init_status;
+
+static void report_init_failure(void)
+{
+    char buf[4096];
+    const char *file = crmm_config_default_file(buf, sizeof buf);
+    const char *from = getenv("CRMM_CONFIG") ? "$CRMM_CONFIG" : "the installed config";
+    fprintf(stderr,
+            "crmm: the PyTorch allocator cannot start: %s\n"
+            "crmm: the config is %s (%s); fix it (`crmm check-config FILE` shows what is wrong) or set "
+            "CRMM_CONFIG to a valid config file. Every allocation through crmm fails (returns NULL) "
+            "until the process is restarted.\n",
+            crmm_last_error(), file ? file : "the built-in default", from);
+    fflush(stderr);
+}
+
+static void init_library(void)
+{
+    if (crmm_current_config()) {
+        init_status = CRMM_OK;
+        return;
+    }
+    init_status = crmm_init(NULL);
+    if (init_status != CRMM_OK)
+        report_init_failure();
+}
+
+void *crmm_torch_allocate(ssize_t size, int device, crmm_cuda_stream_t stream)
+{
+    if (size == 0)
+        return NULL;
+    if (size < 0) {
+        crmm_log(CRMM_LOG_ERROR, "crmm_torch_allocate: negative size %zd", size);
+        return NULL;
+    }
+    pthread_once(&init_once, init_library);
+    if (init_status != CRMM_OK)
+        return NULL;
+    if (crmm_process_exiting()) {
+        crmm_log(CRMM_LOG_ERROR, "crmm_torch_allocate: %zd bytes asked for while the process is exiting", size);
+        return NULL;
+    }
+    crmm_resource *mr = crmm_get_per_device_resource_ref(device);
+    if (!mr) {
+        crmm_log(CRMM_LOG_ERROR, "crmm_torch_allocate: device %d: %s", device, crmm_last_error());
+        return NULL;
+    }
+    void *ptr = NULL;
+    crmm_device_guard guard;
+    crmm_status st = crmm_cuda_device_enter(device, &guard);
+    if (st == CRMM_OK) {
+        st = crmm_resource_allocate(mr, (size_t)size, stream, &ptr);
+        crmm_cuda_device_restore(&guard);
+    }
+    if (st != CRMM_OK)
+        crmm_log(CRMM_LOG_ERROR, "crmm_torch_allocate: %zd bytes on device %d: %s", size, device, crmm_last_error());
+    crmm_resource_release(mr);
+    return ptr;
+}
+
+void crmm_torch_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream_t stream)
+{
+    if (!ptr || crmm_process_exiting())
+        return;
+    if (size < 0) {
+        crmm_log(CRMM_LOG_ERROR, "crmm_torch_deallocate: %p: negative size %zd", ptr, size);
+        return;
+    }
+    crmm_resource *mr = crmm_get_per_device_resource_ref(device);
+    if (!mr) {
+        crmm_log(CRMM_LOG_ERROR, "crmm_torch_deallocate: %p on device %d: %s", ptr, device, crmm_last_error());
+        return;
+    }
+    crmm_device_guard guard;
+    crmm_status st = crmm_cuda_device_enter(device, &guard);
+    if (st == CRMM_OK) {
+        st = crmm_resource_deallocate(mr, ptr, (size_t)size, stream);
+        crmm_cuda_device_restore(&guard);
+    }
+    if (st != CRMM_OK)
+        crmm_log(CRMM_LOG_ERROR, "crmm_torch_deallocate: %p (%zd bytes) on device %d: %s", ptr, size, device,
+                 crmm_last_error());
+    crmm_resource_release(mr);
+}

@@ -1,0 +1,407 @@
+/* pool_expand.c — growth of an expandable pool: one reserved address range whose pages are mapped
+ * as the pool needs them and unmapped when they hold nothing (parameter expandable = true).
+ *
+ * The range is one chunk, so its blocks tile it and every free block can merge with its
+ * neighbours whatever growth step made them: there are no chunk boundaries to fragment along,
+ * unlike growth by upstream allocations. The parts of the range that have no physical memory
+ * are blocks too, owned by a state of their own (p->unmapped, never found by a stream lookup):
+ * they start and end on page boundaries, merge with each other like free blocks of one stream,
+ * and never merge with mapped blocks. Invariant: a page is mapped exactly when a block that is
+ * not unmapped overlaps it.
+ *
+ * Growing for `size` bytes on stream s (pool_expand_grow) maps the fewest pages that make a
+ * free block of at least `size`: for each unmapped block it counts the pages needed when the new
+ * pages join the free block just below it, or just above it, or both, counting only neighbours s
+ * may use at once (its own, or ready ones); the cheapest place wins, the lowest address on a tie.
+ * Pages are mapped exactly as needed, so the pool holds what is live plus the free space the
+ * allocation pattern leaves, never a doubling.
+ *
+ * Giving pages back needs the device idle, since work queued before a free may still use the
+ * block: a page is unmapped only after a device synchronization, when every free block is safe
+ * and all of them have joined the ready state. That happens at two points:
+ *  - growth: before mapping new pages, when the free blocks hold whole pages beyond
+ *    release_threshold, those pages are unmapped first and their physical memory is mapped
+ *    again where it is needed (no new physical memory; one synchronization);
+ *  - trim (crmm_resource_trim): every whole free page beyond release_threshold is unmapped and
+ *    its memory released.
+ * On out of memory (the device, the maximum, or the address range), every free page is
+ * unmapped and growth is tried once more. Pages are unmapped from the highest address down, and
+ * the pool never gives back so much that it would hold less than initial_size. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/cuda_support.h>
+#include <crmm/log.h>
+#include "pool_resource.h"
+
+static uintptr_t page_up(const pool_vmm *v, uintptr_t a) { return (a + v->page - 1) & ~(uintptr_t)(v->page - 1); }
+static uintptr_t page_down(const pool_vmm *v, uintptr_t a) { return a & ~(uintptr_t)(v->page - 1); }
+
+/* Pages wholly inside block b. */
+static size_t whole_pages(const pool_vmm *v, const pool_block *b)
+{
+    uintptr_t lo = page_up(v, b->addr), hi = page_down(v, b->addr + b->size);
+    return hi > lo ? (hi - lo) / v->page : 0;
+}
+
+/* Cut b at `at` (inside it): b keeps the lower part; the upper part, returned, gets b's owner but
+ * no list. A spare record must be reserved. */
+static pool_block *split_at(pool_resource *p, pool_block *b, uintptr_t at)
+{
+    pool_block *up = pool_records_take(&p->records);
+    up->addr = at;
+    up->size = b->addr + b->size - at;
+    up->owner = b->owner;
+    up->phys_prev = b;
+    up->phys_next = b->phys_next;
+    if (up->phys_next)
+        up->phys_next->phys_prev = up;
+    b->phys_next = up;
+    b->size = at - b->addr;
+    return up;
+}
+
+/* Call fn on every block of fl of at least `min_size` bytes (fn must not change fl). */
+static void for_each_block(const pool_free_list *fl, size_t min_size, void (*fn)(pool_block *, void *), void *arg)
+{
+    unsigned f0, s0;
+    pool_free_list_class(min_size, &f0, &s0);
+    for (uint64_t fmap = fl->fl_bitmap & (~0ull << f0); fmap; fmap &= fmap - 1) {
+        unsigned f = (unsigned)__builtin_ctzll(fmap);
+        uint32_t smap = fl->sl_bitmap[f];
+        if (f == f0)
+            smap &= ~0u << s0;
+        for (; smap; smap &= smap - 1)
+            for (pool_block *b = fl->heads[f][__builtin_ctz(smap)]; b; b = b->u.free.next)
+                if (b->size >= min_size)
+                    fn(b, arg);
+    }
+}
+
+/* ---- giving pages back ---------------------------------------------------------------------- */
+
+struct page_count { const pool_vmm *v; uint64_t pages; };
+
+static void count_pages(pool_block *b, void *arg)
+{
+    struct page_count *c = arg;
+    c->pages += whole_pages(c->v, b);
+}
+
+/* Bytes in whole free pages, over every stream's free blocks (what a release could unmap). */
+static uint64_t releasable_bytes(const pool_resource *p)
+{
+    struct page_count c = {&p->vmm, 0};
+    const pool_streams *ss = &p->streams;
+    for (size_t i = 0; i < ss->count; i++)
+        for_each_block(&ss->all[i]->free, p->vmm.page, count_pages, &c);
+    return c.pages * p->vmm.page;
+}
+
+struct block_list { pool_block **b; size_t n; };
+
+static void collect(pool_block *b, void *arg)
+{
+    struct block_list *l = arg;
+    l->b[l->n++] = b;
+}
+
+static int by_address_descending(const void *x, const void *y)
+{
+    uintptr_t a = (*(pool_block *const *)x)->addr, b = (*(pool_block *const *)y)->addr;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* Unmap the top `pages` whole pages of free block b of state `holder` (b has at least that
+ * many); the unmapped part joins the unmapped blocks, the rest stays free. Returns the pages
+ * unmapped (fewer when the driver refused one). */
+static size_t unmap_top_pages(pool_resource *p, pool_stream *holder, pool_block *b, size_t pages)
+{
+    pool_vmm *v = &p->vmm;
+    uintptr_t lo = page_down(v, b->addr + b->size) - pages * v->page;
+    if (!pool_records_reserve(&p->records, 2))
+        return 0;
+    size_t done = pool_vmm_unmap(v, pool_vmm_page_of(v, lo), pages);
+    if (!done)
+        return 0;
+    uintptr_t hi = lo + done * v->page;
+    pool_free_list_remove(&holder->free, b);
+    pool_block *gone = b;
+    if (lo > b->addr) {
+        gone = split_at(p, b, lo);
+        pool_free_list_insert(&holder->free, b);
+    }
+    if (hi < gone->addr + gone->size)
+        pool_free_list_insert(&holder->free, split_at(p, gone, hi));
+    gone->owner = NULL;
+    pool_free_list_insert_merging(&p->unmapped.free, &p->unmapped, gone, &p->records);
+    p->reserved -= done * v->page;
+    return done;
+}
+
+/* How many whole free pages to give back so that the free blocks keep at most `keep` bytes in
+ * whole pages, never going below initial_size. */
+static size_t pages_to_release(const pool_resource *p, uint64_t keep)
+{
+    uint64_t releasable = releasable_bytes(p);
+    if (releasable <= keep)
+        return 0;
+    uint64_t budget = releasable - keep;
+    uint64_t above_floor = p->reserved > p->initial ? p->reserved - p->initial : 0;
+    if (budget > above_floor)
+        budget = above_floor;
+    return (size_t)(budget / p->vmm.page);
+}
+
+/* With the device synchronized and every free block gathered in state `holder`: unmap up to
+ * `pages` whole free pages, from the highest address down. Their physical memory goes to the
+ * spare list. */
+static void release_free_pages(pool_resource *p, pool_stream *holder, size_t pages)
+{
+    if (!pages || !holder->free.blocks)
+        return;
+    struct block_list l = {malloc(holder->free.blocks * sizeof(pool_block *)), 0};
+    if (!l.b)
+        return; /* nothing given back this time; the pool stays correct */
+    for_each_block(&holder->free, p->vmm.page, collect, &l);
+    qsort(l.b, l.n, sizeof *l.b, by_address_descending);
+    for (size_t i = 0; i < l.n && pages; i++) {
+        size_t n = whole_pages(&p->vmm, l.b[i]);
+        if (n > pages)
+            n = pages;
+        if (!n)
+            continue;
+        size_t done = unmap_top_pages(p, holder, l.b[i], n);
+        pages -= done;
+        if (done < n)
+            break;
+    }
+    free(l.b);
+}
+
+/* When free blocks may hold whole pages beyond `keep` (a page's worth of free bytes beyond it
+ * with `any_free`, else whole pages counted block by block): synchronize the device, gather every
+ * free block in state `holder` (NULL: the ready state), where blocks of different streams merge,
+ * and unmap the whole pages beyond `keep`. *released: whether it synchronized (every stream's
+ * free blocks are then holder's). */
+static crmm_status release_beyond(pool_resource *p, pool_stream *holder, uint64_t keep, bool any_free, bool *released)
+{
+    *released = false;
+    uint64_t free_bytes = p->reserved - p->live_bytes;
+    if (any_free ? free_bytes < keep + p->vmm.page || p->reserved < p->initial + p->vmm.page : !pages_to_release(p, keep))
+        return CRMM_OK;
+    crmm_status st = pool_streams_synchronize(&p->streams);
+    if (st != CRMM_OK)
+        return st;
+    *released = true;
+    holder = pool_streams_gather(&p->streams, &p->records, holder);
+    if (holder)
+        release_free_pages(p, holder, pages_to_release(p, keep));
+    return CRMM_OK;
+}
+
+/* ---- growing ------------------------------------------------------------------------------- */
+
+/* Where to map: `pages` pages of hole `hole` starting at `first` (an address); 0 pages when no
+ * hole will do. */
+typedef struct grow_plan { pool_block *hole; uintptr_t first; size_t pages; } grow_plan;
+
+/* A free neighbour of a hole that stream s may use at once: its own block or a ready one. */
+static size_t usable(const pool_block *b, const pool_stream *s)
+{
+    return b && b->owner && (b->owner == s || b->owner->ready) ? b->size : 0;
+}
+
+struct plan_search { const pool_resource *p; const pool_stream *s; size_t size; grow_plan best; };
+
+static size_t pages_for(const pool_vmm *v, size_t bytes) { return bytes / v->page + (bytes % v->page != 0); }
+
+static void consider(struct plan_search *ps, pool_block *hole, uintptr_t first, size_t pages)
+{
+    grow_plan *b = &ps->best;
+    if (!b->pages || pages < b->pages || (pages == b->pages && first < b->first))
+        *b = (grow_plan){.hole = hole, .first = first, .pages = pages};
+}
+
+static void consider_hole(pool_block *hole, void *arg)
+{
+    struct plan_search *ps = arg;
+    const pool_vmm *v = &ps->p->vmm;
+    size_t below = usable(hole->phys_prev, ps->s), above = usable(hole->phys_next, ps->s);
+    size_t size = ps->size;
+    if (below + hole->size >= size) /* new pages at the bottom of the hole, joining the block below */
+        consider(ps, hole, hole->addr, size > below ? pages_for(v, size - below) : 1);
+    if (above + hole->size >= size) { /* at its top, joining the block above */
+        size_t n = size > above ? pages_for(v, size - above) : 1;
+        consider(ps, hole, hole->addr + hole->size - n * v->page, n);
+    }
+    if (below + hole->size + above >= size) /* all of it, joining both */
+        consider(ps, hole, hole->addr, hole->size / v->page);
+}
+
+static grow_plan plan_growth(const pool_resource *p, const pool_stream *s, size_t size)
+{
+    struct plan_search ps = {.p = p, .s = s, .size = size};
+    for_each_block(&p->unmapped.free, p->vmm.page, consider_hole, &ps);
+    return ps.best;
+}
+
+/* Give pages [plan.first, + plan.pages) of the hole to stream s as free memory, merged with the
+ * free blocks around it that s may use; returns the merged block. The pages are mapped and a
+ * spare record is reserved for each split. */
+static pool_block *adopt_pages(pool_resource *p, pool_stream *s, const grow_plan *plan)
+{
+    pool_vmm *v = &p->vmm;
+    pool_block *hole = plan->hole, *mapped = hole;
+    uintptr_t end = plan->first + plan->pages * v->page;
+    pool_free_list_remove(&p->unmapped.free, hole);
+    if (plan->first > hole->addr) {
+        mapped = split_at(p, hole, plan->first);
+        pool_free_list_insert(&p->unmapped.free, hole);
+    }
+    if (end < mapped->addr + mapped->size)
+        pool_free_list_insert(&p->unmapped.free, split_at(p, mapped, end));
+    /* ready neighbours become s's, so that they merge with the new pages */
+    pool_block *nb[2] = {mapped->phys_prev, mapped->phys_next};
+    for (int i = 0; i < 2; i++)
+        if (nb[i] && nb[i]->owner && nb[i]->owner != s && nb[i]->owner->ready) {
+            pool_free_list_remove(&nb[i]->owner->free, nb[i]);
+            nb[i]->owner = s;
+            pool_free_list_insert(&s->free, nb[i]);
+        }
+    mapped->owner = NULL;
+    return pool_free_list_insert_merging(&s->free, s, mapped, &p->records);
+}
+
+static crmm_status out_of_room(const pool_resource *p, size_t size, const char *why)
+{
+    char label[80], req[32], have[32];
+    return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: failed to allocate %s (pool size %s): %s",
+                          pool_label(p, label, sizeof label), crmm_format_size(size, req, sizeof req),
+                          crmm_format_size(p->reserved, have, sizeof have), why);
+}
+
+crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool_block **out)
+{
+    pool_vmm *v = &p->vmm;
+    crmm_device_guard g;
+    crmm_status st = crmm_cuda_device_enter(v->device, &g);
+    if (st != CRMM_OK)
+        return crmm_error_add_context("pool");
+    bool released_to_threshold = false, released_all = false;
+    char why[512] = "";
+    for (;;) {
+        if (!released_to_threshold) {
+            released_to_threshold = true;
+            bool released;
+            if ((st = release_beyond(p, s, p->release_threshold, false, &released)) != CRMM_OK)
+                break;
+            /* every stream's free blocks joined s's: one may fit now */
+            if (released && (*out = pool_free_list_fit(&s->free, size)))
+                break;
+        }
+        grow_plan plan = plan_growth(p, s, size);
+        if (!plan.pages)
+            snprintf(why, sizeof why, "no room left in its address range of %zu pages", v->pages);
+        else if (p->maximum != POOL_NO_MAXIMUM && p->reserved + plan.pages * v->page > p->maximum) {
+            char max[32];
+            snprintf(why, sizeof why, "maximum size %s", crmm_format_size(p->maximum, max, sizeof max));
+        } else if (p->reserved + plan.pages * v->page > p->device_memory) {
+            char dev[32];
+            snprintf(why, sizeof why, "more than the device's %s", crmm_format_size(p->device_memory, dev, sizeof dev));
+        } else if (!pool_records_reserve(&p->records, 3)) {
+            st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (block records)");
+            break;
+        } else if ((st = pool_vmm_map(v, pool_vmm_page_of(v, plan.first), plan.pages)) == CRMM_OK) {
+            p->reserved += plan.pages * v->page;
+            if (p->reserved > p->reserved_peak)
+                p->reserved_peak = p->reserved;
+            *out = adopt_pages(p, s, &plan);
+            break;
+        } else if (st != CRMM_ERROR_OUT_OF_MEMORY) {
+            break;
+        } else {
+            snprintf(why, sizeof why, "%s", crmm_last_error());
+        }
+        if (released_all) {
+            st = out_of_room(p, size, why);
+            break;
+        }
+        /* out of memory: give back every free page, then try once more */
+        released_all = true;
+        bool released;
+        if ((st = release_beyond(p, s, 0, true, &released)) != CRMM_OK)
+            break;
+        if (released && (*out = pool_free_list_fit(&s->free, size)))
+            break;
+    }
+    pool_vmm_drop_spares(v);
+    crmm_cuda_device_restore(&g);
+    return st;
+}
+
+crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t size)
+{
+    pool_vmm *v = &p->vmm;
+    grow_plan plan = plan_growth(p, s, size);
+    if (!plan.pages)
+        return out_of_room(p, size, "larger than its address range");
+    if (!pool_records_reserve(&p->records, 3))
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (block records)");
+    crmm_status st = pool_vmm_map(v, pool_vmm_page_of(v, plan.first), plan.pages);
+    pool_vmm_drop_spares(v);
+    if (st != CRMM_OK)
+        return st;
+    p->reserved += plan.pages * v->page;
+    p->reserved_peak = p->reserved;
+    adopt_pages(p, s, &plan);
+    return CRMM_OK;
+}
+
+crmm_status pool_expand_trim(pool_resource *p)
+{
+    crmm_status st = CRMM_OK;
+    pool_lock(p);
+    crmm_device_guard g;
+    if ((st = crmm_cuda_device_enter(p->vmm.device, &g)) == CRMM_OK) {
+        bool released;
+        st = release_beyond(p, NULL, p->release_threshold, true, &released);
+        pool_vmm_drop_spares(&p->vmm);
+        crmm_cuda_device_restore(&g);
+    }
+    pool_unlock(p);
+    return st;
+}
+
+crmm_status pool_expand_init(pool_resource *p, int device, size_t range_bytes)
+{
+    crmm_status st = pool_vmm_reserve(&p->vmm, device, range_bytes);
+    if (st != CRMM_OK)
+        return st;
+    pool_chunk *c = malloc(sizeof *c);
+    if (!c || !pool_records_reserve(&p->records, 1)) {
+        free(c);
+        pool_vmm_release(&p->vmm);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (range record)");
+    }
+    pool_block *all = pool_records_take(&p->records);
+    *all = (pool_block){.addr = p->vmm.base, .size = p->vmm.pages * p->vmm.page};
+    pool_free_list_insert_merging(&p->unmapped.free, &p->unmapped, all, &p->records);
+    *c = (pool_chunk){.addr = all->addr, .size = all->size, .first = all};
+    p->chunks = c;
+    p->chunk_count = 1;
+    p->expandable = true;
+    return CRMM_OK;
+}
+
+void pool_expand_release_all(pool_resource *p)
+{
+    if (pool_streams_synchronize(&p->streams) != CRMM_OK)
+        crmm_log(CRMM_LOG_WARN, "%s; unmapping the pool's memory anyway", crmm_last_error());
+    pool_vmm_release(&p->vmm);
+    free(p->chunks);
+    p->chunks = NULL;
+    p->chunk_count = 0;
+    p->reserved = 0;
+}

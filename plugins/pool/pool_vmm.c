@@ -1,0 +1,233 @@
+/* pool_vmm.c — the reserved address range and its physical pages (see pool_vmm.h), over the CUDA
+ * driver's virtual memory API reached through cudaGetDriverEntryPointByVersion. */
+#include "config.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <crmm/cuda_support.h>
+#include <crmm/log.h>
+#include "pool_vmm.h"
+
+/* The driver functions, looked up once. The CUDA version asked for is the one whose signatures
+ * the declarations below follow (the API has not changed since 10.2). */
+#define POOL_VMM_DRIVER_VERSION 12000
+
+static struct {
+    CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+    CUresult (*address_free)(CUdeviceptr, size_t);
+    CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+    CUresult (*release)(CUmemGenericAllocationHandle);
+    CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    CUresult (*unmap)(CUdeviceptr, size_t);
+    CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    CUresult (*granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+    CUresult (*attribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*error_string)(CUresult, const char **);
+} drv;
+static const char *driver_missing; /* why the lookup failed, or NULL */
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+
+static bool look_up(const char *symbol, void **fn)
+{
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t e = cudaGetDriverEntryPointByVersion(symbol, fn, POOL_VMM_DRIVER_VERSION, cudaEnableDefault, &found);
+    if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || !*fn) {
+        cudaGetLastError();
+        *fn = NULL;
+        return false;
+    }
+    return true;
+}
+
+static void load_driver(void)
+{
+    static const struct { const char *name; void **fn; } table[] = {
+        {"cuMemAddressReserve", (void **)&drv.reserve},
+        {"cuMemAddressFree", (void **)&drv.address_free},
+        {"cuMemCreate", (void **)&drv.create},
+        {"cuMemRelease", (void **)&drv.release},
+        {"cuMemMap", (void **)&drv.map},
+        {"cuMemUnmap", (void **)&drv.unmap},
+        {"cuMemSetAccess", (void **)&drv.set_access},
+        {"cuMemGetAllocationGranularity", (void **)&drv.granularity},
+        {"cuDeviceGetAttribute", (void **)&drv.attribute},
+        {"cuGetErrorString", (void **)&drv.error_string},
+    };
+    static char why[96];
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (!look_up(table[i].name, table[i].fn)) {
+            snprintf(why, sizeof why, "the CUDA driver has no %s (driver too old, or none)", table[i].name);
+            driver_missing = why;
+            return;
+        }
+}
+
+/* A driver error as a crmm status: out of memory as such, anything else CRMM_ERROR_CUDA. */
+static crmm_status driver_error(CUresult r, const char *call)
+{
+    const char *text = NULL;
+    if (!drv.error_string || drv.error_string(r, &text) != CUDA_SUCCESS || !text)
+        text = "unknown error";
+    return crmm_set_error(r == CUDA_ERROR_OUT_OF_MEMORY ? CRMM_ERROR_OUT_OF_MEMORY : CRMM_ERROR_CUDA,
+                          "CUDA driver: %s: %s (error %d)", call, text, (int)r);
+}
+
+static CUmemAllocationProp page_properties(int device)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    return prop;
+}
+
+bool pool_vmm_available(int device, const char **why)
+{
+    pthread_once(&driver_once, load_driver);
+    if (driver_missing) {
+        *why = driver_missing;
+        return false;
+    }
+    int supported = 0;
+    if (drv.attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, (CUdevice)device) !=
+            CUDA_SUCCESS ||
+        !supported) {
+        *why = "the device does not support the CUDA virtual memory API";
+        return false;
+    }
+    return true;
+}
+
+crmm_status pool_vmm_reserve(pool_vmm *v, int device, size_t bytes)
+{
+    const char *why;
+    memset(v, 0, sizeof *v);
+    if (!pool_vmm_available(device, &why))
+        return crmm_set_error(CRMM_ERROR_CUDA, "%s", why);
+    v->device = device;
+    CUmemAllocationProp prop = page_properties(device);
+    CUresult r = drv.granularity(&v->page, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS)
+        return driver_error(r, "cuMemGetAllocationGranularity");
+    if (!v->page || (v->page & (v->page - 1)))
+        return crmm_set_error(CRMM_ERROR_CUDA, "CUDA driver: allocation granularity %zu is not a power of two", v->page);
+    v->pages = bytes / v->page + (bytes % v->page != 0);
+    if (!v->pages)
+        v->pages = 1;
+    v->handles = calloc(v->pages, sizeof *v->handles);
+    v->mapped = calloc(v->pages, 1);
+    v->spare = calloc(v->pages, sizeof *v->spare);
+    if (!v->handles || !v->mapped || !v->spare) {
+        pool_vmm_release(v);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (page table of %zu pages)", v->pages);
+    }
+    CUdeviceptr base = 0;
+    r = drv.reserve(&base, v->pages * v->page, v->page, 0, 0);
+    if (r != CUDA_SUCCESS) {
+        free(v->handles), free(v->mapped), free(v->spare);
+        memset(v, 0, sizeof *v);
+        return driver_error(r, "cuMemAddressReserve");
+    }
+    v->base = (uintptr_t)base;
+    return CRMM_OK;
+}
+
+crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
+{
+    if (!count)
+        return CRMM_OK;
+    CUmemAllocationProp prop = page_properties(v->device);
+    size_t done = 0;
+    crmm_status st = CRMM_OK;
+    for (; done < count; done++) {
+        size_t i = first + done;
+        CUmemGenericAllocationHandle h;
+        if (v->spare_count) {
+            h = v->spare[--v->spare_count];
+        } else {
+            CUresult r = drv.create(&h, v->page, &prop, 0);
+            if (r != CUDA_SUCCESS) {
+                st = driver_error(r, "cuMemCreate");
+                break;
+            }
+        }
+        CUresult r = drv.map((CUdeviceptr)pool_vmm_page_addr(v, i), v->page, 0, h, 0);
+        if (r != CUDA_SUCCESS) {
+            v->spare[v->spare_count++] = h;
+            st = driver_error(r, "cuMemMap");
+            break;
+        }
+        v->handles[i] = h;
+        v->mapped[i] = 1;
+    }
+    if (st == CRMM_OK) {
+        CUmemAccessDesc access;
+        memset(&access, 0, sizeof access);
+        access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access.location.id = v->device;
+        access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        CUresult r = drv.set_access((CUdeviceptr)pool_vmm_page_addr(v, first), count * v->page, &access, 1);
+        if (r == CUDA_SUCCESS) {
+            v->mapped_pages += count;
+            return CRMM_OK;
+        }
+        st = driver_error(r, "cuMemSetAccess");
+    }
+    /* undo: the pages mapped so far go back to the spare list, the message stays */
+    char message[512];
+    snprintf(message, sizeof message, "%s", crmm_last_error());
+    for (size_t k = 0; k < done; k++) {
+        size_t i = first + k;
+        drv.unmap((CUdeviceptr)pool_vmm_page_addr(v, i), v->page);
+        v->spare[v->spare_count++] = v->handles[i];
+        v->handles[i] = 0;
+        v->mapped[i] = 0;
+    }
+    return crmm_set_error(st, "%s", message);
+}
+
+size_t pool_vmm_unmap(pool_vmm *v, size_t first, size_t count)
+{
+    for (size_t k = 0; k < count; k++) {
+        size_t i = first + k;
+        CUresult r = drv.unmap((CUdeviceptr)pool_vmm_page_addr(v, i), v->page);
+        if (r != CUDA_SUCCESS) {
+            driver_error(r, "cuMemUnmap");
+            crmm_log(CRMM_LOG_WARN, "pool: %s; the page stays mapped", crmm_last_error());
+            crmm_clear_error();
+            return k;
+        }
+        v->spare[v->spare_count++] = v->handles[i];
+        v->handles[i] = 0;
+        v->mapped[i] = 0;
+        v->mapped_pages--;
+    }
+    return count;
+}
+
+void pool_vmm_drop_spares(pool_vmm *v)
+{
+    while (v->spare_count)
+        drv.release(v->spare[--v->spare_count]);
+}
+
+void pool_vmm_release(pool_vmm *v)
+{
+    if (v->base && !crmm_process_exiting()) {
+        for (size_t i = 0; i < v->pages; i++)
+            if (v->mapped[i]) {
+                drv.unmap((CUdeviceptr)pool_vmm_page_addr(v, i), v->page);
+                drv.release(v->handles[i]);
+            }
+        pool_vmm_drop_spares(v);
+        drv.address_free((CUdeviceptr)v->base, v->pages * v->page);
+    }
+    free(v->handles);
+    free(v->mapped);
+    free(v->spare);
+    memset(v, 0, sizeof *v);
+}

@@ -1,0 +1,68 @@
+/* pool_vmm.h — one reserved range of device virtual addresses whose pages are backed by physical
+ * memory only while the pool needs them (the CUDA virtual memory API).
+ *
+ * The range is reserved once (cuMemAddressReserve) and cut into pages of the device's allocation
+ * granularity (2 MiB on current GPUs). Each mapped page has its own physical allocation
+ * (cuMemCreate): the driver can only unmap a whole allocation, so one page per allocation is what
+ * lets the pool give back any single page that no block uses, wherever it lies. Mapping a run of
+ * pages costs one cuMemCreate and one cuMemMap per page and one cuMemSetAccess for the run.
+ *
+ * Physical pages that are unmapped in the middle of an operation (the pool gives back a free page
+ * in one place and needs one in another) wait on a spare list and are mapped again directly, so
+ * moving memory inside the range costs no cuMemRelease/cuMemCreate pair;
+ * pool_vmm_drop_spares releases what is left at the end of the operation.
+ *
+ * The driver is reached through cudaGetDriverEntryPointByVersion, not by linking libcuda: the
+ * plugin loads on machines without a driver (where the pool falls back to growing from its
+ * upstream), and a test program can hand the pool a scripted driver by defining that one
+ * runtime function. Nothing here locks: the pool calls it under its own lock. */
+#ifndef CRMM_PLUGINS_POOL_VMM_H
+#define CRMM_PLUGINS_POOL_VMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <crmm/error.h>
+
+typedef struct pool_vmm {
+    uintptr_t base;                /* first address of the reserved range */
+    size_t page;                   /* bytes per page: the device's allocation granularity */
+    size_t pages;                  /* pages in the range */
+    unsigned long long *handles;   /* per page: its physical allocation while mapped */
+    unsigned char *mapped;         /* per page: 1 while mapped */
+    size_t mapped_pages;
+    unsigned long long *spare;     /* physical pages unmapped during the current operation */
+    size_t spare_count;
+    int device;
+} pool_vmm;
+
+/* Whether the virtual memory API can be used on `device`; on false, *why says why in a phrase
+ * for a log line ("the CUDA driver has no cuMemCreate", "device 0 does not support ..."). */
+bool pool_vmm_available(int device, const char **why);
+
+/* Reserve a range of at least `bytes` (rounded up to whole pages) on `device` (current for the
+ * call). Errors: CRMM_ERROR_CUDA with the driver's message (also when the API is not available),
+ * CRMM_ERROR_OUT_OF_MEMORY for the page table. */
+crmm_status pool_vmm_reserve(pool_vmm *v, int device, size_t bytes);
+
+/* Back pages [first, first + count) (all unmapped) with physical memory, taking spare pages
+ * first; usable for reads and writes from the pool's device once it returns. On failure nothing
+ * is mapped: CRMM_ERROR_OUT_OF_MEMORY when the device has no memory left, CRMM_ERROR_CUDA else. */
+crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count);
+
+/* Unmap pages [first, first + count) (all mapped; no work may still use them) and keep their
+ * physical memory on the spare list. Returns how many pages from `first` on were unmapped: all
+ * of them, or fewer when the driver refused one (logged at warn level; the rest stay mapped). */
+size_t pool_vmm_unmap(pool_vmm *v, size_t first, size_t count);
+
+/* Release every spare page (their memory goes back to the device). */
+void pool_vmm_drop_spares(pool_vmm *v);
+
+/* Unmap and release everything and free the range (no work may still use it). No driver call
+ * once the process is exiting: the memory is left to the process's end then. */
+void pool_vmm_release(pool_vmm *v);
+
+static inline size_t pool_vmm_page_of(const pool_vmm *v, uintptr_t addr) { return (addr - v->base) / v->page; }
+static inline uintptr_t pool_vmm_page_addr(const pool_vmm *v, size_t page) { return v->base + page * v->page; }
+
+#endif

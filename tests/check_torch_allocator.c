@@ -1,0 +1,401 @@
+/* check_torch_allocator.c — crmm_torch_allocate / crmm_torch_deallocate (crmm/torch.h), the
+ * functions PyTorch's CUDAPluggableAllocator calls, over host-memory configs on the CPU.
+ *
+ * This program defines the CUDA calls the path makes (device count, get and set device) and is
+ * linked with -export-dynamic, so libcrmm's calls land here: two pretend devices, a current
+ * device per thread as in CUDA, and every call counted. The configs are host chains (statistics
+ * over host, so the tests can see what reached the device's resource). Each test runs in its own
+ * process (Check's fork mode), so each starts with crmm uninitialised, as a fresh PyTorch
+ * process does. */
+#include "config.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include <crmm/torch.h>
+#include "test_support.h"
+
+/* ---- the scripted CUDA ------------------------------------------------------------------- */
+
+#define FAKE_DEVICES 2
+
+static _Thread_local int current_device;
+static int cuda_calls;      /* every call below, from any thread */
+static int set_device_log[8]; /* the arguments of the first cudaSetDevice calls */
+static int set_device_calls;
+
+static void count_call(void) { __atomic_add_fetch(&cuda_calls, 1, __ATOMIC_RELAXED); }
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    count_call();
+    *count = FAKE_DEVICES;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+    count_call();
+    *device = current_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+    count_call();
+    if (device < 0 || device >= FAKE_DEVICES)
+        return cudaErrorInvalidDevice;
+    int n = __atomic_fetch_add(&set_device_calls, 1, __ATOMIC_RELAXED);
+    if (n < 8)
+        set_device_log[n] = device;
+    current_device = device;
+    return cudaSuccess;
+}
+
+/* ---- configs and helpers ----------------------------------------------------------------- */
+
+/* Every device starts with `stats`, a statistics layer over host memory. */
+static const char *const STATS_OVER_HOST = "[resource.host]\nplugin = host\n"
+                                           "[resource.stats]\nplugin = statistics\nupstream = host\n"
+                                           "[crmm]\ndefault = stats\n";
+
+static void use_config(const char *text) { setenv("CRMM_CONFIG", crmm_test_write_file("crmm.ini", text), 1); }
+
+static uint64_t live_allocations(crmm_resource *mr) { return crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS); }
+
+/* A resource that remembers the (fake) current device at its last allocate and deallocate. */
+typedef struct device_probe {
+    crmm_resource base;
+    int device_at_allocate, device_at_deallocate;
+    crmm_cuda_stream_t stream_at_allocate, stream_at_deallocate;
+} device_probe;
+
+static crmm_status probe_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    device_probe *p = (device_probe *)self;
+    p->device_at_allocate = current_device;
+    p->stream_at_allocate = stream;
+    *ptr = aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, (bytes + 255) & ~(size_t)255);
+    return *ptr ? CRMM_OK : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "probe: aligned_alloc failed");
+}
+
+static crmm_status probe_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    device_probe *p = (device_probe *)self;
+    p->device_at_deallocate = current_device;
+    p->stream_at_deallocate = stream;
+    free(ptr);
+    return CRMM_OK;
+}
+
+static void probe_destroy(crmm_resource *self) { free(self); }
+
+static const crmm_resource_ops probe_ops = {
+    .allocate = probe_allocate, .deallocate = probe_deallocate, .destroy = probe_destroy,
+};
+
+#define STREAM_A ((crmm_cuda_stream_t)0x5a00) /* handles no CUDA call ever sees */
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+START_TEST(round_trip_through_the_devices_resource)
+{
+    use_config(STATS_OVER_HOST);
+    void *p = crmm_torch_allocate(1000, 0, NULL);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq((uintptr_t)p % CRMM_ALLOCATION_ALIGNMENT, 0);
+    memset(p, 0xab, 1000); /* host memory: it must be usable */
+    crmm_resource *mr = crmm_get_per_device_resource(0);
+    ck_assert_str_eq(crmm_resource_name(mr), "stats"); /* the config's default, loaded by the first call */
+    ck_assert_uint_eq(live_allocations(mr), 1);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 1000);
+    crmm_torch_deallocate(p, 1000, 0, NULL);
+    ck_assert_uint_eq(live_allocations(mr), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 1);
+}
+END_TEST
+
+START_TEST(each_call_uses_the_devices_current_resource)
+{
+    use_config(STATS_OVER_HOST);
+    void *first = crmm_torch_allocate(64, 0, NULL);
+    ck_assert_ptr_nonnull(first);
+    crmm_resource *old = crmm_get_per_device_resource(0);
+    crmm_torch_deallocate(first, 64, 0, NULL);
+
+    /* replace device 0's resource: the next calls go to the new one */
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *fresh = crmm_test_create("statistics", NULL, host);
+    crmm_resource_release(host);
+    crmm_resource *prev = crmm_set_per_device_resource(0, fresh);
+    ck_assert_ptr_eq(prev, old);
+    void *p = crmm_torch_allocate(128, 0, NULL);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq(live_allocations(fresh), 1);
+    ck_assert_uint_eq(crmm_test_query(prev, CRMM_QUERY_ALLOCATIONS_TOTAL), 1); /* only `first` */
+
+    /* device 1 has a resource of its own */
+    void *q = crmm_torch_allocate(256, 1, NULL);
+    ck_assert_ptr_nonnull(q);
+    crmm_resource *dev1 = crmm_get_per_device_resource(1);
+    ck_assert_ptr_ne(dev1, fresh);
+    ck_assert_uint_eq(live_allocations(dev1), 1);
+    ck_assert_uint_eq(live_allocations(fresh), 1);
+
+    crmm_torch_deallocate(q, 256, 1, NULL);
+    crmm_torch_deallocate(p, 128, 0, NULL);
+    ck_assert_uint_eq(live_allocations(dev1), 0);
+    ck_assert_uint_eq(live_allocations(fresh), 0);
+    crmm_resource_release(prev);
+    crmm_resource_release(fresh);
+}
+END_TEST
+
+START_TEST(the_named_device_is_current_during_the_call_and_the_stream_is_passed)
+{
+    use_config(STATS_OVER_HOST);
+    device_probe *probe = calloc(1, sizeof *probe);
+    ck_assert_ptr_nonnull(probe);
+    crmm_resource_init(&probe->base, &probe_ops, "probe", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 1, NULL);
+    probe->device_at_allocate = probe->device_at_deallocate = -1;
+    ck_assert_ptr_null(crmm_set_per_device_resource(1, &probe->base));
+
+    current_device = 0;
+    set_device_calls = 0;
+    void *p = crmm_torch_allocate(4096, 1, STREAM_A);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(probe->device_at_allocate, 1);
+    ck_assert_ptr_eq(probe->stream_at_allocate, STREAM_A);
+    ck_assert_int_eq(current_device, 0); /* the caller's device is back */
+    ck_assert_int_eq(set_device_calls, 2);
+    ck_assert_int_eq(set_device_log[0], 1);
+    ck_assert_int_eq(set_device_log[1], 0);
+
+    crmm_torch_deallocate(p, 4096, 1, CRMM_CUDA_STREAM_PER_THREAD);
+    ck_assert_int_eq(probe->device_at_deallocate, 1);
+    ck_assert_ptr_eq(probe->stream_at_deallocate, CRMM_CUDA_STREAM_PER_THREAD);
+    ck_assert_int_eq(current_device, 0);
+    crmm_resource_release(&probe->base);
+}
+END_TEST
+
+START_TEST(size_zero_is_null_and_touches_nothing)
+{
+    use_config(STATS_OVER_HOST);
+    ck_assert_ptr_null(crmm_torch_allocate(0, 0, NULL));
+    crmm_torch_deallocate(NULL, 0, 0, NULL);
+    crmm_torch_deallocate(NULL, 64, 0, NULL);
+    ck_assert_int_eq(cuda_calls, 0);
+    ck_assert_ptr_null(crmm_current_config()); /* nothing was initialised */
+
+    /* after initialisation too: the device's resource sees nothing */
+    void *p = crmm_torch_allocate(8, 0, NULL);
+    crmm_resource *mr = crmm_get_per_device_resource(0);
+    ck_assert_ptr_null(crmm_torch_allocate(0, 0, NULL));
+    crmm_torch_deallocate(NULL, 0, 0, NULL);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 1);
+    crmm_torch_deallocate(p, 8, 0, NULL);
+}
+END_TEST
+
+START_TEST(bad_arguments_give_null_and_a_message)
+{
+    use_config(STATS_OVER_HOST);
+    void *p = crmm_torch_allocate(16, 0, NULL); /* initialise first, so that the log is set up */
+    crmm_resource *mr = crmm_get_per_device_resource(0);
+    crmm_test_log_capture_begin();
+    ck_assert_ptr_null(crmm_torch_allocate(-1, 0, NULL));
+    ck_assert_ptr_null(crmm_torch_allocate(16, 5, NULL));
+    ck_assert_ptr_null(crmm_torch_allocate(16, -1, NULL));
+    crmm_torch_deallocate(p, -16, 0, NULL); /* refused: p stays allocated */
+    char *log = crmm_test_log_capture_end();
+    ck_assert_ptr_nonnull(strstr(log, "crmm_torch_allocate: negative size -1"));
+    ck_assert_ptr_nonnull(strstr(log, "device 5 does not exist"));
+    ck_assert_ptr_nonnull(strstr(log, "device -1 does not exist"));
+    ck_assert_ptr_nonnull(strstr(log, "crmm_torch_deallocate"));
+    free(log);
+    ck_assert_uint_eq(live_allocations(mr), 1);
+    crmm_torch_deallocate(p, 16, 0, NULL);
+    ck_assert_uint_eq(live_allocations(mr), 0);
+}
+END_TEST
+
+START_TEST(out_of_memory_gives_null_and_the_resources_message)
+{
+    use_config("[resource.host]\nplugin = host\n"
+               "[resource.small]\nplugin = limiting\nupstream = host\nallocation_limit = 1MiB\n"
+               "[crmm]\ndefault = small\n");
+    void *p = crmm_torch_allocate(512 << 10, 0, NULL);
+    ck_assert_ptr_nonnull(p);
+    crmm_test_log_capture_begin();
+    ck_assert_ptr_null(crmm_torch_allocate(1 << 20, 0, NULL));
+    char *log = crmm_test_log_capture_end();
+    ck_assert_ptr_nonnull(strstr(log, "crmm_torch_allocate: 1048576 bytes on device 0: out of memory"));
+    free(log);
+    crmm_torch_deallocate(p, 512 << 10, 0, NULL);
+    p = crmm_torch_allocate(1 << 20, 0, NULL); /* the limit counts the free */
+    ck_assert_ptr_nonnull(p);
+    crmm_torch_deallocate(p, 1 << 20, 0, NULL);
+}
+END_TEST
+
+/* A config that cannot be loaded: every allocation is NULL, and stderr gets one message that
+ * says what failed and how to fix it. Run in a child whose stderr is a pipe. */
+static const char *const BROKEN_CONFIGS[] = {
+    "[resource.main]\nplugin = no_such_plugin\n", /* an unknown plugin */
+    NULL,                                           /* a file that does not exist */
+};
+
+START_TEST(a_broken_config_gives_null_and_one_clear_message)
+{
+    char path[4096];
+    if (BROKEN_CONFIGS[_i]) {
+        snprintf(path, sizeof path, "%s", crmm_test_write_file("broken.ini", BROKEN_CONFIGS[_i]));
+    } else {
+        char *dir = crmm_test_tmpdir();
+        ck_assert_ptr_nonnull(dir);
+        snprintf(path, sizeof path, "%s/missing.ini", dir);
+        free(dir);
+    }
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        setenv("CRMM_CONFIG", path, 1);
+        void *a = crmm_torch_allocate(64, 0, NULL);
+        void *b = crmm_torch_allocate(64, 0, NULL);
+        crmm_torch_deallocate(a, 64, 0, NULL);
+        _exit(a == NULL && b == NULL ? 0 : 3);
+    }
+    close(fds[1]);
+    char *err = crmm_test_read_stream(fdopen(fds[0], "r"));
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "an allocation did not return NULL; stderr: %s", err);
+    ck_assert_msg(crmm_test_count(err, "crmm: the PyTorch allocator cannot start: ") == 1, "stderr: %s", err);
+    ck_assert_msg(strstr(err, path) != NULL, "the message does not name %s: %s", path, err);
+    ck_assert_msg(strstr(err, "$CRMM_CONFIG") != NULL, "stderr: %s", err);
+    ck_assert_msg(strstr(err, "crmm check-config FILE") != NULL, "stderr: %s", err);
+    if (BROKEN_CONFIGS[_i])
+        ck_assert_msg(strstr(err, "no_such_plugin") != NULL, "the reason is missing: %s", err);
+    free(err);
+}
+END_TEST
+
+/* Threads allocate and free at once, the first calls racing with initialisation. */
+#define THREADS 8
+#define ROUNDS 2000
+#define HELD 16
+
+static pthread_barrier_t start_line;
+
+static void *churn(void *arg)
+{
+    uintptr_t id = (uintptr_t)arg;
+    unsigned char *held[HELD] = {0};
+    size_t sizes[HELD] = {0};
+    uint64_t rng = 0x9e3779b97f4a7c15ull * (id + 1);
+    pthread_barrier_wait(&start_line);
+    for (int r = 0; r < ROUNDS; r++) {
+        int slot = (int)(crmm_test_rand(&rng) % HELD);
+        if (held[slot]) {
+            for (size_t i = 0; i < sizes[slot]; i++)
+                if (held[slot][i] != (unsigned char)id)
+                    return (void *)"a block was overwritten while held";
+            crmm_torch_deallocate(held[slot], (ssize_t)sizes[slot], (int)(id % FAKE_DEVICES), NULL);
+            held[slot] = NULL;
+        }
+        sizes[slot] = 1 + crmm_test_rand(&rng) % 4096;
+        held[slot] = crmm_torch_allocate((ssize_t)sizes[slot], (int)(id % FAKE_DEVICES), NULL);
+        if (!held[slot])
+            return (void *)"an allocation failed";
+        memset(held[slot], (int)id, sizes[slot]);
+    }
+    for (int s = 0; s < HELD; s++)
+        crmm_torch_deallocate(held[s], (ssize_t)sizes[s], (int)(id % FAKE_DEVICES), NULL);
+    return NULL;
+}
+
+START_TEST(many_threads)
+{
+    use_config(STATS_OVER_HOST);
+    pthread_t t[THREADS];
+    ck_assert_int_eq(pthread_barrier_init(&start_line, NULL, THREADS), 0);
+    for (uintptr_t i = 0; i < THREADS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, churn, (void *)i), 0);
+    for (int i = 0; i < THREADS; i++) {
+        void *failure;
+        pthread_join(t[i], &failure);
+        ck_assert_msg(failure == NULL, "thread %d: %s", i, (const char *)failure);
+    }
+    pthread_barrier_destroy(&start_line);
+    /* a host chain is one instance for all devices */
+    crmm_resource *mr = crmm_get_per_device_resource(0);
+    ck_assert_ptr_eq(crmm_get_per_device_resource(1), mr);
+    ck_assert_uint_eq(live_allocations(mr), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), (uint64_t)ROUNDS * THREADS);
+}
+END_TEST
+
+/* Once the process exits, neither function calls CUDA or the resource: a handler registered
+ * before crmm's exit hook runs after it and frees a live block, as PyTorch's last tensors are
+ * freed at exit. */
+static void *block_at_exit;
+static crmm_resource *resource_at_exit;
+
+static void free_after_exit_began(void)
+{
+    int before = cuda_calls;
+    crmm_torch_deallocate(block_at_exit, 64, 0, NULL);
+    void *late = crmm_torch_allocate(64, 0, NULL);
+    int ok = cuda_calls == before && late == NULL && live_allocations(resource_at_exit) == 1;
+    _exit(ok ? 0 : 4);
+}
+
+START_TEST(nothing_is_called_once_the_process_exits)
+{
+    use_config(STATS_OVER_HOST);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        atexit(free_after_exit_began); /* before the first CUDA call registers crmm's hook */
+        block_at_exit = crmm_torch_allocate(64, 0, NULL);
+        resource_at_exit = crmm_get_per_device_resource(0);
+        if (!block_at_exit || !resource_at_exit)
+            _exit(5);
+        exit(0);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child exited with %d",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+END_TEST
+
+int main(void)
+{
+    unsetenv("CRMM_CONFIG");
+    Suite *s = suite_create("torch_allocator");
+    TCase *tc = tcase_create("torch_allocator");
+    tcase_add_test(tc, round_trip_through_the_devices_resource);
+    tcase_add_test(tc, each_call_uses_the_devices_current_resource);
+    tcase_add_test(tc, the_named_device_is_current_during_the_call_and_the_stream_is_passed);
+    tcase_add_test(tc, size_zero_is_null_and_touches_nothing);
+    tcase_add_test(tc, bad_arguments_give_null_and_a_message);
+    tcase_add_test(tc, out_of_memory_gives_null_and_the_resources_message);
+    tcase_add_loop_test(tc, a_broken_config_gives_null_and_one_clear_message, 0, 2);
+    tcase_add_test(tc, many_threads);
+    tcase_add_test(tc, nothing_is_called_once_the_process_exits);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}
