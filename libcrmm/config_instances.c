@@ -42,6 +42,7 @@ static crmm_status build_one(const config_graph *g, const char *origin, size_t i
     crmm_status st = crmm_params_new(plugin, r->name, &p);
     if (st == CRMM_OK) {
         p->device = device;
+        p->plugin_dirs = g->plugin_dirs;
         for (size_t j = 0; j < r->nparams && st == CRMM_OK; j++)
             st = crmm_params_set(p, r->params[j].key, r->params[j].value);
         if (st == CRMM_OK)

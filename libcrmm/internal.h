@@ -24,6 +24,7 @@ struct crmm_params {
     const crmm_plugin *plugin;
     char name[48];
     int device;
+    const char *plugin_dirs;  /* borrowed: the search path for plugins this one builds, or NULL */
     size_t count;
     crmm_param_value *values;
 };
@@ -45,5 +46,9 @@ crmm_status crmm_param_table_validate(const crmm_plugin *plugin);
 /* plugin_create.c: build through a plugin with prepared params; names the instance. */
 crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,
                                       crmm_resource *upstream, crmm_resource **out);
+/* plugin_create.c: load plugin `plugin` from `dirs` (then the default places), fill its
+ * parameters from the "k=v k=v" list and build it for `device`, named `name` (NULL: ""). */
+crmm_status crmm_resource_create_by_name(const char *plugin, const char *dirs, int device, const char *name,
+                                         const char *params, crmm_resource *upstream, crmm_resource **out);
 
 #endif

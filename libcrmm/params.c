@@ -356,3 +356,4 @@ bool crmm_params_is_set(const crmm_params *p, const char *key)
 
 const char *crmm_params_resource_name(const crmm_params *p) { return p ? p->name : ""; }
 int crmm_params_device(const crmm_params *p) { return p ? p->device : -1; }
+const char *crmm_params_plugin_path(const crmm_params *p) { return p ? p->plugin_dirs : NULL; }

@@ -4,6 +4,7 @@
  * runtime's crmm_resource_create and the logging switch all build through here. */
 #include "config.h"
 #include <stdio.h>
+#include <crmm/error.h>
 #include "internal.h"
 
 crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,
@@ -42,3 +43,30 @@ crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *pa
     return CRMM_OK;
 }
 
+
+crmm_status crmm_resource_create_by_name(const char *plugin_name, const char *dirs, int device, const char *name,
+                                         const char *params, crmm_resource *upstream, crmm_resource **out)
+{
+    const crmm_plugin *plugin;
+    crmm_status st = crmm_plugin_load(plugin_name, dirs, &plugin);
+    if (st != CRMM_OK)
+        return st;
+    crmm_params *p;
+    if ((st = crmm_params_new(plugin, name, &p)) != CRMM_OK)
+        return st;
+    p->device = device;
+    p->plugin_dirs = dirs;
+    if ((st = crmm_params_set_list(p, params)) == CRMM_OK)
+        st = crmm_resource_create_with(plugin, p, upstream, out);
+    crmm_params_free(p);
+    return st;
+}
+
+crmm_status crmm_params_create_resource(const crmm_params *creator, const char *plugin, const char *params,
+                                        const char *name, crmm_resource *upstream, crmm_resource **out)
+{
+    if (!creator || !plugin || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "params_create_resource: %s is NULL",
+                              !creator ? "creator" : !plugin ? "plugin" : "out");
+    return crmm_resource_create_by_name(plugin, creator->plugin_dirs, creator->device, name, params, upstream, out);
+}

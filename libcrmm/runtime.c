@@ -28,9 +28,9 @@
 #define RUNTIME_DEFAULT_PLUGIN "cuda"
 #define RUNTIME_MAX_FINALIZE_HOOKS 4
 
-/* recursive: a plugin created while the lock is held (binning makes fixed_size bins) may call
- * crmm_resource_create, which takes it to read the plugin path */
-static pthread_mutex_t config_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+/* not recursive: nothing called while it is held takes it again (plugins building plugins use
+ * crmm_params_create_resource, which reads the path from their parameters) */
+static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
 static crmm_config *current;
 static device_registry registry = DEVICE_REGISTRY_INITIALIZER;
 static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -125,17 +125,8 @@ crmm_status crmm_resource_create(const char *plugin_name, const char *params, cr
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "resource_create: %s is NULL", plugin_name ? "out" : "plugin");
     /* the loaded config's plugin_path comes first, as for the config's own resources */
     char *dirs = crmm_runtime_plugin_path();
-    const crmm_plugin *plugin;
-    crmm_status st = crmm_plugin_load(plugin_name, dirs, &plugin);
+    crmm_status st = crmm_resource_create_by_name(plugin_name, dirs, -1, "", params, upstream, out);
     free(dirs);
-    if (st != CRMM_OK)
-        return st;
-    crmm_params *p;
-    if ((st = crmm_params_new(plugin, "", &p)) != CRMM_OK)
-        return st;
-    if ((st = crmm_params_set_list(p, params)) == CRMM_OK)
-        st = crmm_resource_create_with(plugin, p, upstream, out);
-    crmm_params_free(p);
     return st;
 }
 

@@ -114,6 +114,16 @@ bool crmm_params_is_set(const crmm_params *p, const char *key);
 const char *crmm_params_resource_name(const crmm_params *p);
 /* The CUDA device ordinal the resource is created for; -1 when none is known. */
 int crmm_params_device(const crmm_params *p);
+/* The plugin search path of the config (or crmm_resource_create call) the resource is built
+ * for, ':'-separated; NULL when it has none. */
+const char *crmm_params_plugin_path(const crmm_params *p);
+/* From inside a plugin's create: build a resource of another plugin (e.g. binning's fixed_size
+ * bins), searched in the creator's plugin path (crmm_params_plugin_path), for the creator's
+ * device, named `name` (NULL: unnamed). `params` and `upstream` as for crmm_resource_create;
+ * takes no lock of the core, so a plugin never re-enters the loaded config. Errors: those of
+ * crmm_resource_create. */
+crmm_status crmm_params_create_resource(const crmm_params *creator, const char *plugin, const char *params,
+                                        const char *name, crmm_resource *upstream, crmm_resource **out);
 
 /* ---- helpers for plugins ------------------------------------------------------------------- */
 /* Name of a parameter type as `crmm info` shows it: "size", "uint", "bool", "string", "enum",
