@@ -19,7 +19,7 @@ libcrmm_la_SOURCES = \
 	libcrmm/config.c \
 	libcrmm/device_registry.c libcrmm/device_registry.h \
 	libcrmm/runtime.c libcrmm/runtime.h
-libcrmm_la_CPPFLAGS = $(AM_CPPFLAGS) $(INIH_CFLAGS) \
+libcrmm_la_CPPFLAGS = $(CORE_CPPFLAGS) $(INIH_CFLAGS) \
 	-DCRMM_PLUGIN_DIR='"$(pkglibdir)"' -DCRMM_SYSCONFDIR='"$(sysconfdir)"'
 libcrmm_la_LDFLAGS = -version-info $(CRMM_LT_VERSION) -no-undefined $(AM_LDFLAGS)
 libcrmm_la_LIBADD = $(INIH_LIBS) $(CUDA_LIBS) -ldl -lm

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
-#include <crmm/logging.h>
+#include <crmm/logging_switch.h>
 #include "internal.h"
 #include "runtime.h"
 

@@ -21,13 +21,7 @@
 #include <crmm/stream.h>
 #include <crmm/stream_pool.h>
 #include <crmm/device_buffer.h>
-#include <crmm/failure_callback.h>
-#include <crmm/async.h>
-#include <crmm/logging.h>
-#include <crmm/statistics.h>
-#include <crmm/tracking.h>
-#include <crmm/pool.h>
-#include <crmm/arena.h>
+#include <crmm/logging_switch.h>
 
 /* The version of libcrmm ("0.1.0"). */
 #ifdef __cplusplus

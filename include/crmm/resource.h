@@ -72,10 +72,10 @@ typedef struct crmm_resource_ops {
     crmm_status (*trim)(crmm_resource *self);
     /* Free the resource's own state (the upstream is released by the core afterwards). */
     void (*destroy)(crmm_resource *self);
-    /* Optional. Plugin-specific operations, numbered in the plugin's public header (ranges:
-     * 0x100 statistics, 0x200 tracking, 0x300 logging, 0x400 failure_callback, 0x500 pool,
-     * 0x600 arena, 0x700 async, 0x1000+ third-party plugins). CRMM_ERROR_UNSUPPORTED for an op it
-     * does not know. */
+    /* Optional. Plugin-specific operations, numbered by the plugin in its own header; an op
+     * means something only to the plugin that defines it, so callers reach it through
+     * crmm_resource_control_kind (the first layer of that kind in a chain).
+     * CRMM_ERROR_UNSUPPORTED for an op it does not know. */
     crmm_status (*control)(crmm_resource *self, int op, void *arg);
     void *reserved[4];         /* NULL; room to grow */
 } crmm_resource_ops;

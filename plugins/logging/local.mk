@@ -5,3 +5,5 @@ plugins_logging_crmm_logging_la_SOURCES = \
 	plugins/logging/logging_sink.c plugins/logging/logging_sink.h
 plugins_logging_crmm_logging_la_LDFLAGS = $(PLUGIN_LDFLAGS)
 plugins_logging_crmm_logging_la_LIBADD = $(PLUGIN_LIBADD)
+AM_CPPFLAGS += -I$(top_srcdir)/plugins/logging/include
+crmminclude_HEADERS += plugins/logging/include/crmm/logging.h
