@@ -67,6 +67,9 @@ crmm_status crmm_resource_query(crmm_resource *mr, crmm_query what, uint64_t *ou
 {
     if (!mr || !out)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "query: %s is NULL", mr ? "out" : "resource");
+    /* an adaptor that leaves query unset answers what its upstream answers */
+    while (!mr->ops->query && mr->upstream)
+        mr = mr->upstream;
     if (!mr->ops->query)
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource answers no queries", mr->kind);
     return mr->ops->query(mr, what, out);
@@ -90,6 +93,9 @@ crmm_status crmm_resource_trim(crmm_resource *mr)
 {
     if (!mr)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "trim: resource is NULL");
+    /* a resource that leaves trim unset caches nothing itself: the trim goes on upstream */
+    while (!mr->ops->trim && mr->upstream)
+        mr = mr->upstream;
     return mr->ops->trim ? mr->ops->trim(mr) : CRMM_OK;
 }
 

@@ -66,9 +66,11 @@ typedef struct crmm_resource_ops {
     crmm_status (*allocate)(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
     /* Free `ptr` (non-NULL) of `bytes` (as allocated); `stream` was the last to use it. */
     crmm_status (*deallocate)(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
-    /* Optional. Answer `what`; CRMM_ERROR_UNSUPPORTED for queries the resource cannot answer. */
+    /* Optional. Answer `what`; CRMM_ERROR_UNSUPPORTED for queries the resource cannot answer.
+     * Unset: crmm_resource_query asks the upstream (none: CRMM_ERROR_UNSUPPORTED). */
     crmm_status (*query)(crmm_resource *self, crmm_query what, uint64_t *out);
-    /* Optional. Give cached memory back to upstream. */
+    /* Optional. Give cached memory back to upstream. Unset: crmm_resource_trim trims the
+     * upstream (none: nothing to do), so an adaptor that caches nothing leaves it unset. */
     crmm_status (*trim)(crmm_resource *self);
     /* Free the resource's own state (the upstream is released by the core afterwards). */
     void (*destroy)(crmm_resource *self);
@@ -136,13 +138,15 @@ static inline crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr,
     return crmm_resource_deallocate_checked(mr, ptr, bytes, stream);
 }
 #endif
-/* Ask a question (see crmm_query). CRMM_ERROR_UNSUPPORTED when the resource cannot answer,
+/* Ask a question (see crmm_query); a resource without a query op passes it to its upstream.
+ * CRMM_ERROR_UNSUPPORTED when the resource cannot answer,
  * CRMM_ERROR_INVALID_ARGUMENT for NULL arguments. */
 crmm_status crmm_resource_query(crmm_resource *mr, crmm_query what, uint64_t *out);
 /* 1 − largest free block / free bytes, from the two queries; 0 when nothing is free.
  * CRMM_ERROR_UNSUPPORTED when the resource cannot tell. */
 crmm_status crmm_resource_fragmentation(crmm_resource *mr, double *out);
-/* Give cached memory back upstream; CRMM_OK and nothing done when the resource caches nothing. */
+/* Give cached memory back upstream: the resource's trim, or, where it has none, its upstream's
+ * (down the chain); CRMM_OK and nothing done when no resource in the chain caches. */
 crmm_status crmm_resource_trim(crmm_resource *mr);
 /* Run a plugin-specific operation (see crmm_resource_ops.control). CRMM_ERROR_UNSUPPORTED when
  * the resource has no such op; CRMM_ERROR_INVALID_ARGUMENT for a NULL resource. */
