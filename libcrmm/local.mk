@@ -19,6 +19,8 @@ libcrmm_la_SOURCES = \
 	libcrmm/config.c \
 	libcrmm/device_registry.c libcrmm/device_registry.h \
 	libcrmm/runtime.c libcrmm/runtime.h
+# only what the public headers mark CRMM_API is exported
+libcrmm_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 libcrmm_la_CPPFLAGS = $(CORE_CPPFLAGS) $(INIH_CFLAGS) \
 	-DCRMM_PLUGIN_DIR='"$(pkglibdir)"' -DCRMM_SYSCONFDIR='"$(sysconfdir)"'
 libcrmm_la_LDFLAGS = -version-info $(CRMM_LT_VERSION) -no-undefined $(AM_LDFLAGS)
@@ -33,7 +35,8 @@ crmminclude_HEADERS = \
 	include/crmm/plugin.h \
 	include/crmm/config.h \
 	include/crmm/cuda_support.h \
-	include/crmm/alloc_counters.h
+	include/crmm/alloc_counters.h \
+	include/crmm/export.h
 
 # Fragments of parallel work add their sources and headers (after both lists are set).
 include libcrmm/seed_api.mk

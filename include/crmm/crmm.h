@@ -11,6 +11,7 @@
 #ifndef CRMM_CRMM_H
 #define CRMM_CRMM_H
 
+#include <crmm/export.h>
 #include <crmm/error.h>
 #include <crmm/log.h>
 #include <crmm/resource.h>
@@ -27,7 +28,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-const char *crmm_version(void);
+CRMM_API const char *crmm_version(void);
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@
 #ifndef CRMM_LOGGING_SWITCH_H
 #define CRMM_LOGGING_SWITCH_H
 
+#include <crmm/export.h>
 #include <crmm/error.h>
 
 #ifdef __cplusplus
@@ -18,19 +19,19 @@ extern "C" {
  * CRMM_ERROR_INVALID_ARGUMENT (no file and no $CRMM_LOG_FILE), CRMM_ERROR_IO (a file cannot be
  * created), CRMM_ERROR_PLUGIN (the logging plugin cannot be loaded), and the errors of creating
  * a device's default resource. */
-crmm_status crmm_enable_logging(const char *file);
+CRMM_API crmm_status crmm_enable_logging(const char *file);
 
 /* Undo crmm_enable_logging: each device whose current resource is still the adaptor it
  * installed gets the wrapped resource back (a device whose resource was replaced meanwhile
  * keeps the replacement); the adaptors flush and close their files when the last reference
  * goes. CRMM_OK and nothing done when logging is not enabled. */
-crmm_status crmm_disable_logging(void);
+CRMM_API crmm_status crmm_disable_logging(void);
 
 /* The log file of each device while the switch is on: names[d] for d < capacity (NULL for a
  * device it did not wrap); *count receives the number of devices it wrapped (0 when off).
  * The names stay valid until crmm_disable_logging. CRMM_ERROR_INVALID_ARGUMENT when count is
  * NULL, or names is NULL with capacity > 0. */
-crmm_status crmm_get_log_filenames(const char **names, int capacity, int *count);
+CRMM_API crmm_status crmm_get_log_filenames(const char **names, int capacity, int *count);
 
 #ifdef __cplusplus
 }
