@@ -33,7 +33,7 @@
 #define DEFAULT_ALLOCATIONS 1000u
 #define MAX_SWEEP 16
 
-/* The named sets of DESIGN §7. */
+/* The named sets of docs/benchmark.md. */
 static const struct named_set {
     const char *name;
     uint64_t steps;
@@ -92,7 +92,7 @@ void bench_cli_usage(FILE *f)
         "\n"
         "Times allocate/free through every resource of a config, beside raw cudaMalloc/cudaFree and\n"
         "raw cudaMallocAsync/cudaFreeAsync (the device's default memory pool, release threshold\n"
-        "UINT64_MAX), all through the same workload and timing loop (DESIGN.md section 7).\n"
+        "UINT64_MAX), all through the same workload and timing loop.\n"
         "\n"
         "Workload (--mode sets, the default): per thread a xorshift64 sequence seeded with 42 + the\n"
         "thread's index; each step allocates a size uniform in [1, max size] when nothing is live, or\n"
@@ -121,7 +121,7 @@ void bench_cli_usage(FILE *f)
         "                 threads, the sum of each thread's peak)\n"
         "A resource that runs out of memory shows OOM in its row; the run goes on.\n"
         "\n"
-        "--overhead: what crmm adds around an allocator (the other targets of DESIGN.md section 7):\n"
+        "--overhead: what crmm adds around an allocator (the other targets crmm sets itself):\n"
         "  dispatch     ns per allocate+deallocate pair on a null resource (allocate returns one fixed\n"
         "               block, deallocate does nothing), N pairs per run, median of R runs: its functions\n"
         "               called directly (direct), through crmm_resource_allocate/deallocate (abi), and\n"

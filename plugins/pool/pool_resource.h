@@ -45,8 +45,8 @@ typedef struct pool_resource {
 /* The pool's one lock: a test-and-test-and-set spin lock that yields the processor after a few
  * hundred spins (pool_lock_contended). Critical sections are tens of nanoseconds, so waiting by
  * spinning hands the lock over in about the time of a cache-line transfer, where a mutex puts
- * waiters to sleep in the kernel and costs microseconds per hand-over (measured on the H200's host:
- * 5.5 us/op on set C with pthread_mutex_t). Slow paths that call CUDA (growth, a device
+ * waiters to sleep in the kernel and costs microseconds per hand-over (bench/RESULTS.md has the
+ * figures). Slow paths that call CUDA (growth, a device
  * synchronize) hold it too; waiters then yield instead of burning a core. */
 void pool_lock_contended(pool_resource *p);
 static inline void pool_lock(pool_resource *p)
