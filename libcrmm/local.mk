@@ -39,6 +39,6 @@ crmminclude_HEADERS = \
 	include/crmm/export.h
 
 # Fragments of parallel work add their sources and headers (after both lists are set).
-include libcrmm/seed_api.mk
+include libcrmm/streams_buffers.mk
 include libcrmm/adaptors.mk
 include libcrmm/torch.mk
