@@ -8,7 +8,6 @@ tools_crmm_SOURCES = \
 	tools/cmd_bench.c \
 	tools/cmd_replay.c \
 	tools/replay_log.c \
-	tools/replay.h \
-	tools/bench_copy.c
+	tools/replay.h
 tools_crmm_LDADD = libcrmm.la $(CUDA_LIBS) -lm
 include tools/bench.mk
