@@ -20,6 +20,7 @@
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
 #include "bench_cli.h"
+#include "bench_copy.h"
 #include "bench_config.h"
 #include "bench_overhead.h"
 #include "bench_reference.h"
@@ -33,7 +34,7 @@
 #define DEFAULT_ALLOCATIONS 1000u
 #define MAX_SWEEP 16
 
-/* The named sets of DESIGN §7. */
+/* The named sets of docs/benchmark.md. */
 static const struct named_set {
     const char *name;
     uint64_t steps;
@@ -52,6 +53,8 @@ static const struct named_set {
 static const uint64_t random_sweep[] = {1ull << 20, 4ull << 20, 64ull << 20, 256ull << 20, 1024ull << 20, 4096ull << 20};
 
 typedef struct options {
+    bool help;               /* -h, --help */
+    bool copy;               /* --copy: the copy benchmark (bench_copy.c) takes over */
     const char *config;
     bench_mode mode;
     bool set_wanted[NSETS];
@@ -92,7 +95,7 @@ void bench_cli_usage(FILE *f)
         "\n"
         "Times allocate/free through every resource of a config, beside raw cudaMalloc/cudaFree and\n"
         "raw cudaMallocAsync/cudaFreeAsync (the device's default memory pool, release threshold\n"
-        "UINT64_MAX), all through the same workload and timing loop (DESIGN.md section 7).\n"
+        "UINT64_MAX), all through the same workload and timing loop.\n"
         "\n"
         "Workload (--mode sets, the default): per thread a xorshift64 sequence seeded with 42 + the\n"
         "thread's index; each step allocates a size uniform in [1, max size] when nothing is live, or\n"
@@ -121,7 +124,7 @@ void bench_cli_usage(FILE *f)
         "                 threads, the sum of each thread's peak)\n"
         "A resource that runs out of memory shows OOM in its row; the run goes on.\n"
         "\n"
-        "--overhead: what crmm adds around an allocator (the other targets of DESIGN.md section 7):\n"
+        "--overhead: what crmm adds around an allocator (the other targets crmm sets itself):\n"
         "  dispatch     ns per allocate+deallocate pair on a null resource (allocate returns one fixed\n"
         "               block, deallocate does nothing), N pairs per run, median of R runs: its functions\n"
         "               called directly (direct), through crmm_resource_allocate/deallocate (abi), and\n"
@@ -156,7 +159,7 @@ void bench_cli_usage(FILE *f)
         "                       --config, --resource, --steps (of set A), --repeats, --csv, --json and:\n"
         "  --iterations N       --overhead: dispatch pairs per run (default %llu, 1..%llu)\n"
         "  --loads N            --overhead: child processes that load the config (default %u, 1..%u)\n"
-        "  --copy               run the copy benchmark instead (tools/bench_copy.c)\n"
+        "  --copy               run the copy benchmark instead (see crmm bench --copy --help)\n"
         "  -h, --help           this text\n"
         "Options take their value as the next argument or after '='. A progress line is shown on\n"
         "stderr while it runs when stderr is a terminal.\n"
@@ -247,18 +250,16 @@ static int parse_args(int argc, char **argv, options *o, FILE *err)
         const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
         bool flag = strcmp(name, "--csv") == 0 || strcmp(name, "--json") == 0 || strcmp(name, "--no-references") == 0 ||
-                    strcmp(name, "--overhead") == 0;
+                    strcmp(name, "--overhead") == 0 || strcmp(name, "--copy") == 0 || strcmp(name, "-h") == 0 ||
+                    strcmp(name, "--help") == 0;
         static const char *const with_value[] = {"--config", "--set", "--steps", "--live", "--max-size", "--threads",
                                                  "--repeats", "--mode", "--allocations", "--resource",
                                                  "--iterations", "--loads"};
         bool takes_value = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
             takes_value |= strcmp(name, with_value[k]) == 0;
-        if (!flag && !takes_value) {
-            if (strcmp(name, "--copy") == 0)
-                return usage_error(err, "--copy is the copy benchmark: run it as 'crmm bench --copy'");
+        if (!flag && !takes_value)
             return usage_error(err, "unknown option '%s'", arg);
-        }
         if (flag && eq)
             return usage_error(err, "%s takes no value", name);
         if (takes_value) {
@@ -272,6 +273,10 @@ static int parse_args(int argc, char **argv, options *o, FILE *err)
             if (o->format != BENCH_FORMAT_TABLE && o->format != f)
                 return usage_error(err, "--csv and --json exclude each other");
             o->format = f;
+        } else if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) {
+            o->help = true;
+        } else if (strcmp(name, "--copy") == 0) {
+            o->copy = true;
         } else if (strcmp(name, "--no-references") == 0) {
             o->no_references = true;
         } else if (strcmp(name, "--overhead") == 0) {
@@ -335,6 +340,8 @@ static int parse_args(int argc, char **argv, options *o, FILE *err)
             o->resources[o->nresources++] = value;
         }
     }
+    if (o->help || o->copy)
+        return 0; /* the copy benchmark checks its own arguments */
     if (o->overhead) {
         const char *other = mode_given ? "--mode" : o->any_set ? "--set" : live_given ? "--live"
                           : o->nmax_size ? "--max-size" : o->threads ? "--threads"
@@ -717,17 +724,21 @@ static int run_overhead(const options *o, bench_config *bc, const bench_load_tim
 
 int bench_cli_main(int argc, char **argv, FILE *out, FILE *err)
 {
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            bench_cli_usage(out);
-            return 0;
-        }
     options o = {.repeats = DEFAULT_REPEATS, .allocations = DEFAULT_ALLOCATIONS,
                  .iterations = BENCH_OVERHEAD_ITERATIONS, .loads = BENCH_OVERHEAD_LOADS};
     int rc = parse_args(argc, argv, &o, err);
-    if (rc) {
+    if (rc || o.help || o.copy) {
         free(o.resources);
-        return rc;
+        if (rc)
+            return rc;
+        if (o.help) {
+            if (o.copy)
+                bench_copy_usage(out);
+            else
+                bench_cli_usage(out);
+            return 0;
+        }
+        return bench_copy_main(argc, argv);
     }
     /* before this process loads any plugin: the children must start as fresh programs do */
     bench_load_times loads = {.outcome = BENCH_OUTCOME_OK};

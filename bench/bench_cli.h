@@ -1,4 +1,5 @@
-/* bench_cli.h — `crmm bench` (all but --copy): arguments, the run over sets × resources, output.
+/* bench_cli.h — `crmm bench`: arguments, the run over sets × resources, output; with --copy it
+ * hands over to the copy benchmark (bench_copy.h).
  *
  * tools/cmd_bench.c hands the command line here with stdout/stderr; the tests call it with
  * temporary files to check what the command prints. */

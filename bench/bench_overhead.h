@@ -1,5 +1,5 @@
 /* bench_overhead.h — `crmm bench --overhead`: what crmm itself adds around an allocator, the
- * last three targets of DESIGN §7.
+ * last three targets of docs/benchmark.md.
  *  - dispatch: ns per allocate+deallocate pair on a null resource (allocate hands out one fixed
  *    block, deallocate does nothing), called directly, through crmm_resource_allocate /
  *    crmm_resource_deallocate, and through one pass-through adaptor layer over it;
@@ -25,7 +25,7 @@
 #define BENCH_OVERHEAD_LOADS 20u
 #define BENCH_OVERHEAD_MAX_LOADS 1000u
 
-/* Targets of DESIGN §7: added per call (a pair is two calls), load time, logging per operation. */
+/* Targets of docs/benchmark.md: added per call (a pair is two calls), load time, logging per operation. */
 #define BENCH_TARGET_DISPATCH_NS_PER_CALL 2.0
 #define BENCH_TARGET_LOAD_MS 5.0
 #define BENCH_TARGET_LOGGING_NS_PER_OP 150.0

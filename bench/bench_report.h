@@ -12,7 +12,7 @@
  *
  * `crmm bench --overhead` writes another kind of report (meta.overhead): sections of rows that
  * each time one thing in the section's unit and may say what it adds over another row and
- * whether a target of DESIGN §7 is met; its CSV has its own header and its JSON results are
+ * whether a target of docs/benchmark.md is met; its CSV has its own header and its JSON results are
  *   {"measurement": ..., "name": ..., "detail": ..., "unit": ..., "samples": ..., "status": ...,
  *    "error": ..., "median": ..., "min": ..., "max": ..., "baseline": ..., "added": ...,
  *    "target": ..., "target_met": true | false | null}. */

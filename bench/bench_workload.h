@@ -3,7 +3,7 @@
  * A workload describes one benchmark set; bench_sequence_make() turns it into the exact list of
  * operations one thread performs, computed before any timing so that the timed loop does nothing
  * but call the resource. Two modes:
- *  - BENCH_MODE_STEPS (DESIGN §7, sets A–D): `steps` steps of a xorshift64 generator seeded with
+ *  - BENCH_MODE_STEPS (docs/benchmark.md, sets A–D): `steps` steps of a xorshift64 generator seeded with
  *    42 + thread. A step allocates (size uniform in [1, max_size]) when nothing is live, or when
  *    fewer than `max_live` blocks are live and a fair coin says so; otherwise it frees a live block
  *    chosen uniformly. Every block still live afterwards is freed at the end.
@@ -20,7 +20,7 @@
 #include <crmm/error.h>
 
 typedef enum bench_mode {
-    BENCH_MODE_STEPS = 0,  /* the default workload of DESIGN §7 */
+    BENCH_MODE_STEPS = 0,  /* the default workload of docs/benchmark.md */
     BENCH_MODE_RANDOM = 1  /* RMM's random_allocations */
 } bench_mode;
 

@@ -2,4 +2,4 @@
 # (included from libcrmm/local.mk before crmminclude_HEADERS is set, so the headers go through
 # pkginclude_HEADERS, which installs into the same $(includedir)/crmm)
 libcrmm_la_SOURCES += libcrmm/logging_switch.c
-pkginclude_HEADERS += include/crmm/logging.h include/crmm/statistics.h include/crmm/tracking.h
+pkginclude_HEADERS += include/crmm/logging_switch.h

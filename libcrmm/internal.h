@@ -24,6 +24,7 @@ struct crmm_params {
     const crmm_plugin *plugin;
     char name[48];
     int device;
+    const char *plugin_dirs;  /* borrowed: the search path for plugins this one builds, or NULL */
     size_t count;
     crmm_param_value *values;
 };
@@ -42,23 +43,12 @@ crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, c
 /* The parameter-table check run by the loader. */
 crmm_status crmm_param_table_validate(const crmm_plugin *plugin);
 
-/* resource.c: build through a plugin with prepared params; names the instance. */
+/* plugin_create.c: build through a plugin with prepared params; names the instance. */
 crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,
                                       crmm_resource *upstream, crmm_resource **out);
-
-/* config.c: the lock crmm_init holds while it swaps the current config; hold it while using
- * crmm_current_config() so that it is not freed meanwhile. Lock order: registry, then this. */
-void crmm_config_lock_current(void);
-void crmm_config_unlock_current(void);
-
-/* logging_switch.c: forget what crmm_enable_logging installed, without touching the registry
- * (crmm_finalize clears that next). */
-void crmm_logging_switch_reset(void);
-
-/* device_registry.c: forget all per-device resources (finalize). */
-void crmm_registry_clear(void);
-
-/* Edit distance for "did you mean" suggestions (plugin names, parameter keys, sections). */
-unsigned crmm_edit_distance(const char *a, const char *b);
+/* plugin_create.c: load plugin `plugin` from `dirs` (then the default places), fill its
+ * parameters from the "k=v k=v" list and build it for `device`, named `name` (NULL: ""). */
+crmm_status crmm_resource_create_by_name(const char *plugin, const char *dirs, int device, const char *name,
+                                         const char *params, crmm_resource *upstream, crmm_resource **out);
 
 #endif

@@ -6,13 +6,22 @@ libcrmm_la_SOURCES = \
 	libcrmm/log.c \
 	libcrmm/size_parse.c \
 	libcrmm/cuda_support.c \
+	libcrmm/suggest.c libcrmm/suggest.h \
 	libcrmm/params.c \
 	libcrmm/file_name.c \
 	libcrmm/resource.c \
-	libcrmm/device_registry.c \
 	libcrmm/plugin_loader.c \
-	libcrmm/config.c
-libcrmm_la_CPPFLAGS = $(AM_CPPFLAGS) $(INIH_CFLAGS) \
+	libcrmm/plugin_create.c \
+	libcrmm/config_internal.h \
+	libcrmm/config_parse.c \
+	libcrmm/config_graph.c \
+	libcrmm/config_instances.c \
+	libcrmm/config.c \
+	libcrmm/device_registry.c libcrmm/device_registry.h \
+	libcrmm/runtime.c libcrmm/runtime.h
+# only what the public headers mark CRMM_API is exported
+libcrmm_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
+libcrmm_la_CPPFLAGS = $(CORE_CPPFLAGS) $(INIH_CFLAGS) \
 	-DCRMM_PLUGIN_DIR='"$(pkglibdir)"' -DCRMM_SYSCONFDIR='"$(sysconfdir)"'
 libcrmm_la_LDFLAGS = -version-info $(CRMM_LT_VERSION) -no-undefined $(AM_LDFLAGS)
 libcrmm_la_LIBADD = $(INIH_LIBS) $(CUDA_LIBS) -ldl -lm
@@ -26,9 +35,10 @@ crmminclude_HEADERS = \
 	include/crmm/plugin.h \
 	include/crmm/config.h \
 	include/crmm/cuda_support.h \
-	include/crmm/alloc_counters.h
+	include/crmm/alloc_counters.h \
+	include/crmm/export.h
 
 # Fragments of parallel work add their sources and headers (after both lists are set).
-include libcrmm/seed_api.mk
+include libcrmm/streams_buffers.mk
 include libcrmm/adaptors.mk
 include libcrmm/torch.mk

@@ -4,7 +4,8 @@
  * Enabling wraps every device's current resource in a `logging` adaptor writing to
  * "<stem>.dev<N><ext>" and installs it; the switch remembers, per device, the resource it
  * wrapped and the adaptor it installed (holding a reference to each), so disabling can put
- * the wrapped one back. All of it happens under one mutex. */
+ * the wrapped one back. All of it happens under one mutex. crmm_finalize forgets the switch's
+ * state through a hook registered with the runtime. */
 #include "config.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -12,8 +13,9 @@
 #include <string.h>
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
-#include <crmm/logging.h>
+#include <crmm/logging_switch.h>
 #include "internal.h"
+#include "runtime.h"
 
 typedef struct logged_device {
     crmm_resource *wrapped;  /* the resource the device had; restored by disable */
@@ -22,6 +24,7 @@ typedef struct logged_device {
 } logged_device;
 
 static pthread_mutex_t switch_lock = PTHREAD_MUTEX_INITIALIZER;
+static void forget_on_finalize(void);
 static logged_device *logged;    /* one per device while enabled, else NULL */
 static int logged_count;
 
@@ -101,11 +104,7 @@ static void free_devices(logged_device *devs, int n)
 /* Build one adaptor per device (nothing installed yet). */
 static crmm_status build_all(const char *file, int n, logged_device *devs)
 {
-    /* the config may be replaced meanwhile: copy its plugin path under its lock */
-    crmm_config_lock_current();
-    const crmm_config *cfg = crmm_current_config();
-    char *dirs = cfg && crmm_config_plugin_path(cfg) ? strdup(crmm_config_plugin_path(cfg)) : NULL;
-    crmm_config_unlock_current();
+    char *dirs = crmm_runtime_plugin_path();
     const crmm_plugin *plugin;
     crmm_status st = crmm_plugin_load("logging", dirs, &plugin);
     free(dirs);
@@ -167,6 +166,7 @@ crmm_status crmm_enable_logging(const char *file)
     logged = devs;
     logged_count = n;
     devs = NULL;
+    crmm_runtime_at_finalize(forget_on_finalize);
     crmm_log(CRMM_LOG_INFO, "logging enabled on %d device%s (%s, ...)", n, n == 1 ? "" : "s", logged[0].file);
 out:
     if (devs)
@@ -192,7 +192,9 @@ crmm_status crmm_disable_logging(void)
     return CRMM_OK;
 }
 
-void crmm_logging_switch_reset(void)
+/* crmm_finalize's hook: forget what crmm_enable_logging installed, without touching the
+ * registry (crmm_finalize empties that next). */
+static void forget_on_finalize(void)
 {
     pthread_mutex_lock(&switch_lock);
     free_devices(logged, logged_count); /* the registry's references go when it is cleared */

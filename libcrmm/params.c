@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <crmm/cuda_support.h>
 #include "internal.h"
+#include "suggest.h"
 
 const char *crmm_param_type_name(crmm_param_type t)
 {
@@ -29,32 +30,6 @@ const char *crmm_param_type_name(crmm_param_type t)
     case CRMM_PARAM_DOUBLE: return "double";
     }
     return "?";
-}
-
-unsigned crmm_edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 64;
-    unsigned row[64];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = (unsigned)j;
-    for (size_t i = 1; i <= la; i++) {
-        unsigned diag = row[0];
-        row[0] = (unsigned)i;
-        for (size_t j = 1; j <= lb; j++) {
-            unsigned up = row[j];
-            unsigned cost = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]) ? 0 : 1;
-            unsigned best = diag + cost;
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
 }
 
 static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
@@ -240,15 +215,11 @@ crmm_status crmm_params_set(crmm_params *p, const char *key, const char *value)
     if (!v) {
         if (p->count == 0)
             return crmm_set_error(CRMM_ERROR_CONFIG, "unknown key '%s': plugin %s takes no parameters", key, p->plugin->name);
-        const char *best = NULL;
-        unsigned bd = 3;
-        for (size_t i = 0; i < p->count; i++) {
-            unsigned d = crmm_edit_distance(key, p->values[i].spec->key);
-            if (d < bd) {
-                bd = d;
-                best = p->values[i].spec->key;
-            }
-        }
+        crmm_suggestion s;
+        crmm_suggestion_start(&s, key);
+        for (size_t i = 0; i < p->count; i++)
+            crmm_suggestion_consider(&s, p->values[i].spec->key);
+        const char *best = crmm_suggestion_best(&s);
         if (best)
             return crmm_set_error(CRMM_ERROR_CONFIG, "unknown key '%s' for plugin %s (did you mean '%s'?)", key, p->plugin->name, best);
         return crmm_set_error(CRMM_ERROR_CONFIG, "unknown key '%s' for plugin %s", key, p->plugin->name);
@@ -385,3 +356,4 @@ bool crmm_params_is_set(const crmm_params *p, const char *key)
 
 const char *crmm_params_resource_name(const crmm_params *p) { return p ? p->name : ""; }
 int crmm_params_device(const crmm_params *p) { return p ? p->device : -1; }
+const char *crmm_params_plugin_path(const crmm_params *p) { return p ? p->plugin_dirs : NULL; }

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
+#include "suggest.h"
 
 #ifndef CRMM_PLUGIN_DIR
 #define CRMM_PLUGIN_DIR "/usr/local/lib/crmm"
@@ -214,7 +215,7 @@ static bool foreach_dir(const char *dirs, bool (*fn)(const char *dir, void *arg)
     return false;
 }
 
-struct find_ctx { const char *name; char found[PATH_MAX]; const char *best; unsigned best_d; char best_buf[72]; };
+struct find_ctx { const char *name; char found[PATH_MAX]; crmm_suggestion near; };
 
 static bool find_in_dir(const char *dir, void *arg)
 {
@@ -231,12 +232,7 @@ static bool find_in_dir(const char *dir, void *arg)
     while ((e = readdir(d))) {
         if (!name_from_path(e->d_name, n, sizeof n))
             continue;
-        unsigned dist = crmm_edit_distance(c->name, n);
-        if (dist < c->best_d) {
-            c->best_d = dist;
-            snprintf(c->best_buf, sizeof c->best_buf, "%s", n);
-            c->best = c->best_buf;
-        }
+        crmm_suggestion_consider(&c->near, n);
     }
     closedir(d);
     return false;
@@ -260,7 +256,8 @@ crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const c
     } else if (!name_well_formed(name_or_path)) {
         st = crmm_set_error(CRMM_ERROR_PLUGIN, "'%s' is not a plugin name ([a-z0-9_]+) or an absolute path", name_or_path);
     } else {
-        struct find_ctx c = {.name = name_or_path, .best_d = 3};
+        struct find_ctx c = {.name = name_or_path};
+        crmm_suggestion_start(&c.near, name_or_path);
         if (foreach_dir(dirs, find_in_dir, &c)) {
             st = load_file(c.found, name_or_path, out);
         } else {
@@ -269,9 +266,9 @@ crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const c
                 st = crmm_set_error(CRMM_ERROR_PLUGIN, "no plugin '%s': the plugin search path (plugin_path, "
                                     "$CRMM_PLUGIN_PATH and the installed directory) is longer than %zu characters",
                                     name_or_path, sizeof sp - 1);
-            else if (c.best)
+            else if (crmm_suggestion_best(&c.near))
                 st = crmm_set_error(CRMM_ERROR_PLUGIN, "no plugin '%s' (crmm_%s.so) in %s (did you mean '%s'?)",
-                                    name_or_path, name_or_path, sp, c.best);
+                                    name_or_path, name_or_path, sp, crmm_suggestion_best(&c.near));
             else
                 st = crmm_set_error(CRMM_ERROR_PLUGIN, "no plugin '%s' (crmm_%s.so) in %s", name_or_path, name_or_path, sp);
         }

@@ -1,5 +1,5 @@
-/* resource.c — the memory-resource ABI's entry points: argument checks, reference counts, and
- * building a resource from a plugin by name.
+/* resource.c — the memory-resource ABI's entry points: argument checks and reference counts.
+ * It calls nothing of the core but the error and log functions.
  *
  * The allocate/deallocate wrappers are the fast path every caller goes through: two tests and an
  * indirect call, so that dispatch through the ABI costs a couple of nanoseconds over a direct
@@ -11,9 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <crmm/cuda_support.h>
 #include <crmm/log.h>
-#include "internal.h"
+#include <crmm/resource.h>
 
 void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *ops, const char *kind,
                         unsigned flags, int device, crmm_resource *upstream)
@@ -68,6 +67,9 @@ crmm_status crmm_resource_query(crmm_resource *mr, crmm_query what, uint64_t *ou
 {
     if (!mr || !out)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "query: %s is NULL", mr ? "out" : "resource");
+    /* an adaptor that leaves query unset answers what its upstream answers */
+    while (!mr->ops->query && mr->upstream)
+        mr = mr->upstream;
     if (!mr->ops->query)
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource answers no queries", mr->kind);
     return mr->ops->query(mr, what, out);
@@ -91,6 +93,9 @@ crmm_status crmm_resource_trim(crmm_resource *mr)
 {
     if (!mr)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "trim: resource is NULL");
+    /* a resource that leaves trim unset caches nothing itself: the trim goes on upstream */
+    while (!mr->ops->trim && mr->upstream)
+        mr = mr->upstream;
     return mr->ops->trim ? mr->ops->trim(mr) : CRMM_OK;
 }
 
@@ -164,64 +169,4 @@ void crmm_resource_report_leaks(const crmm_resource *mr, uint64_t count, uint64_
         snprintf(name, sizeof name, " '%s'", mr->name);
     crmm_log(CRMM_LOG_WARN, "%s resource%s destroyed with %llu live allocation%s (%s)", mr->kind, name,
              (unsigned long long)count, count == 1 ? "" : "s", crmm_format_size(bytes, sz, sizeof sz));
-}
-
-crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,
-                                      crmm_resource *upstream, crmm_resource **out)
-{
-    if (upstream && plugin->upstream == CRMM_UPSTREAM_NONE)
-        return crmm_set_error(CRMM_ERROR_CONFIG, "plugin %s takes no upstream", plugin->name);
-    if (!upstream && plugin->upstream == CRMM_UPSTREAM_REQUIRED)
-        return crmm_set_error(CRMM_ERROR_CONFIG, "plugin %s needs an upstream resource", plugin->name);
-    crmm_status st = crmm_params_check_required(params);
-    if (st != CRMM_OK)
-        return st;
-    crmm_resource *mr = NULL;
-    crmm_clear_error();
-    st = plugin->create(params, upstream, &mr);
-    if (st != CRMM_OK) {
-        if (crmm_last_status() == CRMM_OK)
-            crmm_set_error(st, "plugin %s: create failed without a message", plugin->name);
-        return st;
-    }
-    if (!mr)
-        return crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: create returned CRMM_OK but no resource", plugin->name);
-    if (!mr->ops || !mr->ops->allocate || !mr->ops->deallocate || !mr->ops->destroy) {
-        const crmm_resource_ops *ops = mr->ops;
-        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: its resource has no %s operation", plugin->name,
-                            !ops ? "ops table, so no allocate" : !ops->allocate ? "allocate"
-                            : !ops->deallocate ? "deallocate" : "destroy");
-        /* Undo what we can: destroy it (when it can be) and give its upstream reference back. */
-        if (ops && ops->destroy)
-            crmm_resource_release(mr);
-        return st;
-    }
-    if (!mr->name[0])
-        snprintf(mr->name, sizeof mr->name, "%s", params->name);
-    *out = mr;
-    return CRMM_OK;
-}
-
-crmm_status crmm_resource_create(const char *plugin_name, const char *params, crmm_resource *upstream,
-                                 crmm_resource **out)
-{
-    if (!plugin_name || !out)
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "resource_create: %s is NULL", plugin_name ? "out" : "plugin");
-    const crmm_plugin *plugin;
-    /* the loaded config's plugin_path comes first, as for the config's own resources */
-    crmm_config_lock_current();
-    const crmm_config *cfg = crmm_current_config();
-    char *dirs = cfg && crmm_config_plugin_path(cfg) ? strdup(crmm_config_plugin_path(cfg)) : NULL;
-    crmm_config_unlock_current();
-    crmm_status st = crmm_plugin_load(plugin_name, dirs, &plugin);
-    free(dirs);
-    if (st != CRMM_OK)
-        return st;
-    crmm_params *p;
-    if ((st = crmm_params_new(plugin, "", &p)) != CRMM_OK)
-        return st;
-    if ((st = crmm_params_set_list(p, params)) == CRMM_OK)
-        st = crmm_resource_create_with(plugin, p, upstream, out);
-    crmm_params_free(p);
-    return st;
 }

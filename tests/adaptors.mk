@@ -18,6 +18,13 @@ tests_check_tracking_CFLAGS = $(TEST_CFLAGS)
 tests_check_tracking_LDADD = $(TEST_LDADD)
 TESTS += tests/check_tracking
 
+# trim and queries passing through each adaptor to a pool under it
+check_PROGRAMS += tests/check_adaptor_passthrough
+tests_check_adaptor_passthrough_SOURCES = tests/check_adaptor_passthrough.c
+tests_check_adaptor_passthrough_CFLAGS = $(TEST_CFLAGS)
+tests_check_adaptor_passthrough_LDADD = $(TEST_LDADD)
+TESTS += tests/check_adaptor_passthrough
+
 check_PROGRAMS += tests/check_logging
 tests_check_logging_SOURCES = tests/check_logging.c
 tests_check_logging_CFLAGS = $(TEST_CFLAGS)

@@ -928,6 +928,25 @@ START_TEST(cli_help_documents_everything)
 }
 END_TEST
 
+/* --copy is an option like the others: with --help it shows the copy benchmark's usage, and as
+ * the value of another option it is that value, not a switch to the copy benchmark. */
+START_TEST(cli_copy_is_parsed_as_an_option)
+{
+    crmm_test_output r = run_cli("--copy", "--help", NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "usage: crmm bench --copy") != NULL, "output: %s", r.out);
+    crmm_test_output_free(&r);
+    r = run_cli("--config", "--copy", "--no-references", NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "--copy") && !strstr(r.out, "Bandwidth"), "err: %s", r.err);
+    crmm_test_output_free(&r);
+    r = run_cli("--copy", "--bogus", NULL);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "unknown option '--bogus'") != NULL, "err: %s", r.err);
+    crmm_test_output_free(&r);
+}
+END_TEST
+
 START_TEST(cli_default_config_is_crmm_init_s)
 {
     const char *path = crmm_test_write_file("env.ini", "[resource.envhost]\nplugin = host\n");
@@ -1353,6 +1372,7 @@ int main(void)
     tcase_add_test(tc, cli_bad_arguments_exit_2);
     tcase_add_test(tc, cli_config_failures_exit_1);
     tcase_add_test(tc, cli_help_documents_everything);
+    tcase_add_test(tc, cli_copy_is_parsed_as_an_option);
     tcase_add_test(tc, cli_default_config_is_crmm_init_s);
     tcase_add_test(tc, cli_shipped_config_loads);
     suite_add_tcase(s, tc);

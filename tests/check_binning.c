@@ -6,6 +6,7 @@
  * second request for a bin makes that bin take exactly one more block of its size upstream. */
 #include "config.h"
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "conformance.h"
 #include "test_support.h"
@@ -271,6 +272,29 @@ START_TEST(bins_from_a_config_file)
 }
 END_TEST
 
+/* The bins are built from the plugin_path of the config binning is built for, like binning
+ * itself: with only the config knowing where plugins are, fixed_size is found there. */
+START_TEST(bins_come_from_the_configs_plugin_path)
+{
+    const char *dirs = getenv("CRMM_PLUGIN_PATH");
+    ck_assert_ptr_nonnull(dirs);
+    char text[4096];
+    ck_assert_int_lt(snprintf(text, sizeof text,
+                              "[crmm]\nplugin_path = %s\n[resource.h]\nplugin = host\n[resource.b]\nplugin = binning\n"
+                              "upstream = h\nbins = 1KiB\nblocks_to_preallocate = 1\n",
+                              dirs),
+                     (int)sizeof text);
+    setenv("CRMM_PLUGIN_PATH", "/nonexistent", 1);
+    crmm_config *cfg;
+    ck_assert_crmm_ok(crmm_config_load_string(text, "binning.ini", &cfg));
+    crmm_resource *b;
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "b", -1, &b));
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_RESERVED), 1024);
+    crmm_resource_release(b);
+    crmm_config_free(cfg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("binning");
@@ -287,6 +311,7 @@ int main(void)
     tcase_add_test(tc, bins_hold_references_to_the_upstream);
     tcase_add_test(tc, bad_parameters);
     tcase_add_test(tc, bins_from_a_config_file);
+    tcase_add_test(tc, bins_come_from_the_configs_plugin_path);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -5,7 +5,7 @@
  * Each file is also loaded with CRLF line endings and after a UTF-8 byte-order mark. The same
  * files drive tests/check_tools.sh (crmm check-config).
  *
- * No CUDA call may happen while a config is loaded (DESIGN §4). The CUDA entry points that the
+ * No CUDA call may happen while a config is loaded (docs/contracts.md, Configs). The CUDA entry points that the
  * core and the plugins used here call are defined below: the dynamic linker binds libcrmm and the
  * plugins to these definitions in the executable, which count the call and forward it to
  * libcudart, so a test can assert that loading made none. Everything here runs without a GPU. */

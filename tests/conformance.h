@@ -1,4 +1,4 @@
-/* conformance.h — one suite that every resource chain must pass (DESIGN §6; RMM's typed tests).
+/* conformance.h — one suite that every resource chain must pass (docs/contracts.md, Tests; RMM's typed tests).
  *
  * A chain is a config text and the resource in it to test. The suite checks the ABI contract:
  * size 0, 4 B .. 1 GiB, a 1 PiB request failing with CRMM_ERROR_OUT_OF_MEMORY (the resource still

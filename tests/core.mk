@@ -4,3 +4,7 @@ tests_check_core_SOURCES = tests/check_core.c
 tests_check_core_CFLAGS = $(TEST_CFLAGS)
 tests_check_core_LDADD = $(TEST_LDADD)
 TESTS += tests/check_core
+
+# libcrmm.so exports exactly the CRMM_API functions of include/crmm/*.h (a script over nm -D)
+TESTS += tests/check_exports.sh
+EXTRA_DIST += tests/check_exports.sh

@@ -28,11 +28,11 @@ include tests/core.mk
 include tests/config.mk
 include tests/loader.mk
 include tests/gpu_basic.mk
-include tests/seed_api.mk
+include tests/streams_buffers.mk
 include tests/pool.mk
 include tests/arena.mk
 include tests/adaptors.mk
-include tests/adaptors2.mk
+include tests/rmm_resources.mk
 include tests/tools.mk
 include tests/bench.mk
 include tests/multi_gpu.mk

@@ -9,10 +9,6 @@ int crmm_cmd_check_config(int argc, char **argv);
 int crmm_cmd_bench(int argc, char **argv);
 int crmm_cmd_replay(int argc, char **argv);
 
-/* `crmm bench --copy`: copy bandwidth of to_device / copy_to_host against raw cudaMemcpy
- * (tools/bench_copy.c); argv as for crmm_cmd_bench. */
-int crmm_bench_copy(int argc, char **argv);
-
 /* True when argv holds -h or --help. */
 int crmm_wants_help(int argc, char **argv);
 

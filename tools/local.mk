@@ -11,7 +11,6 @@ tools_crmm_SOURCES = \
 	tools/replay_run.c \
 	tools/replay_report.c \
 	tools/replay_plot.c \
-	tools/replay.h \
-	tools/bench_copy.c
+	tools/replay.h
 tools_crmm_LDADD = libcrmm.la $(CUDA_LIBS) -lm
 include tools/bench.mk

@@ -84,6 +84,36 @@ static inline crmm_status crmm_counters_query(const crmm_alloc_counters *c, crmm
     }
 }
 
+/* ---- for adaptors that count what passes through them ----------------------------------- */
+
+/* An adaptor's deallocate: free through the upstream, then count the free, only once the
+ * upstream took the memory back (a refused free stays counted). Returns the upstream's status. */
+static inline crmm_status crmm_counted_deallocate(crmm_resource *self, crmm_alloc_counters *c, void *ptr, size_t bytes,
+                                                  crmm_cuda_stream_t stream)
+{
+    crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    if (st == CRMM_OK)
+        crmm_counters_sub(c, bytes);
+    return st;
+}
+
+/* An adaptor's query: the counter queries from its own counters, every other from the
+ * upstream (a pool's reserved bytes, say). */
+static inline crmm_status crmm_counted_query(crmm_resource *self, const crmm_alloc_counters *c, crmm_query what,
+                                             uint64_t *out)
+{
+    if (crmm_counters_query(c, what, out) == CRMM_OK)
+        return CRMM_OK;
+    return crmm_resource_query(self->upstream, what, out);
+}
+
+/* For destroy: warn about the allocations still live (crmm_resource_report_leaks). */
+static inline void crmm_counted_report_leaks(const crmm_resource *self, const crmm_alloc_counters *c)
+{
+    int64_t count = __atomic_load_n(&c->count, __ATOMIC_RELAXED), bytes = __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
+    crmm_resource_report_leaks(self, count > 0 ? (uint64_t)count : 0, bytes > 0 ? (uint64_t)bytes : 0);
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,6 +14,7 @@
 #ifndef CRMM_CONFIG_H
 #define CRMM_CONFIG_H
 
+#include <crmm/export.h>
 #include <stddef.h>
 #include <crmm/error.h>
 #include <crmm/resource.h>
@@ -27,80 +28,82 @@ typedef struct crmm_config crmm_config;
 /* Parse and validate a config file (plugins are loaded to check parameters; no CUDA call).
  * Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL), CRMM_ERROR_IO (cannot read), CRMM_ERROR_CONFIG
  * ("FILE:LINE: message"; plugin load failures are reported this way too). */
-crmm_status crmm_config_load_file(const char *path, crmm_config **out);
+CRMM_API crmm_status crmm_config_load_file(const char *path, crmm_config **out);
 /* As crmm_config_load_file, but a [resource.*] whose plugin cannot be loaded is left out instead
  * of failing the load, with every resource stacked on a left-out one and the [crmm] default or
  * [device.N] section that names one: for tools that work with what is installed (crmm bench).
  * crmm_config_skipped_* list what was left out. Errors otherwise as crmm_config_load_file. */
-crmm_status crmm_config_load_file_skipping(const char *path, crmm_config **out);
+CRMM_API crmm_status crmm_config_load_file_skipping(const char *path, crmm_config **out);
 /* The same from text; `origin` names it in messages (NULL → "<string>"). */
-crmm_status crmm_config_load_string(const char *text, const char *origin, crmm_config **out);
+CRMM_API crmm_status crmm_config_load_string(const char *text, const char *origin, crmm_config **out);
 /* The built-in default: one resource "default" of plugin `cuda`. */
-crmm_status crmm_config_load_default(crmm_config **out);
+CRMM_API crmm_status crmm_config_load_default(crmm_config **out);
 /* Free a config (resources created from it live on). NULL: no-op. */
-void crmm_config_free(crmm_config *cfg);
+CRMM_API void crmm_config_free(crmm_config *cfg);
 
 /* Where the config came from (a path, the origin given, or "<built-in>"). */
-const char *crmm_config_origin(const crmm_config *cfg);
+CRMM_API const char *crmm_config_origin(const crmm_config *cfg);
 /* Number of [resource.*] sections, and the i-th one's name, plugin and upstream (NULL if none),
  * in file order. NULL for i out of range. */
-size_t crmm_config_resource_count(const crmm_config *cfg);
-const char *crmm_config_resource_name(const crmm_config *cfg, size_t i);
-const char *crmm_config_resource_plugin(const crmm_config *cfg, size_t i);
-const char *crmm_config_resource_upstream(const crmm_config *cfg, size_t i);
+CRMM_API size_t crmm_config_resource_count(const crmm_config *cfg);
+CRMM_API const char *crmm_config_resource_name(const crmm_config *cfg, size_t i);
+CRMM_API const char *crmm_config_resource_plugin(const crmm_config *cfg, size_t i);
+CRMM_API const char *crmm_config_resource_upstream(const crmm_config *cfg, size_t i);
 /* The index of [resource.NAME] among them, or -1 when there is none (or an argument is NULL). */
-long crmm_config_find_resource(const crmm_config *cfg, const char *name);
+CRMM_API long crmm_config_find_resource(const crmm_config *cfg, const char *name);
 /* The resource's parameters as given in the file: count, and key/value of the j-th one. */
-size_t crmm_config_resource_param_count(const crmm_config *cfg, size_t i);
-const char *crmm_config_resource_param_key(const crmm_config *cfg, size_t i, size_t j);
-const char *crmm_config_resource_param_value(const crmm_config *cfg, size_t i, size_t j);
+CRMM_API size_t crmm_config_resource_param_count(const crmm_config *cfg, size_t i);
+CRMM_API const char *crmm_config_resource_param_key(const crmm_config *cfg, size_t i, size_t j);
+CRMM_API const char *crmm_config_resource_param_value(const crmm_config *cfg, size_t i, size_t j);
 /* True when the resource's chain ends in a host-only plugin (usable without a GPU). */
-bool crmm_config_resource_is_host(const crmm_config *cfg, size_t i);
+CRMM_API bool crmm_config_resource_is_host(const crmm_config *cfg, size_t i);
 /* The resource device `device` starts with: [device.N] resource, else [crmm] default, else the
  * first [resource.*] of the file, else NULL (nothing configured: crmm_init's per-device default
  * is then the built-in `cuda` plugin). */
-const char *crmm_config_default_resource(const crmm_config *cfg, int device);
+CRMM_API const char *crmm_config_default_resource(const crmm_config *cfg, int device);
+/* The [crmm] log_level as written (crmm_init applies it), or NULL when it is not given. */
+CRMM_API const char *crmm_config_log_level(const crmm_config *cfg);
 /* The [crmm] plugin_path as used: entries relative to the config file's directory made absolute
  * (a config from a string may not have relative ones). NULL if none. */
-const char *crmm_config_plugin_path(const crmm_config *cfg);
+CRMM_API const char *crmm_config_plugin_path(const crmm_config *cfg);
 /* The resources crmm_config_load_file_skipping left out, in file order: how many (0 for any other
  * load), and the i-th one's name and why ("plugin error: ..." or "its upstream 'NAME' was
  * skipped"); NULL for i out of range. */
-size_t crmm_config_skipped_count(const crmm_config *cfg);
-const char *crmm_config_skipped_name(const crmm_config *cfg, size_t i);
-const char *crmm_config_skipped_reason(const crmm_config *cfg, size_t i);
+CRMM_API size_t crmm_config_skipped_count(const crmm_config *cfg);
+CRMM_API const char *crmm_config_skipped_name(const crmm_config *cfg, size_t i);
+CRMM_API const char *crmm_config_skipped_reason(const crmm_config *cfg, size_t i);
 
 /* Build resource `name` (and its upstreams) for CUDA device `device` (-1: the current device;
  * host-only chains need no device and ignore it). Instances are cached per config and device:
  * asking twice gives the same resource with one more reference, and resources sharing an
- * upstream share its instance. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL, device < -1 or > 127),
+ * upstream share its instance. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL, device < -1 or >= CRMM_MAX_DEVICES),
  * CRMM_ERROR_NOT_FOUND (no such resource), CRMM_ERROR_CUDA, and the plugin's own, with
  * "FILE:LINE: resource.NAME: " in front. On error *out is untouched. */
-crmm_status crmm_config_create_resource(crmm_config *cfg, const char *name, int device, crmm_resource **out);
+CRMM_API crmm_status crmm_config_create_resource(crmm_config *cfg, const char *name, int device, crmm_resource **out);
 
 /* The config file crmm_init(NULL) loads: $CRMM_CONFIG when set, else $(sysconfdir)/crmm/crmm.ini
  * (written into buf) when it exists; NULL when neither (then it is the built-in default). */
-const char *crmm_config_default_file(char *buf, size_t size);
+CRMM_API const char *crmm_config_default_file(char *buf, size_t size);
 
 /* Initialise the library: load the config from `path`, or with NULL from $CRMM_CONFIG, then
  * $(sysconfdir)/crmm/crmm.ini, then the built-in default (crmm_config_default_file); apply its
  * log_level; make it the config that per-device defaults come from. Never reads a file from the
  * working directory by itself. Calling again replaces the config for devices whose resource is
  * not yet created. Errors as crmm_config_load_file. */
-crmm_status crmm_init(const char *path);
+CRMM_API crmm_status crmm_init(const char *path);
 /* Release the per-device resources (crmm_enable_logging's adaptors too) and the config loaded by
  * crmm_init. Safe to call twice; call it when no other thread is using crmm (a first use racing
  * with it may build a new default). */
-void crmm_finalize(void);
+CRMM_API void crmm_finalize(void);
 /* The config crmm_init loaded (borrowed), or NULL. */
-const crmm_config *crmm_current_config(void);
+CRMM_API const crmm_config *crmm_current_config(void);
 
 /* Parse a size: "4096", "64KiB", "1.5 GiB", "512MB", "2TB"; units B KiB MiB GiB TiB PiB KB MB GB TB PB
  * (case-insensitive; KiB = 1024, KB = 1000). "N%" (0 < N <= 100) gives N% of `percent_of`; it is
  * refused when `percent_of` is 0 and `percent` is NULL. When `percent` is given it receives N
  * (0 for a plain size). Errors: CRMM_ERROR_INVALID_ARGUMENT for negative values, unknown units,
  * junk, fractions of a byte, and values that do not fit in 64 bits. */
-crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out, double *percent);
+CRMM_API crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out, double *percent);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #ifndef CRMM_CRMM_H
 #define CRMM_CRMM_H
 
+#include <crmm/export.h>
 #include <crmm/error.h>
 #include <crmm/log.h>
 #include <crmm/resource.h>
@@ -21,19 +22,13 @@
 #include <crmm/stream.h>
 #include <crmm/stream_pool.h>
 #include <crmm/device_buffer.h>
-#include <crmm/failure_callback.h>
-#include <crmm/async.h>
-#include <crmm/logging.h>
-#include <crmm/statistics.h>
-#include <crmm/tracking.h>
-#include <crmm/pool.h>
-#include <crmm/arena.h>
+#include <crmm/logging_switch.h>
 
 /* The version of libcrmm ("0.1.0"). */
 #ifdef __cplusplus
 extern "C" {
 #endif
-const char *crmm_version(void);
+CRMM_API const char *crmm_version(void);
 #ifdef __cplusplus
 }
 #endif

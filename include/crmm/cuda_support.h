@@ -4,6 +4,7 @@
 #ifndef CRMM_CUDA_SUPPORT_H
 #define CRMM_CUDA_SUPPORT_H
 
+#include <crmm/export.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <crmm/error.h>
@@ -18,28 +19,28 @@ extern "C" {
  * cudaErrorCudartUnloading → CRMM_ERROR_STATE, and crmm_process_exiting() is true from then on.
  * On an error it also clears the thread's last CUDA error (cudaGetLastError), since the error
  * is now reported through crmm. */
-crmm_status crmm_cuda_status(int cuda_error, const char *call);
+CRMM_API crmm_status crmm_cuda_status(int cuda_error, const char *call);
 
 /* True once the process has started to exit (atexit ran or libcrmm is being unloaded). From
  * then on resources must not call CUDA: they leak instead of freeing. */
-bool crmm_process_exiting(void);
+CRMM_API bool crmm_process_exiting(void);
 
 /* Call after a first successful CUDA call: registers the exit hook behind the CUDA runtime's
  * own, so that crmm_process_exiting() turns true before the runtime tears down. Cheap to repeat. */
-void crmm_note_cuda_initialized(void);
+CRMM_API void crmm_note_cuda_initialized(void);
 
 /* The current device ordinal. CRMM_ERROR_CUDA when there is no usable device. */
-crmm_status crmm_cuda_current_device(int *device);
+CRMM_API crmm_status crmm_cuda_current_device(int *device);
 /* Number of CUDA devices (0 with CRMM_ERROR_CUDA and the reason when there are none). */
-crmm_status crmm_cuda_device_count(int *count);
+CRMM_API crmm_status crmm_cuda_device_count(int *count);
 /* Free and total memory of `device` (made current for the call, then restored). */
-crmm_status crmm_cuda_device_memory(int device, uint64_t *free_bytes, uint64_t *total_bytes);
+CRMM_API crmm_status crmm_cuda_device_memory(int device, uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* Makes `device` current and remembers the previous one; restore with crmm_cuda_device_restore.
  * device < 0 does nothing. */
 typedef struct crmm_device_guard { int previous; int changed; } crmm_device_guard;
-crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard);
-void crmm_cuda_device_restore(crmm_device_guard *guard);
+CRMM_API crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard);
+CRMM_API void crmm_cuda_device_restore(crmm_device_guard *guard);
 
 #ifdef __cplusplus
 }

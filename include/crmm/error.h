@@ -7,6 +7,7 @@
 #ifndef CRMM_ERROR_H
 #define CRMM_ERROR_H
 
+#include <crmm/export.h>
 #include <stdarg.h>
 
 #ifdef __cplusplus
@@ -28,17 +29,17 @@ typedef enum crmm_status {
 } crmm_status;
 
 /* Name of a status, e.g. "CRMM_ERROR_OUT_OF_MEMORY"; "CRMM_ERROR_UNKNOWN" for other values. */
-const char *crmm_status_name(crmm_status status);
+CRMM_API const char *crmm_status_name(crmm_status status);
 
 /* The calling thread's last error message ("" when there is none). Valid until the thread's
  * next crmm call that fails. */
-const char *crmm_last_error(void);
+CRMM_API const char *crmm_last_error(void);
 
 /* The status that went with crmm_last_error() (CRMM_OK when there is none). */
-crmm_status crmm_last_status(void);
+CRMM_API crmm_status crmm_last_status(void);
 
 /* Forget the calling thread's last error. */
-void crmm_clear_error(void);
+CRMM_API void crmm_clear_error(void);
 
 /* Record an error for the calling thread and return `status` — for plugins and the core:
  *   return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "pool: %s must be > 0", key);
@@ -46,17 +47,17 @@ void crmm_clear_error(void);
  * ...) unless it already starts with that category (so crmm_set_error(st, "%s", msg) of a message
  * of the same status is not prefixed twice). The arguments may quote crmm_last_error().
  * Messages longer than 1023 bytes are cut. */
-crmm_status crmm_set_error(crmm_status status, const char *fmt, ...)
+CRMM_API crmm_status crmm_set_error(crmm_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-crmm_status crmm_set_error_v(crmm_status status, const char *fmt, va_list ap);
+CRMM_API crmm_status crmm_set_error_v(crmm_status status, const char *fmt, va_list ap);
 
 /* Put `prefix: ` in front of the calling thread's message (keeping its category first) and
  * return its status: adds context as an error travels up ("FILE:LINE", a resource name).
  * Call it only after a failure: with no error recorded it returns CRMM_OK. */
-crmm_status crmm_error_add_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+CRMM_API crmm_status crmm_error_add_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Human-readable size into buf, e.g. "1.0 PiB", "256 B"; returns buf. */
-char *crmm_format_size(unsigned long long bytes, char *buf, unsigned long bufsize);
+CRMM_API char *crmm_format_size(unsigned long long bytes, char *buf, unsigned long bufsize);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #ifndef CRMM_LOG_H
 #define CRMM_LOG_H
 
+#include <crmm/export.h>
 #include <stdbool.h>
 #include <crmm/error.h>
 
@@ -25,33 +26,33 @@ typedef enum crmm_log_level {
 } crmm_log_level;
 
 /* Set the level below which messages are dropped. CRMM_ERROR_INVALID_ARGUMENT if out of range. */
-crmm_status crmm_log_set_level(crmm_log_level level);
+CRMM_API crmm_status crmm_log_set_level(crmm_log_level level);
 /* The current level. */
-crmm_log_level crmm_log_get_level(void);
+CRMM_API crmm_log_level crmm_log_get_level(void);
 /* True when a message at `level` would be written. */
-bool crmm_log_should_log(crmm_log_level level);
+CRMM_API bool crmm_log_should_log(crmm_log_level level);
 /* Flush after every message at or above `level` (default warn). CRMM_ERROR_INVALID_ARGUMENT
  * if out of range. */
-crmm_status crmm_log_flush_on(crmm_log_level level);
+CRMM_API crmm_status crmm_log_flush_on(crmm_log_level level);
 /* The current flush level. */
-crmm_log_level crmm_log_get_flush_level(void);
+CRMM_API crmm_log_level crmm_log_get_flush_level(void);
 /* Flush the log now. */
-void crmm_log_flush(void);
+CRMM_API void crmm_log_flush(void);
 /* Write the log to `path` (appending; NULL = stderr). CRMM_ERROR_IO if it cannot be opened; the
  * previous destination then stays. */
-crmm_status crmm_log_set_file(const char *path);
+CRMM_API crmm_status crmm_log_set_file(const char *path);
 /* Where the log goes: a path, or "stderr". The string is the logger's own: read it while no other
  * thread calls crmm_log_set_file. */
-const char *crmm_log_get_file(void);
+CRMM_API const char *crmm_log_get_file(void);
 
 /* Parse "trace", "debug", "info", "warn"/"warning", "error", "critical", "off" (any case).
  * CRMM_ERROR_INVALID_ARGUMENT for anything else. */
-crmm_status crmm_log_level_parse(const char *text, crmm_log_level *out);
+CRMM_API crmm_status crmm_log_level_parse(const char *text, crmm_log_level *out);
 /* "trace" ... "off"; "?" for values out of range. */
-const char *crmm_log_level_name(crmm_log_level level);
+CRMM_API const char *crmm_log_level_name(crmm_log_level level);
 
 /* Write one line: "[time] [crmm] [level] message". */
-void crmm_log(crmm_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+CRMM_API void crmm_log(crmm_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,7 @@
 #ifndef CRMM_PLUGIN_H
 #define CRMM_PLUGIN_H
 
+#include <crmm/export.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <crmm/error.h>
@@ -102,29 +103,39 @@ typedef const crmm_plugin *(*crmm_plugin_entry_fn)(void);
  * CRMM_ERROR_INVALID_ARGUMENT when the key is not in the plugin's table or has another type.
  * A size given as a percentage is resolved against the total memory of the device the resource
  * is created for (CRMM_ERROR_CUDA when there is none). */
-crmm_status crmm_params_get_size(const crmm_params *p, const char *key, uint64_t *out);
-crmm_status crmm_params_get_uint(const crmm_params *p, const char *key, uint64_t *out);
-crmm_status crmm_params_get_bool(const crmm_params *p, const char *key, bool *out);
-crmm_status crmm_params_get_double(const crmm_params *p, const char *key, double *out);
+CRMM_API crmm_status crmm_params_get_size(const crmm_params *p, const char *key, uint64_t *out);
+CRMM_API crmm_status crmm_params_get_uint(const crmm_params *p, const char *key, uint64_t *out);
+CRMM_API crmm_status crmm_params_get_bool(const crmm_params *p, const char *key, bool *out);
+CRMM_API crmm_status crmm_params_get_double(const crmm_params *p, const char *key, double *out);
 /* Strings and enums: *out points into p (valid during create). */
-crmm_status crmm_params_get_string(const crmm_params *p, const char *key, const char **out);
+CRMM_API crmm_status crmm_params_get_string(const crmm_params *p, const char *key, const char **out);
 /* True when the key was given explicitly (not defaulted). */
-bool crmm_params_is_set(const crmm_params *p, const char *key);
+CRMM_API bool crmm_params_is_set(const crmm_params *p, const char *key);
 /* The instance name ("main" for [resource.main]; "" for crmm_resource_create). */
-const char *crmm_params_resource_name(const crmm_params *p);
+CRMM_API const char *crmm_params_resource_name(const crmm_params *p);
 /* The CUDA device ordinal the resource is created for; -1 when none is known. */
-int crmm_params_device(const crmm_params *p);
+CRMM_API int crmm_params_device(const crmm_params *p);
+/* The plugin search path of the config (or crmm_resource_create call) the resource is built
+ * for, ':'-separated; NULL when it has none. */
+CRMM_API const char *crmm_params_plugin_path(const crmm_params *p);
+/* From inside a plugin's create: build a resource of another plugin (e.g. binning's fixed_size
+ * bins), searched in the creator's plugin path (crmm_params_plugin_path), for the creator's
+ * device, named `name` (NULL: unnamed). `params` and `upstream` as for crmm_resource_create;
+ * takes no lock of the core, so a plugin never re-enters the loaded config. Errors: those of
+ * crmm_resource_create. */
+CRMM_API crmm_status crmm_params_create_resource(const crmm_params *creator, const char *plugin, const char *params,
+                                        const char *name, crmm_resource *upstream, crmm_resource **out);
 
 /* ---- helpers for plugins ------------------------------------------------------------------- */
 /* Name of a parameter type as `crmm info` shows it: "size", "uint", "bool", "string", "enum",
  * "double"; "?" for a value outside crmm_param_type. */
-const char *crmm_param_type_name(crmm_param_type t);
+CRMM_API const char *crmm_param_type_name(crmm_param_type t);
 
 /* Expand a file-name pattern given as a parameter into out (size bytes, NUL included):
  * %d = `device` ("host" when device < 0), %p = the process id, %% = %. Errors:
  * CRMM_ERROR_CONFIG naming the pattern for any other % sequence (or a lone % at the end);
  * CRMM_ERROR_INVALID_ARGUMENT when the name does not fit in out, or for a NULL argument. */
-crmm_status crmm_expand_file_name(const char *pattern, int device, char *out, size_t size);
+CRMM_API crmm_status crmm_expand_file_name(const char *pattern, int device, char *out, size_t size);
 
 /* ---- the loader ---------------------------------------------------------------------------- */
 /* Find and load plugin `name_or_path` ("pool", or "/abs/dir/crmm_pool.so"), searching `dirs`
@@ -134,18 +145,18 @@ crmm_status crmm_expand_file_name(const char *pattern, int device, char *out, si
  * and a "did you mean" when a close name exists), dlopen failure (with dlerror()), no entry
  * symbol, entry returning NULL, wrong ABI major, too-new minor, short struct, name mismatch,
  * bad parameter table; a file or directory writable by group or others is refused. */
-crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const crmm_plugin **out);
+CRMM_API crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const crmm_plugin **out);
 
 /* Call `fn` for every loadable plugin in the search path (dirs as for crmm_plugin_load) with
  * its path, and the descriptor or NULL and the load error when it fails to load. Each name is
  * reported once (the first found). Returns how many files were reported. */
 typedef void (*crmm_plugin_visit_fn)(const char *path, const crmm_plugin *plugin,
                                      crmm_status status, const char *error, void *arg);
-int crmm_plugin_foreach(const char *dirs, crmm_plugin_visit_fn fn, void *arg);
+CRMM_API int crmm_plugin_foreach(const char *dirs, crmm_plugin_visit_fn fn, void *arg);
 
 /* The search path as used: dirs, $CRMM_PLUGIN_PATH, installed dir, ':'-joined into buf; NULL
  * when it does not fit in bufsize (the loader then searches nothing and says why). */
-const char *crmm_plugin_search_path(const char *dirs, char *buf, size_t bufsize);
+CRMM_API const char *crmm_plugin_search_path(const char *dirs, char *buf, size_t bufsize);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
  *
  * A resource is a struct whose first member is `crmm_resource` (the base below), followed by the
  * plugin's own state. Its ops table gives allocate/deallocate (required), query and trim
- * (optional, NULL when unsupported) and destroy. The contract (DESIGN §2):
+ * (optional, NULL when unsupported) and destroy. The contract (docs/contracts.md in the source tree):
  *  - Device pointers are 256-byte aligned (CRMM_ALLOCATION_ALIGNMENT).
  *  - allocate(0) gives NULL and CRMM_OK without calling upstream; deallocate(NULL) is a no-op.
  *    (crmm_resource_allocate/deallocate do both before calling the ops, so plugins never see
@@ -18,6 +18,7 @@
 #ifndef CRMM_RESOURCE_H
 #define CRMM_RESOURCE_H
 
+#include <crmm/export.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,16 +67,18 @@ typedef struct crmm_resource_ops {
     crmm_status (*allocate)(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
     /* Free `ptr` (non-NULL) of `bytes` (as allocated); `stream` was the last to use it. */
     crmm_status (*deallocate)(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
-    /* Optional. Answer `what`; CRMM_ERROR_UNSUPPORTED for queries the resource cannot answer. */
+    /* Optional. Answer `what`; CRMM_ERROR_UNSUPPORTED for queries the resource cannot answer.
+     * Unset: crmm_resource_query asks the upstream (none: CRMM_ERROR_UNSUPPORTED). */
     crmm_status (*query)(crmm_resource *self, crmm_query what, uint64_t *out);
-    /* Optional. Give cached memory back to upstream. */
+    /* Optional. Give cached memory back to upstream. Unset: crmm_resource_trim trims the
+     * upstream (none: nothing to do), so an adaptor that caches nothing leaves it unset. */
     crmm_status (*trim)(crmm_resource *self);
     /* Free the resource's own state (the upstream is released by the core afterwards). */
     void (*destroy)(crmm_resource *self);
-    /* Optional. Plugin-specific operations, numbered in the plugin's public header (ranges:
-     * 0x100 statistics, 0x200 tracking, 0x300 logging, 0x400 failure_callback, 0x500 pool,
-     * 0x600 arena, 0x700 async, 0x1000+ third-party plugins). CRMM_ERROR_UNSUPPORTED for an op it
-     * does not know. */
+    /* Optional. Plugin-specific operations, numbered by the plugin in its own header; an op
+     * means something only to the plugin that defines it, so callers reach it through
+     * crmm_resource_control_kind (the first layer of that kind in a chain).
+     * CRMM_ERROR_UNSUPPORTED for an op it does not know. */
     crmm_status (*control)(crmm_resource *self, int op, void *arg);
     void *reserved[4];         /* NULL; room to grow */
 } crmm_resource_ops;
@@ -95,17 +98,17 @@ struct crmm_resource {
 
 /* Fill the base: ops, flags and device as given, kind, upstream (a reference is taken here),
  * one reference. `self` must point at zeroed memory or a fresh struct (NULL: nothing done). */
-void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *ops, const char *kind,
+CRMM_API void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *ops, const char *kind,
                         unsigned flags, int device, crmm_resource *upstream);
 
 /* Allocate through `mr`. bytes == 0 → *ptr = NULL, CRMM_OK. Errors: CRMM_ERROR_INVALID_ARGUMENT
  * (mr or ptr NULL), CRMM_ERROR_OUT_OF_MEMORY, CRMM_ERROR_BAD_ALLOC, CRMM_ERROR_CUDA,
  * CRMM_ERROR_STATE (device memory once the process is exiting). *ptr is NULL on failure. */
-crmm_status crmm_resource_allocate_checked(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
+CRMM_API crmm_status crmm_resource_allocate_checked(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 /* Free `ptr` of `bytes` through `mr`. ptr == NULL → no-op, CRMM_OK. Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (mr NULL, or a pointer the resource does not know when it can
  * tell), CRMM_ERROR_CUDA. */
-crmm_status crmm_resource_deallocate_checked(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
+CRMM_API crmm_status crmm_resource_deallocate_checked(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
 
 /* crmm_resource_allocate / crmm_resource_deallocate: the functions above, with their common case
  * (valid arguments, bytes > 0, ptr != NULL) inlined into the caller: one test and the indirect
@@ -114,8 +117,8 @@ crmm_status crmm_resource_deallocate_checked(crmm_resource *mr, void *ptr, size_
  * plain names for callers that cannot use this header (dlsym, FFI). Define
  * CRMM_NO_INLINE_DISPATCH before including crmm headers to call the exported functions. */
 #if defined(CRMM_NO_INLINE_DISPATCH)
-crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
-crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
+CRMM_API crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
+CRMM_API crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
 #else
 static inline crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream,
                                                  void **ptr)
@@ -136,40 +139,42 @@ static inline crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr,
     return crmm_resource_deallocate_checked(mr, ptr, bytes, stream);
 }
 #endif
-/* Ask a question (see crmm_query). CRMM_ERROR_UNSUPPORTED when the resource cannot answer,
+/* Ask a question (see crmm_query); a resource without a query op passes it to its upstream.
+ * CRMM_ERROR_UNSUPPORTED when the resource cannot answer,
  * CRMM_ERROR_INVALID_ARGUMENT for NULL arguments. */
-crmm_status crmm_resource_query(crmm_resource *mr, crmm_query what, uint64_t *out);
+CRMM_API crmm_status crmm_resource_query(crmm_resource *mr, crmm_query what, uint64_t *out);
 /* 1 − largest free block / free bytes, from the two queries; 0 when nothing is free.
  * CRMM_ERROR_UNSUPPORTED when the resource cannot tell. */
-crmm_status crmm_resource_fragmentation(crmm_resource *mr, double *out);
-/* Give cached memory back upstream; CRMM_OK and nothing done when the resource caches nothing. */
-crmm_status crmm_resource_trim(crmm_resource *mr);
+CRMM_API crmm_status crmm_resource_fragmentation(crmm_resource *mr, double *out);
+/* Give cached memory back upstream: the resource's trim, or, where it has none, its upstream's
+ * (down the chain); CRMM_OK and nothing done when no resource in the chain caches. */
+CRMM_API crmm_status crmm_resource_trim(crmm_resource *mr);
 /* Run a plugin-specific operation (see crmm_resource_ops.control). CRMM_ERROR_UNSUPPORTED when
  * the resource has no such op; CRMM_ERROR_INVALID_ARGUMENT for a NULL resource. */
-crmm_status crmm_resource_control(crmm_resource *mr, int op, void *arg);
+CRMM_API crmm_status crmm_resource_control(crmm_resource *mr, int op, void *arg);
 /* The first resource of kind `kind` in the chain mr, mr's upstream, its upstream, ... (borrowed),
  * or NULL. E.g. find the statistics layer under a logging adaptor. */
-crmm_resource *crmm_resource_find_kind(crmm_resource *mr, const char *kind);
+CRMM_API crmm_resource *crmm_resource_find_kind(crmm_resource *mr, const char *kind);
 /* crmm_resource_control on the first resource of kind `kind` in mr's chain: how the adaptor
  * headers reach their layer (crmm_statistics_get finds statistics under logging). Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (NULL mr or kind), CRMM_ERROR_UNSUPPORTED "resource 'NAME' (KIND)
  * has no <kind> layer" when the chain has none, else what that layer's control returns. */
-crmm_status crmm_resource_control_kind(crmm_resource *mr, const char *kind, int op, void *arg);
+CRMM_API crmm_status crmm_resource_control_kind(crmm_resource *mr, const char *kind, int op, void *arg);
 /* True when the resource's memory is usable from device / host code. False for NULL. */
-bool crmm_resource_is_device_accessible(const crmm_resource *mr);
-bool crmm_resource_is_host_accessible(const crmm_resource *mr);
+CRMM_API bool crmm_resource_is_device_accessible(const crmm_resource *mr);
+CRMM_API bool crmm_resource_is_host_accessible(const crmm_resource *mr);
 /* The plugin name ("pool") and instance name ("main", or "" when unnamed). "" for NULL. */
-const char *crmm_resource_kind(const crmm_resource *mr);
-const char *crmm_resource_name(const crmm_resource *mr);
+CRMM_API const char *crmm_resource_kind(const crmm_resource *mr);
+CRMM_API const char *crmm_resource_name(const crmm_resource *mr);
 /* The upstream (borrowed) or NULL. */
-crmm_resource *crmm_resource_upstream(const crmm_resource *mr);
+CRMM_API crmm_resource *crmm_resource_upstream(const crmm_resource *mr);
 
 /* Take one more reference; returns mr (NULL stays NULL). */
-crmm_resource *crmm_resource_retain(crmm_resource *mr);
+CRMM_API crmm_resource *crmm_resource_retain(crmm_resource *mr);
 /* Drop one reference; the last destroys the resource, then releases its upstream. NULL: no-op. */
-void crmm_resource_release(crmm_resource *mr);
+CRMM_API void crmm_resource_release(crmm_resource *mr);
 /* Current reference count (for tests and diagnostics); 0 for NULL. */
-long crmm_resource_refcount(const crmm_resource *mr);
+CRMM_API long crmm_resource_refcount(const crmm_resource *mr);
 
 /* Build a resource from a plugin by name without a config file: `params` is
  * "key=value key=value" (spaces or commas between pairs), validated against the plugin's
@@ -181,15 +186,18 @@ long crmm_resource_refcount(const crmm_resource *mr);
  * it can be), CRMM_ERROR_CONFIG (bad parameter, an upstream given to a plugin that takes none or
  * missing for one that needs it), and whatever the plugin's create returns (with the plugin's
  * message, or a generic one naming the plugin when it set none). */
-crmm_status crmm_resource_create(const char *plugin, const char *params, crmm_resource *upstream,
+CRMM_API crmm_status crmm_resource_create(const char *plugin, const char *params, crmm_resource *upstream,
                                  crmm_resource **out);
 
 /* Log the resource's live allocations at warn level when it is destroyed with some left:
  * "<kind> resource '<name>' destroyed with N live allocations (B)" ("<kind> resource destroyed
  * ..." when it has no name). For plugins' destroy. Nothing for count 0 or a NULL mr. */
-void crmm_resource_report_leaks(const crmm_resource *mr, uint64_t count, uint64_t bytes);
+CRMM_API void crmm_resource_report_leaks(const crmm_resource *mr, uint64_t count, uint64_t bytes);
 
 /* ---- per-device current resources -------------------------------------------------------- */
+
+/* Device ordinals crmm handles: 0 .. CRMM_MAX_DEVICES - 1. */
+#define CRMM_MAX_DEVICES 128
 
 /* The current device's resource (borrowed: valid until it is replaced and the replacer releases
  * it; when another thread may replace it, use the _ref variant below instead: retaining the
@@ -197,20 +205,20 @@ void crmm_resource_report_leaks(const crmm_resource *mr, uint64_t count, uint64_
  * default: the loaded config's `default` (or [device.N] resource), else the `cuda` plugin. NULL
  * on error (CRMM_ERROR_CUDA without a device, or the default's creation error), with the message
  * in crmm_last_error(). */
-crmm_resource *crmm_get_current_device_resource(void);
+CRMM_API crmm_resource *crmm_get_current_device_resource(void);
 /* The resource of device `device` (borrowed), created as above. NULL on error
  * (CRMM_ERROR_INVALID_ARGUMENT for a negative or too-large ordinal). */
-crmm_resource *crmm_get_per_device_resource(int device);
+CRMM_API crmm_resource *crmm_get_per_device_resource(int device);
 /* As the two above, but with a reference taken atomically with the look-up: safe while other
  * threads set the resource; release it when done. NULL on error, as above. */
-crmm_resource *crmm_get_current_device_resource_ref(void);
-crmm_resource *crmm_get_per_device_resource_ref(int device);
+CRMM_API crmm_resource *crmm_get_current_device_resource_ref(void);
+CRMM_API crmm_resource *crmm_get_per_device_resource_ref(int device);
 /* Make `mr` the current device's resource (a reference is taken) and return the previous one,
  * whose reference passes to the caller (release it when done; NULL if there was none).
  * NULL mr or failure → NULL with crmm_last_error() set. */
-crmm_resource *crmm_set_current_device_resource(crmm_resource *mr);
+CRMM_API crmm_resource *crmm_set_current_device_resource(crmm_resource *mr);
 /* As above for device `device`. CRMM_ERROR_INVALID_ARGUMENT for a negative or too-large ordinal. */
-crmm_resource *crmm_set_per_device_resource(int device, crmm_resource *mr);
+CRMM_API crmm_resource *crmm_set_per_device_resource(int device, crmm_resource *mr);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #ifndef CRMM_STREAM_H
 #define CRMM_STREAM_H
 
+#include <crmm/export.h>
 #include <stdbool.h>
 #include <crmm/error.h>
 #include <crmm/resource.h> /* crmm_cuda_stream_t, CRMM_CUDA_STREAM_PER_THREAD */
@@ -34,38 +35,38 @@ typedef struct crmm_stream crmm_stream;
 /* Create a new CUDA stream on the current device, owned by the returned object. Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (out NULL, flags not a crmm_stream_flags value; checked before any
  * CUDA call), CRMM_ERROR_CUDA (no device, cudaStreamCreateWithFlags failed). *out NULL on error. */
-crmm_status crmm_stream_create(crmm_stream_flags flags, crmm_stream **out);
+CRMM_API crmm_status crmm_stream_create(crmm_stream_flags flags, crmm_stream **out);
 
 /* Wrap a CUDA stream the caller made (or NULL, cudaStreamLegacy, cudaStreamPerThread) without
  * taking ownership; no CUDA call. The caller keeps the stream alive while the view is used.
  * Errors: CRMM_ERROR_INVALID_ARGUMENT (out NULL), CRMM_ERROR_OUT_OF_MEMORY. */
-crmm_status crmm_stream_view(crmm_cuda_stream_t handle, crmm_stream **out);
+CRMM_API crmm_status crmm_stream_view(crmm_cuda_stream_t handle, crmm_stream **out);
 
 /* Release a stream object: an owning stream destroys its CUDA stream (with its device current,
  * then the caller's restored; skipped at process exit); a view from crmm_stream_view is freed
  * and the caller's stream left alone. NULL, crmm_stream_default(), crmm_stream_per_thread() and
  * the views that pools and buffers hand out: no-op. Never fails (CUDA errors are logged). */
-void crmm_stream_destroy(crmm_stream *stream);
+CRMM_API void crmm_stream_destroy(crmm_stream *stream);
 
 /* The legacy default stream (handle NULL) and the per-thread default stream
  * (cudaStreamPerThread) as values; static, never destroyed. */
-crmm_stream *crmm_stream_default(void);
-crmm_stream *crmm_stream_per_thread(void);
+CRMM_API crmm_stream *crmm_stream_default(void);
+CRMM_API crmm_stream *crmm_stream_per_thread(void);
 
 /* The CUDA stream handle (cudaStream_t); NULL for NULL and the legacy default stream. */
-crmm_cuda_stream_t crmm_stream_handle(const crmm_stream *stream);
+CRMM_API crmm_cuda_stream_t crmm_stream_handle(const crmm_stream *stream);
 
 /* True for a default stream: NULL, a handle of NULL or cudaStreamLegacy (the legacy default),
  * or cudaStreamPerThread (the per-thread default) — RMM's Stream.is_default(). */
-bool crmm_stream_is_default(const crmm_stream *stream);
+CRMM_API bool crmm_stream_is_default(const crmm_stream *stream);
 
 /* True when destroying the object destroys its CUDA stream (made by crmm_stream_create). */
-bool crmm_stream_is_owning(const crmm_stream *stream);
+CRMM_API bool crmm_stream_is_owning(const crmm_stream *stream);
 
 /* Wait until all work queued on the stream has finished (cudaStreamSynchronize). NULL: the
  * legacy default stream. Errors: CRMM_ERROR_CUDA (named call and reason), CRMM_ERROR_STATE after
  * the process began to exit. */
-crmm_status crmm_stream_synchronize(const crmm_stream *stream);
+CRMM_API crmm_status crmm_stream_synchronize(const crmm_stream *stream);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #ifndef CRMM_STREAM_POOL_H
 #define CRMM_STREAM_POOL_H
 
+#include <crmm/export.h>
 #include <stddef.h>
 #include <crmm/error.h>
 #include <crmm/stream.h>
@@ -25,25 +26,25 @@ typedef struct crmm_stream_pool crmm_stream_pool;
  * CRMM_STREAM_SYNC_DEFAULT). Errors: CRMM_ERROR_INVALID_ARGUMENT (out NULL, size 0, bad flags;
  * checked before any CUDA call), CRMM_ERROR_OUT_OF_MEMORY, CRMM_ERROR_CUDA (no device, stream
  * creation failed; the streams made so far are destroyed). *out NULL on error. */
-crmm_status crmm_stream_pool_create(size_t size, crmm_stream_flags flags, crmm_stream_pool **out);
+CRMM_API crmm_status crmm_stream_pool_create(size_t size, crmm_stream_flags flags, crmm_stream_pool **out);
 
 /* Destroy the pool and its streams (with the pool's device current). The views it handed out
  * become invalid. NULL: no-op. */
-void crmm_stream_pool_destroy(crmm_stream_pool *pool);
+CRMM_API void crmm_stream_pool_destroy(crmm_stream_pool *pool);
 
 /* Number of streams in the pool; 0 for NULL (with CRMM_ERROR_INVALID_ARGUMENT in
  * crmm_last_error()). */
-size_t crmm_stream_pool_get_pool_size(const crmm_stream_pool *pool);
+CRMM_API size_t crmm_stream_pool_get_pool_size(const crmm_stream_pool *pool);
 
 /* The next stream, round-robin: the n-th call since creation (over all threads) gets stream
  * n % size, so the first call gives stream 0. Errors: CRMM_ERROR_INVALID_ARGUMENT (pool or out
  * NULL; *out set to NULL when out is given). */
-crmm_status crmm_stream_pool_get_stream(crmm_stream_pool *pool, crmm_stream **out);
+CRMM_API crmm_status crmm_stream_pool_get_stream(crmm_stream_pool *pool, crmm_stream **out);
 
 /* Stream number `stream_id` modulo the pool size; every id is valid. Negative ids count from the
  * end like Python's modulo: the index is the r in [0, size) with stream_id ≡ r (mod size), so
  * -1 is the last stream and -size the first. Errors as crmm_stream_pool_get_stream. */
-crmm_status crmm_stream_pool_get_stream_by_id(crmm_stream_pool *pool, long long stream_id, crmm_stream **out);
+CRMM_API crmm_status crmm_stream_pool_get_stream_by_id(crmm_stream_pool *pool, long long stream_id, crmm_stream **out);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 #ifndef CRMM_TORCH_H
 #define CRMM_TORCH_H
 
+#include <crmm/export.h>
 #include <sys/types.h> /* ssize_t */
 #include <crmm/resource.h>
 
@@ -28,14 +29,12 @@ extern "C" {
  * negative size, a device that does not exist, out of memory and the resource's other errors, or
  * a call made after the process began to exit. PyTorch does not check the pointer: a failed
  * allocation shows up later as a CUDA error, with crmm's message before it. */
-__attribute__((visibility("default")))
-void *crmm_torch_allocate(ssize_t size, int device, crmm_cuda_stream_t stream);
+CRMM_API void *crmm_torch_allocate(ssize_t size, int device, crmm_cuda_stream_t stream);
 
 /* Free `ptr` (from crmm_torch_allocate with the same size and device) on `stream`, through the
  * device's current resource. NULL: no-op. Once the process has begun to exit it does nothing at
  * all (no CUDA call; the memory goes with the process). A failure is reported through crmm's log. */
-__attribute__((visibility("default")))
-void crmm_torch_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream_t stream);
+CRMM_API void crmm_torch_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream_t stream);
 
 #ifdef __cplusplus
 }

@@ -83,18 +83,13 @@ static crmm_status aligned_deallocate(crmm_resource *self, void *ptr, size_t byt
 
 static crmm_status aligned_query(crmm_resource *self, crmm_query what, uint64_t *out)
 {
-    aligned_resource *a = (aligned_resource *)self;
-    if (crmm_counters_query(&a->counters, what, out) == CRMM_OK)
-        return CRMM_OK;
-    return crmm_resource_query(self->upstream, what, out);
+    return crmm_counted_query(self, &((aligned_resource *)self)->counters, what, out);
 }
-
-static crmm_status aligned_trim(crmm_resource *self) { return crmm_resource_trim(self->upstream); }
 
 static void aligned_destroy(crmm_resource *self)
 {
     aligned_resource *a = (aligned_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)a->counters.count, (uint64_t)a->counters.bytes);
+    crmm_counted_report_leaks(self, &a->counters);
     aligned_ptrmap_free(a->moved);
     free(a);
 }
@@ -103,7 +98,6 @@ static const crmm_resource_ops aligned_ops = {
     .allocate = aligned_allocate,
     .deallocate = aligned_deallocate,
     .query = aligned_query,
-    .trim = aligned_trim,
     .destroy = aligned_destroy,
 };
 

@@ -1,4 +1,4 @@
-/* arena_stream_order.c — how the arena keeps the stream-ordered contract (DESIGN §2) for device
+/* arena_stream_order.c — how the arena keeps the stream-ordered contract (docs/contracts.md) for device
  * memory; over host memory it makes no CUDA call at all and nothing is tagged.
  *
  * Memory freed on stream S may be reused on S at once, and on another stream T only after T is
@@ -18,12 +18,9 @@
  *    mark after it, so every tag made before the wait is void from then on: a comparison of two
  *    numbers, no list is walked. Two rare paths synchronize under locks (documented in
  *    arena_global.c): a span tagged again in the moment between the wait and the second look, and
- *    runs of free pages across shards. Before, every large free called cudaStreamSynchronize on
- *    its stream (~400 ns on an H200; ~97% of the blocks of bench sets A and C are large); now a
- *    thread that allocates and frees on its own stream makes no CUDA call, and in sets A and C
- *    (each thread has its stream and its home shard) spans of other streams are rare: over a
- *    scripted CUDA, set C on 8 shards made no synchronization at all, on one shard shared by
- *    the four streams about 160 a run (arena_global.c looks past a foreign first fit).
+ *    runs of free pages across shards. So a thread that allocates and frees on its own stream
+ *    makes no CUDA call for a large block, and where each thread has its own stream and home
+ *    shard spans of other streams are rare (arena_global.c looks past a foreign first fit).
  *  - Small blocks, thread arenas: they are per (thread, stream), so a block freed into the arena
  *    it came from is reused on the same stream only. A small block freed on another stream than
  *    its arena's (or by another thread) waits for the freeing stream (cudaStreamSynchronize; that

@@ -7,13 +7,11 @@
  * the thread's arenas when it exits: a registry of live resources (one lock, off the fast path)
  * tells it which are still there.
  *
- * The fast path, and what each step was expected to cost before measuring (3 GHz core, data in
- * L1): ABI dispatch 1-2 ns; thread-local lookup (__tls_get_addr in a dlopen'd module, two
- * compares) 2-3 ns; size class 1 ns; slab bitmap (two count-trailing-zeros, two stores) 2 ns;
- * owner-local counters 1 ns — allocate ~8 ns; free the same plus a page-map load and a
- * multiply-shift for the block index, ~10 ns. No lock and no atomic read-modify-write, except the
- * CAS that takes a slab back after it was empty (what lets a defragmenter take empty slabs from
- * live threads). Measured over the host upstream: ~12 ns per operation (DESIGN §7 sets B, D).
+ * The fast path: ABI dispatch, a thread-local lookup (two compares), the size class, the slab
+ * bitmap (two count-trailing-zeros, two stores) and owner-local counters; a free adds a page-map
+ * load and a multiply-shift for the block index. No lock and no atomic read-modify-write, except
+ * the CAS that takes a slab back after it was empty (what lets a defragmenter take empty slabs
+ * from live threads). Its cost is in bench/RESULTS.md.
  *
  * Other threads:
  *   - a free into a slab another thread arena holds (another thread, or this thread on another

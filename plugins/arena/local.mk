@@ -14,4 +14,5 @@ plugins_arena_crmm_arena_la_SOURCES = \
 	plugins/arena/arena_dump.c
 plugins_arena_crmm_arena_la_LDFLAGS = $(PLUGIN_LDFLAGS)
 plugins_arena_crmm_arena_la_LIBADD = $(PLUGIN_LIBADD)
-crmminclude_HEADERS += include/crmm/arena.h
+AM_CPPFLAGS += -I$(top_srcdir)/plugins/arena/include
+crmminclude_HEADERS += plugins/arena/include/crmm/arena.h

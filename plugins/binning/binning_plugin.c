@@ -244,22 +244,24 @@ static crmm_status add_listed(const crmm_params *params, size_list *sizes)
     return st;
 }
 
-static crmm_status make_bins(binning_resource *b, const size_list *sizes, uint64_t blocks, const char *name)
+static crmm_status make_bins(binning_resource *b, const size_list *sizes, uint64_t blocks, const crmm_params *params)
 {
     b->bins = calloc(sizes->n ? sizes->n : 1, sizeof *b->bins);
     if (!b->bins)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning: malloc failed");
     for (size_t i = 0; i < sizes->n; i++) {
-        char params[128];
-        snprintf(params, sizeof params, "block_size=%llu blocks_to_preallocate=%llu", (unsigned long long)sizes->v[i],
+        char list[128];
+        snprintf(list, sizeof list, "block_size=%llu blocks_to_preallocate=%llu", (unsigned long long)sizes->v[i],
                  (unsigned long long)blocks);
+        const char *name = crmm_params_resource_name(params);
+        char bin_name[48];
+        snprintf(bin_name, sizeof bin_name, "%s%sbin%llu", name, *name ? "." : "", (unsigned long long)sizes->v[i]);
         crmm_resource *bin;
-        crmm_status st = crmm_resource_create("fixed_size", params, b->base.upstream, &bin);
+        crmm_status st = crmm_params_create_resource(params, "fixed_size", list, bin_name, b->base.upstream, &bin);
         if (st != CRMM_OK) {
             char sz[32];
             return crmm_error_add_context("binning: bin of %s", crmm_format_size(sizes->v[i], sz, sizeof sz));
         }
-        snprintf(bin->name, sizeof bin->name, "%s%sbin%llu", name, *name ? "." : "", (unsigned long long)sizes->v[i]);
         b->bins[b->bin_count++] = (binning_bin){(size_t)sizes->v[i], bin};
     }
     fill_route_table(b);
@@ -284,7 +286,7 @@ static crmm_status binning_create(const crmm_params *params, crmm_resource *upst
     if (sizes.n > 1)
         qsort(sizes.v, sizes.n, sizeof *sizes.v, by_size);
     crmm_resource_init(&b->base, &binning_ops, "binning", upstream->flags, upstream->device, upstream);
-    st = make_bins(b, &sizes, blocks, crmm_params_resource_name(params));
+    st = make_bins(b, &sizes, blocks, params);
     free(sizes.v);
     if (st != CRMM_OK) {
         release_bins(b);

@@ -61,22 +61,13 @@ static crmm_status failure_callback_allocate(crmm_resource *self, size_t bytes, 
 
 static crmm_status failure_callback_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
-    failure_callback_resource *f = (failure_callback_resource *)self;
-    crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
-    if (st == CRMM_OK) /* count only what upstream took back */
-        crmm_counters_sub(&f->counters, bytes);
-    return st;
+    return crmm_counted_deallocate(self, &((failure_callback_resource *)self)->counters, ptr, bytes, stream);
 }
 
 static crmm_status failure_callback_query(crmm_resource *self, crmm_query what, uint64_t *out)
 {
-    failure_callback_resource *f = (failure_callback_resource *)self;
-    if (crmm_counters_query(&f->counters, what, out) == CRMM_OK)
-        return CRMM_OK;
-    return crmm_resource_query(self->upstream, what, out);
+    return crmm_counted_query(self, &((failure_callback_resource *)self)->counters, what, out);
 }
-
-static crmm_status failure_callback_trim(crmm_resource *self) { return crmm_resource_trim(self->upstream); }
 
 static crmm_status failure_callback_control(crmm_resource *self, int op, void *arg)
 {
@@ -95,7 +86,7 @@ static crmm_status failure_callback_control(crmm_resource *self, int op, void *a
 static void failure_callback_destroy(crmm_resource *self)
 {
     failure_callback_resource *f = (failure_callback_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)f->counters.count, (uint64_t)f->counters.bytes);
+    crmm_counted_report_leaks(self, &f->counters);
     pthread_mutex_destroy(&f->lock);
     free(f);
 }
@@ -104,7 +95,6 @@ static const crmm_resource_ops failure_callback_ops = {
     .allocate = failure_callback_allocate,
     .deallocate = failure_callback_deallocate,
     .query = failure_callback_query,
-    .trim = failure_callback_trim,
     .destroy = failure_callback_destroy,
     .control = failure_callback_control,
 };

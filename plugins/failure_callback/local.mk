@@ -3,4 +3,5 @@ plugins_failure_callback_crmm_failure_callback_la_SOURCES = plugins/failure_call
 plugins_failure_callback_crmm_failure_callback_la_LDFLAGS = $(PLUGIN_LDFLAGS)
 plugins_failure_callback_crmm_failure_callback_la_LIBADD = $(PLUGIN_LIBADD)
 # its public header (the callback type and crmm_failure_callback_set)
-crmminclude_HEADERS += include/crmm/failure_callback.h
+AM_CPPFLAGS += -I$(top_srcdir)/plugins/failure_callback/include
+crmminclude_HEADERS += plugins/failure_callback/include/crmm/failure_callback.h

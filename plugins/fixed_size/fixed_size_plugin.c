@@ -206,7 +206,7 @@ static const crmm_resource_ops fixed_size_ops = {
     .allocate = fixed_size_allocate,
     .deallocate = fixed_size_deallocate,
     .query = fixed_size_query,
-    .trim = NULL, /* like RMM: chunks are kept until destroy */
+    /* no trim: like RMM, its chunks are kept until destroy; a trim goes on to the upstream */
     .destroy = fixed_size_destroy,
 };
 

@@ -100,7 +100,6 @@ static const crmm_resource_ops limiting_ops = {
     .allocate = limiting_allocate,
     .deallocate = limiting_deallocate,
     .query = limiting_query,
-    .trim = NULL,
     .destroy = limiting_destroy,
     .control = limiting_control,
 };

@@ -6,3 +6,5 @@ plugins_logging_crmm_logging_la_SOURCES = \
 	$(SPIN_LOCK_SOURCES)
 plugins_logging_crmm_logging_la_LDFLAGS = $(PLUGIN_LDFLAGS)
 plugins_logging_crmm_logging_la_LIBADD = $(PLUGIN_LIBADD)
+AM_CPPFLAGS += -I$(top_srcdir)/plugins/logging/include
+crmminclude_HEADERS += plugins/logging/include/crmm/logging.h

@@ -37,11 +37,6 @@ static crmm_status logging_deallocate(crmm_resource *self, void *ptr, size_t byt
     return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
 }
 
-static crmm_status logging_query(crmm_resource *self, crmm_query what, uint64_t *out)
-{
-    return crmm_resource_query(self->upstream, what, out);
-}
-
 static crmm_status logging_trim(crmm_resource *self)
 {
     logging_resource *r = (logging_resource *)self;
@@ -76,7 +71,6 @@ static void logging_destroy(crmm_resource *self)
 static const crmm_resource_ops logging_ops = {
     .allocate = logging_allocate,
     .deallocate = logging_deallocate,
-    .query = logging_query,
     .trim = logging_trim,
     .destroy = logging_destroy,
     .control = logging_control,

@@ -15,4 +15,5 @@ plugins_pool_crmm_pool_la_SOURCES = \
 	plugins/pool/pool_streams.c plugins/pool/pool_streams.h
 plugins_pool_crmm_pool_la_LDFLAGS = $(PLUGIN_LDFLAGS)
 plugins_pool_crmm_pool_la_LIBADD = $(PLUGIN_LIBADD)
-crmminclude_HEADERS += include/crmm/pool.h
+AM_CPPFLAGS += -I$(top_srcdir)/plugins/pool/include
+crmminclude_HEADERS += plugins/pool/include/crmm/pool.h

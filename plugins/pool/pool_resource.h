@@ -47,10 +47,12 @@ typedef struct pool_resource {
     uint64_t device_memory;        /* the device's total memory: an expandable pool never maps more */
 } pool_resource;
 
-/* The pool's one lock: a spin lock (plugins/common/spin_lock.h). Critical sections are tens of
- * nanoseconds; a mutex put waiters to sleep and cost microseconds per hand-over (measured on the
- * H200's host: 5.5 us/op on set C with pthread_mutex_t). Slow paths that call CUDA (growth, a
- * device synchronize) hold it too; waiters then yield instead of burning a core. */
+/* The pool's one lock: a spin lock (plugins/common/spin_lock.h) that yields the processor after
+ * a few hundred spins. Critical sections are tens of nanoseconds, so waiting by spinning hands the
+ * lock over in about the time of a cache-line transfer, where a mutex puts waiters to sleep in the
+ * kernel and costs microseconds per hand-over (bench/RESULTS.md has the figures). Slow paths that
+ * call CUDA (growth, a device synchronize) hold it too; waiters then yield instead of burning a
+ * core. */
 static inline void pool_lock(pool_resource *p) { spin_lock(&p->lock); }
 static inline void pool_unlock(pool_resource *p) { spin_unlock(&p->lock); }
 

@@ -1,6 +1,6 @@
 /* pool_streams.c — per-stream free lists and the ordering between streams.
  *
- * The contract (DESIGN §2): a block freed on stream S may be handed out again on S at once, and
+ * The contract (docs/contracts.md, Stream order): a block freed on stream S may be handed out again on S at once, and
  * on another stream T only once T is ordered behind the free. So each stream the pool sees gets
  * a state (pool_stream) with its own free list, and a freed block goes into the list of the
  * stream it was freed on. The fast path — allocate and free on one stream — finds the state by a

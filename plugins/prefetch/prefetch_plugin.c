@@ -44,27 +44,18 @@ static crmm_status prefetch_allocate(crmm_resource *self, size_t bytes, crmm_cud
 
 static crmm_status prefetch_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
-    prefetch_resource *p = (prefetch_resource *)self;
-    crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
-    if (st == CRMM_OK) /* count only what upstream took back */
-        crmm_counters_sub(&p->counters, bytes);
-    return st;
+    return crmm_counted_deallocate(self, &((prefetch_resource *)self)->counters, ptr, bytes, stream);
 }
 
 static crmm_status prefetch_query(crmm_resource *self, crmm_query what, uint64_t *out)
 {
-    prefetch_resource *p = (prefetch_resource *)self;
-    if (crmm_counters_query(&p->counters, what, out) == CRMM_OK)
-        return CRMM_OK;
-    return crmm_resource_query(self->upstream, what, out);
+    return crmm_counted_query(self, &((prefetch_resource *)self)->counters, what, out);
 }
-
-static crmm_status prefetch_trim(crmm_resource *self) { return crmm_resource_trim(self->upstream); }
 
 static void prefetch_destroy(crmm_resource *self)
 {
     prefetch_resource *p = (prefetch_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)p->counters.count, (uint64_t)p->counters.bytes);
+    crmm_counted_report_leaks(self, &p->counters);
     free(p);
 }
 
@@ -72,7 +63,6 @@ static const crmm_resource_ops prefetch_ops = {
     .allocate = prefetch_allocate,
     .deallocate = prefetch_deallocate,
     .query = prefetch_query,
-    .trim = prefetch_trim,
     .destroy = prefetch_destroy,
 };
 

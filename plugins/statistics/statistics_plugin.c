@@ -178,7 +178,6 @@ static const crmm_resource_ops statistics_ops = {
     .allocate = statistics_allocate,
     .deallocate = statistics_deallocate,
     .query = statistics_query,
-    .trim = NULL,
     .destroy = statistics_destroy,
     .control = statistics_control,
 };

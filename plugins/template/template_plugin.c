@@ -23,25 +23,22 @@ static crmm_status template_allocate(crmm_resource *self, size_t bytes, crmm_cud
     return st;
 }
 
+/* counted once the upstream has the memory back */
 static crmm_status template_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
-    template_resource *t = (template_resource *)self;
-    crmm_counters_sub(&t->counters, bytes);
-    return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
+    return crmm_counted_deallocate(self, &((template_resource *)self)->counters, ptr, bytes, stream);
 }
 
+/* its counters, else the upstream's answer (e.g. reserved bytes of a pool) */
 static crmm_status template_query(crmm_resource *self, crmm_query what, uint64_t *out)
 {
-    template_resource *t = (template_resource *)self;
-    if (crmm_counters_query(&t->counters, what, out) == CRMM_OK)
-        return CRMM_OK;
-    return crmm_resource_query(self->upstream, what, out); /* e.g. reserved bytes of a pool */
+    return crmm_counted_query(self, &((template_resource *)self)->counters, what, out);
 }
 
 static void template_destroy(crmm_resource *self)
 {
     template_resource *t = (template_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)t->counters.count, (uint64_t)t->counters.bytes);
+    crmm_counted_report_leaks(self, &t->counters);
     free(t);
 }
 
@@ -49,7 +46,7 @@ static const crmm_resource_ops template_ops = {
     .allocate = template_allocate,
     .deallocate = template_deallocate,
     .query = template_query,
-    .trim = NULL,                /* nothing cached */
+    /* no trim: it caches nothing, so crmm_resource_trim goes on to the upstream */
     .destroy = template_destroy, /* the core releases the upstream afterwards */
 };
 

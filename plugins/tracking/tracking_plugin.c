@@ -93,10 +93,7 @@ static crmm_status tracking_deallocate(crmm_resource *self, void *ptr, size_t by
 
 static crmm_status tracking_query(crmm_resource *self, crmm_query what, uint64_t *out)
 {
-    tracking_resource *r = (tracking_resource *)self;
-    if (crmm_counters_query(&r->counters, what, out) == CRMM_OK)
-        return CRMM_OK;
-    return crmm_resource_query(self->upstream, what, out);
+    return crmm_counted_query(self, &((tracking_resource *)self)->counters, what, out);
 }
 
 /* ---- reports ------------------------------------------------------------------------------ */
@@ -272,7 +269,6 @@ static const crmm_resource_ops tracking_ops = {
     .allocate = tracking_allocate,
     .deallocate = tracking_deallocate,
     .query = tracking_query,
-    .trim = NULL,
     .destroy = tracking_destroy,
     .control = tracking_control,
 };

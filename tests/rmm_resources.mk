@@ -1,18 +1,19 @@
-# tests/adaptors2.mk — async, binning, fixed_size, aligned, failure_callback, prefetch.
+# tests/rmm_resources.mk — the rest of RMM's resource set: async, binning, fixed_size, aligned,
+# failure_callback, prefetch.
 # CPU programs run over host memory (and the test-only `budget` plugin); GPU programs gate
 # themselves and run over cuda, managed and async.
-ADAPTORS2_CPU_TESTS = \
+RMM_RESOURCES_CPU_TESTS = \
 	tests/check_fixed_size \
 	tests/check_binning \
 	tests/check_aligned \
 	tests/check_failure_callback \
 	tests/check_async_prefetch_cpu
-ADAPTORS2_GPU_TESTS = \
-	tests/check_adaptors2_gpu \
+RMM_RESOURCES_GPU_TESTS = \
+	tests/check_rmm_resources_gpu \
 	tests/check_async_gpu \
 	tests/check_prefetch_gpu
-check_PROGRAMS += $(ADAPTORS2_CPU_TESTS) $(ADAPTORS2_GPU_TESTS)
-TESTS += $(ADAPTORS2_CPU_TESTS) $(ADAPTORS2_GPU_TESTS)
+check_PROGRAMS += $(RMM_RESOURCES_CPU_TESTS) $(RMM_RESOURCES_GPU_TESTS)
+TESTS += $(RMM_RESOURCES_CPU_TESTS) $(RMM_RESOURCES_GPU_TESTS)
 
 tests_check_fixed_size_SOURCES = tests/check_fixed_size.c
 tests_check_fixed_size_CFLAGS = $(TEST_CFLAGS)
@@ -30,9 +31,9 @@ tests_check_async_prefetch_cpu_SOURCES = tests/check_async_prefetch_cpu.c
 tests_check_async_prefetch_cpu_CFLAGS = $(TEST_CFLAGS)
 tests_check_async_prefetch_cpu_LDADD = $(TEST_LDADD)
 
-tests_check_adaptors2_gpu_SOURCES = tests/check_adaptors2_gpu.c
-tests_check_adaptors2_gpu_CFLAGS = $(TEST_CFLAGS)
-tests_check_adaptors2_gpu_LDADD = $(TEST_LDADD)
+tests_check_rmm_resources_gpu_SOURCES = tests/check_rmm_resources_gpu.c
+tests_check_rmm_resources_gpu_CFLAGS = $(TEST_CFLAGS)
+tests_check_rmm_resources_gpu_LDADD = $(TEST_LDADD)
 tests_check_async_gpu_SOURCES = tests/check_async_gpu.c
 tests_check_async_gpu_CFLAGS = $(TEST_CFLAGS)
 tests_check_async_gpu_LDADD = $(TEST_LDADD)

@@ -1,5 +1,5 @@
-/* check_seed_api_gpu.c — streams, the stream pool, device buffers and the copy helpers on one GPU:
- * the seed's examples (rmm.pylibrmm's docstrings) as tests, and the stream semantics of copies.
+/* check_streams_buffers_gpu.c — streams, the stream pool, device buffers and the copy helpers on
+ * one GPU: rmm.pylibrmm's docstring examples as tests, and the stream semantics of copies.
  *
  * "Synchronized at return" versus "asynchronous" is observed by queueing a host function that
  * sleeps SLOW_US on the stream before the copy: on a default stream the call must not return
@@ -67,7 +67,7 @@ static void *pinned(size_t n)
 static const char DATA[] = "the quick brown fox"; /* 20 bytes with its NUL */
 #define NDATA sizeof DATA
 
-/* ---- the seed's examples -------------------------------------------------------------------- */
+/* ---- rmm's docstring examples --------------------------------------------------------------- */
 
 START_TEST(test_example_copy_device_to_ptr)
 {
@@ -723,9 +723,9 @@ START_TEST(test_pool_get_stream_from_threads)
 }
 END_TEST
 
-static Suite *seed_api_gpu_suite(void)
+static Suite *streams_buffers_gpu_suite(void)
 {
-    Suite *s = suite_create("seed_api_gpu");
+    Suite *s = suite_create("streams_buffers_gpu");
     TCase *tc = tcase_create("examples");
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, test_example_copy_device_to_ptr);
@@ -770,5 +770,5 @@ int main(void)
     int rc = crmm_test_gpu_gate(1);
     if (rc)
         return rc;
-    return crmm_test_run(seed_api_gpu_suite());
+    return crmm_test_run(streams_buffers_gpu_suite());
 }

@@ -1,4 +1,4 @@
-/* check_seed_api_2gpu.c — buffers, streams and pools of device 1 used and destroyed while device 0
+/* check_streams_buffers_2gpu.c — buffers, streams and pools of device 1 used and destroyed while device 0
  * is current: each must do its CUDA work with its own device current and give the caller's
  * device back. Needs 2 GPUs (skips otherwise). */
 #include "config.h"
@@ -152,7 +152,7 @@ int main(void)
     int rc = crmm_test_gpu_gate(2);
     if (rc)
         return rc;
-    Suite *s = suite_create("seed_api_2gpu");
+    Suite *s = suite_create("streams_buffers_2gpu");
     TCase *tc = tcase_create("other_device_current");
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, test_destroy_while_other_device_current);

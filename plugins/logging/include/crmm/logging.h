@@ -1,4 +1,5 @@
-/* crmm/logging.h — the `logging` adaptor and the library-wide logging switch.
+/* crmm/logging.h — the `logging` adaptor's log format and control ops (the library-wide switch
+ * that wraps every device in one is crmm/logging_switch.h).
  *
  * The logging plugin writes every allocate, failed allocate and free that passes through it as
  * one CSV line, in the format RMM's logging_resource_adaptor writes and RMM's tools (the replay
@@ -54,30 +55,6 @@ static inline const char *crmm_logging_file(crmm_resource *mr)
         return NULL;
     return file;
 }
-
-/* ---- the library-wide switch (RMM's rmm.enable_logging) --------------------------------- */
-
-/* Wrap the current resource of every device in a logging adaptor writing to
- * "<stem>.dev<N><ext>" (RMM's rule: "log.csv" gives "log.dev0.csv", "log" gives "log.dev0";
- * the name is taken literally, '%' is not expanded). NULL `file` uses $CRMM_LOG_FILE.
- * All devices or none: on failure every device keeps its resource. Errors:
- * CRMM_ERROR_STATE (already enabled), CRMM_ERROR_CUDA (no device; the message says why),
- * CRMM_ERROR_INVALID_ARGUMENT (no file and no $CRMM_LOG_FILE), CRMM_ERROR_IO (a file cannot be
- * created), CRMM_ERROR_PLUGIN (the logging plugin cannot be loaded), and the errors of creating
- * a device's default resource. */
-crmm_status crmm_enable_logging(const char *file);
-
-/* Undo crmm_enable_logging: each device whose current resource is still the adaptor it
- * installed gets the wrapped resource back (a device whose resource was replaced meanwhile
- * keeps the replacement); the adaptors flush and close their files when the last reference
- * goes. CRMM_OK and nothing done when logging is not enabled. */
-crmm_status crmm_disable_logging(void);
-
-/* The log file of each device while the switch is on: names[d] for d < capacity (NULL for a
- * device it did not wrap); *count receives the number of devices it wrapped (0 when off).
- * The names stay valid until crmm_disable_logging. CRMM_ERROR_INVALID_ARGUMENT when count is
- * NULL, or names is NULL with capacity > 0. */
-crmm_status crmm_get_log_filenames(const char **names, int capacity, int *count);
 
 #ifdef __cplusplus
 }

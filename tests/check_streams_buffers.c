@@ -1,4 +1,4 @@
-/* check_seed_api.c — streams, the stream pool, device buffers and the copy helpers without a GPU:
+/* check_streams_buffers.c — streams, the stream pool, device buffers and the copy helpers without a GPU:
  * argument validation (checked before any CUDA call) and the buffer bookkeeping that needs no
  * copy, run over a test resource that claims device access but hands out host memory (so a
  * buffer can exist here and its contents can be inspected). */
@@ -408,9 +408,9 @@ START_TEST(test_buffer_stream_follows_set_stream)
 }
 END_TEST
 
-static Suite *seed_api_suite(void)
+static Suite *streams_buffers_suite(void)
 {
-    Suite *s = suite_create("seed_api");
+    Suite *s = suite_create("streams_buffers");
     TCase *tc = tcase_create("stream");
     tcase_add_test(tc, test_stream_create_rejects_bad_flags);
     tcase_add_test(tc, test_stream_null_out);
@@ -440,5 +440,5 @@ static Suite *seed_api_suite(void)
 
 int main(void)
 {
-    return crmm_test_run(seed_api_suite());
+    return crmm_test_run(streams_buffers_suite());
 }

@@ -1,4 +1,4 @@
-/* check_adaptors2_gpu.c — async, fixed_size, binning, aligned, failure_callback and prefetch on
+/* check_rmm_resources_gpu.c — async, fixed_size, binning, aligned, failure_callback and prefetch on
  * a GPU: the conformance suite over cuda, async and managed chains, and the stream ordering of
  * fixed_size's free lists (a block freed on one stream and taken by another must wait for the
  * first stream's last use of it). */
@@ -162,9 +162,9 @@ int main(void)
     int rc = crmm_test_gpu_gate(1);
     if (rc)
         return rc;
-    Suite *s = suite_create("adaptors2_gpu");
+    Suite *s = suite_create("rmm_resources_gpu");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
-    TCase *tc = tcase_create("adaptors2_gpu");
+    TCase *tc = tcase_create("rmm_resources_gpu");
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, fixed_size_orders_reuse_across_streams_over_cuda);
     tcase_add_test(tc, fixed_size_orders_reuse_across_streams_over_async);

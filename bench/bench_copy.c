@@ -15,7 +15,7 @@
 #include <time.h>
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
-#include "commands.h"
+#include "bench_copy.h"
 
 #define COPY_BENCH_MIN_BYTES_PER_SAMPLE ((size_t)256 << 20)
 #define COPY_BENCH_GOAL_FROM ((size_t)64 << 20)
@@ -128,7 +128,7 @@ static int bench_row(copy_bench *b, copy_direction dir, const char *host_kind, s
     return 0;
 }
 
-static void copy_usage(FILE *f)
+void bench_copy_usage(FILE *f)
 {
     fprintf(f,
             "usage: crmm bench --copy [--config FILE] [--resource NAME] [--repeats N] [--max-size SIZE]\n\n"
@@ -153,7 +153,7 @@ static int parse_args(int argc, char **argv, const char **config, const char **r
         if (strcmp(a, "--copy") == 0)
             continue;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            copy_usage(stdout);
+            bench_copy_usage(stdout);
             return 100;
         }
         if (!val || (strcmp(a, "--config") && strcmp(a, "--resource") && strcmp(a, "--repeats") &&
@@ -254,7 +254,7 @@ static int run_copy_bench(copy_bench *b, int dev, size_t max_size)
     return failed;
 }
 
-int crmm_bench_copy(int argc, char **argv)
+int bench_copy_main(int argc, char **argv)
 {
     const char *config = NULL, *resource = NULL;
     int repeats = 5;

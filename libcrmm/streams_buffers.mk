@@ -1,4 +1,4 @@
-# The seed's API: streams, the stream pool, device buffers and the copy helpers.
+# libcrmm/streams_buffers.mk: streams, the stream pool, device buffers and the copy helpers.
 libcrmm_la_SOURCES += \
 	libcrmm/stream_internal.h \
 	libcrmm/stream.c \

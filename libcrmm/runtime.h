@@ -1,0 +1,14 @@
+/* runtime.h — what the runtime (runtime.c) offers the core's files above it. */
+#ifndef CRMM_CORE_RUNTIME_H
+#define CRMM_CORE_RUNTIME_H
+
+/* A malloc'd copy of the loaded config's plugin_path (as used), or NULL when there is none (or
+ * no config is loaded). */
+char *crmm_runtime_plugin_path(void);
+
+/* Have crmm_finalize call `fn` before it releases the per-device resources, so that state kept
+ * above the runtime (crmm_enable_logging's) goes with them. At most 4 hooks; registering the same
+ * function again does nothing. */
+void crmm_runtime_at_finalize(void (*fn)(void));
+
+#endif
