@@ -727,6 +727,7 @@ const char *crmm_config_resource_param_value(const crmm_config *c, size_t i, siz
     return c && i < c->nres && j < c->res[i].nparams ? c->res[i].params[j].value : NULL;
 }
 const char *crmm_config_plugin_path(const crmm_config *c) { return c ? c->plugin_dirs : NULL; }
+const char *crmm_config_log_level(const crmm_config *c) { return c ? c->log_level : NULL; }
 size_t crmm_config_skipped_count(const crmm_config *c) { return c ? c->nskipped : 0; }
 const char *crmm_config_skipped_name(const crmm_config *c, size_t i) { return c && i < c->nskipped ? c->skipped[i].name : NULL; }
 const char *crmm_config_skipped_reason(const crmm_config *c, size_t i)
@@ -858,7 +859,8 @@ crmm_status crmm_init(const char *path)
     if (st != CRMM_OK)
         return st;
     crmm_log_level lvl;
-    if (c->log_level && crmm_log_level_parse(c->log_level, &lvl) == CRMM_OK)
+    /* $CRMM_LOG_LEVEL wins over the file: a user turns on tracing without editing it */
+    if (c->log_level && !crmm_log_level_from_env() && crmm_log_level_parse(c->log_level, &lvl) == CRMM_OK)
         crmm_log_set_level(lvl);
     pthread_mutex_lock(&init_lock);
     crmm_config *old = current;

@@ -26,6 +26,35 @@ static crmm_status check_device(int device)
     return CRMM_OK;
 }
 
+/* True when no CUDA device can be used and the config's resource for device 0 is host memory:
+ * then device 0's slot holds that resource, so a program written for the GPU runs over a host
+ * config (tests, the README's examples) without one. */
+static bool host_default_without_device(int device)
+{
+    int n;
+    if (device != 0 || (crmm_cuda_device_count(&n) == CRMM_OK && n > 0))
+        return false;
+    crmm_config_lock_current();
+    const crmm_config *cfg = crmm_current_config();
+    const char *name = cfg ? crmm_config_default_resource(cfg, 0) : NULL;
+    long i = name ? crmm_config_find_resource(cfg, name) : -1;
+    bool host = i >= 0 && crmm_config_resource_is_host(cfg, (size_t)i);
+    crmm_config_unlock_current();
+    return host;
+}
+
+/* The current device, or 0 when there is none but the config's default is host memory. */
+static crmm_status current_device(int *device)
+{
+    crmm_status st = crmm_cuda_current_device(device);
+    if (st != CRMM_OK && host_default_without_device(0)) {
+        crmm_clear_error();
+        *device = 0;
+        return CRMM_OK;
+    }
+    return st;
+}
+
 static crmm_status create_default(int device, crmm_resource **out)
 {
     /* hold the init lock while using the config, so that crmm_init cannot free it meanwhile */
@@ -55,8 +84,11 @@ crmm_resource *crmm_get_per_device_resource(int device)
         if (mr)
             return mr;
     }
-    if (check_device(device) != CRMM_OK)
-        return NULL;
+    if (check_device(device) != CRMM_OK) {
+        if (!host_default_without_device(device))
+            return NULL;
+        crmm_clear_error();
+    }
     pthread_mutex_lock(&registry_lock);
     crmm_resource *mr = slots[device];
     if (!mr) {
@@ -72,7 +104,7 @@ crmm_resource *crmm_get_per_device_resource(int device)
 crmm_resource *crmm_get_current_device_resource(void)
 {
     int dev;
-    if (crmm_cuda_current_device(&dev) != CRMM_OK)
+    if (current_device(&dev) != CRMM_OK)
         return NULL;
     return crmm_get_per_device_resource(dev);
 }
@@ -92,7 +124,7 @@ crmm_resource *crmm_get_per_device_resource_ref(int device)
 crmm_resource *crmm_get_current_device_resource_ref(void)
 {
     int dev;
-    if (crmm_cuda_current_device(&dev) != CRMM_OK)
+    if (current_device(&dev) != CRMM_OK)
         return NULL;
     return crmm_get_per_device_resource_ref(dev);
 }
@@ -121,7 +153,7 @@ crmm_resource *crmm_set_current_device_resource(crmm_resource *mr)
         return NULL;
     }
     int dev;
-    if (crmm_cuda_current_device(&dev) != CRMM_OK)
+    if (current_device(&dev) != CRMM_OK)
         return NULL;
     return crmm_set_per_device_resource(dev, mr);
 }

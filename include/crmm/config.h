@@ -63,6 +63,9 @@ const char *crmm_config_default_resource(const crmm_config *cfg, int device);
 /* The [crmm] plugin_path as used: entries relative to the config file's directory made absolute
  * (a config from a string may not have relative ones). NULL if none. */
 const char *crmm_config_plugin_path(const crmm_config *cfg);
+/* The [crmm] log_level as written, or NULL if the file sets none ($CRMM_LOG_LEVEL wins over it:
+ * crmm_log_level_from_env). */
+const char *crmm_config_log_level(const crmm_config *cfg);
 /* The resources crmm_config_load_file_skipping left out, in file order: how many (0 for any other
  * load), and the i-th one's name and why ("plugin error: ..." or "its upstream 'NAME' was
  * skipped"); NULL for i out of range. */
