@@ -36,7 +36,7 @@ static const char *outcome_name(bench_outcome o)
     return "error";
 }
 
-static void json_string(FILE *f, const char *s)
+void bench_json_string(FILE *f, const char *s)
 {
     if (!s) {
         fputs("null", f);
@@ -141,20 +141,20 @@ bench_report *bench_report_begin(bench_format format, FILE *out, FILE *err, cons
         break;
     case BENCH_FORMAT_JSON:
         fputs("{\n  \"tool\": \"crmm bench\",\n  \"version\": ", out);
-        json_string(out, crmm_version());
+        bench_json_string(out, crmm_version());
         fputs(",\n  \"config\": ", out);
-        json_string(out, meta->config);
+        bench_json_string(out, meta->config);
         fputs(",\n  \"device\": ", out);
-        json_string(out, meta->device);
+        bench_json_string(out, meta->device);
         fputs(",\n  \"no_gpu_reason\": ", out);
-        json_string(out, meta->no_gpu_reason);
+        bench_json_string(out, meta->no_gpu_reason);
         fputs(meta->overhead ? ",\n  \"mode\": \"overhead\",\n  \"skipped\": ["
                              : ",\n  \"ns_per_op\": \"wall time / operations per thread\",\n  \"skipped\": [", out);
         for (size_t i = 0; i < meta->nskipped; i++) {
             fputs(i ? ",\n    {\"resource\": " : "\n    {\"resource\": ", out);
-            json_string(out, meta->skipped_names[i]);
+            bench_json_string(out, meta->skipped_names[i]);
             fputs(", \"reason\": ", out);
-            json_string(out, meta->skipped_reasons[i]);
+            bench_json_string(out, meta->skipped_reasons[i]);
             fputs("}", out);
         }
         fputs(meta->nskipped ? "\n  ],\n  \"results\": [" : "],\n  \"results\": [", out);
@@ -191,6 +191,8 @@ void bench_report_set(bench_report *rep, const bench_set *set)
             (unsigned long long)set->total_ops,
             set->threads > 1 ? "wall time / ops per thread" : "wall time / ops", set->repeats,
             set->repeats == 1 ? "" : "s");
+    fprintf(f, "  reserved/live = peak bytes the resource reserved / peak live bytes of the workload (a pool's\n"
+               "  initial size counts as reserved: a large ratio on a small set is its initial size)\n");
     fprintf(f, "%-12s %-20s %-12s %12s %12s %12s %10s %14s\n", "set", "resource", "plugin", "ns/op", "min",
             "max", "ops/s", "reserved/live");
     fflush(f);
@@ -263,7 +265,7 @@ static void row_json(bench_report *rep, const bench_set *set, const char *name, 
     bool ok = r->outcome == BENCH_OUTCOME_OK;
     fputs(rep->first_result ? "\n    {\"set\": " : ",\n    {\"set\": ", f);
     rep->first_result = false;
-    json_string(f, set->label);
+    bench_json_string(f, set->label);
     fprintf(f, ", \"mode\": \"%s\", \"steps\": %llu, \"max_live\": ", is_random(set) ? "random" : "steps",
             (unsigned long long)set_steps(set));
     json_number_or_null(f, !is_random(set), "%.0f", (double)w->max_live);
@@ -271,11 +273,11 @@ static void row_json(bench_report *rep, const bench_set *set, const char *name, 
     json_number_or_null(f, is_random(set), "%.0f", (double)w->allocations);
     fprintf(f, ", \"max_size\": %llu, \"threads\": %u, \"repeats\": %u, \"resource\": ",
             (unsigned long long)w->max_size, set->threads, set->repeats);
-    json_string(f, name);
+    bench_json_string(f, name);
     fputs(", \"plugin\": ", f);
-    json_string(f, plugin);
+    bench_json_string(f, plugin);
     fprintf(f, ", \"status\": \"%s\", \"error\": ", outcome_name(r->outcome));
-    json_string(f, ok ? NULL : r->error);
+    bench_json_string(f, ok ? NULL : r->error);
     fputs(", \"ns_per_op_median\": ", f);
     json_number_or_null(f, ok, "%.1f", r->ns_per_op_median);
     fputs(", \"ns_per_op_min\": ", f);
@@ -389,15 +391,15 @@ static void overhead_json(bench_report *rep, const bench_overhead_row *r)
     snprintf(fmt, sizeof fmt, "%%.%df", p);
     fputs(rep->first_result ? "\n    {\"measurement\": " : ",\n    {\"measurement\": ", f);
     rep->first_result = false;
-    json_string(f, r->measurement);
+    bench_json_string(f, r->measurement);
     fputs(", \"name\": ", f);
-    json_string(f, r->name);
+    bench_json_string(f, r->name);
     fputs(", \"detail\": ", f);
-    json_string(f, r->detail);
+    bench_json_string(f, r->detail);
     fputs(", \"unit\": ", f);
-    json_string(f, r->unit);
+    bench_json_string(f, r->unit);
     fprintf(f, ", \"samples\": %u, \"status\": \"%s\", \"error\": ", r->samples, outcome_name(r->outcome));
-    json_string(f, ok ? NULL : r->error);
+    bench_json_string(f, ok ? NULL : r->error);
     fputs(", \"median\": ", f);
     json_number_or_null(f, ok, fmt, r->median);
     fputs(", \"min\": ", f);
@@ -405,11 +407,11 @@ static void overhead_json(bench_report *rep, const bench_overhead_row *r)
     fputs(", \"max\": ", f);
     json_number_or_null(f, ok, fmt, r->max);
     fputs(", \"baseline\": ", f);
-    json_string(f, r->baseline);
+    bench_json_string(f, r->baseline);
     fputs(", \"added\": ", f);
     json_number_or_null(f, ok && r->baseline, fmt, r->added);
     fputs(", \"target\": ", f);
-    json_string(f, r->target);
+    bench_json_string(f, r->target);
     fprintf(f, ", \"target_met\": %s}", r->target_met == 1 ? "true" : r->target_met == 0 ? "false" : "null");
 }
 
