@@ -190,6 +190,23 @@ run 0 info pool && has "  pool " "initial_size" "stream_reuse" && lacks "  host 
 run 1 info pol && has "no plugin 'pol'" "did you mean 'pool'?"
 run 2 info host pool && has "unexpected argument 'pool'"
 
+# ---- info --json ---------------------------------------------------------------------------------
+CRMM_LOG_LEVEL=debug run 0 info --json --config "$tmp/level.ini" &&
+    has '"version": "' '"plugin_abi": "1.' '"cuda": {"runtime": "' '"plugin_search_path": "' \
+        '"name": "pool"' '"key": "stream_reuse", "type": "enum", "default": "sync", "required": false' \
+        '"choices": "sync|event"' "\"origin\": \"$tmp/level.ini\"" '"default": "h"' '"log_level": "error"' \
+        '{"name": "h", "plugin": "host", "upstream": null, "host_memory": true, "parameters": {}}' \
+        '"config_error": null' '"log_level": {"level": "debug", "from": "CRMM_LOG_LEVEL"}' \
+        '"CRMM_LOG_LEVEL": "debug"' '"CRMM_CONFIG": null'
+unset CRMM_LOG_LEVEL
+if command -v python3 >/dev/null 2>&1; then
+    checks=$((checks + 1))
+    python3 -c 'import json, sys; d = json.load(sys.stdin); assert d["config"]["resources"][0]["name"] == "h"' \
+        <"$tmp/out" || fail "crmm info --json is not JSON with the config's resources"
+fi
+run 1 info --json --config "$configs/bad-cycle.ini" && has '"config": null' '"config_error": "' 'upstream cycle'
+run 0 info --json host && has '"name": "host"' '"upstream": "none"' '"parameters": []' && lacks '"environment"'
+
 # ---- the program run from the build tree finds the build tree's plugins -----------------------------
 if [ -z "$CRMM_TOOL" ] && [ -d plugins/built ]; then
     built=$(cd plugins/built && pwd)

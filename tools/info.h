@@ -24,4 +24,12 @@ const char *crmm_info_log_level_origin(const crmm_config *cfg);
  * environment variable with its current value or "(unset)". */
 void crmm_info_print_settings(const crmm_config *cfg);
 
+/* Print everything `crmm info` shows as one JSON object on stdout: cfg may be NULL, and
+ * config_error is the reason it could not be loaded (or NULL). */
+void crmm_info_json(const crmm_config *cfg, const char *config_error);
+
+/* Print one plugin as a JSON object (without a newline): its file, and its descriptor or, when
+ * pl is NULL, the load error. */
+void crmm_info_json_plugin(const char *path, const crmm_plugin *pl, const char *error);
+
 #endif
