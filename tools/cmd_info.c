@@ -186,9 +186,13 @@ int crmm_cmd_info(int argc, char **argv)
                "With PLUGIN (a name or a path to crmm_NAME.so), prints only that plugin and its\n"
                "parameters; exit 1 when it cannot be loaded. --json prints the same as one JSON\n"
                "object (keys: version, plugin_abi, cuda, plugin_search_path, plugins, config,\n"
-               "config_error, log_level, environment; with PLUGIN, the plugin's object).\n");
+               "config_error, log_level, environment; with PLUGIN, the plugin's object).\n\n"
+               "crmm info --roff FILE.so... prints those plugins as the roff of crmm.ini(5)'s\n"
+               "PLUGINS section (the build writes the page with it).\n");
         return 0;
     }
+    if (argc > 1 && strcmp(argv[1], "--roff") == 0)
+        return crmm_info_roff(argc - 2, argv + 2);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
