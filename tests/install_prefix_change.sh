@@ -35,6 +35,11 @@ done
 [ "$n" -ge 15 ] || fail "only $n plugins were built"
 [ -f "$tmp/second/lib/libcrmm.so" ] || fail "libcrmm.so is not installed"
 [ -f "$tmp/second/etc/crmm/crmm.ini" ] || fail "crmm.ini is not installed"
+for f in share/man/man1/crmm.1 share/man/man5/crmm.ini.5 share/man/man7/crmm-plugin.7 \
+    share/bash-completion/completions/crmm share/crmm/template/template_plugin.c lib/pkgconfig/crmm.pc; do
+    [ -f "$tmp/second/$f" ] || fail "$f is not installed"
+done
+grep -q "^pluginlibdir=$tmp/second/lib/crmm\$" "$tmp/second/lib/pkgconfig/crmm.pc" || fail "crmm.pc's pluginlibdir"
 
 # the installed tool, with the private prefix on the library path: it searches the new plugin
 # directory (compiled into libcrmm) and loads every plugin from there
