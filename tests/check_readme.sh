@@ -113,9 +113,10 @@ run example 1 CRMM_CONFIG="$tmp/bad.ini" && expect "$tmp/bad.ini:2: "
 # stops at its first call with crmm's reason.
 n_gpu=$("$crmm" info --config "$tmp/host.ini" 2>/dev/null | grep -c '^device [0-9]*: ')
 if [ "$n_gpu" -gt 0 ]; then
-    run buffers 0 && expect "97 98 99 0 0 abc"
+    printf '[resource.gpu]\nplugin = cuda\n' >"$tmp/gpu.ini"
+    run buffers 0 CRMM_CONFIG="$tmp/gpu.ini" && expect "97 98 99 0 0 abc"
 else
-    run buffers 1 && expect "crmm_device_buffer_create(5, NULL, NULL, &db): "
+    run buffers 1 CRMM_CONFIG="$tmp/host.ini" && expect "crmm_device_buffer_create(5, NULL, NULL, &db): "
 fi
 
 # The plugin guide: check-config, info TEMPLATE, and the first example allocating through it.

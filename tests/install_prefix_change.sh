@@ -39,7 +39,8 @@ for f in share/man/man1/crmm.1 share/man/man5/crmm.ini.5 share/man/man7/crmm-plu
     share/bash-completion/completions/crmm share/crmm/template/template_plugin.c lib/pkgconfig/crmm.pc; do
     [ -f "$tmp/second/$f" ] || fail "$f is not installed"
 done
-grep -q "^pluginlibdir=$tmp/second/lib/crmm\$" "$tmp/second/lib/pkgconfig/crmm.pc" || fail "crmm.pc's pluginlibdir"
+pld=$(PKG_CONFIG_PATH="$tmp/second/lib/pkgconfig" pkg-config --variable=pluginlibdir crmm)
+[ "$pld" = "$tmp/second/lib/crmm" ] || fail "pkg-config --variable=pluginlibdir crmm gives '$pld'"
 
 # the installed tool, with the private prefix on the library path: it searches the new plugin
 # directory (compiled into libcrmm) and loads every plugin from there
