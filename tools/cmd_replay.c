@@ -249,18 +249,14 @@ static void print_size_query(FILE *out, const char *what, crmm_resource *mr, crm
         fprintf(out, "%s: n/a (the resource does not tell)\n", what);
 }
 
-/* "s" unless n is 1: "1 free", "2 frees". */
-static const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
-
 static void report(FILE *out, const char *path, const replay_log *log, const replay_run *r, crmm_resource *mr,
                    const char *label, double wall_ns, double end_fragmentation, bool end_fragmentation_known)
 {
     char chain[256], sz[32];
     uint64_t calls = r->allocated + r->failed + r->freed + r->free_errors;
-    fprintf(out, "replay: %s: %zu events on %u thread%s (%llu allocation%s, %llu free%s, %llu allocate failure%s)\n",
-            path, log->count, log->threads, plural(log->threads), (unsigned long long)log->allocations,
-            plural(log->allocations), (unsigned long long)log->frees, plural(log->frees),
-            (unsigned long long)log->failures_logged, plural(log->failures_logged));
+    fprintf(out, "replay: %s: %zu events on %u thread%s (%llu allocations, %llu frees, %llu allocate failures)\n",
+            path, log->count, log->threads, log->threads == 1 ? "" : "s", (unsigned long long)log->allocations,
+            (unsigned long long)log->frees, (unsigned long long)log->failures_logged);
     fprintf(out, "resource: %s (%s)\n", label, describe_chain(mr, chain, sizeof chain));
     fprintf(out, "time: %.3f ms wall, %.3f ms in the resource (%.0f ns per call)\n", wall_ns / 1e6,
             r->ns_in_resource / 1e6, calls ? r->ns_in_resource / (double)calls : 0.0);
@@ -280,13 +276,12 @@ static void report(FILE *out, const char *path, const replay_log *log, const rep
     else
         fprintf(out, "fragmentation: n/a (the resource does not tell)\n");
     if (log->unknown_frees || log->size_mismatches || log->reused_live)
-        fprintf(out, "log anomalies: %llu free%s of pointers not live, %llu free%s with another size, "
-                "%llu allocation%s of a live pointer\n", (unsigned long long)log->unknown_frees,
-                plural(log->unknown_frees), (unsigned long long)log->size_mismatches, plural(log->size_mismatches),
-                (unsigned long long)log->reused_live, plural(log->reused_live));
+        fprintf(out, "log anomalies: %llu frees of pointers not live, %llu frees with another size, "
+                "%llu allocations of a live pointer\n", (unsigned long long)log->unknown_frees,
+                (unsigned long long)log->size_mismatches, (unsigned long long)log->reused_live);
     if (log->leaked_count)
-        fprintf(out, "log leaks: %llu allocation%s of %llu bytes never freed in the log (freed after the replay)\n",
-                (unsigned long long)log->leaked_count, plural(log->leaked_count), (unsigned long long)log->leaked_bytes);
+        fprintf(out, "log leaks: %llu allocations of %llu bytes never freed in the log (freed after the replay)\n",
+                (unsigned long long)log->leaked_count, (unsigned long long)log->leaked_bytes);
     else
         fprintf(out, "log leaks: none\n");
 }
