@@ -36,7 +36,7 @@ static const char *outcome_name(bench_outcome o)
     return "error";
 }
 
-void bench_json_string(FILE *f, const char *s)
+static void json_string(FILE *f, const char *s)
 {
     if (!s) {
         fputs("null", f);
@@ -77,6 +77,10 @@ static void csv_field(FILE *f, const char *s)
     }
     fputc('"', f);
 }
+
+void bench_write_json_string(FILE *f, const char *s) { json_string(f, s); }
+
+void bench_write_csv_field(FILE *f, const char *s) { csv_field(f, s); }
 
 /* "12.3 M" style rate. */
 static char *format_rate(double v, char *buf, size_t size)
@@ -141,20 +145,20 @@ bench_report *bench_report_begin(bench_format format, FILE *out, FILE *err, cons
         break;
     case BENCH_FORMAT_JSON:
         fputs("{\n  \"tool\": \"crmm bench\",\n  \"version\": ", out);
-        bench_json_string(out, crmm_version());
+        json_string(out, crmm_version());
         fputs(",\n  \"config\": ", out);
-        bench_json_string(out, meta->config);
+        json_string(out, meta->config);
         fputs(",\n  \"device\": ", out);
-        bench_json_string(out, meta->device);
+        json_string(out, meta->device);
         fputs(",\n  \"no_gpu_reason\": ", out);
-        bench_json_string(out, meta->no_gpu_reason);
+        json_string(out, meta->no_gpu_reason);
         fputs(meta->overhead ? ",\n  \"mode\": \"overhead\",\n  \"skipped\": ["
                              : ",\n  \"ns_per_op\": \"wall time / operations per thread\",\n  \"skipped\": [", out);
         for (size_t i = 0; i < meta->nskipped; i++) {
             fputs(i ? ",\n    {\"resource\": " : "\n    {\"resource\": ", out);
-            bench_json_string(out, meta->skipped_names[i]);
+            json_string(out, meta->skipped_names[i]);
             fputs(", \"reason\": ", out);
-            bench_json_string(out, meta->skipped_reasons[i]);
+            json_string(out, meta->skipped_reasons[i]);
             fputs("}", out);
         }
         fputs(meta->nskipped ? "\n  ],\n  \"results\": [" : "],\n  \"results\": [", out);
@@ -265,7 +269,7 @@ static void row_json(bench_report *rep, const bench_set *set, const char *name, 
     bool ok = r->outcome == BENCH_OUTCOME_OK;
     fputs(rep->first_result ? "\n    {\"set\": " : ",\n    {\"set\": ", f);
     rep->first_result = false;
-    bench_json_string(f, set->label);
+    json_string(f, set->label);
     fprintf(f, ", \"mode\": \"%s\", \"steps\": %llu, \"max_live\": ", is_random(set) ? "random" : "steps",
             (unsigned long long)set_steps(set));
     json_number_or_null(f, !is_random(set), "%.0f", (double)w->max_live);
@@ -273,11 +277,11 @@ static void row_json(bench_report *rep, const bench_set *set, const char *name, 
     json_number_or_null(f, is_random(set), "%.0f", (double)w->allocations);
     fprintf(f, ", \"max_size\": %llu, \"threads\": %u, \"repeats\": %u, \"resource\": ",
             (unsigned long long)w->max_size, set->threads, set->repeats);
-    bench_json_string(f, name);
+    json_string(f, name);
     fputs(", \"plugin\": ", f);
-    bench_json_string(f, plugin);
+    json_string(f, plugin);
     fprintf(f, ", \"status\": \"%s\", \"error\": ", outcome_name(r->outcome));
-    bench_json_string(f, ok ? NULL : r->error);
+    json_string(f, ok ? NULL : r->error);
     fputs(", \"ns_per_op_median\": ", f);
     json_number_or_null(f, ok, "%.1f", r->ns_per_op_median);
     fputs(", \"ns_per_op_min\": ", f);
@@ -391,15 +395,15 @@ static void overhead_json(bench_report *rep, const bench_overhead_row *r)
     snprintf(fmt, sizeof fmt, "%%.%df", p);
     fputs(rep->first_result ? "\n    {\"measurement\": " : ",\n    {\"measurement\": ", f);
     rep->first_result = false;
-    bench_json_string(f, r->measurement);
+    json_string(f, r->measurement);
     fputs(", \"name\": ", f);
-    bench_json_string(f, r->name);
+    json_string(f, r->name);
     fputs(", \"detail\": ", f);
-    bench_json_string(f, r->detail);
+    json_string(f, r->detail);
     fputs(", \"unit\": ", f);
-    bench_json_string(f, r->unit);
+    json_string(f, r->unit);
     fprintf(f, ", \"samples\": %u, \"status\": \"%s\", \"error\": ", r->samples, outcome_name(r->outcome));
-    bench_json_string(f, ok ? NULL : r->error);
+    json_string(f, ok ? NULL : r->error);
     fputs(", \"median\": ", f);
     json_number_or_null(f, ok, fmt, r->median);
     fputs(", \"min\": ", f);
@@ -407,11 +411,11 @@ static void overhead_json(bench_report *rep, const bench_overhead_row *r)
     fputs(", \"max\": ", f);
     json_number_or_null(f, ok, fmt, r->max);
     fputs(", \"baseline\": ", f);
-    bench_json_string(f, r->baseline);
+    json_string(f, r->baseline);
     fputs(", \"added\": ", f);
     json_number_or_null(f, ok && r->baseline, fmt, r->added);
     fputs(", \"target\": ", f);
-    bench_json_string(f, r->target);
+    json_string(f, r->target);
     fprintf(f, ", \"target_met\": %s}", r->target_met == 1 ? "true" : r->target_met == 0 ? "false" : "null");
 }
 

@@ -86,8 +86,10 @@ void bench_report_overhead_row(bench_report *rep, const bench_overhead_row *row)
 /* Finish the report (JSON closes its object) and free it. NULL: no-op. */
 void bench_report_end(bench_report *rep);
 
-/* Write s to f as a JSON string (quoted and escaped), or null for NULL. */
-void bench_json_string(FILE *f, const char *s);
+/* Write s as a JSON string (escaped; NULL as null), or as one CSV field (quoted when it holds
+ * a comma, quote or line break; NULL or "" as nothing). For other reports (`crmm replay`). */
+void bench_write_json_string(FILE *f, const char *s);
+void bench_write_csv_field(FILE *f, const char *s);
 
 /* The format's name for messages: "table", "csv", "json". */
 const char *bench_format_name(bench_format format);

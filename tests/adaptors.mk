@@ -24,16 +24,26 @@ tests_check_logging_CFLAGS = $(TEST_CFLAGS)
 tests_check_logging_LDADD = $(TEST_LDADD)
 TESTS += tests/check_logging
 
-# `crmm replay`, called in-process
+# `crmm replay`, called in-process; check_replay_streams scripts CUDA (its program defines the
+# stream calls and exports them) and traces the calls the crmm_recorder plugin gets
+REPLAY_SOURCES = tools/cmd_replay.c tools/replay_log.c tools/replay_run.c tools/replay_report.c \
+	tools/replay_plot.c tools/replay.h
+REPLAY_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
 check_PROGRAMS += tests/check_replay
-tests_check_replay_SOURCES = tests/check_replay.c tools/cmd_replay.c tools/replay_log.c tools/replay.h
+tests_check_replay_SOURCES = tests/check_replay.c $(REPLAY_SOURCES)
 tests_check_replay_CFLAGS = $(TEST_CFLAGS)
-tests_check_replay_LDADD = $(TEST_LDADD)
+tests_check_replay_LDADD = $(REPLAY_LDADD)
 TESTS += tests/check_replay
+check_PROGRAMS += tests/check_replay_streams
+tests_check_replay_streams_SOURCES = tests/check_replay_streams.c $(REPLAY_SOURCES)
+tests_check_replay_streams_CFLAGS = $(TEST_CFLAGS)
+tests_check_replay_streams_LDFLAGS = -export-dynamic
+tests_check_replay_streams_LDADD = $(REPLAY_LDADD)
+TESTS += tests/check_replay_streams
 
 # The adaptors over cuda, the logging switch, replay on a device (exit 77 without a GPU)
 check_PROGRAMS += tests/check_adaptors_gpu
-tests_check_adaptors_gpu_SOURCES = tests/check_adaptors_gpu.c tools/cmd_replay.c tools/replay_log.c tools/replay.h
+tests_check_adaptors_gpu_SOURCES = tests/check_adaptors_gpu.c $(REPLAY_SOURCES)
 tests_check_adaptors_gpu_CFLAGS = $(TEST_CFLAGS)
-tests_check_adaptors_gpu_LDADD = $(TEST_LDADD)
+tests_check_adaptors_gpu_LDADD = $(REPLAY_LDADD)
 TESTS += tests/check_adaptors_gpu

@@ -175,7 +175,20 @@ START_TEST(replay_against_device_memory)
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     ck_assert_msg(strstr(r.out, "allocations: 3 replayed, 0 failed") && strstr(r.out, "frees: 1 replayed") &&
                   strstr(r.out, "resource: s (statistics -> cuda)") &&
-                  strstr(r.out, "log leaks: 2 allocations of 1052672 bytes"), "output:\n%s", r.out);
+                  strstr(r.out, "log leaks: 2 allocations of 1052672 bytes") &&
+                  strstr(r.out, "stream: a new non-blocking stream\n"), "output:\n%s", r.out);
+    crmm_test_output_free(&r);
+    /* several device resources, on two threads with a stream each */
+    cfg = crmm_test_write_file("gpu-replay2.ini", "[resource.c]\nplugin = cuda\n[resource.a]\nplugin = async\n"
+                                                  "[resource.p]\nplugin = pool\nupstream = c\ninitial_size = 0\n");
+    char *argv2[] = {"replay", (char *)log, "--config", (char *)cfg, "--resource", "p", "--resource", "a",
+                     "--threads", "2", "--repeats", "3", "--json", NULL};
+    r = crmm_test_run_main(crmm_replay_main, argv2);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "\"resource\": \"p\", \"chain\": \"pool -> cuda\", \"stream\": \"a new non-blocking "
+                            "stream per thread\"") && strstr(r.out, "\"resource\": \"a\"") &&
+                  strstr(r.out, "\"allocations_failed\": 0") && !strstr(r.out, "\"allocations_failed\": 1"),
+                  "output:\n%s", r.out);
     crmm_test_output_free(&r);
 }
 END_TEST

@@ -185,9 +185,11 @@ START_TEST(test_installed_default_config)
     crmm_config *cfg = NULL;
     cuda_calls = 0;
     ck_assert_crmm_ok(crmm_config_load_file(path, &cfg));
-    ck_assert_str_eq(crmm_config_default_resource(cfg, 0), "gpu");
+    /* the default is the expandable GPU pool over cudaMalloc */
+    ck_assert_str_eq(crmm_config_default_resource(cfg, 0), "pool");
     ck_assert_str_eq(crmm_config_resource_plugin(cfg, 0), "cuda");
-    ck_assert(!crmm_config_resource_is_host(cfg, 0));
+    ck_assert_str_eq(crmm_config_resource_plugin(cfg, 1), "pool");
+    ck_assert(!crmm_config_resource_is_host(cfg, 1));
     ck_assert_int_eq(cuda_calls, 0);
     crmm_config_free(cfg);
 }

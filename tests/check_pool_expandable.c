@@ -406,6 +406,73 @@ START_TEST(growth_maps_freed_pages_again_instead_of_new_memory)
 }
 END_TEST
 
+START_TEST(growth_below_the_high_water_mark_does_not_wait)
+{
+    crmm_resource *p = expandable_pool("");
+    unsigned char *a = alloc(p, 2 * PAGE), *b = alloc(p, 2 * PAGE); /* the mark: 4 pages */
+    dealloc(p, a, 2 * PAGE);
+    dealloc(p, b, 2 * PAGE);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    unsigned char *c = alloc(p, PAGE), *d = alloc(p, PAGE);
+    dealloc(p, c, PAGE); /* one free page, too small for e */
+    drv.device_syncs = 0;
+    unsigned char *e = alloc(p, 2 * PAGE);
+    /* 2 + 2 pages stay within the 4 the pool held before: it maps without waiting for the device */
+    ck_assert_int_eq(drv.device_syncs, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * PAGE);
+    ck_assert_ptr_eq(e, d + PAGE);
+    books_agree(p);
+    dealloc(p, d, PAGE);
+    dealloc(p, e, 2 * PAGE);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(growth_past_the_mark_moves_only_the_pages_it_needs)
+{
+    crmm_resource *p = expandable_pool("");
+    unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE); /* mark: 6 */
+    ck_assert_ptr_eq(c, a + 4 * PAGE);
+    dealloc(p, a, 3 * PAGE);
+    dealloc(p, c, 2 * PAGE);
+    drv.device_syncs = 0;
+    unsigned char *z = alloc(p, 4 * PAGE);
+    /* z joins c's two free pages at the top with two more; those two are a's top pages, moved
+     * after one synchronization: the pool holds no more than its mark and no new memory */
+    ck_assert_int_eq(drv.device_syncs, 1);
+    ck_assert_ptr_eq(z, c);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 6 * PAGE);
+    ck_assert_uint_eq(drv.physical_peak, 6 * PAGE);
+    ck_assert_int_eq(drv.creates, 6);
+    books_agree(p);
+    unsigned char *w = alloc(p, PAGE); /* a's bottom page stayed mapped and free */
+    ck_assert_ptr_eq(w, a);
+    ck_assert_int_eq(drv.device_syncs, 1);
+    dealloc(p, w, PAGE);
+    dealloc(p, b, PAGE);
+    dealloc(p, z, 4 * PAGE);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(growth_within_the_slack_above_the_mark_does_not_wait)
+{
+    crmm_resource *p = expandable_pool("");
+    unsigned char *a = alloc(p, 31 * PAGE), *b = alloc(p, PAGE); /* mark: 32 pages, slack: 1 page */
+    dealloc(p, b, PAGE);
+    drv.device_syncs = 0;
+    unsigned char *z = alloc(p, 2 * PAGE); /* b's free page and one more: 33 pages, within the slack */
+    ck_assert_int_eq(drv.device_syncs, 0);
+    ck_assert_ptr_eq(z, b);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 33 * PAGE);
+    books_agree(p);
+    dealloc(p, a, 31 * PAGE);
+    dealloc(p, z, 2 * PAGE);
+    crmm_resource_release(p);
+}
+END_TEST
+
 START_TEST(release_threshold_keeps_free_pages)
 {
     char params[64];
@@ -746,6 +813,9 @@ int main(void)
     tcase_add_test(tc, free_blocks_merge_across_growth_steps);
     tcase_add_test(tc, growth_joins_the_free_block_below);
     tcase_add_test(tc, growth_maps_freed_pages_again_instead_of_new_memory);
+    tcase_add_test(tc, growth_below_the_high_water_mark_does_not_wait);
+    tcase_add_test(tc, growth_past_the_mark_moves_only_the_pages_it_needs);
+    tcase_add_test(tc, growth_within_the_slack_above_the_mark_does_not_wait);
     tcase_add_test(tc, release_threshold_keeps_free_pages);
     tcase_add_test(tc, trim_gives_every_free_page_back);
     tcase_add_test(tc, initial_size_is_mapped_at_creation_and_kept);

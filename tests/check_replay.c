@@ -19,6 +19,15 @@ static crmm_test_output replay(const char *a1, const char *a2, const char *a3, c
     return crmm_test_run_main(crmm_replay_main, argv);
 }
 
+/* replay with up to 10 arguments, NULL-terminated. */
+static crmm_test_output replay_argv(const char *const *args)
+{
+    char *argv[12] = {"replay"};
+    for (int i = 0; i < 10 && args[i]; i++)
+        argv[i + 1] = (char *)args[i];
+    return crmm_test_run_main(crmm_replay_main, argv);
+}
+
 static const char *host_config(void)
 {
     return crmm_test_write_file("host.ini", "[resource.h]\nplugin = host\n[resource.s]\nplugin = statistics\n"
@@ -70,14 +79,13 @@ START_TEST(a_log_from_the_logging_plugin_replays)
     crmm_test_output r = replay(log, "--config", host_config(), "--threads-as-logged", NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     /* two makers and the main thread (the failure) */
-    expect_in(r.out, "25 events on 3 threads (16 allocations, 8 frees, 1 allocate failures)");
+    expect_in(r.out, "25 events on 3 threads (16 allocations, 8 frees, 1 allocate failure)");
     expect_in(r.out, "resource: s (statistics -> host)");
     expect_in(r.out, "allocations: 16 replayed, 0 failed");
     expect_in(r.out, "frees: 8 replayed, 0 failed");
     /* leaked: sizes 1001,1003,1005,1007 and 2001,2003,2005,2007 */
     expect_in(r.out, "log leaks: 8 allocations of 12032 bytes never freed");
     expect_in(r.out, "peak in use: 19.6 KiB (20044 bytes as replayed; 20044 in the log)");
-    expect_in(r.out, "peak in use (resource): 19.6 KiB (20044 bytes)");
     crmm_test_output_free(&r);
     for (int k = 0; k < 2; k++)
         for (int i = 1; i < 8; i += 2)
@@ -109,15 +117,18 @@ START_TEST(cross_thread_order_is_kept)
              "[resource.l]\nplugin = logging\nupstream = t\nfile = %s\n", out_log);
     const char *cfg = crmm_test_write_file("pingpong.ini", cfg_text);
     for (int round = 0; round < 20; round++) {
-        crmm_test_output r = replay(log, "--config", cfg, "--resource", "l");
+        const char *args[] = {log, "--config", cfg, "--resource", "l", "--threads", "2", "--repeats", "1", NULL};
+        crmm_test_output r = replay_argv(args);
         ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
         expect_in(r.out, "8 events on 2 threads");
+        expect_in(r.out, "the 2 logged threads on 2 OS threads");
         expect_in(r.out, "allocations: 4 replayed, 0 failed");
         expect_in(r.out, "frees: 4 replayed, 0 failed"); /* tracking refuses a free out of order */
         expect_in(r.out, "log leaks: none");
         crmm_test_output_free(&r);
-        /* the replay's own log has the same actions and sizes in the same order, and the
-         * events of each logged thread on one replay thread */
+        /* the replay's own log: the untimed pass, then the timed one, each with the same actions
+         * and sizes in the same order; in the timed one the events of each logged thread on one
+         * replay thread, the two on different threads */
         FILE *f = fopen(out_log, "r");
         ck_assert_ptr_nonnull(f);
         char line[256];
@@ -126,20 +137,24 @@ START_TEST(cross_thread_order_is_kept)
                                                {"free", "200"}, {"allocate", "300"}, {"free", "300"},
                                                {"allocate", "400"}, {"free", "400"}};
         static const int logged_thread[8] = {0, 1, 1, 0, 0, 1, 1, 0};
-        long tid_of[2] = {0, 0};
-        for (int i = 0; i < 8; i++) {
-            ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
-            long tid;
-            char action[32], size[32];
-            ck_assert_int_eq(sscanf(line, "%ld,%*[^,],%31[^,],%*[^,],%31[^,],", &tid, action, size), 3);
-            ck_assert_str_eq(action, want[i][0]);
-            ck_assert_str_eq(size, want[i][1]);
-            int k = logged_thread[i];
-            if (!tid_of[k])
-                tid_of[k] = tid;
-            ck_assert_int_eq(tid, tid_of[k]);
+        for (int pass = 0; pass < 2; pass++) {
+            long tid_of[2] = {0, 0};
+            for (int i = 0; i < 8; i++) {
+                ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+                long tid;
+                char action[32], size[32];
+                ck_assert_int_eq(sscanf(line, "%ld,%*[^,],%31[^,],%*[^,],%31[^,],", &tid, action, size), 3);
+                ck_assert_str_eq(action, want[i][0]);
+                ck_assert_str_eq(size, want[i][1]);
+                int k = pass == 0 ? 0 : logged_thread[i];
+                if (!tid_of[k])
+                    tid_of[k] = tid;
+                ck_assert_int_eq(tid, tid_of[k]);
+            }
+            if (pass == 1)
+                ck_assert_int_ne(tid_of[0], tid_of[1]);
         }
-        ck_assert_int_ne(tid_of[0], tid_of[1]);
+        ck_assert_ptr_null(fgets(line, sizeof line, f));
         fclose(f);
     }
 }
@@ -159,7 +174,7 @@ START_TEST(rmm_spellings_parse)
                                            "\r\n");
     crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
-    expect_in(r.out, "5 events on 2 threads (2 allocations, 2 frees, 1 allocate failures)");
+    expect_in(r.out, "5 events on 2 threads (2 allocations, 2 frees, 1 allocate failure)");
     expect_in(r.out, "allocations: 2 replayed, 0 failed");
     expect_in(r.out, "frees: 2 replayed, 0 failed");
     expect_in(r.out, "peak in use: 3.0 KiB (3072 bytes as replayed; 3072 in the log)");
@@ -167,9 +182,9 @@ START_TEST(rmm_spellings_parse)
 }
 END_TEST
 
-static void expect_bad(const char *name, const char *text, const char *where, const char *what)
+/* Replaying the log at path fails (exit 1, nothing on stdout) with "PATH:WHERE" and `what`. */
+static void expect_refused(const char *log, const char *where, const char *what)
 {
-    const char *log = crmm_test_write_file(name, text);
     crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
     ck_assert_int_eq(r.status, 1);
     char want[4400];
@@ -178,6 +193,11 @@ static void expect_bad(const char *name, const char *text, const char *where, co
     expect_in(r.err, what);
     ck_assert_str_eq(r.out, "");
     crmm_test_output_free(&r);
+}
+
+static void expect_bad(const char *name, const char *text, const char *where, const char *what)
+{
+    expect_refused(crmm_test_write_file(name, text), where, what);
 }
 
 START_TEST(malformed_lines_are_named)
@@ -215,9 +235,18 @@ START_TEST(the_logs_own_problems_are_reported)
     crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     expect_in(r.out, "log leaks: 2 allocations of 500 bytes never freed in the log");
-    expect_in(r.out, "log anomalies: 1 frees of pointers not live, 1 frees with another size");
+    expect_in(r.out, "log anomaly: 1 free of a pointer not live (first at line 4; not replayed)");
+    expect_in(r.out, "log anomaly: 1 free with another size than allocated (first at line 5;");
     expect_in(r.out, "frees: 1 replayed");
-    expect_in(r.out, "1 allocate failures");
+    expect_in(r.out, "1 allocate failure)");
+    crmm_test_output_free(&r);
+    /* --strict refuses them, naming the first line of each */
+    const char *args[] = {log, "--config", host_config(), "--strict", NULL};
+    r = replay_argv(args);
+    ck_assert_int_eq(r.status, 1);
+    expect_in(r.err, "leaky.csv:4: free of a pointer that is not live (1 in all)");
+    expect_in(r.err, "leaky.csv:5: free with another size than allocated");
+    ck_assert_str_eq(r.out, "");
     crmm_test_output_free(&r);
 }
 END_TEST
@@ -236,7 +265,7 @@ START_TEST(failed_allocations_are_counted)
     expect_in(r.out, "allocations: 1 replayed, 1 failed");
     expect_in(r.out, "first failure: line 2: out of memory");
     expect_in(r.out, "frees: 1 replayed, 0 failed");
-    expect_in(r.out, "peak in use (resource): 1.0 KiB (1024 bytes)"); /* limiting counts 1000 as 1024 */
+    expect_in(r.out, "peak in use: 1000 B (1000 bytes as replayed; 2098152 in the log)");
     crmm_test_output_free(&r);
 }
 END_TEST
@@ -275,10 +304,215 @@ START_TEST(without_a_gpu_the_host_plugin_is_used)
                                                      "1,10:00:00.000002,free,0x1000,100,0\n");
     crmm_test_output r = replay(log, NULL, NULL, NULL, NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
-    expect_in(r.out, "replaying against the host plugin");
+    expect_in(r.err, "replaying against the host plugin");
     expect_in(r.out, "resource: host (host)");
     expect_in(r.out, "allocations: 1 replayed, 0 failed");
     crmm_test_output_free(&r);
+}
+END_TEST
+
+/* Write `n` bytes (NULs allowed) to a fresh file in the test directory; returns its path. */
+static const char *write_bytes(const char *name, const char *bytes, size_t n)
+{
+    static char path[4200];
+    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(bytes, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+    return path;
+}
+
+static void expect_bad_bytes(const char *name, const char *bytes, size_t n, const char *where, const char *what)
+{
+    expect_refused(write_bytes(name, bytes, n), where, what);
+}
+
+START_TEST(numbers_of_2_to_the_64_or_more_are_out_of_range)
+{
+    expect_bad("bigthread.csv", HEADER "18446744073709551616,10:00:00.000001,allocate,0x1000,100,0\n", "2:",
+               "the thread id is out of range (2^64 or more)");
+    expect_bad("bigsize.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n"
+               "1,10:00:00.000002,allocate,0x2000,99999999999999999999999,0\n", "3:",
+               "the size is out of range (2^64 or more)");
+    expect_bad("bigpointer.csv", HEADER "1,10:00:00.000001,allocate,0x10000000000000000,100,0\n", "2:",
+               "the pointer is out of range");
+    expect_bad("bigstream.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0x123456789abcdef01\n", "2:",
+               "the stream is out of range");
+    /* 2^64 - 1 itself is a number (the allocation then fails, counted) */
+    const char *log = crmm_test_write_file("maxsize.csv", HEADER "18446744073709551615,10:00:00.000001,allocate,"
+                                                          "0xffffffffffffffff,18446744073709551615,0\n");
+    crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
+    expect_in(r.out, "allocations: 0 replayed, 1 failed");
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+START_TEST(nul_bytes_and_junk_are_errors)
+{
+    static const char mid[] = HEADER "1,10:00:00.000001,allocate,0x1000,1\0" "00,0\n";
+    expect_bad_bytes("nulmid.csv", mid, sizeof mid - 1, "2:", "the line holds a NUL byte");
+    static const char junk[] = "\0\x01\x02\x03junk\x7f\n\xff\xfe more junk";
+    expect_bad_bytes("nuljunk.bin", junk, sizeof junk - 1, "1:", "NUL byte");
+    static const char after[] = HEADER "\0\0\0\0";
+    expect_bad_bytes("nulafter.csv", after, sizeof after - 1, "2:", "NUL byte");
+    static const char binary[] = "\x89PNG\r\n\x1a\n";
+    expect_bad_bytes("binary.png", binary, sizeof binary - 1, "1:", "not an RMM allocation log");
+    /* a very long line is named, not a crash */
+    size_t n = 200000;
+    char *longline = malloc(n + sizeof HEADER);
+    ck_assert_ptr_nonnull(longline);
+    memcpy(longline, HEADER, sizeof HEADER - 1);
+    memset(longline + sizeof HEADER - 1, '7', n);
+    longline[sizeof HEADER - 1 + n] = '\n';
+    expect_bad_bytes("long.csv", longline, sizeof HEADER + n, "2:", "expected 6 comma-separated fields, found 1");
+    free(longline);
+}
+END_TEST
+
+START_TEST(bad_options_are_refused)
+{
+    const char *log = crmm_test_write_file("opts.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n");
+    static const char *const bad[][3] = {
+        {"--repeats", "0", "--repeats wants a whole number from 1 to 100000, not '0'"},
+        {"--repeats", "x", "not 'x'"},
+        {"--repeats", "-3", "not '-3'"},
+        {"--repeats", "100001", "not '100001'"},
+        {"--threads", "0", "--threads wants a whole number from 1 to 1024"},
+        {"--stream", "legacy", "--stream wants new, default or per-thread, not 'legacy'"},
+        {"--json", "--csv", "--json and --csv exclude each other"},
+        {"--plot", NULL, "--plot needs a value"},
+        {"--resource", NULL, "--resource needs a value"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        crmm_test_output r = replay(log, bad[i][0], bad[i][1], NULL, NULL);
+        ck_assert_msg(r.status == 2, "%s %s: rc %d", bad[i][0], bad[i][1], r.status);
+        expect_in(r.err, bad[i][2]);
+        ck_assert_str_eq(r.out, "");
+        crmm_test_output_free(&r);
+    }
+    const char *args[] = {log, "--config", host_config(), "--plot", "/nonexistent-crmm/p.svg", NULL};
+    crmm_test_output r = replay_argv(args);
+    ck_assert_int_eq(r.status, 1);
+    expect_in(r.err, "cannot write /nonexistent-crmm/p.svg");
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+/* Peak in use 1000 bytes; the recorder reserves each allocation rounded up to 256: at most
+ * 512 + 768 = 1280 bytes, a ratio of 1.28. */
+static const char *ratio_log =
+    HEADER
+    "11,10:00:00.000001,allocate,0x1000,100,0\n"
+    "22,10:00:00.000002,allocate,0x2000,200,0\n"
+    "33,10:00:00.000003,free,0x1000,100,0\n"
+    "44,10:00:00.000004,allocate,0x3000,300,0\n"
+    "55,10:00:00.000005,free,0x2000,200,0\n"
+    "11,10:00:00.000006,allocate,0x4000,700,0\n"
+    "33,10:00:00.000008,free,0x3000,300,0\n";
+
+static const char *two_resources_config(void)
+{
+    return crmm_test_write_file("two.ini", "[resource.r]\nplugin = recorder\n[resource.h]\nplugin = host\n");
+}
+
+static bool ends_with_newline(const char *s)
+{
+    size_t n = strlen(s);
+    return n && s[n - 1] == '\n';
+}
+
+START_TEST(several_resources_each_a_row_with_reserved_over_peak)
+{
+    const char *log = crmm_test_write_file("ratio.csv", ratio_log);
+    const char *text_args[] = {log, "--config", two_resources_config(), "--resource", "r", "--resource", "h",
+                               "--repeats", "3", NULL};
+    crmm_test_output r = replay_argv(text_args);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
+    expect_in(r.out, "resource: r (recorder)");
+    expect_in(r.out, "resource: h (host)");
+    expect_in(r.out, "median of 3 repeats");
+    expect_in(r.out, "peak in use: 1000 B (1000 bytes as replayed; 1000 in the log)");
+    expect_in(r.out, "peak reserved: 1.2 KiB (1280 bytes)");
+    expect_in(r.out, "reserved / peak in use: 1.280");
+    expect_in(r.out, "reserved / peak in use: n/a"); /* host does not tell */
+    expect_in(r.out, "7 calls per repeat");
+    ck_assert(ends_with_newline(r.out));
+    crmm_test_output_free(&r);
+
+    const char *json_args[] = {log, "--config", two_resources_config(), "--resource", "r", "--resource", "h",
+                               "--json", NULL};
+    r = replay_argv(json_args);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
+    ck_assert_msg(r.out[0] == '{' && ends_with_newline(r.out), "%s", r.out);
+    expect_in(r.out, "\"resource\": \"r\"");
+    expect_in(r.out, "\"resource\": \"h\"");
+    expect_in(r.out, "\"peak_reserved_bytes\": 1280, \"reserved_over_peak_live\": 1.28,");
+    expect_in(r.out, "\"peak_reserved_bytes\": null, \"reserved_over_peak_live\": null,");
+    expect_in(r.out, "\"repeats\": 5");
+    crmm_test_output_free(&r);
+
+    const char *csv_args[] = {log, "--config", two_resources_config(), "--resource", "r", "--resource", "h",
+                              "--csv", NULL};
+    r = replay_argv(csv_args);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
+    ck_assert(ends_with_newline(r.out));
+    int lines = 0, commas[3] = {0, 0, 0};
+    for (const char *c = r.out; *c; c++) {
+        if (*c == ',' && lines < 3)
+            commas[lines]++;
+        lines += *c == '\n';
+    }
+    ck_assert_int_eq(lines, 3); /* a header and one row per resource */
+    ck_assert_int_eq(commas[0], 20);
+    ck_assert_int_eq(commas[1], 20);
+    ck_assert_int_eq(commas[2], 20);
+    expect_in(r.out, ",r,recorder,none (host memory),0,5,7,");
+    expect_in(r.out, ",1000,1280,1.28,,\n");
+    expect_in(r.out, ",h,host,");
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+static int count_in(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
+        n++;
+    return n;
+}
+
+START_TEST(the_plot_shows_both_series_per_resource)
+{
+    const char *log = crmm_test_write_file("plot.csv", ratio_log);
+    char svg[4200];
+    snprintf(svg, sizeof svg, "%s/plot.svg", tmp_dir);
+    const char *args[] = {log, "--config", two_resources_config(), "--resource", "r", "--resource", "h",
+                          "--plot", svg, NULL};
+    crmm_test_output r = replay_argv(args);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
+    crmm_test_output_free(&r);
+    char *text = crmm_test_read_file(svg);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(strncmp(text, "<?xml", 5) == 0 && ends_with_newline(text), "%s", text);
+    expect_in(text, "<svg xmlns=\"http://www.w3.org/2000/svg\"");
+    expect_in(text, "event index in the log");
+    expect_in(text, "bytes (B)");
+    expect_in(text, "<g id=\"resource-0\">");
+    expect_in(text, "<g id=\"resource-1\">");
+    ck_assert_int_eq(count_in(text, "<polyline class=\"in-use\""), 2);
+    ck_assert_int_eq(count_in(text, "<polyline class=\"reserved\""), 1); /* host does not tell */
+    expect_in(text, ">r in use</text>");
+    expect_in(text, ">r reserved</text>");
+    expect_in(text, ">h reserved: n/a</text>");
+    ck_assert_int_eq(count_in(text, "<g"), count_in(text, "</g>"));
+    ck_assert_int_eq(count_in(text, "<text"), count_in(text, "</text>"));
+    /* one point per call: 7 calls (4 allocations, 3 frees), each a pair of coordinates */
+    const char *line = strstr(text, "<polyline class=\"in-use\"");
+    const char *points = strstr(line, "points=\"") + 8;
+    ck_assert_int_eq(count_in(points, ",") - count_in(strchr(points, '"'), ","), 7);
+    free(text);
 }
 END_TEST
 
@@ -296,6 +530,11 @@ int main(void)
     tcase_add_test(tc, the_logs_own_problems_are_reported);
     tcase_add_test(tc, failed_allocations_are_counted);
     tcase_add_test(tc, usage_errors);
+    tcase_add_test(tc, numbers_of_2_to_the_64_or_more_are_out_of_range);
+    tcase_add_test(tc, nul_bytes_and_junk_are_errors);
+    tcase_add_test(tc, bad_options_are_refused);
+    tcase_add_test(tc, several_resources_each_a_row_with_reserved_over_peak);
+    tcase_add_test(tc, the_plot_shows_both_series_per_resource);
     if (crmm_test_gpu_count() == 0)
         tcase_add_test(tc, without_a_gpu_the_host_plugin_is_used);
     suite_add_tcase(s, tc);

@@ -240,5 +240,51 @@ if grep -q "^CUDA runtime .*, no driver$" "$tmp/out"; then
     lacks "insufficient"
 fi
 
+# ---- replay: what other programs read from it -------------------------------------------------
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0x1000,100,0\n' >"$tmp/replay.csv"
+printf '2,10:00:00.000002,allocate,0x2000,5000,0\n1,10:00:00.000003,free,0x1000,100,0\n' >>"$tmp/replay.csv"
+printf '[resource.h]\nplugin = host\n[resource.p]\nplugin = pool\nupstream = h\ninitial_size = 64KiB\n' \
+    >"$tmp/replay.ini"
+replay="replay $tmp/replay.csv --config $tmp/replay.ini --resource h --resource p --repeats 2"
+for format in --text --json --csv; do
+    [ "$format" = --text ] && format=
+    # shellcheck disable=SC2086
+    run 0 $replay $format || continue
+    checks=$((checks + 1))
+    if [ -n "$(tail -c 1 "$tmp/out")" ]; then
+        fail "crmm replay ${format:-(text)}: the last line does not end with a newline"
+    fi
+done
+has "resource,chain,stream" "h,host," "p,pool -> host,"
+# shellcheck disable=SC2086
+run 0 $replay --json
+checks=$((checks + 1))
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert len(d["resources"]) == 2, d' \
+        "$tmp/out" >/dev/null 2>&1 || fail "crmm replay --json is not JSON with two resources"
+elif command -v jq >/dev/null 2>&1; then
+    [ "$(jq '.resources | length' "$tmp/out" 2>/dev/null)" = 2 ] || fail "crmm replay --json is not JSON"
+else
+    echo "note: neither python3 nor jq: crmm replay --json not parsed"
+fi
+# shellcheck disable=SC2086
+run 0 $replay --plot "$tmp/replay.svg"
+checks=$((checks + 1))
+if command -v xmllint >/dev/null 2>&1; then
+    xmllint --noout "$tmp/replay.svg" >/dev/null 2>&1 || fail "crmm replay --plot: not well-formed XML"
+elif command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$tmp/replay.svg" >/dev/null 2>&1 ||
+        fail "crmm replay --plot: not well-formed XML"
+else
+    echo "note: neither xmllint nor python3: the plot's XML not parsed"
+fi
+checks=$((checks + 1))
+if [ "$(grep -c 'class="in-use"' "$tmp/replay.svg")" != 2 ] || [ "$(grep -c 'class="reserved"' "$tmp/replay.svg")" != 1 ]; then
+    fail "crmm replay --plot: not one in-use line per resource and one reserved line (the pool's)"
+fi
+# junk, NUL bytes first: an error naming the line, never 0 events and exit 0
+printf '\000\001junk\nmore' >"$tmp/junk.bin"
+run 1 replay "$tmp/junk.bin" --config "$tmp/replay.ini" && has "$tmp/junk.bin:1: the line holds a NUL byte"
+
 echo "check_tools: $checks checks, $failures failures ($nbad bad and $ngood good configs)"
 [ "$failures" -eq 0 ]

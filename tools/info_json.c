@@ -9,7 +9,7 @@
 #include "../bench/bench_report.h"
 #include "info.h"
 
-#define str(s) bench_json_string(stdout, (s))
+#define str(s) bench_write_json_string(stdout, (s))
 
 static void json_devices(void)
 {

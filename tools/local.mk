@@ -8,6 +8,9 @@ tools_crmm_SOURCES = \
 	tools/cmd_bench.c \
 	tools/cmd_replay.c \
 	tools/replay_log.c \
+	tools/replay_run.c \
+	tools/replay_report.c \
+	tools/replay_plot.c \
 	tools/replay.h \
 	tools/bench_copy.c
 tools_crmm_LDADD = libcrmm.la $(CUDA_LIBS) -lm

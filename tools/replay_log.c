@@ -114,37 +114,35 @@ static void map_free(u64_map *m)
 
 /* ---- fields ----------------------------------------------------------------------------- */
 
-static bool parse_decimal(const char *s, uint64_t *out)
+/* How a number field parsed. */
+typedef enum field_status { FIELD_OK, FIELD_BAD, FIELD_RANGE } field_status;
+
+/* Digits in `base` (no sign, no blanks) into *out; FIELD_RANGE for a value of 2^64 or more. */
+static field_status parse_unsigned(const char *s, int base, uint64_t *out)
 {
-    if (!isdigit((unsigned char)*s))
-        return false;
+    if (base == 10 ? !isdigit((unsigned char)*s) : !isxdigit((unsigned char)*s))
+        return FIELD_BAD;
     errno = 0;
     char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || errno)
-        return false;
+    unsigned long long v = strtoull(s, &end, base);
+    if (*end)
+        return FIELD_BAD;
+    if (errno == ERANGE)
+        return FIELD_RANGE;
     *out = v;
-    return true;
+    return FIELD_OK;
 }
 
 /* Hex with or without 0x; "(nil)" is 0 when allow_nil. */
-static bool parse_hex(const char *s, bool allow_nil, uint64_t *out)
+static field_status parse_hex(const char *s, bool allow_nil, uint64_t *out)
 {
     if (allow_nil && strcmp(s, "(nil)") == 0) {
         *out = 0;
-        return true;
+        return FIELD_OK;
     }
     if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
         s += 2;
-    if (!isxdigit((unsigned char)*s))
-        return false;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 16);
-    if (*end || errno)
-        return false;
-    *out = v;
-    return true;
+    return parse_unsigned(s, 16, out);
 }
 
 /* HH:MM:SS.ffffff as written by both (digits, ':' and '.'); the value is not used. */
@@ -184,8 +182,10 @@ static crmm_status parse_line(const char *path, unsigned lineno, char *line, rep
                  n > 6 ? 6 : n);
         return bad_line(path, lineno, what, copy);
     }
-    if (!parse_decimal(f[0], &ev->thread))
-        return bad_line(path, lineno, "the thread id is not a decimal number", copy);
+    field_status fs;
+    if ((fs = parse_unsigned(f[0], 10, &ev->thread)) != FIELD_OK)
+        return bad_line(path, lineno, fs == FIELD_RANGE ? "the thread id is out of range (2^64 or more)"
+                                                        : "the thread id is not a decimal number", copy);
     if (!is_time(f[1]))
         return bad_line(path, lineno, "the time is not HH:MM:SS.ffffff", copy);
     if (strcmp(f[2], "allocate") == 0)
@@ -196,12 +196,17 @@ static crmm_status parse_line(const char *path, unsigned lineno, char *line, rep
         ev->action = REPLAY_ALLOCATE_FAILURE;
     else
         return bad_line(path, lineno, "the action is not 'allocate', 'allocate failure' or 'free'", copy);
-    if (!parse_hex(f[3], true, &ev->pointer))
-        return bad_line(path, lineno, "the pointer is not hexadecimal or (nil)", copy);
-    if (!parse_decimal(f[4], &ev->size))
-        return bad_line(path, lineno, "the size is not a decimal number", copy);
-    if (!parse_hex(f[5], false, &ev->stream))
-        return bad_line(path, lineno, "the stream is not hexadecimal", copy);
+    if ((fs = parse_hex(f[3], true, &ev->pointer)) != FIELD_OK)
+        return bad_line(path, lineno, fs == FIELD_RANGE ? "the pointer is out of range (2^64 or more)"
+                                                        : "the pointer is not hexadecimal or (nil)", copy);
+    if ((fs = parse_unsigned(f[4], 10, &ev->size)) != FIELD_OK)
+        return bad_line(path, lineno, fs == FIELD_RANGE ? "the size is out of range (2^64 or more)"
+                                                        : "the size is not a decimal number", copy);
+    if (ev->size > SIZE_MAX)
+        return bad_line(path, lineno, "the size does not fit in this machine's size_t", copy);
+    if ((fs = parse_hex(f[5], false, &ev->stream)) != FIELD_OK)
+        return bad_line(path, lineno, fs == FIELD_RANGE ? "the stream is out of range (2^64 or more)"
+                                                        : "the stream is not hexadecimal", copy);
     ev->line = lineno;
     ev->pair = -1;
     return CRMM_OK;
@@ -226,8 +231,14 @@ static crmm_status read_events(const char *path, FILE *f, replay_log *log)
     unsigned lineno = 0;
     crmm_status st = CRMM_OK;
     u64_map threads = {0};
-    while (getline(&line, &cap, f) >= 0) {
+    ssize_t got;
+    while ((got = getline(&line, &cap, f)) >= 0) {
         lineno++;
+        if (memchr(line, '\0', (size_t)got)) {
+            st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s:%u: the line holds a NUL byte (not a text log)", path,
+                                lineno);
+            break;
+        }
         bool blank = chomp_is_blank(line);
         if (lineno == 1) {
             if (strcmp(line, REPLAY_HEADER) != 0) {
@@ -287,8 +298,8 @@ static crmm_status pair_events(const char *path, replay_log *log)
             log->allocations++;
             if (!ev->pointer)
                 continue; /* a 0-byte allocation */
-            if (map_get(&live, ev->pointer) >= 0)
-                log->reused_live++;
+            if (map_get(&live, ev->pointer) >= 0 && log->reused_live++ == 0)
+                log->first_reused_live_line = ev->line;
             if (!map_put(&live, ev->pointer, (int64_t)i)) {
                 map_free(&live);
                 return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: out of memory pairing events", path);
@@ -303,14 +314,15 @@ static crmm_status pair_events(const char *path, replay_log *log)
             continue;
         int64_t a = map_get(&live, ev->pointer);
         if (a < 0) {
-            log->unknown_frees++;
+            if (log->unknown_frees++ == 0)
+                log->first_unknown_free_line = ev->line;
             continue;
         }
         map_remove(&live, ev->pointer);
         ev->pair = a;
         log->events[a].pair = (int64_t)i;
-        if (log->events[a].size != ev->size)
-            log->size_mismatches++;
+        if (log->events[a].size != ev->size && log->size_mismatches++ == 0)
+            log->first_size_mismatch_line = ev->line;
         live_bytes -= log->events[a].size;
     }
     map_free(&live);

@@ -19,9 +19,16 @@
  * Giving pages back needs the device idle, since work queued before a free may still use the
  * block: a page is unmapped only after a device synchronization, when every free block is safe
  * and all of them have joined the ready state. That happens at two points:
- *  - growth: before mapping new pages, when the free blocks hold whole pages beyond
- *    release_threshold, those pages are unmapped first and their physical memory is mapped
- *    again where it is needed (no new physical memory; one synchronization);
+ *  - growth past the mark: the mark is the most the pool has had to hold (raised only by growth
+ *    that moving free pages could not avoid). While a growth keeps the pool within the mark plus
+ *    1/POOL_EXPAND_SLACK of it, the pool maps without waiting. A growth beyond that first
+ *    synchronizes (unless the free bytes are within release_threshold), lets every free block
+ *    merge, and, when free whole pages beyond release_threshold remain, unmaps just enough of
+ *    them (not the free blocks the growth will join) that the pool stays within the mark, the
+ *    new pages reusing their physical memory. The slack absorbs the small differences in
+ *    placement from one pass of a repeating workload (a training step) to the next, so such a
+ *    workload stops synchronizing after its first pass, and the pool holds at most the mark plus
+ *    the slack: little more than what is live plus the holes its pattern cannot avoid;
  *  - trim (crmm_resource_trim): every whole free page beyond release_threshold is unmapped and
  *    its memory released.
  * On out of memory (the device, the maximum, or the address range), every free page is
@@ -155,9 +162,10 @@ static size_t pages_to_release(const pool_resource *p, uint64_t keep)
 }
 
 /* With the device synchronized and every free block gathered in state `holder`: unmap up to
- * `pages` whole free pages, from the highest address down. Their physical memory goes to the
- * spare list. */
-static void release_free_pages(pool_resource *p, pool_stream *holder, size_t pages)
+ * `pages` whole free pages, from the highest address down, leaving blocks keep1 and keep2 alone.
+ * Their physical memory goes to the spare list. */
+static void release_free_pages(pool_resource *p, pool_stream *holder, size_t pages, const pool_block *keep1,
+                               const pool_block *keep2)
 {
     if (!pages || !holder->free.blocks)
         return;
@@ -167,6 +175,8 @@ static void release_free_pages(pool_resource *p, pool_stream *holder, size_t pag
     for_each_block(&holder->free, p->vmm.page, collect, &l);
     qsort(l.b, l.n, sizeof *l.b, by_address_descending);
     for (size_t i = 0; i < l.n && pages; i++) {
+        if (l.b[i] == keep1 || l.b[i] == keep2)
+            continue;
         size_t n = whole_pages(&p->vmm, l.b[i]);
         if (n > pages)
             n = pages;
@@ -197,7 +207,7 @@ static crmm_status release_beyond(pool_resource *p, pool_stream *holder, uint64_
     *released = true;
     holder = pool_streams_gather(&p->streams, &p->records, holder);
     if (holder)
-        release_free_pages(p, holder, pages_to_release(p, keep));
+        release_free_pages(p, holder, pages_to_release(p, keep), NULL, NULL);
     return CRMM_OK;
 }
 
@@ -289,19 +299,31 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
     crmm_status st = crmm_cuda_device_enter(v->device, &g);
     if (st != CRMM_OK)
         return crmm_error_add_context("pool");
-    bool released_to_threshold = false, released_all = false;
+    bool settled = false, released_all = false;
     char why[512] = "";
     for (;;) {
-        if (!released_to_threshold) {
-            released_to_threshold = true;
-            bool released;
-            if ((st = release_beyond(p, s, p->release_threshold, false, &released)) != CRMM_OK)
-                break;
-            /* every stream's free blocks joined s's: one may fit now */
-            if (released && (*out = pool_free_list_fit(&s->free, size)))
-                break;
-        }
         grow_plan plan = plan_growth(p, s, size);
+        uint64_t free_bytes = p->reserved - p->live_bytes;
+        bool can_move = free_bytes > p->release_threshold && free_bytes >= (size < v->page ? size : v->page);
+        if (!settled && plan.pages && p->reserved + plan.pages * v->page > p->mark + p->mark / POOL_EXPAND_SLACK &&
+            can_move) {
+            /* past the high-water mark: wait for the device, let every free block merge (one may
+             * fit now), then move free pages to where the growth maps instead of new memory */
+            settled = true;
+            if ((st = pool_streams_synchronize(&p->streams)) != CRMM_OK)
+                break;
+            pool_stream *holder = pool_streams_gather(&p->streams, &p->records, s);
+            if ((*out = pool_free_list_fit(&s->free, size)))
+                break;
+            plan = plan_growth(p, s, size);
+            uint64_t want = p->reserved + plan.pages * v->page;
+            if (holder && plan.pages && want > p->mark) {
+                size_t excess = pages_for(v, (size_t)(want - p->mark));
+                size_t can = pages_to_release(p, p->release_threshold);
+                release_free_pages(p, holder, excess < can ? excess : can, plan.hole->phys_prev, plan.hole->phys_next);
+                plan = plan_growth(p, s, size);
+            }
+        }
         if (!plan.pages)
             snprintf(why, sizeof why, "no room left in its address range of %zu pages", v->pages);
         else if (p->maximum != POOL_NO_MAXIMUM && p->reserved + plan.pages * v->page > p->maximum) {
@@ -317,6 +339,8 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
             p->reserved += plan.pages * v->page;
             if (p->reserved > p->reserved_peak)
                 p->reserved_peak = p->reserved;
+            if ((settled || !can_move) && p->reserved > p->mark)
+                p->mark = p->reserved; /* a growth that moving free pages could not avoid */
             *out = adopt_pages(p, s, &plan);
             break;
         } else if (st != CRMM_ERROR_OUT_OF_MEMORY) {
@@ -355,6 +379,7 @@ crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t siz
         return st;
     p->reserved += plan.pages * v->page;
     p->reserved_peak = p->reserved;
+    p->mark = p->reserved;
     adopt_pages(p, s, &plan);
     return CRMM_OK;
 }

@@ -233,10 +233,12 @@ static const crmm_param_spec pool_params[] = {
     {"expandable", CRMM_PARAM_BOOL, "false",
      "grow by mapping pages of one reserved virtual address range (CUDA virtual memory API) instead of taking "
      "chunks from upstream: free blocks merge across growth steps, the pool maps only what it needs, and free "
-     "pages go back at trim and before the pool grows (the upstream must be cuda; otherwise the pool grows by "
+     "pages go back at trim, and move to where the pool grows when it would otherwise pass the most it has held "
+     "(the upstream must be cuda; otherwise the pool grows by "
      "chunks, with a warning); initial_size then defaults to 0", NULL, 0},
     {"release_threshold", CRMM_PARAM_SIZE, "0",
-     "expandable: bytes of free whole pages the pool keeps mapped when it gives memory back", NULL, 0},
+     "expandable: bytes of free whole pages the pool keeps mapped when it gives memory back (at trim, and when "
+     "growth would pass the most it has held; within it, the pool grows without waiting for the device)", NULL, 0},
     {"stream_reuse", CRMM_PARAM_ENUM, "sync",
      "how a block freed on one stream is reused on another: sync = after a device synchronization, never "
      "touching the other stream (safe when streams are destroyed); event = the new stream waits for an event "

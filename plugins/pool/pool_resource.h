@@ -21,6 +21,9 @@
 /* The largest request the pool accepts: rounding it up to 256 bytes must not overflow. */
 #define POOL_MAX_REQUEST (SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
 #define POOL_NO_MAXIMUM UINT64_MAX
+/* An expandable pool grows without waiting for the device while it holds at most its mark plus
+ * 1/POOL_EXPAND_SLACK of it (see pool_expand.c). */
+#define POOL_EXPAND_SLACK 32
 
 typedef struct pool_resource {
     crmm_resource base;            /* first: crmm sees a crmm_resource */
@@ -31,6 +34,7 @@ typedef struct pool_resource {
     pool_chunk *chunks;            /* upstream allocations, newest first */
     uint64_t chunk_count;
     uint64_t reserved, reserved_peak; /* bytes held from upstream */
+    uint64_t mark;                    /* expandable: the most it had to map (see pool_expand.c) */
     uint64_t live_bytes;           /* bytes of live blocks (rounded to 256) */
     uint64_t maximum;              /* most it may reserve; POOL_NO_MAXIMUM */
     uint64_t initial;              /* initial_size: an expandable pool never gives back below it */

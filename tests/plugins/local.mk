@@ -18,6 +18,13 @@ tests_plugins_crmm_paramtest_la_SOURCES = tests/plugins/paramtest_plugin.c tests
 tests_plugins_crmm_paramtest_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
 tests_plugins_crmm_paramtest_la_LIBADD = $(PLUGIN_LIBADD)
 
+# crmm_recorder: host memory that reports each call and its stream to the test program
+# (check_replay_streams: what `crmm replay` calls inside its timed loop).
+check_LTLIBRARIES += tests/plugins/crmm_recorder.la
+tests_plugins_crmm_recorder_la_SOURCES = tests/plugins/recorder_plugin.c
+tests_plugins_crmm_recorder_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_recorder_la_LIBADD = $(PLUGIN_LIBADD)
+
 # ---- loader tests (tests/check_loader.c) -----------------------------------------------------
 # One source, tests/plugins/bad_plugin.c, built once per plugin below: crmm_sizeparam is the
 # well-formed base (a `size` parameter it reports as its maximum size, for percentage tests);
