@@ -10,3 +10,5 @@ AM_TESTS_ENVIRONMENT += \
 # the man pages and the bash completion against the tool
 TESTS += tests/check_docs.sh
 EXTRA_DIST += tests/check_docs.sh
+# .ci/run's install after a reconfigure to another prefix (a full build twice: not in make check)
+EXTRA_DIST += tests/install_prefix_change.sh
