@@ -195,6 +195,8 @@ void bench_report_set(bench_report *rep, const bench_set *set)
             (unsigned long long)set->total_ops,
             set->threads > 1 ? "wall time / ops per thread" : "wall time / ops", set->repeats,
             set->repeats == 1 ? "" : "s");
+    fprintf(f, "  reserved/live = peak bytes the resource reserved / peak live bytes of the workload (a pool's\n"
+               "  initial size counts as reserved: a large ratio on a small set is its initial size)\n");
     fprintf(f, "%-12s %-20s %-12s %12s %12s %12s %10s %14s\n", "set", "resource", "plugin", "ns/op", "min",
             "max", "ops/s", "reserved/live");
     fflush(f);

@@ -56,6 +56,11 @@ crmm_status crmm_cuda_device_count(int *count)
     if (e != cudaSuccess) {
         *count = 0;
         cudaGetLastError();
+        /* The runtime reports a missing driver as an insufficient one; a driver version of 0
+         * tells the two apart (no libcuda.so.1 could be loaded). */
+        int driver = 0;
+        if (e == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0)
+            return crmm_set_error(CRMM_ERROR_CUDA, "no NVIDIA driver (libcuda.so.1 is not installed or cannot be loaded)");
         return crmm_cuda_status(e, "cudaGetDeviceCount");
     }
     crmm_note_cuda_initialized();

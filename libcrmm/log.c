@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int log_level = CRMM_LOG_WARN;
 static atomic_int flush_level = CRMM_LOG_WARN;
+static atomic_bool level_from_env; /* $CRMM_LOG_LEVEL named a level: a config's log_level yields */
 static FILE *log_file;          /* NULL = stderr */
 static char log_path[4096];
 
@@ -40,9 +42,10 @@ static void log_init_from_env(void)
     const char *lvl = getenv("CRMM_LOG_LEVEL");
     int parsed;
     if (lvl && *lvl) {
-        if ((parsed = level_from_name(lvl)) >= 0)
+        if ((parsed = level_from_name(lvl)) >= 0) {
             atomic_store(&log_level, (int)parsed);
-        else
+            atomic_store(&level_from_env, true);
+        } else
             fprintf(stderr, "[crmm] [warn] CRMM_LOG_LEVEL=%s is not a level (trace debug info warn error critical off); using warn\n", lvl);
     }
     const char *file = getenv("CRMM_DEBUG_LOG_FILE");
@@ -68,6 +71,12 @@ crmm_status crmm_log_set_level(crmm_log_level level)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "log level %d is out of range (0..6)", (int)level);
     atomic_store(&log_level, (int)level);
     return CRMM_OK;
+}
+
+bool crmm_log_level_from_env(void)
+{
+    ensure_init();
+    return atomic_load(&level_from_env);
 }
 
 crmm_log_level crmm_log_get_level(void)

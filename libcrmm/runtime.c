@@ -64,7 +64,8 @@ crmm_status crmm_init(const char *path)
         return st;
     crmm_log_level level;
     const char *text = crmm_config_log_level(c);
-    if (text && crmm_log_level_parse(text, &level) == CRMM_OK)
+    /* $CRMM_LOG_LEVEL wins over the file: a user turns on tracing without editing it */
+    if (text && !crmm_log_level_from_env() && crmm_log_level_parse(text, &level) == CRMM_OK)
         crmm_log_set_level(level);
     pthread_mutex_lock(&config_lock);
     crmm_config *old = current;
@@ -143,6 +144,45 @@ static crmm_status check_device(int device)
     return CRMM_OK;
 }
 
+/* True when no CUDA device can be used and the config's resource for device 0 is host memory:
+ * then device 0's slot holds that resource, so a program written for the GPU runs over a host
+ * config (tests, the README's examples) without one. */
+static bool host_default_without_device(int device)
+{
+    int n;
+    if (device != 0 || (crmm_cuda_device_count(&n) == CRMM_OK && n > 0))
+        return false;
+    pthread_mutex_lock(&config_lock);
+    const char *name = current ? crmm_config_default_resource(current, 0) : NULL;
+    long i = name ? crmm_config_find_resource(current, name) : -1;
+    bool host = i >= 0 && crmm_config_resource_is_host(current, (size_t)i);
+    pthread_mutex_unlock(&config_lock);
+    return host;
+}
+
+/* check_device, with device 0 allowed without a GPU when the config's default is host memory. */
+static crmm_status check_device_or_host(int device)
+{
+    crmm_status st = check_device(device);
+    if (st != CRMM_OK && host_default_without_device(device)) {
+        crmm_clear_error();
+        return CRMM_OK;
+    }
+    return st;
+}
+
+/* The current device, or 0 when there is none but the config's default is host memory. */
+static crmm_status current_device(int *device)
+{
+    crmm_status st = crmm_cuda_current_device(device);
+    if (st != CRMM_OK && host_default_without_device(0)) {
+        crmm_clear_error();
+        *device = 0;
+        return CRMM_OK;
+    }
+    return st;
+}
+
 /* The registry's factory: the loaded config's resource for the device, else the built-in one. */
 static crmm_status make_default(int device, void *arg, crmm_resource **out)
 {
@@ -172,7 +212,7 @@ static crmm_resource *get_device_resource(int device, bool ref)
     if (device >= 0 && device < CRMM_MAX_DEVICES && !ref &&
         (mr = __atomic_load_n(&registry.slots[device], __ATOMIC_ACQUIRE)))
         return mr; /* the common case: no CUDA call, no lock */
-    if (check_device(device) != CRMM_OK)
+    if (check_device_or_host(device) != CRMM_OK)
         return NULL;
     return device_registry_get(&registry, device, ref, make_default, NULL, &mr) == CRMM_OK ? mr : NULL;
 }
@@ -180,7 +220,7 @@ static crmm_resource *get_device_resource(int device, bool ref)
 static crmm_resource *get_current_device_resource(bool ref)
 {
     int device;
-    if (crmm_cuda_current_device(&device) != CRMM_OK)
+    if (current_device(&device) != CRMM_OK)
         return NULL;
     return get_device_resource(device, ref);
 }
@@ -210,7 +250,7 @@ crmm_resource *crmm_set_current_device_resource(crmm_resource *mr)
         return NULL;
     }
     int device;
-    if (crmm_cuda_current_device(&device) != CRMM_OK)
+    if (current_device(&device) != CRMM_OK)
         return NULL;
     return crmm_set_per_device_resource(device, mr);
 }

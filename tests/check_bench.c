@@ -956,6 +956,8 @@ START_TEST(cli_default_config_is_crmm_init_s)
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_nonnull(strstr(r.out, path));
     ck_assert_ptr_nonnull(find_row(r.out, "B", "envhost"));
+    /* the table explains its reserved/live column, not only --help */
+    ck_assert_ptr_nonnull(strstr(r.out, "reserved/live = peak bytes the resource reserved / peak live bytes"));
     crmm_test_output_free(&r);
 }
 END_TEST

@@ -751,15 +751,65 @@ END_TEST
 
 START_TEST(test_init_then_registry_without_device)
 {
-    /* with a host-only default, asking for a device's resource needs a device, and says so */
+    /* with a host-only default, a program written for the GPU gets the host resource as the
+     * current device's resource, and memory from it, also on a machine without a GPU */
     static const char text[] = "[crmm]\ndefault = h\n[resource.h]\nplugin = host\n";
     const char *path = write_tmp("reg.ini", text, sizeof text - 1);
+    ck_assert_crmm_ok(crmm_init(path));
+    crmm_resource *mr = crmm_get_current_device_resource();
+    ck_assert_msg(mr != NULL, "no current resource over a host default: %s", crmm_last_error());
+    ck_assert_str_eq(crmm_resource_kind(mr), "host");
+    void *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 4096, NULL, &p));
+    memset(p, 1, 4096);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
+    crmm_resource *ref = crmm_get_current_device_resource_ref();
+    ck_assert_ptr_eq(ref, mr);
+    crmm_resource_release(ref);
+    crmm_finalize();
+}
+END_TEST
+
+START_TEST(test_init_gpu_default_without_device)
+{
+    /* a GPU default still needs a device, and says so */
+    static const char text[] = "[crmm]\ndefault = g\n[resource.g]\nplugin = cuda\n";
+    const char *path = write_tmp("gpu.ini", text, sizeof text - 1);
     ck_assert_crmm_ok(crmm_init(path));
     int n = 0;
     if (crmm_cuda_device_count(&n) != CRMM_OK) {
         ck_assert_ptr_null(crmm_get_current_device_resource());
         ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_CUDA);
+        ck_assert_ptr_null(crmm_get_per_device_resource(1));
     }
+    crmm_finalize();
+}
+END_TEST
+
+START_TEST(test_init_environment_level_wins)
+{
+    /* $CRMM_LOG_LEVEL beats the config's log_level, so tracing needs no edit of the file */
+    setenv("CRMM_LOG_LEVEL", "trace", 1);
+    static const char text[] = "[crmm]\nlog_level = error\n[resource.h]\nplugin = host\n";
+    const char *path = write_tmp("level.ini", text, sizeof text - 1);
+    ck_assert_crmm_ok(crmm_init(path));
+    ck_assert(crmm_log_level_from_env());
+    ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_TRACE);
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO)); /* a program may still change it */
+    ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_INFO);
+    crmm_finalize();
+}
+END_TEST
+
+START_TEST(test_init_environment_level_junk_yields)
+{
+    /* a value that names no level is ignored: the config's level applies */
+    setenv("CRMM_LOG_LEVEL", "loud", 1);
+    static const char text[] = "[crmm]\nlog_level = error\n[resource.h]\nplugin = host\n";
+    const char *path = write_tmp("junk.ini", text, sizeof text - 1);
+    ck_assert_crmm_ok(crmm_init(path));
+    ck_assert(!crmm_log_level_from_env());
+    ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_ERROR);
     crmm_finalize();
 }
 END_TEST
@@ -811,6 +861,9 @@ int main(void)
     tcase_add_test(tc, test_cuda_calls_are_counted);
     tcase_add_test(tc, test_instances_gpu_chain_without_gpu);
     tcase_add_test(tc, test_init_then_registry_without_device);
+    tcase_add_test(tc, test_init_gpu_default_without_device);
+    tcase_add_test(tc, test_init_environment_level_wins);
+    tcase_add_test(tc, test_init_environment_level_junk_yields);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("init");

@@ -170,6 +170,76 @@ if [ "$status" -ne 0 ] || grep -q "evil" "$tmp/out"; then
     fail "crmm info in a directory holding crmm.ini exited $status or used that file"
 fi
 
+# ---- info: settings, environment, one plugin ------------------------------------------------------
+printf '[crmm]\nlog_level = error\ndefault = h\n[resource.h]\nplugin = host\n' >"$tmp/level.ini"
+run 0 info --config "$tmp/level.ini" && has "[crmm]" "  default = h" "  plugin_path = (unset)" "  log_level = error" \
+    "log level: error (from the config's log_level; CRMM_LOG_LEVEL would win)" "environment:" \
+    "  CRMM_CONFIG            (unset)" "  CRMM_LOG_LEVEL         (unset)" "  CRMM_DEBUG_LOG_FILE    (unset)" \
+    "  CRMM_LOG_FILE          (unset)"
+CRMM_LOG_LEVEL=trace CRMM_LOG_FILE=/x/log.csv run 0 info --config "$tmp/level.ini" &&
+    has "log level: trace (from CRMM_LOG_LEVEL, which wins over the config's log_level)" \
+        "  CRMM_LOG_LEVEL         trace" "  CRMM_LOG_FILE          /x/log.csv"
+unset CRMM_LOG_LEVEL CRMM_LOG_FILE # an assignment before a function call may outlive it (POSIX)
+# $CRMM_LOG_LEVEL wins over the config's log_level in a program too: crmm_init logs its config at info
+CRMM_CONFIG=$tmp/level.ini CRMM_LOG_LEVEL=info run 0 info && has "[info] crmm: config $tmp/level.ini"
+unset CRMM_LOG_LEVEL
+CRMM_CONFIG=$tmp/level.ini run 0 info && lacks "[info] crmm: config"
+unset CRMM_CONFIG
+run 0 info host && has "  host " "file: " "upstream: none" && lacks "plugin search path"
+run 0 info pool && has "  pool " "initial_size" "stream_reuse" && lacks "  host "
+run 1 info pol && has "no plugin 'pol'" "did you mean 'pool'?"
+run 2 info host pool && has "unexpected argument 'pool'"
+
+# ---- info --json ---------------------------------------------------------------------------------
+CRMM_LOG_LEVEL=debug run 0 info --json --config "$tmp/level.ini" &&
+    has '"version": "' '"plugin_abi": "1.' '"cuda": {"runtime": "' '"plugin_search_path": "' \
+        '"name": "pool"' '"key": "stream_reuse", "type": "enum", "default": "sync", "required": false' \
+        '"choices": "sync|event"' "\"origin\": \"$tmp/level.ini\"" '"default": "h"' '"log_level": "error"' \
+        '{"name": "h", "plugin": "host", "upstream": null, "host_memory": true, "parameters": {}}' \
+        '"config_error": null' '"log_level": {"level": "debug", "from": "CRMM_LOG_LEVEL"}' \
+        '"CRMM_LOG_LEVEL": "debug"' '"CRMM_CONFIG": null'
+unset CRMM_LOG_LEVEL
+if command -v python3 >/dev/null 2>&1; then
+    checks=$((checks + 1))
+    python3 -c 'import json, sys; d = json.load(sys.stdin); assert d["config"]["resources"][0]["name"] == "h"' \
+        <"$tmp/out" || fail "crmm info --json is not JSON with the config's resources"
+fi
+run 1 info --json --config "$configs/bad-cycle.ini" && has '"config": null' '"config_error": "' 'upstream cycle'
+run 0 info --json host && has '"name": "host"' '"upstream": "none"' '"parameters": []' && lacks '"environment"'
+
+# ---- the program run from the build tree finds the build tree's plugins -----------------------------
+if [ -z "$CRMM_TOOL" ] && [ -d plugins/built ]; then
+    built=$(cd plugins/built && pwd)
+    checks=$((checks + 1))
+    env -u CRMM_PLUGIN_PATH -u CRMM_CONFIG "$crmm" info >"$tmp/out" 2>&1
+    if ! grep -qF "plugin search path: $built" "$tmp/out" || grep -qF "(none found)" "$tmp/out"; then
+        fail "crmm info without CRMM_PLUGIN_PATH, run from the build tree, does not search $built"
+    fi
+    has "  pool " "  host " "file: $built/crmm_pool.so"
+    # a user's CRMM_PLUGIN_PATH comes first
+    saved_path=$CRMM_PLUGIN_PATH
+    CRMM_PLUGIN_PATH=$tmp run 0 info --config "$tmp/level.ini" && has "plugin search path: $tmp:$built"
+    CRMM_PLUGIN_PATH=$saved_path
+    # a copy of the program outside the build tree does not search it
+    real=$(dirname "$crmm")/.libs/crmm
+    [ -x "$real" ] || real=$(dirname "$crmm")/.libs/lt-crmm
+    if [ -x "$real" ]; then
+        cp "$real" "$tmp/crmm-copy"
+        checks=$((checks + 1))
+        LD_LIBRARY_PATH=$(cd "$(dirname "$crmm")/../.libs" && pwd) env -u CRMM_PLUGIN_PATH "$tmp/crmm-copy" info >"$tmp/out" 2>&1
+        if grep -qF "$built" "$tmp/out"; then
+            fail "a crmm outside the build tree searched $built"
+        fi
+    fi
+fi
+
+# ---- without any NVIDIA driver, info says so (not "driver version is insufficient") ---------------
+run 0 info --config "$tmp/level.ini"
+if grep -q "^CUDA runtime .*, no driver$" "$tmp/out"; then
+    has "no CUDA device: no NVIDIA driver"
+    lacks "insufficient"
+fi
+
 # ---- replay: what other programs read from it -------------------------------------------------
 printf 'Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0x1000,100,0\n' >"$tmp/replay.csv"
 printf '2,10:00:00.000002,allocate,0x2000,5000,0\n1,10:00:00.000003,free,0x1000,100,0\n' >>"$tmp/replay.csv"

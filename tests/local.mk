@@ -34,6 +34,7 @@ include tests/arena.mk
 include tests/adaptors.mk
 include tests/rmm_resources.mk
 include tests/tools.mk
+include tests/readme.mk
 include tests/bench.mk
 include tests/multi_gpu.mk
 include tests/torch.mk

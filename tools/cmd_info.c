@@ -1,10 +1,12 @@
 /* cmd_info.c — `crmm info`: what this crmm is, what it can load, and what its config builds. */
 #include "config.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
 #include "commands.h"
+#include "info.h"
 
 static void print_devices(void)
 {
@@ -92,28 +94,124 @@ static void print_graph(const crmm_config *cfg)
     }
 }
 
+/* A plugin name to look for among those found, and whether it was printed. */
+typedef struct plugin_filter {
+    const char *name;
+    int found;
+    char *path; /* find_plugin_file: the file it came from */
+} plugin_filter;
+
+static void find_plugin_file(const char *path, const crmm_plugin *pl, crmm_status st, const char *error, void *arg)
+{
+    plugin_filter *f = arg;
+    (void)st;
+    (void)error;
+    if (!f->path && pl && strcmp(pl->name, f->name) == 0)
+        f->path = strdup(path);
+}
+
+static void print_matching_plugin(const char *path, const crmm_plugin *pl, crmm_status st, const char *error, void *arg)
+{
+    plugin_filter *f = arg;
+    if (f->found || !pl || strcmp(pl->name, f->name) != 0)
+        return;
+    f->found = 1;
+    print_plugin(path, pl, st, error, NULL);
+}
+
+/* `crmm info [--config FILE] PLUGIN`: that plugin only, searched as the config would. */
+static int info_one_plugin(const char *config, const char *name, int json)
+{
+    crmm_config *cfg = NULL;
+    if (config && crmm_config_load_file(config, &cfg) != CRMM_OK) {
+        fprintf(stderr, "crmm info: %s\n", crmm_last_error());
+        return 1;
+    }
+    const char *dirs = crmm_config_plugin_path(cfg);
+    const crmm_plugin *pl = NULL;
+    /* the loader's error names what was searched and a close name, if any */
+    int rc = crmm_plugin_load(name, dirs, &pl) == CRMM_OK ? 0 : 1;
+    if (rc) {
+        fprintf(stderr, "crmm info: %s\n", crmm_last_error());
+    } else if (json) {
+        plugin_filter f = {name, 0, NULL};
+        if (!strchr(name, '/'))
+            crmm_plugin_foreach(dirs, find_plugin_file, &f);
+        crmm_info_json_plugin(f.path ? f.path : name, pl, NULL);
+        printf("\n");
+        free(f.path);
+    } else if (strchr(name, '/')) {
+        print_plugin(name, pl, CRMM_OK, NULL, NULL);
+    } else {
+        plugin_filter f = {name, 0, NULL};
+        crmm_plugin_foreach(dirs, print_matching_plugin, &f);
+    }
+    crmm_config_free(cfg);
+    return rc;
+}
+
+/* `crmm info --json`: the config as the text form loads it, then everything as JSON. */
+static int info_json(const char *config)
+{
+    crmm_config *cfg = NULL;
+    const crmm_config *active = NULL;
+    char error[1024] = "";
+    if (config) {
+        if (crmm_config_load_file(config, &cfg) != CRMM_OK)
+            snprintf(error, sizeof error, "%s", crmm_last_error());
+        active = cfg;
+    } else if (crmm_init(NULL) != CRMM_OK) {
+        snprintf(error, sizeof error, "%s", crmm_last_error());
+    } else {
+        active = crmm_current_config();
+    }
+    crmm_info_json(active, error[0] ? error : NULL);
+    crmm_config_free(cfg);
+    crmm_finalize();
+    return error[0] ? 1 : 0;
+}
+
 int crmm_cmd_info(int argc, char **argv)
 {
-    const char *config = NULL;
+    const char *config = NULL, *only = NULL;
+    int json = 0;
     if (crmm_wants_help(argc, argv)) {
-        printf("usage: crmm info [--config FILE]\n\n"
+        printf("usage: crmm info [--config FILE] [--json] [PLUGIN]\n\n"
                "Prints crmm's version; the CUDA runtime and driver versions and each device (or why\n"
                "there is none); the plugin search path; every plugin found, with its version, ABI\n"
-               "and parameters; and the resource graph of the config (FILE, else $CRMM_CONFIG, else\n"
-               "the installed crmm.ini, else the built-in default).\n");
+               "and parameters; the resource graph of the config (FILE, else $CRMM_CONFIG, else\n"
+               "the installed crmm.ini, else the built-in default); the config's [crmm] keys; the\n"
+               "log level and where it comes from ($CRMM_LOG_LEVEL wins over the config's\n"
+               "log_level); and every environment variable crmm reads, with its current value.\n\n"
+               "With PLUGIN (a name or a path to crmm_NAME.so), prints only that plugin and its\n"
+               "parameters; exit 1 when it cannot be loaded. --json prints the same as one JSON\n"
+               "object (keys: version, plugin_abi, cuda, plugin_search_path, plugins, config,\n"
+               "config_error, log_level, environment; with PLUGIN, the plugin's object).\n\n"
+               "crmm info --roff FILE.so... prints those plugins as the roff of crmm.ini(5)'s\n"
+               "PLUGINS section (the build writes the page with it).\n");
         return 0;
     }
+    if (argc > 1 && strcmp(argv[1], "--roff") == 0)
+        return crmm_info_roff(argc - 2, argv + 2);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
         } else if (strcmp(argv[i], "--config") == 0) {
             fprintf(stderr, "crmm info: --config needs a FILE (see --help)\n");
             return 2;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (argv[i][0] != '-' && !only) {
+            only = argv[i];
         } else {
             fprintf(stderr, "crmm info: unexpected argument '%s' (see --help)\n", argv[i]);
             return 2;
         }
     }
+    if (only)
+        return info_one_plugin(config, only, json);
+    if (json)
+        return info_json(config);
     printf("crmm %s (plugin ABI %d.%d)\n", crmm_version(), CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);
     print_devices();
     int rc = 0;
@@ -140,6 +238,7 @@ int crmm_cmd_info(int argc, char **argv)
         printf("  (none found)\n");
     if (active)
         print_graph(active);
+    crmm_info_print_settings(active);
     crmm_config_free(cfg);
     crmm_finalize();
     return rc;

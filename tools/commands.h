@@ -9,6 +9,10 @@ int crmm_cmd_check_config(int argc, char **argv);
 int crmm_cmd_bench(int argc, char **argv);
 int crmm_cmd_replay(int argc, char **argv);
 
+/* When this program runs uninstalled from its build tree, append the build tree's plugin folder
+ * to $CRMM_PLUGIN_PATH (tools/build_tree.c); otherwise do nothing. */
+void crmm_use_build_tree_plugins(void);
+
 /* True when argv holds -h or --help. */
 int crmm_wants_help(int argc, char **argv);
 

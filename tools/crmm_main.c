@@ -34,6 +34,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    crmm_use_build_tree_plugins();
     if (argc < 2) {
         usage(stderr);
         return 2;

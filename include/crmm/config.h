@@ -61,11 +61,12 @@ CRMM_API bool crmm_config_resource_is_host(const crmm_config *cfg, size_t i);
  * first [resource.*] of the file, else NULL (nothing configured: crmm_init's per-device default
  * is then the built-in `cuda` plugin). */
 CRMM_API const char *crmm_config_default_resource(const crmm_config *cfg, int device);
-/* The [crmm] log_level as written (crmm_init applies it), or NULL when it is not given. */
-CRMM_API const char *crmm_config_log_level(const crmm_config *cfg);
 /* The [crmm] plugin_path as used: entries relative to the config file's directory made absolute
  * (a config from a string may not have relative ones). NULL if none. */
 CRMM_API const char *crmm_config_plugin_path(const crmm_config *cfg);
+/* The [crmm] log_level as written (crmm_init applies it unless $CRMM_LOG_LEVEL names a level:
+ * crmm_log_level_from_env), or NULL when it is not given. */
+CRMM_API const char *crmm_config_log_level(const crmm_config *cfg);
 /* The resources crmm_config_load_file_skipping left out, in file order: how many (0 for any other
  * load), and the i-th one's name and why ("plugin error: ..." or "its upstream 'NAME' was
  * skipped"); NULL for i out of range. */

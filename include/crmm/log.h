@@ -29,6 +29,10 @@ typedef enum crmm_log_level {
 CRMM_API crmm_status crmm_log_set_level(crmm_log_level level);
 /* The current level. */
 CRMM_API crmm_log_level crmm_log_get_level(void);
+/* True when $CRMM_LOG_LEVEL names a level: it then sets the starting level and wins over a
+ * config's log_level (crmm_init leaves the level alone); crmm_log_set_level still changes it.
+ * Never fails. */
+CRMM_API bool crmm_log_level_from_env(void);
 /* True when a message at `level` would be written. */
 CRMM_API bool crmm_log_should_log(crmm_log_level level);
 /* Flush after every message at or above `level` (default warn). CRMM_ERROR_INVALID_ARGUMENT

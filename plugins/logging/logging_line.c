@@ -108,6 +108,10 @@ size_t logging_line_format(char *buf, logging_action action, const void *ptr, si
     *p++ = ',';
     p += put_decimal(p, bytes);
     *p++ = ',';
+    if (stream) { /* as RMM's `std::hex << stream`: a non-null pointer prints with 0x */
+        *p++ = '0';
+        *p++ = 'x';
+    }
     p += put_hex(p, stream);
     *p++ = '\n';
     return (size_t)(p - buf);

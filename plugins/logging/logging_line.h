@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Longest line: 20 (thread) + 15 (time) + 16 (action) + 18 (pointer) + 20 (size) + 16 (stream)
- * + 5 commas + newline = 111. */
+/* Longest line: 20 (thread) + 15 (time) + 16 (action) + 18 (pointer) + 20 (size) + 18 (stream)
+ * + 5 commas + newline = 113. */
 #define LOGGING_LINE_MAX 128
 
 typedef enum logging_action {

@@ -11,8 +11,9 @@
  *   48213,14:02:11.004317,free,0x7f3a40000000,1024,0
  *
  * Thread is the OS thread id (gettid), Time the local time HH:MM:SS.microseconds, Pointer as
- * printf's %p, Size the requested bytes, Stream the stream handle in hex without 0x (0 = the
- * legacy default stream). Parameters: `file` (%d = device ordinal, or "host" for a host-memory
+ * printf's %p, Size the requested bytes, Stream the stream handle as RMM writes it
+ * (`std::hex` of the pointer: 0 for the legacy default stream, else 0x-prefixed hex, e.g.
+ * 0x2 for the per-thread default stream). Parameters: `file` (%d = device ordinal, or "host" for a host-memory
  * chain; %p = process id; %% = %; default $CRMM_LOG_FILE, expanded the same way; the file is
  * truncated) and `auto_flush` (write each line at once; default false: lines are buffered and
  * written when the buffer fills, on crmm_logging_flush, trim, destroy and process exit).

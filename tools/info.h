@@ -1,0 +1,39 @@
+/* info.h — the parts of `crmm info` that live outside cmd_info.c. */
+#ifndef CRMM_TOOLS_INFO_H
+#define CRMM_TOOLS_INFO_H
+
+#include <crmm/crmm.h>
+
+/* An environment variable crmm reads, and what it does. */
+typedef struct crmm_env_var {
+    const char *name;
+    const char *meaning;
+} crmm_env_var;
+
+/* Every environment variable crmm reads; ends with {NULL, NULL}. */
+extern const crmm_env_var crmm_env_vars[];
+
+/* The log level a program running over cfg starts with: $CRMM_LOG_LEVEL's, else cfg's
+ * log_level, else warn. */
+crmm_log_level crmm_info_log_level(const crmm_config *cfg);
+
+/* Where the log level in effect came from: "CRMM_LOG_LEVEL", "config" or "default". */
+const char *crmm_info_log_level_origin(const crmm_config *cfg);
+
+/* Print cfg's [crmm] keys (cfg may be NULL), the log level with its origin, and each
+ * environment variable with its current value or "(unset)". */
+void crmm_info_print_settings(const crmm_config *cfg);
+
+/* Print everything `crmm info` shows as one JSON object on stdout: cfg may be NULL, and
+ * config_error is the reason it could not be loaded (or NULL). */
+void crmm_info_json(const crmm_config *cfg, const char *config_error);
+
+/* Print one plugin as a JSON object (without a newline): its file, and its descriptor or, when
+ * pl is NULL, the load error. */
+void crmm_info_json_plugin(const char *path, const crmm_plugin *pl, const char *error);
+
+/* Print the plugins in files (paths of crmm_NAME.so) as roff, a subsection each with its
+ * parameters, for crmm.ini(5). Returns 0, or 1 when one could not be loaded (it is left out). */
+int crmm_info_roff(int nfiles, char **files);
+
+#endif
