@@ -37,3 +37,9 @@ tests_check_adaptors_gpu_SOURCES = tests/check_adaptors_gpu.c tools/cmd_replay.c
 tests_check_adaptors_gpu_CFLAGS = $(TEST_CFLAGS)
 tests_check_adaptors_gpu_LDADD = $(TEST_LDADD)
 TESTS += tests/check_adaptors_gpu
+
+check_PROGRAMS += tests/check_bad_frees
+tests_check_bad_frees_SOURCES = tests/check_bad_frees.c
+tests_check_bad_frees_CFLAGS = $(TEST_CFLAGS)
+tests_check_bad_frees_LDADD = $(TEST_LDADD)
+TESTS += tests/check_bad_frees

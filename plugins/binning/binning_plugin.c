@@ -5,15 +5,19 @@
  * from 2^min_size_exponent to 2^max_size_exponent, and/or the sizes listed in `bins`; sizes are
  * rounded up to 256 and kept sorted in an array. A request goes to the smallest bin whose size
  * is at least the request (binary search), or upstream when none is. A free finds its bin the
- * same way from its size (the ABI passes the allocated size back), as RMM does, so no pointer
- * has to be remembered. */
+ * same way from its size (the ABI passes the allocated size back), as RMM does. The blocks sent
+ * upstream are remembered, so that a free with a wrong size (a bin's block freed as a large one)
+ * is refused instead of freeing part of a bin's chunk upstream; a bin refuses a block it did
+ * not hand out. */
 #include "config.h"
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/config.h>
 #include <crmm/plugin.h>
+#include "../fixed_size/fixed_size_live.h"
 
 typedef struct binning_bin {
     size_t size;          /* block size of the bin, a multiple of 256 */
@@ -25,6 +29,8 @@ typedef struct binning_resource {
     binning_bin *bins;    /* sorted by size, distinct sizes */
     size_t bin_count;
     int64_t large_count, large_bytes; /* atomic: live requests passed upstream */
+    pthread_mutex_t large_lock;
+    fs_live_set large;    /* the blocks passed upstream and not freed (under large_lock) */
     crmm_alloc_counters counters;
 } binning_resource;
 
@@ -50,6 +56,13 @@ static crmm_status binning_allocate(crmm_resource *self, size_t bytes, crmm_cuda
     if (st != CRMM_OK)
         return st;
     if (target == self->upstream) {
+        pthread_mutex_lock(&b->large_lock);
+        bool added = fs_live_add(&b->large, (uintptr_t)*ptr);
+        pthread_mutex_unlock(&b->large_lock);
+        if (!added) {
+            crmm_resource_deallocate(target, *ptr, bytes, stream);
+            return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning '%s': malloc failed (table of large blocks)", self->name);
+        }
         __atomic_add_fetch(&b->large_count, 1, __ATOMIC_RELAXED);
         __atomic_add_fetch(&b->large_bytes, (int64_t)bytes, __ATOMIC_RELAXED);
     }
@@ -61,14 +74,29 @@ static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t byt
 {
     binning_resource *b = (binning_resource *)self;
     crmm_resource *target = route(b, bytes);
+    if (target == self->upstream) {
+        pthread_mutex_lock(&b->large_lock);
+        bool known = fs_live_remove(&b->large, (uintptr_t)ptr);
+        pthread_mutex_unlock(&b->large_lock);
+        if (!known)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                                  "binning '%s': free of %p as %zu bytes: not a block it passed upstream (wrong size, or freed twice?)",
+                                  self->name, ptr, bytes);
+    }
     crmm_status st = crmm_resource_deallocate(target, ptr, bytes, stream);
-    if (st != CRMM_OK)
+    if (st != CRMM_OK) {
+        if (target == self->upstream) { /* refused upstream: still live */
+            pthread_mutex_lock(&b->large_lock);
+            (void)fs_live_add(&b->large, (uintptr_t)ptr);
+            pthread_mutex_unlock(&b->large_lock);
+        }
         return st;
+    }
     if (target == self->upstream) {
         __atomic_sub_fetch(&b->large_count, 1, __ATOMIC_RELAXED);
         __atomic_sub_fetch(&b->large_bytes, (int64_t)bytes, __ATOMIC_RELAXED);
     }
-    crmm_counters_sub(&b->counters, bytes);
+    crmm_counters_sub_clamped(&b->counters, bytes); /* a wrong size within one bin cannot be told */
     return CRMM_OK;
 }
 
@@ -132,6 +160,8 @@ static void binning_destroy(crmm_resource *self)
     binning_resource *b = (binning_resource *)self;
     crmm_resource_report_leaks(self, (uint64_t)b->counters.count, (uint64_t)b->counters.bytes);
     release_bins(b);
+    fs_live_free(&b->large);
+    pthread_mutex_destroy(&b->large_lock);
     free(b);
 }
 
@@ -269,10 +299,12 @@ static crmm_status binning_create(const crmm_params *params, crmm_resource *upst
     if (sizes.n > 1)
         qsort(sizes.v, sizes.n, sizeof *sizes.v, by_size);
     crmm_resource_init(&b->base, &binning_ops, "binning", upstream->flags, upstream->device, upstream);
+    pthread_mutex_init(&b->large_lock, NULL);
     st = make_bins(b, &sizes, blocks, crmm_params_resource_name(params));
     free(sizes.v);
     if (st != CRMM_OK) {
         release_bins(b);
+        pthread_mutex_destroy(&b->large_lock);
         free(b);
         crmm_resource_release(upstream); /* the reference crmm_resource_init took */
         return st;

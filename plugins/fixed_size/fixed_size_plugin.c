@@ -44,31 +44,38 @@ static crmm_status grow(fixed_size_resource *r, crmm_cuda_stream_t stream)
         r->chunks = v;
         r->chunk_capacity = cap;
     }
-    void **blocks = malloc(r->blocks_per_chunk * sizeof *blocks);
-    if (!blocks)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size: malloc failed");
+    /* upstream first: a chunk it cannot give costs no bookkeeping here (blocks_to_preallocate
+     * may be huge), and the free list then grows only with blocks that exist */
     void *chunk;
     crmm_status st = crmm_resource_allocate(r->base.upstream, r->chunk_size, stream, &chunk);
     if (st != CRMM_OK) {
-        free(blocks);
         char sz[32], bs[32];
         return crmm_error_add_context("fixed_size: cannot grow by %zu blocks of %s (%s)", r->blocks_per_chunk,
                                       crmm_format_size(r->block_size, bs, sizeof bs),
                                       crmm_format_size(r->chunk_size, sz, sizeof sz));
     }
-    /* Pushed in reverse so that blocks are handed out in address order. */
-    for (size_t i = 0; i < r->blocks_per_chunk; i++)
-        blocks[i] = (char *)chunk + (r->blocks_per_chunk - 1 - i) * r->block_size;
-    st = fs_free_lists_push(&r->free, stream, blocks, r->blocks_per_chunk);
-    free(blocks);
-    if (st != CRMM_OK) {
+    /* Pushed from the last block down, in batches, so that blocks are handed out in address
+     * order. When a later batch cannot be pushed, the chunk stays (its pushed blocks are in use
+     * from the list) and is given back at destroy. */
+    void *batch[256];
+    size_t left = r->blocks_per_chunk;
+    while (left > 0) {
+        size_t n = left < 256 ? left : 256;
+        for (size_t i = 0; i < n; i++)
+            batch[i] = (char *)chunk + (left - 1 - i) * r->block_size;
+        st = fs_free_lists_push(&r->free, stream, batch, n);
+        if (st != CRMM_OK)
+            break;
+        left -= n;
+    }
+    if (st != CRMM_OK && left == r->blocks_per_chunk) {
         crmm_resource_deallocate(r->base.upstream, chunk, r->chunk_size, stream);
         return st;
     }
     r->chunks[r->chunk_count++] = chunk;
     if (r->chunk_count > r->chunk_peak)
         r->chunk_peak = r->chunk_count;
-    return CRMM_OK;
+    return st;
 }
 
 /* Make the resource's device current for CUDA calls (nothing for host-only upstreams). */
@@ -125,7 +132,9 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
                               "fixed_size '%s': deallocate of %p: not a block it handed out (double free?)", self->name,
                               ptr);
-    crmm_counters_sub(&r->counters, bytes);
+    /* a free of a block with a smaller size than it was allocated with (within the block size)
+     * cannot be told from a right one: the counters stop at zero instead of wrapping */
+    crmm_counters_sub_clamped(&r->counters, bytes);
     if (!r->free.host_only && crmm_process_exiting())
         return CRMM_OK; /* no CUDA call now; the block goes upstream with its chunk */
     crmm_device_guard g;
