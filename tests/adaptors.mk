@@ -43,3 +43,10 @@ tests_check_bad_frees_SOURCES = tests/check_bad_frees.c
 tests_check_bad_frees_CFLAGS = $(TEST_CFLAGS)
 tests_check_bad_frees_LDADD = $(TEST_LDADD)
 TESTS += tests/check_bad_frees
+
+# Fault injection: every CPU stack over crmm_failnth, failing each upstream allocation in turn.
+check_PROGRAMS += tests/check_fault_injection
+tests_check_fault_injection_SOURCES = tests/check_fault_injection.c
+tests_check_fault_injection_CFLAGS = $(TEST_CFLAGS)
+tests_check_fault_injection_LDADD = $(TEST_LDADD)
+TESTS += tests/check_fault_injection
