@@ -146,7 +146,7 @@ static const crmm_plugin aligned_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "aligned",
     .version = PACKAGE_VERSION,
-    .description = "aligns large blocks to more than 256 bytes, e.g. 4 KiB for GPUDirect Storage (RMM aligned_resource_adaptor)",
+    .description = "aligns large blocks to more than 256 bytes, e.g. 4 KiB for GPUDirect Storage (RMM aligned_resource_adaptor); a bad free is refused where upstream refuses it; two sizes that align to one upstream block cannot be told apart (counters stop at 0)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = aligned_params,
     .create = aligned_create,

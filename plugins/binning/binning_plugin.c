@@ -325,7 +325,7 @@ static const crmm_plugin binning_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "binning",
     .version = PACKAGE_VERSION,
-    .description = "fixed_size bins for small requests, upstream for the rest (RMM binning_memory_resource)",
+    .description = "fixed_size bins for small requests, upstream for the rest (RMM binning_memory_resource); refuses a free its size sends to a bin or upstream that did not hand it out; a wrong size within one bin frees the block (counters stop at 0)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = binning_params,
     .create = binning_create,

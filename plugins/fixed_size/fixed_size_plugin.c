@@ -249,7 +249,7 @@ static const crmm_plugin fixed_size_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "fixed_size",
     .version = PACKAGE_VERSION,
-    .description = "equal-size blocks from large upstream chunks, stream-ordered free lists (RMM fixed_size_memory_resource)",
+    .description = "equal-size blocks from large upstream chunks, stream-ordered free lists (RMM fixed_size_memory_resource); refuses double and foreign frees and sizes above the block; a smaller wrong size frees the block (counters stop at 0)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = fixed_size_params,
     .create = fixed_size_create,

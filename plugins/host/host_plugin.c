@@ -109,7 +109,7 @@ static const crmm_plugin host_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "host",
     .version = PACKAGE_VERSION,
-    .description = "256-byte aligned host memory (aligned_alloc); needs no GPU",
+    .description = "256-byte aligned host memory (aligned_alloc); needs no GPU; refuses a double free, a foreign pointer and a wrong size",
     .upstream = CRMM_UPSTREAM_NONE,
     .flags = CRMM_PLUGIN_HOST_MEMORY,
     .create = host_create,
