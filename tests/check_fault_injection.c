@@ -1,36 +1,17 @@
-/* check_fault_injection.c — every stack that runs without a GPU, over the test plugin `failnth`
- * (host memory whose Nth allocation fails), with the failure at every index a run reaches: each
- * run must end in errors, not crashes, and after the stack is released every block it took from
- * failnth must be back. A first run without a failure counts the indices; the total of runs is
- * printed. */
+/* check_fault_injection.c — every stack that runs without a GPU (cpu_stacks.c), over the test
+ * plugin `failnth` (host memory whose Nth allocation fails), with the failure at every index a
+ * run reaches: each run must end in errors, not crashes, and after the stack is released every
+ * block it took from failnth must be back. A first run without a failure counts the indices;
+ * the total of runs is printed. */
 #include "config.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cpu_stacks.h"
 #include "test_support.h"
 
 #define FAILNTH_OP_CALLS 0x1100 /* tests/plugins/failnth_plugin.c */
-#define MAX_LAYERS 4
-
-/* A stack, bottom layer first, each "plugin params"; failnth is below them all. */
-static const struct { const char *name; const char *layers[MAX_LAYERS][2]; } stacks[] = {
-    {"pool", {{"pool", "initial_size=1MiB maximum_size=8MiB"}}},
-    {"pool(expanding)", {{"pool", "initial_size=256KiB"}}},
-    {"arena", {{"arena", "arena_size=8MiB superblock_size=256KiB"}}},
-    {"fixed_size", {{"fixed_size", "block_size=4KiB blocks_to_preallocate=4"}}},
-    {"binning", {{"binning", "bins=256:4KiB:64KiB blocks_to_preallocate=2"}}},
-    {"aligned", {{"aligned", "alignment=4096"}}},
-    {"statistics", {{"statistics", ""}}},
-    {"tracking", {{"tracking", ""}}},
-    {"limiting", {{"limiting", "allocation_limit=2MiB"}}},
-    {"logging", {{"logging", "file=/dev/null"}}},
-    {"failure_callback", {{"failure_callback", ""}}},
-    {"statistics(binning(pool))", {{"pool", "initial_size=1MiB"}, {"binning", "bins=256:4KiB"}, {"statistics", ""}}},
-    {"tracking(aligned(arena))", {{"arena", "arena_size=4MiB superblock_size=256KiB"}, {"aligned", "alignment=1024"}, {"tracking", ""}}},
-    {"limiting(fixed_size(statistics))", {{"statistics", ""}, {"fixed_size", "block_size=64KiB blocks_to_preallocate=2"}, {"limiting", "allocation_limit=1MiB"}}},
-};
-
 static const size_t sizes[] = {100, 256, 3000, 4096, 70000, 1 << 20, 5000, 200, 300000, 64};
 #define ROUNDS 24
 
@@ -44,15 +25,9 @@ static uint64_t run_once(size_t s, uint64_t fail_at, bool leak_one, uint64_t *ca
     snprintf(params, sizeof params, "fail_at=%llu", (unsigned long long)fail_at);
     crmm_resource *bottom;
     ck_assert_crmm_ok(crmm_resource_create("failnth", params, NULL, &bottom));
-    crmm_resource *layers[MAX_LAYERS] = {0}, *top = bottom;
-    bool built = true;
-    for (int i = 0; i < MAX_LAYERS && stacks[s].layers[i][0]; i++) {
-        if (crmm_resource_create(stacks[s].layers[i][0], stacks[s].layers[i][1], top, &layers[i]) != CRMM_OK) {
-            built = false; /* creation may fail at this index: an error, nothing else */
-            break;
-        }
-        top = layers[i];
-    }
+    crmm_resource *layers[CPU_STACK_LAYERS];
+    crmm_resource *top = cpu_stack_build(s, bottom, layers);
+    bool built = top != NULL; /* creation may fail at this index: an error, nothing else */
     if (built) {
         void *p[2 * ROUNDS] = {0};
         size_t n[2 * ROUNDS] = {0};
@@ -83,9 +58,7 @@ static uint64_t run_once(size_t s, uint64_t fail_at, bool leak_one, uint64_t *ca
         crmm_status st = crmm_resource_trim(top);
         ck_assert(st == CRMM_OK || st == CRMM_ERROR_UNSUPPORTED);
     }
-    for (int i = MAX_LAYERS - 1; i >= 0; i--)
-        if (layers[i])
-            crmm_resource_release(layers[i]);
+    cpu_stack_release(layers);
     ck_assert_crmm_ok(crmm_resource_control(bottom, FAILNTH_OP_CALLS, calls));
     uint64_t left = crmm_test_query(bottom, CRMM_QUERY_BYTES_IN_USE);
     crmm_resource_release(bottom);
@@ -101,10 +74,10 @@ START_TEST(every_failing_index_is_survived)
     for (uint64_t k = 1; k <= calls; k++, runs++) {
         uint64_t c;
         uint64_t left = run_once((size_t)_i, k, false, &c);
-        ck_assert_msg(left == 0, "stack %s, allocation %llu failing: %llu bytes not given back", stacks[_i].name,
+        ck_assert_msg(left == 0, "stack %s, allocation %llu failing: %llu bytes not given back", cpu_stacks[_i].name,
                       (unsigned long long)k, (unsigned long long)left);
     }
-    fprintf(stderr, "fault injection: %s: %llu upstream allocations, %llu runs\n", stacks[_i].name,
+    fprintf(stderr, "fault injection: %s: %llu upstream allocations, %llu runs\n", cpu_stacks[_i].name,
             (unsigned long long)calls, (unsigned long long)runs);
 }
 END_TEST
@@ -114,7 +87,7 @@ START_TEST(a_leak_is_seen)
 {
     uint64_t calls;
     size_t statistics = 6;
-    ck_assert_str_eq(stacks[statistics].name, "statistics");
+    ck_assert_str_eq(cpu_stacks[statistics].name, "statistics");
     crmm_test_log_capture_begin(); /* the leak report at destroy */
     uint64_t left = run_once(statistics, 0, true, &calls);
     free(crmm_test_log_capture_end());
@@ -127,7 +100,7 @@ int main(void)
     Suite *s = suite_create("fault_injection");
     TCase *tc = tcase_create("fault_injection");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, every_failing_index_is_survived, 0, (int)(sizeof stacks / sizeof stacks[0]));
+    tcase_add_loop_test(tc, every_failing_index_is_survived, 0, (int)cpu_stack_count);
     tcase_add_test(tc, a_leak_is_seen);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cpu_stacks.h"
 #include "test_support.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -72,21 +73,7 @@ static uint64_t disarm(void)
     return __atomic_load_n(&calls, __ATOMIC_RELAXED);
 }
 
-/* A stack over host, bottom layer first, each "plugin params". */
-static const struct { const char *name; const char *layers[3][2]; } stacks[] = {
-    {"pool", {{"pool", "initial_size=1MiB"}}},
-    {"arena", {{"arena", "arena_size=4MiB superblock_size=256KiB"}}},
-    {"fixed_size", {{"fixed_size", "block_size=4KiB blocks_to_preallocate=4"}}},
-    {"binning", {{"binning", "bins=256:4KiB blocks_to_preallocate=2"}}},
-    {"aligned", {{"aligned", "alignment=4096"}}},
-    {"statistics", {{"statistics", ""}}},
-    {"tracking", {{"tracking", ""}}},
-    {"limiting", {{"limiting", "allocation_limit=2MiB"}}},
-    {"logging", {{"logging", "file=/dev/null"}}},
-    {"failure_callback", {{"failure_callback", ""}}},
-    {"statistics(binning(pool))", {{"pool", "initial_size=1MiB"}, {"binning", "bins=256:4KiB"}, {"statistics", ""}}},
-};
-#define NSTACKS (sizeof stacks / sizeof stacks[0])
+#define NSTACKS cpu_stack_count
 
 static const size_t sizes[] = {100, 4096, 70000, 300, 1 << 18, 64};
 
@@ -127,20 +114,11 @@ static void scenario(size_t s, crmm_resource *host)
         crmm_config_free(cfg);
         return;
     }
-    crmm_resource *layers[3] = {0}, *top = host;
-    for (int i = 0; i < 3 && stacks[s].layers[i][0]; i++) {
-        if (crmm_resource_create(stacks[s].layers[i][0], stacks[s].layers[i][1], top, &layers[i]) != CRMM_OK)
-            break;
-        top = layers[i];
-    }
-    bool built = true;
-    for (int i = 0; i < 3; i++)
-        built &= !stacks[s].layers[i][0] || layers[i];
-    if (built)
+    crmm_resource *layers[CPU_STACK_LAYERS];
+    crmm_resource *top = cpu_stack_build(s, host, layers);
+    if (top)
         exercise(top);
-    for (int i = 2; i >= 0; i--)
-        if (layers[i])
-            crmm_resource_release(layers[i]);
+    cpu_stack_release(layers);
 }
 
 START_TEST(every_failing_malloc_is_survived)
@@ -157,13 +135,13 @@ START_TEST(every_failing_malloc_is_survived)
         scenario((size_t)_i, host);
         disarm();
         ck_assert_msg(refused_frees == 0, "%s, malloc %llu failing: a free was refused",
-                      _i < (int)NSTACKS ? stacks[_i].name : "config", (unsigned long long)k);
+                      _i < (int)NSTACKS ? cpu_stacks[_i].name : "config", (unsigned long long)k);
         ck_assert_msg(crmm_test_query(host, CRMM_QUERY_BYTES_IN_USE) == 0,
-                      "%s, malloc %llu failing: host blocks not given back", _i < (int)NSTACKS ? stacks[_i].name : "config",
+                      "%s, malloc %llu failing: host blocks not given back", _i < (int)NSTACKS ? cpu_stacks[_i].name : "config",
                       (unsigned long long)k);
     }
     free(crmm_test_log_capture_end());
-    fprintf(stderr, "malloc failure: %s: %llu mallocs, %llu runs\n", _i < (int)NSTACKS ? stacks[_i].name : "config",
+    fprintf(stderr, "malloc failure: %s: %llu mallocs, %llu runs\n", _i < (int)NSTACKS ? cpu_stacks[_i].name : "config",
             (unsigned long long)count, (unsigned long long)count + 1);
     crmm_resource_release(host);
 }
