@@ -126,8 +126,9 @@ static crmm_status check_not_writable(const char *path, const char *what)
                               what, path, (unsigned)(st.st_mode & 07777), path);
     if ((st.st_mode & S_IWGRP) && !group_is_owners_alone(st.st_gid, st.st_uid))
         return crmm_set_error(CRMM_ERROR_PLUGIN,
-                              "refusing %s %s: it is writable by group %u (mode %04o), which has members other than its "
-                              "owner, who could replace the code a config loads; fix it with: chmod g-w %s",
+                              "refusing %s %s: it is writable by group %u (mode %04o), which is not its owner's private "
+                              "group (the owner its only member), so others could replace the code a config loads; "
+                              "fix it with: chmod g-w %s",
                               what, path, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777), path);
     return CRMM_OK;
 }
