@@ -11,8 +11,11 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <grp.h>
 #include <limits.h>
 #include <pthread.h>
+#include <pwd.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +73,43 @@ static bool name_from_path(const char *path, char *name, size_t n)
     return true;
 }
 
+/* True when group `gid` has exactly one member and that member is user `owner`: its primary
+ * group is gid (no other user's is) and the group lists no one else. This is a user's private
+ * group (Debian, Ubuntu, Fedora give every user one, and umask 002 then makes directories
+ * group-writable); writing through it is writing as the owner. A group with no member at all is
+ * not accepted (such groups serve setgid programs), nor one the system does not know. OpenSSH's
+ * StrictModes on Debian accepts exactly this. Reads the user and group databases; the caller
+ * holds loader_lock, so the passwd iteration is not shared with another load. */
+static bool group_is_owners_alone(gid_t gid, uid_t owner)
+{
+    struct group *gr = getgrgid(gid);
+    if (!gr)
+        return false;
+    gid_t g = gr->gr_gid;
+    char member[256] = "";
+    if (gr->gr_mem[0]) {
+        if (gr->gr_mem[1])
+            return false;
+        snprintf(member, sizeof member, "%s", gr->gr_mem[0]);
+    }
+    int primary_members = 0;
+    bool other = false;
+    setpwent();
+    for (struct passwd *pw; (pw = getpwent()) != NULL;)
+        if (pw->pw_gid == g) {
+            primary_members++;
+            other |= pw->pw_uid != owner;
+        }
+    endpwent();
+    if (other)
+        return false;
+    if (member[0]) {
+        struct passwd *pw = getpwnam(member);
+        return pw && pw->pw_uid == owner;
+    }
+    return primary_members > 0;
+}
+
 static crmm_status check_not_writable(const char *path, const char *what)
 {
     struct stat st;
@@ -80,11 +120,17 @@ static crmm_status check_not_writable(const char *path, const char *what)
                               "refusing %s %s: it belongs to user %u, neither you nor root, who could replace the "
                               "code a config loads",
                               what, path, (unsigned)st.st_uid);
-    if (st.st_mode & (S_IWGRP | S_IWOTH))
+    if (st.st_mode & S_IWOTH)
         return crmm_set_error(CRMM_ERROR_PLUGIN,
-                              "refusing %s %s: it is writable by %s (mode %04o), so anyone could replace the code a "
+                              "refusing %s %s: it is writable by others (mode %04o), so anyone could replace the code a "
                               "config loads; fix it with: chmod go-w %s",
-                              what, path, (st.st_mode & S_IWOTH) ? "others" : "group", (unsigned)(st.st_mode & 07777), path);
+                              what, path, (unsigned)(st.st_mode & 07777), path);
+    if ((st.st_mode & S_IWGRP) && !group_is_owners_alone(st.st_gid, st.st_uid))
+        return crmm_set_error(CRMM_ERROR_PLUGIN,
+                              "refusing %s %s: it is writable by group %u (mode %04o), which is not its owner's private "
+                              "group (the owner its only member), so others could replace the code a config loads; "
+                              "fix it with: chmod g-w %s",
+                              what, path, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777), path);
     return CRMM_OK;
 }
 
@@ -109,6 +155,24 @@ static crmm_status check_dir_chain(const char *dir)
     return dir[0] == '/' && dir[1] ? check_not_writable("/", "directory above a plugin") : CRMM_OK;
 }
 
+/* The error for a plugin path that realpath() could not resolve (errno `err`): a symbolic link
+ * loop and a link to nothing are named as such. */
+static crmm_status cannot_resolve(const char *path, int err)
+{
+    struct stat ls;
+    if (lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode)) {
+        if (err == ELOOP)
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "cannot open plugin %s: it is a symbolic link loop", path);
+        char target[PATH_MAX];
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = '\0';
+        if (err == ENOENT)
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "cannot open plugin %s: it is a dangling symbolic link (to %s, which does not exist)",
+                                  path, n > 0 ? target : "?");
+    }
+    return crmm_set_error(CRMM_ERROR_PLUGIN, "cannot open plugin %s: %s", path, strerror(err));
+}
+
 /* The directory part of `path` ("/" for "/x"), in dir. */
 static void dir_of(const char *path, char *dir, size_t n)
 {
@@ -131,7 +195,7 @@ static crmm_status load_file(const char *path, const char *expect_name, const cr
     if (st != CRMM_OK)
         return st;
     if (!realpath(path, real))
-        return crmm_set_error(CRMM_ERROR_PLUGIN, "cannot open plugin %s: %s", path, strerror(errno));
+        return cannot_resolve(path, errno);
     for (loaded_plugin *l = loaded; l; l = l->next)
         if (strcmp(l->path, real) == 0) {
             /* a link crmm_a.so -> crmm_b.so must not turn a request for "a" into plugin "b" */
@@ -222,8 +286,8 @@ static bool find_in_dir(const char *dir, void *arg)
     struct find_ctx *c = arg;
     snprintf(c->found, sizeof c->found, "%s/crmm_%s.so", dir, c->name);
     struct stat st;
-    if (stat(c->found, &st) == 0)
-        return true;
+    if (stat(c->found, &st) == 0 || lstat(c->found, &st) == 0)
+        return true; /* a link that leads nowhere is found too, so that load_file says what is wrong */
     DIR *d = opendir(dir);
     if (!d)
         return false;

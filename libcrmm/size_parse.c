@@ -18,6 +18,16 @@ static const struct { const char *name; double mult; } size_units[] = {
     {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"PB", 1e15},
 };
 
+/* Digits after the '.' of a percentage that count: 100 * 10^17 still fits in 64 bits. */
+#define PCT_DIGITS 17
+
+/* floor(n * num / den) in integers, for num <= den <= 10^19: at most n, so it fits. */
+static uint64_t percent_of_exact(uint64_t n, uint64_t num, uint64_t den)
+{
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)((u128)n * num / den);
+}
+
 crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out, double *percent)
 {
     if (!text || !out)
@@ -41,6 +51,10 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
     }
     double frac = 0.0;
     bool has_frac = false;
+    /* the fraction also as an integer over a power of ten (its first PCT_DIGITS digits), so that
+     * a percentage of a size above 2^53 is computed exactly */
+    uint64_t frac_num = 0, frac_den = 1;
+    bool frac_nonzero = false;
     if (*end == '.') {
         const char *first = ++end;
         while (isdigit((unsigned char)*end))
@@ -49,6 +63,13 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s' is not a size: no digit after '.'", text);
         for (const char *d = end; d-- > first;) /* last digit first; no strtod: no locale */
             frac = (frac + (double)(*d - '0')) / 10.0;
+        for (const char *d = first; d < end; d++) {
+            frac_nonzero |= *d != '0';
+            if (d - first < PCT_DIGITS) {
+                frac_num = frac_num * 10 + (uint64_t)(*d - '0');
+                frac_den *= 10;
+            }
+        }
         has_frac = true;
     }
     while (isspace((unsigned char)*end))
@@ -68,15 +89,13 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
 
     if (strcmp(unit, "%") == 0) {
         double pct = (double)whole + frac;
-        if (pct <= 0.0 || pct > 100.0)
+        if ((whole == 0 && !frac_nonzero) || whole > 100 || (whole == 100 && frac_nonzero))
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s': a percentage must be in (0, 100]", text);
         if (!percent && !percent_of)
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s': a percentage is not allowed here", text);
         if (percent)
             *percent = pct;
-        /* 100% of 2^64-1 is 2^64 as a double: clamp instead of converting out of range */
-        double bytes = floor((double)percent_of * pct / 100.0);
-        *out = bytes >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)bytes;
+        *out = percent_of_exact(percent_of, whole * frac_den + frac_num, 100 * frac_den);
         return CRMM_OK;
     }
     for (size_t i = 0; i < sizeof size_units / sizeof size_units[0]; i++) {

@@ -54,3 +54,23 @@ tests_check_adaptors_gpu_SOURCES = tests/check_adaptors_gpu.c $(REPLAY_SOURCES)
 tests_check_adaptors_gpu_CFLAGS = $(TEST_CFLAGS)
 tests_check_adaptors_gpu_LDADD = $(REPLAY_LDADD)
 TESTS += tests/check_adaptors_gpu
+
+check_PROGRAMS += tests/check_bad_frees
+tests_check_bad_frees_SOURCES = tests/check_bad_frees.c
+tests_check_bad_frees_CFLAGS = $(TEST_CFLAGS)
+tests_check_bad_frees_LDADD = $(TEST_LDADD)
+TESTS += tests/check_bad_frees
+
+# Fault injection: every CPU stack over crmm_failnth, failing each upstream allocation in turn.
+check_PROGRAMS += tests/check_fault_injection
+tests_check_fault_injection_SOURCES = tests/check_fault_injection.c tests/cpu_stacks.c tests/cpu_stacks.h
+tests_check_fault_injection_CFLAGS = $(TEST_CFLAGS)
+tests_check_fault_injection_LDADD = $(TEST_LDADD)
+TESTS += tests/check_fault_injection
+
+# Malloc failure: crmm's own host mallocs failing at every index, over the same CPU stacks.
+check_PROGRAMS += tests/check_malloc_failure
+tests_check_malloc_failure_SOURCES = tests/check_malloc_failure.c tests/cpu_stacks.c tests/cpu_stacks.h
+tests_check_malloc_failure_CFLAGS = $(TEST_CFLAGS)
+tests_check_malloc_failure_LDADD = $(TEST_LDADD)
+TESTS += tests/check_malloc_failure

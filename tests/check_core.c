@@ -496,7 +496,20 @@ START_TEST(test_size_percent)
     ck_assert_crmm_ok(crmm_parse_size("25%", 1ull << 40, &v, NULL));
     ck_assert_uint_eq(v, 1ull << 38);
     ck_assert_crmm_ok(crmm_parse_size("100%", UINT64_MAX, &v, NULL));
-    ck_assert_uint_ge(v, UINT64_MAX - 4096); /* no wrap-around */
+    ck_assert_uint_eq(v, UINT64_MAX); /* no wrap-around */
+    /* exact above 2^53, where a double cannot hold every integer */
+    ck_assert_crmm_ok(crmm_parse_size("100%", (1ull << 53) + 1, &v, NULL));
+    ck_assert_uint_eq(v, (1ull << 53) + 1);
+    ck_assert_crmm_ok(crmm_parse_size("100%", UINT64_MAX - 1, &v, NULL));
+    ck_assert_uint_eq(v, UINT64_MAX - 1);
+    ck_assert_crmm_ok(crmm_parse_size("50%", UINT64_MAX, &v, NULL));
+    ck_assert_uint_eq(v, UINT64_MAX / 2);
+    ck_assert_crmm_ok(crmm_parse_size("12.5%", (1ull << 60) + 15, &v, NULL));
+    ck_assert_uint_eq(v, (1ull << 57) + 1); /* (2^60 + 15) / 8, rounded down */
+    ck_assert_crmm_ok(crmm_parse_size("33.3%", 1000000000000000007ull, &v, NULL));
+    ck_assert_uint_eq(v, 333000000000000002ull);
+    ck_assert_crmm(crmm_parse_size("100.0000000000000000001%", 1000, &v, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_parse_size("0.000%", 1000, &v, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     v = 7;
     ck_assert_crmm(crmm_parse_size("50%", 0, &v, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_error_contains("percentage is not allowed");

@@ -251,6 +251,22 @@ START_TEST(create_fails_when_first_chunk_fails)
 }
 END_TEST
 
+/* blocks_to_preallocate = 10^12: the upstream is asked for the chunk before any bookkeeping for
+ * its blocks (8 TB of block pointers) is allocated, so the failure is the upstream's. */
+START_TEST(huge_preallocation_asks_upstream_first)
+{
+    crmm_resource *b, *f = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("budget", "limit=1MiB", NULL, &b));
+    ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=256 blocks_to_preallocate=1000000000000", b, &f),
+                   CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(f);
+    ck_assert_msg(strstr(crmm_last_error(), "cannot grow by 1000000000000 blocks"), "message: %s", crmm_last_error());
+    ck_assert_msg(!strstr(crmm_last_error(), "malloc failed"), "message: %s", crmm_last_error());
+    ck_assert_int_eq(crmm_resource_refcount(b), 1);
+    crmm_resource_release(b);
+}
+END_TEST
+
 START_TEST(bad_parameters)
 {
     crmm_resource *h, *f = NULL;
@@ -324,6 +340,7 @@ int main(void)
     tcase_add_test(tc, destroy_returns_every_chunk);
     tcase_add_test(tc, upstream_failure_while_growing);
     tcase_add_test(tc, create_fails_when_first_chunk_fails);
+    tcase_add_test(tc, huge_preallocation_asks_upstream_first);
     tcase_add_test(tc, bad_parameters);
     tcase_add_test(tc, properties_follow_upstream);
     suite_add_tcase(s, tc);

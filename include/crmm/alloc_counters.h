@@ -38,7 +38,8 @@ static inline void crmm_counters_add(crmm_alloc_counters *c, uint64_t bytes)
     __atomic_add_fetch(&c->total_bytes, bytes, __ATOMIC_RELAXED);
 }
 
-/* Count one free of `bytes`. */
+/* Count one free of `bytes`. The live counters may go below zero (RMM's statistics do, when a
+ * block is freed through another adaptor than the one it came from). */
 static inline void crmm_counters_sub(crmm_alloc_counters *c, uint64_t bytes)
 {
     __atomic_sub_fetch(&c->count, 1, __ATOMIC_RELAXED);
@@ -68,6 +69,23 @@ static inline void crmm_counters_sub_locked(crmm_alloc_counters *c, uint64_t byt
 {
     __atomic_store_n(&c->count, __atomic_load_n(&c->count, __ATOMIC_RELAXED) - 1, __ATOMIC_RELAXED);
     __atomic_store_n(&c->bytes, __atomic_load_n(&c->bytes, __ATOMIC_RELAXED) - (int64_t)bytes, __ATOMIC_RELAXED);
+}
+
+static inline void crmm_counters_sub_floor0(int64_t *v, uint64_t n)
+{
+    int64_t d = n > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)n;
+    int64_t seen = __atomic_load_n(v, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(v, &seen, seen > d ? seen - d : 0, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+/* Count one free of `bytes`, never below zero: for a resource that counts what it holds and
+ * cannot tell a wrong size from the right one, a free of more than it counted leaves zero
+ * instead of wrapping to ~16 EiB. */
+static inline void crmm_counters_sub_clamped(crmm_alloc_counters *c, uint64_t bytes)
+{
+    crmm_counters_sub_floor0(&c->count, 1);
+    crmm_counters_sub_floor0(&c->bytes, bytes);
 }
 
 /* Answer the counter queries; CRMM_ERROR_UNSUPPORTED (no message) for any other. */

@@ -72,12 +72,17 @@ static crmm_status aligned_deallocate(crmm_resource *self, void *ptr, size_t byt
         st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
     } else {
         void *original;
-        if (!aligned_ptrmap_remove(a->moved, ptr, &original))
+        bool moved = aligned_ptrmap_remove(a->moved, ptr, &original);
+        if (!moved)
             original = ptr; /* the upstream pointer was aligned already */
         st = crmm_resource_deallocate(self->upstream, original, size, stream);
+        if (st != CRMM_OK && moved) /* refused upstream: the block is still live, keep its mapping */
+            (void)aligned_ptrmap_insert(a->moved, ptr, original);
     }
-    if (st == CRMM_OK) /* count only what upstream took back */
-        crmm_counters_sub(&a->counters, bytes);
+    /* count only what upstream took back; two sizes that align to the same upstream block
+     * cannot be told apart, so the counters stop at zero instead of wrapping */
+    if (st == CRMM_OK)
+        crmm_counters_sub_clamped(&a->counters, bytes);
     return st;
 }
 
@@ -135,7 +140,7 @@ static const crmm_plugin aligned_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "aligned",
     .version = PACKAGE_VERSION,
-    .description = "aligns large blocks to more than 256 bytes, e.g. 4 KiB for GPUDirect Storage (RMM aligned_resource_adaptor)",
+    .description = "aligns large blocks to more than 256 bytes, e.g. 4 KiB for GPUDirect Storage (RMM aligned_resource_adaptor); a bad free is refused where upstream refuses it; two sizes that align to one upstream block cannot be told apart (counters stop at 0)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = aligned_params,
     .create = aligned_create,

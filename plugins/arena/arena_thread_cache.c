@@ -337,13 +337,25 @@ void arena_cache_counts(arena_resource *r, arena_counts *out)
     out->total_bytes = total_bytes;
 }
 
+/* The owner publishes its slab with a release store, and other threads (reclaim, holdings) read
+ * it with an acquire load, so that they see the record as arena_slab_new and format left it. */
+static inline void set_current(arena_thread *a, unsigned c, arena_slab *sb)
+{
+    __atomic_store_n(&a->current[c], sb, __ATOMIC_RELEASE);
+}
+
+static inline arena_slab *current_of(arena_thread *a, unsigned c)
+{
+    return __atomic_load_n(&a->current[c], __ATOMIC_ACQUIRE);
+}
+
 void arena_cache_holdings(arena_resource *r, size_t *arenas, size_t *superblocks)
 {
     size_t held = 0;
     pthread_mutex_lock(&r->arenas_lock);
     for (arena_thread *a = r->arenas; a; a = a->next)
         for (unsigned c = 0; c < r->nclasses; c++) {
-            arena_slab *sb = __atomic_load_n(&a->current[c], __ATOMIC_RELAXED);
+            arena_slab *sb = current_of(a, c);
             int st = sb ? arena_slab_state(sb) : ARENA_SLAB_SPARE;
             held += st == ARENA_SLAB_OWNED || st == ARENA_SLAB_EMPTY; /* not the ones taken away */
         }
@@ -353,11 +365,6 @@ void arena_cache_holdings(arena_resource *r, size_t *arenas, size_t *superblocks
 }
 
 /* ---- slabs changing hands ----------------------------------------------------------------- */
-
-static inline void set_current(arena_thread *a, unsigned c, arena_slab *sb)
-{
-    __atomic_store_n(&a->current[c], sb, __ATOMIC_RELAXED);
-}
 
 static void partial_push(arena_class_shared *cs, arena_slab *sb)
 {
@@ -618,7 +625,7 @@ size_t arena_cache_reclaim(arena_resource *r)
     pthread_mutex_lock(&r->arenas_lock);
     for (arena_thread *a = r->arenas; a; a = a->next)
         for (unsigned c = 0; c < r->nclasses; c++) {
-            arena_slab *sb = __atomic_load_n(&a->current[c], __ATOMIC_RELAXED);
+            arena_slab *sb = current_of(a, c);
             arena_span *span = sb ? arena_slab_steal(sb) : NULL;
             if (span) {
                 span->next = taken; /* a superblock span is on no list: its links are free */

@@ -7,8 +7,10 @@
  * is at least the request, or upstream when none is: a table indexed by the request's power of
  * two gives the first candidate, and only bins of the same octave are stepped over (none when
  * the bins are powers of two), so routing is O(1). A free finds its bin the same way from its
- * size (the ABI passes the allocated size back), as RMM does, so no pointer has to be
- * remembered.
+ * size (the ABI passes the allocated size back), as RMM does. Only the blocks sent upstream
+ * are remembered, so that a free with a wrong size (a bin's block freed as a large one) is
+ * refused instead of freeing part of a bin's chunk upstream; a bin refuses a block it did not
+ * hand out.
  *
  * The hot path touches nothing shared but the bin's own lock: the bins count their own blocks,
  * and only requests passed upstream are counted here (atomics, on that path alone). So the
@@ -16,12 +18,14 @@
  * the bins' peaks would overstate them) and are not answered: a `statistics` layer above gives
  * them. */
 #include "config.h"
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/config.h>
 #include <crmm/plugin.h>
+#include "../fixed_size/fixed_size_live.h"
 
 typedef struct binning_bin {
     size_t size;          /* block size of the bin, a multiple of 256 */
@@ -34,6 +38,8 @@ typedef struct binning_resource {
     size_t bin_count;
     uint32_t first_bin[64]; /* [h]: the first bin of at least 2^h bytes (bin_count when none) */
     crmm_alloc_counters large; /* requests passed upstream (atomic) */
+    pthread_mutex_t large_lock;
+    fs_live_set live_large; /* the blocks passed upstream and not freed (under large_lock) */
 } binning_resource;
 
 /* The resource serving `bytes`: the smallest bin that fits, else the upstream. A request of
@@ -61,19 +67,43 @@ static crmm_status binning_allocate(crmm_resource *self, size_t bytes, crmm_cuda
     binning_resource *b = (binning_resource *)self;
     crmm_resource *target = route(b, bytes);
     crmm_status st = crmm_resource_allocate(target, bytes, stream, ptr);
-    if (st == CRMM_OK && target == self->upstream)
-        crmm_counters_add(&b->large, bytes);
-    return st;
+    if (st != CRMM_OK || target != self->upstream)
+        return st;
+    pthread_mutex_lock(&b->large_lock);
+    bool added = fs_live_add(&b->live_large, (uintptr_t)*ptr);
+    pthread_mutex_unlock(&b->large_lock);
+    if (!added) {
+        crmm_resource_deallocate(target, *ptr, bytes, stream);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning '%s': malloc failed (table of large blocks)", self->name);
+    }
+    crmm_counters_add(&b->large, bytes);
+    return CRMM_OK;
 }
 
 static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     binning_resource *b = (binning_resource *)self;
     crmm_resource *target = route(b, bytes);
+    if (target == self->upstream) {
+        pthread_mutex_lock(&b->large_lock);
+        bool known = fs_live_remove(&b->live_large, (uintptr_t)ptr);
+        pthread_mutex_unlock(&b->large_lock);
+        if (!known)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                                  "binning '%s': free of %p as %zu bytes: not a block it passed upstream (wrong size, or freed twice?)",
+                                  self->name, ptr, bytes);
+    }
     crmm_status st = crmm_resource_deallocate(target, ptr, bytes, stream);
-    if (st == CRMM_OK && target == self->upstream)
-        crmm_counters_sub(&b->large, bytes);
-    return st;
+    if (target != self->upstream)
+        return st;
+    if (st != CRMM_OK) { /* refused upstream: still live */
+        pthread_mutex_lock(&b->large_lock);
+        (void)fs_live_add(&b->live_large, (uintptr_t)ptr);
+        pthread_mutex_unlock(&b->large_lock);
+        return st;
+    }
+    crmm_counters_sub(&b->large, bytes);
+    return CRMM_OK;
 }
 
 /* Sum (or, for the largest free block, the maximum) of `what` over the bins. */
@@ -146,6 +176,8 @@ static void binning_destroy(crmm_resource *self)
     if (sum_bins(b, CRMM_QUERY_ALLOCATIONS, &count) == CRMM_OK && sum_bins(b, CRMM_QUERY_BYTES_IN_USE, &bytes) == CRMM_OK)
         crmm_resource_report_leaks(self, count + (uint64_t)b->large.count, bytes + (uint64_t)b->large.bytes);
     release_bins(b);
+    fs_live_free(&b->live_large);
+    pthread_mutex_destroy(&b->large_lock);
     free(b);
 }
 
@@ -286,10 +318,12 @@ static crmm_status binning_create(const crmm_params *params, crmm_resource *upst
     if (sizes.n > 1)
         qsort(sizes.v, sizes.n, sizeof *sizes.v, by_size);
     crmm_resource_init(&b->base, &binning_ops, "binning", upstream->flags, upstream->device, upstream);
+    pthread_mutex_init(&b->large_lock, NULL);
     st = make_bins(b, &sizes, blocks, params);
     free(sizes.v);
     if (st != CRMM_OK) {
         release_bins(b);
+        pthread_mutex_destroy(&b->large_lock);
         free(b);
         crmm_resource_release(upstream); /* the reference crmm_resource_init took */
         return st;
@@ -310,7 +344,7 @@ static const crmm_plugin binning_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "binning",
     .version = PACKAGE_VERSION,
-    .description = "fixed_size bins for small requests, upstream for the rest (RMM binning_memory_resource)",
+    .description = "fixed_size bins for small requests, upstream for the rest (RMM binning_memory_resource); refuses a free its size sends to a bin or upstream that did not hand it out; a wrong size within one bin frees the block (counters stop at 0)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = binning_params,
     .create = binning_create,

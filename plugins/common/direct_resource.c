@@ -51,9 +51,10 @@ static crmm_status direct_deallocate(crmm_resource *self, void *ptr, size_t byte
 {
     (void)stream;
     direct_resource *r = (direct_resource *)self;
-    crmm_counters_sub(&r->counters, bytes);
-    if (r->backend->uses_cuda && crmm_process_exiting())
+    if (r->backend->uses_cuda && crmm_process_exiting()) {
+        crmm_counters_sub_clamped(&r->counters, bytes);
         return CRMM_OK;
+    }
     crmm_device_guard g;
     crmm_status st = enter_device(r, &g);
     if (st != CRMM_OK)
@@ -61,7 +62,9 @@ static crmm_status direct_deallocate(crmm_resource *self, void *ptr, size_t byte
     st = r->backend->free(ptr, bytes);
     crmm_cuda_device_restore(&g);
     if (st != CRMM_OK && r->backend->uses_cuda && crmm_process_exiting())
-        return CRMM_OK; /* the runtime went away before our exit hook ran: leak, as above */
+        st = CRMM_OK; /* the runtime went away before our exit hook ran: leak, as above */
+    if (st == CRMM_OK) /* a refused free (host: double, foreign, wrong size) changes nothing */
+        crmm_counters_sub_clamped(&r->counters, bytes);
     return st;
 }
 

@@ -124,7 +124,7 @@ static const crmm_plugin failure_callback_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "failure_callback",
     .version = PACKAGE_VERSION,
-    .description = "calls a callback (crmm_failure_callback_set) when upstream runs out of memory; retries if it says so",
+    .description = "calls a callback (crmm_failure_callback_set) when upstream runs out of memory; retries if it says so; counts a free only when upstream takes it",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = failure_callback_params,
     .create = failure_callback_create,

@@ -48,31 +48,38 @@ static crmm_status grow(fixed_size_resource *r, const fs_stream_key *key)
         r->chunks = v;
         r->chunk_capacity = cap;
     }
-    void **blocks = malloc(r->blocks_per_chunk * sizeof *blocks);
-    if (!blocks)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size: malloc failed");
+    /* upstream first: a chunk it cannot give costs no bookkeeping here (blocks_to_preallocate
+     * may be huge), and the free list then grows only with blocks that exist */
     void *chunk;
     crmm_status st = crmm_resource_allocate(r->base.upstream, r->chunk_size, stream, &chunk);
     if (st != CRMM_OK) {
-        free(blocks);
         char sz[32], bs[32];
         return crmm_error_add_context("fixed_size: cannot grow by %zu blocks of %s (%s)", r->blocks_per_chunk,
                                       crmm_format_size(r->block_size, bs, sizeof bs),
                                       crmm_format_size(r->chunk_size, sz, sizeof sz));
     }
-    /* Pushed in reverse so that blocks are handed out in address order. */
-    for (size_t i = 0; i < r->blocks_per_chunk; i++)
-        blocks[i] = (char *)chunk + (r->blocks_per_chunk - 1 - i) * r->block_size;
-    st = fs_free_lists_push(&r->free, key, blocks, r->blocks_per_chunk);
-    free(blocks);
-    if (st != CRMM_OK) {
+    /* Pushed from the last block down, in batches, so that blocks are handed out in address
+     * order. When a later batch cannot be pushed, the chunk stays (its pushed blocks are in use
+     * from the list) and is given back at destroy. */
+    void *batch[256];
+    size_t left = r->blocks_per_chunk;
+    while (left > 0) {
+        size_t n = left < 256 ? left : 256;
+        for (size_t i = 0; i < n; i++)
+            batch[i] = (char *)chunk + (left - 1 - i) * r->block_size;
+        st = fs_free_lists_push(&r->free, key, batch, n);
+        if (st != CRMM_OK)
+            break;
+        left -= n;
+    }
+    if (st != CRMM_OK && left == r->blocks_per_chunk) {
         crmm_resource_deallocate(r->base.upstream, chunk, r->chunk_size, stream);
         return st;
     }
     r->chunks[r->chunk_count++] = chunk;
     if (r->chunk_count > r->chunk_peak)
         r->chunk_peak = r->chunk_count;
-    return CRMM_OK;
+    return st;
 }
 
 /* Make the resource's device current for CUDA calls (nothing for host-only upstreams). */
@@ -151,8 +158,12 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
     }
     pthread_mutex_lock(&r->lock);
     bool known = fs_live_remove(&r->live, (uintptr_t)ptr);
-    if (known)
-        crmm_counters_sub_locked(&r->counters, bytes);
+    if (known) {
+        /* a free with another size than allocated (within the block size) cannot be told from
+         * a right one: the counters stop at zero instead of wrapping */
+        int64_t have = __atomic_load_n(&r->counters.bytes, __ATOMIC_RELAXED);
+        crmm_counters_sub_locked(&r->counters, (int64_t)bytes > have ? (uint64_t)(have > 0 ? have : 0) : bytes);
+    }
     if (known && push)
         st = fs_free_lists_push(&r->free, &key, &ptr, 1);
     pthread_mutex_unlock(&r->lock);
@@ -267,7 +278,7 @@ static const crmm_plugin fixed_size_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "fixed_size",
     .version = PACKAGE_VERSION,
-    .description = "equal-size blocks from large upstream chunks, stream-ordered free lists (RMM fixed_size_memory_resource)",
+    .description = "equal-size blocks from large upstream chunks, stream-ordered free lists (RMM fixed_size_memory_resource); refuses double and foreign frees and sizes above the block; a smaller wrong size frees the block (counters stop at 0)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = fixed_size_params,
     .create = fixed_size_create,

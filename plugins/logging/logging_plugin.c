@@ -114,7 +114,7 @@ static const crmm_plugin logging_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "logging",
     .version = PACKAGE_VERSION,
-    .description = "writes every allocate/free as a CSV line in RMM's log format (crmm replay reads it)",
+    .description = "writes every allocate/free as a CSV line in RMM's log format (crmm replay reads it); a bad free is logged, then refused where upstream refuses it",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = logging_params,
     .create = logging_create,

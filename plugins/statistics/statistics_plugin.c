@@ -205,7 +205,7 @@ static const crmm_plugin statistics_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "statistics",
     .version = PACKAGE_VERSION,
-    .description = "counts live/peak/total bytes and allocations, with push/pop frames (RMM's statistics adaptor)",
+    .description = "counts live/peak/total bytes and allocations, with push/pop frames (RMM's statistics adaptor); counts a free only when upstream takes it, so a bad free is refused where upstream refuses it",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = NULL,
     .create = statistics_create,

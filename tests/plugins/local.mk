@@ -11,6 +11,12 @@ tests_plugins_crmm_budget_la_SOURCES = tests/plugins/budget_plugin.c
 tests_plugins_crmm_budget_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
 tests_plugins_crmm_budget_la_LIBADD = $(PLUGIN_LIBADD)
 
+# crmm_failnth: host memory whose Nth allocation fails, for the fault-injection loops.
+check_LTLIBRARIES += tests/plugins/crmm_failnth.la
+tests_plugins_crmm_failnth_la_SOURCES = tests/plugins/failnth_plugin.c
+tests_plugins_crmm_failnth_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_failnth_la_LIBADD = $(PLUGIN_LIBADD)
+
 # crmm_paramtest declares one parameter of every type (one required) and records what create
 # read, for the parameter and config suites.
 check_LTLIBRARIES += tests/plugins/crmm_paramtest.la

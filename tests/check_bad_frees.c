@@ -1,0 +1,125 @@
+/* check_bad_frees.c — wrong-size, double and foreign frees over host memory: every stack refuses
+ * them with CRMM_ERROR_INVALID_ARGUMENT where it can tell, never passes them on to free() or to
+ * a bin's upstream, and its counters never wrap; the block stays live and its right free works. */
+#include "config.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "test_support.h"
+
+static uint64_t in_use(crmm_resource *mr)
+{
+    return crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE);
+}
+
+START_TEST(host_refuses_wrong_size_double_and_foreign)
+{
+    crmm_resource *mr = crmm_test_create("host", NULL, NULL);
+    void *p = crmm_test_allocate(mr, 100);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "block of 100 bytes") != NULL, "%s", crmm_last_error());
+    ck_assert_uint_eq(in_use(mr), 100);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 99, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 100, NULL));
+    ck_assert_uint_eq(in_use(mr), 0);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "not a live block") != NULL, "%s", crmm_last_error());
+    static _Alignas(256) char foreign[256];
+    ck_assert_crmm(crmm_resource_deallocate(mr, foreign, sizeof foreign, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(in_use(mr), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+/* The adaptors over host: a wrong size is refused below them and counted by none. */
+static const struct { const char *plugin, *params; } adaptors[] = {
+    {"statistics", NULL},
+    {"failure_callback", NULL},
+    {"aligned", "alignment=4096"},   /* the block is moved: its mapping must survive the refusal */
+    {"aligned", "alignment=256"},
+    {"logging", "file=/dev/null"},
+    {"tracking", NULL},
+};
+
+START_TEST(adaptor_over_host_refuses_wrong_size)
+{
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *mr = crmm_test_create(adaptors[_i].plugin, adaptors[_i].params, host);
+    void *p = crmm_test_allocate(mr, 100);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 1 << 20, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_le(in_use(mr), 4096 + 100);
+    ck_assert_uint_ge(in_use(mr), 100);
+    ck_assert_uint_ge(in_use(host), 100);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 100, NULL));
+    ck_assert_uint_eq(in_use(mr), 0);
+    ck_assert_uint_eq(in_use(host), 0);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(in_use(mr), 0);
+    crmm_resource_release(mr);
+    crmm_resource_release(host);
+}
+END_TEST
+
+/* fixed_size cannot tell a smaller size within its block from the right one: it frees the block
+ * and its counters stop at zero; a size above the block, a second free and a foreign pointer are
+ * refused. */
+START_TEST(fixed_size_counters_do_not_wrap)
+{
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *mr = crmm_test_create("fixed_size", "block_size=1024 blocks_to_preallocate=4", host);
+    void *p = crmm_test_allocate(mr, 100);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 2000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(in_use(mr), 100);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
+    ck_assert_uint_eq(in_use(mr), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    static _Alignas(256) char foreign[256];
+    ck_assert_crmm(crmm_resource_deallocate(mr, foreign, 256, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(in_use(mr), 0);
+    crmm_resource_release(mr);
+    crmm_resource_release(host);
+}
+END_TEST
+
+/* A bin's block freed with another bin's size or with a size above the largest bin is refused
+ * (before: the large one went upstream, which freed part of the bin's chunk); a large block
+ * freed with a bin's size is refused by the bin; the right frees work afterwards. */
+START_TEST(binning_never_sends_a_bin_block_upstream)
+{
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *mr = crmm_test_create("binning", "bins=256:4KiB blocks_to_preallocate=4", host);
+    void *small = crmm_test_allocate(mr, 200);
+    void *large = crmm_test_allocate(mr, 1 << 20);
+    uint64_t host_before = in_use(host);
+    ck_assert_crmm(crmm_resource_deallocate(mr, small, 1 << 20, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_deallocate(mr, small, 4096, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_deallocate(mr, large, 200, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_deallocate(mr, large, 2 << 20, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(in_use(host), host_before);
+    ck_assert_uint_eq(in_use(mr), 200 + (1 << 20));
+    /* the bin still hands out its other blocks, distinct from the live one */
+    void *other = crmm_test_allocate(mr, 200);
+    ck_assert_ptr_ne(other, small);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, other, 200, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, small, 200, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, large, 1 << 20, NULL));
+    ck_assert_crmm(crmm_resource_deallocate(mr, large, 1 << 20, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(in_use(mr), 0);
+    crmm_resource_release(mr);
+    crmm_resource_release(host);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("bad_frees");
+    TCase *tc = tcase_create("bad_frees");
+    tcase_add_test(tc, host_refuses_wrong_size_double_and_foreign);
+    tcase_add_loop_test(tc, adaptor_over_host_refuses_wrong_size, 0, (int)(sizeof adaptors / sizeof adaptors[0]));
+    tcase_add_test(tc, fixed_size_counters_do_not_wrap);
+    tcase_add_test(tc, binning_never_sends_a_bin_block_upstream);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

@@ -1,0 +1,109 @@
+/* failnth_plugin.c — test-only plugin `failnth`: host memory whose Nth allocation fails.
+ *
+ * For fault injection: a stack built over it sees its upstream fail at one chosen call
+ * (`fail_at`, counting from 1; 0 never fails), and the test then checks that the stack handled
+ * it (an error, no crash) and gave every block back. It counts every allocate call, failed or
+ * not (CRMM_QUERY_ALLOCATIONS_TOTAL counts only the ones that succeeded; control op
+ * FAILNTH_OP_CALLS gives all calls), so a first run with fail_at = 0 tells how many indices
+ * there are to try. */
+#include "config.h"
+#include <stdint.h>
+#include <stdlib.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/plugin.h>
+
+#define FAILNTH_OP_CALLS 0x1100 /* arg: uint64_t *, the allocate calls so far */
+
+typedef struct failnth_resource {
+    crmm_resource base;
+    uint64_t fail_at;
+    uint64_t calls;           /* atomic */
+    crmm_alloc_counters counters;
+} failnth_resource;
+
+static crmm_status failnth_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)stream;
+    failnth_resource *r = (failnth_resource *)self;
+    uint64_t n = __atomic_add_fetch(&r->calls, 1, __ATOMIC_RELAXED);
+    if (n == r->fail_at)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failnth: allocation %llu fails on purpose", (unsigned long long)n);
+    size_t rounded = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
+    void *p = rounded >= bytes ? aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, rounded) : NULL;
+    if (!p)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failnth: cannot allocate %zu bytes", bytes);
+    crmm_counters_add(&r->counters, bytes);
+    *ptr = p;
+    return CRMM_OK;
+}
+
+static crmm_status failnth_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)stream;
+    failnth_resource *r = (failnth_resource *)self;
+    free(ptr);
+    crmm_counters_sub(&r->counters, bytes);
+    return CRMM_OK;
+}
+
+static crmm_status failnth_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    failnth_resource *r = (failnth_resource *)self;
+    if (crmm_counters_query(&r->counters, what, out) == CRMM_OK)
+        return CRMM_OK;
+    return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "failnth resource cannot answer query %d", (int)what);
+}
+
+static crmm_status failnth_control(crmm_resource *self, int op, void *arg)
+{
+    failnth_resource *r = (failnth_resource *)self;
+    if (op != FAILNTH_OP_CALLS || !arg)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "failnth: no control op %#x (or a NULL argument)", (unsigned)op);
+    *(uint64_t *)arg = __atomic_load_n(&r->calls, __ATOMIC_RELAXED);
+    return CRMM_OK;
+}
+
+static void failnth_destroy(crmm_resource *self)
+{
+    failnth_resource *r = (failnth_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)r->counters.count, (uint64_t)r->counters.bytes);
+    free(r);
+}
+
+static const crmm_resource_ops failnth_ops = {
+    .allocate = failnth_allocate,
+    .deallocate = failnth_deallocate,
+    .query = failnth_query,
+    .destroy = failnth_destroy,
+    .control = failnth_control,
+};
+
+static crmm_status failnth_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    (void)upstream;
+    failnth_resource *r = calloc(1, sizeof *r);
+    if (!r)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failnth: malloc failed");
+    crmm_params_get_uint(params, "fail_at", &r->fail_at);
+    crmm_resource_init(&r->base, &failnth_ops, "failnth", CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
+    *out = &r->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec failnth_params[] = {
+    {"fail_at", CRMM_PARAM_UINT, "0", "the allocate call that fails (from 1; 0: none)", NULL, 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_plugin failnth_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "failnth",
+    .version = "1.0.0",
+    .description = "test only: host memory whose Nth allocation fails (fault injection)",
+    .upstream = CRMM_UPSTREAM_NONE,
+    .flags = CRMM_PLUGIN_HOST_MEMORY,
+    .params = failnth_params,
+    .create = failnth_create,
+};
+
+CRMM_PLUGIN_DEFINE(failnth_plugin)
