@@ -39,9 +39,9 @@ START_TEST(logging_on_a_device_names_it_and_logs_streams)
     cudaStreamDestroy(s);
     char *text = crmm_test_read_file_or_fail(want);
     char line[128];
-    snprintf(line, sizeof line, ",allocate,%p,1048576,%lx\n", p, (unsigned long)(uintptr_t)s);
+    snprintf(line, sizeof line, ",allocate,%p,1048576,0x%lx\n", p, (unsigned long)(uintptr_t)s);
     ck_assert_msg(strstr(text, line) != NULL, "'%s' not in:\n%s", line, text);
-    snprintf(line, sizeof line, ",free,%p,1048576,%lx\n", p, (unsigned long)(uintptr_t)s);
+    snprintf(line, sizeof line, ",free,%p,1048576,0x%lx\n", p, (unsigned long)(uintptr_t)s);
     ck_assert_msg(strstr(text, line) != NULL, "'%s' not in:\n%s", line, text);
     free(text);
 }
