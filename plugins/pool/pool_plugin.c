@@ -15,6 +15,7 @@
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
@@ -247,6 +248,58 @@ static const crmm_param_spec pool_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+/* The parameters, where crmm_params_parse puts them (pool_create reads them one by one: a size it
+ * rounds, and initial_size defaults by what the upstream is). */
+typedef struct pool_config {
+    uint64_t initial_size;
+    uint64_t maximum_size;
+    bool expandable;
+    uint64_t release_threshold;
+    const char *stream_reuse;
+} pool_config;
+
+static const crmm_param_field pool_fields[] = {
+    {"initial_size", offsetof(pool_config, initial_size), 0, 0},
+    {"maximum_size", offsetof(pool_config, maximum_size), 1, 0},
+    {"expandable", offsetof(pool_config, expandable), 0, 0},
+    {"release_threshold", offsetof(pool_config, release_threshold), 0, 0},
+    {"stream_reuse", offsetof(pool_config, stream_reuse), 0, 0},
+    {NULL, 0, 0, 0},
+};
+
+/* The rules between parameters that hold whatever the device (crmm_plugin.validate). */
+static crmm_status pool_validate(const crmm_params *params, bool host_memory, const char **key)
+{
+    bool initial_set = crmm_params_is_set(params, "initial_size");
+    double initial_pct = 0, maximum_pct = 0;
+    bool initial_is_pct = crmm_params_size_percent(params, "initial_size", &initial_pct);
+    bool maximum_is_pct = crmm_params_size_percent(params, "maximum_size", &maximum_pct);
+    if (host_memory && (!initial_set || initial_is_pct)) {
+        *key = "initial_size";
+        return crmm_set_error(CRMM_ERROR_CONFIG, "pool: initial_size is required over host memory, in bytes "
+                              "(e.g. initial_size = 64MiB): a percentage and the default refer to a device's memory");
+    }
+    if (!initial_set || !crmm_params_is_set(params, "maximum_size") || initial_is_pct != maximum_is_pct)
+        return CRMM_OK; /* compared on the device, once both are bytes */
+    char a[32], b[32];
+    if (initial_is_pct) {
+        if (initial_pct <= maximum_pct)
+            return CRMM_OK;
+        snprintf(a, sizeof a, "%g%%", initial_pct);
+        snprintf(b, sizeof b, "%g%%", maximum_pct);
+    } else {
+        uint64_t initial = 0, maximum = 0;
+        crmm_params_get_size(params, "initial_size", &initial);
+        crmm_params_get_size(params, "maximum_size", &maximum);
+        if (initial <= maximum)
+            return CRMM_OK;
+        crmm_format_size(initial, a, sizeof a);
+        crmm_format_size(maximum, b, sizeof b);
+    }
+    *key = "initial_size";
+    return crmm_set_error(CRMM_ERROR_CONFIG, "pool: initial_size (%s) is larger than maximum_size (%s)", a, b);
+}
+
 static const crmm_plugin pool_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "pool",
@@ -254,6 +307,8 @@ static const crmm_plugin pool_plugin = {
     .description = "stream-ordered coalescing suballocator (RMM's pool) with O(1) segregated fit",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = pool_params,
+    .fields = pool_fields,
+    .validate = pool_validate,
     .create = pool_create,
 };
 
