@@ -24,6 +24,7 @@
 #include <crmm/arena.h>
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
+#include "../common/device_default.h"
 #include "arena_thread_cache.h"
 
 #define ARENA_MIN_SUPERBLOCK ((uint64_t)64 << 10)
@@ -354,11 +355,8 @@ static crmm_status arena_read_params(const crmm_params *params, crmm_resource *u
             return crmm_set_error(CRMM_ERROR_CONFIG,
                                   "arena: arena_size is required when the upstream (%s '%s') is not device memory",
                                   crmm_resource_kind(upstream), crmm_resource_name(upstream));
-        uint64_t free_bytes = 0;
-        st = crmm_cuda_device_memory(upstream->device, &free_bytes, NULL);
-        if (st != CRMM_OK)
-            return crmm_error_add_context("arena: arena_size defaults to half the free memory of device %d", upstream->device);
-        size = free_bytes / 2;
+        if ((st = device_default_half_free(upstream->device, arena_who(r), "arena_size", &size)) != CRMM_OK)
+            return st;
     }
     uint64_t page = superblock / ARENA_PAGES_PER_SUPERBLOCK;
     if (size / page * page < superblock)

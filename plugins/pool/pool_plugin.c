@@ -20,6 +20,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include <crmm/pool.h>
+#include "../common/device_default.h"
 #include "pool_resource.h"
 
 /* Read size parameter `key` rounded up to 256 B into *out; *given false when it is not set. */
@@ -51,20 +52,6 @@ static crmm_status read_reuse(const crmm_params *params, const char *label, pool
     if (crmm_params_get_string(params, "stream_reuse", &v) != CRMM_OK)
         return crmm_error_add_context("%s", label);
     *out = strcmp(v, "event") == 0 ? POOL_REUSE_EVENT : POOL_REUSE_SYNC;
-    return CRMM_OK;
-}
-
-/* Half the free memory of the upstream's device, rounded down to 256 B (RMM's default). */
-static crmm_status half_of_free_memory(const crmm_params *params, const crmm_resource *upstream, const char *label,
-                                       uint64_t *out)
-{
-    int device = upstream->device >= 0 ? upstream->device : crmm_params_device(params);
-    if (device < 0 && crmm_cuda_current_device(&device) != CRMM_OK)
-        return crmm_error_add_context("%s: initial_size is not set and there is no device to take half of", label);
-    uint64_t free_bytes = 0;
-    if (crmm_cuda_device_memory(device, &free_bytes, NULL) != CRMM_OK)
-        return crmm_error_add_context("%s: initial_size is not set", label);
-    *out = (free_bytes / 2) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
     return CRMM_OK;
 }
 
@@ -180,7 +167,8 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
                                   "%s: initial_size is required: the upstream '%s' is not device memory, so there is "
                                   "no device memory to take half of (e.g. initial_size = 64MiB)",
                                   label, crmm_resource_kind(upstream));
-        if ((st = half_of_free_memory(params, upstream, label, &initial)) != CRMM_OK)
+        int device = upstream->device >= 0 ? upstream->device : crmm_params_device(params);
+        if ((st = device_default_half_free(device, label, "initial_size", &initial)) != CRMM_OK)
             return st;
         if (initial > maximum)
             initial = maximum;
