@@ -25,6 +25,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include "../common/device_default.h"
+#include "../common/resource_label.h"
 #include "arena_thread_cache.h"
 
 #define ARENA_MIN_SUPERBLOCK ((uint64_t)64 << 10)
@@ -36,11 +37,7 @@
 const char *arena_who(const arena_resource *r)
 {
     static __thread char who[80];
-    if (r->base.name[0])
-        snprintf(who, sizeof who, "arena '%s'", r->base.name);
-    else
-        snprintf(who, sizeof who, "arena");
-    return who;
+    return resource_label("arena", r->base.name, who, sizeof who);
 }
 
 static crmm_status arena_out_of_memory(arena_resource *r, size_t bytes)

@@ -21,6 +21,7 @@
 #include <crmm/log.h>
 #include <crmm/pool.h>
 #include "../common/device_default.h"
+#include "../common/resource_label.h"
 #include "pool_resource.h"
 
 /* Read size parameter `key` rounded up to 256 B into *out; *given false when it is not set. */
@@ -133,10 +134,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
 {
     char label[80];
     const char *name = crmm_params_resource_name(params);
-    if (name && *name)
-        snprintf(label, sizeof label, "pool '%s'", name);
-    else
-        snprintf(label, sizeof label, "pool");
+    resource_label("pool", name, label, sizeof label);
     bool real = crmm_resource_is_device_accessible(upstream);
 
     uint64_t initial = 0, maximum = POOL_NO_MAXIMUM;
