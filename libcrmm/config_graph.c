@@ -251,6 +251,8 @@ void config_graph_build(config_graph *g, const char *base_dir, bool skip_unloada
         link_upstream(g, i, err);
     }
     check_cycles(g, err);
+    if (!err->line) /* the rules walk upstream chains: only once they are known to end */
+        config_graph_check_rules(g, err);
     if (t->default_name.text && config_graph_find(g, t->default_name.text) < 0)
         unknown_resource(g, err, t->default_name.line, "default", t->default_name.text);
     for (size_t i = 0; i < t->ndev; i++) {

@@ -112,6 +112,10 @@ long config_graph_find(const config_graph *g, const char *name);
 /* True when the chain from resource i down ends in a plugin that allocates host memory. */
 bool config_graph_is_host(const config_graph *g, size_t i);
 
+/* config_rules.c: run each resource's validate hook (crmm_plugin.validate), reporting a refusal
+ * at the line of the parameter it names. Call only on a graph without cycles. */
+void config_graph_check_rules(const config_graph *g, config_error *err);
+
 /* ---- config_instances.c: the resources ----------------------------------------------------- */
 
 /* Instances of a graph's resources: row 0 for host-only chains, row d + 1 for device d. */

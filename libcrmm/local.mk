@@ -15,6 +15,7 @@ libcrmm_la_SOURCES = \
 	libcrmm/config_internal.h \
 	libcrmm/config_parse.c \
 	libcrmm/config_graph.c \
+	libcrmm/config_rules.c \
 	libcrmm/config_instances.c \
 	libcrmm/config.c \
 	libcrmm/device_registry.c libcrmm/device_registry.h \

@@ -116,6 +116,67 @@ crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, c
     return crmm_set_error(CRMM_ERROR_CONFIG, "%s: unknown parameter type %d", key, (int)spec->type);
 }
 
+/* The plugin's field table (ABI 1.1), NULL for plugins without one. */
+static const crmm_param_field *fields_of(const crmm_plugin *pl)
+{
+    return pl->abi_minor >= 1 ? pl->fields : NULL;
+}
+
+static const crmm_param_field *field_of(const crmm_plugin *pl, const char *key)
+{
+    for (const crmm_param_field *f = fields_of(pl); f && f->key; f++)
+        if (strcmp(f->key, key) == 0)
+            return f;
+    return NULL;
+}
+
+/* CRMM_ERROR_CONFIG naming the plugin and key when x is outside the row's range. */
+static crmm_status check_range(const crmm_plugin *pl, const crmm_param_spec *spec, uint64_t x)
+{
+    const crmm_param_field *f = field_of(pl, spec->key);
+    if (!f || (spec->type != CRMM_PARAM_SIZE && spec->type != CRMM_PARAM_UINT))
+        return CRMM_OK;
+    if (x < f->min)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: %s: %llu is below the minimum %llu", pl->name, spec->key,
+                              (unsigned long long)x, (unsigned long long)f->min);
+    if (f->max && x > f->max)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: %s: %llu is above the maximum %llu", pl->name, spec->key,
+                              (unsigned long long)x, (unsigned long long)f->max);
+    return CRMM_OK;
+}
+
+static const crmm_param_spec *spec_of(const crmm_plugin *pl, const char *key)
+{
+    for (const crmm_param_spec *s = pl->params; s && s->key; s++)
+        if (strcmp(s->key, key) == 0)
+            return s;
+    return NULL;
+}
+
+/* The field table: each key names a parameter once, ranges only on numbers, defaults in range. */
+static crmm_status field_table_validate(const crmm_plugin *pl)
+{
+    for (const crmm_param_field *f = fields_of(pl); f && f->key; f++) {
+        const crmm_param_spec *s = spec_of(pl, f->key);
+        if (!s)
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "field '%s' is not a parameter", f->key);
+        if (field_of(pl, f->key) != f)
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "field '%s' appears twice", f->key);
+        bool number = s->type == CRMM_PARAM_SIZE || s->type == CRMM_PARAM_UINT;
+        if (!number && (f->min || f->max))
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "field '%s' is a %s and cannot have a range", f->key,
+                                  crmm_param_type_name(s->type));
+        if (f->max && f->min > f->max)
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "field '%s' has minimum %llu above maximum %llu", f->key,
+                                  (unsigned long long)f->min, (unsigned long long)f->max);
+        crmm_param_value v = {0};
+        if (number && s->default_value && crmm_param_validate(s, s->default_value, &v) == CRMM_OK && v.percent == 0.0 &&
+            check_range(pl, s, v.u) != CRMM_OK)
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "default of %s", crmm_last_error() + strlen("config error: "));
+    }
+    return CRMM_OK;
+}
+
 static bool key_well_formed(const char *k)
 {
     if (!k || !*k)
@@ -148,7 +209,7 @@ crmm_status crmm_param_table_validate(const crmm_plugin *plugin)
                 return crmm_set_error(CRMM_ERROR_PLUGIN, "default of %s", crmm_last_error() + strlen("config error: "));
         }
     }
-    return CRMM_OK;
+    return field_table_validate(plugin);
 }
 
 crmm_status crmm_params_new(const crmm_plugin *plugin, const char *name, crmm_params **out)
@@ -227,6 +288,8 @@ crmm_status crmm_params_set(crmm_params *p, const char *key, const char *value)
     crmm_param_value nv = *v;
     nv.percent = 0;
     if (crmm_param_validate(v->spec, value, &nv) != CRMM_OK)
+        return CRMM_ERROR_CONFIG;
+    if (nv.percent == 0.0 && check_range(p->plugin, v->spec, nv.u) != CRMM_OK)
         return CRMM_ERROR_CONFIG;
     char *t = strdup(value);
     if (!t)
@@ -345,6 +408,65 @@ crmm_status crmm_params_get_string(const crmm_params *p, const char *key, const 
     crmm_status st = lookup(p, key, CRMM_PARAM_STRING, out, &v);
     if (st == CRMM_OK)
         *out = v->text;
+    return st;
+}
+
+bool crmm_params_size_percent(const crmm_params *p, const char *key, double *percent)
+{
+    const crmm_param_value *v = find_value(p, key);
+    if (!v || v->spec->type != CRMM_PARAM_SIZE || !v->has_value || v->percent <= 0.0)
+        return false;
+    if (percent)
+        *percent = v->percent;
+    return true;
+}
+
+crmm_status crmm_params_parse(const crmm_params *p, void *cfg)
+{
+    if (!p || !cfg)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "params_parse: %s is NULL", !p ? "params" : "cfg");
+    const crmm_param_field *f = fields_of(p->plugin);
+    if (!f)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plugin %s has no field table", p->plugin->name);
+    for (; f->key; f++) {
+        const crmm_param_value *v = find_value(p, f->key);
+        if (!v || !v->has_value)
+            continue;
+        char *at = (char *)cfg + f->offset;
+        switch (v->spec->type) {
+        case CRMM_PARAM_SIZE: {
+            uint64_t x;
+            crmm_status st = crmm_params_get_size(p, f->key, &x);
+            if (st == CRMM_OK && (st = check_range(p->plugin, v->spec, x)) != CRMM_OK)
+                crmm_error_add_context("%s = %s", f->key, v->text);
+            if (st != CRMM_OK)
+                return st;
+            memcpy(at, &x, sizeof x);
+            break;
+        }
+        case CRMM_PARAM_UINT: memcpy(at, &v->u, sizeof v->u); break;
+        case CRMM_PARAM_BOOL: memcpy(at, &v->b, sizeof v->b); break;
+        case CRMM_PARAM_DOUBLE: memcpy(at, &v->d, sizeof v->d); break;
+        case CRMM_PARAM_STRING:
+        case CRMM_PARAM_ENUM: {
+            const char *t = v->text;
+            memcpy(at, &t, sizeof t);
+            break;
+        }
+        }
+    }
+    return CRMM_OK;
+}
+
+crmm_status crmm_params_check_rules(const crmm_params *p, bool host_memory, const char **key)
+{
+    *key = NULL;
+    if (p->plugin->abi_minor < 1 || !p->plugin->validate)
+        return CRMM_OK;
+    crmm_clear_error();
+    crmm_status st = p->plugin->validate(p, host_memory, key);
+    if (st != CRMM_OK && crmm_last_status() == CRMM_OK)
+        crmm_set_error(st, "%s: its parameters were refused without a message", p->plugin->name);
     return st;
 }
 

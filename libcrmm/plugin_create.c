@@ -17,6 +17,10 @@ crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *pa
     crmm_status st = crmm_params_check_required(params);
     if (st != CRMM_OK)
         return st;
+    const char *key;
+    bool host_memory = upstream && !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE);
+    if ((st = crmm_params_check_rules(params, host_memory, &key)) != CRMM_OK)
+        return st;
     crmm_resource *mr = NULL;
     crmm_clear_error();
     st = plugin->create(params, upstream, &mr);

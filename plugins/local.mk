@@ -2,6 +2,8 @@
 
 DIRECT_RESOURCE_SOURCES = plugins/common/direct_resource.c plugins/common/direct_resource.h
 SPIN_LOCK_SOURCES = plugins/common/spin_lock.c plugins/common/spin_lock.h
+DEVICE_DEFAULT_SOURCES = plugins/common/device_default.c plugins/common/device_default.h
+RESOURCE_LABEL_SOURCES = plugins/common/resource_label.c plugins/common/resource_label.h
 include plugins/cuda/local.mk
 include plugins/host/local.mk
 include plugins/managed/local.mk

@@ -118,7 +118,7 @@ START_TEST(bad_alignment_is_refused)
 {
     crmm_resource *h, *mr = NULL;
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
-    static const char *bad[] = {"alignment=0", "alignment=255", "alignment=768", "alignment=3KiB", "alignment=big",
+    static const char *bad[] = {"alignment=0", "alignment=3", "alignment=255", "alignment=768", "alignment=3KiB", "alignment=big",
                                 "alignment_threshold=-5"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         crmm_clear_error();

@@ -251,16 +251,21 @@ START_TEST(create_fails_when_first_chunk_fails)
 }
 END_TEST
 
-/* blocks_to_preallocate = 10^12: the upstream is asked for the chunk before any bookkeeping for
- * its blocks (8 TB of block pointers) is allocated, so the failure is the upstream's. */
+/* blocks_to_preallocate = 10^12 is refused by its range before anything is allocated; the most
+ * the range allows (2^20 blocks) over an upstream that cannot give the chunk fails with the
+ * upstream's error: it is asked before any bookkeeping for the blocks is allocated. */
 START_TEST(huge_preallocation_asks_upstream_first)
 {
     crmm_resource *b, *f = NULL;
     ck_assert_crmm_ok(crmm_resource_create("budget", "limit=1MiB", NULL, &b));
     ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=256 blocks_to_preallocate=1000000000000", b, &f),
+                   CRMM_ERROR_CONFIG);
+    ck_assert_msg(strstr(crmm_last_error(), "blocks_to_preallocate"), "message: %s", crmm_last_error());
+    ck_assert_ptr_null(f);
+    ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=256 blocks_to_preallocate=1048576", b, &f),
                    CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(f);
-    ck_assert_msg(strstr(crmm_last_error(), "cannot grow by 1000000000000 blocks"), "message: %s", crmm_last_error());
+    ck_assert_msg(strstr(crmm_last_error(), "cannot grow by 1048576 blocks"), "message: %s", crmm_last_error());
     ck_assert_msg(!strstr(crmm_last_error(), "malloc failed"), "message: %s", crmm_last_error());
     ck_assert_int_eq(crmm_resource_refcount(b), 1);
     crmm_resource_release(b);

@@ -147,6 +147,8 @@ START_TEST(bad_parameters_are_refused)
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = NULL;
     ck_assert_crmm(crmm_resource_create("limiting", NULL, host, &mr), CRMM_ERROR_CONFIG);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "allocation_limit"));
+    ck_assert_crmm(crmm_resource_create("limiting", "allocation_limit=0", host, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "limiting: allocation_limit: 0 is below the minimum 1"));
     ck_assert_crmm(crmm_resource_create("limiting", "allocation_limit=lots", host, &mr), CRMM_ERROR_CONFIG);
     ck_assert_crmm(crmm_resource_create("limiting", "allocation_limit=-5", host, &mr), CRMM_ERROR_CONFIG);
     ck_assert_crmm(crmm_resource_create("limiting", "allocation_limit=1MiB", NULL, &mr), CRMM_ERROR_CONFIG);

@@ -195,6 +195,35 @@ START_TEST(enum_without_choices_is_refused)
 }
 END_TEST
 
+START_TEST(field_that_is_not_a_parameter_is_refused)
+{
+    expect_load_failure("badfield");
+    ck_assert_error_has("field 'nosuch' is not a parameter");
+}
+END_TEST
+
+START_TEST(default_outside_its_range_is_refused)
+{
+    expect_load_failure("badrange");
+    ck_assert_error_has("default of badrange: size: 1048576 is below the minimum 2097152");
+}
+END_TEST
+
+/* A plugin built against ABI 1.0 (no field table, no validate hook) still loads and builds. */
+START_TEST(abi_1_0_plugin_still_works)
+{
+    const crmm_plugin *pl = NULL;
+    ck_assert_crmm_ok(crmm_plugin_load("oldminor", NULL, &pl));
+    ck_assert_uint_eq(pl->abi_minor, 0);
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("oldminor", "size=4KiB", NULL, &mr));
+    uint64_t max = 0;
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_MAXIMUM_SIZE, &max));
+    ck_assert_uint_eq(max, 4096);
+    crmm_resource_release(mr);
+}
+END_TEST
+
 START_TEST(not_a_shared_object_gives_dlerror)
 {
     char *dir = new_dir();
@@ -1104,6 +1133,9 @@ int main(void)
     tcase_add_test(bad, duplicate_parameter_is_refused);
     tcase_add_test(bad, bad_default_is_refused);
     tcase_add_test(bad, enum_without_choices_is_refused);
+    tcase_add_test(bad, field_that_is_not_a_parameter_is_refused);
+    tcase_add_test(bad, default_outside_its_range_is_refused);
+    tcase_add_test(bad, abi_1_0_plugin_still_works);
     tcase_add_test(bad, not_a_shared_object_gives_dlerror);
     tcase_add_test(bad, failure_is_not_cached);
     suite_add_tcase(s, bad);

@@ -8,6 +8,21 @@
 #include "commands.h"
 #include "info.h"
 
+/* " [range MIN..MAX]" from the plugin's field table (ABI 1.1), for numbers that have one. */
+static void print_range(const crmm_plugin *pl, const crmm_param_spec *s)
+{
+    if (pl->abi_minor < 1 || (s->type != CRMM_PARAM_SIZE && s->type != CRMM_PARAM_UINT))
+        return;
+    for (const crmm_param_field *f = pl->fields; f && f->key; f++) {
+        if (strcmp(f->key, s->key) != 0 || (!f->min && !f->max))
+            continue;
+        if (f->max)
+            printf(" [range %llu..%llu]", (unsigned long long)f->min, (unsigned long long)f->max);
+        else
+            printf(" [range %llu..]", (unsigned long long)f->min);
+    }
+}
+
 static void print_devices(void)
 {
     int rt = 0, drv = 0;
@@ -57,6 +72,7 @@ static void print_plugin(const char *path, const crmm_plugin *pl, crmm_status st
                s->help ? s->help : "");
         if (s->type == CRMM_PARAM_ENUM)
             printf(" [%s]", s->choices);
+        print_range(pl, s);
         printf("\n");
     }
 }

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define CRMM_PLUGIN_ABI_MAJOR 1
-#define CRMM_PLUGIN_ABI_MINOR 0
+#define CRMM_PLUGIN_ABI_MINOR 1
 #define CRMM_PLUGIN_ENTRY_SYMBOL "crmm_plugin_entry"
 
 typedef enum crmm_param_type {
@@ -59,6 +59,19 @@ typedef struct crmm_param_spec {
 /* Validated parameters of one resource, handed to create. */
 typedef struct crmm_params crmm_params;
 
+/* One row of a plugin's field table (ABI 1.1): where parameter `key` (a row of the plugin's
+ * crmm_param_spec table) lands in the plugin's own config struct, and the range it must lie in.
+ * The member at `offset` is a uint64_t for SIZE and UINT, a bool for BOOL, a double for DOUBLE
+ * and a const char * for STRING and ENUM. For SIZE and UINT, values below `min` or above `max`
+ * are refused when they are set (max 0: no upper bound); a size given as a percentage is
+ * checked when it is resolved. The table ends with a row whose key is NULL. */
+typedef struct crmm_param_field {
+    const char *key;
+    size_t offset;             /* offsetof(the plugin's config struct, member) */
+    uint64_t min;              /* SIZE, UINT: the smallest value accepted */
+    uint64_t max;              /* SIZE, UINT: the largest value accepted; 0 = no upper bound */
+} crmm_param_field;
+
 /* crmm_plugin.flags */
 #define CRMM_PLUGIN_HOST_MEMORY 0x1u /* allocates host memory by itself and needs no GPU (host) */
 
@@ -83,7 +96,15 @@ typedef struct crmm_plugin {
      * rule allows one; a reference to it must be taken, e.g. via crmm_resource_init). On failure
      * return a status with crmm_set_error() and leave *out untouched. */
     crmm_status (*create)(const crmm_params *params, crmm_resource *upstream, crmm_resource **out);
-    void *reserved[8];         /* zero; room for later minor versions */
+    /* ABI 1.1, optional (NULL in 1.0 plugins): where each parameter goes in the plugin's config
+     * struct and its range (crmm_params_parse fills the struct from it). */
+    const crmm_param_field *fields;
+    /* ABI 1.1, optional: rules between parameters, run by `crmm check-config` and before create
+     * without building anything. `host_memory`: the upstream chain ends in host memory, where a
+     * size given as a percentage has no device to refer to. On a bad combination set the error
+     * (CRMM_ERROR_CONFIG, naming the parameter) and *key to the parameter whose line it is. */
+    crmm_status (*validate)(const crmm_params *params, bool host_memory, const char **key);
+    void *reserved[6];         /* zero; room for later minor versions */
 } crmm_plugin;
 
 /* Fills the version fields of a crmm_plugin initializer. */
@@ -109,6 +130,16 @@ CRMM_API crmm_status crmm_params_get_bool(const crmm_params *p, const char *key,
 CRMM_API crmm_status crmm_params_get_double(const crmm_params *p, const char *key, double *out);
 /* Strings and enums: *out points into p (valid during create). */
 CRMM_API crmm_status crmm_params_get_string(const crmm_params *p, const char *key, const char **out);
+/* For a SIZE given as a percentage: true and *percent (when non-NULL) set to it; false for any
+ * other value, type or key. Lets validate compare sizes without a device. */
+CRMM_API bool crmm_params_size_percent(const crmm_params *p, const char *key, double *percent);
+/* Fill the config struct `cfg` from the plugin's field table (crmm_plugin.fields): each key that
+ * has a value (given or default) is written at its offset, keys without one are left as they are;
+ * sizes given as a percentage are resolved as crmm_params_get_size does and checked against the
+ * row's range. Errors: CRMM_ERROR_INVALID_ARGUMENT for a NULL argument or a plugin without a
+ * field table; CRMM_ERROR_CONFIG naming the plugin and key for a value out of range;
+ * those of crmm_params_get_size. */
+CRMM_API crmm_status crmm_params_parse(const crmm_params *p, void *cfg);
 /* True when the key was given explicitly (not defaulted). */
 CRMM_API bool crmm_params_is_set(const crmm_params *p, const char *key);
 /* The instance name ("main" for [resource.main]; "" for crmm_resource_create). */

@@ -7,6 +7,7 @@
  * pointer, the pair is kept in a sharded hash map (aligned_ptrmap.c) until the free. Smaller
  * requests, and every request when the alignment is 256, pass through untouched. */
 #include "config.h"
+#include <stddef.h>
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
@@ -106,16 +107,40 @@ static const crmm_resource_ops aligned_ops = {
     .destroy = aligned_destroy,
 };
 
+/* The parameters, as aligned_fields fills them. */
+typedef struct aligned_config {
+    uint64_t alignment;
+    uint64_t alignment_threshold;
+} aligned_config;
+
+static crmm_status check_alignment(uint64_t alignment)
+{
+    if (alignment & (alignment - 1))
+        return crmm_set_error(CRMM_ERROR_CONFIG, "aligned: alignment: %llu is not a power of two",
+                              (unsigned long long)alignment);
+    return CRMM_OK;
+}
+
+/* crmm_plugin.validate: the alignment is a power of two (a percentage is checked at create). */
+static crmm_status aligned_validate(const crmm_params *params, bool host_memory, const char **key)
+{
+    (void)host_memory;
+    uint64_t alignment = 0;
+    if (crmm_params_size_percent(params, "alignment", NULL) || crmm_params_get_size(params, "alignment", &alignment) != CRMM_OK)
+        return CRMM_OK;
+    *key = "alignment";
+    return check_alignment(alignment);
+}
+
 static crmm_status aligned_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
-    uint64_t alignment = CRMM_ALLOCATION_ALIGNMENT, threshold = 0;
-    crmm_status st = crmm_params_get_size(params, "alignment", &alignment); /* "N%" needs a device */
+    aligned_config cfg = {0};
+    crmm_status st = crmm_params_parse(params, &cfg); /* "N%" needs a device */
     if (st == CRMM_OK)
-        st = crmm_params_get_size(params, "alignment_threshold", &threshold);
+        st = check_alignment(cfg.alignment);
     if (st != CRMM_OK)
         return st;
-    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
-        return crmm_set_error(CRMM_ERROR_CONFIG, "aligned: alignment %llu is not a power of two", (unsigned long long)alignment);
+    uint64_t alignment = cfg.alignment, threshold = cfg.alignment_threshold;
     if (alignment < CRMM_ALLOCATION_ALIGNMENT)
         alignment = CRMM_ALLOCATION_ALIGNMENT; /* as RMM: smaller powers of two become 256 */
     aligned_resource *a = calloc(1, sizeof *a);
@@ -136,6 +161,12 @@ static const crmm_param_spec aligned_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+static const crmm_param_field aligned_fields[] = {
+    {"alignment", offsetof(aligned_config, alignment), 1, 0},
+    {"alignment_threshold", offsetof(aligned_config, alignment_threshold), 0, 0},
+    {NULL, 0, 0, 0},
+};
+
 static const crmm_plugin aligned_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "aligned",
@@ -143,6 +174,8 @@ static const crmm_plugin aligned_plugin = {
     .description = "aligns large blocks to more than 256 bytes, e.g. 4 KiB for GPUDirect Storage (RMM aligned_resource_adaptor); a bad free is refused where upstream refuses it; two sizes that align to one upstream block cannot be told apart (counters stop at 0)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = aligned_params,
+    .fields = aligned_fields,
+    .validate = aligned_validate,
     .create = aligned_create,
 };
 

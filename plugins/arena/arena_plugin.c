@@ -17,12 +17,15 @@
  * dump file when asked to (arena_dump.c) and returns CRMM_ERROR_OUT_OF_MEMORY. This file is the
  * glue: parameters, create and destroy, the ops table, queries and control ops. */
 #include "config.h"
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/arena.h>
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
+#include "../common/device_default.h"
+#include "../common/resource_label.h"
 #include "arena_thread_cache.h"
 
 #define ARENA_MIN_SUPERBLOCK ((uint64_t)64 << 10)
@@ -34,11 +37,7 @@
 const char *arena_who(const arena_resource *r)
 {
     static __thread char who[80];
-    if (r->base.name[0])
-        snprintf(who, sizeof who, "arena '%s'", r->base.name);
-    else
-        snprintf(who, sizeof who, "arena");
-    return who;
+    return resource_label("arena", r->base.name, who, sizeof who);
 }
 
 static crmm_status arena_out_of_memory(arena_resource *r, size_t bytes)
@@ -288,32 +287,73 @@ static const crmm_resource_ops arena_ops = {
     .control = arena_control,
 };
 
-/* Read and check the parameters into r. */
+/* The parameters, as arena_fields fills them. */
+typedef struct arena_config {
+    uint64_t arena_size;
+    uint64_t superblock_size;
+    uint64_t shards;
+    bool dump_log_on_failure;
+    const char *dump_file;
+} arena_config;
+
+static bool is_power_of_two(uint64_t x) { return x && !(x & (x - 1)); }
+
+/* The rules between parameters that hold whatever the device (crmm_plugin.validate). */
+static crmm_status arena_validate(const crmm_params *params, bool host_memory, const char **key)
+{
+    uint64_t superblock = 0, size = 0;
+    if (crmm_params_size_percent(params, "superblock_size", NULL))
+        return CRMM_OK; /* known only on the device: arena_read_params checks it */
+    crmm_params_get_size(params, "superblock_size", &superblock);
+    if (!is_power_of_two(superblock)) {
+        *key = "superblock_size";
+        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: superblock_size: %llu is not a power of two",
+                              (unsigned long long)superblock);
+    }
+    if (host_memory && (!crmm_params_is_set(params, "arena_size") || crmm_params_size_percent(params, "arena_size", NULL))) {
+        *key = "arena_size";
+        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: arena_size is required over host memory, in bytes "
+                              "(a percentage and the default refer to a device's memory)");
+    }
+    if (!crmm_params_is_set(params, "arena_size") || crmm_params_size_percent(params, "arena_size", NULL))
+        return CRMM_OK; /* known only on the device */
+    crmm_params_get_size(params, "arena_size", &size);
+    char a[32], b[32];
+    if (size < superblock) {
+        *key = "arena_size";
+        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: arena_size %s is smaller than one superblock (%s)",
+                              crmm_format_size(size, a, sizeof a), crmm_format_size(superblock, b, sizeof b));
+    }
+    uint64_t shards = 0;
+    if (crmm_params_get_uint(params, "shards", &shards) == CRMM_OK && shards > size / superblock) {
+        *key = "shards";
+        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: shards %llu is too many for arena_size %s: each shard needs at "
+                              "least one superblock (%s), so at most %llu", (unsigned long long)shards,
+                              crmm_format_size(size, a, sizeof a), crmm_format_size(superblock, b, sizeof b),
+                              (unsigned long long)(size / superblock));
+    }
+    return CRMM_OK;
+}
+
+/* Read and check the parameters into r (arena_validate has passed). */
 static crmm_status arena_read_params(const crmm_params *params, crmm_resource *upstream, arena_resource *r)
 {
-    char a[32], b[32], c[32];
-    uint64_t superblock = 0;
-    crmm_params_get_size(params, "superblock_size", &superblock);
-    if (superblock < ARENA_MIN_SUPERBLOCK || superblock > ARENA_MAX_SUPERBLOCK || (superblock & (superblock - 1)))
-        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: superblock_size must be a power of two from %s to %s (got %s)",
-                              crmm_format_size(ARENA_MIN_SUPERBLOCK, a, sizeof a),
-                              crmm_format_size(ARENA_MAX_SUPERBLOCK, b, sizeof b),
-                              crmm_format_size(superblock, c, sizeof c));
-    uint64_t size = 0;
-    if (crmm_params_is_set(params, "arena_size")) {
-        crmm_status st = crmm_params_get_size(params, "arena_size", &size);
-        if (st != CRMM_OK)
-            return crmm_error_add_context("arena: arena_size");
-    } else if (r->uses_cuda) {
-        uint64_t free_bytes = 0;
-        crmm_status st = crmm_cuda_device_memory(upstream->device, &free_bytes, NULL);
-        if (st != CRMM_OK)
-            return crmm_error_add_context("arena: arena_size defaults to half the free memory of device %d", upstream->device);
-        size = free_bytes / 2;
-    } else {
-        return crmm_set_error(CRMM_ERROR_CONFIG,
-                              "arena: arena_size is required when the upstream (%s '%s') is not device memory",
-                              crmm_resource_kind(upstream), crmm_resource_name(upstream));
+    char a[32], b[32];
+    arena_config cfg = {0};
+    crmm_status st = crmm_params_parse(params, &cfg);
+    if (st != CRMM_OK)
+        return st;
+    uint64_t superblock = cfg.superblock_size, size = cfg.arena_size;
+    if (!is_power_of_two(superblock))
+        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: superblock_size: %s is not a power of two",
+                              crmm_format_size(superblock, a, sizeof a));
+    if (!crmm_params_is_set(params, "arena_size")) {
+        if (!r->uses_cuda)
+            return crmm_set_error(CRMM_ERROR_CONFIG,
+                                  "arena: arena_size is required when the upstream (%s '%s') is not device memory",
+                                  crmm_resource_kind(upstream), crmm_resource_name(upstream));
+        if ((st = device_default_half_free(upstream->device, arena_who(r), "arena_size", &size)) != CRMM_OK)
+            return st;
     }
     uint64_t page = superblock / ARENA_PAGES_PER_SUPERBLOCK;
     if (size / page * page < superblock)
@@ -323,14 +363,8 @@ static crmm_status arena_read_params(const crmm_params *params, crmm_resource *u
         return crmm_set_error(CRMM_ERROR_CONFIG, "arena: arena_size %s is too large", crmm_format_size(size, a, sizeof a));
     r->arena_size = (size_t)(size / page * page); /* whole pages */
     r->superblock_size = (size_t)superblock;
-    uint64_t superblocks = r->arena_size / superblock, shards;
+    uint64_t superblocks = r->arena_size / superblock, shards = cfg.shards;
     if (crmm_params_is_set(params, "shards")) {
-        crmm_status st = crmm_params_get_uint(params, "shards", &shards);
-        if (st != CRMM_OK)
-            return crmm_error_add_context("arena: shards");
-        if (shards < 1 || shards > ARENA_MAX_SHARDS)
-            return crmm_set_error(CRMM_ERROR_CONFIG, "arena: shards must be from 1 to %u (got %llu)", ARENA_MAX_SHARDS,
-                                  (unsigned long long)shards);
         if (shards > superblocks)
             return crmm_set_error(CRMM_ERROR_CONFIG,
                                   "arena: shards %llu is too many for arena_size %s: each shard needs at least one "
@@ -344,15 +378,13 @@ static crmm_status arena_read_params(const crmm_params *params, crmm_resource *u
     r->shards = (unsigned)shards;
     r->small_max = r->superblock_size / 8;
     r->nclasses = arena_size_class(r->small_max) + 1;
-    crmm_params_get_bool(params, "dump_log_on_failure", &r->dump_on_failure);
-    const char *file = "crmm_arena_dump.dev%d.log";
-    crmm_params_get_string(params, "dump_file", &file);
-    if (!file[0])
+    r->dump_on_failure = cfg.dump_log_on_failure;
+    if (!cfg.dump_file[0])
         return crmm_set_error(CRMM_ERROR_CONFIG, "arena: dump_file must not be empty");
     char expanded[4096]; /* a pattern that cannot expand is refused now, not at the first dump */
-    if (crmm_expand_file_name(file, r->base.device, expanded, sizeof expanded) != CRMM_OK)
+    if (crmm_expand_file_name(cfg.dump_file, r->base.device, expanded, sizeof expanded) != CRMM_OK)
         return crmm_error_add_context("arena: dump_file");
-    r->dump_file = strdup(file);
+    r->dump_file = strdup(cfg.dump_file);
     if (!r->dump_file)
         return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "arena: out of host memory");
     return CRMM_OK;
@@ -436,6 +468,15 @@ static const crmm_param_spec arena_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+static const crmm_param_field arena_fields[] = {
+    {"arena_size", offsetof(arena_config, arena_size), 0, 0}, /* at least one superblock: arena_validate */
+    {"superblock_size", offsetof(arena_config, superblock_size), ARENA_MIN_SUPERBLOCK, ARENA_MAX_SUPERBLOCK},
+    {"shards", offsetof(arena_config, shards), 1, ARENA_MAX_SHARDS},
+    {"dump_log_on_failure", offsetof(arena_config, dump_log_on_failure), 0, 0},
+    {"dump_file", offsetof(arena_config, dump_file), 0, 0},
+    {NULL, 0, 0, 0},
+};
+
 static const crmm_plugin arena_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "arena",
@@ -443,6 +484,8 @@ static const crmm_plugin arena_plugin = {
     .description = "per-thread arenas of superblocks over a global arena taken once from upstream (RMM's arena)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = arena_params,
+    .fields = arena_fields,
+    .validate = arena_validate,
     .create = arena_create,
 };
 

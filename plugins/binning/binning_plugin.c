@@ -19,6 +19,7 @@
  * them. */
 #include "config.h"
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,6 +220,14 @@ static int by_size(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The parameters, as binning_fields fills them. */
+typedef struct binning_config {
+    uint64_t min_size_exponent;
+    uint64_t max_size_exponent;
+    const char *bins;
+    uint64_t blocks_to_preallocate;
+} binning_config;
+
 /* Sizes from the exponent range. */
 static crmm_status add_exponents(const crmm_params *params, size_list *sizes)
 {
@@ -276,6 +285,20 @@ static crmm_status add_listed(const crmm_params *params, size_list *sizes)
     return st;
 }
 
+/* crmm_plugin.validate: the bin sizes are read as create reads them, blaming the parameter. */
+static crmm_status binning_validate(const crmm_params *params, bool host_memory, const char **key)
+{
+    (void)host_memory;
+    size_list sizes = {0};
+    crmm_status st = add_exponents(params, &sizes);
+    if (st != CRMM_OK)
+        *key = crmm_params_is_set(params, "max_size_exponent") ? "max_size_exponent" : "min_size_exponent";
+    else if ((st = add_listed(params, &sizes)) != CRMM_OK)
+        *key = "bins";
+    free(sizes.v);
+    return st;
+}
+
 static crmm_status make_bins(binning_resource *b, const size_list *sizes, uint64_t blocks, const crmm_params *params)
 {
     b->bins = calloc(sizes->n ? sizes->n : 1, sizeof *b->bins);
@@ -306,8 +329,10 @@ static crmm_status binning_create(const crmm_params *params, crmm_resource *upst
     crmm_status st = add_exponents(params, &sizes);
     if (st == CRMM_OK)
         st = add_listed(params, &sizes);
-    uint64_t blocks = 128;
-    crmm_params_get_uint(params, "blocks_to_preallocate", &blocks);
+    binning_config cfg = {0};
+    if (st == CRMM_OK)
+        st = crmm_params_parse(params, &cfg);
+    uint64_t blocks = cfg.blocks_to_preallocate;
     binning_resource *b = NULL;
     if (st == CRMM_OK && !(b = calloc(1, sizeof *b)))
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning: malloc failed");
@@ -340,6 +365,15 @@ static const crmm_param_spec binning_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+/* Exponents of sizes that fit in 64 bits; blocks per chunk as fixed_size takes them. */
+static const crmm_param_field binning_fields[] = {
+    {"min_size_exponent", offsetof(binning_config, min_size_exponent), 0, 63},
+    {"max_size_exponent", offsetof(binning_config, max_size_exponent), 0, 63},
+    {"bins", offsetof(binning_config, bins), 0, 0},
+    {"blocks_to_preallocate", offsetof(binning_config, blocks_to_preallocate), 1, (uint64_t)1 << 20},
+    {NULL, 0, 0, 0},
+};
+
 static const crmm_plugin binning_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "binning",
@@ -347,6 +381,8 @@ static const crmm_plugin binning_plugin = {
     .description = "fixed_size bins for small requests, upstream for the rest (RMM binning_memory_resource); refuses a free its size sends to a bin or upstream that did not hand it out; a wrong size within one bin frees the block (counters stop at 0)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = binning_params,
+    .fields = binning_fields,
+    .validate = binning_validate,
     .create = binning_create,
 };
 

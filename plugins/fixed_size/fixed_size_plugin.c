@@ -11,6 +11,7 @@
  * stream (enter_device_for). */
 #include "config.h"
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,17 +222,22 @@ static const crmm_resource_ops fixed_size_ops = {
     .destroy = fixed_size_destroy,
 };
 
+/* The parameters, as fixed_size_fields fills them. */
+/* blocks_to_preallocate at most: a chunk of small blocks stays a sane size (256 MiB of 256 B blocks) */
+#define FIXED_SIZE_MAX_BLOCKS_PER_CHUNK ((uint64_t)1 << 20)
+
+typedef struct fixed_size_config {
+    uint64_t block_size;
+    uint64_t blocks_to_preallocate;
+} fixed_size_config;
+
 static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
-    uint64_t block_size = 0, blocks = 0;
-    crmm_status st = crmm_params_get_size(params, "block_size", &block_size); /* "N%" needs a device */
+    fixed_size_config cfg = {0};
+    crmm_status st = crmm_params_parse(params, &cfg); /* "N%" needs a device; ranges checked */
     if (st != CRMM_OK)
         return st;
-    crmm_params_get_uint(params, "blocks_to_preallocate", &blocks);
-    if (block_size == 0)
-        return crmm_set_error(CRMM_ERROR_CONFIG, "fixed_size: block_size must be > 0");
-    if (blocks == 0)
-        return crmm_set_error(CRMM_ERROR_CONFIG, "fixed_size: blocks_to_preallocate must be > 0");
+    uint64_t block_size = cfg.block_size, blocks = cfg.blocks_to_preallocate;
     if (block_size > SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
         return crmm_set_error(CRMM_ERROR_CONFIG, "fixed_size: block_size %llu is too large", (unsigned long long)block_size);
     block_size = (block_size + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
@@ -274,6 +280,13 @@ static const crmm_param_spec fixed_size_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+/* Blocks per chunk: at least one, and few enough that a chunk of small blocks stays a sane size. */
+static const crmm_param_field fixed_size_fields[] = {
+    {"block_size", offsetof(fixed_size_config, block_size), 1, 0},
+    {"blocks_to_preallocate", offsetof(fixed_size_config, blocks_to_preallocate), 1, FIXED_SIZE_MAX_BLOCKS_PER_CHUNK},
+    {NULL, 0, 0, 0},
+};
+
 static const crmm_plugin fixed_size_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "fixed_size",
@@ -281,6 +294,7 @@ static const crmm_plugin fixed_size_plugin = {
     .description = "equal-size blocks from large upstream chunks, stream-ordered free lists (RMM fixed_size_memory_resource); refuses double and foreign frees and sizes above the block; a smaller wrong size frees the block (counters stop at 0)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = fixed_size_params,
+    .fields = fixed_size_fields,
     .create = fixed_size_create,
 };
 

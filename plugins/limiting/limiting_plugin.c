@@ -106,11 +106,10 @@ static const crmm_resource_ops limiting_ops = {
 
 static crmm_status limiting_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
-    uint64_t limit = 0;
-    crmm_status st = crmm_params_get_size(params, "allocation_limit", &limit);
+    uint64_t limit = 0; /* required: the core refuses a config without it */
+    crmm_status st = crmm_params_parse(params, &limit);
     if (st != CRMM_OK)
-        return st == CRMM_ERROR_NOT_FOUND ? crmm_set_error(CRMM_ERROR_CONFIG, "limiting: 'allocation_limit' is required")
-                                          : st;
+        return st;
     limiting_resource *r = calloc(1, sizeof *r);
     if (!r)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "limiting: malloc failed");
@@ -126,6 +125,12 @@ static const crmm_param_spec limiting_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+/* The one parameter lands in a uint64_t; a limit of 0 would refuse every allocation. */
+static const crmm_param_field limiting_fields[] = {
+    {"allocation_limit", 0, 1, 0},
+    {NULL, 0, 0, 0},
+};
+
 static const crmm_plugin limiting_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "limiting",
@@ -133,6 +138,7 @@ static const crmm_plugin limiting_plugin = {
     .description = "refuses allocations that would put more than allocation_limit bytes in use (RMM's limiting adaptor)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = limiting_params,
+    .fields = limiting_fields,
     .create = limiting_create,
 };
 

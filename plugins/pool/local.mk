@@ -5,6 +5,8 @@ plugins_pool_crmm_pool_la_SOURCES = \
 	plugins/pool/pool_resource.h \
 	plugins/pool/pool_alloc.c \
 	$(SPIN_LOCK_SOURCES) \
+	$(DEVICE_DEFAULT_SOURCES) \
+	$(RESOURCE_LABEL_SOURCES) \
 	plugins/pool/pool_block.c plugins/pool/pool_block.h \
 	plugins/pool/pool_block_map.c plugins/pool/pool_block_map.h \
 	plugins/pool/pool_free_list.c plugins/pool/pool_free_list.h \

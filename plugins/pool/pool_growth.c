@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/log.h>
+#include "../common/resource_label.h"
 #include "pool_resource.h"
 
 static size_t round_up(uint64_t n)
@@ -29,11 +30,7 @@ static size_t round_up(uint64_t n)
 
 const char *pool_label(const pool_resource *p, char *buf, size_t size)
 {
-    if (p->base.name[0])
-        snprintf(buf, size, "pool '%s'", p->base.name);
-    else
-        snprintf(buf, size, "pool");
-    return buf;
+    return resource_label("pool", p->base.name, buf, size);
 }
 
 /* The out-of-memory error for a request of `size`, with the upstream's message when given. */

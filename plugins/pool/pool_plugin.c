@@ -15,10 +15,13 @@
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include <crmm/pool.h>
+#include "../common/device_default.h"
+#include "../common/resource_label.h"
 #include "pool_resource.h"
 
 /* Read size parameter `key` rounded up to 256 B into *out; *given false when it is not set. */
@@ -50,20 +53,6 @@ static crmm_status read_reuse(const crmm_params *params, const char *label, pool
     if (crmm_params_get_string(params, "stream_reuse", &v) != CRMM_OK)
         return crmm_error_add_context("%s", label);
     *out = strcmp(v, "event") == 0 ? POOL_REUSE_EVENT : POOL_REUSE_SYNC;
-    return CRMM_OK;
-}
-
-/* Half the free memory of the upstream's device, rounded down to 256 B (RMM's default). */
-static crmm_status half_of_free_memory(const crmm_params *params, const crmm_resource *upstream, const char *label,
-                                       uint64_t *out)
-{
-    int device = upstream->device >= 0 ? upstream->device : crmm_params_device(params);
-    if (device < 0 && crmm_cuda_current_device(&device) != CRMM_OK)
-        return crmm_error_add_context("%s: initial_size is not set and there is no device to take half of", label);
-    uint64_t free_bytes = 0;
-    if (crmm_cuda_device_memory(device, &free_bytes, NULL) != CRMM_OK)
-        return crmm_error_add_context("%s: initial_size is not set", label);
-    *out = (free_bytes / 2) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
     return CRMM_OK;
 }
 
@@ -145,10 +134,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
 {
     char label[80];
     const char *name = crmm_params_resource_name(params);
-    if (name && *name)
-        snprintf(label, sizeof label, "pool '%s'", name);
-    else
-        snprintf(label, sizeof label, "pool");
+    resource_label("pool", name, label, sizeof label);
     bool real = crmm_resource_is_device_accessible(upstream);
 
     uint64_t initial = 0, maximum = POOL_NO_MAXIMUM;
@@ -179,7 +165,8 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
                                   "%s: initial_size is required: the upstream '%s' is not device memory, so there is "
                                   "no device memory to take half of (e.g. initial_size = 64MiB)",
                                   label, crmm_resource_kind(upstream));
-        if ((st = half_of_free_memory(params, upstream, label, &initial)) != CRMM_OK)
+        int device = upstream->device >= 0 ? upstream->device : crmm_params_device(params);
+        if ((st = device_default_half_free(device, label, "initial_size", &initial)) != CRMM_OK)
             return st;
         if (initial > maximum)
             initial = maximum;
@@ -247,6 +234,58 @@ static const crmm_param_spec pool_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+/* The parameters, where crmm_params_parse puts them (pool_create reads them one by one: a size it
+ * rounds, and initial_size defaults by what the upstream is). */
+typedef struct pool_config {
+    uint64_t initial_size;
+    uint64_t maximum_size;
+    bool expandable;
+    uint64_t release_threshold;
+    const char *stream_reuse;
+} pool_config;
+
+static const crmm_param_field pool_fields[] = {
+    {"initial_size", offsetof(pool_config, initial_size), 0, 0},
+    {"maximum_size", offsetof(pool_config, maximum_size), 1, 0},
+    {"expandable", offsetof(pool_config, expandable), 0, 0},
+    {"release_threshold", offsetof(pool_config, release_threshold), 0, 0},
+    {"stream_reuse", offsetof(pool_config, stream_reuse), 0, 0},
+    {NULL, 0, 0, 0},
+};
+
+/* The rules between parameters that hold whatever the device (crmm_plugin.validate). */
+static crmm_status pool_validate(const crmm_params *params, bool host_memory, const char **key)
+{
+    bool initial_set = crmm_params_is_set(params, "initial_size");
+    double initial_pct = 0, maximum_pct = 0;
+    bool initial_is_pct = crmm_params_size_percent(params, "initial_size", &initial_pct);
+    bool maximum_is_pct = crmm_params_size_percent(params, "maximum_size", &maximum_pct);
+    if (host_memory && (!initial_set || initial_is_pct)) {
+        *key = "initial_size";
+        return crmm_set_error(CRMM_ERROR_CONFIG, "pool: initial_size is required over host memory, in bytes "
+                              "(e.g. initial_size = 64MiB): a percentage and the default refer to a device's memory");
+    }
+    if (!initial_set || !crmm_params_is_set(params, "maximum_size") || initial_is_pct != maximum_is_pct)
+        return CRMM_OK; /* compared on the device, once both are bytes */
+    char a[32], b[32];
+    if (initial_is_pct) {
+        if (initial_pct <= maximum_pct)
+            return CRMM_OK;
+        snprintf(a, sizeof a, "%g%%", initial_pct);
+        snprintf(b, sizeof b, "%g%%", maximum_pct);
+    } else {
+        uint64_t initial = 0, maximum = 0;
+        crmm_params_get_size(params, "initial_size", &initial);
+        crmm_params_get_size(params, "maximum_size", &maximum);
+        if (initial <= maximum)
+            return CRMM_OK;
+        crmm_format_size(initial, a, sizeof a);
+        crmm_format_size(maximum, b, sizeof b);
+    }
+    *key = "initial_size";
+    return crmm_set_error(CRMM_ERROR_CONFIG, "pool: initial_size (%s) is larger than maximum_size (%s)", a, b);
+}
+
 static const crmm_plugin pool_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "pool",
@@ -254,6 +293,8 @@ static const crmm_plugin pool_plugin = {
     .description = "stream-ordered coalescing suballocator (RMM's pool) with O(1) segregated fit",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = pool_params,
+    .fields = pool_fields,
+    .validate = pool_validate,
     .create = pool_create,
 };
 

@@ -16,6 +16,7 @@
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include <crmm/tracking.h>
+#include "../common/resource_label.h"
 #include "tracking_table.h"
 
 /* At most this many leaked allocations are listed one by one at destroy. */
@@ -32,11 +33,7 @@ typedef struct tracking_resource {
 /* "tracking 'name'", or "tracking" for an unnamed resource: how messages name it. */
 static const char *who(const crmm_resource *self, char *buf, size_t size)
 {
-    if (self->name[0])
-        snprintf(buf, size, "tracking '%s'", self->name);
-    else
-        snprintf(buf, size, "tracking");
-    return buf;
+    return resource_label("tracking", self->name, buf, size);
 }
 
 static crmm_status tracking_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)

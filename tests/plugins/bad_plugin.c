@@ -6,7 +6,8 @@
  * Without a BAD_* macro it is the well-formed plugin its variants break (crmm_sizeparam): a
  * host-memory allocator with one size parameter, `size`, that it reports as
  * CRMM_QUERY_MAXIMUM_SIZE, so that tests can see a size given as "N%" resolved against the
- * memory of the device the resource is built for. */
+ * memory of the device the resource is built for. crmm_oldminor is that plugin as ABI 1.0 built
+ * it (minor 0, no field table), which must still load. */
 #include <stdlib.h>
 #include <crmm/plugin.h>
 
@@ -104,6 +105,18 @@ BAD_MAYBE_UNUSED static const crmm_param_spec bad_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+/* Where a variant's field table puts the one parameter, and (BAD_FIELD_*) how it breaks it. */
+BAD_MAYBE_UNUSED static const crmm_param_field bad_fields[] = {
+#if defined(BAD_FIELD_UNKNOWN)
+    {"nosuch", 0, 0, 0},
+#elif defined(BAD_FIELD_RANGE)
+    {"size", 0, 2u << 20, 0}, /* the default, 1MiB, is below it */
+#else
+    {"size", 0, 1, 0},
+#endif
+    {NULL, 0, 0, 0},
+};
+
 /* ---- the descriptor ------------------------------------------------------------------------ */
 
 BAD_MAYBE_UNUSED static const crmm_plugin bad_plugin = {
@@ -112,6 +125,8 @@ BAD_MAYBE_UNUSED static const crmm_plugin bad_plugin = {
 #elif defined(BAD_NEW_MINOR)
     .abi_major = CRMM_PLUGIN_ABI_MAJOR, .abi_minor = CRMM_PLUGIN_ABI_MINOR + 1,
     .struct_size = (uint32_t)sizeof(crmm_plugin),
+#elif defined(BAD_OLD_MINOR)
+    .abi_major = CRMM_PLUGIN_ABI_MAJOR, .abi_minor = 0, .struct_size = (uint32_t)sizeof(crmm_plugin),
 #elif defined(BAD_SHORT_STRUCT)
     .abi_major = CRMM_PLUGIN_ABI_MAJOR, .abi_minor = CRMM_PLUGIN_ABI_MINOR, .struct_size = 24,
 #else
@@ -130,6 +145,9 @@ BAD_MAYBE_UNUSED static const crmm_plugin bad_plugin = {
     .upstream = CRMM_UPSTREAM_OPTIONAL,
 #endif
     .params = bad_params,
+#if defined(BAD_FIELD_UNKNOWN) || defined(BAD_FIELD_RANGE)
+    .fields = bad_fields,
+#endif
 #if !defined(BAD_NO_CREATE)
     .create = bad_create,
 #endif

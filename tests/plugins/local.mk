@@ -95,6 +95,21 @@ tests_plugins_crmm_nochoices_la_SOURCES = tests/plugins/bad_plugin.c
 tests_plugins_crmm_nochoices_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"nochoices"' -DBAD_PARAM_ENUM
 tests_plugins_crmm_nochoices_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
 tests_plugins_crmm_nochoices_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_badfield.la
+tests_plugins_crmm_badfield_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_badfield_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"badfield"' -DBAD_FIELD_UNKNOWN
+tests_plugins_crmm_badfield_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_badfield_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_badrange.la
+tests_plugins_crmm_badrange_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_badrange_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"badrange"' -DBAD_FIELD_RANGE
+tests_plugins_crmm_badrange_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_badrange_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_oldminor.la
+tests_plugins_crmm_oldminor_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_oldminor_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"oldminor"' -DBAD_OLD_MINOR
+tests_plugins_crmm_oldminor_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_oldminor_la_LIBADD = $(PLUGIN_LIBADD)
 check_LTLIBRARIES += tests/plugins/crmm_createfail.la
 tests_plugins_crmm_createfail_la_SOURCES = tests/plugins/bad_plugin.c
 tests_plugins_crmm_createfail_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"createfail"' -DBAD_CREATE_FAILS

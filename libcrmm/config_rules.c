@@ -1,0 +1,43 @@
+/* config_rules.c — the rules between a resource's parameters, checked while the graph is built.
+ *
+ * Each plugin's validate hook (crmm_plugin.validate) sees the resource's parameters and whether
+ * its upstream chain ends in host memory; what it refuses is reported at the line of the
+ * parameter it blames, so `crmm check-config` names it without building anything. */
+#include "config.h"
+#include <string.h>
+#include "config_internal.h"
+#include "internal.h"
+
+/* The line of key `key` in resource r, else the section's line. */
+static int key_line(const config_resource_section *r, const char *key)
+{
+    for (size_t j = 0; key && j < r->nparams; j++)
+        if (strcmp(r->params[j].key, key) == 0)
+            return r->params[j].line;
+    return r->line;
+}
+
+static void check_one(const config_graph *g, size_t i, config_error *err)
+{
+    const config_resource_section *r = &g->text.res[i];
+    crmm_params *p;
+    if (!g->nodes[i].plugin || crmm_params_new(g->nodes[i].plugin, r->name, &p) != CRMM_OK)
+        return;
+    bool ok = true;
+    for (size_t j = 0; j < r->nparams && ok; j++)
+        ok = crmm_params_set(p, r->params[j].key, r->params[j].value) == CRMM_OK; /* reported already */
+    const char *key = NULL;
+    if (ok && crmm_params_check_rules(p, config_graph_is_host(g, i), &key) != CRMM_OK) {
+        const char *msg = crmm_last_error();
+        if (strncmp(msg, "config error: ", strlen("config error: ")) == 0)
+            msg += strlen("config error: ");
+        config_error_at(err, key_line(r, key), "%s", msg);
+    }
+    crmm_params_free(p);
+}
+
+void config_graph_check_rules(const config_graph *g, config_error *err)
+{
+    for (size_t i = 0; i < g->text.nres; i++)
+        check_one(g, i, err);
+}
