@@ -27,6 +27,7 @@ typedef struct parse_state {
     config_section_kind kind;
     size_t cur;               /* index into t->res or t->dev */
     name_index resources;     /* t->res by name, to find a repeated section at once */
+    size_t res_capacity;      /* entries t->res has room for: it grows by doubling */
     bool out_of_memory;
 } parse_state;
 
@@ -79,13 +80,17 @@ static void begin_resource(parse_state *s, const char *name)
         config_error_at(s->err, s->line, "[resource.%s] defined twice (first at line %d)", name, t->res[first].line);
         return;
     }
-    config_resource_section *r = realloc(t->res, (t->nres + 1) * sizeof *r);
-    if (!r) {
-        out_of_memory(s);
-        return;
+    if (t->nres == s->res_capacity) {
+        size_t capacity = s->res_capacity ? s->res_capacity * 2 : 16;
+        config_resource_section *bigger = realloc(t->res, capacity * sizeof *bigger);
+        if (!bigger) {
+            out_of_memory(s);
+            return;
+        }
+        t->res = bigger;
+        s->res_capacity = capacity;
     }
-    t->res = r;
-    r += t->nres;
+    config_resource_section *r = t->res + t->nres;
     memset(r, 0, sizeof *r);
     if (!(r->name = strdup(name))) {
         out_of_memory(s);
