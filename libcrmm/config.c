@@ -60,7 +60,8 @@ crmm_status crmm_config_load_default(crmm_config **out)
     return load(builtin_default, "<built-in>", NULL, false, out);
 }
 
-/* The whole file, NUL-terminated, into *text (malloc'd). */
+/* The whole file, NUL-terminated, into *text (malloc'd); refused when over
+ * CONFIG_MAX_FILE_BYTES (reading stops one byte past the cap). */
 static crmm_status read_file(const char *path, char **text)
 {
     FILE *f = fopen(path, "rb");
@@ -69,23 +70,30 @@ static crmm_status read_file(const char *path, char **text)
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     size_t n;
-    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+    while (buf && len <= CONFIG_MAX_FILE_BYTES && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
         len += n;
-        if (len + 1 == cap) {
-            char *b = cap > CONFIG_MAX_FILE_BYTES ? NULL : realloc(buf, cap * 2);
+        if (len + 1 == cap && len <= CONFIG_MAX_FILE_BYTES) {
+            size_t bigger = cap * 2 < CONFIG_MAX_FILE_BYTES + 2 ? cap * 2 : CONFIG_MAX_FILE_BYTES + 2;
+            char *b = realloc(buf, bigger);
             if (!b) {
                 free(buf);
                 buf = NULL;
                 break;
             }
             buf = b;
-            cap *= 2;
+            cap = bigger;
         }
+    }
+    if (buf && len > CONFIG_MAX_FILE_BYTES) {
+        fclose(f);
+        free(buf);
+        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: larger than %u MiB, the most a config file may be", path,
+                              CONFIG_MAX_FILE_BYTES >> 20);
     }
     bool read_error = ferror(f);
     fclose(f);
     if (!buf)
-        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: too large (or out of memory) to read", path);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: out of memory while reading it", path);
     if (read_error) {
         free(buf);
         return crmm_set_error(CRMM_ERROR_IO, "cannot read config %s", path);

@@ -12,28 +12,38 @@
 #include <string.h>
 #include "config_internal.h"
 #include "internal.h"
+#include "name_index.h"
 #include "suggest.h"
 
 long config_graph_find(const config_graph *g, const char *name)
 {
-    for (size_t i = 0; name && i < g->text.nres; i++)
-        if (strcmp(g->text.res[i].name, name) == 0)
-            return (long)i;
-    return -1;
+    return name_index_find(&g->names, name);
 }
 
 bool config_graph_is_host(const config_graph *g, size_t i)
 {
-    if (i >= g->text.nres || !g->nodes)
-        return false;
-    long at = (long)i;
-    while (g->nodes[at].upstream >= 0)
-        at = g->nodes[at].upstream;
-    return g->nodes[at].plugin && (g->nodes[at].plugin->flags & CRMM_PLUGIN_HOST_MEMORY) != 0;
+    return i < g->text.nres && g->nodes && g->nodes[i].host;
+}
+
+/* crmm_plugin_load through the graph's cache of plugins it loaded already. */
+static crmm_status load_plugin(config_graph *g, const char *written, const crmm_plugin **out)
+{
+    config_plugin_cache *c = &g->loaded;
+    for (size_t k = 0; k < c->count; k++)
+        if (strcmp(c->written[k], written) == 0) {
+            *out = c->plugin[k];
+            return CRMM_OK;
+        }
+    crmm_status st = crmm_plugin_load(written, g->plugin_dirs, out);
+    if (st == CRMM_OK && c->count < CONFIG_PLUGIN_CACHE_SIZE && (c->written[c->count] = strdup(written)))
+        c->plugin[c->count++] = *out;
+    return st;
 }
 
 static void unknown_resource(const config_graph *g, config_error *err, int line, const char *what, const char *name)
 {
+    if (err->line && line >= err->line)
+        return; /* it would not be reported: spare the search for a near name */
     crmm_suggestion near;
     crmm_suggestion_start(&near, name);
     for (size_t i = 0; i < g->text.nres; i++)
@@ -86,22 +96,29 @@ static void resolve_plugin_path(config_graph *g, const char *base_dir, config_er
     g->plugin_dirs = out;
 }
 
-/* Upstream cycles: each one reported once, from its first member in file order. */
+/* Upstream cycles: each one reported once, from its first member in file order. Every resource
+ * is walked once: a walk stops at the first resource an earlier walk reached, so a cycle is found
+ * by the walk that meets itself. */
 static void check_cycles(const config_graph *g, config_error *err)
 {
     size_t n = g->text.nres;
+    size_t *walked = calloc(n ? n : 1, sizeof *walked); /* 0: not reached; i + 1: reached from i */
+    if (!walked) {
+        config_error_at(err, 1, "out of memory");
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         long at = (long)i;
-        for (size_t s = 0; s < n && at >= 0; s++)
+        while (at >= 0 && !walked[at]) {
+            walked[at] = i + 1;
             at = g->nodes[at].upstream;
-        if (at < 0)
-            continue; /* the chain ends */
-        long first = at; /* `at` is on a cycle after n steps */
+        }
+        if (at < 0 || walked[at] != i + 1)
+            continue; /* the chain ends, or leads where an earlier walk went */
+        long first = at; /* `at` is on the cycle this walk closed */
         for (long k = g->nodes[at].upstream; k != at; k = g->nodes[k].upstream)
             if (k < first)
                 first = k;
-        if ((size_t)first != i)
-            continue; /* i leads into the cycle, or the cycle was reported from an earlier member */
         char chain[512];
         size_t len = 0;
         long k = first;
@@ -112,6 +129,38 @@ static void check_cycles(const config_graph *g, config_error *err)
         snprintf(chain + len, sizeof chain - len, "%s%s", len >= 400 ? "... " : "", g->text.res[first].name);
         config_error_at(err, g->text.res[first].upstream.line, "upstream cycle: %s", chain);
     }
+    free(walked);
+}
+
+/* Each node's `host`: whether its chain ends in a host-memory plugin (false on a cycle). Each
+ * chain is walked once down to a resource already decided, then once more to record the answer. */
+static void mark_host_chains(config_graph *g, config_error *err)
+{
+    size_t n = g->text.nres;
+    enum { UNDECIDED, ON_WALK, DECIDED };
+    unsigned char *state = calloc(n ? n : 1, 1);
+    if (!state) {
+        config_error_at(err, 1, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        long at = (long)i, last = -1;
+        while (at >= 0 && state[at] == UNDECIDED) {
+            state[at] = ON_WALK;
+            last = at;
+            at = g->nodes[at].upstream;
+        }
+        bool host = false;
+        if (at >= 0 && state[at] == DECIDED)
+            host = g->nodes[at].host;
+        else if (at < 0 && last >= 0)
+            host = g->nodes[last].plugin && (g->nodes[last].plugin->flags & CRMM_PLUGIN_HOST_MEMORY) != 0;
+        for (long k = (long)i; k >= 0 && state[k] == ON_WALK; k = g->nodes[k].upstream) {
+            state[k] = DECIDED;
+            g->nodes[k].host = host;
+        }
+    }
+    free(state);
 }
 
 static bool is_skipped(const config_graph *g, const char *name)
@@ -122,55 +171,69 @@ static bool is_skipped(const config_graph *g, const char *name)
     return false;
 }
 
-/* Move resource i to the skipped list (it takes the name and `reason`). */
-static bool skip_resource(config_graph *g, size_t i, char *reason, config_error *err)
-{
-    config_text *t = &g->text;
-    config_skipped *s = realloc(g->skipped, (g->nskipped + 1) * sizeof *s);
-    if (!s || !reason) {
-        free(reason);
-        config_error_at(err, t->res[i].line, "out of memory");
-        return false;
-    }
-    g->skipped = s;
-    size_t at = g->nskipped++;
-    for (; at > 0 && s[at - 1].line > t->res[i].line; at--)
-        s[at] = s[at - 1];
-    s[at] = (config_skipped){t->res[i].name, reason, t->res[i].line};
-    t->res[i].name = NULL;
-    config_resource_section_free(&t->res[i]);
-    memmove(&t->res[i], &t->res[i + 1], (t->nres - i - 1) * sizeof *t->res);
-    t->nres--;
-    return true;
-}
-
 /* The skipping load: leave out each resource whose plugin does not load, then those stacked on
- * a left-out one, then the [crmm] default and [device.N] sections that name one. */
+ * a left-out one, then the [crmm] default and [device.N] sections that name one. Each chain is
+ * walked once, down to a resource already decided. */
 static void skip_unloadable(config_graph *g, config_error *err)
 {
     config_text *t = &g->text;
-    for (size_t i = 0; i < t->nres;) {
+    size_t n = t->nres, nskip = 0;
+    enum { UNDECIDED, ON_WALK, KEPT, UNLOADABLE, ON_SKIPPED };
+    unsigned char *state = calloc(n ? n : 1, 1);
+    char **reasons = calloc(n ? n : 1, sizeof *reasons);
+    name_index names = {0};
+    bool ok = state && reasons;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = name_index_add(&names, t->res[i].name, i);
+    for (size_t i = 0; ok && i < n; i++) {
         const crmm_plugin *plugin;
-        if (!t->res[i].plugin.text || crmm_plugin_load(t->res[i].plugin.text, g->plugin_dirs, &plugin) == CRMM_OK)
-            i++;
-        else if (!skip_resource(g, i, strdup(crmm_last_error()), err))
-            return;
-    }
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t i = 0; i < t->nres;) {
-            const char *up = t->res[i].upstream.text;
-            if (!up || !is_skipped(g, up)) {
-                i++;
-                continue;
-            }
-            char reason[128];
-            snprintf(reason, sizeof reason, "its upstream '%s' was skipped", up);
-            if (!skip_resource(g, i, strdup(reason), err))
-                return;
-            changed = true;
+        if (t->res[i].plugin.text && load_plugin(g, t->res[i].plugin.text, &plugin) != CRMM_OK) {
+            state[i] = UNLOADABLE;
+            ok = (reasons[i] = strdup(crmm_last_error())) != NULL;
         }
     }
+    for (size_t i = 0; ok && i < n; i++) {
+        long at = (long)i;
+        while (at >= 0 && state[at] == UNDECIDED) {
+            state[at] = ON_WALK;
+            at = name_index_find(&names, t->res[at].upstream.text);
+        }
+        unsigned char outcome = at >= 0 && state[at] >= UNLOADABLE ? ON_SKIPPED : KEPT;
+        for (long k = (long)i; k >= 0 && state[k] == ON_WALK; k = name_index_find(&names, t->res[k].upstream.text))
+            state[k] = outcome;
+        nskip += state[i] >= UNLOADABLE;
+    }
+    name_index_free(&names);
+    for (size_t i = 0; ok && i < n; i++)
+        if (state[i] == ON_SKIPPED) {
+            char reason[128];
+            snprintf(reason, sizeof reason, "its upstream '%s' was skipped", t->res[i].upstream.text);
+            ok = (reasons[i] = strdup(reason)) != NULL;
+        }
+    if (ok && nskip && !(g->skipped = calloc(nskip, sizeof *g->skipped)))
+        ok = false;
+    if (ok) {
+        size_t kept = 0; /* in file order, so the skipped list is in line order too */
+        for (size_t i = 0; i < n; i++) {
+            if (state[i] < UNLOADABLE) {
+                t->res[kept++] = t->res[i];
+                continue;
+            }
+            g->skipped[g->nskipped++] = (config_skipped){t->res[i].name, reasons[i], t->res[i].line};
+            reasons[i] = NULL;
+            t->res[i].name = NULL;
+            config_resource_section_free(&t->res[i]);
+        }
+        t->nres = kept;
+    } else {
+        config_error_at(err, 1, "out of memory");
+    }
+    for (size_t i = 0; reasons && i < n; i++)
+        free(reasons[i]);
+    free(reasons);
+    free(state);
+    if (!ok)
+        return;
     if (t->default_name.text && is_skipped(g, t->default_name.text)) {
         free(t->default_name.text);
         t->default_name.text = NULL;
@@ -196,7 +259,7 @@ static void check_resource(config_graph *g, size_t i, config_error *err)
         config_error_at(err, r->line, "[resource.%s] has no 'plugin = NAME'", r->name);
         return;
     }
-    if (crmm_plugin_load(r->plugin.text, g->plugin_dirs, &node->plugin) != CRMM_OK) {
+    if (load_plugin(g, r->plugin.text, &node->plugin) != CRMM_OK) {
         node->plugin = NULL;
         config_error_at(err, r->plugin.line, "%s", without_category(crmm_last_error()));
         return;
@@ -241,7 +304,10 @@ void config_graph_build(config_graph *g, const char *base_dir, bool skip_unloada
     if (skip_unloadable_resources && !err->line)
         skip_unloadable(g, err);
     g->nodes = calloc(t->nres ? t->nres : 1, sizeof *g->nodes);
-    if (!g->nodes) {
+    bool indexed = g->nodes != NULL;
+    for (size_t i = 0; indexed && i < t->nres; i++)
+        indexed = name_index_add(&g->names, t->res[i].name, i);
+    if (!indexed) {
         config_error_at(err, 1, "out of memory");
         return;
     }
@@ -251,6 +317,7 @@ void config_graph_build(config_graph *g, const char *base_dir, bool skip_unloada
         link_upstream(g, i, err);
     }
     check_cycles(g, err);
+    mark_host_chains(g, err);
     if (!err->line) /* the rules walk upstream chains: only once they are known to end */
         config_graph_check_rules(g, err);
     if (t->default_name.text && config_graph_find(g, t->default_name.text) < 0)
@@ -272,6 +339,9 @@ void config_graph_free(config_graph *g)
     }
     free(g->skipped);
     free(g->nodes);
+    name_index_free(&g->names);
+    for (size_t k = 0; k < g->loaded.count; k++)
+        free(g->loaded.written[k]);
     free(g->plugin_dirs);
     memset(g, 0, sizeof *g);
 }

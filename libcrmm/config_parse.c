@@ -15,6 +15,7 @@
 #include <ini.h>
 #include <crmm/log.h>
 #include "config_internal.h"
+#include "name_index.h"
 #include "suggest.h"
 
 typedef struct parse_state {
@@ -25,6 +26,8 @@ typedef struct parse_state {
     char section[256];
     config_section_kind kind;
     size_t cur;               /* index into t->res or t->dev */
+    name_index resources;     /* t->res by name, to find a repeated section at once */
+    size_t res_capacity;      /* entries t->res has room for: it grows by doubling */
     bool out_of_memory;
 } parse_state;
 
@@ -72,20 +75,30 @@ static void begin_resource(parse_state *s, const char *name)
         config_error_at(s->err, s->line, "resource name '%s' must be 1-47 letters, digits, '_' or '-'", name);
         return;
     }
-    for (size_t i = 0; i < t->nres; i++)
-        if (strcmp(t->res[i].name, name) == 0) {
-            config_error_at(s->err, s->line, "[resource.%s] defined twice (first at line %d)", name, t->res[i].line);
+    long first = name_index_find(&s->resources, name);
+    if (first >= 0) {
+        config_error_at(s->err, s->line, "[resource.%s] defined twice (first at line %d)", name, t->res[first].line);
+        return;
+    }
+    if (t->nres == s->res_capacity) {
+        size_t capacity = s->res_capacity ? s->res_capacity * 2 : 16;
+        config_resource_section *bigger = realloc(t->res, capacity * sizeof *bigger);
+        if (!bigger) {
+            out_of_memory(s);
             return;
         }
-    config_resource_section *r = realloc(t->res, (t->nres + 1) * sizeof *r);
-    if (!r) {
+        t->res = bigger;
+        s->res_capacity = capacity;
+    }
+    config_resource_section *r = t->res + t->nres;
+    memset(r, 0, sizeof *r);
+    if (!(r->name = strdup(name))) {
         out_of_memory(s);
         return;
     }
-    t->res = r;
-    r += t->nres;
-    memset(r, 0, sizeof *r);
-    if (!(r->name = strdup(name))) {
+    if (!name_index_add(&s->resources, r->name, t->nres)) {
+        free(r->name);
+        r->name = NULL;
         out_of_memory(s);
         return;
     }
@@ -313,6 +326,7 @@ crmm_status config_parse(const char *text, config_text *out, config_error *err)
     memset(out, 0, sizeof *out);
     parse_state s = {.t = out, .err = err, .p = text, .kind = CONFIG_SECTION_NONE};
     int rc = ini_parse_stream(read_line, &s, on_key, &s);
+    name_index_free(&s.resources);
     if (rc < 0 || s.out_of_memory)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "out of memory while parsing the config (inih: %d)", rc);
     if (rc > 0) /* inih's own complaint (kept only when it is on the lowest line) */

@@ -7,6 +7,7 @@ libcrmm_la_SOURCES = \
 	libcrmm/size_parse.c \
 	libcrmm/cuda_support.c \
 	libcrmm/suggest.c libcrmm/suggest.h \
+	libcrmm/name_index.c libcrmm/name_index.h \
 	libcrmm/params.c \
 	libcrmm/file_name.c \
 	libcrmm/resource.c \

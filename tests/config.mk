@@ -6,3 +6,12 @@ tests_check_config_CFLAGS = $(TEST_CFLAGS)
 tests_check_config_LDADD = $(TEST_LDADD)
 TESTS += tests/check_config
 EXTRA_DIST += tests/configs
+
+# configs of 100,000 resources, generated at run time (no GPU needed)
+check_PROGRAMS += tests/check_config_scale
+tests_check_config_scale_SOURCES = tests/check_config_scale.c
+tests_check_config_scale_CFLAGS = $(TEST_CFLAGS)
+tests_check_config_scale_LDADD = $(TEST_LDADD)
+TESTS += tests/check_config_scale
+TESTS += tests/check_tools_scale.sh
+EXTRA_DIST += tests/check_tools_scale.sh

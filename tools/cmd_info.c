@@ -79,6 +79,8 @@ static void print_plugin(const char *path, const crmm_plugin *pl, crmm_status st
 
 /* Highest device ordinal a config can name ([device.N], N < 128). */
 #define INFO_MAX_DEVICE 127
+/* Upstreams printed after a resource before "-> ..." */
+#define INFO_MAX_LINKS 8
 
 static void print_graph(const crmm_config *cfg)
 {
@@ -101,7 +103,13 @@ static void print_graph(const crmm_config *cfg)
                        crmm_config_resource_param_value(cfg, i, j));
             printf(")");
         }
-        for (const char *up = crmm_config_resource_upstream(cfg, i); up;) {
+        /* the first links of the chain only: every resource of a long chain would print the rest */
+        size_t links = 0;
+        for (const char *up = crmm_config_resource_upstream(cfg, i); up; links++) {
+            if (links == INFO_MAX_LINKS) {
+                printf(" -> ...");
+                break;
+            }
             printf(" -> %s", up);
             long k = crmm_config_find_resource(cfg, up);
             up = k >= 0 ? crmm_config_resource_upstream(cfg, (size_t)k) : NULL;

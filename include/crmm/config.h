@@ -27,7 +27,8 @@ typedef struct crmm_config crmm_config;
 
 /* Parse and validate a config file (plugins are loaded to check parameters; no CUDA call).
  * Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL), CRMM_ERROR_IO (cannot read), CRMM_ERROR_CONFIG
- * ("FILE:LINE: message"; plugin load failures are reported this way too). */
+ * ("FILE:LINE: message"; plugin load failures are reported this way too; a file larger than
+ * 16 MiB or one with a NUL byte), CRMM_ERROR_OUT_OF_MEMORY. */
 CRMM_API crmm_status crmm_config_load_file(const char *path, crmm_config **out);
 /* As crmm_config_load_file, but a [resource.*] whose plugin cannot be loaded is left out instead
  * of failing the load, with every resource stacked on a left-out one and the [crmm] default or

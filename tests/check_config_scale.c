@@ -1,0 +1,305 @@
+/* check_config_scale.c — configs far larger than anyone writes: a 100,000-resource upstream
+ * chain and 100,000 independent resources load, validate, build and release without deep
+ * recursion (also on a thread with a 64 KiB stack), errors among them are still found and named,
+ * and the config file size cap is exactly 16 MiB. The configs are generated here. No GPU needed. */
+#include "config.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "test_support.h"
+
+#define MANY 100000
+#define MAX_FILE_BYTES (16u << 20)
+
+/* A config of n resources: r0 is `host`; with `chain` each rK (K >= 1) is `statistics` over
+ * r(K-1), else each is a `host` of its own. `extra` is appended. Malloc'd. */
+static char *generate(size_t n, bool chain, const char *extra)
+{
+    size_t cap = n * 64 + strlen(extra) + 64, len = 0;
+    char *text = malloc(cap);
+    ck_assert_ptr_nonnull(text);
+    len += (size_t)snprintf(text + len, cap - len, "[resource.r0]\nplugin = host\n");
+    for (size_t k = 1; k < n; k++) {
+        if (chain)
+            len += (size_t)snprintf(text + len, cap - len, "[resource.r%zu]\nplugin = statistics\nupstream = r%zu\n", k,
+                                    k - 1);
+        else
+            len += (size_t)snprintf(text + len, cap - len, "[resource.r%zu]\nplugin = host\n", k);
+    }
+    snprintf(text + len, cap - len, "%s", extra);
+    return text;
+}
+
+/* What the small-stack thread saw, for the test to assert on the main thread. */
+typedef struct chain_result {
+    crmm_status load, create;
+    size_t depth;             /* resources from the top down to the bottom, the top included */
+    char top[48], bottom[48], bottom_kind[48];
+    long top_refs_with_config, top_refs_after_free;
+    char error[512];
+} chain_result;
+
+/* Load a MANY-long chain, build its top, walk it, free the config, release the top. */
+static void *build_and_release_chain(void *arg)
+{
+    chain_result *r = arg;
+    char *text = generate(MANY, true, "");
+    crmm_config *cfg = NULL;
+    r->load = crmm_config_load_string(text, "chain.ini", &cfg);
+    free(text);
+    if (r->load != CRMM_OK) {
+        snprintf(r->error, sizeof r->error, "%s", crmm_last_error());
+        return NULL;
+    }
+    char top_name[32];
+    snprintf(top_name, sizeof top_name, "r%d", MANY - 1);
+    crmm_resource *top = NULL;
+    r->create = crmm_config_create_resource(cfg, top_name, -1, &top);
+    if (r->create != CRMM_OK) {
+        snprintf(r->error, sizeof r->error, "%s", crmm_last_error());
+        crmm_config_free(cfg);
+        return NULL;
+    }
+    const crmm_resource *at = top, *last = top;
+    for (; at; at = crmm_resource_upstream(at)) {
+        r->depth++;
+        last = at;
+    }
+    snprintf(r->top, sizeof r->top, "%s", crmm_resource_name(top));
+    snprintf(r->bottom, sizeof r->bottom, "%s", crmm_resource_name(last));
+    snprintf(r->bottom_kind, sizeof r->bottom_kind, "%s", crmm_resource_kind(last));
+    r->top_refs_with_config = crmm_resource_refcount(top);
+    crmm_config_free(cfg); /* drops the cache's references: the chain lives on through `top` */
+    r->top_refs_after_free = crmm_resource_refcount(top);
+    crmm_resource_release(top); /* the whole chain goes; a leak would fail the sanitizer build */
+    return NULL;
+}
+
+static void run_chain_on_stack(size_t stack_bytes)
+{
+    pthread_attr_t attr;
+    ck_assert_int_eq(pthread_attr_init(&attr), 0);
+    ck_assert_int_eq(pthread_attr_setstacksize(&attr, stack_bytes), 0);
+    chain_result r = {0};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, &attr, build_and_release_chain, &r), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    pthread_attr_destroy(&attr);
+    ck_assert_msg(r.load == CRMM_OK, "load: %s", r.error);
+    ck_assert_msg(r.create == CRMM_OK, "create: %s", r.error);
+    ck_assert_uint_eq(r.depth, MANY);
+    ck_assert_str_eq(r.top, "r99999");
+    ck_assert_str_eq(r.bottom, "r0");
+    ck_assert_str_eq(r.bottom_kind, "host");
+    ck_assert_int_eq(r.top_refs_with_config, 2); /* the config's cache and ours */
+    ck_assert_int_eq(r.top_refs_after_free, 1);
+}
+
+START_TEST(test_long_chain_on_small_stack)
+{
+    run_chain_on_stack(64 * 1024);
+}
+END_TEST
+
+START_TEST(test_long_chain_on_default_stack)
+{
+    run_chain_on_stack(8 * 1024 * 1024);
+}
+END_TEST
+
+START_TEST(test_long_chain_answers)
+{
+    char *text = generate(MANY, true, "[crmm]\ndefault = r99999\n");
+    crmm_config *cfg = NULL;
+    ck_assert_crmm_ok(crmm_config_load_string(text, "chain.ini", &cfg));
+    free(text);
+    ck_assert_uint_eq(crmm_config_resource_count(cfg), MANY);
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "r0"), 0);
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "r54321"), 54321);
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "r99999"), MANY - 1);
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "r100000"), -1);
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "R1"), -1);
+    ck_assert_int_eq(crmm_config_find_resource(cfg, NULL), -1);
+    ck_assert_str_eq(crmm_config_resource_upstream(cfg, 54321), "r54320");
+    ck_assert(crmm_config_resource_is_host(cfg, MANY - 1)); /* decided by r0, 99,999 links down */
+    ck_assert(crmm_config_resource_is_host(cfg, 1));
+    ck_assert_str_eq(crmm_config_default_resource(cfg, -1), "r99999");
+    crmm_config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_many_independent_resources)
+{
+    char *text = generate(MANY, false, "[crmm]\ndefault = r77777\n");
+    crmm_config *cfg = NULL;
+    ck_assert_crmm_ok(crmm_config_load_string(text, "flat.ini", &cfg));
+    free(text);
+    ck_assert_uint_eq(crmm_config_resource_count(cfg), MANY);
+    for (size_t k = 0; k < MANY; k += 997) {
+        char name[32];
+        snprintf(name, sizeof name, "r%zu", k);
+        ck_assert_int_eq(crmm_config_find_resource(cfg, name), (long)k);
+        ck_assert(crmm_config_resource_is_host(cfg, k));
+        ck_assert_ptr_null(crmm_config_resource_upstream(cfg, k));
+    }
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "r77777", -1, &mr));
+    ck_assert_str_eq(crmm_resource_name(mr), "r77777");
+    crmm_resource_release(mr);
+    crmm_config_free(cfg);
+}
+END_TEST
+
+/* The error of a big config still names the right line and the right earlier definition. */
+START_TEST(test_repeated_name_among_many)
+{
+    char *text = generate(MANY, false, "[resource.r31415]\nplugin = host\n");
+    crmm_config *cfg = NULL;
+    ck_assert_crmm(crmm_config_load_string(text, "dup.ini", &cfg), CRMM_ERROR_CONFIG);
+    free(text);
+    /* r0 takes lines 1-2, rK (K >= 1) lines 2K+1 and 2K+2 */
+    ck_assert_str_eq(crmm_last_error(), "config error: dup.ini:200001: [resource.r31415] defined twice (first at line 62831)");
+    ck_assert_ptr_null(cfg);
+}
+END_TEST
+
+START_TEST(test_unknown_upstream_among_many)
+{
+    char *text = generate(MANY, true, "[resource.top]\nplugin = statistics\nupstream = r99998x\n");
+    crmm_config *cfg = NULL;
+    ck_assert_crmm(crmm_config_load_string(text, "up.ini", &cfg), CRMM_ERROR_CONFIG);
+    free(text);
+    /* r0 takes 2 lines, each rK 3: the chain ends on line 299999 */
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "up.ini:300002: upstream 'r99998x' is not a [resource.*]"));
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "did you mean 'r99998'?"));
+}
+END_TEST
+
+/* r0 stacked on the top closes a 100,000-long cycle: reported once, from r0, shortened. */
+START_TEST(test_long_cycle)
+{
+    char *text = generate(MANY, true, "");
+    char *host = strstr(text, "plugin = host\n");
+    ck_assert_ptr_nonnull(host);
+    size_t len = strlen(text), at = (size_t)(host - text), tail = strlen("plugin = host\n");
+    const char *closing = "plugin = statistics\nupstream = r99999\n";
+    char *cyclic = malloc(len + strlen(closing) + 1);
+    ck_assert_ptr_nonnull(cyclic);
+    snprintf(cyclic, len + strlen(closing) + 1, "%.*s%s%s", (int)at, text, closing, text + at + tail);
+    free(text);
+    crmm_config *cfg = NULL;
+    ck_assert_crmm(crmm_config_load_string(cyclic, "cycle.ini", &cfg), CRMM_ERROR_CONFIG);
+    free(cyclic);
+    const char *msg = crmm_last_error(), *start = "config error: cycle.ini:3: upstream cycle: r0 -> r99999 -> r99998 -> ";
+    ck_assert_msg(strncmp(msg, start, strlen(start)) == 0, "%s", msg);
+    ck_assert_msg(strstr(msg, "... r0") != NULL, "%s", msg);
+}
+END_TEST
+
+/* Two separate cycles after a long chain: the one on the lower line is reported. */
+START_TEST(test_cycles_after_long_chain)
+{
+    char *text = generate(MANY, true,
+                          "[resource.b]\nplugin = statistics\nupstream = a\n"
+                          "[resource.a]\nplugin = statistics\nupstream = b\n"
+                          "[resource.c]\nplugin = statistics\nupstream = c\n");
+    crmm_config *cfg = NULL;
+    ck_assert_crmm(crmm_config_load_string(text, "two.ini", &cfg), CRMM_ERROR_CONFIG);
+    free(text);
+    /* reported from its first member in file order, b, at b's upstream line */
+    ck_assert_str_eq(crmm_last_error(), "config error: two.ini:300002: upstream cycle: b -> a -> b");
+}
+END_TEST
+
+/* The skipping load drops a 100,000-long chain over a plugin that is not installed, keeps the
+ * rest, and says why for each. */
+START_TEST(test_skipping_load_drops_a_long_chain)
+{
+    char *text = generate(MANY, true, "[resource.kept]\nplugin = host\n[crmm]\ndefault = r99999\n");
+    memcpy(strstr(text, "plugin = host"), "plugin = nope", strlen("plugin = nope"));
+    const char *path = crmm_test_write_file("skip.ini", text);
+    free(text);
+    crmm_config *cfg = NULL;
+    ck_assert_crmm_ok(crmm_config_load_file_skipping(path, &cfg));
+    ck_assert_uint_eq(crmm_config_resource_count(cfg), 1);
+    ck_assert_str_eq(crmm_config_resource_name(cfg, 0), "kept");
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "kept"), 0);
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "r5"), -1);
+    ck_assert_str_eq(crmm_config_default_resource(cfg, -1), "kept"); /* the named default was left out */
+    ck_assert_uint_eq(crmm_config_skipped_count(cfg), MANY);
+    ck_assert_str_eq(crmm_config_skipped_name(cfg, 0), "r0");
+    ck_assert_ptr_nonnull(strstr(crmm_config_skipped_reason(cfg, 0), "no plugin 'nope'"));
+    ck_assert_str_eq(crmm_config_skipped_name(cfg, MANY - 1), "r99999");
+    ck_assert_str_eq(crmm_config_skipped_reason(cfg, MANY - 1), "its upstream 'r99998' was skipped");
+    crmm_config_free(cfg);
+}
+END_TEST
+
+/* ---- the file size cap ----------------------------------------------------------------------- */
+
+/* A file of exactly `size` bytes: one resource, then comment lines. */
+static const char *write_sized_config(const char *name, size_t size)
+{
+    char *text = malloc(size + 1);
+    ck_assert_ptr_nonnull(text);
+    size_t len = (size_t)snprintf(text, size + 1, "[resource.h]\nplugin = host\n");
+    while (len < size) {
+        size_t line = size - len < 100 ? size - len : 100;
+        memset(text + len, ';', line - 1);
+        text[len + line - 1] = '\n';
+        len += line;
+    }
+    text[size] = '\0';
+    const char *path = crmm_test_write_file(name, text);
+    free(text);
+    return path;
+}
+
+START_TEST(test_file_of_exactly_16_mib_loads)
+{
+    const char *path = write_sized_config("cap.ini", MAX_FILE_BYTES);
+    crmm_config *cfg = NULL;
+    ck_assert_crmm_ok(crmm_config_load_file(path, &cfg));
+    ck_assert_uint_eq(crmm_config_resource_count(cfg), 1);
+    crmm_config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_file_one_byte_over_16_mib_is_refused)
+{
+    const char *path = write_sized_config("over.ini", MAX_FILE_BYTES + 1);
+    crmm_config *cfg = NULL;
+    ck_assert_crmm(crmm_config_load_file(path, &cfg), CRMM_ERROR_CONFIG);
+    char want[4200];
+    snprintf(want, sizeof want, "config error: %s: larger than 16 MiB, the most a config file may be", path);
+    ck_assert_str_eq(crmm_last_error(), want);
+    ck_assert_ptr_null(cfg);
+    path = write_sized_config("far-over.ini", 2 * MAX_FILE_BYTES + 4096);
+    ck_assert_crmm(crmm_config_load_file(path, &cfg), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "larger than 16 MiB"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("config_scale");
+    TCase *tc = tcase_create("scale");
+    /* generous: these do a few hundred milliseconds of work, more under the sanitizers */
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_long_chain_on_small_stack);
+    tcase_add_test(tc, test_long_chain_on_default_stack);
+    tcase_add_test(tc, test_long_chain_answers);
+    tcase_add_test(tc, test_many_independent_resources);
+    tcase_add_test(tc, test_repeated_name_among_many);
+    tcase_add_test(tc, test_unknown_upstream_among_many);
+    tcase_add_test(tc, test_long_cycle);
+    tcase_add_test(tc, test_cycles_after_long_chain);
+    tcase_add_test(tc, test_skipping_load_drops_a_long_chain);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("size_cap");
+    tcase_add_test(tc, test_file_of_exactly_16_mib_loads);
+    tcase_add_test(tc, test_file_one_byte_over_16_mib_is_refused);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}
