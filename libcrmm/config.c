@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <crmm/cuda_support.h>
 #include "config_internal.h"
 
@@ -67,6 +68,12 @@ static crmm_status read_file(const char *path, char **text)
     FILE *f = fopen(path, "rb");
     if (!f)
         return crmm_set_error(CRMM_ERROR_IO, "cannot open config %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return crmm_set_error(CRMM_ERROR_IO, "cannot read config %s: %s", path,
+                              S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
+    }
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     size_t n;
@@ -90,13 +97,15 @@ static crmm_status read_file(const char *path, char **text)
         return crmm_set_error(CRMM_ERROR_CONFIG, "%s: larger than %u MiB, the most a config file may be", path,
                               CONFIG_MAX_FILE_BYTES >> 20);
     }
+    int read_errno = ferror(f) ? errno : 0;
     bool read_error = ferror(f);
     fclose(f);
     if (!buf)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: out of memory while reading it", path);
     if (read_error) {
         free(buf);
-        return crmm_set_error(CRMM_ERROR_IO, "cannot read config %s", path);
+        return crmm_set_error(CRMM_ERROR_IO, "cannot read config %s: %s", path,
+                              read_errno ? strerror(read_errno) : "read error");
     }
     buf[len] = '\0';
     if (memchr(buf, '\0', len)) {

@@ -716,6 +716,19 @@ START_TEST(test_init_missing_file)
 }
 END_TEST
 
+/* A config path that is a directory says so (not just "cannot read"), and nothing is loaded. */
+START_TEST(test_config_path_is_a_directory)
+{
+    crmm_config *cfg = NULL;
+    ck_assert_crmm(crmm_config_load_file(tmpdir, &cfg), CRMM_ERROR_IO);
+    ck_assert_ptr_null(cfg);
+    ck_assert_msg(strstr(crmm_last_error(), "it is a directory") != NULL, "%s", crmm_last_error());
+    ck_assert_msg(strstr(crmm_last_error(), tmpdir) != NULL, "%s", crmm_last_error());
+    ck_assert_crmm(crmm_init(tmpdir), CRMM_ERROR_IO);
+    ck_assert_ptr_null(crmm_current_config());
+}
+END_TEST
+
 START_TEST(test_init_from_environment)
 {
     static const char text[] = "[crmm]\nlog_level = error\n[resource.h]\nplugin = host\n";
@@ -870,6 +883,7 @@ int main(void)
     tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
     tcase_add_test(tc, test_init_with_path);
     tcase_add_test(tc, test_init_missing_file);
+    tcase_add_test(tc, test_config_path_is_a_directory);
     tcase_add_test(tc, test_init_from_environment);
     tcase_add_test(tc, test_init_never_reads_the_working_directory);
     suite_add_tcase(s, tc);
