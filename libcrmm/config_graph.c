@@ -132,35 +132,50 @@ static void check_cycles(const config_graph *g, config_error *err)
     free(walked);
 }
 
-/* Each node's `host`: whether its chain ends in a host-memory plugin (false on a cycle). Each
- * chain is walked once down to a resource already decided, then once more to record the answer. */
+/* Each node's `host`: whether its chain ends in a host-memory plugin (false on a cycle), and an
+ * error for a chain deeper than CONFIG_MAX_CHAIN_DEPTH. Each chain is walked once down to a
+ * resource already decided, then once more to record the answers. */
 static void mark_host_chains(config_graph *g, config_error *err)
 {
     size_t n = g->text.nres;
     enum { UNDECIDED, ON_WALK, DECIDED };
     unsigned char *state = calloc(n ? n : 1, 1);
-    if (!state) {
+    size_t *depth = calloc(n ? n : 1, sizeof *depth); /* resources from it down to the bottom */
+    if (!state || !depth) {
+        free(state);
+        free(depth);
         config_error_at(err, 1, "out of memory");
         return;
     }
     for (size_t i = 0; i < n; i++) {
         long at = (long)i, last = -1;
+        size_t walked = 0;
         while (at >= 0 && state[at] == UNDECIDED) {
             state[at] = ON_WALK;
             last = at;
+            walked++;
             at = g->nodes[at].upstream;
         }
-        bool host = false;
-        if (at >= 0 && state[at] == DECIDED)
+        bool host = false, cycle = at >= 0 && state[at] == ON_WALK; /* a cycle is reported on its own */
+        size_t below = 0;
+        if (at >= 0 && state[at] == DECIDED) {
             host = g->nodes[at].host;
-        else if (at < 0 && last >= 0)
+            below = depth[at];
+        } else if (at < 0 && last >= 0)
             host = g->nodes[last].plugin && (g->nodes[last].plugin->flags & CRMM_PLUGIN_HOST_MEMORY) != 0;
         for (long k = (long)i; k >= 0 && state[k] == ON_WALK; k = g->nodes[k].upstream) {
             state[k] = DECIDED;
             g->nodes[k].host = host;
+            depth[k] = below + walked--;
+            if (!cycle && depth[k] > CONFIG_MAX_CHAIN_DEPTH)
+                config_error_at(err, g->text.res[k].line,
+                                "resource.%s: its upstream chain is %zu resources deep, more than the %d allowed "
+                                "(every call passes through each layer on the stack)",
+                                g->text.res[k].name, depth[k], CONFIG_MAX_CHAIN_DEPTH);
         }
     }
     free(state);
+    free(depth);
 }
 
 static bool is_skipped(const config_graph *g, const char *name)

@@ -82,6 +82,10 @@ void config_resource_section_free(config_resource_section *r);
 /* ---- config_graph.c: the validated graph --------------------------------------------------- */
 
 /* One [resource.*] of the graph, parallel to text.res. */
+/* The deepest upstream chain a config may describe: every allocate, free and query passes
+ * through each layer on the caller's stack, so a chain must stay far from any thread's stack size. */
+#define CONFIG_MAX_CHAIN_DEPTH 1024
+
 typedef struct config_node {
     const crmm_plugin *plugin;
     long upstream;            /* index of its upstream, -1 for none */

@@ -1,7 +1,8 @@
-/* check_config_scale.c — configs far larger than anyone writes: a 100,000-resource upstream
- * chain and 100,000 independent resources load, validate, build and release without deep
- * recursion (also on a thread with a 64 KiB stack), errors among them are still found and named,
- * and the config file size cap is exactly 16 MiB. The configs are generated here. No GPU needed. */
+/* check_config_scale.c — configs far larger than anyone writes: 100,000 independent resources and
+ * the deepest chain allowed (1,024 resources) load, validate, build and release without deep
+ * recursion (also on a thread with a 64 KiB stack); a deeper chain is refused at validation,
+ * naming the first resource too deep; errors among many resources are still found and named; the
+ * config file size cap is exactly 16 MiB. The configs are generated here. No GPU needed. */
 #include "config.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "test_support.h"
 
 #define MANY 100000
+#define DEEP 1024 /* the deepest chain a config may describe (CONFIG_MAX_CHAIN_DEPTH) */
 #define MAX_FILE_BYTES (16u << 20)
 
 /* A config of n resources: r0 is `host`; with `chain` each rK (K >= 1) is `statistics` over
@@ -40,11 +42,11 @@ typedef struct chain_result {
     char error[512];
 } chain_result;
 
-/* Load a MANY-long chain, build its top, walk it, free the config, release the top. */
+/* Load a DEEP-long chain, build its top, walk it, free the config, release the top. */
 static void *build_and_release_chain(void *arg)
 {
     chain_result *r = arg;
-    char *text = generate(MANY, true, "");
+    char *text = generate(DEEP, true, "");
     crmm_config *cfg = NULL;
     r->load = crmm_config_load_string(text, "chain.ini", &cfg);
     free(text);
@@ -53,7 +55,7 @@ static void *build_and_release_chain(void *arg)
         return NULL;
     }
     char top_name[32];
-    snprintf(top_name, sizeof top_name, "r%d", MANY - 1);
+    snprintf(top_name, sizeof top_name, "r%d", DEEP - 1);
     crmm_resource *top = NULL;
     r->create = crmm_config_create_resource(cfg, top_name, -1, &top);
     if (r->create != CRMM_OK) {
@@ -88,8 +90,8 @@ static void run_chain_on_stack(size_t stack_bytes)
     pthread_attr_destroy(&attr);
     ck_assert_msg(r.load == CRMM_OK, "load: %s", r.error);
     ck_assert_msg(r.create == CRMM_OK, "create: %s", r.error);
-    ck_assert_uint_eq(r.depth, MANY);
-    ck_assert_str_eq(r.top, "r99999");
+    ck_assert_uint_eq(r.depth, DEEP);
+    ck_assert_str_eq(r.top, "r1023");
     ck_assert_str_eq(r.bottom, "r0");
     ck_assert_str_eq(r.bottom_kind, "host");
     ck_assert_int_eq(r.top_refs_with_config, 2); /* the config's cache and ours */
@@ -110,22 +112,41 @@ END_TEST
 
 START_TEST(test_long_chain_answers)
 {
-    char *text = generate(MANY, true, "[crmm]\ndefault = r99999\n");
+    char *text = generate(DEEP, true, "[crmm]\ndefault = r1023\n");
     crmm_config *cfg = NULL;
     ck_assert_crmm_ok(crmm_config_load_string(text, "chain.ini", &cfg));
     free(text);
-    ck_assert_uint_eq(crmm_config_resource_count(cfg), MANY);
+    ck_assert_uint_eq(crmm_config_resource_count(cfg), DEEP);
     ck_assert_int_eq(crmm_config_find_resource(cfg, "r0"), 0);
-    ck_assert_int_eq(crmm_config_find_resource(cfg, "r54321"), 54321);
-    ck_assert_int_eq(crmm_config_find_resource(cfg, "r99999"), MANY - 1);
-    ck_assert_int_eq(crmm_config_find_resource(cfg, "r100000"), -1);
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "r543"), 543);
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "r1023"), DEEP - 1);
+    ck_assert_int_eq(crmm_config_find_resource(cfg, "r1024"), -1);
     ck_assert_int_eq(crmm_config_find_resource(cfg, "R1"), -1);
     ck_assert_int_eq(crmm_config_find_resource(cfg, NULL), -1);
-    ck_assert_str_eq(crmm_config_resource_upstream(cfg, 54321), "r54320");
-    ck_assert(crmm_config_resource_is_host(cfg, MANY - 1)); /* decided by r0, 99,999 links down */
+    ck_assert_str_eq(crmm_config_resource_upstream(cfg, 543), "r542");
+    ck_assert(crmm_config_resource_is_host(cfg, DEEP - 1)); /* decided by r0, 1,023 links down */
     ck_assert(crmm_config_resource_is_host(cfg, 1));
-    ck_assert_str_eq(crmm_config_default_resource(cfg, -1), "r99999");
+    ck_assert_str_eq(crmm_config_default_resource(cfg, -1), "r1023");
     crmm_config_free(cfg);
+}
+END_TEST
+
+/* One resource deeper than allowed is refused at validation (so check-config refuses it too),
+ * naming the first resource too deep; so is a 100,000-long chain, at the same resource. */
+START_TEST(test_too_deep_chain_is_refused)
+{
+    const size_t lengths[] = {DEEP + 1, MANY};
+    for (size_t i = 0; i < 2; i++) {
+        char *text = generate(lengths[i], true, "");
+        crmm_config *cfg = NULL;
+        ck_assert_crmm(crmm_config_load_string(text, "deep.ini", &cfg), CRMM_ERROR_CONFIG);
+        free(text);
+        ck_assert_ptr_null(cfg);
+        /* r0 takes lines 1-2, rK (K >= 1) starts on line 3K: r1024 is the 1,025th, on line 3072 */
+        ck_assert_str_eq(crmm_last_error(), "config error: deep.ini:3072: resource.r1024: its upstream chain is 1025 "
+                                            "resources deep, more than the 1024 allowed (every call passes through each "
+                                            "layer on the stack)");
+    }
 }
 END_TEST
 
@@ -166,12 +187,12 @@ END_TEST
 
 START_TEST(test_unknown_upstream_among_many)
 {
-    char *text = generate(MANY, true, "[resource.top]\nplugin = statistics\nupstream = r99998x\n");
+    char *text = generate(MANY, false, "[resource.top]\nplugin = statistics\nupstream = r99998x\n");
     crmm_config *cfg = NULL;
     ck_assert_crmm(crmm_config_load_string(text, "up.ini", &cfg), CRMM_ERROR_CONFIG);
     free(text);
-    /* r0 takes 2 lines, each rK 3: the chain ends on line 299999 */
-    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "up.ini:300002: upstream 'r99998x' is not a [resource.*]"));
+    /* r0 takes lines 1-2, each rK 2 more: the resources end on line 200000 */
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "up.ini:200003: upstream 'r99998x' is not a [resource.*]"));
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "did you mean 'r99998'?"));
 }
 END_TEST
@@ -200,7 +221,7 @@ END_TEST
 /* Two separate cycles after a long chain: the one on the lower line is reported. */
 START_TEST(test_cycles_after_long_chain)
 {
-    char *text = generate(MANY, true,
+    char *text = generate(DEEP, true,
                           "[resource.b]\nplugin = statistics\nupstream = a\n"
                           "[resource.a]\nplugin = statistics\nupstream = b\n"
                           "[resource.c]\nplugin = statistics\nupstream = c\n");
@@ -208,7 +229,7 @@ START_TEST(test_cycles_after_long_chain)
     ck_assert_crmm(crmm_config_load_string(text, "two.ini", &cfg), CRMM_ERROR_CONFIG);
     free(text);
     /* reported from its first member in file order, b, at b's upstream line */
-    ck_assert_str_eq(crmm_last_error(), "config error: two.ini:300002: upstream cycle: b -> a -> b");
+    ck_assert_str_eq(crmm_last_error(), "config error: two.ini:3074: upstream cycle: b -> a -> b");
 }
 END_TEST
 
@@ -290,6 +311,7 @@ int main(void)
     tcase_add_test(tc, test_long_chain_on_small_stack);
     tcase_add_test(tc, test_long_chain_on_default_stack);
     tcase_add_test(tc, test_long_chain_answers);
+    tcase_add_test(tc, test_too_deep_chain_is_refused);
     tcase_add_test(tc, test_many_independent_resources);
     tcase_add_test(tc, test_repeated_name_among_many);
     tcase_add_test(tc, test_unknown_upstream_among_many);

@@ -65,14 +65,21 @@ generate() {
     }' >"$3"
 }
 
-generate chain 100000 "$tmp/chain.ini"
+generate chain 1024 "$tmp/chain.ini"   # the deepest chain a config may describe
+generate chain 100000 "$tmp/deep.ini"
 generate flat 100000 "$tmp/flat.ini"
 
-run 0 check-config "$tmp/chain.ini" && has "$tmp/chain.ini: OK (100000 resources, default 'r99999')"
+run 0 check-config "$tmp/chain.ini" && has "$tmp/chain.ini: OK (1024 resources, default 'r1023')"
 run 0 check-config "$tmp/flat.ini" && has "$tmp/flat.ini: OK (100000 resources, default 'r99999')"
+# deeper: refused at the first resource too deep (r0 takes lines 3-4 after [crmm], rK 3K+2..3K+4)
+if run 1 check-config "$tmp/deep.ini"; then
+    checks=$((checks + 1))
+    grep -qF "deep.ini:3074: resource.r1024: its upstream chain is 1025 resources deep, more than the 1024 allowed" \
+        "$tmp/out" || fail "check-config deep.ini does not name r1024's depth: $(head -c 300 "$tmp/out")"
+fi
 
 run 0 info --config "$tmp/chain.ini"
-has "  r99999 = statistics -> r99998 -> r99997 -> r99996 -> r99995 -> r99994 -> r99993 -> r99992 -> r99991 -> ...   [host memory]" \
+has "  r1023 = statistics -> r1022 -> r1021 -> r1020 -> r1019 -> r1018 -> r1017 -> r1016 -> r1015 -> ...   [host memory]" \
     "  r5 = statistics -> r4 -> r3 -> r2 -> r1 -> r0   [host memory]" \
     "  r0 = host   [host memory]"
 checks=$((checks + 1))
@@ -82,9 +89,8 @@ fi
 
 printf 'Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0x1000,100,0\n1,10:00:00.000002,free,0x1000,100,0\n' \
     >"$tmp/replay.csv"
-# r0 and r1000 (1,001 layers): each adaptor plugin calls its upstream, one stack frame per layer,
-# so a replay through all 100,000 layers would test the plugins' frame size, not the config
-for r in r1000 r0; do
+# through all 1,024 layers (each adaptor calls its upstream: one stack frame per layer), and r0
+for r in r1023 r0; do
     run 0 replay "$tmp/replay.csv" --config "$tmp/chain.ini" --resource "$r" --repeats 1 &&
         has "replay: $tmp/replay.csv: 2 events on 1 thread (1 allocation, 1 free, 0 allocate failures)"
 done
