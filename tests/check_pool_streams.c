@@ -38,6 +38,10 @@ static struct {
     cudaError_t device_sync_result;
 } calls;
 
+/* The counters are bumped atomically: the eight-thread tests read device_sync while other threads
+ * call the fakes. */
+#define COUNT(field) __atomic_add_fetch(&calls.field, 1, __ATOMIC_SEQ_CST)
+
 static void reset_calls(void)
 {
     cudaError_t r = calls.device_sync_result;
@@ -60,7 +64,7 @@ static cudaError_t failed_with(cudaError_t e)
 
 cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
 {
-    calls.get_id++;
+    COUNT(get_id);
     fake_stream_use(s, "cudaStreamGetId");
     if (s == NULL || s == cudaStreamLegacy) {
         *id = 1;
@@ -79,7 +83,7 @@ cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
     (void)flags;
-    calls.event_create++;
+    COUNT(event_create);
     *event = (cudaEvent_t)&fake_event;
     return cudaSuccess;
 }
@@ -87,14 +91,14 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
     (void)event;
-    calls.event_destroy++;
+    COUNT(event_destroy);
     return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t s)
 {
     (void)event;
-    calls.record++;
+    COUNT(record);
     calls.last_recorded = s;
     fake_stream_use(s, "cudaEventRecord");
     return record_result == cudaSuccess ? cudaSuccess : failed_with(record_result);
@@ -103,7 +107,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t s)
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t event, unsigned int flags)
 {
     (void)event, (void)flags;
-    calls.wait++;
+    COUNT(wait);
     calls.last_waiting = s;
     fake_stream_use(s, "cudaStreamWaitEvent");
     return cudaSuccess;
@@ -111,20 +115,20 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t event, unsigned int 
 
 cudaError_t cudaDeviceSynchronize(void)
 {
-    calls.device_sync++;
+    COUNT(device_sync);
     return calls.device_sync_result;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-    calls.stream_sync++;
+    COUNT(stream_sync);
     fake_stream_use(s, "cudaStreamSynchronize");
     return cudaSuccess;
 }
 
 cudaError_t cudaGetLastError(void)
 {
-    calls.get_last_error++;
+    COUNT(get_last_error);
     cudaError_t e = calls.last_error;
     calls.last_error = cudaSuccess;
     return e;

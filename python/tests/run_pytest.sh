@@ -8,6 +8,12 @@ if [ "$PYTHON" = ":" ] || ! "$PYTHON" -c 'import numpy, pytest' >/dev/null 2>&1;
   echo "SKIP: no Python with numpy and pytest (Debian: apt-get install python3-numpy python3-pytest)"
   exit 77
 fi
+# A libcrmm built with ThreadSanitizer cannot be loaded into a Python that was not started with
+# its runtime (libtsan needs static TLS that dlopen cannot give): the suite skips, saying so.
+if [ -n "$CRMM_LIBRARY" ] && ldd "$CRMM_LIBRARY" 2>/dev/null | grep -q libtsan; then
+  echo "SKIP: $CRMM_LIBRARY is built with ThreadSanitizer, whose runtime cannot be loaded into python3 with dlopen"
+  exit 77
+fi
 # A sanitized libcrmm loads into Python only after the sanitizer runtimes; Python's own
 # allocations at exit are not ours to report.
 if [ "$CRMM_TEST_SANITIZERS" = yes ]; then
