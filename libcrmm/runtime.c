@@ -209,10 +209,12 @@ static crmm_status make_default(int device, void *arg, crmm_resource **out)
 static crmm_resource *get_device_resource(int device, bool ref)
 {
     crmm_resource *mr = NULL;
-    if (device >= 0 && device < CRMM_MAX_DEVICES && !ref &&
-        (mr = __atomic_load_n(&registry.slots[device], __ATOMIC_ACQUIRE)))
+    bool known = device >= 0 && device < CRMM_MAX_DEVICES && (mr = __atomic_load_n(&registry.slots[device], __ATOMIC_ACQUIRE));
+    if (known && !ref)
         return mr; /* the common case: no CUDA call, no lock */
-    if (check_device_or_host(device) != CRMM_OK)
+    /* a device with a resource was checked when it got it: a reference (every PyTorch allocation
+     * asks for one) costs the registry's lock, not a CUDA call */
+    if (!known && check_device_or_host(device) != CRMM_OK)
         return NULL;
     return device_registry_get(&registry, device, ref, make_default, NULL, &mr) == CRMM_OK ? mr : NULL;
 }
