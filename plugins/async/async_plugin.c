@@ -179,6 +179,13 @@ static crmm_status prime(async_resource *a, uint64_t bytes)
     return crmm_cuda_status(cudaFreeAsync(p, NULL), "async: cudaFreeAsync");
 }
 
+/* The parameters, as async_fields fills them; a size not given keeps the value set in create. */
+typedef struct async_config {
+    uint64_t initial_pool_size;
+    uint64_t release_threshold;
+    const char *export_handle_type;
+} async_config;
+
 static crmm_status async_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     (void)upstream;
@@ -188,21 +195,16 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
         return crmm_error_add_context("async: needs a CUDA device");
     crmm_note_cuda_initialized();
 
-    const char *type_name = "none";
-    crmm_params_get_string(params, "export_handle_type", &type_name);
+    /* not given: no priming, and the pool keeps everything at synchronization */
+    async_config cfg = {.initial_pool_size = 0, .release_threshold = UINT64_MAX};
+    if ((st = crmm_params_parse(params, &cfg)) != CRMM_OK)
+        return st;
+    const char *type_name = cfg.export_handle_type;
     enum cudaMemAllocationHandleType type = cudaMemHandleTypeNone;
     for (size_t i = 0; i < sizeof handle_types / sizeof handle_types[0]; i++)
         if (strcmp(type_name, handle_types[i].name) == 0)
             type = handle_types[i].type;
     if ((st = check_device(device, type_name, type)) != CRMM_OK)
-        return st;
-
-    uint64_t threshold = UINT64_MAX, initial = 0;
-    if (crmm_params_is_set(params, "release_threshold") &&
-        (st = crmm_params_get_size(params, "release_threshold", &threshold)) != CRMM_OK)
-        return st;
-    bool prime_pool = crmm_params_is_set(params, "initial_pool_size");
-    if (prime_pool && (st = crmm_params_get_size(params, "initial_pool_size", &initial)) != CRMM_OK)
         return st;
 
     async_resource *a = calloc(1, sizeof *a);
@@ -225,11 +227,11 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
         free(a);
         return crmm_error_add_context("async: device %d, export_handle_type %s", device, type_name);
     }
-    uint64_t release = threshold;
+    uint64_t release = cfg.release_threshold;
     st = crmm_cuda_status(cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReleaseThreshold, &release),
                           "async: cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)");
-    if (st == CRMM_OK && prime_pool && initial > 0)
-        st = prime(a, initial);
+    if (st == CRMM_OK && cfg.initial_pool_size > 0)
+        st = prime(a, cfg.initial_pool_size);
     crmm_cuda_device_restore(&g);
     if (st != CRMM_OK) {
         cudaMemPoolDestroy(a->pool);
@@ -248,6 +250,13 @@ static const crmm_param_spec async_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+static const crmm_param_field async_fields[] = {
+    {"initial_pool_size", offsetof(async_config, initial_pool_size), 0, 0},
+    {"release_threshold", offsetof(async_config, release_threshold), 0, 0},
+    {"export_handle_type", offsetof(async_config, export_handle_type), 0, 0},
+    {NULL, 0, 0, 0},
+};
+
 static const crmm_plugin async_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "async",
@@ -255,6 +264,7 @@ static const crmm_plugin async_plugin = {
     .description = "cudaMallocFromPoolAsync on a private cudaMemPool (RMM cuda_async_memory_resource)",
     .upstream = CRMM_UPSTREAM_NONE,
     .params = async_params,
+    .fields = async_fields,
     .create = async_create,
 };
 

@@ -99,14 +99,21 @@ static const crmm_resource_ops failure_callback_ops = {
     .control = failure_callback_control,
 };
 
+/* The parameters, as failure_callback_fields fills them. */
+typedef struct failure_callback_config {
+    const char *retry_on; /* one of the enum's choices; always set (it has a default) */
+} failure_callback_config;
+
 static crmm_status failure_callback_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
+    failure_callback_config cfg = {0};
+    crmm_status st = crmm_params_parse(params, &cfg);
+    if (st != CRMM_OK)
+        return st;
     failure_callback_resource *f = calloc(1, sizeof *f);
     if (!f)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failure_callback: malloc failed");
-    const char *retry_on = "out_of_memory";
-    crmm_params_get_string(params, "retry_on", &retry_on);
-    f->retry_bad_alloc = strcmp(retry_on, "bad_alloc") == 0;
+    f->retry_bad_alloc = strcmp(cfg.retry_on, "bad_alloc") == 0;
     pthread_mutex_init(&f->lock, NULL);
     crmm_resource_init(&f->base, &failure_callback_ops, "failure_callback", upstream->flags, upstream->device, upstream);
     *out = &f->base;
@@ -120,6 +127,11 @@ static const crmm_param_spec failure_callback_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+static const crmm_param_field failure_callback_fields[] = {
+    {"retry_on", offsetof(failure_callback_config, retry_on), 0, 0},
+    {NULL, 0, 0, 0},
+};
+
 static const crmm_plugin failure_callback_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "failure_callback",
@@ -127,6 +139,7 @@ static const crmm_plugin failure_callback_plugin = {
     .description = "calls a callback (crmm_failure_callback_set) when upstream runs out of memory; retries if it says so; counts a free only when upstream takes it",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = failure_callback_params,
+    .fields = failure_callback_fields,
     .create = failure_callback_create,
 };
 

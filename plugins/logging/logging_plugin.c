@@ -76,25 +76,33 @@ static const crmm_resource_ops logging_ops = {
     .control = logging_control,
 };
 
+/* The parameters, as logging_fields fills them (file stays NULL when not given). */
+typedef struct logging_config {
+    const char *file;
+    bool auto_flush;
+} logging_config;
+
 static crmm_status logging_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
-    const char *pattern = NULL;
-    bool auto_flush = false;
-    crmm_params_get_bool(params, "auto_flush", &auto_flush);
-    if (crmm_params_get_string(params, "file", &pattern) != CRMM_OK || !*pattern) {
+    logging_config cfg = {0};
+    crmm_status st = crmm_params_parse(params, &cfg);
+    if (st != CRMM_OK)
+        return st;
+    const char *pattern = cfg.file;
+    if (!pattern || !*pattern) {
         pattern = getenv("CRMM_LOG_FILE");
         if (!pattern || !*pattern)
             return crmm_set_error(CRMM_ERROR_CONFIG, "logging: no log file: set the 'file' parameter or $CRMM_LOG_FILE");
     }
     int device = crmm_params_device(params) >= 0 ? crmm_params_device(params) : upstream->device;
     char path[4096];
-    crmm_status st = crmm_expand_file_name(pattern, device, path, sizeof path);
+    st = crmm_expand_file_name(pattern, device, path, sizeof path);
     if (st != CRMM_OK)
         return crmm_error_add_context("logging");
     logging_resource *r = calloc(1, sizeof *r);
     if (!r)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "logging: malloc failed");
-    if ((st = logging_sink_open(path, CRMM_LOGGING_CSV_HEADER "\n", auto_flush, &r->sink)) != CRMM_OK) {
+    if ((st = logging_sink_open(path, CRMM_LOGGING_CSV_HEADER "\n", cfg.auto_flush, &r->sink)) != CRMM_OK) {
         free(r);
         return st;
     }
@@ -110,6 +118,12 @@ static const crmm_param_spec logging_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+static const crmm_param_field logging_fields[] = {
+    {"file", offsetof(logging_config, file), 0, 0},
+    {"auto_flush", offsetof(logging_config, auto_flush), 0, 0},
+    {NULL, 0, 0, 0},
+};
+
 static const crmm_plugin logging_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "logging",
@@ -117,6 +131,7 @@ static const crmm_plugin logging_plugin = {
     .description = "writes every allocate/free as a CSV line in RMM's log format (crmm replay reads it); a bad free is logged, then refused where upstream refuses it",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = logging_params,
+    .fields = logging_fields,
     .create = logging_create,
 };
 

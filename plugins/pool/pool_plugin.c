@@ -24,37 +24,30 @@
 #include "../common/resource_label.h"
 #include "pool_resource.h"
 
-/* Read size parameter `key` rounded up to 256 B into *out; *given false when it is not set. */
-static crmm_status read_size(const crmm_params *params, const char *label, const char *key, uint64_t *out, bool *given)
+/* Round size parameter `key`, held in *v_inout, up to a multiple of 256 B (noted at info level when
+ * that changes it); CRMM_ERROR_CONFIG when it has no such multiple. */
+static crmm_status round_size(const char *label, const char *key, uint64_t *v_inout)
 {
-    uint64_t v = 0;
-    crmm_status st = crmm_params_get_size(params, key, &v);
-    *given = st == CRMM_OK;
-    if (st == CRMM_ERROR_NOT_FOUND) {
-        crmm_clear_error();
-        return CRMM_OK;
-    }
-    if (st != CRMM_OK)
-        return crmm_error_add_context("%s", label);
+    uint64_t v = *v_inout;
     if (v > UINT64_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
         return crmm_set_error(CRMM_ERROR_CONFIG, "%s: %s of %llu bytes is too large", label, key, (unsigned long long)v);
     uint64_t rounded = (v + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
     if (rounded != v)
         crmm_log(CRMM_LOG_INFO, "%s: %s of %llu bytes rounded up to %llu (a multiple of %u bytes)", label, key,
                  (unsigned long long)v, (unsigned long long)rounded, CRMM_ALLOCATION_ALIGNMENT);
-    *out = rounded;
+    *v_inout = rounded;
     return CRMM_OK;
 }
 
-/* The stream_reuse parameter (validated by the core against its choices). */
-static crmm_status read_reuse(const crmm_params *params, const char *label, pool_reuse *out)
-{
-    const char *v = NULL;
-    if (crmm_params_get_string(params, "stream_reuse", &v) != CRMM_OK)
-        return crmm_error_add_context("%s", label);
-    *out = strcmp(v, "event") == 0 ? POOL_REUSE_EVENT : POOL_REUSE_SYNC;
-    return CRMM_OK;
-}
+/* The parameters, where crmm_params_parse puts them; pool_create then rounds the sizes and gives
+ * initial_size its default by what the upstream is. */
+typedef struct pool_config {
+    uint64_t initial_size;
+    uint64_t maximum_size;
+    bool expandable;
+    uint64_t release_threshold;
+    const char *stream_reuse;
+} pool_config;
 
 /* Whether an expandable pool can map memory itself: its upstream must be a base resource of device
  * memory (the pool takes pages on that device instead of asking it), and the driver and device
@@ -137,23 +130,23 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     resource_label("pool", name, label, sizeof label);
     bool real = crmm_resource_is_device_accessible(upstream);
 
-    uint64_t initial = 0, maximum = POOL_NO_MAXIMUM;
-    bool initial_given, maximum_given;
-    crmm_status st = read_size(params, label, "maximum_size", &maximum, &maximum_given);
-    if (st == CRMM_OK)
-        st = read_size(params, label, "initial_size", &initial, &initial_given);
+    pool_config cfg = {.initial_size = 0, .maximum_size = POOL_NO_MAXIMUM}; /* sizes without a default */
+    crmm_status st = crmm_params_parse(params, &cfg);
+    if (st != CRMM_OK)
+        return crmm_error_add_context("%s", label);
+    /* initial_size and maximum_size have no default: given exactly when they have a value */
+    bool initial_given = crmm_params_is_set(params, "initial_size");
+    bool maximum_given = crmm_params_is_set(params, "maximum_size");
+    uint64_t initial = cfg.initial_size, maximum = cfg.maximum_size, threshold = cfg.release_threshold;
+    if (maximum_given)
+        st = round_size(label, "maximum_size", &maximum);
+    if (st == CRMM_OK && initial_given)
+        st = round_size(label, "initial_size", &initial);
     if (st != CRMM_OK)
         return st;
-    pool_reuse reuse = POOL_REUSE_SYNC;
-    if ((st = read_reuse(params, label, &reuse)) != CRMM_OK)
-        return st;
-    if (maximum_given && maximum == 0)
-        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: maximum_size must be more than 0", label);
-    bool expandable = false, threshold_given;
-    uint64_t threshold = 0;
-    if (crmm_params_get_bool(params, "expandable", &expandable) != CRMM_OK)
-        return crmm_error_add_context("%s", label);
-    if ((st = read_size(params, label, "release_threshold", &threshold, &threshold_given)) != CRMM_OK)
+    pool_reuse reuse = strcmp(cfg.stream_reuse, "event") == 0 ? POOL_REUSE_EVENT : POOL_REUSE_SYNC;
+    bool expandable = cfg.expandable;
+    if ((st = round_size(label, "release_threshold", &threshold)) != CRMM_OK)
         return st;
     if (expandable && !expandable_possible(upstream, label))
         expandable = false;
@@ -234,19 +227,11 @@ static const crmm_param_spec pool_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
-/* The parameters, where crmm_params_parse puts them (pool_create reads them one by one: a size it
- * rounds, and initial_size defaults by what the upstream is). */
-typedef struct pool_config {
-    uint64_t initial_size;
-    uint64_t maximum_size;
-    bool expandable;
-    uint64_t release_threshold;
-    const char *stream_reuse;
-} pool_config;
-
+/* maximum_size comes first: its errors are reported before initial_size's; its minimum of 1
+ * also refuses a percentage that comes to 0 bytes */
 static const crmm_param_field pool_fields[] = {
-    {"initial_size", offsetof(pool_config, initial_size), 0, 0},
     {"maximum_size", offsetof(pool_config, maximum_size), 1, 0},
+    {"initial_size", offsetof(pool_config, initial_size), 0, 0},
     {"expandable", offsetof(pool_config, expandable), 0, 0},
     {"release_threshold", offsetof(pool_config, release_threshold), 0, 0},
     {"stream_reuse", offsetof(pool_config, stream_reuse), 0, 0},

@@ -50,12 +50,21 @@ static const crmm_resource_ops template_ops = {
     .destroy = template_destroy, /* the core releases the upstream afterwards */
 };
 
+/* The parameters, as template_fields fills them: one member per row of template_params. */
+typedef struct template_config {
+    uint64_t tag;
+} template_config;
+
 static crmm_status template_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
+    template_config cfg = {0};
+    crmm_status st = crmm_params_parse(params, &cfg); /* typed, defaulted and range-checked */
+    if (st != CRMM_OK)
+        return st;
     template_resource *t = calloc(1, sizeof *t);
     if (!t)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "template: malloc failed");
-    crmm_params_get_uint(params, "tag", &t->tag); /* validated already; has a default */
+    t->tag = cfg.tag;
     /* same properties and device as the upstream; takes a reference to it */
     crmm_resource_init(&t->base, &template_ops, "template", upstream->flags, upstream->device, upstream);
     *out = &t->base;
@@ -67,6 +76,13 @@ static const crmm_param_spec template_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+/* Where each parameter lands in template_config and its range {min, max} (max 0: no bound);
+ * the default lives only in template_params above. */
+static const crmm_param_field template_fields[] = {
+    {"tag", offsetof(template_config, tag), 0, 0},
+    {NULL, 0, 0, 0},
+};
+
 static const crmm_plugin template_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "template",          /* the file must be crmm_template.so */
@@ -74,6 +90,7 @@ static const crmm_plugin template_plugin = {
     .description = "counts allocations and passes them to its upstream (the plugin to copy)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = template_params,
+    .fields = template_fields, /* read by crmm_params_parse */
     .create = template_create,
 };
 

@@ -270,17 +270,26 @@ static const crmm_resource_ops tracking_ops = {
     .control = tracking_control,
 };
 
+/* The parameters, as tracking_fields fills them. */
+typedef struct tracking_config {
+    bool capture_stacks;
+} tracking_config;
+
 static crmm_status tracking_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
+    tracking_config cfg = {0};
+    crmm_status st = crmm_params_parse(params, &cfg);
+    if (st != CRMM_OK)
+        return st;
     tracking_resource *r = calloc(1, sizeof *r);
     if (!r)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "tracking: malloc failed");
-    crmm_status st = tracking_table_new(&r->table);
+    st = tracking_table_new(&r->table);
     if (st != CRMM_OK) {
         free(r);
         return st;
     }
-    crmm_params_get_bool(params, "capture_stacks", &r->capture_stacks);
+    r->capture_stacks = cfg.capture_stacks;
     if (r->capture_stacks) { /* the first backtrace() loads libgcc: do it now, not inside an allocate */
         void *warm[2];
         backtrace(warm, 2);
@@ -295,6 +304,11 @@ static const crmm_param_spec tracking_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+static const crmm_param_field tracking_fields[] = {
+    {"capture_stacks", offsetof(tracking_config, capture_stacks), 0, 0},
+    {NULL, 0, 0, 0},
+};
+
 static const crmm_plugin tracking_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "tracking",
@@ -302,6 +316,7 @@ static const crmm_plugin tracking_plugin = {
     .description = "records every outstanding allocation (and its stack); refuses bad frees; reports leaks",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = tracking_params,
+    .fields = tracking_fields,
     .create = tracking_create,
 };
 
