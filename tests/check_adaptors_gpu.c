@@ -190,6 +190,16 @@ START_TEST(replay_against_device_memory)
                   strstr(r.out, "\"allocations_failed\": 0") && !strstr(r.out, "\"allocations_failed\": 1"),
                   "output:\n%s", r.out);
     crmm_test_output_free(&r);
+    /* the raw references of crmm bench, by name, where the config has no such resource */
+    char *argv3[] = {"replay", (char *)log, "--config", (char *)cfg, "--resource", "cudaMallocAsync", "--resource",
+                     "cudaMalloc", "--csv", NULL};
+    r = crmm_test_run_main(crmm_replay_main, argv3);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
+    const char *first = strstr(r.out, ",3,0,1,0,"); /* allocations replayed, failed, frees replayed, failed */
+    ck_assert_msg(strstr(r.out, ",cudaMallocAsync,") && strstr(r.out, ",cudaMalloc,") && first &&
+                      strstr(first + 1, ",3,0,1,0,"),
+                  "output:\n%s", r.out);
+    crmm_test_output_free(&r);
 }
 END_TEST
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <crmm/crmm.h>
+#include "../bench/bench_reference.h"
 #include "commands.h"
 #include "replay.h"
 
@@ -29,7 +30,10 @@ static void usage(FILE *f)
             "                    installed crmm.ini, else the built-in default, the cuda plugin)\n"
             "  --resource NAME   a resource of the config; repeat it to compare several (one row each;\n"
             "                    default: the config's default resource). Without --config and\n"
-            "                    --resource, and with no CUDA device, the host plugin is used\n"
+            "                    --resource, and with no CUDA device, the host plugin is used.\n"
+            "                    'cudaMalloc' and 'cudaMallocAsync', when the config has no resource\n"
+            "                    of that name, are crmm bench's raw CUDA references (no crmm\n"
+            "                    resource in between): the floor a resource is measured against\n"
             "  --repeats N       timed repeats of the whole log (default %d); the median is reported\n"
             "  --stream KIND     the stream of every call: 'new' (default) a non-blocking stream made\n"
             "                    for the replay, 'default' the legacy default stream, 'per-thread'\n"
@@ -90,6 +94,19 @@ static crmm_resource *open_resource(const crmm_config *cfg, bool chosen, const c
     if (!name)
         name = crmm_config_default_resource(cfg, -1);
     long i = crmm_config_find_resource(cfg, name);
+    for (int k = 0; i < 0 && name && k < BENCH_REFERENCE_COUNT; k++) {
+        if (strcmp(name, bench_reference_name((bench_reference_kind)k)) != 0)
+            continue;
+        crmm_resource *mr = NULL;
+        int count = 0, device = 0;
+        if (crmm_cuda_device_count(&count) != CRMM_OK || crmm_cuda_current_device(&device) != CRMM_OK ||
+            bench_reference_create((bench_reference_kind)k, device, &mr) != CRMM_OK) {
+            fprintf(err, "crmm replay: the raw CUDA reference '%s' needs a CUDA device: %s\n", name, crmm_last_error());
+            return NULL;
+        }
+        snprintf(label, label_size, "%s", name);
+        return mr;
+    }
     if (i < 0) {
         fprintf(err, "crmm replay: %s has no resource '%s'\n", crmm_config_origin(cfg), name ? name : "(default)");
         return NULL;
