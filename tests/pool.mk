@@ -32,3 +32,6 @@ tests_pool_expandable_replay_SOURCES = tests/pool_expandable_replay.c tools/repl
 tests_pool_expandable_replay_CFLAGS = $(TEST_CFLAGS)
 tests_pool_expandable_replay_LDFLAGS = -export-dynamic
 tests_pool_expandable_replay_LDADD = $(TEST_LDADD)
+# that tool over the recorded logs: memory against the peak, and what a warm repeat costs
+TESTS += tests/check_pool_expandable_logs.sh
+EXTRA_DIST += tests/check_pool_expandable_logs.sh
