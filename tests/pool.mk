@@ -15,10 +15,23 @@ tests_check_pool_streams_CFLAGS = $(TEST_CFLAGS)
 tests_check_pool_streams_LDFLAGS = -export-dynamic
 tests_check_pool_streams_LDADD = $(TEST_LDADD)
 TESTS += tests/check_pool_streams
-# the expandable pool against a scripted CUDA driver (runs without a GPU)
+# the expandable pool against a scripted CUDA driver (runs without a GPU); the driver, in
+# fake_vmm.c, defines CUDA functions, so it is compiled into each program that uses it (and
+# exported), never into libcrmmtest
+FAKE_VMM_SOURCES = tests/fake_vmm.c tests/fake_vmm.h
 check_PROGRAMS += tests/check_pool_expandable
-tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c
+tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c $(FAKE_VMM_SOURCES)
 tests_check_pool_expandable_CFLAGS = $(TEST_CFLAGS)
 tests_check_pool_expandable_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_LDADD = $(TEST_LDADD)
 TESTS += tests/check_pool_expandable
+# a development tool, built with the tests and not run by them: replays an allocation log through
+# an expandable pool over the scripted driver and counts what the pool asks of the device per pass
+check_PROGRAMS += tests/pool_expandable_replay
+tests_pool_expandable_replay_SOURCES = tests/pool_expandable_replay.c tools/replay_log.c tools/replay.h $(FAKE_VMM_SOURCES)
+tests_pool_expandable_replay_CFLAGS = $(TEST_CFLAGS)
+tests_pool_expandable_replay_LDFLAGS = -export-dynamic
+tests_pool_expandable_replay_LDADD = $(TEST_LDADD)
+# that tool over the recorded logs: memory against the peak, and what a warm repeat costs
+TESTS += tests/check_pool_expandable_logs.sh
+EXTRA_DIST += tests/check_pool_expandable_logs.sh

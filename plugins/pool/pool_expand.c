@@ -28,7 +28,11 @@
  *    new pages reusing their physical memory. The slack absorbs the small differences in
  *    placement from one pass of a repeating workload (a training step) to the next, so such a
  *    workload stops synchronizing after its first pass, and the pool holds at most the mark plus
- *    the slack: little more than what is live plus the holes its pattern cannot avoid;
+ *    the slack: little more than what is live plus the holes its pattern cannot avoid. Pages are
+ *    moved once per mark: when a growth past the mark comes again before the mark has risen
+ *    since the last move, the pattern needs that memory (a workload whose every step leaves its
+ *    large blocks in other places), so the pool maps new pages and raises the mark instead of
+ *    synchronizing at every step;
  *  - trim (crmm_resource_trim): every whole free page beyond release_threshold is unmapped and
  *    its memory released.
  * On out of memory (the device, the maximum, or the address range), every free page is
@@ -305,6 +309,8 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
         grow_plan plan = plan_growth(p, s, size);
         uint64_t free_bytes = p->reserved - p->live_bytes;
         bool can_move = free_bytes > p->release_threshold && free_bytes >= (size < v->page ? size : v->page);
+        if (p->moved_since_mark)
+            can_move = false; /* moving again before the mark rose: the pattern needs the memory */
         if (!settled && plan.pages && p->reserved + plan.pages * v->page > p->mark + p->mark / POOL_EXPAND_SLACK &&
             can_move) {
             /* past the high-water mark: wait for the device, let every free block merge (one may
@@ -321,6 +327,7 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
                 size_t excess = pages_for(v, (size_t)(want - p->mark));
                 size_t can = pages_to_release(p, p->release_threshold);
                 release_free_pages(p, holder, excess < can ? excess : can, plan.hole->phys_prev, plan.hole->phys_next);
+                p->moved_since_mark = excess && can;
                 plan = plan_growth(p, s, size);
             }
         }
@@ -339,8 +346,10 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
             p->reserved += plan.pages * v->page;
             if (p->reserved > p->reserved_peak)
                 p->reserved_peak = p->reserved;
-            if ((settled || !can_move) && p->reserved > p->mark)
-                p->mark = p->reserved; /* a growth that moving free pages could not avoid */
+            if ((settled || !can_move) && p->reserved > p->mark) {
+                p->mark = p->reserved; /* a growth that moving free pages could not (or should not) avoid */
+                p->moved_since_mark = false;
+            }
             *out = adopt_pages(p, s, &plan);
             break;
         } else if (st != CRMM_ERROR_OUT_OF_MEMORY) {

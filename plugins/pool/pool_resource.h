@@ -36,6 +36,7 @@ typedef struct pool_resource {
     uint64_t chunk_count;
     uint64_t reserved, reserved_peak; /* bytes held from upstream */
     uint64_t mark;                    /* expandable: the most it had to map (see pool_expand.c) */
+    bool moved_since_mark;         /* expandable: a growth moved free pages and the mark has not risen since */
     uint64_t live_bytes;           /* bytes of live blocks (rounded to 256) */
     uint64_t maximum;              /* most it may reserve; POOL_NO_MAXIMUM */
     uint64_t initial;              /* initial_size: an expandable pool never gives back below it */

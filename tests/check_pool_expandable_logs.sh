@@ -1,0 +1,42 @@
+#!/bin/sh
+# check_pool_expandable_logs.sh — the expandable pool over the recorded PyTorch logs
+# (bench/logs/*.csv.gz), through the scripted driver (tests/pool_expandable_replay): the pool
+# never holds more than 1.02 times the most that was live (bert_train: 1.09, the price of not
+# synchronizing at every one of its steps, see docs/expandable-pool.md), and the warm repeats of
+# the log (passes 1 and 2 on one pool, as `crmm replay --repeats` times them) neither
+# synchronize the device nor unmap a page. Counts only, no timing.
+#
+# Run by `make check` from the top build directory (CRMM_TEST_SRCDIR: the source's tests/).
+srcdir=$(cd "${CRMM_TEST_SRCDIR:-$(dirname "$0")}/.." && pwd)
+replay=$(pwd)/tests/pool_expandable_replay
+if [ ! -x "$replay" ] || ! ls "$srcdir"/bench/logs/*.csv.gz >/dev/null 2>&1 || ! command -v zcat >/dev/null; then
+    echo "SKIP: needs tests/pool_expandable_replay, bench/logs/*.csv.gz and zcat"
+    exit 77
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/crmm-logs-XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+failures=0
+for gz in "$srcdir"/bench/logs/*.csv.gz; do
+    name=$(basename "$gz" .csv.gz)
+    zcat "$gz" >"$tmp/log.csv" || { echo "FAIL: zcat $gz"; failures=$((failures + 1)); continue; }
+    if ! "$replay" --repeats 2 "$tmp/log.csv" >"$tmp/out" 2>&1; then
+        echo "FAIL: $name: the replay failed:"; cat "$tmp/out"
+        failures=$((failures + 1))
+        continue
+    fi
+    # the rows: pass syncs growths maps unmaps creates peak_reserved peak_live ratio peak_at_line
+    limit=1.02
+    [ "$name" = bert_train ] && limit=1.09
+    verdict=$(awk -v limit="$limit" '$1 ~ /^[0-9]+$/ {
+            if ($9 > limit) printf "pass %s holds %s times the peak of live bytes (at most %s); ", $1, $9, limit
+            if ($1 > 0 && ($2 > 0 || $5 > 0)) printf "warm pass %s synchronizes %s times and unmaps %s pages; ", $1, $2, $5
+            rows++
+        } END { if (rows != 3) printf "%d passes reported, not 3", rows }' "$tmp/out")
+    if [ -n "$verdict" ]; then
+        echo "FAIL: $name: $verdict"; cat "$tmp/out"
+        failures=$((failures + 1))
+    else
+        echo "ok: $name"
+    fi
+done
+[ "$failures" -eq 0 ]

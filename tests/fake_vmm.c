@@ -1,0 +1,299 @@
+/* fake_vmm.c — the scripted CUDA driver virtual memory API of fake_vmm.h: host pages stand in
+ * for device memory, every call is counted, and what real CUDA refuses is refused. */
+#include "config.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <crmm/crmm.h>
+#include "fake_vmm.h"
+
+fake_vmm_state fake_vmm;
+
+/* Per handle (index = handle, 0 unused): its size (0: released or never made) and where it is
+ * mapped (0: nowhere); per page of the range: the handle mapped over it (0: none). */
+static struct {
+    size_t page, device_memory;
+    size_t *handle_size;
+    uintptr_t *handle_at;
+    size_t handles, capacity;    /* handles made so far + 1, and the arrays' length */
+    int *page_handle;
+    size_t mapped;               /* bytes mapped now */
+} fv;
+
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void fake_vmm_reset(size_t page, size_t device_memory)
+{
+    free(fv.handle_size), free(fv.handle_at), free(fv.page_handle);
+    memset(&fv, 0, sizeof fv);
+    memset(&fake_vmm, 0, sizeof fake_vmm);
+    fv.page = page;
+    fv.device_memory = device_memory;
+    fv.handles = 1;
+}
+
+size_t fake_vmm_mapped_bytes(void) { return fv.mapped; }
+
+static CUresult fake_reserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)
+{
+    (void)addr, (void)flags;
+    if (fake_vmm.range || size % fv.page || (alignment && alignment % fv.page))
+        return CUDA_ERROR_INVALID_VALUE;
+    int *table = calloc(size / fv.page, sizeof *table);
+    void *m = table ? mmap(NULL, size + fv.page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) : MAP_FAILED;
+    if (m == MAP_FAILED) {
+        free(table);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    free(fv.page_handle);
+    fv.page_handle = table;
+    uintptr_t base = ((uintptr_t)m + fv.page - 1) & ~(uintptr_t)(fv.page - 1);
+    fake_vmm.range = base;
+    fake_vmm.range_size = size;
+    fake_vmm.reserves++;
+    *ptr = (CUdeviceptr)base;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_address_free(CUdeviceptr ptr, size_t size)
+{
+    if ((uintptr_t)ptr != fake_vmm.range || size != fake_vmm.range_size || fv.mapped)
+        return CUDA_ERROR_INVALID_VALUE; /* not the range, or still mapped */
+    munmap((void *)fake_vmm.range, fake_vmm.range_size); /* the alignment slack stays: harmless */
+    fake_vmm.range = 0;
+    fake_vmm.frees++;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                            unsigned long long flags)
+{
+    (void)flags;
+    if (!size || size % fv.page || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_vmm.physical_limit && fake_vmm.physical + size > fake_vmm.physical_limit)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (fv.handles >= fv.capacity) {
+        size_t cap = fv.capacity ? 2 * fv.capacity : 1024;
+        size_t *sizes = realloc(fv.handle_size, cap * sizeof *sizes);
+        if (sizes)
+            fv.handle_size = sizes;
+        uintptr_t *at = realloc(fv.handle_at, cap * sizeof *at);
+        if (at)
+            fv.handle_at = at;
+        if (!sizes || !at)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        fv.capacity = cap;
+    }
+    size_t id = fv.handles++;
+    fv.handle_size[id] = size;
+    fv.handle_at[id] = 0;
+    fake_vmm.physical += size;
+    if (fake_vmm.physical > fake_vmm.physical_peak)
+        fake_vmm.physical_peak = fake_vmm.physical;
+    fake_vmm.creates++;
+    *h = (CUmemGenericAllocationHandle)id;
+    return CUDA_SUCCESS;
+}
+
+static int live_handle(CUmemGenericAllocationHandle h) { return h >= 1 && h < fv.handles && fv.handle_size[h]; }
+
+static CUresult fake_release(CUmemGenericAllocationHandle h)
+{
+    if (!live_handle(h) || fv.handle_at[h])
+        return CUDA_ERROR_INVALID_VALUE;
+    fake_vmm.physical -= fv.handle_size[h];
+    fv.handle_size[h] = 0;
+    fake_vmm.releases++;
+    return CUDA_SUCCESS;
+}
+
+static int inside_range(uintptr_t p, size_t n)
+{
+    return fake_vmm.range && p >= fake_vmm.range && p - fake_vmm.range + n <= fake_vmm.range_size && p % fv.page == 0 &&
+           n % fv.page == 0;
+}
+
+static size_t page_index(uintptr_t p) { return (p - fake_vmm.range) / fv.page; }
+
+static CUresult fake_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                         unsigned long long flags)
+{
+    (void)flags;
+    if (offset || !live_handle(h) || fv.handle_at[h] || size != fv.handle_size[h] || !inside_range((uintptr_t)ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t first = page_index((uintptr_t)ptr), n = size / fv.page;
+    for (size_t i = first; i < first + n; i++)
+        if (fv.page_handle[i])
+            return CUDA_ERROR_INVALID_VALUE; /* overlaps a mapping */
+    /* fresh pages, still inaccessible until cuMemSetAccess */
+    if (mmap((void *)ptr, size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = first; i < first + n; i++)
+        fv.page_handle[i] = (int)h;
+    fv.handle_at[h] = (uintptr_t)ptr;
+    fv.mapped += size;
+    fake_vmm.maps++;
+    return CUDA_SUCCESS;
+}
+
+/* The handle mapped exactly at p, or 0. */
+static int handle_mapped_at(uintptr_t p)
+{
+    if (!inside_range(p, fv.page))
+        return 0;
+    int h = fv.page_handle[page_index(p)];
+    return h && fv.handle_at[h] == p ? h : 0;
+}
+
+static CUresult fake_unmap(CUdeviceptr ptr, size_t size)
+{
+    int h = handle_mapped_at((uintptr_t)ptr);
+    if (!h || fv.handle_size[h] != size)
+        return CUDA_ERROR_INVALID_VALUE;
+    mmap((void *)ptr, size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    size_t first = page_index((uintptr_t)ptr);
+    for (size_t i = first; i < first + size / fv.page; i++)
+        fv.page_handle[i] = 0;
+    fv.handle_at[h] = 0;
+    fv.mapped -= size;
+    fake_vmm.unmaps++;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    if (count != 1 || desc->location.id != 0 || desc->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE ||
+        !inside_range((uintptr_t)ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = page_index((uintptr_t)ptr); i < page_index((uintptr_t)ptr + size); i++)
+        if (!fv.page_handle[i])
+            return CUDA_ERROR_INVALID_VALUE; /* every page of the run must be mapped */
+    mprotect((void *)ptr, size, PROT_READ | PROT_WRITE);
+    fake_vmm.set_access++;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_granularity(size_t *g, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option)
+{
+    (void)prop, (void)option;
+    *g = fv.page;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_attribute(int *v, CUdevice_attribute a, CUdevice dev)
+{
+    (void)dev;
+    *v = a == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED ? !fake_vmm.vmm_unsupported : 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_error_string(CUresult r, const char **s)
+{
+    *s = r == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "invalid argument";
+    return CUDA_SUCCESS;
+}
+
+/* The driver calls are serialized, as the pool serializes them under its lock; the lock here
+ * guards the counters against the threads of a stress test. */
+#define LOCKED(call) ({ pthread_mutex_lock(&fake_lock); CUresult r_ = (call); pthread_mutex_unlock(&fake_lock); r_; })
+static CUresult l_reserve(CUdeviceptr *a, size_t b, size_t c, CUdeviceptr d, unsigned long long e) { return LOCKED(fake_reserve(a, b, c, d, e)); }
+static CUresult l_address_free(CUdeviceptr a, size_t b) { return LOCKED(fake_address_free(a, b)); }
+static CUresult l_create(CUmemGenericAllocationHandle *a, size_t b, const CUmemAllocationProp *c, unsigned long long d) { return LOCKED(fake_create(a, b, c, d)); }
+static CUresult l_release(CUmemGenericAllocationHandle a) { return LOCKED(fake_release(a)); }
+static CUresult l_map(CUdeviceptr a, size_t b, size_t c, CUmemGenericAllocationHandle d, unsigned long long e) { return LOCKED(fake_map(a, b, c, d, e)); }
+static CUresult l_unmap(CUdeviceptr a, size_t b) { return LOCKED(fake_unmap(a, b)); }
+static CUresult l_set_access(CUdeviceptr a, size_t b, const CUmemAccessDesc *c, size_t d) { return LOCKED(fake_set_access(a, b, c, d)); }
+
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned int version,
+                                             unsigned long long flags, enum cudaDriverEntryPointQueryResult *status)
+{
+    (void)version, (void)flags;
+    static const struct { const char *name; void *fn; } table[] = {
+        {"cuMemAddressReserve", (void *)l_reserve},
+        {"cuMemAddressFree", (void *)l_address_free},
+        {"cuMemCreate", (void *)l_create},
+        {"cuMemRelease", (void *)l_release},
+        {"cuMemMap", (void *)l_map},
+        {"cuMemUnmap", (void *)l_unmap},
+        {"cuMemSetAccess", (void *)l_set_access},
+        {"cuMemGetAllocationGranularity", (void *)fake_granularity},
+        {"cuDeviceGetAttribute", (void *)fake_attribute},
+        {"cuGetErrorString", (void *)fake_error_string},
+    };
+    *fn = NULL;
+    if (status)
+        *status = cudaDriverEntryPointSymbolNotFound;
+    if (fake_vmm.lookups_fail)
+        return cudaSuccess;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(symbol, table[i].name) == 0) {
+            *fn = table[i].fn;
+            if (status)
+                *status = cudaDriverEntryPointSuccess;
+        }
+    return cudaSuccess;
+}
+
+/* ---- the scripted runtime ----------------------------------------------------------------- */
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    __atomic_add_fetch(&fake_vmm.device_syncs, 1, __ATOMIC_RELAXED);
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *device) { *device = 0; return cudaSuccess; }
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaGetDeviceCount(int *count) { *count = 1; return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    *free_bytes = fv.device_memory - fake_vmm.physical;
+    *total = fv.device_memory;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int f) { (void)f; static int ev; *e = (cudaEvent_t)&ev; return cudaSuccess; }
+cudaError_t cudaEventDestroy(cudaEvent_t e) { (void)e; return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e, (void)s; return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int f) { (void)s, (void)e, (void)f; return cudaSuccess; }
+
+/* ---- an upstream that says it is device memory ------------------------------------------- */
+
+static crmm_status upstream_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)self, (void)stream;
+    __atomic_add_fetch(&fake_vmm.upstream_calls, 1, __ATOMIC_RELAXED);
+    *ptr = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
+    return *ptr ? CRMM_OK : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "device upstream: no memory");
+}
+
+static crmm_status upstream_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)self, (void)bytes, (void)stream;
+    __atomic_add_fetch(&fake_vmm.upstream_calls, 1, __ATOMIC_RELAXED);
+    free(ptr);
+    return CRMM_OK;
+}
+
+static void upstream_destroy(crmm_resource *self) { free(self); }
+
+static const crmm_resource_ops upstream_ops = {
+    .allocate = upstream_allocate, .deallocate = upstream_deallocate, .destroy = upstream_destroy};
+
+crmm_status fake_vmm_expandable_pool(const char *params, crmm_resource **out)
+{
+    crmm_resource *u = calloc(1, sizeof *u);
+    if (!u)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fake upstream: malloc failed");
+    crmm_resource_init(u, &upstream_ops, "fake_device", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
+    char text[512];
+    snprintf(text, sizeof text, "expandable=true %s", params ? params : "");
+    crmm_status st = crmm_resource_create("pool", text, u, out);
+    crmm_resource_release(u);
+    return st;
+}
