@@ -16,6 +16,14 @@ void ptr_map_destroy(ptr_map *m)
     *m = (ptr_map){.entry_size = m->entry_size};
 }
 
+static inline void copy_entry(const ptr_map *m, void *to, const void *from)
+{
+    if (m->entry_size == sizeof(uintptr_t)) /* a set of addresses: no call to memcpy */
+        *(uintptr_t *)to = *(const uintptr_t *)from;
+    else
+        memcpy(to, from, m->entry_size);
+}
+
 /* Move every entry into a new array of `capacity` slots; false (map unchanged) when malloc fails. */
 static bool rehash(ptr_map *m, size_t capacity)
 {
@@ -33,7 +41,7 @@ static bool rehash(ptr_map *m, size_t capacity)
         size_t j = ptr_map_home(&n, *e);
         while (*(const uintptr_t *)ptr_map_slot(&n, j))
             j = (j + 1) & n.mask;
-        memcpy(ptr_map_slot(&n, j), e, m->entry_size);
+        copy_entry(m, ptr_map_slot(&n, j), e);
     }
     free(m->slots);
     *m = n;
@@ -42,53 +50,65 @@ static bool rehash(ptr_map *m, size_t capacity)
 
 void *ptr_map_insert(ptr_map *m, uintptr_t key)
 {
-    void *there = ptr_map_find(m, key);
-    if (there)
-        return there;
+    /* grow first, so that one probe finds either the key or the slot for it */
     size_t capacity = m->slots ? m->mask + 1 : 0;
     if ((m->count + 1) * 2 > capacity && !rehash(m, capacity ? capacity * 2 : PTR_MAP_MIN_CAPACITY))
         return NULL;
     size_t i = ptr_map_home(m, key);
-    while (*(const uintptr_t *)ptr_map_slot(m, i))
+    uintptr_t *e;
+    while (*(e = ptr_map_slot(m, i))) {
+        if (*e == key)
+            return e;
         i = (i + 1) & m->mask;
-    uintptr_t *e = ptr_map_slot(m, i);
-    memset(e, 0, m->entry_size);
+    }
     *e = key;
+    if (m->entry_size > sizeof key) /* an empty slot's key is 0, the rest what was there */
+        memset(e + 1, 0, m->entry_size - sizeof key);
     m->count++;
     return e;
 }
 
-void ptr_map_erase(ptr_map *m, void *entry)
+/* Empty slot i: pull each later member of its probe run into the hole unless that member's home
+ * lies cyclically in (hole, j] (then a lookup starting at its home would stop at the hole). */
+static void erase_at(ptr_map *m, size_t hole)
 {
-    size_t hole = (size_t)((unsigned char *)entry - m->slots) / m->entry_size;
-    /* pull each later member of the probe run into the hole unless its home lies cyclically in
-     * (hole, j]: then a lookup starting at its home would stop at the hole */
     for (size_t j = (hole + 1) & m->mask;; j = (j + 1) & m->mask) {
         const uintptr_t *e = ptr_map_slot(m, j);
         if (!*e)
             break;
         size_t home = ptr_map_home(m, *e);
         if (((j - home) & m->mask) >= ((j - hole) & m->mask)) {
-            memcpy(ptr_map_slot(m, hole), e, m->entry_size);
+            copy_entry(m, ptr_map_slot(m, hole), e);
             hole = j;
         }
     }
-    memset(ptr_map_slot(m, hole), 0, m->entry_size);
+    *(uintptr_t *)ptr_map_slot(m, hole) = 0;
     m->count--;
     size_t capacity = m->mask + 1;
     if (capacity > PTR_MAP_MIN_CAPACITY && m->count * 8 < capacity)
         (void)rehash(m, capacity / 2); /* without memory the larger array simply stays */
 }
 
+void ptr_map_erase(ptr_map *m, void *entry)
+{
+    erase_at(m, (size_t)((unsigned char *)entry - m->slots) / m->entry_size);
+}
+
 bool ptr_map_remove(ptr_map *m, uintptr_t key, void *removed)
 {
-    void *e = ptr_map_find(m, key);
-    if (!e)
+    if (!m->slots)
         return false;
-    if (removed)
-        memcpy(removed, e, m->entry_size);
-    ptr_map_erase(m, e);
-    return true;
+    for (size_t i = ptr_map_home(m, key);; i = (i + 1) & m->mask) {
+        const uintptr_t *e = ptr_map_slot(m, i);
+        if (!*e)
+            return false;
+        if (*e == key) {
+            if (removed)
+                memcpy(removed, e, m->entry_size);
+            erase_at(m, i);
+            return true;
+        }
+    }
 }
 
 void *ptr_map_next(const ptr_map *m, size_t *cursor)

@@ -65,7 +65,7 @@ static inline void *ptr_map_find(const ptr_map *m, uintptr_t key)
 
 /* The entry for `key` (non-zero): a new one, zero but for its key, or the one already there
  * (unchanged). NULL when the array must grow and malloc fails: the map is as it was. The
- * pointer is valid until the next insert or remove. */
+ * pointer is valid until the next insert or remove (an insert may move every entry). */
 void *ptr_map_insert(ptr_map *m, uintptr_t key);
 /* Remove the entry `entry` (from ptr_map_find or ptr_map_insert). */
 void ptr_map_erase(ptr_map *m, void *entry);
