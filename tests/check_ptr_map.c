@@ -1,10 +1,12 @@
 /* check_ptr_map.c — the plugins' address-keyed hash map (plugins/common/ptr_map.h): every key
  * found with its entry while the array grows and shrinks, removal that never hides another key
  * (many keys, clustered and 1 MiB-aligned, in random order against a plain array), iteration
- * that visits each entry once, a failing malloc that leaves the map whole, and shards whose keys
- * still spread over their slots. This program defines calloc (to make it fail on demand), so in
- * sanitizer builds, whose runtimes replace malloc, that case is left out. */
+ * that visits each entry once, a failing malloc that leaves the map whole, shards whose keys
+ * still spread over their slots, and threads sharing a sharded map. This program defines calloc
+ * (to make it fail on demand), so in sanitizer builds, whose runtimes replace malloc, that case
+ * is left out. */
 #include "config.h"
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -307,6 +309,51 @@ START_TEST(each_shard_spreads_its_keys_over_its_slots)
 }
 END_TEST
 
+/* Threads putting and taking their own keys in one sharded map, each shard under its lock. */
+typedef struct sharer {
+    sharded_ptr_map *map;
+    uintptr_t first;  /* this thread's keys: first + k * 256 */
+    int wrong;        /* values that came back wrong */
+} sharer;
+
+static void *share(void *arg)
+{
+    sharer *t = arg;
+    enum { KEYS = 512, ROUNDS = 200 };
+    for (int round = 0; round < ROUNDS; round++) {
+        for (uintptr_t k = 0; k < KEYS; k++)
+            if (!sharded_ptr_map_put(t->map, t->first + k * 256, k + (uintptr_t)round))
+                t->wrong++;
+        for (uintptr_t k = 0; k < KEYS; k++) {
+            uintptr_t v = 0;
+            if (!sharded_ptr_map_take(t->map, t->first + k * 256, &v) || v != k + (uintptr_t)round)
+                t->wrong++;
+        }
+    }
+    return NULL;
+}
+
+START_TEST(threads_share_a_sharded_map)
+{
+    sharded_ptr_map s;
+    ck_assert(sharded_ptr_map_init(&s, 4, sizeof(ptr_map_pair)));
+    pthread_t th[4];
+    sharer t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = (sharer){&s, (uintptr_t)(i + 1) << 32, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, share, &t[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        ck_assert_int_eq(t[i].wrong, 0);
+    }
+    ck_assert_uint_eq(sharded_ptr_map_count(&s), 0);
+    uintptr_t v;
+    ck_assert(!sharded_ptr_map_take(&s, (uintptr_t)1 << 32, &v)); /* taken already */
+    sharded_ptr_map_destroy(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ptr_map");
@@ -322,6 +369,7 @@ int main(void)
     tcase_add_test(tc, a_failing_malloc_leaves_the_map_intact);
 #endif
     tcase_add_test(tc, each_shard_spreads_its_keys_over_its_slots);
+    tcase_add_test(tc, threads_share_a_sharded_map);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }
