@@ -2,9 +2,9 @@
  * found with its entry while the array grows and shrinks, removal that never hides another key
  * (many keys, clustered and 1 MiB-aligned, in random order against a plain array), iteration
  * that visits each entry once, a failing malloc that leaves the map whole, shards whose keys
- * still spread over their slots, and threads sharing a sharded map. This program defines calloc
- * (to make it fail on demand), so in sanitizer builds, whose runtimes replace malloc, that case
- * is left out. */
+ * (256-byte and 1 MiB-aligned) still spread over their slots, and threads sharing a sharded map.
+ * This program defines calloc (to make it fail on demand), so in sanitizer builds, whose
+ * runtimes replace malloc, that case is left out. */
 #include "config.h"
 #include <pthread.h>
 #include <stdbool.h>
@@ -271,15 +271,19 @@ START_TEST(a_failing_malloc_leaves_the_map_intact)
 END_TEST
 #endif
 
+/* Keys 256 bytes apart, and 1 MiB apart (the aligned plugin's large alignments). */
+static const uintptr_t strides[] = {256, (uintptr_t)1 << 20};
+
 START_TEST(each_shard_spreads_its_keys_over_its_slots)
 {
+    const uintptr_t stride = strides[_i];
     sharded_ptr_map s;
     ck_assert(sharded_ptr_map_init(&s, 4, sizeof(ptr_map_pair)));
     enum { N = 16384 };
     for (uintptr_t i = 1; i <= N; i++) {
-        ptr_map_shard *sh = sharded_ptr_map_shard(&s, i * 256);
-        ck_assert_ptr_eq(sh, sharded_ptr_map_shard(&s, i * 256)); /* the same shard every time */
-        ((ptr_map_pair *)ptr_map_insert(&sh->map, i * 256))->value = i;
+        ptr_map_shard *sh = sharded_ptr_map_shard(&s, i * stride);
+        ck_assert_ptr_eq(sh, sharded_ptr_map_shard(&s, i * stride)); /* the same shard every time */
+        ((ptr_map_pair *)ptr_map_insert(&sh->map, i * stride))->value = i;
     }
     ck_assert_uint_eq(sharded_ptr_map_count(&s), N);
     for (unsigned k = 0; k < 16; k++) {
@@ -300,7 +304,7 @@ START_TEST(each_shard_spreads_its_keys_over_its_slots)
         ck_assert_uint_ge(homes, (m->mask + 1) / 8);
     }
     for (uintptr_t i = 1; i <= N; i++) {
-        ptr_map_pair *e = ptr_map_find(&sharded_ptr_map_shard(&s, i * 256)->map, i * 256);
+        ptr_map_pair *e = ptr_map_find(&sharded_ptr_map_shard(&s, i * stride)->map, i * stride);
         ck_assert_ptr_nonnull(e);
         ck_assert_uint_eq(e->value, i);
     }
@@ -368,7 +372,7 @@ int main(void)
 #if REPLACES_CALLOC
     tcase_add_test(tc, a_failing_malloc_leaves_the_map_intact);
 #endif
-    tcase_add_test(tc, each_shard_spreads_its_keys_over_its_slots);
+    tcase_add_loop_test(tc, each_shard_spreads_its_keys_over_its_slots, 0, 2);
     tcase_add_test(tc, threads_share_a_sharded_map);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);
