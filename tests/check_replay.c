@@ -251,6 +251,39 @@ START_TEST(the_logs_own_problems_are_reported)
 }
 END_TEST
 
+/* The log's pairing, read directly: thread ids numbered in order of first appearance (id 0 as
+ * any other), a pointer allocated again while live counted once and paired with its last
+ * allocation, the peak. */
+START_TEST(the_reader_pairs_events_and_numbers_threads)
+{
+    const char *path = crmm_test_write_file("pairs.csv", HEADER
+                                            "7,10:00:00.000001,allocate,0x1000,100,0\n"
+                                            "0,10:00:00.000002,allocate,0x2000,200,0\n"
+                                            "7,10:00:00.000003,allocate,0x1000,300,0\n" /* 0x1000 is live */
+                                            "9,10:00:00.000004,free,0x1000,300,0\n"
+                                            "0,10:00:00.000005,free,0x2000,200,0\n");
+    replay_log log;
+    ck_assert_crmm_ok(replay_log_read(path, &log));
+    ck_assert_uint_eq(log.count, 5);
+    ck_assert_uint_eq(log.threads, 3);
+    ck_assert_uint_eq(log.events[0].thread_index, 0);
+    ck_assert_uint_eq(log.events[1].thread_index, 1);
+    ck_assert_uint_eq(log.events[2].thread_index, 0);
+    ck_assert_uint_eq(log.events[3].thread_index, 2);
+    ck_assert_uint_eq(log.events[4].thread_index, 1);
+    ck_assert_uint_eq(log.reused_live, 1);
+    ck_assert_uint_eq(log.first_reused_live_line, 4);
+    ck_assert_int_eq(log.events[3].pair, 2); /* the free pairs with the later allocation */
+    ck_assert_int_eq(log.events[2].pair, 3);
+    ck_assert_int_eq(log.events[0].pair, -1);
+    ck_assert_int_eq(log.events[4].pair, 1);
+    ck_assert_uint_eq(log.unknown_frees, 0);
+    ck_assert_uint_eq(log.size_mismatches, 0);
+    ck_assert_uint_eq(log.peak_bytes, 600);
+    replay_log_free(&log);
+}
+END_TEST
+
 START_TEST(failed_allocations_are_counted)
 {
     const char *cfg = crmm_test_write_file("small.ini", "[resource.h]\nplugin = host\n[resource.l]\nplugin = limiting\n"
@@ -528,6 +561,7 @@ int main(void)
     tcase_add_test(tc, rmm_spellings_parse);
     tcase_add_test(tc, malformed_lines_are_named);
     tcase_add_test(tc, the_logs_own_problems_are_reported);
+    tcase_add_test(tc, the_reader_pairs_events_and_numbers_threads);
     tcase_add_test(tc, failed_allocations_are_counted);
     tcase_add_test(tc, usage_errors);
     tcase_add_test(tc, numbers_of_2_to_the_64_or_more_are_out_of_range);

@@ -38,3 +38,4 @@ include tests/readme.mk
 include tests/bench.mk
 include tests/multi_gpu.mk
 include tests/torch.mk
+include tests/plugin_common.mk

@@ -77,8 +77,6 @@ static void print_plugin(const char *path, const crmm_plugin *pl, crmm_status st
     }
 }
 
-/* Highest device ordinal a config can name ([device.N], N < 128). */
-#define INFO_MAX_DEVICE 127
 /* Upstreams printed after a resource before "-> ..." */
 #define INFO_MAX_LINKS 8
 
@@ -88,7 +86,7 @@ static void print_graph(const crmm_config *cfg)
     size_t n = crmm_config_resource_count(cfg);
     const char *def = crmm_config_default_resource(cfg, -1);
     printf("default resource: %s\n", def ? def : "(none: devices use the built-in cuda plugin)");
-    for (int d = 0; d <= INFO_MAX_DEVICE; d++) {
+    for (int d = 0; d < CRMM_MAX_DEVICES; d++) { /* every [device.N] a config can name */
         const char *mine = crmm_config_default_resource(cfg, d);
         if (mine && (!def || strcmp(mine, def) != 0))
             printf("device %d resource: %s\n", d, mine);

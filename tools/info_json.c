@@ -92,9 +92,6 @@ static void json_plugin_visit(const char *path, const crmm_plugin *pl, crmm_stat
     crmm_info_json_plugin(path, pl, error);
 }
 
-/* Highest device ordinal a config can name ([device.N], N < 128). */
-#define INFO_MAX_DEVICE 127
-
 static void json_config(const crmm_config *cfg)
 {
     printf("{\"origin\": ");
@@ -108,7 +105,7 @@ static void json_config(const crmm_config *cfg)
     str(crmm_config_log_level(cfg));
     printf(", \"devices\": {");
     int first = 1;
-    for (int d = 0; d <= INFO_MAX_DEVICE; d++) {
+    for (int d = 0; d < CRMM_MAX_DEVICES; d++) { /* every [device.N] a config can name */
         const char *mine = crmm_config_default_resource(cfg, d);
         if (mine && (!def || strcmp(mine, def) != 0)) {
             printf("%s\"%d\": ", first ? "" : ", ", d);

@@ -7,7 +7,7 @@ tools_crmm_SOURCES = \
 	tools/cmd_check_config.c \
 	tools/cmd_bench.c \
 	tools/cmd_replay.c \
-	tools/replay_log.c \
+	tools/replay_log.c $(PTR_MAP_SOURCES) \
 	tools/replay_run.c \
 	tools/replay_report.c \
 	tools/replay_plot.c \

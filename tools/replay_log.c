@@ -1,116 +1,20 @@
 /* replay_log.c — reads an RMM-format allocation log for `crmm replay` (see replay.h).
  *
  * One pass reads and checks every line into an array of events; a second pass walks them in
- * order with a hash map from logged pointer to the event that allocated it, pairing each free
- * with its allocation and counting what the log itself shows (leaks, frees of unknown
- * pointers, sizes that disagree). Thread ids get small indices through a second map. */
+ * order with a hash map (plugins/common/ptr_map.h) from logged pointer to the event that
+ * allocated it, pairing each free with its allocation and counting what the log itself shows
+ * (leaks, frees of unknown pointers, sizes that disagree). Thread ids get small indices through
+ * a second map. */
 #include "config.h"
 #include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../plugins/common/ptr_map.h"
 #include "replay.h"
 
 #define REPLAY_HEADER "Thread,Time,Action,Pointer,Size,Stream"
-
-/* ---- a map from 64-bit keys to event indices (open addressing, backward-shift delete) ----- */
-
-typedef struct u64_map {
-    uint64_t *keys;
-    int64_t *values;       /* -1 = empty slot */
-    size_t capacity, used; /* capacity: power of two */
-} u64_map;
-
-static size_t slot_of(uint64_t key, size_t mask)
-{
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdULL;
-    key ^= key >> 29;
-    return (size_t)key & mask;
-}
-
-static bool map_grow(u64_map *m)
-{
-    size_t cap = m->capacity ? m->capacity * 2 : 1024;
-    uint64_t *keys = malloc(cap * sizeof *keys);
-    int64_t *values = malloc(cap * sizeof *values);
-    if (!keys || !values) {
-        free(keys);
-        free(values);
-        return false;
-    }
-    for (size_t i = 0; i < cap; i++)
-        values[i] = -1;
-    for (size_t i = 0; i < m->capacity; i++) {
-        if (m->values[i] < 0)
-            continue;
-        size_t s = slot_of(m->keys[i], cap - 1);
-        while (values[s] >= 0)
-            s = (s + 1) & (cap - 1);
-        keys[s] = m->keys[i];
-        values[s] = m->values[i];
-    }
-    free(m->keys);
-    free(m->values);
-    m->keys = keys;
-    m->values = values;
-    m->capacity = cap;
-    return true;
-}
-
-/* The slot holding key, or the empty slot where it would go. */
-static size_t map_find(const u64_map *m, uint64_t key)
-{
-    size_t mask = m->capacity - 1, s = slot_of(key, mask);
-    while (m->values[s] >= 0 && m->keys[s] != key)
-        s = (s + 1) & mask;
-    return s;
-}
-
-static int64_t map_get(const u64_map *m, uint64_t key)
-{
-    return m->capacity ? m->values[map_find(m, key)] : -1;
-}
-
-/* Set key → value; false when out of memory. */
-static bool map_put(u64_map *m, uint64_t key, int64_t value)
-{
-    if ((m->used + 1) * 2 > m->capacity && !map_grow(m))
-        return false;
-    size_t s = map_find(m, key);
-    if (m->values[s] < 0)
-        m->used++;
-    m->keys[s] = key;
-    m->values[s] = value;
-    return true;
-}
-
-static void map_remove(u64_map *m, uint64_t key)
-{
-    if (!m->capacity)
-        return;
-    size_t mask = m->capacity - 1, hole = map_find(m, key);
-    if (m->values[hole] < 0)
-        return;
-    for (size_t j = (hole + 1) & mask; m->values[j] >= 0; j = (j + 1) & mask) {
-        size_t home = slot_of(m->keys[j], mask);
-        bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
-        if (!stays) {
-            m->keys[hole] = m->keys[j];
-            m->values[hole] = m->values[j];
-            hole = j;
-        }
-    }
-    m->values[hole] = -1;
-    m->used--;
-}
-
-static void map_free(u64_map *m)
-{
-    free(m->keys);
-    free(m->values);
-}
 
 /* ---- fields ----------------------------------------------------------------------------- */
 
@@ -224,13 +128,37 @@ static bool chomp_is_blank(char *s)
     return true;
 }
 
+/* Thread ids -> their index in order of first appearance (a map key cannot be 0: id 0 is kept
+ * aside). */
+typedef struct thread_indices {
+    ptr_map ids;        /* of ptr_map_pair: id -> index + 1 */
+    int64_t zero_index; /* of id 0; -1 before it appears */
+} thread_indices;
+
+/* The index of thread `id`, the next free one when it is new; -1 when malloc fails. */
+static int64_t thread_index(thread_indices *t, uint64_t id, replay_log *log)
+{
+    if (!id) {
+        if (t->zero_index < 0)
+            t->zero_index = log->threads++;
+        return t->zero_index;
+    }
+    ptr_map_pair *e = ptr_map_insert(&t->ids, (uintptr_t)id);
+    if (!e)
+        return -1;
+    if (!e->value)
+        e->value = (uintptr_t)++log->threads;
+    return (int64_t)e->value - 1;
+}
+
 static crmm_status read_events(const char *path, FILE *f, replay_log *log)
 {
     char *line = NULL;
     size_t cap = 0, capacity = 0;
     unsigned lineno = 0;
     crmm_status st = CRMM_OK;
-    u64_map threads = {0};
+    thread_indices threads = {.zero_index = -1};
+    ptr_map_init(&threads.ids, sizeof(ptr_map_pair));
     ssize_t got;
     while ((got = getline(&line, &cap, f)) >= 0) {
         lineno++;
@@ -263,13 +191,10 @@ static crmm_status read_events(const char *path, FILE *f, replay_log *log)
         replay_event *ev = &log->events[log->count];
         if ((st = parse_line(path, lineno, line, ev)) != CRMM_OK)
             break;
-        int64_t idx = map_get(&threads, ev->thread);
+        int64_t idx = thread_index(&threads, ev->thread, log);
         if (idx < 0) {
-            idx = log->threads++;
-            if (!map_put(&threads, ev->thread, idx)) {
-                st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: out of memory at line %u", path, lineno);
-                break;
-            }
+            st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: out of memory at line %u", path, lineno);
+            break;
         }
         ev->thread_index = (uint32_t)idx;
         log->count++;
@@ -279,14 +204,15 @@ static crmm_status read_events(const char *path, FILE *f, replay_log *log)
     if (st == CRMM_OK && lineno == 0)
         st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s:1: the log is empty (no '" REPLAY_HEADER "' header)", path);
     free(line);
-    map_free(&threads);
+    ptr_map_destroy(&threads.ids);
     return st;
 }
 
 /* Pair frees with allocations and count what the log shows. */
 static crmm_status pair_events(const char *path, replay_log *log)
 {
-    u64_map live = {0};
+    ptr_map live; /* of ptr_map_pair: logged pointer -> the event that allocated it */
+    ptr_map_init(&live, sizeof(ptr_map_pair));
     uint64_t live_bytes = 0;
     for (size_t i = 0; i < log->count; i++) {
         replay_event *ev = &log->events[i];
@@ -298,12 +224,15 @@ static crmm_status pair_events(const char *path, replay_log *log)
             log->allocations++;
             if (!ev->pointer)
                 continue; /* a 0-byte allocation */
-            if (map_get(&live, ev->pointer) >= 0 && log->reused_live++ == 0)
-                log->first_reused_live_line = ev->line;
-            if (!map_put(&live, ev->pointer, (int64_t)i)) {
-                map_free(&live);
+            size_t before = live.count;
+            ptr_map_pair *e = ptr_map_insert(&live, (uintptr_t)ev->pointer);
+            if (!e) {
+                ptr_map_destroy(&live);
                 return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: out of memory pairing events", path);
             }
+            if (live.count == before && log->reused_live++ == 0) /* the pointer is live already */
+                log->first_reused_live_line = ev->line;
+            e->value = i;
             live_bytes += ev->size;
             if (live_bytes > log->peak_bytes)
                 log->peak_bytes = live_bytes;
@@ -312,20 +241,21 @@ static crmm_status pair_events(const char *path, replay_log *log)
         log->frees++;
         if (!ev->pointer)
             continue;
-        int64_t a = map_get(&live, ev->pointer);
-        if (a < 0) {
+        ptr_map_pair *e = ptr_map_find(&live, (uintptr_t)ev->pointer);
+        if (!e) {
             if (log->unknown_frees++ == 0)
                 log->first_unknown_free_line = ev->line;
             continue;
         }
-        map_remove(&live, ev->pointer);
+        int64_t a = (int64_t)e->value;
+        ptr_map_erase(&live, e);
         ev->pair = a;
         log->events[a].pair = (int64_t)i;
         if (log->events[a].size != ev->size && log->size_mismatches++ == 0)
             log->first_size_mismatch_line = ev->line;
         live_bytes -= log->events[a].size;
     }
-    map_free(&live);
+    ptr_map_destroy(&live);
     for (size_t i = 0; i < log->count; i++) {
         const replay_event *ev = &log->events[i];
         if (ev->action == REPLAY_ALLOCATE && ev->pointer && ev->pair < 0) {

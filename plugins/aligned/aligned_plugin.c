@@ -4,22 +4,25 @@
  * A request of at least `alignment_threshold` bytes takes align_up(bytes, alignment) +
  * alignment - 256 bytes from upstream (room to move a 256-aligned pointer up to the next
  * multiple of `alignment`) and returns the aligned pointer; when that differs from the upstream
- * pointer, the pair is kept in a sharded hash map (aligned_ptrmap.c) until the free. Smaller
+ * pointer, the pair is kept in a sharded hash map (plugins/common/ptr_map.h) until the free. Smaller
  * requests, and every request when the alignment is 256, pass through untouched. */
 #include "config.h"
 #include <stddef.h>
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
-#include "aligned_ptrmap.h"
+#include "../common/ptr_map.h"
 
 typedef struct aligned_resource {
     crmm_resource base;
     size_t alignment;          /* a power of two >= 256 */
     size_t threshold;          /* requests >= this are aligned */
-    aligned_ptrmap *moved;     /* aligned pointer -> upstream pointer, where they differ */
+    sharded_ptr_map moved;     /* aligned pointer -> upstream pointer, where they differ */
     crmm_alloc_counters counters;
 } aligned_resource;
+
+/* 16 shards: threads freeing different blocks rarely meet on a lock. */
+#define ALIGNED_MAP_SHARD_BITS 4
 
 static bool passes_through(const aligned_resource *a, size_t bytes)
 {
@@ -51,9 +54,9 @@ static crmm_status aligned_allocate(crmm_resource *self, size_t bytes, crmm_cuda
         if ((st = crmm_resource_allocate(self->upstream, size, stream, &p)) != CRMM_OK)
             return st;
         void *q = (void *)(((uintptr_t)p + a->alignment - 1) & ~(uintptr_t)(a->alignment - 1));
-        if (q != p && (st = aligned_ptrmap_insert(a->moved, q, p)) != CRMM_OK) {
+        if (q != p && !sharded_ptr_map_put(&a->moved, (uintptr_t)q, (uintptr_t)p)) {
             crmm_resource_deallocate(self->upstream, p, size, stream);
-            return st;
+            return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "aligned '%s': cannot grow the pointer map", self->name);
         }
         *ptr = q;
     }
@@ -72,13 +75,13 @@ static crmm_status aligned_deallocate(crmm_resource *self, void *ptr, size_t byt
     if (passes_through(a, bytes)) {
         st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
     } else {
-        void *original;
-        bool moved = aligned_ptrmap_remove(a->moved, ptr, &original);
+        uintptr_t original;
+        bool moved = sharded_ptr_map_take(&a->moved, (uintptr_t)ptr, &original);
         if (!moved)
-            original = ptr; /* the upstream pointer was aligned already */
-        st = crmm_resource_deallocate(self->upstream, original, size, stream);
+            original = (uintptr_t)ptr; /* the upstream pointer was aligned already */
+        st = crmm_resource_deallocate(self->upstream, (void *)original, size, stream);
         if (st != CRMM_OK && moved) /* refused upstream: the block is still live, keep its mapping */
-            (void)aligned_ptrmap_insert(a->moved, ptr, original);
+            (void)sharded_ptr_map_put(&a->moved, (uintptr_t)ptr, original);
     }
     /* count only what upstream took back; two sizes that align to the same upstream block
      * cannot be told apart, so the counters stop at zero instead of wrapping */
@@ -96,7 +99,7 @@ static void aligned_destroy(crmm_resource *self)
 {
     aligned_resource *a = (aligned_resource *)self;
     crmm_counted_report_leaks(self, &a->counters);
-    aligned_ptrmap_free(a->moved);
+    sharded_ptr_map_destroy(&a->moved);
     free(a);
 }
 
@@ -144,7 +147,7 @@ static crmm_status aligned_create(const crmm_params *params, crmm_resource *upst
     if (alignment < CRMM_ALLOCATION_ALIGNMENT)
         alignment = CRMM_ALLOCATION_ALIGNMENT; /* as RMM: smaller powers of two become 256 */
     aligned_resource *a = calloc(1, sizeof *a);
-    if (!a || !(a->moved = aligned_ptrmap_new())) {
+    if (!a || !sharded_ptr_map_init(&a->moved, ALIGNED_MAP_SHARD_BITS, sizeof(ptr_map_pair))) {
         free(a);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "aligned: malloc failed");
     }

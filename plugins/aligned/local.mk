@@ -1,5 +1,4 @@
 pkglib_LTLIBRARIES += plugins/aligned/crmm_aligned.la
-plugins_aligned_crmm_aligned_la_SOURCES = plugins/aligned/aligned_plugin.c \
-	plugins/aligned/aligned_ptrmap.c plugins/aligned/aligned_ptrmap.h
+plugins_aligned_crmm_aligned_la_SOURCES = plugins/aligned/aligned_plugin.c $(PTR_MAP_SOURCES)
 plugins_aligned_crmm_aligned_la_LDFLAGS = $(PLUGIN_LDFLAGS)
 plugins_aligned_crmm_aligned_la_LIBADD = $(PLUGIN_LIBADD)

@@ -242,6 +242,19 @@ static arena_span *find_fit(arena_shard *sh, size_t n, const arena_stream_id *st
 
 static crmm_status sync_held(arena_global *g, unsigned from, unsigned to);
 
+/* Span s (out of its shard's free list) keeps its first n pages; `rest`, a fresh record, becomes
+ * the free span of the pages after them, with s's tag, listed in shard sh. */
+static void split_off_rest(arena_global *g, arena_shard *sh, arena_span *s, size_t n, arena_span *rest)
+{
+    rest->kind = ARENA_SPAN_FREE;
+    rest->start = s->start + n;
+    rest->npages = s->npages - n;
+    rest->tag = s->tag;
+    s->npages = n;
+    map_span_ends(g, rest);
+    list_insert(sh, rest);
+}
+
 /* Cut n pages for `stream` from a free span of shard sh (locked) that fits; the caller sets the
  * kind and the page map. A fit tagged for another stream: with `may_sync` the device is
  * synchronized first (under the lock); without, *tagged is set and nothing is taken
@@ -261,21 +274,12 @@ static crmm_status take_pages(arena_global *g, arena_shard *sh, size_t n, const 
         if (st != CRMM_OK)
             return st;
     }
-    if (s->npages > n) {
-        arena_span *rest = span_new(sh);
-        if (!rest)
-            return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "arena: no host memory for a span record");
-        list_remove(sh, s);
-        rest->kind = ARENA_SPAN_FREE;
-        rest->start = s->start + n;
-        rest->npages = s->npages - n;
-        rest->tag = s->tag;
-        s->npages = n;
-        map_span_ends(g, rest);
-        list_insert(sh, rest);
-    } else {
-        list_remove(sh, s);
-    }
+    arena_span *rest = NULL;
+    if (s->npages > n && !(rest = span_new(sh)))
+        return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "arena: no host memory for a span record");
+    list_remove(sh, s);
+    if (rest)
+        split_off_rest(g, sh, s, n, rest);
     s->tag = untagged;
     free_sub(sh, n);
     *out = s;
@@ -411,15 +415,8 @@ static crmm_status carve_across(arena_global *g, unsigned from, unsigned to, siz
         arena_shard *sh = &g->shards[k];
         arena_span *p = free_span_starting_at(g, sh->first);
         list_remove(sh, p);
-        if (k == to && rest) {
-            rest->kind = ARENA_SPAN_FREE;
-            rest->start = p->start + in_last;
-            rest->npages = p->npages - in_last;
-            rest->tag = p->tag;
-            p->npages = in_last;
-            map_span_ends(g, rest);
-            list_insert(sh, rest);
-        }
+        if (k == to && rest)
+            split_off_rest(g, sh, p, in_last, rest);
         free_sub(sh, p->npages);
         p->kind = ARENA_SPAN_PIECE;
         p->tag = untagged;

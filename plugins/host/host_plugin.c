@@ -10,25 +10,34 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include "../aligned/aligned_ptrmap.h"
 #include "../common/direct_resource.h"
+#include "../common/ptr_map.h"
 
 /* Every live block and its size, for all host resources of the process: a double free, a
  * pointer host never gave and a wrong size are refused instead of reaching free(). */
-static aligned_ptrmap *host_live;
+static sharded_ptr_map host_live_map; /* block -> its size in bytes */
+static sharded_ptr_map *host_live;
 static pthread_once_t host_live_once = PTHREAD_ONCE_INIT;
 
-static void host_live_init(void) { host_live = aligned_ptrmap_new(); }
+/* 16 shards: threads freeing different blocks rarely meet on a lock. */
+#define HOST_LIVE_SHARD_BITS 4
+
+static void host_live_init(void)
+{
+    if (sharded_ptr_map_init(&host_live_map, HOST_LIVE_SHARD_BITS, sizeof(ptr_map_pair)))
+        host_live = &host_live_map;
+}
 
 /* At unload the table goes; a block freed after that (by another exit handler) is freed unchecked. */
 static bool host_live_gone;
 static void host_live_fini(void) __attribute__((destructor));
 static void host_live_fini(void)
 {
-    aligned_ptrmap *m = host_live;
+    sharded_ptr_map *m = host_live;
     host_live_gone = true;
     host_live = NULL;
-    aligned_ptrmap_free(m);
+    if (m)
+        sharded_ptr_map_destroy(m);
 }
 
 /* Physical memory in bytes; SIZE_MAX when the system does not say. */
@@ -62,10 +71,9 @@ static crmm_status host_alloc(size_t bytes, void **ptr)
     void *p = aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, rounded);
     if (!p)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "aligned_alloc failed");
-    crmm_status st = aligned_ptrmap_insert(host_live, p, (void *)(uintptr_t)bytes);
-    if (st != CRMM_OK) {
+    if (!sharded_ptr_map_put(host_live, (uintptr_t)p, bytes)) {
         free(p);
-        return st;
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "cannot grow the table of live blocks");
     }
     *ptr = p;
     return CRMM_OK;
@@ -78,17 +86,21 @@ static crmm_status host_free(void *ptr, size_t bytes)
         free(ptr);
         return CRMM_OK;
     }
-    void *size;
-    if (!host_live || !aligned_ptrmap_remove(host_live, ptr, &size))
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "host: free of %p: not a live block (freed twice, or not from host)", ptr);
-    if ((uintptr_t)size != bytes) {
-        /* put it back: the block stays live, and a free with the right size still works */
-        crmm_status st = aligned_ptrmap_insert(host_live, ptr, size);
-        if (st != CRMM_OK)
-            return st;
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "host: free of %p as %zu bytes: it is a block of %zu bytes", ptr,
-                              bytes, (size_t)(uintptr_t)size);
+    bool live = false;
+    size_t size = 0;
+    if (host_live) {
+        ptr_map_shard *sh = sharded_ptr_map_shard(host_live, (uintptr_t)ptr);
+        pthread_mutex_lock(&sh->lock);
+        ptr_map_pair *e = ptr_map_find(&sh->map, (uintptr_t)ptr);
+        if ((live = e != NULL) && (size = (size_t)e->value) == bytes)
+            ptr_map_erase(&sh->map, e); /* a wrong size leaves the block live: the right one works */
+        pthread_mutex_unlock(&sh->lock);
     }
+    if (!live)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "host: free of %p: not a live block (freed twice, or not from host)", ptr);
+    if (size != bytes)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "host: free of %p as %zu bytes: it is a block of %zu bytes", ptr,
+                              bytes, size);
     free(ptr);
     return CRMM_OK;
 }

@@ -1,7 +1,7 @@
 /* tracking_plugin.c — the `tracking` plugin: records every outstanding allocation
  * (RMM's tracking_resource_adaptor; API in crmm/tracking.h).
  *
- * Records live in a sharded hash table (tracking_table.c) keyed by pointer. Ordering with the
+ * Records live in a sharded pointer map (tracking_table.c) keyed by pointer. Ordering with the
  * upstream matters when another thread gets the same address back at once: a record is added
  * after the upstream allocate returns and removed before the upstream sees the free, so a
  * pointer is never in the table twice. A free the table cannot match (unknown pointer, wrong

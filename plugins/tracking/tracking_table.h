@@ -1,8 +1,8 @@
 /* tracking_table.h — the tracking plugin's record of outstanding allocations, by pointer.
  *
- * A hash table split into shards, each an open-addressing array under its own mutex, so
- * threads that allocate different pointers rarely meet on a lock. Each record holds the size,
- * a serial number (allocation order) and the optional call stack. */
+ * A sharded_ptr_map (plugins/common/ptr_map.h) of these records: shards under their own
+ * mutexes, so threads that allocate different pointers rarely meet on a lock. Each record holds
+ * the size, a serial number (allocation order) and the optional call stack. */
 #ifndef CRMM_PLUGINS_TRACKING_TABLE_H
 #define CRMM_PLUGINS_TRACKING_TABLE_H
 
@@ -13,7 +13,7 @@
 #define TRACKING_STACK_MAX 32
 
 typedef struct tracking_record {
-    uintptr_t ptr;           /* 0 = empty slot */
+    uintptr_t ptr;           /* the map's key, first */
     size_t bytes;
     uint64_t serial;
     void **stack;            /* malloc'd, or NULL */
