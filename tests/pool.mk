@@ -28,7 +28,8 @@ TESTS += tests/check_pool_expandable
 # a development tool, built with the tests and not run by them: replays an allocation log through
 # an expandable pool over the scripted driver and counts what the pool asks of the device per pass
 check_PROGRAMS += tests/pool_expandable_replay
-tests_pool_expandable_replay_SOURCES = tests/pool_expandable_replay.c tools/replay_log.c tools/replay.h $(FAKE_VMM_SOURCES)
+tests_pool_expandable_replay_SOURCES = tests/pool_expandable_replay.c tools/replay_log.c tools/replay.h $(PTR_MAP_SOURCES) \
+	$(FAKE_VMM_SOURCES)
 tests_pool_expandable_replay_CFLAGS = $(TEST_CFLAGS)
 tests_pool_expandable_replay_LDFLAGS = -export-dynamic
 tests_pool_expandable_replay_LDADD = $(TEST_LDADD)
