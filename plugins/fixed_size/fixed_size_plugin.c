@@ -4,9 +4,10 @@
  * Each upstream allocation ("chunk") is `blocks_to_preallocate` blocks of `block_size` bytes
  * (rounded up to 256); the first chunk is taken at create. Any request up to the block size gets
  * one whole block from a stream-ordered free list (fixed_size_free_lists.c); a larger one fails
- * with CRMM_ERROR_OUT_OF_MEMORY, as RMM's "Maximum allocation size exceeded". When every list
- * is empty another chunk is allocated on the requesting stream. Chunks go back upstream only
- * when the resource is destroyed. One mutex guards the lists, the chunk array, the live set and
+ * with CRMM_ERROR_OUT_OF_MEMORY, as RMM's "Maximum allocation size exceeded". When no list has a
+ * block the requesting stream may take without a device synchronization, another chunk is
+ * allocated on that stream (take_or_grow says when it synchronizes instead). Chunks go back
+ * upstream only when the resource is destroyed. One mutex guards the lists, the chunk array, the live set and
  * the counters; allocate and deallocate each take it once, and switch devices only for a default
  * stream (enter_device_for). */
 #include "config.h"
@@ -68,10 +69,12 @@ static crmm_status grow(fixed_size_resource *r, const fs_stream_key *key)
         size_t n = left < 256 ? left : 256;
         for (size_t i = 0; i < n; i++)
             batch[i] = (char *)chunk + (left - 1 - i) * r->block_size;
+        uint64_t before = r->free.free_blocks;
         st = fs_free_lists_push(&r->free, key, batch, n);
+        if (r->free.free_blocks != before) /* on the stack, even when recording the event failed */
+            left -= n;
         if (st != CRMM_OK)
             break;
-        left -= n;
     }
     if (st != CRMM_OK && left == r->blocks_per_chunk) {
         crmm_resource_deallocate(r->base.upstream, chunk, r->chunk_size, stream);
@@ -81,6 +84,23 @@ static crmm_status grow(fixed_size_resource *r, const fs_stream_key *key)
     if (r->chunk_count > r->chunk_peak)
         r->chunk_peak = r->chunk_count;
     return st;
+}
+
+/* No block for the stream of `key` without a wait: the free blocks are all uncovered ones of
+ * other streams (fixed_size_free_lists.h). While they are fewer than a chunk, grow by a chunk;
+ * else, or when upstream refuses, synchronize the device (under the lock: this is the last
+ * resort) so that every free block is usable, and take one. Lock held. */
+static crmm_status take_or_grow(fixed_size_resource *r, const fs_stream_key *key, void **ptr)
+{
+    crmm_status st = CRMM_ERROR_NOT_FOUND;
+    if (r->free.uncovered < r->blocks_per_chunk && (st = grow(r, key)) == CRMM_OK)
+        return fs_free_lists_pop(&r->free, key, ptr);
+    if (r->free.uncovered == 0)
+        return st;
+    crmm_status sync = fs_free_lists_synchronize(&r->free);
+    if (sync != CRMM_OK)
+        return st == CRMM_ERROR_NOT_FOUND ? sync : st; /* the growth's error, when there was one */
+    return fs_free_lists_pop(&r->free, key, ptr);
 }
 
 /* Make the resource's device current for CUDA calls (nothing for host-only upstreams). */
@@ -127,8 +147,8 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
     }
     pthread_mutex_lock(&r->lock);
     st = fs_free_lists_pop(&r->free, &key, ptr);
-    if (st == CRMM_ERROR_NOT_FOUND && (st = grow(r, &key)) == CRMM_OK)
-        st = fs_free_lists_pop(&r->free, &key, ptr);
+    if (st == CRMM_ERROR_NOT_FOUND)
+        st = take_or_grow(r, &key, ptr);
     if (st == CRMM_OK && !fs_live_add(&r->live, (uintptr_t)*ptr)) {
         fs_free_lists_push(&r->free, &key, ptr, 1); /* back where it came from */
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size '%s': malloc failed (live set)", self->name);
@@ -226,6 +246,15 @@ static const crmm_resource_ops fixed_size_ops = {
 /* blocks_to_preallocate at most: a chunk of small blocks stays a sane size (256 MiB of 256 B blocks) */
 #define FIXED_SIZE_MAX_BLOCKS_PER_CHUNK ((uint64_t)1 << 20)
 
+/* A stream's event is recorded once it has freed this many blocks since the last record: an
+ * eighth of a chunk, at most 16, at least 1. Fewer than that per stream wait for the stream's next
+ * record (or a synchronization) before another stream may take them. */
+static size_t fixed_size_record_every(size_t blocks_per_chunk)
+{
+    size_t n = blocks_per_chunk / 8;
+    return n < 1 ? 1 : n > 16 ? 16 : n;
+}
+
 typedef struct fixed_size_config {
     uint64_t block_size;
     uint64_t blocks_to_preallocate;
@@ -252,7 +281,8 @@ static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *u
     r->chunk_size = r->block_size * r->blocks_per_chunk;
     pthread_mutex_init(&r->lock, NULL);
     /* An upstream that is not device memory is host-only: no streams, no events. */
-    fs_free_lists_init(&r->free, !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE), upstream->device);
+    fs_free_lists_init(&r->free, !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE), upstream->device,
+                       fixed_size_record_every(r->blocks_per_chunk));
     crmm_resource_init(&r->base, &fixed_size_ops, "fixed_size", upstream->flags, upstream->device, upstream);
     crmm_device_guard g;
     st = enter_device(r, &g);

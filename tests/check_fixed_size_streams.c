@@ -1,0 +1,328 @@
+/* check_fixed_size_streams.c — the fixed_size plugin's stream order on the CPU, against a
+ * scripted CUDA.
+ *
+ * This program defines the CUDA runtime functions fixed_size calls (cudaStreamGetId, event
+ * create/record/synchronize/destroy, cudaStreamWaitEvent, cudaDeviceSynchronize) and is linked
+ * with -export-dynamic, so the plugin's calls land here. Streams are fake handles that can be
+ * destroyed and created again with the same handle and a new id (fake_streams.h); a call passed a
+ * destroyed handle fails the test. The upstream is host memory that says it is device memory,
+ * and can be told to refuse. The tests state which CUDA calls a free and an allocation cost, and
+ * that a block reaches another stream only behind an event recorded after its free, or after a
+ * device synchronization. */
+#include "config.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "fake_streams.h"
+#include "test_support.h"
+
+/* ---- the scripted CUDA ------------------------------------------------------------------- */
+
+#define EVENTS 64
+
+/* An event: whether it exists, and the stream its last record was made on. */
+typedef struct fake_event { int live; cudaStream_t recorded_on; } fake_event;
+
+static fake_event events[EVENTS];
+
+static struct {
+    int get_id, record, wait, device_sync, event_sync, event_create, event_destroy;
+    cudaStream_t last_waiting;
+    fake_event *last_waited;
+} calls;
+
+static void reset_calls(void)
+{
+    memset(&calls, 0, sizeof calls);
+    fake_streams_reset_uses();
+}
+
+cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
+{
+    calls.get_id++;
+    fake_stream_use(s, "cudaStreamGetId");
+    *id = s == NULL || s == cudaStreamLegacy ? 1 : s == cudaStreamPerThread ? 2 : fake_stream_id(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+    (void)flags;
+    calls.event_create++;
+    for (int i = 0; i < EVENTS; i++)
+        if (!events[i].live) {
+            events[i] = (fake_event){1, NULL};
+            *event = (cudaEvent_t)&events[i];
+            return cudaSuccess;
+        }
+    ck_abort_msg("out of fake events");
+    return cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    calls.event_destroy++;
+    ((fake_event *)event)->live = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t s)
+{
+    calls.record++;
+    fake_stream_use(s, "cudaEventRecord");
+    ck_assert_msg(((fake_event *)event)->live, "record on a destroyed event");
+    ((fake_event *)event)->recorded_on = s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    (void)event;
+    calls.event_sync++;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t event, unsigned int flags)
+{
+    (void)flags;
+    calls.wait++;
+    calls.last_waiting = s;
+    calls.last_waited = (fake_event *)event;
+    fake_stream_use(s, "cudaStreamWaitEvent");
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    calls.device_sync++;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+    *device = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+    (void)device;
+    return cudaSuccess;
+}
+
+/* ---- an upstream of host memory that says it is device memory ---------------------------- */
+
+typedef struct fake_device { crmm_resource base; int chunks, max_chunks; } fake_device;
+
+static crmm_status fd_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)stream;
+    fake_device *d = (fake_device *)self;
+    if (d->max_chunks && d->chunks == d->max_chunks)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fake device: full");
+    *ptr = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
+    ck_assert_ptr_nonnull(*ptr);
+    d->chunks++;
+    return CRMM_OK;
+}
+
+static crmm_status fd_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)bytes, (void)stream;
+    free(ptr);
+    ((fake_device *)self)->chunks--;
+    return CRMM_OK;
+}
+
+static void fd_destroy(crmm_resource *self) { free(self); }
+
+static const crmm_resource_ops fd_ops = {.allocate = fd_allocate, .deallocate = fd_deallocate, .destroy = fd_destroy};
+
+static fake_device *device; /* the upstream of the resource `fixed` made last */
+
+/* fixed_size with `params` over a fake device that gives at most max_chunks chunks (0: any). */
+static crmm_resource *fixed(const char *params, int max_chunks)
+{
+    device = calloc(1, sizeof *device);
+    ck_assert_ptr_nonnull(device);
+    device->max_chunks = max_chunks;
+    crmm_resource_init(&device->base, &fd_ops, "fake_device", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
+    crmm_resource *f = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("fixed_size", params, &device->base, &f));
+    crmm_resource_release(&device->base);
+    return f;
+}
+
+static void *alloc_on(crmm_resource *f, cudaStream_t s)
+{
+    void *x = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(f, 1000, (crmm_cuda_stream_t)s, &x));
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+static void free_on(crmm_resource *f, void *x, cudaStream_t s)
+{
+    ck_assert_crmm_ok(crmm_resource_deallocate(f, x, 1000, (crmm_cuda_stream_t)s));
+}
+
+/* ---- tests ---------------------------------------------------------------------------------- */
+
+START_TEST(the_same_stream_records_no_event_per_free)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
+    cudaStream_t s = fake_stream_new(0);
+    void *keep = alloc_on(f, s);
+    reset_calls();
+    for (int k = 0; k < 1000; k++)
+        free_on(f, alloc_on(f, s), s);
+    ck_assert_int_eq(calls.record, 0);
+    ck_assert_int_eq(calls.wait + calls.device_sync, 0);
+    ck_assert_int_eq(calls.get_id, 2000); /* one per call: a reused handle is told apart */
+    free_on(f, keep, s);
+    crmm_resource_release(f);
+}
+END_TEST
+
+/* 20 blocks freed on s, in order: the event of s covers the first 16 (recorded with the 16th
+ * free), not the last 4. Another stream t then gets one of the 16, behind s's event. */
+START_TEST(another_stream_takes_only_blocks_an_event_covers)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *b[128];
+    for (int k = 0; k < 128; k++)
+        b[k] = alloc_on(f, s); /* the whole first chunk */
+    reset_calls();
+    for (int k = 0; k < 20; k++)
+        free_on(f, b[k], s);
+    ck_assert_int_eq(calls.record, 1);
+    fake_event *ev_s = (fake_event *)NULL;
+    for (int i = 0; i < EVENTS; i++)
+        if (events[i].live && events[i].recorded_on == s)
+            ev_s = &events[i];
+    ck_assert_ptr_nonnull(ev_s);
+    void *x = alloc_on(f, t);
+    ck_assert_int_eq(calls.wait, 1);
+    ck_assert_ptr_eq(calls.last_waiting, t);
+    ck_assert_ptr_eq(calls.last_waited, ev_s);
+    int covered = 0;
+    for (int k = 0; k < 16; k++)
+        covered |= x == b[k];
+    ck_assert_msg(covered, "t got a block freed after s's last record");
+    ck_assert_int_eq(device->chunks, 1);
+    ck_assert_int_eq(calls.device_sync, 0);
+    /* s still has its 4 uncovered blocks, at once, with no CUDA call but the ids */
+    reset_calls();
+    void *y = alloc_on(f, s);
+    ck_assert_ptr_eq(y, b[19]);
+    ck_assert_int_eq(calls.record + calls.wait + calls.device_sync, 0);
+    free_on(f, y, s);
+    free_on(f, x, t);
+    for (int k = 20; k < 128; k++)
+        free_on(f, b[k], s);
+    crmm_resource_release(f);
+}
+END_TEST
+
+/* Blocks no event covers, freed on a stream since destroyed: a new chunk is taken while upstream
+ * gives one; when it refuses, one device synchronization (which names no stream) makes them
+ * usable. The destroyed handle never reaches CUDA again, nor does a new stream that got it. */
+START_TEST(uncovered_blocks_are_taken_after_a_device_synchronization)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 2);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *b[16];
+    for (int k = 0; k < 16; k++)
+        b[k] = alloc_on(f, s);
+    reset_calls();
+    free_on(f, b[0], s); /* 16 blocks a chunk: an event every 2 frees; this one is not covered */
+    ck_assert_int_eq(calls.record, 0);
+    fake_stream_destroy(s);
+    cudaStream_t s2 = fake_stream_new(0); /* the same handle, another stream */
+    ck_assert_ptr_eq(s2, s);
+    void *c[16];
+    for (int k = 0; k < 16; k++)
+        c[k] = alloc_on(f, t); /* the second chunk */
+    ck_assert_int_eq(device->chunks, 2);
+    ck_assert_int_eq(calls.device_sync, 0);
+    void *x = alloc_on(f, s2); /* upstream refuses a third chunk */
+    ck_assert_ptr_eq(x, b[0]);
+    ck_assert_int_eq(calls.device_sync, 1);
+    ck_assert_int_eq(device->chunks, 2);
+    free_on(f, x, s2);
+    for (int k = 1; k < 16; k++)
+        free_on(f, b[k], t);
+    for (int k = 0; k < 16; k++)
+        free_on(f, c[k], t);
+    crmm_resource_release(f);
+}
+END_TEST
+
+/* A stream created with a destroyed stream's handle does not reuse its blocks at once. */
+START_TEST(a_reused_handle_does_not_take_the_old_streams_blocks)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 0);
+    cudaStream_t s = fake_stream_new(0);
+    void *b[16];
+    for (int k = 0; k < 16; k++)
+        b[k] = alloc_on(f, s);
+    free_on(f, b[5], s);
+    fake_stream_destroy(s);
+    cudaStream_t s2 = fake_stream_new(0);
+    reset_calls();
+    void *x = alloc_on(f, s2);
+    ck_assert_msg(x != b[5] || calls.wait + calls.device_sync > 0, "the new stream got the old one's block unordered");
+    free_on(f, x, s2);
+    for (int k = 0; k < 16; k++)
+        if (k != 5)
+            free_on(f, b[k], s2);
+    crmm_resource_release(f);
+}
+END_TEST
+
+/* Destroy gives the chunks back only after the last use of every free block: blocks no event
+ * covers need a device synchronization. */
+START_TEST(destroy_synchronizes_for_uncovered_blocks)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
+    cudaStream_t s = fake_stream_new(0);
+    free_on(f, alloc_on(f, s), s);
+    reset_calls();
+    crmm_resource_release(f);
+    ck_assert_int_eq(calls.device_sync, 1);
+}
+END_TEST
+
+/* With one block a chunk every free records (nothing is left uncovered). */
+START_TEST(one_block_chunks_record_every_free)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=1", 0);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *p = alloc_on(f, s);
+    reset_calls();
+    free_on(f, p, s);
+    ck_assert_int_eq(calls.record, 1);
+    ck_assert_ptr_eq(alloc_on(f, t), p);
+    ck_assert_int_eq(calls.wait, 1);
+    ck_assert_int_eq(device->chunks, 1);
+    free_on(f, p, t);
+    crmm_resource_release(f);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fixed_size_streams");
+    TCase *tc = tcase_create("fixed_size_streams");
+    tcase_add_test(tc, the_same_stream_records_no_event_per_free);
+    tcase_add_test(tc, another_stream_takes_only_blocks_an_event_covers);
+    tcase_add_test(tc, uncovered_blocks_are_taken_after_a_device_synchronization);
+    tcase_add_test(tc, a_reused_handle_does_not_take_the_old_streams_blocks);
+    tcase_add_test(tc, destroy_synchronizes_for_uncovered_blocks);
+    tcase_add_test(tc, one_block_chunks_record_every_free);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}
