@@ -7,11 +7,12 @@
  * with CRMM_ERROR_OUT_OF_MEMORY, as RMM's "Maximum allocation size exceeded". When no list has a
  * block the requesting stream may take without a device synchronization, another chunk is
  * allocated on that stream (take_or_grow says when it synchronizes instead). Chunks go back
- * upstream only when the resource is destroyed. One mutex guards the lists, the chunk array, the live set and
- * the counters; allocate and deallocate each take it once, and switch devices only for a default
- * stream (enter_device_for). */
+ * upstream only when the resource is destroyed. One spin lock (common/spin_lock.h: a hand-over
+ * costs a cache-line transfer, where a contended mutex puts its waiters to sleep) guards the
+ * lists, the chunk array, the live set and the counters; allocate and deallocate each take it
+ * once, make their one usual CUDA call (the stream's id) before it, and switch devices only for a
+ * default stream (enter_device_for). */
 #include "config.h"
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include <crmm/plugin.h>
+#include "../common/spin_lock.h"
 #include "fixed_size_free_lists.h"
 #include "fixed_size_live.h"
 
@@ -28,7 +30,7 @@ typedef struct fixed_size_resource {
     size_t block_size;        /* bytes per block, a multiple of 256 */
     size_t blocks_per_chunk;  /* blocks_to_preallocate */
     size_t chunk_size;        /* block_size * blocks_per_chunk */
-    pthread_mutex_t lock;     /* guards everything below */
+    int lock;                 /* spin_lock; guards everything below */
     fs_free_lists free;
     void **chunks;            /* upstream allocations, each chunk_size bytes */
     size_t chunk_count, chunk_capacity;
@@ -145,7 +147,7 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
         crmm_cuda_device_restore(&g);
         return st;
     }
-    pthread_mutex_lock(&r->lock);
+    spin_lock(&r->lock);
     st = fs_free_lists_pop(&r->free, &key, ptr);
     if (st == CRMM_ERROR_NOT_FOUND)
         st = take_or_grow(r, &key, ptr);
@@ -155,7 +157,7 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
     }
     if (st == CRMM_OK)
         crmm_counters_add_locked(&r->counters, bytes);
-    pthread_mutex_unlock(&r->lock);
+    spin_unlock(&r->lock);
     crmm_cuda_device_restore(&g);
     return st;
 }
@@ -177,7 +179,7 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
         crmm_cuda_device_restore(&g);
         return st;
     }
-    pthread_mutex_lock(&r->lock);
+    spin_lock(&r->lock);
     bool known = fs_live_remove(&r->live, (uintptr_t)ptr);
     if (known) {
         /* a free with another size than allocated (within the block size) cannot be told from
@@ -187,7 +189,7 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
     }
     if (known && push)
         st = fs_free_lists_push(&r->free, &key, &ptr, 1);
-    pthread_mutex_unlock(&r->lock);
+    spin_unlock(&r->lock);
     crmm_cuda_device_restore(&g);
     if (!known)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
@@ -201,9 +203,9 @@ static crmm_status fixed_size_query(crmm_resource *self, crmm_query what, uint64
     fixed_size_resource *r = (fixed_size_resource *)self;
     if (crmm_counters_query(&r->counters, what, out) == CRMM_OK)
         return CRMM_OK;
-    pthread_mutex_lock(&r->lock);
+    spin_lock(&r->lock);
     uint64_t chunks = r->chunk_count, peak = r->chunk_peak, free_blocks = r->free.free_blocks;
-    pthread_mutex_unlock(&r->lock);
+    spin_unlock(&r->lock);
     switch (what) {
     case CRMM_QUERY_BYTES_RESERVED: *out = chunks * r->chunk_size; return CRMM_OK;
     case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = peak * r->chunk_size; return CRMM_OK;
@@ -230,7 +232,6 @@ static void fixed_size_destroy(crmm_resource *self)
     crmm_cuda_device_restore(&g);
     free(r->chunks);
     fs_live_free(&r->live);
-    pthread_mutex_destroy(&r->lock);
     free(r);
 }
 
@@ -279,7 +280,6 @@ static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *u
     r->block_size = (size_t)block_size;
     r->blocks_per_chunk = (size_t)blocks;
     r->chunk_size = r->block_size * r->blocks_per_chunk;
-    pthread_mutex_init(&r->lock, NULL);
     /* An upstream that is not device memory is host-only: no streams, no events. */
     fs_free_lists_init(&r->free, !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE), upstream->device,
                        fixed_size_record_every(r->blocks_per_chunk));
