@@ -180,7 +180,7 @@ START_TEST(the_same_stream_records_no_event_per_free)
         free_on(f, alloc_on(f, s), s);
     ck_assert_int_eq(calls.record, 0);
     ck_assert_int_eq(calls.wait + calls.device_sync, 0);
-    ck_assert_int_eq(calls.get_id, 2000); /* one per call: a reused handle is told apart */
+    ck_assert_int_eq(calls.get_id, 1000); /* one per allocation (a reused handle is told apart), none per free */
     free_on(f, keep, s);
     crmm_resource_release(f);
 }
@@ -283,6 +283,47 @@ START_TEST(a_reused_handle_does_not_take_the_old_streams_blocks)
 }
 END_TEST
 
+/* A stream that got a destroyed stream's handle and frees before it allocates: its frees land on
+ * the old stream's list (found by the handle, no CUDA call) until a record is due; then the id
+ * shows the handle changed hands, nothing is recorded on the old stream's event, and neither the
+ * old stream's blocks nor the new ones reach any stream without a wait. */
+START_TEST(frees_on_a_reused_handle_never_cover_the_old_streams_blocks)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=32", 0); /* an event every 4 frees */
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *b[32];
+    for (int k = 0; k < 32; k++)
+        b[k] = alloc_on(f, t);
+    free_on(f, b[0], s); /* s's first free: its id is asked for once */
+    fake_stream_destroy(s);
+    cudaStream_t s2 = fake_stream_new(0);
+    reset_calls();
+    free_on(f, b[1], s2); /* on s's list, uncovered; no CUDA call */
+    free_on(f, b[2], s2);
+    ck_assert_int_eq(calls.get_id + calls.record, 0);
+    free_on(f, b[3], s2); /* a record is due: the id says the list is s's, so none is made */
+    ck_assert_int_eq(calls.get_id, 1);
+    ck_assert_int_eq(calls.record, 0);
+    for (int k = 4; k < 8; k++)
+        free_on(f, b[k], s2); /* s2's own list from now on, recorded at its 4th block */
+    ck_assert_int_eq(calls.record, 1);
+    ck_assert_ptr_eq(calls.last_waited, NULL);
+    /* t and s2 take only covered blocks (b[4..7], behind s2's record) or their own */
+    void *x[8];
+    for (int k = 0; k < 8; k++) {
+        x[k] = alloc_on(f, k % 2 ? t : s2);
+        for (int j = 0; j < 4; j++)
+            ck_assert_msg(x[k] != b[j], "block %d, uncovered on s's list, was handed out", j);
+    }
+    ck_assert_int_eq(calls.device_sync, 0);
+    for (int k = 0; k < 8; k++)
+        free_on(f, x[k], t);
+    for (int k = 8; k < 32; k++)
+        free_on(f, b[k], t);
+    crmm_resource_release(f);
+}
+END_TEST
+
 /* Destroy gives the chunks back only after the last use of every free block: blocks no event
  * covers need a device synchronization. */
 START_TEST(destroy_synchronizes_for_uncovered_blocks)
@@ -321,6 +362,7 @@ int main(void)
     tcase_add_test(tc, another_stream_takes_only_blocks_an_event_covers);
     tcase_add_test(tc, uncovered_blocks_are_taken_after_a_device_synchronization);
     tcase_add_test(tc, a_reused_handle_does_not_take_the_old_streams_blocks);
+    tcase_add_test(tc, frees_on_a_reused_handle_never_cover_the_old_streams_blocks);
     tcase_add_test(tc, destroy_synchronizes_for_uncovered_blocks);
     tcase_add_test(tc, one_block_chunks_record_every_free);
     suite_add_tcase(s, tc);

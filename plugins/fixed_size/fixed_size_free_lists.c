@@ -52,6 +52,7 @@ crmm_status fs_free_lists_key(const fs_free_lists *fl, crmm_cuda_stream_t stream
 {
     key->handle = stream;
     key->id = 0;
+    key->known = true;
     if (fl->host_only)
         return CRMM_OK;
     /* NULL is the legacy default stream (libcrmm is not built for per-thread default streams) */
@@ -59,9 +60,38 @@ crmm_status fs_free_lists_key(const fs_free_lists *fl, crmm_cuda_stream_t stream
     return e == cudaSuccess ? CRMM_OK : crmm_cuda_status(e, "fixed_size: cudaStreamGetId");
 }
 
+/* A handle made by cudaStreamCreate*, not one of the default streams' (NULL, legacy, per-thread):
+ * it names one stream at a time, so a list may be found by it. */
+static inline bool is_created_stream(crmm_cuda_stream_t h)
+{
+    return (uintptr_t)h > (uintptr_t)CRMM_CUDA_STREAM_PER_THREAD;
+}
+
+crmm_status fs_free_lists_push_key(const fs_free_lists *fl, crmm_cuda_stream_t stream, fs_stream_key *key)
+{
+    if (fl->host_only || !is_created_stream(stream))
+        return fs_free_lists_key(fl, stream, key);
+    key->handle = stream;
+    key->id = 0;
+    key->known = false;
+    return CRMM_OK;
+}
+
+/* Fill in the id of a key made by fs_free_lists_push_key. */
+static crmm_status learn_id(fs_stream_key *key)
+{
+    cudaError_t e = cudaStreamGetId((cudaStream_t)key->handle, &key->id);
+    if (e != cudaSuccess)
+        return crmm_cuda_status(e, "fixed_size: cudaStreamGetId");
+    key->known = true;
+    return CRMM_OK;
+}
+
 /* The list of the stream of `key` (created with its event on first use), or NULL with the error
- * set. */
-static fs_stream_list *list_of(fs_free_lists *fl, const fs_stream_key *key)
+ * set. A key without its id finds the list that last had its handle; only when there is none is
+ * the id asked for. A stream met for the first time takes its handle from any list that had it:
+ * that list's stream was destroyed (live streams have distinct handles). */
+static fs_stream_list *list_of(fs_free_lists *fl, fs_stream_key *key)
 {
     if (fl->host_only) {
         if (fl->count == 0) {
@@ -74,10 +104,21 @@ static fs_stream_list *list_of(fs_free_lists *fl, const fs_stream_key *key)
         }
         return &fl->lists[0];
     }
+    if (!key->known) {
+        for (size_t i = 0; i < fl->count; i++)
+            if (fl->lists[i].handle == key->handle)
+                return &fl->lists[i];
+        if (learn_id(key) != CRMM_OK)
+            return NULL;
+    }
     unsigned long long id = key->id;
     for (size_t i = 0; i < fl->count; i++)
         if (fl->lists[i].stream_id == id)
             return &fl->lists[i];
+    if (is_created_stream(key->handle))
+        for (size_t i = 0; i < fl->count; i++)
+            if (fl->lists[i].handle == key->handle)
+                fl->lists[i].handle = NULL;
     if (fl->count == fl->capacity) {
         size_t cap = fl->capacity ? fl->capacity * 2 : 4;
         fs_stream_list *v = realloc(fl->lists, cap * sizeof *v);
@@ -94,6 +135,7 @@ static fs_stream_list *list_of(fs_free_lists *fl, const fs_stream_key *key)
     fs_stream_list *l = &fl->lists[fl->count++];
     memset(l, 0, sizeof *l);
     l->stream_id = id;
+    l->handle = is_created_stream(key->handle) ? key->handle : NULL;
     l->event = ev;
     return l;
 }
@@ -107,7 +149,7 @@ static fs_stream_list *covered_other(fs_free_lists *fl, const fs_stream_list *mi
     return NULL;
 }
 
-crmm_status fs_free_lists_pop(fs_free_lists *fl, const fs_stream_key *key, void **ptr)
+crmm_status fs_free_lists_pop(fs_free_lists *fl, fs_stream_key *key, void **ptr)
 {
     if (fl->free_blocks == 0)
         return CRMM_ERROR_NOT_FOUND;
@@ -152,7 +194,7 @@ crmm_status fs_free_lists_pop(fs_free_lists *fl, const fs_stream_key *key, void 
     return CRMM_OK;
 }
 
-crmm_status fs_free_lists_push(fs_free_lists *fl, const fs_stream_key *key, void *const *ptrs, size_t n)
+crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *const *ptrs, size_t n)
 {
     crmm_cuda_stream_t stream = key->handle;
     fs_stream_list *l = list_of(fl, key);
@@ -172,6 +214,15 @@ crmm_status fs_free_lists_push(fs_free_lists *fl, const fs_stream_key *key, void
     /* once the process is exiting no CUDA call: the blocks go upstream with their chunk */
     if (l->blocks.count - l->covered < fl->record_every || crmm_process_exiting())
         return CRMM_OK;
+    /* A list found by handle alone is the caller's stream's unless that stream was destroyed
+     * and its handle given to the caller's: then the list is left to the old stream (its
+     * handle cleared), with these blocks uncovered on it, and no record is made on it. */
+    if (!key->known && (st = learn_id(key)) != CRMM_OK)
+        return st;
+    if (l->stream_id != key->id) {
+        l->handle = NULL;
+        return CRMM_OK;
+    }
     st = crmm_cuda_status(cudaEventRecord((cudaEvent_t)l->event, (cudaStream_t)stream), "fixed_size: cudaEventRecord");
     if (st != CRMM_OK)
         return st;

@@ -1,8 +1,8 @@
 /* fixed_size_free_lists.h — the stream-ordered free lists of the fixed_size plugin.
  *
  * One LIFO stack of free block pointers per CUDA stream (keyed by cudaStreamGetId, so a
- * destroyed stream's handle reused by a new stream is not mistaken for the old one), each with
- * an event. A block is reused on its own stream at once. Another stream may take a stream's
+ * destroyed stream's handle reused by a new stream is not mistaken for the old one: see the two
+ * key functions for when the id is asked for), each with an event. A block is reused on its own stream at once. Another stream may take a stream's
  * blocks only behind that stream's event (cudaStreamWaitEvent, naming no other stream's handle),
  * so only the blocks freed before the event's last record are "covered" and may move: the bottom
  * `covered` blocks of the stack. The event is recorded when a stream has freed `record_every`
@@ -29,6 +29,9 @@ typedef struct fs_stack {
 
 typedef struct fs_stream_list {
     unsigned long long stream_id; /* cudaStreamGetId of the stream the blocks were freed on */
+    crmm_cuda_stream_t handle;    /* that stream's handle while it may still be its (a created
+                                   * stream's; NULL for the default streams and once the handle
+                                   * went to another stream) */
     void *event;                  /* cudaEvent_t, recorded on that stream */
     fs_stack blocks;
     size_t covered;               /* blocks.ptrs[0 .. covered) were pushed before the event's last
@@ -49,15 +52,27 @@ typedef struct fs_free_lists {
  * recorded once `record_every` (>= 1) of its free blocks are not covered by it. */
 void fs_free_lists_init(fs_free_lists *fl, bool host_only, int device, size_t record_every);
 
-/* A stream as the lists know it: its handle and its cudaStreamGetId. */
+/* A stream as the lists know it: its handle and, when known, its cudaStreamGetId. */
 typedef struct fs_stream_key {
     crmm_cuda_stream_t handle;
     unsigned long long id;        /* 0 for host-only lists */
+    bool known;                   /* id is the stream's (else it is asked for when needed) */
 } fs_stream_key;
 
-/* The key of `stream`. Needs no lock (so the resource asks before taking its own): one
- * cudaStreamGetId, none for host-only lists. CRMM_ERROR_CUDA when CUDA refuses the handle. */
+/* The key of `stream`, with its id. Needs no lock (so the resource asks before taking its
+ * own): one cudaStreamGetId, none for host-only lists. An allocation needs it: a block may be
+ * handed out on a stream without a wait only from that stream's own list, and only the id tells
+ * a stream from an earlier one, destroyed, whose handle it got. CRMM_ERROR_CUDA when CUDA
+ * refuses the handle. */
 crmm_status fs_free_lists_key(const fs_free_lists *fl, crmm_cuda_stream_t stream, fs_stream_key *key);
+
+/* The key for a free: for a created stream the handle alone (no CUDA call); the list is found
+ * by the handle, and the id is asked for only before recording the list's event (then a list
+ * whose stream was destroyed and whose handle was reused is recognized, and left alone). Blocks
+ * pushed on a destroyed stream's list by its handle's next owner are not covered by that list's
+ * event and never popped from it without a wait: pops find lists by id. For the default streams
+ * (one handle, a stream per thread or the legacy one) as fs_free_lists_key. */
+crmm_status fs_free_lists_push_key(const fs_free_lists *fl, crmm_cuda_stream_t stream, fs_stream_key *key);
 
 /* Take a free block usable on the stream of `key`: from the stream's own stack, else the
  * covered blocks of another stream after making the stream wait on that stream's event (and
@@ -65,13 +80,13 @@ crmm_status fs_free_lists_key(const fs_free_lists *fl, crmm_cuda_stream_t stream
  * CRMM_ERROR_NOT_FOUND (no message) when the own stack is empty and no other has a covered
  * block; CRMM_ERROR_CUDA when a stream or event call fails; CRMM_ERROR_OUT_OF_MEMORY when a
  * stack cannot grow to hold what another stream keeps. */
-crmm_status fs_free_lists_pop(fs_free_lists *fl, const fs_stream_key *key, void **ptr);
+crmm_status fs_free_lists_pop(fs_free_lists *fl, fs_stream_key *key, void **ptr);
 
 /* Give `n` blocks back, last used on the stream of `key` (or fresh from upstream on it); record
  * the stream's event when record_every of its blocks are now uncovered. CRMM_ERROR_OUT_OF_MEMORY
  * when the stack cannot grow (then the blocks stay unavailable until the resource is destroyed),
  * CRMM_ERROR_CUDA on a failed CUDA call (the blocks are on the stack, uncovered). */
-crmm_status fs_free_lists_push(fs_free_lists *fl, const fs_stream_key *key, void *const *ptrs, size_t n);
+crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *const *ptrs, size_t n);
 
 /* Wait until the device has finished all work (cudaDeviceSynchronize, which names no stream);
  * then every free block is covered. CRMM_ERROR_CUDA when that fails (nothing changes). No CUDA

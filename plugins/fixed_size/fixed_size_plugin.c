@@ -10,8 +10,9 @@
  * upstream only when the resource is destroyed. One spin lock (common/spin_lock.h: a hand-over
  * costs a cache-line transfer, where a contended mutex puts its waiters to sleep) guards the
  * lists, the chunk array, the live set and the counters; allocate and deallocate each take it
- * once, make their one usual CUDA call (the stream's id) before it, and switch devices only for a
- * default stream (enter_device_for). */
+ * once; an allocation makes its one usual CUDA call (the stream's id) before it, a free on a
+ * created stream none (fixed_size_free_lists.h); they switch devices only for a default stream
+ * (enter_device_for). */
 #include "config.h"
 #include <stddef.h>
 #include <stdio.h>
@@ -41,7 +42,7 @@ typedef struct fixed_size_resource {
 
 /* Allocate one more chunk on the stream of `key` and put its blocks on that stream's list. Lock
  * held. */
-static crmm_status grow(fixed_size_resource *r, const fs_stream_key *key)
+static crmm_status grow(fixed_size_resource *r, fs_stream_key *key)
 {
     crmm_cuda_stream_t stream = key->handle;
     if (r->chunk_count == r->chunk_capacity) {
@@ -92,7 +93,7 @@ static crmm_status grow(fixed_size_resource *r, const fs_stream_key *key)
  * other streams (fixed_size_free_lists.h). While they are fewer than a chunk, grow by a chunk;
  * else, or when upstream refuses, synchronize the device (under the lock: this is the last
  * resort) so that every free block is usable, and take one. Lock held. */
-static crmm_status take_or_grow(fixed_size_resource *r, const fs_stream_key *key, void **ptr)
+static crmm_status take_or_grow(fixed_size_resource *r, fs_stream_key *key, void **ptr)
 {
     crmm_status st = CRMM_ERROR_NOT_FOUND;
     if (r->free.uncovered < r->blocks_per_chunk && (st = grow(r, key)) == CRMM_OK)
@@ -174,7 +175,7 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
     fs_stream_key key;
     crmm_status st = push ? enter_device_for(r, stream, &g) : CRMM_OK;
     if (st == CRMM_OK && push)
-        st = fs_free_lists_key(&r->free, stream, &key); /* before the lock: a CUDA call */
+        st = fs_free_lists_push_key(&r->free, stream, &key); /* before the lock: a CUDA call for a default stream */
     if (st != CRMM_OK) {
         crmm_cuda_device_restore(&g);
         return st;
