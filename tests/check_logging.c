@@ -1,9 +1,11 @@
 /* check_logging.c — the `logging` plugin over host memory: the CSV byte for byte against lines
- * built by RMM's format rules, buffering with and without auto_flush, the flush at exit and
+ * built by RMM's format rules, buffering with and without auto_flush, the writer thread of a
+ * buffered log and its write errors, the flush at exit and
  * after fork, file name expansion, bad file names, threads, the API through other adaptors, the
  * logging switch without a GPU, and the conformance suite. */
 #include "config.h"
 #include <ctype.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +174,75 @@ START_TEST(large_logs_spill_to_the_file)
     char *text = crmm_test_read_file_or_fail(path);
     ck_assert_int_eq(crmm_test_count(text, "\n"), 20001);
     free(text);
+}
+END_TEST
+
+/* Threads of this process (entries of /proc/self/task). */
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* A buffered logger writes its full buffers on a thread of its own (the caller goes on with a
+ * second buffer); one with auto_flush writes on the caller's thread and starts none. The
+ * thread ends with the resource. */
+START_TEST(buffered_logging_writes_on_its_own_thread)
+{
+    int before = thread_count();
+    crmm_resource *mr = logger(path_for("writer"), NULL);
+    ck_assert_int_eq(thread_count(), before + 1);
+    crmm_resource *autom = logger(path_for("writer_auto"), "auto_flush=true");
+    ck_assert_int_eq(thread_count(), before + 1);
+    crmm_resource_release(autom);
+    crmm_resource_release(mr);
+    ck_assert_int_eq(thread_count(), before);
+}
+END_TEST
+
+/* A write error met by the writer thread (a full buffer) is reported by the next flush, and
+ * lines after it are dropped; allocation goes on. In a child process with a 4 KiB file limit. */
+START_TEST(write_errors_of_full_buffers_are_reported)
+{
+    const char *path = path_for("full_buffers");
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit lim = {4096, 4096};
+        crmm_resource *host = NULL, *mr = NULL;
+        if (setrlimit(RLIMIT_FSIZE, &lim) != 0 || crmm_resource_create("host", NULL, NULL, &host) != CRMM_OK)
+            _exit(10);
+        char params[4300];
+        snprintf(params, sizeof params, "file=%s", path);
+        if (crmm_resource_create("logging", params, host, &mr) != CRMM_OK)
+            _exit(11);
+        int step = 0;
+        for (int i = 0; i < 5000 && !step; i++) { /* ~0.5 MB of lines: several full buffers */
+            void *p;
+            if (crmm_resource_allocate(mr, 64, NULL, &p) != CRMM_OK || crmm_resource_deallocate(mr, p, 64, NULL) != CRMM_OK)
+                step = 12;
+        }
+        if (!step && crmm_logging_flush(mr) != CRMM_ERROR_IO)
+            step = 13;
+        if (!step && (!strstr(crmm_last_error(), "cannot write") || !strstr(crmm_last_error(), path)))
+            step = 14;
+        crmm_resource_release(mr);
+        crmm_resource_release(host);
+        struct stat st;
+        if (!step && (stat(path, &st) != 0 || st.st_size > 4096))
+            step = 15;
+        exit(step);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed at step %d", WEXITSTATUS(status));
 }
 END_TEST
 
@@ -458,6 +529,8 @@ int main(void)
     tcase_add_test(tc, buffered_until_flush);
     tcase_add_test(tc, auto_flush_writes_each_line);
     tcase_add_test(tc, large_logs_spill_to_the_file);
+    tcase_add_test(tc, buffered_logging_writes_on_its_own_thread);
+    tcase_add_test(tc, write_errors_of_full_buffers_are_reported);
     tcase_add_test(tc, lines_are_flushed_at_exit);
     tcase_add_test(tc, a_forked_child_does_not_write_the_parents_lines);
     tcase_add_test(tc, file_name_expansion);
