@@ -168,6 +168,13 @@ static void free_on(crmm_resource *f, void *x, cudaStream_t s)
     ck_assert_crmm_ok(crmm_resource_deallocate(f, x, 1000, (crmm_cuda_stream_t)s));
 }
 
+/* Free b[from .. to) on s. */
+static void free_range(crmm_resource *f, void *const *b, int from, int to, cudaStream_t s)
+{
+    for (int k = from; k < to; k++)
+        free_on(f, b[k], s);
+}
+
 /* ---- tests ---------------------------------------------------------------------------------- */
 
 START_TEST(the_same_stream_records_no_event_per_free)
@@ -196,8 +203,7 @@ START_TEST(another_stream_takes_only_blocks_an_event_covers)
     for (int k = 0; k < 128; k++)
         b[k] = alloc_on(f, s); /* the whole first chunk */
     reset_calls();
-    for (int k = 0; k < 20; k++)
-        free_on(f, b[k], s);
+    free_range(f, b, 0, 20, s);
     ck_assert_int_eq(calls.record, 1);
     fake_event *ev_s = (fake_event *)NULL;
     for (int i = 0; i < EVENTS; i++)
@@ -221,8 +227,7 @@ START_TEST(another_stream_takes_only_blocks_an_event_covers)
     ck_assert_int_eq(calls.record + calls.wait + calls.device_sync, 0);
     free_on(f, y, s);
     free_on(f, x, t);
-    for (int k = 20; k < 128; k++)
-        free_on(f, b[k], s);
+    free_range(f, b, 20, 128, s);
     crmm_resource_release(f);
 }
 END_TEST
@@ -253,10 +258,8 @@ START_TEST(uncovered_blocks_are_taken_after_a_device_synchronization)
     ck_assert_int_eq(calls.device_sync, 1);
     ck_assert_int_eq(device->chunks, 2);
     free_on(f, x, s2);
-    for (int k = 1; k < 16; k++)
-        free_on(f, b[k], t);
-    for (int k = 0; k < 16; k++)
-        free_on(f, c[k], t);
+    free_range(f, b, 1, 16, t);
+    free_range(f, c, 0, 16, t);
     crmm_resource_release(f);
 }
 END_TEST
@@ -304,8 +307,7 @@ START_TEST(frees_on_a_reused_handle_never_cover_the_old_streams_blocks)
     free_on(f, b[3], s2); /* a record is due: the id says the list is s's, so none is made */
     ck_assert_int_eq(calls.get_id, 1);
     ck_assert_int_eq(calls.record, 0);
-    for (int k = 4; k < 8; k++)
-        free_on(f, b[k], s2); /* s2's own list from now on, recorded at its 4th block */
+    free_range(f, b, 4, 8, s2); /* s2's own list from now on, recorded at its 4th block */
     ck_assert_int_eq(calls.record, 1);
     ck_assert_ptr_eq(calls.last_waited, NULL);
     /* t and s2 take only covered blocks (b[4..7], behind s2's record) or their own */
@@ -316,10 +318,8 @@ START_TEST(frees_on_a_reused_handle_never_cover_the_old_streams_blocks)
             ck_assert_msg(x[k] != b[j], "block %d, uncovered on s's list, was handed out", j);
     }
     ck_assert_int_eq(calls.device_sync, 0);
-    for (int k = 0; k < 8; k++)
-        free_on(f, x[k], t);
-    for (int k = 8; k < 32; k++)
-        free_on(f, b[k], t);
+    free_range(f, x, 0, 8, t);
+    free_range(f, b, 8, 32, t);
     crmm_resource_release(f);
 }
 END_TEST
