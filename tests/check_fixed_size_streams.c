@@ -10,6 +10,7 @@
  * that a block reaches another stream only behind an event recorded after its free, or after a
  * device synchronization. */
 #include "config.h"
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,9 @@ static struct {
     fake_event *last_waited;
 } calls;
 
+/* Counted atomically: the threaded test calls the fakes from eight threads. */
+#define COUNT(field) __atomic_add_fetch(&calls.field, 1, __ATOMIC_RELAXED)
+
 static void reset_calls(void)
 {
     memset(&calls, 0, sizeof calls);
@@ -41,7 +45,7 @@ static void reset_calls(void)
 
 cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
 {
-    calls.get_id++;
+    COUNT(get_id);
     fake_stream_use(s, "cudaStreamGetId");
     *id = s == NULL || s == cudaStreamLegacy ? 1 : s == cudaStreamPerThread ? 2 : fake_stream_id(s);
     return cudaSuccess;
@@ -50,7 +54,7 @@ cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
     (void)flags;
-    calls.event_create++;
+    COUNT(event_create);
     for (int i = 0; i < EVENTS; i++)
         if (!events[i].live) {
             events[i] = (fake_event){1, NULL};
@@ -63,14 +67,14 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 
 cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
-    calls.event_destroy++;
+    COUNT(event_destroy);
     ((fake_event *)event)->live = 0;
     return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t s)
 {
-    calls.record++;
+    COUNT(record);
     fake_stream_use(s, "cudaEventRecord");
     ck_assert_msg(((fake_event *)event)->live, "record on a destroyed event");
     ((fake_event *)event)->recorded_on = s;
@@ -80,14 +84,14 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t s)
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
     (void)event;
-    calls.event_sync++;
+    COUNT(event_sync);
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t event, unsigned int flags)
 {
     (void)flags;
-    calls.wait++;
+    COUNT(wait);
     calls.last_waiting = s;
     calls.last_waited = (fake_event *)event;
     fake_stream_use(s, "cudaStreamWaitEvent");
@@ -96,7 +100,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t event, unsigned int 
 
 cudaError_t cudaDeviceSynchronize(void)
 {
-    calls.device_sync++;
+    COUNT(device_sync);
     return cudaSuccess;
 }
 
@@ -354,6 +358,64 @@ START_TEST(one_block_chunks_record_every_free)
 }
 END_TEST
 
+/* Eight threads, each on its own stream, allocate and free at random (some frees on a neighbour's
+ * stream); each writes its mark into the blocks it holds and finds it intact when it frees them,
+ * so a block handed out twice at once fails the test. At the end nothing is counted in use. */
+enum { CHURN_THREADS = 8, CHURN_LIVE = 40, CHURN_STEPS = 20000 };
+
+typedef struct churn_arg { crmm_resource *f; cudaStream_t own, other; uint64_t seed; int failed; } churn_arg;
+
+static void *churn(void *p)
+{
+    churn_arg *a = p;
+    void *live[CHURN_LIVE] = {0};
+    uint64_t x = a->seed;
+    for (int i = 0; i < CHURN_STEPS && !a->failed; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int k = (int)(x % CHURN_LIVE);
+        if (!live[k]) {
+            if (crmm_resource_allocate(a->f, 1000, (crmm_cuda_stream_t)a->own, &live[k]) != CRMM_OK)
+                a->failed = 1;
+            else
+                memset(live[k], (int)(uintptr_t)a->own & 0xff, 1000);
+            continue;
+        }
+        const unsigned char *b = live[k];
+        if (b[0] != ((uintptr_t)a->own & 0xff) || b[999] != b[0])
+            a->failed = 2;
+        cudaStream_t on = (x >> 32) % 8 ? a->own : a->other;
+        if (crmm_resource_deallocate(a->f, live[k], 1000, (crmm_cuda_stream_t)on) != CRMM_OK)
+            a->failed = 3;
+        live[k] = NULL;
+    }
+    for (int k = 0; k < CHURN_LIVE; k++)
+        if (live[k] && crmm_resource_deallocate(a->f, live[k], 1000, (crmm_cuda_stream_t)a->own) != CRMM_OK)
+            a->failed = 3;
+    return NULL;
+}
+
+START_TEST(eight_threads_on_their_own_streams_never_share_a_block)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=32", 0);
+    cudaStream_t st[CHURN_THREADS];
+    for (int t = 0; t < CHURN_THREADS; t++)
+        st[t] = fake_stream_new(t);
+    churn_arg a[CHURN_THREADS];
+    pthread_t th[CHURN_THREADS];
+    for (int t = 0; t < CHURN_THREADS; t++) {
+        a[t] = (churn_arg){f, st[t], st[(t + 1) % CHURN_THREADS], 42 + (uint64_t)t, 0};
+        ck_assert_int_eq(pthread_create(&th[t], NULL, churn, &a[t]), 0);
+    }
+    for (int t = 0; t < CHURN_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        ck_assert_msg(a[t].failed == 0, "thread %d failed (%d: 1 allocate, 2 a block changed under it, 3 free)", t, a[t].failed);
+    }
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_IN_USE), 0);
+    crmm_resource_release(f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fixed_size_streams");
@@ -365,6 +427,10 @@ int main(void)
     tcase_add_test(tc, frees_on_a_reused_handle_never_cover_the_old_streams_blocks);
     tcase_add_test(tc, destroy_synchronizes_for_uncovered_blocks);
     tcase_add_test(tc, one_block_chunks_record_every_free);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fixed_size_streams_threads"); /* busy threads: give a loaded machine time */
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, eight_threads_on_their_own_streams_never_share_a_block);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }
