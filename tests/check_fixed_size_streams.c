@@ -328,6 +328,24 @@ START_TEST(frees_on_a_reused_handle_never_cover_the_old_streams_blocks)
 }
 END_TEST
 
+/* Short-lived streams that each free a block and are destroyed leave it uncovered on their
+ * lists. The resource does not grow for them without bound: once they are as many as a chunk
+ * (or half of all blocks), it synchronizes the device and uses them. */
+START_TEST(blocks_left_by_destroyed_streams_do_not_make_it_grow)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 0); /* an event every 2 frees */
+    reset_calls();
+    for (int i = 0; i < 40; i++) {
+        cudaStream_t s = fake_stream_new(0); /* the same handle, a new stream each time */
+        free_on(f, alloc_on(f, s), s);
+        fake_stream_destroy(s);
+    }
+    ck_assert_int_eq(device->chunks, 1);
+    ck_assert_int_eq(calls.device_sync, 2); /* at the 17th and the 33rd stream */
+    crmm_resource_release(f);
+}
+END_TEST
+
 /* Destroy gives the chunks back only after the last use of every free block: blocks no event
  * covers need a device synchronization. */
 START_TEST(destroy_synchronizes_for_uncovered_blocks)
@@ -425,6 +443,7 @@ int main(void)
     tcase_add_test(tc, uncovered_blocks_are_taken_after_a_device_synchronization);
     tcase_add_test(tc, a_reused_handle_does_not_take_the_old_streams_blocks);
     tcase_add_test(tc, frees_on_a_reused_handle_never_cover_the_old_streams_blocks);
+    tcase_add_test(tc, blocks_left_by_destroyed_streams_do_not_make_it_grow);
     tcase_add_test(tc, destroy_synchronizes_for_uncovered_blocks);
     tcase_add_test(tc, one_block_chunks_record_every_free);
     suite_add_tcase(s, tc);

@@ -90,13 +90,18 @@ static crmm_status grow(fixed_size_resource *r, fs_stream_key *key)
 }
 
 /* No block for the stream of `key` without a wait: the free blocks are all uncovered ones of
- * other streams (fixed_size_free_lists.h). While they are fewer than a chunk, grow by a chunk;
- * else, or when upstream refuses, synchronize the device (under the lock: this is the last
- * resort) so that every free block is usable, and take one. Lock held. */
+ * other streams (fixed_size_free_lists.h). While they are fewer than half of all blocks (and
+ * fewer than a chunk's), grow by a chunk: streams that go on freeing cover theirs soon, and
+ * streams side by side each keep fewer than record_every uncovered. Once they are that many
+ * (streams that stopped freeing, or were destroyed, left them), or when upstream refuses,
+ * synchronize the device (under the lock: this is the last resort) so that every free block is
+ * usable, and take one. Lock held. */
 static crmm_status take_or_grow(fixed_size_resource *r, fs_stream_key *key, void **ptr)
 {
     crmm_status st = CRMM_ERROR_NOT_FOUND;
-    if (r->free.uncovered < r->blocks_per_chunk && (st = grow(r, key)) == CRMM_OK)
+    uint64_t half = (uint64_t)r->chunk_count * r->blocks_per_chunk / 2;
+    uint64_t limit = half > r->blocks_per_chunk ? half : r->blocks_per_chunk;
+    if (r->free.uncovered < limit && (st = grow(r, key)) == CRMM_OK)
         return fs_free_lists_pop(&r->free, key, ptr);
     if (r->free.uncovered == 0)
         return st;
