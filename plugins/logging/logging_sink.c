@@ -8,8 +8,8 @@
  * only when the writer is still writing the previous buffer. With auto_flush, or when the thread
  * cannot be started, the appending thread writes, as do flushes (after the writer finished, so
  * the file keeps the order of the lines). A global list of open sinks, under its own mutex, lets
- * one atexit handler flush them all. Lock order: the list, then a sink's spin lock, then its
- * writer mutex; the writer thread never holds two of them. */
+ * one atexit handler flush them all, and fork take every sink's lock. Lock order: the list, then
+ * a sink's spin lock, then its writer mutex; the writer thread never holds two of them. */
 #include "config.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -63,10 +63,33 @@ static void flush_all_at_exit(void)
     pthread_mutex_unlock(&open_sinks_lock);
 }
 
+/* Around fork: the forking thread holds every sink's lock, so that the child never inherits one
+ * held by another thread (an appender, or a writer handing its buffer back) that does not exist
+ * there. */
+static void lock_all_before_fork(void)
+{
+    pthread_mutex_lock(&open_sinks_lock);
+    for (logging_sink *s = open_sinks; s; s = s->next)
+        spin_lock(&s->lock);
+}
+
+static void unlock_all_after_fork(void)
+{
+    for (logging_sink *s = open_sinks; s; s = s->next)
+        spin_unlock(&s->lock);
+    pthread_mutex_unlock(&open_sinks_lock);
+}
+
+static void unlock_all_in_child(void)
+{
+    unlock_all_after_fork();
+    logging_line_forget_thread();
+}
+
 static void install_process_hooks(void)
 {
     atexit(flush_all_at_exit);
-    pthread_atfork(NULL, NULL, logging_line_forget_thread);
+    pthread_atfork(lock_all_before_fork, unlock_all_after_fork, unlock_all_in_child);
 }
 
 static int write_all(int fd, const char *p, size_t n)
