@@ -173,7 +173,8 @@ crmm_status fs_free_lists_pop(fs_free_lists *fl, fs_stream_key *key, void **ptr)
         mine->blocks = other->blocks;
         other->blocks = empty;
         mine->blocks.count = other->covered;
-        memcpy(other->blocks.ptrs, mine->blocks.ptrs + other->covered, keep * sizeof *mine->blocks.ptrs);
+        if (keep) /* an empty stack may have no array yet */
+            memcpy(other->blocks.ptrs, mine->blocks.ptrs + other->covered, keep * sizeof *mine->blocks.ptrs);
         other->blocks.count = keep;
         other->covered = 0;
         /* mine's event must now cover the wait, or a third stream taking these blocks from mine
