@@ -31,6 +31,13 @@ tests_check_logging_CFLAGS = $(TEST_CFLAGS)
 tests_check_logging_LDADD = $(TEST_LDADD)
 TESTS += tests/check_logging
 
+# the logging plugin's line formatter, compiled in
+check_PROGRAMS += tests/check_logging_line
+tests_check_logging_line_SOURCES = tests/check_logging_line.c plugins/logging/logging_line.c plugins/logging/logging_line.h
+tests_check_logging_line_CFLAGS = $(TEST_CFLAGS)
+tests_check_logging_line_LDADD = $(TEST_LDADD)
+TESTS += tests/check_logging_line
+
 # `crmm replay`, called in-process; check_replay_streams scripts CUDA (its program defines the
 # stream calls and exports them) and traces the calls the crmm_recorder plugin gets
 REPLAY_SOURCES = tools/cmd_replay.c tools/replay_log.c tools/replay_run.c tools/replay_report.c \

@@ -1,9 +1,11 @@
 /* check_logging.c — the `logging` plugin over host memory: the CSV byte for byte against lines
- * built by RMM's format rules, buffering with and without auto_flush, the flush at exit and
+ * built by RMM's format rules, buffering with and without auto_flush, the writer thread of a
+ * buffered log and its write errors, the flush at exit and
  * after fork, file name expansion, bad file names, threads, the API through other adaptors, the
  * logging switch without a GPU, and the conformance suite. */
 #include "config.h"
 #include <ctype.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,6 +177,34 @@ START_TEST(large_logs_spill_to_the_file)
 }
 END_TEST
 
+/* Threads of this process (entries of /proc/self/task). */
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* A buffered logger writes its full buffers on a thread of its own (the caller goes on with a
+ * second buffer); one with auto_flush writes on the caller's thread and starts none. The
+ * thread ends with the resource. */
+START_TEST(buffered_logging_writes_on_its_own_thread)
+{
+    int before = thread_count();
+    crmm_resource *mr = logger(path_for("writer"), NULL);
+    ck_assert_int_eq(thread_count(), before + 1);
+    crmm_resource *autom = logger(path_for("writer_auto"), "auto_flush=true");
+    ck_assert_int_eq(thread_count(), before + 1);
+    crmm_resource_release(autom);
+    crmm_resource_release(mr);
+    ck_assert_int_eq(thread_count(), before);
+}
+END_TEST
+
 static crmm_resource *kept_for_exit; /* a global, so leak checkers see it as reachable */
 
 START_TEST(lines_are_flushed_at_exit)
@@ -259,21 +289,20 @@ START_TEST(bad_file_names_are_refused)
 }
 END_TEST
 
-START_TEST(write_errors_are_reported)
+/* In a child process, where the limit cannot hit Check's own files: log `pairs` allocate/free
+ * pairs into a file that stops growing at 4 KiB (later writes fail with EFBIG), then check that
+ * a flush reports the failure, that allocation goes on while the log keeps saying it failed, and
+ * that nothing was written past the limit. Fails the test with the step the child failed at. */
+static void check_full_file(const char *tag, int pairs)
 {
-    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = NULL;
-    ck_assert_crmm(crmm_resource_create("logging", "file=/dev/full", host, &mr), CRMM_ERROR_IO); /* the header */
-    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "/dev/full"));
-    crmm_resource_release(host);
-    /* a file that stops growing at 4 KiB, so later writes fail with EFBIG; in a child process,
-     * where the limit cannot hit Check's own files. Exit status: 0 ok, else the failed step. */
-    const char *path = path_for("full");
+    const char *path = path_for(tag);
     fflush(NULL);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         signal(SIGXFSZ, SIG_IGN);
         struct rlimit lim = {4096, 4096};
+        crmm_resource *host = NULL, *mr = NULL;
         if (setrlimit(RLIMIT_FSIZE, &lim) != 0 || crmm_resource_create("host", NULL, NULL, &host) != CRMM_OK)
             _exit(10);
         char params[4300];
@@ -281,7 +310,7 @@ START_TEST(write_errors_are_reported)
         if (crmm_resource_create("logging", params, host, &mr) != CRMM_OK)
             _exit(11);
         int step = 0;
-        for (int i = 0; i < 200 && !step; i++) { /* ~10 KB of lines, buffered */
+        for (int i = 0; i < pairs && !step; i++) {
             void *p;
             if (crmm_resource_allocate(mr, 64, NULL, &p) != CRMM_OK || crmm_resource_deallocate(mr, p, 64, NULL) != CRMM_OK)
                 step = 12;
@@ -297,11 +326,30 @@ START_TEST(write_errors_are_reported)
             step = 16;
         crmm_resource_release(mr);
         crmm_resource_release(host);
+        struct stat st;
+        if (!step && (stat(path, &st) != 0 || st.st_size > 4096))
+            step = 17;
         exit(step);
     }
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed at step %d", WEXITSTATUS(status));
+}
+
+START_TEST(write_errors_are_reported)
+{
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = NULL;
+    ck_assert_crmm(crmm_resource_create("logging", "file=/dev/full", host, &mr), CRMM_ERROR_IO); /* the header */
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "/dev/full"));
+    crmm_resource_release(host);
+    check_full_file("full", 200); /* ~10 KB of lines, buffered: the flush writes them */
+}
+END_TEST
+
+/* A write error met by the writer thread (full buffers) is reported by the next flush too. */
+START_TEST(write_errors_of_full_buffers_are_reported)
+{
+    check_full_file("full_buffers", 5000); /* ~0.5 MB of lines: several full buffers */
 }
 END_TEST
 
@@ -458,6 +506,8 @@ int main(void)
     tcase_add_test(tc, buffered_until_flush);
     tcase_add_test(tc, auto_flush_writes_each_line);
     tcase_add_test(tc, large_logs_spill_to_the_file);
+    tcase_add_test(tc, buffered_logging_writes_on_its_own_thread);
+    tcase_add_test(tc, write_errors_of_full_buffers_are_reported);
     tcase_add_test(tc, lines_are_flushed_at_exit);
     tcase_add_test(tc, a_forked_child_does_not_write_the_parents_lines);
     tcase_add_test(tc, file_name_expansion);

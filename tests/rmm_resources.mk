@@ -18,6 +18,13 @@ TESTS += $(RMM_RESOURCES_CPU_TESTS) $(RMM_RESOURCES_GPU_TESTS)
 tests_check_fixed_size_SOURCES = tests/check_fixed_size.c
 tests_check_fixed_size_CFLAGS = $(TEST_CFLAGS)
 tests_check_fixed_size_LDADD = $(TEST_LDADD)
+# fixed_size's stream order against a scripted CUDA (the program defines the CUDA calls)
+check_PROGRAMS += tests/check_fixed_size_streams
+tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c
+tests_check_fixed_size_streams_CFLAGS = $(TEST_CFLAGS)
+tests_check_fixed_size_streams_LDFLAGS = -export-dynamic
+tests_check_fixed_size_streams_LDADD = $(TEST_LDADD)
+TESTS += tests/check_fixed_size_streams
 tests_check_binning_SOURCES = tests/check_binning.c
 tests_check_binning_CFLAGS = $(TEST_CFLAGS)
 tests_check_binning_LDADD = $(TEST_LDADD)

@@ -1,12 +1,18 @@
 /* fixed_size_free_lists.h — the stream-ordered free lists of the fixed_size plugin.
  *
  * One LIFO stack of free block pointers per CUDA stream (keyed by cudaStreamGetId, so a
- * destroyed stream's handle reused by a new stream is not mistaken for the old one), each with
- * an event recorded after every block pushed on that stream. A block is reused on its own
- * stream at once; another stream takes a whole stack only after cudaStreamWaitEvent on the
- * owner's event. For host-only upstreams there is a single stack and no CUDA call at all.
- * None of the calls needs the caller's current device to be the resource's: the one call that
- * makes something (the event of a stream seen for the first time) makes the device current itself.
+ * destroyed stream's handle reused by a new stream is not mistaken for the old one: see the two
+ * key functions for when the id is asked for), each with an event. A block is reused on its own stream at once. Another stream may take a stream's
+ * blocks only behind that stream's event (cudaStreamWaitEvent, naming no other stream's handle),
+ * so only the blocks freed before the event's last record are "covered" and may move: the bottom
+ * `covered` blocks of the stack. The event is recorded when a stream has freed `record_every`
+ * blocks since its last record (not at every free: a record costs as much as the rest of the
+ * free), so at most record_every - 1 blocks of a stream wait for it to record again. Those, on a
+ * stream that stopped freeing or was destroyed, become usable to others after a device
+ * synchronization (fs_free_lists_synchronize), which the resource makes when growing fails or
+ * when they add up to a chunk. For host-only upstreams there is a single stack and no CUDA call
+ * at all. None of the calls needs the caller's current device to be the resource's: those that
+ * make something or synchronize make the device current themselves.
  * Not thread-safe by itself: the resource calls these under its lock. */
 #ifndef CRMM_PLUGINS_FIXED_SIZE_FREE_LISTS_H
 #define CRMM_PLUGINS_FIXED_SIZE_FREE_LISTS_H
@@ -23,8 +29,13 @@ typedef struct fs_stack {
 
 typedef struct fs_stream_list {
     unsigned long long stream_id; /* cudaStreamGetId of the stream the blocks were freed on */
-    void *event;                  /* cudaEvent_t recorded after the last push on that stream */
+    crmm_cuda_stream_t handle;    /* that stream's handle while it may still be its (a created
+                                   * stream's; NULL for the default streams and once the handle
+                                   * went to another stream) */
+    void *event;                  /* cudaEvent_t, recorded on that stream */
     fs_stack blocks;
+    size_t covered;               /* blocks.ptrs[0 .. covered) were pushed before the event's last
+                                   * record (or a device synchronization): others may take them */
 } fs_stream_list;
 
 typedef struct fs_free_lists {
@@ -32,36 +43,59 @@ typedef struct fs_free_lists {
     int device;             /* the device the events are made on */
     fs_stream_list *lists;
     size_t count, capacity;
+    size_t record_every;    /* record a stream's event once this many of its blocks are uncovered */
     uint64_t free_blocks;   /* blocks in all stacks */
+    uint64_t uncovered;     /* blocks in all stacks above their `covered` */
 } fs_free_lists;
 
-/* Start empty; events will be made on `device` (made current just for that). */
-void fs_free_lists_init(fs_free_lists *fl, bool host_only, int device);
+/* Start empty; events will be made on `device` (made current just for that); a stream's event is
+ * recorded once `record_every` (>= 1) of its free blocks are not covered by it. */
+void fs_free_lists_init(fs_free_lists *fl, bool host_only, int device, size_t record_every);
 
-/* A stream as the lists know it: its handle and its cudaStreamGetId. */
+/* A stream as the lists know it: its handle and, when known, its cudaStreamGetId. */
 typedef struct fs_stream_key {
     crmm_cuda_stream_t handle;
     unsigned long long id;        /* 0 for host-only lists */
+    bool known;                   /* id is the stream's (else it is asked for when needed) */
 } fs_stream_key;
 
-/* The key of `stream`. Needs no lock (so the resource asks before taking its own): one
- * cudaStreamGetId, none for host-only lists. CRMM_ERROR_CUDA when CUDA refuses the handle. */
+/* The key of `stream`, with its id. Needs no lock (so the resource asks before taking its
+ * own): one cudaStreamGetId, none for host-only lists. An allocation needs it: a block may be
+ * handed out on a stream without a wait only from that stream's own list, and only the id tells
+ * a stream from an earlier one, destroyed, whose handle it got. CRMM_ERROR_CUDA when CUDA
+ * refuses the handle. */
 crmm_status fs_free_lists_key(const fs_free_lists *fl, crmm_cuda_stream_t stream, fs_stream_key *key);
 
-/* Take a free block usable on the stream of `key`: from the stream's own stack, else a whole
- * stack of another stream after making the stream wait on that stream's event.
- * CRMM_ERROR_NOT_FOUND (no message) when every stack is empty; CRMM_ERROR_CUDA when a stream or
- * event call fails. */
-crmm_status fs_free_lists_pop(fs_free_lists *fl, const fs_stream_key *key, void **ptr);
+/* The key for a free: for a created stream the handle alone (no CUDA call); the list is found
+ * by the handle, and the id is asked for only before recording the list's event (then a list
+ * whose stream was destroyed and whose handle was reused is recognized, and left alone). Blocks
+ * pushed on a destroyed stream's list by its handle's next owner are not covered by that list's
+ * event and never popped from it without a wait: pops find lists by id. For the default streams
+ * (one handle, a stream per thread or the legacy one) as fs_free_lists_key. */
+crmm_status fs_free_lists_push_key(const fs_free_lists *fl, crmm_cuda_stream_t stream, fs_stream_key *key);
 
-/* Give `n` blocks back, last used on the stream of `key` (or fresh from upstream on it), and
- * record the stream's event. CRMM_ERROR_OUT_OF_MEMORY when the stack cannot grow (then the
- * blocks stay unavailable until the resource is destroyed), CRMM_ERROR_CUDA on a failed CUDA
- * call. */
-crmm_status fs_free_lists_push(fs_free_lists *fl, const fs_stream_key *key, void *const *ptrs, size_t n);
+/* Take a free block usable on the stream of `key`: from the stream's own stack, else the
+ * covered blocks of another stream after making the stream wait on that stream's event (and
+ * recording the stream's own event, so that they stay covered on its stack).
+ * CRMM_ERROR_NOT_FOUND (no message) when the own stack is empty and no other has a covered
+ * block; CRMM_ERROR_CUDA when a stream or event call fails; CRMM_ERROR_OUT_OF_MEMORY when a
+ * stack cannot grow to hold what another stream keeps. */
+crmm_status fs_free_lists_pop(fs_free_lists *fl, fs_stream_key *key, void **ptr);
 
-/* Wait until every block's last use (every recorded event) has completed; then destroy the
- * events (no CUDA call when `cuda_ok` is false) and free the stacks. */
+/* Give `n` blocks back, last used on the stream of `key` (or fresh from upstream on it); record
+ * the stream's event when record_every of its blocks are now uncovered. CRMM_ERROR_OUT_OF_MEMORY
+ * when the stack cannot grow (then the blocks stay unavailable until the resource is destroyed),
+ * CRMM_ERROR_CUDA on a failed CUDA call (the blocks are on the stack, uncovered). */
+crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *const *ptrs, size_t n);
+
+/* Wait until the device has finished all work (cudaDeviceSynchronize, which names no stream);
+ * then every free block is covered. CRMM_ERROR_CUDA when that fails (nothing changes). No CUDA
+ * call for host-only lists. */
+crmm_status fs_free_lists_synchronize(fs_free_lists *fl);
+
+/* Wait until every block's last use has completed (the events; the device when some block is
+ * uncovered); then destroy the events (no CUDA call when `cuda_ok` is false) and free the
+ * stacks. */
 void fs_free_lists_destroy(fs_free_lists *fl, bool cuda_ok);
 
 #endif

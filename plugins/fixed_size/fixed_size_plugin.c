@@ -4,13 +4,16 @@
  * Each upstream allocation ("chunk") is `blocks_to_preallocate` blocks of `block_size` bytes
  * (rounded up to 256); the first chunk is taken at create. Any request up to the block size gets
  * one whole block from a stream-ordered free list (fixed_size_free_lists.c); a larger one fails
- * with CRMM_ERROR_OUT_OF_MEMORY, as RMM's "Maximum allocation size exceeded". When every list
- * is empty another chunk is allocated on the requesting stream. Chunks go back upstream only
- * when the resource is destroyed. One mutex guards the lists, the chunk array, the live set and
- * the counters; allocate and deallocate each take it once, and switch devices only for a default
- * stream (enter_device_for). */
+ * with CRMM_ERROR_OUT_OF_MEMORY, as RMM's "Maximum allocation size exceeded". When no list has a
+ * block the requesting stream may take without a device synchronization, another chunk is
+ * allocated on that stream (take_or_grow says when it synchronizes instead). Chunks go back
+ * upstream only when the resource is destroyed. One spin lock (common/spin_lock.h: a hand-over
+ * costs a cache-line transfer, where a contended mutex puts its waiters to sleep) guards the
+ * lists, the chunk array, the live set and the counters; allocate and deallocate each take it
+ * once; an allocation makes its one usual CUDA call (the stream's id) before it, a free on a
+ * created stream none (fixed_size_free_lists.h); they switch devices only for a default stream
+ * (enter_device_for). */
 #include "config.h"
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include <crmm/plugin.h>
+#include "../common/spin_lock.h"
 #include "fixed_size_free_lists.h"
 #include "fixed_size_live.h"
 
@@ -27,7 +31,7 @@ typedef struct fixed_size_resource {
     size_t block_size;        /* bytes per block, a multiple of 256 */
     size_t blocks_per_chunk;  /* blocks_to_preallocate */
     size_t chunk_size;        /* block_size * blocks_per_chunk */
-    pthread_mutex_t lock;     /* guards everything below */
+    int lock;                 /* spin_lock; guards everything below */
     fs_free_lists free;
     void **chunks;            /* upstream allocations, each chunk_size bytes */
     size_t chunk_count, chunk_capacity;
@@ -38,7 +42,7 @@ typedef struct fixed_size_resource {
 
 /* Allocate one more chunk on the stream of `key` and put its blocks on that stream's list. Lock
  * held. */
-static crmm_status grow(fixed_size_resource *r, const fs_stream_key *key)
+static crmm_status grow(fixed_size_resource *r, fs_stream_key *key)
 {
     crmm_cuda_stream_t stream = key->handle;
     if (r->chunk_count == r->chunk_capacity) {
@@ -68,10 +72,12 @@ static crmm_status grow(fixed_size_resource *r, const fs_stream_key *key)
         size_t n = left < 256 ? left : 256;
         for (size_t i = 0; i < n; i++)
             batch[i] = (char *)chunk + (left - 1 - i) * r->block_size;
+        uint64_t before = r->free.free_blocks;
         st = fs_free_lists_push(&r->free, key, batch, n);
+        if (r->free.free_blocks != before) /* on the stack, even when recording the event failed */
+            left -= n;
         if (st != CRMM_OK)
             break;
-        left -= n;
     }
     if (st != CRMM_OK && left == r->blocks_per_chunk) {
         crmm_resource_deallocate(r->base.upstream, chunk, r->chunk_size, stream);
@@ -81,6 +87,28 @@ static crmm_status grow(fixed_size_resource *r, const fs_stream_key *key)
     if (r->chunk_count > r->chunk_peak)
         r->chunk_peak = r->chunk_count;
     return st;
+}
+
+/* No block for the stream of `key` without a wait: the free blocks are all uncovered ones of
+ * other streams (fixed_size_free_lists.h). While they are fewer than half of all blocks (and
+ * fewer than a chunk's), grow by a chunk: streams that go on freeing cover theirs soon, and
+ * streams side by side each keep fewer than record_every uncovered. Once they are that many
+ * (streams that stopped freeing, or were destroyed, left them), or when upstream refuses,
+ * synchronize the device (under the lock: this is the last resort) so that every free block is
+ * usable, and take one. Lock held. */
+static crmm_status take_or_grow(fixed_size_resource *r, fs_stream_key *key, void **ptr)
+{
+    crmm_status st = CRMM_ERROR_NOT_FOUND;
+    uint64_t half = (uint64_t)r->chunk_count * r->blocks_per_chunk / 2;
+    uint64_t limit = half > r->blocks_per_chunk ? half : r->blocks_per_chunk;
+    if (r->free.uncovered < limit && (st = grow(r, key)) == CRMM_OK)
+        return fs_free_lists_pop(&r->free, key, ptr);
+    if (r->free.uncovered == 0)
+        return st;
+    crmm_status sync = fs_free_lists_synchronize(&r->free);
+    if (sync != CRMM_OK)
+        return st == CRMM_ERROR_NOT_FOUND ? sync : st; /* the growth's error, when there was one */
+    return fs_free_lists_pop(&r->free, key, ptr);
 }
 
 /* Make the resource's device current for CUDA calls (nothing for host-only upstreams). */
@@ -125,17 +153,17 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
         crmm_cuda_device_restore(&g);
         return st;
     }
-    pthread_mutex_lock(&r->lock);
+    spin_lock(&r->lock);
     st = fs_free_lists_pop(&r->free, &key, ptr);
-    if (st == CRMM_ERROR_NOT_FOUND && (st = grow(r, &key)) == CRMM_OK)
-        st = fs_free_lists_pop(&r->free, &key, ptr);
+    if (st == CRMM_ERROR_NOT_FOUND)
+        st = take_or_grow(r, &key, ptr);
     if (st == CRMM_OK && !fs_live_add(&r->live, (uintptr_t)*ptr)) {
         fs_free_lists_push(&r->free, &key, ptr, 1); /* back where it came from */
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size '%s': malloc failed (live set)", self->name);
     }
     if (st == CRMM_OK)
         crmm_counters_add_locked(&r->counters, bytes);
-    pthread_mutex_unlock(&r->lock);
+    spin_unlock(&r->lock);
     crmm_cuda_device_restore(&g);
     return st;
 }
@@ -152,12 +180,12 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
     fs_stream_key key;
     crmm_status st = push ? enter_device_for(r, stream, &g) : CRMM_OK;
     if (st == CRMM_OK && push)
-        st = fs_free_lists_key(&r->free, stream, &key); /* before the lock: a CUDA call */
+        st = fs_free_lists_push_key(&r->free, stream, &key); /* before the lock: a CUDA call for a default stream */
     if (st != CRMM_OK) {
         crmm_cuda_device_restore(&g);
         return st;
     }
-    pthread_mutex_lock(&r->lock);
+    spin_lock(&r->lock);
     bool known = fs_live_remove(&r->live, (uintptr_t)ptr);
     if (known) {
         /* a free with another size than allocated (within the block size) cannot be told from
@@ -167,7 +195,7 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
     }
     if (known && push)
         st = fs_free_lists_push(&r->free, &key, &ptr, 1);
-    pthread_mutex_unlock(&r->lock);
+    spin_unlock(&r->lock);
     crmm_cuda_device_restore(&g);
     if (!known)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
@@ -181,9 +209,9 @@ static crmm_status fixed_size_query(crmm_resource *self, crmm_query what, uint64
     fixed_size_resource *r = (fixed_size_resource *)self;
     if (crmm_counters_query(&r->counters, what, out) == CRMM_OK)
         return CRMM_OK;
-    pthread_mutex_lock(&r->lock);
+    spin_lock(&r->lock);
     uint64_t chunks = r->chunk_count, peak = r->chunk_peak, free_blocks = r->free.free_blocks;
-    pthread_mutex_unlock(&r->lock);
+    spin_unlock(&r->lock);
     switch (what) {
     case CRMM_QUERY_BYTES_RESERVED: *out = chunks * r->chunk_size; return CRMM_OK;
     case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = peak * r->chunk_size; return CRMM_OK;
@@ -210,7 +238,6 @@ static void fixed_size_destroy(crmm_resource *self)
     crmm_cuda_device_restore(&g);
     free(r->chunks);
     fs_live_free(&r->live);
-    pthread_mutex_destroy(&r->lock);
     free(r);
 }
 
@@ -225,6 +252,15 @@ static const crmm_resource_ops fixed_size_ops = {
 /* The parameters, as fixed_size_fields fills them. */
 /* blocks_to_preallocate at most: a chunk of small blocks stays a sane size (256 MiB of 256 B blocks) */
 #define FIXED_SIZE_MAX_BLOCKS_PER_CHUNK ((uint64_t)1 << 20)
+
+/* A stream's event is recorded once it has freed this many blocks since the last record: an
+ * eighth of a chunk, at most 16, at least 1. Fewer than that per stream wait for the stream's next
+ * record (or a synchronization) before another stream may take them. */
+static size_t fixed_size_record_every(size_t blocks_per_chunk)
+{
+    size_t n = blocks_per_chunk / 8;
+    return n < 1 ? 1 : n > 16 ? 16 : n;
+}
 
 typedef struct fixed_size_config {
     uint64_t block_size;
@@ -250,9 +286,9 @@ static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *u
     r->block_size = (size_t)block_size;
     r->blocks_per_chunk = (size_t)blocks;
     r->chunk_size = r->block_size * r->blocks_per_chunk;
-    pthread_mutex_init(&r->lock, NULL);
     /* An upstream that is not device memory is host-only: no streams, no events. */
-    fs_free_lists_init(&r->free, !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE), upstream->device);
+    fs_free_lists_init(&r->free, !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE), upstream->device,
+                       fixed_size_record_every(r->blocks_per_chunk));
     crmm_resource_init(&r->base, &fixed_size_ops, "fixed_size", upstream->flags, upstream->device, upstream);
     crmm_device_guard g;
     st = enter_device(r, &g);

@@ -1,14 +1,20 @@
 /* logging_sink.c — buffered, thread-safe log files, flushed at exit (see logging_sink.h).
  *
- * Each sink owns a fixed buffer of LOGGING_SINK_BUFFER bytes. Appending is a memcpy under the
- * sink's spin lock (a few nanoseconds held, where a mutex costs two locked instructions a line
- * even uncontended); the write(2) happens only when the buffer is full (or per line with
- * auto_flush), and a thread waiting meanwhile yields the processor. A global list of open sinks,
- * under its own mutex, lets one atexit handler flush them all; lock order is list, then sink. */
+ * Each sink owns two buffers of LOGGING_SINK_BUFFER bytes. Appending is a memcpy into the active
+ * one under the sink's spin lock (a few nanoseconds held, where a mutex costs two locked
+ * instructions a line even uncontended). When it is full, a buffered sink hands it to its writer
+ * thread and goes on with the other one, so the write(2) of a full buffer -- as long as
+ * formatting and appending its lines together -- is not on the caller's path; the caller waits
+ * only when the writer is still writing the previous buffer. With auto_flush, or when the thread
+ * cannot be started, the appending thread writes, as do flushes (after the writer finished, so
+ * the file keeps the order of the lines). A global list of open sinks, under its own mutex, lets
+ * one atexit handler flush them all, and fork take every sink's lock. Lock order: the list, then
+ * a sink's spin lock, then its writer mutex; the writer thread never holds two of them. */
 #include "config.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,14 +26,23 @@
 #define LOGGING_SINK_BUFFER (128u * 1024u)
 
 struct logging_sink {
-    int lock;              /* spin_lock */
+    int lock;              /* spin_lock: guards buf, used, spare (also read atomically), write_errno */
     int fd;
     pid_t owner;           /* the process that opened it; a forked child writes nothing */
     bool auto_flush;
     int write_errno;       /* first write error (0: none); lines are dropped after one */
     size_t used;
+    char *buf;             /* the buffer lines are appended to */
+    char *spare;           /* the other buffer while the writer is not writing it; NULL while it is */
+    bool has_writer;       /* a writer thread runs (set at open) */
+    pthread_t writer;
+    pthread_mutex_t writer_lock; /* guards pending, pending_len and stop */
+    pthread_cond_t work;   /* to the writer: pending or stop was set */
+    pthread_cond_t done;   /* from the writer: spare is back */
+    char *pending;         /* a full buffer for the writer, or NULL */
+    size_t pending_len;
+    bool stop;
     logging_sink *prev, *next; /* the list of open sinks */
-    char *buf;
     char path[];
 };
 
@@ -48,10 +63,33 @@ static void flush_all_at_exit(void)
     pthread_mutex_unlock(&open_sinks_lock);
 }
 
+/* Around fork: the forking thread holds every sink's lock, so that the child never inherits one
+ * held by another thread (an appender, or a writer handing its buffer back) that does not exist
+ * there. */
+static void lock_all_before_fork(void)
+{
+    pthread_mutex_lock(&open_sinks_lock);
+    for (logging_sink *s = open_sinks; s; s = s->next)
+        spin_lock(&s->lock);
+}
+
+static void unlock_all_after_fork(void)
+{
+    for (logging_sink *s = open_sinks; s; s = s->next)
+        spin_unlock(&s->lock);
+    pthread_mutex_unlock(&open_sinks_lock);
+}
+
+static void unlock_all_in_child(void)
+{
+    unlock_all_after_fork();
+    logging_line_forget_thread();
+}
+
 static void install_process_hooks(void)
 {
     atexit(flush_all_at_exit);
-    pthread_atfork(NULL, NULL, logging_line_forget_thread);
+    pthread_atfork(lock_all_before_fork, unlock_all_after_fork, unlock_all_in_child);
 }
 
 static int write_all(int fd, const char *p, size_t n)
@@ -69,6 +107,25 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+static void log_write_error(const logging_sink *s, int err)
+{
+    crmm_log(CRMM_LOG_ERROR, "logging: cannot write %s: %s; dropping further lines", s->path, strerror(err));
+}
+
+/* Wait until the writer has no buffer of this sink (it gave spare back). Spin lock held; it is
+ * let go while waiting. Only in the process that opened the sink (a child has no writer). */
+static void wait_for_writer_locked(logging_sink *s)
+{
+    while (s->has_writer && !__atomic_load_n(&s->spare, __ATOMIC_ACQUIRE)) {
+        spin_unlock(&s->lock);
+        pthread_mutex_lock(&s->writer_lock);
+        while (!__atomic_load_n(&s->spare, __ATOMIC_ACQUIRE))
+            pthread_cond_wait(&s->done, &s->writer_lock);
+        pthread_mutex_unlock(&s->writer_lock);
+        spin_lock(&s->lock);
+    }
+}
+
 /* Write the buffer; 0 or the errno of the first failed write (which is logged once, and after
  * which lines are dropped). Sets no thread error: an allocate that spills the buffer must keep
  * its own status and message. */
@@ -78,14 +135,100 @@ static int flush_locked(logging_sink *s)
         s->used = 0;
         return 0;
     }
+    wait_for_writer_locked(s);
     if (!s->write_errno && s->used) {
         s->write_errno = write_all(s->fd, s->buf, s->used);
         if (s->write_errno)
-            crmm_log(CRMM_LOG_ERROR, "logging: cannot write %s: %s; dropping further lines", s->path,
-                     strerror(s->write_errno));
+            log_write_error(s, s->write_errno);
     }
     s->used = 0;
     return s->write_errno;
+}
+
+/* The active buffer is full: give it to the writer and take the spare one. Spin lock held. */
+static void hand_off_locked(logging_sink *s)
+{
+    if (getpid() != s->owner || s->write_errno) { /* a forked child's lines, or lines after an error: dropped */
+        s->used = 0;
+        return;
+    }
+    wait_for_writer_locked(s);
+    char *full = s->buf;
+    size_t n = s->used;
+    s->buf = s->spare;
+    __atomic_store_n(&s->spare, NULL, __ATOMIC_RELAXED);
+    s->used = 0;
+    pthread_mutex_lock(&s->writer_lock);
+    s->pending = full;
+    s->pending_len = n;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->writer_lock);
+}
+
+static void *writer_main(void *arg)
+{
+    logging_sink *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->writer_lock);
+        while (!s->pending && !s->stop)
+            pthread_cond_wait(&s->work, &s->writer_lock);
+        char *p = s->pending;
+        size_t n = s->pending_len;
+        s->pending = NULL;
+        pthread_mutex_unlock(&s->writer_lock);
+        if (!p)
+            return NULL; /* stopped, nothing left */
+        int err = write_all(s->fd, p, n);
+        spin_lock(&s->lock);
+        bool first = err && !s->write_errno;
+        if (first)
+            s->write_errno = err;
+        __atomic_store_n(&s->spare, p, __ATOMIC_RELEASE);
+        spin_unlock(&s->lock);
+        if (first)
+            log_write_error(s, err);
+        pthread_mutex_lock(&s->writer_lock);
+        pthread_cond_broadcast(&s->done);
+        pthread_mutex_unlock(&s->writer_lock);
+    }
+}
+
+/* Start the writer thread with every signal blocked (signals are for the application's threads);
+ * false when it cannot be started (the sink then writes on the appending thread). */
+static bool start_writer(logging_sink *s)
+{
+    if (!(s->spare = malloc(LOGGING_SINK_BUFFER)))
+        return false;
+    pthread_mutex_init(&s->writer_lock, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->done, NULL);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int err = pthread_create(&s->writer, NULL, writer_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err) {
+        pthread_cond_destroy(&s->done);
+        pthread_cond_destroy(&s->work);
+        pthread_mutex_destroy(&s->writer_lock);
+        free(s->spare);
+        s->spare = NULL;
+        return false;
+    }
+    return true;
+}
+
+/* Stop and join the writer (after its last buffer). Only in the process that started it. */
+static void stop_writer(logging_sink *s)
+{
+    pthread_mutex_lock(&s->writer_lock);
+    s->stop = true;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->writer_lock);
+    pthread_join(s->writer, NULL);
+    pthread_cond_destroy(&s->done);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->writer_lock);
 }
 
 crmm_status logging_sink_open(const char *path, const char *header, bool auto_flush, logging_sink **out)
@@ -114,6 +257,7 @@ crmm_status logging_sink_open(const char *path, const char *header, bool auto_fl
         free(s);
         return CRMM_ERROR_IO;
     }
+    s->has_writer = !auto_flush && start_writer(s);
     pthread_mutex_lock(&open_sinks_lock);
     s->next = open_sinks;
     if (open_sinks)
@@ -127,8 +271,12 @@ crmm_status logging_sink_open(const char *path, const char *header, bool auto_fl
 void logging_sink_append(logging_sink *s, const char *line, size_t len)
 {
     spin_lock(&s->lock);
-    if (__builtin_expect(s->used + len > LOGGING_SINK_BUFFER, 0))
-        flush_locked(s);
+    if (__builtin_expect(s->used + len > LOGGING_SINK_BUFFER, 0)) {
+        if (s->has_writer)
+            hand_off_locked(s);
+        else
+            flush_locked(s);
+    }
     memcpy(s->buf + s->used, line, len);
     s->used += len;
     if (s->auto_flush)
@@ -161,6 +309,12 @@ void logging_sink_close(logging_sink *s)
     spin_lock(&s->lock);
     flush_locked(s);
     spin_unlock(&s->lock);
+    /* a forked child has no writer thread (and its buffer may be with the parent's): it leaves
+     * both alone */
+    if (s->has_writer && getpid() == s->owner) {
+        stop_writer(s);
+        free(s->spare);
+    }
     close(s->fd);
     free(s->buf);
     free(s);

@@ -1,10 +1,11 @@
 /* logging_sink.h — the file a logging resource writes: a buffer, a lock, a descriptor.
  *
- * Lines are appended to an in-memory buffer under the sink's mutex (so lines never
- * interleave and the file's order is the order in which they were appended) and written with
- * write(2) when the buffer fills, on flush, on close, and at process exit (every open sink is
- * on a list that an atexit handler flushes). A child process after fork drops what it
- * inherited instead of writing it twice. */
+ * Lines are appended to an in-memory buffer under the sink's lock (so lines never interleave
+ * and the file's order is the order in which they were appended) and written with write(2):
+ * a full buffer by the sink's writer thread (a buffered sink has one) while appending goes on in
+ * a second buffer; the rest on flush, on close, and at process exit (every open sink is on a
+ * list that an atexit handler flushes), after the writer is done. A child process after fork
+ * drops what it inherited instead of writing it twice. */
 #ifndef CRMM_PLUGINS_LOGGING_SINK_H
 #define CRMM_PLUGINS_LOGGING_SINK_H
 
@@ -15,8 +16,9 @@
 typedef struct logging_sink logging_sink;
 
 /* Create (truncate) `path` and write `header` (a full line) to it at once. With auto_flush
- * every appended line is written at once. CRMM_ERROR_IO when the file cannot be created or
- * written, CRMM_ERROR_OUT_OF_MEMORY. */
+ * every appended line is written at once; without, a writer thread is started (when that fails
+ * the appending thread writes full buffers itself). CRMM_ERROR_IO when the file cannot be
+ * created or written, CRMM_ERROR_OUT_OF_MEMORY. */
 crmm_status logging_sink_open(const char *path, const char *header, bool auto_flush, logging_sink **out);
 
 /* Append one line (len bytes, newline included). A write error is logged once at error level
@@ -26,7 +28,7 @@ void logging_sink_append(logging_sink *s, const char *line, size_t len);
 /* Write the buffered lines. CRMM_ERROR_IO (with the reason) when a write failed. */
 crmm_status logging_sink_flush(logging_sink *s);
 
-/* Flush, close and free. NULL: no-op. */
+/* Flush, stop the writer thread, close and free. NULL: no-op. */
 void logging_sink_close(logging_sink *s);
 
 /* The file name. */

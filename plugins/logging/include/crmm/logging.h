@@ -15,8 +15,9 @@
  * (`std::hex` of the pointer: 0 for the legacy default stream, else 0x-prefixed hex, e.g.
  * 0x2 for the per-thread default stream). Parameters: `file` (%d = device ordinal, or "host" for a host-memory
  * chain; %p = process id; %% = %; default $CRMM_LOG_FILE, expanded the same way; the file is
- * truncated) and `auto_flush` (write each line at once; default false: lines are buffered and
- * written when the buffer fills, on crmm_logging_flush, trim, destroy and process exit).
+ * truncated) and `auto_flush` (write each line at once; default false: lines are buffered, a
+ * full buffer is written by a thread the resource starts for it while logging goes on in a
+ * second buffer, and the rest on crmm_logging_flush, trim, destroy and process exit).
  *
  * `crmm replay LOG` replays such a log against any resource. */
 #ifndef CRMM_LOGGING_H

@@ -1,0 +1,455 @@
+/* check_fixed_size_streams.c — the fixed_size plugin's stream order on the CPU, against a
+ * scripted CUDA.
+ *
+ * This program defines the CUDA runtime functions fixed_size calls (cudaStreamGetId, event
+ * create/record/synchronize/destroy, cudaStreamWaitEvent, cudaDeviceSynchronize) and is linked
+ * with -export-dynamic, so the plugin's calls land here. Streams are fake handles that can be
+ * destroyed and created again with the same handle and a new id (fake_streams.h); a call passed a
+ * destroyed handle fails the test. The upstream is host memory that says it is device memory,
+ * and can be told to refuse. The tests state which CUDA calls a free and an allocation cost, and
+ * that a block reaches another stream only behind an event recorded after its free, or after a
+ * device synchronization. */
+#include "config.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "fake_streams.h"
+#include "test_support.h"
+
+/* ---- the scripted CUDA ------------------------------------------------------------------- */
+
+#define EVENTS 64
+
+/* An event: whether it exists, and the stream its last record was made on. */
+typedef struct fake_event { int live; cudaStream_t recorded_on; } fake_event;
+
+static fake_event events[EVENTS];
+
+static struct {
+    int get_id, record, wait, device_sync, event_sync, event_create, event_destroy;
+    cudaStream_t last_waiting;
+    fake_event *last_waited;
+} calls;
+
+/* Counted atomically: the threaded test calls the fakes from eight threads. */
+#define COUNT(field) __atomic_add_fetch(&calls.field, 1, __ATOMIC_RELAXED)
+
+static void reset_calls(void)
+{
+    memset(&calls, 0, sizeof calls);
+    fake_streams_reset_uses();
+}
+
+cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
+{
+    COUNT(get_id);
+    fake_stream_use(s, "cudaStreamGetId");
+    *id = s == NULL || s == cudaStreamLegacy ? 1 : s == cudaStreamPerThread ? 2 : fake_stream_id(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+    (void)flags;
+    COUNT(event_create);
+    for (int i = 0; i < EVENTS; i++)
+        if (!events[i].live) {
+            events[i] = (fake_event){1, NULL};
+            *event = (cudaEvent_t)&events[i];
+            return cudaSuccess;
+        }
+    ck_abort_msg("out of fake events");
+    return cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    COUNT(event_destroy);
+    ((fake_event *)event)->live = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t s)
+{
+    COUNT(record);
+    fake_stream_use(s, "cudaEventRecord");
+    ck_assert_msg(((fake_event *)event)->live, "record on a destroyed event");
+    ((fake_event *)event)->recorded_on = s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    (void)event;
+    COUNT(event_sync);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t event, unsigned int flags)
+{
+    (void)flags;
+    COUNT(wait);
+    calls.last_waiting = s;
+    calls.last_waited = (fake_event *)event;
+    fake_stream_use(s, "cudaStreamWaitEvent");
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    COUNT(device_sync);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+    *device = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+    (void)device;
+    return cudaSuccess;
+}
+
+/* ---- an upstream of host memory that says it is device memory ---------------------------- */
+
+typedef struct fake_device { crmm_resource base; int chunks, max_chunks; } fake_device;
+
+static crmm_status fd_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)stream;
+    fake_device *d = (fake_device *)self;
+    if (d->max_chunks && d->chunks == d->max_chunks)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fake device: full");
+    *ptr = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
+    ck_assert_ptr_nonnull(*ptr);
+    d->chunks++;
+    return CRMM_OK;
+}
+
+static crmm_status fd_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)bytes, (void)stream;
+    free(ptr);
+    ((fake_device *)self)->chunks--;
+    return CRMM_OK;
+}
+
+static void fd_destroy(crmm_resource *self) { free(self); }
+
+static const crmm_resource_ops fd_ops = {.allocate = fd_allocate, .deallocate = fd_deallocate, .destroy = fd_destroy};
+
+static fake_device *device; /* the upstream of the resource `fixed` made last */
+
+/* fixed_size with `params` over a fake device that gives at most max_chunks chunks (0: any). */
+static crmm_resource *fixed(const char *params, int max_chunks)
+{
+    device = calloc(1, sizeof *device);
+    ck_assert_ptr_nonnull(device);
+    device->max_chunks = max_chunks;
+    crmm_resource_init(&device->base, &fd_ops, "fake_device", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
+    crmm_resource *f = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("fixed_size", params, &device->base, &f));
+    crmm_resource_release(&device->base);
+    return f;
+}
+
+static void *alloc_on(crmm_resource *f, cudaStream_t s)
+{
+    void *x = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(f, 1000, (crmm_cuda_stream_t)s, &x));
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+static void free_on(crmm_resource *f, void *x, cudaStream_t s)
+{
+    ck_assert_crmm_ok(crmm_resource_deallocate(f, x, 1000, (crmm_cuda_stream_t)s));
+}
+
+/* Free b[from .. to) on s. */
+static void free_range(crmm_resource *f, void *const *b, int from, int to, cudaStream_t s)
+{
+    for (int k = from; k < to; k++)
+        free_on(f, b[k], s);
+}
+
+/* ---- tests ---------------------------------------------------------------------------------- */
+
+START_TEST(the_same_stream_records_no_event_per_free)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
+    cudaStream_t s = fake_stream_new(0);
+    void *keep = alloc_on(f, s);
+    reset_calls();
+    for (int k = 0; k < 1000; k++)
+        free_on(f, alloc_on(f, s), s);
+    ck_assert_int_eq(calls.record, 0);
+    ck_assert_int_eq(calls.wait + calls.device_sync, 0);
+    ck_assert_int_eq(calls.get_id, 1000); /* one per allocation (a reused handle is told apart), none per free */
+    free_on(f, keep, s);
+    crmm_resource_release(f);
+}
+END_TEST
+
+/* 20 blocks freed on s, in order: the event of s covers the first 16 (recorded with the 16th
+ * free), not the last 4. Another stream t then gets one of the 16, behind s's event. */
+START_TEST(another_stream_takes_only_blocks_an_event_covers)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *b[128];
+    for (int k = 0; k < 128; k++)
+        b[k] = alloc_on(f, s); /* the whole first chunk */
+    reset_calls();
+    free_range(f, b, 0, 20, s);
+    ck_assert_int_eq(calls.record, 1);
+    fake_event *ev_s = (fake_event *)NULL;
+    for (int i = 0; i < EVENTS; i++)
+        if (events[i].live && events[i].recorded_on == s)
+            ev_s = &events[i];
+    ck_assert_ptr_nonnull(ev_s);
+    void *x = alloc_on(f, t);
+    ck_assert_int_eq(calls.wait, 1);
+    ck_assert_ptr_eq(calls.last_waiting, t);
+    ck_assert_ptr_eq(calls.last_waited, ev_s);
+    int covered = 0;
+    for (int k = 0; k < 16; k++)
+        covered |= x == b[k];
+    ck_assert_msg(covered, "t got a block freed after s's last record");
+    ck_assert_int_eq(device->chunks, 1);
+    ck_assert_int_eq(calls.device_sync, 0);
+    /* s still has its 4 uncovered blocks, at once, with no CUDA call but the ids */
+    reset_calls();
+    void *y = alloc_on(f, s);
+    ck_assert_ptr_eq(y, b[19]);
+    ck_assert_int_eq(calls.record + calls.wait + calls.device_sync, 0);
+    free_on(f, y, s);
+    free_on(f, x, t);
+    free_range(f, b, 20, 128, s);
+    crmm_resource_release(f);
+}
+END_TEST
+
+/* Blocks no event covers, freed on a stream since destroyed: a new chunk is taken while upstream
+ * gives one; when it refuses, one device synchronization (which names no stream) makes them
+ * usable. The destroyed handle never reaches CUDA again, nor does a new stream that got it. */
+START_TEST(uncovered_blocks_are_taken_after_a_device_synchronization)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 2);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *b[16];
+    for (int k = 0; k < 16; k++)
+        b[k] = alloc_on(f, s);
+    reset_calls();
+    free_on(f, b[0], s); /* 16 blocks a chunk: an event every 2 frees; this one is not covered */
+    ck_assert_int_eq(calls.record, 0);
+    fake_stream_destroy(s);
+    cudaStream_t s2 = fake_stream_new(0); /* the same handle, another stream */
+    ck_assert_ptr_eq(s2, s);
+    void *c[16];
+    for (int k = 0; k < 16; k++)
+        c[k] = alloc_on(f, t); /* the second chunk */
+    ck_assert_int_eq(device->chunks, 2);
+    ck_assert_int_eq(calls.device_sync, 0);
+    void *x = alloc_on(f, s2); /* upstream refuses a third chunk */
+    ck_assert_ptr_eq(x, b[0]);
+    ck_assert_int_eq(calls.device_sync, 1);
+    ck_assert_int_eq(device->chunks, 2);
+    free_on(f, x, s2);
+    free_range(f, b, 1, 16, t);
+    free_range(f, c, 0, 16, t);
+    crmm_resource_release(f);
+}
+END_TEST
+
+/* A stream created with a destroyed stream's handle does not reuse its blocks at once. */
+START_TEST(a_reused_handle_does_not_take_the_old_streams_blocks)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 0);
+    cudaStream_t s = fake_stream_new(0);
+    void *b[16];
+    for (int k = 0; k < 16; k++)
+        b[k] = alloc_on(f, s);
+    free_on(f, b[5], s);
+    fake_stream_destroy(s);
+    cudaStream_t s2 = fake_stream_new(0);
+    reset_calls();
+    void *x = alloc_on(f, s2);
+    ck_assert_msg(x != b[5] || calls.wait + calls.device_sync > 0, "the new stream got the old one's block unordered");
+    free_on(f, x, s2);
+    for (int k = 0; k < 16; k++)
+        if (k != 5)
+            free_on(f, b[k], s2);
+    crmm_resource_release(f);
+}
+END_TEST
+
+/* A stream that got a destroyed stream's handle and frees before it allocates: its frees land on
+ * the old stream's list (found by the handle, no CUDA call) until a record is due; then the id
+ * shows the handle changed hands, nothing is recorded on the old stream's event, and neither the
+ * old stream's blocks nor the new ones reach any stream without a wait. */
+START_TEST(frees_on_a_reused_handle_never_cover_the_old_streams_blocks)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=32", 0); /* an event every 4 frees */
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *b[32];
+    for (int k = 0; k < 32; k++)
+        b[k] = alloc_on(f, t);
+    free_on(f, b[0], s); /* s's first free: its id is asked for once */
+    fake_stream_destroy(s);
+    cudaStream_t s2 = fake_stream_new(0);
+    reset_calls();
+    free_on(f, b[1], s2); /* on s's list, uncovered; no CUDA call */
+    free_on(f, b[2], s2);
+    ck_assert_int_eq(calls.get_id + calls.record, 0);
+    free_on(f, b[3], s2); /* a record is due: the id says the list is s's, so none is made */
+    ck_assert_int_eq(calls.get_id, 1);
+    ck_assert_int_eq(calls.record, 0);
+    free_range(f, b, 4, 8, s2); /* s2's own list from now on, recorded at its 4th block */
+    ck_assert_int_eq(calls.record, 1);
+    ck_assert_ptr_eq(calls.last_waited, NULL);
+    /* t and s2 take only covered blocks (b[4..7], behind s2's record) or their own */
+    void *x[8];
+    for (int k = 0; k < 8; k++) {
+        x[k] = alloc_on(f, k % 2 ? t : s2);
+        for (int j = 0; j < 4; j++)
+            ck_assert_msg(x[k] != b[j], "block %d, uncovered on s's list, was handed out", j);
+    }
+    ck_assert_int_eq(calls.device_sync, 0);
+    free_range(f, x, 0, 8, t);
+    free_range(f, b, 8, 32, t);
+    crmm_resource_release(f);
+}
+END_TEST
+
+/* Short-lived streams that each free a block and are destroyed leave it uncovered on their
+ * lists. The resource does not grow for them without bound: once they are as many as a chunk
+ * (or half of all blocks), it synchronizes the device and uses them. */
+START_TEST(blocks_left_by_destroyed_streams_do_not_make_it_grow)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 0); /* an event every 2 frees */
+    reset_calls();
+    for (int i = 0; i < 40; i++) {
+        cudaStream_t s = fake_stream_new(0); /* the same handle, a new stream each time */
+        free_on(f, alloc_on(f, s), s);
+        fake_stream_destroy(s);
+    }
+    ck_assert_int_eq(device->chunks, 1);
+    ck_assert_int_eq(calls.device_sync, 2); /* at the 17th and the 33rd stream */
+    crmm_resource_release(f);
+}
+END_TEST
+
+/* Destroy gives the chunks back only after the last use of every free block: blocks no event
+ * covers need a device synchronization. */
+START_TEST(destroy_synchronizes_for_uncovered_blocks)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
+    cudaStream_t s = fake_stream_new(0);
+    free_on(f, alloc_on(f, s), s);
+    reset_calls();
+    crmm_resource_release(f);
+    ck_assert_int_eq(calls.device_sync, 1);
+}
+END_TEST
+
+/* With one block a chunk every free records (nothing is left uncovered). */
+START_TEST(one_block_chunks_record_every_free)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=1", 0);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *p = alloc_on(f, s);
+    reset_calls();
+    free_on(f, p, s);
+    ck_assert_int_eq(calls.record, 1);
+    ck_assert_ptr_eq(alloc_on(f, t), p);
+    ck_assert_int_eq(calls.wait, 1);
+    ck_assert_int_eq(device->chunks, 1);
+    free_on(f, p, t);
+    crmm_resource_release(f);
+}
+END_TEST
+
+/* Eight threads, each on its own stream, allocate and free at random (some frees on a neighbour's
+ * stream); each writes its mark into the blocks it holds and finds it intact when it frees them,
+ * so a block handed out twice at once fails the test. At the end nothing is counted in use. */
+enum { CHURN_THREADS = 8, CHURN_LIVE = 40, CHURN_STEPS = 20000 };
+
+typedef struct churn_arg { crmm_resource *f; cudaStream_t own, other; uint64_t seed; int failed; } churn_arg;
+
+static void *churn(void *p)
+{
+    churn_arg *a = p;
+    void *live[CHURN_LIVE] = {0};
+    uint64_t x = a->seed;
+    for (int i = 0; i < CHURN_STEPS && !a->failed; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int k = (int)(x % CHURN_LIVE);
+        if (!live[k]) {
+            if (crmm_resource_allocate(a->f, 1000, (crmm_cuda_stream_t)a->own, &live[k]) != CRMM_OK)
+                a->failed = 1;
+            else
+                memset(live[k], (int)(uintptr_t)a->own & 0xff, 1000);
+            continue;
+        }
+        const unsigned char *b = live[k];
+        if (b[0] != ((uintptr_t)a->own & 0xff) || b[999] != b[0])
+            a->failed = 2;
+        cudaStream_t on = (x >> 32) % 8 ? a->own : a->other;
+        if (crmm_resource_deallocate(a->f, live[k], 1000, (crmm_cuda_stream_t)on) != CRMM_OK)
+            a->failed = 3;
+        live[k] = NULL;
+    }
+    for (int k = 0; k < CHURN_LIVE; k++)
+        if (live[k] && crmm_resource_deallocate(a->f, live[k], 1000, (crmm_cuda_stream_t)a->own) != CRMM_OK)
+            a->failed = 3;
+    return NULL;
+}
+
+START_TEST(eight_threads_on_their_own_streams_never_share_a_block)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=32", 0);
+    cudaStream_t st[CHURN_THREADS];
+    for (int t = 0; t < CHURN_THREADS; t++)
+        st[t] = fake_stream_new(t);
+    churn_arg a[CHURN_THREADS];
+    pthread_t th[CHURN_THREADS];
+    for (int t = 0; t < CHURN_THREADS; t++) {
+        a[t] = (churn_arg){f, st[t], st[(t + 1) % CHURN_THREADS], 42 + (uint64_t)t, 0};
+        ck_assert_int_eq(pthread_create(&th[t], NULL, churn, &a[t]), 0);
+    }
+    for (int t = 0; t < CHURN_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        ck_assert_msg(a[t].failed == 0, "thread %d failed (%d: 1 allocate, 2 a block changed under it, 3 free)", t, a[t].failed);
+    }
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_IN_USE), 0);
+    crmm_resource_release(f);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fixed_size_streams");
+    TCase *tc = tcase_create("fixed_size_streams");
+    tcase_add_test(tc, the_same_stream_records_no_event_per_free);
+    tcase_add_test(tc, another_stream_takes_only_blocks_an_event_covers);
+    tcase_add_test(tc, uncovered_blocks_are_taken_after_a_device_synchronization);
+    tcase_add_test(tc, a_reused_handle_does_not_take_the_old_streams_blocks);
+    tcase_add_test(tc, frees_on_a_reused_handle_never_cover_the_old_streams_blocks);
+    tcase_add_test(tc, blocks_left_by_destroyed_streams_do_not_make_it_grow);
+    tcase_add_test(tc, destroy_synchronizes_for_uncovered_blocks);
+    tcase_add_test(tc, one_block_chunks_record_every_free);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fixed_size_streams_threads"); /* busy threads: give a loaded machine time */
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, eight_threads_on_their_own_streams_never_share_a_block);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}
