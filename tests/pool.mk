@@ -22,3 +22,9 @@ tests_check_pool_expandable_CFLAGS = $(TEST_CFLAGS)
 tests_check_pool_expandable_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_LDADD = $(TEST_LDADD)
 TESTS += tests/check_pool_expandable
+# the per-thread caches over host memory (runs without a GPU)
+check_PROGRAMS += tests/check_pool_thread_cache
+tests_check_pool_thread_cache_SOURCES = tests/check_pool_thread_cache.c
+tests_check_pool_thread_cache_CFLAGS = $(TEST_CFLAGS)
+tests_check_pool_thread_cache_LDADD = $(TEST_LDADD)
+TESTS += tests/check_pool_thread_cache
