@@ -76,9 +76,12 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
     st = pool_grow(p, s, size, stream, out);
     if (st != CRMM_ERROR_OUT_OF_MEMORY)
         return st;
-    /* out of room: every other stream's blocks, after a device synchronization, are the last resort */
-    if (pool_caching(p))
-        pool_cache_drain_all(p);
+    /* out of room: what the caches took meanwhile, then every other stream's blocks, after a
+     * device synchronization, are the last resort */
+    if (pool_caching(p) && pool_cache_drain_all(p) && (*out = pool_free_list_fit(&s->free, size))) {
+        *sp = s;
+        return CRMM_OK;
+    }
     crmm_status again = pool_streams_take(&p->streams, &p->records, s, size, true, sp, out);
     if (again != CRMM_OK)
         return again;
@@ -118,6 +121,17 @@ static inline pool_block *take_block(pool_resource *p, crmm_cuda_stream_t stream
     }
     b->owner = NULL;
     return b;
+}
+
+/* An id of the calling thread, unique among live threads: the thread pointer where the compiler
+ * gives it (one instruction, no call), else pthread_self(). */
+static inline uintptr_t thread_id(void)
+{
+#if defined(__has_builtin) && __has_builtin(__builtin_thread_pointer)
+    return (uintptr_t)__builtin_thread_pointer();
+#else
+    return (uintptr_t)pthread_self();
+#endif
 }
 
 /* Under the lock: note the calling thread; a second one switches the caches on. */
@@ -187,7 +201,7 @@ crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t 
     size_t size = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
     if (__builtin_expect(pool_caching(p), 0))
         return cached_allocate(p, bytes, size, stream, ptr);
-    uintptr_t me = (uintptr_t)pthread_self();
+    uintptr_t me = thread_id();
     pool_lock(p);
     if (__builtin_expect(p->first_thread != me, 0))
         note_thread(p, me);
