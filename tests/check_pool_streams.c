@@ -606,10 +606,10 @@ static void *allocate_once_on(void *arg)
 
 START_TEST(a_cached_block_stays_on_its_stream)
 {
-    /* with the per-thread caches on (a second thread allocated), a block this thread freed on s
+    /* with the per-thread caches on (thread_cache = on: a second thread allocated), a block this thread freed on s
      * is handed out again on s at once, without a CUDA call, and never on t without the pool's
      * ordering */
-    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
+    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB thread_cache=on");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     free_on(p, alloc_on(p, 4 * KiB, s), 4 * KiB, s);
     ptds_arg other = {p, (void *)u, 4 * KiB, CRMM_ERROR_STATE};

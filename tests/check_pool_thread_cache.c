@@ -2,12 +2,18 @@
  * memory so that it runs without a GPU.
  *
  * A pool over host memory has one stream state for every stream, so a thread has one cache per
- * pool here; check_pool_streams covers a cache per stream. Most tests drive a second thread step
- * by step (a worker that runs one call at a time for the test), so that the order of calls across
- * threads is exact and the results are deterministic: which block a thread gets back tells
- * whether it came from a cache or from the pool. */
+ * pool here; check_pool_streams covers a cache per stream. Most tests use thread_cache = on and
+ * drive a second thread step by step (a worker that runs one call at a time for the test), so
+ * that the order of calls across threads is exact and the results are deterministic: which block
+ * a thread gets back tells whether it came from a cache or from the pool.
+ *
+ * thread_cache = auto (the default) switches on when threads wait for the pool's lock. To make
+ * them wait for certain, an upstream holds the lock (a growth calls it under the lock) until the
+ * test sees a second thread spinning; this program defines sched_yield, which the spin lock calls
+ * while it waits, and is linked with -export-dynamic so that the plugin's call lands here. */
 #include "config.h"
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -149,7 +155,7 @@ START_TEST(a_second_thread_switches_the_caches_on)
 {
     /* one thread: what it frees is the pool's again at once (the same block comes back to a
      * second thread); once two threads allocated, a block the worker freed stays its own */
-    crmm_resource *p = host_pool("initial_size=1MiB");
+    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
     void *a = alloc(p, 4 * KiB);
     release(p, a, 4 * KiB);
     worker w;
@@ -174,9 +180,9 @@ START_TEST(a_second_thread_switches_the_caches_on)
 }
 END_TEST
 
-START_TEST(thread_cache_false_keeps_the_pools_order)
+START_TEST(thread_cache_off_keeps_the_pools_order)
 {
-    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=false");
+    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=off");
     worker w;
     worker_start(&w);
     void *b = worker_caches_a_block(&w, p, 4 * KiB);
@@ -202,7 +208,8 @@ START_TEST(cached_blocks_come_back)
     /* the worker caches the block at the pool's start; until its cache is drained, this thread
      * never gets it; after, it does (the pool hands out the block that fits best, and the rest of
      * the pool is one larger block) */
-    crmm_resource *p = host_pool(_i == BY_GROWTH ? "initial_size=1MiB maximum_size=1MiB" : "initial_size=1MiB");
+    crmm_resource *p = host_pool(_i == BY_GROWTH ? "initial_size=1MiB maximum_size=1MiB thread_cache=on"
+                                                 : "initial_size=1MiB thread_cache=on");
     worker w;
     worker_start(&w);
     void *b = worker_caches_a_block(&w, p, 4 * KiB);
@@ -234,7 +241,7 @@ END_TEST
 START_TEST(growth_takes_the_cached_blocks_before_more_memory)
 {
     /* without a maximum, too: the cached blocks come back before the pool grows */
-    crmm_resource *p = host_pool("initial_size=1MiB");
+    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
     release(p, alloc(p, 4 * KiB), 4 * KiB);
     worker w;
     worker_start(&w);
@@ -254,7 +261,7 @@ END_TEST
 
 START_TEST(frees_are_checked_at_the_call)
 {
-    crmm_resource *p = host_pool("initial_size=1MiB");
+    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
     worker w;
     worker_start(&w);
     void *b = worker_caches_a_block(&w, p, 4 * KiB);
@@ -287,7 +294,7 @@ END_TEST
 
 START_TEST(counters_add_up_over_the_caches)
 {
-    crmm_resource *p = host_pool("initial_size=1MiB");
+    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
     worker w;
     worker_start(&w);
     worker_caches_a_block(&w, p, 4 * KiB);
@@ -327,7 +334,7 @@ END_TEST
 START_TEST(destroy_counts_the_caches_and_forgets_them)
 {
     crmm_test_log_capture_begin();
-    crmm_resource *p = host_pool("initial_size=1MiB");
+    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
     worker w;
     worker_start(&w);
     worker_caches_a_block(&w, p, 4 * KiB);
@@ -337,7 +344,7 @@ START_TEST(destroy_counts_the_caches_and_forgets_them)
     crmm_resource_release(p);
     /* the worker still holds its cache of the destroyed pool: a new pool (maybe at the same
      * address) never uses it */
-    p = host_pool("initial_size=1MiB");
+    p = host_pool("initial_size=1MiB thread_cache=on");
     void *b = worker_caches_a_block(&w, p, 4 * KiB);
     void *c = alloc(p, 4 * KiB);
     ck_assert_ptr_ne(c, b);
@@ -353,7 +360,7 @@ END_TEST
 
 START_TEST(blocks_over_64_mib_are_never_cached)
 {
-    crmm_resource *p = host_pool("initial_size=1MiB");
+    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
     worker w;
     worker_start(&w);
     worker_caches_a_block(&w, p, 4 * KiB);
@@ -363,6 +370,145 @@ START_TEST(blocks_over_64_mib_are_never_cached)
     release(p, big, 65 * MiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 66 * MiB);
     worker_stop(&w);
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* ---- thread_cache = auto: threads that wait for the pool's lock switch the caches on ------- */
+
+/* An upstream of host memory whose allocate, while `holding`, waits for the test's release; and
+ * the waits of the pool's spin lock (sched_yield), counted. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    bool holding, entered, released;
+    int yields;
+} gate = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+int sched_yield(void)
+{
+    pthread_mutex_lock(&gate.lock);
+    gate.yields++;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.lock);
+    return 0;
+}
+
+static crmm_status gated_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)self, (void)stream;
+    pthread_mutex_lock(&gate.lock);
+    if (gate.holding) {
+        gate.entered = true;
+        pthread_cond_broadcast(&gate.cv);
+        while (!gate.released)
+            pthread_cond_wait(&gate.cv, &gate.lock);
+    }
+    pthread_mutex_unlock(&gate.lock);
+    *ptr = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
+    return *ptr ? CRMM_OK : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "gated: no memory");
+}
+
+static crmm_status gated_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)self, (void)bytes, (void)stream;
+    free(ptr);
+    return CRMM_OK;
+}
+
+static void gated_destroy(crmm_resource *self) { free(self); }
+
+static const crmm_resource_ops gated_ops = {.allocate = gated_allocate, .deallocate = gated_deallocate,
+                                            .destroy = gated_destroy};
+
+typedef struct alloc_arg { crmm_resource *p; size_t n; void *x; crmm_status st; } alloc_arg;
+
+static void *allocate_on_thread(void *arg)
+{
+    alloc_arg *a = arg;
+    a->st = crmm_resource_allocate(a->p, a->n, NULL, &a->x);
+    return NULL;
+}
+
+/* One thread makes the pool grow and is held in the upstream, with the pool's lock; a second one
+ * allocates and spins on the lock until the first is let go. Then the new chunk goes back. */
+static void one_wait_for_the_lock(crmm_resource *p)
+{
+    pthread_mutex_lock(&gate.lock);
+    gate.holding = true;
+    gate.entered = gate.released = false;
+    int yields = gate.yields;
+    pthread_mutex_unlock(&gate.lock);
+    alloc_arg grower = {p, 2 * MiB, NULL, CRMM_ERROR_STATE}, waiter = {p, 256, NULL, CRMM_ERROR_STATE};
+    pthread_t g, w;
+    ck_assert_int_eq(pthread_create(&g, NULL, allocate_on_thread, &grower), 0);
+    pthread_mutex_lock(&gate.lock);
+    while (!gate.entered)
+        pthread_cond_wait(&gate.cv, &gate.lock);
+    pthread_mutex_unlock(&gate.lock);
+    ck_assert_int_eq(pthread_create(&w, NULL, allocate_on_thread, &waiter), 0);
+    pthread_mutex_lock(&gate.lock);
+    while (gate.yields == yields)
+        pthread_cond_wait(&gate.cv, &gate.lock);
+    gate.released = true;
+    gate.holding = false;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.lock);
+    ck_assert_int_eq(pthread_join(g, NULL), 0);
+    ck_assert_int_eq(pthread_join(w, NULL), 0);
+    ck_assert_crmm_ok(grower.st);
+    ck_assert_crmm_ok(waiter.st);
+    release(p, grower.x, grower.n);
+    release(p, waiter.x, waiter.n);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), MiB); /* the first chunk: the next round grows */
+}
+
+/* Whether the caches are on: a block the worker caches is not this thread's next block. */
+static bool caches_are_on(crmm_resource *p)
+{
+    worker w;
+    worker_start(&w);
+    void *b = worker_caches_a_block(&w, p, 4 * KiB);
+    void *c = alloc(p, 4 * KiB);
+    release(p, c, 4 * KiB);
+    worker_stop(&w);
+    return c != b;
+}
+
+START_TEST(auto_switches_on_when_threads_wait_for_the_lock)
+{
+    crmm_resource *u = calloc(1, sizeof *u);
+    ck_assert_ptr_nonnull(u);
+    crmm_resource_init(u, &gated_ops, "gated", CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
+    crmm_resource *p = crmm_test_create("pool", _i ? "initial_size=1MiB thread_cache=off" : "initial_size=1MiB", u);
+    crmm_resource_release(u);
+    void *pin = alloc(p, 256); /* trim never gives the first chunk back */
+    /* just short of the number of waits that switches them on, in one window of locked calls */
+    for (int k = 0; k < 63; k++)
+        one_wait_for_the_lock(p);
+    for (int k = 0; k < 1024; k++) /* the window ends */
+        release(p, alloc(p, 256), 256);
+    ck_assert(!caches_are_on(p));
+    for (int k = 0; k < 64; k++)
+        one_wait_for_the_lock(p);
+    for (int k = 0; k < 1024; k++)
+        release(p, alloc(p, 256), 256);
+    ck_assert(caches_are_on(p) == !_i); /* thread_cache = off: never */
+    release(p, pin, 256);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(auto_stays_off_for_threads_that_take_turns)
+{
+    /* two threads that never call at once (PyTorch's main and autograd threads) keep the pool's
+     * order: what one frees, the other gets */
+    crmm_resource *p = host_pool("initial_size=1MiB");
+    for (int k = 0; k < 3 * 1024; k++)
+        release(p, alloc(p, 256), 256);
+    ck_assert(!caches_are_on(p));
+    ck_assert(!caches_are_on(p));
     crmm_resource_release(p);
 }
 END_TEST
@@ -449,7 +595,7 @@ START_TEST(eight_threads_hand_blocks_to_each_other)
 {
     /* random sizes, a quarter of the frees made by another thread; every block is filled with its own byte and checked at its free,
      * so two live blocks that overlapped would show; at the end everything is back */
-    crmm_resource *p = host_pool("initial_size=4MiB");
+    crmm_resource *p = host_pool("initial_size=4MiB thread_cache=on");
     hammer_arg a[H_THREADS];
     pthread_t th[H_THREADS];
     memset(&mail.count, 0, sizeof mail.count);
@@ -483,13 +629,15 @@ int main(void)
     Suite *s = suite_create("pool_thread_cache");
     TCase *tc = tcase_create("thread_cache");
     tcase_add_test(tc, a_second_thread_switches_the_caches_on);
-    tcase_add_test(tc, thread_cache_false_keeps_the_pools_order);
+    tcase_add_test(tc, thread_cache_off_keeps_the_pools_order);
     tcase_add_loop_test(tc, cached_blocks_come_back, 0, N_WAYS);
     tcase_add_test(tc, growth_takes_the_cached_blocks_before_more_memory);
     tcase_add_test(tc, frees_are_checked_at_the_call);
     tcase_add_test(tc, counters_add_up_over_the_caches);
     tcase_add_test(tc, destroy_counts_the_caches_and_forgets_them);
     tcase_add_test(tc, blocks_over_64_mib_are_never_cached);
+    tcase_add_loop_test(tc, auto_switches_on_when_threads_wait_for_the_lock, 0, 2);
+    tcase_add_test(tc, auto_stays_off_for_threads_that_take_turns);
     suite_add_tcase(s, tc);
     tc = tcase_create("thread_cache_stress");
     tcase_set_timeout(tc, 120);

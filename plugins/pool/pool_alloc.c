@@ -17,8 +17,8 @@
  * with its free neighbours of the same stream and files it under the stream it was freed on.
  * The `bytes` the caller passes are not needed: the block's record knows its size.
  *
- * Once a second thread has allocated (and thread_cache is true), both go through the calling
- * thread's cache first (pool_thread_cache.h): a hit takes only the cache's lock; a miss takes a
+ * Once threads contend for the lock (thread_cache = auto) or a second thread has allocated
+ * (thread_cache = on), both go through the calling thread's cache first (pool_thread_cache.h): a hit takes only the cache's lock; a miss takes a
  * block the way above and records it in the cache's live map; growth drains every cache first. */
 #include "config.h"
 #include "pool_resource.h"
@@ -134,13 +134,35 @@ static inline uintptr_t thread_id(void)
 #endif
 }
 
-/* Under the lock: note the calling thread; a second one switches the caches on. */
+/* Under the lock: note the calling thread; with thread_cache = on a second one switches the
+ * caches on. */
 static void note_thread(pool_resource *p, uintptr_t me)
 {
     if (!p->first_thread)
         p->first_thread = me;
-    else if (p->thread_cache)
+    else if (p->cache_mode == POOL_CACHE_ON)
         __atomic_store_n(&p->caching, 1, __ATOMIC_RELAXED);
+}
+
+/* Under the lock, at the end of a window of POOL_CONTENTION_WINDOW locked operations: with
+ * thread_cache = auto, enough of them waited for the lock to switch the caches on. */
+static void end_contention_window(pool_resource *p)
+{
+    if (p->cache_mode == POOL_CACHE_AUTO && p->lock_waits >= POOL_CONTENTION_WAITS)
+        __atomic_store_n(&p->caching, 1, __ATOMIC_RELAXED);
+    p->lock_ops = p->lock_waits = 0;
+}
+
+/* pool_lock for allocate and deallocate, counting how often the lock was held by another thread
+ * (the fast half of spin_lock, then its waiting half). */
+static inline void lock_counting_waits(pool_resource *p)
+{
+    if (__builtin_expect(__atomic_exchange_n(&p->lock, 1, __ATOMIC_ACQUIRE) != 0, 0)) {
+        spin_lock_contended(&p->lock);
+        p->lock_waits++;
+    }
+    if (__builtin_expect(++p->lock_ops == POOL_CONTENTION_WINDOW, 0))
+        end_contention_window(p);
 }
 
 /* allocate with caches on (see the top). */
@@ -202,7 +224,7 @@ crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t 
     if (__builtin_expect(pool_caching(p), 0))
         return cached_allocate(p, bytes, size, stream, ptr);
     uintptr_t me = thread_id();
-    pool_lock(p);
+    lock_counting_waits(p);
     if (__builtin_expect(p->first_thread != me, 0))
         note_thread(p, me);
     crmm_status st = CRMM_OK;
@@ -246,7 +268,7 @@ static crmm_status refuse_pointer(pool_resource *p, void *ptr)
 /* deallocate under the pool's lock: the pool's live map, then (caches on) every cache's. */
 static crmm_status locked_deallocate(pool_resource *p, void *ptr, crmm_cuda_stream_t stream)
 {
-    pool_lock(p);
+    lock_counting_waits(p);
     pool_stream *s = pool_streams_find(&p->streams, stream);
     if (__builtin_expect(!s, 0)) {
         char label[80];

@@ -10,8 +10,8 @@
  * Parameters: initial_size (taken from upstream at creation; default half the device's free
  * memory, and required when the upstream is not device memory, since there is then no device to
  * take a share of), maximum_size (default none), stream_reuse (sync or event: how a block freed
- * on one stream reaches another, see pool_streams.c) and thread_cache (per-thread caches once a
- * second thread allocates, see pool_thread_cache.h). Sizes are rounded up to 256 bytes, with an
+ * on one stream reaches another, see pool_streams.c) and thread_cache (per-thread caches when
+ * threads contend for the pool, see pool_thread_cache.h). Sizes are rounded up to 256 bytes, with an
  * info-level note when that changes them. */
 #include "config.h"
 #include <stdio.h>
@@ -48,7 +48,7 @@ typedef struct pool_config {
     bool expandable;
     uint64_t release_threshold;
     const char *stream_reuse;
-    bool thread_cache;
+    const char *thread_cache;
 } pool_config;
 
 /* Whether an expandable pool can map memory itself: its upstream must be a base resource of device
@@ -203,7 +203,9 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     snprintf(p->base.name, sizeof p->base.name, "%s", name ? name : "");
     p->initial = initial;
     p->release_threshold = threshold;
-    p->thread_cache = cfg.thread_cache;
+    p->cache_mode = strcmp(cfg.thread_cache, "on") == 0    ? POOL_CACHE_ON
+                    : strcmp(cfg.thread_cache, "off") == 0 ? POOL_CACHE_OFF
+                                                           : POOL_CACHE_AUTO;
     if (expandable && (st = pool_expand_init(p, upstream->device, expandable_range(upstream->device, maximum,
                                                                                   &p->device_memory))) != CRMM_OK) {
         crmm_log(CRMM_LOG_WARN, "%s: expandable = true, but reserving its address range failed (%s): growing by chunks "
@@ -245,10 +247,12 @@ static const crmm_param_spec pool_params[] = {
      "touching the other stream (safe when streams are destroyed); event = the new stream waits for an event "
      "recorded on the freeing stream, without blocking the host, but a stream that freed memory must not be "
      "destroyed before crmm_pool_forget_stream() is called for it", "sync|event", 0},
-    {"thread_cache", CRMM_PARAM_BOOL, "true",
-     "once a second thread allocates, each thread caches the blocks it frees per stream (up to 128, none over "
-     "64 MiB) and takes them back without the pool's lock; the caches are emptied before the pool grows, at "
-     "trim, forget_stream and thread exit", NULL, 0},
+    {"thread_cache", CRMM_PARAM_ENUM, "auto",
+     "per-thread caches: each thread keeps the blocks it frees on a stream (up to 255, none over 64 MiB) and "
+     "takes them back without the pool's lock; emptied before the pool grows, at trim, forget_stream and thread "
+     "exit. auto = once threads contend for the pool's lock (1 in 16 locked calls waits), on = once a second "
+     "thread allocates, off = never (cached blocks are not available to other threads: a pool shared by "
+     "threads may hold more memory)", "auto|on|off", 0},
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 

@@ -47,9 +47,11 @@ typedef struct pool_resource {
     pool_stream unmapped;          /* owner of the range's blocks that have no memory mapped */
     uint64_t release_threshold;    /* free bytes in whole pages kept when memory is given back */
     uint64_t device_memory;        /* the device's total memory: an expandable pool never maps more */
-    bool thread_cache;             /* parameter: per-thread caches switch on with a second thread */
+    pool_cache_mode cache_mode;    /* parameter thread_cache: when the per-thread caches switch on */
     int caching;                   /* atomic: they are on (pool_thread_cache.h) */
-    uintptr_t first_thread;        /* pthread_self() of the first thread that allocated; 0: none yet */
+    uintptr_t first_thread;        /* POOL_CACHE_ON: the first thread that allocated; 0: none yet */
+    uint32_t lock_ops, lock_waits; /* POOL_CACHE_AUTO: locked operations of the current window, and
+                                    * how many of them found the lock held */
     pool_thread_cache *caches;     /* every cache of the pool */
 } pool_resource;
 

@@ -1,8 +1,9 @@
 /* pool_thread_cache.h — per-thread caches of free blocks in front of the pool's one lock.
  *
- * Once a second thread has allocated from a pool (and its parameter thread_cache is true), each
- * thread keeps, per (pool, stream), a small cache of the blocks it freed on that stream and hands
- * them out again to itself on the same stream (stream order makes that safe, as it does for the
+ * When threads contend for a pool's lock (parameter thread_cache = auto, the default: at least
+ * POOL_CONTENTION_WAITS of POOL_CONTENTION_WINDOW locked operations found it held; = on: as soon
+ * as a second thread allocates), each thread keeps, per (pool, stream), a small cache of the
+ * blocks it freed on that stream and hands them out again to itself on the same stream (stream order makes that safe, as it does for the
  * pool's own per-stream lists). A cache has its own spin lock, which only its thread takes on the
  * fast path, so allocations and frees that the cache serves move no shared cache line.
  *
@@ -50,6 +51,17 @@
 #define POOL_CACHE_SLOTS 4                         /* caches per thread */
 #define POOL_CACHE_CLASSES 256                     /* size classes up to POOL_CACHE_MAX_BLOCK */
 #define POOL_CACHE_NONE 0xFF                       /* no entry */
+/* thread_cache = auto: the caches switch on when, of POOL_CONTENTION_WINDOW operations that take
+ * the pool's lock, at least POOL_CONTENTION_WAITS found it held by another thread */
+#define POOL_CONTENTION_WINDOW 1024
+#define POOL_CONTENTION_WAITS 64
+
+/* The parameter thread_cache. */
+typedef enum pool_cache_mode {
+    POOL_CACHE_OFF,                /* never */
+    POOL_CACHE_AUTO,               /* when threads contend for the pool's lock (the default) */
+    POOL_CACHE_ON                  /* once a second thread allocates */
+} pool_cache_mode;
 
 struct pool_resource;
 
