@@ -134,13 +134,13 @@ static inline uintptr_t thread_id(void)
 #endif
 }
 
-/* Under the lock: note the calling thread; with thread_cache = on a second one switches the
+/* Under the lock, with thread_cache = on: note the calling thread; a second one switches the
  * caches on. */
 static void note_thread(pool_resource *p, uintptr_t me)
 {
     if (!p->first_thread)
         p->first_thread = me;
-    else if (p->cache_mode == POOL_CACHE_ON)
+    else if (p->first_thread != me)
         __atomic_store_n(&p->caching, 1, __ATOMIC_RELAXED);
 }
 
@@ -223,10 +223,9 @@ crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t 
     size_t size = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
     if (__builtin_expect(pool_caching(p), 0))
         return cached_allocate(p, bytes, size, stream, ptr);
-    uintptr_t me = thread_id();
     lock_counting_waits(p);
-    if (__builtin_expect(p->first_thread != me, 0))
-        note_thread(p, me);
+    if (__builtin_expect(p->cache_mode == POOL_CACHE_ON, 0))
+        note_thread(p, thread_id());
     crmm_status st = CRMM_OK;
     pool_block *b = take_block(p, stream, size, &p->live, &st);
     if (__builtin_expect(!b, 0)) {
