@@ -3,9 +3,10 @@
  * When threads contend for a pool's lock (parameter thread_cache = auto, the default: at least
  * POOL_CONTENTION_WAITS of POOL_CONTENTION_WINDOW locked operations found it held; = on: as soon
  * as a second thread allocates), each thread keeps, per (pool, stream), a small cache of the
- * blocks it freed on that stream and hands them out again to itself on the same stream (stream order makes that safe, as it does for the
- * pool's own per-stream lists). A cache has its own spin lock, which only its thread takes on the
- * fast path, so allocations and frees that the cache serves move no shared cache line.
+ * blocks it freed on that stream and hands them out again to itself on the same stream (stream
+ * order makes that safe, as it does for the pool's own per-stream lists). A cache has its own
+ * spin lock, which only its thread takes on the fast path, so allocations and frees that the
+ * cache serves move no shared cache line.
  *
  * What a cache holds:
  *  - up to POOL_CACHE_BLOCKS free blocks, in size classes of 1/16 of a power of two (exact below
@@ -25,8 +26,8 @@
  *
  * Draining a cache (under the pool's lock, then the cache's) gives its blocks back to the free
  * list of its stream, moves its live map into the pool's and folds its deltas into the pool's
- * counters. The pool drains every cache before it grows (so caches never make it reserve more)
- * and before its last-resort synchronization, at trim and at forget_stream. A thread's exit (a
+ * counters. The pool drains every cache before it grows (a cached block is used before new
+ * memory is taken) and before its last-resort synchronization, at trim and at forget_stream. A thread's exit (a
  * pthread key destructor) drains its caches and leaves them to the pool as orphans, which the
  * next thread that needs a cache of that pool takes over; destroy drops every cache's contents,
  * frees the orphans and marks the others as of no pool (pool NULL: a new pool at the same
