@@ -597,6 +597,48 @@ START_TEST(per_thread_default_streams_are_told_apart)
 }
 END_TEST
 
+static void *allocate_once_on(void *arg)
+{
+    ptds_arg *a = arg;
+    a->st = crmm_resource_allocate(a->p, a->n, (crmm_cuda_stream_t)a->block, &a->block);
+    return NULL;
+}
+
+START_TEST(a_cached_block_stays_on_its_stream)
+{
+    /* with the per-thread caches on (thread_cache = on: a second thread allocated), a block this thread freed on s
+     * is handed out again on s at once, without a CUDA call, and never on t without the pool's
+     * ordering */
+    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB thread_cache=on");
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
+    free_on(p, alloc_on(p, 4 * KiB, s), 4 * KiB, s);
+    ptds_arg other = {p, (void *)u, 4 * KiB, CRMM_ERROR_STATE};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, allocate_once_on, &other), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_crmm_ok(other.st);
+    void *a = alloc_on(p, 4 * KiB, s);
+    free_on(p, a, 4 * KiB, s); /* into this thread's cache for s */
+    void *b = alloc_on(p, 4 * KiB, t);
+    ck_assert_ptr_ne(b, a);
+    reset_calls();
+    void *c = alloc_on(p, 4 * KiB, s);
+    ck_assert_ptr_eq(c, a);
+    ck_assert_int_eq(total_calls(), 0);
+    /* allocated on s, freed on t: the block is t's now (it leaves s's cache's map for t's list) */
+    free_on(p, c, 4 * KiB, t);
+    reset_calls();
+    void *d = alloc_on(p, 4 * KiB, s);
+    ck_assert_msg(d != c || calls.device_sync + calls.wait > 0, "a block freed on t reached s unordered");
+    free_on(p, d, 4 * KiB, s);
+    free_on(p, b, 4 * KiB, t);
+    free_on(p, other.block, 4 * KiB, u);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+    crmm_resource_release(p);
+}
+END_TEST
+
 /* ---- eight threads, one stream each ---------------------------------------------------- */
 
 enum { STRESS_THREADS = 8, STRESS_LIVE = 64, STRESS_STEPS = 4000, STRESS_FREED = 1 << 14 };
@@ -833,6 +875,7 @@ int main(void)
     tcase_add_loop_test(tc, out_of_room_merges_the_blocks_of_all_streams, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, a_forgotten_stream_needs_no_more_ordering, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, per_thread_default_streams_are_told_apart, SYNC, EVENT + 1);
+    tcase_add_loop_test(tc, a_cached_block_stays_on_its_stream, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, a_failed_synchronization_is_an_error_and_breaks_nothing, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, EVENT + 1);
     tcase_add_test(tc, trim_joins_blocks_freed_on_different_streams);

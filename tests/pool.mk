@@ -36,3 +36,13 @@ tests_pool_expandable_replay_LDADD = $(TEST_LDADD)
 # that tool over the recorded logs: memory against the peak, and what a warm repeat costs
 TESTS += tests/check_pool_expandable_logs.sh
 EXTRA_DIST += tests/check_pool_expandable_logs.sh
+
+# the per-thread caches over host memory (runs without a GPU); the program defines sched_yield,
+# which the pool's spin lock calls while it waits, and exports it so that the plugin's call lands
+# there
+check_PROGRAMS += tests/check_pool_thread_cache
+tests_check_pool_thread_cache_SOURCES = tests/check_pool_thread_cache.c
+tests_check_pool_thread_cache_CFLAGS = $(TEST_CFLAGS)
+tests_check_pool_thread_cache_LDFLAGS = -export-dynamic
+tests_check_pool_thread_cache_LDADD = $(TEST_LDADD)
+TESTS += tests/check_pool_thread_cache

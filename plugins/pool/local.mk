@@ -14,7 +14,8 @@ plugins_pool_crmm_pool_la_SOURCES = \
 	plugins/pool/pool_expand.c \
 	plugins/pool/pool_vmm.c plugins/pool/pool_vmm.h \
 	plugins/pool/pool_query.c \
-	plugins/pool/pool_streams.c plugins/pool/pool_streams.h
+	plugins/pool/pool_streams.c plugins/pool/pool_streams.h \
+	plugins/pool/pool_thread_cache.c plugins/pool/pool_thread_cache.h
 plugins_pool_crmm_pool_la_LDFLAGS = $(PLUGIN_LDFLAGS)
 plugins_pool_crmm_pool_la_LIBADD = $(PLUGIN_LIBADD)
 AM_CPPFLAGS += -I$(top_srcdir)/plugins/pool/include

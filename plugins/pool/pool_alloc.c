@@ -15,13 +15,29 @@
  * deallocate removes the pointer from the live map (O(1); a pointer that is not there is refused
  * before anything changes: never handed out, already freed, or inside a block), merges the block
  * with its free neighbours of the same stream and files it under the stream it was freed on.
- * The `bytes` the caller passes are not needed: the block's record knows its size. */
+ * The `bytes` the caller passes are not needed: the block's record knows its size.
+ *
+ * Once threads contend for the lock (thread_cache = auto) or a second thread has allocated
+ * (thread_cache = on), both go through the calling thread's cache first (pool_thread_cache.h): a hit takes only the cache's lock; a miss takes a
+ * block the way above and records it in the cache's live map; growth drains every cache first. */
 #include "config.h"
 #include "pool_resource.h"
 
 static inline void count_allocation(pool_resource *p, size_t bytes, size_t size)
 {
     crmm_counters_add_locked(&p->counters, bytes);
+    p->live_bytes += size;
+}
+
+/* The same with caches on: the pool's own counters leave out what the caches count, so they
+ * raise no peak (the sums do, pool_cache_sum and pool_cache_drain_all). */
+static inline void count_allocation_caching(pool_resource *p, size_t bytes, size_t size)
+{
+    crmm_alloc_counters *c = &p->counters;
+    __atomic_store_n(&c->count, c->count + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->bytes, c->bytes + (int64_t)bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->total_count, c->total_count + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->total_bytes, c->total_bytes + bytes, __ATOMIC_RELAXED);
     p->live_bytes += size;
 }
 
@@ -32,13 +48,13 @@ static inline void count_free(pool_resource *p, size_t bytes, size_t size)
 }
 
 /* Everything the fast path does not do; on CRMM_OK, *out is a free block of at least `size` in
- * the list of *sp, and a spare record and a map slot are ready. */
-static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, size_t size, pool_stream **sp,
-                                 pool_block **out)
+ * the list of *sp, and a spare record and a slot of `map` are ready. */
+static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, size_t size, pool_block_map *map,
+                                 pool_stream **sp, pool_block **out)
 {
     char label[80];
     /* two spare records: a new chunk's block (growth) and the rest of a split */
-    if (!pool_records_reserve(&p->records, 2) || !pool_block_map_grow(&p->live))
+    if (!pool_records_reserve(&p->records, 2) || !pool_block_map_grow(map))
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (block records)", pool_label(p, label, sizeof label));
     pool_stream *s = pool_streams_find(&p->streams, stream);
     if (!s)
@@ -49,41 +65,44 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
     crmm_status st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out);
     if (st != CRMM_OK || *out)
         return st;
+    /* the caches' blocks come back before the pool takes more from upstream */
+    if (pool_caching(p) && pool_cache_drain_all(p)) {
+        *sp = s;
+        if ((*out = pool_free_list_fit(&s->free, size)))
+            return CRMM_OK;
+        if ((st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out)) != CRMM_OK || *out)
+            return st;
+    }
     st = pool_grow(p, s, size, stream, out);
     if (st != CRMM_ERROR_OUT_OF_MEMORY)
         return st;
-    /* out of room: every other stream's blocks, after a device synchronization, are the last resort */
+    /* out of room: what the caches took meanwhile, then every other stream's blocks, after a
+     * device synchronization, are the last resort */
+    if (pool_caching(p) && pool_cache_drain_all(p) && (*out = pool_free_list_fit(&s->free, size))) {
+        *sp = s;
+        return CRMM_OK;
+    }
     crmm_status again = pool_streams_take(&p->streams, &p->records, s, size, true, sp, out);
     if (again != CRMM_OK)
         return again;
     return *out ? CRMM_OK : st;
 }
 
-crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+/* Under the lock: a block of `size` bytes for `stream`, cut to size and out of every list (owner
+ * NULL), with a slot of `map` ready for it; NULL with *st set when there is none. */
+static inline pool_block *take_block(pool_resource *p, crmm_cuda_stream_t stream, size_t size, pool_block_map *map,
+                                     crmm_status *st)
 {
-    pool_resource *p = (pool_resource *)self;
-    if (__builtin_expect(bytes > POOL_MAX_REQUEST, 0)) {
-        char label[80], sz[32];
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: failed to allocate %s (larger than any pool can be)",
-                              pool_label(p, label, sizeof label), crmm_format_size(bytes, sz, sizeof sz));
-    }
-    size_t size = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
-    pool_lock(p);
     pool_stream *s = pool_streams_find(&p->streams, stream);
     pool_block *b = NULL;
-    if (__builtin_expect(s && p->records.spare_count && pool_block_map_has_room(&p->live), 1)) {
+    if (__builtin_expect(s && p->records.spare_count && pool_block_map_has_room(map), 1)) {
         b = pool_free_list_find(&s->free, size);
         pool_stream *ready = p->streams.ready;
         if (!b && ready && (b = pool_free_list_find(&ready->free, size)))
             s = ready; /* any stream may use it at once; the rest of a split stays ready */
     }
-    if (__builtin_expect(!b, 0)) {
-        crmm_status st = allocate_slow(p, stream, size, &s, &b);
-        if (st != CRMM_OK) {
-            pool_unlock(p);
-            return st;
-        }
-    }
+    if (__builtin_expect(!b, 0) && (*st = allocate_slow(p, stream, size, map, &s, &b)) != CRMM_OK)
+        return NULL;
     pool_free_list_remove(&s->free, b);
     if (b->size > size) {
         /* the rest stays free on this stream; its upper neighbour cannot be a free block of the
@@ -101,9 +120,124 @@ crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t 
         pool_free_list_insert(&s->free, rest);
     }
     b->owner = NULL;
+    return b;
+}
+
+/* An id of the calling thread, unique among live threads: the thread pointer where the compiler
+ * gives it (one instruction, no call), else pthread_self(). */
+static inline uintptr_t thread_id(void)
+{
+#if defined(__has_builtin) && __has_builtin(__builtin_thread_pointer)
+    return (uintptr_t)__builtin_thread_pointer();
+#else
+    return (uintptr_t)pthread_self();
+#endif
+}
+
+/* Under the lock, with thread_cache = on: note the calling thread; a second one switches the
+ * caches on. */
+static void note_thread(pool_resource *p, uintptr_t me)
+{
+    if (!p->first_thread)
+        p->first_thread = me;
+    else if (p->first_thread != me)
+        __atomic_store_n(&p->caching, 1, __ATOMIC_RELAXED);
+}
+
+/* Under the lock, at the end of a window of POOL_CONTENTION_WINDOW locked operations: with
+ * thread_cache = auto, enough of them waited for the lock to switch the caches on. */
+static void end_contention_window(pool_resource *p)
+{
+    if (p->cache_mode == POOL_CACHE_AUTO && p->lock_waits >= POOL_CONTENTION_WAITS)
+        __atomic_store_n(&p->caching, 1, __ATOMIC_RELAXED);
+    p->lock_ops = p->lock_waits = 0;
+}
+
+/* pool_lock for allocate and deallocate, counting how often the lock was held by another thread
+ * (the fast half of spin_lock, then its waiting half). */
+static inline void lock_counting_waits(pool_resource *p)
+{
+    if (__builtin_expect(__atomic_exchange_n(&p->lock, 1, __ATOMIC_ACQUIRE) != 0, 0)) {
+        spin_lock_contended(&p->lock);
+        p->lock_waits++;
+    }
+    if (__builtin_expect(++p->lock_ops == POOL_CONTENTION_WINDOW, 0))
+        end_contention_window(p);
+}
+
+/* allocate with caches on (see the top). */
+static crmm_status cached_allocate(pool_resource *p, size_t bytes, size_t size, crmm_cuda_stream_t stream, void **ptr)
+{
+    pool_thread_cache *c = size <= POOL_CACHE_MAX_BLOCK ? pool_cache_get(p, stream) : NULL;
+    pool_block_map *map = &p->live;
+    if (c) {
+        spin_lock(&c->lock);
+        pool_block *b = pool_cache_take(c, size);
+        if (b && !pool_block_map_has_room(&c->live) && !pool_block_map_grow(&c->live)) {
+            pool_block *none[1];
+            pool_cache_push(c, b, none); /* back where it was: the cache had room for it */
+            b = NULL;
+        }
+        if (b) {
+            b->u.live.requested = bytes;
+            pool_block_map_insert(&c->live, b);
+            c->count_delta++;
+            c->bytes_delta += (int64_t)bytes;
+            c->live_bytes_delta += (int64_t)b->size;
+            c->total_count_delta++;
+            c->total_bytes_delta += bytes;
+            spin_unlock(&c->lock);
+            *ptr = (void *)b->addr;
+            return CRMM_OK;
+        }
+        spin_unlock(&c->lock);
+        map = &c->live; /* only this thread adds to it, and every other user holds the pool's lock */
+    }
+    crmm_status st = CRMM_OK;
+    pool_lock(p);
+    pool_block *b = take_block(p, stream, size, map, &st);
+    if (!b) {
+        pool_unlock(p);
+        return st;
+    }
+    b->u.live.requested = bytes;
+    if (c)
+        spin_lock(&c->lock);
+    pool_block_map_insert(map, b);
+    if (c)
+        spin_unlock(&c->lock);
+    count_allocation_caching(p, bytes, b->size);
+    pool_unlock(p);
+    *ptr = (void *)b->addr;
+    return CRMM_OK;
+}
+
+crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    pool_resource *p = (pool_resource *)self;
+    if (__builtin_expect(bytes > POOL_MAX_REQUEST, 0)) {
+        char label[80], sz[32];
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: failed to allocate %s (larger than any pool can be)",
+                              pool_label(p, label, sizeof label), crmm_format_size(bytes, sz, sizeof sz));
+    }
+    size_t size = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
+    if (__builtin_expect(pool_caching(p), 0))
+        return cached_allocate(p, bytes, size, stream, ptr);
+    lock_counting_waits(p);
+    if (__builtin_expect(p->cache_mode == POOL_CACHE_ON, 0))
+        note_thread(p, thread_id());
+    crmm_status st = CRMM_OK;
+    pool_block *b = take_block(p, stream, size, &p->live, &st);
+    if (__builtin_expect(!b, 0)) {
+        pool_unlock(p);
+        return st;
+    }
     b->u.live.requested = bytes;
     pool_block_map_insert(&p->live, b);
-    count_allocation(p, bytes, size);
+    if (__builtin_expect(pool_caching(p), 0))
+        count_allocation_caching(p, bytes, b->size);
+    else
+        count_allocation(p, bytes, b->size);
     pool_unlock(p);
     *ptr = (void *)b->addr;
     return CRMM_OK;
@@ -130,11 +264,10 @@ static crmm_status refuse_pointer(pool_resource *p, void *ptr)
     return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: deallocate: %p is not a live allocation", label, ptr);
 }
 
-crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+/* deallocate under the pool's lock: the pool's live map, then (caches on) every cache's. */
+static crmm_status locked_deallocate(pool_resource *p, void *ptr, crmm_cuda_stream_t stream)
 {
-    (void)bytes;
-    pool_resource *p = (pool_resource *)self;
-    pool_lock(p);
+    lock_counting_waits(p);
     pool_stream *s = pool_streams_find(&p->streams, stream);
     if (__builtin_expect(!s, 0)) {
         char label[80];
@@ -142,13 +275,54 @@ crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_c
         return crmm_error_add_context("%s: deallocate", pool_label(p, label, sizeof label));
     }
     pool_block *b = pool_block_map_remove(&p->live, (uintptr_t)ptr);
-    if (__builtin_expect(!b, 0)) {
-        crmm_status st = refuse_pointer(p, ptr);
+    if (__builtin_expect(b != NULL, 1)) {
+        count_free(p, b->u.live.requested, b->size);
+    } else if (!pool_caching(p) || !(b = pool_cache_remove_live(p, (uintptr_t)ptr))) { /* counted there */
+        crmm_status st;
+        if (pool_caching(p) && pool_cache_holds(p, (uintptr_t)ptr)) {
+            char label[80];
+            st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: deallocate: %p is already free (double free?)",
+                                pool_label(p, label, sizeof label), ptr);
+        } else {
+            st = refuse_pointer(p, ptr);
+        }
         pool_unlock(p);
         return st;
     }
-    count_free(p, b->u.live.requested, b->size);
     pool_free_list_insert_merging(&s->free, s, b, &p->records);
     pool_unlock(p);
     return CRMM_OK;
+}
+
+/* deallocate with caches on: a block of the caller's own live map for this stream goes into its
+ * cache under the cache's lock alone. */
+static crmm_status cached_deallocate(pool_resource *p, void *ptr, crmm_cuda_stream_t stream)
+{
+    pool_thread_cache *c = pool_cache_find(p, stream);
+    if (!c)
+        return locked_deallocate(p, ptr, stream);
+    spin_lock(&c->lock);
+    pool_block *b = pool_block_map_remove(&c->live, (uintptr_t)ptr);
+    if (!b) {
+        spin_unlock(&c->lock);
+        return locked_deallocate(p, ptr, stream);
+    }
+    c->count_delta--;
+    c->bytes_delta -= (int64_t)b->u.live.requested;
+    c->live_bytes_delta -= (int64_t)b->size;
+    pool_block *out[POOL_CACHE_BLOCKS];
+    unsigned n = pool_cache_push(c, b, out); /* not larger than POOL_CACHE_MAX_BLOCK: no cache took it */
+    spin_unlock(&c->lock);
+    if (n)
+        pool_cache_give_back(p, c, out, n);
+    return CRMM_OK;
+}
+
+crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)bytes;
+    pool_resource *p = (pool_resource *)self;
+    if (__builtin_expect(pool_caching(p), 0))
+        return cached_deallocate(p, ptr, stream);
+    return locked_deallocate(p, ptr, stream);
 }

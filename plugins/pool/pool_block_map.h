@@ -30,9 +30,15 @@ typedef struct pool_block_map {
 bool pool_block_map_init(pool_block_map *m, size_t capacity);
 void pool_block_map_free(pool_block_map *m);
 
-/* Make room for one more entry (doubles the table when it would pass half full). False when
- * malloc fails; the map is unchanged then. */
-bool pool_block_map_grow(pool_block_map *m);
+/* Make room for `n` more entries (doubles the table until they keep it at most half full). False
+ * when malloc fails; the map is unchanged then. */
+bool pool_block_map_reserve(pool_block_map *m, size_t n);
+
+/* Make room for one more entry. */
+static inline bool pool_block_map_grow(pool_block_map *m) { return pool_block_map_reserve(m, 1); }
+
+/* Remove every entry (the table keeps its size). */
+void pool_block_map_clear(pool_block_map *m);
 
 static inline bool pool_block_map_has_room(const pool_block_map *m)
 {

@@ -9,8 +9,9 @@
  *
  * Parameters: initial_size (taken from upstream at creation; default half the device's free
  * memory, and required when the upstream is not device memory, since there is then no device to
- * take a share of), maximum_size (default none) and stream_reuse (sync or event: how a block freed
- * on one stream reaches another, see pool_streams.c). Sizes are rounded up to 256 bytes, with an
+ * take a share of), maximum_size (default none), stream_reuse (sync or event: how a block freed
+ * on one stream reaches another, see pool_streams.c) and thread_cache (per-thread caches when
+ * threads contend for the pool, see pool_thread_cache.h). Sizes are rounded up to 256 bytes, with an
  * info-level note when that changes them. */
 #include "config.h"
 #include <stdio.h>
@@ -47,6 +48,7 @@ typedef struct pool_config {
     bool expandable;
     uint64_t release_threshold;
     const char *stream_reuse;
+    const char *thread_cache;
 } pool_config;
 
 /* Whether an expandable pool can map memory itself: its upstream must be a base resource of device
@@ -93,7 +95,11 @@ static void free_state(pool_resource *p)
 static void pool_destroy(crmm_resource *self)
 {
     pool_resource *p = (pool_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)p->counters.count, (uint64_t)p->counters.bytes);
+    crmm_alloc_counters sum;
+    uint64_t live_bytes;
+    pool_cache_sum(p, &sum, &live_bytes);
+    crmm_resource_report_leaks(self, (uint64_t)sum.count, (uint64_t)sum.bytes);
+    pool_cache_detach_all(p); /* their blocks are in the chunks, which go back whole */
     pool_release_all(p);
     free_state(p);
 }
@@ -109,16 +115,30 @@ static crmm_status pool_control(crmm_resource *self, int op, void *arg)
     if (st != CRMM_OK)
         return st;
     pool_lock(p);
+    if (pool_caching(p))
+        pool_cache_drain_all(p); /* the blocks cached for the stream join its list first */
     pool_streams_forget(&p->streams, &p->records, stream);
     pool_unlock(p);
     return CRMM_OK;
+}
+
+/* trim: the caches' blocks come back first, so that whole chunks and pages can go. */
+static crmm_status pool_trim_all(crmm_resource *self)
+{
+    pool_resource *p = (pool_resource *)self;
+    if (pool_caching(p)) {
+        pool_lock(p);
+        pool_cache_drain_all(p);
+        pool_unlock(p);
+    }
+    return pool_trim(self);
 }
 
 static const crmm_resource_ops pool_ops = {
     .allocate = pool_allocate,
     .deallocate = pool_deallocate,
     .query = pool_query,
-    .trim = pool_trim,
+    .trim = pool_trim_all,
     .destroy = pool_destroy,
     .control = pool_control,
 };
@@ -183,6 +203,9 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     snprintf(p->base.name, sizeof p->base.name, "%s", name ? name : "");
     p->initial = initial;
     p->release_threshold = threshold;
+    p->cache_mode = strcmp(cfg.thread_cache, "on") == 0    ? POOL_CACHE_ON
+                    : strcmp(cfg.thread_cache, "off") == 0 ? POOL_CACHE_OFF
+                                                           : POOL_CACHE_AUTO;
     if (expandable && (st = pool_expand_init(p, upstream->device, expandable_range(upstream->device, maximum,
                                                                                   &p->device_memory))) != CRMM_OK) {
         crmm_log(CRMM_LOG_WARN, "%s: expandable = true, but reserving its address range failed (%s): growing by chunks "
@@ -224,6 +247,12 @@ static const crmm_param_spec pool_params[] = {
      "touching the other stream (safe when streams are destroyed); event = the new stream waits for an event "
      "recorded on the freeing stream, without blocking the host, but a stream that freed memory must not be "
      "destroyed before crmm_pool_forget_stream() is called for it", "sync|event", 0},
+    {"thread_cache", CRMM_PARAM_ENUM, "auto",
+     "per-thread caches: each thread keeps the blocks it frees on a stream (up to 255, none over 64 MiB) and "
+     "takes them back without the pool's lock; emptied before the pool grows, at trim, forget_stream and thread "
+     "exit. auto = once threads contend for the pool's lock (1 in 16 locked calls waits), on = once a second "
+     "thread allocates, off = never (cached blocks are not available to other threads: a pool shared by "
+     "threads may hold more memory)", "auto|on|off", 0},
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
@@ -235,6 +264,7 @@ static const crmm_param_field pool_fields[] = {
     {"expandable", offsetof(pool_config, expandable), 0, 0},
     {"release_threshold", offsetof(pool_config, release_threshold), 0, 0},
     {"stream_reuse", offsetof(pool_config, stream_reuse), 0, 0},
+    {"thread_cache", offsetof(pool_config, thread_cache), 0, 0},
     {NULL, 0, 0, 0},
 };
 

@@ -1,7 +1,7 @@
 /* pool_query.c — the pool's answers to crmm_resource_query: the counters of requested bytes and
- * allocations (crmm_alloc_counters, kept under the pool's lock), the bytes and chunks held from
- * upstream, the free bytes, the largest free block (over every stream's free list) and the
- * maximum. Fragmentation follows from BYTES_FREE and LARGEST_FREE_BLOCK
+ * allocations (crmm_alloc_counters, kept under the pool's lock; with per-thread caches on, summed
+ * with every cache's deltas), the bytes and chunks held from upstream, the free bytes, the largest
+ * free block (over every stream's free list and every cache) and the maximum. Fragmentation follows from BYTES_FREE and LARGEST_FREE_BLOCK
  * (crmm_resource_fragmentation). */
 #include "config.h"
 #include "pool_resource.h"
@@ -24,15 +24,23 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     pool_resource *p = (pool_resource *)self;
     crmm_status st = CRMM_OK;
     pool_lock(p);
+    crmm_alloc_counters counters = p->counters;
+    uint64_t live_bytes = p->live_bytes, cached_largest = 0;
+    if (pool_caching(p)) {
+        pool_cache_sum(p, &counters, &live_bytes);
+        cached_largest = pool_cache_largest(p);
+    }
     switch (what) {
     case CRMM_QUERY_BYTES_RESERVED: *out = p->reserved; break;
     case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = p->reserved_peak; break;
-    case CRMM_QUERY_BYTES_FREE: *out = p->reserved - p->live_bytes; break;
+    case CRMM_QUERY_BYTES_FREE: *out = p->reserved - live_bytes; break;
     case CRMM_QUERY_LARGEST_FREE_BLOCK: *out = largest_free_block(p); break;
     case CRMM_QUERY_UPSTREAM_BLOCKS: *out = p->expandable ? p->vmm.mapped_pages : p->chunk_count; break;
     case CRMM_QUERY_MAXIMUM_SIZE: *out = p->maximum; break;
-    default: st = crmm_counters_query(&p->counters, what, out); break;
+    default: st = crmm_counters_query(&counters, what, out); break;
     }
+    if (what == CRMM_QUERY_LARGEST_FREE_BLOCK && cached_largest > *out)
+        *out = cached_largest;
     pool_unlock(p);
     if (st != CRMM_OK) {
         char label[80];

@@ -1,7 +1,8 @@
 /* pool_resource.h — the pool resource's state, shared by the pool_* files.
  *
  * One lock guards everything: the per-stream free lists (pool_streams), the live-block map, the
- * records and the upstream chunks. The counters are plain integers updated under that lock (the
+ * records, the upstream chunks and the list of per-thread caches (pool_thread_cache.h, which
+ * says what each cache's own lock guards). The counters are plain integers updated under that lock (the
  * atomic crmm_counters_add would cost ~30 ns an operation in locked instructions alone); they are
  * read with crmm_counters_query. */
 #ifndef CRMM_PLUGINS_POOL_RESOURCE_H
@@ -16,6 +17,7 @@
 #include "pool_block_map.h"
 #include "pool_free_list.h"
 #include "pool_streams.h"
+#include "pool_thread_cache.h"
 #include "pool_vmm.h"
 #include "../common/spin_lock.h"
 
@@ -46,7 +48,16 @@ typedef struct pool_resource {
     pool_stream unmapped;          /* owner of the range's blocks that have no memory mapped */
     uint64_t release_threshold;    /* free bytes in whole pages kept when memory is given back */
     uint64_t device_memory;        /* the device's total memory: an expandable pool never maps more */
+    pool_cache_mode cache_mode;    /* parameter thread_cache: when the per-thread caches switch on */
+    int caching;                   /* atomic: they are on (pool_thread_cache.h) */
+    uintptr_t first_thread;        /* POOL_CACHE_ON: the first thread that allocated; 0: none yet */
+    uint32_t lock_ops, lock_waits; /* POOL_CACHE_AUTO: locked operations of the current window, and
+                                    * how many of them found the lock held */
+    pool_thread_cache *caches;     /* every cache of the pool */
 } pool_resource;
+
+/* Whether the per-thread caches are on (read without the lock: once on, they stay on). */
+static inline bool pool_caching(const pool_resource *p) { return __atomic_load_n(&p->caching, __ATOMIC_RELAXED); }
 
 /* The pool's one lock: a spin lock (plugins/common/spin_lock.h) that yields the processor after
  * a few hundred spins. Critical sections are tens of nanoseconds, so waiting by spinning hands the

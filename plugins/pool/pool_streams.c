@@ -201,16 +201,6 @@ static bool order_behind(pool_streams *ss, pool_stream *t, pool_stream *s)
     return true;
 }
 
-/* The key of a handle as pool_streams_find computes it. */
-static void key_of(crmm_cuda_stream_t *handle, uint64_t *thread)
-{
-    *thread = 0;
-    if (*handle == (crmm_cuda_stream_t)0x1)
-        *handle = NULL;
-    else if (*handle == CRMM_CUDA_STREAM_PER_THREAD)
-        *thread = pool_thread_serial();
-}
-
 crmm_status pool_streams_wait(const pool_streams *ss, crmm_cuda_stream_t handle)
 {
     if (!ss->real || crmm_process_exiting())
@@ -229,7 +219,7 @@ void pool_streams_forget(pool_streams *ss, pool_records *records, crmm_cuda_stre
     if (!ss->real)
         return;
     uint64_t thread;
-    key_of(&handle, &thread);
+    pool_streams_key(ss, &handle, &thread);
     size_t at = ss->count;
     pool_stream *ready = ss->ready;
     for (size_t i = 0; i < ss->count; i++)

@@ -50,19 +50,38 @@ uint64_t pool_thread_serial(void);
  * fails. */
 pool_stream *pool_streams_find_slow(pool_streams *ss, crmm_cuda_stream_t handle, uint64_t thread);
 
-static inline pool_stream *pool_streams_find(pool_streams *ss, crmm_cuda_stream_t handle)
+/* The key of a stream's state: its handle (cudaStreamLegacy as NULL) and, for the per-thread
+ * default stream, the calling thread's serial (else 0); NULL and 0 for every stream of a pool
+ * over host memory. */
+static inline void pool_streams_key(const pool_streams *ss, crmm_cuda_stream_t *handle, uint64_t *thread)
+{
+    *thread = 0;
+    if (!ss->real)
+        *handle = NULL;
+    else if (*handle == (crmm_cuda_stream_t)0x1) /* cudaStreamLegacy is the NULL stream */
+        *handle = NULL;
+    else if (*handle == CRMM_CUDA_STREAM_PER_THREAD)
+        *thread = pool_thread_serial();
+}
+
+/* The state of the stream keyed (handle, thread) as pool_streams_key says, made when first seen. */
+static inline pool_stream *pool_streams_find_key(pool_streams *ss, crmm_cuda_stream_t handle, uint64_t thread)
 {
     pool_stream *s = ss->last;
     if (!ss->real)
         return s;
-    uint64_t thread = 0;
-    if (handle == (crmm_cuda_stream_t)0x1) /* cudaStreamLegacy is the NULL stream */
-        handle = NULL;
-    else if (handle == CRMM_CUDA_STREAM_PER_THREAD)
-        thread = pool_thread_serial();
     if (__builtin_expect(s && s->handle == handle && s->thread == thread, 1))
         return s;
     return pool_streams_find_slow(ss, handle, thread);
+}
+
+static inline pool_stream *pool_streams_find(pool_streams *ss, crmm_cuda_stream_t handle)
+{
+    if (!ss->real)
+        return ss->last;
+    uint64_t thread;
+    pool_streams_key(ss, &handle, &thread);
+    return pool_streams_find_key(ss, handle, thread);
 }
 
 /* Called when `t` has no block of `size`: find one among the other states' free blocks. A fitting

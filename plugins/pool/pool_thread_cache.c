@@ -1,0 +1,417 @@
+/* pool_thread_cache.c — the pool's per-thread caches of free blocks (see pool_thread_cache.h for
+ * the rules): finding a thread's cache, taking and pushing blocks, giving them back, draining,
+ * thread exit and destroy.
+ *
+ * A thread's caches hang from a thread-local table of POOL_CACHE_SLOTS, made at its first cache
+ * and handed to a pthread key whose destructor runs at the thread's exit. */
+#include "config.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/log.h>
+#include "pool_resource.h"
+
+typedef struct cache_slots {
+    pool_thread_cache *slot[POOL_CACHE_SLOTS];
+    unsigned victim;               /* the slot given up next when all are taken */
+} cache_slots;
+
+static _Thread_local cache_slots *my_slots;
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static bool exit_key_made;
+/* Orders thread exit, giving up a slot and destroy (the only three that reach a cache of a pool
+ * that may be going away). */
+static pthread_mutex_t registry = PTHREAD_MUTEX_INITIALIZER;
+
+static pool_resource *pool_of(const pool_thread_cache *c) { return __atomic_load_n(&c->pool, __ATOMIC_RELAXED); }
+
+/* ---- finding the thread's cache ------------------------------------------------------------ */
+
+pool_thread_cache *pool_cache_find(pool_resource *p, crmm_cuda_stream_t stream)
+{
+    cache_slots *t = my_slots;
+    if (!t)
+        return NULL;
+    uint64_t thread;
+    pool_streams_key(&p->streams, &stream, &thread);
+    for (unsigned i = 0; i < POOL_CACHE_SLOTS; i++) {
+        pool_thread_cache *c = t->slot[i];
+        if (c && pool_of(c) == p && c->handle == stream && c->thread == thread)
+            return c;
+    }
+    return NULL;
+}
+
+/* The state whose free list takes the blocks of c (its stream's); after a device synchronization
+ * any state will do. NULL when there is none and none can be made. */
+static pool_stream *home_state(pool_resource *p, const pool_thread_cache *c)
+{
+    pool_streams *ss = &p->streams;
+    pool_stream *s = pool_streams_find_key(ss, c->handle, c->thread);
+    if (s)
+        return s;
+    crmm_clear_error(); /* malloc failed: make the blocks safe for every stream instead */
+    if (pool_streams_synchronize(ss) != CRMM_OK) {
+        crmm_clear_error();
+        return NULL;
+    }
+    if (ss->ready)
+        return ss->ready;
+    return ss->count ? ss->all[0] : NULL;
+}
+
+/* Give c's blocks, its live map and its deltas to p (both locks held). False when some blocks or
+ * live entries had to stay (malloc failed); they stay found there. */
+static bool drain(pool_resource *p, pool_thread_cache *c, bool *gave)
+{
+    bool all = true;
+    if (c->count) {
+        pool_stream *s = home_state(p, c);
+        if (s) {
+            for (unsigned i = 0; i < POOL_CACHE_BLOCKS; i++)
+                if (c->entries[i].block)
+                    pool_free_list_insert_merging(&s->free, s, c->entries[i].block, &p->records);
+            pool_cache_reset(c);
+            *gave = true;
+        } else {
+            all = false;
+        }
+    }
+    if (c->live.count) {
+        if ((all = pool_block_map_reserve(&p->live, c->live.count))) {
+            for (size_t i = 0; i <= c->live.mask; i++)
+                if (c->live.slots[i].addr)
+                    pool_block_map_insert(&p->live, c->live.slots[i].block);
+            pool_block_map_clear(&c->live);
+        }
+    }
+    crmm_alloc_counters *k = &p->counters;
+    k->count += c->count_delta;
+    k->bytes += c->bytes_delta;
+    k->total_count += c->total_count_delta;
+    k->total_bytes += c->total_bytes_delta;
+    p->live_bytes += (uint64_t)c->live_bytes_delta;
+    c->count_delta = c->bytes_delta = c->live_bytes_delta = 0;
+    c->total_count_delta = c->total_bytes_delta = 0;
+    return all;
+}
+
+static void raise_peaks(crmm_alloc_counters *k, int64_t count, int64_t bytes)
+{
+    if (count > k->peak_count)
+        k->peak_count = count;
+    if (bytes > k->peak_bytes)
+        k->peak_bytes = bytes;
+}
+
+bool pool_cache_drain_all(pool_resource *p)
+{
+    bool gave = false;
+    for (pool_thread_cache *c = p->caches; c; c = c->next) {
+        spin_lock(&c->lock);
+        drain(p, c, &gave);
+        spin_unlock(&c->lock);
+    }
+    raise_peaks(&p->counters, p->counters.count, p->counters.bytes);
+    return gave;
+}
+
+/* Give up the cache in slot i of t: drained, it goes to its pool as an orphan; a cache of a
+ * destroyed pool is freed. */
+static void release_slot(cache_slots *t, unsigned i)
+{
+    pool_thread_cache *c = t->slot[i];
+    t->slot[i] = NULL;
+    if (!c)
+        return;
+    pthread_mutex_lock(&registry);
+    pool_resource *p = pool_of(c);
+    if (p) {
+        bool gave = false;
+        pool_lock(p);
+        spin_lock(&c->lock);
+        drain(p, c, &gave);
+        c->orphan = true;
+        spin_unlock(&c->lock);
+        pool_unlock(p);
+    } else {
+        pool_block_map_free(&c->live);
+        free(c);
+    }
+    pthread_mutex_unlock(&registry);
+}
+
+static void thread_exit(void *arg)
+{
+    cache_slots *t = arg;
+    for (unsigned i = 0; i < POOL_CACHE_SLOTS; i++)
+        release_slot(t, i);
+    if (my_slots == t)
+        my_slots = NULL;
+    free(t);
+}
+
+static void make_exit_key(void) { exit_key_made = pthread_key_create(&exit_key, thread_exit) == 0; }
+
+/* The thread's slot table, made (and tied to the exit key) at its first cache. */
+static cache_slots *slots_of_thread(void)
+{
+    if (my_slots)
+        return my_slots;
+    pthread_once(&exit_key_once, make_exit_key);
+    if (!exit_key_made)
+        return NULL; /* without the key a thread's exit could not give its blocks back */
+    cache_slots *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    if (pthread_setspecific(exit_key, t) != 0) {
+        free(t);
+        return NULL;
+    }
+    return my_slots = t;
+}
+
+/* An orphan cache of p for key (handle, thread), or a new one; linked into p's list. */
+static pool_thread_cache *claim_cache(pool_resource *p, crmm_cuda_stream_t handle, uint64_t thread)
+{
+    pool_lock(p);
+    pool_thread_cache *c = p->caches;
+    while (c && !(c->orphan && !c->count)) /* an orphan that still holds blocks keeps its stream */
+        c = c->next;
+    if (c) {
+        spin_lock(&c->lock);
+        c->orphan = false;
+        c->handle = handle;
+        c->thread = thread;
+        spin_unlock(&c->lock);
+        pool_unlock(p);
+        return c;
+    }
+    pool_unlock(p);
+    /* a cache line of its own: the threads' caches never share one */
+    size_t bytes = (sizeof *c + 63) & ~(size_t)63;
+    c = aligned_alloc(64, bytes);
+    if (!c)
+        return NULL;
+    memset(c, 0, bytes);
+    if (!pool_block_map_init(&c->live, 64)) {
+        free(c);
+        return NULL;
+    }
+    pool_cache_reset(c);
+    c->handle = handle;
+    c->thread = thread;
+    __atomic_store_n(&c->pool, p, __ATOMIC_RELAXED);
+    pool_lock(p);
+    c->next = p->caches;
+    p->caches = c;
+    pool_unlock(p);
+    return c;
+}
+
+pool_thread_cache *pool_cache_get(pool_resource *p, crmm_cuda_stream_t stream)
+{
+    pool_thread_cache *c = pool_cache_find(p, stream);
+    if (__builtin_expect(c != NULL, 1))
+        return c;
+    cache_slots *t = slots_of_thread();
+    if (!t)
+        return NULL;
+    unsigned i = 0;
+    while (i < POOL_CACHE_SLOTS && t->slot[i] && pool_of(t->slot[i]))
+        i++;
+    if (i == POOL_CACHE_SLOTS) {
+        i = t->victim;
+        t->victim = (t->victim + 1) % POOL_CACHE_SLOTS;
+    }
+    release_slot(t, i);
+    uint64_t thread;
+    pool_streams_key(&p->streams, &stream, &thread);
+    return t->slot[i] = claim_cache(p, stream, thread);
+}
+
+/* ---- the cache's blocks -------------------------------------------------------------------- */
+
+void pool_cache_reset(pool_thread_cache *c)
+{
+    memset(c->heads, POOL_CACHE_NONE, sizeof c->heads);
+    for (unsigned i = 0; i < POOL_CACHE_BLOCKS; i++)
+        c->entries[i] = (pool_cache_entry){.next = (uint8_t)(i + 1 < POOL_CACHE_BLOCKS ? i + 1 : POOL_CACHE_NONE)};
+    c->unused = 0;
+    c->count = 0;
+}
+
+/* The class of a block of `size` bytes (256 <= size <= POOL_CACHE_MAX_BLOCK): 256-byte units
+ * below 16 units, then 16 classes per power of two. */
+static unsigned class_of(size_t size)
+{
+    uint64_t u = (uint64_t)size >> 8;
+    if (u < 16)
+        return (unsigned)u;
+    unsigned msb = 63u - (unsigned)__builtin_clzll(u);
+    return (msb - 3) * 16 + (unsigned)((u >> (msb - 4)) & 15);
+}
+
+static void unlink_entry(pool_thread_cache *c, unsigned i)
+{
+    pool_cache_entry *e = &c->entries[i];
+    if (e->prev != POOL_CACHE_NONE)
+        c->entries[e->prev].next = e->next;
+    else
+        c->heads[e->cls] = e->next;
+    if (e->next != POOL_CACHE_NONE)
+        c->entries[e->next].prev = e->prev;
+    e->block = NULL;
+    e->next = c->unused;
+    c->unused = (uint8_t)i;
+    c->count--;
+}
+
+/* The most recent entry of class k of at least lo and at most hi bytes, or POOL_CACHE_NONE. */
+static unsigned find_in_class(const pool_thread_cache *c, unsigned k, size_t lo, size_t hi)
+{
+    unsigned i = c->heads[k];
+    while (i != POOL_CACHE_NONE && (c->entries[i].size < lo || c->entries[i].size > hi))
+        i = c->entries[i].next;
+    return i;
+}
+
+pool_block *pool_cache_take(pool_thread_cache *c, size_t size)
+{
+    size_t most = size + size / 8;
+    unsigned k = class_of(size), last = class_of(most < POOL_CACHE_MAX_BLOCK ? most : POOL_CACHE_MAX_BLOCK);
+    unsigned i = find_in_class(c, k, size, most);
+    while (i == POOL_CACHE_NONE && k < last)
+        i = find_in_class(c, ++k, size, most);
+    if (i == POOL_CACHE_NONE)
+        return NULL;
+    pool_block *b = c->entries[i].block;
+    unlink_entry(c, i);
+    return b;
+}
+
+unsigned pool_cache_push(pool_thread_cache *c, pool_block *b, pool_block **out)
+{
+    unsigned n = 0;
+    if (c->unused == POOL_CACHE_NONE) {
+        /* full: at most POOL_CACHE_KEEP entries came in the last POOL_CACHE_KEEP pushes; the
+         * others go */
+        uint64_t keep_from = c->pushes - POOL_CACHE_KEEP;
+        for (unsigned i = 0; i < POOL_CACHE_BLOCKS; i++)
+            if (c->entries[i].stamp < keep_from) {
+                out[n++] = c->entries[i].block;
+                unlink_entry(c, i);
+            }
+    }
+    unsigned i = c->unused, k = class_of(b->size);
+    pool_cache_entry *e = &c->entries[i];
+    c->unused = e->next;
+    *e = (pool_cache_entry){.block = b, .size = b->size, .stamp = c->pushes++, .prev = POOL_CACHE_NONE,
+                            .next = c->heads[k], .cls = (uint8_t)k};
+    if (e->next != POOL_CACHE_NONE)
+        c->entries[e->next].prev = (uint8_t)i;
+    c->heads[k] = (uint8_t)i;
+    c->count++;
+    return n;
+}
+
+void pool_cache_give_back(pool_resource *p, pool_thread_cache *c, pool_block **blocks, unsigned n)
+{
+    pool_lock(p);
+    pool_stream *s = home_state(p, c);
+    if (s) {
+        for (unsigned i = 0; i < n; i++)
+            pool_free_list_insert_merging(&s->free, s, blocks[i], &p->records);
+    } else {
+        char label[80];
+        crmm_log(CRMM_LOG_WARN, "%s: %u free blocks lost until the pool is destroyed (no stream state could be made)",
+                 pool_label(p, label, sizeof label), n);
+    }
+    pool_unlock(p);
+}
+
+/* ---- under the pool's lock ----------------------------------------------------------------- */
+
+pool_block *pool_cache_remove_live(pool_resource *p, uintptr_t ptr)
+{
+    for (pool_thread_cache *c = p->caches; c; c = c->next) {
+        spin_lock(&c->lock);
+        pool_block *b = c->live.count ? pool_block_map_remove(&c->live, ptr) : NULL;
+        if (b) {
+            c->count_delta--;
+            c->bytes_delta -= (int64_t)b->u.live.requested;
+            c->live_bytes_delta -= (int64_t)b->size;
+        }
+        spin_unlock(&c->lock);
+        if (b)
+            return b;
+    }
+    return NULL;
+}
+
+bool pool_cache_holds(pool_resource *p, uintptr_t ptr)
+{
+    bool found = false;
+    for (pool_thread_cache *c = p->caches; c && !found; c = c->next) {
+        spin_lock(&c->lock);
+        for (unsigned i = 0; i < POOL_CACHE_BLOCKS && !found; i++) {
+            const pool_block *b = c->entries[i].block;
+            found = b && ptr >= b->addr && ptr - b->addr < b->size;
+        }
+        spin_unlock(&c->lock);
+    }
+    return found;
+}
+
+void pool_cache_sum(pool_resource *p, crmm_alloc_counters *sum, uint64_t *live_bytes)
+{
+    *sum = p->counters;
+    *live_bytes = p->live_bytes;
+    for (pool_thread_cache *c = p->caches; c; c = c->next) {
+        spin_lock(&c->lock);
+        sum->count += c->count_delta;
+        sum->bytes += c->bytes_delta;
+        sum->total_count += c->total_count_delta;
+        sum->total_bytes += c->total_bytes_delta;
+        *live_bytes += (uint64_t)c->live_bytes_delta;
+        spin_unlock(&c->lock);
+    }
+    raise_peaks(&p->counters, sum->count, sum->bytes);
+    sum->peak_count = p->counters.peak_count;
+    sum->peak_bytes = p->counters.peak_bytes;
+}
+
+uint64_t pool_cache_largest(pool_resource *p)
+{
+    uint64_t largest = 0;
+    for (pool_thread_cache *c = p->caches; c; c = c->next) {
+        spin_lock(&c->lock);
+        for (unsigned i = 0; i < POOL_CACHE_BLOCKS; i++)
+            if (c->entries[i].block && c->entries[i].size > largest)
+                largest = c->entries[i].size;
+        spin_unlock(&c->lock);
+    }
+    return largest;
+}
+
+/* ---- destroy ------------------------------------------------------------------------------- */
+
+void pool_cache_detach_all(pool_resource *p)
+{
+    pthread_mutex_lock(&registry);
+    for (pool_thread_cache *c = p->caches, *next; c; c = next) {
+        next = c->next;
+        spin_lock(&c->lock);
+        bool orphan = c->orphan;
+        pool_cache_reset(c);
+        c->next = NULL;
+        pool_block_map_free(&c->live);
+        __atomic_store_n(&c->pool, NULL, __ATOMIC_RELAXED);
+        spin_unlock(&c->lock);
+        if (orphan)
+            free(c);
+    }
+    p->caches = NULL;
+    pthread_mutex_unlock(&registry);
+}

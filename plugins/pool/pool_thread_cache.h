@@ -1,0 +1,135 @@
+/* pool_thread_cache.h — per-thread caches of free blocks in front of the pool's one lock.
+ *
+ * When threads contend for a pool's lock (parameter thread_cache = auto, the default: at least
+ * POOL_CONTENTION_WAITS of POOL_CONTENTION_WINDOW locked operations found it held; = on: as soon
+ * as a second thread allocates), each thread keeps, per (pool, stream), a small cache of the
+ * blocks it freed on that stream and hands them out again to itself on the same stream (stream
+ * order makes that safe, as it does for the pool's own per-stream lists). A cache has its own
+ * spin lock, which only its thread takes on the fast path, so allocations and frees that the
+ * cache serves move no shared cache line.
+ *
+ * What a cache holds:
+ *  - up to POOL_CACHE_BLOCKS free blocks, in size classes of 1/16 of a power of two (exact below
+ *    8 KiB), each a last-in first-out list. An allocation of rounded size n takes the most recent
+ *    block of size in [n, n + n/8] of the lowest class that has one (n's class and the two to
+ *    four above it: no scan of the whole cache); the block keeps its size (live_bytes counts all
+ *    of it). A free pushes; when the cache is full, the blocks pushed before the last
+ *    POOL_CACHE_KEEP pushes (at least POOL_CACHE_BLOCKS - POOL_CACHE_KEEP of them) go back to the
+ *    pool under one pool lock. Blocks larger than POOL_CACHE_MAX_BLOCK are never cached. A
+ *    cached block keeps owner NULL, so the pool never merges with it;
+ *  - its own live map: every block its thread allocates on its stream while caching is on (a hit
+ *    or a miss that the pool served), so that the thread's free finds the block under the cache's
+ *    lock alone. A free of a pointer not in the caller's own map takes the pool's lock and looks
+ *    in the pool's live map, then in every cache's live map (a block freed by another thread or
+ *    on another stream), and is refused only after that: a double free is refused at the call;
+ *  - deltas of the pool's counters, changed by its thread only; queries add them up.
+ *
+ * Draining a cache (under the pool's lock, then the cache's) gives its blocks back to the free
+ * list of its stream, moves its live map into the pool's and folds its deltas into the pool's
+ * counters. The pool drains every cache before it grows (a cached block is used before new
+ * memory is taken) and before its last-resort synchronization, at trim and at forget_stream. A thread's exit (a
+ * pthread key destructor) drains its caches and leaves them to the pool as orphans, which the
+ * next thread that needs a cache of that pool takes over; destroy drops every cache's contents,
+ * frees the orphans and marks the others as of no pool (pool NULL: a new pool at the same
+ * address never matches them); their thread frees them. One process-wide mutex orders thread
+ * exit, a thread giving up one of its POOL_CACHE_SLOTS for another (pool, stream), and destroy.
+ *
+ * Lock order: that mutex, the pool's lock, a cache's lock. A thread never holds its cache's lock
+ * while it takes the pool's. */
+#ifndef CRMM_PLUGINS_POOL_THREAD_CACHE_H
+#define CRMM_PLUGINS_POOL_THREAD_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/resource.h>
+#include "pool_block.h"
+#include "pool_block_map.h"
+
+#define POOL_CACHE_BLOCKS 255                      /* free blocks a cache holds (indices fit a byte) */
+#define POOL_CACHE_KEEP 192                        /* a full cache keeps the blocks of the last this many pushes */
+#define POOL_CACHE_MAX_BLOCK ((size_t)64 << 20)    /* larger blocks are never cached */
+#define POOL_CACHE_SLOTS 4                         /* caches per thread */
+#define POOL_CACHE_CLASSES 256                     /* size classes up to POOL_CACHE_MAX_BLOCK */
+#define POOL_CACHE_NONE 0xFF                       /* no entry */
+/* thread_cache = auto: the caches switch on when, of POOL_CONTENTION_WINDOW operations that take
+ * the pool's lock, at least POOL_CONTENTION_WAITS found it held by another thread */
+#define POOL_CONTENTION_WINDOW 1024
+#define POOL_CONTENTION_WAITS 64
+
+/* The parameter thread_cache. */
+typedef enum pool_cache_mode {
+    POOL_CACHE_OFF,                /* never */
+    POOL_CACHE_AUTO,               /* when threads contend for the pool's lock (the default) */
+    POOL_CACHE_ON                  /* once a second thread allocates */
+} pool_cache_mode;
+
+struct pool_resource;
+
+typedef struct pool_cache_entry {
+    pool_block *block;             /* NULL: unused */
+    size_t size;                   /* the block's size */
+    uint64_t stamp;                /* the push that put it here */
+    uint8_t prev, next;            /* its class's list; unused: next links the unused entries */
+    uint8_t cls;                   /* its class */
+} pool_cache_entry;
+
+typedef struct pool_thread_cache {
+    int lock;                      /* spin lock */
+    struct pool_resource *pool;    /* read by its thread without a lock: atomic; NULL once destroyed */
+    crmm_cuda_stream_t handle;     /* the stream, keyed as pool_streams keys it */
+    uint64_t thread;
+    bool orphan;                   /* no thread has it (under the pool's lock) */
+    unsigned count;                /* entries in use */
+    uint64_t pushes;
+    uint8_t unused;                /* first unused entry */
+    uint8_t heads[POOL_CACHE_CLASSES]; /* most recent entry of each class */
+    pool_block_map live;           /* blocks its thread allocated on its stream */
+    /* deltas of the pool's counters: live allocations and requested bytes, live block bytes, totals */
+    int64_t count_delta, bytes_delta, live_bytes_delta;
+    uint64_t total_count_delta, total_bytes_delta;
+    struct pool_thread_cache *next; /* the pool's list of caches (under the pool's lock) */
+    pool_cache_entry entries[POOL_CACHE_BLOCKS];
+} pool_thread_cache;
+
+_Static_assert(POOL_CACHE_BLOCKS <= POOL_CACHE_NONE, "entry indices are bytes, POOL_CACHE_NONE none of them");
+
+/* ---- for pool_alloc.c ---------------------------------------------------------------------- */
+
+/* The calling thread's cache of p for `stream`, or NULL when it has none. */
+pool_thread_cache *pool_cache_find(struct pool_resource *p, crmm_cuda_stream_t stream);
+/* The same, made when missing (takes the pool's lock; may give up another of the thread's
+ * caches). NULL when malloc fails (the error is cleared: the caller takes the pool's way). */
+pool_thread_cache *pool_cache_get(struct pool_resource *p, crmm_cuda_stream_t stream);
+
+/* Empty c's block lists (a new cache, or one whose blocks went back). */
+void pool_cache_reset(pool_thread_cache *c);
+/* Take a cached block for `size` (see the top), or NULL. Under c's lock. */
+pool_block *pool_cache_take(pool_thread_cache *c, size_t size);
+/* Cache free block b (not larger than POOL_CACHE_MAX_BLOCK). Under c's lock. When the cache is
+ * full, the oldest blocks leave it into out[] (room for POOL_CACHE_BLOCKS); returns how many:
+ * the caller gives them to the pool (pool_cache_give_back) after releasing c's lock. */
+unsigned pool_cache_push(pool_thread_cache *c, pool_block *b, pool_block **out);
+/* Give n blocks freed on c's stream to the pool (takes the pool's lock). */
+void pool_cache_give_back(struct pool_resource *p, pool_thread_cache *c, pool_block **blocks, unsigned n);
+
+/* ---- under the pool's lock ----------------------------------------------------------------- */
+
+/* Drain every cache of p (see the top). Returns whether a block went back to a free list. */
+bool pool_cache_drain_all(struct pool_resource *p);
+/* A live block at ptr in some cache's live map, removed from it (its deltas count the free), or
+ * NULL. */
+pool_block *pool_cache_remove_live(struct pool_resource *p, uintptr_t ptr);
+/* Whether ptr lies in a block some cache holds (a double free). */
+bool pool_cache_holds(struct pool_resource *p, uintptr_t ptr);
+/* The counters summed over p and its caches: into *sum, and p's peaks raised to the sum. */
+void pool_cache_sum(struct pool_resource *p, crmm_alloc_counters *sum, uint64_t *live_bytes);
+/* The largest block any cache holds (0: none). */
+uint64_t pool_cache_largest(struct pool_resource *p);
+
+/* ---- destroy ------------------------------------------------------------------------------- */
+
+/* Drop every cache's contents and detach them from p (without the pool's lock: p is going). */
+void pool_cache_detach_all(struct pool_resource *p);
+
+#endif
