@@ -21,6 +21,7 @@
  * (thread_cache = on), both go through the calling thread's cache first (pool_thread_cache.h): a hit takes only the cache's lock; a miss takes a
  * block the way above and records it in the cache's live map; growth drains every cache first. */
 #include "config.h"
+#include <crmm/log.h>
 #include "pool_resource.h"
 
 static inline void count_allocation(pool_resource *p, size_t bytes, size_t size)
@@ -148,8 +149,14 @@ static void note_thread(pool_resource *p, uintptr_t me)
  * thread_cache = auto, enough of them waited for the lock to switch the caches on. */
 static void end_contention_window(pool_resource *p)
 {
-    if (p->cache_mode == POOL_CACHE_AUTO && p->lock_waits >= POOL_CONTENTION_WAITS)
+    if (p->cache_mode == POOL_CACHE_AUTO && p->lock_waits >= POOL_CONTENTION_WAITS) {
         __atomic_store_n(&p->caching, 1, __ATOMIC_RELAXED);
+        if (crmm_log_should_log(CRMM_LOG_INFO)) {
+            char label[80];
+            crmm_log(CRMM_LOG_INFO, "%s: per-thread caches on (%u of the last %u locked calls waited for the lock)",
+                     pool_label(p, label, sizeof label), (unsigned)p->lock_waits, (unsigned)POOL_CONTENTION_WINDOW);
+        }
+    }
     p->lock_ops = p->lock_waits = 0;
 }
 
