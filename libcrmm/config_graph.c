@@ -20,11 +20,6 @@ long config_graph_find(const config_graph *g, const char *name)
     return name_index_find(&g->names, name);
 }
 
-bool config_graph_is_host(const config_graph *g, size_t i)
-{
-    return i < g->text.nres && g->nodes && g->nodes[i].host;
-}
-
 /* crmm_plugin_load through the graph's cache of plugins it loaded already. */
 static crmm_status load_plugin(config_graph *g, const char *written, const crmm_plugin **out)
 {

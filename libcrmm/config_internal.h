@@ -126,8 +126,12 @@ typedef struct config_graph {
 void config_graph_build(config_graph *g, const char *base_dir, bool skip_unloadable, config_error *err);
 void config_graph_free(config_graph *g);
 long config_graph_find(const config_graph *g, const char *name);
-/* True when the chain from resource i down ends in a plugin that allocates host memory. */
-bool config_graph_is_host(const config_graph *g, size_t i);
+/* True when the chain from resource i down ends in a plugin that allocates host memory (a field
+ * config_graph_build set: inline, so that the graph's readers need not call into its builder). */
+static inline bool config_graph_is_host(const config_graph *g, size_t i)
+{
+    return i < g->text.nres && g->nodes && g->nodes[i].host;
+}
 
 /* config_rules.c: run each resource's validate hook (crmm_plugin.validate), reporting a refusal
  * at the line of the parameter it names. Call only on a graph without cycles. */

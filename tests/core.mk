@@ -8,3 +8,6 @@ TESTS += tests/check_core
 # libcrmm.so exports exactly the CRMM_API functions of include/crmm/*.h (a script over nm -D)
 TESTS += tests/check_exports.sh
 EXTRA_DIST += tests/check_exports.sh
+# no #include or call loop among the core's files, no plugin header in the core
+TESTS += tests/check_core_layers.sh
+EXTRA_DIST += tests/check_core_layers.sh
