@@ -18,8 +18,9 @@ fuzz/fuzz_size: $(srcdir)/fuzz/fuzz_size.c $(libcrmm_la_SOURCES) config.h
 	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD)
 fuzz/fuzz_params: $(srcdir)/fuzz/fuzz_params.c $(libcrmm_la_SOURCES) config.h
 	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD)
-fuzz/fuzz_replay: $(srcdir)/fuzz/fuzz_replay.c $(srcdir)/tools/replay_log.c $(libcrmm_la_SOURCES) config.h
-	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD) $(srcdir)/tools/replay_log.c
+fuzz/fuzz_replay: $(srcdir)/fuzz/fuzz_replay.c $(srcdir)/tools/replay_log.c $(srcdir)/plugins/common/ptr_map.c \
+		$(libcrmm_la_SOURCES) config.h
+	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD) $(srcdir)/tools/replay_log.c $(srcdir)/plugins/common/ptr_map.c
 # the target's own source ($<), then libcrmm's .c files
 FUZZ_BUILD = srcs=; for f in $(libcrmm_la_SOURCES); do case $$f in *.c) srcs="$$srcs $(srcdir)/$$f";; esac; done; \
 	$(FUZZ_CC) -std=c11 $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -o $@ $< $$srcs $(FUZZ_LIBS)
