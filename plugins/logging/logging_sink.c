@@ -10,6 +10,7 @@
  * the file keeps the order of the lines). A global list of open sinks, under its own mutex, lets
  * one atexit handler flush them all, and fork take every sink's lock. Lock order: the list, then
  * a sink's spin lock, then its writer mutex; the writer thread never holds two of them. */
+#define _GNU_SOURCE 1 /* pthread_setname_np */
 #include "config.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -207,6 +208,10 @@ static bool start_writer(logging_sink *s)
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int err = pthread_create(&s->writer, NULL, writer_main, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+#if defined(__linux__)
+    if (!err)
+        pthread_setname_np(s->writer, "crmm-log"); /* so that top, gdb and perf show whose it is */
+#endif
     if (err) {
         pthread_cond_destroy(&s->done);
         pthread_cond_destroy(&s->work);
