@@ -187,7 +187,7 @@ static int thread_count(void)
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.')
             continue;
-        char path[64], comm[32] = "";
+        char path[320], comm[32] = "";
         snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
         FILE *f = fopen(path, "r");
         if (f) {
