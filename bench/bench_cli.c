@@ -34,20 +34,7 @@
 #define DEFAULT_ALLOCATIONS 1000u
 #define MAX_SWEEP 16
 
-/* The named sets of docs/benchmark.md. */
-static const struct named_set {
-    const char *name;
-    uint64_t steps;
-    uint32_t max_live;
-    uint64_t max_size;
-    unsigned threads;
-} named_sets[] = {
-    {"A", 100000, 1000, 4ull << 20, 1},
-    {"B", 100000, 100, 1ull << 10, 1},
-    {"C", 100000, 1000, 4ull << 20, 4},
-    {"D", 100000, 100, 1ull << 10, 8},
-};
-#define NSETS (sizeof named_sets / sizeof named_sets[0])
+#define NSETS BENCH_NAMED_SETS /* bench_workload.h */
 
 /* RMM random_allocations' max-size sweep: 1, 4, 64, 256, 1024, 4096 MiB. */
 static const uint64_t random_sweep[] = {1ull << 20, 4ull << 20, 64ull << 20, 256ull << 20, 1024ull << 20, 4096ull << 20};
@@ -226,7 +213,7 @@ static bool parse_set_list(const char *text, options *o, FILE *err)
     bool ok = copy != NULL, any = false;
     for (char *s = ok ? strtok_r(copy, ",", &save) : NULL; ok && s; s = strtok_r(NULL, ",", &save)) {
         size_t i = 0;
-        while (i < NSETS && strcasecmp(s, named_sets[i].name) != 0)
+        while (i < NSETS && strcasecmp(s, bench_named_sets[i].name) != 0)
             i++;
         if (i == NSETS) {
             fprintf(err, "crmm bench: --set: unknown set '%s' (sets: A, B, C, D)\n", s);
@@ -398,12 +385,12 @@ static size_t build_sets(const options *o, bench_set *sets)
             continue;
         bench_set *s = &sets[n++];
         memset(s, 0, sizeof *s);
-        snprintf(s->label, sizeof s->label, "%s", named_sets[i].name);
+        snprintf(s->label, sizeof s->label, "%s", bench_named_sets[i].name);
         s->workload = (bench_workload){.mode = BENCH_MODE_STEPS,
-                                       .steps = o->steps ? o->steps : named_sets[i].steps,
-                                       .max_live = o->live ? o->live : named_sets[i].max_live,
-                                       .max_size = o->nmax_size ? o->max_size[0] : named_sets[i].max_size};
-        s->threads = o->threads ? o->threads : named_sets[i].threads;
+                                       .steps = o->steps ? o->steps : bench_named_sets[i].steps,
+                                       .max_live = o->live ? o->live : bench_named_sets[i].max_live,
+                                       .max_size = o->nmax_size ? o->max_size[0] : bench_named_sets[i].max_size};
+        s->threads = o->threads ? o->threads : bench_named_sets[i].threads;
         s->repeats = o->repeats;
     }
     return n;

@@ -12,6 +12,13 @@
 #include <string.h>
 #include "bench_workload.h"
 
+const bench_named_set bench_named_sets[BENCH_NAMED_SETS] = {
+    {"A", 100000, 1000, 4ull << 20, 1},
+    {"B", 100000, 100, 1ull << 10, 1},
+    {"C", 100000, 1000, 4ull << 20, 4},
+    {"D", 100000, 100, 1ull << 10, 8},
+};
+
 uint64_t bench_xorshift64(uint64_t *state)
 {
     uint64_t x = *state;

@@ -61,6 +61,17 @@ typedef struct bench_sequence {
     uint32_t peak_live_count; /* max number of blocks live at once */
 } bench_sequence;
 
+/* The named sets A-D of docs/benchmark.md (BENCH_MODE_STEPS), in that order. */
+typedef struct bench_named_set {
+    const char *name;
+    uint64_t steps;
+    uint32_t max_live;
+    uint64_t max_size;
+    unsigned threads;
+} bench_named_set;
+#define BENCH_NAMED_SETS 4
+extern const bench_named_set bench_named_sets[BENCH_NAMED_SETS];
+
 /* One step of xorshift64 (Marsaglia, shifts 13, 7, 17); *state must not be 0. */
 uint64_t bench_xorshift64(uint64_t *state);
 
