@@ -240,7 +240,8 @@ END_TEST
 
 START_TEST(growth_takes_the_cached_blocks_before_more_memory)
 {
-    /* without a maximum, too: the cached blocks come back before the pool grows */
+    /* without a maximum, too: when the caches hold more than half of the pool (here the worker's
+     * holds 768 KiB of 1 MiB), their blocks come back before the pool grows */
     crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
     release(p, alloc(p, 4 * KiB), 4 * KiB);
     worker w;
@@ -255,6 +256,40 @@ START_TEST(growth_takes_the_cached_blocks_before_more_memory)
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     release(p, all, MiB);
     worker_stop(&w);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(growth_takes_the_callers_cached_blocks_and_leaves_the_others)
+{
+    /* caches holding less than half of the pool: a growth takes back the calling thread's own
+     * cached blocks (they merge into one that fits) but leaves another thread's cache as it is */
+    crmm_resource *p = host_pool("initial_size=4MiB thread_cache=on");
+    worker w;
+    worker_start(&w);
+    char *wb = worker_caches_a_block(&w, p, 256 * KiB); /* at the pool's start, in the worker's cache */
+    char *a = alloc(p, 256 * KiB), *b = alloc(p, 256 * KiB);
+    ck_assert_ptr_eq(a, wb + 256 * KiB);
+    ck_assert_ptr_eq(b, a + 256 * KiB);
+    void *rest = alloc(p, 4 * MiB - 768 * KiB); /* nothing is free in the pool now */
+    release(p, a, 256 * KiB);
+    release(p, b, 256 * KiB); /* both into this thread's cache: 1/8 of the pool */
+    /* no free block and no cached one of 512 KiB: this thread's two merge into it, and the
+     * worker's, next to them, stays cached (with it, the best fit would start at wb) */
+    void *ab = alloc(p, 512 * KiB);
+    ck_assert_ptr_eq(ab, a);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * MiB);
+    /* nothing free, nothing in this thread's cache, the worker's holds 1/16 of the pool: growth */
+    void *more = alloc(p, 256 * KiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    ck_assert_ptr_eq(worker_alloc(&w, p, 256 * KiB), wb); /* still in the worker's cache */
+    worker_free(&w, p, wb, 256 * KiB);
+    release(p, more, 256 * KiB);
+    release(p, ab, 512 * KiB);
+    release(p, rest, 4 * MiB - 768 * KiB);
+    worker_stop(&w);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
     crmm_resource_release(p);
 }
 END_TEST
@@ -632,6 +667,7 @@ int main(void)
     tcase_add_test(tc, thread_cache_off_keeps_the_pools_order);
     tcase_add_loop_test(tc, cached_blocks_come_back, 0, N_WAYS);
     tcase_add_test(tc, growth_takes_the_cached_blocks_before_more_memory);
+    tcase_add_test(tc, growth_takes_the_callers_cached_blocks_and_leaves_the_others);
     tcase_add_test(tc, frees_are_checked_at_the_call);
     tcase_add_test(tc, counters_add_up_over_the_caches);
     tcase_add_test(tc, destroy_counts_the_caches_and_forgets_them);

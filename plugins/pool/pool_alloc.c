@@ -19,7 +19,8 @@
  *
  * Once threads contend for the lock (thread_cache = auto) or a second thread has allocated
  * (thread_cache = on), both go through the calling thread's cache first (pool_thread_cache.h): a hit takes only the cache's lock; a miss takes a
- * block the way above and records it in the cache's live map; growth drains every cache first. */
+ * block the way above and records it in the cache's live map; growth drains the caller's cache
+ * first (and every cache when they hold a large share of the pool). */
 #include "config.h"
 #include <crmm/log.h>
 #include "pool_resource.h"
@@ -66,13 +67,19 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
     crmm_status st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out);
     if (st != CRMM_OK || *out)
         return st;
-    /* the caches' blocks come back before the pool takes more from upstream */
-    if (pool_caching(p) && pool_cache_drain_all(p)) {
-        *sp = s;
-        if ((*out = pool_free_list_fit(&s->free, size)))
-            return CRMM_OK;
-        if ((st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out)) != CRMM_OK || *out)
-            return st;
+    /* before the pool takes more from upstream: the caller's own cached blocks, and every
+     * cache's when together they hold a large share of the pool (pool_thread_cache.h) */
+    if (pool_caching(p)) {
+        bool gave = pool_cache_drain_mine(p, stream);
+        if (pool_cache_bytes(p) > p->reserved / POOL_CACHE_DRAIN_SHARE)
+            gave = pool_cache_drain_all(p) || gave;
+        if (gave) {
+            *sp = s;
+            if ((*out = pool_free_list_fit(&s->free, size)))
+                return CRMM_OK;
+            if ((st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out)) != CRMM_OK || *out)
+                return st;
+        }
     }
     st = pool_grow(p, s, size, stream, out);
     if (st != CRMM_ERROR_OUT_OF_MEMORY)

@@ -249,8 +249,9 @@ static const crmm_param_spec pool_params[] = {
      "destroyed before crmm_pool_forget_stream() is called for it", "sync|event", 0},
     {"thread_cache", CRMM_PARAM_ENUM, "auto",
      "per-thread caches: each thread keeps the blocks it frees on a stream (up to 255, none over 64 MiB) and "
-     "takes them back without the pool's lock; emptied before the pool grows, at trim, forget_stream and thread "
-     "exit. auto = once threads contend for the pool's lock (1 in 16 locked calls waits), on = once a second "
+     "takes them back without the pool's lock; before the pool grows, the growing thread's cache is emptied "
+     "(every cache when together they hold more than half the pool), and all at trim, forget_stream, out of "
+     "memory and thread exit. auto = once threads contend for the pool's lock (1 in 16 locked calls waits), on = once a second "
      "thread allocates, off = never (cached blocks are not available to other threads: a pool shared by "
      "threads may hold more memory)", "auto|on|off", 0},
     {NULL, 0, NULL, NULL, NULL, 0},

@@ -105,6 +105,27 @@ static void raise_peaks(crmm_alloc_counters *k, int64_t count, int64_t bytes)
         k->peak_bytes = bytes;
 }
 
+bool pool_cache_drain_mine(pool_resource *p, crmm_cuda_stream_t stream)
+{
+    pool_thread_cache *c = pool_cache_find(p, stream);
+    bool gave = false;
+    if (!c)
+        return false;
+    spin_lock(&c->lock);
+    drain(p, c, &gave);
+    spin_unlock(&c->lock);
+    raise_peaks(&p->counters, p->counters.count, p->counters.bytes);
+    return gave;
+}
+
+uint64_t pool_cache_bytes(const pool_resource *p)
+{
+    uint64_t bytes = 0;
+    for (const pool_thread_cache *c = p->caches; c; c = c->next)
+        bytes += __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
+    return bytes;
+}
+
 bool pool_cache_drain_all(pool_resource *p)
 {
     bool gave = false;
@@ -240,6 +261,7 @@ void pool_cache_reset(pool_thread_cache *c)
         c->entries[i] = (pool_cache_entry){.next = (uint8_t)(i + 1 < POOL_CACHE_BLOCKS ? i + 1 : POOL_CACHE_NONE)};
     c->unused = 0;
     c->count = 0;
+    __atomic_store_n(&c->bytes, 0, __ATOMIC_RELAXED);
 }
 
 /* The class of a block of `size` bytes (256 <= size <= POOL_CACHE_MAX_BLOCK): 256-byte units
@@ -266,6 +288,7 @@ static void unlink_entry(pool_thread_cache *c, unsigned i)
     e->next = c->unused;
     c->unused = (uint8_t)i;
     c->count--;
+    __atomic_store_n(&c->bytes, c->bytes - e->size, __ATOMIC_RELAXED);
 }
 
 /* The most recent entry of class k of at least lo and at most hi bytes, or POOL_CACHE_NONE. */
@@ -313,6 +336,7 @@ unsigned pool_cache_push(pool_thread_cache *c, pool_block *b, pool_block **out)
         c->entries[e->next].prev = (uint8_t)i;
     c->heads[k] = (uint8_t)i;
     c->count++;
+    __atomic_store_n(&c->bytes, c->bytes + b->size, __ATOMIC_RELAXED);
     return n;
 }
 

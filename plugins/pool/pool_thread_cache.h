@@ -26,8 +26,14 @@
  *
  * Draining a cache (under the pool's lock, then the cache's) gives its blocks back to the free
  * list of its stream, moves its live map into the pool's and folds its deltas into the pool's
- * counters. The pool drains every cache before it grows (a cached block is used before new
- * memory is taken) and before its last-resort synchronization, at trim and at forget_stream. A thread's exit (a
+ * counters. Before the pool grows, the calling thread's own cache drains (its blocks are on the
+ * caller's stream: usable at once, and they may merge into a block that fits); the other threads'
+ * caches drain too when all caches together hold more than 1/POOL_CACHE_DRAIN_SHARE of what the
+ * pool holds. Below that share the pool grows instead: taking every other thread's blocks would
+ * cost each of them a run of misses, and the pool would then grow anyway as those threads free
+ * into their caches again (a tight pool under threads would drain at nearly every miss). So the
+ * caches may keep the pool from reusing at most that share of it. Every cache drains before the
+ * pool's last-resort synchronization (out of memory), at trim and at forget_stream. A thread's exit (a
  * pthread key destructor) drains its caches and leaves them to the pool as orphans, which the
  * next thread that needs a cache of that pool takes over; destroy drops every cache's contents,
  * frees the orphans and marks the others as of no pool (pool NULL: a new pool at the same
@@ -52,6 +58,9 @@
 #define POOL_CACHE_SLOTS 4                         /* caches per thread */
 #define POOL_CACHE_CLASSES 256                     /* size classes up to POOL_CACHE_MAX_BLOCK */
 #define POOL_CACHE_NONE 0xFF                       /* no entry */
+/* before growing, the pool takes back every cache's blocks when together they hold more than
+ * 1/POOL_CACHE_DRAIN_SHARE of what it holds (the calling thread's own cache, always) */
+#define POOL_CACHE_DRAIN_SHARE 2
 /* thread_cache = auto: the caches switch on when, of POOL_CONTENTION_WINDOW operations that take
  * the pool's lock, at least POOL_CONTENTION_WAITS found it held by another thread */
 #define POOL_CONTENTION_WINDOW 1024
@@ -81,6 +90,7 @@ typedef struct pool_thread_cache {
     uint64_t thread;
     bool orphan;                   /* no thread has it (under the pool's lock) */
     unsigned count;                /* entries in use */
+    size_t bytes;                  /* their sizes' sum (written by its thread, read by others: atomic) */
     uint64_t pushes;
     uint8_t unused;                /* first unused entry */
     uint8_t heads[POOL_CACHE_CLASSES]; /* most recent entry of each class */
@@ -117,6 +127,12 @@ void pool_cache_give_back(struct pool_resource *p, pool_thread_cache *c, pool_bl
 
 /* Drain every cache of p (see the top). Returns whether a block went back to a free list. */
 bool pool_cache_drain_all(struct pool_resource *p);
+/* Drain the calling thread's cache of p for `stream`, if it has one. Returns whether a block
+ * went back to a free list. */
+bool pool_cache_drain_mine(struct pool_resource *p, crmm_cuda_stream_t stream);
+/* The bytes of the free blocks every cache of p holds (each cache's own count, read without its
+ * lock: a moment's value). */
+uint64_t pool_cache_bytes(const struct pool_resource *p);
 /* A live block at ptr in some cache's live map, removed from it (its deltas count the free), or
  * NULL. */
 pool_block *pool_cache_remove_live(struct pool_resource *p, uintptr_t ptr);
