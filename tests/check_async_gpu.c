@@ -1,9 +1,10 @@
 /* check_async_gpu.c — the async plugin on a GPU: queries after allocate and free (the pool's
  * reserved bytes vs the bytes handed out), trim, initial_pool_size priming, release_threshold,
  * export_handle_type none / posix_fd / fabric (used for real when the device supports it, a
- * named error when not), separate pools per resource, out of memory. RMM's
- * cuda_async_mr_tests are the model. */
+ * named error when not), separate pools per resource, out of memory, threads on their own
+ * streams with serialize_calls on and off. RMM's cuda_async_mr_tests are the model. */
 #include "config.h"
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -226,6 +227,63 @@ START_TEST(out_of_memory_leaves_the_pool_usable)
 }
 END_TEST
 
+typedef struct stream_job {
+    crmm_resource *a;
+    int id;
+    int bad;                       /* rounds whose bytes came back wrong */
+    crmm_status st;
+} stream_job;
+
+/* 200 rounds on a stream of its own: allocate, fill with the thread's id, read back, free. */
+static void *fill_and_check(void *arg)
+{
+    stream_job *j = arg;
+    cudaStream_t s;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+        j->st = CRMM_ERROR_CUDA;
+        return NULL;
+    }
+    for (int i = 0; i < 200 && j->st == CRMM_OK; i++) {
+        size_t n = (size_t)(64 << 10) * (size_t)(1 + (i + j->id) % 16);
+        unsigned char *p = NULL, back[2] = {0, 0};
+        if ((j->st = crmm_resource_allocate(j->a, n, (crmm_cuda_stream_t)s, (void **)&p)) != CRMM_OK)
+            break;
+        if (cudaMemsetAsync(p, j->id, n, s) != cudaSuccess || cudaMemcpyAsync(&back[0], p, 1, cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+            cudaMemcpyAsync(&back[1], p + n - 1, 1, cudaMemcpyDeviceToHost, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess)
+            j->st = CRMM_ERROR_CUDA;
+        j->bad += back[0] != j->id || back[1] != j->id;
+        crmm_status st = crmm_resource_deallocate(j->a, p, n, (crmm_cuda_stream_t)s);
+        if (j->st == CRMM_OK)
+            j->st = st;
+    }
+    cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    return NULL;
+}
+
+START_TEST(threads_on_their_own_streams_keep_their_data)
+{
+    /* _i = 1: serialize_calls (the default), 0: threads enter the driver together */
+    crmm_resource *a;
+    ck_assert_crmm_ok(crmm_resource_create("async", _i ? "" : "serialize_calls=false", NULL, &a));
+    pthread_t t[4];
+    stream_job jobs[4];
+    for (int k = 0; k < 4; k++) {
+        jobs[k] = (stream_job){a, k + 1, 0, CRMM_OK};
+        ck_assert_int_eq(pthread_create(&t[k], NULL, fill_and_check, &jobs[k]), 0);
+    }
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(pthread_join(t[k], NULL), 0);
+        ck_assert_crmm_ok(jobs[k].st);
+        ck_assert_int_eq(jobs[k].bad, 0);
+    }
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_ALLOCATIONS_TOTAL), 800);
+    crmm_resource_release(a);
+}
+END_TEST
+
 START_TEST(from_a_config_with_a_size_in_percent)
 {
     crmm_config *cfg;
@@ -258,6 +316,7 @@ int main(void)
     tcase_add_test(tc, export_handle_type_posix_fd);
     tcase_add_test(tc, export_handle_type_fabric);
     tcase_add_test(tc, out_of_memory_leaves_the_pool_usable);
+    tcase_add_loop_test(tc, threads_on_their_own_streams_keep_their_data, 0, 2);
     tcase_add_test(tc, from_a_config_with_a_size_in_percent);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);

@@ -34,6 +34,13 @@ tests_check_aligned_LDADD = $(TEST_LDADD)
 tests_check_failure_callback_SOURCES = tests/check_failure_callback.c
 tests_check_failure_callback_CFLAGS = $(TEST_CFLAGS)
 tests_check_failure_callback_LDADD = $(TEST_LDADD)
+# async's serialize_calls against a scripted CUDA (the program defines the CUDA calls)
+check_PROGRAMS += tests/check_async_serialized
+tests_check_async_serialized_SOURCES = tests/check_async_serialized.c
+tests_check_async_serialized_CFLAGS = $(TEST_CFLAGS)
+tests_check_async_serialized_LDFLAGS = -export-dynamic
+tests_check_async_serialized_LDADD = $(TEST_LDADD)
+TESTS += tests/check_async_serialized
 tests_check_async_prefetch_cpu_SOURCES = tests/check_async_prefetch_cpu.c
 tests_check_async_prefetch_cpu_CFLAGS = $(TEST_CFLAGS)
 tests_check_async_prefetch_cpu_LDADD = $(TEST_LDADD)

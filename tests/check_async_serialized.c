@@ -1,0 +1,178 @@
+/* check_async_serialized.c — the async plugin against a scripted CUDA: with serialize_calls
+ * (the default) no two threads are ever inside the driver's allocate or free at once; without
+ * it they may be; and the counters stay exact under threads either way.
+ *
+ * This program defines the CUDA runtime functions the plugin calls (device queries, the memory
+ * pool, cudaMallocFromPoolAsync, cudaFreeAsync); it is linked with -export-dynamic, so the
+ * plugin's calls land here. The fake allocate and free count how many threads are inside at
+ * once. In "meet" mode an allocation waits inside (up to 2 s) for a second thread to come in, so
+ * two threads that allocate together are certain to overlap unless something keeps them apart:
+ * whether the test passes does not depend on timing (a serialized call waits the 2 s out). */
+#include "config.h"
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cuda_runtime_api.h>
+#include "test_support.h"
+
+/* ---- the scripted CUDA ------------------------------------------------------------------- */
+
+static int inside, most_inside, meet, pools_live;
+
+static void enter(void)
+{
+    int now = __atomic_add_fetch(&inside, 1, __ATOMIC_SEQ_CST);
+    int seen = __atomic_load_n(&most_inside, __ATOMIC_SEQ_CST);
+    while (now > seen && !__atomic_compare_exchange_n(&most_inside, &seen, now, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        ;
+    if (__atomic_load_n(&meet, __ATOMIC_SEQ_CST)) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            sched_yield();
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while (__atomic_load_n(&most_inside, __ATOMIC_SEQ_CST) < 2 && t.tv_sec - t0.tv_sec < 2);
+    } else {
+        sched_yield(); /* give another thread the chance to come in */
+    }
+}
+
+static void leave(void) { __atomic_sub_fetch(&inside, 1, __ATOMIC_SEQ_CST); }
+
+cudaError_t cudaGetDevice(int *device) { *device = 0; return cudaSuccess; }
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaGetDeviceCount(int *count) { *count = 1; return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    (void)device;
+    *value = attr == cudaDevAttrMemoryPoolsSupported ? 1 : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
+{
+    (void)props;
+    static int token;
+    *pool = (cudaMemPool_t)&token;
+    pools_live++;
+    return cudaSuccess;
+}
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) { (void)pool; pools_live--; return cudaSuccess; }
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    (void)pool, (void)attr, (void)value;
+    return cudaSuccess;
+}
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    (void)pool, (void)attr;
+    *(uint64_t *)value = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream)
+{
+    (void)pool, (void)stream;
+    enter();
+    *ptr = malloc(size ? size : 1);
+    leave();
+    return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream)
+{
+    (void)stream;
+    enter();
+    free(ptr);
+    leave();
+    return cudaSuccess;
+}
+
+/* ---- threads ----------------------------------------------------------------------------- */
+
+typedef struct job {
+    crmm_resource *mr;
+    int rounds;
+    crmm_status st;
+} job;
+
+static void *allocate_and_free(void *arg)
+{
+    job *j = arg;
+    for (int i = 0; i < j->rounds && j->st == CRMM_OK; i++) {
+        void *p = NULL;
+        size_t n = 64 + (size_t)i % 4096;
+        if ((j->st = crmm_resource_allocate(j->mr, n, NULL, &p)) == CRMM_OK)
+            j->st = crmm_resource_deallocate(j->mr, p, n, NULL);
+    }
+    return NULL;
+}
+
+/* Run `threads` threads of `rounds` allocate+free pairs each on a new async resource made with
+ * `params`; returns the most threads seen inside the driver at once. */
+static int run_threads(const char *params, int threads, int rounds, int meet_mode)
+{
+    inside = most_inside = 0;
+    meet = meet_mode;
+    crmm_resource *mr = crmm_test_create("async", params, NULL);
+    pthread_t t[8];
+    job jobs[8];
+    ck_assert_int_le(threads, 8);
+    for (int i = 0; i < threads; i++) {
+        jobs[i] = (job){mr, rounds, CRMM_OK};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, allocate_and_free, &jobs[i]), 0);
+    }
+    for (int i = 0; i < threads; i++) {
+        ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+        ck_assert_crmm_ok(jobs[i].st);
+    }
+    /* the counters saw every call, whichever thread made it */
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), (uint64_t)threads * (uint64_t)rounds);
+    crmm_resource_release(mr);
+    ck_assert_int_eq(pools_live, 0);
+    return most_inside;
+}
+
+START_TEST(one_thread_at_a_time_in_the_driver)
+{
+    ck_assert_int_eq(run_threads("", 4, 1000, 0), 1);
+}
+END_TEST
+
+START_TEST(threads_that_call_together_still_take_turns)
+{
+    ck_assert_int_eq(run_threads("serialize_calls=true", 2, 1, 1), 1);
+}
+END_TEST
+
+START_TEST(without_serialize_calls_threads_meet_in_the_driver)
+{
+    /* the check above can see two threads inside: here they are let in together */
+    ck_assert_int_eq(run_threads("serialize_calls=false", 2, 1, 1), 2);
+}
+END_TEST
+
+START_TEST(serialize_calls_must_be_a_bool)
+{
+    crmm_resource *mr = NULL;
+    ck_assert_crmm(crmm_resource_create("async", "serialize_calls=sometimes", NULL, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_null(mr);
+    ck_assert_msg(strstr(crmm_last_error(), "serialize_calls"), "message: %s", crmm_last_error());
+    ck_assert_int_eq(pools_live, 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("async_serialized");
+    TCase *tc = tcase_create("serialize_calls");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, one_thread_at_a_time_in_the_driver);
+    tcase_add_test(tc, threads_that_call_together_still_take_turns);
+    tcase_add_test(tc, without_serialize_calls_threads_meet_in_the_driver);
+    tcase_add_test(tc, serialize_calls_must_be_a_bool);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}
