@@ -517,6 +517,48 @@ START_TEST(threads_on_their_own_streams)
 }
 END_TEST
 
+static void *allocate_one_page(void *arg)
+{
+    void *x = NULL;
+    return crmm_resource_allocate(arg, PAGE, NULL, &x) == CRMM_OK ? x : NULL;
+}
+
+START_TEST(under_threads_growth_takes_a_step_and_never_waits)
+{
+    crmm_resource *p = expandable_pool("thread_cache=on");
+    unsigned char *base = alloc(p, 64 * PAGE); /* one thread so far: exactly what it needs */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 64 * PAGE);
+    /* a second thread allocates: the caches switch on, and its growth of one page maps a 16th of
+     * the pool; the three pages over stay free */
+    pthread_t t;
+    void *w = NULL;
+    ck_assert_int_eq(pthread_create(&t, NULL, allocate_one_page, p), 0);
+    ck_assert_int_eq(pthread_join(t, &w), 0);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 68 * PAGE);
+    unsigned char *x = alloc(p, 3 * PAGE);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 68 * PAGE);
+    dealloc(p, base, 64 * PAGE);
+    /* past the mark with 64 pages free that could move: no synchronization, nothing unmapped,
+     * new pages (at least a 16th of the pool) instead */
+    fake_vmm.device_syncs = 0;
+    int unmaps = fake_vmm.unmaps;
+    unsigned char *z = alloc(p, 80 * PAGE);
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    ck_assert_int_eq(fake_vmm.unmaps, unmaps);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 148 * PAGE);
+    books_agree(p);
+    dealloc(p, z, 80 * PAGE);
+    dealloc(p, x, 3 * PAGE);
+    dealloc(p, w, PAGE);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0); /* trim still gives every free page back */
+    books_agree(p);
+    crmm_resource_release(p);
+}
+END_TEST
+
 /* Falls back to growth by upstream chunks, with a warning that says why. */
 static void check_fallback(const char *why)
 {
@@ -599,6 +641,7 @@ int main(void)
     tcase_add_test(tc, another_streams_free_memory_is_not_used_without_a_wait);
     tcase_add_test(tc, memory_keeps_its_content_and_the_books_stay_exact);
     tcase_add_test(tc, threads_on_their_own_streams);
+    tcase_add_test(tc, under_threads_growth_takes_a_step_and_never_waits);
     tcase_add_test(tc, without_the_driver_api_it_grows_from_upstream);
     tcase_add_test(tc, on_a_device_without_virtual_memory_it_grows_from_upstream);
     tcase_add_test(tc, over_host_memory_it_grows_from_upstream);

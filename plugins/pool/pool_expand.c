@@ -35,6 +35,13 @@
  *    synchronizing at every step;
  *  - trim (crmm_resource_trim): every whole free page beyond release_threshold is unmapped and
  *    its memory released.
+ * While threads contend for the pool (its per-thread caches are on, pool_thread_cache.h), growth
+ * maps at least 1/POOL_EXPAND_THREAD_STEP of what the pool holds (where a hole, the maximum and
+ * the device allow; else what the request needs) and never moves pages: moving needs a device
+ * synchronization under the pool's lock, which stalls every thread, and with several threads
+ * placing blocks at once the holes differ from one pass to the next, so small exact growths and
+ * moves would recur in every pass. The pool then holds up to that step more than single-threaded
+ * use would; its mark rises with each growth, and trim still gives free pages back.
  * On out of memory (the device, the maximum, or the address range), every free page is
  * unmapped and growth is tried once more. Pages are unmapped from the highest address down, and
  * the pool never gives back so much that it would hold less than initial_size. */
@@ -261,6 +268,19 @@ static grow_plan plan_growth(const pool_resource *p, const pool_stream *s, size_
     return ps.best;
 }
 
+/* The plan for a free block of `want` bytes (at least size) when a hole can make one within the
+ * maximum and the device's memory, else for `size`. */
+static grow_plan plan_step(const pool_resource *p, const pool_stream *s, size_t size, size_t want)
+{
+    if (want > size) {
+        grow_plan plan = plan_growth(p, s, want);
+        uint64_t after = p->reserved + plan.pages * p->vmm.page;
+        if (plan.pages && (p->maximum == POOL_NO_MAXIMUM || after <= p->maximum) && after <= p->device_memory)
+            return plan;
+    }
+    return plan_growth(p, s, size);
+}
+
 /* Give pages [plan.first, + plan.pages) of the hole to stream s as free memory, merged with the
  * free blocks around it that s may use; returns the merged block. The pages are mapped and a
  * spare record is reserved for each split. */
@@ -305,11 +325,16 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
         return crmm_error_add_context("pool");
     bool settled = false, released_all = false;
     char why[512] = "";
+    /* threads contend (the caches are on): a step of the pool's size, and no moving */
+    bool threads = pool_caching(p);
+    size_t want = size;
+    if (threads && p->reserved / POOL_EXPAND_THREAD_STEP > want)
+        want = (size_t)(p->reserved / POOL_EXPAND_THREAD_STEP);
     for (;;) {
-        grow_plan plan = plan_growth(p, s, size);
+        grow_plan plan = plan_step(p, s, size, want);
         uint64_t free_bytes = p->reserved - p->live_bytes;
         bool can_move = free_bytes > p->release_threshold && free_bytes >= (size < v->page ? size : v->page);
-        if (p->moved_since_mark)
+        if (p->moved_since_mark || threads)
             can_move = false; /* moving again before the mark rose: the pattern needs the memory */
         if (!settled && plan.pages && p->reserved + plan.pages * v->page > p->mark + p->mark / POOL_EXPAND_SLACK &&
             can_move) {
@@ -322,9 +347,9 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
             if ((*out = pool_free_list_fit(&s->free, size)))
                 break;
             plan = plan_growth(p, s, size);
-            uint64_t want = p->reserved + plan.pages * v->page;
-            if (holder && plan.pages && want > p->mark) {
-                size_t excess = pages_for(v, (size_t)(want - p->mark));
+            uint64_t after = p->reserved + plan.pages * v->page;
+            if (holder && plan.pages && after > p->mark) {
+                size_t excess = pages_for(v, (size_t)(after - p->mark));
                 size_t can = pages_to_release(p, p->release_threshold);
                 release_free_pages(p, holder, excess < can ? excess : can, plan.hole->phys_prev, plan.hole->phys_next);
                 p->moved_since_mark = excess && can;
@@ -356,6 +381,10 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
             break;
         } else {
             snprintf(why, sizeof why, "%s", crmm_last_error());
+        }
+        if (want > size) { /* the step did not fit: the request alone, before giving anything back */
+            want = size;
+            continue;
         }
         if (released_all) {
             st = out_of_room(p, size, why);

@@ -27,6 +27,9 @@
 /* An expandable pool grows without waiting for the device while it holds at most its mark plus
  * 1/POOL_EXPAND_SLACK of it (see pool_expand.c). */
 #define POOL_EXPAND_SLACK 32
+/* While threads contend (the per-thread caches are on), an expandable pool grows by at least
+ * 1/POOL_EXPAND_THREAD_STEP of what it holds and never moves pages (see pool_expand.c). */
+#define POOL_EXPAND_THREAD_STEP 16
 
 typedef struct pool_resource {
     crmm_resource base;            /* first: crmm sees a crmm_resource */
