@@ -1,14 +1,14 @@
-/* logging_line.c — formats the logging plugin's CSV lines (see logging_line.h).
+/* logging_line.c — records a logged call and formats its CSV line (see logging_line.h).
  *
- * One per-thread cache holds the thread id as text and "HH:MM:SS" with the second it belongs to,
- * so localtime_r runs once per second per thread and the line costs one thread-local lookup.
+ * The calling thread caches its id; the formatting thread caches "HH:MM:SS" with the second it
+ * belongs to, so localtime_r runs once per second per formatting thread.
  * The clock (CLOCK_REALTIME, as RMM's log) is read again only when the processor's time-stamp
  * counter says that at least LOGGING_CLOCK_REUSE_TICKS ticks have passed since the thread last
  * read it (x86; elsewhere it is read for every line): lines logged less than that apart share
  * one reading, so a time is at most that many ticks -- under a microsecond on any x86 of the
  * last twenty years, whose counters run at 1 GHz or more -- before the call it stamps, and a
  * thread's times never go backwards.
- * Numbers are written straight into the caller's buffer from the right: decimal two digits at a
+ * Numbers are written straight into the given buffer from the right: decimal two digits at a
  * time from a table, hex one digit per nibble with the length from the leading zero count. No
  * printf, no lock, no allocation. */
 #include "config.h"
@@ -20,16 +20,21 @@
 /* Ticks of the time-stamp counter within which one clock reading serves every line. */
 #define LOGGING_CLOCK_REUSE_TICKS 1000u
 
-typedef struct line_cache {
+/* The calling thread's: its id and last clock reading. */
+typedef struct caller_cache {
     struct timespec now; /* the thread's last clock reading */
     uint64_t now_tick;   /* the time-stamp counter when it was taken (0: never) */
-    time_t second;     /* the second hms is for; -1 until set */
-    size_t thread_len; /* 0 until thread is set */
-    char hms[8];       /* "HH:MM:SS" */
-    char thread[24];
-} line_cache;
+    uint32_t thread;     /* 0 until set */
+} caller_cache;
 
-static __thread line_cache cache = {{0, 0}, 0, (time_t)-1, 0, {0}, {0}};
+/* The formatting thread's: "HH:MM:SS" for one second. */
+typedef struct format_cache {
+    time_t second; /* the second hms is for; -1 until set */
+    char hms[8];
+} format_cache;
+
+static __thread caller_cache caller = {{0, 0}, 0, 0};
+static __thread format_cache formatter = {(time_t)-1, {0}};
 
 static const char two_digits[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
@@ -37,13 +42,13 @@ static const char two_digits[] = "0001020304050607080910111213141516171819202122
 
 void logging_line_forget_thread(void)
 {
-    cache.thread_len = 0;
-    cache.second = (time_t)-1;
-    cache.now_tick = 0;
+    caller.thread = 0;
+    caller.now_tick = 0;
+    formatter.second = (time_t)-1;
 }
 
-/* The time for a line: the thread's last reading when it is recent enough (see above). */
-static inline const struct timespec *line_time(line_cache *c)
+/* The time for a call: the thread's last reading when it is recent enough (see above). */
+static inline const struct timespec *call_time(caller_cache *c)
 {
 #if defined(__x86_64__) || defined(__i386__)
     uint64_t tick = __builtin_ia32_rdtsc();
@@ -105,12 +110,7 @@ static inline void put_two(char *p, unsigned v)
     p[1] = two_digits[v * 2 + 1];
 }
 
-static void cache_thread(line_cache *c)
-{
-    c->thread_len = put_decimal(c->thread, (uint64_t)gettid());
-}
-
-static void cache_hms(line_cache *c, time_t second)
+static void cache_hms(format_cache *c, time_t second)
 {
     struct tm tm;
     localtime_r(&second, &tm);
@@ -122,28 +122,40 @@ static void cache_hms(line_cache *c, time_t second)
     c->second = second;
 }
 
-size_t logging_line_format(char *buf, logging_action action, const void *ptr, size_t bytes, uintptr_t stream)
+void logging_record_take(logging_record *r, logging_action action, const void *ptr, size_t bytes, uintptr_t stream)
+{
+    caller_cache *c = &caller;
+    const struct timespec *ts = call_time(c);
+    if (__builtin_expect(c->thread == 0, 0))
+        c->thread = (uint32_t)gettid();
+    r->ptr = (uintptr_t)ptr;
+    r->bytes = bytes;
+    r->stream = stream;
+    r->sec = (int64_t)ts->tv_sec;
+    r->usec = (uint32_t)((unsigned long)ts->tv_nsec / 1000); /* 0 .. 999999 */
+    r->thread = c->thread;
+    r->action = (uint32_t)action;
+}
+
+size_t logging_record_format(char *buf, const logging_record *r)
 {
     static const struct { const char *text; size_t len; } actions[] = {
         [LOGGING_ALLOCATE] = {"allocate,", 9},
         [LOGGING_ALLOCATE_FAILURE] = {"allocate failure,", 17},
         [LOGGING_FREE] = {"free,", 5},
     };
-    line_cache *c = &cache;
-    const struct timespec *ts = line_time(c);
-    if (__builtin_expect(c->thread_len == 0, 0))
-        cache_thread(c);
-    if (__builtin_expect(ts->tv_sec != c->second, 0))
-        cache_hms(c, ts->tv_sec);
+    format_cache *c = &formatter;
+    if (__builtin_expect((time_t)r->sec != c->second, 0))
+        cache_hms(c, (time_t)r->sec);
+    unsigned action = r->action <= LOGGING_FREE ? r->action : LOGGING_FREE;
 
     char *p = buf;
-    memcpy(p, c->thread, sizeof c->thread); /* the whole array: a fixed-size copy; p moves by the length */
-    p += c->thread_len;
+    p += put_decimal(p, r->thread);
     *p++ = ',';
     memcpy(p, c->hms, 8);
     p += 8;
     *p++ = '.';
-    unsigned us = (unsigned)((unsigned long)ts->tv_nsec / 1000); /* 0 .. 999999 */
+    unsigned us = r->usec;
     put_two(p, us / 10000);
     put_two(p + 2, us / 100 % 100);
     put_two(p + 4, us % 100);
@@ -151,22 +163,29 @@ size_t logging_line_format(char *buf, logging_action action, const void *ptr, si
     *p++ = ',';
     memcpy(p, actions[action].text, actions[action].len);
     p += actions[action].len;
-    if (ptr) { /* as printf's %p */
+    if (r->ptr) { /* as printf's %p */
         *p++ = '0';
         *p++ = 'x';
-        p += put_hex(p, (uintptr_t)ptr);
+        p += put_hex(p, r->ptr);
     } else {
         memcpy(p, "(nil)", 5);
         p += 5;
     }
     *p++ = ',';
-    p += put_decimal(p, bytes);
+    p += put_decimal(p, r->bytes);
     *p++ = ',';
-    if (stream) { /* as RMM's `std::hex << stream`: a non-null pointer prints with 0x */
+    if (r->stream) { /* as RMM's `std::hex << stream`: a non-null pointer prints with 0x */
         *p++ = '0';
         *p++ = 'x';
     }
-    p += put_hex(p, stream);
+    p += put_hex(p, r->stream);
     *p++ = '\n';
     return (size_t)(p - buf);
+}
+
+size_t logging_line_format(char *buf, logging_action action, const void *ptr, size_t bytes, uintptr_t stream)
+{
+    logging_record r;
+    logging_record_take(&r, action, ptr, bytes, stream);
+    return logging_record_format(buf, &r);
 }

@@ -21,19 +21,19 @@ static crmm_status logging_allocate(crmm_resource *self, size_t bytes, crmm_cuda
 {
     logging_resource *r = (logging_resource *)self;
     crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
-    char line[LOGGING_LINE_MAX];
-    size_t n = logging_line_format(line, st == CRMM_OK ? LOGGING_ALLOCATE : LOGGING_ALLOCATE_FAILURE,
-                                   st == CRMM_OK ? *ptr : NULL, bytes, (uintptr_t)stream);
-    logging_sink_append(r->sink, line, n);
+    logging_record rec;
+    logging_record_take(&rec, st == CRMM_OK ? LOGGING_ALLOCATE : LOGGING_ALLOCATE_FAILURE, st == CRMM_OK ? *ptr : NULL,
+                        bytes, (uintptr_t)stream);
+    logging_sink_append(r->sink, &rec);
     return st;
 }
 
 static crmm_status logging_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     logging_resource *r = (logging_resource *)self;
-    char line[LOGGING_LINE_MAX];
-    size_t n = logging_line_format(line, LOGGING_FREE, ptr, bytes, (uintptr_t)stream);
-    logging_sink_append(r->sink, line, n);
+    logging_record rec;
+    logging_record_take(&rec, LOGGING_FREE, ptr, bytes, (uintptr_t)stream);
+    logging_sink_append(r->sink, &rec);
     return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
 }
 

@@ -1,11 +1,12 @@
 /* logging_sink.c — buffered, thread-safe log files, flushed at exit (see logging_sink.h).
  *
- * Each sink owns two buffers of LOGGING_SINK_BUFFER bytes. Appending is a memcpy into the active
- * one under the sink's spin lock (a few nanoseconds held, where a mutex costs two locked
- * instructions a line even uncontended). When it is full, a buffered sink hands it to its writer
- * thread and goes on with the other one, so the write(2) of a full buffer -- as long as
- * formatting and appending its lines together -- is not on the caller's path; the caller waits
- * only when the writer is still writing the previous buffer. With auto_flush, or when the thread
+ * Each sink owns two buffers of LOGGING_SINK_RECORDS records (logging_line.h: a call's fields,
+ * not yet text). Appending copies a record into the active one under the sink's spin lock (a few
+ * nanoseconds held, where a mutex costs two locked instructions a line even uncontended). When it
+ * is full, a buffered sink hands it to its writer thread and goes on with the other one; the
+ * writer formats the records into lines and writes them, so neither the formatting nor the
+ * write(2) is on the caller's path; the caller waits only when the writer is still busy with the
+ * previous buffer. Whoever writes formats (a flush, close and exit format on their thread). With auto_flush, or when the thread
  * cannot be started, the appending thread writes, as do flushes (after the writer finished, so
  * the file keeps the order of the lines). A global list of open sinks, under its own mutex, lets
  * one atexit handler flush them all, and fork take every sink's lock. Lock order: the list, then
@@ -24,7 +25,8 @@
 #include "logging_line.h"
 #include "logging_sink.h"
 
-#define LOGGING_SINK_BUFFER (128u * 1024u)
+#define LOGGING_SINK_RECORDS 4096u  /* records per buffer */
+#define LOGGING_SINK_TEXT (32u * 1024u) /* bytes of text formatted per write(2) */
 
 struct logging_sink {
     int lock;              /* spin_lock: guards buf, used, spare (also read atomically), write_errno */
@@ -32,15 +34,16 @@ struct logging_sink {
     pid_t owner;           /* the process that opened it; a forked child writes nothing */
     bool auto_flush;
     int write_errno;       /* first write error (0: none); lines are dropped after one */
-    size_t used;
-    char *buf;             /* the buffer lines are appended to */
-    char *spare;           /* the other buffer while the writer is not writing it; NULL while it is */
+    size_t used;           /* records in buf */
+    logging_record *buf;   /* the buffer records are appended to */
+    logging_record *spare; /* the other buffer while the writer is not writing it; NULL while it is */
+    char *text;            /* LOGGING_SINK_TEXT bytes: records formatted for one write(2) */
     bool has_writer;       /* a writer thread runs (set at open) */
     pthread_t writer;
     pthread_mutex_t writer_lock; /* guards pending, pending_len and stop */
     pthread_cond_t work;   /* to the writer: pending or stop was set */
     pthread_cond_t done;   /* from the writer: spare is back */
-    char *pending;         /* a full buffer for the writer, or NULL */
+    logging_record *pending; /* a full buffer for the writer, or NULL */
     size_t pending_len;
     bool stop;
     logging_sink *prev, *next; /* the list of open sinks */
@@ -108,6 +111,24 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+/* Format records r[0..n) into s->text and write the lines; 0 or the errno of the first failed
+ * write. One writer at a time: the writer thread between taking a buffer and giving it back, or
+ * a flush under the spin lock after the writer finished (wait_for_writer_locked). */
+static int write_records(logging_sink *s, const logging_record *r, size_t n)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        len += logging_record_format(s->text + len, &r[i]);
+        if (len > LOGGING_SINK_TEXT - LOGGING_LINE_MAX || i + 1 == n) {
+            int err = write_all(s->fd, s->text, len);
+            if (err)
+                return err;
+            len = 0;
+        }
+    }
+    return 0;
+}
+
 static void log_write_error(const logging_sink *s, int err)
 {
     crmm_log(CRMM_LOG_ERROR, "logging: cannot write %s: %s; dropping further lines", s->path, strerror(err));
@@ -138,7 +159,7 @@ static int flush_locked(logging_sink *s)
     }
     wait_for_writer_locked(s);
     if (!s->write_errno && s->used) {
-        s->write_errno = write_all(s->fd, s->buf, s->used);
+        s->write_errno = write_records(s, s->buf, s->used);
         if (s->write_errno)
             log_write_error(s, s->write_errno);
     }
@@ -154,7 +175,7 @@ static void hand_off_locked(logging_sink *s)
         return;
     }
     wait_for_writer_locked(s);
-    char *full = s->buf;
+    logging_record *full = s->buf;
     size_t n = s->used;
     s->buf = s->spare;
     __atomic_store_n(&s->spare, NULL, __ATOMIC_RELAXED);
@@ -173,13 +194,13 @@ static void *writer_main(void *arg)
         pthread_mutex_lock(&s->writer_lock);
         while (!s->pending && !s->stop)
             pthread_cond_wait(&s->work, &s->writer_lock);
-        char *p = s->pending;
+        logging_record *p = s->pending;
         size_t n = s->pending_len;
         s->pending = NULL;
         pthread_mutex_unlock(&s->writer_lock);
         if (!p)
             return NULL; /* stopped, nothing left */
-        int err = write_all(s->fd, p, n);
+        int err = write_records(s, p, n);
         spin_lock(&s->lock);
         bool first = err && !s->write_errno;
         if (first)
@@ -198,7 +219,7 @@ static void *writer_main(void *arg)
  * false when it cannot be started (the sink then writes on the appending thread). */
 static bool start_writer(logging_sink *s)
 {
-    if (!(s->spare = malloc(LOGGING_SINK_BUFFER)))
+    if (!(s->spare = malloc(LOGGING_SINK_RECORDS * sizeof *s->spare)))
         return false;
     pthread_mutex_init(&s->writer_lock, NULL);
     pthread_cond_init(&s->work, NULL);
@@ -241,14 +262,17 @@ crmm_status logging_sink_open(const char *path, const char *header, bool auto_fl
     pthread_once(&process_hooks_once, install_process_hooks);
     size_t plen = strlen(path);
     logging_sink *s = calloc(1, sizeof *s + plen + 1);
-    char *buf = malloc(LOGGING_SINK_BUFFER);
-    if (!s || !buf) {
+    logging_record *buf = malloc(LOGGING_SINK_RECORDS * sizeof *buf);
+    char *text = malloc(LOGGING_SINK_TEXT);
+    if (!s || !buf || !text) {
         free(s);
         free(buf);
+        free(text);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "logging: malloc failed");
     }
     memcpy(s->path, path, plen + 1);
     s->buf = buf;
+    s->text = text;
     s->auto_flush = auto_flush;
     s->owner = getpid();
     s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
@@ -259,6 +283,7 @@ crmm_status logging_sink_open(const char *path, const char *header, bool auto_fl
         if (s->fd >= 0)
             close(s->fd);
         free(buf);
+        free(text);
         free(s);
         return CRMM_ERROR_IO;
     }
@@ -273,17 +298,16 @@ crmm_status logging_sink_open(const char *path, const char *header, bool auto_fl
     return CRMM_OK;
 }
 
-void logging_sink_append(logging_sink *s, const char *line, size_t len)
+void logging_sink_append(logging_sink *s, const logging_record *r)
 {
     spin_lock(&s->lock);
-    if (__builtin_expect(s->used + len > LOGGING_SINK_BUFFER, 0)) {
+    if (__builtin_expect(s->used == LOGGING_SINK_RECORDS, 0)) {
         if (s->has_writer)
             hand_off_locked(s);
         else
             flush_locked(s);
     }
-    memcpy(s->buf + s->used, line, len);
-    s->used += len;
+    s->buf[s->used++] = *r;
     if (s->auto_flush)
         flush_locked(s);
     spin_unlock(&s->lock);
@@ -322,6 +346,7 @@ void logging_sink_close(logging_sink *s)
     }
     close(s->fd);
     free(s->buf);
+    free(s->text);
     free(s);
 }
 

@@ -1,7 +1,8 @@
 /* logging_sink.h — the file a logging resource writes: a buffer, a lock, a descriptor.
  *
- * Lines are appended to an in-memory buffer under the sink's lock (so lines never interleave
- * and the file's order is the order in which they were appended) and written with write(2):
+ * Lines are appended, as records of their fields (logging_line.h), to an in-memory buffer under
+ * the sink's lock (so lines never interleave and the file's order is the order in which they
+ * were appended), and formatted and written with write(2):
  * a full buffer by the sink's writer thread (a buffered sink has one) while appending goes on in
  * a second buffer; the rest on flush, on close, and at process exit (every open sink is on a
  * list that an atexit handler flushes), after the writer is done. A child process after fork
@@ -12,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <crmm/error.h>
+#include "logging_line.h"
 
 typedef struct logging_sink logging_sink;
 
@@ -21,9 +23,9 @@ typedef struct logging_sink logging_sink;
  * created or written, CRMM_ERROR_OUT_OF_MEMORY. */
 crmm_status logging_sink_open(const char *path, const char *header, bool auto_flush, logging_sink **out);
 
-/* Append one line (len bytes, newline included). A write error is logged once at error level
- * and later lines are dropped; crmm_logging_flush then reports it. */
-void logging_sink_append(logging_sink *s, const char *line, size_t len);
+/* Append the line of record r (copied; formatted when written). A write error is logged once at
+ * error level and later lines are dropped; crmm_logging_flush then reports it. */
+void logging_sink_append(logging_sink *s, const logging_record *r);
 
 /* Write the buffered lines. CRMM_ERROR_IO (with the reason) when a write failed. */
 crmm_status logging_sink_flush(logging_sink *s);
