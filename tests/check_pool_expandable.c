@@ -559,6 +559,60 @@ START_TEST(under_threads_growth_takes_a_step_and_never_waits)
 }
 END_TEST
 
+/* The worker of cached_pages_serve_a_growth_at_the_maximum: 64 one-page blocks, every other one
+ * of the first 62 freed into its cache; then it waits, caches intact, until the test is done. */
+struct cacher { crmm_resource *p; pthread_barrier_t *sync; unsigned char *blocks[64]; const char *err; };
+
+static void *fill_and_cache(void *arg)
+{
+    struct cacher *c = arg;
+    for (int i = 0; i < 64 && !c->err; i++)
+        if (crmm_resource_allocate(c->p, PAGE, NULL, (void **)&c->blocks[i]) != CRMM_OK)
+            c->err = "allocate failed";
+    for (int i = 1; i < 62 && !c->err; i += 2) {
+        if (crmm_resource_deallocate(c->p, c->blocks[i], PAGE, NULL) != CRMM_OK)
+            c->err = "free failed";
+        c->blocks[i] = NULL;
+    }
+    pthread_barrier_wait(c->sync); /* the test allocates */
+    pthread_barrier_wait(c->sync); /* and is done */
+    for (int i = 0; i < 64; i++)
+        if (c->blocks[i] && crmm_resource_deallocate(c->p, c->blocks[i], PAGE, NULL) != CRMM_OK)
+            c->err = "free failed";
+    return NULL;
+}
+
+START_TEST(cached_pages_serve_a_growth_at_the_maximum)
+{
+    /* the pool is at its maximum, another thread's cache holds 31 of its 64 pages (less than
+     * half: a growth leaves that cache alone) in one-page pieces: a request of 8 pages must get
+     * them back, unmapped and mapped again in one piece, not fail */
+    crmm_resource *p = expandable_pool("maximum_size=4MiB thread_cache=on");
+    dealloc(p, alloc(p, 256), 256); /* this thread first: the worker's allocations switch the caches on */
+    pthread_barrier_t sync;
+    pthread_barrier_init(&sync, NULL, 2);
+    struct cacher c = {.p = p, .sync = &sync};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, fill_and_cache, &c), 0);
+    pthread_barrier_wait(&sync);
+    ck_assert_msg(!c.err, "worker: %s", c.err);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 64 * PAGE);
+    void *x = NULL;
+    crmm_status st = crmm_resource_allocate(p, 8 * PAGE, NULL, &x);
+    pthread_barrier_wait(&sync);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_msg(st == CRMM_OK, "8 pages at the maximum: %s", crmm_last_error());
+    memset(x, 0x5A, 8 * PAGE);
+    ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_RESERVED), 64 * PAGE);
+    ck_assert_msg(!c.err, "worker: %s", c.err);
+    dealloc(p, x, 8 * PAGE);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    books_agree(p);
+    pthread_barrier_destroy(&sync);
+    crmm_resource_release(p);
+}
+END_TEST
+
 /* Falls back to growth by upstream chunks, with a warning that says why. */
 static void check_fallback(const char *why)
 {
@@ -642,6 +696,7 @@ int main(void)
     tcase_add_test(tc, memory_keeps_its_content_and_the_books_stay_exact);
     tcase_add_test(tc, threads_on_their_own_streams);
     tcase_add_test(tc, under_threads_growth_takes_a_step_and_never_waits);
+    tcase_add_test(tc, cached_pages_serve_a_growth_at_the_maximum);
     tcase_add_test(tc, without_the_driver_api_it_grows_from_upstream);
     tcase_add_test(tc, on_a_device_without_virtual_memory_it_grows_from_upstream);
     tcase_add_test(tc, over_host_memory_it_grows_from_upstream);

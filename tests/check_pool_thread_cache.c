@@ -294,6 +294,34 @@ START_TEST(growth_takes_the_callers_cached_blocks_and_leaves_the_others)
 }
 END_TEST
 
+START_TEST(a_growth_raises_no_peak_that_never_was)
+{
+    /* the worker's 100 blocks go back into its cache; this thread's 50 and a growth later, at
+     * most 100 blocks (or 50 and the large one's bytes) were ever live at once */
+    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
+    release(p, alloc(p, 4 * KiB), 4 * KiB);
+    worker w;
+    worker_start(&w);
+    void *wb[100], *a[50];
+    for (int k = 0; k < 100; k++)
+        wb[k] = worker_alloc(&w, p, 4 * KiB);
+    for (int k = 0; k < 100; k++)
+        worker_free(&w, p, wb[k], 4 * KiB);
+    for (int k = 0; k < 50; k++)
+        a[k] = alloc(p, 4 * KiB);
+    void *big = alloc(p, MiB); /* no free block of 1 MiB: the pool grows */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    ck_assert_uint_le(q(p, CRMM_QUERY_ALLOCATIONS_PEAK), 100);
+    ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_IN_USE_PEAK), 50 * 4 * KiB + MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 51);
+    release(p, big, MiB);
+    for (int k = 0; k < 50; k++)
+        release(p, a[k], 4 * KiB);
+    worker_stop(&w);
+    crmm_resource_release(p);
+}
+END_TEST
+
 START_TEST(frees_are_checked_at_the_call)
 {
     crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
@@ -668,6 +696,7 @@ int main(void)
     tcase_add_loop_test(tc, cached_blocks_come_back, 0, N_WAYS);
     tcase_add_test(tc, growth_takes_the_cached_blocks_before_more_memory);
     tcase_add_test(tc, growth_takes_the_callers_cached_blocks_and_leaves_the_others);
+    tcase_add_test(tc, a_growth_raises_no_peak_that_never_was);
     tcase_add_test(tc, frees_are_checked_at_the_call);
     tcase_add_test(tc, counters_add_up_over_the_caches);
     tcase_add_test(tc, destroy_counts_the_caches_and_forgets_them);

@@ -84,11 +84,15 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
     st = pool_grow(p, s, size, stream, out);
     if (st != CRMM_ERROR_OUT_OF_MEMORY)
         return st;
-    /* out of room: what the caches took meanwhile, then every other stream's blocks, after a
-     * device synchronization, are the last resort */
-    if (pool_caching(p) && pool_cache_drain_all(p) && (*out = pool_free_list_fit(&s->free, size))) {
+    /* out of room: every cache's blocks (they may merge into one that fits, and an expandable
+     * pool can give their pages back and map them where the growth needs them), then every
+     * other stream's blocks, after a device synchronization, are the last resort */
+    if (pool_caching(p) && pool_cache_drain_all(p)) {
         *sp = s;
-        return CRMM_OK;
+        if ((*out = pool_free_list_fit(&s->free, size)))
+            return CRMM_OK;
+        if ((st = pool_grow(p, s, size, stream, out)) != CRMM_ERROR_OUT_OF_MEMORY)
+            return st;
     }
     crmm_status again = pool_streams_take(&p->streams, &p->records, s, size, true, sp, out);
     if (again != CRMM_OK)

@@ -61,31 +61,26 @@ static pool_stream *home_state(pool_resource *p, const pool_thread_cache *c)
     return ss->count ? ss->all[0] : NULL;
 }
 
-/* Give c's blocks, its live map and its deltas to p (both locks held). False when some blocks or
- * live entries had to stay (malloc failed); they stay found there. */
-static bool drain(pool_resource *p, pool_thread_cache *c, bool *gave)
+/* Give c's cached blocks to the free list of their stream (both locks held). False when they had
+ * to stay (no stream state could be made). */
+static bool give_blocks(pool_resource *p, pool_thread_cache *c, bool *gave)
 {
-    bool all = true;
-    if (c->count) {
-        pool_stream *s = home_state(p, c);
-        if (s) {
-            for (unsigned i = 0; i < POOL_CACHE_BLOCKS; i++)
-                if (c->entries[i].block)
-                    pool_free_list_insert_merging(&s->free, s, c->entries[i].block, &p->records);
-            pool_cache_reset(c);
-            *gave = true;
-        } else {
-            all = false;
-        }
-    }
-    if (c->live.count) {
-        if ((all = pool_block_map_reserve(&p->live, c->live.count))) {
-            for (size_t i = 0; i <= c->live.mask; i++)
-                if (c->live.slots[i].addr)
-                    pool_block_map_insert(&p->live, c->live.slots[i].block);
-            pool_block_map_clear(&c->live);
-        }
-    }
+    if (!c->count)
+        return true;
+    pool_stream *s = home_state(p, c);
+    if (!s)
+        return false;
+    for (unsigned i = 0; i < POOL_CACHE_BLOCKS; i++)
+        if (c->entries[i].block)
+            pool_free_list_insert_merging(&s->free, s, c->entries[i].block, &p->records);
+    pool_cache_reset(c);
+    *gave = true;
+    return true;
+}
+
+/* Fold c's deltas into p's counters (both locks held): their sums stay what they were. */
+static void fold_deltas(pool_resource *p, pool_thread_cache *c)
+{
     crmm_alloc_counters *k = &p->counters;
     k->count += c->count_delta;
     k->bytes += c->bytes_delta;
@@ -94,6 +89,24 @@ static bool drain(pool_resource *p, pool_thread_cache *c, bool *gave)
     p->live_bytes += (uint64_t)c->live_bytes_delta;
     c->count_delta = c->bytes_delta = c->live_bytes_delta = 0;
     c->total_count_delta = c->total_bytes_delta = 0;
+}
+
+/* Give c's blocks, its live map and its deltas to p (both locks held). False when some blocks or
+ * live entries had to stay (malloc failed); they stay found there. */
+static bool drain(pool_resource *p, pool_thread_cache *c, bool *gave)
+{
+    bool all = give_blocks(p, c, gave);
+    if (c->live.count) {
+        if (pool_block_map_reserve(&p->live, c->live.count)) {
+            for (size_t i = 0; i <= c->live.mask; i++)
+                if (c->live.slots[i].addr)
+                    pool_block_map_insert(&p->live, c->live.slots[i].block);
+            pool_block_map_clear(&c->live);
+        } else {
+            all = false;
+        }
+    }
+    fold_deltas(p, c);
     return all;
 }
 
@@ -111,10 +124,14 @@ bool pool_cache_drain_mine(pool_resource *p, crmm_cuda_stream_t stream)
     bool gave = false;
     if (!c)
         return false;
+    /* the blocks and the deltas (so that p->live_bytes counts the blocks as free); the live map
+     * stays, so that the thread's frees of its blocks keep taking the cache's way. No peak is
+     * raised: the other caches' deltas are not in p's counters, so these are not a sum that was
+     * ever live. */
     spin_lock(&c->lock);
-    drain(p, c, &gave);
+    give_blocks(p, c, &gave);
+    fold_deltas(p, c);
     spin_unlock(&c->lock);
-    raise_peaks(&p->counters, p->counters.count, p->counters.bytes);
     return gave;
 }
 

@@ -26,14 +26,16 @@
  *
  * Draining a cache (under the pool's lock, then the cache's) gives its blocks back to the free
  * list of its stream, moves its live map into the pool's and folds its deltas into the pool's
- * counters. Before the pool grows, the calling thread's own cache drains (its blocks are on the
- * caller's stream: usable at once, and they may merge into a block that fits); the other threads'
- * caches drain too when all caches together hold more than 1/POOL_CACHE_DRAIN_SHARE of what the
- * pool holds. Below that share the pool grows instead: taking every other thread's blocks would
+ * counters. Before the pool grows, the calling thread's own cache gives its blocks back (they are
+ * on the caller's stream: usable at once, and they may merge into a block that fits; its live map
+ * stays); the other threads' caches drain too when all caches together hold more than
+ * 1/POOL_CACHE_DRAIN_SHARE of what the pool holds. Below that share the pool grows instead: taking every other thread's blocks would
  * cost each of them a run of misses, and the pool would then grow anyway as those threads free
  * into their caches again (a tight pool under threads would drain at nearly every miss). So the
- * caches may keep the pool from reusing at most that share of it. Every cache drains before the
- * pool's last-resort synchronization (out of memory), at trim and at forget_stream. A thread's exit (a
+ * caches may keep the pool from reusing at most that share of it. When growing fails (out of
+ * memory), every cache drains and the pool tries to grow once more (an expandable pool can then
+ * give their pages back and map them where it grows), before its last-resort synchronization.
+ * Every cache also drains at trim and at forget_stream. A thread's exit (a
  * pthread key destructor) drains its caches and leaves them to the pool as orphans, which the
  * next thread that needs a cache of that pool takes over; destroy drops every cache's contents,
  * frees the orphans and marks the others as of no pool (pool NULL: a new pool at the same
@@ -127,8 +129,9 @@ void pool_cache_give_back(struct pool_resource *p, pool_thread_cache *c, pool_bl
 
 /* Drain every cache of p (see the top). Returns whether a block went back to a free list. */
 bool pool_cache_drain_all(struct pool_resource *p);
-/* Drain the calling thread's cache of p for `stream`, if it has one. Returns whether a block
- * went back to a free list. */
+/* Give the calling thread's cache of p for `stream` (if it has one) its blocks back to the pool
+ * and fold its deltas into the pool's counters; its live map stays. Returns whether a block went
+ * back to a free list. */
 bool pool_cache_drain_mine(struct pool_resource *p, crmm_cuda_stream_t stream);
 /* The bytes of the free blocks every cache of p holds (each cache's own count, read without its
  * lock: a moment's value). */
