@@ -5,12 +5,17 @@
  * This program defines the CUDA runtime functions the plugin calls (device queries, the memory
  * pool, cudaMallocFromPoolAsync, cudaFreeAsync); it is linked with -export-dynamic, so the
  * plugin's calls land here. The fake allocate and free count how many threads are inside at
- * once. In "meet" mode an allocation waits inside (up to 2 s) for a second thread to come in, so
- * two threads that allocate together are certain to overlap unless something keeps them apart:
- * whether the test passes does not depend on timing (a serialized call waits the 2 s out). */
+ * once. In "meet" mode an allocation waits inside for a second thread to come in (up to `meet`
+ * seconds), so two threads that allocate together overlap unless something keeps them apart: a
+ * serialized call waits the time out (2 s) and the count stays 1; unserialized, the second
+ * thread comes in within the limit (30 s: only a machine that cannot start a thread in that time
+ * would fail the test). */
 #include "config.h"
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,7 +24,8 @@
 
 /* ---- the scripted CUDA ------------------------------------------------------------------- */
 
-static int inside, most_inside, meet, pools_live;
+static int inside, most_inside, pools_live;
+static int meet; /* seconds an allocation waits inside for a second thread (0: no wait) */
 
 static void enter(void)
 {
@@ -27,13 +33,14 @@ static void enter(void)
     int seen = __atomic_load_n(&most_inside, __ATOMIC_SEQ_CST);
     while (now > seen && !__atomic_compare_exchange_n(&most_inside, &seen, now, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
         ;
-    if (__atomic_load_n(&meet, __ATOMIC_SEQ_CST)) {
+    int limit = __atomic_load_n(&meet, __ATOMIC_SEQ_CST);
+    if (limit) {
         struct timespec t0, t;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         do {
             sched_yield();
             clock_gettime(CLOCK_MONOTONIC, &t);
-        } while (__atomic_load_n(&most_inside, __ATOMIC_SEQ_CST) < 2 && t.tv_sec - t0.tv_sec < 2);
+        } while (__atomic_load_n(&most_inside, __ATOMIC_SEQ_CST) < 2 && t.tv_sec - t0.tv_sec < limit);
     } else {
         sched_yield(); /* give another thread the chance to come in */
     }
@@ -109,11 +116,12 @@ static void *allocate_and_free(void *arg)
 }
 
 /* Run `threads` threads of `rounds` allocate+free pairs each on a new async resource made with
- * `params`; returns the most threads seen inside the driver at once. */
-static int run_threads(const char *params, int threads, int rounds, int meet_mode)
+ * `params`, allocations waiting up to `meet_seconds` inside for another thread; returns the most
+ * threads seen inside the driver at once. */
+static int run_threads(const char *params, int threads, int rounds, int meet_seconds)
 {
     inside = most_inside = 0;
-    meet = meet_mode;
+    meet = meet_seconds;
     crmm_resource *mr = crmm_test_create("async", params, NULL);
     pthread_t t[8];
     job jobs[8];
@@ -143,14 +151,56 @@ END_TEST
 
 START_TEST(threads_that_call_together_still_take_turns)
 {
-    ck_assert_int_eq(run_threads("serialize_calls=true", 2, 1, 1), 1);
+    ck_assert_int_eq(run_threads("serialize_calls=true", 2, 1, 2), 1);
 }
 END_TEST
 
 START_TEST(without_serialize_calls_threads_meet_in_the_driver)
 {
     /* the check above can see two threads inside: here they are let in together */
-    ck_assert_int_eq(run_threads("serialize_calls=false", 2, 1, 1), 2);
+    ck_assert_int_eq(run_threads("serialize_calls=false", 2, 1, 30), 2);
+}
+END_TEST
+
+static void *allocate_once(void *arg)
+{
+    void *p = NULL;
+    if (crmm_resource_allocate(arg, 64, NULL, &p) == CRMM_OK)
+        crmm_resource_deallocate(arg, p, 64, NULL);
+    return NULL;
+}
+
+START_TEST(a_forked_child_is_not_stuck_on_the_parents_lock)
+{
+    /* a thread is inside the driver, holding the resource's lock, when the process forks: the
+     * child (where that thread does not exist) must still get through its own call */
+    inside = most_inside = 0;
+    meet = 3;
+    crmm_resource *mr = crmm_test_create("async", "", NULL);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, allocate_once, mr), 0);
+    while (__atomic_load_n(&inside, __ATOMIC_SEQ_CST) == 0)
+        sched_yield();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        void *p = NULL;
+        _exit(crmm_resource_allocate(mr, 64, NULL, &p) == CRMM_OK ? 0 : 1);
+    }
+    /* a child stuck on the lock is killed after 10 s */
+    int status = 0;
+    pid_t done = 0;
+    for (int i = 0; i < 1000 && (done = waitpid(pid, &status, WNOHANG)) == 0; i++)
+        usleep(10000);
+    if (done == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    ck_assert_msg(done == pid, "the child was still in its allocation after 10 s");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: exit status %d", WEXITSTATUS(status));
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    meet = 0;
+    crmm_resource_release(mr);
 }
 END_TEST
 
@@ -172,6 +222,7 @@ int main(void)
     tcase_add_test(tc, one_thread_at_a_time_in_the_driver);
     tcase_add_test(tc, threads_that_call_together_still_take_turns);
     tcase_add_test(tc, without_serialize_calls_threads_meet_in_the_driver);
+    tcase_add_test(tc, a_forked_child_is_not_stuck_on_the_parents_lock);
     tcase_add_test(tc, serialize_calls_must_be_a_bool);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);

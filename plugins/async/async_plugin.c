@@ -14,6 +14,7 @@
  * thread at a time into the driver, under a spin lock that yields after a few hundred spins
  * (plugins/common/spin_lock.h); a lone thread pays one uncontended lock per call. */
 #include "config.h"
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,18 +31,27 @@ typedef struct async_resource {
     cudaMemPool_t pool;
     bool serialize;                /* parameter serialize_calls: driver calls under `lock` */
     int lock;
+    unsigned forks;                /* `forks` when it was made */
     crmm_alloc_counters counters;
 } async_resource;
 
+/* Forks so far in this process's line (bumped in every child). A child may inherit the lock
+ * held by a thread that does not exist there: a resource made before the fork takes no lock in
+ * the child, whose CUDA calls then fail with the driver's own error instead of hanging. */
+static unsigned forks;
+static pthread_once_t fork_hook_once = PTHREAD_ONCE_INIT;
+static void count_fork_in_child(void) { forks++; }
+static void install_fork_hook(void) { pthread_atfork(NULL, NULL, count_fork_in_child); }
+
 static inline void driver_enter(async_resource *a)
 {
-    if (a->serialize)
+    if (a->serialize && a->forks == forks)
         spin_lock(&a->lock);
 }
 
 static inline void driver_leave(async_resource *a)
 {
-    if (a->serialize)
+    if (a->serialize && a->forks == forks)
         spin_unlock(&a->lock);
 }
 
@@ -267,6 +277,8 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
         return st;
     }
     a->serialize = cfg.serialize_calls;
+    pthread_once(&fork_hook_once, install_fork_hook);
+    a->forks = forks;
     crmm_resource_init(&a->base, &async_ops, "async", CRMM_RESOURCE_DEVICE_ACCESSIBLE, device, NULL);
     *out = &a->base;
     return CRMM_OK;
