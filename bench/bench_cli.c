@@ -34,7 +34,6 @@
 #define DEFAULT_ALLOCATIONS 1000u
 #define MAX_SWEEP 16
 
-#define NSETS BENCH_NAMED_SETS /* bench_workload.h */
 
 /* RMM random_allocations' max-size sweep: 1, 4, 64, 256, 1024, 4096 MiB. */
 static const uint64_t random_sweep[] = {1ull << 20, 4ull << 20, 64ull << 20, 256ull << 20, 1024ull << 20, 4096ull << 20};
@@ -44,7 +43,7 @@ typedef struct options {
     bool copy;               /* --copy: the copy benchmark (bench_copy.c) takes over */
     const char *config;
     bench_mode mode;
-    bool set_wanted[NSETS];
+    bool set_wanted[BENCH_NAMED_SETS];
     bool any_set;
     uint64_t steps;          /* 0: the set's own */
     uint32_t live;           /* 0: the set's own */
@@ -213,9 +212,9 @@ static bool parse_set_list(const char *text, options *o, FILE *err)
     bool ok = copy != NULL, any = false;
     for (char *s = ok ? strtok_r(copy, ",", &save) : NULL; ok && s; s = strtok_r(NULL, ",", &save)) {
         size_t i = 0;
-        while (i < NSETS && strcasecmp(s, bench_named_sets[i].name) != 0)
+        while (i < BENCH_NAMED_SETS && strcasecmp(s, bench_named_sets[i].name) != 0)
             i++;
-        if (i == NSETS) {
+        if (i == BENCH_NAMED_SETS) {
             fprintf(err, "crmm bench: --set: unknown set '%s' (sets: A, B, C, D)\n", s);
             ok = false;
         } else {
@@ -380,7 +379,7 @@ static size_t build_sets(const options *o, bench_set *sets)
         }
         return n;
     }
-    for (size_t i = 0; i < NSETS; i++) {
+    for (size_t i = 0; i < BENCH_NAMED_SETS; i++) {
         if (o->any_set && !o->set_wanted[i])
             continue;
         bench_set *s = &sets[n++];
@@ -628,7 +627,7 @@ static bool make_sequences(bench_set *set, bench_sequence *seqs, FILE *err)
 
 static int run_sets(const options *o, bench_config *bc, FILE *out, FILE *err)
 {
-    bench_set sets[MAX_SWEEP > NSETS ? MAX_SWEEP : NSETS];
+    bench_set sets[MAX_SWEEP > BENCH_NAMED_SETS ? MAX_SWEEP : BENCH_NAMED_SETS];
     size_t nsets = build_sets(o, sets);
     plan p;
     bench_report *rep = plan_begin(o, bc, &p, out, err);

@@ -9,8 +9,8 @@
  * byte counts and the leak report; reserved bytes come from the pool's attributes.
  *
  * serialize_calls (default true): the driver runs the calls on one memory pool one at a time
- * anyway, but when several threads call at once it does so badly (8 threads allocating 1 KiB
- * blocks: each call about 7 times as slow as when they take turns). So the resource lets one
+ * anyway, but when several threads call at once each call takes longer than when they take
+ * turns (bench/RESULTS.md has the figures). So the resource lets one
  * thread at a time into the driver, under a spin lock that yields after a few hundred spins
  * (plugins/common/spin_lock.h); a lone thread pays one uncontended lock per call. */
 #include "config.h"
