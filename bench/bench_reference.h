@@ -9,7 +9,11 @@
  *    for the resource's lifetime (restored at destroy), so freed memory stays cached as in
  *    RMM's measurements. Creating it trims the pool to nothing and resets the pool's reserved
  *    high-water mark, so CRMM_QUERY_BYTES_RESERVED_PEAK answers what this resource reserved.
- * Both need a CUDA device: only create them after crmm_cuda_device_count() succeeded. */
+ *  - "cudaMallocFromPoolAsync": cudaMallocFromPoolAsync / cudaFreeAsync on a pool of its own,
+ *    made as RMM's cuda_async_memory_resource makes its pool by default (pinned device memory,
+ *    release threshold UINT64_MAX, not primed) and destroyed with the resource: the driver calls
+ *    RMM's cuda_async and crmm's async plugin make, with nothing of theirs around them.
+ * All need a CUDA device: only create them after crmm_cuda_device_count() succeeded. */
 #ifndef CRMM_BENCH_REFERENCE_H
 #define CRMM_BENCH_REFERENCE_H
 
@@ -17,12 +21,14 @@
 
 typedef enum bench_reference_kind {
     BENCH_REFERENCE_CUDA_MALLOC = 0,
-    BENCH_REFERENCE_CUDA_MALLOC_ASYNC = 1
+    BENCH_REFERENCE_CUDA_MALLOC_ASYNC = 1,
+    BENCH_REFERENCE_CUDA_MALLOC_FROM_POOL_ASYNC = 2
 } bench_reference_kind;
 
-#define BENCH_REFERENCE_COUNT 2
+#define BENCH_REFERENCE_COUNT 3
 
-/* The reference's name as printed: "cudaMalloc", "cudaMallocAsync"; NULL for other values. */
+/* The reference's name as printed: "cudaMalloc", "cudaMallocAsync", "cudaMallocFromPoolAsync";
+ * NULL for other values. */
 const char *bench_reference_name(bench_reference_kind kind);
 
 /* Create reference `kind` on CUDA device `device` (one reference; release it when done).

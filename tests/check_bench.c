@@ -624,9 +624,11 @@ START_TEST(cli_table_rows_and_skips)
         ck_assert_ptr_nonnull(strstr(r.out, "GPU resources and the raw CUDA references are skipped"));
         ck_assert_ptr_nonnull(strstr(r.out, "skipped cudaMalloc: raw CUDA reference"));
         ck_assert_ptr_nonnull(strstr(r.out, "skipped cudaMallocAsync: raw CUDA reference"));
+        ck_assert_ptr_nonnull(strstr(r.out, "skipped cudaMallocFromPoolAsync: raw CUDA reference"));
     } else {
         ck_assert_msg(find_row(r.out, "B", "cudaMalloc") != NULL, "%s", r.out);
         ck_assert_msg(find_row(r.out, "B", "cudaMallocAsync") != NULL, "%s", r.out);
+        ck_assert_msg(find_row(r.out, "B", "cudaMallocFromPoolAsync") != NULL, "%s", r.out);
     }
     crmm_test_output_free(&r);
 }
@@ -771,7 +773,7 @@ START_TEST(cli_json_is_well_formed)
     ck_assert_ptr_nonnull(strstr(r.out, "\"skipped\": ["));
     ck_assert_ptr_nonnull(strstr(r.out, "\"results\": ["));
     ck_assert_ptr_nonnull(strstr(r.out, "{\"resource\": \"p\", \"reason\": "));
-    int rows = gpu_count ? 8 : 4; /* 2 sets x (h, t [, cudaMalloc, cudaMallocAsync]) */
+    int rows = gpu_count ? 10 : 4; /* 2 sets x (h, t [, cudaMalloc, cudaMallocAsync, cudaMallocFromPoolAsync]) */
     ck_assert_int_eq(crmm_test_count(r.out, "{\"set\": "), rows);
     ck_assert_int_eq(crmm_test_count(r.out, "\"status\": \"ok\""), rows);
     ck_assert_int_eq(crmm_test_count(r.out, "\"resource\": \"t\", \"plugin\": \"template\""), 2);

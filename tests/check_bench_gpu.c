@@ -1,6 +1,7 @@
-/* check_bench_gpu.c — `crmm bench` on a GPU: the raw cudaMalloc / cudaMallocAsync references
- * through the runner (per-thread non-blocking streams), their out-of-memory path, the default
- * pool's release threshold being restored, and the command over a cuda + host config. */
+/* check_bench_gpu.c — `crmm bench` on a GPU: the raw cudaMalloc / cudaMallocAsync /
+ * cudaMallocFromPoolAsync references through the runner (per-thread non-blocking streams), their
+ * out-of-memory path, the default pool's release threshold being restored, the private pool
+ * leaving the default one alone, and the command over a cuda + host config. */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@ START_TEST(references_run_the_workload)
         ck_assert_msg(r.outcome == BENCH_OUTCOME_OK, "%s: %s", bench_reference_name((bench_reference_kind)k), r.error);
         ck_assert_uint_eq(r.runs, 2);
         ck_assert(r.ns_per_op_min > 0 && r.ns_per_op_min <= r.ns_per_op_median && r.ns_per_op_median <= r.ns_per_op_max);
-        if (k == BENCH_REFERENCE_CUDA_MALLOC_ASYNC) {
+        if (k != BENCH_REFERENCE_CUDA_MALLOC) {
             ck_assert(r.has_peak_reserved);
             ck_assert_uint_gt(r.peak_reserved_bytes, 0);
         } else {
@@ -56,6 +57,35 @@ START_TEST(async_reference_raises_then_restores_the_threshold)
     crmm_resource_release(mr);
     ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &now), cudaSuccess);
     ck_assert_uint_eq(now, 12345);
+    uint64_t zero = 0;
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &zero);
+}
+END_TEST
+
+START_TEST(from_pool_reference_uses_a_pool_of_its_own)
+{
+    cudaMemPool_t pool;
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceGetMemPool(&pool, 0), cudaSuccess);
+    uint64_t before = 12345, now = 0, used_before = 0, used = 0;
+    ck_assert_int_eq(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &before), cudaSuccess);
+    ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used_before), cudaSuccess);
+    crmm_resource *mr;
+    ck_assert_crmm_ok(bench_reference_create(BENCH_REFERENCE_CUDA_MALLOC_FROM_POOL_ASYNC, 0, &mr));
+    void *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 1u << 20, NULL, &p));
+    ck_assert_ptr_nonnull(p);
+    /* the default pool neither served it nor had its threshold changed */
+    ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used), cudaSuccess);
+    ck_assert_uint_eq(used, used_before);
+    ck_assert_int_eq(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &now), cudaSuccess);
+    ck_assert_uint_eq(now, 12345);
+    /* its own pool holds at least the 1 MiB */
+    uint64_t reserved = 0;
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_RESERVED, &reserved));
+    ck_assert_uint_ge(reserved, 1u << 20);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1u << 20, NULL));
+    crmm_resource_release(mr);
     uint64_t zero = 0;
     cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &zero);
 }
@@ -94,7 +124,7 @@ START_TEST(cli_over_gpu_and_host)
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_null(strstr(o, "\"no_gpu_reason\": \""));
     ck_assert_ptr_nonnull(strstr(o, "\"device\": \"device "));
-    ck_assert_int_eq(crmm_test_count(o, "\"status\": \"ok\""), 8); /* 2 sets x gpu, h, cudaMalloc, cudaMallocAsync */
+    ck_assert_int_eq(crmm_test_count(o, "\"status\": \"ok\""), 10); /* 2 sets x gpu, h and the 3 references */
     ck_assert_int_eq(crmm_test_count(o, "\"resource\": \"gpu\", \"plugin\": \"cuda\""), 2);
     /* the async reference answers its reserved peak */
     const char *row = strstr(o, "\"resource\": \"cudaMallocAsync\"");
@@ -116,6 +146,7 @@ int main(void)
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, references_run_the_workload);
     tcase_add_test(tc, async_reference_raises_then_restores_the_threshold);
+    tcase_add_test(tc, from_pool_reference_uses_a_pool_of_its_own);
     tcase_add_test(tc, references_report_out_of_memory);
     tcase_add_test(tc, cli_over_gpu_and_host);
     suite_add_tcase(s, tc);
