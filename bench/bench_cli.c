@@ -129,7 +129,9 @@ void bench_cli_usage(FILE *f)
         "  --config FILE        the config to measure (default: $CRMM_CONFIG, else the installed\n"
         "                       crmm.ini, else the built-in default, as crmm_init(NULL)); resources\n"
         "                       whose plugin does not load are skipped with the reason\n"
-        "  --resource NAME      measure only this resource of the config (repeatable)\n"
+        "  --resource NAME      measure only this resource of the config (repeatable); naming a\n"
+        "                       raw reference (cudaMalloc, cudaMallocAsync, cudaMallocFromPoolAsync)\n"
+        "                       that the config does not define keeps only the references named\n"
         "  --no-references      leave out the raw CUDA references\n"
         "  --set LIST           sets to run, comma-separated, from A,B,C,D (default: all; repeatable)\n"
         "  --steps N            steps per thread, replacing the sets' own (1..%llu)\n"
@@ -432,14 +434,35 @@ static bool resource_selected(const options *o, const char *name)
     return false;
 }
 
-/* Check every --resource NAME exists in the config (loaded or skipped). */
+/* Whether `name` is a resource of the config, loaded or skipped. */
+static bool in_config(const bench_config *bc, const char *name)
+{
+    bool found = bench_config_find(bc, name) >= 0;
+    for (size_t k = 0; !found && k < bench_config_skipped_count(bc); k++)
+        found = strcmp(bench_config_skipped_name(bc, k), name) == 0;
+    return found;
+}
+
+/* Whether some --resource names a raw reference that the config does not define: then only the
+ * references named run (as in crmm replay). */
+static bool references_named(const options *o, const bench_config *bc)
+{
+    for (size_t i = 0; i < o->nresources; i++)
+        for (int k = 0; k < BENCH_REFERENCE_COUNT; k++)
+            if (strcmp(o->resources[i], bench_reference_name((bench_reference_kind)k)) == 0 &&
+                !in_config(bc, o->resources[i]))
+                return true;
+    return false;
+}
+
+/* Check every --resource NAME exists in the config (loaded or skipped) or names a reference. */
 static int check_resource_names(const options *o, const bench_config *bc, FILE *err)
 {
     for (size_t i = 0; i < o->nresources; i++) {
         const char *want = o->resources[i];
-        bool found = bench_config_find(bc, want) >= 0;
-        for (size_t k = 0; !found && k < bench_config_skipped_count(bc); k++)
-            found = strcmp(bench_config_skipped_name(bc, k), want) == 0;
+        bool found = in_config(bc, want);
+        for (int k = 0; !found && k < BENCH_REFERENCE_COUNT; k++)
+            found = strcmp(bench_reference_name((bench_reference_kind)k), want) == 0;
         if (found)
             continue;
         fprintf(err, "crmm bench: --resource %s: no [resource.%s] in %s (resources:", want, want, bench_config_origin(bc));
@@ -568,7 +591,10 @@ static bool plan_make(const options *o, const bench_config *bc, plan *p)
                                    .host = bench_config_resource_is_host(bc, i)};
         want_gpu |= !p->targets[n - 1].host;
     }
+    bool named = references_named(o, bc);
     for (int k = 0; k < BENCH_REFERENCE_COUNT && !o->no_references && !o->overhead; k++) {
+        if (named && !resource_selected(o, bench_reference_name((bench_reference_kind)k)))
+            continue;
         p->targets[n++] = (target){.name = bench_reference_name((bench_reference_kind)k), .plugin = "raw CUDA",
                                    .reference = true, .kind = (bench_reference_kind)k};
         want_gpu = true;

@@ -634,6 +634,33 @@ START_TEST(cli_table_rows_and_skips)
 }
 END_TEST
 
+START_TEST(cli_resource_can_name_references)
+{
+    /* naming a reference keeps only the references named; the config's resources still by name */
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    crmm_test_output r = run_cli("--set", "B", "--steps", "500", "--repeats", "1", "--config", path, "--resource", "h",
+                                 "--resource", "cudaMallocFromPoolAsync", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(find_row(r.out, "B", "h") != NULL, "%s", r.out);
+    ck_assert_ptr_null(find_row(r.out, "B", "t"));
+    ck_assert_ptr_null(strstr(r.out, "cudaMallocAsync"));
+    ck_assert_ptr_null(strstr(r.out, "cudaMalloc:"));
+    ck_assert_ptr_null(find_row(r.out, "B", "cudaMalloc"));
+    if (gpu_count == 0)
+        ck_assert_msg(strstr(r.out, "skipped cudaMallocFromPoolAsync: raw CUDA reference") != NULL, "%s", r.out);
+    else
+        ck_assert_msg(find_row(r.out, "B", "cudaMallocFromPoolAsync") != NULL, "%s", r.out);
+    crmm_test_output_free(&r);
+
+    /* without a reference named, --resource leaves the references as they were */
+    r = run_cli("--set", "B", "--steps", "500", "--repeats", "1", "--config", path, "--resource", "h", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "cudaMallocAsync"));
+    ck_assert_ptr_nonnull(strstr(r.out, "cudaMallocFromPoolAsync"));
+    crmm_test_output_free(&r);
+}
+END_TEST
+
 START_TEST(cli_multi_thread_and_random_mode)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
@@ -1370,6 +1397,7 @@ int main(void)
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT); /* the references run when there is a GPU */
     tcase_add_test(tc, report_formats_ok_and_oom_rows);
     tcase_add_test(tc, cli_table_rows_and_skips);
+    tcase_add_test(tc, cli_resource_can_name_references);
     tcase_add_test(tc, cli_multi_thread_and_random_mode);
     tcase_add_test(tc, cli_csv_is_well_formed);
     tcase_add_test(tc, cli_json_is_well_formed);
