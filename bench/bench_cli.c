@@ -460,9 +460,14 @@ static int check_resource_names(const options *o, const bench_config *bc, FILE *
 {
     for (size_t i = 0; i < o->nresources; i++) {
         const char *want = o->resources[i];
-        bool found = in_config(bc, want);
+        bool found = in_config(bc, want), reference = false;
         for (int k = 0; !found && k < BENCH_REFERENCE_COUNT; k++)
-            found = strcmp(bench_reference_name((bench_reference_kind)k), want) == 0;
+            found = reference = strcmp(bench_reference_name((bench_reference_kind)k), want) == 0;
+        if (reference && (o->overhead || o->no_references)) {
+            fprintf(err, "crmm bench: --resource %s: a raw CUDA reference, which %s\n", want,
+                    o->overhead ? "--overhead does not measure" : "--no-references leaves out");
+            return 2;
+        }
         if (found)
             continue;
         fprintf(err, "crmm bench: --resource %s: no [resource.%s] in %s (resources:", want, want, bench_config_origin(bc));
@@ -593,8 +598,9 @@ static bool plan_make(const options *o, const bench_config *bc, plan *p)
     }
     bool named = references_named(o, bc);
     for (int k = 0; k < BENCH_REFERENCE_COUNT && !o->no_references && !o->overhead; k++) {
-        if (named && !resource_selected(o, bench_reference_name((bench_reference_kind)k)))
-            continue;
+        const char *name = bench_reference_name((bench_reference_kind)k);
+        if (named && (!resource_selected(o, name) || in_config(bc, name)))
+            continue; /* a config resource of that name was named, not the reference */
         p->targets[n++] = (target){.name = bench_reference_name((bench_reference_kind)k), .plugin = "raw CUDA",
                                    .reference = true, .kind = (bench_reference_kind)k};
         want_gpu = true;

@@ -652,6 +652,29 @@ START_TEST(cli_resource_can_name_references)
         ck_assert_msg(find_row(r.out, "B", "cudaMallocFromPoolAsync") != NULL, "%s", r.out);
     crmm_test_output_free(&r);
 
+    /* a config resource of a reference's name is what that name means; the reference stays out */
+    const char *shadow = crmm_test_write_file("shadow.ini", "[resource.cudaMalloc]\nplugin = host\n[resource.h]\nplugin = host\n");
+    r = run_cli("--set", "B", "--steps", "500", "--repeats", "1", "--config", shadow, "--resource", "cudaMalloc",
+                "--resource", "cudaMallocAsync", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    const char *row = find_row(r.out, "B", "cudaMalloc");
+    ck_assert_msg(row && strstr(row, " host ") != NULL, "%s", r.out);
+    ck_assert_msg(find_row(row + 1, "B", "cudaMalloc") == NULL, "two cudaMalloc rows:\n%s", r.out);
+    ck_assert_msg(strstr(r.out, "skipped cudaMalloc:") == NULL, "%s", r.out);
+    ck_assert_ptr_nonnull(strstr(r.out, "cudaMallocAsync"));
+    ck_assert_ptr_null(find_row(r.out, "B", "h"));
+    crmm_test_output_free(&r);
+
+    /* a reference named where no reference runs is a usage error, not an empty run */
+    r = run_cli("--overhead", "--config", path, "--resource", "cudaMallocAsync", NULL);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--resource cudaMallocAsync: a raw CUDA reference, which --overhead does not measure"), "%s", r.err);
+    crmm_test_output_free(&r);
+    r = run_cli("--no-references", "--config", path, "--resource", "cudaMalloc", NULL);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--no-references leaves out"), "%s", r.err);
+    crmm_test_output_free(&r);
+
     /* without a reference named, --resource leaves the references as they were */
     r = run_cli("--set", "B", "--steps", "500", "--repeats", "1", "--config", path, "--resource", "h", NULL);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);

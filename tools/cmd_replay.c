@@ -100,9 +100,12 @@ static crmm_resource *open_resource(const crmm_config *cfg, bool chosen, const c
             continue;
         crmm_resource *mr = NULL;
         int count = 0, device = 0;
-        if (crmm_cuda_device_count(&count) != CRMM_OK || crmm_cuda_current_device(&device) != CRMM_OK ||
-            bench_reference_create((bench_reference_kind)k, device, &mr) != CRMM_OK) {
+        if (crmm_cuda_device_count(&count) != CRMM_OK || crmm_cuda_current_device(&device) != CRMM_OK) {
             fprintf(err, "crmm replay: the raw CUDA reference '%s' needs a CUDA device: %s\n", name, crmm_last_error());
+            return NULL;
+        }
+        if (bench_reference_create((bench_reference_kind)k, device, &mr) != CRMM_OK) {
+            fprintf(err, "crmm replay: the raw CUDA reference '%s' cannot be made: %s\n", name, crmm_last_error());
             return NULL;
         }
         snprintf(label, label_size, "%s", name);
