@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <crmm/cuda_support.h>
 #include "config_internal.h"
+#include "file_trust.h"
 
 /* The largest config file read: far more than any real config, small enough to hold at once. */
 #define CONFIG_MAX_FILE_BYTES (16u << 20)
@@ -69,10 +70,22 @@ static crmm_status read_file(const char *path, char **text)
     if (!f)
         return crmm_set_error(CRMM_ERROR_IO, "cannot open config %s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (fstat(fileno(f), &st) != 0) {
+        int err = errno;
+        fclose(f);
+        return crmm_set_error(CRMM_ERROR_IO, "cannot read config %s: %s", path, strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
         fclose(f);
         return crmm_set_error(CRMM_ERROR_IO, "cannot read config %s: %s", path,
                               S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
+    }
+    /* checked on the file opened, as plugins are: a config chooses code and the files written */
+    crmm_status trusted = file_trust_check(path, &st, CRMM_ERROR_CONFIG, "config",
+                                           "could choose the plugins it loads and the files it writes");
+    if (trusted != CRMM_OK) {
+        fclose(f);
+        return trusted;
     }
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);

@@ -10,6 +10,9 @@ libcrmm_la_SOURCES = \
 	libcrmm/name_index.c libcrmm/name_index.h \
 	libcrmm/params.c \
 	libcrmm/file_name.c \
+	libcrmm/output_file.c \
+	libcrmm/environment.c libcrmm/environment.h libcrmm/getenv.c \
+	libcrmm/file_trust.c libcrmm/file_trust.h \
 	libcrmm/resource.c \
 	libcrmm/plugin_loader.c \
 	libcrmm/plugin_create.c \

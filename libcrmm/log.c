@@ -3,7 +3,8 @@
  * The level is read without the lock (an atomic int) so that crmm_log_should_log() and a
  * dropped message cost a load and a compare. Writing takes the mutex so that lines from
  * different threads never interleave. $CRMM_LOG_LEVEL and $CRMM_DEBUG_LOG_FILE are read once,
- * on first use. */
+ * on first use (ignored in a privileged process: environment.c). The log file is appended to,
+ * opened as every file crmm writes is (output_file.c). */
 #include "config.h"
 #include <errno.h>
 #include <pthread.h>
@@ -15,7 +16,10 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 #include <crmm/log.h>
+#include <crmm/plugin.h>
+#include "environment.h"
 
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -37,9 +41,40 @@ static int level_from_name(const char *text)
     return strcasecmp(text, "warning") == 0 ? CRMM_LOG_WARN : -1;
 }
 
+/* One line to f, the caller holding log_lock (or initialising, before anyone else logs). */
+static void write_line(FILE *f, crmm_log_level level, const char *msg)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    localtime_r(&ts.tv_sec, &tm);
+    fprintf(f, "[%02d:%02d:%02d.%06ld] [crmm] [%s] %s\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
+            ts.tv_nsec / 1000, level_names[level], msg);
+    if ((int)level >= atomic_load(&flush_level))
+        fflush(f);
+}
+
+/* `path` opened as every file crmm writes is (crmm_output_file_open), for appending; NULL with
+ * the error set when it cannot be. */
+static FILE *open_log_file(const char *path)
+{
+    int fd;
+    if (crmm_output_file_open(path, CRMM_OUTPUT_APPEND, &fd) != CRMM_OK)
+        return NULL;
+    FILE *f = fdopen(fd, "a");
+    if (!f) {
+        int err = errno;
+        close(fd);
+        crmm_set_error(CRMM_ERROR_IO, "cannot open log file %s: %s", path, strerror(err));
+    }
+    return f;
+}
+
+/* Runs once, inside pthread_once: it must not call crmm_log (which would wait on this once). */
 static void log_init_from_env(void)
 {
-    const char *lvl = getenv("CRMM_LOG_LEVEL");
+    bool ignored_level, ignored_file;
+    const char *lvl = crmm_env_lookup("CRMM_LOG_LEVEL", &ignored_level);
     int parsed;
     if (lvl && *lvl) {
         if ((parsed = level_from_name(lvl)) >= 0) {
@@ -48,16 +83,30 @@ static void log_init_from_env(void)
         } else
             fprintf(stderr, "[crmm] [warn] CRMM_LOG_LEVEL=%s is not a level (trace debug info warn error critical off); using warn\n", lvl);
     }
-    const char *file = getenv("CRMM_DEBUG_LOG_FILE");
+    const char *file = crmm_env_lookup("CRMM_DEBUG_LOG_FILE", &ignored_file);
     if (file && *file) {
-        FILE *f = fopen(file, "a");
+        /* the thread's error must stay as it was: this runs inside calls that succeed */
+        char saved[1024];
+        crmm_status saved_status = crmm_last_status();
+        snprintf(saved, sizeof saved, "%s", crmm_last_error());
+        FILE *f = open_log_file(file);
         if (f) {
             log_file = f;
             snprintf(log_path, sizeof log_path, "%s", file);
         } else {
-            fprintf(stderr, "[crmm] [warn] cannot open CRMM_DEBUG_LOG_FILE=%s; logging to stderr\n", file);
+            fprintf(stderr, "[crmm] [warn] CRMM_DEBUG_LOG_FILE: %s; logging to stderr\n", crmm_last_error());
         }
+        if (saved_status == CRMM_OK)
+            crmm_clear_error();
+        else
+            crmm_set_error(saved_status, "%s", saved);
     }
+    const char *ignored[2] = {ignored_level ? "CRMM_LOG_LEVEL" : NULL, ignored_file ? "CRMM_DEBUG_LOG_FILE" : NULL};
+    for (int i = 0; i < 2; i++)
+        if (ignored[i] && CRMM_LOG_INFO >= atomic_load(&log_level)) {
+            char msg[256];
+            write_line(log_file ? log_file : stderr, CRMM_LOG_INFO, crmm_env_ignored_message(ignored[i], msg, sizeof msg));
+        }
 }
 
 static inline void ensure_init(void) { pthread_once(&log_once, log_init_from_env); }
@@ -118,11 +167,8 @@ crmm_status crmm_log_set_file(const char *path)
 {
     ensure_init();
     FILE *f = NULL;
-    if (path) {
-        f = fopen(path, "a");
-        if (!f)
-            return crmm_set_error(CRMM_ERROR_IO, "cannot open log file %s: %s", path, strerror(errno));
-    }
+    if (path && !(f = open_log_file(path)))
+        return crmm_error_add_context("log file");
     pthread_mutex_lock(&log_lock);
     if (log_file)
         fclose(log_file);
@@ -165,15 +211,7 @@ void crmm_log(crmm_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    localtime_r(&ts.tv_sec, &tm);
     pthread_mutex_lock(&log_lock);
-    FILE *f = log_file ? log_file : stderr;
-    fprintf(f, "[%02d:%02d:%02d.%06ld] [crmm] [%s] %s\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
-            ts.tv_nsec / 1000, level_names[level], msg);
-    if ((int)level >= atomic_load(&flush_level))
-        fflush(f);
+    write_line(log_file ? log_file : stderr, level, msg);
     pthread_mutex_unlock(&log_lock);
 }

@@ -132,7 +132,7 @@ static crmm_status build_all(const char *file, int n, logged_device *devs)
 crmm_status crmm_enable_logging(const char *file)
 {
     if (!file || !*file)
-        file = getenv("CRMM_LOG_FILE");
+        file = crmm_getenv("CRMM_LOG_FILE");
     if (!file || !*file)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "enable_logging: no file name given and $CRMM_LOG_FILE is not set");
     pthread_mutex_lock(&switch_lock);

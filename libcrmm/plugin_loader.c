@@ -11,16 +11,15 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <grp.h>
 #include <limits.h>
 #include <pthread.h>
-#include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "file_trust.h"
 #include "internal.h"
 #include "suggest.h"
 
@@ -40,7 +39,7 @@ static loaded_plugin *loaded;
 
 const char *crmm_plugin_search_path(const char *dirs, char *buf, size_t bufsize)
 {
-    const char *env = getenv("CRMM_PLUGIN_PATH");
+    const char *env = crmm_getenv("CRMM_PLUGIN_PATH");
     int n = snprintf(buf, bufsize, "%s%s%s%s%s", dirs && *dirs ? dirs : "", dirs && *dirs ? ":" : "",
                      env && *env ? env : "", env && *env ? ":" : "", CRMM_PLUGIN_DIR);
     /* a cut path would name a directory nobody gave (and drop the installed one) */
@@ -73,65 +72,10 @@ static bool name_from_path(const char *path, char *name, size_t n)
     return true;
 }
 
-/* True when group `gid` has exactly one member and that member is user `owner`: its primary
- * group is gid (no other user's is) and the group lists no one else. This is a user's private
- * group (Debian, Ubuntu, Fedora give every user one, and umask 002 then makes directories
- * group-writable); writing through it is writing as the owner. A group with no member at all is
- * not accepted (such groups serve setgid programs), nor one the system does not know. OpenSSH's
- * StrictModes on Debian accepts exactly this. Reads the user and group databases; the caller
- * holds loader_lock, so the passwd iteration is not shared with another load. */
-static bool group_is_owners_alone(gid_t gid, uid_t owner)
-{
-    struct group *gr = getgrgid(gid);
-    if (!gr)
-        return false;
-    gid_t g = gr->gr_gid;
-    char member[256] = "";
-    if (gr->gr_mem[0]) {
-        if (gr->gr_mem[1])
-            return false;
-        snprintf(member, sizeof member, "%s", gr->gr_mem[0]);
-    }
-    int primary_members = 0;
-    bool other = false;
-    setpwent();
-    for (struct passwd *pw; (pw = getpwent()) != NULL;)
-        if (pw->pw_gid == g) {
-            primary_members++;
-            other |= pw->pw_uid != owner;
-        }
-    endpwent();
-    if (other)
-        return false;
-    if (member[0]) {
-        struct passwd *pw = getpwnam(member);
-        return pw && pw->pw_uid == owner;
-    }
-    return primary_members > 0;
-}
-
+/* A plugin file or a directory on its way: see file_trust.c. */
 static crmm_status check_not_writable(const char *path, const char *what)
 {
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return crmm_set_error(CRMM_ERROR_PLUGIN, "cannot stat %s %s: %s", what, path, strerror(errno));
-    if (st.st_uid != 0 && st.st_uid != geteuid())
-        return crmm_set_error(CRMM_ERROR_PLUGIN,
-                              "refusing %s %s: it belongs to user %u, neither you nor root, who could replace the "
-                              "code a config loads",
-                              what, path, (unsigned)st.st_uid);
-    if (st.st_mode & S_IWOTH)
-        return crmm_set_error(CRMM_ERROR_PLUGIN,
-                              "refusing %s %s: it is writable by others (mode %04o), so anyone could replace the code a "
-                              "config loads; fix it with: chmod go-w %s",
-                              what, path, (unsigned)(st.st_mode & 07777), path);
-    if ((st.st_mode & S_IWGRP) && !group_is_owners_alone(st.st_gid, st.st_uid))
-        return crmm_set_error(CRMM_ERROR_PLUGIN,
-                              "refusing %s %s: it is writable by group %u (mode %04o), which is not its owner's private "
-                              "group (the owner its only member), so others could replace the code a config loads; "
-                              "fix it with: chmod g-w %s",
-                              what, path, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777), path);
-    return CRMM_OK;
+    return file_trust_check_path(path, CRMM_ERROR_PLUGIN, what, "could replace the code a config loads");
 }
 
 /* The directory `dir` and every directory above it: whoever can write any of them can swap what

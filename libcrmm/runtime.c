@@ -40,7 +40,7 @@ static void (*finalize_hooks[RUNTIME_MAX_FINALIZE_HOOKS])(void);
 
 const char *crmm_config_default_file(char *buf, size_t size)
 {
-    const char *env = getenv("CRMM_CONFIG");
+    const char *env = crmm_getenv("CRMM_CONFIG");
     if (env && *env)
         return env;
     if (!buf || snprintf(buf, size, "%s/crmm/crmm.ini", CRMM_SYSCONFDIR) >= (int)size)

@@ -13,6 +13,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/error.h>
 #include <crmm/log.h>
+#include <crmm/plugin.h>
 #include <crmm/resource.h>
 #include <crmm/torch.h>
 
@@ -23,7 +24,7 @@ static void report_init_failure(void)
 {
     char buf[4096];
     const char *file = crmm_config_default_file(buf, sizeof buf);
-    const char *from = getenv("CRMM_CONFIG") ? "$CRMM_CONFIG" : "the installed config";
+    const char *from = crmm_getenv("CRMM_CONFIG") ? "$CRMM_CONFIG" : "the installed config";
     fprintf(stderr,
             "crmm: the PyTorch allocator cannot start: %s\n"
             "crmm: the config is %s (%s); fix it (`crmm check-config FILE` shows what is wrong) or set "

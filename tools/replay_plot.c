@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include <crmm/error.h>
+#include <crmm/plugin.h>
 #include "replay.h"
 
 #define PLOT_W 960.0
@@ -124,9 +126,15 @@ static void legend(FILE *f, const replay_row *rows, size_t nrows)
 crmm_status replay_plot_svg(const char *path, const char *title, size_t events, const replay_row *rows,
                             size_t nrows)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", path, strerror(errno));
+    int fd;
+    if (crmm_output_file_open(path, 0, &fd) != CRMM_OK)
+        return crmm_last_status();
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int err = errno;
+        close(fd);
+        return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", path, strerror(err));
+    }
     frame fr = {events > 1 ? (double)events - 1 : 1.0, 1.0, 1.0};
     for (size_t i = 0; i < nrows; i++)
         for (size_t k = 0; k < rows[i].result.points; k++) {

@@ -168,6 +168,26 @@ CRMM_API const char *crmm_param_type_name(crmm_param_type t);
  * CRMM_ERROR_INVALID_ARGUMENT when the name does not fit in out, or for a NULL argument. */
 CRMM_API crmm_status crmm_expand_file_name(const char *pattern, int device, char *out, size_t size);
 
+/* Flags of crmm_output_file_open. */
+#define CRMM_OUTPUT_APPEND 1u    /* write at the end; without it an existing file is truncated */
+#define CRMM_OUTPUT_EXCLUSIVE 2u /* hold an exclusive flock: refuse a file another open holds */
+
+/* Open `path` for writing as crmm writes every file (docs/files-and-privileges.md): a symbolic
+ * link as the last component is refused; a new file is created (O_EXCL, mode 0644); an existing
+ * regular file is written only when the effective user owns it and it has one hard link, and is
+ * then truncated unless CRMM_OUTPUT_APPEND; a character device or pipe is written as it is.
+ * O_CLOEXEC always. On success *fd is the descriptor. Errors: CRMM_ERROR_INVALID_ARGUMENT for a
+ * NULL or empty path, NULL fd or unknown flags; CRMM_ERROR_IO naming the path and why for a
+ * link, someone else's or a hard-linked file, another kind of file, a file another exclusive
+ * writer holds (in this process or another), or a failed open. */
+CRMM_API crmm_status crmm_output_file_open(const char *path, unsigned flags, int *fd);
+
+/* The value of crmm's environment variable `name` (e.g. "CRMM_LOG_FILE"), or NULL when it is not
+ * set or when the process runs with elevated privileges (setuid, setgid or file capabilities:
+ * secure_getenv), where the invoking user must not choose what crmm loads or writes; an ignored
+ * variable is said at info level in crmm's log. Sets no error. */
+CRMM_API const char *crmm_getenv(const char *name);
+
 /* ---- the loader ---------------------------------------------------------------------------- */
 /* Find and load plugin `name_or_path` ("pool", or "/abs/dir/crmm_pool.so"), searching `dirs`
  * (a ':'-separated list, may be NULL), then $CRMM_PLUGIN_PATH, then the installed plugin

@@ -7,7 +7,9 @@
  * dump has one line per shard, then one per span (a free span of device memory says which stream
  * freed it while another stream would have to wait for the device to take it). */
 #include "config.h"
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 #include "arena_thread_cache.h"
 
@@ -120,9 +122,15 @@ crmm_status arena_dump_write(arena_resource *r, const char *path, size_t bytes)
     char file[4096];
     if (crmm_expand_file_name(path ? path : r->dump_file, r->base.device, file, sizeof file) != CRMM_OK)
         return crmm_error_add_context("%s: dump file", arena_who(r));
-    FILE *f = fopen(file, "a");
-    if (!f)
-        return crmm_set_error(CRMM_ERROR_IO, "%s: cannot open the dump file %s: %m", arena_who(r), file);
+    int fd;
+    if (crmm_output_file_open(file, CRMM_OUTPUT_APPEND, &fd) != CRMM_OK)
+        return crmm_error_add_context("%s: dump file", arena_who(r));
+    FILE *f = fdopen(fd, "a");
+    if (!f) {
+        int err = errno;
+        close(fd);
+        return crmm_set_error(CRMM_ERROR_IO, "%s: cannot open the dump file %s: %s", arena_who(r), file, strerror(err));
+    }
 
     arena_counts counts;
     arena_cache_counts(r, &counts);

@@ -90,7 +90,7 @@ static crmm_status logging_create(const crmm_params *params, crmm_resource *upst
         return st;
     const char *pattern = cfg.file;
     if (!pattern || !*pattern) {
-        pattern = getenv("CRMM_LOG_FILE");
+        pattern = crmm_getenv("CRMM_LOG_FILE");
         if (!pattern || !*pattern)
             return crmm_set_error(CRMM_ERROR_CONFIG, "logging: no log file: set the 'file' parameter or $CRMM_LOG_FILE");
     }

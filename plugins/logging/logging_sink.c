@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <crmm/log.h>
+#include <crmm/plugin.h>
 #include "../common/spin_lock.h"
 #include "logging_line.h"
 #include "logging_sink.h"
@@ -275,17 +276,21 @@ crmm_status logging_sink_open(const char *path, const char *header, bool auto_fl
     s->text = text;
     s->auto_flush = auto_flush;
     s->owner = getpid();
-    s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    int err = s->fd < 0 ? errno : write_all(s->fd, header, strlen(header));
-    if (err) {
-        crmm_set_error(CRMM_ERROR_IO, "logging: cannot %s log file %s: %s", s->fd < 0 ? "create" : "write", path,
-                       strerror(err));
-        if (s->fd >= 0)
+    /* exclusive: a second resource on this file, here or in another process, is refused rather
+     * than the two overwriting each other's lines */
+    crmm_status st = crmm_output_file_open(path, CRMM_OUTPUT_EXCLUSIVE, &s->fd);
+    int err = st != CRMM_OK ? 0 : write_all(s->fd, header, strlen(header));
+    if (st != CRMM_OK || err) {
+        if (st != CRMM_OK)
+            crmm_error_add_context("logging");
+        else {
+            crmm_set_error(CRMM_ERROR_IO, "logging: cannot write log file %s: %s", path, strerror(err));
             close(s->fd);
+        }
         free(buf);
         free(text);
         free(s);
-        return CRMM_ERROR_IO;
+        return crmm_last_status();
     }
     s->has_writer = !auto_flush && start_writer(s);
     pthread_mutex_lock(&open_sinks_lock);

@@ -17,10 +17,12 @@
 
 typedef struct logging_sink logging_sink;
 
-/* Create (truncate) `path` and write `header` (a full line) to it at once. With auto_flush
- * every appended line is written at once; without, a writer thread is started (when that fails
- * the appending thread writes full buffers itself). CRMM_ERROR_IO when the file cannot be
- * created or written, CRMM_ERROR_OUT_OF_MEMORY. */
+/* Create `path`, or rewrite it when it is the caller's own (crmm_output_file_open), holding an
+ * exclusive lock on it while the sink is open, and write `header` (a full line) to it at once.
+ * With auto_flush every appended line is written at once; without, a writer thread is started
+ * (when that fails the appending thread writes full buffers itself). CRMM_ERROR_IO when the file
+ * cannot be created or written, is a link or someone else's file, or another sink (in this
+ * process or another) holds it; CRMM_ERROR_OUT_OF_MEMORY. */
 crmm_status logging_sink_open(const char *path, const char *header, bool auto_flush, logging_sink **out);
 
 /* Append the line of record r (copied; formatted when written). A write error is logged once at

@@ -1,0 +1,119 @@
+/* output_file.c — how crmm opens a file it writes (logs, dumps, plots): one policy, one place.
+ *
+ * A file crmm writes may lie in a directory others can write (/tmp), and crmm may run as root.
+ * So the last component of the name is never followed when it is a symbolic link (O_NOFOLLOW),
+ * and an existing file is written only when it is the caller's own: a regular file owned by the
+ * effective user with no other name (one hard link). A new file is made with O_CREAT|O_EXCL, so
+ * crmm knows it made it; an existing one is opened without O_CREAT and checked on the open
+ * descriptor (fstat), before anything is truncated. A character device or a pipe (/dev/null) is
+ * written as it is: there is nothing to truncate. An exclusive writer takes flock(LOCK_EX) on
+ * its open file description, which a second open conflicts with, in this process or another. */
+#define _GNU_SOURCE 1
+#include "config.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <crmm/plugin.h>
+
+#define OUTPUT_FILE_MODE 0644
+#define OUTPUT_FILE_ATTEMPTS 8 /* a name removed between the two opens is tried again */
+
+/* CRMM_ERROR_IO "refusing to write PATH: WHY"; closes fd when it is open. */
+__attribute__((format(printf, 3, 4))) static crmm_status refuse(int fd, const char *path, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (fd >= 0)
+        close(fd);
+    return crmm_set_error(CRMM_ERROR_IO, "refusing to write %s: %s", path, why);
+}
+
+static crmm_status cannot_open(const char *path, int err)
+{
+    struct stat ls;
+    if (err == ELOOP && lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode))
+        return refuse(-1, path,
+                      "it is a symbolic link, and crmm does not follow a link where it writes a file (one placed "
+                      "by someone else could make it overwrite any file it may write); name the file itself");
+    if (err == ENXIO)
+        return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: it is a pipe with no reader, or a socket", path);
+    return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", path, strerror(err));
+}
+
+/* The checks on the open descriptor, the lock, the truncation; closes fd on error. */
+static crmm_status finish(const char *path, int fd, unsigned flags, bool created, int *out)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: fstat: %s", path, strerror(err));
+    }
+    if (S_ISREG(st.st_mode)) {
+        if (!created && st.st_uid != geteuid())
+            return refuse(fd, path,
+                          "it belongs to user %llu, not to you (user %llu); crmm writes only a file of its own, "
+                          "never someone else's",
+                          (unsigned long long)st.st_uid, (unsigned long long)geteuid());
+        if (!created && st.st_nlink != 1)
+            return refuse(fd, path,
+                          "it has %llu hard links, so writing it would change the file under its other names too",
+                          (unsigned long long)st.st_nlink);
+        if ((flags & CRMM_OUTPUT_EXCLUSIVE) && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int err = errno;
+            if (err == EWOULDBLOCK)
+                return refuse(fd, path,
+                              "another crmm writer holds it (in this process or another), and the two would "
+                              "overwrite each other's lines; give each its own file: a file name pattern can hold "
+                              "%%d (the device) and %%p (the process id)");
+            close(fd);
+            return crmm_set_error(CRMM_ERROR_IO, "cannot lock %s: %s", path, strerror(err));
+        }
+        if (!created && !(flags & CRMM_OUTPUT_APPEND) && ftruncate(fd, 0) != 0) {
+            int err = errno;
+            close(fd);
+            return crmm_set_error(CRMM_ERROR_IO, "cannot truncate %s: %s", path, strerror(err));
+        }
+    } else if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+        return refuse(fd, path, "it is not a regular file, a character device or a pipe");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int err = errno;
+        close(fd);
+        return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: fcntl: %s", path, strerror(err));
+    }
+    *out = fd;
+    return CRMM_OK;
+}
+
+crmm_status crmm_output_file_open(const char *path, unsigned flags, int *fd)
+{
+    if (!path || !*path || !fd)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "output file: %s", fd ? "no file name" : "fd is NULL");
+    if (flags & ~(unsigned)(CRMM_OUTPUT_APPEND | CRMM_OUTPUT_EXCLUSIVE))
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "output file %s: unknown flags 0x%x", path, flags);
+    int base = O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | ((flags & CRMM_OUTPUT_APPEND) ? O_APPEND : 0);
+    for (int attempt = 0; attempt < OUTPUT_FILE_ATTEMPTS; attempt++) {
+        int f = open(path, base | O_CREAT | O_EXCL, OUTPUT_FILE_MODE);
+        if (f >= 0)
+            return finish(path, f, flags, true, fd);
+        if (errno != EEXIST)
+            return cannot_open(path, errno);
+        /* O_NONBLOCK: opening a pipe must not wait for a reader (it is cleared in finish) */
+        f = open(path, base | O_NONBLOCK);
+        if (f >= 0)
+            return finish(path, f, flags, false, fd);
+        if (errno != ENOENT)
+            return cannot_open(path, errno);
+    }
+    return crmm_set_error(CRMM_ERROR_IO, "cannot create %s: it keeps appearing and disappearing", path);
+}
