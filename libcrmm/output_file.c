@@ -8,7 +8,6 @@
  * descriptor (fstat), before anything is truncated. A character device or a pipe (/dev/null) is
  * written as it is: there is nothing to truncate. An exclusive writer takes flock(LOCK_EX) on
  * its open file description, which a second open conflicts with, in this process or another. */
-#define _GNU_SOURCE 1
 #include "config.h"
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,469 @@
+/* check_file_policy.c — how crmm writes files and what a privileged process ignores
+ * (docs/files-and-privileges.md): a symbolic link or a hard link where crmm writes is refused and
+ * the file behind it keeps its bytes (the logging plugin's file, the debug log, the arena's dump
+ * file; `crmm replay --plot` in check_file_policy.sh), the caller's own file is still rewritten
+ * or appended to, two logging resources on one file (in one process or two) are refused rather
+ * than overwriting each other, a config others can write is refused, and with elevated
+ * privileges every CRMM_* variable is ignored.
+ *
+ * This program defines secure_getenv. libcrmm calls it through the dynamic linker, so the
+ * definition here is the one it gets: a test sets `pretend_privileged` and libcrmm sees what a
+ * setuid, setgid or setcap process sees (NULL for every variable), without a setuid binary. */
+#include "config.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <crmm/arena.h>
+#include <crmm/config.h>
+#include <crmm/log.h>
+#include <crmm/plugin.h>
+#include "test_support.h"
+
+static bool pretend_privileged;
+
+char *secure_getenv(const char *name);
+char *secure_getenv(const char *name) { return pretend_privileged ? NULL : getenv(name); }
+
+#define VICTIM_TEXT "bytes that must survive\n"
+
+static char *tmp_dir; /* made in main, before Check forks */
+
+/* A path in the test directory unique to this process and `tag`. */
+static const char *path_for(const char *tag)
+{
+    static char buf[8][4200];
+    static int next;
+    char *p = buf[next++ % 8];
+    snprintf(p, 4200, "%s/%s.%ld", tmp_dir, tag, (long)getpid());
+    return p;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A victim file holding VICTIM_TEXT, and a symbolic link to it: the link's path. */
+static const char *link_to_victim(const char *tag, const char **victim)
+{
+    char vt[64], lt[64];
+    snprintf(vt, sizeof vt, "%s.victim", tag);
+    snprintf(lt, sizeof lt, "%s.link", tag);
+    *victim = path_for(vt);
+    const char *link = path_for(lt);
+    write_text(*victim, VICTIM_TEXT);
+    unlink(link);
+    ck_assert_int_eq(symlink(*victim, link), 0);
+    return link;
+}
+
+static void assert_victim_intact(const char *victim)
+{
+    char *text = crmm_test_read_file_or_fail(victim);
+    ck_assert_str_eq(text, VICTIM_TEXT);
+    free(text);
+}
+
+static void assert_refused_link(const char *link)
+{
+    ck_assert_msg(strstr(crmm_last_error(), link) && strstr(crmm_last_error(), "is a symbolic link"),
+                  "the error does not name %s as a link: %s", link, crmm_last_error());
+}
+
+static crmm_resource *host_resource(void) { return crmm_test_create("host", NULL, NULL); }
+
+/* logging over host on `path` (with `extra` parameters); CRMM_OK or the error. */
+static crmm_status make_logger(const char *path, const char *extra, crmm_resource **out)
+{
+    char params[4400];
+    snprintf(params, sizeof params, "file=%s %s", path, extra ? extra : "");
+    crmm_resource *host = host_resource();
+    crmm_status st = crmm_resource_create("logging", params, host, out);
+    crmm_resource_release(host);
+    return st;
+}
+
+/* `n` allocate/deallocate pairs through mr: 2n lines in its log. */
+static void log_pairs(crmm_resource *mr, int n)
+{
+    for (int i = 0; i < n; i++) {
+        void *p = crmm_test_allocate(mr, 64);
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 64, NULL));
+    }
+}
+
+/* ---- the open itself ----------------------------------------------------------------------- */
+
+START_TEST(bad_arguments_are_refused)
+{
+    int fd = -1;
+    ck_assert_crmm(crmm_output_file_open(NULL, 0, &fd), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_output_file_open("", 0, &fd), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_output_file_open(path_for("args"), 0, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_output_file_open(path_for("args"), 0x80, &fd), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(fd, -1);
+    ck_assert_int_ne(access(path_for("args"), F_OK), 0); /* nothing created */
+}
+END_TEST
+
+START_TEST(a_new_file_is_created_and_an_own_file_rewritten_or_appended)
+{
+    const char *path = path_for("own");
+    unlink(path);
+    int fd;
+    ck_assert_crmm_ok(crmm_output_file_open(path, 0, &fd));
+    ck_assert_int_eq(write(fd, "first\n", 6), 6);
+    ck_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    close(fd);
+    ck_assert_crmm_ok(crmm_output_file_open(path, CRMM_OUTPUT_APPEND, &fd));
+    ck_assert_int_eq(write(fd, "second\n", 7), 7);
+    close(fd);
+    char *text = crmm_test_read_file_or_fail(path);
+    ck_assert_str_eq(text, "first\nsecond\n");
+    free(text);
+    ck_assert_crmm_ok(crmm_output_file_open(path, 0, &fd)); /* rewritten: truncated */
+    ck_assert_int_eq(write(fd, "third\n", 6), 6);
+    close(fd);
+    text = crmm_test_read_file_or_fail(path);
+    ck_assert_str_eq(text, "third\n");
+    free(text);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(a_link_is_refused_whatever_it_points_to)
+{
+    const char *victim, *link = link_to_victim("open", &victim);
+    int fd = -1;
+    for (unsigned flags = 0; flags < 4; flags++) {
+        ck_assert_crmm(crmm_output_file_open(link, flags, &fd), CRMM_ERROR_IO);
+        assert_refused_link(link);
+    }
+    assert_victim_intact(victim);
+    /* a link to nothing: the file it names is not created */
+    const char *absent = path_for("absent"), *dangling = path_for("dangling");
+    unlink(absent);
+    ck_assert_int_eq(symlink(absent, dangling), 0);
+    ck_assert_crmm(crmm_output_file_open(dangling, 0, &fd), CRMM_ERROR_IO);
+    assert_refused_link(dangling);
+    ck_assert_int_ne(access(absent, F_OK), 0);
+    ck_assert_int_eq(fd, -1);
+}
+END_TEST
+
+START_TEST(a_hard_linked_file_is_refused)
+{
+    const char *victim = path_for("hard.victim"), *other = path_for("hard.other");
+    write_text(victim, VICTIM_TEXT);
+    unlink(other);
+    ck_assert_int_eq(link(victim, other), 0);
+    int fd;
+    ck_assert_crmm(crmm_output_file_open(other, 0, &fd), CRMM_ERROR_IO);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "2 hard links"));
+    ck_assert_crmm(crmm_output_file_open(other, CRMM_OUTPUT_APPEND, &fd), CRMM_ERROR_IO);
+    assert_victim_intact(victim);
+}
+END_TEST
+
+START_TEST(a_character_device_is_written_as_it_is)
+{
+    int a, b; /* exclusive, yet two at once: there is nothing to overwrite */
+    ck_assert_crmm_ok(crmm_output_file_open("/dev/null", CRMM_OUTPUT_EXCLUSIVE, &a));
+    ck_assert_crmm_ok(crmm_output_file_open("/dev/null", CRMM_OUTPUT_EXCLUSIVE, &b));
+    close(a);
+    close(b);
+    int fd;
+    ck_assert_crmm(crmm_output_file_open(tmp_dir, 0, &fd), CRMM_ERROR_IO); /* a directory */
+}
+END_TEST
+
+/* ---- the four outputs ------------------------------------------------------------------------ */
+
+START_TEST(logging_refuses_a_link)
+{
+    const char *victim, *link = link_to_victim("logging", &victim);
+    crmm_resource *mr = NULL;
+    ck_assert_crmm(make_logger(link, NULL, &mr), CRMM_ERROR_IO);
+    assert_refused_link(link);
+    ck_assert_ptr_null(mr);
+    assert_victim_intact(victim);
+}
+END_TEST
+
+START_TEST(logging_refuses_a_hard_linked_file)
+{
+    const char *victim = path_for("logging.hard.victim"), *other = path_for("logging.hard.csv");
+    write_text(victim, VICTIM_TEXT);
+    unlink(other);
+    ck_assert_int_eq(link(victim, other), 0);
+    crmm_resource *mr = NULL;
+    ck_assert_crmm(make_logger(other, NULL, &mr), CRMM_ERROR_IO);
+    assert_victim_intact(victim);
+}
+END_TEST
+
+START_TEST(logging_rewrites_its_own_file)
+{
+    const char *path = path_for("logging.own.csv");
+    write_text(path, "an old log that is longer than the new one will be\nand has a second line\n");
+    crmm_resource *mr;
+    ck_assert_crmm_ok(make_logger(path, NULL, &mr));
+    log_pairs(mr, 1);
+    crmm_resource_release(mr);
+    char *text = crmm_test_read_file_or_fail(path);
+    ck_assert_msg(strncmp(text, "Thread,Time,Action,Pointer,Size,Stream\n", 39) == 0, "not rewritten:\n%s", text);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 3);
+    ck_assert_ptr_null(strstr(text, "old log"));
+    free(text);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(debug_log_refuses_a_link)
+{
+    const char *victim, *link = link_to_victim("debug", &victim);
+    ck_assert_crmm(crmm_log_set_file(link), CRMM_ERROR_IO);
+    assert_refused_link(link);
+    ck_assert_str_eq(crmm_log_get_file(), "stderr");
+    crmm_log(CRMM_LOG_ERROR, "a line that goes to stderr");
+    assert_victim_intact(victim);
+    /* the caller's own file is appended to */
+    const char *own = path_for("debug.own");
+    write_text(own, "earlier lines\n");
+    ck_assert_crmm_ok(crmm_log_set_file(own));
+    crmm_log(CRMM_LOG_ERROR, "a line for the own file");
+    crmm_log_flush();
+    ck_assert_crmm_ok(crmm_log_set_file(NULL));
+    char *text = crmm_test_read_file_or_fail(own);
+    ck_assert_msg(strncmp(text, "earlier lines\n", 14) == 0 && strstr(text, "a line for the own file"), "%s", text);
+    free(text);
+}
+END_TEST
+
+/* Needs a process whose logger has not read its environment yet: every Check test is one. */
+START_TEST(debug_log_from_the_environment_refuses_a_link)
+{
+    const char *victim, *link = link_to_victim("debugenv", &victim);
+    setenv("CRMM_DEBUG_LOG_FILE", link, 1);
+    crmm_log(CRMM_LOG_ERROR, "a line that goes to stderr");
+    ck_assert_str_eq(crmm_log_get_file(), "stderr");
+    assert_victim_intact(victim);
+    unsetenv("CRMM_DEBUG_LOG_FILE");
+}
+END_TEST
+
+START_TEST(arena_dump_refuses_a_link)
+{
+    const char *victim, *link = link_to_victim("dump", &victim);
+    char params[4400];
+    snprintf(params, sizeof params, "arena_size=4MiB dump_log_on_failure=true dump_file=%s", link);
+    crmm_resource *host = host_resource();
+    crmm_resource *mr = crmm_test_create("arena", params, host);
+    void *p;
+    ck_assert_crmm(crmm_resource_allocate(mr, 8u << 20, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY); /* dump on failure */
+    assert_victim_intact(victim);
+    ck_assert_crmm(crmm_resource_control(mr, CRMM_ARENA_DUMP, (void *)link), CRMM_ERROR_IO); /* on request */
+    assert_refused_link(link);
+    assert_victim_intact(victim);
+    /* the caller's own file is appended to */
+    const char *own = path_for("dump.own");
+    write_text(own, "earlier dump\n");
+    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DUMP, (void *)own));
+    char *text = crmm_test_read_file_or_fail(own);
+    ck_assert_msg(strncmp(text, "earlier dump\n", 13) == 0 && strstr(text, "state on request"), "%s", text);
+    free(text);
+    crmm_resource_release(mr);
+    crmm_resource_release(host);
+}
+END_TEST
+
+/* ---- one file, one writer -------------------------------------------------------------------- */
+
+START_TEST(a_second_logging_resource_on_one_file_is_refused)
+{
+    const char *path = path_for("shared.csv");
+    crmm_resource *first, *second = NULL;
+    ck_assert_crmm_ok(make_logger(path, NULL, &first));
+    log_pairs(first, 1000);
+    ck_assert_crmm(make_logger(path, NULL, &second), CRMM_ERROR_IO);
+    ck_assert_ptr_null(second);
+    const char *e = crmm_last_error();
+    ck_assert_msg(strstr(e, path) && strstr(e, "another crmm writer holds it") && strstr(e, "%d") && strstr(e, "%p"),
+                  "unclear: %s", e);
+    ck_assert_crmm(make_logger(path, "auto_flush=true", &second), CRMM_ERROR_IO);
+    log_pairs(first, 1000);
+    crmm_resource_release(first);
+    char *text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 1 + 4000); /* the header and every line of the first */
+    ck_assert_int_eq(crmm_test_count(text, ",allocate,"), 2000);
+    free(text);
+    /* once the first is gone the file is free again */
+    ck_assert_crmm_ok(make_logger(path, NULL, &second));
+    crmm_resource_release(second);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(another_process_on_the_same_file_is_refused)
+{
+    const char *path = path_for("shared2.csv");
+    crmm_resource *first;
+    ck_assert_crmm_ok(make_logger(path, "auto_flush=true", &first));
+    log_pairs(first, 100);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        crmm_resource *mr = NULL;
+        crmm_status st = make_logger(path, NULL, &mr);
+        bool said = strstr(crmm_last_error(), path) && strstr(crmm_last_error(), "%p");
+        _exit(st == CRMM_ERROR_IO && !mr && said ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's logging resource was not refused");
+    log_pairs(first, 100);
+    crmm_resource_release(first);
+    char *text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "\n"), 1 + 400);
+    free(text);
+    unlink(path);
+}
+END_TEST
+
+/* ---- the config and the environment ---------------------------------------------------------- */
+
+START_TEST(a_config_others_can_write_is_refused)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/private.%ld", tmp_dir, (long)getpid());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    ck_assert_int_eq(chmod(dir, 0700), 0);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/crmm.ini", dir);
+    write_text(path, "[resource.h]\nplugin = host\n");
+    ck_assert_int_eq(chmod(path, 0646), 0);
+    crmm_config *cfg = NULL;
+    ck_assert_crmm(crmm_config_load_file(path, &cfg), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_null(cfg);
+    char owner[64];
+    snprintf(owner, sizeof owner, "owner %u", (unsigned)geteuid());
+    const char *e = crmm_last_error();
+    ck_assert_msg(strstr(e, path) && strstr(e, "writable by others") && strstr(e, owner) && strstr(e, "mode 0646"),
+                  "unclear: %s", e);
+    ck_assert_crmm(crmm_init(path), CRMM_ERROR_CONFIG);
+    ck_assert_int_eq(chmod(path, 0644), 0);
+    ck_assert_crmm_ok(crmm_config_load_file(path, &cfg));
+    crmm_config_free(cfg);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(a_privileged_process_ignores_the_environment)
+{
+    const char *plugins = getenv("CRMM_PLUGIN_PATH"); /* the build tree's, from the test harness */
+    ck_assert_ptr_nonnull(plugins);
+    char *plugin_dirs = strdup(plugins);
+    const char *config = path_for("env.ini");
+    write_text(config, "[resource.h]\nplugin = host\n");
+    setenv("CRMM_CONFIG", config, 1);
+    setenv("CRMM_LOG_FILE", path_for("env.csv"), 1);
+    char buf[4096], sp[16384];
+    /* not privileged: the variables count (so that what follows is not vacuous) */
+    ck_assert_str_eq(crmm_config_default_file(buf, sizeof buf), config);
+    ck_assert_ptr_nonnull(strstr(crmm_plugin_search_path(NULL, sp, sizeof sp), plugin_dirs));
+    ck_assert_str_eq(crmm_getenv("CRMM_LOG_FILE"), path_for("env.csv"));
+
+    const char *debug = path_for("env.debug");
+    ck_assert_crmm_ok(crmm_log_set_file(debug));
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO));
+    pretend_privileged = true;
+    ck_assert_ptr_null(crmm_getenv("CRMM_LOG_FILE"));
+    const char *dflt = crmm_config_default_file(buf, sizeof buf);
+    ck_assert_msg(!dflt || strcmp(dflt, config) != 0, "$CRMM_CONFIG was used");
+    ck_assert_ptr_null(strstr(crmm_plugin_search_path(NULL, sp, sizeof sp), plugin_dirs));
+    /* the logging plugin gets no file from $CRMM_LOG_FILE (found through the config's path) */
+    char text[20000];
+    snprintf(text, sizeof text, "[crmm]\nplugin_path = %s\n[resource.h]\nplugin = host\n[resource.l]\nplugin = logging\nupstream = h\n",
+             plugin_dirs);
+    crmm_config *cfg;
+    ck_assert_crmm_ok(crmm_config_load_string(text, "privileged", &cfg));
+    crmm_resource *mr = NULL;
+    ck_assert_crmm(crmm_config_create_resource(cfg, "l", -1, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "no log file"));
+    ck_assert_int_ne(access(path_for("env.csv"), F_OK), 0);
+    crmm_config_free(cfg);
+    pretend_privileged = false;
+    ck_assert_crmm_ok(crmm_log_set_file(NULL));
+    char *log = crmm_test_read_file_or_fail(debug);
+    ck_assert_msg(strstr(log, "ignoring $CRMM_CONFIG: this process runs with elevated privileges") &&
+                  strstr(log, "ignoring $CRMM_PLUGIN_PATH") && strstr(log, "ignoring $CRMM_LOG_FILE"),
+                  "the debug log does not say what was ignored:\n%s", log);
+    free(log);
+    free(plugin_dirs);
+    unsetenv("CRMM_CONFIG");
+    unsetenv("CRMM_LOG_FILE");
+}
+END_TEST
+
+/* Needs a process whose logger has not read its environment yet: every Check test is one. */
+START_TEST(a_privileged_process_ignores_the_log_level_and_debug_file)
+{
+    const char *debug = path_for("priv.debug");
+    unlink(debug);
+    setenv("CRMM_LOG_LEVEL", "trace", 1);
+    setenv("CRMM_DEBUG_LOG_FILE", debug, 1);
+    pretend_privileged = true;
+    ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_WARN);
+    ck_assert(!crmm_log_level_from_env());
+    ck_assert_str_eq(crmm_log_get_file(), "stderr");
+    ck_assert_int_ne(access(debug, F_OK), 0);
+    pretend_privileged = false;
+    unsetenv("CRMM_LOG_LEVEL");
+    unsetenv("CRMM_DEBUG_LOG_FILE");
+}
+END_TEST
+
+int main(void)
+{
+    tmp_dir = crmm_test_tmpdir();
+    if (!tmp_dir)
+        return 1;
+    Suite *s = suite_create("file_policy");
+    TCase *open_tc = tcase_create("open");
+    tcase_add_test(open_tc, bad_arguments_are_refused);
+    tcase_add_test(open_tc, a_new_file_is_created_and_an_own_file_rewritten_or_appended);
+    tcase_add_test(open_tc, a_link_is_refused_whatever_it_points_to);
+    tcase_add_test(open_tc, a_hard_linked_file_is_refused);
+    tcase_add_test(open_tc, a_character_device_is_written_as_it_is);
+    suite_add_tcase(s, open_tc);
+    TCase *outputs = tcase_create("outputs");
+    tcase_add_test(outputs, logging_refuses_a_link);
+    tcase_add_test(outputs, logging_refuses_a_hard_linked_file);
+    tcase_add_test(outputs, logging_rewrites_its_own_file);
+    tcase_add_test(outputs, debug_log_refuses_a_link);
+    tcase_add_test(outputs, debug_log_from_the_environment_refuses_a_link);
+    tcase_add_test(outputs, arena_dump_refuses_a_link);
+    suite_add_tcase(s, outputs);
+    TCase *one_writer = tcase_create("one_writer");
+    tcase_add_test(one_writer, a_second_logging_resource_on_one_file_is_refused);
+    tcase_add_test(one_writer, another_process_on_the_same_file_is_refused);
+    suite_add_tcase(s, one_writer);
+    TCase *priv = tcase_create("privileges");
+    tcase_add_test(priv, a_config_others_can_write_is_refused);
+    tcase_add_test(priv, a_privileged_process_ignores_the_environment);
+    tcase_add_test(priv, a_privileged_process_ignores_the_log_level_and_debug_file);
+    suite_add_tcase(s, priv);
+    int rc = crmm_test_run(s);
+    free(tmp_dir);
+    return rc;
+}

@@ -1,0 +1,72 @@
+#!/bin/sh
+# check_file_policy.sh — `crmm replay --plot` writes its SVG as crmm writes every file
+# (docs/files-and-privileges.md): a symbolic link or a hard link at the path is refused and the
+# file behind it keeps its bytes; the user's own file is rewritten; a config others can write is
+# refused by the tool too. No GPU needed.
+#
+# Run by `make check` from the top build directory (the tool is ./tools/crmm there, also in a
+# VPATH build); the environment gives CRMM_PLUGIN_PATH. CRMM_TOOL overrides the tool's path.
+
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -n "$CRMM_TOOL" ]; then
+    crmm=$CRMM_TOOL
+elif [ -x ./tools/crmm ]; then
+    crmm=./tools/crmm
+else
+    crmm=$here/../tools/crmm
+fi
+[ -x "$crmm" ] || { echo "FAIL: no crmm program ($crmm)"; exit 1; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/crmm-files-XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+chmod 700 "$tmp"
+failures=0
+
+fail() {
+    failures=$((failures + 1))
+    echo "FAIL: $*"
+    sed 's/^/    | /' "$tmp/out" | head -10
+}
+
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0x1000,100,0\n' >"$tmp/replay.csv"
+printf '1,10:00:00.000003,free,0x1000,100,0\n' >>"$tmp/replay.csv"
+printf '[resource.h]\nplugin = host\n' >"$tmp/replay.ini"
+chmod 644 "$tmp/replay.ini"
+replay="replay $tmp/replay.csv --config $tmp/replay.ini --resource h"
+victim_text='bytes that must survive'
+
+# a symbolic link, to a file and to nothing
+printf '%s\n' "$victim_text" >"$tmp/victim"
+ln -s "$tmp/victim" "$tmp/link.svg"
+ln -s "$tmp/absent" "$tmp/dangling.svg"
+for target in link dangling; do
+    if "$crmm" $replay --plot "$tmp/$target.svg" >"$tmp/out" 2>&1; then
+        fail "crmm replay --plot $target.svg: a symbolic link was written through"
+    elif ! grep -qF "$tmp/$target.svg: it is a symbolic link" "$tmp/out"; then
+        fail "crmm replay --plot $target.svg: the error does not say it is a link"
+    fi
+done
+[ "$(cat "$tmp/victim")" = "$victim_text" ] || fail "the file behind the link was changed"
+[ -e "$tmp/absent" ] && fail "the file a dangling link names was created"
+
+# a hard link
+ln "$tmp/victim" "$tmp/hard.svg"
+"$crmm" $replay --plot "$tmp/hard.svg" >"$tmp/out" 2>&1 && fail "crmm replay --plot: a hard-linked file was written"
+grep -qF "2 hard links" "$tmp/out" || fail "crmm replay --plot: the error does not name the hard links"
+[ "$(cat "$tmp/victim")" = "$victim_text" ] || fail "the hard-linked file was changed"
+
+# the user's own file: rewritten, as before
+printf 'an old plot, longer than nothing\n' >"$tmp/own.svg"
+"$crmm" $replay --plot "$tmp/own.svg" >"$tmp/out" 2>&1 || fail "crmm replay --plot own.svg failed"
+head -c 5 "$tmp/own.svg" | grep -qF '<?xml' || fail "crmm replay --plot: the own file was not rewritten"
+grep -qF 'an old plot' "$tmp/own.svg" && fail "crmm replay --plot: the old content survived"
+
+# a config others can write
+chmod 646 "$tmp/replay.ini"
+"$crmm" check-config "$tmp/replay.ini" >"$tmp/out" 2>&1 && fail "crmm check-config: a config others can write passed"
+grep -qF "refusing config $tmp/replay.ini: it is writable by others" "$tmp/out" ||
+    fail "crmm check-config: the refusal does not name the config and why"
+
+[ "$failures" -eq 0 ] || exit 1
+echo "PASS: replay --plot and check-config follow the file policy"
+exit 0
