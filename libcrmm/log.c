@@ -28,6 +28,7 @@ static atomic_int flush_level = CRMM_LOG_WARN;
 static atomic_bool level_from_env; /* $CRMM_LOG_LEVEL named a level: a config's log_level yields */
 static FILE *log_file;          /* NULL = stderr */
 static char log_path[4096];
+static const char *ignored_at_init[2]; /* variables a privileged process ignored, not yet said (log_lock) */
 
 static const char *const level_names[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 
@@ -101,12 +102,26 @@ static void log_init_from_env(void)
         else
             crmm_set_error(saved_status, "%s", saved);
     }
-    const char *ignored[2] = {ignored_level ? "CRMM_LOG_LEVEL" : NULL, ignored_file ? "CRMM_DEBUG_LOG_FILE" : NULL};
+    /* said when the level first lets info lines through (the level these variables would have
+     * set is ignored too, so at this point it is warn) */
+    ignored_at_init[0] = ignored_level ? "CRMM_LOG_LEVEL" : NULL;
+    ignored_at_init[1] = ignored_file ? "CRMM_DEBUG_LOG_FILE" : NULL;
+}
+
+/* The variables the first read ignored, once the level shows info lines. Takes log_lock. */
+static void say_ignored_at_init(void)
+{
+    if (CRMM_LOG_INFO < atomic_load(&log_level))
+        return;
+    pthread_mutex_lock(&log_lock);
     for (int i = 0; i < 2; i++)
-        if (ignored[i] && CRMM_LOG_INFO >= atomic_load(&log_level)) {
+        if (ignored_at_init[i]) {
             char msg[256];
-            write_line(log_file ? log_file : stderr, CRMM_LOG_INFO, crmm_env_ignored_message(ignored[i], msg, sizeof msg));
+            write_line(log_file ? log_file : stderr, CRMM_LOG_INFO,
+                       crmm_env_ignored_message(ignored_at_init[i], msg, sizeof msg));
+            ignored_at_init[i] = NULL;
         }
+    pthread_mutex_unlock(&log_lock);
 }
 
 static inline void ensure_init(void) { pthread_once(&log_once, log_init_from_env); }
@@ -119,6 +134,7 @@ crmm_status crmm_log_set_level(crmm_log_level level)
     if (!level_valid(level))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "log level %d is out of range (0..6)", (int)level);
     atomic_store(&log_level, (int)level);
+    say_ignored_at_init();
     return CRMM_OK;
 }
 

@@ -427,6 +427,15 @@ START_TEST(a_privileged_process_ignores_the_log_level_and_debug_file)
     ck_assert(!crmm_log_level_from_env());
     ck_assert_str_eq(crmm_log_get_file(), "stderr");
     ck_assert_int_ne(access(debug, F_OK), 0);
+    /* said once the level shows info lines */
+    const char *own = path_for("priv.own");
+    ck_assert_crmm_ok(crmm_log_set_file(own));
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO));
+    ck_assert_crmm_ok(crmm_log_set_file(NULL));
+    char *log = crmm_test_read_file_or_fail(own);
+    ck_assert_msg(strstr(log, "ignoring $CRMM_LOG_LEVEL: this process runs with elevated privileges") &&
+                  strstr(log, "ignoring $CRMM_DEBUG_LOG_FILE"), "the log does not say what was ignored:\n%s", log);
+    free(log);
     pretend_privileged = false;
     unsetenv("CRMM_LOG_LEVEL");
     unsetenv("CRMM_DEBUG_LOG_FILE");
