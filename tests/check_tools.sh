@@ -286,5 +286,22 @@ fi
 printf '\000\001junk\nmore' >"$tmp/junk.bin"
 run 1 replay "$tmp/junk.bin" --config "$tmp/replay.ini" && has "$tmp/junk.bin:1: the line holds a NUL byte"
 
+# ---- output that cannot be written is an error, never exit 0 -----------------------------------------
+if [ -w /dev/full ]; then
+    for args in "info --config $tmp/level.ini" "info --json --config $tmp/level.ini" "info host" \
+        "check-config $tmp/level.ini" "bench --json --config $tmp/level.ini --repeats 1 --steps 100" \
+        "$replay" "$replay --json" "--version" "--help"; do
+        checks=$((checks + 1))
+        # shellcheck disable=SC2086
+        "$crmm" $args >/dev/full 2>"$tmp/out"
+        status=$?
+        if [ "$status" -eq 0 ] || ! grep -q "cannot write standard output" "$tmp/out"; then
+            fail "crmm $args >/dev/full exited $status without saying its output was lost"
+        fi
+    done
+else
+    echo "note: no writable /dev/full: output errors not checked"
+fi
+
 echo "check_tools: $checks checks, $failures failures ($nbad bad and $ngood good configs)"
 [ "$failures" -eq 0 ]
