@@ -1,8 +1,9 @@
 /* config_rules.c — the rules between a resource's parameters, checked while the graph is built.
  *
  * Each plugin's validate hook (crmm_plugin.validate) sees the resource's parameters and whether
- * its upstream chain ends in host memory; what it refuses is reported at the line of the
- * parameter it blames, so `crmm check-config` names it without building anything. */
+ * it has an upstream chain that ends in host memory (as crmm_resource_create_with decides it);
+ * what it refuses is reported at the line of the parameter it blames, so `crmm check-config`
+ * names it without building anything. */
 #include "config.h"
 #include <string.h>
 #include "config_internal.h"
@@ -44,7 +45,9 @@ static void check_one(const config_graph *g, size_t i, config_error *err)
         return;
     }
     const char *key = NULL;
-    crmm_status st = crmm_params_check_rules(p, config_graph_is_host(g, i), &key);
+    /* as the build decides it: over host memory when there is an upstream and it is host memory */
+    bool host_memory = g->nodes[i].upstream >= 0 && config_graph_is_host(g, i);
+    crmm_status st = crmm_params_check_rules(p, host_memory, &key);
     if (st != CRMM_OK) {
         const char *msg = crmm_last_error();
         if (strncmp(msg, "config error: ", strlen("config error: ")) == 0)

@@ -469,7 +469,8 @@ static const crmm_param_spec arena_params[] = {
 };
 
 static const crmm_param_field arena_fields[] = {
-    {"arena_size", offsetof(arena_config, arena_size), 0, 0}, /* at least one superblock: arena_validate */
+    /* at least one superblock (arena_validate); at most half the address space (arena_read_params) */
+    {"arena_size", offsetof(arena_config, arena_size), 0, SIZE_MAX / 2},
     {"superblock_size", offsetof(arena_config, superblock_size), ARENA_MIN_SUPERBLOCK, ARENA_MAX_SUPERBLOCK},
     {"shards", offsetof(arena_config, shards), 1, ARENA_MAX_SHARDS},
     {"dump_log_on_failure", offsetof(arena_config, dump_log_on_failure), 0, 0},

@@ -318,7 +318,7 @@ static const crmm_param_spec fixed_size_params[] = {
 
 /* Blocks per chunk: at least one, and few enough that a chunk of small blocks stays a sane size. */
 static const crmm_param_field fixed_size_fields[] = {
-    {"block_size", offsetof(fixed_size_config, block_size), 1, 0},
+    {"block_size", offsetof(fixed_size_config, block_size), 1, SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1)}, /* rounds up */
     {"blocks_to_preallocate", offsetof(fixed_size_config, blocks_to_preallocate), 1, FIXED_SIZE_MAX_BLOCKS_PER_CHUNK},
     {NULL, 0, 0, 0},
 };
