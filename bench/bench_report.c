@@ -36,30 +36,6 @@ static const char *outcome_name(bench_outcome o)
     return "error";
 }
 
-static void json_string(FILE *f, const char *s)
-{
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (*p < 0x20)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
-
 /* A CSV field: quoted (with "" for ") when it holds a comma, quote or line break. */
 static void csv_field(FILE *f, const char *s)
 {
@@ -77,8 +53,6 @@ static void csv_field(FILE *f, const char *s)
     }
     fputc('"', f);
 }
-
-void bench_write_json_string(FILE *f, const char *s) { json_string(f, s); }
 
 void bench_write_csv_field(FILE *f, const char *s) { csv_field(f, s); }
 
@@ -145,20 +119,20 @@ bench_report *bench_report_begin(bench_format format, FILE *out, FILE *err, cons
         break;
     case BENCH_FORMAT_JSON:
         fputs("{\n  \"tool\": \"crmm bench\",\n  \"version\": ", out);
-        json_string(out, crmm_version());
+        bench_write_json_string(out, crmm_version());
         fputs(",\n  \"config\": ", out);
-        json_string(out, meta->config);
+        bench_write_json_string(out, meta->config);
         fputs(",\n  \"device\": ", out);
-        json_string(out, meta->device);
+        bench_write_json_string(out, meta->device);
         fputs(",\n  \"no_gpu_reason\": ", out);
-        json_string(out, meta->no_gpu_reason);
+        bench_write_json_string(out, meta->no_gpu_reason);
         fputs(meta->overhead ? ",\n  \"mode\": \"overhead\",\n  \"skipped\": ["
                              : ",\n  \"ns_per_op\": \"wall time / operations per thread\",\n  \"skipped\": [", out);
         for (size_t i = 0; i < meta->nskipped; i++) {
             fputs(i ? ",\n    {\"resource\": " : "\n    {\"resource\": ", out);
-            json_string(out, meta->skipped_names[i]);
+            bench_write_json_string(out, meta->skipped_names[i]);
             fputs(", \"reason\": ", out);
-            json_string(out, meta->skipped_reasons[i]);
+            bench_write_json_string(out, meta->skipped_reasons[i]);
             fputs("}", out);
         }
         fputs(meta->nskipped ? "\n  ],\n  \"results\": [" : "],\n  \"results\": [", out);
@@ -269,7 +243,7 @@ static void row_json(bench_report *rep, const bench_set *set, const char *name, 
     bool ok = r->outcome == BENCH_OUTCOME_OK;
     fputs(rep->first_result ? "\n    {\"set\": " : ",\n    {\"set\": ", f);
     rep->first_result = false;
-    json_string(f, set->label);
+    bench_write_json_string(f, set->label);
     fprintf(f, ", \"mode\": \"%s\", \"steps\": %llu, \"max_live\": ", is_random(set) ? "random" : "steps",
             (unsigned long long)set_steps(set));
     json_number_or_null(f, !is_random(set), "%.0f", (double)w->max_live);
@@ -277,11 +251,11 @@ static void row_json(bench_report *rep, const bench_set *set, const char *name, 
     json_number_or_null(f, is_random(set), "%.0f", (double)w->allocations);
     fprintf(f, ", \"max_size\": %llu, \"threads\": %u, \"repeats\": %u, \"resource\": ",
             (unsigned long long)w->max_size, set->threads, set->repeats);
-    json_string(f, name);
+    bench_write_json_string(f, name);
     fputs(", \"plugin\": ", f);
-    json_string(f, plugin);
+    bench_write_json_string(f, plugin);
     fprintf(f, ", \"status\": \"%s\", \"error\": ", outcome_name(r->outcome));
-    json_string(f, ok ? NULL : r->error);
+    bench_write_json_string(f, ok ? NULL : r->error);
     fputs(", \"ns_per_op_median\": ", f);
     json_number_or_null(f, ok, "%.1f", r->ns_per_op_median);
     fputs(", \"ns_per_op_min\": ", f);
@@ -395,15 +369,15 @@ static void overhead_json(bench_report *rep, const bench_overhead_row *r)
     snprintf(fmt, sizeof fmt, "%%.%df", p);
     fputs(rep->first_result ? "\n    {\"measurement\": " : ",\n    {\"measurement\": ", f);
     rep->first_result = false;
-    json_string(f, r->measurement);
+    bench_write_json_string(f, r->measurement);
     fputs(", \"name\": ", f);
-    json_string(f, r->name);
+    bench_write_json_string(f, r->name);
     fputs(", \"detail\": ", f);
-    json_string(f, r->detail);
+    bench_write_json_string(f, r->detail);
     fputs(", \"unit\": ", f);
-    json_string(f, r->unit);
+    bench_write_json_string(f, r->unit);
     fprintf(f, ", \"samples\": %u, \"status\": \"%s\", \"error\": ", r->samples, outcome_name(r->outcome));
-    json_string(f, ok ? NULL : r->error);
+    bench_write_json_string(f, ok ? NULL : r->error);
     fputs(", \"median\": ", f);
     json_number_or_null(f, ok, fmt, r->median);
     fputs(", \"min\": ", f);
@@ -411,11 +385,11 @@ static void overhead_json(bench_report *rep, const bench_overhead_row *r)
     fputs(", \"max\": ", f);
     json_number_or_null(f, ok, fmt, r->max);
     fputs(", \"baseline\": ", f);
-    json_string(f, r->baseline);
+    bench_write_json_string(f, r->baseline);
     fputs(", \"added\": ", f);
     json_number_or_null(f, ok && r->baseline, fmt, r->added);
     fputs(", \"target\": ", f);
-    json_string(f, r->target);
+    bench_write_json_string(f, r->target);
     fprintf(f, ", \"target_met\": %s}", r->target_met == 1 ? "true" : r->target_met == 0 ? "false" : "null");
 }
 

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include "bench_runner.h"
 #include "bench_workload.h"
+#include "text_escape.h"
 
 typedef enum bench_format {
     BENCH_FORMAT_TABLE = 0,
@@ -86,9 +87,8 @@ void bench_report_overhead_row(bench_report *rep, const bench_overhead_row *row)
 /* Finish the report (JSON closes its object) and free it. NULL: no-op. */
 void bench_report_end(bench_report *rep);
 
-/* Write s as a JSON string (escaped; NULL as null), or as one CSV field (quoted when it holds
- * a comma, quote or line break; NULL or "" as nothing). For other reports (`crmm replay`). */
-void bench_write_json_string(FILE *f, const char *s);
+/* Write s as one CSV field (quoted when it holds a comma, quote or line break; NULL or "" as
+ * nothing). For other reports (`crmm replay`); JSON strings: bench_write_json_string. */
 void bench_write_csv_field(FILE *f, const char *s);
 
 /* The format's name for messages: "table", "csv", "json". */

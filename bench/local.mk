@@ -7,6 +7,7 @@ bench_libcrmmbench_la_SOURCES = \
 	bench/bench_reference.c bench/bench_reference.h \
 	bench/bench_config.c bench/bench_config.h \
 	bench/bench_report.c bench/bench_report.h \
+	bench/text_escape.c bench/text_escape.h \
 	bench/bench_overhead.c bench/bench_overhead.h \
 	bench/bench_cli.c bench/bench_cli.h \
 	bench/bench_copy.c bench/bench_copy.h

@@ -284,12 +284,14 @@ static int resource_key(parse_state *s, const char *key, const char *value)
         return 0;
     }
     r->params = p;
-    p += r->nparams++;
-    *p = (config_param){strdup(key), strdup(value), s->line};
-    if (!p->key || !p->value) {
+    char *k = strdup(key), *v = strdup(value);
+    if (!k || !v) { /* the section keeps only whole keys: the next one compares against them */
+        free(k);
+        free(v);
         out_of_memory(s);
         return 0;
     }
+    p[r->nparams++] = (config_param){k, v, s->line};
     return 1;
 }
 
@@ -305,6 +307,8 @@ static int on_key(void *user, const char *section, const char *key, const char *
 {
     (void)section; /* the reader's section state is the one to trust (see the top) */
     parse_state *s = user;
+    if (s->out_of_memory)
+        return 0; /* inih reads on after an error: nothing more is kept once memory ran out */
     switch (s->kind) {
     case CONFIG_SECTION_NONE:
         config_error_at(s->err, s->line, "'%s' is outside any section", key);

@@ -38,8 +38,8 @@ crmm_status crmm_params_set(crmm_params *p, const char *key, const char *value);
 crmm_status crmm_params_set_list(crmm_params *p, const char *list);
 /* CRMM_ERROR_CONFIG naming the first required parameter that has no value. */
 crmm_status crmm_params_check_required(const crmm_params *p);
-/* Run the plugin's validate hook (ABI 1.1; CRMM_OK when it has none); *key = the parameter it
- * blames, or NULL. */
+/* Run the plugin's validate hook (ABI 1.1; none: CRMM_OK), then, over host memory, refuse a size
+ * given as a percentage (CRMM_ERROR_CONFIG); *key = the parameter blamed, or NULL. */
 crmm_status crmm_params_check_rules(const crmm_params *p, bool host_memory, const char **key);
 /* Check one value against a spec (used for defaults when a plugin is loaded). */
 crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, crmm_param_value *out);

@@ -458,15 +458,34 @@ crmm_status crmm_params_parse(const crmm_params *p, void *cfg)
     return CRMM_OK;
 }
 
+/* A size given as a percentage is a share of a device's memory: over host memory there is no
+ * device to take it from, so the build would fail. Refused here, naming the key, for every
+ * plugin's size parameters. */
+static crmm_status check_no_percent_over_host(const crmm_params *p, const char **key)
+{
+    for (size_t i = 0; i < p->count; i++) {
+        const crmm_param_value *v = &p->values[i];
+        if (v->spec->type == CRMM_PARAM_SIZE && v->has_value && v->percent > 0.0) {
+            *key = v->spec->key;
+            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: %s = %s: a percentage refers to a device's memory; over "
+                                  "host memory give it in bytes (e.g. 64MiB)", p->plugin->name, v->spec->key, v->text);
+        }
+    }
+    return CRMM_OK;
+}
+
 crmm_status crmm_params_check_rules(const crmm_params *p, bool host_memory, const char **key)
 {
     *key = NULL;
-    if (p->plugin->abi_minor < 1 || !p->plugin->validate)
-        return CRMM_OK;
-    crmm_clear_error();
-    crmm_status st = p->plugin->validate(p, host_memory, key);
-    if (st != CRMM_OK && crmm_last_status() == CRMM_OK)
-        crmm_set_error(st, "%s: its parameters were refused without a message", p->plugin->name);
+    crmm_status st = CRMM_OK;
+    if (p->plugin->abi_minor >= 1 && p->plugin->validate) {
+        crmm_clear_error();
+        st = p->plugin->validate(p, host_memory, key); /* first: its message is the more particular */
+        if (st != CRMM_OK && crmm_last_status() == CRMM_OK)
+            crmm_set_error(st, "%s: its parameters were refused without a message", p->plugin->name);
+    }
+    if (st == CRMM_OK && host_memory)
+        st = check_no_percent_over_host(p, key);
     return st;
 }
 

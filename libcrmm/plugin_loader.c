@@ -316,6 +316,11 @@ static bool visit_dir(const char *dir, void *arg)
     struct visit_ctx *c = arg;
     struct dirent **list;
     int n = scandir(dir, &list, NULL, alphasort);
+    if (n < 0 && errno == ENOMEM) { /* not a missing folder: a listing that would leave plugins out unsaid */
+        crmm_status st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "cannot list the plugins in %s", dir);
+        c->fn(dir, NULL, st, crmm_last_error(), c->arg);
+        c->count++;
+    }
     if (n < 0)
         return false;
     for (int i = 0; i < n; i++) {

@@ -646,9 +646,10 @@ START_TEST(test_instances_errors)
     ck_assert_ptr_eq(mr, (crmm_resource *)&cfg);
     crmm_config_free(cfg);
 
-    /* a create that fails in the plugin names the section; nothing is cached or leaked */
+    /* a create that fails in the plugin names the section; nothing is cached or leaked (without
+     * an upstream: over host memory a percentage is refused when the config is loaded) */
     ck_assert_crmm_ok(crmm_config_load_string("[resource.h]\nplugin = host\n"
-                                              "[resource.p]\nplugin = paramtest\nupstream = h\nid = 1\nlimit = 50%\n",
+                                              "[resource.p]\nplugin = paramtest\nid = 1\nlimit = 50%\n",
                                               "pct.ini", &cfg));
     int n = 0;
     if (crmm_cuda_device_count(&n) != CRMM_OK) {

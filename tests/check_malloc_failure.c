@@ -43,17 +43,38 @@ static bool fail_now(void)
     return true;
 }
 
-void *malloc(size_t n) { return fail_now() ? NULL : __libc_malloc(n); }
-void *calloc(size_t n, size_t size) { return fail_now() ? NULL : __libc_calloc(n, size); }
-void *realloc(void *p, size_t n) { return fail_now() ? NULL : __libc_realloc(p, n); }
-void free(void *p) { __libc_free(p); }
-void *memalign(size_t align, size_t n) { return fail_now() ? NULL : __libc_memalign(align, n); }
-void *aligned_alloc(size_t align, size_t n) { return fail_now() ? NULL : __libc_memalign(align, n); }
+/* Blocks allocated minus blocks freed while the window is open: a scenario that gives back all
+ * it took ends at 0. */
+static int64_t live;
+
+static void *counted(void *p, int64_t d)
+{
+    if (p && __atomic_load_n(&armed, __ATOMIC_RELAXED))
+        __atomic_add_fetch(&live, d, __ATOMIC_RELAXED);
+    return p;
+}
+
+void *malloc(size_t n) { return fail_now() ? NULL : counted(__libc_malloc(n), 1); }
+void *calloc(size_t n, size_t size) { return fail_now() ? NULL : counted(__libc_calloc(n, size), 1); }
+void *realloc(void *p, size_t n)
+{
+    if (fail_now())
+        return NULL;
+    void *q = __libc_realloc(p, n);
+    if (!p)
+        counted(q, 1);
+    else if (!n && !q)
+        counted(p, -1); /* glibc: realloc(p, 0) frees p */
+    return q;
+}
+void free(void *p) { __libc_free(counted(p, -1)); }
+void *memalign(size_t align, size_t n) { return fail_now() ? NULL : counted(__libc_memalign(align, n), 1); }
+void *aligned_alloc(size_t align, size_t n) { return fail_now() ? NULL : counted(__libc_memalign(align, n), 1); }
 int posix_memalign(void **out, size_t align, size_t n)
 {
     if (fail_now())
         return ENOMEM;
-    void *p = __libc_memalign(align, n);
+    void *p = counted(__libc_memalign(align, n), 1);
     if (!p)
         return ENOMEM;
     *out = p;
@@ -64,6 +85,7 @@ static void arm(uint64_t n)
 {
     fail_at = n;
     __atomic_store_n(&calls, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&live, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&armed, true, __ATOMIC_RELAXED);
 }
 
@@ -147,6 +169,66 @@ START_TEST(every_failing_malloc_is_survived)
 }
 END_TEST
 
+/* Load `text` with the Nth malloc failing, for every N the load reaches. Each load ends in OK
+ * (a failure it can do without, such as a cache entry) or in an error that says memory ran out
+ * (or, when `refusal` is given, the config's own error): never a crash, and every block taken
+ * is given back. A config that is refused (`refusal`) is never loaded as good. */
+static void sweep_config_load(const char *text, const char *refusal)
+{
+    crmm_config *cfg = NULL;
+    crmm_status first = crmm_config_load_string(text, "oom.ini", &cfg); /* plugins loaded */
+    if (first == CRMM_OK)
+        crmm_config_free(cfg);
+    ck_assert_int_eq(first, refusal ? CRMM_ERROR_CONFIG : CRMM_OK);
+    arm(0);
+    if (crmm_config_load_string(text, "oom.ini", &cfg) == CRMM_OK)
+        crmm_config_free(cfg);
+    int64_t left = live;
+    uint64_t count = disarm();
+    ck_assert_uint_gt(count, 10);
+    ck_assert_int_eq(left, 0);
+    crmm_test_log_capture_begin();
+    for (uint64_t k = 1; k <= count; k++) {
+        arm(k);
+        crmm_status st = crmm_config_load_string(text, "oom.ini", &cfg);
+        if (st == CRMM_OK)
+            crmm_config_free(cfg);
+        left = live;
+        disarm();
+        const char *msg = crmm_last_error();
+        ck_assert_msg(!(refusal && st == CRMM_OK), "malloc %llu of %llu failing: a bad config loaded as good",
+                      (unsigned long long)k, (unsigned long long)count);
+        ck_assert_msg(st == CRMM_OK || strstr(msg, "out of memory") || (refusal && strstr(msg, refusal)),
+                      "malloc %llu failing: status %d, '%s'", (unsigned long long)k, (int)st, msg);
+        ck_assert_msg(left == 0, "malloc %llu failing: %lld blocks not given back", (unsigned long long)k, (long long)left);
+    }
+    free(crmm_test_log_capture_end());
+}
+
+/* Several keys per section: a key that could not be copied is never compared with the next. */
+START_TEST(every_failing_malloc_in_a_config_load_is_survived)
+{
+    sweep_config_load("[crmm]\ndefault = s\nlog_level = warn\n"
+                      "[resource.h]\nplugin = host\n"
+                      "[resource.p]\nplugin = pool\nupstream = h\ninitial_size = 1MiB\nmaximum_size = 8MiB\n"
+                      "release_threshold = 64KiB\nstream_reuse = sync\n"
+                      "[resource.a]\nplugin = arena\nupstream = p\narena_size = 4MiB\nsuperblock_size = 1MiB\n"
+                      "[resource.s]\nplugin = statistics\nupstream = a\n[device.0]\nresource = s\n",
+                      NULL);
+}
+END_TEST
+
+/* A config whose last resource breaks a rule between its parameters (checked by the plugin's
+ * validate hook after everything else): memory running out on the way never makes it good. */
+START_TEST(every_failing_malloc_in_the_rule_check_fails_the_load)
+{
+    sweep_config_load("[resource.h]\nplugin = host\n"
+                      "[resource.p]\nplugin = pool\nupstream = h\ninitial_size = 1MiB\nmaximum_size = 8MiB\n"
+                      "[resource.q]\nplugin = pool\nupstream = p\ninitial_size = 2MiB\nmaximum_size = 1MiB\n",
+                      "initial_size (2.0 MiB) is larger than maximum_size (1.0 MiB)");
+}
+END_TEST
+
 /* The replacement does fail: the Nth call returns NULL. */
 START_TEST(the_nth_malloc_fails)
 {
@@ -167,6 +249,8 @@ int main(void)
     TCase *tc = tcase_create("malloc_failure");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, the_nth_malloc_fails);
+    tcase_add_test(tc, every_failing_malloc_in_a_config_load_is_survived);
+    tcase_add_test(tc, every_failing_malloc_in_the_rule_check_fails_the_load);
     tcase_add_loop_test(tc, every_failing_malloc_is_survived, 0, (int)NSTACKS + 1);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);

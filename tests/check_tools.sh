@@ -286,5 +286,51 @@ fi
 printf '\000\001junk\nmore' >"$tmp/junk.bin"
 run 1 replay "$tmp/junk.bin" --config "$tmp/replay.ini" && has "$tmp/junk.bin:1: the line holds a NUL byte"
 
+# ---- bytes that are not UTF-8 (in a path, a config value, a name, the environment) ------------------
+# The JSON outputs stay JSON (U+FFFD in their place) and the plot stays well-formed XML.
+if command -v python3 >/dev/null 2>&1; then
+    bad=$(printf 'x\377\300\355\240\200y')       # a stray byte, a cut sequence, a surrogate
+    mkdir "$tmp/$bad" || fail "cannot make a directory named with bytes that are not UTF-8"
+    printf '[crmm]\nplugin_path = %s\ndefault = h\n[resource.h]\nplugin = host\n' "$tmp/$bad" >"$tmp/$bad/ok.ini"
+    printf '[resource.%s]\nplugin = host\n' "$bad" >"$tmp/$bad/badname.ini"
+    cp "$tmp/replay.csv" "$tmp/$bad/log.csv"
+    # json_ok FILE: strict UTF-8 JSON
+    json_ok() {
+        python3 -c 'import json, sys; json.loads(open(sys.argv[1], "rb").read().decode("utf-8", "strict"))' "$1" \
+            >/dev/null 2>&1
+    }
+    for args in "info --json --config $tmp/$bad/ok.ini" "info --json --config $tmp/$bad/badname.ini" \
+        "replay $tmp/$bad/log.csv --config $tmp/$bad/ok.ini --json" \
+        "bench --json --config $tmp/$bad/ok.ini --repeats 1 --steps 100"; do
+        checks=$((checks + 1))
+        # shellcheck disable=SC2086
+        CRMM_LOG_FILE="/tmp/$bad.csv" "$crmm" $args >"$tmp/out.json" 2>/dev/null
+        json_ok "$tmp/out.json" || fail "crmm $args: the output is not UTF-8 JSON"
+    done
+    checks=$((checks + 1))
+    grep -qF '\ufffd' "$tmp/out.json" || fail "crmm bench --json: no U+FFFD where the bytes were"
+    run 0 replay "$tmp/$bad/log.csv" --config "$tmp/$bad/ok.ini" --plot "$tmp/plot.svg"
+    checks=$((checks + 1))
+    python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$tmp/plot.svg" >/dev/null 2>&1 ||
+        fail "crmm replay --plot with a log path that is not UTF-8: not well-formed XML"
+fi
+
+# ---- output that cannot be written is an error, never exit 0 -----------------------------------------
+if [ -w /dev/full ]; then
+    for args in "info --config $tmp/level.ini" "info --json --config $tmp/level.ini" "info host" \
+        "check-config $tmp/level.ini" "bench --json --config $tmp/level.ini --repeats 1 --steps 100" \
+        "$replay" "$replay --json" "--version" "--help"; do
+        checks=$((checks + 1))
+        # shellcheck disable=SC2086
+        "$crmm" $args >/dev/full 2>"$tmp/out"
+        status=$?
+        if [ "$status" -eq 0 ] || ! grep -q "cannot write standard output" "$tmp/out"; then
+            fail "crmm $args >/dev/full exited $status without saying its output was lost"
+        fi
+    done
+else
+    echo "note: no writable /dev/full: output errors not checked"
+fi
+
 echo "check_tools: $checks checks, $failures failures ($nbad bad and $ngood good configs)"
 [ "$failures" -eq 0 ]

@@ -15,3 +15,11 @@ tests_check_config_scale_LDADD = $(TEST_LDADD)
 TESTS += tests/check_config_scale
 TESTS += tests/check_tools_scale.sh
 EXTRA_DIST += tests/check_tools_scale.sh
+
+# Random configs through the real plugins: checked, built and used (tests/check_random_configs.c);
+# `make check` runs 1000, .ci/run many more under ASan + UBSan ($CRMM_RANDOM_CONFIGS).
+check_PROGRAMS += tests/check_random_configs
+tests_check_random_configs_SOURCES = tests/check_random_configs.c
+tests_check_random_configs_CFLAGS = $(TEST_CFLAGS)
+tests_check_random_configs_LDADD = $(TEST_LDADD)
+TESTS += tests/check_random_configs

@@ -38,15 +38,11 @@ void crmm_use_build_tree_plugins(void)
     char plugins[PATH_MAX + 16];
     snprintf(plugins, sizeof plugins, "%s/plugins/built", build);
     const char *old = getenv("CRMM_PLUGIN_PATH");
-    if (!old || !*old) {
-        setenv("CRMM_PLUGIN_PATH", plugins, 1);
-        return;
-    }
-    size_t len = strlen(old) + 1 + strlen(plugins) + 1;
+    size_t len = (old ? strlen(old) : 0) + 1 + strlen(plugins) + 1;
     char *path = malloc(len);
-    if (!path)
-        return;
-    snprintf(path, len, "%s:%s", old, plugins);
-    setenv("CRMM_PLUGIN_PATH", path, 1);
+    if (path)
+        snprintf(path, len, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", plugins);
+    if (!path || setenv("CRMM_PLUGIN_PATH", path, 1) != 0) /* said, so that a shorter listing is explained */
+        fprintf(stderr, "crmm: out of memory: the build tree's plugins (%s) are not searched\n", plugins);
     free(path);
 }

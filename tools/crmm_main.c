@@ -1,5 +1,7 @@
 /* crmm_main.c — the `crmm` program: dispatches to a subcommand. */
 #include "config.h"
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <crmm/crmm.h>
@@ -32,6 +34,25 @@ static void usage(FILE *f)
     fprintf(f, "\n'crmm COMMAND --help' describes each. crmm %s\n", crmm_version());
 }
 
+/* Every command's end: what it printed must have reached standard output (a full disk, a closed
+ * pipe, /dev/full). When it did not, say so on stderr and turn a success into exit status 1, so
+ * no command reports success over output that was lost. */
+static int finish_stdout(const char *command, int rc)
+{
+    errno = 0;
+    bool failed = fflush(stdout) != 0 || ferror(stdout);
+    int flush_errno = errno;
+    if (fclose(stdout) != 0 && !failed) {
+        failed = true;
+        flush_errno = errno;
+    }
+    if (!failed)
+        return rc;
+    fprintf(stderr, "crmm%s%s: cannot write standard output%s%s\n", command ? " " : "", command ? command : "",
+            flush_errno ? ": " : "", flush_errno ? strerror(flush_errno) : "");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv)
 {
     crmm_use_build_tree_plugins();
@@ -41,15 +62,15 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
-        return 0;
+        return finish_stdout(NULL, 0);
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("crmm %s\n", crmm_version());
-        return 0;
+        return finish_stdout(NULL, 0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+            return finish_stdout(commands[i].name, commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "crmm: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <crmm/error.h>
 #include <crmm/plugin.h>
+#include "../bench/text_escape.h"
 #include "replay.h"
 
 #define PLOT_W 960.0
@@ -29,21 +30,6 @@ typedef struct frame {
     double x_max, y_max;       /* data at the right and top edges */
     double unit;               /* bytes per y-axis unit */
 } frame;
-
-static void xml_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default:
-            if ((unsigned char)*s >= 0x20)
-                fputc(*s, f);
-        }
-    }
-}
 
 static double px(const frame *fr, double x) { return PLOT_LEFT + x / fr->x_max * (PLOT_W - PLOT_LEFT - PLOT_RIGHT); }
 
@@ -115,7 +101,7 @@ static void legend(FILE *f, const replay_row *rows, size_t nrows)
                 fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>",
                         x, y, x + 30, y, c, dashed ? " stroke-dasharray=\"6,3\"" : "");
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 38, y + 4);
-            xml_text(f, rows[i].label);
+            bench_write_xml_text(f, rows[i].label);
             fputs(dashed ? (rows[i].result.reserved_known ? " reserved" : " reserved: n/a") : " in use", f);
             fputs("</text>\n", f);
         }
@@ -154,10 +140,10 @@ crmm_status replay_plot_svg(const char *path, const char *title, size_t events, 
             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" height=\"%.0f\" "
             "viewBox=\"0 0 %.0f %.0f\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n<title>",
             PLOT_W, PLOT_H, PLOT_W, PLOT_H);
-    xml_text(f, title);
+    bench_write_xml_text(f, title);
     fprintf(f, "</title>\n<text x=\"%.1f\" y=\"28\" font-family=\"sans-serif\" font-size=\"15\" "
             "text-anchor=\"middle\">", (PLOT_LEFT + PLOT_W - PLOT_RIGHT) / 2);
-    xml_text(f, title);
+    bench_write_xml_text(f, title);
     fputs("</text>\n", f);
     axes(f, &fr, unit_names[u]);
     for (size_t i = 0; i < nrows; i++) {

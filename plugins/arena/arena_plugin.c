@@ -302,6 +302,16 @@ static bool is_power_of_two(uint64_t x) { return x && !(x & (x - 1)); }
 static crmm_status arena_validate(const crmm_params *params, bool host_memory, const char **key)
 {
     uint64_t superblock = 0, size = 0;
+    const char *dump = NULL; /* as arena_read_params reads it: its messages */
+    if (crmm_params_get_string(params, "dump_file", &dump) == CRMM_OK && dump) {
+        char expanded[4096];
+        *key = "dump_file";
+        if (!dump[0])
+            return crmm_set_error(CRMM_ERROR_CONFIG, "arena: dump_file must not be empty");
+        if (crmm_expand_file_name(dump, 0, expanded, sizeof expanded) != CRMM_OK)
+            return crmm_error_add_context("arena: dump_file");
+        *key = NULL;
+    }
     if (crmm_params_size_percent(params, "superblock_size", NULL))
         return CRMM_OK; /* known only on the device: arena_read_params checks it */
     crmm_params_get_size(params, "superblock_size", &superblock);
@@ -469,7 +479,8 @@ static const crmm_param_spec arena_params[] = {
 };
 
 static const crmm_param_field arena_fields[] = {
-    {"arena_size", offsetof(arena_config, arena_size), 0, 0}, /* at least one superblock: arena_validate */
+    /* at least one superblock (arena_validate); at most half the address space (arena_read_params) */
+    {"arena_size", offsetof(arena_config, arena_size), 0, SIZE_MAX / 2},
     {"superblock_size", offsetof(arena_config, superblock_size), ARENA_MIN_SUPERBLOCK, ARENA_MAX_SUPERBLOCK},
     {"shards", offsetof(arena_config, shards), 1, ARENA_MAX_SHARDS},
     {"dump_log_on_failure", offsetof(arena_config, dump_log_on_failure), 0, 0},

@@ -267,19 +267,44 @@ typedef struct fixed_size_config {
     uint64_t blocks_to_preallocate;
 } fixed_size_config;
 
-static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+/* The block size rounded up to 256 B into *rounded, and a chunk of `blocks` of them addressable;
+ * CRMM_ERROR_CONFIG otherwise. Shared by create and validate, so check-config says the same. */
+static crmm_status chunk_fits(uint64_t block_size, uint64_t blocks, uint64_t *rounded)
 {
-    fixed_size_config cfg = {0};
-    crmm_status st = crmm_params_parse(params, &cfg); /* "N%" needs a device; ranges checked */
-    if (st != CRMM_OK)
-        return st;
-    uint64_t block_size = cfg.block_size, blocks = cfg.blocks_to_preallocate;
     if (block_size > SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
         return crmm_set_error(CRMM_ERROR_CONFIG, "fixed_size: block_size %llu is too large", (unsigned long long)block_size);
     block_size = (block_size + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
     if (blocks > SIZE_MAX / block_size)
         return crmm_set_error(CRMM_ERROR_CONFIG, "fixed_size: %llu blocks of %llu bytes do not fit in memory",
                               (unsigned long long)blocks, (unsigned long long)block_size);
+    *rounded = block_size;
+    return CRMM_OK;
+}
+
+/* crmm_plugin.validate: the chunk must fit (a percentage block size is known on the device). */
+static crmm_status fixed_size_validate(const crmm_params *params, bool host_memory, const char **key)
+{
+    (void)host_memory;
+    uint64_t block_size, blocks, rounded;
+    if (crmm_params_size_percent(params, "block_size", NULL) ||
+        crmm_params_get_size(params, "block_size", &block_size) != CRMM_OK ||
+        crmm_params_get_uint(params, "blocks_to_preallocate", &blocks) != CRMM_OK)
+        return CRMM_OK;
+    crmm_status st = chunk_fits(block_size, blocks, &rounded);
+    if (st != CRMM_OK)
+        *key = "blocks_to_preallocate";
+    return st;
+}
+
+static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    fixed_size_config cfg = {0};
+    crmm_status st = crmm_params_parse(params, &cfg); /* "N%" needs a device; ranges checked */
+    if (st != CRMM_OK)
+        return st;
+    uint64_t block_size = 0, blocks = cfg.blocks_to_preallocate;
+    if ((st = chunk_fits(cfg.block_size, blocks, &block_size)) != CRMM_OK)
+        return st;
     fixed_size_resource *r = calloc(1, sizeof *r);
     if (!r)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size: malloc failed");
@@ -318,7 +343,7 @@ static const crmm_param_spec fixed_size_params[] = {
 
 /* Blocks per chunk: at least one, and few enough that a chunk of small blocks stays a sane size. */
 static const crmm_param_field fixed_size_fields[] = {
-    {"block_size", offsetof(fixed_size_config, block_size), 1, 0},
+    {"block_size", offsetof(fixed_size_config, block_size), 1, SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1)}, /* rounds up */
     {"blocks_to_preallocate", offsetof(fixed_size_config, blocks_to_preallocate), 1, FIXED_SIZE_MAX_BLOCKS_PER_CHUNK},
     {NULL, 0, 0, 0},
 };
@@ -331,6 +356,7 @@ static const crmm_plugin fixed_size_plugin = {
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = fixed_size_params,
     .fields = fixed_size_fields,
+    .validate = fixed_size_validate,
     .create = fixed_size_create,
 };
 

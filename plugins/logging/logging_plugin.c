@@ -111,6 +111,28 @@ static crmm_status logging_create(const crmm_params *params, crmm_resource *upst
     return CRMM_OK;
 }
 
+/* crmm_plugin.validate: what the build would refuse, with the build's message, blaming `file`:
+ * no file and no $CRMM_LOG_FILE (as this process sees it), or a file name template that cannot
+ * be expanded (an unknown '%' escape, a name too long). */
+static crmm_status logging_validate(const crmm_params *params, bool host_memory, const char **key)
+{
+    (void)host_memory;
+    const char *pattern = NULL;
+    if (crmm_params_get_string(params, "file", &pattern) != CRMM_OK || !pattern || !*pattern) {
+        pattern = getenv("CRMM_LOG_FILE");
+        if (!pattern || !*pattern) {
+            *key = "file";
+            return crmm_set_error(CRMM_ERROR_CONFIG, "logging: no log file: set the 'file' parameter or $CRMM_LOG_FILE");
+        }
+    }
+    char path[4096];
+    if (crmm_expand_file_name(pattern, 0, path, sizeof path) != CRMM_OK) {
+        *key = "file";
+        return crmm_error_add_context("logging");
+    }
+    return CRMM_OK;
+}
+
 static const crmm_param_spec logging_params[] = {
     {"file", CRMM_PARAM_STRING, NULL,
      "CSV log file (%d = device ordinal, %p = process id); default $CRMM_LOG_FILE", NULL, 0},
@@ -132,6 +154,7 @@ static const crmm_plugin logging_plugin = {
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = logging_params,
     .fields = logging_fields,
+    .validate = logging_validate,
     .create = logging_create,
 };
 

@@ -257,13 +257,17 @@ static const crmm_param_spec pool_params[] = {
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
+/* The largest size that rounds up to a multiple of 256 B: above it, round_size refuses the value,
+ * so the table refuses it first and check-config names it. */
+#define POOL_SIZE_MAX (UINT64_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
+
 /* maximum_size comes first: its errors are reported before initial_size's; its minimum of 1
  * also refuses a percentage that comes to 0 bytes */
 static const crmm_param_field pool_fields[] = {
-    {"maximum_size", offsetof(pool_config, maximum_size), 1, 0},
-    {"initial_size", offsetof(pool_config, initial_size), 0, 0},
+    {"maximum_size", offsetof(pool_config, maximum_size), 1, POOL_SIZE_MAX},
+    {"initial_size", offsetof(pool_config, initial_size), 0, POOL_SIZE_MAX},
     {"expandable", offsetof(pool_config, expandable), 0, 0},
-    {"release_threshold", offsetof(pool_config, release_threshold), 0, 0},
+    {"release_threshold", offsetof(pool_config, release_threshold), 0, POOL_SIZE_MAX},
     {"stream_reuse", offsetof(pool_config, stream_reuse), 0, 0},
     {"thread_cache", offsetof(pool_config, thread_cache), 0, 0},
     {NULL, 0, 0, 0},
