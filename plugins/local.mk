@@ -5,6 +5,7 @@ SPIN_LOCK_SOURCES = plugins/common/spin_lock.c plugins/common/spin_lock.h
 DEVICE_DEFAULT_SOURCES = plugins/common/device_default.c plugins/common/device_default.h
 RESOURCE_LABEL_SOURCES = plugins/common/resource_label.c plugins/common/resource_label.h
 PTR_MAP_SOURCES = plugins/common/ptr_map.c plugins/common/ptr_map.h
+POOL_VIEW_SOURCES = plugins/common/pool_view.c plugins/common/pool_view.h
 include plugins/cuda/local.mk
 include plugins/host/local.mk
 include plugins/managed/local.mk
@@ -22,3 +23,8 @@ include plugins/fixed_size/local.mk
 include plugins/aligned/local.mk
 include plugins/failure_callback/local.mk
 include plugins/prefetch/local.mk
+include plugins/callback/local.mk
+include plugins/cuda_async_view/local.mk
+include plugins/async_managed/local.mk
+include plugins/system/local.mk
+include plugins/sam_headroom/local.mk

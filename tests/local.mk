@@ -33,6 +33,7 @@ include tests/pool.mk
 include tests/arena.mk
 include tests/adaptors.mk
 include tests/rmm_resources.mk
+include tests/callback_views_system.mk
 include tests/tools.mk
 include tests/readme.mk
 include tests/bench.mk

@@ -37,6 +37,20 @@ int crmm_test_gpu_count(void)
     return WEXITSTATUS(status);
 }
 
+int crmm_test_probe(int (*fn)(void))
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0)
+        _exit(fn() & 0xff);
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
 int crmm_test_gpu_required(int needed)
 {
     const char *req = getenv("CRMM_TEST_REQUIRE_GPU");

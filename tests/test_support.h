@@ -32,6 +32,11 @@ int crmm_test_gpu_count(void);
  * why and returns 77 (skip), or 1 (fail) when $CRMM_TEST_REQUIRE_GPU asks for at least `needed`. */
 int crmm_test_gpu_gate(int needed);
 
+/* fn() run in a child process, so that its CUDA calls leave the parent without a CUDA context
+ * (e.g. a device attribute, to choose the test cases before Check forks): its result, which must
+ * lie in 0..255, or -1 when the child did not exit normally. */
+int crmm_test_probe(int (*fn)(void));
+
 /* True when $CRMM_TEST_REQUIRE_GPU >= needed. */
 int crmm_test_gpu_required(int needed);
 

@@ -1,0 +1,153 @@
+/* callback_plugin.c — the `callback` plugin (RMM's callback_memory_resource): allocate and
+ * deallocate call the caller's functions, given as addresses (crmm/callback.h).
+ *
+ * The resource keeps lock-free counters for queries and the leak report. A NULL from the
+ * allocate callback is out of memory; a block that is not aligned to CRMM_ALLOCATION_ALIGNMENT is
+ * handed back to the deallocate callback and refused, since every crmm resource promises that
+ * alignment. A function address of 0 is refused at create. */
+#include "config.h"
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/callback.h>
+#include <crmm/cuda_support.h>
+#include <crmm/plugin.h>
+
+typedef struct callback_resource {
+    crmm_resource base;
+    crmm_callback_allocate_fn allocate;
+    crmm_callback_deallocate_fn deallocate;
+    void *allocate_arg, *deallocate_arg;
+    crmm_alloc_counters counters;
+} callback_resource;
+
+static crmm_status callback_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    callback_resource *c = (callback_resource *)self;
+    void *p = c->allocate(bytes, stream, c->allocate_arg);
+    char sz[32];
+    if (!p)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "callback: failed to allocate %s: the allocate callback returned NULL",
+                              crmm_format_size(bytes, sz, sizeof sz));
+    if ((uintptr_t)p % CRMM_ALLOCATION_ALIGNMENT) {
+        c->deallocate(p, bytes, stream, c->deallocate_arg);
+        return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "callback: the allocate callback returned %p for %s, not aligned to %d bytes",
+                              p, crmm_format_size(bytes, sz, sizeof sz), CRMM_ALLOCATION_ALIGNMENT);
+    }
+    crmm_counters_add(&c->counters, bytes);
+    *ptr = p;
+    return CRMM_OK;
+}
+
+static crmm_status callback_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    callback_resource *c = (callback_resource *)self;
+    c->deallocate(ptr, bytes, stream, c->deallocate_arg);
+    crmm_counters_sub(&c->counters, bytes);
+    return CRMM_OK;
+}
+
+static crmm_status callback_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    callback_resource *c = (callback_resource *)self;
+    if (crmm_counters_query(&c->counters, what, out) != CRMM_OK)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "callback resource cannot answer query %d", (int)what);
+    return CRMM_OK;
+}
+
+static void callback_destroy(crmm_resource *self)
+{
+    callback_resource *c = (callback_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)c->counters.count, (uint64_t)c->counters.bytes);
+    free(c);
+}
+
+static const crmm_resource_ops callback_ops = {
+    .allocate = callback_allocate,
+    .deallocate = callback_deallocate,
+    .query = callback_query,
+    .trim = NULL,
+    .destroy = callback_destroy,
+};
+
+/* The parameters, as callback_fields fills them. */
+typedef struct callback_config {
+    uint64_t allocate_fn, deallocate_fn, allocate_arg, deallocate_arg;
+    bool device_accessible, host_accessible;
+} callback_config;
+
+/* `value` as a pointer-sized integer; false when it does not fit in one. */
+static bool as_address(uint64_t value, uintptr_t *out)
+{
+    *out = (uintptr_t)value;
+    return (uint64_t)*out == value;
+}
+
+static crmm_status callback_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    (void)upstream;
+    callback_config cfg = {0};
+    crmm_status st = crmm_params_parse(params, &cfg);
+    if (st != CRMM_OK)
+        return st;
+    static const char *const keys[] = {"allocate_fn", "deallocate_fn", "allocate_arg", "deallocate_arg"};
+    const uint64_t values[] = {cfg.allocate_fn, cfg.deallocate_fn, cfg.allocate_arg, cfg.deallocate_arg};
+    uintptr_t addr[4];
+    for (int i = 0; i < 4; i++)
+        if (!as_address(values[i], &addr[i]))
+            return crmm_set_error(CRMM_ERROR_CONFIG, "callback: %s %#jx is not an address", keys[i], (uintmax_t)values[i]);
+    if (!cfg.device_accessible && !cfg.host_accessible)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "callback: device_accessible and host_accessible are both false: the memory would be of no use");
+    callback_resource *c = calloc(1, sizeof *c);
+    if (!c)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "callback: malloc failed");
+    memcpy(&c->allocate, &addr[0], sizeof c->allocate);
+    memcpy(&c->deallocate, &addr[1], sizeof c->deallocate);
+    c->allocate_arg = (void *)addr[2];
+    c->deallocate_arg = (void *)addr[3];
+    unsigned flags = (cfg.device_accessible ? CRMM_RESOURCE_DEVICE_ACCESSIBLE : 0u) |
+                     (cfg.host_accessible ? CRMM_RESOURCE_HOST_ACCESSIBLE : 0u);
+    /* device memory belongs to the device current at create; without one it counts as host memory */
+    int device = crmm_params_device(params);
+    if (device < 0 && cfg.device_accessible && crmm_cuda_current_device(&device) != CRMM_OK)
+        device = -1;
+    crmm_resource_init(&c->base, &callback_ops, "callback", flags, device, NULL);
+    *out = &c->base;
+    return CRMM_OK;
+}
+
+static const crmm_param_spec callback_params[] = {
+    {"allocate_fn", CRMM_PARAM_UINT, NULL,
+     "address of void *fn(size_t bytes, crmm_cuda_stream_t stream, void *arg) (decimal or 0x hex; not 0); NULL from it is out of memory",
+     NULL, CRMM_PARAM_REQUIRED},
+    {"deallocate_fn", CRMM_PARAM_UINT, NULL,
+     "address of void fn(void *ptr, size_t bytes, crmm_cuda_stream_t stream, void *arg) (not 0)", NULL, CRMM_PARAM_REQUIRED},
+    {"allocate_arg", CRMM_PARAM_UINT, "0", "the last argument of every allocate_fn call, as an address", NULL, 0},
+    {"deallocate_arg", CRMM_PARAM_UINT, "0", "the last argument of every deallocate_fn call, as an address", NULL, 0},
+    {"device_accessible", CRMM_PARAM_BOOL, "true", "the callbacks' memory is usable by the device", NULL, 0},
+    {"host_accessible", CRMM_PARAM_BOOL, "false", "the callbacks' memory is usable from the host", NULL, 0},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_param_field callback_fields[] = {
+    {"allocate_fn", offsetof(callback_config, allocate_fn), 1, 0},
+    {"deallocate_fn", offsetof(callback_config, deallocate_fn), 1, 0},
+    {"allocate_arg", offsetof(callback_config, allocate_arg), 0, 0},
+    {"deallocate_arg", offsetof(callback_config, deallocate_arg), 0, 0},
+    {"device_accessible", offsetof(callback_config, device_accessible), 0, 0},
+    {"host_accessible", offsetof(callback_config, host_accessible), 0, 0},
+    {NULL, 0, 0, 0},
+};
+
+static const crmm_plugin callback_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "callback",
+    .version = PACKAGE_VERSION,
+    .description = "allocate and deallocate call the caller's functions, given by address (crmm_callback_resource_create; RMM callback_memory_resource)",
+    .upstream = CRMM_UPSTREAM_NONE,
+    .params = callback_params,
+    .fields = callback_fields,
+    .create = callback_create,
+};
+
+CRMM_PLUGIN_DEFINE(callback_plugin)

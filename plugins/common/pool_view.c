@@ -1,0 +1,124 @@
+/* pool_view.c — a resource over a cudaMemPool_t it does not own (see pool_view.h).
+ *
+ * The driver does the stream ordering; the resource keeps lock-free counters for the ABI's
+ * as-requested byte counts and the leak report, and reads reserved bytes from the pool's own
+ * attributes (which count every user of the pool, not only this resource). */
+#include "config.h"
+#include <stdlib.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/cuda_support.h>
+#include "pool_view.h"
+
+typedef struct pool_view {
+    crmm_resource base;
+    cudaMemPool_t pool;
+    int get_pool_op;
+    crmm_alloc_counters counters;
+} pool_view;
+
+static crmm_status pool_view_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    pool_view *v = (pool_view *)self;
+    if (crmm_process_exiting())
+        return crmm_set_error(CRMM_ERROR_STATE, "%s: the process is exiting: no device allocation", self->kind);
+    cudaError_t e = cudaMallocFromPoolAsync(ptr, bytes, v->pool, (cudaStream_t)stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* leave no stale error for the caller's own checks */
+        crmm_cuda_status(e, "cudaMallocFromPoolAsync");
+        char sz[32];
+        return crmm_error_add_context("%s: failed to allocate %s", self->kind, crmm_format_size(bytes, sz, sizeof sz));
+    }
+    crmm_counters_add(&v->counters, bytes);
+    return CRMM_OK;
+}
+
+static crmm_status pool_view_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    pool_view *v = (pool_view *)self;
+    if (crmm_process_exiting()) {
+        crmm_counters_sub(&v->counters, bytes);
+        return CRMM_OK; /* the driver is going away and takes the memory with it */
+    }
+    crmm_status st = crmm_cuda_status(cudaFreeAsync(ptr, (cudaStream_t)stream), "cudaFreeAsync");
+    if (st != CRMM_OK)
+        return crmm_error_add_context("%s", self->kind);
+    crmm_counters_sub(&v->counters, bytes);
+    return CRMM_OK;
+}
+
+static crmm_status pool_attribute(const pool_view *v, enum cudaMemPoolAttr attr, uint64_t *out)
+{
+    uint64_t value = 0;
+    crmm_status st = crmm_cuda_status(cudaMemPoolGetAttribute(v->pool, attr, &value), "cudaMemPoolGetAttribute");
+    if (st != CRMM_OK)
+        return crmm_error_add_context("%s", v->base.kind);
+    *out = value;
+    return CRMM_OK;
+}
+
+static crmm_status pool_view_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    pool_view *v = (pool_view *)self;
+    if (crmm_counters_query(&v->counters, what, out) == CRMM_OK)
+        return CRMM_OK;
+    switch ((int)what) {
+    case CRMM_QUERY_BYTES_RESERVED: return pool_attribute(v, cudaMemPoolAttrReservedMemCurrent, out);
+    case CRMM_QUERY_BYTES_RESERVED_PEAK: return pool_attribute(v, cudaMemPoolAttrReservedMemHigh, out);
+    case CRMM_QUERY_MAXIMUM_SIZE: *out = UINT64_MAX; return CRMM_OK;
+    default: return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource cannot answer query %d", self->kind, (int)what);
+    }
+}
+
+static crmm_status pool_view_control(crmm_resource *self, int op, void *arg)
+{
+    pool_view *v = (pool_view *)self;
+    if (op != v->get_pool_op)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource has no control op %#x", self->kind, (unsigned)op);
+    if (!arg)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: get_pool: argument is NULL", self->kind);
+    *(void **)arg = (void *)v->pool;
+    return CRMM_OK;
+}
+
+static void pool_view_destroy(crmm_resource *self)
+{
+    pool_view *v = (pool_view *)self;
+    crmm_resource_report_leaks(self, (uint64_t)v->counters.count, (uint64_t)v->counters.bytes);
+    free(v); /* the pool is not ours */
+}
+
+static const crmm_resource_ops pool_view_ops = {
+    .allocate = pool_view_allocate,
+    .deallocate = pool_view_deallocate,
+    .query = pool_view_query,
+    .trim = NULL, /* the pool's release policy belongs to its owner */
+    .destroy = pool_view_destroy,
+    .control = pool_view_control,
+};
+
+crmm_status pool_view_create(const char *kind, cudaMemPool_t pool, int device, unsigned flags, int get_pool_op,
+                             crmm_resource **out)
+{
+    pool_view *v = calloc(1, sizeof *v);
+    if (!v)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", kind);
+    v->pool = pool;
+    v->get_pool_op = get_pool_op;
+    crmm_resource_init(&v->base, &pool_view_ops, kind, flags, device, NULL);
+    *out = &v->base;
+    return CRMM_OK;
+}
+
+crmm_status pool_view_check_device(const char *kind, int device)
+{
+    int pools = 0;
+    crmm_status st = crmm_cuda_status(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device),
+                                      "cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported)");
+    if (st != CRMM_OK)
+        return crmm_error_add_context("%s: device %d", kind, device);
+    if (!pools)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED,
+                              "%s: device %d does not support memory pools (cudaDevAttrMemoryPoolsSupported is 0)", kind,
+                              device);
+    return CRMM_OK;
+}

@@ -1,0 +1,44 @@
+/* sam_headroom_plugin.c — the `sam_headroom` plugin (RMM's sam_headroom_memory_resource): system
+ * allocated memory, like `system`, where each new block is advised to live on the device as far
+ * as the device's free memory less `headroom` allows and on the host beyond that, so that the
+ * headroom stays free for allocations that must be device memory (plugins/system/system_resource.c). */
+#include "config.h"
+#include "../system/system_resource.h"
+
+typedef struct sam_headroom_config {
+    uint64_t headroom;
+} sam_headroom_config;
+
+static crmm_status sam_headroom_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    (void)upstream;
+    sam_headroom_config cfg = {0};
+    crmm_status st = crmm_params_parse(params, &cfg);
+    if (st != CRMM_OK)
+        return st;
+    return system_resource_create("sam_headroom", params, true, cfg.headroom, out);
+}
+
+static const crmm_param_spec sam_headroom_params[] = {
+    {"headroom", CRMM_PARAM_SIZE, NULL, "device memory to keep free: the part of a block beyond free memory less this is placed on the host",
+     NULL, CRMM_PARAM_REQUIRED},
+    {NULL, 0, NULL, NULL, NULL, 0},
+};
+
+static const crmm_param_field sam_headroom_fields[] = {
+    {"headroom", offsetof(sam_headroom_config, headroom), 0, 0},
+    {NULL, 0, 0, 0},
+};
+
+static const crmm_plugin sam_headroom_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "sam_headroom",
+    .version = PACKAGE_VERSION,
+    .description = "system allocated memory placed on the device up to its free memory less a headroom, on the host beyond (HMM or ATS; RMM sam_headroom_memory_resource)",
+    .upstream = CRMM_UPSTREAM_NONE,
+    .params = sam_headroom_params,
+    .fields = sam_headroom_fields,
+    .create = sam_headroom_create,
+};
+
+CRMM_PLUGIN_DEFINE(sam_headroom_plugin)

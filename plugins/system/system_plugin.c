@@ -1,0 +1,23 @@
+/* system_plugin.c — the `system` plugin (RMM's system_memory_resource): plain host allocations
+ * that the device uses directly, on systems where it accesses pageable memory coherently (HMM or
+ * ATS). Create refuses a device without cudaDevAttrPageableMemoryAccess. */
+#include "config.h"
+#include "system_resource.h"
+
+static crmm_status system_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
+{
+    (void)upstream;
+    return system_resource_create("system", params, false, 0, out);
+}
+
+static const crmm_plugin system_plugin = {
+    CRMM_PLUGIN_HEADER,
+    .name = "system",
+    .version = PACKAGE_VERSION,
+    .description = "system allocated memory (aligned_alloc/free) for devices with HMM or ATS (cudaDevAttrPageableMemoryAccess); a free waits for its stream",
+    .upstream = CRMM_UPSTREAM_NONE,
+    .params = NULL,
+    .create = system_create,
+};
+
+CRMM_PLUGIN_DEFINE(system_plugin)

@@ -1,0 +1,150 @@
+/* system_resource.c — system allocated memory for devices with HMM or ATS (see system_resource.h).
+ *
+ * Allocation is aligned_alloc, rounded up to CRMM_ALLOCATION_ALIGNMENT. A free waits for the
+ * stream it is made on first: the device may still be using the memory, and free() does not know
+ * streams. With a headroom, each new block is advised (cudaMemAdvise, preferred location) to live
+ * on the device for the part that fits in the free device memory less the headroom, aligned down,
+ * and on the host for the rest; the pages migrate when touched. */
+#include "config.h"
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <crmm/alloc_counters.h>
+#include <crmm/cuda_support.h>
+#include "system_resource.h"
+
+typedef struct system_resource {
+    crmm_resource base;
+    bool with_headroom;
+    uint64_t headroom;
+    crmm_alloc_counters counters;
+} system_resource;
+
+static crmm_status advise(const char *kind, char *p, size_t bytes, enum cudaMemLocationType type, int id)
+{
+    struct cudaMemLocation location;
+    memset(&location, 0, sizeof location);
+    location.type = type;
+    location.id = id;
+    cudaError_t e = cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, location);
+    if (e == cudaSuccess)
+        return CRMM_OK;
+    cudaGetLastError();
+    crmm_cuda_status(e, "cudaMemAdvise(cudaMemAdviseSetPreferredLocation)");
+    return crmm_error_add_context("%s: cannot place %zu bytes on the %s", kind, bytes,
+                                  type == cudaMemLocationTypeDevice ? "device" : "host");
+}
+
+/* Prefer the device for what fits in its free memory less the headroom, the host for the rest. */
+static crmm_status place(const system_resource *s, void *p, size_t bytes)
+{
+    uint64_t free_bytes = 0, total = 0;
+    crmm_status st = crmm_cuda_device_memory(s->base.device, &free_bytes, &total);
+    if (st != CRMM_OK)
+        return crmm_error_add_context("%s", s->base.kind);
+    uint64_t room = free_bytes > s->headroom ? free_bytes - s->headroom : 0;
+    size_t on_device = (size_t)(room < bytes ? room : bytes) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
+    if (on_device && (st = advise(s->base.kind, p, on_device, cudaMemLocationTypeDevice, s->base.device)) != CRMM_OK)
+        return st;
+    if (bytes > on_device)
+        st = advise(s->base.kind, (char *)p + on_device, bytes - on_device, cudaMemLocationTypeHost, 0);
+    return st;
+}
+
+static crmm_status system_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)stream;
+    system_resource *s = (system_resource *)self;
+    char sz[32];
+    if (bytes > SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: %zu bytes cannot be rounded to the alignment", self->kind, bytes);
+    size_t rounded = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
+    void *p = aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, rounded);
+    if (!p)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: failed to allocate %s: aligned_alloc failed", self->kind,
+                              crmm_format_size(bytes, sz, sizeof sz));
+    if (s->with_headroom) {
+        if (crmm_process_exiting()) {
+            free(p);
+            return crmm_set_error(CRMM_ERROR_STATE, "%s: cannot allocate: the process is exiting (no more CUDA calls)",
+                                  self->kind);
+        }
+        crmm_status st = place(s, p, bytes);
+        if (st != CRMM_OK) {
+            free(p);
+            return st;
+        }
+    }
+    crmm_counters_add(&s->counters, bytes);
+    *ptr = p;
+    return CRMM_OK;
+}
+
+static crmm_status system_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    system_resource *s = (system_resource *)self;
+    if (!crmm_process_exiting()) {
+        /* the device may still be reading or writing the block on `stream` */
+        crmm_status st = crmm_cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+        if (st != CRMM_OK)
+            return crmm_error_add_context("%s: free of %p: not freed, the stream may still use it", self->kind, ptr);
+    }
+    free(ptr);
+    crmm_counters_sub(&s->counters, bytes);
+    return CRMM_OK;
+}
+
+static crmm_status system_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    system_resource *s = (system_resource *)self;
+    if (what == CRMM_QUERY_MAXIMUM_SIZE) {
+        *out = UINT64_MAX;
+        return CRMM_OK;
+    }
+    if (crmm_counters_query(&s->counters, what, out) != CRMM_OK)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource cannot answer query %d", self->kind, (int)what);
+    return CRMM_OK;
+}
+
+static void system_destroy(crmm_resource *self)
+{
+    system_resource *s = (system_resource *)self;
+    crmm_resource_report_leaks(self, (uint64_t)s->counters.count, (uint64_t)s->counters.bytes);
+    free(s);
+}
+
+static const crmm_resource_ops system_ops = {
+    .allocate = system_allocate,
+    .deallocate = system_deallocate,
+    .query = system_query,
+    .trim = NULL,
+    .destroy = system_destroy,
+};
+
+crmm_status system_resource_create(const char *kind, const crmm_params *params, bool with_headroom, uint64_t headroom,
+                                   crmm_resource **out)
+{
+    int device = crmm_params_device(params);
+    if (device < 0 && crmm_cuda_current_device(&device) != CRMM_OK)
+        return crmm_error_add_context("%s: needs a CUDA device", kind);
+    crmm_note_cuda_initialized();
+    int pageable = 0;
+    crmm_status st = crmm_cuda_status(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, device),
+                                      "cudaDeviceGetAttribute(cudaDevAttrPageableMemoryAccess)");
+    if (st != CRMM_OK)
+        return crmm_error_add_context("%s: device %d", kind, device);
+    if (!pageable)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED,
+                              "%s: device %d cannot use system allocated memory: cudaDevAttrPageableMemoryAccess is 0 "
+                              "(needs HMM or ATS); use the managed plugin",
+                              kind, device);
+    system_resource *s = calloc(1, sizeof *s);
+    if (!s)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", kind);
+    s->with_headroom = with_headroom;
+    s->headroom = headroom;
+    crmm_resource_init(&s->base, &system_ops, kind, CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE, device,
+                       NULL);
+    *out = &s->base;
+    return CRMM_OK;
+}
