@@ -67,6 +67,7 @@ _PROTOTYPES = {
     "crmm_config_resource_upstream": (c_char_p, [c_void_p, c_size_t]),
     "crmm_config_default_resource": (c_char_p, [c_void_p, c_int]),
     "crmm_config_create_resource": (c_int, [c_void_p, c_char_p, c_int, ctypes.POINTER(c_void_p)]),
+    "crmm_parse_size": (c_int, [c_char_p, c_uint64, ctypes.POINTER(c_uint64), ctypes.POINTER(ctypes.c_double)]),
     # resource.h
     "crmm_resource_create": (c_int, [c_char_p, c_char_p, c_void_p, ctypes.POINTER(c_void_p)]),
     "crmm_resource_allocate": (c_int, [c_void_p, c_size_t, c_void_p, ctypes.POINTER(c_void_p)]),
@@ -219,7 +220,9 @@ _init_lock = threading.Lock()
 
 
 def _init_locked(path):
-    status = lib.crmm_init(os.fsencode(path) if path is not None else None)
+    from ._host import path_arg
+
+    status = lib.crmm_init(path_arg(path, "path") if path is not None else None)
     if status == 0:
         return
     msg = last_error()

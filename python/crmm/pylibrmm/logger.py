@@ -10,6 +10,7 @@ import os
 from enum import IntEnum
 
 from .. import _lib
+from .._host import path_arg
 from .._lib import check, lib
 
 __all__ = [
@@ -85,8 +86,9 @@ def enable_logging(log_file_name=None):
         log_file_name = os.environ.get("CRMM_LOG_FILE")
         if not log_file_name:
             raise ValueError("enable_logging needs a log_file_name (or $CRMM_LOG_FILE)")
+    raw = path_arg(log_file_name, "log_file_name")
     _lib.ensure_initialized()
-    check(lib.crmm_enable_logging(os.fsencode(log_file_name)))
+    check(lib.crmm_enable_logging(raw))
 
 
 def disable_logging():

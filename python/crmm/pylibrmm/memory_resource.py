@@ -8,9 +8,11 @@ from the config until set_current_device_resource replaces it, as in C.
 """
 
 import ctypes
+import os
 
 from .. import _lib
-from .._host import size_arg
+from .._handles import HandleOwner
+from .._host import pointer_arg, size_arg, size_param, text_arg
 from .._lib import check, lib
 from .stream import DEFAULT_STREAM, as_stream
 
@@ -55,28 +57,55 @@ QUERIES = {
 }
 
 
+# Characters that end a value in libcrmm's "key=value key=value" list (crmm_params_set_list).
+_SEPARATORS = frozenset(" \t\n\r\v\f,")
+
+
+def _param_text(key, value):
+    """One `key=value` of a parameter dict, refusing what would change the list's meaning."""
+    if not isinstance(key, str):
+        raise TypeError(f"parameter names must be str, not {type(key).__name__}")
+    if not key or not all(c.islower() or c.isdigit() or c == "_" for c in key) or not key.isascii():
+        raise ValueError(f"parameter name {key!r} is not [a-z0-9_]+")
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    elif isinstance(value, int):
+        value = str(value)
+    elif isinstance(value, float):
+        value = repr(value)
+    elif isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise TypeError(f"parameter {key} must be a str, int, float or bool, not {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"parameter {key} must not contain a NUL byte: {value!r}")
+    bad = sorted(set(value) & _SEPARATORS)
+    if bad:
+        raise ValueError(
+            f"parameter {key}={value!r} contains {', '.join(map(repr, bad))}: white space and commas "
+            "separate parameters, so a value cannot hold them"
+        )
+    if value == "":
+        raise ValueError(f"parameter {key} has an empty value")
+    return f"{key}={value}"
+
+
 def params_string(params):
-    """Plugin parameters as libcrmm's "key=value key=value" string, from a str, a dict or None."""
+    """Plugin parameters as libcrmm's "key=value key=value" string, from a str, a dict or None.
+    A dict's values may not hold white space, commas or NUL bytes (they would end the value and
+    start another parameter); a str is passed as written (NUL bytes refused)."""
     if params is None:
         return ""
     if isinstance(params, str):
+        if "\0" in params:
+            raise ValueError(f"params must not contain a NUL byte: {params!r}")
         return params
     if not isinstance(params, dict):
         raise TypeError(f"params must be a dict or a 'key=value ...' string, not {type(params).__name__}")
-    parts = []
-    for key, value in params.items():
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        text = f"{key}={value}"
-        if any(c.isspace() for c in text):
-            raise ValueError(f"parameter {text!r} contains white space")
-        parts.append(text)
-    return " ".join(parts)
+    return " ".join(_param_text(key, value) for key, value in params.items() if value is not None)
 
 
-class MemoryResource:
+class MemoryResource(HandleOwner):
     """A crmm memory resource: a plugin instance, with its upstream chain.
 
     Parameters
@@ -90,20 +119,24 @@ class MemoryResource:
 
     Raises ConfigError for an unknown or bad parameter, PluginError for a plugin that cannot be
     found or loaded, and the plugin's own errors (CudaError without a device for GPU plugins).
+
+    copy.copy and copy.deepcopy give another object of the same class over the same C resource,
+    holding a reference of its own (memory allocated through one may be freed through the
+    other); pickling raises TypeError.
     """
 
     def __init__(self, plugin, params=None, upstream=None):
         self._ptr = None
-        if not isinstance(plugin, str):
-            raise TypeError(f"plugin must be a str, not {type(plugin).__name__}")
+        plugin_name = text_arg(plugin, "plugin")
         if upstream is not None and not isinstance(upstream, MemoryResource):
             raise TypeError(f"upstream must be a MemoryResource, not {type(upstream).__name__}")
+        text = params_string(params).encode()
         _lib.ensure_initialized()
         out = ctypes.c_void_p()
         check(
             lib.crmm_resource_create(
-                plugin.encode(),
-                params_string(params).encode(),
+                plugin_name,
+                text,
                 upstream._ptr if upstream is not None else None,
                 ctypes.byref(out),
             )
@@ -122,12 +155,24 @@ class MemoryResource:
         """The resource `name` of the loaded config ($CRMM_CONFIG, the installed crmm.ini, or
         the one given to crmm.initialize), built for `device` (None: the current device).
         Raises NotFoundError for a name the config lacks, and the plugins' errors."""
+        raw = text_arg(name, "name")
+        if device is not None:
+            device = _device_arg(device)
         _lib.ensure_initialized()
         if device is None:
             device = current_device()
         out = ctypes.c_void_p()
-        check(lib.crmm_config_create_resource(lib.crmm_current_config(), name.encode(), int(device), ctypes.byref(out)))
+        check(lib.crmm_config_create_resource(lib.crmm_current_config(), raw, device, ctypes.byref(out)))
         return cls._adopt(out.value)
+
+    def __copy__(self):
+        twin = type(self).__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin._ptr = lib.crmm_resource_retain(self._ptr) if self._ptr else None
+        return twin
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
 
     def __del__(self, _release=lib.crmm_resource_release):
         if getattr(self, "_ptr", None):
@@ -176,7 +221,9 @@ class MemoryResource:
         return out.value or 0
 
     def deallocate(self, ptr, nbytes, stream=DEFAULT_STREAM):
-        """Free `ptr` of `nbytes` (as allocated) on `stream`."""
+        """Free `ptr` of `nbytes` (as allocated) on `stream`. Raises TypeError, ValueError or
+        OverflowError for a pointer or size that is not an int in [0, 2**64)."""
+        ptr = pointer_arg(ptr, "ptr")
         nbytes = size_arg(nbytes, "nbytes")
         stream = as_stream(stream)
         check(lib.crmm_resource_deallocate(self._ptr, ptr or None, nbytes, stream.handle or None))
@@ -239,21 +286,32 @@ class CudaAsyncMemoryResource(MemoryResource):
     """cudaMallocFromPoolAsync on a private pool (the ``async`` plugin)."""
 
     def __init__(self, initial_pool_size=None, release_threshold=None):
-        super().__init__("async", {"initial_pool_size": initial_pool_size, "release_threshold": release_threshold})
+        super().__init__(
+            "async",
+            {
+                "initial_pool_size": size_param(initial_pool_size, "initial_pool_size"),
+                "release_threshold": size_param(release_threshold, "release_threshold"),
+            },
+        )
 
 
 class PoolMemoryResource(MemoryResource):
     """The coalescing pool suballocator over `upstream_mr` (the ``pool`` plugin)."""
 
     def __init__(self, upstream_mr, initial_pool_size=None, maximum_pool_size=None):
-        super().__init__("pool", {"initial_size": initial_pool_size, "maximum_size": maximum_pool_size}, upstream_mr)
+        params = {
+            "initial_size": size_param(initial_pool_size, "initial_pool_size"),
+            "maximum_size": size_param(maximum_pool_size, "maximum_pool_size"),
+        }
+        super().__init__("pool", params, upstream_mr)
 
 
 class ArenaMemoryResource(MemoryResource):
     """Per-thread arenas over `upstream_mr` (the ``arena`` plugin)."""
 
     def __init__(self, upstream_mr, arena_size=None, dump_log_on_failure=False):
-        super().__init__("arena", {"arena_size": arena_size, "dump_log_on_failure": dump_log_on_failure}, upstream_mr)
+        params = {"arena_size": size_param(arena_size, "arena_size"), "dump_log_on_failure": bool(dump_log_on_failure)}
+        super().__init__("arena", params, upstream_mr)
 
 
 class FixedSizeMemoryResource(MemoryResource):
@@ -261,7 +319,9 @@ class FixedSizeMemoryResource(MemoryResource):
 
     def __init__(self, upstream_mr, block_size=1 << 20, blocks_to_preallocate=128):
         super().__init__(
-            "fixed_size", {"block_size": block_size, "blocks_to_preallocate": blocks_to_preallocate}, upstream_mr
+            "fixed_size",
+            {"block_size": size_param(block_size, "block_size"), "blocks_to_preallocate": size_arg(blocks_to_preallocate, "blocks_to_preallocate")},
+            upstream_mr,
         )
 
 
@@ -278,7 +338,7 @@ class LimitingResourceAdaptor(MemoryResource):
     """Refuses allocations past `allocation_limit` bytes (the ``limiting`` plugin)."""
 
     def __init__(self, upstream_mr, allocation_limit):
-        super().__init__("limiting", {"allocation_limit": size_arg(allocation_limit, "allocation_limit")}, upstream_mr)
+        super().__init__("limiting", {"allocation_limit": size_param(allocation_limit, "allocation_limit")}, upstream_mr)
 
 
 class LoggingResourceAdaptor(MemoryResource):

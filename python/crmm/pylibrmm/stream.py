@@ -9,6 +9,7 @@ kept alive with the view and never destroyed by it), or one of the default strea
 import ctypes
 from enum import IntEnum
 
+from .._handles import HandleOwner
 from .._lib import check, lib
 
 __all__ = [
@@ -74,7 +75,7 @@ def foreign_handle(obj):
     raise TypeError(f"Cannot create stream from {type(obj)}")
 
 
-class Stream:
+class Stream(HandleOwner):
     """A CUDA stream.
 
     Parameters
@@ -85,6 +86,9 @@ class Stream:
         or an int cudaStream_t wraps that stream without owning it (the object is kept alive).
     flags : CudaStreamFlags, optional
         Creation flags of a new stream (SYNC_DEFAULT when None); only with ``obj=None``.
+
+    copy.copy and copy.deepcopy give a view of the same CUDA stream that keeps this object (and
+    so the stream) alive; pickling raises TypeError.
     """
 
     def __init__(self, obj=None, flags=None):
@@ -111,6 +115,12 @@ class Stream:
         s = cls.__new__(cls)
         s._cstream, s._owner, s._destroy = cstream, owner, destroy
         return s
+
+    def __copy__(self):
+        return Stream(self)
+
+    def __deepcopy__(self, memo):
+        return Stream(self)
 
     def __del__(self, _destroy_fn=lib.crmm_stream_destroy):
         if getattr(self, "_destroy", False) and self._cstream:
