@@ -1,7 +1,7 @@
 # python/local.mk — the Python package `crmm` (pure Python over ctypes): installed into
 # $(pythondir) with the path of the installed libcrmm, checked from the install prefix by
 # `make installcheck`, and its pytest suite run by `make check` against the build tree.
-CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py \
+CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
 	python/crmm/mr.py
 CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
 	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \
@@ -11,7 +11,8 @@ CRMM_PY_ALLOCATORS = python/crmm/allocators/__init__.py python/crmm/allocators/c
 CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/tests/test_device_buffer_gpu.py \
 	python/tests/test_doctests_gpu.py python/tests/test_frameworks_gpu.py python/tests/test_host_arguments.py \
 	python/tests/test_host_resources.py python/tests/test_import.py python/tests/test_logging.py python/tests/test_handles.py \
-	python/tests/test_handles_gpu.py python/tests/test_argument_gaps.py \
+	python/tests/test_handles_gpu.py python/tests/test_argument_gaps.py python/tests/test_reinitialize.py \
+	python/tests/test_reinitialize_gpu.py \
 	python/tests/test_no_device.py python/tests/test_streams.py
 EXTRA_DIST += docs/python.md $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 

@@ -21,6 +21,7 @@ from ._errors import (
 )
 from . import _lib
 from ._lib import initialize, library_path
+from ._reinitialize import register_reinitialize_hook, reinitialize, unregister_reinitialize_hook
 from .pylibrmm.device_buffer import DeviceBuffer
 from .pylibrmm.logger import (
     disable_logging,
@@ -62,6 +63,9 @@ __all__ = [
     "library_path",
     "mr",
     "pylibrmm",
+    "register_reinitialize_hook",
+    "reinitialize",
+    "unregister_reinitialize_hook",
     "set_flush_level",
     "set_logging_level",
     "should_log",

@@ -439,6 +439,32 @@ def get_per_device_resource_type(device):
     return type(get_per_device_resource(device))
 
 
+def _initialize(
+    pool_allocator=False,
+    managed_memory=False,
+    initial_pool_size=None,
+    maximum_pool_size=None,
+    devices=0,
+    logging=False,
+    log_file_name=None,
+):
+    """Build RMM's default chain for each device (see crmm.reinitialize) and make it the
+    device's resource. Every chain is built before any is set, so a failure changes nothing."""
+    from .._reinitialize import _devices_arg, _log_file_for
+
+    chains = []
+    for device in _devices_arg(devices):
+        with _lib.device_context(device):
+            mr = ManagedMemoryResource() if managed_memory else CudaMemoryResource()
+            if pool_allocator:
+                mr = PoolMemoryResource(mr, initial_pool_size=initial_pool_size, maximum_pool_size=maximum_pool_size)
+            if logging:
+                mr = LoggingResourceAdaptor(mr, log_file_name=_log_file_for(log_file_name, device))
+        chains.append((device, mr))
+    for device, mr in chains:
+        set_per_device_resource(device, mr)
+
+
 def is_initialized():
     """True once crmm has loaded a config (on first use, or crmm.initialize)."""
     return _lib.is_initialized()
