@@ -9,6 +9,8 @@ from the config until set_current_device_resource replaces it, as in C.
 
 import ctypes
 import os
+import threading
+import weakref
 
 from .. import _lib
 from .._handles import HandleOwner
@@ -17,7 +19,10 @@ from .._lib import check, lib
 from .stream import DEFAULT_STREAM, as_stream
 
 __all__ = [
+    "DeviceMemoryResource",
     "MemoryResource",
+    "UpstreamResourceAdaptor",
+    "PinnedHostMemoryResource",
     "CudaMemoryResource",
     "ManagedMemoryResource",
     "PinnedMemoryResource",
@@ -31,6 +36,8 @@ __all__ = [
     "LoggingResourceAdaptor",
     "StatisticsResourceAdaptor",
     "TrackingResourceAdaptor",
+    "PrefetchResourceAdaptor",
+    "PLUGIN_CLASSES",
     "get_current_device_resource",
     "set_current_device_resource",
     "get_per_device_resource",
@@ -142,13 +149,14 @@ class MemoryResource(HandleOwner):
             )
         )
         self._ptr = out.value
+        self._upstream = upstream
+        _remember(self)
 
     @classmethod
     def _adopt(cls, ptr):
-        """Wrap a crmm_resource * whose reference passes to the new object."""
-        mr = MemoryResource.__new__(MemoryResource)
-        mr._ptr = ptr
-        return mr
+        """The Python object of a crmm_resource * whose reference passes to it: the object that
+        already stands for that resource, else a new one of its plugin's class."""
+        return _object_for(ptr)
 
     @classmethod
     def from_config(cls, name, device=None):
@@ -196,11 +204,17 @@ class MemoryResource(HandleOwner):
 
     @property
     def upstream_mr(self):
-        """The upstream resource, or None."""
-        up = lib.crmm_resource_upstream(self._ptr)
-        return MemoryResource._adopt(lib.crmm_resource_retain(up)) if up else None
+        """The upstream resource (the object given when this one was made, or the object of
+        the C upstream's plugin class for a resource from the config), or None."""
+        up = getattr(self, "_upstream", None)
+        if up is None:
+            c_up = lib.crmm_resource_upstream(self._ptr)
+            if c_up:
+                up = self._upstream = _object_for(lib.crmm_resource_retain(c_up))
+        return up
 
     def get_upstream(self):
+        """The upstream resource, or None (see upstream_mr)."""
         return self.upstream_mr
 
     @property
@@ -254,6 +268,19 @@ class MemoryResource(HandleOwner):
         return f"<crmm MemoryResource {self.kind}{name}>"
 
 
+DeviceMemoryResource = MemoryResource  # RMM's name of the base class
+
+
+class UpstreamResourceAdaptor(MemoryResource):
+    """A resource over another one, `upstream_mr` (RMM's base of the suballocators and
+    adaptors); get_upstream() returns the same object."""
+
+
+def _control(mr, kind, op, arg):
+    """crmm_resource_control_kind on the first `kind` layer of mr's chain."""
+    check(lib.crmm_resource_control_kind(mr._ptr, kind, op, arg))
+
+
 class CudaMemoryResource(MemoryResource):
     """cudaMalloc/cudaFree (the ``cuda`` plugin)."""
 
@@ -268,11 +295,14 @@ class ManagedMemoryResource(MemoryResource):
         super().__init__("managed")
 
 
-class PinnedMemoryResource(MemoryResource):
+class PinnedHostMemoryResource(MemoryResource):
     """Page-locked host memory (the ``pinned`` plugin)."""
 
     def __init__(self):
         super().__init__("pinned")
+
+
+PinnedMemoryResource = PinnedHostMemoryResource
 
 
 class HostMemoryResource(MemoryResource):
@@ -295,7 +325,7 @@ class CudaAsyncMemoryResource(MemoryResource):
         )
 
 
-class PoolMemoryResource(MemoryResource):
+class PoolMemoryResource(UpstreamResourceAdaptor):
     """The coalescing pool suballocator over `upstream_mr` (the ``pool`` plugin)."""
 
     def __init__(self, upstream_mr, initial_pool_size=None, maximum_pool_size=None):
@@ -305,8 +335,12 @@ class PoolMemoryResource(MemoryResource):
         }
         super().__init__("pool", params, upstream_mr)
 
+    def pool_size(self):
+        """Bytes the pool holds from its upstream (in use or free)."""
+        return self.query("bytes_reserved")
 
-class ArenaMemoryResource(MemoryResource):
+
+class ArenaMemoryResource(UpstreamResourceAdaptor):
     """Per-thread arenas over `upstream_mr` (the ``arena`` plugin)."""
 
     def __init__(self, upstream_mr, arena_size=None, dump_log_on_failure=False):
@@ -314,7 +348,7 @@ class ArenaMemoryResource(MemoryResource):
         super().__init__("arena", params, upstream_mr)
 
 
-class FixedSizeMemoryResource(MemoryResource):
+class FixedSizeMemoryResource(UpstreamResourceAdaptor):
     """Equal blocks over `upstream_mr` (the ``fixed_size`` plugin)."""
 
     def __init__(self, upstream_mr, block_size=1 << 20, blocks_to_preallocate=128):
@@ -325,45 +359,176 @@ class FixedSizeMemoryResource(MemoryResource):
         )
 
 
-class BinningMemoryResource(MemoryResource):
+class BinningMemoryResource(UpstreamResourceAdaptor):
     """Fixed-size bins 2**min_size_exponent .. 2**max_size_exponent (the ``binning`` plugin)."""
 
     def __init__(self, upstream_mr, min_size_exponent=None, max_size_exponent=None):
+        if min_size_exponent == -1 and max_size_exponent == -1:  # RMM's "no bins yet"
+            min_size_exponent = max_size_exponent = None
         super().__init__(
             "binning", {"min_size_exponent": min_size_exponent, "max_size_exponent": max_size_exponent}, upstream_mr
         )
 
 
-class LimitingResourceAdaptor(MemoryResource):
+class LimitingResourceAdaptor(UpstreamResourceAdaptor):
     """Refuses allocations past `allocation_limit` bytes (the ``limiting`` plugin)."""
 
     def __init__(self, upstream_mr, allocation_limit):
         super().__init__("limiting", {"allocation_limit": size_param(allocation_limit, "allocation_limit")}, upstream_mr)
 
+    def get_allocated_bytes(self):
+        """Bytes allocated through this adaptor and not yet freed."""
+        return self.query("bytes_in_use")
 
-class LoggingResourceAdaptor(MemoryResource):
+    def get_allocation_limit(self):
+        """The limit in bytes."""
+        return self.query("maximum_size")
+
+
+_LOGGING_FLUSH, _LOGGING_GET_FILE = 0x300, 0x301  # crmm/logging.h
+
+
+class LoggingResourceAdaptor(UpstreamResourceAdaptor):
     """Logs every allocation and free as CSV to `log_file_name` (the ``logging`` plugin)."""
 
     def __init__(self, upstream_mr, log_file_name=None, auto_flush=False):
-        super().__init__("logging", {"file": log_file_name, "auto_flush": auto_flush}, upstream_mr)
+        if log_file_name is not None:
+            from .._host import path_arg
+
+            log_file_name = os.fsdecode(path_arg(log_file_name, "log_file_name"))
+        super().__init__("logging", {"file": log_file_name, "auto_flush": bool(auto_flush)}, upstream_mr)
 
     def flush(self):
-        check(lib.crmm_resource_control_kind(self._ptr, b"logging", 0x300, None))
+        """Write the buffered lines to the file. Raises CrmmIOError when the write fails."""
+        _control(self, b"logging", _LOGGING_FLUSH, None)
+
+    def get_file_name(self):
+        """The file the log is written to (its name after expansion)."""
+        name = ctypes.c_char_p()
+        _control(self, b"logging", _LOGGING_GET_FILE, ctypes.byref(name))
+        return os.fsdecode(name.value) if name.value else ""
 
 
-class StatisticsResourceAdaptor(MemoryResource):
-    """Counts live, peak and total bytes and allocations (the ``statistics`` plugin); read them
-    with query()."""
+_STATISTICS_GET, _STATISTICS_PUSH, _STATISTICS_POP = 0x100, 0x101, 0x102  # crmm/statistics.h
+
+
+class StatisticsResourceAdaptor(UpstreamResourceAdaptor):
+    """Counts live, peak and total bytes and allocations (the ``statistics`` plugin), in a stack
+    of frames: push_counters starts a fresh one, pop_counters ends it."""
 
     def __init__(self, upstream_mr):
         super().__init__("statistics", None, upstream_mr)
 
+    def _frame(self, op):
+        from ..statistics import Statistics
 
-class TrackingResourceAdaptor(MemoryResource):
+        counters = _lib.AllocCounters()
+        _control(self, b"statistics", op, ctypes.byref(counters))
+        return Statistics._from_counters(counters)
+
+    @property
+    def allocation_counts(self):
+        """The counters of the top frame (a crmm.statistics.Statistics)."""
+        return self._frame(_STATISTICS_GET)
+
+    def push_counters(self):
+        """Start a new frame; returns the counters of the frame below it as they were."""
+        return self._frame(_STATISTICS_PUSH)
+
+    def pop_counters(self):
+        """End the top frame, folding it into the one below; returns its counters. Raises
+        StateError when only the base frame is left."""
+        return self._frame(_STATISTICS_POP)
+
+
+_TRACKING_BYTES, _TRACKING_STRING, _TRACKING_LOG = 0x201, 0x203, 0x204  # crmm/tracking.h
+_libc_free = ctypes.CDLL(None).free
+_libc_free.argtypes = [ctypes.c_void_p]
+_libc_free.restype = None
+
+
+class TrackingResourceAdaptor(UpstreamResourceAdaptor):
     """Tracks every outstanding allocation (the ``tracking`` plugin)."""
 
     def __init__(self, upstream_mr, capture_stacks=False):
-        super().__init__("tracking", {"capture_stacks": capture_stacks}, upstream_mr)
+        super().__init__("tracking", {"capture_stacks": bool(capture_stacks)}, upstream_mr)
+
+    def get_allocated_bytes(self):
+        """Bytes allocated through this adaptor and not yet freed."""
+        out = ctypes.c_uint64()
+        _control(self, b"tracking", _TRACKING_BYTES, ctypes.byref(out))
+        return out.value
+
+    def get_outstanding_allocations_str(self):
+        """The outstanding allocations, one per line (with their stacks when captured)."""
+        text = ctypes.c_void_p()
+        _control(self, b"tracking", _TRACKING_STRING, ctypes.byref(text))
+        try:
+            return ctypes.string_at(text.value).decode("utf-8", "replace") if text.value else ""
+        finally:
+            _libc_free(text.value)
+
+    def log_outstanding_allocations(self):
+        """Write the outstanding allocations to crmm's log at debug level."""
+        level = ctypes.c_int(1)
+        _control(self, b"tracking", _TRACKING_LOG, ctypes.byref(level))
+
+
+class PrefetchResourceAdaptor(UpstreamResourceAdaptor):
+    """Prefetches each managed allocation to the device on its stream (the ``prefetch``
+    plugin)."""
+
+    def __init__(self, upstream_mr):
+        super().__init__("prefetch", None, upstream_mr)
+
+
+# The class of each plugin's resources, for resources built in C (the config's, an upstream).
+PLUGIN_CLASSES = {
+    "cuda": CudaMemoryResource,
+    "managed": ManagedMemoryResource,
+    "pinned": PinnedHostMemoryResource,
+    "host": HostMemoryResource,
+    "async": CudaAsyncMemoryResource,
+    "pool": PoolMemoryResource,
+    "arena": ArenaMemoryResource,
+    "fixed_size": FixedSizeMemoryResource,
+    "binning": BinningMemoryResource,
+    "limiting": LimitingResourceAdaptor,
+    "logging": LoggingResourceAdaptor,
+    "statistics": StatisticsResourceAdaptor,
+    "tracking": TrackingResourceAdaptor,
+    "prefetch": PrefetchResourceAdaptor,
+}
+
+# The Python object standing for each live C resource (weak: the object owns the reference),
+# and the object each device's resource was set to or last returned as (strong, as RMM keeps it).
+_objects = weakref.WeakValueDictionary()
+_per_device = {}
+_registry_lock = threading.Lock()
+
+
+def _remember(mr):
+    with _registry_lock:
+        _objects.setdefault(mr._ptr, mr)
+
+
+def _object_for(ptr):
+    """The Python object of `ptr`, a new C reference that passes to it (released when the
+    object already exists)."""
+    with _registry_lock:
+        mr = _objects.get(ptr)
+        if mr is not None and mr._ptr == ptr:
+            lib.crmm_resource_release(ptr)
+            return mr
+        kind = _lib.text(lib.crmm_resource_kind(ptr))
+        cls = PLUGIN_CLASSES.get(kind)
+        if cls is None:
+            cls = UpstreamResourceAdaptor if lib.crmm_resource_upstream(ptr) else MemoryResource
+        mr = cls.__new__(cls)
+        mr._ptr = ptr
+        mr._upstream = None
+        _objects[ptr] = mr
+        return mr
 
 
 def current_device():
@@ -373,23 +538,32 @@ def current_device():
     return d.value
 
 
+def _per_device_object(device, ptr):
+    mr = _object_for(ptr)
+    _per_device[device] = mr
+    return mr
+
+
 def get_current_device_resource():
-    """The current device's resource (the config's default until set). Raises CudaError without
-    a device, and the default's errors."""
+    """The current device's resource: the object given to set_current_device_resource (or
+    set_per_device_resource), else one of the class of the config's resource, the same object
+    on every call. Raises CudaError without a device, and the default's errors."""
     _lib.ensure_initialized()
     ptr = lib.crmm_get_current_device_resource_ref()
     if not ptr:
         _lib.raise_last()
-    return MemoryResource._adopt(ptr)
+    return _per_device_object(current_device(), ptr)
 
 
 def get_per_device_resource(device):
-    """The resource of `device`. Raises InvalidArgumentError for a device that does not exist."""
+    """The resource of `device` (as get_current_device_resource). Raises InvalidArgumentError
+    for a device that does not exist."""
+    device = _device_arg(device)
     _lib.ensure_initialized()
-    ptr = lib.crmm_get_per_device_resource_ref(_device_arg(device))
+    ptr = lib.crmm_get_per_device_resource_ref(device)
     if not ptr:
         _lib.raise_last()
-    return MemoryResource._adopt(ptr)
+    return _per_device_object(device, ptr)
 
 
 def _mr_arg(mr):
@@ -406,36 +580,40 @@ def _device_arg(device):
     return device
 
 
-def set_current_device_resource(mr):
-    """Make `mr` the current device's resource (device buffers, the allocators and PyTorch
-    allocate from it from now on). Raises CudaError without a device."""
+def _set(device, mr, c_set):
     _lib.ensure_initialized()
     lib.crmm_clear_error()
-    previous = lib.crmm_set_current_device_resource(_mr_arg(mr)._ptr)
+    previous = c_set()
     if previous:
         lib.crmm_resource_release(previous)
     elif lib.crmm_last_status() != 0:
         _lib.raise_last()
+    _per_device[device if device is not None else current_device()] = mr
+
+
+def set_current_device_resource(mr):
+    """Make `mr` the current device's resource (device buffers, the allocators and PyTorch
+    allocate from it from now on); get_current_device_resource() returns `mr` itself. Raises
+    TypeError for anything but a MemoryResource, CudaError without a device."""
+    _mr_arg(mr)
+    _set(None, mr, lambda: lib.crmm_set_current_device_resource(mr._ptr))
 
 
 def set_per_device_resource(device, mr):
-    """Make `mr` the resource of `device`. Raises InvalidArgumentError for a device that does not
-    exist."""
-    _lib.ensure_initialized()
-    lib.crmm_clear_error()
-    previous = lib.crmm_set_per_device_resource(_device_arg(device), _mr_arg(mr)._ptr)
-    if previous:
-        lib.crmm_resource_release(previous)
-    elif lib.crmm_last_status() != 0:
-        _lib.raise_last()
+    """Make `mr` the resource of `device`. Raises TypeError for bad types,
+    InvalidArgumentError for a device that does not exist."""
+    device = _device_arg(device)
+    _mr_arg(mr)
+    _set(device, mr, lambda: lib.crmm_set_per_device_resource(device, mr._ptr))
 
 
 def get_current_device_resource_type():
-    """The class of the current device's resource (MemoryResource: crmm resources are plugins)."""
+    """The class of the current device's resource."""
     return type(get_current_device_resource())
 
 
 def get_per_device_resource_type(device):
+    """The class of `device`'s resource."""
     return type(get_per_device_resource(device))
 
 
