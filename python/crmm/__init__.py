@@ -6,7 +6,7 @@ installed crmm.ini) chooses each device's resource, as for C programs; crmm.init
 loads another one before first use. Framework allocators: crmm.allocators.cupy, .numba, .torch.
 """
 
-from . import mr, pylibrmm
+from . import mr, pylibrmm, statistics
 from ._errors import (
     BadAllocError,
     ConfigError,
@@ -69,4 +69,5 @@ __all__ = [
     "set_flush_level",
     "set_logging_level",
     "should_log",
+    "statistics",
 ]
