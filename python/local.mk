@@ -13,7 +13,8 @@ CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/test
 	python/tests/test_host_resources.py python/tests/test_import.py python/tests/test_logging.py python/tests/test_handles.py \
 	python/tests/test_handles_gpu.py python/tests/test_argument_gaps.py python/tests/test_reinitialize.py \
 	python/tests/test_reinitialize_gpu.py python/tests/test_identity.py python/tests/test_identity_gpu.py python/tests/test_statistics.py \
-	python/tests/test_statistics_gpu.py \
+	python/tests/test_statistics_gpu.py python/tests/test_resource_methods.py \
+	python/tests/test_resource_methods_gpu.py \
 	python/tests/test_no_device.py python/tests/test_streams.py
 EXTRA_DIST += docs/python.md $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 
@@ -39,8 +40,9 @@ crmm_allocators_PYTHON = $(CRMM_PY_ALLOCATORS)
 install-data-hook: install-crmm-py-paths
 install-crmm-py-paths:
 	dlname=`sed -n "s/^dlname='\(.*\)'/\1/p" libcrmm.la`; \
-	printf '"""Where `make install` put libcrmm (written at install)."""\n\nLIBDIR = %s\nLIBRARY = %s\n' \
-	  "'$(libdir)'" "'$$dlname'" >"$(DESTDIR)$(crmm_pydir)/_paths.py"
+	commit=`git -C "$(abs_top_srcdir)" rev-parse HEAD 2>/dev/null || true`; \
+	printf '"""Where `make install` put libcrmm, and the commit it was built from (written at install)."""\n\nLIBDIR = %s\nLIBRARY = %s\nGIT_COMMIT = %s\n' \
+	  "'$(libdir)'" "'$$dlname'" "'$$commit'" >"$(DESTDIR)$(crmm_pydir)/_paths.py"
 uninstall-hook:
 	rm -f "$(DESTDIR)$(crmm_pydir)/_paths.py"
 

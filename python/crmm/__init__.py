@@ -38,6 +38,10 @@ from .pylibrmm.logger import (
 from .pylibrmm.memory_resource import is_initialized
 
 __version__ = _lib.text(_lib.lib.crmm_version())
+try:  # the commit `make install` was run from ("" outside a git checkout or uninstalled)
+    from ._paths import GIT_COMMIT as __git_commit__
+except ImportError:
+    __git_commit__ = ""
 
 __all__ = [
     "BadAllocError",

@@ -210,6 +210,31 @@ class DeviceBuffer:
         """Make the capacity equal to the size."""
         check(lib.crmm_device_buffer_shrink_to_fit(self._buf, self._set_stream(stream)))
 
+    def prefetch(self, device=None, stream=None):
+        """Start moving the buffer's memory to `device` (default: the current device) on
+        `stream` (default: the buffer's stream), for managed memory; nothing for other memory
+        (as RMM). Raises TypeError/ValueError for bad arguments, CudaError when CUDA refuses
+        the prefetch for another reason."""
+        stream = self._stream if stream is None else as_stream(stream)
+        if device is None:
+            from .memory_resource import current_device
+
+            device = current_device()
+        else:
+            from .memory_resource import _device_arg
+
+            device = _device_arg(device)
+        if not self.size:
+            return
+        if _lib.cuda_mem_prefetch is None:
+            raise _lib.error_for(8, "libcrmm's CUDA runtime has no cudaMemPrefetchAsync")
+        err = _lib.cuda_mem_prefetch(self.ptr, self.size, device, stream.handle or None)
+        if err == 1:  # cudaErrorInvalidValue: not managed memory
+            _lib.cuda_get_last_error()
+        elif err != 0:
+            _lib.cuda_get_last_error()
+            raise _lib.error_for(4, f"cudaMemPrefetchAsync failed: {_lib.text(_lib.cuda_get_error_string(err))}")
+
     # ---- copies --------------------------------------------------------------------------
 
     def copy(self):

@@ -45,6 +45,10 @@ __all__ = [
     "get_current_device_resource_type",
     "get_per_device_resource_type",
     "is_initialized",
+    "available_device_memory",
+    "enable_logging",
+    "disable_logging",
+    "get_log_filenames",
 ]
 
 # crmm_query (crmm/resource.h)
@@ -643,6 +647,32 @@ def _initialize(
         set_per_device_resource(device, mr)
 
 
+def available_device_memory():
+    """(free, total) bytes of the current device. Raises CudaError without a device."""
+    free, total = ctypes.c_uint64(), ctypes.c_uint64()
+    check(lib.crmm_cuda_device_memory(current_device(), ctypes.byref(free), ctypes.byref(total)))
+    return free.value, total.value
+
+
+def _flush_logs():
+    """Write out the buffered lines of every logging layer under a device's resource: those
+    set from Python and those enable_logging installed."""
+    from .logger import _switch_filenames
+
+    seen = set()
+    resources = list(_per_device.values())
+    for device in _switch_filenames():
+        resources.append(get_per_device_resource(device))
+    for mr in resources:
+        layer = lib.crmm_resource_find_kind(mr._ptr, b"logging")
+        if layer and layer not in seen:
+            seen.add(layer)
+            check(lib.crmm_resource_control(layer, _LOGGING_FLUSH, None))
+
+
 def is_initialized():
     """True once crmm has loaded a config (on first use, or crmm.initialize)."""
     return _lib.is_initialized()
+
+
+from .logger import disable_logging, enable_logging, get_log_filenames  # noqa: E402  (rmm.mr has them too)

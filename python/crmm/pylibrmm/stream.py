@@ -155,12 +155,14 @@ class Stream(HandleOwner):
 
 
 def as_stream(stream):
-    """A stream argument as a Stream (a Stream only, as RMM's functions take)."""
-    if stream is None:
-        raise TypeError("stream must be a Stream, not None")
-    if not isinstance(stream, Stream):
-        raise TypeError(f"stream must be a Stream, not {type(stream).__name__} (wrap it: Stream(obj))")
-    return stream
+    """A stream argument as a Stream: a Stream, or any object with the CUDA stream protocol
+    ``__cuda_stream__`` (wrapped in a view that keeps it alive). Raises TypeError for None,
+    ints and other objects (wrap a CuPy/Numba/PyTorch stream or a handle with Stream(obj))."""
+    if isinstance(stream, Stream):
+        return stream
+    if stream is not None and hasattr(stream, "__cuda_stream__"):
+        return Stream(stream)
+    raise TypeError(f"stream must be a Stream or have __cuda_stream__, not {type(stream).__name__} (wrap it: Stream(obj))")
 
 
 def _view_of(handle):
