@@ -9,13 +9,19 @@ import numpy as np
 
 
 def host_view(obj, writable=False, name="host buffer"):
-    """A contiguous uint8 numpy view of any object with the buffer protocol (bytes,
-    bytearray, memoryview, numpy array, ...); refused: strided or, when `writable`, read-only
-    memory. Keep the view alive while libcrmm uses its address (``view.ctypes.data``)."""
+    """A uint8 numpy view of a 1-D contiguous buffer of unsigned bytes (bytes, bytearray, a
+    uint8 numpy array, a memoryview of format "B"), as RMM's functions take them. Raises
+    TypeError for objects without the buffer protocol, ValueError for other element types, more
+    than one dimension, strided or, when `writable`, read-only memory. Keep the view alive
+    while libcrmm uses its address (``view.ctypes.data``)."""
     try:
         mv = memoryview(obj)
     except TypeError:
         raise TypeError(f"{name} must support the buffer protocol, not {type(obj).__name__}") from None
+    if mv.ndim != 1:
+        raise ValueError(f"{name} must have 1 dimension, not {mv.ndim}")
+    if mv.format.lstrip("@=<>!|") != "B":
+        raise ValueError(f"{name} must hold unsigned bytes (format 'B', numpy uint8), not format {mv.format!r}")
     if not mv.c_contiguous:
         raise ValueError(f"{name} must be C-contiguous")
     if writable and mv.readonly:

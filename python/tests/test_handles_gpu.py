@@ -85,3 +85,19 @@ def test_a_copied_device_resource_holds_its_own_reference(gpu, how):
     gc.collect()
     assert lib.crmm_resource_refcount(res.ptr) == before
     res.deallocate(res.allocate(256), 256)
+
+
+def test_protocol_5_hands_the_contents_out_of_band(gpu):
+    db = crmm.DeviceBuffer.to_device(b"out of band")
+    buffers = []
+    data = pickle.dumps(db, protocol=5, buffer_callback=buffers.append)
+    assert len(buffers) == 1 and bytes(buffers[0].raw()) == b"out of band"
+    assert b"out of band" not in data
+    back = pickle.loads(data, buffers=buffers)
+    assert back.tobytes() == b"out of band"
+
+
+def test_cuda_array_interface_is_rmm_s(gpu):
+    db = crmm.DeviceBuffer(size=16)
+    iface = db.__cuda_array_interface__
+    assert iface == {"data": (db.ptr, False), "shape": (16,), "strides": None, "typestr": "|u1", "version": 0}

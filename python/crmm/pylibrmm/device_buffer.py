@@ -182,7 +182,7 @@ class DeviceBuffer:
             "shape": (self.size,),
             "strides": None,
             "typestr": "|u1",
-            "version": 3,
+            "version": 0,
         }
 
     def __repr__(self):
@@ -250,7 +250,9 @@ class DeviceBuffer:
         return self.copy()
 
     def __reduce__(self):
-        return to_device, (self.tobytes(),)
+        # The contents as a plain numpy array: pickle protocol 5 hands it out of band
+        # (buffer_callback) instead of copying it into the stream.
+        return to_device, (self.copy_to_host().view(np.ndarray),)
 
     @staticmethod
     def to_device(b, stream=DEFAULT_STREAM):

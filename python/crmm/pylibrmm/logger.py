@@ -40,12 +40,10 @@ class level_enum(IntEnum):
 
 
 def _level_arg(level):
-    if isinstance(level, bool) or not isinstance(level, int):
-        raise TypeError(f"level must be a level_enum, not {type(level).__name__}")
-    try:
-        return level_enum(level)
-    except ValueError:
-        raise ValueError(f"level must be a level_enum (0..6), not {level!r}") from None
+    """A level argument: a level_enum only (plain ints are refused, as RMM refuses them)."""
+    if not isinstance(level, level_enum):
+        raise TypeError(f"level must be an instance of the level_enum enum, not {type(level).__name__}")
+    return level
 
 
 def set_logging_level(level):
