@@ -2,7 +2,7 @@
 # $(pythondir) with the path of the installed libcrmm, checked from the install prefix by
 # `make installcheck`, and its pytest suite run by `make check` against the build tree.
 CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
-	python/crmm/mr.py python/crmm/statistics.py
+	python/crmm/mr.py python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py
 CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
 	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \
 	python/crmm/pylibrmm/memory_resource.py python/crmm/pylibrmm/stream.py
@@ -14,7 +14,7 @@ CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/test
 	python/tests/test_handles_gpu.py python/tests/test_argument_gaps.py python/tests/test_reinitialize.py \
 	python/tests/test_reinitialize_gpu.py python/tests/test_identity.py python/tests/test_identity_gpu.py python/tests/test_statistics.py \
 	python/tests/test_statistics_gpu.py python/tests/test_resource_methods.py \
-	python/tests/test_resource_methods_gpu.py \
+	python/tests/test_resource_methods_gpu.py python/tests/test_rmm_alias.py \
 	python/tests/test_no_device.py python/tests/test_streams.py
 EXTRA_DIST += docs/python.md $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 

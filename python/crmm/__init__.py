@@ -21,6 +21,7 @@ from ._errors import (
 )
 from . import _lib
 from ._lib import initialize, library_path
+from ._rmm_alias import install_as_rmm, is_installed_as_rmm, uninstall_as_rmm
 from ._reinitialize import register_reinitialize_hook, reinitialize, unregister_reinitialize_hook
 from .pylibrmm.device_buffer import DeviceBuffer
 from .pylibrmm.logger import (
@@ -62,6 +63,9 @@ __all__ = [
     "get_log_filenames",
     "get_logging_level",
     "initialize",
+    "install_as_rmm",
+    "is_installed_as_rmm",
+    "uninstall_as_rmm",
     "is_initialized",
     "level_enum",
     "library_path",
