@@ -8,15 +8,20 @@ CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_st
 	python/crmm/pylibrmm/memory_resource.py python/crmm/pylibrmm/stream.py
 CRMM_PY_ALLOCATORS = python/crmm/allocators/__init__.py python/crmm/allocators/cupy.py \
 	python/crmm/allocators/numba.py python/crmm/allocators/torch.py
+# Type stubs and the PEP 561 marker, installed beside the modules.
+CRMM_PY_TOP_STUBS = python/crmm/__init__.pyi python/crmm/mr.pyi python/crmm/statistics.pyi python/crmm/py.typed
+CRMM_PY_PYLIBRMM_STUBS = python/crmm/pylibrmm/__init__.pyi python/crmm/pylibrmm/cuda_stream_pool.pyi \
+	python/crmm/pylibrmm/device_buffer.pyi python/crmm/pylibrmm/logger.pyi \
+	python/crmm/pylibrmm/memory_resource.pyi python/crmm/pylibrmm/stream.pyi
 CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/tests/test_device_buffer_gpu.py \
 	python/tests/test_doctests_gpu.py python/tests/test_frameworks_gpu.py python/tests/test_host_arguments.py \
 	python/tests/test_host_resources.py python/tests/test_import.py python/tests/test_logging.py python/tests/test_handles.py \
 	python/tests/test_handles_gpu.py python/tests/test_argument_gaps.py python/tests/test_reinitialize.py \
 	python/tests/test_reinitialize_gpu.py python/tests/test_identity.py python/tests/test_identity_gpu.py python/tests/test_statistics.py \
 	python/tests/test_statistics_gpu.py python/tests/test_resource_methods.py \
-	python/tests/test_resource_methods_gpu.py python/tests/test_rmm_alias.py \
+	python/tests/test_resource_methods_gpu.py python/tests/test_rmm_alias.py python/tests/test_stubs.py \
 	python/tests/test_no_device.py python/tests/test_streams.py
-EXTRA_DIST += docs/python.md $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
+EXTRA_DIST += docs/python.md $(CRMM_PY_TOP_STUBS) $(CRMM_PY_PYLIBRMM_STUBS) $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 
 TESTS += python/tests/run_pytest.sh
 AM_TESTS_ENVIRONMENT += \
@@ -33,6 +38,8 @@ crmm_pydir = $(pythondir)/crmm
 crmm_py_PYTHON = $(CRMM_PY_TOP)
 crmm_pylibrmmdir = $(pythondir)/crmm/pylibrmm
 crmm_pylibrmm_PYTHON = $(CRMM_PY_PYLIBRMM)
+crmm_py_DATA = $(CRMM_PY_TOP_STUBS)
+crmm_pylibrmm_DATA = $(CRMM_PY_PYLIBRMM_STUBS)
 crmm_allocatorsdir = $(pythondir)/crmm/allocators
 crmm_allocators_PYTHON = $(CRMM_PY_ALLOCATORS)
 
