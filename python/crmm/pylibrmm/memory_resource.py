@@ -148,7 +148,7 @@ class MemoryResource(HandleOwner):
             lib.crmm_resource_create(
                 plugin_name,
                 text,
-                upstream._ptr if upstream is not None else None,
+                upstream._handle if upstream is not None else None,
                 ctypes.byref(out),
             )
         )
@@ -193,18 +193,27 @@ class MemoryResource(HandleOwner):
 
     @property
     def ptr(self):
-        """The crmm_resource * as an int."""
+        """The crmm_resource * as an int (None once released)."""
         return self._ptr
+
+    @property
+    def _handle(self):
+        """The crmm_resource *, or StateError once the object's reference was released (its
+        __del__ called by hand)."""
+        ptr = getattr(self, "_ptr", None)
+        if not ptr:
+            raise _lib.error_for(10, f"this {type(self).__name__} was released; it cannot be used")
+        return ptr
 
     @property
     def kind(self):
         """The plugin's name, e.g. ``"pool"``."""
-        return _lib.text(lib.crmm_resource_kind(self._ptr))
+        return _lib.text(lib.crmm_resource_kind(self._handle))
 
     @property
     def name(self):
         """The config's name for it (``"main"``), or ``""``."""
-        return _lib.text(lib.crmm_resource_name(self._ptr))
+        return _lib.text(lib.crmm_resource_name(self._handle))
 
     @property
     def upstream_mr(self):
@@ -212,7 +221,7 @@ class MemoryResource(HandleOwner):
         the C upstream's plugin class for a resource from the config), or None."""
         up = getattr(self, "_upstream", None)
         if up is None:
-            c_up = lib.crmm_resource_upstream(self._ptr)
+            c_up = lib.crmm_resource_upstream(self._handle)
             if c_up:
                 up = self._upstream = _object_for(lib.crmm_resource_retain(c_up))
         return up
@@ -223,11 +232,11 @@ class MemoryResource(HandleOwner):
 
     @property
     def is_device_accessible(self):
-        return bool(lib.crmm_resource_is_device_accessible(self._ptr))
+        return bool(lib.crmm_resource_is_device_accessible(self._handle))
 
     @property
     def is_host_accessible(self):
-        return bool(lib.crmm_resource_is_host_accessible(self._ptr))
+        return bool(lib.crmm_resource_is_host_accessible(self._handle))
 
     def allocate(self, nbytes, stream=DEFAULT_STREAM):
         """Allocate `nbytes` on `stream`; returns the pointer as an int (0 for 0 bytes).
@@ -235,7 +244,7 @@ class MemoryResource(HandleOwner):
         nbytes = size_arg(nbytes, "nbytes")
         stream = as_stream(stream)
         out = ctypes.c_void_p()
-        check(lib.crmm_resource_allocate(self._ptr, nbytes, stream.handle or None, ctypes.byref(out)))
+        check(lib.crmm_resource_allocate(self._handle, nbytes, stream.handle or None, ctypes.byref(out)))
         return out.value or 0
 
     def deallocate(self, ptr, nbytes, stream=DEFAULT_STREAM):
@@ -244,7 +253,7 @@ class MemoryResource(HandleOwner):
         ptr = pointer_arg(ptr, "ptr")
         nbytes = size_arg(nbytes, "nbytes")
         stream = as_stream(stream)
-        check(lib.crmm_resource_deallocate(self._ptr, ptr or None, nbytes, stream.handle or None))
+        check(lib.crmm_resource_deallocate(self._handle, ptr or None, nbytes, stream.handle or None))
 
     def query(self, what):
         """A figure of the resource: ``"bytes_in_use"``, ``"bytes_reserved"``, ``"allocations"``,
@@ -254,12 +263,12 @@ class MemoryResource(HandleOwner):
         except KeyError:
             raise ValueError(f"unknown query {what!r}; one of {', '.join(QUERIES)}") from None
         out = ctypes.c_uint64()
-        check(lib.crmm_resource_query(self._ptr, code, ctypes.byref(out)))
+        check(lib.crmm_resource_query(self._handle, code, ctypes.byref(out)))
         return out.value
 
     def trim(self):
         """Give cached memory back upstream (nothing for resources that cache nothing)."""
-        check(lib.crmm_resource_trim(self._ptr))
+        check(lib.crmm_resource_trim(self._handle))
 
     def __eq__(self, other):
         return isinstance(other, MemoryResource) and self._ptr == other._ptr
@@ -282,7 +291,7 @@ class UpstreamResourceAdaptor(MemoryResource):
 
 def _control(mr, kind, op, arg):
     """crmm_resource_control_kind on the first `kind` layer of mr's chain."""
-    check(lib.crmm_resource_control_kind(mr._ptr, kind, op, arg))
+    check(lib.crmm_resource_control_kind(mr._handle, kind, op, arg))
 
 
 class CudaMemoryResource(MemoryResource):
@@ -600,7 +609,7 @@ def set_current_device_resource(mr):
     allocate from it from now on); get_current_device_resource() returns `mr` itself. Raises
     TypeError for anything but a MemoryResource, CudaError without a device."""
     _mr_arg(mr)
-    _set(None, mr, lambda: lib.crmm_set_current_device_resource(mr._ptr))
+    _set(None, mr, lambda: lib.crmm_set_current_device_resource(mr._handle))
 
 
 def set_per_device_resource(device, mr):
@@ -608,7 +617,7 @@ def set_per_device_resource(device, mr):
     InvalidArgumentError for a device that does not exist."""
     device = _device_arg(device)
     _mr_arg(mr)
-    _set(device, mr, lambda: lib.crmm_set_per_device_resource(device, mr._ptr))
+    _set(device, mr, lambda: lib.crmm_set_per_device_resource(device, mr._handle))
 
 
 def get_current_device_resource_type():
