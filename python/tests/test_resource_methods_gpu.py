@@ -48,3 +48,14 @@ def test_enable_logging_while_on_switches_to_the_new_file(gpu, tmp_path):
     finally:
         crmm.disable_logging()
     assert crmm.get_log_filenames() == {}
+
+
+def test_async_pool_handle_and_ipc_option(gpu):
+    plain = mr.CudaAsyncMemoryResource()
+    assert plain.pool_handle() != 0
+    try:
+        ipc = mr.CudaAsyncMemoryResource(enable_ipc=True)
+    except crmm.CrmmError as e:  # a device or driver without POSIX fd export says so
+        pytest.skip(f"no IPC-capable async pool here: {e}")
+    assert ipc.pool_handle() not in (0, plain.pool_handle())
+    ipc.deallocate(ipc.allocate(1 << 20), 1 << 20)

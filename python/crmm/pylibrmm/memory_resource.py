@@ -37,6 +37,7 @@ __all__ = [
     "StatisticsResourceAdaptor",
     "TrackingResourceAdaptor",
     "PrefetchResourceAdaptor",
+    "FailureCallbackResourceAdaptor",
     "PLUGIN_CLASSES",
     "get_current_device_resource",
     "set_current_device_resource",
@@ -325,17 +326,34 @@ class HostMemoryResource(MemoryResource):
         super().__init__("host")
 
 
-class CudaAsyncMemoryResource(MemoryResource):
-    """cudaMallocFromPoolAsync on a private pool (the ``async`` plugin)."""
+_ASYNC_GET_POOL = 0x700  # crmm/async.h
 
-    def __init__(self, initial_pool_size=None, release_threshold=None):
+
+class CudaAsyncMemoryResource(MemoryResource):
+    """cudaMallocFromPoolAsync on a private pool (the ``async`` plugin). `enable_ipc` makes its
+    allocations exportable as POSIX file descriptors, `enable_fabric` as fabric handles (one of
+    the two: ValueError for both)."""
+
+    def __init__(self, initial_pool_size=None, release_threshold=None, enable_ipc=False, enable_fabric=False):
+        for flag, value in (("enable_ipc", enable_ipc), ("enable_fabric", enable_fabric)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{flag} must be a bool, not {type(value).__name__}")
+        if enable_ipc and enable_fabric:
+            raise ValueError("crmm's async pool exports one handle type: enable_ipc or enable_fabric, not both")
         super().__init__(
             "async",
             {
                 "initial_pool_size": size_param(initial_pool_size, "initial_pool_size"),
                 "release_threshold": size_param(release_threshold, "release_threshold"),
+                "export_handle_type": "posix_fd" if enable_ipc else "fabric" if enable_fabric else None,
             },
         )
+
+    def pool_handle(self):
+        """The pool's cudaMemPool_t as an int (owned by the resource: do not destroy it)."""
+        pool = ctypes.c_void_p()
+        _control(self, b"async", _ASYNC_GET_POOL, ctypes.byref(pool))
+        return pool.value or 0
 
 
 class PoolMemoryResource(UpstreamResourceAdaptor):
@@ -487,6 +505,45 @@ class TrackingResourceAdaptor(UpstreamResourceAdaptor):
         _control(self, b"tracking", _TRACKING_LOG, ctypes.byref(level))
 
 
+_FAILURE_CALLBACK_SET = 0x400  # crmm/failure_callback.h
+_orphaned_callbacks = []  # callbacks of resources that outlived their Python object
+
+
+class FailureCallbackResourceAdaptor(UpstreamResourceAdaptor):
+    """Calls ``callback(nbytes)`` when `upstream_mr` runs out of memory: True retries the
+    allocation, False lets the failure through (the ``failure_callback`` plugin). An exception
+    raised by the callback cannot cross into C: it counts as False. Raises TypeError when
+    `callback` is not callable."""
+
+    def __init__(self, upstream_mr, callback):
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, not {type(callback).__name__}")
+        super().__init__("failure_callback", None, upstream_mr)
+
+        def on_failure(nbytes, _arg):
+            try:
+                return bool(callback(nbytes))
+            except BaseException:
+                return False
+
+        self._callback = callback
+        self._c_callback = _lib.FAILURE_CALLBACK(on_failure)
+        args = _lib.FailureCallbackArgs(self._c_callback, None)
+        _control(self, b"failure_callback", _FAILURE_CALLBACK_SET, ctypes.byref(args))
+
+    def __del__(self, _release=lib.crmm_resource_release):
+        c_callback = getattr(self, "_c_callback", None)
+        ptr = getattr(self, "_ptr", None)
+        if c_callback is not None and ptr:
+            # The C resource may live on (under an adaptor, as a device's resource): keep the
+            # callback it calls alive then, or take it out when this is the last reference.
+            if lib.crmm_resource_refcount(ptr) > 1:
+                _orphaned_callbacks.append(c_callback)
+            else:
+                lib.crmm_resource_control(ptr, _FAILURE_CALLBACK_SET, ctypes.byref(_lib.FailureCallbackArgs()))
+        super().__del__(_release)
+
+
 class PrefetchResourceAdaptor(UpstreamResourceAdaptor):
     """Prefetches each managed allocation to the device on its stream (the ``prefetch``
     plugin)."""
@@ -511,6 +568,7 @@ PLUGIN_CLASSES = {
     "statistics": StatisticsResourceAdaptor,
     "tracking": TrackingResourceAdaptor,
     "prefetch": PrefetchResourceAdaptor,
+    "failure_callback": FailureCallbackResourceAdaptor,
 }
 
 # The Python object standing for each live C resource (weak: the object owns the reference),

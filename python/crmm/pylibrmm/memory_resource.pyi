@@ -1,5 +1,5 @@
 from os import PathLike
-from typing import Any
+from typing import Any, Callable
 
 from ..statistics import Statistics
 from .logger import disable_logging as disable_logging, enable_logging as enable_logging, get_log_filenames as get_log_filenames
@@ -56,7 +56,14 @@ class HostMemoryResource(MemoryResource):
     def __init__(self) -> None: ...
 
 class CudaAsyncMemoryResource(MemoryResource):
-    def __init__(self, initial_pool_size: _Size | None = None, release_threshold: _Size | None = None) -> None: ...
+    def __init__(
+        self,
+        initial_pool_size: _Size | None = None,
+        release_threshold: _Size | None = None,
+        enable_ipc: bool = False,
+        enable_fabric: bool = False,
+    ) -> None: ...
+    def pool_handle(self) -> int: ...
 
 class PoolMemoryResource(UpstreamResourceAdaptor):
     def __init__(
@@ -99,6 +106,9 @@ class TrackingResourceAdaptor(UpstreamResourceAdaptor):
     def get_allocated_bytes(self) -> int: ...
     def get_outstanding_allocations_str(self) -> str: ...
     def log_outstanding_allocations(self) -> None: ...
+
+class FailureCallbackResourceAdaptor(UpstreamResourceAdaptor):
+    def __init__(self, upstream_mr: MemoryResource, callback: Callable[[int], bool]) -> None: ...
 
 class PrefetchResourceAdaptor(UpstreamResourceAdaptor):
     def __init__(self, upstream_mr: MemoryResource) -> None: ...
