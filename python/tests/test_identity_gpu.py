@@ -60,3 +60,21 @@ def test_the_config_default_has_its_plugin_s_class(gpu, tmp_path):
         env={"CRMM_CONFIG": str(path)},
     )
     assert r.returncode == 0, r.stderr
+
+
+def test_the_set_resource_comes_back_after_logging_wrapped_it(restore, tmp_path):
+    import gc
+
+    mr.set_current_device_resource(mr.PoolMemoryResource(mr.CudaMemoryResource(), initial_pool_size="16MiB"))
+    pool_id = id(mr.get_current_device_resource())
+    crmm.enable_logging(str(tmp_path / "log.csv"))
+    try:
+        logged = mr.get_current_device_resource()
+        assert type(logged) is mr.LoggingResourceAdaptor
+        assert id(logged.upstream_mr) == pool_id
+        del logged
+        gc.collect()
+    finally:
+        crmm.disable_logging()
+    back = mr.get_current_device_resource()
+    assert type(back) is mr.PoolMemoryResource and id(back) == pool_id

@@ -575,7 +575,7 @@ PLUGIN_CLASSES = {
 # and the object each device's resource was set to or last returned as (strong, as RMM keeps it).
 _objects = weakref.WeakValueDictionary()
 _per_device = {}
-_registry_lock = threading.Lock()
+_registry_lock = threading.RLock()
 
 
 def _remember(mr):
@@ -599,7 +599,10 @@ def _object_for(ptr):
         mr._ptr = ptr
         mr._upstream = None
         _objects[ptr] = mr
-        return mr
+    # Tie the chain's existing objects to the new one now, while they are alive: a resource set
+    # from Python and then wrapped in C (enable_logging) comes back as that same object later.
+    mr.upstream_mr
+    return mr
 
 
 def current_device():
