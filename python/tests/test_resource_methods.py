@@ -140,3 +140,12 @@ def test_bad_size_strings(text):
 
     with pytest.raises(ValueError):
         size_param(text, "x")
+
+
+def test_a_log_file_name_is_taken_literally_as_rmm_takes_it(tmp_path):
+    name = tmp_path / "100%_d.csv"
+    log = mr.LoggingResourceAdaptor(mr.HostMemoryResource(), log_file_name=str(name))
+    assert log.get_file_name() == str(name)
+    log.deallocate(log.allocate(8), 8)
+    log.flush()
+    assert name.read_text().startswith("Thread,Time,Action")
