@@ -4,6 +4,7 @@ and the original keeps working after the copy is gone."""
 
 import copy
 import gc
+import os
 import pickle
 
 import pytest
@@ -27,6 +28,8 @@ def host_resources():
         mr.PoolMemoryResource(mr.HostMemoryResource(), initial_pool_size="1MiB"),
         mr.BinningMemoryResource(mr.HostMemoryResource()),
         mr.FixedSizeMemoryResource(mr.HostMemoryResource(), block_size=4096, blocks_to_preallocate=2),
+        mr.FailureCallbackResourceAdaptor(mr.HostMemoryResource(), lambda nbytes: False),
+        mr.LoggingResourceAdaptor(mr.HostMemoryResource(), log_file_name=os.devnull),
     ]
 
 

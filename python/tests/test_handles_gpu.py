@@ -101,3 +101,36 @@ def test_cuda_array_interface_is_rmm_s(gpu):
     db = crmm.DeviceBuffer(size=16)
     iface = db.__cuda_array_interface__
     assert iface == {"data": (db.ptr, False), "shape": (16,), "strides": None, "typestr": "|u1", "version": 0}
+
+
+def device_resources():
+    cuda = crmm.mr.CudaMemoryResource()
+    return [
+        cuda,
+        crmm.mr.ManagedMemoryResource(),
+        crmm.mr.PinnedHostMemoryResource(),
+        crmm.mr.CudaAsyncMemoryResource(),
+        crmm.mr.PoolMemoryResource(cuda, initial_pool_size="4MiB"),
+        crmm.mr.ArenaMemoryResource(cuda, arena_size="4MiB"),
+        crmm.mr.BinningMemoryResource(cuda, 10, 12),
+        crmm.mr.PrefetchResourceAdaptor(crmm.mr.ManagedMemoryResource()),
+        crmm.mr.FailureCallbackResourceAdaptor(cuda, lambda n: False),
+        crmm.mr.get_current_device_resource(),
+    ]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_every_device_resource_copies_with_a_reference_and_refuses_pickling(gpu, protocol):
+    from crmm._lib import lib
+
+    for res in device_resources():
+        before = lib.crmm_resource_refcount(res.ptr)
+        with pytest.raises(TypeError, match="cannot pickle"):
+            pickle.dumps(res, protocol=protocol)
+        for how in (copy.copy, copy.deepcopy):
+            twin = how(res)
+            assert type(twin) is type(res) and lib.crmm_resource_refcount(res.ptr) == before + 1
+            del twin
+            gc.collect()
+        assert lib.crmm_resource_refcount(res.ptr) == before
+        res.deallocate(res.allocate(256), 256)
