@@ -1,18 +1,27 @@
 # python/local.mk — the Python package `crmm` (pure Python over ctypes): installed into
 # $(pythondir) with the path of the installed libcrmm, checked from the install prefix by
 # `make installcheck`, and its pytest suite run by `make check` against the build tree.
-CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_errors.py python/crmm/_host.py python/crmm/_lib.py \
-	python/crmm/mr.py
+CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
+	python/crmm/mr.py python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py
 CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
 	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \
 	python/crmm/pylibrmm/memory_resource.py python/crmm/pylibrmm/stream.py
 CRMM_PY_ALLOCATORS = python/crmm/allocators/__init__.py python/crmm/allocators/cupy.py \
 	python/crmm/allocators/numba.py python/crmm/allocators/torch.py
+# Type stubs and the PEP 561 marker, installed beside the modules.
+CRMM_PY_TOP_STUBS = python/crmm/__init__.pyi python/crmm/mr.pyi python/crmm/statistics.pyi python/crmm/py.typed
+CRMM_PY_PYLIBRMM_STUBS = python/crmm/pylibrmm/__init__.pyi python/crmm/pylibrmm/cuda_stream_pool.pyi \
+	python/crmm/pylibrmm/device_buffer.pyi python/crmm/pylibrmm/logger.pyi \
+	python/crmm/pylibrmm/memory_resource.pyi python/crmm/pylibrmm/stream.pyi
 CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/tests/test_device_buffer_gpu.py \
 	python/tests/test_doctests_gpu.py python/tests/test_frameworks_gpu.py python/tests/test_host_arguments.py \
-	python/tests/test_host_resources.py python/tests/test_import.py python/tests/test_logging.py \
+	python/tests/test_host_resources.py python/tests/test_import.py python/tests/test_logging.py python/tests/test_handles.py \
+	python/tests/test_handles_gpu.py python/tests/test_argument_gaps.py python/tests/test_reinitialize.py \
+	python/tests/test_reinitialize_gpu.py python/tests/test_identity.py python/tests/test_identity_gpu.py python/tests/test_statistics.py \
+	python/tests/test_statistics_gpu.py python/tests/test_resource_methods.py \
+	python/tests/test_resource_methods_gpu.py python/tests/test_rmm_alias.py python/tests/test_stubs.py python/tests/test_released_objects.py python/tests/test_failure_callback.py \
 	python/tests/test_no_device.py python/tests/test_streams.py
-EXTRA_DIST += $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
+EXTRA_DIST += docs/python.md $(CRMM_PY_TOP_STUBS) $(CRMM_PY_PYLIBRMM_STUBS) $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 
 TESTS += python/tests/run_pytest.sh
 AM_TESTS_ENVIRONMENT += \
@@ -29,6 +38,8 @@ crmm_pydir = $(pythondir)/crmm
 crmm_py_PYTHON = $(CRMM_PY_TOP)
 crmm_pylibrmmdir = $(pythondir)/crmm/pylibrmm
 crmm_pylibrmm_PYTHON = $(CRMM_PY_PYLIBRMM)
+crmm_py_DATA = $(CRMM_PY_TOP_STUBS)
+crmm_pylibrmm_DATA = $(CRMM_PY_PYLIBRMM_STUBS)
 crmm_allocatorsdir = $(pythondir)/crmm/allocators
 crmm_allocators_PYTHON = $(CRMM_PY_ALLOCATORS)
 
@@ -36,8 +47,9 @@ crmm_allocators_PYTHON = $(CRMM_PY_ALLOCATORS)
 install-data-hook: install-crmm-py-paths
 install-crmm-py-paths:
 	dlname=`sed -n "s/^dlname='\(.*\)'/\1/p" libcrmm.la`; \
-	printf '"""Where `make install` put libcrmm (written at install)."""\n\nLIBDIR = %s\nLIBRARY = %s\n' \
-	  "'$(libdir)'" "'$$dlname'" >"$(DESTDIR)$(crmm_pydir)/_paths.py"
+	commit=`git -C "$(abs_top_srcdir)" rev-parse HEAD 2>/dev/null || true`; \
+	printf '"""Where `make install` put libcrmm, and the commit it was built from (written at install)."""\n\nLIBDIR = %s\nLIBRARY = %s\nGIT_COMMIT = %s\n' \
+	  "'$(libdir)'" "'$$dlname'" "'$$commit'" >"$(DESTDIR)$(crmm_pydir)/_paths.py"
 uninstall-hook:
 	rm -f "$(DESTDIR)$(crmm_pydir)/_paths.py"
 

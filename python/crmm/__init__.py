@@ -6,7 +6,7 @@ installed crmm.ini) chooses each device's resource, as for C programs; crmm.init
 loads another one before first use. Framework allocators: crmm.allocators.cupy, .numba, .torch.
 """
 
-from . import mr, pylibrmm
+from . import mr, pylibrmm, statistics
 from ._errors import (
     BadAllocError,
     ConfigError,
@@ -21,6 +21,8 @@ from ._errors import (
 )
 from . import _lib
 from ._lib import initialize, library_path
+from ._rmm_alias import install_as_rmm, is_installed_as_rmm, uninstall_as_rmm
+from ._reinitialize import register_reinitialize_hook, reinitialize, unregister_reinitialize_hook
 from .pylibrmm.device_buffer import DeviceBuffer
 from .pylibrmm.logger import (
     disable_logging,
@@ -37,6 +39,10 @@ from .pylibrmm.logger import (
 from .pylibrmm.memory_resource import is_initialized
 
 __version__ = _lib.text(_lib.lib.crmm_version())
+try:  # the commit `make install` was run from ("" outside a git checkout or uninstalled)
+    from ._paths import GIT_COMMIT as __git_commit__
+except ImportError:
+    __git_commit__ = ""
 
 __all__ = [
     "BadAllocError",
@@ -57,12 +63,19 @@ __all__ = [
     "get_log_filenames",
     "get_logging_level",
     "initialize",
+    "install_as_rmm",
+    "is_installed_as_rmm",
+    "uninstall_as_rmm",
     "is_initialized",
     "level_enum",
     "library_path",
     "mr",
     "pylibrmm",
+    "register_reinitialize_hook",
+    "reinitialize",
+    "unregister_reinitialize_hook",
     "set_flush_level",
     "set_logging_level",
     "should_log",
+    "statistics",
 ]

@@ -67,6 +67,7 @@ _PROTOTYPES = {
     "crmm_config_resource_upstream": (c_char_p, [c_void_p, c_size_t]),
     "crmm_config_default_resource": (c_char_p, [c_void_p, c_int]),
     "crmm_config_create_resource": (c_int, [c_void_p, c_char_p, c_int, ctypes.POINTER(c_void_p)]),
+    "crmm_parse_size": (c_int, [c_char_p, c_uint64, ctypes.POINTER(c_uint64), ctypes.POINTER(ctypes.c_double)]),
     # resource.h
     "crmm_resource_create": (c_int, [c_char_p, c_char_p, c_void_p, ctypes.POINTER(c_void_p)]),
     "crmm_resource_allocate": (c_int, [c_void_p, c_size_t, c_void_p, ctypes.POINTER(c_void_p)]),
@@ -91,6 +92,7 @@ _PROTOTYPES = {
     # cuda_support.h
     "crmm_cuda_device_count": (c_int, [ctypes.POINTER(c_int)]),
     "crmm_cuda_current_device": (c_int, [ctypes.POINTER(c_int)]),
+    "crmm_cuda_device_memory": (c_int, [c_int, ctypes.POINTER(c_uint64), ctypes.POINTER(c_uint64)]),
     "crmm_cuda_device_enter": (c_int, [c_int, ctypes.POINTER(DeviceGuard)]),
     "crmm_cuda_device_restore": (None, [ctypes.POINTER(DeviceGuard)]),
     # stream.h, stream_pool.h
@@ -192,6 +194,33 @@ def _cuda_function(name, restype, argtypes):
 
 cuda_memset_async = _cuda_function("cudaMemsetAsync", c_int, [c_void_p, c_int, c_size_t, c_void_p])
 cuda_get_error_string = _cuda_function("cudaGetErrorString", c_char_p, [c_int])
+cuda_get_last_error = _cuda_function("cudaGetLastError", c_int, [])
+cuda_runtime_get_version = _cuda_function("cudaRuntimeGetVersion", c_int, [ctypes.POINTER(c_int)])
+
+
+class CudaMemLocation(ctypes.Structure):
+    """cudaMemLocation (CUDA 12.2 and later): a device is type 1 with its ordinal as id."""
+
+    _fields_ = [("type", c_int), ("id", c_int)]
+
+
+def _mem_prefetch():
+    """cudaMemPrefetchAsync as a function of (ptr, nbytes, device, stream handle) -> cudaError,
+    over the runtime's signature: a cudaMemLocation and flags from CUDA 13, a device before."""
+    fn = _cuda_function("cudaMemPrefetchAsync", c_int, [])
+    if fn is None or cuda_runtime_get_version is None:
+        return None
+    version = c_int(0)
+    if cuda_runtime_get_version(ctypes.byref(version)) != 0:
+        return None
+    if version.value >= 13000:
+        fn.argtypes = [c_void_p, c_size_t, CudaMemLocation, ctypes.c_uint, c_void_p]
+        return lambda ptr, n, device, stream: fn(ptr, n, CudaMemLocation(1, device), 0, stream)
+    fn.argtypes = [c_void_p, c_size_t, c_int, c_void_p]
+    return lambda ptr, n, device, stream: fn(ptr, n, device, stream)
+
+
+cuda_mem_prefetch = _mem_prefetch()
 
 
 def text(value):
@@ -219,7 +248,9 @@ _init_lock = threading.Lock()
 
 
 def _init_locked(path):
-    status = lib.crmm_init(os.fsencode(path) if path is not None else None)
+    from ._host import path_arg
+
+    status = lib.crmm_init(path_arg(path, "path") if path is not None else None)
     if status == 0:
         return
     msg = last_error()

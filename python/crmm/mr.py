@@ -2,3 +2,4 @@
 
 from .pylibrmm.memory_resource import *  # noqa: F401,F403
 from .pylibrmm.memory_resource import __all__  # noqa: F401
+from .pylibrmm.memory_resource import _flush_logs, _initialize  # noqa: F401  (RMM's private names, used by its users)

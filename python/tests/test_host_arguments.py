@@ -55,3 +55,29 @@ def test_device_buffer_argument_checks(kwargs, exc):
 def test_device_buffer_arguments_are_keywords():
     with pytest.raises(TypeError):
         DeviceBuffer(None, 5)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [np.zeros(4, dtype=np.int8), np.zeros(2, dtype=np.uint16), np.zeros(2, dtype=np.float32), np.zeros((2, 2), dtype=np.uint8), memoryview(b"abcd").cast("B", (2, 2))],
+    ids=["int8", "uint16", "float32", "2-D", "2-D memoryview"],
+)
+def test_host_buffers_must_be_1d_unsigned_bytes_as_rmm_takes_them(bad):
+    with pytest.raises(ValueError):
+        dbm.to_device(bad)
+    with pytest.raises(ValueError):
+        DeviceBuffer.to_device(bad)
+    with pytest.raises(ValueError):
+        dbm.copy_host_to_ptr(bad, 0)
+
+
+@pytest.mark.parametrize("good", [b"abc", bytearray(b"abc"), np.frombuffer(b"abc", dtype=np.uint8), memoryview(b"abc")])
+def test_host_buffers_of_unsigned_bytes_are_taken(good):
+    from crmm._host import host_view
+
+    assert host_view(good).tobytes() == b"abc"
+
+
+def test_to_device_of_none_is_a_type_error():
+    with pytest.raises(TypeError):
+        dbm.to_device(None)

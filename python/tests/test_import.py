@@ -17,6 +17,9 @@ MODULES = [
     "crmm.pylibrmm.memory_resource",
     "crmm.pylibrmm.logger",
     "crmm.allocators",
+    "crmm.allocators.cupy",
+    "crmm.allocators.torch",
+    "crmm.statistics",
 ]
 
 
@@ -25,15 +28,37 @@ def test_module_imports(name):
     importlib.import_module(name)
 
 
-@pytest.mark.parametrize("name,framework", [("cupy", "cupy"), ("numba", "numba"), ("torch", "torch")])
-def test_allocator_module_imports_or_names_its_framework(name, framework):
+def test_numba_allocator_imports_or_names_numba():
     try:
-        importlib.import_module(framework)
+        importlib.import_module("numba")
     except ImportError:
-        with pytest.raises(ImportError, match=framework):
-            importlib.import_module(f"crmm.allocators.{name}")
+        with pytest.raises(ImportError, match="numba"):
+            importlib.import_module("crmm.allocators.numba")
     else:
-        importlib.import_module(f"crmm.allocators.{name}")
+        importlib.import_module("crmm.allocators.numba")
+
+
+def test_cupy_and_torch_allocators_import_without_their_framework_and_fail_when_used():
+    """As RMM's: a caller imports the module and skips when the framework is missing."""
+    r = run_python(
+        """
+        import sys
+        sys.modules["cupy"] = None  # as if not installed
+        sys.modules["torch"] = None
+        import crmm.allocators.cupy as c, crmm.allocators.torch as t
+        assert t.rmm_torch_allocator is None and t.crmm_torch_allocator is None
+        for call, name in ((lambda: c.rmm_cupy_allocator(8), "cupy"), (t.use_crmm, "torch")):
+            try:
+                call()
+            except ModuleNotFoundError as e:
+                assert e.name == name and name in str(e), e
+            else:
+                raise AssertionError(name)
+        print("ok")
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
 
 
 def test_seed_names_are_reachable_from_the_top():

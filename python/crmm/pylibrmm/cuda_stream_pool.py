@@ -2,13 +2,14 @@
 
 import ctypes
 
+from .._handles import HandleOwner
 from .._lib import check, lib
 from .stream import CudaStreamFlags, Stream, _flags_arg
 
 __all__ = ["CudaStreamPool"]
 
 
-class CudaStreamPool:
+class CudaStreamPool(HandleOwner):
     """A pool of CUDA streams for efficient stream management.
 
     Provides thread-safe access to a collection of CUDA stream objects. Successive calls may
@@ -20,6 +21,9 @@ class CudaStreamPool:
         Number of streams in the pool. Defaults to 16.
     flags : CudaStreamFlags, optional
         Flags used to create each stream. Defaults to CudaStreamFlags.SYNC_DEFAULT.
+
+    The pool owns its streams: copy.copy, copy.deepcopy and pickling raise TypeError (share the
+    object instead).
     """
 
     def __init__(self, pool_size=16, flags=CudaStreamFlags.SYNC_DEFAULT):
@@ -32,6 +36,12 @@ class CudaStreamPool:
         out = ctypes.c_void_p()
         check(lib.crmm_stream_pool_create(pool_size, int(flags), ctypes.byref(out)))
         self._pool = out.value
+
+    def __copy__(self):
+        raise TypeError("cannot copy a CudaStreamPool: it owns its streams (share the object)")
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
 
     def __del__(self, _destroy_fn=lib.crmm_stream_pool_destroy):
         if getattr(self, "_pool", None):

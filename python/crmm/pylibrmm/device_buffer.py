@@ -103,7 +103,7 @@ class DeviceBuffer:
             raise TypeError(f"mr must be a MemoryResource, not {type(mr).__name__}")
         _lib.ensure_initialized()
         out = ctypes.c_void_p()
-        check(lib.crmm_device_buffer_create(size, stream._cstream, mr._ptr if mr is not None else None, ctypes.byref(out)))
+        check(lib.crmm_device_buffer_create(size, stream._cstream, mr._handle if mr is not None else None, ctypes.byref(out)))
         self._buf = out.value
         self._stream = stream
         self._mr = mr
@@ -133,17 +133,26 @@ class DeviceBuffer:
             _destroy(self._buf)
             self._buf = None
 
+    @property
+    def _cbuf(self):
+        """The crmm_device_buffer *, or StateError once the buffer was freed (its __del__
+        called by hand)."""
+        buf = getattr(self, "_buf", None)
+        if not buf:
+            raise _lib.error_for(10, "this DeviceBuffer was freed; it cannot be used")
+        return buf
+
     # ---- properties ----------------------------------------------------------------------
 
     @property
     def ptr(self):
         """Address of the memory as an int (0 for a size-0 buffer)."""
-        return lib.crmm_device_buffer_ptr(self._buf) or 0
+        return lib.crmm_device_buffer_ptr(self._cbuf) or 0
 
     @property
     def size(self):
         """Size of the buffer in bytes."""
-        return int(lib.crmm_device_buffer_size(self._buf))
+        return int(lib.crmm_device_buffer_size(self._cbuf))
 
     @property
     def nbytes(self):
@@ -152,17 +161,17 @@ class DeviceBuffer:
 
     def capacity(self):
         """Bytes allocated (at least size)."""
-        return int(lib.crmm_device_buffer_capacity(self._buf))
+        return int(lib.crmm_device_buffer_capacity(self._cbuf))
 
     @property
     def device(self):
         """The device the memory belongs to."""
-        return int(lib.crmm_device_buffer_device(self._buf))
+        return int(lib.crmm_device_buffer_device(self._cbuf))
 
     @property
     def mr(self):
         """The memory resource the buffer allocates from."""
-        return MemoryResource._adopt(lib.crmm_resource_retain(lib.crmm_device_buffer_resource(self._buf)))
+        return MemoryResource._adopt(lib.crmm_resource_retain(lib.crmm_device_buffer_resource(self._cbuf)))
 
     @property
     def stream(self):
@@ -182,7 +191,7 @@ class DeviceBuffer:
             "shape": (self.size,),
             "strides": None,
             "typestr": "|u1",
-            "version": 3,
+            "version": 0,
         }
 
     def __repr__(self):
@@ -199,23 +208,48 @@ class DeviceBuffer:
         """Change the size to `new_size` bytes, keeping the contents up to the smaller size
         (new bytes are uninitialized)."""
         new_size = size_arg(new_size, "new_size")
-        check(lib.crmm_device_buffer_resize(self._buf, new_size, self._set_stream(stream)))
+        check(lib.crmm_device_buffer_resize(self._cbuf, new_size, self._set_stream(stream)))
 
     def reserve(self, new_capacity, stream=DEFAULT_STREAM):
         """Grow the capacity to at least `new_capacity` bytes; the size stays."""
         new_capacity = size_arg(new_capacity, "new_capacity")
-        check(lib.crmm_device_buffer_reserve(self._buf, new_capacity, self._set_stream(stream)))
+        check(lib.crmm_device_buffer_reserve(self._cbuf, new_capacity, self._set_stream(stream)))
 
     def shrink_to_fit(self, stream=DEFAULT_STREAM):
         """Make the capacity equal to the size."""
-        check(lib.crmm_device_buffer_shrink_to_fit(self._buf, self._set_stream(stream)))
+        check(lib.crmm_device_buffer_shrink_to_fit(self._cbuf, self._set_stream(stream)))
+
+    def prefetch(self, device=None, stream=None):
+        """Start moving the buffer's memory to `device` (default: the current device) on
+        `stream` (default: the buffer's stream), for managed memory; nothing for other memory
+        (as RMM). Raises TypeError/ValueError for bad arguments, CudaError when CUDA refuses
+        the prefetch for another reason."""
+        stream = self._stream if stream is None else as_stream(stream)
+        if device is None:
+            from .memory_resource import current_device
+
+            device = current_device()
+        else:
+            from .memory_resource import _device_arg
+
+            device = _device_arg(device)
+        if not self.size:
+            return
+        if _lib.cuda_mem_prefetch is None:
+            raise _lib.error_for(8, "libcrmm's CUDA runtime has no cudaMemPrefetchAsync")
+        err = _lib.cuda_mem_prefetch(self.ptr, self.size, device, stream.handle or None)
+        if err == 1:  # cudaErrorInvalidValue: not managed memory
+            _lib.cuda_get_last_error()
+        elif err != 0:
+            _lib.cuda_get_last_error()
+            raise _lib.error_for(4, f"cudaMemPrefetchAsync failed: {_lib.text(_lib.cuda_get_error_string(err))}")
 
     # ---- copies --------------------------------------------------------------------------
 
     def copy(self):
         """A deep copy on the buffer's stream, from the same resource."""
         out = ctypes.c_void_p()
-        check(lib.crmm_device_buffer_copy_on_stream(self._buf, self._stream._cstream, ctypes.byref(out)))
+        check(lib.crmm_device_buffer_copy_on_stream(self._cbuf, self._stream._cstream, ctypes.byref(out)))
         return DeviceBuffer._adopt(out.value, self._stream)
 
     def __copy__(self):
@@ -225,7 +259,9 @@ class DeviceBuffer:
         return self.copy()
 
     def __reduce__(self):
-        return to_device, (self.tobytes(),)
+        # The contents as a plain numpy array: pickle protocol 5 hands it out of band
+        # (buffer_callback) instead of copying it into the stream.
+        return to_device, (self.copy_to_host().view(np.ndarray),)
 
     @staticmethod
     def to_device(b, stream=DEFAULT_STREAM):
@@ -254,7 +290,7 @@ class DeviceBuffer:
             view = host_view(ary, writable=True, name="ary")
             if view.nbytes < self.size:
                 raise ValueError(f"ary has {view.nbytes} bytes, the buffer {self.size}")
-        check(lib.crmm_device_buffer_copy_to_host(self._buf, address(view), view.nbytes, stream._cstream))
+        check(lib.crmm_device_buffer_copy_to_host(self._cbuf, address(view), view.nbytes, stream._cstream))
         return ary
 
     def copy_from_host(self, ary, stream=DEFAULT_STREAM):
@@ -262,7 +298,7 @@ class DeviceBuffer:
         view = host_view(ary, name="ary")
         if view.nbytes > self.size:
             raise ValueError(f"ary has {view.nbytes} bytes, more than the buffer's {self.size}")
-        check(lib.crmm_device_buffer_copy_from_host(self._buf, address(view), view.nbytes, _stream_ptr(stream)))
+        check(lib.crmm_device_buffer_copy_from_host(self._cbuf, address(view), view.nbytes, _stream_ptr(stream)))
 
     def copy_from_device(self, cuda_ary, stream=DEFAULT_STREAM):
         """Copy device memory (a DeviceBuffer or a C-contiguous object with
@@ -270,7 +306,7 @@ class DeviceBuffer:
         src, nbytes = _device_array_pointer(cuda_ary)
         if nbytes > self.size:
             raise ValueError(f"the source has {nbytes} bytes, more than the buffer's {self.size}")
-        check(lib.crmm_device_buffer_copy_from_device(self._buf, src or None, nbytes, _stream_ptr(stream)))
+        check(lib.crmm_device_buffer_copy_from_device(self._cbuf, src or None, nbytes, _stream_ptr(stream)))
 
     def tobytes(self, stream=DEFAULT_STREAM):
         """The contents as bytes."""

@@ -10,6 +10,7 @@ import os
 from enum import IntEnum
 
 from .. import _lib
+from .._host import path_arg
 from .._lib import check, lib
 
 __all__ = [
@@ -39,12 +40,10 @@ class level_enum(IntEnum):
 
 
 def _level_arg(level):
-    if isinstance(level, bool) or not isinstance(level, int):
-        raise TypeError(f"level must be a level_enum, not {type(level).__name__}")
-    try:
-        return level_enum(level)
-    except ValueError:
-        raise ValueError(f"level must be a level_enum (0..6), not {level!r}") from None
+    """A level argument: a level_enum only (plain ints are refused, as RMM refuses them)."""
+    if not isinstance(level, level_enum):
+        raise TypeError(f"level must be an instance of the level_enum enum, not {type(level).__name__}")
+    return level
 
 
 def set_logging_level(level):
@@ -79,14 +78,19 @@ def get_flush_level():
 
 def enable_logging(log_file_name=None):
     """Log every allocation and free of each device's current resource to a CSV file:
-    `log_file_name` with ``.dev<N>`` before its extension (default: $CRMM_LOG_FILE).
-    Raises InvalidArgumentError when neither is given, CudaError without a device."""
+    `log_file_name` with ``.dev<N>`` before its extension (default: $CRMM_LOG_FILE). While
+    logging is on already, it is switched off (its files flushed and closed) and on again with
+    the new name, so that the call never fails for that reason. Raises ValueError when neither
+    a name nor $CRMM_LOG_FILE is given or the name holds a NUL byte, CudaError without a device."""
     if log_file_name is None:
         log_file_name = os.environ.get("CRMM_LOG_FILE")
         if not log_file_name:
             raise ValueError("enable_logging needs a log_file_name (or $CRMM_LOG_FILE)")
+    raw = path_arg(log_file_name, "log_file_name")
     _lib.ensure_initialized()
-    check(lib.crmm_enable_logging(os.fsencode(log_file_name)))
+    if _switch_filenames():
+        check(lib.crmm_disable_logging())
+    check(lib.crmm_enable_logging(raw))
 
 
 def disable_logging():
@@ -94,8 +98,8 @@ def disable_logging():
     check(lib.crmm_disable_logging())
 
 
-def get_log_filenames():
-    """``{device: file name}`` of the devices being logged ({} when logging is off)."""
+def _switch_filenames():
+    """{device: file name} of enable_logging's adaptors."""
     count = ctypes.c_int(0)
     check(lib.crmm_get_log_filenames(None, 0, ctypes.byref(count)))
     if count.value == 0:
@@ -103,3 +107,13 @@ def get_log_filenames():
     names = (ctypes.c_char_p * count.value)()
     check(lib.crmm_get_log_filenames(names, count.value, ctypes.byref(count)))
     return {d: os.fsdecode(n) for d, n in enumerate(names[: count.value]) if n}
+
+
+def get_log_filenames():
+    """``{device: file name}`` of the devices whose resource logs: enable_logging's files, and
+    those of LoggingResourceAdaptors set as a device's resource ({} when none logs)."""
+    from .memory_resource import LoggingResourceAdaptor, _per_device
+
+    names = {d: mr.get_file_name() for d, mr in list(_per_device.items()) if isinstance(mr, LoggingResourceAdaptor)}
+    names.update(_switch_filenames())
+    return names

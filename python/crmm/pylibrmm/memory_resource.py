@@ -8,14 +8,21 @@ from the config until set_current_device_resource replaces it, as in C.
 """
 
 import ctypes
+import os
+import threading
+import weakref
 
 from .. import _lib
-from .._host import size_arg
+from .._handles import HandleOwner
+from .._host import pointer_arg, size_arg, size_param, text_arg
 from .._lib import check, lib
 from .stream import DEFAULT_STREAM, as_stream
 
 __all__ = [
+    "DeviceMemoryResource",
     "MemoryResource",
+    "UpstreamResourceAdaptor",
+    "PinnedHostMemoryResource",
     "CudaMemoryResource",
     "ManagedMemoryResource",
     "PinnedMemoryResource",
@@ -29,6 +36,9 @@ __all__ = [
     "LoggingResourceAdaptor",
     "StatisticsResourceAdaptor",
     "TrackingResourceAdaptor",
+    "PrefetchResourceAdaptor",
+    "FailureCallbackResourceAdaptor",
+    "PLUGIN_CLASSES",
     "get_current_device_resource",
     "set_current_device_resource",
     "get_per_device_resource",
@@ -36,6 +46,10 @@ __all__ = [
     "get_current_device_resource_type",
     "get_per_device_resource_type",
     "is_initialized",
+    "available_device_memory",
+    "enable_logging",
+    "disable_logging",
+    "get_log_filenames",
 ]
 
 # crmm_query (crmm/resource.h)
@@ -55,28 +69,55 @@ QUERIES = {
 }
 
 
+# Characters that end a value in libcrmm's "key=value key=value" list (crmm_params_set_list).
+_SEPARATORS = frozenset(" \t\n\r\v\f,")
+
+
+def _param_text(key, value):
+    """One `key=value` of a parameter dict, refusing what would change the list's meaning."""
+    if not isinstance(key, str):
+        raise TypeError(f"parameter names must be str, not {type(key).__name__}")
+    if not key or not all(c.islower() or c.isdigit() or c == "_" for c in key) or not key.isascii():
+        raise ValueError(f"parameter name {key!r} is not [a-z0-9_]+")
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    elif isinstance(value, int):
+        value = str(value)
+    elif isinstance(value, float):
+        value = repr(value)
+    elif isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise TypeError(f"parameter {key} must be a str, int, float or bool, not {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"parameter {key} must not contain a NUL byte: {value!r}")
+    bad = sorted(set(value) & _SEPARATORS)
+    if bad:
+        raise ValueError(
+            f"parameter {key}={value!r} contains {', '.join(map(repr, bad))}: white space and commas "
+            "separate parameters, so a value cannot hold them"
+        )
+    if value == "":
+        raise ValueError(f"parameter {key} has an empty value")
+    return f"{key}={value}"
+
+
 def params_string(params):
-    """Plugin parameters as libcrmm's "key=value key=value" string, from a str, a dict or None."""
+    """Plugin parameters as libcrmm's "key=value key=value" string, from a str, a dict or None.
+    A dict's values may not hold white space, commas or NUL bytes (they would end the value and
+    start another parameter); a str is passed as written (NUL bytes refused)."""
     if params is None:
         return ""
     if isinstance(params, str):
+        if "\0" in params:
+            raise ValueError(f"params must not contain a NUL byte: {params!r}")
         return params
     if not isinstance(params, dict):
         raise TypeError(f"params must be a dict or a 'key=value ...' string, not {type(params).__name__}")
-    parts = []
-    for key, value in params.items():
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        text = f"{key}={value}"
-        if any(c.isspace() for c in text):
-            raise ValueError(f"parameter {text!r} contains white space")
-        parts.append(text)
-    return " ".join(parts)
+    return " ".join(_param_text(key, value) for key, value in params.items() if value is not None)
 
 
-class MemoryResource:
+class MemoryResource(HandleOwner):
     """A crmm memory resource: a plugin instance, with its upstream chain.
 
     Parameters
@@ -90,44 +131,61 @@ class MemoryResource:
 
     Raises ConfigError for an unknown or bad parameter, PluginError for a plugin that cannot be
     found or loaded, and the plugin's own errors (CudaError without a device for GPU plugins).
+
+    copy.copy and copy.deepcopy give another object of the same class over the same C resource,
+    holding a reference of its own (memory allocated through one may be freed through the
+    other); pickling raises TypeError.
     """
 
     def __init__(self, plugin, params=None, upstream=None):
         self._ptr = None
-        if not isinstance(plugin, str):
-            raise TypeError(f"plugin must be a str, not {type(plugin).__name__}")
+        plugin_name = text_arg(plugin, "plugin")
         if upstream is not None and not isinstance(upstream, MemoryResource):
             raise TypeError(f"upstream must be a MemoryResource, not {type(upstream).__name__}")
+        text = params_string(params).encode()
         _lib.ensure_initialized()
         out = ctypes.c_void_p()
         check(
             lib.crmm_resource_create(
-                plugin.encode(),
-                params_string(params).encode(),
-                upstream._ptr if upstream is not None else None,
+                plugin_name,
+                text,
+                upstream._handle if upstream is not None else None,
                 ctypes.byref(out),
             )
         )
         self._ptr = out.value
+        self._upstream = upstream
+        _remember(self)
 
     @classmethod
     def _adopt(cls, ptr):
-        """Wrap a crmm_resource * whose reference passes to the new object."""
-        mr = MemoryResource.__new__(MemoryResource)
-        mr._ptr = ptr
-        return mr
+        """The Python object of a crmm_resource * whose reference passes to it: the object that
+        already stands for that resource, else a new one of its plugin's class."""
+        return _object_for(ptr)
 
     @classmethod
     def from_config(cls, name, device=None):
         """The resource `name` of the loaded config ($CRMM_CONFIG, the installed crmm.ini, or
         the one given to crmm.initialize), built for `device` (None: the current device).
         Raises NotFoundError for a name the config lacks, and the plugins' errors."""
+        raw = text_arg(name, "name")
+        if device is not None:
+            device = _device_arg(device)
         _lib.ensure_initialized()
         if device is None:
             device = current_device()
         out = ctypes.c_void_p()
-        check(lib.crmm_config_create_resource(lib.crmm_current_config(), name.encode(), int(device), ctypes.byref(out)))
+        check(lib.crmm_config_create_resource(lib.crmm_current_config(), raw, device, ctypes.byref(out)))
         return cls._adopt(out.value)
+
+    def __copy__(self):
+        twin = type(self).__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin._ptr = lib.crmm_resource_retain(self._ptr) if self._ptr else None
+        return twin
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
 
     def __del__(self, _release=lib.crmm_resource_release):
         if getattr(self, "_ptr", None):
@@ -136,35 +194,50 @@ class MemoryResource:
 
     @property
     def ptr(self):
-        """The crmm_resource * as an int."""
+        """The crmm_resource * as an int (None once released)."""
         return self._ptr
+
+    @property
+    def _handle(self):
+        """The crmm_resource *, or StateError once the object's reference was released (its
+        __del__ called by hand)."""
+        ptr = getattr(self, "_ptr", None)
+        if not ptr:
+            raise _lib.error_for(10, f"this {type(self).__name__} was released; it cannot be used")
+        return ptr
 
     @property
     def kind(self):
         """The plugin's name, e.g. ``"pool"``."""
-        return _lib.text(lib.crmm_resource_kind(self._ptr))
+        return _lib.text(lib.crmm_resource_kind(self._handle))
 
     @property
     def name(self):
         """The config's name for it (``"main"``), or ``""``."""
-        return _lib.text(lib.crmm_resource_name(self._ptr))
+        return _lib.text(lib.crmm_resource_name(self._handle))
 
     @property
     def upstream_mr(self):
-        """The upstream resource, or None."""
-        up = lib.crmm_resource_upstream(self._ptr)
-        return MemoryResource._adopt(lib.crmm_resource_retain(up)) if up else None
+        """The upstream resource (the object given when this one was made, or the object of
+        the C upstream's plugin class for a resource from the config), or None."""
+        up = getattr(self, "_upstream", None)
+        if up is None:
+            c_up = lib.crmm_resource_upstream(self._handle)
+            if c_up:
+                up = self._upstream = _object_for(lib.crmm_resource_retain(c_up))
+        return up
 
     def get_upstream(self):
+        """The upstream resource, or None (see upstream_mr)."""
         return self.upstream_mr
 
     @property
     def is_device_accessible(self):
-        return bool(lib.crmm_resource_is_device_accessible(self._ptr))
+        return bool(lib.crmm_resource_is_device_accessible(self._handle))
 
     @property
     def is_host_accessible(self):
-        return bool(lib.crmm_resource_is_host_accessible(self._ptr))
+        return bool(lib.crmm_resource_is_host_accessible(self._handle))
 
     def allocate(self, nbytes, stream=DEFAULT_STREAM):
         """Allocate `nbytes` on `stream`; returns the pointer as an int (0 for 0 bytes).
@@ -172,14 +245,16 @@ class MemoryResource:
         nbytes = size_arg(nbytes, "nbytes")
         stream = as_stream(stream)
         out = ctypes.c_void_p()
-        check(lib.crmm_resource_allocate(self._ptr, nbytes, stream.handle or None, ctypes.byref(out)))
+        check(lib.crmm_resource_allocate(self._handle, nbytes, stream.handle or None, ctypes.byref(out)))
         return out.value or 0
 
     def deallocate(self, ptr, nbytes, stream=DEFAULT_STREAM):
-        """Free `ptr` of `nbytes` (as allocated) on `stream`."""
+        """Free `ptr` of `nbytes` (as allocated) on `stream`. Raises TypeError, ValueError or
+        OverflowError for a pointer or size that is not an int in [0, 2**64)."""
+        ptr = pointer_arg(ptr, "ptr")
         nbytes = size_arg(nbytes, "nbytes")
         stream = as_stream(stream)
-        check(lib.crmm_resource_deallocate(self._ptr, ptr or None, nbytes, stream.handle or None))
+        check(lib.crmm_resource_deallocate(self._handle, ptr or None, nbytes, stream.handle or None))
 
     def query(self, what):
         """A figure of the resource: ``"bytes_in_use"``, ``"bytes_reserved"``, ``"allocations"``,
@@ -189,12 +264,12 @@ class MemoryResource:
         except KeyError:
             raise ValueError(f"unknown query {what!r}; one of {', '.join(QUERIES)}") from None
         out = ctypes.c_uint64()
-        check(lib.crmm_resource_query(self._ptr, code, ctypes.byref(out)))
+        check(lib.crmm_resource_query(self._handle, code, ctypes.byref(out)))
         return out.value
 
     def trim(self):
         """Give cached memory back upstream (nothing for resources that cache nothing)."""
-        check(lib.crmm_resource_trim(self._ptr))
+        check(lib.crmm_resource_trim(self._handle))
 
     def __eq__(self, other):
         return isinstance(other, MemoryResource) and self._ptr == other._ptr
@@ -205,6 +280,19 @@ class MemoryResource:
     def __repr__(self):
         name = f" {self.name!r}" if self.name else ""
         return f"<crmm MemoryResource {self.kind}{name}>"
+
+
+DeviceMemoryResource = MemoryResource  # RMM's name of the base class
+
+
+class UpstreamResourceAdaptor(MemoryResource):
+    """A resource over another one, `upstream_mr` (RMM's base of the suballocators and
+    adaptors); get_upstream() returns the same object."""
+
+
+def _control(mr, kind, op, arg):
+    """crmm_resource_control_kind on the first `kind` layer of mr's chain."""
+    check(lib.crmm_resource_control_kind(mr._handle, kind, op, arg))
 
 
 class CudaMemoryResource(MemoryResource):
@@ -221,11 +309,14 @@ class ManagedMemoryResource(MemoryResource):
         super().__init__("managed")
 
 
-class PinnedMemoryResource(MemoryResource):
+class PinnedHostMemoryResource(MemoryResource):
     """Page-locked host memory (the ``pinned`` plugin)."""
 
     def __init__(self):
         super().__init__("pinned")
+
+
+PinnedMemoryResource = PinnedHostMemoryResource
 
 
 class HostMemoryResource(MemoryResource):
@@ -235,75 +326,285 @@ class HostMemoryResource(MemoryResource):
         super().__init__("host")
 
 
+_ASYNC_GET_POOL = 0x700  # crmm/async.h
+
+
 class CudaAsyncMemoryResource(MemoryResource):
-    """cudaMallocFromPoolAsync on a private pool (the ``async`` plugin)."""
+    """cudaMallocFromPoolAsync on a private pool (the ``async`` plugin). `enable_ipc` makes its
+    allocations exportable as POSIX file descriptors, `enable_fabric` as fabric handles (one of
+    the two: ValueError for both)."""
 
-    def __init__(self, initial_pool_size=None, release_threshold=None):
-        super().__init__("async", {"initial_pool_size": initial_pool_size, "release_threshold": release_threshold})
+    def __init__(self, initial_pool_size=None, release_threshold=None, enable_ipc=False, enable_fabric=False):
+        for flag, value in (("enable_ipc", enable_ipc), ("enable_fabric", enable_fabric)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{flag} must be a bool, not {type(value).__name__}")
+        if enable_ipc and enable_fabric:
+            raise ValueError("crmm's async pool exports one handle type: enable_ipc or enable_fabric, not both")
+        super().__init__(
+            "async",
+            {
+                "initial_pool_size": size_param(initial_pool_size, "initial_pool_size"),
+                "release_threshold": size_param(release_threshold, "release_threshold"),
+                "export_handle_type": "posix_fd" if enable_ipc else "fabric" if enable_fabric else None,
+            },
+        )
+
+    def pool_handle(self):
+        """The pool's cudaMemPool_t as an int (owned by the resource: do not destroy it)."""
+        pool = ctypes.c_void_p()
+        _control(self, b"async", _ASYNC_GET_POOL, ctypes.byref(pool))
+        return pool.value or 0
 
 
-class PoolMemoryResource(MemoryResource):
+class PoolMemoryResource(UpstreamResourceAdaptor):
     """The coalescing pool suballocator over `upstream_mr` (the ``pool`` plugin)."""
 
     def __init__(self, upstream_mr, initial_pool_size=None, maximum_pool_size=None):
-        super().__init__("pool", {"initial_size": initial_pool_size, "maximum_size": maximum_pool_size}, upstream_mr)
+        params = {
+            "initial_size": size_param(initial_pool_size, "initial_pool_size"),
+            "maximum_size": size_param(maximum_pool_size, "maximum_pool_size"),
+        }
+        super().__init__("pool", params, upstream_mr)
+
+    def pool_size(self):
+        """Bytes the pool holds from its upstream (in use or free)."""
+        return self.query("bytes_reserved")
 
 
-class ArenaMemoryResource(MemoryResource):
+class ArenaMemoryResource(UpstreamResourceAdaptor):
     """Per-thread arenas over `upstream_mr` (the ``arena`` plugin)."""
 
     def __init__(self, upstream_mr, arena_size=None, dump_log_on_failure=False):
-        super().__init__("arena", {"arena_size": arena_size, "dump_log_on_failure": dump_log_on_failure}, upstream_mr)
+        params = {"arena_size": size_param(arena_size, "arena_size"), "dump_log_on_failure": bool(dump_log_on_failure)}
+        super().__init__("arena", params, upstream_mr)
 
 
-class FixedSizeMemoryResource(MemoryResource):
+class FixedSizeMemoryResource(UpstreamResourceAdaptor):
     """Equal blocks over `upstream_mr` (the ``fixed_size`` plugin)."""
 
     def __init__(self, upstream_mr, block_size=1 << 20, blocks_to_preallocate=128):
         super().__init__(
-            "fixed_size", {"block_size": block_size, "blocks_to_preallocate": blocks_to_preallocate}, upstream_mr
+            "fixed_size",
+            {"block_size": size_param(block_size, "block_size"), "blocks_to_preallocate": size_arg(blocks_to_preallocate, "blocks_to_preallocate")},
+            upstream_mr,
         )
 
 
-class BinningMemoryResource(MemoryResource):
+class BinningMemoryResource(UpstreamResourceAdaptor):
     """Fixed-size bins 2**min_size_exponent .. 2**max_size_exponent (the ``binning`` plugin)."""
 
     def __init__(self, upstream_mr, min_size_exponent=None, max_size_exponent=None):
+        if min_size_exponent == -1 and max_size_exponent == -1:  # RMM's "no bins yet"
+            min_size_exponent = max_size_exponent = None
         super().__init__(
             "binning", {"min_size_exponent": min_size_exponent, "max_size_exponent": max_size_exponent}, upstream_mr
         )
 
 
-class LimitingResourceAdaptor(MemoryResource):
+class LimitingResourceAdaptor(UpstreamResourceAdaptor):
     """Refuses allocations past `allocation_limit` bytes (the ``limiting`` plugin)."""
 
     def __init__(self, upstream_mr, allocation_limit):
-        super().__init__("limiting", {"allocation_limit": size_arg(allocation_limit, "allocation_limit")}, upstream_mr)
+        super().__init__("limiting", {"allocation_limit": size_param(allocation_limit, "allocation_limit")}, upstream_mr)
+
+    def get_allocated_bytes(self):
+        """Bytes allocated through this adaptor and not yet freed."""
+        return self.query("bytes_in_use")
+
+    def get_allocation_limit(self):
+        """The limit in bytes."""
+        return self.query("maximum_size")
 
 
-class LoggingResourceAdaptor(MemoryResource):
-    """Logs every allocation and free as CSV to `log_file_name` (the ``logging`` plugin)."""
+_LOGGING_FLUSH, _LOGGING_GET_FILE = 0x300, 0x301  # crmm/logging.h
+
+
+class LoggingResourceAdaptor(UpstreamResourceAdaptor):
+    """Logs every allocation and free as CSV to `log_file_name` (the ``logging`` plugin). The
+    name is taken literally, as RMM takes it ('%' is not one of the plugin's escapes here; use
+    MemoryResource("logging", {"file": ...}) for those); None: $CRMM_LOG_FILE."""
 
     def __init__(self, upstream_mr, log_file_name=None, auto_flush=False):
-        super().__init__("logging", {"file": log_file_name, "auto_flush": auto_flush}, upstream_mr)
+        if log_file_name is not None:
+            from .._host import path_arg
+
+            log_file_name = os.fsdecode(path_arg(log_file_name, "log_file_name")).replace("%", "%%")
+        super().__init__("logging", {"file": log_file_name, "auto_flush": bool(auto_flush)}, upstream_mr)
 
     def flush(self):
-        check(lib.crmm_resource_control_kind(self._ptr, b"logging", 0x300, None))
+        """Write the buffered lines to the file. Raises CrmmIOError when the write fails."""
+        _control(self, b"logging", _LOGGING_FLUSH, None)
+
+    def get_file_name(self):
+        """The file the log is written to (its name after expansion)."""
+        name = ctypes.c_char_p()
+        _control(self, b"logging", _LOGGING_GET_FILE, ctypes.byref(name))
+        return os.fsdecode(name.value) if name.value else ""
 
 
-class StatisticsResourceAdaptor(MemoryResource):
-    """Counts live, peak and total bytes and allocations (the ``statistics`` plugin); read them
-    with query()."""
+_STATISTICS_GET, _STATISTICS_PUSH, _STATISTICS_POP = 0x100, 0x101, 0x102  # crmm/statistics.h
+
+
+class StatisticsResourceAdaptor(UpstreamResourceAdaptor):
+    """Counts live, peak and total bytes and allocations (the ``statistics`` plugin), in a stack
+    of frames: push_counters starts a fresh one, pop_counters ends it."""
 
     def __init__(self, upstream_mr):
         super().__init__("statistics", None, upstream_mr)
 
+    def _frame(self, op):
+        from ..statistics import Statistics
 
-class TrackingResourceAdaptor(MemoryResource):
+        counters = _lib.AllocCounters()
+        _control(self, b"statistics", op, ctypes.byref(counters))
+        return Statistics._from_counters(counters)
+
+    @property
+    def allocation_counts(self):
+        """The counters of the top frame (a crmm.statistics.Statistics)."""
+        return self._frame(_STATISTICS_GET)
+
+    def push_counters(self):
+        """Start a new frame; returns the counters of the frame below it as they were."""
+        return self._frame(_STATISTICS_PUSH)
+
+    def pop_counters(self):
+        """End the top frame, folding it into the one below; returns its counters. Raises
+        StateError when only the base frame is left."""
+        return self._frame(_STATISTICS_POP)
+
+
+_TRACKING_BYTES, _TRACKING_STRING, _TRACKING_LOG = 0x201, 0x203, 0x204  # crmm/tracking.h
+_libc_free = ctypes.CDLL(None).free
+_libc_free.argtypes = [ctypes.c_void_p]
+_libc_free.restype = None
+
+
+class TrackingResourceAdaptor(UpstreamResourceAdaptor):
     """Tracks every outstanding allocation (the ``tracking`` plugin)."""
 
     def __init__(self, upstream_mr, capture_stacks=False):
-        super().__init__("tracking", {"capture_stacks": capture_stacks}, upstream_mr)
+        super().__init__("tracking", {"capture_stacks": bool(capture_stacks)}, upstream_mr)
+
+    def get_allocated_bytes(self):
+        """Bytes allocated through this adaptor and not yet freed."""
+        out = ctypes.c_uint64()
+        _control(self, b"tracking", _TRACKING_BYTES, ctypes.byref(out))
+        return out.value
+
+    def get_outstanding_allocations_str(self):
+        """The outstanding allocations, one per line (with their stacks when captured)."""
+        text = ctypes.c_void_p()
+        _control(self, b"tracking", _TRACKING_STRING, ctypes.byref(text))
+        try:
+            return ctypes.string_at(text.value).decode("utf-8", "replace") if text.value else ""
+        finally:
+            _libc_free(text.value)
+
+    def log_outstanding_allocations(self):
+        """Write the outstanding allocations to crmm's log at debug level."""
+        level = ctypes.c_int(1)
+        _control(self, b"tracking", _TRACKING_LOG, ctypes.byref(level))
+
+
+_FAILURE_CALLBACK_SET = 0x400  # crmm/failure_callback.h
+_orphaned_callbacks = []  # callbacks of resources that outlived their Python object
+
+
+class FailureCallbackResourceAdaptor(UpstreamResourceAdaptor):
+    """Calls ``callback(nbytes)`` when `upstream_mr` runs out of memory: True retries the
+    allocation, False lets the failure through (the ``failure_callback`` plugin). An exception
+    raised by the callback cannot cross into C: it counts as False. Raises TypeError when
+    `callback` is not callable."""
+
+    def __init__(self, upstream_mr, callback):
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, not {type(callback).__name__}")
+        super().__init__("failure_callback", None, upstream_mr)
+
+        def on_failure(nbytes, _arg):
+            try:
+                return bool(callback(nbytes))
+            except BaseException:
+                return False
+
+        self._callback = callback
+        self._c_callback = _lib.FAILURE_CALLBACK(on_failure)
+        args = _lib.FailureCallbackArgs(self._c_callback, None)
+        _control(self, b"failure_callback", _FAILURE_CALLBACK_SET, ctypes.byref(args))
+
+    def __del__(self, _release=lib.crmm_resource_release):
+        c_callback = getattr(self, "_c_callback", None)
+        ptr = getattr(self, "_ptr", None)
+        if c_callback is not None and ptr:
+            # The C resource may live on (under an adaptor, as a device's resource): keep the
+            # callback it calls alive then, or take it out when this is the last reference.
+            if lib.crmm_resource_refcount(ptr) > 1:
+                _orphaned_callbacks.append(c_callback)
+            else:
+                lib.crmm_resource_control(ptr, _FAILURE_CALLBACK_SET, ctypes.byref(_lib.FailureCallbackArgs()))
+        super().__del__(_release)
+
+
+class PrefetchResourceAdaptor(UpstreamResourceAdaptor):
+    """Prefetches each managed allocation to the device on its stream (the ``prefetch``
+    plugin)."""
+
+    def __init__(self, upstream_mr):
+        super().__init__("prefetch", None, upstream_mr)
+
+
+# The class of each plugin's resources, for resources built in C (the config's, an upstream).
+PLUGIN_CLASSES = {
+    "cuda": CudaMemoryResource,
+    "managed": ManagedMemoryResource,
+    "pinned": PinnedHostMemoryResource,
+    "host": HostMemoryResource,
+    "async": CudaAsyncMemoryResource,
+    "pool": PoolMemoryResource,
+    "arena": ArenaMemoryResource,
+    "fixed_size": FixedSizeMemoryResource,
+    "binning": BinningMemoryResource,
+    "limiting": LimitingResourceAdaptor,
+    "logging": LoggingResourceAdaptor,
+    "statistics": StatisticsResourceAdaptor,
+    "tracking": TrackingResourceAdaptor,
+    "prefetch": PrefetchResourceAdaptor,
+    "failure_callback": FailureCallbackResourceAdaptor,
+}
+
+# The Python object standing for each live C resource (weak: the object owns the reference),
+# and the object each device's resource was set to or last returned as (strong, as RMM keeps it).
+_objects = weakref.WeakValueDictionary()
+_per_device = {}
+_registry_lock = threading.RLock()
+
+
+def _remember(mr):
+    with _registry_lock:
+        _objects.setdefault(mr._ptr, mr)
+
+
+def _object_for(ptr):
+    """The Python object of `ptr`, a new C reference that passes to it (released when the
+    object already exists)."""
+    with _registry_lock:
+        mr = _objects.get(ptr)
+        if mr is not None and mr._ptr == ptr:
+            lib.crmm_resource_release(ptr)
+            return mr
+        kind = _lib.text(lib.crmm_resource_kind(ptr))
+        cls = PLUGIN_CLASSES.get(kind)
+        if cls is None:
+            cls = UpstreamResourceAdaptor if lib.crmm_resource_upstream(ptr) else MemoryResource
+        mr = cls.__new__(cls)
+        mr._ptr = ptr
+        mr._upstream = None
+        _objects[ptr] = mr
+    # Tie the chain's existing objects to the new one now, while they are alive: a resource set
+    # from Python and then wrapped in C (enable_logging) comes back as that same object later.
+    mr.upstream_mr
+    return mr
 
 
 def current_device():
@@ -313,23 +614,32 @@ def current_device():
     return d.value
 
 
+def _per_device_object(device, ptr):
+    mr = _object_for(ptr)
+    _per_device[device] = mr
+    return mr
+
+
 def get_current_device_resource():
-    """The current device's resource (the config's default until set). Raises CudaError without
-    a device, and the default's errors."""
+    """The current device's resource: the object given to set_current_device_resource (or
+    set_per_device_resource), else one of the class of the config's resource, the same object
+    on every call. Raises CudaError without a device, and the default's errors."""
     _lib.ensure_initialized()
     ptr = lib.crmm_get_current_device_resource_ref()
     if not ptr:
         _lib.raise_last()
-    return MemoryResource._adopt(ptr)
+    return _per_device_object(current_device(), ptr)
 
 
 def get_per_device_resource(device):
-    """The resource of `device`. Raises InvalidArgumentError for a device that does not exist."""
+    """The resource of `device` (as get_current_device_resource). Raises InvalidArgumentError
+    for a device that does not exist."""
+    device = _device_arg(device)
     _lib.ensure_initialized()
-    ptr = lib.crmm_get_per_device_resource_ref(_device_arg(device))
+    ptr = lib.crmm_get_per_device_resource_ref(device)
     if not ptr:
         _lib.raise_last()
-    return MemoryResource._adopt(ptr)
+    return _per_device_object(device, ptr)
 
 
 def _mr_arg(mr):
@@ -346,39 +656,95 @@ def _device_arg(device):
     return device
 
 
-def set_current_device_resource(mr):
-    """Make `mr` the current device's resource (device buffers, the allocators and PyTorch
-    allocate from it from now on). Raises CudaError without a device."""
+def _set(device, mr, c_set):
     _lib.ensure_initialized()
     lib.crmm_clear_error()
-    previous = lib.crmm_set_current_device_resource(_mr_arg(mr)._ptr)
+    previous = c_set()
     if previous:
         lib.crmm_resource_release(previous)
     elif lib.crmm_last_status() != 0:
         _lib.raise_last()
+    _per_device[device if device is not None else current_device()] = mr
+
+
+def set_current_device_resource(mr):
+    """Make `mr` the current device's resource (device buffers, the allocators and PyTorch
+    allocate from it from now on); get_current_device_resource() returns `mr` itself. Raises
+    TypeError for anything but a MemoryResource, CudaError without a device."""
+    _mr_arg(mr)
+    _set(None, mr, lambda: lib.crmm_set_current_device_resource(mr._handle))
 
 
 def set_per_device_resource(device, mr):
-    """Make `mr` the resource of `device`. Raises InvalidArgumentError for a device that does not
-    exist."""
-    _lib.ensure_initialized()
-    lib.crmm_clear_error()
-    previous = lib.crmm_set_per_device_resource(_device_arg(device), _mr_arg(mr)._ptr)
-    if previous:
-        lib.crmm_resource_release(previous)
-    elif lib.crmm_last_status() != 0:
-        _lib.raise_last()
+    """Make `mr` the resource of `device`. Raises TypeError for bad types,
+    InvalidArgumentError for a device that does not exist."""
+    device = _device_arg(device)
+    _mr_arg(mr)
+    _set(device, mr, lambda: lib.crmm_set_per_device_resource(device, mr._handle))
 
 
 def get_current_device_resource_type():
-    """The class of the current device's resource (MemoryResource: crmm resources are plugins)."""
+    """The class of the current device's resource."""
     return type(get_current_device_resource())
 
 
 def get_per_device_resource_type(device):
+    """The class of `device`'s resource."""
     return type(get_per_device_resource(device))
+
+
+def _initialize(
+    pool_allocator=False,
+    managed_memory=False,
+    initial_pool_size=None,
+    maximum_pool_size=None,
+    devices=0,
+    logging=False,
+    log_file_name=None,
+):
+    """Build RMM's default chain for each device (see crmm.reinitialize) and make it the
+    device's resource. Every chain is built before any is set, so a failure changes nothing."""
+    from .._reinitialize import _devices_arg, _log_file_for
+
+    chains = []
+    for device in _devices_arg(devices):
+        with _lib.device_context(device):
+            mr = ManagedMemoryResource() if managed_memory else CudaMemoryResource()
+            if pool_allocator:
+                mr = PoolMemoryResource(mr, initial_pool_size=initial_pool_size, maximum_pool_size=maximum_pool_size)
+            if logging:
+                mr = LoggingResourceAdaptor(mr, log_file_name=_log_file_for(log_file_name, device))
+        chains.append((device, mr))
+    for device, mr in chains:
+        set_per_device_resource(device, mr)
+
+
+def available_device_memory():
+    """(free, total) bytes of the current device. Raises CudaError without a device."""
+    free, total = ctypes.c_uint64(), ctypes.c_uint64()
+    check(lib.crmm_cuda_device_memory(current_device(), ctypes.byref(free), ctypes.byref(total)))
+    return free.value, total.value
+
+
+def _flush_logs():
+    """Write out the buffered lines of every logging layer under a device's resource: those
+    set from Python and those enable_logging installed."""
+    from .logger import _switch_filenames
+
+    seen = set()
+    resources = list(_per_device.values())
+    for device in _switch_filenames():
+        resources.append(get_per_device_resource(device))
+    for mr in resources:
+        layer = lib.crmm_resource_find_kind(mr._ptr, b"logging")
+        if layer and layer not in seen:
+            seen.add(layer)
+            check(lib.crmm_resource_control(layer, _LOGGING_FLUSH, None))
 
 
 def is_initialized():
     """True once crmm has loaded a config (on first use, or crmm.initialize)."""
     return _lib.is_initialized()
+
+
+from .logger import disable_logging, enable_logging, get_log_filenames  # noqa: E402  (rmm.mr has them too)

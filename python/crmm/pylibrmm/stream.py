@@ -9,6 +9,7 @@ kept alive with the view and never destroyed by it), or one of the default strea
 import ctypes
 from enum import IntEnum
 
+from .._handles import HandleOwner
 from .._lib import check, lib
 
 __all__ = [
@@ -74,7 +75,7 @@ def foreign_handle(obj):
     raise TypeError(f"Cannot create stream from {type(obj)}")
 
 
-class Stream:
+class Stream(HandleOwner):
     """A CUDA stream.
 
     Parameters
@@ -85,6 +86,9 @@ class Stream:
         or an int cudaStream_t wraps that stream without owning it (the object is kept alive).
     flags : CudaStreamFlags, optional
         Creation flags of a new stream (SYNC_DEFAULT when None); only with ``obj=None``.
+
+    copy.copy and copy.deepcopy give a view of the same CUDA stream that keeps this object (and
+    so the stream) alive; pickling raises TypeError.
     """
 
     def __init__(self, obj=None, flags=None):
@@ -111,6 +115,12 @@ class Stream:
         s = cls.__new__(cls)
         s._cstream, s._owner, s._destroy = cstream, owner, destroy
         return s
+
+    def __copy__(self):
+        return Stream(self)
+
+    def __deepcopy__(self, memo):
+        return Stream(self)
 
     def __del__(self, _destroy_fn=lib.crmm_stream_destroy):
         if getattr(self, "_destroy", False) and self._cstream:
@@ -145,12 +155,14 @@ class Stream:
 
 
 def as_stream(stream):
-    """A stream argument as a Stream (a Stream only, as RMM's functions take)."""
-    if stream is None:
-        raise TypeError("stream must be a Stream, not None")
-    if not isinstance(stream, Stream):
-        raise TypeError(f"stream must be a Stream, not {type(stream).__name__} (wrap it: Stream(obj))")
-    return stream
+    """A stream argument as a Stream: a Stream, or any object with the CUDA stream protocol
+    ``__cuda_stream__`` (wrapped in a view that keeps it alive). Raises TypeError for None,
+    ints and other objects (wrap a CuPy/Numba/PyTorch stream or a handle with Stream(obj))."""
+    if isinstance(stream, Stream):
+        return stream
+    if stream is not None and hasattr(stream, "__cuda_stream__"):
+        return Stream(stream)
+    raise TypeError(f"stream must be a Stream or have __cuda_stream__, not {type(stream).__name__} (wrap it: Stream(obj))")
 
 
 def _view_of(handle):

@@ -1,0 +1,111 @@
+"""`import rmm` resolved to crmm, on request only.
+
+install_as_rmm() puts a finder at the front of sys.meta_path that answers "rmm" with the crmm
+package and "rmm.X.Y" with crmm.X.Y (the same module objects: no copies, nothing renamed). It
+refuses to hide a real RMM: when another package named rmm is installed or already imported,
+it raises unless the caller says replace_installed=True.
+"""
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import threading
+
+__all__ = ["install_as_rmm", "uninstall_as_rmm", "is_installed_as_rmm"]
+
+_lock = threading.Lock()
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Loads "rmm.X" as the crmm.X module itself."""
+
+    def __init__(self, target):
+        self.target = target
+        self.own_spec = None
+
+    def create_module(self, spec):
+        module = importlib.import_module(self.target)
+        self.own_spec = module.__spec__
+        return module
+
+    def exec_module(self, module):
+        # The crmm module has run already; the import system set its __spec__ to the alias's,
+        # which is put back so that crmm's modules still know their own name.
+        module.__spec__ = self.own_spec
+
+
+class _RmmFinder(importlib.abc.MetaPathFinder):
+    """Finds "rmm" and "rmm.*" as the crmm modules of the same name."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "rmm" and not fullname.startswith("rmm."):
+            return None
+        crmm_name = "crmm" + fullname[3:]
+        try:
+            target = importlib.util.find_spec(crmm_name)
+        except ImportError:
+            return None
+        if target is None:
+            return None
+        package = target.submodule_search_locations is not None
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(crmm_name), is_package=package)
+
+
+_finder = None
+
+
+def _real_rmm():
+    """Where a package named rmm that is not this alias would be imported from, or None."""
+    loaded = sys.modules.get("rmm")
+    if loaded is not None:
+        return None if loaded is sys.modules.get("crmm") else getattr(loaded, "__file__", "an imported module")
+    try:
+        spec = importlib.util.find_spec("rmm")
+    except (ImportError, ValueError):
+        return None
+    return (spec.origin or "an installed package") if spec is not None else None
+
+
+def is_installed_as_rmm():
+    """True while `import rmm` gives crmm."""
+    return _finder is not None and _finder in sys.meta_path
+
+
+def install_as_rmm(replace_installed=False):
+    """Make `import rmm` (and `import rmm.mr`, `from rmm.pylibrmm.stream import Stream`, ...)
+    give crmm's modules in this process. Does nothing when done already. Raises RuntimeError,
+    naming where it is, when a real RMM is installed or imported, unless `replace_installed`
+    (then crmm answers in its place for imports from now on; modules imported before keep the
+    real one)."""
+    global _finder
+    with _lock:
+        if is_installed_as_rmm():
+            return
+        real = _real_rmm()
+        if real is not None and not replace_installed:
+            raise RuntimeError(
+                f"a real RMM is installed ({real}); crmm will not hide it. Call "
+                "crmm.install_as_rmm(replace_installed=True) to use crmm in its place anyway"
+            )
+        for name in [n for n in sys.modules if n == "rmm" or n.startswith("rmm.")]:
+            del sys.modules[name]
+        _finder = _RmmFinder()
+        sys.meta_path.insert(0, _finder)
+
+
+def uninstall_as_rmm():
+    """Undo install_as_rmm: `import rmm` finds what is installed again (nothing when not
+    installed)."""
+    global _finder
+    with _lock:
+        if _finder is None:
+            return
+        if _finder in sys.meta_path:
+            sys.meta_path.remove(_finder)
+        _finder = None
+        crmm_modules = {id(m) for n, m in sys.modules.items() if n == "crmm" or n.startswith("crmm.")}
+        for name in [n for n in sys.modules if n == "rmm" or n.startswith("rmm.")]:
+            if id(sys.modules[name]) in crmm_modules:
+                del sys.modules[name]

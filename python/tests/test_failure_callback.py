@@ -1,0 +1,85 @@
+"""FailureCallbackResourceAdaptor over host memory (no device needed): the Python callback is
+called with the size that failed; True retries, False or an exception lets the failure through;
+the C resource never calls a callback that is gone."""
+
+import gc
+
+import pytest
+
+import crmm
+import crmm.mr as mr
+
+
+def limited(limit=4096):
+    return mr.LimitingResourceAdaptor(mr.HostMemoryResource(), limit)
+
+
+def test_true_retries_after_the_callback_made_room():
+    lim = limited()
+    held = []
+    calls = []
+
+    def make_room(nbytes):
+        calls.append(nbytes)
+        if not held:
+            return False
+        lim.deallocate(held.pop(), 4096)
+        return True
+
+    fcb = mr.FailureCallbackResourceAdaptor(lim, make_room)
+    assert fcb.upstream_mr is lim
+    held.append(fcb.allocate(4096))
+    p = fcb.allocate(4096)  # fails once, the callback frees, the retry succeeds
+    assert calls == [4096]
+    with pytest.raises(MemoryError):
+        fcb.allocate(4096)  # nothing left to free: the callback says False
+    assert calls == [4096, 4096]
+    fcb.deallocate(p, 4096)
+
+
+def test_an_exception_in_the_callback_lets_the_failure_through():
+    def broken(nbytes):
+        raise RuntimeError("callback bug")
+
+    fcb = mr.FailureCallbackResourceAdaptor(limited(256), broken)
+    with pytest.raises(MemoryError):
+        fcb.allocate(1 << 20)
+
+
+def test_the_callback_must_be_callable():
+    with pytest.raises(TypeError, match="callable"):
+        mr.FailureCallbackResourceAdaptor(limited(), "not callable")
+
+
+def test_a_resource_that_outlives_its_python_object_keeps_its_callback():
+    calls = []
+    fcb = mr.FailureCallbackResourceAdaptor(limited(256), lambda n: calls.append(n) or False)
+    above = mr.StatisticsResourceAdaptor(fcb)
+    above._upstream = None  # only the C chain holds the failure_callback resource now
+    from crmm.pylibrmm import memory_resource as mrmod
+
+    parked = len(mrmod._orphaned_callbacks)
+    del fcb
+    gc.collect()
+    assert len(mrmod._orphaned_callbacks) == parked + 1
+    with pytest.raises(MemoryError):
+        above.allocate(1 << 20)
+    assert calls == [1 << 20]
+    assert type(above.upstream_mr) is mr.FailureCallbackResourceAdaptor
+
+
+def test_a_config_s_failure_callback_resource_has_the_class(tmp_path):
+    from conftest import host_config, run_python
+
+    path = host_config(tmp_path, "[resource.h]\nplugin = host\n[resource.f]\nplugin = failure_callback\nupstream = h\n")
+    r = run_python(
+        "import crmm.mr as mr\nf = mr.MemoryResource.from_config('f', device=0)\nassert type(f) is mr.FailureCallbackResourceAdaptor\nf.deallocate(f.allocate(8), 8)\nprint('ok')",
+        env={"CRMM_CONFIG": path},
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@pytest.mark.parametrize("kwargs,exc", [({"enable_ipc": 1}, TypeError), ({"enable_fabric": "yes"}, TypeError), ({"enable_ipc": True, "enable_fabric": True}, ValueError)])
+def test_async_export_options_are_checked_before_c(kwargs, exc):
+    with pytest.raises(exc):
+        mr.CudaAsyncMemoryResource(**kwargs)

@@ -1,0 +1,106 @@
+"""crmm.reinitialize's hooks and argument checks (no device needed): hooks run last registered
+first with their arguments, before anything is built; bad arguments are refused before any hook
+runs."""
+
+import pytest
+
+import crmm
+from crmm import _reinitialize
+
+
+@pytest.fixture(autouse=True)
+def no_hooks_left():
+    saved = list(_reinitialize._hooks)
+    _reinitialize._hooks.clear()
+    yield
+    _reinitialize._hooks[:] = saved
+
+
+class Stop(Exception):
+    """Raised by the last hook so that no resource is built."""
+
+
+def stop():
+    raise Stop
+
+
+def test_hooks_run_last_registered_first_with_their_arguments():
+    calls = []
+    crmm.register_reinitialize_hook(stop)
+    crmm.register_reinitialize_hook(calls.append, "first registered")
+    crmm.register_reinitialize_hook(lambda *a, **k: calls.append((a, k)), 1, 2, key="v")
+    with pytest.raises(Stop):
+        crmm.reinitialize()
+    assert calls == [((1, 2), {"key": "v"}), "first registered"]
+
+
+def test_register_returns_the_function_for_use_as_a_decorator():
+    def hook():
+        pass
+
+    assert crmm.register_reinitialize_hook(hook) is hook
+
+
+def test_unregister_removes_every_registration():
+    calls = []
+
+    def hook():
+        calls.append("hook")
+
+    crmm.register_reinitialize_hook(stop)
+    crmm.register_reinitialize_hook(hook)
+    crmm.register_reinitialize_hook(hook)
+    crmm.unregister_reinitialize_hook(hook)
+    crmm.unregister_reinitialize_hook(print)  # never registered: nothing happens
+    with pytest.raises(Stop):
+        crmm.reinitialize()
+    assert calls == []
+
+
+def test_a_hook_must_be_callable():
+    with pytest.raises(TypeError, match="callable"):
+        crmm.register_reinitialize_hook("not a function")
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc",
+    [
+        ({"devices": "0"}, TypeError),
+        ({"devices": True}, TypeError),
+        ({"devices": [0, 1.5]}, TypeError),
+        ({"devices": []}, ValueError),
+        ({"devices": -1}, ValueError),
+        ({"devices": 2**40}, ValueError),
+        ({"pool_allocator": True, "initial_pool_size": -1}, ValueError),
+        ({"pool_allocator": True, "initial_pool_size": 2**64}, OverflowError),
+        ({"pool_allocator": True, "maximum_pool_size": "lots"}, ValueError),
+        ({"pool_allocator": True, "maximum_pool_size": 1.5}, TypeError),
+        ({"logging": True, "log_file_name": "a\0b"}, ValueError),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_hook_runs(kwargs, exc):
+    calls = []
+    crmm.register_reinitialize_hook(calls.append, "ran")
+    with pytest.raises(exc):
+        crmm.reinitialize(**kwargs)
+    assert calls == []
+
+
+def test_logging_needs_a_file_name(monkeypatch):
+    monkeypatch.delenv("RMM_LOG_FILE", raising=False)
+    monkeypatch.delenv("CRMM_LOG_FILE", raising=False)
+    with pytest.raises(ValueError, match="log_file_name"):
+        crmm.reinitialize(logging=True)
+
+
+def test_per_device_log_names_are_rmm_s():
+    assert _reinitialize._log_file_for("/tmp/rmm_log.csv", 0) == "/tmp/rmm_log.dev0.csv"
+    assert _reinitialize._log_file_for("log", 3) == "log.dev3"
+
+
+def test_without_a_device_the_hooks_run_then_cuda_errors(no_gpu):
+    calls = []
+    crmm.register_reinitialize_hook(calls.append, "ran")
+    with pytest.raises(crmm.CudaError):
+        crmm.reinitialize()
+    assert calls == ["ran"]

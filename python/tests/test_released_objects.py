@@ -1,0 +1,66 @@
+"""Objects used after their C object is gone, and memory freed twice (no device needed): a
+clear Python exception, never a call into libcrmm with a dangling or NULL handle."""
+
+import pytest
+
+import crmm
+import crmm.mr as mr
+from crmm._errors import StateError
+from crmm.pylibrmm.device_buffer import DeviceBuffer
+
+
+def released(res):
+    res.__del__()
+    assert res.ptr is None
+    return res
+
+
+USES = {
+    "allocate": lambda r: r.allocate(8),
+    "deallocate": lambda r: r.deallocate(0, 0),
+    "query": lambda r: r.query("bytes_in_use"),
+    "trim": lambda r: r.trim(),
+    "kind": lambda r: r.kind,
+    "name": lambda r: r.name,
+    "is_host_accessible": lambda r: r.is_host_accessible,
+    "allocation_counts": lambda r: r.allocation_counts,
+    "as an upstream": lambda r: mr.StatisticsResourceAdaptor(r),
+    "as a buffer's resource": lambda r: DeviceBuffer(size=8, mr=r),
+}
+
+
+@pytest.mark.parametrize("use", USES.values(), ids=USES.keys())
+def test_a_released_resource_raises_state_error(use):
+    res = released(mr.StatisticsResourceAdaptor(mr.HostMemoryResource()))
+    with pytest.raises(StateError, match="released"):
+        use(res)
+
+
+def test_releasing_twice_is_harmless():
+    res = released(mr.HostMemoryResource())
+    res.__del__()
+
+
+def test_a_released_resource_cannot_become_a_device_s_resource():
+    res = released(mr.HostMemoryResource())
+    with pytest.raises(StateError):
+        mr.set_per_device_resource(0, res)
+
+
+def test_a_freed_device_buffer_raises_state_error():
+    db = DeviceBuffer.__new__(DeviceBuffer)
+    db._buf = None
+    for use in (lambda: db.ptr, lambda: db.size, lambda: db.resize(4), lambda: db.copy(), lambda: db.tobytes()):
+        with pytest.raises(StateError, match="freed"):
+            use()
+
+
+@pytest.mark.parametrize("make", [mr.HostMemoryResource, lambda: mr.TrackingResourceAdaptor(mr.HostMemoryResource())], ids=["host", "tracking"])
+def test_memory_freed_twice_is_refused(make):
+    res = make()
+    p = res.allocate(64)
+    res.deallocate(p, 64)
+    with pytest.raises(crmm.InvalidArgumentError):
+        res.deallocate(p, 64)
+    with pytest.raises(crmm.InvalidArgumentError):
+        res.deallocate(0x1000, 64)

@@ -1,0 +1,151 @@
+"""RMM's methods of the resource classes and module functions, over host memory (no device
+needed): tracking, limiting and logging read back what passed through them; streams come from
+any object with __cuda_stream__; size strings."""
+
+import ctypes
+import os
+
+import pytest
+
+import crmm
+import crmm.mr as mr
+from crmm.pylibrmm import stream as stream_mod
+
+
+def test_tracking_lists_outstanding_allocations():
+    t = mr.TrackingResourceAdaptor(mr.HostMemoryResource())
+    assert t.get_allocated_bytes() == 0
+    a, b = t.allocate(100), t.allocate(28)
+    assert t.get_allocated_bytes() == 128
+    text = t.get_outstanding_allocations_str()
+    assert "Outstanding allocations: 2" in text
+    assert f"{a:x}" in text.lower() and f"{b:x}" in text.lower()
+    t.log_outstanding_allocations()
+    t.deallocate(a, 100)
+    t.deallocate(b, 28)
+    assert t.get_allocated_bytes() == 0
+    assert "Outstanding allocations: 0" in t.get_outstanding_allocations_str()
+
+
+def test_tracking_methods_on_a_resource_without_tracking_raise():
+    t = mr.TrackingResourceAdaptor(mr.HostMemoryResource())
+    impostor = mr.MemoryResource.__new__(mr.TrackingResourceAdaptor)
+    impostor._ptr, impostor._upstream = t.upstream_mr.ptr, None
+    try:
+        with pytest.raises(crmm.UnsupportedError):
+            impostor.get_allocated_bytes()
+    finally:
+        impostor._ptr = None
+
+
+def test_limiting_reports_its_limit_and_use():
+    lim = mr.LimitingResourceAdaptor(mr.HostMemoryResource(), "1MiB")
+    assert lim.get_allocation_limit() == 1 << 20
+    p = lim.allocate(4096)
+    assert lim.get_allocated_bytes() == 4096
+    lim.deallocate(p, 4096)
+    assert lim.get_allocated_bytes() == 0
+
+
+def test_logging_writes_its_file_on_flush(tmp_path):
+    name = tmp_path / "host.csv"
+    log = mr.LoggingResourceAdaptor(mr.HostMemoryResource(), log_file_name=name)
+    assert log.get_file_name() == str(name)
+    p = log.allocate(64)
+    log.deallocate(p, 64)
+    log.flush()
+    lines = name.read_text().splitlines()
+    assert lines[0] == "Thread,Time,Action,Pointer,Size,Stream"
+    assert [line.split(",")[2] for line in lines[1:]] == ["allocate", "free"]
+    assert lines[1].split(",")[4] == "64"
+
+
+def test_logging_file_name_checks(tmp_path):
+    with pytest.raises(TypeError):
+        mr.LoggingResourceAdaptor(mr.HostMemoryResource(), log_file_name=3)
+    with pytest.raises(ValueError, match="NUL"):
+        mr.LoggingResourceAdaptor(mr.HostMemoryResource(), log_file_name=str(tmp_path / "a\0b"))
+
+
+def test_pool_size_is_what_the_pool_holds():
+    pool = mr.PoolMemoryResource(mr.HostMemoryResource(), initial_pool_size="256KiB", maximum_pool_size="1MiB")
+    assert pool.pool_size() == 256 << 10
+    p = pool.allocate(512 << 10)
+    assert pool.pool_size() >= 512 << 10
+    pool.deallocate(p, 512 << 10)
+
+
+class ForeignStream:
+    """A stream of another library, known only by the CUDA stream protocol."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def test_streams_come_from_any_object_with_the_protocol():
+    h = mr.HostMemoryResource()
+    foreign = ForeignStream(2)
+    s = stream_mod.as_stream(foreign)
+    assert isinstance(s, stream_mod.Stream) and s.handle == 2 and s._owner is foreign
+    p = h.allocate(64, stream=foreign)
+    h.deallocate(p, 64, stream=foreign)
+
+
+@pytest.mark.parametrize("bad", [None, 0, "stream", object()])
+def test_stream_arguments_without_the_protocol_are_refused(bad):
+    with pytest.raises(TypeError, match="__cuda_stream__"):
+        mr.HostMemoryResource().allocate(8, stream=bad)
+
+
+def test_a_protocol_of_another_version_is_refused():
+    class Future:
+        def __cuda_stream__(self):
+            return (1, 0)
+
+    with pytest.raises(NotImplementedError):
+        stream_mod.as_stream(Future())
+
+
+def test_module_functions_exist_as_in_rmm():
+    assert isinstance(crmm.__git_commit__, str)
+    assert callable(mr._flush_logs) and callable(mr._initialize)
+    assert mr.get_log_filenames is crmm.get_log_filenames
+    assert mr.enable_logging is crmm.enable_logging
+
+
+def test_flush_logs_with_nothing_logging_does_nothing():
+    mr._flush_logs()
+
+
+def test_available_device_memory_without_a_device(no_gpu):
+    with pytest.raises(crmm.CudaError):
+        mr.available_device_memory()
+
+
+@pytest.mark.parametrize("text,size", [("1.5GiB", 3 << 29), ("10MB", 10 * 10**6), ("64 KiB", 64 << 10), ("100", 100), ("2kb", 2000)])
+def test_size_strings(text, size):
+    from crmm._host import parse_bytes, size_param
+
+    assert parse_bytes(text) == size
+    assert size_param(text, "x") == size
+    assert size_param("50%", "x") == "50%"
+
+
+@pytest.mark.parametrize("text", ["", "GiB", "-1", "1.5B", "1 XB", "99999999999EiB", "0%", "101%"])
+def test_bad_size_strings(text):
+    from crmm._host import size_param
+
+    with pytest.raises(ValueError):
+        size_param(text, "x")
+
+
+def test_a_log_file_name_is_taken_literally_as_rmm_takes_it(tmp_path):
+    name = tmp_path / "100%_d.csv"
+    log = mr.LoggingResourceAdaptor(mr.HostMemoryResource(), log_file_name=str(name))
+    assert log.get_file_name() == str(name)
+    log.deallocate(log.allocate(8), 8)
+    log.flush()
+    assert name.read_text().startswith("Thread,Time,Action")

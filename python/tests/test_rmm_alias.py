@@ -1,0 +1,109 @@
+"""`import rmm` on crmm, opt-in: install_as_rmm() and `python3 -m crmm.as_rmm`. The alias gives
+crmm's own modules, and never hides a real RMM unless told to. Each case runs in a fresh
+process (the alias changes the import system)."""
+
+import sys
+
+from conftest import run_python
+
+
+def test_import_rmm_gives_crmm_s_modules():
+    r = run_python(
+        """
+        import sys
+        import crmm
+        assert "rmm" not in sys.modules
+        crmm.install_as_rmm()
+        crmm.install_as_rmm()  # twice: nothing more
+        import rmm, rmm.mr, rmm.statistics
+        from rmm.pylibrmm.stream import Stream
+        from rmm.pylibrmm.device_buffer import DeviceBuffer
+        import crmm.pylibrmm.stream
+        assert rmm is crmm and rmm.mr is crmm.mr and rmm.statistics is crmm.statistics
+        assert Stream is crmm.pylibrmm.stream.Stream and DeviceBuffer is crmm.DeviceBuffer
+        assert sys.modules["rmm.mr"] is crmm.mr
+        assert crmm.__spec__.name == "crmm" and crmm.mr.__spec__.name == "crmm.mr"
+        assert not hasattr(crmm.mr, "__path__"), "a module stays a module"
+        h = rmm.mr.HostMemoryResource()
+        h.deallocate(h.allocate(8), 8)
+        try:
+            import rmm.no_such_module
+        except ModuleNotFoundError as e:
+            print("missing:", e.name)
+        assert crmm.is_installed_as_rmm()
+        crmm.uninstall_as_rmm()
+        assert not crmm.is_installed_as_rmm() and "rmm" not in sys.modules
+        try:
+            import rmm
+        except ModuleNotFoundError:
+            print("gone")
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["missing:", "rmm.no_such_module", "gone"]
+
+
+def fake_rmm(tmp_path):
+    pkg = tmp_path / "site" / "rmm"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("REAL = True\n")
+    return str(tmp_path / "site")
+
+
+def test_a_real_rmm_is_never_hidden_silently(tmp_path):
+    site = fake_rmm(tmp_path)
+    r = run_python(
+        f"""
+        import sys
+        sys.path.insert(0, {site!r})
+        import crmm
+        try:
+            crmm.install_as_rmm()
+        except RuntimeError as e:
+            assert {site!r} in str(e) and "replace_installed=True" in str(e), e
+            print("refused")
+        import rmm
+        assert rmm.REAL
+        try:
+            crmm.install_as_rmm()
+        except RuntimeError:
+            print("refused imported")
+        crmm.install_as_rmm(replace_installed=True)
+        import rmm
+        assert rmm is crmm
+        print("replaced")
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["refused", "refused", "imported", "replaced"]
+
+
+def test_as_rmm_runs_a_program_unchanged(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text("import sys, rmm, rmm.mr\nprint(rmm.__name__, rmm.mr.__name__, sys.argv[1:])\n")
+    r = run_python(f"import sys, crmm.as_rmm; sys.exit(crmm.as_rmm.main([{str(prog)!r}, 'a', 'b']))")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "crmm crmm.mr ['a', 'b']"
+
+
+def test_as_rmm_runs_a_module_and_says_how_to_use_it(tmp_path):
+    (tmp_path / "usesrmm.py").write_text("import rmm\nprint('module', rmm.__name__)\n")
+    import subprocess
+
+    env = {"PYTHONPATH": f"{tmp_path}:" + __import__("os").environ.get("PYTHONPATH", "")}
+    full = dict(__import__("os").environ, **env)
+    r = subprocess.run([sys.executable, "-m", "crmm.as_rmm", "-m", "usesrmm"], env=full, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "module crmm"
+    r = subprocess.run([sys.executable, "-m", "crmm.as_rmm"], env=full, capture_output=True, text=True)
+    assert r.returncode == 2 and "usage:" in r.stderr
+
+
+def test_as_rmm_refuses_a_real_rmm(tmp_path):
+    site = fake_rmm(tmp_path)
+    prog = tmp_path / "prog.py"
+    prog.write_text("import rmm\nprint(rmm.__name__)\n")
+    r = run_python(f"import sys; sys.path.insert(0, {site!r}); import crmm.as_rmm; sys.exit(crmm.as_rmm.main([{str(prog)!r}]))")
+    assert r.returncode == 1 and "crmm.as_rmm: a real RMM is installed" in r.stderr
+    r = run_python(f"import sys; sys.path.insert(0, {site!r}); import crmm.as_rmm; sys.exit(crmm.as_rmm.main(['--replace-installed', {str(prog)!r}]))")
+    assert r.returncode == 0 and r.stdout.strip() == "crmm", r.stderr
