@@ -2,7 +2,7 @@
 # $(pythondir) with the path of the installed libcrmm, checked from the install prefix by
 # `make installcheck`, and its pytest suite run by `make check` against the build tree.
 CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_errors.py python/crmm/_host.py python/crmm/_lib.py \
-	python/crmm/mr.py
+	python/crmm/mr.py python/crmm/__main__.py
 CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
 	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \
 	python/crmm/pylibrmm/memory_resource.py python/crmm/pylibrmm/stream.py
@@ -12,6 +12,10 @@ CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/test
 	python/tests/test_doctests_gpu.py python/tests/test_frameworks_gpu.py python/tests/test_host_arguments.py \
 	python/tests/test_host_resources.py python/tests/test_import.py python/tests/test_logging.py \
 	python/tests/test_no_device.py python/tests/test_streams.py
+# pip's build files, the typing marker and the tests of `pip install ./python`
+CRMM_PY_PIP = python/pyproject.toml python/setup.py python/crmm/py.typed
+CRMM_PY_TESTS += python/tests/test_pip_install.py python/tests/test_main.py
+EXTRA_DIST += $(CRMM_PY_PIP)
 EXTRA_DIST += $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 
 TESTS += python/tests/run_pytest.sh
@@ -27,6 +31,7 @@ endif
 if HAVE_PYTHON
 crmm_pydir = $(pythondir)/crmm
 crmm_py_PYTHON = $(CRMM_PY_TOP)
+crmm_py_DATA = python/crmm/py.typed
 crmm_pylibrmmdir = $(pythondir)/crmm/pylibrmm
 crmm_pylibrmm_PYTHON = $(CRMM_PY_PYLIBRMM)
 crmm_allocatorsdir = $(pythondir)/crmm/allocators
