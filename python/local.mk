@@ -15,6 +15,8 @@ CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/test
 # pip's build files, the typing marker and the tests of `pip install ./python`
 CRMM_PY_PIP = python/pyproject.toml python/setup.py python/crmm/py.typed
 CRMM_PY_TESTS += python/tests/test_pip_install.py python/tests/test_main.py
+# crmm replay --torch-snapshot, read by pickle and (on a GPU machine with torch) by torch's viewer
+CRMM_PY_TESTS += python/tests/test_replay_torch_snapshot.py python/tests/test_torch_snapshot_gpu.py
 EXTRA_DIST += $(CRMM_PY_PIP)
 EXTRA_DIST += $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 
