@@ -2,7 +2,8 @@
 # $(pythondir) with the path of the installed libcrmm, checked from the install prefix by
 # `make installcheck`, and its pytest suite run by `make check` against the build tree.
 CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
-	python/crmm/mr.py python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py
+	python/crmm/mr.py python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py \
+	python/crmm/__main__.py python/crmm/dask.py
 CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
 	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \
 	python/crmm/pylibrmm/memory_resource.py python/crmm/pylibrmm/stream.py
@@ -21,6 +22,14 @@ CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/test
 	python/tests/test_statistics_gpu.py python/tests/test_resource_methods.py \
 	python/tests/test_resource_methods_gpu.py python/tests/test_rmm_alias.py python/tests/test_stubs.py python/tests/test_released_objects.py python/tests/test_failure_callback.py \
 	python/tests/test_no_device.py python/tests/test_streams.py
+# pip's build files, the typing marker and the tests of `pip install ./python`
+CRMM_PY_PIP = python/pyproject.toml python/setup.py
+CRMM_PY_TESTS += python/tests/test_pip_install.py python/tests/test_main.py
+# crmm replay --torch-snapshot, read by pickle and (on a GPU machine with torch) by torch's viewer
+CRMM_PY_TESTS += python/tests/test_replay_torch_snapshot.py python/tests/test_torch_snapshot_gpu.py
+# crmm.dask over a LocalCluster of processes
+CRMM_PY_TESTS += python/tests/test_dask.py python/tests/test_dask_gpu.py
+EXTRA_DIST += $(CRMM_PY_PIP)
 EXTRA_DIST += docs/python.md $(CRMM_PY_TOP_STUBS) $(CRMM_PY_PYLIBRMM_STUBS) $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 
 TESTS += python/tests/run_pytest.sh

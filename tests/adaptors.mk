@@ -41,7 +41,7 @@ TESTS += tests/check_logging_line
 # `crmm replay`, called in-process; check_replay_streams scripts CUDA (its program defines the
 # stream calls and exports them) and traces the calls the crmm_recorder plugin gets
 REPLAY_SOURCES = tools/cmd_replay.c tools/replay_log.c tools/replay_run.c tools/replay_report.c \
-	tools/replay_plot.c tools/replay.h $(PTR_MAP_SOURCES)
+	tools/replay_plot.c tools/replay_torch_snapshot.c tools/replay.h $(PTR_MAP_SOURCES)
 REPLAY_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
 check_PROGRAMS += tests/check_replay
 tests_check_replay_SOURCES = tests/check_replay.c $(REPLAY_SOURCES)

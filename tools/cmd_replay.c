@@ -21,7 +21,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: crmm replay LOG.csv [--config FILE] [--resource NAME]... [--repeats N]\n"
             "                   [--stream new|default|per-thread] [--threads N] [--json | --csv]\n"
-            "                   [--plot FILE.svg] [--strict]\n\n"
+            "                   [--plot FILE.svg] [--torch-snapshot FILE.pickle] [--strict]\n\n"
             "Replays an allocation log in RMM's CSV format, written by the logging plugin or by RMM's\n"
             "logging_resource_adaptor (exactly the columns Thread,Time,Action,Pointer,Size,Stream),\n"
             "against each resource given, one after the other, and reports the time per call and the\n"
@@ -46,6 +46,13 @@ static void usage(FILE *f)
             "  --json, --csv     the report as one JSON object, or CSV with one row per resource\n"
             "  --plot FILE.svg   draw bytes in use (solid) and bytes reserved (dashed) against the\n"
             "                    log's event index, one colour per resource\n"
+            "  --torch-snapshot FILE.pickle  replay the log once more against the first resource\n"
+            "                    (before the measured replays, on an instance of its own) and write\n"
+            "                    PyTorch's memory snapshot of it, for torch.cuda._memory_viz and\n"
+            "                    pytorch.org/memory_viz: the trace of every call, and the segments\n"
+            "                    (what the resource took from its upstream) with the live blocks at\n"
+            "                    the end of the log. A resource with no upstream shows each\n"
+            "                    allocation as its own segment\n"
             "  --strict          refuse a log with anomalies (a free of a pointer not live, a free\n"
             "                    with another size than allocated, an allocation of a live pointer)\n\n"
             "How it measures: first one untimed pass in the log's order, asking the resource after\n"
@@ -161,7 +168,7 @@ static bool parse_stream(const char *text, replay_stream_kind *out, FILE *err)
 }
 
 typedef struct replay_args {
-    const char *path, *config, *plot;
+    const char *path, *config, *plot, *torch_snapshot;
     const char *resources[REPLAY_MAX_RESOURCES];
     size_t nresources;
     replay_options opt;
@@ -178,7 +185,8 @@ static int parse_args(int argc, char **argv, replay_args *a, FILE *out, FILE *er
         const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         bool takes = strcmp(arg, "--config") == 0 || strcmp(arg, "--resource") == 0 ||
                      strcmp(arg, "--repeats") == 0 || strcmp(arg, "--stream") == 0 ||
-                     strcmp(arg, "--threads") == 0 || strcmp(arg, "--plot") == 0;
+                     strcmp(arg, "--threads") == 0 || strcmp(arg, "--plot") == 0 ||
+                     strcmp(arg, "--torch-snapshot") == 0;
         if (takes && !val) {
             fprintf(err, "crmm replay: %s needs a value\n", arg);
             return 2;
@@ -208,6 +216,8 @@ static int parse_args(int argc, char **argv, replay_args *a, FILE *out, FILE *er
                 return 2;
         } else if (strcmp(arg, "--plot") == 0) {
             a->plot = argv[++i];
+        } else if (strcmp(arg, "--torch-snapshot") == 0) {
+            a->torch_snapshot = argv[++i];
         } else if (strcmp(arg, "--json") == 0) {
             json = true;
         } else if (strcmp(arg, "--csv") == 0) {
@@ -234,6 +244,32 @@ static int parse_args(int argc, char **argv, replay_args *a, FILE *out, FILE *er
         return 2;
     }
     return -1;
+}
+
+/* --torch-snapshot: the first resource built again over a recorder of its upstream, else as
+ * the replay builds it (then each allocation is its own segment, with a note saying why). */
+static bool write_torch_snapshot(const replay_args *a, const crmm_config *cfg, const replay_log *log, FILE *err)
+{
+    const char *name = a->nresources ? a->resources[0] : crmm_config_default_resource(cfg, -1);
+    crmm_resource *mr = NULL;
+    replay_recorder *rec = NULL;
+    if (!name || replay_torch_build((crmm_config *)cfg, name, &mr, &rec) != CRMM_OK) {
+        fprintf(err, "note: --torch-snapshot: what %s reserves is not known (%s): each allocation is its own segment\n",
+                name ? name : "the resource", name ? crmm_last_error() : "no default resource");
+        char label[64];
+        mr = open_resource(cfg, a->config || a->nresources, a->nresources ? a->resources[0] : NULL, err, label,
+                           sizeof label);
+        if (!mr)
+            return false;
+        rec = NULL;
+    }
+    crmm_status st = replay_torch_snapshot(a->torch_snapshot, log, mr, rec);
+    crmm_resource_release(mr);
+    if (st != CRMM_OK) {
+        fprintf(err, "crmm replay: %s\n", crmm_last_error());
+        return false;
+    }
+    return true;
 }
 
 /* --strict: the log's anomalies are errors, named by their first line. */
@@ -274,6 +310,8 @@ int crmm_replay_main(int argc, char **argv, FILE *out, FILE *err)
     if (a.strict && !log_is_clean(a.path, &log, err))
         goto out;
     if (!(cfg = load_config(a.config, &own, err)))
+        goto out;
+    if (a.torch_snapshot && !write_torch_snapshot(&a, cfg, &log, err))
         goto out;
     for (; done < nrows; done++) {
         replay_row *row = &rows[done];

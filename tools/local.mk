@@ -11,6 +11,7 @@ tools_crmm_SOURCES = \
 	tools/replay_run.c \
 	tools/replay_report.c \
 	tools/replay_plot.c \
+	tools/replay_torch_snapshot.c \
 	tools/replay.h
 tools_crmm_LDADD = libcrmm.la $(CUDA_LIBS) -lm
 include tools/bench.mk

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <crmm/config.h>
 #include <crmm/error.h>
 #include <crmm/resource.h>
 
@@ -116,6 +117,25 @@ void replay_report(FILE *out, replay_format format, const char *path, const repl
  * (cannot write path, with the reason). */
 crmm_status replay_plot_svg(const char *path, const char *title, size_t events, const replay_row *rows,
                             size_t nrows);
+
+/* --torch-snapshot (replay_torch_snapshot.c). A recording resource: it passes every call to
+ * its upstream and notes each as a segment of the snapshot. */
+typedef struct replay_recorder replay_recorder;
+
+/* Build config resource `name` again (its plugin and parameters) over a recorder of its
+ * config upstream, into *out (one reference) and *rec (owned by *out). Errors:
+ * CRMM_ERROR_NOT_FOUND (no such resource), CRMM_ERROR_UNSUPPORTED (it has no upstream, or a
+ * parameter value with a space or comma), what crmm_cuda_device_count returns for a device
+ * resource without a device, and what building the upstream or the plugin returns. */
+crmm_status replay_torch_build(crmm_config *cfg, const char *name, crmm_resource **out, replay_recorder **rec);
+
+/* Replay `log` once, on this thread, against `mr` (built by replay_torch_build with its
+ * recorder `rec`, or any resource with rec NULL: then each allocation is its own segment), and
+ * write PyTorch's memory snapshot of it to `path`: a new file beside it, renamed over it, so a
+ * symlink at path is replaced and never followed. What the log leaves allocated is freed after
+ * the snapshot is taken. Errors: CRMM_ERROR_IO (path cannot be written, with the reason),
+ * CRMM_ERROR_OUT_OF_MEMORY, what crmm_cuda_device_enter returns. */
+crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_resource *mr, replay_recorder *rec);
 
 /* `crmm replay ARGS`, writing its report to `out` and errors to `err`; returns the exit
  * status (0 done, 1 error, 2 bad usage). crmm_cmd_replay is this with stdout and stderr. */

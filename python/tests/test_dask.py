@@ -1,0 +1,172 @@
+"""crmm.dask: CRMMSetup sets crmm up in every worker of a LocalCluster of processes, and the
+workers report their resource and distributed's RMM metrics; a broken config fails the
+registration with the config's message. Each cluster runs in a fresh interpreter under a time
+limit, closed in `finally`, so that nothing hangs. Skips only without distributed."""
+
+import json
+import os
+import textwrap
+
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+import crmm._lib as _lib  # noqa: E402
+from conftest import run_python  # noqa: E402
+
+from crmm.dask import CRMMSetup, config_text  # noqa: E402
+
+HOST_CONFIG = """\
+[crmm]
+default = p
+[resource.h]
+plugin = host
+[resource.p]
+plugin = pool
+upstream = h
+initial_size = 1MiB
+"""
+CLUSTER_TIMEOUT = 300
+
+
+def run_cluster(body, tmp_path, setup_args, good_config=None):
+    """Run `body` (code using `client`, printing one JSON line) with CRMMSetup(**setup_args)
+    registered on a 2-worker LocalCluster of processes (good_config: the text of the config
+    file setup_args names); returns the JSON the body printed, or the registration's error."""
+    if good_config is not None:
+        with open(setup_args["config"], "w") as f:
+            f.write(good_config)
+    code = f"""
+import json, sys, time
+from distributed import Client, LocalCluster
+from crmm.dask import CRMMSetup
+cluster = client = None
+try:
+    cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
+                           local_directory={str(tmp_path)!r})
+    client = Client(cluster, timeout="60s")
+    try:
+        client.register_worker_plugin(CRMMSetup(**{setup_args!r}))
+    except Exception as e:
+        print(json.dumps({{"error": type(e).__name__, "message": str(e)}}))
+        sys.exit(0)
+{textwrap.indent(textwrap.dedent(body), "    ")}
+finally:
+    if client is not None:
+        client.close(timeout=30)
+    if cluster is not None:
+        cluster.close(timeout=30)
+"""
+    done = run_python(code, timeout=CLUSTER_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_every_worker_runs_the_host_config_and_reports_it(tmp_path):
+    config = tmp_path / "host.ini"
+    config.write_text(HOST_CONFIG)
+    out = run_cluster("""
+        def hold(dask_worker):
+            import crmm.mr
+            mr = crmm.mr.MemoryResource.from_config("p", device=-1)
+            dask_worker._crmm_test_hold = (mr, mr.allocate(4096))
+            return dask_worker.metrics["rmm"](dask_worker)
+        held = client.run(hold)
+        direct = client.run(lambda dask_worker: dask_worker.metrics["crmm"](dask_worker))
+        # the scheduler has them once every worker's heartbeat brought them (bounded wait)
+        deadline = time.monotonic() + 60
+        while True:
+            workers = client.scheduler_info()["workers"]
+            seen = {a: w["metrics"].get("rmm") for a, w in workers.items()}
+            if all(m and m["rmm-used"] >= 4096 for m in seen.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        print(json.dumps({"held": held, "direct": direct, "scheduler": seen,
+                          "crmm": {a: w["metrics"].get("crmm") for a, w in workers.items()}}))
+    """, tmp_path, {"config": str(config)})
+    assert "error" not in out, out
+    assert len(out["direct"]) == 2
+    for metric in out["direct"].values():
+        assert metric["kind"] == "pool" and metric["name"] == "p"
+        assert metric["chain"] == "pool -> host" and metric["device"] == -1
+        assert metric["bytes_reserved"] == 1 << 20
+    for rmm in out["held"].values():
+        assert rmm == {"rmm-used": 4096, "rmm-total": 1 << 20}
+    assert len(out["scheduler"]) == 2
+    for rmm in out["scheduler"].values():
+        assert rmm == {"rmm-used": 4096, "rmm-total": 1 << 20}
+    for metric in out["crmm"].values():
+        assert metric["chain"] == "pool -> host" and metric["bytes_in_use"] == 4096
+
+
+def test_bad_setups_fail_the_registration_with_their_message(tmp_path):
+    broken = tmp_path / "broken.ini"
+    broken.write_text("[resource.p]\nplugin = pool\nupstream = nosuch\n")
+    missing = tmp_path / "missing.ini"
+    setups = {"broken": {"config": str(broken)}, "missing": {"config": str(missing)}}
+    if _lib.device_count() == 0:
+        setups["no_device"] = {"pool_size": "1MiB"}
+    out = run_cluster(f"""
+        errors = {{}}
+        for label, args in {setups!r}.items():
+            try:
+                client.register_worker_plugin(CRMMSetup(**args))
+                errors[label] = None
+            except Exception as e:
+                errors[label] = [type(e).__name__, str(e)]
+        print(json.dumps(errors))
+    """, tmp_path, {"config": str(tmp_path / "good.ini")}, good_config=HOST_CONFIG)
+    assert out["broken"][0] == "ConfigError", out
+    assert f"{broken}:3" in out["broken"][1] and "nosuch" in out["broken"][1], out
+    assert out["missing"] and str(missing) in out["missing"][1], out
+    if "no_device" in setups:
+        assert out["no_device"] and out["no_device"][0] == "CudaError", out
+
+
+def load_config(tmp_path, text):
+    path = tmp_path / "generated.ini"
+    path.write_text(text)
+    cfg = _lib.ctypes.c_void_p()
+    status = _lib.lib.crmm_config_load_file(os.fsencode(path), _lib.ctypes.byref(cfg))
+    assert status == 0, _lib.text(_lib.lib.crmm_last_error())
+    chain = []
+    name = _lib.text(_lib.lib.crmm_config_default_resource(cfg, -1))
+    while name:
+        i = [_lib.text(_lib.lib.crmm_config_resource_name(cfg, k))
+             for k in range(_lib.lib.crmm_config_resource_count(cfg))].index(name)
+        chain.append(_lib.text(_lib.lib.crmm_config_resource_plugin(cfg, i)))
+        name = _lib.text(_lib.lib.crmm_config_resource_upstream(cfg, i))
+    _lib.lib.crmm_config_free(cfg)
+    return chain
+
+
+@pytest.mark.parametrize("options, chain", [
+    ({}, ["cuda"]),
+    ({"pool_size": "1GiB"}, ["pool", "cuda"]),
+    ({"pool_size": 1 << 30, "maximum_pool_size": "2GiB", "managed": True}, ["pool", "managed"]),
+    ({"async_": True, "pool_size": "1GiB", "release_threshold": "512MiB"}, ["async"]),
+    ({"async_": True, "maximum_pool_size": "1GiB"}, ["limiting", "async"]),
+    ({"pool_size": "1GiB", "tracking": True, "statistics": True, "log_file": "/tmp/x.csv"},
+     ["logging", "tracking", "statistics", "pool", "cuda"]),
+])
+def test_rmm_style_options_make_a_valid_config(tmp_path, options, chain):
+    assert load_config(tmp_path, config_text(**options)) == chain
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"config": "x.ini", "pool_size": "1GiB"}, "config= names the whole setup"),
+    ({"maximum_pool_size": "1GiB"}, "maximum_pool_size needs pool_size"),
+    ({"async_": True, "managed": True}, "managed memory cannot come from the async resource"),
+    ({"release_threshold": "1GiB"}, "release_threshold needs async_=True"),
+    ({"device": -1}, "device must be an ordinal"),
+    ({"pool_size": 0}, "pool_size must be > 0"),
+    ({"pool_size": "1 GiB\n[resource.x]"}, "is not a size"),
+])
+def test_bad_options_are_refused_at_once(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        CRMMSetup(**kwargs)
+
+
+def test_a_size_of_another_type_is_refused():
+    with pytest.raises(TypeError, match="pool_size must be a number of bytes"):
+        CRMMSetup(pool_size=1.5)
