@@ -38,4 +38,5 @@ include tests/readme.mk
 include tests/bench.mk
 include tests/multi_gpu.mk
 include tests/torch.mk
+include tests/ipc.mk
 include tests/plugin_common.mk
