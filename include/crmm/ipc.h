@@ -28,6 +28,10 @@
  * that grows by chunks from cudaMalloc (legacy cudaIpcGetMemHandle is not used: it cannot share
  * part of a chunk safely), a pool or async resource made without IPC, other plugins.
  *
+ * Ordering: no stream of the importer waits for the exporter's work. Before the importer uses the
+ * memory, the exporter synchronizes the stream the memory was allocated and written on (or the
+ * device), and tells the importer after that, e.g. by sending the handle then.
+ *
  * Lifetime: a handle owns its file descriptors (closed by crmm_ipc_handle_free); a mapping owns
  * what it imported (released by crmm_ipc_close). A process that dies releases both with its
  * descriptors and its CUDA context. */
