@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
@@ -15,12 +16,23 @@ fake_vmm_state fake_vmm;
 
 /* Per handle (index = handle, 0 unused): its size (0: released or never made) and where it is
  * mapped (0: nowhere); per page of the range: the handle mapped over it (0: none). */
+/* The reservations: [0] is the pool's (fake_vmm.range), the others ranges an import made. */
+#define FAKE_RANGES 4
+typedef struct fake_range {
+    uintptr_t base;
+    size_t size;
+    int *page_handle;
+} fake_range;
+
 static struct {
     size_t page, device_memory;
     size_t *handle_size;
     uintptr_t *handle_at;
+    int *handle_types;           /* per handle: the requestedHandleTypes it was made with */
+    int *handle_origin;          /* per handle: the handle it was imported from (0: made by cuMemCreate) */
+    unsigned char *handle_released; /* per imported handle: released while still mapped */
     size_t handles, capacity;    /* handles made so far + 1, and the arrays' length */
-    int *page_handle;
+    fake_range ranges[FAKE_RANGES];
     size_t mapped;               /* bytes mapped now */
 } fv;
 
@@ -28,7 +40,9 @@ static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void fake_vmm_reset(size_t page, size_t device_memory)
 {
-    free(fv.handle_size), free(fv.handle_at), free(fv.page_handle);
+    free(fv.handle_size), free(fv.handle_at), free(fv.handle_types), free(fv.handle_origin), free(fv.handle_released);
+    for (int i = 0; i < FAKE_RANGES; i++)
+        free(fv.ranges[i].page_handle);
     memset(&fv, 0, sizeof fv);
     memset(&fake_vmm, 0, sizeof fake_vmm);
     fv.page = page;
@@ -38,10 +52,21 @@ void fake_vmm_reset(size_t page, size_t device_memory)
 
 size_t fake_vmm_mapped_bytes(void) { return fv.mapped; }
 
+int fake_vmm_handle_at(uintptr_t addr)
+{
+    fake_range *r = &fv.ranges[0];
+    if (!r->base || addr < r->base || addr - r->base >= r->size)
+        return 0;
+    return r->page_handle[(addr - r->base) / fv.page];
+}
+
 static CUresult fake_reserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)
 {
     (void)addr, (void)flags;
-    if (fake_vmm.range || size % fv.page || (alignment && alignment % fv.page))
+    int slot = 0;
+    while (slot < FAKE_RANGES && fv.ranges[slot].base)
+        slot++;
+    if (slot == FAKE_RANGES || !size || size % fv.page || (alignment && alignment % fv.page))
         return CUDA_ERROR_INVALID_VALUE;
     int *table = calloc(size / fv.page, sizeof *table);
     void *m = table ? mmap(NULL, size + fv.page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) : MAP_FAILED;
@@ -49,24 +74,66 @@ static CUresult fake_reserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
         free(table);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    free(fv.page_handle);
-    fv.page_handle = table;
+    free(fv.ranges[slot].page_handle);
     uintptr_t base = ((uintptr_t)m + fv.page - 1) & ~(uintptr_t)(fv.page - 1);
-    fake_vmm.range = base;
-    fake_vmm.range_size = size;
+    fv.ranges[slot] = (fake_range){.base = base, .size = size, .page_handle = table};
+    if (slot == 0) {
+        fake_vmm.range = base;
+        fake_vmm.range_size = size;
+    }
     fake_vmm.reserves++;
     *ptr = (CUdeviceptr)base;
     return CUDA_SUCCESS;
 }
 
+/* The reservation that holds [p, p + n) with p and n whole pages, or NULL. */
+static fake_range *range_of(uintptr_t p, size_t n)
+{
+    for (int i = 0; i < FAKE_RANGES; i++) {
+        fake_range *r = &fv.ranges[i];
+        if (r->base && p >= r->base && p - r->base + n <= r->size && p % fv.page == 0 && n % fv.page == 0)
+            return r;
+    }
+    return NULL;
+}
+
 static CUresult fake_address_free(CUdeviceptr ptr, size_t size)
 {
-    if ((uintptr_t)ptr != fake_vmm.range || size != fake_vmm.range_size || fv.mapped)
-        return CUDA_ERROR_INVALID_VALUE; /* not the range, or still mapped */
-    munmap((void *)fake_vmm.range, fake_vmm.range_size); /* the alignment slack stays: harmless */
-    fake_vmm.range = 0;
+    fake_range *r = range_of((uintptr_t)ptr, size);
+    if (!r || r->base != (uintptr_t)ptr || r->size != size)
+        return CUDA_ERROR_INVALID_VALUE; /* not a range */
+    for (size_t i = 0; i < size / fv.page; i++)
+        if (r->page_handle[i])
+            return CUDA_ERROR_INVALID_VALUE; /* still mapped */
+    munmap((void *)r->base, r->size); /* the alignment slack stays: harmless */
+    if (r == &fv.ranges[0])
+        fake_vmm.range = 0;
+    free(r->page_handle);
+    memset(r, 0, sizeof *r);
     fake_vmm.frees++;
     return CUDA_SUCCESS;
+}
+
+/* grow one per-handle array to cap entries */
+#define GROW(array, cap) ({ void *g_ = realloc((array), (cap) * sizeof *(array)); if (g_) (array) = g_; g_ != NULL; })
+
+/* A new handle id of `size` bytes (0: no memory for the table). */
+static size_t new_handle(size_t size, int types, int origin)
+{
+    if (fv.handles >= fv.capacity) {
+        size_t cap = fv.capacity ? 2 * fv.capacity : 1024;
+        if (!GROW(fv.handle_size, cap) || !GROW(fv.handle_at, cap) || !GROW(fv.handle_types, cap) ||
+            !GROW(fv.handle_origin, cap) || !GROW(fv.handle_released, cap))
+            return 0;
+        fv.capacity = cap;
+    }
+    size_t id = fv.handles++;
+    fv.handle_size[id] = size;
+    fv.handle_at[id] = 0;
+    fv.handle_types[id] = types;
+    fv.handle_origin[id] = origin;
+    fv.handle_released[id] = 0;
+    return id;
 }
 
 static CUresult fake_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
@@ -77,21 +144,9 @@ static CUresult fake_create(CUmemGenericAllocationHandle *h, size_t size, const 
         return CUDA_ERROR_INVALID_VALUE;
     if (fake_vmm.physical_limit && fake_vmm.physical + size > fake_vmm.physical_limit)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (fv.handles >= fv.capacity) {
-        size_t cap = fv.capacity ? 2 * fv.capacity : 1024;
-        size_t *sizes = realloc(fv.handle_size, cap * sizeof *sizes);
-        if (sizes)
-            fv.handle_size = sizes;
-        uintptr_t *at = realloc(fv.handle_at, cap * sizeof *at);
-        if (at)
-            fv.handle_at = at;
-        if (!sizes || !at)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        fv.capacity = cap;
-    }
-    size_t id = fv.handles++;
-    fv.handle_size[id] = size;
-    fv.handle_at[id] = 0;
+    size_t id = new_handle(size, prop->requestedHandleTypes, 0);
+    if (!id)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     fake_vmm.physical += size;
     if (fake_vmm.physical > fake_vmm.physical_peak)
         fake_vmm.physical_peak = fake_vmm.physical;
@@ -100,10 +155,24 @@ static CUresult fake_create(CUmemGenericAllocationHandle *h, size_t size, const 
     return CUDA_SUCCESS;
 }
 
-static int live_handle(CUmemGenericAllocationHandle h) { return h >= 1 && h < fv.handles && fv.handle_size[h]; }
+static int live_handle(CUmemGenericAllocationHandle h)
+{
+    return h >= 1 && h < fv.handles && fv.handle_size[h] && !fv.handle_released[h];
+}
 
 static CUresult fake_release(CUmemGenericAllocationHandle h)
 {
+    if (live_handle(h) && fv.handle_origin[h]) {
+        /* an imported handle may go while mapped (as real CUDA allows): the mapping holds it */
+        if (fv.handle_at[h])
+            fv.handle_released[h] = 1;
+        else {
+            fv.handle_size[h] = 0;
+            fake_vmm.imported_live--;
+        }
+        fake_vmm.releases++;
+        return CUDA_SUCCESS;
+    }
     if (!live_handle(h) || fv.handle_at[h])
         return CUDA_ERROR_INVALID_VALUE;
     fake_vmm.physical -= fv.handle_size[h];
@@ -112,29 +181,22 @@ static CUresult fake_release(CUmemGenericAllocationHandle h)
     return CUDA_SUCCESS;
 }
 
-static int inside_range(uintptr_t p, size_t n)
-{
-    return fake_vmm.range && p >= fake_vmm.range && p - fake_vmm.range + n <= fake_vmm.range_size && p % fv.page == 0 &&
-           n % fv.page == 0;
-}
-
-static size_t page_index(uintptr_t p) { return (p - fake_vmm.range) / fv.page; }
-
 static CUresult fake_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
                          unsigned long long flags)
 {
     (void)flags;
-    if (offset || !live_handle(h) || fv.handle_at[h] || size != fv.handle_size[h] || !inside_range((uintptr_t)ptr, size))
+    fake_range *rg = range_of((uintptr_t)ptr, size);
+    if (offset || !live_handle(h) || fv.handle_at[h] || size != fv.handle_size[h] || !rg)
         return CUDA_ERROR_INVALID_VALUE;
-    size_t first = page_index((uintptr_t)ptr), n = size / fv.page;
+    size_t first = ((uintptr_t)ptr - rg->base) / fv.page, n = size / fv.page;
     for (size_t i = first; i < first + n; i++)
-        if (fv.page_handle[i])
+        if (rg->page_handle[i])
             return CUDA_ERROR_INVALID_VALUE; /* overlaps a mapping */
     /* fresh pages, still inaccessible until cuMemSetAccess */
     if (mmap((void *)ptr, size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = first; i < first + n; i++)
-        fv.page_handle[i] = (int)h;
+        rg->page_handle[i] = (int)h;
     fv.handle_at[h] = (uintptr_t)ptr;
     fv.mapped += size;
     fake_vmm.maps++;
@@ -144,9 +206,10 @@ static CUresult fake_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
 /* The handle mapped exactly at p, or 0. */
 static int handle_mapped_at(uintptr_t p)
 {
-    if (!inside_range(p, fv.page))
+    fake_range *rg = range_of(p, fv.page);
+    if (!rg)
         return 0;
-    int h = fv.page_handle[page_index(p)];
+    int h = rg->page_handle[(p - rg->base) / fv.page];
     return h && fv.handle_at[h] == p ? h : 0;
 }
 
@@ -156,25 +219,80 @@ static CUresult fake_unmap(CUdeviceptr ptr, size_t size)
     if (!h || fv.handle_size[h] != size)
         return CUDA_ERROR_INVALID_VALUE;
     mmap((void *)ptr, size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    size_t first = page_index((uintptr_t)ptr);
+    fake_range *rg = range_of((uintptr_t)ptr, size);
+    size_t first = ((uintptr_t)ptr - rg->base) / fv.page;
     for (size_t i = first; i < first + size / fv.page; i++)
-        fv.page_handle[i] = 0;
+        rg->page_handle[i] = 0;
     fv.handle_at[h] = 0;
     fv.mapped -= size;
     fake_vmm.unmaps++;
+    if (fv.handle_released[h]) { /* an imported handle released while mapped: now gone */
+        fv.handle_size[h] = 0;
+        fv.handle_released[h] = 0;
+        fake_vmm.imported_live--;
+    }
     return CUDA_SUCCESS;
 }
 
 static CUresult fake_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
-    if (count != 1 || desc->location.id != 0 || desc->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE ||
-        !inside_range((uintptr_t)ptr, size))
+    fake_range *rg = range_of((uintptr_t)ptr, size);
+    if (count != 1 || desc->location.id != 0 || desc->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE || !rg)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = page_index((uintptr_t)ptr); i < page_index((uintptr_t)ptr + size); i++)
-        if (!fv.page_handle[i])
+    for (size_t i = ((uintptr_t)ptr - rg->base) / fv.page; i < ((uintptr_t)ptr + size - rg->base) / fv.page; i++)
+        if (!rg->page_handle[i])
             return CUDA_ERROR_INVALID_VALUE; /* every page of the run must be mapped */
     mprotect((void *)ptr, size, PROT_READ | PROT_WRITE);
     fake_vmm.set_access++;
+    return CUDA_SUCCESS;
+}
+
+/* An exported handle is a plain file that names the allocation: "fake_vmm <id> <size>". */
+static CUresult fake_export(void *out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+                            unsigned long long flags)
+{
+    if (flags || !live_handle(h) || fv.handle_origin[h] || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        !(fv.handle_types[h] & (int)type))
+        return CUDA_ERROR_INVALID_VALUE; /* not made exportable as that type */
+    FILE *f = tmpfile();
+    if (!f)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    fprintf(f, "fake_vmm %llu %zu\n", (unsigned long long)h, fv.handle_size[h]);
+    fflush(f);
+    int fd = dup(fileno(f));
+    fclose(f);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)out = fd;
+    fake_vmm.exports++;
+    return CUDA_SUCCESS;
+}
+
+/* The allocation an exported file names (its id), or 0 when it names none. */
+int fake_vmm_exported_handle(int fd, size_t *size)
+{
+    char text[64] = {0};
+    unsigned long long id = 0;
+    size_t bytes = 0;
+    if (pread(fd, text, sizeof text - 1, 0) <= 0 || sscanf(text, "fake_vmm %llu %zu", &id, &bytes) != 2)
+        return 0;
+    if (size)
+        *size = bytes;
+    return (int)id;
+}
+
+static CUresult fake_import(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type)
+{
+    size_t size = 0;
+    int origin = type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ? fake_vmm_exported_handle((int)(intptr_t)os_handle, &size) : 0;
+    if (!origin || !size)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t id = new_handle(size, 0, origin);
+    if (!id)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    fake_vmm.imports++;
+    fake_vmm.imported_live++;
+    *h = (CUmemGenericAllocationHandle)id;
     return CUDA_SUCCESS;
 }
 
@@ -188,7 +306,9 @@ static CUresult fake_granularity(size_t *g, const CUmemAllocationProp *prop, CUm
 static CUresult fake_attribute(int *v, CUdevice_attribute a, CUdevice dev)
 {
     (void)dev;
-    *v = a == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED ? !fake_vmm.vmm_unsupported : 0;
+    *v = a == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED              ? !fake_vmm.vmm_unsupported
+         : a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED ? !fake_vmm.export_unsupported
+                                                                                 : 0;
     return CUDA_SUCCESS;
 }
 
@@ -208,6 +328,8 @@ static CUresult l_release(CUmemGenericAllocationHandle a) { return LOCKED(fake_r
 static CUresult l_map(CUdeviceptr a, size_t b, size_t c, CUmemGenericAllocationHandle d, unsigned long long e) { return LOCKED(fake_map(a, b, c, d, e)); }
 static CUresult l_unmap(CUdeviceptr a, size_t b) { return LOCKED(fake_unmap(a, b)); }
 static CUresult l_set_access(CUdeviceptr a, size_t b, const CUmemAccessDesc *c, size_t d) { return LOCKED(fake_set_access(a, b, c, d)); }
+static CUresult l_export(void *a, CUmemGenericAllocationHandle b, CUmemAllocationHandleType c, unsigned long long d) { return LOCKED(fake_export(a, b, c, d)); }
+static CUresult l_import(CUmemGenericAllocationHandle *a, void *b, CUmemAllocationHandleType c) { return LOCKED(fake_import(a, b, c)); }
 
 cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned int version,
                                              unsigned long long flags, enum cudaDriverEntryPointQueryResult *status)
@@ -224,6 +346,8 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsi
         {"cuMemGetAllocationGranularity", (void *)fake_granularity},
         {"cuDeviceGetAttribute", (void *)fake_attribute},
         {"cuGetErrorString", (void *)fake_error_string},
+        {"cuMemExportToShareableHandle", (void *)l_export},
+        {"cuMemImportFromShareableHandle", (void *)l_import},
     };
     *fn = NULL;
     if (status)

@@ -11,7 +11,12 @@
  * a mapped allocation, freeing a range that still has mappings). Every call is counted, and
  * physical memory can be limited. It also defines cudaDeviceSynchronize (counted), device and
  * memory queries, and no-op stream and event calls, and gives a pool an upstream that says it is
- * device memory. Only one reservation may be live at once. */
+ * device memory. Besides the pool's reservation, a few more may be live (an import maps into one).
+ *
+ * Export and import (CUDA IPC): an allocation made with requestedHandleTypes including POSIX file
+ * descriptors exports as a plain file that names it ("fake_vmm ID SIZE"); importing such a file
+ * gives a new handle for the same allocation, which may be released while mapped (the mapping then
+ * holds it). The pages an import maps are fresh host pages: the content is not shared. */
 #ifndef CRMM_TESTS_FAKE_VMM_H
 #define CRMM_TESTS_FAKE_VMM_H
 
@@ -27,7 +32,10 @@ typedef struct fake_vmm_state {
     size_t physical_peak;
     int creates, releases, maps, unmaps, set_access, reserves, frees, device_syncs;
     int upstream_calls;          /* calls the pool's upstream got (an expandable pool makes none) */
-    uintptr_t range;             /* the one live reservation, 0: none */
+    int export_unsupported;      /* the device says it cannot export POSIX file descriptors */
+    int exports, imports;        /* cuMemExportToShareableHandle, cuMemImportFromShareableHandle */
+    int imported_live;           /* imported handles still held (by a handle or a mapping) */
+    uintptr_t range;             /* the pool's reservation (the first made), 0: none */
     size_t range_size;
 } fake_vmm_state;
 
@@ -44,6 +52,13 @@ void fake_vmm_reset(size_t page, size_t device_memory);
  * expandable; backed by host memory, it counts its calls in fake_vmm.upstream_calls). The pool
  * holds the only reference to the upstream. Errors: crmm_resource_create's. */
 crmm_status fake_vmm_expandable_pool(const char *params, crmm_resource **out);
+
+/* The allocation id an exported file names, and its size when `size` is not NULL; 0 for a file
+ * that names none. */
+int fake_vmm_exported_handle(int fd, size_t *size);
+
+/* The allocation mapped over the page of the pool's range that holds addr, or 0. */
+int fake_vmm_handle_at(uintptr_t addr);
 
 /* Bytes of the allocations mapped now. */
 size_t fake_vmm_mapped_bytes(void);

@@ -39,5 +39,6 @@ include tests/readme.mk
 include tests/bench.mk
 include tests/multi_gpu.mk
 include tests/torch.mk
+include tests/ipc.mk
 include tests/plugin_common.mk
 include tests/file_policy.mk

@@ -19,10 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cuda_runtime_api.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/async.h>
 #include <crmm/cuda_support.h>
+#include <crmm/ipc.h>
 #include <crmm/plugin.h>
 #include "../common/spin_lock.h"
 
@@ -33,6 +35,8 @@ typedef struct async_resource {
     int lock;
     unsigned forks;                /* `forks` when it was made */
     crmm_alloc_counters counters;
+    enum cudaMemAllocationHandleType export_type; /* what the pool exports (cudaMemHandleTypeNone: nothing) */
+    int pool_fd;                   /* posix_fd: the pool's shareable handle once exported, else -1 */
 } async_resource;
 
 /* Forks so far in this process's line (bumped in every child). A child may inherit the lock
@@ -128,9 +132,55 @@ static crmm_status async_trim(crmm_resource *self)
     return crmm_cuda_status(cudaMemPoolTrimTo(a->pool, 0), "async: cudaMemPoolTrimTo");
 }
 
+/* CRMM_ASYNC_OP_IPC_EXPORT: the pool's shareable handle (exported once; each handle gets a
+ * duplicate of the descriptor) and the allocation's export data. */
+static crmm_status async_ipc_export(async_resource *a, crmm_ipc_export_request *rq)
+{
+    if (a->export_type == cudaMemHandleTypeNone)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED,
+                              "async '%s' was made without enable_ipc, enable_fabric or export_handle_type: its memory "
+                              "cannot be exported to another process",
+                              a->base.name);
+    struct cudaMemPoolPtrExportData data;
+    memset(&data, 0, sizeof data);
+    driver_enter(a);
+    crmm_status st = crmm_cuda_status(cudaMemPoolExportPointer(&data, rq->ptr), "async: ipc export: cudaMemPoolExportPointer");
+    if (st == CRMM_OK && a->export_type == cudaMemHandleTypePosixFileDescriptor && a->pool_fd < 0) {
+        int fd = -1;
+        st = crmm_cuda_status(cudaMemPoolExportToShareableHandle(&fd, a->pool, a->export_type, 0),
+                              "async: ipc export: cudaMemPoolExportToShareableHandle");
+        if (st == CRMM_OK)
+            a->pool_fd = fd;
+    }
+    if (st == CRMM_OK && a->export_type == cudaMemHandleTypePosixFileDescriptor) {
+        rq->fds = malloc(sizeof *rq->fds);
+        if (!rq->fds || (rq->fds[0] = dup(a->pool_fd)) < 0)
+            st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "async: ipc export: no room for the pool's descriptor");
+    } else if (st == CRMM_OK) {
+        cudaMemFabricHandle_t f;
+        rq->fabric = malloc(CRMM_IPC_FABRIC_BYTES);
+        st = rq->fabric ? crmm_cuda_status(cudaMemPoolExportToShareableHandle(&f, a->pool, a->export_type, 0),
+                                           "async: ipc export: cudaMemPoolExportToShareableHandle")
+                        : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "async: ipc export: malloc failed");
+        if (st == CRMM_OK)
+            memcpy(rq->fabric, &f, sizeof f < CRMM_IPC_FABRIC_BYTES ? sizeof f : CRMM_IPC_FABRIC_BYTES);
+    }
+    driver_leave(a);
+    if (st != CRMM_OK)
+        return crmm_error_add_context("async '%s': exporting %p", a->base.name, rq->ptr);
+    rq->kind = CRMM_IPC_KIND_ASYNC;
+    rq->handle_type = a->export_type == cudaMemHandleTypePosixFileDescriptor ? CRMM_IPC_POSIX_FD : CRMM_IPC_FABRIC;
+    rq->device = a->base.device;
+    rq->count = 1;
+    memcpy(rq->pointer_data, &data, sizeof data < sizeof rq->pointer_data ? sizeof data : sizeof rq->pointer_data);
+    return CRMM_OK;
+}
+
 static crmm_status async_control(crmm_resource *self, int op, void *arg)
 {
     async_resource *a = (async_resource *)self;
+    if (op == CRMM_ASYNC_OP_IPC_EXPORT)
+        return arg ? async_ipc_export(a, arg) : crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "async: ipc export: argument is NULL");
     if (op != CRMM_ASYNC_OP_GET_POOL)
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "async resource has no control op %#x", (unsigned)op);
     if (!arg)
@@ -146,6 +196,8 @@ static void async_destroy(crmm_resource *self)
     /* With allocations still out, the driver frees the pool once they are freed. */
     if (!crmm_process_exiting())
         cudaMemPoolDestroy(a->pool);
+    if (a->pool_fd >= 0)
+        close(a->pool_fd);
     free(a);
 }
 
@@ -222,6 +274,8 @@ typedef struct async_config {
     uint64_t release_threshold;
     const char *export_handle_type;
     bool serialize_calls;
+    bool enable_ipc;
+    bool enable_fabric;
 } async_config;
 
 static crmm_status async_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
@@ -237,7 +291,11 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
     async_config cfg = {.initial_pool_size = 0, .release_threshold = UINT64_MAX};
     if ((st = crmm_params_parse(params, &cfg)) != CRMM_OK)
         return st;
-    const char *type_name = cfg.export_handle_type;
+    if ((cfg.enable_ipc || cfg.enable_fabric) && strcmp(cfg.export_handle_type, "none") != 0)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "async: give either export_handle_type or enable_ipc/enable_fabric, not both");
+    if (cfg.enable_ipc && cfg.enable_fabric)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "async: enable_ipc and enable_fabric cannot both be true (one handle type per pool)");
+    const char *type_name = cfg.enable_ipc ? "posix_fd" : cfg.enable_fabric ? "fabric" : cfg.export_handle_type;
     enum cudaMemAllocationHandleType type = cudaMemHandleTypeNone;
     for (size_t i = 0; i < sizeof handle_types / sizeof handle_types[0]; i++)
         if (strcmp(type_name, handle_types[i].name) == 0)
@@ -277,6 +335,8 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
         return st;
     }
     a->serialize = cfg.serialize_calls;
+    a->export_type = type;
+    a->pool_fd = -1;
     pthread_once(&fork_hook_once, install_fork_hook);
     a->forks = forks;
     crmm_resource_init(&a->base, &async_ops, "async", CRMM_RESOURCE_DEVICE_ACCESSIBLE, device, NULL);
@@ -289,6 +349,8 @@ static const crmm_param_spec async_params[] = {
     {"release_threshold", CRMM_PARAM_SIZE, NULL, "bytes the pool keeps at synchronization (default: all of it)", NULL, 0},
     {"export_handle_type", CRMM_PARAM_ENUM, "none", "make allocations exportable to other processes", "none|posix_fd|fabric", 0},
     {"serialize_calls", CRMM_PARAM_BOOL, "true", "let one thread at a time into the driver (faster when threads contend)", NULL, 0},
+    {"enable_ipc", CRMM_PARAM_BOOL, "false", "RMM's enable_ipc: export_handle_type = posix_fd (share allocations with crmm_ipc_export)", NULL, 0},
+    {"enable_fabric", CRMM_PARAM_BOOL, "false", "RMM's enable_fabric: export_handle_type = fabric", NULL, 0},
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
@@ -297,6 +359,8 @@ static const crmm_param_field async_fields[] = {
     {"release_threshold", offsetof(async_config, release_threshold), 0, 0},
     {"export_handle_type", offsetof(async_config, export_handle_type), 0, 0},
     {"serialize_calls", offsetof(async_config, serialize_calls), 0, 0},
+    {"enable_ipc", offsetof(async_config, enable_ipc), 0, 0},
+    {"enable_fabric", offsetof(async_config, enable_fabric), 0, 0},
     {NULL, 0, 0, 0},
 };
 

@@ -11,6 +11,7 @@ plugins_pool_crmm_pool_la_SOURCES = \
 	plugins/pool/pool_block_map.c plugins/pool/pool_block_map.h \
 	plugins/pool/pool_free_list.c plugins/pool/pool_free_list.h \
 	plugins/pool/pool_growth.c \
+	plugins/pool/pool_ipc.c plugins/pool/pool_ipc.h \
 	plugins/pool/pool_expand.c \
 	plugins/pool/pool_vmm.c plugins/pool/pool_vmm.h \
 	plugins/pool/pool_query.c \

@@ -23,6 +23,7 @@
 #include <crmm/pool.h>
 #include "../common/device_default.h"
 #include "../common/resource_label.h"
+#include "pool_ipc.h"
 #include "pool_resource.h"
 
 /* Round size parameter `key`, held in *v_inout, up to a multiple of 256 B (noted at info level when
@@ -49,6 +50,8 @@ typedef struct pool_config {
     uint64_t release_threshold;
     const char *stream_reuse;
     const char *thread_cache;
+    bool ipc;
+    const char *ipc_handle_type;
 } pool_config;
 
 /* Whether an expandable pool can map memory itself: its upstream must be a base resource of device
@@ -108,6 +111,9 @@ static crmm_status pool_control(crmm_resource *self, int op, void *arg)
 {
     pool_resource *p = (pool_resource *)self;
     char label[80];
+    if (op == CRMM_POOL_OP_IPC_EXPORT)
+        return arg ? pool_ipc_export(p, arg)
+                   : crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: ipc export: argument is NULL", pool_label(p, label, sizeof label));
     if (op != CRMM_POOL_OP_FORGET_STREAM)
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %#x", pool_label(p, label, sizeof label), op);
     crmm_cuda_stream_t stream = (crmm_cuda_stream_t)arg;
@@ -212,6 +218,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
                  "from upstream '%s' instead", label, crmm_last_error(), crmm_resource_kind(upstream));
         crmm_clear_error();
     }
+    pool_ipc_setup(p, cfg.ipc, cfg.ipc_handle_type);
     if (initial > 0) {
         pool_stream *s = pool_streams_find(&p->streams, NULL);
         st = s ? pool_add_chunk(p, s, (size_t)initial, NULL) : CRMM_ERROR_OUT_OF_MEMORY;
@@ -254,6 +261,12 @@ static const crmm_param_spec pool_params[] = {
      "memory and thread exit. auto = once threads contend for the pool's lock (1 in 16 locked calls waits), on = once a second "
      "thread allocates, off = never (cached blocks are not available to other threads: a pool shared by "
      "threads may hold more memory)", "auto|on|off", 0},
+    {"ipc", CRMM_PARAM_BOOL, "false",
+     "expandable: make the pool's pages exportable, so that crmm_ipc_export can share its allocations with "
+     "another process (crmm/ipc.h)", NULL, 0},
+    {"ipc_handle_type", CRMM_PARAM_ENUM, "posix_fd",
+     "with ipc: what the pages are exported as: posix_fd = file descriptors passed over a UNIX socket, fabric = "
+     "fabric handles (where the driver offers them)", "posix_fd|fabric", 0},
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
@@ -270,6 +283,8 @@ static const crmm_param_field pool_fields[] = {
     {"release_threshold", offsetof(pool_config, release_threshold), 0, POOL_SIZE_MAX},
     {"stream_reuse", offsetof(pool_config, stream_reuse), 0, 0},
     {"thread_cache", offsetof(pool_config, thread_cache), 0, 0},
+    {"ipc", offsetof(pool_config, ipc), 0, 0},
+    {"ipc_handle_type", offsetof(pool_config, ipc_handle_type), 0, 0},
     {NULL, 0, 0, 0},
 };
 

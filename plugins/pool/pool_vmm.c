@@ -141,6 +141,7 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
     if (!count)
         return CRMM_OK;
     CUmemAllocationProp prop = page_properties(v->device);
+    prop.requestedHandleTypes = (CUmemAllocationHandleType)v->handle_types;
     size_t done = 0;
     crmm_status st = CRMM_OK;
     for (; done < count; done++) {

@@ -34,6 +34,7 @@ typedef struct pool_vmm {
     unsigned long long *spare;     /* physical pages unmapped during the current operation */
     size_t spare_count;
     int device;
+    int handle_types;              /* CUmemAllocationHandleType pages are made exportable as (pool_ipc.c); 0: none */
 } pool_vmm;
 
 /* Whether the virtual memory API can be used on `device`; on false, *why says why in a phrase

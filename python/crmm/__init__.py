@@ -7,6 +7,7 @@ loads another one before first use. Framework allocators: crmm.allocators.cupy, 
 """
 
 from . import mr, pylibrmm, statistics
+from . import ipc
 from ._errors import (
     BadAllocError,
     ConfigError,

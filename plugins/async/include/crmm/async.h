@@ -1,6 +1,7 @@
 /* crmm/async.h — what the `async` plugin (cudaMallocFromPoolAsync on a private cudaMemPool)
  * offers beyond the resource ABI: its pool handle, e.g. to export allocations to another
- * process when it was created with export_handle_type = posix_fd or fabric, and the pool's own
+ * process when it was created with export_handle_type = posix_fd or fabric (crmm/ipc.h does the
+ * whole export and import, with enable_ipc = true as RMM names it), and the pool's own
  * usage counters (BYTES_IN_USE counts bytes as requested; the pool counts what it handed out). */
 #ifndef CRMM_ASYNC_H
 #define CRMM_ASYNC_H

@@ -1,0 +1,260 @@
+/* ipc_handle.c — crmm IPC handles (crmm/ipc.h): their wire form, and passing them with their
+ * file descriptors over a UNIX socket (SCM_RIGHTS).
+ *
+ * On the socket a handle is: a frame header (the byte count and the descriptor count), the
+ * bytes, then the descriptors in batches of at most IPC_FDS_PER_MESSAGE, each batch attached to
+ * one byte of its own. The receiver reads exactly the lengths it expects, so a read never runs
+ * into the next batch and every descriptor arrives with the byte it was sent with. */
+#include "config.h"
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include "internal.h"
+#include "ipc_internal.h"
+
+/* Below the kernel's limit of descriptors per message (SCM_MAX_FD, 253). */
+#define IPC_FDS_PER_MESSAGE 250
+
+typedef struct ipc_frame {
+    uint64_t bytes;
+    uint64_t fds;
+} ipc_frame;
+
+void ipc_close_fds(const int *fds, size_t n)
+{
+    for (size_t i = 0; fds && i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+crmm_status ipc_wire_check(const void *bytes, size_t size, size_t fd_count)
+{
+    ipc_wire w;
+    if (size < sizeof w)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: not a crmm IPC handle (%zu bytes, at least %zu expected)",
+                              size, sizeof w);
+    memcpy(&w, bytes, sizeof w);
+    if (memcmp(w.magic, IPC_MAGIC, sizeof w.magic) != 0)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: not a crmm IPC handle (bad magic)");
+    if (w.kind != CRMM_IPC_KIND_ASYNC && w.kind != CRMM_IPC_KIND_VMM)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: handle of unknown kind %u", w.kind);
+    if (w.handle_type != CRMM_IPC_POSIX_FD && w.handle_type != CRMM_IPC_FABRIC)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: handle of unknown handle type %u", w.handle_type);
+    if (!w.count || w.count > IPC_MAX_COUNT || !w.size)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: handle with %u shareable handles for %llu bytes",
+                              w.count, (unsigned long long)w.size);
+    if (w.kind == CRMM_IPC_KIND_ASYNC && w.count != 1)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: async handle with %u pool handles (1 expected)", w.count);
+    if (w.kind == CRMM_IPC_KIND_VMM &&
+        (!w.page || w.offset >= w.page || w.page > UINT64_MAX / w.count || w.size > w.count * w.page - w.offset))
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                              "ipc: handle's %u pages of %llu bytes do not hold %llu bytes from offset %llu", w.count,
+                              (unsigned long long)w.page, (unsigned long long)w.size, (unsigned long long)w.offset);
+    size_t want_bytes = sizeof w + (w.handle_type == CRMM_IPC_FABRIC ? (size_t)w.count * CRMM_IPC_FABRIC_BYTES : 0);
+    size_t want_fds = w.handle_type == CRMM_IPC_POSIX_FD ? w.count : 0;
+    if (size != want_bytes || fd_count != want_fds)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                              "ipc: handle has %zu bytes and %zu descriptors; its header announces %zu and %zu", size,
+                              fd_count, want_bytes, want_fds);
+    return CRMM_OK;
+}
+
+void crmm_ipc_handle_free(crmm_ipc_handle *h)
+{
+    if (!h)
+        return;
+    ipc_close_fds(h->fds, h->fd_count);
+    free(h->fds);
+    free(h->bytes);
+    free(h);
+}
+
+size_t crmm_ipc_handle_bytes(const crmm_ipc_handle *h, const void **bytes)
+{
+    if (bytes)
+        *bytes = h ? h->bytes : NULL;
+    return h ? h->size : 0;
+}
+
+size_t crmm_ipc_handle_fds(const crmm_ipc_handle *h, const int **fds)
+{
+    if (fds)
+        *fds = h ? h->fds : NULL;
+    return h ? h->fd_count : 0;
+}
+
+crmm_status crmm_ipc_handle_from(const void *bytes, size_t size, const int *fds, size_t fd_count,
+                                          crmm_ipc_handle **out)
+{
+    if (out)
+        *out = NULL;
+    if (!bytes || !out || (fd_count && !fds)) {
+        ipc_close_fds(fds, fd_count);
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: handle_from: %s is NULL",
+                              !bytes ? "bytes" : !out ? "out" : "fds");
+    }
+    crmm_status st = ipc_wire_check(bytes, size, fd_count);
+    if (st != CRMM_OK) {
+        ipc_close_fds(fds, fd_count);
+        return st;
+    }
+    crmm_ipc_handle *h = calloc(1, sizeof *h);
+    unsigned char *copy = malloc(size);
+    int *own = fd_count ? malloc(fd_count * sizeof *own) : NULL;
+    if (!h || !copy || (fd_count && !own)) {
+        free(h), free(copy), free(own);
+        ipc_close_fds(fds, fd_count);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "ipc: malloc failed (handle of %zu bytes)", size);
+    }
+    memcpy(copy, bytes, size);
+    if (fd_count)
+        memcpy(own, fds, fd_count * sizeof *own);
+    h->bytes = copy;
+    h->size = size;
+    h->fds = own;
+    h->fd_count = fd_count;
+    *out = h;
+    return CRMM_OK;
+}
+
+/* ---- the socket ------------------------------------------------------------------------------ */
+
+static crmm_status io_error(const char *what, int err)
+{
+    if (!err)
+        return crmm_set_error(CRMM_ERROR_IO, "ipc: %s: the peer closed the socket", what);
+    return crmm_set_error(CRMM_ERROR_IO, "ipc: %s: %s", what, strerror(err));
+}
+
+/* Send data[0, n) with `nfds` descriptors attached to its first byte. */
+static crmm_status send_part(int sock, const void *data, size_t n, const int *fds, size_t nfds)
+{
+    union {
+        char buf[CMSG_SPACE(IPC_FDS_PER_MESSAGE * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    size_t done = 0;
+    while (done < n) {
+        struct iovec iov = {.iov_base = (char *)data + done, .iov_len = n - done};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (nfds && done == 0) {
+            memset(&control, 0, sizeof control);
+            msg.msg_control = control.buf;
+            msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+            struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+            memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+        }
+        ssize_t r = sendmsg(sock, &msg, MSG_NOSIGNAL);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return io_error("sendmsg", r < 0 ? errno : 0);
+        done += (size_t)r;
+    }
+    return CRMM_OK;
+}
+
+crmm_status crmm_ipc_send(int socket_fd, const crmm_ipc_handle *h)
+{
+    if (!h || socket_fd < 0)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: send: %s", !h ? "handle is NULL" : "bad socket");
+    ipc_frame frame = {.bytes = h->size, .fds = h->fd_count};
+    crmm_status st = send_part(socket_fd, &frame, sizeof frame, NULL, 0);
+    if (st == CRMM_OK)
+        st = send_part(socket_fd, h->bytes, h->size, NULL, 0);
+    for (size_t i = 0; st == CRMM_OK && i < h->fd_count; i += IPC_FDS_PER_MESSAGE) {
+        size_t n = h->fd_count - i < IPC_FDS_PER_MESSAGE ? h->fd_count - i : IPC_FDS_PER_MESSAGE;
+        char one = 'F';
+        st = send_part(socket_fd, &one, 1, h->fds + i, n);
+    }
+    return st;
+}
+
+/* Receive exactly n bytes into data; descriptors that come with them are stored from fds[*got]
+ * on (at most `room` of them; more, or any when fds is NULL, is an error and they are closed). */
+static crmm_status recv_part(int sock, void *data, size_t n, int *fds, size_t room, size_t *got)
+{
+    union {
+        char buf[CMSG_SPACE(IPC_FDS_PER_MESSAGE * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    size_t done = 0;
+    bool extra = false;
+    while (done < n) {
+        struct iovec iov = {.iov_base = (char *)data + done, .iov_len = n - done};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                             .msg_controllen = sizeof control.buf};
+        ssize_t r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return io_error("recvmsg", r < 0 ? errno : 0);
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                continue;
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            int *in = (int *)(void *)CMSG_DATA(c);
+            for (size_t j = 0; j < k; j++) {
+                int fd;
+                memcpy(&fd, in + j, sizeof fd);
+                if (fds && *got < room)
+                    fds[(*got)++] = fd;
+                else {
+                    close(fd);
+                    extra = true;
+                }
+            }
+        }
+        if (msg.msg_flags & MSG_CTRUNC)
+            extra = true;
+        done += (size_t)r;
+    }
+    if (extra)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: recv: descriptors arrived where none were expected");
+    return CRMM_OK;
+}
+
+crmm_status crmm_ipc_recv(int socket_fd, crmm_ipc_handle **out)
+{
+    if (out)
+        *out = NULL;
+    if (!out || socket_fd < 0)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: recv: %s", !out ? "out is NULL" : "bad socket");
+    ipc_frame frame;
+    size_t got = 0;
+    crmm_status st = recv_part(socket_fd, &frame, sizeof frame, NULL, 0, &got);
+    if (st != CRMM_OK)
+        return st;
+    if (frame.bytes < sizeof(ipc_wire) || frame.bytes > sizeof(ipc_wire) + (uint64_t)IPC_MAX_COUNT * CRMM_IPC_FABRIC_BYTES ||
+        frame.fds > IPC_MAX_COUNT)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: recv: not a crmm IPC handle (%llu bytes, %llu descriptors announced)",
+                              (unsigned long long)frame.bytes, (unsigned long long)frame.fds);
+    unsigned char *bytes = malloc((size_t)frame.bytes);
+    int *fds = frame.fds ? malloc((size_t)frame.fds * sizeof *fds) : NULL;
+    if (!bytes || (frame.fds && !fds)) {
+        free(bytes), free(fds);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "ipc: recv: malloc failed");
+    }
+    st = recv_part(socket_fd, bytes, (size_t)frame.bytes, NULL, 0, &got);
+    while (st == CRMM_OK && got < frame.fds) {
+        char one;
+        size_t before = got;
+        st = recv_part(socket_fd, &one, 1, fds, (size_t)frame.fds, &got);
+        if (st == CRMM_OK && got == before)
+            st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: recv: a batch of descriptors arrived empty");
+    }
+    if (st == CRMM_OK)
+        st = crmm_ipc_handle_from(bytes, (size_t)frame.bytes, fds, got, out); /* takes the descriptors */
+    else
+        ipc_close_fds(fds, got);
+    free(bytes);
+    free(fds);
+    return st;
+}

@@ -1,0 +1,231 @@
+/* ipc_import.c — crmm_ipc_import and crmm_ipc_close (crmm/ipc.h).
+ *
+ * An async handle is imported with the runtime's pool calls: the pool from its shareable handle,
+ * then the allocation from its export data; closing frees the imported pointer and the imported
+ * pool. A VMM handle's pages are imported one by one (cuMemImportFromShareableHandle), mapped in
+ * a row into a fresh address range and made readable and writable on the current device; each
+ * page's handle is released once mapped, so the mapping alone keeps the physical memory, and
+ * closing unmaps and frees the range. The driver functions are looked up through
+ * cudaGetDriverEntryPointByVersion, as the expandable pool does, so that libcrmm links only the
+ * runtime and a test program can supply a scripted driver. */
+#include "config.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <crmm/cuda_support.h>
+#include "internal.h"
+#include "ipc_internal.h"
+
+#define IPC_DRIVER_VERSION 12000
+
+static struct {
+    CUresult (*import)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
+    CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+    CUresult (*address_free)(CUdeviceptr, size_t);
+    CUresult (*release)(CUmemGenericAllocationHandle);
+    CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    CUresult (*unmap)(CUdeviceptr, size_t);
+    CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    CUresult (*error_string)(CUresult, const char **);
+} drv;
+static const char *driver_missing;
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+
+static void load_driver(void)
+{
+    static const struct { const char *name; void **fn; } table[] = {
+        {"cuMemImportFromShareableHandle", (void **)&drv.import},
+        {"cuMemAddressReserve", (void **)&drv.reserve},
+        {"cuMemAddressFree", (void **)&drv.address_free},
+        {"cuMemRelease", (void **)&drv.release},
+        {"cuMemMap", (void **)&drv.map},
+        {"cuMemUnmap", (void **)&drv.unmap},
+        {"cuMemSetAccess", (void **)&drv.set_access},
+        {"cuGetErrorString", (void **)&drv.error_string},
+    };
+    static char why[112];
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+        cudaError_t e = cudaGetDriverEntryPointByVersion(table[i].name, table[i].fn, IPC_DRIVER_VERSION, cudaEnableDefault,
+                                                         &found);
+        if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || !*table[i].fn) {
+            cudaGetLastError();
+            snprintf(why, sizeof why, "the CUDA driver has no %s (driver too old, or none)", table[i].name);
+            driver_missing = why;
+            return;
+        }
+    }
+}
+
+static crmm_status driver_error(CUresult r, const char *call)
+{
+    const char *text = NULL;
+    if (!drv.error_string || drv.error_string(r, &text) != CUDA_SUCCESS || !text)
+        text = "unknown error";
+    return crmm_set_error(r == CUDA_ERROR_OUT_OF_MEMORY ? CRMM_ERROR_OUT_OF_MEMORY : CRMM_ERROR_CUDA,
+                          "ipc: CUDA driver: %s: %s (error %d)", call, text, (int)r);
+}
+
+struct crmm_ipc_mapping {
+    int kind;
+    void *ptr;                 /* what the caller uses */
+    size_t size;
+    cudaMemPool_t pool;        /* async: the imported pool */
+    uintptr_t base;            /* VMM: the reserved range */
+    size_t range;
+    size_t page;
+    size_t mapped;             /* VMM: pages mapped from base on */
+};
+
+/* The shareable handle i of h, as cuMemImportFromShareableHandle and its runtime twin take it. */
+static void *shareable(const crmm_ipc_handle *h, const ipc_wire *w, size_t i)
+{
+    if (w->handle_type == CRMM_IPC_POSIX_FD)
+        return (void *)(intptr_t)h->fds[i];
+    return h->bytes + sizeof *w + i * CRMM_IPC_FABRIC_BYTES;
+}
+
+static crmm_status import_async(const crmm_ipc_handle *h, const ipc_wire *w, crmm_ipc_mapping *m)
+{
+    enum cudaMemAllocationHandleType type =
+        w->handle_type == CRMM_IPC_POSIX_FD ? cudaMemHandleTypePosixFileDescriptor : cudaMemHandleTypeFabric;
+    crmm_status st = crmm_cuda_status(cudaMemPoolImportFromShareableHandle(&m->pool, shareable(h, w, 0), type, 0),
+                                      "ipc: cudaMemPoolImportFromShareableHandle");
+    if (st != CRMM_OK)
+        return st;
+    struct cudaMemPoolPtrExportData data;
+    memcpy(&data, w->pointer_data, sizeof data < sizeof w->pointer_data ? sizeof data : sizeof w->pointer_data);
+    st = crmm_cuda_status(cudaMemPoolImportPointer(&m->ptr, m->pool, &data), "ipc: cudaMemPoolImportPointer");
+    if (st != CRMM_OK) {
+        cudaMemPoolDestroy(m->pool);
+        return st;
+    }
+    crmm_note_cuda_initialized();
+    return CRMM_OK;
+}
+
+static void unmap_vmm(crmm_ipc_mapping *m)
+{
+    for (size_t i = 0; i < m->mapped; i++)
+        drv.unmap((CUdeviceptr)(m->base + i * m->page), m->page);
+    m->mapped = 0;
+    if (m->base)
+        drv.address_free((CUdeviceptr)m->base, m->range);
+    m->base = 0;
+}
+
+static crmm_status import_vmm(const crmm_ipc_handle *h, const ipc_wire *w, crmm_ipc_mapping *m)
+{
+    pthread_once(&driver_once, load_driver);
+    if (driver_missing)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "ipc: import: %s", driver_missing);
+    int device = 0;
+    crmm_status st = crmm_cuda_current_device(&device);
+    if (st != CRMM_OK)
+        return crmm_error_add_context("ipc: import needs a CUDA device");
+    CUmemAllocationHandleType type =
+        w->handle_type == CRMM_IPC_POSIX_FD ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_FABRIC;
+    m->page = (size_t)w->page;
+    m->range = (size_t)w->count * m->page;
+    CUdeviceptr base = 0;
+    CUresult r = drv.reserve(&base, m->range, m->page, 0, 0);
+    if (r != CUDA_SUCCESS)
+        return driver_error(r, "cuMemAddressReserve");
+    m->base = (uintptr_t)base;
+    for (size_t i = 0; i < w->count; i++) {
+        CUmemGenericAllocationHandle ph;
+        r = drv.import(&ph, shareable(h, w, i), type);
+        if (r != CUDA_SUCCESS) {
+            st = driver_error(r, "cuMemImportFromShareableHandle");
+            break;
+        }
+        r = drv.map((CUdeviceptr)(m->base + i * m->page), m->page, 0, ph, 0);
+        drv.release(ph); /* the mapping keeps the memory from here on */
+        if (r != CUDA_SUCCESS) {
+            st = driver_error(r, "cuMemMap");
+            break;
+        }
+        m->mapped++;
+    }
+    if (st == CRMM_OK) {
+        CUmemAccessDesc access;
+        memset(&access, 0, sizeof access);
+        access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access.location.id = device;
+        access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        r = drv.set_access((CUdeviceptr)m->base, m->range, &access, 1);
+        if (r != CUDA_SUCCESS)
+            st = driver_error(r, "cuMemSetAccess");
+    }
+    if (st != CRMM_OK) {
+        char message[512];
+        snprintf(message, sizeof message, "%s", crmm_last_error());
+        unmap_vmm(m);
+        return crmm_set_error(st, "%s", message);
+    }
+    m->ptr = (void *)(m->base + (uintptr_t)w->offset);
+    return CRMM_OK;
+}
+
+crmm_status crmm_ipc_import(const crmm_ipc_handle *h, crmm_ipc_mapping **out)
+{
+    if (out)
+        *out = NULL;
+    if (!h || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: import: %s is NULL", !h ? "handle" : "out");
+    crmm_status st = ipc_wire_check(h->bytes, h->size, h->fd_count);
+    if (st != CRMM_OK)
+        return st;
+    ipc_wire w;
+    memcpy(&w, h->bytes, sizeof w);
+    crmm_ipc_mapping *m = calloc(1, sizeof *m);
+    if (!m)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "ipc: import: malloc failed");
+    m->kind = (int)w.kind;
+    m->size = (size_t)w.size;
+    st = w.kind == CRMM_IPC_KIND_ASYNC ? import_async(h, &w, m) : import_vmm(h, &w, m);
+    if (st != CRMM_OK) {
+        free(m);
+        return st;
+    }
+    *out = m;
+    return CRMM_OK;
+}
+
+void *crmm_ipc_mapping_ptr(const crmm_ipc_mapping *m) { return m ? m->ptr : NULL; }
+size_t crmm_ipc_mapping_size(const crmm_ipc_mapping *m) { return m ? m->size : 0; }
+
+crmm_status crmm_ipc_close(crmm_ipc_mapping *m)
+{
+    if (!m)
+        return CRMM_OK;
+    crmm_status st = CRMM_OK;
+    if (crmm_process_exiting()) {
+        free(m); /* the driver takes the mappings with the process */
+        return CRMM_OK;
+    }
+    if (m->kind == CRMM_IPC_KIND_ASYNC) {
+        st = crmm_cuda_status(cudaFree(m->ptr), "ipc: close: cudaFree");
+        /* the imported pool goes with its last pointer; a driver that keeps it until the
+         * context ends refuses this, which costs nothing */
+        if (cudaMemPoolDestroy(m->pool) != cudaSuccess)
+            cudaGetLastError();
+    } else {
+        /* no work may use the range any more: wait for the device before unmapping */
+        st = crmm_cuda_status(cudaDeviceSynchronize(), "ipc: close: cudaDeviceSynchronize");
+        for (size_t i = 0; i < m->mapped; i++) {
+            CUresult r = drv.unmap((CUdeviceptr)(m->base + i * m->page), m->page);
+            if (r != CUDA_SUCCESS && st == CRMM_OK)
+                st = driver_error(r, "cuMemUnmap");
+        }
+        m->mapped = 0;
+        CUresult r = drv.address_free((CUdeviceptr)m->base, m->range);
+        if (r != CUDA_SUCCESS && st == CRMM_OK)
+            st = driver_error(r, "cuMemAddressFree");
+    }
+    free(m);
+    return st;
+}

@@ -1,0 +1,207 @@
+"""Share crmm device memory with another process (CUDA IPC; crmm/ipc.h).
+
+Memory from ``async`` made with ``enable_ipc=true`` or from an expandable pool made with
+``ipc=true`` can be exported; anything else raises UnsupportedError saying why.
+
+    # exporting process
+    mr = crmm.mr.MemoryResource("async", "enable_ipc=true")
+    buf = crmm.DeviceBuffer(size=n, mr=mr)
+    handle = crmm.ipc.export(buf)          # an IpcHandle: picklable
+    queue.put(handle)                      # multiprocessing passes its file descriptors
+
+    # importing process
+    handle = queue.get()
+    with handle.open() as shared:          # an ImportedBuffer: ptr, size, __cuda_array_interface__
+        data = shared.tobytes()
+
+An IpcHandle pickles the way PyTorch's and CuPy's shared CUDA tensors do across
+``multiprocessing``: its bytes travel in the pickle and each file descriptor through
+``multiprocessing.reduction.DupFd`` (duplicated into a child being started, or fetched from the
+sending process over a UNIX socket). Such a pickle can be loaded once, while the sender lives.
+``send(sock, handle)`` and ``recv(sock)`` pass a handle over a connected UNIX socket directly.
+
+The exporter must keep the buffer alive while another process uses it; for ``async`` memory the
+importer must close its ImportedBuffer before the exporter frees the buffer (the driver's rule),
+while an expandable pool's pages stay until both sides let go.
+"""
+
+import ctypes
+from multiprocessing import reduction
+
+from . import _lib
+from ._lib import check, lib
+from ._errors import InvalidArgumentError
+
+_c_int_p = ctypes.POINTER(ctypes.c_int)
+_PROTOTYPES = {
+    "crmm_ipc_export": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]),
+    "crmm_ipc_handle_free": (None, [ctypes.c_void_p]),
+    "crmm_ipc_handle_bytes": (ctypes.c_size_t, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "crmm_ipc_handle_fds": (ctypes.c_size_t, [ctypes.c_void_p, ctypes.POINTER(_c_int_p)]),
+    "crmm_ipc_handle_from": (
+        ctypes.c_int,
+        [ctypes.c_char_p, ctypes.c_size_t, _c_int_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)],
+    ),
+    "crmm_ipc_send": (ctypes.c_int, [ctypes.c_int, ctypes.c_void_p]),
+    "crmm_ipc_recv": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]),
+    "crmm_ipc_import": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "crmm_ipc_mapping_ptr": (ctypes.c_void_p, [ctypes.c_void_p]),
+    "crmm_ipc_mapping_size": (ctypes.c_size_t, [ctypes.c_void_p]),
+    "crmm_ipc_close": (ctypes.c_int, [ctypes.c_void_p]),
+}
+for _name, (_restype, _argtypes) in _PROTOTYPES.items():
+    _fn = getattr(lib, _name)
+    _fn.restype, _fn.argtypes = _restype, _argtypes
+
+
+class IpcHandle:
+    """An exported allocation: its bytes and the file descriptors it owns (closed with it)."""
+
+    def __init__(self, data, fds=()):
+        """A handle from bytes and descriptors received another way; it takes ownership of
+        the descriptors (and closes them when `data` is not a crmm IPC handle:
+        InvalidArgumentError)."""
+        fds = list(fds)
+        arr = (ctypes.c_int * max(len(fds), 1))(*fds)
+        out = ctypes.c_void_p()
+        self._h = None
+        check(lib.crmm_ipc_handle_from(bytes(data), len(data), arr, len(fds), ctypes.byref(out)))
+        self._h = out.value
+
+    @classmethod
+    def _adopt(cls, h):
+        self = cls.__new__(cls)
+        self._h = h
+        return self
+
+    def __del__(self, _free=lib.crmm_ipc_handle_free):
+        if getattr(self, "_h", None):
+            _free(self._h)
+            self._h = None
+
+    def _live(self):
+        if not self._h:
+            raise InvalidArgumentError("ipc: the handle is closed", "CRMM_ERROR_INVALID_ARGUMENT")
+        return self._h
+
+    @property
+    def data(self):
+        """The handle's bytes."""
+        p = ctypes.c_void_p()
+        n = lib.crmm_ipc_handle_bytes(self._live(), ctypes.byref(p))
+        return ctypes.string_at(p.value, n) if n else b""
+
+    @property
+    def fds(self):
+        """The handle's file descriptors (owned by the handle)."""
+        p = _c_int_p()
+        n = lib.crmm_ipc_handle_fds(self._live(), ctypes.byref(p))
+        return [p[i] for i in range(n)]
+
+    def close(self):
+        """Close the descriptors now (the handle cannot be used afterwards)."""
+        self.__del__()
+
+    def open(self):
+        """Map the memory in this process, on the current device: an ImportedBuffer."""
+        out = ctypes.c_void_p()
+        check(lib.crmm_ipc_import(self._live(), ctypes.byref(out)))
+        return ImportedBuffer(out.value)
+
+    def __reduce__(self):
+        return (_rebuild, (self.data, [reduction.DupFd(fd) for fd in self.fds]))
+
+    def __repr__(self):
+        return "<crmm.ipc.IpcHandle %d bytes, %d descriptors>" % (len(self.data), len(self.fds)) if self._h else (
+            "<crmm.ipc.IpcHandle closed>"
+        )
+
+
+def _rebuild(data, dupfds):
+    return IpcHandle(data, [d.detach() for d in dupfds])
+
+
+class ImportedBuffer:
+    """Memory another process exported, mapped in this one. Close it (or leave a `with`
+    block) before the exporter frees it when it comes from ``async``."""
+
+    def __init__(self, mapping):
+        self._m = mapping
+
+    @property
+    def ptr(self):
+        return lib.crmm_ipc_mapping_ptr(self._m) or 0 if self._m else 0
+
+    @property
+    def size(self):
+        return int(lib.crmm_ipc_mapping_size(self._m)) if self._m else 0
+
+    @property
+    def nbytes(self):
+        return self.size
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"data": (self.ptr, False), "shape": (self.size,), "strides": None, "typestr": "|u1", "version": 3}
+
+    def tobytes(self):
+        """The bytes, copied to the host."""
+        out = ctypes.create_string_buffer(self.size)
+        stream = lib.crmm_stream_default()
+        check(lib.crmm_copy_ptr_to_host(self.ptr, out, self.size, stream))
+        check(lib.crmm_stream_synchronize(stream))
+        return out.raw
+
+    def close(self):
+        """Unmap the memory (no work may still use it)."""
+        if self._m:
+            m, self._m = self._m, None
+            check(lib.crmm_ipc_close(m))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_m", None):
+            lib.crmm_ipc_close(self._m)
+            self._m = None
+
+    def __repr__(self):
+        return "<crmm.ipc.ImportedBuffer ptr=%#x size=%d>" % (self.ptr, self.size)
+
+
+def export_pointer(mr, ptr, size):
+    """Export [ptr, ptr + size) of memory allocated from `mr` (a crmm.mr.MemoryResource)."""
+    out = ctypes.c_void_p()
+    check(lib.crmm_ipc_export(mr._ptr, ptr, size, ctypes.byref(out)))
+    return IpcHandle._adopt(out.value)
+
+
+def export(buf):
+    """Export a DeviceBuffer's memory (from the resource it was allocated from)."""
+    return export_pointer(buf.mr, buf.ptr, buf.size)
+
+
+def open_handle(handle):
+    """Map an IpcHandle (``handle.open()``)."""
+    return handle.open()
+
+
+def send(sock, handle):
+    """Send a handle over a connected UNIX stream socket (a socket object or a descriptor)."""
+    fd = sock if isinstance(sock, int) else sock.fileno()
+    check(lib.crmm_ipc_send(fd, handle._live()))
+
+
+def recv(sock):
+    """Receive a handle `send` sent."""
+    fd = sock if isinstance(sock, int) else sock.fileno()
+    out = ctypes.c_void_p()
+    check(lib.crmm_ipc_recv(fd, ctypes.byref(out)))
+    return IpcHandle._adopt(out.value)
+
+
+__all__ = ["ImportedBuffer", "IpcHandle", "export", "export_pointer", "open_handle", "recv", "send"]

@@ -1,0 +1,377 @@
+/* check_ipc.c — sharing crmm memory with another process (crmm/ipc.h) on the CPU: the expandable
+ * pool over the scripted driver of fake_vmm.h (an exported page is a plain file naming the
+ * allocation), handles passed between two processes over a UNIX socket, and every refusal. */
+#include "config.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <crmm/ipc.h>
+#include "fake_vmm.h"
+#include "test_support.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define PAGE (64 * KiB)
+#define DEVICE_MEMORY (64 * MiB)
+
+static void setup(void) { fake_vmm_reset(PAGE, DEVICE_MEMORY); }
+
+static crmm_resource *ipc_pool(const char *params)
+{
+    crmm_resource *p = NULL;
+    ck_assert_crmm_ok(fake_vmm_expandable_pool(params, &p));
+    return p;
+}
+
+static bool fd_is_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
+
+/* The ids of the allocations a handle's descriptors name, in order (malloc'd). */
+static int *named_ids(const crmm_ipc_handle *h, size_t *n)
+{
+    const int *fds = NULL;
+    *n = crmm_ipc_handle_fds(h, &fds);
+    int *ids = calloc(*n ? *n : 1, sizeof *ids);
+    for (size_t i = 0; i < *n; i++)
+        ids[i] = fake_vmm_exported_handle(fds[i], NULL);
+    return ids;
+}
+
+START_TEST(export_gives_one_descriptor_per_page_that_backs_the_range)
+{
+    crmm_resource *p = ipc_pool("ipc=true");
+    void *a = crmm_test_allocate(p, 100 * KiB);       /* pages 0-1 */
+    void *b = crmm_test_allocate(p, 3 * PAGE);        /* from inside page 1 through page 4 */
+    uintptr_t first = (uintptr_t)b & ~(uintptr_t)(PAGE - 1);
+    uintptr_t last = ((uintptr_t)b + 3 * PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+    size_t pages = (last - first) / PAGE + 1;
+    ck_assert_uint_eq(pages, 4);
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(p, b, 3 * PAGE, &h));
+    size_t n;
+    int *ids = named_ids(h, &n);
+    ck_assert_uint_eq(n, pages);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(ids[i], fake_vmm_handle_at(first + i * PAGE)); /* exactly those pages, in order */
+    free(ids);
+    ck_assert_int_eq(fake_vmm.exports, (int)pages);
+    /* a part of a block exports only the pages under that part */
+    crmm_ipc_handle *part = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(p, (char *)a + 70 * KiB, 10 * KiB, &part));
+    ids = named_ids(part, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(ids[0], fake_vmm_handle_at((uintptr_t)a + 70 * KiB));
+    free(ids);
+    crmm_ipc_handle_free(part);
+
+    /* the importer maps the pages in a row into a range of its own; the pointer keeps its offset */
+    int maps = fake_vmm.maps, set_access = fake_vmm.set_access;
+    crmm_ipc_mapping *m = NULL;
+    ck_assert_crmm_ok(crmm_ipc_import(h, &m));
+    ck_assert_uint_eq(crmm_ipc_mapping_size(m), 3 * PAGE);
+    uintptr_t at = (uintptr_t)crmm_ipc_mapping_ptr(m);
+    ck_assert_uint_eq(at % PAGE, (uintptr_t)b % PAGE);
+    ck_assert(at < fake_vmm.range || at >= fake_vmm.range + fake_vmm.range_size);
+    ck_assert_int_eq(fake_vmm.imports, (int)pages);
+    ck_assert_int_eq(fake_vmm.maps - maps, (int)pages);
+    ck_assert_int_eq(fake_vmm.set_access - set_access, 1);
+    memset((void *)at, 0x5A, 3 * PAGE); /* readable and writable: an unmapped page would crash */
+    ck_assert_crmm_ok(crmm_ipc_close(m));
+    ck_assert_int_eq(fake_vmm.imported_live, 0); /* every imported handle let go */
+    crmm_ipc_handle_free(h);
+    crmm_resource_deallocate(p, a, 100 * KiB, NULL);
+    crmm_resource_deallocate(p, b, 3 * PAGE, NULL);
+    crmm_resource_release(p);
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+}
+END_TEST
+
+/* Exporter frees (and gives its pages back) while the importer maps them, then the importer
+ * closes; and the other way round: nothing is left either way. */
+START_TEST(freeing_in_either_order_leaks_nothing)
+{
+    for (int exporter_first = 0; exporter_first < 2; exporter_first++) {
+        setup();
+        crmm_resource *p = ipc_pool("ipc=true");
+        void *b = crmm_test_allocate(p, 2 * PAGE);
+        crmm_ipc_handle *h = NULL;
+        crmm_ipc_mapping *m = NULL;
+        ck_assert_crmm_ok(crmm_ipc_export(p, b, 2 * PAGE, &h));
+        ck_assert_crmm_ok(crmm_ipc_import(h, &m));
+        crmm_ipc_handle_free(h);
+        if (exporter_first) {
+            ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
+            ck_assert_crmm_ok(crmm_resource_trim(p)); /* the pool unmaps and releases its pages */
+            memset(crmm_ipc_mapping_ptr(m), 1, 2 * PAGE); /* the import still maps its own */
+            ck_assert_crmm_ok(crmm_ipc_close(m));
+        } else {
+            ck_assert_crmm_ok(crmm_ipc_close(m));
+            ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
+        }
+        crmm_resource_release(p);
+        ck_assert_int_eq(fake_vmm.imported_live, 0);
+        ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+        ck_assert_uint_eq(fake_vmm.physical, 0);
+        ck_assert_int_eq(fake_vmm.frees, fake_vmm.reserves); /* the pool's range and the import's */
+    }
+}
+END_TEST
+
+/* A child process receives the handle over a UNIX socket and checks that each descriptor names
+ * the same allocation as the parent's; more pages than one message can carry. */
+START_TEST(a_handle_travels_to_another_process_with_its_descriptors)
+{
+    crmm_resource *p = ipc_pool("ipc=true");
+    size_t bytes = 300 * PAGE;
+    void *b = crmm_test_allocate(p, bytes);
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(p, b, bytes, &h));
+    size_t n;
+    int *ids = named_ids(h, &n);
+    ck_assert_uint_ge(n, 300);
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        close(sv[0]);
+        crmm_ipc_handle *got = NULL;
+        int bad = 0;
+        if (crmm_ipc_recv(sv[1], &got) != CRMM_OK) {
+            fprintf(stderr, "child: %s\n", crmm_last_error());
+            _exit(10);
+        }
+        const void *mine = NULL, *theirs = NULL;
+        size_t len = crmm_ipc_handle_bytes(got, &theirs);
+        if (len != crmm_ipc_handle_bytes(h, &mine) || memcmp(mine, theirs, len) != 0)
+            bad |= 1;
+        size_t k;
+        int *got_ids = named_ids(got, &k);
+        if (k != n)
+            bad |= 2;
+        for (size_t i = 0; i < k && i < n; i++)
+            if (got_ids[i] != ids[i])
+                bad |= 4;
+        _exit(bad);
+    }
+    close(sv[1]);
+    ck_assert_crmm_ok(crmm_ipc_send(sv[0], h));
+    int status = 0;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    close(sv[0]);
+    free(ids);
+    crmm_ipc_handle_free(h);
+    crmm_resource_deallocate(p, b, bytes, NULL);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(what_cannot_be_exported_is_refused)
+{
+    crmm_ipc_handle *h = (crmm_ipc_handle *)0x1;
+    /* host memory */
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *hp = crmm_test_create("pool", "initial_size=1MiB", host);
+    void *x = crmm_test_allocate(hp, 4096);
+    ck_assert_crmm(crmm_ipc_export(hp, x, 4096, &h), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_ptr_null(h);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "host memory"));
+    crmm_resource_deallocate(hp, x, 4096, NULL);
+    crmm_resource_release(hp);
+    crmm_resource_release(host);
+
+    /* an expandable pool made without ipc */
+    crmm_resource *p = ipc_pool("");
+    x = crmm_test_allocate(p, 4096);
+    ck_assert_crmm(crmm_ipc_export(p, x, 4096, &h), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "without ipc = true"));
+    crmm_resource_deallocate(p, x, 4096, NULL);
+    crmm_resource_release(p);
+
+    /* a pool that grows by chunks (over device memory, but the device lacks the virtual memory API) */
+    fake_vmm.vmm_unsupported = 1;
+    p = ipc_pool("initial_size=1MiB ipc=true");
+    fake_vmm.vmm_unsupported = 0;
+    x = crmm_test_allocate(p, 4096);
+    ck_assert_crmm(crmm_ipc_export(p, x, 4096, &h), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "not expandable"));
+    /* its upstream alone: no layer that can export */
+    ck_assert_crmm(crmm_ipc_export(crmm_resource_upstream(p), x, 4096, &h), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "no async or pool layer"));
+    crmm_resource_deallocate(p, x, 4096, NULL);
+    crmm_resource_release(p);
+
+    /* a device that cannot export descriptors: the pool says so at creation, export refuses */
+    fake_vmm.export_unsupported = 1;
+    crmm_test_log_capture_begin();
+    p = ipc_pool("ipc=true");
+    char *log = crmm_test_log_capture_end();
+    ck_assert_ptr_nonnull(strstr(log, "cannot be exported"));
+    free(log);
+    x = crmm_test_allocate(p, 4096);
+    ck_assert_crmm(crmm_ipc_export(p, x, 4096, &h), CRMM_ERROR_UNSUPPORTED);
+    crmm_resource_deallocate(p, x, 4096, NULL);
+    crmm_resource_release(p);
+    ck_assert_int_eq(fake_vmm.exports, 0);
+}
+END_TEST
+
+START_TEST(bad_export_arguments_are_refused_and_leave_nothing_open)
+{
+    crmm_resource *p = ipc_pool("ipc=true");
+    void *x = crmm_test_allocate(p, PAGE);
+    crmm_ipc_handle *h = (crmm_ipc_handle *)0x1;
+    ck_assert_crmm(crmm_ipc_export(NULL, x, PAGE, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(h);
+    ck_assert_crmm(crmm_ipc_export(p, NULL, PAGE, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_ipc_export(p, x, 0, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_ipc_export(p, x, PAGE, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    /* outside the pool's range, past its end, and over pages it has not mapped */
+    int outside;
+    ck_assert_crmm(crmm_ipc_export(p, &outside, sizeof outside, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_ipc_export(p, x, fake_vmm.range_size + PAGE, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_ipc_export(p, x, 8 * PAGE, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "not memory the pool holds"));
+    ck_assert_int_eq(fake_vmm.exports, 0);
+    ck_assert_crmm(crmm_resource_control(p, CRMM_POOL_OP_IPC_EXPORT, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    crmm_resource_deallocate(p, x, PAGE, NULL);
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* A descriptor of a plain file, to hand to functions that take ownership of descriptors. */
+static int plain_fd(void)
+{
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    int fd = dup(fileno(f));
+    fclose(f);
+    return fd;
+}
+
+START_TEST(bad_handles_are_refused_and_their_descriptors_closed)
+{
+    crmm_ipc_handle *h = (crmm_ipc_handle *)0x1;
+    unsigned char junk[200];
+    memset(junk, 0x33, sizeof junk);
+    int fd = plain_fd();
+    ck_assert_crmm(crmm_ipc_handle_from(junk, sizeof junk, &fd, 1, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(h);
+    ck_assert(!fd_is_open(fd));
+    ck_assert_crmm(crmm_ipc_handle_from(junk, 3, NULL, 0, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_ipc_handle_from(NULL, 0, NULL, 0, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_ipc_handle_from(junk, sizeof junk, NULL, 2, &h), CRMM_ERROR_INVALID_ARGUMENT);
+
+    /* a real handle's bytes with one descriptor too few or too many */
+    crmm_resource *p = ipc_pool("ipc=true");
+    void *x = crmm_test_allocate(p, 2 * PAGE);
+    crmm_ipc_handle *good = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(p, x, 2 * PAGE, &good));
+    const void *bytes = NULL;
+    size_t len = crmm_ipc_handle_bytes(good, &bytes);
+    int three[3] = {plain_fd(), plain_fd(), plain_fd()};
+    ck_assert_crmm(crmm_ipc_handle_from(bytes, len, three, 3, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "descriptors"));
+    for (int i = 0; i < 3; i++)
+        ck_assert(!fd_is_open(three[i]));
+    /* the same bytes with the right count are a handle (of descriptors that name nothing) */
+    int two[2] = {plain_fd(), plain_fd()};
+    ck_assert_crmm_ok(crmm_ipc_handle_from(bytes, len, two, 2, &h));
+    crmm_ipc_mapping *m = (crmm_ipc_mapping *)0x1;
+    ck_assert_crmm(crmm_ipc_import(h, &m), CRMM_ERROR_CUDA); /* the driver refuses them */
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(fake_vmm.imported_live, 0);
+    crmm_ipc_handle_free(h);
+    ck_assert(!fd_is_open(two[0]) && !fd_is_open(two[1]));
+    ck_assert_crmm(crmm_ipc_import(NULL, &m), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_ipc_import(good, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm_ok(crmm_ipc_close(NULL));
+    ck_assert_ptr_null(crmm_ipc_mapping_ptr(NULL));
+    ck_assert_uint_eq(crmm_ipc_mapping_size(NULL), 0);
+    ck_assert_uint_eq(crmm_ipc_handle_bytes(NULL, &bytes), 0);
+    crmm_ipc_handle_free(NULL);
+    crmm_ipc_handle_free(good);
+    crmm_resource_deallocate(p, x, 2 * PAGE, NULL);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(bad_socket_traffic_is_refused)
+{
+    crmm_ipc_handle *h = (crmm_ipc_handle *)0x1;
+    ck_assert_crmm(crmm_ipc_recv(-1, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_ipc_recv(0, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_ipc_send(0, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    int sv[2];
+    /* a frame that announces nonsense */
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    uint64_t frame[2] = {UINT64_MAX, 5};
+    ck_assert_int_eq(write(sv[0], frame, sizeof frame), (ssize_t)sizeof frame);
+    ck_assert_crmm(crmm_ipc_recv(sv[1], &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(h);
+    close(sv[0]), close(sv[1]);
+    /* a peer that goes away in the middle of a handle */
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    uint64_t half[2] = {112, 1};
+    ck_assert_int_eq(write(sv[0], half, sizeof half), (ssize_t)sizeof half);
+    ck_assert_int_eq(write(sv[0], "crmmIPC1", 8), 8);
+    close(sv[0]);
+    ck_assert_crmm(crmm_ipc_recv(sv[1], &h), CRMM_ERROR_IO);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "closed"));
+    close(sv[1]);
+    /* sending to a socket whose peer is gone */
+    crmm_resource *p = ipc_pool("ipc=true");
+    void *x = crmm_test_allocate(p, PAGE);
+    crmm_ipc_handle *good = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(p, x, PAGE, &good));
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    close(sv[1]);
+    ck_assert_crmm(crmm_ipc_send(sv[0], good), CRMM_ERROR_IO);
+    ck_assert_crmm(crmm_ipc_send(-1, good), CRMM_ERROR_INVALID_ARGUMENT);
+    close(sv[0]);
+    crmm_ipc_handle_free(good);
+    crmm_resource_deallocate(p, x, PAGE, NULL);
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* Adaptors are looked through: a statistics layer over the pool exports the pool's memory. */
+START_TEST(adaptors_are_looked_through)
+{
+    crmm_resource *p = ipc_pool("ipc=true");
+    crmm_resource *stats = crmm_test_create("statistics", NULL, p);
+    crmm_resource_release(p);
+    void *x = crmm_test_allocate(stats, PAGE);
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(stats, x, PAGE, &h));
+    ck_assert_uint_eq(crmm_ipc_handle_fds(h, NULL), 1 + ((uintptr_t)x % PAGE != 0));
+    crmm_ipc_handle_free(h);
+    crmm_resource_deallocate(stats, x, PAGE, NULL);
+    crmm_resource_release(stats);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("ipc");
+    TCase *tc = tcase_create("ipc");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, export_gives_one_descriptor_per_page_that_backs_the_range);
+    tcase_add_test(tc, freeing_in_either_order_leaks_nothing);
+    tcase_add_test(tc, a_handle_travels_to_another_process_with_its_descriptors);
+    tcase_add_test(tc, what_cannot_be_exported_is_refused);
+    tcase_add_test(tc, bad_export_arguments_are_refused_and_leave_nothing_open);
+    tcase_add_test(tc, bad_handles_are_refused_and_their_descriptors_closed);
+    tcase_add_test(tc, bad_socket_traffic_is_refused);
+    tcase_add_test(tc, adaptors_are_looked_through);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

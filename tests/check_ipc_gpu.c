@@ -1,0 +1,261 @@
+/* check_ipc_gpu.c — two processes on one GPU share crmm memory (crmm/ipc.h), for `async`
+ * (enable_ipc = true) and the expandable pool (ipc = true): data written by one is read by the
+ * other, freeing in either order works, and a killed peer leaves the other working.
+ *
+ * Each test forks its peer before either process makes a CUDA call (a CUDA context does not
+ * survive fork), then both use CUDA; they talk over a UNIX socket pair: the handle, then one
+ * byte per step. Skips without a GPU. */
+#include "config.h"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include <crmm/ipc.h>
+#include "test_support.h"
+
+#define BYTES (((size_t)8 << 20) + 4096) /* not a whole number of pages */
+#define PAD 1000                       /* allocated first, so the shared block starts inside a page */
+
+/* The exporting resource: async with enable_ipc, or an expandable pool with ipc over cuda. */
+static crmm_status make_resource(const char *kind, crmm_resource **out)
+{
+    if (strcmp(kind, "async") == 0)
+        return crmm_resource_create("async", "enable_ipc=true", NULL, out);
+    crmm_resource *cuda = NULL;
+    crmm_status st = crmm_resource_create("cuda", NULL, NULL, &cuda);
+    if (st == CRMM_OK)
+        st = crmm_resource_create("pool", "expandable=true ipc=true", cuda, out);
+    crmm_resource_release(cuda);
+    return st;
+}
+
+static void say(int sock, char c)
+{
+    if (write(sock, &c, 1) != 1)
+        perror("ipc test: write");
+}
+
+static int hear(int sock)
+{
+    char c;
+    return read(sock, &c, 1) == 1 ? c : -1;
+}
+
+/* Whether all n bytes at device pointer p are `value`. */
+static bool device_bytes_are(const void *p, size_t n, unsigned char value)
+{
+    unsigned char *h = malloc(n);
+    bool ok = h && cudaMemcpy(h, p, n, cudaMemcpyDeviceToHost) == cudaSuccess;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = h[i] == value;
+    free(h);
+    return ok;
+}
+
+#define CHILD_CHECK(cond, code)                                                                          \
+    do {                                                                                                 \
+        if (!(cond)) {                                                                                   \
+            fprintf(stderr, "peer: %s failed (%s)\n", #cond, crmm_last_error());                         \
+            _exit(code);                                                                                 \
+        }                                                                                                \
+    } while (0)
+
+/* The importer: map what arrives, check the exporter's bytes, write its own, then close when told
+ * ('C'), or, told that the exporter has freed ('X'), check that its mapping still holds its bytes
+ * before closing. */
+static void importer(int sock)
+{
+    crmm_ipc_handle *h = NULL;
+    crmm_ipc_mapping *m = NULL;
+    CHILD_CHECK(crmm_ipc_recv(sock, &h) == CRMM_OK, 10);
+    CHILD_CHECK(crmm_ipc_import(h, &m) == CRMM_OK, 11);
+    crmm_ipc_handle_free(h);
+    void *p = crmm_ipc_mapping_ptr(m);
+    CHILD_CHECK(crmm_ipc_mapping_size(m) == BYTES, 12);
+    CHILD_CHECK(device_bytes_are(p, BYTES, 0x5A), 13);
+    CHILD_CHECK(cudaMemset(p, 0xC3, BYTES) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess, 14);
+    say(sock, 'W');
+    int order = hear(sock);
+    if (order == 'X')
+        CHILD_CHECK(device_bytes_are(p, BYTES, 0xC3), 15);
+    CHILD_CHECK(crmm_ipc_close(m) == CRMM_OK, 16);
+    say(sock, 'D');
+    _exit(0);
+}
+
+/* Run the importer as a forked peer and export a block of `kind` to it; `exporter_first`: the
+ * exporter frees (and trims) before the importer closes. */
+static void share(const char *kind, bool exporter_first)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        close(sv[0]);
+        importer(sv[1]);
+    }
+    close(sv[1]);
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(make_resource(kind, &mr));
+    void *pad = crmm_test_allocate(mr, PAD), *p = crmm_test_allocate(mr, BYTES);
+    ck_assert_int_eq(cudaMemset(p, 0x5A, BYTES), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(mr, p, BYTES, &h));
+    ck_assert_crmm_ok(crmm_ipc_send(sv[0], h));
+    crmm_ipc_handle_free(h);
+    ck_assert_int_eq(hear(sv[0]), 'W');
+    ck_assert(device_bytes_are(p, BYTES, 0xC3)); /* the importer's bytes */
+    if (exporter_first) {
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, BYTES, NULL));
+        ck_assert_crmm_ok(crmm_resource_trim(mr));
+        say(sv[0], 'X');
+        ck_assert_int_eq(hear(sv[0]), 'D');
+    } else {
+        say(sv[0], 'C');
+        ck_assert_int_eq(hear(sv[0]), 'D');
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, BYTES, NULL));
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the importer ended with status %#x", status);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, pad, PAD, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    crmm_resource_release(mr);
+    close(sv[0]);
+}
+
+START_TEST(async_data_crosses_both_ways) { share("async", false); }
+END_TEST
+START_TEST(pool_data_crosses_both_ways) { share("pool", false); }
+END_TEST
+/* The driver's rule for pool allocations: importers free first; only the expandable pool lets the
+ * exporter free first (its physical pages stay while the import maps them). */
+START_TEST(pool_exporter_may_free_first) { share("pool", true); }
+END_TEST
+
+/* The importer is killed while it maps the memory: the exporter frees, trims and allocates again. */
+static void importer_killed(const char *kind)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        close(sv[0]);
+        importer(sv[1]);
+    }
+    close(sv[1]);
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(make_resource(kind, &mr));
+    void *p = crmm_test_allocate(mr, BYTES);
+    ck_assert_int_eq(cudaMemset(p, 0x5A, BYTES), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(mr, p, BYTES, &h));
+    ck_assert_crmm_ok(crmm_ipc_send(sv[0], h));
+    crmm_ipc_handle_free(h);
+    ck_assert_int_eq(hear(sv[0]), 'W');
+    kill(child, SIGKILL);
+    int status = 0;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFSIGNALED(status));
+    ck_assert(device_bytes_are(p, BYTES, 0xC3));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, BYTES, NULL));
+    ck_assert_crmm_ok(crmm_resource_trim(mr));
+    p = crmm_test_allocate(mr, BYTES);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, BYTES, NULL));
+    crmm_resource_release(mr);
+    close(sv[0]);
+}
+
+START_TEST(async_survives_a_killed_importer) { importer_killed("async"); }
+END_TEST
+START_TEST(pool_survives_a_killed_importer) { importer_killed("pool"); }
+END_TEST
+
+/* The exporter is killed while the importer maps its pages: the pages stay with the importer,
+ * which reads them and closes cleanly. */
+START_TEST(pool_import_outlives_a_killed_exporter)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        close(sv[0]);
+        crmm_resource *mr = NULL;
+        CHILD_CHECK(make_resource("pool", &mr) == CRMM_OK, 20);
+        void *p = NULL;
+        CHILD_CHECK(crmm_resource_allocate(mr, BYTES, NULL, &p) == CRMM_OK, 21);
+        CHILD_CHECK(cudaMemset(p, 0x5A, BYTES) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess, 22);
+        crmm_ipc_handle *h = NULL;
+        CHILD_CHECK(crmm_ipc_export(mr, p, BYTES, &h) == CRMM_OK, 23);
+        CHILD_CHECK(crmm_ipc_send(sv[1], h) == CRMM_OK, 24);
+        hear(sv[1]); /* until killed */
+        _exit(25);
+    }
+    close(sv[1]);
+    crmm_ipc_handle *h = NULL;
+    crmm_ipc_mapping *m = NULL;
+    ck_assert_crmm_ok(crmm_ipc_recv(sv[0], &h));
+    ck_assert_crmm_ok(crmm_ipc_import(h, &m));
+    crmm_ipc_handle_free(h);
+    kill(child, SIGKILL);
+    int status = 0;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert(WIFSIGNALED(status));
+    ck_assert(device_bytes_are(crmm_ipc_mapping_ptr(m), BYTES, 0x5A));
+    ck_assert_crmm_ok(crmm_ipc_close(m));
+    close(sv[0]);
+}
+END_TEST
+
+/* Importing a handle in the process that exported it is refused by the driver, clearly. */
+START_TEST(what_cannot_be_exported_on_a_gpu_is_refused)
+{
+    crmm_resource *plain = NULL, *cuda = NULL, *chunked = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("async", NULL, NULL, &plain));
+    void *p = crmm_test_allocate(plain, 4096);
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm(crmm_ipc_export(plain, p, 4096, &h), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "without enable_ipc"));
+    ck_assert_crmm_ok(crmm_resource_deallocate(plain, p, 4096, NULL));
+    crmm_resource_release(plain);
+    ck_assert_crmm_ok(crmm_resource_create("cuda", NULL, NULL, &cuda));
+    ck_assert_crmm_ok(crmm_resource_create("pool", "initial_size=16MiB ipc=true", cuda, &chunked));
+    p = crmm_test_allocate(chunked, 4096);
+    ck_assert_crmm(crmm_ipc_export(chunked, p, 4096, &h), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "not expandable"));
+    ck_assert_crmm(crmm_ipc_export(cuda, p, 4096, &h), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_crmm_ok(crmm_resource_deallocate(chunked, p, 4096, NULL));
+    crmm_resource_release(chunked);
+    crmm_resource_release(cuda);
+    ck_assert_crmm(crmm_resource_create("async", "enable_ipc=true enable_fabric=true", NULL, &plain), CRMM_ERROR_CONFIG);
+    ck_assert_crmm(crmm_resource_create("async", "enable_ipc=true export_handle_type=fabric", NULL, &plain), CRMM_ERROR_CONFIG);
+}
+END_TEST
+
+int main(void)
+{
+    int rc = crmm_test_gpu_gate(1);
+    if (rc)
+        return rc;
+    Suite *s = suite_create("ipc_gpu");
+    TCase *tc = tcase_create("two_processes");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tcase_add_test(tc, async_data_crosses_both_ways);
+    tcase_add_test(tc, pool_data_crosses_both_ways);
+    tcase_add_test(tc, pool_exporter_may_free_first);
+    tcase_add_test(tc, async_survives_a_killed_importer);
+    tcase_add_test(tc, pool_survives_a_killed_importer);
+    tcase_add_test(tc, pool_import_outlives_a_killed_exporter);
+    tcase_add_test(tc, what_cannot_be_exported_on_a_gpu_is_refused);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}
