@@ -48,6 +48,31 @@ cudaError_t cudaFree(void *ptr)
     return cudaSuccess;
 }
 
+/* ---- the rest of the scripted runtime the plugins below call --------------------------------- */
+
+static int prefetches;
+
+cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
+{
+    *id = (unsigned long long)(uintptr_t)s + 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    (void)attr, (void)device;
+    *value = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemPrefetchAsync(const void *ptr, size_t bytes, struct cudaMemLocation to, unsigned int flags,
+                                 cudaStream_t s)
+{
+    (void)ptr, (void)bytes, (void)to, (void)flags;
+    prefetches++;
+    return fake_capture_call("cudaMemPrefetchAsync", FAKE_CALL_STREAM, s);
+}
+
 /* ---- the pools ------------------------------------------------------------------------------ */
 
 enum { CHUNKS_SYNC, CHUNKS_EVENT, EXPANDABLE, FORMS };
@@ -281,6 +306,91 @@ START_TEST(no_capture_no_user_object)
 }
 END_TEST
 
+/* ---- the other plugins ---------------------------------------------------------------------- */
+
+/* An allocator that cannot hold memory for a graph (arena, fixed_size) refuses a captured stream
+ * with CRMM_ERROR_UNSUPPORTED naming the capture, before any CUDA call: the capture stays valid. */
+static const char *const refusing[][2] = {
+    {"arena", "arena_size=8MiB"},
+    {"fixed_size", "block_size=64KiB blocks_to_preallocate=4"},
+};
+
+START_TEST(arena_and_fixed_size_refuse_a_captured_stream)
+{
+    crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
+    crmm_resource *r = crmm_test_create(refusing[_i][0], refusing[_i][1], cuda);
+    crmm_resource_release(cuda);
+    cudaStream_t s = stream_n(1);
+    void *before = alloc_on(r, 4 * KiB, s);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = NULL;
+    ck_assert_crmm(crmm_resource_allocate(r, 4 * KiB, (crmm_cuda_stream_t)s, &x), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_deallocate(r, before, 4 * KiB, (crmm_cuda_stream_t)s), CRMM_ERROR_UNSUPPORTED);
+    fake_capture_end(s);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%s: %d forbidden call(s), the last %s", refusing[_i][0],
+                  fake_capture_forbidden(), fake_capture_last_forbidden());
+    free_on(r, before, 4 * KiB, s); /* after the capture, as usual */
+    fake_graph_destroy(g);
+    crmm_resource_release(r);
+}
+END_TEST
+
+/* The cuda plugin allocates under capture (cudaMalloc in the relaxed mode: new memory is safe for a
+ * graph) but refuses to free on a captured stream, which would free what the graph still uses. */
+START_TEST(cuda_allocates_under_capture_and_refuses_to_free)
+{
+    crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
+    cudaStream_t s = stream_n(1);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    int before = mallocs;
+    void *x = alloc_on(cuda, 4 * KiB, s);
+    ck_assert_int_eq(mallocs, before + 1);
+    ck_assert_crmm(crmm_resource_deallocate(cuda, x, 4 * KiB, (crmm_cuda_stream_t)s), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
+    /* another thread's capture in global mode: a free on the legacy stream is still legal */
+    void *y = alloc_on(cuda, 4 * KiB, NULL);
+    free_on(cuda, y, 4 * KiB, NULL);
+    fake_capture_end(s);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%d forbidden call(s), the last %s", fake_capture_forbidden(),
+                  fake_capture_last_forbidden());
+    free_on(cuda, x, 4 * KiB, s);
+    fake_graph_destroy(g);
+    crmm_resource_release(cuda);
+}
+END_TEST
+
+/* The adaptors make no CUDA call of their own (prefetch leaves its hint out under capture): over a
+ * pool, a capture through them is the pool's, blocks held and all. */
+static const char *const adaptors[][2] = {
+    {"logging", "file=/dev/null"}, {"statistics", ""}, {"tracking", ""}, {"limiting", "allocation_limit=64MiB"},
+    {"failure_callback", ""}, {"aligned", "alignment=4096 alignment_threshold=1KiB"}, {"prefetch", ""},
+    {"binning", "bins=256:4KiB"},
+};
+
+START_TEST(adaptors_over_a_pool_under_capture)
+{
+    crmm_resource *p = pool_in_form(CHUNKS_SYNC, "initial_size=4MiB");
+    crmm_resource *a = crmm_test_create(adaptors[_i][0], adaptors[_i][1], p);
+    crmm_resource_release(p);
+    cudaStream_t s = stream_n(1);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    int before = prefetches;
+    void *x = alloc_on(a, 64 * KiB, s);
+    free_on(a, x, 64 * KiB, s);
+    fake_capture_end(s);
+    ck_assert_int_eq(prefetches, before);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%s: %d forbidden call(s), the last %s", adaptors[_i][0],
+                  fake_capture_forbidden(), fake_capture_last_forbidden());
+    ck_assert_int_eq(fake_graph_user_objects(g), 1);
+    void *y = alloc_on(a, 64 * KiB, s);
+    ck_assert_ptr_ne(y, x); /* held for the graph */
+    free_on(a, y, 64 * KiB, s);
+    fake_graph_destroy(g);
+    crmm_resource_release(a);
+}
+END_TEST
+
 static Suite *graphs_suite(void)
 {
     Suite *s = suite_create("graphs");
@@ -293,6 +403,11 @@ static Suite *graphs_suite(void)
     tcase_add_loop_test(tc, two_graphs_hold_their_own_blocks, 0, FORMS);
     tcase_add_loop_test(tc, no_capture_no_user_object, 0, FORMS);
     suite_add_tcase(s, tc);
+    TCase *others = tcase_create("other plugins");
+    tcase_add_loop_test(others, arena_and_fixed_size_refuse_a_captured_stream, 0, 2);
+    tcase_add_test(others, cuda_allocates_under_capture_and_refuses_to_free);
+    tcase_add_loop_test(others, adaptors_over_a_pool_under_capture, 0, (int)(sizeof adaptors / sizeof adaptors[0]));
+    suite_add_tcase(s, others);
     return s;
 }
 
