@@ -11,7 +11,7 @@ CRMM_PY_ALLOCATORS = python/crmm/allocators/__init__.py python/crmm/allocators/c
 CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/tests/test_device_buffer_gpu.py \
 	python/tests/test_doctests_gpu.py python/tests/test_frameworks_gpu.py python/tests/test_host_arguments.py \
 	python/tests/test_host_resources.py python/tests/test_import.py python/tests/test_logging.py \
-	python/tests/test_no_device.py python/tests/test_streams.py
+	python/tests/test_no_device.py python/tests/test_streams.py python/tests/test_graphs_gpu.py
 EXTRA_DIST += $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 
 TESTS += python/tests/run_pytest.sh

@@ -7,7 +7,7 @@ from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
 
 from .._lib import library_path
 
-__all__ = ["rmm_torch_allocator", "crmm_torch_allocator", "use_crmm"]
+__all__ = ["rmm_torch_allocator", "crmm_torch_allocator", "use_crmm", "crmm_mem_pool"]
 
 # The allocator object, as RMM's rmm_torch_allocator: torch.cuda.memory.change_current_allocator(it).
 rmm_torch_allocator = CUDAPluggableAllocator(library_path, "crmm_torch_allocate", "crmm_torch_deallocate")
@@ -18,3 +18,13 @@ def use_crmm():
     """Switch PyTorch to crmm. Raises RuntimeError (from torch) when torch has already
     allocated CUDA memory with its own allocator."""
     change_current_allocator(rmm_torch_allocator)
+
+
+def crmm_mem_pool(**kwargs):
+    """A ``torch.cuda.MemPool`` whose segments come from crmm (the current resource of the
+    device), for ``torch.cuda.use_mem_pool(pool)`` and ``torch.cuda.graph(g, pool=pool.id)``:
+    PyTorch caches blocks inside the pool, crmm gives it its memory. Needs no ``use_crmm()``.
+    Keyword arguments go to ``torch.cuda.MemPool`` (e.g. ``use_on_oom``)."""
+    import torch
+
+    return torch.cuda.MemPool(rmm_torch_allocator.allocator(), **kwargs)
