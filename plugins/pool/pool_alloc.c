@@ -79,6 +79,7 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
     *sp = s;
     if ((*out = pool_free_list_fit(&s->free, size)))
         return CRMM_OK;
+    pool_capture_collect(p); /* blocks of destroyed graphs join the ready state */
     if (__builtin_expect(p->capturing, 0)) /* the ready state, then growth: nothing that waits */
         return pool_capture_slow(p, s, size, stream, sp, out);
     crmm_status st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out);
@@ -369,7 +370,8 @@ static crmm_status locked_deallocate(pool_resource *p, void *ptr, crmm_cuda_stre
         p->live_bytes -= b->size;
     } else if (!pool_caching(p) || !(b = pool_cache_remove_live(p, (uintptr_t)ptr))) { /* counted there */
         crmm_status st;
-        if (pool_caching(p) && pool_cache_holds(p, (uintptr_t)ptr)) {
+        if ((pool_caching(p) && pool_cache_holds(p, (uintptr_t)ptr)) ||
+            (p->graphs && pool_capture_is_parked(p, (uintptr_t)ptr))) {
             char label[80];
             st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: deallocate: %p is already free (double free?)",
                                 pool_label(p, label, sizeof label), ptr);

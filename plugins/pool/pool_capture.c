@@ -7,14 +7,15 @@
  * cudaStreamGetCaptureInfo returns). CUDA copies the reference into every executable graph
  * instantiated from it and drops each one when that graph is destroyed and its launches have
  * completed, so the destructor runs once no replay can touch the graph's memory any more. It runs
- * on a thread of the driver and must not call CUDA: it takes only a process-wide mutex and the
- * pool's lock, and files the parked blocks in the pool's ready state, where any stream may take
- * them at once.
+ * on a thread of the driver and must not call CUDA; it must not wait for the pool's lock either,
+ * since a thread holding it may be waiting for the device. So it only pushes the record onto the
+ * pool's stack of released records (lock-free), and the pool collects them under its lock where it
+ * may need the memory (a miss of allocate, a query): the parked blocks then join the pool's ready
+ * state, where any stream may take them at once.
  *
- * Lock order: graphs_mutex, then the pool's lock. The mutex is what keeps a record and its pool
- * apart when the pool is destroyed before the graph: destroy sets the record's pool to NULL under
- * it, and the destructor then frees the record alone. Making a record takes the mutex too, so two
- * threads of one capture make one record. */
+ * graphs_mutex keeps a record and its pool apart when the pool is destroyed before the graph:
+ * destroy sets the record's pool to NULL under it, and the destructor then frees the record
+ * alone. Lock order: graphs_mutex, then the pool's lock (destroy only). */
 #include "config.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -114,6 +115,23 @@ static void return_parked(pool_resource *p, pool_graph *g)
     }
 }
 
+void pool_capture_collect_slow(pool_resource *p)
+{
+    pool_graph *g = __atomic_exchange_n(&p->released, NULL, __ATOMIC_ACQUIRE);
+    while (g) {
+        pool_graph *next = g->next_released;
+        g->alive = false;
+        return_parked(p, g);
+        if (!g->owned && !g->parked) {
+            unlink_record(p, g);
+            free(g);
+        }
+        g = next;
+    }
+}
+
+/* The user object's destructor, on a driver thread: note the record on the pool's stack. It
+ * never waits for the pool's lock, whose holder may be waiting for the device. */
 static void CUDART_CB graph_released(void *arg)
 {
     pool_graph *g = arg;
@@ -121,17 +139,13 @@ static void CUDART_CB graph_released(void *arg)
     pool_resource *p = g->pool;
     if (!p) {
         free(g);
-        pthread_mutex_unlock(&graphs_mutex);
-        return;
+    } else {
+        __atomic_store_n(&g->released, 1, __ATOMIC_RELAXED);
+        pool_graph *head = __atomic_load_n(&p->released, __ATOMIC_RELAXED);
+        do
+            g->next_released = head;
+        while (!__atomic_compare_exchange_n(&p->released, &head, g, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
     }
-    pool_lock(p);
-    g->alive = false;
-    return_parked(p, g);
-    if (!g->owned && !g->parked) {
-        unlink_record(p, g);
-        free(g);
-    }
-    pool_unlock(p);
     pthread_mutex_unlock(&graphs_mutex);
 }
 
@@ -146,20 +160,16 @@ static pool_graph *find_record(pool_resource *p, unsigned long long id)
 crmm_status pool_capture_graph(pool_resource *p, const pool_capture *cap, pool_graph **out)
 {
     char label[80];
-    pthread_mutex_lock(&graphs_mutex);
     pool_lock(p);
     pool_graph *g = find_record(p, cap->id);
     pool_unlock(p);
     if (g) {
-        pthread_mutex_unlock(&graphs_mutex);
         *out = g;
         return CRMM_OK;
     }
     g = calloc(1, sizeof *g);
-    if (!g) {
-        pthread_mutex_unlock(&graphs_mutex);
+    if (!g)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (graph record)", pool_label(p, label, sizeof label));
-    }
     *g = (pool_graph){.pool = p, .capture_id = cap->id, .alive = true};
     cudaUserObject_t obj = NULL;
     cudaError_t e = cudaUserObjectCreate(&obj, g, graph_released, 1, cudaUserObjectNoDestructorSync);
@@ -169,21 +179,20 @@ crmm_status pool_capture_graph(pool_resource *p, const pool_capture *cap, pool_g
         cudaGetLastError();
         if (obj) {
             g->pool = NULL; /* the destructor, run by this release, only frees it */
-            pthread_mutex_unlock(&graphs_mutex);
             cudaUserObjectRelease(obj, 1);
         } else {
             free(g);
-            pthread_mutex_unlock(&graphs_mutex);
         }
         crmm_cuda_status(e, "cudaGraphRetainUserObject");
         return crmm_error_add_context("%s: cannot tie its memory to the CUDA graph being captured (capture %llu)",
                                       pool_label(p, label, sizeof label), cap->id);
     }
+    /* two threads of one capture may both get here and make a record each: both are tied to the
+     * graph, so whichever holds a block keeps it until the graph is gone */
     pool_lock(p);
     g->next = p->graphs;
     p->graphs = g;
     pool_unlock(p);
-    pthread_mutex_unlock(&graphs_mutex);
     *out = g;
     return CRMM_OK;
 }
@@ -218,18 +227,28 @@ bool pool_capture_free(pool_resource *p, pool_block *b, pool_graph *capturing, c
     return false;
 }
 
+bool pool_capture_is_parked(const pool_resource *p, uintptr_t addr)
+{
+    for (const pool_graph *g = p->graphs; g; g = g->next)
+        for (const pool_block *b = g->parked; b; b = b->u.free.next)
+            if (b->addr == addr)
+                return true;
+    return false;
+}
+
 void pool_capture_detach_all(pool_resource *p)
 {
     pthread_mutex_lock(&graphs_mutex);
     pool_lock(p);
     for (pool_graph *g = p->graphs, *next; g; g = next) {
         next = g->next;
-        if (g->alive)
+        if (g->alive && !__atomic_load_n(&g->released, __ATOMIC_RELAXED))
             g->pool = NULL; /* its destructor frees it */
         else
             free(g);
     }
     p->graphs = NULL;
+    p->released = NULL;
     pool_unlock(p);
     pthread_mutex_unlock(&graphs_mutex);
 }

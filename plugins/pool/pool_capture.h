@@ -39,8 +39,10 @@ typedef struct pool_graph {
     pool_block *parked;            /* blocks held for the graph: linked through u.free.next, the
                                     * stream they were freed on in u.free.prev */
     uint64_t parked_bytes;
-    uint64_t owned;                /* live blocks whose `graph` field points here */
+    uint64_t owned;                /* blocks (live or parked anywhere) whose `graph` field points here */
     struct pool_graph *next;       /* the pool's records */
+    struct pool_graph *next_released; /* the pool's stack of records whose graph is gone */
+    int released;                  /* atomic: the destructor ran */
 } pool_graph;
 
 /* Whether `stream` is being captured (status active); then *cap describes the capture. One
@@ -75,6 +77,18 @@ static inline void pool_capture_own(pool_graph *g, pool_block *b)
  * `capturing` (NULL: no capture) or owned by a graph. Parks it and returns true when a live graph
  * needs it; returns false (b then goes to the free lists as usual) when its graph is gone. */
 bool pool_capture_free(struct pool_resource *p, pool_block *b, pool_graph *capturing, crmm_cuda_stream_t stream);
+
+/* Under the lock: whether a block at addr is parked for a graph (a second free of it). */
+bool pool_capture_is_parked(const struct pool_resource *p, uintptr_t addr);
+
+/* Under the lock: hand back the blocks of every graph destroyed since the last call (its
+ * destructor only noted it). Called where the pool may need them: a miss of allocate, a query. */
+void pool_capture_collect_slow(struct pool_resource *p);
+#define pool_capture_collect(p) \
+    do { \
+        if (__builtin_expect(__atomic_load_n(&(p)->released, __ATOMIC_ACQUIRE) != NULL, 0)) \
+            pool_capture_collect_slow(p); \
+    } while (0)
 
 /* Destroy: forget every record (those still tied to a graph are detached; the graph's
  * destructor frees them later). */

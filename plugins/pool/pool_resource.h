@@ -59,6 +59,7 @@ typedef struct pool_resource {
                                     * how many of them found the lock held */
     pool_thread_cache *caches;     /* every cache of the pool */
     pool_graph *graphs;            /* the CUDA graphs that own blocks of the pool (pool_capture.h) */
+    pool_graph *released;          /* atomic: a stack of those whose graph is gone, not yet collected */
     bool capturing;                /* an allocation for a stream under capture is under way: no
                                     * synchronization, no event, nothing taken from other streams */
 } pool_resource;
