@@ -27,7 +27,7 @@ static pthread_mutex_t graphs_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 bool pool_capture_query(const pool_resource *p, crmm_cuda_stream_t stream, pool_capture *cap)
 {
-    if (!p->streams.real || stream == NULL || stream == (crmm_cuda_stream_t)cudaStreamLegacy)
+    if (!p->streams.real || stream == NULL || stream == (crmm_cuda_stream_t)cudaStreamLegacy || crmm_process_exiting())
         return false;
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     cudaGraph_t graph = NULL;
@@ -36,7 +36,7 @@ bool pool_capture_query(const pool_resource *p, crmm_cuda_stream_t stream, pool_
         return false;
     }
     cap->graph = graph;
-    return status == cudaStreamCaptureStatusActive && !crmm_process_exiting();
+    return status == cudaStreamCaptureStatusActive;
 }
 
 void pool_capture_relax_mode(int *saved)
