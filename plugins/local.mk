@@ -1,6 +1,7 @@
 # One local.mk per plugin folder.
 
-DIRECT_RESOURCE_SOURCES = plugins/common/direct_resource.c plugins/common/direct_resource.h
+CAPTURE_CHECK_SOURCES = plugins/common/capture_check.c plugins/common/capture_check.h
+DIRECT_RESOURCE_SOURCES = plugins/common/direct_resource.c plugins/common/direct_resource.h $(CAPTURE_CHECK_SOURCES)
 SPIN_LOCK_SOURCES = plugins/common/spin_lock.c plugins/common/spin_lock.h
 DEVICE_DEFAULT_SOURCES = plugins/common/device_default.c plugins/common/device_default.h
 RESOURCE_LABEL_SOURCES = plugins/common/resource_label.c plugins/common/resource_label.h

@@ -11,7 +11,7 @@ TESTS += tests/check_arena tests/check_arena_gpu
 # the stream logic against a scripted CUDA: the program defines the CUDA calls the arena makes
 # and exports them, so that the plugin's calls land there (runs without a GPU)
 check_PROGRAMS += tests/check_arena_streams
-tests_check_arena_streams_SOURCES = tests/check_arena_streams.c
+tests_check_arena_streams_SOURCES = tests/check_arena_streams.c tests/fake_capture.c tests/fake_capture.h
 tests_check_arena_streams_CFLAGS = $(TEST_CFLAGS)
 tests_check_arena_streams_LDFLAGS = -export-dynamic
 tests_check_arena_streams_LDADD = $(TEST_LDADD)

@@ -10,6 +10,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
+#include "fake_capture.h"
 #include "fake_vmm.h"
 
 fake_vmm_state fake_vmm;
@@ -321,13 +322,15 @@ static CUresult fake_error_string(CUresult r, const char **s)
 /* The driver calls are serialized, as the pool serializes them under its lock; the lock here
  * guards the counters against the threads of a stress test. */
 #define LOCKED(call) ({ pthread_mutex_lock(&fake_lock); CUresult r_ = (call); pthread_mutex_unlock(&fake_lock); r_; })
-static CUresult l_reserve(CUdeviceptr *a, size_t b, size_t c, CUdeviceptr d, unsigned long long e) { return LOCKED(fake_reserve(a, b, c, d, e)); }
-static CUresult l_address_free(CUdeviceptr a, size_t b) { return LOCKED(fake_address_free(a, b)); }
-static CUresult l_create(CUmemGenericAllocationHandle *a, size_t b, const CUmemAllocationProp *c, unsigned long long d) { return LOCKED(fake_create(a, b, c, d)); }
-static CUresult l_release(CUmemGenericAllocationHandle a) { return LOCKED(fake_release(a)); }
-static CUresult l_map(CUdeviceptr a, size_t b, size_t c, CUmemGenericAllocationHandle d, unsigned long long e) { return LOCKED(fake_map(a, b, c, d, e)); }
-static CUresult l_unmap(CUdeviceptr a, size_t b) { return LOCKED(fake_unmap(a, b)); }
-static CUresult l_set_access(CUdeviceptr a, size_t b, const CUmemAccessDesc *c, size_t d) { return LOCKED(fake_set_access(a, b, c, d)); }
+/* Changing mappings is what the global capture mode forbids (fake_capture.h). */
+#define UNSAFE(name, call) (fake_capture_call(name, FAKE_CALL_UNSAFE, NULL) != cudaSuccess ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : LOCKED(call))
+static CUresult l_reserve(CUdeviceptr *a, size_t b, size_t c, CUdeviceptr d, unsigned long long e) { return UNSAFE("cuMemAddressReserve", fake_reserve(a, b, c, d, e)); }
+static CUresult l_address_free(CUdeviceptr a, size_t b) { return UNSAFE("cuMemAddressFree", fake_address_free(a, b)); }
+static CUresult l_create(CUmemGenericAllocationHandle *a, size_t b, const CUmemAllocationProp *c, unsigned long long d) { return UNSAFE("cuMemCreate", fake_create(a, b, c, d)); }
+static CUresult l_release(CUmemGenericAllocationHandle a) { return UNSAFE("cuMemRelease", fake_release(a)); }
+static CUresult l_map(CUdeviceptr a, size_t b, size_t c, CUmemGenericAllocationHandle d, unsigned long long e) { return UNSAFE("cuMemMap", fake_map(a, b, c, d, e)); }
+static CUresult l_unmap(CUdeviceptr a, size_t b) { return UNSAFE("cuMemUnmap", fake_unmap(a, b)); }
+static CUresult l_set_access(CUdeviceptr a, size_t b, const CUmemAccessDesc *c, size_t d) { return UNSAFE("cuMemSetAccess", fake_set_access(a, b, c, d)); }
 static CUresult l_export(void *a, CUmemGenericAllocationHandle b, CUmemAllocationHandleType c, unsigned long long d) { return LOCKED(fake_export(a, b, c, d)); }
 static CUresult l_import(CUmemGenericAllocationHandle *a, void *b, CUmemAllocationHandleType c) { return LOCKED(fake_import(a, b, c)); }
 
@@ -368,7 +371,7 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsi
 cudaError_t cudaDeviceSynchronize(void)
 {
     __atomic_add_fetch(&fake_vmm.device_syncs, 1, __ATOMIC_RELAXED);
-    return cudaSuccess;
+    return fake_capture_call("cudaDeviceSynchronize", FAKE_CALL_WAIT, NULL);
 }
 cudaError_t cudaGetDevice(int *device) { *device = 0; return cudaSuccess; }
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
@@ -380,7 +383,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
     *total = fv.device_memory;
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return fake_capture_call("cudaStreamSynchronize", FAKE_CALL_WAIT, s); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int f)
 {
     (void)f;
@@ -391,8 +394,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int f)
 cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int f) { (void)f; static int ev; *e = (cudaEvent_t)&ev; return cudaSuccess; }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { (void)e; return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e, (void)s; return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int f) { (void)s, (void)e, (void)f; return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e; return fake_capture_call("cudaEventRecord", FAKE_CALL_STREAM, s); }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int f) { (void)e, (void)f; return fake_capture_call("cudaStreamWaitEvent", FAKE_CALL_STREAM, s); }
 
 /* ---- an upstream that says it is device memory ------------------------------------------- */
 

@@ -30,6 +30,7 @@ include tests/loader.mk
 include tests/gpu_basic.mk
 include tests/streams_buffers.mk
 include tests/pool.mk
+include tests/graphs.mk
 include tests/arena.mk
 include tests/adaptors.mk
 include tests/rmm_resources.mk

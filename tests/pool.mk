@@ -10,7 +10,7 @@ TESTS += tests/check_pool tests/check_pool_gpu
 # the stream logic against a scripted CUDA: the program defines the CUDA calls the pool makes
 # and exports them, so that the plugin's calls land there (runs without a GPU)
 check_PROGRAMS += tests/check_pool_streams
-tests_check_pool_streams_SOURCES = tests/check_pool_streams.c
+tests_check_pool_streams_SOURCES = tests/check_pool_streams.c tests/fake_capture.c tests/fake_capture.h
 tests_check_pool_streams_CFLAGS = $(TEST_CFLAGS)
 tests_check_pool_streams_LDFLAGS = -export-dynamic
 tests_check_pool_streams_LDADD = $(TEST_LDADD)
@@ -18,7 +18,7 @@ TESTS += tests/check_pool_streams
 # the expandable pool against a scripted CUDA driver (runs without a GPU); the driver, in
 # fake_vmm.c, defines CUDA functions, so it is compiled into each program that uses it (and
 # exported), never into libcrmmtest
-FAKE_VMM_SOURCES = tests/fake_vmm.c tests/fake_vmm.h
+FAKE_VMM_SOURCES = tests/fake_vmm.c tests/fake_vmm.h tests/fake_capture.c tests/fake_capture.h
 check_PROGRAMS += tests/check_pool_expandable
 tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c $(FAKE_VMM_SOURCES)
 tests_check_pool_expandable_CFLAGS = $(TEST_CFLAGS)

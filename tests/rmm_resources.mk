@@ -20,7 +20,7 @@ tests_check_fixed_size_CFLAGS = $(TEST_CFLAGS)
 tests_check_fixed_size_LDADD = $(TEST_LDADD)
 # fixed_size's stream order against a scripted CUDA (the program defines the CUDA calls)
 check_PROGRAMS += tests/check_fixed_size_streams
-tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c
+tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c tests/fake_capture.c tests/fake_capture.h
 tests_check_fixed_size_streams_CFLAGS = $(TEST_CFLAGS)
 tests_check_fixed_size_streams_LDFLAGS = -export-dynamic
 tests_check_fixed_size_streams_LDADD = $(TEST_LDADD)

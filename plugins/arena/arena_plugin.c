@@ -24,6 +24,7 @@
 #include <crmm/arena.h>
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
+#include "../common/capture_check.h"
 #include "../common/device_default.h"
 #include "../common/resource_label.h"
 #include "arena_thread_cache.h"
@@ -70,10 +71,16 @@ static void arena_defragment(arena_resource *r)
     arena_cache_reclaim(r);
 }
 
+/* The arena orders streams by synchronizing and reuses a freed block at once: it cannot keep a
+ * graph's memory apart (docs/cuda-graphs.md), so it serves no stream under capture. */
+#define ARENA_CAPTURE_WHY "the arena cannot hold memory for a graph; use a pool for CUDA graphs"
+
 static crmm_status arena_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
     arena_resource *r = (arena_resource *)self;
     crmm_status st;
+    if (__builtin_expect(r->uses_cuda && capture_check_active(stream), 0))
+        return capture_check_refuse(arena_who(r), "allocate", stream, ARENA_CAPTURE_WHY);
     if (__builtin_expect(bytes <= r->small_max, 1)) {
         st = arena_cache_allocate(r, bytes, stream, ptr);
         if (__builtin_expect(st == CRMM_OK, 1))
@@ -97,6 +104,8 @@ static crmm_status arena_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
 static crmm_status arena_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     arena_resource *r = (arena_resource *)self;
+    if (__builtin_expect(r->uses_cuda && capture_check_active(stream), 0))
+        return capture_check_refuse(arena_who(r), "free memory", stream, ARENA_CAPTURE_WHY);
     uintptr_t e = arena_global_entry(&r->global, ptr);
     if (__builtin_expect(e != 0 && !(e & ARENA_ENTRY_SPAN), 1))
         return arena_cache_deallocate(r, (arena_slab *)e, ptr, bytes, stream);

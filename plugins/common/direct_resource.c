@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
+#include "capture_check.h"
 #include "direct_resource.h"
 
 typedef struct direct_resource {
@@ -37,7 +38,13 @@ static crmm_status direct_allocate(crmm_resource *self, size_t bytes, crmm_cuda_
     crmm_status st = enter_device(r, &g);
     if (st != CRMM_OK)
         return st;
+    /* cudaMalloc and its kind are what the global capture mode forbids while any thread captures;
+     * relaxed, they run and hand out new memory, which is safe for a graph (docs/cuda-graphs.md) */
+    int mode = -1;
+    if (r->backend->uses_cuda)
+        capture_check_relax_mode(&mode);
     st = r->backend->alloc(bytes, ptr);
+    capture_check_restore_mode(mode);
     crmm_cuda_device_restore(&g);
     if (st != CRMM_OK) {
         char sz[32];
@@ -49,17 +56,23 @@ static crmm_status direct_allocate(crmm_resource *self, size_t bytes, crmm_cuda_
 
 static crmm_status direct_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
-    (void)stream;
     direct_resource *r = (direct_resource *)self;
     if (r->backend->uses_cuda && crmm_process_exiting()) {
         crmm_counters_sub_clamped(&r->counters, bytes);
         return CRMM_OK;
     }
+    if (r->backend->uses_cuda && capture_check_active(stream))
+        return capture_check_refuse(r->backend->kind, "free memory", stream,
+                                    "the graph may still use it at every replay; free it after the capture, or use a pool");
     crmm_device_guard g;
     crmm_status st = enter_device(r, &g);
     if (st != CRMM_OK)
         return st;
+    int mode = -1;
+    if (r->backend->uses_cuda)
+        capture_check_relax_mode(&mode);
     st = r->backend->free(ptr, bytes);
+    capture_check_restore_mode(mode);
     crmm_cuda_device_restore(&g);
     if (st != CRMM_OK && r->backend->uses_cuda && crmm_process_exiting())
         st = CRMM_OK; /* the runtime went away before our exit hook ran: leak, as above */

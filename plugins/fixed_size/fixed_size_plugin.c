@@ -22,6 +22,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include <crmm/plugin.h>
+#include "../common/capture_check.h"
 #include "../common/spin_lock.h"
 #include "fixed_size_free_lists.h"
 #include "fixed_size_live.h"
@@ -132,6 +133,15 @@ static crmm_status enter_device_for(const fixed_size_resource *r, crmm_cuda_stre
     return crmm_cuda_device_enter(r->base.device, g);
 }
 
+/* fixed_size orders streams by events and reuses a freed block at once: it cannot keep a graph's
+ * memory apart (docs/cuda-graphs.md), so it serves no stream under capture. */
+static crmm_status refuse_capture(const fixed_size_resource *r, const char *what, crmm_cuda_stream_t stream)
+{
+    char label[96];
+    snprintf(label, sizeof label, "fixed_size '%s'", r->base.name);
+    return capture_check_refuse(label, what, stream, "fixed_size cannot hold memory for a graph; use a pool for CUDA graphs");
+}
+
 static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
     fixed_size_resource *r = (fixed_size_resource *)self;
@@ -144,6 +154,8 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
     }
     if (!r->free.host_only && crmm_process_exiting())
         return crmm_set_error(CRMM_ERROR_STATE, "fixed_size '%s': the process is exiting: no device allocation", self->name);
+    if (!r->free.host_only && capture_check_active(stream))
+        return refuse_capture(r, "allocate", stream);
     crmm_device_guard g;
     crmm_status st = enter_device_for(r, stream, &g);
     if (st != CRMM_OK)
@@ -174,6 +186,8 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
     if (bytes > r->block_size)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "fixed_size '%s': deallocate of %zu bytes at %p: larger than the block size %zu, not from this resource",
                               self->name, bytes, ptr, r->block_size);
+    if (!r->free.host_only && capture_check_active(stream))
+        return refuse_capture(r, "free memory", stream);
     /* once the process is exiting no CUDA call: the block goes upstream with its chunk */
     bool push = r->free.host_only || !crmm_process_exiting();
     crmm_device_guard g = {-1, 0};

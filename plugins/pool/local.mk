@@ -9,6 +9,7 @@ plugins_pool_crmm_pool_la_SOURCES = \
 	$(RESOURCE_LABEL_SOURCES) \
 	plugins/pool/pool_block.c plugins/pool/pool_block.h \
 	plugins/pool/pool_block_map.c plugins/pool/pool_block_map.h \
+	plugins/pool/pool_capture.c plugins/pool/pool_capture.h \
 	plugins/pool/pool_free_list.c plugins/pool/pool_free_list.h \
 	plugins/pool/pool_growth.c \
 	plugins/pool/pool_ipc.c plugins/pool/pool_ipc.h \

@@ -49,6 +49,21 @@ static inline void count_free(pool_resource *p, size_t bytes, size_t size)
     p->live_bytes -= size;
 }
 
+/* allocate_slow for a stream under capture (p->capturing): no synchronization, no event and no
+ * other stream's blocks, which would need one; the ready state's blocks, then growth. */
+static crmm_status pool_capture_slow(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream,
+                                     pool_stream **sp, pool_block **out)
+{
+    pool_stream *ready = p->streams.ready;
+    if (ready && (*out = pool_free_list_fit(&ready->free, size))) {
+        *sp = ready;
+        return CRMM_OK;
+    }
+    if (pool_caching(p) && pool_cache_drain_mine(p, stream) && (*out = pool_free_list_fit(&s->free, size)))
+        return CRMM_OK;
+    return pool_grow(p, s, size, stream, out);
+}
+
 /* Everything the fast path does not do; on CRMM_OK, *out is a free block of at least `size` in
  * the list of *sp, and a spare record and a slot of `map` are ready. */
 static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, size_t size, pool_block_map *map,
@@ -64,6 +79,9 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
     *sp = s;
     if ((*out = pool_free_list_fit(&s->free, size)))
         return CRMM_OK;
+    pool_capture_collect(p); /* blocks of destroyed graphs join the ready state */
+    if (__builtin_expect(p->capturing, 0)) /* the ready state, then growth: nothing that waits */
+        return pool_capture_slow(p, s, size, stream, sp, out);
     crmm_status st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out);
     if (st != CRMM_OK || *out)
         return st;
@@ -230,6 +248,51 @@ static crmm_status cached_allocate(pool_resource *p, size_t bytes, size_t size, 
     return CRMM_OK;
 }
 
+/* allocate on a stream under capture (pool_capture.h): a parked block of the same capture and
+ * stream, else a block taken as usual but without waiting for anything, never from a per-thread
+ * cache; the block is then the graph's. Growth runs with the thread's capture mode relaxed. */
+static crmm_status capture_allocate(pool_resource *p, size_t bytes, size_t size, crmm_cuda_stream_t stream,
+                                    const pool_capture *cap, void **ptr)
+{
+    pool_graph *g;
+    crmm_status st = pool_capture_graph(p, cap, &g);
+    if (st != CRMM_OK)
+        return st;
+    int mode;
+    pool_capture_relax_mode(&mode);
+    pool_lock(p);
+    pool_block *b = NULL;
+    bool reused = false;
+    if (g->parked && (pool_block_map_has_room(&p->live) || pool_block_map_grow(&p->live)))
+        reused = (b = pool_capture_reuse(g, size, stream)) != NULL;
+    if (!b) {
+        p->capturing = true;
+        b = take_block(p, stream, size, &p->live, &st);
+        p->capturing = false;
+    }
+    if (b) {
+        b->u.live.requested = bytes;
+        pool_block_map_insert(&p->live, b);
+        if (b->graph != (uintptr_t)g)
+            pool_capture_own(g, b);
+        size_t counted = reused ? 0 : b->size; /* a parked block stayed counted live */
+        if (pool_caching(p))
+            count_allocation_caching(p, bytes, counted);
+        else
+            count_allocation(p, bytes, counted);
+    }
+    pool_unlock(p);
+    pool_capture_restore_mode(mode);
+    if (!b) {
+        char label[80], sz[32];
+        return crmm_error_add_context("%s: allocating %s on stream %p while it is captured into a CUDA graph (capture %llu)",
+                                      pool_label(p, label, sizeof label), crmm_format_size(bytes, sz, sizeof sz),
+                                      (void *)stream, cap->id);
+    }
+    *ptr = (void *)b->addr;
+    return CRMM_OK;
+}
+
 crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
     pool_resource *p = (pool_resource *)self;
@@ -239,6 +302,9 @@ crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t 
                               pool_label(p, label, sizeof label), crmm_format_size(bytes, sz, sizeof sz));
     }
     size_t size = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
+    pool_capture cap;
+    if (__builtin_expect(pool_capture_query(p, stream, &cap), 0))
+        return capture_allocate(p, bytes, size, stream, &cap, ptr);
     if (__builtin_expect(pool_caching(p), 0))
         return cached_allocate(p, bytes, size, stream, ptr);
     lock_counting_waits(p);
@@ -283,7 +349,7 @@ static crmm_status refuse_pointer(pool_resource *p, void *ptr)
 }
 
 /* deallocate under the pool's lock: the pool's live map, then (caches on) every cache's. */
-static crmm_status locked_deallocate(pool_resource *p, void *ptr, crmm_cuda_stream_t stream)
+static crmm_status locked_deallocate(pool_resource *p, void *ptr, crmm_cuda_stream_t stream, pool_graph *capturing)
 {
     lock_counting_waits(p);
     pool_stream *s = pool_streams_find(&p->streams, stream);
@@ -293,11 +359,19 @@ static crmm_status locked_deallocate(pool_resource *p, void *ptr, crmm_cuda_stre
         return crmm_error_add_context("%s: deallocate", pool_label(p, label, sizeof label));
     }
     pool_block *b = pool_block_map_remove(&p->live, (uintptr_t)ptr);
-    if (__builtin_expect(b != NULL, 1)) {
+    if (__builtin_expect(b != NULL && !capturing && !b->graph, 1)) {
         count_free(p, b->u.live.requested, b->size);
+    } else if (b) { /* a graph's block, or a free under capture: held for the graph (pool_capture.h) */
+        count_free(p, b->u.live.requested, 0);
+        if (pool_capture_free(p, b, capturing, stream)) {
+            pool_unlock(p);
+            return CRMM_OK;
+        }
+        p->live_bytes -= b->size;
     } else if (!pool_caching(p) || !(b = pool_cache_remove_live(p, (uintptr_t)ptr))) { /* counted there */
         crmm_status st;
-        if (pool_caching(p) && pool_cache_holds(p, (uintptr_t)ptr)) {
+        if ((pool_caching(p) && pool_cache_holds(p, (uintptr_t)ptr)) ||
+            (p->graphs && pool_capture_is_parked(p, (uintptr_t)ptr))) {
             char label[80];
             st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: deallocate: %p is already free (double free?)",
                                 pool_label(p, label, sizeof label), ptr);
@@ -318,12 +392,12 @@ static crmm_status cached_deallocate(pool_resource *p, void *ptr, crmm_cuda_stre
 {
     pool_thread_cache *c = pool_cache_find(p, stream);
     if (!c)
-        return locked_deallocate(p, ptr, stream);
+        return locked_deallocate(p, ptr, stream, NULL);
     spin_lock(&c->lock);
     pool_block *b = pool_block_map_remove(&c->live, (uintptr_t)ptr);
     if (!b) {
         spin_unlock(&c->lock);
-        return locked_deallocate(p, ptr, stream);
+        return locked_deallocate(p, ptr, stream, NULL);
     }
     c->count_delta--;
     c->bytes_delta -= (int64_t)b->u.live.requested;
@@ -336,11 +410,40 @@ static crmm_status cached_deallocate(pool_resource *p, void *ptr, crmm_cuda_stre
     return CRMM_OK;
 }
 
+/* deallocate on a stream under capture: the block is parked for the graph (pool_capture.h). A
+ * block in a per-thread cache's live map was allocated outside any capture; it leaves the cache
+ * for the graph. */
+static crmm_status capture_deallocate(pool_resource *p, void *ptr, crmm_cuda_stream_t stream, const pool_capture *cap)
+{
+    pool_graph *g;
+    crmm_status st = pool_capture_graph(p, cap, &g);
+    if (st != CRMM_OK)
+        return st;
+    if (!pool_caching(p))
+        return locked_deallocate(p, ptr, stream, g);
+    pool_lock(p);
+    pool_block *b = pool_block_map_remove(&p->live, (uintptr_t)ptr);
+    if (b)
+        count_free(p, b->u.live.requested, 0);
+    else if ((b = pool_cache_remove_live(p, (uintptr_t)ptr)))
+        p->live_bytes += b->size; /* counted free there; the block stays held */
+    if (!b) {
+        pool_unlock(p);
+        return locked_deallocate(p, ptr, stream, g); /* the pool's message for a bad pointer */
+    }
+    pool_capture_free(p, b, g, stream);
+    pool_unlock(p);
+    return CRMM_OK;
+}
+
 crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     (void)bytes;
     pool_resource *p = (pool_resource *)self;
+    pool_capture cap;
+    if (__builtin_expect(pool_capture_query(p, stream, &cap), 0))
+        return capture_deallocate(p, ptr, stream, &cap);
     if (__builtin_expect(pool_caching(p), 0))
         return cached_deallocate(p, ptr, stream);
-    return locked_deallocate(p, ptr, stream);
+    return locked_deallocate(p, ptr, stream, NULL);
 }

@@ -19,8 +19,10 @@ bool pool_records_reserve(pool_records *r, size_t n)
             return false;
         slab->next = r->slabs;
         r->slabs = slab;
-        for (size_t i = POOL_RECORDS_PER_SLAB; i-- > 0;)
+        for (size_t i = POOL_RECORDS_PER_SLAB; i-- > 0;) {
+            slab->records[i].graph = 0;
             pool_records_put(r, &slab->records[i]);
+        }
     }
     return true;
 }

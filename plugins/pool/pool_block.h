@@ -29,7 +29,9 @@ typedef struct pool_block {
         struct { struct pool_block *prev, *next; } free; /* links in the owner's size-class list */
         struct { size_t requested; } live;              /* bytes the caller asked for */
     } u;
-    uint64_t pad;                  /* one record per 64-byte line */
+    uintptr_t graph;               /* the pool_graph (pool_capture.h) that owns the block, else 0;
+                                    * 0 in every spare record; the field also pads a record to
+                                    * one 64-byte line */
 } pool_block;
 
 typedef struct pool_chunk {

@@ -334,8 +334,9 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
         grow_plan plan = plan_step(p, s, size, want);
         uint64_t free_bytes = p->reserved - p->live_bytes;
         bool can_move = free_bytes > p->release_threshold && free_bytes >= (size < v->page ? size : v->page);
-        if (p->moved_since_mark || threads)
-            can_move = false; /* moving again before the mark rose: the pattern needs the memory */
+        if (p->moved_since_mark || threads || p->capturing)
+            can_move = false; /* moving again before the mark rose: the pattern needs the memory;
+                               * under capture nothing may wait for the device */
         if (!settled && plan.pages && p->reserved + plan.pages * v->page > p->mark + p->mark / POOL_EXPAND_SLACK &&
             can_move) {
             /* past the high-water mark: wait for the device, let every free block merge (one may
@@ -386,7 +387,7 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
             want = size;
             continue;
         }
-        if (released_all) {
+        if (released_all || p->capturing) { /* giving pages back waits for the device */
             st = out_of_room(p, size, why);
             break;
         }

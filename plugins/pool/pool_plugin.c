@@ -103,6 +103,7 @@ static void pool_destroy(crmm_resource *self)
     pool_cache_sum(p, &sum, &live_bytes);
     crmm_resource_report_leaks(self, (uint64_t)sum.count, (uint64_t)sum.bytes);
     pool_cache_detach_all(p); /* their blocks are in the chunks, which go back whole */
+    pool_capture_detach_all(p); /* so are the blocks parked for graphs */
     pool_release_all(p);
     free_state(p);
 }

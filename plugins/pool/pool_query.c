@@ -24,6 +24,7 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     pool_resource *p = (pool_resource *)self;
     crmm_status st = CRMM_OK;
     pool_lock(p);
+    pool_capture_collect(p);
     crmm_alloc_counters counters = p->counters;
     uint64_t live_bytes = p->live_bytes, cached_largest = 0;
     if (pool_caching(p)) {

@@ -15,6 +15,7 @@
 #include <crmm/plugin.h>
 #include "pool_block.h"
 #include "pool_block_map.h"
+#include "pool_capture.h"
 #include "pool_free_list.h"
 #include "pool_streams.h"
 #include "pool_thread_cache.h"
@@ -57,6 +58,10 @@ typedef struct pool_resource {
     uint32_t lock_ops, lock_waits; /* POOL_CACHE_AUTO: locked operations of the current window, and
                                     * how many of them found the lock held */
     pool_thread_cache *caches;     /* every cache of the pool */
+    pool_graph *graphs;            /* the CUDA graphs that own blocks of the pool (pool_capture.h) */
+    pool_graph *released;          /* atomic: a stack of those whose graph is gone, not yet collected */
+    bool capturing;                /* an allocation for a stream under capture is under way: no
+                                    * synchronization, no event, nothing taken from other streams */
 } pool_resource;
 
 /* Whether the per-thread caches are on (read without the lock: once on, they stay on). */

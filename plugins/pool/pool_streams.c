@@ -163,6 +163,14 @@ static pool_stream *make_ready(pool_streams *ss, pool_stream *s)
     return ss->ready = s;
 }
 
+pool_stream *pool_streams_ready_state(pool_streams *ss)
+{
+    if (!ss->real || ss->ready)
+        return ss->ready;
+    pool_stream *s = pool_streams_find_slow(ss, NULL, POOL_NO_THREAD); /* a key no stream has */
+    return s ? make_ready(ss, s) : NULL;
+}
+
 /* Move every free block of s to t. */
 static void move_blocks(pool_stream *s, pool_stream *t, pool_records *records)
 {

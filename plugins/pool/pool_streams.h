@@ -118,6 +118,10 @@ void pool_streams_make_all_ready(pool_streams *ss, pool_records *records);
  * call, no malloc. */
 pool_stream *pool_streams_gather(pool_streams *ss, pool_records *records, pool_stream *t);
 
+/* The ready state, made (empty) when there is none; NULL for a host pool or when malloc fails
+ * (the error is set then). No CUDA call: for blocks known to be idle (a destroyed graph's). */
+pool_stream *pool_streams_ready_state(pool_streams *ss);
+
 /* Wait until the device has finished all work (before memory goes back upstream). CRMM_OK
  * without a CUDA call for a host pool or once the process is exiting. */
 crmm_status pool_streams_synchronize(pool_streams *ss);

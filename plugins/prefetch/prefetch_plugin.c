@@ -13,6 +13,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include <crmm/plugin.h>
+#include "../common/capture_check.h"
 
 typedef struct prefetch_resource {
     crmm_resource base;
@@ -26,7 +27,9 @@ static crmm_status prefetch_allocate(crmm_resource *self, size_t bytes, crmm_cud
     crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
     if (st != CRMM_OK)
         return st;
-    if (p->enabled && !crmm_process_exiting()) {
+    /* under capture the prefetch would become a node of the user's graph, replayed at every
+     * launch (and refused by drivers without prefetch nodes): it is a hint, so it is left out */
+    if (p->enabled && !crmm_process_exiting() && !capture_check_active(stream)) {
         struct cudaMemLocation to = {.type = cudaMemLocationTypeDevice, .id = self->device};
         cudaError_t e = cudaMemPrefetchAsync(*ptr, bytes, to, 0, (cudaStream_t)stream);
         if (e == cudaErrorInvalidValue) {

@@ -13,7 +13,7 @@ try:
 except ImportError:
     CUDAPluggableAllocator = change_current_allocator = None
 
-__all__ = ["rmm_torch_allocator", "crmm_torch_allocator", "use_crmm"]
+__all__ = ["rmm_torch_allocator", "crmm_torch_allocator", "use_crmm", "crmm_mem_pool"]
 
 # The allocator object, as RMM's rmm_torch_allocator: torch.cuda.memory.change_current_allocator(it).
 if CUDAPluggableAllocator is not None:
@@ -29,3 +29,13 @@ def use_crmm():
     if change_current_allocator is None:
         raise ModuleNotFoundError("No module named 'torch': use_crmm needs PyTorch", name="torch")
     change_current_allocator(rmm_torch_allocator)
+
+
+def crmm_mem_pool(**kwargs):
+    """A ``torch.cuda.MemPool`` whose segments come from crmm (the current resource of the
+    device), for ``torch.cuda.use_mem_pool(pool)`` and ``torch.cuda.graph(g, pool=pool.id)``:
+    PyTorch caches blocks inside the pool, crmm gives it its memory. Needs no ``use_crmm()``.
+    Keyword arguments go to ``torch.cuda.MemPool`` (e.g. ``use_on_oom``)."""
+    import torch
+
+    return torch.cuda.MemPool(rmm_torch_allocator.allocator(), **kwargs)

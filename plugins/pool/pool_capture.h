@@ -1,0 +1,97 @@
+/* pool_capture.h — the pool under CUDA stream capture: which memory a graph owns, and when it
+ * comes back (docs/cuda-graphs.md states the rule; pool_capture.c says how it is kept).
+ *
+ * An allocation or free on a stream that is being captured into a graph runs no kernel: what it
+ * stands for happens at every replay of the graph. So a block that a capture allocates, or frees,
+ * stays the graph's: it is never handed to anyone outside that graph until the graph and every
+ * executable graph made from it are destroyed. Each graph the pool meets gets a record
+ * (pool_graph), tied to the graph by a CUDA user object whose destructor hands the graph's parked
+ * blocks back to the pool. While it lives:
+ *  - a block allocated during the capture is "owned" (its record's `graph` field points at the
+ *    record); when it is freed, inside the capture or after it, it is parked in the record;
+ *  - a block allocated before the capture and freed inside it is parked in the record as well;
+ *  - a parked block is reused only by a later allocation of the same capture on the same stream
+ *    (the graph orders the two), never by anyone else.
+ * Parked bytes are not free: BYTES_FREE leaves them out until the graph is gone, while the
+ * counters of allocations (CRMM_QUERY_ALLOCATED_*) drop at the free as usual. */
+#ifndef CRMM_PLUGINS_POOL_CAPTURE_H
+#define CRMM_PLUGINS_POOL_CAPTURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <crmm/resource.h>
+#include "pool_block.h"
+
+struct pool_resource;
+
+/* What cudaStreamGetCaptureInfo says about a stream under capture. */
+typedef struct pool_capture {
+    unsigned long long id;         /* the capture sequence, unique in the process */
+    void *graph;                   /* cudaGraph_t being built */
+} pool_capture;
+
+/* The pool's record of one graph. Guarded by the pool's lock, except `pool`, which changes only
+ * under the process-wide mutex of pool_capture.c (destroy detaches records still tied to a graph). */
+typedef struct pool_graph {
+    struct pool_resource *pool;    /* NULL once the pool is destroyed: the destructor only frees */
+    unsigned long long capture_id;
+    bool alive;                    /* the graph (or an executable graph of it) may still run */
+    pool_block *parked;            /* blocks held for the graph: linked through u.free.next, the
+                                    * stream they were freed on in u.free.prev */
+    uint64_t parked_bytes;
+    uint64_t owned;                /* blocks (live or parked anywhere) whose `graph` field points here */
+    struct pool_graph *next;       /* the pool's records */
+    struct pool_graph *next_released; /* the pool's stack of records whose graph is gone */
+    int released;                  /* atomic: the destructor ran */
+} pool_graph;
+
+/* Whether `stream` is being captured (status active); then *cap describes the capture. One
+ * runtime query per call on a device pool; none for a host pool, for the legacy default stream
+ * (which cannot be captured) or once the process is exiting. A stream whose capture was
+ * invalidated counts as not capturing: its graph can never run. */
+bool pool_capture_query(const struct pool_resource *p, crmm_cuda_stream_t stream, pool_capture *cap);
+
+/* The record of the graph being captured (made and tied to the graph at the capture's first
+ * call). Takes the pool's lock itself: call without it. Errors: CRMM_ERROR_OUT_OF_MEMORY (malloc),
+ * CRMM_ERROR_CUDA naming the capture when CUDA refuses the user object. */
+crmm_status pool_capture_graph(struct pool_resource *p, const pool_capture *cap, pool_graph **out);
+
+/* Set the calling thread's capture mode to relaxed (the previous one in *saved), so that the
+ * driver calls of a growth (cudaMalloc upstream, mapping pages) are allowed while a capture in
+ * global mode is under way; pool_capture_restore_mode puts it back. */
+void pool_capture_relax_mode(int *saved);
+void pool_capture_restore_mode(int saved);
+
+/* Under the lock: a parked block of g of at least `size` bytes that was freed on `stream`
+ * (out of the parked list, owner NULL), or NULL. */
+pool_block *pool_capture_reuse(pool_graph *g, size_t size, crmm_cuda_stream_t stream);
+
+/* Under the lock: b, just handed out during g's capture, is owned by g. */
+static inline void pool_capture_own(pool_graph *g, pool_block *b)
+{
+    b->graph = (uintptr_t)g;
+    g->owned++;
+}
+
+/* Under the lock: b was freed (taken out of the live map) on `stream`, during the capture of
+ * `capturing` (NULL: no capture) or owned by a graph. Parks it and returns true when a live graph
+ * needs it; returns false (b then goes to the free lists as usual) when its graph is gone. */
+bool pool_capture_free(struct pool_resource *p, pool_block *b, pool_graph *capturing, crmm_cuda_stream_t stream);
+
+/* Under the lock: whether a block at addr is parked for a graph (a second free of it). */
+bool pool_capture_is_parked(const struct pool_resource *p, uintptr_t addr);
+
+/* Under the lock: hand back the blocks of every graph destroyed since the last call (its
+ * destructor only noted it). Called where the pool may need them: a miss of allocate, a query. */
+void pool_capture_collect_slow(struct pool_resource *p);
+#define pool_capture_collect(p) \
+    do { \
+        if (__builtin_expect(__atomic_load_n(&(p)->released, __ATOMIC_ACQUIRE) != NULL, 0)) \
+            pool_capture_collect_slow(p); \
+    } while (0)
+
+/* Destroy: forget every record (those still tied to a graph are detached; the graph's
+ * destructor frees them later). */
+void pool_capture_detach_all(struct pool_resource *p);
+
+#endif
