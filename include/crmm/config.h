@@ -28,7 +28,9 @@ typedef struct crmm_config crmm_config;
 /* Parse and validate a config file (plugins are loaded to check parameters; no CUDA call).
  * Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL), CRMM_ERROR_IO (cannot read), CRMM_ERROR_CONFIG
  * ("FILE:LINE: message"; plugin load failures are reported this way too; a file larger than
- * 16 MiB or one with a NUL byte), CRMM_ERROR_OUT_OF_MEMORY. */
+ * 16 MiB or one with a NUL byte; a file that belongs to neither root nor the effective user, or
+ * that others, or a group not its owner's alone, can write: named with its owner and mode),
+ * CRMM_ERROR_OUT_OF_MEMORY. */
 CRMM_API crmm_status crmm_config_load_file(const char *path, crmm_config **out);
 /* As crmm_config_load_file, but a [resource.*] whose plugin cannot be loaded is left out instead
  * of failing the load, with every resource stacked on a left-out one and the [crmm] default or
@@ -83,11 +85,13 @@ CRMM_API const char *crmm_config_skipped_reason(const crmm_config *cfg, size_t i
  * "FILE:LINE: resource.NAME: " in front. On error *out is untouched. */
 CRMM_API crmm_status crmm_config_create_resource(crmm_config *cfg, const char *name, int device, crmm_resource **out);
 
-/* The config file crmm_init(NULL) loads: $CRMM_CONFIG when set, else $(sysconfdir)/crmm/crmm.ini
+/* The config file crmm_init(NULL) loads: $CRMM_CONFIG when set (and the process is not
+ * privileged: crmm_getenv), else $(sysconfdir)/crmm/crmm.ini
  * (written into buf) when it exists; NULL when neither (then it is the built-in default). */
 CRMM_API const char *crmm_config_default_file(char *buf, size_t size);
 
-/* Initialise the library: load the config from `path`, or with NULL from $CRMM_CONFIG, then
+/* Initialise the library: load the config from `path`, or with NULL from $CRMM_CONFIG (ignored
+ * in a setuid, setgid or setcap process: crmm_getenv), then
  * $(sysconfdir)/crmm/crmm.ini, then the built-in default (crmm_config_default_file); apply its
  * log_level; make it the config that per-device defaults come from. Never reads a file from the
  * working directory by itself. Calling again replaces the config for devices whose resource is

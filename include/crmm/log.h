@@ -3,7 +3,8 @@
  * Levels trace < debug < info < warn < error < critical < off. Messages below the level are
  * dropped; messages at or above the flush level are flushed at once. Output goes to stderr, or
  * to the file named by $CRMM_DEBUG_LOG_FILE (or crmm_log_set_file()). $CRMM_LOG_LEVEL sets the
- * starting level (default warn). All functions are thread-safe; lines never interleave. */
+ * starting level (default warn); a setuid, setgid or setcap process ignores both. All functions
+ * are thread-safe; lines never interleave. */
 #ifndef CRMM_LOG_H
 #define CRMM_LOG_H
 
@@ -42,8 +43,9 @@ CRMM_API crmm_status crmm_log_flush_on(crmm_log_level level);
 CRMM_API crmm_log_level crmm_log_get_flush_level(void);
 /* Flush the log now. */
 CRMM_API void crmm_log_flush(void);
-/* Write the log to `path` (appending; NULL = stderr). CRMM_ERROR_IO if it cannot be opened; the
- * previous destination then stays. */
+/* Write the log to `path` (appending; NULL = stderr), opened by crmm_output_file_open.
+ * CRMM_ERROR_IO if it cannot be opened, or is a symbolic link, someone else's file or a file with
+ * another hard link; the previous destination then stays. */
 CRMM_API crmm_status crmm_log_set_file(const char *path);
 /* Where the log goes: a path, or "stderr". The string is the logger's own: read it while no other
  * thread calls crmm_log_set_file. */

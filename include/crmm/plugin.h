@@ -205,8 +205,9 @@ typedef void (*crmm_plugin_visit_fn)(const char *path, const crmm_plugin *plugin
                                      crmm_status status, const char *error, void *arg);
 CRMM_API int crmm_plugin_foreach(const char *dirs, crmm_plugin_visit_fn fn, void *arg);
 
-/* The search path as used: dirs, $CRMM_PLUGIN_PATH, installed dir, ':'-joined into buf; NULL
- * when it does not fit in bufsize (the loader then searches nothing and says why). */
+/* The search path as used: dirs, $CRMM_PLUGIN_PATH (not in a privileged process: crmm_getenv),
+ * installed dir, ':'-joined into buf; NULL when it does not fit in bufsize (the loader then
+ * searches nothing and says why). */
 CRMM_API const char *crmm_plugin_search_path(const char *dirs, char *buf, size_t bufsize);
 
 #ifdef __cplusplus

@@ -33,7 +33,8 @@ extern "C" {
  * superblock, large block and free span) to a file, appending. arg: const char *path, or NULL for
  * the resource's `dump_file`; either is expanded by crmm_expand_file_name (%d = device, %p =
  * process id, %% = %). CRMM_ERROR_CONFIG for another % sequence, CRMM_ERROR_INVALID_ARGUMENT
- * for a name too long, CRMM_ERROR_IO when the file cannot be written. */
+ * for a name too long, CRMM_ERROR_IO when the file cannot be written or is refused (a symbolic link, someone else's
+ * file, a file with another hard link: crmm_output_file_open); the dump is appended. */
 #define CRMM_ARENA_DUMP 0x601
 
 /* Fill a crmm_arena_stats. arg: crmm_arena_stats *; CRMM_ERROR_INVALID_ARGUMENT when NULL. */

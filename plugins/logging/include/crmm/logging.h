@@ -15,7 +15,8 @@
  * (`std::hex` of the pointer: 0 for the legacy default stream, else 0x-prefixed hex, e.g.
  * 0x2 for the per-thread default stream). Parameters: `file` (%d = device ordinal, or "host" for a host-memory
  * chain; %p = process id; %% = %; default $CRMM_LOG_FILE, expanded the same way; the file is
- * truncated) and `auto_flush` (write each line at once; default false: lines are buffered, a
+ * created, or rewritten when it is the user's own; a symbolic link, someone else's file, or a
+ * file another logging resource holds, in this process or another, is refused: crmm_output_file_open) and `auto_flush` (write each line at once; default false: lines are buffered, a
  * full buffer is written by a thread the resource starts for it while logging goes on in a
  * second buffer, and the rest on crmm_logging_flush, trim, destroy and process exit).
  *
