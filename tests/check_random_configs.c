@@ -178,7 +178,7 @@ START_TEST(random_configs_check_build_and_run)
         }
         loaded++;
         for (size_t i = 0; i < n; i++) {
-            char name[16];
+            char name[24];
             snprintf(name, sizeof name, "r%zu", i);
             build_and_use(cfg, name, t.s);
         }
