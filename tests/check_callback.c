@@ -6,6 +6,7 @@
  * lets a config build it). */
 #include "config.h"
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,40 @@ static void host_free(void *ptr, size_t bytes, crmm_cuda_stream_t stream, void *
     free(ptr);
 }
 
+static void *host_alloc(size_t bytes, crmm_cuda_stream_t stream, void *arg);
+static void host_free(void *ptr, size_t bytes, crmm_cuda_stream_t stream, void *arg);
+
+static void *alloc_free_rounds(void *arg)
+{
+    crmm_resource *mr = arg;
+    for (int i = 0; i < 2000; i++) {
+        void *p = NULL;
+        size_t n = 1 + (size_t)i % 5000;
+        if (crmm_resource_allocate(mr, n, NULL, &p) != CRMM_OK || crmm_resource_deallocate(mr, p, n, NULL) != CRMM_OK)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+START_TEST(counters_stay_exact_under_threads)
+{
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(crmm_callback_resource_create_with(host_alloc, host_free, NULL, NULL, "host_accessible=true", &mr));
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, alloc_free_rounds, mr), 0);
+    for (int i = 0; i < 4; i++) {
+        void *r = (void *)1;
+        ck_assert_int_eq(pthread_join(t[i], &r), 0);
+        ck_assert_ptr_null(r);
+    }
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 4 * 2000);
+    crmm_resource_release(mr);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("callback");
@@ -223,6 +258,7 @@ int main(void)
     tcase_add_test(tc, addresses_as_decimal_or_hex_parameters);
     tcase_add_test(tc, missing_zero_and_bad_addresses_are_refused);
     tcase_add_test(tc, constructor_refuses_null_functions);
+    tcase_add_test(tc, counters_stay_exact_under_threads);
     suite_add_tcase(s, tc);
     /* the same config text a ctypes caller would write, addresses included; a config builds a
      * resource that is not host memory (callback is not a host plugin) only where there is a
