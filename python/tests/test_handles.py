@@ -29,6 +29,7 @@ def host_resources():
         mr.BinningMemoryResource(mr.HostMemoryResource()),
         mr.FixedSizeMemoryResource(mr.HostMemoryResource(), block_size=4096, blocks_to_preallocate=2),
         mr.FailureCallbackResourceAdaptor(mr.HostMemoryResource(), lambda nbytes: False),
+        mr.ArenaMemoryResource(mr.HostMemoryResource(), arena_size="4MiB"),
         mr.LoggingResourceAdaptor(mr.HostMemoryResource(), log_file_name=os.devnull),
     ]
 

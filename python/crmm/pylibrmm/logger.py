@@ -112,8 +112,8 @@ def _switch_filenames():
 def get_log_filenames():
     """``{device: file name}`` of the devices whose resource logs: enable_logging's files, and
     those of LoggingResourceAdaptors set as a device's resource ({} when none logs)."""
-    from .memory_resource import LoggingResourceAdaptor, _per_device
+    from .memory_resource import LoggingResourceAdaptor, _current_objects
 
-    names = {d: mr.get_file_name() for d, mr in list(_per_device.items()) if isinstance(mr, LoggingResourceAdaptor)}
+    names = {d: mr.get_file_name() for d, mr in _current_objects().items() if isinstance(mr, LoggingResourceAdaptor)}
     names.update(_switch_filenames())
     return names

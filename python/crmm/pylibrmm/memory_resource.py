@@ -614,6 +614,21 @@ def current_device():
     return d.value
 
 
+def _current_objects():
+    """{device: object} of the devices whose resource is still the object recorded for them
+    (a resource replaced in C since, by enable_logging or disable_logging, is left out)."""
+    current = {}
+    for device, mr in list(_per_device.items()):
+        ptr = lib.crmm_get_per_device_resource_ref(device)
+        if not ptr:
+            lib.crmm_clear_error()
+            continue
+        if ptr == mr._ptr:
+            current[device] = mr
+        lib.crmm_resource_release(ptr)
+    return current
+
+
 def _per_device_object(device, ptr):
     mr = _object_for(ptr)
     _per_device[device] = mr
@@ -732,7 +747,7 @@ def _flush_logs():
     from .logger import _switch_filenames
 
     seen = set()
-    resources = list(_per_device.values())
+    resources = list(_current_objects().values())
     for device in _switch_filenames():
         resources.append(get_per_device_resource(device))
     for mr in resources:
