@@ -45,8 +45,8 @@ crmm_allocators_PYTHON = $(CRMM_PY_ALLOCATORS)
 install-data-hook: install-crmm-py-paths
 install-crmm-py-paths:
 	dlname=`sed -n "s/^dlname='\(.*\)'/\1/p" libcrmm.la`; \
-	printf '"""Where `make install` put libcrmm (written at install)."""\n\nLIBDIR = %s\nLIBRARY = %s\n' \
-	  "'$(libdir)'" "'$$dlname'" >"$(DESTDIR)$(crmm_pydir)/_paths.py"
+	printf '"""Where `make install` put libcrmm and the crmm tool (written at install)."""\n\nLIBDIR = %s\nLIBRARY = %s\nBINDIR = %s\n' \
+	  "'$(libdir)'" "'$$dlname'" "'$(bindir)'" >"$(DESTDIR)$(crmm_pydir)/_paths.py"
 uninstall-hook:
 	rm -f "$(DESTDIR)$(crmm_pydir)/_paths.py"
 
