@@ -57,8 +57,8 @@ install-data-hook: install-crmm-py-paths
 install-crmm-py-paths:
 	dlname=`sed -n "s/^dlname='\(.*\)'/\1/p" libcrmm.la`; \
 	commit=`git -C "$(abs_top_srcdir)" rev-parse HEAD 2>/dev/null || true`; \
-	printf '"""Where `make install` put libcrmm, and the commit it was built from (written at install)."""\n\nLIBDIR = %s\nLIBRARY = %s\nGIT_COMMIT = %s\n' \
-	  "'$(libdir)'" "'$$dlname'" "'$$commit'" >"$(DESTDIR)$(crmm_pydir)/_paths.py"
+	printf '"""Where `make install` put libcrmm and the crmm tool, and the commit it was built from (written at install)."""\n\nLIBDIR = %s\nLIBRARY = %s\nBINDIR = %s\nGIT_COMMIT = %s\n' \
+	  "'$(libdir)'" "'$$dlname'" "'$(bindir)'" "'$$commit'" >"$(DESTDIR)$(crmm_pydir)/_paths.py"
 uninstall-hook:
 	rm -f "$(DESTDIR)$(crmm_pydir)/_paths.py"
 

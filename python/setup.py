@@ -4,7 +4,8 @@ libcrmm the package loads first after $CRMM_LIBRARY (see crmm/_lib.py).
 The directory is $CRMM_LIBDIR if set, else `pkg-config --variable=libdir crmm` (an installed
 crmm.pc); the library is the versioned libcrmm.so.N found there, else libcrmm.so. When neither
 names a directory holding libcrmm, no _paths.py is written and the package finds libcrmm through
-the dynamic loader's path at import.
+the dynamic loader's path at import. The crmm tool's directory (for `python -m crmm`) is
+$CRMM_BINDIR if set, else exec_prefix/bin of that crmm.pc.
 """
 
 import glob
@@ -15,15 +16,25 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 
+def pkg_config_variable(name):
+    try:
+        out = subprocess.run(["pkg-config", f"--variable={name}", "crmm"], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def installed_bindir():
+    bindir = os.environ.get("CRMM_BINDIR", "")
+    if not bindir:
+        exec_prefix = pkg_config_variable("exec_prefix")
+        bindir = os.path.join(exec_prefix, "bin") if exec_prefix else ""
+    return bindir
+
+
 def installed_libcrmm():
-    libdir = os.environ.get("CRMM_LIBDIR", "")
-    if not libdir:
-        try:
-            out = subprocess.run(["pkg-config", "--variable=libdir", "crmm"], capture_output=True,
-                                 text=True, timeout=60)
-            libdir = out.stdout.strip() if out.returncode == 0 else ""
-        except (OSError, subprocess.SubprocessError):
-            libdir = ""
+    libdir = os.environ.get("CRMM_LIBDIR", "") or pkg_config_variable("libdir")
     if not libdir:
         return None
     versioned = sorted(glob.glob(os.path.join(libdir, "libcrmm.so.[0-9]*")), key=len)
@@ -42,8 +53,8 @@ class BuildPyWithPaths(build_py):
             return
         target = os.path.join(self.build_lib, "crmm", "_paths.py")
         with open(target, "w", encoding="utf-8") as f:
-            f.write('"""Where libcrmm was installed when pip installed this package."""\n\n'
-                    f"LIBDIR = {found[0]!r}\nLIBRARY = {found[1]!r}\n")
+            f.write('"""Where libcrmm and the crmm tool were installed when pip installed this package."""\n\n'
+                    f"LIBDIR = {found[0]!r}\nLIBRARY = {found[1]!r}\nBINDIR = {installed_bindir()!r}\n")
 
 
 # setuptools runs this file as __main__; python/tests import it to test installed_libcrmm().

@@ -21,7 +21,8 @@
  * it). A resource with no upstream (cuda, host, async, a raw reference), or one that cannot be
  * built again that way, cannot say what it reserved: then each allocation is its own segment.
  * Any live block outside every segment gets a segment of its own, so segments always cover
- * the live blocks. */
+ * the live blocks. An allocation outside every upstream allocation the recorder holds (the
+ * expandable pool maps its own pages) is a segment of its own too, allocated and freed with it. */
 #include "config.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -132,6 +133,8 @@ struct replay_recorder {
     pthread_mutex_t lock;
     trace trace;             /* from the resource's creation on */
     uint64_t stream, time;
+    struct { uint64_t addr, size; } *live; /* the upstream allocations not yet freed */
+    size_t nlive, cap_live;
 };
 typedef replay_recorder recorder;
 
@@ -142,6 +145,20 @@ static crmm_status rec_allocate(crmm_resource *self, size_t bytes, crmm_cuda_str
     if (st == CRMM_OK) {
         pthread_mutex_lock(&r->lock);
         trace_add(&r->trace, TRACE_SEGMENT_ALLOC, (uint64_t)(uintptr_t)*ptr, bytes, r->stream, r->time);
+        if (r->nlive == r->cap_live) {
+            size_t cap = r->cap_live ? 2 * r->cap_live : 64;
+            void *grown = realloc(r->live, cap * sizeof *r->live);
+            if (grown) {
+                r->live = grown;
+                r->cap_live = cap;
+            }
+        }
+        if (r->nlive < r->cap_live) {
+            r->live[r->nlive].addr = (uint64_t)(uintptr_t)*ptr;
+            r->live[r->nlive++].size = bytes;
+        } else {
+            r->trace.out_of_memory = true;
+        }
         pthread_mutex_unlock(&r->lock);
     }
     return st;
@@ -152,6 +169,11 @@ static crmm_status rec_deallocate(crmm_resource *self, void *ptr, size_t bytes, 
     recorder *r = (recorder *)self;
     pthread_mutex_lock(&r->lock);
     trace_add(&r->trace, TRACE_SEGMENT_FREE, (uint64_t)(uintptr_t)ptr, bytes, r->stream, r->time);
+    for (size_t i = 0; i < r->nlive; i++)
+        if (r->live[i].addr == (uint64_t)(uintptr_t)ptr) {
+            r->live[i] = r->live[--r->nlive];
+            break;
+        }
     pthread_mutex_unlock(&r->lock);
     return crmm_resource_deallocate(r->upstream, ptr, bytes, stream);
 }
@@ -160,7 +182,9 @@ static void rec_destroy(crmm_resource *self)
 {
     recorder *r = (recorder *)self;
     pthread_mutex_destroy(&r->lock);
+    crmm_resource_release(r->upstream);
     free(r->trace.entries);
+    free(r->live);
     free(r);
 }
 
@@ -198,9 +222,11 @@ crmm_status replay_torch_build(crmm_config *cfg, const char *name, crmm_resource
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "out of memory");
     }
     pthread_mutex_init(&r->lock, NULL);
+    /* The recorder holds its upstream's reference itself and shows none in its base: to the
+     * resource over it, it is a base resource of the upstream's memory, as the upstream was
+     * (the expandable pool maps its own pages only over a base resource). */
     r->upstream = upstream;
-    crmm_resource_init(&r->base, &recorder_ops, "recording", upstream->flags, upstream->device, upstream);
-    crmm_resource_release(upstream); /* the recorder holds it */
+    crmm_resource_init(&r->base, &recorder_ops, "recording", upstream->flags, upstream->device, NULL);
     crmm_resource *top = NULL;
     st = crmm_resource_create(crmm_config_resource_plugin(cfg, (size_t)i), params, &r->base, &top);
     crmm_resource_release(&r->base); /* top holds it now, or it goes */
@@ -213,8 +239,18 @@ crmm_status replay_torch_build(crmm_config *cfg, const char *name, crmm_resource
 
 /* ---- the replay ----------------------------------------------------------------------------- */
 
-/* Replay the log on the calling thread into t: per allocation its pointer in ptrs. With
- * rec NULL, each allocation is its own segment. */
+/* True when [addr, addr + size) lies in an upstream allocation the recorder holds: false for
+ * memory the resource got elsewhere (the expandable pool maps its own pages). */
+static bool rec_covers(recorder *r, uint64_t addr, uint64_t size)
+{
+    bool found = false;
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < r->nlive && !found; i++)
+        found = addr >= r->live[i].addr && addr - r->live[i].addr + size <= r->live[i].size;
+    pthread_mutex_unlock(&r->lock);
+    return found;
+}
+
 /* trace_add under the recorder's lock when there is one (the resource may call its upstream
  * from another thread). */
 static void note(recorder *rec, trace *t, trace_action action, uint64_t addr, uint64_t size, uint64_t stream,
@@ -227,7 +263,11 @@ static void note(recorder *rec, trace *t, trace_action action, uint64_t addr, ui
         pthread_mutex_unlock(&rec->lock);
 }
 
-static void replay_into(const replay_log *log, crmm_resource *mr, recorder *rec, trace *t, void **ptrs)
+/* Replay the log on the calling thread into t: per allocation its pointer in ptrs. An
+ * allocation outside every upstream allocation the recorder holds (all of them with rec NULL)
+ * is its own segment (own[i] set), allocated and freed with it. */
+static void replay_into(const replay_log *log, crmm_resource *mr, recorder *rec, trace *t, void **ptrs,
+                        unsigned char *own)
 {
     for (size_t i = 0; i < log->count; i++) {
         const replay_event *ev = &log->events[i];
@@ -244,7 +284,8 @@ static void replay_into(const replay_log *log, crmm_resource *mr, recorder *rec,
                 continue;
             }
             ptrs[i] = p;
-            if (!rec)
+            own[i] = !rec || !rec_covers(rec, (uint64_t)(uintptr_t)p, ev->size);
+            if (own[i])
                 note(rec, t, TRACE_SEGMENT_ALLOC, (uint64_t)(uintptr_t)p, ev->size, ev->stream, i);
             note(rec, t, TRACE_ALLOC, (uint64_t)(uintptr_t)p, ev->size, ev->stream, i);
         } else if (ev->action == REPLAY_FREE && ev->pair >= 0 && ptrs[ev->pair]) {
@@ -254,7 +295,7 @@ static void replay_into(const replay_log *log, crmm_resource *mr, recorder *rec,
             note(rec, t, TRACE_FREE_REQUESTED, (uint64_t)(uintptr_t)p, size, ev->stream, i);
             note(rec, t, TRACE_FREE_COMPLETED, (uint64_t)(uintptr_t)p, size, ev->stream, i);
             crmm_resource_deallocate(mr, p, (size_t)size, NULL);
-            if (!rec)
+            if (own[ev->pair])
                 note(rec, t, TRACE_SEGMENT_FREE, (uint64_t)(uintptr_t)p, size, ev->stream, i);
         }
     }
@@ -403,26 +444,31 @@ static FILE *open_beside(const char *path, char *tmp, size_t tmp_size)
 
 crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_resource *top, replay_recorder *rec)
 {
-    trace own = {0};
+    trace own_trace = {0};
     crmm_status st = CRMM_ERROR_OUT_OF_MEMORY;
     void **ptrs = calloc(log->count + 1, sizeof *ptrs);
+    unsigned char *own = calloc(log->count + 1, 1);
     span *segs = NULL, *blocks = NULL;
     size_t ns = 0, nb = 0;
     int device = top->device < 0 ? 0 : top->device;
     crmm_device_guard guard;
     bool entered = false;
-    if (!ptrs)
+    if (!ptrs || !own) {
+        free(ptrs);
+        free(own);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "--torch-snapshot: out of memory");
+    }
     if (top->device >= 0) {
         if ((st = crmm_cuda_device_enter(top->device, &guard)) != CRMM_OK) {
             free(ptrs);
+            free(own);
             return st;
         }
         entered = true;
     }
     /* with a recorder, its trace: what the resource reserved when it was made comes first */
-    trace *t = rec ? &rec->trace : &own;
-    replay_into(log, top, rec, t, ptrs);
+    trace *t = rec ? &rec->trace : &own_trace;
+    replay_into(log, top, rec, t, ptrs, own);
     if (rec)
         pthread_mutex_lock(&rec->lock);
     bool ok = !t->out_of_memory && live_at_end(t, TRACE_SEGMENT_ALLOC, TRACE_SEGMENT_FREE, &segs, &ns) &&
@@ -481,6 +527,7 @@ out:
     free(segs);
     free(blocks);
     free(ptrs);
-    free(own.entries);
+    free(own);
+    free(own_trace.entries);
     return st;
 }

@@ -3,9 +3,11 @@
 
 Where the tool is found, first match wins:
   1. $CRMM_TOOL, a path: only that is tried;
-  2. bin/crmm beside the loaded libcrmm's lib directory (an installed prefix);
-  3. tools/crmm beside its .libs directory (a build tree, as `make check` runs the package);
-  4. `crmm` on PATH.
+  2. when the loaded libcrmm is the one _paths.py names (written by `make install` or pip's
+     build), crmm in its BINDIR;
+  3. bin/crmm beside the loaded libcrmm's lib directory (an installed prefix);
+  4. tools/crmm beside its .libs directory (a build tree, as `make check` runs the package);
+  5. `crmm` on PATH.
 """
 
 import os
@@ -21,6 +23,13 @@ def tool_candidates():
     if explicit:
         return [explicit]
     found = []
+    try:
+        from . import _paths
+    except ImportError:
+        _paths = None
+    bindir = getattr(_paths, "BINDIR", "")
+    if bindir and _lib.library_path == os.path.join(_paths.LIBDIR, _paths.LIBRARY):
+        found.append(os.path.join(bindir, "crmm"))
     libdir = os.path.dirname(os.path.realpath(_lib.library_path)) if os.sep in _lib.library_path else ""
     if libdir:
         found.append(os.path.join(os.path.dirname(libdir), "bin", "crmm"))

@@ -72,3 +72,8 @@ def test_setup_py_records_the_versioned_library(tmp_path, monkeypatch):
 def test_setup_py_records_nothing_without_a_library(tmp_path, monkeypatch):
     monkeypatch.setenv("CRMM_LIBDIR", str(tmp_path))
     assert load_setup_py().installed_libcrmm() is None
+
+
+def test_setup_py_records_the_tool_directory(monkeypatch):
+    monkeypatch.setenv("CRMM_BINDIR", "/opt/crmm/bin")
+    assert load_setup_py().installed_bindir() == "/opt/crmm/bin"

@@ -52,7 +52,11 @@ def venv(tmp_path_factory):
     src = tmp / "src"
     shutil.copytree(PYTHON_SRC, src, ignore=shutil.ignore_patterns(
         "tests", "__pycache__", "build", "*.egg-info", "_paths.py", "local.mk"))
-    env = clean_env(CRMM_LIBDIR=build_libdir())
+    bindir = tmp / "bin"  # the "installed" tool: a script that says it ran
+    bindir.mkdir()
+    (bindir / "crmm").write_text('#!/bin/sh\necho "installed crmm $*"\n')
+    (bindir / "crmm").chmod(0o755)
+    env = clean_env(CRMM_LIBDIR=build_libdir(), CRMM_BINDIR=str(bindir))
     run([sys.executable, "-m", "venv", "--system-site-packages", str(tmp / "venv")], env, tmp)
     python = str(tmp / "venv" / "bin" / "python")
     run([python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", str(src)], env, tmp)
@@ -108,3 +112,11 @@ def test_python_m_crmm_info_prints_what_crmm_info_prints(venv):
     got = run([python, "-m", "crmm", "info"], env, tmp).stdout
     assert got == expected
     assert got.startswith("crmm ")
+
+
+def test_python_m_crmm_runs_the_tool_installed_with_the_library(venv):
+    """Loading the libcrmm that _paths.py names, `python -m crmm` runs the crmm of the BINDIR
+    recorded with it ($CRMM_BINDIR at pip's build)."""
+    python, tmp = venv
+    done = run([python, "-m", "crmm", "info", "--json"], venv_env(), tmp)
+    assert done.stdout == "installed crmm info --json\n"

@@ -26,9 +26,9 @@ initial_size = 1MiB
 TORCH_ONLY = {"segment_pool_id", "compile_context", "user_metadata", "forward_frames"}
 
 
-def crmm_snapshot(tmp_path):
+def crmm_snapshot(tmp_path, config_text=GPU_CONFIG):
     config = tmp_path / "gpu.ini"
-    config.write_text(GPU_CONFIG)
+    config.write_text(config_text)
     out = tmp_path / "crmm.pickle"
     done = subprocess.run([crmm_tool(), "replay", write_log(tmp_path), "--config", str(config), "--resource", "p",
                            "--repeats", "1", "--torch-snapshot", str(out)], capture_output=True, text=True, timeout=300)
@@ -85,3 +85,12 @@ def test_torch_memory_viz_renders_a_crmm_snapshot(gpu, tmp_path):
     if hasattr(_memory_viz, "trace"):
         text = _memory_viz.trace(snap)
         assert "alloc" in text
+
+
+def test_an_expandable_pool_shows_each_allocation_outside_its_upstream_as_a_segment(gpu, tmp_path):
+    """The expandable pool maps its own pages, past the recorder: each allocation it makes so is
+    a segment of its own, allocated and freed with it, so the trace stays consistent."""
+    framework("torch")
+    snap = crmm_snapshot(tmp_path, GPU_CONFIG.replace("initial_size = 1MiB", "expandable = true"))
+    segments, trace = check_against_log(snap)
+    assert segments
