@@ -220,7 +220,23 @@ START_TEST(what_cannot_be_exported_is_refused)
     ck_assert_crmm(crmm_ipc_export(p, x, 4096, &h), CRMM_ERROR_UNSUPPORTED);
     crmm_resource_deallocate(p, x, 4096, NULL);
     crmm_resource_release(p);
+    fake_vmm.export_unsupported = 0;
+    /* fabric handles, which the scripted device does not offer */
+    crmm_test_log_capture_begin();
+    p = ipc_pool("ipc=true ipc_handle_type=fabric");
+    log = crmm_test_log_capture_end();
+    ck_assert_ptr_nonnull(strstr(log, "does not export fabric handles"));
+    free(log);
+    x = crmm_test_allocate(p, 4096);
+    ck_assert_crmm(crmm_ipc_export(p, x, 4096, &h), CRMM_ERROR_UNSUPPORTED);
+    crmm_resource_deallocate(p, x, 4096, NULL);
+    crmm_resource_release(p);
     ck_assert_int_eq(fake_vmm.exports, 0);
+
+    /* bad parameter values */
+    ck_assert_crmm(fake_vmm_expandable_pool("ipc=maybe", &p), CRMM_ERROR_CONFIG);
+    ck_assert_crmm(fake_vmm_expandable_pool("ipc=true ipc_handle_type=carrier_pigeon", &p), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "ipc_handle_type"));
 }
 END_TEST
 

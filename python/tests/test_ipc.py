@@ -48,17 +48,20 @@ def is_open(fd):
         return False
 
 
-def _child_reads(handle, queue):
-    queue.put((handle.data, [read_fd(fd) for fd in handle.fds]))
+def _child_reads(inbox, outbox):
+    handle = inbox.get(timeout=60)
+    outbox.put((handle.data, [read_fd(fd) for fd in handle.fds]))
 
 
 def test_a_pickled_handle_crosses_to_another_process_with_its_descriptors():
-    h = vmm_handle(["page zero", "page one"])
     ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    child = ctx.Process(target=_child_reads, args=(h, queue))
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    child = ctx.Process(target=_child_reads, args=(inbox, outbox))
     child.start()
-    data, texts = queue.get(timeout=60)
+    # made after the fork, so the child has none of its descriptors: pickling sends them
+    h = vmm_handle(["page zero", "page one"])
+    inbox.put(h)
+    data, texts = outbox.get(timeout=60)
     child.join(60)
     assert child.exitcode == 0
     assert data == h.data
