@@ -306,15 +306,34 @@ START_TEST(two_graphs_hold_their_own_blocks)
 }
 END_TEST
 
-/* Outside any capture the pool asks CUDA nothing new on the same-stream path but the capture
- * query, and makes no user object. */
+/* Outside any capture the pool asks CUDA one capture query per call on a stream (none on the
+ * legacy default stream), and makes no user object. */
 START_TEST(no_capture_no_user_object)
 {
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=1MiB");
+    int before = fake_capture_queries();
     for (int i = 0; i < 100; i++)
         free_on(p, alloc_on(p, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
+    ck_assert_int_eq(fake_capture_queries() - before, 200);
+    for (int i = 0; i < 100; i++)
+        free_on(p, alloc_on(p, 4 * KiB, NULL), 4 * KiB, NULL);
+    ck_assert_int_eq(fake_capture_queries() - before, 200);
     ck_assert_int_eq(fake_user_objects_live(), 0);
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* graphs = false: the pool never asks whether a stream is captured (the query's cost is gone, and
+ * so is the safety under capture). */
+START_TEST(graphs_off_asks_nothing)
+{
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=1MiB graphs=false");
+    int before = fake_capture_queries();
+    for (int i = 0; i < 100; i++)
+        free_on(p, alloc_on(p, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
+    ck_assert_int_eq(fake_capture_queries(), before);
     crmm_resource_release(p);
 }
 END_TEST
@@ -415,6 +434,7 @@ static Suite *graphs_suite(void)
     tcase_add_loop_test(tc, a_pool_destroyed_before_its_graph, 0, FORMS);
     tcase_add_loop_test(tc, two_graphs_hold_their_own_blocks, 0, FORMS);
     tcase_add_loop_test(tc, no_capture_no_user_object, 0, FORMS);
+    tcase_add_loop_test(tc, graphs_off_asks_nothing, 0, FORMS);
     suite_add_tcase(s, tc);
     TCase *others = tcase_create("other plugins");
     tcase_add_loop_test(others, arena_and_fixed_size_refuse_a_captured_stream, 0, 2);

@@ -49,6 +49,7 @@ typedef struct pool_config {
     uint64_t release_threshold;
     const char *stream_reuse;
     const char *thread_cache;
+    bool graphs;
 } pool_config;
 
 /* Whether an expandable pool can map memory itself: its upstream must be a base resource of device
@@ -195,6 +196,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     if (!p)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
     p->maximum = maximum;
+    p->graphs_on = cfg.graphs;
     if ((st = pool_streams_init(&p->streams, real, upstream->device, reuse)) != CRMM_OK ||
         !pool_block_map_init(&p->live, 1024) || !pool_records_reserve(&p->records, POOL_RECORDS_PER_SLAB)) {
         free_state(p);
@@ -255,6 +257,11 @@ static const crmm_param_spec pool_params[] = {
      "memory and thread exit. auto = once threads contend for the pool's lock (1 in 16 locked calls waits), on = once a second "
      "thread allocates, off = never (cached blocks are not available to other threads: a pool shared by "
      "threads may hold more memory)", "auto|on|off", 0},
+    {"graphs", CRMM_PARAM_BOOL, "true",
+     "serve streams under CUDA graph capture (docs/cuda-graphs.md): each allocate and free on a stream other "
+     "than the legacy default one asks CUDA whether the stream is being captured, and memory a capture "
+     "allocates or frees stays the graph's until the graph is destroyed; false = no query (capturing through "
+     "the pool is then unsafe)", NULL, 0},
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
@@ -267,6 +274,7 @@ static const crmm_param_field pool_fields[] = {
     {"release_threshold", offsetof(pool_config, release_threshold), 0, 0},
     {"stream_reuse", offsetof(pool_config, stream_reuse), 0, 0},
     {"thread_cache", offsetof(pool_config, thread_cache), 0, 0},
+    {"graphs", offsetof(pool_config, graphs), 0, 0},
     {NULL, 0, 0, 0},
 };
 
