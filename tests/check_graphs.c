@@ -9,6 +9,7 @@
  * the graph is destroyed, and is then (docs/cuda-graphs.md). The pool runs in its three forms:
  * growing by chunks with stream_reuse = sync and = event, and expandable. */
 #include "config.h"
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,15 +307,70 @@ START_TEST(two_graphs_hold_their_own_blocks)
 }
 END_TEST
 
-/* Outside any capture the pool asks CUDA nothing new on the same-stream path but the capture
- * query, and makes no user object. */
+/* Outside any capture the pool asks CUDA one capture query per call on a stream (none on the
+ * legacy default stream), and makes no user object. */
 START_TEST(no_capture_no_user_object)
 {
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=1MiB");
+    int before = fake_capture_queries();
     for (int i = 0; i < 100; i++)
         free_on(p, alloc_on(p, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
+    ck_assert_int_eq(fake_capture_queries() - before, 200);
+    for (int i = 0; i < 100; i++)
+        free_on(p, alloc_on(p, 4 * KiB, NULL), 4 * KiB, NULL);
+    ck_assert_int_eq(fake_capture_queries() - before, 200);
     ck_assert_int_eq(fake_user_objects_live(), 0);
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* graphs = false: the pool never asks whether a stream is captured (the query's cost is gone, and
+ * so is the safety under capture). */
+START_TEST(graphs_off_asks_nothing)
+{
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=1MiB graphs=false");
+    int before = fake_capture_queries();
+    for (int i = 0; i < 100; i++)
+        free_on(p, alloc_on(p, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
+    ck_assert_int_eq(fake_capture_queries(), before);
+    crmm_resource_release(p);
+}
+END_TEST
+
+static void *allocate_once(void *arg)
+{
+    crmm_resource *p = arg;
+    void *x = NULL;
+    if (crmm_resource_allocate(p, 4 * KiB, (crmm_cuda_stream_t)stream_n(5), &x) == CRMM_OK)
+        crmm_resource_deallocate(p, x, 4 * KiB, (crmm_cuda_stream_t)stream_n(5));
+    return NULL;
+}
+
+/* With the per-thread caches on, a block a thread's cache handed out and that is freed inside a
+ * capture leaves the cache for the graph: held until the graph is destroyed, not cached. */
+START_TEST(a_cached_block_freed_in_a_capture_is_the_graphs)
+{
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=4MiB thread_cache=on");
+    cudaStream_t s = stream_n(1);
+    free_on(p, alloc_on(p, 64 * KiB, s), 64 * KiB, s);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, allocate_once, p), 0); /* a second thread: caches on */
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    void *x = alloc_on(p, 64 * KiB, s); /* through this thread's cache */
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    free_on(p, x, 64 * KiB, s);
+    fake_capture_end(s);
+    no_forbidden_call(form);
+    void *y = alloc_on(p, 64 * KiB, s);
+    ck_assert_ptr_ne(y, x);
+    free_on(p, y, 64 * KiB, s);
+    uint64_t free_now = q(p, CRMM_QUERY_BYTES_FREE);
+    fake_graph_destroy(g);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), free_now + 64 * KiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
     crmm_resource_release(p);
 }
 END_TEST
@@ -415,6 +471,8 @@ static Suite *graphs_suite(void)
     tcase_add_loop_test(tc, a_pool_destroyed_before_its_graph, 0, FORMS);
     tcase_add_loop_test(tc, two_graphs_hold_their_own_blocks, 0, FORMS);
     tcase_add_loop_test(tc, no_capture_no_user_object, 0, FORMS);
+    tcase_add_loop_test(tc, graphs_off_asks_nothing, 0, FORMS);
+    tcase_add_loop_test(tc, a_cached_block_freed_in_a_capture_is_the_graphs, 0, FORMS);
     suite_add_tcase(s, tc);
     TCase *others = tcase_create("other plugins");
     tcase_add_loop_test(others, arena_and_fixed_size_refuse_a_captured_stream, 0, 2);

@@ -28,7 +28,7 @@ static struct {
 } captures[MAX_CAPTURES];
 
 static unsigned long long next_capture_id = 1000;
-static int forbidden, objects_live;
+static int forbidden, objects_live, queries;
 static char last_forbidden[64];
 static _Thread_local enum cudaStreamCaptureMode thread_mode = cudaStreamCaptureModeGlobal;
 
@@ -114,12 +114,15 @@ cudaError_t fake_capture_call(const char *call, fake_call_kind kind, cudaStream_
 
 int fake_capture_forbidden(void) { return forbidden; }
 
+int fake_capture_queries(void) { return queries; }
+
 const char *fake_capture_last_forbidden(void) { return last_forbidden; }
 
 void fake_capture_reset(void)
 {
     memset(captures, 0, sizeof captures);
     forbidden = 0;
+    queries = 0;
     last_forbidden[0] = 0;
     thread_mode = cudaStreamCaptureModeGlobal;
 }
@@ -130,6 +133,7 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
                                      cudaGraph_t *graph, const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges,
                                      size_t *count)
 {
+    __atomic_add_fetch(&queries, 1, __ATOMIC_RELAXED);
     int i = capture_of(stream);
     *status = i >= 0 ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
     if (id)
@@ -147,6 +151,7 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status)
 {
+    __atomic_add_fetch(&queries, 1, __ATOMIC_RELAXED);
     *status = capture_of(stream) >= 0 ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
     return cudaSuccess;
 }

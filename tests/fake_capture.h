@@ -40,6 +40,8 @@ int fake_user_objects_live(void);
  * it now. Returns cudaErrorStreamCaptureUnsupported then (the fake should return it), else
  * cudaSuccess. */
 cudaError_t fake_capture_call(const char *call, fake_call_kind kind, cudaStream_t s);
+/* Capture queries (cudaStreamIsCapturing, cudaStreamGetCaptureInfo) made so far. */
+int fake_capture_queries(void);
 /* Forbidden calls since the last fake_capture_reset, and the name of the last one ("" if none). */
 int fake_capture_forbidden(void);
 const char *fake_capture_last_forbidden(void);

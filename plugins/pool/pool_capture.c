@@ -27,12 +27,19 @@ static pthread_mutex_t graphs_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 bool pool_capture_query(const pool_resource *p, crmm_cuda_stream_t stream, pool_capture *cap)
 {
-    if (!p->streams.real || stream == NULL || stream == (crmm_cuda_stream_t)cudaStreamLegacy || crmm_process_exiting())
+    if (!p->graphs_on || !p->streams.real || stream == NULL || stream == (crmm_cuda_stream_t)cudaStreamLegacy || crmm_process_exiting())
         return false;
+    /* the cheaper query on every call; the capture's id and graph only when there is one */
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing((cudaStream_t)stream, &status) != cudaSuccess) {
+        cudaGetLastError(); /* a stream CUDA does not know is not capturing; the pool's caller finds out */
+        return false;
+    }
+    if (__builtin_expect(status != cudaStreamCaptureStatusActive, 1))
+        return false;
     cudaGraph_t graph = NULL;
     if (cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, &cap->id, &graph, NULL, NULL, NULL) != cudaSuccess) {
-        cudaGetLastError(); /* a stream CUDA does not know is not capturing; the pool's caller finds out */
+        cudaGetLastError();
         return false;
     }
     cap->graph = graph;

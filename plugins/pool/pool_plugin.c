@@ -52,6 +52,7 @@ typedef struct pool_config {
     const char *thread_cache;
     bool ipc;
     const char *ipc_handle_type;
+    bool graphs;
 } pool_config;
 
 /* Whether an expandable pool can map memory itself: its upstream must be a base resource of device
@@ -201,6 +202,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     if (!p)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
     p->maximum = maximum;
+    p->graphs_on = cfg.graphs;
     if ((st = pool_streams_init(&p->streams, real, upstream->device, reuse)) != CRMM_OK ||
         !pool_block_map_init(&p->live, 1024) || !pool_records_reserve(&p->records, POOL_RECORDS_PER_SLAB)) {
         free_state(p);
@@ -268,6 +270,11 @@ static const crmm_param_spec pool_params[] = {
     {"ipc_handle_type", CRMM_PARAM_ENUM, "posix_fd",
      "with ipc: what the pages are exported as: posix_fd = file descriptors passed over a UNIX socket, fabric = "
      "fabric handles (where the driver offers them)", "posix_fd|fabric", 0},
+    {"graphs", CRMM_PARAM_BOOL, "true",
+     "serve streams under CUDA graph capture (docs/cuda-graphs.md): each allocate and free on a stream other "
+     "than the legacy default one asks CUDA whether the stream is being captured, and memory a capture "
+     "allocates or frees stays the graph's until the graph is destroyed; false = no query (capturing through "
+     "the pool is then unsafe)", NULL, 0},
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 
@@ -286,6 +293,7 @@ static const crmm_param_field pool_fields[] = {
     {"thread_cache", offsetof(pool_config, thread_cache), 0, 0},
     {"ipc", offsetof(pool_config, ipc), 0, 0},
     {"ipc_handle_type", offsetof(pool_config, ipc_handle_type), 0, 0},
+    {"graphs", offsetof(pool_config, graphs), 0, 0},
     {NULL, 0, 0, 0},
 };
 

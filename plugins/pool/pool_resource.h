@@ -60,6 +60,7 @@ typedef struct pool_resource {
     pool_thread_cache *caches;     /* every cache of the pool */
     pool_graph *graphs;            /* the CUDA graphs that own blocks of the pool (pool_capture.h) */
     pool_graph *released;          /* atomic: a stack of those whose graph is gone, not yet collected */
+    bool graphs_on;                /* parameter graphs: ask whether a stream is captured */
     bool capturing;                /* an allocation for a stream under capture is under way: no
                                     * synchronization, no event, nothing taken from other streams */
 } pool_resource;
