@@ -306,7 +306,7 @@ static const crmm_plugin pool_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "pool",
     .version = PACKAGE_VERSION,
-    .description = "stream-ordered coalescing suballocator (RMM's pool) with O(1) segregated fit",
+    .description = "stream-ordered coalescing suballocator (RMM's pool) with O(1) segregated fit; refuses a double or foreign free and a size other than the one asked for",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = pool_params,
     .fields = pool_fields,

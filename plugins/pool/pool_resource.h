@@ -77,6 +77,10 @@ const char *pool_label(const pool_resource *p, char *buf, size_t size);
 /* ---- pool_alloc.c: the allocate and deallocate ops --------------------------------------- */
 crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
+/* Refuse the free of live block b as `bytes` (not the size it was asked for) with
+ * CRMM_ERROR_INVALID_ARGUMENT: b, just removed from `map`, goes back into it and stays live. Under
+ * the lock that guards `map`. */
+crmm_status pool_refuse_size(pool_resource *p, pool_block_map *map, pool_block *b, size_t bytes);
 
 /* ---- pool_growth.c: upstream chunks -------------------------------------------------------- */
 /* Grow by one chunk that has room for `size` (RMM's rule: double without a maximum, else the

@@ -137,8 +137,9 @@ bool pool_cache_drain_mine(struct pool_resource *p, crmm_cuda_stream_t stream);
  * lock: a moment's value). */
 uint64_t pool_cache_bytes(const struct pool_resource *p);
 /* A live block at ptr in some cache's live map, removed from it (its deltas count the free), or
- * NULL. */
-pool_block *pool_cache_remove_live(struct pool_resource *p, uintptr_t ptr);
+ * NULL. When that block was asked for with other than `bytes`, it stays live, *st is the error
+ * (pool_refuse_size) and the result is NULL. */
+pool_block *pool_cache_remove_live(struct pool_resource *p, uintptr_t ptr, size_t bytes, crmm_status *st);
 /* Whether ptr lies in a block some cache holds (a double free). */
 bool pool_cache_holds(struct pool_resource *p, uintptr_t ptr);
 /* The counters summed over p and its caches: into *sum, and p's peaks raised to the sum. */
