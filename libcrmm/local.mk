@@ -44,3 +44,4 @@ crmminclude_HEADERS = \
 include libcrmm/streams_buffers.mk
 include libcrmm/adaptors.mk
 include libcrmm/torch.mk
+include libcrmm/fork_guard.mk

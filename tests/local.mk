@@ -39,3 +39,4 @@ include tests/bench.mk
 include tests/multi_gpu.mk
 include tests/torch.mk
 include tests/plugin_common.mk
+include tests/fork_exit.mk

@@ -95,6 +95,7 @@ static void free_state(pool_resource *p)
 static void pool_destroy(crmm_resource *self)
 {
     pool_resource *p = (pool_resource *)self;
+    pool_fork_guard_remove(p);
     crmm_alloc_counters sum;
     uint64_t live_bytes;
     pool_cache_sum(p, &sum, &live_bytes);
@@ -225,6 +226,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
             return st;
         }
     }
+    pool_fork_guard_add(p);
     *out = &p->base;
     return CRMM_OK;
 }

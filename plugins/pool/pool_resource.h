@@ -57,6 +57,7 @@ typedef struct pool_resource {
     uint32_t lock_ops, lock_waits; /* POOL_CACHE_AUTO: locked operations of the current window, and
                                     * how many of them found the lock held */
     pool_thread_cache *caches;     /* every cache of the pool */
+    crmm_fork_guard fork_guard;    /* its locks around fork() (pool_fork.c) */
 } pool_resource;
 
 /* Whether the per-thread caches are on (read without the lock: once on, they stay on). */
@@ -112,6 +113,11 @@ crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t siz
 crmm_status pool_expand_trim(pool_resource *p);
 /* Unmap everything and free the range (destroy). */
 void pool_expand_release_all(pool_resource *p);
+
+/* ---- pool_fork.c: the locks around fork() ------------------------------------------------- */
+/* Add p's guard (after create has made everything it guards) / remove it (first in destroy). */
+void pool_fork_guard_add(pool_resource *p);
+void pool_fork_guard_remove(pool_resource *p);
 
 /* ---- pool_query.c ---------------------------------------------------------------------------- */
 crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out);

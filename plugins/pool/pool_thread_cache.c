@@ -441,6 +441,20 @@ uint64_t pool_cache_largest(pool_resource *p)
     return largest;
 }
 
+void pool_cache_lock_all(pool_resource *p)
+{
+    for (pool_thread_cache *c = p->caches; c; c = c->next)
+        spin_lock(&c->lock);
+}
+
+void pool_cache_unlock_all(pool_resource *p)
+{
+    for (pool_thread_cache *c = p->caches; c; c = c->next)
+        spin_unlock(&c->lock);
+}
+
+void pool_cache_registry_reset(void) { pthread_mutex_init(&registry, NULL); }
+
 /* ---- destroy ------------------------------------------------------------------------------- */
 
 void pool_cache_detach_all(pool_resource *p)

@@ -147,6 +147,12 @@ void pool_cache_sum(struct pool_resource *p, crmm_alloc_counters *sum, uint64_t 
 /* The largest block any cache holds (0: none). */
 uint64_t pool_cache_largest(struct pool_resource *p);
 
+/* Take every cache's lock (after the pool's) / release them: before and after a fork. */
+void pool_cache_lock_all(struct pool_resource *p);
+void pool_cache_unlock_all(struct pool_resource *p);
+/* In a child after fork: make the process-wide mutex of the caches anew (pool_fork.c says why). */
+void pool_cache_registry_reset(void);
+
 /* ---- destroy ------------------------------------------------------------------------------- */
 
 /* Drop every cache's contents and detach them from p (without the pool's lock: p is going). */
