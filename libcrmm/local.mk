@@ -48,3 +48,4 @@ include libcrmm/streams_buffers.mk
 include libcrmm/adaptors.mk
 include libcrmm/torch.mk
 include libcrmm/ipc.mk
+include libcrmm/fork_guard.mk

@@ -7,6 +7,7 @@ DEVICE_DEFAULT_SOURCES = plugins/common/device_default.c plugins/common/device_d
 RESOURCE_LABEL_SOURCES = plugins/common/resource_label.c plugins/common/resource_label.h
 PTR_MAP_SOURCES = plugins/common/ptr_map.c plugins/common/ptr_map.h
 POOL_VIEW_SOURCES = plugins/common/pool_view.c plugins/common/pool_view.h
+FORK_GUARDS_SOURCES = plugins/common/fork_guards.c plugins/common/fork_guards.h
 include plugins/cuda/local.mk
 include plugins/host/local.mk
 include plugins/managed/local.mk

@@ -112,6 +112,32 @@ START_TEST(binning_never_sends_a_bin_block_upstream)
 }
 END_TEST
 
+/* The pool without caches: a free with another size than the one asked for is refused, the
+ * block stays live and counted (a statistics layer above never reads a wrapped count), and its
+ * right free works. */
+START_TEST(pool_refuses_wrong_size)
+{
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *pool = crmm_test_create("pool", "initial_size=1MiB thread_cache=off", host);
+    crmm_resource *mr = crmm_test_create("statistics", NULL, pool);
+    void *p = crmm_test_allocate(mr, 100);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "it is a block of 100 bytes") != NULL, "%s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 99, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 256, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* its rounded size */
+    ck_assert_uint_eq(in_use(mr), 100);
+    ck_assert_uint_eq(in_use(pool), 100);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 100, NULL));
+    ck_assert_uint_eq(in_use(mr), 0);
+    ck_assert_uint_eq(in_use(pool), 0);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(in_use(mr), 0);
+    crmm_resource_release(mr);
+    crmm_resource_release(pool);
+    crmm_resource_release(host);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bad_frees");
@@ -120,6 +146,7 @@ int main(void)
     tcase_add_loop_test(tc, adaptor_over_host_refuses_wrong_size, 0, (int)(sizeof adaptors / sizeof adaptors[0]));
     tcase_add_test(tc, fixed_size_counters_do_not_wrap);
     tcase_add_test(tc, binning_never_sends_a_bin_block_upstream);
+    tcase_add_test(tc, pool_refuses_wrong_size);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -348,8 +348,8 @@ START_TEST(a_block_in_the_size_class_itself_is_found)
     void *b = alloc(p, 513 * 256);       /* 513 units: same class as 516, rounded up past it */
     ck_assert_uint_eq((uintptr_t)b - (uintptr_t)a, MiB - 516 * 256);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 3 * 256);
-    release(p, a, 0);
-    release(p, b, 0);
+    release(p, a, MiB - 516 * 256);
+    release(p, b, 513 * 256);
     crmm_resource_release(p);
 }
 END_TEST
@@ -401,10 +401,10 @@ START_TEST(growth_takes_half_the_room_below_the_maximum)
     ck_assert_msg(strstr(crmm_last_error(), "out of memory: pool: failed to allocate 4.0 MiB (pool size 9.0 MiB, maximum 9.0 MiB)"),
                   "%s", crmm_last_error());
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), 9 * MiB);
-    release(p, a, 0);
-    release(p, b, 0);
-    release(p, c, 0);
-    release(p, d, 0);
+    release(p, a, MiB);
+    release(p, b, KiB);
+    release(p, c, 4 * MiB);
+    release(p, d, 256);
     crmm_resource_release(p);
 }
 END_TEST
@@ -462,11 +462,11 @@ START_TEST(growth_halves_when_the_upstream_refuses)
     ck_assert_uint_eq(u->asked[u->nasked - 1], 4 * MiB);
     ck_assert_msg(strstr(crmm_last_error(), "pool: failed to allocate 4.0 MiB (pool size 11.2 MiB, no maximum): upstream: script: refused"),
                   "%s", crmm_last_error());
-    release(p, a, 0);
-    release(p, b, 0);
-    release(p, c, 0);
-    release(p, d, 0);
-    release(p, e, 0);
+    release(p, a, 3 * MiB);
+    release(p, b, 512 * KiB);
+    release(p, c, 3 * MiB);
+    release(p, d, 2500 * KiB);
+    release(p, e, 100 * KiB);
     crmm_resource_release(p);
 }
 END_TEST

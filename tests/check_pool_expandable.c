@@ -102,6 +102,25 @@ START_TEST(free_blocks_merge_across_growth_steps)
 }
 END_TEST
 
+/* A free with another size than the one asked for is refused: nothing is unmapped or merged,
+ * the block stays live, and its right free works. */
+START_TEST(a_wrong_size_is_refused)
+{
+    crmm_resource *p = expandable_pool("");
+    unsigned char *a = alloc(p, 100 * KiB);
+    ck_assert_crmm(crmm_resource_deallocate(p, a, 2 * PAGE, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "it is a block of") != NULL, "%s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_deallocate(p, a, 100 * KiB - 1, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 100 * KiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 1);
+    memset(a, 0x5A, 100 * KiB); /* still mapped */
+    dealloc(p, a, 100 * KiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    books_agree(p);
+    crmm_resource_release(p);
+}
+END_TEST
+
 START_TEST(growth_joins_the_free_block_below)
 {
     crmm_resource *p = expandable_pool("");
@@ -678,6 +697,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, it_maps_what_it_needs_and_never_asks_the_upstream);
     tcase_add_test(tc, free_blocks_merge_across_growth_steps);
+    tcase_add_test(tc, a_wrong_size_is_refused);
     tcase_add_test(tc, growth_joins_the_free_block_below);
     tcase_add_test(tc, growth_maps_freed_pages_again_instead_of_new_memory);
     tcase_add_test(tc, growth_below_the_high_water_mark_does_not_wait);

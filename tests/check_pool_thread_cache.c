@@ -180,6 +180,46 @@ START_TEST(a_second_thread_switches_the_caches_on)
 }
 END_TEST
 
+/* A free with a size other than the one asked for is refused on each way a cached pool frees:
+ * from the caller's own cache's live map, from another thread's cache's live map (under the
+ * pool's lock) and from the pool's own map; the block stays live and counted, and its right free
+ * works. */
+static void refuses_wrong_size(crmm_resource *p, void *x, size_t n)
+{
+    uint64_t used = q(p, CRMM_QUERY_BYTES_IN_USE);
+    ck_assert_crmm(crmm_resource_deallocate(p, x, n + 1, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "it is a block of") != NULL, "%s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_deallocate(p, x, n - 1, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_deallocate(p, x, 0, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), used);
+}
+
+START_TEST(a_wrong_size_is_refused_on_every_cached_path)
+{
+    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
+    worker w;
+    worker_start(&w);
+    (void)worker_caches_a_block(&w, p, 4 * KiB); /* the caches are on */
+    void *own = worker_alloc(&w, p, 3000);       /* in the worker's cache's live map */
+    crmm_status st = worker_call(&w, W_FREE, p, own, 3001);
+    ck_assert_int_eq(st, CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(w.why, "as 3001 bytes: it is a block of 3000 bytes") != NULL, "%s", w.why);
+    refuses_wrong_size(p, own, 3000);                       /* another thread's cache's map */
+    void *mine = alloc(p, 5000);
+    refuses_wrong_size(p, mine, 5000);
+    void *big = alloc(p, 100 * MiB);                        /* never cached: the pool's own map */
+    refuses_wrong_size(p, big, 100 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 3000 + 5000 + 100 * MiB);
+    worker_free(&w, p, own, 3000);
+    release(p, mine, 5000);
+    release(p, big, 100 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    worker_stop(&w);
+    crmm_resource_release(p);
+}
+END_TEST
+
 START_TEST(thread_cache_off_keeps_the_pools_order)
 {
     crmm_resource *p = host_pool("initial_size=1MiB thread_cache=off");
@@ -693,6 +733,7 @@ int main(void)
     TCase *tc = tcase_create("thread_cache");
     tcase_add_test(tc, a_second_thread_switches_the_caches_on);
     tcase_add_test(tc, thread_cache_off_keeps_the_pools_order);
+    tcase_add_test(tc, a_wrong_size_is_refused_on_every_cached_path);
     tcase_add_loop_test(tc, cached_blocks_come_back, 0, N_WAYS);
     tcase_add_test(tc, growth_takes_the_cached_blocks_before_more_memory);
     tcase_add_test(tc, growth_takes_the_callers_cached_blocks_and_leaves_the_others);

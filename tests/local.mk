@@ -43,3 +43,4 @@ include tests/torch.mk
 include tests/ipc.mk
 include tests/plugin_common.mk
 include tests/file_policy.mk
+include tests/fork_exit.mk

@@ -23,6 +23,7 @@
 #include <crmm/stream_pool.h>
 #include <crmm/device_buffer.h>
 #include <crmm/logging_switch.h>
+#include <crmm/fork_guard.h>
 
 /* The version of libcrmm ("0.1.0"). */
 #ifdef __cplusplus

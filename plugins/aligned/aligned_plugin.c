@@ -18,6 +18,7 @@ typedef struct aligned_resource {
     size_t alignment;          /* a power of two >= 256 */
     size_t threshold;          /* requests >= this are aligned */
     sharded_ptr_map moved;     /* aligned pointer -> upstream pointer, where they differ */
+    crmm_fork_guard fork_guard; /* moved's locks around fork() */
     crmm_alloc_counters counters;
 } aligned_resource;
 
@@ -98,6 +99,7 @@ static crmm_status aligned_query(crmm_resource *self, crmm_query what, uint64_t 
 static void aligned_destroy(crmm_resource *self)
 {
     aligned_resource *a = (aligned_resource *)self;
+    crmm_fork_guard_remove(&a->fork_guard);
     crmm_counted_report_leaks(self, &a->counters);
     sharded_ptr_map_destroy(&a->moved);
     free(a);
@@ -154,6 +156,7 @@ static crmm_status aligned_create(const crmm_params *params, crmm_resource *upst
     a->alignment = (size_t)alignment;
     a->threshold = (size_t)threshold;
     crmm_resource_init(&a->base, &aligned_ops, "aligned", upstream->flags, upstream->device, upstream);
+    sharded_ptr_map_add_fork_guard(&a->moved, &a->fork_guard);
     *out = &a->base;
     return CRMM_OK;
 }

@@ -26,6 +26,7 @@
 #include <crmm/alloc_counters.h>
 #include <crmm/config.h>
 #include <crmm/plugin.h>
+#include "../common/fork_guards.h"
 #include "../fixed_size/fixed_size_live.h"
 
 typedef struct binning_bin {
@@ -41,6 +42,7 @@ typedef struct binning_resource {
     crmm_alloc_counters large; /* requests passed upstream (atomic) */
     pthread_mutex_t large_lock;
     fs_live_set live_large; /* the blocks passed upstream and not freed (under large_lock) */
+    crmm_fork_guard fork_guard; /* large_lock around fork() (the bins have their own) */
 } binning_resource;
 
 /* The resource serving `bytes`: the smallest bin that fits, else the upstream. A request of
@@ -173,6 +175,7 @@ static void release_bins(binning_resource *b)
 static void binning_destroy(crmm_resource *self)
 {
     binning_resource *b = (binning_resource *)self;
+    crmm_fork_guard_remove(&b->fork_guard);
     uint64_t count = 0, bytes = 0;
     if (sum_bins(b, CRMM_QUERY_ALLOCATIONS, &count) == CRMM_OK && sum_bins(b, CRMM_QUERY_BYTES_IN_USE, &bytes) == CRMM_OK)
         crmm_resource_report_leaks(self, count + (uint64_t)b->large.count, bytes + (uint64_t)b->large.bytes);
@@ -353,6 +356,7 @@ static crmm_status binning_create(const crmm_params *params, crmm_resource *upst
         crmm_resource_release(upstream); /* the reference crmm_resource_init took */
         return st;
     }
+    fork_guard_add_mutex(&b->fork_guard, &b->large_lock);
     *out = &b->base;
     return CRMM_OK;
 }

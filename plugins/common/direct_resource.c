@@ -98,7 +98,10 @@ static void direct_destroy(crmm_resource *self)
 {
     direct_resource *r = (direct_resource *)self;
     crmm_resource_report_leaks(self, (uint64_t)r->counters.count, (uint64_t)r->counters.bytes);
+    void (*close)(void) = r->backend->close;
     free(r);
+    if (close)
+        close();
 }
 
 static const crmm_resource_ops direct_ops = {
@@ -117,9 +120,14 @@ crmm_status direct_resource_create(const direct_backend *backend, crmm_resource 
         if (st != CRMM_OK)
             return crmm_error_add_context("%s", backend->kind);
     }
+    if (backend->open && backend->open() != CRMM_OK)
+        return crmm_error_add_context("%s", backend->kind);
     direct_resource *r = calloc(1, sizeof *r);
-    if (!r)
+    if (!r) {
+        if (backend->close)
+            backend->close();
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", backend->kind);
+    }
     crmm_resource_init(&r->base, &direct_ops, backend->kind, backend->flags, device, NULL);
     r->backend = backend;
     *out = &r->base;

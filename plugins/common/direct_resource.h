@@ -14,6 +14,10 @@ typedef struct direct_backend {
     /* allocate bytes (> 0); return CRMM_OK or a status with crmm_set_error */
     crmm_status (*alloc)(size_t bytes, void **ptr);
     crmm_status (*free)(void *ptr, size_t bytes);
+    /* optional: called at create before anything else (an error fails the create) and at
+     * destroy after everything else, for state the backend's resources share */
+    crmm_status (*open)(void);
+    void (*close)(void);
 } direct_backend;
 
 /* Create a resource over `backend` for the current device (or none for host). */

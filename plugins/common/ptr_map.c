@@ -182,3 +182,24 @@ bool sharded_ptr_map_take(sharded_ptr_map *s, uintptr_t key, uintptr_t *value)
         *value = e.value;
     return found;
 }
+
+void sharded_ptr_map_lock_all(sharded_ptr_map *s)
+{
+    for (size_t i = 0; i < (size_t)1 << s->bits; i++)
+        pthread_mutex_lock(&s->shards[i].lock);
+}
+
+void sharded_ptr_map_unlock_all(sharded_ptr_map *s)
+{
+    for (size_t i = 0; i < (size_t)1 << s->bits; i++)
+        pthread_mutex_unlock(&s->shards[i].lock);
+}
+
+static void lock_all(void *s) { sharded_ptr_map_lock_all(s); }
+static void unlock_all(void *s) { sharded_ptr_map_unlock_all(s); }
+
+void sharded_ptr_map_add_fork_guard(sharded_ptr_map *s, crmm_fork_guard *g)
+{
+    *g = (crmm_fork_guard){.prepare = lock_all, .parent = unlock_all, .child = unlock_all, .arg = s};
+    crmm_fork_guard_add(g);
+}

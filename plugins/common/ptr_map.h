@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <crmm/fork_guard.h>
 
 typedef struct ptr_map {
     unsigned char *slots; /* capacity entries of entry_size bytes; NULL while capacity is 0 */
@@ -110,5 +111,13 @@ size_t sharded_ptr_map_count(sharded_ptr_map *s);
 bool sharded_ptr_map_put(sharded_ptr_map *s, uintptr_t key, uintptr_t value);
 /* Forget key, its value into *value; false when it is not there. */
 bool sharded_ptr_map_take(sharded_ptr_map *s, uintptr_t key, uintptr_t *value);
+
+/* Take every shard's lock, in shard order (a shard's lock is never held while another is
+ * taken), and release them all. */
+void sharded_ptr_map_lock_all(sharded_ptr_map *s);
+void sharded_ptr_map_unlock_all(sharded_ptr_map *s);
+/* Fill g to take every shard's lock before a fork and release them after it (parent and child),
+ * and add it to crmm's list (crmm/fork_guard.h); remove it before sharded_ptr_map_destroy. */
+void sharded_ptr_map_add_fork_guard(sharded_ptr_map *s, crmm_fork_guard *g);
 
 #endif

@@ -30,3 +30,12 @@ void spin_lock_contended(int *lock)
             return;
     }
 }
+
+static void take(void *lock) { spin_lock(lock); }
+static void release(void *lock) { spin_unlock(lock); }
+
+void spin_lock_add_fork_guard(int *lock, crmm_fork_guard *g)
+{
+    *g = (crmm_fork_guard){.prepare = take, .parent = release, .child = release, .arg = lock};
+    crmm_fork_guard_add(g);
+}

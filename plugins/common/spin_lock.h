@@ -9,6 +9,8 @@
 #ifndef CRMM_PLUGINS_SPIN_LOCK_H
 #define CRMM_PLUGINS_SPIN_LOCK_H
 
+#include <crmm/fork_guard.h>
+
 /* The waiting half of spin_lock (spin_lock.c). */
 void spin_lock_contended(int *lock);
 
@@ -20,5 +22,9 @@ static inline void spin_lock(int *lock)
 }
 
 static inline void spin_unlock(int *lock) { __atomic_store_n(lock, 0, __ATOMIC_RELEASE); }
+
+/* Fill g to take the lock before a fork and release it after (parent and child), and add it to
+ * crmm's list (crmm/fork_guard.h); remove it before the lock's memory goes. */
+void spin_lock_add_fork_guard(int *lock, crmm_fork_guard *g);
 
 #endif

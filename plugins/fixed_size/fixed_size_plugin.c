@@ -39,6 +39,7 @@ typedef struct fixed_size_resource {
     uint64_t chunk_peak;
     fs_live_set live;         /* blocks handed out: a free of anything else is refused */
     crmm_alloc_counters counters; /* bytes as requested */
+    crmm_fork_guard fork_guard;   /* the lock around fork(); prepare NULL until create succeeds */
 } fixed_size_resource;
 
 /* Allocate one more chunk on the stream of `key` and put its blocks on that stream's list. Lock
@@ -240,6 +241,8 @@ static crmm_status fixed_size_query(crmm_resource *self, crmm_query what, uint64
 static void fixed_size_destroy(crmm_resource *self)
 {
     fixed_size_resource *r = (fixed_size_resource *)self;
+    if (r->fork_guard.prepare)
+        crmm_fork_guard_remove(&r->fork_guard);
     crmm_resource_report_leaks(self, (uint64_t)r->counters.count, (uint64_t)r->counters.bytes);
     bool cuda_ok = !r->free.host_only && !crmm_process_exiting();
     crmm_device_guard g = {-1, 0};
@@ -345,6 +348,7 @@ static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *u
         crmm_resource_release(upstream);   /* the reference crmm_resource_init took */
         return crmm_set_error(keep, "%s", msg);
     }
+    spin_lock_add_fork_guard(&r->lock, &r->fork_guard);
     *out = &r->base;
     return CRMM_OK;
 }

@@ -14,30 +14,69 @@
 #include "../common/ptr_map.h"
 
 /* Every live block and its size, for all host resources of the process: a double free, a
- * pointer host never gave and a wrong size are refused instead of reaching free(). */
-static sharded_ptr_map host_live_map; /* block -> its size in bytes */
-static sharded_ptr_map *host_live;
-static pthread_once_t host_live_once = PTHREAD_ONCE_INIT;
+ * pointer host never gave and a wrong size are refused instead of reaching free(). The table is
+ * made when the first host resource is created and freed when the last one is destroyed, never
+ * at unload or exit: threads that still allocate while the process exits keep using it. */
+static sharded_ptr_map host_live; /* block -> its size in bytes; its shards exist while host_users > 0 */
+static size_t host_users;         /* host resources alive */
+static pthread_mutex_t host_users_lock = PTHREAD_MUTEX_INITIALIZER; /* host_users and making the table */
 
 /* 16 shards: threads freeing different blocks rarely meet on a lock. */
 #define HOST_LIVE_SHARD_BITS 4
 
-static void host_live_init(void)
+/* Around fork(): the users' lock, then (when the table exists) every shard's, so that a child can
+ * create host resources and allocate from those it inherited. Added at the first create, removed
+ * at unload. */
+static crmm_fork_guard host_fork_guard;
+static pthread_once_t host_fork_guard_once = PTHREAD_ONCE_INIT;
+
+static void host_lock_for_fork(void *arg)
 {
-    if (sharded_ptr_map_init(&host_live_map, HOST_LIVE_SHARD_BITS, sizeof(ptr_map_pair)))
-        host_live = &host_live_map;
+    (void)arg;
+    pthread_mutex_lock(&host_users_lock);
+    if (host_users)
+        sharded_ptr_map_lock_all(&host_live);
 }
 
-/* At unload the table goes; a block freed after that (by another exit handler) is freed unchecked. */
-static bool host_live_gone;
-static void host_live_fini(void) __attribute__((destructor));
-static void host_live_fini(void)
+static void host_unlock_after_fork(void *arg)
 {
-    sharded_ptr_map *m = host_live;
-    host_live_gone = true;
-    host_live = NULL;
-    if (m)
-        sharded_ptr_map_destroy(m);
+    (void)arg;
+    if (host_users)
+        sharded_ptr_map_unlock_all(&host_live);
+    pthread_mutex_unlock(&host_users_lock);
+}
+
+static void host_add_fork_guard(void)
+{
+    host_fork_guard = (crmm_fork_guard){.prepare = host_lock_for_fork, .parent = host_unlock_after_fork,
+                                        .child = host_unlock_after_fork};
+    crmm_fork_guard_add(&host_fork_guard);
+}
+
+static void host_unload(void) __attribute__((destructor));
+static void host_unload(void)
+{
+    if (host_fork_guard.prepare)
+        crmm_fork_guard_remove(&host_fork_guard);
+}
+
+static crmm_status host_open(void)
+{
+    pthread_once(&host_fork_guard_once, host_add_fork_guard);
+    pthread_mutex_lock(&host_users_lock);
+    bool ok = host_users || sharded_ptr_map_init(&host_live, HOST_LIVE_SHARD_BITS, sizeof(ptr_map_pair));
+    if (ok)
+        host_users++;
+    pthread_mutex_unlock(&host_users_lock);
+    return ok ? CRMM_OK : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "no memory for the table of live blocks");
+}
+
+static void host_close(void)
+{
+    pthread_mutex_lock(&host_users_lock);
+    if (--host_users == 0)
+        sharded_ptr_map_destroy(&host_live);
+    pthread_mutex_unlock(&host_users_lock);
 }
 
 /* Physical memory in bytes; SIZE_MAX when the system does not say. */
@@ -65,13 +104,10 @@ static crmm_status host_alloc(size_t bytes, void **ptr)
     if (bytes > SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%zu bytes cannot be rounded to the alignment", bytes);
     size_t rounded = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
-    pthread_once(&host_live_once, host_live_init);
-    if (!host_live)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "no memory for the table of live blocks");
     void *p = aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, rounded);
     if (!p)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "aligned_alloc failed");
-    if (!sharded_ptr_map_put(host_live, (uintptr_t)p, bytes)) {
+    if (!sharded_ptr_map_put(&host_live, (uintptr_t)p, bytes)) {
         free(p);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "cannot grow the table of live blocks");
     }
@@ -81,21 +117,14 @@ static crmm_status host_alloc(size_t bytes, void **ptr)
 
 static crmm_status host_free(void *ptr, size_t bytes)
 {
-    pthread_once(&host_live_once, host_live_init);
-    if (host_live_gone) {
-        free(ptr);
-        return CRMM_OK;
-    }
-    bool live = false;
     size_t size = 0;
-    if (host_live) {
-        ptr_map_shard *sh = sharded_ptr_map_shard(host_live, (uintptr_t)ptr);
-        pthread_mutex_lock(&sh->lock);
-        ptr_map_pair *e = ptr_map_find(&sh->map, (uintptr_t)ptr);
-        if ((live = e != NULL) && (size = (size_t)e->value) == bytes)
-            ptr_map_erase(&sh->map, e); /* a wrong size leaves the block live: the right one works */
-        pthread_mutex_unlock(&sh->lock);
-    }
+    ptr_map_shard *sh = sharded_ptr_map_shard(&host_live, (uintptr_t)ptr);
+    pthread_mutex_lock(&sh->lock);
+    ptr_map_pair *e = ptr_map_find(&sh->map, (uintptr_t)ptr);
+    bool live = e != NULL;
+    if (live && (size = (size_t)e->value) == bytes)
+        ptr_map_erase(&sh->map, e); /* a wrong size leaves the block live: the right one works */
+    pthread_mutex_unlock(&sh->lock);
     if (!live)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "host: free of %p: not a live block (freed twice, or not from host)", ptr);
     if (size != bytes)
@@ -107,7 +136,7 @@ static crmm_status host_free(void *ptr, size_t bytes)
 
 static const direct_backend host_backend = {
     .kind = "host", .flags = CRMM_RESOURCE_HOST_ACCESSIBLE, .uses_cuda = false,
-    .alloc = host_alloc, .free = host_free,
+    .alloc = host_alloc, .free = host_free, .open = host_open, .close = host_close,
 };
 
 static crmm_status host_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)

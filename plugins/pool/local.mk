@@ -4,6 +4,7 @@ plugins_pool_crmm_pool_la_SOURCES = \
 	plugins/pool/pool_plugin.c \
 	plugins/pool/pool_resource.h \
 	plugins/pool/pool_alloc.c \
+	plugins/pool/pool_fork.c \
 	$(SPIN_LOCK_SOURCES) \
 	$(DEVICE_DEFAULT_SOURCES) \
 	$(RESOURCE_LABEL_SOURCES) \

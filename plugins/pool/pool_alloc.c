@@ -13,9 +13,11 @@
  * allowed whatever fits.
  *
  * deallocate removes the pointer from the live map (O(1); a pointer that is not there is refused
- * before anything changes: never handed out, already freed, or inside a block), merges the block
- * with its free neighbours of the same stream and files it under the stream it was freed on.
- * The `bytes` the caller passes are not needed: the block's record knows its size.
+ * before anything changes: never handed out, already freed, or inside a block), checks that the
+ * `bytes` the caller passes are the bytes it asked for (a wrong size is refused and the block
+ * stays live, as host, arena, binning and fixed_size refuse it: a layer above that counts what
+ * it frees must never count a size the pool did not hand out), merges the block with its free
+ * neighbours of the same stream and files it under the stream it was freed on.
  *
  * Once threads contend for the lock (thread_cache = auto) or a second thread has allocated
  * (thread_cache = on), both go through the calling thread's cache first (pool_thread_cache.h): a hit takes only the cache's lock; a miss takes a
@@ -348,8 +350,20 @@ static crmm_status refuse_pointer(pool_resource *p, void *ptr)
     return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: deallocate: %p is not a live allocation", label, ptr);
 }
 
+/* A wrong-size free of live block b, just removed from `map`: b goes back into it (the removal
+ * left room) and stays live, so that the right free still works. Called with the lock that guards
+ * `map` held. */
+crmm_status pool_refuse_size(pool_resource *p, pool_block_map *map, pool_block *b, size_t bytes)
+{
+    char label[80];
+    pool_block_map_insert(map, b);
+    return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: deallocate of %p as %zu bytes: it is a block of %zu bytes",
+                          pool_label(p, label, sizeof label), (void *)b->addr, bytes, (size_t)b->u.live.requested);
+}
+
 /* deallocate under the pool's lock: the pool's live map, then (caches on) every cache's. */
-static crmm_status locked_deallocate(pool_resource *p, void *ptr, crmm_cuda_stream_t stream, pool_graph *capturing)
+static crmm_status locked_deallocate(pool_resource *p, void *ptr, size_t bytes, crmm_cuda_stream_t stream,
+                                     pool_graph *capturing)
 {
     lock_counting_waits(p);
     pool_stream *s = pool_streams_find(&p->streams, stream);
@@ -359,6 +373,12 @@ static crmm_status locked_deallocate(pool_resource *p, void *ptr, crmm_cuda_stre
         return crmm_error_add_context("%s: deallocate", pool_label(p, label, sizeof label));
     }
     pool_block *b = pool_block_map_remove(&p->live, (uintptr_t)ptr);
+    crmm_status st = CRMM_OK;
+    if (__builtin_expect(b != NULL && b->u.live.requested != bytes, 0)) {
+        st = pool_refuse_size(p, &p->live, b, bytes);
+        pool_unlock(p);
+        return st;
+    }
     if (__builtin_expect(b != NULL && !capturing && !b->graph, 1)) {
         count_free(p, b->u.live.requested, b->size);
     } else if (b) { /* a graph's block, or a free under capture: held for the graph (pool_capture.h) */
@@ -368,8 +388,12 @@ static crmm_status locked_deallocate(pool_resource *p, void *ptr, crmm_cuda_stre
             return CRMM_OK;
         }
         p->live_bytes -= b->size;
-    } else if (!pool_caching(p) || !(b = pool_cache_remove_live(p, (uintptr_t)ptr))) { /* counted there */
-        crmm_status st;
+    } else if (pool_caching(p) && (b = pool_cache_remove_live(p, (uintptr_t)ptr, bytes, &st)) != NULL) {
+        /* counted there */
+    } else if (st != CRMM_OK) { /* live in a cache's map, freed with a wrong size */
+        pool_unlock(p);
+        return st;
+    } else {
         if ((pool_caching(p) && pool_cache_holds(p, (uintptr_t)ptr)) ||
             (p->graphs && pool_capture_is_parked(p, (uintptr_t)ptr))) {
             char label[80];
@@ -388,16 +412,21 @@ static crmm_status locked_deallocate(pool_resource *p, void *ptr, crmm_cuda_stre
 
 /* deallocate with caches on: a block of the caller's own live map for this stream goes into its
  * cache under the cache's lock alone. */
-static crmm_status cached_deallocate(pool_resource *p, void *ptr, crmm_cuda_stream_t stream)
+static crmm_status cached_deallocate(pool_resource *p, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     pool_thread_cache *c = pool_cache_find(p, stream);
     if (!c)
-        return locked_deallocate(p, ptr, stream, NULL);
+        return locked_deallocate(p, ptr, bytes, stream, NULL);
     spin_lock(&c->lock);
     pool_block *b = pool_block_map_remove(&c->live, (uintptr_t)ptr);
     if (!b) {
         spin_unlock(&c->lock);
-        return locked_deallocate(p, ptr, stream, NULL);
+        return locked_deallocate(p, ptr, bytes, stream, NULL);
+    }
+    if (__builtin_expect(b->u.live.requested != bytes, 0)) {
+        crmm_status st = pool_refuse_size(p, &c->live, b, bytes);
+        spin_unlock(&c->lock);
+        return st;
     }
     c->count_delta--;
     c->bytes_delta -= (int64_t)b->u.live.requested;
@@ -413,23 +442,33 @@ static crmm_status cached_deallocate(pool_resource *p, void *ptr, crmm_cuda_stre
 /* deallocate on a stream under capture: the block is parked for the graph (pool_capture.h). A
  * block in a per-thread cache's live map was allocated outside any capture; it leaves the cache
  * for the graph. */
-static crmm_status capture_deallocate(pool_resource *p, void *ptr, crmm_cuda_stream_t stream, const pool_capture *cap)
+static crmm_status capture_deallocate(pool_resource *p, void *ptr, size_t bytes, crmm_cuda_stream_t stream,
+                                      const pool_capture *cap)
 {
     pool_graph *g;
     crmm_status st = pool_capture_graph(p, cap, &g);
     if (st != CRMM_OK)
         return st;
     if (!pool_caching(p))
-        return locked_deallocate(p, ptr, stream, g);
+        return locked_deallocate(p, ptr, bytes, stream, g);
     pool_lock(p);
     pool_block *b = pool_block_map_remove(&p->live, (uintptr_t)ptr);
+    if (b && b->u.live.requested != bytes) {
+        st = pool_refuse_size(p, &p->live, b, bytes);
+        pool_unlock(p);
+        return st;
+    }
     if (b)
         count_free(p, b->u.live.requested, 0);
-    else if ((b = pool_cache_remove_live(p, (uintptr_t)ptr)))
+    else if ((b = pool_cache_remove_live(p, (uintptr_t)ptr, bytes, &st)))
         p->live_bytes += b->size; /* counted free there; the block stays held */
+    else if (st != CRMM_OK) {
+        pool_unlock(p);
+        return st;
+    }
     if (!b) {
         pool_unlock(p);
-        return locked_deallocate(p, ptr, stream, g); /* the pool's message for a bad pointer */
+        return locked_deallocate(p, ptr, bytes, stream, g); /* the pool's message for a bad pointer */
     }
     pool_capture_free(p, b, g, stream);
     pool_unlock(p);
@@ -438,12 +477,11 @@ static crmm_status capture_deallocate(pool_resource *p, void *ptr, crmm_cuda_str
 
 crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
-    (void)bytes;
     pool_resource *p = (pool_resource *)self;
     pool_capture cap;
     if (__builtin_expect(pool_capture_query(p, stream, &cap), 0))
-        return capture_deallocate(p, ptr, stream, &cap);
+        return capture_deallocate(p, ptr, bytes, stream, &cap);
     if (__builtin_expect(pool_caching(p), 0))
-        return cached_deallocate(p, ptr, stream);
-    return locked_deallocate(p, ptr, stream, NULL);
+        return cached_deallocate(p, ptr, bytes, stream);
+    return locked_deallocate(p, ptr, bytes, stream, NULL);
 }

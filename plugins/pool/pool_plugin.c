@@ -99,6 +99,7 @@ static void free_state(pool_resource *p)
 static void pool_destroy(crmm_resource *self)
 {
     pool_resource *p = (pool_resource *)self;
+    pool_fork_guard_remove(p);
     crmm_alloc_counters sum;
     uint64_t live_bytes;
     pool_cache_sum(p, &sum, &live_bytes);
@@ -235,6 +236,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
             return st;
         }
     }
+    pool_fork_guard_add(p);
     *out = &p->base;
     return CRMM_OK;
 }
@@ -334,7 +336,7 @@ static const crmm_plugin pool_plugin = {
     CRMM_PLUGIN_HEADER,
     .name = "pool",
     .version = PACKAGE_VERSION,
-    .description = "stream-ordered coalescing suballocator (RMM's pool) with O(1) segregated fit",
+    .description = "stream-ordered coalescing suballocator (RMM's pool) with O(1) segregated fit; refuses a double or foreign free and a size other than the one asked for",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = pool_params,
     .fields = pool_fields,

@@ -63,6 +63,7 @@ typedef struct pool_resource {
     bool graphs_on;                /* parameter graphs: ask whether a stream is captured */
     bool capturing;                /* an allocation for a stream under capture is under way: no
                                     * synchronization, no event, nothing taken from other streams */
+    crmm_fork_guard fork_guard;    /* its locks around fork() (pool_fork.c) */
 } pool_resource;
 
 /* Whether the per-thread caches are on (read without the lock: once on, they stay on). */
@@ -83,6 +84,10 @@ const char *pool_label(const pool_resource *p, char *buf, size_t size);
 /* ---- pool_alloc.c: the allocate and deallocate ops --------------------------------------- */
 crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
+/* Refuse the free of live block b as `bytes` (not the size it was asked for) with
+ * CRMM_ERROR_INVALID_ARGUMENT: b, just removed from `map`, goes back into it and stays live. Under
+ * the lock that guards `map`. */
+crmm_status pool_refuse_size(pool_resource *p, pool_block_map *map, pool_block *b, size_t bytes);
 
 /* ---- pool_growth.c: upstream chunks -------------------------------------------------------- */
 /* Grow by one chunk that has room for `size` (RMM's rule: double without a maximum, else the
@@ -114,6 +119,11 @@ crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t siz
 crmm_status pool_expand_trim(pool_resource *p);
 /* Unmap everything and free the range (destroy). */
 void pool_expand_release_all(pool_resource *p);
+
+/* ---- pool_fork.c: the locks around fork() ------------------------------------------------- */
+/* Add p's guard (after create has made everything it guards) / remove it (first in destroy). */
+void pool_fork_guard_add(pool_resource *p);
+void pool_fork_guard_remove(pool_resource *p);
 
 /* ---- pool_query.c ---------------------------------------------------------------------------- */
 crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out);

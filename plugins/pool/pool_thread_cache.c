@@ -374,11 +374,16 @@ void pool_cache_give_back(pool_resource *p, pool_thread_cache *c, pool_block **b
 
 /* ---- under the pool's lock ----------------------------------------------------------------- */
 
-pool_block *pool_cache_remove_live(pool_resource *p, uintptr_t ptr)
+pool_block *pool_cache_remove_live(pool_resource *p, uintptr_t ptr, size_t bytes, crmm_status *st)
 {
     for (pool_thread_cache *c = p->caches; c; c = c->next) {
         spin_lock(&c->lock);
         pool_block *b = c->live.count ? pool_block_map_remove(&c->live, ptr) : NULL;
+        if (b && b->u.live.requested != bytes) {
+            *st = pool_refuse_size(p, &c->live, b, bytes);
+            spin_unlock(&c->lock);
+            return NULL;
+        }
         if (b) {
             c->count_delta--;
             c->bytes_delta -= (int64_t)b->u.live.requested;
@@ -435,6 +440,20 @@ uint64_t pool_cache_largest(pool_resource *p)
     }
     return largest;
 }
+
+void pool_cache_lock_all(pool_resource *p)
+{
+    for (pool_thread_cache *c = p->caches; c; c = c->next)
+        spin_lock(&c->lock);
+}
+
+void pool_cache_unlock_all(pool_resource *p)
+{
+    for (pool_thread_cache *c = p->caches; c; c = c->next)
+        spin_unlock(&c->lock);
+}
+
+void pool_cache_registry_reset(void) { pthread_mutex_init(&registry, NULL); }
 
 /* ---- destroy ------------------------------------------------------------------------------- */
 

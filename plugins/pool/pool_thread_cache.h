@@ -137,14 +137,21 @@ bool pool_cache_drain_mine(struct pool_resource *p, crmm_cuda_stream_t stream);
  * lock: a moment's value). */
 uint64_t pool_cache_bytes(const struct pool_resource *p);
 /* A live block at ptr in some cache's live map, removed from it (its deltas count the free), or
- * NULL. */
-pool_block *pool_cache_remove_live(struct pool_resource *p, uintptr_t ptr);
+ * NULL. When that block was asked for with other than `bytes`, it stays live, *st is the error
+ * (pool_refuse_size) and the result is NULL. */
+pool_block *pool_cache_remove_live(struct pool_resource *p, uintptr_t ptr, size_t bytes, crmm_status *st);
 /* Whether ptr lies in a block some cache holds (a double free). */
 bool pool_cache_holds(struct pool_resource *p, uintptr_t ptr);
 /* The counters summed over p and its caches: into *sum, and p's peaks raised to the sum. */
 void pool_cache_sum(struct pool_resource *p, crmm_alloc_counters *sum, uint64_t *live_bytes);
 /* The largest block any cache holds (0: none). */
 uint64_t pool_cache_largest(struct pool_resource *p);
+
+/* Take every cache's lock (after the pool's) / release them: before and after a fork. */
+void pool_cache_lock_all(struct pool_resource *p);
+void pool_cache_unlock_all(struct pool_resource *p);
+/* In a child after fork: make the process-wide mutex of the caches anew (pool_fork.c says why). */
+void pool_cache_registry_reset(void);
 
 /* ---- destroy ------------------------------------------------------------------------------- */
 

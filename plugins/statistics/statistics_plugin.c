@@ -12,12 +12,14 @@
 #include <string.h>
 #include <crmm/plugin.h>
 #include <crmm/statistics.h>
+#include "../common/fork_guards.h"
 
 typedef struct statistics_resource {
     crmm_resource base;
     pthread_rwlock_t frames_lock;
     crmm_alloc_counters *frames; /* frames[0] = base, frames[depth - 1] = top */
     size_t depth, capacity;
+    crmm_fork_guard fork_guard;  /* frames_lock around fork() (taken for writing) */
 } statistics_resource;
 
 static crmm_alloc_counters load_frame(const crmm_alloc_counters *c)
@@ -166,6 +168,7 @@ static crmm_status statistics_control(crmm_resource *self, int op, void *arg)
 static void statistics_destroy(crmm_resource *self)
 {
     statistics_resource *r = (statistics_resource *)self;
+    crmm_fork_guard_remove(&r->fork_guard);
     crmm_alloc_counters all = fold_all(r);
     if (all.count > 0) /* negative: it freed memory allocated elsewhere (RMM allows that) */
         crmm_resource_report_leaks(self, (uint64_t)all.count, all.bytes > 0 ? (uint64_t)all.bytes : 0);
@@ -197,6 +200,7 @@ static crmm_status statistics_create(const crmm_params *params, crmm_resource *u
     r->depth = 1;
     r->capacity = 8;
     crmm_resource_init(&r->base, &statistics_ops, "statistics", upstream->flags, upstream->device, upstream);
+    fork_guard_add_rwlock(&r->fork_guard, &r->frames_lock);
     *out = &r->base;
     return CRMM_OK;
 }

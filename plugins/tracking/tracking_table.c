@@ -11,6 +11,7 @@
 
 struct tracking_table {
     sharded_ptr_map map; /* of tracking_record */
+    crmm_fork_guard fork_guard; /* every shard's lock around fork() */
 };
 
 crmm_status tracking_table_new(tracking_table **out)
@@ -20,6 +21,7 @@ crmm_status tracking_table_new(tracking_table **out)
         free(t);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "tracking: malloc failed");
     }
+    sharded_ptr_map_add_fork_guard(&t->map, &t->fork_guard);
     *out = t;
     return CRMM_OK;
 }
@@ -28,6 +30,7 @@ void tracking_table_free(tracking_table *t)
 {
     if (!t)
         return;
+    crmm_fork_guard_remove(&t->fork_guard);
     for (size_t k = 0; k < (size_t)1 << t->map.bits; k++) {
         size_t cursor = 0;
         for (tracking_record *r; (r = ptr_map_next(&t->map.shards[k].map, &cursor));)

@@ -1,0 +1,65 @@
+/* fork_guard.c — the process-wide list of the plugins' fork guards (crmm/fork_guard.h) and the
+ * pthread_atfork handlers that run them.
+ *
+ * The list is doubly linked, newest at the head. Its mutex is taken first before a fork and
+ * released last after it (made anew in the child), so a guard cannot come or go while its
+ * locks are held for a fork. */
+#include "config.h"
+#include <pthread.h>
+#include <crmm/fork_guard.h>
+
+static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static crmm_fork_guard *newest, *oldest;
+static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
+
+static void before_fork(void)
+{
+    pthread_mutex_lock(&list_lock);
+    for (crmm_fork_guard *g = newest; g; g = g->older)
+        g->prepare(g->arg);
+}
+
+static void after_fork_in_parent(void)
+{
+    for (crmm_fork_guard *g = oldest; g; g = g->newer)
+        g->parent(g->arg);
+    pthread_mutex_unlock(&list_lock);
+}
+
+static void after_fork_in_child(void)
+{
+    for (crmm_fork_guard *g = oldest; g; g = g->newer)
+        g->child(g->arg);
+    pthread_mutex_init(&list_lock, NULL); /* the parent's forking thread held it: this thread now */
+}
+
+static void install_handlers(void) { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); }
+
+void crmm_fork_guard_add(crmm_fork_guard *g)
+{
+    pthread_once(&handlers_once, install_handlers);
+    pthread_mutex_lock(&list_lock);
+    g->older = newest;
+    g->newer = NULL;
+    if (newest)
+        newest->newer = g;
+    else
+        oldest = g;
+    newest = g;
+    pthread_mutex_unlock(&list_lock);
+}
+
+void crmm_fork_guard_remove(crmm_fork_guard *g)
+{
+    pthread_mutex_lock(&list_lock);
+    if (g->newer)
+        g->newer->older = g->older;
+    else
+        newest = g->older;
+    if (g->older)
+        g->older->newer = g->newer;
+    else
+        oldest = g->newer;
+    g->older = g->newer = NULL;
+    pthread_mutex_unlock(&list_lock);
+}
