@@ -7,11 +7,17 @@
  * crmm knows it made it; an existing one is opened without O_CREAT and checked on the open
  * descriptor (fstat), before anything is truncated. A character device or a pipe (/dev/null) is
  * written as it is: there is nothing to truncate. An exclusive writer takes flock(LOCK_EX) on
- * its open file description, which a second open conflicts with, in this process or another. */
+ * its open file description, which a second open conflicts with, in this process or another.
+ *
+ * One kind of link is followed: one that leads to a stream with nothing to overwrite, a pipe or a
+ * terminal or /dev/null (/dev/stderr is such a link, to the process's own descriptor 2). The
+ * target is opened without O_CREAT or O_TRUNC and kept only when fstat says it is one of those, so
+ * a link to a file is still refused, unchanged. */
 #include "config.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -33,6 +39,33 @@ __attribute__((format(printf, 3, 4))) static crmm_status refuse(int fd, const ch
     if (fd >= 0)
         close(fd);
     return crmm_set_error(CRMM_ERROR_IO, "refusing to write %s: %s", path, why);
+}
+
+/* A stream that a link may lead to: a pipe, a terminal, or /dev/null. */
+static bool is_harmless_stream(int fd, const struct stat *st)
+{
+    if (S_ISFIFO(st->st_mode))
+        return true;
+    if (!S_ISCHR(st->st_mode))
+        return false;
+    struct stat null;
+    if (stat("/dev/null", &null) == 0 && S_ISCHR(null.st_mode) && null.st_rdev == st->st_rdev)
+        return true;
+    return isatty(fd) != 0;
+}
+
+/* The target of the link at path when it is a harmless stream (its descriptor), else -1. */
+static int open_link_to_stream(const char *path, int base)
+{
+    int fd = open(path, (base & ~O_NOFOLLOW) | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !is_harmless_stream(fd, &st)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 static crmm_status cannot_open(const char *path, int err)
@@ -105,14 +138,20 @@ crmm_status crmm_output_file_open(const char *path, unsigned flags, int *fd)
         int f = open(path, base | O_CREAT | O_EXCL, OUTPUT_FILE_MODE);
         if (f >= 0)
             return finish(path, f, flags, true, fd);
-        if (errno != EEXIST)
-            return cannot_open(path, errno);
+        int err = errno;
+        if (err == ELOOP && (f = open_link_to_stream(path, base)) >= 0)
+            return finish(path, f, flags, false, fd);
+        if (err != EEXIST)
+            return cannot_open(path, err);
         /* O_NONBLOCK: opening a pipe must not wait for a reader (it is cleared in finish) */
         f = open(path, base | O_NONBLOCK);
         if (f >= 0)
             return finish(path, f, flags, false, fd);
-        if (errno != ENOENT)
-            return cannot_open(path, errno);
+        err = errno;
+        if (err == ELOOP && (f = open_link_to_stream(path, base)) >= 0)
+            return finish(path, f, flags, false, fd);
+        if (err != ENOENT)
+            return cannot_open(path, err);
     }
     return crmm_set_error(CRMM_ERROR_IO, "cannot create %s: it keeps appearing and disappearing", path);
 }

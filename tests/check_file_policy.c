@@ -186,6 +186,34 @@ START_TEST(a_character_device_is_written_as_it_is)
 }
 END_TEST
 
+/* A link to a stream with nothing to overwrite is followed (/dev/stderr is one: a link to the
+ * process's descriptor 2): a link to /dev/null, and one to a pipe's write end through /proc. */
+START_TEST(a_link_to_a_pipe_or_dev_null_is_followed)
+{
+    const char *to_null = path_for("to_null"), *to_pipe = path_for("to_pipe");
+    unlink(to_null);
+    unlink(to_pipe);
+    ck_assert_int_eq(symlink("/dev/null", to_null), 0);
+    int fd = -1;
+    ck_assert_crmm_ok(crmm_output_file_open(to_null, 0, &fd));
+    ck_assert_int_eq(write(fd, "x", 1), 1);
+    close(fd);
+    int pipefd[2];
+    ck_assert_int_eq(pipe(pipefd), 0);
+    char target[64];
+    snprintf(target, sizeof target, "/proc/self/fd/%d", pipefd[1]);
+    ck_assert_int_eq(symlink(target, to_pipe), 0);
+    ck_assert_crmm_ok(crmm_output_file_open(to_pipe, CRMM_OUTPUT_APPEND, &fd));
+    ck_assert_int_eq(write(fd, "hi", 2), 2);
+    close(fd);
+    char got[2];
+    ck_assert_int_eq(read(pipefd[0], got, 2), 2);
+    ck_assert(memcmp(got, "hi", 2) == 0);
+    close(pipefd[0]);
+    close(pipefd[1]);
+}
+END_TEST
+
 /* ---- the four outputs ------------------------------------------------------------------------ */
 
 START_TEST(logging_refuses_a_link)
@@ -454,6 +482,7 @@ int main(void)
     tcase_add_test(open_tc, a_link_is_refused_whatever_it_points_to);
     tcase_add_test(open_tc, a_hard_linked_file_is_refused);
     tcase_add_test(open_tc, a_character_device_is_written_as_it_is);
+    tcase_add_test(open_tc, a_link_to_a_pipe_or_dev_null_is_followed);
     suite_add_tcase(s, open_tc);
     TCase *outputs = tcase_create("outputs");
     tcase_add_test(outputs, logging_refuses_a_link);

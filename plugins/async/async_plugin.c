@@ -132,6 +132,17 @@ static crmm_status async_trim(crmm_resource *self)
     return crmm_cuda_status(cudaMemPoolTrimTo(a->pool, 0), "async: cudaMemPoolTrimTo");
 }
 
+/* The pool's descriptor (posix_fd), kept in a->pool_fd for every later export. */
+static crmm_status async_export_pool(async_resource *a)
+{
+    int fd = -1;
+    crmm_status st = crmm_cuda_status(cudaMemPoolExportToShareableHandle(&fd, a->pool, a->export_type, 0),
+                                      "async: ipc export: cudaMemPoolExportToShareableHandle");
+    if (st == CRMM_OK)
+        a->pool_fd = fd;
+    return st;
+}
+
 /* CRMM_ASYNC_OP_IPC_EXPORT: the pool's shareable handle (exported once; each handle gets a
  * duplicate of the descriptor) and the allocation's export data. */
 static crmm_status async_ipc_export(async_resource *a, crmm_ipc_export_request *rq)
@@ -144,14 +155,14 @@ static crmm_status async_ipc_export(async_resource *a, crmm_ipc_export_request *
     struct cudaMemPoolPtrExportData data;
     memset(&data, 0, sizeof data);
     driver_enter(a);
-    crmm_status st = crmm_cuda_status(cudaMemPoolExportPointer(&data, rq->ptr), "async: ipc export: cudaMemPoolExportPointer");
-    if (st == CRMM_OK && a->export_type == cudaMemHandleTypePosixFileDescriptor && a->pool_fd < 0) {
-        int fd = -1;
-        st = crmm_cuda_status(cudaMemPoolExportToShareableHandle(&fd, a->pool, a->export_type, 0),
-                              "async: ipc export: cudaMemPoolExportToShareableHandle");
-        if (st == CRMM_OK)
-            a->pool_fd = fd;
-    }
+    /* The pool is shared before any of its allocations is, as CUDA's IPC example orders it: its
+     * descriptor is normally exported at create (async_export_pool), and here only when that
+     * descriptor was not made there. */
+    crmm_status st = CRMM_OK;
+    if (a->export_type == cudaMemHandleTypePosixFileDescriptor && a->pool_fd < 0)
+        st = async_export_pool(a);
+    if (st == CRMM_OK)
+        st = crmm_cuda_status(cudaMemPoolExportPointer(&data, rq->ptr), "async: ipc export: cudaMemPoolExportPointer");
     if (st == CRMM_OK && a->export_type == cudaMemHandleTypePosixFileDescriptor) {
         rq->fds = malloc(sizeof *rq->fds);
         if (!rq->fds || (rq->fds[0] = dup(a->pool_fd)) < 0)
@@ -326,17 +337,21 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
     uint64_t release = cfg.release_threshold;
     st = crmm_cuda_status(cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReleaseThreshold, &release),
                           "async: cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)");
+    a->export_type = type;
+    a->pool_fd = -1;
+    if (st == CRMM_OK && type == cudaMemHandleTypePosixFileDescriptor)
+        st = async_export_pool(a);
     if (st == CRMM_OK && cfg.initial_pool_size > 0)
         st = prime(a, cfg.initial_pool_size);
     crmm_cuda_device_restore(&g);
     if (st != CRMM_OK) {
+        if (a->pool_fd >= 0)
+            close(a->pool_fd);
         cudaMemPoolDestroy(a->pool);
         free(a);
         return st;
     }
     a->serialize = cfg.serialize_calls;
-    a->export_type = type;
-    a->pool_fd = -1;
     pthread_once(&fork_hook_once, install_fork_hook);
     a->forks = forks;
     crmm_resource_init(&a->base, &async_ops, "async", CRMM_RESOURCE_DEVICE_ACCESSIBLE, device, NULL);

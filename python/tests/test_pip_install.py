@@ -59,6 +59,12 @@ def venv(tmp_path_factory):
     env = clean_env(CRMM_LIBDIR=build_libdir(), CRMM_BINDIR=str(bindir))
     run([sys.executable, "-m", "venv", "--system-site-packages", str(tmp / "venv")], env, tmp)
     python = str(tmp / "venv" / "bin" / "python")
+    # --system-site-packages shows the base interpreter's packages; when this suite itself runs in
+    # a venv (numpy and setuptools installed there), those are shown to the new venv too.
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    own = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
+    pathlib.Path(purelib, "crmm_test_parent_site.pth").write_text("".join(p + "\n" for p in own))
     run([python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", str(src)], env, tmp)
     return python, tmp
 
