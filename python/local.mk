@@ -9,6 +9,7 @@ CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_st
 	python/crmm/pylibrmm/memory_resource.py python/crmm/pylibrmm/stream.py
 CRMM_PY_ALLOCATORS = python/crmm/allocators/__init__.py python/crmm/allocators/cupy.py \
 	python/crmm/allocators/numba.py python/crmm/allocators/torch.py
+CRMM_PY_CUDA = python/crmm/_cuda/__init__.py python/crmm/_cuda/gpu.py
 # Type stubs and the PEP 561 marker, installed beside the modules.
 CRMM_PY_TOP_STUBS = python/crmm/__init__.pyi python/crmm/mr.pyi python/crmm/statistics.pyi python/crmm/py.typed
 CRMM_PY_PYLIBRMM_STUBS = python/crmm/pylibrmm/__init__.pyi python/crmm/pylibrmm/cuda_stream_pool.pyi \
@@ -21,7 +22,8 @@ CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/test
 	python/tests/test_reinitialize_gpu.py python/tests/test_identity.py python/tests/test_identity_gpu.py python/tests/test_statistics.py \
 	python/tests/test_statistics_gpu.py python/tests/test_resource_methods.py \
 	python/tests/test_resource_methods_gpu.py python/tests/test_rmm_alias.py python/tests/test_stubs.py python/tests/test_released_objects.py python/tests/test_failure_callback.py \
-	python/tests/test_no_device.py python/tests/test_streams.py python/tests/test_graphs_gpu.py
+	python/tests/test_no_device.py python/tests/test_streams.py python/tests/test_graphs_gpu.py \
+	python/tests/test_cuda_gpu.py python/tests/test_cuda_gpu_gpu.py
 # pip's build files, the typing marker and the tests of `pip install ./python`
 CRMM_PY_PIP = python/pyproject.toml python/setup.py
 CRMM_PY_TESTS += python/tests/test_pip_install.py python/tests/test_main.py
@@ -30,7 +32,7 @@ CRMM_PY_TESTS += python/tests/test_replay_torch_snapshot.py python/tests/test_to
 # crmm.dask over a LocalCluster of processes
 CRMM_PY_TESTS += python/tests/test_dask.py python/tests/test_dask_gpu.py
 EXTRA_DIST += $(CRMM_PY_PIP)
-EXTRA_DIST += docs/python.md $(CRMM_PY_TOP_STUBS) $(CRMM_PY_PYLIBRMM_STUBS) $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
+EXTRA_DIST += docs/python.md $(CRMM_PY_TOP_STUBS) $(CRMM_PY_PYLIBRMM_STUBS) $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_CUDA) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 
 TESTS += python/tests/run_pytest.sh
 AM_TESTS_ENVIRONMENT += \
@@ -51,6 +53,8 @@ crmm_py_DATA = $(CRMM_PY_TOP_STUBS)
 crmm_pylibrmm_DATA = $(CRMM_PY_PYLIBRMM_STUBS)
 crmm_allocatorsdir = $(pythondir)/crmm/allocators
 crmm_allocators_PYTHON = $(CRMM_PY_ALLOCATORS)
+crmm_cudadir = $(pythondir)/crmm/_cuda
+crmm_cuda_PYTHON = $(CRMM_PY_CUDA)
 
 # _paths.py tells the installed package where the installed libcrmm is (see _lib.py).
 install-data-hook: install-crmm-py-paths

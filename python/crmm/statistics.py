@@ -159,15 +159,18 @@ class ProfilerRecords:
         return self.pretty_print()
 
 
-def _descriptive_name(func):
-    """"file:line(qualified name)" of a function."""
-    func = inspect.unwrap(func)
+def _get_descriptive_name_of_object(obj):
+    """"file:line(qualified name)" of a function or class (of the function a decorator
+    wrapped, through __wrapped__), as the profiler names its records; line is where its
+    source starts. "<unknown>:0(...)" when Python has no source for it (a builtin, code
+    made by exec)."""
+    obj = inspect.unwrap(obj)
     try:
-        _, line = inspect.getsourcelines(func)
-        path = inspect.getfile(func)
+        _, line = inspect.getsourcelines(obj)
+        path = inspect.getfile(obj)
     except (OSError, TypeError):
         path, line = "<unknown>", 0
-    return f"{path}:{line}({getattr(func, '__qualname__', repr(func))})"
+    return f"{path}:{line}({getattr(obj, '__qualname__', repr(obj))})"
 
 
 default_profiler_records = ProfilerRecords()
@@ -185,7 +188,7 @@ class _Profiler:
     def __call__(self, func):
         if not callable(func):
             raise TypeError(f"profiler decorates a callable, not {type(func).__name__}")
-        name = self.name or _descriptive_name(func)
+        name = self.name or _get_descriptive_name_of_object(func)
 
         @wraps(func)
         def profiled(*args, **kwargs):

@@ -176,3 +176,39 @@ def test_adaptor_methods_on_a_host_chain():
     assert s.pop_counters().current_bytes == -10
     assert s.allocation_counts.current_bytes == 0
     assert crmm.statistics.default_profiler_records is st.default_profiler_records
+
+
+def _plain():
+    return 1
+
+
+def test_descriptive_name_is_file_line_and_qualified_name():
+    line = _plain.__code__.co_firstlineno
+    assert st._get_descriptive_name_of_object(_plain) == f"{__file__}:{line}(_plain)"
+
+
+def test_descriptive_name_sees_through_a_decorator_and_names_classes():
+    import functools
+
+    @functools.wraps(_plain)
+    def wrapper():
+        return _plain()
+
+    line = _plain.__code__.co_firstlineno
+    assert st._get_descriptive_name_of_object(wrapper) == f"{__file__}:{line}(_plain)"
+    assert st._get_descriptive_name_of_object(Counted).endswith(f".py:{Counted.LINE}(Counted)")
+
+
+def test_descriptive_name_of_an_object_without_source():
+    assert st._get_descriptive_name_of_object(len) == "<unknown>:0(len)"
+
+
+def test_the_profiler_names_a_function_record_by_the_descriptive_name(current):
+    records = st.ProfilerRecords()
+    st.enable_statistics()
+    st.profiler(records=records)(_plain)()
+    assert list(records.records) == [st._get_descriptive_name_of_object(_plain)]
+
+
+class Counted:
+    LINE = __import__("inspect").currentframe().f_lineno - 1

@@ -1,0 +1,1 @@
+"""rmm._cuda: small CUDA helpers of RMM's Python package (see gpu)."""

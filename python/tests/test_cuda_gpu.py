@@ -1,0 +1,79 @@
+"""rmm._cuda.gpu without a device: each device call raises CUDARuntimeError (CUDADriverError for
+deviceGetName) with CUDA's error name and reason, arguments of the wrong type raise TypeError
+before any CUDA call, and the runtime's version needs no device."""
+
+import pickle
+
+import pytest
+
+from conftest import run_python
+from crmm._cuda import gpu
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        gpu.getDevice,
+        gpu.getDeviceCount,
+        lambda: gpu.setDevice(0),
+        lambda: gpu.getDeviceAttribute(1, 0),
+    ],
+    ids=["getDevice", "getDeviceCount", "setDevice", "getDeviceAttribute"],
+)
+def test_device_calls_raise_cuda_runtime_error(no_gpu, call):
+    with pytest.raises(gpu.CUDARuntimeError, match=r"^cudaError\w+: \S") as info:
+        call()
+    assert isinstance(info.value, RuntimeError) and info.value.status != 0
+
+
+def test_device_name_raises_cuda_driver_error(no_gpu):
+    with pytest.raises(gpu.CUDADriverError, match=r"^cudaError\w+: \S") as info:
+        gpu.deviceGetName(0)
+    assert info.value.status != 0
+
+
+def test_runtime_version_needs_no_device():
+    version = gpu.runtimeGetVersion()
+    assert isinstance(version, int) and version >= 11000 and version % 10 == 0
+
+
+def test_driver_version_is_an_int():
+    assert gpu.driverGetVersion() >= 0
+
+
+@pytest.mark.parametrize("cls", [gpu.CUDARuntimeError, gpu.CUDADriverError])
+def test_errors_name_the_status_and_pickle(cls):
+    err = cls(100)
+    assert err.status == 100 and str(err).startswith("cudaErrorNoDevice: ")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is cls and back.status == 100 and str(back) == str(err)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: gpu.setDevice("0"),
+        lambda: gpu.setDevice(0.0),
+        lambda: gpu.setDevice(True),
+        lambda: gpu.getDeviceAttribute("x", 0),
+        lambda: gpu.getDeviceAttribute(1, None),
+        lambda: gpu.deviceGetName("0"),
+    ],
+)
+def test_wrong_argument_types_raise_type_error(call):
+    with pytest.raises(TypeError):
+        call()
+
+
+def test_the_rmm_name_is_the_same_module():
+    r = run_python(
+        """
+        import crmm, crmm._cuda.gpu
+        crmm.install_as_rmm(replace_installed=True)
+        from rmm._cuda.gpu import CUDARuntimeError, getDeviceCount
+        import rmm._cuda.gpu
+        assert rmm._cuda.gpu is crmm._cuda.gpu and CUDARuntimeError is crmm._cuda.gpu.CUDARuntimeError
+        print("ok")
+        """
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
