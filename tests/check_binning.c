@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <crmm/binning.h>
 #include "conformance.h"
 #include "test_support.h"
 
@@ -294,6 +295,115 @@ START_TEST(bins_come_from_the_configs_plugin_path)
 }
 END_TEST
 
+static uint64_t bin_count(crmm_resource *b)
+{
+    uint64_t n = 0;
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_BIN_COUNT, &n));
+    return n;
+}
+
+static crmm_binning_bin get_bin(crmm_resource *b, uint64_t index)
+{
+    crmm_binning_bin bin = {index, NULL, 0};
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_GET_BIN, &bin));
+    return bin;
+}
+
+/* add_bin with a resource and without one: kept sorted, each request served by the smallest
+ * bin that fits (seen in each bin's own counters), the rest upstream; a size that already has
+ * a bin keeps it; destroying the binning releases the bin resources. */
+START_TEST(add_bin_routes_to_the_added_bins)
+{
+    crmm_resource *h, *b, *mine;
+    make("", &h, &b);
+    ck_assert_crmm_ok(crmm_resource_create("fixed_size", "block_size=4KiB blocks_to_preallocate=1", h, &mine));
+    crmm_binning_bin add = {4096, mine, -1};
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
+    ck_assert_int_eq(add.added, 1);
+    ck_assert_int_eq(crmm_resource_refcount(mine), 2); /* ours and the binning's */
+    add = (crmm_binning_bin){1000, NULL, -1};          /* a fixed_size bin of 1024 */
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
+    ck_assert_int_eq(add.added, 1);
+    ck_assert_uint_eq(bin_count(b), 2);
+    crmm_binning_bin small = get_bin(b, 0), large = get_bin(b, 1);
+    ck_assert_uint_eq(small.size, 1024);
+    ck_assert_str_eq(crmm_resource_kind(small.mr), "fixed_size");
+    ck_assert_uint_eq(large.size, 4096);
+    ck_assert_ptr_eq(large.mr, mine);
+
+    crmm_resource *other;  /* a second bin of 4 KiB is not added: the first one stays */
+    ck_assert_crmm_ok(crmm_resource_create("fixed_size", "block_size=4KiB blocks_to_preallocate=1", h, &other));
+    add = (crmm_binning_bin){4000, other, -1};
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
+    ck_assert_int_eq(add.added, 0);
+    ck_assert_int_eq(crmm_resource_refcount(other), 1);
+    ck_assert_ptr_eq(get_bin(b, 1).mr, mine);
+    crmm_resource_release(other);
+
+    void *p[5];
+    size_t sizes[5] = {1, 1024, 1025, 4096, 4097};
+    for (int i = 0; i < 5; i++)
+        ck_assert_crmm_ok(crmm_resource_allocate(b, sizes[i], NULL, &p[i]));
+    ck_assert_uint_eq(crmm_test_query(small.mr, CRMM_QUERY_ALLOCATIONS), 2);
+    ck_assert_uint_eq(crmm_test_query(mine, CRMM_QUERY_ALLOCATIONS), 2);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 5); /* 2 + 2 + one upstream */
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_UPSTREAM_BLOCKS),
+                      crmm_test_query(small.mr, CRMM_QUERY_UPSTREAM_BLOCKS) + crmm_test_query(mine, CRMM_QUERY_UPSTREAM_BLOCKS) + 1);
+    for (int i = 0; i < 5; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(b, p[i], sizes[i], NULL));
+    ck_assert_uint_eq(crmm_test_query(mine, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 0);
+
+    crmm_resource_release(b);
+    ck_assert_int_eq(crmm_resource_refcount(mine), 1);
+    crmm_resource_release(mine);
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    crmm_resource_release(h);
+}
+END_TEST
+
+static crmm_status fake_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)self, (void)bytes, (void)stream, (void)ptr;
+    return CRMM_ERROR_UNSUPPORTED;
+}
+static crmm_status fake_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)self, (void)ptr, (void)bytes, (void)stream;
+    return CRMM_ERROR_UNSUPPORTED;
+}
+static void fake_destroy(crmm_resource *self) { (void)self; }
+
+/* add_bin refuses a NULL argument, sizes of 0 and above 2^63, and a bin whose memory the
+ * binning's users could not use (device-only memory under a host binning); nothing added or
+ * retained. */
+START_TEST(add_bin_refuses_bad_input)
+{
+    crmm_resource *h, *b;
+    make("bins=256 blocks_to_preallocate=1", &h, &b);
+    ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    uint64_t bad_sizes[] = {0, ((uint64_t)1 << 63) + 1, UINT64_MAX};
+    for (int i = 0; i < 3; i++) {
+        crmm_binning_bin add = {bad_sizes[i], NULL, -1};
+        ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add), CRMM_ERROR_INVALID_ARGUMENT);
+        ck_assert_ptr_nonnull(strstr(crmm_last_error(), "add_bin"));
+    }
+    static const crmm_resource_ops fake_ops = {.allocate = fake_allocate, .deallocate = fake_deallocate, .destroy = fake_destroy};
+    crmm_resource device_only;
+    memset(&device_only, 0, sizeof device_only);
+    crmm_resource_init(&device_only, &fake_ops, "fake", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
+    crmm_binning_bin add = {4096, &device_only, -1};
+    ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(crmm_resource_refcount(&device_only), 1);
+    ck_assert_uint_eq(bin_count(b), 1);
+    crmm_binning_bin out_of_range = {1, NULL, 0};
+    ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_GET_BIN, &out_of_range), CRMM_ERROR_INVALID_ARGUMENT);
+    crmm_resource_release(b);
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    crmm_resource_release(h);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("binning");
@@ -309,6 +419,8 @@ int main(void)
     tcase_add_test(tc, no_bins_passes_everything_upstream);
     tcase_add_test(tc, bins_hold_references_to_the_upstream);
     tcase_add_test(tc, bad_parameters);
+    tcase_add_test(tc, add_bin_routes_to_the_added_bins);
+    tcase_add_test(tc, add_bin_refuses_bad_input);
     tcase_add_test(tc, bins_from_a_config_file);
     tcase_add_test(tc, bins_come_from_the_configs_plugin_path);
     suite_add_tcase(s, tc);

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/alloc_counters.h>
+#include <crmm/binning.h>
 #include <crmm/config.h>
 #include <crmm/plugin.h>
 #include "../common/fork_guards.h"
@@ -38,6 +39,7 @@ typedef struct binning_resource {
     crmm_resource base;
     binning_bin *bins;    /* sorted by size, distinct sizes */
     size_t bin_count;
+    uint64_t blocks_to_preallocate; /* of each fixed_size bin, add_bin's included */
     uint32_t first_bin[64]; /* [h]: the first bin of at least 2^h bytes (bin_count when none) */
     crmm_alloc_counters large; /* requests passed upstream (atomic) */
     pthread_mutex_t large_lock;
@@ -185,12 +187,82 @@ static void binning_destroy(crmm_resource *self)
     free(b);
 }
 
+/* CRMM_BINNING_OP_ADD_BIN: insert a bin, keeping the array sorted, and rebuild the route
+ * table. Not synchronized with allocate/deallocate (as RMM's add_bin): see crmm/binning.h. */
+static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
+{
+    if (!arg)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "binning '%s': add_bin: no argument", b->base.name);
+    if (arg->size == 0 || arg->size > ((uint64_t)1 << 63))
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "binning '%s': add_bin: a bin of %llu bytes (1 .. 2^63 allowed)",
+                              b->base.name, (unsigned long long)arg->size);
+    if (arg->mr && ((arg->mr->flags & b->base.flags) != b->base.flags || arg->mr->device != b->base.device))
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                              "binning '%s': add_bin: bin resource '%s' (%s memory, device %d) cannot serve a binning of %s memory on device %d",
+                              b->base.name, arg->mr->kind, (arg->mr->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE) ? "device" : "host-only",
+                              arg->mr->device, (b->base.flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE) ? "device" : "host-only", b->base.device);
+    size_t size = (size_t)((arg->size + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1));
+    size_t at = 0;
+    while (at < b->bin_count && b->bins[at].size < size)
+        at++;
+    arg->added = 0;
+    if (at < b->bin_count && b->bins[at].size == size)
+        return CRMM_OK; /* RMM keeps the bin a size already has */
+    binning_bin *bins = realloc(b->bins, (b->bin_count + 1) * sizeof *bins);
+    if (!bins)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning '%s': add_bin: malloc failed", b->base.name);
+    b->bins = bins;
+    crmm_resource *mr = arg->mr;
+    if (mr)
+        crmm_resource_retain(mr);
+    else {
+        char list[128];
+        snprintf(list, sizeof list, "block_size=%zu blocks_to_preallocate=%llu", size, (unsigned long long)b->blocks_to_preallocate);
+        crmm_status st = crmm_resource_create("fixed_size", list, b->base.upstream, &mr);
+        if (st != CRMM_OK)
+            return crmm_error_add_context("binning '%s': add_bin of %zu bytes", b->base.name, size);
+    }
+    memmove(&b->bins[at + 1], &b->bins[at], (b->bin_count - at) * sizeof *b->bins);
+    b->bins[at] = (binning_bin){size, mr};
+    b->bin_count++;
+    fill_route_table(b);
+    arg->added = 1;
+    return CRMM_OK;
+}
+
+static crmm_status binning_control(crmm_resource *self, int op, void *arg)
+{
+    binning_resource *b = (binning_resource *)self;
+    switch (op) {
+    case CRMM_BINNING_OP_ADD_BIN:
+        return add_bin(b, arg);
+    case CRMM_BINNING_OP_BIN_COUNT:
+        if (!arg)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "binning '%s': bin count: no argument", self->name);
+        *(uint64_t *)arg = b->bin_count;
+        return CRMM_OK;
+    case CRMM_BINNING_OP_GET_BIN: {
+        crmm_binning_bin *bin = arg;
+        if (!bin || bin->size >= b->bin_count)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "binning '%s': no bin %llu (%zu bins)", self->name,
+                                  bin ? (unsigned long long)bin->size : 0ULL, b->bin_count);
+        size_t i = (size_t)bin->size;
+        bin->size = b->bins[i].size;
+        bin->mr = b->bins[i].mr;
+        return CRMM_OK;
+    }
+    default:
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "binning resource has no control op %#x", (unsigned)op);
+    }
+}
+
 static const crmm_resource_ops binning_ops = {
     .allocate = binning_allocate,
     .deallocate = binning_deallocate,
     .query = binning_query,
     .trim = binning_trim,
     .destroy = binning_destroy,
+    .control = binning_control,
 };
 
 /* ---- create: collect the sizes, then one fixed_size resource per size ---------------------- */
@@ -347,6 +419,7 @@ static crmm_status binning_create(const crmm_params *params, crmm_resource *upst
         qsort(sizes.v, sizes.n, sizeof *sizes.v, by_size);
     crmm_resource_init(&b->base, &binning_ops, "binning", upstream->flags, upstream->device, upstream);
     pthread_mutex_init(&b->large_lock, NULL);
+    b->blocks_to_preallocate = blocks;
     st = make_bins(b, &sizes, blocks, params);
     free(sizes.v);
     if (st != CRMM_OK) {
