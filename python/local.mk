@@ -17,7 +17,7 @@ CRMM_PY_PYLIBRMM_STUBS = python/crmm/pylibrmm/__init__.pyi python/crmm/pylibrmm/
 	python/crmm/pylibrmm/memory_resource.pyi python/crmm/pylibrmm/stream.pyi
 CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/tests/test_device_buffer_gpu.py \
 	python/tests/test_doctests_gpu.py python/tests/test_frameworks_gpu.py python/tests/test_host_arguments.py \
-	python/tests/test_host_resources.py python/tests/test_import.py python/tests/test_logging.py python/tests/test_handles.py \
+	python/tests/test_host_resources.py python/tests/test_binning_bins.py python/tests/test_import.py python/tests/test_logging.py python/tests/test_handles.py \
 	python/tests/test_handles_gpu.py python/tests/test_argument_gaps.py python/tests/test_reinitialize.py \
 	python/tests/test_reinitialize_gpu.py python/tests/test_identity.py python/tests/test_identity_gpu.py python/tests/test_statistics.py \
 	python/tests/test_statistics_gpu.py python/tests/test_resource_methods.py \

@@ -16,7 +16,11 @@
  * and only requests passed upstream are counted here (atomics, on that path alone). So the
  * counts in use and in total are the bins' sums plus those; the peaks are not known (a sum of
  * the bins' peaks would overstate them) and are not answered: a `statistics` layer above gives
- * them. */
+ * them.
+ *
+ * CRMM_BINNING_OP_ADD_BIN (crmm/binning.h) inserts a bin later, RMM's add_bin: a resource the
+ * caller gives (retained until destroy) or a new fixed_size one; the array and the route table
+ * are rebuilt without a lock, so it must not run while other threads use the resource. */
 #include "config.h"
 #include <pthread.h>
 #include <stddef.h>

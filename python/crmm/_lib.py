@@ -47,6 +47,12 @@ class FailureCallbackArgs(ctypes.Structure):
     _fields_ = [("fn", FAILURE_CALLBACK), ("arg", c_void_p)]
 
 
+class BinningBin(ctypes.Structure):
+    """crmm_binning_bin (crmm/binning.h)."""
+
+    _fields_ = [("size", ctypes.c_uint64), ("mr", c_void_p), ("added", ctypes.c_int)]
+
+
 # name: (restype, argtypes)
 _PROTOTYPES = {
     # error.h, crmm.h

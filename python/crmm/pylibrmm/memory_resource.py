@@ -390,15 +390,41 @@ class FixedSizeMemoryResource(UpstreamResourceAdaptor):
         )
 
 
+_BINNING_ADD_BIN = 0xA00  # crmm/binning.h
+
+
 class BinningMemoryResource(UpstreamResourceAdaptor):
-    """Fixed-size bins 2**min_size_exponent .. 2**max_size_exponent (the ``binning`` plugin)."""
+    """Fixed-size bins 2**min_size_exponent .. 2**max_size_exponent (the ``binning`` plugin);
+    add_bin adds more. add_bin is not safe while other threads use the resource (as in RMM)."""
 
     def __init__(self, upstream_mr, min_size_exponent=None, max_size_exponent=None):
         if min_size_exponent == -1 and max_size_exponent == -1:  # RMM's "no bins yet"
             min_size_exponent = max_size_exponent = None
+        self._bin_mrs = []
         super().__init__(
             "binning", {"min_size_exponent": min_size_exponent, "max_size_exponent": max_size_exponent}, upstream_mr
         )
+
+    def add_bin(self, allocation_size, bin_resource=None):
+        """Add a bin for requests up to `allocation_size` bytes (rounded up to 256) and above the
+        next smaller bin: `bin_resource` serves them, or without one a new fixed-size resource of
+        that block size over the upstream. A size that already has a bin keeps it (as in RMM).
+        Raises ValueError for a size of 0 or above 2**63 or a bin resource whose memory is not
+        usable where this resource's is, TypeError for a bin_resource that is not a
+        MemoryResource."""
+        size = size_arg(allocation_size, "allocation_size")
+        if bin_resource is not None and not isinstance(bin_resource, MemoryResource):
+            raise TypeError(f"bin_resource must be a MemoryResource, not {type(bin_resource).__name__}")
+        arg = _lib.BinningBin(size, bin_resource._handle if bin_resource is not None else None, 0)
+        _control(self, b"binning", _BINNING_ADD_BIN, ctypes.byref(arg))
+        if arg.added and bin_resource is not None:
+            self._bin_mrs.append(bin_resource)
+
+    @property
+    def bin_mrs(self):
+        """The bin resources given to add_bin that serve a bin, in the order added (a new list;
+        RMM's list)."""
+        return list(self._bin_mrs)
 
 
 class LimitingResourceAdaptor(UpstreamResourceAdaptor):
