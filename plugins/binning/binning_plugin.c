@@ -364,16 +364,36 @@ static crmm_status add_listed(const crmm_params *params, size_list *sizes)
     return st;
 }
 
-/* crmm_plugin.validate: the bin sizes are read as create reads them, blaming the parameter. */
+/* Whether a bin's chunk, `blocks` blocks of `size` rounded up to the allocation alignment, is
+ * addressable: the rule fixed_size's create applies to each bin, checked here so that check-config
+ * refuses what the build would. */
+static crmm_status bin_chunk_fits(uint64_t size, uint64_t blocks)
+{
+    uint64_t align = CRMM_ALLOCATION_ALIGNMENT;
+    if (size > SIZE_MAX - (align - 1) || blocks > SIZE_MAX / ((size + align - 1) & ~(align - 1))) {
+        char sz[32];
+        return crmm_set_error(CRMM_ERROR_CONFIG, "binning: bin of %s: %llu blocks of it do not fit in memory",
+                              crmm_format_size(size, sz, sizeof sz), (unsigned long long)blocks);
+    }
+    return CRMM_OK;
+}
+
+/* crmm_plugin.validate: the bin sizes are read as create reads them, blaming the parameter; each
+ * bin's preallocated chunk must be addressable. */
 static crmm_status binning_validate(const crmm_params *params, bool host_memory, const char **key)
 {
     (void)host_memory;
     size_list sizes = {0};
+    uint64_t blocks = 0;
     crmm_status st = add_exponents(params, &sizes);
     if (st != CRMM_OK)
         *key = crmm_params_is_set(params, "max_size_exponent") ? "max_size_exponent" : "min_size_exponent";
     else if ((st = add_listed(params, &sizes)) != CRMM_OK)
         *key = "bins";
+    else if (crmm_params_get_uint(params, "blocks_to_preallocate", &blocks) == CRMM_OK)
+        for (size_t i = 0; i < sizes.n && st == CRMM_OK; i++)
+            if ((st = bin_chunk_fits(sizes.v[i], blocks)) != CRMM_OK)
+                *key = "blocks_to_preallocate";
     free(sizes.v);
     return st;
 }
