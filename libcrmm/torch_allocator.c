@@ -36,6 +36,8 @@ static void report_init_failure(void)
 
 static void init_library(void)
 {
+    /* PyTorch captures streams (torch.cuda.graph, torch.compile): the pool must ask whether they are */
+    crmm_graph_capture_enable(true);
     if (crmm_current_config()) {
         init_status = CRMM_OK;
         return;

@@ -325,17 +325,44 @@ START_TEST(no_capture_no_user_object)
 }
 END_TEST
 
-/* graphs = false: the pool never asks whether a stream is captured (the query's cost is gone, and
- * so is the safety under capture). */
+/* graphs = off: the pool never asks whether a stream is captured (the query's cost is gone, and
+ * so is the safety under capture), even with capture enabled for the process. */
 START_TEST(graphs_off_asks_nothing)
 {
     int form = _i;
-    crmm_resource *p = pool_in_form(form, "initial_size=1MiB graphs=false");
+    crmm_resource *p = pool_in_form(form, "initial_size=1MiB graphs=off");
     int before = fake_capture_queries();
     for (int i = 0; i < 100; i++)
         free_on(p, alloc_on(p, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
     ck_assert_int_eq(fake_capture_queries(), before);
     crmm_resource_release(p);
+}
+END_TEST
+
+/* graphs = auto (the default) asks only once the process enabled capture: a program that never
+ * captures pays no query; graphs = on asks whatever the process said. Arena and fixed_size ask
+ * only once capture is enabled. */
+START_TEST(graphs_auto_asks_once_capture_is_enabled)
+{
+    int form = _i;
+    crmm_graph_capture_enable(false);
+    crmm_resource *a = pool_in_form(form, "initial_size=1MiB");
+    crmm_resource *on = pool_in_form(form, "initial_size=1MiB graphs=on");
+    int before = fake_capture_queries();
+    for (int i = 0; i < 10; i++)
+        free_on(a, alloc_on(a, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
+    ck_assert_int_eq(fake_capture_queries(), before);
+    for (int i = 0; i < 10; i++)
+        free_on(on, alloc_on(on, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
+    ck_assert_int_eq(fake_capture_queries(), before + 20);
+    crmm_graph_capture_enable(true);
+    ck_assert(crmm_graph_capture_enabled());
+    before = fake_capture_queries();
+    for (int i = 0; i < 10; i++)
+        free_on(a, alloc_on(a, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
+    ck_assert_int_eq(fake_capture_queries(), before + 20);
+    crmm_resource_release(a);
+    crmm_resource_release(on);
 }
 END_TEST
 
@@ -472,6 +499,7 @@ static Suite *graphs_suite(void)
     tcase_add_loop_test(tc, two_graphs_hold_their_own_blocks, 0, FORMS);
     tcase_add_loop_test(tc, no_capture_no_user_object, 0, FORMS);
     tcase_add_loop_test(tc, graphs_off_asks_nothing, 0, FORMS);
+    tcase_add_loop_test(tc, graphs_auto_asks_once_capture_is_enabled, 0, FORMS);
     tcase_add_loop_test(tc, a_cached_block_freed_in_a_capture_is_the_graphs, 0, FORMS);
     suite_add_tcase(s, tc);
     TCase *others = tcase_create("other plugins");
@@ -482,4 +510,8 @@ static Suite *graphs_suite(void)
     return s;
 }
 
-int main(void) { return crmm_test_run(graphs_suite()); }
+int main(void)
+{
+    crmm_graph_capture_enable(true); /* as a program that captures says (no CUDA call: safe before the forks) */
+    return crmm_test_run(graphs_suite());
+}

@@ -246,6 +246,7 @@ int main(void)
     int rc = crmm_test_gpu_gate(1);
     if (rc)
         return rc;
+    crmm_graph_capture_enable(true); /* as a program that captures must say */
     Suite *s = suite_create("graphs_gpu");
     TCase *tc = tcase_create("capture");
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);

@@ -29,6 +29,17 @@ CRMM_API bool crmm_process_exiting(void);
  * own, so that crmm_process_exiting() turns true before the runtime tears down. Cheap to repeat. */
 CRMM_API void crmm_note_cuda_initialized(void);
 
+/* CUDA graph capture (docs/cuda-graphs.md). Asking CUDA whether a stream is being captured costs
+ * a driver call per allocate and free, more than a pool's whole fast path, and a program that never
+ * captures need not pay it: crmm asks only once the process says that streams may be captured.
+ * crmm_graph_capture_enable(true) says so (the PyTorch, CuPy and Numba integrations call it; a C
+ * program that captures calls it before its first capture); from then on the pool (graphs = auto),
+ * arena, fixed_size and prefetch check each stream they are given. A pool with graphs = on checks
+ * whatever this says, one with graphs = off never does. Thread-safe; never fails. */
+CRMM_API void crmm_graph_capture_enable(bool enable);
+/* Whether crmm_graph_capture_enable(true) is in force (one atomic load). */
+CRMM_API bool crmm_graph_capture_enabled(void);
+
 /* The current device ordinal. CRMM_ERROR_CUDA when there is no usable device. */
 CRMM_API crmm_status crmm_cuda_current_device(int *device);
 /* Number of CUDA devices (0 with CRMM_ERROR_CUDA and the reason when there are none). */

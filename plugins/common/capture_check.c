@@ -7,7 +7,8 @@
 
 bool capture_check_active(crmm_cuda_stream_t stream)
 {
-    if (stream == NULL || stream == (crmm_cuda_stream_t)cudaStreamLegacy || crmm_process_exiting())
+    if (!crmm_graph_capture_enabled() || stream == NULL || stream == (crmm_cuda_stream_t)cudaStreamLegacy ||
+        crmm_process_exiting())
         return false;
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing((cudaStream_t)stream, &status) != cudaSuccess) {

@@ -9,7 +9,7 @@
 #include <crmm/resource.h>
 
 /* Whether `stream` is being captured into a graph: one runtime query (cudaStreamIsCapturing),
- * none for the legacy default stream (NULL or cudaStreamLegacy, which cannot be captured) or once
+ * none before crmm_graph_capture_enable(true), none for the legacy default stream (NULL or cudaStreamLegacy, which cannot be captured) or once
  * the process is exiting. A query CUDA refuses counts as "not capturing" (its error is cleared). */
 bool capture_check_active(crmm_cuda_stream_t stream);
 

@@ -27,7 +27,8 @@ static pthread_mutex_t graphs_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 bool pool_capture_query(const pool_resource *p, crmm_cuda_stream_t stream, pool_capture *cap)
 {
-    if (!p->graphs_on || !p->streams.real || stream == NULL || stream == (crmm_cuda_stream_t)cudaStreamLegacy || crmm_process_exiting())
+    if (p->graphs_mode == POOL_GRAPHS_OFF || (p->graphs_mode == POOL_GRAPHS_AUTO && !crmm_graph_capture_enabled()) ||
+        !p->streams.real || stream == NULL || stream == (crmm_cuda_stream_t)cudaStreamLegacy || crmm_process_exiting())
         return false;
     /* the cheaper query on every call; the capture's id and graph only when there is one */
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

@@ -52,7 +52,7 @@ typedef struct pool_config {
     const char *thread_cache;
     bool ipc;
     const char *ipc_handle_type;
-    bool graphs;
+    const char *graphs;
 } pool_config;
 
 /* Whether an expandable pool can map memory itself: its upstream must be a base resource of device
@@ -203,7 +203,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     if (!p)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
     p->maximum = maximum;
-    p->graphs_on = cfg.graphs;
+    p->graphs_mode = strcmp(cfg.graphs, "on") == 0 ? POOL_GRAPHS_ON : strcmp(cfg.graphs, "off") == 0 ? POOL_GRAPHS_OFF : POOL_GRAPHS_AUTO;
     if ((st = pool_streams_init(&p->streams, real, upstream->device, reuse)) != CRMM_OK ||
         !pool_block_map_init(&p->live, 1024) || !pool_records_reserve(&p->records, POOL_RECORDS_PER_SLAB)) {
         free_state(p);
@@ -272,11 +272,12 @@ static const crmm_param_spec pool_params[] = {
     {"ipc_handle_type", CRMM_PARAM_ENUM, "posix_fd",
      "with ipc: what the pages are exported as: posix_fd = file descriptors passed over a UNIX socket, fabric = "
      "fabric handles (where the driver offers them)", "posix_fd|fabric", 0},
-    {"graphs", CRMM_PARAM_BOOL, "true",
+    {"graphs", CRMM_PARAM_ENUM, "auto",
      "serve streams under CUDA graph capture (docs/cuda-graphs.md): each allocate and free on a stream other "
      "than the legacy default one asks CUDA whether the stream is being captured, and memory a capture "
-     "allocates or frees stays the graph's until the graph is destroyed; false = no query (capturing through "
-     "the pool is then unsafe)", NULL, 0},
+     "allocates or frees stays the graph's until the graph is destroyed. auto = once the process enabled "
+     "capture (crmm_graph_capture_enable: the PyTorch, CuPy and Numba integrations do), on = always, off = "
+     "never (capturing through the pool is then unsafe)", "auto|on|off", 0},
     {NULL, 0, NULL, NULL, NULL, 0},
 };
 

@@ -32,6 +32,10 @@
  * 1/POOL_EXPAND_THREAD_STEP of what it holds and never moves pages (see pool_expand.c). */
 #define POOL_EXPAND_THREAD_STEP 16
 
+/* The pool's graphs parameter: ask CUDA whether a stream is captured once the process enabled
+ * graph capture (crmm_graph_capture_enable), always, or never. */
+enum { POOL_GRAPHS_AUTO, POOL_GRAPHS_ON, POOL_GRAPHS_OFF };
+
 typedef struct pool_resource {
     crmm_resource base;            /* first: crmm sees a crmm_resource */
     int lock;                      /* pool_lock (a spin lock) */
@@ -60,7 +64,8 @@ typedef struct pool_resource {
     pool_thread_cache *caches;     /* every cache of the pool */
     pool_graph *graphs;            /* the CUDA graphs that own blocks of the pool (pool_capture.h) */
     pool_graph *released;          /* atomic: a stack of those whose graph is gone, not yet collected */
-    bool graphs_on;                /* parameter graphs: ask whether a stream is captured */
+    uint8_t graphs_mode;           /* parameter graphs (POOL_GRAPHS_*): when to ask whether a stream
+                                    * is captured */
     bool capturing;                /* an allocation for a stream under capture is under way: no
                                     * synchronization, no event, nothing taken from other streams */
     crmm_fork_guard fork_guard;    /* its locks around fork() (pool_fork.c) */

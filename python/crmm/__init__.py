@@ -39,6 +39,22 @@ from .pylibrmm.logger import (
 )
 from .pylibrmm.memory_resource import is_initialized
 
+
+def enable_graph_capture(enable=True):
+    """Say that streams may be captured into CUDA graphs in this process (docs/cuda-graphs.md):
+    crmm's pool (graphs = auto) then asks CUDA, on each allocate and free, whether the stream is
+    being captured, and keeps what a capture allocates or frees for the graph. The PyTorch, CuPy
+    and Numba integrations call it; call it before capturing with DeviceBuffers of your own."""
+    if not isinstance(enable, bool):
+        raise TypeError(f"enable must be a bool, not {type(enable).__name__}")
+    _lib.lib.crmm_graph_capture_enable(enable)
+
+
+def graph_capture_enabled():
+    """Whether enable_graph_capture(True) is in force."""
+    return bool(_lib.lib.crmm_graph_capture_enabled())
+
+
 __version__ = _lib.text(_lib.lib.crmm_version())
 try:  # the commit `make install` was run from ("" outside a git checkout or uninstalled)
     from ._paths import GIT_COMMIT as __git_commit__
@@ -58,6 +74,8 @@ __all__ = [
     "RMMError",
     "UnsupportedError",
     "disable_logging",
+    "enable_graph_capture",
+    "graph_capture_enabled",
     "enable_logging",
     "flush_logger",
     "get_flush_level",

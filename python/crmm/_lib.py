@@ -60,6 +60,9 @@ _PROTOTYPES = {
     "crmm_last_error": (c_char_p, []),
     "crmm_last_status": (c_int, []),
     "crmm_clear_error": (None, []),
+    # cuda_support.h
+    "crmm_graph_capture_enable": (None, [c_bool]),
+    "crmm_graph_capture_enabled": (c_bool, []),
     # config.h
     "crmm_init": (c_int, [c_char_p]),
     "crmm_current_config": (c_void_p, []),

@@ -10,8 +10,12 @@ try:
 except ImportError:
     cupy = None
 
+from .. import _lib
 from ..pylibrmm.device_buffer import DeviceBuffer
 from ..pylibrmm.stream import Stream
+
+# CuPy captures streams (cupy.cuda.Graph): the pool must ask whether they are (docs/cuda-graphs.md)
+_lib.lib.crmm_graph_capture_enable(True)
 
 __all__ = ["rmm_cupy_allocator", "crmm_cupy_allocator"]
 

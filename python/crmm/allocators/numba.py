@@ -8,7 +8,11 @@ from numba import cuda
 from numba.cuda import HostOnlyCUDAMemoryManager, IpcHandle, MemoryPointer
 from numba.cuda.cudadrv import driver as _driver
 
+from .. import _lib
 from ..pylibrmm.device_buffer import DeviceBuffer
+
+# Numba captures streams too: the pool must ask whether they are (docs/cuda-graphs.md)
+_lib.lib.crmm_graph_capture_enable(True)
 
 __all__ = ["RMMNumbaManager", "CrmmNumbaManager"]
 
