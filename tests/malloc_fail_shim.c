@@ -4,8 +4,13 @@
  * call numbered $CRMM_MALLOC_FAIL_AT (from 1; unset or 0: none), and counts blocks allocated
  * minus blocks freed. At exit it writes "calls N live L failed F" to $CRMM_MALLOC_REPORT: the
  * calls made, the blocks still held, and whether the failing call was reached. With
- * $CRMM_MALLOC_TRACE set, the failing call's stack is printed on stderr (to find what failed). */
-#include "config.h" /* _GNU_SOURCE: program_invocation_short_name */
+ * $CRMM_MALLOC_TRACE set, the failing call's stack is printed on stderr (to find what failed).
+ *
+ * The CUDA driver is kept out of the crmm program (its dlopen of libcuda fails, as on a machine
+ * without a GPU): the sweep is about crmm's handling of a failed allocation, and the driver's own
+ * start-up, whose allocations would be failed too, does not survive that (it crashed on an H200). */
+#include "config.h" /* _GNU_SOURCE: program_invocation_short_name, RTLD_NEXT */
+#include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
@@ -52,6 +57,16 @@ static void *counted(void *p, int64_t d)
     if (p)
         __atomic_add_fetch(&live, d, __ATOMIC_RELAXED);
     return p;
+}
+
+void *dlopen(const char *file, int mode)
+{
+    static void *(*next)(const char *, int);
+    if (!next)
+        *(void **)&next = dlsym(RTLD_NEXT, "dlopen");
+    if (__atomic_load_n(&armed, __ATOMIC_RELAXED) && file && strstr(file, "libcuda.so"))
+        return NULL;
+    return next ? next(file, mode) : NULL;
 }
 
 void *malloc(size_t n) { return fail_now() ? NULL : counted(__libc_malloc(n), 1); }
