@@ -6,7 +6,7 @@ installed crmm.ini) chooses each device's resource, as for C programs; crmm.init
 loads another one before first use. Framework allocators: crmm.allocators.cupy, .numba, .torch.
 """
 
-from . import mr, pylibrmm, statistics
+from . import _cuda, mr, pylibrmm, statistics
 from . import ipc
 from ._errors import (
     BadAllocError,

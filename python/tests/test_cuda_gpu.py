@@ -3,6 +3,8 @@ deviceGetName) with CUDA's error name and reason, arguments of the wrong type ra
 before any CUDA call, and the runtime's version needs no device."""
 
 import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -77,3 +79,11 @@ def test_the_rmm_name_is_the_same_module():
         """
     )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_rmm_cuda_gpu_is_reached_as_an_attribute_after_import_crmm():
+    # RMM's own tests say `import rmm` and then call rmm._cuda.gpu.getDevice()
+    code = "import crmm; print(callable(crmm._cuda.gpu.getDevice))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"

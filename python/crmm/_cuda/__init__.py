@@ -1,1 +1,3 @@
 """rmm._cuda: small CUDA helpers of RMM's Python package (see gpu)."""
+
+from . import gpu
