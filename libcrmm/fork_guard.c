@@ -30,7 +30,10 @@ static void after_fork_in_child(void)
 {
     for (crmm_fork_guard *g = oldest; g; g = g->newer)
         g->child(g->arg);
-    pthread_mutex_init(&list_lock, NULL); /* the parent's forking thread held it: this thread now */
+    /* the parent's forking thread took it, and that thread is this one in the child: released, as
+     * in the parent (made anew, it would still count as held for ThreadSanitizer, which then saw
+     * a lock-order cycle with the logging plugin's own fork lock) */
+    pthread_mutex_unlock(&list_lock);
 }
 
 static void install_handlers(void) { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); }
