@@ -64,14 +64,26 @@ static void pk_int_parts(FILE *f, uint64_t magnitude, int negative)
             pk_byte(f, (int)((v >> (8 * i)) & 0xff));
         return;
     }
-    /* LONG1: little-endian two's complement of 9 bytes (room for any uint64_t and its sign) */
+    /* LONG1: little-endian two's complement in as few bytes as hold the value and its sign, as
+     * Python's pickler writes it. torch's memory viewer (MemoryViz.js) reads a LONG1 of more than
+     * 8 bytes as a JavaScript BigInt, and its address arithmetic then throws: a fixed 9-byte form
+     * broke the viewer on every address above 2^31. */
     uint64_t low = negative ? 0u - magnitude : magnitude;
     int high = negative ? 0xff : 0x00;
+    int n = 8;
+    while (n > 1 && ((low >> (8 * (n - 1))) & 0xff) == (uint64_t)high &&
+           (((low >> (8 * (n - 2))) & 0x80) != 0) == (high != 0))
+        n--;
+    /* a value whose top bit does not match its sign needs a ninth byte (2^63 and above) */
+    int ninth = (((low >> 56) & 0x80) != 0) != (high != 0);
+    if (ninth)
+        n = 9;
     pk_byte(f, 0x8a);
-    pk_byte(f, 9);
-    for (int i = 0; i < 8; i++)
+    pk_byte(f, n);
+    for (int i = 0; i < n && i < 8; i++)
         pk_byte(f, (int)((low >> (8 * i)) & 0xff));
-    pk_byte(f, high);
+    if (n == 9)
+        pk_byte(f, high);
 }
 
 static void pk_uint(FILE *f, uint64_t v) { pk_int_parts(f, v, 0); }

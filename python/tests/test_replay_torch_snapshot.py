@@ -138,6 +138,23 @@ def test_a_resource_without_upstream_shows_each_allocation_as_a_segment(tmp_path
     assert sorted(s["total_size"] for s in segments) == sorted([5000, 3000000, 256])
 
 
+def test_integers_are_written_as_pythons_pickler_writes_them(tmp_path):
+    """torch's memory viewer (MemoryViz.js) reads a LONG1 of more than 8 bytes as a JavaScript
+    BigInt, and its address arithmetic then throws: every LONG1 must be as short as Python's own
+    pickler makes it. Host addresses (above 2^31) and the stream 2^64 - 1 are both written."""
+    import pickletools
+
+    out = tmp_path / "s.pickle"
+    done = replay(tmp_path, "--resource", "p", "--torch-snapshot", str(out))
+    assert done.returncode == 0, done.stderr
+    data = out.read_bytes()
+    longs = [(arg, data[pos + 1]) for op, arg, pos in pickletools.genops(data) if op.name == "LONG1"]
+    assert any(value >= 1 << 32 for value, _ in longs)  # addresses took the LONG1 path
+    assert any(value == (1 << 64) - 1 for value, _ in longs)  # and the stream 2^64 - 1
+    for value, length in longs:
+        assert length == len(pickle.encode_long(value)), (value, length)
+
+
 def test_an_unwritable_path_is_an_error_and_leaves_nothing(tmp_path):
     target = tmp_path / "missing" / "s.pickle"
     done = replay(tmp_path, "--resource", "p", "--torch-snapshot", str(target))
