@@ -67,6 +67,25 @@ START_TEST(serving_stays_tight)
 }
 END_TEST
 
+/* The pool's own counters of what it asked of the device agree with the driver's count, so that
+ * a real process can count the same per step. */
+START_TEST(the_pool_counts_what_it_asks_of_the_device)
+{
+    serving_totals t;
+    crmm_resource *p = run_trace("", 12, 1, &t);
+    ck_assert_uint_eq(crmm_test_query(p, CRMM_QUERY_POOL_DEVICE_SYNCS), (uint64_t)fake_vmm.device_syncs);
+    ck_assert_uint_eq(crmm_test_query(p, CRMM_QUERY_POOL_PAGES_MAPPED), (uint64_t)fake_vmm.maps);
+    ck_assert_uint_eq(crmm_test_query(p, CRMM_QUERY_POOL_PAGES_UNMAPPED), (uint64_t)fake_vmm.unmaps);
+    ck_assert_uint_eq(crmm_test_query(p, CRMM_QUERY_POOL_PAGES_CREATED), (uint64_t)fake_vmm.creates);
+    ck_assert_uint_eq(crmm_test_query(p, CRMM_QUERY_POOL_PAGES_RELEASED), (uint64_t)fake_vmm.releases);
+    ck_assert_uint_eq(crmm_test_query(p, CRMM_QUERY_POOL_GROWTHS), (uint64_t)fake_vmm.set_access);
+    ck_assert_uint_eq(crmm_test_query(p, CRMM_QUERY_POOL_EVENT_WAITS), 0);
+    ck_assert_uint_gt(fake_vmm.device_syncs, 0);
+    ck_assert_uint_gt(fake_vmm.unmaps, 0);
+    crmm_resource_release(p);
+}
+END_TEST
+
 /* A growth past the mark when the free bytes lie in pieces of pages on the one stream that
  * allocates: a synchronization could merge nothing and free no page, so the pool maps without
  * waiting and raises its mark. */
@@ -113,6 +132,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, decode_steps_never_wait_for_the_device);
     tcase_add_test(tc, serving_stays_tight);
+    tcase_add_test(tc, the_pool_counts_what_it_asks_of_the_device);
     tcase_add_test(tc, a_growth_that_nothing_could_move_for_does_not_wait);
     tcase_add_test(tc, trim_after_serving_gives_pages_back);
     suite_add_tcase(s, tc);

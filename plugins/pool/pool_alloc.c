@@ -31,6 +31,8 @@ static inline void count_allocation(pool_resource *p, size_t bytes, size_t size)
 {
     crmm_counters_add_locked(&p->counters, bytes);
     p->live_bytes += size;
+    if (p->live_bytes > p->live_peak)
+        p->live_peak = p->live_bytes;
 }
 
 /* The same with caches on: the pool's own counters leave out what the caches count, so they
@@ -43,6 +45,8 @@ static inline void count_allocation_caching(pool_resource *p, size_t bytes, size
     __atomic_store_n(&c->total_count, c->total_count + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&c->total_bytes, c->total_bytes + bytes, __ATOMIC_RELAXED);
     p->live_bytes += size;
+    if (p->live_bytes > p->live_peak)
+        p->live_peak = p->live_bytes;
 }
 
 static inline void count_free(pool_resource *p, size_t bytes, size_t size)

@@ -385,6 +385,7 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
             break;
         } else if ((st = pool_vmm_map(v, pool_vmm_page_of(v, plan.first), plan.pages)) == CRMM_OK) {
             p->reserved += plan.pages * v->page;
+            p->growths++;
             if (p->reserved > p->reserved_peak)
                 p->reserved_peak = p->reserved;
             if ((settled || !can_move) && p->reserved > p->mark) {
