@@ -395,10 +395,19 @@ def run(a):
     torch.cuda.synchronize()
     peak = sampler.stop()
     out.update(workload=a.workload, mode=a.mode, run=a.run, peak_MiB=peak / MiB, at_start_MiB=sampler.at_start / MiB,
-               alloc_free_ns=alloc_free_ns(torch), torch=torch.__version__)
-    if a.mode != "crmm":
+               torch=torch.__version__)
+    if a.mode == "crmm":
+        import crmm.allocators.torch as ct
+
+        s = ct.memory_stats()
+        out["thread_caches"] = s.get("crmm.thread_caches")
+    else:
         s = torch.cuda.memory_stats()
-        out["torch_reserved_peak_MiB"] = s.get("reserved_bytes.all.peak", 0) / MiB
+    # what the allocator held at most, and what the process's peak holds beyond it and the start
+    out["reserved_peak_MiB"] = s.get("reserved_bytes.all.peak", 0) / MiB
+    out["allocated_peak_MiB"] = s.get("allocated_bytes.all.peak", 0) / MiB
+    out["outside_MiB"] = out["peak_MiB"] - out["at_start_MiB"] - out["reserved_peak_MiB"]
+    out["alloc_free_ns"] = alloc_free_ns(torch)
     print(json.dumps(out), flush=True)
 
 
@@ -415,8 +424,8 @@ def table(path):
                 runs.setdefault((r["workload"], r["mode"]), []).append(r)
     modes = ["native", "expandable", "crmm"]
     print("| workload | mode | runs | peak MiB median (min-max) | vs native | vs expandable | metric median (min-max) "
-          "| first step s | alloc+free ns | crmm per step/token |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| first step s | reserved / allocated peak MiB | outside MiB | alloc+free ns | crmm per step/token |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for w in ["dyn_train", "serving", "vit", "moe"]:
         med = {m: median([r["peak_MiB"] for r in runs.get((w, m), [])]) for m in modes}
         for m in modes:
@@ -433,10 +442,15 @@ def table(path):
                         (per["device_syncs"], per["pages_unmapped"], per["pages_released"], per["pages_created"],
                          per["allocations"])) if per else ""
             name = rs[0].get("metric_name", "")
-            print("| %s | %s | %d | %.0f (%.0f-%.0f) | %s | %s | %s %.2f (%.2f-%.2f) | %.1f | %.0f | %s |" % (
-                w, m, len(rs), median(peaks), min(peaks), max(peaks), ratio("native"), ratio("expandable"), name,
-                median(metric) if metric else 0, min(metric) if metric else 0, max(metric) if metric else 0, first,
-                ns, per_text))
+            reserved = median([r.get("reserved_peak_MiB", 0) for r in rs])
+            allocated = median([r.get("allocated_peak_MiB", 0) for r in rs])
+            outside = median([r.get("outside_MiB", 0) for r in rs])
+            if rs[-1].get("thread_caches"):
+                per_text += ", thread caches on"
+            print("| %s | %s | %d | %.0f (%.0f-%.0f) | %s | %s | %s %.2f (%.2f-%.2f) | %.1f | %.0f / %.0f | %.0f | %.0f | %s |"
+                  % (w, m, len(rs), median(peaks), min(peaks), max(peaks), ratio("native"), ratio("expandable"), name,
+                     median(metric) if metric else 0, min(metric) if metric else 0, max(metric) if metric else 0,
+                     first, reserved, allocated, outside, ns, per_text))
 
 
 if __name__ == "__main__":

@@ -76,6 +76,7 @@ QUERIES = {
     "pool_pages_released": 1000 + 0x506,
     "pool_block_bytes": 1000 + 0x507,
     "pool_block_bytes_peak": 1000 + 0x508,
+    "pool_thread_caches": 1000 + 0x509,
 }
 
 

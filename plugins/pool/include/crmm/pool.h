@@ -50,6 +50,9 @@ enum {
  * bytes asked for), and the highest that has been. */
 #define CRMM_QUERY_POOL_BLOCK_BYTES ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x507))
 #define CRMM_QUERY_POOL_BLOCK_BYTES_PEAK ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x508))
+/* 1 once the per-thread caches are on (threads contended for the pool, or thread_cache = on and
+ * a second thread allocated), else 0: an expandable pool then grows in steps (docs/expandable-pool.md). */
+#define CRMM_QUERY_POOL_THREAD_CACHES ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x509))
 
 /* crmm_resource_control(mr, CRMM_POOL_OP_FORGET_STREAM, stream) on the first pool in mr's chain
  * (crmm_resource_find_kind). CRMM_ERROR_UNSUPPORTED when the chain has no pool;
