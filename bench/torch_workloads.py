@@ -15,7 +15,10 @@ sequence in every mode; nothing is downloaded):
              tokens, and so every allocation's size, changes with every step
 Modes: native (PyTorch's caching allocator), expandable (PYTORCH_CUDA_ALLOC_CONF=
 expandable_segments:True, set before torch is imported), crmm (crmm.allocators.torch.use_crmm()
-with $CRMM_CONFIG, the default config conf/crmm.ini when run by torch_workloads.sh).
+with $CRMM_CONFIG, the default config conf/crmm.ini when run by torch_workloads.sh), and, for a
+diagnosis not run by default, crmm_chunked (crmm's pool growing by cudaMalloc chunks instead of
+mapping pages: the same allocator work over memory that is not mapped page by page, which tells
+a cost of the allocator from a cost of page-mapped memory in the kernels).
 
 Each run prints one JSON line: peak device memory (total - free, sampled every 2 ms in a thread,
 and the same at start for reference), seconds from process start to the end of the first step,
@@ -36,13 +39,15 @@ MiB = 1 << 20
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", choices=["dyn_train", "serving", "vit", "moe"])
-    ap.add_argument("--mode", choices=["native", "expandable", "crmm"])
+    ap.add_argument("--mode", choices=["native", "expandable", "crmm", "crmm_chunked"])
     ap.add_argument("--record", metavar="LOG.csv", help="crmm mode: write the allocation log here")
     ap.add_argument("--run", type=int, default=0, help="the run's number, copied to the output")
     ap.add_argument("--table", metavar="RESULTS.jsonl", help="print the table of the runs in this file")
     a = ap.parse_args()
     if not a.table and not (a.workload and a.mode):
         ap.error("--workload and --mode, or --table")
+    if a.record and a.mode == "crmm_chunked":
+        a.mode = "crmm"  # the recorded pool is the default one
     if a.record and a.mode != "crmm":
         ap.error("--record needs --mode crmm")
     return a
@@ -51,11 +56,24 @@ def parse_args():
 ARGS = parse_args()
 if ARGS.mode == "expandable":
     os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
-elif ARGS.mode == "native":
+elif ARGS.mode:
     os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
 
 
 # ---- the allocator ------------------------------------------------------------------------------
+
+CHUNKED_CONFIG = """[crmm]
+default = pool
+log_level = warn
+
+[resource.gpu]
+plugin = cuda
+
+[resource.pool]
+plugin = pool
+upstream = gpu
+initial_size = 0
+"""
 
 RECORD_CONFIG = """[crmm]
 default = rec
@@ -77,7 +95,7 @@ auto_flush = true
 """
 
 
-def use_crmm(record):
+def use_crmm(record, chunked=False):
     here = os.path.dirname(os.path.abspath(__file__))
     default = os.path.join(here, "..", "conf", "crmm.ini")
     if not os.environ.get("CRMM_CONFIG") and os.path.exists(default):
@@ -88,6 +106,13 @@ def use_crmm(record):
         fd, path = tempfile.mkstemp(prefix="crmm-record-", suffix=".ini")
         with os.fdopen(fd, "w") as f:
             f.write(RECORD_CONFIG.format(log=os.path.abspath(record)))
+        os.environ["CRMM_CONFIG"] = path
+    elif chunked:
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="crmm-chunked-", suffix=".ini")
+        with os.fdopen(fd, "w") as f:
+            f.write(CHUNKED_CONFIG)
         os.environ["CRMM_CONFIG"] = path
     import crmm.allocators.torch as ct
 
@@ -384,19 +409,20 @@ WORKLOADS = {"dyn_train": dyn_train, "serving": serving, "vit": vit, "moe": moe}
 
 
 def run(a):
-    if a.mode == "crmm":
-        use_crmm(a.record)
+    crmm_mode = a.mode.startswith("crmm")
+    if crmm_mode:
+        use_crmm(a.record, chunked=a.mode == "crmm_chunked")
     import torch
 
     torch.cuda.init()
     torch.backends.cuda.matmul.allow_tf32 = True
     sampler = PeakSampler(torch)
-    out = WORKLOADS[a.workload](torch, CrmmCounters(a.mode == "crmm"))
+    out = WORKLOADS[a.workload](torch, CrmmCounters(crmm_mode))
     torch.cuda.synchronize()
     peak = sampler.stop()
     out.update(workload=a.workload, mode=a.mode, run=a.run, peak_MiB=peak / MiB, at_start_MiB=sampler.at_start / MiB,
                torch=torch.__version__)
-    if a.mode == "crmm":
+    if crmm_mode:
         import crmm.allocators.torch as ct
 
         s = ct.memory_stats()
@@ -422,7 +448,7 @@ def table(path):
             if line.startswith("{"):
                 r = json.loads(line)
                 runs.setdefault((r["workload"], r["mode"]), []).append(r)
-    modes = ["native", "expandable", "crmm"]
+    modes = ["native", "expandable", "crmm", "crmm_chunked"]
     print("| workload | mode | runs | peak MiB median (min-max) | vs native | vs expandable | metric median (min-max) "
           "| first step s | reserved / allocated peak MiB | outside MiB | alloc+free ns | crmm per step/token |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
