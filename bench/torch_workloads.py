@@ -123,7 +123,7 @@ class CrmmCounters:
     """What crmm's pool asked of the device, and the allocations made, read between steps."""
 
     KEYS = ("crmm.device_syncs", "crmm.pages_mapped", "crmm.pages_unmapped", "crmm.pages_created",
-            "crmm.pages_released", "crmm.growths", "crmm.event_waits")
+            "crmm.pages_released", "crmm.growths", "crmm.event_waits", "crmm.lock_waits")
 
     def __init__(self, on):
         self.on = on

@@ -698,6 +698,7 @@ START_TEST(peaks_reset_to_the_current_figures)
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_MAPPED), 0);
     ck_assert_uint_ge(q(p, CRMM_QUERY_POOL_GROWTHS), 2); /* chunks taken from upstream */
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_LOCK_WAITS), 0); /* one thread */
     crmm_resource_deallocate(p, a, 1000, NULL);
     crmm_resource_deallocate(p, c, 5000, NULL);
     /* a chain without a pool, and no resource */

@@ -202,6 +202,7 @@ static inline void lock_counting_waits(pool_resource *p)
     if (__builtin_expect(__atomic_exchange_n(&p->lock, 1, __ATOMIC_ACQUIRE) != 0, 0)) {
         spin_lock_contended(&p->lock);
         p->lock_waits++;
+        p->lock_waits_total++;
     }
     if (__builtin_expect(++p->lock_ops == POOL_CONTENTION_WINDOW, 0))
         end_contention_window(p);

@@ -63,6 +63,7 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     case CRMM_QUERY_POOL_BLOCK_BYTES: *out = live_bytes; break;
     case CRMM_QUERY_POOL_BLOCK_BYTES_PEAK: *out = p->live_peak; break;
     case CRMM_QUERY_POOL_THREAD_CACHES: *out = pool_caching(p); break;
+    case CRMM_QUERY_POOL_LOCK_WAITS: *out = p->lock_waits_total; break;
     default: st = crmm_counters_query(&counters, what, out); break;
     }
     if (what == CRMM_QUERY_LARGEST_FREE_BLOCK && cached_largest > *out)

@@ -63,6 +63,7 @@ typedef struct pool_resource {
     uintptr_t first_thread;        /* POOL_CACHE_ON: the first thread that allocated; 0: none yet */
     uint32_t lock_ops, lock_waits; /* POOL_CACHE_AUTO: locked operations of the current window, and
                                     * how many of them found the lock held */
+    uint64_t lock_waits_total;     /* allocates and frees that found the lock held, since creation */
     pool_thread_cache *caches;     /* every cache of the pool */
     pool_graph *graphs;            /* the CUDA graphs that own blocks of the pool (pool_capture.h) */
     pool_graph *released;          /* atomic: a stack of those whose graph is gone, not yet collected */

@@ -77,6 +77,7 @@ QUERIES = {
     "pool_block_bytes": 1000 + 0x507,
     "pool_block_bytes_peak": 1000 + 0x508,
     "pool_thread_caches": 1000 + 0x509,
+    "pool_lock_waits": 1000 + 0x50A,
 }
 
 

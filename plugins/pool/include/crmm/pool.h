@@ -53,6 +53,9 @@ enum {
 /* 1 once the per-thread caches are on (threads contended for the pool, or thread_cache = on and
  * a second thread allocated), else 0: an expandable pool then grows in steps (docs/expandable-pool.md). */
 #define CRMM_QUERY_POOL_THREAD_CACHES ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x509))
+/* Allocates and frees that found the pool's lock held by another thread and waited for it
+ * (counted while the per-thread caches are off; with them on, calls go through the caches). */
+#define CRMM_QUERY_POOL_LOCK_WAITS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x50a))
 
 /* crmm_resource_control(mr, CRMM_POOL_OP_FORGET_STREAM, stream) on the first pool in mr's chain
  * (crmm_resource_find_kind). CRMM_ERROR_UNSUPPORTED when the chain has no pool;
