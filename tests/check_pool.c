@@ -670,6 +670,46 @@ START_TEST(control_ops)
 }
 END_TEST
 
+/* Resetting the peaks sets each to its current figure; later use raises them again. The block
+ * bytes count requests rounded up to 256. A pool over host memory makes no device call: its
+ * device counters stay 0. */
+START_TEST(peaks_reset_to_the_current_figures)
+{
+    crmm_resource *p = make_pool("initial_size=0", host_upstream());
+    void *a = alloc(p, 1000), *b = alloc(p, 3 << 20);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_BLOCK_BYTES), 1024 + (3 << 20));
+    crmm_resource_deallocate(p, b, 3 << 20, NULL);
+    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE_PEAK), 1000 + (3 << 20));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_BLOCK_BYTES_PEAK), 1024 + (3 << 20));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_PEAK), 2);
+    ck_assert_crmm_ok(crmm_pool_reset_peaks(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE_PEAK), 1000);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_BLOCK_BYTES_PEAK), 1024);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_BLOCK_BYTES), 1024);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_PEAK), 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), reserved);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 1000); /* the current figures are untouched */
+    void *c = alloc(p, 5000);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE_PEAK), 6000);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_BLOCK_BYTES_PEAK), 1024 + 5120);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_PEAK), 2);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_DEVICE_SYNCS), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_MAPPED), 0);
+    ck_assert_uint_ge(q(p, CRMM_QUERY_POOL_GROWTHS), 2); /* chunks taken from upstream */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_LOCK_WAITS), 0); /* one thread */
+    crmm_resource_deallocate(p, a, 1000, NULL);
+    crmm_resource_deallocate(p, c, 5000, NULL);
+    /* a chain without a pool, and no resource */
+    crmm_resource *h = host_upstream();
+    ck_assert_crmm(crmm_pool_reset_peaks(h), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_crmm(crmm_pool_reset_peaks(NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    crmm_resource_release(h);
+    crmm_resource_release(p);
+}
+END_TEST
+
 /* ---- random use against a model ---------------------------------------------------------- */
 
 typedef struct live_block { uintptr_t p; size_t n; unsigned char tag; } live_block;
@@ -839,6 +879,7 @@ int main(void)
     tcase_add_test(tc, a_block_in_the_size_class_itself_is_found);
     tcase_add_test(tc, bad_pointers_are_refused_and_change_nothing);
     tcase_add_test(tc, control_ops);
+    tcase_add_test(tc, peaks_reset_to_the_current_figures);
     tcase_add_test(tc, random_use_keeps_the_books);
     suite_add_tcase(s, tc);
 

@@ -590,14 +590,18 @@ START_TEST(auto_switches_on_when_threads_wait_for_the_lock)
     /* just short of the number of waits that switches them on, in one window of locked calls */
     for (int k = 0; k < 63; k++)
         one_wait_for_the_lock(p);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_LOCK_WAITS), 63); /* each round: one call waited */
     for (int k = 0; k < 1024; k++) /* the window ends */
         release(p, alloc(p, 256), 256);
     ck_assert(!caches_are_on(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), 0);
     for (int k = 0; k < 64; k++)
         one_wait_for_the_lock(p);
     for (int k = 0; k < 1024; k++)
         release(p, alloc(p, 256), 256);
     ck_assert(caches_are_on(p) == !_i); /* thread_cache = off: never */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), !_i);
+    ck_assert_uint_ge(q(p, CRMM_QUERY_POOL_LOCK_WAITS), 63 + 64);
     release(p, pin, 256);
     crmm_resource_release(p);
 }
@@ -612,6 +616,7 @@ START_TEST(auto_stays_off_for_threads_that_take_turns)
         release(p, alloc(p, 256), 256);
     ck_assert(!caches_are_on(p));
     ck_assert(!caches_are_on(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_LOCK_WAITS), 0);
     crmm_resource_release(p);
 }
 END_TEST

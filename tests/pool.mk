@@ -53,3 +53,11 @@ tests_check_pool_thread_cache_CFLAGS = $(TEST_CFLAGS)
 tests_check_pool_thread_cache_LDFLAGS = -export-dynamic
 tests_check_pool_thread_cache_LDADD = $(TEST_LDADD)
 TESTS += tests/check_pool_thread_cache
+# an inference server's allocations through the expandable pool over the scripted driver: what a
+# decode step asks of the device (runs without a GPU)
+check_PROGRAMS += tests/check_pool_serving
+tests_check_pool_serving_SOURCES = tests/check_pool_serving.c tests/serving_trace.c tests/serving_trace.h $(FAKE_VMM_SOURCES)
+tests_check_pool_serving_CFLAGS = $(TEST_CFLAGS)
+tests_check_pool_serving_LDFLAGS = -export-dynamic
+tests_check_pool_serving_LDADD = $(TEST_LDADD)
+TESTS += tests/check_pool_serving

@@ -31,6 +31,8 @@ static inline void count_allocation(pool_resource *p, size_t bytes, size_t size)
 {
     crmm_counters_add_locked(&p->counters, bytes);
     p->live_bytes += size;
+    if (p->live_bytes > p->live_peak)
+        p->live_peak = p->live_bytes;
 }
 
 /* The same with caches on: the pool's own counters leave out what the caches count, so they
@@ -43,6 +45,8 @@ static inline void count_allocation_caching(pool_resource *p, size_t bytes, size
     __atomic_store_n(&c->total_count, c->total_count + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&c->total_bytes, c->total_bytes + bytes, __ATOMIC_RELAXED);
     p->live_bytes += size;
+    if (p->live_bytes > p->live_peak)
+        p->live_peak = p->live_bytes;
 }
 
 static inline void count_free(pool_resource *p, size_t bytes, size_t size)
@@ -198,6 +202,7 @@ static inline void lock_counting_waits(pool_resource *p)
     if (__builtin_expect(__atomic_exchange_n(&p->lock, 1, __ATOMIC_ACQUIRE) != 0, 0)) {
         spin_lock_contended(&p->lock);
         p->lock_waits++;
+        p->lock_waits_total++;
     }
     if (__builtin_expect(++p->lock_ops == POOL_CONTENTION_WINDOW, 0))
         end_contention_window(p);

@@ -22,7 +22,9 @@
  *  - growth past the mark: the mark is the most the pool has had to hold (raised only by growth
  *    that moving free pages could not avoid). While a growth keeps the pool within the mark plus
  *    1/POOL_EXPAND_SLACK of it, the pool maps without waiting. A growth beyond that first
- *    synchronizes (unless the free bytes are within release_threshold), lets every free block
+ *    synchronizes (unless the free bytes are within release_threshold, or the caller's stream
+ *    is the only one holding free blocks and none of them holds a whole page: nothing could
+ *    merge or move then), lets every free block
  *    merge, and, when free whole pages beyond release_threshold remain, unmaps just enough of
  *    them (not the free blocks the growth will join) that the pool stays within the mark, the
  *    new pages reusing their physical memory. The slack absorbs the small differences in
@@ -222,6 +224,17 @@ static crmm_status release_beyond(pool_resource *p, pool_stream *holder, uint64_
     return CRMM_OK;
 }
 
+/* Whether a device synchronization before growing for stream s would be in vain: s is the only
+ * state (no blocks of other streams could join and merge with its own) and no free block holds a
+ * whole page that could be moved. */
+static bool nothing_to_move(const pool_resource *p, const pool_stream *s)
+{
+    const pool_streams *ss = &p->streams;
+    if (ss->count > 1 || (ss->count == 1 && ss->all[0] != s))
+        return false;
+    return releasable_bytes(p) == 0;
+}
+
 /* ---- growing ------------------------------------------------------------------------------- */
 
 /* Where to map: `pages` pages of hole `hole` starting at `first` (an address); 0 pages when no
@@ -337,6 +350,8 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
         if (p->moved_since_mark || threads || p->capturing)
             can_move = false; /* moving again before the mark rose: the pattern needs the memory;
                                * under capture nothing may wait for the device */
+        else if (can_move && !settled && nothing_to_move(p, s))
+            can_move = false; /* a synchronization could neither merge blocks nor free a page */
         if (!settled && plan.pages && p->reserved + plan.pages * v->page > p->mark + p->mark / POOL_EXPAND_SLACK &&
             can_move) {
             /* past the high-water mark: wait for the device, let every free block merge (one may
@@ -370,6 +385,7 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
             break;
         } else if ((st = pool_vmm_map(v, pool_vmm_page_of(v, plan.first), plan.pages)) == CRMM_OK) {
             p->reserved += plan.pages * v->page;
+            p->growths++;
             if (p->reserved > p->reserved_peak)
                 p->reserved_peak = p->reserved;
             if ((settled || !can_move) && p->reserved > p->mark) {

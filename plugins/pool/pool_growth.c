@@ -115,8 +115,10 @@ crmm_status pool_grow(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_s
     }
     for (;;) {
         crmm_status st = add_chunk(p, s, (size_t)attempt, stream, out);
-        if (st == CRMM_OK)
+        if (st == CRMM_OK) {
+            p->growths++;
             return CRMM_OK;
+        }
         if (attempt == size) {
             if (st != CRMM_ERROR_OUT_OF_MEMORY && st != CRMM_ERROR_BAD_ALLOC) {
                 char label[80], req[32];

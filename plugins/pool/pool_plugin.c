@@ -117,6 +117,10 @@ static crmm_status pool_control(crmm_resource *self, int op, void *arg)
     if (op == CRMM_POOL_OP_IPC_EXPORT)
         return arg ? pool_ipc_export(p, arg)
                    : crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: ipc export: argument is NULL", pool_label(p, label, sizeof label));
+    if (op == CRMM_POOL_OP_RESET_PEAKS) {
+        pool_reset_peaks(p);
+        return CRMM_OK;
+    }
     if (op != CRMM_POOL_OP_FORGET_STREAM)
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %#x", pool_label(p, label, sizeof label), op);
     crmm_cuda_stream_t stream = (crmm_cuda_stream_t)arg;

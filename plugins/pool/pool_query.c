@@ -4,6 +4,7 @@
  * free block (over every stream's free list and every cache) and the maximum. Fragmentation follows from BYTES_FREE and LARGEST_FREE_BLOCK
  * (crmm_resource_fragmentation). */
 #include "config.h"
+#include <crmm/pool.h>
 #include "pool_resource.h"
 
 static uint64_t largest_free_block(const pool_resource *p)
@@ -19,6 +20,20 @@ static uint64_t largest_free_block(const pool_resource *p)
     return largest;
 }
 
+void pool_reset_peaks(pool_resource *p)
+{
+    pool_lock(p);
+    crmm_alloc_counters sum = p->counters;
+    uint64_t live_bytes = p->live_bytes;
+    if (pool_caching(p))
+        pool_cache_sum(p, &sum, &live_bytes);
+    __atomic_store_n(&p->counters.peak_count, sum.count, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->counters.peak_bytes, sum.bytes, __ATOMIC_RELAXED);
+    p->reserved_peak = p->reserved;
+    p->live_peak = live_bytes;
+    pool_unlock(p);
+}
+
 crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
 {
     pool_resource *p = (pool_resource *)self;
@@ -31,13 +46,24 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
         pool_cache_sum(p, &counters, &live_bytes);
         cached_largest = pool_cache_largest(p);
     }
-    switch (what) {
+    switch ((int)what) {
     case CRMM_QUERY_BYTES_RESERVED: *out = p->reserved; break;
     case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = p->reserved_peak; break;
     case CRMM_QUERY_BYTES_FREE: *out = p->reserved - live_bytes; break;
     case CRMM_QUERY_LARGEST_FREE_BLOCK: *out = largest_free_block(p); break;
     case CRMM_QUERY_UPSTREAM_BLOCKS: *out = p->expandable ? p->vmm.mapped_pages : p->chunk_count; break;
     case CRMM_QUERY_MAXIMUM_SIZE: *out = p->maximum; break;
+    case CRMM_QUERY_POOL_DEVICE_SYNCS: *out = __atomic_load_n(&p->streams.syncs, __ATOMIC_RELAXED); break;
+    case CRMM_QUERY_POOL_EVENT_WAITS: *out = __atomic_load_n(&p->streams.event_waits, __ATOMIC_RELAXED); break;
+    case CRMM_QUERY_POOL_GROWTHS: *out = p->growths; break;
+    case CRMM_QUERY_POOL_PAGES_MAPPED: *out = p->vmm.pages_mapped; break;
+    case CRMM_QUERY_POOL_PAGES_UNMAPPED: *out = p->vmm.pages_unmapped; break;
+    case CRMM_QUERY_POOL_PAGES_CREATED: *out = p->vmm.pages_created; break;
+    case CRMM_QUERY_POOL_PAGES_RELEASED: *out = p->vmm.pages_released; break;
+    case CRMM_QUERY_POOL_BLOCK_BYTES: *out = live_bytes; break;
+    case CRMM_QUERY_POOL_BLOCK_BYTES_PEAK: *out = p->live_peak; break;
+    case CRMM_QUERY_POOL_THREAD_CACHES: *out = pool_caching(p); break;
+    case CRMM_QUERY_POOL_LOCK_WAITS: *out = p->lock_waits_total; break;
     default: st = crmm_counters_query(&counters, what, out); break;
     }
     if (what == CRMM_QUERY_LARGEST_FREE_BLOCK && cached_largest > *out)

@@ -48,6 +48,8 @@ typedef struct pool_resource {
     uint64_t mark;                    /* expandable: the most it had to map (see pool_expand.c) */
     bool moved_since_mark;         /* expandable: a growth moved free pages and the mark has not risen since */
     uint64_t live_bytes;           /* bytes of live blocks (rounded to 256) */
+    uint64_t live_peak;            /* the highest live_bytes (with caches on: of the sums, pool_cache_sum) */
+    uint64_t growths;              /* growths: upstream chunks taken, or runs of pages mapped */
     uint64_t maximum;              /* most it may reserve; POOL_NO_MAXIMUM */
     uint64_t initial;              /* initial_size: an expandable pool never gives back below it */
     crmm_alloc_counters counters;  /* requested bytes; updated under the lock */
@@ -61,6 +63,7 @@ typedef struct pool_resource {
     uintptr_t first_thread;        /* POOL_CACHE_ON: the first thread that allocated; 0: none yet */
     uint32_t lock_ops, lock_waits; /* POOL_CACHE_AUTO: locked operations of the current window, and
                                     * how many of them found the lock held */
+    uint64_t lock_waits_total;     /* allocates and frees that found the lock held, since creation */
     pool_thread_cache *caches;     /* every cache of the pool */
     pool_graph *graphs;            /* the CUDA graphs that own blocks of the pool (pool_capture.h) */
     pool_graph *released;          /* atomic: a stack of those whose graph is gone, not yet collected */
@@ -132,5 +135,7 @@ void pool_fork_guard_remove(pool_resource *p);
 
 /* ---- pool_query.c ---------------------------------------------------------------------------- */
 crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out);
+/* Set every peak to its current figure (CRMM_POOL_OP_RESET_PEAKS); takes the lock. */
+void pool_reset_peaks(pool_resource *p);
 
 #endif

@@ -206,6 +206,7 @@ static bool order_behind(pool_streams *ss, pool_stream *t, pool_stream *s)
         cudaGetLastError();
         return false;
     }
+    __atomic_add_fetch(&ss->event_waits, 1, __ATOMIC_RELAXED);
     return true;
 }
 
@@ -268,6 +269,7 @@ crmm_status pool_streams_synchronize(pool_streams *ss)
     crmm_status st = crmm_cuda_device_enter(ss->device, &g);
     if (st != CRMM_OK)
         return crmm_error_add_context("pool");
+    __atomic_add_fetch(&ss->syncs, 1, __ATOMIC_RELAXED);
     cudaError_t e = cudaDeviceSynchronize();
     crmm_cuda_device_restore(&g);
     if (e != cudaSuccess) {

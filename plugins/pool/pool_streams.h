@@ -34,6 +34,8 @@ typedef struct pool_streams {
     bool by_event;                 /* stream_reuse: POOL_REUSE_EVENT (false: POOL_REUSE_SYNC) */
     int device;                    /* CUDA device of the pool (for the event and synchronizing) */
     void *event;                   /* cudaEvent_t, made at the first take by event; or NULL */
+    uint64_t syncs;                /* device synchronizations made (pool_streams_synchronize) */
+    uint64_t event_waits;          /* streams made to wait for another's event (stream_reuse = event) */
 } pool_streams;
 
 /* Set up: with `real` false the single state for every stream; with it true an empty set that

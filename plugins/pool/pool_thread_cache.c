@@ -424,6 +424,8 @@ void pool_cache_sum(pool_resource *p, crmm_alloc_counters *sum, uint64_t *live_b
         spin_unlock(&c->lock);
     }
     raise_peaks(&p->counters, sum->count, sum->bytes);
+    if (*live_bytes > p->live_peak)
+        p->live_peak = *live_bytes;
     sum->peak_count = p->counters.peak_count;
     sum->peak_bytes = p->counters.peak_bytes;
 }

@@ -155,6 +155,7 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
                 st = driver_error(r, "cuMemCreate");
                 break;
             }
+            v->pages_created++;
         }
         CUresult r = drv.map((CUdeviceptr)pool_vmm_page_addr(v, i), v->page, 0, h, 0);
         if (r != CUDA_SUCCESS) {
@@ -164,6 +165,7 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
         }
         v->handles[i] = h;
         v->mapped[i] = 1;
+        v->pages_mapped++;
     }
     if (st == CRMM_OK) {
         CUmemAccessDesc access;
@@ -206,14 +208,17 @@ size_t pool_vmm_unmap(pool_vmm *v, size_t first, size_t count)
         v->handles[i] = 0;
         v->mapped[i] = 0;
         v->mapped_pages--;
+        v->pages_unmapped++;
     }
     return count;
 }
 
 void pool_vmm_drop_spares(pool_vmm *v)
 {
-    while (v->spare_count)
+    while (v->spare_count) {
         drv.release(v->spare[--v->spare_count]);
+        v->pages_released++;
+    }
 }
 
 void pool_vmm_release(pool_vmm *v)

@@ -35,6 +35,8 @@ typedef struct pool_vmm {
     size_t spare_count;
     int device;
     int handle_types;              /* CUmemAllocationHandleType pages are made exportable as (pool_ipc.c); 0: none */
+    /* driver calls made so far, for the pool's queries (crmm/pool.h) */
+    uint64_t pages_created, pages_released, pages_mapped, pages_unmapped;
 } pool_vmm;
 
 /* Whether the virtual memory API can be used on `device`; on false, *why says why in a phrase

@@ -3,17 +3,35 @@ from the current crmm resource of its device, through torch's CUDAPluggableAlloc
 libcrmm's crmm_torch_allocate / crmm_torch_deallocate. Call it before torch first allocates CUDA
 memory (torch refuses to change its allocator afterwards).
 
+PyTorch's own figures (torch.cuda.memory_allocated(), memory_stats()) are empty under a pluggable
+allocator: memory_stats() here gives them from crmm's resource, under torch's key names, and
+reset_peak_memory_stats() resets its peaks.
+
 The module imports without PyTorch: rmm_torch_allocator is then None (as in RMM) and use_crmm()
 raises ModuleNotFoundError naming torch."""
 
-from .._lib import library_path
+import ctypes
+
+from .._errors import UnsupportedError
+from .._lib import check, lib, library_path
 
 try:
     from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
 except ImportError:
     CUDAPluggableAllocator = change_current_allocator = None
 
-__all__ = ["rmm_torch_allocator", "crmm_torch_allocator", "use_crmm", "crmm_mem_pool"]
+__all__ = [
+    "rmm_torch_allocator",
+    "crmm_torch_allocator",
+    "use_crmm",
+    "crmm_mem_pool",
+    "memory_stats",
+    "reset_peak_memory_stats",
+    "memory_allocated",
+    "max_memory_allocated",
+    "memory_reserved",
+    "max_memory_reserved",
+]
 
 # The allocator object, as RMM's rmm_torch_allocator: torch.cuda.memory.change_current_allocator(it).
 if CUDAPluggableAllocator is not None:
@@ -39,3 +57,110 @@ def crmm_mem_pool(**kwargs):
     import torch
 
     return torch.cuda.MemPool(rmm_torch_allocator.allocator(), **kwargs)
+
+
+# torch.cuda.memory_stats() keys and the crmm queries that mean the same, current and peak. A
+# pool's blocks are requests rounded up to 256 bytes, as torch's blocks are rounded up to 512:
+# "allocated" is the blocks, "requested" what was asked for. A freed block is free at once for
+# its stream (crmm orders other streams itself), so "active" is "allocated".
+_STATS = (
+    ("allocated_bytes.all", "pool_block_bytes", "pool_block_bytes_peak"),
+    ("active_bytes.all", "pool_block_bytes", "pool_block_bytes_peak"),
+    ("requested_bytes.all", "bytes_in_use", "bytes_in_use_peak"),
+    ("reserved_bytes.all", "bytes_reserved", "bytes_reserved_peak"),
+    ("allocation.all", "allocations", "allocations_peak"),
+    ("active.all", "allocations", "allocations_peak"),
+)
+# What the pool asked of the device since it was made (crmm's own, under a "crmm." prefix).
+_COUNTERS = ("device_syncs", "event_waits", "growths", "pages_mapped", "pages_unmapped", "pages_created",
+             "pages_released", "thread_caches", "lock_waits")
+
+
+def _device_index(device):
+    """int from None (the current device), an int, "cuda", "cuda:N" or a torch.device."""
+    if device is None:
+        from ..pylibrmm.memory_resource import current_device
+
+        return current_device()
+    if isinstance(device, bool):
+        raise TypeError("device must be an int, 'cuda:N' or a torch.device, not bool")
+    if isinstance(device, int):
+        return device
+    index = getattr(device, "index", None)
+    if getattr(device, "type", None) == "cuda":
+        return _device_index(index)
+    if isinstance(device, str) and (device == "cuda" or device.startswith("cuda:")):
+        return _device_index(int(device[5:]) if device != "cuda" else None)
+    raise TypeError(f"device must be an int, 'cuda:N' or a torch.device, not {device!r}")
+
+
+def _resource(device, mr):
+    if mr is not None:
+        return mr
+    from ..pylibrmm.memory_resource import get_per_device_resource
+
+    return get_per_device_resource(_device_index(device))
+
+
+def _query(mr, what):
+    try:
+        return mr.query(what)
+    except UnsupportedError:
+        return None
+
+
+def memory_stats(device=None, mr=None):
+    """PyTorch's memory statistics of crmm's resource for `device` (None: the current device;
+    an int, "cuda:N" or torch.device), or of resource `mr`: a dict under torch.cuda.memory_stats()
+    names where they mean the same ("allocated_bytes.all.current", "reserved_bytes.all.peak",
+    ...), and "crmm.device_syncs", "crmm.pages_unmapped", ... for what a pool asked of the device.
+    Figures the resource cannot give are left out (a resource without counters gives {})."""
+    mr = _resource(device, mr)
+    stats = {}
+    for key, current, peak in _STATS:
+        now = _query(mr, current)
+        if now is None and current == "pool_block_bytes":  # no pool: the requested bytes
+            now, peak = _query(mr, "bytes_in_use"), "bytes_in_use_peak"
+        if now is None:
+            continue
+        stats[key + ".current"] = now
+        high = _query(mr, peak)
+        if high is not None:
+            stats[key + ".peak"] = high
+    for name in _COUNTERS:
+        v = _query(mr, "pool_" + name)
+        if v is not None:
+            stats["crmm." + name] = v
+    return dict(sorted(stats.items()))
+
+
+# CRMM_POOL_OP_RESET_PEAKS (crmm/pool.h)
+_POOL_OP_RESET_PEAKS = 0x502
+
+
+def reset_peak_memory_stats(device=None, mr=None):
+    """Set the peaks of memory_stats() to the current figures (torch.cuda.reset_peak_memory_stats)
+    on the first pool of the resource's chain. Raises UnsupportedError when the chain has no
+    pool (other resources keep peaks they cannot reset)."""
+    mr = _resource(device, mr)
+    check(lib.crmm_resource_control_kind(mr._handle, b"pool", _POOL_OP_RESET_PEAKS, ctypes.c_void_p()))
+
+
+def memory_allocated(device=None, mr=None):
+    """Bytes of the blocks handed out (torch.cuda.memory_allocated)."""
+    return memory_stats(device, mr).get("allocated_bytes.all.current", 0)
+
+
+def max_memory_allocated(device=None, mr=None):
+    """The peak of memory_allocated() (torch.cuda.max_memory_allocated)."""
+    return memory_stats(device, mr).get("allocated_bytes.all.peak", 0)
+
+
+def memory_reserved(device=None, mr=None):
+    """Bytes the resource holds from the device (torch.cuda.memory_reserved)."""
+    return memory_stats(device, mr).get("reserved_bytes.all.current", 0)
+
+
+def max_memory_reserved(device=None, mr=None):
+    """The peak of memory_reserved() (torch.cuda.max_memory_reserved)."""
+    return memory_stats(device, mr).get("reserved_bytes.all.peak", 0)

@@ -66,6 +66,18 @@ QUERIES = {
     "allocations_total": 10,
     "bytes_total": 11,
     "maximum_size": 12,
+    # the pool's own (crmm/pool.h): what it asked of the device, and the bytes of its blocks
+    "pool_device_syncs": 1000 + 0x500,
+    "pool_event_waits": 1000 + 0x501,
+    "pool_growths": 1000 + 0x502,
+    "pool_pages_mapped": 1000 + 0x503,
+    "pool_pages_unmapped": 1000 + 0x504,
+    "pool_pages_created": 1000 + 0x505,
+    "pool_pages_released": 1000 + 0x506,
+    "pool_block_bytes": 1000 + 0x507,
+    "pool_block_bytes_peak": 1000 + 0x508,
+    "pool_thread_caches": 1000 + 0x509,
+    "pool_lock_waits": 1000 + 0x50A,
 }
 
 

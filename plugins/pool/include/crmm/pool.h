@@ -29,8 +29,33 @@ enum {
      * nothing freed on it stays tied to its handle. CRMM_OK and nothing done for a pool over
      * host memory or a stream the pool holds no free blocks of. Errors: CRMM_ERROR_CUDA (the
      * synchronization failed). */
-    CRMM_POOL_OP_FORGET_STREAM = 0x500
+    CRMM_POOL_OP_FORGET_STREAM = 0x500,
+    /* arg: unused (NULL). Sets the peaks to the current figures: BYTES_IN_USE_PEAK,
+     * ALLOCATIONS_PEAK, BYTES_RESERVED_PEAK and CRMM_QUERY_POOL_BLOCK_BYTES_PEAK (what PyTorch's
+     * torch.cuda.reset_peak_memory_stats does). Never fails on a pool. */
+    CRMM_POOL_OP_RESET_PEAKS = 0x502
 };
+
+/* The pool's own queries (crmm_resource_query). What it asked of the device since creation, so
+ * that a program can count per step what an allocation waited for: each is a counter the pool
+ * keeps on its slow paths only (the allocate and free fast paths touch none of them). */
+#define CRMM_QUERY_POOL_DEVICE_SYNCS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x500))   /* cudaDeviceSynchronize calls */
+#define CRMM_QUERY_POOL_EVENT_WAITS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x501))    /* streams made to wait for another's event */
+#define CRMM_QUERY_POOL_GROWTHS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x502))        /* upstream chunks taken, or runs of pages mapped */
+#define CRMM_QUERY_POOL_PAGES_MAPPED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x503))   /* expandable: cuMemMap calls (one per page) */
+#define CRMM_QUERY_POOL_PAGES_UNMAPPED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x504)) /* expandable: cuMemUnmap calls */
+#define CRMM_QUERY_POOL_PAGES_CREATED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x505))  /* expandable: cuMemCreate calls */
+#define CRMM_QUERY_POOL_PAGES_RELEASED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x506)) /* expandable: cuMemRelease calls */
+/* Bytes of the blocks handed out (requests rounded up to 256 bytes; BYTES_IN_USE counts the
+ * bytes asked for), and the highest that has been. */
+#define CRMM_QUERY_POOL_BLOCK_BYTES ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x507))
+#define CRMM_QUERY_POOL_BLOCK_BYTES_PEAK ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x508))
+/* 1 once the per-thread caches are on (threads contended for the pool, or thread_cache = on and
+ * a second thread allocated), else 0: an expandable pool then grows in steps (docs/expandable-pool.md). */
+#define CRMM_QUERY_POOL_THREAD_CACHES ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x509))
+/* Allocates and frees that found the pool's lock held by another thread and waited for it
+ * (counted while the per-thread caches are off; with them on, calls go through the caches). */
+#define CRMM_QUERY_POOL_LOCK_WAITS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x50a))
 
 /* crmm_resource_control(mr, CRMM_POOL_OP_FORGET_STREAM, stream) on the first pool in mr's chain
  * (crmm_resource_find_kind). CRMM_ERROR_UNSUPPORTED when the chain has no pool;
@@ -43,6 +68,19 @@ static inline crmm_status crmm_pool_forget_stream(crmm_resource *mr, crmm_cuda_s
     if (!pool)
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource has no pool in its chain", crmm_resource_kind(mr));
     return crmm_resource_control(pool, CRMM_POOL_OP_FORGET_STREAM, (void *)stream);
+}
+
+/* crmm_resource_control(mr, CRMM_POOL_OP_RESET_PEAKS, NULL) on the first pool in mr's chain.
+ * CRMM_ERROR_UNSUPPORTED when the chain has no pool; CRMM_ERROR_INVALID_ARGUMENT for a NULL
+ * resource. */
+static inline crmm_status crmm_pool_reset_peaks(crmm_resource *mr)
+{
+    if (!mr)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "pool: reset_peaks: resource is NULL");
+    crmm_resource *pool = crmm_resource_find_kind(mr, "pool");
+    if (!pool)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource has no pool in its chain", crmm_resource_kind(mr));
+    return crmm_resource_control(pool, CRMM_POOL_OP_RESET_PEAKS, NULL);
 }
 
 #ifdef __cplusplus

@@ -1,0 +1,44 @@
+#!/bin/bash
+# Every workload of bench/torch_workloads.py under every allocator, each run in a fresh process,
+# the modes alternated (their order rotates from one round to the next), RUNS rounds (default 3);
+# then the table. Run from a crmm build tree on a GPU machine with torch (and timm or torchvision):
+#   bash bench/torch_workloads.sh            # writes $OUT (default ./torch_workloads.out)
+# Environment: RUNS, WORKLOADS, MODES (default "native expandable crmm"; crmm_chunked is a
+# diagnosis, see torch_workloads.py), OUT; RECORD=1 also records each workload's crmm allocation
+# log into $OUT/logs (for crmm replay, the logging plugin over the default pool).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+build=$PWD
+out=${OUT:-$build/torch_workloads.out}; mkdir -p "$out"
+lib=$(find "$build" -name libcrmm.so -path "*/.libs/*" | head -n 1)
+[ -n "$lib" ] || { echo "no .libs/libcrmm.so under $build: run from a crmm build tree" >&2; exit 1; }
+export CRMM_LIBRARY=$lib
+export PYTHONPATH=$top/python${PYTHONPATH:+:$PYTHONPATH}
+export CRMM_PLUGIN_PATH=${CRMM_PLUGIN_PATH:-$build/plugins/built}
+export CRMM_CONFIG=${CRMM_CONFIG:-$top/conf/crmm.ini}
+PY=python3; $PY -c 'import torch' 2>/dev/null || PY=/opt/torch/.venv/bin/python3
+runs=${RUNS:-3}
+workloads=${WORKLOADS:-dyn_train serving vit moe}
+modes=(${MODES:-native expandable crmm})
+results=$out/results.jsonl; : > "$results"
+start=$SECONDS
+for ((r = 0; r < runs; r++)); do
+  for w in $workloads; do
+    for ((i = 0; i < ${#modes[@]}; i++)); do
+      m=${modes[$(((i + r) % ${#modes[@]}))]}
+      env -u PYTORCH_CUDA_ALLOC_CONF timeout 150 $PY "$here/torch_workloads.py" --workload "$w" --mode "$m" --run "$r" \
+        >> "$results" 2> "$out/$w.$m.$r.err" || { echo "$w $m run $r FAILED:"; tail -3 "$out/$w.$m.$r.err"; }
+    done
+  done
+  echo "round $((r + 1)) of $runs done at $((SECONDS - start)) s"
+done
+if [ "${RECORD:-0}" = 1 ]; then
+  mkdir -p "$out/logs"
+  for w in $workloads; do
+    $PY "$here/torch_workloads.py" --workload "$w" --mode crmm --record "$out/logs/$w.csv" > /dev/null &&
+      gzip -f -9 "$out/logs/$w.csv" && ls -l "$out/logs/$w.csv.gz"
+  done
+fi
+$PY "$here/torch_workloads.py" --table "$results"
+echo "all runs: $results ($((SECONDS - start)) s)"

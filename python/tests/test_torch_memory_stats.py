@@ -1,0 +1,80 @@
+"""crmm.allocators.torch.memory_stats() and reset_peak_memory_stats() on resources over host
+memory (no device, no torch needed): torch's key names, peaks that reset, the pool's device
+counters, and the errors."""
+
+import pytest
+
+import crmm
+import crmm.mr as mr
+from crmm.allocators import torch as ct
+
+
+def host_pool(**params):
+    return crmm.mr.MemoryResource("pool", params or {"initial_size": "0"}, upstream=mr.HostMemoryResource())
+
+
+def test_stats_under_torchs_names():
+    pool = host_pool()
+    a = pool.allocate(1000)
+    b = pool.allocate(3 << 20)
+    s = ct.memory_stats(mr=pool)
+    assert s["allocated_bytes.all.current"] == 1024 + (3 << 20)  # blocks: requests rounded to 256
+    assert s["requested_bytes.all.current"] == 1000 + (3 << 20)
+    assert s["active_bytes.all.current"] == s["allocated_bytes.all.current"]
+    assert s["allocation.all.current"] == 2
+    assert s["reserved_bytes.all.current"] == pool.query("bytes_reserved") >= s["allocated_bytes.all.current"]
+    assert s["crmm.device_syncs"] == 0 and s["crmm.pages_mapped"] == 0  # host memory: no device call
+    assert s["crmm.growths"] >= 1
+    assert s["crmm.thread_caches"] == 0 and s["crmm.lock_waits"] == 0  # one thread: no contention
+    pool.deallocate(b, 3 << 20)
+    s = ct.memory_stats(mr=pool)
+    assert s["allocated_bytes.all.current"] == 1024
+    assert s["allocated_bytes.all.peak"] == 1024 + (3 << 20)
+    assert s["requested_bytes.all.peak"] == 1000 + (3 << 20)
+    assert s["allocation.all.peak"] == 2
+    assert ct.memory_allocated(mr=pool) == 1024
+    assert ct.max_memory_allocated(mr=pool) == 1024 + (3 << 20)
+    assert ct.memory_reserved(mr=pool) == s["reserved_bytes.all.current"]
+    assert ct.max_memory_reserved(mr=pool) == s["reserved_bytes.all.peak"]
+    pool.deallocate(a, 1000)
+
+
+def test_reset_peak_memory_stats_sets_peaks_to_current():
+    pool = host_pool()
+    a = pool.allocate(1000)
+    b = pool.allocate(1 << 20)
+    pool.deallocate(b, 1 << 20)
+    ct.reset_peak_memory_stats(mr=pool)
+    s = ct.memory_stats(mr=pool)
+    for key in ("allocated_bytes.all", "requested_bytes.all", "reserved_bytes.all", "allocation.all"):
+        assert s[key + ".peak"] == s[key + ".current"], key
+    c = pool.allocate(5000)  # later use raises them again
+    assert ct.max_memory_allocated(mr=pool) == 1024 + 5120
+    pool.deallocate(c, 5000)
+    pool.deallocate(a, 1000)
+
+
+def test_a_pool_under_an_adaptor_is_found():
+    pool = host_pool()
+    stats = crmm.mr.StatisticsResourceAdaptor(pool)
+    a = stats.allocate(1 << 20)
+    stats.deallocate(a, 1 << 20)
+    ct.reset_peak_memory_stats(mr=stats)
+    assert ct.memory_stats(mr=pool)["requested_bytes.all.peak"] == 0
+
+
+def test_a_resource_without_a_pool():
+    h = mr.HostMemoryResource()
+    a = h.allocate(4096)
+    s = ct.memory_stats(mr=h)
+    assert s["allocated_bytes.all.current"] == 4096  # no blocks of its own: the bytes asked for
+    assert not any(k.startswith("crmm.") for k in s)
+    with pytest.raises(crmm.UnsupportedError, match="no pool"):
+        ct.reset_peak_memory_stats(mr=h)
+    h.deallocate(a, 4096)
+
+
+@pytest.mark.parametrize("device", ["cpu", 1.5, True, "cuda:x"])
+def test_bad_devices_are_refused(device):
+    with pytest.raises((TypeError, ValueError)):
+        ct.memory_stats(device)

@@ -1,0 +1,51 @@
+"""crmm.allocators.torch.memory_stats() in a PyTorch process on a GPU: the figures follow the
+tensors PyTorch allocates through crmm's default expandable pool, the peaks reset, and the pool
+reports what it asked of the device."""
+
+from conftest import framework, host_config, run_python
+
+POOL_CONFIG = """
+[crmm]
+default = pool
+[resource.gpu]
+plugin = cuda
+[resource.pool]
+plugin = pool
+upstream = gpu
+expandable = true
+"""
+
+
+def test_memory_stats_follow_torch_tensors(gpu, tmp_path):
+    framework("torch")
+    r = run_python(
+        """
+        import crmm.allocators.torch as ct
+        ct.use_crmm()
+        import torch
+        MiB = 1 << 20
+        torch.cuda.init()
+        base = ct.memory_stats()
+        b_req, b_alloc = base.get("requested_bytes.all.current", 0), base.get("allocated_bytes.all.current", 0)
+        x = torch.empty(64 * MiB, dtype=torch.uint8, device="cuda")
+        s = ct.memory_stats()
+        assert s["requested_bytes.all.current"] - b_req == 64 * MiB, s
+        assert s["allocated_bytes.all.current"] - b_alloc == 64 * MiB, s
+        assert s["reserved_bytes.all.current"] >= s["allocated_bytes.all.current"], s
+        assert s["crmm.pages_mapped"] >= 32 and s["crmm.growths"] >= 1, s
+        assert s["crmm.thread_caches"] == 0, s
+        assert ct.memory_allocated(0) == ct.memory_allocated("cuda:0") == ct.memory_allocated(torch.device("cuda", 0))
+        y = torch.empty(16 * MiB, dtype=torch.uint8, device="cuda")
+        del y
+        assert ct.max_memory_allocated() >= b_alloc + 80 * MiB
+        ct.reset_peak_memory_stats()
+        assert ct.max_memory_allocated() == ct.memory_allocated() == b_alloc + 64 * MiB
+        del x
+        torch.cuda.synchronize()
+        assert ct.memory_allocated() == b_alloc
+        assert ct.max_memory_allocated() == b_alloc + 64 * MiB
+        print("ok")
+        """,
+        env={"CRMM_CONFIG": host_config(tmp_path, POOL_CONFIG)},
+    )
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
