@@ -12,11 +12,11 @@ import os
 import threading
 import weakref
 
-from .. import _lib
-from .._handles import HandleOwner
-from .._host import pointer_arg, size_arg, size_param, text_arg
-from .._lib import check, lib
-from .stream import DEFAULT_STREAM, as_stream
+from ... import _lib
+from ..._handles import HandleOwner
+from ..._host import pointer_arg, size_arg, size_param, text_arg
+from ..._lib import check, lib
+from ..stream import DEFAULT_STREAM, as_stream
 
 __all__ = [
     "DeviceMemoryResource",
@@ -452,7 +452,7 @@ class LoggingResourceAdaptor(UpstreamResourceAdaptor):
 
     def __init__(self, upstream_mr, log_file_name=None, auto_flush=False):
         if log_file_name is not None:
-            from .._host import path_arg
+            from ..._host import path_arg
 
             log_file_name = os.fsdecode(path_arg(log_file_name, "log_file_name")).replace("%", "%%")
         super().__init__("logging", {"file": log_file_name, "auto_flush": bool(auto_flush)}, upstream_mr)
@@ -479,7 +479,7 @@ class StatisticsResourceAdaptor(UpstreamResourceAdaptor):
         super().__init__("statistics", None, upstream_mr)
 
     def _frame(self, op):
-        from ..statistics import Statistics
+        from ...statistics import Statistics
 
         counters = _lib.AllocCounters()
         _control(self, b"statistics", op, ctypes.byref(counters))
@@ -745,7 +745,7 @@ def _initialize(
 ):
     """Build RMM's default chain for each device (see crmm.reinitialize) and make it the
     device's resource. Every chain is built before any is set, so a failure changes nothing."""
-    from .._reinitialize import _devices_arg, _log_file_for
+    from ..._reinitialize import _devices_arg, _log_file_for
 
     chains = []
     for device in _devices_arg(devices):
@@ -770,7 +770,7 @@ def available_device_memory():
 def _flush_logs():
     """Write out the buffered lines of every logging layer under a device's resource: those
     set from Python and those enable_logging installed."""
-    from .logger import _switch_filenames
+    from ..logger import _switch_filenames
 
     seen = set()
     resources = list(_current_objects().values())
@@ -788,4 +788,4 @@ def is_initialized():
     return _lib.is_initialized()
 
 
-from .logger import disable_logging, enable_logging, get_log_filenames  # noqa: E402  (rmm.mr has them too)
+from ..logger import disable_logging, enable_logging, get_log_filenames  # noqa: E402  (rmm.mr has them too)
