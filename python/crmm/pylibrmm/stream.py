@@ -160,7 +160,9 @@ def as_stream(stream):
     ints and other objects (wrap a CuPy/Numba/PyTorch stream or a handle with Stream(obj))."""
     if isinstance(stream, Stream):
         return stream
-    if stream is not None and hasattr(stream, "__cuda_stream__"):
+    if stream is None:
+        raise TypeError("stream argument cannot be None (pass a Stream or an object with __cuda_stream__; DEFAULT_STREAM is the default stream)")
+    if hasattr(stream, "__cuda_stream__"):
         return Stream(stream)
     raise TypeError(f"stream must be a Stream or have __cuda_stream__, not {type(stream).__name__} (wrap it: Stream(obj))")
 

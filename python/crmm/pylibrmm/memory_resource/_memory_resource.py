@@ -13,6 +13,7 @@ import threading
 import weakref
 
 from ... import _lib
+from ..._errors import ConfigError, UnsupportedError
 from ..._handles import HandleOwner
 from ..._host import pointer_arg, size_arg, size_param, text_arg
 from ..._lib import check, lib
@@ -340,20 +341,40 @@ class CudaAsyncMemoryResource(MemoryResource):
                 raise TypeError(f"{flag} must be a bool, not {type(value).__name__}")
         if enable_ipc and enable_fabric:
             raise ValueError("crmm's async pool exports one handle type: enable_ipc or enable_fabric, not both")
-        super().__init__(
-            "async",
-            {
-                "initial_pool_size": size_param(initial_pool_size, "initial_pool_size"),
-                "release_threshold": size_param(release_threshold, "release_threshold"),
-                "export_handle_type": "posix_fd" if enable_ipc else "fabric" if enable_fabric else None,
-            },
-        )
+        params = {
+            "initial_pool_size": size_param(initial_pool_size, "initial_pool_size"),
+            "release_threshold": size_param(release_threshold, "release_threshold"),
+            "export_handle_type": "posix_fd" if enable_ipc else "fabric" if enable_fabric else None,
+        }
+        try:
+            super().__init__("async", params)
+        except UnsupportedError as e:
+            if params["export_handle_type"] is None:
+                raise
+            # RMM's words end the message: code written for RMM matches them
+            raise UnsupportedError(f"{e}: Requested IPC memory handle type not supported", e.status) from None
 
     def pool_handle(self):
         """The pool's cudaMemPool_t as an int (owned by the resource: do not destroy it)."""
         pool = ctypes.c_void_p()
         _control(self, b"async", _ASYNC_GET_POOL, ctypes.byref(pool))
         return pool.value or 0
+
+
+def check_pool_sizes(initial, maximum):
+    """Refuse an initial pool size above the maximum (byte counts, as size_param gives them;
+    percentages are the plugin's to check), as the pool plugin does, in RMM's words, before
+    anything is built. Raises ConfigError (a RuntimeError, as RMM's)."""
+    align = 256  # the pool rounds both up to CRMM_ALLOCATION_ALIGNMENT
+
+    def rounded(v):
+        return (v + align - 1) // align * align
+
+    if isinstance(initial, int) and isinstance(maximum, int) and rounded(initial) > rounded(maximum):
+        raise ConfigError(
+            f"Initial pool size exceeds the maximum pool size: initial_pool_size {initial} > maximum_pool_size {maximum}",
+            "CRMM_ERROR_CONFIG",
+        )
 
 
 class PoolMemoryResource(UpstreamResourceAdaptor):
@@ -364,6 +385,7 @@ class PoolMemoryResource(UpstreamResourceAdaptor):
             "initial_size": size_param(initial_pool_size, "initial_pool_size"),
             "maximum_size": size_param(maximum_pool_size, "maximum_pool_size"),
         }
+        check_pool_sizes(params["initial_size"], params["maximum_size"])
         super().__init__("pool", params, upstream_mr)
 
     def pool_size(self):
