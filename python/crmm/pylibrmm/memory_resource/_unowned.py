@@ -4,7 +4,6 @@ allocator (the ``callback`` plugin), a CUDA memory pool another library made
 (``system``, ``sam_headroom``)."""
 
 import ctypes
-import sys
 
 from ... import _lib
 from ..._host import pointer_arg, size_arg
@@ -70,10 +69,8 @@ class CallbackMemoryResource(MemoryResource):
                 return None
 
         def deallocate(ptr, nbytes, stream, _arg):
-            try:
-                deallocate_func(ptr or 0, nbytes, _stream_for(stream))
-            except BaseException as e:
-                sys.unraisablehook(sys.UnraisableHookArgs(type(e), e, e.__traceback__, "deallocate_func of a CallbackMemoryResource", deallocate_func))
+            # an exception cannot stop the free: ctypes hands it to sys.unraisablehook
+            deallocate_func(ptr or 0, nbytes, _stream_for(stream))
 
         self._allocate_func, self._deallocate_func = allocate_func, deallocate_func
         self._trampolines = (_ALLOCATE_FN(allocate), _DEALLOCATE_FN(deallocate))
@@ -93,17 +90,14 @@ _VIEW_GET_POOL = 0x800  # crmm/cuda_async_view.h
 
 def _pool_address(pool_handle):
     """A cudaMemPool_t given as an int, or as cuda.bindings' cudaMemPool_t / CUmemoryPool (any
-    object with getPtr() or __int__)."""
-    if isinstance(pool_handle, bool) or pool_handle is None:
-        raise ValueError(f"pool_handle must be a cudaMemPool_t, a CUmemoryPool or an int address, not {pool_handle!r}")
-    if not isinstance(pool_handle, int):
-        get_ptr = getattr(pool_handle, "getPtr", None)
-        try:
-            pool_handle = int(get_ptr()) if callable(get_ptr) else int(pool_handle)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"pool_handle must be a cudaMemPool_t, a CUmemoryPool or an int address, not {type(pool_handle).__name__}"
-            ) from None
+    object with getPtr()). Raises ValueError for anything else (RMM's exception)."""
+    get_ptr = getattr(pool_handle, "getPtr", None)
+    if callable(get_ptr):
+        pool_handle = get_ptr()
+    if isinstance(pool_handle, bool) or not isinstance(pool_handle, int):
+        raise ValueError(
+            f"pool_handle must be a cudaMemPool_t, a CUmemoryPool or an int address, not {type(pool_handle).__name__}"
+        )
     if not 0 < pool_handle < 1 << 64:
         raise ValueError(f"pool_handle {pool_handle:#x} is not a memory pool's address")
     return pool_handle
