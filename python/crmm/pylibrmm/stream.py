@@ -50,7 +50,7 @@ def _flags_arg(flags):
 def _protocol_handle(obj, protocol):
     version, handle = protocol() if callable(protocol) else protocol
     if version != 0:
-        raise NotImplementedError(f"CUDA stream protocol version {version} is not supported (only 0)")
+        raise NotImplementedError(f"crmm does not support the CUDA Stream Protocol version: '{version}' (only 0)")
     return int(handle)
 
 

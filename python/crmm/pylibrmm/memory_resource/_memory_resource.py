@@ -365,12 +365,7 @@ def check_pool_sizes(initial, maximum):
     """Refuse an initial pool size above the maximum (byte counts, as size_param gives them;
     percentages are the plugin's to check), as the pool plugin does, in RMM's words, before
     anything is built. Raises ConfigError (a RuntimeError, as RMM's)."""
-    align = 256  # the pool rounds both up to CRMM_ALLOCATION_ALIGNMENT
-
-    def rounded(v):
-        return (v + align - 1) // align * align
-
-    if isinstance(initial, int) and isinstance(maximum, int) and rounded(initial) > rounded(maximum):
+    if isinstance(initial, int) and isinstance(maximum, int) and initial > maximum:
         raise ConfigError(
             f"Initial pool size exceeds the maximum pool size: initial_pool_size {initial} > maximum_pool_size {maximum}",
             "CRMM_ERROR_CONFIG",
