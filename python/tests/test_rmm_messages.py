@@ -54,3 +54,13 @@ def test_profiler_records_have_rmm_s_names():
     records.add("f", st.Statistics(0, 0, 30, 1, 50, 2))
     assert records.records["f"] == st.ProfilerRecords.MemoryRecord(num_calls=1, memory_total=50, memory_peak=30)
     assert records.report(ordered_by="num_calls") == records.pretty_print(ordered_by="num_calls")
+
+
+def test_a_logging_adaptor_without_a_name_takes_rmm_log_file(monkeypatch, tmp_path):
+    path = tmp_path / "from-rmm-env.csv"
+    monkeypatch.setenv("RMM_LOG_FILE", str(path))
+    log = mr.LoggingResourceAdaptor(mr.HostMemoryResource())
+    assert log.get_file_name() == str(path)
+    log.deallocate(log.allocate(64), 64)
+    log.flush()
+    assert "Time,Action,Pointer,Size,Stream" in path.read_text()

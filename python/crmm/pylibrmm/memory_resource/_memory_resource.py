@@ -465,9 +465,12 @@ _LOGGING_FLUSH, _LOGGING_GET_FILE = 0x300, 0x301  # crmm/logging.h
 class LoggingResourceAdaptor(UpstreamResourceAdaptor):
     """Logs every allocation and free as CSV to `log_file_name` (the ``logging`` plugin). The
     name is taken literally, as RMM takes it ('%' is not one of the plugin's escapes here; use
-    MemoryResource("logging", {"file": ...}) for those); None: $CRMM_LOG_FILE."""
+    MemoryResource("logging", {"file": ...}) for those); None: $RMM_LOG_FILE (as RMM), else
+    the plugin's default, $CRMM_LOG_FILE."""
 
     def __init__(self, upstream_mr, log_file_name=None, auto_flush=False):
+        if log_file_name is None:
+            log_file_name = os.environ.get("RMM_LOG_FILE") or None
         if log_file_name is not None:
             from ..._host import path_arg
 
