@@ -249,9 +249,9 @@ _callback_errors = threading.local()
 
 def stash_callback_error(exc):
     """Keep `exc`, raised by a Python callback that C called, for the failing call's check()
-    on this thread (the first one wins until it is taken)."""
-    if getattr(_callback_errors, "error", None) is None:
-        _callback_errors.error = exc
+    on this thread. The last one wins, as in RMM, where the last exception thrown is the one
+    that reaches Python (a failure callback's over the allocate function's)."""
+    _callback_errors.error = exc
 
 
 def take_callback_error():

@@ -246,6 +246,7 @@ class MemoryResource(HandleOwner):
         nbytes = size_arg(nbytes, "nbytes")
         stream = as_stream(stream)
         out = ctypes.c_void_p()
+        _lib.take_callback_error()  # one left by a failure a C layer recovered from is not ours
         check(lib.crmm_resource_allocate(self._handle, nbytes, stream.handle or None, ctypes.byref(out)))
         return out.value or 0
 
@@ -560,7 +561,8 @@ _orphaned_callbacks = []  # callbacks of resources that outlived their Python ob
 class FailureCallbackResourceAdaptor(UpstreamResourceAdaptor):
     """Calls ``callback(nbytes)`` when `upstream_mr` runs out of memory: True retries the
     allocation, False lets the failure through (the ``failure_callback`` plugin). An exception
-    raised by the callback cannot cross into C: it counts as False. Raises TypeError when
+    raised by the callback fails the allocation and is raised by it, as RMM raises it (a
+    RuntimeError or MemoryError as it is, any other as a RuntimeError). Raises TypeError when
     `callback` is not callable."""
 
     def __init__(self, upstream_mr, callback):
@@ -570,9 +572,13 @@ class FailureCallbackResourceAdaptor(UpstreamResourceAdaptor):
 
         def on_failure(nbytes, _arg):
             try:
-                return bool(callback(nbytes))
-            except BaseException:
+                retry = bool(callback(nbytes))
+            except BaseException as e:  # C cannot carry it: the failing call raises it
+                _lib.stash_callback_error(e)
                 return False
+            if retry:
+                _lib.take_callback_error()  # the failure is being dealt with: not the caller's
+            return retry
 
         self._callback = callback
         self._c_callback = _lib.FAILURE_CALLBACK(on_failure)
