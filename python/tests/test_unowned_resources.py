@@ -240,3 +240,23 @@ def test_sam_headroom_needs_a_byte_count(bad, exc):
 def test_without_a_device_the_device_resources_say_so(no_gpu, make):
     with pytest.raises(crmm.CudaError, match="needs a CUDA device"):
         make()
+
+
+def test_callback_resources_alive_at_exit_do_not_crash_it():
+    from conftest import run_python
+
+    r = run_python(
+        """
+        import crmm.mr as mr
+        host = mr.HostMemoryResource()
+        cb = mr.CallbackMemoryResource(lambda n, s: host.allocate(n), lambda p, n, s: host.deallocate(p, n))
+        stats = mr.StatisticsResourceAdaptor(cb)
+        kept = stats.allocate(4096)          # never freed
+        freed_late = cb.allocate(512)
+        import atexit
+        atexit.register(lambda: cb.deallocate(freed_late, 512))
+        print("ok")
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["ok"]
