@@ -118,3 +118,23 @@ def test_fabric_that_the_device_lacks_ends_in_rmm_s_words(gpu):
         mr.CudaAsyncMemoryResource(enable_fabric=True)
     except RuntimeError as e:
         assert str(e).endswith("Requested IPC memory handle type not supported")
+
+
+def test_a_view_over_a_pool_made_with_cuda_bindings_fails_as_memory_error_once_it_is_destroyed(restore):
+    runtime = pytest.importorskip("cuda.bindings.runtime")
+    err, device = runtime.cudaGetDevice()
+    assert err == runtime.cudaError_t.cudaSuccess
+    props = runtime.cudaMemPoolProps()
+    props.allocType = runtime.cudaMemAllocationType.cudaMemAllocationTypePinned
+    props.location.type = runtime.cudaMemLocationType.cudaMemLocationTypeDevice
+    props.location.id = device
+    err, pool = runtime.cudaMemPoolCreate(props)
+    assert err == runtime.cudaError_t.cudaSuccess
+    view = mr.CudaAsyncViewMemoryResource(pool)
+    assert view.pool_handle() == int(pool)
+    mr.set_current_device_resource(view)
+    roundtrip()
+    (err,) = runtime.cudaMemPoolDestroy(pool)
+    assert err == runtime.cudaError_t.cudaSuccess
+    with pytest.raises(MemoryError):
+        crmm.DeviceBuffer(size=1024)
