@@ -64,3 +64,19 @@ def test_a_logging_adaptor_without_a_name_takes_rmm_log_file(monkeypatch, tmp_pa
     log.deallocate(log.allocate(64), 64)
     log.flush()
     assert "Time,Action,Pointer,Size,Stream" in path.read_text()
+
+
+def test_popping_the_base_counter_frame_is_an_index_error():
+    stats = mr.StatisticsResourceAdaptor(mr.HostMemoryResource())
+    with pytest.raises(IndexError, match="cannot pop the last counter pair") as info:
+        stats.pop_counters()
+    assert isinstance(info.value, crmm.CrmmError)
+    stats.push_counters()
+    stats.pop_counters()  # a pushed frame pops
+
+
+def test_flags_with_an_existing_stream_are_refused_in_rmm_s_words():
+    from crmm.pylibrmm.stream import DEFAULT_STREAM, CudaStreamFlags
+
+    with pytest.raises(ValueError, match="flags may only be specified when obj is None"):
+        Stream(DEFAULT_STREAM, flags=CudaStreamFlags.NON_BLOCKING)

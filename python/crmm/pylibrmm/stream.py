@@ -96,7 +96,7 @@ class Stream(HandleOwner):
         self._owner = None
         self._destroy = False
         if flags is not None and obj is not None:
-            raise ValueError("flags apply only to a new stream (obj=None)")
+            raise ValueError("flags may only be specified when obj is None (they apply to a new stream)")
         if obj is None:
             out = ctypes.c_void_p()
             check(lib.crmm_stream_create(int(_flags_arg(flags)), ctypes.byref(out)))

@@ -13,7 +13,7 @@ import threading
 import weakref
 
 from ... import _lib
-from ..._errors import ConfigError, UnsupportedError
+from ..._errors import ConfigError, StateError, UnsupportedError
 from ..._handles import HandleOwner
 from ..._host import pointer_arg, size_arg, size_param, text_arg
 from ..._lib import check, lib
@@ -517,8 +517,16 @@ class StatisticsResourceAdaptor(UpstreamResourceAdaptor):
 
     def pop_counters(self):
         """End the top frame, folding it into the one below; returns its counters. Raises
-        StateError when only the base frame is left."""
-        return self._frame(_STATISTICS_POP)
+        EmptyCounterStackError (a StateError and, as RMM raises, an IndexError: "cannot pop the
+        last counter pair") when only the base frame is left."""
+        try:
+            return self._frame(_STATISTICS_POP)
+        except StateError as e:
+            raise EmptyCounterStackError(f"cannot pop the last counter pair: {e}", e.status) from None
+
+
+class EmptyCounterStackError(StateError, IndexError):
+    """pop_counters on a StatisticsResourceAdaptor with no pushed frame."""
 
 
 _TRACKING_BYTES, _TRACKING_STRING, _TRACKING_LOG = 0x201, 0x203, 0x204  # crmm/tracking.h
