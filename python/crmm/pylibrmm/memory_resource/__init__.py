@@ -5,13 +5,22 @@ _unowned (callbacks, foreign pools, system memory) and experimental, as RMM spli
 from . import _memory_resource
 from ._memory_resource import *  # noqa: F401,F403
 from ._memory_resource import __all__ as _classic
+from ._memory_resource import (  # noqa: F401  (crmm's helpers and RMM's private names, used by the package and RMM's users)
+    QUERIES,
+    EmptyCounterStackError,
+    _current_objects,
+    _device_arg,
+    _flush_logs,
+    _initialize,
+    _mr_arg,
+    _orphaned_callbacks,
+    check_pool_sizes,
+    current_device,
+    params_string,
+)
 from ._unowned import *  # noqa: F401,F403
 from ._unowned import __all__ as _unowned
 from . import experimental
-
-# crmm's helpers (params_string, current_device, QUERIES, ...) and RMM's private names
-# (_flush_logs, _initialize) stay reachable here, as they were before the split.
-globals().update({k: v for k, v in vars(_memory_resource).items() if not k.startswith("__") and k not in globals()})
 
 __all__ = _classic + _unowned + ["experimental"]
 del _classic, _unowned
