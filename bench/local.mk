@@ -18,3 +18,4 @@ EXTRA_DIST += bench/torch_workloads.py bench/torch_workloads.sh
 # the recorded PyTorch allocation logs: tests/check_pool_expandable_logs.sh replays them
 EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench/logs/gpt2_train.csv.gz \
 	bench/logs/resnet_train.csv.gz
+EXTRA_DIST += bench/rmm_suite.sh

@@ -2,19 +2,25 @@
 # $(pythondir) with the path of the installed libcrmm, checked from the install prefix by
 # `make installcheck`, and its pytest suite run by `make check` against the build tree.
 CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
-	python/crmm/mr.py python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py \
+	python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py \
 	python/crmm/__main__.py python/crmm/dask.py
 CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
 	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \
-	python/crmm/pylibrmm/memory_resource.py python/crmm/pylibrmm/stream.py
+	python/crmm/pylibrmm/stream.py
+CRMM_PY_MR = python/crmm/mr/__init__.py python/crmm/mr/experimental.py
+CRMM_PY_MEMORY_RESOURCE = python/crmm/pylibrmm/memory_resource/__init__.py \
+	python/crmm/pylibrmm/memory_resource/_memory_resource.py python/crmm/pylibrmm/memory_resource/_unowned.py \
+	python/crmm/pylibrmm/memory_resource/experimental.py
 CRMM_PY_ALLOCATORS = python/crmm/allocators/__init__.py python/crmm/allocators/cupy.py \
 	python/crmm/allocators/numba.py python/crmm/allocators/torch.py
 CRMM_PY_CUDA = python/crmm/_cuda/__init__.py python/crmm/_cuda/gpu.py
 # Type stubs and the PEP 561 marker, installed beside the modules.
-CRMM_PY_TOP_STUBS = python/crmm/__init__.pyi python/crmm/mr.pyi python/crmm/statistics.pyi python/crmm/py.typed
+CRMM_PY_TOP_STUBS = python/crmm/__init__.pyi python/crmm/statistics.pyi python/crmm/py.typed
+CRMM_PY_MR_STUBS = python/crmm/mr/__init__.pyi python/crmm/mr/experimental.pyi
+CRMM_PY_MEMORY_RESOURCE_STUBS = python/crmm/pylibrmm/memory_resource/__init__.pyi python/crmm/pylibrmm/memory_resource/experimental.pyi
 CRMM_PY_PYLIBRMM_STUBS = python/crmm/pylibrmm/__init__.pyi python/crmm/pylibrmm/cuda_stream_pool.pyi \
 	python/crmm/pylibrmm/device_buffer.pyi python/crmm/pylibrmm/logger.pyi \
-	python/crmm/pylibrmm/memory_resource.pyi python/crmm/pylibrmm/stream.pyi
+	python/crmm/pylibrmm/stream.pyi
 CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/tests/test_device_buffer_gpu.py \
 	python/tests/test_doctests_gpu.py python/tests/test_frameworks_gpu.py python/tests/test_host_arguments.py \
 	python/tests/test_host_resources.py python/tests/test_binning_bins.py python/tests/test_import.py python/tests/test_logging.py python/tests/test_handles.py \
@@ -33,7 +39,10 @@ CRMM_PY_TESTS += python/tests/test_replay_torch_snapshot.py python/tests/test_to
 CRMM_PY_TESTS += python/tests/test_dask.py python/tests/test_dask_gpu.py
 # crmm.allocators.torch.memory_stats(): over host memory, and under PyTorch on a GPU
 CRMM_PY_TESTS += python/tests/test_torch_memory_stats.py python/tests/test_torch_memory_stats_gpu.py
+# RMM's callback, pool view, system memory and experimental resources
+CRMM_PY_TESTS += python/tests/test_unowned_resources.py python/tests/test_unowned_resources_gpu.py python/tests/test_rmm_messages.py
 EXTRA_DIST += $(CRMM_PY_PIP)
+EXTRA_DIST += $(CRMM_PY_MR) $(CRMM_PY_MEMORY_RESOURCE) $(CRMM_PY_MR_STUBS) $(CRMM_PY_MEMORY_RESOURCE_STUBS)
 EXTRA_DIST += docs/python.md $(CRMM_PY_TOP_STUBS) $(CRMM_PY_PYLIBRMM_STUBS) $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_CUDA) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 
 TESTS += python/tests/run_pytest.sh
@@ -55,6 +64,12 @@ crmm_py_DATA = $(CRMM_PY_TOP_STUBS)
 crmm_pylibrmm_DATA = $(CRMM_PY_PYLIBRMM_STUBS)
 crmm_allocatorsdir = $(pythondir)/crmm/allocators
 crmm_allocators_PYTHON = $(CRMM_PY_ALLOCATORS)
+crmm_mrdir = $(pythondir)/crmm/mr
+crmm_mr_PYTHON = $(CRMM_PY_MR)
+crmm_mr_DATA = $(CRMM_PY_MR_STUBS)
+crmm_memory_resourcedir = $(pythondir)/crmm/pylibrmm/memory_resource
+crmm_memory_resource_PYTHON = $(CRMM_PY_MEMORY_RESOURCE)
+crmm_memory_resource_DATA = $(CRMM_PY_MEMORY_RESOURCE_STUBS)
 crmm_cudadir = $(pythondir)/crmm/_cuda
 crmm_cuda_PYTHON = $(CRMM_PY_CUDA)
 

@@ -24,9 +24,15 @@ static crmm_status pool_view_allocate(crmm_resource *self, size_t bytes, crmm_cu
     cudaError_t e = cudaMallocFromPoolAsync(ptr, bytes, v->pool, (cudaStream_t)stream);
     if (e != cudaSuccess) {
         cudaGetLastError(); /* leave no stale error for the caller's own checks */
-        crmm_cuda_status(e, "cudaMallocFromPoolAsync");
         char sz[32];
-        return crmm_error_add_context("%s: failed to allocate %s", self->kind, crmm_format_size(bytes, sz, sizeof sz));
+        crmm_format_size(bytes, sz, sizeof sz);
+        /* Any other failure of the pool (one destroyed under the view, say) is a failed
+         * allocation too, as RMM reports it, not a CUDA error of the caller's. */
+        if (e != cudaErrorMemoryAllocation && e != cudaErrorCudartUnloading)
+            return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "%s: failed to allocate %s: cudaMallocFromPoolAsync: %s (%s)",
+                                  self->kind, sz, cudaGetErrorString(e), cudaGetErrorName(e));
+        crmm_cuda_status(e, "cudaMallocFromPoolAsync");
+        return crmm_error_add_context("%s: failed to allocate %s", self->kind, sz);
     }
     crmm_counters_add(&v->counters, bytes);
     return CRMM_OK;

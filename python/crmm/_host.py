@@ -114,6 +114,6 @@ def size_param(value, name):
         try:
             check(lib.crmm_parse_size(raw, 0, ctypes.byref(out), ctypes.byref(percent)))
         except ValueError as e:
-            raise type(e)(f"{name}: {e}", e.status) from None
+            raise type(e)(f"{name}: Could not parse {value!r} as a byte specification: {e}", e.status) from None
         return value.strip() if percent.value else out.value
     return size_arg(value, name)

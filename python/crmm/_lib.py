@@ -241,9 +241,44 @@ def last_error():
     return text(lib.crmm_last_error())
 
 
+# An exception a Python callback raised inside a libcrmm call (CallbackMemoryResource's
+# allocate function), per thread: C cannot carry it, so the callback leaves it here and returns
+# failure, and check() raises it when the call comes back failed.
+_callback_errors = threading.local()
+
+
+def stash_callback_error(exc):
+    """Keep `exc`, raised by a Python callback that C called, for the failing call's check()
+    on this thread. The last one wins, as in RMM, where the last exception thrown is the one
+    that reaches Python (a failure callback's over the allocate function's)."""
+    _callback_errors.error = exc
+
+
+def take_callback_error():
+    """The exception stashed on this thread, or None; clears it."""
+    exc = getattr(_callback_errors, "error", None)
+    _callback_errors.error = None
+    return exc
+
+
+def _callback_exception(exc):
+    """What a failed call raises for a callback's exception, as RMM does: a MemoryError or a
+    RuntimeError as it is, KeyboardInterrupt and SystemExit as they are, any other one as a
+    RuntimeError with its message."""
+    if isinstance(exc, (MemoryError, RuntimeError, KeyboardInterrupt, SystemExit)):
+        return exc
+    wrapped = RuntimeError(str(exc))
+    wrapped.__cause__ = exc
+    return wrapped
+
+
 def check(status):
-    """Raise the exception for a failed call (status != CRMM_OK)."""
+    """Raise the exception for a failed call (status != CRMM_OK): the exception of a Python
+    callback that made it fail, else the one of libcrmm's status and message."""
     if status != 0:
+        pending = take_callback_error()
+        if pending is not None:
+            raise _callback_exception(pending)
         raise error_for(status, last_error())
 
 

@@ -74,6 +74,8 @@ def reinitialize(
     that does not exist, and the plugins' errors."""
     device_list = _devices_arg(devices)
     pool_sizes = (size_param(initial_pool_size, "initial_pool_size"), size_param(maximum_pool_size, "maximum_pool_size"))
+    if pool_allocator:
+        _mr.check_pool_sizes(*pool_sizes)
     if logging:
         if log_file_name is None:
             log_file_name = os.environ.get("RMM_LOG_FILE") or os.environ.get("CRMM_LOG_FILE")

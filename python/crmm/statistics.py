@@ -112,8 +112,9 @@ class ProfilerRecords:
     """Memory statistics per profiled function or block, by name (thread-safe)."""
 
     @dataclass
-    class Data:
-        """One name's record: calls, bytes allocated over all calls, the highest peak of one."""
+    class MemoryRecord:
+        """One name's record: calls, bytes allocated over all calls, the highest peak of one
+        (RMM's ProfilerRecords.MemoryRecord; Data is its older name)."""
 
         num_calls: int = 0
         memory_total: int = 0
@@ -124,6 +125,8 @@ class ProfilerRecords:
             self.memory_total += memory_total
             self.memory_peak = max(self.memory_peak, memory_peak)
 
+    Data = MemoryRecord
+
     def __init__(self):
         self._lock = threading.Lock()
         self._records = {}
@@ -131,15 +134,15 @@ class ProfilerRecords:
     def add(self, name, data):
         """Count one call of `name` whose frame had the counters `data` (a Statistics)."""
         with self._lock:
-            self._records.setdefault(name, ProfilerRecords.Data()).add(data.total_bytes, data.peak_bytes)
+            self._records.setdefault(name, ProfilerRecords.MemoryRecord()).add(data.total_bytes, data.peak_bytes)
 
     @property
     def records(self):
-        """{name: ProfilerRecords.Data} (a copy of the table)."""
+        """{name: ProfilerRecords.MemoryRecord} (a copy of the table)."""
         with self._lock:
             return dict(self._records)
 
-    def pretty_print(self, ordered_by="memory_peak"):
+    def report(self, ordered_by="memory_peak"):
         """The records as a table, largest `ordered_by` (num_calls, memory_peak or
         memory_total) first. Raises ValueError for another key."""
         if ordered_by not in ("num_calls", "memory_peak", "memory_total"):
@@ -152,11 +155,13 @@ class ProfilerRecords:
         lines += [f"{d.num_calls:6,d} {d.memory_peak:15,d} {d.memory_total:15,d}  {name}" for name, d in rows]
         return "\n".join(lines)
 
+    pretty_print = report  # the name RMM used before report
+
     def __repr__(self):
         return f"{type(self).__name__}({self.records})"
 
     def __str__(self):
-        return self.pretty_print()
+        return self.report()
 
 
 def _get_descriptive_name_of_object(obj):

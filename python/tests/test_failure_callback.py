@@ -1,5 +1,6 @@
 """FailureCallbackResourceAdaptor over host memory (no device needed): the Python callback is
-called with the size that failed; True retries, False or an exception lets the failure through;
+called with the size that failed; True retries, False lets the failure through, an exception is
+raised by the allocation;
 the C resource never calls a callback that is gone."""
 
 import gc
@@ -37,13 +38,42 @@ def test_true_retries_after_the_callback_made_room():
     fcb.deallocate(p, 4096)
 
 
-def test_an_exception_in_the_callback_lets_the_failure_through():
+def test_an_exception_in_the_callback_is_raised_by_the_allocation():
     def broken(nbytes):
         raise RuntimeError("callback bug")
 
     fcb = mr.FailureCallbackResourceAdaptor(limited(256), broken)
-    with pytest.raises(MemoryError):
+    with pytest.raises(RuntimeError, match="callback bug"):
         fcb.allocate(1 << 20)
+    p = fcb.allocate(128)  # nothing of it is left for the next call
+    fcb.deallocate(p, 128)
+
+
+def test_over_a_callback_resource_the_last_exception_wins():
+    retried = []
+
+    def callback(nbytes):
+        if retried:
+            raise KeyError("the failure callback gave up")
+        retried.append(nbytes)
+        return True
+
+    def allocate(nbytes, stream):
+        raise MemoryError("the allocate callback failed")
+
+    fcb = mr.FailureCallbackResourceAdaptor(mr.CallbackMemoryResource(allocate, lambda p, n, s: None), callback)
+    with pytest.raises(RuntimeError, match="the failure callback gave up"):
+        fcb.allocate(256)
+    assert retried == [256]
+
+
+def test_over_a_callback_resource_a_false_passes_the_allocate_error():
+    def allocate(nbytes, stream):
+        raise MemoryError("Intentional allocation failure")
+
+    fcb = mr.FailureCallbackResourceAdaptor(mr.CallbackMemoryResource(allocate, lambda p, n, s: None), lambda n: False)
+    with pytest.raises(MemoryError, match="Intentional allocation failure"):
+        fcb.allocate(256)
 
 
 def test_the_callback_must_be_callable():

@@ -45,5 +45,6 @@ def test_no_log_files_while_logging_is_off():
 
 def test_enable_logging_needs_a_file_name(monkeypatch):
     monkeypatch.delenv("CRMM_LOG_FILE", raising=False)
+    monkeypatch.delenv("RMM_LOG_FILE", raising=False)
     with pytest.raises(ValueError, match="log_file_name"):
         rmm.enable_logging()

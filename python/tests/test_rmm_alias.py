@@ -23,7 +23,10 @@ def test_import_rmm_gives_crmm_s_modules():
         assert Stream is crmm.pylibrmm.stream.Stream and DeviceBuffer is crmm.DeviceBuffer
         assert sys.modules["rmm.mr"] is crmm.mr
         assert crmm.__spec__.name == "crmm" and crmm.mr.__spec__.name == "crmm.mr"
-        assert not hasattr(crmm.mr, "__path__"), "a module stays a module"
+        assert not hasattr(crmm.pylibrmm.stream, "__path__"), "a module stays a module"
+        import rmm.mr.experimental
+        from rmm.pylibrmm.memory_resource._memory_resource import _flush_logs
+        assert rmm.mr.experimental is crmm.mr.experimental and _flush_logs is crmm.mr._flush_logs
         h = rmm.mr.HostMemoryResource()
         h.deallocate(h.allocate(8), 8)
         try:

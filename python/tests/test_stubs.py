@@ -20,6 +20,8 @@ MODULES = [
     "crmm.pylibrmm.device_buffer",
     "crmm.pylibrmm.logger",
     "crmm.pylibrmm.memory_resource",
+    "crmm.pylibrmm.memory_resource.experimental",
+    "crmm.mr.experimental",
 ]
 
 

@@ -78,14 +78,15 @@ def get_flush_level():
 
 def enable_logging(log_file_name=None):
     """Log every allocation and free of each device's current resource to a CSV file:
-    `log_file_name` with ``.dev<N>`` before its extension (default: $CRMM_LOG_FILE). While
+    `log_file_name` with ``.dev<N>`` before its extension (default: $RMM_LOG_FILE, as RMM's,
+    then $CRMM_LOG_FILE). While
     logging is on already, it is switched off (its files flushed and closed) and on again with
     the new name, so that the call never fails for that reason. Raises ValueError when neither
     a name nor $CRMM_LOG_FILE is given or the name holds a NUL byte, CudaError without a device."""
     if log_file_name is None:
-        log_file_name = os.environ.get("CRMM_LOG_FILE")
+        log_file_name = os.environ.get("RMM_LOG_FILE") or os.environ.get("CRMM_LOG_FILE")
         if not log_file_name:
-            raise ValueError("enable_logging needs a log_file_name (or $CRMM_LOG_FILE)")
+            raise ValueError("enable_logging needs a log_file_name (or $RMM_LOG_FILE or $CRMM_LOG_FILE)")
     raw = path_arg(log_file_name, "log_file_name")
     _lib.ensure_initialized()
     if _switch_filenames():

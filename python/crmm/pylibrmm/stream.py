@@ -50,7 +50,7 @@ def _flags_arg(flags):
 def _protocol_handle(obj, protocol):
     version, handle = protocol() if callable(protocol) else protocol
     if version != 0:
-        raise NotImplementedError(f"CUDA stream protocol version {version} is not supported (only 0)")
+        raise NotImplementedError(f"crmm does not support the CUDA Stream Protocol version: '{version}' (only 0)")
     return int(handle)
 
 
@@ -96,7 +96,7 @@ class Stream(HandleOwner):
         self._owner = None
         self._destroy = False
         if flags is not None and obj is not None:
-            raise ValueError("flags apply only to a new stream (obj=None)")
+            raise ValueError("flags may only be specified when obj is None (they apply to a new stream)")
         if obj is None:
             out = ctypes.c_void_p()
             check(lib.crmm_stream_create(int(_flags_arg(flags)), ctypes.byref(out)))
@@ -160,7 +160,9 @@ def as_stream(stream):
     ints and other objects (wrap a CuPy/Numba/PyTorch stream or a handle with Stream(obj))."""
     if isinstance(stream, Stream):
         return stream
-    if stream is not None and hasattr(stream, "__cuda_stream__"):
+    if stream is None:
+        raise TypeError("stream argument cannot be None (pass a Stream or an object with __cuda_stream__; DEFAULT_STREAM is the default stream)")
+    if hasattr(stream, "__cuda_stream__"):
         return Stream(stream)
     raise TypeError(f"stream must be a Stream or have __cuda_stream__, not {type(stream).__name__} (wrap it: Stream(obj))")
 

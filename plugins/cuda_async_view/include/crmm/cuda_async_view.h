@@ -4,7 +4,9 @@
  * The pool reaches the plugin as a parameter holding its address, so that a config, a parameter
  * string and a ctypes caller can all name it; crmm_cuda_async_view_create formats it for C
  * callers. The resource never destroys, trims or reconfigures the pool: destroy the pool only
- * after the resource, and after every block allocated through it is freed. */
+ * after the resource, and after every block allocated through it is freed. An allocation fails
+ * with CRMM_ERROR_OUT_OF_MEMORY when the pool has no room and CRMM_ERROR_BAD_ALLOC when the pool
+ * fails otherwise (one destroyed too early, say), as RMM's bad_alloc. */
 #ifndef CRMM_CUDA_ASYNC_VIEW_H
 #define CRMM_CUDA_ASYNC_VIEW_H
 

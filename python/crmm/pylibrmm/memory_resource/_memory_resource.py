@@ -12,11 +12,12 @@ import os
 import threading
 import weakref
 
-from .. import _lib
-from .._handles import HandleOwner
-from .._host import pointer_arg, size_arg, size_param, text_arg
-from .._lib import check, lib
-from .stream import DEFAULT_STREAM, as_stream
+from ... import _lib
+from ..._errors import ConfigError, StateError, UnsupportedError
+from ..._handles import HandleOwner
+from ..._host import pointer_arg, size_arg, size_param, text_arg
+from ..._lib import check, lib
+from ..stream import DEFAULT_STREAM, as_stream
 
 __all__ = [
     "DeviceMemoryResource",
@@ -257,6 +258,7 @@ class MemoryResource(HandleOwner):
         nbytes = size_arg(nbytes, "nbytes")
         stream = as_stream(stream)
         out = ctypes.c_void_p()
+        _lib.take_callback_error()  # one left by a failure a C layer recovered from is not ours
         check(lib.crmm_resource_allocate(self._handle, nbytes, stream.handle or None, ctypes.byref(out)))
         return out.value or 0
 
@@ -352,20 +354,35 @@ class CudaAsyncMemoryResource(MemoryResource):
                 raise TypeError(f"{flag} must be a bool, not {type(value).__name__}")
         if enable_ipc and enable_fabric:
             raise ValueError("crmm's async pool exports one handle type: enable_ipc or enable_fabric, not both")
-        super().__init__(
-            "async",
-            {
-                "initial_pool_size": size_param(initial_pool_size, "initial_pool_size"),
-                "release_threshold": size_param(release_threshold, "release_threshold"),
-                "export_handle_type": "posix_fd" if enable_ipc else "fabric" if enable_fabric else None,
-            },
-        )
+        params = {
+            "initial_pool_size": size_param(initial_pool_size, "initial_pool_size"),
+            "release_threshold": size_param(release_threshold, "release_threshold"),
+            "export_handle_type": "posix_fd" if enable_ipc else "fabric" if enable_fabric else None,
+        }
+        try:
+            super().__init__("async", params)
+        except UnsupportedError as e:
+            if params["export_handle_type"] is None:
+                raise
+            # RMM's words end the message: code written for RMM matches them
+            raise UnsupportedError(f"{e}: Requested IPC memory handle type not supported", e.status) from None
 
     def pool_handle(self):
         """The pool's cudaMemPool_t as an int (owned by the resource: do not destroy it)."""
         pool = ctypes.c_void_p()
         _control(self, b"async", _ASYNC_GET_POOL, ctypes.byref(pool))
         return pool.value or 0
+
+
+def check_pool_sizes(initial, maximum):
+    """Refuse an initial pool size above the maximum (byte counts, as size_param gives them;
+    percentages are the plugin's to check), as the pool plugin does, in RMM's words, before
+    anything is built. Raises ConfigError (a RuntimeError, as RMM's)."""
+    if isinstance(initial, int) and isinstance(maximum, int) and initial > maximum:
+        raise ConfigError(
+            f"Initial pool size exceeds the maximum pool size: initial_pool_size {initial} > maximum_pool_size {maximum}",
+            "CRMM_ERROR_CONFIG",
+        )
 
 
 class PoolMemoryResource(UpstreamResourceAdaptor):
@@ -376,6 +393,7 @@ class PoolMemoryResource(UpstreamResourceAdaptor):
             "initial_size": size_param(initial_pool_size, "initial_pool_size"),
             "maximum_size": size_param(maximum_pool_size, "maximum_pool_size"),
         }
+        check_pool_sizes(params["initial_size"], params["maximum_size"])
         super().__init__("pool", params, upstream_mr)
 
     def pool_size(self):
@@ -460,11 +478,14 @@ _LOGGING_FLUSH, _LOGGING_GET_FILE = 0x300, 0x301  # crmm/logging.h
 class LoggingResourceAdaptor(UpstreamResourceAdaptor):
     """Logs every allocation and free as CSV to `log_file_name` (the ``logging`` plugin). The
     name is taken literally, as RMM takes it ('%' is not one of the plugin's escapes here; use
-    MemoryResource("logging", {"file": ...}) for those); None: $CRMM_LOG_FILE."""
+    MemoryResource("logging", {"file": ...}) for those); None: $RMM_LOG_FILE (as RMM), else
+    the plugin's default, $CRMM_LOG_FILE."""
 
     def __init__(self, upstream_mr, log_file_name=None, auto_flush=False):
+        if log_file_name is None:
+            log_file_name = os.environ.get("RMM_LOG_FILE") or None
         if log_file_name is not None:
-            from .._host import path_arg
+            from ..._host import path_arg
 
             log_file_name = os.fsdecode(path_arg(log_file_name, "log_file_name")).replace("%", "%%")
         super().__init__("logging", {"file": log_file_name, "auto_flush": bool(auto_flush)}, upstream_mr)
@@ -491,7 +512,7 @@ class StatisticsResourceAdaptor(UpstreamResourceAdaptor):
         super().__init__("statistics", None, upstream_mr)
 
     def _frame(self, op):
-        from ..statistics import Statistics
+        from ...statistics import Statistics
 
         counters = _lib.AllocCounters()
         _control(self, b"statistics", op, ctypes.byref(counters))
@@ -508,8 +529,16 @@ class StatisticsResourceAdaptor(UpstreamResourceAdaptor):
 
     def pop_counters(self):
         """End the top frame, folding it into the one below; returns its counters. Raises
-        StateError when only the base frame is left."""
-        return self._frame(_STATISTICS_POP)
+        EmptyCounterStackError (a StateError and, as RMM raises, an IndexError: "cannot pop the
+        last counter pair") when only the base frame is left."""
+        try:
+            return self._frame(_STATISTICS_POP)
+        except StateError as e:
+            raise EmptyCounterStackError(f"cannot pop the last counter pair: {e}", e.status) from None
+
+
+class EmptyCounterStackError(StateError, IndexError):
+    """pop_counters on a StatisticsResourceAdaptor with no pushed frame."""
 
 
 _TRACKING_BYTES, _TRACKING_STRING, _TRACKING_LOG = 0x201, 0x203, 0x204  # crmm/tracking.h
@@ -552,7 +581,8 @@ _orphaned_callbacks = []  # callbacks of resources that outlived their Python ob
 class FailureCallbackResourceAdaptor(UpstreamResourceAdaptor):
     """Calls ``callback(nbytes)`` when `upstream_mr` runs out of memory: True retries the
     allocation, False lets the failure through (the ``failure_callback`` plugin). An exception
-    raised by the callback cannot cross into C: it counts as False. Raises TypeError when
+    raised by the callback fails the allocation and is raised by it, as RMM raises it (a
+    RuntimeError or MemoryError as it is, any other as a RuntimeError). Raises TypeError when
     `callback` is not callable."""
 
     def __init__(self, upstream_mr, callback):
@@ -562,9 +592,13 @@ class FailureCallbackResourceAdaptor(UpstreamResourceAdaptor):
 
         def on_failure(nbytes, _arg):
             try:
-                return bool(callback(nbytes))
-            except BaseException:
+                retry = bool(callback(nbytes))
+            except BaseException as e:  # C cannot carry it: the failing call raises it
+                _lib.stash_callback_error(e)
                 return False
+            if retry:
+                _lib.take_callback_error()  # the failure is being dealt with: not the caller's
+            return retry
 
         self._callback = callback
         self._c_callback = _lib.FAILURE_CALLBACK(on_failure)
@@ -757,7 +791,7 @@ def _initialize(
 ):
     """Build RMM's default chain for each device (see crmm.reinitialize) and make it the
     device's resource. Every chain is built before any is set, so a failure changes nothing."""
-    from .._reinitialize import _devices_arg, _log_file_for
+    from ..._reinitialize import _devices_arg, _log_file_for
 
     chains = []
     for device in _devices_arg(devices):
@@ -782,7 +816,7 @@ def available_device_memory():
 def _flush_logs():
     """Write out the buffered lines of every logging layer under a device's resource: those
     set from Python and those enable_logging installed."""
-    from .logger import _switch_filenames
+    from ..logger import _switch_filenames
 
     seen = set()
     resources = list(_current_objects().values())
@@ -800,4 +834,4 @@ def is_initialized():
     return _lib.is_initialized()
 
 
-from .logger import disable_logging, enable_logging, get_log_filenames  # noqa: E402  (rmm.mr has them too)
+from ..logger import disable_logging, enable_logging, get_log_filenames  # noqa: E402  (rmm.mr has them too)

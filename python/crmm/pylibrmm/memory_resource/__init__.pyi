@@ -1,9 +1,10 @@
 from os import PathLike
 from typing import Any, Callable
 
-from ..statistics import Statistics
-from .logger import disable_logging as disable_logging, enable_logging as enable_logging, get_log_filenames as get_log_filenames
-from .stream import Stream
+from ...statistics import Statistics
+from ..logger import disable_logging as disable_logging, enable_logging as enable_logging, get_log_filenames as get_log_filenames
+from ..stream import Stream
+from . import experimental as experimental
 
 _Size = int | str
 _Params = dict[str, str | int | float | bool | PathLike[str] | None] | str | None
@@ -115,6 +116,19 @@ class FailureCallbackResourceAdaptor(UpstreamResourceAdaptor):
 
 class PrefetchResourceAdaptor(UpstreamResourceAdaptor):
     def __init__(self, upstream_mr: MemoryResource) -> None: ...
+
+class CallbackMemoryResource(MemoryResource):
+    def __init__(self, allocate_func: Callable[[int, Stream], int], deallocate_func: Callable[[int, int, Stream], Any]) -> None: ...
+
+class CudaAsyncViewMemoryResource(MemoryResource):
+    def __init__(self, pool_handle: Any) -> None: ...
+    def pool_handle(self) -> int: ...
+
+class SystemMemoryResource(MemoryResource):
+    def __init__(self) -> None: ...
+
+class SamHeadroomMemoryResource(MemoryResource):
+    def __init__(self, headroom: int) -> None: ...
 
 PLUGIN_CLASSES: dict[str, type[MemoryResource]]
 

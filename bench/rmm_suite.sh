@@ -1,0 +1,36 @@
+#!/bin/sh
+# bench/rmm_suite.sh DIR [PYTEST_ARGS...] — run RMM's own Python tests (the directory
+# python/rmm/rmm/tests of a rapidsai/rmm checkout; crmm does not ship them) with `import rmm`
+# resolved to crmm (python3 -m crmm.as_rmm), against the crmm build tree in the current
+# directory ($CRMM_BUILD_DIR to name another), and print pytest's summary: one line per failure
+# or error with its reason, one per skip, then the counts. Exits with pytest's status.
+#
+#   git -C rmm archive v25.10.00 python/rmm/rmm/tests | tar -x -C /tmp/rmm-25.10 --strip-components=4
+#   bench/rmm_suite.sh /tmp/rmm-25.10
+#
+# RMM's tests need what RMM's need: a GPU, numpy, pytest and cuda-python (cuda.bindings); CuPy,
+# Numba and PyTorch tests skip without them.
+set -u
+if [ $# -lt 1 ] || [ ! -d "$1" ]; then
+  echo "usage: $0 RMM_TESTS_DIR [PYTEST_ARGS...]" >&2
+  exit 2
+fi
+tests=$(cd "$1" && pwd)
+shift
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${CRMM_BUILD_DIR:-.}" && pwd)
+PYTHON=${PYTHON:-python3}
+if [ ! -e "$build/.libs/libcrmm.so" ] || [ ! -d "$build/plugins/built" ]; then
+  echo "$0: $build is not a built crmm tree (no .libs/libcrmm.so or plugins/built); run make there or set CRMM_BUILD_DIR" >&2
+  exit 2
+fi
+CRMM_LIBRARY="$build/.libs/libcrmm.so"
+CRMM_PLUGIN_PATH="$build/plugins/built"
+PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}"
+export CRMM_LIBRARY CRMM_PLUGIN_PATH PYTHONPATH
+# RMM's tests write nothing beside themselves (no cache, no bytecode); pytest runs in their
+# directory so that their conftest.py and test_helpers.py are found as RMM's CI finds them.
+cd "$tests" || exit 2
+# wide enough that each failure line keeps its reason
+COLUMNS=${COLUMNS:-240}; export COLUMNS
+PYTHONDONTWRITEBYTECODE=1 exec "$PYTHON" -m crmm.as_rmm -m pytest -p no:cacheprovider -q --tb=no -rfEs "$@" .

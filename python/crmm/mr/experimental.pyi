@@ -1,0 +1,1 @@
+from ..pylibrmm.memory_resource.experimental import *

@@ -1,0 +1,26 @@
+"""Memory resources: rmm.pylibrmm.memory_resource over libcrmm's plugins, the config and the
+per-device registry. The classes live in _memory_resource (crmm's own and RMM's classic ones),
+_unowned (callbacks, foreign pools, system memory) and experimental, as RMM splits them."""
+
+from . import _memory_resource
+from ._memory_resource import *  # noqa: F401,F403
+from ._memory_resource import __all__ as _classic
+from ._memory_resource import (  # noqa: F401  (crmm's helpers and RMM's private names, used by the package and RMM's users)
+    QUERIES,
+    EmptyCounterStackError,
+    _current_objects,
+    _device_arg,
+    _flush_logs,
+    _initialize,
+    _mr_arg,
+    _orphaned_callbacks,
+    check_pool_sizes,
+    current_device,
+    params_string,
+)
+from ._unowned import *  # noqa: F401,F403
+from ._unowned import __all__ as _unowned
+from . import experimental
+
+__all__ = _classic + _unowned + ["experimental"]
+del _classic, _unowned
