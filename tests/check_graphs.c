@@ -404,29 +404,116 @@ END_TEST
 
 /* ---- the other plugins ---------------------------------------------------------------------- */
 
-/* An allocator that cannot hold memory for a graph (arena, fixed_size) refuses a captured stream
- * with CRMM_ERROR_UNSUPPORTED naming the capture, before any CUDA call: the capture stays valid. */
-static const char *const refusing[][2] = {
+/* Arena, fixed_size and binning (whose bins are fixed_size resources) keep the ownership rule
+ * through graph_park (plugins/common): each over the cuda plugin, in 64 KiB blocks. */
+static const char *const parking[][2] = {
     {"arena", "arena_size=8MiB"},
     {"fixed_size", "block_size=64KiB blocks_to_preallocate=4"},
+    {"binning", "bins=4KiB:64KiB blocks_to_preallocate=4"},
 };
 
-START_TEST(arena_and_fixed_size_refuse_a_captured_stream)
+static crmm_resource *parking_resource(int i)
 {
     crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
-    crmm_resource *r = crmm_test_create(refusing[_i][0], refusing[_i][1], cuda);
+    crmm_resource *r = crmm_test_create(parking[i][0], parking[i][1], cuda);
     crmm_resource_release(cuda);
+    return r;
+}
+
+static bool one_of(const void *x, void *const *set, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (x == set[i])
+            return true;
+    return false;
+}
+
+/* Under capture they allocate and free with no call that capture forbids. A block allocated
+ * before the capture and freed inside it, one allocated and freed inside, and one allocated
+ * inside and freed after the capture (on another stream) are handed to nobody while the graph
+ * lives, on any stream; the counts of allocated memory drop at the frees all the same. Once the
+ * graph is destroyed the three come back: the next allocations get them. */
+START_TEST(arena_fixed_size_binning_hold_a_graphs_blocks)
+{
+    const size_t n = 64 * KiB;
+    crmm_resource *r = parking_resource(_i);
+    cudaStream_t s = stream_n(1), other = stream_n(2);
+    void *before = alloc_on(r, n, s);
+    free_on(r, alloc_on(r, n, s), n, s); /* free on s: the capture may take it */
+
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *in1 = alloc_on(r, n, s);
+    void *in2 = alloc_on(r, n, s);
+    free_on(r, in1, n, s);
+    free_on(r, before, n, s);
+    fake_capture_end(s);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%s: %d forbidden call(s), the last %s", parking[_i][0],
+                  fake_capture_forbidden(), fake_capture_last_forbidden());
+    ck_assert_int_eq(fake_graph_user_objects(g), 1);
+    free_on(r, in2, n, other); /* after the capture: still the graph's */
+    ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+
+    void *held[3] = {before, in1, in2}, *got[12];
+    for (int i = 0; i < 12; i++) {
+        got[i] = alloc_on(r, n, i % 2 ? other : s);
+        ck_assert_msg(!one_of(got[i], held, 3), "%s: %p, held for a live graph, handed out", parking[_i][0], got[i]);
+    }
+    for (int i = 0; i < 12; i++)
+        free_on(r, got[i], n, i % 2 ? other : s);
+
+    fake_graph_destroy(g);
+    ck_assert_int_eq(fake_user_objects_live(), 0);
+    int found = 0;
+    void *again[16];
+    for (int i = 0; i < 16; i++) {
+        again[i] = alloc_on(r, n, s);
+        found += one_of(again[i], held, 3);
+    }
+    ck_assert_msg(found == 3, "%s: %d of the graph's 3 blocks came back", parking[_i][0], found);
+    for (int i = 0; i < 16; i++)
+        free_on(r, again[i], n, s);
+    ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+    crmm_resource_release(r);
+}
+END_TEST
+
+/* Freeing a block twice under capture is refused like any double free (the block is held once). */
+START_TEST(a_double_free_under_capture_is_refused)
+{
+    const size_t n = 64 * KiB;
+    crmm_resource *r = parking_resource(_i == 0 ? 1 : 2);
     cudaStream_t s = stream_n(1);
-    void *before = alloc_on(r, 4 * KiB, s);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(r, n, s);
+    free_on(r, x, n, s);
+    ck_assert_int_ne(crmm_resource_deallocate(r, x, n, (crmm_cuda_stream_t)s), CRMM_OK);
+    fake_capture_end(s);
+    ck_assert_int_eq(fake_capture_forbidden(), 0);
+    fake_graph_destroy(g);
+    crmm_resource_release(r);
+}
+END_TEST
+
+/* An arena whose free memory was all freed on another stream cannot serve a captured stream
+ * without waiting for the device: the allocation fails with CRMM_ERROR_OUT_OF_MEMORY naming the
+ * capture, makes no forbidden call, and the capture stays valid. */
+START_TEST(arena_that_would_wait_refuses_under_capture)
+{
+    crmm_resource *r = parking_resource(0);
+    cudaStream_t s = stream_n(1), other = stream_n(2);
+    void *big = alloc_on(r, 7 * MiB, other);
+    free_on(r, big, 7 * MiB, other); /* the pages are tagged with `other` */
+    int syncs = fake_vmm.device_syncs;
     fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
     void *x = NULL;
-    ck_assert_crmm(crmm_resource_allocate(r, 4 * KiB, (crmm_cuda_stream_t)s, &x), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_crmm(crmm_resource_allocate(r, 7 * MiB, (crmm_cuda_stream_t)s, &x), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
-    ck_assert_crmm(crmm_resource_deallocate(r, before, 4 * KiB, (crmm_cuda_stream_t)s), CRMM_ERROR_UNSUPPORTED);
     fake_capture_end(s);
-    ck_assert_msg(fake_capture_forbidden() == 0, "%s: %d forbidden call(s), the last %s", refusing[_i][0],
-                  fake_capture_forbidden(), fake_capture_last_forbidden());
-    free_on(r, before, 4 * KiB, s); /* after the capture, as usual */
+    ck_assert_msg(fake_capture_forbidden() == 0, "%d forbidden call(s), the last %s", fake_capture_forbidden(),
+                  fake_capture_last_forbidden());
+    ck_assert_int_eq(fake_vmm.device_syncs, syncs);
+    x = alloc_on(r, 7 * MiB, s); /* after the capture it may wait */
+    free_on(r, x, 7 * MiB, s);
     fake_graph_destroy(g);
     crmm_resource_release(r);
 }
@@ -503,7 +590,9 @@ static Suite *graphs_suite(void)
     tcase_add_loop_test(tc, a_cached_block_freed_in_a_capture_is_the_graphs, 0, FORMS);
     suite_add_tcase(s, tc);
     TCase *others = tcase_create("other plugins");
-    tcase_add_loop_test(others, arena_and_fixed_size_refuse_a_captured_stream, 0, 2);
+    tcase_add_loop_test(others, arena_fixed_size_binning_hold_a_graphs_blocks, 0, 3);
+    tcase_add_loop_test(others, a_double_free_under_capture_is_refused, 0, 2);
+    tcase_add_test(others, arena_that_would_wait_refuses_under_capture);
     tcase_add_test(others, cuda_allocates_under_capture_and_refuses_to_free);
     tcase_add_loop_test(others, adaptors_over_a_pool_under_capture, 0, (int)(sizeof adaptors / sizeof adaptors[0]));
     suite_add_tcase(s, others);

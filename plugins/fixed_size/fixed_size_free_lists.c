@@ -159,6 +159,8 @@ crmm_status fs_free_lists_pop(fs_free_lists *fl, fs_stream_key *key, void **ptr)
         return crmm_last_status();
     if (mine->blocks.count == 0) {
         /* Take another stream's covered blocks, ordered behind its event's last record. */
+        if (fl->capturing) /* that wait and record would join the allocator's event to the graph */
+            return CRMM_ERROR_NOT_FOUND;
         fs_stream_list *other = covered_other(fl, mine);
         if (!other)
             return CRMM_ERROR_NOT_FOUND;
@@ -213,7 +215,7 @@ crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *cons
     }
     fl->uncovered += n;
     /* once the process is exiting no CUDA call: the blocks go upstream with their chunk */
-    if (l->blocks.count - l->covered < fl->record_every || crmm_process_exiting())
+    if (l->blocks.count - l->covered < fl->record_every || crmm_process_exiting() || fl->capturing)
         return CRMM_OK;
     /* A list found by handle alone is the caller's stream's unless that stream was destroyed
      * and its handle given to the caller's: then the list is left to the old stream (its

@@ -46,6 +46,9 @@ typedef struct fs_free_lists {
     size_t record_every;    /* record a stream's event once this many of its blocks are uncovered */
     uint64_t free_blocks;   /* blocks in all stacks */
     uint64_t uncovered;     /* blocks in all stacks above their `covered` */
+    bool capturing;         /* set by the resource (under its lock) while it serves a stream under
+                             * CUDA graph capture: pop takes the stream's own stack only (no wait
+                             * for another stream's event) and push records no event */
 } fs_free_lists;
 
 /* Start empty; events will be made on `device` (made current just for that); a stream's event is
