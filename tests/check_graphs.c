@@ -18,6 +18,7 @@
 #include <crmm/pool.h>
 #include "fake_capture.h"
 #include "fake_vmm.h"
+#include "malloc_fail.h"
 #include "test_support.h"
 
 #define KiB ((size_t)1 << 10)
@@ -206,6 +207,35 @@ START_TEST(blocks_freed_inside_or_allocated_inside_are_the_graphs)
     /* the capture may have reused the block it freed for its own later allocation */
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), free_now + (inside == before ? 512 : 768) * KiB);
     crmm_resource_release(p); /* the eight blocks are reported as leaks: expected */
+}
+END_TEST
+
+/* A destroyed graph's blocks join the pool's ready state when the pool collects them. When that
+ * state cannot be made (malloc fails) they stay parked, held, and the graph's record is kept: the
+ * next collect hands them back (they are neither lost nor freed with the record). */
+START_TEST(blocks_come_back_after_a_collect_that_malloc_failed)
+{
+    if (!MALLOC_FAIL_REPLACES)
+        return; /* a sanitizer build: malloc is not ours to fail */
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=4MiB");
+    cudaStream_t s = stream_n(1);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *a = alloc_on(p, MiB, s);
+    free_on(p, a, MiB, s);
+    fake_capture_end(s);
+    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
+    fake_graph_destroy(g);
+    uint64_t free_bytes = 0;
+    malloc_fail_arm_from(1, 1); /* every malloc fails: the ready state cannot be made */
+    crmm_status st = crmm_resource_query(p, CRMM_QUERY_BYTES_FREE, &free_bytes);
+    malloc_fail_disarm();
+    ck_assert_crmm_ok(st);
+    ck_assert_uint_eq(free_bytes, reserved - MiB); /* still held */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), reserved); /* handed back at the next collect */
+    void *b = alloc_on(p, 4 * MiB, stream_n(2)); /* the whole pool, the graph's block included */
+    free_on(p, b, 4 * MiB, stream_n(2));
+    crmm_resource_release(p);
 }
 END_TEST
 
@@ -580,6 +610,7 @@ static Suite *graphs_suite(void)
     TCase *tc = tcase_create("pool");
     tcase_add_loop_test(tc, blocks_of_a_capture_are_held_until_the_graph_is_destroyed, 0, FORMS);
     tcase_add_loop_test(tc, blocks_freed_inside_or_allocated_inside_are_the_graphs, 0, FORMS);
+    tcase_add_loop_test(tc, blocks_come_back_after_a_collect_that_malloc_failed, 0, FORMS);
     tcase_add_loop_test(tc, growth_under_capture_makes_no_forbidden_call, 0, FORMS);
     tcase_add_loop_test(tc, out_of_memory_under_capture_names_the_capture, 0, FORMS);
     tcase_add_loop_test(tc, a_pool_destroyed_before_its_graph, 0, FORMS);
