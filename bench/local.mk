@@ -12,7 +12,7 @@ bench_libcrmmbench_la_SOURCES = \
 	bench/bench_cli.c bench/bench_cli.h \
 	bench/bench_copy.c bench/bench_copy.h
 bench_libcrmmbench_la_LIBADD = libcrmm.la $(CUDA_LIBS)
-EXTRA_DIST += bench/RESULTS.md
+EXTRA_DIST += bench/RESULTS.md bench/decoder_graph.py
 # the recorded PyTorch allocation logs: tests/check_pool_expandable_logs.sh replays them
 EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench/logs/gpt2_train.csv.gz \
 	bench/logs/resnet_train.csv.gz
