@@ -435,18 +435,26 @@ END_TEST
 /* ---- the other plugins ---------------------------------------------------------------------- */
 
 /* Arena, fixed_size and binning (whose bins are fixed_size resources) keep the ownership rule
- * through graph_park (plugins/common): each over the cuda plugin, in 64 KiB blocks. */
+ * through graph_park (plugins/common): each over the cuda plugin, in 64 KiB blocks; the last is a
+ * binning whose 64 KiB requests pass its bins and go to an arena upstream. */
 static const char *const parking[][2] = {
     {"arena", "arena_size=8MiB"},
     {"fixed_size", "block_size=64KiB blocks_to_preallocate=4"},
     {"binning", "bins=4KiB:64KiB blocks_to_preallocate=4"},
+    {"binning", "bins=4KiB blocks_to_preallocate=4"},
 };
+#define PARKING ((int)(sizeof parking / sizeof parking[0]))
 
 static crmm_resource *parking_resource(int i)
 {
-    crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
-    crmm_resource *r = crmm_test_create(parking[i][0], parking[i][1], cuda);
-    crmm_resource_release(cuda);
+    crmm_resource *up = crmm_test_create("cuda", "", NULL);
+    if (i == PARKING - 1) { /* over an arena */
+        crmm_resource *arena = crmm_test_create("arena", "arena_size=8MiB", up);
+        crmm_resource_release(up);
+        up = arena;
+    }
+    crmm_resource *r = crmm_test_create(parking[i][0], parking[i][1], up);
+    crmm_resource_release(up);
     return r;
 }
 
@@ -621,7 +629,7 @@ static Suite *graphs_suite(void)
     tcase_add_loop_test(tc, a_cached_block_freed_in_a_capture_is_the_graphs, 0, FORMS);
     suite_add_tcase(s, tc);
     TCase *others = tcase_create("other plugins");
-    tcase_add_loop_test(others, arena_fixed_size_binning_hold_a_graphs_blocks, 0, 3);
+    tcase_add_loop_test(others, arena_fixed_size_binning_hold_a_graphs_blocks, 0, PARKING);
     tcase_add_loop_test(others, a_double_free_under_capture_is_refused, 0, 2);
     tcase_add_test(others, arena_that_would_wait_refuses_under_capture);
     tcase_add_test(others, cuda_allocates_under_capture_and_refuses_to_free);
