@@ -239,6 +239,35 @@ START_TEST(blocks_come_back_after_a_collect_that_malloc_failed)
 }
 END_TEST
 
+/* The same, with the graph's last owned block freed (outside any capture) between the failed
+ * collect and the next: the record, which still holds a parked block it does not own (one
+ * allocated before the capture and freed inside it), must stay until that block is handed back. */
+START_TEST(a_record_holding_parked_blocks_outlives_its_last_owned_block)
+{
+    if (!MALLOC_FAIL_REPLACES)
+        return; /* a sanitizer build: malloc is not ours to fail */
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=4MiB");
+    cudaStream_t s = stream_n(1);
+    void *before = alloc_on(p, MiB, NULL); /* from the initial chunk's own state: no ready state yet */
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *owned = alloc_on(p, MiB, s);
+    free_on(p, before, MiB, s); /* parked, not owned by the graph */
+    fake_capture_end(s);
+    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
+    fake_graph_destroy(g);
+    uint64_t free_bytes = 0;
+    malloc_fail_arm_from(1, 1);
+    crmm_status st = crmm_resource_query(p, CRMM_QUERY_BYTES_FREE, &free_bytes);
+    malloc_fail_disarm();
+    ck_assert_crmm_ok(st);
+    ck_assert_uint_eq(free_bytes, reserved - 2 * MiB);
+    free_on(p, owned, MiB, s); /* the graph is gone: back to the pool at once */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), reserved); /* and the parked one with it */
+    crmm_resource_release(p);
+}
+END_TEST
+
 /* Under capture the pool takes no other stream's free blocks (that needs a device
  * synchronization or an event on the other stream): it grows instead, with no forbidden call —
  * the chunked pool's cudaMalloc runs in the relaxed capture mode, the expandable pool maps pages
@@ -619,6 +648,7 @@ static Suite *graphs_suite(void)
     tcase_add_loop_test(tc, blocks_of_a_capture_are_held_until_the_graph_is_destroyed, 0, FORMS);
     tcase_add_loop_test(tc, blocks_freed_inside_or_allocated_inside_are_the_graphs, 0, FORMS);
     tcase_add_loop_test(tc, blocks_come_back_after_a_collect_that_malloc_failed, 0, FORMS);
+    tcase_add_loop_test(tc, a_record_holding_parked_blocks_outlives_its_last_owned_block, 0, FORMS);
     tcase_add_loop_test(tc, growth_under_capture_makes_no_forbidden_call, 0, FORMS);
     tcase_add_loop_test(tc, out_of_memory_under_capture_names_the_capture, 0, FORMS);
     tcase_add_loop_test(tc, a_pool_destroyed_before_its_graph, 0, FORMS);
