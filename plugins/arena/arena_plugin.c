@@ -174,10 +174,12 @@ static crmm_status arena_deallocate(crmm_resource *self, void *ptr, size_t bytes
         if (!arena_global_entry(&r->global, ptr))
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p was not allocated by this arena", arena_who(r), ptr);
         bool parked;
-        crmm_status st = graph_park_free(&r->park, graph, ptr, bytes, stream, &parked, arena_who(r));
+        crmm_status st = graph_park_free(&r->park, graph, ptr, bytes, stream, &parked);
         if (parked) { /* held for the graph: out of the counts of allocated memory now */
             if (st == CRMM_OK)
                 arena_cache_count(r, stream, -(int64_t)bytes);
+            else
+                crmm_error_add_context("%s", arena_who(r));
             return st;
         }
     }

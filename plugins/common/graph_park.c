@@ -99,12 +99,10 @@ static bool park(graph_park *gp, park_graph *g, const graph_park_entry *b)
     return true;
 }
 
-crmm_status graph_park_free(graph_park *gp, park_graph *capturing, void *ptr, size_t bytes, crmm_cuda_stream_t stream,
-                            bool *parked, const char *label)
+crmm_status graph_park_free_slow(graph_park *gp, park_graph *capturing, void *ptr, size_t bytes,
+                                 crmm_cuda_stream_t stream, bool *parked)
 {
     *parked = false;
-    if (!capturing && __builtin_expect(__atomic_load_n(&gp->owned_count, __ATOMIC_RELAXED) == 0, 1))
-        return CRMM_OK;
     graph_park_entry b = {ptr, bytes, stream};
     pthread_mutex_lock(&gp->lock);
     ptr_map_pair *e = ptr_map_find(&gp->owned, (uintptr_t)ptr);
@@ -120,8 +118,8 @@ crmm_status graph_park_free(graph_park *gp, park_graph *capturing, void *ptr, si
     pthread_mutex_unlock(&gp->lock);
     *parked = to != NULL;
     if (!ok)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY,
-                              "%s: malloc failed holding %p for a CUDA graph (the block stays out of use)", label, ptr);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "malloc failed holding %p for a CUDA graph (the block stays out of use)",
+                              ptr);
     return CRMM_OK;
 }
 
@@ -143,11 +141,9 @@ static bool release_block(graph_park *gp, park_graph *g, const graph_park_entry 
     return true;
 }
 
-graph_park_entry *graph_park_collect(graph_park *gp, size_t *n)
+graph_park_entry *graph_park_collect_slow(graph_park *gp, size_t *n)
 {
     *n = 0;
-    if (!graph_park_pending(gp))
-        return NULL;
     pthread_mutex_lock(&gp->lock);
     graph_hold *h = graph_holds_take(&gp->holds);
     size_t total = 0;

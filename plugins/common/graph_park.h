@@ -54,11 +54,20 @@ crmm_status graph_park_own(graph_park *gp, park_graph *g, void *ptr, const char 
 
 /* ptr (a live block of the allocator, just taken out of its live set) is being freed on `stream`,
  * during the capture of `capturing` (NULL: no capture). *parked says whether it is now held for a
- * graph (the allocator must not reuse it) or goes back to the allocator as usual. Error (nothing
- * parked, *parked true: the block stays out of use): CRMM_ERROR_OUT_OF_MEMORY when the record
- * cannot grow. */
-crmm_status graph_park_free(graph_park *gp, park_graph *capturing, void *ptr, size_t bytes, crmm_cuda_stream_t stream,
-                            bool *parked, const char *label);
+ * graph (the allocator must not reuse it) or goes back to the allocator as usual. Outside any
+ * capture, while no graph owns a block, it costs one atomic load. Error (nothing parked, *parked
+ * true: the block stays out of use): CRMM_ERROR_OUT_OF_MEMORY when the record cannot grow (the
+ * caller adds its name to the message). */
+crmm_status graph_park_free_slow(graph_park *gp, park_graph *capturing, void *ptr, size_t bytes,
+                                 crmm_cuda_stream_t stream, bool *parked);
+static inline crmm_status graph_park_free(graph_park *gp, park_graph *capturing, void *ptr, size_t bytes,
+                                          crmm_cuda_stream_t stream, bool *parked)
+{
+    *parked = false;
+    if (!capturing && __builtin_expect(__atomic_load_n(&gp->owned_count, __ATOMIC_RELAXED) == 0, 1))
+        return CRMM_OK;
+    return graph_park_free_slow(gp, capturing, ptr, bytes, stream, parked);
+}
 
 /* Whether any graph has been destroyed since the last collect (one atomic load). */
 static inline bool graph_park_pending(graph_park *gp) { return graph_holds_pending(&gp->holds); }
@@ -67,7 +76,12 @@ static inline bool graph_park_pending(graph_park *gp) { return graph_holds_pendi
  * freed now (the device has finished with them): a malloc'd array of *n entries (NULL, 0 when
  * none or when the array cannot be made: those records are retried at the next call). A block
  * another live graph owns too stays parked for that one. */
-graph_park_entry *graph_park_collect(graph_park *gp, size_t *n);
+graph_park_entry *graph_park_collect_slow(graph_park *gp, size_t *n);
+static inline graph_park_entry *graph_park_collect(graph_park *gp, size_t *n)
+{
+    *n = 0;
+    return __builtin_expect(graph_park_pending(gp), 0) ? graph_park_collect_slow(gp, n) : NULL;
+}
 
 /* Bytes parked for graphs now. */
 uint64_t graph_park_bytes(graph_park *gp);

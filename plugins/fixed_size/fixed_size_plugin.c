@@ -146,14 +146,20 @@ static const char *who(const fixed_size_resource *r, char *buf, size_t n)
 
 /* Whether `stream` is being captured into a CUDA graph; then *graph is the graph's record, which
  * owns what the capture allocates and holds what it frees (docs/cuda-graphs.md). */
-static crmm_status capture_of(fixed_size_resource *r, crmm_cuda_stream_t stream, park_graph **graph)
+static crmm_status capture_of_slow(fixed_size_resource *r, crmm_cuda_stream_t stream, park_graph **graph)
 {
-    *graph = NULL;
     capture_check_info cap;
-    if (!capture_check_gate_open(r->capture_gate) || !capture_check_query(stream, &cap))
+    if (!capture_check_query(stream, &cap))
         return CRMM_OK;
     char label[96];
     return graph_park_graph(&r->park, &cap, who(r, label, sizeof label), graph);
+}
+
+/* While the gate is closed: one load and one branch. */
+static inline crmm_status capture_of(fixed_size_resource *r, crmm_cuda_stream_t stream, park_graph **graph)
+{
+    *graph = NULL;
+    return capture_check_gate_open(r->capture_gate) ? capture_of_slow(r, stream, graph) : CRMM_OK;
 }
 
 /* Under capture: a block from the stream's own stack, else a new chunk (upstream in the relaxed
@@ -240,7 +246,8 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
         capture_check_leave_capture(serving);
         capture_check_restore_mode(mode);
     }
-    free(back);
+    if (back)
+        free(back);
     crmm_cuda_device_restore(&g);
     return st;
 }
@@ -276,10 +283,8 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
         crmm_counters_sub_locked(&r->counters, (int64_t)bytes > have ? (uint64_t)(have > 0 ? have : 0) : bytes);
     }
     bool parked = false;
-    if (known) { /* a block a live graph owns, or one freed under capture, is held for the graph */
-        char label[96];
-        st = graph_park_free(&r->park, graph, ptr, bytes, stream, &parked, who(r, label, sizeof label));
-    }
+    if (known && (st = graph_park_free(&r->park, graph, ptr, bytes, stream, &parked)) != CRMM_OK)
+        crmm_error_add_context("fixed_size '%s'", self->name); /* a block freed for a graph */
     if (known && push && !parked)
         st = fs_free_lists_push(&r->free, &key, &ptr, 1);
     spin_unlock(&r->lock);
