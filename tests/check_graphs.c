@@ -57,7 +57,7 @@ static int prefetches;
 cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
 {
     *id = (unsigned long long)(uintptr_t)s + 1;
-    return cudaSuccess;
+    return fake_capture_call("cudaStreamGetId", FAKE_CALL_STREAM, s); /* CUDA refuses a captured stream's id */
 }
 
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)

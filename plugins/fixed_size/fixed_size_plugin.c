@@ -79,7 +79,9 @@ static crmm_status grow(fixed_size_resource *r, fs_stream_key *key)
         for (size_t i = 0; i < n; i++)
             batch[i] = (char *)chunk + (left - 1 - i) * r->block_size;
         uint64_t before = r->free.free_blocks;
-        st = fs_free_lists_push(&r->free, key, batch, n);
+        /* fresh memory during a capture is ready for any stream: no list (CUDA refuses a
+         * captured stream's id), no event */
+        st = r->free.capturing ? fs_free_lists_push_ready(&r->free, batch, n) : fs_free_lists_push(&r->free, key, batch, n);
         if (r->free.free_blocks != before) /* on the stack, even when recording the event failed */
             left -= n;
         if (st != CRMM_OK)
@@ -172,8 +174,8 @@ static crmm_status take_under_capture(fixed_size_resource *r, fs_stream_key *key
         st = fs_free_lists_pop(&r->free, key, ptr);
     if (st == CRMM_OK) {
         char label[96];
-        if ((st = graph_park_own(&r->park, graph, *ptr, who(r, label, sizeof label))) != CRMM_OK)
-            fs_free_lists_push(&r->free, key, ptr, 1); /* back where it came from */
+        st = graph_park_own(&r->park, graph, *ptr, who(r, label, sizeof label));
+        /* on failure the block stays out of use until destroy: no list can take it back now */
     }
     r->free.capturing = false;
     if (st != CRMM_OK)
@@ -183,13 +185,13 @@ static crmm_status take_under_capture(fixed_size_resource *r, fs_stream_key *key
     return st;
 }
 
-/* Blocks of destroyed graphs (graph_park_collect) join the stack of the stream of `key`: the
- * device has finished with them. Lock held. */
-static void take_back_parked(fixed_size_resource *r, fs_stream_key *key, graph_park_entry *back, size_t n)
+/* Blocks of destroyed graphs (graph_park_collect) are ready for any stream: the device has
+ * finished with them. Lock held. */
+static void take_back_parked(fixed_size_resource *r, graph_park_entry *back, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (fs_free_lists_push(&r->free, key, &back[i].ptr, 1) != CRMM_OK)
-            crmm_clear_error(); /* on the stack all the same, or out of use until destroy */
+        if (fs_free_lists_push_ready(&r->free, &back[i].ptr, 1) != CRMM_OK)
+            crmm_clear_error(); /* out of use until destroy */
 }
 
 static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
@@ -211,8 +213,8 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
     crmm_device_guard g;
     if ((st = enter_device_for(r, stream, &g)) != CRMM_OK)
         return st;
-    fs_stream_key key;
-    if ((st = fs_free_lists_key(&r->free, stream, &key)) != CRMM_OK) { /* before the lock: a CUDA call */
+    fs_stream_key key = {stream, 0, false}; /* under capture the handle alone (no id: CUDA refuses it) */
+    if (!graph && (st = fs_free_lists_key(&r->free, stream, &key)) != CRMM_OK) { /* before the lock: a CUDA call */
         crmm_cuda_device_restore(&g);
         return st;
     }
@@ -225,7 +227,7 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
         serving = capture_check_enter_capture();
     }
     spin_lock(&r->lock);
-    take_back_parked(r, &key, back, nback);
+    take_back_parked(r, back, nback);
     if (graph) {
         st = take_under_capture(r, &key, graph, ptr);
     } else {
@@ -234,9 +236,8 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
             st = take_or_grow(r, &key, ptr);
     }
     if (st == CRMM_OK && !fs_live_add(&r->live, (uintptr_t)*ptr)) {
-        r->free.capturing = graph != NULL;
-        fs_free_lists_push(&r->free, &key, ptr, 1); /* back where it came from (the graph's mark stays: harmless) */
-        r->free.capturing = false;
+        if (!graph) /* back where it came from; under capture it stays out of use (no list can take it) */
+            fs_free_lists_push(&r->free, &key, ptr, 1);
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size '%s': malloc failed (live set)", self->name);
     }
     if (st == CRMM_OK)
