@@ -586,6 +586,37 @@ START_TEST(arena_that_would_wait_refuses_under_capture)
 }
 END_TEST
 
+/* fixed_size grows during a capture (no forbidden call, the new chunk's blocks usable there);
+ * when its upstream refuses another chunk the allocation fails with CRMM_ERROR_OUT_OF_MEMORY
+ * naming the capture, without waiting for the device to free anything. */
+START_TEST(fixed_size_grows_under_capture_until_upstream_refuses)
+{
+    crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
+    crmm_resource *lim = crmm_test_create("limiting", "allocation_limit=128KiB", cuda);
+    crmm_resource_release(cuda);
+    crmm_resource *r = crmm_test_create("fixed_size", "block_size=64KiB blocks_to_preallocate=1", lim);
+    crmm_resource_release(lim);
+    cudaStream_t s = stream_n(1), other = stream_n(2);
+    free_on(r, alloc_on(r, 64 * KiB, other), 64 * KiB, other); /* the first chunk: free on another stream */
+    int syncs = fake_vmm.device_syncs;
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(r, 64 * KiB, s); /* a second chunk, in the relaxed mode */
+    void *y = NULL;
+    ck_assert_crmm(crmm_resource_allocate(r, 64 * KiB, (crmm_cuda_stream_t)s, &y), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
+    free_on(r, x, 64 * KiB, s);
+    fake_capture_end(s);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%d forbidden call(s), the last %s", fake_capture_forbidden(),
+                  fake_capture_last_forbidden());
+    ck_assert_int_eq(fake_vmm.device_syncs, syncs);
+    ck_assert_uint_eq(q(r, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    fake_graph_destroy(g);
+    y = alloc_on(r, 64 * KiB, s); /* after the capture it may wait for the other stream's block */
+    free_on(r, y, 64 * KiB, s);
+    crmm_resource_release(r);
+}
+END_TEST
+
 /* The cuda plugin allocates under capture (cudaMalloc in the relaxed mode: new memory is safe for a
  * graph) but refuses to free on a captured stream, which would free what the graph still uses. */
 START_TEST(cuda_allocates_under_capture_and_refuses_to_free)
@@ -662,6 +693,7 @@ static Suite *graphs_suite(void)
     tcase_add_loop_test(others, arena_fixed_size_binning_hold_a_graphs_blocks, 0, PARKING);
     tcase_add_loop_test(others, a_double_free_under_capture_is_refused, 0, 2);
     tcase_add_test(others, arena_that_would_wait_refuses_under_capture);
+    tcase_add_test(others, fixed_size_grows_under_capture_until_upstream_refuses);
     tcase_add_test(others, cuda_allocates_under_capture_and_refuses_to_free);
     tcase_add_loop_test(others, adaptors_over_a_pool_under_capture, 0, (int)(sizeof adaptors / sizeof adaptors[0]));
     suite_add_tcase(s, others);
