@@ -10,6 +10,7 @@
  * growing by chunks with stream_reuse = sync and = event, and expandable. */
 #include "config.h"
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -527,6 +528,11 @@ START_TEST(arena_fixed_size_binning_hold_a_graphs_blocks)
     }
     for (int i = 0; i < 12; i++)
         free_on(r, got[i], n, i % 2 ? other : s);
+    /* the three are not free (a binning's free bytes are its bins': the last's are its arena's) */
+    bool own_memory = _i != PARKING - 1;
+    uint64_t free_during = q(r, CRMM_QUERY_BYTES_FREE);
+    if (own_memory)
+        ck_assert_uint_le(free_during + 3 * n, q(r, CRMM_QUERY_BYTES_RESERVED));
 
     fake_graph_destroy(g);
     ck_assert_int_eq(fake_user_objects_live(), 0);
@@ -540,6 +546,8 @@ START_TEST(arena_fixed_size_binning_hold_a_graphs_blocks)
     for (int i = 0; i < 16; i++)
         free_on(r, again[i], n, s);
     ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+    if (own_memory)
+        ck_assert_uint_ge(q(r, CRMM_QUERY_BYTES_FREE), free_during + 3 * n); /* and free again */
     crmm_resource_release(r);
 }
 END_TEST
