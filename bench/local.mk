@@ -15,6 +15,8 @@ bench_libcrmmbench_la_LIBADD = libcrmm.la $(CUDA_LIBS)
 EXTRA_DIST += bench/RESULTS.md
 # real PyTorch workloads under native, expandable_segments and crmm (run on a GPU machine)
 EXTRA_DIST += bench/torch_workloads.py bench/torch_workloads.sh
+# a captured decoder step replayed under native or crmm (run on a GPU machine)
+EXTRA_DIST += bench/decoder_graph.py
 # the recorded PyTorch allocation logs: tests/check_pool_expandable_logs.sh replays them
 EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench/logs/gpt2_train.csv.gz \
 	bench/logs/resnet_train.csv.gz

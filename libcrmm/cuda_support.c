@@ -24,11 +24,13 @@ __attribute__((destructor)) static void crmm_library_unload(void) { mark_exiting
 
 bool crmm_process_exiting(void) { return atomic_load_explicit(&exiting, memory_order_relaxed); }
 
-static atomic_bool graph_capture; /* crmm_graph_capture_enable */
+static bool graph_capture; /* crmm_graph_capture_enable; atomic (read inline by the plugins) */
 
-void crmm_graph_capture_enable(bool enable) { atomic_store_explicit(&graph_capture, enable, memory_order_relaxed); }
+void crmm_graph_capture_enable(bool enable) { __atomic_store_n(&graph_capture, enable, __ATOMIC_RELAXED); }
 
-bool crmm_graph_capture_enabled(void) { return atomic_load_explicit(&graph_capture, memory_order_relaxed); }
+bool crmm_graph_capture_enabled(void) { return __atomic_load_n(&graph_capture, __ATOMIC_RELAXED); }
+
+const bool *crmm_graph_capture_switch(void) { return &graph_capture; }
 
 void crmm_note_cuda_initialized(void) { pthread_once(&exit_hook_once, register_exit_hook); }
 

@@ -1,6 +1,8 @@
 # One local.mk per plugin folder.
 
 CAPTURE_CHECK_SOURCES = plugins/common/capture_check.c plugins/common/capture_check.h
+GRAPH_HOLD_SOURCES = plugins/common/graph_hold.c plugins/common/graph_hold.h
+GRAPH_PARK_SOURCES = plugins/common/graph_park.c plugins/common/graph_park.h $(GRAPH_HOLD_SOURCES)
 DIRECT_RESOURCE_SOURCES = plugins/common/direct_resource.c plugins/common/direct_resource.h $(CAPTURE_CHECK_SOURCES)
 SPIN_LOCK_SOURCES = plugins/common/spin_lock.c plugins/common/spin_lock.h
 DEVICE_DEFAULT_SOURCES = plugins/common/device_default.c plugins/common/device_default.h

@@ -77,7 +77,8 @@ TESTS += tests/check_fault_injection
 
 # Malloc failure: crmm's own host mallocs failing at every index, over the same CPU stacks.
 check_PROGRAMS += tests/check_malloc_failure
-tests_check_malloc_failure_SOURCES = tests/check_malloc_failure.c tests/cpu_stacks.c tests/cpu_stacks.h
+tests_check_malloc_failure_SOURCES = tests/check_malloc_failure.c tests/cpu_stacks.c tests/cpu_stacks.h \
+	tests/malloc_fail.c tests/malloc_fail.h
 tests_check_malloc_failure_CFLAGS = $(TEST_CFLAGS)
 tests_check_malloc_failure_LDADD = $(TEST_LDADD)
 TESTS += tests/check_malloc_failure

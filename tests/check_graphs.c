@@ -10,6 +10,7 @@
  * growing by chunks with stream_reuse = sync and = event, and expandable. */
 #include "config.h"
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <crmm/pool.h>
 #include "fake_capture.h"
 #include "fake_vmm.h"
+#include "malloc_fail.h"
 #include "test_support.h"
 
 #define KiB ((size_t)1 << 10)
@@ -56,7 +58,7 @@ static int prefetches;
 cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
 {
     *id = (unsigned long long)(uintptr_t)s + 1;
-    return cudaSuccess;
+    return fake_capture_call("cudaStreamGetId", FAKE_CALL_STREAM, s); /* CUDA refuses a captured stream's id */
 }
 
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
@@ -206,6 +208,64 @@ START_TEST(blocks_freed_inside_or_allocated_inside_are_the_graphs)
     /* the capture may have reused the block it freed for its own later allocation */
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), free_now + (inside == before ? 512 : 768) * KiB);
     crmm_resource_release(p); /* the eight blocks are reported as leaks: expected */
+}
+END_TEST
+
+/* A destroyed graph's blocks join the pool's ready state when the pool collects them. When that
+ * state cannot be made (malloc fails) they stay parked, held, and the graph's record is kept: the
+ * next collect hands them back (they are neither lost nor freed with the record). */
+START_TEST(blocks_come_back_after_a_collect_that_malloc_failed)
+{
+    if (!MALLOC_FAIL_REPLACES)
+        return; /* a sanitizer build: malloc is not ours to fail */
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=4MiB");
+    cudaStream_t s = stream_n(1);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *a = alloc_on(p, MiB, s);
+    free_on(p, a, MiB, s);
+    fake_capture_end(s);
+    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
+    fake_graph_destroy(g);
+    uint64_t free_bytes = 0;
+    malloc_fail_arm_from(1, 1); /* every malloc fails: the ready state cannot be made */
+    crmm_status st = crmm_resource_query(p, CRMM_QUERY_BYTES_FREE, &free_bytes);
+    malloc_fail_disarm();
+    ck_assert_crmm_ok(st);
+    ck_assert_uint_eq(free_bytes, reserved - MiB); /* still held */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), reserved); /* handed back at the next collect */
+    void *b = alloc_on(p, 4 * MiB, stream_n(2)); /* the whole pool, the graph's block included */
+    free_on(p, b, 4 * MiB, stream_n(2));
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* The same, with the graph's last owned block freed (outside any capture) between the failed
+ * collect and the next: the record, which still holds a parked block it does not own (one
+ * allocated before the capture and freed inside it), must stay until that block is handed back. */
+START_TEST(a_record_holding_parked_blocks_outlives_its_last_owned_block)
+{
+    if (!MALLOC_FAIL_REPLACES)
+        return; /* a sanitizer build: malloc is not ours to fail */
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=4MiB");
+    cudaStream_t s = stream_n(1);
+    void *before = alloc_on(p, MiB, NULL); /* from the initial chunk's own state: no ready state yet */
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *owned = alloc_on(p, MiB, s);
+    free_on(p, before, MiB, s); /* parked, not owned by the graph */
+    fake_capture_end(s);
+    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
+    fake_graph_destroy(g);
+    uint64_t free_bytes = 0;
+    malloc_fail_arm_from(1, 1);
+    crmm_status st = crmm_resource_query(p, CRMM_QUERY_BYTES_FREE, &free_bytes);
+    malloc_fail_disarm();
+    ck_assert_crmm_ok(st);
+    ck_assert_uint_eq(free_bytes, reserved - 2 * MiB);
+    free_on(p, owned, MiB, s); /* the graph is gone: back to the pool at once */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), reserved); /* and the parked one with it */
+    crmm_resource_release(p);
 }
 END_TEST
 
@@ -404,30 +464,163 @@ END_TEST
 
 /* ---- the other plugins ---------------------------------------------------------------------- */
 
-/* An allocator that cannot hold memory for a graph (arena, fixed_size) refuses a captured stream
- * with CRMM_ERROR_UNSUPPORTED naming the capture, before any CUDA call: the capture stays valid. */
-static const char *const refusing[][2] = {
+/* Arena, fixed_size and binning (whose bins are fixed_size resources) keep the ownership rule
+ * through graph_park (plugins/common): each over the cuda plugin, in 64 KiB blocks; the last is a
+ * binning whose 64 KiB requests pass its bins and go to an arena upstream. */
+static const char *const parking[][2] = {
     {"arena", "arena_size=8MiB"},
     {"fixed_size", "block_size=64KiB blocks_to_preallocate=4"},
+    {"binning", "bins=4KiB:64KiB blocks_to_preallocate=4"},
+    {"binning", "bins=4KiB blocks_to_preallocate=4"},
 };
+#define PARKING ((int)(sizeof parking / sizeof parking[0]))
 
-START_TEST(arena_and_fixed_size_refuse_a_captured_stream)
+static crmm_resource *parking_resource(int i)
 {
-    crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
-    crmm_resource *r = crmm_test_create(refusing[_i][0], refusing[_i][1], cuda);
-    crmm_resource_release(cuda);
+    crmm_resource *up = crmm_test_create("cuda", "", NULL);
+    if (i == PARKING - 1) { /* over an arena */
+        crmm_resource *arena = crmm_test_create("arena", "arena_size=8MiB", up);
+        crmm_resource_release(up);
+        up = arena;
+    }
+    crmm_resource *r = crmm_test_create(parking[i][0], parking[i][1], up);
+    crmm_resource_release(up);
+    return r;
+}
+
+static bool one_of(const void *x, void *const *set, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (x == set[i])
+            return true;
+    return false;
+}
+
+/* Under capture they allocate and free with no call that capture forbids. A block allocated
+ * before the capture and freed inside it, one allocated and freed inside, and one allocated
+ * inside and freed after the capture (on another stream) are handed to nobody while the graph
+ * lives, on any stream; the counts of allocated memory drop at the frees all the same. Once the
+ * graph is destroyed the three come back: the next allocations get them. */
+START_TEST(arena_fixed_size_binning_hold_a_graphs_blocks)
+{
+    const size_t n = 64 * KiB;
+    crmm_resource *r = parking_resource(_i);
+    cudaStream_t s = stream_n(1), other = stream_n(2);
+    void *before = alloc_on(r, n, s);
+    free_on(r, alloc_on(r, n, s), n, s); /* free on s: the capture may take it */
+
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *in1 = alloc_on(r, n, s);
+    void *in2 = alloc_on(r, n, s);
+    free_on(r, in1, n, s);
+    free_on(r, before, n, s);
+    fake_capture_end(s);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%s: %d forbidden call(s), the last %s", parking[_i][0],
+                  fake_capture_forbidden(), fake_capture_last_forbidden());
+    ck_assert_int_eq(fake_graph_user_objects(g), 1);
+    free_on(r, in2, n, other); /* after the capture: still the graph's */
+    ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+
+    void *held[3] = {before, in1, in2}, *got[12];
+    for (int i = 0; i < 12; i++) {
+        got[i] = alloc_on(r, n, i % 2 ? other : s);
+        ck_assert_msg(!one_of(got[i], held, 3), "%s: %p, held for a live graph, handed out", parking[_i][0], got[i]);
+    }
+    for (int i = 0; i < 12; i++)
+        free_on(r, got[i], n, i % 2 ? other : s);
+    /* the three are not free (a binning's free bytes are its bins': the last's are its arena's) */
+    bool own_memory = _i != PARKING - 1;
+    uint64_t free_during = q(r, CRMM_QUERY_BYTES_FREE);
+    if (own_memory)
+        ck_assert_uint_le(free_during + 3 * n, q(r, CRMM_QUERY_BYTES_RESERVED));
+
+    fake_graph_destroy(g);
+    ck_assert_int_eq(fake_user_objects_live(), 0);
+    int found = 0;
+    void *again[16];
+    for (int i = 0; i < 16; i++) {
+        again[i] = alloc_on(r, n, s);
+        found += one_of(again[i], held, 3);
+    }
+    ck_assert_msg(found == 3, "%s: %d of the graph's 3 blocks came back", parking[_i][0], found);
+    for (int i = 0; i < 16; i++)
+        free_on(r, again[i], n, s);
+    ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+    if (own_memory)
+        ck_assert_uint_ge(q(r, CRMM_QUERY_BYTES_FREE), free_during + 3 * n); /* and free again */
+    crmm_resource_release(r);
+}
+END_TEST
+
+/* Freeing a block twice under capture is refused like any double free (the block is held once). */
+START_TEST(a_double_free_under_capture_is_refused)
+{
+    const size_t n = 64 * KiB;
+    crmm_resource *r = parking_resource(_i == 0 ? 1 : 2);
     cudaStream_t s = stream_n(1);
-    void *before = alloc_on(r, 4 * KiB, s);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(r, n, s);
+    free_on(r, x, n, s);
+    ck_assert_int_ne(crmm_resource_deallocate(r, x, n, (crmm_cuda_stream_t)s), CRMM_OK);
+    fake_capture_end(s);
+    ck_assert_int_eq(fake_capture_forbidden(), 0);
+    fake_graph_destroy(g);
+    crmm_resource_release(r);
+}
+END_TEST
+
+/* An arena whose free memory was all freed on another stream cannot serve a captured stream
+ * without waiting for the device: the allocation fails with CRMM_ERROR_OUT_OF_MEMORY naming the
+ * capture, makes no forbidden call, and the capture stays valid. */
+START_TEST(arena_that_would_wait_refuses_under_capture)
+{
+    crmm_resource *r = parking_resource(0);
+    cudaStream_t s = stream_n(1), other = stream_n(2);
+    void *big = alloc_on(r, 7 * MiB, other);
+    free_on(r, big, 7 * MiB, other); /* the pages are tagged with `other` */
+    int syncs = fake_vmm.device_syncs;
     fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
     void *x = NULL;
-    ck_assert_crmm(crmm_resource_allocate(r, 4 * KiB, (crmm_cuda_stream_t)s, &x), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_crmm(crmm_resource_allocate(r, 7 * MiB, (crmm_cuda_stream_t)s, &x), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
-    ck_assert_crmm(crmm_resource_deallocate(r, before, 4 * KiB, (crmm_cuda_stream_t)s), CRMM_ERROR_UNSUPPORTED);
     fake_capture_end(s);
-    ck_assert_msg(fake_capture_forbidden() == 0, "%s: %d forbidden call(s), the last %s", refusing[_i][0],
-                  fake_capture_forbidden(), fake_capture_last_forbidden());
-    free_on(r, before, 4 * KiB, s); /* after the capture, as usual */
+    ck_assert_msg(fake_capture_forbidden() == 0, "%d forbidden call(s), the last %s", fake_capture_forbidden(),
+                  fake_capture_last_forbidden());
+    ck_assert_int_eq(fake_vmm.device_syncs, syncs);
+    x = alloc_on(r, 7 * MiB, s); /* after the capture it may wait */
+    free_on(r, x, 7 * MiB, s);
     fake_graph_destroy(g);
+    crmm_resource_release(r);
+}
+END_TEST
+
+/* fixed_size grows during a capture (no forbidden call, the new chunk's blocks usable there);
+ * when its upstream refuses another chunk the allocation fails with CRMM_ERROR_OUT_OF_MEMORY
+ * naming the capture, without waiting for the device to free anything. */
+START_TEST(fixed_size_grows_under_capture_until_upstream_refuses)
+{
+    crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
+    crmm_resource *lim = crmm_test_create("limiting", "allocation_limit=128KiB", cuda);
+    crmm_resource_release(cuda);
+    crmm_resource *r = crmm_test_create("fixed_size", "block_size=64KiB blocks_to_preallocate=1", lim);
+    crmm_resource_release(lim);
+    cudaStream_t s = stream_n(1), other = stream_n(2);
+    free_on(r, alloc_on(r, 64 * KiB, other), 64 * KiB, other); /* the first chunk: free on another stream */
+    int syncs = fake_vmm.device_syncs;
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(r, 64 * KiB, s); /* a second chunk, in the relaxed mode */
+    void *y = NULL;
+    ck_assert_crmm(crmm_resource_allocate(r, 64 * KiB, (crmm_cuda_stream_t)s, &y), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
+    free_on(r, x, 64 * KiB, s);
+    fake_capture_end(s);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%d forbidden call(s), the last %s", fake_capture_forbidden(),
+                  fake_capture_last_forbidden());
+    ck_assert_int_eq(fake_vmm.device_syncs, syncs);
+    ck_assert_uint_eq(q(r, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    fake_graph_destroy(g);
+    y = alloc_on(r, 64 * KiB, s); /* after the capture it may wait for the other stream's block */
+    free_on(r, y, 64 * KiB, s);
     crmm_resource_release(r);
 }
 END_TEST
@@ -493,6 +686,8 @@ static Suite *graphs_suite(void)
     TCase *tc = tcase_create("pool");
     tcase_add_loop_test(tc, blocks_of_a_capture_are_held_until_the_graph_is_destroyed, 0, FORMS);
     tcase_add_loop_test(tc, blocks_freed_inside_or_allocated_inside_are_the_graphs, 0, FORMS);
+    tcase_add_loop_test(tc, blocks_come_back_after_a_collect_that_malloc_failed, 0, FORMS);
+    tcase_add_loop_test(tc, a_record_holding_parked_blocks_outlives_its_last_owned_block, 0, FORMS);
     tcase_add_loop_test(tc, growth_under_capture_makes_no_forbidden_call, 0, FORMS);
     tcase_add_loop_test(tc, out_of_memory_under_capture_names_the_capture, 0, FORMS);
     tcase_add_loop_test(tc, a_pool_destroyed_before_its_graph, 0, FORMS);
@@ -503,7 +698,10 @@ static Suite *graphs_suite(void)
     tcase_add_loop_test(tc, a_cached_block_freed_in_a_capture_is_the_graphs, 0, FORMS);
     suite_add_tcase(s, tc);
     TCase *others = tcase_create("other plugins");
-    tcase_add_loop_test(others, arena_and_fixed_size_refuse_a_captured_stream, 0, 2);
+    tcase_add_loop_test(others, arena_fixed_size_binning_hold_a_graphs_blocks, 0, PARKING);
+    tcase_add_loop_test(others, a_double_free_under_capture_is_refused, 0, 2);
+    tcase_add_test(others, arena_that_would_wait_refuses_under_capture);
+    tcase_add_test(others, fixed_size_grows_under_capture_until_upstream_refuses);
     tcase_add_test(others, cuda_allocates_under_capture_and_refuses_to_free);
     tcase_add_loop_test(others, adaptors_over_a_pool_under_capture, 0, (int)(sizeof adaptors / sizeof adaptors[0]));
     suite_add_tcase(s, others);

@@ -1,7 +1,7 @@
-/* check_malloc_failure.c — crmm's own host mallocs failing: this program defines malloc,
- * calloc, realloc and the aligned allocators itself (so they replace the C library's for every
- * library it loads, libcrmm and the plugins included) and fails the Nth call of a window it
- * opens around one scenario. Each scenario (building a stack over host and using it, loading a
+/* check_malloc_failure.c — crmm's own host mallocs failing: this program links malloc_fail.c,
+ * whose malloc, calloc, realloc and aligned allocators replace the C library's for every library
+ * it loads (libcrmm and the plugins included), and fails the Nth call of a window it opens
+ * around one scenario. Each scenario (building a stack over host and using it, loading a
  * config and building from it) is run with the failure at every index it reaches: each run must
  * end in errors, not crashes, with every host block given back. Sanitizer builds replace malloc
  * themselves, so there this program says so and skips (exit 77). */
@@ -14,87 +14,9 @@
 #include <string.h>
 #include "cpu_stacks.h"
 #include "test_support.h"
+#include "malloc_fail.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define REPLACES_MALLOC 0
-#else
-#define REPLACES_MALLOC 1
-#endif
-
-#if REPLACES_MALLOC
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_realloc(void *p, size_t n);
-extern void *__libc_memalign(size_t align, size_t n);
-extern void __libc_free(void *p);
-void *memalign(size_t align, size_t n);
-
-static bool armed;          /* counting calls */
-static uint64_t fail_at;    /* the call that fails (from 1); 0: none */
-static uint64_t calls;      /* atomic */
-
-static bool fail_now(void)
-{
-    if (!__atomic_load_n(&armed, __ATOMIC_RELAXED))
-        return false;
-    if (__atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED) != fail_at)
-        return false;
-    errno = ENOMEM;
-    return true;
-}
-
-/* Blocks allocated minus blocks freed while the window is open: a scenario that gives back all
- * it took ends at 0. */
-static int64_t live;
-
-static void *counted(void *p, int64_t d)
-{
-    if (p && __atomic_load_n(&armed, __ATOMIC_RELAXED))
-        __atomic_add_fetch(&live, d, __ATOMIC_RELAXED);
-    return p;
-}
-
-void *malloc(size_t n) { return fail_now() ? NULL : counted(__libc_malloc(n), 1); }
-void *calloc(size_t n, size_t size) { return fail_now() ? NULL : counted(__libc_calloc(n, size), 1); }
-void *realloc(void *p, size_t n)
-{
-    if (fail_now())
-        return NULL;
-    void *q = __libc_realloc(p, n);
-    if (!p)
-        counted(q, 1);
-    else if (!n && !q)
-        counted(p, -1); /* glibc: realloc(p, 0) frees p */
-    return q;
-}
-void free(void *p) { __libc_free(counted(p, -1)); }
-void *memalign(size_t align, size_t n) { return fail_now() ? NULL : counted(__libc_memalign(align, n), 1); }
-void *aligned_alloc(size_t align, size_t n) { return fail_now() ? NULL : counted(__libc_memalign(align, n), 1); }
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    if (fail_now())
-        return ENOMEM;
-    void *p = counted(__libc_memalign(align, n), 1);
-    if (!p)
-        return ENOMEM;
-    *out = p;
-    return 0;
-}
-
-static void arm(uint64_t n)
-{
-    fail_at = n;
-    __atomic_store_n(&calls, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&live, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&armed, true, __ATOMIC_RELAXED);
-}
-
-static uint64_t disarm(void)
-{
-    __atomic_store_n(&armed, false, __ATOMIC_RELAXED);
-    return __atomic_load_n(&calls, __ATOMIC_RELAXED);
-}
-
+#if MALLOC_FAIL_REPLACES
 #define NSTACKS cpu_stack_count
 
 static const size_t sizes[] = {100, 4096, 70000, 300, 1 << 18, 64};
@@ -147,15 +69,15 @@ START_TEST(every_failing_malloc_is_survived)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     scenario((size_t)_i, host); /* once unarmed: plugins loaded, per-thread buffers made */
-    arm(0);
+    malloc_fail_arm(0);
     scenario((size_t)_i, host);
-    uint64_t count = disarm();
+    uint64_t count = malloc_fail_disarm();
     ck_assert_uint_gt(count, 0);
     crmm_test_log_capture_begin(); /* failures are reported on the log too */
     for (uint64_t k = 1; k <= count; k++) {
-        arm(k);
+        malloc_fail_arm(k);
         scenario((size_t)_i, host);
-        disarm();
+        malloc_fail_disarm();
         ck_assert_msg(refused_frees == 0, "%s, malloc %llu failing: a free was refused",
                       _i < (int)NSTACKS ? cpu_stacks[_i].name : "config", (unsigned long long)k);
         ck_assert_msg(crmm_test_query(host, CRMM_QUERY_BYTES_IN_USE) == 0,
@@ -180,21 +102,21 @@ static void sweep_config_load(const char *text, const char *refusal)
     if (first == CRMM_OK)
         crmm_config_free(cfg);
     ck_assert_int_eq(first, refusal ? CRMM_ERROR_CONFIG : CRMM_OK);
-    arm(0);
+    malloc_fail_arm(0);
     if (crmm_config_load_string(text, "oom.ini", &cfg) == CRMM_OK)
         crmm_config_free(cfg);
-    int64_t left = live;
-    uint64_t count = disarm();
+    int64_t left = malloc_fail_live();
+    uint64_t count = malloc_fail_disarm();
     ck_assert_uint_gt(count, 10);
     ck_assert_int_eq(left, 0);
     crmm_test_log_capture_begin();
     for (uint64_t k = 1; k <= count; k++) {
-        arm(k);
+        malloc_fail_arm(k);
         crmm_status st = crmm_config_load_string(text, "oom.ini", &cfg);
         if (st == CRMM_OK)
             crmm_config_free(cfg);
-        left = live;
-        disarm();
+        left = malloc_fail_live();
+        malloc_fail_disarm();
         const char *msg = crmm_last_error();
         ck_assert_msg(!(refusal && st == CRMM_OK), "malloc %llu of %llu failing: a bad config loaded as good",
                       (unsigned long long)k, (unsigned long long)count);
@@ -232,9 +154,9 @@ END_TEST
 /* The replacement does fail: the Nth call returns NULL. */
 START_TEST(the_nth_malloc_fails)
 {
-    arm(2);
+    malloc_fail_arm(2);
     void *a = malloc(16), *b = malloc(16), *c = malloc(16);
-    disarm();
+    malloc_fail_disarm();
     ck_assert_ptr_nonnull(a);
     ck_assert_ptr_null(b);
     ck_assert_ptr_nonnull(c);

@@ -13,7 +13,8 @@
  *  - FAKE_CALL_UNSAFE: what the global capture mode forbids in every thread (cudaMalloc, cudaFree,
  *    mapping memory, ...): forbidden unless the calling thread's mode is relaxed;
  *  - FAKE_CALL_STREAM: an event recorded on, or waited for by, a stream under capture: it would
- *    join the allocator's events to the user's graph (or fail with an isolation error).
+ *    join the allocator's events to the user's graph (or fail with an isolation error); also
+ *    asking a captured stream's id (cudaStreamGetId), which CUDA refuses during capture.
  * A graph's user objects are released when the test destroys the graph (fake_graph_destroy), which
  * runs their destructors at once, on the calling thread. */
 #ifndef CRMM_TESTS_FAKE_CAPTURE_H

@@ -39,6 +39,10 @@ CRMM_API void crmm_note_cuda_initialized(void);
 CRMM_API void crmm_graph_capture_enable(bool enable);
 /* Whether crmm_graph_capture_enable(true) is in force (one atomic load). */
 CRMM_API bool crmm_graph_capture_enabled(void);
+/* The address of the byte crmm_graph_capture_enable sets (non-zero: on), for allocators that test
+ * the switch on every call without a function call: read it with a relaxed atomic load
+ * (__atomic_load_n). Never NULL; never fails. */
+CRMM_API const bool *crmm_graph_capture_switch(void);
 
 /* The current device ordinal. CRMM_ERROR_CUDA when there is no usable device. */
 CRMM_API crmm_status crmm_cuda_current_device(int *device);

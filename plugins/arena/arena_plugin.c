@@ -71,16 +71,38 @@ static void arena_defragment(arena_resource *r)
     arena_cache_reclaim(r);
 }
 
-/* The arena orders streams by synchronizing and reuses a freed block at once: it cannot keep a
- * graph's memory apart (docs/cuda-graphs.md), so it serves no stream under capture. */
-#define ARENA_CAPTURE_WHY "the arena cannot hold memory for a graph; use a pool for CUDA graphs"
-
-static crmm_status arena_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+/* Whether `stream` is being captured into a CUDA graph; then *graph is the graph's record, which
+ * owns what the capture allocates and holds what it frees (docs/cuda-graphs.md). */
+static crmm_status capture_of(arena_resource *r, crmm_cuda_stream_t stream, park_graph **graph)
 {
-    arena_resource *r = (arena_resource *)self;
+    *graph = NULL;
+    capture_check_info cap;
+    if (!capture_check_query(stream, &cap))
+        return CRMM_OK;
+    return graph_park_graph(&r->park, &cap, arena_who(r), graph);
+}
+
+static crmm_status arena_free_now(arena_resource *r, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
+
+/* Blocks of destroyed graphs come back, freed on the caller's stream (not captured, alive: the
+ * only stream the arena may name). The device has finished with them. */
+static void take_back_parked(arena_resource *r, crmm_cuda_stream_t stream)
+{
+    size_t n;
+    graph_park_entry *back = graph_park_collect(&r->park, &n);
+    for (size_t i = 0; i < n; i++) {
+        arena_cache_count(r, stream, (int64_t)back[i].bytes); /* counted free when parked */
+        if (arena_free_now(r, back[i].ptr, back[i].bytes, stream) != CRMM_OK)
+            crmm_log(CRMM_LOG_ERROR, "%s: taking back a block of a destroyed CUDA graph: %s", arena_who(r),
+                     crmm_last_error());
+    }
+    free(back);
+}
+
+static crmm_status arena_allocate_now(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, void **ptr,
+                                      bool capturing)
+{
     crmm_status st;
-    if (__builtin_expect(r->uses_cuda && capture_check_active(stream), 0))
-        return capture_check_refuse(arena_who(r), "allocate", stream, ARENA_CAPTURE_WHY);
     if (__builtin_expect(bytes <= r->small_max, 1)) {
         st = arena_cache_allocate(r, bytes, stream, ptr);
         if (__builtin_expect(st == CRMM_OK, 1))
@@ -94,6 +116,9 @@ static crmm_status arena_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
     }
     if (st != CRMM_ERROR_OUT_OF_MEMORY)
         return st;
+    if (capturing) /* defragmenting waits for the device */
+        return crmm_error_add_context("%s: allocating %zu bytes on stream %p while it is captured into a CUDA graph",
+                                      arena_who(r), bytes, (void *)stream);
     arena_defragment(r);
     st = arena_try_allocate(r, bytes, stream, ptr);
     if (st == CRMM_ERROR_OUT_OF_MEMORY)
@@ -101,11 +126,68 @@ static crmm_status arena_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
     return st;
 }
 
+/* Under capture: the usual paths with every wait refused (capture_check_no_wait) and the thread's
+ * capture mode relaxed; the block is then the graph's. */
+static crmm_status capture_allocate(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, park_graph *graph,
+                                    void **ptr)
+{
+    int mode;
+    capture_check_relax_mode(&mode);
+    bool serving = capture_check_enter_capture();
+    crmm_status st = arena_allocate_now(r, bytes, stream, ptr, true);
+    capture_check_leave_capture(serving);
+    if (st == CRMM_OK && (st = graph_park_own(&r->park, graph, *ptr, arena_who(r))) != CRMM_OK) {
+        serving = capture_check_enter_capture();
+        arena_free_now(r, *ptr, bytes, stream); /* on the stream it came from: no wait */
+        capture_check_leave_capture(serving);
+    }
+    capture_check_restore_mode(mode);
+    return st;
+}
+
+static crmm_status arena_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    arena_resource *r = (arena_resource *)self;
+    park_graph *graph = NULL;
+    if (capture_check_gate_open(r->capture_gate)) {
+        crmm_status st = capture_of(r, stream, &graph);
+        if (st != CRMM_OK)
+            return st;
+        if (graph)
+            return capture_allocate(r, bytes, stream, graph, ptr);
+    }
+    if (__builtin_expect(graph_park_pending(&r->park), 0))
+        take_back_parked(r, stream);
+    return arena_allocate_now(r, bytes, stream, ptr, false);
+}
+
 static crmm_status arena_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     arena_resource *r = (arena_resource *)self;
-    if (__builtin_expect(r->uses_cuda && capture_check_active(stream), 0))
-        return capture_check_refuse(arena_who(r), "free memory", stream, ARENA_CAPTURE_WHY);
+    park_graph *graph = NULL;
+    if (capture_check_gate_open(r->capture_gate)) {
+        crmm_status st = capture_of(r, stream, &graph);
+        if (st != CRMM_OK)
+            return st;
+    }
+    if (graph || __builtin_expect(__atomic_load_n(&r->park.owned_count, __ATOMIC_RELAXED) != 0, 0)) {
+        if (!arena_global_entry(&r->global, ptr))
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p was not allocated by this arena", arena_who(r), ptr);
+        bool parked;
+        crmm_status st = graph_park_free(&r->park, graph, ptr, bytes, stream, &parked);
+        if (parked) { /* held for the graph: out of the counts of allocated memory now */
+            if (st == CRMM_OK)
+                arena_cache_count(r, stream, -(int64_t)bytes);
+            else
+                crmm_error_add_context("%s", arena_who(r));
+            return st;
+        }
+    }
+    return arena_free_now(r, ptr, bytes, stream);
+}
+
+static crmm_status arena_free_now(arena_resource *r, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
     uintptr_t e = arena_global_entry(&r->global, ptr);
     if (__builtin_expect(e != 0 && !(e & ARENA_ENTRY_SPAN), 1))
         return arena_cache_deallocate(r, (arena_slab *)e, ptr, bytes, stream);
@@ -263,6 +345,7 @@ static void arena_free_state(arena_resource *r)
         free(r->classes);
     }
     free(r->dump_file);
+    graph_park_destroy(&r->park); /* blocks held for graphs go upstream with the arena */
     pthread_mutex_destroy(&r->arenas_lock);
     free(r);
 }
@@ -420,6 +503,8 @@ static crmm_status arena_create(const crmm_params *params, crmm_resource *upstre
     r->base.device = upstream->device;
     snprintf(r->base.name, sizeof r->base.name, "%s", crmm_params_resource_name(params));
     r->uses_cuda = crmm_resource_is_device_accessible(upstream) && upstream->device >= 0;
+    r->capture_gate = capture_check_gate(r->uses_cuda ? CAPTURE_CHECK_AUTO : CAPTURE_CHECK_NEVER);
+    graph_park_init(&r->park);
     crmm_status st = arena_read_params(params, upstream, r);
     if (st == CRMM_OK) {
         r->classes = calloc(r->nclasses, sizeof *r->classes);

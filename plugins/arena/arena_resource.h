@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
+#include "../common/graph_park.h"
 #include "arena_global.h"
 #include "arena_slab.h"
 
@@ -30,6 +31,7 @@ typedef struct arena_resource {
     /* read-only after creation */
     uint64_t id;                   /* unique in the process: thread caches are keyed by it */
     bool uses_cuda;                /* device memory: streams matter; false: no CUDA call at all */
+    const bool *capture_gate;      /* open: ask whether a stream is captured (capture_check.h) */
     size_t arena_size;             /* bytes taken from upstream */
     size_t superblock_size;
     size_t small_max;              /* largest request served from a superblock (superblock / 8) */
@@ -46,6 +48,7 @@ typedef struct arena_resource {
     size_t narenas;
     alignas(64) crmm_alloc_counters counters; /* large blocks, remote frees, flushed thread counts */
     uint64_t defragmentations;     /* atomic */
+    graph_park park;               /* blocks held for CUDA graphs (graph_park.h) */
     struct arena_resource *registry_next;
 } arena_resource;
 

@@ -45,6 +45,7 @@
 #include "config.h"
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
+#include "../common/capture_check.h"
 #include <crmm/log.h>
 #include "arena_resource.h"
 
@@ -71,6 +72,8 @@ crmm_status arena_stream_synchronize(arena_resource *r, crmm_cuda_stream_t strea
 {
     if (!r->uses_cuda || crmm_process_exiting())
         return CRMM_OK;
+    if (capture_check_no_wait()) /* serving a stream under capture: refuse, never wait */
+        return capture_check_wait_refused(arena_who(r), "freeing a block on another stream");
     crmm_device_guard g;
     crmm_status st = crmm_cuda_device_enter(r->base.device, &g);
     if (st != CRMM_OK)
@@ -90,6 +93,8 @@ static crmm_status device_sync(void *arg)
     arena_resource *r = arg;
     if (crmm_process_exiting())
         return CRMM_OK;
+    if (capture_check_no_wait()) /* serving a stream under capture: refuse, never wait */
+        return capture_check_wait_refused(arena_who(r), "reusing memory freed on other streams");
     crmm_device_guard g;
     crmm_status st = crmm_cuda_device_enter(r->base.device, &g);
     if (st != CRMM_OK)

@@ -14,7 +14,7 @@ plugins_arena_crmm_arena_la_SOURCES = \
 	plugins/arena/arena_dump.c \
 	$(DEVICE_DEFAULT_SOURCES) \
 	$(RESOURCE_LABEL_SOURCES) \
-	$(CAPTURE_CHECK_SOURCES)
+	$(CAPTURE_CHECK_SOURCES) $(GRAPH_PARK_SOURCES) $(PTR_MAP_SOURCES)
 plugins_arena_crmm_arena_la_LDFLAGS = $(PLUGIN_LDFLAGS)
 plugins_arena_crmm_arena_la_LIBADD = $(PLUGIN_LIBADD)
 AM_CPPFLAGS += -I$(top_srcdir)/plugins/arena/include

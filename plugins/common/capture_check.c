@@ -5,17 +5,48 @@
 #include <crmm/error.h>
 #include "capture_check.h"
 
-bool capture_check_active(crmm_cuda_stream_t stream)
+static const bool always = true, never = false;
+static _Thread_local bool serving_capture;
+
+const bool *capture_check_gate(capture_check_when when)
 {
-    if (!crmm_graph_capture_enabled() || stream == NULL || stream == (crmm_cuda_stream_t)cudaStreamLegacy ||
-        crmm_process_exiting())
+    switch (when) {
+    case CAPTURE_CHECK_ALWAYS: return &always;
+    case CAPTURE_CHECK_NEVER: return &never;
+    default: return crmm_graph_capture_switch();
+    }
+}
+
+bool capture_check_query(crmm_cuda_stream_t stream, capture_check_info *cap)
+{
+    if (stream == NULL || stream == (crmm_cuda_stream_t)cudaStreamLegacy || crmm_process_exiting())
         return false;
+    /* the cheaper query on every call; the capture's id and graph only when there is one */
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing((cudaStream_t)stream, &status) != cudaSuccess) {
+        cudaGetLastError(); /* a stream CUDA does not know is not capturing; the caller finds out */
+        return false;
+    }
+    if (__builtin_expect(status != cudaStreamCaptureStatusActive, 1))
+        return false;
+    cudaGraph_t graph = NULL;
+    if (cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, &cap->id, &graph, NULL, NULL, NULL) != cudaSuccess) {
         cudaGetLastError();
         return false;
     }
+    cap->graph = graph;
     return status == cudaStreamCaptureStatusActive;
+}
+
+bool capture_check_stream(crmm_cuda_stream_t stream, capture_check_info *cap)
+{
+    return capture_check_gate_open(crmm_graph_capture_switch()) && capture_check_query(stream, cap);
+}
+
+bool capture_check_active(crmm_cuda_stream_t stream)
+{
+    capture_check_info cap;
+    return capture_check_stream(stream, &cap);
 }
 
 crmm_status capture_check_refuse(const char *label, const char *what, crmm_cuda_stream_t stream, const char *why)
@@ -41,4 +72,23 @@ void capture_check_restore_mode(int saved)
     enum cudaStreamCaptureMode mode = (enum cudaStreamCaptureMode)saved;
     if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
         cudaGetLastError();
+}
+
+bool capture_check_enter_capture(void)
+{
+    bool previous = serving_capture;
+    serving_capture = true;
+    return previous;
+}
+
+void capture_check_leave_capture(bool previous) { serving_capture = previous; }
+
+bool capture_check_no_wait(void) { return serving_capture; }
+
+crmm_status capture_check_wait_refused(const char *label, const char *what)
+{
+    return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY,
+                          "%s: %s needs a wait for the device, which CUDA forbids while a stream is captured into a "
+                          "CUDA graph (captured into a CUDA graph: give the resource more memory before the capture)",
+                          label, what);
 }

@@ -149,14 +149,49 @@ static fs_stream_list *covered_other(fs_free_lists *fl, const fs_stream_list *mi
     return NULL;
 }
 
+/* A ready block (no pending work anywhere), or NOT_FOUND. */
+static crmm_status pop_ready(fs_free_lists *fl, void **ptr)
+{
+    if (!fl->ready.count)
+        return CRMM_ERROR_NOT_FOUND;
+    *ptr = fl->ready.ptrs[--fl->ready.count];
+    fl->free_blocks--;
+    return CRMM_OK;
+}
+
+/* Under capture: the list of a created stream found by its handle alone (no CUDA call), or NULL. */
+static fs_stream_list *list_by_handle(fs_free_lists *fl, crmm_cuda_stream_t handle)
+{
+    if (!is_created_stream(handle))
+        return NULL;
+    for (size_t i = 0; i < fl->count; i++)
+        if (fl->lists[i].handle == handle)
+            return &fl->lists[i];
+    return NULL;
+}
+
 crmm_status fs_free_lists_pop(fs_free_lists *fl, fs_stream_key *key, void **ptr)
 {
     if (fl->free_blocks == 0)
         return CRMM_ERROR_NOT_FOUND;
     crmm_cuda_stream_t stream = key->handle;
+    if (fl->capturing) { /* the stream's own blocks, then ready ones: no wait, no record, no id */
+        fs_stream_list *mine = list_by_handle(fl, stream);
+        if (!mine || mine->blocks.count == 0)
+            return pop_ready(fl, ptr);
+        *ptr = mine->blocks.ptrs[--mine->blocks.count];
+        if (mine->covered > mine->blocks.count)
+            mine->covered = mine->blocks.count;
+        else
+            fl->uncovered--;
+        fl->free_blocks--;
+        return CRMM_OK;
+    }
     fs_stream_list *mine = list_of(fl, key);
     if (!mine)
         return crmm_last_status();
+    if (mine->blocks.count == 0 && pop_ready(fl, ptr) == CRMM_OK)
+        return CRMM_OK;
     if (mine->blocks.count == 0) {
         /* Take another stream's covered blocks, ordered behind its event's last record. */
         fs_stream_list *other = covered_other(fl, mine);
@@ -213,7 +248,7 @@ crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *cons
     }
     fl->uncovered += n;
     /* once the process is exiting no CUDA call: the blocks go upstream with their chunk */
-    if (l->blocks.count - l->covered < fl->record_every || crmm_process_exiting())
+    if (l->blocks.count - l->covered < fl->record_every || crmm_process_exiting() || fl->capturing)
         return CRMM_OK;
     /* A list found by handle alone is the caller's stream's unless that stream was destroyed
      * and its handle given to the caller's: then the list is left to the old stream (its
@@ -229,6 +264,17 @@ crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *cons
         return st;
     fl->uncovered -= l->blocks.count - l->covered;
     l->covered = l->blocks.count;
+    return CRMM_OK;
+}
+
+crmm_status fs_free_lists_push_ready(fs_free_lists *fl, void *const *ptrs, size_t n)
+{
+    crmm_status st = stack_reserve(&fl->ready, n);
+    if (st != CRMM_OK)
+        return st;
+    memcpy(fl->ready.ptrs + fl->ready.count, ptrs, n * sizeof *ptrs);
+    fl->ready.count += n;
+    fl->free_blocks += n;
     return CRMM_OK;
 }
 
@@ -262,5 +308,6 @@ void fs_free_lists_destroy(fs_free_lists *fl, bool cuda_ok)
         free(fl->lists[i].blocks.ptrs);
     }
     free(fl->lists);
+    free(fl->ready.ptrs);
     memset(fl, 0, sizeof *fl);
 }

@@ -46,6 +46,13 @@ typedef struct fs_free_lists {
     size_t record_every;    /* record a stream's event once this many of its blocks are uncovered */
     uint64_t free_blocks;   /* blocks in all stacks */
     uint64_t uncovered;     /* blocks in all stacks above their `covered` */
+    fs_stack ready;         /* blocks no stream has pending work on (fresh from upstream during a
+                             * capture, or given back by a destroyed CUDA graph): any stream takes
+                             * them without a wait (counted in free_blocks, never uncovered) */
+    bool capturing;         /* set by the resource (under its lock) while it serves a stream under
+                             * CUDA graph capture: pop finds the stream's own stack by its handle
+                             * alone (CUDA refuses a captured stream's id), never waits for another
+                             * stream's event, and takes the ready blocks after its own */
 } fs_free_lists;
 
 /* Start empty; events will be made on `device` (made current just for that); a stream's event is
@@ -87,6 +94,11 @@ crmm_status fs_free_lists_pop(fs_free_lists *fl, fs_stream_key *key, void **ptr)
  * when the stack cannot grow (then the blocks stay unavailable until the resource is destroyed),
  * CRMM_ERROR_CUDA on a failed CUDA call (the blocks are on the stack, uncovered). */
 crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *const *ptrs, size_t n);
+
+/* Give `n` blocks back that no stream has pending work on (fs_free_lists.ready): no CUDA call.
+ * CRMM_ERROR_OUT_OF_MEMORY when the stack cannot grow (the blocks stay unavailable until the
+ * resource is destroyed). */
+crmm_status fs_free_lists_push_ready(fs_free_lists *fl, void *const *ptrs, size_t n);
 
 /* Wait until the device has finished all work (cudaDeviceSynchronize, which names no stream);
  * then every free block is covered. CRMM_ERROR_CUDA when that fails (nothing changes). No CUDA

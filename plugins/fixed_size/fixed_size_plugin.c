@@ -23,6 +23,7 @@
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include "../common/capture_check.h"
+#include "../common/graph_park.h"
 #include "../common/spin_lock.h"
 #include "fixed_size_free_lists.h"
 #include "fixed_size_live.h"
@@ -40,6 +41,9 @@ typedef struct fixed_size_resource {
     fs_live_set live;         /* blocks handed out: a free of anything else is refused */
     crmm_alloc_counters counters; /* bytes as requested */
     crmm_fork_guard fork_guard;   /* the lock around fork(); prepare NULL until create succeeds */
+    const bool *capture_gate; /* open: ask whether a stream is captured (capture_check.h) */
+    graph_park park;          /* blocks held for CUDA graphs (graph_park.h; its own lock, taken
+                               * after `lock`) */
 } fixed_size_resource;
 
 /* Allocate one more chunk on the stream of `key` and put its blocks on that stream's list. Lock
@@ -75,7 +79,9 @@ static crmm_status grow(fixed_size_resource *r, fs_stream_key *key)
         for (size_t i = 0; i < n; i++)
             batch[i] = (char *)chunk + (left - 1 - i) * r->block_size;
         uint64_t before = r->free.free_blocks;
-        st = fs_free_lists_push(&r->free, key, batch, n);
+        /* fresh memory during a capture is ready for any stream: no list (CUDA refuses a
+         * captured stream's id), no event */
+        st = r->free.capturing ? fs_free_lists_push_ready(&r->free, batch, n) : fs_free_lists_push(&r->free, key, batch, n);
         if (r->free.free_blocks != before) /* on the stack, even when recording the event failed */
             left -= n;
         if (st != CRMM_OK)
@@ -134,13 +140,58 @@ static crmm_status enter_device_for(const fixed_size_resource *r, crmm_cuda_stre
     return crmm_cuda_device_enter(r->base.device, g);
 }
 
-/* fixed_size orders streams by events and reuses a freed block at once: it cannot keep a graph's
- * memory apart (docs/cuda-graphs.md), so it serves no stream under capture. */
-static crmm_status refuse_capture(const fixed_size_resource *r, const char *what, crmm_cuda_stream_t stream)
+static const char *who(const fixed_size_resource *r, char *buf, size_t n)
 {
+    snprintf(buf, n, "fixed_size '%s'", r->base.name);
+    return buf;
+}
+
+/* Whether `stream` is being captured into a CUDA graph; then *graph is the graph's record, which
+ * owns what the capture allocates and holds what it frees (docs/cuda-graphs.md). */
+static crmm_status capture_of_slow(fixed_size_resource *r, crmm_cuda_stream_t stream, park_graph **graph)
+{
+    capture_check_info cap;
+    if (!capture_check_query(stream, &cap))
+        return CRMM_OK;
     char label[96];
-    snprintf(label, sizeof label, "fixed_size '%s'", r->base.name);
-    return capture_check_refuse(label, what, stream, "fixed_size cannot hold memory for a graph; use a pool for CUDA graphs");
+    return graph_park_graph(&r->park, &cap, who(r, label, sizeof label), graph);
+}
+
+/* While the gate is closed: one load and one branch. */
+static inline crmm_status capture_of(fixed_size_resource *r, crmm_cuda_stream_t stream, park_graph **graph)
+{
+    *graph = NULL;
+    return capture_check_gate_open(r->capture_gate) ? capture_of_slow(r, stream, graph) : CRMM_OK;
+}
+
+/* Under capture: a block from the stream's own stack, else a new chunk (upstream in the relaxed
+ * capture mode), never a wait for the device or another stream. Lock held. */
+static crmm_status take_under_capture(fixed_size_resource *r, fs_stream_key *key, park_graph *graph, void **ptr)
+{
+    r->free.capturing = true;
+    crmm_status st = fs_free_lists_pop(&r->free, key, ptr);
+    if (st == CRMM_ERROR_NOT_FOUND && (st = grow(r, key)) == CRMM_OK)
+        st = fs_free_lists_pop(&r->free, key, ptr);
+    if (st == CRMM_OK) {
+        char label[96];
+        st = graph_park_own(&r->park, graph, *ptr, who(r, label, sizeof label));
+        /* on failure the block stays out of use until destroy: no list can take it back now */
+    }
+    r->free.capturing = false;
+    if (st != CRMM_OK)
+        crmm_error_add_context("fixed_size '%s': allocating on stream %p while it is captured into a CUDA graph "
+                               "(no block of that stream is free and the resource cannot grow)",
+                               r->base.name, (void *)key->handle);
+    return st;
+}
+
+/* Blocks of destroyed graphs (graph_park_collect) are ready for any stream: the device has
+ * finished with them. Lock held. */
+static void take_back_parked(fixed_size_resource *r, graph_park_entry *back, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fs_free_lists_push_ready(&r->free, &back[i].ptr, 1) != CRMM_OK)
+            crmm_clear_error(); /* out of use until destroy */
 }
 
 static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
@@ -155,28 +206,49 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
     }
     if (!r->free.host_only && crmm_process_exiting())
         return crmm_set_error(CRMM_ERROR_STATE, "fixed_size '%s': the process is exiting: no device allocation", self->name);
-    if (!r->free.host_only && capture_check_active(stream))
-        return refuse_capture(r, "allocate", stream);
-    crmm_device_guard g;
-    crmm_status st = enter_device_for(r, stream, &g);
+    park_graph *graph;
+    crmm_status st = capture_of(r, stream, &graph);
     if (st != CRMM_OK)
         return st;
-    fs_stream_key key;
-    if ((st = fs_free_lists_key(&r->free, stream, &key)) != CRMM_OK) { /* before the lock: a CUDA call */
+    crmm_device_guard g;
+    if ((st = enter_device_for(r, stream, &g)) != CRMM_OK)
+        return st;
+    fs_stream_key key = {stream, 0, false}; /* under capture the handle alone (no id: CUDA refuses it) */
+    if (!graph && (st = fs_free_lists_key(&r->free, stream, &key)) != CRMM_OK) { /* before the lock: a CUDA call */
         crmm_cuda_device_restore(&g);
         return st;
     }
+    size_t nback = 0;
+    graph_park_entry *back = graph ? NULL : graph_park_collect(&r->park, &nback);
+    int mode = -1;
+    bool serving = false;
+    if (graph) {
+        capture_check_relax_mode(&mode);
+        serving = capture_check_enter_capture();
+    }
     spin_lock(&r->lock);
-    st = fs_free_lists_pop(&r->free, &key, ptr);
-    if (st == CRMM_ERROR_NOT_FOUND)
-        st = take_or_grow(r, &key, ptr);
+    take_back_parked(r, back, nback);
+    if (graph) {
+        st = take_under_capture(r, &key, graph, ptr);
+    } else {
+        st = fs_free_lists_pop(&r->free, &key, ptr);
+        if (st == CRMM_ERROR_NOT_FOUND)
+            st = take_or_grow(r, &key, ptr);
+    }
     if (st == CRMM_OK && !fs_live_add(&r->live, (uintptr_t)*ptr)) {
-        fs_free_lists_push(&r->free, &key, ptr, 1); /* back where it came from */
+        if (!graph) /* back where it came from; under capture it stays out of use (no list can take it) */
+            fs_free_lists_push(&r->free, &key, ptr, 1);
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size '%s': malloc failed (live set)", self->name);
     }
     if (st == CRMM_OK)
         crmm_counters_add_locked(&r->counters, bytes);
     spin_unlock(&r->lock);
+    if (graph) {
+        capture_check_leave_capture(serving);
+        capture_check_restore_mode(mode);
+    }
+    if (back)
+        free(back);
     crmm_cuda_device_restore(&g);
     return st;
 }
@@ -187,13 +259,16 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
     if (bytes > r->block_size)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "fixed_size '%s': deallocate of %zu bytes at %p: larger than the block size %zu, not from this resource",
                               self->name, bytes, ptr, r->block_size);
-    if (!r->free.host_only && capture_check_active(stream))
-        return refuse_capture(r, "free memory", stream);
-    /* once the process is exiting no CUDA call: the block goes upstream with its chunk */
-    bool push = r->free.host_only || !crmm_process_exiting();
+    park_graph *graph;
+    crmm_status st = capture_of(r, stream, &graph);
+    if (st != CRMM_OK)
+        return st;
+    /* once the process is exiting no CUDA call: the block goes upstream with its chunk; under
+     * capture it is held for the graph */
+    bool push = (r->free.host_only || !crmm_process_exiting()) && !graph;
     crmm_device_guard g = {-1, 0};
     fs_stream_key key;
-    crmm_status st = push ? enter_device_for(r, stream, &g) : CRMM_OK;
+    st = push ? enter_device_for(r, stream, &g) : CRMM_OK;
     if (st == CRMM_OK && push)
         st = fs_free_lists_push_key(&r->free, stream, &key); /* before the lock: a CUDA call for a default stream */
     if (st != CRMM_OK) {
@@ -208,7 +283,10 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
         int64_t have = __atomic_load_n(&r->counters.bytes, __ATOMIC_RELAXED);
         crmm_counters_sub_locked(&r->counters, (int64_t)bytes > have ? (uint64_t)(have > 0 ? have : 0) : bytes);
     }
-    if (known && push)
+    bool parked = false;
+    if (known && (st = graph_park_free(&r->park, graph, ptr, bytes, stream, &parked)) != CRMM_OK)
+        crmm_error_add_context("fixed_size '%s'", self->name); /* a block freed for a graph */
+    if (known && push && !parked)
         st = fs_free_lists_push(&r->free, &key, &ptr, 1);
     spin_unlock(&r->lock);
     crmm_cuda_device_restore(&g);
@@ -250,6 +328,7 @@ static void fixed_size_destroy(crmm_resource *self)
         cuda_ok = false;
     /* waits for the last use of every free block before the chunks go back */
     fs_free_lists_destroy(&r->free, cuda_ok);
+    graph_park_destroy(&r->park); /* blocks held for graphs go upstream with their chunks */
     for (size_t i = 0; i < r->chunk_count; i++)
         crmm_resource_deallocate(self->upstream, r->chunks[i], r->chunk_size, NULL);
     crmm_cuda_device_restore(&g);
@@ -329,6 +408,9 @@ static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *u
     r->blocks_per_chunk = (size_t)blocks;
     r->chunk_size = r->block_size * r->blocks_per_chunk;
     /* An upstream that is not device memory is host-only: no streams, no events. */
+    graph_park_init(&r->park);
+    r->capture_gate = capture_check_gate(!(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE) ? CAPTURE_CHECK_NEVER
+                                                                                              : CAPTURE_CHECK_AUTO);
     fs_free_lists_init(&r->free, !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE), upstream->device,
                        fixed_size_record_every(r->blocks_per_chunk));
     crmm_resource_init(&r->base, &fixed_size_ops, "fixed_size", upstream->flags, upstream->device, upstream);

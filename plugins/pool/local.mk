@@ -8,6 +8,7 @@ plugins_pool_crmm_pool_la_SOURCES = \
 	$(SPIN_LOCK_SOURCES) \
 	$(DEVICE_DEFAULT_SOURCES) \
 	$(RESOURCE_LABEL_SOURCES) \
+	$(CAPTURE_CHECK_SOURCES) $(GRAPH_HOLD_SOURCES) \
 	plugins/pool/pool_block.c plugins/pool/pool_block.h \
 	plugins/pool/pool_block_map.c plugins/pool/pool_block_map.h \
 	plugins/pool/pool_capture.c plugins/pool/pool_capture.h \

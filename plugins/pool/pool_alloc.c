@@ -310,7 +310,7 @@ crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t 
     }
     size_t size = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
     pool_capture cap;
-    if (__builtin_expect(pool_capture_query(p, stream, &cap), 0))
+    if (pool_capture_gate(p) && pool_capture_query(p, stream, &cap))
         return capture_allocate(p, bytes, size, stream, &cap, ptr);
     if (__builtin_expect(pool_caching(p), 0))
         return cached_allocate(p, bytes, size, stream, ptr);
@@ -484,7 +484,7 @@ crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_c
 {
     pool_resource *p = (pool_resource *)self;
     pool_capture cap;
-    if (__builtin_expect(pool_capture_query(p, stream, &cap), 0))
+    if (pool_capture_gate(p) && pool_capture_query(p, stream, &cap))
         return capture_deallocate(p, ptr, bytes, stream, &cap);
     if (__builtin_expect(pool_caching(p), 0))
         return cached_deallocate(p, ptr, bytes, stream);

@@ -20,35 +20,37 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <crmm/resource.h>
+#include "../common/capture_check.h"
+#include "../common/graph_hold.h"
 #include "pool_block.h"
 
 struct pool_resource;
 
 /* What cudaStreamGetCaptureInfo says about a stream under capture. */
-typedef struct pool_capture {
-    unsigned long long id;         /* the capture sequence, unique in the process */
-    void *graph;                   /* cudaGraph_t being built */
-} pool_capture;
+typedef capture_check_info pool_capture;
 
-/* The pool's record of one graph. Guarded by the pool's lock, except `pool`, which changes only
- * under the process-wide mutex of pool_capture.c (destroy detaches records still tied to a graph). */
+/* The pool's record of one graph, tied to it by graph_hold.h (the one implementation of the user
+ * object, shared with graph_park.h). Guarded by the pool's lock, except `hold.holds`, which
+ * changes only under graph_holds_lock (destroy detaches records still tied to a graph). */
 typedef struct pool_graph {
-    struct pool_resource *pool;    /* NULL once the pool is destroyed: the destructor only frees */
-    unsigned long long capture_id;
+    graph_hold hold;               /* first: the destructor frees the record through it */
     bool alive;                    /* the graph (or an executable graph of it) may still run */
     pool_block *parked;            /* blocks held for the graph: linked through u.free.next, the
                                     * stream they were freed on in u.free.prev */
     uint64_t parked_bytes;
     uint64_t owned;                /* blocks (live or parked anywhere) whose `graph` field points here */
     struct pool_graph *next;       /* the pool's records */
-    struct pool_graph *next_released; /* the pool's stack of records whose graph is gone */
-    int released;                  /* atomic: the destructor ran */
 } pool_graph;
 
-/* Whether `stream` is being captured (status active); then *cap describes the capture. One
- * runtime query per call on a device pool; none for a host pool, for the legacy default stream
- * (which cannot be captured) or once the process is exiting. A stream whose capture was
- * invalidated counts as not capturing: its graph can never run. */
+/* The gate of allocate and free: whether the pool asks CUDA about streams at all (its graphs
+ * parameter and the process switch; a host pool never does). One load of the pool's gate byte
+ * and one predictable branch while it is closed. */
+#define pool_capture_gate(p) capture_check_gate_open((p)->capture_gate)
+
+/* Behind the gate: whether `stream` is being captured (status active); then *cap describes the
+ * capture. One runtime query per call; none for the legacy default stream (which cannot be
+ * captured) or once the process is exiting. A stream whose capture was invalidated counts as not
+ * capturing: its graph can never run. */
 bool pool_capture_query(const struct pool_resource *p, crmm_cuda_stream_t stream, pool_capture *cap);
 
 /* The record of the graph being captured (made and tied to the graph at the capture's first
@@ -58,9 +60,9 @@ crmm_status pool_capture_graph(struct pool_resource *p, const pool_capture *cap,
 
 /* Set the calling thread's capture mode to relaxed (the previous one in *saved), so that the
  * driver calls of a growth (cudaMalloc upstream, mapping pages) are allowed while a capture in
- * global mode is under way; pool_capture_restore_mode puts it back. */
-void pool_capture_relax_mode(int *saved);
-void pool_capture_restore_mode(int saved);
+ * global mode is under way; pool_capture_restore_mode puts it back (capture_check.h). */
+#define pool_capture_relax_mode capture_check_relax_mode
+#define pool_capture_restore_mode capture_check_restore_mode
 
 /* Under the lock: a parked block of g of at least `size` bytes that was freed on `stream`
  * (out of the parked list, owner NULL), or NULL. */
@@ -82,11 +84,13 @@ bool pool_capture_free(struct pool_resource *p, pool_block *b, pool_graph *captu
 bool pool_capture_is_parked(const struct pool_resource *p, uintptr_t addr);
 
 /* Under the lock: hand back the blocks of every graph destroyed since the last call (its
- * destructor only noted it). Called where the pool may need them: a miss of allocate, a query. */
+ * destructor only noted it). Called where the pool may need them: a miss of allocate, a query. A
+ * record whose blocks cannot be handed back now (no memory for the ready state) is kept, its
+ * blocks parked, and retried at the next call. */
 void pool_capture_collect_slow(struct pool_resource *p);
 #define pool_capture_collect(p) \
     do { \
-        if (__builtin_expect(__atomic_load_n(&(p)->released, __ATOMIC_ACQUIRE) != NULL, 0)) \
+        if (__builtin_expect(graph_holds_pending(&(p)->released), 0)) \
             pool_capture_collect_slow(p); \
     } while (0)
 

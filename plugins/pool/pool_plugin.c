@@ -208,6 +208,10 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
     p->maximum = maximum;
     p->graphs_mode = strcmp(cfg.graphs, "on") == 0 ? POOL_GRAPHS_ON : strcmp(cfg.graphs, "off") == 0 ? POOL_GRAPHS_OFF : POOL_GRAPHS_AUTO;
+    /* a host pool has no streams to ask about */
+    p->capture_gate = capture_check_gate(!real || p->graphs_mode == POOL_GRAPHS_OFF ? CAPTURE_CHECK_NEVER
+                                         : p->graphs_mode == POOL_GRAPHS_ON           ? CAPTURE_CHECK_ALWAYS
+                                                                                      : CAPTURE_CHECK_AUTO);
     if ((st = pool_streams_init(&p->streams, real, upstream->device, reuse)) != CRMM_OK ||
         !pool_block_map_init(&p->live, 1024) || !pool_records_reserve(&p->records, POOL_RECORDS_PER_SLAB)) {
         free_state(p);

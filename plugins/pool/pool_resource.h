@@ -66,7 +66,8 @@ typedef struct pool_resource {
     uint64_t lock_waits_total;     /* allocates and frees that found the lock held, since creation */
     pool_thread_cache *caches;     /* every cache of the pool */
     pool_graph *graphs;            /* the CUDA graphs that own blocks of the pool (pool_capture.h) */
-    pool_graph *released;          /* atomic: a stack of those whose graph is gone, not yet collected */
+    graph_holds released;          /* those whose graph is gone, not yet collected (graph_hold.h) */
+    const bool *capture_gate;      /* open: ask whether a stream is captured (graphs, the process switch) */
     uint8_t graphs_mode;           /* parameter graphs (POOL_GRAPHS_*): when to ask whether a stream
                                     * is captured */
     bool capturing;                /* an allocation for a stream under capture is under way: no

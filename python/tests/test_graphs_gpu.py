@@ -1,8 +1,11 @@
 """CUDA graphs over crmm memory (docs/cuda-graphs.md): PyTorch's torch.cuda.graph with crmm as
-its allocator and with a MemPool over crmm, and CuPy's stream capture with crmm's allocator. Each
-runs in a fresh process under the default config (an expandable pool) or a chunked pool; the
-graph's output must equal eager execution over many replays, and a tensor or array allocated
-after the capture must never be written by a replay."""
+its allocator and with a MemPool over crmm, torch.cuda.make_graphed_callables,
+torch.compile(mode="reduce-overhead") on a Llama model built from a transformers config (random
+weights, no download), and CuPy's stream capture with crmm's allocator. Each runs in a fresh
+process (use_crmm() must come before torch's first CUDA allocation) under the default config (an
+expandable pool), a chunked pool, or an arena / fixed_size; the graph's output must equal eager
+execution over many replays, and a tensor or array allocated after the capture must never be
+written by a replay."""
 
 import pytest
 
@@ -18,6 +21,37 @@ plugin = pool
 upstream = gpu
 initial_size = 64MiB
 """
+
+ARENA = """
+[crmm]
+default = arena
+[resource.gpu]
+plugin = cuda
+[resource.arena]
+plugin = arena
+upstream = gpu
+arena_size = 512MiB
+"""
+
+FIXED_SIZE = """
+[crmm]
+default = blocks
+[resource.gpu]
+plugin = cuda
+[resource.blocks]
+plugin = fixed_size
+upstream = gpu
+block_size = 8MiB
+blocks_to_preallocate = 16
+"""
+
+CONFIGS = {"default": None, "chunked": CHUNKED_POOL, "arena": ARENA, "fixed_size": FIXED_SIZE}
+
+
+def config_env(tmp_path, config):
+    text = CONFIGS[config]
+    return {"CRMM_CONFIG": host_config(tmp_path, text)} if text else {}
+
 
 TORCH_MLP = """
 import os
@@ -76,6 +110,67 @@ torch.cuda.synchronize()
 print("ok")
 """
 
+TORCH_GRAPHED_CALLABLES = """
+import torch
+import crmm.allocators.torch as ct
+ct.use_crmm()
+torch.manual_seed(0)
+
+def mlp():
+    return torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.GELU(), torch.nn.Linear(256, 32)).cuda()
+
+model = mlp()
+ref = mlp()
+ref.load_state_dict(model.state_dict())
+sample = torch.randn(16, 128, device="cuda", requires_grad=True)
+graphed = torch.cuda.make_graphed_callables(model, (sample,))
+after = torch.full((1 << 20,), 3.0, device="cuda")  # allocated after the capture
+for i in range(1000):
+    x = torch.randn(16, 128, device="cuda")
+    a = x.clone().requires_grad_(True)
+    b = x.clone().requires_grad_(True)
+    out = graphed(a)
+    out.sum().backward()
+    expected = ref(b)
+    expected.sum().backward()
+    if i % 100 == 0 or i == 999:
+        torch.cuda.synchronize()
+        assert torch.allclose(out, expected, rtol=1e-4, atol=1e-5), i
+        assert torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-5), i
+torch.cuda.synchronize()
+assert bool((after == 3.0).all()), "a replay wrote a tensor allocated after the capture"
+print("ok")
+"""
+
+TORCH_COMPILE_LLAMA = """
+import torch
+import crmm.allocators.torch as ct
+ct.use_crmm()
+from transformers import LlamaConfig, LlamaForCausalLM
+from torch._dynamo.utils import counters
+torch.manual_seed(0)
+config = LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=704, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+model = LlamaForCausalLM(config).cuda().eval()
+compiled = torch.compile(model, mode="reduce-overhead")
+with torch.no_grad():
+    ids = [torch.randint(0, 1024, (2, 32), device="cuda") for _ in range(4)]
+    expected = [model(input_ids=x, use_cache=False).logits.clone() for x in ids]
+    for _ in range(3):  # recording, then CUDA graph replays
+        compiled(input_ids=ids[0], use_cache=False)
+    after = torch.full((1 << 20,), 9.0, device="cuda")  # allocated after the capture
+    for i in range(200):
+        got = compiled(input_ids=ids[i % 4], use_cache=False).logits.clone()
+        if i % 20 == 0 or i == 199:
+            torch.cuda.synchronize()
+            assert torch.allclose(got, expected[i % 4], rtol=1e-3, atol=1e-3), (i, (got - expected[i % 4]).abs().max().item())
+torch.cuda.synchronize()
+assert bool((after == 9.0).all()), "a replay wrote a tensor allocated after the capture"
+skips = dict(counters["inductor"]).get("cudagraph_skips", 0)
+assert skips == 0, "inductor skipped CUDA graphs: " + repr(dict(counters["inductor"]))
+print("ok")
+"""
+
 CUPY_CAPTURE = """
 import cupy
 import crmm.mr
@@ -113,11 +208,10 @@ def _run(code, env):
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("config", ["default", "chunked"])
+@pytest.mark.parametrize("config", ["default", "chunked", "arena"])
 def test_torch_graph_of_a_training_step_under_crmm(gpu, tmp_path, config):
     framework("torch")
-    env = {"CRMM_CONFIG": host_config(tmp_path, CHUNKED_POOL)} if config == "chunked" else {}
-    _run(TORCH_MLP, dict(env, CRMM_TEST_TORCH_MODE="global"))
+    _run(TORCH_MLP, dict(config_env(tmp_path, config), CRMM_TEST_TORCH_MODE="global"))
 
 
 def test_torch_graph_in_a_mempool_over_crmm(gpu):
@@ -128,7 +222,18 @@ def test_torch_graph_in_a_mempool_over_crmm(gpu):
 
 
 @pytest.mark.parametrize("config", ["default", "chunked"])
+def test_torch_make_graphed_callables_under_crmm(gpu, tmp_path, config):
+    framework("torch")
+    _run(TORCH_GRAPHED_CALLABLES, config_env(tmp_path, config))
+
+
+def test_torch_compile_reduce_overhead_on_a_llama_under_crmm(gpu):
+    framework("torch")
+    framework("transformers")
+    _run(TORCH_COMPILE_LLAMA, {})
+
+
+@pytest.mark.parametrize("config", ["default", "chunked", "arena", "fixed_size"])
 def test_cupy_stream_capture_under_crmm(gpu, tmp_path, config):
     framework("cupy")
-    env = {"CRMM_CONFIG": host_config(tmp_path, CHUNKED_POOL)} if config == "chunked" else {}
-    _run(CUPY_CAPTURE, env)
+    _run(CUPY_CAPTURE, config_env(tmp_path, config))

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""bench/decoder_graph.py — one decoder step of a small Llama-shaped model (batch 1, static KV
+cache) captured into a CUDA graph with torch.cuda.graph and replayed, under PyTorch's own
+allocator (`native`) or crmm's (`crmm`: crmm.allocators.torch.use_crmm(), the default config).
+
+The model is written here (RMSNorm, rotary embeddings, grouped-query attention over a static
+KV cache, SwiGLU), with random weights in bfloat16: nothing is downloaded. The captured step
+embeds a token, runs every layer (writing the KV cache at the current position, which the graph
+advances itself), and computes the logits; its temporaries are allocated and freed inside the
+capture, so the allocator serves the capture and holds that memory for the graph.
+
+It prints one JSON line: the mode, milliseconds per replay (the median over batches of
+--replays replays each, timed with CUDA events), each batch's figure, the capture's wall time,
+the peak device memory in use above the level before the first allocation (cudaMemGetInfo's
+total - free, sampled after each phase and each batch: torch.cuda.max_memory_reserved knows
+nothing of a pluggable allocator), and whether a replay's logits equal an eager step's. Run each
+mode in a fresh process (use_crmm must come before torch's first CUDA allocation), alternating:
+
+    python3 bench/decoder_graph.py native
+    python3 bench/decoder_graph.py crmm
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("mode", choices=["native", "crmm"])
+    ap.add_argument("--replays", type=int, default=200, help="replays per timed batch")
+    ap.add_argument("--batches", type=int, default=15, help="timed batches (the median is reported)")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--kv-heads", type=int, default=4)
+    ap.add_argument("--intermediate", type=int, default=2816)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--max-seq", type=int, default=1024, help="KV cache length")
+    return ap.parse_args()
+
+
+def build(torch, a):
+    nn = torch.nn
+    F = torch.nn.functional
+    head_dim = a.hidden // a.heads
+    group = a.heads // a.kv_heads
+
+    class RMSNorm(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(n))
+
+        def forward(self, x):
+            x32 = x.float()
+            return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * self.weight
+
+    def rope(x, cos, sin):
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = RMSNorm(a.hidden), RMSNorm(a.hidden)
+            self.wq = nn.Linear(a.hidden, a.heads * head_dim, bias=False)
+            self.wk = nn.Linear(a.hidden, a.kv_heads * head_dim, bias=False)
+            self.wv = nn.Linear(a.hidden, a.kv_heads * head_dim, bias=False)
+            self.wo = nn.Linear(a.heads * head_dim, a.hidden, bias=False)
+            self.w1 = nn.Linear(a.hidden, a.intermediate, bias=False)
+            self.w3 = nn.Linear(a.hidden, a.intermediate, bias=False)
+            self.w2 = nn.Linear(a.intermediate, a.hidden, bias=False)
+
+        def forward(self, x, pos, cos, sin, k_cache, v_cache):
+            h = self.norm1(x)
+            q = rope(self.wq(h).view(1, 1, a.heads, head_dim).transpose(1, 2), cos, sin)
+            k = rope(self.wk(h).view(1, 1, a.kv_heads, head_dim).transpose(1, 2), cos, sin)
+            v = self.wv(h).view(1, 1, a.kv_heads, head_dim).transpose(1, 2)
+            k_cache.index_copy_(2, pos, k)
+            v_cache.index_copy_(2, pos, v)
+            mask = (torch.arange(a.max_seq, device=x.device) <= pos).view(1, 1, 1, a.max_seq)
+            kk = k_cache.repeat_interleave(group, dim=1)
+            vv = v_cache.repeat_interleave(group, dim=1)
+            o = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)
+            x = x + self.wo(o.transpose(1, 2).reshape(1, 1, a.hidden))
+            h = self.norm2(x)
+            return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(a.vocab, a.hidden)
+            self.layers = nn.ModuleList(Layer() for _ in range(a.layers))
+            self.norm = RMSNorm(a.hidden)
+            self.head = nn.Linear(a.hidden, a.vocab, bias=False)
+            inv = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+            freqs = torch.outer(torch.arange(a.max_seq).float(), inv)
+            self.register_buffer("cos", freqs.cos())
+            self.register_buffer("sin", freqs.sin())
+
+        def forward(self, token, pos, caches):
+            x = self.embed(token)
+            cos = self.cos.index_select(0, pos).to(x.dtype)
+            sin = self.sin.index_select(0, pos).to(x.dtype)
+            for layer, (k_cache, v_cache) in zip(self.layers, caches):
+                x = layer(x, pos, cos, sin, k_cache, v_cache)
+            return self.head(self.norm(x)).float()
+
+    torch.manual_seed(0)
+    model = Decoder().to(device="cuda", dtype=torch.bfloat16).eval()
+    caches = [
+        tuple(torch.zeros(1, a.kv_heads, a.max_seq, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        for _ in range(a.layers)
+    ]
+    return model, caches
+
+
+def main():
+    a = parse_args()
+    if a.mode == "crmm":
+        import crmm.allocators.torch as ct
+
+        ct.use_crmm()
+    import torch
+
+    torch.cuda.init()
+    free, total = torch.cuda.mem_get_info()
+    base = total - free
+    peak = base
+
+    def sample():
+        nonlocal peak
+        f, t = torch.cuda.mem_get_info()
+        peak = max(peak, t - f)
+
+    with torch.no_grad():
+        model, caches = build(torch, a)
+        token = torch.zeros(1, 1, dtype=torch.long, device="cuda")
+        pos = torch.zeros(1, dtype=torch.long, device="cuda")
+        sample()
+
+        def step():
+            logits = model(token, pos, caches)
+            pos.copy_((pos + 1) % a.max_seq)  # the graph advances the position itself
+            return logits
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        sample()
+
+        graph = torch.cuda.CUDAGraph()
+        t0 = time.perf_counter()
+        with torch.cuda.graph(graph):
+            logits = step()
+        torch.cuda.synchronize()
+        capture_ms = (time.perf_counter() - t0) * 1e3
+        sample()
+
+        for _ in range(20):  # warm-up replays
+            graph.replay()
+        torch.cuda.synchronize()
+        per_batch = []
+        for _ in range(a.batches):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(a.replays):
+                graph.replay()
+            end.record()
+            end.synchronize()
+            per_batch.append(start.elapsed_time(end) / a.replays)
+            sample()
+
+        # a replay's logits against an eager step at the same position over the same cache
+        pos.fill_(7)
+        expected = model(token, pos, caches).clone()
+        graph.replay()
+        torch.cuda.synchronize()
+        same = bool(torch.allclose(logits, expected, rtol=2e-2, atol=2e-2))
+        del graph
+        torch.cuda.synchronize()
+
+    print(
+        json.dumps(
+            {
+                "mode": a.mode,
+                "ms_per_replay": round(statistics.median(per_batch), 5),
+                "batches_ms": [round(x, 5) for x in per_batch],
+                "capture_ms": round(capture_ms, 2),
+                "peak_mib": round((peak - base) / 2**20, 1),
+                "replay_equals_eager": same,
+                "config": {k: getattr(a, k) for k in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "max_seq")},
+            }
+        )
+    )
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

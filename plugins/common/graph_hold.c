@@ -1,0 +1,71 @@
+/* graph_hold.c — see graph_hold.h. */
+#include "config.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <cuda_runtime_api.h>
+#include <crmm/cuda_support.h>
+#include <crmm/error.h>
+#include "graph_hold.h"
+
+static pthread_mutex_t holds_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+void graph_holds_lock(void) { pthread_mutex_lock(&holds_mutex); }
+void graph_holds_unlock(void) { pthread_mutex_unlock(&holds_mutex); }
+
+void graph_holds_put_back(graph_holds *hs, graph_hold *h)
+{
+    graph_hold *head = __atomic_load_n(&hs->released, __ATOMIC_RELAXED);
+    do
+        h->next_released = head;
+    while (!__atomic_compare_exchange_n(&hs->released, &head, h, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+graph_hold *graph_holds_take(graph_holds *hs) { return __atomic_exchange_n(&hs->released, NULL, __ATOMIC_ACQUIRE); }
+
+/* The user object's destructor, on a driver thread: note the record on its allocator's stack
+ * (never waiting for the allocator's lock), or free it when the allocator is gone. */
+static void CUDART_CB graph_released(void *arg)
+{
+    graph_hold *h = arg;
+    graph_holds_lock();
+    graph_holds *hs = h->holds;
+    if (!hs) {
+        free(h);
+    } else {
+        __atomic_store_n(&h->released, 1, __ATOMIC_RELAXED);
+        graph_holds_put_back(hs, h);
+    }
+    graph_holds_unlock();
+}
+
+crmm_status graph_hold_tie(graph_hold *h, graph_holds *hs, unsigned long long capture_id, void *graph, const char *label)
+{
+    h->holds = hs;
+    h->capture_id = capture_id;
+    h->next_released = NULL;
+    h->released = 0;
+    cudaUserObject_t obj = NULL;
+    cudaError_t e = cudaUserObjectCreate(&obj, h, graph_released, 1, cudaUserObjectNoDestructorSync);
+    if (e == cudaSuccess)
+        e = cudaGraphRetainUserObject((cudaGraph_t)graph, obj, 1, cudaGraphUserObjectMove);
+    if (e == cudaSuccess)
+        return CRMM_OK;
+    cudaGetLastError();
+    if (obj) {
+        h->holds = NULL; /* the destructor, run by this release, only frees it */
+        cudaUserObjectRelease(obj, 1);
+    } else {
+        free(h);
+    }
+    crmm_cuda_status(e, "cudaGraphRetainUserObject");
+    return crmm_error_add_context("%s: cannot tie its memory to the CUDA graph being captured (capture %llu)", label,
+                                  capture_id);
+}
+
+void graph_hold_detach(graph_hold *h)
+{
+    if (__atomic_load_n(&h->released, __ATOMIC_RELAXED))
+        free(h);
+    else
+        h->holds = NULL; /* its destructor frees it */
+}

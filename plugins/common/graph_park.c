@@ -1,0 +1,203 @@
+/* graph_park.c — see graph_park.h. */
+#include "config.h"
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/error.h>
+#include "graph_park.h"
+
+struct park_graph {
+    graph_hold hold;           /* first: graph_hold.h frees the record through it */
+    bool alive;                /* the graph (or an executable graph of it) may still run */
+    graph_park_entry *parked;  /* blocks held for the graph */
+    size_t nparked, capacity;
+    size_t owned;              /* addresses in the map that point here */
+    park_graph *next;          /* graph_park.graphs */
+};
+
+void graph_park_init(graph_park *gp)
+{
+    memset(gp, 0, sizeof *gp);
+    pthread_mutex_init(&gp->lock, NULL);
+    ptr_map_init(&gp->owned, sizeof(ptr_map_pair));
+}
+
+static void unlink_graph(graph_park *gp, park_graph *g)
+{
+    for (park_graph **at = &gp->graphs; *at; at = &(*at)->next)
+        if (*at == g) {
+            *at = g->next;
+            return;
+        }
+}
+
+/* Under the lock: free g once its graph is gone and nothing refers to it. */
+static void maybe_free(graph_park *gp, park_graph *g)
+{
+    if (!g->alive && !g->owned && !g->nparked) {
+        unlink_graph(gp, g);
+        free(g->parked);
+        free(g);
+    }
+}
+
+crmm_status graph_park_graph(graph_park *gp, const capture_check_info *cap, const char *label, park_graph **out)
+{
+    pthread_mutex_lock(&gp->lock);
+    for (park_graph *g = gp->graphs; g; g = g->next)
+        if (g->alive && g->hold.capture_id == cap->id) {
+            pthread_mutex_unlock(&gp->lock);
+            *out = g;
+            return CRMM_OK;
+        }
+    pthread_mutex_unlock(&gp->lock);
+    park_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (graph record)", label);
+    g->alive = true;
+    crmm_status st = graph_hold_tie(&g->hold, &gp->holds, cap->id, cap->graph, label);
+    if (st != CRMM_OK)
+        return st; /* g is freed */
+    /* two threads of one capture may both make a record: both are tied to the graph */
+    pthread_mutex_lock(&gp->lock);
+    g->next = gp->graphs;
+    gp->graphs = g;
+    pthread_mutex_unlock(&gp->lock);
+    *out = g;
+    return CRMM_OK;
+}
+
+crmm_status graph_park_own(graph_park *gp, park_graph *g, void *ptr, const char *label)
+{
+    pthread_mutex_lock(&gp->lock);
+    ptr_map_pair *e = ptr_map_insert(&gp->owned, (uintptr_t)ptr);
+    if (e) {
+        if (e->value) /* not possible for a live block; kept consistent all the same */
+            ((park_graph *)e->value)->owned--;
+        e->value = (uintptr_t)g;
+        g->owned++;
+        __atomic_store_n(&gp->owned_count, gp->owned.count, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&gp->lock);
+    if (!e)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (the map of a graph's blocks)", label);
+    return CRMM_OK;
+}
+
+/* Under the lock: add the block to g's parked blocks. */
+static bool park(graph_park *gp, park_graph *g, const graph_park_entry *b)
+{
+    if (g->nparked == g->capacity) {
+        size_t cap = g->capacity ? 2 * g->capacity : 16;
+        graph_park_entry *v = realloc(g->parked, cap * sizeof *v);
+        if (!v)
+            return false;
+        g->parked = v;
+        g->capacity = cap;
+    }
+    g->parked[g->nparked++] = *b;
+    gp->parked_bytes += b->bytes;
+    return true;
+}
+
+crmm_status graph_park_free_slow(graph_park *gp, park_graph *capturing, void *ptr, size_t bytes,
+                                 crmm_cuda_stream_t stream, bool *parked)
+{
+    *parked = false;
+    graph_park_entry b = {ptr, bytes, stream};
+    pthread_mutex_lock(&gp->lock);
+    ptr_map_pair *e = ptr_map_find(&gp->owned, (uintptr_t)ptr);
+    park_graph *owner = e ? (park_graph *)e->value : NULL;
+    park_graph *to = capturing ? capturing : owner && owner->alive ? owner : NULL;
+    if (!to && owner) { /* its graph is gone: the block is the allocator's again */
+        ptr_map_erase(&gp->owned, e);
+        __atomic_store_n(&gp->owned_count, gp->owned.count, __ATOMIC_RELAXED);
+        owner->owned--;
+        maybe_free(gp, owner);
+    }
+    bool ok = !to || park(gp, to, &b);
+    pthread_mutex_unlock(&gp->lock);
+    *parked = to != NULL;
+    if (!ok)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "malloc failed holding %p for a CUDA graph (the block stays out of use)",
+                              ptr);
+    return CRMM_OK;
+}
+
+/* Under the lock: b leaves g (its graph gone). True when it goes back to the allocator; false
+ * when another live graph owns it (it is parked there). */
+static bool release_block(graph_park *gp, park_graph *g, const graph_park_entry *b)
+{
+    ptr_map_pair *e = ptr_map_find(&gp->owned, (uintptr_t)b->ptr);
+    park_graph *owner = e ? (park_graph *)e->value : NULL;
+    if (owner && owner != g && owner->alive && park(gp, owner, b))
+        return false;
+    if (owner) {
+        ptr_map_erase(&gp->owned, e);
+        __atomic_store_n(&gp->owned_count, gp->owned.count, __ATOMIC_RELAXED);
+        owner->owned--;
+        if (owner != g)
+            maybe_free(gp, owner);
+    }
+    return true;
+}
+
+graph_park_entry *graph_park_collect_slow(graph_park *gp, size_t *n)
+{
+    *n = 0;
+    pthread_mutex_lock(&gp->lock);
+    graph_hold *h = graph_holds_take(&gp->holds);
+    size_t total = 0;
+    for (graph_hold *x = h; x; x = x->next_released)
+        total += ((park_graph *)x)->nparked;
+    graph_park_entry *out = total ? malloc(total * sizeof *out) : NULL;
+    while (h) {
+        graph_hold *next = h->next_released;
+        park_graph *g = (park_graph *)h;
+        if (total && !out) { /* nowhere to put its blocks: they stay parked, the record is retried */
+            graph_holds_put_back(&gp->holds, h);
+            h = next;
+            continue;
+        }
+        g->alive = false;
+        for (size_t i = 0; i < g->nparked; i++) {
+            gp->parked_bytes -= g->parked[i].bytes;
+            if (release_block(gp, g, &g->parked[i]))
+                out[(*n)++] = g->parked[i];
+        }
+        g->nparked = 0;
+        maybe_free(gp, g);
+        h = next;
+    }
+    pthread_mutex_unlock(&gp->lock);
+    if (out && !*n) {
+        free(out);
+        out = NULL;
+    }
+    return out;
+}
+
+uint64_t graph_park_bytes(graph_park *gp)
+{
+    pthread_mutex_lock(&gp->lock);
+    uint64_t b = gp->parked_bytes;
+    pthread_mutex_unlock(&gp->lock);
+    return b;
+}
+
+void graph_park_destroy(graph_park *gp)
+{
+    graph_holds_lock();
+    pthread_mutex_lock(&gp->lock);
+    for (park_graph *g = gp->graphs, *next; g; g = next) {
+        next = g->next;
+        free(g->parked);
+        g->parked = NULL;
+        graph_hold_detach(&g->hold);
+    }
+    gp->graphs = NULL;
+    gp->holds.released = NULL;
+    ptr_map_destroy(&gp->owned);
+    pthread_mutex_unlock(&gp->lock);
+    graph_holds_unlock();
+    pthread_mutex_destroy(&gp->lock);
+}

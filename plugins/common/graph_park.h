@@ -1,0 +1,93 @@
+/* graph_park.h — which memory a CUDA graph owns, for allocators that keep no header per block
+ * (arena, fixed_size): the ownership rule of docs/cuda-graphs.md over addresses.
+ *
+ * A block handed out during a capture is owned by that graph (an address map says so); when it
+ * is freed, inside the capture or after it, it is parked in the graph's record instead of going
+ * back to the allocator. A block allocated before the capture and freed inside it is parked
+ * too. Parked blocks come back (graph_park_collect) only once the graph and every executable
+ * graph made from it are destroyed (graph_hold.h ties the record to the graph), so nothing the
+ * graph may still write is handed out. A parked block is not handed again even within its own
+ * capture: the allocator serves the rest of the capture from other memory.
+ *
+ * Thread-safe: one mutex of its own, taken after the allocator's lock when both are held (or
+ * without it). A program that never captures pays one atomic load per free (graph_park_free). */
+#ifndef CRMM_PLUGINS_GRAPH_PARK_H
+#define CRMM_PLUGINS_GRAPH_PARK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <crmm/resource.h>
+#include "capture_check.h"
+#include "graph_hold.h"
+#include "ptr_map.h"
+
+/* A block freed for a graph: where, how large (as freed), the stream it was freed on. */
+typedef struct graph_park_entry {
+    void *ptr;
+    size_t bytes;
+    crmm_cuda_stream_t stream;
+} graph_park_entry;
+
+typedef struct park_graph park_graph;
+
+typedef struct graph_park {
+    pthread_mutex_t lock;   /* guards what follows but holds */
+    graph_holds holds;      /* records whose graph is gone (graph_hold.h) */
+    park_graph *graphs;     /* every record not yet freed */
+    ptr_map owned;          /* ptr_map_pair: address handed out during a capture -> its park_graph */
+    uint64_t owned_count;   /* atomic copy of owned.count, read without the lock */
+    uint64_t parked_bytes;  /* bytes parked in all records */
+} graph_park;
+
+void graph_park_init(graph_park *gp);
+
+/* The record of the graph being captured (cap), made and tied to the graph at the capture's
+ * first call. Errors: CRMM_ERROR_OUT_OF_MEMORY (malloc), CRMM_ERROR_CUDA naming `label` and the
+ * capture when CUDA refuses the user object. */
+crmm_status graph_park_graph(graph_park *gp, const capture_check_info *cap, const char *label, park_graph **out);
+
+/* ptr was just handed out during g's capture: g owns it. CRMM_ERROR_OUT_OF_MEMORY when the map
+ * cannot grow (the caller gives the block back and fails the allocation). */
+crmm_status graph_park_own(graph_park *gp, park_graph *g, void *ptr, const char *label);
+
+/* ptr (a live block of the allocator, just taken out of its live set) is being freed on `stream`,
+ * during the capture of `capturing` (NULL: no capture). *parked says whether it is now held for a
+ * graph (the allocator must not reuse it) or goes back to the allocator as usual. Outside any
+ * capture, while no graph owns a block, it costs one atomic load. Error (nothing parked, *parked
+ * true: the block stays out of use): CRMM_ERROR_OUT_OF_MEMORY when the record cannot grow (the
+ * caller adds its name to the message). */
+crmm_status graph_park_free_slow(graph_park *gp, park_graph *capturing, void *ptr, size_t bytes,
+                                 crmm_cuda_stream_t stream, bool *parked);
+static inline crmm_status graph_park_free(graph_park *gp, park_graph *capturing, void *ptr, size_t bytes,
+                                          crmm_cuda_stream_t stream, bool *parked)
+{
+    *parked = false;
+    if (!capturing && __builtin_expect(__atomic_load_n(&gp->owned_count, __ATOMIC_RELAXED) == 0, 1))
+        return CRMM_OK;
+    return graph_park_free_slow(gp, capturing, ptr, bytes, stream, parked);
+}
+
+/* Whether any graph has been destroyed since the last collect (one atomic load). */
+static inline bool graph_park_pending(graph_park *gp) { return graph_holds_pending(&gp->holds); }
+
+/* The blocks of every graph destroyed since the last call, for the allocator to take back as if
+ * freed now (the device has finished with them): a malloc'd array of *n entries (NULL, 0 when
+ * none or when the array cannot be made: those records are retried at the next call). A block
+ * another live graph owns too stays parked for that one. */
+graph_park_entry *graph_park_collect_slow(graph_park *gp, size_t *n);
+static inline graph_park_entry *graph_park_collect(graph_park *gp, size_t *n)
+{
+    *n = 0;
+    return __builtin_expect(graph_park_pending(gp), 0) ? graph_park_collect_slow(gp, n) : NULL;
+}
+
+/* Bytes parked for graphs now. */
+uint64_t graph_park_bytes(graph_park *gp);
+
+/* The allocator's destroy: forget every record (those still tied to a graph are detached; their
+ * destructor frees them later) and the map. */
+void graph_park_destroy(graph_park *gp);
+
+#endif
