@@ -13,6 +13,8 @@ bench_libcrmmbench_la_SOURCES = \
 	bench/bench_copy.c bench/bench_copy.h
 bench_libcrmmbench_la_LIBADD = libcrmm.la $(CUDA_LIBS)
 EXTRA_DIST += bench/RESULTS.md
+# what a Python user pays per DeviceBuffer / CuPy / Numba allocation (python3 bench/python_alloc.py)
+EXTRA_DIST += bench/python_alloc.py
 # the recorded PyTorch allocation logs: tests/check_pool_expandable_logs.sh replays them
 EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench/logs/gpt2_train.csv.gz \
 	bench/logs/resnet_train.csv.gz

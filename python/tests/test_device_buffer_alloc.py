@@ -1,0 +1,338 @@
+"""DeviceBuffer's allocate and free path (crmm/_alloc.py), through the C extension crmm._fastalloc
+and through ctypes: the same results, errors and frees on both, and the extension's own checks.
+
+No device needed: the buffers come from a `callback` resource whose memory is host memory that
+libcrmm is told is device memory (so DeviceBuffer takes it), under a `statistics` adaptor that
+counts what is outstanding. Nothing here zero-fills or copies (that needs CUDA; the GPU tests do).
+"""
+
+import ctypes
+import gc
+import os
+import platform
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import crmm
+from crmm import _alloc
+from crmm._errors import StateError
+from crmm.pylibrmm.device_buffer import DeviceBuffer
+from crmm.pylibrmm.memory_resource import MemoryResource, StatisticsResourceAdaptor
+from crmm.pylibrmm.stream import DEFAULT_STREAM, PER_THREAD_DEFAULT_STREAM
+
+_libc = ctypes.CDLL(None)
+_libc.aligned_alloc.restype = ctypes.c_void_p
+_libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+_libc.free.argtypes = [ctypes.c_void_p]
+_ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p)
+_FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p)
+LIMIT = 1 << 30  # the callbacks refuse more (NULL: out of memory)
+
+
+class HostAsDevice:
+    """A callback resource over aligned host memory, flagged device accessible; `live` maps each
+    block it handed out to its size."""
+
+    def __init__(self):
+        self.live = {}
+        self._alloc = _ALLOC(self._allocate)
+        self._free = _FREE(self._deallocate)
+        address = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
+        self.mr = MemoryResource("callback", {"allocate_fn": address(self._alloc), "deallocate_fn": address(self._free)})
+
+    def _allocate(self, n, stream, arg):
+        if n > LIMIT:
+            return None
+        p = _libc.aligned_alloc(256, max(256, (n + 255) // 256 * 256))
+        self.live[p] = n
+        return p
+
+    def _deallocate(self, p, n, stream, arg):
+        assert self.live.pop(p) == n
+        _libc.free(p)
+
+
+@pytest.fixture(params=["extension", "ctypes"])
+def backend(request):
+    """Every test runs once through each implementation (the extension's run skips where
+    configure did not build it)."""
+    if request.param == "extension" and _alloc.extension is None:
+        pytest.skip("crmm._fastalloc is not built here")
+    before = _alloc.use(request.param)
+    yield request.param
+    _alloc.use(before)
+
+
+@pytest.fixture
+def host():
+    h = HostAsDevice()
+    yield h
+    gc.collect()
+    assert h.live == {}, "blocks left outstanding"
+
+
+@pytest.fixture
+def stats(host):
+    return StatisticsResourceAdaptor(host.mr)
+
+
+def outstanding(stats):
+    c = stats.allocation_counts
+    return c.current_bytes, c.current_count
+
+
+def test_the_extension_is_used_where_it_is_built():
+    """`make check` builds the extension where configure found Python's headers and points
+    $CRMM_FASTALLOC at it; the package must then use it, not fall back quietly."""
+    if os.environ.get("CRMM_FASTALLOC", "off") == "off":
+        pytest.skip("crmm._fastalloc is not built here")
+    assert _alloc.extension is not None
+    assert DeviceBuffer._uninitialized.__self__ is DeviceBuffer
+    assert _alloc.ops.name == "extension"
+
+
+def test_create_and_drop_leaves_nothing_outstanding(backend, stats):
+    for _ in range(1000):
+        DeviceBuffer._uninitialized(4096, mr=stats)
+    kept = [DeviceBuffer._uninitialized(n, mr=stats) for n in (1, 256, 4096, 1 << 20)]
+    assert outstanding(stats) == (1 + 256 + 4096 + (1 << 20), 4)
+    del kept
+    assert outstanding(stats) == (0, 0)
+    assert stats.allocation_counts.total_count == 1004
+
+
+def test_a_buffer_reports_its_memory(backend, host, stats):
+    db = DeviceBuffer._uninitialized(4096, mr=stats)
+    assert db.ptr in host.live and host.live[db.ptr] == 4096
+    assert db.ptr % 256 == 0
+    assert (db.size, db.nbytes, len(db), db.capacity()) == (4096, 4096, 4096, 4096)
+    assert db.device == -1  # a callback resource made without a device belongs to none
+    assert db.stream is DEFAULT_STREAM
+    iface = db.__cuda_array_interface__
+    assert iface["data"] == (db.ptr, False) and iface["shape"] == (4096,) and iface["typestr"] == "|u1"
+    assert repr(db) == f"<crmm DeviceBuffer size=4096 ptr=0x{db.ptr:x}>"
+
+
+def test_a_size_0_buffer_has_no_memory(backend, stats):
+    db = DeviceBuffer(size=0, mr=stats)  # nothing to zero-fill: no CUDA call
+    assert (db.ptr, db.size) == (0, 0)
+    assert db.__cuda_array_interface__["data"] == (0, False)
+
+
+def test_the_buffer_keeps_its_resource_and_stream_alive(backend, host):
+    stats = StatisticsResourceAdaptor(host.mr)
+    stream = crmm.pylibrmm.stream.Stream(PER_THREAD_DEFAULT_STREAM)
+    db = DeviceBuffer._uninitialized(4096, stream=stream, mr=stats)
+    del stats, stream
+    gc.collect()
+    assert len(host.live) == 1
+    assert db.stream.handle == PER_THREAD_DEFAULT_STREAM.handle
+    assert db.mr.kind == "statistics"
+    del db
+    assert host.live == {}
+
+
+def test_index_sizes_are_taken(backend, stats):
+    assert DeviceBuffer._uninitialized(np.int64(100), mr=stats).size == 100
+
+
+@pytest.mark.parametrize("size, error", [
+    (-1, ValueError), (-(1 << 70), ValueError), (1 << 64, OverflowError), (1 << 100, OverflowError),
+    ("4096", TypeError), (4096.0, TypeError), (True, TypeError), (None, TypeError),
+])
+def test_bad_sizes_are_refused_before_anything_is_allocated(backend, stats, size, error):
+    with pytest.raises(error):
+        DeviceBuffer._uninitialized(size, mr=stats)
+    with pytest.raises(error):
+        DeviceBuffer(size=size, mr=stats)
+    assert stats.allocation_counts.total_count == 0
+
+
+def test_a_size_the_resource_cannot_give_is_out_of_memory(backend, stats):
+    for size in (LIMIT + 1, (1 << 64) - 1):
+        with pytest.raises(crmm.OutOfMemoryError, match="callback"):
+            DeviceBuffer._uninitialized(size, mr=stats)
+    assert issubclass(crmm.OutOfMemoryError, MemoryError)
+    assert outstanding(stats) == (0, 0)
+    assert DeviceBuffer._uninitialized(4096, mr=stats).size == 4096  # nothing was corrupted
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"stream": 0}, TypeError), ({"stream": "default"}, TypeError), ({"mr": "pool"}, TypeError),
+    ({"mr": 12345}, TypeError),
+])
+def test_bad_stream_and_resource_arguments_are_refused(backend, stats, kwargs, error):
+    kwargs.setdefault("mr", stats)
+    with pytest.raises(error):
+        DeviceBuffer(size=16, **kwargs)
+    assert stats.allocation_counts.total_count == 0
+
+
+def test_a_host_only_resource_is_refused(backend):
+    with pytest.raises(crmm.InvalidArgumentError, match="not device accessible"):
+        DeviceBuffer._uninitialized(16, mr=crmm.mr.HostMemoryResource())
+
+
+def test_a_released_resource_is_refused(backend, host):
+    stats = StatisticsResourceAdaptor(host.mr)
+    stats.__del__()
+    with pytest.raises(StateError, match="released"):
+        DeviceBuffer._uninitialized(16, mr=stats)
+
+
+def test_a_buffer_without_memory_raises_state_error(backend):
+    db = DeviceBuffer.__new__(DeviceBuffer)
+    db._buf = None
+    for use in (lambda: db.ptr, lambda: db.size, lambda: db.device, lambda: db.capacity(),
+                lambda: db.__cuda_array_interface__, lambda: db.mr):
+        with pytest.raises(StateError, match="freed"):
+            use()
+
+
+def test_a_buffer_made_by_one_implementation_is_used_and_freed_by_the_other(backend, host, stats):
+    other = "ctypes" if backend == "extension" else "extension"
+    db = DeviceBuffer._uninitialized(512, mr=stats)
+    try:
+        _alloc.use(other)
+    except ValueError:
+        pytest.skip("crmm._fastalloc is not built here")
+    assert db.size == 512 and db.ptr in host.live
+    del db
+    assert outstanding(stats) == (0, 0)
+
+
+def test_use_refuses_unknown_names():
+    with pytest.raises(ValueError, match="extension"):
+        _alloc.use("cffi")
+
+
+EXIT_SCRIPT = """
+import ctypes, sys
+import crmm._alloc as a
+from crmm.pylibrmm.device_buffer import DeviceBuffer
+from crmm.pylibrmm.memory_resource import MemoryResource, StatisticsResourceAdaptor
+a.use(sys.argv[1])
+libc = ctypes.CDLL(None)
+address = lambda name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
+mr = StatisticsResourceAdaptor(MemoryResource("callback", {"allocate_fn": address("valloc"), "deallocate_fn": address("free")}))
+kept = [DeviceBuffer._uninitialized(4096, mr=mr) for _ in range(10)]
+cycle = [DeviceBuffer._uninitialized(64, mr=mr)]
+cycle.append(cycle)
+print("ok", mr.allocation_counts.current_count)
+"""
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64", "aarch64", "arm64"),
+                    reason="the script calls libc's valloc/free as callbacks that take more arguments")
+def test_buffers_alive_at_exit_are_freed_quietly(tmp_path):
+    """Buffers still referenced (and in a reference cycle) when the interpreter finalizes: no
+    crash, no 'Exception ignored' message, through either implementation. The resource's
+    callbacks are libc's valloc(size) and free(ptr) (page-aligned memory; the C calling convention
+    of these machines lets a function ignore the extra arguments the callback passes), so that no
+    Python code runs while the interpreter is torn down."""
+    script = tmp_path / "exit.py"
+    script.write_text(EXIT_SCRIPT)
+    for name in ("extension", "ctypes"):
+        if name == "extension" and _alloc.extension is None:
+            continue
+        done = subprocess.run([sys.executable, str(script), name], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "ok 11\n"
+        assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_threads_allocating_through_a_python_callback_do_not_deadlock(backend, host):
+    """A pool over Python callbacks: a thread growing the pool holds the pool's lock while its
+    callback waits for the GIL; the other threads' allocations must not hold the GIL while they
+    wait for that lock (the extension releases it around libcrmm's calls, as ctypes does)."""
+    pool = MemoryResource("pool", {"initial_size": 1 << 16}, upstream=host.mr)
+    errors = []
+
+    def work():
+        try:
+            for i in range(300):
+                keep = [DeviceBuffer._uninitialized(4096 * (1 + i % 7), mr=pool) for _ in range(4)]
+                del keep
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "deadlock"
+    assert errors == []
+    del pool
+    gc.collect()
+
+
+# ---- the extension's own argument checks (it is private, but must never crash) -----------------
+
+@pytest.fixture
+def ext():
+    if _alloc.extension is None:
+        pytest.skip("crmm._fastalloc is not built here")
+    return _alloc.extension
+
+
+@pytest.mark.parametrize("args, error", [
+    ((), TypeError), ((16, None), TypeError), ((16, None, None, None), TypeError),
+    (("16", None, None), TypeError), ((16.0, None, None), TypeError), ((False, None, None), TypeError),
+    ((-1, None, None), ValueError), ((1 << 64, None, None), OverflowError),
+    ((16, "stream", None), TypeError), ((16, -1, None), OverflowError), ((16, 1 << 64, None), OverflowError),
+    ((16, None, 1.5), TypeError), ((16, None, True), TypeError),
+])
+def test_extension_create_refuses_bad_arguments(ext, args, error):
+    with pytest.raises(error):
+        ext.create(*args)
+
+
+def test_extension_create_raises_the_package_error(ext, host):
+    with pytest.raises(crmm.OutOfMemoryError, match="callback"):
+        ext.create(LIMIT + 1, None, host.mr._handle)
+    host_only = crmm.mr.HostMemoryResource()
+    with pytest.raises(crmm.InvalidArgumentError, match="not device accessible"):
+        ext.create(16, None, host_only._handle)
+
+
+def test_extension_buffer_frees_once_and_refuses_use_after(ext, host):
+    buf = ext.create(4096, None, host.mr._handle)
+    assert buf.size() == 4096 and buf.ptr() in host.live and buf.device() == -1
+    assert buf.address == buf._as_parameter_ != 0
+    buf.free()
+    assert host.live == {} and buf.address == 0
+    buf.free()  # a second free does nothing
+    for fn in (buf.ptr, buf.size, buf.device):
+        with pytest.raises(ValueError, match="freed"):
+            fn()
+
+
+def test_extension_buffers_are_made_only_by_the_extension(ext):
+    with pytest.raises(TypeError):
+        ext.Buffer()
+
+
+@pytest.mark.parametrize("arg, error", [(0, ValueError), (-1, OverflowError), ("x", TypeError), (None, ValueError)])
+def test_extension_adopt_refuses_non_addresses(ext, arg, error):
+    with pytest.raises((error, TypeError)):
+        ext.adopt(arg)
+
+
+def test_extension_binds_to_one_libcrmm_only(ext):
+    lib = crmm._lib.lib
+    addr = [ctypes.cast(getattr(lib, "crmm_device_buffer_" + n), ctypes.c_void_p).value
+            for n in ("create", "destroy", "ptr", "size", "device")]
+    ext.bind(*addr, crmm._lib.check)  # the same library again: nothing changes
+    with pytest.raises(RuntimeError, match="another libcrmm"):
+        ext.bind(addr[0] + 16, *addr[1:], crmm._lib.check)
+    with pytest.raises(TypeError):
+        ext.bind(*addr, "not callable")
+    with pytest.raises(ValueError):
+        ext.bind(0, *addr[1:], crmm._lib.check)
+    with pytest.raises(TypeError):
+        ext.bind(*addr)
