@@ -29,7 +29,7 @@ CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/test
 CRMM_PY_PIP = python/pyproject.toml python/setup.py
 CRMM_PY_TESTS += python/tests/test_pip_install.py python/tests/test_main.py
 # DeviceBuffer's allocate and free through crmm._fastalloc and through ctypes
-CRMM_PY_TESTS += python/tests/test_device_buffer_alloc.py
+CRMM_PY_TESTS += python/tests/test_device_buffer_alloc.py python/tests/test_device_buffer_alloc_gpu.py
 # crmm replay --torch-snapshot, read by pickle and (on a GPU machine with torch) by torch's viewer
 CRMM_PY_TESTS += python/tests/test_replay_torch_snapshot.py python/tests/test_torch_snapshot_gpu.py
 # crmm.dask over a LocalCluster of processes

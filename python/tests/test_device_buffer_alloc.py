@@ -12,7 +12,6 @@ import os
 import platform
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -245,30 +244,58 @@ def test_buffers_alive_at_exit_are_freed_quietly(tmp_path):
         assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
-def test_threads_allocating_through_a_python_callback_do_not_deadlock(backend, host):
+THREADS_SCRIPT = """
+import sys, threading, time
+sys.path.insert(0, sys.argv[2])
+import test_device_buffer_alloc as t
+t._alloc.use(sys.argv[1])
+
+class SlowHost(t.HostAsDevice):
+    def _allocate(self, n, stream, arg):
+        time.sleep(0.0005)  # lets the other threads run while the pool's lock is held
+        return super()._allocate(n, stream, arg)
+
+host = SlowHost()
+pool = t.MemoryResource("pool", {"initial_size": 1 << 16}, upstream=host.mr)
+errors = []
+
+def buffers():  # through the implementation under test; kept, so the pool keeps growing
+    kept = [t.DeviceBuffer._uninitialized(1 << 16, mr=pool) for i in range(100)]
+
+def blocks():  # through MemoryResource.allocate (ctypes: the GIL is released in libcrmm)
+    kept = [pool.allocate(1 << 16) for i in range(100)]
+    for p in kept:
+        pool.deallocate(p, 1 << 16)
+
+def run(fn):
+    try:
+        fn()
+    except Exception as e:
+        errors.append(e)
+
+threads = [threading.Thread(target=run, args=(fn,)) for fn in (buffers, blocks) * 3]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+print("ok", errors)
+"""
+
+
+def test_threads_allocating_through_python_callbacks_do_not_deadlock(backend, tmp_path):
     """A pool over Python callbacks: a thread growing the pool holds the pool's lock while its
-    callback waits for the GIL; the other threads' allocations must not hold the GIL while they
-    wait for that lock (the extension releases it around libcrmm's calls, as ctypes does)."""
-    pool = MemoryResource("pool", {"initial_size": 1 << 16}, upstream=host.mr)
-    errors = []
-
-    def work():
-        try:
-            for i in range(300):
-                keep = [DeviceBuffer._uninitialized(4096 * (1 + i % 7), mr=pool) for _ in range(4)]
-                del keep
-        except Exception as e:  # reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "deadlock"
-    assert errors == []
-    del pool
-    gc.collect()
+    callback waits for the GIL, so no thread may hold the GIL while it waits for that lock (the
+    extension releases it around libcrmm's calls, as ctypes does). Threads making DeviceBuffers
+    and threads calling MemoryResource.allocate share the pool; a deadlock hangs the process."""
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS_SCRIPT)
+    try:
+        done = subprocess.run([sys.executable, str(script), backend, os.path.dirname(__file__)],
+                              capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the threads deadlocked")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok []\n"
 
 
 # ---- the extension's own argument checks (it is private, but must never crash) -----------------

@@ -46,11 +46,12 @@ def _memset_zero(ptr, nbytes, stream, device):
         return
     if _lib.cuda_memset_async is None:
         raise _lib.error_for(8, "libcrmm's CUDA runtime has no cudaMemsetAsync")
+    default = stream is DEFAULT_STREAM  # cudaStream_t 0, a default stream: no query for either
     with _lib.device_context(device):
-        err = _lib.cuda_memset_async(ptr, 0, nbytes, stream.handle or None)
+        err = _lib.cuda_memset_async(ptr, 0, nbytes, None if default else stream.handle or None)
         if err != 0:
             raise _lib.error_for(4, f"cudaMemsetAsync failed: {_lib.text(_lib.cuda_get_error_string(err))}")
-    if stream.is_default():
+    if default or stream.is_default():
         stream.synchronize()
 
 
