@@ -40,6 +40,13 @@ def _stream_ptr(stream):
     return as_stream(stream)._cstream
 
 
+def _resource_handle(mr):
+    """The crmm_resource * of a MemoryResource argument (TypeError for anything else)."""
+    if not isinstance(mr, MemoryResource):
+        raise TypeError(f"mr must be a MemoryResource, not {type(mr).__name__}")
+    return mr._handle
+
+
 def _memset_zero(ptr, nbytes, stream, device):
     """Fill fresh device memory with zeros on `stream` (finished on return for a default stream)."""
     if not nbytes:
@@ -110,12 +117,7 @@ class DeviceBuffer:
             size = size_arg(size, "size")
         if type(stream) is not Stream:
             stream = as_stream(stream)
-        if mr is None:
-            handle = None
-        elif isinstance(mr, MemoryResource):
-            handle = mr._handle
-        else:
-            raise TypeError(f"mr must be a MemoryResource, not {type(mr).__name__}")
+        handle = None if mr is None else _resource_handle(mr)
         if not _lib.initialized:
             _lib.ensure_initialized()
         self._buf = _ops.create(size, stream._cstream, handle)
@@ -130,10 +132,19 @@ class DeviceBuffer:
 
     @classmethod
     def _uninitialized(cls, size, stream=DEFAULT_STREAM, mr=None):
-        """A buffer whose memory is not filled (for allocators, where the caller writes it)."""
+        """A buffer whose memory is not filled (for allocators, where the caller writes it).
+        The checks of _init, written out: this is every CuPy and Numba allocation."""
+        if type(size) is not int or not 0 <= size < _SIZE_END:
+            size = size_arg(size, "size")
+        if type(stream) is not Stream:
+            stream = as_stream(stream)
+        handle = None if mr is None else _resource_handle(mr)
+        if not _lib.initialized:
+            _lib.ensure_initialized()
         db = cls.__new__(cls)
-        db._buf = None
-        db._init(size, stream, mr)
+        db._buf = _ops.create(size, stream._cstream, handle)
+        db._stream = stream
+        db._mr = mr
         return db
 
     @classmethod
