@@ -108,7 +108,8 @@ def report(label, fn, args):
 
 
 def numba_row(args):
-    """crmm's Numba memory manager: it must be set before Numba makes its context."""
+    """crmm's Numba memory manager: set before Numba makes its context (this script uses Numba
+    nowhere before)."""
     try:
         from numba import cuda
     except ImportError:
@@ -119,7 +120,6 @@ def numba_row(args):
     from crmm.allocators.numba import RMMNumbaManager
 
     cuda.set_memory_manager(RMMNumbaManager)
-    cuda.close()  # a context made before used Numba's own manager
     for name, switch in implementations():
         switch()
         report(f"numba.cuda.device_array through crmm's manager [{name}]",
@@ -167,6 +167,8 @@ def breakdown(args, mr):
         from crmm import _alloc
     except ImportError:
         _alloc = None
+    if _alloc is not None and _alloc.extension is not None:
+        _alloc.use("extension")  # the DeviceBuffer rows below: the path a user gets
     out = ctypes.c_void_p()
     lib = _lib.lib
 
@@ -177,10 +179,10 @@ def breakdown(args, mr):
     steps.append(("crmm_device_buffer_create + _destroy through ctypes", ctypes_create_destroy))
     if _alloc is not None and _alloc.extension is not None:
         ext = _alloc.extension
-        steps.append(("crmm_device_buffer_create + _destroy through crmm._fastalloc",
-                      lambda: ext.destroy(ext.create(SIZE, cstream, handle))))
-        buf = ext.create(SIZE, cstream, handle)
-        steps.append(("crmm_device_buffer_ptr through crmm._fastalloc", lambda: ext.ptr(buf)))
+        steps.append(("crmm_device_buffer_create + _destroy through crmm._fastalloc (its owner object)",
+                      lambda: ext.create(SIZE, cstream, handle)))
+        owner = ext.create(SIZE, cstream, handle)
+        steps.append(("crmm_device_buffer_ptr through crmm._fastalloc", owner.ptr))
     db = crmm.DeviceBuffer._uninitialized(SIZE, mr=mr)
     steps.append(("crmm_device_buffer_ptr through ctypes", lambda: lib.crmm_device_buffer_ptr(db._buf)))
     steps.append(("DeviceBuffer.ptr (property)", lambda: db.ptr))
@@ -238,7 +240,10 @@ def main():
     crmm_rows(args, mr)
     if not args.host:
         reference_rows(args)
-        numba_row(args)
+        try:
+            numba_row(args)
+        except Exception as e:  # Numba's memory manager must come before its context: say why
+            print(f"# Numba row failed: {type(e).__name__}: {e}")
     if args.breakdown:
         breakdown(args, mr)
     del keep
