@@ -76,6 +76,8 @@ crmm_pyext_LTLIBRARIES = python/crmm/_fastalloc.la
 python_crmm__fastalloc_la_SOURCES = python/crmm/_fastalloc.c
 python_crmm__fastalloc_la_CPPFLAGS = $(PYTHON_CPPFLAGS)
 python_crmm__fastalloc_la_LDFLAGS = -module -avoid-version -shared $(AM_LDFLAGS)
+# linked with -rpath of its install directory, as the plugins (install_dirs.mk says why)
+$(crmm_pyext_LTLIBRARIES): install-dirs.stamp
 endif
 
 # _paths.py tells the installed package where the installed libcrmm is (see _lib.py).

@@ -6,7 +6,8 @@
  * it goes away (so a DeviceBuffer needs no __del__, whose call costs more than the free). Its
  * methods ptr, size and device read the buffer; ctypes takes a Buffer wherever libcrmm wants the
  * crmm_device_buffer * (its _as_parameter_), so the rest of DeviceBuffer's methods stay in
- * Python. adopt() wraps a buffer another libcrmm call made.
+ * Python. adopt() wraps a buffer another libcrmm call made (any other address is undefined: the
+ * module is private to crmm/_alloc.py).
  *
  * The module does not link libcrmm: crmm/_alloc.py hands it the addresses of libcrmm's functions
  * from the libcrmm that ctypes loaded (bind), so that both paths call one copy of the library.
@@ -101,9 +102,9 @@ static int bound(void)
 }
 
 /* bind(create, destroy, ptr, size, device, check): the addresses of crmm_device_buffer_create,
- * _destroy, _ptr, _size and _device, and the function that raises for a crmm_status. Once per
- * process: a second bind is refused (buffers made through the first library would otherwise be
- * freed through another). */
+ * _destroy, _ptr, _size and _device, and the function that raises for a crmm_status. Binding
+ * again to the same create does nothing; to another library it is refused (buffers made
+ * through the first would otherwise be freed through the second). */
 static PyObject *fa_bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
