@@ -4,6 +4,7 @@ of R repeats of N create+drop in this one process (a framework that is missing i
 line saying so).
 
     python3 bench/python_alloc.py                 # on a GPU: the current device's resource
+                                                  # (CRMM_CONFIG=conf/crmm.ini: a pool)
     python3 bench/python_alloc.py --host          # no GPU needed: a pool over host memory
     python3 bench/python_alloc.py --breakdown     # also the cost of each step, one by one
 
@@ -17,6 +18,7 @@ framework rows run). Run it from a build tree with the environment `make check` 
 
 import argparse
 import ctypes
+import os
 import statistics
 import sys
 import time
@@ -235,8 +237,16 @@ def main():
     mr = None
     if args.host:
         mr, keep = host_pool()
+    if args.host:
+        where = "a pool over host memory"
+    else:
+        import crmm.mr
+
+        current = crmm.mr.get_current_device_resource()
+        where = (f"the current device's resource: {current.kind} "
+                 f"($CRMM_CONFIG {os.environ.get('CRMM_CONFIG', 'not set')})")
     print(f"# Python {sys.version.split()[0]}, crmm {crmm.__version__}; median of {args.repeats} x {args.n} "
-          f"create+drop of {SIZE} bytes; {'a pool over host memory' if args.host else 'the current device resource'}")
+          f"create+drop of {SIZE} bytes; {where}")
     crmm_rows(args, mr)
     if not args.host:
         reference_rows(args)
