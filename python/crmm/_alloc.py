@@ -78,20 +78,34 @@ def _address(fn):
     return ctypes.cast(fn, ctypes.c_void_p).value
 
 
+# The interface version of crmm._fastalloc this file is written for (the module's ABI constant).
+EXTENSION_ABI = 1
+
+
 def _load_extension():
-    """crmm._fastalloc bound to libcrmm, or None where it is not built (or $CRMM_FASTALLOC=off)."""
+    """crmm._fastalloc bound to libcrmm, or None where it is not built (or $CRMM_FASTALLOC=off).
+    An installed module of another interface version is passed over (ctypes is used); a path
+    in $CRMM_FASTALLOC that cannot be loaded, or names such a module, raises ImportError."""
     where = os.environ.get("CRMM_FASTALLOC", "")
     if where == "off":
         return None
     if where:
-        loader = importlib.machinery.ExtensionFileLoader("crmm._fastalloc", where)
-        spec = importlib.util.spec_from_file_location("crmm._fastalloc", where, loader=loader)
-        module = importlib.util.module_from_spec(spec)
-        loader.exec_module(module)
+        try:
+            loader = importlib.machinery.ExtensionFileLoader("crmm._fastalloc", where)
+            spec = importlib.util.spec_from_file_location("crmm._fastalloc", where, loader=loader)
+            module = importlib.util.module_from_spec(spec)
+            loader.exec_module(module)
+        except (ImportError, OSError) as e:
+            raise ImportError(f"$CRMM_FASTALLOC={where} cannot be loaded: {e} (unset it, or set it to off)") from None
+        if getattr(module, "ABI", None) != EXTENSION_ABI:
+            raise ImportError(f"$CRMM_FASTALLOC={where} is a crmm._fastalloc of another version "
+                              f"(ABI {getattr(module, 'ABI', None)}, this package needs {EXTENSION_ABI})")
     else:
         try:
             from . import _fastalloc as module
         except ImportError:
+            return None
+        if getattr(module, "ABI", None) != EXTENSION_ABI:
             return None
     module.bind(
         _address(lib.crmm_device_buffer_create),

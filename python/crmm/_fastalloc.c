@@ -313,6 +313,11 @@ PyMODINIT_FUNC PyInit__fastalloc(void)
         Py_DECREF(m);
         return NULL;
     }
+    /* the interface crmm/_alloc.py checks (EXTENSION_ABI) before it binds */
+    if (PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(buffer_type);
     if (PyModule_AddObject(m, "Buffer", buffer_type) < 0) {
         Py_DECREF(buffer_type);

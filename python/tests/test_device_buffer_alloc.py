@@ -7,6 +7,7 @@ counts what is outstanding. Nothing here zero-fills or copies (that needs CUDA; 
 """
 
 import ctypes
+import ctypes.util
 import gc
 import os
 import platform
@@ -202,6 +203,21 @@ def test_a_buffer_made_by_one_implementation_is_used_and_freed_by_the_other(back
     assert db.size == 512 and db.ptr in host.live
     del db
     assert outstanding(stats) == (0, 0)
+
+
+@pytest.mark.parametrize("where, says", [("/nonexistent/_fastalloc.so", "cannot be loaded"),
+                                         (ctypes.util.find_library("m") or "libm.so.6", "cannot be loaded")])
+def test_a_bad_crmm_fastalloc_path_fails_the_import_naming_it(where, says):
+    done = subprocess.run([sys.executable, "-c", "import crmm"], env=dict(os.environ, CRMM_FASTALLOC=where),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "CRMM_FASTALLOC" in done.stderr and says in done.stderr, done.stderr
+
+
+def test_crmm_fastalloc_off_uses_ctypes():
+    done = subprocess.run([sys.executable, "-c", "import crmm._alloc as a; print(a.ops.name, a.extension)"],
+                          env=dict(os.environ, CRMM_FASTALLOC="off"), capture_output=True, text=True, timeout=120)
+    assert done.stdout == "ctypes None\n", done.stderr
 
 
 def test_use_refuses_unknown_names():
