@@ -189,11 +189,11 @@ def breakdown(args, mr):
     steps.append(("crmm_device_buffer_ptr through ctypes", lambda: lib.crmm_device_buffer_ptr(db._buf)))
     steps.append(("DeviceBuffer.ptr (property)", lambda: db.ptr))
     if not args.host:
-        from crmm.pylibrmm.device_buffer import _memset_zero
+        from crmm._alloc import memset_zero
 
         dev = db.device
-        steps.append(("zero-fill: cudaMemsetAsync + synchronize of the default stream",
-                      lambda: _memset_zero(db.ptr, SIZE, DEFAULT_STREAM, dev)))
+        steps.append(("zero-fill through ctypes: cudaMemsetAsync + synchronize of the default stream",
+                      lambda: memset_zero(db._buf, SIZE, None, True, cstream)))
         try:
             import cupy
         except ImportError:

@@ -16,6 +16,10 @@ addresses of these functions. Where the extension comes from:
 
 The interface:
   ops.create(size, cstream, mr) -> owner  (cstream, mr: ints or None; raises as _lib.check does)
+  ops.create_zeroed(size, cstream, mr, cuda_stream, sync) -> owner
+                                          (the memory filled with zeros on cuda_stream, the
+                                          cudaStream_t of cstream; then cstream synchronized
+                                          when sync: DeviceBuffer(size=n) in one call)
   ops.adopt(address) -> owner             (of a crmm_device_buffer * another libcrmm call made)
   owner.ptr(), owner.size(), owner.device() -> int
   owner.free()                            (free now; the accessors must not be called after it)
@@ -62,6 +66,36 @@ class CtypesBuffer:
     __del__ = free
 
 
+def memset_failed(err):
+    """Raise CudaError for a cudaError_t of cudaMemsetAsync."""
+    raise _lib.error_for(4, f"cudaMemsetAsync failed: {_lib.text(_lib.cuda_get_error_string(err))}")
+
+
+def memset_zero(owner, size, cuda_stream, sync, cstream):
+    """Fill a new buffer's `size` bytes with zeros on cuda_stream with its device current, then
+    synchronize cstream when `sync` (through ctypes)."""
+    if _lib.cuda_memset_async is None:
+        raise _lib.error_for(8, "libcrmm's CUDA runtime has no cudaMemsetAsync")
+    with _lib.device_context(owner.device()):
+        err = _lib.cuda_memset_async(owner.ptr(), 0, size, cuda_stream)
+        if err != 0:
+            memset_failed(err)
+    if sync:
+        check(lib.crmm_stream_synchronize(cstream))
+
+
+def _zeroed_through(create):
+    """create_zeroed over a `create` and memset_zero (an exception drops the owner: freed)."""
+
+    def create_zeroed(size, cstream, mr, cuda_stream, sync):
+        owner = create(size, cstream, mr)
+        if size:
+            memset_zero(owner, size, cuda_stream, sync, cstream)
+        return owner
+
+    return create_zeroed
+
+
 class CtypesOps:
     """The calls through ctypes (used when the extension is not built)."""
 
@@ -74,12 +108,15 @@ class CtypesOps:
     adopt = CtypesBuffer
 
 
+CtypesOps.create_zeroed = staticmethod(_zeroed_through(CtypesOps.create))
+
+
 def _address(fn):
     return ctypes.cast(fn, ctypes.c_void_p).value
 
 
 # The interface version of crmm._fastalloc this file is written for (the module's ABI constant).
-EXTENSION_ABI = 1
+EXTENSION_ABI = 2
 
 
 def _load_extension():
@@ -115,24 +152,45 @@ def _load_extension():
         _address(lib.crmm_device_buffer_device),
         _lib.check,
     )
+    if _lib.cuda_memset_async is not None:
+        module.bind_zero(
+            _address(lib.crmm_cuda_device_enter),
+            _address(lib.crmm_cuda_device_restore),
+            _address(_lib.cuda_memset_async),
+            _address(lib.crmm_stream_synchronize),
+            memset_failed,
+        )
     return module
+
+
+class _ExtensionOps:
+    """The extension's calls (its create_zeroed where libcrmm's CUDA runtime has
+    cudaMemsetAsync; else create and memset_zero, which then raises)."""
+
+    def __init__(self, module):
+        self.create = module.create
+        self.adopt = module.adopt
+        self.create_zeroed = module.create_zeroed if _lib.cuda_memset_async is not None \
+            else _zeroed_through(module.create)
 
 
 class _Ops:
     """The implementation in use: its functions are attributes, so that DeviceBuffer reaches
     them in one attribute lookup and `use` can switch them (the tests run both)."""
 
-    __slots__ = ("name", "create", "adopt")
+    __slots__ = ("name", "create", "create_zeroed", "adopt")
 
     def set(self, impl, name):
         self.name = name
         self.create = impl.create
+        self.create_zeroed = impl.create_zeroed
         self.adopt = impl.adopt
 
 
 extension = _load_extension()
+_extension_ops = _ExtensionOps(extension) if extension is not None else None
 ops = _Ops()
-ops.set(extension or CtypesOps, "extension" if extension else "ctypes")
+ops.set(_extension_ops or CtypesOps, "extension" if extension else "ctypes")
 
 
 def use(name):
@@ -144,5 +202,5 @@ def use(name):
     if name == "extension" and extension is None:
         raise ValueError("crmm._fastalloc is not built (or $CRMM_FASTALLOC is off)")
     before = ops.name
-    ops.set(extension if name == "extension" else CtypesOps, name)
+    ops.set(_extension_ops if name == "extension" else CtypesOps, name)
     return before

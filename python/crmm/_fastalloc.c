@@ -25,6 +25,12 @@ typedef void (*destroy_fn)(void *buf);
 typedef void *(*ptr_fn)(const void *buf);
 typedef size_t (*size_fn)(const void *buf);
 typedef int (*device_fn)(const void *buf);
+/* crmm_device_guard (crmm/cuda_support.h): the pip build has no crmm headers, so it is mirrored */
+typedef struct { int previous; int changed; } device_guard;
+typedef int (*enter_fn)(int device, device_guard *guard);
+typedef void (*restore_fn)(device_guard *guard);
+typedef int (*memset_fn)(void *ptr, int value, size_t count, void *cuda_stream);
+typedef int (*sync_fn)(void *stream);
 
 /* libcrmm's functions, set once by bind (NULL before) */
 static create_fn buffer_create;
@@ -33,6 +39,12 @@ static ptr_fn buffer_ptr;
 static size_fn buffer_size;
 static device_fn buffer_device;
 static PyObject *check_status; /* one reference, held for the life of the process */
+/* the zero-fill's functions, set by bind_zero (NULL before: create_zeroed refuses) */
+static enter_fn device_enter;
+static restore_fn device_restore;
+static memset_fn cuda_memset;
+static sync_fn stream_sync;
+static PyObject *memset_failed; /* raises for a cudaError_t; one reference, for the process */
 
 /* An address argument: an int (0 allowed only when `null_ok`), or None when `null_ok`. */
 static int address_arg(PyObject *o, const char *what, int null_ok, void **out)
@@ -138,6 +150,41 @@ static PyObject *fa_bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
+/* bind_zero(enter, restore, memset, sync, memset_failed): the addresses of
+ * crmm_cuda_device_enter, crmm_cuda_device_restore, cudaMemsetAsync (of the CUDA runtime libcrmm
+ * uses) and crmm_stream_synchronize, and the function that raises for a failed cudaMemsetAsync's
+ * cudaError_t. As bind: again with the same memset does nothing, with another is refused. */
+static PyObject *fa_bind_zero(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "bind_zero takes 5 arguments (enter, restore, memset, sync, memset_failed)");
+        return NULL;
+    }
+    static const char *const names[] = {"enter", "restore", "memset", "sync"};
+    void *fn[4];
+    for (int i = 0; i < 4; i++)
+        if (address_arg(args[i], names[i], 0, &fn[i]) < 0)
+            return NULL;
+    if (!PyCallable_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "memset_failed must be callable");
+        return NULL;
+    }
+    if (cuda_memset) {
+        if ((void *)cuda_memset == fn[2])
+            Py_RETURN_NONE;
+        PyErr_SetString(PyExc_RuntimeError, "crmm._fastalloc's zero-fill is already bound to another cudaMemsetAsync");
+        return NULL;
+    }
+    device_enter = (enter_fn)(uintptr_t)fn[0];
+    device_restore = (restore_fn)(uintptr_t)fn[1];
+    cuda_memset = (memset_fn)(uintptr_t)fn[2];
+    stream_sync = (sync_fn)(uintptr_t)fn[3];
+    Py_INCREF(args[4]);
+    memset_failed = args[4];
+    Py_RETURN_NONE;
+}
+
 /* A Buffer: one crmm_device_buffer, destroyed with the object (or by free()). */
 typedef struct {
     PyObject_HEAD
@@ -162,10 +209,13 @@ static void buffer_dealloc(PyObject *self)
 static PyObject *buffer_wrap(void *buf)
 {
     buffer_object *b = PyObject_New(buffer_object, (PyTypeObject *)buffer_type);
-    if (!b) {
+    if (!b) { /* MemoryError, set aside while the free may call back into Python */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
         Py_BEGIN_ALLOW_THREADS
         buffer_destroy(buf);
         Py_END_ALLOW_THREADS
+        PyErr_Restore(type, value, traceback);
         return NULL;
     }
     b->buf = buf;
@@ -280,6 +330,74 @@ static PyObject *fa_create(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return NULL;
 }
 
+/* Raise what `raiser(code)` raises (a SystemError if it returns). */
+static void raise_for(PyObject *raiser, int code, const char *what)
+{
+    PyObject *r = PyObject_CallFunction(raiser, "i", code);
+    if (r) {
+        Py_DECREF(r);
+        PyErr_Format(PyExc_SystemError, "%s failed with %d and its error function did not raise", what, code);
+    }
+}
+
+/* create_zeroed(size, stream, mr, cuda_stream, sync) -> Buffer: create, then fill the memory with
+ * zeros on cuda_stream (the cudaStream_t of `stream`, an int or None) with the buffer's device
+ * current, then, when `sync` is true, synchronize `stream`. What DeviceBuffer(size=n) does, in
+ * one call. On a failure the buffer is freed and the exception raised: check's for libcrmm's
+ * status, memset_failed's for cudaMemsetAsync's error. */
+static PyObject *fa_create_zeroed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "create_zeroed takes 5 arguments (size, stream, mr, cuda_stream, sync)");
+        return NULL;
+    }
+    size_t size;
+    void *stream, *mr, *cuda_stream, *buf = NULL;
+    if (size_arg(args[0], &size) < 0 || address_arg(args[1], "stream", 1, &stream) < 0 ||
+        address_arg(args[2], "mr", 1, &mr) < 0 || address_arg(args[3], "cuda_stream", 1, &cuda_stream) < 0 ||
+        !bound())
+        return NULL;
+    int sync = PyObject_IsTrue(args[4]);
+    if (sync < 0)
+        return NULL;
+    if (!cuda_memset) {
+        PyErr_SetString(PyExc_RuntimeError, "crmm._fastalloc's zero-fill is not bound (crmm._alloc binds it)");
+        return NULL;
+    }
+    int status, err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    status = buffer_create(size, stream, mr, &buf);
+    if (status == 0 && size) {
+        device_guard guard = {-1, 0};
+        status = device_enter(buffer_device(buf), &guard);
+        if (status == 0) {
+            err = cuda_memset(buffer_ptr(buf), 0, size, cuda_stream);
+            device_restore(&guard);
+            if (err == 0 && sync)
+                status = stream_sync(stream);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (status == 0 && err == 0)
+        return buffer_wrap(buf);
+    /* the exception first (it reads the thread's last error, which freeing could change), set
+     * aside while the buffer is freed: the free may call back into Python */
+    if (err)
+        raise_for(memset_failed, err, "cudaMemsetAsync");
+    else
+        raise_for(check_status, status, "libcrmm");
+    if (buf) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        Py_BEGIN_ALLOW_THREADS
+        buffer_destroy(buf);
+        Py_END_ALLOW_THREADS
+        PyErr_Restore(type, value, traceback);
+    }
+    return NULL;
+}
+
 /* adopt(address) -> Buffer: take ownership of a crmm_device_buffer * another call made (not 0). */
 static PyObject *fa_adopt(PyObject *self, PyObject *arg)
 {
@@ -293,6 +411,10 @@ static PyObject *fa_adopt(PyObject *self, PyObject *arg)
 static PyMethodDef fa_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))fa_bind, METH_FASTCALL, "bind(create, destroy, ptr, size, device, check)"},
     {"create", (PyCFunction)(void (*)(void))fa_create, METH_FASTCALL, "create(size, stream, mr) -> Buffer"},
+    {"bind_zero", (PyCFunction)(void (*)(void))fa_bind_zero, METH_FASTCALL,
+     "bind_zero(enter, restore, memset, sync, memset_failed)"},
+    {"create_zeroed", (PyCFunction)(void (*)(void))fa_create_zeroed, METH_FASTCALL,
+     "create_zeroed(size, stream, mr, cuda_stream, sync) -> Buffer of zeros"},
     {"adopt", fa_adopt, METH_O, "adopt(address) -> Buffer owning that crmm_device_buffer *"},
     {NULL, NULL, 0, NULL},
 };
@@ -314,7 +436,7 @@ PyMODINIT_FUNC PyInit__fastalloc(void)
         return NULL;
     }
     /* the interface crmm/_alloc.py checks (EXTENSION_ABI) before it binds */
-    if (PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -184,6 +184,17 @@ def test_a_released_resource_is_refused(backend, host):
         DeviceBuffer._uninitialized(16, mr=stats)
 
 
+def test_a_failed_zero_fill_raises_cuda_error_and_frees_the_buffer(backend, stats):
+    """DeviceBuffer(size=n) zero-fills; here cudaMemsetAsync fails (no driver, or no device for
+    the host memory): CudaError naming it, the buffer freed, on both implementations alike."""
+    if crmm._lib.device_count() > 0:
+        pytest.skip("a CUDA device is present: the fill would not fail")
+    with pytest.raises(crmm.CudaError, match="cudaMemsetAsync"):
+        DeviceBuffer(size=4096, mr=stats)
+    assert outstanding(stats) == (0, 0)
+    assert stats.allocation_counts.total_count == 1
+
+
 def test_a_buffer_without_memory_raises_state_error(backend):
     db = DeviceBuffer.__new__(DeviceBuffer)
     db._buf = None
@@ -315,6 +326,88 @@ def test_threads_allocating_through_python_callbacks_do_not_deadlock(backend, tm
 
 
 # ---- the extension's own argument checks (it is private, but must never crash) -----------------
+
+ZERO_SCRIPT = """
+import ctypes, importlib.machinery, importlib.util, sys
+sys.path.insert(0, sys.argv[2])
+import test_device_buffer_alloc as t  # CRMM_FASTALLOC=off: crmm._alloc does not bind the module
+import crmm
+from crmm import _lib
+loader = importlib.machinery.ExtensionFileLoader("crmm._fastalloc", sys.argv[1])
+ext = importlib.util.module_from_spec(importlib.util.spec_from_file_location("crmm._fastalloc", sys.argv[1], loader=loader))
+loader.exec_module(ext)
+addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value
+lib = _lib.lib
+ext.bind(*[addr(getattr(lib, "crmm_device_buffer_" + n)) for n in ("create", "destroy", "ptr", "size", "device")], _lib.check)
+calls, results = [], {"memset": 0, "sync": 0}
+
+@ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p)
+def fake_memset(ptr, value, count, cuda_stream):  # the memory is host memory here
+    calls.append(("memset", value, count, cuda_stream))
+    if results["memset"] == 0:
+        ctypes.memset(ptr, value, count)
+    return results["memset"]
+
+@ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+def fake_sync(stream):
+    calls.append(("sync", stream))
+    return results["sync"]
+
+def memset_failed(err):
+    raise crmm.CudaError("memset failed with %d" % err)
+
+ext.bind_zero(addr(lib.crmm_cuda_device_enter), addr(lib.crmm_cuda_device_restore), addr(fake_memset), addr(fake_sync), memset_failed)
+
+class Dirty(t.HostAsDevice):  # memory full of 0xAB, as reused memory may be
+    def _allocate(self, n, stream, arg):
+        p = super()._allocate(n, stream, arg)
+        ctypes.memset(p, 0xAB, n)
+        return p
+
+host = Dirty()
+stream = t.PER_THREAD_DEFAULT_STREAM._cstream
+buf = ext.create_zeroed(4096, stream, host.mr._handle, 99, True)
+assert ctypes.string_at(buf.ptr(), 4096) == bytes(4096)
+assert calls == [("memset", 0, 4096, 99), ("sync", stream)], calls
+calls.clear()
+buf2 = ext.create_zeroed(16, stream, host.mr._handle, None, False)
+assert calls == [("memset", 0, 16, None)], calls
+calls.clear()
+assert ext.create_zeroed(0, None, host.mr._handle, None, True).size() == 0 and calls == []
+del buf, buf2
+assert host.live == {}
+for which, code, error in (("memset", 2, "memset failed with 2"), ("sync", 4, "CUDA")):
+    results[which] = code
+    try:
+        ext.create_zeroed(4096, None, host.mr._handle, None, True)
+        raise SystemExit("no error")
+    except crmm.CudaError as e:
+        assert error in str(e), str(e)
+    results[which] = 0
+    assert host.live == {}, which
+print("ok")
+"""
+
+
+def test_extension_zero_fill_fills_synchronizes_and_frees_on_failure(ext, tmp_path):
+    """The extension's create_zeroed with stand-ins for cudaMemsetAsync and the stream
+    synchronization (no GPU here): the memory is filled with zeros on the given stream, the stream
+    synchronized only when asked, and a failure of either raises with the buffer freed."""
+    script = tmp_path / "zero.py"
+    script.write_text(ZERO_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), ext.__file__, os.path.dirname(__file__)],
+                          env=dict(os.environ, CRMM_FASTALLOC="off"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+def test_extension_zero_fill_refuses_bad_arguments(ext, host):
+    for args, error in (((16, None, host.mr._handle, "s", True), TypeError),
+                        ((16, None, host.mr._handle, None), TypeError),
+                        ((-1, None, host.mr._handle, None, True), ValueError)):
+        with pytest.raises(error):
+            ext.create_zeroed(*args)
+    assert host.live == {}
+
 
 @pytest.fixture
 def ext():

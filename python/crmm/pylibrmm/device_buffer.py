@@ -47,21 +47,6 @@ def _resource_handle(mr):
     return mr._handle
 
 
-def _memset_zero(ptr, nbytes, stream, device):
-    """Fill fresh device memory with zeros on `stream` (finished on return for a default stream)."""
-    if not nbytes:
-        return
-    if _lib.cuda_memset_async is None:
-        raise _lib.error_for(8, "libcrmm's CUDA runtime has no cudaMemsetAsync")
-    default = stream is DEFAULT_STREAM  # cudaStream_t 0, a default stream: no query for either
-    with _lib.device_context(device):
-        err = _lib.cuda_memset_async(ptr, 0, nbytes, None if default else stream.handle or None)
-        if err != 0:
-            raise _lib.error_for(4, f"cudaMemsetAsync failed: {_lib.text(_lib.cuda_get_error_string(err))}")
-    if default or stream.is_default():
-        stream.synchronize()
-
-
 def _device_array_pointer(obj):
     """(address, nbytes) of device memory given as a DeviceBuffer or an object with
     ``__cuda_array_interface__`` (C-contiguous)."""
@@ -118,17 +103,22 @@ class DeviceBuffer:
         if type(stream) is not Stream:
             stream = as_stream(stream)
         handle = None if mr is None else _resource_handle(mr)
-        if not _lib.initialized:
-            _lib.ensure_initialized()
-        self._buf = _ops.create(size, stream._cstream, handle)
-        self._stream = stream
-        self._mr = mr
         if src is not None:
             src = pointer_arg(src, "ptr")
-            if size:
+        if not _lib.initialized:
+            _lib.ensure_initialized()
+        if zero and size and src is None:
+            # zero-filled on the stream; on a default stream finished before this returns
+            default = stream is DEFAULT_STREAM  # cudaStream_t 0: no query for either
+            cuda_stream = None if default else stream.handle or None
+            sync = default or stream.is_default()
+            self._buf = _ops.create_zeroed(size, stream._cstream, handle, cuda_stream, sync)
+        else:
+            self._buf = _ops.create(size, stream._cstream, handle)
+            if src is not None and size:
                 check(lib.crmm_device_buffer_copy_from_device(self._buf, src or None, size, stream._cstream))
-        elif zero and size:
-            _memset_zero(self._buf.ptr(), size, stream, self._buf.device())
+        self._stream = stream
+        self._mr = mr
 
     @classmethod
     def _uninitialized(cls, size, stream=DEFAULT_STREAM, mr=None):
