@@ -17,6 +17,8 @@ EXTRA_DIST += bench/RESULTS.md
 EXTRA_DIST += bench/torch_workloads.py bench/torch_workloads.sh
 # a captured decoder step replayed under native or crmm (run on a GPU machine)
 EXTRA_DIST += bench/decoder_graph.py
+# what a Python user pays per DeviceBuffer / CuPy / Numba allocation (python3 bench/python_alloc.py)
+EXTRA_DIST += bench/python_alloc.py
 # the recorded PyTorch allocation logs: tests/check_pool_expandable_logs.sh replays them
 EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench/logs/gpt2_train.csv.gz \
 	bench/logs/resnet_train.csv.gz

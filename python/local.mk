@@ -1,7 +1,8 @@
-# python/local.mk — the Python package `crmm` (pure Python over ctypes): installed into
-# $(pythondir) with the path of the installed libcrmm, checked from the install prefix by
-# `make installcheck`, and its pytest suite run by `make check` against the build tree.
-CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
+# python/local.mk — the Python package `crmm` (Python over ctypes, and the optional C extension
+# crmm._fastalloc for DeviceBuffer's allocate and free): installed into $(pythondir) with the path
+# of the installed libcrmm, checked from the install prefix by `make installcheck`, and its pytest
+# suite run by `make check` against the build tree.
+CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_alloc.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
 	python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py \
 	python/crmm/__main__.py python/crmm/dask.py
 CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
@@ -33,6 +34,8 @@ CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/test
 # pip's build files, the typing marker and the tests of `pip install ./python`
 CRMM_PY_PIP = python/pyproject.toml python/setup.py
 CRMM_PY_TESTS += python/tests/test_pip_install.py python/tests/test_main.py
+# DeviceBuffer's allocate and free through crmm._fastalloc and through ctypes
+CRMM_PY_TESTS += python/tests/test_device_buffer_alloc.py python/tests/test_device_buffer_alloc_gpu.py
 # crmm replay --torch-snapshot, read by pickle and (on a GPU machine with torch) by torch's viewer
 CRMM_PY_TESTS += python/tests/test_replay_torch_snapshot.py python/tests/test_torch_snapshot_gpu.py
 # crmm.dask over a LocalCluster of processes
@@ -41,7 +44,7 @@ CRMM_PY_TESTS += python/tests/test_dask.py python/tests/test_dask_gpu.py
 CRMM_PY_TESTS += python/tests/test_torch_memory_stats.py python/tests/test_torch_memory_stats_gpu.py
 # RMM's callback, pool view, system memory and experimental resources
 CRMM_PY_TESTS += python/tests/test_unowned_resources.py python/tests/test_unowned_resources_gpu.py python/tests/test_rmm_messages.py
-EXTRA_DIST += $(CRMM_PY_PIP)
+EXTRA_DIST += $(CRMM_PY_PIP) python/crmm/_fastalloc.c
 EXTRA_DIST += $(CRMM_PY_MR) $(CRMM_PY_MEMORY_RESOURCE) $(CRMM_PY_MR_STUBS) $(CRMM_PY_MEMORY_RESOURCE_STUBS)
 EXTRA_DIST += docs/python.md $(CRMM_PY_TOP_STUBS) $(CRMM_PY_PYLIBRMM_STUBS) $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_CUDA) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 
@@ -50,9 +53,18 @@ AM_TESTS_ENVIRONMENT += \
 	CRMM_LIBRARY='$(abs_top_builddir)/.libs/libcrmm.so'; export CRMM_LIBRARY; \
 	PYTHONPATH='$(abs_top_srcdir)/python'; export PYTHONPATH; \
 	PYTHON='$(PYTHON)'; export PYTHON; \
-	CRMM_TEST_SANITIZERS='$(CRMM_PY_SANITIZERS)'; export CRMM_TEST_SANITIZERS;
+	CRMM_TEST_SANITIZERS='$(CRMM_PY_SANITIZERS)'; export CRMM_TEST_SANITIZERS; \
+	CRMM_FASTALLOC='$(CRMM_PY_FASTALLOC)'; export CRMM_FASTALLOC;
 if SANITIZERS
 CRMM_PY_SANITIZERS = yes
+endif
+
+# The tests load the build tree's extension by its path ($CRMM_FASTALLOC, see crmm/_alloc.py);
+# "off" where it is not built, so that they never pick up another one.
+if HAVE_PYTHON_DEV
+CRMM_PY_FASTALLOC = $(abs_top_builddir)/python/crmm/.libs/_fastalloc.so
+else
+CRMM_PY_FASTALLOC = off
 endif
 
 if HAVE_PYTHON
@@ -73,6 +85,18 @@ crmm_memory_resource_DATA = $(CRMM_PY_MEMORY_RESOURCE_STUBS)
 crmm_cudadir = $(pythondir)/crmm/_cuda
 crmm_cuda_PYTHON = $(CRMM_PY_CUDA)
 
+# crmm._fastalloc: a Python extension module over the stable ABI; it links neither libpython (the
+# interpreter provides its symbols) nor libcrmm (crmm/_alloc.py gives it libcrmm's functions).
+if HAVE_PYTHON_DEV
+crmm_pyextdir = $(pythondir)/crmm
+crmm_pyext_LTLIBRARIES = python/crmm/_fastalloc.la
+python_crmm__fastalloc_la_SOURCES = python/crmm/_fastalloc.c
+python_crmm__fastalloc_la_CPPFLAGS = $(PYTHON_CPPFLAGS)
+python_crmm__fastalloc_la_LDFLAGS = -module -avoid-version -shared $(AM_LDFLAGS)
+# linked with -rpath of its install directory, as the plugins (install_dirs.mk says why)
+$(crmm_pyext_LTLIBRARIES): install-dirs.stamp
+endif
+
 # _paths.py tells the installed package where the installed libcrmm is (see _lib.py).
 install-data-hook: install-crmm-py-paths
 install-crmm-py-paths:
@@ -83,9 +107,16 @@ install-crmm-py-paths:
 uninstall-hook:
 	rm -f "$(DESTDIR)$(crmm_pydir)/_paths.py"
 
-# The package imports from the install prefix alone (no build tree, no CRMM_LIBRARY).
+# The package imports from the install prefix alone (no build tree, no CRMM_LIBRARY), with the
+# installed extension where it was built.
+if HAVE_PYTHON_DEV
+CRMM_PY_OPS = extension
+else
+CRMM_PY_OPS = ctypes
+endif
 installcheck-local:
-	cd / && env -u CRMM_LIBRARY PYTHONPATH='$(DESTDIR)$(pythondir)' PYTHONDONTWRITEBYTECODE=1 \
-	  $(PYTHON) -c 'import crmm, crmm.mr; assert crmm.library_path.startswith("$(libdir)/"), crmm.library_path; \
+	cd / && env -u CRMM_LIBRARY -u CRMM_FASTALLOC PYTHONPATH='$(DESTDIR)$(pythondir)' PYTHONDONTWRITEBYTECODE=1 \
+	  $(PYTHON) -c 'import crmm, crmm.mr, crmm._alloc; assert crmm.library_path.startswith("$(libdir)/"), crmm.library_path; \
+	    assert crmm._alloc.ops.name == "$(CRMM_PY_OPS)", crmm._alloc.ops.name; \
 	    crmm.mr.HostMemoryResource().deallocate(crmm.mr.HostMemoryResource().allocate(0), 0); print("crmm", crmm.__version__, "imports from", crmm.__file__)'
 endif

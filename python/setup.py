@@ -1,5 +1,8 @@
-"""The build step pyproject.toml cannot declare: writing crmm/_paths.py, the installed
-libcrmm the package loads first after $CRMM_LIBRARY (see crmm/_lib.py).
+"""The build steps pyproject.toml cannot declare: writing crmm/_paths.py, the installed
+libcrmm the package loads first after $CRMM_LIBRARY (see crmm/_lib.py), and the optional C
+extension crmm._fastalloc (DeviceBuffer's allocate and free; Python 3.10+ stable ABI). Where it
+cannot be built (no compiler, no Python headers), the install goes on without it and the package
+allocates through ctypes.
 
 The directory is $CRMM_LIBDIR if set, else `pkg-config --variable=libdir crmm` (an installed
 crmm.pc); the library is the versioned libcrmm.so.N found there, else libcrmm.so. When neither
@@ -11,8 +14,9 @@ $CRMM_BINDIR if set, else exec_prefix/bin of that crmm.pc.
 import glob
 import os
 import subprocess
+import sys
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 
@@ -57,6 +61,16 @@ class BuildPyWithPaths(build_py):
                     f"LIBDIR = {found[0]!r}\nLIBRARY = {found[1]!r}\nBINDIR = {installed_bindir()!r}\n")
 
 
+def extensions():
+    """crmm._fastalloc where this Python has the stable ABI it is written for (3.10+)."""
+    if sys.version_info < (3, 10):
+        return {}
+    return {
+        "ext_modules": [Extension("crmm._fastalloc", ["crmm/_fastalloc.c"], py_limited_api=True, optional=True)],
+        "options": {"bdist_wheel": {"py_limited_api": "cp310"}},
+    }
+
+
 # setuptools runs this file as __main__; python/tests import it to test installed_libcrmm().
 if __name__ == "__main__":
-    setup(cmdclass={"build_py": BuildPyWithPaths})
+    setup(cmdclass={"build_py": BuildPyWithPaths}, **extensions())

@@ -290,12 +290,18 @@ def raise_last(fallback="libcrmm call failed"):
 
 _init_lock = threading.Lock()
 
+# True once libcrmm has a config (crmm_init ran): lets the allocation path skip the C query.
+# The package never calls crmm_finalize, so it stays true.
+initialized = False
+
 
 def _init_locked(path):
+    global initialized
     from ._host import path_arg
 
     status = lib.crmm_init(path_arg(path, "path") if path is not None else None)
     if status == 0:
+        initialized = True
         return
     msg = last_error()
     buf = ctypes.create_string_buffer(4096)
@@ -317,11 +323,14 @@ def initialize(path=None):
 
 def ensure_initialized():
     """Initialise libcrmm with the default config unless the process did already."""
+    global initialized
     if lib.crmm_current_config():
+        initialized = True
         return
     with _init_lock:
         if not lib.crmm_current_config():
             _init_locked(None)
+        initialized = True
 
 
 def is_initialized():

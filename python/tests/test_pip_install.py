@@ -30,7 +30,7 @@ def build_libdir():
 def clean_env(**extra):
     """The environment for venv and pip: no sanitizer preload, no source tree on the path."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("LD_PRELOAD", "PYTHONPATH", "CRMM_LIBRARY", "PYTHONHOME")}
+           if k not in ("LD_PRELOAD", "PYTHONPATH", "CRMM_LIBRARY", "CRMM_FASTALLOC", "PYTHONHOME")}
     env.update(PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_CACHE_DIR="1")
     env.update(extra)
     return env
@@ -51,7 +51,8 @@ def venv(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pip")
     src = tmp / "src"
     shutil.copytree(PYTHON_SRC, src, ignore=shutil.ignore_patterns(
-        "tests", "__pycache__", "build", "*.egg-info", "_paths.py", "local.mk"))
+        "tests", "__pycache__", "build", "*.egg-info", "_paths.py", "local.mk",
+        ".libs", ".deps", ".dirstamp", "*.o", "*.lo", "*.la", "*.so"))
     bindir = tmp / "bin"  # the "installed" tool: a script that says it ran
     bindir.mkdir()
     (bindir / "crmm").write_text('#!/bin/sh\necho "installed crmm $*"\n')
@@ -100,6 +101,18 @@ def test_installed_package_ships_type_information(venv):
     # the source's modules, every one of them
     modules = {p.relative_to(PYTHON_SRC / "crmm") for p in (PYTHON_SRC / "crmm").rglob("*.py")}
     assert modules <= {p.relative_to(installed) for p in installed.rglob("*.py")}
+
+
+def test_installed_package_allocates_through_its_extension(venv):
+    """pip builds crmm._fastalloc (Python 3.10+ with a compiler and Python's headers, which this
+    machine has where `make check` built the extension) and DeviceBuffer uses the installed one."""
+    if os.environ.get("CRMM_FASTALLOC") == "off":
+        pytest.skip("configure did not build crmm._fastalloc here (no Python 3.10+ headers)")
+    python, tmp = venv
+    code = "import crmm._alloc as a; print(a.ops.name); print(a.extension.__file__)"
+    out = run([python, "-c", code], venv_env(), tmp).stdout.splitlines()
+    assert out[0] == "extension", out
+    assert out[1].startswith(str(tmp / "venv")), out
 
 
 def test_crmm_library_overrides_the_installed_path(venv):

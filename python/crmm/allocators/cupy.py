@@ -12,23 +12,34 @@ except ImportError:
 
 from .. import _lib
 from ..pylibrmm.device_buffer import DeviceBuffer
-from ..pylibrmm.stream import Stream
+from ..pylibrmm.stream import DEFAULT_STREAM, LEGACY_DEFAULT_STREAM, PER_THREAD_DEFAULT_STREAM, Stream
 
 # CuPy captures streams (cupy.cuda.Graph): the pool must ask whether they are (docs/cuda-graphs.md)
 _lib.lib.crmm_graph_capture_enable(True)
 
 __all__ = ["rmm_cupy_allocator", "crmm_cupy_allocator"]
 
+# CuPy's default streams (cudaStream_t 0, cudaStreamLegacy, cudaStreamPerThread) as crmm's
+# Streams that live as long as the process: no stream view to make and free per allocation.
+_DEFAULT_STREAMS = {0: DEFAULT_STREAM, 1: LEGACY_DEFAULT_STREAM, 2: PER_THREAD_DEFAULT_STREAM}
+_uninitialized = DeviceBuffer._uninitialized
+
 
 def rmm_cupy_allocator(nbytes):
-    """A cupy.cuda.MemoryPointer to `nbytes` of crmm memory (a DeviceBuffer owns it). Raises
-    ModuleNotFoundError without CuPy."""
+    """A cupy.cuda.MemoryPointer to `nbytes` of crmm memory (a DeviceBuffer owns it), allocated
+    on CuPy's current stream. Raises ModuleNotFoundError without CuPy."""
     if cupy is None:
         raise ModuleNotFoundError("No module named 'cupy': rmm_cupy_allocator needs CuPy", name="cupy")
-    stream = Stream(obj=cupy.cuda.get_current_stream())
-    buf = DeviceBuffer._uninitialized(nbytes, stream=stream)
-    device_id = buf.device if buf.ptr else cupy.cuda.device.get_device_id()
-    mem = cupy.cuda.UnownedMemory(ptr=buf.ptr, size=buf.size, owner=buf, device_id=device_id)
+    cupy_stream = cupy.cuda.get_current_stream()
+    stream = _DEFAULT_STREAMS.get(cupy_stream.ptr)
+    if stream is None:
+        stream = Stream(obj=cupy_stream)  # the buffer keeps CuPy's stream alive until its free
+    buf = _uninitialized(nbytes, stream)
+    owner = buf._buf
+    ptr = owner.ptr()
+    device_id = owner.device() if ptr else cupy.cuda.device.get_device_id()
+    size = nbytes if type(nbytes) is int else owner.size()
+    mem = cupy.cuda.UnownedMemory(ptr, size, buf, device_id)
     return cupy.cuda.memory.MemoryPointer(mem, 0)
 
 

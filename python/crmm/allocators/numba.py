@@ -49,7 +49,7 @@ class RMMNumbaManager(HostOnlyCUDAMemoryManager):
 
     def memalloc(self, size):
         buf = DeviceBuffer._uninitialized(size)
-        address = int(buf.ptr)
+        address = buf._buf.ptr()
         self.allocations[address] = buf
         return MemoryPointer(self.context, _device_pointer(address), size, finalizer=_make_finalizer(address, self.allocations))
 

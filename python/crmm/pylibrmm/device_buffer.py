@@ -11,10 +11,13 @@ import ctypes
 import numpy as np
 
 from .. import _lib
+from .._alloc import ops as _ops
 from .._host import address, host_view, pointer_arg, size_arg
 from .._lib import check, lib
 from .memory_resource import MemoryResource
-from .stream import DEFAULT_STREAM, as_stream
+from .stream import DEFAULT_STREAM, Stream, as_stream
+
+_SIZE_END = 1 << 64
 
 __all__ = ["DeviceBuffer", "copy_device_to_ptr", "copy_host_to_ptr", "copy_ptr_to_host", "to_device"]
 
@@ -37,18 +40,11 @@ def _stream_ptr(stream):
     return as_stream(stream)._cstream
 
 
-def _memset_zero(ptr, nbytes, stream, device):
-    """Fill fresh device memory with zeros on `stream` (finished on return for a default stream)."""
-    if not nbytes:
-        return
-    if _lib.cuda_memset_async is None:
-        raise _lib.error_for(8, "libcrmm's CUDA runtime has no cudaMemsetAsync")
-    with _lib.device_context(device):
-        err = _lib.cuda_memset_async(ptr, 0, nbytes, stream.handle or None)
-        if err != 0:
-            raise _lib.error_for(4, f"cudaMemsetAsync failed: {_lib.text(_lib.cuda_get_error_string(err))}")
-    if stream.is_default():
-        stream.synchronize()
+def _resource_handle(mr):
+    """The crmm_resource * of a MemoryResource argument (TypeError for anything else)."""
+    if not isinstance(mr, MemoryResource):
+        raise TypeError(f"mr must be a MemoryResource, not {type(mr).__name__}")
+    return mr._handle
 
 
 def _device_array_pointer(obj):
@@ -92,51 +88,66 @@ class DeviceBuffer:
     device.
     """
 
+    # _buf: the owner of the crmm_device_buffer (crmm/_alloc.py), which frees it when the buffer
+    # goes away (no __del__ here: its call would cost more than the free); None once freed.
+    __slots__ = ("_buf", "_stream", "_mr", "__weakref__")
+
     def __init__(self, *, ptr=None, size=0, stream=DEFAULT_STREAM, mr=None):
         self._buf = None
         self._init(size, stream, mr, ptr, zero=ptr is None)
 
     def _init(self, size, stream, mr, src=None, zero=False):
-        size = size_arg(size, "size")
-        stream = as_stream(stream)
-        if mr is not None and not isinstance(mr, MemoryResource):
-            raise TypeError(f"mr must be a MemoryResource, not {type(mr).__name__}")
-        _lib.ensure_initialized()
-        out = ctypes.c_void_p()
-        check(lib.crmm_device_buffer_create(size, stream._cstream, mr._handle if mr is not None else None, ctypes.byref(out)))
-        self._buf = out.value
-        self._stream = stream
-        self._mr = mr
+        # the checks cost a type test each where the arguments are what they usually are
+        if type(size) is not int or not 0 <= size < _SIZE_END:
+            size = size_arg(size, "size")
+        if type(stream) is not Stream:
+            stream = as_stream(stream)
+        handle = None if mr is None else _resource_handle(mr)
         if src is not None:
             src = pointer_arg(src, "ptr")
-            if size:
+        if not _lib.initialized:
+            _lib.ensure_initialized()
+        if zero and size and src is None:
+            # zero-filled on the stream; on a default stream finished before this returns
+            default = stream is DEFAULT_STREAM  # cudaStream_t 0: no query for either
+            cuda_stream = None if default else stream.handle or None
+            sync = default or stream.is_default()
+            self._buf = _ops.create_zeroed(size, stream._cstream, handle, cuda_stream, sync)
+        else:
+            self._buf = _ops.create(size, stream._cstream, handle)
+            if src is not None and size:
                 check(lib.crmm_device_buffer_copy_from_device(self._buf, src or None, size, stream._cstream))
-        elif zero:
-            _memset_zero(self.ptr, size, stream, self.device)
+        self._stream = stream
+        self._mr = mr
 
     @classmethod
     def _uninitialized(cls, size, stream=DEFAULT_STREAM, mr=None):
-        """A buffer whose memory is not filled (for allocators, where the caller writes it)."""
+        """A buffer whose memory is not filled (for allocators, where the caller writes it).
+        The checks of _init, written out: this is every CuPy and Numba allocation."""
+        if type(size) is not int or not 0 <= size < _SIZE_END:
+            size = size_arg(size, "size")
+        if type(stream) is not Stream:
+            stream = as_stream(stream)
+        handle = None if mr is None else _resource_handle(mr)
+        if not _lib.initialized:
+            _lib.ensure_initialized()
         db = cls.__new__(cls)
-        db._buf = None
-        db._init(size, stream, mr)
+        db._buf = _ops.create(size, stream._cstream, handle)
+        db._stream = stream
+        db._mr = mr
         return db
 
     @classmethod
     def _adopt(cls, cbuf, stream):
+        """A buffer owning `cbuf`, a crmm_device_buffer * (an int) another libcrmm call made."""
         db = cls.__new__(cls)
-        db._buf, db._stream, db._mr = cbuf, stream, None
+        db._buf, db._stream, db._mr = _ops.adopt(cbuf), stream, None
         return db
-
-    def __del__(self, _destroy=lib.crmm_device_buffer_destroy):
-        if getattr(self, "_buf", None):
-            _destroy(self._buf)
-            self._buf = None
 
     @property
     def _cbuf(self):
-        """The crmm_device_buffer *, or StateError once the buffer was freed (its __del__
-        called by hand)."""
+        """The owner of the crmm_device_buffer * (ctypes takes it for the pointer), or StateError
+        for a buffer that holds none (made with __new__ alone, or freed)."""
         buf = getattr(self, "_buf", None)
         if not buf:
             raise _lib.error_for(10, "this DeviceBuffer was freed; it cannot be used")
@@ -147,12 +158,12 @@ class DeviceBuffer:
     @property
     def ptr(self):
         """Address of the memory as an int (0 for a size-0 buffer)."""
-        return lib.crmm_device_buffer_ptr(self._cbuf) or 0
+        return self._cbuf.ptr()
 
     @property
     def size(self):
         """Size of the buffer in bytes."""
-        return int(lib.crmm_device_buffer_size(self._cbuf))
+        return self._cbuf.size()
 
     @property
     def nbytes(self):
@@ -166,7 +177,7 @@ class DeviceBuffer:
     @property
     def device(self):
         """The device the memory belongs to."""
-        return int(lib.crmm_device_buffer_device(self._cbuf))
+        return self._cbuf.device()
 
     @property
     def mr(self):

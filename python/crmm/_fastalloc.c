@@ -1,0 +1,450 @@
+/* _fastalloc.c — crmm._fastalloc: the calls a DeviceBuffer makes on every allocation and free,
+ * as a C extension over Python's stable ABI, because through ctypes each call costs more than the
+ * pool's whole allocation.
+ *
+ * create() returns a Buffer: a small object that owns one crmm_device_buffer and destroys it when
+ * it goes away (so a DeviceBuffer needs no __del__, whose call costs more than the free). Its
+ * methods ptr, size and device read the buffer; ctypes takes a Buffer wherever libcrmm wants the
+ * crmm_device_buffer * (its _as_parameter_), so the rest of DeviceBuffer's methods stay in
+ * Python. adopt() wraps a buffer another libcrmm call made (any other address is undefined: the
+ * module is private to crmm/_alloc.py).
+ *
+ * The module does not link libcrmm: crmm/_alloc.py hands it the addresses of libcrmm's functions
+ * from the libcrmm that ctypes loaded (bind), so that both paths call one copy of the library.
+ * A failed create calls the `check` function given to bind with the crmm_status, which raises
+ * the package's exception for it. The GIL is released around every libcrmm call that may
+ * allocate or free, since a resource may wait on the device or call back into Python. */
+#define Py_LIMITED_API 0x030A0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int (*create_fn)(size_t size, void *stream, void *mr, void **out);
+typedef void (*destroy_fn)(void *buf);
+typedef void *(*ptr_fn)(const void *buf);
+typedef size_t (*size_fn)(const void *buf);
+typedef int (*device_fn)(const void *buf);
+/* crmm_device_guard (crmm/cuda_support.h): the pip build has no crmm headers, so it is mirrored */
+typedef struct { int previous; int changed; } device_guard;
+typedef int (*enter_fn)(int device, device_guard *guard);
+typedef void (*restore_fn)(device_guard *guard);
+typedef int (*memset_fn)(void *ptr, int value, size_t count, void *cuda_stream);
+typedef int (*sync_fn)(void *stream);
+
+/* libcrmm's functions, set once by bind (NULL before) */
+static create_fn buffer_create;
+static destroy_fn buffer_destroy;
+static ptr_fn buffer_ptr;
+static size_fn buffer_size;
+static device_fn buffer_device;
+static PyObject *check_status; /* one reference, held for the life of the process */
+/* the zero-fill's functions, set by bind_zero (NULL before: create_zeroed refuses) */
+static enter_fn device_enter;
+static restore_fn device_restore;
+static memset_fn cuda_memset;
+static sync_fn stream_sync;
+static PyObject *memset_failed; /* raises for a cudaError_t; one reference, for the process */
+
+/* An address argument: an int (0 allowed only when `null_ok`), or None when `null_ok`. */
+static int address_arg(PyObject *o, const char *what, int null_ok, void **out)
+{
+    if (o == Py_None && null_ok) {
+        *out = NULL;
+        return 0;
+    }
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int address%s", what, null_ok ? " or None" : "");
+        return -1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "%s is not an address (outside [0, 2**64))", what);
+        return -1;
+    }
+    if (v > UINTPTR_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%s is not an address of this process", what);
+        return -1;
+    }
+    if (!v && !null_ok) {
+        PyErr_Format(PyExc_ValueError, "%s must not be 0", what);
+        return -1;
+    }
+    *out = (void *)(uintptr_t)v;
+    return 0;
+}
+
+/* A byte count: an int in [0, SIZE_MAX] (TypeError, ValueError for a negative one, OverflowError
+ * past size_t), as crmm/_host.py's size_arg refuses them. */
+static int size_arg(PyObject *o, size_t *out)
+{
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        PyErr_SetString(PyExc_TypeError, "size must be an int");
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow < 0 || (!overflow && v < 0)) {
+        PyErr_SetString(PyExc_ValueError, "size must not be negative");
+        return -1;
+    }
+    if (!overflow) {
+        *out = (size_t)v;
+        return 0;
+    }
+    unsigned long long u = PyLong_AsUnsignedLongLong(o);
+    if ((u == (unsigned long long)-1 && PyErr_Occurred()) || u > SIZE_MAX) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_OverflowError, "size does not fit in size_t");
+        return -1;
+    }
+    *out = (size_t)u;
+    return 0;
+}
+
+static int bound(void)
+{
+    if (buffer_create)
+        return 1;
+    PyErr_SetString(PyExc_RuntimeError, "crmm._fastalloc is not bound to libcrmm (crmm._alloc binds it)");
+    return 0;
+}
+
+/* bind(create, destroy, ptr, size, device, check): the addresses of crmm_device_buffer_create,
+ * _destroy, _ptr, _size and _device, and the function that raises for a crmm_status. Binding
+ * again to the same create does nothing; to another library it is refused (buffers made
+ * through the first would otherwise be freed through the second). */
+static PyObject *fa_bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "bind takes 6 arguments (create, destroy, ptr, size, device, check)");
+        return NULL;
+    }
+    static const char *const names[] = {"create", "destroy", "ptr", "size", "device"};
+    void *fn[5];
+    for (int i = 0; i < 5; i++)
+        if (address_arg(args[i], names[i], 0, &fn[i]) < 0)
+            return NULL;
+    if (!PyCallable_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "check must be callable");
+        return NULL;
+    }
+    if (buffer_create) {
+        if ((void *)buffer_create == fn[0])
+            Py_RETURN_NONE;
+        PyErr_SetString(PyExc_RuntimeError, "crmm._fastalloc is already bound to another libcrmm");
+        return NULL;
+    }
+    /* function pointers from data pointers: the addresses are libcrmm's functions (POSIX) */
+    buffer_create = (create_fn)(uintptr_t)fn[0];
+    buffer_destroy = (destroy_fn)(uintptr_t)fn[1];
+    buffer_ptr = (ptr_fn)(uintptr_t)fn[2];
+    buffer_size = (size_fn)(uintptr_t)fn[3];
+    buffer_device = (device_fn)(uintptr_t)fn[4];
+    Py_INCREF(args[5]);
+    check_status = args[5];
+    Py_RETURN_NONE;
+}
+
+/* bind_zero(enter, restore, memset, sync, memset_failed): the addresses of
+ * crmm_cuda_device_enter, crmm_cuda_device_restore, cudaMemsetAsync (of the CUDA runtime libcrmm
+ * uses) and crmm_stream_synchronize, and the function that raises for a failed cudaMemsetAsync's
+ * cudaError_t. As bind: again with the same memset does nothing, with another is refused. */
+static PyObject *fa_bind_zero(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "bind_zero takes 5 arguments (enter, restore, memset, sync, memset_failed)");
+        return NULL;
+    }
+    static const char *const names[] = {"enter", "restore", "memset", "sync"};
+    void *fn[4];
+    for (int i = 0; i < 4; i++)
+        if (address_arg(args[i], names[i], 0, &fn[i]) < 0)
+            return NULL;
+    if (!PyCallable_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "memset_failed must be callable");
+        return NULL;
+    }
+    if (cuda_memset) {
+        if ((void *)cuda_memset == fn[2])
+            Py_RETURN_NONE;
+        PyErr_SetString(PyExc_RuntimeError, "crmm._fastalloc's zero-fill is already bound to another cudaMemsetAsync");
+        return NULL;
+    }
+    device_enter = (enter_fn)(uintptr_t)fn[0];
+    device_restore = (restore_fn)(uintptr_t)fn[1];
+    cuda_memset = (memset_fn)(uintptr_t)fn[2];
+    stream_sync = (sync_fn)(uintptr_t)fn[3];
+    Py_INCREF(args[4]);
+    memset_failed = args[4];
+    Py_RETURN_NONE;
+}
+
+/* A Buffer: one crmm_device_buffer, destroyed with the object (or by free()). */
+typedef struct {
+    PyObject_HEAD
+    void *buf; /* NULL once freed */
+} buffer_object;
+
+static PyObject *buffer_type; /* set at module init */
+
+static void buffer_dealloc(PyObject *self)
+{
+    void *buf = ((buffer_object *)self)->buf;
+    if (buf) {
+        Py_BEGIN_ALLOW_THREADS
+        buffer_destroy(buf);
+        Py_END_ALLOW_THREADS
+    }
+    PyObject *tp = (PyObject *)Py_TYPE(self);
+    PyObject_Free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *buffer_wrap(void *buf)
+{
+    buffer_object *b = PyObject_New(buffer_object, (PyTypeObject *)buffer_type);
+    if (!b) { /* MemoryError, set aside while the free may call back into Python */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        Py_BEGIN_ALLOW_THREADS
+        buffer_destroy(buf);
+        Py_END_ALLOW_THREADS
+        PyErr_Restore(type, value, traceback);
+        return NULL;
+    }
+    b->buf = buf;
+    return (PyObject *)b;
+}
+
+/* The crmm_device_buffer of a live Buffer (ValueError once freed). */
+static void *buffer_of(PyObject *o)
+{
+    void *buf = ((buffer_object *)o)->buf;
+    if (!buf)
+        PyErr_SetString(PyExc_ValueError, "this Buffer was freed");
+    return buf;
+}
+
+/* Buffer.free(): destroy the buffer now (again: nothing). */
+static PyObject *buffer_free(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    void *buf = ((buffer_object *)self)->buf;
+    ((buffer_object *)self)->buf = NULL;
+    if (buf) {
+        Py_BEGIN_ALLOW_THREADS
+        buffer_destroy(buf);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
+
+/* Buffer.ptr(), .size(), .device(): the buffer's device address (0 for size 0), size in bytes,
+ * and device (-1 for none); ValueError once freed. */
+static PyObject *buffer_ptr_method(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    void *buf = buffer_of(self);
+    return buf ? PyLong_FromVoidPtr(buffer_ptr(buf)) : NULL;
+}
+
+static PyObject *buffer_size_method(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    void *buf = buffer_of(self);
+    return buf ? PyLong_FromSize_t(buffer_size(buf)) : NULL;
+}
+
+static PyObject *buffer_device_method(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    void *buf = buffer_of(self);
+    return buf ? PyLong_FromLong(buffer_device(buf)) : NULL;
+}
+
+/* Buffer._as_parameter_: the address as an int, for ctypes (0 once freed). */
+static PyObject *buffer_address(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromVoidPtr(((buffer_object *)self)->buf);
+}
+
+static PyMethodDef buffer_methods[] = {
+    {"ptr", buffer_ptr_method, METH_NOARGS, "ptr() -> the device address (0 for size 0)"},
+    {"size", buffer_size_method, METH_NOARGS, "size() -> the size in bytes"},
+    {"device", buffer_device_method, METH_NOARGS, "device() -> the device (-1 for none)"},
+    {"free", buffer_free, METH_NOARGS, "free(): destroy the crmm_device_buffer now (a second call does nothing)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef buffer_getset[] = {
+    {"_as_parameter_", buffer_address, NULL, "the crmm_device_buffer * as an int, for ctypes (0 once freed)", NULL},
+    {"address", buffer_address, NULL, "the crmm_device_buffer * as an int (0 once freed)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot buffer_slots[] = {
+    {Py_tp_dealloc, (void *)buffer_dealloc},
+    {Py_tp_methods, buffer_methods},
+    {Py_tp_getset, buffer_getset},
+    {Py_tp_doc, (void *)"One crmm_device_buffer, destroyed with this object (made by create or adopt)."},
+    {0, NULL},
+};
+
+static PyType_Spec buffer_spec = {
+    "crmm._fastalloc.Buffer", sizeof(buffer_object), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, buffer_slots,
+};
+
+/* create(size, stream, mr) -> Buffer: crmm_device_buffer_create(size, stream, mr); stream and mr
+ * are a crmm_stream * and a crmm_resource * as ints, or None (the default stream, the current
+ * device's resource). On failure raises what check(status) raises. */
+static PyObject *fa_create(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "create takes 3 arguments (size, stream, mr)");
+        return NULL;
+    }
+    size_t size;
+    void *stream, *mr, *buf = NULL;
+    if (size_arg(args[0], &size) < 0 || address_arg(args[1], "stream", 1, &stream) < 0 ||
+        address_arg(args[2], "mr", 1, &mr) < 0 || !bound())
+        return NULL;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = buffer_create(size, stream, mr, &buf);
+    Py_END_ALLOW_THREADS
+    if (status == 0)
+        return buffer_wrap(buf);
+    PyObject *r = PyObject_CallFunction(check_status, "i", status);
+    if (r) {
+        Py_DECREF(r);
+        PyErr_Format(PyExc_SystemError, "crmm_device_buffer_create failed with status %d and check did not raise", status);
+    }
+    return NULL;
+}
+
+/* Raise what `raiser(code)` raises (a SystemError if it returns). */
+static void raise_for(PyObject *raiser, int code, const char *what)
+{
+    PyObject *r = PyObject_CallFunction(raiser, "i", code);
+    if (r) {
+        Py_DECREF(r);
+        PyErr_Format(PyExc_SystemError, "%s failed with %d and its error function did not raise", what, code);
+    }
+}
+
+/* create_zeroed(size, stream, mr, cuda_stream, sync) -> Buffer: create, then fill the memory with
+ * zeros on cuda_stream (the cudaStream_t of `stream`, an int or None) with the buffer's device
+ * current, then, when `sync` is true, synchronize `stream`. What DeviceBuffer(size=n) does, in
+ * one call. On a failure the buffer is freed and the exception raised: check's for libcrmm's
+ * status, memset_failed's for cudaMemsetAsync's error. */
+static PyObject *fa_create_zeroed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "create_zeroed takes 5 arguments (size, stream, mr, cuda_stream, sync)");
+        return NULL;
+    }
+    size_t size;
+    void *stream, *mr, *cuda_stream, *buf = NULL;
+    if (size_arg(args[0], &size) < 0 || address_arg(args[1], "stream", 1, &stream) < 0 ||
+        address_arg(args[2], "mr", 1, &mr) < 0 || address_arg(args[3], "cuda_stream", 1, &cuda_stream) < 0 ||
+        !bound())
+        return NULL;
+    int sync = PyObject_IsTrue(args[4]);
+    if (sync < 0)
+        return NULL;
+    if (!cuda_memset) {
+        PyErr_SetString(PyExc_RuntimeError, "crmm._fastalloc's zero-fill is not bound (crmm._alloc binds it)");
+        return NULL;
+    }
+    int status, err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    status = buffer_create(size, stream, mr, &buf);
+    if (status == 0 && size) {
+        device_guard guard = {-1, 0};
+        status = device_enter(buffer_device(buf), &guard);
+        if (status == 0) {
+            err = cuda_memset(buffer_ptr(buf), 0, size, cuda_stream);
+            device_restore(&guard);
+            if (err == 0 && sync)
+                status = stream_sync(stream);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (status == 0 && err == 0)
+        return buffer_wrap(buf);
+    /* the exception first (it reads the thread's last error, which freeing could change), set
+     * aside while the buffer is freed: the free may call back into Python */
+    if (err)
+        raise_for(memset_failed, err, "cudaMemsetAsync");
+    else
+        raise_for(check_status, status, "libcrmm");
+    if (buf) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        Py_BEGIN_ALLOW_THREADS
+        buffer_destroy(buf);
+        Py_END_ALLOW_THREADS
+        PyErr_Restore(type, value, traceback);
+    }
+    return NULL;
+}
+
+/* adopt(address) -> Buffer: take ownership of a crmm_device_buffer * another call made (not 0). */
+static PyObject *fa_adopt(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    void *buf;
+    if (address_arg(arg, "buf", 0, &buf) < 0 || !bound())
+        return NULL;
+    return buffer_wrap(buf);
+}
+
+static PyMethodDef fa_methods[] = {
+    {"bind", (PyCFunction)(void (*)(void))fa_bind, METH_FASTCALL, "bind(create, destroy, ptr, size, device, check)"},
+    {"create", (PyCFunction)(void (*)(void))fa_create, METH_FASTCALL, "create(size, stream, mr) -> Buffer"},
+    {"bind_zero", (PyCFunction)(void (*)(void))fa_bind_zero, METH_FASTCALL,
+     "bind_zero(enter, restore, memset, sync, memset_failed)"},
+    {"create_zeroed", (PyCFunction)(void (*)(void))fa_create_zeroed, METH_FASTCALL,
+     "create_zeroed(size, stream, mr, cuda_stream, sync) -> Buffer of zeros"},
+    {"adopt", fa_adopt, METH_O, "adopt(address) -> Buffer owning that crmm_device_buffer *"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef fa_module = {
+    PyModuleDef_HEAD_INIT, "_fastalloc",
+    "DeviceBuffer's allocate and free calls into libcrmm (see crmm/_alloc.py).", -1, fa_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fastalloc(void);
+PyMODINIT_FUNC PyInit__fastalloc(void)
+{
+    PyObject *m = PyModule_Create(&fa_module);
+    if (!m)
+        return NULL;
+    if (!buffer_type && !(buffer_type = PyType_FromSpec(&buffer_spec))) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* the interface crmm/_alloc.py checks (EXTENSION_ABI) before it binds */
+    if (PyModule_AddIntConstant(m, "ABI", 2) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(buffer_type);
+    if (PyModule_AddObject(m, "Buffer", buffer_type) < 0) {
+        Py_DECREF(buffer_type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,479 @@
+"""DeviceBuffer's allocate and free path (crmm/_alloc.py), through the C extension crmm._fastalloc
+and through ctypes: the same results, errors and frees on both, and the extension's own checks.
+
+No device needed: the buffers come from a `callback` resource whose memory is host memory that
+libcrmm is told is device memory (so DeviceBuffer takes it), under a `statistics` adaptor that
+counts what is outstanding. Nothing here zero-fills or copies (that needs CUDA; the GPU tests do).
+"""
+
+import ctypes
+import ctypes.util
+import gc
+import os
+import platform
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import crmm
+from crmm import _alloc
+from crmm._errors import StateError
+from crmm.pylibrmm.device_buffer import DeviceBuffer
+from crmm.pylibrmm.memory_resource import MemoryResource, StatisticsResourceAdaptor
+from crmm.pylibrmm.stream import DEFAULT_STREAM, PER_THREAD_DEFAULT_STREAM
+
+_libc = ctypes.CDLL(None)
+_libc.aligned_alloc.restype = ctypes.c_void_p
+_libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+_libc.free.argtypes = [ctypes.c_void_p]
+_ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p)
+_FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p)
+LIMIT = 1 << 30  # the callbacks refuse more (NULL: out of memory)
+
+
+class HostAsDevice:
+    """A callback resource over aligned host memory, flagged device accessible; `live` maps each
+    block it handed out to its size."""
+
+    def __init__(self):
+        self.live = {}
+        self._alloc = _ALLOC(self._allocate)
+        self._free = _FREE(self._deallocate)
+        address = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
+        self.mr = MemoryResource("callback", {"allocate_fn": address(self._alloc), "deallocate_fn": address(self._free)})
+
+    def _allocate(self, n, stream, arg):
+        if n > LIMIT:
+            return None
+        p = _libc.aligned_alloc(256, max(256, (n + 255) // 256 * 256))
+        self.live[p] = n
+        return p
+
+    def _deallocate(self, p, n, stream, arg):
+        assert self.live.pop(p) == n
+        _libc.free(p)
+
+
+@pytest.fixture(params=["extension", "ctypes"])
+def backend(request):
+    """Every test runs once through each implementation (the extension's run skips where
+    configure did not build it)."""
+    if request.param == "extension" and _alloc.extension is None:
+        pytest.skip("crmm._fastalloc is not built here")
+    before = _alloc.use(request.param)
+    yield request.param
+    _alloc.use(before)
+
+
+@pytest.fixture
+def host():
+    h = HostAsDevice()
+    yield h
+    gc.collect()
+    assert h.live == {}, "blocks left outstanding"
+
+
+@pytest.fixture
+def stats(host):
+    return StatisticsResourceAdaptor(host.mr)
+
+
+def callback_device():
+    """The device of a callback resource: the current one (0 in these tests), none without one."""
+    return 0 if crmm._lib.device_count() > 0 else -1
+
+
+def outstanding(stats):
+    c = stats.allocation_counts
+    return c.current_bytes, c.current_count
+
+
+def test_the_extension_is_used_where_it_is_built():
+    """`make check` builds the extension where configure found Python's headers and points
+    $CRMM_FASTALLOC at it; the package must then use it, not fall back quietly."""
+    if os.environ.get("CRMM_FASTALLOC", "off") == "off":
+        pytest.skip("crmm._fastalloc is not built here")
+    assert _alloc.extension is not None
+    assert DeviceBuffer._uninitialized.__self__ is DeviceBuffer
+    assert _alloc.ops.name == "extension"
+
+
+def test_create_and_drop_leaves_nothing_outstanding(backend, stats):
+    for _ in range(1000):
+        DeviceBuffer._uninitialized(4096, mr=stats)
+    kept = [DeviceBuffer._uninitialized(n, mr=stats) for n in (1, 256, 4096, 1 << 20)]
+    assert outstanding(stats) == (1 + 256 + 4096 + (1 << 20), 4)
+    del kept
+    assert outstanding(stats) == (0, 0)
+    assert stats.allocation_counts.total_count == 1004
+
+
+def test_a_buffer_reports_its_memory(backend, host, stats):
+    db = DeviceBuffer._uninitialized(4096, mr=stats)
+    assert db.ptr in host.live and host.live[db.ptr] == 4096
+    assert db.ptr % 256 == 0
+    assert (db.size, db.nbytes, len(db), db.capacity()) == (4096, 4096, 4096, 4096)
+    assert db.device == callback_device()
+    assert db.stream is DEFAULT_STREAM
+    iface = db.__cuda_array_interface__
+    assert iface["data"] == (db.ptr, False) and iface["shape"] == (4096,) and iface["typestr"] == "|u1"
+    assert repr(db) == f"<crmm DeviceBuffer size=4096 ptr=0x{db.ptr:x}>"
+
+
+def test_a_size_0_buffer_has_no_memory(backend, stats):
+    db = DeviceBuffer(size=0, mr=stats)  # nothing to zero-fill: no CUDA call
+    assert (db.ptr, db.size) == (0, 0)
+    assert db.__cuda_array_interface__["data"] == (0, False)
+
+
+def test_the_buffer_keeps_its_resource_and_stream_alive(backend, host):
+    stats = StatisticsResourceAdaptor(host.mr)
+    stream = crmm.pylibrmm.stream.Stream(PER_THREAD_DEFAULT_STREAM)
+    db = DeviceBuffer._uninitialized(4096, stream=stream, mr=stats)
+    del stats, stream
+    gc.collect()
+    assert len(host.live) == 1
+    assert db.stream.handle == PER_THREAD_DEFAULT_STREAM.handle
+    assert db.mr.kind == "statistics"
+    del db
+    assert host.live == {}
+
+
+def test_index_sizes_are_taken(backend, stats):
+    assert DeviceBuffer._uninitialized(np.int64(100), mr=stats).size == 100
+
+
+@pytest.mark.parametrize("size, error", [
+    (-1, ValueError), (-(1 << 70), ValueError), (1 << 64, OverflowError), (1 << 100, OverflowError),
+    ("4096", TypeError), (4096.0, TypeError), (True, TypeError), (None, TypeError),
+])
+def test_bad_sizes_are_refused_before_anything_is_allocated(backend, stats, size, error):
+    with pytest.raises(error):
+        DeviceBuffer._uninitialized(size, mr=stats)
+    with pytest.raises(error):
+        DeviceBuffer(size=size, mr=stats)
+    assert stats.allocation_counts.total_count == 0
+
+
+def test_a_size_the_resource_cannot_give_is_out_of_memory(backend, stats):
+    for size in (LIMIT + 1, (1 << 64) - 1):
+        with pytest.raises(crmm.OutOfMemoryError, match="callback"):
+            DeviceBuffer._uninitialized(size, mr=stats)
+    assert issubclass(crmm.OutOfMemoryError, MemoryError)
+    assert outstanding(stats) == (0, 0)
+    assert DeviceBuffer._uninitialized(4096, mr=stats).size == 4096  # nothing was corrupted
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"stream": 0}, TypeError), ({"stream": "default"}, TypeError), ({"mr": "pool"}, TypeError),
+    ({"mr": 12345}, TypeError),
+])
+def test_bad_stream_and_resource_arguments_are_refused(backend, stats, kwargs, error):
+    kwargs.setdefault("mr", stats)
+    with pytest.raises(error):
+        DeviceBuffer(size=16, **kwargs)
+    assert stats.allocation_counts.total_count == 0
+
+
+def test_a_host_only_resource_is_refused(backend):
+    with pytest.raises(crmm.InvalidArgumentError, match="not device accessible"):
+        DeviceBuffer._uninitialized(16, mr=crmm.mr.HostMemoryResource())
+
+
+def test_a_released_resource_is_refused(backend, host):
+    stats = StatisticsResourceAdaptor(host.mr)
+    stats.__del__()
+    with pytest.raises(StateError, match="released"):
+        DeviceBuffer._uninitialized(16, mr=stats)
+
+
+def test_a_failed_zero_fill_raises_cuda_error_and_frees_the_buffer(backend, stats):
+    """DeviceBuffer(size=n) zero-fills; here cudaMemsetAsync fails (no driver, or no device for
+    the host memory): CudaError naming it, the buffer freed, on both implementations alike."""
+    if crmm._lib.device_count() > 0:
+        pytest.skip("a CUDA device is present: the fill would not fail")
+    with pytest.raises(crmm.CudaError, match="cudaMemsetAsync"):
+        DeviceBuffer(size=4096, mr=stats)
+    assert outstanding(stats) == (0, 0)
+    assert stats.allocation_counts.total_count == 1
+
+
+def test_a_buffer_without_memory_raises_state_error(backend):
+    db = DeviceBuffer.__new__(DeviceBuffer)
+    db._buf = None
+    for use in (lambda: db.ptr, lambda: db.size, lambda: db.device, lambda: db.capacity(),
+                lambda: db.__cuda_array_interface__, lambda: db.mr):
+        with pytest.raises(StateError, match="freed"):
+            use()
+
+
+def test_a_buffer_made_by_one_implementation_is_used_and_freed_by_the_other(backend, host, stats):
+    other = "ctypes" if backend == "extension" else "extension"
+    db = DeviceBuffer._uninitialized(512, mr=stats)
+    try:
+        _alloc.use(other)
+    except ValueError:
+        pytest.skip("crmm._fastalloc is not built here")
+    assert db.size == 512 and db.ptr in host.live
+    del db
+    assert outstanding(stats) == (0, 0)
+
+
+@pytest.mark.parametrize("where, says", [("/nonexistent/_fastalloc.so", "cannot be loaded"),
+                                         (ctypes.util.find_library("m") or "libm.so.6", "cannot be loaded")])
+def test_a_bad_crmm_fastalloc_path_fails_the_import_naming_it(where, says):
+    done = subprocess.run([sys.executable, "-c", "import crmm"], env=dict(os.environ, CRMM_FASTALLOC=where),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "CRMM_FASTALLOC" in done.stderr and says in done.stderr, done.stderr
+
+
+def test_crmm_fastalloc_off_uses_ctypes():
+    done = subprocess.run([sys.executable, "-c", "import crmm._alloc as a; print(a.ops.name, a.extension)"],
+                          env=dict(os.environ, CRMM_FASTALLOC="off"), capture_output=True, text=True, timeout=120)
+    assert done.stdout == "ctypes None\n", done.stderr
+
+
+def test_use_refuses_unknown_names():
+    with pytest.raises(ValueError, match="extension"):
+        _alloc.use("cffi")
+
+
+EXIT_SCRIPT = """
+import ctypes, sys
+import crmm._alloc as a
+from crmm.pylibrmm.device_buffer import DeviceBuffer
+from crmm.pylibrmm.memory_resource import MemoryResource, StatisticsResourceAdaptor
+a.use(sys.argv[1])
+libc = ctypes.CDLL(None)
+address = lambda name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
+mr = StatisticsResourceAdaptor(MemoryResource("callback", {"allocate_fn": address("valloc"), "deallocate_fn": address("free")}))
+kept = [DeviceBuffer._uninitialized(4096, mr=mr) for _ in range(10)]
+cycle = [DeviceBuffer._uninitialized(64, mr=mr)]
+cycle.append(cycle)
+print("ok", mr.allocation_counts.current_count)
+"""
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64", "aarch64", "arm64"),
+                    reason="the script calls libc's valloc/free as callbacks that take more arguments")
+def test_buffers_alive_at_exit_are_freed_quietly(tmp_path):
+    """Buffers still referenced (and in a reference cycle) when the interpreter finalizes: no
+    crash, no 'Exception ignored' message, through either implementation. The resource's
+    callbacks are libc's valloc(size) and free(ptr) (page-aligned memory; the C calling convention
+    of these machines lets a function ignore the extra arguments the callback passes), so that no
+    Python code runs while the interpreter is torn down."""
+    script = tmp_path / "exit.py"
+    script.write_text(EXIT_SCRIPT)
+    for name in ("extension", "ctypes"):
+        if name == "extension" and _alloc.extension is None:
+            continue
+        done = subprocess.run([sys.executable, str(script), name], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "ok 11\n"
+        assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+THREADS_SCRIPT = """
+import sys, threading, time
+sys.path.insert(0, sys.argv[2])
+import test_device_buffer_alloc as t
+t._alloc.use(sys.argv[1])
+
+class SlowHost(t.HostAsDevice):
+    def _allocate(self, n, stream, arg):
+        time.sleep(0.0005)  # lets the other threads run while the pool's lock is held
+        return super()._allocate(n, stream, arg)
+
+host = SlowHost()
+pool = t.MemoryResource("pool", {"initial_size": 1 << 16}, upstream=host.mr)
+errors = []
+
+def buffers():  # through the implementation under test; kept, so the pool keeps growing
+    kept = [t.DeviceBuffer._uninitialized(1 << 16, mr=pool) for i in range(100)]
+
+def blocks():  # through MemoryResource.allocate (ctypes: the GIL is released in libcrmm)
+    kept = [pool.allocate(1 << 16) for i in range(100)]
+    for p in kept:
+        pool.deallocate(p, 1 << 16)
+
+def run(fn):
+    try:
+        fn()
+    except Exception as e:
+        errors.append(e)
+
+threads = [threading.Thread(target=run, args=(fn,)) for fn in (buffers, blocks) * 3]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+print("ok", errors)
+"""
+
+
+def test_threads_allocating_through_python_callbacks_do_not_deadlock(backend, tmp_path):
+    """A pool over Python callbacks: a thread growing the pool holds the pool's lock while its
+    callback waits for the GIL, so no thread may hold the GIL while it waits for that lock (the
+    extension releases it around libcrmm's calls, as ctypes does). Threads making DeviceBuffers
+    and threads calling MemoryResource.allocate share the pool; a deadlock hangs the process."""
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS_SCRIPT)
+    try:
+        done = subprocess.run([sys.executable, str(script), backend, os.path.dirname(__file__)],
+                              capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the threads deadlocked")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok []\n"
+
+
+# ---- the extension's own argument checks (it is private, but must never crash) -----------------
+
+ZERO_SCRIPT = """
+import ctypes, importlib.machinery, importlib.util, sys
+sys.path.insert(0, sys.argv[2])
+import test_device_buffer_alloc as t  # CRMM_FASTALLOC=off: crmm._alloc does not bind the module
+import crmm
+from crmm import _lib
+loader = importlib.machinery.ExtensionFileLoader("crmm._fastalloc", sys.argv[1])
+ext = importlib.util.module_from_spec(importlib.util.spec_from_file_location("crmm._fastalloc", sys.argv[1], loader=loader))
+loader.exec_module(ext)
+addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value
+lib = _lib.lib
+ext.bind(*[addr(getattr(lib, "crmm_device_buffer_" + n)) for n in ("create", "destroy", "ptr", "size", "device")], _lib.check)
+calls, results = [], {"memset": 0, "sync": 0}
+
+@ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p)
+def fake_memset(ptr, value, count, cuda_stream):  # the memory is host memory here
+    calls.append(("memset", value, count, cuda_stream))
+    if results["memset"] == 0:
+        ctypes.memset(ptr, value, count)
+    return results["memset"]
+
+@ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+def fake_sync(stream):
+    calls.append(("sync", stream))
+    return results["sync"]
+
+def memset_failed(err):
+    raise crmm.CudaError("memset failed with %d" % err)
+
+ext.bind_zero(addr(lib.crmm_cuda_device_enter), addr(lib.crmm_cuda_device_restore), addr(fake_memset), addr(fake_sync), memset_failed)
+
+class Dirty(t.HostAsDevice):  # memory full of 0xAB, as reused memory may be
+    def _allocate(self, n, stream, arg):
+        p = super()._allocate(n, stream, arg)
+        ctypes.memset(p, 0xAB, n)
+        return p
+
+host = Dirty()
+stream = t.PER_THREAD_DEFAULT_STREAM._cstream
+buf = ext.create_zeroed(4096, stream, host.mr._handle, 99, True)
+assert ctypes.string_at(buf.ptr(), 4096) == bytes(4096)
+assert calls == [("memset", 0, 4096, 99), ("sync", stream)], calls
+calls.clear()
+buf2 = ext.create_zeroed(16, stream, host.mr._handle, None, False)
+assert calls == [("memset", 0, 16, None)], calls
+calls.clear()
+assert ext.create_zeroed(0, None, host.mr._handle, None, True).size() == 0 and calls == []
+del buf, buf2
+assert host.live == {}
+for which, code, error in (("memset", 2, "memset failed with 2"), ("sync", 4, "CUDA")):
+    results[which] = code
+    try:
+        ext.create_zeroed(4096, None, host.mr._handle, None, True)
+        raise SystemExit("no error")
+    except crmm.CudaError as e:
+        assert error in str(e), str(e)
+    results[which] = 0
+    assert host.live == {}, which
+print("ok")
+"""
+
+
+def test_extension_zero_fill_fills_synchronizes_and_frees_on_failure(ext, tmp_path):
+    """The extension's create_zeroed with stand-ins for cudaMemsetAsync and the stream
+    synchronization (no GPU here): the memory is filled with zeros on the given stream, the stream
+    synchronized only when asked, and a failure of either raises with the buffer freed."""
+    script = tmp_path / "zero.py"
+    script.write_text(ZERO_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), ext.__file__, os.path.dirname(__file__)],
+                          env=dict(os.environ, CRMM_FASTALLOC="off"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+def test_extension_zero_fill_refuses_bad_arguments(ext, host):
+    for args, error in (((16, None, host.mr._handle, "s", True), TypeError),
+                        ((16, None, host.mr._handle, None), TypeError),
+                        ((-1, None, host.mr._handle, None, True), ValueError)):
+        with pytest.raises(error):
+            ext.create_zeroed(*args)
+    assert host.live == {}
+
+
+@pytest.fixture
+def ext():
+    if _alloc.extension is None:
+        pytest.skip("crmm._fastalloc is not built here")
+    return _alloc.extension
+
+
+@pytest.mark.parametrize("args, error", [
+    ((), TypeError), ((16, None), TypeError), ((16, None, None, None), TypeError),
+    (("16", None, None), TypeError), ((16.0, None, None), TypeError), ((False, None, None), TypeError),
+    ((-1, None, None), ValueError), ((1 << 64, None, None), OverflowError),
+    ((16, "stream", None), TypeError), ((16, -1, None), OverflowError), ((16, 1 << 64, None), OverflowError),
+    ((16, None, 1.5), TypeError), ((16, None, True), TypeError),
+])
+def test_extension_create_refuses_bad_arguments(ext, args, error):
+    with pytest.raises(error):
+        ext.create(*args)
+
+
+def test_extension_create_raises_the_package_error(ext, host):
+    with pytest.raises(crmm.OutOfMemoryError, match="callback"):
+        ext.create(LIMIT + 1, None, host.mr._handle)
+    host_only = crmm.mr.HostMemoryResource()
+    with pytest.raises(crmm.InvalidArgumentError, match="not device accessible"):
+        ext.create(16, None, host_only._handle)
+
+
+def test_extension_buffer_frees_once_and_refuses_use_after(ext, host):
+    buf = ext.create(4096, None, host.mr._handle)
+    assert buf.size() == 4096 and buf.ptr() in host.live and buf.device() == callback_device()
+    assert buf.address == buf._as_parameter_ != 0
+    buf.free()
+    assert host.live == {} and buf.address == 0
+    buf.free()  # a second free does nothing
+    for fn in (buf.ptr, buf.size, buf.device):
+        with pytest.raises(ValueError, match="freed"):
+            fn()
+
+
+def test_extension_buffers_are_made_only_by_the_extension(ext):
+    with pytest.raises(TypeError):
+        ext.Buffer()
+
+
+@pytest.mark.parametrize("arg, error", [(0, ValueError), (-1, OverflowError), ("x", TypeError), (None, ValueError)])
+def test_extension_adopt_refuses_non_addresses(ext, arg, error):
+    with pytest.raises((error, TypeError)):
+        ext.adopt(arg)
+
+
+def test_extension_binds_to_one_libcrmm_only(ext):
+    lib = crmm._lib.lib
+    addr = [ctypes.cast(getattr(lib, "crmm_device_buffer_" + n), ctypes.c_void_p).value
+            for n in ("create", "destroy", "ptr", "size", "device")]
+    ext.bind(*addr, crmm._lib.check)  # the same library again: nothing changes
+    with pytest.raises(RuntimeError, match="another libcrmm"):
+        ext.bind(addr[0] + 16, *addr[1:], crmm._lib.check)
+    with pytest.raises(TypeError):
+        ext.bind(*addr, "not callable")
+    with pytest.raises(ValueError):
+        ext.bind(0, *addr[1:], crmm._lib.check)
+    with pytest.raises(TypeError):
+        ext.bind(*addr)

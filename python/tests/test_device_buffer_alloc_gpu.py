@@ -1,0 +1,94 @@
+"""DeviceBuffer and crmm's CuPy allocator on a GPU through both implementations of their
+allocate and free (crmm._fastalloc and ctypes, crmm/_alloc.py): the same contents, frees and
+streams. The suite runs with the extension where it is built; the DeviceBuffer GPU tests run once
+more here with ctypes alone ($CRMM_FASTALLOC=off)."""
+
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+import crmm
+import crmm.mr as mr
+from conftest import framework
+from crmm import _alloc
+from crmm.pylibrmm.stream import DEFAULT_STREAM, Stream
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(params=["extension", "ctypes"])
+def backend(request, gpu):
+    if request.param == "extension" and _alloc.extension is None:
+        pytest.skip("crmm._fastalloc is not built here")
+    before = _alloc.use(request.param)
+    yield request.param
+    _alloc.use(before)
+
+
+@pytest.fixture
+def stats():
+    """The current device's resource, counted, for the length of a test."""
+    old = mr.get_current_device_resource()
+    counted = mr.StatisticsResourceAdaptor(mr.CudaMemoryResource())
+    mr.set_current_device_resource(counted)
+    yield counted
+    mr.set_current_device_resource(old)
+
+
+def test_buffers_are_zero_filled_pickle_and_copy(backend, stats):
+    for size in (1, 4096, 1 << 20):
+        db = crmm.DeviceBuffer(size=size)
+        assert not db.copy_to_host().any()
+        db.copy_from_host(b"\x07" * min(size, 3))
+        assert bytes(pickle.loads(pickle.dumps(db))) == bytes(db) == bytes(db.copy())
+    del db
+    assert stats.query("bytes_in_use") == 0
+
+
+def test_create_and_drop_leaves_nothing_outstanding(backend, stats):
+    s = Stream()
+    for i in range(2000):
+        crmm.DeviceBuffer._uninitialized(4096, stream=s if i % 2 else DEFAULT_STREAM)
+    s.synchronize()
+    assert stats.query("bytes_in_use") == 0
+    assert stats.query("allocations_total") == 2000
+
+
+def test_cupy_allocator_frees_every_array_on_its_stream(backend, stats):
+    cupy = framework("cupy")
+    from crmm.allocators.cupy import rmm_cupy_allocator
+
+    cupy.cuda.set_allocator(rmm_cupy_allocator)
+    try:
+        a = cupy.arange(1000, dtype=cupy.int64)
+        assert int(a.sum()) == 999 * 1000 // 2
+        assert a.data.mem.owner.stream.handle == 0
+        with cupy.cuda.Stream(non_blocking=True) as cs:
+            b = cupy.ones(1000, dtype=cupy.int32)
+            assert b.data.mem.owner.stream.handle == cs.ptr
+            assert int(b.sum()) == 1000
+        cs.synchronize()
+        for _ in range(500):
+            cupy.empty(4096, cupy.uint8)
+        del a, b
+        cupy.cuda.Device().synchronize()
+        assert stats.query("bytes_in_use") == 0
+    finally:
+        cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
+
+
+def test_device_buffer_gpu_tests_pass_through_ctypes(gpu):
+    """test_device_buffer_gpu.py (copies, streams, pickling, resize, errors) and the CuPy test,
+    in a fresh process whose DeviceBuffers allocate through ctypes."""
+    if _alloc.extension is None:
+        pytest.skip("the suite itself runs through ctypes here")
+    env = dict(os.environ, CRMM_FASTALLOC="off", PYTHONDONTWRITEBYTECODE="1")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x",
+         os.path.join(HERE, "test_device_buffer_gpu.py"),
+         os.path.join(HERE, "test_frameworks_gpu.py") + "::test_cupy_arrays_in_crmm_memory"],
+        cwd=HERE, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
