@@ -6,7 +6,11 @@
 #include "capture_check.h"
 
 static const bool always = true, never = false;
-static _Thread_local bool serving_capture;
+/* initial-exec: one byte of the static TLS block rather than a dynamically allocated one, since
+ * every plugin that compiles this file is dlopen'ed. It costs no __tls_get_addr call, and
+ * LeakSanitizer (gcc 12) crashed scanning the dynamic TLS vector of a process whose pool plugin
+ * had this variable dynamically allocated. */
+static _Thread_local bool serving_capture __attribute__((tls_model("initial-exec")));
 
 const bool *capture_check_gate(capture_check_when when)
 {
