@@ -404,6 +404,36 @@ START_TEST(add_bin_refuses_bad_input)
 }
 END_TEST
 
+/* A bin that serves less than the binning promised (a device-only bin under a binning of memory
+ * both sides reach, as RMM's suite puts a cuda bin under a binning of managed memory) is taken,
+ * and the binning then promises only what both give; nothing in common is still refused. */
+START_TEST(add_bin_narrows_what_the_binning_promises)
+{
+    static const crmm_resource_ops fake_ops = {.allocate = fake_allocate, .deallocate = fake_deallocate, .destroy = fake_destroy};
+    crmm_resource both, device_only, host_only;
+    memset(&both, 0, sizeof both);
+    memset(&device_only, 0, sizeof device_only);
+    memset(&host_only, 0, sizeof host_only);
+    crmm_resource_init(&both, &fake_ops, "fake", CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE, 0, NULL);
+    crmm_resource_init(&device_only, &fake_ops, "fake", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
+    crmm_resource_init(&host_only, &fake_ops, "fake", CRMM_RESOURCE_HOST_ACCESSIBLE, 0, NULL);
+    crmm_resource *b;
+    ck_assert_crmm_ok(crmm_resource_create("binning", "", &both, &b));
+    ck_assert_uint_eq(b->flags, CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE);
+    crmm_binning_bin add = {8192, &device_only, -1};
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
+    ck_assert_int_eq(add.added, 1);
+    ck_assert_uint_eq(b->flags, CRMM_RESOURCE_DEVICE_ACCESSIBLE);
+    crmm_binning_bin add_host = {16384, &host_only, -1};
+    ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add_host), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(crmm_resource_refcount(&host_only), 1);
+    ck_assert_uint_eq(bin_count(b), 1);
+    crmm_resource_release(b);
+    ck_assert_int_eq(crmm_resource_refcount(&device_only), 1);
+    ck_assert_int_eq(crmm_resource_refcount(&both), 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("binning");
@@ -421,6 +451,7 @@ int main(void)
     tcase_add_test(tc, bad_parameters);
     tcase_add_test(tc, add_bin_routes_to_the_added_bins);
     tcase_add_test(tc, add_bin_refuses_bad_input);
+    tcase_add_test(tc, add_bin_narrows_what_the_binning_promises);
     tcase_add_test(tc, bins_from_a_config_file);
     tcase_add_test(tc, bins_come_from_the_configs_plugin_path);
     suite_add_tcase(s, tc);

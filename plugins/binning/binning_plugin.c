@@ -200,7 +200,11 @@ static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
     if (arg->size == 0 || arg->size > ((uint64_t)1 << 63))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "binning '%s': add_bin: a bin of %llu bytes (1 .. 2^63 allowed)",
                               b->base.name, (unsigned long long)arg->size);
-    if (arg->mr && ((arg->mr->flags & b->base.flags) != b->base.flags || arg->mr->device != b->base.device))
+    /* A bin may serve less than the binning promised (RMM puts a cuda bin under a binning of
+     * managed memory): the binning then promises what both give. A bin with nothing in common
+     * (host-only memory under a device binning), or on another device, is refused. */
+    unsigned common = arg->mr ? (arg->mr->flags & b->base.flags & (CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE)) : 1u;
+    if (arg->mr && (common == 0 || arg->mr->device != b->base.device))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
                               "binning '%s': add_bin: bin resource '%s' (%s memory, device %d) cannot serve a binning of %s memory on device %d",
                               b->base.name, arg->mr->kind, (arg->mr->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE) ? "device" : "host-only",
@@ -217,9 +221,10 @@ static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning '%s': add_bin: malloc failed", b->base.name);
     b->bins = bins;
     crmm_resource *mr = arg->mr;
-    if (mr)
+    if (mr) {
         crmm_resource_retain(mr);
-    else {
+        b->base.flags = (b->base.flags & ~(CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE)) | common;
+    } else {
         char list[128];
         snprintf(list, sizeof list, "block_size=%zu blocks_to_preallocate=%llu", size, (unsigned long long)b->blocks_to_preallocate);
         crmm_status st = crmm_resource_create("fixed_size", list, b->base.upstream, &mr);
