@@ -47,12 +47,15 @@ static inline crmm_status crmm_callback_resource_create_with(crmm_callback_alloc
     uintptr_t a = 0, d = 0;
     memcpy(&a, &allocate, sizeof allocate < sizeof a ? sizeof allocate : sizeof a);
     memcpy(&d, &deallocate, sizeof deallocate < sizeof d ? sizeof deallocate : sizeof d);
+    /* the four numbers by snprintf (bounded), the caller's text after them by length: a %s of
+     * unbounded text is a -Wformat-truncation error under newer compilers with -Werror */
     char params[512];
-    int n = snprintf(params, sizeof params, "allocate_fn=%#jx deallocate_fn=%#jx allocate_arg=%#jx deallocate_arg=%#jx %s",
-                     (uintmax_t)a, (uintmax_t)d, (uintmax_t)(uintptr_t)allocate_arg, (uintmax_t)(uintptr_t)deallocate_arg,
-                     extra_params ? extra_params : "");
-    if (n < 0 || (size_t)n >= sizeof params)
+    int n = snprintf(params, sizeof params, "allocate_fn=%#jx deallocate_fn=%#jx allocate_arg=%#jx deallocate_arg=%#jx ",
+                     (uintmax_t)a, (uintmax_t)d, (uintmax_t)(uintptr_t)allocate_arg, (uintmax_t)(uintptr_t)deallocate_arg);
+    size_t extra_len = extra_params ? strlen(extra_params) : 0;
+    if (n < 0 || (size_t)n + extra_len >= sizeof params)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "callback_resource_create: extra_params too long");
+    memcpy(params + n, extra_params ? extra_params : "", extra_len + 1);
     return crmm_resource_create("callback", params, NULL, out);
 }
 
