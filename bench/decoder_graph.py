@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """bench/decoder_graph.py — one decoder step of a small Llama-shaped model (batch 1, static KV
 cache) captured into a CUDA graph with torch.cuda.graph and replayed, under PyTorch's own
-allocator (`native`) or crmm's (`crmm`: crmm.allocators.torch.use_crmm(), the default config).
+allocator (`native`, or `expandable` with expandable_segments:True) or crmm's (`crmm`:
+crmm.allocators.torch.use_crmm() over the default config; `crmm_chunked`: crmm's pool growing by
+cudaMalloc chunks instead of mapping pages, as in bench/torch_workloads.py).
 
 The model is written here (RMSNorm, rotary embeddings, grouped-query attention over a static
 KV cache, SwiGLU), with random weights in bfloat16: nothing is downloaded. The captured step
@@ -21,6 +23,7 @@ mode in a fresh process (use_crmm must come before torch's first CUDA allocation
 """
 
 import argparse
+import os
 import json
 import statistics
 import time
@@ -28,7 +31,7 @@ import time
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", choices=["native", "crmm"])
+    ap.add_argument("mode", choices=["native", "expandable", "crmm", "crmm_chunked"])
     ap.add_argument("--replays", type=int, default=200, help="replays per timed batch")
     ap.add_argument("--batches", type=int, default=15, help="timed batches (the median is reported)")
     ap.add_argument("--layers", type=int, default=4)
@@ -118,10 +121,12 @@ def build(torch, a):
 
 def main():
     a = parse_args()
-    if a.mode == "crmm":
-        import crmm.allocators.torch as ct
+    if a.mode.startswith("crmm"):
+        from torch_workloads import use_crmm  # the same setup as the workload harness's
 
-        ct.use_crmm()
+        use_crmm(None, chunked=a.mode == "crmm_chunked")
+    elif a.mode == "expandable":
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     import torch
 
     torch.cuda.init()

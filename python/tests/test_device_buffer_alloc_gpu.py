@@ -57,6 +57,12 @@ def test_create_and_drop_leaves_nothing_outstanding(backend, stats):
     assert stats.query("allocations_total") == 2000
 
 
+def _owner(array):
+    """The DeviceBuffer behind a CuPy array's UnownedMemory (CuPy 13 names it owner, 14 _owner)."""
+    mem = array.data.mem
+    return getattr(mem, "owner", None) or mem._owner
+
+
 def test_cupy_allocator_frees_every_array_on_its_stream(backend, stats):
     cupy = framework("cupy")
     from crmm.allocators.cupy import rmm_cupy_allocator
@@ -65,10 +71,10 @@ def test_cupy_allocator_frees_every_array_on_its_stream(backend, stats):
     try:
         a = cupy.arange(1000, dtype=cupy.int64)
         assert int(a.sum()) == 999 * 1000 // 2
-        assert a.data.mem.owner.stream.handle == 0
+        assert _owner(a).stream.handle == 0
         with cupy.cuda.Stream(non_blocking=True) as cs:
             b = cupy.ones(1000, dtype=cupy.int32)
-            assert b.data.mem.owner.stream.handle == cs.ptr
+            assert _owner(b).stream.handle == cs.ptr
             assert int(b.sum()) == 1000
         cs.synchronize()
         for _ in range(500):

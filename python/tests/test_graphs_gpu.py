@@ -152,12 +152,14 @@ torch.manual_seed(0)
 config = LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=704, num_hidden_layers=2,
                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
 model = LlamaForCausalLM(config).cuda().eval()
-compiled = torch.compile(model, mode="reduce-overhead")
+compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
 with torch.no_grad():
-    ids = [torch.randint(0, 1024, (2, 32), device="cuda") for _ in range(4)]
+    # two shapes: inductor records a graph for each and replays whichever the input needs
+    ids = [torch.randint(0, 1024, (2, 32) if i % 2 else (1, 24), device="cuda") for i in range(4)]
     expected = [model(input_ids=x, use_cache=False).logits.clone() for x in ids]
     for _ in range(3):  # recording, then CUDA graph replays
-        compiled(input_ids=ids[0], use_cache=False)
+        for x in ids[:2]:
+            compiled(input_ids=x, use_cache=False)
     after = torch.full((1 << 20,), 9.0, device="cuda")  # allocated after the capture
     for i in range(200):
         got = compiled(input_ids=ids[i % 4], use_cache=False).logits.clone()

@@ -214,9 +214,12 @@ def test_a_view_needs_a_pool_handle(bad):
 
 
 def test_a_view_takes_a_handle_object_as_cuda_bindings_gives_it():
-    class ZeroPool:  # cudaMemPool_t(0): a NULL handle
-        def getPtr(self):
+    class ZeroPool:  # cudaMemPool_t(0): a NULL handle (getPtr() is where it is stored, never 0)
+        def __int__(self):
             return 0
+
+        def getPtr(self):
+            return id(self)
 
     with pytest.raises(ValueError, match="not a memory pool"):
         mr.CudaAsyncViewMemoryResource(ZeroPool())

@@ -76,9 +76,12 @@ def test_a_view_allocates_from_another_resource_s_pool(restore):
     view = mr.CudaAsyncViewMemoryResource(handle)
     assert view.pool_handle() == handle
 
-    class PoolObject:  # as cuda.bindings' cudaMemPool_t gives it
-        def getPtr(self):
+    class PoolObject:  # as cuda.bindings' cudaMemPool_t: int() is the handle, getPtr() where it is stored
+        def __int__(self):
             return handle
+
+        def getPtr(self):
+            return id(self)
 
     assert mr.CudaAsyncViewMemoryResource(PoolObject()).pool_handle() == handle
     mr.set_current_device_resource(view)

@@ -41,12 +41,25 @@ else:
 crmm_torch_allocator = rmm_torch_allocator
 
 
-def use_crmm():
+def use_crmm(inductor_cudagraph_trees=False):
     """Switch PyTorch to crmm. Raises ModuleNotFoundError without PyTorch, RuntimeError (from
-    torch) when torch has already allocated CUDA memory with its own allocator."""
+    torch) when torch has already allocated CUDA memory with its own allocator.
+
+    torch.compile's CUDA graph trees (mode="reduce-overhead") read and checkpoint the private
+    state of PyTorch's own caching allocator, which torch's pluggable-allocator interface does not
+    expose (they fail with "pluggable does not yet support checkPoolLiveAllocations"); so this
+    turns them off (``torch._inductor.config.triton.cudagraph_trees = False``) and inductor
+    captures each compiled graph with torch.cuda.graph, which crmm serves. Pass
+    ``inductor_cudagraph_trees=True`` to leave inductor's setting alone."""
     if change_current_allocator is None:
         raise ModuleNotFoundError("No module named 'torch': use_crmm needs PyTorch", name="torch")
     change_current_allocator(rmm_torch_allocator)
+    if not inductor_cudagraph_trees:
+        try:
+            import torch._inductor.config as inductor_config
+        except ImportError:  # a torch built without inductor: nothing to switch
+            return
+        inductor_config.triton.cudagraph_trees = False
 
 
 def crmm_mem_pool(**kwargs):

@@ -89,11 +89,11 @@ _VIEW_GET_POOL = 0x800  # crmm/cuda_async_view.h
 
 
 def _pool_address(pool_handle):
-    """A cudaMemPool_t given as an int, or as cuda.bindings' cudaMemPool_t / CUmemoryPool (any
-    object with getPtr()). Raises ValueError for anything else (RMM's exception)."""
-    get_ptr = getattr(pool_handle, "getPtr", None)
-    if callable(get_ptr):
-        pool_handle = get_ptr()
+    """A cudaMemPool_t given as an int, or as cuda.bindings' cudaMemPool_t / CUmemoryPool (whose
+    int() is the handle; their getPtr() is the address of the object's storage, not the pool).
+    Raises ValueError for anything else (RMM's exception)."""
+    if not isinstance(pool_handle, int) and callable(getattr(pool_handle, "getPtr", None)):
+        pool_handle = int(pool_handle)
     if isinstance(pool_handle, bool) or not isinstance(pool_handle, int):
         raise ValueError(
             f"pool_handle must be a cudaMemPool_t, a CUmemoryPool or an int address, not {type(pool_handle).__name__}"
