@@ -3,7 +3,7 @@
  * The report only remembers its format, its streams and whether a JSON result was written yet
  * (for the commas); every row is written straight through, so a long GPU run shows its results
  * as they come. */
-#include "config.h"
+#include "build_config.h"
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>

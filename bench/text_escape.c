@@ -1,5 +1,5 @@
 /* text_escape.c — JSON strings and XML text from arbitrary bytes (bench/text_escape.h). */
-#include "config.h"
+#include "build_config.h"
 #include <stddef.h>
 #include "text_escape.h"
 

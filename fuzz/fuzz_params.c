@@ -1,6 +1,6 @@
 /* fuzz_params.c — libFuzzer target: parameter strings ("k=v k=v" / "k=v,k=v") against a table
  * with one parameter of every type, then the typed getters a plugin's create calls. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

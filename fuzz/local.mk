@@ -12,14 +12,14 @@ EXTRA_DIST += fuzz/local.mk fuzz/fuzz_config.c fuzz/fuzz_size.c fuzz/fuzz_params
 CLEANFILES += $(FUZZ_TARGETS)
 
 fuzz: $(FUZZ_TARGETS)
-fuzz/fuzz_config: $(srcdir)/fuzz/fuzz_config.c $(libcrmm_la_SOURCES) config.h
+fuzz/fuzz_config: $(srcdir)/fuzz/fuzz_config.c $(libcrmm_la_SOURCES) build_config.h
 	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD)
-fuzz/fuzz_size: $(srcdir)/fuzz/fuzz_size.c $(libcrmm_la_SOURCES) config.h
+fuzz/fuzz_size: $(srcdir)/fuzz/fuzz_size.c $(libcrmm_la_SOURCES) build_config.h
 	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD)
-fuzz/fuzz_params: $(srcdir)/fuzz/fuzz_params.c $(libcrmm_la_SOURCES) config.h
+fuzz/fuzz_params: $(srcdir)/fuzz/fuzz_params.c $(libcrmm_la_SOURCES) build_config.h
 	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD)
 fuzz/fuzz_replay: $(srcdir)/fuzz/fuzz_replay.c $(srcdir)/tools/replay_log.c $(srcdir)/plugins/common/ptr_map.c \
-		$(libcrmm_la_SOURCES) config.h
+		$(libcrmm_la_SOURCES) build_config.h
 	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD) $(srcdir)/tools/replay_log.c $(srcdir)/plugins/common/ptr_map.c
 # the target's own source ($<), then libcrmm's .c files
 FUZZ_BUILD = srcs=; for f in $(libcrmm_la_SOURCES); do case $$f in *.c) srcs="$$srcs $(srcdir)/$$f";; esac; done; \

@@ -1,6 +1,6 @@
 /* getenv.c — crmm_getenv: a variable of crmm's environment, as environment.c reads it, saying in
  * crmm's log when a privileged process ignores it. */
-#include "config.h"
+#include "build_config.h"
 #include <stdbool.h>
 #include <crmm/log.h>
 #include <crmm/plugin.h>

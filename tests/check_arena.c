@@ -2,7 +2,7 @@
  * is particular to the arena: superblocks split and merge, defragmentation on failure, the dump
  * file, the out-of-memory message, a fixed size, thread exit, frees from other threads, several
  * arenas in one thread, bad parameters and bad pointers, and a many-thread stress run. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

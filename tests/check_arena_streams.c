@@ -14,7 +14,7 @@
  * which every span freed before it is free for all (epochs); neighbours freed on two streams
  * merge into a span that needs a wait for either, one whose tag is void takes the other's; the
  * per-thread default streams of two threads are two streams, NULL and cudaStreamLegacy one. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

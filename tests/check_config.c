@@ -9,7 +9,7 @@
  * core and the plugins used here call are defined below: the dynamic linker binds libcrmm and the
  * plugins to these definitions in the executable, which count the call and forward it to
  * libcudart, so a test can assert that loading made none. Everything here runs without a GPU. */
-#include "config.h"
+#include "build_config.h"
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>

@@ -8,7 +8,7 @@
  * forbidden call, and that memory the graph allocated or freed is not handed to anyone else until
  * the graph is destroyed, and is then (docs/cuda-graphs.md). The pool runs in its three forms:
  * growing by chunks with stream_reuse = sync and = event, and expandable. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -6,7 +6,7 @@
  * crmm_plugin_foreach, and builds resources through plugins whose create misbehaves. The other
  * half checks the resource ABI over the `host` plugin: reference counts, the leak report, NULL
  * arguments, find_kind and control. */
-#include "config.h"
+#include "build_config.h"
 #include <dirent.h>
 #include <grp.h>
 #include <limits.h>

@@ -1,7 +1,7 @@
 /* check_logging_line.c — the logging plugin's line formatter, compiled in: every field against
  * what printf writes for it (numbers of every length, pointers, streams, the three actions), and
  * the time field: its shape, never before the thread's previous line, never after the call. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  *
  * $CRMM_TEST_POOL_STRESS_OPS sets the operations per stress thread (default 100000; 20000 in a
  * sanitizer build). */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

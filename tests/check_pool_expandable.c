@@ -3,7 +3,7 @@
  * pool hands out over a page it did not map crashes the test when written) and counts every
  * call, so the tests state exactly what the pool maps, when it synchronizes and gives memory
  * back, and that it never holds more than it must. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -12,7 +12,7 @@
  * claims to be device memory, so the pool treats streams as real.
  *
  * Tests that hold for both modes run twice (a loop test: _i 0 = sync, 1 = event). */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * (256-byte and 1 MiB-aligned) still spread over their slots, and threads sharing a sharded map.
  * This program defines calloc (to make it fail on demand), so in sanitizer builds, whose
  * runtimes replace malloc, that case is left out. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -7,7 +7,7 @@
  * not yet there, and the data must be there after the stream is synchronized. The non-default
  * streams are non-blocking, so that reading device memory with cudaMemcpy (legacy default
  * stream) does not wait for them. */
-#include "config.h"
+#include "build_config.h"
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>

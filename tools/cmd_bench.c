@@ -1,6 +1,6 @@
 /* cmd_bench.c — `crmm bench`: the benchmark in bench/ (bench_cli.c, which runs the copy
  * benchmark for --copy). */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include "commands.h"
 #include "../bench/bench_cli.h"

@@ -1,5 +1,5 @@
 /* cmd_info.c — `crmm info`: what this crmm is, what it can load, and what its config builds. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

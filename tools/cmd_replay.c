@@ -2,7 +2,7 @@
  * one or more resources of a config, one after the other (replay_run.c), and reports the time
  * per call and the memory each took (replay_report.c), optionally as a plot (replay_plot.c).
  * This file reads the options and builds the resources. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

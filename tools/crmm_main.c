@@ -1,5 +1,5 @@
 /* crmm_main.c — the `crmm` program: dispatches to a subcommand. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>

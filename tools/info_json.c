@@ -1,6 +1,6 @@
 /* info_json.c — `crmm info --json`: what `crmm info` prints, as one JSON object (or, with a
  * PLUGIN, that plugin's object), for scripts and other tools. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

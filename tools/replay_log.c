@@ -5,7 +5,7 @@
  * allocated it, pairing each free with its allocation and counting what the log itself shows
  * (leaks, frees of unknown pointers, sizes that disagree). Thread ids get small indices through
  * a second map. */
-#include "config.h"
+#include "build_config.h"
 #include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>

@@ -4,7 +4,7 @@
  *
  * A long replay is drawn from at most PLOT_BUCKETS buckets of calls, each as its lowest and its
  * highest value in the order they happened, so that no peak disappears from the picture. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <math.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* replay_report.c — what `crmm replay` prints (see replay.h): a text report for people, one JSON
  * object or CSV (a header and one row per resource) for programs. Figures the resource cannot
  * give are "n/a" in text, null in JSON and empty in CSV. */
-#include "config.h"
+#include "build_config.h"
 #include <crmm/crmm.h>
 #include "../bench/bench_report.h"
 #include "replay.h"

@@ -6,7 +6,7 @@
  * multiple of `alignment`) and returns the aligned pointer; when that differs from the upstream
  * pointer, the pair is kept in a sharded hash map (plugins/common/ptr_map.h) until the free. Smaller
  * requests, and every request when the alignment is 256, pass through untouched. */
-#include "config.h"
+#include "build_config.h"
 #include <stddef.h>
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>

@@ -4,7 +4,7 @@
  * pool, arena and the adaptors over on a machine without one. A request larger than the
  * machine's physical memory is out of memory at once, without asking the C library (which, with
  * overcommit, might promise it; and which aborts under AddressSanitizer instead of failing). */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>

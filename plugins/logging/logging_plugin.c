@@ -5,7 +5,7 @@
  * calling thread's stack (logging_line.c) and appended under the sink's lock: an allocate line
  * after the upstream returned, a free line before the upstream sees the free, so the file's
  * order never shows a pointer handed out again before its free — what `crmm replay` needs. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <crmm/logging.h>
 #include <crmm/plugin.h>
