@@ -34,15 +34,15 @@ TESTS += tests/check_logging
 # the logging plugin's line formatter, compiled in
 check_PROGRAMS += tests/check_logging_line
 tests_check_logging_line_SOURCES = tests/check_logging_line.c plugins/logging/logging_line.c plugins/logging/logging_line.h
+tests_check_logging_line_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/logging
 tests_check_logging_line_CFLAGS = $(TEST_CFLAGS)
 tests_check_logging_line_LDADD = $(TEST_LDADD)
 TESTS += tests/check_logging_line
 
 # `crmm replay`, called in-process; check_replay_streams scripts CUDA (its program defines the
 # stream calls and exports them) and traces the calls the crmm_recorder plugin gets
-REPLAY_SOURCES = tools/cmd_replay.c tools/replay_log.c tools/replay_run.c tools/replay_report.c \
-	tools/replay_plot.c tools/replay_torch_snapshot.c tools/replay.h $(PTR_MAP_SOURCES)
-REPLAY_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+REPLAY_SOURCES = tools/replay.h
+REPLAY_LDADD = $(REPLAY_LIBS) $(TEST_LDADD)
 check_PROGRAMS += tests/check_replay
 tests_check_replay_SOURCES = tests/check_replay.c $(REPLAY_SOURCES)
 tests_check_replay_CFLAGS = $(TEST_CFLAGS)

@@ -2,6 +2,7 @@
 # check_arena links arena_slab.c to check the block-index arithmetic directly.
 check_PROGRAMS += tests/check_arena tests/check_arena_gpu
 tests_check_arena_SOURCES = tests/check_arena.c plugins/arena/arena_slab.c
+tests_check_arena_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/arena $(SUPPORT_CPPFLAGS)
 tests_check_arena_CFLAGS = $(TEST_CFLAGS)
 tests_check_arena_LDADD = $(TEST_LDADD)
 tests_check_arena_gpu_SOURCES = tests/check_arena_gpu.c

@@ -11,7 +11,7 @@
 #include <crmm/arena.h>
 #include "conformance.h"
 #include "test_support.h"
-#include "../plugins/arena/arena_slab.h"
+#include "arena_slab.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)

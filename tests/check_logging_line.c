@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "test_support.h"
-#include "../plugins/logging/logging_line.h"
+#include "logging_line.h"
 
 /* The formatted line with its time field cut out, and the time itself. */
 static void format_parts(logging_action action, const void *ptr, size_t bytes, uintptr_t stream, char *head, char *time_text,

@@ -3,10 +3,12 @@
 check_LTLIBRARIES += tests/libcrmmtest.la
 tests_libcrmmtest_la_SOURCES = tests/test_support.c tests/test_support.h tests/conformance.c tests/conformance.h \
 	tests/fake_streams.c tests/fake_streams.h
-tests_libcrmmtest_la_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_libcrmmtest_la_CFLAGS = $(TEST_CFLAGS)
 tests_libcrmmtest_la_LIBADD = libcrmm.la $(CHECK_LIBS) $(CUDA_LIBS)
 
-TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+# The tests use the public headers as a user of the installed crmm does, the plugins' with the
+# core's; every test program names TEST_CFLAGS, so their folders ride on it.
+TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PLUGIN_PUBLIC_CPPFLAGS)
 TEST_LDADD = tests/libcrmmtest.la libcrmm.la $(CHECK_LIBS) $(CUDA_LIBS) -lm
 
 AM_TESTS_ENVIRONMENT = \

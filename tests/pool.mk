@@ -28,18 +28,17 @@ TESTS += tests/check_pool_expandable
 # a development tool, built with the tests and not run by them: replays an allocation log through
 # an expandable pool over the scripted driver and counts what the pool asks of the device per pass
 check_PROGRAMS += tests/pool_expandable_replay
-tests_pool_expandable_replay_SOURCES = tests/pool_expandable_replay.c tools/replay_log.c tools/replay.h $(PTR_MAP_SOURCES) \
-	$(FAKE_VMM_SOURCES)
+tests_pool_expandable_replay_SOURCES = tests/pool_expandable_replay.c tools/replay.h $(FAKE_VMM_SOURCES)
 tests_pool_expandable_replay_CFLAGS = $(TEST_CFLAGS)
 tests_pool_expandable_replay_LDFLAGS = -export-dynamic
-tests_pool_expandable_replay_LDADD = $(TEST_LDADD)
+tests_pool_expandable_replay_LDADD = $(REPLAY_LIBS) $(TEST_LDADD)
 # a development tool, built with the tests and not run by them: crmm bench's sets on an expandable
 # pool over the scripted driver, with what the pool asked of the device per run
 check_PROGRAMS += tests/pool_threads_sim
 tests_pool_threads_sim_SOURCES = tests/pool_threads_sim.c $(FAKE_VMM_SOURCES)
 tests_pool_threads_sim_CFLAGS = $(TEST_CFLAGS)
 tests_pool_threads_sim_LDFLAGS = -export-dynamic
-tests_pool_threads_sim_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+tests_pool_threads_sim_LDADD = bench/libcrmmbench.la support/libcrmmsupport.la $(TEST_LDADD)
 # that tool over the recorded logs: memory against the peak, and what a warm repeat costs
 TESTS += tests/check_pool_expandable_logs.sh
 EXTRA_DIST += tests/check_pool_expandable_logs.sh

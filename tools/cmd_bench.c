@@ -3,6 +3,6 @@
 #include "build_config.h"
 #include <stdio.h>
 #include "commands.h"
-#include "../bench/bench_cli.h"
+#include "bench_cli.h"
 
 int crmm_cmd_bench(int argc, char **argv) { return bench_cli_main(argc, argv, stdout, stderr); }

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <crmm/crmm.h>
-#include "../bench/bench_reference.h"
+#include "bench_reference.h"
 #include "commands.h"
 #include "replay.h"
 

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
-#include "../bench/bench_report.h"
+#include "text_escape.h"
 #include "info.h"
 
-#define str(s) bench_write_json_string(stdout, (s))
+#define str(s) text_write_json_string(stdout, (s))
 
 static void json_devices(void)
 {

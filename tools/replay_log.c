@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../plugins/common/ptr_map.h"
+#include "ptr_map.h"
 #include "replay.h"
 
 #define REPLAY_HEADER "Thread,Time,Action,Pointer,Size,Stream"

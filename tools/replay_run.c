@@ -23,7 +23,7 @@
 #include <time.h>
 #include <crmm/cuda_support.h>
 #include <crmm/stream.h>
-#include "../bench/bench_runner.h"
+#include "bench_runner.h"
 #include "replay.h"
 
 /* The untimed pass asks for fragmentation every this many calls. */

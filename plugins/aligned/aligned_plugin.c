@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
-#include "../common/ptr_map.h"
+#include "ptr_map.h"
 
 typedef struct aligned_resource {
     crmm_resource base;

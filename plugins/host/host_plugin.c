@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "../common/direct_resource.h"
-#include "../common/ptr_map.h"
+#include "ptr_map.h"
 
 /* Every live block and its size, for all host resources of the process: a double free, a
  * pointer host never gave and a wrong size are refused instead of reaching free(). The table is

@@ -3,7 +3,7 @@
 #include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
-#include "../common/ptr_map.h"
+#include "ptr_map.h"
 #include "tracking_table.h"
 
 /* 64 shards: threads allocating and freeing different pointers rarely meet on a lock. */
