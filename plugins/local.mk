@@ -18,7 +18,8 @@ plugins_common_libplugincommon_la_SOURCES = \
 	plugins/common/live_blocks.h \
 	plugins/common/pool_view.c plugins/common/pool_view.h \
 	plugins/common/resource_label.c plugins/common/resource_label.h \
-	plugins/common/spin_lock.c plugins/common/spin_lock.h
+	plugins/common/spin_lock.c plugins/common/spin_lock.h \
+	plugins/common/system_resource.c plugins/common/system_resource.h
 plugins_common_libplugincommon_la_CPPFLAGS = $(PLUGIN_CPPFLAGS) $(SUPPORT_CPPFLAGS)
 PLUGIN_COMMON_LIBADD = plugins/common/libplugincommon.la support/libcrmmsupport.la $(PLUGIN_LIBADD)
 

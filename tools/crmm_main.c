@@ -18,14 +18,6 @@ static const struct {
     {"replay", crmm_cmd_replay, "replay an RMM-format allocation log against a resource"},
 };
 
-int crmm_wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
-            return 1;
-    return 0;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: crmm COMMAND [ARGS]\n\ncommands:\n");

@@ -19,6 +19,7 @@ bin_PROGRAMS += tools/crmm
 tools_crmm_SOURCES = \
 	tools/crmm_main.c \
 	tools/commands.h \
+	tools/help_option.c \
 	tools/build_tree.c \
 	tools/cmd_info.c \
 	tools/info.h \
