@@ -1,4 +1,4 @@
-/* check_ptr_map.c — the plugins' address-keyed hash map (plugins/common/ptr_map.h): every key
+/* check_ptr_map.c — the address-keyed hash map (support/ptr_map.h): every key
  * found with its entry while the array grows and shrinks, removal that never hides another key
  * (many keys, clustered and 1 MiB-aligned, in random order against a plain array), iteration
  * that visits each entry once, a failing malloc that leaves the map whole, shards whose keys

@@ -1,7 +1,7 @@
 /* replay_log.c — reads an RMM-format allocation log for `crmm replay` (see replay.h).
  *
  * One pass reads and checks every line into an array of events; a second pass walks them in
- * order with a hash map (plugins/common/ptr_map.h) from logged pointer to the event that
+ * order with a hash map (support/ptr_map.h) from logged pointer to the event that
  * allocated it, pairing each free with its allocation and counting what the log itself shows
  * (leaks, frees of unknown pointers, sizes that disagree). Thread ids get small indices through
  * a second map. */
