@@ -3,8 +3,8 @@
 check_PROGRAMS += tests/check_bench tests/check_bench_gpu
 tests_check_bench_SOURCES = tests/check_bench.c
 tests_check_bench_CFLAGS = $(TEST_CFLAGS)
-tests_check_bench_LDADD = bench/libcrmmbench.la support/libcrmmsupport.la $(TEST_LDADD) -lm
+tests_check_bench_LDADD = $(BENCH_LIBS) $(TEST_LDADD) -lm
 tests_check_bench_gpu_SOURCES = tests/check_bench_gpu.c
 tests_check_bench_gpu_CFLAGS = $(TEST_CFLAGS)
-tests_check_bench_gpu_LDADD = bench/libcrmmbench.la support/libcrmmsupport.la $(TEST_LDADD)
+tests_check_bench_gpu_LDADD = $(BENCH_LIBS) $(TEST_LDADD)
 TESTS += tests/check_bench tests/check_bench_gpu

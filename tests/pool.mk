@@ -38,7 +38,7 @@ check_PROGRAMS += tests/pool_threads_sim
 tests_pool_threads_sim_SOURCES = tests/pool_threads_sim.c $(FAKE_VMM_SOURCES)
 tests_pool_threads_sim_CFLAGS = $(TEST_CFLAGS)
 tests_pool_threads_sim_LDFLAGS = -export-dynamic
-tests_pool_threads_sim_LDADD = bench/libcrmmbench.la support/libcrmmsupport.la $(TEST_LDADD)
+tests_pool_threads_sim_LDADD = $(BENCH_LIBS) $(TEST_LDADD)
 # that tool over the recorded logs: memory against the peak, and what a warm repeat costs
 TESTS += tests/check_pool_expandable_logs.sh
 EXTRA_DIST += tests/check_pool_expandable_logs.sh

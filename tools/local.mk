@@ -12,8 +12,8 @@ tools_libcrmmreplay_la_SOURCES = \
 	tools/replay_plot.c \
 	tools/replay_torch_snapshot.c
 tools_libcrmmreplay_la_CPPFLAGS = $(TOOLS_CPPFLAGS)
-# what a program that links it links after it (bench's runner and reference, support's map and writers)
-REPLAY_LIBS = tools/libcrmmreplay.la bench/libcrmmbench.la support/libcrmmsupport.la
+# what a program that replays links (bench's runner and reference, support's map and writers)
+REPLAY_LIBS = tools/libcrmmreplay.la $(BENCH_LIBS)
 
 bin_PROGRAMS += tools/crmm
 tools_crmm_SOURCES = \
