@@ -560,13 +560,15 @@ class TrackingResourceAdaptor(UpstreamResourceAdaptor):
         return out.value
 
     def get_outstanding_allocations_str(self):
-        """The outstanding allocations, one per line (with their stacks when captured)."""
+        """The outstanding allocations, one per line (with their stacks when captured); "" when
+        there are none, as RMM gives it (the C report's summary line is left out then)."""
         text = ctypes.c_void_p()
         _control(self, b"tracking", _TRACKING_STRING, ctypes.byref(text))
         try:
-            return ctypes.string_at(text.value).decode("utf-8", "replace") if text.value else ""
+            report = ctypes.string_at(text.value).decode("utf-8", "replace") if text.value else ""
         finally:
             _libc_free(text.value)
+        return "" if report.startswith("Outstanding allocations: 0 ") else report
 
     def log_outstanding_allocations(self):
         """Write the outstanding allocations to crmm's log at debug level."""
