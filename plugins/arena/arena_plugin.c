@@ -333,7 +333,7 @@ static crmm_status arena_control(crmm_resource *self, int op, void *arg)
     case CRMM_ARENA_GET_SHARD_STATS:
         return arena_get_shard_stats(r, arg);
     default:
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %#x", arena_who(r), (unsigned)op);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %d", arena_who(r), op);
     }
 }
 

@@ -261,7 +261,7 @@ static crmm_status binning_control(crmm_resource *self, int op, void *arg)
         return CRMM_OK;
     }
     default:
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "binning resource has no control op %#x", (unsigned)op);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "binning resource has no control op %d", op);
     }
 }
 

@@ -79,7 +79,7 @@ static crmm_status pool_view_control(crmm_resource *self, int op, void *arg)
 {
     pool_view *v = (pool_view *)self;
     if (op != v->get_pool_op)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource has no control op %#x", self->kind, (unsigned)op);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource has no control op %d", self->kind, op);
     if (!arg)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: get_pool: argument is NULL", self->kind);
     *(void **)arg = (void *)v->pool;

@@ -84,11 +84,6 @@ static crmm_status limiting_query(crmm_resource *self, crmm_query what, uint64_t
     }
 }
 
-static crmm_status limiting_control(crmm_resource *self, int op, void *arg)
-{
-    return crmm_resource_control(self->upstream, op, arg);
-}
-
 static void limiting_destroy(crmm_resource *self)
 {
     limiting_resource *r = (limiting_resource *)self;
@@ -101,7 +96,6 @@ static const crmm_resource_ops limiting_ops = {
     .deallocate = limiting_deallocate,
     .query = limiting_query,
     .destroy = limiting_destroy,
-    .control = limiting_control,
 };
 
 static crmm_status limiting_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)

@@ -57,7 +57,7 @@ static crmm_status logging_control(crmm_resource *self, int op, void *arg)
         *(const char **)arg = logging_sink_path(r->sink);
         return CRMM_OK;
     default:
-        return crmm_resource_control(self->upstream, op, arg); /* e.g. statistics below us */
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "logging resource has no control op %d", op);
     }
 }
 

@@ -114,7 +114,7 @@ static crmm_status pool_control(crmm_resource *self, int op, void *arg)
 {
     pool_resource *p = (pool_resource *)self;
     char label[80];
-    if (op == CRMM_POOL_OP_IPC_EXPORT)
+    if (op == CRMM_IPC_OP_EXPORT)
         return arg ? pool_ipc_export(p, arg)
                    : crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: ipc export: argument is NULL", pool_label(p, label, sizeof label));
     if (op == CRMM_POOL_OP_RESET_PEAKS) {
@@ -122,7 +122,7 @@ static crmm_status pool_control(crmm_resource *self, int op, void *arg)
         return CRMM_OK;
     }
     if (op != CRMM_POOL_OP_FORGET_STREAM)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %#x", pool_label(p, label, sizeof label), op);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %d", pool_label(p, label, sizeof label), op);
     crmm_cuda_stream_t stream = (crmm_cuda_stream_t)arg;
     crmm_status st = pool_streams_wait(&p->streams, stream); /* outside the lock: it may take long */
     if (st != CRMM_OK)

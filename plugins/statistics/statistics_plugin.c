@@ -148,7 +148,7 @@ static crmm_status statistics_control(crmm_resource *self, int op, void *arg)
     case CRMM_STATISTICS_OP_GET:
     case CRMM_STATISTICS_OP_DEPTH:
         if (!arg)
-            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "statistics: control op %#x needs an argument", op);
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "statistics: control op %d needs an argument", op);
         pthread_rwlock_rdlock(&r->frames_lock);
         if (op == CRMM_STATISTICS_OP_GET)
             *(crmm_alloc_counters *)arg = load_frame(&r->frames[r->depth - 1]);
@@ -161,7 +161,7 @@ static crmm_status statistics_control(crmm_resource *self, int op, void *arg)
     case CRMM_STATISTICS_OP_POP:
         return statistics_pop(r, arg);
     default:
-        return crmm_resource_control(self->upstream, op, arg);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "statistics resource has no control op %d", op);
     }
 }
 

@@ -230,7 +230,7 @@ static crmm_status tracking_control(crmm_resource *self, int op, void *arg)
 {
     tracking_resource *r = (tracking_resource *)self;
     if (op >= CRMM_TRACKING_OP_COUNT && op <= CRMM_TRACKING_OP_LOG && !arg)
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "tracking: control op %#x needs an argument", op);
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "tracking: control op %d needs an argument", op);
     switch (op) {
     case CRMM_TRACKING_OP_COUNT:
         *(uint64_t *)arg = (uint64_t)__atomic_load_n(&r->counters.count, __ATOMIC_RELAXED);
@@ -247,7 +247,7 @@ static crmm_status tracking_control(crmm_resource *self, int op, void *arg)
     case CRMM_TRACKING_OP_LOG:
         return log_report(r, *(crmm_log_level *)arg, SIZE_MAX, "Outstanding allocations");
     default:
-        return crmm_resource_control(self->upstream, op, arg);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "tracking resource has no control op %d", op);
     }
 }
 

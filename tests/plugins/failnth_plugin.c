@@ -12,7 +12,7 @@
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
 
-#define FAILNTH_OP_CALLS 0x1100 /* arg: uint64_t *, the allocate calls so far */
+#define FAILNTH_OP_CALLS 1 /* arg: uint64_t *, the allocate calls so far */
 
 typedef struct failnth_resource {
     crmm_resource base;
