@@ -358,14 +358,6 @@ static crmm_status refuse_pointer(pool_resource *p, void *ptr)
 /* A wrong-size free of live block b, just removed from `map`: b goes back into it (the removal
  * left room) and stays live, so that the right free still works. Called with the lock that guards
  * `map` held. */
-crmm_status pool_refuse_size(pool_resource *p, pool_block_map *map, pool_block *b, size_t bytes)
-{
-    char label[80];
-    pool_block_map_insert(map, b);
-    return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: deallocate of %p as %zu bytes: it is a block of %zu bytes",
-                          pool_label(p, label, sizeof label), (void *)b->addr, bytes, (size_t)b->u.live.requested);
-}
-
 /* deallocate under the pool's lock: the pool's live map, then (caches on) every cache's. */
 static crmm_status locked_deallocate(pool_resource *p, void *ptr, size_t bytes, crmm_cuda_stream_t stream,
                                      pool_graph *capturing)

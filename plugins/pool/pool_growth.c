@@ -20,17 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/log.h>
-#include "../common/resource_label.h"
 #include "pool_resource.h"
 
 static size_t round_up(uint64_t n)
 {
     return (size_t)((n + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1));
-}
-
-const char *pool_label(const pool_resource *p, char *buf, size_t size)
-{
-    return resource_label("pool", p->base.name, buf, size);
 }
 
 /* The out-of-memory error for a request of `size`, with the upstream's message when given. */

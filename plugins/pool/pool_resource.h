@@ -20,6 +20,7 @@
 #include "pool_streams.h"
 #include "pool_thread_cache.h"
 #include "pool_vmm.h"
+#include "../common/resource_label.h"
 #include "../common/spin_lock.h"
 
 /* The largest request the pool accepts: rounding it up to 256 bytes must not overflow. */
@@ -88,15 +89,26 @@ static inline void pool_lock(pool_resource *p) { spin_lock(&p->lock); }
 static inline void pool_unlock(pool_resource *p) { spin_unlock(&p->lock); }
 
 /* "pool 'main'", or "pool" when the resource has no name; into buf. */
-const char *pool_label(const pool_resource *p, char *buf, size_t size);
+static inline const char *pool_label(const pool_resource *p, char *buf, size_t size)
+{
+    return resource_label("pool", p->base.name, buf, size);
+}
+
+/* Refuse the free of live block b as `bytes` (not the size it was asked for) with
+ * CRMM_ERROR_INVALID_ARGUMENT: b, just removed from `map`, goes back into it and stays live. Under
+ * the lock that guards `map`. Cold: kept off the deallocate paths of the pool and its caches. */
+__attribute__((cold)) static inline crmm_status pool_refuse_size(pool_resource *p, pool_block_map *map, pool_block *b,
+                                                                size_t bytes)
+{
+    char label[80];
+    pool_block_map_insert(map, b);
+    return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: deallocate of %p as %zu bytes: it is a block of %zu bytes",
+                          pool_label(p, label, sizeof label), (void *)b->addr, bytes, (size_t)b->u.live.requested);
+}
 
 /* ---- pool_alloc.c: the allocate and deallocate ops --------------------------------------- */
 crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
-/* Refuse the free of live block b as `bytes` (not the size it was asked for) with
- * CRMM_ERROR_INVALID_ARGUMENT: b, just removed from `map`, goes back into it and stays live. Under
- * the lock that guards `map`. */
-crmm_status pool_refuse_size(pool_resource *p, pool_block_map *map, pool_block *b, size_t bytes);
 
 /* ---- pool_growth.c: upstream chunks -------------------------------------------------------- */
 /* Grow by one chunk that has room for `size` (RMM's rule: double without a maximum, else the
