@@ -73,7 +73,7 @@ static crmm_status async_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
         char sz[32];
         return crmm_error_add_context("async '%s': failed to allocate %s", self->name, crmm_format_size(bytes, sz, sizeof sz));
     }
-    crmm_counters_add(&a->counters, bytes);
+    crmm_counters_add(&a->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -81,7 +81,7 @@ static crmm_status async_deallocate(crmm_resource *self, void *ptr, size_t bytes
 {
     async_resource *a = (async_resource *)self;
     if (crmm_process_exiting()) {
-        crmm_counters_sub(&a->counters, bytes);
+        crmm_counters_sub(&a->counters, bytes, CRMM_COUNT_SHARED);
         return CRMM_OK; /* the driver is going away and takes the pool with it */
     }
     driver_enter(a);
@@ -89,7 +89,7 @@ static crmm_status async_deallocate(crmm_resource *self, void *ptr, size_t bytes
     driver_leave(a);
     crmm_status st = crmm_cuda_status(e, "async: cudaFreeAsync");
     if (st == CRMM_OK)
-        crmm_counters_sub(&a->counters, bytes);
+        crmm_counters_sub(&a->counters, bytes, CRMM_COUNT_SHARED);
     return st;
 }
 

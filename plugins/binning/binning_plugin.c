@@ -85,7 +85,7 @@ static crmm_status binning_allocate(crmm_resource *self, size_t bytes, crmm_cuda
         crmm_resource_deallocate(target, *ptr, bytes, stream);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning '%s': malloc failed (table of large blocks)", self->name);
     }
-    crmm_counters_add(&b->large, bytes);
+    crmm_counters_add(&b->large, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -111,7 +111,7 @@ static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t byt
         pthread_mutex_unlock(&b->large_lock);
         return st;
     }
-    crmm_counters_sub(&b->large, bytes);
+    crmm_counters_sub(&b->large, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 

@@ -34,7 +34,7 @@ static crmm_status pool_view_allocate(crmm_resource *self, size_t bytes, crmm_cu
         crmm_cuda_status(e, "cudaMallocFromPoolAsync");
         return crmm_error_add_context("%s: failed to allocate %s", self->kind, sz);
     }
-    crmm_counters_add(&v->counters, bytes);
+    crmm_counters_add(&v->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -42,13 +42,13 @@ static crmm_status pool_view_deallocate(crmm_resource *self, void *ptr, size_t b
 {
     pool_view *v = (pool_view *)self;
     if (crmm_process_exiting()) {
-        crmm_counters_sub(&v->counters, bytes);
+        crmm_counters_sub(&v->counters, bytes, CRMM_COUNT_SHARED);
         return CRMM_OK; /* the driver is going away and takes the memory with it */
     }
     crmm_status st = crmm_cuda_status(cudaFreeAsync(ptr, (cudaStream_t)stream), "cudaFreeAsync");
     if (st != CRMM_OK)
         return crmm_error_add_context("%s", self->kind);
-    crmm_counters_sub(&v->counters, bytes);
+    crmm_counters_sub(&v->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 

@@ -35,7 +35,7 @@ static crmm_status failure_callback_allocate(crmm_resource *self, size_t bytes, 
     for (;;) {
         crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
         if (st == CRMM_OK) {
-            crmm_counters_add(&f->counters, bytes);
+            crmm_counters_add(&f->counters, bytes, CRMM_COUNT_SHARED);
             return CRMM_OK;
         }
         if (!retryable(f, st))

@@ -241,7 +241,7 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size '%s': malloc failed (live set)", self->name);
     }
     if (st == CRMM_OK)
-        crmm_counters_add_locked(&r->counters, bytes);
+        crmm_counters_add(&r->counters, bytes, CRMM_COUNT_LOCKED);
     spin_unlock(&r->lock);
     if (graph) {
         capture_check_leave_capture(serving);
@@ -280,8 +280,7 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
     if (known) {
         /* a free with another size than allocated (within the block size) cannot be told from
          * a right one: the counters stop at zero instead of wrapping */
-        int64_t have = __atomic_load_n(&r->counters.bytes, __ATOMIC_RELAXED);
-        crmm_counters_sub_locked(&r->counters, (int64_t)bytes > have ? (uint64_t)(have > 0 ? have : 0) : bytes);
+        crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_LOCKED | CRMM_COUNT_FLOOR0);
     }
     bool parked = false;
     if (known && (st = graph_park_free(&r->park, graph, ptr, bytes, stream, &parked)) != CRMM_OK)

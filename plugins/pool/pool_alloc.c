@@ -29,7 +29,7 @@
 
 static inline void count_allocation(pool_resource *p, size_t bytes, size_t size)
 {
-    crmm_counters_add_locked(&p->counters, bytes);
+    crmm_counters_add(&p->counters, bytes, CRMM_COUNT_LOCKED);
     p->live_bytes += size;
     if (p->live_bytes > p->live_peak)
         p->live_peak = p->live_bytes;
@@ -51,7 +51,7 @@ static inline void count_allocation_caching(pool_resource *p, size_t bytes, size
 
 static inline void count_free(pool_resource *p, size_t bytes, size_t size)
 {
-    crmm_counters_sub_locked(&p->counters, bytes);
+    crmm_counters_sub(&p->counters, bytes, CRMM_COUNT_LOCKED);
     p->live_bytes -= size;
 }
 

@@ -67,7 +67,7 @@ static crmm_status statistics_allocate(crmm_resource *self, size_t bytes, crmm_c
     if (st != CRMM_OK)
         return st;
     pthread_rwlock_rdlock(&r->frames_lock);
-    crmm_counters_add(&r->frames[r->depth - 1], bytes);
+    crmm_counters_add(&r->frames[r->depth - 1], bytes, CRMM_COUNT_SHARED);
     pthread_rwlock_unlock(&r->frames_lock);
     return CRMM_OK;
 }
@@ -79,7 +79,7 @@ static crmm_status statistics_deallocate(crmm_resource *self, void *ptr, size_t 
     if (st != CRMM_OK)
         return st; /* refused upstream (a double free, say): nothing was freed, nothing to count */
     pthread_rwlock_rdlock(&r->frames_lock);
-    crmm_counters_sub(&r->frames[r->depth - 1], bytes);
+    crmm_counters_sub(&r->frames[r->depth - 1], bytes, CRMM_COUNT_SHARED);
     pthread_rwlock_unlock(&r->frames_lock);
     return CRMM_OK;
 }

@@ -59,7 +59,7 @@ static crmm_status tracking_allocate(crmm_resource *self, size_t bytes, crmm_cud
         crmm_resource_deallocate(self->upstream, *ptr, bytes, stream);
         return st;
     }
-    crmm_counters_add(&r->counters, bytes);
+    crmm_counters_add(&r->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -84,7 +84,7 @@ static crmm_status tracking_deallocate(crmm_resource *self, void *ptr, size_t by
     }
     crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
     if (st == CRMM_OK) /* count only what upstream took back */
-        crmm_counters_sub(&r->counters, bytes);
+        crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED);
     return st;
 }
 
