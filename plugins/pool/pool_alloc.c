@@ -6,11 +6,11 @@
  * off as a free block of the same state, and puts the block in the live map. That is the whole
  * fast path: no CUDA call, no malloc, no scan. Anything else goes to
  * allocate_slow: spare records or map slots to allocate, a stream seen for the first time, and a
- * miss, which tries in turn the size's own class, the ready state's blocks (taken where they lie,
- * so the rest of a split stays shared), the other streams' free blocks (pool_streams_take:
- * ordered by a device synchronization or by an event, as stream_reuse says), growing from
- * upstream (pool_grow), and last the other streams' blocks again with a device synchronization
- * allowed whatever fits.
+ * miss, which climbs a ladder (the table `ladder`, or `capture_ladder` while a stream is
+ * captured): the size's own class, the other streams' free blocks (pool_streams_take: ordered by
+ * a device synchronization or by an event, as stream_reuse says), the per-thread caches, growing
+ * from upstream (pool_grow), every cache and growth again, and last the other streams' blocks
+ * with a device synchronization allowed whatever fits.
  *
  * deallocate removes the pointer from the live map (O(1); a pointer that is not there is refused
  * before anything changes: never handed out, already freed, or inside a block), checks that the
@@ -55,20 +55,126 @@ static inline void count_free(pool_resource *p, size_t bytes, size_t size)
     p->live_bytes -= size;
 }
 
-/* allocate_slow for a stream under capture (p->capturing): no synchronization, no event and no
- * other stream's blocks, which would need one; the ready state's blocks, then growth. */
-static crmm_status pool_capture_slow(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream,
-                                     pool_stream **sp, pool_block **out)
+/* ---- the slow path: a ladder of ways to find a free block, tried in order ------------------- */
+
+/* What one rung gets: the request, and where a block it finds goes (*out, in the list of *sp). */
+typedef struct pool_request {
+    pool_resource *p;
+    pool_stream *s;                /* the caller's stream state */
+    size_t size;
+    crmm_cuda_stream_t stream;
+    pool_stream **sp;
+    pool_block **out;
+} pool_request;
+
+/* A rung: CRMM_OK with *out set (found), CRMM_OK with *out NULL (try the next rung), or an error. */
+typedef crmm_status (*pool_rung_fn)(const pool_request *rq);
+
+typedef struct pool_rung {
+    pool_rung_fn try_rung;
+    bool oom_goes_on; /* CRMM_ERROR_OUT_OF_MEMORY: try the next rung; returned when none finds */
+} pool_rung;
+
+/* The caller's own stream's free list. */
+static crmm_status rung_own_list(const pool_request *rq)
 {
-    pool_stream *ready = p->streams.ready;
-    if (ready && (*out = pool_free_list_fit(&ready->free, size))) {
-        *sp = ready;
-        return CRMM_OK;
-    }
-    if (pool_caching(p) && pool_cache_drain_mine(p, stream) && (*out = pool_free_list_fit(&s->free, size)))
-        return CRMM_OK;
-    return pool_grow(p, s, size, stream, out);
+    *rq->sp = rq->s;
+    *rq->out = pool_free_list_fit(&rq->s->free, rq->size);
+    return CRMM_OK;
 }
+
+/* Finds nothing: the blocks of destroyed graphs join the ready state for the rungs after it. */
+static crmm_status rung_collect_graphs(const pool_request *rq)
+{
+    pool_capture_collect(rq->p);
+    return CRMM_OK;
+}
+
+/* The ready state's blocks, which any stream may use at once. */
+static crmm_status rung_ready_state(const pool_request *rq)
+{
+    pool_stream *ready = rq->p->streams.ready;
+    if (ready && (*rq->out = pool_free_list_fit(&ready->free, rq->size)))
+        *rq->sp = ready;
+    return CRMM_OK;
+}
+
+/* The caller's per-thread cache given back, then its own list (nothing that waits). */
+static crmm_status rung_my_cache(const pool_request *rq)
+{
+    if (pool_caching(rq->p) && pool_cache_drain_mine(rq->p, rq->stream))
+        return rung_own_list(rq);
+    return CRMM_OK;
+}
+
+/* The other streams' free blocks, ordered by a device synchronization or an event as
+ * stream_reuse says (pool_streams_take). */
+static crmm_status rung_other_streams(const pool_request *rq)
+{
+    return pool_streams_take(&rq->p->streams, &rq->p->records, rq->s, rq->size, false, rq->sp, rq->out);
+}
+
+/* Before the pool takes more from upstream: the caller's own cached blocks, and every cache's
+ * when together they hold a large share of the pool (pool_thread_cache.h); then the caller's
+ * list and the other streams' again. */
+static crmm_status rung_caches(const pool_request *rq)
+{
+    pool_resource *p = rq->p;
+    if (!pool_caching(p))
+        return CRMM_OK;
+    bool gave = pool_cache_drain_mine(p, rq->stream);
+    if (pool_cache_bytes(p) > p->reserved / POOL_CACHE_DRAIN_SHARE)
+        gave = pool_cache_drain_all(p) || gave;
+    if (!gave || (rung_own_list(rq), *rq->out))
+        return CRMM_OK;
+    return rung_other_streams(rq);
+}
+
+/* Growth from upstream (pool_grow), into the caller's stream state. */
+static crmm_status rung_grow(const pool_request *rq)
+{
+    *rq->sp = rq->s;
+    return pool_grow(rq->p, rq->s, rq->size, rq->stream, rq->out);
+}
+
+/* Out of room: every cache's blocks (they may merge into one that fits, and an expandable pool
+ * can give their pages back and map them where the growth needs them), then growth again. */
+static crmm_status rung_all_caches_then_grow(const pool_request *rq)
+{
+    if (!pool_caching(rq->p) || !pool_cache_drain_all(rq->p))
+        return CRMM_OK;
+    crmm_status st = rung_own_list(rq);
+    return *rq->out ? st : rung_grow(rq);
+}
+
+/* The last resort: every other stream's blocks after a device synchronization, whatever fits. */
+static crmm_status rung_other_streams_synchronized(const pool_request *rq)
+{
+    return pool_streams_take(&rq->p->streams, &rq->p->records, rq->s, rq->size, true, rq->sp, rq->out);
+}
+
+/* The ladder of an ordinary allocation. */
+static const pool_rung ladder[] = {
+    { rung_own_list, false },
+    { rung_collect_graphs, false },
+    { rung_other_streams, false },
+    { rung_caches, false },
+    { rung_grow, true },
+    { rung_all_caches_then_grow, true },
+    { rung_other_streams_synchronized, false },
+    { NULL, false },
+};
+
+/* The ladder while a stream is captured (p->capturing): no synchronization, no event and no
+ * other stream's blocks, which would need one. */
+static const pool_rung capture_ladder[] = {
+    { rung_own_list, false },
+    { rung_collect_graphs, false },
+    { rung_ready_state, false },
+    { rung_my_cache, false },
+    { rung_grow, false },
+    { NULL, false },
+};
 
 /* Everything the fast path does not do; on CRMM_OK, *out is a free block of at least `size` in
  * the list of *sp, and a spare record and a slot of `map` are ready. */
@@ -82,46 +188,19 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
     pool_stream *s = pool_streams_find(&p->streams, stream);
     if (!s)
         return crmm_error_add_context("%s", pool_label(p, label, sizeof label));
-    *sp = s;
-    if ((*out = pool_free_list_fit(&s->free, size)))
-        return CRMM_OK;
-    pool_capture_collect(p); /* blocks of destroyed graphs join the ready state */
-    if (__builtin_expect(p->capturing, 0)) /* the ready state, then growth: nothing that waits */
-        return pool_capture_slow(p, s, size, stream, sp, out);
-    crmm_status st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out);
-    if (st != CRMM_OK || *out)
-        return st;
-    /* before the pool takes more from upstream: the caller's own cached blocks, and every
-     * cache's when together they hold a large share of the pool (pool_thread_cache.h) */
-    if (pool_caching(p)) {
-        bool gave = pool_cache_drain_mine(p, stream);
-        if (pool_cache_bytes(p) > p->reserved / POOL_CACHE_DRAIN_SHARE)
-            gave = pool_cache_drain_all(p) || gave;
-        if (gave) {
-            *sp = s;
-            if ((*out = pool_free_list_fit(&s->free, size)))
-                return CRMM_OK;
-            if ((st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out)) != CRMM_OK || *out)
-                return st;
-        }
-    }
-    st = pool_grow(p, s, size, stream, out);
-    if (st != CRMM_ERROR_OUT_OF_MEMORY)
-        return st;
-    /* out of room: every cache's blocks (they may merge into one that fits, and an expandable
-     * pool can give their pages back and map them where the growth needs them), then every
-     * other stream's blocks, after a device synchronization, are the last resort */
-    if (pool_caching(p) && pool_cache_drain_all(p)) {
-        *sp = s;
-        if ((*out = pool_free_list_fit(&s->free, size)))
-            return CRMM_OK;
-        if ((st = pool_grow(p, s, size, stream, out)) != CRMM_ERROR_OUT_OF_MEMORY)
+    const pool_request rq = { p, s, size, stream, sp, out };
+    crmm_status out_of_memory = CRMM_OK;
+    *out = NULL;
+    for (const pool_rung *r = __builtin_expect(p->capturing, 0) ? capture_ladder : ladder; r->try_rung; r++) {
+        crmm_status st = r->try_rung(&rq);
+        if (st == CRMM_ERROR_OUT_OF_MEMORY && r->oom_goes_on)
+            out_of_memory = st;
+        else if (st != CRMM_OK || *out)
             return st;
     }
-    crmm_status again = pool_streams_take(&p->streams, &p->records, s, size, true, sp, out);
-    if (again != CRMM_OK)
-        return again;
-    return *out ? CRMM_OK : st;
+    return out_of_memory != CRMM_OK ? out_of_memory
+                                    : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: no free block of %zu bytes",
+                                                     pool_label(p, label, sizeof label), size);
 }
 
 /* Under the lock: a block of `size` bytes for `stream`, cut to size and out of every list (owner
