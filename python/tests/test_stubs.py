@@ -1,6 +1,6 @@
-"""The type stubs (.pyi, py.typed) say what the modules have, and the ctypes declarations what the C
-headers say (see below): every public name of a module is
-in its stub, and every class member a stub declares exists at run time."""
+"""The type stubs (.pyi, py.typed) say what the modules have: every public name of a module is in
+its stub, and every class member a stub declares exists at run time. The ctypes declarations say
+what the C headers say (the tests at the end)."""
 
 import ast
 import ctypes
