@@ -134,9 +134,9 @@ def test_control_ops_and_queries_match_the_headers():
 
 
 @needs_headers
-def test_queries_status_codes_and_log_levels_match_the_headers():
+def test_queries_status_codes_log_levels_and_stream_flags_match_the_headers():
     from crmm import _errors
-    from crmm.pylibrmm import logger
+    from crmm.pylibrmm import logger, stream
     from crmm.pylibrmm.memory_resource import _memory_resource
 
     raw, value = header_constants()
@@ -147,6 +147,8 @@ def test_queries_status_codes_and_log_levels_match_the_headers():
         assert value(name) == number, name
     for level in logger.level_enum:
         assert value("CRMM_LOG_" + level.name.upper()) == level.value, level.name
+    for flag in stream.CudaStreamFlags:
+        assert value("CRMM_STREAM_" + flag.name) == flag.value, flag.name
 
 
 C_TYPES = {
