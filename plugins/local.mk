@@ -7,7 +7,7 @@ DIRECT_RESOURCE_SOURCES = plugins/common/direct_resource.c plugins/common/direct
 SPIN_LOCK_SOURCES = plugins/common/spin_lock.c plugins/common/spin_lock.h
 DEVICE_DEFAULT_SOURCES = plugins/common/device_default.c plugins/common/device_default.h
 RESOURCE_LABEL_SOURCES = plugins/common/resource_label.c plugins/common/resource_label.h
-PTR_MAP_SOURCES = plugins/common/ptr_map.c plugins/common/ptr_map.h
+PTR_MAP_SOURCES = plugins/common/ptr_map.c plugins/common/ptr_map.h plugins/common/ptr_set.h
 POOL_VIEW_SOURCES = plugins/common/pool_view.c plugins/common/pool_view.h
 FORK_GUARDS_SOURCES = plugins/common/fork_guards.c plugins/common/fork_guards.h
 include plugins/cuda/local.mk

@@ -1,9 +1,9 @@
 /* sam_headroom_plugin.c — the `sam_headroom` plugin (RMM's sam_headroom_memory_resource): system
  * allocated memory, like `system`, where each new block is advised to live on the device as far
  * as the device's free memory less `headroom` allows and on the host beyond that, so that the
- * headroom stays free for allocations that must be device memory (plugins/system/system_resource.c). */
+ * headroom stays free for allocations that must be device memory (plugins/common/system_resource.c). */
 #include "config.h"
-#include "../system/system_resource.h"
+#include "../common/system_resource.h"
 
 typedef struct sam_headroom_config {
     uint64_t headroom;

@@ -1,4 +1,4 @@
-SYSTEM_RESOURCE_SOURCES = plugins/system/system_resource.c plugins/system/system_resource.h
+SYSTEM_RESOURCE_SOURCES = plugins/common/system_resource.c plugins/common/system_resource.h
 pkglib_LTLIBRARIES += plugins/system/crmm_system.la
 plugins_system_crmm_system_la_SOURCES = plugins/system/system_plugin.c $(SYSTEM_RESOURCE_SOURCES)
 plugins_system_crmm_system_la_LDFLAGS = $(PLUGIN_LDFLAGS)

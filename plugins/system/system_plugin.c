@@ -2,7 +2,7 @@
  * that the device uses directly, on systems where it accesses pageable memory coherently (HMM or
  * ATS). Create refuses a device without cudaDevAttrPageableMemoryAccess. */
 #include "config.h"
-#include "system_resource.h"
+#include "../common/system_resource.h"
 
 static crmm_status system_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
