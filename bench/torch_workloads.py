@@ -53,11 +53,6 @@ def parse_args():
     return a
 
 
-ARGS = parse_args()
-if ARGS.mode == "expandable":
-    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
-elif ARGS.mode:
-    os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
 
 
 # ---- the allocator ------------------------------------------------------------------------------
@@ -480,6 +475,11 @@ def table(path):
 
 
 if __name__ == "__main__":
+    ARGS = parse_args()
+    if ARGS.mode == "expandable":
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    elif ARGS.mode:
+        os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     if ARGS.table:
         table(ARGS.table)
     else:

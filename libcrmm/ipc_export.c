@@ -6,14 +6,10 @@
 #include "internal.h"
 #include "ipc_internal.h"
 
-/* The control op that exports from a layer of this kind, or 0 when the kind cannot. */
-static int export_op(const char *kind)
+/* Whether a layer of this kind answers CRMM_IPC_OP_EXPORT. */
+static bool can_export(const char *kind)
 {
-    if (strcmp(kind, "async") == 0)
-        return CRMM_ASYNC_OP_IPC_EXPORT;
-    if (strcmp(kind, "pool") == 0)
-        return CRMM_POOL_OP_IPC_EXPORT;
-    return 0;
+    return strcmp(kind, "async") == 0 || strcmp(kind, "pool") == 0;
 }
 
 /* The handle for what the layer filled in; takes the request's descriptors. */
@@ -59,7 +55,7 @@ crmm_status crmm_ipc_export(crmm_resource *mr, void *ptr, size_t size, crmm_ipc_
                                   "ipc: export: resource '%s' (%s) holds host memory: only device memory from async or "
                                   "an expandable pool can be shared with another process",
                                   mr->name, mr->kind);
-        if (export_op(layer->kind))
+        if (can_export(layer->kind))
             break;
     }
     if (!layer)
@@ -71,7 +67,7 @@ crmm_status crmm_ipc_export(crmm_resource *mr, void *ptr, size_t size, crmm_ipc_
     memset(&rq, 0, sizeof rq);
     rq.ptr = ptr;
     rq.size = size;
-    crmm_status st = crmm_resource_control(layer, export_op(layer->kind), &rq);
+    crmm_status st = crmm_resource_control(layer, CRMM_IPC_OP_EXPORT, &rq);
     if (st != CRMM_OK) {
         free(rq.fds);
         free(rq.fabric);

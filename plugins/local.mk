@@ -15,7 +15,7 @@ plugins_common_libplugincommon_la_SOURCES = \
 	plugins/common/fork_guards.c plugins/common/fork_guards.h \
 	plugins/common/graph_hold.c plugins/common/graph_hold.h \
 	plugins/common/graph_park.c plugins/common/graph_park.h \
-	plugins/common/live_blocks.h \
+	plugins/common/ptr_set.h \
 	plugins/common/pool_view.c plugins/common/pool_view.h \
 	plugins/common/resource_label.c plugins/common/resource_label.h \
 	plugins/common/spin_lock.c plugins/common/spin_lock.h \

@@ -706,7 +706,7 @@ START_TEST(control_ops)
     ck_assert_crmm_ok(crmm_resource_control(f.mr, CRMM_ARENA_DEFRAGMENT, NULL));
     ck_assert_uint_eq(stats(f.mr).defragmentations, 1);
     ck_assert_crmm(crmm_resource_control(f.mr, CRMM_ARENA_GET_STATS, NULL), CRMM_ERROR_INVALID_ARGUMENT);
-    ck_assert_crmm(crmm_resource_control(f.mr, 0x6ff, NULL), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_crmm(crmm_resource_control(f.mr, 99, NULL), CRMM_ERROR_UNSUPPORTED);
     ck_assert_ptr_eq(crmm_resource_find_kind(f.mr, "arena"), f.mr);
     drop_arena(&f);
 }

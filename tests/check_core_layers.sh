@@ -7,9 +7,7 @@
 #   - a call cycle between the objects of one folder (file A calls a function defined in B and B
 #     one defined in A, directly or around a longer ring), read from `nm` of the built objects,
 #   - a call from an object to a function that only a folder above or beside it defines.
-# The cycles that the pool's and the arena's rework removes are listed in KNOWN below, each with
-# the call that closes it: a cycle within one of them passes (and is printed as a note); one that
-# is gone is printed too, so that its entry is deleted. Skips (77) without python3 or nm.
+# Skips (77) without python3 or nm.
 #
 # Run by `make check` from the top build directory; CRMM_TEST_SRCDIR gives tests/ in the source
 # tree (VPATH builds).
@@ -23,14 +21,6 @@ exec python3 - "$srcdir" <<'PY'
 import collections, glob, os, re, subprocess, sys
 src = sys.argv[1]
 bad = []
-# (folder, the files of the cycle): the call that closes it. Delete an entry once it is gone.
-KNOWN = {
-    ('plugins/arena', ('arena_dump', 'arena_plugin', 'arena_stream_order', 'arena_thread_cache')):
-        'arena_dump, arena_stream_order and arena_thread_cache call arena_who (arena_plugin.c)',
-    ('plugins/pool', ('pool_expand', 'pool_growth')): 'pool_expand calls pool_label (pool_growth.c)',
-    ('plugins/pool', ('pool_alloc', 'pool_thread_cache')):
-        'pool_thread_cache calls pool_refuse_size (pool_alloc.c)',
-}
 
 def folder_of(rel):
     """The folder a source file belongs to: plugins/NAME for a plugin's files and its include/."""
@@ -139,17 +129,8 @@ def cycles(graph):
 
 for folder in sorted(include_edges):
     bad += ['#include cycle in %s: %s' % (folder, ' -> '.join(c)) for c in cycles(include_edges[folder])]
-seen = set()
 for folder in sorted(call_edges):
-    for c in cycles(call_edges[folder]):
-        known = [k for k in KNOWN if k[0] == folder and set(c) <= set(k[1])]
-        if known:
-            seen.update(known)
-            print('note: known call cycle in %s: %s (%s)' % (folder, ', '.join(c), KNOWN[known[0]]))
-        else:
-            bad.append('call cycle between objects of %s: %s' % (folder, ', '.join(c)))
-for k in sorted(set(KNOWN) - seen):
-    print('note: the known call cycle in %s among %s is gone: delete its entry in KNOWN' % (k[0], ', '.join(k[1])))
+    bad += ['call cycle between objects of %s: %s' % (folder, ', '.join(c)) for c in cycles(call_edges[folder])]
 # every folder with C sources was read from its objects
 for folder in sorted(set(folder_of(os.path.relpath(f, src)) for f in files if f.endswith('.c'))):
     if folder != 'plugins/template' and not defined.get(folder):

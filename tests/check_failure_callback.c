@@ -171,7 +171,7 @@ START_TEST(bad_calls)
     ck_assert_crmm(crmm_resource_create("failure_callback", "retry_on=everything", h, &fc), CRMM_ERROR_CONFIG);
     ck_assert_ptr_null(fc);
     ck_assert_crmm_ok(crmm_resource_create("failure_callback", "", h, &fc));
-    ck_assert_crmm(crmm_resource_control(fc, 0x401, NULL), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_crmm(crmm_resource_control(fc, 2, NULL), CRMM_ERROR_UNSUPPORTED);
     ck_assert_crmm(crmm_resource_control(fc, CRMM_FAILURE_CALLBACK_OP_SET, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_str_eq(crmm_resource_kind(fc), "failure_callback");
     ck_assert(crmm_resource_is_host_accessible(fc));

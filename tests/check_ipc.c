@@ -257,7 +257,7 @@ START_TEST(bad_export_arguments_are_refused_and_leave_nothing_open)
     ck_assert_crmm(crmm_ipc_export(p, x, 8 * PAGE, &h), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "not memory the pool holds"));
     ck_assert_int_eq(fake_vmm.exports, 0);
-    ck_assert_crmm(crmm_resource_control(p, CRMM_POOL_OP_IPC_EXPORT, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_control(p, CRMM_IPC_OP_EXPORT, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     crmm_resource_deallocate(p, x, PAGE, NULL);
     crmm_resource_release(p);
 }

@@ -660,8 +660,8 @@ START_TEST(control_ops)
     crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
     /* over host memory there are no streams to forget */
     ck_assert_crmm_ok(crmm_pool_forget_stream(p, NULL));
-    ck_assert_crmm(crmm_resource_control(p, 0x5ff, NULL), CRMM_ERROR_UNSUPPORTED);
-    ck_assert_msg(strstr(crmm_last_error(), "no control operation 0x5ff"), "%s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_control(p, 99, NULL), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), "no control operation 99"), "%s", crmm_last_error());
     crmm_resource *h = host_upstream();
     ck_assert_crmm(crmm_pool_forget_stream(h, NULL), CRMM_ERROR_UNSUPPORTED);
     ck_assert_crmm(crmm_pool_forget_stream(NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);

@@ -160,7 +160,7 @@ START_TEST(view_takes_the_handle_as_decimal_or_hex)
     ck_assert_crmm_ok(crmm_resource_control_kind(mr, "cuda_async_view", CRMM_CUDA_ASYNC_VIEW_OP_GET_POOL, &pool));
     ck_assert_ptr_eq(pool, &caller_pool_token);
     ck_assert_crmm(crmm_cuda_async_view_get_pool(mr, NULL), CRMM_ERROR_INVALID_ARGUMENT);
-    ck_assert_crmm(crmm_resource_control(mr, 0x801, &pool), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_crmm(crmm_resource_control(mr, 2, &pool), CRMM_ERROR_UNSUPPORTED);
     crmm_resource_release(mr);
 }
 END_TEST

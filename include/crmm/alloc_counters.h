@@ -27,65 +27,68 @@ static inline void crmm_counters_raise_peak(int64_t *peak, int64_t now)
         ;
 }
 
-/* Count one allocation of `bytes`. */
-static inline void crmm_counters_add(crmm_alloc_counters *c, uint64_t bytes)
+/* How a writer updates a crmm_alloc_counters (the `how` of crmm_counters_add and
+ * crmm_counters_sub, a constant at each call so that the inlined code keeps only its case):
+ *   CRMM_COUNT_SHARED  any thread may update at any time: atomic read-modify-writes;
+ *   CRMM_COUNT_LOCKED  the writer holds its own lock around every update: plain relaxed loads
+ *                      and stores, no locked instruction (a few cycles where SHARED costs one
+ *                      atomic read-modify-write per field); crmm_counters_query still reads the
+ *                      counters from any thread without that lock;
+ *   CRMM_COUNT_FLOOR0  (with either) a free never takes a live counter below zero: for a
+ *                      resource that cannot tell a wrong size from the right one, a free of more
+ *                      than it counted leaves zero instead of wrapping to ~16 EiB.
+ * Without FLOOR0 the live counters may go below zero (RMM's statistics do, when a block is freed
+ * through another adaptor than the one it came from). */
+#define CRMM_COUNT_SHARED 0u
+#define CRMM_COUNT_LOCKED 1u
+#define CRMM_COUNT_FLOOR0 2u
+
+/* One counter: v += d (d may be negative) as `how` says (CRMM_COUNT_*); returns the new value.
+ * crmm_counters_add and crmm_counters_sub are made of it; a resource with counters of its own
+ * (limiting's bytes in use) updates them with it too. */
+static inline int64_t crmm_counter_add(int64_t *v, int64_t d, unsigned how)
 {
-    int64_t n = __atomic_add_fetch(&c->count, 1, __ATOMIC_RELAXED);
-    int64_t b = __atomic_add_fetch(&c->bytes, (int64_t)bytes, __ATOMIC_RELAXED);
-    crmm_counters_raise_peak(&c->peak_count, n);
-    crmm_counters_raise_peak(&c->peak_bytes, b);
-    __atomic_add_fetch(&c->total_count, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&c->total_bytes, bytes, __ATOMIC_RELAXED);
+    int64_t seen = __atomic_load_n(v, __ATOMIC_RELAXED), next;
+    if (how & CRMM_COUNT_LOCKED) {
+        next = (how & CRMM_COUNT_FLOOR0) && d < 0 && seen < -d ? 0 : seen + d;
+        __atomic_store_n(v, next, __ATOMIC_RELAXED);
+        return next;
+    }
+    if (!(how & CRMM_COUNT_FLOOR0) || d >= 0)
+        return __atomic_add_fetch(v, d, __ATOMIC_RELAXED);
+    do
+        next = seen < -d ? 0 : seen + d;
+    while (!__atomic_compare_exchange_n(v, &seen, next, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    return next;
 }
 
-/* Count one free of `bytes`. The live counters may go below zero (RMM's statistics do, when a
- * block is freed through another adaptor than the one it came from). */
-static inline void crmm_counters_sub(crmm_alloc_counters *c, uint64_t bytes)
+/* peak = max(peak, now) as `how` says. */
+static inline void crmm_counter_raise_peak_(int64_t *peak, int64_t now, unsigned how)
 {
-    __atomic_sub_fetch(&c->count, 1, __ATOMIC_RELAXED);
-    __atomic_sub_fetch(&c->bytes, (int64_t)bytes, __ATOMIC_RELAXED);
+    if (how & CRMM_COUNT_LOCKED) {
+        if (now > __atomic_load_n(peak, __ATOMIC_RELAXED))
+            __atomic_store_n(peak, now, __ATOMIC_RELAXED);
+    } else {
+        crmm_counters_raise_peak(peak, now);
+    }
 }
 
-/* Count one allocation of `bytes`, for a writer that holds its own lock around every update of
- * `c`: plain relaxed loads and stores, no locked instruction, so it costs a few cycles where
- * crmm_counters_add costs one atomic read-modify-write per field. crmm_counters_query still
- * reads `c` from any thread without that lock. */
-static inline void crmm_counters_add_locked(crmm_alloc_counters *c, uint64_t bytes)
+/* Count one allocation of `bytes`, updated as `how` says (CRMM_COUNT_*). */
+static inline void crmm_counters_add(crmm_alloc_counters *c, uint64_t bytes, unsigned how)
 {
-    int64_t n = __atomic_load_n(&c->count, __ATOMIC_RELAXED) + 1;
-    int64_t b = __atomic_load_n(&c->bytes, __ATOMIC_RELAXED) + (int64_t)bytes;
-    __atomic_store_n(&c->count, n, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->bytes, b, __ATOMIC_RELAXED);
-    if (n > __atomic_load_n(&c->peak_count, __ATOMIC_RELAXED))
-        __atomic_store_n(&c->peak_count, n, __ATOMIC_RELAXED);
-    if (b > __atomic_load_n(&c->peak_bytes, __ATOMIC_RELAXED))
-        __atomic_store_n(&c->peak_bytes, b, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->total_count, __atomic_load_n(&c->total_count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->total_bytes, __atomic_load_n(&c->total_bytes, __ATOMIC_RELAXED) + bytes, __ATOMIC_RELAXED);
+    int64_t n = crmm_counter_add(&c->count, 1, how);
+    int64_t b = crmm_counter_add(&c->bytes, (int64_t)bytes, how);
+    crmm_counter_raise_peak_(&c->peak_count, n, how);
+    crmm_counter_raise_peak_(&c->peak_bytes, b, how);
+    crmm_counter_add((int64_t *)&c->total_count, 1, how);
+    crmm_counter_add((int64_t *)&c->total_bytes, (int64_t)bytes, how);
 }
 
-/* Count one free of `bytes`, under the writer's own lock (see crmm_counters_add_locked). */
-static inline void crmm_counters_sub_locked(crmm_alloc_counters *c, uint64_t bytes)
+/* Count one free of `bytes`, updated as `how` says (CRMM_COUNT_*). */
+static inline void crmm_counters_sub(crmm_alloc_counters *c, uint64_t bytes, unsigned how)
 {
-    __atomic_store_n(&c->count, __atomic_load_n(&c->count, __ATOMIC_RELAXED) - 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->bytes, __atomic_load_n(&c->bytes, __ATOMIC_RELAXED) - (int64_t)bytes, __ATOMIC_RELAXED);
-}
-
-static inline void crmm_counters_sub_floor0(int64_t *v, uint64_t n)
-{
-    int64_t d = n > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)n;
-    int64_t seen = __atomic_load_n(v, __ATOMIC_RELAXED);
-    while (!__atomic_compare_exchange_n(v, &seen, seen > d ? seen - d : 0, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-}
-
-/* Count one free of `bytes`, never below zero: for a resource that counts what it holds and
- * cannot tell a wrong size from the right one, a free of more than it counted leaves zero
- * instead of wrapping to ~16 EiB. */
-static inline void crmm_counters_sub_clamped(crmm_alloc_counters *c, uint64_t bytes)
-{
-    crmm_counters_sub_floor0(&c->count, 1);
-    crmm_counters_sub_floor0(&c->bytes, bytes);
+    crmm_counter_add(&c->count, -1, how);
+    crmm_counter_add(&c->bytes, bytes > (uint64_t)INT64_MAX ? -INT64_MAX : -(int64_t)bytes, how);
 }
 
 /* Answer the counter queries; CRMM_ERROR_UNSUPPORTED (no message) for any other. */
@@ -111,7 +114,7 @@ static inline crmm_status crmm_counted_deallocate(crmm_resource *self, crmm_allo
 {
     crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
     if (st == CRMM_OK)
-        crmm_counters_sub(c, bytes);
+        crmm_counters_sub(c, bytes, CRMM_COUNT_SHARED);
     return st;
 }
 

@@ -104,11 +104,10 @@ CRMM_API crmm_status crmm_ipc_close(crmm_ipc_mapping *m);
 
 /* ---- for plugins: the export control op ---------------------------------------------------- */
 
-/* crmm_ipc_export asks the layer through crmm_resource_control: op CRMM_ASYNC_OP_IPC_EXPORT on
- * an `async` layer, CRMM_POOL_OP_IPC_EXPORT on a `pool` layer (numbers in those plugins' op
- * ranges), with a crmm_ipc_export_request. */
-#define CRMM_POOL_OP_IPC_EXPORT 0x5f0
-#define CRMM_ASYNC_OP_IPC_EXPORT 0x7f0
+/* crmm_ipc_export asks the first `async` or `pool` layer of the chain through
+ * crmm_resource_control with this op and a crmm_ipc_export_request. It is one of the core's
+ * ops (numbered below 1, see crmm_resource_ops.control), which mean the same to every kind. */
+#define CRMM_IPC_OP_EXPORT (-1)
 
 #define CRMM_IPC_KIND_ASYNC 1   /* a cudaMemPool allocation: one pool handle + pointer_data */
 #define CRMM_IPC_KIND_VMM 2     /* physical pages of `page` bytes mapped in a row */

@@ -75,10 +75,11 @@ typedef struct crmm_resource_ops {
     crmm_status (*trim)(crmm_resource *self);
     /* Free the resource's own state (the upstream is released by the core afterwards). */
     void (*destroy)(crmm_resource *self);
-    /* Optional. Plugin-specific operations, numbered by the plugin in its own header; an op
-     * means something only to the plugin that defines it, so callers reach it through
-     * crmm_resource_control_kind (the first layer of that kind in a chain).
-     * CRMM_ERROR_UNSUPPORTED for an op it does not know. */
+    /* Optional. Plugin-specific operations. An op is keyed by (kind, op): each plugin numbers
+     * its ops from 1 in its own header, and numbers below 1 are the core's (CRMM_IPC_OP_EXPORT),
+     * which mean the same to every kind that answers them. The core delivers an op to the first
+     * layer of its kind in a chain (crmm_resource_control_kind); a layer never passes an op on
+     * by hand. CRMM_ERROR_UNSUPPORTED for an op it does not know. */
     crmm_status (*control)(crmm_resource *self, int op, void *arg);
     void *reserved[4];         /* NULL; room to grow */
 } crmm_resource_ops;
@@ -149,14 +150,16 @@ CRMM_API crmm_status crmm_resource_fragmentation(crmm_resource *mr, double *out)
 /* Give cached memory back upstream: the resource's trim, or, where it has none, its upstream's
  * (down the chain); CRMM_OK and nothing done when no resource in the chain caches. */
 CRMM_API crmm_status crmm_resource_trim(crmm_resource *mr);
-/* Run a plugin-specific operation (see crmm_resource_ops.control). CRMM_ERROR_UNSUPPORTED when
- * the resource has no such op; CRMM_ERROR_INVALID_ARGUMENT for a NULL resource. */
+/* Run op `op` of mr's own kind on mr (see crmm_resource_ops.control); to reach a layer below,
+ * name its kind with crmm_resource_control_kind. CRMM_ERROR_UNSUPPORTED when the resource has no
+ * such op; CRMM_ERROR_INVALID_ARGUMENT for a NULL resource. */
 CRMM_API crmm_status crmm_resource_control(crmm_resource *mr, int op, void *arg);
 /* The first resource of kind `kind` in the chain mr, mr's upstream, its upstream, ... (borrowed),
  * or NULL. E.g. find the statistics layer under a logging adaptor. */
 CRMM_API crmm_resource *crmm_resource_find_kind(crmm_resource *mr, const char *kind);
-/* crmm_resource_control on the first resource of kind `kind` in mr's chain: how the adaptor
- * headers reach their layer (crmm_statistics_get finds statistics under logging). Errors:
+/* Op (kind, op): crmm_resource_control on the first resource of kind `kind` in mr's chain,
+ * every layer of another kind passing it on to its upstream. How the adaptor headers reach
+ * their layer (crmm_statistics_get finds statistics under logging). Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (NULL mr or kind), CRMM_ERROR_UNSUPPORTED "resource 'NAME' (KIND)
  * has no <kind> layer" when the chain has none, else what that layer's control returns. */
 CRMM_API crmm_status crmm_resource_control_kind(crmm_resource *mr, const char *kind, int op, void *arg);

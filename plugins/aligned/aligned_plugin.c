@@ -62,7 +62,7 @@ static crmm_status aligned_allocate(crmm_resource *self, size_t bytes, crmm_cuda
         *ptr = q;
     }
     if (st == CRMM_OK)
-        crmm_counters_add(&a->counters, bytes);
+        crmm_counters_add(&a->counters, bytes, CRMM_COUNT_SHARED);
     return st;
 }
 
@@ -87,7 +87,7 @@ static crmm_status aligned_deallocate(crmm_resource *self, void *ptr, size_t byt
     /* count only what upstream took back; two sizes that align to the same upstream block
      * cannot be told apart, so the counters stop at zero instead of wrapping */
     if (st == CRMM_OK)
-        crmm_counters_sub_clamped(&a->counters, bytes);
+        crmm_counters_sub(&a->counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
     return st;
 }
 

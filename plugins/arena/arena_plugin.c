@@ -26,7 +26,6 @@
 #include <crmm/log.h>
 #include "../common/capture_check.h"
 #include "../common/device_default.h"
-#include "../common/resource_label.h"
 #include "arena_thread_cache.h"
 
 #define ARENA_MIN_SUPERBLOCK ((uint64_t)64 << 10)
@@ -34,12 +33,6 @@
 /* shards by default: one per 64 superblocks of the arena, at most this many */
 #define ARENA_DEFAULT_SHARDS 8u
 #define ARENA_SUPERBLOCKS_PER_DEFAULT_SHARD 64u
-
-const char *arena_who(const arena_resource *r)
-{
-    static __thread char who[80];
-    return resource_label("arena", r->base.name, who, sizeof who);
-}
 
 static crmm_status arena_out_of_memory(arena_resource *r, size_t bytes)
 {
@@ -333,7 +326,7 @@ static crmm_status arena_control(crmm_resource *self, int op, void *arg)
     case CRMM_ARENA_GET_SHARD_STATS:
         return arena_get_shard_stats(r, arg);
     default:
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %#x", arena_who(r), (unsigned)op);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %d", arena_who(r), op);
     }
 }
 

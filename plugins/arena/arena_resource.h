@@ -14,6 +14,7 @@
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
 #include "../common/graph_park.h"
+#include "../common/resource_label.h"
 #include "arena_global.h"
 #include "arena_slab.h"
 
@@ -52,8 +53,12 @@ typedef struct arena_resource {
     struct arena_resource *registry_next;
 } arena_resource;
 
-/* Name for messages: "arena 'main'" or "arena". Static per-thread buffer. */
-const char *arena_who(const arena_resource *r);
+/* Name for messages: "arena 'main'" or "arena". Static per-thread buffer (one per file). */
+static inline const char *arena_who(const arena_resource *r)
+{
+    static __thread char who[80];
+    return resource_label("arena", r->base.name, who, sizeof who);
+}
 
 /* arena_stream_order.c: the stream as the global arena's tags know it, filled into *id; NULL
  * over host memory (no tags). */

@@ -285,7 +285,7 @@ crmm_status arena_cache_allocate_large(arena_resource *r, size_t bytes, crmm_cud
     if (a)
         count_alloc(a, bytes);
     else
-        crmm_counters_add(&r->counters, (uint64_t)bytes);
+        crmm_counters_add(&r->counters, (uint64_t)bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -299,9 +299,9 @@ void arena_cache_count(arena_resource *r, crmm_cuda_stream_t stream, int64_t byt
     else if (a)
         count_free(a, (size_t)-bytes);
     else if (bytes > 0)
-        crmm_counters_add(&r->counters, (uint64_t)bytes);
+        crmm_counters_add(&r->counters, (uint64_t)bytes, CRMM_COUNT_SHARED);
     else
-        crmm_counters_sub(&r->counters, (uint64_t)-bytes);
+        crmm_counters_sub(&r->counters, (uint64_t)-bytes, CRMM_COUNT_SHARED);
 }
 
 void arena_cache_counts(arena_resource *r, arena_counts *out)
@@ -588,7 +588,7 @@ static crmm_status remote_free(arena_resource *r, arena_slab *sb, void *ptr, siz
         arena_global_give_superblock(&r->global, sb->span, true);
         arena_slab_recycle(&r->slabs, sb);
     }
-    crmm_counters_sub(&r->counters, bytes);
+    crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 

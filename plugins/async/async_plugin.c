@@ -73,7 +73,7 @@ static crmm_status async_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
         char sz[32];
         return crmm_error_add_context("async '%s': failed to allocate %s", self->name, crmm_format_size(bytes, sz, sizeof sz));
     }
-    crmm_counters_add(&a->counters, bytes);
+    crmm_counters_add(&a->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -81,7 +81,7 @@ static crmm_status async_deallocate(crmm_resource *self, void *ptr, size_t bytes
 {
     async_resource *a = (async_resource *)self;
     if (crmm_process_exiting()) {
-        crmm_counters_sub(&a->counters, bytes);
+        crmm_counters_sub(&a->counters, bytes, CRMM_COUNT_SHARED);
         return CRMM_OK; /* the driver is going away and takes the pool with it */
     }
     driver_enter(a);
@@ -89,7 +89,7 @@ static crmm_status async_deallocate(crmm_resource *self, void *ptr, size_t bytes
     driver_leave(a);
     crmm_status st = crmm_cuda_status(e, "async: cudaFreeAsync");
     if (st == CRMM_OK)
-        crmm_counters_sub(&a->counters, bytes);
+        crmm_counters_sub(&a->counters, bytes, CRMM_COUNT_SHARED);
     return st;
 }
 
@@ -143,7 +143,7 @@ static crmm_status async_export_pool(async_resource *a)
     return st;
 }
 
-/* CRMM_ASYNC_OP_IPC_EXPORT: the pool's shareable handle (exported once; each handle gets a
+/* CRMM_IPC_OP_EXPORT: the pool's shareable handle (exported once; each handle gets a
  * duplicate of the descriptor) and the allocation's export data. */
 static crmm_status async_ipc_export(async_resource *a, crmm_ipc_export_request *rq)
 {
@@ -190,10 +190,10 @@ static crmm_status async_ipc_export(async_resource *a, crmm_ipc_export_request *
 static crmm_status async_control(crmm_resource *self, int op, void *arg)
 {
     async_resource *a = (async_resource *)self;
-    if (op == CRMM_ASYNC_OP_IPC_EXPORT)
+    if (op == CRMM_IPC_OP_EXPORT)
         return arg ? async_ipc_export(a, arg) : crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "async: ipc export: argument is NULL");
     if (op != CRMM_ASYNC_OP_GET_POOL)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "async resource has no control op %#x", (unsigned)op);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "async resource has no control op %d", op);
     if (!arg)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "async: get_pool: argument is NULL");
     *(void **)arg = (void *)a->pool;

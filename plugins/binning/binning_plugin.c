@@ -32,7 +32,7 @@
 #include <crmm/config.h>
 #include <crmm/plugin.h>
 #include "../common/fork_guards.h"
-#include "../common/live_blocks.h"
+#include "../common/ptr_set.h"
 
 typedef struct binning_bin {
     size_t size;          /* block size of the bin, a multiple of 256 */
@@ -47,7 +47,7 @@ typedef struct binning_resource {
     uint32_t first_bin[64]; /* [h]: the first bin of at least 2^h bytes (bin_count when none) */
     crmm_alloc_counters large; /* requests passed upstream (atomic) */
     pthread_mutex_t large_lock;
-    live_blocks live_large; /* the blocks passed upstream and not freed (under large_lock) */
+    ptr_set live_large; /* the blocks passed upstream and not freed (under large_lock) */
     crmm_fork_guard fork_guard; /* large_lock around fork() (the bins have their own) */
 } binning_resource;
 
@@ -79,13 +79,13 @@ static crmm_status binning_allocate(crmm_resource *self, size_t bytes, crmm_cuda
     if (st != CRMM_OK || target != self->upstream)
         return st;
     pthread_mutex_lock(&b->large_lock);
-    bool added = live_blocks_add(&b->live_large, (uintptr_t)*ptr);
+    bool added = ptr_set_add(&b->live_large, (uintptr_t)*ptr);
     pthread_mutex_unlock(&b->large_lock);
     if (!added) {
         crmm_resource_deallocate(target, *ptr, bytes, stream);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning '%s': malloc failed (table of large blocks)", self->name);
     }
-    crmm_counters_add(&b->large, bytes);
+    crmm_counters_add(&b->large, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -95,7 +95,7 @@ static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t byt
     crmm_resource *target = route(b, bytes);
     if (target == self->upstream) {
         pthread_mutex_lock(&b->large_lock);
-        bool known = live_blocks_remove(&b->live_large, (uintptr_t)ptr);
+        bool known = ptr_set_remove(&b->live_large, (uintptr_t)ptr);
         pthread_mutex_unlock(&b->large_lock);
         if (!known)
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
@@ -107,11 +107,11 @@ static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t byt
         return st;
     if (st != CRMM_OK) { /* refused upstream: still live */
         pthread_mutex_lock(&b->large_lock);
-        (void)live_blocks_add(&b->live_large, (uintptr_t)ptr);
+        (void)ptr_set_add(&b->live_large, (uintptr_t)ptr);
         pthread_mutex_unlock(&b->large_lock);
         return st;
     }
-    crmm_counters_sub(&b->large, bytes);
+    crmm_counters_sub(&b->large, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -186,7 +186,7 @@ static void binning_destroy(crmm_resource *self)
     if (sum_bins(b, CRMM_QUERY_ALLOCATIONS, &count) == CRMM_OK && sum_bins(b, CRMM_QUERY_BYTES_IN_USE, &bytes) == CRMM_OK)
         crmm_resource_report_leaks(self, count + (uint64_t)b->large.count, bytes + (uint64_t)b->large.bytes);
     release_bins(b);
-    live_blocks_free(&b->live_large);
+    ptr_set_free(&b->live_large);
     pthread_mutex_destroy(&b->large_lock);
     free(b);
 }
@@ -261,7 +261,7 @@ static crmm_status binning_control(crmm_resource *self, int op, void *arg)
         return CRMM_OK;
     }
     default:
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "binning resource has no control op %#x", (unsigned)op);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "binning resource has no control op %d", op);
     }
 }
 

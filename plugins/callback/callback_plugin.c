@@ -34,7 +34,7 @@ static crmm_status callback_allocate(crmm_resource *self, size_t bytes, crmm_cud
         return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "callback: the allocate callback returned %p for %s, not aligned to %d bytes",
                               p, crmm_format_size(bytes, sz, sizeof sz), CRMM_ALLOCATION_ALIGNMENT);
     }
-    crmm_counters_add(&c->counters, bytes);
+    crmm_counters_add(&c->counters, bytes, CRMM_COUNT_SHARED);
     *ptr = p;
     return CRMM_OK;
 }
@@ -43,7 +43,7 @@ static crmm_status callback_deallocate(crmm_resource *self, void *ptr, size_t by
 {
     callback_resource *c = (callback_resource *)self;
     c->deallocate(ptr, bytes, stream, c->deallocate_arg);
-    crmm_counters_sub(&c->counters, bytes);
+    crmm_counters_sub(&c->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 

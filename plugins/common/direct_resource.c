@@ -50,7 +50,7 @@ static crmm_status direct_allocate(crmm_resource *self, size_t bytes, crmm_cuda_
         char sz[32];
         return crmm_error_add_context("%s: failed to allocate %s", r->backend->kind, crmm_format_size(bytes, sz, sizeof sz));
     }
-    crmm_counters_add(&r->counters, bytes);
+    crmm_counters_add(&r->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -58,7 +58,7 @@ static crmm_status direct_deallocate(crmm_resource *self, void *ptr, size_t byte
 {
     direct_resource *r = (direct_resource *)self;
     if (r->backend->uses_cuda && crmm_process_exiting()) {
-        crmm_counters_sub_clamped(&r->counters, bytes);
+        crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
         return CRMM_OK;
     }
     if (r->backend->uses_cuda && capture_check_active(stream))
@@ -77,7 +77,7 @@ static crmm_status direct_deallocate(crmm_resource *self, void *ptr, size_t byte
     if (st != CRMM_OK && r->backend->uses_cuda && crmm_process_exiting())
         st = CRMM_OK; /* the runtime went away before our exit hook ran: leak, as above */
     if (st == CRMM_OK) /* a refused free (host: double, foreign, wrong size) changes nothing */
-        crmm_counters_sub_clamped(&r->counters, bytes);
+        crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
     return st;
 }
 

@@ -34,7 +34,7 @@ static crmm_status pool_view_allocate(crmm_resource *self, size_t bytes, crmm_cu
         crmm_cuda_status(e, "cudaMallocFromPoolAsync");
         return crmm_error_add_context("%s: failed to allocate %s", self->kind, sz);
     }
-    crmm_counters_add(&v->counters, bytes);
+    crmm_counters_add(&v->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -42,13 +42,13 @@ static crmm_status pool_view_deallocate(crmm_resource *self, void *ptr, size_t b
 {
     pool_view *v = (pool_view *)self;
     if (crmm_process_exiting()) {
-        crmm_counters_sub(&v->counters, bytes);
+        crmm_counters_sub(&v->counters, bytes, CRMM_COUNT_SHARED);
         return CRMM_OK; /* the driver is going away and takes the memory with it */
     }
     crmm_status st = crmm_cuda_status(cudaFreeAsync(ptr, (cudaStream_t)stream), "cudaFreeAsync");
     if (st != CRMM_OK)
         return crmm_error_add_context("%s", self->kind);
-    crmm_counters_sub(&v->counters, bytes);
+    crmm_counters_sub(&v->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -79,7 +79,7 @@ static crmm_status pool_view_control(crmm_resource *self, int op, void *arg)
 {
     pool_view *v = (pool_view *)self;
     if (op != v->get_pool_op)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource has no control op %#x", self->kind, (unsigned)op);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource has no control op %d", self->kind, op);
     if (!arg)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: get_pool: argument is NULL", self->kind);
     *(void **)arg = (void *)v->pool;

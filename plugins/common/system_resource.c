@@ -75,7 +75,7 @@ static crmm_status system_allocate(crmm_resource *self, size_t bytes, crmm_cuda_
             return st;
         }
     }
-    crmm_counters_add(&s->counters, bytes);
+    crmm_counters_add(&s->counters, bytes, CRMM_COUNT_SHARED);
     *ptr = p;
     return CRMM_OK;
 }
@@ -90,7 +90,7 @@ static crmm_status system_deallocate(crmm_resource *self, void *ptr, size_t byte
             return crmm_error_add_context("%s: free of %p: not freed, the stream may still use it", self->kind, ptr);
     }
     free(ptr);
-    crmm_counters_sub(&s->counters, bytes);
+    crmm_counters_sub(&s->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 

@@ -35,7 +35,7 @@ static crmm_status failure_callback_allocate(crmm_resource *self, size_t bytes, 
     for (;;) {
         crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
         if (st == CRMM_OK) {
-            crmm_counters_add(&f->counters, bytes);
+            crmm_counters_add(&f->counters, bytes, CRMM_COUNT_SHARED);
             return CRMM_OK;
         }
         if (!retryable(f, st))
@@ -73,7 +73,7 @@ static crmm_status failure_callback_control(crmm_resource *self, int op, void *a
 {
     failure_callback_resource *f = (failure_callback_resource *)self;
     if (op != CRMM_FAILURE_CALLBACK_OP_SET)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "failure_callback resource has no control op %#x", (unsigned)op);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "failure_callback resource has no control op %d", op);
     if (!arg)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "failure_callback: set: argument is NULL");
     crmm_failure_callback_args cb = *(const crmm_failure_callback_args *)arg;

@@ -26,7 +26,7 @@
 #include "../common/graph_park.h"
 #include "../common/spin_lock.h"
 #include "fixed_size_free_lists.h"
-#include "../common/live_blocks.h"
+#include "../common/ptr_set.h"
 
 typedef struct fixed_size_resource {
     crmm_resource base;
@@ -38,7 +38,7 @@ typedef struct fixed_size_resource {
     void **chunks;            /* upstream allocations, each chunk_size bytes */
     size_t chunk_count, chunk_capacity;
     uint64_t chunk_peak;
-    live_blocks live;         /* blocks handed out: a free of anything else is refused */
+    ptr_set live;         /* blocks handed out: a free of anything else is refused */
     crmm_alloc_counters counters; /* bytes as requested */
     crmm_fork_guard fork_guard;   /* the lock around fork(); prepare NULL until create succeeds */
     const bool *capture_gate; /* open: ask whether a stream is captured (capture_check.h) */
@@ -235,13 +235,13 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
         if (st == CRMM_ERROR_NOT_FOUND)
             st = take_or_grow(r, &key, ptr);
     }
-    if (st == CRMM_OK && !live_blocks_add(&r->live, (uintptr_t)*ptr)) {
+    if (st == CRMM_OK && !ptr_set_add(&r->live, (uintptr_t)*ptr)) {
         if (!graph) /* back where it came from; under capture it stays out of use (no list can take it) */
             fs_free_lists_push(&r->free, &key, ptr, 1);
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size '%s': malloc failed (live set)", self->name);
     }
     if (st == CRMM_OK)
-        crmm_counters_add_locked(&r->counters, bytes);
+        crmm_counters_add(&r->counters, bytes, CRMM_COUNT_LOCKED);
     spin_unlock(&r->lock);
     if (graph) {
         capture_check_leave_capture(serving);
@@ -276,12 +276,11 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
         return st;
     }
     spin_lock(&r->lock);
-    bool known = live_blocks_remove(&r->live, (uintptr_t)ptr);
+    bool known = ptr_set_remove(&r->live, (uintptr_t)ptr);
     if (known) {
         /* a free with another size than allocated (within the block size) cannot be told from
          * a right one: the counters stop at zero instead of wrapping */
-        int64_t have = __atomic_load_n(&r->counters.bytes, __ATOMIC_RELAXED);
-        crmm_counters_sub_locked(&r->counters, (int64_t)bytes > have ? (uint64_t)(have > 0 ? have : 0) : bytes);
+        crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_LOCKED | CRMM_COUNT_FLOOR0);
     }
     bool parked = false;
     if (known && (st = graph_park_free(&r->park, graph, ptr, bytes, stream, &parked)) != CRMM_OK)
@@ -333,7 +332,7 @@ static void fixed_size_destroy(crmm_resource *self)
         crmm_resource_deallocate(self->upstream, r->chunks[i], r->chunk_size, NULL);
     crmm_cuda_device_restore(&g);
     free(r->chunks);
-    live_blocks_free(&r->live);
+    ptr_set_free(&r->live);
     free(r);
 }
 

@@ -15,7 +15,7 @@
 typedef struct limiting_resource {
     crmm_resource base;
     uint64_t limit;
-    uint64_t in_use;       /* reserved bytes (rounded), atomic */
+    int64_t in_use;        /* reserved bytes (rounded), atomic */
     int64_t peak;          /* highest in_use, atomic */
     int64_t live;          /* live allocations, atomic */
 } limiting_resource;
@@ -25,23 +25,24 @@ static crmm_status limiting_allocate(crmm_resource *self, size_t bytes, crmm_cud
     limiting_resource *r = (limiting_resource *)self;
     const uint64_t align = CRMM_ALLOCATION_ALIGNMENT;
     uint64_t rounded = bytes > UINT64_MAX - (align - 1) ? UINT64_MAX : ((uint64_t)bytes + align - 1) & ~(align - 1);
-    uint64_t now = __atomic_load_n(&r->in_use, __ATOMIC_RELAXED);
+    const uint64_t cap = r->limit < (uint64_t)INT64_MAX ? r->limit : (uint64_t)INT64_MAX; /* in_use is an int64_t */
+    int64_t now = __atomic_load_n(&r->in_use, __ATOMIC_RELAXED);
     do {
-        if (rounded > r->limit || now > r->limit - rounded) {
+        if (rounded > cap || (uint64_t)now > cap - rounded) {
             char want[32], used[32], lim[32];
             return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "limiting%s%s%s: failed to allocate %s: %s of the %s limit "
                                   "in use", self->name[0] ? " '" : "", self->name, self->name[0] ? "'" : "",
-                                  crmm_format_size(bytes, want, sizeof want), crmm_format_size(now, used, sizeof used),
+                                  crmm_format_size(bytes, want, sizeof want), crmm_format_size((uint64_t)now, used, sizeof used),
                                   crmm_format_size(r->limit, lim, sizeof lim));
         }
-    } while (!__atomic_compare_exchange_n(&r->in_use, &now, now + rounded, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-    crmm_counters_raise_peak(&r->peak, (int64_t)(now + rounded));
+    } while (!__atomic_compare_exchange_n(&r->in_use, &now, now + (int64_t)rounded, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    crmm_counters_raise_peak(&r->peak, now + (int64_t)rounded);
     crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
     if (st != CRMM_OK) {
-        __atomic_sub_fetch(&r->in_use, rounded, __ATOMIC_RELAXED);
+        crmm_counter_add(&r->in_use, -(int64_t)rounded, CRMM_COUNT_SHARED);
         return crmm_error_add_context("limiting%s%s%s", self->name[0] ? " '" : "", self->name, self->name[0] ? "'" : "");
     }
-    __atomic_add_fetch(&r->live, 1, __ATOMIC_RELAXED);
+    crmm_counter_add(&r->live, 1, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -54,11 +55,8 @@ static crmm_status limiting_deallocate(crmm_resource *self, void *ptr, size_t by
         uint64_t take = ((uint64_t)bytes + align - 1) & ~(align - 1);
         /* never below zero: a wrong size from the caller must not wrap the count and refuse
          * everything afterwards */
-        uint64_t seen = __atomic_load_n(&r->in_use, __ATOMIC_RELAXED);
-        while (!__atomic_compare_exchange_n(&r->in_use, &seen, seen > take ? seen - take : 0, 1, __ATOMIC_RELAXED,
-                                            __ATOMIC_RELAXED))
-            ;
-        __atomic_sub_fetch(&r->live, 1, __ATOMIC_RELAXED);
+        crmm_counter_add(&r->in_use, -(int64_t)take, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
+        crmm_counter_add(&r->live, -1, CRMM_COUNT_SHARED);
     }
     return st;
 }
@@ -68,7 +66,7 @@ static crmm_status limiting_query(crmm_resource *self, crmm_query what, uint64_t
     limiting_resource *r = (limiting_resource *)self;
     switch (what) {
     case CRMM_QUERY_BYTES_IN_USE:
-        *out = __atomic_load_n(&r->in_use, __ATOMIC_RELAXED);
+        *out = (uint64_t)__atomic_load_n(&r->in_use, __ATOMIC_RELAXED);
         return CRMM_OK;
     case CRMM_QUERY_BYTES_IN_USE_PEAK:
         *out = (uint64_t)__atomic_load_n(&r->peak, __ATOMIC_RELAXED);
@@ -84,15 +82,10 @@ static crmm_status limiting_query(crmm_resource *self, crmm_query what, uint64_t
     }
 }
 
-static crmm_status limiting_control(crmm_resource *self, int op, void *arg)
-{
-    return crmm_resource_control(self->upstream, op, arg);
-}
-
 static void limiting_destroy(crmm_resource *self)
 {
     limiting_resource *r = (limiting_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)r->live, r->in_use);
+    crmm_resource_report_leaks(self, (uint64_t)r->live, (uint64_t)r->in_use);
     free(r);
 }
 
@@ -101,7 +94,6 @@ static const crmm_resource_ops limiting_ops = {
     .deallocate = limiting_deallocate,
     .query = limiting_query,
     .destroy = limiting_destroy,
-    .control = limiting_control,
 };
 
 static crmm_status limiting_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)

@@ -1,10 +1,12 @@
 /* logging_plugin.c — the `logging` plugin: an adaptor that writes every allocate, failed
  * allocate and free as a CSV line RMM's tools read (format in crmm/logging.h).
  *
- * The resource is its upstream plus a sink (logging_sink.c). A line is formatted on the
- * calling thread's stack (logging_line.c) and appended under the sink's lock: an allocate line
- * after the upstream returned, a free line before the upstream sees the free, so the file's
- * order never shows a pointer handed out again before its free — what `crmm replay` needs. */
+ * The resource is its upstream plus a sink (logging_sink.c). The calling thread records the
+ * call's fields (logging_record_take, logging_line.h) and appends the record under the sink's
+ * lock; the line is formatted later, off the caller's path. An allocate is appended after the
+ * upstream returned, a free before the upstream sees the free, so the file's order never shows
+ * a pointer handed out again before its free — what `crmm replay` needs. Control ops: flush
+ * and the file's name (crmm/logging.h). */
 #include "build_config.h"
 #include <stdlib.h>
 #include <crmm/logging.h>
@@ -57,7 +59,7 @@ static crmm_status logging_control(crmm_resource *self, int op, void *arg)
         *(const char **)arg = logging_sink_path(r->sink);
         return CRMM_OK;
     default:
-        return crmm_resource_control(self->upstream, op, arg); /* e.g. statistics below us */
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "logging resource has no control op %d", op);
     }
 }
 

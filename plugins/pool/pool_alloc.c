@@ -6,11 +6,11 @@
  * off as a free block of the same state, and puts the block in the live map. That is the whole
  * fast path: no CUDA call, no malloc, no scan. Anything else goes to
  * allocate_slow: spare records or map slots to allocate, a stream seen for the first time, and a
- * miss, which tries in turn the size's own class, the ready state's blocks (taken where they lie,
- * so the rest of a split stays shared), the other streams' free blocks (pool_streams_take:
- * ordered by a device synchronization or by an event, as stream_reuse says), growing from
- * upstream (pool_grow), and last the other streams' blocks again with a device synchronization
- * allowed whatever fits.
+ * miss, which climbs a ladder (the table `ladder`, or `capture_ladder` while a stream is
+ * captured): the size's own class, the other streams' free blocks (pool_streams_take: ordered by
+ * a device synchronization or by an event, as stream_reuse says), the per-thread caches, growing
+ * from upstream (pool_grow), every cache and growth again, and last the other streams' blocks
+ * with a device synchronization allowed whatever fits.
  *
  * deallocate removes the pointer from the live map (O(1); a pointer that is not there is refused
  * before anything changes: never handed out, already freed, or inside a block), checks that the
@@ -29,46 +29,152 @@
 
 static inline void count_allocation(pool_resource *p, size_t bytes, size_t size)
 {
-    crmm_counters_add_locked(&p->counters, bytes);
-    p->live_bytes += size;
-    if (p->live_bytes > p->live_peak)
-        p->live_peak = p->live_bytes;
+    crmm_counters_add(&p->core.counters, bytes, CRMM_COUNT_LOCKED);
+    p->core.live_bytes += size;
+    if (p->core.live_bytes > p->core.live_peak)
+        p->core.live_peak = p->core.live_bytes;
 }
 
 /* The same with caches on: the pool's own counters leave out what the caches count, so they
  * raise no peak (the sums do, pool_cache_sum and pool_cache_drain_all). */
 static inline void count_allocation_caching(pool_resource *p, size_t bytes, size_t size)
 {
-    crmm_alloc_counters *c = &p->counters;
+    crmm_alloc_counters *c = &p->core.counters;
     __atomic_store_n(&c->count, c->count + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&c->bytes, c->bytes + (int64_t)bytes, __ATOMIC_RELAXED);
     __atomic_store_n(&c->total_count, c->total_count + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&c->total_bytes, c->total_bytes + bytes, __ATOMIC_RELAXED);
-    p->live_bytes += size;
-    if (p->live_bytes > p->live_peak)
-        p->live_peak = p->live_bytes;
+    p->core.live_bytes += size;
+    if (p->core.live_bytes > p->core.live_peak)
+        p->core.live_peak = p->core.live_bytes;
 }
 
 static inline void count_free(pool_resource *p, size_t bytes, size_t size)
 {
-    crmm_counters_sub_locked(&p->counters, bytes);
-    p->live_bytes -= size;
+    crmm_counters_sub(&p->core.counters, bytes, CRMM_COUNT_LOCKED);
+    p->core.live_bytes -= size;
 }
 
-/* allocate_slow for a stream under capture (p->capturing): no synchronization, no event and no
- * other stream's blocks, which would need one; the ready state's blocks, then growth. */
-static crmm_status pool_capture_slow(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream,
-                                     pool_stream **sp, pool_block **out)
+/* ---- the slow path: a ladder of ways to find a free block, tried in order ------------------- */
+
+/* What one rung gets: the request, and where a block it finds goes (*out, in the list of *sp). */
+typedef struct pool_request {
+    pool_resource *p;
+    pool_stream *s;                /* the caller's stream state */
+    size_t size;
+    crmm_cuda_stream_t stream;
+    pool_stream **sp;
+    pool_block **out;
+} pool_request;
+
+/* A rung: CRMM_OK with *out set (found), CRMM_OK with *out NULL (try the next rung), or an error. */
+typedef crmm_status (*pool_rung_fn)(const pool_request *rq);
+
+typedef struct pool_rung {
+    pool_rung_fn try_rung;
+    bool oom_goes_on; /* CRMM_ERROR_OUT_OF_MEMORY: try the next rung; returned when none finds */
+} pool_rung;
+
+/* The caller's own stream's free list. */
+static crmm_status rung_own_list(const pool_request *rq)
 {
-    pool_stream *ready = p->streams.ready;
-    if (ready && (*out = pool_free_list_fit(&ready->free, size))) {
-        *sp = ready;
-        return CRMM_OK;
-    }
-    if (pool_caching(p) && pool_cache_drain_mine(p, stream) && (*out = pool_free_list_fit(&s->free, size)))
-        return CRMM_OK;
-    return pool_grow(p, s, size, stream, out);
+    *rq->sp = rq->s;
+    *rq->out = pool_free_list_fit(&rq->s->free, rq->size);
+    return CRMM_OK;
 }
+
+/* Finds nothing: the blocks of destroyed graphs join the ready state for the rungs after it. */
+static crmm_status rung_collect_graphs(const pool_request *rq)
+{
+    pool_capture_collect(rq->p);
+    return CRMM_OK;
+}
+
+/* The ready state's blocks, which any stream may use at once. */
+static crmm_status rung_ready_state(const pool_request *rq)
+{
+    pool_stream *ready = rq->p->core.streams.ready;
+    if (ready && (*rq->out = pool_free_list_fit(&ready->free, rq->size)))
+        *rq->sp = ready;
+    return CRMM_OK;
+}
+
+/* The caller's per-thread cache given back, then its own list (nothing that waits). */
+static crmm_status rung_my_cache(const pool_request *rq)
+{
+    if (pool_caching(rq->p) && pool_cache_drain_mine(rq->p, rq->stream))
+        return rung_own_list(rq);
+    return CRMM_OK;
+}
+
+/* The other streams' free blocks, ordered by a device synchronization or an event as
+ * stream_reuse says (pool_streams_take). */
+static crmm_status rung_other_streams(const pool_request *rq)
+{
+    return pool_streams_take(&rq->p->core.streams, &rq->p->core.records, rq->s, rq->size, false, rq->sp, rq->out);
+}
+
+/* Before the pool takes more from upstream: the caller's own cached blocks, and every cache's
+ * when together they hold a large share of the pool (pool_thread_cache.h); then the caller's
+ * list and the other streams' again. */
+static crmm_status rung_caches(const pool_request *rq)
+{
+    pool_resource *p = rq->p;
+    if (!pool_caching(p))
+        return CRMM_OK;
+    bool gave = pool_cache_drain_mine(p, rq->stream);
+    if (pool_cache_bytes(p) > p->growth.reserved / POOL_CACHE_DRAIN_SHARE)
+        gave = pool_cache_drain_all(p) || gave;
+    if (!gave || (rung_own_list(rq), *rq->out))
+        return CRMM_OK;
+    return rung_other_streams(rq);
+}
+
+/* Growth from upstream (pool_grow), into the caller's stream state. */
+static crmm_status rung_grow(const pool_request *rq)
+{
+    *rq->sp = rq->s;
+    return pool_grow(rq->p, rq->s, rq->size, rq->stream, rq->out);
+}
+
+/* Out of room: every cache's blocks (they may merge into one that fits, and an expandable pool
+ * can give their pages back and map them where the growth needs them), then growth again. */
+static crmm_status rung_all_caches_then_grow(const pool_request *rq)
+{
+    if (!pool_caching(rq->p) || !pool_cache_drain_all(rq->p))
+        return CRMM_OK;
+    crmm_status st = rung_own_list(rq);
+    return *rq->out ? st : rung_grow(rq);
+}
+
+/* The last resort: every other stream's blocks after a device synchronization, whatever fits. */
+static crmm_status rung_other_streams_synchronized(const pool_request *rq)
+{
+    return pool_streams_take(&rq->p->core.streams, &rq->p->core.records, rq->s, rq->size, true, rq->sp, rq->out);
+}
+
+/* The ladder of an ordinary allocation. */
+static const pool_rung ladder[] = {
+    { rung_own_list, false },
+    { rung_collect_graphs, false },
+    { rung_other_streams, false },
+    { rung_caches, false },
+    { rung_grow, true },
+    { rung_all_caches_then_grow, true },
+    { rung_other_streams_synchronized, false },
+    { NULL, false },
+};
+
+/* The ladder while a stream is captured (p->capturing): no synchronization, no event and no
+ * other stream's blocks, which would need one. */
+static const pool_rung capture_ladder[] = {
+    { rung_own_list, false },
+    { rung_collect_graphs, false },
+    { rung_ready_state, false },
+    { rung_my_cache, false },
+    { rung_grow, false },
+    { NULL, false },
+};
 
 /* Everything the fast path does not do; on CRMM_OK, *out is a free block of at least `size` in
  * the list of *sp, and a spare record and a slot of `map` are ready. */
@@ -77,51 +183,24 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
 {
     char label[80];
     /* two spare records: a new chunk's block (growth) and the rest of a split */
-    if (!pool_records_reserve(&p->records, 2) || !pool_block_map_grow(map))
+    if (!pool_records_reserve(&p->core.records, 2) || !pool_block_map_grow(map))
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (block records)", pool_label(p, label, sizeof label));
-    pool_stream *s = pool_streams_find(&p->streams, stream);
+    pool_stream *s = pool_streams_find(&p->core.streams, stream);
     if (!s)
         return crmm_error_add_context("%s", pool_label(p, label, sizeof label));
-    *sp = s;
-    if ((*out = pool_free_list_fit(&s->free, size)))
-        return CRMM_OK;
-    pool_capture_collect(p); /* blocks of destroyed graphs join the ready state */
-    if (__builtin_expect(p->capturing, 0)) /* the ready state, then growth: nothing that waits */
-        return pool_capture_slow(p, s, size, stream, sp, out);
-    crmm_status st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out);
-    if (st != CRMM_OK || *out)
-        return st;
-    /* before the pool takes more from upstream: the caller's own cached blocks, and every
-     * cache's when together they hold a large share of the pool (pool_thread_cache.h) */
-    if (pool_caching(p)) {
-        bool gave = pool_cache_drain_mine(p, stream);
-        if (pool_cache_bytes(p) > p->reserved / POOL_CACHE_DRAIN_SHARE)
-            gave = pool_cache_drain_all(p) || gave;
-        if (gave) {
-            *sp = s;
-            if ((*out = pool_free_list_fit(&s->free, size)))
-                return CRMM_OK;
-            if ((st = pool_streams_take(&p->streams, &p->records, s, size, false, sp, out)) != CRMM_OK || *out)
-                return st;
-        }
-    }
-    st = pool_grow(p, s, size, stream, out);
-    if (st != CRMM_ERROR_OUT_OF_MEMORY)
-        return st;
-    /* out of room: every cache's blocks (they may merge into one that fits, and an expandable
-     * pool can give their pages back and map them where the growth needs them), then every
-     * other stream's blocks, after a device synchronization, are the last resort */
-    if (pool_caching(p) && pool_cache_drain_all(p)) {
-        *sp = s;
-        if ((*out = pool_free_list_fit(&s->free, size)))
-            return CRMM_OK;
-        if ((st = pool_grow(p, s, size, stream, out)) != CRMM_ERROR_OUT_OF_MEMORY)
+    const pool_request rq = { p, s, size, stream, sp, out };
+    crmm_status out_of_memory = CRMM_OK;
+    *out = NULL;
+    for (const pool_rung *r = __builtin_expect(p->capturing, 0) ? capture_ladder : ladder; r->try_rung; r++) {
+        crmm_status st = r->try_rung(&rq);
+        if (st == CRMM_ERROR_OUT_OF_MEMORY && r->oom_goes_on)
+            out_of_memory = st;
+        else if (st != CRMM_OK || *out)
             return st;
     }
-    crmm_status again = pool_streams_take(&p->streams, &p->records, s, size, true, sp, out);
-    if (again != CRMM_OK)
-        return again;
-    return *out ? CRMM_OK : st;
+    return out_of_memory != CRMM_OK ? out_of_memory
+                                    : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: no free block of %zu bytes",
+                                                     pool_label(p, label, sizeof label), size);
 }
 
 /* Under the lock: a block of `size` bytes for `stream`, cut to size and out of every list (owner
@@ -129,11 +208,11 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
 static inline pool_block *take_block(pool_resource *p, crmm_cuda_stream_t stream, size_t size, pool_block_map *map,
                                      crmm_status *st)
 {
-    pool_stream *s = pool_streams_find(&p->streams, stream);
+    pool_stream *s = pool_streams_find(&p->core.streams, stream);
     pool_block *b = NULL;
-    if (__builtin_expect(s && p->records.spare_count && pool_block_map_has_room(map), 1)) {
+    if (__builtin_expect(s && p->core.records.spare_count && pool_block_map_has_room(map), 1)) {
         b = pool_free_list_find(&s->free, size);
-        pool_stream *ready = p->streams.ready;
+        pool_stream *ready = p->core.streams.ready;
         if (!b && ready && (b = pool_free_list_find(&ready->free, size)))
             s = ready; /* any stream may use it at once; the rest of a split stays ready */
     }
@@ -143,7 +222,7 @@ static inline pool_block *take_block(pool_resource *p, crmm_cuda_stream_t stream
     if (b->size > size) {
         /* the rest stays free on this stream; its upper neighbour cannot be a free block of the
          * same stream (it would have merged with b), so it needs no merging */
-        pool_block *rest = pool_records_take(&p->records);
+        pool_block *rest = pool_records_take(&p->core.records);
         rest->addr = b->addr + size;
         rest->size = b->size - size;
         rest->phys_prev = b;
@@ -174,25 +253,25 @@ static inline uintptr_t thread_id(void)
  * caches on. */
 static void note_thread(pool_resource *p, uintptr_t me)
 {
-    if (!p->first_thread)
-        p->first_thread = me;
-    else if (p->first_thread != me)
-        __atomic_store_n(&p->caching, 1, __ATOMIC_RELAXED);
+    if (!p->cache.first_thread)
+        p->cache.first_thread = me;
+    else if (p->cache.first_thread != me)
+        __atomic_store_n(&p->cache.caching, 1, __ATOMIC_RELAXED);
 }
 
 /* Under the lock, at the end of a window of POOL_CONTENTION_WINDOW locked operations: with
  * thread_cache = auto, enough of them waited for the lock to switch the caches on. */
 static void end_contention_window(pool_resource *p)
 {
-    if (p->cache_mode == POOL_CACHE_AUTO && p->lock_waits >= POOL_CONTENTION_WAITS) {
-        __atomic_store_n(&p->caching, 1, __ATOMIC_RELAXED);
+    if (p->cache.cache_mode == POOL_CACHE_AUTO && p->cache.lock_waits >= POOL_CONTENTION_WAITS) {
+        __atomic_store_n(&p->cache.caching, 1, __ATOMIC_RELAXED);
         if (crmm_log_should_log(CRMM_LOG_INFO)) {
             char label[80];
             crmm_log(CRMM_LOG_INFO, "%s: per-thread caches on (%u of the last %u locked calls waited for the lock)",
-                     pool_label(p, label, sizeof label), (unsigned)p->lock_waits, (unsigned)POOL_CONTENTION_WINDOW);
+                     pool_label(p, label, sizeof label), (unsigned)p->cache.lock_waits, (unsigned)POOL_CONTENTION_WINDOW);
         }
     }
-    p->lock_ops = p->lock_waits = 0;
+    p->cache.lock_ops = p->cache.lock_waits = 0;
 }
 
 /* pool_lock for allocate and deallocate, counting how often the lock was held by another thread
@@ -201,10 +280,10 @@ static inline void lock_counting_waits(pool_resource *p)
 {
     if (__builtin_expect(__atomic_exchange_n(&p->lock, 1, __ATOMIC_ACQUIRE) != 0, 0)) {
         spin_lock_contended(&p->lock);
-        p->lock_waits++;
-        p->lock_waits_total++;
+        p->cache.lock_waits++;
+        p->cache.lock_waits_total++;
     }
-    if (__builtin_expect(++p->lock_ops == POOL_CONTENTION_WINDOW, 0))
+    if (__builtin_expect(++p->cache.lock_ops == POOL_CONTENTION_WINDOW, 0))
         end_contention_window(p);
 }
 
@@ -212,7 +291,7 @@ static inline void lock_counting_waits(pool_resource *p)
 static crmm_status cached_allocate(pool_resource *p, size_t bytes, size_t size, crmm_cuda_stream_t stream, void **ptr)
 {
     pool_thread_cache *c = size <= POOL_CACHE_MAX_BLOCK ? pool_cache_get(p, stream) : NULL;
-    pool_block_map *map = &p->live;
+    pool_block_map *map = &p->core.live;
     if (c) {
         spin_lock(&c->lock);
         pool_block *b = pool_cache_take(c, size);
@@ -270,16 +349,16 @@ static crmm_status capture_allocate(pool_resource *p, size_t bytes, size_t size,
     pool_lock(p);
     pool_block *b = NULL;
     bool reused = false;
-    if (g->parked && (pool_block_map_has_room(&p->live) || pool_block_map_grow(&p->live)))
+    if (g->parked && (pool_block_map_has_room(&p->core.live) || pool_block_map_grow(&p->core.live)))
         reused = (b = pool_capture_reuse(g, size, stream)) != NULL;
     if (!b) {
         p->capturing = true;
-        b = take_block(p, stream, size, &p->live, &st);
+        b = take_block(p, stream, size, &p->core.live, &st);
         p->capturing = false;
     }
     if (b) {
         b->u.live.requested = bytes;
-        pool_block_map_insert(&p->live, b);
+        pool_block_map_insert(&p->core.live, b);
         if (b->graph != (uintptr_t)g)
             pool_capture_own(g, b);
         size_t counted = reused ? 0 : b->size; /* a parked block stayed counted live */
@@ -315,16 +394,16 @@ crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t 
     if (__builtin_expect(pool_caching(p), 0))
         return cached_allocate(p, bytes, size, stream, ptr);
     lock_counting_waits(p);
-    if (__builtin_expect(p->cache_mode == POOL_CACHE_ON, 0))
+    if (__builtin_expect(p->cache.cache_mode == POOL_CACHE_ON, 0))
         note_thread(p, thread_id());
     crmm_status st = CRMM_OK;
-    pool_block *b = take_block(p, stream, size, &p->live, &st);
+    pool_block *b = take_block(p, stream, size, &p->core.live, &st);
     if (__builtin_expect(!b, 0)) {
         pool_unlock(p);
         return st;
     }
     b->u.live.requested = bytes;
-    pool_block_map_insert(&p->live, b);
+    pool_block_map_insert(&p->core.live, b);
     if (__builtin_expect(pool_caching(p), 0))
         count_allocation_caching(p, bytes, b->size);
     else
@@ -358,29 +437,21 @@ static crmm_status refuse_pointer(pool_resource *p, void *ptr)
 /* A wrong-size free of live block b, just removed from `map`: b goes back into it (the removal
  * left room) and stays live, so that the right free still works. Called with the lock that guards
  * `map` held. */
-crmm_status pool_refuse_size(pool_resource *p, pool_block_map *map, pool_block *b, size_t bytes)
-{
-    char label[80];
-    pool_block_map_insert(map, b);
-    return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: deallocate of %p as %zu bytes: it is a block of %zu bytes",
-                          pool_label(p, label, sizeof label), (void *)b->addr, bytes, (size_t)b->u.live.requested);
-}
-
 /* deallocate under the pool's lock: the pool's live map, then (caches on) every cache's. */
 static crmm_status locked_deallocate(pool_resource *p, void *ptr, size_t bytes, crmm_cuda_stream_t stream,
                                      pool_graph *capturing)
 {
     lock_counting_waits(p);
-    pool_stream *s = pool_streams_find(&p->streams, stream);
+    pool_stream *s = pool_streams_find(&p->core.streams, stream);
     if (__builtin_expect(!s, 0)) {
         char label[80];
         pool_unlock(p);
         return crmm_error_add_context("%s: deallocate", pool_label(p, label, sizeof label));
     }
-    pool_block *b = pool_block_map_remove(&p->live, (uintptr_t)ptr);
+    pool_block *b = pool_block_map_remove(&p->core.live, (uintptr_t)ptr);
     crmm_status st = CRMM_OK;
     if (__builtin_expect(b != NULL && b->u.live.requested != bytes, 0)) {
-        st = pool_refuse_size(p, &p->live, b, bytes);
+        st = pool_refuse_size(p, &p->core.live, b, bytes);
         pool_unlock(p);
         return st;
     }
@@ -392,7 +463,7 @@ static crmm_status locked_deallocate(pool_resource *p, void *ptr, size_t bytes, 
             pool_unlock(p);
             return CRMM_OK;
         }
-        p->live_bytes -= b->size;
+        p->core.live_bytes -= b->size;
     } else if (pool_caching(p) && (b = pool_cache_remove_live(p, (uintptr_t)ptr, bytes, &st)) != NULL) {
         /* counted there */
     } else if (st != CRMM_OK) { /* live in a cache's map, freed with a wrong size */
@@ -410,7 +481,7 @@ static crmm_status locked_deallocate(pool_resource *p, void *ptr, size_t bytes, 
         pool_unlock(p);
         return st;
     }
-    pool_free_list_insert_merging(&s->free, s, b, &p->records);
+    pool_free_list_insert_merging(&s->free, s, b, &p->core.records);
     pool_unlock(p);
     return CRMM_OK;
 }
@@ -457,16 +528,16 @@ static crmm_status capture_deallocate(pool_resource *p, void *ptr, size_t bytes,
     if (!pool_caching(p))
         return locked_deallocate(p, ptr, bytes, stream, g);
     pool_lock(p);
-    pool_block *b = pool_block_map_remove(&p->live, (uintptr_t)ptr);
+    pool_block *b = pool_block_map_remove(&p->core.live, (uintptr_t)ptr);
     if (b && b->u.live.requested != bytes) {
-        st = pool_refuse_size(p, &p->live, b, bytes);
+        st = pool_refuse_size(p, &p->core.live, b, bytes);
         pool_unlock(p);
         return st;
     }
     if (b)
         count_free(p, b->u.live.requested, 0);
     else if ((b = pool_cache_remove_live(p, (uintptr_t)ptr, bytes, &st)))
-        p->live_bytes += b->size; /* counted free there; the block stays held */
+        p->core.live_bytes += b->size; /* counted free there; the block stays held */
     else if (st != CRMM_OK) {
         pool_unlock(p);
         return st;

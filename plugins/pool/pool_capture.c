@@ -12,7 +12,7 @@
 
 bool pool_capture_query(const pool_resource *p, crmm_cuda_stream_t stream, pool_capture *cap)
 {
-    return p->streams.real && capture_check_query(stream, cap);
+    return p->core.streams.real && capture_check_query(stream, cap);
 }
 
 static void unlink_record(pool_resource *p, pool_graph *g)
@@ -55,7 +55,7 @@ static void park(pool_graph *g, pool_block *b, crmm_cuda_stream_t stream)
  * ready state: the blocks stay parked (held, never reused) and g must be retried. */
 static bool return_parked(pool_resource *p, pool_graph *g)
 {
-    pool_stream *ready = pool_streams_ready_state(&p->streams);
+    pool_stream *ready = pool_streams_ready_state(&p->core.streams);
     if (!ready) {
         crmm_clear_error();
         return false;
@@ -74,8 +74,8 @@ static bool return_parked(pool_resource *p, pool_graph *g)
                 disown(p, o);
             else if (o == g)
                 g->owned--;
-            p->live_bytes -= b->size;
-            pool_free_list_insert_merging(&ready->free, ready, b, &p->records);
+            p->core.live_bytes -= b->size;
+            pool_free_list_insert_merging(&ready->free, ready, b, &p->core.records);
         }
         b = next;
     }

@@ -4,7 +4,7 @@
  * The range is one chunk, so its blocks tile it and every free block can merge with its
  * neighbours whatever growth step made them: there are no chunk boundaries to fragment along,
  * unlike growth by upstream allocations. The parts of the range that have no physical memory
- * are blocks too, owned by a state of their own (p->unmapped, never found by a stream lookup):
+ * are blocks too, owned by a state of their own (p->growth.unmapped, never found by a stream lookup):
  * they start and end on page boundaries, merge with each other like free blocks of one stream,
  * and never merge with mapped blocks. Invariant: a page is mapped exactly when a block that is
  * not unmapped overlaps it.
@@ -69,7 +69,7 @@ static size_t whole_pages(const pool_vmm *v, const pool_block *b)
  * no list. A spare record must be reserved. */
 static pool_block *split_at(pool_resource *p, pool_block *b, uintptr_t at)
 {
-    pool_block *up = pool_records_take(&p->records);
+    pool_block *up = pool_records_take(&p->core.records);
     up->addr = at;
     up->size = b->addr + b->size - at;
     up->owner = b->owner;
@@ -112,11 +112,11 @@ static void count_pages(pool_block *b, void *arg)
 /* Bytes in whole free pages, over every stream's free blocks (what a release could unmap). */
 static uint64_t releasable_bytes(const pool_resource *p)
 {
-    struct page_count c = {&p->vmm, 0};
-    const pool_streams *ss = &p->streams;
+    struct page_count c = {&p->growth.vmm, 0};
+    const pool_streams *ss = &p->core.streams;
     for (size_t i = 0; i < ss->count; i++)
-        for_each_block(&ss->all[i]->free, p->vmm.page, count_pages, &c);
-    return c.pages * p->vmm.page;
+        for_each_block(&ss->all[i]->free, p->growth.vmm.page, count_pages, &c);
+    return c.pages * p->growth.vmm.page;
 }
 
 struct block_list { pool_block **b; size_t n; };
@@ -138,9 +138,9 @@ static int by_address_descending(const void *x, const void *y)
  * unmapped (fewer when the driver refused one). */
 static size_t unmap_top_pages(pool_resource *p, pool_stream *holder, pool_block *b, size_t pages)
 {
-    pool_vmm *v = &p->vmm;
+    pool_vmm *v = &p->growth.vmm;
     uintptr_t lo = page_down(v, b->addr + b->size) - pages * v->page;
-    if (!pool_records_reserve(&p->records, 2))
+    if (!pool_records_reserve(&p->core.records, 2))
         return 0;
     size_t done = pool_vmm_unmap(v, pool_vmm_page_of(v, lo), pages);
     if (!done)
@@ -155,8 +155,8 @@ static size_t unmap_top_pages(pool_resource *p, pool_stream *holder, pool_block 
     if (hi < gone->addr + gone->size)
         pool_free_list_insert(&holder->free, split_at(p, gone, hi));
     gone->owner = NULL;
-    pool_free_list_insert_merging(&p->unmapped.free, &p->unmapped, gone, &p->records);
-    p->reserved -= done * v->page;
+    pool_free_list_insert_merging(&p->growth.unmapped.free, &p->growth.unmapped, gone, &p->core.records);
+    p->growth.reserved -= done * v->page;
     return done;
 }
 
@@ -168,10 +168,10 @@ static size_t pages_to_release(const pool_resource *p, uint64_t keep)
     if (releasable <= keep)
         return 0;
     uint64_t budget = releasable - keep;
-    uint64_t above_floor = p->reserved > p->initial ? p->reserved - p->initial : 0;
+    uint64_t above_floor = p->growth.reserved > p->growth.initial ? p->growth.reserved - p->growth.initial : 0;
     if (budget > above_floor)
         budget = above_floor;
-    return (size_t)(budget / p->vmm.page);
+    return (size_t)(budget / p->growth.vmm.page);
 }
 
 /* With the device synchronized and every free block gathered in state `holder`: unmap up to
@@ -185,12 +185,12 @@ static void release_free_pages(pool_resource *p, pool_stream *holder, size_t pag
     struct block_list l = {malloc(holder->free.blocks * sizeof(pool_block *)), 0};
     if (!l.b)
         return; /* nothing given back this time; the pool stays correct */
-    for_each_block(&holder->free, p->vmm.page, collect, &l);
+    for_each_block(&holder->free, p->growth.vmm.page, collect, &l);
     qsort(l.b, l.n, sizeof *l.b, by_address_descending);
     for (size_t i = 0; i < l.n && pages; i++) {
         if (l.b[i] == keep1 || l.b[i] == keep2)
             continue;
-        size_t n = whole_pages(&p->vmm, l.b[i]);
+        size_t n = whole_pages(&p->growth.vmm, l.b[i]);
         if (n > pages)
             n = pages;
         if (!n)
@@ -211,14 +211,14 @@ static void release_free_pages(pool_resource *p, pool_stream *holder, size_t pag
 static crmm_status release_beyond(pool_resource *p, pool_stream *holder, uint64_t keep, bool any_free, bool *released)
 {
     *released = false;
-    uint64_t free_bytes = p->reserved - p->live_bytes;
-    if (any_free ? free_bytes < keep + p->vmm.page || p->reserved < p->initial + p->vmm.page : !pages_to_release(p, keep))
+    uint64_t free_bytes = p->growth.reserved - p->core.live_bytes;
+    if (any_free ? free_bytes < keep + p->growth.vmm.page || p->growth.reserved < p->growth.initial + p->growth.vmm.page : !pages_to_release(p, keep))
         return CRMM_OK;
-    crmm_status st = pool_streams_synchronize(&p->streams);
+    crmm_status st = pool_streams_synchronize(&p->core.streams);
     if (st != CRMM_OK)
         return st;
     *released = true;
-    holder = pool_streams_gather(&p->streams, &p->records, holder);
+    holder = pool_streams_gather(&p->core.streams, &p->core.records, holder);
     if (holder)
         release_free_pages(p, holder, pages_to_release(p, keep), NULL, NULL);
     return CRMM_OK;
@@ -229,7 +229,7 @@ static crmm_status release_beyond(pool_resource *p, pool_stream *holder, uint64_
  * whole page that could be moved. */
 static bool nothing_to_move(const pool_resource *p, const pool_stream *s)
 {
-    const pool_streams *ss = &p->streams;
+    const pool_streams *ss = &p->core.streams;
     if (ss->count > 1 || (ss->count == 1 && ss->all[0] != s))
         return false;
     return releasable_bytes(p) == 0;
@@ -261,7 +261,7 @@ static void consider(struct plan_search *ps, pool_block *hole, uintptr_t first, 
 static void consider_hole(pool_block *hole, void *arg)
 {
     struct plan_search *ps = arg;
-    const pool_vmm *v = &ps->p->vmm;
+    const pool_vmm *v = &ps->p->growth.vmm;
     size_t below = usable(hole->phys_prev, ps->s), above = usable(hole->phys_next, ps->s);
     size_t size = ps->size;
     if (below + hole->size >= size) /* new pages at the bottom of the hole, joining the block below */
@@ -277,7 +277,7 @@ static void consider_hole(pool_block *hole, void *arg)
 static grow_plan plan_growth(const pool_resource *p, const pool_stream *s, size_t size)
 {
     struct plan_search ps = {.p = p, .s = s, .size = size};
-    for_each_block(&p->unmapped.free, p->vmm.page, consider_hole, &ps);
+    for_each_block(&p->growth.unmapped.free, p->growth.vmm.page, consider_hole, &ps);
     return ps.best;
 }
 
@@ -287,8 +287,8 @@ static grow_plan plan_step(const pool_resource *p, const pool_stream *s, size_t 
 {
     if (want > size) {
         grow_plan plan = plan_growth(p, s, want);
-        uint64_t after = p->reserved + plan.pages * p->vmm.page;
-        if (plan.pages && (p->maximum == POOL_NO_MAXIMUM || after <= p->maximum) && after <= p->device_memory)
+        uint64_t after = p->growth.reserved + plan.pages * p->growth.vmm.page;
+        if (plan.pages && (p->growth.maximum == POOL_NO_MAXIMUM || after <= p->growth.maximum) && after <= p->growth.device_memory)
             return plan;
     }
     return plan_growth(p, s, size);
@@ -299,16 +299,16 @@ static grow_plan plan_step(const pool_resource *p, const pool_stream *s, size_t 
  * spare record is reserved for each split. */
 static pool_block *adopt_pages(pool_resource *p, pool_stream *s, const grow_plan *plan)
 {
-    pool_vmm *v = &p->vmm;
+    pool_vmm *v = &p->growth.vmm;
     pool_block *hole = plan->hole, *mapped = hole;
     uintptr_t end = plan->first + plan->pages * v->page;
-    pool_free_list_remove(&p->unmapped.free, hole);
+    pool_free_list_remove(&p->growth.unmapped.free, hole);
     if (plan->first > hole->addr) {
         mapped = split_at(p, hole, plan->first);
-        pool_free_list_insert(&p->unmapped.free, hole);
+        pool_free_list_insert(&p->growth.unmapped.free, hole);
     }
     if (end < mapped->addr + mapped->size)
-        pool_free_list_insert(&p->unmapped.free, split_at(p, mapped, end));
+        pool_free_list_insert(&p->growth.unmapped.free, split_at(p, mapped, end));
     /* ready neighbours become s's, so that they merge with the new pages */
     pool_block *nb[2] = {mapped->phys_prev, mapped->phys_next};
     for (int i = 0; i < 2; i++)
@@ -318,7 +318,7 @@ static pool_block *adopt_pages(pool_resource *p, pool_stream *s, const grow_plan
             pool_free_list_insert(&s->free, nb[i]);
         }
     mapped->owner = NULL;
-    return pool_free_list_insert_merging(&s->free, s, mapped, &p->records);
+    return pool_free_list_insert_merging(&s->free, s, mapped, &p->core.records);
 }
 
 static crmm_status out_of_room(const pool_resource *p, size_t size, const char *why)
@@ -326,12 +326,12 @@ static crmm_status out_of_room(const pool_resource *p, size_t size, const char *
     char label[80], req[32], have[32];
     return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: failed to allocate %s (pool size %s): %s",
                           pool_label(p, label, sizeof label), crmm_format_size(size, req, sizeof req),
-                          crmm_format_size(p->reserved, have, sizeof have), why);
+                          crmm_format_size(p->growth.reserved, have, sizeof have), why);
 }
 
 crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool_block **out)
 {
-    pool_vmm *v = &p->vmm;
+    pool_vmm *v = &p->growth.vmm;
     crmm_device_guard g;
     crmm_status st = crmm_cuda_device_enter(v->device, &g);
     if (st != CRMM_OK)
@@ -341,56 +341,56 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
     /* threads contend (the caches are on): a step of the pool's size, and no moving */
     bool threads = pool_caching(p);
     size_t want = size;
-    if (threads && p->reserved / POOL_EXPAND_THREAD_STEP > want)
-        want = (size_t)(p->reserved / POOL_EXPAND_THREAD_STEP);
+    if (threads && p->growth.reserved / POOL_EXPAND_THREAD_STEP > want)
+        want = (size_t)(p->growth.reserved / POOL_EXPAND_THREAD_STEP);
     for (;;) {
         grow_plan plan = plan_step(p, s, size, want);
-        uint64_t free_bytes = p->reserved - p->live_bytes;
-        bool can_move = free_bytes > p->release_threshold && free_bytes >= (size < v->page ? size : v->page);
-        if (p->moved_since_mark || threads || p->capturing)
+        uint64_t free_bytes = p->growth.reserved - p->core.live_bytes;
+        bool can_move = free_bytes > p->growth.release_threshold && free_bytes >= (size < v->page ? size : v->page);
+        if (p->growth.moved_since_mark || threads || p->capturing)
             can_move = false; /* moving again before the mark rose: the pattern needs the memory;
                                * under capture nothing may wait for the device */
         else if (can_move && !settled && nothing_to_move(p, s))
             can_move = false; /* a synchronization could neither merge blocks nor free a page */
-        if (!settled && plan.pages && p->reserved + plan.pages * v->page > p->mark + p->mark / POOL_EXPAND_SLACK &&
+        if (!settled && plan.pages && p->growth.reserved + plan.pages * v->page > p->growth.mark + p->growth.mark / POOL_EXPAND_SLACK &&
             can_move) {
             /* past the high-water mark: wait for the device, let every free block merge (one may
              * fit now), then move free pages to where the growth maps instead of new memory */
             settled = true;
-            if ((st = pool_streams_synchronize(&p->streams)) != CRMM_OK)
+            if ((st = pool_streams_synchronize(&p->core.streams)) != CRMM_OK)
                 break;
-            pool_stream *holder = pool_streams_gather(&p->streams, &p->records, s);
+            pool_stream *holder = pool_streams_gather(&p->core.streams, &p->core.records, s);
             if ((*out = pool_free_list_fit(&s->free, size)))
                 break;
             plan = plan_growth(p, s, size);
-            uint64_t after = p->reserved + plan.pages * v->page;
-            if (holder && plan.pages && after > p->mark) {
-                size_t excess = pages_for(v, (size_t)(after - p->mark));
-                size_t can = pages_to_release(p, p->release_threshold);
+            uint64_t after = p->growth.reserved + plan.pages * v->page;
+            if (holder && plan.pages && after > p->growth.mark) {
+                size_t excess = pages_for(v, (size_t)(after - p->growth.mark));
+                size_t can = pages_to_release(p, p->growth.release_threshold);
                 release_free_pages(p, holder, excess < can ? excess : can, plan.hole->phys_prev, plan.hole->phys_next);
-                p->moved_since_mark = excess && can;
+                p->growth.moved_since_mark = excess && can;
                 plan = plan_growth(p, s, size);
             }
         }
         if (!plan.pages)
             snprintf(why, sizeof why, "no room left in its address range of %zu pages", v->pages);
-        else if (p->maximum != POOL_NO_MAXIMUM && p->reserved + plan.pages * v->page > p->maximum) {
+        else if (p->growth.maximum != POOL_NO_MAXIMUM && p->growth.reserved + plan.pages * v->page > p->growth.maximum) {
             char max[32];
-            snprintf(why, sizeof why, "maximum size %s", crmm_format_size(p->maximum, max, sizeof max));
-        } else if (p->reserved + plan.pages * v->page > p->device_memory) {
+            snprintf(why, sizeof why, "maximum size %s", crmm_format_size(p->growth.maximum, max, sizeof max));
+        } else if (p->growth.reserved + plan.pages * v->page > p->growth.device_memory) {
             char dev[32];
-            snprintf(why, sizeof why, "more than the device's %s", crmm_format_size(p->device_memory, dev, sizeof dev));
-        } else if (!pool_records_reserve(&p->records, 3)) {
+            snprintf(why, sizeof why, "more than the device's %s", crmm_format_size(p->growth.device_memory, dev, sizeof dev));
+        } else if (!pool_records_reserve(&p->core.records, 3)) {
             st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (block records)");
             break;
         } else if ((st = pool_vmm_map(v, pool_vmm_page_of(v, plan.first), plan.pages)) == CRMM_OK) {
-            p->reserved += plan.pages * v->page;
-            p->growths++;
-            if (p->reserved > p->reserved_peak)
-                p->reserved_peak = p->reserved;
-            if ((settled || !can_move) && p->reserved > p->mark) {
-                p->mark = p->reserved; /* a growth that moving free pages could not (or should not) avoid */
-                p->moved_since_mark = false;
+            p->growth.reserved += plan.pages * v->page;
+            p->growth.growths++;
+            if (p->growth.reserved > p->growth.reserved_peak)
+                p->growth.reserved_peak = p->growth.reserved;
+            if ((settled || !can_move) && p->growth.reserved > p->growth.mark) {
+                p->growth.mark = p->growth.reserved; /* a growth that moving free pages could not (or should not) avoid */
+                p->growth.moved_since_mark = false;
             }
             *out = adopt_pages(p, s, &plan);
             break;
@@ -422,19 +422,19 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
 
 crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t size)
 {
-    pool_vmm *v = &p->vmm;
+    pool_vmm *v = &p->growth.vmm;
     grow_plan plan = plan_growth(p, s, size);
     if (!plan.pages)
         return out_of_room(p, size, "larger than its address range");
-    if (!pool_records_reserve(&p->records, 3))
+    if (!pool_records_reserve(&p->core.records, 3))
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (block records)");
     crmm_status st = pool_vmm_map(v, pool_vmm_page_of(v, plan.first), plan.pages);
     pool_vmm_drop_spares(v);
     if (st != CRMM_OK)
         return st;
-    p->reserved += plan.pages * v->page;
-    p->reserved_peak = p->reserved;
-    p->mark = p->reserved;
+    p->growth.reserved += plan.pages * v->page;
+    p->growth.reserved_peak = p->growth.reserved;
+    p->growth.mark = p->growth.reserved;
     adopt_pages(p, s, &plan);
     return CRMM_OK;
 }
@@ -444,10 +444,10 @@ crmm_status pool_expand_trim(pool_resource *p)
     crmm_status st = CRMM_OK;
     pool_lock(p);
     crmm_device_guard g;
-    if ((st = crmm_cuda_device_enter(p->vmm.device, &g)) == CRMM_OK) {
+    if ((st = crmm_cuda_device_enter(p->growth.vmm.device, &g)) == CRMM_OK) {
         bool released;
-        st = release_beyond(p, NULL, p->release_threshold, true, &released);
-        pool_vmm_drop_spares(&p->vmm);
+        st = release_beyond(p, NULL, p->growth.release_threshold, true, &released);
+        pool_vmm_drop_spares(&p->growth.vmm);
         crmm_cuda_device_restore(&g);
     }
     pool_unlock(p);
@@ -456,32 +456,32 @@ crmm_status pool_expand_trim(pool_resource *p)
 
 crmm_status pool_expand_init(pool_resource *p, int device, size_t range_bytes)
 {
-    crmm_status st = pool_vmm_reserve(&p->vmm, device, range_bytes);
+    crmm_status st = pool_vmm_reserve(&p->growth.vmm, device, range_bytes);
     if (st != CRMM_OK)
         return st;
     pool_chunk *c = malloc(sizeof *c);
-    if (!c || !pool_records_reserve(&p->records, 1)) {
+    if (!c || !pool_records_reserve(&p->core.records, 1)) {
         free(c);
-        pool_vmm_release(&p->vmm);
+        pool_vmm_release(&p->growth.vmm);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (range record)");
     }
-    pool_block *all = pool_records_take(&p->records);
-    *all = (pool_block){.addr = p->vmm.base, .size = p->vmm.pages * p->vmm.page};
-    pool_free_list_insert_merging(&p->unmapped.free, &p->unmapped, all, &p->records);
+    pool_block *all = pool_records_take(&p->core.records);
+    *all = (pool_block){.addr = p->growth.vmm.base, .size = p->growth.vmm.pages * p->growth.vmm.page};
+    pool_free_list_insert_merging(&p->growth.unmapped.free, &p->growth.unmapped, all, &p->core.records);
     *c = (pool_chunk){.addr = all->addr, .size = all->size, .first = all};
-    p->chunks = c;
-    p->chunk_count = 1;
-    p->expandable = true;
+    p->growth.chunks = c;
+    p->growth.chunk_count = 1;
+    p->growth.expandable = true;
     return CRMM_OK;
 }
 
 void pool_expand_release_all(pool_resource *p)
 {
-    if (pool_streams_synchronize(&p->streams) != CRMM_OK)
+    if (pool_streams_synchronize(&p->core.streams) != CRMM_OK)
         crmm_log(CRMM_LOG_WARN, "%s; unmapping the pool's memory anyway", crmm_last_error());
-    pool_vmm_release(&p->vmm);
-    free(p->chunks);
-    p->chunks = NULL;
-    p->chunk_count = 0;
-    p->reserved = 0;
+    pool_vmm_release(&p->growth.vmm);
+    free(p->growth.chunks);
+    p->growth.chunks = NULL;
+    p->growth.chunk_count = 0;
+    p->growth.reserved = 0;
 }

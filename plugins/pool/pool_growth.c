@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/log.h>
-#include "../common/resource_label.h"
 #include "pool_resource.h"
 
 static size_t round_up(uint64_t n)
@@ -28,21 +27,16 @@ static size_t round_up(uint64_t n)
     return (size_t)((n + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1));
 }
 
-const char *pool_label(const pool_resource *p, char *buf, size_t size)
-{
-    return resource_label("pool", p->base.name, buf, size);
-}
-
 /* The out-of-memory error for a request of `size`, with the upstream's message when given. */
 static crmm_status out_of_memory(const pool_resource *p, size_t size, const char *upstream_error)
 {
     char label[80], req[32], have[32], limit[32], max[48];
     crmm_format_size(size, req, sizeof req);
-    crmm_format_size(p->reserved, have, sizeof have);
-    if (p->maximum == POOL_NO_MAXIMUM)
+    crmm_format_size(p->growth.reserved, have, sizeof have);
+    if (p->growth.maximum == POOL_NO_MAXIMUM)
         snprintf(max, sizeof max, "no maximum");
     else
-        snprintf(max, sizeof max, "maximum %s", crmm_format_size(p->maximum, limit, sizeof limit));
+        snprintf(max, sizeof max, "maximum %s", crmm_format_size(p->growth.maximum, limit, sizeof limit));
     pool_label(p, label, sizeof label);
     if (upstream_error && *upstream_error)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: failed to allocate %s (pool size %s, %s): upstream: %s", label,
@@ -54,7 +48,7 @@ static crmm_status out_of_memory(const pool_resource *p, size_t size, const char
 static crmm_status add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream, pool_block **out)
 {
     pool_chunk *c = malloc(sizeof *c);
-    if (!c || !pool_records_reserve(&p->records, 1)) {
+    if (!c || !pool_records_reserve(&p->core.records, 1)) {
         free(c);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (chunk record)");
     }
@@ -70,27 +64,27 @@ static crmm_status add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm
         return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "pool: upstream %s returned %p, which is not %u-byte aligned",
                               crmm_resource_kind(p->base.upstream), mem, CRMM_ALLOCATION_ALIGNMENT);
     }
-    pool_block *b = pool_records_take(&p->records);
+    pool_block *b = pool_records_take(&p->core.records);
     b->addr = (uintptr_t)mem;
     b->size = size;
     b->phys_prev = b->phys_next = NULL;
     b->owner = s;
     pool_free_list_insert(&s->free, b);
-    *c = (pool_chunk){.addr = (uintptr_t)mem, .size = size, .first = b, .prev = NULL, .next = p->chunks};
-    if (p->chunks)
-        p->chunks->prev = c;
-    p->chunks = c;
-    p->chunk_count++;
-    p->reserved += size;
-    if (p->reserved > p->reserved_peak)
-        p->reserved_peak = p->reserved;
+    *c = (pool_chunk){.addr = (uintptr_t)mem, .size = size, .first = b, .prev = NULL, .next = p->growth.chunks};
+    if (p->growth.chunks)
+        p->growth.chunks->prev = c;
+    p->growth.chunks = c;
+    p->growth.chunk_count++;
+    p->growth.reserved += size;
+    if (p->growth.reserved > p->growth.reserved_peak)
+        p->growth.reserved_peak = p->growth.reserved;
     *out = b;
     return CRMM_OK;
 }
 
 crmm_status pool_add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream)
 {
-    if (p->expandable)
+    if (p->growth.expandable)
         return pool_expand_map_initial(p, s, size);
     pool_block *b;
     return add_chunk(p, s, size, stream, &b);
@@ -98,15 +92,15 @@ crmm_status pool_add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm_c
 
 crmm_status pool_grow(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream, pool_block **out)
 {
-    if (p->expandable)
+    if (p->growth.expandable)
         return pool_expand_grow(p, s, size, out);
     uint64_t attempt;
-    if (p->maximum == POOL_NO_MAXIMUM) {
-        attempt = p->reserved > size ? p->reserved : size;
+    if (p->growth.maximum == POOL_NO_MAXIMUM) {
+        attempt = p->growth.reserved > size ? p->growth.reserved : size;
         if (attempt > POOL_MAX_REQUEST)
             attempt = size;
     } else {
-        uint64_t room = p->maximum > p->reserved ? p->maximum - p->reserved : 0;
+        uint64_t room = p->growth.maximum > p->growth.reserved ? p->growth.maximum - p->growth.reserved : 0;
         if (size > room)
             return out_of_memory(p, size, NULL);
         attempt = round_up(room / 2); /* room is a multiple of 256, so this stays within it */
@@ -116,7 +110,7 @@ crmm_status pool_grow(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_s
     for (;;) {
         crmm_status st = add_chunk(p, s, (size_t)attempt, stream, out);
         if (st == CRMM_OK) {
-            p->growths++;
+            p->growth.growths++;
             return CRMM_OK;
         }
         if (attempt == size) {
@@ -144,11 +138,11 @@ static crmm_status release_chunk(pool_resource *p, pool_chunk *c)
     if (c->prev)
         c->prev->next = c->next;
     else
-        p->chunks = c->next;
+        p->growth.chunks = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    p->chunk_count--;
-    p->reserved -= c->size;
+    p->growth.chunk_count--;
+    p->growth.reserved -= c->size;
     crmm_status st = crmm_resource_deallocate(p->base.upstream, (void *)c->addr, c->size, NULL);
     free(c);
     return st;
@@ -172,27 +166,27 @@ static bool all_blocks_free(const pool_chunk *c)
 crmm_status pool_trim(crmm_resource *self)
 {
     pool_resource *p = (pool_resource *)self;
-    if (p->expandable)
+    if (p->growth.expandable)
         return pool_expand_trim(p);
     pool_lock(p);
     bool any = false;
-    for (pool_chunk *c = p->chunks; c && !any; c = c->next)
+    for (pool_chunk *c = p->growth.chunks; c && !any; c = c->next)
         any = all_blocks_free(c);
-    crmm_status st = any ? pool_streams_synchronize(&p->streams) : CRMM_OK;
+    crmm_status st = any ? pool_streams_synchronize(&p->core.streams) : CRMM_OK;
     if (!any || st != CRMM_OK) {
         pool_unlock(p);
         return st;
     }
     /* the device is idle: the free blocks of all streams can join, so that a chunk whose blocks
      * were freed on different streams becomes one free block */
-    pool_streams_make_all_ready(&p->streams, &p->records);
-    for (pool_chunk *c = p->chunks, *next; c; c = next) {
+    pool_streams_make_all_ready(&p->core.streams, &p->core.records);
+    for (pool_chunk *c = p->growth.chunks, *next; c; c = next) {
         next = c->next;
         if (!wholly_free(c))
             continue;
         pool_block *b = c->first;
         pool_free_list_remove(&b->owner->free, b);
-        pool_records_put(&p->records, b);
+        pool_records_put(&p->core.records, b);
         crmm_status one = release_chunk(p, c);
         if (st == CRMM_OK)
             st = one;
@@ -203,21 +197,21 @@ crmm_status pool_trim(crmm_resource *self)
 
 void pool_release_all(pool_resource *p)
 {
-    if (p->expandable) {
+    if (p->growth.expandable) {
         pool_expand_release_all(p);
         return;
     }
-    if (!p->chunks)
+    if (!p->growth.chunks)
         return;
-    if (pool_streams_synchronize(&p->streams) != CRMM_OK)
+    if (pool_streams_synchronize(&p->core.streams) != CRMM_OK)
         crmm_log(CRMM_LOG_WARN, "%s; returning the pool's memory anyway", crmm_last_error());
-    while (p->chunks)
-        release_chunk(p, p->chunks);
+    while (p->growth.chunks)
+        release_chunk(p, p->growth.chunks);
 }
 
 const pool_chunk *pool_chunk_containing(const pool_resource *p, uintptr_t addr)
 {
-    for (const pool_chunk *c = p->chunks; c; c = c->next)
+    for (const pool_chunk *c = p->growth.chunks; c; c = c->next)
         if (addr >= c->addr && addr - c->addr < c->size)
             return c;
     return NULL;

@@ -34,7 +34,7 @@ void pool_ipc_setup(pool_resource *p, bool ipc, const char *handle_type)
         return;
     char label[80];
     pool_label(p, label, sizeof label);
-    if (!p->expandable) {
+    if (!p->growth.expandable) {
         crmm_log(CRMM_LOG_WARN, "%s: ipc = true, but the pool is not expandable: its memory cannot be exported", label);
         return;
     }
@@ -45,7 +45,7 @@ void pool_ipc_setup(pool_resource *p, bool ipc, const char *handle_type)
         device_attribute(&supported,
                          fabric ? CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED
                                 : CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
-                         (CUdevice)p->vmm.device) != CUDA_SUCCESS ||
+                         (CUdevice)p->growth.vmm.device) != CUDA_SUCCESS ||
         !supported) {
         crmm_log(CRMM_LOG_WARN, "%s: ipc = true, but %s: its memory cannot be exported", label,
                  !export_handle ? "the CUDA driver has no cuMemExportToShareableHandle"
@@ -53,19 +53,19 @@ void pool_ipc_setup(pool_resource *p, bool ipc, const char *handle_type)
                                 : "the device does not export POSIX file descriptors");
         return;
     }
-    p->vmm.handle_types = fabric ? CU_MEM_HANDLE_TYPE_FABRIC : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    p->growth.vmm.handle_types = fabric ? CU_MEM_HANDLE_TYPE_FABRIC : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 }
 
 /* Export pages [first, first + count) into rq (under the pool's lock). */
 static crmm_status export_pages(pool_resource *p, size_t first, size_t count, crmm_ipc_export_request *rq)
 {
-    bool fabric = p->vmm.handle_types == CU_MEM_HANDLE_TYPE_FABRIC;
+    bool fabric = p->growth.vmm.handle_types == CU_MEM_HANDLE_TYPE_FABRIC;
     rq->fds = fabric ? NULL : malloc(count * sizeof *rq->fds);
     rq->fabric = fabric ? malloc(count * CRMM_IPC_FABRIC_BYTES) : NULL;
     if (!rq->fds && !rq->fabric)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: ipc export: malloc failed (%zu pages)", count);
     for (size_t k = 0; k < count; k++) {
-        CUmemGenericAllocationHandle h = p->vmm.handles[first + k];
+        CUmemGenericAllocationHandle h = p->growth.vmm.handles[first + k];
         CUresult r;
         if (fabric) {
             CUmemFabricHandle f;
@@ -92,25 +92,25 @@ crmm_status pool_ipc_export(pool_resource *p, crmm_ipc_export_request *rq)
 {
     char label[80];
     pool_label(p, label, sizeof label);
-    if (!p->expandable)
+    if (!p->growth.expandable)
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED,
                               "%s grows by chunks from its upstream (it is not expandable): its memory cannot be exported "
                               "to another process; use expandable = true and ipc = true",
                               label);
-    if (!p->vmm.handle_types)
+    if (!p->growth.vmm.handle_types)
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED,
                               "%s was made without ipc = true (or the device cannot export its pages): its memory cannot be "
                               "exported to another process",
                               label);
-    uintptr_t a = (uintptr_t)rq->ptr, end = p->vmm.base + p->vmm.pages * p->vmm.page;
-    if (a < p->vmm.base || a >= end || rq->size > end - a)
+    uintptr_t a = (uintptr_t)rq->ptr, end = p->growth.vmm.base + p->growth.vmm.pages * p->growth.vmm.page;
+    if (a < p->growth.vmm.base || a >= end || rq->size > end - a)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: ipc export: [%p, +%zu) is not inside the pool's memory", label,
                               rq->ptr, rq->size);
-    size_t first = pool_vmm_page_of(&p->vmm, a), last = pool_vmm_page_of(&p->vmm, a + rq->size - 1);
+    size_t first = pool_vmm_page_of(&p->growth.vmm, a), last = pool_vmm_page_of(&p->growth.vmm, a + rq->size - 1);
     pool_lock(p);
     crmm_status st = CRMM_OK;
     for (size_t i = first; i <= last && st == CRMM_OK; i++)
-        if (!p->vmm.mapped[i])
+        if (!p->growth.vmm.mapped[i])
             st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: ipc export: [%p, +%zu) is not memory the pool holds", label,
                                 rq->ptr, rq->size);
     if (st == CRMM_OK)
@@ -122,8 +122,8 @@ crmm_status pool_ipc_export(pool_resource *p, crmm_ipc_export_request *rq)
         return st;
     }
     rq->kind = CRMM_IPC_KIND_VMM;
-    rq->device = p->vmm.device;
-    rq->page = p->vmm.page;
-    rq->offset = a - pool_vmm_page_addr(&p->vmm, first);
+    rq->device = p->growth.vmm.device;
+    rq->page = p->growth.vmm.page;
+    rq->offset = a - pool_vmm_page_addr(&p->growth.vmm, first);
     return CRMM_OK;
 }

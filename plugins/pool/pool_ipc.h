@@ -2,7 +2,7 @@
  * crmm/ipc.h says what the other side does).
  *
  * The pool's pages are then made exportable (cuMemCreate asked for the handle type), and
- * CRMM_POOL_OP_IPC_EXPORT gives one shareable handle per page that backs the range asked for. */
+ * CRMM_IPC_OP_EXPORT gives one shareable handle per page that backs the range asked for. */
 #ifndef CRMM_PLUGINS_POOL_IPC_H
 #define CRMM_PLUGINS_POOL_IPC_H
 
@@ -16,7 +16,7 @@ struct pool_resource;
  * cannot export that type, is logged at warn level (export then refuses, saying why). */
 void pool_ipc_setup(struct pool_resource *p, bool ipc, const char *handle_type);
 
-/* The CRMM_POOL_OP_IPC_EXPORT op. Errors: CRMM_ERROR_UNSUPPORTED (not expandable, made without
+/* The CRMM_IPC_OP_EXPORT op. Errors: CRMM_ERROR_UNSUPPORTED (not expandable, made without
  * ipc, or the device cannot export), CRMM_ERROR_INVALID_ARGUMENT (a range with a page the pool
  * does not hold mapped), CRMM_ERROR_CUDA (cuMemExportToShareableHandle failed),
  * CRMM_ERROR_OUT_OF_MEMORY. On error nothing is left open. */

@@ -90,9 +90,9 @@ static size_t expandable_range(int device, uint64_t maximum, uint64_t *device_me
 
 static void free_state(pool_resource *p)
 {
-    pool_streams_free(&p->streams);
-    pool_block_map_free(&p->live);
-    pool_records_free_all(&p->records);
+    pool_streams_free(&p->core.streams);
+    pool_block_map_free(&p->core.live);
+    pool_records_free_all(&p->core.records);
     free(p);
 }
 
@@ -114,7 +114,7 @@ static crmm_status pool_control(crmm_resource *self, int op, void *arg)
 {
     pool_resource *p = (pool_resource *)self;
     char label[80];
-    if (op == CRMM_POOL_OP_IPC_EXPORT)
+    if (op == CRMM_IPC_OP_EXPORT)
         return arg ? pool_ipc_export(p, arg)
                    : crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: ipc export: argument is NULL", pool_label(p, label, sizeof label));
     if (op == CRMM_POOL_OP_RESET_PEAKS) {
@@ -122,15 +122,15 @@ static crmm_status pool_control(crmm_resource *self, int op, void *arg)
         return CRMM_OK;
     }
     if (op != CRMM_POOL_OP_FORGET_STREAM)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %#x", pool_label(p, label, sizeof label), op);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s has no control operation %d", pool_label(p, label, sizeof label), op);
     crmm_cuda_stream_t stream = (crmm_cuda_stream_t)arg;
-    crmm_status st = pool_streams_wait(&p->streams, stream); /* outside the lock: it may take long */
+    crmm_status st = pool_streams_wait(&p->core.streams, stream); /* outside the lock: it may take long */
     if (st != CRMM_OK)
         return st;
     pool_lock(p);
     if (pool_caching(p))
         pool_cache_drain_all(p); /* the blocks cached for the stream join its list first */
-    pool_streams_forget(&p->streams, &p->records, stream);
+    pool_streams_forget(&p->core.streams, &p->core.records, stream);
     pool_unlock(p);
     return CRMM_OK;
 }
@@ -206,33 +206,33 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     pool_resource *p = calloc(1, sizeof *p);
     if (!p)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
-    p->maximum = maximum;
+    p->growth.maximum = maximum;
     p->graphs_mode = strcmp(cfg.graphs, "on") == 0 ? POOL_GRAPHS_ON : strcmp(cfg.graphs, "off") == 0 ? POOL_GRAPHS_OFF : POOL_GRAPHS_AUTO;
     /* a host pool has no streams to ask about */
     p->capture_gate = capture_check_gate(!real || p->graphs_mode == POOL_GRAPHS_OFF ? CAPTURE_CHECK_NEVER
                                          : p->graphs_mode == POOL_GRAPHS_ON           ? CAPTURE_CHECK_ALWAYS
                                                                                       : CAPTURE_CHECK_AUTO);
-    if ((st = pool_streams_init(&p->streams, real, upstream->device, reuse)) != CRMM_OK ||
-        !pool_block_map_init(&p->live, 1024) || !pool_records_reserve(&p->records, POOL_RECORDS_PER_SLAB)) {
+    if ((st = pool_streams_init(&p->core.streams, real, upstream->device, reuse)) != CRMM_OK ||
+        !pool_block_map_init(&p->core.live, 1024) || !pool_records_reserve(&p->core.records, POOL_RECORDS_PER_SLAB)) {
         free_state(p);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
     }
     crmm_resource_init(&p->base, &pool_ops, "pool", upstream->flags, upstream->device, upstream);
     snprintf(p->base.name, sizeof p->base.name, "%s", name ? name : "");
-    p->initial = initial;
-    p->release_threshold = threshold;
-    p->cache_mode = strcmp(cfg.thread_cache, "on") == 0    ? POOL_CACHE_ON
+    p->growth.initial = initial;
+    p->growth.release_threshold = threshold;
+    p->cache.cache_mode = strcmp(cfg.thread_cache, "on") == 0    ? POOL_CACHE_ON
                     : strcmp(cfg.thread_cache, "off") == 0 ? POOL_CACHE_OFF
                                                            : POOL_CACHE_AUTO;
     if (expandable && (st = pool_expand_init(p, upstream->device, expandable_range(upstream->device, maximum,
-                                                                                  &p->device_memory))) != CRMM_OK) {
+                                                                                  &p->growth.device_memory))) != CRMM_OK) {
         crmm_log(CRMM_LOG_WARN, "%s: expandable = true, but reserving its address range failed (%s): growing by chunks "
                  "from upstream '%s' instead", label, crmm_last_error(), crmm_resource_kind(upstream));
         crmm_clear_error();
     }
     pool_ipc_setup(p, cfg.ipc, cfg.ipc_handle_type);
     if (initial > 0) {
-        pool_stream *s = pool_streams_find(&p->streams, NULL);
+        pool_stream *s = pool_streams_find(&p->core.streams, NULL);
         st = s ? pool_add_chunk(p, s, (size_t)initial, NULL) : CRMM_ERROR_OUT_OF_MEMORY;
         if (st != CRMM_OK) {
             char a[32];

@@ -9,7 +9,7 @@
 
 static uint64_t largest_free_block(const pool_resource *p)
 {
-    const pool_streams *ss = &p->streams;
+    const pool_streams *ss = &p->core.streams;
     size_t n = ss->real ? ss->count : 1;
     uint64_t largest = 0;
     for (size_t i = 0; i < n; i++) {
@@ -23,14 +23,14 @@ static uint64_t largest_free_block(const pool_resource *p)
 void pool_reset_peaks(pool_resource *p)
 {
     pool_lock(p);
-    crmm_alloc_counters sum = p->counters;
-    uint64_t live_bytes = p->live_bytes;
+    crmm_alloc_counters sum = p->core.counters;
+    uint64_t live_bytes = p->core.live_bytes;
     if (pool_caching(p))
         pool_cache_sum(p, &sum, &live_bytes);
-    __atomic_store_n(&p->counters.peak_count, sum.count, __ATOMIC_RELAXED);
-    __atomic_store_n(&p->counters.peak_bytes, sum.bytes, __ATOMIC_RELAXED);
-    p->reserved_peak = p->reserved;
-    p->live_peak = live_bytes;
+    __atomic_store_n(&p->core.counters.peak_count, sum.count, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->core.counters.peak_bytes, sum.bytes, __ATOMIC_RELAXED);
+    p->growth.reserved_peak = p->growth.reserved;
+    p->core.live_peak = live_bytes;
     pool_unlock(p);
 }
 
@@ -40,30 +40,30 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     crmm_status st = CRMM_OK;
     pool_lock(p);
     pool_capture_collect(p);
-    crmm_alloc_counters counters = p->counters;
-    uint64_t live_bytes = p->live_bytes, cached_largest = 0;
+    crmm_alloc_counters counters = p->core.counters;
+    uint64_t live_bytes = p->core.live_bytes, cached_largest = 0;
     if (pool_caching(p)) {
         pool_cache_sum(p, &counters, &live_bytes);
         cached_largest = pool_cache_largest(p);
     }
     switch ((int)what) {
-    case CRMM_QUERY_BYTES_RESERVED: *out = p->reserved; break;
-    case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = p->reserved_peak; break;
-    case CRMM_QUERY_BYTES_FREE: *out = p->reserved - live_bytes; break;
+    case CRMM_QUERY_BYTES_RESERVED: *out = p->growth.reserved; break;
+    case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = p->growth.reserved_peak; break;
+    case CRMM_QUERY_BYTES_FREE: *out = p->growth.reserved - live_bytes; break;
     case CRMM_QUERY_LARGEST_FREE_BLOCK: *out = largest_free_block(p); break;
-    case CRMM_QUERY_UPSTREAM_BLOCKS: *out = p->expandable ? p->vmm.mapped_pages : p->chunk_count; break;
-    case CRMM_QUERY_MAXIMUM_SIZE: *out = p->maximum; break;
-    case CRMM_QUERY_POOL_DEVICE_SYNCS: *out = __atomic_load_n(&p->streams.syncs, __ATOMIC_RELAXED); break;
-    case CRMM_QUERY_POOL_EVENT_WAITS: *out = __atomic_load_n(&p->streams.event_waits, __ATOMIC_RELAXED); break;
-    case CRMM_QUERY_POOL_GROWTHS: *out = p->growths; break;
-    case CRMM_QUERY_POOL_PAGES_MAPPED: *out = p->vmm.pages_mapped; break;
-    case CRMM_QUERY_POOL_PAGES_UNMAPPED: *out = p->vmm.pages_unmapped; break;
-    case CRMM_QUERY_POOL_PAGES_CREATED: *out = p->vmm.pages_created; break;
-    case CRMM_QUERY_POOL_PAGES_RELEASED: *out = p->vmm.pages_released; break;
+    case CRMM_QUERY_UPSTREAM_BLOCKS: *out = p->growth.expandable ? p->growth.vmm.mapped_pages : p->growth.chunk_count; break;
+    case CRMM_QUERY_MAXIMUM_SIZE: *out = p->growth.maximum; break;
+    case CRMM_QUERY_POOL_DEVICE_SYNCS: *out = __atomic_load_n(&p->core.streams.syncs, __ATOMIC_RELAXED); break;
+    case CRMM_QUERY_POOL_EVENT_WAITS: *out = __atomic_load_n(&p->core.streams.event_waits, __ATOMIC_RELAXED); break;
+    case CRMM_QUERY_POOL_GROWTHS: *out = p->growth.growths; break;
+    case CRMM_QUERY_POOL_PAGES_MAPPED: *out = p->growth.vmm.pages_mapped; break;
+    case CRMM_QUERY_POOL_PAGES_UNMAPPED: *out = p->growth.vmm.pages_unmapped; break;
+    case CRMM_QUERY_POOL_PAGES_CREATED: *out = p->growth.vmm.pages_created; break;
+    case CRMM_QUERY_POOL_PAGES_RELEASED: *out = p->growth.vmm.pages_released; break;
     case CRMM_QUERY_POOL_BLOCK_BYTES: *out = live_bytes; break;
-    case CRMM_QUERY_POOL_BLOCK_BYTES_PEAK: *out = p->live_peak; break;
+    case CRMM_QUERY_POOL_BLOCK_BYTES_PEAK: *out = p->core.live_peak; break;
     case CRMM_QUERY_POOL_THREAD_CACHES: *out = pool_caching(p); break;
-    case CRMM_QUERY_POOL_LOCK_WAITS: *out = p->lock_waits_total; break;
+    case CRMM_QUERY_POOL_LOCK_WAITS: *out = p->cache.lock_waits_total; break;
     default: st = crmm_counters_query(&counters, what, out); break;
     }
     if (what == CRMM_QUERY_LARGEST_FREE_BLOCK && cached_largest > *out)

@@ -1,4 +1,6 @@
-/* pool_resource.h — the pool resource's state, shared by the pool_* files.
+/* pool_resource.h — the pool resource: its parts (pool_core.h: lists, map and counts;
+ * pool_growth_state.h: what it holds from upstream; pool_cache_policy.h: when the per-thread
+ * caches switch on), its graphs, and the functions the pool_* files share.
  *
  * One lock guards everything: the per-stream free lists (pool_streams), the live-block map, the
  * records, the upstream chunks and the list of per-thread caches (pool_thread_cache.h, which
@@ -15,11 +17,15 @@
 #include <crmm/plugin.h>
 #include "pool_block.h"
 #include "pool_block_map.h"
+#include "pool_cache_policy.h"
 #include "pool_capture.h"
+#include "pool_core.h"
 #include "pool_free_list.h"
+#include "pool_growth_state.h"
 #include "pool_streams.h"
 #include "pool_thread_cache.h"
 #include "pool_vmm.h"
+#include "../common/resource_label.h"
 #include "../common/spin_lock.h"
 
 /* The largest request the pool accepts: rounding it up to 256 bytes must not overflow. */
@@ -39,32 +45,9 @@ enum { POOL_GRAPHS_AUTO, POOL_GRAPHS_ON, POOL_GRAPHS_OFF };
 typedef struct pool_resource {
     crmm_resource base;            /* first: crmm sees a crmm_resource */
     int lock;                      /* pool_lock (a spin lock) */
-    pool_streams streams;          /* free blocks per stream */
-    pool_block_map live;           /* live blocks by address */
-    pool_records records;          /* spare block records */
-    pool_chunk *chunks;            /* upstream allocations, newest first */
-    uint64_t chunk_count;
-    uint64_t reserved, reserved_peak; /* bytes held from upstream */
-    uint64_t mark;                    /* expandable: the most it had to map (see pool_expand.c) */
-    bool moved_since_mark;         /* expandable: a growth moved free pages and the mark has not risen since */
-    uint64_t live_bytes;           /* bytes of live blocks (rounded to 256) */
-    uint64_t live_peak;            /* the highest live_bytes (with caches on: of the sums, pool_cache_sum) */
-    uint64_t growths;              /* growths: upstream chunks taken, or runs of pages mapped */
-    uint64_t maximum;              /* most it may reserve; POOL_NO_MAXIMUM */
-    uint64_t initial;              /* initial_size: an expandable pool never gives back below it */
-    crmm_alloc_counters counters;  /* requested bytes; updated under the lock */
-    bool expandable;               /* growth maps pages of one reserved range (pool_expand.c) */
-    pool_vmm vmm;                  /* that range */
-    pool_stream unmapped;          /* owner of the range's blocks that have no memory mapped */
-    uint64_t release_threshold;    /* free bytes in whole pages kept when memory is given back */
-    uint64_t device_memory;        /* the device's total memory: an expandable pool never maps more */
-    pool_cache_mode cache_mode;    /* parameter thread_cache: when the per-thread caches switch on */
-    int caching;                   /* atomic: they are on (pool_thread_cache.h) */
-    uintptr_t first_thread;        /* POOL_CACHE_ON: the first thread that allocated; 0: none yet */
-    uint32_t lock_ops, lock_waits; /* POOL_CACHE_AUTO: locked operations of the current window, and
-                                    * how many of them found the lock held */
-    uint64_t lock_waits_total;     /* allocates and frees that found the lock held, since creation */
-    pool_thread_cache *caches;     /* every cache of the pool */
+    pool_core core;                /* free lists, live map, records, counts (pool_core.h) */
+    pool_growth_state growth;      /* chunks, limits, the expandable range (pool_growth_state.h) */
+    pool_cache_policy cache;       /* when the per-thread caches switch on (pool_cache_policy.h) */
     pool_graph *graphs;            /* the CUDA graphs that own blocks of the pool (pool_capture.h) */
     graph_holds released;          /* those whose graph is gone, not yet collected (graph_hold.h) */
     const bool *capture_gate;      /* open: ask whether a stream is captured (graphs, the process switch) */
@@ -76,7 +59,7 @@ typedef struct pool_resource {
 } pool_resource;
 
 /* Whether the per-thread caches are on (read without the lock: once on, they stay on). */
-static inline bool pool_caching(const pool_resource *p) { return __atomic_load_n(&p->caching, __ATOMIC_RELAXED); }
+static inline bool pool_caching(const pool_resource *p) { return __atomic_load_n(&p->cache.caching, __ATOMIC_RELAXED); }
 
 /* The pool's one lock: a spin lock (plugins/common/spin_lock.h) that yields the processor after
  * a few hundred spins. Critical sections are tens of nanoseconds, so waiting by spinning hands the
@@ -88,15 +71,26 @@ static inline void pool_lock(pool_resource *p) { spin_lock(&p->lock); }
 static inline void pool_unlock(pool_resource *p) { spin_unlock(&p->lock); }
 
 /* "pool 'main'", or "pool" when the resource has no name; into buf. */
-const char *pool_label(const pool_resource *p, char *buf, size_t size);
+static inline const char *pool_label(const pool_resource *p, char *buf, size_t size)
+{
+    return resource_label("pool", p->base.name, buf, size);
+}
+
+/* Refuse the free of live block b as `bytes` (not the size it was asked for) with
+ * CRMM_ERROR_INVALID_ARGUMENT: b, just removed from `map`, goes back into it and stays live. Under
+ * the lock that guards `map`. Cold: kept off the deallocate paths of the pool and its caches. */
+__attribute__((cold)) static inline crmm_status pool_refuse_size(pool_resource *p, pool_block_map *map, pool_block *b,
+                                                                size_t bytes)
+{
+    char label[80];
+    pool_block_map_insert(map, b);
+    return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: deallocate of %p as %zu bytes: it is a block of %zu bytes",
+                          pool_label(p, label, sizeof label), (void *)b->addr, bytes, (size_t)b->u.live.requested);
+}
 
 /* ---- pool_alloc.c: the allocate and deallocate ops --------------------------------------- */
 crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
-/* Refuse the free of live block b as `bytes` (not the size it was asked for) with
- * CRMM_ERROR_INVALID_ARGUMENT: b, just removed from `map`, goes back into it and stays live. Under
- * the lock that guards `map`. */
-crmm_status pool_refuse_size(pool_resource *p, pool_block_map *map, pool_block *b, size_t bytes);
 
 /* ---- pool_growth.c: upstream chunks -------------------------------------------------------- */
 /* Grow by one chunk that has room for `size` (RMM's rule: double without a maximum, else the

@@ -34,7 +34,7 @@ pool_thread_cache *pool_cache_find(pool_resource *p, crmm_cuda_stream_t stream)
     if (!t)
         return NULL;
     uint64_t thread;
-    pool_streams_key(&p->streams, &stream, &thread);
+    pool_streams_key(&p->core.streams, &stream, &thread);
     for (unsigned i = 0; i < POOL_CACHE_SLOTS; i++) {
         pool_thread_cache *c = t->slot[i];
         if (c && pool_of(c) == p && c->handle == stream && c->thread == thread)
@@ -47,7 +47,7 @@ pool_thread_cache *pool_cache_find(pool_resource *p, crmm_cuda_stream_t stream)
  * any state will do. NULL when there is none and none can be made. */
 static pool_stream *home_state(pool_resource *p, const pool_thread_cache *c)
 {
-    pool_streams *ss = &p->streams;
+    pool_streams *ss = &p->core.streams;
     pool_stream *s = pool_streams_find_key(ss, c->handle, c->thread);
     if (s)
         return s;
@@ -72,7 +72,7 @@ static bool give_blocks(pool_resource *p, pool_thread_cache *c, bool *gave)
         return false;
     for (unsigned i = 0; i < POOL_CACHE_BLOCKS; i++)
         if (c->entries[i].block)
-            pool_free_list_insert_merging(&s->free, s, c->entries[i].block, &p->records);
+            pool_free_list_insert_merging(&s->free, s, c->entries[i].block, &p->core.records);
     pool_cache_reset(c);
     *gave = true;
     return true;
@@ -81,12 +81,12 @@ static bool give_blocks(pool_resource *p, pool_thread_cache *c, bool *gave)
 /* Fold c's deltas into p's counters (both locks held): their sums stay what they were. */
 static void fold_deltas(pool_resource *p, pool_thread_cache *c)
 {
-    crmm_alloc_counters *k = &p->counters;
+    crmm_alloc_counters *k = &p->core.counters;
     k->count += c->count_delta;
     k->bytes += c->bytes_delta;
     k->total_count += c->total_count_delta;
     k->total_bytes += c->total_bytes_delta;
-    p->live_bytes += (uint64_t)c->live_bytes_delta;
+    p->core.live_bytes += (uint64_t)c->live_bytes_delta;
     c->count_delta = c->bytes_delta = c->live_bytes_delta = 0;
     c->total_count_delta = c->total_bytes_delta = 0;
 }
@@ -97,10 +97,10 @@ static bool drain(pool_resource *p, pool_thread_cache *c, bool *gave)
 {
     bool all = give_blocks(p, c, gave);
     if (c->live.count) {
-        if (pool_block_map_reserve(&p->live, c->live.count)) {
+        if (pool_block_map_reserve(&p->core.live, c->live.count)) {
             for (size_t i = 0; i <= c->live.mask; i++)
                 if (c->live.slots[i].addr)
-                    pool_block_map_insert(&p->live, c->live.slots[i].block);
+                    pool_block_map_insert(&p->core.live, c->live.slots[i].block);
             pool_block_map_clear(&c->live);
         } else {
             all = false;
@@ -124,7 +124,7 @@ bool pool_cache_drain_mine(pool_resource *p, crmm_cuda_stream_t stream)
     bool gave = false;
     if (!c)
         return false;
-    /* the blocks and the deltas (so that p->live_bytes counts the blocks as free); the live map
+    /* the blocks and the deltas (so that p->core.live_bytes counts the blocks as free); the live map
      * stays, so that the thread's frees of its blocks keep taking the cache's way. No peak is
      * raised: the other caches' deltas are not in p's counters, so these are not a sum that was
      * ever live. */
@@ -138,7 +138,7 @@ bool pool_cache_drain_mine(pool_resource *p, crmm_cuda_stream_t stream)
 uint64_t pool_cache_bytes(const pool_resource *p)
 {
     uint64_t bytes = 0;
-    for (const pool_thread_cache *c = p->caches; c; c = c->next)
+    for (const pool_thread_cache *c = p->cache.caches; c; c = c->next)
         bytes += __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
     return bytes;
 }
@@ -146,12 +146,12 @@ uint64_t pool_cache_bytes(const pool_resource *p)
 bool pool_cache_drain_all(pool_resource *p)
 {
     bool gave = false;
-    for (pool_thread_cache *c = p->caches; c; c = c->next) {
+    for (pool_thread_cache *c = p->cache.caches; c; c = c->next) {
         spin_lock(&c->lock);
         drain(p, c, &gave);
         spin_unlock(&c->lock);
     }
-    raise_peaks(&p->counters, p->counters.count, p->counters.bytes);
+    raise_peaks(&p->core.counters, p->core.counters.count, p->core.counters.bytes);
     return gave;
 }
 
@@ -214,7 +214,7 @@ static cache_slots *slots_of_thread(void)
 static pool_thread_cache *claim_cache(pool_resource *p, crmm_cuda_stream_t handle, uint64_t thread)
 {
     pool_lock(p);
-    pool_thread_cache *c = p->caches;
+    pool_thread_cache *c = p->cache.caches;
     while (c && !(c->orphan && !c->count)) /* an orphan that still holds blocks keeps its stream */
         c = c->next;
     if (c) {
@@ -242,8 +242,8 @@ static pool_thread_cache *claim_cache(pool_resource *p, crmm_cuda_stream_t handl
     c->thread = thread;
     __atomic_store_n(&c->pool, p, __ATOMIC_RELAXED);
     pool_lock(p);
-    c->next = p->caches;
-    p->caches = c;
+    c->next = p->cache.caches;
+    p->cache.caches = c;
     pool_unlock(p);
     return c;
 }
@@ -265,7 +265,7 @@ pool_thread_cache *pool_cache_get(pool_resource *p, crmm_cuda_stream_t stream)
     }
     release_slot(t, i);
     uint64_t thread;
-    pool_streams_key(&p->streams, &stream, &thread);
+    pool_streams_key(&p->core.streams, &stream, &thread);
     return t->slot[i] = claim_cache(p, stream, thread);
 }
 
@@ -363,7 +363,7 @@ void pool_cache_give_back(pool_resource *p, pool_thread_cache *c, pool_block **b
     pool_stream *s = home_state(p, c);
     if (s) {
         for (unsigned i = 0; i < n; i++)
-            pool_free_list_insert_merging(&s->free, s, blocks[i], &p->records);
+            pool_free_list_insert_merging(&s->free, s, blocks[i], &p->core.records);
     } else {
         char label[80];
         crmm_log(CRMM_LOG_WARN, "%s: %u free blocks lost until the pool is destroyed (no stream state could be made)",
@@ -376,7 +376,7 @@ void pool_cache_give_back(pool_resource *p, pool_thread_cache *c, pool_block **b
 
 pool_block *pool_cache_remove_live(pool_resource *p, uintptr_t ptr, size_t bytes, crmm_status *st)
 {
-    for (pool_thread_cache *c = p->caches; c; c = c->next) {
+    for (pool_thread_cache *c = p->cache.caches; c; c = c->next) {
         spin_lock(&c->lock);
         pool_block *b = c->live.count ? pool_block_map_remove(&c->live, ptr) : NULL;
         if (b && b->u.live.requested != bytes) {
@@ -399,7 +399,7 @@ pool_block *pool_cache_remove_live(pool_resource *p, uintptr_t ptr, size_t bytes
 bool pool_cache_holds(pool_resource *p, uintptr_t ptr)
 {
     bool found = false;
-    for (pool_thread_cache *c = p->caches; c && !found; c = c->next) {
+    for (pool_thread_cache *c = p->cache.caches; c && !found; c = c->next) {
         spin_lock(&c->lock);
         for (unsigned i = 0; i < POOL_CACHE_BLOCKS && !found; i++) {
             const pool_block *b = c->entries[i].block;
@@ -412,9 +412,9 @@ bool pool_cache_holds(pool_resource *p, uintptr_t ptr)
 
 void pool_cache_sum(pool_resource *p, crmm_alloc_counters *sum, uint64_t *live_bytes)
 {
-    *sum = p->counters;
-    *live_bytes = p->live_bytes;
-    for (pool_thread_cache *c = p->caches; c; c = c->next) {
+    *sum = p->core.counters;
+    *live_bytes = p->core.live_bytes;
+    for (pool_thread_cache *c = p->cache.caches; c; c = c->next) {
         spin_lock(&c->lock);
         sum->count += c->count_delta;
         sum->bytes += c->bytes_delta;
@@ -423,17 +423,17 @@ void pool_cache_sum(pool_resource *p, crmm_alloc_counters *sum, uint64_t *live_b
         *live_bytes += (uint64_t)c->live_bytes_delta;
         spin_unlock(&c->lock);
     }
-    raise_peaks(&p->counters, sum->count, sum->bytes);
-    if (*live_bytes > p->live_peak)
-        p->live_peak = *live_bytes;
-    sum->peak_count = p->counters.peak_count;
-    sum->peak_bytes = p->counters.peak_bytes;
+    raise_peaks(&p->core.counters, sum->count, sum->bytes);
+    if (*live_bytes > p->core.live_peak)
+        p->core.live_peak = *live_bytes;
+    sum->peak_count = p->core.counters.peak_count;
+    sum->peak_bytes = p->core.counters.peak_bytes;
 }
 
 uint64_t pool_cache_largest(pool_resource *p)
 {
     uint64_t largest = 0;
-    for (pool_thread_cache *c = p->caches; c; c = c->next) {
+    for (pool_thread_cache *c = p->cache.caches; c; c = c->next) {
         spin_lock(&c->lock);
         for (unsigned i = 0; i < POOL_CACHE_BLOCKS; i++)
             if (c->entries[i].block && c->entries[i].size > largest)
@@ -445,13 +445,13 @@ uint64_t pool_cache_largest(pool_resource *p)
 
 void pool_cache_lock_all(pool_resource *p)
 {
-    for (pool_thread_cache *c = p->caches; c; c = c->next)
+    for (pool_thread_cache *c = p->cache.caches; c; c = c->next)
         spin_lock(&c->lock);
 }
 
 void pool_cache_unlock_all(pool_resource *p)
 {
-    for (pool_thread_cache *c = p->caches; c; c = c->next)
+    for (pool_thread_cache *c = p->cache.caches; c; c = c->next)
         spin_unlock(&c->lock);
 }
 
@@ -462,7 +462,7 @@ void pool_cache_registry_reset(void) { pthread_mutex_init(&registry, NULL); }
 void pool_cache_detach_all(pool_resource *p)
 {
     pthread_mutex_lock(&registry);
-    for (pool_thread_cache *c = p->caches, *next; c; c = next) {
+    for (pool_thread_cache *c = p->cache.caches, *next; c; c = next) {
         next = c->next;
         spin_lock(&c->lock);
         bool orphan = c->orphan;
@@ -474,6 +474,6 @@ void pool_cache_detach_all(pool_resource *p)
         if (orphan)
             free(c);
     }
-    p->caches = NULL;
+    p->cache.caches = NULL;
     pthread_mutex_unlock(&registry);
 }

@@ -41,7 +41,7 @@ static crmm_status prefetch_allocate(crmm_resource *self, size_t bytes, crmm_cud
             return crmm_error_add_context("prefetch '%s': block of %zu bytes to device %d", self->name, bytes, self->device);
         }
     }
-    crmm_counters_add(&p->counters, bytes);
+    crmm_counters_add(&p->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 

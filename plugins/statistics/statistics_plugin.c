@@ -67,7 +67,7 @@ static crmm_status statistics_allocate(crmm_resource *self, size_t bytes, crmm_c
     if (st != CRMM_OK)
         return st;
     pthread_rwlock_rdlock(&r->frames_lock);
-    crmm_counters_add(&r->frames[r->depth - 1], bytes);
+    crmm_counters_add(&r->frames[r->depth - 1], bytes, CRMM_COUNT_SHARED);
     pthread_rwlock_unlock(&r->frames_lock);
     return CRMM_OK;
 }
@@ -79,7 +79,7 @@ static crmm_status statistics_deallocate(crmm_resource *self, void *ptr, size_t 
     if (st != CRMM_OK)
         return st; /* refused upstream (a double free, say): nothing was freed, nothing to count */
     pthread_rwlock_rdlock(&r->frames_lock);
-    crmm_counters_sub(&r->frames[r->depth - 1], bytes);
+    crmm_counters_sub(&r->frames[r->depth - 1], bytes, CRMM_COUNT_SHARED);
     pthread_rwlock_unlock(&r->frames_lock);
     return CRMM_OK;
 }
@@ -148,7 +148,7 @@ static crmm_status statistics_control(crmm_resource *self, int op, void *arg)
     case CRMM_STATISTICS_OP_GET:
     case CRMM_STATISTICS_OP_DEPTH:
         if (!arg)
-            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "statistics: control op %#x needs an argument", op);
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "statistics: control op %d needs an argument", op);
         pthread_rwlock_rdlock(&r->frames_lock);
         if (op == CRMM_STATISTICS_OP_GET)
             *(crmm_alloc_counters *)arg = load_frame(&r->frames[r->depth - 1]);
@@ -161,7 +161,7 @@ static crmm_status statistics_control(crmm_resource *self, int op, void *arg)
     case CRMM_STATISTICS_OP_POP:
         return statistics_pop(r, arg);
     default:
-        return crmm_resource_control(self->upstream, op, arg);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "statistics resource has no control op %d", op);
     }
 }
 

@@ -19,7 +19,7 @@ static crmm_status template_allocate(crmm_resource *self, size_t bytes, crmm_cud
     template_resource *t = (template_resource *)self;
     crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
     if (st == CRMM_OK)
-        crmm_counters_add(&t->counters, bytes);
+        crmm_counters_add(&t->counters, bytes, CRMM_COUNT_SHARED);
     return st;
 }
 

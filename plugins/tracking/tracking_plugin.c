@@ -59,7 +59,7 @@ static crmm_status tracking_allocate(crmm_resource *self, size_t bytes, crmm_cud
         crmm_resource_deallocate(self->upstream, *ptr, bytes, stream);
         return st;
     }
-    crmm_counters_add(&r->counters, bytes);
+    crmm_counters_add(&r->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -84,7 +84,7 @@ static crmm_status tracking_deallocate(crmm_resource *self, void *ptr, size_t by
     }
     crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
     if (st == CRMM_OK) /* count only what upstream took back */
-        crmm_counters_sub(&r->counters, bytes);
+        crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED);
     return st;
 }
 
@@ -230,7 +230,7 @@ static crmm_status tracking_control(crmm_resource *self, int op, void *arg)
 {
     tracking_resource *r = (tracking_resource *)self;
     if (op >= CRMM_TRACKING_OP_COUNT && op <= CRMM_TRACKING_OP_LOG && !arg)
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "tracking: control op %#x needs an argument", op);
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "tracking: control op %d needs an argument", op);
     switch (op) {
     case CRMM_TRACKING_OP_COUNT:
         *(uint64_t *)arg = (uint64_t)__atomic_load_n(&r->counters.count, __ATOMIC_RELAXED);
@@ -247,7 +247,7 @@ static crmm_status tracking_control(crmm_resource *self, int op, void *arg)
     case CRMM_TRACKING_OP_LOG:
         return log_report(r, *(crmm_log_level *)arg, SIZE_MAX, "Outstanding allocations");
     default:
-        return crmm_resource_control(self->upstream, op, arg);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "tracking resource has no control op %d", op);
     }
 }
 

@@ -19,6 +19,41 @@ c_void_p, c_int, c_size_t, c_bool = ctypes.c_void_p, ctypes.c_int, ctypes.c_size
 c_char_p, c_uint64, c_longlong, c_long = ctypes.c_char_p, ctypes.c_uint64, ctypes.c_longlong, ctypes.c_long
 
 
+# The plugins' control ops and queries the package uses, by their C names. A control op is keyed
+# by (kind, op): each plugin numbers its ops from 1 in plugins/<kind>/include/crmm/<kind>.h and
+# the package reaches them with crmm_resource_control_kind. python/tests/test_stubs.py checks
+# every value here against the headers.
+OPS = {
+    "CRMM_ASYNC_OP_GET_POOL": 1,
+    "CRMM_ASYNC_MANAGED_OP_GET_POOL": 1,
+    "CRMM_BINNING_OP_ADD_BIN": 1,
+    "CRMM_CUDA_ASYNC_VIEW_OP_GET_POOL": 1,
+    "CRMM_FAILURE_CALLBACK_OP_SET": 1,
+    "CRMM_LOGGING_OP_FLUSH": 1,
+    "CRMM_LOGGING_OP_GET_FILE": 2,
+    "CRMM_POOL_OP_RESET_PEAKS": 2,
+    "CRMM_STATISTICS_OP_GET": 1,
+    "CRMM_STATISTICS_OP_PUSH": 2,
+    "CRMM_STATISTICS_OP_POP": 3,
+    "CRMM_TRACKING_OP_BYTES": 2,
+    "CRMM_TRACKING_OP_STRING": 4,
+    "CRMM_TRACKING_OP_LOG": 5,
+}
+QUERIES = {
+    "CRMM_QUERY_POOL_DEVICE_SYNCS": 1000 + 0x500,
+    "CRMM_QUERY_POOL_EVENT_WAITS": 1000 + 0x501,
+    "CRMM_QUERY_POOL_GROWTHS": 1000 + 0x502,
+    "CRMM_QUERY_POOL_PAGES_MAPPED": 1000 + 0x503,
+    "CRMM_QUERY_POOL_PAGES_UNMAPPED": 1000 + 0x504,
+    "CRMM_QUERY_POOL_PAGES_CREATED": 1000 + 0x505,
+    "CRMM_QUERY_POOL_PAGES_RELEASED": 1000 + 0x506,
+    "CRMM_QUERY_POOL_BLOCK_BYTES": 1000 + 0x507,
+    "CRMM_QUERY_POOL_BLOCK_BYTES_PEAK": 1000 + 0x508,
+    "CRMM_QUERY_POOL_THREAD_CACHES": 1000 + 0x509,
+    "CRMM_QUERY_POOL_LOCK_WAITS": 1000 + 0x50A,
+}
+
+
 class DeviceGuard(ctypes.Structure):
     """crmm_device_guard (crmm/cuda_support.h)."""
 

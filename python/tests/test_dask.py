@@ -57,7 +57,10 @@ finally:
     if cluster is not None:
         cluster.close(timeout=30)
 """
-    done = run_python(code, timeout=CLUSTER_TIMEOUT)
+    # distributed before 2023.2 calls .decode() on what newer pynvml returns as str, and its
+    # cluster then fails to start on a machine with a GPU (dask/distributed #7584): its own
+    # NVML diagnostics are switched off, crmm's metrics need none of them.
+    done = run_python(code, env={"DASK_DISTRIBUTED__DIAGNOSTICS__NVML": "False"}, timeout=CLUSTER_TIMEOUT)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

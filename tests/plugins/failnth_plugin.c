@@ -12,7 +12,7 @@
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
 
-#define FAILNTH_OP_CALLS 0x1100 /* arg: uint64_t *, the allocate calls so far */
+#define FAILNTH_OP_CALLS 1 /* arg: uint64_t *, the allocate calls so far */
 
 typedef struct failnth_resource {
     crmm_resource base;
@@ -32,7 +32,7 @@ static crmm_status failnth_allocate(crmm_resource *self, size_t bytes, crmm_cuda
     void *p = rounded >= bytes ? aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, rounded) : NULL;
     if (!p)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failnth: cannot allocate %zu bytes", bytes);
-    crmm_counters_add(&r->counters, bytes);
+    crmm_counters_add(&r->counters, bytes, CRMM_COUNT_SHARED);
     *ptr = p;
     return CRMM_OK;
 }
@@ -42,7 +42,7 @@ static crmm_status failnth_deallocate(crmm_resource *self, void *ptr, size_t byt
     (void)stream;
     failnth_resource *r = (failnth_resource *)self;
     free(ptr);
-    crmm_counters_sub(&r->counters, bytes);
+    crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 

@@ -30,14 +30,14 @@ static crmm_status paramtest_allocate(crmm_resource *self, size_t bytes, crmm_cu
         st = *ptr ? CRMM_OK : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "paramtest: cannot allocate %zu bytes", bytes);
     }
     if (st == CRMM_OK)
-        crmm_counters_add(&r->counters, bytes);
+        crmm_counters_add(&r->counters, bytes, CRMM_COUNT_SHARED);
     return st;
 }
 
 static crmm_status paramtest_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     paramtest_resource *r = (paramtest_resource *)self;
-    crmm_counters_sub(&r->counters, bytes);
+    crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED);
     if (self->upstream)
         return crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
     free(ptr);

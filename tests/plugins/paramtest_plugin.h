@@ -12,7 +12,7 @@
 #include <crmm/error.h>
 
 /* control op (third-party range): arg is a paramtest_values * to fill in */
-#define PARAMTEST_CONTROL_VALUES 0x1f00
+#define PARAMTEST_CONTROL_VALUES 1
 
 /* One parameter as the plugin read it: the getter's status, the value, crmm_params_is_set. */
 typedef struct paramtest_values {

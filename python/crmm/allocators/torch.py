@@ -13,6 +13,7 @@ raises ModuleNotFoundError naming torch."""
 import ctypes
 
 from .._errors import UnsupportedError
+from .. import _lib
 from .._lib import check, lib, library_path
 
 try:
@@ -147,8 +148,7 @@ def memory_stats(device=None, mr=None):
     return dict(sorted(stats.items()))
 
 
-# CRMM_POOL_OP_RESET_PEAKS (crmm/pool.h)
-_POOL_OP_RESET_PEAKS = 0x502
+_POOL_OP_RESET_PEAKS = _lib.OPS["CRMM_POOL_OP_RESET_PEAKS"]
 
 
 def reset_peak_memory_stats(device=None, mr=None):

@@ -1,6 +1,5 @@
-/* crmm/arena.h — control operations of the `arena` plugin (range 0x600), for
- * crmm_resource_control(mr, op, arg) on an arena resource (find it in a chain with
- * crmm_resource_find_kind(mr, "arena")).
+/* crmm/arena.h — control operations of the `arena` plugin, for
+ * crmm_resource_control_kind(mr, "arena", op, arg) (or crmm_resource_control on the arena itself).
  *
  * The arena takes `arena_size` bytes from its upstream once and never grows. Each thread (and,
  * for device memory, each stream a thread uses) allocates small blocks from its own superblocks
@@ -27,7 +26,7 @@ extern "C" {
 /* Defragment now: every empty superblock that thread arenas hold goes back to the global arena
  * and merges with its free neighbours (for device memory after waiting for the device). This is
  * what an allocation that fails does before it tries once more. arg: NULL. Always CRMM_OK. */
-#define CRMM_ARENA_DEFRAGMENT 0x600
+#define CRMM_ARENA_DEFRAGMENT 1
 
 /* Write the arena's state (sizes, free bytes, largest free block, fragmentation, one line per
  * superblock, large block and free span) to a file, appending. arg: const char *path, or NULL for
@@ -35,10 +34,10 @@ extern "C" {
  * process id, %% = %). CRMM_ERROR_CONFIG for another % sequence, CRMM_ERROR_INVALID_ARGUMENT
  * for a name too long, CRMM_ERROR_IO when the file cannot be written or is refused (a symbolic link, someone else's
  * file, a file with another hard link: crmm_output_file_open); the dump is appended. */
-#define CRMM_ARENA_DUMP 0x601
+#define CRMM_ARENA_DUMP 2
 
 /* Fill a crmm_arena_stats. arg: crmm_arena_stats *; CRMM_ERROR_INVALID_ARGUMENT when NULL. */
-#define CRMM_ARENA_GET_STATS 0x602
+#define CRMM_ARENA_GET_STATS 3
 
 typedef struct crmm_arena_stats {
     uint64_t arena_size;          /* bytes taken from upstream (never changes) */
@@ -62,7 +61,7 @@ typedef struct crmm_arena_stats {
 /* Fill a crmm_arena_shard_stats for shard `shard` (set by the caller, 0 .. shards - 1).
  * arg: crmm_arena_shard_stats *; CRMM_ERROR_INVALID_ARGUMENT when NULL or `shard` is out of
  * range. */
-#define CRMM_ARENA_GET_SHARD_STATS 0x603
+#define CRMM_ARENA_GET_SHARD_STATS 4
 
 typedef struct crmm_arena_shard_stats {
     uint32_t shard;               /* in: which shard */

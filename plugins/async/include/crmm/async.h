@@ -13,8 +13,8 @@
 extern "C" {
 #endif
 
-/* The control op (resource.h's range 0x700): `arg` is a void ** that receives the cudaMemPool_t. */
-#define CRMM_ASYNC_OP_GET_POOL 0x700
+/* The control op (numbered within the `async` kind: resource.h): `arg` is a void ** that receives the cudaMemPool_t. */
+#define CRMM_ASYNC_OP_GET_POOL 1
 
 /* Queries the async resource answers besides the standard ones. */
 #define CRMM_QUERY_ASYNC_POOL_USED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x700))      /* cudaMemPoolAttrUsedMemCurrent */

@@ -13,9 +13,9 @@
 extern "C" {
 #endif
 
-/* The control op (resource.h: ops are numbered per plugin): `arg` is a void ** that receives the
+/* The control op (numbered within the `async_managed` kind: resource.h): `arg` is a void ** that receives the
  * cudaMemPool_t the resource allocates from. */
-#define CRMM_ASYNC_MANAGED_OP_GET_POOL 0x900
+#define CRMM_ASYNC_MANAGED_OP_GET_POOL 1
 
 /* The cudaMemPool_t of the first async_managed resource in the chain mr, mr's upstream, ...
  * (RMM's pool_handle()). Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL argument),

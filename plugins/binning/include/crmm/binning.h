@@ -1,4 +1,4 @@
-/* crmm/binning.h — control operations of the `binning` plugin (op range 0xA00), for
+/* crmm/binning.h — control operations of the `binning` plugin, for
  * crmm_resource_control_kind(mr, "binning", op, arg).
  *
  * Bins are kept sorted by block size; a request goes to the smallest bin whose size is at least
@@ -23,7 +23,7 @@ extern "C" {
  * CRMM_ERROR_INVALID_ARGUMENT for a NULL arg, a size of 0 or above 2^63, or an `mr` whose memory
  * is not accessible where the binning's is (a host-only bin under a device binning) or is on
  * another device; CRMM_ERROR_OUT_OF_MEMORY when malloc fails; a fixed_size creation error. */
-#define CRMM_BINNING_OP_ADD_BIN 0xA00
+#define CRMM_BINNING_OP_ADD_BIN 1
 
 typedef struct crmm_binning_bin {
     uint64_t size;      /* in: the bin's largest request (block size of a new fixed_size bin) */
@@ -32,13 +32,13 @@ typedef struct crmm_binning_bin {
 } crmm_binning_bin;
 
 /* Count the bins. arg: uint64_t *; CRMM_ERROR_INVALID_ARGUMENT when NULL. */
-#define CRMM_BINNING_OP_BIN_COUNT 0xA01
+#define CRMM_BINNING_OP_BIN_COUNT 2
 
 /* Read bin `index` (0 = the smallest) into a crmm_binning_bin: its size and its resource (a
  * borrowed pointer, valid while the binning resource lives; `added` is left alone).
  * arg: crmm_binning_bin *, with `size` set to the index on the way in;
  * CRMM_ERROR_INVALID_ARGUMENT when NULL or the index is out of range. */
-#define CRMM_BINNING_OP_GET_BIN 0xA02
+#define CRMM_BINNING_OP_GET_BIN 3
 
 #ifdef __cplusplus
 }

@@ -19,9 +19,9 @@
 extern "C" {
 #endif
 
-/* The control op (resource.h: ops are numbered per plugin): `arg` is a void ** that receives the
+/* The control op (numbered within the `cuda_async_view` kind: resource.h): `arg` is a void ** that receives the
  * cudaMemPool_t the resource allocates from. */
-#define CRMM_CUDA_ASYNC_VIEW_OP_GET_POOL 0x800
+#define CRMM_CUDA_ASYNC_VIEW_OP_GET_POOL 1
 
 /* Create a cuda_async_view resource over `pool` (a cudaMemPool_t, passed as void * so that this
  * header needs no CUDA header) for the current device. Errors: CRMM_ERROR_INVALID_ARGUMENT

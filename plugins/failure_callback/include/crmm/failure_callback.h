@@ -25,8 +25,8 @@ extern "C" {
 /* Called with the size of the failed request and the argument given with it. */
 typedef bool (*crmm_failure_callback_fn)(size_t bytes, void *arg);
 
-/* The control op (resource.h's range 0x400) and its argument. */
-#define CRMM_FAILURE_CALLBACK_OP_SET 0x400
+/* The control op (numbered within the `failure_callback` kind: resource.h) and its argument. */
+#define CRMM_FAILURE_CALLBACK_OP_SET 1
 typedef struct crmm_failure_callback_args {
     crmm_failure_callback_fn fn; /* NULL: remove the callback */
     void *arg;

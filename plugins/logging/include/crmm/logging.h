@@ -35,8 +35,8 @@ extern "C" {
 #define CRMM_LOGGING_CSV_HEADER "Thread,Time,Action,Pointer,Size,Stream"
 
 /* Control ops of the logging plugin (crmm_resource_control); each arg as said. */
-#define CRMM_LOGGING_OP_FLUSH 0x300    /* unused (NULL): write buffered lines to the file */
-#define CRMM_LOGGING_OP_GET_FILE 0x301 /* const char **: the file name, after expansion */
+#define CRMM_LOGGING_OP_FLUSH 1        /* unused (NULL): write buffered lines to the file */
+#define CRMM_LOGGING_OP_GET_FILE 2     /* const char **: the file name, after expansion */
 
 /* Write the buffered lines of the first logging layer in mr's chain to its file. Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (NULL), CRMM_ERROR_UNSUPPORTED (no logging layer),

@@ -1,4 +1,4 @@
-/* crmm/pool.h — control operations of the `pool` plugin (op range 0x500).
+/* crmm/pool.h — control operations of the `pool` plugin.
  *
  * The pool hands a block freed on stream S out again on S at once, without a CUDA call; it
  * knows S only by its handle. How another stream T gets S's blocks is the pool's parameter
@@ -29,11 +29,11 @@ enum {
      * nothing freed on it stays tied to its handle. CRMM_OK and nothing done for a pool over
      * host memory or a stream the pool holds no free blocks of. Errors: CRMM_ERROR_CUDA (the
      * synchronization failed). */
-    CRMM_POOL_OP_FORGET_STREAM = 0x500,
+    CRMM_POOL_OP_FORGET_STREAM = 1,
     /* arg: unused (NULL). Sets the peaks to the current figures: BYTES_IN_USE_PEAK,
      * ALLOCATIONS_PEAK, BYTES_RESERVED_PEAK and CRMM_QUERY_POOL_BLOCK_BYTES_PEAK (what PyTorch's
      * torch.cuda.reset_peak_memory_stats does). Never fails on a pool. */
-    CRMM_POOL_OP_RESET_PEAKS = 0x502
+    CRMM_POOL_OP_RESET_PEAKS = 2
 };
 
 /* The pool's own queries (crmm_resource_query). What it asked of the device since creation, so

@@ -25,10 +25,10 @@ extern "C" {
 #endif
 
 /* Control ops of the statistics plugin (crmm_resource_control); each arg as said. */
-#define CRMM_STATISTICS_OP_GET 0x100  /* crmm_alloc_counters *: the top frame */
-#define CRMM_STATISTICS_OP_PUSH 0x101 /* crmm_alloc_counters * or NULL: receives the frame pushed down */
-#define CRMM_STATISTICS_OP_POP 0x102  /* crmm_alloc_counters * or NULL: receives the popped frame */
-#define CRMM_STATISTICS_OP_DEPTH 0x103 /* uint64_t *: number of frames (1 = only the base frame) */
+#define CRMM_STATISTICS_OP_GET 1      /* crmm_alloc_counters *: the top frame */
+#define CRMM_STATISTICS_OP_PUSH 2     /* crmm_alloc_counters * or NULL: receives the frame pushed down */
+#define CRMM_STATISTICS_OP_POP 3      /* crmm_alloc_counters * or NULL: receives the popped frame */
+#define CRMM_STATISTICS_OP_DEPTH 4     /* uint64_t *: number of frames (1 = only the base frame) */
 
 static inline crmm_status crmm_statistics_control_(crmm_resource *mr, int op, void *arg, int arg_required)
 {

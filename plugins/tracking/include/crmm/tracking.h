@@ -44,11 +44,11 @@ typedef struct crmm_tracking_visit {
 } crmm_tracking_visit;
 
 /* Control ops of the tracking plugin (crmm_resource_control); each arg as said. */
-#define CRMM_TRACKING_OP_COUNT 0x200   /* uint64_t *: outstanding allocations */
-#define CRMM_TRACKING_OP_BYTES 0x201   /* uint64_t *: outstanding bytes */
-#define CRMM_TRACKING_OP_FOREACH 0x202 /* crmm_tracking_visit * */
-#define CRMM_TRACKING_OP_STRING 0x203  /* char **: a malloc'd report, the caller free()s it */
-#define CRMM_TRACKING_OP_LOG 0x204     /* crmm_log_level *: write the report to the crmm log */
+#define CRMM_TRACKING_OP_COUNT 1       /* uint64_t *: outstanding allocations */
+#define CRMM_TRACKING_OP_BYTES 2       /* uint64_t *: outstanding bytes */
+#define CRMM_TRACKING_OP_FOREACH 3     /* crmm_tracking_visit * */
+#define CRMM_TRACKING_OP_STRING 4      /* char **: a malloc'd report, the caller free()s it */
+#define CRMM_TRACKING_OP_LOG 5         /* crmm_log_level *: write the report to the crmm log */
 
 static inline crmm_status crmm_tracking_control_(crmm_resource *mr, int op, void *arg)
 {

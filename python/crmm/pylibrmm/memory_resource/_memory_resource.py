@@ -68,17 +68,17 @@ QUERIES = {
     "bytes_total": 11,
     "maximum_size": 12,
     # the pool's own (crmm/pool.h): what it asked of the device, and the bytes of its blocks
-    "pool_device_syncs": 1000 + 0x500,
-    "pool_event_waits": 1000 + 0x501,
-    "pool_growths": 1000 + 0x502,
-    "pool_pages_mapped": 1000 + 0x503,
-    "pool_pages_unmapped": 1000 + 0x504,
-    "pool_pages_created": 1000 + 0x505,
-    "pool_pages_released": 1000 + 0x506,
-    "pool_block_bytes": 1000 + 0x507,
-    "pool_block_bytes_peak": 1000 + 0x508,
-    "pool_thread_caches": 1000 + 0x509,
-    "pool_lock_waits": 1000 + 0x50A,
+    "pool_device_syncs": _lib.QUERIES["CRMM_QUERY_POOL_DEVICE_SYNCS"],
+    "pool_event_waits": _lib.QUERIES["CRMM_QUERY_POOL_EVENT_WAITS"],
+    "pool_growths": _lib.QUERIES["CRMM_QUERY_POOL_GROWTHS"],
+    "pool_pages_mapped": _lib.QUERIES["CRMM_QUERY_POOL_PAGES_MAPPED"],
+    "pool_pages_unmapped": _lib.QUERIES["CRMM_QUERY_POOL_PAGES_UNMAPPED"],
+    "pool_pages_created": _lib.QUERIES["CRMM_QUERY_POOL_PAGES_CREATED"],
+    "pool_pages_released": _lib.QUERIES["CRMM_QUERY_POOL_PAGES_RELEASED"],
+    "pool_block_bytes": _lib.QUERIES["CRMM_QUERY_POOL_BLOCK_BYTES"],
+    "pool_block_bytes_peak": _lib.QUERIES["CRMM_QUERY_POOL_BLOCK_BYTES_PEAK"],
+    "pool_thread_caches": _lib.QUERIES["CRMM_QUERY_POOL_THREAD_CACHES"],
+    "pool_lock_waits": _lib.QUERIES["CRMM_QUERY_POOL_LOCK_WAITS"],
 }
 
 
@@ -340,7 +340,7 @@ class HostMemoryResource(MemoryResource):
         super().__init__("host")
 
 
-_ASYNC_GET_POOL = 0x700  # crmm/async.h
+_ASYNC_GET_POOL = _lib.OPS["CRMM_ASYNC_OP_GET_POOL"]
 
 
 class CudaAsyncMemoryResource(MemoryResource):
@@ -420,7 +420,7 @@ class FixedSizeMemoryResource(UpstreamResourceAdaptor):
         )
 
 
-_BINNING_ADD_BIN = 0xA00  # crmm/binning.h
+_BINNING_ADD_BIN = _lib.OPS["CRMM_BINNING_OP_ADD_BIN"]
 
 
 class BinningMemoryResource(UpstreamResourceAdaptor):
@@ -472,7 +472,7 @@ class LimitingResourceAdaptor(UpstreamResourceAdaptor):
         return self.query("maximum_size")
 
 
-_LOGGING_FLUSH, _LOGGING_GET_FILE = 0x300, 0x301  # crmm/logging.h
+_LOGGING_FLUSH, _LOGGING_GET_FILE = _lib.OPS["CRMM_LOGGING_OP_FLUSH"], _lib.OPS["CRMM_LOGGING_OP_GET_FILE"]
 
 
 class LoggingResourceAdaptor(UpstreamResourceAdaptor):
@@ -501,7 +501,7 @@ class LoggingResourceAdaptor(UpstreamResourceAdaptor):
         return os.fsdecode(name.value) if name.value else ""
 
 
-_STATISTICS_GET, _STATISTICS_PUSH, _STATISTICS_POP = 0x100, 0x101, 0x102  # crmm/statistics.h
+_STATISTICS_GET, _STATISTICS_PUSH, _STATISTICS_POP = (_lib.OPS["CRMM_STATISTICS_OP_" + op] for op in ("GET", "PUSH", "POP"))
 
 
 class StatisticsResourceAdaptor(UpstreamResourceAdaptor):
@@ -541,7 +541,7 @@ class EmptyCounterStackError(StateError, IndexError):
     """pop_counters on a StatisticsResourceAdaptor with no pushed frame."""
 
 
-_TRACKING_BYTES, _TRACKING_STRING, _TRACKING_LOG = 0x201, 0x203, 0x204  # crmm/tracking.h
+_TRACKING_BYTES, _TRACKING_STRING, _TRACKING_LOG = (_lib.OPS["CRMM_TRACKING_OP_" + op] for op in ("BYTES", "STRING", "LOG"))
 _libc_free = ctypes.CDLL(None).free
 _libc_free.argtypes = [ctypes.c_void_p]
 _libc_free.restype = None
@@ -560,13 +560,15 @@ class TrackingResourceAdaptor(UpstreamResourceAdaptor):
         return out.value
 
     def get_outstanding_allocations_str(self):
-        """The outstanding allocations, one per line (with their stacks when captured)."""
+        """The outstanding allocations, one per line (with their stacks when captured); "" when
+        there are none, as RMM gives it (the C report's summary line is left out then)."""
         text = ctypes.c_void_p()
         _control(self, b"tracking", _TRACKING_STRING, ctypes.byref(text))
         try:
-            return ctypes.string_at(text.value).decode("utf-8", "replace") if text.value else ""
+            report = ctypes.string_at(text.value).decode("utf-8", "replace") if text.value else ""
         finally:
             _libc_free(text.value)
+        return "" if report.startswith("Outstanding allocations: 0 ") else report
 
     def log_outstanding_allocations(self):
         """Write the outstanding allocations to crmm's log at debug level."""
@@ -574,7 +576,7 @@ class TrackingResourceAdaptor(UpstreamResourceAdaptor):
         _control(self, b"tracking", _TRACKING_LOG, ctypes.byref(level))
 
 
-_FAILURE_CALLBACK_SET = 0x400  # crmm/failure_callback.h
+_FAILURE_CALLBACK_SET = _lib.OPS["CRMM_FAILURE_CALLBACK_OP_SET"]
 _orphaned_callbacks = []  # callbacks of resources that outlived their Python object
 
 

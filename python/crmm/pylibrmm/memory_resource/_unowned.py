@@ -85,7 +85,7 @@ class CallbackMemoryResource(MemoryResource):
         super().__del__(_release)
 
 
-_VIEW_GET_POOL = 0x800  # crmm/cuda_async_view.h
+_VIEW_GET_POOL = _lib.OPS["CRMM_CUDA_ASYNC_VIEW_OP_GET_POOL"]
 
 
 def _pool_address(pool_handle):

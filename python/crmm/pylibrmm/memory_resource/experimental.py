@@ -2,11 +2,12 @@
 
 import ctypes
 
+from ... import _lib
 from ._memory_resource import PLUGIN_CLASSES, MemoryResource, _control
 
 __all__ = ["CudaAsyncManagedMemoryResource"]
 
-_ASYNC_MANAGED_GET_POOL = 0x900  # crmm/async_managed.h
+_ASYNC_MANAGED_GET_POOL = _lib.OPS["CRMM_ASYNC_MANAGED_OP_GET_POOL"]
 
 
 class CudaAsyncManagedMemoryResource(MemoryResource):

@@ -1,0 +1,29 @@
+/* pool_growth_state.h — what the pool holds from upstream and how it may grow: its chunks, the
+ * bytes reserved, its limits and, for an expandable pool, the reserved address range and its
+ * pages (pool_growth.c, pool_expand.c). The pool's lock guards all of it (pool_resource.h). */
+#ifndef CRMM_PLUGINS_POOL_GROWTH_STATE_H
+#define CRMM_PLUGINS_POOL_GROWTH_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "pool_block.h"
+#include "pool_streams.h"
+#include "pool_vmm.h"
+
+typedef struct pool_growth_state {
+    pool_chunk *chunks;            /* upstream allocations, newest first */
+    uint64_t chunk_count;
+    uint64_t reserved, reserved_peak; /* bytes held from upstream */
+    uint64_t growths;              /* growths: upstream chunks taken, or runs of pages mapped */
+    uint64_t maximum;              /* most it may reserve; POOL_NO_MAXIMUM */
+    uint64_t initial;              /* initial_size: an expandable pool never gives back below it */
+    bool expandable;               /* growth maps pages of one reserved range (pool_expand.c) */
+    bool moved_since_mark;         /* expandable: a growth moved free pages and the mark has not risen since */
+    uint64_t mark;                 /* expandable: the most it had to map (see pool_expand.c) */
+    pool_vmm vmm;                  /* that range */
+    pool_stream unmapped;          /* owner of the range's blocks that have no memory mapped */
+    uint64_t release_threshold;    /* free bytes in whole pages kept when memory is given back */
+    uint64_t device_memory;        /* the device's total memory: an expandable pool never maps more */
+} pool_growth_state;
+
+#endif
