@@ -260,7 +260,8 @@ static void skip_unloadable(config_graph *g, config_error *err)
     crmm_clear_error();
 }
 
-/* Load resource i's plugin and check its parameters against the plugin's table. */
+/* Load resource i's plugin and parse its parameters against the plugin's table, once: the node
+ * keeps them (the rules and every build read them there). */
 static void check_resource(config_graph *g, size_t i, config_error *err)
 {
     const config_resource_section *r = &g->text.res[i];
@@ -286,9 +287,14 @@ static void check_resource(config_graph *g, size_t i, config_error *err)
             params_ok = false;
         }
     /* a required key given a bad value was reported as bad, not as missing */
-    if (params_ok && crmm_params_check_required(p) != CRMM_OK)
+    if (params_ok && crmm_params_check_required(p) != CRMM_OK) {
         config_error_at(err, r->line, "[resource.%s]: %s", r->name, without_category(crmm_last_error()));
-    crmm_params_free(p);
+        params_ok = false;
+    }
+    if (params_ok)
+        node->params = p;
+    else
+        crmm_params_free(p);
 }
 
 static void link_upstream(config_graph *g, size_t i, config_error *err)
@@ -342,6 +348,8 @@ void config_graph_build(config_graph *g, const char *base_dir, bool skip_unloada
 
 void config_graph_free(config_graph *g)
 {
+    for (size_t i = 0; g->nodes && i < g->text.nres; i++)
+        crmm_params_free(g->nodes[i].params);
     config_text_free(&g->text);
     for (size_t i = 0; i < g->nskipped; i++) {
         free(g->skipped[i].name);

@@ -88,6 +88,7 @@ void config_resource_section_free(config_resource_section *r);
 
 typedef struct config_node {
     const crmm_plugin *plugin;
+    crmm_params *params;      /* its parameters, parsed and checked once; NULL when any was refused */
     long upstream;            /* index of its upstream, -1 for none */
     bool host;                /* its chain ends in a plugin that allocates host memory */
 } config_node;
@@ -133,8 +134,9 @@ static inline bool config_graph_is_host(const config_graph *g, size_t i)
     return i < g->text.nres && g->nodes && g->nodes[i].host;
 }
 
-/* config_rules.c: run each resource's validate hook (crmm_plugin.validate), reporting a refusal
- * at the line of the parameter it names. Call only on a graph without cycles. */
+/* config_rules.c: run each resource's validate hook (crmm_plugin.validate) on the parameters its
+ * node holds, reporting a refusal at the line of the parameter it names. Call only on a graph
+ * without cycles. */
 void config_graph_check_rules(const config_graph *g, config_error *err);
 
 /* ---- config_instances.c: the resources ----------------------------------------------------- */

@@ -46,7 +46,15 @@ crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, c
 /* The parameter-table check run by the loader. */
 crmm_status crmm_param_table_validate(const crmm_plugin *plugin);
 
-/* plugin_create.c: build through a plugin with prepared params; names the instance. */
+/* plugin_create.c: the checks made once before a build: the plugin's upstream rule, required
+ * parameters, the plugin's rules (crmm_params_check_rules, over host memory when `upstream` is
+ * not device memory). CRMM_ERROR_CONFIG naming what is wrong. */
+crmm_status crmm_params_check(const crmm_params *params, const crmm_resource *upstream);
+/* plugin_create.c: call the plugin's create with params already checked (crmm_params_check, or
+ * the config graph's node), then check what it returned; names the instance. */
+crmm_status crmm_resource_build(const crmm_plugin *plugin, const crmm_params *params, crmm_resource *upstream,
+                                crmm_resource **out);
+/* plugin_create.c: crmm_params_check, then crmm_resource_build. */
 crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,
                                       crmm_resource *upstream, crmm_resource **out);
 /* plugin_create.c: load plugin `plugin` from `dirs` (then the default places), fill its
