@@ -50,16 +50,6 @@ static void unknown_resource(const config_graph *g, config_error *err, int line,
         config_error_at(err, line, "%s '%s' is not a [resource.*] of this config", what, name);
 }
 
-/* A message of the core without its category: config errors carry their own "FILE:LINE: ". */
-static const char *without_category(const char *msg)
-{
-    static const char *const categories[] = {"config error: ", "plugin error: ", "invalid argument: "};
-    for (size_t i = 0; i < sizeof categories / sizeof categories[0]; i++)
-        if (strncmp(msg, categories[i], strlen(categories[i])) == 0)
-            return msg + strlen(categories[i]);
-    return msg;
-}
-
 /* The plugin_path as used: entries relative to the config file's directory made absolute.
  * Relative entries of a config without a directory (a string) are an error. */
 static void resolve_plugin_path(config_graph *g, const char *base_dir, config_error *err)
@@ -272,23 +262,23 @@ static void check_resource(config_graph *g, size_t i, config_error *err)
     }
     if (load_plugin(g, r->plugin.text, &node->plugin) != CRMM_OK) {
         node->plugin = NULL;
-        config_error_at(err, r->plugin.line, "%s", without_category(crmm_last_error()));
+        config_error_at(err, r->plugin.line, "%s", crmm_last_error_detail());
         return;
     }
     crmm_params *p;
     if (crmm_params_new(node->plugin, r->name, &p) != CRMM_OK) {
-        config_error_at(err, r->plugin.line, "%s", without_category(crmm_last_error()));
+        config_error_at(err, r->plugin.line, "%s", crmm_last_error_detail());
         return;
     }
     bool params_ok = true;
     for (size_t j = 0; j < r->nparams; j++)
         if (crmm_params_set(p, r->params[j].key, r->params[j].value) != CRMM_OK) {
-            config_error_at(err, r->params[j].line, "%s", without_category(crmm_last_error()));
+            config_error_at(err, r->params[j].line, "%s", crmm_last_error_detail());
             params_ok = false;
         }
     /* a required key given a bad value was reported as bad, not as missing */
     if (params_ok && crmm_params_check_required(p) != CRMM_OK) {
-        config_error_at(err, r->line, "[resource.%s]: %s", r->name, without_category(crmm_last_error()));
+        config_error_at(err, r->line, "[resource.%s]: %s", r->name, crmm_last_error_detail());
         params_ok = false;
     }
     if (params_ok)

@@ -27,12 +27,8 @@ static void check_one(const config_graph *g, size_t i, config_error *err)
     const char *key = NULL;
     /* as the build decides it: over host memory when there is an upstream and it is host memory */
     bool host_memory = g->nodes[i].upstream >= 0 && config_graph_is_host(g, i);
-    if (crmm_params_check_rules(p, host_memory, &key) != CRMM_OK) {
-        const char *msg = crmm_last_error();
-        if (strncmp(msg, "config error: ", strlen("config error: ")) == 0)
-            msg += strlen("config error: ");
-        config_error_at(err, key_line(r, key), "%s", msg);
-    }
+    if (crmm_params_check_rules(p, host_memory, &key) != CRMM_OK)
+        config_error_at(err, key_line(r, key), "%s", crmm_last_error_detail());
 }
 
 void config_graph_check_rules(const config_graph *g, config_error *err)

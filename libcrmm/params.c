@@ -65,7 +65,7 @@ crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, c
     switch (spec->type) {
     case CRMM_PARAM_SIZE:
         if (crmm_parse_size(text, 0, &v->u, &v->percent) != CRMM_OK)
-            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: %s", key, crmm_last_error() + strlen("invalid argument: "));
+            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: %s", key, crmm_last_error_detail());
         return CRMM_OK;
     case CRMM_PARAM_UINT: {
         const char *s = text;
@@ -172,7 +172,7 @@ static crmm_status field_table_validate(const crmm_plugin *pl)
         crmm_param_value v = {0};
         if (number && s->default_value && crmm_param_validate(s, s->default_value, &v) == CRMM_OK && v.percent == 0.0 &&
             check_range(pl, s, v.u) != CRMM_OK)
-            return crmm_set_error(CRMM_ERROR_PLUGIN, "default of %s", crmm_last_error() + strlen("config error: "));
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "default of %s", crmm_last_error_detail());
     }
     return CRMM_OK;
 }
@@ -206,7 +206,7 @@ crmm_status crmm_param_table_validate(const crmm_plugin *plugin)
         if (s->default_value) {
             crmm_param_value v = {0};
             if (crmm_param_validate(s, s->default_value, &v) != CRMM_OK)
-                return crmm_set_error(CRMM_ERROR_PLUGIN, "default of %s", crmm_last_error() + strlen("config error: "));
+                return crmm_set_error(CRMM_ERROR_PLUGIN, "default of %s", crmm_last_error_detail());
         }
     }
     return field_table_validate(plugin);

@@ -67,6 +67,10 @@ START_TEST(test_error_categories)
         snprintf(want, sizeof want, "%spool 'main': code 7", statuses[i].category);
         ck_assert_str_eq(crmm_last_error(), want);
         ck_assert_int_eq(crmm_last_status(), statuses[i].st);
+        /* the detail is the message without its category, whatever the category */
+        ck_assert_str_eq(crmm_last_error_detail(), "pool 'main': code 7");
+        crmm_error_add_context("ctx");
+        ck_assert_str_eq(crmm_last_error_detail(), "ctx: pool 'main': code 7");
         /* a message that already starts with its own category is not prefixed twice */
         crmm_set_error(statuses[i].st, "%sagain", statuses[i].category);
         snprintf(want, sizeof want, "%sagain", statuses[i].category);
@@ -74,6 +78,9 @@ START_TEST(test_error_categories)
     }
     crmm_set_error((crmm_status)42, "odd");
     ck_assert_str_eq(crmm_last_error(), "error: odd");
+    ck_assert_str_eq(crmm_last_error_detail(), "odd");
+    crmm_clear_error();
+    ck_assert_str_eq(crmm_last_error_detail(), "");
 }
 END_TEST
 
