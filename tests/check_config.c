@@ -693,10 +693,15 @@ START_TEST(test_init_with_path)
     ck_assert_crmm(crmm_init(bad), CRMM_ERROR_CONFIG);
     ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_WARN);
     ck_assert_str_eq(crmm_config_default_resource(crmm_current_config(), 0), "h");
-    /* again with a good one: replaced */
+    /* again with a good one: replaced; the first stays readable and usable until finalize */
+    const crmm_config *first = crmm_current_config();
     const char *second = write_tmp("second.ini", "[resource.z]\nplugin = host\n", 27);
     ck_assert_crmm_ok(crmm_init(second));
     ck_assert_str_eq(crmm_config_origin(crmm_current_config()), second);
+    ck_assert_str_eq(crmm_config_origin(first), path);
+    crmm_resource *h;
+    ck_assert_crmm_ok(crmm_config_create_resource((crmm_config *)first, "h", 0, &h));
+    crmm_resource_release(h);
     crmm_finalize();
     ck_assert_ptr_null(crmm_current_config());
     crmm_finalize(); /* twice is safe */

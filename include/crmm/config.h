@@ -95,13 +95,16 @@ CRMM_API const char *crmm_config_default_file(char *buf, size_t size);
  * $(sysconfdir)/crmm/crmm.ini, then the built-in default (crmm_config_default_file); apply its
  * log_level; make it the config that per-device defaults come from. Never reads a file from the
  * working directory by itself. Calling again replaces the config for devices whose resource is
- * not yet created. Errors as crmm_config_load_file. */
+ * not yet created; the replaced config (and what it built) is kept until crmm_finalize, so that a
+ * pointer crmm_current_config() gave another thread stays valid. Errors as crmm_config_load_file;
+ * CRMM_ERROR_OUT_OF_MEMORY when the replaced config cannot be kept (the loaded one then stays). */
 CRMM_API crmm_status crmm_init(const char *path);
 /* Release the per-device resources (crmm_enable_logging's adaptors too) and the config loaded by
  * crmm_init. Safe to call twice; call it when no other thread is using crmm (a first use racing
  * with it may build a new default). */
 CRMM_API void crmm_finalize(void);
-/* The config crmm_init loaded (borrowed), or NULL. */
+/* The config crmm_init loaded last (borrowed), or NULL. Thread-safe: the pointer stays valid,
+ * even after another thread's crmm_init replaces the config, until crmm_finalize. */
 CRMM_API const crmm_config *crmm_current_config(void);
 
 /* Parse a size: "4096", "64KiB", "1.5 GiB", "512MB", "2TB"; units B KiB MiB GiB TiB PiB KB MB GB TB PB
