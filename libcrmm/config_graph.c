@@ -262,23 +262,23 @@ static void check_resource(config_graph *g, size_t i, config_error *err)
     }
     if (load_plugin(g, r->plugin.text, &node->plugin) != CRMM_OK) {
         node->plugin = NULL;
-        config_error_at(err, r->plugin.line, "%s", crmm_last_error_detail());
+        config_error_at(err, r->plugin.line, "%s", config_error_text());
         return;
     }
     crmm_params *p;
     if (crmm_params_new(node->plugin, r->name, &p) != CRMM_OK) {
-        config_error_at(err, r->plugin.line, "%s", crmm_last_error_detail());
+        config_error_at(err, r->plugin.line, "%s", config_error_text());
         return;
     }
     bool params_ok = true;
     for (size_t j = 0; j < r->nparams; j++)
         if (crmm_params_set(p, r->params[j].key, r->params[j].value) != CRMM_OK) {
-            config_error_at(err, r->params[j].line, "%s", crmm_last_error_detail());
+            config_error_at(err, r->params[j].line, "%s", config_error_text());
             params_ok = false;
         }
     /* a required key given a bad value was reported as bad, not as missing */
     if (params_ok && crmm_params_check_required(p) != CRMM_OK) {
-        config_error_at(err, r->line, "[resource.%s]: %s", r->name, crmm_last_error_detail());
+        config_error_at(err, r->line, "[resource.%s]: %s", r->name, config_error_text());
         params_ok = false;
     }
     if (params_ok)

@@ -134,6 +134,13 @@ static inline bool config_graph_is_host(const config_graph *g, size_t i)
     return i < g->text.nres && g->nodes && g->nodes[i].host;
 }
 
+/* The last error as a line of a config error shows it ("FILE:LINE: " goes in front): without its
+ * category, except when memory ran out, which the category is what says. */
+static inline const char *config_error_text(void)
+{
+    return crmm_last_status() == CRMM_ERROR_OUT_OF_MEMORY ? crmm_last_error() : crmm_last_error_detail();
+}
+
 /* config_rules.c: run each resource's validate hook (crmm_plugin.validate) on the parameters its
  * node holds, reporting a refusal at the line of the parameter it names. Call only on a graph
  * without cycles. */

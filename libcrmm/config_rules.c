@@ -28,7 +28,7 @@ static void check_one(const config_graph *g, size_t i, config_error *err)
     /* as the build decides it: over host memory when there is an upstream and it is host memory */
     bool host_memory = g->nodes[i].upstream >= 0 && config_graph_is_host(g, i);
     if (crmm_params_check_rules(p, host_memory, &key) != CRMM_OK)
-        config_error_at(err, key_line(r, key), "%s", crmm_last_error_detail());
+        config_error_at(err, key_line(r, key), "%s", config_error_text());
 }
 
 void config_graph_check_rules(const config_graph *g, config_error *err)
