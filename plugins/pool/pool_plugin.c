@@ -156,6 +156,42 @@ static const crmm_resource_ops pool_ops = {
     .control = pool_control,
 };
 
+/* initial_size or maximum_size as far as it is known: its bytes, or a percentage of a device's
+ * memory not yet resolved (validate runs without a device). */
+typedef struct pool_size_known {
+    bool given;
+    double percent; /* > 0: a percentage, bytes unknown */
+    uint64_t bytes;
+} pool_size_known;
+
+/* The rules between pool parameters, for validate (sizes as written) and create (sizes in bytes):
+ * over host memory initial_size must be given in bytes; initial_size is at most maximum_size
+ * when both are known in the same unit. `label` begins the message; *key names the parameter. */
+static crmm_status pool_rules(pool_size_known initial, pool_size_known maximum, bool host_memory, const char *label,
+                              const char **key)
+{
+    *key = "initial_size";
+    if (host_memory && (!initial.given || initial.percent > 0))
+        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: initial_size is required over host memory, in bytes "
+                              "(e.g. initial_size = 64MiB): a percentage and the default refer to a device's memory",
+                              label);
+    if (!initial.given || !maximum.given || (initial.percent > 0) != (maximum.percent > 0))
+        return CRMM_OK; /* compared on the device, once both are bytes */
+    char a[32], b[32];
+    if (initial.percent > 0) {
+        if (initial.percent <= maximum.percent)
+            return CRMM_OK;
+        snprintf(a, sizeof a, "%g%%", initial.percent);
+        snprintf(b, sizeof b, "%g%%", maximum.percent);
+    } else {
+        if (initial.bytes <= maximum.bytes)
+            return CRMM_OK;
+        crmm_format_size(initial.bytes, a, sizeof a);
+        crmm_format_size(maximum.bytes, b, sizeof b);
+    }
+    return crmm_set_error(CRMM_ERROR_CONFIG, "%s: initial_size (%s) is larger than maximum_size (%s)", label, a, b);
+}
+
 static crmm_status pool_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     char label[80];
@@ -185,22 +221,16 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
         expandable = false;
     if (!initial_given && expandable)
         initial_given = true; /* an expandable pool starts empty and maps what it needs */
+    const char *key;
+    if ((st = pool_rules((pool_size_known){initial_given, 0, initial}, (pool_size_known){true, 0, maximum}, !real,
+                         label, &key)) != CRMM_OK)
+        return st;
     if (!initial_given) {
-        if (!real)
-            return crmm_set_error(CRMM_ERROR_CONFIG,
-                                  "%s: initial_size is required: the upstream '%s' is not device memory, so there is "
-                                  "no device memory to take half of (e.g. initial_size = 64MiB)",
-                                  label, crmm_resource_kind(upstream));
         int device = upstream->device >= 0 ? upstream->device : crmm_params_device(params);
         if ((st = device_default_half_free(device, label, "initial_size", &initial)) != CRMM_OK)
             return st;
         if (initial > maximum)
             initial = maximum;
-    }
-    if (initial > maximum) {
-        char a[32], b[32];
-        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: initial_size (%s) is larger than maximum_size (%s)", label,
-                              crmm_format_size(initial, a, sizeof a), crmm_format_size(maximum, b, sizeof b));
     }
 
     pool_resource *p = calloc(1, sizeof *p);
@@ -308,37 +338,16 @@ static const crmm_param_field pool_fields[] = {
     {NULL, 0, 0, 0},
 };
 
-/* The rules between parameters that hold whatever the device (crmm_plugin.validate). */
+/* crmm_plugin.validate: pool_rules on the sizes as written. */
 static crmm_status pool_validate(const crmm_params *params, bool host_memory, const char **key)
 {
-    bool initial_set = crmm_params_is_set(params, "initial_size");
-    double initial_pct = 0, maximum_pct = 0;
-    bool initial_is_pct = crmm_params_size_percent(params, "initial_size", &initial_pct);
-    bool maximum_is_pct = crmm_params_size_percent(params, "maximum_size", &maximum_pct);
-    if (host_memory && (!initial_set || initial_is_pct)) {
-        *key = "initial_size";
-        return crmm_set_error(CRMM_ERROR_CONFIG, "pool: initial_size is required over host memory, in bytes "
-                              "(e.g. initial_size = 64MiB): a percentage and the default refer to a device's memory");
-    }
-    if (!initial_set || !crmm_params_is_set(params, "maximum_size") || initial_is_pct != maximum_is_pct)
-        return CRMM_OK; /* compared on the device, once both are bytes */
-    char a[32], b[32];
-    if (initial_is_pct) {
-        if (initial_pct <= maximum_pct)
-            return CRMM_OK;
-        snprintf(a, sizeof a, "%g%%", initial_pct);
-        snprintf(b, sizeof b, "%g%%", maximum_pct);
-    } else {
-        uint64_t initial = 0, maximum = 0;
-        crmm_params_get_size(params, "initial_size", &initial);
-        crmm_params_get_size(params, "maximum_size", &maximum);
-        if (initial <= maximum)
-            return CRMM_OK;
-        crmm_format_size(initial, a, sizeof a);
-        crmm_format_size(maximum, b, sizeof b);
-    }
-    *key = "initial_size";
-    return crmm_set_error(CRMM_ERROR_CONFIG, "pool: initial_size (%s) is larger than maximum_size (%s)", a, b);
+    pool_size_known initial = {crmm_params_is_set(params, "initial_size"), 0, 0};
+    pool_size_known maximum = {crmm_params_is_set(params, "maximum_size"), 0, 0};
+    if (!crmm_params_size_percent(params, "initial_size", &initial.percent) && initial.given)
+        crmm_params_get_size(params, "initial_size", &initial.bytes);
+    if (!crmm_params_size_percent(params, "maximum_size", &maximum.percent) && maximum.given)
+        crmm_params_get_size(params, "maximum_size", &maximum.bytes);
+    return pool_rules(initial, maximum, host_memory, "pool", key);
 }
 
 static const crmm_plugin pool_plugin = {
