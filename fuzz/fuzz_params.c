@@ -9,15 +9,24 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const crmm_param_spec fuzz_params[] = {
-    {"size", CRMM_PARAM_SIZE, "1MiB", "a size", NULL, 0},
-    {"count", CRMM_PARAM_UINT, "3", "a number", NULL, 0},
-    {"enabled", CRMM_PARAM_BOOL, "false", "a switch", NULL, 0},
-    {"label", CRMM_PARAM_STRING, NULL, "a text", NULL, 0},
-    {"mode", CRMM_PARAM_ENUM, "none", "a choice", "none|posix_fd|fabric", 0},
-    {"ratio", CRMM_PARAM_DOUBLE, "0.5", "a number with a point", NULL, 0},
-    {"need", CRMM_PARAM_UINT, NULL, "a required number", NULL, CRMM_PARAM_REQUIRED},
-    {NULL, 0, NULL, NULL, NULL, 0},
+static const crmm_param fuzz_params[] = {
+    {.key = "size", .type = CRMM_PARAM_SIZE, .default_value = "1MiB",
+     .help = "a size"},
+    {.key = "count", .type = CRMM_PARAM_UINT, .default_value = "3",
+     .help = "a number"},
+    {.key = "enabled", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "a switch"},
+    {.key = "label", .type = CRMM_PARAM_STRING,
+     .help = "a text"},
+    {.key = "mode", .type = CRMM_PARAM_ENUM, .default_value = "none",
+     .help = "a choice",
+     .choices = "none|posix_fd|fabric"},
+    {.key = "ratio", .type = CRMM_PARAM_DOUBLE, .default_value = "0.5",
+     .help = "a number with a point"},
+    {.key = "need", .type = CRMM_PARAM_UINT,
+     .help = "a required number",
+     .flags = CRMM_PARAM_REQUIRED},
+    {NULL},
 };
 
 static crmm_status fuzz_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)

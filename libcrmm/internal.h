@@ -10,7 +10,7 @@
 
 /* One parameter value of a resource being built. */
 typedef struct crmm_param_value {
-    const crmm_param_spec *spec;
+    const crmm_param *spec;
     char *text;        /* the text as given or defaulted; NULL when neither */
     bool given;        /* set explicitly (not from the default) */
     bool has_value;    /* given or defaulted */
@@ -18,6 +18,7 @@ typedef struct crmm_param_value {
     uint64_t u;        /* SIZE (when not a percent), UINT */
     double d;          /* DOUBLE */
     bool b;            /* BOOL */
+    int choice;        /* ENUM: the index of the value among the row's choices */
 } crmm_param_value;
 
 struct crmm_params {
@@ -38,11 +39,11 @@ crmm_status crmm_params_set(crmm_params *p, const char *key, const char *value);
 crmm_status crmm_params_set_list(crmm_params *p, const char *list);
 /* CRMM_ERROR_CONFIG naming the first required parameter that has no value. */
 crmm_status crmm_params_check_required(const crmm_params *p);
-/* Run the plugin's validate hook (ABI 1.1; none: CRMM_OK), then, over host memory, refuse a size
+/* Run the plugin's validate hook (none: CRMM_OK), then, over host memory, refuse a size
  * given as a percentage (CRMM_ERROR_CONFIG); *key = the parameter blamed, or NULL. */
 crmm_status crmm_params_check_rules(const crmm_params *p, bool host_memory, const char **key);
 /* Check one value against a spec (used for defaults when a plugin is loaded). */
-crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, crmm_param_value *out);
+crmm_status crmm_param_validate(const crmm_param *spec, const char *text, crmm_param_value *out);
 /* The parameter-table check run by the loader. */
 crmm_status crmm_param_table_validate(const crmm_plugin *plugin);
 

@@ -174,6 +174,11 @@ static crmm_status load_file(const char *path, const char *expect_name, const cr
     const crmm_plugin *pl = entry();
     if (!pl)
         st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: %s() returned NULL", real, CRMM_PLUGIN_ENTRY_SYMBOL);
+    else if (pl->abi_major == 1)
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s was built for plugin ABI %u.%u; this crmm loads %d.%d, where "
+                            "each parameter is one crmm_param row (offset and range in the row, enums as integers) "
+                            "and crmm_plugin has config_size instead of fields: rebuild the plugin (docs/plugin-abi.md)",
+                            real, pl->abi_major, pl->abi_minor, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);
     else if (pl->abi_major != CRMM_PLUGIN_ABI_MAJOR)
         st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s was built for plugin ABI %u.%u; this crmm supports %d.%d (rebuild the plugin)",
                             real, pl->abi_major, pl->abi_minor, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);

@@ -67,7 +67,7 @@ void crmm_info_json_plugin(const char *path, const crmm_plugin *pl, const char *
     printf(", \"upstream\": ");
     str(pl->upstream == CRMM_UPSTREAM_REQUIRED ? "required" : pl->upstream == CRMM_UPSTREAM_OPTIONAL ? "optional" : "none");
     printf(", \"parameters\": [");
-    for (const crmm_param_spec *s = pl->params; s && s->key; s++) {
+    for (const crmm_param *s = pl->params; s && s->key; s++) {
         printf("%s{\"key\": ", s == pl->params ? "" : ", ");
         str(s->key);
         printf(", \"type\": ");
@@ -78,7 +78,7 @@ void crmm_info_json_plugin(const char *path, const crmm_plugin *pl, const char *
         str(s->help);
         printf(", \"choices\": ");
         str(s->type == CRMM_PARAM_ENUM ? s->choices : NULL);
-        printf("}");
+        printf(", \"min\": %llu, \"max\": %llu}", (unsigned long long)s->min, (unsigned long long)s->max);
     }
     printf("]}");
 }

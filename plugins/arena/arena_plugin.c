@@ -379,7 +379,7 @@ static const crmm_resource_ops arena_ops = {
     .control = arena_control,
 };
 
-/* The parameters, as arena_fields fills them. */
+/* The parameters, as crmm_params_parse fills them from arena_params. */
 typedef struct arena_config {
     uint64_t arena_size;
     uint64_t superblock_size;
@@ -551,35 +551,27 @@ static crmm_status arena_create(const crmm_params *params, crmm_resource *upstre
     return CRMM_OK;
 }
 
-static const crmm_param_spec arena_params[] = {
-    {"arena_size", CRMM_PARAM_SIZE, NULL,
-     "bytes taken from upstream once; the arena never grows "
-     "(default: half the device's free memory; required over host memory)",
-     NULL, 0},
-    {"superblock_size", CRMM_PARAM_SIZE, "1MiB",
-     "what a thread arena takes from the global arena at a time (a power of two, 64KiB..1GiB); "
-     "requests above 1/8 of it are served by the global arena",
-     NULL, 0},
-    {"shards", CRMM_PARAM_UINT, NULL,
-     "address ranges of the global arena, each with its own lock: threads take large blocks and superblocks "
-     "from their own shard first, so they do not wait for each other (1..64, each at least one superblock; "
-     "default: one per 64 superblocks, at most 8; 1: one lock for all)",
-     NULL, 0},
-    {"dump_log_on_failure", CRMM_PARAM_BOOL, "false", "write the arena's state to dump_file when an allocation fails",
-     NULL, 0},
-    {"dump_file", CRMM_PARAM_STRING, "crmm_arena_dump.dev%d.log",
-     "where the state is appended (%d = device, %p = process id)", NULL, 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
-static const crmm_param_field arena_fields[] = {
-    /* at least one superblock (arena_validate); at most half the address space (arena_read_params) */
-    {"arena_size", offsetof(arena_config, arena_size), 0, SIZE_MAX / 2},
-    {"superblock_size", offsetof(arena_config, superblock_size), ARENA_MIN_SUPERBLOCK, ARENA_MAX_SUPERBLOCK},
-    {"shards", offsetof(arena_config, shards), 1, ARENA_MAX_SHARDS},
-    {"dump_log_on_failure", offsetof(arena_config, dump_log_on_failure), 0, 0},
-    {"dump_file", offsetof(arena_config, dump_file), 0, 0},
-    {NULL, 0, 0, 0},
+static const crmm_param arena_params[] = {
+    {.key = "arena_size", .type = CRMM_PARAM_SIZE,
+     .help = "bytes taken from upstream once; the arena never grows "
+             "(default: half the device's free memory; required over host memory)",
+     .offset = offsetof(arena_config, arena_size), .max = SIZE_MAX / 2},
+    {.key = "superblock_size", .type = CRMM_PARAM_SIZE, .default_value = "1MiB",
+     .help = "what a thread arena takes from the global arena at a time (a power of two, 64KiB..1GiB); "
+             "requests above 1/8 of it are served by the global arena",
+     .offset = offsetof(arena_config, superblock_size), .min = ARENA_MIN_SUPERBLOCK, .max = ARENA_MAX_SUPERBLOCK},
+    {.key = "shards", .type = CRMM_PARAM_UINT,
+     .help = "address ranges of the global arena, each with its own lock: threads take large blocks and superblocks "
+             "from their own shard first, so they do not wait for each other (1..64, each at least one superblock; "
+             "default: one per 64 superblocks, at most 8; 1: one lock for all)",
+     .offset = offsetof(arena_config, shards), .min = 1, .max = ARENA_MAX_SHARDS},
+    {.key = "dump_log_on_failure", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "write the arena's state to dump_file when an allocation fails",
+     .offset = offsetof(arena_config, dump_log_on_failure)},
+    {.key = "dump_file", .type = CRMM_PARAM_STRING, .default_value = "crmm_arena_dump.dev%d.log",
+     .help = "where the state is appended (%d = device, %p = process id)",
+     .offset = offsetof(arena_config, dump_file)},
+    {NULL},
 };
 
 static const crmm_plugin arena_plugin = {
@@ -589,7 +581,7 @@ static const crmm_plugin arena_plugin = {
     .description = "per-thread arenas of superblocks over a global arena taken once from upstream (RMM's arena)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = arena_params,
-    .fields = arena_fields,
+    .config_size = sizeof(arena_config),
     .validate = arena_validate,
     .create = arena_create,
 };

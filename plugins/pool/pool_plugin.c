@@ -48,12 +48,18 @@ typedef struct pool_config {
     uint64_t maximum_size;
     bool expandable;
     uint64_t release_threshold;
-    const char *stream_reuse;
-    const char *thread_cache;
+    int stream_reuse;    /* index in "sync|event" */
+    int thread_cache;    /* index in "auto|on|off" */
     bool ipc;
-    const char *ipc_handle_type;
-    const char *graphs;
+    int ipc_handle_type; /* index in "posix_fd|fabric" */
+    int graphs;          /* index in "auto|on|off" */
 } pool_config;
+
+/* The enums' choices, in the order of their rows' `choices`. */
+static const pool_reuse reuse_modes[] = {POOL_REUSE_SYNC, POOL_REUSE_EVENT};
+static const uint8_t cache_modes[] = {POOL_CACHE_AUTO, POOL_CACHE_ON, POOL_CACHE_OFF};
+static const uint8_t graphs_modes[] = {POOL_GRAPHS_AUTO, POOL_GRAPHS_ON, POOL_GRAPHS_OFF};
+enum { POOL_IPC_POSIX_FD, POOL_IPC_FABRIC };
 
 /* Whether an expandable pool can map memory itself: its upstream must be a base resource of device
  * memory (the pool takes pages on that device instead of asking it), and the driver and device
@@ -213,7 +219,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
         st = round_size(label, "initial_size", &initial);
     if (st != CRMM_OK)
         return st;
-    pool_reuse reuse = strcmp(cfg.stream_reuse, "event") == 0 ? POOL_REUSE_EVENT : POOL_REUSE_SYNC;
+    pool_reuse reuse = reuse_modes[cfg.stream_reuse];
     bool expandable = cfg.expandable;
     if ((st = round_size(label, "release_threshold", &threshold)) != CRMM_OK)
         return st;
@@ -237,7 +243,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     if (!p)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
     p->maximum = maximum;
-    p->graphs_mode = strcmp(cfg.graphs, "on") == 0 ? POOL_GRAPHS_ON : strcmp(cfg.graphs, "off") == 0 ? POOL_GRAPHS_OFF : POOL_GRAPHS_AUTO;
+    p->graphs_mode = graphs_modes[cfg.graphs];
     /* a host pool has no streams to ask about */
     p->capture_gate = capture_check_gate(!real || p->graphs_mode == POOL_GRAPHS_OFF ? CAPTURE_CHECK_NEVER
                                          : p->graphs_mode == POOL_GRAPHS_ON           ? CAPTURE_CHECK_ALWAYS
@@ -251,16 +257,14 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     snprintf(p->base.name, sizeof p->base.name, "%s", name ? name : "");
     p->initial = initial;
     p->release_threshold = threshold;
-    p->cache_mode = strcmp(cfg.thread_cache, "on") == 0    ? POOL_CACHE_ON
-                    : strcmp(cfg.thread_cache, "off") == 0 ? POOL_CACHE_OFF
-                                                           : POOL_CACHE_AUTO;
+    p->cache_mode = cache_modes[cfg.thread_cache];
     if (expandable && (st = pool_expand_init(p, upstream->device, expandable_range(upstream->device, maximum,
                                                                                   &p->device_memory))) != CRMM_OK) {
         crmm_log(CRMM_LOG_WARN, "%s: expandable = true, but reserving its address range failed (%s): growing by chunks "
                  "from upstream '%s' instead", label, crmm_last_error(), crmm_resource_kind(upstream));
         crmm_clear_error();
     }
-    pool_ipc_setup(p, cfg.ipc, cfg.ipc_handle_type);
+    pool_ipc_setup(p, cfg.ipc, cfg.ipc_handle_type == POOL_IPC_FABRIC);
     if (initial > 0) {
         pool_stream *s = pool_streams_find(&p->streams, NULL);
         st = s ? pool_add_chunk(p, s, (size_t)initial, NULL) : CRMM_ERROR_OUT_OF_MEMORY;
@@ -279,63 +283,59 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     return CRMM_OK;
 }
 
-static const crmm_param_spec pool_params[] = {
-    {"initial_size", CRMM_PARAM_SIZE, NULL,
-     "bytes taken from upstream at creation (default: half the device's free memory; required over host memory)", NULL, 0},
-    {"maximum_size", CRMM_PARAM_SIZE, NULL, "the most the pool takes from upstream (default: no limit)", NULL, 0},
-    {"expandable", CRMM_PARAM_BOOL, "false",
-     "grow by mapping pages of one reserved virtual address range (CUDA virtual memory API) instead of taking "
-     "chunks from upstream: free blocks merge across growth steps, the pool maps only what it needs, and free "
-     "pages go back at trim, and move to where the pool grows when it would otherwise pass the most it has held "
-     "(the upstream must be cuda; otherwise the pool grows by "
-     "chunks, with a warning); initial_size then defaults to 0", NULL, 0},
-    {"release_threshold", CRMM_PARAM_SIZE, "0",
-     "expandable: bytes of free whole pages the pool keeps mapped when it gives memory back (at trim, and when "
-     "growth would pass the most it has held; within it, the pool grows without waiting for the device)", NULL, 0},
-    {"stream_reuse", CRMM_PARAM_ENUM, "sync",
-     "how a block freed on one stream is reused on another: sync = after a device synchronization, never "
-     "touching the other stream (safe when streams are destroyed); event = the new stream waits for an event "
-     "recorded on the freeing stream, without blocking the host, but a stream that freed memory must not be "
-     "destroyed before crmm_pool_forget_stream() is called for it", "sync|event", 0},
-    {"thread_cache", CRMM_PARAM_ENUM, "auto",
-     "per-thread caches: each thread keeps the blocks it frees on a stream (up to 255, none over 64 MiB) and "
-     "takes them back without the pool's lock; before the pool grows, the growing thread's cache is emptied "
-     "(every cache when together they hold more than half the pool), and all at trim, forget_stream, out of "
-     "memory and thread exit. auto = once threads contend for the pool's lock (1 in 16 locked calls waits), on = once a second "
-     "thread allocates, off = never (cached blocks are not available to other threads: a pool shared by "
-     "threads may hold more memory)", "auto|on|off", 0},
-    {"ipc", CRMM_PARAM_BOOL, "false",
-     "expandable: make the pool's pages exportable, so that crmm_ipc_export can share its allocations with "
-     "another process (crmm/ipc.h)", NULL, 0},
-    {"ipc_handle_type", CRMM_PARAM_ENUM, "posix_fd",
-     "with ipc: what the pages are exported as: posix_fd = file descriptors passed over a UNIX socket, fabric = "
-     "fabric handles (where the driver offers them)", "posix_fd|fabric", 0},
-    {"graphs", CRMM_PARAM_ENUM, "auto",
-     "serve streams under CUDA graph capture (docs/cuda-graphs.md): each allocate and free on a stream other "
-     "than the legacy default one asks CUDA whether the stream is being captured, and memory a capture "
-     "allocates or frees stays the graph's until the graph is destroyed. auto = once the process enabled "
-     "capture (crmm_graph_capture_enable: the PyTorch, CuPy and Numba integrations do), on = always, off = "
-     "never (capturing through the pool is then unsafe)", "auto|on|off", 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
 /* The largest size that rounds up to a multiple of 256 B: above it, round_size refuses the value,
  * so the table refuses it first and check-config names it. */
 #define POOL_SIZE_MAX (UINT64_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
 
-/* maximum_size comes first: its errors are reported before initial_size's; its minimum of 1
- * also refuses a percentage that comes to 0 bytes */
-static const crmm_param_field pool_fields[] = {
-    {"maximum_size", offsetof(pool_config, maximum_size), 1, POOL_SIZE_MAX},
-    {"initial_size", offsetof(pool_config, initial_size), 0, POOL_SIZE_MAX},
-    {"expandable", offsetof(pool_config, expandable), 0, 0},
-    {"release_threshold", offsetof(pool_config, release_threshold), 0, POOL_SIZE_MAX},
-    {"stream_reuse", offsetof(pool_config, stream_reuse), 0, 0},
-    {"thread_cache", offsetof(pool_config, thread_cache), 0, 0},
-    {"ipc", offsetof(pool_config, ipc), 0, 0},
-    {"ipc_handle_type", offsetof(pool_config, ipc_handle_type), 0, 0},
-    {"graphs", offsetof(pool_config, graphs), 0, 0},
-    {NULL, 0, 0, 0},
+/* maximum_size's minimum of 1 also refuses a percentage that comes to 0 bytes */
+static const crmm_param pool_params[] = {
+    {.key = "initial_size", .type = CRMM_PARAM_SIZE,
+     .help = "bytes taken from upstream at creation (default: half the device's free memory; required over host memory)",
+     .offset = offsetof(pool_config, initial_size), .max = POOL_SIZE_MAX},
+    {.key = "maximum_size", .type = CRMM_PARAM_SIZE,
+     .help = "the most the pool takes from upstream (default: no limit)",
+     .offset = offsetof(pool_config, maximum_size), .min = 1, .max = POOL_SIZE_MAX},
+    {.key = "expandable", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "grow by mapping pages of one reserved virtual address range (CUDA virtual memory API) instead of taking "
+             "chunks from upstream: free blocks merge across growth steps, the pool maps only what it needs, and free "
+             "pages go back at trim, and move to where the pool grows when it would otherwise pass the most it has held "
+             "(the upstream must be cuda; otherwise the pool grows by "
+             "chunks, with a warning); initial_size then defaults to 0",
+     .offset = offsetof(pool_config, expandable)},
+    {.key = "release_threshold", .type = CRMM_PARAM_SIZE, .default_value = "0",
+     .help = "expandable: bytes of free whole pages the pool keeps mapped when it gives memory back (at trim, and when "
+             "growth would pass the most it has held; within it, the pool grows without waiting for the device)",
+     .offset = offsetof(pool_config, release_threshold), .max = POOL_SIZE_MAX},
+    {.key = "stream_reuse", .type = CRMM_PARAM_ENUM, .default_value = "sync",
+     .help = "how a block freed on one stream is reused on another: sync = after a device synchronization, never "
+             "touching the other stream (safe when streams are destroyed); event = the new stream waits for an event "
+             "recorded on the freeing stream, without blocking the host, but a stream that freed memory must not be "
+             "destroyed before crmm_pool_forget_stream() is called for it",
+     .offset = offsetof(pool_config, stream_reuse), .choices = "sync|event"},
+    {.key = "thread_cache", .type = CRMM_PARAM_ENUM, .default_value = "auto",
+     .help = "per-thread caches: each thread keeps the blocks it frees on a stream (up to 255, none over 64 MiB) and "
+             "takes them back without the pool's lock; before the pool grows, the growing thread's cache is emptied "
+             "(every cache when together they hold more than half the pool), and all at trim, forget_stream, out of "
+             "memory and thread exit. auto = once threads contend for the pool's lock (1 in 16 locked calls waits), on = once a second "
+             "thread allocates, off = never (cached blocks are not available to other threads: a pool shared by "
+             "threads may hold more memory)",
+     .offset = offsetof(pool_config, thread_cache), .choices = "auto|on|off"},
+    {.key = "ipc", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "expandable: make the pool's pages exportable, so that crmm_ipc_export can share its allocations with "
+             "another process (crmm/ipc.h)",
+     .offset = offsetof(pool_config, ipc)},
+    {.key = "ipc_handle_type", .type = CRMM_PARAM_ENUM, .default_value = "posix_fd",
+     .help = "with ipc: what the pages are exported as: posix_fd = file descriptors passed over a UNIX socket, fabric = "
+             "fabric handles (where the driver offers them)",
+     .offset = offsetof(pool_config, ipc_handle_type), .choices = "posix_fd|fabric"},
+    {.key = "graphs", .type = CRMM_PARAM_ENUM, .default_value = "auto",
+     .help = "serve streams under CUDA graph capture (docs/cuda-graphs.md): each allocate and free on a stream other "
+             "than the legacy default one asks CUDA whether the stream is being captured, and memory a capture "
+             "allocates or frees stays the graph's until the graph is destroyed. auto = once the process enabled "
+             "capture (crmm_graph_capture_enable: the PyTorch, CuPy and Numba integrations do), on = always, off = "
+             "never (capturing through the pool is then unsafe)",
+     .offset = offsetof(pool_config, graphs), .choices = "auto|on|off"},
+    {NULL},
 };
 
 /* crmm_plugin.validate: pool_rules on the sizes as written. */
@@ -357,7 +357,7 @@ static const crmm_plugin pool_plugin = {
     .description = "stream-ordered coalescing suballocator (RMM's pool) with O(1) segregated fit; refuses a double or foreign free and a size other than the one asked for",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = pool_params,
-    .fields = pool_fields,
+    .config_size = sizeof(pool_config),
     .validate = pool_validate,
     .create = pool_create,
 };
