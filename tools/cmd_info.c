@@ -206,11 +206,14 @@ int crmm_cmd_info(int argc, char **argv)
                "object (keys: version, plugin_abi, cuda, plugin_search_path, plugins, config,\n"
                "config_error, log_level, environment; with PLUGIN, the plugin's object).\n\n"
                "crmm info --roff FILE.so... prints those plugins as the roff of crmm.ini(5)'s\n"
-               "PLUGINS section (the build writes the page with it).\n");
+               "PLUGINS section (the build writes the page with it); crmm info --markdown FILE.so...\n"
+               "prints them as rows of the README's plugin table.\n");
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "--roff") == 0)
         return crmm_info_roff(argc - 2, argv + 2);
+    if (argc > 1 && strcmp(argv[1], "--markdown") == 0)
+        return crmm_info_markdown(argc - 2, argv + 2);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];

@@ -36,4 +36,8 @@ void crmm_info_json_plugin(const char *path, const crmm_plugin *pl, const char *
  * parameters, for crmm.ini(5). Returns 0, or 1 when one could not be loaded (it is left out). */
 int crmm_info_roff(int nfiles, char **files);
 
+/* Print the plugins in files as rows of the README's plugin table (plugin, upstream, description,
+ * each parameter with its default). Returns 0, or 1 when one could not be loaded (left out). */
+int crmm_info_markdown(int nfiles, char **files);
+
 #endif
