@@ -54,7 +54,7 @@ static void unknown_resource(const config_graph *g, config_error *err, int line,
  * Relative entries of a config without a directory (a string) are an error. */
 static void resolve_plugin_path(config_graph *g, const char *base_dir, config_error *err)
 {
-    const config_value *path = &g->text.plugin_path;
+    const config_value *path = &g->text.settings[CRMM_SETTING_PLUGIN_PATH];
     if (!path->text)
         return;
     size_t entries = 1;
@@ -234,9 +234,9 @@ static void skip_unloadable(config_graph *g, config_error *err)
     free(state);
     if (!ok)
         return;
-    if (t->default_name.text && is_skipped(g, t->default_name.text)) {
-        free(t->default_name.text);
-        t->default_name.text = NULL;
+    if (t->settings[CRMM_SETTING_DEFAULT].text && is_skipped(g, t->settings[CRMM_SETTING_DEFAULT].text)) {
+        free(t->settings[CRMM_SETTING_DEFAULT].text);
+        t->settings[CRMM_SETTING_DEFAULT].text = NULL;
     }
     for (size_t i = 0; i < t->ndev;) {
         if (t->dev[i].resource.text && is_skipped(g, t->dev[i].resource.text)) {
@@ -326,8 +326,8 @@ void config_graph_build(config_graph *g, const char *base_dir, bool skip_unloada
     mark_host_chains(g, err);
     if (!err->line) /* the rules walk upstream chains: only once they are known to end */
         config_graph_check_rules(g, err);
-    if (t->default_name.text && config_graph_find(g, t->default_name.text) < 0)
-        unknown_resource(g, err, t->default_name.line, "default", t->default_name.text);
+    if (t->settings[CRMM_SETTING_DEFAULT].text && config_graph_find(g, t->settings[CRMM_SETTING_DEFAULT].text) < 0)
+        unknown_resource(g, err, t->settings[CRMM_SETTING_DEFAULT].line, "default", t->settings[CRMM_SETTING_DEFAULT].text);
     for (size_t i = 0; i < t->ndev; i++) {
         if (!t->dev[i].resource.text)
             config_error_at(err, t->dev[i].line, "[device.%d] has no 'resource = NAME'", t->dev[i].device);

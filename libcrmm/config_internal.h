@@ -15,6 +15,7 @@
 #include <crmm/plugin.h>
 #include <crmm/resource.h>
 #include "name_index.h"
+#include "settings.h"
 
 /* ---- errors: the one on the lowest line wins ----------------------------------------------- */
 
@@ -64,7 +65,7 @@ typedef struct config_device_section {
 
 typedef struct config_text {
     int crmm_line;            /* the [crmm] header's line; 0 when there is none */
-    config_value default_name, plugin_path, log_level;
+    config_value settings[CRMM_SETTING_COUNT]; /* [crmm] keys, at their row of crmm_settings() */
     config_resource_section *res;
     size_t nres;
     config_device_section *dev;

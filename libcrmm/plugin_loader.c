@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "file_trust.h"
 #include "internal.h"
+#include "settings.h"
 #include "suggest.h"
 
 #ifndef CRMM_PLUGIN_DIR
@@ -39,7 +40,7 @@ static loaded_plugin *loaded;
 
 const char *crmm_plugin_search_path(const char *dirs, char *buf, size_t bufsize)
 {
-    const char *env = crmm_getenv("CRMM_PLUGIN_PATH");
+    const char *env = crmm_setting_env(CRMM_SETTING_PLUGIN_PATH_ENV);
     int n = snprintf(buf, bufsize, "%s%s%s%s%s", dirs && *dirs ? dirs : "", dirs && *dirs ? ":" : "",
                      env && *env ? env : "", env && *env ? ":" : "", CRMM_PLUGIN_DIR);
     /* a cut path would name a directory nobody gave (and drop the installed one) */

@@ -20,6 +20,7 @@
 #include "device_registry.h"
 #include "internal.h"
 #include "runtime.h"
+#include "settings.h"
 
 #ifndef CRMM_SYSCONFDIR
 #define CRMM_SYSCONFDIR "/usr/local/etc"
@@ -43,7 +44,7 @@ static void (*finalize_hooks[RUNTIME_MAX_FINALIZE_HOOKS])(void);
 
 const char *crmm_config_default_file(char *buf, size_t size)
 {
-    const char *env = crmm_getenv("CRMM_CONFIG");
+    const char *env = crmm_setting_env(CRMM_SETTING_CONFIG);
     if (env && *env)
         return env;
     if (!buf || snprintf(buf, size, "%s/crmm/crmm.ini", CRMM_SYSCONFDIR) >= (int)size)

@@ -5,14 +5,6 @@
 #include <crmm/crmm.h>
 
 /* An environment variable crmm reads, and what it does. */
-typedef struct crmm_env_var {
-    const char *name;
-    const char *meaning;
-} crmm_env_var;
-
-/* Every environment variable crmm reads; ends with {NULL, NULL}. */
-extern const crmm_env_var crmm_env_vars[];
-
 /* The log level a program running over cfg starts with: $CRMM_LOG_LEVEL's, else cfg's
  * log_level, else warn. */
 crmm_log_level crmm_info_log_level(const crmm_config *cfg);

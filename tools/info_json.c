@@ -160,11 +160,15 @@ void crmm_info_json(const crmm_config *cfg, const char *config_error)
     printf(", \"from\": ");
     str(crmm_info_log_level_origin(cfg));
     printf("},\n  \"environment\": {");
-    for (const crmm_env_var *v = crmm_env_vars; v->name; v++) {
-        printf("%s", v == crmm_env_vars ? "" : ", ");
-        str(v->name);
+    bool first = true;
+    for (const crmm_setting *s = crmm_settings(); s->key || s->env; s++) {
+        if (!s->env)
+            continue;
+        printf("%s", first ? "" : ", ");
+        first = false;
+        str(s->env);
         printf(": ");
-        str(getenv(v->name));
+        str(getenv(s->env));
     }
     printf("}\n}\n");
 }

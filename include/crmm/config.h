@@ -107,6 +107,23 @@ CRMM_API void crmm_finalize(void);
  * even after another thread's crmm_init replaces the config, until crmm_finalize. */
 CRMM_API const crmm_config *crmm_current_config(void);
 
+/* One of crmm's own settings: a key of a config's [crmm] section, a CRMM_* environment variable,
+ * or both on one row, where the variable wins over the key. `crmm info` lists them. */
+typedef struct crmm_setting {
+    const char *key;     /* [crmm] key; NULL: a variable only */
+    const char *env;     /* environment variable (read with crmm_getenv); NULL: a key only */
+    const char *accepts; /* what a value must be, for messages; NULL: any text */
+    const char *help;    /* one line */
+} crmm_setting;
+
+/* crmm's settings: every [crmm] key a config may give and every variable crmm reads; the table
+ * ends with a row whose key and env are both NULL. */
+CRMM_API const crmm_setting *crmm_settings(void);
+
+/* Whether `value` is acceptable for setting `s` (a row of crmm_settings()): CRMM_OK, or
+ * CRMM_ERROR_CONFIG "KEY: 'VALUE' is not ACCEPTS"; CRMM_ERROR_INVALID_ARGUMENT for NULL. */
+CRMM_API crmm_status crmm_setting_check(const crmm_setting *s, const char *value);
+
 /* Parse a size: "4096", "64KiB", "1.5 GiB", "512MB", "2TB"; units B KiB MiB GiB TiB PiB KB MB GB TB PB
  * (case-insensitive; KiB = 1024, KB = 1000). "N%" (0 < N <= 100) gives N% of `percent_of`; it is
  * refused when `percent_of` is 0 and `percent` is NULL. When `percent` is given it receives N

@@ -200,7 +200,8 @@ CRMM_API crmm_status crmm_output_file_open(const char *path, unsigned flags, int
 /* The value of crmm's environment variable `name` (e.g. "CRMM_LOG_FILE"), or NULL when it is not
  * set or when the process runs with elevated privileges (setuid, setgid or file capabilities:
  * secure_getenv), where the invoking user must not choose what crmm loads or writes; an ignored
- * variable is said at info level in crmm's log. Sets no error. */
+ * variable is said at info level in crmm's log. A name that is no row's variable in
+ * crmm_settings() (crmm/config.h) is not read: NULL, said at warn level. Sets no error. */
 CRMM_API const char *crmm_getenv(const char *name);
 
 /* ---- the loader ---------------------------------------------------------------------------- */
