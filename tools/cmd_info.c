@@ -73,6 +73,21 @@ static void print_plugin(const char *path, const crmm_plugin *pl, crmm_status st
     }
 }
 
+int crmm_info_print_files(int nfiles, char **files, void (*print)(const crmm_plugin *pl))
+{
+    int rc = 0;
+    for (int i = 0; i < nfiles; i++) {
+        const crmm_plugin *pl = NULL;
+        if (crmm_plugin_load(files[i], NULL, &pl) != CRMM_OK) {
+            fprintf(stderr, "crmm info: %s\n", crmm_last_error());
+            rc = 1;
+            continue;
+        }
+        print(pl);
+    }
+    return rc;
+}
+
 /* Upstreams printed after a resource before "-> ..." */
 #define INFO_MAX_LINKS 8
 

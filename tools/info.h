@@ -24,6 +24,10 @@ void crmm_info_json(const crmm_config *cfg, const char *config_error);
  * pl is NULL, the load error. */
 void crmm_info_json_plugin(const char *path, const crmm_plugin *pl, const char *error);
 
+/* Load each of files (plugin names or paths of crmm_NAME.so) and call print on it; a file that
+ * does not load is said on stderr and left out. Returns 0, or 1 when one could not be loaded. */
+int crmm_info_print_files(int nfiles, char **files, void (*print)(const crmm_plugin *pl));
+
 /* Print the plugins in files (paths of crmm_NAME.so) as roff, a subsection each with its
  * parameters, for crmm.ini(5). Returns 0, or 1 when one could not be loaded (it is left out). */
 int crmm_info_roff(int nfiles, char **files);

@@ -43,17 +43,4 @@ static void markdown_plugin(const crmm_plugin *pl)
     printf(" |\n");
 }
 
-int crmm_info_markdown(int nfiles, char **files)
-{
-    int rc = 0;
-    for (int i = 0; i < nfiles; i++) {
-        const crmm_plugin *pl = NULL;
-        if (crmm_plugin_load(files[i], NULL, &pl) != CRMM_OK) {
-            fprintf(stderr, "crmm info: %s\n", crmm_last_error());
-            rc = 1;
-            continue;
-        }
-        markdown_plugin(pl);
-    }
-    return rc;
-}
+int crmm_info_markdown(int nfiles, char **files) { return crmm_info_print_files(nfiles, files, markdown_plugin); }

@@ -59,17 +59,4 @@ static void roff_plugin(const crmm_plugin *pl)
     }
 }
 
-int crmm_info_roff(int nfiles, char **files)
-{
-    int rc = 0;
-    for (int i = 0; i < nfiles; i++) {
-        const crmm_plugin *pl = NULL;
-        if (crmm_plugin_load(files[i], NULL, &pl) != CRMM_OK) {
-            fprintf(stderr, "crmm info: %s\n", crmm_last_error());
-            rc = 1;
-            continue;
-        }
-        roff_plugin(pl);
-    }
-    return rc;
-}
+int crmm_info_roff(int nfiles, char **files) { return crmm_info_print_files(nfiles, files, roff_plugin); }
