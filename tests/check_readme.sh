@@ -168,5 +168,15 @@ for so in "$build"/plugins/*/.libs/crmm_*.so; do
     echo "$table_names" | grep -qx "$name" || fail "the README's plugin table has no row for plugin $name"
 done
 
+# The README's table of variables names exactly the variables of crmm_settings(), as `crmm info`
+# lists them.
+"$crmm" info >"$tmp/info" 2>&1
+sed -n '/^environment:$/,$s/^  \(CRMM_[A-Z_]*\) .*/\1/p' "$tmp/info" | sort >"$tmp/vars"
+sed -n 's/^| `\(CRMM_[A-Z_]*\)` |.*/\1/p' "$readme" | sort >"$tmp/readme_vars"
+checks=$((checks + 1))
+if [ ! -s "$tmp/vars" ] || ! diff "$tmp/vars" "$tmp/readme_vars" >"$tmp/out"; then
+    fail "the README's table of variables differs from crmm_settings() (< crmm info, > README)"
+fi
+
 echo "check_readme: $checks checks, $failures failures ($nprog programs, $nplugin plugin)"
 [ "$failures" -eq 0 ]
