@@ -258,14 +258,15 @@ static int crmm_key(parse_state *s, const char *key, const char *value)
     }
     const char *keys[CRMM_SETTING_COUNT + 1];
     char list[256] = " (keys:";
-    size_t n = 0, used = strlen(list);
+    size_t n = 0;
     for (const crmm_setting *r = crmm_settings(); r->key || r->env; r++)
         if (r->key) {
             keys[n++] = r->key;
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s %s", n > 1 ? "," : "", r->key);
+            strncat(list, n > 1 ? ", " : " ", sizeof list - strlen(list) - 1);
+            strncat(list, r->key, sizeof list - strlen(list) - 1);
         }
     keys[n] = NULL;
-    snprintf(list + used, sizeof list - used, ")");
+    strncat(list, ")", sizeof list - strlen(list) - 1);
     return unknown_key(s, key, keys, list);
 }
 
