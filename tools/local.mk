@@ -18,7 +18,7 @@ include tools/bench.mk
 # The uninstalled program finds the build tree's plugins (tools/build_tree.c).
 tools_crmm_SOURCES += tools/build_tree.c
 # `crmm info`'s settings part (tools/info_settings.c).
-tools_crmm_SOURCES += tools/info.h tools/info_settings.c tools/info_json.c tools/info_roff.c
+tools_crmm_SOURCES += tools/info.h tools/info_settings.c tools/info_json.c tools/info_roff.c tools/info_markdown.c
 tools_crmm_CPPFLAGS = $(AM_CPPFLAGS) -DCRMM_BUILD_DIR='"$(abs_top_builddir)"'
 # bash completion, installed where bash-completion finds it by the command's name.
 bashcompletiondir = $(datadir)/bash-completion/completions
