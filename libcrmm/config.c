@@ -198,7 +198,7 @@ const char *crmm_config_resource_param_value(const crmm_config *c, size_t i, siz
 long crmm_config_find_resource(const crmm_config *c, const char *name) { return c ? config_graph_find(&c->graph, name) : -1; }
 bool crmm_config_resource_is_host(const crmm_config *c, size_t i) { return c && config_graph_is_host(&c->graph, i); }
 const char *crmm_config_plugin_path(const crmm_config *c) { return c ? c->graph.plugin_dirs : NULL; }
-const char *crmm_config_log_level(const crmm_config *c) { return c ? c->graph.text.log_level.text : NULL; }
+const char *crmm_config_log_level(const crmm_config *c) { return c ? c->graph.text.settings[CRMM_SETTING_LOG_LEVEL].text : NULL; }
 size_t crmm_config_skipped_count(const crmm_config *c) { return c ? c->graph.nskipped : 0; }
 const char *crmm_config_skipped_name(const crmm_config *c, size_t i)
 {
@@ -217,8 +217,8 @@ const char *crmm_config_default_resource(const crmm_config *c, int device)
     for (size_t i = 0; i < t->ndev; i++)
         if (t->dev[i].device == device)
             return t->dev[i].resource.text;
-    if (t->default_name.text)
-        return t->default_name.text;
+    if (t->settings[CRMM_SETTING_DEFAULT].text)
+        return t->settings[CRMM_SETTING_DEFAULT].text;
     return t->nres ? t->res[0].name : NULL;
 }
 

@@ -50,21 +50,11 @@ static void unknown_resource(const config_graph *g, config_error *err, int line,
         config_error_at(err, line, "%s '%s' is not a [resource.*] of this config", what, name);
 }
 
-/* A message of the core without its category: config errors carry their own "FILE:LINE: ". */
-static const char *without_category(const char *msg)
-{
-    static const char *const categories[] = {"config error: ", "plugin error: ", "invalid argument: "};
-    for (size_t i = 0; i < sizeof categories / sizeof categories[0]; i++)
-        if (strncmp(msg, categories[i], strlen(categories[i])) == 0)
-            return msg + strlen(categories[i]);
-    return msg;
-}
-
 /* The plugin_path as used: entries relative to the config file's directory made absolute.
  * Relative entries of a config without a directory (a string) are an error. */
 static void resolve_plugin_path(config_graph *g, const char *base_dir, config_error *err)
 {
-    const config_value *path = &g->text.plugin_path;
+    const config_value *path = &g->text.settings[CRMM_SETTING_PLUGIN_PATH];
     if (!path->text)
         return;
     size_t entries = 1;
@@ -244,9 +234,9 @@ static void skip_unloadable(config_graph *g, config_error *err)
     free(state);
     if (!ok)
         return;
-    if (t->default_name.text && is_skipped(g, t->default_name.text)) {
-        free(t->default_name.text);
-        t->default_name.text = NULL;
+    if (t->settings[CRMM_SETTING_DEFAULT].text && is_skipped(g, t->settings[CRMM_SETTING_DEFAULT].text)) {
+        free(t->settings[CRMM_SETTING_DEFAULT].text);
+        t->settings[CRMM_SETTING_DEFAULT].text = NULL;
     }
     for (size_t i = 0; i < t->ndev;) {
         if (t->dev[i].resource.text && is_skipped(g, t->dev[i].resource.text)) {
@@ -260,7 +250,8 @@ static void skip_unloadable(config_graph *g, config_error *err)
     crmm_clear_error();
 }
 
-/* Load resource i's plugin and check its parameters against the plugin's table. */
+/* Load resource i's plugin and parse its parameters against the plugin's table, once: the node
+ * keeps them (the rules and every build read them there). */
 static void check_resource(config_graph *g, size_t i, config_error *err)
 {
     const config_resource_section *r = &g->text.res[i];
@@ -271,24 +262,29 @@ static void check_resource(config_graph *g, size_t i, config_error *err)
     }
     if (load_plugin(g, r->plugin.text, &node->plugin) != CRMM_OK) {
         node->plugin = NULL;
-        config_error_at(err, r->plugin.line, "%s", without_category(crmm_last_error()));
+        config_error_at(err, r->plugin.line, "%s", config_error_text());
         return;
     }
     crmm_params *p;
     if (crmm_params_new(node->plugin, r->name, &p) != CRMM_OK) {
-        config_error_at(err, r->plugin.line, "%s", without_category(crmm_last_error()));
+        config_error_at(err, r->plugin.line, "%s", config_error_text());
         return;
     }
     bool params_ok = true;
     for (size_t j = 0; j < r->nparams; j++)
         if (crmm_params_set(p, r->params[j].key, r->params[j].value) != CRMM_OK) {
-            config_error_at(err, r->params[j].line, "%s", without_category(crmm_last_error()));
+            config_error_at(err, r->params[j].line, "%s", config_error_text());
             params_ok = false;
         }
     /* a required key given a bad value was reported as bad, not as missing */
-    if (params_ok && crmm_params_check_required(p) != CRMM_OK)
-        config_error_at(err, r->line, "[resource.%s]: %s", r->name, without_category(crmm_last_error()));
-    crmm_params_free(p);
+    if (params_ok && crmm_params_check_required(p) != CRMM_OK) {
+        config_error_at(err, r->line, "[resource.%s]: %s", r->name, config_error_text());
+        params_ok = false;
+    }
+    if (params_ok)
+        node->params = p;
+    else
+        crmm_params_free(p);
 }
 
 static void link_upstream(config_graph *g, size_t i, config_error *err)
@@ -330,8 +326,8 @@ void config_graph_build(config_graph *g, const char *base_dir, bool skip_unloada
     mark_host_chains(g, err);
     if (!err->line) /* the rules walk upstream chains: only once they are known to end */
         config_graph_check_rules(g, err);
-    if (t->default_name.text && config_graph_find(g, t->default_name.text) < 0)
-        unknown_resource(g, err, t->default_name.line, "default", t->default_name.text);
+    if (t->settings[CRMM_SETTING_DEFAULT].text && config_graph_find(g, t->settings[CRMM_SETTING_DEFAULT].text) < 0)
+        unknown_resource(g, err, t->settings[CRMM_SETTING_DEFAULT].line, "default", t->settings[CRMM_SETTING_DEFAULT].text);
     for (size_t i = 0; i < t->ndev; i++) {
         if (!t->dev[i].resource.text)
             config_error_at(err, t->dev[i].line, "[device.%d] has no 'resource = NAME'", t->dev[i].device);
@@ -342,6 +338,8 @@ void config_graph_build(config_graph *g, const char *base_dir, bool skip_unloada
 
 void config_graph_free(config_graph *g)
 {
+    for (size_t i = 0; g->nodes && i < g->text.nres; i++)
+        crmm_params_free(g->nodes[i].params);
     config_text_free(&g->text);
     for (size_t i = 0; i < g->nskipped; i++) {
         free(g->skipped[i].name);

@@ -32,24 +32,16 @@ void config_instances_fini(config_instances *ci)
     memset(ci, 0, sizeof *ci);
 }
 
-/* Build resource i over `upstream` (NULL for none) for `device`; a new reference in *out. */
+/* Build resource i over `upstream` (NULL for none) for `device` from the parameters its node
+ * parsed and checked; a new reference in *out. */
 static crmm_status build_one(const config_graph *g, const char *origin, size_t i, int device, crmm_resource *upstream,
                              crmm_resource **out)
 {
     const config_resource_section *r = &g->text.res[i];
-    const crmm_plugin *plugin = g->nodes[i].plugin;
-    crmm_params *p;
-    crmm_status st = crmm_params_new(plugin, r->name, &p);
-    if (st == CRMM_OK) {
-        p->device = device;
-        p->plugin_dirs = g->plugin_dirs;
-        for (size_t j = 0; j < r->nparams && st == CRMM_OK; j++)
-            st = crmm_params_set(p, r->params[j].key, r->params[j].value);
-        if (st == CRMM_OK)
-            st = crmm_resource_create_with(plugin, p, upstream, out);
-        crmm_params_free(p);
-    }
-    if (st != CRMM_OK)
+    crmm_params view = *g->nodes[i].params; /* the node's values, for this device */
+    view.device = device;
+    view.plugin_dirs = g->plugin_dirs;
+    if (crmm_resource_build(g->nodes[i].plugin, &view, upstream, out) != CRMM_OK)
         return crmm_error_add_context("%s:%d: resource.%s", origin, r->line, r->name);
     snprintf((*out)->name, sizeof (*out)->name, "%s", r->name);
     return CRMM_OK;

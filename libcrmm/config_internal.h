@@ -15,6 +15,7 @@
 #include <crmm/plugin.h>
 #include <crmm/resource.h>
 #include "name_index.h"
+#include "settings.h"
 
 /* ---- errors: the one on the lowest line wins ----------------------------------------------- */
 
@@ -64,7 +65,7 @@ typedef struct config_device_section {
 
 typedef struct config_text {
     int crmm_line;            /* the [crmm] header's line; 0 when there is none */
-    config_value default_name, plugin_path, log_level;
+    config_value settings[CRMM_SETTING_COUNT]; /* [crmm] keys, at their row of crmm_settings() */
     config_resource_section *res;
     size_t nres;
     config_device_section *dev;
@@ -88,6 +89,7 @@ void config_resource_section_free(config_resource_section *r);
 
 typedef struct config_node {
     const crmm_plugin *plugin;
+    crmm_params *params;      /* its parameters, parsed and checked once; NULL when any was refused */
     long upstream;            /* index of its upstream, -1 for none */
     bool host;                /* its chain ends in a plugin that allocates host memory */
 } config_node;
@@ -133,8 +135,16 @@ static inline bool config_graph_is_host(const config_graph *g, size_t i)
     return i < g->text.nres && g->nodes && g->nodes[i].host;
 }
 
-/* config_rules.c: run each resource's validate hook (crmm_plugin.validate), reporting a refusal
- * at the line of the parameter it names. Call only on a graph without cycles. */
+/* The last error as a line of a config error shows it ("FILE:LINE: " goes in front): without its
+ * category, except when memory ran out, which the category is what says. */
+static inline const char *config_error_text(void)
+{
+    return crmm_last_status() == CRMM_ERROR_OUT_OF_MEMORY ? crmm_last_error() : crmm_last_error_detail();
+}
+
+/* config_rules.c: run each resource's validate hook (crmm_plugin.validate) on the parameters its
+ * node holds, reporting a refusal at the line of the parameter it names. Call only on a graph
+ * without cycles. */
 void config_graph_check_rules(const config_graph *g, config_error *err);
 
 /* ---- config_instances.c: the resources ----------------------------------------------------- */

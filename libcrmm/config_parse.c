@@ -245,24 +245,29 @@ static int unknown_key(parse_state *s, const char *key, const char *const *keys,
     return 0;
 }
 
+/* A key of [crmm]: a row of crmm_settings() that has a key. */
 static int crmm_key(parse_state *s, const char *key, const char *value)
 {
-    config_text *t = s->t;
-    if (strcmp(key, "default") == 0)
-        return set_value(s, &t->default_name, key, value);
-    if (strcmp(key, "plugin_path") == 0)
-        return set_value(s, &t->plugin_path, key, value);
-    if (strcmp(key, "log_level") == 0) {
-        crmm_log_level level;
-        if (crmm_log_level_parse(value, &level) != CRMM_OK) {
-            config_error_at(s->err, s->line, "log_level: '%s' is not a level (trace debug info warn error critical off)",
-                            value);
+    const crmm_setting *row = crmm_setting_by_key(key);
+    if (row) {
+        if (crmm_setting_check(row, value) != CRMM_OK) {
+            config_error_at(s->err, s->line, "%s", crmm_last_error_detail());
             return 0;
         }
-        return set_value(s, &t->log_level, key, value);
+        return set_value(s, &s->t->settings[row - crmm_settings()], key, value);
     }
-    static const char *const keys[] = {"default", "plugin_path", "log_level", NULL};
-    return unknown_key(s, key, keys, " (keys: default, plugin_path, log_level)");
+    const char *keys[CRMM_SETTING_COUNT + 1];
+    char list[256] = " (keys:";
+    size_t n = 0;
+    for (const crmm_setting *r = crmm_settings(); r->key || r->env; r++)
+        if (r->key) {
+            keys[n++] = r->key;
+            strncat(list, n > 1 ? ", " : " ", sizeof list - strlen(list) - 1);
+            strncat(list, r->key, sizeof list - strlen(list) - 1);
+        }
+    keys[n] = NULL;
+    strncat(list, ")", sizeof list - strlen(list) - 1);
+    return unknown_key(s, key, keys, list);
 }
 
 static int resource_key(parse_state *s, const char *key, const char *value)
@@ -358,8 +363,7 @@ void config_text_free(config_text *t)
     for (size_t i = 0; i < t->ndev; i++)
         free(t->dev[i].resource.text);
     free(t->dev);
-    free(t->default_name.text);
-    free(t->plugin_path.text);
-    free(t->log_level.text);
+    for (size_t i = 0; i < CRMM_SETTING_COUNT; i++)
+        free(t->settings[i].text);
     memset(t, 0, sizeof *t);
 }

@@ -50,6 +50,16 @@ static const char *category(crmm_status status)
 }
 
 const char *crmm_last_error(void) { return tl_message; }
+
+/* tl_message without the category of tl_status, when it starts with it. */
+static const char *after_category(void)
+{
+    const char *cat = category(tl_status);
+    size_t n = strlen(cat);
+    return n && strncmp(tl_message, cat, n) == 0 ? tl_message + n : tl_message;
+}
+
+const char *crmm_last_error_detail(void) { return after_category(); }
 crmm_status crmm_last_status(void) { return tl_status; }
 
 void crmm_clear_error(void)
@@ -91,13 +101,8 @@ crmm_status crmm_error_add_context(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(ctx, sizeof ctx, fmt, ap);
     va_end(ap);
-    const char *cat = category(tl_status);
-    size_t n = strlen(cat);
-    const char *rest = tl_message;
-    if (n && strncmp(tl_message, cat, n) == 0)
-        rest += n;
-    else
-        cat = "";
+    const char *rest = after_category();
+    const char *cat = rest != tl_message ? category(tl_status) : "";
     snprintf(old, sizeof old, "%s", rest);
     size_t used = 0;
     const char *parts[] = {cat, ctx, ": ", old};

@@ -10,7 +10,7 @@
 
 /* One parameter value of a resource being built. */
 typedef struct crmm_param_value {
-    const crmm_param_spec *spec;
+    const crmm_param *spec;
     char *text;        /* the text as given or defaulted; NULL when neither */
     bool given;        /* set explicitly (not from the default) */
     bool has_value;    /* given or defaulted */
@@ -18,6 +18,7 @@ typedef struct crmm_param_value {
     uint64_t u;        /* SIZE (when not a percent), UINT */
     double d;          /* DOUBLE */
     bool b;            /* BOOL */
+    int choice;        /* ENUM: the index of the value among the row's choices */
 } crmm_param_value;
 
 struct crmm_params {
@@ -38,15 +39,23 @@ crmm_status crmm_params_set(crmm_params *p, const char *key, const char *value);
 crmm_status crmm_params_set_list(crmm_params *p, const char *list);
 /* CRMM_ERROR_CONFIG naming the first required parameter that has no value. */
 crmm_status crmm_params_check_required(const crmm_params *p);
-/* Run the plugin's validate hook (ABI 1.1; none: CRMM_OK), then, over host memory, refuse a size
+/* Run the plugin's validate hook (none: CRMM_OK), then, over host memory, refuse a size
  * given as a percentage (CRMM_ERROR_CONFIG); *key = the parameter blamed, or NULL. */
 crmm_status crmm_params_check_rules(const crmm_params *p, bool host_memory, const char **key);
 /* Check one value against a spec (used for defaults when a plugin is loaded). */
-crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, crmm_param_value *out);
+crmm_status crmm_param_validate(const crmm_param *spec, const char *text, crmm_param_value *out);
 /* The parameter-table check run by the loader. */
 crmm_status crmm_param_table_validate(const crmm_plugin *plugin);
 
-/* plugin_create.c: build through a plugin with prepared params; names the instance. */
+/* plugin_create.c: the checks made once before a build: the plugin's upstream rule, required
+ * parameters, the plugin's rules (crmm_params_check_rules, over host memory when `upstream` is
+ * not device memory). CRMM_ERROR_CONFIG naming what is wrong. */
+crmm_status crmm_params_check(const crmm_params *params, const crmm_resource *upstream);
+/* plugin_create.c: call the plugin's create with params already checked (crmm_params_check, or
+ * the config graph's node), then check what it returned; names the instance. */
+crmm_status crmm_resource_build(const crmm_plugin *plugin, const crmm_params *params, crmm_resource *upstream,
+                                crmm_resource **out);
+/* plugin_create.c: crmm_params_check, then crmm_resource_build. */
 crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,
                                       crmm_resource *upstream, crmm_resource **out);
 /* plugin_create.c: load plugin `plugin` from `dirs` (then the default places), fill its

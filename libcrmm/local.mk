@@ -11,7 +11,7 @@ libcrmm_la_SOURCES = \
 	libcrmm/params.c \
 	libcrmm/file_name.c \
 	libcrmm/output_file.c \
-	libcrmm/environment.c libcrmm/environment.h libcrmm/getenv.c \
+	libcrmm/environment.c libcrmm/environment.h libcrmm/getenv.c libcrmm/settings.c libcrmm/settings.h \
 	libcrmm/file_trust.c libcrmm/file_trust.h \
 	libcrmm/resource.c \
 	libcrmm/plugin_loader.c \

@@ -16,6 +16,7 @@
 #include <crmm/logging_switch.h>
 #include "internal.h"
 #include "runtime.h"
+#include "settings.h"
 
 typedef struct logged_device {
     crmm_resource *wrapped;  /* the resource the device had; restored by disable */
@@ -132,7 +133,7 @@ static crmm_status build_all(const char *file, int n, logged_device *devs)
 crmm_status crmm_enable_logging(const char *file)
 {
     if (!file || !*file)
-        file = crmm_getenv("CRMM_LOG_FILE");
+        file = crmm_setting_env(CRMM_SETTING_LOG_FILE);
     if (!file || !*file)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "enable_logging: no file name given and $CRMM_LOG_FILE is not set");
     pthread_mutex_lock(&switch_lock);

@@ -1,7 +1,9 @@
 /* params.c — a plugin's parameter table turned into validated, typed values.
  *
- * The table (crmm_param_spec[]) is the one source of truth for a parameter: the config file,
- * crmm_resource_create's "k=v" strings and `crmm info` all go through it. Values are checked
+ * The table (crmm_param[], one row per parameter: type, default, help, place in the plugin's
+ * config struct, range, choices) is the one source of truth for a parameter: the config file,
+ * crmm_resource_create's "k=v" strings and `crmm info` all go through it. An enum's value is
+ * kept as the index of its choice, which is what the plugin receives. Values are checked
  * when they are set, so a bad one is reported with its file and line before anything is built.
  * Sizes given as a percentage are kept as a percentage and resolved at create time, against
  * the memory of the device the resource is built for. */
@@ -46,26 +48,28 @@ static bool parse_bool(const char *t, bool *out)
     return false;
 }
 
-static bool enum_has(const char *choices, const char *t)
+/* The index of `t` among the '|'-separated choices, or -1. */
+static int enum_index(const char *choices, const char *t)
 {
     size_t n = strlen(t);
-    for (const char *c = choices; c && *c;) {
+    int i = 0;
+    for (const char *c = choices; c && *c; i++) {
         const char *bar = strchr(c, '|');
         size_t len = bar ? (size_t)(bar - c) : strlen(c);
         if (len == n && strncmp(c, t, n) == 0)
-            return true;
+            return i;
         c = bar ? bar + 1 : NULL;
     }
-    return false;
+    return -1;
 }
 
-crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, crmm_param_value *v)
+crmm_status crmm_param_validate(const crmm_param *spec, const char *text, crmm_param_value *v)
 {
     const char *key = spec->key;
     switch (spec->type) {
     case CRMM_PARAM_SIZE:
         if (crmm_parse_size(text, 0, &v->u, &v->percent) != CRMM_OK)
-            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: %s", key, crmm_last_error() + strlen("invalid argument: "));
+            return crmm_set_error(CRMM_ERROR_CONFIG, "%s: %s", key, crmm_last_error_detail());
         return CRMM_OK;
     case CRMM_PARAM_UINT: {
         const char *s = text;
@@ -107,7 +111,7 @@ crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, c
         return CRMM_OK;
     }
     case CRMM_PARAM_ENUM:
-        if (!enum_has(spec->choices, text))
+        if ((v->choice = enum_index(spec->choices, text)) < 0)
             return crmm_set_error(CRMM_ERROR_CONFIG, "%s: '%s' is not one of %s", key, text, spec->choices ? spec->choices : "(none)");
         return CRMM_OK;
     case CRMM_PARAM_STRING:
@@ -116,64 +120,53 @@ crmm_status crmm_param_validate(const crmm_param_spec *spec, const char *text, c
     return crmm_set_error(CRMM_ERROR_CONFIG, "%s: unknown parameter type %d", key, (int)spec->type);
 }
 
-/* The plugin's field table (ABI 1.1), NULL for plugins without one. */
-static const crmm_param_field *fields_of(const crmm_plugin *pl)
-{
-    return pl->abi_minor >= 1 ? pl->fields : NULL;
-}
-
-static const crmm_param_field *field_of(const crmm_plugin *pl, const char *key)
-{
-    for (const crmm_param_field *f = fields_of(pl); f && f->key; f++)
-        if (strcmp(f->key, key) == 0)
-            return f;
-    return NULL;
-}
+static bool is_number(crmm_param_type t) { return t == CRMM_PARAM_SIZE || t == CRMM_PARAM_UINT; }
 
 /* CRMM_ERROR_CONFIG naming the plugin and key when x is outside the row's range. */
-static crmm_status check_range(const crmm_plugin *pl, const crmm_param_spec *spec, uint64_t x)
+static crmm_status check_range(const crmm_plugin *pl, const crmm_param *spec, uint64_t x)
 {
-    const crmm_param_field *f = field_of(pl, spec->key);
-    if (!f || (spec->type != CRMM_PARAM_SIZE && spec->type != CRMM_PARAM_UINT))
+    if (!is_number(spec->type))
         return CRMM_OK;
-    if (x < f->min)
+    if (x < spec->min)
         return crmm_set_error(CRMM_ERROR_CONFIG, "%s: %s: %llu is below the minimum %llu", pl->name, spec->key,
-                              (unsigned long long)x, (unsigned long long)f->min);
-    if (f->max && x > f->max)
+                              (unsigned long long)x, (unsigned long long)spec->min);
+    if (spec->max && x > spec->max)
         return crmm_set_error(CRMM_ERROR_CONFIG, "%s: %s: %llu is above the maximum %llu", pl->name, spec->key,
-                              (unsigned long long)x, (unsigned long long)f->max);
+                              (unsigned long long)x, (unsigned long long)spec->max);
     return CRMM_OK;
 }
 
-static const crmm_param_spec *spec_of(const crmm_plugin *pl, const char *key)
+/* The size of the config-struct member a row of type t is written to. */
+static size_t member_size(crmm_param_type t)
 {
-    for (const crmm_param_spec *s = pl->params; s && s->key; s++)
-        if (strcmp(s->key, key) == 0)
-            return s;
-    return NULL;
+    switch (t) {
+    case CRMM_PARAM_SIZE:
+    case CRMM_PARAM_UINT: return sizeof(uint64_t);
+    case CRMM_PARAM_BOOL: return sizeof(bool);
+    case CRMM_PARAM_DOUBLE: return sizeof(double);
+    case CRMM_PARAM_STRING: return sizeof(const char *);
+    case CRMM_PARAM_ENUM: return sizeof(int);
+    }
+    return 0;
 }
 
-/* The field table: each key names a parameter once, ranges only on numbers, defaults in range. */
-static crmm_status field_table_validate(const crmm_plugin *pl)
+/* A row's range and place: ranges only on numbers, minimum not above maximum, the default in
+ * range, the member inside the config struct. */
+static crmm_status row_validate(const crmm_plugin *pl, const crmm_param *s)
 {
-    for (const crmm_param_field *f = fields_of(pl); f && f->key; f++) {
-        const crmm_param_spec *s = spec_of(pl, f->key);
-        if (!s)
-            return crmm_set_error(CRMM_ERROR_PLUGIN, "field '%s' is not a parameter", f->key);
-        if (field_of(pl, f->key) != f)
-            return crmm_set_error(CRMM_ERROR_PLUGIN, "field '%s' appears twice", f->key);
-        bool number = s->type == CRMM_PARAM_SIZE || s->type == CRMM_PARAM_UINT;
-        if (!number && (f->min || f->max))
-            return crmm_set_error(CRMM_ERROR_PLUGIN, "field '%s' is a %s and cannot have a range", f->key,
-                                  crmm_param_type_name(s->type));
-        if (f->max && f->min > f->max)
-            return crmm_set_error(CRMM_ERROR_PLUGIN, "field '%s' has minimum %llu above maximum %llu", f->key,
-                                  (unsigned long long)f->min, (unsigned long long)f->max);
-        crmm_param_value v = {0};
-        if (number && s->default_value && crmm_param_validate(s, s->default_value, &v) == CRMM_OK && v.percent == 0.0 &&
-            check_range(pl, s, v.u) != CRMM_OK)
-            return crmm_set_error(CRMM_ERROR_PLUGIN, "default of %s", crmm_last_error() + strlen("config error: "));
-    }
+    if (!is_number(s->type) && (s->min || s->max))
+        return crmm_set_error(CRMM_ERROR_PLUGIN, "parameter '%s' is a %s and cannot have a range", s->key,
+                              crmm_param_type_name(s->type));
+    if (s->max && s->min > s->max)
+        return crmm_set_error(CRMM_ERROR_PLUGIN, "parameter '%s' has minimum %llu above maximum %llu", s->key,
+                              (unsigned long long)s->min, (unsigned long long)s->max);
+    if (pl->config_size && (s->offset > pl->config_size || member_size(s->type) > pl->config_size - s->offset))
+        return crmm_set_error(CRMM_ERROR_PLUGIN, "parameter '%s' lies outside the %zu-byte config struct (offset %zu)",
+                              s->key, pl->config_size, s->offset);
+    crmm_param_value v = {0};
+    if (is_number(s->type) && s->default_value && crmm_param_validate(s, s->default_value, &v) == CRMM_OK &&
+        v.percent == 0.0 && check_range(pl, s, v.u) != CRMM_OK)
+        return crmm_set_error(CRMM_ERROR_PLUGIN, "default of %s", crmm_last_error_detail());
     return CRMM_OK;
 }
 
@@ -191,7 +184,10 @@ crmm_status crmm_param_table_validate(const crmm_plugin *plugin)
 {
     if (!plugin->params)
         return CRMM_OK;
-    for (const crmm_param_spec *s = plugin->params; s->key; s++) {
+    size_t rows = 0;
+    for (const crmm_param *s = plugin->params; s->key; s++) {
+        if (++rows > CRMM_PARAMS_MAX)
+            return crmm_set_error(CRMM_ERROR_PLUGIN, "more than %d parameters", CRMM_PARAMS_MAX);
         if (!key_well_formed(s->key))
             return crmm_set_error(CRMM_ERROR_PLUGIN, "parameter key '%s' is not [a-z0-9_]+", s->key);
         if (strcmp(s->key, "plugin") == 0 || strcmp(s->key, "upstream") == 0)
@@ -200,16 +196,19 @@ crmm_status crmm_param_table_validate(const crmm_plugin *plugin)
             return crmm_set_error(CRMM_ERROR_PLUGIN, "parameter '%s' has unknown type %d", s->key, (int)s->type);
         if (s->type == CRMM_PARAM_ENUM && (!s->choices || !*s->choices))
             return crmm_set_error(CRMM_ERROR_PLUGIN, "enum parameter '%s' has no choices", s->key);
-        for (const crmm_param_spec *t = plugin->params; t != s; t++)
+        for (const crmm_param *t = plugin->params; t != s; t++)
             if (strcmp(t->key, s->key) == 0)
                 return crmm_set_error(CRMM_ERROR_PLUGIN, "parameter '%s' appears twice", s->key);
         if (s->default_value) {
             crmm_param_value v = {0};
             if (crmm_param_validate(s, s->default_value, &v) != CRMM_OK)
-                return crmm_set_error(CRMM_ERROR_PLUGIN, "default of %s", crmm_last_error() + strlen("config error: "));
+                return crmm_set_error(CRMM_ERROR_PLUGIN, "default of %s", crmm_last_error_detail());
         }
+        crmm_status st = row_validate(plugin, s);
+        if (st != CRMM_OK)
+            return st;
     }
-    return field_table_validate(plugin);
+    return CRMM_OK;
 }
 
 crmm_status crmm_params_new(const crmm_plugin *plugin, const char *name, crmm_params **out)
@@ -402,6 +401,15 @@ crmm_status crmm_params_get_double(const crmm_params *p, const char *key, double
     return st;
 }
 
+crmm_status crmm_params_get_enum(const crmm_params *p, const char *key, int *out)
+{
+    const crmm_param_value *v;
+    crmm_status st = lookup(p, key, CRMM_PARAM_ENUM, out, &v);
+    if (st == CRMM_OK)
+        *out = v->choice;
+    return st;
+}
+
 crmm_status crmm_params_get_string(const crmm_params *p, const char *key, const char **out)
 {
     const crmm_param_value *v;
@@ -425,20 +433,20 @@ crmm_status crmm_params_parse(const crmm_params *p, void *cfg)
 {
     if (!p || !cfg)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "params_parse: %s is NULL", !p ? "params" : "cfg");
-    const crmm_param_field *f = fields_of(p->plugin);
-    if (!f)
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plugin %s has no field table", p->plugin->name);
-    for (; f->key; f++) {
-        const crmm_param_value *v = find_value(p, f->key);
-        if (!v || !v->has_value)
+    if (!p->plugin->config_size)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plugin %s has no config struct (config_size 0)",
+                              p->plugin->name);
+    for (size_t i = 0; i < p->count; i++) {
+        const crmm_param_value *v = &p->values[i];
+        if (!v->has_value)
             continue;
-        char *at = (char *)cfg + f->offset;
+        char *at = (char *)cfg + v->spec->offset;
         switch (v->spec->type) {
         case CRMM_PARAM_SIZE: {
             uint64_t x;
-            crmm_status st = crmm_params_get_size(p, f->key, &x);
+            crmm_status st = crmm_params_get_size(p, v->spec->key, &x);
             if (st == CRMM_OK && (st = check_range(p->plugin, v->spec, x)) != CRMM_OK)
-                crmm_error_add_context("%s = %s", f->key, v->text);
+                crmm_error_add_context("%s = %s", v->spec->key, v->text);
             if (st != CRMM_OK)
                 return st;
             memcpy(at, &x, sizeof x);
@@ -447,8 +455,8 @@ crmm_status crmm_params_parse(const crmm_params *p, void *cfg)
         case CRMM_PARAM_UINT: memcpy(at, &v->u, sizeof v->u); break;
         case CRMM_PARAM_BOOL: memcpy(at, &v->b, sizeof v->b); break;
         case CRMM_PARAM_DOUBLE: memcpy(at, &v->d, sizeof v->d); break;
-        case CRMM_PARAM_STRING:
-        case CRMM_PARAM_ENUM: {
+        case CRMM_PARAM_ENUM: memcpy(at, &v->choice, sizeof v->choice); break;
+        case CRMM_PARAM_STRING: {
             const char *t = v->text;
             memcpy(at, &t, sizeof t);
             break;
@@ -456,6 +464,15 @@ crmm_status crmm_params_parse(const crmm_params *p, void *cfg)
         }
     }
     return CRMM_OK;
+}
+
+uint64_t crmm_params_given(const crmm_params *p)
+{
+    uint64_t given = 0;
+    for (size_t i = 0; p && i < p->count; i++)
+        if (p->values[i].given)
+            given |= (uint64_t)1 << i;
+    return given;
 }
 
 /* A size given as a percentage is a share of a device's memory: over host memory there is no
@@ -478,7 +495,7 @@ crmm_status crmm_params_check_rules(const crmm_params *p, bool host_memory, cons
 {
     *key = NULL;
     crmm_status st = CRMM_OK;
-    if (p->plugin->abi_minor >= 1 && p->plugin->validate) {
+    if (p->plugin->validate) {
         crmm_clear_error();
         st = p->plugin->validate(p, host_memory, key); /* first: its message is the more particular */
         if (st != CRMM_OK && crmm_last_status() == CRMM_OK)

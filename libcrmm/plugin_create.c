@@ -7,9 +7,9 @@
 #include <crmm/error.h>
 #include "internal.h"
 
-crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,
-                                      crmm_resource *upstream, crmm_resource **out)
+crmm_status crmm_params_check(const crmm_params *params, const crmm_resource *upstream)
 {
+    const crmm_plugin *plugin = params->plugin;
     if (upstream && plugin->upstream == CRMM_UPSTREAM_NONE)
         return crmm_set_error(CRMM_ERROR_CONFIG, "plugin %s takes no upstream", plugin->name);
     if (!upstream && plugin->upstream == CRMM_UPSTREAM_REQUIRED)
@@ -19,8 +19,20 @@ crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *pa
         return st;
     const char *key;
     bool host_memory = upstream && !(upstream->flags & CRMM_RESOURCE_DEVICE_ACCESSIBLE);
-    if ((st = crmm_params_check_rules(params, host_memory, &key)) != CRMM_OK)
-        return st;
+    return crmm_params_check_rules(params, host_memory, &key);
+}
+
+crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *params,
+                                      crmm_resource *upstream, crmm_resource **out)
+{
+    crmm_status st = crmm_params_check(params, upstream);
+    return st == CRMM_OK ? crmm_resource_build(plugin, params, upstream, out) : st;
+}
+
+crmm_status crmm_resource_build(const crmm_plugin *plugin, const crmm_params *params, crmm_resource *upstream,
+                                crmm_resource **out)
+{
+    crmm_status st;
     crmm_resource *mr = NULL;
     crmm_clear_error();
     st = plugin->create(params, upstream, &mr);

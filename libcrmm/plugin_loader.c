@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "file_trust.h"
 #include "internal.h"
+#include "settings.h"
 #include "suggest.h"
 
 #ifndef CRMM_PLUGIN_DIR
@@ -39,7 +40,7 @@ static loaded_plugin *loaded;
 
 const char *crmm_plugin_search_path(const char *dirs, char *buf, size_t bufsize)
 {
-    const char *env = crmm_getenv("CRMM_PLUGIN_PATH");
+    const char *env = crmm_setting_env(CRMM_SETTING_PLUGIN_PATH_ENV);
     int n = snprintf(buf, bufsize, "%s%s%s%s%s", dirs && *dirs ? dirs : "", dirs && *dirs ? ":" : "",
                      env && *env ? env : "", env && *env ? ":" : "", CRMM_PLUGIN_DIR);
     /* a cut path would name a directory nobody gave (and drop the installed one) */
@@ -174,6 +175,11 @@ static crmm_status load_file(const char *path, const char *expect_name, const cr
     const crmm_plugin *pl = entry();
     if (!pl)
         st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: %s() returned NULL", real, CRMM_PLUGIN_ENTRY_SYMBOL);
+    else if (pl->abi_major == 1)
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s was built for plugin ABI %u.%u; this crmm loads %d.%d, where "
+                            "each parameter is one crmm_param row (offset and range in the row, enums as integers) "
+                            "and crmm_plugin has config_size instead of fields: rebuild the plugin (docs/plugin-abi.md)",
+                            real, pl->abi_major, pl->abi_minor, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);
     else if (pl->abi_major != CRMM_PLUGIN_ABI_MAJOR)
         st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s was built for plugin ABI %u.%u; this crmm supports %d.%d (rebuild the plugin)",
                             real, pl->abi_major, pl->abi_minor, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);

@@ -2,8 +2,9 @@
  * loaded, the current resource of each device, and building a resource from a plugin by name.
  *
  * The loaded config is swapped under `config_lock`, a plain mutex held only to read or replace
- * the pointer and while a device's default resource is built from it (so crmm_init cannot free
- * the config meanwhile). Lock order: a device registry slot's lock, then config_lock. Plugins
+ * the pointer and while a device's default resource is built from it. A config crmm_init replaces
+ * is retired, not freed: crmm_current_config() hands out a borrowed pointer that another thread
+ * may still read, so every config loaded stays until crmm_finalize frees them all. Lock order: a device registry slot's lock, then config_lock. Plugins
  * never call back into the runtime while it holds a lock: what they need at create time arrives
  * in their creation arguments. crmm_finalize runs the hooks registered with
  * crmm_runtime_at_finalize (the logging switch's), then empties the registry, then frees the
@@ -19,6 +20,7 @@
 #include "device_registry.h"
 #include "internal.h"
 #include "runtime.h"
+#include "settings.h"
 
 #ifndef CRMM_SYSCONFDIR
 #define CRMM_SYSCONFDIR "/usr/local/etc"
@@ -32,6 +34,8 @@
  * crmm_params_create_resource, which reads the path from their parameters) */
 static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
 static crmm_config *current;
+static crmm_config **retired; /* configs crmm_init replaced, freed by crmm_finalize */
+static size_t nretired, retired_cap;
 static device_registry registry = DEVICE_REGISTRY_INITIALIZER;
 static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
 static void (*finalize_hooks[RUNTIME_MAX_FINALIZE_HOOKS])(void);
@@ -40,7 +44,7 @@ static void (*finalize_hooks[RUNTIME_MAX_FINALIZE_HOOKS])(void);
 
 const char *crmm_config_default_file(char *buf, size_t size)
 {
-    const char *env = crmm_getenv("CRMM_CONFIG");
+    const char *env = crmm_setting_env(CRMM_SETTING_CONFIG);
     if (env && *env)
         return env;
     if (!buf || snprintf(buf, size, "%s/crmm/crmm.ini", CRMM_SYSCONFDIR) >= (int)size)
@@ -53,6 +57,20 @@ const char *crmm_config_default_file(char *buf, size_t size)
 }
 
 const crmm_config *crmm_current_config(void) { return __atomic_load_n(&current, __ATOMIC_ACQUIRE); }
+
+/* Room to retire one more config; the caller holds config_lock. */
+static bool reserve_retired(void)
+{
+    if (nretired < retired_cap)
+        return true;
+    size_t cap = retired_cap ? retired_cap * 2 : 4;
+    crmm_config **grown = realloc(retired, cap * sizeof *grown);
+    if (!grown)
+        return false;
+    retired = grown;
+    retired_cap = cap;
+    return true;
+}
 
 crmm_status crmm_init(const char *path)
 {
@@ -68,10 +86,15 @@ crmm_status crmm_init(const char *path)
     if (text && !crmm_log_level_from_env() && crmm_log_level_parse(text, &level) == CRMM_OK)
         crmm_log_set_level(level);
     pthread_mutex_lock(&config_lock);
-    crmm_config *old = current;
+    if (current && !reserve_retired()) {
+        pthread_mutex_unlock(&config_lock);
+        crmm_config_free(c);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "crmm_init: malloc failed (the loaded config stays)");
+    }
+    if (current)
+        retired[nretired++] = current;
     __atomic_store_n(&current, c, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&config_lock);
-    crmm_config_free(old);
     crmm_log(CRMM_LOG_INFO, "crmm: config %s", crmm_config_origin(c));
     return CRMM_OK;
 }
@@ -95,8 +118,11 @@ void crmm_finalize(void)
     /* detach the config first, so that no device default is built from it once the registry is
      * cleared; then free it */
     pthread_mutex_lock(&config_lock);
-    crmm_config *old = current;
+    crmm_config *old = current, **old_retired = retired;
+    size_t old_nretired = nretired;
     __atomic_store_n(&current, NULL, __ATOMIC_RELEASE);
+    retired = NULL;
+    nretired = retired_cap = 0;
     pthread_mutex_unlock(&config_lock);
     void (*hooks[RUNTIME_MAX_FINALIZE_HOOKS])(void);
     pthread_mutex_lock(&hooks_lock);
@@ -106,6 +132,9 @@ void crmm_finalize(void)
         hooks[i]();
     device_registry_clear(&registry);
     crmm_config_free(old);
+    for (size_t i = 0; i < old_nretired; i++)
+        crmm_config_free(old_retired[i]);
+    free(old_retired);
 }
 
 char *crmm_runtime_plugin_path(void)

@@ -676,6 +676,46 @@ START_TEST(test_instances_gpu_chain_without_gpu)
 }
 END_TEST
 
+/* ---- crmm's own settings ------------------------------------------------------------------- */
+
+/* One table holds every [crmm] key and every variable crmm reads; a key and a variable on one row
+ * are one setting (log_level and $CRMM_LOG_LEVEL). A value is checked by the row, and a variable
+ * that is no row's is not read. */
+START_TEST(test_settings_table)
+{
+    const crmm_setting *log_level = NULL;
+    int keys = 0, vars = 0;
+    for (const crmm_setting *r = crmm_settings(); r->key || r->env; r++) {
+        ck_assert_ptr_nonnull(r->help);
+        keys += r->key != NULL;
+        vars += r->env != NULL;
+        if (r->key && strcmp(r->key, "log_level") == 0)
+            log_level = r;
+    }
+    ck_assert_int_eq(keys, 3); /* default, plugin_path, log_level */
+    ck_assert_int_ge(vars, 6);
+    ck_assert_ptr_nonnull(log_level);
+    ck_assert_str_eq(log_level->env, "CRMM_LOG_LEVEL");
+    ck_assert_crmm_ok(crmm_setting_check(log_level, "debug"));
+    ck_assert_crmm(crmm_setting_check(log_level, "loud"), CRMM_ERROR_CONFIG);
+    ck_assert_str_eq(crmm_last_error(), "config error: log_level: 'loud' is not a level (trace debug info warn error "
+                                        "critical off)");
+    ck_assert_crmm(crmm_setting_check(NULL, "debug"), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_setting_check(log_level, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    /* a variable of the table is read; one that is not is refused, even when set */
+    ck_assert_int_eq(setenv("CRMM_LOG_FILE", "/tmp/from-env.csv", 1), 0);
+    ck_assert_int_eq(setenv("CRMM_NOT_A_SETTING", "x", 1), 0);
+    crmm_test_log_capture_begin();
+    ck_assert_str_eq(crmm_getenv("CRMM_LOG_FILE"), "/tmp/from-env.csv");
+    ck_assert_ptr_null(crmm_getenv("CRMM_NOT_A_SETTING"));
+    char *log = crmm_test_log_capture_end();
+    ck_assert_ptr_nonnull(strstr(log, "$CRMM_NOT_A_SETTING is not one of crmm's settings"));
+    free(log);
+    unsetenv("CRMM_LOG_FILE");
+    unsetenv("CRMM_NOT_A_SETTING");
+}
+END_TEST
+
 /* ---- crmm_init ----------------------------------------------------------------------------- */
 
 START_TEST(test_init_with_path)
@@ -693,10 +733,15 @@ START_TEST(test_init_with_path)
     ck_assert_crmm(crmm_init(bad), CRMM_ERROR_CONFIG);
     ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_WARN);
     ck_assert_str_eq(crmm_config_default_resource(crmm_current_config(), 0), "h");
-    /* again with a good one: replaced */
+    /* again with a good one: replaced; the first stays readable and usable until finalize */
+    const crmm_config *first = crmm_current_config();
     const char *second = write_tmp("second.ini", "[resource.z]\nplugin = host\n", 27);
     ck_assert_crmm_ok(crmm_init(second));
     ck_assert_str_eq(crmm_config_origin(crmm_current_config()), second);
+    ck_assert_str_eq(crmm_config_origin(first), path);
+    crmm_resource *h;
+    ck_assert_crmm_ok(crmm_config_create_resource((crmm_config *)first, "h", 0, &h));
+    crmm_resource_release(h);
     crmm_finalize();
     ck_assert_ptr_null(crmm_current_config());
     crmm_finalize(); /* twice is safe */
@@ -850,6 +895,7 @@ int main(void)
     tcase_add_loop_test(tc, test_bad_string, 0, (int)(sizeof bad_strings / sizeof bad_strings[0]));
     tcase_add_test(tc, test_line_length_limit);
     tcase_add_test(tc, test_origin_defaults);
+    tcase_add_test(tc, test_settings_table);
     tcase_add_test(tc, test_load_null_arguments);
     suite_add_tcase(s, tc);
 

@@ -67,6 +67,10 @@ START_TEST(test_error_categories)
         snprintf(want, sizeof want, "%spool 'main': code 7", statuses[i].category);
         ck_assert_str_eq(crmm_last_error(), want);
         ck_assert_int_eq(crmm_last_status(), statuses[i].st);
+        /* the detail is the message without its category, whatever the category */
+        ck_assert_str_eq(crmm_last_error_detail(), "pool 'main': code 7");
+        crmm_error_add_context("ctx");
+        ck_assert_str_eq(crmm_last_error_detail(), "ctx: pool 'main': code 7");
         /* a message that already starts with its own category is not prefixed twice */
         crmm_set_error(statuses[i].st, "%sagain", statuses[i].category);
         snprintf(want, sizeof want, "%sagain", statuses[i].category);
@@ -74,6 +78,9 @@ START_TEST(test_error_categories)
     }
     crmm_set_error((crmm_status)42, "odd");
     ck_assert_str_eq(crmm_last_error(), "error: odd");
+    ck_assert_str_eq(crmm_last_error_detail(), "odd");
+    crmm_clear_error();
+    ck_assert_str_eq(crmm_last_error_detail(), "");
 }
 END_TEST
 
@@ -567,6 +574,11 @@ START_TEST(test_params_defaults)
     ck_assert_uint_eq(v.id, 3);
     ck_assert(!v.set_count && !v.set_limit && !v.set_enabled && !v.set_label && !v.set_mode && !v.set_ratio);
     ck_assert(v.set_id);
+    /* an enum reaches the plugin as the index of its choice; the given mask has only id (row 6) */
+    ck_assert_int_eq(v.st_mode_index, CRMM_OK);
+    ck_assert_int_eq(v.mode_index, 1); /* safe, of fast|safe|debug */
+    ck_assert_int_eq(v.st_label_index, CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(v.given, 1u << 6);
     ck_assert_int_eq(v.st_wrong_type, CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(v.st_unknown_key, CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_str_eq(v.name, "");
@@ -586,6 +598,8 @@ START_TEST(test_params_typed_values)
     ck_assert_str_eq(v.mode, "debug");
     ck_assert(v.ratio == 0.25);
     ck_assert(v.set_count && v.set_limit && v.set_enabled && v.set_label && v.set_mode && v.set_ratio && v.set_id);
+    ck_assert_int_eq(v.mode_index, 2); /* debug */
+    ck_assert_uint_eq(v.given, 0x7f);
     /* commas separate pairs too; a value equal to the default still counts as given */
     v = paramtest("id=1,count=7, ratio=1e-3", 0);
     ck_assert_uint_eq(v.count, 7);

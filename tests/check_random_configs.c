@@ -60,7 +60,7 @@ static void add(text *t, const char *fmt, ...)
 }
 
 /* A value for parameter `s` of a plugin; files go to `dir`. */
-static void value(text *t, const crmm_param_spec *s, const char *dir)
+static void value(text *t, const crmm_param *s, const char *dir)
 {
     if (strcmp(s->key, "file") == 0 || strcmp(s->key, "dump_file") == 0) {
         static const char *const escapes[] = {"", "%d", "%p", "%%", "%q", "%"};
@@ -106,7 +106,7 @@ static void make_config(text *t, const char *dir, size_t *count)
         ck_assert_int_eq(crmm_plugin_load(name, NULL, &pl), CRMM_OK);
         add(t, "[resource.r%zu]\nplugin = %s\nupstream = r%zu\n", i, name, pick(4) ? i - 1 : pick(i));
         size_t section = t->n;
-        for (const crmm_param_spec *s = pl->params; s && s->key; s++)
+        for (const crmm_param *s = pl->params; s && s->key; s++)
             if (pick(3) == 0 || (s->flags & CRMM_PARAM_REQUIRED && pick(8))) {
                 add(t, "%s = ", s->key);
                 value(t, s, dir);

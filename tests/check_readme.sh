@@ -5,7 +5,7 @@
 # statuses; the template plugin (the README's block if it has one, which must equal
 # plugins/template/template_plugin.c, else that file, which the README points to) is built out
 # of tree as its "Writing a plugin" section says, and a program allocates through it over the
-# README's template.ini.
+# README's template.ini. The plugin table is checked against the plugins' parameter rows.
 #
 # Run by `make check` from the top build directory; CRMM_TEST_SRCDIR names the source's tests/.
 # CRMM_TEST_CC, CRMM_TEST_CFLAGS and CRMM_TEST_LDFLAGS give the compiler and its flags.
@@ -146,6 +146,37 @@ checks=$((checks + 1))
 [ -d "$(pkg-config --variable=pluginlibdir crmm)" ] || fail "pkg-config --variable=pluginlibdir crmm is no directory"
 checks=$((checks + 1))
 grep -q '^Libs: .*-lcrmm .*-lcudart' "$build/crmm.pc" || fail "crmm.pc's Libs lack -lcudart"
+
+# The plugin table under "### The plugins" is what the plugins' own rows say: each row equal to
+# what `crmm info --markdown` prints for its plugin, and a row for every plugin the build makes
+# (but the template, which "Writing a plugin" is about).
+sed -n '/^### The plugins$/,/^##/p' "$readme" | grep '^| `' >"$tmp/table"
+table_names=$(sed 's/^| `\([a-z0-9_]*\)`.*/\1/' "$tmp/table")
+checks=$((checks + 1))
+if "$crmm" info --markdown $table_names >"$tmp/generated" 2>"$tmp/out"; then
+    diff "$tmp/generated" "$tmp/table" >"$tmp/out" ||
+        fail "the README's plugin table differs from the plugins' parameter rows (< crmm info --markdown, > README)"
+else
+    fail "crmm info --markdown $table_names"
+fi
+: >"$tmp/out"
+for so in "$build"/plugins/*/.libs/crmm_*.so; do
+    name=$(basename "$so" .so)
+    name=${name#crmm_}
+    [ "$name" = template ] && continue
+    checks=$((checks + 1))
+    echo "$table_names" | grep -qx "$name" || fail "the README's plugin table has no row for plugin $name"
+done
+
+# The README's table of variables names exactly the variables of crmm_settings(), as `crmm info`
+# lists them.
+"$crmm" info >"$tmp/info" 2>&1
+sed -n '/^environment:$/,$s/^  \(CRMM_[A-Z_]*\) .*/\1/p' "$tmp/info" | sort >"$tmp/vars"
+sed -n 's/^| `\(CRMM_[A-Z_]*\)` |.*/\1/p' "$readme" | sort >"$tmp/readme_vars"
+checks=$((checks + 1))
+if [ ! -s "$tmp/vars" ] || ! diff "$tmp/vars" "$tmp/readme_vars" >"$tmp/out"; then
+    fail "the README's table of variables differs from crmm_settings() (< crmm info, > README)"
+fi
 
 echo "check_readme: $checks checks, $failures failures ($nprog programs, $nplugin plugin)"
 [ "$failures" -eq 0 ]

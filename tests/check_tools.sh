@@ -128,7 +128,7 @@ run 2 nosuchcommand && has "unknown command 'nosuchcommand'"
 # ---- info ---------------------------------------------------------------------------------------
 full=$configs/good-full.ini
 if run 0 info --config "$full"; then
-    has "crmm " "(plugin ABI 1." "plugin search path: " "plugins:" \
+    has "crmm " "(plugin ABI 2." "plugin search path: " "plugins:" \
         "  host " "  template " "  paramtest " \
         "tag                    uint   default 0" \
         "id                     uint   default (required)" \
@@ -192,7 +192,7 @@ run 2 info host pool && has "unexpected argument 'pool'"
 
 # ---- info --json ---------------------------------------------------------------------------------
 CRMM_LOG_LEVEL=debug run 0 info --json --config "$tmp/level.ini" &&
-    has '"version": "' '"plugin_abi": "1.' '"cuda": {"runtime": "' '"plugin_search_path": "' \
+    has '"version": "' '"plugin_abi": "2.' '"cuda": {"runtime": "' '"plugin_search_path": "' \
         '"name": "pool"' '"key": "stream_reuse", "type": "enum", "default": "sync", "required": false' \
         '"choices": "sync|event"' "\"origin\": \"$tmp/level.ini\"" '"default": "h"' '"log_level": "error"' \
         '{"name": "h", "plugin": "host", "upstream": null, "host_memory": true, "parameters": {}}' \

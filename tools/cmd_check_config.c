@@ -1,5 +1,6 @@
 /* cmd_check_config.c — `crmm check-config FILE`: validate a config without touching a GPU. */
 #include "build_config.h"
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <crmm/crmm.h>
@@ -20,11 +21,9 @@ int crmm_cmd_check_config(int argc, char **argv)
     }
     crmm_config *cfg;
     if (crmm_config_load_file(argv[1], &cfg) != CRMM_OK) {
-        const char *msg = crmm_last_error();
-        const char *cat = "config error: ";
-        if (strncmp(msg, cat, strlen(cat)) == 0)
-            msg += strlen(cat);
-        fprintf(stderr, "%s\n", msg);
+        /* a config error carries its own "FILE:LINE: "; any other keeps its category */
+        bool config = crmm_last_status() == CRMM_ERROR_CONFIG;
+        fprintf(stderr, "%s\n", config ? crmm_last_error_detail() : crmm_last_error());
         return 1;
     }
     size_t n = crmm_config_resource_count(cfg);

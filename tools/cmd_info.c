@@ -8,19 +8,15 @@
 #include "commands.h"
 #include "info.h"
 
-/* " [range MIN..MAX]" from the plugin's field table (ABI 1.1), for numbers that have one. */
-static void print_range(const crmm_plugin *pl, const crmm_param_spec *s)
+/* " [range MIN..MAX]" from the row, for numbers that have one. */
+static void print_range(const crmm_param *s)
 {
-    if (pl->abi_minor < 1 || (s->type != CRMM_PARAM_SIZE && s->type != CRMM_PARAM_UINT))
+    if ((s->type != CRMM_PARAM_SIZE && s->type != CRMM_PARAM_UINT) || (!s->min && !s->max))
         return;
-    for (const crmm_param_field *f = pl->fields; f && f->key; f++) {
-        if (strcmp(f->key, s->key) != 0 || (!f->min && !f->max))
-            continue;
-        if (f->max)
-            printf(" [range %llu..%llu]", (unsigned long long)f->min, (unsigned long long)f->max);
-        else
-            printf(" [range %llu..]", (unsigned long long)f->min);
-    }
+    if (s->max)
+        printf(" [range %llu..%llu]", (unsigned long long)s->min, (unsigned long long)s->max);
+    else
+        printf(" [range %llu..]", (unsigned long long)s->min);
 }
 
 static void print_devices(void)
@@ -66,13 +62,13 @@ static void print_plugin(const char *path, const crmm_plugin *pl, crmm_status st
            pl->upstream == CRMM_UPSTREAM_REQUIRED ? "required" : pl->upstream == CRMM_UPSTREAM_OPTIONAL ? "optional" : "none");
     if (!pl->params || !pl->params[0].key)
         printf("    parameters: none\n");
-    for (const crmm_param_spec *s = pl->params; s && s->key; s++) {
+    for (const crmm_param *s = pl->params; s && s->key; s++) {
         printf("    %-22s %-6s default %-10s %s", s->key, crmm_param_type_name(s->type),
                s->default_value ? s->default_value : (s->flags & CRMM_PARAM_REQUIRED ? "(required)" : "(unset)"),
                s->help ? s->help : "");
         if (s->type == CRMM_PARAM_ENUM)
             printf(" [%s]", s->choices);
-        print_range(pl, s);
+        print_range(s);
         printf("\n");
     }
 }
@@ -210,11 +206,14 @@ int crmm_cmd_info(int argc, char **argv)
                "object (keys: version, plugin_abi, cuda, plugin_search_path, plugins, config,\n"
                "config_error, log_level, environment; with PLUGIN, the plugin's object).\n\n"
                "crmm info --roff FILE.so... prints those plugins as the roff of crmm.ini(5)'s\n"
-               "PLUGINS section (the build writes the page with it).\n");
+               "PLUGINS section (the build writes the page with it); crmm info --markdown FILE.so...\n"
+               "prints them as rows of the README's plugin table.\n");
         return 0;
     }
     if (argc > 1 && strcmp(argv[1], "--roff") == 0)
         return crmm_info_roff(argc - 2, argv + 2);
+    if (argc > 1 && strcmp(argv[1], "--markdown") == 0)
+        return crmm_info_markdown(argc - 2, argv + 2);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];

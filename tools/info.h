@@ -5,14 +5,6 @@
 #include <crmm/crmm.h>
 
 /* An environment variable crmm reads, and what it does. */
-typedef struct crmm_env_var {
-    const char *name;
-    const char *meaning;
-} crmm_env_var;
-
-/* Every environment variable crmm reads; ends with {NULL, NULL}. */
-extern const crmm_env_var crmm_env_vars[];
-
 /* The log level a program running over cfg starts with: $CRMM_LOG_LEVEL's, else cfg's
  * log_level, else warn. */
 crmm_log_level crmm_info_log_level(const crmm_config *cfg);
@@ -32,8 +24,16 @@ void crmm_info_json(const crmm_config *cfg, const char *config_error);
  * pl is NULL, the load error. */
 void crmm_info_json_plugin(const char *path, const crmm_plugin *pl, const char *error);
 
+/* Load each of files (plugin names or paths of crmm_NAME.so) and call print on it; a file that
+ * does not load is said on stderr and left out. Returns 0, or 1 when one could not be loaded. */
+int crmm_info_print_files(int nfiles, char **files, void (*print)(const crmm_plugin *pl));
+
 /* Print the plugins in files (paths of crmm_NAME.so) as roff, a subsection each with its
  * parameters, for crmm.ini(5). Returns 0, or 1 when one could not be loaded (it is left out). */
 int crmm_info_roff(int nfiles, char **files);
+
+/* Print the plugins in files as rows of the README's plugin table (plugin, upstream, description,
+ * each parameter with its default). Returns 0, or 1 when one could not be loaded (left out). */
+int crmm_info_markdown(int nfiles, char **files);
 
 #endif

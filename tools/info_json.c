@@ -67,7 +67,7 @@ void crmm_info_json_plugin(const char *path, const crmm_plugin *pl, const char *
     printf(", \"upstream\": ");
     str(pl->upstream == CRMM_UPSTREAM_REQUIRED ? "required" : pl->upstream == CRMM_UPSTREAM_OPTIONAL ? "optional" : "none");
     printf(", \"parameters\": [");
-    for (const crmm_param_spec *s = pl->params; s && s->key; s++) {
+    for (const crmm_param *s = pl->params; s && s->key; s++) {
         printf("%s{\"key\": ", s == pl->params ? "" : ", ");
         str(s->key);
         printf(", \"type\": ");
@@ -78,7 +78,7 @@ void crmm_info_json_plugin(const char *path, const crmm_plugin *pl, const char *
         str(s->help);
         printf(", \"choices\": ");
         str(s->type == CRMM_PARAM_ENUM ? s->choices : NULL);
-        printf("}");
+        printf(", \"min\": %llu, \"max\": %llu}", (unsigned long long)s->min, (unsigned long long)s->max);
     }
     printf("]}");
 }
@@ -160,11 +160,15 @@ void crmm_info_json(const crmm_config *cfg, const char *config_error)
     printf(", \"from\": ");
     str(crmm_info_log_level_origin(cfg));
     printf("},\n  \"environment\": {");
-    for (const crmm_env_var *v = crmm_env_vars; v->name; v++) {
-        printf("%s", v == crmm_env_vars ? "" : ", ");
-        str(v->name);
+    bool first = true;
+    for (const crmm_setting *s = crmm_settings(); s->key || s->env; s++) {
+        if (!s->env)
+            continue;
+        printf("%s", first ? "" : ", ");
+        first = false;
+        str(s->env);
         printf(": ");
-        str(getenv(v->name));
+        str(getenv(s->env));
     }
     printf("}\n}\n");
 }

@@ -34,7 +34,7 @@ static void roff_plugin(const crmm_plugin *pl)
            pl->upstream == CRMM_UPSTREAM_REQUIRED ? "required" : pl->upstream == CRMM_UPSTREAM_OPTIONAL ? "optional" : "none");
     if (!pl->params || !pl->params[0].key)
         printf(".br\nParameters: none.\n");
-    for (const crmm_param_spec *s = pl->params; s && s->key; s++) {
+    for (const crmm_param *s = pl->params; s && s->key; s++) {
         printf(".TP\n.B ");
         roff_text(s->key);
         printf("\n(%s; ", crmm_param_type_name(s->type));
@@ -51,21 +51,12 @@ static void roff_plugin(const crmm_plugin *pl)
             roff_text(s->choices);
             printf(")");
         }
+        if (s->max)
+            printf(" (from %llu to %llu)", (unsigned long long)s->min, (unsigned long long)s->max);
+        else if (s->min)
+            printf(" (at least %llu)", (unsigned long long)s->min);
         printf("\n");
     }
 }
 
-int crmm_info_roff(int nfiles, char **files)
-{
-    int rc = 0;
-    for (int i = 0; i < nfiles; i++) {
-        const crmm_plugin *pl = NULL;
-        if (crmm_plugin_load(files[i], NULL, &pl) != CRMM_OK) {
-            fprintf(stderr, "crmm info: %s\n", crmm_last_error());
-            rc = 1;
-            continue;
-        }
-        roff_plugin(pl);
-    }
-    return rc;
-}
+int crmm_info_roff(int nfiles, char **files) { return crmm_info_print_files(nfiles, files, roff_plugin); }

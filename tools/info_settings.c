@@ -6,16 +6,6 @@
 #include <crmm/crmm.h>
 #include "info.h"
 
-const crmm_env_var crmm_env_vars[] = {
-    {"CRMM_CONFIG", "config file read by crmm_init(NULL)"},
-    {"CRMM_PLUGIN_PATH", "':'-separated plugin directories, searched after the config's plugin_path"},
-    {"CRMM_LOG_LEVEL", "starting log level; wins over the config's log_level"},
-    {"CRMM_DEBUG_LOG_FILE", "the library log's file (default stderr)"},
-    {"CRMM_LOG_FILE", "default `file` of the logging plugin"},
-    {"CRMM_TEST_REQUIRE_GPU", "tests: N = fail (not skip) GPU tests when fewer than N devices are present"},
-    {NULL, NULL},
-};
-
 crmm_log_level crmm_info_log_level(const crmm_config *cfg)
 {
     crmm_log_level lvl = CRMM_LOG_WARN;
@@ -52,8 +42,10 @@ void crmm_info_print_settings(const crmm_config *cfg)
            : origin[0] == 'c' ? "from the config's log_level; CRMM_LOG_LEVEL would win"
                               : "the default; set log_level in the config or CRMM_LOG_LEVEL");
     printf("environment:\n");
-    for (const crmm_env_var *v = crmm_env_vars; v->name; v++) {
-        const char *value = getenv(v->name);
-        printf("  %-22s %s\n", v->name, value ? value : "(unset)");
+    for (const crmm_setting *s = crmm_settings(); s->key || s->env; s++) {
+        if (!s->env)
+            continue;
+        const char *value = getenv(s->env);
+        printf("  %-22s %s\n", s->env, value ? value : "(unset)");
     }
 }

@@ -23,9 +23,11 @@ tools_crmm_SOURCES = \
 	tools/build_tree.c \
 	tools/cmd_info.c \
 	tools/info.h \
+	tools/info_files.c \
 	tools/info_settings.c \
 	tools/info_json.c \
 	tools/info_roff.c \
+	tools/info_markdown.c \
 	tools/cmd_check_config.c \
 	tools/cmd_bench.c
 # the uninstalled program finds the build tree's plugins (tools/build_tree.c)

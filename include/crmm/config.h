@@ -95,14 +95,34 @@ CRMM_API const char *crmm_config_default_file(char *buf, size_t size);
  * $(sysconfdir)/crmm/crmm.ini, then the built-in default (crmm_config_default_file); apply its
  * log_level; make it the config that per-device defaults come from. Never reads a file from the
  * working directory by itself. Calling again replaces the config for devices whose resource is
- * not yet created. Errors as crmm_config_load_file. */
+ * not yet created; the replaced config (and what it built) is kept until crmm_finalize, so that a
+ * pointer crmm_current_config() gave another thread stays valid. Errors as crmm_config_load_file;
+ * CRMM_ERROR_OUT_OF_MEMORY when the replaced config cannot be kept (the loaded one then stays). */
 CRMM_API crmm_status crmm_init(const char *path);
 /* Release the per-device resources (crmm_enable_logging's adaptors too) and the config loaded by
  * crmm_init. Safe to call twice; call it when no other thread is using crmm (a first use racing
  * with it may build a new default). */
 CRMM_API void crmm_finalize(void);
-/* The config crmm_init loaded (borrowed), or NULL. */
+/* The config crmm_init loaded last (borrowed), or NULL. Thread-safe: the pointer stays valid,
+ * even after another thread's crmm_init replaces the config, until crmm_finalize. */
 CRMM_API const crmm_config *crmm_current_config(void);
+
+/* One of crmm's own settings: a key of a config's [crmm] section, a CRMM_* environment variable,
+ * or both on one row, where the variable wins over the key. `crmm info` lists them. */
+typedef struct crmm_setting {
+    const char *key;     /* [crmm] key; NULL: a variable only */
+    const char *env;     /* environment variable (read with crmm_getenv); NULL: a key only */
+    const char *accepts; /* what a value must be, for messages; NULL: any text */
+    const char *help;    /* one line */
+} crmm_setting;
+
+/* crmm's settings: every [crmm] key a config may give and every variable crmm reads; the table
+ * ends with a row whose key and env are both NULL. */
+CRMM_API const crmm_setting *crmm_settings(void);
+
+/* Whether `value` is acceptable for setting `s` (a row of crmm_settings()): CRMM_OK, or
+ * CRMM_ERROR_CONFIG "KEY: 'VALUE' is not ACCEPTS"; CRMM_ERROR_INVALID_ARGUMENT for NULL. */
+CRMM_API crmm_status crmm_setting_check(const crmm_setting *s, const char *value);
 
 /* Parse a size: "4096", "64KiB", "1.5 GiB", "512MB", "2TB"; units B KiB MiB GiB TiB PiB KB MB GB TB PB
  * (case-insensitive; KiB = 1024, KB = 1000). "N%" (0 < N <= 100) gives N% of `percent_of`; it is

@@ -35,6 +35,10 @@ CRMM_API const char *crmm_status_name(crmm_status status);
  * next crmm call that fails. */
 CRMM_API const char *crmm_last_error(void);
 
+/* The same message without its category prefix ("config error: ", ...): for a caller that
+ * puts its own context in front (a config file's "FILE:LINE: "). Valid as crmm_last_error(). */
+CRMM_API const char *crmm_last_error_detail(void);
+
 /* The status that went with crmm_last_error() (CRMM_OK when there is none). */
 CRMM_API crmm_status crmm_last_status(void);
 

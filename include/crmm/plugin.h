@@ -3,20 +3,28 @@
  * A plugin is a shared object `crmm_<name>.so` that exports one function,
  * `const crmm_plugin *crmm_plugin_entry(void)`, returning a const descriptor:
  *
- *   static const crmm_param_spec my_params[] = {
- *       { "block_size", CRMM_PARAM_SIZE, "1MiB", "bytes per block", NULL, 0 },
- *       { NULL }
+ *   typedef struct my_config { uint64_t block_size; int mode; } my_config;
+ *   static const crmm_param my_params[] = {
+ *       {.key = "block_size", .type = CRMM_PARAM_SIZE, .default_value = "1MiB", .help = "bytes per block",
+ *        .offset = offsetof(my_config, block_size), .min = 256},
+ *       {.key = "mode", .type = CRMM_PARAM_ENUM, .default_value = "fast", .help = "fast or safe",
+ *        .offset = offsetof(my_config, mode), .choices = "fast|safe"},
+ *       {NULL}
  *   };
  *   static const crmm_plugin my_plugin = {
  *       CRMM_PLUGIN_HEADER,
  *       .name = "mine", .version = "1.0", .description = "what it does",
- *       .upstream = CRMM_UPSTREAM_REQUIRED, .params = my_params, .create = my_create,
+ *       .upstream = CRMM_UPSTREAM_REQUIRED, .params = my_params, .config_size = sizeof(my_config),
+ *       .create = my_create,
  *   };
  *   CRMM_PLUGIN_DEFINE(my_plugin)
  *
- * The loader checks the ABI major (equal), minor (not newer than the loader's), struct_size
- * (at least the 1.0 size), the name (equal to the file's <name>) and the parameter table before
- * calling anything else. Parameter values reach `create` validated and typed (crmm_params_*). */
+ * The loader checks the ABI major (equal: a plugin built for 1.x is refused, naming what to
+ * change), minor (not newer than the loader's), struct_size (at least the 2.0 size), the name
+ * (equal to the file's <name>) and the parameter table before calling anything else. Parameter
+ * values are parsed from text once, when a config or crmm_resource_create is checked, and reach
+ * `create` validated and typed: crmm_params_parse fills the plugin's config struct from the rows.
+ * docs/plugin-abi.md says what changed from ABI 1.x. */
 #ifndef CRMM_PLUGIN_H
 #define CRMM_PLUGIN_H
 
@@ -30,8 +38,8 @@
 extern "C" {
 #endif
 
-#define CRMM_PLUGIN_ABI_MAJOR 1
-#define CRMM_PLUGIN_ABI_MINOR 1
+#define CRMM_PLUGIN_ABI_MAJOR 2
+#define CRMM_PLUGIN_ABI_MINOR 0
 #define CRMM_PLUGIN_ENTRY_SYMBOL "crmm_plugin_entry"
 
 typedef enum crmm_param_type {
@@ -39,38 +47,40 @@ typedef enum crmm_param_type {
     CRMM_PARAM_UINT = 2,   /* unsigned 64-bit integer, decimal or 0x hex */
     CRMM_PARAM_BOOL = 3,   /* true/false, yes/no, on/off, 1/0 */
     CRMM_PARAM_STRING = 4, /* any text */
-    CRMM_PARAM_ENUM = 5,   /* one of `choices`, a '|'-separated list: "none|posix_fd|fabric" */
+    CRMM_PARAM_ENUM = 5,   /* one of `choices`, a '|'-separated list: "none|posix_fd|fabric"; the
+                            * plugin receives the choice's index (0 for "none" here) */
     CRMM_PARAM_DOUBLE = 6  /* floating-point number */
 } crmm_param_type;
 
-/* crmm_param_spec.flags */
+/* crmm_param.flags */
 #define CRMM_PARAM_REQUIRED 0x1u /* the parameter must be given */
 
-/* One row of a plugin's parameter table; the table ends with a row whose key is NULL. */
-typedef struct crmm_param_spec {
+/* The most rows a parameter table may have: crmm_params_given() reports them as bits. */
+#define CRMM_PARAMS_MAX 64
+
+/* One row of a plugin's parameter table: everything about one parameter. The table ends with a
+ * row whose key is NULL. `crmm info`, crmm.ini(5) and the README's plugin table are written from
+ * these rows.
+ *
+ * The member at `offset` in the plugin's config struct (crmm_plugin.config_size bytes) is a
+ * uint64_t for SIZE and UINT, a bool for BOOL, a double for DOUBLE, a const char * for STRING,
+ * and an int for ENUM: the index of the value among `choices`. For SIZE and UINT a value below
+ * `min` or above `max` (0: no upper bound) is refused when it is set; a size given as a
+ * percentage is checked when it is resolved. */
+typedef struct crmm_param {
     const char *key;           /* [a-z0-9_]+ */
     crmm_param_type type;
     const char *default_value; /* text parsed like a config value; NULL = no default (unset) */
     const char *help;          /* one line for `crmm info` and the README */
-    const char *choices;       /* CRMM_PARAM_ENUM only */
-    unsigned flags;            /* CRMM_PARAM_* flags */
-} crmm_param_spec;
-
-/* Validated parameters of one resource, handed to create. */
-typedef struct crmm_params crmm_params;
-
-/* One row of a plugin's field table (ABI 1.1): where parameter `key` (a row of the plugin's
- * crmm_param_spec table) lands in the plugin's own config struct, and the range it must lie in.
- * The member at `offset` is a uint64_t for SIZE and UINT, a bool for BOOL, a double for DOUBLE
- * and a const char * for STRING and ENUM. For SIZE and UINT, values below `min` or above `max`
- * are refused when they are set (max 0: no upper bound); a size given as a percentage is
- * checked when it is resolved. The table ends with a row whose key is NULL. */
-typedef struct crmm_param_field {
-    const char *key;
     size_t offset;             /* offsetof(the plugin's config struct, member) */
     uint64_t min;              /* SIZE, UINT: the smallest value accepted */
     uint64_t max;              /* SIZE, UINT: the largest value accepted; 0 = no upper bound */
-} crmm_param_field;
+    const char *choices;       /* ENUM only: "a|b|c" */
+    unsigned flags;            /* CRMM_PARAM_* flags */
+} crmm_param;
+
+/* Validated parameters of one resource, handed to validate and create. */
+typedef struct crmm_params crmm_params;
 
 /* crmm_plugin.flags */
 #define CRMM_PLUGIN_HOST_MEMORY 0x1u /* allocates host memory by itself and needs no GPU (host) */
@@ -91,19 +101,20 @@ typedef struct crmm_plugin {
     const char *description;   /* one line */
     crmm_upstream_rule upstream;
     unsigned flags;            /* CRMM_PLUGIN_* flags */
-    const crmm_param_spec *params; /* table ending with {NULL}; NULL = no parameters */
+    const crmm_param *params;  /* table ending with {NULL}; NULL = no parameters */
+    size_t config_size;        /* sizeof the config struct the rows' offsets point into; 0 = none
+                                * (then the plugin reads its parameters with crmm_params_get_*) */
+    /* Optional: the rules between parameters, run once when a config or crmm_resource_create is
+     * checked, before create and without building anything. `host_memory`: the upstream chain
+     * ends in host memory, where a size given as a percentage has no device to refer to. On a bad
+     * combination set the error (CRMM_ERROR_CONFIG, naming the parameter) and *key to the
+     * parameter whose line it is. A plugin whose create must check the same rule on resolved
+     * values calls one rule function from both. */
+    crmm_status (*validate)(const crmm_params *params, bool host_memory, const char **key);
     /* Build a resource for the current CUDA device (params validated; upstream NULL unless the
      * rule allows one; a reference to it must be taken, e.g. via crmm_resource_init). On failure
      * return a status with crmm_set_error() and leave *out untouched. */
     crmm_status (*create)(const crmm_params *params, crmm_resource *upstream, crmm_resource **out);
-    /* ABI 1.1, optional (NULL in 1.0 plugins): where each parameter goes in the plugin's config
-     * struct and its range (crmm_params_parse fills the struct from it). */
-    const crmm_param_field *fields;
-    /* ABI 1.1, optional: rules between parameters, run by `crmm check-config` and before create
-     * without building anything. `host_memory`: the upstream chain ends in host memory, where a
-     * size given as a percentage has no device to refer to. On a bad combination set the error
-     * (CRMM_ERROR_CONFIG, naming the parameter) and *key to the parameter whose line it is. */
-    crmm_status (*validate)(const crmm_params *params, bool host_memory, const char **key);
     void *reserved[6];         /* zero; room for later minor versions */
 } crmm_plugin;
 
@@ -128,18 +139,22 @@ CRMM_API crmm_status crmm_params_get_size(const crmm_params *p, const char *key,
 CRMM_API crmm_status crmm_params_get_uint(const crmm_params *p, const char *key, uint64_t *out);
 CRMM_API crmm_status crmm_params_get_bool(const crmm_params *p, const char *key, bool *out);
 CRMM_API crmm_status crmm_params_get_double(const crmm_params *p, const char *key, double *out);
-/* Strings and enums: *out points into p (valid during create). */
+/* Strings and enums (an enum's text): *out points into p (valid during create). */
 CRMM_API crmm_status crmm_params_get_string(const crmm_params *p, const char *key, const char **out);
+/* An enum's value as the index of its choice (0 for the first of `choices`). */
+CRMM_API crmm_status crmm_params_get_enum(const crmm_params *p, const char *key, int *out);
 /* For a SIZE given as a percentage: true and *percent (when non-NULL) set to it; false for any
  * other value, type or key. Lets validate compare sizes without a device. */
 CRMM_API bool crmm_params_size_percent(const crmm_params *p, const char *key, double *percent);
-/* Fill the config struct `cfg` from the plugin's field table (crmm_plugin.fields): each key that
- * has a value (given or default) is written at its offset, keys without one are left as they are;
- * sizes given as a percentage are resolved as crmm_params_get_size does and checked against the
- * row's range. Errors: CRMM_ERROR_INVALID_ARGUMENT for a NULL argument or a plugin without a
- * field table; CRMM_ERROR_CONFIG naming the plugin and key for a value out of range;
+/* Fill the config struct `cfg` (crmm_plugin.config_size bytes) from the rows: each parameter
+ * that has a value (given or default) is written at its offset, those without one are left as
+ * they are; sizes given as a percentage are resolved as crmm_params_get_size does and checked
+ * against the row's range. Errors: CRMM_ERROR_INVALID_ARGUMENT for a NULL argument or a plugin
+ * whose config_size is 0; CRMM_ERROR_CONFIG naming the plugin and key for a value out of range;
  * those of crmm_params_get_size. */
 CRMM_API crmm_status crmm_params_parse(const crmm_params *p, void *cfg);
+/* Which parameters were given explicitly (not defaulted): bit i for row i of the table. */
+CRMM_API uint64_t crmm_params_given(const crmm_params *p);
 /* True when the key was given explicitly (not defaulted). */
 CRMM_API bool crmm_params_is_set(const crmm_params *p, const char *key);
 /* The instance name ("main" for [resource.main]; "" for crmm_resource_create). */
@@ -185,7 +200,8 @@ CRMM_API crmm_status crmm_output_file_open(const char *path, unsigned flags, int
 /* The value of crmm's environment variable `name` (e.g. "CRMM_LOG_FILE"), or NULL when it is not
  * set or when the process runs with elevated privileges (setuid, setgid or file capabilities:
  * secure_getenv), where the invoking user must not choose what crmm loads or writes; an ignored
- * variable is said at info level in crmm's log. Sets no error. */
+ * variable is said at info level in crmm's log. A name that is no row's variable in
+ * crmm_settings() (crmm/config.h) is not read: NULL, said at warn level. Sets no error. */
 CRMM_API const char *crmm_getenv(const char *name);
 
 /* ---- the loader ---------------------------------------------------------------------------- */

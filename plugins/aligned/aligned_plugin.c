@@ -112,7 +112,7 @@ static const crmm_resource_ops aligned_ops = {
     .destroy = aligned_destroy,
 };
 
-/* The parameters, as aligned_fields fills them. */
+/* The parameters, as crmm_params_parse fills them from aligned_params. */
 typedef struct aligned_config {
     uint64_t alignment;
     uint64_t alignment_threshold;
@@ -161,16 +161,14 @@ static crmm_status aligned_create(const crmm_params *params, crmm_resource *upst
     return CRMM_OK;
 }
 
-static const crmm_param_spec aligned_params[] = {
-    {"alignment", CRMM_PARAM_SIZE, "256", "alignment of large blocks: a power of two (below 256 counts as 256)", NULL, 0},
-    {"alignment_threshold", CRMM_PARAM_SIZE, "0", "requests of at least this many bytes are aligned; smaller pass through", NULL, 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
-static const crmm_param_field aligned_fields[] = {
-    {"alignment", offsetof(aligned_config, alignment), 1, 0},
-    {"alignment_threshold", offsetof(aligned_config, alignment_threshold), 0, 0},
-    {NULL, 0, 0, 0},
+static const crmm_param aligned_params[] = {
+    {.key = "alignment", .type = CRMM_PARAM_SIZE, .default_value = "256",
+     .help = "alignment of large blocks: a power of two (below 256 counts as 256)",
+     .offset = offsetof(aligned_config, alignment), .min = 1},
+    {.key = "alignment_threshold", .type = CRMM_PARAM_SIZE, .default_value = "0",
+     .help = "requests of at least this many bytes are aligned; smaller pass through",
+     .offset = offsetof(aligned_config, alignment_threshold)},
+    {NULL},
 };
 
 static const crmm_plugin aligned_plugin = {
@@ -180,7 +178,7 @@ static const crmm_plugin aligned_plugin = {
     .description = "aligns large blocks to more than 256 bytes, e.g. 4 KiB for GPUDirect Storage (RMM aligned_resource_adaptor); a bad free is refused where upstream refuses it; two sizes that align to one upstream block cannot be told apart (counters stop at 0)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = aligned_params,
-    .fields = aligned_fields,
+    .config_size = sizeof(aligned_config),
     .validate = aligned_validate,
     .create = aligned_create,
 };

@@ -372,7 +372,7 @@ static const crmm_resource_ops arena_ops = {
     .control = arena_control,
 };
 
-/* The parameters, as arena_fields fills them. */
+/* The parameters, as crmm_params_parse fills them from arena_params. */
 typedef struct arena_config {
     uint64_t arena_size;
     uint64_t superblock_size;
@@ -383,90 +383,102 @@ typedef struct arena_config {
 
 static bool is_power_of_two(uint64_t x) { return x && !(x & (x - 1)); }
 
-/* The rules between parameters that hold whatever the device (crmm_plugin.validate). */
-static crmm_status arena_validate(const crmm_params *params, bool host_memory, const char **key)
+/* The parameters as far as they are known: validate sees them as written (a percentage has no
+ * bytes before there is a device), create sees them resolved, arena_size defaulted. */
+typedef struct arena_known {
+    bool superblock_known;  /* false: a percentage */
+    uint64_t superblock;
+    bool size_given;        /* given, or defaulted at create */
+    bool size_known;        /* in bytes */
+    uint64_t size;
+    bool shards_given;
+    uint64_t shards;
+    const char *dump_file;
+    int device;             /* what %d of dump_file expands to */
+} arena_known;
+
+/* The rules between the arena's parameters, for validate and create: dump_file expands; the
+ * superblock is a power of two; over host memory arena_size is given in bytes; the arena holds a
+ * superblock in whole pages, and each shard at least one superblock. *key names the parameter. */
+static crmm_status arena_rules(const arena_known *k, bool host_memory, const char **key)
 {
-    uint64_t superblock = 0, size = 0;
-    const char *dump = NULL; /* as arena_read_params reads it: its messages */
-    if (crmm_params_get_string(params, "dump_file", &dump) == CRMM_OK && dump) {
+    char a[32], b[32];
+    if (k->dump_file) {
         char expanded[4096];
         *key = "dump_file";
-        if (!dump[0])
+        if (!k->dump_file[0])
             return crmm_set_error(CRMM_ERROR_CONFIG, "arena: dump_file must not be empty");
-        if (crmm_expand_file_name(dump, 0, expanded, sizeof expanded) != CRMM_OK)
+        if (crmm_expand_file_name(k->dump_file, k->device, expanded, sizeof expanded) != CRMM_OK)
             return crmm_error_add_context("arena: dump_file");
-        *key = NULL;
     }
-    if (crmm_params_size_percent(params, "superblock_size", NULL))
-        return CRMM_OK; /* known only on the device: arena_read_params checks it */
-    crmm_params_get_size(params, "superblock_size", &superblock);
-    if (!is_power_of_two(superblock)) {
-        *key = "superblock_size";
+    *key = "superblock_size";
+    if (k->superblock_known && !is_power_of_two(k->superblock))
         return crmm_set_error(CRMM_ERROR_CONFIG, "arena: superblock_size: %llu is not a power of two",
-                              (unsigned long long)superblock);
-    }
-    if (host_memory && (!crmm_params_is_set(params, "arena_size") || crmm_params_size_percent(params, "arena_size", NULL))) {
-        *key = "arena_size";
+                              (unsigned long long)k->superblock);
+    *key = "arena_size";
+    if (host_memory && (!k->size_given || !k->size_known))
         return crmm_set_error(CRMM_ERROR_CONFIG, "arena: arena_size is required over host memory, in bytes "
                               "(a percentage and the default refer to a device's memory)");
-    }
-    if (!crmm_params_is_set(params, "arena_size") || crmm_params_size_percent(params, "arena_size", NULL))
-        return CRMM_OK; /* known only on the device */
-    crmm_params_get_size(params, "arena_size", &size);
-    char a[32], b[32];
-    if (size < superblock) {
-        *key = "arena_size";
+    if (!k->superblock_known || !k->size_known)
+        return CRMM_OK; /* compared on the device, once both are bytes */
+    uint64_t page = k->superblock / ARENA_PAGES_PER_SUPERBLOCK, usable = k->size / page * page;
+    if (usable < k->superblock)
         return crmm_set_error(CRMM_ERROR_CONFIG, "arena: arena_size %s is smaller than one superblock (%s)",
-                              crmm_format_size(size, a, sizeof a), crmm_format_size(superblock, b, sizeof b));
-    }
-    uint64_t shards = 0;
-    if (crmm_params_get_uint(params, "shards", &shards) == CRMM_OK && shards > size / superblock) {
-        *key = "shards";
+                              crmm_format_size(k->size, a, sizeof a), crmm_format_size(k->superblock, b, sizeof b));
+    *key = "shards";
+    if (k->shards_given && k->shards > usable / k->superblock)
         return crmm_set_error(CRMM_ERROR_CONFIG, "arena: shards %llu is too many for arena_size %s: each shard needs at "
-                              "least one superblock (%s), so at most %llu", (unsigned long long)shards,
-                              crmm_format_size(size, a, sizeof a), crmm_format_size(superblock, b, sizeof b),
-                              (unsigned long long)(size / superblock));
-    }
+                              "least one superblock (%s), so at most %llu", (unsigned long long)k->shards,
+                              crmm_format_size(usable, a, sizeof a), crmm_format_size(k->superblock, b, sizeof b),
+                              (unsigned long long)(usable / k->superblock));
+    *key = NULL;
     return CRMM_OK;
 }
 
-/* Read and check the parameters into r (arena_validate has passed). */
+/* crmm_plugin.validate: arena_rules on the parameters as written. */
+static crmm_status arena_validate(const crmm_params *params, bool host_memory, const char **key)
+{
+    arena_known k = {.device = 0};
+    k.superblock_known = !crmm_params_size_percent(params, "superblock_size", NULL) &&
+                         crmm_params_get_size(params, "superblock_size", &k.superblock) == CRMM_OK;
+    k.size_given = crmm_params_is_set(params, "arena_size");
+    k.size_known = k.size_given && !crmm_params_size_percent(params, "arena_size", NULL) &&
+                   crmm_params_get_size(params, "arena_size", &k.size) == CRMM_OK;
+    k.shards_given = crmm_params_get_uint(params, "shards", &k.shards) == CRMM_OK;
+    if (crmm_params_get_string(params, "dump_file", &k.dump_file) != CRMM_OK)
+        k.dump_file = NULL;
+    crmm_clear_error(); /* a getter without a value said so */
+    return arena_rules(&k, host_memory, key);
+}
+
+/* Read the parameters into r, checked by arena_rules once they are resolved. */
 static crmm_status arena_read_params(const crmm_params *params, crmm_resource *upstream, arena_resource *r)
 {
-    char a[32], b[32];
+    char a[32];
     arena_config cfg = {0};
     crmm_status st = crmm_params_parse(params, &cfg);
     if (st != CRMM_OK)
         return st;
     uint64_t superblock = cfg.superblock_size, size = cfg.arena_size;
-    if (!is_power_of_two(superblock))
-        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: superblock_size: %s is not a power of two",
-                              crmm_format_size(superblock, a, sizeof a));
-    if (!crmm_params_is_set(params, "arena_size")) {
-        if (!r->uses_cuda)
-            return crmm_set_error(CRMM_ERROR_CONFIG,
-                                  "arena: arena_size is required when the upstream (%s '%s') is not device memory",
-                                  crmm_resource_kind(upstream), crmm_resource_name(upstream));
+    bool size_given = crmm_params_is_set(params, "arena_size");
+    if (!size_given && r->uses_cuda) {
         if ((st = device_default_half_free(upstream->device, arena_who(r), "arena_size", &size)) != CRMM_OK)
             return st;
+        size_given = true;
     }
+    arena_known k = {.superblock_known = true, .superblock = superblock, .size_given = size_given,
+                     .size_known = size_given, .size = size, .shards_given = crmm_params_is_set(params, "shards"),
+                     .shards = cfg.shards, .dump_file = cfg.dump_file, .device = r->base.device};
+    const char *key;
+    if ((st = arena_rules(&k, !r->uses_cuda, &key)) != CRMM_OK)
+        return st;
     uint64_t page = superblock / ARENA_PAGES_PER_SUPERBLOCK;
-    if (size / page * page < superblock)
-        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: arena_size %s is smaller than one superblock (%s)",
-                              crmm_format_size(size, a, sizeof a), crmm_format_size(superblock, b, sizeof b));
     if (size > SIZE_MAX / 2)
         return crmm_set_error(CRMM_ERROR_CONFIG, "arena: arena_size %s is too large", crmm_format_size(size, a, sizeof a));
     r->arena_size = (size_t)(size / page * page); /* whole pages */
     r->superblock_size = (size_t)superblock;
     uint64_t superblocks = r->arena_size / superblock, shards = cfg.shards;
-    if (crmm_params_is_set(params, "shards")) {
-        if (shards > superblocks)
-            return crmm_set_error(CRMM_ERROR_CONFIG,
-                                  "arena: shards %llu is too many for arena_size %s: each shard needs at least one "
-                                  "superblock (%s), so at most %llu",
-                                  (unsigned long long)shards, crmm_format_size(r->arena_size, a, sizeof a),
-                                  crmm_format_size(superblock, b, sizeof b), (unsigned long long)superblocks);
-    } else {
+    if (!k.shards_given) {
         shards = superblocks / ARENA_SUPERBLOCKS_PER_DEFAULT_SHARD;
         shards = shards < 1 ? 1 : shards > ARENA_DEFAULT_SHARDS ? ARENA_DEFAULT_SHARDS : shards;
     }
@@ -474,11 +486,6 @@ static crmm_status arena_read_params(const crmm_params *params, crmm_resource *u
     r->small_max = r->superblock_size / 8;
     r->nclasses = arena_size_class(r->small_max) + 1;
     r->dump_on_failure = cfg.dump_log_on_failure;
-    if (!cfg.dump_file[0])
-        return crmm_set_error(CRMM_ERROR_CONFIG, "arena: dump_file must not be empty");
-    char expanded[4096]; /* a pattern that cannot expand is refused now, not at the first dump */
-    if (crmm_expand_file_name(cfg.dump_file, r->base.device, expanded, sizeof expanded) != CRMM_OK)
-        return crmm_error_add_context("arena: dump_file");
     r->dump_file = strdup(cfg.dump_file);
     if (!r->dump_file)
         return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "arena: out of host memory");
@@ -544,35 +551,27 @@ static crmm_status arena_create(const crmm_params *params, crmm_resource *upstre
     return CRMM_OK;
 }
 
-static const crmm_param_spec arena_params[] = {
-    {"arena_size", CRMM_PARAM_SIZE, NULL,
-     "bytes taken from upstream once; the arena never grows "
-     "(default: half the device's free memory; required over host memory)",
-     NULL, 0},
-    {"superblock_size", CRMM_PARAM_SIZE, "1MiB",
-     "what a thread arena takes from the global arena at a time (a power of two, 64KiB..1GiB); "
-     "requests above 1/8 of it are served by the global arena",
-     NULL, 0},
-    {"shards", CRMM_PARAM_UINT, NULL,
-     "address ranges of the global arena, each with its own lock: threads take large blocks and superblocks "
-     "from their own shard first, so they do not wait for each other (1..64, each at least one superblock; "
-     "default: one per 64 superblocks, at most 8; 1: one lock for all)",
-     NULL, 0},
-    {"dump_log_on_failure", CRMM_PARAM_BOOL, "false", "write the arena's state to dump_file when an allocation fails",
-     NULL, 0},
-    {"dump_file", CRMM_PARAM_STRING, "crmm_arena_dump.dev%d.log",
-     "where the state is appended (%d = device, %p = process id)", NULL, 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
-static const crmm_param_field arena_fields[] = {
-    /* at least one superblock (arena_validate); at most half the address space (arena_read_params) */
-    {"arena_size", offsetof(arena_config, arena_size), 0, SIZE_MAX / 2},
-    {"superblock_size", offsetof(arena_config, superblock_size), ARENA_MIN_SUPERBLOCK, ARENA_MAX_SUPERBLOCK},
-    {"shards", offsetof(arena_config, shards), 1, ARENA_MAX_SHARDS},
-    {"dump_log_on_failure", offsetof(arena_config, dump_log_on_failure), 0, 0},
-    {"dump_file", offsetof(arena_config, dump_file), 0, 0},
-    {NULL, 0, 0, 0},
+static const crmm_param arena_params[] = {
+    {.key = "arena_size", .type = CRMM_PARAM_SIZE,
+     .help = "bytes taken from upstream once; the arena never grows "
+             "(default: half the device's free memory; required over host memory)",
+     .offset = offsetof(arena_config, arena_size), .max = SIZE_MAX / 2},
+    {.key = "superblock_size", .type = CRMM_PARAM_SIZE, .default_value = "1MiB",
+     .help = "what a thread arena takes from the global arena at a time (a power of two, 64KiB..1GiB); "
+             "requests above 1/8 of it are served by the global arena",
+     .offset = offsetof(arena_config, superblock_size), .min = ARENA_MIN_SUPERBLOCK, .max = ARENA_MAX_SUPERBLOCK},
+    {.key = "shards", .type = CRMM_PARAM_UINT,
+     .help = "address ranges of the global arena, each with its own lock: threads take large blocks and superblocks "
+             "from their own shard first, so they do not wait for each other (1..64, each at least one superblock; "
+             "default: one per 64 superblocks, at most 8; 1: one lock for all)",
+     .offset = offsetof(arena_config, shards), .min = 1, .max = ARENA_MAX_SHARDS},
+    {.key = "dump_log_on_failure", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "write the arena's state to dump_file when an allocation fails",
+     .offset = offsetof(arena_config, dump_log_on_failure)},
+    {.key = "dump_file", .type = CRMM_PARAM_STRING, .default_value = "crmm_arena_dump.dev%d.log",
+     .help = "where the state is appended (%d = device, %p = process id)",
+     .offset = offsetof(arena_config, dump_file)},
+    {NULL},
 };
 
 static const crmm_plugin arena_plugin = {
@@ -582,7 +581,7 @@ static const crmm_plugin arena_plugin = {
     .description = "per-thread arenas of superblocks over a global arena taken once from upstream (RMM's arena)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = arena_params,
-    .fields = arena_fields,
+    .config_size = sizeof(arena_config),
     .validate = arena_validate,
     .create = arena_create,
 };

@@ -223,6 +223,7 @@ static const crmm_resource_ops async_ops = {
 
 /* ---- create -------------------------------------------------------------------------------- */
 
+/* The export handle types, in the order of export_handle_type's choices. */
 static const struct { const char *name; enum cudaMemAllocationHandleType type; } handle_types[] = {
     {"none", cudaMemHandleTypeNone},
     {"posix_fd", cudaMemHandleTypePosixFileDescriptor},
@@ -279,11 +280,11 @@ static crmm_status prime(async_resource *a, uint64_t bytes)
     return crmm_cuda_status(cudaFreeAsync(p, NULL), "async: cudaFreeAsync");
 }
 
-/* The parameters, as async_fields fills them; a size not given keeps the value set in create. */
+/* The parameters, as crmm_params_parse fills them from async_params; a size not given keeps the value set in create. */
 typedef struct async_config {
     uint64_t initial_pool_size;
     uint64_t release_threshold;
-    const char *export_handle_type;
+    int export_handle_type; /* index in handle_types, as in the row's choices */
     bool serialize_calls;
     bool enable_ipc;
     bool enable_fabric;
@@ -302,15 +303,13 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
     async_config cfg = {.initial_pool_size = 0, .release_threshold = UINT64_MAX};
     if ((st = crmm_params_parse(params, &cfg)) != CRMM_OK)
         return st;
-    if ((cfg.enable_ipc || cfg.enable_fabric) && strcmp(cfg.export_handle_type, "none") != 0)
+    if ((cfg.enable_ipc || cfg.enable_fabric) && cfg.export_handle_type != 0)
         return crmm_set_error(CRMM_ERROR_CONFIG, "async: give either export_handle_type or enable_ipc/enable_fabric, not both");
     if (cfg.enable_ipc && cfg.enable_fabric)
         return crmm_set_error(CRMM_ERROR_CONFIG, "async: enable_ipc and enable_fabric cannot both be true (one handle type per pool)");
-    const char *type_name = cfg.enable_ipc ? "posix_fd" : cfg.enable_fabric ? "fabric" : cfg.export_handle_type;
-    enum cudaMemAllocationHandleType type = cudaMemHandleTypeNone;
-    for (size_t i = 0; i < sizeof handle_types / sizeof handle_types[0]; i++)
-        if (strcmp(type_name, handle_types[i].name) == 0)
-            type = handle_types[i].type;
+    int chosen = cfg.enable_ipc ? 1 : cfg.enable_fabric ? 2 : cfg.export_handle_type;
+    const char *type_name = handle_types[chosen].name;
+    enum cudaMemAllocationHandleType type = handle_types[chosen].type;
     if ((st = check_device(device, type_name, type)) != CRMM_OK)
         return st;
 
@@ -359,24 +358,26 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
     return CRMM_OK;
 }
 
-static const crmm_param_spec async_params[] = {
-    {"initial_pool_size", CRMM_PARAM_SIZE, NULL, "when given, the pool is primed with this much at create", NULL, 0},
-    {"release_threshold", CRMM_PARAM_SIZE, NULL, "bytes the pool keeps at synchronization (default: all of it)", NULL, 0},
-    {"export_handle_type", CRMM_PARAM_ENUM, "none", "make allocations exportable to other processes", "none|posix_fd|fabric", 0},
-    {"serialize_calls", CRMM_PARAM_BOOL, "true", "let one thread at a time into the driver (faster when threads contend)", NULL, 0},
-    {"enable_ipc", CRMM_PARAM_BOOL, "false", "RMM's enable_ipc: export_handle_type = posix_fd (share allocations with crmm_ipc_export)", NULL, 0},
-    {"enable_fabric", CRMM_PARAM_BOOL, "false", "RMM's enable_fabric: export_handle_type = fabric", NULL, 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
-static const crmm_param_field async_fields[] = {
-    {"initial_pool_size", offsetof(async_config, initial_pool_size), 0, 0},
-    {"release_threshold", offsetof(async_config, release_threshold), 0, 0},
-    {"export_handle_type", offsetof(async_config, export_handle_type), 0, 0},
-    {"serialize_calls", offsetof(async_config, serialize_calls), 0, 0},
-    {"enable_ipc", offsetof(async_config, enable_ipc), 0, 0},
-    {"enable_fabric", offsetof(async_config, enable_fabric), 0, 0},
-    {NULL, 0, 0, 0},
+static const crmm_param async_params[] = {
+    {.key = "initial_pool_size", .type = CRMM_PARAM_SIZE,
+     .help = "when given, the pool is primed with this much at create",
+     .offset = offsetof(async_config, initial_pool_size)},
+    {.key = "release_threshold", .type = CRMM_PARAM_SIZE,
+     .help = "bytes the pool keeps at synchronization (default: all of it)",
+     .offset = offsetof(async_config, release_threshold)},
+    {.key = "export_handle_type", .type = CRMM_PARAM_ENUM, .default_value = "none",
+     .help = "make allocations exportable to other processes",
+     .offset = offsetof(async_config, export_handle_type), .choices = "none|posix_fd|fabric"},
+    {.key = "serialize_calls", .type = CRMM_PARAM_BOOL, .default_value = "true",
+     .help = "let one thread at a time into the driver (faster when threads contend)",
+     .offset = offsetof(async_config, serialize_calls)},
+    {.key = "enable_ipc", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "RMM's enable_ipc: export_handle_type = posix_fd (share allocations with crmm_ipc_export)",
+     .offset = offsetof(async_config, enable_ipc)},
+    {.key = "enable_fabric", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "RMM's enable_fabric: export_handle_type = fabric",
+     .offset = offsetof(async_config, enable_fabric)},
+    {NULL},
 };
 
 static const crmm_plugin async_plugin = {
@@ -386,7 +387,7 @@ static const crmm_plugin async_plugin = {
     .description = "cudaMallocFromPoolAsync on a private cudaMemPool (RMM cuda_async_memory_resource)",
     .upstream = CRMM_UPSTREAM_NONE,
     .params = async_params,
-    .fields = async_fields,
+    .config_size = sizeof(async_config),
     .create = async_create,
 };
 

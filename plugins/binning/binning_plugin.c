@@ -304,7 +304,7 @@ static int by_size(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The parameters, as binning_fields fills them. */
+/* The parameters, as crmm_params_parse fills them from binning_params. */
 typedef struct binning_config {
     uint64_t min_size_exponent;
     uint64_t max_size_exponent;
@@ -463,21 +463,21 @@ static crmm_status binning_create(const crmm_params *params, crmm_resource *upst
     return CRMM_OK;
 }
 
-static const crmm_param_spec binning_params[] = {
-    {"min_size_exponent", CRMM_PARAM_UINT, NULL, "smallest bin is 2^this bytes (with max_size_exponent)", NULL, 0},
-    {"max_size_exponent", CRMM_PARAM_UINT, NULL, "largest bin is 2^this bytes; larger requests go upstream", NULL, 0},
-    {"bins", CRMM_PARAM_STRING, NULL, "explicit bin sizes, e.g. 256,4KiB,64KiB (':' also separates)", NULL, 0},
-    {"blocks_to_preallocate", CRMM_PARAM_UINT, "128", "blocks per upstream allocation of each bin", NULL, 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
 /* Exponents of sizes that fit in 64 bits; blocks per chunk as fixed_size takes them. */
-static const crmm_param_field binning_fields[] = {
-    {"min_size_exponent", offsetof(binning_config, min_size_exponent), 0, 63},
-    {"max_size_exponent", offsetof(binning_config, max_size_exponent), 0, 63},
-    {"bins", offsetof(binning_config, bins), 0, 0},
-    {"blocks_to_preallocate", offsetof(binning_config, blocks_to_preallocate), 1, (uint64_t)1 << 20},
-    {NULL, 0, 0, 0},
+static const crmm_param binning_params[] = {
+    {.key = "min_size_exponent", .type = CRMM_PARAM_UINT,
+     .help = "smallest bin is 2^this bytes (with max_size_exponent)",
+     .offset = offsetof(binning_config, min_size_exponent), .max = 63},
+    {.key = "max_size_exponent", .type = CRMM_PARAM_UINT,
+     .help = "largest bin is 2^this bytes; larger requests go upstream",
+     .offset = offsetof(binning_config, max_size_exponent), .max = 63},
+    {.key = "bins", .type = CRMM_PARAM_STRING,
+     .help = "explicit bin sizes, e.g. 256,4KiB,64KiB (':' also separates)",
+     .offset = offsetof(binning_config, bins)},
+    {.key = "blocks_to_preallocate", .type = CRMM_PARAM_UINT, .default_value = "128",
+     .help = "blocks per upstream allocation of each bin",
+     .offset = offsetof(binning_config, blocks_to_preallocate), .min = 1, .max = (uint64_t)1 << 20},
+    {NULL},
 };
 
 static const crmm_plugin binning_plugin = {
@@ -487,7 +487,7 @@ static const crmm_plugin binning_plugin = {
     .description = "fixed_size bins for small requests, upstream for the rest (RMM binning_memory_resource); refuses a free its size sends to a bin or upstream that did not hand it out; a wrong size within one bin frees the block (counters stop at 0)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = binning_params,
-    .fields = binning_fields,
+    .config_size = sizeof(binning_config),
     .validate = binning_validate,
     .create = binning_create,
 };

@@ -70,7 +70,7 @@ static const crmm_resource_ops callback_ops = {
     .destroy = callback_destroy,
 };
 
-/* The parameters, as callback_fields fills them. */
+/* The parameters, as crmm_params_parse fills them from callback_params. */
 typedef struct callback_config {
     uint64_t allocate_fn, deallocate_fn, allocate_arg, deallocate_arg;
     bool device_accessible, host_accessible;
@@ -116,27 +116,26 @@ static crmm_status callback_create(const crmm_params *params, crmm_resource *ups
     return CRMM_OK;
 }
 
-static const crmm_param_spec callback_params[] = {
-    {"allocate_fn", CRMM_PARAM_UINT, NULL,
-     "address of void *fn(size_t bytes, crmm_cuda_stream_t stream, void *arg) (decimal or 0x hex; not 0); NULL from it is out of memory",
-     NULL, CRMM_PARAM_REQUIRED},
-    {"deallocate_fn", CRMM_PARAM_UINT, NULL,
-     "address of void fn(void *ptr, size_t bytes, crmm_cuda_stream_t stream, void *arg) (not 0)", NULL, CRMM_PARAM_REQUIRED},
-    {"allocate_arg", CRMM_PARAM_UINT, "0", "the last argument of every allocate_fn call, as an address", NULL, 0},
-    {"deallocate_arg", CRMM_PARAM_UINT, "0", "the last argument of every deallocate_fn call, as an address", NULL, 0},
-    {"device_accessible", CRMM_PARAM_BOOL, "true", "the callbacks' memory is usable by the device", NULL, 0},
-    {"host_accessible", CRMM_PARAM_BOOL, "false", "the callbacks' memory is usable from the host", NULL, 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
-static const crmm_param_field callback_fields[] = {
-    {"allocate_fn", offsetof(callback_config, allocate_fn), 1, 0},
-    {"deallocate_fn", offsetof(callback_config, deallocate_fn), 1, 0},
-    {"allocate_arg", offsetof(callback_config, allocate_arg), 0, 0},
-    {"deallocate_arg", offsetof(callback_config, deallocate_arg), 0, 0},
-    {"device_accessible", offsetof(callback_config, device_accessible), 0, 0},
-    {"host_accessible", offsetof(callback_config, host_accessible), 0, 0},
-    {NULL, 0, 0, 0},
+static const crmm_param callback_params[] = {
+    {.key = "allocate_fn", .type = CRMM_PARAM_UINT,
+     .help = "address of void *fn(size_t bytes, crmm_cuda_stream_t stream, void *arg) (decimal or 0x hex; not 0); NULL from it is out of memory",
+     .offset = offsetof(callback_config, allocate_fn), .min = 1, .flags = CRMM_PARAM_REQUIRED},
+    {.key = "deallocate_fn", .type = CRMM_PARAM_UINT,
+     .help = "address of void fn(void *ptr, size_t bytes, crmm_cuda_stream_t stream, void *arg) (not 0)",
+     .offset = offsetof(callback_config, deallocate_fn), .min = 1, .flags = CRMM_PARAM_REQUIRED},
+    {.key = "allocate_arg", .type = CRMM_PARAM_UINT, .default_value = "0",
+     .help = "the last argument of every allocate_fn call, as an address",
+     .offset = offsetof(callback_config, allocate_arg)},
+    {.key = "deallocate_arg", .type = CRMM_PARAM_UINT, .default_value = "0",
+     .help = "the last argument of every deallocate_fn call, as an address",
+     .offset = offsetof(callback_config, deallocate_arg)},
+    {.key = "device_accessible", .type = CRMM_PARAM_BOOL, .default_value = "true",
+     .help = "the callbacks' memory is usable by the device",
+     .offset = offsetof(callback_config, device_accessible)},
+    {.key = "host_accessible", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "the callbacks' memory is usable from the host",
+     .offset = offsetof(callback_config, host_accessible)},
+    {NULL},
 };
 
 static const crmm_plugin callback_plugin = {
@@ -146,7 +145,7 @@ static const crmm_plugin callback_plugin = {
     .description = "allocate and deallocate call the caller's functions, given by address (crmm_callback_resource_create; RMM callback_memory_resource)",
     .upstream = CRMM_UPSTREAM_NONE,
     .params = callback_params,
-    .fields = callback_fields,
+    .config_size = sizeof(callback_config),
     .create = callback_create,
 };
 

@@ -33,15 +33,11 @@ static crmm_status cuda_async_view_create_resource(const crmm_params *params, cr
                             CRMM_RESOURCE_DEVICE_ACCESSIBLE, CRMM_CUDA_ASYNC_VIEW_OP_GET_POOL, out);
 }
 
-static const crmm_param_spec cuda_async_view_params[] = {
-    {"pool_handle", CRMM_PARAM_UINT, NULL, "the cudaMemPool_t to allocate from, as an address (decimal or 0x hex; not 0); the caller owns it",
-     NULL, CRMM_PARAM_REQUIRED},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
-static const crmm_param_field cuda_async_view_fields[] = {
-    {"pool_handle", offsetof(cuda_async_view_config, pool_handle), 1, 0},
-    {NULL, 0, 0, 0},
+static const crmm_param cuda_async_view_params[] = {
+    {.key = "pool_handle", .type = CRMM_PARAM_UINT,
+     .help = "the cudaMemPool_t to allocate from, as an address (decimal or 0x hex; not 0); the caller owns it",
+     .offset = offsetof(cuda_async_view_config, pool_handle), .min = 1, .flags = CRMM_PARAM_REQUIRED},
+    {NULL},
 };
 
 static const crmm_plugin cuda_async_view_plugin = {
@@ -51,7 +47,7 @@ static const crmm_plugin cuda_async_view_plugin = {
     .description = "cudaMallocFromPoolAsync on an existing cudaMemPool_t the caller owns (RMM cuda_async_view_memory_resource)",
     .upstream = CRMM_UPSTREAM_NONE,
     .params = cuda_async_view_params,
-    .fields = cuda_async_view_fields,
+    .config_size = sizeof(cuda_async_view_config),
     .create = cuda_async_view_create_resource,
 };
 

@@ -99,9 +99,9 @@ static const crmm_resource_ops failure_callback_ops = {
     .control = failure_callback_control,
 };
 
-/* The parameters, as failure_callback_fields fills them. */
+/* The parameters, as crmm_params_parse fills them from failure_callback_params. */
 typedef struct failure_callback_config {
-    const char *retry_on; /* one of the enum's choices; always set (it has a default) */
+    int retry_on; /* index in "out_of_memory|bad_alloc"; always set (it has a default) */
 } failure_callback_config;
 
 static crmm_status failure_callback_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
@@ -113,23 +113,18 @@ static crmm_status failure_callback_create(const crmm_params *params, crmm_resou
     failure_callback_resource *f = calloc(1, sizeof *f);
     if (!f)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failure_callback: malloc failed");
-    f->retry_bad_alloc = strcmp(cfg.retry_on, "bad_alloc") == 0;
+    f->retry_bad_alloc = cfg.retry_on == 1;
     pthread_mutex_init(&f->lock, NULL);
     crmm_resource_init(&f->base, &failure_callback_ops, "failure_callback", upstream->flags, upstream->device, upstream);
     *out = &f->base;
     return CRMM_OK;
 }
 
-static const crmm_param_spec failure_callback_params[] = {
-    {"retry_on", CRMM_PARAM_ENUM, "out_of_memory",
-     "failures that call the callback: out_of_memory, or bad_alloc (out of memory and other allocation failures)",
-     "out_of_memory|bad_alloc", 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
-static const crmm_param_field failure_callback_fields[] = {
-    {"retry_on", offsetof(failure_callback_config, retry_on), 0, 0},
-    {NULL, 0, 0, 0},
+static const crmm_param failure_callback_params[] = {
+    {.key = "retry_on", .type = CRMM_PARAM_ENUM, .default_value = "out_of_memory",
+     .help = "failures that call the callback: out_of_memory, or bad_alloc (out of memory and other allocation failures)",
+     .offset = offsetof(failure_callback_config, retry_on), .choices = "out_of_memory|bad_alloc"},
+    {NULL},
 };
 
 static const crmm_plugin failure_callback_plugin = {
@@ -139,7 +134,7 @@ static const crmm_plugin failure_callback_plugin = {
     .description = "calls a callback (crmm_failure_callback_set) when upstream runs out of memory; retries if it says so; counts a free only when upstream takes it",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = failure_callback_params,
-    .fields = failure_callback_fields,
+    .config_size = sizeof(failure_callback_config),
     .create = failure_callback_create,
 };
 

@@ -344,7 +344,7 @@ static const crmm_resource_ops fixed_size_ops = {
     .destroy = fixed_size_destroy,
 };
 
-/* The parameters, as fixed_size_fields fills them. */
+/* The parameters, as crmm_params_parse fills them from fixed_size_params. */
 /* blocks_to_preallocate at most: a chunk of small blocks stays a sane size (256 MiB of 256 B blocks) */
 #define FIXED_SIZE_MAX_BLOCKS_PER_CHUNK ((uint64_t)1 << 20)
 
@@ -434,17 +434,15 @@ static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *u
     return CRMM_OK;
 }
 
-static const crmm_param_spec fixed_size_params[] = {
-    {"block_size", CRMM_PARAM_SIZE, "1MiB", "bytes per block (rounded up to 256); larger requests fail", NULL, 0},
-    {"blocks_to_preallocate", CRMM_PARAM_UINT, "128", "blocks per upstream allocation (one at create, more on demand)", NULL, 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
 /* Blocks per chunk: at least one, and few enough that a chunk of small blocks stays a sane size. */
-static const crmm_param_field fixed_size_fields[] = {
-    {"block_size", offsetof(fixed_size_config, block_size), 1, SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1)}, /* rounds up */
-    {"blocks_to_preallocate", offsetof(fixed_size_config, blocks_to_preallocate), 1, FIXED_SIZE_MAX_BLOCKS_PER_CHUNK},
-    {NULL, 0, 0, 0},
+static const crmm_param fixed_size_params[] = {
+    {.key = "block_size", .type = CRMM_PARAM_SIZE, .default_value = "1MiB",
+     .help = "bytes per block (rounded up to 256); larger requests fail",
+     .offset = offsetof(fixed_size_config, block_size), .min = 1, .max = SIZE_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1)},
+    {.key = "blocks_to_preallocate", .type = CRMM_PARAM_UINT, .default_value = "128",
+     .help = "blocks per upstream allocation (one at create, more on demand)",
+     .offset = offsetof(fixed_size_config, blocks_to_preallocate), .min = 1, .max = FIXED_SIZE_MAX_BLOCKS_PER_CHUNK},
+    {NULL},
 };
 
 static const crmm_plugin fixed_size_plugin = {
@@ -454,7 +452,7 @@ static const crmm_plugin fixed_size_plugin = {
     .description = "equal-size blocks from large upstream chunks, stream-ordered free lists (RMM fixed_size_memory_resource); refuses double and foreign frees and sizes above the block; a smaller wrong size frees the block (counters stop at 0)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = fixed_size_params,
-    .fields = fixed_size_fields,
+    .config_size = sizeof(fixed_size_config),
     .validate = fixed_size_validate,
     .create = fixed_size_create,
 };

@@ -111,16 +111,12 @@ static crmm_status limiting_create(const crmm_params *params, crmm_resource *ups
     return CRMM_OK;
 }
 
-static const crmm_param_spec limiting_params[] = {
-    {"allocation_limit", CRMM_PARAM_SIZE, NULL, "the most bytes in use at once (each allocation rounded up to 256 B)",
-     NULL, CRMM_PARAM_REQUIRED},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
 /* The one parameter lands in a uint64_t; a limit of 0 would refuse every allocation. */
-static const crmm_param_field limiting_fields[] = {
-    {"allocation_limit", 0, 1, 0},
-    {NULL, 0, 0, 0},
+static const crmm_param limiting_params[] = {
+    {.key = "allocation_limit", .type = CRMM_PARAM_SIZE,
+     .help = "the most bytes in use at once (each allocation rounded up to 256 B)",
+     .min = 1, .flags = CRMM_PARAM_REQUIRED},
+    {NULL},
 };
 
 static const crmm_plugin limiting_plugin = {
@@ -130,7 +126,7 @@ static const crmm_plugin limiting_plugin = {
     .description = "refuses allocations that would put more than allocation_limit bytes in use (RMM's limiting adaptor)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = limiting_params,
-    .fields = limiting_fields,
+    .config_size = sizeof(uint64_t),
     .create = limiting_create,
 };
 

@@ -78,7 +78,7 @@ static const crmm_resource_ops logging_ops = {
     .control = logging_control,
 };
 
-/* The parameters, as logging_fields fills them (file stays NULL when not given). */
+/* The parameters, as crmm_params_parse fills them from logging_params (file stays NULL when not given). */
 typedef struct logging_config {
     const char *file;
     bool auto_flush;
@@ -135,17 +135,14 @@ static crmm_status logging_validate(const crmm_params *params, bool host_memory,
     return CRMM_OK;
 }
 
-static const crmm_param_spec logging_params[] = {
-    {"file", CRMM_PARAM_STRING, NULL,
-     "CSV log file (%d = device ordinal, %p = process id); default $CRMM_LOG_FILE", NULL, 0},
-    {"auto_flush", CRMM_PARAM_BOOL, "false", "write every line at once instead of buffering", NULL, 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
-static const crmm_param_field logging_fields[] = {
-    {"file", offsetof(logging_config, file), 0, 0},
-    {"auto_flush", offsetof(logging_config, auto_flush), 0, 0},
-    {NULL, 0, 0, 0},
+static const crmm_param logging_params[] = {
+    {.key = "file", .type = CRMM_PARAM_STRING,
+     .help = "CSV log file (%d = device ordinal, %p = process id); default $CRMM_LOG_FILE",
+     .offset = offsetof(logging_config, file)},
+    {.key = "auto_flush", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "write every line at once instead of buffering",
+     .offset = offsetof(logging_config, auto_flush)},
+    {NULL},
 };
 
 static const crmm_plugin logging_plugin = {
@@ -155,7 +152,7 @@ static const crmm_plugin logging_plugin = {
     .description = "writes every allocate/free as a CSV line in RMM's log format (crmm replay reads it); a bad free is logged, then refused where upstream refuses it",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = logging_params,
-    .fields = logging_fields,
+    .config_size = sizeof(logging_config),
     .validate = logging_validate,
     .create = logging_create,
 };

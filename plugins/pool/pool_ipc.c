@@ -28,7 +28,7 @@ static void look_up(void)
     cudaGetLastError();
 }
 
-void pool_ipc_setup(pool_resource *p, bool ipc, const char *handle_type)
+void pool_ipc_setup(pool_resource *p, bool ipc, bool fabric)
 {
     if (!ipc)
         return;
@@ -39,7 +39,6 @@ void pool_ipc_setup(pool_resource *p, bool ipc, const char *handle_type)
         return;
     }
     pthread_once(&lookup_once, look_up);
-    bool fabric = strcmp(handle_type, "fabric") == 0;
     int supported = 0;
     if (!export_handle || !device_attribute ||
         device_attribute(&supported,

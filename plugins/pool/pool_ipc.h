@@ -11,10 +11,10 @@
 
 struct pool_resource;
 
-/* At create, after the range is reserved: make the pool's pages exportable as `handle_type`
- * ("posix_fd" or "fabric") when `ipc` is set. A pool that is not expandable, or a device that
+/* At create, after the range is reserved: make the pool's pages exportable, as fabric handles
+ * when `fabric` is set and else as file descriptors, when `ipc` is set. A pool that is not expandable, or a device that
  * cannot export that type, is logged at warn level (export then refuses, saying why). */
-void pool_ipc_setup(struct pool_resource *p, bool ipc, const char *handle_type);
+void pool_ipc_setup(struct pool_resource *p, bool ipc, bool fabric);
 
 /* The CRMM_IPC_OP_EXPORT op. Errors: CRMM_ERROR_UNSUPPORTED (not expandable, made without
  * ipc, or the device cannot export), CRMM_ERROR_INVALID_ARGUMENT (a range with a page the pool

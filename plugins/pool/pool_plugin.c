@@ -48,12 +48,18 @@ typedef struct pool_config {
     uint64_t maximum_size;
     bool expandable;
     uint64_t release_threshold;
-    const char *stream_reuse;
-    const char *thread_cache;
+    int stream_reuse;    /* index in "sync|event" */
+    int thread_cache;    /* index in "auto|on|off" */
     bool ipc;
-    const char *ipc_handle_type;
-    const char *graphs;
+    int ipc_handle_type; /* index in "posix_fd|fabric" */
+    int graphs;          /* index in "auto|on|off" */
 } pool_config;
+
+/* The enums' choices, in the order of their rows' `choices`. */
+static const pool_reuse reuse_modes[] = {POOL_REUSE_SYNC, POOL_REUSE_EVENT};
+static const uint8_t cache_modes[] = {POOL_CACHE_AUTO, POOL_CACHE_ON, POOL_CACHE_OFF};
+static const uint8_t graphs_modes[] = {POOL_GRAPHS_AUTO, POOL_GRAPHS_ON, POOL_GRAPHS_OFF};
+enum { POOL_IPC_POSIX_FD, POOL_IPC_FABRIC };
 
 /* Whether an expandable pool can map memory itself: its upstream must be a base resource of device
  * memory (the pool takes pages on that device instead of asking it), and the driver and device
@@ -156,6 +162,42 @@ static const crmm_resource_ops pool_ops = {
     .control = pool_control,
 };
 
+/* initial_size or maximum_size as far as it is known: its bytes, or a percentage of a device's
+ * memory not yet resolved (validate runs without a device). */
+typedef struct pool_size_known {
+    bool given;
+    double percent; /* > 0: a percentage, bytes unknown */
+    uint64_t bytes;
+} pool_size_known;
+
+/* The rules between pool parameters, for validate (sizes as written) and create (sizes in bytes):
+ * over host memory initial_size must be given in bytes; initial_size is at most maximum_size
+ * when both are known in the same unit. `label` begins the message; *key names the parameter. */
+static crmm_status pool_rules(pool_size_known initial, pool_size_known maximum, bool host_memory, const char *label,
+                              const char **key)
+{
+    *key = "initial_size";
+    if (host_memory && (!initial.given || initial.percent > 0))
+        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: initial_size is required over host memory, in bytes "
+                              "(e.g. initial_size = 64MiB): a percentage and the default refer to a device's memory",
+                              label);
+    if (!initial.given || !maximum.given || (initial.percent > 0) != (maximum.percent > 0))
+        return CRMM_OK; /* compared on the device, once both are bytes */
+    char a[32], b[32];
+    if (initial.percent > 0) {
+        if (initial.percent <= maximum.percent)
+            return CRMM_OK;
+        snprintf(a, sizeof a, "%g%%", initial.percent);
+        snprintf(b, sizeof b, "%g%%", maximum.percent);
+    } else {
+        if (initial.bytes <= maximum.bytes)
+            return CRMM_OK;
+        crmm_format_size(initial.bytes, a, sizeof a);
+        crmm_format_size(maximum.bytes, b, sizeof b);
+    }
+    return crmm_set_error(CRMM_ERROR_CONFIG, "%s: initial_size (%s) is larger than maximum_size (%s)", label, a, b);
+}
+
 static crmm_status pool_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     char label[80];
@@ -177,7 +219,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
         st = round_size(label, "initial_size", &initial);
     if (st != CRMM_OK)
         return st;
-    pool_reuse reuse = strcmp(cfg.stream_reuse, "event") == 0 ? POOL_REUSE_EVENT : POOL_REUSE_SYNC;
+    pool_reuse reuse = reuse_modes[cfg.stream_reuse];
     bool expandable = cfg.expandable;
     if ((st = round_size(label, "release_threshold", &threshold)) != CRMM_OK)
         return st;
@@ -185,29 +227,23 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
         expandable = false;
     if (!initial_given && expandable)
         initial_given = true; /* an expandable pool starts empty and maps what it needs */
+    const char *key;
+    if ((st = pool_rules((pool_size_known){initial_given, 0, initial}, (pool_size_known){true, 0, maximum}, !real,
+                         label, &key)) != CRMM_OK)
+        return st;
     if (!initial_given) {
-        if (!real)
-            return crmm_set_error(CRMM_ERROR_CONFIG,
-                                  "%s: initial_size is required: the upstream '%s' is not device memory, so there is "
-                                  "no device memory to take half of (e.g. initial_size = 64MiB)",
-                                  label, crmm_resource_kind(upstream));
         int device = upstream->device >= 0 ? upstream->device : crmm_params_device(params);
         if ((st = device_default_half_free(device, label, "initial_size", &initial)) != CRMM_OK)
             return st;
         if (initial > maximum)
             initial = maximum;
     }
-    if (initial > maximum) {
-        char a[32], b[32];
-        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: initial_size (%s) is larger than maximum_size (%s)", label,
-                              crmm_format_size(initial, a, sizeof a), crmm_format_size(maximum, b, sizeof b));
-    }
 
     pool_resource *p = calloc(1, sizeof *p);
     if (!p)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
     p->growth.maximum = maximum;
-    p->graphs_mode = strcmp(cfg.graphs, "on") == 0 ? POOL_GRAPHS_ON : strcmp(cfg.graphs, "off") == 0 ? POOL_GRAPHS_OFF : POOL_GRAPHS_AUTO;
+    p->graphs_mode = graphs_modes[cfg.graphs];
     /* a host pool has no streams to ask about */
     p->capture_gate = capture_check_gate(!real || p->graphs_mode == POOL_GRAPHS_OFF ? CAPTURE_CHECK_NEVER
                                          : p->graphs_mode == POOL_GRAPHS_ON           ? CAPTURE_CHECK_ALWAYS
@@ -221,16 +257,14 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     snprintf(p->base.name, sizeof p->base.name, "%s", name ? name : "");
     p->growth.initial = initial;
     p->growth.release_threshold = threshold;
-    p->cache.cache_mode = strcmp(cfg.thread_cache, "on") == 0    ? POOL_CACHE_ON
-                    : strcmp(cfg.thread_cache, "off") == 0 ? POOL_CACHE_OFF
-                                                           : POOL_CACHE_AUTO;
+    p->cache.cache_mode = cache_modes[cfg.thread_cache];
     if (expandable && (st = pool_expand_init(p, upstream->device, expandable_range(upstream->device, maximum,
                                                                                   &p->growth.device_memory))) != CRMM_OK) {
         crmm_log(CRMM_LOG_WARN, "%s: expandable = true, but reserving its address range failed (%s): growing by chunks "
                  "from upstream '%s' instead", label, crmm_last_error(), crmm_resource_kind(upstream));
         crmm_clear_error();
     }
-    pool_ipc_setup(p, cfg.ipc, cfg.ipc_handle_type);
+    pool_ipc_setup(p, cfg.ipc, cfg.ipc_handle_type == POOL_IPC_FABRIC);
     if (initial > 0) {
         pool_stream *s = pool_streams_find(&p->core.streams, NULL);
         st = s ? pool_add_chunk(p, s, (size_t)initial, NULL) : CRMM_ERROR_OUT_OF_MEMORY;
@@ -249,96 +283,71 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     return CRMM_OK;
 }
 
-static const crmm_param_spec pool_params[] = {
-    {"initial_size", CRMM_PARAM_SIZE, NULL,
-     "bytes taken from upstream at creation (default: half the device's free memory; required over host memory)", NULL, 0},
-    {"maximum_size", CRMM_PARAM_SIZE, NULL, "the most the pool takes from upstream (default: no limit)", NULL, 0},
-    {"expandable", CRMM_PARAM_BOOL, "false",
-     "grow by mapping pages of one reserved virtual address range (CUDA virtual memory API) instead of taking "
-     "chunks from upstream: free blocks merge across growth steps, the pool maps only what it needs, and free "
-     "pages go back at trim, and move to where the pool grows when it would otherwise pass the most it has held "
-     "(the upstream must be cuda; otherwise the pool grows by "
-     "chunks, with a warning); initial_size then defaults to 0", NULL, 0},
-    {"release_threshold", CRMM_PARAM_SIZE, "0",
-     "expandable: bytes of free whole pages the pool keeps mapped when it gives memory back (at trim, and when "
-     "growth would pass the most it has held; within it, the pool grows without waiting for the device)", NULL, 0},
-    {"stream_reuse", CRMM_PARAM_ENUM, "sync",
-     "how a block freed on one stream is reused on another: sync = after a device synchronization, never "
-     "touching the other stream (safe when streams are destroyed); event = the new stream waits for an event "
-     "recorded on the freeing stream, without blocking the host, but a stream that freed memory must not be "
-     "destroyed before crmm_pool_forget_stream() is called for it", "sync|event", 0},
-    {"thread_cache", CRMM_PARAM_ENUM, "auto",
-     "per-thread caches: each thread keeps the blocks it frees on a stream (up to 255, none over 64 MiB) and "
-     "takes them back without the pool's lock; before the pool grows, the growing thread's cache is emptied "
-     "(every cache when together they hold more than half the pool), and all at trim, forget_stream, out of "
-     "memory and thread exit. auto = once threads contend for the pool's lock (1 in 16 locked calls waits), on = once a second "
-     "thread allocates, off = never (cached blocks are not available to other threads: a pool shared by "
-     "threads may hold more memory)", "auto|on|off", 0},
-    {"ipc", CRMM_PARAM_BOOL, "false",
-     "expandable: make the pool's pages exportable, so that crmm_ipc_export can share its allocations with "
-     "another process (crmm/ipc.h)", NULL, 0},
-    {"ipc_handle_type", CRMM_PARAM_ENUM, "posix_fd",
-     "with ipc: what the pages are exported as: posix_fd = file descriptors passed over a UNIX socket, fabric = "
-     "fabric handles (where the driver offers them)", "posix_fd|fabric", 0},
-    {"graphs", CRMM_PARAM_ENUM, "auto",
-     "serve streams under CUDA graph capture (docs/cuda-graphs.md): each allocate and free on a stream other "
-     "than the legacy default one asks CUDA whether the stream is being captured, and memory a capture "
-     "allocates or frees stays the graph's until the graph is destroyed. auto = once the process enabled "
-     "capture (crmm_graph_capture_enable: the PyTorch, CuPy and Numba integrations do), on = always, off = "
-     "never (capturing through the pool is then unsafe)", "auto|on|off", 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
 /* The largest size that rounds up to a multiple of 256 B: above it, round_size refuses the value,
  * so the table refuses it first and check-config names it. */
 #define POOL_SIZE_MAX (UINT64_MAX - (CRMM_ALLOCATION_ALIGNMENT - 1))
 
-/* maximum_size comes first: its errors are reported before initial_size's; its minimum of 1
- * also refuses a percentage that comes to 0 bytes */
-static const crmm_param_field pool_fields[] = {
-    {"maximum_size", offsetof(pool_config, maximum_size), 1, POOL_SIZE_MAX},
-    {"initial_size", offsetof(pool_config, initial_size), 0, POOL_SIZE_MAX},
-    {"expandable", offsetof(pool_config, expandable), 0, 0},
-    {"release_threshold", offsetof(pool_config, release_threshold), 0, POOL_SIZE_MAX},
-    {"stream_reuse", offsetof(pool_config, stream_reuse), 0, 0},
-    {"thread_cache", offsetof(pool_config, thread_cache), 0, 0},
-    {"ipc", offsetof(pool_config, ipc), 0, 0},
-    {"ipc_handle_type", offsetof(pool_config, ipc_handle_type), 0, 0},
-    {"graphs", offsetof(pool_config, graphs), 0, 0},
-    {NULL, 0, 0, 0},
+/* maximum_size's minimum of 1 also refuses a percentage that comes to 0 bytes */
+static const crmm_param pool_params[] = {
+    {.key = "initial_size", .type = CRMM_PARAM_SIZE,
+     .help = "bytes taken from upstream at creation (default: half the device's free memory; required over host memory)",
+     .offset = offsetof(pool_config, initial_size), .max = POOL_SIZE_MAX},
+    {.key = "maximum_size", .type = CRMM_PARAM_SIZE,
+     .help = "the most the pool takes from upstream (default: no limit)",
+     .offset = offsetof(pool_config, maximum_size), .min = 1, .max = POOL_SIZE_MAX},
+    {.key = "expandable", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "grow by mapping pages of one reserved virtual address range (CUDA virtual memory API) instead of taking "
+             "chunks from upstream: free blocks merge across growth steps, the pool maps only what it needs, and free "
+             "pages go back at trim, and move to where the pool grows when it would otherwise pass the most it has held "
+             "(the upstream must be cuda; otherwise the pool grows by "
+             "chunks, with a warning); initial_size then defaults to 0",
+     .offset = offsetof(pool_config, expandable)},
+    {.key = "release_threshold", .type = CRMM_PARAM_SIZE, .default_value = "0",
+     .help = "expandable: bytes of free whole pages the pool keeps mapped when it gives memory back (at trim, and when "
+             "growth would pass the most it has held; within it, the pool grows without waiting for the device)",
+     .offset = offsetof(pool_config, release_threshold), .max = POOL_SIZE_MAX},
+    {.key = "stream_reuse", .type = CRMM_PARAM_ENUM, .default_value = "sync",
+     .help = "how a block freed on one stream is reused on another: sync = after a device synchronization, never "
+             "touching the other stream (safe when streams are destroyed); event = the new stream waits for an event "
+             "recorded on the freeing stream, without blocking the host, but a stream that freed memory must not be "
+             "destroyed before crmm_pool_forget_stream() is called for it",
+     .offset = offsetof(pool_config, stream_reuse), .choices = "sync|event"},
+    {.key = "thread_cache", .type = CRMM_PARAM_ENUM, .default_value = "auto",
+     .help = "per-thread caches: each thread keeps the blocks it frees on a stream (up to 255, none over 64 MiB) and "
+             "takes them back without the pool's lock; before the pool grows, the growing thread's cache is emptied "
+             "(every cache when together they hold more than half the pool), and all at trim, forget_stream, out of "
+             "memory and thread exit. auto = once threads contend for the pool's lock (1 in 16 locked calls waits), on = once a second "
+             "thread allocates, off = never (cached blocks are not available to other threads: a pool shared by "
+             "threads may hold more memory)",
+     .offset = offsetof(pool_config, thread_cache), .choices = "auto|on|off"},
+    {.key = "ipc", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "expandable: make the pool's pages exportable, so that crmm_ipc_export can share its allocations with "
+             "another process (crmm/ipc.h)",
+     .offset = offsetof(pool_config, ipc)},
+    {.key = "ipc_handle_type", .type = CRMM_PARAM_ENUM, .default_value = "posix_fd",
+     .help = "with ipc: what the pages are exported as: posix_fd = file descriptors passed over a UNIX socket, fabric = "
+             "fabric handles (where the driver offers them)",
+     .offset = offsetof(pool_config, ipc_handle_type), .choices = "posix_fd|fabric"},
+    {.key = "graphs", .type = CRMM_PARAM_ENUM, .default_value = "auto",
+     .help = "serve streams under CUDA graph capture (docs/cuda-graphs.md): each allocate and free on a stream other "
+             "than the legacy default one asks CUDA whether the stream is being captured, and memory a capture "
+             "allocates or frees stays the graph's until the graph is destroyed. auto = once the process enabled "
+             "capture (crmm_graph_capture_enable: the PyTorch, CuPy and Numba integrations do), on = always, off = "
+             "never (capturing through the pool is then unsafe)",
+     .offset = offsetof(pool_config, graphs), .choices = "auto|on|off"},
+    {NULL},
 };
 
-/* The rules between parameters that hold whatever the device (crmm_plugin.validate). */
+/* crmm_plugin.validate: pool_rules on the sizes as written. */
 static crmm_status pool_validate(const crmm_params *params, bool host_memory, const char **key)
 {
-    bool initial_set = crmm_params_is_set(params, "initial_size");
-    double initial_pct = 0, maximum_pct = 0;
-    bool initial_is_pct = crmm_params_size_percent(params, "initial_size", &initial_pct);
-    bool maximum_is_pct = crmm_params_size_percent(params, "maximum_size", &maximum_pct);
-    if (host_memory && (!initial_set || initial_is_pct)) {
-        *key = "initial_size";
-        return crmm_set_error(CRMM_ERROR_CONFIG, "pool: initial_size is required over host memory, in bytes "
-                              "(e.g. initial_size = 64MiB): a percentage and the default refer to a device's memory");
-    }
-    if (!initial_set || !crmm_params_is_set(params, "maximum_size") || initial_is_pct != maximum_is_pct)
-        return CRMM_OK; /* compared on the device, once both are bytes */
-    char a[32], b[32];
-    if (initial_is_pct) {
-        if (initial_pct <= maximum_pct)
-            return CRMM_OK;
-        snprintf(a, sizeof a, "%g%%", initial_pct);
-        snprintf(b, sizeof b, "%g%%", maximum_pct);
-    } else {
-        uint64_t initial = 0, maximum = 0;
-        crmm_params_get_size(params, "initial_size", &initial);
-        crmm_params_get_size(params, "maximum_size", &maximum);
-        if (initial <= maximum)
-            return CRMM_OK;
-        crmm_format_size(initial, a, sizeof a);
-        crmm_format_size(maximum, b, sizeof b);
-    }
-    *key = "initial_size";
-    return crmm_set_error(CRMM_ERROR_CONFIG, "pool: initial_size (%s) is larger than maximum_size (%s)", a, b);
+    pool_size_known initial = {crmm_params_is_set(params, "initial_size"), 0, 0};
+    pool_size_known maximum = {crmm_params_is_set(params, "maximum_size"), 0, 0};
+    if (!crmm_params_size_percent(params, "initial_size", &initial.percent) && initial.given)
+        crmm_params_get_size(params, "initial_size", &initial.bytes);
+    if (!crmm_params_size_percent(params, "maximum_size", &maximum.percent) && maximum.given)
+        crmm_params_get_size(params, "maximum_size", &maximum.bytes);
+    return pool_rules(initial, maximum, host_memory, "pool", key);
 }
 
 static const crmm_plugin pool_plugin = {
@@ -348,7 +357,7 @@ static const crmm_plugin pool_plugin = {
     .description = "stream-ordered coalescing suballocator (RMM's pool) with O(1) segregated fit; refuses a double or foreign free and a size other than the one asked for",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = pool_params,
-    .fields = pool_fields,
+    .config_size = sizeof(pool_config),
     .validate = pool_validate,
     .create = pool_create,
 };

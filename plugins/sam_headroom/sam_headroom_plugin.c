@@ -19,15 +19,11 @@ static crmm_status sam_headroom_create(const crmm_params *params, crmm_resource 
     return system_resource_create("sam_headroom", params, true, cfg.headroom, out);
 }
 
-static const crmm_param_spec sam_headroom_params[] = {
-    {"headroom", CRMM_PARAM_SIZE, NULL, "device memory to keep free: the part of a block beyond free memory less this is placed on the host",
-     NULL, CRMM_PARAM_REQUIRED},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
-static const crmm_param_field sam_headroom_fields[] = {
-    {"headroom", offsetof(sam_headroom_config, headroom), 0, 0},
-    {NULL, 0, 0, 0},
+static const crmm_param sam_headroom_params[] = {
+    {.key = "headroom", .type = CRMM_PARAM_SIZE,
+     .help = "device memory to keep free: the part of a block beyond free memory less this is placed on the host",
+     .offset = offsetof(sam_headroom_config, headroom), .flags = CRMM_PARAM_REQUIRED},
+    {NULL},
 };
 
 static const crmm_plugin sam_headroom_plugin = {
@@ -37,7 +33,7 @@ static const crmm_plugin sam_headroom_plugin = {
     .description = "system allocated memory placed on the device up to its free memory less a headroom, on the host beyond (HMM or ATS; RMM sam_headroom_memory_resource)",
     .upstream = CRMM_UPSTREAM_NONE,
     .params = sam_headroom_params,
-    .fields = sam_headroom_fields,
+    .config_size = sizeof(sam_headroom_config),
     .create = sam_headroom_create,
 };
 

@@ -4,6 +4,7 @@
  * allocations, which it reports through the query op. Build it against the installed headers:
  *   cc -shared -fPIC -o crmm_template.so template_plugin.c $(pkg-config --cflags --libs crmm)
  * and put crmm_template.so in a directory of $CRMM_PLUGIN_PATH or a config's plugin_path. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
@@ -50,7 +51,7 @@ static const crmm_resource_ops template_ops = {
     .destroy = template_destroy, /* the core releases the upstream afterwards */
 };
 
-/* The parameters, as template_fields fills them: one member per row of template_params. */
+/* The parameters, as crmm_params_parse fills them: one member per row of template_params. */
 typedef struct template_config {
     uint64_t tag;
 } template_config;
@@ -71,16 +72,14 @@ static crmm_status template_create(const crmm_params *params, crmm_resource *ups
     return CRMM_OK;
 }
 
-static const crmm_param_spec template_params[] = {
-    {"tag", CRMM_PARAM_UINT, "0", "a number kept with the resource (an example parameter)", NULL, 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
-/* Where each parameter lands in template_config and its range {min, max} (max 0: no bound);
- * the default lives only in template_params above. */
-static const crmm_param_field template_fields[] = {
-    {"tag", offsetof(template_config, tag), 0, 0},
-    {NULL, 0, 0, 0},
+/* One row per parameter: key, type, default, help, where it lands in template_config, and for a
+ * number its range (.min, .max; max 0: no bound); an enum would give .choices and land in an int,
+ * the index of its choice. crmm info, crmm.ini(5) and check-config all read these rows. */
+static const crmm_param template_params[] = {
+    {.key = "tag", .type = CRMM_PARAM_UINT, .default_value = "0",
+     .help = "a number kept with the resource (an example parameter)",
+     .offset = offsetof(template_config, tag)},
+    {NULL},
 };
 
 static const crmm_plugin template_plugin = {
@@ -90,7 +89,7 @@ static const crmm_plugin template_plugin = {
     .description = "counts allocations and passes them to its upstream (the plugin to copy)",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = template_params,
-    .fields = template_fields, /* read by crmm_params_parse */
+    .config_size = sizeof(template_config),
     .create = template_create,
 };
 

@@ -270,7 +270,7 @@ static const crmm_resource_ops tracking_ops = {
     .control = tracking_control,
 };
 
-/* The parameters, as tracking_fields fills them. */
+/* The parameters, as crmm_params_parse fills them from tracking_params. */
 typedef struct tracking_config {
     bool capture_stacks;
 } tracking_config;
@@ -299,14 +299,11 @@ static crmm_status tracking_create(const crmm_params *params, crmm_resource *ups
     return CRMM_OK;
 }
 
-static const crmm_param_spec tracking_params[] = {
-    {"capture_stacks", CRMM_PARAM_BOOL, "false", "record the call stack of every allocation (backtrace)", NULL, 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
-static const crmm_param_field tracking_fields[] = {
-    {"capture_stacks", offsetof(tracking_config, capture_stacks), 0, 0},
-    {NULL, 0, 0, 0},
+static const crmm_param tracking_params[] = {
+    {.key = "capture_stacks", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "record the call stack of every allocation (backtrace)",
+     .offset = offsetof(tracking_config, capture_stacks)},
+    {NULL},
 };
 
 static const crmm_plugin tracking_plugin = {
@@ -316,7 +313,7 @@ static const crmm_plugin tracking_plugin = {
     .description = "records every outstanding allocation (and its stack); refuses bad frees; reports leaks",
     .upstream = CRMM_UPSTREAM_REQUIRED,
     .params = tracking_params,
-    .fields = tracking_fields,
+    .config_size = sizeof(tracking_config),
     .create = tracking_create,
 };
 

@@ -6,8 +6,8 @@
  * Without a BAD_* macro it is the well-formed plugin its variants break (crmm_sizeparam): a
  * host-memory allocator with one size parameter, `size`, that it reports as
  * CRMM_QUERY_MAXIMUM_SIZE, so that tests can see a size given as "N%" resolved against the
- * memory of the device the resource is built for. crmm_oldminor is that plugin as ABI 1.0 built
- * it (minor 0, no field table), which must still load. */
+ * memory of the device the resource is built for. crmm_oldminor is that plugin as ABI 1.1 built
+ * it, which the loader refuses, saying what changed in 2.0. */
 #include <stdlib.h>
 #include <crmm/plugin.h>
 
@@ -93,28 +93,28 @@ BAD_MAYBE_UNUSED static crmm_status bad_create(const crmm_params *params, crmm_r
 
 /* ---- the parameter table ------------------------------------------------------------------- */
 
-BAD_MAYBE_UNUSED static const crmm_param_spec bad_params[] = {
-    {"size", CRMM_PARAM_SIZE, "1MiB", "reported as CRMM_QUERY_MAXIMUM_SIZE", NULL, 0},
-#if defined(BAD_PARAM_DUPLICATE)
-    {"size", CRMM_PARAM_UINT, "1", "the same key again", NULL, 0},
-#elif defined(BAD_PARAM_DEFAULT)
-    {"count", CRMM_PARAM_UINT, "many", "a default that is not a uint", NULL, 0},
-#elif defined(BAD_PARAM_ENUM)
-    {"mode", CRMM_PARAM_ENUM, NULL, "an enum without choices", NULL, 0},
-#endif
-    {NULL, 0, NULL, NULL, NULL, 0},
-};
-
-/* Where a variant's field table puts the one parameter, and (BAD_FIELD_*) how it breaks it. */
-BAD_MAYBE_UNUSED static const crmm_param_field bad_fields[] = {
-#if defined(BAD_FIELD_UNKNOWN)
-    {"nosuch", 0, 0, 0},
-#elif defined(BAD_FIELD_RANGE)
-    {"size", 0, 2u << 20, 0}, /* the default, 1MiB, is below it */
+/* The one good row; BAD_FIELD_* give it a range or place it breaks. */
+#if defined(BAD_FIELD_RANGE)
+#define BAD_SIZE_ROW {.key = "size", .type = CRMM_PARAM_SIZE, .default_value = "1MiB", \
+                      .help = "reported as CRMM_QUERY_MAXIMUM_SIZE", .min = 2u << 20} /* the default is below it */
+#elif defined(BAD_FIELD_UNKNOWN)
+#define BAD_SIZE_ROW {.key = "size", .type = CRMM_PARAM_SIZE, .default_value = "1MiB", \
+                      .help = "reported as CRMM_QUERY_MAXIMUM_SIZE", .offset = 64} /* past the 8-byte struct */
 #else
-    {"size", 0, 1, 0},
+#define BAD_SIZE_ROW {.key = "size", .type = CRMM_PARAM_SIZE, .default_value = "1MiB", \
+                      .help = "reported as CRMM_QUERY_MAXIMUM_SIZE", .min = 1}
 #endif
-    {NULL, 0, 0, 0},
+
+BAD_MAYBE_UNUSED static const crmm_param bad_params[] = {
+    BAD_SIZE_ROW,
+#if defined(BAD_PARAM_DUPLICATE)
+    {.key = "size", .type = CRMM_PARAM_UINT, .default_value = "1", .help = "the same key again"},
+#elif defined(BAD_PARAM_DEFAULT)
+    {.key = "count", .type = CRMM_PARAM_UINT, .default_value = "many", .help = "a default that is not a uint"},
+#elif defined(BAD_PARAM_ENUM)
+    {.key = "mode", .type = CRMM_PARAM_ENUM, .help = "an enum without choices"},
+#endif
+    {NULL},
 };
 
 /* ---- the descriptor ------------------------------------------------------------------------ */
@@ -125,8 +125,8 @@ BAD_MAYBE_UNUSED static const crmm_plugin bad_plugin = {
 #elif defined(BAD_NEW_MINOR)
     .abi_major = CRMM_PLUGIN_ABI_MAJOR, .abi_minor = CRMM_PLUGIN_ABI_MINOR + 1,
     .struct_size = (uint32_t)sizeof(crmm_plugin),
-#elif defined(BAD_OLD_MINOR)
-    .abi_major = CRMM_PLUGIN_ABI_MAJOR, .abi_minor = 0, .struct_size = (uint32_t)sizeof(crmm_plugin),
+#elif defined(BAD_OLD_MINOR) /* a plugin built for ABI 1.1, the last before one-row parameters */
+    .abi_major = 1, .abi_minor = 1, .struct_size = (uint32_t)sizeof(crmm_plugin),
 #elif defined(BAD_SHORT_STRUCT)
     .abi_major = CRMM_PLUGIN_ABI_MAJOR, .abi_minor = CRMM_PLUGIN_ABI_MINOR, .struct_size = 24,
 #else
@@ -146,7 +146,7 @@ BAD_MAYBE_UNUSED static const crmm_plugin bad_plugin = {
 #endif
     .params = bad_params,
 #if defined(BAD_FIELD_UNKNOWN) || defined(BAD_FIELD_RANGE)
-    .fields = bad_fields,
+    .config_size = sizeof(uint64_t),
 #endif
 #if !defined(BAD_NO_CREATE)
     .create = bad_create,

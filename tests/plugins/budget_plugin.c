@@ -90,10 +90,14 @@ static crmm_status budget_create(const crmm_params *params, crmm_resource *upstr
     return CRMM_OK;
 }
 
-static const crmm_param_spec budget_params[] = {
-    {"limit", CRMM_PARAM_SIZE, NULL, "the most bytes in use at once", NULL, CRMM_PARAM_REQUIRED},
-    {"status", CRMM_PARAM_ENUM, "out_of_memory", "what a request over the limit returns", "out_of_memory|bad_alloc", 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
+static const crmm_param budget_params[] = {
+    {.key = "limit", .type = CRMM_PARAM_SIZE,
+     .help = "the most bytes in use at once",
+     .flags = CRMM_PARAM_REQUIRED},
+    {.key = "status", .type = CRMM_PARAM_ENUM, .default_value = "out_of_memory",
+     .help = "what a request over the limit returns",
+     .choices = "out_of_memory|bad_alloc"},
+    {NULL},
 };
 
 static const crmm_plugin budget_plugin = {

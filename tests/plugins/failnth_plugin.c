@@ -90,9 +90,10 @@ static crmm_status failnth_create(const crmm_params *params, crmm_resource *upst
     return CRMM_OK;
 }
 
-static const crmm_param_spec failnth_params[] = {
-    {"fail_at", CRMM_PARAM_UINT, "0", "the allocate call that fails (from 1; 0: none)", NULL, 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
+static const crmm_param failnth_params[] = {
+    {.key = "fail_at", .type = CRMM_PARAM_UINT, .default_value = "0",
+     .help = "the allocate call that fails (from 1; 0: none)"},
+    {NULL},
 };
 
 static const crmm_plugin failnth_plugin = {

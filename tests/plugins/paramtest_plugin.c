@@ -95,6 +95,10 @@ static crmm_status paramtest_create(const crmm_params *params, crmm_resource *up
     v->set_mode = crmm_params_is_set(params, "mode");
     v->set_ratio = crmm_params_is_set(params, "ratio");
     v->set_id = crmm_params_is_set(params, "id");
+    v->st_mode_index = crmm_params_get_enum(params, "mode", &v->mode_index);
+    int junk_index;
+    v->st_label_index = crmm_params_get_enum(params, "label", &junk_index);
+    v->given = crmm_params_given(params);
     uint64_t junk;
     v->st_wrong_type = crmm_params_get_uint(params, "ratio", &junk);
     v->st_unknown_key = crmm_params_get_uint(params, "nope", &junk);
@@ -114,15 +118,24 @@ static crmm_status paramtest_create(const crmm_params *params, crmm_resource *up
     return CRMM_OK;
 }
 
-static const crmm_param_spec paramtest_params[] = {
-    {"count", CRMM_PARAM_UINT, "7", "a count", NULL, 0},
-    {"limit", CRMM_PARAM_SIZE, "1MiB", "a size (may be N% of the device's memory)", NULL, 0},
-    {"enabled", CRMM_PARAM_BOOL, "false", "a switch", NULL, 0},
-    {"label", CRMM_PARAM_STRING, NULL, "a free text with no default", NULL, 0},
-    {"mode", CRMM_PARAM_ENUM, "safe", "one of three modes", "fast|safe|debug", 0},
-    {"ratio", CRMM_PARAM_DOUBLE, "0.5", "a number", NULL, 0},
-    {"id", CRMM_PARAM_UINT, NULL, "must be given", NULL, CRMM_PARAM_REQUIRED},
-    {NULL, 0, NULL, NULL, NULL, 0},
+static const crmm_param paramtest_params[] = {
+    {.key = "count", .type = CRMM_PARAM_UINT, .default_value = "7",
+     .help = "a count"},
+    {.key = "limit", .type = CRMM_PARAM_SIZE, .default_value = "1MiB",
+     .help = "a size (may be N% of the device's memory)"},
+    {.key = "enabled", .type = CRMM_PARAM_BOOL, .default_value = "false",
+     .help = "a switch"},
+    {.key = "label", .type = CRMM_PARAM_STRING,
+     .help = "a free text with no default"},
+    {.key = "mode", .type = CRMM_PARAM_ENUM, .default_value = "safe",
+     .help = "one of three modes",
+     .choices = "fast|safe|debug"},
+    {.key = "ratio", .type = CRMM_PARAM_DOUBLE, .default_value = "0.5",
+     .help = "a number"},
+    {.key = "id", .type = CRMM_PARAM_UINT,
+     .help = "must be given",
+     .flags = CRMM_PARAM_REQUIRED},
+    {NULL},
 };
 
 static const crmm_plugin paramtest_plugin = {

@@ -25,6 +25,10 @@ typedef struct paramtest_values {
     double ratio;        /* double, default 0.5 */
     uint64_t id;         /* uint, required */
     bool set_count, set_limit, set_enabled, set_label, set_mode, set_ratio, set_id;
+    crmm_status st_mode_index; /* crmm_params_get_enum(params, "mode") */
+    int mode_index;      /* the index of mode among fast|safe|debug */
+    crmm_status st_label_index; /* crmm_params_get_enum(params, "label"): not an enum */
+    uint64_t given;      /* crmm_params_given: bit i for row i (count, limit, enabled, label, mode, ratio, id) */
     crmm_status st_wrong_type; /* crmm_params_get_uint(params, "ratio") */
     crmm_status st_unknown_key; /* crmm_params_get_uint(params, "nope") */
     char name[48];       /* crmm_params_resource_name */

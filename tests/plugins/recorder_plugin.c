@@ -104,10 +104,10 @@ static crmm_status recorder_create(const crmm_params *params, crmm_resource *ups
     return CRMM_OK;
 }
 
-static const crmm_param_spec recorder_params[] = {
-    {"device", CRMM_PARAM_UINT, "0xffffffffffffffff", "the device ordinal it claims (the default: none, host memory)",
-     NULL, 0},
-    {NULL, 0, NULL, NULL, NULL, 0},
+static const crmm_param recorder_params[] = {
+    {.key = "device", .type = CRMM_PARAM_UINT, .default_value = "0xffffffffffffffff",
+     .help = "the device ordinal it claims (the default: none, host memory)"},
+    {NULL},
 };
 
 static const crmm_plugin recorder_plugin = {
