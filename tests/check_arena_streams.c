@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include <crmm/arena.h>
-#include "fake_streams.h"
+#include "fakes/fake_streams.h"
 #include "test_support.h"
 
 #define KiB ((size_t)1 << 10)

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
-#include "fake_streams.h"
+#include "fakes/fake_streams.h"
 #include "test_support.h"
 
 /* ---- the scripted CUDA ------------------------------------------------------------------- */

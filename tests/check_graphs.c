@@ -17,8 +17,8 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
-#include "fake_capture.h"
-#include "fake_vmm.h"
+#include "fakes/fake_capture.h"
+#include "fakes/fake_vmm.h"
 #include "malloc_fail.h"
 #include "test_support.h"
 

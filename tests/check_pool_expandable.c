@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
-#include "fake_vmm.h"
+#include "fakes/fake_vmm.h"
 #include "test_support.h"
 
 #define KiB ((size_t)1 << 10)

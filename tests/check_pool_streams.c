@@ -20,7 +20,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
-#include "fake_streams.h"
+#include "fakes/fake_streams.h"
 #include "test_support.h"
 
 #define KiB ((size_t)1 << 10)
