@@ -112,15 +112,17 @@ LDADD = $(TEST_LDADD)
 # The scripted CUDA runtime's capture calls and the scripted driver (tests/fakes/). They define
 # CUDA functions, so they are compiled into each program that uses them, never into libcrmmtest.
 FAKE_CUDA_SOURCES = tests/fakes/fake_capture.c tests/fakes/fake_capture.h
+# the runtime's stream order (ids, events, synchronization) and a fake device, for the stream suites
+FAKE_STREAM_SOURCES = tests/fakes/fake_stream_cuda.c tests/fakes/fake_stream_cuda.h $(FAKE_CUDA_SOURCES)
 FAKE_VMM_SOURCES = tests/fakes/fake_vmm.c tests/fakes/fake_vmm.h $(FAKE_CUDA_SOURCES)
 # `crmm replay`, compiled in
 REPLAY_SOURCES = tools/cmd_replay.c tools/replay_log.c tools/replay_run.c tools/replay_report.c \
 	tools/replay_plot.c tools/replay_torch_snapshot.c tools/replay.h $(PTR_MAP_SOURCES)
 
 # ---- programs with more than tests/NAME.c ----------------------------------------------------
-tests_check_pool_streams_SOURCES = tests/check_pool_streams.c $(FAKE_CUDA_SOURCES)
-tests_check_arena_streams_SOURCES = tests/check_arena_streams.c $(FAKE_CUDA_SOURCES)
-tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c $(FAKE_CUDA_SOURCES)
+tests_check_pool_streams_SOURCES = tests/check_pool_streams.c $(FAKE_STREAM_SOURCES)
+tests_check_arena_streams_SOURCES = tests/check_arena_streams.c $(FAKE_STREAM_SOURCES)
+tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c $(FAKE_STREAM_SOURCES)
 tests_check_torch_allocator_SOURCES = tests/check_torch_allocator.c $(FAKE_CUDA_SOURCES)
 tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c $(FAKE_VMM_SOURCES)
 tests_check_pool_serving_SOURCES = tests/check_pool_serving.c tests/serving_trace.c tests/serving_trace.h \
