@@ -36,7 +36,9 @@ CPU_TESTS = \
 	tests/check_logging_line \
 	tests/check_ptr_map \
 	tests/check_replay \
-	tests/check_bench
+	tests/check_bench_workload \
+	tests/check_bench_cli \
+	tests/check_bench_overhead
 
 # GPU suites
 GPU_TESTS = \
@@ -173,7 +175,14 @@ tests_check_adaptors_gpu_SOURCES = tests/check_adaptors_gpu.c $(REPLAY_SOURCES)
 tests_check_adaptors_gpu_CFLAGS = $(TEST_CFLAGS)
 tests_check_adaptors_gpu_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
 tests_pool_expandable_replay_CFLAGS = $(TEST_CFLAGS)
-tests_check_bench_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+# crmm bench's suites share the readers of its output
+BENCH_TEST_SOURCES = tests/bench_cli_output.c tests/bench_cli_output.h
+tests_check_bench_workload_SOURCES = tests/check_bench_workload.c $(BENCH_TEST_SOURCES)
+tests_check_bench_workload_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+tests_check_bench_cli_SOURCES = tests/check_bench_cli.c $(BENCH_TEST_SOURCES)
+tests_check_bench_cli_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+tests_check_bench_overhead_SOURCES = tests/check_bench_overhead.c $(BENCH_TEST_SOURCES)
+tests_check_bench_overhead_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
 tests_check_bench_gpu_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
 
 # crmm run with each of its mallocs failing in turn (check_cli_malloc_failure.sh), through a
