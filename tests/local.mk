@@ -33,6 +33,8 @@ CPU_TESTS = \
 	tests/check_fault_injection \
 	tests/check_malloc_failure \
 	tests/check_arena \
+	tests/check_arena_shards \
+	tests/check_arena_stress \
 	tests/check_logging_line \
 	tests/check_ptr_map \
 	tests/check_replay \
@@ -159,7 +161,7 @@ tests_pool_threads_sim_LDFLAGS = -export-dynamic
 
 # parts of plugins and of the tool compiled in (per-target flags keep these objects apart from the
 # plugin's and the tool's own)
-tests_check_arena_SOURCES = tests/check_arena.c plugins/arena/arena_slab.c
+tests_check_arena_SOURCES = tests/check_arena.c tests/arena_test.h plugins/arena/arena_slab.c
 tests_check_arena_CFLAGS = $(TEST_CFLAGS)
 tests_check_logging_line_SOURCES = tests/check_logging_line.c plugins/logging/logging_line.c plugins/logging/logging_line.h
 tests_check_logging_line_CFLAGS = $(TEST_CFLAGS)
