@@ -14,6 +14,8 @@ CPU_TESTS = \
 	tests/check_config_scale \
 	tests/check_random_configs \
 	tests/check_loader \
+	tests/check_loader_files \
+	tests/check_resource_abi \
 	tests/check_streams_buffers \
 	tests/check_pool \
 	tests/check_statistics \
@@ -98,6 +100,8 @@ check_PROGRAMS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(TOOLS_BUILT
 TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS)
 # .ci/run's install after a reconfigure to another prefix (a full build twice: not in make check)
 EXTRA_DIST += $(SCRIPT_TESTS) tests/install_prefix_change.sh tests/configs
+# helpers that several programs of one plugin or part include
+EXTRA_DIST += tests/arena_test.h tests/loader_test.h
 
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la
@@ -161,7 +165,7 @@ tests_pool_threads_sim_LDFLAGS = -export-dynamic
 
 # parts of plugins and of the tool compiled in (per-target flags keep these objects apart from the
 # plugin's and the tool's own)
-tests_check_arena_SOURCES = tests/check_arena.c tests/arena_test.h plugins/arena/arena_slab.c
+tests_check_arena_SOURCES = tests/check_arena.c plugins/arena/arena_slab.c
 tests_check_arena_CFLAGS = $(TEST_CFLAGS)
 tests_check_logging_line_SOURCES = tests/check_logging_line.c plugins/logging/logging_line.c plugins/logging/logging_line.h
 tests_check_logging_line_CFLAGS = $(TEST_CFLAGS)
