@@ -18,6 +18,7 @@ CPU_TESTS = \
 	tests/check_resource_abi \
 	tests/check_streams_buffers \
 	tests/check_pool \
+	tests/check_pool_growth \
 	tests/check_statistics \
 	tests/check_limiting \
 	tests/check_tracking \
@@ -101,7 +102,7 @@ TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS)
 # .ci/run's install after a reconfigure to another prefix (a full build twice: not in make check)
 EXTRA_DIST += $(SCRIPT_TESTS) tests/install_prefix_change.sh tests/configs
 # helpers that several programs of one plugin or part include
-EXTRA_DIST += tests/arena_test.h tests/loader_test.h
+EXTRA_DIST += tests/arena_test.h tests/loader_test.h tests/pool_test.h
 
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la
