@@ -12,6 +12,7 @@ CPU_TESTS = \
 	tests/check_params \
 	tests/check_conformance_host \
 	tests/check_config \
+	tests/check_config_init \
 	tests/check_config_scale \
 	tests/check_random_configs \
 	tests/check_loader \
@@ -103,7 +104,7 @@ TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS)
 # .ci/run's install after a reconfigure to another prefix (a full build twice: not in make check)
 EXTRA_DIST += $(SCRIPT_TESTS) tests/install_prefix_change.sh tests/configs
 # helpers that several programs of one plugin or part include
-EXTRA_DIST += tests/arena_test.h tests/loader_test.h tests/pool_test.h tests/core_test.h
+EXTRA_DIST += tests/arena_test.h tests/loader_test.h tests/pool_test.h tests/core_test.h tests/config_test.h
 
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la
