@@ -1,6 +1,6 @@
 /* arena_streams_test.h — what the arena's stream suites (check_arena_streams,
  * check_arena_streams_threads) share: an arena over the fake device of fakes/fake_stream_cuda.h,
- * and allocations and frees on a stream that must succeed. */
+ * forgetting the calls its creation made. */
 #ifndef CRMM_TESTS_ARENA_STREAMS_TEST_H
 #define CRMM_TESTS_ARENA_STREAMS_TEST_H
 
@@ -15,9 +15,8 @@
 #include "fakes/fake_stream_cuda.h"
 #include "fakes/fake_streams.h"
 #include "test_support.h"
+#include "streams_test.h"
 
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 
 /* An arena over the fake device (fakes/fake_stream_cuda.h); the calls its creation made are
  * forgotten. */
@@ -30,18 +29,6 @@ static inline crmm_resource *device_arena(const char *params)
     return a;
 }
 
-static inline void *alloc_on(crmm_resource *mr, size_t n, cudaStream_t s)
-{
-    void *x = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, (crmm_cuda_stream_t)s, &x));
-    ck_assert_ptr_nonnull(x);
-    return x;
-}
-
-static inline void free_on(crmm_resource *mr, void *x, size_t n, cudaStream_t s)
-{
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, x, n, (crmm_cuda_stream_t)s));
-}
 
 
 #endif

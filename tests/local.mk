@@ -70,6 +70,7 @@ GPU_TESTS = \
 # -export-dynamic, so that the plugins' calls land in it instead of in libcudart
 SCRIPTED_CUDA_TESTS = \
 	tests/check_pool_streams \
+	tests/check_pool_streams_threads \
 	tests/check_arena_streams \
 	tests/check_arena_streams_threads \
 	tests/check_fixed_size_streams \
@@ -105,7 +106,7 @@ TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS)
 # .ci/run's install after a reconfigure to another prefix (a full build twice: not in make check)
 EXTRA_DIST += $(SCRIPT_TESTS) tests/install_prefix_change.sh tests/configs
 # helpers that several programs of one plugin or part include
-EXTRA_DIST += tests/arena_test.h tests/loader_test.h tests/pool_test.h tests/core_test.h tests/config_test.h tests/arena_streams_test.h
+EXTRA_DIST += tests/arena_test.h tests/loader_test.h tests/pool_test.h tests/core_test.h tests/config_test.h tests/arena_streams_test.h tests/pool_streams_test.h tests/streams_test.h
 
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la
@@ -133,6 +134,7 @@ REPLAY_SOURCES = tools/cmd_replay.c tools/replay_log.c tools/replay_run.c tools/
 
 # ---- programs with more than tests/NAME.c ----------------------------------------------------
 tests_check_pool_streams_SOURCES = tests/check_pool_streams.c $(FAKE_STREAM_SOURCES)
+tests_check_pool_streams_threads_SOURCES = tests/check_pool_streams_threads.c $(FAKE_STREAM_SOURCES)
 tests_check_arena_streams_SOURCES = tests/check_arena_streams.c $(FAKE_STREAM_SOURCES)
 tests_check_arena_streams_threads_SOURCES = tests/check_arena_streams_threads.c $(FAKE_STREAM_SOURCES)
 tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c $(FAKE_STREAM_SOURCES)
@@ -154,6 +156,7 @@ tests_check_malloc_failure_SOURCES = tests/check_malloc_failure.c tests/cpu_stac
 # -export-dynamic for every scripted-CUDA program (check_pool_thread_cache exports its sched_yield,
 # which the pool's spin lock calls while it waits)
 tests_check_pool_streams_LDFLAGS = -export-dynamic
+tests_check_pool_streams_threads_LDFLAGS = -export-dynamic
 tests_check_arena_streams_LDFLAGS = -export-dynamic
 tests_check_arena_streams_threads_LDFLAGS = -export-dynamic
 tests_check_fixed_size_streams_LDFLAGS = -export-dynamic
