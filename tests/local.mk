@@ -53,6 +53,7 @@ GPU_TESTS = \
 	tests/check_registry_gpu \
 	tests/check_exit_gpu \
 	tests/check_streams_buffers_gpu \
+	tests/check_device_buffer_gpu \
 	tests/check_streams_buffers_2gpu \
 	tests/check_pool_gpu \
 	tests/check_graphs_gpu \
@@ -106,7 +107,7 @@ TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS)
 # .ci/run's install after a reconfigure to another prefix (a full build twice: not in make check)
 EXTRA_DIST += $(SCRIPT_TESTS) tests/install_prefix_change.sh tests/configs
 # helpers that several programs of one plugin or part include
-EXTRA_DIST += tests/arena_test.h tests/loader_test.h tests/pool_test.h tests/core_test.h tests/config_test.h tests/arena_streams_test.h tests/pool_streams_test.h tests/streams_test.h
+EXTRA_DIST += tests/arena_test.h tests/loader_test.h tests/pool_test.h tests/core_test.h tests/config_test.h tests/arena_streams_test.h tests/pool_streams_test.h tests/streams_test.h tests/streams_buffers_gpu_test.h
 
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la
