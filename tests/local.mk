@@ -20,6 +20,7 @@ CPU_TESTS = \
 	tests/check_resource_abi \
 	tests/check_streams_buffers \
 	tests/check_pool \
+	tests/check_pool_thread_cache \
 	tests/check_pool_growth \
 	tests/check_statistics \
 	tests/check_limiting \
@@ -78,7 +79,7 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_torch_allocator \
 	tests/check_async_serialized \
 	tests/check_views_and_system_cpu \
-	tests/check_pool_thread_cache \
+	tests/check_pool_thread_cache_auto \
 	tests/check_replay_streams \
 	tests/check_pool_expandable \
 	tests/check_pool_serving \
@@ -107,7 +108,8 @@ TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS)
 # .ci/run's install after a reconfigure to another prefix (a full build twice: not in make check)
 EXTRA_DIST += $(SCRIPT_TESTS) tests/install_prefix_change.sh tests/configs
 # helpers that several programs of one plugin or part include
-EXTRA_DIST += tests/arena_test.h tests/loader_test.h tests/pool_test.h tests/core_test.h tests/config_test.h tests/arena_streams_test.h tests/pool_streams_test.h tests/streams_test.h tests/streams_buffers_gpu_test.h
+EXTRA_DIST += tests/arena_test.h tests/loader_test.h tests/pool_test.h tests/core_test.h tests/config_test.h tests/arena_streams_test.h tests/pool_streams_test.h tests/streams_test.h tests/streams_buffers_gpu_test.h \
+	tests/pool_thread_cache_test.h
 
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la
@@ -154,7 +156,7 @@ tests_check_fault_injection_SOURCES = tests/check_fault_injection.c tests/cpu_st
 tests_check_malloc_failure_SOURCES = tests/check_malloc_failure.c tests/cpu_stacks.c tests/cpu_stacks.h \
 	tests/malloc_fail.c tests/malloc_fail.h
 
-# -export-dynamic for every scripted-CUDA program (check_pool_thread_cache exports its sched_yield,
+# -export-dynamic for every scripted-CUDA program (check_pool_thread_cache_auto exports its sched_yield,
 # which the pool's spin lock calls while it waits)
 tests_check_pool_streams_LDFLAGS = -export-dynamic
 tests_check_pool_streams_threads_LDFLAGS = -export-dynamic
@@ -164,7 +166,7 @@ tests_check_fixed_size_streams_LDFLAGS = -export-dynamic
 tests_check_torch_allocator_LDFLAGS = -export-dynamic
 tests_check_async_serialized_LDFLAGS = -export-dynamic
 tests_check_views_and_system_cpu_LDFLAGS = -export-dynamic
-tests_check_pool_thread_cache_LDFLAGS = -export-dynamic
+tests_check_pool_thread_cache_auto_LDFLAGS = -export-dynamic
 tests_check_replay_streams_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_LDFLAGS = -export-dynamic
 tests_check_pool_serving_LDFLAGS = -export-dynamic
