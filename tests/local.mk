@@ -82,6 +82,7 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_pool_thread_cache_auto \
 	tests/check_replay_streams \
 	tests/check_pool_expandable \
+	tests/check_pool_expandable_use \
 	tests/check_pool_serving \
 	tests/check_graphs \
 	tests/check_ipc
@@ -109,7 +110,7 @@ TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS)
 EXTRA_DIST += $(SCRIPT_TESTS) tests/install_prefix_change.sh tests/configs
 # helpers that several programs of one plugin or part include
 EXTRA_DIST += tests/arena_test.h tests/loader_test.h tests/pool_test.h tests/core_test.h tests/config_test.h tests/arena_streams_test.h tests/pool_streams_test.h tests/streams_test.h tests/streams_buffers_gpu_test.h \
-	tests/pool_thread_cache_test.h
+	tests/pool_thread_cache_test.h tests/pool_expandable_test.h
 
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la
@@ -143,6 +144,7 @@ tests_check_arena_streams_threads_SOURCES = tests/check_arena_streams_threads.c 
 tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c $(FAKE_STREAM_SOURCES)
 tests_check_torch_allocator_SOURCES = tests/check_torch_allocator.c $(FAKE_CUDA_SOURCES)
 tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c $(FAKE_VMM_SOURCES)
+tests_check_pool_expandable_use_SOURCES = tests/check_pool_expandable_use.c $(FAKE_VMM_SOURCES)
 tests_check_pool_serving_SOURCES = tests/check_pool_serving.c tests/serving_trace.c tests/serving_trace.h \
 	$(FAKE_VMM_SOURCES)
 tests_check_graphs_SOURCES = tests/check_graphs.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
@@ -169,6 +171,7 @@ tests_check_views_and_system_cpu_LDFLAGS = -export-dynamic
 tests_check_pool_thread_cache_auto_LDFLAGS = -export-dynamic
 tests_check_replay_streams_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_LDFLAGS = -export-dynamic
+tests_check_pool_expandable_use_LDFLAGS = -export-dynamic
 tests_check_pool_serving_LDFLAGS = -export-dynamic
 tests_check_graphs_LDFLAGS = -export-dynamic
 tests_check_ipc_LDFLAGS = -export-dynamic
