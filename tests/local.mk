@@ -85,6 +85,7 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_pool_expandable_use \
 	tests/check_pool_serving \
 	tests/check_graphs \
+	tests/check_graphs_plugins \
 	tests/check_ipc
 
 # Scripts, run from the top build directory (where the program is ./tools/crmm)
@@ -110,7 +111,7 @@ TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS)
 EXTRA_DIST += $(SCRIPT_TESTS) tests/install_prefix_change.sh tests/configs
 # helpers that several programs of one plugin or part include
 EXTRA_DIST += tests/arena_test.h tests/loader_test.h tests/pool_test.h tests/core_test.h tests/config_test.h tests/arena_streams_test.h tests/pool_streams_test.h tests/streams_test.h tests/streams_buffers_gpu_test.h \
-	tests/pool_thread_cache_test.h tests/pool_expandable_test.h
+	tests/pool_thread_cache_test.h tests/pool_expandable_test.h tests/graphs_test.h
 
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la
@@ -148,6 +149,7 @@ tests_check_pool_expandable_use_SOURCES = tests/check_pool_expandable_use.c $(FA
 tests_check_pool_serving_SOURCES = tests/check_pool_serving.c tests/serving_trace.c tests/serving_trace.h \
 	$(FAKE_VMM_SOURCES)
 tests_check_graphs_SOURCES = tests/check_graphs.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
+tests_check_graphs_plugins_SOURCES = tests/check_graphs_plugins.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_ipc_SOURCES = tests/check_ipc.c $(FAKE_VMM_SOURCES)
 tests_pool_expandable_replay_SOURCES = tests/pool_expandable_replay.c tools/replay_log.c tools/replay.h \
 	$(PTR_MAP_SOURCES) $(FAKE_VMM_SOURCES)
@@ -174,6 +176,7 @@ tests_check_pool_expandable_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_use_LDFLAGS = -export-dynamic
 tests_check_pool_serving_LDFLAGS = -export-dynamic
 tests_check_graphs_LDFLAGS = -export-dynamic
+tests_check_graphs_plugins_LDFLAGS = -export-dynamic
 tests_check_ipc_LDFLAGS = -export-dynamic
 tests_pool_expandable_replay_LDFLAGS = -export-dynamic
 tests_pool_threads_sim_LDFLAGS = -export-dynamic
