@@ -71,6 +71,7 @@ GPU_TESTS = \
 # CPU suites against a scripted CUDA (tests/fakes/): the program defines CUDA calls and is linked
 # -export-dynamic, so that the plugins' calls land in it instead of in libcudart
 SCRIPTED_CUDA_TESTS = \
+	tests/check_stream_order \
 	tests/check_pool_streams \
 	tests/check_pool_streams_threads \
 	tests/check_arena_streams \
@@ -138,6 +139,7 @@ REPLAY_SOURCES = tools/cmd_replay.c tools/replay_log.c tools/replay_run.c tools/
 	tools/replay_plot.c tools/replay_torch_snapshot.c tools/replay.h $(PTR_MAP_SOURCES)
 
 # ---- programs with more than tests/NAME.c ----------------------------------------------------
+tests_check_stream_order_SOURCES = tests/check_stream_order.c $(FAKE_STREAM_SOURCES)
 tests_check_pool_streams_SOURCES = tests/check_pool_streams.c $(FAKE_STREAM_SOURCES)
 tests_check_pool_streams_threads_SOURCES = tests/check_pool_streams_threads.c $(FAKE_STREAM_SOURCES)
 tests_check_arena_streams_SOURCES = tests/check_arena_streams.c $(FAKE_STREAM_SOURCES)
@@ -162,6 +164,7 @@ tests_check_malloc_failure_SOURCES = tests/check_malloc_failure.c tests/cpu_stac
 
 # -export-dynamic for every scripted-CUDA program (check_pool_thread_cache_auto exports its sched_yield,
 # which the pool's spin lock calls while it waits)
+tests_check_stream_order_LDFLAGS = -export-dynamic
 tests_check_pool_streams_LDFLAGS = -export-dynamic
 tests_check_pool_streams_threads_LDFLAGS = -export-dynamic
 tests_check_arena_streams_LDFLAGS = -export-dynamic
