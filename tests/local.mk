@@ -111,14 +111,15 @@ TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS)
 # .ci/run's install after a reconfigure to another prefix (a full build twice: not in make check)
 EXTRA_DIST += $(SCRIPT_TESTS) tests/install_prefix_change.sh tests/configs
 # helpers that several programs of one plugin or part include
-EXTRA_DIST += tests/arena_test.h tests/loader_test.h tests/pool_test.h tests/core_test.h tests/config_test.h tests/arena_streams_test.h tests/pool_streams_test.h tests/streams_test.h tests/streams_buffers_gpu_test.h \
-	tests/pool_thread_cache_test.h tests/pool_expandable_test.h tests/graphs_test.h
+EXTRA_DIST += tests/core_test.h tests/config_test.h tests/loader_test.h tests/streams_test.h \
+	tests/pool_test.h tests/pool_streams_test.h tests/pool_thread_cache_test.h tests/pool_expandable_test.h \
+	tests/arena_test.h tests/arena_streams_test.h tests/graphs_test.h tests/streams_buffers_gpu_test.h
 
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la
 tests_libcrmmtest_la_SOURCES = tests/test_support.c tests/test_support.h tests/conformance.c tests/conformance.h \
 	tests/fakes/fake_streams.c tests/fakes/fake_streams.h
-tests_libcrmmtest_la_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_libcrmmtest_la_CFLAGS = $(AM_CFLAGS)
 tests_libcrmmtest_la_LIBADD = libcrmm.la $(CHECK_LIBS) $(CUDA_LIBS)
 
 # The programs of this Makefile that set no LDADD of their own are the tests; Check's compile flags
@@ -126,6 +127,8 @@ tests_libcrmmtest_la_LIBADD = libcrmm.la $(CHECK_LIBS) $(CUDA_LIBS)
 AM_CFLAGS += $(CHECK_CFLAGS)
 TEST_CFLAGS = $(AM_CFLAGS)
 TEST_LDADD = tests/libcrmmtest.la libcrmm.la $(CHECK_LIBS) $(CUDA_LIBS) -lm
+# what the programs that drive crmm bench's or crmm replay's code link
+BENCH_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
 LDADD = $(TEST_LDADD)
 
 # The scripted CUDA runtime's capture calls and the scripted driver (tests/fakes/). They define
@@ -156,7 +159,7 @@ tests_check_ipc_SOURCES = tests/check_ipc.c $(FAKE_VMM_SOURCES)
 tests_pool_expandable_replay_SOURCES = tests/pool_expandable_replay.c tools/replay_log.c tools/replay.h \
 	$(PTR_MAP_SOURCES) $(FAKE_VMM_SOURCES)
 tests_pool_threads_sim_SOURCES = tests/pool_threads_sim.c $(FAKE_VMM_SOURCES)
-tests_pool_threads_sim_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+tests_pool_threads_sim_LDADD = $(BENCH_LDADD)
 # every CPU stack over crmm_failnth (fault injection), and crmm's own mallocs failing in turn
 tests_check_fault_injection_SOURCES = tests/check_fault_injection.c tests/cpu_stacks.c tests/cpu_stacks.h
 tests_check_malloc_failure_SOURCES = tests/check_malloc_failure.c tests/cpu_stacks.c tests/cpu_stacks.h \
@@ -194,23 +197,23 @@ tests_check_ptr_map_SOURCES = tests/check_ptr_map.c $(PTR_MAP_SOURCES)
 tests_check_ptr_map_CFLAGS = $(TEST_CFLAGS)
 tests_check_replay_SOURCES = tests/check_replay.c $(REPLAY_SOURCES)
 tests_check_replay_CFLAGS = $(TEST_CFLAGS)
-tests_check_replay_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+tests_check_replay_LDADD = $(BENCH_LDADD)
 tests_check_replay_streams_SOURCES = tests/check_replay_streams.c $(FAKE_CUDA_SOURCES) $(REPLAY_SOURCES)
 tests_check_replay_streams_CFLAGS = $(TEST_CFLAGS)
-tests_check_replay_streams_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+tests_check_replay_streams_LDADD = $(BENCH_LDADD)
 tests_check_adaptors_gpu_SOURCES = tests/check_adaptors_gpu.c $(REPLAY_SOURCES)
 tests_check_adaptors_gpu_CFLAGS = $(TEST_CFLAGS)
-tests_check_adaptors_gpu_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+tests_check_adaptors_gpu_LDADD = $(BENCH_LDADD)
 tests_pool_expandable_replay_CFLAGS = $(TEST_CFLAGS)
 # crmm bench's suites share the readers of its output
 BENCH_TEST_SOURCES = tests/bench_cli_output.c tests/bench_cli_output.h
 tests_check_bench_workload_SOURCES = tests/check_bench_workload.c $(BENCH_TEST_SOURCES)
-tests_check_bench_workload_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+tests_check_bench_workload_LDADD = $(BENCH_LDADD)
 tests_check_bench_cli_SOURCES = tests/check_bench_cli.c $(BENCH_TEST_SOURCES)
-tests_check_bench_cli_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+tests_check_bench_cli_LDADD = $(BENCH_LDADD)
 tests_check_bench_overhead_SOURCES = tests/check_bench_overhead.c $(BENCH_TEST_SOURCES)
-tests_check_bench_overhead_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
-tests_check_bench_gpu_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+tests_check_bench_overhead_LDADD = $(BENCH_LDADD)
+tests_check_bench_gpu_LDADD = $(BENCH_LDADD)
 
 # crmm run with each of its mallocs failing in turn (check_cli_malloc_failure.sh), through a
 # preloaded malloc that fails the Nth call and counts blocks held at exit. `make check` runs every
