@@ -109,7 +109,7 @@ TOOLS_BUILT_WITH_TESTS = tests/ipc_bandwidth tests/pool_expandable_replay tests/
 check_PROGRAMS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(TOOLS_BUILT_WITH_TESTS)
 TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS)
 # .ci/run's install after a reconfigure to another prefix (a full build twice: not in make check)
-EXTRA_DIST += $(SCRIPT_TESTS) tests/install_prefix_change.sh tests/configs
+EXTRA_DIST += $(SCRIPT_TESTS) tests/script_support.sh tests/install_prefix_change.sh tests/configs
 # helpers that several programs of one plugin or part include
 EXTRA_DIST += tests/core_test.h tests/config_test.h tests/loader_test.h tests/streams_test.h \
 	tests/pool_test.h tests/pool_streams_test.h tests/pool_thread_cache_test.h tests/pool_expandable_test.h \
