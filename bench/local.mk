@@ -1,5 +1,5 @@
 # Benchmark workloads shared by `crmm bench` and the performance notes: a convenience library
-# linked into tools/crmm (tools/bench.mk) and the bench tests (tests/bench.mk).
+# linked into tools/crmm (tools/bench.mk) and the bench tests (tests/local.mk).
 noinst_LTLIBRARIES += bench/libcrmmbench.la
 bench_libcrmmbench_la_SOURCES = \
 	bench/bench_workload.c bench/bench_workload.h \
