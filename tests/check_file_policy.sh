@@ -8,25 +8,11 @@
 # VPATH build); the environment gives CRMM_PLUGIN_PATH. CRMM_TOOL overrides the tool's path.
 
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -n "$CRMM_TOOL" ]; then
-    crmm=$CRMM_TOOL
-elif [ -x ./tools/crmm ]; then
-    crmm=./tools/crmm
-else
-    crmm=$here/../tools/crmm
-fi
+. "$here/script_support.sh"
 [ -x "$crmm" ] || { echo "FAIL: no crmm program ($crmm)"; exit 1; }
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/crmm-files-XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
+start_checks files
 chmod 700 "$tmp"
-failures=0
-
-fail() {
-    failures=$((failures + 1))
-    echo "FAIL: $*"
-    sed 's/^/    | /' "$tmp/out" | head -10
-}
 
 printf 'Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0x1000,100,0\n' >"$tmp/replay.csv"
 printf '1,10:00:00.000003,free,0x1000,100,0\n' >>"$tmp/replay.csv"

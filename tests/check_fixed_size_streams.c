@@ -1,10 +1,9 @@
 /* check_fixed_size_streams.c — the fixed_size plugin's stream order on the CPU, against a
  * scripted CUDA.
  *
- * This program defines the CUDA runtime functions fixed_size calls (cudaStreamGetId, event
- * create/record/synchronize/destroy, cudaStreamWaitEvent, cudaDeviceSynchronize) and is linked
- * with -export-dynamic, so the plugin's calls land here. Streams are fake handles that can be
- * destroyed and created again with the same handle and a new id (fake_streams.h); a call passed a
+ * The program links the scripted CUDA of fakes/fake_stream_cuda.c (stream ids, events, waits,
+ * synchronization) and is linked with -export-dynamic, so the plugin's calls land there. Streams
+ * are fake handles that can be destroyed and created again with the same handle and a new id (fake_streams.h); a call passed a
  * destroyed handle fails the test. The upstream is host memory that says it is device memory,
  * and can be told to refuse. The tests state which CUDA calls a free and an allocation cost, and
  * that a block reaches another stream only behind an event recorded after its free, or after a
@@ -16,146 +15,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
-#include "fake_streams.h"
+#include "fakes/fake_stream_cuda.h"
+#include "fakes/fake_streams.h"
 #include "test_support.h"
 
-/* ---- the scripted CUDA ------------------------------------------------------------------- */
-
-#define EVENTS 64
-
-/* An event: whether it exists, and the stream its last record was made on. */
-typedef struct fake_event { int live; cudaStream_t recorded_on; } fake_event;
-
-static fake_event events[EVENTS];
-
-static struct {
-    int get_id, record, wait, device_sync, event_sync, event_create, event_destroy;
-    cudaStream_t last_waiting;
-    fake_event *last_waited;
-} calls;
-
-/* Counted atomically: the threaded test calls the fakes from eight threads. */
-#define COUNT(field) __atomic_add_fetch(&calls.field, 1, __ATOMIC_RELAXED)
-
-static void reset_calls(void)
-{
-    memset(&calls, 0, sizeof calls);
-    fake_streams_reset_uses();
-}
-
-cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
-{
-    COUNT(get_id);
-    fake_stream_use(s, "cudaStreamGetId");
-    *id = s == NULL || s == cudaStreamLegacy ? 1 : s == cudaStreamPerThread ? 2 : fake_stream_id(s);
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
-{
-    (void)flags;
-    COUNT(event_create);
-    for (int i = 0; i < EVENTS; i++)
-        if (!events[i].live) {
-            events[i] = (fake_event){1, NULL};
-            *event = (cudaEvent_t)&events[i];
-            return cudaSuccess;
-        }
-    ck_abort_msg("out of fake events");
-    return cudaErrorMemoryAllocation;
-}
-
-cudaError_t cudaEventDestroy(cudaEvent_t event)
-{
-    COUNT(event_destroy);
-    ((fake_event *)event)->live = 0;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t s)
-{
-    COUNT(record);
-    fake_stream_use(s, "cudaEventRecord");
-    ck_assert_msg(((fake_event *)event)->live, "record on a destroyed event");
-    ((fake_event *)event)->recorded_on = s;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event)
-{
-    (void)event;
-    COUNT(event_sync);
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t event, unsigned int flags)
-{
-    (void)flags;
-    COUNT(wait);
-    calls.last_waiting = s;
-    calls.last_waited = (fake_event *)event;
-    fake_stream_use(s, "cudaStreamWaitEvent");
-    return cudaSuccess;
-}
-
-cudaError_t cudaDeviceSynchronize(void)
-{
-    COUNT(device_sync);
-    return cudaSuccess;
-}
-
-cudaError_t cudaGetDevice(int *device)
-{
-    *device = 0;
-    return cudaSuccess;
-}
-
-cudaError_t cudaSetDevice(int device)
-{
-    (void)device;
-    return cudaSuccess;
-}
-
-/* ---- an upstream of host memory that says it is device memory ---------------------------- */
-
-typedef struct fake_device { crmm_resource base; int chunks, max_chunks; } fake_device;
-
-static crmm_status fd_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
-{
-    (void)stream;
-    fake_device *d = (fake_device *)self;
-    if (d->max_chunks && d->chunks == d->max_chunks)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fake device: full");
-    *ptr = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
-    ck_assert_ptr_nonnull(*ptr);
-    d->chunks++;
-    return CRMM_OK;
-}
-
-static crmm_status fd_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
-{
-    (void)bytes, (void)stream;
-    free(ptr);
-    ((fake_device *)self)->chunks--;
-    return CRMM_OK;
-}
-
-static void fd_destroy(crmm_resource *self) { free(self); }
-
-static const crmm_resource_ops fd_ops = {.allocate = fd_allocate, .deallocate = fd_deallocate, .destroy = fd_destroy};
-
-static fake_device *device; /* the upstream of the resource `fixed` made last */
+static crmm_resource *device; /* the upstream of the resource `fixed` made last */
 
 /* fixed_size with `params` over a fake device that gives at most max_chunks chunks (0: any). */
 static crmm_resource *fixed(const char *params, int max_chunks)
 {
-    device = calloc(1, sizeof *device);
-    ck_assert_ptr_nonnull(device);
-    device->max_chunks = max_chunks;
-    crmm_resource_init(&device->base, &fd_ops, "fake_device", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
+    device = fake_device_new(max_chunks);
     crmm_resource *f = NULL;
-    ck_assert_crmm_ok(crmm_resource_create("fixed_size", params, &device->base, &f));
-    crmm_resource_release(&device->base);
+    ck_assert_crmm_ok(crmm_resource_create("fixed_size", params, device, &f));
+    crmm_resource_release(device);
     return f;
 }
 
@@ -186,12 +58,12 @@ START_TEST(the_same_stream_records_no_event_per_free)
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
     cudaStream_t s = fake_stream_new(0);
     void *keep = alloc_on(f, s);
-    reset_calls();
+    fake_cuda_reset();
     for (int k = 0; k < 1000; k++)
         free_on(f, alloc_on(f, s), s);
-    ck_assert_int_eq(calls.record, 0);
-    ck_assert_int_eq(calls.wait + calls.device_sync, 0);
-    ck_assert_int_eq(calls.get_id, 1000); /* one per allocation (a reused handle is told apart), none per free */
+    ck_assert_int_eq(fake_cuda.record, 0);
+    ck_assert_int_eq(fake_cuda.wait + fake_cuda.device_sync, 0);
+    ck_assert_int_eq(fake_cuda.get_id, 1000); /* one per allocation (a reused handle is told apart), none per free */
     free_on(f, keep, s);
     crmm_resource_release(f);
 }
@@ -206,29 +78,29 @@ START_TEST(another_stream_takes_only_blocks_an_event_covers)
     void *b[128];
     for (int k = 0; k < 128; k++)
         b[k] = alloc_on(f, s); /* the whole first chunk */
-    reset_calls();
+    fake_cuda_reset();
     free_range(f, b, 0, 20, s);
-    ck_assert_int_eq(calls.record, 1);
+    ck_assert_int_eq(fake_cuda.record, 1);
     fake_event *ev_s = (fake_event *)NULL;
-    for (int i = 0; i < EVENTS; i++)
-        if (events[i].live && events[i].recorded_on == s)
-            ev_s = &events[i];
+    for (int i = 0; i < FAKE_EVENTS; i++)
+        if (fake_events[i].live && fake_events[i].recorded_on == s)
+            ev_s = &fake_events[i];
     ck_assert_ptr_nonnull(ev_s);
     void *x = alloc_on(f, t);
-    ck_assert_int_eq(calls.wait, 1);
-    ck_assert_ptr_eq(calls.last_waiting, t);
-    ck_assert_ptr_eq(calls.last_waited, ev_s);
+    ck_assert_int_eq(fake_cuda.wait, 1);
+    ck_assert_ptr_eq(fake_cuda.last_waiting, t);
+    ck_assert_ptr_eq(fake_cuda.last_waited, ev_s);
     int covered = 0;
     for (int k = 0; k < 16; k++)
         covered |= x == b[k];
     ck_assert_msg(covered, "t got a block freed after s's last record");
-    ck_assert_int_eq(device->chunks, 1);
-    ck_assert_int_eq(calls.device_sync, 0);
+    ck_assert_int_eq(fake_device_chunks(device), 1);
+    ck_assert_int_eq(fake_cuda.device_sync, 0);
     /* s still has its 4 uncovered blocks, at once, with no CUDA call but the ids */
-    reset_calls();
+    fake_cuda_reset();
     void *y = alloc_on(f, s);
     ck_assert_ptr_eq(y, b[19]);
-    ck_assert_int_eq(calls.record + calls.wait + calls.device_sync, 0);
+    ck_assert_int_eq(fake_cuda.record + fake_cuda.wait + fake_cuda.device_sync, 0);
     free_on(f, y, s);
     free_on(f, x, t);
     free_range(f, b, 20, 128, s);
@@ -246,21 +118,21 @@ START_TEST(uncovered_blocks_are_taken_after_a_device_synchronization)
     void *b[16];
     for (int k = 0; k < 16; k++)
         b[k] = alloc_on(f, s);
-    reset_calls();
+    fake_cuda_reset();
     free_on(f, b[0], s); /* 16 blocks a chunk: an event every 2 frees; this one is not covered */
-    ck_assert_int_eq(calls.record, 0);
+    ck_assert_int_eq(fake_cuda.record, 0);
     fake_stream_destroy(s);
     cudaStream_t s2 = fake_stream_new(0); /* the same handle, another stream */
     ck_assert_ptr_eq(s2, s);
     void *c[16];
     for (int k = 0; k < 16; k++)
         c[k] = alloc_on(f, t); /* the second chunk */
-    ck_assert_int_eq(device->chunks, 2);
-    ck_assert_int_eq(calls.device_sync, 0);
+    ck_assert_int_eq(fake_device_chunks(device), 2);
+    ck_assert_int_eq(fake_cuda.device_sync, 0);
     void *x = alloc_on(f, s2); /* upstream refuses a third chunk */
     ck_assert_ptr_eq(x, b[0]);
-    ck_assert_int_eq(calls.device_sync, 1);
-    ck_assert_int_eq(device->chunks, 2);
+    ck_assert_int_eq(fake_cuda.device_sync, 1);
+    ck_assert_int_eq(fake_device_chunks(device), 2);
     free_on(f, x, s2);
     free_range(f, b, 1, 16, t);
     free_range(f, c, 0, 16, t);
@@ -279,9 +151,9 @@ START_TEST(a_reused_handle_does_not_take_the_old_streams_blocks)
     free_on(f, b[5], s);
     fake_stream_destroy(s);
     cudaStream_t s2 = fake_stream_new(0);
-    reset_calls();
+    fake_cuda_reset();
     void *x = alloc_on(f, s2);
-    ck_assert_msg(x != b[5] || calls.wait + calls.device_sync > 0, "the new stream got the old one's block unordered");
+    ck_assert_msg(x != b[5] || fake_cuda.wait + fake_cuda.device_sync > 0, "the new stream got the old one's block unordered");
     free_on(f, x, s2);
     for (int k = 0; k < 16; k++)
         if (k != 5)
@@ -304,16 +176,16 @@ START_TEST(frees_on_a_reused_handle_never_cover_the_old_streams_blocks)
     free_on(f, b[0], s); /* s's first free: its id is asked for once */
     fake_stream_destroy(s);
     cudaStream_t s2 = fake_stream_new(0);
-    reset_calls();
+    fake_cuda_reset();
     free_on(f, b[1], s2); /* on s's list, uncovered; no CUDA call */
     free_on(f, b[2], s2);
-    ck_assert_int_eq(calls.get_id + calls.record, 0);
+    ck_assert_int_eq(fake_cuda.get_id + fake_cuda.record, 0);
     free_on(f, b[3], s2); /* a record is due: the id says the list is s's, so none is made */
-    ck_assert_int_eq(calls.get_id, 1);
-    ck_assert_int_eq(calls.record, 0);
+    ck_assert_int_eq(fake_cuda.get_id, 1);
+    ck_assert_int_eq(fake_cuda.record, 0);
     free_range(f, b, 4, 8, s2); /* s2's own list from now on, recorded at its 4th block */
-    ck_assert_int_eq(calls.record, 1);
-    ck_assert_ptr_eq(calls.last_waited, NULL);
+    ck_assert_int_eq(fake_cuda.record, 1);
+    ck_assert_ptr_eq(fake_cuda.last_waited, NULL);
     /* t and s2 take only covered blocks (b[4..7], behind s2's record) or their own */
     void *x[8];
     for (int k = 0; k < 8; k++) {
@@ -321,7 +193,7 @@ START_TEST(frees_on_a_reused_handle_never_cover_the_old_streams_blocks)
         for (int j = 0; j < 4; j++)
             ck_assert_msg(x[k] != b[j], "block %d, uncovered on s's list, was handed out", j);
     }
-    ck_assert_int_eq(calls.device_sync, 0);
+    ck_assert_int_eq(fake_cuda.device_sync, 0);
     free_range(f, x, 0, 8, t);
     free_range(f, b, 8, 32, t);
     crmm_resource_release(f);
@@ -334,14 +206,14 @@ END_TEST
 START_TEST(blocks_left_by_destroyed_streams_do_not_make_it_grow)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 0); /* an event every 2 frees */
-    reset_calls();
+    fake_cuda_reset();
     for (int i = 0; i < 40; i++) {
         cudaStream_t s = fake_stream_new(0); /* the same handle, a new stream each time */
         free_on(f, alloc_on(f, s), s);
         fake_stream_destroy(s);
     }
-    ck_assert_int_eq(device->chunks, 1);
-    ck_assert_int_eq(calls.device_sync, 2); /* at the 17th and the 33rd stream */
+    ck_assert_int_eq(fake_device_chunks(device), 1);
+    ck_assert_int_eq(fake_cuda.device_sync, 2); /* at the 17th and the 33rd stream */
     crmm_resource_release(f);
 }
 END_TEST
@@ -353,9 +225,9 @@ START_TEST(destroy_synchronizes_for_uncovered_blocks)
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
     cudaStream_t s = fake_stream_new(0);
     free_on(f, alloc_on(f, s), s);
-    reset_calls();
+    fake_cuda_reset();
     crmm_resource_release(f);
-    ck_assert_int_eq(calls.device_sync, 1);
+    ck_assert_int_eq(fake_cuda.device_sync, 1);
 }
 END_TEST
 
@@ -365,12 +237,12 @@ START_TEST(one_block_chunks_record_every_free)
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=1", 0);
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *p = alloc_on(f, s);
-    reset_calls();
+    fake_cuda_reset();
     free_on(f, p, s);
-    ck_assert_int_eq(calls.record, 1);
+    ck_assert_int_eq(fake_cuda.record, 1);
     ck_assert_ptr_eq(alloc_on(f, t), p);
-    ck_assert_int_eq(calls.wait, 1);
-    ck_assert_int_eq(device->chunks, 1);
+    ck_assert_int_eq(fake_cuda.wait, 1);
+    ck_assert_int_eq(fake_device_chunks(device), 1);
     free_on(f, p, t);
     crmm_resource_release(f);
 }

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <crmm/ipc.h>
-#include "fake_vmm.h"
+#include "fakes/fake_vmm.h"
 #include "test_support.h"
 
 #define KiB ((size_t)1 << 10)

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/pool.h>
-#include "fake_vmm.h"
+#include "fakes/fake_vmm.h"
 #include "serving_trace.h"
 #include "test_support.h"
 

@@ -10,6 +10,8 @@
 # Run by `make check` from the top build directory; CRMM_TEST_SRCDIR names the source's tests/.
 # CRMM_TEST_CC, CRMM_TEST_CFLAGS and CRMM_TEST_LDFLAGS give the compiler and its flags.
 
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/script_support.sh"
 srcdir=$(cd "${CRMM_TEST_SRCDIR:-$(dirname "$0")}/.." && pwd)
 build=$(pwd)
 readme=$srcdir/README.md
@@ -25,15 +27,7 @@ PKG_CONFIG_PATH=$build
 export PKG_CONFIG_PATH
 pc_cflags=$(pkg-config --cflags crmm) && pc_libs=$(pkg-config --libs crmm) || { echo "FAIL: pkg-config crmm"; exit 1; }
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/crmm-readme-XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
-failures=0
-checks=0
-fail() {
-    failures=$((failures + 1))
-    echo "FAIL: $*"
-    if [ -s "$tmp/out" ]; then sed 's/^/    | /' "$tmp/out" | head -20; fi
-}
+start_checks readme
 # expect TEXT: the last output holds TEXT
 expect() {
     checks=$((checks + 1))

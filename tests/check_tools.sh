@@ -8,30 +8,15 @@
 # gives CRMM_PLUGIN_PATH and CRMM_TEST_SRCDIR. CRMM_TOOL overrides the tool's path.
 
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/script_support.sh"
 srcdir=${CRMM_TEST_SRCDIR:-$here}
 configs=$srcdir/configs
-if [ -n "$CRMM_TOOL" ]; then
-    crmm=$CRMM_TOOL
-elif [ -x ./tools/crmm ]; then
-    crmm=./tools/crmm
-else
-    crmm=$here/../tools/crmm
-fi
 if [ ! -x "$crmm" ] || [ ! -d "$configs" ]; then
     echo "FAIL: no crmm program ($crmm) or no configs ($configs)"
     exit 1
 fi
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/crmm-tools-XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
-failures=0
-checks=0
-
-fail() {
-    failures=$((failures + 1))
-    echo "FAIL: $*"
-    if [ -s "$tmp/out" ]; then sed 's/^/    | /' "$tmp/out" | head -20; fi
-}
+start_checks tools
 
 # run EXPECTED_STATUS ARGS...: runs crmm with stdout and stderr in $tmp/out; checks the status.
 run() {

@@ -8,28 +8,13 @@
 # tool's path; the environment gives CRMM_PLUGIN_PATH).
 
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -n "$CRMM_TOOL" ]; then
-    crmm=$CRMM_TOOL
-elif [ -x ./tools/crmm ]; then
-    crmm=./tools/crmm
-else
-    crmm=$here/../tools/crmm
-fi
+. "$here/script_support.sh"
 if [ ! -x "$crmm" ]; then
     echo "FAIL: no crmm program ($crmm)"
     exit 1
 fi
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/crmm-scale-XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
-failures=0
-checks=0
-
-fail() {
-    failures=$((failures + 1))
-    echo "FAIL: $*"
-    if [ -s "$tmp/out" ]; then head -c 2000 "$tmp/out" | sed 's/^/    | /'; fi
-}
+start_checks scale
 
 # run EXPECTED_STATUS ARGS...: crmm with stdout and stderr in $tmp/out; checks the status.
 run() {

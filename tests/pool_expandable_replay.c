@@ -18,7 +18,7 @@
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
 #include "../tools/replay.h"
-#include "fake_vmm.h"
+#include "fakes/fake_vmm.h"
 
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)

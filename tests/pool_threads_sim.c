@@ -15,7 +15,7 @@
 #include <crmm/crmm.h>
 #include "../bench/bench_runner.h"
 #include "../bench/bench_workload.h"
-#include "fake_vmm.h"
+#include "fakes/fake_vmm.h"
 
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)

@@ -2,7 +2,7 @@
 #include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
-#include "fake_vmm.h"
+#include "fakes/fake_vmm.h"
 #include "serving_trace.h"
 
 #define STREAM ((crmm_cuda_stream_t)(uintptr_t)0x1000)

@@ -5,7 +5,7 @@ tests_plugins_crmm_template_la_SOURCES = plugins/template/template_plugin.c
 tests_plugins_crmm_template_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
 tests_plugins_crmm_template_la_LIBADD = $(PLUGIN_LIBADD)
 
-# crmm_budget: host memory with a byte budget, to make allocations fail on purpose (tests/rmm_resources.mk).
+# crmm_budget: host memory with a byte budget, to make allocations fail on purpose (check_failure_callback and friends).
 check_LTLIBRARIES += tests/plugins/crmm_budget.la
 tests_plugins_crmm_budget_la_SOURCES = tests/plugins/budget_plugin.c
 tests_plugins_crmm_budget_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)

@@ -1,0 +1,34 @@
+/* arena_streams_test.h — what the arena's stream suites (check_arena_streams,
+ * check_arena_streams_threads) share: an arena over the fake device of fakes/fake_stream_cuda.h,
+ * forgetting the calls its creation made. */
+#ifndef CRMM_TESTS_ARENA_STREAMS_TEST_H
+#define CRMM_TESTS_ARENA_STREAMS_TEST_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include <crmm/arena.h>
+#include "fakes/fake_stream_cuda.h"
+#include "fakes/fake_streams.h"
+#include "test_support.h"
+#include "streams_test.h"
+
+
+/* An arena over the fake device (fakes/fake_stream_cuda.h); the calls its creation made are
+ * forgotten. */
+static inline crmm_resource *device_arena(const char *params)
+{
+    crmm_resource *u = fake_device_new(0);
+    crmm_resource *a = crmm_test_create("arena", params, u);
+    crmm_resource_release(u);
+    fake_cuda_reset();
+    return a;
+}
+
+
+
+#endif

@@ -1,0 +1,325 @@
+/* check_arena_streams_threads.c — the arena's stream logic on the CPU, against the scripted CUDA of
+ * fakes/fake_stream_cuda.c (as check_arena_streams.c): the device synchronizations defragmenting
+ * and thread exit make anyway, which streams are one (per-thread default streams, NULL and the
+ * legacy handle), the dump, host memory, and many streams and threads at once. */
+#include "build_config.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include <crmm/arena.h>
+#include "fakes/fake_stream_cuda.h"
+#include "fakes/fake_streams.h"
+#include "test_support.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#include "arena_test.h"
+#include "arena_streams_test.h"
+
+/* ---- the device synchronizations that were there already ----------------------------------- */
+
+START_TEST(defragment_makes_everything_free_for_all)
+{
+    crmm_resource *mr = device_arena("arena_size=4MiB");
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *small = alloc_on(mr, 1000, s); /* s's thread arena holds a superblock */
+    void *big = alloc_on(mr, 2 * MiB, s);
+    free_on(mr, small, 1000, s);
+    free_on(mr, big, 2 * MiB, s);
+    ck_assert_int_eq(fake_cuda_total(), 0);
+    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DEFRAGMENT, NULL));
+    ck_assert_int_eq(fake_cuda.device_sync, 1); /* the empty superblock moves: one wait */
+    ck_assert_uint_eq(stats(mr).global_largest_free, 4 * MiB);
+    void *all = alloc_on(mr, 4 * MiB, t); /* and the large block's tag is void with it */
+    ck_assert_int_eq(fake_cuda.device_sync, 1);
+    ck_assert_uint_eq(stats(mr).stream_syncs, 0);
+    free_on(mr, all, 4 * MiB, t);
+    /* with nothing to take, defragment does not wait */
+    fake_cuda_reset();
+    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DEFRAGMENT, NULL));
+    ck_assert_int_eq(fake_cuda_total(), 0);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+typedef struct stream_job {
+    crmm_resource *mr;
+    cudaStream_t stream;
+    size_t small, large;
+    crmm_status st;
+} stream_job;
+
+/* On its stream: a small block (unless j->small is 0) and a large one, both freed; then exit. */
+static void *use_and_exit(void *arg)
+{
+    stream_job *j = arg;
+    crmm_cuda_stream_t s = (crmm_cuda_stream_t)j->stream;
+    void *a = NULL, *b = NULL;
+    j->st = j->small ? crmm_resource_allocate(j->mr, j->small, s, &a) : CRMM_OK;
+    if (j->st == CRMM_OK)
+        j->st = crmm_resource_allocate(j->mr, j->large, s, &b);
+    if (j->st == CRMM_OK && j->small)
+        j->st = crmm_resource_deallocate(j->mr, a, j->small, s);
+    if (j->st == CRMM_OK)
+        j->st = crmm_resource_deallocate(j->mr, b, j->large, s);
+    return NULL;
+}
+
+static void run_thread(stream_job *j)
+{
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, use_and_exit, j), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_crmm_ok(j->st);
+}
+
+START_TEST(thread_exit_makes_everything_free_for_all)
+{
+    crmm_resource *mr = device_arena("arena_size=4MiB");
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    stream_job j = {mr, s, 1000, 2 * MiB, CRMM_ERROR_STATE};
+    run_thread(&j);
+    ck_assert_int_eq(fake_cuda.device_sync, 1); /* at exit, before its superblock went back */
+    void *all = alloc_on(mr, 4 * MiB, t);
+    ck_assert_int_eq(fake_cuda.device_sync, 1);
+    free_on(mr, all, 4 * MiB, t);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+/* ---- which streams are one ----------------------------------------------------------------- */
+
+START_TEST(per_thread_default_streams_of_two_threads_are_two_streams)
+{
+    /* the arena is one large block: each thread's per-thread stream frees it in turn */
+    crmm_resource *mr = device_arena("arena_size=1MiB");
+    stream_job j = {mr, cudaStreamPerThread, 0, MiB, CRMM_ERROR_STATE};
+    run_thread(&j);
+    ck_assert_int_eq(fake_cuda_total(), 0); /* it held no superblock: its exit did not wait */
+    void *a = alloc_on(mr, MiB, cudaStreamPerThread); /* another thread's: a wait */
+    ck_assert_int_eq(fake_cuda.device_sync, 1);
+    free_on(mr, a, MiB, cudaStreamPerThread);
+    void *b = alloc_on(mr, MiB, cudaStreamPerThread); /* this thread's own: at once */
+    ck_assert_ptr_eq(b, a);
+    ck_assert_int_eq(fake_cuda.device_sync, 1);
+    free_on(mr, b, MiB, cudaStreamPerThread);
+    run_thread(&j); /* and a third thread waits for this one's */
+    ck_assert_int_eq(fake_cuda.device_sync, 2);
+    ck_assert_int_eq(fake_cuda.stream_sync, 0);
+    ck_assert_uint_eq(stats(mr).stream_syncs, 2);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(null_and_the_legacy_handle_are_one_stream)
+{
+    crmm_resource *mr = device_arena("arena_size=1MiB");
+    void *a = alloc_on(mr, MiB, NULL);
+    free_on(mr, a, MiB, NULL);
+    void *b = alloc_on(mr, MiB, cudaStreamLegacy);
+    ck_assert_ptr_eq(b, a);
+    free_on(mr, b, MiB, cudaStreamLegacy);
+    b = alloc_on(mr, MiB, NULL);
+    ck_assert_int_eq(fake_cuda_total(), 0);
+    free_on(mr, b, MiB, NULL);
+    b = alloc_on(mr, MiB, cudaStreamPerThread); /* but not the per-thread stream */
+    ck_assert_int_eq(fake_cuda.device_sync, 1);
+    free_on(mr, b, MiB, cudaStreamPerThread);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+START_TEST(the_dump_names_the_stream_a_span_waits_for)
+{
+    crmm_resource *mr = device_arena("arena_size=4MiB");
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    char *dir = crmm_test_tmpdir(), path[4200], want[64];
+    ck_assert_ptr_nonnull(dir);
+    snprintf(path, sizeof path, "%s/dump.log", dir);
+    void *a = alloc_on(mr, 2 * MiB, s);
+    free_on(mr, a, 2 * MiB, s);
+    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DUMP, path));
+    char *text = crmm_test_read_file_or_fail(path);
+    snprintf(want, sizeof want, "size=4.0 MiB, freed on stream %p\n", (void *)s);
+    ck_assert_msg(strstr(text, want), "no \"%s\" in:\n%s", want, text);
+    ck_assert_msg(strstr(text, "another stream: 0\n"), "%s", text);
+    free(text);
+    a = alloc_on(mr, 2 * MiB, t); /* after the wait the rest is free for all */
+    unlink(path);
+    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DUMP, path));
+    text = crmm_test_read_file_or_fail(path);
+    ck_assert_msg(!strstr(text, ", freed on"), "%s", text);
+    ck_assert_msg(strstr(text, "another stream: 1\n"), "%s", text);
+    free(text);
+    free_on(mr, a, 2 * MiB, t);
+    free(dir);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+/* ---- host memory, many streams, many threads ------------------------------------------------ */
+
+START_TEST(host_memory_makes_no_cuda_call)
+{
+    fake_cuda_reset();
+    crmm_resource *host = crmm_test_create("host", "", NULL);
+    crmm_resource *mr = crmm_test_create("arena", "arena_size=4MiB", host);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *a = alloc_on(mr, 4 * MiB, s);
+    free_on(mr, a, 4 * MiB, s);
+    void *b = alloc_on(mr, 4 * MiB, t);
+    ck_assert_ptr_eq(b, a);
+    free_on(mr, b, 4 * MiB, t);
+    void *c = alloc_on(mr, 1000, t);
+    free_on(mr, c, 1000, s);
+    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DEFRAGMENT, NULL));
+    crmm_resource_release(mr);
+    crmm_resource_release(host);
+    ck_assert_int_eq(fake_cuda_total(), 0);
+    ck_assert_int_eq(fake_stream_uses(s) + fake_stream_uses(t), 0);
+}
+END_TEST
+
+/* A block's bytes: its address and size, so that an overlap with another live block shows. */
+static void fill(unsigned char *p, size_t n)
+{
+    memset(p, (int)(((uintptr_t)p >> 14) ^ n) & 0xff, n < 512 ? n : 512);
+    memset(p + n - (n < 512 ? n : 512), (int)(((uintptr_t)p >> 14) ^ n ^ 0x5a) & 0xff, n < 512 ? n : 512);
+}
+
+static int intact(const unsigned char *p, size_t n)
+{
+    size_t k = n < 512 ? n : 512;
+    unsigned char head = (unsigned char)(((uintptr_t)p >> 14) ^ n), tail = head ^ 0x5a;
+    for (size_t i = 0; i + k < n && i < k; i++)
+        if (p[i] != head)
+            return 0;
+    for (size_t i = n - k; i < n; i++)
+        if (p[i] != tail)
+            return 0;
+    return 1;
+}
+
+START_TEST(many_streams_keep_the_books)
+{
+    crmm_resource *mr = device_arena("arena_size=256MiB shards=2");
+    enum { S = 6, LIVE = 40 };
+    cudaStream_t st[S];
+    for (int k = 0; k < S; k++)
+        st[k] = fake_stream_new(k);
+    void *live[LIVE] = {0};
+    size_t size[LIVE] = {0};
+    uint64_t seed = 7;
+    int moves = 0;
+    for (int step = 0; step < 20000; step++) {
+        uint64_t r = crmm_test_rand(&seed);
+        int k = (int)(r % LIVE);
+        cudaStream_t on = st[(r >> 8) % S];
+        if (live[k]) {
+            if (!intact(live[k], size[k]))
+                ck_abort_msg("step %d: block %p of %zu bytes was overwritten", step, live[k], size[k]);
+            free_on(mr, live[k], size[k], on);
+            live[k] = NULL;
+        } else {
+            size[k] = 1 + (size_t)((r >> 16) % ((r >> 40) & 1 ? 4 * MiB : 2 * KiB)); /* few classes: */
+            /* every stream has its own superblock per class */
+            int before = fake_cuda.device_sync;
+            live[k] = alloc_on(mr, size[k], on);
+            moves += fake_cuda.device_sync - before;
+            fill(live[k], size[k]);
+        }
+        if (step == 10000) { /* a stream goes away halfway: its handle must never reach CUDA again */
+            fake_stream_destroy(st[0]);
+            st[0] = fake_stream_new(S);
+        }
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (live[k])
+            free_on(mr, live[k], size[k], st[k % S]);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_int_eq(fake_cuda.forbidden, 0);
+    ck_assert_uint_eq(stats(mr).stream_syncs, (uint64_t)moves);
+    ck_assert_int_gt(moves, 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+typedef struct own_stream_job {
+    crmm_resource *mr;
+    cudaStream_t stream;
+    unsigned index;
+    char why[160];
+} own_stream_job;
+
+/* Set C's pattern: random sizes up to 4 MiB, at most 8 live, all on the thread's own stream. */
+static void *own_stream_work(void *arg)
+{
+    own_stream_job *j = arg;
+    enum { LIVE = 8 };
+    void *live[LIVE] = {0};
+    size_t size[LIVE] = {0};
+    uint64_t seed = 42 + j->index;
+    crmm_cuda_stream_t s = (crmm_cuda_stream_t)j->stream;
+    for (int step = 0; step < 20000 && !j->why[0]; step++) {
+        uint64_t r = crmm_test_rand(&seed);
+        int k = (int)(r % LIVE);
+        if (live[k]) {
+            if (crmm_resource_deallocate(j->mr, live[k], size[k], s) != CRMM_OK)
+                snprintf(j->why, sizeof j->why, "free: %s", crmm_last_error());
+            live[k] = NULL;
+        } else {
+            size[k] = 1 + (size_t)((r >> 16) % (4 * MiB));
+            if (crmm_resource_allocate(j->mr, size[k], s, &live[k]) != CRMM_OK)
+                snprintf(j->why, sizeof j->why, "allocate %zu: %s", size[k], crmm_last_error());
+        }
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (live[k] && crmm_resource_deallocate(j->mr, live[k], size[k], s) != CRMM_OK)
+            snprintf(j->why, sizeof j->why, "final free: %s", crmm_last_error());
+    return NULL;
+}
+
+START_TEST(threads_on_their_own_streams_never_wait)
+{
+    crmm_resource *mr = device_arena("arena_size=512MiB");
+    ck_assert_uint_eq(stats(mr).shards, 8);
+    enum { T = 4 };
+    pthread_t th[T];
+    own_stream_job j[T];
+    for (unsigned i = 0; i < T; i++) {
+        j[i] = (own_stream_job){.mr = mr, .stream = fake_stream_new((int)i), .index = i};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, own_stream_work, &j[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        ck_assert_msg(!j[i].why[0], "thread %d: %s", i, j[i].why);
+    }
+    /* their exits waited once each (they held superblocks); nothing else did */
+    ck_assert_uint_eq(stats(mr).stream_syncs, 0);
+    ck_assert_int_eq(fake_cuda.stream_sync, 0);
+    ck_assert_int_le(fake_cuda.device_sync, T);
+    crmm_resource_release(mr);
+}
+END_TEST
+
+int main(void)
+{
+    fake_cuda.forbid_events_and_ids = 1; /* the arena never names an event nor asks a stream's id */
+    Suite *s = suite_create("arena_streams_threads");
+    TCase *tc = tcase_create("arena_streams");
+    tcase_add_test(tc, defragment_makes_everything_free_for_all);
+    tcase_add_test(tc, thread_exit_makes_everything_free_for_all);
+    tcase_add_test(tc, per_thread_default_streams_of_two_threads_are_two_streams);
+    tcase_add_test(tc, null_and_the_legacy_handle_are_one_stream);
+    tcase_add_test(tc, the_dump_names_the_stream_a_span_waits_for);
+    tcase_add_test(tc, host_memory_makes_no_cuda_call);
+    tcase_add_test(tc, many_streams_keep_the_books);
+    tcase_add_test(tc, threads_on_their_own_streams_never_wait);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

@@ -1,0 +1,446 @@
+/* check_bench_cli.c — `crmm bench` without a GPU: the lenient config loader, the report writer and
+ * the command line (run in-process through bench_cli_main, its output captured in temporary
+ * files). */
+#include "build_config.h"
+#include <ctype.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "test_support.h"
+#include "../bench/bench_cli.h"
+#include "../bench/bench_config.h"
+#include "../bench/bench_overhead.h"
+#include "../bench/bench_report.h"
+#include "../bench/bench_runner.h"
+#include "../bench/bench_workload.h"
+#include "bench_cli_output.h"
+
+/* ---- the lenient config ---------------------------------------------------------------------- */
+
+START_TEST(config_skips_resources_whose_plugin_does_not_load)
+{
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    bench_config *bc;
+    ck_assert_crmm_ok(bench_config_open(path, &bc));
+    ck_assert_str_eq(bench_config_origin(bc), path);
+    ck_assert_uint_eq(bench_config_resource_count(bc), 2);
+    ck_assert_str_eq(bench_config_resource_name(bc, 0), "h");
+    ck_assert_str_eq(bench_config_resource_name(bc, 1), "t");
+    ck_assert_str_eq(bench_config_resource_plugin(bc, 1), "template");
+    ck_assert(bench_config_resource_is_host(bc, 1));
+    ck_assert_int_eq(bench_config_find(bc, "t"), 1);
+    ck_assert_int_eq(bench_config_find(bc, "p"), -1);
+    ck_assert_uint_eq(bench_config_skipped_count(bc), 2);
+    ck_assert_str_eq(bench_config_skipped_name(bc, 0), "p");
+    ck_assert_ptr_nonnull(strstr(bench_config_skipped_reason(bc, 0), "nosuchplugin"));
+    ck_assert_str_eq(bench_config_skipped_name(bc, 1), "q");
+    ck_assert_ptr_nonnull(strstr(bench_config_skipped_reason(bc, 1), "upstream 'p'"));
+    /* fresh instances each time */
+    crmm_resource *a, *b;
+    ck_assert_crmm_ok(bench_config_create(bc, "t", -1, &a));
+    ck_assert_crmm_ok(bench_config_create(bc, "t", -1, &b));
+    ck_assert_ptr_ne(a, b);
+    ck_assert_str_eq(crmm_resource_kind(a), "template");
+    ck_assert_int_eq(crmm_resource_refcount(a), 1);
+    crmm_resource_release(a);
+    crmm_resource_release(b);
+    bench_config_close(bc);
+}
+END_TEST
+
+START_TEST(config_other_errors_stay_errors)
+{
+    /* an unknown key is a real mistake: the strict loader's message, even with a missing plugin */
+    const char *path = crmm_test_write_file("bad.ini", "[resource.h]\nplugin = host\nbogus_key = 1\n"
+                                                       "[resource.p]\nplugin = nosuchplugin\n");
+    bench_config *bc = NULL;
+    ck_assert_crmm(bench_config_open(path, &bc), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_null(bc);
+    ck_assert_msg(strstr(crmm_last_error(), "bad.ini:") != NULL, "message: %s", crmm_last_error());
+    ck_assert_crmm(bench_config_open("/nonexistent/crmm.ini", &bc), CRMM_ERROR_IO);
+    /* a config that loads strictly has nothing skipped */
+    path = crmm_test_write_file("ok.ini", "[resource.h]\nplugin = host\n");
+    ck_assert_crmm_ok(bench_config_open(path, &bc));
+    ck_assert_uint_eq(bench_config_skipped_count(bc), 0);
+    bench_config_close(bc);
+}
+END_TEST
+
+/* ---- the command line ------------------------------------------------------------------------- */
+
+static int gpu_count;
+
+START_TEST(cli_table_rows_and_skips)
+{
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    crmm_test_output r = run_cli("--set", "B", "--steps", "1000", "--repeats", "1", "--config", path, NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "skipped p: ") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "skipped q: its upstream 'p' was skipped") != NULL, "%s", r.out);
+    ck_assert_msg(find_row(r.out, "B", "h") != NULL, "no row for h:\n%s", r.out);
+    ck_assert_msg(find_row(r.out, "B", "t") != NULL, "no row for t:\n%s", r.out);
+    ck_assert_ptr_null(find_row(r.out, "B", "p"));
+    ck_assert_ptr_null(find_row(r.out, "A", "h"));
+    ck_assert_ptr_nonnull(strstr(r.out, "set B: 1000 steps, <= 100 live, sizes 1 B .. 1.0 KiB, 1 thread"));
+    ck_assert_ptr_nonnull(strstr(find_row(r.out, "B", "t"), "template"));
+    if (gpu_count == 0) {
+        ck_assert_msg(strstr(r.out, "no CUDA device (") != NULL, "%s", r.out);
+        ck_assert_ptr_nonnull(strstr(r.out, "GPU resources and the raw CUDA references are skipped"));
+        ck_assert_ptr_nonnull(strstr(r.out, "skipped cudaMalloc: raw CUDA reference"));
+        ck_assert_ptr_nonnull(strstr(r.out, "skipped cudaMallocAsync: raw CUDA reference"));
+        ck_assert_ptr_nonnull(strstr(r.out, "skipped cudaMallocFromPoolAsync: raw CUDA reference"));
+    } else {
+        ck_assert_msg(find_row(r.out, "B", "cudaMalloc") != NULL, "%s", r.out);
+        ck_assert_msg(find_row(r.out, "B", "cudaMallocAsync") != NULL, "%s", r.out);
+        ck_assert_msg(find_row(r.out, "B", "cudaMallocFromPoolAsync") != NULL, "%s", r.out);
+    }
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+START_TEST(cli_resource_can_name_references)
+{
+    /* naming a reference keeps only the references named; the config's resources still by name */
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    crmm_test_output r = run_cli("--set", "B", "--steps", "500", "--repeats", "1", "--config", path, "--resource", "h",
+                                 "--resource", "cudaMallocFromPoolAsync", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(find_row(r.out, "B", "h") != NULL, "%s", r.out);
+    ck_assert_ptr_null(find_row(r.out, "B", "t"));
+    ck_assert_ptr_null(strstr(r.out, "cudaMallocAsync"));
+    ck_assert_ptr_null(strstr(r.out, "cudaMalloc:"));
+    ck_assert_ptr_null(find_row(r.out, "B", "cudaMalloc"));
+    if (gpu_count == 0)
+        ck_assert_msg(strstr(r.out, "skipped cudaMallocFromPoolAsync: raw CUDA reference") != NULL, "%s", r.out);
+    else
+        ck_assert_msg(find_row(r.out, "B", "cudaMallocFromPoolAsync") != NULL, "%s", r.out);
+    crmm_test_output_free(&r);
+
+    /* a config resource of a reference's name is what that name means; the reference stays out */
+    const char *shadow = crmm_test_write_file("shadow.ini", "[resource.cudaMalloc]\nplugin = host\n[resource.h]\nplugin = host\n");
+    r = run_cli("--set", "B", "--steps", "500", "--repeats", "1", "--config", shadow, "--resource", "cudaMalloc",
+                "--resource", "cudaMallocAsync", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    const char *row = find_row(r.out, "B", "cudaMalloc");
+    ck_assert_msg(row && strstr(row, " host ") != NULL, "%s", r.out);
+    ck_assert_msg(find_row(row + 1, "B", "cudaMalloc") == NULL, "two cudaMalloc rows:\n%s", r.out);
+    ck_assert_msg(strstr(r.out, "skipped cudaMalloc:") == NULL, "%s", r.out);
+    ck_assert_ptr_nonnull(strstr(r.out, "cudaMallocAsync"));
+    ck_assert_ptr_null(find_row(r.out, "B", "h"));
+    crmm_test_output_free(&r);
+
+    /* a reference named where no reference runs is a usage error, not an empty run */
+    r = run_cli("--overhead", "--config", path, "--resource", "cudaMallocAsync", NULL);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--resource cudaMallocAsync: a raw CUDA reference, which --overhead does not measure"), "%s", r.err);
+    crmm_test_output_free(&r);
+    r = run_cli("--no-references", "--config", path, "--resource", "cudaMalloc", NULL);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--no-references leaves out"), "%s", r.err);
+    crmm_test_output_free(&r);
+
+    /* without a reference named, --resource leaves the references as they were */
+    r = run_cli("--set", "B", "--steps", "500", "--repeats", "1", "--config", path, "--resource", "h", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "cudaMallocAsync"));
+    ck_assert_ptr_nonnull(strstr(r.out, "cudaMallocFromPoolAsync"));
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+START_TEST(cli_multi_thread_and_random_mode)
+{
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    crmm_test_output r = run_cli("--set=D", "--steps=400", "--repeats=2", "--config", path, "--resource", "t",
+                                 "--no-references", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(find_row(r.out, "D", "t"));
+    ck_assert_ptr_null(find_row(r.out, "D", "h"));
+    ck_assert_ptr_nonnull(strstr(r.out, "8 threads"));
+    ck_assert_ptr_nonnull(strstr(r.out, "wall time / ops per thread"));
+    ck_assert_ptr_null(strstr(r.out, "cudaMalloc"));
+    ck_assert_ptr_null(strstr(r.out, "no CUDA device"));
+    crmm_test_output_free(&r);
+
+    r = run_cli("--mode", "random", "--allocations", "300", "--max-size", "64KiB,1MiB", "--repeats", "1",
+                "--config", path, "--no-references", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(find_row(r.out, "rand/64KiB", "h") != NULL, "%s", r.out);
+    ck_assert_ptr_nonnull(find_row(r.out, "rand/1MiB", "t"));
+    ck_assert_ptr_nonnull(strstr(r.out, "RMM random_allocations, 300 allocations in 600 steps (73% allocate)"));
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+
+START_TEST(cli_csv_is_well_formed)
+{
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    crmm_test_output r = run_cli("--set", "B", "--steps", "1000", "--repeats", "1", "--config", path, "--csv",
+                                 "--no-references", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "skipped p: ")); /* notes go to stderr */
+    int lines = 0, header_fields = 0;
+    for (const char *line = r.out; *line;) {
+        const char *eol = strchr(line, '\n');
+        ck_assert_ptr_nonnull(eol);
+        int n = csv_fields(line, (size_t)(eol - line));
+        if (lines == 0) {
+            ck_assert(strncmp(line, "set,mode,steps,", 15) == 0);
+            header_fields = n;
+        } else {
+            ck_assert_int_eq(n, header_fields);
+            ck_assert(strncmp(line, "B,steps,1000,100,,1024,1,1,", 27) == 0);
+            ck_assert_ptr_nonnull(strstr(line, ",ok,"));
+        }
+        lines++;
+        line = eol + 1;
+    }
+    ck_assert_int_eq(header_fields, 20);
+    ck_assert_int_eq(lines, 3); /* header, h, t */
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+/* A minimal JSON syntax check: returns the end of the value at p, or NULL. */
+
+START_TEST(cli_json_is_well_formed)
+{
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    crmm_test_output r = run_cli("--set", "A,B", "--steps", "300", "--repeats", "1", "--config", path, "--json", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    const char *end = json_value(r.out);
+    ck_assert_msg(end != NULL, "not JSON:\n%s", r.out);
+    ck_assert_str_eq(json_ws(end), "");
+    ck_assert_int_eq(r.out[0], '{');
+    ck_assert_ptr_nonnull(strstr(r.out, "\"tool\": \"crmm bench\""));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"skipped\": ["));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"results\": ["));
+    ck_assert_ptr_nonnull(strstr(r.out, "{\"resource\": \"p\", \"reason\": "));
+    int rows = gpu_count ? 10 : 4; /* 2 sets x (h, t [, cudaMalloc, cudaMallocAsync, cudaMallocFromPoolAsync]) */
+    ck_assert_int_eq(crmm_test_count(r.out, "{\"set\": "), rows);
+    ck_assert_int_eq(crmm_test_count(r.out, "\"status\": \"ok\""), rows);
+    ck_assert_int_eq(crmm_test_count(r.out, "\"resource\": \"t\", \"plugin\": \"template\""), 2);
+    ck_assert_int_eq(crmm_test_count(r.out, "\"set\": \"A\", \"mode\": \"steps\", \"steps\": 300, \"max_live\": 1000"),
+                     rows / 2);
+    if (!gpu_count)
+        ck_assert_ptr_null(strstr(r.out, "\"no_gpu_reason\": null"));
+    crmm_test_output_free(&r);
+
+    /* nothing skipped, no GPU asked for: still valid */
+    path = crmm_test_write_file("one.ini", "[resource.h]\nplugin = host\n");
+    r = run_cli("--set", "B", "--steps", "100", "--repeats", "1", "--config", path, "--json", "--no-references", NULL);
+    ck_assert_int_eq(r.status, 0);
+    end = json_value(r.out);
+    ck_assert_msg(end && !*json_ws(end), "not JSON:\n%s", r.out);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"skipped\": []"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"device\": null"));
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+/* ---- the report ---------------------------------------------------------------------------- */
+
+/* Write a report with one OK and one OOM row in `format`; returns what it wrote to out. */
+static char *report_text(bench_format format, char **err_text)
+{
+    FILE *out = tmpfile(), *err = tmpfile();
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(err);
+    const char *names[] = {"p"}, *reasons[] = {"plugin error: no plugin 'x', \"quoted\""};
+    bench_report_meta meta = {.config = "my.ini", .device = "device 0: Test GPU", .nskipped = 1,
+                              .skipped_names = names, .skipped_reasons = reasons};
+    bench_report *rep = bench_report_begin(format, out, err, &meta);
+    ck_assert_ptr_nonnull(rep);
+    bench_set set = {.label = "A", .workload = steps_workload(100, 10, 4096), .threads = 1, .repeats = 3,
+                     .peak_live_bytes = 1000, .total_ops = 200};
+    bench_report_set(rep, &set);
+    bench_result ok = {.outcome = BENCH_OUTCOME_OK, .threads = 1, .runs = 3, .ns_per_op_median = 50,
+                       .ns_per_op_min = 40, .ns_per_op_max = 60, .ops_per_second = 2e7, .total_ops = 200,
+                       .peak_live_bytes = 1000, .has_peak_reserved = true, .peak_reserved_bytes = 1500};
+    bench_result oom = {.outcome = BENCH_OUTCOME_OOM, .threads = 1, .total_ops = 200, .peak_live_bytes = 1000};
+    snprintf(oom.error, sizeof oom.error, "out of memory: pool 'main': failed to allocate 4.0 MiB, \"really\"");
+    bench_report_row(rep, &set, "main", "pool", &ok);
+    bench_report_row(rep, &set, "small", "pool", &oom);
+    bench_report_end(rep);
+    *err_text = crmm_test_read_stream(err);
+    return crmm_test_read_stream(out);
+}
+
+START_TEST(report_formats_ok_and_oom_rows)
+{
+    char *err, *text = report_text(BENCH_FORMAT_TABLE, &err);
+    ck_assert_ptr_nonnull(strstr(text, "config my.ini; device 0: Test GPU"));
+    ck_assert_ptr_nonnull(strstr(text, "skipped p: plugin error"));
+    const char *row = find_row(text, "A", "main");
+    ck_assert_ptr_nonnull(row);
+    ck_assert_msg(strncmp(strstr(row, "pool"), "pool                 50.0         40.0         60.0     20.0 M           1.50", 67) == 0,
+                  "row: %.120s", row);
+    row = find_row(text, "A", "small");
+    ck_assert_ptr_nonnull(row);
+    ck_assert_ptr_nonnull(strstr(row, "OOM"));
+    ck_assert_ptr_nonnull(strstr(row, "failed to allocate 4.0 MiB")); /* the reason, on the next line */
+    ck_assert_str_eq(err, "");
+    free(text);
+    free(err);
+
+    text = report_text(BENCH_FORMAT_CSV, &err);
+    ck_assert_ptr_nonnull(strstr(err, "crmm bench: skipped p: "));
+    ck_assert_ptr_nonnull(strstr(text, "\nA,steps,100,10,,4096,1,3,main,pool,ok,50.0,40.0,60.0,20000000,200,1000,1500,1.5000,\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\nA,steps,100,10,,4096,1,3,small,pool,oom,,,,,200,1000,,,"
+                                       "\"out of memory: pool 'main': failed to allocate 4.0 MiB, \"\"really\"\"\"\n"));
+    free(text);
+    free(err);
+
+    text = report_text(BENCH_FORMAT_JSON, &err);
+    const char *end = json_value(text);
+    ck_assert_msg(end && !*json_ws(end), "not JSON:\n%s", text);
+    ck_assert_ptr_nonnull(strstr(text, "\"reason\": \"plugin error: no plugin 'x', \\\"quoted\\\"\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"status\": \"oom\", \"error\": \"out of memory: "));
+    ck_assert_ptr_nonnull(strstr(text, "\"peak_reserved_bytes\": 1500, \"reserved_over_live\": 1.5000}"));
+    ck_assert_ptr_nonnull(strstr(text, "\"ns_per_op_median\": null"));
+    free(text);
+    free(err);
+}
+END_TEST
+
+
+START_TEST(cli_bad_arguments_exit_2)
+{
+    const char *path = crmm_test_write_file("bench.ini", cli_config);
+    expect_usage_error("--set Z", run_cli("--set", "Z", "--config", path, NULL));
+    expect_usage_error("--set ,", run_cli("--set", ",", "--config", path, NULL));
+    expect_usage_error("--steps 0", run_cli("--steps", "0", "--config", path, NULL));
+    expect_usage_error("--steps -5", run_cli("--steps", "-5", "--config", path, NULL));
+    expect_usage_error("--steps 1x", run_cli("--steps", "1x", "--config", path, NULL));
+    expect_usage_error("--threads 0", run_cli("--threads", "0", "--config", path, NULL));
+    expect_usage_error("--threads 100000", run_cli("--threads", "100000", "--config", path, NULL));
+    expect_usage_error("--repeats 0", run_cli("--repeats", "0", "--config", path, NULL));
+    expect_usage_error("--live 0", run_cli("--live", "0", "--config", path, NULL));
+    expect_usage_error("--max-size 0", run_cli("--max-size", "0", "--config", path, NULL));
+    expect_usage_error("--max-size 5%", run_cli("--max-size", "5%", "--config", path, NULL));
+    expect_usage_error("--max-size list in sets", run_cli("--max-size", "1KiB,2KiB", "--config", path, NULL));
+    expect_usage_error("--mode x", run_cli("--mode", "x", "--config", path, NULL));
+    expect_usage_error("random + --set", run_cli("--mode", "random", "--set", "A", "--config", path, NULL));
+    expect_usage_error("--allocations in sets", run_cli("--allocations", "10", "--config", path, NULL));
+    expect_usage_error("unknown flag", run_cli("--frobnicate", "--config", path, NULL));
+    expect_usage_error("positional", run_cli("A", "--config", path, NULL));
+    expect_usage_error("missing value", run_cli("--config", path, "--steps", NULL));
+    expect_usage_error("--csv --json", run_cli("--csv", "--json", "--config", path, NULL));
+    expect_usage_error("--csv=1", run_cli("--csv=1", "--config", path, NULL));
+    expect_usage_error("unknown --resource", run_cli("--resource", "nope", "--config", path, NULL));
+    crmm_test_output r = run_cli("--resource", "nope", "--config", path, NULL);
+    ck_assert_ptr_nonnull(strstr(r.err, "no [resource.nope]"));
+    ck_assert_ptr_nonnull(strstr(r.err, "h t p q"));
+    crmm_test_output_free(&r);
+    r = run_cli("--set", "Z", "--config", path, NULL);
+    ck_assert_ptr_nonnull(strstr(r.err, "unknown set 'Z'"));
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+START_TEST(cli_config_failures_exit_1)
+{
+    crmm_test_output r = run_cli("--config", "/nonexistent/crmm.ini", "--set", "B", NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "/nonexistent/crmm.ini"));
+    crmm_test_output_free(&r);
+    const char *path = crmm_test_write_file("bad.ini", "[resource.h]\nplugin = host\nsize = 12\n");
+    r = run_cli("--config", path, "--set", "B", NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "bad.ini:3:") != NULL, "%s", r.err);
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+START_TEST(cli_help_documents_everything)
+{
+    crmm_test_output r = run_cli("--help", NULL);
+    ck_assert_int_eq(r.status, 0);
+    static const char *const words[] = {"--config", "--resource", "--no-references", "--set", "--steps", "--live",
+                                        "--max-size", "--threads", "--repeats", "--mode", "--allocations", "--csv",
+                                        "--json", "--copy", "cudaMallocAsync", "xorshift64", "73%", "ns/op",
+                                        "ops/s", "reserved/live", "OOM", "Exit status"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        ck_assert_msg(strstr(r.out, words[i]) != NULL, "--help does not mention %s", words[i]);
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+/* --copy is an option like the others: with --help it shows the copy benchmark's usage, and as
+ * the value of another option it is that value, not a switch to the copy benchmark. */
+START_TEST(cli_copy_is_parsed_as_an_option)
+{
+    crmm_test_output r = run_cli("--copy", "--help", NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "usage: crmm bench --copy") != NULL, "output: %s", r.out);
+    crmm_test_output_free(&r);
+    r = run_cli("--config", "--copy", "--no-references", NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "--copy") && !strstr(r.out, "Bandwidth"), "err: %s", r.err);
+    crmm_test_output_free(&r);
+    r = run_cli("--copy", "--bogus", NULL);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "unknown option '--bogus'") != NULL, "err: %s", r.err);
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+START_TEST(cli_default_config_is_crmm_init_s)
+{
+    const char *path = crmm_test_write_file("env.ini", "[resource.envhost]\nplugin = host\n");
+    setenv("CRMM_CONFIG", path, 1);
+    crmm_test_output r = run_cli("--set", "B", "--steps", "100", "--repeats", "1", "--no-references", NULL);
+    unsetenv("CRMM_CONFIG");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, path));
+    ck_assert_ptr_nonnull(find_row(r.out, "B", "envhost"));
+    /* the table explains its reserved/live column, not only --help */
+    ck_assert_ptr_nonnull(strstr(r.out, "reserved/live = peak bytes the resource reserved / peak live bytes"));
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+START_TEST(cli_shipped_config_loads)
+{
+    /* conf/crmm.ini works at every stage: resources whose plugin is not built are skipped */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/../conf/crmm.ini", getenv("CRMM_TEST_SRCDIR") ? getenv("CRMM_TEST_SRCDIR") : "tests");
+    crmm_test_output r = run_cli("--config", path, "--resource", "host", "--set", "B", "--steps", "200", "--repeats", "1",
+                                 "--no-references", NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(find_row(r.out, "B", "host") != NULL, "%s", r.out);
+    crmm_test_output_free(&r);
+}
+END_TEST
+
+int main(void)
+{
+    gpu_count = crmm_test_gpu_count(); /* probed in a child: no CUDA call here */
+    Suite *s = suite_create("bench_cli");
+    TCase *tc = tcase_create("config");
+    tcase_add_test(tc, config_skips_resources_whose_plugin_does_not_load);
+    tcase_add_test(tc, config_other_errors_stay_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("cli");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT); /* the references run when there is a GPU */
+    tcase_add_test(tc, report_formats_ok_and_oom_rows);
+    tcase_add_test(tc, cli_table_rows_and_skips);
+    tcase_add_test(tc, cli_resource_can_name_references);
+    tcase_add_test(tc, cli_multi_thread_and_random_mode);
+    tcase_add_test(tc, cli_csv_is_well_formed);
+    tcase_add_test(tc, cli_json_is_well_formed);
+    tcase_add_test(tc, cli_bad_arguments_exit_2);
+    tcase_add_test(tc, cli_config_failures_exit_1);
+    tcase_add_test(tc, cli_help_documents_everything);
+    tcase_add_test(tc, cli_copy_is_parsed_as_an_option);
+    tcase_add_test(tc, cli_default_config_is_crmm_init_s);
+    tcase_add_test(tc, cli_shipped_config_loads);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

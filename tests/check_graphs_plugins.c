@@ -1,0 +1,261 @@
+/* check_graphs_plugins.c — allocators under CUDA graph capture on the CPU, against the scripted
+ * CUDA of fake_vmm.h and fake_capture.h (as check_graphs.c), for the plugins other than the pool:
+ * arena, fixed_size and binning hold a graph's blocks, a double free under capture is refused, an
+ * arena that would wait refuses, fixed_size grows until its upstream refuses, cuda allocates and
+ * refuses to free, and the adaptors over a pool under capture. */
+#include "build_config.h"
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <crmm/pool.h>
+#include "fakes/fake_capture.h"
+#include "fakes/fake_vmm.h"
+#include "malloc_fail.h"
+#include "test_support.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define PAGE (64 * KiB)
+#define DEVICE_MEMORY (256 * MiB)
+#include "graphs_test.h"
+
+/* ---- the other plugins ---------------------------------------------------------------------- */
+
+/* Arena, fixed_size and binning (whose bins are fixed_size resources) keep the ownership rule
+ * through graph_park (plugins/common): each over the cuda plugin, in 64 KiB blocks; the last is a
+ * binning whose 64 KiB requests pass its bins and go to an arena upstream. */
+static const char *const parking[][2] = {
+    {"arena", "arena_size=8MiB"},
+    {"fixed_size", "block_size=64KiB blocks_to_preallocate=4"},
+    {"binning", "bins=4KiB:64KiB blocks_to_preallocate=4"},
+    {"binning", "bins=4KiB blocks_to_preallocate=4"},
+};
+#define PARKING ((int)(sizeof parking / sizeof parking[0]))
+
+static crmm_resource *parking_resource(int i)
+{
+    crmm_resource *up = crmm_test_create("cuda", "", NULL);
+    if (i == PARKING - 1) { /* over an arena */
+        crmm_resource *arena = crmm_test_create("arena", "arena_size=8MiB", up);
+        crmm_resource_release(up);
+        up = arena;
+    }
+    crmm_resource *r = crmm_test_create(parking[i][0], parking[i][1], up);
+    crmm_resource_release(up);
+    return r;
+}
+
+static bool one_of(const void *x, void *const *set, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (x == set[i])
+            return true;
+    return false;
+}
+
+/* Under capture they allocate and free with no call that capture forbids. A block allocated
+ * before the capture and freed inside it, one allocated and freed inside, and one allocated
+ * inside and freed after the capture (on another stream) are handed to nobody while the graph
+ * lives, on any stream; the counts of allocated memory drop at the frees all the same. Once the
+ * graph is destroyed the three come back: the next allocations get them. */
+START_TEST(arena_fixed_size_binning_hold_a_graphs_blocks)
+{
+    const size_t n = 64 * KiB;
+    crmm_resource *r = parking_resource(_i);
+    cudaStream_t s = stream_n(1), other = stream_n(2);
+    void *before = alloc_on(r, n, s);
+    free_on(r, alloc_on(r, n, s), n, s); /* free on s: the capture may take it */
+
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *in1 = alloc_on(r, n, s);
+    void *in2 = alloc_on(r, n, s);
+    free_on(r, in1, n, s);
+    free_on(r, before, n, s);
+    fake_capture_end(s);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%s: %d forbidden call(s), the last %s", parking[_i][0],
+                  fake_capture_forbidden(), fake_capture_last_forbidden());
+    ck_assert_int_eq(fake_graph_user_objects(g), 1);
+    free_on(r, in2, n, other); /* after the capture: still the graph's */
+    ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+
+    void *held[3] = {before, in1, in2}, *got[12];
+    for (int i = 0; i < 12; i++) {
+        got[i] = alloc_on(r, n, i % 2 ? other : s);
+        ck_assert_msg(!one_of(got[i], held, 3), "%s: %p, held for a live graph, handed out", parking[_i][0], got[i]);
+    }
+    for (int i = 0; i < 12; i++)
+        free_on(r, got[i], n, i % 2 ? other : s);
+    /* the three are not free (a binning's free bytes are its bins': the last's are its arena's) */
+    bool own_memory = _i != PARKING - 1;
+    uint64_t free_during = q(r, CRMM_QUERY_BYTES_FREE);
+    if (own_memory)
+        ck_assert_uint_le(free_during + 3 * n, q(r, CRMM_QUERY_BYTES_RESERVED));
+
+    fake_graph_destroy(g);
+    ck_assert_int_eq(fake_user_objects_live(), 0);
+    int found = 0;
+    void *again[16];
+    for (int i = 0; i < 16; i++) {
+        again[i] = alloc_on(r, n, s);
+        found += one_of(again[i], held, 3);
+    }
+    ck_assert_msg(found == 3, "%s: %d of the graph's 3 blocks came back", parking[_i][0], found);
+    for (int i = 0; i < 16; i++)
+        free_on(r, again[i], n, s);
+    ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+    if (own_memory)
+        ck_assert_uint_ge(q(r, CRMM_QUERY_BYTES_FREE), free_during + 3 * n); /* and free again */
+    crmm_resource_release(r);
+}
+END_TEST
+
+/* Freeing a block twice under capture is refused like any double free (the block is held once). */
+START_TEST(a_double_free_under_capture_is_refused)
+{
+    const size_t n = 64 * KiB;
+    crmm_resource *r = parking_resource(_i == 0 ? 1 : 2);
+    cudaStream_t s = stream_n(1);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(r, n, s);
+    free_on(r, x, n, s);
+    ck_assert_int_ne(crmm_resource_deallocate(r, x, n, (crmm_cuda_stream_t)s), CRMM_OK);
+    fake_capture_end(s);
+    ck_assert_int_eq(fake_capture_forbidden(), 0);
+    fake_graph_destroy(g);
+    crmm_resource_release(r);
+}
+END_TEST
+
+/* An arena whose free memory was all freed on another stream cannot serve a captured stream
+ * without waiting for the device: the allocation fails with CRMM_ERROR_OUT_OF_MEMORY naming the
+ * capture, makes no forbidden call, and the capture stays valid. */
+START_TEST(arena_that_would_wait_refuses_under_capture)
+{
+    crmm_resource *r = parking_resource(0);
+    cudaStream_t s = stream_n(1), other = stream_n(2);
+    void *big = alloc_on(r, 7 * MiB, other);
+    free_on(r, big, 7 * MiB, other); /* the pages are tagged with `other` */
+    int syncs = fake_vmm.device_syncs;
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = NULL;
+    ck_assert_crmm(crmm_resource_allocate(r, 7 * MiB, (crmm_cuda_stream_t)s, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
+    fake_capture_end(s);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%d forbidden call(s), the last %s", fake_capture_forbidden(),
+                  fake_capture_last_forbidden());
+    ck_assert_int_eq(fake_vmm.device_syncs, syncs);
+    x = alloc_on(r, 7 * MiB, s); /* after the capture it may wait */
+    free_on(r, x, 7 * MiB, s);
+    fake_graph_destroy(g);
+    crmm_resource_release(r);
+}
+END_TEST
+
+/* fixed_size grows during a capture (no forbidden call, the new chunk's blocks usable there);
+ * when its upstream refuses another chunk the allocation fails with CRMM_ERROR_OUT_OF_MEMORY
+ * naming the capture, without waiting for the device to free anything. */
+START_TEST(fixed_size_grows_under_capture_until_upstream_refuses)
+{
+    crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
+    crmm_resource *lim = crmm_test_create("limiting", "allocation_limit=128KiB", cuda);
+    crmm_resource_release(cuda);
+    crmm_resource *r = crmm_test_create("fixed_size", "block_size=64KiB blocks_to_preallocate=1", lim);
+    crmm_resource_release(lim);
+    cudaStream_t s = stream_n(1), other = stream_n(2);
+    free_on(r, alloc_on(r, 64 * KiB, other), 64 * KiB, other); /* the first chunk: free on another stream */
+    int syncs = fake_vmm.device_syncs;
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(r, 64 * KiB, s); /* a second chunk, in the relaxed mode */
+    void *y = NULL;
+    ck_assert_crmm(crmm_resource_allocate(r, 64 * KiB, (crmm_cuda_stream_t)s, &y), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
+    free_on(r, x, 64 * KiB, s);
+    fake_capture_end(s);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%d forbidden call(s), the last %s", fake_capture_forbidden(),
+                  fake_capture_last_forbidden());
+    ck_assert_int_eq(fake_vmm.device_syncs, syncs);
+    ck_assert_uint_eq(q(r, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    fake_graph_destroy(g);
+    y = alloc_on(r, 64 * KiB, s); /* after the capture it may wait for the other stream's block */
+    free_on(r, y, 64 * KiB, s);
+    crmm_resource_release(r);
+}
+END_TEST
+
+/* The cuda plugin allocates under capture (cudaMalloc in the relaxed mode: new memory is safe for a
+ * graph) but refuses to free on a captured stream, which would free what the graph still uses. */
+START_TEST(cuda_allocates_under_capture_and_refuses_to_free)
+{
+    crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
+    cudaStream_t s = stream_n(1);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    int before = mallocs;
+    void *x = alloc_on(cuda, 4 * KiB, s);
+    ck_assert_int_eq(mallocs, before + 1);
+    ck_assert_crmm(crmm_resource_deallocate(cuda, x, 4 * KiB, (crmm_cuda_stream_t)s), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
+    /* another thread's capture in global mode: a free on the legacy stream is still legal */
+    void *y = alloc_on(cuda, 4 * KiB, NULL);
+    free_on(cuda, y, 4 * KiB, NULL);
+    fake_capture_end(s);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%d forbidden call(s), the last %s", fake_capture_forbidden(),
+                  fake_capture_last_forbidden());
+    free_on(cuda, x, 4 * KiB, s);
+    fake_graph_destroy(g);
+    crmm_resource_release(cuda);
+}
+END_TEST
+
+/* The adaptors make no CUDA call of their own (prefetch leaves its hint out under capture): over a
+ * pool, a capture through them is the pool's, blocks held and all. */
+static const char *const adaptors[][2] = {
+    {"logging", "file=/dev/null"}, {"statistics", ""}, {"tracking", ""}, {"limiting", "allocation_limit=64MiB"},
+    {"failure_callback", ""}, {"aligned", "alignment=4096 alignment_threshold=1KiB"}, {"prefetch", ""},
+    {"binning", "bins=256:4KiB"},
+};
+
+START_TEST(adaptors_over_a_pool_under_capture)
+{
+    crmm_resource *p = pool_in_form(CHUNKS_SYNC, "initial_size=4MiB");
+    crmm_resource *a = crmm_test_create(adaptors[_i][0], adaptors[_i][1], p);
+    crmm_resource_release(p);
+    cudaStream_t s = stream_n(1);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    int before = prefetches;
+    void *x = alloc_on(a, 64 * KiB, s);
+    free_on(a, x, 64 * KiB, s);
+    fake_capture_end(s);
+    ck_assert_int_eq(prefetches, before);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%s: %d forbidden call(s), the last %s", adaptors[_i][0],
+                  fake_capture_forbidden(), fake_capture_last_forbidden());
+    ck_assert_int_eq(fake_graph_user_objects(g), 1);
+    void *y = alloc_on(a, 64 * KiB, s);
+    ck_assert_ptr_ne(y, x); /* held for the graph */
+    free_on(a, y, 64 * KiB, s);
+    fake_graph_destroy(g);
+    crmm_resource_release(a);
+}
+END_TEST
+static Suite *graphs_plugins_suite(void)
+{
+    Suite *s = suite_create("graphs_plugins");
+    TCase *others = tcase_create("other plugins");
+    tcase_add_loop_test(others, arena_fixed_size_binning_hold_a_graphs_blocks, 0, PARKING);
+    tcase_add_loop_test(others, a_double_free_under_capture_is_refused, 0, 2);
+    tcase_add_test(others, arena_that_would_wait_refuses_under_capture);
+    tcase_add_test(others, fixed_size_grows_under_capture_until_upstream_refuses);
+    tcase_add_test(others, cuda_allocates_under_capture_and_refuses_to_free);
+    tcase_add_loop_test(others, adaptors_over_a_pool_under_capture, 0, (int)(sizeof adaptors / sizeof adaptors[0]));
+    suite_add_tcase(s, others);
+    return s;
+}
+
+int main(void)
+{
+    crmm_graph_capture_enable(true); /* as a program that captures says (no CUDA call: safe before the forks) */
+    return crmm_test_run(graphs_plugins_suite());
+}

@@ -1,0 +1,340 @@
+/* check_pool_expandable_use.c — the expandable pool on the CPU, against the scripted driver of
+ * fakes/fake_vmm.c (as check_pool_expandable.c): destroy, bad frees, other streams' memory, threads,
+ * a growth at the maximum, the fallbacks to the upstream, and bad parameters. */
+#include "build_config.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <crmm/pool.h>
+#include "fakes/fake_vmm.h"
+#include "test_support.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define PAGE (64 * KiB)          /* the scripted device's allocation granularity */
+#define DEVICE_MEMORY (64 * MiB) /* what cudaMemGetInfo says the device has */
+#include "pool_expandable_test.h"
+
+START_TEST(destroy_unmaps_and_frees_everything)
+{
+    crmm_resource *p = expandable_pool("");
+    unsigned char *a = alloc(p, 3 * PAGE);
+    (void)alloc(p, PAGE); /* left live: reported, and still given back */
+    dealloc(p, a, 3 * PAGE);
+    fake_vmm.device_syncs = 0;
+    crmm_test_log_capture_begin();
+    crmm_resource_release(p);
+    char *log = crmm_test_log_capture_end();
+    ck_assert_ptr_nonnull(strstr(log, "1 live allocation"));
+    free(log);
+    ck_assert_int_eq(fake_vmm.device_syncs, 1);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+    ck_assert_int_eq(fake_vmm.frees, 1);
+    ck_assert_uint_eq(fake_vmm.range, 0);
+}
+END_TEST
+
+START_TEST(bad_frees_are_refused)
+{
+    crmm_resource *p = expandable_pool("");
+    unsigned char *a = alloc(p, 1000);
+    dealloc(p, a, 1000);
+    ck_assert_crmm(crmm_resource_deallocate(p, a, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    unsigned char *b = alloc(p, 4 * PAGE);
+    ck_assert_crmm(crmm_resource_deallocate(p, b + 256, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    int local;
+    ck_assert_crmm(crmm_resource_deallocate(p, &local, 4, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    dealloc(p, b, 4 * PAGE);
+    books_agree(p);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(another_streams_free_memory_is_not_used_without_a_wait)
+{
+    crmm_resource *p = expandable_pool("release_threshold=1TiB"); /* no release: growth only */
+    cudaStream_t s = stream_n(0), t = stream_n(1);
+    unsigned char *a = alloc_on(p, 2 * PAGE, s);
+    free_on(p, a, 2 * PAGE, t); /* free on t, right at the bottom */
+    fake_vmm.device_syncs = 0;
+    /* s needs 3 pages: t's 2 free pages next to the unmapped range may not join s's new pages
+     * unless the device is synchronized; the pool maps 3 fresh pages above them instead... */
+    unsigned char *b = alloc_on(p, 3 * PAGE, s);
+    ck_assert_ptr_eq(b, a + 2 * PAGE);
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    /* ...while t reuses its own pages at once */
+    unsigned char *c = alloc_on(p, 2 * PAGE, t);
+    ck_assert_ptr_eq(c, a);
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    free_on(p, b, 3 * PAGE, s);
+    free_on(p, c, 2 * PAGE, t);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(memory_keeps_its_content_and_the_books_stay_exact)
+{
+    /* a random mix of sizes on two streams, with trims, checking every block's bytes */
+    crmm_resource *p = expandable_pool("");
+    enum { SLOTS = 64 };
+    unsigned char *ptr[SLOTS] = {0};
+    size_t size[SLOTS] = {0};
+    uint64_t rng = 42;
+    for (int step = 0; step < 4000; step++) {
+        int i = (int)(crmm_test_rand(&rng) % SLOTS);
+        cudaStream_t s = stream_n(i % 2);
+        if (ptr[i]) {
+            for (size_t k = 0; k < size[i]; k += 997)
+                ck_assert_uint_eq(ptr[i][k], (unsigned char)i);
+            free_on(p, ptr[i], size[i], s);
+            ptr[i] = NULL;
+        } else {
+            size[i] = 1 + crmm_test_rand(&rng) % (crmm_test_rand(&rng) % 2 ? 300 * KiB : 4 * KiB);
+            ptr[i] = alloc_on(p, size[i], s);
+            memset(ptr[i], i, size[i]);
+        }
+        if (step % 500 == 499) {
+            ck_assert_crmm_ok(crmm_resource_trim(p));
+            books_agree(p);
+        }
+    }
+    for (int i = 0; i < SLOTS; i++)
+        if (ptr[i])
+            free_on(p, ptr[i], size[i], stream_n(i % 2));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    books_agree(p);
+    crmm_resource_release(p);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+}
+END_TEST
+
+struct stress_arg { crmm_resource *p; int id; };
+
+static void *stress_thread(void *arg)
+{
+    struct stress_arg *a = arg;
+    cudaStream_t s = stream_n(a->id);
+    uint64_t rng = 7 + (uint64_t)a->id;
+    unsigned char *live[32] = {0};
+    size_t size[32] = {0};
+    for (int step = 0; step < 3000; step++) {
+        int i = (int)(crmm_test_rand(&rng) % 32);
+        if (live[i]) {
+            if (live[i][0] != (unsigned char)a->id || live[i][size[i] - 1] != (unsigned char)a->id)
+                return "corrupted";
+            if (crmm_resource_deallocate(a->p, live[i], size[i], (crmm_cuda_stream_t)s) != CRMM_OK)
+                return "free failed";
+            live[i] = NULL;
+        } else {
+            size[i] = 1 + crmm_test_rand(&rng) % (200 * KiB);
+            void *x;
+            if (crmm_resource_allocate(a->p, size[i], (crmm_cuda_stream_t)s, &x) != CRMM_OK)
+                return "allocate failed";
+            live[i] = x;
+            memset(x, a->id, size[i]);
+        }
+    }
+    for (int i = 0; i < 32; i++)
+        if (live[i])
+            crmm_resource_deallocate(a->p, live[i], size[i], (crmm_cuda_stream_t)s);
+    return NULL;
+}
+
+START_TEST(threads_on_their_own_streams)
+{
+    crmm_resource *p = expandable_pool("");
+    pthread_t th[4];
+    struct stress_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (struct stress_arg){p, i + 1};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, stress_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        ck_assert_msg(r == NULL, "thread %d: %s", i, (const char *)r);
+    }
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    books_agree(p);
+    crmm_resource_release(p);
+}
+END_TEST
+
+static void *allocate_one_page(void *arg)
+{
+    void *x = NULL;
+    return crmm_resource_allocate(arg, PAGE, NULL, &x) == CRMM_OK ? x : NULL;
+}
+
+START_TEST(under_threads_growth_takes_a_step_and_never_waits)
+{
+    crmm_resource *p = expandable_pool("thread_cache=on");
+    unsigned char *base = alloc(p, 64 * PAGE); /* one thread so far: exactly what it needs */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 64 * PAGE);
+    /* a second thread allocates: the caches switch on, and its growth of one page maps a 16th of
+     * the pool; the three pages over stay free */
+    pthread_t t;
+    void *w = NULL;
+    ck_assert_int_eq(pthread_create(&t, NULL, allocate_one_page, p), 0);
+    ck_assert_int_eq(pthread_join(t, &w), 0);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 68 * PAGE);
+    unsigned char *x = alloc(p, 3 * PAGE);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 68 * PAGE);
+    dealloc(p, base, 64 * PAGE);
+    /* past the mark with 64 pages free that could move: no synchronization, nothing unmapped,
+     * new pages (at least a 16th of the pool) instead */
+    fake_vmm.device_syncs = 0;
+    int unmaps = fake_vmm.unmaps;
+    unsigned char *z = alloc(p, 80 * PAGE);
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    ck_assert_int_eq(fake_vmm.unmaps, unmaps);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 148 * PAGE);
+    books_agree(p);
+    dealloc(p, z, 80 * PAGE);
+    dealloc(p, x, 3 * PAGE);
+    dealloc(p, w, PAGE);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0); /* trim still gives every free page back */
+    books_agree(p);
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* The worker of cached_pages_serve_a_growth_at_the_maximum: 64 one-page blocks, every other one
+ * of the first 62 freed into its cache; then it waits, caches intact, until the test is done. */
+struct cacher { crmm_resource *p; pthread_barrier_t *sync; unsigned char *blocks[64]; const char *err; };
+
+static void *fill_and_cache(void *arg)
+{
+    struct cacher *c = arg;
+    for (int i = 0; i < 64 && !c->err; i++)
+        if (crmm_resource_allocate(c->p, PAGE, NULL, (void **)&c->blocks[i]) != CRMM_OK)
+            c->err = "allocate failed";
+    for (int i = 1; i < 62 && !c->err; i += 2) {
+        if (crmm_resource_deallocate(c->p, c->blocks[i], PAGE, NULL) != CRMM_OK)
+            c->err = "free failed";
+        c->blocks[i] = NULL;
+    }
+    pthread_barrier_wait(c->sync); /* the test allocates */
+    pthread_barrier_wait(c->sync); /* and is done */
+    for (int i = 0; i < 64; i++)
+        if (c->blocks[i] && crmm_resource_deallocate(c->p, c->blocks[i], PAGE, NULL) != CRMM_OK)
+            c->err = "free failed";
+    return NULL;
+}
+
+START_TEST(cached_pages_serve_a_growth_at_the_maximum)
+{
+    /* the pool is at its maximum, another thread's cache holds 31 of its 64 pages (less than
+     * half: a growth leaves that cache alone) in one-page pieces: a request of 8 pages must get
+     * them back, unmapped and mapped again in one piece, not fail */
+    crmm_resource *p = expandable_pool("maximum_size=4MiB thread_cache=on");
+    dealloc(p, alloc(p, 256), 256); /* this thread first: the worker's allocations switch the caches on */
+    pthread_barrier_t sync;
+    pthread_barrier_init(&sync, NULL, 2);
+    struct cacher c = {.p = p, .sync = &sync};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, fill_and_cache, &c), 0);
+    pthread_barrier_wait(&sync);
+    ck_assert_msg(!c.err, "worker: %s", c.err);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 64 * PAGE);
+    void *x = NULL;
+    crmm_status st = crmm_resource_allocate(p, 8 * PAGE, NULL, &x);
+    pthread_barrier_wait(&sync);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_msg(st == CRMM_OK, "8 pages at the maximum: %s", crmm_last_error());
+    memset(x, 0x5A, 8 * PAGE);
+    ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_RESERVED), 64 * PAGE);
+    ck_assert_msg(!c.err, "worker: %s", c.err);
+    dealloc(p, x, 8 * PAGE);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    books_agree(p);
+    pthread_barrier_destroy(&sync);
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* Falls back to growth by upstream chunks, with a warning that says why. */
+static void check_fallback(const char *why)
+{
+    crmm_test_log_capture_begin();
+    crmm_resource *p = expandable_pool("initial_size=1MiB");
+    char *log = crmm_test_log_capture_end();
+    ck_assert_msg(strstr(log, "expandable = true, but") && strstr(log, why), "log: %s", log);
+    free(log);
+    ck_assert_int_eq(fake_vmm.reserves, 0);
+    ck_assert_int_eq(fake_vmm.upstream_calls, 1); /* the initial chunk came from upstream */
+    unsigned char *a = alloc(p, 2 * MiB);              /* and growth does too */
+    ck_assert_int_eq(fake_vmm.upstream_calls, 2);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    dealloc(p, a, 2 * MiB);
+    crmm_resource_release(p);
+}
+
+START_TEST(without_the_driver_api_it_grows_from_upstream)
+{
+    fake_vmm.lookups_fail = 1;
+    check_fallback("the CUDA driver has no cuMem");
+}
+END_TEST
+
+START_TEST(on_a_device_without_virtual_memory_it_grows_from_upstream)
+{
+    fake_vmm.vmm_unsupported = 1;
+    check_fallback("does not support the CUDA virtual memory API");
+}
+END_TEST
+
+START_TEST(over_host_memory_it_grows_from_upstream)
+{
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_test_log_capture_begin();
+    crmm_resource *p = crmm_test_create("pool", "expandable=true initial_size=1MiB", host);
+    char *log = crmm_test_log_capture_end();
+    ck_assert_msg(strstr(log, "not a base resource of device memory"), "log: %s", log);
+    free(log);
+    crmm_resource_release(host);
+    unsigned char *a = alloc(p, 2 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    dealloc(p, a, 2 * MiB);
+    crmm_resource_release(p);
+    ck_assert_int_eq(fake_vmm.reserves, 0);
+}
+END_TEST
+
+START_TEST(bad_parameters_are_refused)
+{
+    crmm_resource *host = crmm_test_create("host", NULL, NULL), *p = NULL;
+    ck_assert_crmm(crmm_resource_create("pool", "expandable=maybe initial_size=1MiB", host, &p), CRMM_ERROR_CONFIG);
+    ck_assert_crmm(crmm_resource_create("pool", "release_threshold=lots initial_size=1MiB", host, &p), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_null(p);
+    crmm_resource_release(host);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pool_expandable_use");
+    TCase *tc = tcase_create("pool_expandable");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, destroy_unmaps_and_frees_everything);
+    tcase_add_test(tc, bad_frees_are_refused);
+    tcase_add_test(tc, another_streams_free_memory_is_not_used_without_a_wait);
+    tcase_add_test(tc, memory_keeps_its_content_and_the_books_stay_exact);
+    tcase_add_test(tc, threads_on_their_own_streams);
+    tcase_add_test(tc, under_threads_growth_takes_a_step_and_never_waits);
+    tcase_add_test(tc, cached_pages_serve_a_growth_at_the_maximum);
+    tcase_add_test(tc, without_the_driver_api_it_grows_from_upstream);
+    tcase_add_test(tc, on_a_device_without_virtual_memory_it_grows_from_upstream);
+    tcase_add_test(tc, over_host_memory_it_grows_from_upstream);
+    tcase_add_test(tc, bad_parameters_are_refused);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

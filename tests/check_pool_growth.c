@@ -1,0 +1,368 @@
+/* check_pool_growth.c — the `pool` plugin on the CPU: how it grows, halves and trims over the
+ * scripted upstream (pool_test.h), random use checked against a model, and an 8-thread stress over
+ * host. $CRMM_TEST_POOL_STRESS_OPS sets the operations per stress thread (default 100000; 20000 in
+ * a sanitizer build). */
+#include "build_config.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/pool.h>
+#include "test_support.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#include "pool_test.h"
+
+/* ---- growth -------------------------------------------------------------------------------- */
+
+START_TEST(growth_doubles_without_maximum)
+{
+    script_upstream *u = script_new(64 * MiB, 0);
+    crmm_resource *p = make_pool("initial_size=1MiB", &u->base);
+    void *a = alloc(p, MiB);       /* fills the initial chunk */
+    void *b = alloc(p, 256);       /* grows by max(256 B, 1 MiB) */
+    void *c = alloc(p, 2 * MiB);   /* grows by max(2 MiB, 2 MiB) */
+    void *d = alloc(p, 1);         /* fits in the second chunk */
+    void *e = alloc(p, 5 * MiB);   /* grows by max(5 MiB, 4 MiB) */
+    const size_t expect[] = {MiB, MiB, 2 * MiB, 5 * MiB};
+    ck_assert_int_eq(u->nasked, 4);
+    for (int k = 0; k < 4; k++)
+        ck_assert_uint_eq(u->asked[k], expect[k]);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 9 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 4);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 9 * MiB - (MiB + 512 + 2 * MiB + 5 * MiB));
+    release(p, a, MiB);
+    release(p, b, 256);
+    release(p, c, 2 * MiB);
+    release(p, d, 1);
+    release(p, e, 5 * MiB);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(growth_takes_half_the_room_below_the_maximum)
+{
+    script_upstream *u = script_new(64 * MiB, 0);
+    crmm_resource *p = make_pool("initial_size=1MiB maximum_size=9MiB", &u->base);
+    void *a = alloc(p, MiB);       /* fills the initial chunk; 8 MiB of room left */
+    void *b = alloc(p, KiB);       /* grows by max(1 KiB, 8 MiB / 2) = 4 MiB */
+    void *c = alloc(p, 4 * MiB);   /* 4 MiB - 1 KiB free does not fit: max(4 MiB, 4 MiB / 2) = 4 MiB */
+    void *d = alloc(p, 256);       /* fits in the second chunk */
+    ck_assert_int_eq(u->nasked, 3);
+    ck_assert_uint_eq(u->asked[1], 4 * MiB);
+    ck_assert_uint_eq(u->asked[2], 4 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 9 * MiB);
+    void *x = (void *)0x1;
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_allocate(p, 4 * MiB, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(x);
+    ck_assert_int_eq(u->nasked, 3); /* the maximum forbade it: upstream was not asked */
+    ck_assert_msg(strstr(crmm_last_error(), "out of memory: pool: failed to allocate 4.0 MiB (pool size 9.0 MiB, maximum 9.0 MiB)"),
+                  "%s", crmm_last_error());
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), 9 * MiB);
+    release(p, a, MiB);
+    release(p, b, KiB);
+    release(p, c, 4 * MiB);
+    release(p, d, 256);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(growth_with_maximum_never_passes_it)
+{
+    /* odd maximum; random churn; reserved never passes it, and a request that fits the room is
+     * granted as long as the upstream has it */
+    crmm_resource *p = make_pool("initial_size=256KiB maximum_size=7MiB", host_upstream());
+    enum { LIVE = 40 };
+    void *live[LIVE] = {0};
+    size_t size[LIVE] = {0};
+    uint64_t seed = 5;
+    for (int step = 0; step < 5000; step++) {
+        int k = (int)(next_rand(&seed) % LIVE);
+        if (live[k]) {
+            release(p, live[k], size[k]);
+            live[k] = NULL;
+        } else {
+            size[k] = 1 + next_rand(&seed) % (256 * KiB);
+            crmm_status st = crmm_resource_allocate(p, size[k], NULL, &live[k]);
+            ck_assert_msg(st == CRMM_OK || st == CRMM_ERROR_OUT_OF_MEMORY, "%s", crmm_last_error());
+        }
+        ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_RESERVED), 7 * MiB);
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (live[k])
+            release(p, live[k], size[k]);
+    ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), 7 * MiB);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(growth_halves_when_the_upstream_refuses)
+{
+    script_upstream *u = script_new(64 * MiB, 3 * MiB); /* refuses anything above 3 MiB */
+    crmm_resource *p = make_pool("initial_size=3MiB", &u->base);
+    void *a = alloc(p, 3 * MiB);
+    void *b = alloc(p, 512 * KiB); /* tries 3 MiB: ok */
+    void *c = alloc(p, 3 * MiB);   /* 2.5 MiB free does not fit: tries 6 MiB (refused), then 3 MiB */
+    ck_assert_int_eq(u->nasked, 4);
+    ck_assert_uint_eq(u->asked[1], 3 * MiB);
+    ck_assert_uint_eq(u->asked[2], 6 * MiB);
+    ck_assert_uint_eq(u->asked[3], 3 * MiB);
+    void *d = alloc(p, 2500 * KiB); /* fits in the second chunk */
+    void *e = alloc(p, 100 * KiB);  /* tries 9 MiB, 4.5 MiB (refused), 2.25 MiB */
+    ck_assert_int_eq(u->nasked, 7);
+    ck_assert_uint_eq(u->asked[4], 9 * MiB);
+    ck_assert_uint_eq(u->asked[5], 9 * MiB / 2);
+    ck_assert_uint_eq(u->asked[6], 9 * MiB / 4);
+    /* a request the upstream can never grant: halving stops at the request, then out of memory */
+    void *x = (void *)0x1;
+    ck_assert_crmm(crmm_resource_allocate(p, 4 * MiB, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(x);
+    ck_assert_uint_eq(u->asked[u->nasked - 1], 4 * MiB);
+    ck_assert_msg(strstr(crmm_last_error(), "pool: failed to allocate 4.0 MiB (pool size 11.2 MiB, no maximum): upstream: script: refused"),
+                  "%s", crmm_last_error());
+    release(p, a, 3 * MiB);
+    release(p, b, 512 * KiB);
+    release(p, c, 3 * MiB);
+    release(p, d, 2500 * KiB);
+    release(p, e, 100 * KiB);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(one_pib_names_the_sizes)
+{
+    crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
+    void *x = (void *)0x1;
+    ck_assert_crmm(crmm_resource_allocate(p, (size_t)1 << 50, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(crmm_last_error(), "out of memory: pool: failed to allocate 1.0 PiB (pool size 1.0 MiB, no maximum)"),
+                  "%s", crmm_last_error());
+    ck_assert_crmm(crmm_resource_allocate(p, SIZE_MAX - 10, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(x);
+    crmm_resource_release(p);
+
+    p = make_pool("initial_size=1GiB maximum_size=8GiB", host_upstream());
+    ck_assert_crmm(crmm_resource_allocate(p, (size_t)1 << 50, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_msg(strstr(crmm_last_error(), "failed to allocate 1.0 PiB (pool size 1.0 GiB, maximum 8.0 GiB)"), "%s",
+                  crmm_last_error());
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), (uint64_t)1 << 30);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(zero_initial_size_grows_on_demand)
+{
+    script_upstream *u = script_new(16 * MiB, 0);
+    crmm_resource *p = make_pool("initial_size=0", &u->base);
+    ck_assert_int_eq(u->nasked, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    void *a = alloc(p, 1000);
+    ck_assert_int_eq(u->nasked, 1);
+    ck_assert_uint_eq(u->asked[0], 1024); /* max(request, pool size 0) */
+    void *b = alloc(p, 1000);             /* doubles: max(1 KiB, 1 KiB) */
+    ck_assert_uint_eq(u->asked[1], 1024);
+    release(p, a, 1000);
+    release(p, b, 1000);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(growth_right_when_block_records_run_out)
+{
+    /* Block records come in slabs; each split takes one. Grow the pool at every count of spare
+     * records around a slab's size, so that growth meets an empty spare list at least once. */
+    for (int k = 200; k < 300; k++) {
+        crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
+        void *small[300];
+        for (int i = 0; i < k; i++)
+            small[i] = alloc(p, 256);
+        void *big = alloc(p, MiB - KiB); /* does not fit: grows by 1 MiB, then splits the new chunk */
+        ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+        void *more = alloc(p, 256);
+        release(p, big, MiB - KiB);
+        release(p, more, 256);
+        for (int i = 0; i < k; i++)
+            release(p, small[i], 256);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+        crmm_resource_release(p);
+    }
+}
+END_TEST
+
+/* ---- random use against a model ---------------------------------------------------------- */
+
+typedef struct live_block { uintptr_t p; size_t n; unsigned char tag; } live_block;
+
+START_TEST(random_use_keeps_the_books)
+{
+    crmm_resource *p = make_pool("initial_size=512KiB", host_upstream());
+    enum { LIVE = 300 };
+    live_block live[LIVE];
+    int n = 0;
+    uint64_t seed = 77, rounded = 0;
+    for (int step = 0; step < 20000; step++) {
+        uint64_t r = next_rand(&seed);
+        if (n == 0 || (n < LIVE && (r & 1))) {
+            size_t size = 1 + next_rand(&seed) % ((r >> 8) % 8 == 0 ? 256 * KiB : 2 * KiB);
+            void *x = alloc(p, size);
+            for (int k = 0; k < n; k++) /* no overlap with any live block */
+                ck_assert(live[k].p + live[k].n <= (uintptr_t)x || (uintptr_t)x + size <= live[k].p);
+            live[n] = (live_block){(uintptr_t)x, size, (unsigned char)r};
+            memset(x, live[n].tag, size);
+            rounded += (size + 255) & ~(size_t)255;
+            n++;
+        } else {
+            int k = (int)((r >> 16) % (uint64_t)n);
+            const unsigned char *b = (const unsigned char *)live[k].p;
+            for (size_t i = 0; i < live[k].n; i += 61)
+                ck_assert_uint_eq(b[i], live[k].tag);
+            ck_assert_uint_eq(b[live[k].n - 1], live[k].tag);
+            release(p, (void *)live[k].p, live[k].n);
+            rounded -= (live[k].n + 255) & ~(size_t)255;
+            live[k] = live[--n];
+        }
+        if (step % 97 == 0) {
+            ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE) + rounded, q(p, CRMM_QUERY_BYTES_RESERVED));
+            ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), (uint64_t)n);
+            ck_assert_uint_le(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), q(p, CRMM_QUERY_BYTES_FREE));
+        }
+    }
+    while (n > 0) {
+        n--;
+        release(p, (void *)live[n].p, live[n].n);
+    }
+    /* everything merged back: each chunk is one free block, and trim gives all of them back */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 0);
+    void *x = alloc(p, 100); /* and it grows again from nothing */
+    release(p, x, 100);
+    crmm_resource_release(p);
+}
+END_TEST
+
+/* ---- stress ------------------------------------------------------------------------------- */
+
+static int stress_ops(void)
+{
+    const char *env = getenv("CRMM_TEST_POOL_STRESS_OPS");
+    if (env && atoi(env) > 0)
+        return atoi(env);
+#if defined(__SANITIZE_ADDRESS__)
+    return 20000;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return 20000;
+#endif
+#endif
+    return 100000;
+}
+
+typedef struct stress_arg {
+    crmm_resource *mr;
+    uint64_t seed;
+    int ops;
+    uint64_t allocations;
+    int failures;
+    char why[256];
+} stress_arg;
+
+static void *stress_thread(void *arg)
+{
+    stress_arg *a = arg;
+    enum { LIVE = 64 };
+    live_block live[LIVE];
+    int n = 0;
+    for (int op = 0; op < a->ops && !a->failures; op++) {
+        uint64_t r = next_rand(&a->seed);
+        if (n == 0 || (n < LIVE && (r & 1))) {
+            size_t size = 1 + next_rand(&a->seed) % ((r >> 8) % 64 == 0 ? 64 * KiB : 2 * KiB);
+            void *x;
+            if (crmm_resource_allocate(a->mr, size, NULL, &x) != CRMM_OK || !x || (uintptr_t)x % 256) {
+                snprintf(a->why, sizeof a->why, "allocate %zu: %s", size, crmm_last_error());
+                a->failures++;
+                break;
+            }
+            live[n] = (live_block){(uintptr_t)x, size, (unsigned char)(r >> 24)};
+            memset(x, live[n].tag, size);
+            n++;
+            a->allocations++;
+        } else {
+            int k = (int)((r >> 16) % (uint64_t)n);
+            const unsigned char *b = (const unsigned char *)live[k].p;
+            for (size_t i = 0; i < live[k].n; i++)
+                if (b[i] != live[k].tag) {
+                    snprintf(a->why, sizeof a->why, "byte %zu of a %zu-byte block is %u, not %u", i, live[k].n, b[i],
+                             live[k].tag);
+                    a->failures++;
+                    break;
+                }
+            if (crmm_resource_deallocate(a->mr, (void *)live[k].p, live[k].n, NULL) != CRMM_OK) {
+                snprintf(a->why, sizeof a->why, "deallocate: %s", crmm_last_error());
+                a->failures++;
+            }
+            live[k] = live[--n];
+        }
+    }
+    while (n > 0) {
+        n--;
+        crmm_resource_deallocate(a->mr, (void *)live[n].p, live[n].n, NULL);
+    }
+    return NULL;
+}
+
+START_TEST(eight_threads_stress)
+{
+    crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
+    enum { T = 8 };
+    pthread_t t[T];
+    stress_arg a[T];
+    for (int k = 0; k < T; k++) {
+        a[k] = (stress_arg){.mr = p, .seed = 1234 + (uint64_t)k, .ops = stress_ops()};
+        ck_assert_int_eq(pthread_create(&t[k], NULL, stress_thread, &a[k]), 0);
+    }
+    for (int k = 0; k < T; k++)
+        ck_assert_int_eq(pthread_join(t[k], NULL), 0);
+    for (int k = 0; k < T; k++)
+        ck_assert_msg(a[k].failures == 0, "thread %d: %s", k, a[k].why);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+    uint64_t made = 0;
+    for (int k = 0; k < T; k++)
+        made += a[k].allocations;
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_TOTAL), made);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    crmm_resource_release(p);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pool_growth");
+
+    TCase *tc = tcase_create("pool_blocks");
+    tcase_add_test(tc, random_use_keeps_the_books);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool_growth");
+    tcase_add_test(tc, growth_doubles_without_maximum);
+    tcase_add_test(tc, growth_takes_half_the_room_below_the_maximum);
+    tcase_add_test(tc, growth_with_maximum_never_passes_it);
+    tcase_add_test(tc, growth_halves_when_the_upstream_refuses);
+    tcase_add_test(tc, one_pib_names_the_sizes);
+    tcase_add_test(tc, zero_initial_size_grows_on_demand);
+    tcase_add_test(tc, growth_right_when_block_records_run_out);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool_stress");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, eight_threads_stress);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

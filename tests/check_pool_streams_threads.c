@@ -1,0 +1,255 @@
+/* check_pool_streams_threads.c — the pool's stream logic on the CPU, against the scripted CUDA of
+ * fakes/fake_stream_cuda.c (as check_pool_streams.c): eight threads on their own streams, a failed
+ * synchronization, many streams keeping the books, trim and destroy over blocks of several streams.
+ * Loop tests run twice: _i 0 = stream_reuse=sync, 1 = stream_reuse=event. */
+#include "build_config.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <crmm/pool.h>
+#include "fakes/fake_stream_cuda.h"
+#include "fakes/fake_streams.h"
+#include "test_support.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#include "pool_streams_test.h"
+
+/* ---- eight threads, one stream each ---------------------------------------------------- */
+
+enum { STRESS_THREADS = 8, STRESS_LIVE = 64, STRESS_STEPS = 4000, STRESS_FREED = 1 << 14 };
+
+/* What the threads freed since, as the test sees it: range, stream, and the number of device
+ * synchronizations counted before the free began (so never more than when the pool filed it). */
+typedef struct freed_range { uintptr_t addr; size_t size; cudaStream_t stream; int syncs; } freed_range;
+
+static struct {
+    pthread_mutex_t lock;
+    freed_range freed[STRESS_FREED];
+    size_t count;
+    int misordered, overlapped;
+} stress = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int syncs_now(void) { return __atomic_load_n(&fake_cuda.device_sync, __ATOMIC_SEQ_CST); }
+
+/* A block [a, a+n) was handed out on `on` after `syncs` synchronizations: in sync mode every
+ * range freed on another stream that it overlaps must have been freed before one of them. */
+static void check_reuse(uintptr_t a, size_t n, cudaStream_t on, int syncs, int mode)
+{
+    pthread_mutex_lock(&stress.lock);
+    for (size_t i = 0; i < stress.count;) {
+        freed_range *f = &stress.freed[i];
+        if (f->addr < a + n && a < f->addr + f->size) {
+            if (mode == SYNC && f->stream != on && syncs <= f->syncs)
+                stress.misordered++;
+            *f = stress.freed[--stress.count];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&stress.lock);
+}
+
+static void note_free(uintptr_t a, size_t n, cudaStream_t on, int syncs)
+{
+    pthread_mutex_lock(&stress.lock);
+    if (stress.count < STRESS_FREED)
+        stress.freed[stress.count++] = (freed_range){a, n, on, syncs};
+    pthread_mutex_unlock(&stress.lock);
+}
+
+typedef struct stress_arg { crmm_resource *p; cudaStream_t stream; int mode, index; crmm_status st; } stress_arg;
+
+static void *stress_thread(void *arg)
+{
+    stress_arg *w = arg;
+    unsigned char *live[STRESS_LIVE] = {0};
+    size_t size[STRESS_LIVE] = {0};
+    uint64_t seed = 77 + (uint64_t)w->index;
+    crmm_cuda_stream_t on = (crmm_cuda_stream_t)w->stream;
+    for (int step = 0; step < STRESS_STEPS && w->st == CRMM_OK; step++) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        int k = (int)(seed % STRESS_LIVE);
+        if (live[k]) {
+            for (size_t b = 0; b < size[k]; b += 256) /* nobody else wrote into it */
+                if (live[k][b] != (unsigned char)(w->index + 1))
+                    __atomic_add_fetch(&stress.overlapped, 1, __ATOMIC_RELAXED);
+            int syncs = syncs_now();
+            w->st = crmm_resource_deallocate(w->p, live[k], size[k], on);
+            note_free((uintptr_t)live[k], size[k], w->stream, syncs);
+            live[k] = NULL;
+        } else {
+            size[k] = 1 + (size_t)((seed >> 16) % (48 * KiB));
+            void *x = NULL;
+            w->st = crmm_resource_allocate(w->p, size[k], on, &x);
+            if (w->st != CRMM_OK)
+                break;
+            check_reuse((uintptr_t)x, size[k], w->stream, syncs_now(), w->mode);
+            live[k] = x;
+            for (size_t b = 0; b < size[k]; b += 256)
+                live[k][b] = (unsigned char)(w->index + 1);
+        }
+    }
+    for (int k = 0; k < STRESS_LIVE; k++)
+        if (live[k] && crmm_resource_deallocate(w->p, live[k], size[k], on) != CRMM_OK)
+            w->st = CRMM_ERROR_STATE;
+    return NULL;
+}
+
+START_TEST(eight_threads_on_their_own_streams_lose_nothing)
+{
+    /* one stream per thread, as the benchmark's sets C and D: every block handed out is no one
+     * else's (each thread tags its blocks and checks the tags at the free), in sync mode a block
+     * freed on another stream is handed out only after a device synchronization, and at the end
+     * every byte is free again */
+    crmm_resource *p = pool_in_mode(_i, "initial_size=2MiB");
+    stress.count = 0;
+    stress.misordered = stress.overlapped = 0;
+    fake_cuda_reset();
+    stress_arg w[STRESS_THREADS];
+    pthread_t th[STRESS_THREADS];
+    for (int k = 0; k < STRESS_THREADS; k++) {
+        w[k] = (stress_arg){p, fake_stream_new(k), _i, k, CRMM_OK};
+        ck_assert_int_eq(pthread_create(&th[k], NULL, stress_thread, &w[k]), 0);
+    }
+    for (int k = 0; k < STRESS_THREADS; k++) {
+        ck_assert_int_eq(pthread_join(th[k], NULL), 0);
+        ck_assert_crmm_ok(w[k].st);
+    }
+    ck_assert_int_eq(stress.overlapped, 0);
+    ck_assert_int_eq(stress.misordered, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(a_failed_synchronization_is_an_error_and_breaks_nothing)
+{
+    /* sync mode synchronizes to move the block; event mode when its record fails */
+    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *a = alloc_on(p, MiB, s);
+    free_on(p, a, MiB, s);
+    fake_cuda.device_sync_result = cudaErrorLaunchFailure;
+    fake_cuda.record_result = cudaErrorLaunchFailure;
+    void *x = (void *)0x1;
+    ck_assert_crmm(crmm_resource_allocate(p, MiB, (crmm_cuda_stream_t)t, &x), CRMM_ERROR_CUDA);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(crmm_last_error(), "cudaDeviceSynchronize"), "%s", crmm_last_error());
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), MiB); /* the block is still there */
+    fake_cuda.device_sync_result = cudaSuccess;
+    fake_cuda.record_result = cudaSuccess;
+    void *b = alloc_on(p, MiB, t);
+    ck_assert_ptr_eq(b, a);
+    free_on(p, b, MiB, t);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(many_streams_keep_the_books)
+{
+    crmm_resource *p = pool_in_mode(_i, "initial_size=256KiB");
+    enum { S = 6, LIVE = 50 };
+    cudaStream_t st[S];
+    for (int k = 0; k < S; k++)
+        st[k] = fake_stream_new(k);
+    void *live[LIVE] = {0};
+    size_t size[LIVE] = {0};
+    uint64_t seed = 3, rounded = 0;
+    for (int step = 0; step < 20000; step++) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        int k = (int)(seed % LIVE);
+        cudaStream_t on = st[(seed >> 8) % S];
+        if (live[k]) {
+            free_on(p, live[k], size[k], on);
+            rounded -= (size[k] + 255) & ~(size_t)255;
+            live[k] = NULL;
+        } else {
+            size[k] = 1 + (size_t)((seed >> 16) % (64 * KiB));
+            live[k] = alloc_on(p, size[k], on);
+            rounded += (size[k] + 255) & ~(size_t)255;
+            memset(live[k], k, size[k] < 64 ? size[k] : 64);
+        }
+        if (step % 101 == 0) {
+            ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE) + rounded, q(p, CRMM_QUERY_BYTES_RESERVED));
+            ck_assert_uint_le(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), q(p, CRMM_QUERY_BYTES_FREE));
+        }
+        if (step == 10000) { /* a stream goes away halfway: its free blocks must not be lost */
+            if (_i == EVENT) /* the promise event mode needs */
+                ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)st[0]));
+            fake_stream_destroy(st[0]);
+            st[0] = fake_stream_new(S);
+        }
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (live[k])
+            free_on(p, live[k], size[k], st[k % S]);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+    fake_cuda_reset();
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_int_eq(fake_cuda.device_sync, 1); /* memory goes back upstream only once the device is idle */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(trim_joins_blocks_freed_on_different_streams)
+{
+    crmm_resource *p = device_pool("initial_size=1MiB");
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *a = alloc_on(p, 512 * KiB, s), *b = alloc_on(p, 512 * KiB, s);
+    free_on(p, a, 512 * KiB, s);
+    free_on(p, b, 512 * KiB, t);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), 512 * KiB);
+    fake_cuda_reset();
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_int_eq(fake_cuda.device_sync, 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 0);
+    /* a trim with nothing to give back does not synchronize */
+    void *c = alloc_on(p, 512 * KiB, t);
+    fake_cuda_reset();
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_int_eq(fake_cuda.device_sync, 0);
+    free_on(p, c, 512 * KiB, t);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(destroy_synchronizes_before_returning_memory)
+{
+    crmm_resource *p = device_pool("initial_size=1MiB");
+    fake_cuda_reset();
+    crmm_resource_release(p);
+    ck_assert_int_eq(fake_cuda.device_sync, 1);
+    ck_assert_int_eq(fake_cuda.event_destroy, 0); /* no event was ever made */
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pool_streams_threads");
+    TCase *tc = tcase_create("pool_streams");
+    /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event */
+    tcase_add_loop_test(tc, a_failed_synchronization_is_an_error_and_breaks_nothing, SYNC, EVENT + 1);
+    tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, EVENT + 1);
+    tcase_add_test(tc, trim_joins_blocks_freed_on_different_streams);
+    tcase_add_test(tc, destroy_synchronizes_before_returning_memory);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool_streams_threads"); /* busy threads: give a loaded machine time */
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, eight_threads_on_their_own_streams_lose_nothing, SYNC, EVENT + 1);
+    suite_add_tcase(s, tc);
+    return crmm_test_run(s);
+}

@@ -1,0 +1,377 @@
+/* check_resource_abi.c — the resource ABI's basics, on the CPU: resources built through plugins
+ * whose create misbehaves, then over the `host` plugin: reference counts, the leak report, NULL
+ * arguments, find_kind and control, and the exit guard's fallback. */
+#include "build_config.h"
+#include <dirent.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include "test_support.h"
+#include "loader_test.h"
+
+/* ---- crmm_resource_create through misbehaving plugins -------------------------------------- */
+
+START_TEST(create_failure_keeps_the_plugins_status_and_message)
+{
+    crmm_resource *mr = NULL;
+    ck_assert_crmm(crmm_resource_create("createfail", NULL, NULL, &mr), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_ptr_null(mr);
+    ck_assert_error_has("createfail: this plugin always refuses to create a resource");
+}
+END_TEST
+
+START_TEST(create_failure_without_message_gets_one)
+{
+    crmm_resource *mr = NULL;
+    crmm_set_error(CRMM_ERROR_CONFIG, "a stale message from before");
+    ck_assert_crmm(crmm_resource_create("createnomsg", NULL, NULL, &mr), CRMM_ERROR_BAD_ALLOC);
+    ck_assert_ptr_null(mr);
+    ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_BAD_ALLOC);
+    ck_assert_error_has("createnomsg");
+    ck_assert_error_has("without a message");
+    ck_assert_msg(strstr(crmm_last_error(), "stale") == NULL, "%s", crmm_last_error());
+}
+END_TEST
+
+START_TEST(resource_without_deallocate_is_refused_and_freed)
+{
+    crmm_resource *host = NULL, *mr = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &host));
+    ck_assert_int_eq(crmm_resource_refcount(host), 1);
+    ck_assert_crmm(crmm_resource_create("badresource", NULL, host, &mr), CRMM_ERROR_PLUGIN);
+    ck_assert_ptr_null(mr);
+    ck_assert_error_has("badresource");
+    ck_assert_error_has("deallocate");
+    /* the half-built resource was destroyed and gave its upstream reference back (the sanitizer
+     * build checks that nothing leaked) */
+    ck_assert_int_eq(crmm_resource_refcount(host), 1);
+    ck_assert_crmm(crmm_resource_create("badresource", NULL, NULL, &mr), CRMM_ERROR_PLUGIN);
+    ck_assert_ptr_null(mr);
+    crmm_resource_release(host);
+}
+END_TEST
+
+START_TEST(create_refuses_broken_plugins)
+{
+    crmm_resource *mr = NULL;
+    ck_assert_crmm(crmm_resource_create("nocreate", NULL, NULL, &mr), CRMM_ERROR_PLUGIN);
+    ck_assert_error_has("crmm_nocreate.so");
+    ck_assert_crmm(crmm_resource_create("nosuchplugin", NULL, NULL, &mr), CRMM_ERROR_PLUGIN);
+    ck_assert_ptr_null(mr);
+}
+END_TEST
+
+START_TEST(upstream_rules)
+{
+    crmm_resource *host = NULL, *mr = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &host));
+    ck_assert_crmm(crmm_resource_create("host", NULL, host, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_error_has("takes no upstream");
+    ck_assert_ptr_null(mr);
+    ck_assert_crmm(crmm_resource_create("template", NULL, NULL, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_error_has("needs an upstream");
+    ck_assert_ptr_null(mr);
+    ck_assert_int_eq(crmm_resource_refcount(host), 1);
+    /* optional: both ways */
+    ck_assert_crmm_ok(crmm_resource_create("sizeparam", NULL, NULL, &mr));
+    ck_assert_ptr_null(crmm_resource_upstream(mr));
+    crmm_resource_release(mr);
+    ck_assert_crmm_ok(crmm_resource_create("sizeparam", NULL, host, &mr));
+    ck_assert_ptr_eq(crmm_resource_upstream(mr), host);
+    ck_assert_int_eq(crmm_resource_refcount(host), 2);
+    crmm_resource_release(mr);
+    ck_assert_int_eq(crmm_resource_refcount(host), 1);
+    crmm_resource_release(host);
+}
+END_TEST
+
+START_TEST(create_validates_parameters)
+{
+    crmm_resource *mr = NULL;
+    uint64_t v;
+    ck_assert_crmm_ok(crmm_resource_create("sizeparam", "size=4KiB", NULL, &mr));
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_MAXIMUM_SIZE, &v));
+    ck_assert_uint_eq(v, 4096);
+    crmm_resource_release(mr);
+    ck_assert_crmm_ok(crmm_resource_create("sizeparam", NULL, NULL, &mr)); /* the default */
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_MAXIMUM_SIZE, &v));
+    ck_assert_uint_eq(v, 1u << 20);
+    crmm_resource_release(mr);
+    mr = NULL;
+    ck_assert_crmm(crmm_resource_create("sizeparam", "size=lots", NULL, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_error_has("size");
+    ck_assert_crmm(crmm_resource_create("sizeparam", "szie=1", NULL, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_error_has("did you mean 'size'");
+    ck_assert_crmm(crmm_resource_create("sizeparam", "size", NULL, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_error_has("key=value");
+    ck_assert_ptr_null(mr);
+}
+END_TEST
+
+/* ---- the resource ABI over host ------------------------------------------------------------ */
+
+START_TEST(refcount_and_upstream_release)
+{
+    crmm_resource *h = NULL, *t = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    ck_assert_crmm_ok(crmm_resource_create("template", "tag=7", h, &t));
+    ck_assert_int_eq(crmm_resource_refcount(h), 2); /* t holds its upstream */
+    ck_assert_int_eq(crmm_resource_refcount(t), 1);
+    ck_assert_ptr_eq(crmm_resource_upstream(t), h);
+    ck_assert_ptr_eq(crmm_resource_retain(t), t);
+    ck_assert_int_eq(crmm_resource_refcount(t), 2);
+    crmm_resource_release(t);
+    ck_assert_int_eq(crmm_resource_refcount(t), 1);
+    ck_assert_int_eq(crmm_resource_refcount(h), 2);
+    crmm_resource_release(t); /* the last: destroys t, releases h once */
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(h, 64, NULL, &p)); /* h is intact */
+    ck_assert_crmm_ok(crmm_resource_deallocate(h, p, 64, NULL));
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(releasing_the_top_unwinds_the_chain)
+{
+    /* host <- template <- template: dropping the caller's references below the top leaves the
+     * chain alive through the top's; releasing the top frees all (sanitizer build: no leak) */
+    crmm_resource *h, *t1, *t2;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
+    ck_assert_crmm_ok(crmm_resource_create("template", NULL, h, &t1));
+    ck_assert_crmm_ok(crmm_resource_create("template", NULL, t1, &t2));
+    crmm_resource_release(h);
+    crmm_resource_release(t1);
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    ck_assert_int_eq(crmm_resource_refcount(t1), 1);
+    ck_assert_ptr_eq(crmm_resource_find_kind(t2, "host"), h);
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(t2, 1000, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(t2, p, 1000, NULL));
+    crmm_resource_release(t2);
+}
+END_TEST
+
+START_TEST(destroy_with_live_allocations_logs_a_warning)
+{
+    crmm_test_log_capture_begin();
+    crmm_resource *h;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
+    void *p1, *p2, *p3;
+    ck_assert_crmm_ok(crmm_resource_allocate(h, 1000, NULL, &p1));
+    ck_assert_crmm_ok(crmm_resource_allocate(h, 2000, NULL, &p2));
+    ck_assert_crmm_ok(crmm_resource_allocate(h, 3000, NULL, &p3));
+    ck_assert_crmm_ok(crmm_resource_deallocate(h, p2, 2000, NULL));
+    crmm_resource_release(h); /* 2 left: 4000 bytes */
+    char *text = crmm_test_log_capture_end();
+    ck_assert_msg(strstr(text, "[warn]") && strstr(text, "host resource destroyed with 2 live allocations (3.9 KiB)"),
+                  "log: %s", text);
+    free(text);
+    free(p1); /* the host plugin's memory is aligned_alloc's: give it back by hand */
+    free(p3);
+
+    /* a named resource (from a config) is named in the report */
+    crmm_test_log_capture_begin();
+    crmm_config *cfg;
+    ck_assert_crmm_ok(crmm_config_load_string("[resource.main]\nplugin = host\n", "test", &cfg));
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "main", -1, &h));
+    ck_assert_crmm_ok(crmm_resource_allocate(h, 100, NULL, &p1));
+    crmm_resource_release(h);
+    crmm_config_free(cfg); /* the config's own reference: the last */
+    text = crmm_test_log_capture_end();
+    ck_assert_msg(strstr(text, "host resource 'main' destroyed with 1 live allocation (100 B)"), "log: %s", text);
+    free(text);
+    free(p1);
+}
+END_TEST
+
+START_TEST(clean_destroy_logs_nothing)
+{
+    crmm_test_log_capture_begin();
+    crmm_resource *h;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(h, 1000, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(h, p, 1000, NULL));
+    crmm_resource_release(h);
+    char *text = crmm_test_log_capture_end();
+    ck_assert_str_eq(text, "");
+    free(text);
+}
+END_TEST
+
+START_TEST(null_arguments_to_resource_functions)
+{
+    crmm_resource *h;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
+    void *p = (void *)0x1;
+    uint64_t v;
+    double d;
+    ck_assert_crmm(crmm_resource_allocate(NULL, 16, NULL, &p), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(p);
+    ck_assert_crmm(crmm_resource_allocate(h, 16, NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_allocate(NULL, 0, NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_deallocate(NULL, (void *)0x100, 16, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm_ok(crmm_resource_deallocate(NULL, NULL, 16, NULL)); /* NULL pointer: a no-op */
+    ck_assert_crmm_ok(crmm_resource_deallocate(h, NULL, 16, NULL));
+    ck_assert_crmm(crmm_resource_query(NULL, CRMM_QUERY_BYTES_IN_USE, &v), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_query(h, CRMM_QUERY_BYTES_IN_USE, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_fragmentation(NULL, &d), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_fragmentation(h, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_trim(NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_control(NULL, 1, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(crmm_resource_find_kind(NULL, "host"));
+    ck_assert_ptr_null(crmm_resource_find_kind(h, NULL));
+    ck_assert(!crmm_resource_is_device_accessible(NULL));
+    ck_assert(!crmm_resource_is_host_accessible(NULL));
+    ck_assert_str_eq(crmm_resource_kind(NULL), "");
+    ck_assert_str_eq(crmm_resource_name(NULL), "");
+    ck_assert_ptr_null(crmm_resource_upstream(NULL));
+    ck_assert_ptr_null(crmm_resource_retain(NULL));
+    crmm_resource_release(NULL);
+    ck_assert_int_eq(crmm_resource_refcount(NULL), 0);
+    crmm_resource_report_leaks(NULL, 3, 300); /* no crash */
+    crmm_resource_init(NULL, NULL, "x", 0, -1, h); /* no crash, no reference taken */
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
+    crmm_resource *mr = NULL;
+    ck_assert_crmm(crmm_resource_create(NULL, NULL, NULL, &mr), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_create("host", NULL, NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(mr);
+    /* h is unharmed */
+    ck_assert_crmm_ok(crmm_resource_allocate(h, 16, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(h, p, 16, NULL));
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(properties_kind_and_find_kind)
+{
+    crmm_resource *h, *t;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
+    ck_assert_crmm_ok(crmm_resource_create("template", NULL, h, &t));
+    ck_assert(crmm_resource_is_host_accessible(h));
+    ck_assert(!crmm_resource_is_device_accessible(h));
+    ck_assert(crmm_resource_is_host_accessible(t)); /* template takes its upstream's properties */
+    ck_assert_str_eq(crmm_resource_kind(h), "host");
+    ck_assert_str_eq(crmm_resource_kind(t), "template");
+    ck_assert_str_eq(crmm_resource_name(t), "");
+    ck_assert_ptr_eq(crmm_resource_find_kind(t, "template"), t);
+    ck_assert_ptr_eq(crmm_resource_find_kind(t, "host"), h);
+    ck_assert_ptr_eq(crmm_resource_find_kind(h, "host"), h);
+    ck_assert_ptr_null(crmm_resource_find_kind(h, "template")); /* looks down, never up */
+    ck_assert_ptr_null(crmm_resource_find_kind(t, "pool"));
+    ck_assert_int_eq(crmm_resource_refcount(h), 2); /* find_kind borrows */
+    crmm_resource_release(t);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(control_and_queries_without_support)
+{
+    crmm_resource *h, *s;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
+    ck_assert_crmm(crmm_resource_control(h, 0x1000, NULL), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_error_has("host");
+    ck_assert_crmm_ok(crmm_resource_trim(h)); /* nothing cached: OK, nothing done */
+    uint64_t v;
+    ck_assert_crmm_ok(crmm_resource_query(h, CRMM_QUERY_MAXIMUM_SIZE, &v));
+    ck_assert_uint_eq(v, UINT64_MAX);
+    ck_assert_crmm(crmm_resource_query(h, CRMM_QUERY_PLUGIN_FIRST + 5, &v), CRMM_ERROR_UNSUPPORTED);
+    double frag;
+    ck_assert_crmm(crmm_resource_fragmentation(h, &frag), CRMM_ERROR_UNSUPPORTED);
+    /* a resource that answers one query only */
+    ck_assert_crmm_ok(crmm_resource_create("sizeparam", NULL, NULL, &s));
+    ck_assert_crmm(crmm_resource_control(s, 1, NULL), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_crmm(crmm_resource_query(s, CRMM_QUERY_BYTES_IN_USE, &v), CRMM_ERROR_UNSUPPORTED);
+    crmm_resource_release(s);
+    crmm_resource_release(h);
+}
+END_TEST
+
+START_TEST(host_counts_in_use_bytes)
+{
+    crmm_resource *h;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
+    void *p[3];
+    for (int i = 0; i < 3; i++)
+        ck_assert_crmm_ok(crmm_resource_allocate(h, 100 * (size_t)(i + 1), NULL, &p[i]));
+    uint64_t v;
+    ck_assert_crmm_ok(crmm_resource_query(h, CRMM_QUERY_BYTES_IN_USE, &v));
+    ck_assert_uint_eq(v, 600);
+    ck_assert_crmm_ok(crmm_resource_query(h, CRMM_QUERY_ALLOCATIONS, &v));
+    ck_assert_uint_eq(v, 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(h, p[i], 100 * (size_t)(i + 1), NULL));
+    ck_assert_crmm_ok(crmm_resource_query(h, CRMM_QUERY_BYTES_IN_USE, &v));
+    ck_assert_uint_eq(v, 0);
+    ck_assert_crmm_ok(crmm_resource_query(h, CRMM_QUERY_BYTES_IN_USE_PEAK, &v));
+    ck_assert_uint_eq(v, 600);
+    /* more than the machine has: out of memory at once (no abort under AddressSanitizer) */
+    void *big = (void *)0x1;
+    ck_assert_crmm(crmm_resource_allocate(h, (size_t)1 << 50, NULL, &big), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(big);
+    ck_assert_error_has("host: failed to allocate 1.0 PiB: more than the machine's memory");
+    ck_assert_crmm(crmm_resource_allocate(h, SIZE_MAX, NULL, &big), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_crmm_ok(crmm_resource_query(h, CRMM_QUERY_ALLOCATIONS, &v));
+    ck_assert_uint_eq(v, 0);
+    crmm_resource_release(h);
+}
+END_TEST
+
+/* ---- the exit guard's fallback (no CUDA call needed) ----------------------------------------- */
+
+START_TEST(runtime_unloading_means_the_process_is_exiting)
+{
+    /* Should the CUDA runtime's exit handler run before crmm's, the first call that reports
+     * cudaErrorCudartUnloading turns the exit flag on, so that later frees leak quietly. */
+    ck_assert(!crmm_process_exiting());
+    ck_assert_crmm_ok(crmm_cuda_status(cudaSuccess, "cudaFree"));
+    ck_assert(!crmm_process_exiting());
+    ck_assert_crmm(crmm_cuda_status(cudaErrorCudartUnloading, "cudaFree"), CRMM_ERROR_STATE);
+    ck_assert_error_has("cudaFree");
+    ck_assert_error_has("unloading");
+    ck_assert(crmm_process_exiting());
+    /* host memory needs no CUDA: still served */
+    crmm_resource *h;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(h, 100, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(h, p, 100, NULL));
+    crmm_resource_release(h);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("resource_abi");
+    TCase *create = tcase_create("create");
+    tcase_add_test(create, create_failure_keeps_the_plugins_status_and_message);
+    tcase_add_test(create, create_failure_without_message_gets_one);
+    tcase_add_test(create, resource_without_deallocate_is_refused_and_freed);
+    tcase_add_test(create, create_refuses_broken_plugins);
+    tcase_add_test(create, upstream_rules);
+    tcase_add_test(create, create_validates_parameters);
+    suite_add_tcase(s, create);
+
+    TCase *abi = tcase_create("resource_abi");
+    tcase_add_test(abi, refcount_and_upstream_release);
+    tcase_add_test(abi, releasing_the_top_unwinds_the_chain);
+    tcase_add_test(abi, destroy_with_live_allocations_logs_a_warning);
+    tcase_add_test(abi, clean_destroy_logs_nothing);
+    tcase_add_test(abi, null_arguments_to_resource_functions);
+    tcase_add_test(abi, properties_kind_and_find_kind);
+    tcase_add_test(abi, control_and_queries_without_support);
+    tcase_add_test(abi, host_counts_in_use_bytes);
+    tcase_add_test(abi, runtime_unloading_means_the_process_is_exiting);
+    suite_add_tcase(s, abi);
+    return crmm_test_run(s);
+}

@@ -1,0 +1,209 @@
+/* fake_stream_cuda.c — the scripted CUDA runtime of the stream-order suites (fake_stream_cuda.h). */
+#include "build_config.h"
+#include <stdlib.h>
+#include <string.h>
+#include <check.h>
+#include "fake_stream_cuda.h"
+#include "fake_streams.h"
+
+fake_event fake_events[FAKE_EVENTS];
+fake_cuda_state fake_cuda;
+
+#define COUNT(field) __atomic_add_fetch(&fake_cuda.field, 1, __ATOMIC_SEQ_CST)
+
+void fake_cuda_reset(void)
+{
+    fake_cuda_state keep = fake_cuda;
+    memset(&fake_cuda, 0, sizeof fake_cuda);
+    fake_cuda.device_sync_result = keep.device_sync_result;
+    fake_cuda.record_result = keep.record_result;
+    fake_cuda.forbid_events_and_ids = keep.forbid_events_and_ids;
+    fake_streams_reset_uses();
+}
+
+int fake_cuda_total(void)
+{
+    const fake_cuda_state *c = &fake_cuda;
+    return __atomic_load_n(&c->get_id, __ATOMIC_SEQ_CST) + __atomic_load_n(&c->record, __ATOMIC_SEQ_CST) +
+           __atomic_load_n(&c->wait, __ATOMIC_SEQ_CST) + __atomic_load_n(&c->device_sync, __ATOMIC_SEQ_CST) +
+           __atomic_load_n(&c->stream_sync, __ATOMIC_SEQ_CST) + __atomic_load_n(&c->event_sync, __ATOMIC_SEQ_CST) +
+           __atomic_load_n(&c->event_create, __ATOMIC_SEQ_CST) +
+           __atomic_load_n(&c->event_destroy, __ATOMIC_SEQ_CST) + __atomic_load_n(&c->query, __ATOMIC_SEQ_CST);
+}
+
+static cudaError_t failed_with(cudaError_t e)
+{
+    fake_cuda.last_error = e;
+    return e;
+}
+
+/* A call that names a stream or an event, when the test forbids those. */
+static void forbidden(const char *call, cudaStream_t s)
+{
+    if (fake_cuda.forbid_events_and_ids) {
+        COUNT(forbidden);
+        ck_abort_msg("%s(%p) called", call, (void *)s);
+    }
+}
+
+cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
+{
+    COUNT(get_id);
+    forbidden("cudaStreamGetId", s);
+    fake_stream_use(s, "cudaStreamGetId");
+    if (s == NULL || s == cudaStreamLegacy) {
+        *id = 1;
+        return cudaSuccess;
+    }
+    if (s == cudaStreamPerThread) {
+        *id = 2;
+        return cudaSuccess;
+    }
+    if (!fake_stream_is_live(s))
+        return failed_with(cudaErrorInvalidResourceHandle);
+    *id = fake_stream_id(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+    (void)flags;
+    COUNT(event_create);
+    forbidden("cudaEventCreateWithFlags", NULL);
+    for (int i = 0; i < FAKE_EVENTS; i++)
+        if (!__atomic_exchange_n(&fake_events[i].live, 1, __ATOMIC_SEQ_CST)) {
+            fake_events[i].recorded_on = NULL;
+            *event = (cudaEvent_t)&fake_events[i];
+            return cudaSuccess;
+        }
+    ck_abort_msg("out of fake events");
+    return cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    COUNT(event_destroy);
+    forbidden("cudaEventDestroy", NULL);
+    __atomic_store_n(&((fake_event *)event)->live, 0, __ATOMIC_SEQ_CST);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t s)
+{
+    COUNT(record);
+    forbidden("cudaEventRecord", s);
+    fake_cuda.last_recorded = s;
+    fake_stream_use(s, "cudaEventRecord");
+    ck_assert_msg(((fake_event *)event)->live, "record on a destroyed event");
+    ((fake_event *)event)->recorded_on = s;
+    return fake_cuda.record_result == cudaSuccess ? cudaSuccess : failed_with(fake_cuda.record_result);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    (void)event;
+    COUNT(event_sync);
+    forbidden("cudaEventSynchronize", NULL);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t event, unsigned int flags)
+{
+    (void)flags;
+    COUNT(wait);
+    forbidden("cudaStreamWaitEvent", s);
+    fake_cuda.last_waiting = s;
+    fake_cuda.last_waited = (fake_event *)event;
+    fake_stream_use(s, "cudaStreamWaitEvent");
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+    COUNT(query);
+    forbidden("cudaStreamQuery", s);
+    fake_stream_use(s, "cudaStreamQuery");
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    COUNT(device_sync);
+    void (*hook)(void) = fake_cuda.during_device_sync;
+    fake_cuda.during_device_sync = NULL;
+    if (hook)
+        hook();
+    cudaError_t r = fake_cuda.device_sync_result;
+    return r == cudaSuccess ? cudaSuccess : failed_with(r);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    COUNT(stream_sync);
+    fake_cuda.last_synchronized = s;
+    fake_stream_use(s, "cudaStreamSynchronize");
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void)
+{
+    COUNT(get_last_error);
+    cudaError_t e = fake_cuda.last_error;
+    fake_cuda.last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+    *device = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+    (void)device;
+    return cudaSuccess;
+}
+
+/* ---- the fake device ------------------------------------------------------------------------ */
+
+typedef struct fake_device { crmm_resource base; int chunks, max_chunks; } fake_device;
+
+static crmm_status fd_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)stream;
+    fake_device *d = (fake_device *)self;
+    if (d->max_chunks && __atomic_load_n(&d->chunks, __ATOMIC_SEQ_CST) >= d->max_chunks)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fake device: full");
+    *ptr = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
+    if (!*ptr)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fake device: no memory");
+    __atomic_add_fetch(&d->chunks, 1, __ATOMIC_SEQ_CST);
+    return CRMM_OK;
+}
+
+static crmm_status fd_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)bytes, (void)stream;
+    free(ptr);
+    __atomic_sub_fetch(&((fake_device *)self)->chunks, 1, __ATOMIC_SEQ_CST);
+    return CRMM_OK;
+}
+
+static void fd_destroy(crmm_resource *self) { free(self); }
+
+static const crmm_resource_ops fd_ops = {.allocate = fd_allocate, .deallocate = fd_deallocate, .destroy = fd_destroy};
+
+crmm_resource *fake_device_new(int max_chunks)
+{
+    fake_device *d = calloc(1, sizeof *d);
+    ck_assert_ptr_nonnull(d);
+    d->max_chunks = max_chunks;
+    crmm_resource_init(&d->base, &fd_ops, "fake_device", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
+    return &d->base;
+}
+
+int fake_device_chunks(const crmm_resource *device)
+{
+    return __atomic_load_n(&((const fake_device *)device)->chunks, __ATOMIC_SEQ_CST);
+}

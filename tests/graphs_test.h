@@ -1,0 +1,124 @@
+/* graphs_test.h — what the graph-capture suites on the CPU (check_graphs, check_graphs_plugins)
+ * share: cudaMalloc and cudaFree for the cuda plugin (host memory, counted) and the rest of the
+ * scripted runtime the plugins call, defined here and exported by the program (include this
+ * header in one file of a program only); the pool in its three forms, and calls that must
+ * succeed. */
+#ifndef CRMM_TESTS_GRAPHS_TEST_H
+#define CRMM_TESTS_GRAPHS_TEST_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <crmm/pool.h>
+#include "fakes/fake_capture.h"
+#include "fakes/fake_vmm.h"
+#include "malloc_fail.h"
+#include "test_support.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define PAGE (64 * KiB)
+#define DEVICE_MEMORY (256 * MiB)
+
+/* ---- cudaMalloc and cudaFree, for the cuda plugin: host memory, counted ------------------- */
+
+static int mallocs, frees;
+
+cudaError_t cudaMalloc(void **ptr, size_t size)
+{
+    cudaError_t e = fake_capture_call("cudaMalloc", FAKE_CALL_UNSAFE, NULL);
+    if (e != cudaSuccess)
+        return e;
+    mallocs++;
+    *ptr = aligned_alloc(256, (size + 255) & ~(size_t)255);
+    return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaFree(void *ptr)
+{
+    cudaError_t e = fake_capture_call("cudaFree", FAKE_CALL_UNSAFE, NULL);
+    if (e != cudaSuccess)
+        return e;
+    frees++;
+    free(ptr);
+    return cudaSuccess;
+}
+
+/* ---- the rest of the scripted runtime the plugins below call --------------------------------- */
+
+static int prefetches;
+
+cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
+{
+    *id = (unsigned long long)(uintptr_t)s + 1;
+    return fake_capture_call("cudaStreamGetId", FAKE_CALL_STREAM, s); /* CUDA refuses a captured stream's id */
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    (void)attr, (void)device;
+    *value = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemPrefetchAsync(const void *ptr, size_t bytes, struct cudaMemLocation to, unsigned int flags,
+                                 cudaStream_t s)
+{
+    (void)ptr, (void)bytes, (void)to, (void)flags;
+    prefetches++;
+    return fake_capture_call("cudaMemPrefetchAsync", FAKE_CALL_STREAM, s);
+}
+
+/* ---- the pools ------------------------------------------------------------------------------ */
+
+enum { CHUNKS_SYNC, CHUNKS_EVENT, EXPANDABLE, FORMS };
+static const char *const form_names[FORMS] = {"chunks, stream_reuse=sync", "chunks, stream_reuse=event", "expandable"};
+
+/* A pool in form `form` with `params`: the chunked forms over the cuda plugin (cudaMalloc above),
+ * the expandable one over the scripted driver. */
+static inline crmm_resource *pool_in_form(int form, const char *params)
+{
+    fake_vmm_reset(PAGE, DEVICE_MEMORY);
+    char text[256];
+    crmm_resource *p = NULL;
+    if (form == EXPANDABLE) {
+        snprintf(text, sizeof text, "%s", params);
+        ck_assert_crmm_ok(fake_vmm_expandable_pool(text, &p));
+        return p;
+    }
+    snprintf(text, sizeof text, "%s stream_reuse=%s", params, form == CHUNKS_EVENT ? "event" : "sync");
+    crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
+    ck_assert_crmm_ok(crmm_resource_create("pool", text, cuda, &p));
+    crmm_resource_release(cuda);
+    return p;
+}
+
+static inline cudaStream_t stream_n(int n) { return (cudaStream_t)(uintptr_t)(0x1000 + 0x100 * n); }
+
+static inline void *alloc_on(crmm_resource *p, size_t n, cudaStream_t s)
+{
+    void *x = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(p, n, (crmm_cuda_stream_t)s, &x));
+    memset(x, 0x5A, n); /* an unmapped page would crash here */
+    return x;
+}
+
+static inline void free_on(crmm_resource *p, void *x, size_t n, cudaStream_t s)
+{
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, x, n, (crmm_cuda_stream_t)s));
+}
+
+static inline uint64_t q(crmm_resource *p, crmm_query what) { return crmm_test_query(p, what); }
+
+static inline void no_forbidden_call(int form)
+{
+    ck_assert_msg(fake_capture_forbidden() == 0, "%s: %d call(s) that capture forbids, the last %s", form_names[form],
+                  fake_capture_forbidden(), fake_capture_last_forbidden());
+}
+
+
+#endif

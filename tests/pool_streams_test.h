@@ -1,0 +1,48 @@
+/* pool_streams_test.h — what the pool's stream suites (check_pool_streams,
+ * check_pool_streams_threads) share: a pool over the fake device of fakes/fake_stream_cuda.h, in
+ * stream_reuse mode SYNC or EVENT, and its queries. */
+#ifndef CRMM_TESTS_POOL_STREAMS_TEST_H
+#define CRMM_TESTS_POOL_STREAMS_TEST_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <crmm/pool.h>
+#include "fakes/fake_stream_cuda.h"
+#include "fakes/fake_streams.h"
+#include "test_support.h"
+#include "streams_test.h"
+
+
+/* A pool over the fake device (fakes/fake_stream_cuda.h). */
+static inline crmm_resource *device_pool(const char *params)
+{
+    crmm_resource *u = fake_device_new(0);
+    crmm_resource *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("pool", params, u, &p));
+    crmm_resource_release(u);
+    ck_assert(crmm_resource_is_device_accessible(p));
+    return p;
+}
+
+enum { SYNC, EVENT };
+
+/* A pool over the fake device in mode SYNC or EVENT (params: the other parameters). */
+static inline crmm_resource *pool_in_mode(int mode, const char *params)
+{
+    char text[256];
+    snprintf(text, sizeof text, "%s stream_reuse=%s", params, mode == EVENT ? "event" : "sync");
+    return device_pool(text);
+}
+
+static inline uint64_t q(crmm_resource *mr, crmm_query what)
+{
+    uint64_t v = 0;
+    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
+    return v;
+}
+
+#endif

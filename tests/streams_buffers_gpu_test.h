@@ -1,0 +1,69 @@
+/* streams_buffers_gpu_test.h — what the GPU suites of streams and buffers
+ * (check_streams_buffers_gpu, check_device_buffer_gpu) share: a slow host function queued on a
+ * stream, device memory made, read and filled, pinned host memory, and a short test string. */
+#ifndef CRMM_TESTS_STREAMS_BUFFERS_GPU_TEST_H
+#define CRMM_TESTS_STREAMS_BUFFERS_GPU_TEST_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include "test_support.h"
+
+#define SLOW_US 250000
+
+#define SLOW_US 250000
+
+static inline void CUDART_CB sleep_then_mark(void *arg)
+{
+    usleep(SLOW_US);
+    atomic_store((atomic_int *)arg, 1);
+}
+
+/* Queue a sleeping host function on `stream`; *done turns 1 when it has run. */
+static inline void queue_slow(crmm_stream *stream, atomic_int *done)
+{
+    atomic_init(done, 0);
+    ck_assert_cuda(cudaLaunchHostFunc(crmm_stream_handle(stream), sleep_then_mark, done));
+}
+
+/* Read device memory on the legacy default stream (not ordered behind non-blocking streams). */
+static inline void read_device(void *host, const void *dev, size_t n)
+{
+    ck_assert_cuda(cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost));
+}
+
+static inline void *device_zeros(size_t n)
+{
+    void *p;
+    ck_assert_cuda(cudaMalloc(&p, n));
+    ck_assert_cuda(cudaMemset(p, 0, n));
+    ck_assert_cuda(cudaDeviceSynchronize()); /* setup done before any other stream uses p */
+    return p;
+}
+
+static inline void *device_from(const void *host, size_t n)
+{
+    void *p;
+    ck_assert_cuda(cudaMalloc(&p, n));
+    ck_assert_cuda(cudaMemcpy(p, host, n, cudaMemcpyHostToDevice));
+    ck_assert_cuda(cudaDeviceSynchronize());
+    return p;
+}
+
+static inline void *pinned(size_t n)
+{
+    void *p;
+    ck_assert_cuda(cudaMallocHost(&p, n));
+    memset(p, 0, n);
+    return p;
+}
+
+static const char DATA[] = "the quick brown fox"; /* 20 bytes with its NUL */
+#define NDATA sizeof DATA
+
+
+#endif
