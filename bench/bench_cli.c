@@ -9,7 +9,7 @@
  * --overhead (bench_overhead.c) times the config load in child processes first, while this
  * process has loaded no plugin, then plans its targets the same way (the config's pool, arena
  * and host resources by default) and reports dispatch, config load and logging. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>

@@ -4,7 +4,7 @@
  * (crmm_config_load_file_skipping) try, and when that fails too the strict loader's message is
  * the one reported. The handle keeps the path and which loader worked, so that every instance
  * (and every timed load of `crmm bench --overhead`) loads the file the same way again. */
-#include "config.h"
+#include "build_config.h"
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * with cudaMemcpy into/out of memory allocated once. A sample is a batch of copies moving at
  * least 256 MiB (the sum of the per-call times); the table shows the median of --repeats samples
  * after one warm-up, crmm and raw samples taken in turn so that drift hits both alike. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

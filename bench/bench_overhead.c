@@ -17,7 +17,7 @@
  *
  * Logging: bench_run (the ordinary runner) over a fresh resource, then over a logging layer
  * on another fresh instance, writing to a file in a new temporary directory. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * pool it allocates from: the device's default pool (its original release threshold kept, to be
  * restored) or a pool of its own. allocate/deallocate are one CUDA call each: the cost measured
  * is CUDA's plus the ABI dispatch every crmm resource pays too. */
-#include "config.h"
+#include "build_config.h"
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,12 +3,13 @@
  * The report only remembers its format, its streams and whether a JSON result was written yet
  * (for the commas); every row is written straight through, so a long GPU run shows its results
  * as they come. */
-#include "config.h"
+#include "build_config.h"
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/crmm.h>
 #include "bench_report.h"
+#include "text_escape.h"
 
 struct bench_report {
     bench_format format;
@@ -36,25 +37,6 @@ static const char *outcome_name(bench_outcome o)
     return "error";
 }
 
-/* A CSV field: quoted (with "" for ") when it holds a comma, quote or line break. */
-static void csv_field(FILE *f, const char *s)
-{
-    if (!s || !*s)
-        return;
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
-    }
-    fputc('"', f);
-}
-
-void bench_write_csv_field(FILE *f, const char *s) { csv_field(f, s); }
 
 /* "12.3 M" style rate. */
 static char *format_rate(double v, char *buf, size_t size)
@@ -119,20 +101,20 @@ bench_report *bench_report_begin(bench_format format, FILE *out, FILE *err, cons
         break;
     case BENCH_FORMAT_JSON:
         fputs("{\n  \"tool\": \"crmm bench\",\n  \"version\": ", out);
-        bench_write_json_string(out, crmm_version());
+        text_write_json_string(out, crmm_version());
         fputs(",\n  \"config\": ", out);
-        bench_write_json_string(out, meta->config);
+        text_write_json_string(out, meta->config);
         fputs(",\n  \"device\": ", out);
-        bench_write_json_string(out, meta->device);
+        text_write_json_string(out, meta->device);
         fputs(",\n  \"no_gpu_reason\": ", out);
-        bench_write_json_string(out, meta->no_gpu_reason);
+        text_write_json_string(out, meta->no_gpu_reason);
         fputs(meta->overhead ? ",\n  \"mode\": \"overhead\",\n  \"skipped\": ["
                              : ",\n  \"ns_per_op\": \"wall time / operations per thread\",\n  \"skipped\": [", out);
         for (size_t i = 0; i < meta->nskipped; i++) {
             fputs(i ? ",\n    {\"resource\": " : "\n    {\"resource\": ", out);
-            bench_write_json_string(out, meta->skipped_names[i]);
+            text_write_json_string(out, meta->skipped_names[i]);
             fputs(", \"reason\": ", out);
-            bench_write_json_string(out, meta->skipped_reasons[i]);
+            text_write_json_string(out, meta->skipped_reasons[i]);
             fputs("}", out);
         }
         fputs(meta->nskipped ? "\n  ],\n  \"results\": [" : "],\n  \"results\": [", out);
@@ -198,7 +180,7 @@ static void row_csv(bench_report *rep, const bench_set *set, const char *name, c
 {
     FILE *f = rep->out;
     const bench_workload *w = &set->workload;
-    csv_field(f, set->label);
+    text_write_csv_field(f, set->label);
     fprintf(f, ",%s,%llu,", is_random(set) ? "random" : "steps", (unsigned long long)set_steps(set));
     if (!is_random(set))
         fprintf(f, "%u", w->max_live);
@@ -206,9 +188,9 @@ static void row_csv(bench_report *rep, const bench_set *set, const char *name, c
     if (is_random(set))
         fprintf(f, "%llu", (unsigned long long)w->allocations);
     fprintf(f, ",%llu,%u,%u,", (unsigned long long)w->max_size, set->threads, set->repeats);
-    csv_field(f, name);
+    text_write_csv_field(f, name);
     fputc(',', f);
-    csv_field(f, plugin);
+    text_write_csv_field(f, plugin);
     fprintf(f, ",%s,", outcome_name(r->outcome));
     if (r->outcome == BENCH_OUTCOME_OK)
         fprintf(f, "%.1f,%.1f,%.1f,%.0f", r->ns_per_op_median, r->ns_per_op_min, r->ns_per_op_max, r->ops_per_second);
@@ -223,7 +205,7 @@ static void row_csv(bench_report *rep, const bench_set *set, const char *name, c
         fputc(',', f);
     }
     fputc(',', f);
-    csv_field(f, r->outcome == BENCH_OUTCOME_OK ? NULL : r->error);
+    text_write_csv_field(f, r->outcome == BENCH_OUTCOME_OK ? NULL : r->error);
     fputc('\n', f);
 }
 
@@ -243,7 +225,7 @@ static void row_json(bench_report *rep, const bench_set *set, const char *name, 
     bool ok = r->outcome == BENCH_OUTCOME_OK;
     fputs(rep->first_result ? "\n    {\"set\": " : ",\n    {\"set\": ", f);
     rep->first_result = false;
-    bench_write_json_string(f, set->label);
+    text_write_json_string(f, set->label);
     fprintf(f, ", \"mode\": \"%s\", \"steps\": %llu, \"max_live\": ", is_random(set) ? "random" : "steps",
             (unsigned long long)set_steps(set));
     json_number_or_null(f, !is_random(set), "%.0f", (double)w->max_live);
@@ -251,11 +233,11 @@ static void row_json(bench_report *rep, const bench_set *set, const char *name, 
     json_number_or_null(f, is_random(set), "%.0f", (double)w->allocations);
     fprintf(f, ", \"max_size\": %llu, \"threads\": %u, \"repeats\": %u, \"resource\": ",
             (unsigned long long)w->max_size, set->threads, set->repeats);
-    bench_write_json_string(f, name);
+    text_write_json_string(f, name);
     fputs(", \"plugin\": ", f);
-    bench_write_json_string(f, plugin);
+    text_write_json_string(f, plugin);
     fprintf(f, ", \"status\": \"%s\", \"error\": ", outcome_name(r->outcome));
-    bench_write_json_string(f, ok ? NULL : r->error);
+    text_write_json_string(f, ok ? NULL : r->error);
     fputs(", \"ns_per_op_median\": ", f);
     json_number_or_null(f, ok, "%.1f", r->ns_per_op_median);
     fputs(", \"ns_per_op_min\": ", f);
@@ -337,26 +319,26 @@ static void overhead_csv(bench_report *rep, const bench_overhead_row *r)
     FILE *f = rep->out;
     bool ok = r->outcome == BENCH_OUTCOME_OK;
     int p = unit_precision(r->unit);
-    csv_field(f, r->measurement);
+    text_write_csv_field(f, r->measurement);
     fputc(',', f);
-    csv_field(f, r->name);
+    text_write_csv_field(f, r->name);
     fputc(',', f);
-    csv_field(f, r->detail);
+    text_write_csv_field(f, r->detail);
     fputc(',', f);
-    csv_field(f, r->unit);
+    text_write_csv_field(f, r->unit);
     fprintf(f, ",%u,%s,", r->samples, outcome_name(r->outcome));
     if (ok)
         fprintf(f, "%.*f,%.*f,%.*f,", p, r->median, p, r->min, p, r->max);
     else
         fputs(",,,", f);
-    csv_field(f, r->baseline);
+    text_write_csv_field(f, r->baseline);
     fputc(',', f);
     if (ok && r->baseline)
         fprintf(f, "%.*f", p, r->added);
     fputc(',', f);
-    csv_field(f, r->target);
+    text_write_csv_field(f, r->target);
     fprintf(f, ",%s,", r->target_met == 1 ? "true" : r->target_met == 0 ? "false" : "");
-    csv_field(f, ok ? NULL : r->error);
+    text_write_csv_field(f, ok ? NULL : r->error);
     fputc('\n', f);
 }
 
@@ -369,15 +351,15 @@ static void overhead_json(bench_report *rep, const bench_overhead_row *r)
     snprintf(fmt, sizeof fmt, "%%.%df", p);
     fputs(rep->first_result ? "\n    {\"measurement\": " : ",\n    {\"measurement\": ", f);
     rep->first_result = false;
-    bench_write_json_string(f, r->measurement);
+    text_write_json_string(f, r->measurement);
     fputs(", \"name\": ", f);
-    bench_write_json_string(f, r->name);
+    text_write_json_string(f, r->name);
     fputs(", \"detail\": ", f);
-    bench_write_json_string(f, r->detail);
+    text_write_json_string(f, r->detail);
     fputs(", \"unit\": ", f);
-    bench_write_json_string(f, r->unit);
+    text_write_json_string(f, r->unit);
     fprintf(f, ", \"samples\": %u, \"status\": \"%s\", \"error\": ", r->samples, outcome_name(r->outcome));
-    bench_write_json_string(f, ok ? NULL : r->error);
+    text_write_json_string(f, ok ? NULL : r->error);
     fputs(", \"median\": ", f);
     json_number_or_null(f, ok, fmt, r->median);
     fputs(", \"min\": ", f);
@@ -385,11 +367,11 @@ static void overhead_json(bench_report *rep, const bench_overhead_row *r)
     fputs(", \"max\": ", f);
     json_number_or_null(f, ok, fmt, r->max);
     fputs(", \"baseline\": ", f);
-    bench_write_json_string(f, r->baseline);
+    text_write_json_string(f, r->baseline);
     fputs(", \"added\": ", f);
     json_number_or_null(f, ok && r->baseline, fmt, r->added);
     fputs(", \"target\": ", f);
-    bench_write_json_string(f, r->target);
+    text_write_json_string(f, r->target);
     fprintf(f, ", \"target_met\": %s}", r->target_met == 1 ? "true" : r->target_met == 0 ? "false" : "null");
 }
 

@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include "bench_runner.h"
 #include "bench_workload.h"
-#include "text_escape.h"
 
 typedef enum bench_format {
     BENCH_FORMAT_TABLE = 0,
@@ -86,10 +85,6 @@ void bench_report_overhead_row(bench_report *rep, const bench_overhead_row *row)
 
 /* Finish the report (JSON closes its object) and free it. NULL: no-op. */
 void bench_report_end(bench_report *rep);
-
-/* Write s as one CSV field (quoted when it holds a comma, quote or line break; NULL or "" as
- * nothing). For other reports (`crmm replay`); JSON strings: bench_write_json_string. */
-void bench_write_csv_field(FILE *f, const char *s);
 
 /* The format's name for messages: "table", "csv", "json". */
 const char *bench_format_name(bench_format format);

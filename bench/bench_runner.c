@@ -6,7 +6,7 @@
  * barrier whose number of parties can be lowered, so that a failed pthread_create never leaves
  * the threads already started waiting forever. The timed loop (play) touches nothing but the
  * operation array and a pointer table indexed by slot. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

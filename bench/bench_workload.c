@@ -6,7 +6,7 @@
  * a flat array of {bytes, slot, is_free}; the timed loop only indexes a pointer table by slot.
  * Draws from xorshift64 are reduced to a range with a modulo (the bias is below 2^-40 for the
  * ranges used). */
-#include "config.h"
+#include "build_config.h"
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 # Benchmark workloads shared by `crmm bench` and the performance notes: a convenience library
-# linked into tools/crmm (tools/bench.mk) and the bench tests (tests/local.mk).
+# linked into tools/crmm and the bench tests, through BENCH_LIBS.
 noinst_LTLIBRARIES += bench/libcrmmbench.la
 bench_libcrmmbench_la_SOURCES = \
 	bench/bench_workload.c bench/bench_workload.h \
@@ -7,11 +7,14 @@ bench_libcrmmbench_la_SOURCES = \
 	bench/bench_reference.c bench/bench_reference.h \
 	bench/bench_config.c bench/bench_config.h \
 	bench/bench_report.c bench/bench_report.h \
-	bench/text_escape.c bench/text_escape.h \
 	bench/bench_overhead.c bench/bench_overhead.h \
 	bench/bench_cli.c bench/bench_cli.h \
 	bench/bench_copy.c bench/bench_copy.h
+# the logging plugin's public header: bench_overhead reads the log file of the adaptor it times
+bench_libcrmmbench_la_CPPFLAGS = $(CORE_CPPFLAGS) -I$(top_srcdir)/plugins/logging/include $(SUPPORT_CPPFLAGS)
 bench_libcrmmbench_la_LIBADD = libcrmm.la $(CUDA_LIBS)
+# what a program that runs the benchmark links (its reports write through support's writers)
+BENCH_LIBS = bench/libcrmmbench.la support/libcrmmsupport.la
 EXTRA_DIST += bench/RESULTS.md
 # real PyTorch workloads under native, expandable_segments and crmm (run on a GPU machine)
 EXTRA_DIST += bench/torch_workloads.py bench/torch_workloads.sh

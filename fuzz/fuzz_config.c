@@ -1,7 +1,7 @@
 /* fuzz_config.c — libFuzzer target: config files (crmm_config_load_string, then the queries a
  * tool makes of a loaded config). Plugins are not found (no plugin path), so a config naming
  * one stops at that error; the parser and the checks before it are what is fuzzed. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* fuzz_params.c — libFuzzer target: parameter strings ("k=v k=v" / "k=v,k=v") against a table
  * with one parameter of every type, then the typed getters and crmm_params_parse (into a config
  * struct, with ranges) that a plugin's create calls. */
-#include "config.h"
+#include "build_config.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* fuzz_replay.c — libFuzzer target: the replay log reader (replay_log_read) on any bytes, given
  * to it as a file through a memfd. A log that reads must pair consistently: every pair points
  * back. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

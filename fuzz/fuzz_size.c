@@ -1,7 +1,7 @@
 /* fuzz_size.c — libFuzzer target: size strings (crmm_parse_size). The first 8 bytes are the size
  * a percentage is taken of, the rest the text. Besides not crashing: a percentage is never more
  * than what it is taken of, and a size that parses is the same when parsed again. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
 # corpus (fuzz/corpus/<target>) and prints how many inputs it ran. .ci/run does both.
 FUZZ_CC = clang
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-FUZZ_CPPFLAGS = $(AM_CPPFLAGS) $(INIH_CFLAGS) -DCRMM_PLUGIN_DIR='"/nonexistent"' -DCRMM_SYSCONFDIR='"/nonexistent"'
+FUZZ_CPPFLAGS = $(AM_CPPFLAGS) $(SUPPORT_CPPFLAGS) $(INIH_CFLAGS) -DCRMM_PLUGIN_DIR='"/nonexistent"' -DCRMM_SYSCONFDIR='"/nonexistent"'
 FUZZ_LIBS = $(INIH_LIBS) $(CUDA_LIBS) -ldl -lm -pthread
 FUZZ_SECONDS = 60
 FUZZ_NAMES = config size params replay
@@ -12,15 +12,15 @@ EXTRA_DIST += fuzz/local.mk fuzz/fuzz_config.c fuzz/fuzz_size.c fuzz/fuzz_params
 CLEANFILES += $(FUZZ_TARGETS)
 
 fuzz: $(FUZZ_TARGETS)
-fuzz/fuzz_config: $(srcdir)/fuzz/fuzz_config.c $(libcrmm_la_SOURCES) config.h
+fuzz/fuzz_config: $(srcdir)/fuzz/fuzz_config.c $(libcrmm_la_SOURCES) build_config.h
 	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD)
-fuzz/fuzz_size: $(srcdir)/fuzz/fuzz_size.c $(libcrmm_la_SOURCES) config.h
+fuzz/fuzz_size: $(srcdir)/fuzz/fuzz_size.c $(libcrmm_la_SOURCES) build_config.h
 	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD)
-fuzz/fuzz_params: $(srcdir)/fuzz/fuzz_params.c $(libcrmm_la_SOURCES) config.h
+fuzz/fuzz_params: $(srcdir)/fuzz/fuzz_params.c $(libcrmm_la_SOURCES) build_config.h
 	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD)
-fuzz/fuzz_replay: $(srcdir)/fuzz/fuzz_replay.c $(srcdir)/tools/replay_log.c $(srcdir)/plugins/common/ptr_map.c \
-		$(libcrmm_la_SOURCES) config.h
-	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD) $(srcdir)/tools/replay_log.c $(srcdir)/plugins/common/ptr_map.c
+fuzz/fuzz_replay: $(srcdir)/fuzz/fuzz_replay.c $(srcdir)/tools/replay_log.c $(srcdir)/support/ptr_map.c \
+		$(libcrmm_la_SOURCES) build_config.h
+	$(AM_V_GEN)$(MKDIR_P) fuzz && $(FUZZ_BUILD) $(srcdir)/tools/replay_log.c $(srcdir)/support/ptr_map.c
 # the target's own source ($<), then libcrmm's .c files
 FUZZ_BUILD = srcs=; for f in $(libcrmm_la_SOURCES); do case $$f in *.c) srcs="$$srcs $(srcdir)/$$f";; esac; done; \
 	$(FUZZ_CC) -std=c11 $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -o $@ $< $$srcs $(FUZZ_LIBS)

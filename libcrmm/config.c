@@ -1,7 +1,7 @@
 /* config.c — the public config API (crmm/config.h): load a config from a file, a string or the
  * built-in default through the three stages (config_parse.c, config_graph.c,
  * config_instances.c), answer questions about it, and build its resources. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * The skipping load (for tools that work with what is installed) first moves every resource whose
  * plugin does not load, and those stacked on one, to a list of what was left out, then validates
  * the rest as usual. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

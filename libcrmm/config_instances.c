@@ -5,7 +5,7 @@
  * that share an upstream share one instance on that device. The chain is walked with a loop, not
  * recursion, so a long chain needs no stack. Row 0 holds the host-only chains, which need no
  * device; row d + 1 holds device d's. One mutex guards the rows. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * and gives no line numbers, so the reader's section state is the one used. Only the form is
  * checked here (known sections and keys, no repeats, well-formed names); what the names refer to
  * is config_graph.c's job. */
-#include "config.h"
+#include "build_config.h"
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * it has an upstream chain that ends in host memory (as crmm_params_check decides it);
  * what it refuses is reported at the line of the parameter it blames, so `crmm check-config`
  * names it without building anything. */
-#include "config.h"
+#include "build_config.h"
 #include <string.h>
 #include "config_internal.h"
 #include "internal.h"

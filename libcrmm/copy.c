@@ -6,7 +6,7 @@
  * of that stream when it is a default stream — RMM's rule: on the default stream the copy is done
  * when the call returns; on any other stream it is asynchronous. Arguments are checked before
  * any CUDA call. */
-#include "config.h"
+#include "build_config.h"
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include <crmm/device_buffer.h>

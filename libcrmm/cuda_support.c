@@ -6,7 +6,7 @@
  * that makes resources leak instead of calling CUDA. A library destructor sets it too, and so
  * does the first cudaErrorCudartUnloading seen (should the runtime's handler run first after
  * all): a free that fails that way is then a leak, not an error. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * free is ordered after the copy. Every operation runs with the buffer's device current and
  * restores the caller's; every copy goes through the copy helpers (copy.c) and follows their
  * rule (finished at return on a default stream, queued on any other). */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

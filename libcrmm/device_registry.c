@@ -5,7 +5,7 @@
  * reference to each resource it holds and hands it to whoever replaces the resource, so a slot's
  * resource stays alive at least while the mutex is held: the reference-taking get retains it
  * under the mutex, which makes "get and keep" safe against a concurrent set. */
-#include "config.h"
+#include "build_config.h"
 #include "device_registry.h"
 
 crmm_status device_registry_get(device_registry *r, int device, bool ref, device_registry_factory make, void *arg,

@@ -5,7 +5,7 @@
  * program's: it must not choose the config, the plugins, or the files crmm writes. Every CRMM_*
  * variable is then ignored, as a setuid program ignores LD_PRELOAD. This file logs nothing (the
  * logger reads its own variables here); crmm_getenv (getenv.c) says what it ignored. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include "environment.h"

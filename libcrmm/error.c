@@ -3,7 +3,7 @@
  * Each thread has one fixed buffer (no allocation on the error path, so "out of memory" can
  * always be reported). A message starts with its category ("out of memory: ") so that a person
  * reading a log knows what kind of failure it was without the numeric status. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <string.h>
 #include <crmm/crmm.h>

@@ -3,7 +3,7 @@
  * One pass over the pattern appends each plain character, or the text of a % sequence, to the
  * caller's buffer; nothing is written past `size` and a name that does not fit is an error,
  * never a silently shortened name. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>

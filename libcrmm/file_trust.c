@@ -4,7 +4,7 @@
  * either decides what a process running crmm does. So, as OpenSSH's StrictModes does for its
  * files, such a file must belong to root or to the effective user, must not be writable by
  * others, and may be writable by its group only when that group is its owner's alone. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <grp.h>
 #include <pthread.h>

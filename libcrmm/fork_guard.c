@@ -4,7 +4,7 @@
  * The list is doubly linked, newest at the head. Its mutex is taken first before a fork and
  * released last after it (made anew in the child), so a guard cannot come or go while its
  * locks are held for a fork. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <crmm/fork_guard.h>
 

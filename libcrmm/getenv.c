@@ -1,7 +1,7 @@
 /* getenv.c — crmm_getenv: a variable of crmm's environment, as environment.c reads it, saying in
  * crmm's log when a privileged process ignores it. Only the variables of crmm_settings() are
  * read, so that the table is every variable crmm reads. */
-#include "config.h"
+#include "build_config.h"
 #include <stdbool.h>
 #include <string.h>
 #include <crmm/config.h>

@@ -1,6 +1,6 @@
 /* ipc_export.c — crmm_ipc_export (crmm/ipc.h): find the layer of the chain that holds the memory
  * and can export it, ask it through its control op, and pack what it gives into a handle. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"

@@ -5,7 +5,7 @@
  * bytes, then the descriptors in batches of at most IPC_FDS_PER_MESSAGE, each batch attached to
  * one byte of its own. The receiver reads exactly the lengths it expects, so a read never runs
  * into the next batch and every descriptor arrives with the byte it was sent with. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>

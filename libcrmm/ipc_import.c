@@ -8,7 +8,7 @@
  * closing unmaps and frees the range. The driver functions are looked up through
  * cudaGetDriverEntryPointByVersion, as the expandable pool does, so that libcrmm links only the
  * runtime and a test program can supply a scripted driver. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -23,7 +23,16 @@ libcrmm_la_SOURCES = \
 	libcrmm/config_instances.c \
 	libcrmm/config.c \
 	libcrmm/device_registry.c libcrmm/device_registry.h \
-	libcrmm/runtime.c libcrmm/runtime.h
+	libcrmm/runtime.c libcrmm/runtime.h \
+	libcrmm/fork_guard.c \
+	libcrmm/logging_switch.c \
+	libcrmm/stream_internal.h \
+	libcrmm/stream.c \
+	libcrmm/stream_pool.c \
+	libcrmm/copy.c \
+	libcrmm/device_buffer.c \
+	libcrmm/torch_allocator.c \
+	libcrmm/ipc_internal.h libcrmm/ipc_handle.c libcrmm/ipc_export.c libcrmm/ipc_import.c
 # only what the public headers mark CRMM_API is exported
 libcrmm_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 libcrmm_la_CPPFLAGS = $(CORE_CPPFLAGS) $(INIH_CFLAGS) \
@@ -41,11 +50,12 @@ crmminclude_HEADERS = \
 	include/crmm/config.h \
 	include/crmm/cuda_support.h \
 	include/crmm/alloc_counters.h \
-	include/crmm/export.h
-
-# Fragments of parallel work add their sources and headers (after both lists are set).
-include libcrmm/streams_buffers.mk
-include libcrmm/adaptors.mk
-include libcrmm/torch.mk
-include libcrmm/ipc.mk
-include libcrmm/fork_guard.mk
+	include/crmm/export.h \
+	include/crmm/fork_guard.h \
+	include/crmm/logging_switch.h \
+	include/crmm/stream.h \
+	include/crmm/stream_pool.h \
+	include/crmm/device_buffer.h \
+	include/crmm/torch.h \
+	include/crmm/ipc.h
+EXTRA_DIST += docs/ipc.md

@@ -5,7 +5,7 @@
  * different threads never interleave. $CRMM_LOG_LEVEL and $CRMM_DEBUG_LOG_FILE are read once,
  * on first use (ignored in a privileged process: environment.c). The log file is appended to,
  * opened as every file crmm writes is (output_file.c). */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>

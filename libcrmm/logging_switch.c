@@ -6,7 +6,7 @@
  * wrapped and the adaptor it installed (holding a reference to each), so disabling can put
  * the wrapped one back. All of it happens under one mutex. crmm_finalize forgets the switch's
  * state through a hook registered with the runtime. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

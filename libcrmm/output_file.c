@@ -13,7 +13,7 @@
  * terminal or /dev/null (/dev/stderr is such a link, to the process's own descriptor 2). The
  * target is opened without O_CREAT or O_TRUNC and kept only when fstat says it is one of those, so
  * a link to a file is still refused, unchanged. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>

@@ -7,7 +7,7 @@
  * when they are set, so a bad one is reported with its file and line before anything is built.
  * Sizes given as a percentage are kept as a percentage and resolved at create time, against
  * the memory of the device the resource is built for. */
-#include "config.h"
+#include "build_config.h"
 #include <ctype.h>
 #include <errno.h>
 #include <locale.h>

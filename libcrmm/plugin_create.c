@@ -2,7 +2,7 @@
  * plugin's create (upstream rule, required parameters, a message for every failure, a resource
  * with the ops every resource must have) and naming the instance. The config's instances, the
  * runtime's crmm_resource_create and the logging switch all build through here. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <crmm/error.h>
 #include "internal.h"

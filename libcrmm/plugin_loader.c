@@ -7,7 +7,7 @@
  * descriptor is checked (ABI version, struct size, name, create, parameter table) before any of
  * its functions is called except the entry itself. Loaded plugins stay loaded; a small list
  * keyed by real path makes a second load of the same file return the same descriptor. */
-#include "config.h"
+#include "build_config.h"
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>

@@ -5,7 +5,7 @@
  * indirect call, so that dispatch through the ABI costs a couple of nanoseconds over a direct
  * call. Reference counts are atomic; the last release destroys the resource and then releases
  * its upstream, so a chain unwinds from the top. */
-#include "config.h"
+#include "build_config.h"
 /* this file defines the exported crmm_resource_allocate/deallocate (resource.h inlines them elsewhere) */
 #define CRMM_NO_INLINE_DISPATCH 1
 #include <stdio.h>

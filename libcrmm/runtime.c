@@ -9,7 +9,7 @@
  * in their creation arguments. crmm_finalize runs the hooks registered with
  * crmm_runtime_at_finalize (the logging switch's), then empties the registry, then frees the
  * config. */
-#include "config.h"
+#include "build_config.h"
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>

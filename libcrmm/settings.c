@@ -2,7 +2,7 @@
  * environment variable is a row, and a key and a variable on one row are one setting where the
  * variable wins over the key. The config parser, crmm_getenv (getenv.c, which reads only the
  * table's variables) and `crmm info` all read it. A leaf: it calls no reader of the environment. */
-#include "config.h"
+#include "build_config.h"
 #include <string.h>
 #include <crmm/crmm.h>
 #include "settings.h"

@@ -3,7 +3,7 @@
  * Binary units (KiB..PiB) are powers of 1024, decimal ones (KB..PB) powers of 1000. A
  * fractional number is allowed with a unit ("1.5GiB"); the result is rounded down to a byte.
  * Anything that would not fit in 64 bits is an error, never a wrap-around. */
-#include "config.h"
+#include "build_config.h"
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * stream_internal.h): the two built-in default streams are static objects, owning streams and
  * views are small heap objects, and pools and buffers embed their own. NULL stands for the
  * legacy default stream everywhere. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <cuda_runtime_api.h>

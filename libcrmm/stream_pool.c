@@ -3,7 +3,7 @@
  * The pool is one allocation: a header and `size` embedded stream objects (views the pool owns).
  * get_stream is one relaxed atomic fetch-add on a 64-bit counter, taken modulo the size: no lock,
  * and with 64 bits the counter never wraps in practice. */
-#include "config.h"
+#include "build_config.h"
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>

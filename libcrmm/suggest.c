@@ -3,7 +3,7 @@
  *
  * The distance is Levenshtein's, ignoring case, computed with one row of the usual table; names
  * longer than 63 characters are never suggested (nobody mistypes those into something close). */
-#include "config.h"
+#include "build_config.h"
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>

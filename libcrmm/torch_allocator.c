@@ -5,7 +5,7 @@
  * returned. crmm is initialised on the first allocation unless the program (or the Python
  * package) did it already: a config it loaded must not be replaced by $CRMM_CONFIG behind its
  * back. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

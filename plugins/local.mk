@@ -1,15 +1,43 @@
-# One local.mk per plugin folder.
+# plugins/: one folder per plugin (its local.mk builds crmm_<name>.so), and plugins/common, the
+# code several plugins share, as one convenience library.
+#
+# A plugin compiles with the core's headers (PLUGIN_CPPFLAGS) plus the folders it names itself:
+# its own public header folder (plugins/<name>/include), and support/ when it uses ptr_map.h.
+# A plugin that uses plugins/common links PLUGIN_COMMON_LIBADD (libtool puts the whole library
+# into each such plugin).
+PLUGIN_CPPFLAGS = $(CORE_CPPFLAGS)
 
-CAPTURE_CHECK_SOURCES = plugins/common/capture_check.c plugins/common/capture_check.h
-GRAPH_HOLD_SOURCES = plugins/common/graph_hold.c plugins/common/graph_hold.h
-GRAPH_PARK_SOURCES = plugins/common/graph_park.c plugins/common/graph_park.h $(GRAPH_HOLD_SOURCES)
-DIRECT_RESOURCE_SOURCES = plugins/common/direct_resource.c plugins/common/direct_resource.h $(CAPTURE_CHECK_SOURCES)
-SPIN_LOCK_SOURCES = plugins/common/spin_lock.c plugins/common/spin_lock.h
-DEVICE_DEFAULT_SOURCES = plugins/common/device_default.c plugins/common/device_default.h
-RESOURCE_LABEL_SOURCES = plugins/common/resource_label.c plugins/common/resource_label.h
-PTR_MAP_SOURCES = plugins/common/ptr_map.c plugins/common/ptr_map.h plugins/common/ptr_set.h
-POOL_VIEW_SOURCES = plugins/common/pool_view.c plugins/common/pool_view.h
-FORK_GUARDS_SOURCES = plugins/common/fork_guards.c plugins/common/fork_guards.h
+noinst_LTLIBRARIES += plugins/common/libplugincommon.la
+plugins_common_libplugincommon_la_SOURCES = \
+	plugins/common/capture_check.c plugins/common/capture_check.h \
+	plugins/common/device_default.c plugins/common/device_default.h \
+	plugins/common/direct_resource.c plugins/common/direct_resource.h \
+	plugins/common/fork_guards.c plugins/common/fork_guards.h \
+	plugins/common/graph_hold.c plugins/common/graph_hold.h \
+	plugins/common/graph_park.c plugins/common/graph_park.h \
+	plugins/common/ptr_set.h \
+	plugins/common/pool_view.c plugins/common/pool_view.h \
+	plugins/common/resource_label.c plugins/common/resource_label.h \
+	plugins/common/spin_lock.c plugins/common/spin_lock.h \
+	plugins/common/system_resource.c plugins/common/system_resource.h
+plugins_common_libplugincommon_la_CPPFLAGS = $(PLUGIN_CPPFLAGS) $(SUPPORT_CPPFLAGS)
+PLUGIN_COMMON_LIBADD = plugins/common/libplugincommon.la support/libcrmmsupport.la $(PLUGIN_LIBADD)
+
+# Every plugin's public header folder: what the tests and bench see as the installed
+# $(includedir)/crmm, where the core's and the plugins' public headers sit together.
+PLUGIN_PUBLIC_CPPFLAGS = \
+	-I$(top_srcdir)/plugins/arena/include \
+	-I$(top_srcdir)/plugins/async/include \
+	-I$(top_srcdir)/plugins/async_managed/include \
+	-I$(top_srcdir)/plugins/binning/include \
+	-I$(top_srcdir)/plugins/callback/include \
+	-I$(top_srcdir)/plugins/cuda_async_view/include \
+	-I$(top_srcdir)/plugins/failure_callback/include \
+	-I$(top_srcdir)/plugins/logging/include \
+	-I$(top_srcdir)/plugins/pool/include \
+	-I$(top_srcdir)/plugins/statistics/include \
+	-I$(top_srcdir)/plugins/tracking/include
+
 include plugins/cuda/local.mk
 include plugins/host/local.mk
 include plugins/managed/local.mk

@@ -4,7 +4,7 @@
 # suite run by `make check` against the build tree.
 CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_alloc.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
 	python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py \
-	python/crmm/__main__.py python/crmm/dask.py
+	python/crmm/__main__.py python/crmm/dask.py python/crmm/ipc.py
 CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
 	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \
 	python/crmm/pylibrmm/stream.py
@@ -30,7 +30,7 @@ CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/test
 	python/tests/test_statistics_gpu.py python/tests/test_resource_methods.py \
 	python/tests/test_resource_methods_gpu.py python/tests/test_rmm_alias.py python/tests/test_stubs.py python/tests/test_released_objects.py python/tests/test_failure_callback.py \
 	python/tests/test_no_device.py python/tests/test_streams.py python/tests/test_graphs_gpu.py python/tests/test_graph_capture_switch.py \
-	python/tests/test_cuda_gpu.py python/tests/test_cuda_gpu_gpu.py
+	python/tests/test_cuda_gpu.py python/tests/test_cuda_gpu_gpu.py python/tests/test_ipc.py python/tests/test_ipc_gpu.py
 # pip's build files, the typing marker and the tests of `pip install ./python`
 CRMM_PY_PIP = python/pyproject.toml python/setup.py
 CRMM_PY_TESTS += python/tests/test_pip_install.py python/tests/test_main.py
@@ -93,7 +93,7 @@ crmm_pyext_LTLIBRARIES = python/crmm/_fastalloc.la
 python_crmm__fastalloc_la_SOURCES = python/crmm/_fastalloc.c
 python_crmm__fastalloc_la_CPPFLAGS = $(PYTHON_CPPFLAGS)
 python_crmm__fastalloc_la_LDFLAGS = -module -avoid-version -shared $(AM_LDFLAGS)
-# linked with -rpath of its install directory, as the plugins (install_dirs.mk says why)
+# linked with -rpath of its install directory, as the plugins (the top Makefile.am says why, at install-dirs.stamp)
 $(crmm_pyext_LTLIBRARIES): install-dirs.stamp
 endif
 

@@ -1,5 +1,5 @@
 /* bench_cli_output.c — what the `crmm bench` suites share (bench_cli_output.h). */
-#include "config.h"
+#include "build_config.h"
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdbool.h>

@@ -4,7 +4,7 @@
  * An adaptor that sets no trim or query op gets this from the core; one that sets them must
  * forward; either way the user sees the same. Counting adaptors count a free only once the
  * upstream took it. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

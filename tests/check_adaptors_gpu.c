@@ -3,7 +3,7 @@
  * the logging plugin's %d and stream column on a device, the library-wide logging switch
  * (crmm_enable_logging / crmm_disable_logging / crmm_get_log_filenames), and crmm replay
  * against device memory. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

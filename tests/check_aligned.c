@@ -2,7 +2,7 @@
  * 4 KiB, 64 KiB and 1 MiB (the whole block writable: ASan checks it lies inside the upstream
  * block), the exact upstream size (align_up(n) + alignment - 256, as RMM), small requests
  * passing through untouched, the original pointer freed upstream, and bad alignments. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

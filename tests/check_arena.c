@@ -3,7 +3,7 @@
  * file, the out-of-memory message, a fixed size, thread exit, frees from other threads, several
  * arenas in one thread. Bad input and shards: check_arena_shards.c; the stress runs:
  * check_arena_stress.c. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include <crmm/arena.h>
 #include "conformance.h"
 #include "test_support.h"
-#include "../plugins/arena/arena_slab.h"
+#include "arena_slab.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)

@@ -4,7 +4,7 @@
  * synchronization, also when the freeing stream is gone). Streams are made "slow" with a host
  * function that sleeps, so that a missing wait shows as the wrong bytes. Skips (77) without a
  * GPU. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* check_arena_shards.c — the arena plugin over host memory (no GPU): bad parameters and bad
  * pointers refused, and shards: large blocks from the thread's own shard, frees to the owning
  * shard, fallback to and across other shards, defragmentation across them. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,7 +15,7 @@
  * merge into a span that needs a wait for either, one whose tag is void takes the other's; the
  * per-thread default streams of two threads are two streams, NULL and cudaStreamLegacy one (those,
  * and many streams and threads at once: check_arena_streams_threads.c). */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * fakes/fake_stream_cuda.c (as check_arena_streams.c): the device synchronizations defragmenting
  * and thread exit make anyway, which streams are one (per-thread default streams, NULL and the
  * legacy handle), the dump, host memory, and many streams and threads at once. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* check_arena_stress.c — the arena plugin over host memory (no GPU): eight threads allocating,
  * writing, checking and freeing blocks, some passed to another thread to free,
  * with the default shards, four shards and small shards. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

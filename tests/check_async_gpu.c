@@ -3,7 +3,7 @@
  * export_handle_type none / posix_fd / fabric (used for real when the device supports it, a
  * named error when not), separate pools per resource, out of memory, threads on their own
  * streams with serialize_calls on and off. RMM's cuda_async_mr_tests are the model. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

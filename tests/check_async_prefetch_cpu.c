@@ -2,7 +2,7 @@
  * refuse to be created with an error that says why, leak no reference, and reject bad
  * parameters before any CUDA call. "Without a GPU" is made certain on any machine by hiding
  * every device (CUDA_VISIBLE_DEVICES="") in the forked test process before its first CUDA call. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/async.h>

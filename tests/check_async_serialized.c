@@ -10,7 +10,7 @@
  * serialized call waits the time out (2 s) and the count stays 1; unserialized, the second
  * thread comes in within the limit (30 s: only a machine that cannot start a thread in that time
  * would fail the test). */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>

@@ -1,7 +1,7 @@
 /* check_bad_frees.c — wrong-size, double and foreign frees over host memory: every stack refuses
  * them with CRMM_ERROR_INVALID_ARGUMENT where it can tell, never passes them on to free() or to
  * a bin's upstream, and its counters never wrap; the block stays live and its right free works. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* check_bench_cli.c — `crmm bench` without a GPU: the lenient config loader, the report writer and
  * the command line (run in-process through bench_cli_main, its output captured in temporary
  * files). */
-#include "config.h"
+#include "build_config.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <math.h>

@@ -2,7 +2,7 @@
  * cudaMallocFromPoolAsync references through the runner (per-thread non-blocking streams), their
  * out-of-memory path, the default pool's release threshold being restored, the private pool
  * leaving the default one alone, and the command over a cuda + host config. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* check_bench_overhead.c — `crmm bench --overhead` without a GPU: the dispatch and load
  * measurements, their table, CSV and JSON, and the command line's errors. */
-#include "config.h"
+#include "build_config.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <math.h>

@@ -3,7 +3,7 @@
  *
  * A small in-test resource ("limited": malloc with a cap on live blocks, optionally answering
  * the reserved-peak query) drives the runner's out-of-memory path and its reserved/live column. */
-#include "config.h"
+#include "build_config.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <math.h>

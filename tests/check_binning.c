@@ -4,7 +4,7 @@
  *
  * Routing is observed through the host upstream's bytes in use: with one block per chunk, the
  * second request for a bin makes that bin take exactly one more block of its size upstream. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * writes (addresses as decimal or hex text) and their errors (missing, 0, not a number, not an
  * address); the C constructor's bad arguments; the conformance suite over it (where a device
  * lets a config build it). */
-#include "config.h"
+#include "build_config.h"
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>

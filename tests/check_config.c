@@ -8,7 +8,7 @@
  * No CUDA call may happen while a config is loaded (docs/contracts.md, Configs): config_test.h
  * counts them. Everything here runs without a GPU. Files on disk, instances and crmm_init:
  * check_config_init.c. */
-#include "config.h"
+#include "build_config.h"
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* check_config_init.c — the INI config on disk (binary, missing and big files, plugin paths, the
  * default file), instances of a config, and crmm_init. No CUDA call may happen while a config is
  * loaded: config_test.h counts them. Everything here runs without a GPU. */
-#include "config.h"
+#include "build_config.h"
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>

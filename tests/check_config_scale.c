@@ -3,7 +3,7 @@
  * recursion (also on a thread with a 64 KiB stack); a deeper chain is refused at validation,
  * naming the first resource too deep; errors among many resources are still found and named; the
  * config file size cap is exactly 16 MiB. The configs are generated here. No GPU needed. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

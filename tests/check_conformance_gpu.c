@@ -1,6 +1,6 @@
 /* check_conformance_gpu.c — the conformance suite over the basic GPU plugins (cuda, managed,
  * pinned, template over each), and what kind of memory each one really hands out. */
-#include "config.h"
+#include "build_config.h"
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "conformance.h"

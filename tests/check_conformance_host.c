@@ -1,5 +1,5 @@
 /* check_conformance_host.c — the conformance suite over host-memory chains (runs without a GPU). */
-#include "config.h"
+#include "build_config.h"
 #include "conformance.h"
 #include "test_support.h"
 

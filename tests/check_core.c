@@ -2,7 +2,7 @@
  * environment once, at first use; Check runs each test in a fresh child, so a test that sets
  * $CRMM_LOG_LEVEL before its first logger call sees it read. main() calls no crmm function before
  * the runner forks. Sizes and parameters: check_params.c. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

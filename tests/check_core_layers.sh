@@ -1,10 +1,12 @@
 #!/bin/sh
-# check_core_layers.sh — the core and the plugins have no loop: among libcrmm's sources and public
-# headers no #include cycle, no plugin header included (plugins/...), and among libcrmm's objects
-# no call cycle between two files (file A calls a function defined in B and B one defined in A,
-# directly or around a longer ring), read from `nm` of the built objects. Likewise within each
-# plugin's folder (its files and plugins/common's): no #include or call cycle, and no file that
-# includes another plugin's private files (what two plugins share lives in plugins/common).
+# check_core_layers.sh — the source folders form layers and no folder has a loop. The layers,
+# lowest first: the core (include/crmm, then libcrmm), support, plugins/common, each plugin
+# (plugins/NAME with its include/ folder), bench, tools. The check fails on
+#   - an #include of a file in a folder above the includer's or beside it (another plugin),
+#   - an #include cycle among the files of one folder,
+#   - a call cycle between the objects of one folder (file A calls a function defined in B and B
+#     one defined in A, directly or around a longer ring), read from `nm` of the built objects,
+#   - a call from an object to a function that only a folder above or beside it defines.
 # Skips (77) without python3 or nm.
 #
 # Run by `make check` from the top build directory; CRMM_TEST_SRCDIR gives tests/ in the source
@@ -18,37 +20,88 @@ ls libcrmm/.libs/*.o >/dev/null 2>&1 || { echo "FAIL: no libcrmm/.libs/*.o in $(
 exec python3 - "$srcdir" <<'PY'
 import collections, glob, os, re, subprocess, sys
 src = sys.argv[1]
-files = glob.glob(os.path.join(src, 'libcrmm', '*.[ch]')) + glob.glob(os.path.join(src, 'include', 'crmm', '*.h'))
-edges = collections.defaultdict(set)
 bad = []
-for f in files:
-    for m in re.finditer(r'#include\s+[<"]([^>"]+)[>"]', open(f).read()):
-        for cand in (os.path.join(os.path.dirname(f), m.group(1)), os.path.join(src, 'include', m.group(1))):
-            if os.path.exists(cand):
-                cand = os.path.relpath(os.path.realpath(cand), src)
-                edges[os.path.relpath(f, src)].add(cand)
-                if cand.startswith('plugins' + os.sep):
-                    bad.append('%s includes the plugin header %s' % (os.path.relpath(f, src), cand))
-                break
 
-def object_calls(objects):
-    """{file: {files whose functions it calls}} among the given objects."""
-    where, needs = {}, collections.defaultdict(set)
-    for o in objects:
-        mod = os.path.join(os.path.dirname(os.path.dirname(o)), re.sub(r'^[a-z_]*la-', '', os.path.basename(o))[:-2])
+def folder_of(rel):
+    """The folder a source file belongs to: plugins/NAME for a plugin's files and its include/."""
+    parts = rel.split(os.sep)
+    if parts[0] == 'plugins':
+        return 'plugins/' + parts[1]
+    return 'core' if parts[0] in ('include', 'libcrmm') else parts[0]
+
+def rank(folder):
+    if folder == 'core':
+        return 0
+    if folder == 'plugins/common':
+        return 2
+    if folder.startswith('plugins/'):
+        return 3
+    return {'support': 1, 'bench': 4, 'tools': 5}[folder]
+
+# ---- includes -------------------------------------------------------------------------------
+files = []
+for pattern in ('include/crmm/*.h', 'libcrmm/*.[ch]', 'support/*.[ch]', 'plugins/*/*.[ch]',
+                'plugins/*/include/crmm/*.h', 'bench/*.[ch]', 'tools/*.[ch]'):
+    files += sorted(glob.glob(os.path.join(src, pattern)))
+search = [os.path.join(src, d) for d in ['include', 'support', 'bench']] + \
+    sorted(glob.glob(os.path.join(src, 'plugins', '*', 'include')))
+include_edges = collections.defaultdict(lambda: collections.defaultdict(set))  # folder -> file -> files
+for f in files:
+    rel = os.path.relpath(f, src)
+    here_folder = folder_of(rel)
+    for m in re.finditer(r'^\s*#\s*include\s+([<"])([^>"]+)[>"]', open(f).read(), re.M):
+        dirs = ([os.path.dirname(f)] if m.group(1) == '"' else []) + search
+        for d in dirs:
+            cand = os.path.join(d, m.group(2))
+            if not os.path.exists(cand):
+                continue
+            cand = os.path.relpath(os.path.realpath(cand), src)
+            there = folder_of(cand)
+            if there == here_folder:
+                include_edges[here_folder][rel].add(cand)
+            elif rank(there) >= rank(here_folder):
+                bad.append('%s includes %s, of a folder %s it' % (rel, cand,
+                           'beside' if rank(there) == rank(here_folder) else 'above'))
+            break
+
+# ---- calls ------------------------------------------------------------------------------------
+# The objects of each folder's libraries and programs (libtool's .libs/TARGET_la-FILE.o, a
+# program's FOLDER/TARGET-FILE.o); objects the tests compile from these sources are left out.
+objects = collections.defaultdict(list)
+for o in glob.glob('*/.libs/*-*.o') + glob.glob('*/*-*.o') + \
+         glob.glob('plugins/*/.libs/*-*.o') + glob.glob('plugins/*/*-*.o'):
+    target = os.path.basename(o).split('-', 1)[0]
+    if target.startswith('tests_') or target.startswith('check_'):
+        continue
+    d = os.path.dirname(o)
+    d = os.path.dirname(d) if os.path.basename(d) == '.libs' else d
+    if d.split(os.sep)[0] in ('tests', 'fuzz', 'python'):
+        continue
+    objects[folder_of(d + os.sep + 'x')].append(o)
+defined = collections.defaultdict(dict)  # folder -> symbol -> module
+used = collections.defaultdict(lambda: collections.defaultdict(set))  # folder -> module -> symbols
+for folder, objs in objects.items():
+    for o in objs:
+        mod = os.path.basename(o).split('-', 1)[1][:-2]
         for line in subprocess.run(['nm', o], capture_output=True, text=True).stdout.splitlines():
             p = line.split()
             if len(p) == 3 and p[1] in 'TDBR':
-                where[p[2]] = mod
+                defined[folder][p[2]] = mod
             elif len(p) == 2 and p[0] == 'U':
-                needs[mod].add(p[1])
-    graph = collections.defaultdict(set)
-    for mod, names in needs.items():
-        graph[mod] |= {where[n] for n in names if n in where and where[n] != mod}
-    return graph
-
-libcrmm_objects = glob.glob('libcrmm/.libs/*.o')
-calls = object_calls(libcrmm_objects)
+                used[folder][mod].add(p[1])
+call_edges = collections.defaultdict(lambda: collections.defaultdict(set))
+for folder, mods in used.items():
+    for mod, names in mods.items():
+        for n in names:
+            if n in defined[folder]:
+                if defined[folder][n] != mod:
+                    call_edges[folder][mod].add(defined[folder][n])
+                continue
+            if any(n in defined[g] for g in defined if rank(g) < rank(folder)):
+                continue
+            others = sorted(g for g in defined if n in defined[g])
+            if others:
+                bad.append('%s (%s) calls %s, defined only in %s' % (mod, folder, n, ', '.join(others)))
 
 def cycles(graph):
     """Strongly connected components of more than one node (Tarjan)."""
@@ -74,40 +127,20 @@ def cycles(graph):
             visit(v)
     return found
 
-bad += ['#include cycle: ' + ' -> '.join(c) for c in cycles(edges)]
-bad += ['call cycle between objects: ' + ', '.join(c) for c in cycles(calls)]
-if len(libcrmm_objects) < 10:
-    bad.append('only %d objects read from libcrmm/.libs' % len(libcrmm_objects))
-
-# ---- the plugins: each folder with plugins/common, by its sources and its built objects ----------
-plugin_dirs = sorted(d for d in glob.glob(os.path.join(src, 'plugins', '*')) if os.path.isdir(d))
-plugin_edges = collections.defaultdict(set)
-plugin_objects = 0
-for d in plugin_dirs:
-    name = os.path.basename(d)
-    for f in glob.glob(os.path.join(d, '*.[ch]')):
-        rel = os.path.relpath(f, src)
-        for m in re.finditer(r'#include\s+"([^"]+)"', open(f).read()):
-            cand = os.path.normpath(os.path.join(os.path.dirname(f), m.group(1)))
-            if not os.path.exists(cand):
-                continue
-            target = os.path.relpath(cand, src)
-            plugin_edges[rel].add(target)
-            owner = target.split(os.sep)[1] if target.startswith('plugins' + os.sep) else None
-            if owner not in (None, name, 'common'):
-                bad.append('%s includes %s, a private file of the %s plugin' % (rel, target, owner))
-    if name == 'common':
-        continue
-    objects = glob.glob(os.path.join('plugins', name, '.libs', '*.o'))
-    plugin_objects += len(objects)
-    graph = object_calls(objects + glob.glob(os.path.join('plugins', 'common', '.libs', '*.o')))
-    bad += ['call cycle in plugins/%s: %s' % (name, ', '.join(c)) for c in cycles(graph)]
-bad += ['#include cycle in the plugins: ' + ' -> '.join(c) for c in cycles(plugin_edges)]
-if plugin_objects < 20:
-    bad.append('only %d objects read from plugins/*/.libs' % plugin_objects)
+for folder in sorted(include_edges):
+    bad += ['#include cycle in %s: %s' % (folder, ' -> '.join(c)) for c in cycles(include_edges[folder])]
+for folder in sorted(call_edges):
+    bad += ['call cycle between objects of %s: %s' % (folder, ', '.join(c)) for c in cycles(call_edges[folder])]
+# every folder with C sources was read from its objects
+for folder in sorted(set(folder_of(os.path.relpath(f, src)) for f in files if f.endswith('.c'))):
+    if folder != 'plugins/template' and not defined.get(folder):
+        bad.append('no objects of %s read (was it built?)' % folder)
+if len(set(defined['core'].values())) < 10:
+    bad.append('only %d objects of libcrmm read' % len(set(defined['core'].values())))
 for b in bad:
     print('FAIL:', b)
-print('%d sources and headers, %d objects; %d plugin folders, %d plugin objects: %s'
-      % (len(files), len(libcrmm_objects), len(plugin_dirs), plugin_objects, 'loops found' if bad else 'no loop'))
+nobj = sum(len(set(d.values())) for d in defined.values())
+print('%d sources and headers in %d folders, %d objects: %s' % (len(files), len(set(map(lambda f: folder_of(os.path.relpath(f, src)), files))),
+      nobj, 'loops or upward includes found' if bad else 'no loop, no upward include'))
 sys.exit(1 if bad else 0)
 PY

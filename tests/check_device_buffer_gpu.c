@@ -1,7 +1,7 @@
 /* check_device_buffer_gpu.c — device buffers, streams and the stream pool on one GPU: a buffer's
  * resize, copies and bounds, its frees on its last stream (seen through a recording resource of
  * stream-ordered cudaMallocAsync), owning and foreign streams, and the pool of streams. */
-#include "config.h"
+#include "build_config.h"
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>

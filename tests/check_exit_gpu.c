@@ -4,7 +4,7 @@
  * resources and allocations alive in some way and returns from main(), and the child must exit
  * with status 0 (a crash in CUDA's teardown, or a CUDA call after it, would show as a signal or
  * another status). The scenarios run outside Check, in a fresh process, as an application would. */
-#include "config.h"
+#include "build_config.h"
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * `budget` plugin (which runs out of memory on purpose): a callback that frees memory and asks
  * for a retry, one that gives up after N calls (RMM's tests), no callback, removing it, finding
  * the layer under another adaptor, which failures call it (retry_on), and bad calls. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * run reaches: each run must end in errors, not crashes, and after the stack is released every
  * block it took from failnth must be back. A first run without a failure counts the indices;
  * the total of runs is printed. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  * This program defines secure_getenv. libcrmm calls it through the dynamic linker, so the
  * definition here is the one it gets: a test sets `pretend_privileged` and libcrmm sees what a
  * setuid, setgid or setcap process sees (NULL for every variable), without a setuid binary. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>

@@ -1,7 +1,7 @@
 /* check_fixed_size.c — the fixed_size plugin over host memory: conformance, block reuse, growth
  * by whole chunks, the block-size limit (RMM: "maximum allocation size exceeded" is out of
  * memory), chunks returned at destroy, upstream failures and bad parameters. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>

@@ -8,7 +8,7 @@
  * and can be told to refuse. The tests state which CUDA calls a free and an allocation cost, and
  * that a block reaches another stream only behind an event recorded after its free, or after a
  * device synchronization. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
  * then calls exit() while they run. Nothing that exit runs (library destructors, atexit
  * handlers) may free what those threads still use: the child must exit with status 0, not die
  * of heap corruption (abort, SIGSEGV) or hang. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>

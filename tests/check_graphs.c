@@ -9,7 +9,7 @@
  * the graph is destroyed, and is then (docs/cuda-graphs.md). The pool runs in its three forms:
  * growing by chunks with stream_reuse = sync and = event, and expandable.
  * The other plugins under capture: check_graphs_plugins.c. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>

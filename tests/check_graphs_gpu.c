@@ -9,7 +9,7 @@
  * (every byte checked), and the memory the graph holds is not free while it lives and comes back,
  * by the allocator's own counters, once the graph is destroyed. docs/cuda-graphs.md states the
  * rule. */
-#include "config.h"
+#include "build_config.h"
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * arena, fixed_size and binning hold a graph's blocks, a double free under capture is refused, an
  * arena that would wait refuses, fixed_size grows until its upstream refuses, cuda allocates and
  * refuses to free, and the adaptors over a pool under capture. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>

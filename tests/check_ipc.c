@@ -1,7 +1,7 @@
 /* check_ipc.c — sharing crmm memory with another process (crmm/ipc.h) on the CPU: the expandable
  * pool over the scripted driver of fake_vmm.h (an exported page is a plain file naming the
  * allocation), handles passed between two processes over a UNIX socket, and every refusal. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>

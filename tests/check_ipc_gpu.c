@@ -5,7 +5,7 @@
  * Each test forks its peer before either process makes a CUDA call (a CUDA context does not
  * survive fork), then both use CUDA; they talk over a UNIX socket pair: the handle, then one
  * byte per step. Skips without a GPU. */
-#include "config.h"
+#include "build_config.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* check_limiting.c — the `limiting` plugin over host memory: RMM's limiting tests (too big,
  * upstream failure, room given back by frees, over the limit), the exact boundary, the message,
  * 4 threads racing for the room, bad parameters, and the conformance suite. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

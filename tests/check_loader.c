@@ -3,7 +3,7 @@
  * file and what is wrong), and the search order over plugin names and paths (good plugin files
  * copied into temporary directories). Permissions and crmm_plugin_foreach:
  * check_loader_files.c; the resource ABI: check_resource_abi.c. */
-#include "config.h"
+#include "build_config.h"
 #include <dirent.h>
 #include <grp.h>
 #include <limits.h>

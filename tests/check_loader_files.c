@@ -1,7 +1,7 @@
 /* check_loader_files.c — the plugin loader, on the CPU: the permission checks on plugin files and
  * the directories above them, and crmm_plugin_foreach over good and broken plugin files (copied
  * into temporary directories). */
-#include "config.h"
+#include "build_config.h"
 #include <dirent.h>
 #include <grp.h>
 #include <limits.h>

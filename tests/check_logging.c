@@ -3,7 +3,7 @@
  * buffered log and its write errors, the flush at exit and
  * after fork, file name expansion, bad file names, threads, the API through other adaptors, the
  * logging switch without a GPU, and the conformance suite. */
-#include "config.h"
+#include "build_config.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <pthread.h>

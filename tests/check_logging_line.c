@@ -1,14 +1,14 @@
 /* check_logging_line.c — the logging plugin's line formatter, compiled in: every field against
  * what printf writes for it (numbers of every length, pointers, streams, the three actions), and
  * the time field: its shape, never before the thread's previous line, never after the call. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include "test_support.h"
-#include "../plugins/logging/logging_line.h"
+#include "logging_line.h"
 
 /* The formatted line with its time field cut out, and the time itself. */
 static void format_parts(logging_action action, const void *ptr, size_t bytes, uintptr_t stream, char *head, char *time_text,

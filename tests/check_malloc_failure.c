@@ -5,7 +5,7 @@
  * config and building from it) is run with the failure at every index it reaches: each run must
  * end in errors, not crashes, with every host block given back. Sanitizer builds replace malloc
  * themselves, so there this program says so and skips (exit 77). */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>

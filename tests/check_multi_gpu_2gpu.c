@@ -9,7 +9,7 @@
  * full ones. Threads cannot fail a Check test themselves, so each keeps its first failure as a
  * message that the test asserts on after the join. Check runs each test in its own child, so
  * each starts with a fresh CUDA context and fresh peer-access state. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>

@@ -4,7 +4,7 @@
  * Parameters are tested the way a user meets them: crmm_resource_create("plugin", "k=v ...")
  * over the `host` plugin, with `template` (the model adaptor) and `paramtest` (a test-only plugin
  * that records the typed values its create read; tests/plugins/paramtest_plugin.h). */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * what the pool asks of its upstream at creation, its chunks, and that blocks of two upstream
  * allocations never merge even when they touch. Growth, a model and the stress run:
  * check_pool_growth.c. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * call, so the tests state exactly what the pool maps, when it synchronizes and gives memory
  * back, and that it never holds more than it must. Destroy, bad frees, streams, threads and the
  * fallbacks: check_pool_expandable_use.c. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* check_pool_expandable_use.c — the expandable pool on the CPU, against the scripted driver of
  * fakes/fake_vmm.c (as check_pool_expandable.c): destroy, bad frees, other streams' memory, threads,
  * a growth at the maximum, the fallbacks to the upstream, and bad parameters. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

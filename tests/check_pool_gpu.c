@@ -8,7 +8,7 @@
  * everywhere. Variants: S destroyed before T asks, S forgotten through CRMM_POOL_OP_FORGET_STREAM,
  * and per-thread default streams of two threads. The tests that hold in both stream_reuse modes
  * run four times (a loop test: _i 0 = sync, 1 = event, 2 and 3 the same with expandable = true). */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

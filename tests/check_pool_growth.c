@@ -2,7 +2,7 @@
  * scripted upstream (pool_test.h), random use checked against a model, and an 8-thread stress over
  * host. $CRMM_TEST_POOL_STRESS_OPS sets the operations per stress thread (default 100000; 20000 in
  * a sanitizer build). */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

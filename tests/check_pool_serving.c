@@ -4,7 +4,7 @@
  * and created. A decode step must never wait for the device inside an allocation the pool could
  * serve from memory it holds, nor unmap or release (cuMemUnmap and cuMemRelease synchronize the
  * device in practice). Each run prints its counts to the test's log. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

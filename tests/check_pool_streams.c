@@ -13,7 +13,7 @@
  *
  * Tests that hold for both modes run twice (a loop test: _i 0 = sync, 1 = event). Eight threads,
  * failed synchronizations, many streams, trim and destroy: check_pool_streams_threads.c. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * fakes/fake_stream_cuda.c (as check_pool_streams.c): eight threads on their own streams, a failed
  * synchronization, many streams keeping the books, trim and destroy over blocks of several streams.
  * Loop tests run twice: _i 0 = stream_reuse=sync, 1 = stream_reuse=event. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

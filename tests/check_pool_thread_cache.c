@@ -7,7 +7,7 @@
  * that the order of calls across threads is exact and the results are deterministic: which block
  * a thread gets back tells whether it came from a cache or from the pool. thread_cache = auto and
  * eight threads: check_pool_thread_cache_auto.c. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>

@@ -6,7 +6,7 @@
  * until the test sees a second thread spinning; this program defines sched_yield, which the spin
  * lock calls while it waits, and is linked with -export-dynamic so that the plugin's call lands
  * here. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>

@@ -2,7 +2,7 @@
  * over managed memory every block's last prefetch location is the resource's device, without
  * the adaptor it is none; over cudaMalloc memory, which cannot be prefetched, allocation works
  * and leaves no CUDA error behind. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

@@ -8,7 +8,7 @@
  * check passes refused by the build as a config error (check-config must refuse what the build
  * would). $CRMM_RANDOM_CONFIGS sets how many (1000 by default), $CRMM_RANDOM_SEED the seed (the
  * same seed makes the same configs; a failure names the seed and the config's number). */
-#include "config.h"
+#include "build_config.h"
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>

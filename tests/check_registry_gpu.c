@@ -1,6 +1,6 @@
 /* check_registry_gpu.c — the per-device resource registry: the default resource, set/get, many
  * threads at once, and the config's default, [device.N] override and percentage sizes. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

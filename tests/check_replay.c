@@ -2,7 +2,7 @@
  * log written by the logging plugin replays, the cross-thread order is kept (checked by
  * replaying into another logging resource), logs in RMM's own spellings parse, malformed lines
  * are named by number, the log's leaks and failures are reported, and the usage errors. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * anything. The program scripts CUDA's stream calls and clock_gettime (exported, so that libcrmm
  * and the tool's code land here) and receives every call of the crmm_recorder test plugin, all
  * into one ordered trace. A timed region is what lies between two clock reads. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* check_resource_abi.c — the resource ABI's basics, on the CPU: resources built through plugins
  * whose create misbehaves, then over the `host` plugin: reference counts, the leak report, NULL
  * arguments, find_kind and control, and the exit guard's fallback. */
-#include "config.h"
+#include "build_config.h"
 #include <dirent.h>
 #include <grp.h>
 #include <limits.h>

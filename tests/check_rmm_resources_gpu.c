@@ -2,7 +2,7 @@
  * a GPU: the conformance suite over cuda, async and managed chains, and the stream ordering of
  * fixed_size's free lists (a block freed on one stream and taken by another must wait for the
  * first stream's last use of it). */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

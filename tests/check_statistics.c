@@ -1,7 +1,7 @@
 /* check_statistics.c — the `statistics` plugin over host memory: RMM's statistics tests
  * (counts after sequences, peaks, stacked adaptors, push/pop folding, pop of the base frame),
  * the API through other adaptors, threads, and the conformance suite. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * and fixed_size, each over the fake device (host memory that says it is device memory, so that
  * streams count). What each allocator does particularly (which call it makes, when) stays in its
  * own suite: check_pool_streams*, check_arena_streams*, check_fixed_size_streams. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <string.h>
 #include "fakes/fake_stream_cuda.h"

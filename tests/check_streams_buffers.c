@@ -2,7 +2,7 @@
  * argument validation (checked before any CUDA call) and the buffer bookkeeping that needs no
  * copy, run over a test resource that claims device access but hands out host memory (so a
  * buffer can exist here and its contents can be inspected). */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include "test_support.h"

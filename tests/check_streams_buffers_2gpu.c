@@ -1,7 +1,7 @@
 /* check_streams_buffers_2gpu.c — buffers, streams and pools of device 1 used and destroyed while device 0
  * is current: each must do its CUDA work with its own device current and give the caller's
  * device back. Needs 2 GPUs (skips otherwise). */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>

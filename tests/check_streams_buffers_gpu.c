@@ -8,7 +8,7 @@
  * streams are non-blocking, so that reading device memory with cudaMemcpy (legacy default
  * stream) does not wait for them. Device buffers, streams and the stream pool:
  * check_device_buffer_gpu.c. */
-#include "config.h"
+#include "build_config.h"
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -7,7 +7,7 @@
  * over host, so the tests can see what reached the device's resource). Each test runs in its own
  * process (Check's fork mode), so each starts with crmm uninitialised, as a fresh PyTorch
  * process does. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * freed, left with and without stacks, stacked adaptors), the report and the callback, bad
  * frees (wrong size, unknown pointer) refused and never passed upstream, the leak report at
  * destroy (read back from the crmm log), threads, and the conformance suite. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * This program defines the CUDA runtime functions the plugins call; it is linked with
  * -export-dynamic, so the plugins' (and libcrmm's) calls land here. The script is a few
  * globals each test sets before it creates its resource. */
-#include "config.h"
+#include "build_config.h"
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>

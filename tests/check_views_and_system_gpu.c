@@ -6,7 +6,7 @@
  * device without pageable memory access system and sam_headroom refuse, naming the attribute.
  * The conformance suite runs over callback (over cudaMalloc), async_managed, system and
  * sam_headroom where the device supports them (probed in a child before Check forks). */
-#include "config.h"
+#include "build_config.h"
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * before the runner forks, so every forked test sees it. Memory is checked through the way it
  * can be reached: host-accessible memory with memset/compare, device memory with
  * cudaMemset/cudaMemcpy. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* cpu_stacks.c — the CPU stacks the fault-injection and malloc-failure loops run: every plugin
  * that needs no GPU above the bottom resource, and a few deeper combinations. */
-#include "config.h"
+#include "build_config.h"
 #include "cpu_stacks.h"
 
 const cpu_stack cpu_stacks[] = {

@@ -9,7 +9,7 @@
  * handle. The importer maps them and times cudaMemcpy device-to-device from the imported memory
  * into a buffer of its own (best of several runs, CUDA events), then the same copy between two
  * buffers of its own, and prints both rates and their ratio. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -125,10 +125,14 @@ tests_libcrmmtest_la_LIBADD = libcrmm.la $(CHECK_LIBS) $(CUDA_LIBS)
 # The programs of this Makefile that set no LDADD of their own are the tests; Check's compile flags
 # are what its pkg-config file asks of every program that includes <check.h>.
 AM_CFLAGS += $(CHECK_CFLAGS)
+# The tests use the public headers as a user of the installed crmm does, the plugins' with the
+# core's. Every target outside tests/ names its own CPPFLAGS, so AM_CPPFLAGS serves the tests alone.
+AM_CPPFLAGS += $(PLUGIN_PUBLIC_CPPFLAGS)
 TEST_CFLAGS = $(AM_CFLAGS)
 TEST_LDADD = tests/libcrmmtest.la libcrmm.la $(CHECK_LIBS) $(CUDA_LIBS) -lm
 # what the programs that drive crmm bench's or crmm replay's code link
-BENCH_LDADD = bench/libcrmmbench.la $(TEST_LDADD)
+BENCH_LDADD = $(BENCH_LIBS) $(TEST_LDADD)
+REPLAY_LDADD = $(REPLAY_LIBS) $(TEST_LDADD)
 LDADD = $(TEST_LDADD)
 
 # The scripted CUDA runtime's capture calls and the scripted driver (tests/fakes/). They define
@@ -137,9 +141,8 @@ FAKE_CUDA_SOURCES = tests/fakes/fake_capture.c tests/fakes/fake_capture.h
 # the runtime's stream order (ids, events, synchronization) and a fake device, for the stream suites
 FAKE_STREAM_SOURCES = tests/fakes/fake_stream_cuda.c tests/fakes/fake_stream_cuda.h $(FAKE_CUDA_SOURCES)
 FAKE_VMM_SOURCES = tests/fakes/fake_vmm.c tests/fakes/fake_vmm.h $(FAKE_CUDA_SOURCES)
-# `crmm replay`, compiled in
-REPLAY_SOURCES = tools/cmd_replay.c tools/replay_log.c tools/replay_run.c tools/replay_report.c \
-	tools/replay_plot.c tools/replay_torch_snapshot.c tools/replay.h $(PTR_MAP_SOURCES)
+# `crmm replay` (tools/libcrmmreplay.la, in REPLAY_LDADD)
+REPLAY_SOURCES = tools/replay.h
 
 # ---- programs with more than tests/NAME.c ----------------------------------------------------
 tests_check_stream_order_SOURCES = tests/check_stream_order.c $(FAKE_STREAM_SOURCES)
@@ -156,8 +159,8 @@ tests_check_pool_serving_SOURCES = tests/check_pool_serving.c tests/serving_trac
 tests_check_graphs_SOURCES = tests/check_graphs.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_graphs_plugins_SOURCES = tests/check_graphs_plugins.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_ipc_SOURCES = tests/check_ipc.c $(FAKE_VMM_SOURCES)
-tests_pool_expandable_replay_SOURCES = tests/pool_expandable_replay.c tools/replay_log.c tools/replay.h \
-	$(PTR_MAP_SOURCES) $(FAKE_VMM_SOURCES)
+tests_pool_expandable_replay_SOURCES = tests/pool_expandable_replay.c tools/replay.h $(FAKE_VMM_SOURCES)
+tests_pool_expandable_replay_LDADD = $(REPLAY_LDADD)
 tests_pool_threads_sim_SOURCES = tests/pool_threads_sim.c $(FAKE_VMM_SOURCES)
 tests_pool_threads_sim_LDADD = $(BENCH_LDADD)
 # every CPU stack over crmm_failnth (fault injection), and crmm's own mallocs failing in turn
@@ -187,24 +190,23 @@ tests_check_ipc_LDFLAGS = -export-dynamic
 tests_pool_expandable_replay_LDFLAGS = -export-dynamic
 tests_pool_threads_sim_LDFLAGS = -export-dynamic
 
-# parts of plugins and of the tool compiled in (per-target flags keep these objects apart from the
-# plugin's and the tool's own)
+# parts of plugins compiled in (per-target flags keep these objects apart from the plugin's own),
+# each program naming the folder of the private header it includes
 tests_check_arena_SOURCES = tests/check_arena.c plugins/arena/arena_slab.c
+tests_check_arena_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/arena $(SUPPORT_CPPFLAGS)
 tests_check_arena_CFLAGS = $(TEST_CFLAGS)
 tests_check_logging_line_SOURCES = tests/check_logging_line.c plugins/logging/logging_line.c plugins/logging/logging_line.h
+tests_check_logging_line_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/logging
 tests_check_logging_line_CFLAGS = $(TEST_CFLAGS)
-tests_check_ptr_map_SOURCES = tests/check_ptr_map.c $(PTR_MAP_SOURCES)
-tests_check_ptr_map_CFLAGS = $(TEST_CFLAGS)
+# support/'s hash map and `crmm replay`, linked
+tests_check_ptr_map_CPPFLAGS = $(AM_CPPFLAGS) $(SUPPORT_CPPFLAGS)
+tests_check_ptr_map_LDADD = support/libcrmmsupport.la $(TEST_LDADD)
 tests_check_replay_SOURCES = tests/check_replay.c $(REPLAY_SOURCES)
-tests_check_replay_CFLAGS = $(TEST_CFLAGS)
-tests_check_replay_LDADD = $(BENCH_LDADD)
+tests_check_replay_LDADD = $(REPLAY_LDADD)
 tests_check_replay_streams_SOURCES = tests/check_replay_streams.c $(FAKE_CUDA_SOURCES) $(REPLAY_SOURCES)
-tests_check_replay_streams_CFLAGS = $(TEST_CFLAGS)
-tests_check_replay_streams_LDADD = $(BENCH_LDADD)
+tests_check_replay_streams_LDADD = $(REPLAY_LDADD)
 tests_check_adaptors_gpu_SOURCES = tests/check_adaptors_gpu.c $(REPLAY_SOURCES)
-tests_check_adaptors_gpu_CFLAGS = $(TEST_CFLAGS)
-tests_check_adaptors_gpu_LDADD = $(BENCH_LDADD)
-tests_pool_expandable_replay_CFLAGS = $(TEST_CFLAGS)
+tests_check_adaptors_gpu_LDADD = $(REPLAY_LDADD)
 # crmm bench's suites share the readers of its output
 BENCH_TEST_SOURCES = tests/bench_cli_output.c tests/bench_cli_output.h
 tests_check_bench_workload_SOURCES = tests/check_bench_workload.c $(BENCH_TEST_SOURCES)

@@ -1,5 +1,5 @@
 /* malloc_fail.c — see malloc_fail.h. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>

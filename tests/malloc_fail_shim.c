@@ -9,7 +9,7 @@
  * The CUDA driver is kept out of the crmm program (its dlopen of libcuda fails, as on a machine
  * without a GPU): the sweep is about crmm's handling of a failed allocation, and the driver's own
  * start-up, whose allocations would be failed too, does not survive that (it crashed on an H200). */
-#include "config.h" /* _GNU_SOURCE: program_invocation_short_name, RTLD_NEXT */
+#include "build_config.h" /* _GNU_SOURCE: program_invocation_short_name, RTLD_NEXT */
 #include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>

@@ -11,7 +11,7 @@
  * 1..N the repeats. --trace PASS prints every allocation of that pass that synchronized or
  * unmapped pages. The device has the allocation granularity --page (default 2 MiB, an H200's)
  * and 141 GiB of memory. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

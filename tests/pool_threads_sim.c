@@ -6,7 +6,7 @@
  * times it prints are this machine's, spin locks on fewer cores than threads included.
  *
  *   tests/pool_threads_sim [--set A|B|C|D] [--threads N] [--repeats N] [--params "k=v ..."] */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

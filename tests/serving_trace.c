@@ -1,5 +1,5 @@
 /* serving_trace.c — see serving_trace.h. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include "fakes/fake_vmm.h"

@@ -6,7 +6,7 @@
  * process that is exiting. Check runs each test in a forked child that inherits the list, so a
  * directory made in main before the runner forks outlives every test and goes when main
  * returns, and one made in a test goes when that test's child exits. */
-#include "config.h"
+#include "build_config.h"
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>

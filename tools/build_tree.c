@@ -5,7 +5,7 @@
  * built in, the build tree's plugin folder (plugins/built) is appended to $CRMM_PLUGIN_PATH, so
  * that `./tools/crmm info` shows the plugins just built. An installed crmm lies elsewhere and
  * never searches the build tree. */
-#include "config.h"
+#include "build_config.h"
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

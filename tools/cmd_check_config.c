@@ -1,5 +1,5 @@
 /* cmd_check_config.c — `crmm check-config FILE`: validate a config without touching a GPU. */
-#include "config.h"
+#include "build_config.h"
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>

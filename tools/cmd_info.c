@@ -1,5 +1,5 @@
 /* cmd_info.c — `crmm info`: what this crmm is, what it can load, and what its config builds. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,21 +71,6 @@ static void print_plugin(const char *path, const crmm_plugin *pl, crmm_status st
         print_range(s);
         printf("\n");
     }
-}
-
-int crmm_info_print_files(int nfiles, char **files, void (*print)(const crmm_plugin *pl))
-{
-    int rc = 0;
-    for (int i = 0; i < nfiles; i++) {
-        const crmm_plugin *pl = NULL;
-        if (crmm_plugin_load(files[i], NULL, &pl) != CRMM_OK) {
-            fprintf(stderr, "crmm info: %s\n", crmm_last_error());
-            rc = 1;
-            continue;
-        }
-        print(pl);
-    }
-    return rc;
 }
 
 /* Upstreams printed after a resource before "-> ..." */

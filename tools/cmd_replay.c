@@ -2,14 +2,14 @@
  * one or more resources of a config, one after the other (replay_run.c), and reports the time
  * per call and the memory each took (replay_report.c), optionally as a plot (replay_plot.c).
  * This file reads the options and builds the resources. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <crmm/crmm.h>
-#include "../bench/bench_reference.h"
+#include "bench_reference.h"
 #include "commands.h"
 #include "replay.h"
 

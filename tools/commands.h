@@ -13,7 +13,7 @@ int crmm_cmd_replay(int argc, char **argv);
  * to $CRMM_PLUGIN_PATH (tools/build_tree.c); otherwise do nothing. */
 void crmm_use_build_tree_plugins(void);
 
-/* True when argv holds -h or --help. */
+/* True when argv holds -h or --help (tools/help_option.c). */
 int crmm_wants_help(int argc, char **argv);
 
 #endif

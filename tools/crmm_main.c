@@ -1,5 +1,5 @@
 /* crmm_main.c — the `crmm` program: dispatches to a subcommand. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,14 +17,6 @@ static const struct {
     {"bench", crmm_cmd_bench, "allocation benchmark over the config's resources and raw CUDA"},
     {"replay", crmm_cmd_replay, "replay an RMM-format allocation log against a resource"},
 };
-
-int crmm_wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
-            return 1;
-    return 0;
-}
 
 static void usage(FILE *f)
 {

@@ -1,15 +1,15 @@
 /* info_json.c — `crmm info --json`: what `crmm info` prints, as one JSON object (or, with a
  * PLUGIN, that plugin's object), for scripts and other tools. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
-#include "../bench/bench_report.h"
+#include "text_escape.h"
 #include "info.h"
 
-#define str(s) bench_write_json_string(stdout, (s))
+#define str(s) text_write_json_string(stdout, (s))
 
 static void json_devices(void)
 {

@@ -1,7 +1,7 @@
 /* info_markdown.c — `crmm info --markdown FILE.so...`: the README's plugin table, one row per
  * plugin, written from the plugins' own descriptors and parameter rows (tests/check_readme.sh
  * fails when the README's table is not what this prints). */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <crmm/crmm.h>
 #include "info.h"

@@ -1,7 +1,7 @@
 /* info_roff.c — `crmm info --roff FILE.so...`: the PLUGINS section of crmm.ini(5), written from
  * the plugins' own descriptors and parameter tables, so that the page cannot drift from them
  * (doc/local.mk runs it over every plugin the build installs). */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <string.h>
 #include <crmm/crmm.h>

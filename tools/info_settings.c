@@ -1,6 +1,6 @@
 /* info_settings.c — the settings part of `crmm info`: the config's [crmm] keys, the log level
  * and where it comes from, and every environment variable crmm reads with its current value. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <crmm/crmm.h>

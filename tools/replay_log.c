@@ -1,17 +1,17 @@
 /* replay_log.c — reads an RMM-format allocation log for `crmm replay` (see replay.h).
  *
  * One pass reads and checks every line into an array of events; a second pass walks them in
- * order with a hash map (plugins/common/ptr_map.h) from logged pointer to the event that
+ * order with a hash map (support/ptr_map.h) from logged pointer to the event that
  * allocated it, pairing each free with its allocation and counting what the log itself shows
  * (leaks, frees of unknown pointers, sizes that disagree). Thread ids get small indices through
  * a second map. */
-#include "config.h"
+#include "build_config.h"
 #include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../plugins/common/ptr_map.h"
+#include "ptr_map.h"
 #include "replay.h"
 
 #define REPLAY_HEADER "Thread,Time,Action,Pointer,Size,Stream"

@@ -4,14 +4,14 @@
  *
  * A long replay is drawn from at most PLOT_BUCKETS buckets of calls, each as its lowest and its
  * highest value in the order they happened, so that no peak disappears from the picture. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
 #include <crmm/error.h>
 #include <crmm/plugin.h>
-#include "../bench/text_escape.h"
+#include "text_escape.h"
 #include "replay.h"
 
 #define PLOT_W 960.0
@@ -101,7 +101,7 @@ static void legend(FILE *f, const replay_row *rows, size_t nrows)
                 fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>",
                         x, y, x + 30, y, c, dashed ? " stroke-dasharray=\"6,3\"" : "");
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", x + 38, y + 4);
-            bench_write_xml_text(f, rows[i].label);
+            text_write_xml_text(f, rows[i].label);
             fputs(dashed ? (rows[i].result.reserved_known ? " reserved" : " reserved: n/a") : " in use", f);
             fputs("</text>\n", f);
         }
@@ -140,10 +140,10 @@ crmm_status replay_plot_svg(const char *path, const char *title, size_t events, 
             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" height=\"%.0f\" "
             "viewBox=\"0 0 %.0f %.0f\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n<title>",
             PLOT_W, PLOT_H, PLOT_W, PLOT_H);
-    bench_write_xml_text(f, title);
+    text_write_xml_text(f, title);
     fprintf(f, "</title>\n<text x=\"%.1f\" y=\"28\" font-family=\"sans-serif\" font-size=\"15\" "
             "text-anchor=\"middle\">", (PLOT_LEFT + PLOT_W - PLOT_RIGHT) / 2);
-    bench_write_xml_text(f, title);
+    text_write_xml_text(f, title);
     fputs("</text>\n", f);
     axes(f, &fr, unit_names[u]);
     for (size_t i = 0; i < nrows; i++) {

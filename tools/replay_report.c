@@ -1,9 +1,9 @@
 /* replay_report.c — what `crmm replay` prints (see replay.h): a text report for people, one JSON
  * object or CSV (a header and one row per resource) for programs. Figures the resource cannot
  * give are "n/a" in text, null in JSON and empty in CSV. */
-#include "config.h"
+#include "build_config.h"
 #include <crmm/crmm.h>
-#include "../bench/bench_report.h"
+#include "text_escape.h"
 #include "replay.h"
 
 static const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
@@ -109,7 +109,7 @@ static void json_report(FILE *out, const char *path, const replay_log *log, cons
                         const replay_row *rows, size_t nrows)
 {
     fputs("{\"log\": {\"path\": ", out);
-    bench_write_json_string(out, path);
+    text_write_json_string(out, path);
     fputs(", ", out);
     json_u64(out, "events", log->count, true);
     json_u64(out, "threads", log->threads, true);
@@ -127,11 +127,11 @@ static void json_report(FILE *out, const char *path, const replay_log *log, cons
     for (size_t i = 0; i < nrows; i++) {
         const replay_result *r = &rows[i].result;
         fputs(i ? ",\n  {\"resource\": " : "\n  {\"resource\": ", out);
-        bench_write_json_string(out, rows[i].label);
+        text_write_json_string(out, rows[i].label);
         fputs(", \"chain\": ", out);
-        bench_write_json_string(out, rows[i].chain);
+        text_write_json_string(out, rows[i].chain);
         fputs(", \"stream\": ", out);
-        bench_write_json_string(out, r->stream_used);
+        text_write_json_string(out, r->stream_used);
         fputs(", ", out);
         json_u64(out, "calls_per_repeat", r->calls, true);
         json_num(out, "ns_per_call_median", true, r->ns_per_call_median, true);
@@ -149,7 +149,7 @@ static void json_report(FILE *out, const char *path, const replay_log *log, cons
         json_num(out, "fragmentation_max", r->fragmentation_known, r->max_fragmentation, true);
         json_num(out, "fragmentation_end", r->fragmentation_known, r->end_fragmentation, true);
         fputs("\"first_failure\": ", out);
-        bench_write_json_string(out, r->failed ? r->first_failure : NULL);
+        text_write_json_string(out, r->failed ? r->first_failure : NULL);
         fputc('}', out);
     }
     fputs("\n ]}\n", out);
@@ -171,13 +171,13 @@ static void csv_report(FILE *out, const char *path, const replay_log *log, const
           "peak_live_bytes,peak_reserved_bytes,reserved_over_peak_live,fragmentation_max,fragmentation_end\n", out);
     for (size_t i = 0; i < nrows; i++) {
         const replay_result *r = &rows[i].result;
-        bench_write_csv_field(out, path);
+        text_write_csv_field(out, path);
         fprintf(out, ",%zu,", log->count);
-        bench_write_csv_field(out, rows[i].label);
+        text_write_csv_field(out, rows[i].label);
         fputc(',', out);
-        bench_write_csv_field(out, rows[i].chain);
+        text_write_csv_field(out, rows[i].chain);
         fputc(',', out);
-        bench_write_csv_field(out, r->stream_used);
+        text_write_csv_field(out, r->stream_used);
         fprintf(out, ",%u,%u,%llu,%.6g,%.6g,%.6g,%.6g,%llu,%llu,%llu,%llu,%llu", opt->threads, r->repeats,
                 (unsigned long long)r->calls, r->ns_per_call_median, r->ns_per_call_min, r->ns_per_call_max,
                 r->wall_ns_median / 1e6, (unsigned long long)r->allocated, (unsigned long long)r->failed,

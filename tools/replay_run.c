@@ -14,7 +14,7 @@
  * it advances the counter and, when call g+1 belongs to another worker, wakes that worker's
  * semaphore (a post before the wait is remembered, so no wake-up is lost). Only one worker runs
  * at a time, so the pointer table needs no lock. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -23,7 +23,7 @@
 #include <time.h>
 #include <crmm/cuda_support.h>
 #include <crmm/stream.h>
-#include "../bench/bench_runner.h"
+#include "bench_runner.h"
 #include "replay.h"
 
 /* The untimed pass asks for fragmentation every this many calls. */

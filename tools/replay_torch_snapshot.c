@@ -23,7 +23,7 @@
  * Any live block outside every segment gets a segment of its own, so segments always cover
  * the live blocks. An allocation outside every upstream allocation the recorder holds (the
  * expandable pool maps its own pages) is a segment of its own too, allocated and freed with it. */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

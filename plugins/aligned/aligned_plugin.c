@@ -4,14 +4,14 @@
  * A request of at least `alignment_threshold` bytes takes align_up(bytes, alignment) +
  * alignment - 256 bytes from upstream (room to move a 256-aligned pointer up to the next
  * multiple of `alignment`) and returns the aligned pointer; when that differs from the upstream
- * pointer, the pair is kept in a sharded hash map (plugins/common/ptr_map.h) until the free. Smaller
+ * pointer, the pair is kept in a sharded hash map (support/ptr_map.h) until the free. Smaller
  * requests, and every request when the alignment is 256, pass through untouched. */
-#include "config.h"
+#include "build_config.h"
 #include <stddef.h>
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
-#include "../common/ptr_map.h"
+#include "ptr_map.h"
 
 typedef struct aligned_resource {
     crmm_resource base;

@@ -6,7 +6,7 @@
  * while we look, so the numbers for those are a snapshot, exact once the threads are quiet. The
  * dump has one line per shard, then one per span (a free span of device memory says which stream
  * freed it while another stream would have to wait for the device to take it). */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

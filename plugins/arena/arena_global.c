@@ -30,7 +30,7 @@
  * without a lock (the shards' epochs move on first, so that a free during the wait is not
  * voided by it), and the shards are tried again. A span tagged anew in that moment, or one of a
  * run across shards, is taken after a synchronization under the lock(s) held: rare paths. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include "arena_global.h"

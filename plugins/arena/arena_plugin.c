@@ -16,7 +16,7 @@
  * thread arena and merges them) and tries once more; if that fails too it writes its state to the
  * dump file when asked to (arena_dump.c) and returns CRMM_ERROR_OUT_OF_MEMORY. This file is the
  * glue: parameters, create and destroy, the ops table, queries and control ops. */
-#include "config.h"
+#include "build_config.h"
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>

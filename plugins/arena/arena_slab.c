@@ -1,7 +1,7 @@
 /* arena_slab.c — slab records: the pool they come from, formatting a superblock for one size
  * class, collecting blocks freed by other threads, and taking an empty slab from its owner.
  * The fast-path operations (take, put, index) are inline in arena_slab.h. */
-#include "config.h"
+#include "build_config.h"
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>

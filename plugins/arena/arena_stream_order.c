@@ -42,7 +42,7 @@
  * Events recorded at free time and waited on at reuse would keep the host from blocking but
  * record on S at every free (~300 ns each, RMM's way) and must outlive S; the device
  * synchronization is paid only when memory really moves between streams. */
-#include "config.h"
+#include "build_config.h"
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include "../common/capture_check.h"

@@ -23,7 +23,7 @@
  *   - a thread that exits detaches its slabs the same way (after waiting for the device), and
  *     gives back the empty ones: no memory is lost with the thread.
  *   - a defragmenter (out of memory, trim) takes EMPTY slabs from every thread arena by CAS. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

@@ -13,7 +13,7 @@
  * turns (bench/RESULTS.md has the figures). So the resource lets one
  * thread at a time into the driver, under a spin lock that yields after a few hundred spins
  * (plugins/common/spin_lock.h); a lone thread pays one uncontended lock per call. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * that the device has memory pools, then asks the driver for the pool; each refusal names why.
  * The pool is the driver's, shared by the process, so the resource neither destroys nor trims it
  * (plugins/common/pool_view.c). Its memory is usable from host and device. */
-#include "config.h"
+#include "build_config.h"
 #include <string.h>
 #include <crmm/async_managed.h>
 #include <crmm/cuda_support.h>

@@ -21,7 +21,7 @@
  * CRMM_BINNING_OP_ADD_BIN (crmm/binning.h) inserts a bin later, RMM's add_bin: a resource the
  * caller gives (retained until destroy) or a new fixed_size one; the array and the route table
  * are rebuilt without a lock, so it must not run while other threads use the resource. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * allocate callback is out of memory; a block that is not aligned to CRMM_ALLOCATION_ALIGNMENT is
  * handed back to the deallocate callback and refused, since every crmm resource promises that
  * alignment. A function address of 0 is refused at create. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/alloc_counters.h>

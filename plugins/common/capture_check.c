@@ -1,5 +1,5 @@
 /* capture_check.c — see capture_check.h. */
-#include "config.h"
+#include "build_config.h"
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include <crmm/error.h>

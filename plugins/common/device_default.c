@@ -1,5 +1,5 @@
 /* device_default.c — a size that defaults to half of a device's free memory (device_default.h). */
-#include "config.h"
+#include "build_config.h"
 #include <crmm/cuda_support.h>
 #include <crmm/resource.h>
 #include "device_default.h"

@@ -3,7 +3,7 @@
  * It keeps lock-free counters (for queries and the leak report at destroy), makes its own
  * device current around each CUDA call when another one is, and stops calling CUDA once the
  * process has begun to exit (it leaks instead; the driver reclaims the memory). */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>

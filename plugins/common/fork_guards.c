@@ -1,5 +1,5 @@
 /* fork_guards.c — fork guards for an object with one lock (fork_guards.h). */
-#include "config.h"
+#include "build_config.h"
 #include "fork_guards.h"
 
 static void mutex_take(void *lock) { pthread_mutex_lock(lock); }

@@ -1,5 +1,5 @@
 /* graph_hold.c — see graph_hold.h. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <cuda_runtime_api.h>

@@ -1,5 +1,5 @@
 /* graph_park.c — see graph_park.h. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/error.h>

@@ -3,7 +3,7 @@
  * The driver does the stream ordering; the resource keeps lock-free counters for the ABI's
  * as-requested byte counts and the leak report, and reads reserved bytes from the pool's own
  * attributes (which count every user of the pool, not only this resource). */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/cuda_support.h>

@@ -1,5 +1,5 @@
 /* resource_label.c — "KIND 'NAME'" for the plugins' messages (resource_label.h). */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include "resource_label.h"
 

@@ -3,7 +3,7 @@
  * Spin on a plain load (no cache-line ping-pong while the holder works) with the processor's
  * pause hint; after a few hundred spins yield the processor, so that a holder doing a slow call
  * is not starved of a core by its waiters. */
-#include "config.h"
+#include "build_config.h"
 #include <sched.h>
 #include "spin_lock.h"
 

@@ -5,7 +5,7 @@
  * streams. With a headroom, each new block is advised (cudaMemAdvise, preferred location) to live
  * on the device for the part that fits in the free device memory less the headroom, aligned down,
  * and on the host for the rest; the pages migrate when touched. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>

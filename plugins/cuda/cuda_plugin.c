@@ -2,7 +2,7 @@
  *
  * The default resource of every device. Not stream-ordered: cudaMalloc and cudaFree synchronize
  * the device, which is why the suballocators (pool, arena) exist. */
-#include "config.h"
+#include "build_config.h"
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include "../common/direct_resource.h"

@@ -4,7 +4,7 @@
  * The pool is the parameter pool_handle, its address as an integer (0 is refused). Nothing can
  * check that the address is a pool without the driver dereferencing it, so the caller must pass
  * a live one; the resource never destroys it (plugins/common/pool_view.c). */
-#include "config.h"
+#include "build_config.h"
 #include <crmm/cuda_async_view.h>
 #include <crmm/cuda_support.h>
 #include "../common/pool_view.h"

@@ -6,7 +6,7 @@
  * crmm/failure_callback.h) and kept as one pair under a mutex that only the failure path takes;
  * the callback itself runs without the lock, so it may free memory through this resource or set
  * another callback. Successful allocations cost one upstream call. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * pointers. Streams are found by a scan of the (few) streams seen so far. A stack's covered
  * blocks are at its bottom: pushes go on top, uncovered, and a record covers the whole stack; a
  * pop from the top lowers `covered` only when it reaches it. See fixed_size_free_lists.h. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>

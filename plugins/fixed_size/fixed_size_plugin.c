@@ -13,7 +13,7 @@
  * once; an allocation makes its one usual CUDA call (the stream's id) before it, a free on a
  * created stream none (fixed_size_free_lists.h); they switch devices only for a default stream
  * (enter_device_for). */
-#include "config.h"
+#include "build_config.h"
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>

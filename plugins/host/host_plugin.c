@@ -4,14 +4,14 @@
  * pool, arena and the adaptors over on a machine without one. A request larger than the
  * machine's physical memory is out of memory at once, without asking the C library (which, with
  * overcommit, might promise it; and which aborts under AddressSanitizer instead of failing). */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include "../common/direct_resource.h"
-#include "../common/ptr_map.h"
+#include "ptr_map.h"
 
 /* Every live block and its size, for all host resources of the process: a double free, a
  * pointer host never gave and a wrong size are refused instead of reaching free(). The table is

@@ -6,7 +6,7 @@
  * compare-and-swap that fails when the new total would pass the limit (so racing threads can
  * never together exceed it, and a refused request leaves the counter untouched), then asks the
  * upstream, and gives the reservation back if the upstream fails. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>

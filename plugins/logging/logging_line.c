@@ -11,7 +11,7 @@
  * Numbers are written straight into the given buffer from the right: decimal two digits at a
  * time from a table, hex one digit per nibble with the length from the leading zero count. No
  * printf, no lock, no allocation. */
-#include "config.h"
+#include "build_config.h"
 #include <string.h>
 #include <time.h>
 #include <unistd.h>

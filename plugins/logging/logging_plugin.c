@@ -7,7 +7,7 @@
  * upstream returned, a free before the upstream sees the free, so the file's order never shows
  * a pointer handed out again before its free — what `crmm replay` needs. Control ops: flush
  * and the file's name (crmm/logging.h). */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <crmm/logging.h>
 #include <crmm/plugin.h>

@@ -12,7 +12,7 @@
  * one atexit handler flush them all, and fork take every sink's lock. Lock order: the list, then
  * a sink's spin lock, then its writer mutex; the writer thread never holds two of them. */
 #define _GNU_SOURCE 1 /* pthread_setname_np */
-#include "config.h"
+#include "build_config.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

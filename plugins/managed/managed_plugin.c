@@ -1,6 +1,6 @@
 /* managed_plugin.c — the `managed` plugin: unified memory from cudaMallocManaged, usable from
  * host and device; pages migrate on demand (see the `prefetch` adaptor). */
-#include "config.h"
+#include "build_config.h"
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include "../common/direct_resource.h"

@@ -1,6 +1,6 @@
 /* pinned_plugin.c — the `pinned` plugin: page-locked host memory from cudaHostAlloc, host
  * accessible and device accessible (mapped); the fast source and target of host copies. */
-#include "config.h"
+#include "build_config.h"
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include "../common/direct_resource.h"

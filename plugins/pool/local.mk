@@ -5,10 +5,6 @@ plugins_pool_crmm_pool_la_SOURCES = \
 	plugins/pool/pool_resource.h plugins/pool/pool_core.h plugins/pool/pool_growth_state.h plugins/pool/pool_cache_policy.h \
 	plugins/pool/pool_alloc.c \
 	plugins/pool/pool_fork.c \
-	$(SPIN_LOCK_SOURCES) \
-	$(DEVICE_DEFAULT_SOURCES) \
-	$(RESOURCE_LABEL_SOURCES) \
-	$(CAPTURE_CHECK_SOURCES) $(GRAPH_HOLD_SOURCES) \
 	plugins/pool/pool_block.c plugins/pool/pool_block.h \
 	plugins/pool/pool_block_map.c plugins/pool/pool_block_map.h \
 	plugins/pool/pool_capture.c plugins/pool/pool_capture.h \
@@ -20,7 +16,7 @@ plugins_pool_crmm_pool_la_SOURCES = \
 	plugins/pool/pool_query.c \
 	plugins/pool/pool_streams.c plugins/pool/pool_streams.h \
 	plugins/pool/pool_thread_cache.c plugins/pool/pool_thread_cache.h
+plugins_pool_crmm_pool_la_CPPFLAGS = $(PLUGIN_CPPFLAGS) -I$(top_srcdir)/plugins/pool/include
 plugins_pool_crmm_pool_la_LDFLAGS = $(PLUGIN_LDFLAGS)
-plugins_pool_crmm_pool_la_LIBADD = $(PLUGIN_LIBADD)
-AM_CPPFLAGS += -I$(top_srcdir)/plugins/pool/include
+plugins_pool_crmm_pool_la_LIBADD = $(PLUGIN_COMMON_LIBADD)
 crmminclude_HEADERS += plugins/pool/include/crmm/pool.h

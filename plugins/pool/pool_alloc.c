@@ -23,7 +23,7 @@
  * (thread_cache = on), both go through the calling thread's cache first (pool_thread_cache.h): a hit takes only the cache's lock; a miss takes a
  * block the way above and records it in the cache's live map; growth drains the caller's cache
  * first (and every cache when they hold a large share of the pool). */
-#include "config.h"
+#include "build_config.h"
 #include <crmm/log.h>
 #include "pool_resource.h"
 

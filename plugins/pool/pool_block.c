@@ -1,7 +1,7 @@
 /* pool_block.c — the record allocator of the pool (see pool_block.h): block records come from
  * slabs and return to a spare list, so that splitting and merging blocks never call malloc on
  * the hot path. Slabs are freed only when the pool is destroyed. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include "pool_block.h"
 

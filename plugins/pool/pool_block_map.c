@@ -1,7 +1,7 @@
 /* pool_block_map.c — creating and growing the pointer -> live block hash table (see
  * pool_block_map.h for the structure; lookups, inserts and removals are inline there), and
  * emptying it. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include "pool_block_map.h"

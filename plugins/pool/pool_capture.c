@@ -5,7 +5,7 @@
  * made from it are destroyed, the record lands on the pool's stack of released records, which
  * the pool collects under its lock where it may need the memory (a miss of allocate, a query):
  * the parked blocks then join the pool's ready state, where any stream may take them at once. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <crmm/cuda_support.h>
 #include "pool_resource.h"

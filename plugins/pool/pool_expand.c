@@ -47,7 +47,7 @@
  * On out of memory (the device, the maximum, or the address range), every free page is
  * unmapped and growth is tried once more. Pages are unmapped from the highest address down, and
  * the pool never gives back so much that it would hold less than initial_size. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

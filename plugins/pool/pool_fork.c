@@ -8,7 +8,7 @@
  * allocation under an adaptor's lock may give up a cache slot), so no place in the guards' order
  * fits it. It guards only the hand-over of a cache between a thread and its pool, whose every
  * step that the child could see runs under the pool's lock; the child makes it anew. */
-#include "config.h"
+#include "build_config.h"
 #include "pool_resource.h"
 
 static void lock_for_fork(void *arg)

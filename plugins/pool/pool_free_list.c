@@ -1,7 +1,7 @@
 /* pool_free_list.c — the cold parts of the segregated-fit free list (see pool_free_list.h for the
  * structure): the scan of one class, the largest block, any block. The hot insert, remove and
  * find are inline in the header. */
-#include "config.h"
+#include "build_config.h"
 #include "pool_free_list.h"
 
 pool_block *pool_free_list_find_in_own_class(const pool_free_list *fl, size_t size)

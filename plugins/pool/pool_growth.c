@@ -15,7 +15,7 @@
  * it is, the free blocks of every stream are gathered into one list (pool_streams_make_all_ready),
  * which merges blocks that were freed on different streams: each such chunk becomes one free
  * block and goes back whole. destroy returns every chunk after the same synchronization. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

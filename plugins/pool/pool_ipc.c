@@ -1,7 +1,7 @@
 /* pool_ipc.c — export of an expandable pool's pages (see pool_ipc.h). The one driver function it
  * needs beyond pool_vmm.c's, cuMemExportToShareableHandle, and the device attributes that say
  * which handle types the device exports, are looked up here the same way. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

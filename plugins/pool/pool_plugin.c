@@ -13,7 +13,7 @@
  * on one stream reaches another, see pool_streams.c) and thread_cache (per-thread caches when
  * threads contend for the pool, see pool_thread_cache.h). Sizes are rounded up to 256 bytes, with an
  * info-level note when that changes them. */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>

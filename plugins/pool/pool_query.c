@@ -3,7 +3,7 @@
  * with every cache's deltas), the bytes and chunks held from upstream, the free bytes, the largest
  * free block (over every stream's free list and every cache) and the maximum. Fragmentation follows from BYTES_FREE and LARGEST_FREE_BLOCK
  * (crmm_resource_fragmentation). */
-#include "config.h"
+#include "build_config.h"
 #include <crmm/pool.h>
 #include "pool_resource.h"
 

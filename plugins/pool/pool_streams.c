@@ -67,7 +67,7 @@
  *
  * A pool over host memory (a host-only upstream) has no streams: one state for all, and no CUDA
  * call is ever made here. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>

@@ -4,7 +4,7 @@
  *
  * A thread's caches hang from a thread-local table of POOL_CACHE_SLOTS, made at its first cache
  * and handed to a pthread key whose destructor runs at the thread's exit. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

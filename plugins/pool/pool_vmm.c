@@ -1,6 +1,6 @@
 /* pool_vmm.c — the reserved address range and its physical pages (see pool_vmm.h), over the CUDA
  * driver's virtual memory API reached through cudaGetDriverEntryPointByVersion. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * cudaErrorInvalidValue) is handed out as it is, and on a device without concurrent managed
  * access nothing is prefetched. A host-only upstream is refused at create: no device can use
  * it. Other prefetch failures free the block and fail the allocation. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <cuda_runtime_api.h>
 #include <crmm/alloc_counters.h>

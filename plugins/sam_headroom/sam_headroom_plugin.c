@@ -2,7 +2,7 @@
  * allocated memory, like `system`, where each new block is advised to live on the device as far
  * as the device's free memory less `headroom` allows and on the host beyond that, so that the
  * headroom stays free for allocations that must be device memory (plugins/common/system_resource.c). */
-#include "config.h"
+#include "build_config.h"
 #include "../common/system_resource.h"
 
 typedef struct sam_headroom_config {

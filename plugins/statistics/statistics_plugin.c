@@ -6,7 +6,7 @@
  * reading, so threads count in parallel; push and pop take it for writing, so a frame never
  * moves or disappears under a counting thread. Queries fold every frame into the base (as if
  * all were popped) and so answer for the resource's whole life. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* system_plugin.c — the `system` plugin (RMM's system_memory_resource): plain host allocations
  * that the device uses directly, on systems where it accesses pageable memory coherently (HMM or
  * ATS). Create refuses a device without cudaDevAttrPageableMemoryAccess. */
-#include "config.h"
+#include "build_config.h"
 #include "../common/system_resource.h"
 
 static crmm_status system_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)

@@ -6,7 +6,7 @@
  * after the upstream allocate returns and removed before the upstream sees the free, so a
  * pointer is never in the table twice. A free the table cannot match (unknown pointer, wrong
  * size) is refused and logged, never passed upstream. */
-#include "config.h"
+#include "build_config.h"
 #include <execinfo.h>
 #include <stdarg.h>
 #include <stdio.h>

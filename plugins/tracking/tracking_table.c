@@ -1,9 +1,9 @@
 /* tracking_table.c — the outstanding allocations of a tracking resource, in a sharded pointer
  * map whose entries are the records themselves (see tracking_table.h). */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
-#include "../common/ptr_map.h"
+#include "ptr_map.h"
 #include "tracking_table.h"
 
 /* 64 shards: threads allocating and freeing different pointers rarely meet on a lock. */

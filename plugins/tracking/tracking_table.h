@@ -1,6 +1,6 @@
 /* tracking_table.h — the tracking plugin's record of outstanding allocations, by pointer.
  *
- * A sharded_ptr_map (plugins/common/ptr_map.h) of these records: shards under their own
+ * A sharded_ptr_map (support/ptr_map.h) of these records: shards under their own
  * mutexes, so threads that allocate different pointers rarely meet on a lock. Each record holds
  * the size, a serial number (allocation order) and the optional call stack. */
 #ifndef CRMM_PLUGINS_TRACKING_TABLE_H

@@ -1,5 +1,5 @@
 /* fake_capture.c — scripted stream capture (fake_capture.h). */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include <check.h>

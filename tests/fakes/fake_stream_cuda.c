@@ -1,5 +1,5 @@
 /* fake_stream_cuda.c — the scripted CUDA runtime of the stream-order suites (fake_stream_cuda.h). */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include <check.h>

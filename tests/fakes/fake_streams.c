@@ -1,5 +1,5 @@
 /* fake_streams.c — see fake_streams.h. A fixed table of slots; a handle is the address of its slot. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <check.h>
 #include "fake_streams.h"

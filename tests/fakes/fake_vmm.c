@@ -1,6 +1,6 @@
 /* fake_vmm.c — the scripted CUDA driver virtual memory API of fake_vmm.h: host pages stand in
  * for device memory, every call is counted, and what real CUDA refuses is refused. */
-#include "config.h"
+#include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

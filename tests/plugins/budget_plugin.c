@@ -4,7 +4,7 @@
  * CRMM_ERROR_BAD_ALLOC with status = bad_alloc); freeing makes room again. It gives the CPU
  * tests a resource that runs out of memory on purpose (failure_callback retries, fixed_size
  * growth failures) without depending on another adaptor. The budget is one atomic counter. */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/alloc_counters.h>

@@ -6,7 +6,7 @@
  * not (CRMM_QUERY_ALLOCATIONS_TOTAL counts only the ones that succeeded; control op
  * FAILNTH_OP_CALLS gives all calls), so a first run with fail_at = 0 tells how many indices
  * there are to try. */
-#include "config.h"
+#include "build_config.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>

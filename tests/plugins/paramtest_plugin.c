@@ -4,7 +4,7 @@
  * each through the typed getters and stores value, status and "given?" in the resource, which the
  * PARAMTEST_CONTROL_VALUES control op copies out. It allocates from its upstream when it has one,
  * else from aligned_alloc (so it is a host plugin that needs no GPU). */
-#include "config.h"
+#include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

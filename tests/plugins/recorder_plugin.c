@@ -6,7 +6,7 @@
  * and in what order relative to its own clock reads. `device` (default -1) is the device ordinal
  * the resource claims, so that a tool treats it as device memory and gives it a CUDA stream.
  * BYTES_RESERVED is the bytes in use rounded up to 256 per allocation. */
-#include "config.h"
+#include "build_config.h"
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <crmm/plugin.h>

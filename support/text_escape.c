@@ -1,6 +1,7 @@
-/* text_escape.c — JSON strings and XML text from arbitrary bytes (bench/text_escape.h). */
-#include "config.h"
+/* text_escape.c — JSON strings, XML text and CSV fields from arbitrary bytes (text_escape.h). */
+#include "build_config.h"
 #include <stddef.h>
+#include <string.h>
 #include "text_escape.h"
 
 /* The length (2..4) of the well-formed UTF-8 sequence of a non-ASCII character at s, or 0 when
@@ -36,7 +37,7 @@ static size_t utf8_sequence_length(const unsigned char *s)
     return n;
 }
 
-void bench_write_json_string(FILE *f, const char *s)
+void text_write_json_string(FILE *f, const char *s)
 {
     if (!s) {
         fputs("null", f);
@@ -72,7 +73,7 @@ void bench_write_json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
-void bench_write_xml_text(FILE *f, const char *s)
+void text_write_xml_text(FILE *f, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
         if (*p >= 0x80) {
@@ -98,4 +99,21 @@ void bench_write_xml_text(FILE *f, const char *s)
         }
         p++;
     }
+}
+
+void text_write_csv_field(FILE *f, const char *s)
+{
+    if (!s || !*s)
+        return;
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
+    }
+    fputc('"', f);
 }

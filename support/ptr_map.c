@@ -1,6 +1,6 @@
 /* ptr_map.c — the growing, shrinking and deleting half of the address-keyed hash map
  * (ptr_map.h has the layout and the inline lookup). */
-#include "config.h"
+#include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
 #include "ptr_map.h"

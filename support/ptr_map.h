@@ -12,8 +12,8 @@
  *
  * The map does no locking: its user holds whatever lock guards it. sharded_ptr_map splits the
  * keys over 2^bits maps, each under its own mutex, for tables that threads share. */
-#ifndef CRMM_PLUGINS_PTR_MAP_H
-#define CRMM_PLUGINS_PTR_MAP_H
+#ifndef CRMM_SUPPORT_PTR_MAP_H
+#define CRMM_SUPPORT_PTR_MAP_H
 
 #include <pthread.h>
 #include <stdbool.h>
