@@ -14,7 +14,7 @@ bench_libcrmmbench_la_SOURCES = \
 bench_libcrmmbench_la_CPPFLAGS = $(CORE_CPPFLAGS) -I$(top_srcdir)/plugins/logging/include $(SUPPORT_CPPFLAGS)
 bench_libcrmmbench_la_LIBADD = libcrmm.la $(CUDA_LIBS)
 # what a program that runs the benchmark links (its reports write through support's writers)
-BENCH_LIBS = bench/libcrmmbench.la support/libcrmmsupport.la
+BENCH_LIBS = bench/libcrmmbench.la support/libcrmmsupport.a
 EXTRA_DIST += bench/RESULTS.md
 # real PyTorch workloads under native, expandable_segments and crmm (run on a GPU machine)
 EXTRA_DIST += bench/torch_workloads.py bench/torch_workloads.sh

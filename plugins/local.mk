@@ -3,12 +3,16 @@
 #
 # A plugin compiles with the core's headers (PLUGIN_CPPFLAGS) plus the folders it names itself:
 # its own public header folder (plugins/<name>/include), and support/ when it uses ptr_map.h.
-# A plugin that uses plugins/common links PLUGIN_COMMON_LIBADD (libtool puts the whole library
-# into each such plugin).
+# A plugin that uses plugins/common links PLUGIN_COMMON_LIBADD. plugins/common is a static archive
+# of position-independent objects, not a libtool convenience library: libtool would put the whole
+# of a convenience library into each plugin (--whole-archive), where the linker takes from an
+# archive only the objects a plugin calls. That keeps each plugin small, and keeps thread-local
+# variables out of plugins that do not use them: every plugin with one costs the dynamic loader a
+# TLS module at dlopen, and past its spare slots an allocation that glibc aborts on when it fails.
 PLUGIN_CPPFLAGS = $(CORE_CPPFLAGS)
 
-noinst_LTLIBRARIES += plugins/common/libplugincommon.la
-plugins_common_libplugincommon_la_SOURCES = \
+noinst_LIBRARIES += plugins/common/libplugincommon.a
+plugins_common_libplugincommon_a_SOURCES = \
 	plugins/common/capture_check.c plugins/common/capture_check.h \
 	plugins/common/device_default.c plugins/common/device_default.h \
 	plugins/common/direct_resource.c plugins/common/direct_resource.h \
@@ -20,8 +24,9 @@ plugins_common_libplugincommon_la_SOURCES = \
 	plugins/common/resource_label.c plugins/common/resource_label.h \
 	plugins/common/spin_lock.c plugins/common/spin_lock.h \
 	plugins/common/system_resource.c plugins/common/system_resource.h
-plugins_common_libplugincommon_la_CPPFLAGS = $(PLUGIN_CPPFLAGS) $(SUPPORT_CPPFLAGS)
-PLUGIN_COMMON_LIBADD = plugins/common/libplugincommon.la support/libcrmmsupport.la $(PLUGIN_LIBADD)
+plugins_common_libplugincommon_a_CPPFLAGS = $(PLUGIN_CPPFLAGS) $(SUPPORT_CPPFLAGS)
+plugins_common_libplugincommon_a_CFLAGS = $(AM_CFLAGS) -fPIC
+PLUGIN_COMMON_LIBADD = plugins/common/libplugincommon.a support/libcrmmsupport.a $(PLUGIN_LIBADD)
 
 # Every plugin's public header folder: what the tests and bench see as the installed
 # $(includedir)/crmm, where the core's and the plugins' public headers sit together.

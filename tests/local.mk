@@ -200,7 +200,7 @@ tests_check_logging_line_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/plugins/loggi
 tests_check_logging_line_CFLAGS = $(TEST_CFLAGS)
 # support/'s hash map and `crmm replay`, linked
 tests_check_ptr_map_CPPFLAGS = $(AM_CPPFLAGS) $(SUPPORT_CPPFLAGS)
-tests_check_ptr_map_LDADD = support/libcrmmsupport.la $(TEST_LDADD)
+tests_check_ptr_map_LDADD = support/libcrmmsupport.a $(TEST_LDADD)
 tests_check_replay_SOURCES = tests/check_replay.c $(REPLAY_SOURCES)
 tests_check_replay_LDADD = $(REPLAY_LDADD)
 tests_check_replay_streams_SOURCES = tests/check_replay_streams.c $(FAKE_CUDA_SOURCES) $(REPLAY_SOURCES)
