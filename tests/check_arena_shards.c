@@ -211,24 +211,47 @@ static void *shard_work(void *arg)
     return NULL;
 }
 
+/* CREW threads that each take a 3 MiB and a 1000-byte block of `mr` and hold them from
+ * crew_start (which returns once every one holds its blocks) until crew_finish (which lets them
+ * free and exit, joins them and checks that none failed). */
+enum { CREW = 4 };
+typedef struct crew {
+    pthread_barrier_t hold, done;
+    shard_worker w[CREW];
+    pthread_t t[CREW];
+} crew;
+
+static void crew_start(crew *c, crmm_resource *mr)
+{
+    pthread_barrier_init(&c->hold, NULL, CREW + 1);
+    pthread_barrier_init(&c->done, NULL, CREW + 1);
+    for (int i = 0; i < CREW; i++) {
+        c->w[i] = (shard_worker){mr, &c->hold, &c->done, 3 * MiB, 1000, NULL, NULL, true, 0};
+        ck_assert_int_eq(pthread_create(&c->t[i], NULL, shard_work, &c->w[i]), 0);
+    }
+    pthread_barrier_wait(&c->hold);
+}
+
+static void crew_finish(crew *c)
+{
+    pthread_barrier_wait(&c->done);
+    for (int i = 0; i < CREW; i++) {
+        ck_assert_int_eq(pthread_join(c->t[i], NULL), 0);
+        ck_assert_int_eq(c->w[i].failed, 0);
+    }
+    pthread_barrier_destroy(&c->hold);
+    pthread_barrier_destroy(&c->done);
+}
+
 /* Four threads, four shards: each thread has its own home shard, and its large block and its
  * superblock come from there (so they take different locks). */
 START_TEST(threads_take_large_blocks_from_their_own_shards)
 {
     fixture f = make_arena("arena_size=64MiB shards=4"); /* no thread arena here until the end */
     ck_assert_uint_eq(stats(f.mr).shards, 4);
-    enum { T = 4 };
-    pthread_barrier_t hold, done;
-    pthread_barrier_init(&hold, NULL, T + 1);
-    pthread_barrier_init(&done, NULL, T + 1);
-    shard_worker w[T];
-    pthread_t t[T];
-    for (int i = 0; i < T; i++) {
-        w[i] = (shard_worker){f.mr, &hold, &done, 3 * MiB, 1000, NULL, NULL, true, 0};
-        ck_assert_int_eq(pthread_create(&t[i], NULL, shard_work, &w[i]), 0);
-    }
-    pthread_barrier_wait(&hold);
-    for (unsigned k = 0; k < T; k++) {
+    crew c;
+    crew_start(&c, f.mr);
+    for (unsigned k = 0; k < CREW; k++) {
         crmm_arena_shard_stats s = shard_stats(f.mr, k);
         ck_assert_uint_eq(s.offset, k * 16 * MiB);
         ck_assert_uint_eq(s.size, 16 * MiB);
@@ -238,27 +261,21 @@ START_TEST(threads_take_large_blocks_from_their_own_shards)
         ck_assert_uint_eq(s.thread_arenas, 1);
         ck_assert_uint_eq(s.free_bytes, 12 * MiB);
     }
-    pthread_barrier_wait(&done);
-    for (int i = 0; i < T; i++) {
-        ck_assert_int_eq(pthread_join(t[i], NULL), 0);
-        ck_assert_int_eq(w[i].failed, 0);
-    }
-    for (unsigned k = 0; k < T; k++) {
+    crew_finish(&c);
+    for (unsigned k = 0; k < CREW; k++) {
         crmm_arena_shard_stats s = shard_stats(f.mr, k);
         ck_assert_uint_eq(s.free_bytes, 16 * MiB); /* the exited threads gave their superblocks back */
         ck_assert_uint_eq(s.thread_arenas, 0);
     }
     /* where the blocks were: each thread's large block and superblock in a shard of its own */
     char *base = arena_base(f.mr);
-    bool seen[T] = {false};
-    for (int i = 0; i < T; i++) {
-        unsigned k = shard_holding(f.mr, base, w[i].p_large);
+    bool seen[CREW] = {false};
+    for (int i = 0; i < CREW; i++) {
+        unsigned k = shard_holding(f.mr, base, c.w[i].p_large);
         ck_assert_msg(!seen[k], "two threads' large blocks in shard %u", k);
         seen[k] = true;
-        ck_assert_uint_eq(shard_holding(f.mr, base, w[i].p_small), k);
+        ck_assert_uint_eq(shard_holding(f.mr, base, c.w[i].p_small), k);
     }
-    pthread_barrier_destroy(&hold);
-    pthread_barrier_destroy(&done);
     drop_arena(&f);
 }
 END_TEST
@@ -415,33 +432,18 @@ START_TEST(one_shard_is_the_arena_of_one_lock)
     crmm_arena_shard_stats s0 = shard_stats(f.mr, 0);
     ck_assert_uint_eq(s0.offset, 0);
     ck_assert_uint_eq(s0.size, 64 * MiB);
-    enum { T = 4 };
-    pthread_barrier_t hold, done;
-    pthread_barrier_init(&hold, NULL, T + 1);
-    pthread_barrier_init(&done, NULL, T + 1);
-    shard_worker w[T];
-    pthread_t t[T];
-    for (int i = 0; i < T; i++) {
-        w[i] = (shard_worker){f.mr, &hold, &done, 3 * MiB, 1000, NULL, NULL, true, 0};
-        ck_assert_int_eq(pthread_create(&t[i], NULL, shard_work, &w[i]), 0);
-    }
-    pthread_barrier_wait(&hold);
+    crew c;
+    crew_start(&c, f.mr);
     s0 = shard_stats(f.mr, 0);
     ck_assert_uint_eq(s0.large_blocks, 4);
     ck_assert_uint_eq(s0.superblocks, 4);
     ck_assert_uint_eq(s0.thread_arenas, 5); /* theirs and this thread's */
     /* first fit from the start: 4 large blocks and 4 superblocks fill the first 16 MiB exactly */
-    for (int i = 0; i < T; i++)
-        ck_assert_uint_lt((uintptr_t)((char *)w[i].p_large - base), 16 * MiB);
+    for (int i = 0; i < CREW; i++)
+        ck_assert_uint_lt((uintptr_t)((char *)c.w[i].p_large - base), 16 * MiB);
     ck_assert_uint_eq(s0.largest_free, 48 * MiB);
-    pthread_barrier_wait(&done);
-    for (int i = 0; i < T; i++) {
-        ck_assert_int_eq(pthread_join(t[i], NULL), 0);
-        ck_assert_int_eq(w[i].failed, 0);
-    }
+    crew_finish(&c);
     ck_assert_uint_eq(stats(f.mr).global_largest_free, 64 * MiB);
-    pthread_barrier_destroy(&hold);
-    pthread_barrier_destroy(&done);
     drop_arena(&f);
 
     /* the default: one shard per 64 superblocks, at most 8 */
