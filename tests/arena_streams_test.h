@@ -4,22 +4,13 @@
 #ifndef CRMM_TESTS_ARENA_STREAMS_TEST_H
 #define CRMM_TESTS_ARENA_STREAMS_TEST_H
 
-#include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 #include <cuda_runtime_api.h>
-#include <crmm/arena.h>
 #include "fakes/fake_stream_cuda.h"
 #include "fakes/fake_streams.h"
-#include "test_support.h"
 #include "streams_test.h"
+#include "arena_test.h"
 
-
-/* An arena over the fake device (fakes/fake_stream_cuda.h); the calls its creation made are
- * forgotten. */
 static inline crmm_resource *device_arena(const char *params)
 {
     crmm_resource *u = fake_device_new(0);
@@ -28,7 +19,5 @@ static inline crmm_resource *device_arena(const char *params)
     fake_cuda_reset();
     return a;
 }
-
-
 
 #endif

@@ -1,29 +1,40 @@
-/* arena_test.h — what the arena suites over host memory (check_arena, check_arena_shards,
- * check_arena_stress) share: an arena over a host resource, its statistics, and a free that must
- * succeed. */
+/* arena_test.h — what the arena suites share: an arena over a host (or cuda) resource, its
+ * statistics, a free that must succeed, and threads that hold or free its blocks. */
 #ifndef CRMM_TESTS_ARENA_TEST_H
 #define CRMM_TESTS_ARENA_TEST_H
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include <crmm/arena.h>
 #include "test_support.h"
 
+#ifndef KiB
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#endif
+
 typedef struct fixture {
-    crmm_resource *host, *mr;
+    crmm_resource *up, *mr;
 } fixture;
 
-static inline fixture make_arena(const char *params)
+/* In a test: an arena made with `params` over a new resource of `upstream_plugin`. */
+static inline fixture make_arena_over(const char *upstream_plugin, const char *params)
 {
     fixture f;
-    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &f.host));
-    ck_assert_crmm_ok(crmm_resource_create("arena", params, f.host, &f.mr));
+    ck_assert_crmm_ok(crmm_resource_create(upstream_plugin, "", NULL, &f.up));
+    ck_assert_crmm_ok(crmm_resource_create("arena", params, f.up, &f.mr));
     return f;
 }
+
+static inline fixture make_arena(const char *params) { return make_arena_over("host", params); }
 
 static inline void drop_arena(fixture *f)
 {
     crmm_resource_release(f->mr);
-    crmm_resource_release(f->host);
+    crmm_resource_release(f->up);
 }
 
 static inline crmm_arena_stats stats(crmm_resource *mr)
@@ -38,6 +49,12 @@ static inline void release(crmm_resource *mr, void *p, size_t n)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, NULL));
 }
 
+/* In a test: `bytes` can be allocated in one block (and are freed again). */
+static inline void allocate_and_free(crmm_resource *mr, size_t bytes)
+{
+    release(mr, crmm_test_allocate(mr, bytes), bytes);
+}
+
 /* A thread that holds superblocks of the arena in stages (holder_go, holder_wait). */
 typedef struct holder {
     crmm_resource *mr;
@@ -49,6 +66,9 @@ typedef struct holder {
     crmm_status last;
     char message[512];
 } holder;
+
+#define HOLDER(arena, ...) \
+    ((holder){.mr = (arena), .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, __VA_ARGS__})
 
 static inline void holder_wait(holder *h, int stage)
 {
@@ -66,29 +86,28 @@ static inline void holder_go(holder *h, int stage)
     pthread_mutex_unlock(&h->lock);
 }
 
-/* Allocates one block of each of four classes and frees them (stage 1), waits, then does it
- * again once its superblocks were taken (stage 3). */
+/* One block of each of four classes allocated and freed: the thread keeps four empty superblocks. */
+static inline void cycle_four_classes(holder *h)
+{
+    static const size_t sizes[4] = {256, 512, 768, 1024};
+    for (int k = 0; k < 4; k++) {
+        void *p;
+        if (crmm_resource_allocate(h->mr, sizes[k], NULL, &p) != CRMM_OK ||
+            crmm_resource_deallocate(h->mr, p, sizes[k], NULL) != CRMM_OK)
+            h->last = CRMM_ERROR_STATE;
+    }
+}
+
+/* Cycles four classes (stage 1), waits, then does it again once its superblocks were taken. */
 static inline void *hold_empty_superblocks(void *arg)
 {
     holder *h = arg;
-    size_t sizes[4] = {256, 512, 768, 1024};
-    for (int k = 0; k < 4; k++) {
-        void *p;
-        if (crmm_resource_allocate(h->mr, sizes[k], NULL, &p) != CRMM_OK ||
-            crmm_resource_deallocate(h->mr, p, sizes[k], NULL) != CRMM_OK)
-            h->last = CRMM_ERROR_STATE;
-    }
+    cycle_four_classes(h);
     holder_go(h, 1);
     holder_wait(h, 2);
-    for (int k = 0; k < 4; k++) {
-        void *p;
-        if (crmm_resource_allocate(h->mr, sizes[k], NULL, &p) != CRMM_OK ||
-            crmm_resource_deallocate(h->mr, p, sizes[k], NULL) != CRMM_OK)
-            h->last = CRMM_ERROR_STATE;
-    }
+    cycle_four_classes(h);
     return NULL;
 }
-
 
 /* A thread that frees blocks[from .. to) of `size` bytes, counting the frees refused. */
 typedef struct free_job {

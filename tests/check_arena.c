@@ -4,18 +4,8 @@
  * arenas in one thread. Bad input and shards: check_arena_shards.c; the stress runs:
  * check_arena_stress.c. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <crmm/arena.h>
 #include "conformance.h"
-#include "test_support.h"
 #include "arena_slab.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 #include "arena_test.h"
 
 static const crmm_test_chain arena_chains[] = {
@@ -28,8 +18,7 @@ static const crmm_test_chain arena_chains[] = {
 
 /* ---- internals a user relies on ----------------------------------------------------------- */
 
-/* (Loops below test with `if` and fail with ck_abort_msg: every passing ck_assert costs Check a
- * write to its log file.) */
+/* Loops test with `if` and ck_abort_msg: each passing ck_assert costs Check a log write. */
 START_TEST(size_classes_round_up_to_256_byte_multiples)
 {
     unsigned prev = 0;
@@ -103,8 +92,7 @@ START_TEST(superblock_splits_and_merges_back_whole)
     ck_assert_uint_eq(s.superblocks, 0);
     ck_assert_uint_eq(s.global_largest_free, 4 * MiB);
     /* and can be handed out whole */
-    void *all = crmm_test_allocate(f.mr, 4 * MiB);
-    release(f.mr, all, 4 * MiB);
+    allocate_and_free(f.mr, 4 * MiB);
     drop_arena(&f);
 }
 END_TEST
@@ -130,9 +118,8 @@ END_TEST
 START_TEST(defragments_on_failure_and_retries)
 {
     fixture f = make_arena("arena_size=4MiB superblock_size=1MiB");
-    size_t sizes[4] = {256, 512, 768, 1024};
-    for (int k = 0; k < 4; k++)
-        release(f.mr, crmm_test_allocate(f.mr, sizes[k]), sizes[k]);
+    holder h = {.mr = f.mr, .last = CRMM_OK};
+    cycle_four_classes(&h);
     crmm_arena_stats s = stats(f.mr);
     ck_assert_uint_eq(s.superblocks_held, 4);
     ck_assert_uint_eq(s.global_free_bytes, 0);
@@ -141,9 +128,8 @@ START_TEST(defragments_on_failure_and_retries)
     ck_assert_uint_eq(s.defragmentations, 1);
     ck_assert_uint_eq(s.superblocks_held, 0);
     release(f.mr, all, 4 * MiB);
-    /* the thread's arena notices its superblocks are gone and takes new ones */
-    for (int k = 0; k < 4; k++)
-        release(f.mr, crmm_test_allocate(f.mr, sizes[k]), sizes[k]);
+    cycle_four_classes(&h); /* the thread's arena notices its superblocks are gone: takes new ones */
+    ck_assert_int_eq(h.last, CRMM_OK);
     ck_assert_uint_eq(stats(f.mr).superblocks_held, 4);
     drop_arena(&f);
 }
@@ -152,7 +138,7 @@ END_TEST
 START_TEST(defragment_takes_empty_superblocks_from_a_live_thread)
 {
     fixture f = make_arena("arena_size=4MiB");
-    holder h = {.mr = f.mr, .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .last = CRMM_OK};
+    holder h = HOLDER(f.mr, .last = CRMM_OK);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, hold_empty_superblocks, &h), 0);
     holder_wait(&h, 1);
@@ -195,7 +181,7 @@ static void *fill_arena(void *arg)
 START_TEST(memory_filled_by_one_thread_and_freed_by_another_comes_back)
 {
     fixture f = make_arena("arena_size=4MiB");
-    holder h = {.mr = f.mr, .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .size = 1024};
+    holder h = HOLDER(f.mr, .size = 1024);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, fill_arena, &h), 0);
     holder_wait(&h, 1);
@@ -206,8 +192,7 @@ START_TEST(memory_filled_by_one_thread_and_freed_by_another_comes_back)
     for (size_t i = 0; i < h.nblocks; i++) /* freed here while the filling thread lives */
         release(f.mr, h.blocks[i], h.size);
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
-    void *all = crmm_test_allocate(f.mr, 4 * MiB);
-    release(f.mr, all, 4 * MiB);
+    allocate_and_free(f.mr, 4 * MiB);
     holder_go(&h, 2);
     ck_assert_int_eq(pthread_join(t, NULL), 0);
     free(h.blocks);
@@ -319,8 +304,8 @@ START_TEST(never_grows)
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_MAXIMUM_SIZE), 8 * MiB);
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
-    ck_assert_uint_eq(crmm_test_query(f.host, CRMM_QUERY_ALLOCATIONS), 1);
-    ck_assert_uint_eq(crmm_test_query(f.host, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.up, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_uint_eq(crmm_test_query(f.up, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
     static void *p[20000];
     int n = 0;
     void *q;
@@ -330,13 +315,13 @@ START_TEST(never_grows)
     ck_assert_crmm(crmm_resource_allocate(f.mr, 2 * MiB, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_RESERVED_PEAK), 8 * MiB);
-    ck_assert_uint_eq(crmm_test_query(f.host, CRMM_QUERY_ALLOCATIONS), 1); /* no second upstream call */
-    ck_assert_uint_eq(crmm_test_query(f.host, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.up, CRMM_QUERY_ALLOCATIONS), 1); /* no second upstream call */
+    ck_assert_uint_eq(crmm_test_query(f.up, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
     for (int i = 0; i < n; i++)
         release(f.mr, p[i], 700);
     ck_assert_crmm_ok(crmm_resource_trim(f.mr));
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_RESERVED), 8 * MiB); /* trim cannot shrink it either */
-    ck_assert_uint_eq(crmm_test_query(f.host, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.up, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
     drop_arena(&f);
 }
 END_TEST
@@ -463,10 +448,8 @@ START_TEST(two_arenas_in_one_thread_keep_their_own_memory)
         release(b, pb[i], 512);
     }
     ck_assert_crmm_ok(crmm_resource_create("arena", "arena_size=4MiB", host, &a)); /* a new one, same thread */
-    void *p = crmm_test_allocate(a, 512);
-    release(a, p, 512);
-    p = crmm_test_allocate(b, 512);
-    release(b, p, 512);
+    allocate_and_free(a, 512);
+    allocate_and_free(b, 512);
     crmm_resource_release(a);
     crmm_resource_release(b);
     crmm_resource_release(host);

@@ -5,18 +5,9 @@
  * function that sleeps, so that a missing wait shows as the wrong bytes. Skips (77) without a
  * GPU. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 #include <cuda_runtime_api.h>
-#include <crmm/arena.h>
 #include "conformance.h"
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
+#include "arena_test.h"
 
 static const crmm_test_chain gpu_chains[] = {
     {"arena_over_cuda", "[resource.gpu]\nplugin = cuda\n[resource.a]\nplugin = arena\nupstream = gpu\narena_size = 2GiB\n",
@@ -27,28 +18,10 @@ static const crmm_test_chain gpu_chains[] = {
      "a", 1, 0},
 };
 
-typedef struct fixture {
-    crmm_resource *gpu, *mr;
-} fixture;
-
-static fixture make_arena(const char *params)
-{
-    fixture f;
-    ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &f.gpu));
-    ck_assert_crmm_ok(crmm_resource_create("arena", params, f.gpu, &f.mr));
-    return f;
-}
-
-static void drop_arena(fixture *f)
-{
-    crmm_resource_release(f->mr);
-    crmm_resource_release(f->gpu);
-}
-
 static cudaStream_t new_stream(void)
 {
     cudaStream_t s;
-    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     return s;
 }
 
@@ -61,7 +34,7 @@ static void CUDART_CB sleep_200ms(void *arg)
 /* Make `s` busy for 200 ms before whatever is enqueued next. */
 static void slow_down(cudaStream_t s)
 {
-    ck_assert_int_eq(cudaLaunchHostFunc(s, sleep_200ms, NULL), cudaSuccess);
+    ck_assert_cuda(cudaLaunchHostFunc(s, sleep_200ms, NULL));
 }
 
 /* Every byte of device block p holds `v`. */
@@ -69,7 +42,7 @@ static void expect_bytes(const void *p, size_t n, unsigned char v)
 {
     unsigned char *h = malloc(n);
     ck_assert_ptr_nonnull(h);
-    ck_assert_int_eq(cudaMemcpy(h, p, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_cuda(cudaMemcpy(h, p, n, cudaMemcpyDeviceToHost));
     size_t bad = n;
     for (size_t i = 0; i < n && bad == n; i++)
         if (h[i] != v)
@@ -80,11 +53,26 @@ static void expect_bytes(const void *p, size_t n, unsigned char v)
         ck_abort_msg("byte %zu of %zu is %#x, expected %#x", bad, n, got, v);
 }
 
-static crmm_arena_stats stats(crmm_resource *mr)
+/* In a test: p (n bytes of mr) written with `fill` on `from` behind slow work and freed there at
+ * once; then n bytes allocated on `to`, returned. */
+static void *move_block(crmm_resource *mr, void *p, size_t n, cudaStream_t from, unsigned char fill, cudaStream_t to)
 {
-    crmm_arena_stats s;
-    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_GET_STATS, &s));
-    return s;
+    void *q;
+    slow_down(from);
+    ck_assert_cuda(cudaMemsetAsync(p, fill, n, from));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, (crmm_cuda_stream_t)from));
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, (crmm_cuda_stream_t)to, &q));
+    return q;
+}
+
+/* In a test: q (n bytes) written with `fill` on t; once t and the earlier writer s are done, q
+ * holds `fill` only. */
+static void write_and_expect(void *q, size_t n, unsigned char fill, cudaStream_t t, cudaStream_t s)
+{
+    ck_assert_cuda(cudaMemsetAsync(q, fill, n, t));
+    ck_assert_cuda(cudaStreamSynchronize(t));
+    ck_assert_cuda(cudaStreamSynchronize(s));
+    expect_bytes(q, n, fill);
 }
 
 START_TEST(default_size_is_half_the_free_memory)
@@ -92,7 +80,7 @@ START_TEST(default_size_is_half_the_free_memory)
     crmm_resource *gpu, *mr;
     ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &gpu));
     size_t free_before = 0, total = 0;
-    ck_assert_int_eq(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+    ck_assert_cuda(cudaMemGetInfo(&free_before, &total));
     ck_assert_crmm_ok(crmm_resource_create("arena", "", gpu, &mr));
     uint64_t size = 0;
     ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_RESERVED, &size));
@@ -113,26 +101,20 @@ END_TEST
  * no wait); a_large_block_moves_to_another_stream_after_its_work makes T take S's. */
 START_TEST(reuse_on_another_stream_is_ordered)
 {
-    fixture f = make_arena("arena_size=256MiB");
+    fixture f = make_arena_over("cuda", "arena_size=256MiB");
     ck_assert_uint_eq(stats(f.mr).shards, 4);
     cudaStream_t s = new_stream(), t = new_stream();
     const size_t sizes[] = {1 * KiB, 100 * KiB, 4 * MiB, 100 * MiB};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         size_t n = sizes[k];
-        void *p, *q;
-        slow_down(s);
+        void *p;
         ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
-        ck_assert_int_eq(cudaMemsetAsync(p, 0xAA, n, s), cudaSuccess);
-        ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
-        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)t, &q));
-        ck_assert_int_eq(cudaMemsetAsync(q, 0xBB, n, t), cudaSuccess);
-        ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
-        ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
-        expect_bytes(q, n, 0xBB);
+        void *q = move_block(f.mr, p, n, s, 0xAA, t);
+        write_and_expect(q, n, 0xBB, t, s);
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
     }
-    cudaStreamDestroy(s);
-    cudaStreamDestroy(t);
+    ck_assert_cuda(cudaStreamDestroy(s));
+    ck_assert_cuda(cudaStreamDestroy(t));
     drop_arena(&f);
 }
 END_TEST
@@ -145,33 +127,24 @@ START_TEST(a_large_block_moves_to_another_stream_after_its_work)
     const char *params[] = {"arena_size=4MiB", "arena_size=128MiB shards=2"};
     const size_t sizes[] = {4 * MiB, 128 * MiB};
     for (int k = 0; k < 2; k++) {
-        fixture f = make_arena(params[k]);
+        fixture f = make_arena_over("cuda", params[k]);
         cudaStream_t s = new_stream(), t = new_stream();
         size_t n = sizes[k];
-        void *p, *q;
-        slow_down(s);
+        void *p;
         ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
-        ck_assert_int_eq(cudaMemsetAsync(p, 0xAA, n, s), cudaSuccess);
-        ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
-        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)t, &q));
+        void *q = move_block(f.mr, p, n, s, 0xAA, t);
         ck_assert_ptr_eq(q, p);
         ck_assert_uint_eq(stats(f.mr).stream_syncs, 1);
-        ck_assert_int_eq(cudaMemsetAsync(q, 0xBB, n, t), cudaSuccess);
-        ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
-        ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
-        expect_bytes(q, n, 0xBB);
-        /* back on s after t's slow work */
-        slow_down(t);
-        ck_assert_int_eq(cudaMemsetAsync(q, 0xCC, n, t), cudaSuccess);
-        ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
-        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
+        write_and_expect(q, n, 0xBB, t, s);
+        p = move_block(f.mr, q, n, t, 0xCC, s); /* back on s after t's slow work */
         ck_assert_ptr_eq(p, q);
-        ck_assert_int_eq(cudaMemsetAsync(p, 0xDD, n, s), cudaSuccess);
-        ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+        ck_assert_uint_eq(stats(f.mr).stream_syncs, 2);
+        ck_assert_cuda(cudaMemsetAsync(p, 0xDD, n, s));
+        ck_assert_cuda(cudaDeviceSynchronize());
         expect_bytes(p, n, 0xDD);
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
-        cudaStreamDestroy(s);
-        cudaStreamDestroy(t);
+        ck_assert_cuda(cudaStreamDestroy(s));
+        ck_assert_cuda(cudaStreamDestroy(t));
         drop_arena(&f);
     }
 }
@@ -182,23 +155,23 @@ END_TEST
  * so it cannot have S's handle. */
 START_TEST(a_destroyed_stream_s_block_goes_to_another_stream)
 {
-    fixture f = make_arena("arena_size=4MiB");
+    fixture f = make_arena_over("cuda", "arena_size=4MiB");
     cudaStream_t t = new_stream(), s = new_stream();
     const size_t n = 4 * MiB;
     void *p, *q;
     slow_down(s);
     ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
-    ck_assert_int_eq(cudaMemsetAsync(p, 0xAA, n, s), cudaSuccess);
+    ck_assert_cuda(cudaMemsetAsync(p, 0xAA, n, s));
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
-    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess); /* its work still runs to the end */
+    ck_assert_cuda(cudaStreamDestroy(s)); /* its work still runs to the end */
     ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)t, &q));
     ck_assert_ptr_eq(q, p);
-    ck_assert_int_eq(cudaMemsetAsync(q, 0xBB, n, t), cudaSuccess);
-    ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
-    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_cuda(cudaMemsetAsync(q, 0xBB, n, t));
+    ck_assert_cuda(cudaStreamSynchronize(t));
+    ck_assert_cuda(cudaDeviceSynchronize());
     expect_bytes(q, n, 0xBB);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
-    cudaStreamDestroy(t);
+    ck_assert_cuda(cudaStreamDestroy(t));
     drop_arena(&f);
 }
 END_TEST
@@ -226,7 +199,7 @@ static void *slow_write_on_own_default_stream(void *arg)
  * handed to another thread's only after the first one's work. */
 START_TEST(per_thread_default_streams_are_ordered_between_threads)
 {
-    fixture f = make_arena("arena_size=4MiB");
+    fixture f = make_arena_over("cuda", "arena_size=4MiB");
     slow_free j = {f.mr, NULL, 0};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, slow_write_on_own_default_stream, &j), 0);
@@ -235,9 +208,9 @@ START_TEST(per_thread_default_streams_are_ordered_between_threads)
     void *q;
     ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, CRMM_CUDA_STREAM_PER_THREAD, &q));
     ck_assert_ptr_eq(q, j.p);
-    ck_assert_int_eq(cudaMemsetAsync(q, 0xBB, 4 * MiB, cudaStreamPerThread), cudaSuccess);
-    ck_assert_int_eq(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
-    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_cuda(cudaMemsetAsync(q, 0xBB, 4 * MiB, cudaStreamPerThread));
+    ck_assert_cuda(cudaStreamSynchronize(cudaStreamPerThread));
+    ck_assert_cuda(cudaDeviceSynchronize());
     expect_bytes(q, 4 * MiB, 0xBB);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, 4 * MiB, CRMM_CUDA_STREAM_PER_THREAD));
     drop_arena(&f);
@@ -249,30 +222,30 @@ END_TEST
  * slow write. */
 START_TEST(free_on_another_stream_waits_for_it)
 {
-    fixture f = make_arena("arena_size=256MiB");
+    fixture f = make_arena_over("cuda", "arena_size=256MiB");
     cudaStream_t s = new_stream(), t = new_stream();
     enum { N = 256 };
     void *p[N];
     for (int i = 0; i < N; i++)
         ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * KiB, (crmm_cuda_stream_t)s, &p[i]));
-    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert_cuda(cudaStreamSynchronize(s));
     slow_down(t);
     for (int i = 0; i < N; i++) {
-        ck_assert_int_eq(cudaMemsetAsync(p[i], 0xAA, 4 * KiB, t), cudaSuccess);
+        ck_assert_cuda(cudaMemsetAsync(p[i], 0xAA, 4 * KiB, t));
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p[i], 4 * KiB, (crmm_cuda_stream_t)t));
     }
     for (int i = 0; i < N; i++) {
         ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * KiB, (crmm_cuda_stream_t)s, &p[i]));
-        ck_assert_int_eq(cudaMemsetAsync(p[i], 0xBB, 4 * KiB, s), cudaSuccess);
+        ck_assert_cuda(cudaMemsetAsync(p[i], 0xBB, 4 * KiB, s));
     }
     ck_assert_uint_eq(stats(f.mr).superblocks, 1); /* the same blocks again */
-    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_cuda(cudaDeviceSynchronize());
     for (int i = 0; i < N; i++) {
         expect_bytes(p[i], 4 * KiB, 0xBB);
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p[i], 4 * KiB, (crmm_cuda_stream_t)s));
     }
-    cudaStreamDestroy(s);
-    cudaStreamDestroy(t);
+    ck_assert_cuda(cudaStreamDestroy(s));
+    ck_assert_cuda(cudaStreamDestroy(t));
     drop_arena(&f);
 }
 END_TEST
@@ -305,7 +278,7 @@ static void *write_free_and_exit(void *arg)
  * for the whole arena on another stream then sees none of the old writes. */
 START_TEST(thread_exit_returns_superblocks_after_their_work)
 {
-    fixture f = make_arena("arena_size=4MiB");
+    fixture f = make_arena_over("cuda", "arena_size=4MiB");
     writer w = {f.mr, new_stream(), 0};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, write_free_and_exit, &w), 0);
@@ -315,13 +288,10 @@ START_TEST(thread_exit_returns_superblocks_after_their_work)
     cudaStream_t t = new_stream();
     void *all;
     ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, (crmm_cuda_stream_t)t, &all));
-    ck_assert_int_eq(cudaMemsetAsync(all, 0xBB, 4 * MiB, t), cudaSuccess);
-    ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
-    ck_assert_int_eq(cudaStreamSynchronize(w.stream), cudaSuccess);
-    expect_bytes(all, 4 * MiB, 0xBB);
+    write_and_expect(all, 4 * MiB, 0xBB, t, w.stream);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
-    cudaStreamDestroy(t);
-    cudaStreamDestroy(w.stream);
+    ck_assert_cuda(cudaStreamDestroy(t));
+    ck_assert_cuda(cudaStreamDestroy(w.stream));
     drop_arena(&f);
 }
 END_TEST
@@ -330,7 +300,7 @@ END_TEST
  * a request for the whole arena on T defragments, which waits for the device first. */
 START_TEST(defragment_waits_for_pending_work)
 {
-    fixture f = make_arena("arena_size=4MiB");
+    fixture f = make_arena_over("cuda", "arena_size=4MiB");
     cudaStream_t s = new_stream(), t = new_stream();
     writer w = {f.mr, s, 0};
     write_free_and_exit(&w); /* here, not in a thread: the superblocks stay with this thread */
@@ -339,13 +309,10 @@ START_TEST(defragment_waits_for_pending_work)
     void *all;
     ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, (crmm_cuda_stream_t)t, &all));
     ck_assert_uint_eq(stats(f.mr).defragmentations, 1);
-    ck_assert_int_eq(cudaMemsetAsync(all, 0xBB, 4 * MiB, t), cudaSuccess);
-    ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
-    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
-    expect_bytes(all, 4 * MiB, 0xBB);
+    write_and_expect(all, 4 * MiB, 0xBB, t, s);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
-    cudaStreamDestroy(s);
-    cudaStreamDestroy(t);
+    ck_assert_cuda(cudaStreamDestroy(s));
+    ck_assert_cuda(cudaStreamDestroy(t));
     drop_arena(&f);
 }
 END_TEST
@@ -399,7 +366,7 @@ static void *per_thread_stream_work(void *arg)
 
 START_TEST(threads_on_their_default_streams)
 {
-    fixture f = make_arena("arena_size=256MiB");
+    fixture f = make_arena_over("cuda", "arena_size=256MiB");
     enum { T = 4 };
     pthread_t th[T];
     ptds_job j[T];
@@ -425,10 +392,10 @@ START_TEST(out_of_memory_over_device_memory)
     ck_assert_ptr_nonnull(dir);
     char params[4200], path[4200];
     int dev = 0;
-    ck_assert_int_eq(cudaGetDevice(&dev), cudaSuccess);
+    ck_assert_cuda(cudaGetDevice(&dev));
     snprintf(params, sizeof params, "arena_size=64MiB dump_log_on_failure=1 dump_file=%s/arena.dev%%d.log", dir);
     snprintf(path, sizeof path, "%s/arena.dev%d.log", dir, dev);
-    fixture f = make_arena(params);
+    fixture f = make_arena_over("cuda", params);
     void *p = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(f.mr, 128 * MiB, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(p);

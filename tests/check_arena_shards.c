@@ -2,16 +2,6 @@
  * pointers refused, and shards: large blocks from the thread's own shard, frees to the owning
  * shard, fallback to and across other shards, defragmentation across them. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <crmm/arena.h>
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 #include "arena_test.h"
 
 /* ---- bad input ---------------------------------------------------------------------------- */
@@ -90,8 +80,7 @@ START_TEST(bad_pointers_are_refused_and_harmless)
     release(f.mr, a, 1000);
     release(f.mr, b, 1000);
     ck_assert_crmm_ok(crmm_resource_trim(f.mr));
-    void *all = crmm_test_allocate(f.mr, 4 * MiB);
-    release(f.mr, all, 4 * MiB);
+    allocate_and_free(f.mr, 4 * MiB);
     free(heap);
     drop_arena(&f);
 }
@@ -146,8 +135,8 @@ START_TEST(destroy_reports_live_allocations_and_frees_everything)
     crmm_test_allocate(f.mr, 1000);
     crmm_test_allocate(f.mr, 2 * MiB);
     crmm_resource_release(f.mr); /* logs "arena resource '' destroyed with 2 live allocations" */
-    ck_assert_uint_eq(crmm_test_query(f.host, CRMM_QUERY_ALLOCATIONS), 0);
-    crmm_resource_release(f.host);
+    ck_assert_uint_eq(crmm_test_query(f.up, CRMM_QUERY_ALLOCATIONS), 0);
+    crmm_resource_release(f.up);
 }
 END_TEST
 
@@ -417,8 +406,7 @@ START_TEST(a_superblock_can_lie_across_shards)
     release(f.mr, q, most);
     release(f.mr, s2, 4 * MiB);
     release(f.mr, s3, 4 * MiB);
-    void *all = crmm_test_allocate(f.mr, 16 * MiB);
-    release(f.mr, all, 16 * MiB);
+    allocate_and_free(f.mr, 16 * MiB);
     drop_arena(&f);
 }
 END_TEST
@@ -483,8 +471,7 @@ START_TEST(bad_shards_are_refused_clearly)
     /* the most there may be: one superblock each */
     fixture f = make_arena("arena_size=4MiB shards=4");
     ck_assert_uint_eq(stats(f.mr).shards, 4);
-    void *all = crmm_test_allocate(f.mr, 4 * MiB);
-    release(f.mr, all, 4 * MiB);
+    allocate_and_free(f.mr, 4 * MiB);
     crmm_arena_shard_stats s = {.shard = 4};
     ck_assert_crmm(crmm_resource_control(f.mr, CRMM_ARENA_GET_SHARD_STATS, &s), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(crmm_last_error(), "no shard 4 (it has 4)") != NULL, "%s", crmm_last_error());
@@ -502,7 +489,7 @@ START_TEST(defragment_works_across_shards)
     holder h[T];
     pthread_t t[T];
     for (int i = 0; i < T; i++) {
-        h[i] = (holder){.mr = f.mr, .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .last = CRMM_OK};
+        h[i] = HOLDER(f.mr, .last = CRMM_OK);
         ck_assert_int_eq(pthread_create(&t[i], NULL, hold_empty_superblocks, &h[i]), 0);
         holder_wait(&h[i], 1); /* one after the other: the threads get homes 0, 2, 1, 3 */
     }

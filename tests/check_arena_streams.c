@@ -1,36 +1,11 @@
-/* check_arena_streams.c — the arena's stream logic on the CPU, against a scripted CUDA.
- *
- * As check_pool_streams.c: the program links the scripted CUDA of fakes/fake_stream_cuda.c
- * (cudaDeviceSynchronize, cudaStreamSynchronize, cudaGetDevice, ...) and is linked with
- * -export-dynamic, so that the plugin's calls land there instead of in libcudart. Streams are fake
- * handles that can be destroyed; every call is counted, per function and per stream handle, and a
- * call that is passed a destroyed handle fails the test (in real CUDA it is undefined and can
- * crash). Calls the arena must never make (events, stream ids) fail the test too. The upstream is
- * host memory that claims to be device memory, so the arena treats streams as real, and blocks
- * can be written to check that no two live blocks overlap.
- *
- * What is stated: a large block freed and reused on one stream costs no CUDA call; reused on
- * another stream, one cudaDeviceSynchronize and nothing on the freeing stream's handle, after
- * which every span freed before it is free for all (epochs); neighbours freed on two streams
- * merge into a span that needs a wait for either, one whose tag is void takes the other's; the
- * per-thread default streams of two threads are two streams, NULL and cudaStreamLegacy one (those,
- * and many streams and threads at once: check_arena_streams_threads.c). */
+/* check_arena_streams.c — the arena's stream logic on the CPU, against the scripted CUDA of
+ * fakes/fake_stream_cuda.c (linked with -export-dynamic, so the plugin's CUDA calls land there;
+ * a destroyed stream's handle, an event or a stream id fails the test). The upstream is host
+ * memory that says it is device memory. Stated: a block reused on its own stream costs no CUDA
+ * call; on another stream one cudaDeviceSynchronize (never naming the freeing stream), after which
+ * every older span is free for all; neighbours freed on two streams merge into a span that needs a
+ * wait for either. Per-thread and legacy streams, many threads: check_arena_streams_threads.c. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <cuda_runtime_api.h>
-#include <crmm/arena.h>
-#include "fakes/fake_stream_cuda.h"
-#include "fakes/fake_streams.h"
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-#include "arena_test.h"
 #include "arena_streams_test.h"
 
 /* ---- one stream ---------------------------------------------------------------------------- */

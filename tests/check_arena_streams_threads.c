@@ -1,23 +1,8 @@
-/* check_arena_streams_threads.c — the arena's stream logic on the CPU, against the scripted CUDA of
- * fakes/fake_stream_cuda.c (as check_arena_streams.c): the device synchronizations defragmenting
- * and thread exit make anyway, which streams are one (per-thread default streams, NULL and the
- * legacy handle), the dump, host memory, and many streams and threads at once. */
+/* check_arena_streams_threads.c — the arena's stream logic on the CPU, against the scripted CUDA
+ * of fakes/fake_stream_cuda.c (as check_arena_streams.c): the waits defragmenting and thread exit
+ * make, which streams are one (per-thread default streams, NULL and the legacy handle), the dump,
+ * host memory, and many streams and threads at once. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <cuda_runtime_api.h>
-#include <crmm/arena.h>
-#include "fakes/fake_stream_cuda.h"
-#include "fakes/fake_streams.h"
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-#include "arena_test.h"
 #include "arena_streams_test.h"
 
 /* ---- the device synchronizations that were there already ----------------------------------- */

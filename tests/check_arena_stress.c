@@ -2,16 +2,6 @@
  * writing, checking and freeing blocks, some passed to another thread to free,
  * with the default shards, four shards and small shards. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <crmm/arena.h>
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 #include "arena_test.h"
 
 /* ---- stress ------------------------------------------------------------------------------- */
