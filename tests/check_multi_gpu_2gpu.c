@@ -1,14 +1,8 @@
 /* check_multi_gpu_2gpu.c — crmm on two GPUs: a config that gives each device its own chain, a
- * pool and an arena per device each hammered by two threads at once, copies from one device's
- * memory to the other's, and work on device 1's resources and buffers that leaves the caller's
- * device 0 current. Needs 2 GPUs (skips with exit 77 otherwise; fails with
- * CRMM_TEST_REQUIRE_GPU=2).
- *
- * The threaded test gives every thread a table of live blocks (pointer, size, the byte it was
- * filled with); a random walk over the table allocates into empty slots and checks then frees
- * full ones. Threads cannot fail a Check test themselves, so each keeps its first failure as a
- * message that the test asserts on after the join. Check runs each test in its own child, so
- * each starts with a fresh CUDA context and fresh peer-access state. */
+ * pool and an arena per device each hammered by two threads at once, copies between the devices'
+ * memory, and work on device 1's resources and buffers that leaves the caller's device 0
+ * current. Needs 2 GPUs (skips with 77; fails with CRMM_TEST_REQUIRE_GPU=2). Threads cannot fail
+ * a Check test: each keeps its first failure as a message, asserted after the join. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,12 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cuda_runtime_api.h>
-#include <crmm/crmm.h>
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
+#include "streams_test.h"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -82,28 +71,11 @@ static void use_on_device(crmm_resource *mr, int device, size_t bytes)
 
 /* Device 0: statistics over a pool over cuda; device 1: an arena over cuda. */
 static const char per_device_config[] =
-    "[resource.gpu]\n"
-    "plugin = cuda\n"
-    "\n"
-    "[resource.pool0]\n"
-    "plugin = pool\n"
-    "upstream = gpu\n"
-    "initial_size = 64MiB\n"
-    "\n"
-    "[resource.a]\n"
-    "plugin = statistics\n"
-    "upstream = pool0\n"
-    "\n"
-    "[resource.b]\n"
-    "plugin = arena\n"
-    "upstream = gpu\n"
-    "arena_size = 64MiB\n"
-    "\n"
-    "[device.0]\n"
-    "resource = a\n"
-    "\n"
-    "[device.1]\n"
-    "resource = b\n";
+    "[resource.gpu]\nplugin = cuda\n"
+    "[resource.pool0]\nplugin = pool\nupstream = gpu\ninitial_size = 64MiB\n"
+    "[resource.a]\nplugin = statistics\nupstream = pool0\n"
+    "[resource.b]\nplugin = arena\nupstream = gpu\narena_size = 64MiB\n"
+    "[device.0]\nresource = a\n[device.1]\nresource = b\n";
 
 START_TEST(config_gives_each_device_its_chain)
 {
@@ -385,20 +357,11 @@ static crmm_device_buffer *buffer_on(int device, size_t n)
 static void expect_buffer_pattern(const crmm_device_buffer *buf, unsigned seed, const char *what)
 {
     size_t n = crmm_device_buffer_size(buf);
-    unsigned char *got = malloc(n);
+    unsigned char *got = calloc(n, 1);
     ck_assert_ptr_nonnull(got);
-    memset(got, 0, n);
-    crmm_status st = crmm_device_buffer_copy_to_host(buf, got, n, NULL);
-    if (st != CRMM_OK) {
-        free(got);
-        ck_abort_msg("%s: copy_to_host: %s", what, crmm_last_error());
-    }
-    for (size_t i = 0; i < n; i++)
-        if (got[i] != pattern_byte(i, seed)) {
-            unsigned g = got[i];
-            free(got);
-            ck_abort_msg("%s: byte %zu of %zu is %#x, expected %#x", what, i, n, g, (unsigned)pattern_byte(i, seed));
-        }
+    ck_assert_msg(crmm_device_buffer_copy_to_host(buf, got, n, NULL) == CRMM_OK, "%s: copy_to_host: %s", what,
+                  crmm_last_error());
+    expect_pattern(got, n, seed, what);
     free(got);
 }
 

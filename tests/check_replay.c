@@ -4,6 +4,7 @@
  * are named by number, the log's leaks and failures are reported, and the usage errors. */
 #include "build_config.h"
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,18 +14,15 @@
 
 static char *tmp_dir;
 
-static crmm_test_output replay(const char *a1, const char *a2, const char *a3, const char *a4, const char *a5)
-{
-    char *argv[7] = {"replay", (char *)a1, (char *)a2, (char *)a3, (char *)a4, (char *)a5, NULL};
-    return crmm_test_run_main(crmm_replay_main, argv);
-}
-
-/* replay with up to 10 arguments, NULL-terminated. */
-static crmm_test_output replay_argv(const char *const *args)
+/* In a test: `crmm replay ARGS...` (NULL-terminated, at most 10) run in-process. */
+static crmm_test_output replay(const char *first, ...)
 {
     char *argv[12] = {"replay"};
-    for (int i = 0; i < 10 && args[i]; i++)
-        argv[i + 1] = (char *)args[i];
+    va_list ap;
+    va_start(ap, first);
+    for (int i = 1; i < 11 && first; i++, first = va_arg(ap, const char *))
+        argv[i] = (char *)first;
+    va_end(ap);
     return crmm_test_run_main(crmm_replay_main, argv);
 }
 
@@ -117,8 +115,7 @@ START_TEST(cross_thread_order_is_kept)
              "[resource.l]\nplugin = logging\nupstream = t\nfile = %s\n", out_log);
     const char *cfg = crmm_test_write_file("pingpong.ini", cfg_text);
     for (int round = 0; round < 20; round++) {
-        const char *args[] = {log, "--config", cfg, "--resource", "l", "--threads", "2", "--repeats", "1", NULL};
-        crmm_test_output r = replay_argv(args);
+        crmm_test_output r = replay(log, "--config", cfg, "--resource", "l", "--threads", "2", "--repeats", "1", NULL);
         ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
         expect_in(r.out, "8 events on 2 threads");
         expect_in(r.out, "the 2 logged threads on 2 OS threads");
@@ -172,7 +169,7 @@ START_TEST(rmm_spellings_parse)
                                            "140234,12:34:56.123459,free,0x7f0a00000000,1024,0x0\r\n"
                                            "140235,12:34:56.123460,free,7f0a00100000,2048,2\r\n"
                                            "\r\n");
-    crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
+    crmm_test_output r = replay(log, "--config", host_config(), NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     expect_in(r.out, "5 events on 2 threads (2 allocations, 2 frees, 1 allocate failure)");
     expect_in(r.out, "allocations: 2 replayed, 0 failed");
@@ -185,7 +182,7 @@ END_TEST
 /* Replaying the log at path fails (exit 1, nothing on stdout) with "PATH:WHERE" and `what`. */
 static void expect_refused(const char *log, const char *where, const char *what)
 {
-    crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
+    crmm_test_output r = replay(log, "--config", host_config(), NULL);
     ck_assert_int_eq(r.status, 1);
     char want[4400];
     snprintf(want, sizeof want, "%s:%s", log, where);
@@ -232,7 +229,7 @@ START_TEST(the_logs_own_problems_are_reported)
                                            "1,10:00:00.000004,free,0x1000,64,0\n"       /* another size */
                                            "1,10:00:00.000005,allocate,0x3000,300,0\n"
                                            "1,10:00:00.000006,allocate failure,(nil),1000000,0\n");
-    crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
+    crmm_test_output r = replay(log, "--config", host_config(), NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     expect_in(r.out, "log leaks: 2 allocations of 500 bytes never freed in the log");
     expect_in(r.out, "log anomaly: 1 free of a pointer not live (first at line 4; not replayed)");
@@ -241,8 +238,7 @@ START_TEST(the_logs_own_problems_are_reported)
     expect_in(r.out, "1 allocate failure)");
     crmm_test_output_free(&r);
     /* --strict refuses them, naming the first line of each */
-    const char *args[] = {log, "--config", host_config(), "--strict", NULL};
-    r = replay_argv(args);
+    r = replay(log, "--config", host_config(), "--strict", NULL);
     ck_assert_int_eq(r.status, 1);
     expect_in(r.err, "leaky.csv:4: free of a pointer that is not live (1 in all)");
     expect_in(r.err, "leaky.csv:5: free with another size than allocated");
@@ -293,7 +289,7 @@ START_TEST(failed_allocations_are_counted)
                                            "1,10:00:00.000002,allocate,0x2000,1000,0\n"
                                            "1,10:00:00.000003,free,0x1000,2097152,0\n"
                                            "1,10:00:00.000004,free,0x2000,1000,0\n");
-    crmm_test_output r = replay(log, "--config", cfg, "--resource", "l");
+    crmm_test_output r = replay(log, "--config", cfg, "--resource", "l", NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     expect_in(r.out, "allocations: 1 replayed, 1 failed");
     expect_in(r.out, "first failure: line 2: out of memory");
@@ -305,25 +301,25 @@ END_TEST
 
 START_TEST(usage_errors)
 {
-    crmm_test_output r = replay("--help", NULL, NULL, NULL, NULL);
+    crmm_test_output r = replay("--help", NULL);
     ck_assert_int_eq(r.status, 0);
     expect_in(r.out, "usage: crmm replay LOG.csv");
     expect_in(r.out, "Thread,Time,Action,Pointer,Size,Stream");
     crmm_test_output_free(&r);
-    r = replay(NULL, NULL, NULL, NULL, NULL);
+    r = replay(NULL);
     ck_assert_int_eq(r.status, 2);
     expect_in(r.err, "no log file");
     crmm_test_output_free(&r);
-    r = replay("x.csv", "--bogus", NULL, NULL, NULL);
+    r = replay("x.csv", "--bogus", NULL, NULL);
     ck_assert_int_eq(r.status, 2);
     expect_in(r.err, "--bogus");
     crmm_test_output_free(&r);
-    r = replay("/nonexistent-crmm/x.csv", NULL, NULL, NULL, NULL);
+    r = replay("/nonexistent-crmm/x.csv", NULL);
     ck_assert_int_eq(r.status, 1);
     expect_in(r.err, "cannot open /nonexistent-crmm/x.csv");
     crmm_test_output_free(&r);
     const char *log = crmm_test_write_file("ok.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n");
-    r = replay(log, "--config", host_config(), "--resource", "nope");
+    r = replay(log, "--config", host_config(), "--resource", "nope", NULL);
     ck_assert_int_eq(r.status, 1);
     expect_in(r.err, "no resource 'nope'");
     crmm_test_output_free(&r);
@@ -335,7 +331,7 @@ START_TEST(without_a_gpu_the_host_plugin_is_used)
     unsetenv("CRMM_CONFIG");
     const char *log = crmm_test_write_file("nogpu.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n"
                                                      "1,10:00:00.000002,free,0x1000,100,0\n");
-    crmm_test_output r = replay(log, NULL, NULL, NULL, NULL);
+    crmm_test_output r = replay(log, NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     expect_in(r.err, "replaying against the host plugin");
     expect_in(r.out, "resource: host (host)");
@@ -375,7 +371,7 @@ START_TEST(numbers_of_2_to_the_64_or_more_are_out_of_range)
     /* 2^64 - 1 itself is a number (the allocation then fails, counted) */
     const char *log = crmm_test_write_file("maxsize.csv", HEADER "18446744073709551615,10:00:00.000001,allocate,"
                                                           "0xffffffffffffffff,18446744073709551615,0\n");
-    crmm_test_output r = replay(log, "--config", host_config(), NULL, NULL);
+    crmm_test_output r = replay(log, "--config", host_config(), NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     expect_in(r.out, "allocations: 0 replayed, 1 failed");
     crmm_test_output_free(&r);
@@ -419,22 +415,20 @@ START_TEST(bad_options_are_refused)
         {"--resource", NULL, "--resource needs a value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        crmm_test_output r = replay(log, bad[i][0], bad[i][1], NULL, NULL);
+        crmm_test_output r = replay(log, bad[i][0], bad[i][1], NULL);
         ck_assert_msg(r.status == 2, "%s %s: rc %d", bad[i][0], bad[i][1], r.status);
         expect_in(r.err, bad[i][2]);
         ck_assert_str_eq(r.out, "");
         crmm_test_output_free(&r);
     }
-    const char *args[] = {log, "--config", host_config(), "--plot", "/nonexistent-crmm/p.svg", NULL};
-    crmm_test_output r = replay_argv(args);
+    crmm_test_output r = replay(log, "--config", host_config(), "--plot", "/nonexistent-crmm/p.svg", NULL);
     ck_assert_int_eq(r.status, 1);
     expect_in(r.err, "cannot write /nonexistent-crmm/p.svg");
     crmm_test_output_free(&r);
 }
 END_TEST
 
-/* Peak in use 1000 bytes; the recorder reserves each allocation rounded up to 256: at most
- * 512 + 768 = 1280 bytes, a ratio of 1.28. */
+/* Peak in use 1000 bytes; the recorder reserves allocations rounded up to 256: 1280, ratio 1.28. */
 static const char *ratio_log =
     HEADER
     "11,10:00:00.000001,allocate,0x1000,100,0\n"
@@ -445,10 +439,10 @@ static const char *ratio_log =
     "11,10:00:00.000006,allocate,0x4000,700,0\n"
     "33,10:00:00.000008,free,0x3000,300,0\n";
 
-static const char *two_resources_config(void)
-{
-    return crmm_test_write_file("two.ini", "[resource.r]\nplugin = recorder\n[resource.h]\nplugin = host\n");
-}
+/* Arguments: a config of a recorder r and a host h, both replayed. */
+#define TWO_RESOURCES \
+    "--config", crmm_test_write_file("two.ini", "[resource.r]\nplugin = recorder\n[resource.h]\nplugin = host\n"), \
+        "--resource", "r", "--resource", "h"
 
 static bool ends_with_newline(const char *s)
 {
@@ -459,9 +453,7 @@ static bool ends_with_newline(const char *s)
 START_TEST(several_resources_each_a_row_with_reserved_over_peak)
 {
     const char *log = crmm_test_write_file("ratio.csv", ratio_log);
-    const char *text_args[] = {log, "--config", two_resources_config(), "--resource", "r", "--resource", "h",
-                               "--repeats", "3", NULL};
-    crmm_test_output r = replay_argv(text_args);
+    crmm_test_output r = replay(log, TWO_RESOURCES, "--repeats", "3", NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     expect_in(r.out, "resource: r (recorder)");
     expect_in(r.out, "resource: h (host)");
@@ -474,9 +466,7 @@ START_TEST(several_resources_each_a_row_with_reserved_over_peak)
     ck_assert(ends_with_newline(r.out));
     crmm_test_output_free(&r);
 
-    const char *json_args[] = {log, "--config", two_resources_config(), "--resource", "r", "--resource", "h",
-                               "--json", NULL};
-    r = replay_argv(json_args);
+    r = replay(log, TWO_RESOURCES, "--json", NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     ck_assert_msg(r.out[0] == '{' && ends_with_newline(r.out), "%s", r.out);
     expect_in(r.out, "\"resource\": \"r\"");
@@ -486,9 +476,7 @@ START_TEST(several_resources_each_a_row_with_reserved_over_peak)
     expect_in(r.out, "\"repeats\": 5");
     crmm_test_output_free(&r);
 
-    const char *csv_args[] = {log, "--config", two_resources_config(), "--resource", "r", "--resource", "h",
-                              "--csv", NULL};
-    r = replay_argv(csv_args);
+    r = replay(log, TWO_RESOURCES, "--csv", NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     ck_assert(ends_with_newline(r.out));
     int lines = 0, commas[3] = {0, 0, 0};
@@ -508,22 +496,12 @@ START_TEST(several_resources_each_a_row_with_reserved_over_peak)
 }
 END_TEST
 
-static int count_in(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
-        n++;
-    return n;
-}
-
 START_TEST(the_plot_shows_both_series_per_resource)
 {
     const char *log = crmm_test_write_file("plot.csv", ratio_log);
     char svg[4200];
     snprintf(svg, sizeof svg, "%s/plot.svg", tmp_dir);
-    const char *args[] = {log, "--config", two_resources_config(), "--resource", "r", "--resource", "h",
-                          "--plot", svg, NULL};
-    crmm_test_output r = replay_argv(args);
+    crmm_test_output r = replay(log, TWO_RESOURCES, "--plot", svg, NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     crmm_test_output_free(&r);
     char *text = crmm_test_read_file(svg);
@@ -534,17 +512,17 @@ START_TEST(the_plot_shows_both_series_per_resource)
     expect_in(text, "bytes (B)");
     expect_in(text, "<g id=\"resource-0\">");
     expect_in(text, "<g id=\"resource-1\">");
-    ck_assert_int_eq(count_in(text, "<polyline class=\"in-use\""), 2);
-    ck_assert_int_eq(count_in(text, "<polyline class=\"reserved\""), 1); /* host does not tell */
+    ck_assert_int_eq(crmm_test_count(text, "<polyline class=\"in-use\""), 2);
+    ck_assert_int_eq(crmm_test_count(text, "<polyline class=\"reserved\""), 1); /* host does not tell */
     expect_in(text, ">r in use</text>");
     expect_in(text, ">r reserved</text>");
     expect_in(text, ">h reserved: n/a</text>");
-    ck_assert_int_eq(count_in(text, "<g"), count_in(text, "</g>"));
-    ck_assert_int_eq(count_in(text, "<text"), count_in(text, "</text>"));
+    ck_assert_int_eq(crmm_test_count(text, "<g"), crmm_test_count(text, "</g>"));
+    ck_assert_int_eq(crmm_test_count(text, "<text"), crmm_test_count(text, "</text>"));
     /* one point per call: 7 calls (4 allocations, 3 frees), each a pair of coordinates */
     const char *line = strstr(text, "<polyline class=\"in-use\"");
     const char *points = strstr(line, "points=\"") + 8;
-    ck_assert_int_eq(count_in(points, ",") - count_in(strchr(points, '"'), ","), 7);
+    ck_assert_int_eq(crmm_test_count(points, ",") - crmm_test_count(strchr(points, '"'), ","), 7);
     free(text);
 }
 END_TEST

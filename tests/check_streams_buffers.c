@@ -1,7 +1,6 @@
-/* check_streams_buffers.c — streams, the stream pool, device buffers and the copy helpers without a GPU:
- * argument validation (checked before any CUDA call) and the buffer bookkeeping that needs no
- * copy, run over a test resource that claims device access but hands out host memory (so a
- * buffer can exist here and its contents can be inspected). */
+/* check_streams_buffers.c — streams, the stream pool, device buffers and the copy helpers without
+ * a GPU: argument validation (before any CUDA call) and the buffer bookkeeping that needs no copy,
+ * over a fake resource that claims device access but hands out host memory. */
 #include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
@@ -45,13 +44,21 @@ static const crmm_resource_ops fake_ops = {
     .allocate = fake_allocate, .deallocate = fake_deallocate, .destroy = fake_destroy,
 };
 
-static fake_resource *fake_new(void)
+/* The device_buffer tests' fake resource, made before and released after each (a checked fixture). */
+static fake_resource *fake;
+
+static void fake_setup(void)
 {
-    fake_resource *r = calloc(1, sizeof *r);
-    ck_assert_ptr_nonnull(r);
-    crmm_resource_init(&r->base, &fake_ops, "fake",
+    fake = calloc(1, sizeof *fake);
+    ck_assert_ptr_nonnull(fake);
+    crmm_resource_init(&fake->base, &fake_ops, "fake",
                        CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
-    return r;
+}
+
+static void fake_teardown(void)
+{
+    ck_assert_int_eq(crmm_resource_refcount(&fake->base), 1); /* no buffer kept a reference */
+    crmm_resource_release(&fake->base);
 }
 
 #define FAKE_STREAM ((crmm_cuda_stream_t)0x1234) /* a handle no CUDA call ever sees */
@@ -201,7 +208,6 @@ END_TEST
 
 START_TEST(test_buffer_null_arguments)
 {
-    fake_resource *fake = fake_new();
     ck_assert_crmm(crmm_device_buffer_create(8, NULL, &fake->base, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_device_buffer_to_device("abc", 3, NULL, &fake->base, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     crmm_device_buffer *buf = (crmm_device_buffer *)&buf;
@@ -234,13 +240,11 @@ START_TEST(test_buffer_null_arguments)
     ck_assert_int_eq(crmm_device_buffer_device(NULL), -1);
     ck_assert_ptr_null(crmm_device_buffer_resource(NULL));
     crmm_device_buffer_destroy(NULL);
-    crmm_resource_release(&fake->base);
 }
 END_TEST
 
 START_TEST(test_buffer_create_holds_resource)
 {
-    fake_resource *fake = fake_new();
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_create(16, NULL, &fake->base, &buf));
     ck_assert_ptr_nonnull(crmm_device_buffer_ptr(buf));
@@ -255,13 +259,11 @@ START_TEST(test_buffer_create_holds_resource)
     ck_assert_int_eq(fake->live, 0);
     ck_assert_uint_eq(fake->last_free_bytes, 16);
     ck_assert_int_eq(crmm_resource_refcount(&fake->base), 1);
-    crmm_resource_release(&fake->base);
 }
 END_TEST
 
 START_TEST(test_buffer_size_zero)
 {
-    fake_resource *fake = fake_new();
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_create(0, NULL, &fake->base, &buf));
     ck_assert_ptr_null(crmm_device_buffer_ptr(buf));
@@ -287,13 +289,11 @@ START_TEST(test_buffer_size_zero)
     ck_assert_ptr_null(crmm_device_buffer_ptr(buf));
     crmm_device_buffer_destroy(buf);
     ck_assert_int_eq(crmm_resource_refcount(&fake->base), 1);
-    crmm_resource_release(&fake->base);
 }
 END_TEST
 
 START_TEST(test_buffer_copies_past_size_rejected)
 {
-    fake_resource *fake = fake_new();
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_create(8, NULL, &fake->base, &buf));
     unsigned char *mem = crmm_device_buffer_ptr(buf); /* host memory behind the fake resource */
@@ -316,13 +316,11 @@ START_TEST(test_buffer_copies_past_size_rejected)
     ck_assert_crmm(crmm_device_buffer_copy_to_host(buf, NULL, 8, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_device_buffer_copy_to_host_alloc(buf, NULL, NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     crmm_device_buffer_destroy(buf);
-    crmm_resource_release(&fake->base);
 }
 END_TEST
 
 START_TEST(test_buffer_resize_within_capacity)
 {
-    fake_resource *fake = fake_new();
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_create(16, NULL, &fake->base, &buf));
     void *p = crmm_device_buffer_ptr(buf);
@@ -347,13 +345,11 @@ START_TEST(test_buffer_resize_within_capacity)
     ck_assert_int_eq(fake->live, 0);
     ck_assert_uint_eq(fake->last_free_bytes, 16);
     crmm_device_buffer_destroy(buf);
-    crmm_resource_release(&fake->base);
 }
 END_TEST
 
 START_TEST(test_buffer_reserve_empty)
 {
-    fake_resource *fake = fake_new();
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_create(0, NULL, &fake->base, &buf));
     ck_assert_crmm_ok(crmm_device_buffer_reserve(buf, 64, NULL));
@@ -366,13 +362,11 @@ START_TEST(test_buffer_reserve_empty)
     crmm_device_buffer_destroy(buf);
     ck_assert_uint_eq(fake->last_free_bytes, 64); /* freed with the capacity it was allocated with */
     ck_assert_int_eq(fake->live, 0);
-    crmm_resource_release(&fake->base);
 }
 END_TEST
 
 START_TEST(test_buffer_stream_follows_set_stream)
 {
-    fake_resource *fake = fake_new();
     crmm_stream *view;
     ck_assert_crmm_ok(crmm_stream_view(FAKE_STREAM, &view));
     crmm_device_buffer *buf;
@@ -404,7 +398,6 @@ START_TEST(test_buffer_stream_follows_set_stream)
     crmm_device_buffer_destroy(buf); /* freed on its last stream */
     ck_assert_ptr_eq(fake->last_stream, CRMM_CUDA_STREAM_PER_THREAD);
     crmm_stream_destroy(view);
-    crmm_resource_release(&fake->base);
 }
 END_TEST
 
@@ -426,6 +419,7 @@ static Suite *streams_buffers_suite(void)
     tcase_add_test(tc, test_copy_count_zero_is_noop);
     suite_add_tcase(s, tc);
     tc = tcase_create("device_buffer");
+    tcase_add_checked_fixture(tc, fake_setup, fake_teardown);
     tcase_add_test(tc, test_buffer_refuses_host_resource);
     tcase_add_test(tc, test_buffer_null_arguments);
     tcase_add_test(tc, test_buffer_create_holds_resource);

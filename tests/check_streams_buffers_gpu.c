@@ -1,24 +1,9 @@
-/* check_streams_buffers_gpu.c — the copy helpers on one GPU: rmm.pylibrmm's docstring examples as
- * tests, and the stream semantics of copies.
- *
- * "Synchronized at return" versus "asynchronous" is observed by queueing a host function that
- * sleeps SLOW_US on the stream before the copy: on a default stream the call must not return
- * before it ran; on any other stream the call must return while it still sleeps, with the data
- * not yet there, and the data must be there after the stream is synchronized. The non-default
- * streams are non-blocking, so that reading device memory with cudaMemcpy (legacy default
- * stream) does not wait for them. Device buffers, streams and the stream pool:
- * check_device_buffer_gpu.c. */
+/* check_streams_buffers_gpu.c — the copy helpers on one GPU: rmm.pylibrmm's docstring examples,
+ * and the stream semantics of copies. A host function sleeping SLOW_US is queued on the stream
+ * first: on a default stream the copy returns after it ran; on another (non-blocking) stream the
+ * copy returns while it sleeps, with the data there only after a synchronize. Device buffers,
+ * streams and the stream pool: check_device_buffer_gpu.c. */
 #include "build_config.h"
-#include <limits.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <cuda_runtime_api.h>
-#include "test_support.h"
-
-#define SLOW_US 250000
 #include "streams_buffers_gpu_test.h"
 
 /* ---- rmm's docstring examples --------------------------------------------------------------- */

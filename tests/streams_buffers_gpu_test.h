@@ -13,9 +13,9 @@
 #include <cuda_runtime_api.h>
 #include "test_support.h"
 
+#ifndef SLOW_US
 #define SLOW_US 250000
-
-#define SLOW_US 250000
+#endif
 
 static inline void CUDART_CB sleep_then_mark(void *arg)
 {
@@ -64,6 +64,5 @@ static inline void *pinned(size_t n)
 
 static const char DATA[] = "the quick brown fox"; /* 20 bytes with its NUL */
 #define NDATA sizeof DATA
-
 
 #endif
