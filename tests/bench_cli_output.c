@@ -1,40 +1,19 @@
 /* bench_cli_output.c — what the `crmm bench` suites share (bench_cli_output.h). */
 #include "build_config.h"
-#include <ctype.h>
-#include <stdarg.h>
 #include <stdbool.h>
-#include <stdlib.h>
-#include <string.h>
 #include "bench_cli_output.h"
-#include "../bench/bench_cli.h"
 
-const char *const cli_config =
-    "[crmm]\n"
-    "default = q ; names a skipped resource: blanked\n"
-    "\n"
-    "[resource.h]\n"
-    "plugin = host\n"
-    "\n"
-    "[resource.t]\n"
-    "plugin = template\n"
-    "upstream = h\n"
-    "\n"
-    "[resource.p]\n"
-    "plugin = nosuchplugin\n"
-    "upstream = h\n"
-    "\n"
-    "[resource.q]\n"
-    "plugin = template\n"
-    "upstream = p\n"
-    "\n"
-    "[device.0]\n"
-    "resource = q\n";
+const char *const cli_config = "[crmm]\ndefault = q ; names a skipped resource: blanked\n"
+                               "[resource.h]\nplugin = host\n"
+                               "[resource.t]\nplugin = template\nupstream = h\n"
+                               "[resource.p]\nplugin = nosuchplugin\nupstream = h\n"
+                               "[resource.q]\nplugin = template\nupstream = p\n"
+                               "[device.0]\nresource = q\n";
 
 bench_workload steps_workload(uint64_t steps, uint32_t live, uint64_t max_size)
 {
     return (bench_workload){.mode = BENCH_MODE_STEPS, .steps = steps, .max_live = live, .max_size = max_size};
 }
-
 
 /* Run `crmm bench ARGS...` (NULL-terminated) in-process. */
 crmm_test_output run_cli(const char *first, ...)

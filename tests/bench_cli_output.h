@@ -4,9 +4,23 @@
 #ifndef CRMM_TESTS_BENCH_CLI_OUTPUT_H
 #define CRMM_TESTS_BENCH_CLI_OUTPUT_H
 
+#include <ctype.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "test_support.h"
+#include "../bench/bench_cli.h"
+#include "../bench/bench_config.h"
+#include "../bench/bench_overhead.h"
+#include "../bench/bench_report.h"
+#include "../bench/bench_runner.h"
 #include "../bench/bench_workload.h"
 
 /* A config of a host resource h, a template t over it, a resource p of a plugin that does not load

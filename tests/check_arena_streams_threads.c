@@ -4,6 +4,7 @@
  * host memory, and many streams and threads at once. */
 #include "build_config.h"
 #include "arena_streams_test.h"
+#include "block_pattern.h"
 
 /* ---- the device synchronizations that were there already ----------------------------------- */
 
@@ -169,26 +170,6 @@ START_TEST(host_memory_makes_no_cuda_call)
 }
 END_TEST
 
-/* A block's bytes: its address and size, so that an overlap with another live block shows. */
-static void fill(unsigned char *p, size_t n)
-{
-    memset(p, (int)(((uintptr_t)p >> 14) ^ n) & 0xff, n < 512 ? n : 512);
-    memset(p + n - (n < 512 ? n : 512), (int)(((uintptr_t)p >> 14) ^ n ^ 0x5a) & 0xff, n < 512 ? n : 512);
-}
-
-static int intact(const unsigned char *p, size_t n)
-{
-    size_t k = n < 512 ? n : 512;
-    unsigned char head = (unsigned char)(((uintptr_t)p >> 14) ^ n), tail = head ^ 0x5a;
-    for (size_t i = 0; i + k < n && i < k; i++)
-        if (p[i] != head)
-            return 0;
-    for (size_t i = n - k; i < n; i++)
-        if (p[i] != tail)
-            return 0;
-    return 1;
-}
-
 START_TEST(many_streams_keep_the_books)
 {
     crmm_resource *mr = device_arena("arena_size=256MiB shards=2");
@@ -205,7 +186,7 @@ START_TEST(many_streams_keep_the_books)
         int k = (int)(r % LIVE);
         cudaStream_t on = st[(r >> 8) % S];
         if (live[k]) {
-            if (!intact(live[k], size[k]))
+            if (!block_intact(live[k], size[k]))
                 ck_abort_msg("step %d: block %p of %zu bytes was overwritten", step, live[k], size[k]);
             free_on(mr, live[k], size[k], on);
             live[k] = NULL;
@@ -215,7 +196,7 @@ START_TEST(many_streams_keep_the_books)
             int before = fake_cuda.device_sync;
             live[k] = alloc_on(mr, size[k], on);
             moves += fake_cuda.device_sync - before;
-            fill(live[k], size[k]);
+            fill_block(live[k], size[k]);
         }
         if (step == 10000) { /* a stream goes away halfway: its handle must never reach CUDA again */
             fake_stream_destroy(st[0]);

@@ -3,6 +3,7 @@
  * with the default shards, four shards and small shards. */
 #include "build_config.h"
 #include "arena_test.h"
+#include "block_pattern.h"
 
 /* ---- stress ------------------------------------------------------------------------------- */
 /* 8 threads of random allocations and frees (sizes mostly small, some up to 2 MiB), each block
@@ -28,33 +29,6 @@ typedef struct stress_job {
     long errors;
     char first_error[256];
 } stress_job;
-
-static unsigned char pattern_of(const void *p, size_t n) { return (unsigned char)(((uintptr_t)p >> 8) ^ n ^ 0x5a); }
-
-static void fill_block(void *p, size_t n)
-{
-    unsigned char v = pattern_of(p, n);
-    if (n <= 64 * KiB) {
-        memset(p, v, n);
-    } else {
-        memset(p, v, 4 * KiB);
-        memset((char *)p + n - 4 * KiB, v, 4 * KiB);
-    }
-}
-
-static int block_intact(const void *p, size_t n)
-{
-    const unsigned char *b = p, v = pattern_of(p, n);
-    size_t head = n <= 64 * KiB ? n : 4 * KiB;
-    for (size_t i = 0; i < head; i++)
-        if (b[i] != v)
-            return 0;
-    if (n > 64 * KiB)
-        for (size_t i = n - 4 * KiB; i < n; i++)
-            if (b[i] != v)
-                return 0;
-    return 1;
-}
 
 static void stress_error(stress_job *j, const char *what, size_t n)
 {

@@ -2,22 +2,6 @@
  * the command line (run in-process through bench_cli_main, its output captured in temporary
  * files). */
 #include "build_config.h"
-#include <ctype.h>
-#include <dirent.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include "test_support.h"
-#include "../bench/bench_cli.h"
-#include "../bench/bench_config.h"
-#include "../bench/bench_overhead.h"
-#include "../bench/bench_report.h"
-#include "../bench/bench_runner.h"
-#include "../bench/bench_workload.h"
 #include "bench_cli_output.h"
 
 /* ---- the lenient config ---------------------------------------------------------------------- */

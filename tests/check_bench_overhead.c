@@ -1,22 +1,6 @@
 /* check_bench_overhead.c — `crmm bench --overhead` without a GPU: the dispatch and load
  * measurements, their table, CSV and JSON, and the command line's errors. */
 #include "build_config.h"
-#include <ctype.h>
-#include <dirent.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include "test_support.h"
-#include "../bench/bench_cli.h"
-#include "../bench/bench_config.h"
-#include "../bench/bench_overhead.h"
-#include "../bench/bench_report.h"
-#include "../bench/bench_runner.h"
-#include "../bench/bench_workload.h"
 #include "bench_cli_output.h"
 
 static int gpu_count;

@@ -4,24 +4,7 @@
  * A small in-test resource ("limited": malloc with a cap on live blocks, optionally answering
  * the reserved-peak query) drives the runner's out-of-memory path and its reserved/live column. */
 #include "build_config.h"
-#include <ctype.h>
-#include <dirent.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include "test_support.h"
-#include "../bench/bench_cli.h"
-#include "../bench/bench_config.h"
-#include "../bench/bench_overhead.h"
-#include "../bench/bench_report.h"
-#include "../bench/bench_runner.h"
-#include "../bench/bench_workload.h"
 #include "bench_cli_output.h"
-
 
 /* Replays a sequence and checks it is a valid alloc/free history: frees only live slots, with
  * the bytes they were allocated with; everything freed at the end; live and sizes within

@@ -12,6 +12,7 @@
 #include "fakes/fake_stream_cuda.h"
 #include "fakes/fake_streams.h"
 #include "streams_test.h"
+#include "block_pattern.h"
 
 static const struct chain {
     const char *plugin, *params;
@@ -44,21 +45,6 @@ static int ordering_calls(void)
     return fake_cuda.device_sync + fake_cuda.stream_sync + fake_cuda.wait + fake_cuda.event_sync;
 }
 
-/* A block's bytes: a pattern of its address and size, so that an overlap with another live block
- * shows when it is checked. */
-static unsigned char pattern(const void *p, size_t n) { return (unsigned char)(((uintptr_t)p >> 8) ^ n ^ 0xa5); }
-
-static void fill(void *p, size_t n) { memset(p, pattern(p, n), n); }
-
-static int intact(const void *p, size_t n)
-{
-    const unsigned char *b = p, want = pattern(p, n);
-    for (size_t k = 0; k < n; k++)
-        if (b[k] != want)
-            return 0;
-    return 1;
-}
-
 START_TEST(reuse_on_the_same_stream_needs_no_ordering)
 {
     crmm_resource *mr = chain(_i);
@@ -69,7 +55,7 @@ START_TEST(reuse_on_the_same_stream_needs_no_ordering)
     fake_cuda_reset();
     for (int k = 0; k < 100; k++) {
         void *x = alloc_on(mr, n, s);
-        fill(x, n);
+        fill_block(x, n);
         free_on(mr, x, n, s);
     }
     ck_assert_msg(ordering_calls() == 0, "%s (%s): %d ordering call(s) on one stream", chains[_i].plugin,
@@ -121,7 +107,7 @@ START_TEST(live_blocks_on_many_streams_never_overlap)
         int k = (int)(r % LIVE);
         cudaStream_t on = st[(r >> 8) % S];
         if (live[k]) {
-            if (!intact(live[k], size[k]))
+            if (!block_intact(live[k], size[k]))
                 ck_abort_msg("%s: step %d: block %p of %zu bytes was overwritten", chains[_i].plugin, step, live[k],
                              size[k]);
             free_on(mr, live[k], size[k], on);
@@ -129,12 +115,12 @@ START_TEST(live_blocks_on_many_streams_never_overlap)
         } else {
             size[k] = 1 + (size_t)((r >> 16) % chains[_i].max_size);
             live[k] = alloc_on(mr, size[k], on);
-            fill(live[k], size[k]);
+            fill_block(live[k], size[k]);
         }
     }
     for (int k = 0; k < LIVE; k++)
         if (live[k]) {
-            ck_assert(intact(live[k], size[k]));
+            ck_assert(block_intact(live[k], size[k]));
             free_on(mr, live[k], size[k], st[k % S]);
         }
     uint64_t count = 0;
