@@ -115,6 +115,7 @@ START_TEST(reuse_on_another_stream_is_ordered)
     }
     ck_assert_cuda(cudaStreamDestroy(s));
     ck_assert_cuda(cudaStreamDestroy(t));
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
     drop_arena(&f);
 }
 END_TEST
@@ -145,6 +146,7 @@ START_TEST(a_large_block_moves_to_another_stream_after_its_work)
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
         ck_assert_cuda(cudaStreamDestroy(s));
         ck_assert_cuda(cudaStreamDestroy(t));
+        ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
         drop_arena(&f);
     }
 }
@@ -172,26 +174,31 @@ START_TEST(a_destroyed_stream_s_block_goes_to_another_stream)
     expect_bytes(q, n, 0xBB);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
     ck_assert_cuda(cudaStreamDestroy(t));
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
     drop_arena(&f);
 }
 END_TEST
 
-typedef struct slow_free {
+/* On w->stream: slow work, then 0xAA into a block of each of w->sizes (up to a 0), each freed at
+ * once (the last one's address kept in w->p). A thread running it exits with the stream busy. */
+typedef struct writer {
     crmm_resource *mr;
+    cudaStream_t stream;
+    size_t sizes[4];
     void *p;
     int failed;
-} slow_free;
+} writer;
 
-/* On this thread's default stream: slow work, 0xAA into the whole (4 MiB) arena, freed at once. */
-static void *slow_write_on_own_default_stream(void *arg)
+static void *write_free_and_exit(void *arg)
 {
-    slow_free *j = arg;
-    const size_t n = 4 * MiB;
-    if (cudaLaunchHostFunc(cudaStreamPerThread, sleep_200ms, NULL) != cudaSuccess ||
-        crmm_resource_allocate(j->mr, n, CRMM_CUDA_STREAM_PER_THREAD, &j->p) != CRMM_OK ||
-        cudaMemsetAsync(j->p, 0xAA, n, cudaStreamPerThread) != cudaSuccess ||
-        crmm_resource_deallocate(j->mr, j->p, n, CRMM_CUDA_STREAM_PER_THREAD) != CRMM_OK)
-        j->failed = 1;
+    writer *w = arg;
+    if (cudaLaunchHostFunc(w->stream, sleep_200ms, NULL) != cudaSuccess)
+        w->failed = 1;
+    for (int k = 0; k < 4 && w->sizes[k]; k++)
+        if (crmm_resource_allocate(w->mr, w->sizes[k], (crmm_cuda_stream_t)w->stream, &w->p) != CRMM_OK ||
+            cudaMemsetAsync(w->p, 0xAA, w->sizes[k], w->stream) != cudaSuccess ||
+            crmm_resource_deallocate(w->mr, w->p, w->sizes[k], (crmm_cuda_stream_t)w->stream) != CRMM_OK)
+            w->failed = 1;
     return NULL;
 }
 
@@ -200,9 +207,9 @@ static void *slow_write_on_own_default_stream(void *arg)
 START_TEST(per_thread_default_streams_are_ordered_between_threads)
 {
     fixture f = make_arena_over("cuda", "arena_size=4MiB");
-    slow_free j = {f.mr, NULL, 0};
+    writer j = {f.mr, cudaStreamPerThread, {4 * MiB}, NULL, 0}; /* the whole arena */
     pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, slow_write_on_own_default_stream, &j), 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, write_free_and_exit, &j), 0);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     ck_assert_int_eq(j.failed, 0);
     void *q;
@@ -213,6 +220,7 @@ START_TEST(per_thread_default_streams_are_ordered_between_threads)
     ck_assert_cuda(cudaDeviceSynchronize());
     expect_bytes(q, 4 * MiB, 0xBB);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, 4 * MiB, CRMM_CUDA_STREAM_PER_THREAD));
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
     drop_arena(&f);
 }
 END_TEST
@@ -246,40 +254,17 @@ START_TEST(free_on_another_stream_waits_for_it)
     }
     ck_assert_cuda(cudaStreamDestroy(s));
     ck_assert_cuda(cudaStreamDestroy(t));
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
     drop_arena(&f);
 }
 END_TEST
-
-typedef struct writer {
-    crmm_resource *mr;
-    cudaStream_t stream;
-    int failed;
-} writer;
-
-/* On its own stream: slow work, then 0xAA into blocks of four classes, freed at once. Exits
- * while the stream is still busy. */
-static void *write_free_and_exit(void *arg)
-{
-    writer *w = arg;
-    const size_t sizes[] = {256, 512, 768, 1024};
-    if (cudaLaunchHostFunc(w->stream, sleep_200ms, NULL) != cudaSuccess)
-        w->failed = 1;
-    for (int k = 0; k < 4; k++) {
-        void *p;
-        if (crmm_resource_allocate(w->mr, sizes[k], (crmm_cuda_stream_t)w->stream, &p) != CRMM_OK ||
-            cudaMemsetAsync(p, 0xAA, sizes[k], w->stream) != cudaSuccess ||
-            crmm_resource_deallocate(w->mr, p, sizes[k], (crmm_cuda_stream_t)w->stream) != CRMM_OK)
-            w->failed = 1;
-    }
-    return NULL;
-}
 
 /* The thread's superblocks go back when it exits, and only after its stream's work: a request
  * for the whole arena on another stream then sees none of the old writes. */
 START_TEST(thread_exit_returns_superblocks_after_their_work)
 {
     fixture f = make_arena_over("cuda", "arena_size=4MiB");
-    writer w = {f.mr, new_stream(), 0};
+    writer w = {f.mr, new_stream(), {256, 512, 768, 1024}, NULL, 0};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, write_free_and_exit, &w), 0);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
@@ -292,6 +277,7 @@ START_TEST(thread_exit_returns_superblocks_after_their_work)
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
     ck_assert_cuda(cudaStreamDestroy(t));
     ck_assert_cuda(cudaStreamDestroy(w.stream));
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
     drop_arena(&f);
 }
 END_TEST
@@ -302,7 +288,7 @@ START_TEST(defragment_waits_for_pending_work)
 {
     fixture f = make_arena_over("cuda", "arena_size=4MiB");
     cudaStream_t s = new_stream(), t = new_stream();
-    writer w = {f.mr, s, 0};
+    writer w = {f.mr, s, {256, 512, 768, 1024}, NULL, 0};
     write_free_and_exit(&w); /* here, not in a thread: the superblocks stay with this thread */
     ck_assert_int_eq(w.failed, 0);
     ck_assert_uint_eq(stats(f.mr).superblocks_held, 4);
@@ -313,6 +299,7 @@ START_TEST(defragment_waits_for_pending_work)
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
     ck_assert_cuda(cudaStreamDestroy(s));
     ck_assert_cuda(cudaStreamDestroy(t));
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
     drop_arena(&f);
 }
 END_TEST
