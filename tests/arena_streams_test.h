@@ -20,4 +20,12 @@ static inline crmm_resource *device_arena(const char *params)
     return a;
 }
 
+/* In a test: the address of n bytes of mr allocated and freed on stream s (their tag is s now). */
+static inline void *freed_on(crmm_resource *mr, size_t n, cudaStream_t s)
+{
+    void *x = alloc_on(mr, n, s);
+    free_on(mr, x, n, s);
+    return x;
+}
+
 #endif

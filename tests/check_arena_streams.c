@@ -14,8 +14,7 @@ START_TEST(the_same_stream_makes_no_cuda_call)
 {
     crmm_resource *mr = device_arena("arena_size=8MiB");
     cudaStream_t s = fake_stream_new(0);
-    void *a = alloc_on(mr, 3 * MiB, s);
-    free_on(mr, a, 3 * MiB, s);
+    void *a = freed_on(mr, 3 * MiB, s);
     for (int k = 0; k < 1000; k++) {
         size_t n = 200 * KiB + (size_t)k * 7 * KiB; /* large: above 128 KiB */
         void *b = alloc_on(mr, n, s);
@@ -42,8 +41,7 @@ START_TEST(another_stream_waits_for_the_device_once)
 {
     crmm_resource *mr = device_arena("arena_size=8MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = alloc_on(mr, MiB, s);
-    free_on(mr, a, MiB, s); /* the whole arena is one span tagged s now */
+    void *a = freed_on(mr, MiB, s); /* the whole arena is one span tagged s now */
     ck_assert_int_eq(fake_cuda_total(), 0);
     void *b = alloc_on(mr, MiB, t);
     ck_assert_ptr_eq(b, a);
@@ -105,10 +103,8 @@ START_TEST(a_fit_that_needs_no_wait_comes_first)
      * freed on s: u takes shard 1's instead, without a wait; only when shard 1 is full does it wait */
     crmm_resource *mr = device_arena("arena_size=8MiB shards=2");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
-    char *a = alloc_on(mr, MiB, s);
-    free_on(mr, a, MiB, s);
-    void *small = alloc_on(mr, 1000, t); /* t's thread arena: home shard 1 */
-    free_on(mr, small, 1000, t);
+    char *a = freed_on(mr, MiB, s);
+    freed_on(mr, 1000, t); /* a small block: t's thread arena, home shard 1 */
     char *b = alloc_on(mr, MiB, u);
     crmm_arena_shard_stats sh = {.shard = 0};
     ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_GET_SHARD_STATS, &sh));
@@ -165,8 +161,7 @@ START_TEST(a_destroyed_stream_is_never_named)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = alloc_on(mr, 4 * MiB, s);
-    free_on(mr, a, 4 * MiB, s);
+    void *a = freed_on(mr, 4 * MiB, s);
     fake_stream_destroy(s); /* its work may still be pending: the synchronization waits for it */
     void *b = alloc_on(mr, 4 * MiB, t); /* use_stream fails the test if s's handle reached CUDA */
     ck_assert_ptr_eq(b, a);
@@ -189,8 +184,7 @@ START_TEST(a_superblock_for_another_stream_waits_too)
     /* the arena is one superblock: memory of a large block freed on s, taken for t's small blocks */
     crmm_resource *mr = device_arena("arena_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = alloc_on(mr, MiB, s);
-    free_on(mr, a, MiB, s);
+    void *a = freed_on(mr, MiB, s);
     void *b = alloc_on(mr, 256, t);
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(fake_cuda.device_sync, 1);
@@ -294,8 +288,7 @@ START_TEST(the_rest_of_a_span_keeps_its_tag)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    char *a = alloc_on(mr, 4 * MiB, s);
-    free_on(mr, a, 4 * MiB, s);
+    char *a = freed_on(mr, 4 * MiB, s);
     void *b = alloc_on(mr, MiB, s); /* cut from s's span: the rest is still s's */
     ck_assert_int_eq(fake_cuda_total(), 0);
     void *c = alloc_on(mr, MiB, t);
@@ -314,8 +307,7 @@ START_TEST(spans_across_shards_keep_their_tags)
     /* two shards of 4 MiB; s's arena has home 0, t's home 1 */
     crmm_resource *mr = device_arena("arena_size=8MiB shards=2");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    char *a = alloc_on(mr, 6 * MiB, s); /* across the shards */
-    free_on(mr, a, 6 * MiB, s); /* both shards' pieces are s's */
+    char *a = freed_on(mr, 6 * MiB, s); /* across the shards: both pieces are s's */
     void *b = alloc_on(mr, 5 * MiB, s); /* across again, s's own: no wait; the rest [5, 8) is s's */
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(fake_cuda_total(), 0);
@@ -372,8 +364,7 @@ START_TEST(a_failed_synchronization_is_an_error_and_breaks_nothing)
 {
     crmm_resource *mr = device_arena("arena_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = alloc_on(mr, MiB, s);
-    free_on(mr, a, MiB, s);
+    void *a = freed_on(mr, MiB, s);
     fake_cuda.device_sync_result = cudaErrorLaunchFailure;
     void *x = (void *)0x1;
     ck_assert_crmm(crmm_resource_allocate(mr, MiB, (crmm_cuda_stream_t)t, &x), CRMM_ERROR_CUDA);
@@ -392,8 +383,7 @@ START_TEST(a_failed_synchronization_is_an_error_and_breaks_nothing)
     /* a defragment whose wait fails still gives the superblocks back, but for no stream (s's
      * own neither) before the device is waited for */
     mr = device_arena("arena_size=2MiB");
-    void *small = alloc_on(mr, 1000, s);
-    free_on(mr, small, 1000, s);
+    void *small = freed_on(mr, 1000, s);
     fake_cuda.device_sync_result = cudaErrorLaunchFailure;
     crmm_test_log_capture_begin();
     ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DEFRAGMENT, NULL));

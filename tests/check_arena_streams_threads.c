@@ -104,8 +104,7 @@ END_TEST
 START_TEST(null_and_the_legacy_handle_are_one_stream)
 {
     crmm_resource *mr = device_arena("arena_size=1MiB");
-    void *a = alloc_on(mr, MiB, NULL);
-    free_on(mr, a, MiB, NULL);
+    void *a = freed_on(mr, MiB, NULL);
     void *b = alloc_on(mr, MiB, cudaStreamLegacy);
     ck_assert_ptr_eq(b, a);
     free_on(mr, b, MiB, cudaStreamLegacy);
@@ -126,8 +125,7 @@ START_TEST(the_dump_names_the_stream_a_span_waits_for)
     char *dir = crmm_test_tmpdir(), path[4200], want[64];
     ck_assert_ptr_nonnull(dir);
     snprintf(path, sizeof path, "%s/dump.log", dir);
-    void *a = alloc_on(mr, 2 * MiB, s);
-    free_on(mr, a, 2 * MiB, s);
+    void *a = freed_on(mr, 2 * MiB, s);
     ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DUMP, path));
     char *text = crmm_test_read_file_or_fail(path);
     snprintf(want, sizeof want, "size=4.0 MiB, freed on stream %p\n", (void *)s);
@@ -155,8 +153,7 @@ START_TEST(host_memory_makes_no_cuda_call)
     crmm_resource *host = crmm_test_create("host", "", NULL);
     crmm_resource *mr = crmm_test_create("arena", "arena_size=4MiB", host);
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = alloc_on(mr, 4 * MiB, s);
-    free_on(mr, a, 4 * MiB, s);
+    void *a = freed_on(mr, 4 * MiB, s);
     void *b = alloc_on(mr, 4 * MiB, t);
     ck_assert_ptr_eq(b, a);
     free_on(mr, b, 4 * MiB, t);

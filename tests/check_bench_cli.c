@@ -161,7 +161,6 @@ START_TEST(cli_multi_thread_and_random_mode)
 }
 END_TEST
 
-
 START_TEST(cli_csv_is_well_formed)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
@@ -190,8 +189,6 @@ START_TEST(cli_csv_is_well_formed)
     crmm_test_output_free(&r);
 }
 END_TEST
-
-/* A minimal JSON syntax check: returns the end of the value at p, or NULL. */
 
 START_TEST(cli_json_is_well_formed)
 {
@@ -292,7 +289,6 @@ START_TEST(report_formats_ok_and_oom_rows)
     free(err);
 }
 END_TEST
-
 
 START_TEST(cli_bad_arguments_exit_2)
 {

@@ -109,7 +109,6 @@ int main(int argc, char **argv)
     double shared = best_rate(dst, crmm_ipc_mapping_ptr(m), bytes);
     double local = best_rate(dst, src, bytes);
     unsigned char first = 0;
-    cudaMemcpy(&first, dst, 1, cudaMemcpyDeviceToHost);
     cudaMemcpy(dst, crmm_ipc_mapping_ptr(m), 1, cudaMemcpyDeviceToDevice);
     cudaMemcpy(&first, dst, 1, cudaMemcpyDeviceToHost);
     printf("%s: %zu bytes: from the other process %.1f GB/s, inside one process %.1f GB/s, ratio %.3f%s\n", kind, bytes,
