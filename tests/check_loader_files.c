@@ -258,7 +258,7 @@ END_TEST
 /* Count the distinct crmm_<name>.so names in the ':'-list `dirs`. */
 static int count_plugin_names(const char *dirs)
 {
-    char names[128][80];
+    char names[128][256]; /* a d_name fits */
     int n = 0;
     char *copy = strdup(dirs), *save = NULL;
     for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
