@@ -217,13 +217,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("async_serialized");
-    TCase *tc = tcase_create("serialize_calls");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = crmm_test_tcase(s, "serialize_calls", 60);
     tcase_add_test(tc, one_thread_at_a_time_in_the_driver);
     tcase_add_test(tc, threads_that_call_together_still_take_turns);
     tcase_add_test(tc, without_serialize_calls_threads_meet_in_the_driver);
     tcase_add_test(tc, a_forked_child_is_not_stuck_on_the_parents_lock);
     tcase_add_test(tc, serialize_calls_must_be_a_bool);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

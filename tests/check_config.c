@@ -363,28 +363,24 @@ int main(void)
     }
     Suite *s = suite_create("config");
 
-    TCase *tc = tcase_create("files");
+    TCase *tc = crmm_test_tcase(s, "files", 0);
     tcase_add_loop_test(tc, test_bad_file, 0, nbad);
     tcase_add_loop_test(tc, test_good_file, 0, ngood);
     tcase_add_test(tc, test_installed_default_config);
     tcase_add_test(tc, test_good_full_contents);
     tcase_add_test(tc, test_defaults_when_nothing_is_named);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("strings");
+    tc = crmm_test_tcase(s, "strings", 0);
     tcase_add_loop_test(tc, test_bad_string, 0, (int)(sizeof bad_strings / sizeof bad_strings[0]));
     tcase_add_test(tc, test_line_length_limit);
     tcase_add_test(tc, test_origin_defaults);
     tcase_add_test(tc, test_settings_table);
     tcase_add_test(tc, test_load_null_arguments);
-    suite_add_tcase(s, tc);
 
     /* these call CUDA (to see whether there is a device): their own case with a GPU timeout */
-    tc = tcase_create("cuda");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tc = crmm_test_tcase(s, "cuda", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
     tcase_add_test(tc, test_cuda_calls_are_counted);
-    suite_add_tcase(s, tc);
 
     return crmm_test_run(s);
 }

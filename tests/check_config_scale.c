@@ -305,9 +305,8 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("config_scale");
-    TCase *tc = tcase_create("scale");
     /* generous: these do a few hundred milliseconds of work, more under the sanitizers */
-    tcase_set_timeout(tc, 300);
+    TCase *tc = crmm_test_tcase(s, "scale", 300);
     tcase_add_test(tc, test_long_chain_on_small_stack);
     tcase_add_test(tc, test_long_chain_on_default_stack);
     tcase_add_test(tc, test_long_chain_answers);
@@ -318,10 +317,8 @@ int main(void)
     tcase_add_test(tc, test_long_cycle);
     tcase_add_test(tc, test_cycles_after_long_chain);
     tcase_add_test(tc, test_skipping_load_drops_a_long_chain);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("size_cap");
+    tc = crmm_test_tcase(s, "size_cap", 0);
     tcase_add_test(tc, test_file_of_exactly_16_mib_loads);
     tcase_add_test(tc, test_file_one_byte_over_16_mib_is_refused);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -382,7 +382,7 @@ int main(void)
 {
     Suite *s = suite_create("core");
 
-    TCase *tc = tcase_create("errors");
+    TCase *tc = crmm_test_tcase(s, "errors", 0);
     tcase_add_test(tc, test_status_names);
     tcase_add_test(tc, test_error_categories);
     tcase_add_test(tc, test_error_clear);
@@ -390,9 +390,8 @@ int main(void)
     tcase_add_test(tc, test_error_long_message_truncated);
     tcase_add_test(tc, test_error_add_context);
     tcase_add_test(tc, test_format_size);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("logger");
+    tc = crmm_test_tcase(s, "logger", 0);
     tcase_add_test(tc, test_log_defaults);
     tcase_add_test(tc, test_log_levels);
     tcase_add_test(tc, test_log_level_names);
@@ -402,7 +401,6 @@ int main(void)
     tcase_add_test(tc, test_log_env_file);
     tcase_add_test(tc, test_log_env_file_unwritable);
     tcase_add_test(tc, test_log_threads_never_interleave);
-    suite_add_tcase(s, tc);
 
     /* its own case: on a machine with a GPU it creates a CUDA context */
 

@@ -414,24 +414,20 @@ static Suite *device_buffer_gpu_suite(void)
 {
     Suite *s = suite_create("device_buffer_gpu");
 
-    TCase *tc = tcase_create("device_buffer");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "device_buffer", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, test_buffer_resize_reserve_shrink_keep_contents);
     tcase_add_test(tc, test_buffer_deep_copy);
     tcase_add_test(tc, test_buffer_copy_from_bounds);
     tcase_add_test(tc, test_buffer_to_device_async_on_stream);
     tcase_add_test(tc, test_buffer_frees_on_its_last_stream);
     tcase_add_test(tc, test_buffer_bad_input);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("streams");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tc = crmm_test_tcase(s, "streams", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, test_stream_owning);
     tcase_add_test(tc, test_stream_view_of_foreign_stream);
     tcase_add_test(tc, test_pool_round_robin_and_by_id);
     tcase_add_test(tc, test_pool_default_size_and_flags);
     tcase_add_test(tc, test_pool_get_stream_from_threads);
-    suite_add_tcase(s, tc);
     return s;
 }
 

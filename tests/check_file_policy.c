@@ -309,8 +309,7 @@ START_TEST(arena_dump_refuses_a_link)
     char *text = crmm_test_read_file_or_fail(own);
     ck_assert_msg(strncmp(text, "earlier dump\n", 13) == 0 && strstr(text, "state on request"), "%s", text);
     free(text);
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -476,31 +475,27 @@ int main(void)
     if (!tmp_dir)
         return 1;
     Suite *s = suite_create("file_policy");
-    TCase *open_tc = tcase_create("open");
+    TCase *open_tc = crmm_test_tcase(s, "open", 0);
     tcase_add_test(open_tc, bad_arguments_are_refused);
     tcase_add_test(open_tc, a_new_file_is_created_and_an_own_file_rewritten_or_appended);
     tcase_add_test(open_tc, a_link_is_refused_whatever_it_points_to);
     tcase_add_test(open_tc, a_hard_linked_file_is_refused);
     tcase_add_test(open_tc, a_character_device_is_written_as_it_is);
     tcase_add_test(open_tc, a_link_to_a_pipe_or_dev_null_is_followed);
-    suite_add_tcase(s, open_tc);
-    TCase *outputs = tcase_create("outputs");
+    TCase *outputs = crmm_test_tcase(s, "outputs", 0);
     tcase_add_test(outputs, logging_refuses_a_link);
     tcase_add_test(outputs, logging_refuses_a_hard_linked_file);
     tcase_add_test(outputs, logging_rewrites_its_own_file);
     tcase_add_test(outputs, debug_log_refuses_a_link);
     tcase_add_test(outputs, debug_log_from_the_environment_refuses_a_link);
     tcase_add_test(outputs, arena_dump_refuses_a_link);
-    suite_add_tcase(s, outputs);
-    TCase *one_writer = tcase_create("one_writer");
+    TCase *one_writer = crmm_test_tcase(s, "one_writer", 0);
     tcase_add_test(one_writer, a_second_logging_resource_on_one_file_is_refused);
     tcase_add_test(one_writer, another_process_on_the_same_file_is_refused);
-    suite_add_tcase(s, one_writer);
-    TCase *priv = tcase_create("privileges");
+    TCase *priv = crmm_test_tcase(s, "privileges", 0);
     tcase_add_test(priv, a_config_others_can_write_is_refused);
     tcase_add_test(priv, a_privileged_process_ignores_the_environment);
     tcase_add_test(priv, a_privileged_process_ignores_the_log_level_and_debug_file);
-    suite_add_tcase(s, priv);
     int rc = crmm_test_run(s);
     free(tmp_dir);
     return rc;

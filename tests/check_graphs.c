@@ -327,8 +327,7 @@ START_TEST(graphs_auto_asks_once_capture_is_enabled)
     for (int i = 0; i < 10; i++)
         free_on(a, alloc_on(a, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
     ck_assert_int_eq(fake_capture_queries(), before + 20);
-    crmm_resource_release(a);
-    crmm_resource_release(on);
+    crmm_test_release(a, on);
 }
 END_TEST
 
@@ -371,7 +370,7 @@ END_TEST
 static Suite *graphs_suite(void)
 {
     Suite *s = suite_create("graphs");
-    TCase *tc = tcase_create("pool");
+    TCase *tc = crmm_test_tcase(s, "pool", 0);
     tcase_add_loop_test(tc, blocks_of_a_capture_are_held_until_the_graph_is_destroyed, 0, FORMS);
     tcase_add_loop_test(tc, blocks_freed_inside_or_allocated_inside_are_the_graphs, 0, FORMS);
     tcase_add_loop_test(tc, blocks_come_back_after_a_collect_that_malloc_failed, 0, FORMS);
@@ -384,7 +383,6 @@ static Suite *graphs_suite(void)
     tcase_add_loop_test(tc, graphs_off_asks_nothing, 0, FORMS);
     tcase_add_loop_test(tc, graphs_auto_asks_once_capture_is_enabled, 0, FORMS);
     tcase_add_loop_test(tc, a_cached_block_freed_in_a_capture_is_the_graphs, 0, FORMS);
-    suite_add_tcase(s, tc);
     return s;
 }
 

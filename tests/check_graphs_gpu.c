@@ -245,10 +245,8 @@ int main(void)
         return rc;
     crmm_graph_capture_enable(true); /* as a program that captures must say */
     Suite *s = suite_create("graphs_gpu");
-    TCase *tc = tcase_create("capture");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "capture", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_loop_test(tc, replays_equal_eager_and_touch_nothing_else, 0, CHAINS);
     tcase_add_loop_test(tc, every_capture_mode, 0, 3 * MODED);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -243,14 +243,13 @@ END_TEST
 static Suite *graphs_plugins_suite(void)
 {
     Suite *s = suite_create("graphs_plugins");
-    TCase *others = tcase_create("other plugins");
+    TCase *others = crmm_test_tcase(s, "other plugins", 0);
     tcase_add_loop_test(others, arena_fixed_size_binning_hold_a_graphs_blocks, 0, PARKING);
     tcase_add_loop_test(others, a_double_free_under_capture_is_refused, 0, 2);
     tcase_add_test(others, arena_that_would_wait_refuses_under_capture);
     tcase_add_test(others, fixed_size_grows_under_capture_until_upstream_refuses);
     tcase_add_test(others, cuda_allocates_under_capture_and_refuses_to_free);
     tcase_add_loop_test(others, adaptors_over_a_pool_under_capture, 0, (int)(sizeof adaptors / sizeof adaptors[0]));
-    suite_add_tcase(s, others);
     return s;
 }
 

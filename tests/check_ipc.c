@@ -185,8 +185,7 @@ START_TEST(what_cannot_be_exported_is_refused)
     ck_assert_ptr_null(h);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "host memory"));
     crmm_resource_deallocate(hp, x, 4096, NULL);
-    crmm_resource_release(hp);
-    crmm_resource_release(host);
+    crmm_test_release(hp, host);
 
     /* an expandable pool made without ipc */
     crmm_resource *p = ipc_pool("");
@@ -378,7 +377,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("ipc");
-    TCase *tc = tcase_create("ipc");
+    TCase *tc = crmm_test_tcase(s, "ipc", 0);
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, export_gives_one_descriptor_per_page_that_backs_the_range);
     tcase_add_test(tc, freeing_in_either_order_leaks_nothing);
@@ -388,6 +387,5 @@ int main(void)
     tcase_add_test(tc, bad_handles_are_refused_and_their_descriptors_closed);
     tcase_add_test(tc, bad_socket_traffic_is_refused);
     tcase_add_test(tc, adaptors_are_looked_through);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -234,8 +234,7 @@ START_TEST(what_cannot_be_exported_on_a_gpu_is_refused)
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "not expandable"));
     ck_assert_crmm(crmm_ipc_export(cuda, p, 4096, &h), CRMM_ERROR_UNSUPPORTED);
     ck_assert_crmm_ok(crmm_resource_deallocate(chunked, p, 4096, NULL));
-    crmm_resource_release(chunked);
-    crmm_resource_release(cuda);
+    crmm_test_release(chunked, cuda);
     ck_assert_crmm(crmm_resource_create("async", "enable_ipc=true enable_fabric=true", NULL, &plain), CRMM_ERROR_CONFIG);
     ck_assert_crmm(crmm_resource_create("async", "enable_ipc=true export_handle_type=fabric", NULL, &plain), CRMM_ERROR_CONFIG);
 }
@@ -247,8 +246,7 @@ int main(void)
     if (rc)
         return rc;
     Suite *s = suite_create("ipc_gpu");
-    TCase *tc = tcase_create("two_processes");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "two_processes", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, async_data_crosses_both_ways);
     tcase_add_test(tc, pool_data_crosses_both_ways);
     tcase_add_test(tc, pool_exporter_may_free_first);
@@ -256,6 +254,5 @@ int main(void)
     tcase_add_test(tc, pool_survives_a_killed_importer);
     tcase_add_test(tc, pool_import_outlives_a_killed_exporter);
     tcase_add_test(tc, what_cannot_be_exported_on_a_gpu_is_refused);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -402,7 +402,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("loader");
-    TCase *bad = tcase_create("broken_plugins");
+    TCase *bad = crmm_test_tcase(s, "broken_plugins", 0);
     tcase_add_test(bad, well_formed_base_loads);
     tcase_add_test(bad, wrong_abi_major_names_both_versions);
     tcase_add_test(bad, too_new_minor_names_both_versions);
@@ -420,9 +420,8 @@ int main(void)
     tcase_add_test(bad, abi_1_plugin_is_refused_saying_what_changed);
     tcase_add_test(bad, not_a_shared_object_gives_dlerror);
     tcase_add_test(bad, failure_is_not_cached);
-    suite_add_tcase(s, bad);
 
-    TCase *search = tcase_create("search");
+    TCase *search = crmm_test_tcase(s, "search", 0);
     tcase_add_test(search, null_arguments);
     tcase_add_test(search, bad_names_are_refused);
     tcase_add_test(search, relative_path_is_refused);
@@ -433,6 +432,5 @@ int main(void)
     tcase_add_test(search, first_directory_wins);
     tcase_add_test(search, loading_twice_gives_the_same_descriptor);
     tcase_add_test(search, cached_plugin_still_checks_its_name);
-    suite_add_tcase(s, search);
     return crmm_test_run(s);
 }

@@ -345,19 +345,17 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("loader_files");
-    TCase *perm = tcase_create("permissions");
+    TCase *perm = crmm_test_tcase(s, "permissions", 0);
     tcase_add_test(perm, group_writable_file_is_refused);
     tcase_add_test(perm, world_writable_file_is_refused);
     tcase_add_test(perm, writable_directory_is_refused);
     tcase_add_test(perm, directory_writable_by_owners_private_group_loads);
     tcase_add_test(perm, link_in_writable_directory_is_refused);
     tcase_add_test(perm, writable_directory_above_is_refused);
-    suite_add_tcase(s, perm);
 
-    TCase *each = tcase_create("foreach");
+    TCase *each = crmm_test_tcase(s, "foreach", 0);
     tcase_add_test(each, foreach_reports_good_and_broken);
     tcase_add_test(each, foreach_lists_every_plugin_once);
     tcase_add_test(each, foreach_reports_many_plugins_once);
-    suite_add_tcase(s, each);
     return crmm_test_run(s);
 }

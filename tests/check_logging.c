@@ -211,8 +211,7 @@ START_TEST(buffered_logging_writes_on_its_own_thread)
     ck_assert_int_eq(thread_count(), before + 1);
     crmm_resource *autom = logger(path_for("writer_auto"), "auto_flush=true");
     ck_assert_int_eq(thread_count(), before + 1);
-    crmm_resource_release(autom);
-    crmm_resource_release(mr);
+    crmm_test_release(autom, mr);
     ck_assert_int_eq(thread_count(), before);
 }
 END_TEST
@@ -336,8 +335,7 @@ static void check_full_file(const char *tag, int pairs)
             step = 15;
         if (!step && crmm_logging_flush(mr) != CRMM_ERROR_IO)
             step = 16;
-        crmm_resource_release(mr);
-        crmm_resource_release(host);
+        crmm_test_release(mr, host);
         struct stat st;
         if (!step && (stat(path, &st) != 0 || st.st_size > 4096))
             step = 17;
@@ -406,9 +404,7 @@ START_TEST(api_through_other_adaptors)
     uint64_t in_use; /* queries pass through to the upstream */
     ck_assert_crmm_ok(crmm_resource_query(log, CRMM_QUERY_BYTES_IN_USE, &in_use));
     ck_assert_uint_eq(in_use, 0);
-    crmm_resource_release(host);
-    crmm_resource_release(top);
-    crmm_resource_release(log);
+    crmm_test_release(host, top, log);
 }
 END_TEST
 
@@ -513,7 +509,7 @@ int main(void)
              "upstream = h\nfile = %s/conformance.%%p.csv\n", tmp_dir);
     chains[0] = (crmm_test_chain){"logging_over_host", chain_config, "l", 0, 0};
     Suite *s = suite_create("logging");
-    TCase *tc = tcase_create("logging");
+    TCase *tc = crmm_test_tcase(s, "logging", 0);
     tcase_add_test(tc, csv_matches_rmm_format);
     tcase_add_test(tc, buffered_until_flush);
     tcase_add_test(tc, auto_flush_writes_each_line);
@@ -531,7 +527,6 @@ int main(void)
     tcase_add_test(tc, switch_needs_a_file_name);
     if (crmm_test_gpu_count() == 0) /* with a GPU, check_adaptors_gpu tests the switch */
         tcase_add_test(tc, switch_without_a_device_is_a_cuda_error);
-    suite_add_tcase(s, tc);
     crmm_conformance_add(s, chains, 1);
     int rc = crmm_test_run(s);
     free(tmp_dir);

@@ -99,9 +99,8 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("logging_line");
-    TCase *tc = tcase_create("logging_line");
+    TCase *tc = crmm_test_tcase(s, "logging_line", 0);
     tcase_add_test(tc, fields_match_printf);
     tcase_add_test(tc, times_never_go_back_and_never_run_ahead);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

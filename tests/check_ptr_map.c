@@ -361,7 +361,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("ptr_map");
-    TCase *tc = tcase_create("ptr_map");
+    TCase *tc = crmm_test_tcase(s, "ptr_map", 0);
     tcase_add_test(tc, every_key_is_found_while_the_map_grows);
     tcase_add_test(tc, inserting_a_present_key_returns_its_entry_unchanged);
     tcase_add_test(tc, remove_copies_the_entry_and_refuses_an_absent_key);
@@ -374,6 +374,5 @@ int main(void)
 #endif
     tcase_add_loop_test(tc, each_shard_spreads_its_keys_over_its_slots, 0, 2);
     tcase_add_test(tc, threads_share_a_sharded_map);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -196,9 +196,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("random_configs");
-    TCase *tc = tcase_create("random_configs");
-    tcase_set_timeout(tc, 600);
+    TCase *tc = crmm_test_tcase(s, "random_configs", 600);
     tcase_add_test(tc, random_configs_check_build_and_run);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -149,8 +149,7 @@ START_TEST(releasing_the_top_unwinds_the_chain)
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
     ck_assert_crmm_ok(crmm_resource_create("template", NULL, h, &t1));
     ck_assert_crmm_ok(crmm_resource_create("template", NULL, t1, &t2));
-    crmm_resource_release(h);
-    crmm_resource_release(t1);
+    crmm_test_release(h, t1);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
     ck_assert_int_eq(crmm_resource_refcount(t1), 1);
     ck_assert_ptr_eq(crmm_resource_find_kind(t2, "host"), h);
@@ -270,8 +269,7 @@ START_TEST(properties_kind_and_find_kind)
     ck_assert_ptr_null(crmm_resource_find_kind(h, "template")); /* looks down, never up */
     ck_assert_ptr_null(crmm_resource_find_kind(t, "pool"));
     ck_assert_int_eq(crmm_resource_refcount(h), 2); /* find_kind borrows */
-    crmm_resource_release(t);
-    crmm_resource_release(h);
+    crmm_test_release(t, h);
 }
 END_TEST
 
@@ -292,8 +290,7 @@ START_TEST(control_and_queries_without_support)
     ck_assert_crmm_ok(crmm_resource_create("sizeparam", NULL, NULL, &s));
     ck_assert_crmm(crmm_resource_control(s, 1, NULL), CRMM_ERROR_UNSUPPORTED);
     ck_assert_crmm(crmm_resource_query(s, CRMM_QUERY_BYTES_IN_USE, &v), CRMM_ERROR_UNSUPPORTED);
-    crmm_resource_release(s);
-    crmm_resource_release(h);
+    crmm_test_release(s, h);
 }
 END_TEST
 
@@ -353,16 +350,15 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("resource_abi");
-    TCase *create = tcase_create("create");
+    TCase *create = crmm_test_tcase(s, "create", 0);
     tcase_add_test(create, create_failure_keeps_the_plugins_status_and_message);
     tcase_add_test(create, create_failure_without_message_gets_one);
     tcase_add_test(create, resource_without_deallocate_is_refused_and_freed);
     tcase_add_test(create, create_refuses_broken_plugins);
     tcase_add_test(create, upstream_rules);
     tcase_add_test(create, create_validates_parameters);
-    suite_add_tcase(s, create);
 
-    TCase *abi = tcase_create("resource_abi");
+    TCase *abi = crmm_test_tcase(s, "resource_abi", 0);
     tcase_add_test(abi, refcount_and_upstream_release);
     tcase_add_test(abi, releasing_the_top_unwinds_the_chain);
     tcase_add_test(abi, destroy_with_live_allocations_logs_a_warning);
@@ -372,6 +368,5 @@ int main(void)
     tcase_add_test(abi, control_and_queries_without_support);
     tcase_add_test(abi, host_counts_in_use_bytes);
     tcase_add_test(abi, runtime_unloading_means_the_process_is_exiting);
-    suite_add_tcase(s, abi);
     return crmm_test_run(s);
 }

@@ -66,8 +66,7 @@ static void check_cross_stream_reuse(const char *upstream_plugin)
     ck_assert_uint_eq(byte_at(q), 0x55);
     ck_assert_uint_eq(byte_at((char *)q + n - 1), 0x55);
     ck_assert_crmm_ok(crmm_resource_deallocate(f, q, n, (crmm_cuda_stream_t)s2));
-    crmm_resource_release(f);
-    crmm_resource_release(up);
+    crmm_test_release(f, up);
     cudaStreamDestroy(s1);
     cudaStreamDestroy(s2);
 }
@@ -99,8 +98,7 @@ START_TEST(fixed_size_reuses_at_once_on_the_same_stream)
     ck_assert_crmm_ok(crmm_resource_deallocate(f, p, 1000, NULL));
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
-    crmm_resource_release(f);
-    crmm_resource_release(c);
+    crmm_test_release(f, c);
     cudaStreamDestroy(s);
 }
 END_TEST
@@ -164,13 +162,11 @@ int main(void)
         return rc;
     Suite *s = suite_create("rmm_resources_gpu");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
-    TCase *tc = tcase_create("rmm_resources_gpu");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "rmm_resources_gpu", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, fixed_size_orders_reuse_across_streams_over_cuda);
     tcase_add_test(tc, fixed_size_orders_reuse_across_streams_over_async);
     tcase_add_test(tc, fixed_size_reuses_at_once_on_the_same_stream);
     tcase_add_test(tc, aligned_real_pointers);
     tcase_add_test(tc, binning_over_cuda_routes_by_size);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

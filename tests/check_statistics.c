@@ -129,8 +129,7 @@ START_TEST(stacked_adaptors_count_separately)
     ck_assert_int_eq(n.peak_bytes, 5 * (int64_t)TEN_MIB);
     ck_assert_int_eq(o.peak_count, 15);
     ck_assert_int_eq(n.peak_count, 5);
-    crmm_resource_release(inner);
-    crmm_resource_release(outer);
+    crmm_test_release(inner, outer);
 }
 END_TEST
 
@@ -156,8 +155,7 @@ START_TEST(freeing_through_inner_goes_negative)
     ck_assert_uint_eq(n.total_bytes, 5 * TEN_MIB);
     ck_assert_uint_eq(o.total_count, 15);
     ck_assert_uint_eq(n.total_count, 5);
-    crmm_resource_release(inner);
-    crmm_resource_release(outer);
+    crmm_test_release(inner, outer);
 }
 END_TEST
 
@@ -270,9 +268,7 @@ START_TEST(api_finds_the_layer_under_other_adaptors)
     ck_assert_crmm_ok(crmm_resource_control(top, CRMM_TRACKING_OP_COUNT, &count));
     ck_assert_uint_eq(count, 1);
     ck_assert_crmm_ok(crmm_resource_deallocate(top, p, 5000, NULL));
-    crmm_resource_release(top);
-    crmm_resource_release(lim);
-    crmm_resource_release(stats);
+    crmm_test_release(top, lim, stats);
 }
 END_TEST
 
@@ -287,8 +283,7 @@ START_TEST(api_rejects_bad_arguments)
     crmm_resource *mr = crmm_test_create("statistics", NULL, host);
     ck_assert_crmm(crmm_statistics_get(mr, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_resource_control(mr, 99, NULL), CRMM_ERROR_UNSUPPORTED); /* unknown op, host has none */
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -309,9 +304,7 @@ START_TEST(control_kind_finds_the_layer_under_others)
     ck_assert_crmm(crmm_resource_control_kind(NULL, "statistics", CRMM_STATISTICS_OP_DEPTH, &depth),
                    CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_resource_control_kind(top, NULL, CRMM_STATISTICS_OP_DEPTH, &depth), CRMM_ERROR_INVALID_ARGUMENT);
-    crmm_resource_release(top);
-    crmm_resource_release(stats);
-    crmm_resource_release(host);
+    crmm_test_release(top, stats, host);
 }
 END_TEST
 
@@ -395,16 +388,14 @@ START_TEST(refused_free_is_not_counted)
     ck_assert_crmm(crmm_resource_deallocate(st, p, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_uint_eq(crmm_test_query(st, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_uint_eq(crmm_test_query(st, CRMM_QUERY_ALLOCATIONS), 0);
-    crmm_resource_release(st);
-    crmm_resource_release(pool);
-    crmm_resource_release(h);
+    crmm_test_release(st, pool, h);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("statistics");
-    TCase *tc = tcase_create("statistics");
+    TCase *tc = crmm_test_tcase(s, "statistics", 0);
     tcase_add_test(tc, empty_counters_are_zero);
     tcase_add_test(tc, all_freed_counts_zero);
     tcase_add_test(tc, peak_allocations_follow_rmm);
@@ -419,7 +410,6 @@ int main(void)
     tcase_add_test(tc, control_kind_finds_the_layer_under_others);
     tcase_add_test(tc, deep_push_pop);
     tcase_add_test(tc, threads_count_exactly_while_frames_change);
-    suite_add_tcase(s, tc);
     crmm_conformance_add(s, chains, 1);
     return crmm_test_run(s);
 }

@@ -371,22 +371,19 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("views_and_system_cpu");
-    TCase *tc = tcase_create("cuda_async_view");
+    TCase *tc = crmm_test_tcase(s, "cuda_async_view", 0);
     tcase_add_test(tc, view_allocates_from_the_callers_pool_on_the_callers_stream);
     tcase_add_test(tc, view_takes_the_handle_as_decimal_or_hex);
     tcase_add_test(tc, view_refuses_a_missing_zero_or_bad_handle);
     tcase_add_test(tc, view_out_of_memory_is_reported_as_such);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("async_managed");
+    tc = crmm_test_tcase(s, "async_managed", 0);
     tcase_add_test(tc, async_managed_uses_the_devices_default_managed_pool);
     tcase_add_test(tc, async_managed_names_why_it_cannot_be_made);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("system");
+    tc = crmm_test_tcase(s, "system", 0);
     tcase_add_test(tc, system_is_plain_host_memory_and_a_free_waits_for_its_stream);
     tcase_add_test(tc, system_and_sam_headroom_need_pageable_memory_access);
     tcase_add_test(tc, sam_headroom_needs_a_headroom);
     tcase_add_test(tc, sam_headroom_places_what_fits_above_the_headroom_on_the_device);
     tcase_add_test(tc, sam_headroom_failed_placement_frees_the_block);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -88,6 +88,15 @@ int crmm_test_run(Suite *s)
     return failed == 0 ? 0 : 1;
 }
 
+TCase *crmm_test_tcase(Suite *s, const char *name, int timeout)
+{
+    TCase *tc = tcase_create(name);
+    if (timeout > 0)
+        tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
 int crmm_test_cuda_device(void)
 {
     int dev = -1;
@@ -301,6 +310,12 @@ uint64_t crmm_test_query(crmm_resource *mr, crmm_query what)
     uint64_t v = 0;
     ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
     return v;
+}
+
+void crmm_test_release_n(crmm_resource *const *mrs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        crmm_resource_release(mrs[i]);
 }
 
 uint64_t crmm_test_rand(uint64_t *state)

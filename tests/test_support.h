@@ -48,6 +48,9 @@ int crmm_test_async_observable(void);
 /* Run `s` in fork mode and return the exit status for main (0 when all passed). */
 int crmm_test_run(Suite *s);
 
+/* A new test case `name` of `s`, with a timeout in seconds (0: Check's default). */
+TCase *crmm_test_tcase(Suite *s, const char *name, int timeout);
+
 /* Timeout for test cases that create a CUDA context (Check's default of 4 s is too short). */
 #define CRMM_TEST_GPU_TIMEOUT 120
 
@@ -107,6 +110,11 @@ char *crmm_test_log_capture_end(void);
 
 /* In a test: crmm_resource_create, which must succeed; the new resource. */
 crmm_resource *crmm_test_create(const char *plugin, const char *params, crmm_resource *upstream);
+
+/* Release the resources in the order given (the top of a stack first). */
+#define crmm_test_release(...) \
+    crmm_test_release_n((crmm_resource *[]){__VA_ARGS__}, sizeof((crmm_resource *[]){__VA_ARGS__}) / sizeof(crmm_resource *))
+void crmm_test_release_n(crmm_resource *const *mrs, size_t n);
 
 /* In a test: allocate `bytes` (> 0) on the default stream, which must succeed with a pointer. */
 void *crmm_test_allocate(crmm_resource *mr, size_t bytes);
