@@ -5,7 +5,6 @@
  * forward; either way the user sees the same. Counting adaptors count a free only once the
  * upstream took it. */
 #include "build_config.h"
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "test_support.h"

@@ -4,7 +4,6 @@
  * (crmm_enable_logging / crmm_disable_logging / crmm_get_log_filenames), and crmm replay
  * against device memory. */
 #include "build_config.h"
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

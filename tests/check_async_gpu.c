@@ -5,8 +5,6 @@
  * streams with serialize_calls on and off. RMM's cuda_async_mr_tests are the model. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>

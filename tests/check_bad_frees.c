@@ -2,8 +2,6 @@
  * them with CRMM_ERROR_INVALID_ARGUMENT where it can tell, never passes them on to free() or to
  * a bin's upstream, and its counters never wrap; the block stays live and its right free works. */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include "test_support.h"
 

@@ -7,8 +7,6 @@
 #include "build_config.h"
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/callback.h>

@@ -9,18 +9,6 @@
  * counts them. Everything here runs without a GPU. Files on disk, instances and crmm_init:
  * check_config_init.c. */
 #include "build_config.h"
-#include <dirent.h>
-#include <dlfcn.h>
-#include <errno.h>
-#include <limits.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <cuda_runtime_api.h>
-#include "plugins/paramtest_plugin.h"
-#include "test_support.h"
 #include "config_test.h"
 
 /* ---- the config files ----------------------------------------------------------------------- */

@@ -2,18 +2,6 @@
  * default file), instances of a config, and crmm_init. No CUDA call may happen while a config is
  * loaded: config_test.h counts them. Everything here runs without a GPU. */
 #include "build_config.h"
-#include <dirent.h>
-#include <dlfcn.h>
-#include <errno.h>
-#include <limits.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <cuda_runtime_api.h>
-#include "plugins/paramtest_plugin.h"
-#include "test_support.h"
 #include "config_test.h"
 
 START_TEST(test_binary_file)

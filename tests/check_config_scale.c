@@ -5,7 +5,6 @@
  * config file size cap is exactly 16 MiB. The configs are generated here. No GPU needed. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "test_support.h"

@@ -3,14 +3,6 @@
  * $CRMM_LOG_LEVEL before its first logger call sees it read. main() calls no crmm function before
  * the runner forks. Sizes and parameters: check_params.c. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#include "test_support.h"
 #include "core_test.h"
 
 /* ---- errors --------------------------------------------------------------------------------- */

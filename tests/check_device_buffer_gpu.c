@@ -2,16 +2,7 @@
  * resize, copies and bounds, its frees on its last stream (seen through a recording resource of
  * stream-ordered cudaMallocAsync), owning and foreign streams, and the pool of streams. */
 #include "build_config.h"
-#include <limits.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <cuda_runtime_api.h>
-#include "test_support.h"
 
-#define SLOW_US 250000
 #include "streams_buffers_gpu_test.h"
 
 /* ---- a recording resource: stream-ordered cudaMallocAsync, remembers its last free ----------- */

@@ -6,7 +6,6 @@
  * another status). The scenarios run outside Check, in a fresh process, as an application would. */
 #include "build_config.h"
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>

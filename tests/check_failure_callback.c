@@ -3,8 +3,6 @@
  * for a retry, one that gives up after N calls (RMM's tests), no callback, removing it, finding
  * the layer under another adaptor, which failures call it (retry_on), and bad calls. */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <crmm/failure_callback.h>
 #include "conformance.h"

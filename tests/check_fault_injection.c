@@ -4,8 +4,6 @@
  * block it took from failnth must be back. A first run without a failure counts the indices;
  * the total of runs is printed. */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cpu_stacks.h"

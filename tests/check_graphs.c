@@ -10,23 +10,7 @@
  * growing by chunks with stream_reuse = sync and = event, and expandable.
  * The other plugins under capture: check_graphs_plugins.c. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <cuda_runtime_api.h>
-#include <crmm/pool.h>
-#include "fakes/fake_capture.h"
-#include "fakes/fake_vmm.h"
-#include "malloc_fail.h"
-#include "test_support.h"
 
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-#define PAGE (64 * KiB)
-#define DEVICE_MEMORY (256 * MiB)
 #include "graphs_test.h"
 
 /* ---- the pool ------------------------------------------------------------------------------ */

@@ -11,8 +11,6 @@
  * rule. */
 #include "build_config.h"
 #include <sched.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -4,23 +4,7 @@
  * arena that would wait refuses, fixed_size grows until its upstream refuses, cuda allocates and
  * refuses to free, and the adaptors over a pool under capture. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <cuda_runtime_api.h>
-#include <crmm/pool.h>
-#include "fakes/fake_capture.h"
-#include "fakes/fake_vmm.h"
-#include "malloc_fail.h"
-#include "test_support.h"
 
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-#define PAGE (64 * KiB)
-#define DEVICE_MEMORY (256 * MiB)
 #include "graphs_test.h"
 
 /* ---- the other plugins ---------------------------------------------------------------------- */

@@ -7,7 +7,6 @@
  * byte per step. Skips without a GPU. */
 #include "build_config.h"
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>

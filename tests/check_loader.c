@@ -6,17 +6,9 @@
 #include "build_config.h"
 #include <dirent.h>
 #include <grp.h>
-#include <limits.h>
 #include <pwd.h>
 #include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <cuda_runtime_api.h>
-#include "test_support.h"
 #include "loader_test.h"
 
 /* Load a test plugin by name; it must fail with CRMM_ERROR_PLUGIN and name its file. */

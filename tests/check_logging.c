@@ -7,7 +7,6 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>

@@ -2,8 +2,6 @@
  * what printf writes for it (numbers of every length, pointers, streams, the three actions), and
  * the time field: its shape, never before the thread's previous line, never after the call. */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>

@@ -8,8 +8,6 @@
 #include "build_config.h"
 #include <errno.h>
 #include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cpu_stacks.h"

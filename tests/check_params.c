@@ -5,15 +5,6 @@
  * over the `host` plugin, with `template` (the model adaptor) and `paramtest` (a test-only plugin
  * that records the typed values its create read; tests/plugins/paramtest_plugin.h). */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#include "plugins/paramtest_plugin.h"
-#include "test_support.h"
 #include "core_test.h"
 
 /* ---- sizes ---------------------------------------------------------------------------------- */

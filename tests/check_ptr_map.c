@@ -8,7 +8,6 @@
 #include "build_config.h"
 #include <pthread.h>
 #include <stdbool.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ptr_map.h"

@@ -2,7 +2,6 @@
  * threads at once, and the config's default, [device.N] override and percentage sizes. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>

@@ -3,8 +3,6 @@
  * fixed_size's free lists (a block freed on one stream and taken by another must wait for the
  * first stream's last use of it). */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>

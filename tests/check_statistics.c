@@ -3,7 +3,6 @@
  * the API through other adaptors, threads, and the conformance suite. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "conformance.h"

@@ -9,8 +9,6 @@
  * process does. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>

@@ -4,7 +4,6 @@
  * destroy (read back from the crmm log), threads, and the conformance suite. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -6,8 +6,6 @@
  * cudaMemset/cudaMemcpy. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>

@@ -4,7 +4,6 @@
 #define CRMM_TESTS_CORE_TEST_H
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

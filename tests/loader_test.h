@@ -5,7 +5,6 @@
 #define CRMM_TESTS_LOADER_TEST_H
 
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
