@@ -294,7 +294,7 @@ START_TEST(test_init_with_path)
     ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_DEBUG);
     /* a bad config is refused and the loaded one stays */
     const char *bad = write_tmp("bad.ini", "[crmm]\nlog_level = loud\n", 24);
-    crmm_log_set_level(CRMM_LOG_WARN);
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_WARN));
     ck_assert_crmm(crmm_init(bad), CRMM_ERROR_CONFIG);
     ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_WARN);
     ck_assert_str_eq(crmm_config_default_resource(crmm_current_config(), 0), "h");

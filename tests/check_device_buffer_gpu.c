@@ -384,7 +384,7 @@ START_TEST(test_pool_get_stream_from_threads)
         ck_assert_int_eq(pthread_create(&threads[t], NULL, pool_worker_run, &workers[t]), 0);
     }
     for (int t = 0; t < POOL_THREADS; t++)
-        pthread_join(threads[t], NULL);
+        ck_assert_int_eq(pthread_join(threads[t], NULL), 0);
     int count[THREADED_POOL_SIZE] = {0};
     for (int t = 0; t < POOL_THREADS; t++) {
         ck_assert_int_eq(workers[t].errors, 0);

@@ -67,9 +67,7 @@ static const char *link_to_victim(const char *tag, const char **victim)
 
 static void assert_victim_intact(const char *victim)
 {
-    char *text = crmm_test_read_file_or_fail(victim);
-    ck_assert_str_eq(text, VICTIM_TEXT);
-    free(text);
+    ck_assert_str_eq(crmm_test_file_text(victim), VICTIM_TEXT);
 }
 
 static void assert_refused_link(const char *link)
@@ -126,15 +124,11 @@ START_TEST(a_new_file_is_created_and_an_own_file_rewritten_or_appended)
     ck_assert_crmm_ok(crmm_output_file_open(path, CRMM_OUTPUT_APPEND, &fd));
     ck_assert_int_eq(write(fd, "second\n", 7), 7);
     close(fd);
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_str_eq(text, "first\nsecond\n");
-    free(text);
+    ck_assert_str_eq(crmm_test_file_text(path), "first\nsecond\n");
     ck_assert_crmm_ok(crmm_output_file_open(path, 0, &fd)); /* rewritten: truncated */
     ck_assert_int_eq(write(fd, "third\n", 6), 6);
     close(fd);
-    text = crmm_test_read_file_or_fail(path);
-    ck_assert_str_eq(text, "third\n");
-    free(text);
+    ck_assert_str_eq(crmm_test_file_text(path), "third\n");
     unlink(path);
 }
 END_TEST
@@ -270,9 +264,8 @@ START_TEST(debug_log_refuses_a_link)
     crmm_log(CRMM_LOG_ERROR, "a line for the own file");
     crmm_log_flush();
     ck_assert_crmm_ok(crmm_log_set_file(NULL));
-    char *text = crmm_test_read_file_or_fail(own);
+    const char *text = crmm_test_file_text(own);
     ck_assert_msg(strncmp(text, "earlier lines\n", 14) == 0 && strstr(text, "a line for the own file"), "%s", text);
-    free(text);
 }
 END_TEST
 
@@ -305,9 +298,8 @@ START_TEST(arena_dump_refuses_a_link)
     const char *own = path_for("dump.own");
     write_text(own, "earlier dump\n");
     ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DUMP, (void *)own));
-    char *text = crmm_test_read_file_or_fail(own);
+    const char *text = crmm_test_file_text(own);
     ck_assert_msg(strncmp(text, "earlier dump\n", 13) == 0 && strstr(text, "state on request"), "%s", text);
-    free(text);
     crmm_test_release(mr, host);
 }
 END_TEST
@@ -358,9 +350,7 @@ START_TEST(another_process_on_the_same_file_is_refused)
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's logging resource was not refused");
     log_pairs(first, 100);
     crmm_resource_release(first);
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 1 + 400);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 1 + 400);
     unlink(path);
 }
 END_TEST
@@ -430,11 +420,10 @@ START_TEST(a_privileged_process_ignores_the_environment)
     crmm_config_free(cfg);
     pretend_privileged = false;
     ck_assert_crmm_ok(crmm_log_set_file(NULL));
-    char *log = crmm_test_read_file_or_fail(debug);
+    const char *log = crmm_test_file_text(debug);
     ck_assert_msg(strstr(log, "ignoring $CRMM_CONFIG: this process runs with elevated privileges") &&
                   strstr(log, "ignoring $CRMM_PLUGIN_PATH") && strstr(log, "ignoring $CRMM_LOG_FILE"),
                   "the debug log does not say what was ignored:\n%s", log);
-    free(log);
     free(plugin_dirs);
     unsetenv("CRMM_CONFIG");
     unsetenv("CRMM_LOG_FILE");
@@ -458,10 +447,9 @@ START_TEST(a_privileged_process_ignores_the_log_level_and_debug_file)
     ck_assert_crmm_ok(crmm_log_set_file(own));
     ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO));
     ck_assert_crmm_ok(crmm_log_set_file(NULL));
-    char *log = crmm_test_read_file_or_fail(own);
+    const char *log = crmm_test_file_text(own);
     ck_assert_msg(strstr(log, "ignoring $CRMM_LOG_LEVEL: this process runs with elevated privileges") &&
                   strstr(log, "ignoring $CRMM_DEBUG_LOG_FILE"), "the log does not say what was ignored:\n%s", log);
-    free(log);
     pretend_privileged = false;
     unsetenv("CRMM_LOG_LEVEL");
     unsetenv("CRMM_DEBUG_LOG_FILE");

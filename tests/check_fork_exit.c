@@ -220,7 +220,7 @@ START_TEST(a_child_forked_while_threads_allocate_can_allocate)
     }
     atomic_store(&stop, 1);
     for (int i = 0; i < WORKERS; i++)
-        pthread_join(w[i].thread, NULL);
+        ck_assert_int_eq(pthread_join(w[i].thread, NULL), 0);
     char name[200];
     ck_assert_msg(!hung && !failed, "%s: a forked child: %s", stack_name(spec, name, sizeof name), why);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);

@@ -1,8 +1,6 @@
-/* check_logging.c — the `logging` plugin over host memory: the CSV byte for byte against lines
- * built by RMM's format rules, buffering with and without auto_flush, the writer thread of a
- * buffered log and its write errors, the flush at exit and
- * after fork, file name expansion, bad file names, threads, the API through other adaptors, the
- * logging switch without a GPU, and the conformance suite. */
+/* check_logging.c — the `logging` plugin over host memory: the CSV against RMM's format, buffering
+ * and its writer thread, write errors, the flush at exit and after fork, file names, threads, the
+ * API through other adaptors, the logging switch without a GPU, and the conformance suite. */
 #include "build_config.h"
 #include <ctype.h>
 #include <dirent.h>
@@ -114,29 +112,19 @@ START_TEST(buffered_until_flush)
 {
     const char *path = path_for("buffered");
     crmm_resource *mr = logger(path, "auto_flush=false");
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_str_eq(text, CRMM_LOGGING_CSV_HEADER "\n"); /* the header is there at once */
-    free(text);
+    ck_assert_str_eq(crmm_test_file_text(path), CRMM_LOGGING_CSV_HEADER "\n"); /* the header is there at once */
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, NULL, &p));
-    text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 1); /* the line waits in the buffer */
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 1); /* the line waits in the buffer */
     ck_assert_crmm_ok(crmm_logging_flush(mr));
-    text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 2);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 2);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
     ck_assert_crmm_ok(crmm_resource_trim(mr)); /* trim flushes too */
-    text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 3);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 3);
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, NULL, &p));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
     crmm_resource_release(mr); /* and destroy */
-    text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 5);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 5);
 }
 END_TEST
 
@@ -146,13 +134,9 @@ START_TEST(auto_flush_writes_each_line)
     crmm_resource *mr = logger(path, "auto_flush=true");
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, NULL, &p));
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 2);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 2);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
-    text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 3);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 3);
     crmm_resource_release(mr);
 }
 END_TEST
@@ -170,9 +154,7 @@ START_TEST(large_logs_spill_to_the_file)
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_gt(st.st_size, 100000); /* written without a flush */
     crmm_resource_release(mr);
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 20001);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 20001);
 }
 END_TEST
 
@@ -231,9 +213,8 @@ START_TEST(lines_are_flushed_at_exit)
     }
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    char *text = crmm_test_read_file_or_fail(path);
+    const char *text = crmm_test_file_text(path);
     ck_assert_msg(crmm_test_count(text, "\n") == 2 && strstr(text, ",allocate,0x") != NULL, "file: %s", text);
-    free(text);
 }
 END_TEST
 
@@ -252,9 +233,8 @@ START_TEST(a_forked_child_does_not_write_the_parents_lines)
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_crmm_ok(crmm_resource_deallocate(kept_for_exit, p, 4096, NULL));
     crmm_resource_release(kept_for_exit);
-    char *text = crmm_test_read_file_or_fail(path);
+    const char *text = crmm_test_file_text(path);
     ck_assert_msg(crmm_test_count(text, "\n") == 3, "file: %s", text);
-    free(text);
 }
 END_TEST
 
@@ -390,9 +370,7 @@ START_TEST(api_through_other_adaptors)
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(top, 10, NULL, &p));
     ck_assert_crmm_ok(crmm_logging_flush(top));
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 2);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 2);
     ck_assert_crmm_ok(crmm_resource_deallocate(top, p, 10, NULL));
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     ck_assert_crmm(crmm_logging_flush(host), CRMM_ERROR_UNSUPPORTED);

@@ -103,15 +103,23 @@ START_TEST(peak_allocations_follow_rmm)
 }
 END_TEST
 
+/* statistics over statistics over host: ten blocks of TEN_MIB from *outer, then five from *inner,
+ * in p[0..14]. */
+static void two_layers(crmm_resource **outer, crmm_resource **inner, void *p[15])
+{
+    *outer = stats_over_host();
+    for (int i = 0; i < 10; i++)
+        p[i] = crmm_test_allocate(*outer, TEN_MIB);
+    *inner = crmm_test_create("statistics", NULL, *outer);
+    for (int i = 10; i < 15; i++)
+        p[i] = crmm_test_allocate(*inner, TEN_MIB);
+}
+
 START_TEST(stacked_adaptors_count_separately)
 {
-    crmm_resource *outer = stats_over_host();
+    crmm_resource *outer, *inner;
     void *p[15];
-    for (int i = 0; i < 10; i++)
-        p[i] = crmm_test_allocate(outer, TEN_MIB);
-    crmm_resource *inner = crmm_test_create("statistics", NULL, outer);
-    for (int i = 10; i < 15; i++)
-        p[i] = crmm_test_allocate(inner, TEN_MIB);
+    two_layers(&outer, &inner, p);
     /* the API finds the first statistics layer: the inner one */
     ck_assert_int_eq(get(inner).count, 5);
     ck_assert_int_eq(get(outer).count, 15);
@@ -134,13 +142,9 @@ END_TEST
 
 START_TEST(freeing_through_inner_goes_negative)
 {
-    crmm_resource *outer = stats_over_host();
+    crmm_resource *outer, *inner;
     void *p[15];
-    for (int i = 0; i < 10; i++)
-        p[i] = crmm_test_allocate(outer, TEN_MIB);
-    crmm_resource *inner = crmm_test_create("statistics", NULL, outer);
-    for (int i = 10; i < 15; i++)
-        p[i] = crmm_test_allocate(inner, TEN_MIB);
+    two_layers(&outer, &inner, p);
     for (int i = 0; i < 15; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(inner, p[i], TEN_MIB, NULL));
     crmm_alloc_counters o = get(outer), n = get(inner);

@@ -168,7 +168,7 @@ char *crmm_test_tmpdir(void)
     return strdup(d);
 }
 
-const char *crmm_test_write_file(const char *name, const char *text)
+const char *crmm_test_tmp_path(const char *name)
 {
     static char paths[8][4096];
     static int next;
@@ -177,6 +177,12 @@ const char *crmm_test_write_file(const char *name, const char *text)
     char *p = paths[next++ % 8];
     snprintf(p, 4096, "%s/%s", dir, name);
     free(dir);
+    return p;
+}
+
+const char *crmm_test_write_file(const char *name, const char *text)
+{
+    const char *p = crmm_test_tmp_path(name);
     FILE *f = fopen(p, "w");
     ck_assert_msg(f != NULL, "cannot write %s", p);
     fputs(text, f);
@@ -243,6 +249,22 @@ int crmm_test_count(const char *text, const char *needle)
     int n = 0;
     for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
         n++;
+    return n;
+}
+
+const char *crmm_test_file_text(const char *path)
+{
+    static char *text;
+    free(text);
+    text = crmm_test_read_file_or_fail(path);
+    return text;
+}
+
+int crmm_test_count_lines(const char *path)
+{
+    char *text = crmm_test_read_file_or_fail(path);
+    int n = crmm_test_count(text, "\n");
+    free(text);
     return n;
 }
 

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <crmm/crmm.h>
 /* the adaptor APIs the suites inspect layers with (installed by their plugins, not in crmm.h) */
 #include <crmm/logging.h>
@@ -71,8 +72,12 @@ int crmm_test_cuda_device(void);
  * runner forks); a child forked from that process never removes it. */
 char *crmm_test_tmpdir(void);
 
+/* In a test: the path of `name` in a fresh temporary directory (a static buffer per call, 8 in
+ * turn, shared with crmm_test_write_file). */
+const char *crmm_test_tmp_path(const char *name);
+
 /* In a test: write `text` to a new file `name` in a fresh temporary directory; returns the path
- * (a static buffer per call, 8 in turn). */
+ * (as crmm_test_tmp_path). */
 const char *crmm_test_write_file(const char *name, const char *text);
 
 /* ---- reading what was written --------------------------------------------------------------- */
@@ -83,12 +88,18 @@ char *crmm_test_read_file(const char *path);
 /* In a test: crmm_test_read_file, failing the test (naming the file) when it cannot be read. */
 char *crmm_test_read_file_or_fail(const char *path);
 
+/* In a test: the whole file, which must be readable, in a buffer kept until the next call. */
+const char *crmm_test_file_text(const char *path);
+
 /* In a test: all of `f` from its start (malloc'd, NUL-terminated), then fclose(f). Fails the test
  * when f is NULL or cannot be read. */
 char *crmm_test_read_stream(FILE *f);
 
 /* How many times `needle` (not empty) occurs in `text`, e.g. lines: crmm_test_count(text, "\n"). */
 int crmm_test_count(const char *text, const char *needle);
+
+/* In a test: how many lines the file `path` holds (it must be readable). */
+int crmm_test_count_lines(const char *path);
 
 /* What a command's main wrote: its exit status and its two streams (malloc'd). */
 typedef struct crmm_test_output {
@@ -132,5 +143,9 @@ uint64_t crmm_test_rand(uint64_t *state);
                       crmm_status_name(st_), crmm_status_name(expected), crmm_last_error()); \
     } while (0)
 #define ck_assert_crmm_ok(expr) ck_assert_crmm(expr, CRMM_OK)
+
+/* Assert that crmm's last error message contains `sub`. */
+#define ck_assert_error_contains(sub) \
+    ck_assert_msg(strstr(crmm_last_error(), (sub)) != NULL, "error '%s' lacks '%s'", crmm_last_error(), (sub))
 
 #endif
