@@ -207,9 +207,7 @@ static char logging_config[4600];
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     tmp_dir = crmm_test_tmpdir();
     if (!tmp_dir)
         return 1;
@@ -238,7 +236,7 @@ int main(void)
     tcase_add_test(tc, switch_file_names_follow_rmm);
     tcase_add_test(tc, replay_against_device_memory);
     crmm_conformance_add(s, chains, 5);
-    rc = crmm_test_run(s);
+    int rc = crmm_test_run(s);
     free(tmp_dir);
     return rc;
 }

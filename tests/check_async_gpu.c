@@ -296,9 +296,7 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("async_gpu");
     TCase *tc = crmm_test_tcase(s, "async_gpu", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, queries_follow_allocate_and_free);

@@ -103,9 +103,7 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("conformance_gpu");
     crmm_conformance_add(s, gpu_chains, (int)(sizeof gpu_chains / sizeof gpu_chains[0]));
     TCase *tc = crmm_test_tcase(s, "memory_kinds", CRMM_TEST_GPU_TIMEOUT);

@@ -424,8 +424,6 @@ static Suite *device_buffer_gpu_suite(void)
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     return crmm_test_run(device_buffer_gpu_suite());
 }

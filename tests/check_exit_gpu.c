@@ -168,9 +168,7 @@ int main(int argc, char **argv)
 {
     if (argc > 2 && strcmp(argv[1], "--scenario") == 0)
         return run_scenario(argc, argv);
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("exit_gpu");
     TCase *tc = crmm_test_tcase(s, "exit_guard", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, live_allocations_at_exit);

@@ -238,9 +238,7 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     crmm_graph_capture_enable(true); /* as a program that captures must say */
     Suite *s = suite_create("graphs_gpu");
     TCase *tc = crmm_test_tcase(s, "capture", CRMM_TEST_GPU_TIMEOUT);

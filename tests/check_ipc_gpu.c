@@ -220,9 +220,7 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("ipc_gpu");
     TCase *tc = crmm_test_tcase(s, "two_processes", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, async_data_crosses_both_ways);

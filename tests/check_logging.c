@@ -32,10 +32,7 @@ static crmm_resource *logger(const char *path, const char *extra)
 {
     char params[4400];
     snprintf(params, sizeof params, "file=%s %s", path, extra ? extra : "");
-    crmm_resource *host = crmm_test_create("host", NULL, NULL);
-    crmm_resource *mr = crmm_test_create("logging", params, host);
-    crmm_resource_release(host);
-    return mr;
+    return crmm_test_create_over_host("logging", params);
 }
 
 /* True when t is HH:MM:SS.UUUUUU with a valid clock time. */

@@ -347,9 +347,7 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("registry_gpu");
     TCase *tc = crmm_test_tcase(s, "registry", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, default_is_a_cuda_resource);

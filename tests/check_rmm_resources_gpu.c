@@ -155,9 +155,7 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("rmm_resources_gpu");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
     TCase *tc = crmm_test_tcase(s, "rmm_resources_gpu", CRMM_TEST_GPU_TIMEOUT);

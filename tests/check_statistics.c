@@ -10,15 +10,6 @@
 
 #define TEN_MIB ((size_t)10 << 20)
 
-/* statistics over a fresh host resource (the caller releases only the returned one) */
-static crmm_resource *stats_over_host(void)
-{
-    crmm_resource *host = crmm_test_create("host", NULL, NULL);
-    crmm_resource *mr = crmm_test_create("statistics", NULL, host);
-    crmm_resource_release(host);
-    return mr;
-}
-
 static crmm_alloc_counters get(crmm_resource *mr)
 {
     crmm_alloc_counters c;
@@ -29,7 +20,7 @@ static crmm_alloc_counters get(crmm_resource *mr)
 
 START_TEST(empty_counters_are_zero)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     crmm_alloc_counters c = get(mr);
     ck_assert_int_eq(c.bytes, 0);
     ck_assert_int_eq(c.peak_bytes, 0);
@@ -46,7 +37,7 @@ END_TEST
 
 START_TEST(all_freed_counts_zero)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p[10];
     for (int i = 0; i < 10; i++)
         p[i] = crmm_test_allocate(mr, TEN_MIB);
@@ -62,7 +53,7 @@ END_TEST
 
 START_TEST(peak_allocations_follow_rmm)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p[20];
     int live[20], n = 0;
     for (int i = 0; i < 10; i++)
@@ -107,7 +98,7 @@ END_TEST
  * in p[0..14]. */
 static void two_layers(crmm_resource **outer, crmm_resource **inner, void *p[15])
 {
-    *outer = stats_over_host();
+    *outer = crmm_test_create_over_host("statistics", NULL);
     for (int i = 0; i < 10; i++)
         p[i] = crmm_test_allocate(*outer, TEN_MIB);
     *inner = crmm_test_create("statistics", NULL, *outer);
@@ -164,7 +155,7 @@ END_TEST
 
 START_TEST(push_pop_fold_like_rmm)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *a0 = crmm_test_allocate(mr, TEN_MIB);
     crmm_alloc_counters before;
     ck_assert_crmm_ok(crmm_statistics_push(mr, &before));
@@ -215,7 +206,7 @@ END_TEST
 
 START_TEST(queries_cover_every_frame)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *a = crmm_test_allocate(mr, 1000);
     ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
     void *b = crmm_test_allocate(mr, 3000);
@@ -238,7 +229,7 @@ END_TEST
 
 START_TEST(failed_allocation_is_not_counted)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(mr, (size_t)1 << 50, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
     crmm_alloc_counters c = get(mr);
@@ -251,7 +242,7 @@ END_TEST
 
 START_TEST(api_finds_the_layer_under_other_adaptors)
 {
-    crmm_resource *stats = stats_over_host();
+    crmm_resource *stats = crmm_test_create_over_host("statistics", NULL);
     crmm_resource *lim = crmm_test_create("limiting", "allocation_limit=1GiB", stats);
     crmm_resource *top = crmm_test_create("tracking", NULL, lim);
     void *p = crmm_test_allocate(top, 5000);
@@ -313,7 +304,7 @@ END_TEST
 
 START_TEST(deep_push_pop)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p[40];
     for (int i = 0; i < 40; i++) { /* grows the frame stack past its first capacity */
         ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
@@ -350,7 +341,7 @@ static void *count_worker(void *arg)
 
 START_TEST(threads_count_exactly_while_frames_change)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     enum { THREADS = 4, ROUNDS = 20000 };
     pthread_t t[THREADS];
     worker w = {mr, ROUNDS};

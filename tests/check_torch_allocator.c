@@ -126,9 +126,7 @@ START_TEST(each_call_uses_the_devices_current_resource)
     crmm_torch_deallocate(first, 64, 0, NULL);
 
     /* replace device 0's resource: the next calls go to the new one */
-    crmm_resource *host = crmm_test_create("host", NULL, NULL);
-    crmm_resource *fresh = crmm_test_create("statistics", NULL, host);
-    crmm_resource_release(host);
+    crmm_resource *fresh = crmm_test_create_over_host("statistics", NULL);
     crmm_resource *prev = crmm_set_per_device_resource(0, fresh);
     ck_assert_ptr_eq(prev, old);
     void *p = crmm_torch_allocate(128, 0, NULL);

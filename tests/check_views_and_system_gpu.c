@@ -192,9 +192,7 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("views_and_system_gpu");
     TCase *tc = crmm_test_tcase(s, "resources", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, callback_over_cuda_malloc);

@@ -319,6 +319,14 @@ crmm_resource *crmm_test_create(const char *plugin, const char *params, crmm_res
     return mr;
 }
 
+crmm_resource *crmm_test_create_over_host(const char *plugin, const char *params)
+{
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *mr = crmm_test_create(plugin, params, host);
+    crmm_resource_release(host);
+    return mr;
+}
+
 void *crmm_test_allocate(crmm_resource *mr, size_t bytes)
 {
     void *p = NULL;

@@ -41,6 +41,13 @@ int crmm_test_probe(int (*fn)(void));
 /* True when $CRMM_TEST_REQUIRE_GPU >= needed. */
 int crmm_test_gpu_required(int needed);
 
+/* In main: return crmm_test_gpu_gate(needed) from main unless it is 0. */
+#define CRMM_TEST_GPU_GATE(needed) do { \
+        int gate_ = crmm_test_gpu_gate(needed); \
+        if (gate_) \
+            return gate_; \
+    } while (0)
+
 /* False when the suite runs under a tool that serializes CUDA work (make check-compute-sanitizer
  * sets CRMM_TEST_UNDER_SANITIZER=1): then "still queued at return" cannot be observed, and tests
  * check only what must hold in any schedule (the data after a synchronize). */
@@ -126,6 +133,9 @@ crmm_resource *crmm_test_create(const char *plugin, const char *params, crmm_res
 #define crmm_test_release(...) \
     crmm_test_release_n((crmm_resource *[]){__VA_ARGS__}, sizeof((crmm_resource *[]){__VA_ARGS__}) / sizeof(crmm_resource *))
 void crmm_test_release_n(crmm_resource *const *mrs, size_t n);
+
+/* In a test: `plugin` (with `params`) over a fresh host resource, which goes with it. */
+crmm_resource *crmm_test_create_over_host(const char *plugin, const char *params);
 
 /* In a test: allocate `bytes` (> 0) on the default stream, which must succeed with a pointer. */
 void *crmm_test_allocate(crmm_resource *mr, size_t bytes);
