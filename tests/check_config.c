@@ -1,13 +1,8 @@
-/* check_config.c — the INI config: good files and a table of bad ones, and bad config strings.
- *
- * The files under tests/configs/ are the table: good-*.ini must load; every bad-*.ini starts with
- * "; expect LINE: SUBSTRING" and must fail with CRMM_ERROR_CONFIG and "FILE:LINE: ...SUBSTRING".
- * Each file is also loaded with CRLF line endings and after a UTF-8 byte-order mark. The same
- * files drive tests/check_tools.sh (crmm check-config).
- *
- * No CUDA call may happen while a config is loaded (docs/contracts.md, Configs): config_test.h
- * counts them. Everything here runs without a GPU. Files on disk, instances and crmm_init:
- * check_config_init.c. */
+/* check_config.c — the INI config: the table under tests/configs/ (good-*.ini must load; each
+ * bad-*.ini starts with "; expect LINE: SUBSTRING" and must fail with CRMM_ERROR_CONFIG and
+ * "FILE:LINE: ...SUBSTRING"), each file also with CRLF line endings and after a UTF-8 BOM, and bad
+ * config strings; no CUDA call while a config loads (config_test.h counts them). The same files
+ * drive check_tools.sh. Files on disk, instances and crmm_init: check_config_init.c. */
 #include "build_config.h"
 #include "config_test.h"
 

@@ -120,14 +120,14 @@ START_TEST(a_new_file_is_created_and_an_own_file_rewritten_or_appended)
     ck_assert_crmm_ok(crmm_output_file_open(path, 0, &fd));
     ck_assert_int_eq(write(fd, "first\n", 6), 6);
     ck_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC);
-    close(fd);
+    ck_assert_int_eq(close(fd), 0);
     ck_assert_crmm_ok(crmm_output_file_open(path, CRMM_OUTPUT_APPEND, &fd));
     ck_assert_int_eq(write(fd, "second\n", 7), 7);
-    close(fd);
+    ck_assert_int_eq(close(fd), 0);
     ck_assert_str_eq(crmm_test_file_text(path), "first\nsecond\n");
     ck_assert_crmm_ok(crmm_output_file_open(path, 0, &fd)); /* rewritten: truncated */
     ck_assert_int_eq(write(fd, "third\n", 6), 6);
-    close(fd);
+    ck_assert_int_eq(close(fd), 0);
     ck_assert_str_eq(crmm_test_file_text(path), "third\n");
     unlink(path);
 }
@@ -172,8 +172,8 @@ START_TEST(a_character_device_is_written_as_it_is)
     int a, b; /* exclusive, yet two at once: there is nothing to overwrite */
     ck_assert_crmm_ok(crmm_output_file_open("/dev/null", CRMM_OUTPUT_EXCLUSIVE, &a));
     ck_assert_crmm_ok(crmm_output_file_open("/dev/null", CRMM_OUTPUT_EXCLUSIVE, &b));
-    close(a);
-    close(b);
+    ck_assert_int_eq(close(a), 0);
+    ck_assert_int_eq(close(b), 0);
     int fd;
     ck_assert_crmm(crmm_output_file_open(tmp_dir, 0, &fd), CRMM_ERROR_IO); /* a directory */
 }
@@ -190,7 +190,7 @@ START_TEST(a_link_to_a_pipe_or_dev_null_is_followed)
     int fd = -1;
     ck_assert_crmm_ok(crmm_output_file_open(to_null, 0, &fd));
     ck_assert_int_eq(write(fd, "x", 1), 1);
-    close(fd);
+    ck_assert_int_eq(close(fd), 0);
     int pipefd[2];
     ck_assert_int_eq(pipe(pipefd), 0);
     char target[64];
@@ -198,7 +198,7 @@ START_TEST(a_link_to_a_pipe_or_dev_null_is_followed)
     ck_assert_int_eq(symlink(target, to_pipe), 0);
     ck_assert_crmm_ok(crmm_output_file_open(to_pipe, CRMM_OUTPUT_APPEND, &fd));
     ck_assert_int_eq(write(fd, "hi", 2), 2);
-    close(fd);
+    ck_assert_int_eq(close(fd), 0);
     char got[2];
     ck_assert_int_eq(read(pipefd[0], got, 2), 2);
     ck_assert(memcmp(got, "hi", 2) == 0);

@@ -1,10 +1,8 @@
-/* check_ptr_map.c — the address-keyed hash map (support/ptr_map.h): every key
- * found with its entry while the array grows and shrinks, removal that never hides another key
- * (many keys, clustered and 1 MiB-aligned, in random order against a plain array), iteration
- * that visits each entry once, a failing malloc that leaves the map whole, shards whose keys
- * (256-byte and 1 MiB-aligned) still spread over their slots, and threads sharing a sharded map.
- * This program defines calloc (to make it fail on demand), so in sanitizer builds, whose
- * runtimes replace malloc, that case is left out. */
+/* check_ptr_map.c — the address-keyed hash map (support/ptr_map.h): every key found while the
+ * array grows and shrinks, removal that never hides another key (clustered and 1 MiB-aligned keys
+ * in random order, against a plain array), iteration that visits each entry once, a failing malloc
+ * that leaves the map whole, sharded keys that spread over their slots, and threads sharing a
+ * sharded map. This program defines calloc (to fail on demand): not under sanitizers. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdbool.h>

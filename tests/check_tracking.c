@@ -226,7 +226,7 @@ END_TEST
 START_TEST(log_outstanding_writes_the_report)
 {
     crmm_test_log_capture_begin();
-    crmm_log_set_level(CRMM_LOG_DEBUG);
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_DEBUG));
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     void *p = crmm_test_allocate(mr, 4096);
     ck_assert_crmm_ok(crmm_tracking_log_outstanding(mr, CRMM_LOG_DEBUG));
