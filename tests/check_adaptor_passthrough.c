@@ -5,7 +5,6 @@
  * forward; either way the user sees the same. Counting adaptors count a free only once the
  * upstream took it. */
 #include "build_config.h"
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "test_support.h"
@@ -61,8 +60,7 @@ START_TEST(trim_through_each_adaptor_reaches_the_pool)
     ck_assert_msg(crmm_test_query(p, CRMM_QUERY_BYTES_RESERVED) == 0, "%s: trim did not reach the pool (%llu bytes kept)",
                   ad->plugin, (unsigned long long)crmm_test_query(p, CRMM_QUERY_BYTES_RESERVED));
     ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 0);
-    crmm_resource_release(p);
-    crmm_resource_release(a);
+    crmm_test_release(p, a);
     crmm_config_free(cfg);
 }
 END_TEST
@@ -152,10 +150,9 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("adaptor_passthrough");
-    TCase *tc = tcase_create("passthrough");
+    TCase *tc = crmm_test_tcase(s, "passthrough", 0);
     tcase_add_loop_test(tc, trim_through_each_adaptor_reaches_the_pool, 0, N_ADAPTORS);
     tcase_add_test(tc, a_refused_free_stays_counted);
     tcase_add_test(tc, unset_trim_and_query_go_down_the_chain);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

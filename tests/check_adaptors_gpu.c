@@ -4,7 +4,6 @@
  * (crmm_enable_logging / crmm_disable_logging / crmm_get_log_filenames), and crmm replay
  * against device memory. */
 #include "build_config.h"
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -208,9 +207,7 @@ static char logging_config[4600];
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     tmp_dir = crmm_test_tmpdir();
     if (!tmp_dir)
         return 1;
@@ -232,16 +229,14 @@ int main(void)
                                   "[resource.st]\nplugin = statistics\nupstream = lim\n"
                                   "[resource.tr]\nplugin = tracking\nupstream = st\n", "tr", 1, 0};
     Suite *s = suite_create("adaptors_gpu");
-    TCase *tc = tcase_create("adaptors_gpu");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "adaptors_gpu", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, logging_on_a_device_names_it_and_logs_streams);
     tcase_add_test(tc, stacked_adaptors_on_a_device);
     tcase_add_test(tc, the_logging_switch);
     tcase_add_test(tc, switch_file_names_follow_rmm);
     tcase_add_test(tc, replay_against_device_memory);
-    suite_add_tcase(s, tc);
     crmm_conformance_add(s, chains, 5);
-    rc = crmm_test_run(s);
+    int rc = crmm_test_run(s);
     free(tmp_dir);
     return rc;
 }

@@ -5,8 +5,6 @@
  * streams with serialize_calls on and off. RMM's cuda_async_mr_tests are the model. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
@@ -103,8 +101,7 @@ START_TEST(release_threshold_decides_what_stays)
     ck_assert_crmm_ok(crmm_resource_create("async", "release_threshold=0", NULL, &release));
     ck_assert_uint_ge(reserved_after_sync(keep, 32 * MiB), 32 * MiB);
     ck_assert_uint_lt(reserved_after_sync(release, 32 * MiB), 32 * MiB);
-    crmm_resource_release(keep);
-    crmm_resource_release(release);
+    crmm_test_release(keep, release);
 }
 END_TEST
 
@@ -128,9 +125,7 @@ START_TEST(each_resource_has_its_own_pool)
     void *via = NULL;
     ck_assert_crmm_ok(crmm_async_get_pool(top, &via));
     ck_assert_ptr_eq(via, pa);
-    crmm_resource_release(top);
-    crmm_resource_release(a);
-    crmm_resource_release(b);
+    crmm_test_release(top, a, b);
 }
 END_TEST
 
@@ -301,12 +296,9 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("async_gpu");
-    TCase *tc = tcase_create("async_gpu");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "async_gpu", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, queries_follow_allocate_and_free);
     tcase_add_test(tc, initial_pool_size_primes_the_pool);
     tcase_add_test(tc, initial_pool_size_too_large);
@@ -318,6 +310,5 @@ int main(void)
     tcase_add_test(tc, out_of_memory_leaves_the_pool_usable);
     tcase_add_loop_test(tc, threads_on_their_own_streams_keep_their_data, 0, 2);
     tcase_add_test(tc, from_a_config_with_a_size_in_percent);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

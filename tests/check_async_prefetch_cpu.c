@@ -102,13 +102,12 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("async_prefetch_cpu");
-    TCase *tc = tcase_create("async_prefetch_cpu");
+    TCase *tc = crmm_test_tcase(s, "async_prefetch_cpu", 0);
     tcase_add_test(tc, async_without_a_device);
     tcase_add_test(tc, async_from_a_config_without_a_device);
     tcase_add_test(tc, async_bad_parameters_are_config_errors);
     tcase_add_test(tc, async_takes_no_upstream);
     tcase_add_test(tc, prefetch_over_host_is_refused);
     tcase_add_test(tc, prefetch_over_host_in_a_config);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

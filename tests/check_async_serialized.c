@@ -1,15 +1,9 @@
-/* check_async_serialized.c — the async plugin against a scripted CUDA: with serialize_calls
- * (the default) no two threads are ever inside the driver's allocate or free at once; without
- * it they may be; and the counters stay exact under threads either way.
- *
- * This program defines the CUDA runtime functions the plugin calls (device queries, the memory
- * pool, cudaMallocFromPoolAsync, cudaFreeAsync); it is linked with -export-dynamic, so the
- * plugin's calls land here. The fake allocate and free count how many threads are inside at
- * once. In "meet" mode an allocation waits inside for a second thread to come in (up to `meet`
- * seconds), so two threads that allocate together overlap unless something keeps them apart: a
- * serialized call waits the time out (2 s) and the count stays 1; unserialized, the second
- * thread comes in within the limit (30 s: only a machine that cannot start a thread in that time
- * would fail the test). */
+/* check_async_serialized.c — the async plugin against a scripted CUDA (defined here, linked
+ * -export-dynamic): with serialize_calls (the default) no two threads are ever inside the
+ * driver's allocate or free at once; without it they may be; the counters stay exact either way.
+ * The fake allocate counts the threads inside; in "meet" mode it waits inside for a second thread
+ * (up to `meet` seconds): serialized, the wait times out (2 s) and the count stays 1; unserialized,
+ * the second thread comes in within 30 s. */
 #include "build_config.h"
 #include <pthread.h>
 #include <sched.h>
@@ -217,13 +211,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("async_serialized");
-    TCase *tc = tcase_create("serialize_calls");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = crmm_test_tcase(s, "serialize_calls", 60);
     tcase_add_test(tc, one_thread_at_a_time_in_the_driver);
     tcase_add_test(tc, threads_that_call_together_still_take_turns);
     tcase_add_test(tc, without_serialize_calls_threads_meet_in_the_driver);
     tcase_add_test(tc, a_forked_child_is_not_stuck_on_the_parents_lock);
     tcase_add_test(tc, serialize_calls_must_be_a_bool);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -2,8 +2,6 @@
  * them with CRMM_ERROR_INVALID_ARGUMENT where it can tell, never passes them on to free() or to
  * a bin's upstream, and its counters never wrap; the block stays live and its right free works. */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include "test_support.h"
 
@@ -56,8 +54,7 @@ START_TEST(adaptor_over_host_refuses_wrong_size)
     ck_assert_uint_eq(in_use(host), 0);
     ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_uint_eq(in_use(mr), 0);
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -78,8 +75,7 @@ START_TEST(fixed_size_counters_do_not_wrap)
     static _Alignas(256) char foreign[256];
     ck_assert_crmm(crmm_resource_deallocate(mr, foreign, 256, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_uint_eq(in_use(mr), 0);
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -107,8 +103,7 @@ START_TEST(binning_never_sends_a_bin_block_upstream)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, large, 1 << 20, NULL));
     ck_assert_crmm(crmm_resource_deallocate(mr, large, 1 << 20, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_uint_eq(in_use(mr), 0);
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -132,21 +127,18 @@ START_TEST(pool_refuses_wrong_size)
     ck_assert_uint_eq(in_use(pool), 0);
     ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_uint_eq(in_use(mr), 0);
-    crmm_resource_release(mr);
-    crmm_resource_release(pool);
-    crmm_resource_release(host);
+    crmm_test_release(mr, pool, host);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("bad_frees");
-    TCase *tc = tcase_create("bad_frees");
+    TCase *tc = crmm_test_tcase(s, "bad_frees", 0);
     tcase_add_test(tc, host_refuses_wrong_size_double_and_foreign);
     tcase_add_loop_test(tc, adaptor_over_host_refuses_wrong_size, 0, (int)(sizeof adaptors / sizeof adaptors[0]));
     tcase_add_test(tc, fixed_size_counters_do_not_wrap);
     tcase_add_test(tc, binning_never_sends_a_bin_block_upstream);
     tcase_add_test(tc, pool_refuses_wrong_size);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -7,8 +7,6 @@
 #include "build_config.h"
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/callback.h>
@@ -251,7 +249,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("callback");
-    TCase *tc = tcase_create("callback");
+    TCase *tc = crmm_test_tcase(s, "callback", 0);
     tcase_add_test(tc, calls_reach_the_callbacks_with_size_stream_and_argument);
     tcase_add_test(tc, null_from_the_allocate_callback_is_out_of_memory);
     tcase_add_test(tc, a_misaligned_block_is_given_back_and_refused);
@@ -259,7 +257,6 @@ int main(void)
     tcase_add_test(tc, missing_zero_and_bad_addresses_are_refused);
     tcase_add_test(tc, constructor_refuses_null_functions);
     tcase_add_test(tc, counters_stay_exact_under_threads);
-    suite_add_tcase(s, tc);
     /* the same config text a ctypes caller would write, addresses included; a config builds a
      * resource that is not host memory (callback is not a host plugin) only where there is a
      * device, so the suite runs over it on a GPU machine */

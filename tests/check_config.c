@@ -1,26 +1,9 @@
-/* check_config.c — the INI config: good files and a table of bad ones, and bad config strings.
- *
- * The files under tests/configs/ are the table: good-*.ini must load; every bad-*.ini starts with
- * "; expect LINE: SUBSTRING" and must fail with CRMM_ERROR_CONFIG and "FILE:LINE: ...SUBSTRING".
- * Each file is also loaded with CRLF line endings and after a UTF-8 byte-order mark. The same
- * files drive tests/check_tools.sh (crmm check-config).
- *
- * No CUDA call may happen while a config is loaded (docs/contracts.md, Configs): config_test.h
- * counts them. Everything here runs without a GPU. Files on disk, instances and crmm_init:
- * check_config_init.c. */
+/* check_config.c — the INI config: the table under tests/configs/ (good-*.ini must load; each
+ * bad-*.ini starts with "; expect LINE: SUBSTRING" and must fail with CRMM_ERROR_CONFIG and
+ * "FILE:LINE: ...SUBSTRING"), each file also with CRLF line endings and after a UTF-8 BOM, and bad
+ * config strings; no CUDA call while a config loads (config_test.h counts them). The same files
+ * drive check_tools.sh. Files on disk, instances and crmm_init: check_config_init.c. */
 #include "build_config.h"
-#include <dirent.h>
-#include <dlfcn.h>
-#include <errno.h>
-#include <limits.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <cuda_runtime_api.h>
-#include "plugins/paramtest_plugin.h"
-#include "test_support.h"
 #include "config_test.h"
 
 /* ---- the config files ----------------------------------------------------------------------- */
@@ -363,28 +346,24 @@ int main(void)
     }
     Suite *s = suite_create("config");
 
-    TCase *tc = tcase_create("files");
+    TCase *tc = crmm_test_tcase(s, "files", 0);
     tcase_add_loop_test(tc, test_bad_file, 0, nbad);
     tcase_add_loop_test(tc, test_good_file, 0, ngood);
     tcase_add_test(tc, test_installed_default_config);
     tcase_add_test(tc, test_good_full_contents);
     tcase_add_test(tc, test_defaults_when_nothing_is_named);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("strings");
+    tc = crmm_test_tcase(s, "strings", 0);
     tcase_add_loop_test(tc, test_bad_string, 0, (int)(sizeof bad_strings / sizeof bad_strings[0]));
     tcase_add_test(tc, test_line_length_limit);
     tcase_add_test(tc, test_origin_defaults);
     tcase_add_test(tc, test_settings_table);
     tcase_add_test(tc, test_load_null_arguments);
-    suite_add_tcase(s, tc);
 
     /* these call CUDA (to see whether there is a device): their own case with a GPU timeout */
-    tc = tcase_create("cuda");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tc = crmm_test_tcase(s, "cuda", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
     tcase_add_test(tc, test_cuda_calls_are_counted);
-    suite_add_tcase(s, tc);
 
     return crmm_test_run(s);
 }

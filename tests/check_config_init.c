@@ -2,18 +2,6 @@
  * default file), instances of a config, and crmm_init. No CUDA call may happen while a config is
  * loaded: config_test.h counts them. Everything here runs without a GPU. */
 #include "build_config.h"
-#include <dirent.h>
-#include <dlfcn.h>
-#include <errno.h>
-#include <limits.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <cuda_runtime_api.h>
-#include "plugins/paramtest_plugin.h"
-#include "test_support.h"
 #include "config_test.h"
 
 START_TEST(test_binary_file)
@@ -306,7 +294,7 @@ START_TEST(test_init_with_path)
     ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_DEBUG);
     /* a bad config is refused and the loaded one stays */
     const char *bad = write_tmp("bad.ini", "[crmm]\nlog_level = loud\n", 24);
-    crmm_log_set_level(CRMM_LOG_WARN);
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_WARN));
     ck_assert_crmm(crmm_init(bad), CRMM_ERROR_CONFIG);
     ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_WARN);
     ck_assert_str_eq(crmm_config_default_resource(crmm_current_config(), 0), "h");
@@ -455,7 +443,7 @@ int main(void)
     set_configs_dir();
     Suite *s = suite_create("config_init");
 
-    TCase *tc = tcase_create("disk");
+    TCase *tc = crmm_test_tcase(s, "disk", 0);
     tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
     tcase_add_test(tc, test_binary_file);
     tcase_add_test(tc, test_missing_file_and_directory);
@@ -463,32 +451,27 @@ int main(void)
     tcase_add_test(tc, test_plugin_path_relative_to_config);
     tcase_add_test(tc, test_skipping_load_leaves_out_unloadable_plugins);
     tcase_add_test(tc, test_default_file);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("instances");
+    tc = crmm_test_tcase(s, "instances", 0);
     tcase_add_test(tc, test_instances_shared_upstream);
     tcase_add_test(tc, test_instances_errors);
-    suite_add_tcase(s, tc);
 
     /* these call CUDA (to see whether there is a device): their own case with a GPU timeout */
-    tc = tcase_create("cuda");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tc = crmm_test_tcase(s, "cuda", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
     tcase_add_test(tc, test_instances_gpu_chain_without_gpu);
     tcase_add_test(tc, test_init_then_registry_without_device);
     tcase_add_test(tc, test_init_gpu_default_without_device);
     tcase_add_test(tc, test_init_environment_level_wins);
     tcase_add_test(tc, test_init_environment_level_junk_yields);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("init");
+    tc = crmm_test_tcase(s, "init", 0);
     tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
     tcase_add_test(tc, test_init_with_path);
     tcase_add_test(tc, test_init_missing_file);
     tcase_add_test(tc, test_config_path_is_a_directory);
     tcase_add_test(tc, test_init_from_environment);
     tcase_add_test(tc, test_init_never_reads_the_working_directory);
-    suite_add_tcase(s, tc);
 
     return crmm_test_run(s);
 }

@@ -5,7 +5,6 @@
  * config file size cap is exactly 16 MiB. The configs are generated here. No GPU needed. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "test_support.h"
@@ -31,6 +30,15 @@ static char *generate(size_t n, bool chain, const char *extra)
     }
     snprintf(text + len, cap - len, "%s", extra);
     return text;
+}
+
+/* Loads `text` (then frees it) as `origin`, which must end with `expect`; the config. */
+static crmm_config *load(char *text, const char *origin, crmm_status expect)
+{
+    crmm_config *cfg = NULL;
+    ck_assert_crmm(crmm_config_load_string(text, origin, &cfg), expect);
+    free(text);
+    return cfg;
 }
 
 /* What the small-stack thread saw, for the test to assert on the main thread. */
@@ -87,7 +95,7 @@ static void run_chain_on_stack(size_t stack_bytes)
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, &attr, build_and_release_chain, &r), 0);
     ck_assert_int_eq(pthread_join(t, NULL), 0);
-    pthread_attr_destroy(&attr);
+    ck_assert_int_eq(pthread_attr_destroy(&attr), 0);
     ck_assert_msg(r.load == CRMM_OK, "load: %s", r.error);
     ck_assert_msg(r.create == CRMM_OK, "create: %s", r.error);
     ck_assert_uint_eq(r.depth, DEEP);
@@ -112,10 +120,7 @@ END_TEST
 
 START_TEST(test_long_chain_answers)
 {
-    char *text = generate(DEEP, true, "[crmm]\ndefault = r1023\n");
-    crmm_config *cfg = NULL;
-    ck_assert_crmm_ok(crmm_config_load_string(text, "chain.ini", &cfg));
-    free(text);
+    crmm_config *cfg = load(generate(DEEP, true, "[crmm]\ndefault = r1023\n"), "chain.ini", CRMM_OK);
     ck_assert_uint_eq(crmm_config_resource_count(cfg), DEEP);
     ck_assert_int_eq(crmm_config_find_resource(cfg, "r0"), 0);
     ck_assert_int_eq(crmm_config_find_resource(cfg, "r543"), 543);
@@ -137,11 +142,7 @@ START_TEST(test_too_deep_chain_is_refused)
 {
     const size_t lengths[] = {DEEP + 1, MANY};
     for (size_t i = 0; i < 2; i++) {
-        char *text = generate(lengths[i], true, "");
-        crmm_config *cfg = NULL;
-        ck_assert_crmm(crmm_config_load_string(text, "deep.ini", &cfg), CRMM_ERROR_CONFIG);
-        free(text);
-        ck_assert_ptr_null(cfg);
+        ck_assert_ptr_null(load(generate(lengths[i], true, ""), "deep.ini", CRMM_ERROR_CONFIG));
         /* r0 takes lines 1-2, rK (K >= 1) starts on line 3K: r1024 is the 1,025th, on line 3072 */
         ck_assert_str_eq(crmm_last_error(), "config error: deep.ini:3072: resource.r1024: its upstream chain is 1025 "
                                             "resources deep, more than the 1024 allowed (every call passes through each "
@@ -152,10 +153,7 @@ END_TEST
 
 START_TEST(test_many_independent_resources)
 {
-    char *text = generate(MANY, false, "[crmm]\ndefault = r77777\n");
-    crmm_config *cfg = NULL;
-    ck_assert_crmm_ok(crmm_config_load_string(text, "flat.ini", &cfg));
-    free(text);
+    crmm_config *cfg = load(generate(MANY, false, "[crmm]\ndefault = r77777\n"), "flat.ini", CRMM_OK);
     ck_assert_uint_eq(crmm_config_resource_count(cfg), MANY);
     for (size_t k = 0; k < MANY; k += 997) {
         char name[32];
@@ -176,21 +174,16 @@ END_TEST
 START_TEST(test_repeated_name_among_many)
 {
     char *text = generate(MANY, false, "[resource.r31415]\nplugin = host\n");
-    crmm_config *cfg = NULL;
-    ck_assert_crmm(crmm_config_load_string(text, "dup.ini", &cfg), CRMM_ERROR_CONFIG);
-    free(text);
+    ck_assert_ptr_null(load(text, "dup.ini", CRMM_ERROR_CONFIG));
     /* r0 takes lines 1-2, rK (K >= 1) lines 2K+1 and 2K+2 */
     ck_assert_str_eq(crmm_last_error(), "config error: dup.ini:200001: [resource.r31415] defined twice (first at line 62831)");
-    ck_assert_ptr_null(cfg);
 }
 END_TEST
 
 START_TEST(test_unknown_upstream_among_many)
 {
     char *text = generate(MANY, false, "[resource.top]\nplugin = statistics\nupstream = r99998x\n");
-    crmm_config *cfg = NULL;
-    ck_assert_crmm(crmm_config_load_string(text, "up.ini", &cfg), CRMM_ERROR_CONFIG);
-    free(text);
+    ck_assert_ptr_null(load(text, "up.ini", CRMM_ERROR_CONFIG));
     /* r0 takes lines 1-2, each rK 2 more: the resources end on line 200000 */
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "up.ini:200003: upstream 'r99998x' is not a [resource.*]"));
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "did you mean 'r99998'?"));
@@ -209,9 +202,7 @@ START_TEST(test_long_cycle)
     ck_assert_ptr_nonnull(cyclic);
     snprintf(cyclic, len + strlen(closing) + 1, "%.*s%s%s", (int)at, text, closing, text + at + tail);
     free(text);
-    crmm_config *cfg = NULL;
-    ck_assert_crmm(crmm_config_load_string(cyclic, "cycle.ini", &cfg), CRMM_ERROR_CONFIG);
-    free(cyclic);
+    ck_assert_ptr_null(load(cyclic, "cycle.ini", CRMM_ERROR_CONFIG));
     const char *msg = crmm_last_error(), *start = "config error: cycle.ini:3: upstream cycle: r0 -> r99999 -> r99998 -> ";
     ck_assert_msg(strncmp(msg, start, strlen(start)) == 0, "%s", msg);
     ck_assert_msg(strstr(msg, "... r0") != NULL, "%s", msg);
@@ -225,9 +216,7 @@ START_TEST(test_cycles_after_long_chain)
                           "[resource.b]\nplugin = statistics\nupstream = a\n"
                           "[resource.a]\nplugin = statistics\nupstream = b\n"
                           "[resource.c]\nplugin = statistics\nupstream = c\n");
-    crmm_config *cfg = NULL;
-    ck_assert_crmm(crmm_config_load_string(text, "two.ini", &cfg), CRMM_ERROR_CONFIG);
-    free(text);
+    ck_assert_ptr_null(load(text, "two.ini", CRMM_ERROR_CONFIG));
     /* reported from its first member in file order, b, at b's upstream line */
     ck_assert_str_eq(crmm_last_error(), "config error: two.ini:3074: upstream cycle: b -> a -> b");
 }
@@ -283,6 +272,7 @@ START_TEST(test_file_of_exactly_16_mib_loads)
     crmm_config *cfg = NULL;
     ck_assert_crmm_ok(crmm_config_load_file(path, &cfg));
     ck_assert_uint_eq(crmm_config_resource_count(cfg), 1);
+    ck_assert_str_eq(crmm_config_resource_name(cfg, 0), "h");
     crmm_config_free(cfg);
 }
 END_TEST
@@ -299,15 +289,15 @@ START_TEST(test_file_one_byte_over_16_mib_is_refused)
     path = write_sized_config("far-over.ini", 2 * MAX_FILE_BYTES + 4096);
     ck_assert_crmm(crmm_config_load_file(path, &cfg), CRMM_ERROR_CONFIG);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "larger than 16 MiB"));
+    ck_assert_ptr_null(cfg);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("config_scale");
-    TCase *tc = tcase_create("scale");
     /* generous: these do a few hundred milliseconds of work, more under the sanitizers */
-    tcase_set_timeout(tc, 300);
+    TCase *tc = crmm_test_tcase(s, "scale", 300);
     tcase_add_test(tc, test_long_chain_on_small_stack);
     tcase_add_test(tc, test_long_chain_on_default_stack);
     tcase_add_test(tc, test_long_chain_answers);
@@ -318,10 +308,8 @@ int main(void)
     tcase_add_test(tc, test_long_cycle);
     tcase_add_test(tc, test_cycles_after_long_chain);
     tcase_add_test(tc, test_skipping_load_drops_a_long_chain);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("size_cap");
+    tc = crmm_test_tcase(s, "size_cap", 0);
     tcase_add_test(tc, test_file_of_exactly_16_mib_loads);
     tcase_add_test(tc, test_file_one_byte_over_16_mib_is_refused);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

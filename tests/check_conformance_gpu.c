@@ -103,17 +103,13 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("conformance_gpu");
     crmm_conformance_add(s, gpu_chains, (int)(sizeof gpu_chains / sizeof gpu_chains[0]));
-    TCase *tc = tcase_create("memory_kinds");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "memory_kinds", CRMM_TEST_GPU_TIMEOUT);
     int nk = (int)(sizeof kinds / sizeof kinds[0]);
     tcase_add_loop_test(tc, memory_is_of_the_plugins_kind, 0, nk);
     tcase_add_loop_test(tc, failed_allocation_leaves_no_cuda_error_behind, 0, nk);
     tcase_add_test(tc, allocation_follows_the_resources_device);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -3,14 +3,6 @@
  * $CRMM_LOG_LEVEL before its first logger call sees it read. main() calls no crmm function before
  * the runner forks. Sizes and parameters: check_params.c. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#include "test_support.h"
 #include "core_test.h"
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -174,7 +166,7 @@ START_TEST(test_log_levels)
             ck_assert_msg(crmm_log_should_log((crmm_log_level)m) == (m >= l && m != CRMM_LOG_OFF),
                           "level %d, message %d", l, m);
     }
-    crmm_log_set_level(CRMM_LOG_INFO);
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO));
     ck_assert_crmm(crmm_log_set_level((crmm_log_level)7), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_log_set_level((crmm_log_level)-1), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_INFO);
@@ -235,10 +227,8 @@ static const char *check_line_format(const char *line, const char *level)
 START_TEST(test_log_to_file)
 {
     unsetenv("CRMM_DEBUG_LOG_FILE");
-    make_tmpdir();
-    char path[4200];
-    snprintf(path, sizeof path, "%s/crmm.log", tmpdir);
-    crmm_log_set_level(CRMM_LOG_INFO);
+    const char *path = crmm_test_tmp_path("crmm.log");
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO));
     ck_assert_crmm_ok(crmm_log_set_file(path));
     ck_assert_str_eq(crmm_log_get_file(), path);
     crmm_log(CRMM_LOG_INFO, "hello %d", 42);
@@ -247,8 +237,7 @@ START_TEST(test_log_to_file)
     crmm_log((crmm_log_level)17, "out of range");
 
     /* an unwritable destination is refused and the old one stays */
-    char bad[4300];
-    snprintf(bad, sizeof bad, "%s/no/such/dir/x.log", tmpdir);
+    const char *bad = crmm_test_tmp_path("no/such/dir/x.log");
     ck_assert_crmm(crmm_log_set_file(bad), CRMM_ERROR_IO);
     ck_assert_error_contains(bad);
     ck_assert_str_eq(crmm_log_get_file(), path);
@@ -276,7 +265,7 @@ START_TEST(test_log_to_file)
     ck_assert_ptr_nonnull(strstr(text, "hello 42"));
     ck_assert_ptr_nonnull(strstr(text, "[critical] appended\n"));
     free(text);
-    crmm_log_set_file(NULL);
+    ck_assert_crmm_ok(crmm_log_set_file(NULL));
 }
 END_TEST
 
@@ -303,17 +292,13 @@ END_TEST
 
 START_TEST(test_log_env_file)
 {
-    make_tmpdir();
-    char path[4200];
-    snprintf(path, sizeof path, "%s/env.log", tmpdir);
+    const char *path = crmm_test_tmp_path("env.log");
     setenv("CRMM_DEBUG_LOG_FILE", path, 1);
     setenv("CRMM_LOG_LEVEL", "trace", 1);
     crmm_log(CRMM_LOG_TRACE, "from the environment");
     ck_assert_str_eq(crmm_log_get_file(), path);
-    crmm_log_set_file(NULL);
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_str_eq(check_line_format(text, "trace"), "from the environment\n");
-    free(text);
+    ck_assert_crmm_ok(crmm_log_set_file(NULL));
+    ck_assert_str_eq(check_line_format(crmm_test_file_text(path), "trace"), "from the environment\n");
 }
 END_TEST
 
@@ -341,11 +326,9 @@ static void *log_many(void *arg)
 START_TEST(test_log_threads_never_interleave)
 {
     unsetenv("CRMM_DEBUG_LOG_FILE");
-    make_tmpdir();
-    char path[4200];
-    snprintf(path, sizeof path, "%s/threads.log", tmpdir);
-    crmm_log_set_level(CRMM_LOG_INFO);
-    crmm_log_flush_on(CRMM_LOG_OFF); /* buffered: lines must stay whole through the buffer too */
+    const char *path = crmm_test_tmp_path("threads.log");
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO));
+    ck_assert_crmm_ok(crmm_log_flush_on(CRMM_LOG_OFF)); /* buffered: lines must stay whole through the buffer too */
     ck_assert_crmm_ok(crmm_log_set_file(path));
     pthread_t th[LOG_THREADS];
     int ids[LOG_THREADS];
@@ -354,8 +337,8 @@ START_TEST(test_log_threads_never_interleave)
         ck_assert_int_eq(pthread_create(&th[t], NULL, log_many, &ids[t]), 0);
     }
     for (int t = 0; t < LOG_THREADS; t++)
-        pthread_join(th[t], NULL);
-    crmm_log_set_file(NULL);
+        ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+    ck_assert_crmm_ok(crmm_log_set_file(NULL));
 
     char *text = crmm_test_read_file_or_fail(path);
     int next[LOG_THREADS] = {0};
@@ -382,7 +365,7 @@ int main(void)
 {
     Suite *s = suite_create("core");
 
-    TCase *tc = tcase_create("errors");
+    TCase *tc = crmm_test_tcase(s, "errors", 0);
     tcase_add_test(tc, test_status_names);
     tcase_add_test(tc, test_error_categories);
     tcase_add_test(tc, test_error_clear);
@@ -390,9 +373,8 @@ int main(void)
     tcase_add_test(tc, test_error_long_message_truncated);
     tcase_add_test(tc, test_error_add_context);
     tcase_add_test(tc, test_format_size);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("logger");
+    tc = crmm_test_tcase(s, "logger", 0);
     tcase_add_test(tc, test_log_defaults);
     tcase_add_test(tc, test_log_levels);
     tcase_add_test(tc, test_log_level_names);
@@ -402,9 +384,6 @@ int main(void)
     tcase_add_test(tc, test_log_env_file);
     tcase_add_test(tc, test_log_env_file_unwritable);
     tcase_add_test(tc, test_log_threads_never_interleave);
-    suite_add_tcase(s, tc);
-
-    /* its own case: on a machine with a GPU it creates a CUDA context */
 
     return crmm_test_run(s);
 }

@@ -7,10 +7,7 @@
 #   - a call cycle between the objects of one folder (file A calls a function defined in B and B
 #     one defined in A, directly or around a longer ring), read from `nm` of the built objects,
 #   - a call from an object to a function that only a folder above or beside it defines.
-# Skips (77) without python3 or nm.
-#
-# Run by `make check` from the top build directory; CRMM_TEST_SRCDIR gives tests/ in the source
-# tree (VPATH builds).
+# Skips (77) without python3 or nm. Run by `make check` like check_exports.sh.
 
 here=$(cd "$(dirname "$0")" && pwd)
 srcdir=$(cd "${CRMM_TEST_SRCDIR:-$here}/.." && pwd)

@@ -2,16 +2,7 @@
  * resize, copies and bounds, its frees on its last stream (seen through a recording resource of
  * stream-ordered cudaMallocAsync), owning and foreign streams, and the pool of streams. */
 #include "build_config.h"
-#include <limits.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <cuda_runtime_api.h>
-#include "test_support.h"
 
-#define SLOW_US 250000
 #include "streams_buffers_gpu_test.h"
 
 /* ---- a recording resource: stream-ordered cudaMallocAsync, remembers its last free ----------- */
@@ -393,7 +384,7 @@ START_TEST(test_pool_get_stream_from_threads)
         ck_assert_int_eq(pthread_create(&threads[t], NULL, pool_worker_run, &workers[t]), 0);
     }
     for (int t = 0; t < POOL_THREADS; t++)
-        pthread_join(threads[t], NULL);
+        ck_assert_int_eq(pthread_join(threads[t], NULL), 0);
     int count[THREADED_POOL_SIZE] = {0};
     for (int t = 0; t < POOL_THREADS; t++) {
         ck_assert_int_eq(workers[t].errors, 0);
@@ -414,31 +405,25 @@ static Suite *device_buffer_gpu_suite(void)
 {
     Suite *s = suite_create("device_buffer_gpu");
 
-    TCase *tc = tcase_create("device_buffer");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "device_buffer", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, test_buffer_resize_reserve_shrink_keep_contents);
     tcase_add_test(tc, test_buffer_deep_copy);
     tcase_add_test(tc, test_buffer_copy_from_bounds);
     tcase_add_test(tc, test_buffer_to_device_async_on_stream);
     tcase_add_test(tc, test_buffer_frees_on_its_last_stream);
     tcase_add_test(tc, test_buffer_bad_input);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("streams");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tc = crmm_test_tcase(s, "streams", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, test_stream_owning);
     tcase_add_test(tc, test_stream_view_of_foreign_stream);
     tcase_add_test(tc, test_pool_round_robin_and_by_id);
     tcase_add_test(tc, test_pool_default_size_and_flags);
     tcase_add_test(tc, test_pool_get_stream_from_threads);
-    suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     return crmm_test_run(device_buffer_gpu_suite());
 }

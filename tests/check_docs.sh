@@ -3,22 +3,16 @@
 # subsection for every plugin the build installs and an entry for each of its parameters (as
 # `crmm info PLUGIN` lists them); every page renders without warnings where man is installed;
 # the completion offers every subcommand of `crmm --help` and every option of each one's --help,
-# and plugin names after `crmm info`.
-#
-# Run by `make check` from the top build directory (CRMM_TEST_SRCDIR: the source's tests/).
-srcdir=$(cd "${CRMM_TEST_SRCDIR:-$(dirname "$0")}/.." && pwd)
-crmm=$(pwd)/tools/crmm
+# and plugin names after `crmm info`. Run by `make check` like check_tools.sh.
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/script_support.sh"
+srcdir=$(cd "${CRMM_TEST_SRCDIR:-$here}/.." && pwd)
 page=doc/crmm.ini.5
-failures=0
-checks=0
-fail() { failures=$((failures + 1)); echo "FAIL: $*"; }
-
 if [ ! -x "$crmm" ] || [ ! -f "$page" ]; then
     echo "FAIL: no tools/crmm or $page in $(pwd)"
     exit 1
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/crmm-docs-XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
+start_checks docs
 
 # ---- crmm.ini(5) covers every installed plugin and parameter -----------------------------------
 nplugins=0

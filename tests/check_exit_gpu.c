@@ -6,7 +6,6 @@
  * another status). The scenarios run outside Check, in a fresh process, as an application would. */
 #include "build_config.h"
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -54,9 +53,7 @@ static void release_at_exit(void)
     void *p = NULL;
     if (crmm_resource_allocate(g_cuda, 4096, NULL, &p) != CRMM_ERROR_STATE || p)
         _exit(ALLOC_NOT_REFUSED);
-    crmm_resource_release(g_cuda);
-    crmm_resource_release(g_pinned);
-    crmm_resource_release(g_managed);
+    crmm_test_release(g_cuda, g_pinned, g_managed);
     crmm_finalize(); /* the registry's resource still holds an allocation: reported, not freed */
 }
 
@@ -171,15 +168,11 @@ int main(int argc, char **argv)
 {
     if (argc > 2 && strcmp(argv[1], "--scenario") == 0)
         return run_scenario(argc, argv);
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("exit_gpu");
-    TCase *tc = tcase_create("exit_guard");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "exit_guard", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, live_allocations_at_exit);
     tcase_add_test(tc, release_from_an_early_atexit_handler);
     tcase_add_test(tc, finalize_as_an_atexit_handler);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -2,10 +2,8 @@
 # check_exports.sh — libcrmm.so exports exactly the functions its public headers declare: every
 # name `nm -D` lists as defined is declared CRMM_API in include/crmm/*.h, every CRMM_API name is
 # exported, and no function declared at file scope in a public header lacks CRMM_API (else it
-# would be hidden by -fvisibility=hidden). Skips (77) where nm is missing.
-#
-# Run by `make check` from the top build directory; CRMM_TEST_SRCDIR gives tests/ in the source
-# tree (VPATH builds).
+# would be hidden by -fvisibility=hidden). Skips (77) where nm is missing. Run by `make check` from
+# the top build directory; CRMM_TEST_SRCDIR gives tests/ in the source tree (VPATH builds).
 
 here=$(cd "$(dirname "$0")" && pwd)
 srcdir=${CRMM_TEST_SRCDIR:-$here}

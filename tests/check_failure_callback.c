@@ -3,8 +3,6 @@
  * for a retry, one that gives up after N calls (RMM's tests), no callback, removing it, finding
  * the layer under another adaptor, which failures call it (retry_on), and bad calls. */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <crmm/failure_callback.h>
 #include "conformance.h"
@@ -63,8 +61,7 @@ START_TEST(retry_after_freeing)
     uint64_t used;
     ck_assert_crmm_ok(crmm_resource_query(fc, CRMM_QUERY_BYTES_IN_USE, &used));
     ck_assert_uint_eq(used, 0);
-    crmm_resource_release(fc);
-    crmm_resource_release(b);
+    crmm_test_release(fc, b);
 }
 END_TEST
 
@@ -99,8 +96,7 @@ START_TEST(gives_up_when_the_callback_says_no)
     ck_assert_crmm_ok(crmm_resource_allocate(fc, 512, NULL, &p));
     ck_assert_crmm_ok(crmm_resource_deallocate(fc, p, 512, NULL));
     ck_assert_int_eq(once.calls, 2);
-    crmm_resource_release(fc);
-    crmm_resource_release(b);
+    crmm_test_release(fc, b);
 }
 END_TEST
 
@@ -119,8 +115,7 @@ START_TEST(no_callback_passes_the_failure_through)
     ck_assert_crmm_ok(crmm_failure_callback_set(fc, NULL, NULL));
     ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_int_eq(k.calls, 0);
-    crmm_resource_release(fc);
-    crmm_resource_release(b);
+    crmm_test_release(fc, b);
 }
 END_TEST
 
@@ -134,9 +129,7 @@ START_TEST(set_through_another_adaptor)
     void *p;
     ck_assert_crmm(crmm_resource_allocate(top, 100, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_int_eq(k.calls, 1);
-    crmm_resource_release(top);
-    crmm_resource_release(fc);
-    crmm_resource_release(b);
+    crmm_test_release(top, fc, b);
 }
 END_TEST
 
@@ -156,8 +149,7 @@ START_TEST(only_out_of_memory_by_default)
     ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &k));
     ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_BAD_ALLOC);
     ck_assert_int_eq(k.calls, 1);
-    crmm_resource_release(fc);
-    crmm_resource_release(b);
+    crmm_test_release(fc, b);
 }
 END_TEST
 
@@ -175,8 +167,7 @@ START_TEST(bad_calls)
     ck_assert_crmm(crmm_resource_control(fc, CRMM_FAILURE_CALLBACK_OP_SET, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_str_eq(crmm_resource_kind(fc), "failure_callback");
     ck_assert(crmm_resource_is_host_accessible(fc));
-    crmm_resource_release(fc);
-    crmm_resource_release(h);
+    crmm_test_release(fc, h);
 }
 END_TEST
 
@@ -184,13 +175,12 @@ int main(void)
 {
     Suite *s = suite_create("failure_callback");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
-    TCase *tc = tcase_create("failure_callback");
+    TCase *tc = crmm_test_tcase(s, "failure_callback", 0);
     tcase_add_test(tc, retry_after_freeing);
     tcase_add_test(tc, gives_up_when_the_callback_says_no);
     tcase_add_test(tc, no_callback_passes_the_failure_through);
     tcase_add_test(tc, set_through_another_adaptor);
     tcase_add_test(tc, only_out_of_memory_by_default);
     tcase_add_test(tc, bad_calls);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -4,8 +4,6 @@
  * block it took from failnth must be back. A first run without a failure counts the indices;
  * the total of runs is printed. */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cpu_stacks.h"
@@ -99,10 +97,8 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("fault_injection");
-    TCase *tc = tcase_create("fault_injection");
-    tcase_set_timeout(tc, 600);
+    TCase *tc = crmm_test_tcase(s, "fault_injection", 600);
     tcase_add_loop_test(tc, every_failing_index_is_survived, 0, (int)cpu_stack_count);
     tcase_add_test(tc, a_leak_is_seen);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

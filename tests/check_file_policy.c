@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -68,9 +67,7 @@ static const char *link_to_victim(const char *tag, const char **victim)
 
 static void assert_victim_intact(const char *victim)
 {
-    char *text = crmm_test_read_file_or_fail(victim);
-    ck_assert_str_eq(text, VICTIM_TEXT);
-    free(text);
+    ck_assert_str_eq(crmm_test_file_text(victim), VICTIM_TEXT);
 }
 
 static void assert_refused_link(const char *link)
@@ -123,19 +120,15 @@ START_TEST(a_new_file_is_created_and_an_own_file_rewritten_or_appended)
     ck_assert_crmm_ok(crmm_output_file_open(path, 0, &fd));
     ck_assert_int_eq(write(fd, "first\n", 6), 6);
     ck_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC);
-    close(fd);
+    ck_assert_int_eq(close(fd), 0);
     ck_assert_crmm_ok(crmm_output_file_open(path, CRMM_OUTPUT_APPEND, &fd));
     ck_assert_int_eq(write(fd, "second\n", 7), 7);
-    close(fd);
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_str_eq(text, "first\nsecond\n");
-    free(text);
+    ck_assert_int_eq(close(fd), 0);
+    ck_assert_str_eq(crmm_test_file_text(path), "first\nsecond\n");
     ck_assert_crmm_ok(crmm_output_file_open(path, 0, &fd)); /* rewritten: truncated */
     ck_assert_int_eq(write(fd, "third\n", 6), 6);
-    close(fd);
-    text = crmm_test_read_file_or_fail(path);
-    ck_assert_str_eq(text, "third\n");
-    free(text);
+    ck_assert_int_eq(close(fd), 0);
+    ck_assert_str_eq(crmm_test_file_text(path), "third\n");
     unlink(path);
 }
 END_TEST
@@ -179,8 +172,8 @@ START_TEST(a_character_device_is_written_as_it_is)
     int a, b; /* exclusive, yet two at once: there is nothing to overwrite */
     ck_assert_crmm_ok(crmm_output_file_open("/dev/null", CRMM_OUTPUT_EXCLUSIVE, &a));
     ck_assert_crmm_ok(crmm_output_file_open("/dev/null", CRMM_OUTPUT_EXCLUSIVE, &b));
-    close(a);
-    close(b);
+    ck_assert_int_eq(close(a), 0);
+    ck_assert_int_eq(close(b), 0);
     int fd;
     ck_assert_crmm(crmm_output_file_open(tmp_dir, 0, &fd), CRMM_ERROR_IO); /* a directory */
 }
@@ -197,7 +190,7 @@ START_TEST(a_link_to_a_pipe_or_dev_null_is_followed)
     int fd = -1;
     ck_assert_crmm_ok(crmm_output_file_open(to_null, 0, &fd));
     ck_assert_int_eq(write(fd, "x", 1), 1);
-    close(fd);
+    ck_assert_int_eq(close(fd), 0);
     int pipefd[2];
     ck_assert_int_eq(pipe(pipefd), 0);
     char target[64];
@@ -205,7 +198,7 @@ START_TEST(a_link_to_a_pipe_or_dev_null_is_followed)
     ck_assert_int_eq(symlink(target, to_pipe), 0);
     ck_assert_crmm_ok(crmm_output_file_open(to_pipe, CRMM_OUTPUT_APPEND, &fd));
     ck_assert_int_eq(write(fd, "hi", 2), 2);
-    close(fd);
+    ck_assert_int_eq(close(fd), 0);
     char got[2];
     ck_assert_int_eq(read(pipefd[0], got, 2), 2);
     ck_assert(memcmp(got, "hi", 2) == 0);
@@ -271,9 +264,8 @@ START_TEST(debug_log_refuses_a_link)
     crmm_log(CRMM_LOG_ERROR, "a line for the own file");
     crmm_log_flush();
     ck_assert_crmm_ok(crmm_log_set_file(NULL));
-    char *text = crmm_test_read_file_or_fail(own);
+    const char *text = crmm_test_file_text(own);
     ck_assert_msg(strncmp(text, "earlier lines\n", 14) == 0 && strstr(text, "a line for the own file"), "%s", text);
-    free(text);
 }
 END_TEST
 
@@ -306,11 +298,9 @@ START_TEST(arena_dump_refuses_a_link)
     const char *own = path_for("dump.own");
     write_text(own, "earlier dump\n");
     ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DUMP, (void *)own));
-    char *text = crmm_test_read_file_or_fail(own);
+    const char *text = crmm_test_file_text(own);
     ck_assert_msg(strncmp(text, "earlier dump\n", 13) == 0 && strstr(text, "state on request"), "%s", text);
-    free(text);
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -360,9 +350,7 @@ START_TEST(another_process_on_the_same_file_is_refused)
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's logging resource was not refused");
     log_pairs(first, 100);
     crmm_resource_release(first);
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 1 + 400);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 1 + 400);
     unlink(path);
 }
 END_TEST
@@ -432,11 +420,10 @@ START_TEST(a_privileged_process_ignores_the_environment)
     crmm_config_free(cfg);
     pretend_privileged = false;
     ck_assert_crmm_ok(crmm_log_set_file(NULL));
-    char *log = crmm_test_read_file_or_fail(debug);
+    const char *log = crmm_test_file_text(debug);
     ck_assert_msg(strstr(log, "ignoring $CRMM_CONFIG: this process runs with elevated privileges") &&
                   strstr(log, "ignoring $CRMM_PLUGIN_PATH") && strstr(log, "ignoring $CRMM_LOG_FILE"),
                   "the debug log does not say what was ignored:\n%s", log);
-    free(log);
     free(plugin_dirs);
     unsetenv("CRMM_CONFIG");
     unsetenv("CRMM_LOG_FILE");
@@ -460,10 +447,9 @@ START_TEST(a_privileged_process_ignores_the_log_level_and_debug_file)
     ck_assert_crmm_ok(crmm_log_set_file(own));
     ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO));
     ck_assert_crmm_ok(crmm_log_set_file(NULL));
-    char *log = crmm_test_read_file_or_fail(own);
+    const char *log = crmm_test_file_text(own);
     ck_assert_msg(strstr(log, "ignoring $CRMM_LOG_LEVEL: this process runs with elevated privileges") &&
                   strstr(log, "ignoring $CRMM_DEBUG_LOG_FILE"), "the log does not say what was ignored:\n%s", log);
-    free(log);
     pretend_privileged = false;
     unsetenv("CRMM_LOG_LEVEL");
     unsetenv("CRMM_DEBUG_LOG_FILE");
@@ -476,31 +462,27 @@ int main(void)
     if (!tmp_dir)
         return 1;
     Suite *s = suite_create("file_policy");
-    TCase *open_tc = tcase_create("open");
+    TCase *open_tc = crmm_test_tcase(s, "open", 0);
     tcase_add_test(open_tc, bad_arguments_are_refused);
     tcase_add_test(open_tc, a_new_file_is_created_and_an_own_file_rewritten_or_appended);
     tcase_add_test(open_tc, a_link_is_refused_whatever_it_points_to);
     tcase_add_test(open_tc, a_hard_linked_file_is_refused);
     tcase_add_test(open_tc, a_character_device_is_written_as_it_is);
     tcase_add_test(open_tc, a_link_to_a_pipe_or_dev_null_is_followed);
-    suite_add_tcase(s, open_tc);
-    TCase *outputs = tcase_create("outputs");
+    TCase *outputs = crmm_test_tcase(s, "outputs", 0);
     tcase_add_test(outputs, logging_refuses_a_link);
     tcase_add_test(outputs, logging_refuses_a_hard_linked_file);
     tcase_add_test(outputs, logging_rewrites_its_own_file);
     tcase_add_test(outputs, debug_log_refuses_a_link);
     tcase_add_test(outputs, debug_log_from_the_environment_refuses_a_link);
     tcase_add_test(outputs, arena_dump_refuses_a_link);
-    suite_add_tcase(s, outputs);
-    TCase *one_writer = tcase_create("one_writer");
+    TCase *one_writer = crmm_test_tcase(s, "one_writer", 0);
     tcase_add_test(one_writer, a_second_logging_resource_on_one_file_is_refused);
     tcase_add_test(one_writer, another_process_on_the_same_file_is_refused);
-    suite_add_tcase(s, one_writer);
-    TCase *priv = tcase_create("privileges");
+    TCase *priv = crmm_test_tcase(s, "privileges", 0);
     tcase_add_test(priv, a_config_others_can_write_is_refused);
     tcase_add_test(priv, a_privileged_process_ignores_the_environment);
     tcase_add_test(priv, a_privileged_process_ignores_the_log_level_and_debug_file);
-    suite_add_tcase(s, priv);
     int rc = crmm_test_run(s);
     free(tmp_dir);
     return rc;

@@ -2,10 +2,7 @@
 # check_file_policy.sh — `crmm replay --plot` writes its SVG as crmm writes every file
 # (docs/files-and-privileges.md): a symbolic link or a hard link at the path is refused and the
 # file behind it keeps its bytes; the user's own file is rewritten; a config others can write is
-# refused by the tool too. No GPU needed.
-#
-# Run by `make check` from the top build directory (the tool is ./tools/crmm there, also in a
-# VPATH build); the environment gives CRMM_PLUGIN_PATH. CRMM_TOOL overrides the tool's path.
+# refused by the tool too. No GPU needed. Run by `make check` like check_tools.sh.
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/script_support.sh"

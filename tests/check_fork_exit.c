@@ -220,7 +220,7 @@ START_TEST(a_child_forked_while_threads_allocate_can_allocate)
     }
     atomic_store(&stop, 1);
     for (int i = 0; i < WORKERS; i++)
-        pthread_join(w[i].thread, NULL);
+        ck_assert_int_eq(pthread_join(w[i].thread, NULL), 0);
     char name[200];
     ck_assert_msg(!hung && !failed, "%s: a forked child: %s", stack_name(spec, name, sizeof name), why);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
@@ -302,13 +302,9 @@ int main(void)
     return CRMM_TEST_SKIP;
 #endif
     Suite *s = suite_create("fork_exit");
-    TCase *tf = tcase_create("fork");
-    tcase_set_timeout(tf, 600);
+    TCase *tf = crmm_test_tcase(s, "fork", 600);
     tcase_add_loop_test(tf, a_child_forked_while_threads_allocate_can_allocate, 0, N_STACKS);
-    suite_add_tcase(s, tf);
-    TCase *te = tcase_create("exit");
-    tcase_set_timeout(te, 600);
+    TCase *te = crmm_test_tcase(s, "exit", 600);
     tcase_add_loop_test(te, exit_while_threads_allocate_is_clean, 0, N_STACKS);
-    suite_add_tcase(s, te);
     return crmm_test_run(s);
 }

@@ -1,32 +1,10 @@
-/* check_graphs.c — allocators on a stream under CUDA graph capture, on the CPU, against the
- * scripted CUDA of fake_vmm.h and fake_capture.h.
- *
- * A stream can be put under capture into a fake graph; every call that capture forbids (waiting
- * for the device, an event on the captured stream, cudaMalloc or mapping memory in the global
- * mode) is counted, and the graph's user objects are released, destructors and all, when the
- * test destroys the graph. So the tests state that allocating and freeing under capture makes no
- * forbidden call, and that memory the graph allocated or freed is not handed to anyone else until
- * the graph is destroyed, and is then (docs/cuda-graphs.md). The pool runs in its three forms:
- * growing by chunks with stream_reuse = sync and = event, and expandable.
- * The other plugins under capture: check_graphs_plugins.c. */
+/* check_graphs.c — the pool under CUDA graph capture on the CPU, against the scripted CUDA of
+ * fake_vmm.h and fake_capture.h, in its three forms (chunks with stream_reuse = sync and = event,
+ * expandable): allocating and freeing under capture makes no call that capture forbids, and memory
+ * a graph allocated or freed goes to no one else until the graph is destroyed, and then does
+ * (docs/cuda-graphs.md). The other plugins under capture: check_graphs_plugins.c. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <cuda_runtime_api.h>
-#include <crmm/pool.h>
-#include "fakes/fake_capture.h"
-#include "fakes/fake_vmm.h"
-#include "malloc_fail.h"
-#include "test_support.h"
 
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-#define PAGE (64 * KiB)
-#define DEVICE_MEMORY (256 * MiB)
 #include "graphs_test.h"
 
 /* ---- the pool ------------------------------------------------------------------------------ */
@@ -273,6 +251,13 @@ START_TEST(two_graphs_hold_their_own_blocks)
 }
 END_TEST
 
+/* `times` allocations of 4 KiB from p on s, each freed at once. */
+static void churn(crmm_resource *p, int times, cudaStream_t s)
+{
+    for (int i = 0; i < times; i++)
+        free_on(p, alloc_on(p, 4 * KiB, s), 4 * KiB, s);
+}
+
 /* Outside any capture the pool asks CUDA one capture query per call on a stream (none on the
  * legacy default stream), and makes no user object. */
 START_TEST(no_capture_no_user_object)
@@ -280,11 +265,9 @@ START_TEST(no_capture_no_user_object)
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=1MiB");
     int before = fake_capture_queries();
-    for (int i = 0; i < 100; i++)
-        free_on(p, alloc_on(p, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
+    churn(p, 100, stream_n(1));
     ck_assert_int_eq(fake_capture_queries() - before, 200);
-    for (int i = 0; i < 100; i++)
-        free_on(p, alloc_on(p, 4 * KiB, NULL), 4 * KiB, NULL);
+    churn(p, 100, NULL);
     ck_assert_int_eq(fake_capture_queries() - before, 200);
     ck_assert_int_eq(fake_user_objects_live(), 0);
     crmm_resource_release(p);
@@ -298,8 +281,7 @@ START_TEST(graphs_off_asks_nothing)
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=1MiB graphs=off");
     int before = fake_capture_queries();
-    for (int i = 0; i < 100; i++)
-        free_on(p, alloc_on(p, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
+    churn(p, 100, stream_n(1));
     ck_assert_int_eq(fake_capture_queries(), before);
     crmm_resource_release(p);
 }
@@ -315,20 +297,16 @@ START_TEST(graphs_auto_asks_once_capture_is_enabled)
     crmm_resource *a = pool_in_form(form, "initial_size=1MiB");
     crmm_resource *on = pool_in_form(form, "initial_size=1MiB graphs=on");
     int before = fake_capture_queries();
-    for (int i = 0; i < 10; i++)
-        free_on(a, alloc_on(a, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
+    churn(a, 10, stream_n(1));
     ck_assert_int_eq(fake_capture_queries(), before);
-    for (int i = 0; i < 10; i++)
-        free_on(on, alloc_on(on, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
+    churn(on, 10, stream_n(1));
     ck_assert_int_eq(fake_capture_queries(), before + 20);
     crmm_graph_capture_enable(true);
     ck_assert(crmm_graph_capture_enabled());
     before = fake_capture_queries();
-    for (int i = 0; i < 10; i++)
-        free_on(a, alloc_on(a, 4 * KiB, stream_n(1)), 4 * KiB, stream_n(1));
+    churn(a, 10, stream_n(1));
     ck_assert_int_eq(fake_capture_queries(), before + 20);
-    crmm_resource_release(a);
-    crmm_resource_release(on);
+    crmm_test_release(a, on);
 }
 END_TEST
 
@@ -371,7 +349,7 @@ END_TEST
 static Suite *graphs_suite(void)
 {
     Suite *s = suite_create("graphs");
-    TCase *tc = tcase_create("pool");
+    TCase *tc = crmm_test_tcase(s, "pool", 0);
     tcase_add_loop_test(tc, blocks_of_a_capture_are_held_until_the_graph_is_destroyed, 0, FORMS);
     tcase_add_loop_test(tc, blocks_freed_inside_or_allocated_inside_are_the_graphs, 0, FORMS);
     tcase_add_loop_test(tc, blocks_come_back_after_a_collect_that_malloc_failed, 0, FORMS);
@@ -384,7 +362,6 @@ static Suite *graphs_suite(void)
     tcase_add_loop_test(tc, graphs_off_asks_nothing, 0, FORMS);
     tcase_add_loop_test(tc, graphs_auto_asks_once_capture_is_enabled, 0, FORMS);
     tcase_add_loop_test(tc, a_cached_block_freed_in_a_capture_is_the_graphs, 0, FORMS);
-    suite_add_tcase(s, tc);
     return s;
 }
 

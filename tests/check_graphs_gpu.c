@@ -1,18 +1,12 @@
-/* check_graphs_gpu.c — allocators under CUDA graph capture on a GPU (skips without one).
- *
- * The captured work is copies and memsets on one stream: a sequence that allocates temporaries,
- * writes them, frees them and allocates again inside the capture, and writes its result into an
- * output buffer. For the pool (chunked with each stream_reuse, and expandable), arena, fixed_size,
- * binning, async, and a chain of every adaptor over an expandable pool: the sequence is captured
- * in the global mode (the strictest), the graph's output equals the same sequence run eagerly
- * over 1000 replays, buffers allocated after the capture and filled are never written by a replay
- * (every byte checked), and the memory the graph holds is not free while it lives and comes back,
- * by the allocator's own counters, once the graph is destroyed. docs/cuda-graphs.md states the
- * rule. */
+/* check_graphs_gpu.c — allocators under CUDA graph capture on a GPU (skips without one). For the
+ * pool (chunked with each stream_reuse, and expandable), arena, fixed_size, binning, async, and
+ * every adaptor over an expandable pool, a sequence that allocates, writes and frees temporaries
+ * and writes an output buffer is captured in the global mode: the graph's output equals the eager
+ * run over 1000 replays, buffers allocated after the capture are never written by a replay, and
+ * the graph's memory is not free while it lives and comes back once it is destroyed
+ * (docs/cuda-graphs.md). */
 #include "build_config.h"
 #include <sched.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -240,15 +234,11 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     crmm_graph_capture_enable(true); /* as a program that captures must say */
     Suite *s = suite_create("graphs_gpu");
-    TCase *tc = tcase_create("capture");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "capture", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_loop_test(tc, replays_equal_eager_and_touch_nothing_else, 0, CHAINS);
     tcase_add_loop_test(tc, every_capture_mode, 0, 3 * MODED);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -4,23 +4,7 @@
  * arena that would wait refuses, fixed_size grows until its upstream refuses, cuda allocates and
  * refuses to free, and the adaptors over a pool under capture. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <cuda_runtime_api.h>
-#include <crmm/pool.h>
-#include "fakes/fake_capture.h"
-#include "fakes/fake_vmm.h"
-#include "malloc_fail.h"
-#include "test_support.h"
 
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-#define PAGE (64 * KiB)
-#define DEVICE_MEMORY (256 * MiB)
 #include "graphs_test.h"
 
 /* ---- the other plugins ---------------------------------------------------------------------- */
@@ -243,14 +227,13 @@ END_TEST
 static Suite *graphs_plugins_suite(void)
 {
     Suite *s = suite_create("graphs_plugins");
-    TCase *others = tcase_create("other plugins");
+    TCase *others = crmm_test_tcase(s, "other plugins", 0);
     tcase_add_loop_test(others, arena_fixed_size_binning_hold_a_graphs_blocks, 0, PARKING);
     tcase_add_loop_test(others, a_double_free_under_capture_is_refused, 0, 2);
     tcase_add_test(others, arena_that_would_wait_refuses_under_capture);
     tcase_add_test(others, fixed_size_grows_under_capture_until_upstream_refuses);
     tcase_add_test(others, cuda_allocates_under_capture_and_refuses_to_free);
     tcase_add_loop_test(others, adaptors_over_a_pool_under_capture, 0, (int)(sizeof adaptors / sizeof adaptors[0]));
-    suite_add_tcase(s, others);
     return s;
 }
 

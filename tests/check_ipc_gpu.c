@@ -7,7 +7,6 @@
  * byte per step. Skips without a GPU. */
 #include "build_config.h"
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -87,9 +86,13 @@ static void importer(int sock)
     _exit(0);
 }
 
-/* Run the importer as a forked peer and export a block of `kind` to it; `exporter_first`: the
- * exporter frees (and trims) before the importer closes. */
-static void share(const char *kind, bool exporter_first)
+/* How a share ends: the importer closes before the exporter frees; the exporter frees (and trims)
+ * before the importer closes; the importer is killed while it maps the memory (the exporter then
+ * frees, trims and allocates again). */
+enum ending { IMPORTER_CLOSES_FIRST, EXPORTER_FREES_FIRST, IMPORTER_KILLED };
+
+/* Run the importer as a forked peer, export a block of `kind` to it, and end as `how` says. */
+static void share(const char *kind, enum ending how)
 {
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -110,73 +113,48 @@ static void share(const char *kind, bool exporter_first)
     ck_assert_crmm_ok(crmm_ipc_send(sv[0], h));
     crmm_ipc_handle_free(h);
     ck_assert_int_eq(hear(sv[0]), 'W');
+    int status = 0;
+    if (how == IMPORTER_KILLED) {
+        kill(child, SIGKILL);
+        ck_assert_int_eq(waitpid(child, &status, 0), child);
+        ck_assert(WIFSIGNALED(status));
+    }
     ck_assert(device_bytes_are(p, BYTES, 0xC3)); /* the importer's bytes */
-    if (exporter_first) {
-        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, BYTES, NULL));
-        ck_assert_crmm_ok(crmm_resource_trim(mr));
-        say(sv[0], 'X');
-        ck_assert_int_eq(hear(sv[0]), 'D');
-    } else {
+    if (how == IMPORTER_CLOSES_FIRST) {
         say(sv[0], 'C');
         ck_assert_int_eq(hear(sv[0]), 'D');
-        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, BYTES, NULL));
     }
-    int status = 0;
-    ck_assert_int_eq(waitpid(child, &status, 0), child);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the importer ended with status %#x", status);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, BYTES, NULL));
+    if (how != IMPORTER_CLOSES_FIRST)
+        ck_assert_crmm_ok(crmm_resource_trim(mr));
+    if (how == EXPORTER_FREES_FIRST) {
+        say(sv[0], 'X');
+        ck_assert_int_eq(hear(sv[0]), 'D');
+    }
+    if (how == IMPORTER_KILLED) {
+        p = crmm_test_allocate(mr, BYTES);
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, BYTES, NULL));
+    } else {
+        ck_assert_int_eq(waitpid(child, &status, 0), child);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the importer ended with status %#x", status);
+    }
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, pad, PAD, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(mr);
     close(sv[0]);
 }
 
-START_TEST(async_data_crosses_both_ways) { share("async", false); }
+START_TEST(async_data_crosses_both_ways) { share("async", IMPORTER_CLOSES_FIRST); }
 END_TEST
-START_TEST(pool_data_crosses_both_ways) { share("pool", false); }
+START_TEST(pool_data_crosses_both_ways) { share("pool", IMPORTER_CLOSES_FIRST); }
 END_TEST
 /* The driver's rule for pool allocations: importers free first; only the expandable pool lets the
  * exporter free first (its physical pages stay while the import maps them). */
-START_TEST(pool_exporter_may_free_first) { share("pool", true); }
+START_TEST(pool_exporter_may_free_first) { share("pool", EXPORTER_FREES_FIRST); }
 END_TEST
-
-/* The importer is killed while it maps the memory: the exporter frees, trims and allocates again. */
-static void importer_killed(const char *kind)
-{
-    int sv[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    pid_t child = fork();
-    ck_assert_int_ge(child, 0);
-    if (child == 0) {
-        close(sv[0]);
-        importer(sv[1]);
-    }
-    close(sv[1]);
-    crmm_resource *mr = NULL;
-    ck_assert_crmm_ok(make_resource(kind, &mr));
-    void *p = crmm_test_allocate(mr, BYTES);
-    ck_assert_int_eq(cudaMemset(p, 0x5A, BYTES), cudaSuccess);
-    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
-    crmm_ipc_handle *h = NULL;
-    ck_assert_crmm_ok(crmm_ipc_export(mr, p, BYTES, &h));
-    ck_assert_crmm_ok(crmm_ipc_send(sv[0], h));
-    crmm_ipc_handle_free(h);
-    ck_assert_int_eq(hear(sv[0]), 'W');
-    kill(child, SIGKILL);
-    int status = 0;
-    ck_assert_int_eq(waitpid(child, &status, 0), child);
-    ck_assert(WIFSIGNALED(status));
-    ck_assert(device_bytes_are(p, BYTES, 0xC3));
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, BYTES, NULL));
-    ck_assert_crmm_ok(crmm_resource_trim(mr));
-    p = crmm_test_allocate(mr, BYTES);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, BYTES, NULL));
-    crmm_resource_release(mr);
-    close(sv[0]);
-}
-
-START_TEST(async_survives_a_killed_importer) { importer_killed("async"); }
+START_TEST(async_survives_a_killed_importer) { share("async", IMPORTER_KILLED); }
 END_TEST
-START_TEST(pool_survives_a_killed_importer) { importer_killed("pool"); }
+START_TEST(pool_survives_a_killed_importer) { share("pool", IMPORTER_KILLED); }
 END_TEST
 
 /* The exporter is killed while the importer maps its pages: the pages stay with the importer,
@@ -234,8 +212,7 @@ START_TEST(what_cannot_be_exported_on_a_gpu_is_refused)
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "not expandable"));
     ck_assert_crmm(crmm_ipc_export(cuda, p, 4096, &h), CRMM_ERROR_UNSUPPORTED);
     ck_assert_crmm_ok(crmm_resource_deallocate(chunked, p, 4096, NULL));
-    crmm_resource_release(chunked);
-    crmm_resource_release(cuda);
+    crmm_test_release(chunked, cuda);
     ck_assert_crmm(crmm_resource_create("async", "enable_ipc=true enable_fabric=true", NULL, &plain), CRMM_ERROR_CONFIG);
     ck_assert_crmm(crmm_resource_create("async", "enable_ipc=true export_handle_type=fabric", NULL, &plain), CRMM_ERROR_CONFIG);
 }
@@ -243,12 +220,9 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("ipc_gpu");
-    TCase *tc = tcase_create("two_processes");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "two_processes", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, async_data_crosses_both_ways);
     tcase_add_test(tc, pool_data_crosses_both_ways);
     tcase_add_test(tc, pool_exporter_may_free_first);
@@ -256,6 +230,5 @@ int main(void)
     tcase_add_test(tc, pool_survives_a_killed_importer);
     tcase_add_test(tc, pool_import_outlives_a_killed_exporter);
     tcase_add_test(tc, what_cannot_be_exported_on_a_gpu_is_refused);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

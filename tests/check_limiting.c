@@ -16,8 +16,7 @@ static crmm_resource *limited(const char *params, crmm_resource **stats)
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     crmm_resource *st = crmm_test_create("statistics", NULL, host);
     crmm_resource *mr = crmm_test_create("limiting", params, st);
-    crmm_resource_release(st);
-    crmm_resource_release(host);
+    crmm_test_release(st, host);
     if (stats)
         *stats = st;
     return mr;
@@ -126,8 +125,7 @@ START_TEST(upstream_failure_gives_the_room_back)
     ck_assert_uint_eq(crmm_test_query(inner, CRMM_QUERY_BYTES_IN_USE), 0);
     p = crmm_test_allocate(outer, 2 * MIB);
     ck_assert_crmm_ok(crmm_resource_deallocate(outer, p, 2 * MIB, NULL));
-    crmm_resource_release(outer);
-    crmm_resource_release(inner);
+    crmm_test_release(outer, inner);
 }
 END_TEST
 
@@ -229,7 +227,7 @@ static const crmm_test_chain chains[] = {
 int main(void)
 {
     Suite *s = suite_create("limiting");
-    TCase *tc = tcase_create("limiting");
+    TCase *tc = crmm_test_tcase(s, "limiting", 0);
     tcase_add_test(tc, too_big_is_refused_before_upstream);
     tcase_add_test(tc, message_has_both_numbers);
     tcase_add_test(tc, limit_is_exact_at_the_boundary);
@@ -240,7 +238,6 @@ int main(void)
     tcase_add_test(tc, other_queries_go_upstream);
     tcase_add_test(tc, bad_parameters_are_refused);
     tcase_add_test(tc, four_threads_never_exceed_the_limit);
-    suite_add_tcase(s, tc);
     crmm_conformance_add(s, chains, 1);
     return crmm_test_run(s);
 }

@@ -1,13 +1,10 @@
-/* check_logging.c — the `logging` plugin over host memory: the CSV byte for byte against lines
- * built by RMM's format rules, buffering with and without auto_flush, the writer thread of a
- * buffered log and its write errors, the flush at exit and
- * after fork, file name expansion, bad file names, threads, the API through other adaptors, the
- * logging switch without a GPU, and the conformance suite. */
+/* check_logging.c — the `logging` plugin over host memory: the CSV against RMM's format, buffering
+ * and its writer thread, write errors, the flush at exit and after fork, file names, threads, the
+ * API through other adaptors, the logging switch without a GPU, and the conformance suite. */
 #include "build_config.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -35,10 +32,7 @@ static crmm_resource *logger(const char *path, const char *extra)
 {
     char params[4400];
     snprintf(params, sizeof params, "file=%s %s", path, extra ? extra : "");
-    crmm_resource *host = crmm_test_create("host", NULL, NULL);
-    crmm_resource *mr = crmm_test_create("logging", params, host);
-    crmm_resource_release(host);
-    return mr;
+    return crmm_test_create_over_host("logging", params);
 }
 
 /* True when t is HH:MM:SS.UUUUUU with a valid clock time. */
@@ -115,29 +109,19 @@ START_TEST(buffered_until_flush)
 {
     const char *path = path_for("buffered");
     crmm_resource *mr = logger(path, "auto_flush=false");
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_str_eq(text, CRMM_LOGGING_CSV_HEADER "\n"); /* the header is there at once */
-    free(text);
+    ck_assert_str_eq(crmm_test_file_text(path), CRMM_LOGGING_CSV_HEADER "\n"); /* the header is there at once */
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, NULL, &p));
-    text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 1); /* the line waits in the buffer */
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 1); /* the line waits in the buffer */
     ck_assert_crmm_ok(crmm_logging_flush(mr));
-    text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 2);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 2);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
     ck_assert_crmm_ok(crmm_resource_trim(mr)); /* trim flushes too */
-    text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 3);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 3);
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, NULL, &p));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
     crmm_resource_release(mr); /* and destroy */
-    text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 5);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 5);
 }
 END_TEST
 
@@ -147,13 +131,9 @@ START_TEST(auto_flush_writes_each_line)
     crmm_resource *mr = logger(path, "auto_flush=true");
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, NULL, &p));
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 2);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 2);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
-    text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 3);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 3);
     crmm_resource_release(mr);
 }
 END_TEST
@@ -171,9 +151,7 @@ START_TEST(large_logs_spill_to_the_file)
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_gt(st.st_size, 100000); /* written without a flush */
     crmm_resource_release(mr);
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 20001);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 20001);
 }
 END_TEST
 
@@ -211,8 +189,7 @@ START_TEST(buffered_logging_writes_on_its_own_thread)
     ck_assert_int_eq(thread_count(), before + 1);
     crmm_resource *autom = logger(path_for("writer_auto"), "auto_flush=true");
     ck_assert_int_eq(thread_count(), before + 1);
-    crmm_resource_release(autom);
-    crmm_resource_release(mr);
+    crmm_test_release(autom, mr);
     ck_assert_int_eq(thread_count(), before);
 }
 END_TEST
@@ -233,9 +210,8 @@ START_TEST(lines_are_flushed_at_exit)
     }
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    char *text = crmm_test_read_file_or_fail(path);
+    const char *text = crmm_test_file_text(path);
     ck_assert_msg(crmm_test_count(text, "\n") == 2 && strstr(text, ",allocate,0x") != NULL, "file: %s", text);
-    free(text);
 }
 END_TEST
 
@@ -254,9 +230,8 @@ START_TEST(a_forked_child_does_not_write_the_parents_lines)
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_crmm_ok(crmm_resource_deallocate(kept_for_exit, p, 4096, NULL));
     crmm_resource_release(kept_for_exit);
-    char *text = crmm_test_read_file_or_fail(path);
+    const char *text = crmm_test_file_text(path);
     ck_assert_msg(crmm_test_count(text, "\n") == 3, "file: %s", text);
-    free(text);
 }
 END_TEST
 
@@ -336,8 +311,7 @@ static void check_full_file(const char *tag, int pairs)
             step = 15;
         if (!step && crmm_logging_flush(mr) != CRMM_ERROR_IO)
             step = 16;
-        crmm_resource_release(mr);
-        crmm_resource_release(host);
+        crmm_test_release(mr, host);
         struct stat st;
         if (!step && (stat(path, &st) != 0 || st.st_size > 4096))
             step = 17;
@@ -393,9 +367,7 @@ START_TEST(api_through_other_adaptors)
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(top, 10, NULL, &p));
     ck_assert_crmm_ok(crmm_logging_flush(top));
-    char *text = crmm_test_read_file_or_fail(path);
-    ck_assert_int_eq(crmm_test_count(text, "\n"), 2);
-    free(text);
+    ck_assert_int_eq(crmm_test_count_lines(path), 2);
     ck_assert_crmm_ok(crmm_resource_deallocate(top, p, 10, NULL));
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     ck_assert_crmm(crmm_logging_flush(host), CRMM_ERROR_UNSUPPORTED);
@@ -406,9 +378,7 @@ START_TEST(api_through_other_adaptors)
     uint64_t in_use; /* queries pass through to the upstream */
     ck_assert_crmm_ok(crmm_resource_query(log, CRMM_QUERY_BYTES_IN_USE, &in_use));
     ck_assert_uint_eq(in_use, 0);
-    crmm_resource_release(host);
-    crmm_resource_release(top);
-    crmm_resource_release(log);
+    crmm_test_release(host, top, log);
 }
 END_TEST
 
@@ -513,7 +483,7 @@ int main(void)
              "upstream = h\nfile = %s/conformance.%%p.csv\n", tmp_dir);
     chains[0] = (crmm_test_chain){"logging_over_host", chain_config, "l", 0, 0};
     Suite *s = suite_create("logging");
-    TCase *tc = tcase_create("logging");
+    TCase *tc = crmm_test_tcase(s, "logging", 0);
     tcase_add_test(tc, csv_matches_rmm_format);
     tcase_add_test(tc, buffered_until_flush);
     tcase_add_test(tc, auto_flush_writes_each_line);
@@ -531,7 +501,6 @@ int main(void)
     tcase_add_test(tc, switch_needs_a_file_name);
     if (crmm_test_gpu_count() == 0) /* with a GPU, check_adaptors_gpu tests the switch */
         tcase_add_test(tc, switch_without_a_device_is_a_cuda_error);
-    suite_add_tcase(s, tc);
     crmm_conformance_add(s, chains, 1);
     int rc = crmm_test_run(s);
     free(tmp_dir);

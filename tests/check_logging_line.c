@@ -2,8 +2,6 @@
  * what printf writes for it (numbers of every length, pointers, streams, the three actions), and
  * the time field: its shape, never before the thread's previous line, never after the call. */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,9 +97,8 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("logging_line");
-    TCase *tc = tcase_create("logging_line");
+    TCase *tc = crmm_test_tcase(s, "logging_line", 0);
     tcase_add_test(tc, fields_match_printf);
     tcase_add_test(tc, times_never_go_back_and_never_run_ahead);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

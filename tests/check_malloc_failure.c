@@ -8,8 +8,6 @@
 #include "build_config.h"
 #include <errno.h>
 #include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cpu_stacks.h"
@@ -168,13 +166,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("malloc_failure");
-    TCase *tc = tcase_create("malloc_failure");
-    tcase_set_timeout(tc, 600);
+    TCase *tc = crmm_test_tcase(s, "malloc_failure", 600);
     tcase_add_test(tc, the_nth_malloc_fails);
     tcase_add_test(tc, every_failing_malloc_in_a_config_load_is_survived);
     tcase_add_test(tc, every_failing_malloc_in_the_rule_check_fails_the_load);
     tcase_add_loop_test(tc, every_failing_malloc_is_survived, 0, (int)NSTACKS + 1);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }
 #else

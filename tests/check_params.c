@@ -5,15 +5,6 @@
  * over the `host` plugin, with `template` (the model adaptor) and `paramtest` (a test-only plugin
  * that records the typed values its create read; tests/plugins/paramtest_plugin.h). */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#include "plugins/paramtest_plugin.h"
-#include "test_support.h"
 #include "core_test.h"
 
 /* ---- sizes ---------------------------------------------------------------------------------- */
@@ -470,13 +461,12 @@ int main(void)
 {
     Suite *s = suite_create("params");
 
-    TCase *tc = tcase_create("sizes");
+    TCase *tc = crmm_test_tcase(s, "sizes", 0);
     tcase_add_loop_test(tc, test_size_good, 0, (int)(sizeof good_sizes / sizeof good_sizes[0]));
     tcase_add_loop_test(tc, test_size_bad, 0, (int)(sizeof bad_sizes / sizeof bad_sizes[0]));
     tcase_add_test(tc, test_size_percent);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("params");
+    tc = crmm_test_tcase(s, "params", 0);
     tcase_add_checked_fixture(tc, host_setup, host_teardown);
     tcase_add_test(tc, test_params_defaults);
     tcase_add_test(tc, test_params_typed_values);
@@ -484,23 +474,18 @@ int main(void)
     tcase_add_loop_test(tc, test_params_bad, 0, (int)(sizeof bad_params / sizeof bad_params[0]));
     tcase_add_test(tc, test_params_template_over_host);
     tcase_add_test(tc, test_params_null_arguments);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("test_support");
+    tc = crmm_test_tcase(s, "test_support", 0);
     tcase_add_test(tc, test_tmpdirs_go_with_their_maker);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("plugin_helpers");
+    tc = crmm_test_tcase(s, "plugin_helpers", 0);
     tcase_add_test(tc, test_param_type_names);
     tcase_add_test(tc, test_expand_file_name);
     tcase_add_test(tc, test_expand_file_name_bad);
-    suite_add_tcase(s, tc);
 
     /* its own case: on a machine with a GPU it creates a CUDA context */
-    tc = tcase_create("params_percent");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tc = crmm_test_tcase(s, "params_percent", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, test_params_percent_size);
-    suite_add_tcase(s, tc);
 
     return crmm_test_run(s);
 }

@@ -1,14 +1,11 @@
-/* check_ptr_map.c — the address-keyed hash map (support/ptr_map.h): every key
- * found with its entry while the array grows and shrinks, removal that never hides another key
- * (many keys, clustered and 1 MiB-aligned, in random order against a plain array), iteration
- * that visits each entry once, a failing malloc that leaves the map whole, shards whose keys
- * (256-byte and 1 MiB-aligned) still spread over their slots, and threads sharing a sharded map.
- * This program defines calloc (to make it fail on demand), so in sanitizer builds, whose
- * runtimes replace malloc, that case is left out. */
+/* check_ptr_map.c — the address-keyed hash map (support/ptr_map.h): every key found while the
+ * array grows and shrinks, removal that never hides another key (clustered and 1 MiB-aligned keys
+ * in random order, against a plain array), iteration that visits each entry once, a failing malloc
+ * that leaves the map whole, sharded keys that spread over their slots, and threads sharing a
+ * sharded map. This program defines calloc (to fail on demand): not under sanitizers. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdbool.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ptr_map.h"
@@ -361,7 +358,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("ptr_map");
-    TCase *tc = tcase_create("ptr_map");
+    TCase *tc = crmm_test_tcase(s, "ptr_map", 0);
     tcase_add_test(tc, every_key_is_found_while_the_map_grows);
     tcase_add_test(tc, inserting_a_present_key_returns_its_entry_unchanged);
     tcase_add_test(tc, remove_copies_the_entry_and_refuses_an_absent_key);
@@ -374,6 +371,5 @@ int main(void)
 #endif
     tcase_add_loop_test(tc, each_shard_spreads_its_keys_over_its_slots, 0, 2);
     tcase_add_test(tc, threads_share_a_sharded_map);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -1,18 +1,13 @@
-/* check_random_configs.c — random configs through the real plugins: chains over host memory of
- * the plugins that need no GPU, with random parameters taken from each plugin's own table and
- * values that include the edges (0, 1, 255/256/257, sizes past what can be rounded or
- * addressed, percentages, junk). Each config is loaded as `crmm check-config` loads it; one that
- * passes is built resource by resource and used (allocations of several sizes, their frees, a
- * trim). What must hold: no crash and no sanitizer report (CI runs this under ASan + UBSan, where
- * leaks are reported too), a config refused with a message naming a line, and no config that the
- * check passes refused by the build as a config error (check-config must refuse what the build
- * would). $CRMM_RANDOM_CONFIGS sets how many (1000 by default), $CRMM_RANDOM_SEED the seed (the
- * same seed makes the same configs; a failure names the seed and the config's number). */
+/* check_random_configs.c — random configs over host memory through the real plugins, with
+ * parameters from each plugin's own table and edge values (0, 1, 255/256/257, sizes past what can
+ * be rounded, percentages, junk). Each is loaded as `crmm check-config` loads it; one that passes
+ * is built and used (allocations, frees, a trim). No crash or sanitizer report, a refusal names a
+ * line, and the build never refuses as a config error what the check passed. $CRMM_RANDOM_CONFIGS
+ * sets how many (1000), $CRMM_RANDOM_SEED the seed (a failure names the seed and the config). */
 #include "build_config.h"
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -196,9 +191,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("random_configs");
-    TCase *tc = tcase_create("random_configs");
-    tcase_set_timeout(tc, 600);
+    TCase *tc = crmm_test_tcase(s, "random_configs", 600);
     tcase_add_test(tc, random_configs_check_build_and_run);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -2,7 +2,6 @@
  * threads at once, and the config's default, [device.N] override and percentage sizes. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
@@ -70,8 +69,7 @@ START_TEST(set_returns_the_previous_resource)
     use(crmm_get_current_device_resource());
     crmm_resource *back = crmm_set_current_device_resource(prev);
     ck_assert_ptr_eq(back, mine);
-    crmm_resource_release(back);
-    crmm_resource_release(prev);
+    crmm_test_release(back, prev);
     ck_assert_int_eq(crmm_resource_refcount(def), 1);
     ck_assert_int_eq(crmm_resource_refcount(mine), 1);
     ck_assert_ptr_eq(crmm_get_current_device_resource(), def);
@@ -162,8 +160,7 @@ static void *swap_thread(void *arg)
         crmm_resource *back = prev ? crmm_set_current_device_resource(prev) : NULL;
         if (prev && !back)
             a->failures++;
-        crmm_resource_release(back);
-        crmm_resource_release(prev);
+        crmm_test_release(back, prev);
     }
     if (a->use_ref)
         crmm_resource_release(a->mine);
@@ -350,26 +347,20 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("registry_gpu");
-    TCase *tc = tcase_create("registry");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "registry", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, default_is_a_cuda_resource);
     tcase_add_test(tc, set_returns_the_previous_resource);
     tcase_add_test(tc, set_before_first_get_returns_the_default);
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, eight_threads_set_and_get);
     tcase_add_test(tc, eight_threads_with_references);
-    suite_add_tcase(s, tc);
-    TCase *cfg = tcase_create("config");
-    tcase_set_timeout(cfg, CRMM_TEST_GPU_TIMEOUT);
+    TCase *cfg = crmm_test_tcase(s, "config", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(cfg, init_with_a_config_sets_the_default);
     tcase_add_test(cfg, init_reads_crmm_config);
     tcase_add_test(cfg, device_section_overrides_the_default);
     tcase_add_test(cfg, percentage_sizes_resolve_against_device_memory);
     tcase_add_test(cfg, broken_default_gives_null_and_a_message);
-    suite_add_tcase(s, cfg);
     return crmm_test_run(s);
 }

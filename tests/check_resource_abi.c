@@ -4,17 +4,9 @@
 #include "build_config.h"
 #include <dirent.h>
 #include <grp.h>
-#include <limits.h>
 #include <pwd.h>
 #include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <cuda_runtime_api.h>
-#include "test_support.h"
 #include "loader_test.h"
 
 /* ---- crmm_resource_create through misbehaving plugins -------------------------------------- */
@@ -24,7 +16,7 @@ START_TEST(create_failure_keeps_the_plugins_status_and_message)
     crmm_resource *mr = NULL;
     ck_assert_crmm(crmm_resource_create("createfail", NULL, NULL, &mr), CRMM_ERROR_UNSUPPORTED);
     ck_assert_ptr_null(mr);
-    ck_assert_error_has("createfail: this plugin always refuses to create a resource");
+    ck_assert_error_contains("createfail: this plugin always refuses to create a resource");
 }
 END_TEST
 
@@ -35,8 +27,8 @@ START_TEST(create_failure_without_message_gets_one)
     ck_assert_crmm(crmm_resource_create("createnomsg", NULL, NULL, &mr), CRMM_ERROR_BAD_ALLOC);
     ck_assert_ptr_null(mr);
     ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_BAD_ALLOC);
-    ck_assert_error_has("createnomsg");
-    ck_assert_error_has("without a message");
+    ck_assert_error_contains("createnomsg");
+    ck_assert_error_contains("without a message");
     ck_assert_msg(strstr(crmm_last_error(), "stale") == NULL, "%s", crmm_last_error());
 }
 END_TEST
@@ -48,8 +40,8 @@ START_TEST(resource_without_deallocate_is_refused_and_freed)
     ck_assert_int_eq(crmm_resource_refcount(host), 1);
     ck_assert_crmm(crmm_resource_create("badresource", NULL, host, &mr), CRMM_ERROR_PLUGIN);
     ck_assert_ptr_null(mr);
-    ck_assert_error_has("badresource");
-    ck_assert_error_has("deallocate");
+    ck_assert_error_contains("badresource");
+    ck_assert_error_contains("deallocate");
     /* the half-built resource was destroyed and gave its upstream reference back (the sanitizer
      * build checks that nothing leaked) */
     ck_assert_int_eq(crmm_resource_refcount(host), 1);
@@ -63,7 +55,7 @@ START_TEST(create_refuses_broken_plugins)
 {
     crmm_resource *mr = NULL;
     ck_assert_crmm(crmm_resource_create("nocreate", NULL, NULL, &mr), CRMM_ERROR_PLUGIN);
-    ck_assert_error_has("crmm_nocreate.so");
+    ck_assert_error_contains("crmm_nocreate.so");
     ck_assert_crmm(crmm_resource_create("nosuchplugin", NULL, NULL, &mr), CRMM_ERROR_PLUGIN);
     ck_assert_ptr_null(mr);
 }
@@ -74,10 +66,10 @@ START_TEST(upstream_rules)
     crmm_resource *host = NULL, *mr = NULL;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &host));
     ck_assert_crmm(crmm_resource_create("host", NULL, host, &mr), CRMM_ERROR_CONFIG);
-    ck_assert_error_has("takes no upstream");
+    ck_assert_error_contains("takes no upstream");
     ck_assert_ptr_null(mr);
     ck_assert_crmm(crmm_resource_create("template", NULL, NULL, &mr), CRMM_ERROR_CONFIG);
-    ck_assert_error_has("needs an upstream");
+    ck_assert_error_contains("needs an upstream");
     ck_assert_ptr_null(mr);
     ck_assert_int_eq(crmm_resource_refcount(host), 1);
     /* optional: both ways */
@@ -107,11 +99,11 @@ START_TEST(create_validates_parameters)
     crmm_resource_release(mr);
     mr = NULL;
     ck_assert_crmm(crmm_resource_create("sizeparam", "size=lots", NULL, &mr), CRMM_ERROR_CONFIG);
-    ck_assert_error_has("size");
+    ck_assert_error_contains("size");
     ck_assert_crmm(crmm_resource_create("sizeparam", "szie=1", NULL, &mr), CRMM_ERROR_CONFIG);
-    ck_assert_error_has("did you mean 'size'");
+    ck_assert_error_contains("did you mean 'size'");
     ck_assert_crmm(crmm_resource_create("sizeparam", "size", NULL, &mr), CRMM_ERROR_CONFIG);
-    ck_assert_error_has("key=value");
+    ck_assert_error_contains("key=value");
     ck_assert_ptr_null(mr);
 }
 END_TEST
@@ -149,8 +141,7 @@ START_TEST(releasing_the_top_unwinds_the_chain)
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
     ck_assert_crmm_ok(crmm_resource_create("template", NULL, h, &t1));
     ck_assert_crmm_ok(crmm_resource_create("template", NULL, t1, &t2));
-    crmm_resource_release(h);
-    crmm_resource_release(t1);
+    crmm_test_release(h, t1);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
     ck_assert_int_eq(crmm_resource_refcount(t1), 1);
     ck_assert_ptr_eq(crmm_resource_find_kind(t2, "host"), h);
@@ -270,8 +261,7 @@ START_TEST(properties_kind_and_find_kind)
     ck_assert_ptr_null(crmm_resource_find_kind(h, "template")); /* looks down, never up */
     ck_assert_ptr_null(crmm_resource_find_kind(t, "pool"));
     ck_assert_int_eq(crmm_resource_refcount(h), 2); /* find_kind borrows */
-    crmm_resource_release(t);
-    crmm_resource_release(h);
+    crmm_test_release(t, h);
 }
 END_TEST
 
@@ -280,7 +270,7 @@ START_TEST(control_and_queries_without_support)
     crmm_resource *h, *s;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
     ck_assert_crmm(crmm_resource_control(h, 0x1000, NULL), CRMM_ERROR_UNSUPPORTED);
-    ck_assert_error_has("host");
+    ck_assert_error_contains("host");
     ck_assert_crmm_ok(crmm_resource_trim(h)); /* nothing cached: OK, nothing done */
     uint64_t v;
     ck_assert_crmm_ok(crmm_resource_query(h, CRMM_QUERY_MAXIMUM_SIZE, &v));
@@ -292,8 +282,7 @@ START_TEST(control_and_queries_without_support)
     ck_assert_crmm_ok(crmm_resource_create("sizeparam", NULL, NULL, &s));
     ck_assert_crmm(crmm_resource_control(s, 1, NULL), CRMM_ERROR_UNSUPPORTED);
     ck_assert_crmm(crmm_resource_query(s, CRMM_QUERY_BYTES_IN_USE, &v), CRMM_ERROR_UNSUPPORTED);
-    crmm_resource_release(s);
-    crmm_resource_release(h);
+    crmm_test_release(s, h);
 }
 END_TEST
 
@@ -319,7 +308,7 @@ START_TEST(host_counts_in_use_bytes)
     void *big = (void *)0x1;
     ck_assert_crmm(crmm_resource_allocate(h, (size_t)1 << 50, NULL, &big), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(big);
-    ck_assert_error_has("host: failed to allocate 1.0 PiB: more than the machine's memory");
+    ck_assert_error_contains("host: failed to allocate 1.0 PiB: more than the machine's memory");
     ck_assert_crmm(crmm_resource_allocate(h, SIZE_MAX, NULL, &big), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_crmm_ok(crmm_resource_query(h, CRMM_QUERY_ALLOCATIONS, &v));
     ck_assert_uint_eq(v, 0);
@@ -337,8 +326,8 @@ START_TEST(runtime_unloading_means_the_process_is_exiting)
     ck_assert_crmm_ok(crmm_cuda_status(cudaSuccess, "cudaFree"));
     ck_assert(!crmm_process_exiting());
     ck_assert_crmm(crmm_cuda_status(cudaErrorCudartUnloading, "cudaFree"), CRMM_ERROR_STATE);
-    ck_assert_error_has("cudaFree");
-    ck_assert_error_has("unloading");
+    ck_assert_error_contains("cudaFree");
+    ck_assert_error_contains("unloading");
     ck_assert(crmm_process_exiting());
     /* host memory needs no CUDA: still served */
     crmm_resource *h;
@@ -353,16 +342,15 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("resource_abi");
-    TCase *create = tcase_create("create");
+    TCase *create = crmm_test_tcase(s, "create", 0);
     tcase_add_test(create, create_failure_keeps_the_plugins_status_and_message);
     tcase_add_test(create, create_failure_without_message_gets_one);
     tcase_add_test(create, resource_without_deallocate_is_refused_and_freed);
     tcase_add_test(create, create_refuses_broken_plugins);
     tcase_add_test(create, upstream_rules);
     tcase_add_test(create, create_validates_parameters);
-    suite_add_tcase(s, create);
 
-    TCase *abi = tcase_create("resource_abi");
+    TCase *abi = crmm_test_tcase(s, "resource_abi", 0);
     tcase_add_test(abi, refcount_and_upstream_release);
     tcase_add_test(abi, releasing_the_top_unwinds_the_chain);
     tcase_add_test(abi, destroy_with_live_allocations_logs_a_warning);
@@ -372,6 +360,5 @@ int main(void)
     tcase_add_test(abi, control_and_queries_without_support);
     tcase_add_test(abi, host_counts_in_use_bytes);
     tcase_add_test(abi, runtime_unloading_means_the_process_is_exiting);
-    suite_add_tcase(s, abi);
     return crmm_test_run(s);
 }

@@ -3,8 +3,6 @@
  * fixed_size's free lists (a block freed on one stream and taken by another must wait for the
  * first stream's last use of it). */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
@@ -66,8 +64,7 @@ static void check_cross_stream_reuse(const char *upstream_plugin)
     ck_assert_uint_eq(byte_at(q), 0x55);
     ck_assert_uint_eq(byte_at((char *)q + n - 1), 0x55);
     ck_assert_crmm_ok(crmm_resource_deallocate(f, q, n, (crmm_cuda_stream_t)s2));
-    crmm_resource_release(f);
-    crmm_resource_release(up);
+    crmm_test_release(f, up);
     cudaStreamDestroy(s1);
     cudaStreamDestroy(s2);
 }
@@ -99,8 +96,7 @@ START_TEST(fixed_size_reuses_at_once_on_the_same_stream)
     ck_assert_crmm_ok(crmm_resource_deallocate(f, p, 1000, NULL));
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
-    crmm_resource_release(f);
-    crmm_resource_release(c);
+    crmm_test_release(f, c);
     cudaStreamDestroy(s);
 }
 END_TEST
@@ -159,18 +155,14 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("rmm_resources_gpu");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
-    TCase *tc = tcase_create("rmm_resources_gpu");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "rmm_resources_gpu", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, fixed_size_orders_reuse_across_streams_over_cuda);
     tcase_add_test(tc, fixed_size_orders_reuse_across_streams_over_async);
     tcase_add_test(tc, fixed_size_reuses_at_once_on_the_same_stream);
     tcase_add_test(tc, aligned_real_pointers);
     tcase_add_test(tc, binning_over_cuda_routes_by_size);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

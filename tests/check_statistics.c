@@ -3,22 +3,12 @@
  * the API through other adaptors, threads, and the conformance suite. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "conformance.h"
 #include "test_support.h"
 
 #define TEN_MIB ((size_t)10 << 20)
-
-/* statistics over a fresh host resource (the caller releases only the returned one) */
-static crmm_resource *stats_over_host(void)
-{
-    crmm_resource *host = crmm_test_create("host", NULL, NULL);
-    crmm_resource *mr = crmm_test_create("statistics", NULL, host);
-    crmm_resource_release(host);
-    return mr;
-}
 
 static crmm_alloc_counters get(crmm_resource *mr)
 {
@@ -30,7 +20,7 @@ static crmm_alloc_counters get(crmm_resource *mr)
 
 START_TEST(empty_counters_are_zero)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     crmm_alloc_counters c = get(mr);
     ck_assert_int_eq(c.bytes, 0);
     ck_assert_int_eq(c.peak_bytes, 0);
@@ -47,7 +37,7 @@ END_TEST
 
 START_TEST(all_freed_counts_zero)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p[10];
     for (int i = 0; i < 10; i++)
         p[i] = crmm_test_allocate(mr, TEN_MIB);
@@ -63,7 +53,7 @@ END_TEST
 
 START_TEST(peak_allocations_follow_rmm)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p[20];
     int live[20], n = 0;
     for (int i = 0; i < 10; i++)
@@ -104,15 +94,23 @@ START_TEST(peak_allocations_follow_rmm)
 }
 END_TEST
 
+/* statistics over statistics over host: ten blocks of TEN_MIB from *outer, then five from *inner,
+ * in p[0..14]. */
+static void two_layers(crmm_resource **outer, crmm_resource **inner, void *p[15])
+{
+    *outer = crmm_test_create_over_host("statistics", NULL);
+    for (int i = 0; i < 10; i++)
+        p[i] = crmm_test_allocate(*outer, TEN_MIB);
+    *inner = crmm_test_create("statistics", NULL, *outer);
+    for (int i = 10; i < 15; i++)
+        p[i] = crmm_test_allocate(*inner, TEN_MIB);
+}
+
 START_TEST(stacked_adaptors_count_separately)
 {
-    crmm_resource *outer = stats_over_host();
+    crmm_resource *outer, *inner;
     void *p[15];
-    for (int i = 0; i < 10; i++)
-        p[i] = crmm_test_allocate(outer, TEN_MIB);
-    crmm_resource *inner = crmm_test_create("statistics", NULL, outer);
-    for (int i = 10; i < 15; i++)
-        p[i] = crmm_test_allocate(inner, TEN_MIB);
+    two_layers(&outer, &inner, p);
     /* the API finds the first statistics layer: the inner one */
     ck_assert_int_eq(get(inner).count, 5);
     ck_assert_int_eq(get(outer).count, 15);
@@ -129,20 +127,15 @@ START_TEST(stacked_adaptors_count_separately)
     ck_assert_int_eq(n.peak_bytes, 5 * (int64_t)TEN_MIB);
     ck_assert_int_eq(o.peak_count, 15);
     ck_assert_int_eq(n.peak_count, 5);
-    crmm_resource_release(inner);
-    crmm_resource_release(outer);
+    crmm_test_release(inner, outer);
 }
 END_TEST
 
 START_TEST(freeing_through_inner_goes_negative)
 {
-    crmm_resource *outer = stats_over_host();
+    crmm_resource *outer, *inner;
     void *p[15];
-    for (int i = 0; i < 10; i++)
-        p[i] = crmm_test_allocate(outer, TEN_MIB);
-    crmm_resource *inner = crmm_test_create("statistics", NULL, outer);
-    for (int i = 10; i < 15; i++)
-        p[i] = crmm_test_allocate(inner, TEN_MIB);
+    two_layers(&outer, &inner, p);
     for (int i = 0; i < 15; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(inner, p[i], TEN_MIB, NULL));
     crmm_alloc_counters o = get(outer), n = get(inner);
@@ -156,14 +149,13 @@ START_TEST(freeing_through_inner_goes_negative)
     ck_assert_uint_eq(n.total_bytes, 5 * TEN_MIB);
     ck_assert_uint_eq(o.total_count, 15);
     ck_assert_uint_eq(n.total_count, 5);
-    crmm_resource_release(inner);
-    crmm_resource_release(outer);
+    crmm_test_release(inner, outer);
 }
 END_TEST
 
 START_TEST(push_pop_fold_like_rmm)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *a0 = crmm_test_allocate(mr, TEN_MIB);
     crmm_alloc_counters before;
     ck_assert_crmm_ok(crmm_statistics_push(mr, &before));
@@ -214,7 +206,7 @@ END_TEST
 
 START_TEST(queries_cover_every_frame)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *a = crmm_test_allocate(mr, 1000);
     ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
     void *b = crmm_test_allocate(mr, 3000);
@@ -237,7 +229,7 @@ END_TEST
 
 START_TEST(failed_allocation_is_not_counted)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(mr, (size_t)1 << 50, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
     crmm_alloc_counters c = get(mr);
@@ -250,7 +242,7 @@ END_TEST
 
 START_TEST(api_finds_the_layer_under_other_adaptors)
 {
-    crmm_resource *stats = stats_over_host();
+    crmm_resource *stats = crmm_test_create_over_host("statistics", NULL);
     crmm_resource *lim = crmm_test_create("limiting", "allocation_limit=1GiB", stats);
     crmm_resource *top = crmm_test_create("tracking", NULL, lim);
     void *p = crmm_test_allocate(top, 5000);
@@ -270,9 +262,7 @@ START_TEST(api_finds_the_layer_under_other_adaptors)
     ck_assert_crmm_ok(crmm_resource_control(top, CRMM_TRACKING_OP_COUNT, &count));
     ck_assert_uint_eq(count, 1);
     ck_assert_crmm_ok(crmm_resource_deallocate(top, p, 5000, NULL));
-    crmm_resource_release(top);
-    crmm_resource_release(lim);
-    crmm_resource_release(stats);
+    crmm_test_release(top, lim, stats);
 }
 END_TEST
 
@@ -287,8 +277,7 @@ START_TEST(api_rejects_bad_arguments)
     crmm_resource *mr = crmm_test_create("statistics", NULL, host);
     ck_assert_crmm(crmm_statistics_get(mr, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_resource_control(mr, 99, NULL), CRMM_ERROR_UNSUPPORTED); /* unknown op, host has none */
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -309,15 +298,13 @@ START_TEST(control_kind_finds_the_layer_under_others)
     ck_assert_crmm(crmm_resource_control_kind(NULL, "statistics", CRMM_STATISTICS_OP_DEPTH, &depth),
                    CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_resource_control_kind(top, NULL, CRMM_STATISTICS_OP_DEPTH, &depth), CRMM_ERROR_INVALID_ARGUMENT);
-    crmm_resource_release(top);
-    crmm_resource_release(stats);
-    crmm_resource_release(host);
+    crmm_test_release(top, stats, host);
 }
 END_TEST
 
 START_TEST(deep_push_pop)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p[40];
     for (int i = 0; i < 40; i++) { /* grows the frame stack past its first capacity */
         ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
@@ -354,7 +341,7 @@ static void *count_worker(void *arg)
 
 START_TEST(threads_count_exactly_while_frames_change)
 {
-    crmm_resource *mr = stats_over_host();
+    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     enum { THREADS = 4, ROUNDS = 20000 };
     pthread_t t[THREADS];
     worker w = {mr, ROUNDS};
@@ -395,16 +382,14 @@ START_TEST(refused_free_is_not_counted)
     ck_assert_crmm(crmm_resource_deallocate(st, p, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_uint_eq(crmm_test_query(st, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_uint_eq(crmm_test_query(st, CRMM_QUERY_ALLOCATIONS), 0);
-    crmm_resource_release(st);
-    crmm_resource_release(pool);
-    crmm_resource_release(h);
+    crmm_test_release(st, pool, h);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("statistics");
-    TCase *tc = tcase_create("statistics");
+    TCase *tc = crmm_test_tcase(s, "statistics", 0);
     tcase_add_test(tc, empty_counters_are_zero);
     tcase_add_test(tc, all_freed_counts_zero);
     tcase_add_test(tc, peak_allocations_follow_rmm);
@@ -419,7 +404,6 @@ int main(void)
     tcase_add_test(tc, control_kind_finds_the_layer_under_others);
     tcase_add_test(tc, deep_push_pop);
     tcase_add_test(tc, threads_count_exactly_while_frames_change);
-    suite_add_tcase(s, tc);
     crmm_conformance_add(s, chains, 1);
     return crmm_test_run(s);
 }

@@ -1,11 +1,8 @@
 #!/bin/sh
 # check_tools.sh — the `crmm` program as a user runs it: check-config over every config of
 # tests/configs/ (each bad one's first line is "; expect LINE: TEXT"), --help of every command,
-# and `crmm info` (on a machine without a GPU it must say why). No GPU needed.
-#
-# Run by `make check` from the top build directory (the tool is ./tools/crmm there, also in a
-# VPATH build such as distcheck, where this script lives in the source tree); the environment
-# gives CRMM_PLUGIN_PATH and CRMM_TEST_SRCDIR. CRMM_TOOL overrides the tool's path.
+# and `crmm info` (on a machine without a GPU it must say why). No GPU needed. Run by `make check`
+# (script_support.sh finds the tool); the environment gives CRMM_PLUGIN_PATH and CRMM_TEST_SRCDIR.
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/script_support.sh"
@@ -17,20 +14,6 @@ if [ ! -x "$crmm" ] || [ ! -d "$configs" ]; then
 fi
 
 start_checks tools
-
-# run EXPECTED_STATUS ARGS...: runs crmm with stdout and stderr in $tmp/out; checks the status.
-run() {
-    want=$1
-    shift
-    checks=$((checks + 1))
-    "$crmm" "$@" >"$tmp/out" 2>&1
-    got=$?
-    if [ "$got" -ne "$want" ]; then
-        fail "crmm $* exited $got, expected $want"
-        return 1
-    fi
-    return 0
-}
 
 # has TEXT...: the last output contains each TEXT (fixed strings).
 has() {

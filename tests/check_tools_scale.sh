@@ -2,10 +2,7 @@
 # check_tools_scale.sh — the `crmm` program on generated configs of 100,000 resources: check-config
 # on an upstream chain and on independent resources, `crmm info` on the chain (each resource's
 # chain printed shortened, so the output stays linear), and `crmm replay` against resources of
-# the chain. Nothing may crash. No GPU needed.
-#
-# Run by `make check` from the top build directory like check_tools.sh (CRMM_TOOL overrides the
-# tool's path; the environment gives CRMM_PLUGIN_PATH).
+# the chain. Nothing may crash. No GPU needed. Run by `make check` like check_tools.sh.
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/script_support.sh"
@@ -15,19 +12,6 @@ if [ ! -x "$crmm" ]; then
 fi
 
 start_checks scale
-
-# run EXPECTED_STATUS ARGS...: crmm with stdout and stderr in $tmp/out; checks the status.
-run() {
-    want=$1
-    shift
-    checks=$((checks + 1))
-    "$crmm" "$@" >"$tmp/out" 2>&1
-    got=$?
-    if [ "$got" -ne "$want" ]; then
-        fail "crmm $* exited $got, expected $want"
-        return 1
-    fi
-}
 
 # has TEXT...: each TEXT is a whole line of $tmp/out.
 has() {

@@ -9,8 +9,6 @@
  * process does. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -128,9 +126,7 @@ START_TEST(each_call_uses_the_devices_current_resource)
     crmm_torch_deallocate(first, 64, 0, NULL);
 
     /* replace device 0's resource: the next calls go to the new one */
-    crmm_resource *host = crmm_test_create("host", NULL, NULL);
-    crmm_resource *fresh = crmm_test_create("statistics", NULL, host);
-    crmm_resource_release(host);
+    crmm_resource *fresh = crmm_test_create_over_host("statistics", NULL);
     crmm_resource *prev = crmm_set_per_device_resource(0, fresh);
     ck_assert_ptr_eq(prev, old);
     void *p = crmm_torch_allocate(128, 0, NULL);
@@ -150,8 +146,7 @@ START_TEST(each_call_uses_the_devices_current_resource)
     crmm_torch_deallocate(p, 128, 0, NULL);
     ck_assert_uint_eq(live_allocations(dev1), 0);
     ck_assert_uint_eq(live_allocations(fresh), 0);
-    crmm_resource_release(prev);
-    crmm_resource_release(fresh);
+    crmm_test_release(prev, fresh);
 }
 END_TEST
 
@@ -386,7 +381,7 @@ int main(void)
 {
     unsetenv("CRMM_CONFIG");
     Suite *s = suite_create("torch_allocator");
-    TCase *tc = tcase_create("torch_allocator");
+    TCase *tc = crmm_test_tcase(s, "torch_allocator", 0);
     tcase_add_test(tc, round_trip_through_the_devices_resource);
     tcase_add_test(tc, each_call_uses_the_devices_current_resource);
     tcase_add_test(tc, the_named_device_is_current_during_the_call_and_the_stream_is_passed);
@@ -396,6 +391,5 @@ int main(void)
     tcase_add_loop_test(tc, a_broken_config_gives_null_and_one_clear_message, 0, 2);
     tcase_add_test(tc, many_threads);
     tcase_add_test(tc, nothing_is_called_once_the_process_exits);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

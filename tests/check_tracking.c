@@ -4,7 +4,6 @@
  * destroy (read back from the crmm log), threads, and the conformance suite. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,8 +31,7 @@ START_TEST(empty)
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     ck_assert_uint_eq(count_of(mr), 0);
     ck_assert_uint_eq(bytes_of(mr), 0);
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -49,8 +47,7 @@ START_TEST(all_freed)
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], TEN_MIB, NULL));
     ck_assert_uint_eq(count_of(mr), 0);
     ck_assert_uint_eq(bytes_of(mr), 0);
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -112,8 +109,7 @@ static void left_over(int capture)
     free(text);
     for (int i = 1; i < 10; i += 2)
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], TEN_MIB + (size_t)i, NULL));
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 
 START_TEST(allocations_left_with_stacks) { left_over(1); }
@@ -134,8 +130,7 @@ START_TEST(foreach_stops_when_asked)
     ck_assert_crmm(crmm_tracking_foreach(mr, NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     for (int i = 0; i < 6; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], 512, NULL));
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -161,9 +156,7 @@ START_TEST(stacked_trackers)
         ck_assert_crmm_ok(crmm_resource_deallocate(inner, p[i], TEN_MIB, NULL));
     ck_assert_uint_eq(count_of(outer), 0);
     ck_assert_uint_eq(count_of(inner), 0);
-    crmm_resource_release(inner);
-    crmm_resource_release(outer);
-    crmm_resource_release(host);
+    crmm_test_release(inner, outer, host);
 }
 END_TEST
 
@@ -185,9 +178,7 @@ START_TEST(wrong_size_free_is_refused)
     char *text = crmm_test_log_capture_end();
     ck_assert_msg(strstr(text, "[error]") && strstr(text, "allocated with 10485760 bytes"), "log: %s", text);
     free(text);
-    crmm_resource_release(mr);
-    crmm_resource_release(stats);
-    crmm_resource_release(host);
+    crmm_test_release(mr, stats, host);
 }
 END_TEST
 
@@ -202,8 +193,7 @@ START_TEST(unknown_pointer_is_refused)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 100, NULL));
     ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* double free */
     ck_assert_uint_eq(count_of(mr), 0);
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -236,7 +226,7 @@ END_TEST
 START_TEST(log_outstanding_writes_the_report)
 {
     crmm_test_log_capture_begin();
-    crmm_log_set_level(CRMM_LOG_DEBUG);
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_DEBUG));
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     void *p = crmm_test_allocate(mr, 4096);
     ck_assert_crmm_ok(crmm_tracking_log_outstanding(mr, CRMM_LOG_DEBUG));
@@ -247,8 +237,7 @@ START_TEST(log_outstanding_writes_the_report)
                   "log: %s", text);
     free(text);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -263,8 +252,7 @@ START_TEST(api_rejects_bad_arguments)
     ck_assert_crmm(crmm_resource_control(mr, CRMM_TRACKING_OP_STRING, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     crmm_resource *bad = NULL;
     ck_assert_crmm(crmm_resource_create("tracking", "capture_stacks=maybe", host, &bad), CRMM_ERROR_CONFIG);
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -306,8 +294,7 @@ START_TEST(threads_with_address_reuse)
     }
     ck_assert_uint_eq(count_of(mr), 0);
     ck_assert_uint_eq(bytes_of(mr), 0);
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -326,8 +313,7 @@ START_TEST(many_records_grow_and_shrink_the_table)
             ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], 16, NULL));
     ck_assert_uint_eq(count_of(mr), 0);
     free(p);
-    crmm_resource_release(mr);
-    crmm_resource_release(host);
+    crmm_test_release(mr, host);
 }
 END_TEST
 
@@ -338,7 +324,7 @@ static const crmm_test_chain chains[] = {
 int main(void)
 {
     Suite *s = suite_create("tracking");
-    TCase *tc = tcase_create("tracking");
+    TCase *tc = crmm_test_tcase(s, "tracking", 0);
     tcase_add_test(tc, empty);
     tcase_add_test(tc, all_freed);
     tcase_add_test(tc, allocations_left_with_stacks);
@@ -352,7 +338,6 @@ int main(void)
     tcase_add_test(tc, api_rejects_bad_arguments);
     tcase_add_test(tc, threads_with_address_reuse);
     tcase_add_test(tc, many_records_grow_and_shrink_the_table);
-    suite_add_tcase(s, tc);
     crmm_conformance_add(s, chains, 1);
     return crmm_test_run(s);
 }

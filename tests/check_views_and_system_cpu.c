@@ -312,44 +312,28 @@ static void expect_advice(int i, const void *ptr, size_t count, enum cudaMemLoca
         ck_assert_int_eq(seen.advice[i].where.id, 0);
 }
 
+/* sam_headroom with 1 MiB free of 4 MiB: how much of a block goes to the device (the rest: host) */
+static const struct { const char *headroom; size_t bytes, on_device; } placements[] = {
+    {"256KiB", 2 << 20, 768 << 10}, /* 256 KiB kept: 768 KiB of a 2 MiB block on the device */
+    {"256KiB", 64 << 10, 64 << 10}, /* a block that fits whole goes to the device whole */
+    {"0", 1000, 768},               /* the device part is aligned down to 256 bytes */
+    {"2MiB", 4096, 0},              /* a headroom above the free memory: all on the host */
+    {"25%", 4096, 0},               /* a share of the device's memory: 25% keeps 1 MiB, all of it free */
+};
+
 START_TEST(sam_headroom_places_what_fits_above_the_headroom_on_the_device)
 {
     crmm_resource *mr;
-    /* 1 MiB free, 256 KiB kept: 768 KiB of a 2 MiB block on the device, the rest on the host */
-    char *p = allocate_with(&mr, "256KiB", 1 << 20, 2 << 20);
-    ck_assert_int_eq(seen.advises, 2);
-    expect_advice(0, p, 768 << 10, cudaMemLocationTypeDevice);
-    expect_advice(1, p + (768 << 10), (2 << 20) - (768 << 10), cudaMemLocationTypeHost);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 2 << 20, NULL));
-    crmm_resource_release(mr);
-
-    /* a block that fits whole goes to the device whole */
-    p = allocate_with(&mr, "256KiB", 1 << 20, 64 << 10);
-    ck_assert_int_eq(seen.advises, 1);
-    expect_advice(0, p, 64 << 10, cudaMemLocationTypeDevice);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 64 << 10, NULL));
-    crmm_resource_release(mr);
-
-    /* the device part is aligned down to 256 bytes; the tail goes to the host */
-    p = allocate_with(&mr, "0", 1 << 20, 1000);
-    ck_assert_int_eq(seen.advises, 2);
-    expect_advice(0, p, 768, cudaMemLocationTypeDevice);
-    expect_advice(1, p + 768, 232, cudaMemLocationTypeHost);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
-    crmm_resource_release(mr);
-
-    /* a headroom above the free memory: all on the host */
-    p = allocate_with(&mr, "2MiB", 1 << 20, 4096);
-    ck_assert_int_eq(seen.advises, 1);
-    expect_advice(0, p, 4096, cudaMemLocationTypeHost);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
-    crmm_resource_release(mr);
-
-    /* a headroom given as a share of the device's memory (4 MiB): 25% keeps 1 MiB, all of it free */
-    p = allocate_with(&mr, "25%", 1 << 20, 4096);
-    ck_assert_int_eq(seen.advises, 1);
-    expect_advice(0, p, 4096, cudaMemLocationTypeHost);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
+    size_t bytes = placements[_i].bytes, dev = placements[_i].on_device;
+    char *p = allocate_with(&mr, placements[_i].headroom, 1 << 20, bytes);
+    ck_assert_int_eq(seen.advises, (dev > 0) + (dev < bytes));
+    if (dev > 0)
+        expect_advice(0, p, dev, cudaMemLocationTypeDevice);
+    if (dev < bytes)
+        expect_advice(dev > 0, p + dev, bytes - dev, cudaMemLocationTypeHost);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, bytes, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(mr);
 }
 END_TEST
@@ -371,22 +355,20 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("views_and_system_cpu");
-    TCase *tc = tcase_create("cuda_async_view");
+    TCase *tc = crmm_test_tcase(s, "cuda_async_view", 0);
     tcase_add_test(tc, view_allocates_from_the_callers_pool_on_the_callers_stream);
     tcase_add_test(tc, view_takes_the_handle_as_decimal_or_hex);
     tcase_add_test(tc, view_refuses_a_missing_zero_or_bad_handle);
     tcase_add_test(tc, view_out_of_memory_is_reported_as_such);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("async_managed");
+    tc = crmm_test_tcase(s, "async_managed", 0);
     tcase_add_test(tc, async_managed_uses_the_devices_default_managed_pool);
     tcase_add_test(tc, async_managed_names_why_it_cannot_be_made);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("system");
+    tc = crmm_test_tcase(s, "system", 0);
     tcase_add_test(tc, system_is_plain_host_memory_and_a_free_waits_for_its_stream);
     tcase_add_test(tc, system_and_sam_headroom_need_pageable_memory_access);
     tcase_add_test(tc, sam_headroom_needs_a_headroom);
-    tcase_add_test(tc, sam_headroom_places_what_fits_above_the_headroom_on_the_device);
+    tcase_add_loop_test(tc, sam_headroom_places_what_fits_above_the_headroom_on_the_device, 0,
+                        (int)(sizeof placements / sizeof placements[0]));
     tcase_add_test(tc, sam_headroom_failed_placement_frees_the_block);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -192,17 +192,13 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("views_and_system_gpu");
-    TCase *tc = tcase_create("resources");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "resources", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, callback_over_cuda_malloc);
     tcase_add_test(tc, view_over_a_pool_the_test_owns);
     tcase_add_test(tc, async_managed_over_the_default_managed_pool);
     tcase_add_test(tc, system_and_sam_headroom_where_supported);
-    suite_add_tcase(s, tc);
 
     crmm_callback_allocate_fn a = device_alloc;
     crmm_callback_deallocate_fn d = device_free;

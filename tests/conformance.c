@@ -6,8 +6,6 @@
  * cudaMemset/cudaMemcpy. */
 #include "build_config.h"
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
@@ -340,8 +338,7 @@ void crmm_conformance_add(Suite *s, const crmm_test_chain *table, int n)
         static char names[MAX_CHAINS][96];
         char *name = names[i];
         snprintf(name, sizeof names[0], "conformance_%s", chains[i].label);
-        TCase *tc = tcase_create(name);
-        tcase_set_timeout(tc, chains[i].gpu ? CRMM_TEST_GPU_TIMEOUT : 60);
+        TCase *tc = crmm_test_tcase(s, name, chains[i].gpu ? CRMM_TEST_GPU_TIMEOUT : 60);
         tcase_add_loop_test(tc, zero_size_gives_null, i, i + 1);
         tcase_add_loop_test(tc, sizes_are_aligned_and_usable, i, i + 1);
         tcase_add_loop_test(tc, one_pib_is_out_of_memory, i, i + 1);
@@ -351,6 +348,5 @@ void crmm_conformance_add(Suite *s, const crmm_test_chain *table, int n)
         tcase_add_loop_test(tc, free_on_another_thread, i, i + 1);
         tcase_add_loop_test(tc, free_on_another_stream, i, i + 1);
         tcase_add_loop_test(tc, in_use_query_follows_allocations, i, i + 1);
-        suite_add_tcase(s, tc);
     }
 }

@@ -8,11 +8,8 @@
 
 #include <pthread.h>
 #include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cuda_runtime_api.h>
 #include <crmm/pool.h>
 #include "fakes/fake_capture.h"
 #include "fakes/fake_vmm.h"

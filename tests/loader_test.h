@@ -1,11 +1,9 @@
 /* loader_test.h — what the loader suites (check_loader, check_loader_files, check_resource_abi)
- * share: where the built and the test-only plugins are, copying a plugin file, a fresh directory,
- * and an assertion on crmm's last error message. */
+ * share: where the built and the test-only plugins are, copying a plugin file and a fresh directory. */
 #ifndef CRMM_TESTS_LOADER_TEST_H
 #define CRMM_TESTS_LOADER_TEST_H
 
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,9 +65,5 @@ static inline char *new_dir(void)
     ck_assert_ptr_nonnull(d);
     return d;
 }
-
-#define ck_assert_error_has(needle) \
-    ck_assert_msg(strstr(crmm_last_error(), (needle)) != NULL, "error message lacks \"%s\": %s", (needle), \
-                  crmm_last_error())
 
 #endif

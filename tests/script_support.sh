@@ -6,7 +6,8 @@
 #  - start_checks NAME: a fresh temporary directory $tmp (removed at exit) and the counters
 #    $failures and $checks at 0;
 #  - fail MESSAGE: counts a failure and shows the start of the last output, $tmp/out (20 lines,
-#    2000 bytes at most).
+#    2000 bytes at most);
+#  - run EXPECTED_STATUS ARGS...: crmm ARGS with stdout and stderr in $tmp/out; a check of its status.
 
 if [ -n "$CRMM_TOOL" ]; then
     crmm=$CRMM_TOOL
@@ -27,4 +28,16 @@ fail() {
     failures=$((failures + 1))
     echo "FAIL: $*"
     if [ -s "$tmp/out" ]; then head -c 2000 "$tmp/out" | sed 's/^/    | /' | head -20; fi
+}
+
+run() {
+    want=$1
+    shift
+    checks=$((checks + 1))
+    "$crmm" "$@" >"$tmp/out" 2>&1
+    got=$?
+    if [ "$got" -ne "$want" ]; then
+        fail "crmm $* exited $got, expected $want"
+        return 1
+    fi
 }

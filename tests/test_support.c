@@ -88,6 +88,15 @@ int crmm_test_run(Suite *s)
     return failed == 0 ? 0 : 1;
 }
 
+TCase *crmm_test_tcase(Suite *s, const char *name, int timeout)
+{
+    TCase *tc = tcase_create(name);
+    if (timeout > 0)
+        tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
 int crmm_test_cuda_device(void)
 {
     int dev = -1;
@@ -159,7 +168,7 @@ char *crmm_test_tmpdir(void)
     return strdup(d);
 }
 
-const char *crmm_test_write_file(const char *name, const char *text)
+const char *crmm_test_tmp_path(const char *name)
 {
     static char paths[8][4096];
     static int next;
@@ -168,6 +177,12 @@ const char *crmm_test_write_file(const char *name, const char *text)
     char *p = paths[next++ % 8];
     snprintf(p, 4096, "%s/%s", dir, name);
     free(dir);
+    return p;
+}
+
+const char *crmm_test_write_file(const char *name, const char *text)
+{
+    const char *p = crmm_test_tmp_path(name);
     FILE *f = fopen(p, "w");
     ck_assert_msg(f != NULL, "cannot write %s", p);
     fputs(text, f);
@@ -237,6 +252,22 @@ int crmm_test_count(const char *text, const char *needle)
     return n;
 }
 
+const char *crmm_test_file_text(const char *path)
+{
+    static char *text;
+    free(text);
+    text = crmm_test_read_file_or_fail(path);
+    return text;
+}
+
+int crmm_test_count_lines(const char *path)
+{
+    char *text = crmm_test_read_file_or_fail(path);
+    int n = crmm_test_count(text, "\n");
+    free(text);
+    return n;
+}
+
 crmm_test_output crmm_test_run_main(int (*main_fn)(int argc, char **argv, FILE *out, FILE *err), char **argv)
 {
     int argc = 0;
@@ -288,6 +319,14 @@ crmm_resource *crmm_test_create(const char *plugin, const char *params, crmm_res
     return mr;
 }
 
+crmm_resource *crmm_test_create_over_host(const char *plugin, const char *params)
+{
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *mr = crmm_test_create(plugin, params, host);
+    crmm_resource_release(host);
+    return mr;
+}
+
 void *crmm_test_allocate(crmm_resource *mr, size_t bytes)
 {
     void *p = NULL;
@@ -301,6 +340,12 @@ uint64_t crmm_test_query(crmm_resource *mr, crmm_query what)
     uint64_t v = 0;
     ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
     return v;
+}
+
+void crmm_test_release_n(crmm_resource *const *mrs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        crmm_resource_release(mrs[i]);
 }
 
 uint64_t crmm_test_rand(uint64_t *state)

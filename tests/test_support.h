@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <crmm/crmm.h>
 /* the adaptor APIs the suites inspect layers with (installed by their plugins, not in crmm.h) */
 #include <crmm/logging.h>
@@ -40,6 +41,13 @@ int crmm_test_probe(int (*fn)(void));
 /* True when $CRMM_TEST_REQUIRE_GPU >= needed. */
 int crmm_test_gpu_required(int needed);
 
+/* In main: return crmm_test_gpu_gate(needed) from main unless it is 0. */
+#define CRMM_TEST_GPU_GATE(needed) do { \
+        int gate_ = crmm_test_gpu_gate(needed); \
+        if (gate_) \
+            return gate_; \
+    } while (0)
+
 /* False when the suite runs under a tool that serializes CUDA work (make check-compute-sanitizer
  * sets CRMM_TEST_UNDER_SANITIZER=1): then "still queued at return" cannot be observed, and tests
  * check only what must hold in any schedule (the data after a synchronize). */
@@ -47,6 +55,9 @@ int crmm_test_async_observable(void);
 
 /* Run `s` in fork mode and return the exit status for main (0 when all passed). */
 int crmm_test_run(Suite *s);
+
+/* A new test case `name` of `s`, with a timeout in seconds (0: Check's default). */
+TCase *crmm_test_tcase(Suite *s, const char *name, int timeout);
 
 /* Timeout for test cases that create a CUDA context (Check's default of 4 s is too short). */
 #define CRMM_TEST_GPU_TIMEOUT 120
@@ -68,8 +79,12 @@ int crmm_test_cuda_device(void);
  * runner forks); a child forked from that process never removes it. */
 char *crmm_test_tmpdir(void);
 
+/* In a test: the path of `name` in a fresh temporary directory (a static buffer per call, 8 in
+ * turn, shared with crmm_test_write_file). */
+const char *crmm_test_tmp_path(const char *name);
+
 /* In a test: write `text` to a new file `name` in a fresh temporary directory; returns the path
- * (a static buffer per call, 8 in turn). */
+ * (as crmm_test_tmp_path). */
 const char *crmm_test_write_file(const char *name, const char *text);
 
 /* ---- reading what was written --------------------------------------------------------------- */
@@ -80,12 +95,18 @@ char *crmm_test_read_file(const char *path);
 /* In a test: crmm_test_read_file, failing the test (naming the file) when it cannot be read. */
 char *crmm_test_read_file_or_fail(const char *path);
 
+/* In a test: the whole file, which must be readable, in a buffer kept until the next call. */
+const char *crmm_test_file_text(const char *path);
+
 /* In a test: all of `f` from its start (malloc'd, NUL-terminated), then fclose(f). Fails the test
  * when f is NULL or cannot be read. */
 char *crmm_test_read_stream(FILE *f);
 
 /* How many times `needle` (not empty) occurs in `text`, e.g. lines: crmm_test_count(text, "\n"). */
 int crmm_test_count(const char *text, const char *needle);
+
+/* In a test: how many lines the file `path` holds (it must be readable). */
+int crmm_test_count_lines(const char *path);
 
 /* What a command's main wrote: its exit status and its two streams (malloc'd). */
 typedef struct crmm_test_output {
@@ -108,6 +129,14 @@ char *crmm_test_log_capture_end(void);
 /* In a test: crmm_resource_create, which must succeed; the new resource. */
 crmm_resource *crmm_test_create(const char *plugin, const char *params, crmm_resource *upstream);
 
+/* Release the resources in the order given (the top of a stack first). */
+#define crmm_test_release(...) \
+    crmm_test_release_n((crmm_resource *[]){__VA_ARGS__}, sizeof((crmm_resource *[]){__VA_ARGS__}) / sizeof(crmm_resource *))
+void crmm_test_release_n(crmm_resource *const *mrs, size_t n);
+
+/* In a test: `plugin` (with `params`) over a fresh host resource, which goes with it. */
+crmm_resource *crmm_test_create_over_host(const char *plugin, const char *params);
+
 /* In a test: allocate `bytes` (> 0) on the default stream, which must succeed with a pointer. */
 void *crmm_test_allocate(crmm_resource *mr, size_t bytes);
 
@@ -124,5 +153,9 @@ uint64_t crmm_test_rand(uint64_t *state);
                       crmm_status_name(st_), crmm_status_name(expected), crmm_last_error()); \
     } while (0)
 #define ck_assert_crmm_ok(expr) ck_assert_crmm(expr, CRMM_OK)
+
+/* Assert that crmm's last error message contains `sub`. */
+#define ck_assert_error_contains(sub) \
+    ck_assert_msg(strstr(crmm_last_error(), (sub)) != NULL, "error '%s' lacks '%s'", crmm_last_error(), (sub))
 
 #endif

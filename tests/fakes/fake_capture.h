@@ -1,22 +1,16 @@
 /* fake_capture.h — stream capture for the programs that script CUDA: a fake stream can be put
  * "under capture" into a fake graph, and every call that capture forbids is counted (and named)
- * instead of being made.
- *
- * fake_capture.c defines the runtime's capture calls (cudaStreamGetCaptureInfo,
- * cudaStreamIsCapturing, cudaThreadExchangeStreamCaptureMode) and its user objects
- * (cudaUserObjectCreate, cudaUserObjectRelease, cudaGraphRetainUserObject), so it is compiled into
- * each program that defines CUDA functions and exported (-export-dynamic), never into
- * libcrmmtest. The programs' own fakes report their calls with fake_capture_call. What counts as
- * forbidden while some stream is captured, as CUDA has it:
- *  - FAKE_CALL_WAIT: anything that waits for the device or queries work (cudaDeviceSynchronize,
- *    cudaStreamSynchronize, cudaEventSynchronize, cudaEventQuery): forbidden in every mode;
- *  - FAKE_CALL_UNSAFE: what the global capture mode forbids in every thread (cudaMalloc, cudaFree,
- *    mapping memory, ...): forbidden unless the calling thread's mode is relaxed;
- *  - FAKE_CALL_STREAM: an event recorded on, or waited for by, a stream under capture: it would
- *    join the allocator's events to the user's graph (or fail with an isolation error); also
- *    asking a captured stream's id (cudaStreamGetId), which CUDA refuses during capture.
- * A graph's user objects are released when the test destroys the graph (fake_graph_destroy), which
- * runs their destructors at once, on the calling thread. */
+ * instead of being made. fake_capture.c defines the runtime's capture calls and user objects, so
+ * it is compiled into each program that defines CUDA functions (-export-dynamic), never into
+ * libcrmmtest; the programs' own fakes report their calls with fake_capture_call. Forbidden while
+ * some stream is captured, as CUDA has it:
+ *  - FAKE_CALL_WAIT: waiting for the device or querying work (cudaDeviceSynchronize,
+ *    cudaStreamSynchronize, cudaEventSynchronize, cudaEventQuery), in every mode;
+ *  - FAKE_CALL_UNSAFE: what the global mode forbids in every thread (cudaMalloc, cudaFree, mapping
+ *    memory, ...), unless the calling thread's mode is relaxed;
+ *  - FAKE_CALL_STREAM: an event recorded on, or waited for by, a captured stream (it would join the
+ *    allocator's events to the user's graph), or asking a captured stream's id.
+ * fake_graph_destroy releases a graph's user objects, running their destructors at once. */
 #ifndef CRMM_TESTS_FAKE_CAPTURE_H
 #define CRMM_TESTS_FAKE_CAPTURE_H
 
