@@ -84,6 +84,7 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_replay_streams \
 	tests/check_pool_expandable \
 	tests/check_pool_expandable_use \
+	tests/check_pool_page_moves \
 	tests/check_pool_serving \
 	tests/check_graphs \
 	tests/check_graphs_plugins \
@@ -155,6 +156,7 @@ tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c $(FAKE
 tests_check_torch_allocator_SOURCES = tests/check_torch_allocator.c $(FAKE_CUDA_SOURCES)
 tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c $(FAKE_VMM_SOURCES)
 tests_check_pool_expandable_use_SOURCES = tests/check_pool_expandable_use.c $(FAKE_VMM_SOURCES)
+tests_check_pool_page_moves_SOURCES = tests/check_pool_page_moves.c $(FAKE_VMM_SOURCES)
 tests_check_pool_serving_SOURCES = tests/check_pool_serving.c tests/serving_trace.c tests/serving_trace.h \
 	$(FAKE_VMM_SOURCES)
 tests_check_graphs_SOURCES = tests/check_graphs.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
@@ -184,6 +186,7 @@ tests_check_pool_thread_cache_auto_LDFLAGS = -export-dynamic
 tests_check_replay_streams_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_use_LDFLAGS = -export-dynamic
+tests_check_pool_page_moves_LDFLAGS = -export-dynamic
 tests_check_pool_serving_LDFLAGS = -export-dynamic
 tests_check_graphs_LDFLAGS = -export-dynamic
 tests_check_graphs_plugins_LDFLAGS = -export-dynamic

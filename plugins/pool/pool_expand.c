@@ -35,6 +35,10 @@
  *    since the last move, the pattern needs that memory (a workload whose every step leaves its
  *    large blocks in other places), so the pool maps new pages and raises the mark instead of
  *    synchronizing at every step;
+ *    page_moves (POOL_MOVES_*) says how a move waits: wait synchronizes the device as above; idle
+ *    asks the streams that hold free blocks whether they are idle (pool_streams_idle, no wait) and
+ *    moves with no synchronization when they are, else maps new pages without raising the mark,
+ *    so that a later growth that finds them idle moves the extra pages back; never always maps;
  *  - trim (crmm_resource_trim): every whole free page beyond release_threshold is unmapped and
  *    its memory released.
  * While threads contend for the pool (its per-thread caches are on, pool_thread_cache.h), growth
@@ -336,7 +340,7 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
     crmm_status st = crmm_cuda_device_enter(v->device, &g);
     if (st != CRMM_OK)
         return crmm_error_add_context("pool");
-    bool settled = false, released_all = false;
+    bool settled = false, released_all = false, busy = false;
     char why[512] = "";
     /* threads contend (the caches are on): a step of the pool's size, and no moving */
     bool threads = pool_caching(p);
@@ -347,17 +351,22 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
         grow_plan plan = plan_step(p, s, size, want);
         uint64_t free_bytes = p->growth.reserved - p->core.live_bytes;
         bool can_move = free_bytes > p->growth.release_threshold && free_bytes >= (size < v->page ? size : v->page);
-        if (p->growth.moved_since_mark || threads || p->capturing)
+        if (p->growth.moved_since_mark || threads || p->capturing || p->growth.page_moves == POOL_MOVES_NEVER)
             can_move = false; /* moving again before the mark rose: the pattern needs the memory;
                                * under capture nothing may wait for the device */
         else if (can_move && !settled && nothing_to_move(p, s))
             can_move = false; /* a synchronization could neither merge blocks nor free a page */
-        if (!settled && plan.pages && p->growth.reserved + plan.pages * v->page > p->growth.mark + p->growth.mark / POOL_EXPAND_SLACK &&
-            can_move) {
-            /* past the high-water mark: wait for the device, let every free block merge (one may
-             * fit now), then move free pages to where the growth maps instead of new memory */
+        bool past_mark = !settled && plan.pages &&
+                         p->growth.reserved + plan.pages * v->page > p->growth.mark + p->growth.mark / POOL_EXPAND_SLACK;
+        busy = false;
+        if (past_mark && can_move && p->growth.page_moves == POOL_MOVES_IDLE && !pool_streams_idle(&p->core.streams, s))
+            can_move = false, busy = true; /* new pages now; a growth that finds the streams idle moves them */
+        if (past_mark && can_move) {
+            /* past the high-water mark: wait for the device (page_moves = idle: it is idle), let
+             * every free block merge (one may fit now), then move free pages to where the growth
+             * maps instead of new memory */
             settled = true;
-            if ((st = pool_streams_synchronize(&p->core.streams)) != CRMM_OK)
+            if (p->growth.page_moves == POOL_MOVES_WAIT && (st = pool_streams_synchronize(&p->core.streams)) != CRMM_OK)
                 break;
             pool_stream *holder = pool_streams_gather(&p->core.streams, &p->core.records, s);
             if ((*out = pool_free_list_fit(&s->free, size)))
@@ -388,7 +397,7 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
             p->growth.growths++;
             if (p->growth.reserved > p->growth.reserved_peak)
                 p->growth.reserved_peak = p->growth.reserved;
-            if ((settled || !can_move) && p->growth.reserved > p->growth.mark) {
+            if ((settled || (!can_move && !busy)) && p->growth.reserved > p->growth.mark) {
                 p->growth.mark = p->growth.reserved; /* a growth that moving free pages could not (or should not) avoid */
                 p->growth.moved_since_mark = false;
             }

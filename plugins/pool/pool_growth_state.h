@@ -10,6 +10,14 @@
 #include "pool_streams.h"
 #include "pool_vmm.h"
 
+/* The page_moves parameter: what an expandable pool does when growth would pass its mark while
+ * free pages could be moved instead (pool_expand.c). */
+enum {
+    POOL_MOVES_WAIT,               /* wait for the device, then move them */
+    POOL_MOVES_IDLE,               /* move them when the streams holding them are idle, else map new pages */
+    POOL_MOVES_NEVER               /* map new pages; free pages go back only at trim and before out of memory */
+};
+
 typedef struct pool_growth_state {
     pool_chunk *chunks;            /* upstream allocations, newest first */
     uint64_t chunk_count;
@@ -20,6 +28,7 @@ typedef struct pool_growth_state {
     bool expandable;               /* growth maps pages of one reserved range (pool_expand.c) */
     bool moved_since_mark;         /* expandable: a growth moved free pages and the mark has not risen since */
     uint64_t mark;                 /* expandable: the most it had to map (see pool_expand.c) */
+    uint8_t page_moves;            /* expandable: POOL_MOVES_* */
     pool_vmm vmm;                  /* that range */
     pool_stream unmapped;          /* owner of the range's blocks that have no memory mapped */
     uint64_t release_threshold;    /* free bytes in whole pages kept when memory is given back */

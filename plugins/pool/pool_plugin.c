@@ -48,6 +48,7 @@ typedef struct pool_config {
     uint64_t maximum_size;
     bool expandable;
     uint64_t release_threshold;
+    int page_moves;      /* index in "wait|idle|never" (POOL_MOVES_*) */
     int stream_reuse;    /* index in "sync|event" */
     int thread_cache;    /* index in "auto|on|off" */
     bool ipc;
@@ -257,6 +258,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     snprintf(p->base.name, sizeof p->base.name, "%s", name ? name : "");
     p->growth.initial = initial;
     p->growth.release_threshold = threshold;
+    p->growth.page_moves = (uint8_t)cfg.page_moves;
     p->cache.cache_mode = cache_modes[cfg.thread_cache];
     if (expandable && (st = pool_expand_init(p, upstream->device, expandable_range(upstream->device, maximum,
                                                                                   &p->growth.device_memory))) != CRMM_OK) {
@@ -306,6 +308,13 @@ static const crmm_param pool_params[] = {
      .help = "expandable: bytes of free whole pages the pool keeps mapped when it gives memory back (at trim, and when "
              "growth would pass the most it has held; within it, the pool grows without waiting for the device)",
      .offset = offsetof(pool_config, release_threshold), .max = POOL_SIZE_MAX},
+    {.key = "page_moves", .type = CRMM_PARAM_ENUM, .default_value = "wait",
+     .help = "expandable: when growth would pass the most the pool has held and free pages could be moved to where it "
+             "grows instead: wait = wait for the device, then move them (the pool holds least); idle = move them only when "
+             "every stream holding them has finished its work (asked without waiting), else map new pages (no stall of "
+             "the host; the pool may hold more until the next growth finds the streams idle); never = always map new "
+             "pages (free pages go back at trim and before out of memory, as PyTorch's expandable segments do)",
+     .offset = offsetof(pool_config, page_moves), .choices = "wait|idle|never"},
     {.key = "stream_reuse", .type = CRMM_PARAM_ENUM, .default_value = "sync",
      .help = "how a block freed on one stream is reused on another: sync = after a device synchronization, never "
              "touching the other stream (safe when streams are destroyed); event = the new stream waits for an event "

@@ -279,6 +279,35 @@ crmm_status pool_streams_synchronize(pool_streams *ss)
     return CRMM_OK;
 }
 
+/* Whether the stream of state s may be passed to CUDA by the thread `me`: the caller's stream t,
+ * and the default ones, are alive; another stream may have been destroyed since it freed memory. */
+static bool may_ask(const pool_stream *s, const pool_stream *t, uint64_t me)
+{
+    return s == t || (s->handle == NULL && !s->thread) || (s->handle == CRMM_CUDA_STREAM_PER_THREAD && s->thread == me);
+}
+
+bool pool_streams_idle(const pool_streams *ss, const pool_stream *t)
+{
+    if (!ss->real || crmm_process_exiting())
+        return true;
+    uint64_t me = pool_thread_serial();
+    for (size_t i = 0; i < ss->count; i++)
+        if (!ss->all[i]->ready && ss->all[i]->free.blocks && !may_ask(ss->all[i], t, me))
+            return false; /* asked first, so that no query is made in vain */
+    for (size_t i = 0; i < ss->count; i++) {
+        const pool_stream *s = ss->all[i];
+        if (s->ready || !s->free.blocks)
+            continue;
+        cudaError_t e = cudaStreamQuery((cudaStream_t)s->handle);
+        if (e != cudaSuccess) {
+            if (e != cudaErrorNotReady)
+                cudaGetLastError(); /* an error here only means "not known to be idle" */
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Move every free block of every state but t to t, dropping those states. */
 static void move_all_to(pool_streams *ss, pool_records *records, pool_stream *t)
 {

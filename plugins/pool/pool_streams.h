@@ -124,6 +124,13 @@ pool_stream *pool_streams_gather(pool_streams *ss, pool_records *records, pool_s
  * (the error is set then). No CUDA call: for blocks known to be idle (a destroyed graph's). */
 pool_stream *pool_streams_ready_state(pool_streams *ss);
 
+/* Whether every stream that holds free blocks has finished all the work queued on it, asked
+ * without waiting (cudaStreamQuery): then those blocks' pages may be unmapped with no device
+ * synchronization. False when a stream cannot be asked safely (another stream than t's and the
+ * default ones, which may have been destroyed), is busy, or the query fails. True for a host
+ * pool and once the process is exiting. */
+bool pool_streams_idle(const pool_streams *ss, const pool_stream *t);
+
 /* Wait until the device has finished all work (before memory goes back upstream). CRMM_OK
  * without a CUDA call for a host pool or once the process is exiting. */
 crmm_status pool_streams_synchronize(pool_streams *ss);

@@ -384,6 +384,12 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return fake_capture_call("cudaStreamSynchronize", FAKE_CALL_WAIT, s); }
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+    __atomic_add_fetch(&fake_vmm.stream_queries, 1, __ATOMIC_RELAXED);
+    cudaError_t e = fake_capture_call("cudaStreamQuery", FAKE_CALL_STREAM, s);
+    return e != cudaSuccess ? e : fake_vmm.streams_busy ? cudaErrorNotReady : cudaSuccess;
+}
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int f)
 {
     (void)f;

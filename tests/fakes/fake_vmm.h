@@ -9,8 +9,8 @@
  * content). A block the pool hands out over a page it did not map crashes the program when
  * written, and the driver refuses what real CUDA refuses (unmapping what is not mapped, releasing
  * a mapped allocation, freeing a range that still has mappings). Every call is counted, and
- * physical memory can be limited. It also defines cudaDeviceSynchronize (counted), device and
- * memory queries, and no-op stream and event calls, and gives a pool an upstream that says it is
+ * physical memory can be limited. It also defines cudaDeviceSynchronize and cudaStreamQuery (counted; the
+ * queries answer as streams_busy says), device and memory queries, and no-op stream and event calls, and gives a pool an upstream that says it is
  * device memory. Besides the pool's reservation, a few more may be live (an import maps into one).
  *
  * Export and import (CUDA IPC): an allocation made with requestedHandleTypes including POSIX file
@@ -31,6 +31,8 @@ typedef struct fake_vmm_state {
     size_t physical;             /* bytes held by live allocations */
     size_t physical_peak;
     int creates, releases, maps, unmaps, set_access, reserves, frees, device_syncs;
+    int stream_queries;          /* cudaStreamQuery calls */
+    int streams_busy;            /* cudaStreamQuery says every stream still has work queued */
     int upstream_calls;          /* calls the pool's upstream got (an expandable pool makes none) */
     int export_unsupported;      /* the device says it cannot export POSIX file descriptors */
     int exports, imports;        /* cuMemExportToShareableHandle, cuMemImportFromShareableHandle */

@@ -1,0 +1,164 @@
+/* check_pool_page_moves.c — the expandable pool's page_moves parameter on the scripted driver of
+ * fakes/fake_vmm.h: what the pool does when growth would pass the most it has held while free
+ * pages could be moved. wait (the default) synchronizes the device and moves them; idle moves them
+ * without synchronizing when every stream holding them says it is idle, and maps new pages while
+ * one is busy (or cannot be asked), moving them back at a later growth that finds the streams
+ * idle; never maps new pages and gives free ones back only at trim. */
+#include "build_config.h"
+#include "pool_expandable_test.h"
+
+/* a: 3 pages, b: 1, c: 2 (the mark: 6 pages); a and c freed; then 4 pages asked, which fit where
+ * c was with 2 pages more: moved from a's top, or new. Returns that block. */
+static unsigned char *grow_past_the_mark(crmm_resource *p, unsigned char **a, unsigned char **b, unsigned char **c)
+{
+    *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
+    ck_assert_ptr_eq(*c, *a + 4 * PAGE);
+    dealloc(p, *a, 3 * PAGE);
+    dealloc(p, *c, 2 * PAGE);
+    fake_vmm.device_syncs = fake_vmm.stream_queries = 0;
+    unsigned char *z = alloc(p, 4 * PAGE);
+    ck_assert_ptr_eq(z, *c);
+    return z;
+}
+
+START_TEST(wait_synchronizes_and_moves)
+{
+    crmm_resource *p = expandable_pool("page_moves=wait");
+    unsigned char *a, *b, *c, *z = grow_past_the_mark(p, &a, &b, &c);
+    ck_assert_int_eq(fake_vmm.device_syncs, 1);
+    ck_assert_int_eq(fake_vmm.stream_queries, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 6 * PAGE);
+    ck_assert_int_eq(fake_vmm.creates, 6);
+    books_agree(p);
+    dealloc(p, alloc(p, PAGE), PAGE); /* a's bottom page stayed mapped and free */
+    dealloc(p, b, PAGE);
+    dealloc(p, z, 4 * PAGE);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(idle_moves_without_synchronizing_when_the_streams_are_idle)
+{
+    crmm_resource *p = expandable_pool("page_moves=idle");
+    unsigned char *a, *b, *c, *z = grow_past_the_mark(p, &a, &b, &c);
+    /* the default stream said it was idle: a's top two pages moved, no device synchronization */
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    ck_assert_int_ge(fake_vmm.stream_queries, 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 6 * PAGE);
+    ck_assert_int_eq(fake_vmm.creates, 6);
+    ck_assert_int_eq(fake_vmm.unmaps, 2);
+    books_agree(p);
+    unsigned char *w = alloc(p, PAGE); /* a's bottom page stayed mapped and free */
+    ck_assert_ptr_eq(w, a);
+    dealloc(p, w, PAGE);
+    dealloc(p, b, PAGE);
+    dealloc(p, z, 4 * PAGE);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(idle_maps_new_pages_while_busy_and_moves_them_when_idle)
+{
+    crmm_resource *p = expandable_pool("page_moves=idle");
+    fake_vmm.streams_busy = 1;
+    unsigned char *a, *b, *c, *z = grow_past_the_mark(p, &a, &b, &c);
+    /* busy: two new pages, nothing waited for, nothing unmapped, and the mark stays at 6 */
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    ck_assert_int_eq(fake_vmm.unmaps, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 8 * PAGE);
+    ck_assert_int_eq(fake_vmm.creates, 8);
+    books_agree(p);
+    /* idle again: the next growth past the mark moves a's three free pages instead of new ones */
+    fake_vmm.streams_busy = 0;
+    unsigned char *y = alloc(p, 4 * PAGE);
+    ck_assert_ptr_eq(y, z + 4 * PAGE);
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    ck_assert_int_eq(fake_vmm.unmaps, 3);
+    ck_assert_int_eq(fake_vmm.creates, 9);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 9 * PAGE);
+    books_agree(p);
+    dealloc(p, b, PAGE);
+    dealloc(p, z, 4 * PAGE);
+    dealloc(p, y, 4 * PAGE);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(idle_never_asks_a_stream_it_cannot_know_is_alive)
+{
+    crmm_resource *p = expandable_pool("page_moves=idle");
+    unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
+    free_on(p, a, 3 * PAGE, stream_n(1)); /* freed on a stream that may be destroyed by now */
+    dealloc(p, c, 2 * PAGE);
+    fake_vmm.device_syncs = fake_vmm.stream_queries = 0;
+    unsigned char *z = alloc(p, 4 * PAGE);
+    /* a's pages are stream 1's: not asked, not moved; two new pages instead */
+    ck_assert_ptr_eq(z, c);
+    ck_assert_int_eq(fake_vmm.stream_queries, 0);
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    ck_assert_int_eq(fake_vmm.unmaps, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 8 * PAGE);
+    books_agree(p);
+    dealloc(p, b, PAGE);
+    dealloc(p, z, 4 * PAGE);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(never_maps_new_pages_and_gives_free_ones_back_at_trim)
+{
+    crmm_resource *p = expandable_pool("page_moves=never");
+    unsigned char *a, *b, *c, *z = grow_past_the_mark(p, &a, &b, &c);
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    ck_assert_int_eq(fake_vmm.stream_queries, 0);
+    ck_assert_int_eq(fake_vmm.unmaps, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 8 * PAGE);
+    books_agree(p);
+    ck_assert_crmm_ok(crmm_resource_trim(p)); /* a's three free pages go back */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 5 * PAGE);
+    ck_assert_int_eq(fake_vmm.unmaps, 3);
+    books_agree(p);
+    dealloc(p, b, PAGE);
+    dealloc(p, z, 4 * PAGE);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(never_still_gives_free_pages_back_before_out_of_memory)
+{
+    crmm_resource *p = expandable_pool("page_moves=never maximum_size=6MiB");
+    unsigned char *a = alloc(p, 90 * PAGE), *b = alloc(p, PAGE);
+    dealloc(p, a, 90 * PAGE);
+    /* 90 free pages below b; 96 asked: only past the maximum unless the free pages move */
+    unsigned char *z = alloc(p, 95 * PAGE);
+    ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_RESERVED), 96 * PAGE);
+    books_agree(p);
+    dealloc(p, b, PAGE);
+    dealloc(p, z, 95 * PAGE);
+    crmm_resource_release(p);
+}
+END_TEST
+
+START_TEST(an_unknown_choice_is_refused)
+{
+    crmm_resource *p = NULL;
+    ck_assert_crmm(fake_vmm_expandable_pool("page_moves=sometimes", &p), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_null(p);
+    ck_assert_error_contains("wait|idle|never");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pool_page_moves");
+    TCase *tc = crmm_test_tcase(s, "page_moves", 0);
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, wait_synchronizes_and_moves);
+    tcase_add_test(tc, idle_moves_without_synchronizing_when_the_streams_are_idle);
+    tcase_add_test(tc, idle_maps_new_pages_while_busy_and_moves_them_when_idle);
+    tcase_add_test(tc, idle_never_asks_a_stream_it_cannot_know_is_alive);
+    tcase_add_test(tc, never_maps_new_pages_and_gives_free_ones_back_at_trim);
+    tcase_add_test(tc, never_still_gives_free_pages_back_before_out_of_memory);
+    tcase_add_test(tc, an_unknown_choice_is_refused);
+    return crmm_test_run(s);
+}
