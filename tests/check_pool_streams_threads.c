@@ -1,21 +1,8 @@
 /* check_pool_streams_threads.c — the pool's stream logic on the CPU, against the scripted CUDA of
- * fakes/fake_stream_cuda.c (as check_pool_streams.c): eight threads on their own streams, a failed
- * synchronization, many streams keeping the books, trim and destroy over blocks of several streams.
- * Loop tests run twice: _i 0 = stream_reuse=sync, 1 = stream_reuse=event. */
+ * pool_streams_test.h: eight threads on their own streams, a failed synchronization, many streams
+ * keeping the books, trim and destroy over blocks of several streams. Loop tests run once per
+ * mode (_i 0 = sync, 1 = event). */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <cuda_runtime_api.h>
-#include <crmm/pool.h>
-#include "fakes/fake_stream_cuda.h"
-#include "fakes/fake_streams.h"
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 #include "pool_streams_test.h"
 
 /* ---- eight threads, one stream each ---------------------------------------------------- */
@@ -71,10 +58,7 @@ static void *stress_thread(void *arg)
     uint64_t seed = 77 + (uint64_t)w->index;
     crmm_cuda_stream_t on = (crmm_cuda_stream_t)w->stream;
     for (int step = 0; step < STRESS_STEPS && w->st == CRMM_OK; step++) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        int k = (int)(seed % STRESS_LIVE);
+        int k = (int)(crmm_test_rand(&seed) % STRESS_LIVE);
         if (live[k]) {
             for (size_t b = 0; b < size[k]; b += 256) /* nobody else wrote into it */
                 if (live[k][b] != (unsigned char)(w->index + 1))
@@ -103,10 +87,9 @@ static void *stress_thread(void *arg)
 
 START_TEST(eight_threads_on_their_own_streams_lose_nothing)
 {
-    /* one stream per thread, as the benchmark's sets C and D: every block handed out is no one
-     * else's (each thread tags its blocks and checks the tags at the free), in sync mode a block
-     * freed on another stream is handed out only after a device synchronization, and at the end
-     * every byte is free again */
+    /* one stream per thread (the benchmark's sets C and D): each thread tags its blocks and checks
+     * the tags at the free; in sync mode a block freed on another stream is handed out only after a
+     * device synchronization; at the end every byte is free again */
     crmm_resource *p = pool_in_mode(_i, "initial_size=2MiB");
     stress.count = 0;
     stress.misordered = stress.overlapped = 0;
@@ -135,8 +118,7 @@ START_TEST(a_failed_synchronization_is_an_error_and_breaks_nothing)
     /* sync mode synchronizes to move the block; event mode when its record fails */
     crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = alloc_on(p, MiB, s);
-    free_on(p, a, MiB, s);
+    void *a = freed_on(p, MiB, s);
     fake_cuda.device_sync_result = cudaErrorLaunchFailure;
     fake_cuda.record_result = cudaErrorLaunchFailure;
     void *x = (void *)0x1;
@@ -164,10 +146,7 @@ START_TEST(many_streams_keep_the_books)
     size_t size[LIVE] = {0};
     uint64_t seed = 3, rounded = 0;
     for (int step = 0; step < 20000; step++) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        int k = (int)(seed % LIVE);
+        int k = (int)(crmm_test_rand(&seed) % LIVE);
         cudaStream_t on = st[(seed >> 8) % S];
         if (live[k]) {
             free_on(p, live[k], size[k], on);
