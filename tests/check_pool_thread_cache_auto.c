@@ -1,26 +1,9 @@
 /* check_pool_thread_cache_auto.c — the pool's per-thread caches over host memory: thread_cache =
  * auto (the default), which switches on when threads wait for the pool's lock, and eight threads
- * handing blocks to each other.
- *
- * To make threads wait for certain, an upstream holds the lock (a growth calls it under the lock)
- * until the test sees a second thread spinning; this program defines sched_yield, which the spin
- * lock calls while it waits, and is linked with -export-dynamic so that the plugin's call lands
- * here. */
+ * handing blocks to each other. To make threads wait for certain, an upstream holds the lock (a
+ * growth calls it under the lock) until the test sees a second thread spin; the spin lock's
+ * sched_yield is this program's (linked with -export-dynamic), which counts the waits. */
 #include "build_config.h"
-#include <pthread.h>
-#include <sched.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <crmm/crmm.h>
-#include <crmm/log.h>
-#include <crmm/pool.h>
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 #include "pool_thread_cache_test.h"
 
 /* ---- thread_cache = auto: threads that wait for the pool's lock switch the caches on ------- */
@@ -247,8 +230,8 @@ static void *hammer(void *arg)
 
 START_TEST(eight_threads_hand_blocks_to_each_other)
 {
-    /* random sizes, a quarter of the frees made by another thread; every block is filled with its own byte and checked at its free,
-     * so two live blocks that overlapped would show; at the end everything is back */
+    /* random sizes, a quarter of the frees made by another thread; every block is filled with its
+     * own byte and checked at its free, so two live blocks that overlapped would show */
     crmm_resource *p = host_pool("initial_size=4MiB thread_cache=on");
     hammer_arg a[H_THREADS];
     pthread_t th[H_THREADS];
