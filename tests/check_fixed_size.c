@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include "churn_support.h"
 #include "conformance.h"
 #include "test_support.h"
 
@@ -49,48 +50,23 @@ START_TEST(freed_block_is_reused)
 }
 END_TEST
 
-typedef struct churn_arg { crmm_resource *f; int index; int overlapped; uint64_t allocations; crmm_status st; } churn_arg;
-
-enum { CHURN_THREADS = 8, CHURN_LIVE = 32, CHURN_STEPS = 20000 };
-
-static void *churn(void *arg)
-{
-    churn_arg *a = arg;
-    unsigned char *live[CHURN_LIVE] = {0};
-    uint64_t seed = 5 + (uint64_t)a->index;
-    for (int step = 0; step < CHURN_STEPS && a->st == CRMM_OK; step++) {
-        int k = (int)(crmm_test_rand(&seed) % CHURN_LIVE);
-        if (live[k]) {
-            if (live[k][0] != a->index + 1 || live[k][255] != a->index + 1)
-                a->overlapped++;
-            a->st = crmm_resource_deallocate(a->f, live[k], 256, NULL);
-            live[k] = NULL;
-        } else if ((a->st = crmm_resource_allocate(a->f, 256, NULL, (void **)&live[k])) == CRMM_OK) {
-            live[k][0] = live[k][255] = (unsigned char)(a->index + 1);
-            a->allocations++;
-        }
-    }
-    for (int k = 0; k < CHURN_LIVE; k++)
-        if (live[k] && crmm_resource_deallocate(a->f, live[k], 256, NULL) != CRMM_OK)
-            a->st = CRMM_ERROR_STATE;
-    return NULL;
-}
+enum { CHURN_THREADS = 8, CHURN_LIVE = 32 };
 
 START_TEST(threads_share_it_and_the_counts_add_up)
 {
     /* eight threads allocate and free at once: no block is handed to two of them, and the counts
      * (kept under the resource's lock) lose no update */
     make("block_size=256 blocks_to_preallocate=16");
-    churn_arg a[CHURN_THREADS];
+    churn a[CHURN_THREADS];
     pthread_t th[CHURN_THREADS];
     for (int k = 0; k < CHURN_THREADS; k++) {
-        a[k] = (churn_arg){f, k, 0, 0, CRMM_OK};
-        ck_assert_int_eq(pthread_create(&th[k], NULL, churn, &a[k]), 0);
+        a[k] = (churn){.mr = f, .seed = 5 + (uint64_t)k, .steps = 20000, .slots = CHURN_LIVE, .size = 256, .exact = 1};
+        ck_assert_int_eq(pthread_create(&th[k], NULL, churn_thread, &a[k]), 0);
     }
     uint64_t allocations = 0;
     for (int k = 0; k < CHURN_THREADS; k++) {
         ck_assert_int_eq(pthread_join(th[k], NULL), 0);
-        ck_assert_crmm_ok(a[k].st);
+        ck_assert_msg(!a[k].why[0], "thread %d: %s", k, a[k].why);
         ck_assert_int_eq(a[k].overlapped, 0);
         allocations += a[k].allocations;
     }

@@ -2,6 +2,7 @@
  * pool_expandable_test.h (as check_pool_expandable.c): destroy, bad frees, other streams' memory,
  * threads, a growth at the maximum, the fallbacks to the upstream, and bad parameters. */
 #include "build_config.h"
+#include "churn_support.h"
 #include "pool_expandable_test.h"
 
 START_TEST(destroy_unmaps_and_frees_everything)
@@ -97,51 +98,19 @@ START_TEST(memory_keeps_its_content_and_the_books_stay_exact)
 }
 END_TEST
 
-struct stress_arg { crmm_resource *p; int id; };
-
-static void *stress_thread(void *arg)
-{
-    struct stress_arg *a = arg;
-    cudaStream_t s = stream_n(a->id);
-    uint64_t rng = 7 + (uint64_t)a->id;
-    unsigned char *live[32] = {0};
-    size_t size[32] = {0};
-    for (int step = 0; step < 3000; step++) {
-        int i = (int)(crmm_test_rand(&rng) % 32);
-        if (live[i]) {
-            if (live[i][0] != (unsigned char)a->id || live[i][size[i] - 1] != (unsigned char)a->id)
-                return "corrupted";
-            if (crmm_resource_deallocate(a->p, live[i], size[i], (crmm_cuda_stream_t)s) != CRMM_OK)
-                return "free failed";
-            live[i] = NULL;
-        } else {
-            size[i] = 1 + crmm_test_rand(&rng) % (200 * KiB);
-            void *x;
-            if (crmm_resource_allocate(a->p, size[i], (crmm_cuda_stream_t)s, &x) != CRMM_OK)
-                return "allocate failed";
-            live[i] = x;
-            memset(x, a->id, size[i]);
-        }
-    }
-    for (int i = 0; i < 32; i++)
-        if (live[i])
-            crmm_resource_deallocate(a->p, live[i], size[i], (crmm_cuda_stream_t)s);
-    return NULL;
-}
-
 START_TEST(threads_on_their_own_streams)
 {
     p = expandable_pool("");
     pthread_t th[4];
-    struct stress_arg args[4];
+    churn c[4];
     for (int i = 0; i < 4; i++) {
-        args[i] = (struct stress_arg){p, i + 1};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, stress_thread, &args[i]), 0);
+        c[i] = (churn){.mr = p, .own = (crmm_cuda_stream_t)stream_n(i + 1), .seed = 8 + (uint64_t)i, .steps = 3000,
+                       .slots = 32, .size = 200 * KiB};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, churn_thread, &c[i]), 0);
     }
     for (int i = 0; i < 4; i++) {
-        void *r;
-        pthread_join(th[i], &r);
-        ck_assert_msg(r == NULL, "thread %d: %s", i, (const char *)r);
+        pthread_join(th[i], NULL);
+        ck_assert_msg(!c[i].why[0] && !c[i].overlapped, "thread %d: %s; %d blocks overwritten", i, c[i].why, c[i].overlapped);
     }
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     books_agree(p);

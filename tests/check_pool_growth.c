@@ -3,6 +3,7 @@
  * host. $CRMM_TEST_POOL_STRESS_OPS sets the operations per stress thread (default 100000; 20000 in
  * a sanitizer build). */
 #include "build_config.h"
+#include "churn_support.h"
 #include "pool_test.h"
 
 /* ---- growth -------------------------------------------------------------------------------- */
@@ -239,73 +240,21 @@ static int stress_ops(void)
     return 100000;
 }
 
-typedef struct stress_arg {
-    crmm_resource *mr;
-    uint64_t seed;
-    int ops;
-    uint64_t allocations;
-    int failures;
-    char why[256];
-} stress_arg;
-
-static void *stress_thread(void *arg)
-{
-    stress_arg *a = arg;
-    enum { LIVE = 64 };
-    live_block live[LIVE];
-    int n = 0;
-    for (int op = 0; op < a->ops && !a->failures; op++) {
-        uint64_t r = crmm_test_rand(&a->seed);
-        if (n == 0 || (n < LIVE && (r & 1))) {
-            size_t size = 1 + crmm_test_rand(&a->seed) % ((r >> 8) % 64 == 0 ? 64 * KiB : 2 * KiB);
-            void *x;
-            if (crmm_resource_allocate(a->mr, size, NULL, &x) != CRMM_OK || !x || (uintptr_t)x % 256) {
-                snprintf(a->why, sizeof a->why, "allocate %zu: %s", size, crmm_last_error());
-                a->failures++;
-                break;
-            }
-            live[n] = (live_block){(uintptr_t)x, size, (unsigned char)(r >> 24)};
-            memset(x, live[n].tag, size);
-            n++;
-            a->allocations++;
-        } else {
-            int k = (int)((r >> 16) % (uint64_t)n);
-            const unsigned char *b = (const unsigned char *)live[k].p;
-            for (size_t i = 0; i < live[k].n; i++)
-                if (b[i] != live[k].tag) {
-                    snprintf(a->why, sizeof a->why, "byte %zu of a %zu-byte block is %u, not %u", i, live[k].n, b[i],
-                             live[k].tag);
-                    a->failures++;
-                    break;
-                }
-            if (crmm_resource_deallocate(a->mr, (void *)live[k].p, live[k].n, NULL) != CRMM_OK) {
-                snprintf(a->why, sizeof a->why, "deallocate: %s", crmm_last_error());
-                a->failures++;
-            }
-            live[k] = live[--n];
-        }
-    }
-    while (n > 0) {
-        n--;
-        crmm_resource_deallocate(a->mr, (void *)live[n].p, live[n].n, NULL);
-    }
-    return NULL;
-}
-
 START_TEST(eight_threads_stress)
 {
     crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
     enum { T = 8 };
     pthread_t t[T];
-    stress_arg a[T];
+    churn a[T];
     for (int k = 0; k < T; k++) {
-        a[k] = (stress_arg){.mr = p, .seed = 1234 + (uint64_t)k, .ops = stress_ops()};
-        ck_assert_int_eq(pthread_create(&t[k], NULL, stress_thread, &a[k]), 0);
+        a[k] = (churn){.mr = p, .seed = 1234 + (uint64_t)k, .steps = stress_ops(), .slots = 64, .size = 2 * KiB,
+                       .big_size = 64 * KiB, .big_one_in = 64};
+        ck_assert_int_eq(pthread_create(&t[k], NULL, churn_thread, &a[k]), 0);
     }
     uint64_t made = 0;
     for (int k = 0; k < T; k++) {
         ck_assert_int_eq(pthread_join(t[k], NULL), 0);
-        ck_assert_msg(a[k].failures == 0, "thread %d: %s", k, a[k].why);
+        ck_assert_msg(!a[k].why[0] && !a[k].overlapped, "thread %d: %s; %d blocks overwritten", k, a[k].why, a[k].overlapped);
         made += a[k].allocations;
     }
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);

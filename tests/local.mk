@@ -118,7 +118,7 @@ EXTRA_DIST += tests/core_test.h tests/config_test.h tests/loader_test.h tests/st
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la
 tests_libcrmmtest_la_SOURCES = tests/test_support.c tests/test_support.h tests/conformance.c tests/conformance.h \
-	tests/fakes/fake_streams.c tests/fakes/fake_streams.h
+	tests/fakes/fake_streams.c tests/fakes/fake_streams.h tests/churn_support.c tests/churn_support.h
 tests_libcrmmtest_la_CFLAGS = $(AM_CFLAGS)
 tests_libcrmmtest_la_LIBADD = libcrmm.la $(CHECK_LIBS) $(CUDA_LIBS)
 
