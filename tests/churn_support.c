@@ -25,6 +25,8 @@ void *churn_thread(void *arg)
         if (live[k]) {
             c->overlapped += !intact(live[k], size[k], tag[k]);
             crmm_cuda_stream_t on = c->other && (r >> 32) % 8 == 0 ? c->other : c->own;
+            if (c->freeing)
+                c->freeing(c, live[k], size[k]);
             if (crmm_resource_deallocate(c->mr, live[k], size[k], on) != CRMM_OK)
                 snprintf(c->why, sizeof c->why, "deallocate %zu bytes: %s", size[k], crmm_last_error());
             live[k] = NULL;
@@ -37,6 +39,8 @@ void *churn_thread(void *arg)
             snprintf(c->why, sizeof c->why, "allocate %zu bytes: %p, %s", size[k], x, crmm_last_error());
             break;
         }
+        if (c->allocated)
+            c->allocated(c, x, size[k]);
         live[k] = x;
         tag[k] = (unsigned char)(1 + (r >> 24) % 255);
         memset(x, tag[k], size[k]);

@@ -1,8 +1,7 @@
 /* churn_support.h — a thread that allocates and frees at random, for the multi-threaded tests of
- * the resources (pool, expandable pool, fixed_size over host and over streams). It holds up to
- * `slots` blocks, fills each with a byte of its own and checks every byte at the free, so a block
- * handed out twice at once shows; it records what went wrong instead of failing, since Check
- * asserts only on the test's thread. */
+ * the resources. It holds up to `slots` blocks, fills each with a byte of its own and checks every
+ * byte at the free, so a block handed out twice at once shows; it records what went wrong instead
+ * of failing, since Check asserts only on the test's thread. Hooks see each allocation and free. */
 #ifndef CRMM_TESTS_CHURN_SUPPORT_H
 #define CRMM_TESTS_CHURN_SUPPORT_H
 
@@ -21,6 +20,9 @@ typedef struct churn {
     size_t big_size;          /* 1..big_size one time in big_one_in (0: never), */
     unsigned big_one_in;
     int exact;                /* or exactly `size` bytes */
+    void (*allocated)(const struct churn *c, void *x, size_t n); /* after each allocation, when set */
+    void (*freeing)(const struct churn *c, void *x, size_t n);   /* before each free, when set */
+    void *user;                                                  /* for those two */
     /* what the thread saw */
     uint64_t allocations;
     int overlapped;           /* blocks whose bytes changed while the thread held them */
