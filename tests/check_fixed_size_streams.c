@@ -1,13 +1,9 @@
-/* check_fixed_size_streams.c — the fixed_size plugin's stream order on the CPU, against a
- * scripted CUDA.
- *
- * The program links the scripted CUDA of fakes/fake_stream_cuda.c (stream ids, events, waits,
- * synchronization) and is linked with -export-dynamic, so the plugin's calls land there. Streams
- * are fake handles that can be destroyed and created again with the same handle and a new id (fake_streams.h); a call passed a
- * destroyed handle fails the test. The upstream is host memory that says it is device memory,
- * and can be told to refuse. The tests state which CUDA calls a free and an allocation cost, and
- * that a block reaches another stream only behind an event recorded after its free, or after a
- * device synchronization. */
+/* check_fixed_size_streams.c — the fixed_size plugin's stream order on the CPU, against the
+ * scripted CUDA of fakes/fake_stream_cuda.c (linked with -export-dynamic, so the plugin's calls
+ * land there; a call passed a destroyed stream's handle fails the test). The upstream is host
+ * memory that says it is device memory, and can be told to refuse. The tests state which CUDA
+ * calls a free and an allocation cost, and that a block reaches another stream only behind an
+ * event recorded after its free, or after a device synchronization. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
@@ -45,7 +41,13 @@ static void free_on(crmm_resource *f, void *x, cudaStream_t s)
     ck_assert_crmm_ok(crmm_resource_deallocate(f, x, 1000, (crmm_cuda_stream_t)s));
 }
 
-/* Free b[from .. to) on s. */
+/* Allocate b[0 .. n) on s; free b[from .. to) on s. */
+static void alloc_range(crmm_resource *f, void **b, int n, cudaStream_t s)
+{
+    for (int k = 0; k < n; k++)
+        b[k] = alloc_on(f, s);
+}
+
 static void free_range(crmm_resource *f, void *const *b, int from, int to, cudaStream_t s)
 {
     for (int k = from; k < to; k++)
@@ -77,8 +79,7 @@ START_TEST(another_stream_takes_only_blocks_an_event_covers)
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *b[128];
-    for (int k = 0; k < 128; k++)
-        b[k] = alloc_on(f, s); /* the whole first chunk */
+    alloc_range(f, b, 128, s); /* the whole first chunk */
     fake_cuda_reset();
     free_range(f, b, 0, 20, s);
     ck_assert_int_eq(fake_cuda.record, 1);
@@ -117,8 +118,7 @@ START_TEST(uncovered_blocks_are_taken_after_a_device_synchronization)
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 2);
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *b[16];
-    for (int k = 0; k < 16; k++)
-        b[k] = alloc_on(f, s);
+    alloc_range(f, b, 16, s);
     fake_cuda_reset();
     free_on(f, b[0], s); /* 16 blocks a chunk: an event every 2 frees; this one is not covered */
     ck_assert_int_eq(fake_cuda.record, 0);
@@ -126,8 +126,7 @@ START_TEST(uncovered_blocks_are_taken_after_a_device_synchronization)
     cudaStream_t s2 = fake_stream_new(0); /* the same handle, another stream */
     ck_assert_ptr_eq(s2, s);
     void *c[16];
-    for (int k = 0; k < 16; k++)
-        c[k] = alloc_on(f, t); /* the second chunk */
+    alloc_range(f, c, 16, t); /* the second chunk */
     ck_assert_int_eq(fake_device_chunks(device), 2);
     ck_assert_int_eq(fake_cuda.device_sync, 0);
     void *x = alloc_on(f, s2); /* upstream refuses a third chunk */
@@ -147,8 +146,7 @@ START_TEST(a_reused_handle_does_not_take_the_old_streams_blocks)
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 0);
     cudaStream_t s = fake_stream_new(0);
     void *b[16];
-    for (int k = 0; k < 16; k++)
-        b[k] = alloc_on(f, s);
+    alloc_range(f, b, 16, s);
     free_on(f, b[5], s);
     fake_stream_destroy(s);
     cudaStream_t s2 = fake_stream_new(0);
@@ -172,8 +170,7 @@ START_TEST(frees_on_a_reused_handle_never_cover_the_old_streams_blocks)
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=32", 0); /* an event every 4 frees */
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *b[32];
-    for (int k = 0; k < 32; k++)
-        b[k] = alloc_on(f, t);
+    alloc_range(f, b, 32, t);
     free_on(f, b[0], s); /* s's first free: its id is asked for once */
     fake_stream_destroy(s);
     cudaStream_t s2 = fake_stream_new(0);
