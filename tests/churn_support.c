@@ -24,6 +24,10 @@ void *churn_thread(void *arg)
         int k = (int)(r % (uint64_t)c->slots);
         if (live[k]) {
             c->overlapped += !intact(live[k], size[k], tag[k]);
+            if (c->hand_over && c->hand_over(c, live[k], size[k], tag[k])) {
+                live[k] = NULL;
+                continue;
+            }
             crmm_cuda_stream_t on = c->other && (r >> 32) % 8 == 0 ? c->other : c->own;
             if (c->freeing)
                 c->freeing(c, live[k], size[k]);

@@ -22,7 +22,9 @@ typedef struct churn {
     int exact;                /* or exactly `size` bytes */
     void (*allocated)(const struct churn *c, void *x, size_t n); /* after each allocation, when set */
     void (*freeing)(const struct churn *c, void *x, size_t n);   /* before each free, when set */
-    void *user;                                                  /* for those two */
+    /* in place of a free, when set: 1 when it took the block (filled with `tag`) to free elsewhere */
+    int (*hand_over)(struct churn *c, void *x, size_t n, unsigned char tag);
+    void *user;                                                  /* for the hooks */
     /* what the thread saw */
     uint64_t allocations;
     int overlapped;           /* blocks whose bytes changed while the thread held them */
