@@ -24,10 +24,23 @@ static uint64_t in_use(crmm_resource *mr)
     return v;
 }
 
-static void make(const char *params, crmm_resource **host, crmm_resource **aligned)
+/* The running test's host upstream and aligned adaptor over it (make); released by release_both,
+ * or by the fixture. */
+static crmm_resource *h, *mr;
+
+static void make(const char *params)
 {
-    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, host));
-    ck_assert_crmm_ok(crmm_resource_create("aligned", params, *host, aligned));
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
+    ck_assert_crmm_ok(crmm_resource_create("aligned", params, h, &mr));
+}
+
+static void release_both(void)
+{
+    if (mr)
+        crmm_resource_release(mr);
+    if (h)
+        crmm_resource_release(h);
+    mr = h = NULL;
 }
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
@@ -40,8 +53,7 @@ START_TEST(large_blocks_are_aligned)
         size_t a = alignments[i];
         char params[64];
         snprintf(params, sizeof params, "alignment=%zu", a);
-        crmm_resource *h, *mr;
-        make(params, &h, &mr);
+        make(params);
         void *p[7];
         uint64_t expected = 0;
         for (size_t k = 0; k < 7; k++) {
@@ -55,16 +67,14 @@ START_TEST(large_blocks_are_aligned)
         for (size_t k = 0; k < 7; k++)
             ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[k], sizes[k], NULL));
         ck_assert_uint_eq(in_use(h), 0);
-        crmm_resource_release(mr);
-        crmm_resource_release(h);
+        release_both();
     }
 }
 END_TEST
 
 START_TEST(below_threshold_passes_through)
 {
-    crmm_resource *h, *mr;
-    make("alignment=4KiB alignment_threshold=64KiB", &h, &mr);
+    make("alignment=4KiB alignment_threshold=64KiB");
     void *p, *q, *r;
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 3, NULL, &p));
     ck_assert_uint_eq(in_use(h), 3); /* the upstream saw exactly the request */
@@ -78,22 +88,17 @@ START_TEST(below_threshold_passes_through)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, r, 65536, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 3, NULL));
     ck_assert_uint_eq(in_use(h), 0);
-    crmm_resource_release(mr);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(default_alignment_passes_through)
 {
-    crmm_resource *h, *mr;
-    make("", &h, &mr);
+    make("");
     void *p;
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 5, NULL, &p));
     ck_assert_uint_eq(in_use(h), 5);
     ck_assert_uint_eq((uintptr_t)p % 256, 0);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 5, NULL));
-    crmm_resource_release(mr);
-    crmm_resource_release(h);
 }
 END_TEST
 
@@ -101,22 +106,19 @@ START_TEST(small_alignments_become_256)
 {
     static const char *params[] = {"alignment=32", "alignment=64", "alignment=128", "alignment=1"};
     for (int i = 0; i < 4; i++) {
-        crmm_resource *h, *mr;
-        make(params[i], &h, &mr);
+        make(params[i]);
         void *p;
         ck_assert_crmm_ok(crmm_resource_allocate(mr, 100000, NULL, &p));
         ck_assert_uint_eq((uintptr_t)p % 256, 0);
         ck_assert_uint_eq(in_use(h), 100000); /* 256 is what upstream gives anyway: passed through */
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 100000, NULL));
-        crmm_resource_release(mr);
-        crmm_resource_release(h);
+        release_both();
     }
 }
 END_TEST
 
 START_TEST(bad_alignment_is_refused)
 {
-    crmm_resource *h, *mr = NULL;
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
     static const char *bad[] = {"alignment=0", "alignment=3", "alignment=255", "alignment=768", "alignment=3KiB", "alignment=big",
                                 "alignment_threshold=-5"};
@@ -128,7 +130,6 @@ START_TEST(bad_alignment_is_refused)
         ck_assert_ptr_null(mr);
     }
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
-    crmm_resource_release(h);
 }
 END_TEST
 
@@ -136,8 +137,7 @@ START_TEST(original_pointer_goes_back_upstream)
 {
     /* Many live blocks with a large alignment: most upstream pointers move, the map grows and
      * shrinks, and every free must give upstream its own pointer (ASan's free checks it). */
-    crmm_resource *h, *mr;
-    make("alignment=64KiB", &h, &mr);
+    make("alignment=64KiB");
     enum { N = 1000 };
     static struct { void *p; size_t n; } b[N];
     for (int k = 0; k < N; k++) {
@@ -147,8 +147,7 @@ START_TEST(original_pointer_goes_back_upstream)
     }
     uint64_t seed = 99;
     for (int k = N - 1; k > 0; k--) { /* free in a shuffled order */
-        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-        int j = (int)(seed % (uint64_t)(k + 1));
+        int j = (int)(crmm_test_rand(&seed) % (uint64_t)(k + 1));
         void *tp = b[k].p;
         size_t tn = b[k].n;
         b[k].p = b[j].p, b[k].n = b[j].n;
@@ -158,15 +157,12 @@ START_TEST(original_pointer_goes_back_upstream)
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, b[k].p, b[k].n, NULL));
     ck_assert_uint_eq(in_use(h), 0);
     ck_assert_uint_eq(in_use(mr), 0);
-    crmm_resource_release(mr);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(sizes_that_overflow_when_aligned)
 {
-    crmm_resource *h, *mr;
-    make("alignment=1MiB", &h, &mr);
+    make("alignment=1MiB");
     void *p = (void *)0x1;
     crmm_clear_error();
     ck_assert_crmm(crmm_resource_allocate(mr, SIZE_MAX - 100, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
@@ -175,8 +171,6 @@ START_TEST(sizes_that_overflow_when_aligned)
     ck_assert_crmm(crmm_resource_deallocate(mr, (void *)0x100000, SIZE_MAX, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_uint_eq(in_use(mr), 0); /* the refused free changed nothing */
     ck_assert_uint_eq(in_use(h), 0);
-    crmm_resource_release(mr);
-    crmm_resource_release(h);
 }
 END_TEST
 
@@ -200,8 +194,7 @@ static void *churn(void *arg)
 
 START_TEST(threads_share_the_pointer_map)
 {
-    crmm_resource *h, *mr;
-    make("alignment=4KiB", &h, &mr);
+    make("alignment=4KiB");
     pthread_t t[4];
     churn_arg a[4];
     for (int i = 0; i < 4; i++) {
@@ -213,8 +206,6 @@ START_TEST(threads_share_the_pointer_map)
         ck_assert_int_eq(a[i].failures, 0);
     }
     ck_assert_uint_eq(in_use(h), 0);
-    crmm_resource_release(mr);
-    crmm_resource_release(h);
 }
 END_TEST
 
@@ -223,6 +214,7 @@ int main(void)
     Suite *s = suite_create("aligned");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
     TCase *tc = tcase_create("aligned");
+    tcase_add_checked_fixture(tc, NULL, release_both);
     tcase_add_test(tc, large_blocks_are_aligned);
     tcase_add_test(tc, below_threshold_passes_through);
     tcase_add_test(tc, default_alignment_passes_through);

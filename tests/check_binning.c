@@ -1,9 +1,7 @@
 /* check_binning.c — the binning plugin over host memory: conformance, routing to the smallest
- * bin that fits (seen in which bin grows upstream), explicit and exponent bins, large requests
- * straight upstream, frees back to their bin, and bad parameters.
- *
- * Routing is observed through the host upstream's bytes in use: with one block per chunk, the
- * second request for a bin makes that bin take exactly one more block of its size upstream. */
+ * bin that fits, explicit and exponent bins, large requests straight upstream, frees back to
+ * their bin, added bins, and bad parameters. Routing shows in the host upstream's bytes in use:
+ * with one block per chunk, a bin's second request makes it take one more block upstream. */
 #include "build_config.h"
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,14 +20,25 @@ static const crmm_test_chain chains[] = {
      "b", 0, 0},
 };
 
-static void make(const char *params, crmm_resource **host, crmm_resource **bin)
+/* The running test's host upstream and binning over it (make); the fixture releases them. */
+static crmm_resource *h, *b;
+
+static void make(const char *params)
 {
-    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, host));
-    ck_assert_crmm_ok(crmm_resource_create("binning", params, *host, bin));
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
+    ck_assert_crmm_ok(crmm_resource_create("binning", params, h, &b));
+}
+
+static void teardown(void)
+{
+    if (b)
+        crmm_resource_release(b);
+    if (h)
+        crmm_resource_release(h);
 }
 
 /* Allocate `bytes` and return how much more the host upstream holds afterwards. */
-static uint64_t upstream_growth(crmm_resource *h, crmm_resource *b, size_t bytes, void **p)
+static uint64_t upstream_growth(size_t bytes, void **p)
 {
     uint64_t before = crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE);
     ck_assert_crmm_ok(crmm_resource_allocate(b, bytes, NULL, p));
@@ -39,8 +48,7 @@ static uint64_t upstream_growth(crmm_resource *h, crmm_resource *b, size_t bytes
 
 START_TEST(requests_go_to_the_smallest_bin_that_fits)
 {
-    crmm_resource *h, *b;
-    make("bins=256:4KiB:64KiB blocks_to_preallocate=1", &h, &b);
+    make("bins=256:4KiB:64KiB blocks_to_preallocate=1");
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 256 + 4096 + 65536); /* one block per bin at create */
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_RESERVED), 256 + 4096 + 65536);
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
@@ -52,7 +60,7 @@ START_TEST(requests_go_to_the_smallest_bin_that_fits)
     };
     void *p[8];
     for (int i = 0; i < 8; i++) {
-        uint64_t grew = upstream_growth(h, b, cases[i].bytes, &p[i]);
+        uint64_t grew = upstream_growth(cases[i].bytes, &p[i]);
         ck_assert_msg(grew == cases[i].growth, "%zu bytes: upstream grew by %llu, expected %llu", cases[i].bytes,
                       (unsigned long long)grew, (unsigned long long)cases[i].growth);
     }
@@ -67,56 +75,47 @@ START_TEST(requests_go_to_the_smallest_bin_that_fits)
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_LARGEST_FREE_BLOCK), 65536);
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(b);
+    b = NULL;
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(exponent_range_makes_power_of_two_bins)
 {
-    crmm_resource *h, *b;
-    make("min_size_exponent=10 max_size_exponent=12 blocks_to_preallocate=1", &h, &b);
+    make("min_size_exponent=10 max_size_exponent=12 blocks_to_preallocate=1");
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 1024 + 2048 + 4096);
     void *p[7];
-    ck_assert_uint_eq(upstream_growth(h, b, 1, &p[0]), 0);
-    ck_assert_uint_eq(upstream_growth(h, b, 1000, &p[1]), 1024);
-    ck_assert_uint_eq(upstream_growth(h, b, 1500, &p[2]), 0);
-    ck_assert_uint_eq(upstream_growth(h, b, 2048, &p[3]), 2048);
-    ck_assert_uint_eq(upstream_growth(h, b, 3000, &p[4]), 0);
-    ck_assert_uint_eq(upstream_growth(h, b, 4000, &p[5]), 4096);
-    ck_assert_uint_eq(upstream_growth(h, b, 5000, &p[6]), 5000);
+    ck_assert_uint_eq(upstream_growth(1, &p[0]), 0);
+    ck_assert_uint_eq(upstream_growth(1000, &p[1]), 1024);
+    ck_assert_uint_eq(upstream_growth(1500, &p[2]), 0);
+    ck_assert_uint_eq(upstream_growth(2048, &p[3]), 2048);
+    ck_assert_uint_eq(upstream_growth(3000, &p[4]), 0);
+    ck_assert_uint_eq(upstream_growth(4000, &p[5]), 4096);
+    ck_assert_uint_eq(upstream_growth(5000, &p[6]), 5000);
     const size_t sizes[7] = {1, 1000, 1500, 2048, 3000, 4000, 5000};
     for (int i = 0; i < 7; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(b, p[i], sizes[i], NULL));
-    crmm_resource_release(b);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(small_exponents_round_up_to_256)
 {
-    crmm_resource *h, *b;
     /* 8, 16, ..., 256 all become 256 (one bin), then 512 */
-    make("min_size_exponent=3 max_size_exponent=9 blocks_to_preallocate=1", &h, &b);
+    make("min_size_exponent=3 max_size_exponent=9 blocks_to_preallocate=1");
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 256 + 512);
-    crmm_resource_release(b);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(exponents_and_list_combine)
 {
-    crmm_resource *h, *b;
-    make("min_size_exponent=8 max_size_exponent=9 bins=1MiB:512 blocks_to_preallocate=1", &h, &b);
+    make("min_size_exponent=8 max_size_exponent=9 bins=1MiB:512 blocks_to_preallocate=1");
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 3); /* 256, 512 (once), 1 MiB */
     void *p, *q;
-    ck_assert_uint_eq(upstream_growth(h, b, 600, &p), 0);
-    ck_assert_uint_eq(upstream_growth(h, b, 700, &q), 1 << 20);
+    ck_assert_uint_eq(upstream_growth(600, &p), 0);
+    ck_assert_uint_eq(upstream_growth(700, &q), 1 << 20);
     ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 600, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(b, q, 700, NULL));
-    crmm_resource_release(b);
-    crmm_resource_release(h);
 }
 END_TEST
 
@@ -124,8 +123,7 @@ START_TEST(bins_within_one_octave_route_exactly)
 {
     /* several bins between two powers of two: each size goes to the smallest that fits, at every
      * boundary (the routing table starts at the octave, the rest is a step within it) */
-    crmm_resource *h, *b;
-    make("bins=512:768:1KiB:1280:1536:3KiB:4KiB blocks_to_preallocate=1", &h, &b);
+    make("bins=512:768:1KiB:1280:1536:3KiB:4KiB blocks_to_preallocate=1");
     static const size_t bins[] = {512, 768, 1024, 1280, 1536, 3072, 4096};
     enum { BINS = sizeof bins / sizeof bins[0] };
     for (size_t bytes = 1; bytes <= 4200; bytes += 1 + bytes / 64) {
@@ -136,7 +134,7 @@ START_TEST(bins_within_one_octave_route_exactly)
         /* the bin's one block is handed out first; the second request makes it grow by its size */
         void *p, *q;
         ck_assert_crmm_ok(crmm_resource_allocate(b, bytes, NULL, &p));
-        uint64_t grew = upstream_growth(h, b, bytes, &q);
+        uint64_t grew = upstream_growth(bytes, &q);
         ck_assert_msg(grew == (want ? want : bytes), "%zu bytes: upstream grew by %llu, expected %zu", bytes,
                       (unsigned long long)grew, want ? want : bytes);
         ck_assert_crmm_ok(crmm_resource_deallocate(b, p, bytes, NULL));
@@ -144,15 +142,12 @@ START_TEST(bins_within_one_octave_route_exactly)
         crmm_resource_release(b);
         ck_assert_crmm_ok(crmm_resource_create("binning", "bins=512:768:1KiB:1280:1536:3KiB:4KiB blocks_to_preallocate=1", h, &b));
     }
-    crmm_resource_release(b);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(counts_are_the_bins_and_the_large_requests)
 {
-    crmm_resource *h, *b;
-    make("bins=256:4KiB blocks_to_preallocate=2", &h, &b);
+    make("bins=256:4KiB blocks_to_preallocate=2");
     void *p, *q, *r;
     ck_assert_crmm_ok(crmm_resource_allocate(b, 100, NULL, &p));
     ck_assert_crmm_ok(crmm_resource_allocate(b, 3000, NULL, &q));
@@ -171,15 +166,12 @@ START_TEST(counts_are_the_bins_and_the_large_requests)
     ck_assert_crmm(crmm_resource_query(b, CRMM_QUERY_ALLOCATIONS_PEAK, &v), CRMM_ERROR_UNSUPPORTED);
     ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 100, NULL));
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 0);
-    crmm_resource_release(b);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(free_goes_back_to_its_bin)
 {
-    crmm_resource *h, *b;
-    make("bins=256:4KiB blocks_to_preallocate=4", &h, &b);
+    make("bins=256:4KiB blocks_to_preallocate=4");
     void *p, *q, *r;
     ck_assert_crmm_ok(crmm_resource_allocate(b, 3000, NULL, &p));
     ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 3000, NULL));
@@ -190,42 +182,35 @@ START_TEST(free_goes_back_to_its_bin)
     memset(r, 0x11, 4096);  /* and it is a whole 4 KiB block */
     ck_assert_crmm_ok(crmm_resource_deallocate(b, q, 100, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(b, r, 2000, NULL));
-    crmm_resource_release(b);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(no_bins_passes_everything_upstream)
 {
-    crmm_resource *h, *b;
-    make("", &h, &b);
+    make("");
     void *p;
-    ck_assert_uint_eq(upstream_growth(h, b, 100, &p), 100);
+    ck_assert_uint_eq(upstream_growth(100, &p), 100);
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_RESERVED), 100);
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 100, NULL));
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
-    crmm_resource_release(b);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(bins_hold_references_to_the_upstream)
 {
-    crmm_resource *h, *b;
-    make("bins=256:512:1KiB blocks_to_preallocate=1", &h, &b);
+    make("bins=256:512:1KiB blocks_to_preallocate=1");
     ck_assert_int_eq(crmm_resource_refcount(h), 1 + 1 + 3); /* ours, binning's, one per bin */
     ck_assert_str_eq(crmm_resource_kind(b), "binning");
     ck_assert(crmm_resource_is_host_accessible(b));
     crmm_resource_release(b);
+    b = NULL;
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(bad_parameters)
 {
-    crmm_resource *h, *b = NULL;
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
     static const char *bad[] = {
         "min_size_exponent=8",                       /* without max */
@@ -247,7 +232,6 @@ START_TEST(bad_parameters)
         ck_assert_ptr_null(b);
         ck_assert_int_eq(crmm_resource_refcount(h), 1);
     }
-    crmm_resource_release(h);
 }
 END_TEST
 
@@ -257,10 +241,10 @@ START_TEST(bins_from_a_config_file)
     ck_assert_crmm_ok(crmm_config_load_string("[resource.h]\nplugin = host\n[resource.b]\nplugin = binning\nupstream = h\n"
                                               "bins = 1KiB, 2 KiB\nblocks_to_preallocate = 2\n",
                                               "binning.ini", &cfg));
-    crmm_resource *b;
-    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "b", -1, &b));
-    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_RESERVED), 2 * 1024 + 2 * 2048);
-    crmm_resource_release(b);
+    crmm_resource *r;
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "b", -1, &r));
+    ck_assert_uint_eq(crmm_test_query(r, CRMM_QUERY_BYTES_RESERVED), 2 * 1024 + 2 * 2048);
+    crmm_resource_release(r);
     crmm_config_free(cfg);
     /* refused when the config is loaded, at the line of the parameter, before anything is built */
     ck_assert_crmm(crmm_config_load_string("[resource.h]\nplugin = host\n[resource.b]\nplugin = binning\nupstream = h\n"
@@ -287,22 +271,22 @@ START_TEST(bins_come_from_the_configs_plugin_path)
     setenv("CRMM_PLUGIN_PATH", "/nonexistent", 1);
     crmm_config *cfg;
     ck_assert_crmm_ok(crmm_config_load_string(text, "binning.ini", &cfg));
-    crmm_resource *b;
-    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "b", -1, &b));
-    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_RESERVED), 1024);
-    crmm_resource_release(b);
+    crmm_resource *r;
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "b", -1, &r));
+    ck_assert_uint_eq(crmm_test_query(r, CRMM_QUERY_BYTES_RESERVED), 1024);
+    crmm_resource_release(r);
     crmm_config_free(cfg);
 }
 END_TEST
 
-static uint64_t bin_count(crmm_resource *b)
+static uint64_t bin_count(void)
 {
     uint64_t n = 0;
     ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_BIN_COUNT, &n));
     return n;
 }
 
-static crmm_binning_bin get_bin(crmm_resource *b, uint64_t index)
+static crmm_binning_bin get_bin(uint64_t index)
 {
     crmm_binning_bin bin = {index, NULL, 0};
     ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_GET_BIN, &bin));
@@ -314,8 +298,8 @@ static crmm_binning_bin get_bin(crmm_resource *b, uint64_t index)
  * a bin keeps it; destroying the binning releases the bin resources. */
 START_TEST(add_bin_routes_to_the_added_bins)
 {
-    crmm_resource *h, *b, *mine;
-    make("", &h, &b);
+    crmm_resource *mine;
+    make("");
     ck_assert_crmm_ok(crmm_resource_create("fixed_size", "block_size=4KiB blocks_to_preallocate=1", h, &mine));
     crmm_binning_bin add = {4096, mine, -1};
     ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
@@ -324,8 +308,8 @@ START_TEST(add_bin_routes_to_the_added_bins)
     add = (crmm_binning_bin){1000, NULL, -1};          /* a fixed_size bin of 1024 */
     ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
     ck_assert_int_eq(add.added, 1);
-    ck_assert_uint_eq(bin_count(b), 2);
-    crmm_binning_bin small = get_bin(b, 0), large = get_bin(b, 1);
+    ck_assert_uint_eq(bin_count(), 2);
+    crmm_binning_bin small = get_bin(0), large = get_bin(1);
     ck_assert_uint_eq(small.size, 1024);
     ck_assert_str_eq(crmm_resource_kind(small.mr), "fixed_size");
     ck_assert_uint_eq(large.size, 4096);
@@ -337,7 +321,7 @@ START_TEST(add_bin_routes_to_the_added_bins)
     ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
     ck_assert_int_eq(add.added, 0);
     ck_assert_int_eq(crmm_resource_refcount(other), 1);
-    ck_assert_ptr_eq(get_bin(b, 1).mr, mine);
+    ck_assert_ptr_eq(get_bin(1).mr, mine);
     crmm_resource_release(other);
 
     void *p[5];
@@ -355,10 +339,10 @@ START_TEST(add_bin_routes_to_the_added_bins)
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 0);
 
     crmm_resource_release(b);
+    b = NULL;
     ck_assert_int_eq(crmm_resource_refcount(mine), 1);
     crmm_resource_release(mine);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
-    crmm_resource_release(h);
 }
 END_TEST
 
@@ -379,8 +363,7 @@ static void fake_destroy(crmm_resource *self) { (void)self; }
  * retained. */
 START_TEST(add_bin_refuses_bad_input)
 {
-    crmm_resource *h, *b;
-    make("bins=256 blocks_to_preallocate=1", &h, &b);
+    make("bins=256 blocks_to_preallocate=1");
     ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     uint64_t bad_sizes[] = {0, ((uint64_t)1 << 63) + 1, UINT64_MAX};
     for (int i = 0; i < 3; i++) {
@@ -395,12 +378,12 @@ START_TEST(add_bin_refuses_bad_input)
     crmm_binning_bin add = {4096, &device_only, -1};
     ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(crmm_resource_refcount(&device_only), 1);
-    ck_assert_uint_eq(bin_count(b), 1);
+    ck_assert_uint_eq(bin_count(), 1);
     crmm_binning_bin out_of_range = {1, NULL, 0};
     ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_GET_BIN, &out_of_range), CRMM_ERROR_INVALID_ARGUMENT);
     crmm_resource_release(b);
+    b = NULL;
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
-    crmm_resource_release(h);
 }
 END_TEST
 
@@ -417,7 +400,6 @@ START_TEST(add_bin_narrows_what_the_binning_promises)
     crmm_resource_init(&both, &fake_ops, "fake", CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE, 0, NULL);
     crmm_resource_init(&device_only, &fake_ops, "fake", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
     crmm_resource_init(&host_only, &fake_ops, "fake", CRMM_RESOURCE_HOST_ACCESSIBLE, 0, NULL);
-    crmm_resource *b;
     ck_assert_crmm_ok(crmm_resource_create("binning", "", &both, &b));
     ck_assert_uint_eq(b->flags, CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE);
     crmm_binning_bin add = {8192, &device_only, -1};
@@ -427,8 +409,9 @@ START_TEST(add_bin_narrows_what_the_binning_promises)
     crmm_binning_bin add_host = {16384, &host_only, -1};
     ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add_host), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(crmm_resource_refcount(&host_only), 1);
-    ck_assert_uint_eq(bin_count(b), 1);
+    ck_assert_uint_eq(bin_count(), 1);
     crmm_resource_release(b);
+    b = NULL;
     ck_assert_int_eq(crmm_resource_refcount(&device_only), 1);
     ck_assert_int_eq(crmm_resource_refcount(&both), 1);
 }
@@ -439,6 +422,7 @@ int main(void)
     Suite *s = suite_create("binning");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
     TCase *tc = tcase_create("binning");
+    tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, requests_go_to_the_smallest_bin_that_fits);
     tcase_add_test(tc, exponent_range_makes_power_of_two_bins);
     tcase_add_test(tc, small_exponents_round_up_to_256);

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include "churn_support.h"
 #include "conformance.h"
 #include "test_support.h"
 
@@ -16,17 +17,26 @@ static const crmm_test_chain chains[] = {
      "f", 0, (size_t)64 << 10},
 };
 
-/* host upstream + fixed_size with `params` over it */
-static void make(const char *params, crmm_resource **host, crmm_resource **fixed)
+/* The running test's host upstream and fixed_size over it (make); the fixture releases them. */
+static crmm_resource *h, *f;
+
+static void make(const char *params)
 {
-    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, host));
-    ck_assert_crmm_ok(crmm_resource_create("fixed_size", params, *host, fixed));
+    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
+    ck_assert_crmm_ok(crmm_resource_create("fixed_size", params, h, &f));
+}
+
+static void teardown(void)
+{
+    if (f)
+        crmm_resource_release(f);
+    if (h)
+        crmm_resource_release(h);
 }
 
 START_TEST(freed_block_is_reused)
 {
-    crmm_resource *h, *f;
-    make("block_size=4KiB blocks_to_preallocate=4", &h, &f);
+    make("block_size=4KiB blocks_to_preallocate=4");
     void *a, *b, *c;
     ck_assert_crmm_ok(crmm_resource_allocate(f, 4096, NULL, &a));
     ck_assert_crmm_ok(crmm_resource_allocate(f, 100, NULL, &b));
@@ -37,86 +47,40 @@ START_TEST(freed_block_is_reused)
     ck_assert_crmm_ok(crmm_resource_deallocate(f, c, 10, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(f, b, 100, NULL));
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
-    crmm_resource_release(f);
-    crmm_resource_release(h);
 }
 END_TEST
 
-typedef struct churn_arg { crmm_resource *f; int index; int overlapped; crmm_status st; } churn_arg;
-
-enum { CHURN_THREADS = 8, CHURN_LIVE = 32, CHURN_STEPS = 20000 };
-
-static void *churn(void *arg)
-{
-    churn_arg *a = arg;
-    unsigned char *live[CHURN_LIVE] = {0};
-    uint64_t seed = 5 + (uint64_t)a->index;
-    for (int step = 0; step < CHURN_STEPS && a->st == CRMM_OK; step++) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        int k = (int)(seed % CHURN_LIVE);
-        if (live[k]) {
-            if (live[k][0] != a->index + 1 || live[k][255] != a->index + 1)
-                a->overlapped++;
-            a->st = crmm_resource_deallocate(a->f, live[k], 256, NULL);
-            live[k] = NULL;
-        } else if ((a->st = crmm_resource_allocate(a->f, 256, NULL, (void **)&live[k])) == CRMM_OK) {
-            live[k][0] = live[k][255] = (unsigned char)(a->index + 1);
-        }
-    }
-    for (int k = 0; k < CHURN_LIVE; k++)
-        if (live[k] && crmm_resource_deallocate(a->f, live[k], 256, NULL) != CRMM_OK)
-            a->st = CRMM_ERROR_STATE;
-    return NULL;
-}
+enum { CHURN_THREADS = 8, CHURN_LIVE = 32 };
 
 START_TEST(threads_share_it_and_the_counts_add_up)
 {
     /* eight threads allocate and free at once: no block is handed to two of them, and the counts
      * (kept under the resource's lock) lose no update */
-    crmm_resource *h, *f;
-    make("block_size=256 blocks_to_preallocate=16", &h, &f);
-    churn_arg a[CHURN_THREADS];
+    make("block_size=256 blocks_to_preallocate=16");
+    churn a[CHURN_THREADS];
     pthread_t th[CHURN_THREADS];
     for (int k = 0; k < CHURN_THREADS; k++) {
-        a[k] = (churn_arg){f, k, 0, CRMM_OK};
-        ck_assert_int_eq(pthread_create(&th[k], NULL, churn, &a[k]), 0);
+        a[k] = (churn){.mr = f, .seed = 5 + (uint64_t)k, .steps = 20000, .slots = CHURN_LIVE, .size = 256, .exact = 1};
+        ck_assert_int_eq(pthread_create(&th[k], NULL, churn_thread, &a[k]), 0);
     }
     uint64_t allocations = 0;
     for (int k = 0; k < CHURN_THREADS; k++) {
         ck_assert_int_eq(pthread_join(th[k], NULL), 0);
-        ck_assert_crmm_ok(a[k].st);
+        ck_assert_msg(!a[k].why[0], "thread %d: %s", k, a[k].why);
         ck_assert_int_eq(a[k].overlapped, 0);
-    }
-    /* each thread's sequence is fixed: count its allocations again */
-    for (int k = 0; k < CHURN_THREADS; k++) {
-        int live[CHURN_LIVE] = {0};
-        uint64_t seed = 5 + (uint64_t)k;
-        for (int step = 0; step < CHURN_STEPS; step++) {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            int j = (int)(seed % CHURN_LIVE);
-            if (!live[j])
-                allocations++;
-            live[j] = !live[j];
-        }
+        allocations += a[k].allocations;
     }
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS_TOTAL), allocations);
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_TOTAL), allocations * 256);
     ck_assert_uint_le(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS_PEAK), CHURN_THREADS * CHURN_LIVE);
-    crmm_resource_release(f);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(blocks_are_carved_from_one_chunk)
 {
-    crmm_resource *h, *f;
-    make("block_size=1000 blocks_to_preallocate=8", &h, &f); /* 1000 rounds up to 1024 */
+    make("block_size=1000 blocks_to_preallocate=8"); /* 1000 rounds up to 1024 */
     void *p[8];
     for (int i = 0; i < 8; i++)
         ck_assert_crmm_ok(crmm_resource_allocate(f, 1024, NULL, &p[i]));
@@ -127,15 +91,12 @@ START_TEST(blocks_are_carved_from_one_chunk)
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 8 * 1024);
     for (int i = 0; i < 8; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(f, p[i], 1024, NULL));
-    crmm_resource_release(f);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(grows_by_whole_chunks)
 {
-    crmm_resource *h, *f;
-    make("block_size=4KiB blocks_to_preallocate=4", &h, &f);
+    make("block_size=4KiB blocks_to_preallocate=4");
     /* the first chunk is taken at create, as RMM does */
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_RESERVED), 16384);
@@ -165,15 +126,12 @@ START_TEST(grows_by_whole_chunks)
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_crmm_ok(crmm_resource_trim(f)); /* nothing to do, not an error */
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
-    crmm_resource_release(f);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(larger_than_block_is_out_of_memory)
 {
-    crmm_resource *h, *f;
-    make("block_size=1000 blocks_to_preallocate=2", &h, &f);
+    make("block_size=1000 blocks_to_preallocate=2");
     void *p = (void *)0x1;
     ck_assert_crmm_ok(crmm_resource_allocate(f, 1024, NULL, &p)); /* the rounded block size fits */
     ck_assert_crmm_ok(crmm_resource_deallocate(f, p, 1024, NULL));
@@ -187,15 +145,12 @@ START_TEST(larger_than_block_is_out_of_memory)
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 2048);
     /* freeing more than a block is refused rather than corrupting the lists */
     ck_assert_crmm(crmm_resource_deallocate(f, (void *)0x1000, 4096, NULL), CRMM_ERROR_INVALID_ARGUMENT);
-    crmm_resource_release(f);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(destroy_returns_every_chunk)
 {
-    crmm_resource *h, *f;
-    make("block_size=256 blocks_to_preallocate=2", &h, &f);
+    make("block_size=256 blocks_to_preallocate=2");
     void *p[5];
     for (int i = 0; i < 5; i++)
         ck_assert_crmm_ok(crmm_resource_allocate(f, 256, NULL, &p[i]));
@@ -205,15 +160,15 @@ START_TEST(destroy_returns_every_chunk)
     ck_assert_int_eq(crmm_resource_refcount(h), 2);
     /* one block still live: reported as a leak, and its chunk goes back all the same */
     crmm_resource_release(f);
+    f = NULL;
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(upstream_failure_while_growing)
 {
-    crmm_resource *b, *f;
+    crmm_resource *b;
     ck_assert_crmm_ok(crmm_resource_create("budget", "limit=64KiB", NULL, &b));
     ck_assert_crmm_ok(crmm_resource_create("fixed_size", "block_size=16KiB blocks_to_preallocate=2", b, &f));
     void *p[5];
@@ -233,6 +188,7 @@ START_TEST(upstream_failure_while_growing)
         if (i != 1)
             ck_assert_crmm_ok(crmm_resource_deallocate(f, p[i], 16384, NULL));
     crmm_resource_release(f);
+    f = NULL;
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(b);
 }
@@ -240,7 +196,7 @@ END_TEST
 
 START_TEST(create_fails_when_first_chunk_fails)
 {
-    crmm_resource *b, *f = NULL;
+    crmm_resource *b;
     ck_assert_crmm_ok(crmm_resource_create("budget", "limit=1KiB", NULL, &b));
     crmm_clear_error();
     ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=4KiB blocks_to_preallocate=1", b, &f), CRMM_ERROR_OUT_OF_MEMORY);
@@ -256,7 +212,7 @@ END_TEST
  * upstream's error: it is asked before any bookkeeping for the blocks is allocated. */
 START_TEST(huge_preallocation_asks_upstream_first)
 {
-    crmm_resource *b, *f = NULL;
+    crmm_resource *b;
     ck_assert_crmm_ok(crmm_resource_create("budget", "limit=1MiB", NULL, &b));
     ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=256 blocks_to_preallocate=1000000000000", b, &f),
                    CRMM_ERROR_CONFIG);
@@ -274,7 +230,6 @@ END_TEST
 
 START_TEST(bad_parameters)
 {
-    crmm_resource *h, *f = NULL;
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
     ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=0", h, &f), CRMM_ERROR_CONFIG);
     ck_assert_msg(strstr(crmm_last_error(), "block_size"), "message: %s", crmm_last_error());
@@ -286,20 +241,16 @@ START_TEST(bad_parameters)
     ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=4KiB", NULL, &f), CRMM_ERROR_CONFIG); /* no upstream */
     ck_assert_ptr_null(f);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
-    crmm_resource_release(h);
 }
 END_TEST
 
 START_TEST(properties_follow_upstream)
 {
-    crmm_resource *h, *f;
-    make("block_size=4KiB blocks_to_preallocate=1", &h, &f);
+    make("block_size=4KiB blocks_to_preallocate=1");
     ck_assert(crmm_resource_is_host_accessible(f));
     ck_assert(!crmm_resource_is_device_accessible(f));
     ck_assert_str_eq(crmm_resource_kind(f), "fixed_size");
     ck_assert_ptr_eq(crmm_resource_upstream(f), h);
-    crmm_resource_release(f);
-    crmm_resource_release(h);
 }
 END_TEST
 
@@ -310,8 +261,8 @@ START_TEST(double_free_and_foreign_pointer_are_refused)
     static const char *const plugins[][2] = {{"fixed_size", "block_size=4KiB blocks_to_preallocate=4"},
                                              {"binning", "bins=4KiB blocks_to_preallocate=4"}};
     for (int k = 0; k < 2; k++) {
-        crmm_resource *h = crmm_test_create("host", NULL, NULL);
-        crmm_resource *mr = crmm_test_create(plugins[k][0], plugins[k][1], h);
+        crmm_resource *host = crmm_test_create("host", NULL, NULL);
+        crmm_resource *mr = crmm_test_create(plugins[k][0], plugins[k][1], host);
         void *a = crmm_test_allocate(mr, 4000);
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, a, 4000, NULL));
         ck_assert_crmm(crmm_resource_deallocate(mr, a, 4000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
@@ -327,7 +278,7 @@ START_TEST(double_free_and_foreign_pointer_are_refused)
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, c, 4000, NULL));
         ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
         crmm_resource_release(mr);
-        crmm_resource_release(h);
+        crmm_resource_release(host);
     }
 }
 END_TEST
@@ -337,6 +288,7 @@ int main(void)
     Suite *s = suite_create("fixed_size");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
     TCase *tc = tcase_create("fixed_size");
+    tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, freed_block_is_reused);
     tcase_add_test(tc, double_free_and_foreign_pointer_are_refused);
     tcase_add_test(tc, blocks_are_carved_from_one_chunk);
@@ -351,6 +303,7 @@ int main(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fixed_size_threads"); /* busy threads: give a loaded machine time */
+    tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, threads_share_it_and_the_counts_add_up);
     suite_add_tcase(s, tc);

@@ -1,13 +1,9 @@
-/* check_fixed_size_streams.c — the fixed_size plugin's stream order on the CPU, against a
- * scripted CUDA.
- *
- * The program links the scripted CUDA of fakes/fake_stream_cuda.c (stream ids, events, waits,
- * synchronization) and is linked with -export-dynamic, so the plugin's calls land there. Streams
- * are fake handles that can be destroyed and created again with the same handle and a new id (fake_streams.h); a call passed a
- * destroyed handle fails the test. The upstream is host memory that says it is device memory,
- * and can be told to refuse. The tests state which CUDA calls a free and an allocation cost, and
- * that a block reaches another stream only behind an event recorded after its free, or after a
- * device synchronization. */
+/* check_fixed_size_streams.c — the fixed_size plugin's stream order on the CPU, against the
+ * scripted CUDA of fakes/fake_stream_cuda.c (linked with -export-dynamic, so the plugin's calls
+ * land there; a call passed a destroyed stream's handle fails the test). The upstream is host
+ * memory that says it is device memory, and can be told to refuse. The tests state which CUDA
+ * calls a free and an allocation cost, and that a block reaches another stream only behind an
+ * event recorded after its free, or after a device synchronization. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
@@ -16,6 +12,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "fakes/fake_stream_cuda.h"
+#include "churn_support.h"
 #include "fakes/fake_streams.h"
 #include "test_support.h"
 
@@ -44,7 +41,13 @@ static void free_on(crmm_resource *f, void *x, cudaStream_t s)
     ck_assert_crmm_ok(crmm_resource_deallocate(f, x, 1000, (crmm_cuda_stream_t)s));
 }
 
-/* Free b[from .. to) on s. */
+/* Allocate b[0 .. n) on s; free b[from .. to) on s. */
+static void alloc_range(crmm_resource *f, void **b, int n, cudaStream_t s)
+{
+    for (int k = 0; k < n; k++)
+        b[k] = alloc_on(f, s);
+}
+
 static void free_range(crmm_resource *f, void *const *b, int from, int to, cudaStream_t s)
 {
     for (int k = from; k < to; k++)
@@ -76,8 +79,7 @@ START_TEST(another_stream_takes_only_blocks_an_event_covers)
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *b[128];
-    for (int k = 0; k < 128; k++)
-        b[k] = alloc_on(f, s); /* the whole first chunk */
+    alloc_range(f, b, 128, s); /* the whole first chunk */
     fake_cuda_reset();
     free_range(f, b, 0, 20, s);
     ck_assert_int_eq(fake_cuda.record, 1);
@@ -116,8 +118,7 @@ START_TEST(uncovered_blocks_are_taken_after_a_device_synchronization)
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 2);
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *b[16];
-    for (int k = 0; k < 16; k++)
-        b[k] = alloc_on(f, s);
+    alloc_range(f, b, 16, s);
     fake_cuda_reset();
     free_on(f, b[0], s); /* 16 blocks a chunk: an event every 2 frees; this one is not covered */
     ck_assert_int_eq(fake_cuda.record, 0);
@@ -125,8 +126,7 @@ START_TEST(uncovered_blocks_are_taken_after_a_device_synchronization)
     cudaStream_t s2 = fake_stream_new(0); /* the same handle, another stream */
     ck_assert_ptr_eq(s2, s);
     void *c[16];
-    for (int k = 0; k < 16; k++)
-        c[k] = alloc_on(f, t); /* the second chunk */
+    alloc_range(f, c, 16, t); /* the second chunk */
     ck_assert_int_eq(fake_device_chunks(device), 2);
     ck_assert_int_eq(fake_cuda.device_sync, 0);
     void *x = alloc_on(f, s2); /* upstream refuses a third chunk */
@@ -146,8 +146,7 @@ START_TEST(a_reused_handle_does_not_take_the_old_streams_blocks)
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 0);
     cudaStream_t s = fake_stream_new(0);
     void *b[16];
-    for (int k = 0; k < 16; k++)
-        b[k] = alloc_on(f, s);
+    alloc_range(f, b, 16, s);
     free_on(f, b[5], s);
     fake_stream_destroy(s);
     cudaStream_t s2 = fake_stream_new(0);
@@ -171,8 +170,7 @@ START_TEST(frees_on_a_reused_handle_never_cover_the_old_streams_blocks)
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=32", 0); /* an event every 4 frees */
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *b[32];
-    for (int k = 0; k < 32; k++)
-        b[k] = alloc_on(f, t);
+    alloc_range(f, b, 32, t);
     free_on(f, b[0], s); /* s's first free: its id is asked for once */
     fake_stream_destroy(s);
     cudaStream_t s2 = fake_stream_new(0);
@@ -248,41 +246,9 @@ START_TEST(one_block_chunks_record_every_free)
 }
 END_TEST
 
-/* Eight threads, each on its own stream, allocate and free at random (some frees on a neighbour's
- * stream); each writes its mark into the blocks it holds and finds it intact when it frees them,
- * so a block handed out twice at once fails the test. At the end nothing is counted in use. */
-enum { CHURN_THREADS = 8, CHURN_LIVE = 40, CHURN_STEPS = 20000 };
-
-typedef struct churn_arg { crmm_resource *f; cudaStream_t own, other; uint64_t seed; int failed; } churn_arg;
-
-static void *churn(void *p)
-{
-    churn_arg *a = p;
-    void *live[CHURN_LIVE] = {0};
-    uint64_t x = a->seed;
-    for (int i = 0; i < CHURN_STEPS && !a->failed; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        int k = (int)(x % CHURN_LIVE);
-        if (!live[k]) {
-            if (crmm_resource_allocate(a->f, 1000, (crmm_cuda_stream_t)a->own, &live[k]) != CRMM_OK)
-                a->failed = 1;
-            else
-                memset(live[k], (int)(uintptr_t)a->own & 0xff, 1000);
-            continue;
-        }
-        const unsigned char *b = live[k];
-        if (b[0] != ((uintptr_t)a->own & 0xff) || b[999] != b[0])
-            a->failed = 2;
-        cudaStream_t on = (x >> 32) % 8 ? a->own : a->other;
-        if (crmm_resource_deallocate(a->f, live[k], 1000, (crmm_cuda_stream_t)on) != CRMM_OK)
-            a->failed = 3;
-        live[k] = NULL;
-    }
-    for (int k = 0; k < CHURN_LIVE; k++)
-        if (live[k] && crmm_resource_deallocate(a->f, live[k], 1000, (crmm_cuda_stream_t)a->own) != CRMM_OK)
-            a->failed = 3;
-    return NULL;
-}
+/* Eight threads, each on its own stream, allocate and free at random (one free in 8 on a
+ * neighbour's stream): no block is handed to two at once, and at the end nothing is in use. */
+enum { CHURN_THREADS = 8 };
 
 START_TEST(eight_threads_on_their_own_streams_never_share_a_block)
 {
@@ -290,15 +256,16 @@ START_TEST(eight_threads_on_their_own_streams_never_share_a_block)
     cudaStream_t st[CHURN_THREADS];
     for (int t = 0; t < CHURN_THREADS; t++)
         st[t] = fake_stream_new(t);
-    churn_arg a[CHURN_THREADS];
+    churn a[CHURN_THREADS];
     pthread_t th[CHURN_THREADS];
     for (int t = 0; t < CHURN_THREADS; t++) {
-        a[t] = (churn_arg){f, st[t], st[(t + 1) % CHURN_THREADS], 42 + (uint64_t)t, 0};
-        ck_assert_int_eq(pthread_create(&th[t], NULL, churn, &a[t]), 0);
+        a[t] = (churn){.mr = f, .own = (crmm_cuda_stream_t)st[t], .other = (crmm_cuda_stream_t)st[(t + 1) % CHURN_THREADS],
+                       .seed = 42 + (uint64_t)t, .steps = 20000, .slots = 40, .size = 1000, .exact = 1};
+        ck_assert_int_eq(pthread_create(&th[t], NULL, churn_thread, &a[t]), 0);
     }
     for (int t = 0; t < CHURN_THREADS; t++) {
         pthread_join(th[t], NULL);
-        ck_assert_msg(a[t].failed == 0, "thread %d failed (%d: 1 allocate, 2 a block changed under it, 3 free)", t, a[t].failed);
+        ck_assert_msg(!a[t].why[0] && !a[t].overlapped, "thread %d: %s; %d blocks changed under it", t, a[t].why, a[t].overlapped);
     }
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_IN_USE), 0);

@@ -4,17 +4,6 @@
  * allocations never merge even when they touch. Growth, a model and the stress run:
  * check_pool_growth.c. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <crmm/pool.h>
-#include "conformance.h"
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 #include "pool_test.h"
 
 static const crmm_test_chain pool_chains[] = {
@@ -164,8 +153,7 @@ START_TEST(queries_follow_a_known_sequence)
     ck_assert_double_eq_tol(frag, 1.0 - (double)(MiB - 4096) / (double)(MiB - 3072), 1e-12);
     void *c = alloc(p, 1024); /* the hole fits exactly */
     ck_assert_ptr_eq(c, a);
-    release(p, c, 1024);
-    release(p, b, 3000);
+    free_all(p, {c, 1024}, {b, 3000});
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE_PEAK), 4024); /* 3000 + 1024 */
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_PEAK), 2);
@@ -194,7 +182,7 @@ START_TEST(freed_neighbours_merge_in_any_order)
     /* free in a scrambled order; every block merges with whatever neighbours are free */
     uint64_t seed = 9;
     for (int k = N - 1; k > 0; k--) {
-        int j = (int)(next_rand(&seed) % (uint64_t)(k + 1));
+        int j = (int)(crmm_test_rand(&seed) % (uint64_t)(k + 1));
         void *t = blk[k];
         blk[k] = blk[j];
         blk[j] = t;
@@ -217,8 +205,7 @@ START_TEST(a_block_in_the_size_class_itself_is_found)
     void *b = alloc(p, 513 * 256);       /* 513 units: same class as 516, rounded up past it */
     ck_assert_uint_eq((uintptr_t)b - (uintptr_t)a, MiB - 516 * 256);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 3 * 256);
-    release(p, a, MiB - 516 * 256);
-    release(p, b, 513 * 256);
+    free_all(p, {a, MiB - 516 * 256}, {b, 513 * 256});
     crmm_resource_release(p);
 }
 END_TEST
@@ -233,8 +220,7 @@ START_TEST(adjacent_upstream_blocks_never_merge)
     void *b = alloc(p, MiB); /* a second chunk, right after the first in memory */
     ck_assert_ptr_eq(b, (char *)a + MiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
-    release(p, a, MiB);
-    release(p, b, MiB);
+    free_all(p, {a, MiB}, {b, MiB});
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 2 * MiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB); /* not 2 MiB */
     double frag;
@@ -259,8 +245,7 @@ START_TEST(trim_returns_wholly_free_chunks)
     void *b = alloc(p, MiB);     /* chunk 2 (1 MiB) */
     void *c = alloc(p, 2 * MiB); /* chunk 3 (2 MiB) */
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * MiB);
-    release(p, b, MiB);
-    release(p, c, 2 * MiB);
+    free_all(p, {b, MiB}, {c, 2 * MiB});
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_int_eq(u->frees, 2);
     ck_assert_int_eq(u->live, 1);
@@ -341,8 +326,7 @@ START_TEST(bad_pointers_are_refused_and_change_nothing)
     ck_assert_ptr_eq(c, a);
     void *d = alloc(p, 4096);
     ck_assert_ptr_eq(d, b);
-    release(p, c, 4096);
-    release(p, d, 4096);
+    free_all(p, {c, 4096}, {d, 4096});
     crmm_resource_release(p);
 }
 END_TEST
@@ -391,8 +375,7 @@ START_TEST(peaks_reset_to_the_current_figures)
     ck_assert_uint_ge(q(p, CRMM_QUERY_POOL_GROWTHS), 2); /* chunks taken from upstream */
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_LOCK_WAITS), 0); /* one thread */
-    crmm_resource_deallocate(p, a, 1000, NULL);
-    crmm_resource_deallocate(p, c, 5000, NULL);
+    free_all(p, {a, 1000}, {c, 5000});
     /* a chain without a pool, and no resource */
     crmm_resource *h = host_upstream();
     ck_assert_crmm(crmm_pool_reset_peaks(h), CRMM_ERROR_UNSUPPORTED);

@@ -1,31 +1,13 @@
 /* check_pool_expandable.c — the expandable pool (expandable = true) on the CPU, against the
- * scripted CUDA driver of fake_vmm.h, which backs "device memory" with host pages (a block the
- * pool hands out over a page it did not map crashes the test when written) and counts every
- * call, so the tests state exactly what the pool maps, when it synchronizes and gives memory
- * back, and that it never holds more than it must. Destroy, bad frees, streams, threads and the
- * fallbacks: check_pool_expandable_use.c. */
+ * scripted driver of pool_expandable_test.h: exactly what the pool maps, when it synchronizes and
+ * gives memory back, and that it never holds more than it must. Destroy, bad frees, streams,
+ * threads and the fallbacks: check_pool_expandable_use.c. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <cuda_runtime_api.h>
-#include <crmm/pool.h>
-#include "fakes/fake_vmm.h"
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-#define PAGE (64 * KiB)          /* the scripted device's allocation granularity */
-#define DEVICE_MEMORY (64 * MiB) /* what cudaMemGetInfo says the device has */
 #include "pool_expandable_test.h"
-
-/* ---- tests ---------------------------------------------------------------------------------- */
 
 START_TEST(it_maps_what_it_needs_and_never_asks_the_upstream)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0); /* starts empty */
     ck_assert_int_eq(fake_vmm.reserves, 1);
     unsigned char *a = alloc(p, 100 * KiB);
@@ -36,26 +18,21 @@ START_TEST(it_maps_what_it_needs_and_never_asks_the_upstream)
     books_agree(p);
     ck_assert_int_eq(fake_vmm.upstream_calls, 0);
     ck_assert_int_eq(fake_vmm.set_access, 2); /* one per growth, over the whole run */
-    dealloc(p, a, 100 * KiB);
-    dealloc(p, b, 1 * MiB);
-    crmm_resource_release(p);
+    free_all(p, {a, 100 * KiB}, {b, 1 * MiB});
 }
 END_TEST
 
 START_TEST(free_blocks_merge_across_growth_steps)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     unsigned char *a = alloc(p, PAGE), *b = alloc(p, PAGE), *c = alloc(p, PAGE);
     ck_assert_int_eq(fake_vmm.maps, 3); /* three growth steps */
-    dealloc(p, a, PAGE);
-    dealloc(p, b, PAGE);
-    dealloc(p, c, PAGE);
+    free_all(p, {a, PAGE}, {b, PAGE}, {c, PAGE});
     unsigned char *d = alloc(p, 3 * PAGE); /* fits in what the three steps mapped */
     ck_assert_ptr_eq(d, a);
     ck_assert_int_eq(fake_vmm.maps, 3);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 3 * PAGE);
     dealloc(p, d, 3 * PAGE);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -63,7 +40,7 @@ END_TEST
  * the block stays live, and its right free works. */
 START_TEST(a_wrong_size_is_refused)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     unsigned char *a = alloc(p, 100 * KiB);
     ck_assert_crmm(crmm_resource_deallocate(p, a, 2 * PAGE, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(crmm_last_error(), "it is a block of") != NULL, "%s", crmm_last_error());
@@ -74,27 +51,24 @@ START_TEST(a_wrong_size_is_refused)
     dealloc(p, a, 100 * KiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     books_agree(p);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(growth_joins_the_free_block_below)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     unsigned char *a = alloc(p, PAGE / 2);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
     unsigned char *b = alloc(p, PAGE); /* half a page is free above a: one more page is enough */
     ck_assert_ptr_eq(b, a + PAGE / 2);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 2 * PAGE);
-    dealloc(p, a, PAGE / 2);
-    dealloc(p, b, PAGE);
-    crmm_resource_release(p);
+    free_all(p, {a, PAGE / 2}, {b, PAGE});
 }
 END_TEST
 
 START_TEST(growth_maps_freed_pages_again_instead_of_new_memory)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     unsigned char *x = alloc(p, 3 * PAGE), *y = alloc(p, PAGE);
     dealloc(p, x, 3 * PAGE); /* three free pages below y: too small for what comes next */
     fake_vmm.device_syncs = 0;
@@ -106,18 +80,15 @@ START_TEST(growth_maps_freed_pages_again_instead_of_new_memory)
     ck_assert_int_eq(fake_vmm.creates, 5);                /* 4 + 1: the freed pages were reused */
     ck_assert_int_eq(fake_vmm.releases, 0);
     books_agree(p);
-    dealloc(p, y, PAGE);
-    dealloc(p, z, 4 * PAGE);
-    crmm_resource_release(p);
+    free_all(p, {y, PAGE}, {z, 4 * PAGE});
 }
 END_TEST
 
 START_TEST(growth_below_the_high_water_mark_does_not_wait)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     unsigned char *a = alloc(p, 2 * PAGE), *b = alloc(p, 2 * PAGE); /* the mark: 4 pages */
-    dealloc(p, a, 2 * PAGE);
-    dealloc(p, b, 2 * PAGE);
+    free_all(p, {a, 2 * PAGE}, {b, 2 * PAGE});
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
     unsigned char *c = alloc(p, PAGE), *d = alloc(p, PAGE);
@@ -129,19 +100,16 @@ START_TEST(growth_below_the_high_water_mark_does_not_wait)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * PAGE);
     ck_assert_ptr_eq(e, d + PAGE);
     books_agree(p);
-    dealloc(p, d, PAGE);
-    dealloc(p, e, 2 * PAGE);
-    crmm_resource_release(p);
+    free_all(p, {d, PAGE}, {e, 2 * PAGE});
 }
 END_TEST
 
 START_TEST(growth_past_the_mark_moves_only_the_pages_it_needs)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE); /* mark: 6 */
     ck_assert_ptr_eq(c, a + 4 * PAGE);
-    dealloc(p, a, 3 * PAGE);
-    dealloc(p, c, 2 * PAGE);
+    free_all(p, {a, 3 * PAGE}, {c, 2 * PAGE});
     fake_vmm.device_syncs = 0;
     unsigned char *z = alloc(p, 4 * PAGE);
     /* z joins c's two free pages at the top with two more; those two are a's top pages, moved
@@ -155,16 +123,13 @@ START_TEST(growth_past_the_mark_moves_only_the_pages_it_needs)
     unsigned char *w = alloc(p, PAGE); /* a's bottom page stayed mapped and free */
     ck_assert_ptr_eq(w, a);
     ck_assert_int_eq(fake_vmm.device_syncs, 1);
-    dealloc(p, w, PAGE);
-    dealloc(p, b, PAGE);
-    dealloc(p, z, 4 * PAGE);
-    crmm_resource_release(p);
+    free_all(p, {w, PAGE}, {b, PAGE}, {z, 4 * PAGE});
 }
 END_TEST
 
 START_TEST(growth_within_the_slack_above_the_mark_does_not_wait)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     unsigned char *a = alloc(p, 31 * PAGE), *b = alloc(p, PAGE); /* mark: 32 pages, slack: 1 page */
     dealloc(p, b, PAGE);
     fake_vmm.device_syncs = 0;
@@ -173,16 +138,14 @@ START_TEST(growth_within_the_slack_above_the_mark_does_not_wait)
     ck_assert_ptr_eq(z, b);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 33 * PAGE);
     books_agree(p);
-    dealloc(p, a, 31 * PAGE);
-    dealloc(p, z, 2 * PAGE);
-    crmm_resource_release(p);
+    free_all(p, {a, 31 * PAGE}, {z, 2 * PAGE});
 }
 END_TEST
 
 /* A sequence in the shape of BERT's training steps (bench/logs/bert_train): the model stays live
  * below; each step has A, C and B1 live, frees A, takes B2 of twice A's size while C and B1 are
  * live, then frees them all; B2 never fits where A was. */
-static void replay_training(crmm_resource *p)
+static void replay_training(void)
 {
     unsigned char *model = alloc(p, 20 * PAGE);
     for (int step = 0; step < 4; step++) {
@@ -193,38 +156,33 @@ static void replay_training(crmm_resource *p)
         unsigned char *d = alloc(p, 8 * PAGE);
         dealloc(p, b2, 16 * PAGE);
         unsigned char *e = alloc(p, 8 * PAGE);
-        dealloc(p, d, 8 * PAGE);
-        dealloc(p, c, 8 * PAGE);
-        dealloc(p, e, 8 * PAGE);
+        free_all(p, {d, 8 * PAGE}, {c, 8 * PAGE}, {e, 8 * PAGE});
     }
     dealloc(p, model, 20 * PAGE);
 }
 
 START_TEST(pages_move_once_per_mark)
 {
-    crmm_resource *p = expandable_pool("");
-    replay_training(p);
+    p = expandable_pool("");
+    replay_training();
     int maps = fake_vmm.maps, unmaps = fake_vmm.unmaps;
     fake_vmm.device_syncs = 0;
     /* moving pages at every step would synchronize every step: after one move the pool raises its
      * mark instead, so repeats of the sequence make no driver call at all */
-    replay_training(p);
-    replay_training(p);
+    replay_training();
+    replay_training();
     ck_assert_int_eq(fake_vmm.device_syncs, 0);
     ck_assert_int_eq(fake_vmm.maps - maps, 0);
     ck_assert_int_eq(fake_vmm.unmaps - unmaps, 0);
     /* at the price of one A more than the peak of live bytes (the model, C, B1 and B2) */
     ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_RESERVED), (20 + 8 + 16 + 16 + 8) * PAGE);
     books_agree(p);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(release_threshold_keeps_free_pages)
 {
-    char params[64];
-    snprintf(params, sizeof params, "release_threshold=%zu", 3 * PAGE);
-    crmm_resource *p = expandable_pool(params);
+    p = expandable_pool("release_threshold=192KiB"); /* 3 pages */
     unsigned char *x = alloc(p, 3 * PAGE), *y = alloc(p, PAGE);
     dealloc(p, x, 3 * PAGE);
     fake_vmm.device_syncs = 0;
@@ -237,13 +195,12 @@ START_TEST(release_threshold_keeps_free_pages)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * PAGE);
     books_agree(p);
     dealloc(p, y, PAGE);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(trim_gives_every_free_page_back)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     unsigned char *a = alloc(p, 5 * PAGE + 100), *b = alloc(p, 2 * PAGE);
     dealloc(p, a, 5 * PAGE + 100);
     fake_vmm.device_syncs = 0;
@@ -265,30 +222,24 @@ START_TEST(trim_gives_every_free_page_back)
     unsigned char *c = alloc(p, PAGE);
     ck_assert_ptr_eq(c, a);
     dealloc(p, c, PAGE);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(initial_size_is_mapped_at_creation_and_kept)
 {
-    char params[64];
-    snprintf(params, sizeof params, "initial_size=%zu", 4 * PAGE);
-    crmm_resource *p = expandable_pool(params);
+    p = expandable_pool("initial_size=256KiB"); /* 4 pages */
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * PAGE);
     unsigned char *a = alloc(p, 6 * PAGE);
     dealloc(p, a, 6 * PAGE);
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * PAGE);
     books_agree(p);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(maximum_size_bounds_what_it_maps)
 {
-    char params[64];
-    snprintf(params, sizeof params, "maximum_size=%zu", 4 * PAGE);
-    crmm_resource *p = expandable_pool(params);
+    p = expandable_pool("maximum_size=256KiB"); /* 4 pages */
     unsigned char *a = alloc(p, 3 * PAGE);
     void *x = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(p, 2 * PAGE, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
@@ -297,18 +248,14 @@ START_TEST(maximum_size_bounds_what_it_maps)
     unsigned char *b = alloc(p, PAGE); /* what is left still serves */
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * PAGE);
     ck_assert_uint_eq(q(p, CRMM_QUERY_MAXIMUM_SIZE), 4 * PAGE);
-    dealloc(p, a, 3 * PAGE);
-    dealloc(p, b, PAGE);
-    crmm_resource_release(p);
+    free_all(p, {a, 3 * PAGE}, {b, PAGE});
 }
 END_TEST
 
 START_TEST(out_of_device_memory_gives_free_pages_back_and_retries)
 {
     /* a release threshold that would keep the free pages: only running out of memory frees them */
-    char params[64];
-    snprintf(params, sizeof params, "release_threshold=%zu", 64 * PAGE);
-    crmm_resource *p = expandable_pool(params);
+    p = expandable_pool("release_threshold=4MiB"); /* 64 pages */
     unsigned char *a = alloc(p, 4 * PAGE), *b = alloc(p, 2 * PAGE);
     dealloc(p, a, 4 * PAGE);
     fake_vmm.physical_limit = 8 * PAGE;
@@ -320,18 +267,17 @@ START_TEST(out_of_device_memory_gives_free_pages_back_and_retries)
     ck_assert_ptr_null(x);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "out of memory"));
     books_agree(p); /* a failed growth leaves nothing behind */
-    dealloc(p, b, 2 * PAGE);
-    dealloc(p, c, 6 * PAGE);
+    free_all(p, {b, 2 * PAGE}, {c, 6 * PAGE});
     unsigned char *d = alloc(p, 8 * PAGE); /* and the pool still serves */
     dealloc(p, d, 8 * PAGE);
-    crmm_resource_release(p);
+    release_pool();
     ck_assert_uint_eq(fake_vmm.physical, 0);
 }
 END_TEST
 
 START_TEST(a_huge_request_is_out_of_memory)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     void *x = (void *)1;
     /* more than the device has fails without asking the driver for memory */
     ck_assert_crmm(crmm_resource_allocate(p, DEVICE_MEMORY + PAGE, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
@@ -342,7 +288,6 @@ START_TEST(a_huge_request_is_out_of_memory)
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "address range"));
     ck_assert_crmm(crmm_resource_allocate(p, SIZE_MAX - 10, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -350,7 +295,7 @@ int main(void)
 {
     Suite *s = suite_create("pool_expandable");
     TCase *tc = tcase_create("pool_expandable");
-    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, it_maps_what_it_needs_and_never_asks_the_upstream);
     tcase_add_test(tc, free_blocks_merge_across_growth_steps);
     tcase_add_test(tc, a_wrong_size_is_refused);

@@ -1,32 +1,19 @@
 /* check_pool_expandable_use.c — the expandable pool on the CPU, against the scripted driver of
- * fakes/fake_vmm.c (as check_pool_expandable.c): destroy, bad frees, other streams' memory, threads,
- * a growth at the maximum, the fallbacks to the upstream, and bad parameters. */
+ * pool_expandable_test.h (as check_pool_expandable.c): destroy, bad frees, other streams' memory,
+ * threads, a growth at the maximum, the fallbacks to the upstream, and bad parameters. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <cuda_runtime_api.h>
-#include <crmm/pool.h>
-#include "fakes/fake_vmm.h"
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-#define PAGE (64 * KiB)          /* the scripted device's allocation granularity */
-#define DEVICE_MEMORY (64 * MiB) /* what cudaMemGetInfo says the device has */
+#include "churn_support.h"
 #include "pool_expandable_test.h"
 
 START_TEST(destroy_unmaps_and_frees_everything)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     unsigned char *a = alloc(p, 3 * PAGE);
     (void)alloc(p, PAGE); /* left live: reported, and still given back */
     dealloc(p, a, 3 * PAGE);
     fake_vmm.device_syncs = 0;
     crmm_test_log_capture_begin();
-    crmm_resource_release(p);
+    release_pool();
     char *log = crmm_test_log_capture_end();
     ck_assert_ptr_nonnull(strstr(log, "1 live allocation"));
     free(log);
@@ -39,7 +26,7 @@ END_TEST
 
 START_TEST(bad_frees_are_refused)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     unsigned char *a = alloc(p, 1000);
     dealloc(p, a, 1000);
     ck_assert_crmm(crmm_resource_deallocate(p, a, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
@@ -49,13 +36,12 @@ START_TEST(bad_frees_are_refused)
     ck_assert_crmm(crmm_resource_deallocate(p, &local, 4, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     dealloc(p, b, 4 * PAGE);
     books_agree(p);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(another_streams_free_memory_is_not_used_without_a_wait)
 {
-    crmm_resource *p = expandable_pool("release_threshold=1TiB"); /* no release: growth only */
+    p = expandable_pool("release_threshold=1TiB"); /* no release: growth only */
     cudaStream_t s = stream_n(0), t = stream_n(1);
     unsigned char *a = alloc_on(p, 2 * PAGE, s);
     free_on(p, a, 2 * PAGE, t); /* free on t, right at the bottom */
@@ -71,14 +57,13 @@ START_TEST(another_streams_free_memory_is_not_used_without_a_wait)
     ck_assert_int_eq(fake_vmm.device_syncs, 0);
     free_on(p, b, 3 * PAGE, s);
     free_on(p, c, 2 * PAGE, t);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(memory_keeps_its_content_and_the_books_stay_exact)
 {
     /* a random mix of sizes on two streams, with trims, checking every block's bytes */
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     enum { SLOTS = 64 };
     unsigned char *ptr[SLOTS] = {0};
     size_t size[SLOTS] = {0};
@@ -108,60 +93,27 @@ START_TEST(memory_keeps_its_content_and_the_books_stay_exact)
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
     books_agree(p);
-    crmm_resource_release(p);
+    release_pool();
     ck_assert_uint_eq(fake_vmm.physical, 0);
 }
 END_TEST
 
-struct stress_arg { crmm_resource *p; int id; };
-
-static void *stress_thread(void *arg)
-{
-    struct stress_arg *a = arg;
-    cudaStream_t s = stream_n(a->id);
-    uint64_t rng = 7 + (uint64_t)a->id;
-    unsigned char *live[32] = {0};
-    size_t size[32] = {0};
-    for (int step = 0; step < 3000; step++) {
-        int i = (int)(crmm_test_rand(&rng) % 32);
-        if (live[i]) {
-            if (live[i][0] != (unsigned char)a->id || live[i][size[i] - 1] != (unsigned char)a->id)
-                return "corrupted";
-            if (crmm_resource_deallocate(a->p, live[i], size[i], (crmm_cuda_stream_t)s) != CRMM_OK)
-                return "free failed";
-            live[i] = NULL;
-        } else {
-            size[i] = 1 + crmm_test_rand(&rng) % (200 * KiB);
-            void *x;
-            if (crmm_resource_allocate(a->p, size[i], (crmm_cuda_stream_t)s, &x) != CRMM_OK)
-                return "allocate failed";
-            live[i] = x;
-            memset(x, a->id, size[i]);
-        }
-    }
-    for (int i = 0; i < 32; i++)
-        if (live[i])
-            crmm_resource_deallocate(a->p, live[i], size[i], (crmm_cuda_stream_t)s);
-    return NULL;
-}
-
 START_TEST(threads_on_their_own_streams)
 {
-    crmm_resource *p = expandable_pool("");
+    p = expandable_pool("");
     pthread_t th[4];
-    struct stress_arg args[4];
+    churn c[4];
     for (int i = 0; i < 4; i++) {
-        args[i] = (struct stress_arg){p, i + 1};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, stress_thread, &args[i]), 0);
+        c[i] = (churn){.mr = p, .own = (crmm_cuda_stream_t)stream_n(i + 1), .seed = 8 + (uint64_t)i, .steps = 3000,
+                       .slots = 32, .size = 200 * KiB};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, churn_thread, &c[i]), 0);
     }
     for (int i = 0; i < 4; i++) {
-        void *r;
-        pthread_join(th[i], &r);
-        ck_assert_msg(r == NULL, "thread %d: %s", i, (const char *)r);
+        pthread_join(th[i], NULL);
+        ck_assert_msg(!c[i].why[0] && !c[i].overlapped, "thread %d: %s; %d blocks overwritten", i, c[i].why, c[i].overlapped);
     }
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     books_agree(p);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -173,7 +125,7 @@ static void *allocate_one_page(void *arg)
 
 START_TEST(under_threads_growth_takes_a_step_and_never_waits)
 {
-    crmm_resource *p = expandable_pool("thread_cache=on");
+    p = expandable_pool("thread_cache=on");
     unsigned char *base = alloc(p, 64 * PAGE); /* one thread so far: exactly what it needs */
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 64 * PAGE);
     /* a second thread allocates: the caches switch on, and its growth of one page maps a 16th of
@@ -196,14 +148,11 @@ START_TEST(under_threads_growth_takes_a_step_and_never_waits)
     ck_assert_int_eq(fake_vmm.unmaps, unmaps);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 148 * PAGE);
     books_agree(p);
-    dealloc(p, z, 80 * PAGE);
-    dealloc(p, x, 3 * PAGE);
-    dealloc(p, w, PAGE);
+    free_all(p, {z, 80 * PAGE}, {x, 3 * PAGE}, {w, PAGE});
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0); /* trim still gives every free page back */
     books_agree(p);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -235,7 +184,7 @@ START_TEST(cached_pages_serve_a_growth_at_the_maximum)
     /* the pool is at its maximum, another thread's cache holds 31 of its 64 pages (less than
      * half: a growth leaves that cache alone) in one-page pieces: a request of 8 pages must get
      * them back, unmapped and mapped again in one piece, not fail */
-    crmm_resource *p = expandable_pool("maximum_size=4MiB thread_cache=on");
+    p = expandable_pool("maximum_size=4MiB thread_cache=on");
     dealloc(p, alloc(p, 256), 256); /* this thread first: the worker's allocations switch the caches on */
     pthread_barrier_t sync;
     pthread_barrier_init(&sync, NULL, 2);
@@ -257,7 +206,6 @@ START_TEST(cached_pages_serve_a_growth_at_the_maximum)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     books_agree(p);
     pthread_barrier_destroy(&sync);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -265,7 +213,7 @@ END_TEST
 static void check_fallback(const char *why)
 {
     crmm_test_log_capture_begin();
-    crmm_resource *p = expandable_pool("initial_size=1MiB");
+    p = expandable_pool("initial_size=1MiB");
     char *log = crmm_test_log_capture_end();
     ck_assert_msg(strstr(log, "expandable = true, but") && strstr(log, why), "log: %s", log);
     free(log);
@@ -275,7 +223,6 @@ static void check_fallback(const char *why)
     ck_assert_int_eq(fake_vmm.upstream_calls, 2);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
     dealloc(p, a, 2 * MiB);
-    crmm_resource_release(p);
 }
 
 START_TEST(without_the_driver_api_it_grows_from_upstream)
@@ -296,7 +243,7 @@ START_TEST(over_host_memory_it_grows_from_upstream)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     crmm_test_log_capture_begin();
-    crmm_resource *p = crmm_test_create("pool", "expandable=true initial_size=1MiB", host);
+    p = crmm_test_create("pool", "expandable=true initial_size=1MiB", host);
     char *log = crmm_test_log_capture_end();
     ck_assert_msg(strstr(log, "not a base resource of device memory"), "log: %s", log);
     free(log);
@@ -304,14 +251,14 @@ START_TEST(over_host_memory_it_grows_from_upstream)
     unsigned char *a = alloc(p, 2 * MiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
     dealloc(p, a, 2 * MiB);
-    crmm_resource_release(p);
+    release_pool();
     ck_assert_int_eq(fake_vmm.reserves, 0);
 }
 END_TEST
 
 START_TEST(bad_parameters_are_refused)
 {
-    crmm_resource *host = crmm_test_create("host", NULL, NULL), *p = NULL;
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
     ck_assert_crmm(crmm_resource_create("pool", "expandable=maybe initial_size=1MiB", host, &p), CRMM_ERROR_CONFIG);
     ck_assert_crmm(crmm_resource_create("pool", "release_threshold=lots initial_size=1MiB", host, &p), CRMM_ERROR_CONFIG);
     ck_assert_ptr_null(p);
@@ -323,7 +270,7 @@ int main(void)
 {
     Suite *s = suite_create("pool_expandable_use");
     TCase *tc = tcase_create("pool_expandable");
-    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, destroy_unmaps_and_frees_everything);
     tcase_add_test(tc, bad_frees_are_refused);
     tcase_add_test(tc, another_streams_free_memory_is_not_used_without_a_wait);

@@ -1,13 +1,10 @@
 /* check_pool_gpu.c — the `pool` plugin over `cuda`: the conformance suite, and the stream
- * ordering that only a GPU can show.
- *
- * The ordering tests make a stream slow on purpose: a host function that sleeps runs first on
- * stream S, then S writes 0xAA into a block, and the block is freed on S while all of that is
- * still pending. Another stream T then gets the block and writes 0xBB. Had the pool handed the
- * block to T without ordering T behind S, S's 0xAA would land last; the block must read 0xBB
- * everywhere. Variants: S destroyed before T asks, S forgotten through CRMM_POOL_OP_FORGET_STREAM,
- * and per-thread default streams of two threads. The tests that hold in both stream_reuse modes
- * run four times (a loop test: _i 0 = sync, 1 = event, 2 and 3 the same with expandable = true). */
+ * ordering that only a GPU can show. A stream S is made slow on purpose (a host function that
+ * sleeps, then S writes 0xAA into a block) and the block is freed on S while that is pending;
+ * another stream T gets the block and writes 0xBB. Had the pool not ordered T behind S, S's 0xAA
+ * would land last: the block must read 0xBB everywhere. Variants: S destroyed before T asks, S
+ * forgotten, per-thread default streams of two threads. Loop tests run four times: _i 0 = sync,
+ * 1 = event, 2 and 3 the same with expandable = true. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdint.h>
@@ -296,10 +293,7 @@ START_TEST(many_streams_keep_the_books)
     size_t size[LIVE] = {0};
     uint64_t seed = 11;
     for (int step = 0; step < 4000; step++) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        int k = (int)(seed % LIVE);
+        int k = (int)(crmm_test_rand(&seed) % LIVE);
         cudaStream_t on = st[(seed >> 8) % S];
         if (live[k]) {
             free_on(p, live[k], size[k], on);

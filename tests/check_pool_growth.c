@@ -3,16 +3,7 @@
  * host. $CRMM_TEST_POOL_STRESS_OPS sets the operations per stress thread (default 100000; 20000 in
  * a sanitizer build). */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <crmm/pool.h>
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
+#include "churn_support.h"
 #include "pool_test.h"
 
 /* ---- growth -------------------------------------------------------------------------------- */
@@ -33,11 +24,7 @@ START_TEST(growth_doubles_without_maximum)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 9 * MiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 4);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 9 * MiB - (MiB + 512 + 2 * MiB + 5 * MiB));
-    release(p, a, MiB);
-    release(p, b, 256);
-    release(p, c, 2 * MiB);
-    release(p, d, 1);
-    release(p, e, 5 * MiB);
+    free_all(p, {a, MiB}, {b, 256}, {c, 2 * MiB}, {d, 1}, {e, 5 * MiB});
     crmm_resource_release(p);
 }
 END_TEST
@@ -62,10 +49,7 @@ START_TEST(growth_takes_half_the_room_below_the_maximum)
     ck_assert_msg(strstr(crmm_last_error(), "out of memory: pool: failed to allocate 4.0 MiB (pool size 9.0 MiB, maximum 9.0 MiB)"),
                   "%s", crmm_last_error());
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), 9 * MiB);
-    release(p, a, MiB);
-    release(p, b, KiB);
-    release(p, c, 4 * MiB);
-    release(p, d, 256);
+    free_all(p, {a, MiB}, {b, KiB}, {c, 4 * MiB}, {d, 256});
     crmm_resource_release(p);
 }
 END_TEST
@@ -80,12 +64,12 @@ START_TEST(growth_with_maximum_never_passes_it)
     size_t size[LIVE] = {0};
     uint64_t seed = 5;
     for (int step = 0; step < 5000; step++) {
-        int k = (int)(next_rand(&seed) % LIVE);
+        int k = (int)(crmm_test_rand(&seed) % LIVE);
         if (live[k]) {
             release(p, live[k], size[k]);
             live[k] = NULL;
         } else {
-            size[k] = 1 + next_rand(&seed) % (256 * KiB);
+            size[k] = 1 + crmm_test_rand(&seed) % (256 * KiB);
             crmm_status st = crmm_resource_allocate(p, size[k], NULL, &live[k]);
             ck_assert_msg(st == CRMM_OK || st == CRMM_ERROR_OUT_OF_MEMORY, "%s", crmm_last_error());
         }
@@ -123,11 +107,7 @@ START_TEST(growth_halves_when_the_upstream_refuses)
     ck_assert_uint_eq(u->asked[u->nasked - 1], 4 * MiB);
     ck_assert_msg(strstr(crmm_last_error(), "pool: failed to allocate 4.0 MiB (pool size 11.2 MiB, no maximum): upstream: script: refused"),
                   "%s", crmm_last_error());
-    release(p, a, 3 * MiB);
-    release(p, b, 512 * KiB);
-    release(p, c, 3 * MiB);
-    release(p, d, 2500 * KiB);
-    release(p, e, 100 * KiB);
+    free_all(p, {a, 3 * MiB}, {b, 512 * KiB}, {c, 3 * MiB}, {d, 2500 * KiB}, {e, 100 * KiB});
     crmm_resource_release(p);
 }
 END_TEST
@@ -164,8 +144,7 @@ START_TEST(zero_initial_size_grows_on_demand)
     ck_assert_uint_eq(u->asked[0], 1024); /* max(request, pool size 0) */
     void *b = alloc(p, 1000);             /* doubles: max(1 KiB, 1 KiB) */
     ck_assert_uint_eq(u->asked[1], 1024);
-    release(p, a, 1000);
-    release(p, b, 1000);
+    free_all(p, {a, 1000}, {b, 1000});
     crmm_resource_release(p);
 }
 END_TEST
@@ -182,8 +161,7 @@ START_TEST(growth_right_when_block_records_run_out)
         void *big = alloc(p, MiB - KiB); /* does not fit: grows by 1 MiB, then splits the new chunk */
         ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
         void *more = alloc(p, 256);
-        release(p, big, MiB - KiB);
-        release(p, more, 256);
+        free_all(p, {big, MiB - KiB}, {more, 256});
         for (int i = 0; i < k; i++)
             release(p, small[i], 256);
         ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
@@ -204,9 +182,9 @@ START_TEST(random_use_keeps_the_books)
     int n = 0;
     uint64_t seed = 77, rounded = 0;
     for (int step = 0; step < 20000; step++) {
-        uint64_t r = next_rand(&seed);
+        uint64_t r = crmm_test_rand(&seed);
         if (n == 0 || (n < LIVE && (r & 1))) {
-            size_t size = 1 + next_rand(&seed) % ((r >> 8) % 8 == 0 ? 256 * KiB : 2 * KiB);
+            size_t size = 1 + crmm_test_rand(&seed) % ((r >> 8) % 8 == 0 ? 256 * KiB : 2 * KiB);
             void *x = alloc(p, size);
             for (int k = 0; k < n; k++) /* no overlap with any live block */
                 ck_assert(live[k].p + live[k].n <= (uintptr_t)x || (uintptr_t)x + size <= live[k].p);
@@ -262,79 +240,26 @@ static int stress_ops(void)
     return 100000;
 }
 
-typedef struct stress_arg {
-    crmm_resource *mr;
-    uint64_t seed;
-    int ops;
-    uint64_t allocations;
-    int failures;
-    char why[256];
-} stress_arg;
-
-static void *stress_thread(void *arg)
-{
-    stress_arg *a = arg;
-    enum { LIVE = 64 };
-    live_block live[LIVE];
-    int n = 0;
-    for (int op = 0; op < a->ops && !a->failures; op++) {
-        uint64_t r = next_rand(&a->seed);
-        if (n == 0 || (n < LIVE && (r & 1))) {
-            size_t size = 1 + next_rand(&a->seed) % ((r >> 8) % 64 == 0 ? 64 * KiB : 2 * KiB);
-            void *x;
-            if (crmm_resource_allocate(a->mr, size, NULL, &x) != CRMM_OK || !x || (uintptr_t)x % 256) {
-                snprintf(a->why, sizeof a->why, "allocate %zu: %s", size, crmm_last_error());
-                a->failures++;
-                break;
-            }
-            live[n] = (live_block){(uintptr_t)x, size, (unsigned char)(r >> 24)};
-            memset(x, live[n].tag, size);
-            n++;
-            a->allocations++;
-        } else {
-            int k = (int)((r >> 16) % (uint64_t)n);
-            const unsigned char *b = (const unsigned char *)live[k].p;
-            for (size_t i = 0; i < live[k].n; i++)
-                if (b[i] != live[k].tag) {
-                    snprintf(a->why, sizeof a->why, "byte %zu of a %zu-byte block is %u, not %u", i, live[k].n, b[i],
-                             live[k].tag);
-                    a->failures++;
-                    break;
-                }
-            if (crmm_resource_deallocate(a->mr, (void *)live[k].p, live[k].n, NULL) != CRMM_OK) {
-                snprintf(a->why, sizeof a->why, "deallocate: %s", crmm_last_error());
-                a->failures++;
-            }
-            live[k] = live[--n];
-        }
-    }
-    while (n > 0) {
-        n--;
-        crmm_resource_deallocate(a->mr, (void *)live[n].p, live[n].n, NULL);
-    }
-    return NULL;
-}
-
 START_TEST(eight_threads_stress)
 {
     crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
     enum { T = 8 };
     pthread_t t[T];
-    stress_arg a[T];
+    churn a[T];
     for (int k = 0; k < T; k++) {
-        a[k] = (stress_arg){.mr = p, .seed = 1234 + (uint64_t)k, .ops = stress_ops()};
-        ck_assert_int_eq(pthread_create(&t[k], NULL, stress_thread, &a[k]), 0);
+        a[k] = (churn){.mr = p, .seed = 1234 + (uint64_t)k, .steps = stress_ops(), .slots = 64, .size = 2 * KiB,
+                       .big_size = 64 * KiB, .big_one_in = 64};
+        ck_assert_int_eq(pthread_create(&t[k], NULL, churn_thread, &a[k]), 0);
     }
-    for (int k = 0; k < T; k++)
+    uint64_t made = 0;
+    for (int k = 0; k < T; k++) {
         ck_assert_int_eq(pthread_join(t[k], NULL), 0);
-    for (int k = 0; k < T; k++)
-        ck_assert_msg(a[k].failures == 0, "thread %d: %s", k, a[k].why);
+        ck_assert_msg(!a[k].why[0] && !a[k].overlapped, "thread %d: %s; %d blocks overwritten", k, a[k].why, a[k].overlapped);
+        made += a[k].allocations;
+    }
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
-    uint64_t made = 0;
-    for (int k = 0; k < T; k++)
-        made += a[k].allocations;
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_TOTAL), made);
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);

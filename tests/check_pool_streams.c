@@ -1,42 +1,17 @@
-/* check_pool_streams.c — the pool's stream logic on the CPU, against a scripted CUDA.
- *
- * The program links the scripted CUDA of fakes/fake_stream_cuda.c (cudaEventRecord,
- * cudaStreamWaitEvent, cudaDeviceSynchronize, ...) and is linked with -export-dynamic, so the pool
- * plugin's calls land there instead of in libcudart. Streams are
- * fake handles that can be "destroyed" and "recreated" with the same handle; every call is
- * counted, per function and per stream handle, and a call that passes a destroyed handle fails
- * the test (in real CUDA it is undefined and can crash). So the tests state exactly which CUDA
- * calls the pool makes in each stream_reuse mode: none on the same-stream path; to move blocks
- * between streams one device synchronization and nothing on the other stream's handle (sync), or
- * one event record on it and one wait (event); and so on. The upstream is host memory that
- * claims to be device memory, so the pool treats streams as real.
- *
- * Tests that hold for both modes run twice (a loop test: _i 0 = sync, 1 = event). Eight threads,
- * failed synchronizations, many streams, trim and destroy: check_pool_streams_threads.c. */
+/* check_pool_streams.c — the pool's stream logic on the CPU, against the scripted CUDA of
+ * pool_streams_test.h: which CUDA calls the pool makes in each stream_reuse mode (none on the
+ * same-stream path; to move blocks between streams one device synchronization and nothing on the
+ * other stream's handle in sync mode, one record on it and one wait in event mode), and when.
+ * Loop tests run once per mode (_i 0 = sync, 1 = event). Eight threads, failed synchronizations,
+ * many streams, trim and destroy: check_pool_streams_threads.c. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <cuda_runtime_api.h>
-#include <crmm/pool.h>
-#include "fakes/fake_stream_cuda.h"
-#include "fakes/fake_streams.h"
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 #include "pool_streams_test.h"
-
-/* ---- tests ---------------------------------------------------------------------------------- */
 
 START_TEST(the_same_stream_makes_no_cuda_call)
 {
     crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0);
-    void *a = alloc_on(p, 4 * KiB, s); /* first use of s: the initial chunk moves to s */
-    free_on(p, a, 4 * KiB, s);
+    freed_on(p, 4 * KiB, s); /* first use of s: the initial chunk moves to s */
     fake_cuda_reset();
     for (int k = 0; k < 1000; k++) {
         void *b = alloc_on(p, 1 + (size_t)k * 512, s);
@@ -83,8 +58,7 @@ START_TEST(sync_mode_moves_blocks_after_one_device_synchronization)
     ck_assert_int_eq(fake_cuda.device_sync, 11);
     ck_assert_int_eq(fake_cuda.record + fake_cuda.wait + fake_cuda.event_create, 0);
     free_on(p, b, 64 * KiB, s);
-    free_on(p, d, 128 * KiB, t);
-    free_on(p, e, MiB - 192 * KiB, t);
+    free_all_on(p, t, {d, 128 * KiB}, {e, MiB - 192 * KiB});
     crmm_resource_release(p);
     ck_assert_int_eq(fake_cuda.event_destroy, 0); /* no event was ever made */
 }
@@ -95,8 +69,7 @@ START_TEST(sync_mode_takes_from_other_streams_before_growing)
     /* no maximum: the pool could grow, but another stream's block is used instead */
     crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = alloc_on(p, MiB, s);
-    free_on(p, a, MiB, s);
+    void *a = freed_on(p, MiB, s);
     fake_cuda_reset();
     void *b = alloc_on(p, MiB, t);
     ck_assert_ptr_eq(b, a);
@@ -113,8 +86,7 @@ START_TEST(sync_mode_takes_from_other_streams_before_growing)
     void *e = alloc_on(p, 2 * MiB, t);
     ck_assert_int_eq(fake_cuda.device_sync, 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
-    free_on(p, b, MiB, t);
-    free_on(p, e, 2 * MiB, t);
+    free_all_on(p, t, {b, MiB}, {e, 2 * MiB});
     crmm_resource_release(p);
 }
 END_TEST
@@ -143,8 +115,7 @@ START_TEST(sync_mode_never_touches_a_destroyed_stream)
     ck_assert_ptr_eq(d, a);
     ck_assert_int_eq(fake_cuda.device_sync, 3);
     ck_assert_int_eq(fake_cuda.record + fake_cuda.wait + fake_cuda.get_id, 0);
-    free_on(p, d, 64 * KiB, s2);
-    free_on(p, rest, MiB - 64 * KiB, s2);
+    free_all_on(p, s2, {d, 64 * KiB}, {rest, MiB - 64 * KiB});
     crmm_resource_release(p);
 }
 END_TEST
@@ -196,8 +167,7 @@ START_TEST(event_mode_orders_another_stream_by_one_event)
 {
     crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = alloc_on(p, 64 * KiB, s);
-    free_on(p, a, 64 * KiB, s);
+    void *a = freed_on(p, 64 * KiB, s);
     fake_cuda_reset();
     void *b = alloc_on(p, 64 * KiB, t);
     ck_assert_ptr_eq(b, a);
@@ -229,8 +199,7 @@ START_TEST(event_mode_takes_from_other_streams_before_growing)
 {
     crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = alloc_on(p, MiB, s);
-    free_on(p, a, MiB, s);
+    void *a = freed_on(p, MiB, s);
     fake_cuda_reset();
     void *b = alloc_on(p, MiB, t);
     ck_assert_ptr_eq(b, a);
@@ -304,8 +273,7 @@ START_TEST(event_mode_a_failed_record_falls_back_to_synchronizing)
 {
     crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = alloc_on(p, 64 * KiB, s);
-    free_on(p, a, 64 * KiB, s);
+    void *a = freed_on(p, 64 * KiB, s);
     fake_cuda_reset();
     fake_cuda.record_result = cudaErrorLaunchFailure;
     void *b = alloc_on(p, 64 * KiB, t);
@@ -325,8 +293,7 @@ START_TEST(a_forgotten_stream_needs_no_more_ordering)
 {
     crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = alloc_on(p, 64 * KiB, s);
-    free_on(p, a, 64 * KiB, s);
+    void *a = freed_on(p, 64 * KiB, s);
     fake_cuda_reset();
     ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)s));
     ck_assert_int_eq(fake_cuda.stream_sync, 1);

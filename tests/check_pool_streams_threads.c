@@ -1,21 +1,9 @@
 /* check_pool_streams_threads.c — the pool's stream logic on the CPU, against the scripted CUDA of
- * fakes/fake_stream_cuda.c (as check_pool_streams.c): eight threads on their own streams, a failed
- * synchronization, many streams keeping the books, trim and destroy over blocks of several streams.
- * Loop tests run twice: _i 0 = stream_reuse=sync, 1 = stream_reuse=event. */
+ * pool_streams_test.h: eight threads on their own streams, a failed synchronization, many streams
+ * keeping the books, trim and destroy over blocks of several streams. Loop tests run once per
+ * mode (_i 0 = sync, 1 = event). */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <cuda_runtime_api.h>
-#include <crmm/pool.h>
-#include "fakes/fake_stream_cuda.h"
-#include "fakes/fake_streams.h"
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
+#include "churn_support.h"
 #include "pool_streams_test.h"
 
 /* ---- eight threads, one stream each ---------------------------------------------------- */
@@ -35,15 +23,17 @@ static struct {
 
 static int syncs_now(void) { return __atomic_load_n(&fake_cuda.device_sync, __ATOMIC_SEQ_CST); }
 
-/* A block [a, a+n) was handed out on `on` after `syncs` synchronizations: in sync mode every
- * range freed on another stream that it overlaps must have been freed before one of them. */
-static void check_reuse(uintptr_t a, size_t n, cudaStream_t on, int syncs, int mode)
+/* A block [a, a+n) was handed out on c's stream: in sync mode (c->user) every range freed on another
+ * stream that it overlaps must have been freed before one of the synchronizations counted now. */
+static void check_reuse(const churn *c, void *x, size_t n)
 {
+    uintptr_t a = (uintptr_t)x;
+    int syncs = syncs_now();
     pthread_mutex_lock(&stress.lock);
     for (size_t i = 0; i < stress.count;) {
         freed_range *f = &stress.freed[i];
         if (f->addr < a + n && a < f->addr + f->size) {
-            if (mode == SYNC && f->stream != on && syncs <= f->syncs)
+            if ((intptr_t)c->user == SYNC && f->stream != (cudaStream_t)c->own && syncs <= f->syncs)
                 stress.misordered++;
             *f = stress.freed[--stress.count];
         } else {
@@ -53,73 +43,36 @@ static void check_reuse(uintptr_t a, size_t n, cudaStream_t on, int syncs, int m
     pthread_mutex_unlock(&stress.lock);
 }
 
-static void note_free(uintptr_t a, size_t n, cudaStream_t on, int syncs)
+/* x (n bytes) is about to be freed on c's stream: noted with the synchronizations counted so far. */
+static void note_free(const churn *c, void *x, size_t n)
 {
+    freed_range f = {(uintptr_t)x, n, (cudaStream_t)c->own, syncs_now()};
     pthread_mutex_lock(&stress.lock);
     if (stress.count < STRESS_FREED)
-        stress.freed[stress.count++] = (freed_range){a, n, on, syncs};
+        stress.freed[stress.count++] = f;
     pthread_mutex_unlock(&stress.lock);
-}
-
-typedef struct stress_arg { crmm_resource *p; cudaStream_t stream; int mode, index; crmm_status st; } stress_arg;
-
-static void *stress_thread(void *arg)
-{
-    stress_arg *w = arg;
-    unsigned char *live[STRESS_LIVE] = {0};
-    size_t size[STRESS_LIVE] = {0};
-    uint64_t seed = 77 + (uint64_t)w->index;
-    crmm_cuda_stream_t on = (crmm_cuda_stream_t)w->stream;
-    for (int step = 0; step < STRESS_STEPS && w->st == CRMM_OK; step++) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        int k = (int)(seed % STRESS_LIVE);
-        if (live[k]) {
-            for (size_t b = 0; b < size[k]; b += 256) /* nobody else wrote into it */
-                if (live[k][b] != (unsigned char)(w->index + 1))
-                    __atomic_add_fetch(&stress.overlapped, 1, __ATOMIC_RELAXED);
-            int syncs = syncs_now();
-            w->st = crmm_resource_deallocate(w->p, live[k], size[k], on);
-            note_free((uintptr_t)live[k], size[k], w->stream, syncs);
-            live[k] = NULL;
-        } else {
-            size[k] = 1 + (size_t)((seed >> 16) % (48 * KiB));
-            void *x = NULL;
-            w->st = crmm_resource_allocate(w->p, size[k], on, &x);
-            if (w->st != CRMM_OK)
-                break;
-            check_reuse((uintptr_t)x, size[k], w->stream, syncs_now(), w->mode);
-            live[k] = x;
-            for (size_t b = 0; b < size[k]; b += 256)
-                live[k][b] = (unsigned char)(w->index + 1);
-        }
-    }
-    for (int k = 0; k < STRESS_LIVE; k++)
-        if (live[k] && crmm_resource_deallocate(w->p, live[k], size[k], on) != CRMM_OK)
-            w->st = CRMM_ERROR_STATE;
-    return NULL;
 }
 
 START_TEST(eight_threads_on_their_own_streams_lose_nothing)
 {
-    /* one stream per thread, as the benchmark's sets C and D: every block handed out is no one
-     * else's (each thread tags its blocks and checks the tags at the free), in sync mode a block
-     * freed on another stream is handed out only after a device synchronization, and at the end
-     * every byte is free again */
+    /* one stream per thread (the benchmark's sets C and D): each thread tags its blocks and checks
+     * the tags at the free; in sync mode a block freed on another stream is handed out only after a
+     * device synchronization; at the end every byte is free again */
     crmm_resource *p = pool_in_mode(_i, "initial_size=2MiB");
     stress.count = 0;
     stress.misordered = stress.overlapped = 0;
     fake_cuda_reset();
-    stress_arg w[STRESS_THREADS];
+    churn w[STRESS_THREADS];
     pthread_t th[STRESS_THREADS];
     for (int k = 0; k < STRESS_THREADS; k++) {
-        w[k] = (stress_arg){p, fake_stream_new(k), _i, k, CRMM_OK};
-        ck_assert_int_eq(pthread_create(&th[k], NULL, stress_thread, &w[k]), 0);
+        w[k] = (churn){.mr = p, .own = (crmm_cuda_stream_t)fake_stream_new(k), .seed = 77 + (uint64_t)k, .steps = STRESS_STEPS,
+                       .slots = STRESS_LIVE, .size = 48 * KiB, .allocated = check_reuse, .freeing = note_free, .user = (void *)(intptr_t)_i};
+        ck_assert_int_eq(pthread_create(&th[k], NULL, churn_thread, &w[k]), 0);
     }
     for (int k = 0; k < STRESS_THREADS; k++) {
         ck_assert_int_eq(pthread_join(th[k], NULL), 0);
-        ck_assert_crmm_ok(w[k].st);
+        ck_assert_msg(!w[k].why[0], "thread %d: %s", k, w[k].why);
+        stress.overlapped += w[k].overlapped;
     }
     ck_assert_int_eq(stress.overlapped, 0);
     ck_assert_int_eq(stress.misordered, 0);
@@ -135,8 +88,7 @@ START_TEST(a_failed_synchronization_is_an_error_and_breaks_nothing)
     /* sync mode synchronizes to move the block; event mode when its record fails */
     crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = alloc_on(p, MiB, s);
-    free_on(p, a, MiB, s);
+    void *a = freed_on(p, MiB, s);
     fake_cuda.device_sync_result = cudaErrorLaunchFailure;
     fake_cuda.record_result = cudaErrorLaunchFailure;
     void *x = (void *)0x1;
@@ -164,10 +116,7 @@ START_TEST(many_streams_keep_the_books)
     size_t size[LIVE] = {0};
     uint64_t seed = 3, rounded = 0;
     for (int step = 0; step < 20000; step++) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        int k = (int)(seed % LIVE);
+        int k = (int)(crmm_test_rand(&seed) % LIVE);
         cudaStream_t on = st[(seed >> 8) % S];
         if (live[k]) {
             free_on(p, live[k], size[k], on);

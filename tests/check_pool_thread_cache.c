@@ -1,40 +1,41 @@
-/* check_pool_thread_cache.c — the pool's per-thread caches (parameter thread_cache), over host
- * memory so that it runs without a GPU.
- *
- * A pool over host memory has one stream state for every stream, so a thread has one cache per
- * pool here; check_pool_streams covers a cache per stream. The tests use thread_cache = on and
- * drive a second thread step by step (a worker that runs one call at a time for the test), so
- * that the order of calls across threads is exact and the results are deterministic: which block
- * a thread gets back tells whether it came from a cache or from the pool. thread_cache = auto and
- * eight threads: check_pool_thread_cache_auto.c. */
+/* check_pool_thread_cache.c — the pool's per-thread caches (thread_cache = on) over host memory,
+ * where a thread has one cache per pool (check_pool_streams covers a cache per stream). A worker
+ * thread makes one call at a time for the test, so the order of calls across threads is exact:
+ * which block a thread gets back tells whether it came from a cache or from the pool.
+ * thread_cache = auto and eight threads: check_pool_thread_cache_auto.c. */
 #include "build_config.h"
-#include <pthread.h>
-#include <sched.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <crmm/crmm.h>
-#include <crmm/log.h>
-#include <crmm/pool.h>
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 #include "pool_thread_cache_test.h"
 
-/* ---- tests --------------------------------------------------------------------------------- */
+/* The running test's pool and worker: the fixture makes them, and ends them unless the test did. */
+static crmm_resource *p;
+static worker w;
+
+static void setup(void)
+{
+    p = host_pool("initial_size=1MiB thread_cache=on");
+    worker_start(&w);
+}
+
+static void teardown(void)
+{
+    worker_stop(&w);
+    if (p)
+        crmm_resource_release(p);
+}
+
+/* The test's pool is a new one with `params` instead. */
+static void use_pool(const char *params)
+{
+    crmm_resource_release(p);
+    p = host_pool(params);
+}
 
 START_TEST(a_second_thread_switches_the_caches_on)
 {
     /* one thread: what it frees is the pool's again at once (the same block comes back to a
      * second thread); once two threads allocated, a block the worker freed stays its own */
-    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
     void *a = alloc(p, 4 * KiB);
     release(p, a, 4 * KiB);
-    worker w;
-    worker_start(&w);
     void *b = worker_caches_a_block(&w, p, 4 * KiB);
     ck_assert_ptr_eq(b, a); /* the pool's first block both times: nothing was cached before */
     void *c = alloc(p, 4 * KiB);
@@ -50,8 +51,6 @@ START_TEST(a_second_thread_switches_the_caches_on)
     worker_free(&w, p, b, 4 * KiB);
     worker_free(&w, p, d, 3 * KiB);
     release(p, c, 4 * KiB);
-    worker_stop(&w);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -59,7 +58,7 @@ END_TEST
  * from the caller's own cache's live map, from another thread's cache's live map (under the
  * pool's lock) and from the pool's own map; the block stays live and counted, and its right free
  * works. */
-static void refuses_wrong_size(crmm_resource *p, void *x, size_t n)
+static void refuses_wrong_size(void *x, size_t n)
 {
     uint64_t used = q(p, CRMM_QUERY_BYTES_IN_USE);
     ck_assert_crmm(crmm_resource_deallocate(p, x, n + 1, NULL), CRMM_ERROR_INVALID_ARGUMENT);
@@ -71,35 +70,27 @@ static void refuses_wrong_size(crmm_resource *p, void *x, size_t n)
 
 START_TEST(a_wrong_size_is_refused_on_every_cached_path)
 {
-    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
-    worker w;
-    worker_start(&w);
     (void)worker_caches_a_block(&w, p, 4 * KiB); /* the caches are on */
     void *own = worker_alloc(&w, p, 3000);       /* in the worker's cache's live map */
     crmm_status st = worker_call(&w, W_FREE, p, own, 3001);
     ck_assert_int_eq(st, CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(w.why, "as 3001 bytes: it is a block of 3000 bytes") != NULL, "%s", w.why);
-    refuses_wrong_size(p, own, 3000);                       /* another thread's cache's map */
+    refuses_wrong_size(own, 3000);                       /* another thread's cache's map */
     void *mine = alloc(p, 5000);
-    refuses_wrong_size(p, mine, 5000);
+    refuses_wrong_size(mine, 5000);
     void *big = alloc(p, 100 * MiB);                        /* never cached: the pool's own map */
-    refuses_wrong_size(p, big, 100 * MiB);
+    refuses_wrong_size(big, 100 * MiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 3000 + 5000 + 100 * MiB);
     worker_free(&w, p, own, 3000);
-    release(p, mine, 5000);
-    release(p, big, 100 * MiB);
+    free_all(p, {mine, 5000}, {big, 100 * MiB});
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
-    worker_stop(&w);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(thread_cache_off_keeps_the_pools_order)
 {
-    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=off");
-    worker w;
-    worker_start(&w);
+    use_pool("initial_size=1MiB thread_cache=off");
     void *b = worker_caches_a_block(&w, p, 4 * KiB);
     void *c = alloc(p, 4 * KiB);
     ck_assert_ptr_eq(c, b); /* the worker's free went straight back to the pool */
@@ -110,8 +101,6 @@ START_TEST(thread_cache_off_keeps_the_pools_order)
     worker_free(&w, p, x, 3000);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE_PEAK), 8000);
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_PEAK), 2);
-    worker_stop(&w);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -123,10 +112,8 @@ START_TEST(cached_blocks_come_back)
     /* the worker caches the block at the pool's start; until its cache is drained, this thread
      * never gets it; after, it does (the pool hands out the block that fits best, and the rest of
      * the pool is one larger block) */
-    crmm_resource *p = host_pool(_i == BY_GROWTH ? "initial_size=1MiB maximum_size=1MiB thread_cache=on"
-                                                 : "initial_size=1MiB thread_cache=on");
-    worker w;
-    worker_start(&w);
+    if (_i == BY_GROWTH)
+        use_pool("initial_size=1MiB maximum_size=1MiB thread_cache=on");
     void *b = worker_caches_a_block(&w, p, 4 * KiB);
     void *c = alloc(p, 4 * KiB); /* live to the end: trim cannot give the chunk back */
     ck_assert_ptr_ne(c, b);
@@ -139,17 +126,14 @@ START_TEST(cached_blocks_come_back)
     }
     ck_assert_ptr_eq(alloc(p, 4 * KiB), b);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), MiB);
-    release(p, b, 4 * KiB);
-    release(p, c, 4 * KiB);
+    free_all(p, {b, 4 * KiB}, {c, 4 * KiB});
     if (big)
         release(p, big, MiB - 8 * KiB);
-    if (_i != BY_THREAD_EXIT)
-        worker_stop(&w);
+    worker_stop(&w);
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0); /* every chunk wholly free: given back */
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -157,10 +141,7 @@ START_TEST(growth_takes_the_cached_blocks_before_more_memory)
 {
     /* without a maximum, too: when the caches hold more than half of the pool (here the worker's
      * holds 768 KiB of 1 MiB), their blocks come back before the pool grows */
-    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
     release(p, alloc(p, 4 * KiB), 4 * KiB);
-    worker w;
-    worker_start(&w);
     void *x[4];
     for (int k = 0; k < 4; k++) /* the first switches the caches on; the others come from the pool */
         x[k] = worker_alloc(&w, p, 256 * KiB);
@@ -170,8 +151,6 @@ START_TEST(growth_takes_the_cached_blocks_before_more_memory)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), MiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     release(p, all, MiB);
-    worker_stop(&w);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -179,9 +158,7 @@ START_TEST(growth_takes_the_callers_cached_blocks_and_leaves_the_others)
 {
     /* caches holding less than half of the pool: a growth takes back the calling thread's own
      * cached blocks (they merge into one that fits) but leaves another thread's cache as it is */
-    crmm_resource *p = host_pool("initial_size=4MiB thread_cache=on");
-    worker w;
-    worker_start(&w);
+    use_pool("initial_size=4MiB thread_cache=on");
     char *wb = worker_caches_a_block(&w, p, 256 * KiB); /* at the pool's start, in the worker's cache */
     char *a = alloc(p, 256 * KiB), *b = alloc(p, 256 * KiB);
     ck_assert_ptr_eq(a, wb + 256 * KiB);
@@ -199,13 +176,10 @@ START_TEST(growth_takes_the_callers_cached_blocks_and_leaves_the_others)
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
     ck_assert_ptr_eq(worker_alloc(&w, p, 256 * KiB), wb); /* still in the worker's cache */
     worker_free(&w, p, wb, 256 * KiB);
-    release(p, more, 256 * KiB);
-    release(p, ab, 512 * KiB);
-    release(p, rest, 4 * MiB - 768 * KiB);
+    free_all(p, {more, 256 * KiB}, {ab, 512 * KiB}, {rest, 4 * MiB - 768 * KiB});
     worker_stop(&w);
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -213,10 +187,7 @@ START_TEST(a_growth_raises_no_peak_that_never_was)
 {
     /* the worker's 100 blocks go back into its cache; this thread's 50 and a growth later, at
      * most 100 blocks (or 50 and the large one's bytes) were ever live at once */
-    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
     release(p, alloc(p, 4 * KiB), 4 * KiB);
-    worker w;
-    worker_start(&w);
     void *wb[100], *a[50];
     for (int k = 0; k < 100; k++)
         wb[k] = worker_alloc(&w, p, 4 * KiB);
@@ -232,16 +203,11 @@ START_TEST(a_growth_raises_no_peak_that_never_was)
     release(p, big, MiB);
     for (int k = 0; k < 50; k++)
         release(p, a[k], 4 * KiB);
-    worker_stop(&w);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(frees_are_checked_at_the_call)
 {
-    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
-    worker w;
-    worker_start(&w);
     void *b = worker_caches_a_block(&w, p, 4 * KiB);
     uint64_t free_before = q(p, CRMM_QUERY_BYTES_FREE);
     /* a second free of a cached block, by its thread and by another */
@@ -265,16 +231,11 @@ START_TEST(frees_are_checked_at_the_call)
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_int_eq(worker_call(&w, W_FREE, p, c, 4 * KiB), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(w.why, "is already free (double free?)"), "%s", w.why);
-    worker_stop(&w);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(counters_add_up_over_the_caches)
 {
-    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
-    worker w;
-    worker_start(&w);
     worker_caches_a_block(&w, p, 4 * KiB);
     uint64_t total = q(p, CRMM_QUERY_ALLOCATIONS_TOTAL), total_bytes = q(p, CRMM_QUERY_BYTES_TOTAL);
     ck_assert_uint_eq(total, 3);
@@ -304,17 +265,12 @@ START_TEST(counters_add_up_over_the_caches)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_TOTAL), total + 3);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_TOTAL), total_bytes + 5300);
-    worker_stop(&w);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(destroy_counts_the_caches_and_forgets_them)
 {
     crmm_test_log_capture_begin();
-    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
-    worker w;
-    worker_start(&w);
     worker_caches_a_block(&w, p, 4 * KiB);
     worker_alloc(&w, p, 1000); /* leaked, in the worker's cache's map */
     worker_alloc(&w, p, 3900); /* leaked, from its cache */
@@ -329,6 +285,7 @@ START_TEST(destroy_counts_the_caches_and_forgets_them)
     release(p, c, 4 * KiB);
     worker_stop(&w);
     crmm_resource_release(p);
+    p = NULL;
     char *text = crmm_test_log_capture_end();
     ck_assert_msg(strstr(text, "pool resource destroyed with 3 live allocations (5.3 KiB)"), "log: %s", text);
     ck_assert_int_eq(crmm_test_count(text, "destroyed with"), 1);
@@ -338,17 +295,12 @@ END_TEST
 
 START_TEST(blocks_over_64_mib_are_never_cached)
 {
-    crmm_resource *p = host_pool("initial_size=1MiB thread_cache=on");
-    worker w;
-    worker_start(&w);
     worker_caches_a_block(&w, p, 4 * KiB);
     void *big = worker_alloc(&w, p, 65 * MiB);
     worker_free(&w, p, big, 65 * MiB);
     ck_assert_ptr_eq(alloc(p, 65 * MiB), big); /* the pool's again at once */
     release(p, big, 65 * MiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 66 * MiB);
-    worker_stop(&w);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -356,6 +308,7 @@ int main(void)
 {
     Suite *s = suite_create("pool_thread_cache");
     TCase *tc = tcase_create("thread_cache");
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, a_second_thread_switches_the_caches_on);
     tcase_add_test(tc, thread_cache_off_keeps_the_pools_order);
     tcase_add_test(tc, a_wrong_size_is_refused_on_every_cached_path);

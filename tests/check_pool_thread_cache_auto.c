@@ -1,26 +1,10 @@
 /* check_pool_thread_cache_auto.c — the pool's per-thread caches over host memory: thread_cache =
  * auto (the default), which switches on when threads wait for the pool's lock, and eight threads
- * handing blocks to each other.
- *
- * To make threads wait for certain, an upstream holds the lock (a growth calls it under the lock)
- * until the test sees a second thread spinning; this program defines sched_yield, which the spin
- * lock calls while it waits, and is linked with -export-dynamic so that the plugin's call lands
- * here. */
+ * handing blocks to each other. To make threads wait for certain, an upstream holds the lock (a
+ * growth calls it under the lock) until the test sees a second thread spin; the spin lock's
+ * sched_yield is this program's (linked with -export-dynamic), which counts the waits. */
 #include "build_config.h"
-#include <pthread.h>
-#include <sched.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <crmm/crmm.h>
-#include <crmm/log.h>
-#include <crmm/pool.h>
-#include "test_support.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
+#include "churn_support.h"
 #include "pool_thread_cache_test.h"
 
 /* ---- thread_cache = auto: threads that wait for the pool's lock switch the caches on ------- */
@@ -180,90 +164,56 @@ static struct {
     int count[H_THREADS];
 } mail = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-typedef struct hammer_arg { crmm_resource *p; int index, steps; uint64_t allocations; char why[256]; } hammer_arg;
-
 /* Free a block after checking that nobody wrote into it. */
-static void check_and_free(hammer_arg *a, unsigned char *x, size_t n, unsigned char tag)
+static void check_and_free(churn *c, unsigned char *x, size_t n, unsigned char tag)
 {
-    for (size_t i = 0; i < n && !a->why[0]; i += 61)
+    for (size_t i = 0; i < n && !c->why[0]; i += 61)
         if (x[i] != tag)
-            snprintf(a->why, sizeof a->why, "byte %zu of a %zu-byte block is %u, not %u", i, n, x[i], tag);
-    if (crmm_resource_deallocate(a->p, x, n, NULL) != CRMM_OK && !a->why[0])
-        snprintf(a->why, sizeof a->why, "deallocate: %s", crmm_last_error());
+            snprintf(c->why, sizeof c->why, "byte %zu of a %zu-byte block is %u, not %u", i, n, x[i], tag);
+    if (crmm_resource_deallocate(c->mr, x, n, NULL) != CRMM_OK && !c->why[0])
+        snprintf(c->why, sizeof c->why, "deallocate: %s", crmm_last_error());
 }
 
-static void *hammer(void *arg)
+/* In place of a free by thread c->user: free what the previous thread handed over, then hand one
+ * block in four to the next thread. */
+static int hand_over(churn *c, void *x, size_t n, unsigned char tag)
 {
-    hammer_arg *a = arg;
-    handed live[H_LIVE];
-    int n = 0;
-    uint64_t seed = 99 + (uint64_t)a->index;
-    for (int step = 0; step < a->steps && !a->why[0]; step++) {
-        uint64_t r = crmm_test_rand(&seed);
-        if (step % 16 == 0) { /* free what the previous thread handed over */
-            pthread_mutex_lock(&mail.lock);
-            handed got[H_MAILBOX];
-            int m = mail.count[a->index];
-            memcpy(got, mail.box[a->index], (size_t)m * sizeof got[0]);
-            mail.count[a->index] = 0;
-            pthread_mutex_unlock(&mail.lock);
-            for (int k = 0; k < m; k++)
-                check_and_free(a, got[k].p, got[k].n, got[k].tag);
-        }
-        if (n == 0 || (n < H_LIVE && (r & 1))) {
-            size_t size = 1 + crmm_test_rand(&seed) % ((r >> 8) % 128 == 0 ? MiB : 24 * KiB);
-            void *x = NULL;
-            if (crmm_resource_allocate(a->p, size, NULL, &x) != CRMM_OK) {
-                snprintf(a->why, sizeof a->why, "allocate %zu: %s", size, crmm_last_error());
-                break;
-            }
-            live[n] = (handed){x, size, (unsigned char)(1 + (r >> 24) % 250)};
-            memset(x, live[n].tag, size);
-            n++;
-            a->allocations++;
-        } else {
-            int k = (int)((r >> 16) % (uint64_t)n);
-            int next = (a->index + 1) % H_THREADS;
-            bool handed_over = false;
-            if ((r >> 40) % 4 == 0) {
-                pthread_mutex_lock(&mail.lock);
-                if (mail.count[next] < H_MAILBOX) {
-                    mail.box[next][mail.count[next]++] = live[k];
-                    handed_over = true;
-                }
-                pthread_mutex_unlock(&mail.lock);
-            }
-            if (!handed_over)
-                check_and_free(a, live[k].p, live[k].n, live[k].tag);
-            live[k] = live[--n];
-        }
+    int me = (int)(intptr_t)c->user, next = (me + 1) % H_THREADS, handed_over = 0;
+    handed got[H_MAILBOX];
+    pthread_mutex_lock(&mail.lock);
+    int m = mail.count[me];
+    memcpy(got, mail.box[me], (size_t)m * sizeof got[0]);
+    mail.count[me] = 0;
+    if (crmm_test_rand(&c->seed) % 4 == 0 && mail.count[next] < H_MAILBOX) {
+        mail.box[next][mail.count[next]++] = (handed){x, n, tag};
+        handed_over = 1;
     }
-    while (n > 0) {
-        n--;
-        check_and_free(a, live[n].p, live[n].n, live[n].tag);
-    }
-    return NULL;
+    pthread_mutex_unlock(&mail.lock);
+    for (int k = 0; k < m; k++)
+        check_and_free(c, got[k].p, got[k].n, got[k].tag);
+    return handed_over;
 }
 
 START_TEST(eight_threads_hand_blocks_to_each_other)
 {
-    /* random sizes, a quarter of the frees made by another thread; every block is filled with its own byte and checked at its free,
-     * so two live blocks that overlapped would show; at the end everything is back */
+    /* random sizes, a quarter of the frees made by another thread; every block is filled with its
+     * own byte and checked at its free, so two live blocks that overlapped would show */
     crmm_resource *p = host_pool("initial_size=4MiB thread_cache=on");
-    hammer_arg a[H_THREADS];
+    churn a[H_THREADS];
     pthread_t th[H_THREADS];
     memset(&mail.count, 0, sizeof mail.count);
     for (int k = 0; k < H_THREADS; k++) {
-        a[k] = (hammer_arg){.p = p, .index = k, .steps = 6000};
-        ck_assert_int_eq(pthread_create(&th[k], NULL, hammer, &a[k]), 0);
+        a[k] = (churn){.mr = p, .seed = 99 + (uint64_t)k, .steps = 6000, .slots = H_LIVE, .size = 24 * KiB, .big_size = MiB,
+                       .big_one_in = 128, .hand_over = hand_over, .user = (void *)(intptr_t)k};
+        ck_assert_int_eq(pthread_create(&th[k], NULL, churn_thread, &a[k]), 0);
     }
     uint64_t made = 0;
     for (int k = 0; k < H_THREADS; k++) {
         ck_assert_int_eq(pthread_join(th[k], NULL), 0);
-        ck_assert_msg(!a[k].why[0], "thread %d: %s", k, a[k].why);
+        ck_assert_msg(!a[k].why[0] && !a[k].overlapped, "thread %d: %s; %d blocks overwritten", k, a[k].why, a[k].overlapped);
         made += a[k].allocations;
     }
-    hammer_arg last = {.p = p};
+    churn last = {.mr = p};
     for (int k = 0; k < H_THREADS; k++) /* what was handed to a thread that had finished */
         for (int m = 0; m < mail.count[k]; m++)
             check_and_free(&last, mail.box[k][m].p, mail.box[k][m].n, mail.box[k][m].tag);

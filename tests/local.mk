@@ -114,13 +114,13 @@ EXTRA_DIST += $(SCRIPT_TESTS) tests/script_support.sh tests/install_prefix_chang
 # helpers that several programs of one plugin or part include
 EXTRA_DIST += tests/core_test.h tests/config_test.h tests/loader_test.h tests/streams_test.h \
 	tests/pool_test.h tests/pool_streams_test.h tests/pool_thread_cache_test.h tests/pool_expandable_test.h \
-	tests/arena_test.h tests/arena_streams_test.h tests/graphs_test.h tests/streams_buffers_gpu_test.h
+	tests/arena_test.h tests/arena_streams_test.h tests/graphs_test.h tests/streams_buffers_gpu_test.h tests/blocks_test.h
 EXTRA_DIST += tests/block_pattern.h
 
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la
 tests_libcrmmtest_la_SOURCES = tests/test_support.c tests/test_support.h tests/conformance.c tests/conformance.h \
-	tests/fakes/fake_streams.c tests/fakes/fake_streams.h
+	tests/fakes/fake_streams.c tests/fakes/fake_streams.h tests/churn_support.c tests/churn_support.h
 tests_libcrmmtest_la_CFLAGS = $(AM_CFLAGS)
 tests_libcrmmtest_la_LIBADD = libcrmm.la $(CHECK_LIBS) $(CUDA_LIBS)
 

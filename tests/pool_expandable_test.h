@@ -11,8 +11,8 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
+#include "blocks_test.h"
 #include "fakes/fake_vmm.h"
-#include "test_support.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -22,46 +22,59 @@
 /* A pool with expandable=true and `params` over the scripted driver. */
 static inline crmm_resource *expandable_pool(const char *params)
 {
-    crmm_resource *p = NULL;
-    ck_assert_crmm_ok(fake_vmm_expandable_pool(params, &p));
-    return p;
+    crmm_resource *x = NULL;
+    ck_assert_crmm_ok(fake_vmm_expandable_pool(params, &x));
+    return x;
 }
 
-/* ---- helpers -------------------------------------------------------------------------------- */
+/* The running test's pool: the fixture's teardown releases it, unless the test did (release_pool). */
+static crmm_resource *p;
+
+static inline void release_pool(void)
+{
+    crmm_resource_release(p);
+    p = NULL;
+}
+
+static inline void setup(void) { fake_vmm_reset(PAGE, DEVICE_MEMORY); }
+
+static inline void teardown(void)
+{
+    if (p)
+        release_pool();
+}
 
 static inline uint64_t q(crmm_resource *mr, crmm_query what) { return crmm_test_query(mr, what); }
 
 static inline cudaStream_t stream_n(int n) { return (cudaStream_t)(uintptr_t)(0x1000 + 0x100 * n); }
 
 /* Allocate n bytes on stream s and write all of them (a page the pool did not map would crash). */
-static inline unsigned char *alloc_on(crmm_resource *p, size_t n, cudaStream_t s)
+static inline unsigned char *alloc_on(crmm_resource *mr, size_t n, cudaStream_t s)
 {
     void *x = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(p, n, (crmm_cuda_stream_t)s, &x));
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, (crmm_cuda_stream_t)s, &x));
     ck_assert_ptr_nonnull(x);
     memset(x, 0xA5, n);
     return x;
 }
 
-static inline unsigned char *alloc(crmm_resource *p, size_t n) { return alloc_on(p, n, NULL); }
+static inline unsigned char *alloc(crmm_resource *mr, size_t n) { return alloc_on(mr, n, NULL); }
 
-static inline void free_on(crmm_resource *p, void *x, size_t n, cudaStream_t s)
+static inline void free_on(crmm_resource *mr, void *x, size_t n, cudaStream_t s)
 {
-    ck_assert_crmm_ok(crmm_resource_deallocate(p, x, n, (crmm_cuda_stream_t)s));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, x, n, (crmm_cuda_stream_t)s));
 }
 
-static inline void dealloc(crmm_resource *p, void *x, size_t n) { free_on(p, x, n, NULL); }
+static inline void dealloc(crmm_resource *mr, void *x, size_t n) { free_on(mr, x, n, NULL); }
 
 /* The pool's books agree with the driver: what it reserves is what is mapped, and nothing more
  * physical memory is held than mapped (spare pages were released). */
-static inline void books_agree(crmm_resource *p)
+static inline void books_agree(crmm_resource *mr)
 {
     size_t mapped = fake_vmm_mapped_bytes();
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), mapped);
+    ck_assert_uint_eq(q(mr, CRMM_QUERY_BYTES_RESERVED), mapped);
     ck_assert_uint_eq(fake_vmm.physical, mapped);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), mapped / PAGE);
+    ck_assert_uint_eq(q(mr, CRMM_QUERY_UPSTREAM_BLOCKS), mapped / PAGE);
 }
-
-static inline void setup(void) { fake_vmm_reset(PAGE, DEVICE_MEMORY); }
 
 #endif

@@ -1,6 +1,8 @@
 /* pool_streams_test.h — what the pool's stream suites (check_pool_streams,
  * check_pool_streams_threads) share: a pool over the fake device of fakes/fake_stream_cuda.h, in
- * stream_reuse mode SYNC or EVENT, and its queries. */
+ * stream_reuse mode SYNC or EVENT, and its queries. The program links the scripted CUDA and is
+ * linked with -export-dynamic, so the pool's CUDA calls land there and are counted; a call that
+ * passes a destroyed stream's handle fails the test. */
 #ifndef CRMM_TESTS_POOL_STREAMS_TEST_H
 #define CRMM_TESTS_POOL_STREAMS_TEST_H
 
@@ -11,11 +13,10 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
+#include "blocks_test.h"
 #include "fakes/fake_stream_cuda.h"
 #include "fakes/fake_streams.h"
-#include "test_support.h"
 #include "streams_test.h"
-
 
 /* A pool over the fake device (fakes/fake_stream_cuda.h). */
 static inline crmm_resource *device_pool(const char *params)
@@ -43,6 +44,14 @@ static inline uint64_t q(crmm_resource *mr, crmm_query what)
     uint64_t v = 0;
     ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
     return v;
+}
+
+/* A block of n bytes allocated and freed on s (so free on s's list); its address. */
+static inline void *freed_on(crmm_resource *p, size_t n, cudaStream_t s)
+{
+    void *x = alloc_on(p, n, s);
+    free_on(p, x, n, s);
+    return x;
 }
 
 #endif

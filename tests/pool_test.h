@@ -1,6 +1,6 @@
 /* pool_test.h — what the pool suites over host memory (check_pool, check_pool_growth) share: a pool
- * over host, its figures, and the scripted upstream ("script"): adjacent allocations, logged, refused
- * above a size or a total, to show exactly what the pool asks of its upstream. */
+ * over host, its figures, and the scripted upstream ("script"): adjacent allocations, logged,
+ * refused above a size or a total, to show exactly what the pool asks of its upstream. */
 #ifndef CRMM_TESTS_POOL_TEST_H
 #define CRMM_TESTS_POOL_TEST_H
 
@@ -10,13 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/pool.h>
+#include "blocks_test.h"
 #include "conformance.h"
-#include "test_support.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
-
-/* ---- helpers ----------------------------------------------------------------------------- */
 
 static inline crmm_resource *host_upstream(void)
 {
@@ -50,19 +48,7 @@ static inline void *alloc(crmm_resource *mr, size_t n)
     return p;
 }
 
-static inline void release(crmm_resource *mr, void *p, size_t n)
-{
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, NULL));
-}
-
-static inline uint64_t next_rand(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
+static inline void release(crmm_resource *mr, void *p, size_t n) { ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, NULL)); }
 
 /* Send the log at info level to a fresh file; returns its path. */
 static inline const char *capture_log(void)
@@ -116,22 +102,18 @@ static inline crmm_status script_allocate(crmm_resource *self, size_t bytes, crm
 static inline crmm_status script_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     (void)ptr, (void)bytes, (void)stream;
-    script_upstream *u = (script_upstream *)self;
-    u->live--;
-    u->frees++;
+    ((script_upstream *)self)->live--;
+    ((script_upstream *)self)->frees++;
     return CRMM_OK;
 }
 
 static inline void script_destroy(crmm_resource *self)
 {
-    script_upstream *u = (script_upstream *)self;
-    free(u->arena);
-    free(u);
+    free(((script_upstream *)self)->arena);
+    free(self);
 }
 
-static const crmm_resource_ops script_ops = {
-    .allocate = script_allocate, .deallocate = script_deallocate, .destroy = script_destroy,
-};
+static const crmm_resource_ops script_ops = {.allocate = script_allocate, .deallocate = script_deallocate, .destroy = script_destroy};
 
 static inline script_upstream *script_new(size_t capacity, size_t refuse_above)
 {
@@ -144,6 +126,5 @@ static inline script_upstream *script_new(size_t capacity, size_t refuse_above)
     crmm_resource_init(&u->base, &script_ops, "script", CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
     return u;
 }
-
 
 #endif

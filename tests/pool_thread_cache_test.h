@@ -11,15 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <crmm/crmm.h>
 #include <crmm/log.h>
 #include <crmm/pool.h>
-#include "test_support.h"
+#include "blocks_test.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 
-/* ---- a second thread that makes one call at a time for the test ---------------------------- */
+/* ---- a second thread that makes one call at a time for the test ------------------------------ */
 
 enum { W_IDLE, W_ALLOC, W_FREE, W_EXIT };
 
@@ -27,6 +26,7 @@ typedef struct worker {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cv;
+    bool running;
     int op;                        /* what to do next; W_IDLE once done */
     crmm_resource *p;
     size_t n;
@@ -62,6 +62,7 @@ static inline void worker_start(worker *w)
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cv, NULL);
     ck_assert_int_eq(pthread_create(&w->thread, NULL, worker_main, w), 0);
+    w->running = true;
 }
 
 /* Run one call on the worker and wait for it. */
@@ -94,9 +95,12 @@ static inline void worker_free(worker *w, crmm_resource *p, void *ptr, size_t n)
     ck_assert_msg(st == CRMM_OK, "worker: deallocate %p: %s", ptr, w->why);
 }
 
-/* End the worker's thread (its caches go back to their pools). */
+/* End the worker's thread (its caches go back to their pools), unless it has ended. */
 static inline void worker_stop(worker *w)
 {
+    if (!w->running)
+        return;
+    w->running = false;
     pthread_mutex_lock(&w->lock);
     w->op = W_EXIT;
     pthread_cond_broadcast(&w->cv);
@@ -106,8 +110,6 @@ static inline void worker_stop(worker *w)
     pthread_mutex_destroy(&w->lock);
 }
 
-/* ---- helpers ------------------------------------------------------------------------------- */
-
 static inline crmm_resource *host_pool(const char *params)
 {
     crmm_resource *h = crmm_test_create("host", "", NULL);
@@ -116,30 +118,29 @@ static inline crmm_resource *host_pool(const char *params)
     return p;
 }
 
-static inline void *alloc(crmm_resource *p, size_t n)
+static inline void *alloc(crmm_resource *mr, size_t n)
 {
     void *x = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(p, n, NULL, &x));
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, NULL, &x));
     ck_assert_ptr_nonnull(x);
     return x;
 }
 
-static inline void release(crmm_resource *p, void *x, size_t n) { ck_assert_crmm_ok(crmm_resource_deallocate(p, x, n, NULL)); }
+static inline void release(crmm_resource *mr, void *x, size_t n) { ck_assert_crmm_ok(crmm_resource_deallocate(mr, x, n, NULL)); }
 
-static inline uint64_t q(crmm_resource *p, crmm_query what) { return crmm_test_query(p, what); }
+static inline uint64_t q(crmm_resource *mr, crmm_query what) { return crmm_test_query(mr, what); }
 
 /* On a new pool: this thread allocates and frees a block of n bytes, then the worker does twice
  * (its first allocation switches the caches on; the block of its second it caches). Returns the
  * cached block's address: the pool's lowest. */
-static inline void *worker_caches_a_block(worker *w, crmm_resource *p, size_t n)
+static inline void *worker_caches_a_block(worker *w, crmm_resource *mr, size_t n)
 {
-    release(p, alloc(p, n), n);
-    void *a = worker_alloc(w, p, n);
-    worker_free(w, p, a, n);
-    void *b = worker_alloc(w, p, n);
-    worker_free(w, p, b, n);
+    release(mr, alloc(mr, n), n);
+    void *a = worker_alloc(w, mr, n);
+    worker_free(w, mr, a, n);
+    void *b = worker_alloc(w, mr, n);
+    worker_free(w, mr, b, n);
     return b;
 }
-
 
 #endif

@@ -1,22 +1,17 @@
 /* fake_vmm.h — a scripted CUDA driver virtual memory API (and the few runtime calls an
- * expandable pool makes) for programs that run the pool without a GPU: check_pool_expandable and
- * the replay harness pool_expandable_replay.
+ * expandable pool makes), for programs that run the pool without a GPU (linked with
+ * -export-dynamic, so the pool's driver look-ups land in fake_vmm.c). "Device memory" is host
+ * memory: a reservation is an inaccessible mmap range, cuMemMap/cuMemSetAccess make pages readable
+ * and writable, cuMemUnmap makes them inaccessible again and drops their content, so a block the
+ * pool hands out over a page it did not map crashes the program when written. What real CUDA
+ * refuses is refused (unmapping what is not mapped, releasing a mapped allocation, freeing a range
+ * that still has mappings); every call is counted; physical memory can be limited. Besides the
+ * pool's reservation a few more may be live (an import maps into one). cudaStreamQuery answers as
+ * streams_busy says.
  *
- * fake_vmm.c defines cudaGetDriverEntryPointByVersion, so the pool's driver look-ups land there
- * when the program is linked with -export-dynamic, and hands out a driver that backs "device
- * memory" with host memory: a reservation is an inaccessible mmap range, cuMemMap/cuMemSetAccess
- * make pages readable and writable, cuMemUnmap makes them inaccessible again (and drops their
- * content). A block the pool hands out over a page it did not map crashes the program when
- * written, and the driver refuses what real CUDA refuses (unmapping what is not mapped, releasing
- * a mapped allocation, freeing a range that still has mappings). Every call is counted, and
- * physical memory can be limited. It also defines cudaDeviceSynchronize and cudaStreamQuery (counted; the
- * queries answer as streams_busy says), device and memory queries, and no-op stream and event calls, and gives a pool an upstream that says it is
- * device memory. Besides the pool's reservation, a few more may be live (an import maps into one).
- *
- * Export and import (CUDA IPC): an allocation made with requestedHandleTypes including POSIX file
- * descriptors exports as a plain file that names it ("fake_vmm ID SIZE"); importing such a file
- * gives a new handle for the same allocation, which may be released while mapped (the mapping then
- * holds it). The pages an import maps are fresh host pages: the content is not shared. */
+ * CUDA IPC: an allocation made exportable as POSIX file descriptors exports as a plain file that
+ * names it ("fake_vmm ID SIZE"); importing it gives a new handle for the same allocation, which may
+ * be released while mapped (the mapping holds it); its pages are fresh (the content is not shared). */
 #ifndef CRMM_TESTS_FAKE_VMM_H
 #define CRMM_TESTS_FAKE_VMM_H
 
