@@ -9,7 +9,7 @@
 
 /* a: 3 pages, b: 1, c: 2 (the mark: 6 pages); a and c freed; then 4 pages asked, which fit where
  * c was with 2 pages more: moved from a's top, or new. Returns that block. */
-static unsigned char *grow_past_the_mark(crmm_resource *p, unsigned char **a, unsigned char **b, unsigned char **c)
+static unsigned char *grow_past_the_mark(unsigned char **a, unsigned char **b, unsigned char **c)
 {
     *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
     ck_assert_ptr_eq(*c, *a + 4 * PAGE);
@@ -23,8 +23,8 @@ static unsigned char *grow_past_the_mark(crmm_resource *p, unsigned char **a, un
 
 START_TEST(wait_synchronizes_and_moves)
 {
-    crmm_resource *p = expandable_pool("page_moves=wait");
-    unsigned char *a, *b, *c, *z = grow_past_the_mark(p, &a, &b, &c);
+    p = expandable_pool("page_moves=wait");
+    unsigned char *a, *b, *c, *z = grow_past_the_mark(&a, &b, &c);
     ck_assert_int_eq(fake_vmm.device_syncs, 1);
     ck_assert_int_eq(fake_vmm.stream_queries, 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 6 * PAGE);
@@ -33,14 +33,13 @@ START_TEST(wait_synchronizes_and_moves)
     dealloc(p, alloc(p, PAGE), PAGE); /* a's bottom page stayed mapped and free */
     dealloc(p, b, PAGE);
     dealloc(p, z, 4 * PAGE);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(idle_moves_without_synchronizing_when_the_streams_are_idle)
 {
-    crmm_resource *p = expandable_pool("page_moves=idle");
-    unsigned char *a, *b, *c, *z = grow_past_the_mark(p, &a, &b, &c);
+    p = expandable_pool("page_moves=idle");
+    unsigned char *a, *b, *c, *z = grow_past_the_mark(&a, &b, &c);
     /* the default stream said it was idle: a's top two pages moved, no device synchronization */
     ck_assert_int_eq(fake_vmm.device_syncs, 0);
     ck_assert_int_ge(fake_vmm.stream_queries, 1);
@@ -53,15 +52,14 @@ START_TEST(idle_moves_without_synchronizing_when_the_streams_are_idle)
     dealloc(p, w, PAGE);
     dealloc(p, b, PAGE);
     dealloc(p, z, 4 * PAGE);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(idle_maps_new_pages_while_busy_and_moves_them_when_idle)
 {
-    crmm_resource *p = expandable_pool("page_moves=idle");
+    p = expandable_pool("page_moves=idle");
     fake_vmm.streams_busy = 1;
-    unsigned char *a, *b, *c, *z = grow_past_the_mark(p, &a, &b, &c);
+    unsigned char *a, *b, *c, *z = grow_past_the_mark(&a, &b, &c);
     /* busy: two new pages, nothing waited for, nothing unmapped, and the mark stays at 6 */
     ck_assert_int_eq(fake_vmm.device_syncs, 0);
     ck_assert_int_eq(fake_vmm.unmaps, 0);
@@ -80,13 +78,12 @@ START_TEST(idle_maps_new_pages_while_busy_and_moves_them_when_idle)
     dealloc(p, b, PAGE);
     dealloc(p, z, 4 * PAGE);
     dealloc(p, y, 4 * PAGE);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(idle_never_asks_a_stream_it_cannot_know_is_alive)
 {
-    crmm_resource *p = expandable_pool("page_moves=idle");
+    p = expandable_pool("page_moves=idle");
     unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
     free_on(p, a, 3 * PAGE, stream_n(1)); /* freed on a stream that may be destroyed by now */
     dealloc(p, c, 2 * PAGE);
@@ -101,14 +98,13 @@ START_TEST(idle_never_asks_a_stream_it_cannot_know_is_alive)
     books_agree(p);
     dealloc(p, b, PAGE);
     dealloc(p, z, 4 * PAGE);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(never_maps_new_pages_and_gives_free_ones_back_at_trim)
 {
-    crmm_resource *p = expandable_pool("page_moves=never");
-    unsigned char *a, *b, *c, *z = grow_past_the_mark(p, &a, &b, &c);
+    p = expandable_pool("page_moves=never");
+    unsigned char *a, *b, *c, *z = grow_past_the_mark(&a, &b, &c);
     ck_assert_int_eq(fake_vmm.device_syncs, 0);
     ck_assert_int_eq(fake_vmm.stream_queries, 0);
     ck_assert_int_eq(fake_vmm.unmaps, 0);
@@ -120,13 +116,12 @@ START_TEST(never_maps_new_pages_and_gives_free_ones_back_at_trim)
     books_agree(p);
     dealloc(p, b, PAGE);
     dealloc(p, z, 4 * PAGE);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(never_still_gives_free_pages_back_before_out_of_memory)
 {
-    crmm_resource *p = expandable_pool("page_moves=never maximum_size=6MiB");
+    p = expandable_pool("page_moves=never maximum_size=6MiB");
     unsigned char *a = alloc(p, 90 * PAGE), *b = alloc(p, PAGE);
     dealloc(p, a, 90 * PAGE);
     /* 90 free pages below b; 96 asked: only past the maximum unless the free pages move */
@@ -135,13 +130,11 @@ START_TEST(never_still_gives_free_pages_back_before_out_of_memory)
     books_agree(p);
     dealloc(p, b, PAGE);
     dealloc(p, z, 95 * PAGE);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(an_unknown_choice_is_refused)
 {
-    crmm_resource *p = NULL;
     ck_assert_crmm(fake_vmm_expandable_pool("page_moves=sometimes", &p), CRMM_ERROR_CONFIG);
     ck_assert_ptr_null(p);
     ck_assert_error_contains("wait|idle|never");
@@ -152,7 +145,7 @@ int main(void)
 {
     Suite *s = suite_create("pool_page_moves");
     TCase *tc = crmm_test_tcase(s, "page_moves", 0);
-    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, wait_synchronizes_and_moves);
     tcase_add_test(tc, idle_moves_without_synchronizing_when_the_streams_are_idle);
     tcase_add_test(tc, idle_maps_new_pages_while_busy_and_moves_them_when_idle);
