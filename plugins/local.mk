@@ -19,6 +19,7 @@ plugins_common_libplugincommon_a_SOURCES = \
 	plugins/common/fork_guards.c plugins/common/fork_guards.h \
 	plugins/common/graph_hold.c plugins/common/graph_hold.h \
 	plugins/common/graph_park.c plugins/common/graph_park.h \
+	plugins/common/plugin_descriptor.h \
 	plugins/common/ptr_set.h \
 	plugins/common/pool_view.c plugins/common/pool_view.h \
 	plugins/common/resource_label.c plugins/common/resource_label.h \

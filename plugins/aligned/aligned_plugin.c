@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
+#include "../common/plugin_descriptor.h"
 #include "ptr_map.h"
 
 typedef struct aligned_resource {
@@ -171,16 +172,7 @@ static const crmm_param aligned_params[] = {
     {NULL},
 };
 
-static const crmm_plugin aligned_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "aligned",
-    .version = PACKAGE_VERSION,
-    .description = "aligns large blocks to more than 256 bytes, e.g. 4 KiB for GPUDirect Storage (RMM aligned_resource_adaptor); a bad free is refused where upstream refuses it; two sizes that align to one upstream block cannot be told apart (counters stop at 0)",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = aligned_params,
-    .config_size = sizeof(aligned_config),
-    .validate = aligned_validate,
-    .create = aligned_create,
-};
-
-CRMM_PLUGIN_DEFINE(aligned_plugin)
+PLUGIN_DESCRIPTOR(.name = "aligned", .upstream = CRMM_UPSTREAM_REQUIRED, .params = aligned_params,
+                  .config_size = sizeof(aligned_config), .validate = aligned_validate,
+                  .create = aligned_create,
+                  .description = "aligns large blocks to more than 256 bytes, e.g. 4 KiB for GPUDirect Storage (RMM aligned_resource_adaptor); a bad free is refused where upstream refuses it; two sizes that align to one upstream block cannot be told apart (counters stop at 0)")

@@ -26,6 +26,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/ipc.h>
 #include <crmm/plugin.h>
+#include "../common/plugin_descriptor.h"
 #include "../common/spin_lock.h"
 
 typedef struct async_resource {
@@ -380,15 +381,6 @@ static const crmm_param async_params[] = {
     {NULL},
 };
 
-static const crmm_plugin async_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "async",
-    .version = PACKAGE_VERSION,
-    .description = "cudaMallocFromPoolAsync on a private cudaMemPool (RMM cuda_async_memory_resource)",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .params = async_params,
-    .config_size = sizeof(async_config),
-    .create = async_create,
-};
-
-CRMM_PLUGIN_DEFINE(async_plugin)
+PLUGIN_DESCRIPTOR(.name = "async", .upstream = CRMM_UPSTREAM_NONE, .params = async_params,
+                  .config_size = sizeof(async_config), .create = async_create,
+                  .description = "cudaMallocFromPoolAsync on a private cudaMemPool (RMM cuda_async_memory_resource)")

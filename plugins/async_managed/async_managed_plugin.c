@@ -9,6 +9,7 @@
 #include <string.h>
 #include <crmm/async_managed.h>
 #include <crmm/cuda_support.h>
+#include "../common/plugin_descriptor.h"
 #include "../common/pool_view.h"
 
 /* The first driver whose memory pools can hold managed memory. */
@@ -52,14 +53,5 @@ static crmm_status async_managed_create(const crmm_params *params, crmm_resource
                             CRMM_ASYNC_MANAGED_OP_GET_POOL, out);
 }
 
-static const crmm_plugin async_managed_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "async_managed",
-    .version = PACKAGE_VERSION,
-    .description = "cudaMallocFromPoolAsync on the device's default managed memory pool, host and device accessible (CUDA 13; RMM cuda_async_managed_memory_resource)",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .params = NULL,
-    .create = async_managed_create,
-};
-
-CRMM_PLUGIN_DEFINE(async_managed_plugin)
+PLUGIN_DESCRIPTOR(.name = "async_managed", .upstream = CRMM_UPSTREAM_NONE, .create = async_managed_create,
+                  .description = "cudaMallocFromPoolAsync on the device's default managed memory pool, host and device accessible (CUDA 13; RMM cuda_async_managed_memory_resource)")

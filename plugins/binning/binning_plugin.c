@@ -32,6 +32,7 @@
 #include <crmm/config.h>
 #include <crmm/plugin.h>
 #include "../common/fork_guards.h"
+#include "../common/plugin_descriptor.h"
 #include "../common/ptr_set.h"
 
 typedef struct binning_bin {
@@ -480,16 +481,7 @@ static const crmm_param binning_params[] = {
     {NULL},
 };
 
-static const crmm_plugin binning_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "binning",
-    .version = PACKAGE_VERSION,
-    .description = "fixed_size bins for small requests, upstream for the rest (RMM binning_memory_resource); refuses a free its size sends to a bin or upstream that did not hand it out; a wrong size within one bin frees the block (counters stop at 0)",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = binning_params,
-    .config_size = sizeof(binning_config),
-    .validate = binning_validate,
-    .create = binning_create,
-};
-
-CRMM_PLUGIN_DEFINE(binning_plugin)
+PLUGIN_DESCRIPTOR(.name = "binning", .upstream = CRMM_UPSTREAM_REQUIRED, .params = binning_params,
+                  .config_size = sizeof(binning_config), .validate = binning_validate,
+                  .create = binning_create,
+                  .description = "fixed_size bins for small requests, upstream for the rest (RMM binning_memory_resource); refuses a free its size sends to a bin or upstream that did not hand it out; a wrong size within one bin frees the block (counters stop at 0)")

@@ -12,6 +12,7 @@
 #include <crmm/callback.h>
 #include <crmm/cuda_support.h>
 #include <crmm/plugin.h>
+#include "../common/plugin_descriptor.h"
 
 typedef struct callback_resource {
     crmm_resource base;
@@ -138,15 +139,6 @@ static const crmm_param callback_params[] = {
     {NULL},
 };
 
-static const crmm_plugin callback_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "callback",
-    .version = PACKAGE_VERSION,
-    .description = "allocate and deallocate call the caller's functions, given by address (crmm_callback_resource_create; RMM callback_memory_resource)",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .params = callback_params,
-    .config_size = sizeof(callback_config),
-    .create = callback_create,
-};
-
-CRMM_PLUGIN_DEFINE(callback_plugin)
+PLUGIN_DESCRIPTOR(.name = "callback", .upstream = CRMM_UPSTREAM_NONE, .params = callback_params,
+                  .config_size = sizeof(callback_config), .create = callback_create,
+                  .description = "allocate and deallocate call the caller's functions, given by address (crmm_callback_resource_create; RMM callback_memory_resource)")

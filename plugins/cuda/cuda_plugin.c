@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include "../common/direct_resource.h"
+#include "../common/plugin_descriptor.h"
 
 static crmm_status cuda_alloc(size_t bytes, void **ptr)
 {
@@ -30,14 +31,5 @@ static crmm_status cuda_create(const crmm_params *params, crmm_resource *upstrea
     return direct_resource_create(&cuda_backend, out);
 }
 
-static const crmm_plugin cuda_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "cuda",
-    .version = PACKAGE_VERSION,
-    .description = "device memory from cudaMalloc/cudaFree (synchronous; the default resource)",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .params = NULL,
-    .create = cuda_create,
-};
-
-CRMM_PLUGIN_DEFINE(cuda_plugin)
+PLUGIN_DESCRIPTOR(.name = "cuda", .upstream = CRMM_UPSTREAM_NONE, .create = cuda_create,
+                  .description = "device memory from cudaMalloc/cudaFree (synchronous; the default resource)")

@@ -7,6 +7,7 @@
 #include "build_config.h"
 #include <crmm/cuda_async_view.h>
 #include <crmm/cuda_support.h>
+#include "../common/plugin_descriptor.h"
 #include "../common/pool_view.h"
 
 typedef struct cuda_async_view_config {
@@ -40,15 +41,6 @@ static const crmm_param cuda_async_view_params[] = {
     {NULL},
 };
 
-static const crmm_plugin cuda_async_view_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "cuda_async_view",
-    .version = PACKAGE_VERSION,
-    .description = "cudaMallocFromPoolAsync on an existing cudaMemPool_t the caller owns (RMM cuda_async_view_memory_resource)",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .params = cuda_async_view_params,
-    .config_size = sizeof(cuda_async_view_config),
-    .create = cuda_async_view_create_resource,
-};
-
-CRMM_PLUGIN_DEFINE(cuda_async_view_plugin)
+PLUGIN_DESCRIPTOR(.name = "cuda_async_view", .upstream = CRMM_UPSTREAM_NONE, .params = cuda_async_view_params,
+                  .config_size = sizeof(cuda_async_view_config), .create = cuda_async_view_create_resource,
+                  .description = "cudaMallocFromPoolAsync on an existing cudaMemPool_t the caller owns (RMM cuda_async_view_memory_resource)")

@@ -14,6 +14,7 @@
 #include <crmm/alloc_counters.h>
 #include <crmm/failure_callback.h>
 #include <crmm/plugin.h>
+#include "../common/plugin_descriptor.h"
 
 typedef struct failure_callback_resource {
     crmm_resource base;
@@ -127,15 +128,7 @@ static const crmm_param failure_callback_params[] = {
     {NULL},
 };
 
-static const crmm_plugin failure_callback_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "failure_callback",
-    .version = PACKAGE_VERSION,
-    .description = "calls a callback (crmm_failure_callback_set) when upstream runs out of memory; retries if it says so; counts a free only when upstream takes it",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = failure_callback_params,
-    .config_size = sizeof(failure_callback_config),
-    .create = failure_callback_create,
-};
-
-CRMM_PLUGIN_DEFINE(failure_callback_plugin)
+PLUGIN_DESCRIPTOR(.name = "failure_callback", .upstream = CRMM_UPSTREAM_REQUIRED,
+                  .params = failure_callback_params, .config_size = sizeof(failure_callback_config),
+                  .create = failure_callback_create,
+                  .description = "calls a callback (crmm_failure_callback_set) when upstream runs out of memory; retries if it says so; counts a free only when upstream takes it")

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "../common/direct_resource.h"
+#include "../common/plugin_descriptor.h"
 #include "ptr_map.h"
 
 /* Every live block and its size, for all host resources of the process: a double free, a
@@ -146,14 +147,6 @@ static crmm_status host_create(const crmm_params *params, crmm_resource *upstrea
     return direct_resource_create(&host_backend, out);
 }
 
-static const crmm_plugin host_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "host",
-    .version = PACKAGE_VERSION,
-    .description = "256-byte aligned host memory (aligned_alloc); needs no GPU; refuses a double free, a foreign pointer and a wrong size",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .flags = CRMM_PLUGIN_HOST_MEMORY,
-    .create = host_create,
-};
-
-CRMM_PLUGIN_DEFINE(host_plugin)
+PLUGIN_DESCRIPTOR(.name = "host", .upstream = CRMM_UPSTREAM_NONE, .flags = CRMM_PLUGIN_HOST_MEMORY,
+                  .create = host_create,
+                  .description = "256-byte aligned host memory (aligned_alloc); needs no GPU; refuses a double free, a foreign pointer and a wrong size")

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
+#include "../common/plugin_descriptor.h"
 
 typedef struct limiting_resource {
     crmm_resource base;
@@ -119,15 +120,6 @@ static const crmm_param limiting_params[] = {
     {NULL},
 };
 
-static const crmm_plugin limiting_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "limiting",
-    .version = PACKAGE_VERSION,
-    .description = "refuses allocations that would put more than allocation_limit bytes in use (RMM's limiting adaptor)",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = limiting_params,
-    .config_size = sizeof(uint64_t),
-    .create = limiting_create,
-};
-
-CRMM_PLUGIN_DEFINE(limiting_plugin)
+PLUGIN_DESCRIPTOR(.name = "limiting", .upstream = CRMM_UPSTREAM_REQUIRED, .params = limiting_params,
+                  .config_size = sizeof(uint64_t), .create = limiting_create,
+                  .description = "refuses allocations that would put more than allocation_limit bytes in use (RMM's limiting adaptor)")

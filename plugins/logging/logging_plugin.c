@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <crmm/logging.h>
 #include <crmm/plugin.h>
+#include "../common/plugin_descriptor.h"
 #include "logging_line.h"
 #include "logging_sink.h"
 
@@ -145,16 +146,7 @@ static const crmm_param logging_params[] = {
     {NULL},
 };
 
-static const crmm_plugin logging_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "logging",
-    .version = PACKAGE_VERSION,
-    .description = "writes every allocate/free as a CSV line in RMM's log format (crmm replay reads it); a bad free is logged, then refused where upstream refuses it",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = logging_params,
-    .config_size = sizeof(logging_config),
-    .validate = logging_validate,
-    .create = logging_create,
-};
-
-CRMM_PLUGIN_DEFINE(logging_plugin)
+PLUGIN_DESCRIPTOR(.name = "logging", .upstream = CRMM_UPSTREAM_REQUIRED, .params = logging_params,
+                  .config_size = sizeof(logging_config), .validate = logging_validate,
+                  .create = logging_create,
+                  .description = "writes every allocate/free as a CSV line in RMM's log format (crmm replay reads it); a bad free is logged, then refused where upstream refuses it")

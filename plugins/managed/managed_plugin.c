@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include "../common/direct_resource.h"
+#include "../common/plugin_descriptor.h"
 
 static crmm_status managed_alloc(size_t bytes, void **ptr)
 {
@@ -28,13 +29,5 @@ static crmm_status managed_create(const crmm_params *params, crmm_resource *upst
     return direct_resource_create(&managed_backend, out);
 }
 
-static const crmm_plugin managed_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "managed",
-    .version = PACKAGE_VERSION,
-    .description = "unified (managed) memory from cudaMallocManaged, host and device accessible",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .create = managed_create,
-};
-
-CRMM_PLUGIN_DEFINE(managed_plugin)
+PLUGIN_DESCRIPTOR(.name = "managed", .upstream = CRMM_UPSTREAM_NONE, .create = managed_create,
+                  .description = "unified (managed) memory from cudaMallocManaged, host and device accessible")

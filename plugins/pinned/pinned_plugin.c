@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include "../common/direct_resource.h"
+#include "../common/plugin_descriptor.h"
 
 static crmm_status pinned_alloc(size_t bytes, void **ptr)
 {
@@ -28,13 +29,5 @@ static crmm_status pinned_create(const crmm_params *params, crmm_resource *upstr
     return direct_resource_create(&pinned_backend, out);
 }
 
-static const crmm_plugin pinned_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "pinned",
-    .version = PACKAGE_VERSION,
-    .description = "page-locked host memory from cudaHostAlloc, host and device accessible",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .create = pinned_create,
-};
-
-CRMM_PLUGIN_DEFINE(pinned_plugin)
+PLUGIN_DESCRIPTOR(.name = "pinned", .upstream = CRMM_UPSTREAM_NONE, .create = pinned_create,
+                  .description = "page-locked host memory from cudaHostAlloc, host and device accessible")

@@ -14,6 +14,7 @@
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include "../common/capture_check.h"
+#include "../common/plugin_descriptor.h"
 
 typedef struct prefetch_resource {
     crmm_resource base;
@@ -95,14 +96,5 @@ static crmm_status prefetch_create(const crmm_params *params, crmm_resource *ups
     return CRMM_OK;
 }
 
-static const crmm_plugin prefetch_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "prefetch",
-    .version = PACKAGE_VERSION,
-    .description = "prefetches every block to the device on its stream (for managed memory; RMM prefetch_resource_adaptor)",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = NULL,
-    .create = prefetch_create,
-};
-
-CRMM_PLUGIN_DEFINE(prefetch_plugin)
+PLUGIN_DESCRIPTOR(.name = "prefetch", .upstream = CRMM_UPSTREAM_REQUIRED, .create = prefetch_create,
+                  .description = "prefetches every block to the device on its stream (for managed memory; RMM prefetch_resource_adaptor)")

@@ -13,6 +13,7 @@
 #include <crmm/plugin.h>
 #include <crmm/statistics.h>
 #include "../common/fork_guards.h"
+#include "../common/plugin_descriptor.h"
 
 typedef struct statistics_resource {
     crmm_resource base;
@@ -205,14 +206,5 @@ static crmm_status statistics_create(const crmm_params *params, crmm_resource *u
     return CRMM_OK;
 }
 
-static const crmm_plugin statistics_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "statistics",
-    .version = PACKAGE_VERSION,
-    .description = "counts live/peak/total bytes and allocations, with push/pop frames (RMM's statistics adaptor); counts a free only when upstream takes it, so a bad free is refused where upstream refuses it",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = NULL,
-    .create = statistics_create,
-};
-
-CRMM_PLUGIN_DEFINE(statistics_plugin)
+PLUGIN_DESCRIPTOR(.name = "statistics", .upstream = CRMM_UPSTREAM_REQUIRED, .create = statistics_create,
+                  .description = "counts live/peak/total bytes and allocations, with push/pop frames (RMM's statistics adaptor); counts a free only when upstream takes it, so a bad free is refused where upstream refuses it")

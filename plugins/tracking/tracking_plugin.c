@@ -16,6 +16,7 @@
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include <crmm/tracking.h>
+#include "../common/plugin_descriptor.h"
 #include "../common/resource_label.h"
 #include "tracking_table.h"
 
@@ -306,15 +307,6 @@ static const crmm_param tracking_params[] = {
     {NULL},
 };
 
-static const crmm_plugin tracking_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "tracking",
-    .version = PACKAGE_VERSION,
-    .description = "records every outstanding allocation (and its stack); refuses bad frees; reports leaks",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = tracking_params,
-    .config_size = sizeof(tracking_config),
-    .create = tracking_create,
-};
-
-CRMM_PLUGIN_DEFINE(tracking_plugin)
+PLUGIN_DESCRIPTOR(.name = "tracking", .upstream = CRMM_UPSTREAM_REQUIRED, .params = tracking_params,
+                  .config_size = sizeof(tracking_config), .create = tracking_create,
+                  .description = "records every outstanding allocation (and its stack); refuses bad frees; reports leaks")
