@@ -16,15 +16,30 @@ typedef struct direct_resource {
     crmm_alloc_counters counters;
 } direct_resource;
 
-static crmm_status enter_device(const direct_resource *r, crmm_device_guard *g)
+/* Around each call of the backend: make the resource's device current when another one is, and
+ * relax the capture mode for a CUDA backend. cudaMalloc and its kind are what the global capture
+ * mode forbids while any thread captures; relaxed, they run and hand out new memory, which is safe
+ * for a graph (docs/cuda-graphs.md). backend_leave undoes both. */
+static crmm_status backend_enter(const direct_resource *r, crmm_device_guard *g, int *mode)
 {
     g->changed = 0;
-    if (!r->backend->uses_cuda || r->base.device < 0)
+    *mode = -1;
+    if (!r->backend->uses_cuda)
         return CRMM_OK;
     int cur;
-    if (cudaGetDevice(&cur) != cudaSuccess || cur == r->base.device)
-        return CRMM_OK;
-    return crmm_cuda_device_enter(r->base.device, g);
+    if (r->base.device >= 0 && cudaGetDevice(&cur) == cudaSuccess && cur != r->base.device) {
+        crmm_status st = crmm_cuda_device_enter(r->base.device, g);
+        if (st != CRMM_OK)
+            return st;
+    }
+    capture_check_relax_mode(mode);
+    return CRMM_OK;
+}
+
+static void backend_leave(crmm_device_guard *g, int mode)
+{
+    capture_check_restore_mode(mode);
+    crmm_cuda_device_restore(g);
 }
 
 static crmm_status direct_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
@@ -35,17 +50,12 @@ static crmm_status direct_allocate(crmm_resource *self, size_t bytes, crmm_cuda_
         return crmm_set_error(CRMM_ERROR_STATE, "%s: cannot allocate: the process is exiting (no more CUDA calls)",
                               r->backend->kind);
     crmm_device_guard g;
-    crmm_status st = enter_device(r, &g);
+    int mode;
+    crmm_status st = backend_enter(r, &g, &mode);
     if (st != CRMM_OK)
         return st;
-    /* cudaMalloc and its kind are what the global capture mode forbids while any thread captures;
-     * relaxed, they run and hand out new memory, which is safe for a graph (docs/cuda-graphs.md) */
-    int mode = -1;
-    if (r->backend->uses_cuda)
-        capture_check_relax_mode(&mode);
     st = r->backend->alloc(bytes, ptr);
-    capture_check_restore_mode(mode);
-    crmm_cuda_device_restore(&g);
+    backend_leave(&g, mode);
     if (st != CRMM_OK) {
         char sz[32];
         return crmm_error_add_context("%s: failed to allocate %s", r->backend->kind, crmm_format_size(bytes, sz, sizeof sz));
@@ -65,15 +75,12 @@ static crmm_status direct_deallocate(crmm_resource *self, void *ptr, size_t byte
         return capture_check_refuse(r->backend->kind, "free memory", stream,
                                     "the graph may still use it at every replay; free it after the capture, or use a pool");
     crmm_device_guard g;
-    crmm_status st = enter_device(r, &g);
+    int mode;
+    crmm_status st = backend_enter(r, &g, &mode);
     if (st != CRMM_OK)
         return st;
-    int mode = -1;
-    if (r->backend->uses_cuda)
-        capture_check_relax_mode(&mode);
     st = r->backend->free(ptr, bytes);
-    capture_check_restore_mode(mode);
-    crmm_cuda_device_restore(&g);
+    backend_leave(&g, mode);
     if (st != CRMM_OK && r->backend->uses_cuda && crmm_process_exiting())
         st = CRMM_OK; /* the runtime went away before our exit hook ran: leak, as above */
     if (st == CRMM_OK) /* a refused free (host: double, foreign, wrong size) changes nothing */
@@ -132,4 +139,10 @@ crmm_status direct_resource_create(const direct_backend *backend, crmm_resource 
     r->backend = backend;
     *out = &r->base;
     return CRMM_OK;
+}
+
+crmm_status direct_cuda_free(void *ptr, size_t bytes)
+{
+    (void)bytes;
+    return crmm_cuda_status(cudaFree(ptr), "cudaFree");
 }

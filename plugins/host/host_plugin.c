@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "../common/direct_resource.h"
-#include "../common/plugin_descriptor.h"
 #include "ptr_map.h"
 
 /* Every live block and its size, for all host resources of the process: a double free, a
@@ -140,13 +139,5 @@ static const direct_backend host_backend = {
     .alloc = host_alloc, .free = host_free, .open = host_open, .close = host_close,
 };
 
-static crmm_status host_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
-{
-    (void)params;
-    (void)upstream;
-    return direct_resource_create(&host_backend, out);
-}
-
-PLUGIN_DESCRIPTOR(.name = "host", .upstream = CRMM_UPSTREAM_NONE, .flags = CRMM_PLUGIN_HOST_MEMORY,
-                  .create = host_create,
-                  .description = "256-byte aligned host memory (aligned_alloc); needs no GPU; refuses a double free, a foreign pointer and a wrong size")
+DIRECT_PLUGIN(host_backend, .name = "host", .flags = CRMM_PLUGIN_HOST_MEMORY,
+              .description = "256-byte aligned host memory (aligned_alloc); needs no GPU; refuses a double free, a foreign pointer and a wrong size")

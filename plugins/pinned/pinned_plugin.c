@@ -4,7 +4,6 @@
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include "../common/direct_resource.h"
-#include "../common/plugin_descriptor.h"
 
 static crmm_status pinned_alloc(size_t bytes, void **ptr)
 {
@@ -22,12 +21,5 @@ static const direct_backend pinned_backend = {
     .uses_cuda = true, .alloc = pinned_alloc, .free = pinned_free,
 };
 
-static crmm_status pinned_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
-{
-    (void)params;
-    (void)upstream;
-    return direct_resource_create(&pinned_backend, out);
-}
-
-PLUGIN_DESCRIPTOR(.name = "pinned", .upstream = CRMM_UPSTREAM_NONE, .create = pinned_create,
-                  .description = "page-locked host memory from cudaHostAlloc, host and device accessible")
+DIRECT_PLUGIN(pinned_backend, .name = "pinned",
+              .description = "page-locked host memory from cudaHostAlloc, host and device accessible")
