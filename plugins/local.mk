@@ -13,6 +13,7 @@ PLUGIN_CPPFLAGS = $(CORE_CPPFLAGS) $(PLUGIN_PUBLIC_CPPFLAGS) $(SUPPORT_CPPFLAGS)
 
 noinst_LIBRARIES += plugins/common/libplugincommon.a
 plugins_common_libplugincommon_a_SOURCES = \
+	plugins/common/adaptor.h \
 	plugins/common/capture_check.c plugins/common/capture_check.h \
 	plugins/common/device_default.c plugins/common/device_default.h \
 	plugins/common/direct_resource.c plugins/common/direct_resource.h \

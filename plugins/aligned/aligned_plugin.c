@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
+#include "../common/adaptor.h"
 #include "../common/plugin_descriptor.h"
 #include "ptr_map.h"
 
@@ -156,10 +157,8 @@ static crmm_status aligned_create(const crmm_params *params, crmm_resource *upst
     }
     a->alignment = (size_t)alignment;
     a->threshold = (size_t)threshold;
-    crmm_resource_init(&a->base, &aligned_ops, "aligned", upstream->flags, upstream->device, upstream);
     sharded_ptr_map_add_fork_guard(&a->moved, &a->fork_guard);
-    *out = &a->base;
-    return CRMM_OK;
+    return adaptor_publish(&a->base, &aligned_ops, "aligned", upstream, out);
 }
 
 static const crmm_param aligned_params[] = {

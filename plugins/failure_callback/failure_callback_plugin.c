@@ -14,6 +14,7 @@
 #include <crmm/alloc_counters.h>
 #include <crmm/failure_callback.h>
 #include <crmm/plugin.h>
+#include "../common/adaptor.h"
 #include "../common/plugin_descriptor.h"
 
 typedef struct failure_callback_resource {
@@ -111,14 +112,12 @@ static crmm_status failure_callback_create(const crmm_params *params, crmm_resou
     crmm_status st = crmm_params_parse(params, &cfg);
     if (st != CRMM_OK)
         return st;
-    failure_callback_resource *f = calloc(1, sizeof *f);
+    failure_callback_resource *f = adaptor_alloc(sizeof *f, "failure_callback");
     if (!f)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failure_callback: malloc failed");
+        return CRMM_ERROR_OUT_OF_MEMORY;
     f->retry_bad_alloc = cfg.retry_on == 1;
     pthread_mutex_init(&f->lock, NULL);
-    crmm_resource_init(&f->base, &failure_callback_ops, "failure_callback", upstream->flags, upstream->device, upstream);
-    *out = &f->base;
-    return CRMM_OK;
+    return adaptor_publish(&f->base, &failure_callback_ops, "failure_callback", upstream, out);
 }
 
 static const crmm_param failure_callback_params[] = {

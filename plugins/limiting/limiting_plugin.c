@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
+#include "../common/adaptor.h"
 #include "../common/plugin_descriptor.h"
 
 typedef struct limiting_resource {
@@ -103,13 +104,11 @@ static crmm_status limiting_create(const crmm_params *params, crmm_resource *ups
     crmm_status st = crmm_params_parse(params, &limit);
     if (st != CRMM_OK)
         return st;
-    limiting_resource *r = calloc(1, sizeof *r);
+    limiting_resource *r = adaptor_alloc(sizeof *r, "limiting");
     if (!r)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "limiting: malloc failed");
+        return CRMM_ERROR_OUT_OF_MEMORY;
     r->limit = limit;
-    crmm_resource_init(&r->base, &limiting_ops, "limiting", upstream->flags, upstream->device, upstream);
-    *out = &r->base;
-    return CRMM_OK;
+    return adaptor_publish(&r->base, &limiting_ops, "limiting", upstream, out);
 }
 
 /* The one parameter lands in a uint64_t; a limit of 0 would refuse every allocation. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <crmm/logging.h>
 #include <crmm/plugin.h>
+#include "../common/adaptor.h"
 #include "../common/plugin_descriptor.h"
 #include "logging_line.h"
 #include "logging_sink.h"
@@ -102,16 +103,14 @@ static crmm_status logging_create(const crmm_params *params, crmm_resource *upst
     st = crmm_expand_file_name(pattern, device, path, sizeof path);
     if (st != CRMM_OK)
         return crmm_error_add_context("logging");
-    logging_resource *r = calloc(1, sizeof *r);
+    logging_resource *r = adaptor_alloc(sizeof *r, "logging");
     if (!r)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "logging: malloc failed");
+        return CRMM_ERROR_OUT_OF_MEMORY;
     if ((st = logging_sink_open(path, CRMM_LOGGING_CSV_HEADER "\n", cfg.auto_flush, &r->sink)) != CRMM_OK) {
         free(r);
         return st;
     }
-    crmm_resource_init(&r->base, &logging_ops, "logging", upstream->flags, upstream->device, upstream);
-    *out = &r->base;
-    return CRMM_OK;
+    return adaptor_publish(&r->base, &logging_ops, "logging", upstream, out);
 }
 
 /* crmm_plugin.validate: what the build would refuse, with the build's message, blaming `file`:

@@ -14,6 +14,7 @@
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include "../common/capture_check.h"
+#include "../common/adaptor.h"
 #include "../common/plugin_descriptor.h"
 
 typedef struct prefetch_resource {
@@ -87,9 +88,9 @@ static crmm_status prefetch_create(const crmm_params *params, crmm_resource *ups
         return st;
     if (!concurrent)
         crmm_log(CRMM_LOG_INFO, "prefetch: device %d has no concurrent managed access; blocks are not prefetched", device);
-    prefetch_resource *p = calloc(1, sizeof *p);
+    prefetch_resource *p = adaptor_alloc(sizeof *p, "prefetch");
     if (!p)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "prefetch: malloc failed");
+        return CRMM_ERROR_OUT_OF_MEMORY;
     p->enabled = concurrent != 0;
     crmm_resource_init(&p->base, &prefetch_ops, "prefetch", upstream->flags, device, upstream);
     *out = &p->base;

@@ -13,6 +13,7 @@
 #include <crmm/plugin.h>
 #include <crmm/statistics.h>
 #include "../common/fork_guards.h"
+#include "../common/adaptor.h"
 #include "../common/plugin_descriptor.h"
 
 typedef struct statistics_resource {
@@ -200,10 +201,8 @@ static crmm_status statistics_create(const crmm_params *params, crmm_resource *u
     r->frames = frames;
     r->depth = 1;
     r->capacity = 8;
-    crmm_resource_init(&r->base, &statistics_ops, "statistics", upstream->flags, upstream->device, upstream);
     fork_guard_add_rwlock(&r->fork_guard, &r->frames_lock);
-    *out = &r->base;
-    return CRMM_OK;
+    return adaptor_publish(&r->base, &statistics_ops, "statistics", upstream, out);
 }
 
 PLUGIN_DESCRIPTOR(.name = "statistics", .upstream = CRMM_UPSTREAM_REQUIRED, .create = statistics_create,

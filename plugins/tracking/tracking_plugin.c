@@ -16,6 +16,7 @@
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include <crmm/tracking.h>
+#include "../common/adaptor.h"
 #include "../common/plugin_descriptor.h"
 #include "../common/resource_label.h"
 #include "tracking_table.h"
@@ -282,9 +283,9 @@ static crmm_status tracking_create(const crmm_params *params, crmm_resource *ups
     crmm_status st = crmm_params_parse(params, &cfg);
     if (st != CRMM_OK)
         return st;
-    tracking_resource *r = calloc(1, sizeof *r);
+    tracking_resource *r = adaptor_alloc(sizeof *r, "tracking");
     if (!r)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "tracking: malloc failed");
+        return CRMM_ERROR_OUT_OF_MEMORY;
     st = tracking_table_new(&r->table);
     if (st != CRMM_OK) {
         free(r);
@@ -295,9 +296,7 @@ static crmm_status tracking_create(const crmm_params *params, crmm_resource *ups
         void *warm[2];
         backtrace(warm, 2);
     }
-    crmm_resource_init(&r->base, &tracking_ops, "tracking", upstream->flags, upstream->device, upstream);
-    *out = &r->base;
-    return CRMM_OK;
+    return adaptor_publish(&r->base, &tracking_ops, "tracking", upstream, out);
 }
 
 static const crmm_param tracking_params[] = {
