@@ -108,9 +108,7 @@ static void aligned_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops aligned_ops = {
-    .allocate = aligned_allocate,
-    .deallocate = aligned_deallocate,
-    .query = aligned_query,
+    .allocate = aligned_allocate, .deallocate = aligned_deallocate, .query = aligned_query,
     .destroy = aligned_destroy,
 };
 

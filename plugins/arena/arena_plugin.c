@@ -365,12 +365,8 @@ static void arena_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops arena_ops = {
-    .allocate = arena_allocate,
-    .deallocate = arena_deallocate,
-    .query = arena_query,
-    .trim = arena_trim,
-    .destroy = arena_destroy,
-    .control = arena_control,
+    .allocate = arena_allocate, .deallocate = arena_deallocate, .query = arena_query, .trim = arena_trim,
+    .destroy = arena_destroy, .control = arena_control,
 };
 
 /* The parameters, as crmm_params_parse fills them from arena_params. */

@@ -214,12 +214,8 @@ static void async_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops async_ops = {
-    .allocate = async_allocate,
-    .deallocate = async_deallocate,
-    .query = async_query,
-    .trim = async_trim,
-    .destroy = async_destroy,
-    .control = async_control,
+    .allocate = async_allocate, .deallocate = async_deallocate, .query = async_query, .trim = async_trim,
+    .destroy = async_destroy, .control = async_control,
 };
 
 /* ---- create -------------------------------------------------------------------------------- */

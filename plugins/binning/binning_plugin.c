@@ -267,12 +267,8 @@ static crmm_status binning_control(crmm_resource *self, int op, void *arg)
 }
 
 static const crmm_resource_ops binning_ops = {
-    .allocate = binning_allocate,
-    .deallocate = binning_deallocate,
-    .query = binning_query,
-    .trim = binning_trim,
-    .destroy = binning_destroy,
-    .control = binning_control,
+    .allocate = binning_allocate, .deallocate = binning_deallocate, .query = binning_query,
+    .trim = binning_trim, .destroy = binning_destroy, .control = binning_control,
 };
 
 /* ---- create: collect the sizes, then one fixed_size resource per size ---------------------- */

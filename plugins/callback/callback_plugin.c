@@ -64,10 +64,7 @@ static void callback_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops callback_ops = {
-    .allocate = callback_allocate,
-    .deallocate = callback_deallocate,
-    .query = callback_query,
-    .trim = NULL,
+    .allocate = callback_allocate, .deallocate = callback_deallocate, .query = callback_query,
     .destroy = callback_destroy,
 };
 

@@ -112,10 +112,7 @@ static void direct_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops direct_ops = {
-    .allocate = direct_allocate,
-    .deallocate = direct_deallocate,
-    .query = direct_query,
-    .trim = NULL,
+    .allocate = direct_allocate, .deallocate = direct_deallocate, .query = direct_query,
     .destroy = direct_destroy,
 };
 

@@ -93,13 +93,10 @@ static void pool_view_destroy(crmm_resource *self)
     free(v); /* the pool is not ours */
 }
 
+/* no trim: the pool's release policy belongs to its owner */
 static const crmm_resource_ops pool_view_ops = {
-    .allocate = pool_view_allocate,
-    .deallocate = pool_view_deallocate,
-    .query = pool_view_query,
-    .trim = NULL, /* the pool's release policy belongs to its owner */
-    .destroy = pool_view_destroy,
-    .control = pool_view_control,
+    .allocate = pool_view_allocate, .deallocate = pool_view_deallocate, .query = pool_view_query,
+    .destroy = pool_view_destroy, .control = pool_view_control,
 };
 
 crmm_status pool_view_create(const char *kind, cudaMemPool_t pool, int device, unsigned flags, int get_pool_op,

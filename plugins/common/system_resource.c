@@ -114,10 +114,7 @@ static void system_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops system_ops = {
-    .allocate = system_allocate,
-    .deallocate = system_deallocate,
-    .query = system_query,
-    .trim = NULL,
+    .allocate = system_allocate, .deallocate = system_deallocate, .query = system_query,
     .destroy = system_destroy,
 };
 

@@ -94,11 +94,8 @@ static void failure_callback_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops failure_callback_ops = {
-    .allocate = failure_callback_allocate,
-    .deallocate = failure_callback_deallocate,
-    .query = failure_callback_query,
-    .destroy = failure_callback_destroy,
-    .control = failure_callback_control,
+    .allocate = failure_callback_allocate, .deallocate = failure_callback_deallocate,
+    .query = failure_callback_query, .destroy = failure_callback_destroy, .control = failure_callback_control,
 };
 
 /* The parameters, as crmm_params_parse fills them from failure_callback_params. */

@@ -337,11 +337,9 @@ static void fixed_size_destroy(crmm_resource *self)
     free(r);
 }
 
+/* no trim: like RMM, its chunks are kept until destroy; a trim goes on to the upstream */
 static const crmm_resource_ops fixed_size_ops = {
-    .allocate = fixed_size_allocate,
-    .deallocate = fixed_size_deallocate,
-    .query = fixed_size_query,
-    /* no trim: like RMM, its chunks are kept until destroy; a trim goes on to the upstream */
+    .allocate = fixed_size_allocate, .deallocate = fixed_size_deallocate, .query = fixed_size_query,
     .destroy = fixed_size_destroy,
 };
 

@@ -92,9 +92,7 @@ static void limiting_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops limiting_ops = {
-    .allocate = limiting_allocate,
-    .deallocate = limiting_deallocate,
-    .query = limiting_query,
+    .allocate = limiting_allocate, .deallocate = limiting_deallocate, .query = limiting_query,
     .destroy = limiting_destroy,
 };
 

@@ -73,11 +73,8 @@ static void logging_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops logging_ops = {
-    .allocate = logging_allocate,
-    .deallocate = logging_deallocate,
-    .trim = logging_trim,
-    .destroy = logging_destroy,
-    .control = logging_control,
+    .allocate = logging_allocate, .deallocate = logging_deallocate, .trim = logging_trim,
+    .destroy = logging_destroy, .control = logging_control,
 };
 
 /* The parameters, as crmm_params_parse fills them from logging_params (file stays NULL when not given). */

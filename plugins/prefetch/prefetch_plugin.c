@@ -65,9 +65,7 @@ static void prefetch_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops prefetch_ops = {
-    .allocate = prefetch_allocate,
-    .deallocate = prefetch_deallocate,
-    .query = prefetch_query,
+    .allocate = prefetch_allocate, .deallocate = prefetch_deallocate, .query = prefetch_query,
     .destroy = prefetch_destroy,
 };
 

@@ -180,11 +180,8 @@ static void statistics_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops statistics_ops = {
-    .allocate = statistics_allocate,
-    .deallocate = statistics_deallocate,
-    .query = statistics_query,
-    .destroy = statistics_destroy,
-    .control = statistics_control,
+    .allocate = statistics_allocate, .deallocate = statistics_deallocate, .query = statistics_query,
+    .destroy = statistics_destroy, .control = statistics_control,
 };
 
 static crmm_status statistics_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)

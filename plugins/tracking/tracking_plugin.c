@@ -265,11 +265,8 @@ static void tracking_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops tracking_ops = {
-    .allocate = tracking_allocate,
-    .deallocate = tracking_deallocate,
-    .query = tracking_query,
-    .destroy = tracking_destroy,
-    .control = tracking_control,
+    .allocate = tracking_allocate, .deallocate = tracking_deallocate, .query = tracking_query,
+    .destroy = tracking_destroy, .control = tracking_control,
 };
 
 /* The parameters, as crmm_params_parse fills them from tracking_params. */
