@@ -15,6 +15,8 @@ noinst_LIBRARIES += plugins/common/libplugincommon.a
 plugins_common_libplugincommon_a_SOURCES = \
 	plugins/common/adaptor.h \
 	plugins/common/capture_check.c plugins/common/capture_check.h \
+	plugins/common/counted_source.h \
+	plugins/common/device_check.c plugins/common/device_check.h \
 	plugins/common/device_default.c plugins/common/device_default.h \
 	plugins/common/direct_resource.c plugins/common/direct_resource.h \
 	plugins/common/fork_guards.c plugins/common/fork_guards.h \

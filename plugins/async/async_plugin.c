@@ -26,6 +26,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/ipc.h>
 #include <crmm/plugin.h>
+#include "../common/device_check.h"
 #include "../common/plugin_descriptor.h"
 #include "../common/spin_lock.h"
 
@@ -290,11 +291,10 @@ typedef struct async_config {
 static crmm_status async_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     (void)upstream;
-    int device = crmm_params_device(params);
-    crmm_status st;
-    if (device < 0 && (st = crmm_cuda_current_device(&device)) != CRMM_OK)
-        return crmm_error_add_context("async: needs a CUDA device");
-    crmm_note_cuda_initialized();
+    int device;
+    crmm_status st = device_check_resolve(params, "async", &device);
+    if (st != CRMM_OK)
+        return st;
 
     /* not given: no priming, and the pool keeps everything at synchronization */
     async_config cfg = {.initial_pool_size = 0, .release_threshold = UINT64_MAX};

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <crmm/async_managed.h>
 #include <crmm/cuda_support.h>
+#include "../common/device_check.h"
 #include "../common/plugin_descriptor.h"
 #include "../common/pool_view.h"
 
@@ -31,12 +32,10 @@ static crmm_status check_driver(void)
 static crmm_status async_managed_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     (void)upstream;
-    int device = crmm_params_device(params);
+    int device;
     crmm_status st;
-    if (device < 0 && crmm_cuda_current_device(&device) != CRMM_OK)
-        return crmm_error_add_context("async_managed: needs a CUDA device");
-    crmm_note_cuda_initialized();
-    if ((st = check_driver()) != CRMM_OK || (st = pool_view_check_device("async_managed", device)) != CRMM_OK)
+    if ((st = device_check_resolve(params, "async_managed", &device)) != CRMM_OK || (st = check_driver()) != CRMM_OK ||
+        (st = pool_view_check_device("async_managed", device)) != CRMM_OK)
         return st;
     struct cudaMemLocation location;
     memset(&location, 0, sizeof location);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/cuda_support.h>
+#include "device_check.h"
 #include "pool_view.h"
 
 typedef struct pool_view {
@@ -114,14 +115,6 @@ crmm_status pool_view_create(const char *kind, cudaMemPool_t pool, int device, u
 
 crmm_status pool_view_check_device(const char *kind, int device)
 {
-    int pools = 0;
-    crmm_status st = crmm_cuda_status(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device),
-                                      "cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported)");
-    if (st != CRMM_OK)
-        return crmm_error_add_context("%s: device %d", kind, device);
-    if (!pools)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED,
-                              "%s: device %d does not support memory pools (cudaDevAttrMemoryPoolsSupported is 0)", kind,
-                              device);
-    return CRMM_OK;
+    return device_check_attribute(kind, device, cudaDevAttrMemoryPoolsSupported, "cudaDevAttrMemoryPoolsSupported",
+                                  "does not support memory pools (cudaDevAttrMemoryPoolsSupported is 0)");
 }
