@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
+#include "../common/adaptor.h"
+#include "../common/plugin_descriptor.h"
 #include "ptr_map.h"
 
 typedef struct aligned_resource {
@@ -106,9 +108,7 @@ static void aligned_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops aligned_ops = {
-    .allocate = aligned_allocate,
-    .deallocate = aligned_deallocate,
-    .query = aligned_query,
+    .allocate = aligned_allocate, .deallocate = aligned_deallocate, .query = aligned_query,
     .destroy = aligned_destroy,
 };
 
@@ -155,10 +155,8 @@ static crmm_status aligned_create(const crmm_params *params, crmm_resource *upst
     }
     a->alignment = (size_t)alignment;
     a->threshold = (size_t)threshold;
-    crmm_resource_init(&a->base, &aligned_ops, "aligned", upstream->flags, upstream->device, upstream);
     sharded_ptr_map_add_fork_guard(&a->moved, &a->fork_guard);
-    *out = &a->base;
-    return CRMM_OK;
+    return adaptor_publish(&a->base, &aligned_ops, "aligned", upstream, out);
 }
 
 static const crmm_param aligned_params[] = {
@@ -171,16 +169,7 @@ static const crmm_param aligned_params[] = {
     {NULL},
 };
 
-static const crmm_plugin aligned_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "aligned",
-    .version = PACKAGE_VERSION,
-    .description = "aligns large blocks to more than 256 bytes, e.g. 4 KiB for GPUDirect Storage (RMM aligned_resource_adaptor); a bad free is refused where upstream refuses it; two sizes that align to one upstream block cannot be told apart (counters stop at 0)",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = aligned_params,
-    .config_size = sizeof(aligned_config),
-    .validate = aligned_validate,
-    .create = aligned_create,
-};
-
-CRMM_PLUGIN_DEFINE(aligned_plugin)
+PLUGIN_DESCRIPTOR(.name = "aligned", .upstream = CRMM_UPSTREAM_REQUIRED, .params = aligned_params,
+                  .config_size = sizeof(aligned_config), .validate = aligned_validate,
+                  .create = aligned_create,
+                  .description = "aligns large blocks to more than 256 bytes, e.g. 4 KiB for GPUDirect Storage (RMM aligned_resource_adaptor); a bad free is refused where upstream refuses it; two sizes that align to one upstream block cannot be told apart (counters stop at 0)")

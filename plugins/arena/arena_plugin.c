@@ -26,6 +26,7 @@
 #include <crmm/log.h>
 #include "../common/capture_check.h"
 #include "../common/device_default.h"
+#include "../common/plugin_descriptor.h"
 #include "arena_thread_cache.h"
 
 #define ARENA_MIN_SUPERBLOCK ((uint64_t)64 << 10)
@@ -364,12 +365,8 @@ static void arena_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops arena_ops = {
-    .allocate = arena_allocate,
-    .deallocate = arena_deallocate,
-    .query = arena_query,
-    .trim = arena_trim,
-    .destroy = arena_destroy,
-    .control = arena_control,
+    .allocate = arena_allocate, .deallocate = arena_deallocate, .query = arena_query, .trim = arena_trim,
+    .destroy = arena_destroy, .control = arena_control,
 };
 
 /* The parameters, as crmm_params_parse fills them from arena_params. */
@@ -574,16 +571,6 @@ static const crmm_param arena_params[] = {
     {NULL},
 };
 
-static const crmm_plugin arena_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "arena",
-    .version = PACKAGE_VERSION,
-    .description = "per-thread arenas of superblocks over a global arena taken once from upstream (RMM's arena)",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = arena_params,
-    .config_size = sizeof(arena_config),
-    .validate = arena_validate,
-    .create = arena_create,
-};
-
-CRMM_PLUGIN_DEFINE(arena_plugin)
+PLUGIN_DESCRIPTOR(.name = "arena", .upstream = CRMM_UPSTREAM_REQUIRED, .params = arena_params,
+                  .config_size = sizeof(arena_config), .validate = arena_validate, .create = arena_create,
+                  .description = "per-thread arenas of superblocks over a global arena taken once from upstream (RMM's arena)")

@@ -26,6 +26,8 @@
 #include <crmm/cuda_support.h>
 #include <crmm/ipc.h>
 #include <crmm/plugin.h>
+#include "../common/device_check.h"
+#include "../common/plugin_descriptor.h"
 #include "../common/spin_lock.h"
 
 typedef struct async_resource {
@@ -213,12 +215,8 @@ static void async_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops async_ops = {
-    .allocate = async_allocate,
-    .deallocate = async_deallocate,
-    .query = async_query,
-    .trim = async_trim,
-    .destroy = async_destroy,
-    .control = async_control,
+    .allocate = async_allocate, .deallocate = async_deallocate, .query = async_query, .trim = async_trim,
+    .destroy = async_destroy, .control = async_control,
 };
 
 /* ---- create -------------------------------------------------------------------------------- */
@@ -293,11 +291,10 @@ typedef struct async_config {
 static crmm_status async_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     (void)upstream;
-    int device = crmm_params_device(params);
-    crmm_status st;
-    if (device < 0 && (st = crmm_cuda_current_device(&device)) != CRMM_OK)
-        return crmm_error_add_context("async: needs a CUDA device");
-    crmm_note_cuda_initialized();
+    int device;
+    crmm_status st = device_check_resolve(params, "async", &device);
+    if (st != CRMM_OK)
+        return st;
 
     /* not given: no priming, and the pool keeps everything at synchronization */
     async_config cfg = {.initial_pool_size = 0, .release_threshold = UINT64_MAX};
@@ -380,15 +377,6 @@ static const crmm_param async_params[] = {
     {NULL},
 };
 
-static const crmm_plugin async_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "async",
-    .version = PACKAGE_VERSION,
-    .description = "cudaMallocFromPoolAsync on a private cudaMemPool (RMM cuda_async_memory_resource)",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .params = async_params,
-    .config_size = sizeof(async_config),
-    .create = async_create,
-};
-
-CRMM_PLUGIN_DEFINE(async_plugin)
+PLUGIN_DESCRIPTOR(.name = "async", .upstream = CRMM_UPSTREAM_NONE, .params = async_params,
+                  .config_size = sizeof(async_config), .create = async_create,
+                  .description = "cudaMallocFromPoolAsync on a private cudaMemPool (RMM cuda_async_memory_resource)")

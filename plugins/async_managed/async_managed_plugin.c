@@ -9,6 +9,8 @@
 #include <string.h>
 #include <crmm/async_managed.h>
 #include <crmm/cuda_support.h>
+#include "../common/device_check.h"
+#include "../common/plugin_descriptor.h"
 #include "../common/pool_view.h"
 
 /* The first driver whose memory pools can hold managed memory. */
@@ -30,12 +32,10 @@ static crmm_status check_driver(void)
 static crmm_status async_managed_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     (void)upstream;
-    int device = crmm_params_device(params);
+    int device;
     crmm_status st;
-    if (device < 0 && crmm_cuda_current_device(&device) != CRMM_OK)
-        return crmm_error_add_context("async_managed: needs a CUDA device");
-    crmm_note_cuda_initialized();
-    if ((st = check_driver()) != CRMM_OK || (st = pool_view_check_device("async_managed", device)) != CRMM_OK)
+    if ((st = device_check_resolve(params, "async_managed", &device)) != CRMM_OK || (st = check_driver()) != CRMM_OK ||
+        (st = pool_view_check_device("async_managed", device)) != CRMM_OK)
         return st;
     struct cudaMemLocation location;
     memset(&location, 0, sizeof location);
@@ -52,14 +52,5 @@ static crmm_status async_managed_create(const crmm_params *params, crmm_resource
                             CRMM_ASYNC_MANAGED_OP_GET_POOL, out);
 }
 
-static const crmm_plugin async_managed_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "async_managed",
-    .version = PACKAGE_VERSION,
-    .description = "cudaMallocFromPoolAsync on the device's default managed memory pool, host and device accessible (CUDA 13; RMM cuda_async_managed_memory_resource)",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .params = NULL,
-    .create = async_managed_create,
-};
-
-CRMM_PLUGIN_DEFINE(async_managed_plugin)
+PLUGIN_DESCRIPTOR(.name = "async_managed", .upstream = CRMM_UPSTREAM_NONE, .create = async_managed_create,
+                  .description = "cudaMallocFromPoolAsync on the device's default managed memory pool, host and device accessible (CUDA 13; RMM cuda_async_managed_memory_resource)")

@@ -32,6 +32,7 @@
 #include <crmm/config.h>
 #include <crmm/plugin.h>
 #include "../common/fork_guards.h"
+#include "../common/plugin_descriptor.h"
 #include "../common/ptr_set.h"
 
 typedef struct binning_bin {
@@ -266,12 +267,8 @@ static crmm_status binning_control(crmm_resource *self, int op, void *arg)
 }
 
 static const crmm_resource_ops binning_ops = {
-    .allocate = binning_allocate,
-    .deallocate = binning_deallocate,
-    .query = binning_query,
-    .trim = binning_trim,
-    .destroy = binning_destroy,
-    .control = binning_control,
+    .allocate = binning_allocate, .deallocate = binning_deallocate, .query = binning_query,
+    .trim = binning_trim, .destroy = binning_destroy, .control = binning_control,
 };
 
 /* ---- create: collect the sizes, then one fixed_size resource per size ---------------------- */
@@ -480,16 +477,7 @@ static const crmm_param binning_params[] = {
     {NULL},
 };
 
-static const crmm_plugin binning_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "binning",
-    .version = PACKAGE_VERSION,
-    .description = "fixed_size bins for small requests, upstream for the rest (RMM binning_memory_resource); refuses a free its size sends to a bin or upstream that did not hand it out; a wrong size within one bin frees the block (counters stop at 0)",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = binning_params,
-    .config_size = sizeof(binning_config),
-    .validate = binning_validate,
-    .create = binning_create,
-};
-
-CRMM_PLUGIN_DEFINE(binning_plugin)
+PLUGIN_DESCRIPTOR(.name = "binning", .upstream = CRMM_UPSTREAM_REQUIRED, .params = binning_params,
+                  .config_size = sizeof(binning_config), .validate = binning_validate,
+                  .create = binning_create,
+                  .description = "fixed_size bins for small requests, upstream for the rest (RMM binning_memory_resource); refuses a free its size sends to a bin or upstream that did not hand it out; a wrong size within one bin frees the block (counters stop at 0)")

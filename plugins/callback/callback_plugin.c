@@ -12,13 +12,14 @@
 #include <crmm/callback.h>
 #include <crmm/cuda_support.h>
 #include <crmm/plugin.h>
+#include "../common/counted_source.h"
+#include "../common/plugin_descriptor.h"
 
 typedef struct callback_resource {
-    crmm_resource base;
+    counted_source src;
     crmm_callback_allocate_fn allocate;
     crmm_callback_deallocate_fn deallocate;
     void *allocate_arg, *deallocate_arg;
-    crmm_alloc_counters counters;
 } callback_resource;
 
 static crmm_status callback_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
@@ -34,7 +35,7 @@ static crmm_status callback_allocate(crmm_resource *self, size_t bytes, crmm_cud
         return crmm_set_error(CRMM_ERROR_BAD_ALLOC, "callback: the allocate callback returned %p for %s, not aligned to %d bytes",
                               p, crmm_format_size(bytes, sz, sizeof sz), CRMM_ALLOCATION_ALIGNMENT);
     }
-    crmm_counters_add(&c->counters, bytes, CRMM_COUNT_SHARED);
+    crmm_counters_add(&c->src.counters, bytes, CRMM_COUNT_SHARED);
     *ptr = p;
     return CRMM_OK;
 }
@@ -43,31 +44,13 @@ static crmm_status callback_deallocate(crmm_resource *self, void *ptr, size_t by
 {
     callback_resource *c = (callback_resource *)self;
     c->deallocate(ptr, bytes, stream, c->deallocate_arg);
-    crmm_counters_sub(&c->counters, bytes, CRMM_COUNT_SHARED);
+    crmm_counters_sub(&c->src.counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
-}
-
-static crmm_status callback_query(crmm_resource *self, crmm_query what, uint64_t *out)
-{
-    callback_resource *c = (callback_resource *)self;
-    if (crmm_counters_query(&c->counters, what, out) != CRMM_OK)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "callback resource cannot answer query %d", (int)what);
-    return CRMM_OK;
-}
-
-static void callback_destroy(crmm_resource *self)
-{
-    callback_resource *c = (callback_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)c->counters.count, (uint64_t)c->counters.bytes);
-    free(c);
 }
 
 static const crmm_resource_ops callback_ops = {
-    .allocate = callback_allocate,
-    .deallocate = callback_deallocate,
-    .query = callback_query,
-    .trim = NULL,
-    .destroy = callback_destroy,
+    .allocate = callback_allocate, .deallocate = callback_deallocate, .query = counted_source_query,
+    .destroy = counted_source_destroy,
 };
 
 /* The parameters, as crmm_params_parse fills them from callback_params. */
@@ -111,8 +94,8 @@ static crmm_status callback_create(const crmm_params *params, crmm_resource *ups
     int device = crmm_params_device(params);
     if (device < 0 && cfg.device_accessible && crmm_cuda_current_device(&device) != CRMM_OK)
         device = -1;
-    crmm_resource_init(&c->base, &callback_ops, "callback", flags, device, NULL);
-    *out = &c->base;
+    crmm_resource_init(&c->src.base, &callback_ops, "callback", flags, device, NULL);
+    *out = &c->src.base;
     return CRMM_OK;
 }
 
@@ -138,15 +121,6 @@ static const crmm_param callback_params[] = {
     {NULL},
 };
 
-static const crmm_plugin callback_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "callback",
-    .version = PACKAGE_VERSION,
-    .description = "allocate and deallocate call the caller's functions, given by address (crmm_callback_resource_create; RMM callback_memory_resource)",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .params = callback_params,
-    .config_size = sizeof(callback_config),
-    .create = callback_create,
-};
-
-CRMM_PLUGIN_DEFINE(callback_plugin)
+PLUGIN_DESCRIPTOR(.name = "callback", .upstream = CRMM_UPSTREAM_NONE, .params = callback_params,
+                  .config_size = sizeof(callback_config), .create = callback_create,
+                  .description = "allocate and deallocate call the caller's functions, given by address (crmm_callback_resource_create; RMM callback_memory_resource)")

@@ -9,22 +9,37 @@
 #include <crmm/cuda_support.h>
 #include "capture_check.h"
 #include "direct_resource.h"
+#include "counted_source.h"
 
 typedef struct direct_resource {
-    crmm_resource base;
+    counted_source src;
     const direct_backend *backend;
-    crmm_alloc_counters counters;
 } direct_resource;
 
-static crmm_status enter_device(const direct_resource *r, crmm_device_guard *g)
+/* Around each call of the backend: make the resource's device current when another one is, and
+ * relax the capture mode for a CUDA backend. cudaMalloc and its kind are what the global capture
+ * mode forbids while any thread captures; relaxed, they run and hand out new memory, which is safe
+ * for a graph (docs/cuda-graphs.md). backend_leave undoes both. */
+static crmm_status backend_enter(const direct_resource *r, crmm_device_guard *g, int *mode)
 {
     g->changed = 0;
-    if (!r->backend->uses_cuda || r->base.device < 0)
+    *mode = -1;
+    if (!r->backend->uses_cuda)
         return CRMM_OK;
     int cur;
-    if (cudaGetDevice(&cur) != cudaSuccess || cur == r->base.device)
-        return CRMM_OK;
-    return crmm_cuda_device_enter(r->base.device, g);
+    if (r->src.base.device >= 0 && cudaGetDevice(&cur) == cudaSuccess && cur != r->src.base.device) {
+        crmm_status st = crmm_cuda_device_enter(r->src.base.device, g);
+        if (st != CRMM_OK)
+            return st;
+    }
+    capture_check_relax_mode(mode);
+    return CRMM_OK;
+}
+
+static void backend_leave(crmm_device_guard *g, int mode)
+{
+    capture_check_restore_mode(mode);
+    crmm_cuda_device_restore(g);
 }
 
 static crmm_status direct_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
@@ -35,22 +50,17 @@ static crmm_status direct_allocate(crmm_resource *self, size_t bytes, crmm_cuda_
         return crmm_set_error(CRMM_ERROR_STATE, "%s: cannot allocate: the process is exiting (no more CUDA calls)",
                               r->backend->kind);
     crmm_device_guard g;
-    crmm_status st = enter_device(r, &g);
+    int mode;
+    crmm_status st = backend_enter(r, &g, &mode);
     if (st != CRMM_OK)
         return st;
-    /* cudaMalloc and its kind are what the global capture mode forbids while any thread captures;
-     * relaxed, they run and hand out new memory, which is safe for a graph (docs/cuda-graphs.md) */
-    int mode = -1;
-    if (r->backend->uses_cuda)
-        capture_check_relax_mode(&mode);
     st = r->backend->alloc(bytes, ptr);
-    capture_check_restore_mode(mode);
-    crmm_cuda_device_restore(&g);
+    backend_leave(&g, mode);
     if (st != CRMM_OK) {
         char sz[32];
         return crmm_error_add_context("%s: failed to allocate %s", r->backend->kind, crmm_format_size(bytes, sz, sizeof sz));
     }
-    crmm_counters_add(&r->counters, bytes, CRMM_COUNT_SHARED);
+    crmm_counters_add(&r->src.counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
 }
 
@@ -58,46 +68,30 @@ static crmm_status direct_deallocate(crmm_resource *self, void *ptr, size_t byte
 {
     direct_resource *r = (direct_resource *)self;
     if (r->backend->uses_cuda && crmm_process_exiting()) {
-        crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
+        crmm_counters_sub(&r->src.counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
         return CRMM_OK;
     }
     if (r->backend->uses_cuda && capture_check_active(stream))
         return capture_check_refuse(r->backend->kind, "free memory", stream,
                                     "the graph may still use it at every replay; free it after the capture, or use a pool");
     crmm_device_guard g;
-    crmm_status st = enter_device(r, &g);
+    int mode;
+    crmm_status st = backend_enter(r, &g, &mode);
     if (st != CRMM_OK)
         return st;
-    int mode = -1;
-    if (r->backend->uses_cuda)
-        capture_check_relax_mode(&mode);
     st = r->backend->free(ptr, bytes);
-    capture_check_restore_mode(mode);
-    crmm_cuda_device_restore(&g);
+    backend_leave(&g, mode);
     if (st != CRMM_OK && r->backend->uses_cuda && crmm_process_exiting())
         st = CRMM_OK; /* the runtime went away before our exit hook ran: leak, as above */
     if (st == CRMM_OK) /* a refused free (host: double, foreign, wrong size) changes nothing */
-        crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
+        crmm_counters_sub(&r->src.counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
     return st;
-}
-
-static crmm_status direct_query(crmm_resource *self, crmm_query what, uint64_t *out)
-{
-    direct_resource *r = (direct_resource *)self;
-    if (what == CRMM_QUERY_MAXIMUM_SIZE) {
-        *out = UINT64_MAX;
-        return CRMM_OK;
-    }
-    crmm_status st = crmm_counters_query(&r->counters, what, out);
-    if (st != CRMM_OK)
-        return crmm_set_error(st, "%s resource cannot answer query %d", r->backend->kind, (int)what);
-    return CRMM_OK;
 }
 
 static void direct_destroy(crmm_resource *self)
 {
     direct_resource *r = (direct_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)r->counters.count, (uint64_t)r->counters.bytes);
+    counted_source_report_leaks(self);
     void (*close)(void) = r->backend->close;
     free(r);
     if (close)
@@ -105,10 +99,7 @@ static void direct_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops direct_ops = {
-    .allocate = direct_allocate,
-    .deallocate = direct_deallocate,
-    .query = direct_query,
-    .trim = NULL,
+    .allocate = direct_allocate, .deallocate = direct_deallocate, .query = counted_source_query_unbounded,
     .destroy = direct_destroy,
 };
 
@@ -128,8 +119,14 @@ crmm_status direct_resource_create(const direct_backend *backend, crmm_resource 
             backend->close();
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", backend->kind);
     }
-    crmm_resource_init(&r->base, &direct_ops, backend->kind, backend->flags, device, NULL);
+    crmm_resource_init(&r->src.base, &direct_ops, backend->kind, backend->flags, device, NULL);
     r->backend = backend;
-    *out = &r->base;
+    *out = &r->src.base;
     return CRMM_OK;
+}
+
+crmm_status direct_cuda_free(void *ptr, size_t bytes)
+{
+    (void)bytes;
+    return crmm_cuda_status(cudaFree(ptr), "cudaFree");
 }

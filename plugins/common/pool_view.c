@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/cuda_support.h>
+#include "device_check.h"
 #include "pool_view.h"
 
 typedef struct pool_view {
@@ -93,13 +94,10 @@ static void pool_view_destroy(crmm_resource *self)
     free(v); /* the pool is not ours */
 }
 
+/* no trim: the pool's release policy belongs to its owner */
 static const crmm_resource_ops pool_view_ops = {
-    .allocate = pool_view_allocate,
-    .deallocate = pool_view_deallocate,
-    .query = pool_view_query,
-    .trim = NULL, /* the pool's release policy belongs to its owner */
-    .destroy = pool_view_destroy,
-    .control = pool_view_control,
+    .allocate = pool_view_allocate, .deallocate = pool_view_deallocate, .query = pool_view_query,
+    .destroy = pool_view_destroy, .control = pool_view_control,
 };
 
 crmm_status pool_view_create(const char *kind, cudaMemPool_t pool, int device, unsigned flags, int get_pool_op,
@@ -117,14 +115,6 @@ crmm_status pool_view_create(const char *kind, cudaMemPool_t pool, int device, u
 
 crmm_status pool_view_check_device(const char *kind, int device)
 {
-    int pools = 0;
-    crmm_status st = crmm_cuda_status(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device),
-                                      "cudaDeviceGetAttribute(cudaDevAttrMemoryPoolsSupported)");
-    if (st != CRMM_OK)
-        return crmm_error_add_context("%s: device %d", kind, device);
-    if (!pools)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED,
-                              "%s: device %d does not support memory pools (cudaDevAttrMemoryPoolsSupported is 0)", kind,
-                              device);
-    return CRMM_OK;
+    return device_check_attribute(kind, device, cudaDevAttrMemoryPoolsSupported, "cudaDevAttrMemoryPoolsSupported",
+                                  "does not support memory pools (cudaDevAttrMemoryPoolsSupported is 0)");
 }

@@ -11,13 +11,14 @@
 #include <cuda_runtime_api.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/cuda_support.h>
+#include "counted_source.h"
+#include "device_check.h"
 #include "system_resource.h"
 
 typedef struct system_resource {
-    crmm_resource base;
+    counted_source src;
     bool with_headroom;
     uint64_t headroom;
-    crmm_alloc_counters counters;
 } system_resource;
 
 static crmm_status advise(const char *kind, char *p, size_t bytes, enum cudaMemLocationType type, int id)
@@ -38,16 +39,17 @@ static crmm_status advise(const char *kind, char *p, size_t bytes, enum cudaMemL
 /* Prefer the device for what fits in its free memory less the headroom, the host for the rest. */
 static crmm_status place(const system_resource *s, void *p, size_t bytes)
 {
+    const crmm_resource *self = &s->src.base;
     uint64_t free_bytes = 0, total = 0;
-    crmm_status st = crmm_cuda_device_memory(s->base.device, &free_bytes, &total);
+    crmm_status st = crmm_cuda_device_memory(self->device, &free_bytes, &total);
     if (st != CRMM_OK)
-        return crmm_error_add_context("%s", s->base.kind);
+        return crmm_error_add_context("%s", self->kind);
     uint64_t room = free_bytes > s->headroom ? free_bytes - s->headroom : 0;
     size_t on_device = (size_t)(room < bytes ? room : bytes) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
-    if (on_device && (st = advise(s->base.kind, p, on_device, cudaMemLocationTypeDevice, s->base.device)) != CRMM_OK)
+    if (on_device && (st = advise(self->kind, p, on_device, cudaMemLocationTypeDevice, self->device)) != CRMM_OK)
         return st;
     if (bytes > on_device)
-        st = advise(s->base.kind, (char *)p + on_device, bytes - on_device, cudaMemLocationTypeHost, 0);
+        st = advise(self->kind, (char *)p + on_device, bytes - on_device, cudaMemLocationTypeHost, 0);
     return st;
 }
 
@@ -75,7 +77,7 @@ static crmm_status system_allocate(crmm_resource *self, size_t bytes, crmm_cuda_
             return st;
         }
     }
-    crmm_counters_add(&s->counters, bytes, CRMM_COUNT_SHARED);
+    crmm_counters_add(&s->src.counters, bytes, CRMM_COUNT_SHARED);
     *ptr = p;
     return CRMM_OK;
 }
@@ -90,61 +92,33 @@ static crmm_status system_deallocate(crmm_resource *self, void *ptr, size_t byte
             return crmm_error_add_context("%s: free of %p: not freed, the stream may still use it", self->kind, ptr);
     }
     free(ptr);
-    crmm_counters_sub(&s->counters, bytes, CRMM_COUNT_SHARED);
+    crmm_counters_sub(&s->src.counters, bytes, CRMM_COUNT_SHARED);
     return CRMM_OK;
-}
-
-static crmm_status system_query(crmm_resource *self, crmm_query what, uint64_t *out)
-{
-    system_resource *s = (system_resource *)self;
-    if (what == CRMM_QUERY_MAXIMUM_SIZE) {
-        *out = UINT64_MAX;
-        return CRMM_OK;
-    }
-    if (crmm_counters_query(&s->counters, what, out) != CRMM_OK)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource cannot answer query %d", self->kind, (int)what);
-    return CRMM_OK;
-}
-
-static void system_destroy(crmm_resource *self)
-{
-    system_resource *s = (system_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)s->counters.count, (uint64_t)s->counters.bytes);
-    free(s);
 }
 
 static const crmm_resource_ops system_ops = {
-    .allocate = system_allocate,
-    .deallocate = system_deallocate,
-    .query = system_query,
-    .trim = NULL,
-    .destroy = system_destroy,
+    .allocate = system_allocate, .deallocate = system_deallocate, .query = counted_source_query_unbounded,
+    .destroy = counted_source_destroy,
 };
 
 crmm_status system_resource_create(const char *kind, const crmm_params *params, bool with_headroom, uint64_t headroom,
                                    crmm_resource **out)
 {
-    int device = crmm_params_device(params);
-    if (device < 0 && crmm_cuda_current_device(&device) != CRMM_OK)
-        return crmm_error_add_context("%s: needs a CUDA device", kind);
-    crmm_note_cuda_initialized();
-    int pageable = 0;
-    crmm_status st = crmm_cuda_status(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, device),
-                                      "cudaDeviceGetAttribute(cudaDevAttrPageableMemoryAccess)");
+    int device;
+    crmm_status st = device_check_resolve(params, kind, &device);
+    if (st == CRMM_OK)
+        st = device_check_attribute(kind, device, cudaDevAttrPageableMemoryAccess, "cudaDevAttrPageableMemoryAccess",
+                                    "cannot use system allocated memory: cudaDevAttrPageableMemoryAccess is 0 (needs "
+                                    "HMM or ATS); use the managed plugin");
     if (st != CRMM_OK)
-        return crmm_error_add_context("%s: device %d", kind, device);
-    if (!pageable)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED,
-                              "%s: device %d cannot use system allocated memory: cudaDevAttrPageableMemoryAccess is 0 "
-                              "(needs HMM or ATS); use the managed plugin",
-                              kind, device);
+        return st;
     system_resource *s = calloc(1, sizeof *s);
     if (!s)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", kind);
     s->with_headroom = with_headroom;
     s->headroom = headroom;
-    crmm_resource_init(&s->base, &system_ops, kind, CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE, device,
+    crmm_resource_init(&s->src.base, &system_ops, kind, CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE, device,
                        NULL);
-    *out = &s->base;
+    *out = &s->src.base;
     return CRMM_OK;
 }

@@ -12,32 +12,10 @@ static crmm_status cuda_alloc(size_t bytes, void **ptr)
     return crmm_cuda_status(cudaMalloc(ptr, bytes), "cudaMalloc");
 }
 
-static crmm_status cuda_free(void *ptr, size_t bytes)
-{
-    (void)bytes;
-    return crmm_cuda_status(cudaFree(ptr), "cudaFree");
-}
-
 static const direct_backend cuda_backend = {
     .kind = "cuda", .flags = CRMM_RESOURCE_DEVICE_ACCESSIBLE, .uses_cuda = true,
-    .alloc = cuda_alloc, .free = cuda_free,
+    .alloc = cuda_alloc, .free = direct_cuda_free,
 };
 
-static crmm_status cuda_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
-{
-    (void)params;
-    (void)upstream;
-    return direct_resource_create(&cuda_backend, out);
-}
-
-static const crmm_plugin cuda_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "cuda",
-    .version = PACKAGE_VERSION,
-    .description = "device memory from cudaMalloc/cudaFree (synchronous; the default resource)",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .params = NULL,
-    .create = cuda_create,
-};
-
-CRMM_PLUGIN_DEFINE(cuda_plugin)
+DIRECT_PLUGIN(cuda_backend, .name = "cuda",
+              .description = "device memory from cudaMalloc/cudaFree (synchronous; the default resource)")

@@ -7,6 +7,8 @@
 #include "build_config.h"
 #include <crmm/cuda_async_view.h>
 #include <crmm/cuda_support.h>
+#include "../common/device_check.h"
+#include "../common/plugin_descriptor.h"
 #include "../common/pool_view.h"
 
 typedef struct cuda_async_view_config {
@@ -23,11 +25,9 @@ static crmm_status cuda_async_view_create_resource(const crmm_params *params, cr
     if ((uint64_t)(uintptr_t)cfg.pool_handle != cfg.pool_handle)
         return crmm_set_error(CRMM_ERROR_CONFIG, "cuda_async_view: pool_handle %#jx is not an address",
                               (uintmax_t)cfg.pool_handle);
-    int device = crmm_params_device(params);
-    if (device < 0 && crmm_cuda_current_device(&device) != CRMM_OK)
-        return crmm_error_add_context("cuda_async_view: needs a CUDA device");
-    crmm_note_cuda_initialized();
-    if ((st = pool_view_check_device("cuda_async_view", device)) != CRMM_OK)
+    int device;
+    if ((st = device_check_resolve(params, "cuda_async_view", &device)) != CRMM_OK ||
+        (st = pool_view_check_device("cuda_async_view", device)) != CRMM_OK)
         return st;
     return pool_view_create("cuda_async_view", (cudaMemPool_t)(uintptr_t)cfg.pool_handle, device,
                             CRMM_RESOURCE_DEVICE_ACCESSIBLE, CRMM_CUDA_ASYNC_VIEW_OP_GET_POOL, out);
@@ -40,15 +40,6 @@ static const crmm_param cuda_async_view_params[] = {
     {NULL},
 };
 
-static const crmm_plugin cuda_async_view_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "cuda_async_view",
-    .version = PACKAGE_VERSION,
-    .description = "cudaMallocFromPoolAsync on an existing cudaMemPool_t the caller owns (RMM cuda_async_view_memory_resource)",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .params = cuda_async_view_params,
-    .config_size = sizeof(cuda_async_view_config),
-    .create = cuda_async_view_create_resource,
-};
-
-CRMM_PLUGIN_DEFINE(cuda_async_view_plugin)
+PLUGIN_DESCRIPTOR(.name = "cuda_async_view", .upstream = CRMM_UPSTREAM_NONE, .params = cuda_async_view_params,
+                  .config_size = sizeof(cuda_async_view_config), .create = cuda_async_view_create_resource,
+                  .description = "cudaMallocFromPoolAsync on an existing cudaMemPool_t the caller owns (RMM cuda_async_view_memory_resource)")

@@ -14,6 +14,8 @@
 #include <crmm/alloc_counters.h>
 #include <crmm/failure_callback.h>
 #include <crmm/plugin.h>
+#include "../common/adaptor.h"
+#include "../common/plugin_descriptor.h"
 
 typedef struct failure_callback_resource {
     crmm_resource base;
@@ -92,11 +94,8 @@ static void failure_callback_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops failure_callback_ops = {
-    .allocate = failure_callback_allocate,
-    .deallocate = failure_callback_deallocate,
-    .query = failure_callback_query,
-    .destroy = failure_callback_destroy,
-    .control = failure_callback_control,
+    .allocate = failure_callback_allocate, .deallocate = failure_callback_deallocate,
+    .query = failure_callback_query, .destroy = failure_callback_destroy, .control = failure_callback_control,
 };
 
 /* The parameters, as crmm_params_parse fills them from failure_callback_params. */
@@ -110,14 +109,12 @@ static crmm_status failure_callback_create(const crmm_params *params, crmm_resou
     crmm_status st = crmm_params_parse(params, &cfg);
     if (st != CRMM_OK)
         return st;
-    failure_callback_resource *f = calloc(1, sizeof *f);
+    failure_callback_resource *f = adaptor_alloc(sizeof *f, "failure_callback");
     if (!f)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failure_callback: malloc failed");
+        return CRMM_ERROR_OUT_OF_MEMORY;
     f->retry_bad_alloc = cfg.retry_on == 1;
     pthread_mutex_init(&f->lock, NULL);
-    crmm_resource_init(&f->base, &failure_callback_ops, "failure_callback", upstream->flags, upstream->device, upstream);
-    *out = &f->base;
-    return CRMM_OK;
+    return adaptor_publish(&f->base, &failure_callback_ops, "failure_callback", upstream, out);
 }
 
 static const crmm_param failure_callback_params[] = {
@@ -127,15 +124,7 @@ static const crmm_param failure_callback_params[] = {
     {NULL},
 };
 
-static const crmm_plugin failure_callback_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "failure_callback",
-    .version = PACKAGE_VERSION,
-    .description = "calls a callback (crmm_failure_callback_set) when upstream runs out of memory; retries if it says so; counts a free only when upstream takes it",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = failure_callback_params,
-    .config_size = sizeof(failure_callback_config),
-    .create = failure_callback_create,
-};
-
-CRMM_PLUGIN_DEFINE(failure_callback_plugin)
+PLUGIN_DESCRIPTOR(.name = "failure_callback", .upstream = CRMM_UPSTREAM_REQUIRED,
+                  .params = failure_callback_params, .config_size = sizeof(failure_callback_config),
+                  .create = failure_callback_create,
+                  .description = "calls a callback (crmm_failure_callback_set) when upstream runs out of memory; retries if it says so; counts a free only when upstream takes it")

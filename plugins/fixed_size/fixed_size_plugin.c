@@ -24,6 +24,7 @@
 #include <crmm/plugin.h>
 #include "../common/capture_check.h"
 #include "../common/graph_park.h"
+#include "../common/plugin_descriptor.h"
 #include "../common/spin_lock.h"
 #include "fixed_size_free_lists.h"
 #include "../common/ptr_set.h"
@@ -336,11 +337,9 @@ static void fixed_size_destroy(crmm_resource *self)
     free(r);
 }
 
+/* no trim: like RMM, its chunks are kept until destroy; a trim goes on to the upstream */
 static const crmm_resource_ops fixed_size_ops = {
-    .allocate = fixed_size_allocate,
-    .deallocate = fixed_size_deallocate,
-    .query = fixed_size_query,
-    /* no trim: like RMM, its chunks are kept until destroy; a trim goes on to the upstream */
+    .allocate = fixed_size_allocate, .deallocate = fixed_size_deallocate, .query = fixed_size_query,
     .destroy = fixed_size_destroy,
 };
 
@@ -445,16 +444,7 @@ static const crmm_param fixed_size_params[] = {
     {NULL},
 };
 
-static const crmm_plugin fixed_size_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "fixed_size",
-    .version = PACKAGE_VERSION,
-    .description = "equal-size blocks from large upstream chunks, stream-ordered free lists (RMM fixed_size_memory_resource); refuses double and foreign frees and sizes above the block; a smaller wrong size frees the block (counters stop at 0)",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = fixed_size_params,
-    .config_size = sizeof(fixed_size_config),
-    .validate = fixed_size_validate,
-    .create = fixed_size_create,
-};
-
-CRMM_PLUGIN_DEFINE(fixed_size_plugin)
+PLUGIN_DESCRIPTOR(.name = "fixed_size", .upstream = CRMM_UPSTREAM_REQUIRED, .params = fixed_size_params,
+                  .config_size = sizeof(fixed_size_config), .validate = fixed_size_validate,
+                  .create = fixed_size_create,
+                  .description = "equal-size blocks from large upstream chunks, stream-ordered free lists (RMM fixed_size_memory_resource); refuses double and foreign frees and sizes above the block; a smaller wrong size frees the block (counters stop at 0)")

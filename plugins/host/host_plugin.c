@@ -139,21 +139,5 @@ static const direct_backend host_backend = {
     .alloc = host_alloc, .free = host_free, .open = host_open, .close = host_close,
 };
 
-static crmm_status host_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
-{
-    (void)params;
-    (void)upstream;
-    return direct_resource_create(&host_backend, out);
-}
-
-static const crmm_plugin host_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "host",
-    .version = PACKAGE_VERSION,
-    .description = "256-byte aligned host memory (aligned_alloc); needs no GPU; refuses a double free, a foreign pointer and a wrong size",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .flags = CRMM_PLUGIN_HOST_MEMORY,
-    .create = host_create,
-};
-
-CRMM_PLUGIN_DEFINE(host_plugin)
+DIRECT_PLUGIN(host_backend, .name = "host", .flags = CRMM_PLUGIN_HOST_MEMORY,
+              .description = "256-byte aligned host memory (aligned_alloc); needs no GPU; refuses a double free, a foreign pointer and a wrong size")

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
+#include "../common/adaptor.h"
+#include "../common/plugin_descriptor.h"
 
 typedef struct limiting_resource {
     crmm_resource base;
@@ -90,9 +92,7 @@ static void limiting_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops limiting_ops = {
-    .allocate = limiting_allocate,
-    .deallocate = limiting_deallocate,
-    .query = limiting_query,
+    .allocate = limiting_allocate, .deallocate = limiting_deallocate, .query = limiting_query,
     .destroy = limiting_destroy,
 };
 
@@ -102,13 +102,11 @@ static crmm_status limiting_create(const crmm_params *params, crmm_resource *ups
     crmm_status st = crmm_params_parse(params, &limit);
     if (st != CRMM_OK)
         return st;
-    limiting_resource *r = calloc(1, sizeof *r);
+    limiting_resource *r = adaptor_alloc(sizeof *r, "limiting");
     if (!r)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "limiting: malloc failed");
+        return CRMM_ERROR_OUT_OF_MEMORY;
     r->limit = limit;
-    crmm_resource_init(&r->base, &limiting_ops, "limiting", upstream->flags, upstream->device, upstream);
-    *out = &r->base;
-    return CRMM_OK;
+    return adaptor_publish(&r->base, &limiting_ops, "limiting", upstream, out);
 }
 
 /* The one parameter lands in a uint64_t; a limit of 0 would refuse every allocation. */
@@ -119,15 +117,6 @@ static const crmm_param limiting_params[] = {
     {NULL},
 };
 
-static const crmm_plugin limiting_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "limiting",
-    .version = PACKAGE_VERSION,
-    .description = "refuses allocations that would put more than allocation_limit bytes in use (RMM's limiting adaptor)",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = limiting_params,
-    .config_size = sizeof(uint64_t),
-    .create = limiting_create,
-};
-
-CRMM_PLUGIN_DEFINE(limiting_plugin)
+PLUGIN_DESCRIPTOR(.name = "limiting", .upstream = CRMM_UPSTREAM_REQUIRED, .params = limiting_params,
+                  .config_size = sizeof(uint64_t), .create = limiting_create,
+                  .description = "refuses allocations that would put more than allocation_limit bytes in use (RMM's limiting adaptor)")

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <crmm/logging.h>
 #include <crmm/plugin.h>
+#include "../common/adaptor.h"
+#include "../common/plugin_descriptor.h"
 #include "logging_line.h"
 #include "logging_sink.h"
 
@@ -71,11 +73,8 @@ static void logging_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops logging_ops = {
-    .allocate = logging_allocate,
-    .deallocate = logging_deallocate,
-    .trim = logging_trim,
-    .destroy = logging_destroy,
-    .control = logging_control,
+    .allocate = logging_allocate, .deallocate = logging_deallocate, .trim = logging_trim,
+    .destroy = logging_destroy, .control = logging_control,
 };
 
 /* The parameters, as crmm_params_parse fills them from logging_params (file stays NULL when not given). */
@@ -101,16 +100,14 @@ static crmm_status logging_create(const crmm_params *params, crmm_resource *upst
     st = crmm_expand_file_name(pattern, device, path, sizeof path);
     if (st != CRMM_OK)
         return crmm_error_add_context("logging");
-    logging_resource *r = calloc(1, sizeof *r);
+    logging_resource *r = adaptor_alloc(sizeof *r, "logging");
     if (!r)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "logging: malloc failed");
+        return CRMM_ERROR_OUT_OF_MEMORY;
     if ((st = logging_sink_open(path, CRMM_LOGGING_CSV_HEADER "\n", cfg.auto_flush, &r->sink)) != CRMM_OK) {
         free(r);
         return st;
     }
-    crmm_resource_init(&r->base, &logging_ops, "logging", upstream->flags, upstream->device, upstream);
-    *out = &r->base;
-    return CRMM_OK;
+    return adaptor_publish(&r->base, &logging_ops, "logging", upstream, out);
 }
 
 /* crmm_plugin.validate: what the build would refuse, with the build's message, blaming `file`:
@@ -145,16 +142,7 @@ static const crmm_param logging_params[] = {
     {NULL},
 };
 
-static const crmm_plugin logging_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "logging",
-    .version = PACKAGE_VERSION,
-    .description = "writes every allocate/free as a CSV line in RMM's log format (crmm replay reads it); a bad free is logged, then refused where upstream refuses it",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = logging_params,
-    .config_size = sizeof(logging_config),
-    .validate = logging_validate,
-    .create = logging_create,
-};
-
-CRMM_PLUGIN_DEFINE(logging_plugin)
+PLUGIN_DESCRIPTOR(.name = "logging", .upstream = CRMM_UPSTREAM_REQUIRED, .params = logging_params,
+                  .config_size = sizeof(logging_config), .validate = logging_validate,
+                  .create = logging_create,
+                  .description = "writes every allocate/free as a CSV line in RMM's log format (crmm replay reads it); a bad free is logged, then refused where upstream refuses it")

@@ -10,31 +10,10 @@ static crmm_status managed_alloc(size_t bytes, void **ptr)
     return crmm_cuda_status(cudaMallocManaged(ptr, bytes, cudaMemAttachGlobal), "cudaMallocManaged");
 }
 
-static crmm_status managed_free(void *ptr, size_t bytes)
-{
-    (void)bytes;
-    return crmm_cuda_status(cudaFree(ptr), "cudaFree");
-}
-
 static const direct_backend managed_backend = {
     .kind = "managed", .flags = CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE,
-    .uses_cuda = true, .alloc = managed_alloc, .free = managed_free,
+    .uses_cuda = true, .alloc = managed_alloc, .free = direct_cuda_free,
 };
 
-static crmm_status managed_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
-{
-    (void)params;
-    (void)upstream;
-    return direct_resource_create(&managed_backend, out);
-}
-
-static const crmm_plugin managed_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "managed",
-    .version = PACKAGE_VERSION,
-    .description = "unified (managed) memory from cudaMallocManaged, host and device accessible",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .create = managed_create,
-};
-
-CRMM_PLUGIN_DEFINE(managed_plugin)
+DIRECT_PLUGIN(managed_backend, .name = "managed",
+              .description = "unified (managed) memory from cudaMallocManaged, host and device accessible")

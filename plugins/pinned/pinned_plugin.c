@@ -21,20 +21,5 @@ static const direct_backend pinned_backend = {
     .uses_cuda = true, .alloc = pinned_alloc, .free = pinned_free,
 };
 
-static crmm_status pinned_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
-{
-    (void)params;
-    (void)upstream;
-    return direct_resource_create(&pinned_backend, out);
-}
-
-static const crmm_plugin pinned_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "pinned",
-    .version = PACKAGE_VERSION,
-    .description = "page-locked host memory from cudaHostAlloc, host and device accessible",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .create = pinned_create,
-};
-
-CRMM_PLUGIN_DEFINE(pinned_plugin)
+DIRECT_PLUGIN(pinned_backend, .name = "pinned",
+              .description = "page-locked host memory from cudaHostAlloc, host and device accessible")

@@ -22,6 +22,7 @@
 #include <crmm/log.h>
 #include <crmm/pool.h>
 #include "../common/device_default.h"
+#include "../common/plugin_descriptor.h"
 #include "../common/resource_label.h"
 #include "pool_ipc.h"
 #include "pool_resource.h"
@@ -155,12 +156,8 @@ static crmm_status pool_trim_all(crmm_resource *self)
 }
 
 static const crmm_resource_ops pool_ops = {
-    .allocate = pool_allocate,
-    .deallocate = pool_deallocate,
-    .query = pool_query,
-    .trim = pool_trim_all,
-    .destroy = pool_destroy,
-    .control = pool_control,
+    .allocate = pool_allocate, .deallocate = pool_deallocate, .query = pool_query, .trim = pool_trim_all,
+    .destroy = pool_destroy, .control = pool_control,
 };
 
 /* initial_size or maximum_size as far as it is known: its bytes, or a percentage of a device's
@@ -359,16 +356,6 @@ static crmm_status pool_validate(const crmm_params *params, bool host_memory, co
     return pool_rules(initial, maximum, host_memory, "pool", key);
 }
 
-static const crmm_plugin pool_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "pool",
-    .version = PACKAGE_VERSION,
-    .description = "stream-ordered coalescing suballocator (RMM's pool) with O(1) segregated fit; refuses a double or foreign free and a size other than the one asked for",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = pool_params,
-    .config_size = sizeof(pool_config),
-    .validate = pool_validate,
-    .create = pool_create,
-};
-
-CRMM_PLUGIN_DEFINE(pool_plugin)
+PLUGIN_DESCRIPTOR(.name = "pool", .upstream = CRMM_UPSTREAM_REQUIRED, .params = pool_params,
+                  .config_size = sizeof(pool_config), .validate = pool_validate, .create = pool_create,
+                  .description = "stream-ordered coalescing suballocator (RMM's pool) with O(1) segregated fit; refuses a double or foreign free and a size other than the one asked for")

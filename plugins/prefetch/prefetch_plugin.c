@@ -14,6 +14,8 @@
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include "../common/capture_check.h"
+#include "../common/adaptor.h"
+#include "../common/plugin_descriptor.h"
 
 typedef struct prefetch_resource {
     crmm_resource base;
@@ -63,9 +65,7 @@ static void prefetch_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops prefetch_ops = {
-    .allocate = prefetch_allocate,
-    .deallocate = prefetch_deallocate,
-    .query = prefetch_query,
+    .allocate = prefetch_allocate, .deallocate = prefetch_deallocate, .query = prefetch_query,
     .destroy = prefetch_destroy,
 };
 
@@ -86,23 +86,14 @@ static crmm_status prefetch_create(const crmm_params *params, crmm_resource *ups
         return st;
     if (!concurrent)
         crmm_log(CRMM_LOG_INFO, "prefetch: device %d has no concurrent managed access; blocks are not prefetched", device);
-    prefetch_resource *p = calloc(1, sizeof *p);
+    prefetch_resource *p = adaptor_alloc(sizeof *p, "prefetch");
     if (!p)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "prefetch: malloc failed");
+        return CRMM_ERROR_OUT_OF_MEMORY;
     p->enabled = concurrent != 0;
     crmm_resource_init(&p->base, &prefetch_ops, "prefetch", upstream->flags, device, upstream);
     *out = &p->base;
     return CRMM_OK;
 }
 
-static const crmm_plugin prefetch_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "prefetch",
-    .version = PACKAGE_VERSION,
-    .description = "prefetches every block to the device on its stream (for managed memory; RMM prefetch_resource_adaptor)",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = NULL,
-    .create = prefetch_create,
-};
-
-CRMM_PLUGIN_DEFINE(prefetch_plugin)
+PLUGIN_DESCRIPTOR(.name = "prefetch", .upstream = CRMM_UPSTREAM_REQUIRED, .create = prefetch_create,
+                  .description = "prefetches every block to the device on its stream (for managed memory; RMM prefetch_resource_adaptor)")

@@ -3,6 +3,7 @@
  * as the device's free memory less `headroom` allows and on the host beyond that, so that the
  * headroom stays free for allocations that must be device memory (plugins/common/system_resource.c). */
 #include "build_config.h"
+#include "../common/plugin_descriptor.h"
 #include "../common/system_resource.h"
 
 typedef struct sam_headroom_config {
@@ -26,15 +27,6 @@ static const crmm_param sam_headroom_params[] = {
     {NULL},
 };
 
-static const crmm_plugin sam_headroom_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "sam_headroom",
-    .version = PACKAGE_VERSION,
-    .description = "system allocated memory placed on the device up to its free memory less a headroom, on the host beyond (HMM or ATS; RMM sam_headroom_memory_resource)",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .params = sam_headroom_params,
-    .config_size = sizeof(sam_headroom_config),
-    .create = sam_headroom_create,
-};
-
-CRMM_PLUGIN_DEFINE(sam_headroom_plugin)
+PLUGIN_DESCRIPTOR(.name = "sam_headroom", .upstream = CRMM_UPSTREAM_NONE, .params = sam_headroom_params,
+                  .config_size = sizeof(sam_headroom_config), .create = sam_headroom_create,
+                  .description = "system allocated memory placed on the device up to its free memory less a headroom, on the host beyond (HMM or ATS; RMM sam_headroom_memory_resource)")

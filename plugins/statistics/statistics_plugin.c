@@ -13,6 +13,8 @@
 #include <crmm/plugin.h>
 #include <crmm/statistics.h>
 #include "../common/fork_guards.h"
+#include "../common/adaptor.h"
+#include "../common/plugin_descriptor.h"
 
 typedef struct statistics_resource {
     crmm_resource base;
@@ -178,11 +180,8 @@ static void statistics_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops statistics_ops = {
-    .allocate = statistics_allocate,
-    .deallocate = statistics_deallocate,
-    .query = statistics_query,
-    .destroy = statistics_destroy,
-    .control = statistics_control,
+    .allocate = statistics_allocate, .deallocate = statistics_deallocate, .query = statistics_query,
+    .destroy = statistics_destroy, .control = statistics_control,
 };
 
 static crmm_status statistics_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
@@ -199,20 +198,9 @@ static crmm_status statistics_create(const crmm_params *params, crmm_resource *u
     r->frames = frames;
     r->depth = 1;
     r->capacity = 8;
-    crmm_resource_init(&r->base, &statistics_ops, "statistics", upstream->flags, upstream->device, upstream);
     fork_guard_add_rwlock(&r->fork_guard, &r->frames_lock);
-    *out = &r->base;
-    return CRMM_OK;
+    return adaptor_publish(&r->base, &statistics_ops, "statistics", upstream, out);
 }
 
-static const crmm_plugin statistics_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "statistics",
-    .version = PACKAGE_VERSION,
-    .description = "counts live/peak/total bytes and allocations, with push/pop frames (RMM's statistics adaptor); counts a free only when upstream takes it, so a bad free is refused where upstream refuses it",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = NULL,
-    .create = statistics_create,
-};
-
-CRMM_PLUGIN_DEFINE(statistics_plugin)
+PLUGIN_DESCRIPTOR(.name = "statistics", .upstream = CRMM_UPSTREAM_REQUIRED, .create = statistics_create,
+                  .description = "counts live/peak/total bytes and allocations, with push/pop frames (RMM's statistics adaptor); counts a free only when upstream takes it, so a bad free is refused where upstream refuses it")

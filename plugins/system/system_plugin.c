@@ -2,6 +2,7 @@
  * that the device uses directly, on systems where it accesses pageable memory coherently (HMM or
  * ATS). Create refuses a device without cudaDevAttrPageableMemoryAccess. */
 #include "build_config.h"
+#include "../common/plugin_descriptor.h"
 #include "../common/system_resource.h"
 
 static crmm_status system_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
@@ -10,14 +11,5 @@ static crmm_status system_create(const crmm_params *params, crmm_resource *upstr
     return system_resource_create("system", params, false, 0, out);
 }
 
-static const crmm_plugin system_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "system",
-    .version = PACKAGE_VERSION,
-    .description = "system allocated memory (aligned_alloc/free) for devices with HMM or ATS (cudaDevAttrPageableMemoryAccess); a free waits for its stream",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .params = NULL,
-    .create = system_create,
-};
-
-CRMM_PLUGIN_DEFINE(system_plugin)
+PLUGIN_DESCRIPTOR(.name = "system", .upstream = CRMM_UPSTREAM_NONE, .create = system_create,
+                  .description = "system allocated memory (aligned_alloc/free) for devices with HMM or ATS (cudaDevAttrPageableMemoryAccess); a free waits for its stream")

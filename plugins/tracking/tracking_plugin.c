@@ -16,6 +16,8 @@
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include <crmm/tracking.h>
+#include "../common/adaptor.h"
+#include "../common/plugin_descriptor.h"
 #include "../common/resource_label.h"
 #include "tracking_table.h"
 
@@ -125,48 +127,58 @@ static void text_add(text *t, const char *fmt, ...)
     }
 }
 
+/* Frame k of rec's stack as text: its symbol (backtrace_symbols), else its address in buf. */
+static const char *frame_text(const tracking_record *rec, char **symbols, int k, char *buf, size_t size)
+{
+    if (symbols)
+        return symbols[k];
+    snprintf(buf, size, "%p", rec->stack[k]);
+    return buf;
+}
+
 /* Append the stack of `rec`, one symbolized frame a line, each line starting with `indent`. */
 static void text_add_stack(text *t, const tracking_record *rec, const char *indent)
 {
     if (!rec->stack || rec->stack_depth <= 0)
         return;
     char **symbols = backtrace_symbols(rec->stack, rec->stack_depth);
-    for (int k = 0; k < rec->stack_depth; k++) {
-        if (symbols)
-            text_add(t, "%s#%d %s\n", indent, k, symbols[k]);
-        else
-            text_add(t, "%s#%d %p\n", indent, k, rec->stack[k]);
-    }
+    char buf[32];
+    for (int k = 0; k < rec->stack_depth; k++)
+        text_add(t, "%s#%d %s\n", indent, k, frame_text(rec, symbols, k, buf, sizeof buf));
     free(symbols);
 }
 
 /* The outstanding allocations (tracking_table_snapshot) and their bytes in all. */
-static crmm_status snapshot_with_bytes(tracking_resource *r, tracking_record **recs, size_t *n, uint64_t *bytes)
+typedef struct outstanding {
+    tracking_record *recs;
+    size_t n;
+    uint64_t bytes;
+} outstanding;
+
+static crmm_status take_outstanding(tracking_resource *r, outstanding *o)
 {
-    crmm_status st = tracking_table_snapshot(r->table, recs, n);
-    *bytes = 0;
-    for (size_t i = 0; st == CRMM_OK && i < *n; i++)
-        *bytes += (*recs)[i].bytes;
+    crmm_status st = tracking_table_snapshot(r->table, &o->recs, &o->n);
+    o->bytes = 0;
+    for (size_t i = 0; st == CRMM_OK && i < o->n; i++)
+        o->bytes += o->recs[i].bytes;
     return st;
 }
 
 /* "Outstanding allocations: N (B)\n" and a block per allocation (crmm/tracking.h). */
 static crmm_status build_report(tracking_resource *r, char **out)
 {
-    tracking_record *recs;
-    size_t n;
-    uint64_t bytes;
-    crmm_status st = snapshot_with_bytes(r, &recs, &n, &bytes);
+    outstanding o;
+    crmm_status st = take_outstanding(r, &o);
     if (st != CRMM_OK)
         return st;
     char sz[32];
     text t = {0};
-    text_add(&t, "Outstanding allocations: %zu (%s)\n", n, crmm_format_size(bytes, sz, sizeof sz));
-    for (size_t i = 0; i < n; i++) {
-        text_add(&t, "  %p: %zu bytes\n", (void *)recs[i].ptr, recs[i].bytes);
-        text_add_stack(&t, &recs[i], "    ");
+    text_add(&t, "Outstanding allocations: %zu (%s)\n", o.n, crmm_format_size(o.bytes, sz, sizeof sz));
+    for (size_t i = 0; i < o.n; i++) {
+        text_add(&t, "  %p: %zu bytes\n", (void *)o.recs[i].ptr, o.recs[i].bytes);
+        text_add_stack(&t, &o.recs[i], "    ");
     }
-    tracking_snapshot_free(recs, n);
+    tracking_snapshot_free(o.recs, o.n);
     if (t.failed) {
         free(t.s);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "tracking: cannot build the report");
@@ -198,31 +210,27 @@ static crmm_status log_report(tracking_resource *r, crmm_log_level level, size_t
 {
     if (!crmm_log_should_log(level))
         return CRMM_OK;
-    tracking_record *recs;
-    size_t n;
-    uint64_t bytes;
-    crmm_status st = snapshot_with_bytes(r, &recs, &n, &bytes);
+    outstanding o;
+    crmm_status st = take_outstanding(r, &o);
     if (st != CRMM_OK)
         return st;
     char sz[32], name[64];
     who(&r->base, name, sizeof name);
-    crmm_log(level, "%s: %s: %zu allocation%s (%s)", name, what, n, n == 1 ? "" : "s",
-             crmm_format_size(bytes, sz, sizeof sz));
-    for (size_t i = 0; i < n && i < limit; i++) {
-        crmm_log(level, "%s:   %p: %zu bytes (allocation #%llu)", name, (void *)recs[i].ptr, recs[i].bytes,
-                 (unsigned long long)recs[i].serial);
-        char **symbols = recs[i].stack ? backtrace_symbols(recs[i].stack, recs[i].stack_depth) : NULL;
-        for (int k = 0; k < recs[i].stack_depth; k++) {
-            if (symbols)
-                crmm_log(level, "%s:     #%d %s", name, k, symbols[k]);
-            else
-                crmm_log(level, "%s:     #%d %p", name, k, recs[i].stack[k]);
-        }
+    crmm_log(level, "%s: %s: %zu allocation%s (%s)", name, what, o.n, o.n == 1 ? "" : "s",
+             crmm_format_size(o.bytes, sz, sizeof sz));
+    for (size_t i = 0; i < o.n && i < limit; i++) {
+        const tracking_record *rec = &o.recs[i];
+        crmm_log(level, "%s:   %p: %zu bytes (allocation #%llu)", name, (void *)rec->ptr, rec->bytes,
+                 (unsigned long long)rec->serial);
+        char **symbols = rec->stack ? backtrace_symbols(rec->stack, rec->stack_depth) : NULL;
+        char buf[32];
+        for (int k = 0; k < rec->stack_depth; k++)
+            crmm_log(level, "%s:     #%d %s", name, k, frame_text(rec, symbols, k, buf, sizeof buf));
         free(symbols);
     }
-    if (n > limit)
-        crmm_log(level, "%s:   ... and %zu more", name, n - limit);
-    tracking_snapshot_free(recs, n);
+    if (o.n > limit)
+        crmm_log(level, "%s:   ... and %zu more", name, o.n - limit);
+    tracking_snapshot_free(o.recs, o.n);
     return CRMM_OK;
 }
 
@@ -263,11 +271,8 @@ static void tracking_destroy(crmm_resource *self)
 }
 
 static const crmm_resource_ops tracking_ops = {
-    .allocate = tracking_allocate,
-    .deallocate = tracking_deallocate,
-    .query = tracking_query,
-    .destroy = tracking_destroy,
-    .control = tracking_control,
+    .allocate = tracking_allocate, .deallocate = tracking_deallocate, .query = tracking_query,
+    .destroy = tracking_destroy, .control = tracking_control,
 };
 
 /* The parameters, as crmm_params_parse fills them from tracking_params. */
@@ -281,9 +286,9 @@ static crmm_status tracking_create(const crmm_params *params, crmm_resource *ups
     crmm_status st = crmm_params_parse(params, &cfg);
     if (st != CRMM_OK)
         return st;
-    tracking_resource *r = calloc(1, sizeof *r);
+    tracking_resource *r = adaptor_alloc(sizeof *r, "tracking");
     if (!r)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "tracking: malloc failed");
+        return CRMM_ERROR_OUT_OF_MEMORY;
     st = tracking_table_new(&r->table);
     if (st != CRMM_OK) {
         free(r);
@@ -294,9 +299,7 @@ static crmm_status tracking_create(const crmm_params *params, crmm_resource *ups
         void *warm[2];
         backtrace(warm, 2);
     }
-    crmm_resource_init(&r->base, &tracking_ops, "tracking", upstream->flags, upstream->device, upstream);
-    *out = &r->base;
-    return CRMM_OK;
+    return adaptor_publish(&r->base, &tracking_ops, "tracking", upstream, out);
 }
 
 static const crmm_param tracking_params[] = {
@@ -306,15 +309,6 @@ static const crmm_param tracking_params[] = {
     {NULL},
 };
 
-static const crmm_plugin tracking_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "tracking",
-    .version = PACKAGE_VERSION,
-    .description = "records every outstanding allocation (and its stack); refuses bad frees; reports leaks",
-    .upstream = CRMM_UPSTREAM_REQUIRED,
-    .params = tracking_params,
-    .config_size = sizeof(tracking_config),
-    .create = tracking_create,
-};
-
-CRMM_PLUGIN_DEFINE(tracking_plugin)
+PLUGIN_DESCRIPTOR(.name = "tracking", .upstream = CRMM_UPSTREAM_REQUIRED, .params = tracking_params,
+                  .config_size = sizeof(tracking_config), .create = tracking_create,
+                  .description = "records every outstanding allocation (and its stack); refuses bad frees; reports leaks")
