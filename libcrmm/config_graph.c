@@ -20,21 +20,6 @@ long config_graph_find(const config_graph *g, const char *name)
     return name_index_find(&g->names, name);
 }
 
-/* crmm_plugin_load through the graph's cache of plugins it loaded already. */
-static crmm_status load_plugin(config_graph *g, const char *written, const crmm_plugin **out)
-{
-    config_plugin_cache *c = &g->loaded;
-    for (size_t k = 0; k < c->count; k++)
-        if (strcmp(c->written[k], written) == 0) {
-            *out = c->plugin[k];
-            return CRMM_OK;
-        }
-    crmm_status st = crmm_plugin_load(written, g->plugin_dirs, out);
-    if (st == CRMM_OK && c->count < CONFIG_PLUGIN_CACHE_SIZE && (c->written[c->count] = strdup(written)))
-        c->plugin[c->count++] = *out;
-    return st;
-}
-
 static void unknown_resource(const config_graph *g, config_error *err, int line, const char *what, const char *name)
 {
     if (err->line && line >= err->line)
@@ -187,7 +172,7 @@ static void skip_unloadable(config_graph *g, config_error *err)
         ok = name_index_add(&names, t->res[i].name, i);
     for (size_t i = 0; ok && i < n; i++) {
         const crmm_plugin *plugin;
-        if (t->res[i].plugin.text && load_plugin(g, t->res[i].plugin.text, &plugin) != CRMM_OK) {
+        if (t->res[i].plugin.text && crmm_plugin_load(t->res[i].plugin.text, g->plugin_dirs, &plugin) != CRMM_OK) {
             state[i] = UNLOADABLE;
             ok = (reasons[i] = strdup(crmm_last_error())) != NULL;
         }
@@ -260,7 +245,7 @@ static void check_resource(config_graph *g, size_t i, config_error *err)
         config_error_at(err, r->line, "[resource.%s] has no 'plugin = NAME'", r->name);
         return;
     }
-    if (load_plugin(g, r->plugin.text, &node->plugin) != CRMM_OK) {
+    if (crmm_plugin_load(r->plugin.text, g->plugin_dirs, &node->plugin) != CRMM_OK) {
         node->plugin = NULL;
         config_error_at(err, r->plugin.line, "%s", config_error_text());
         return;
@@ -348,8 +333,6 @@ void config_graph_free(config_graph *g)
     free(g->skipped);
     free(g->nodes);
     name_index_free(&g->names);
-    for (size_t k = 0; k < g->loaded.count; k++)
-        free(g->loaded.written[k]);
     free(g->plugin_dirs);
     memset(g, 0, sizeof *g);
 }

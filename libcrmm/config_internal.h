@@ -101,20 +101,10 @@ typedef struct config_skipped {
     int line;
 } config_skipped;
 
-/* The plugins a graph loaded, by the name or path written, so that each is loaded (and its files
- * checked) once per config, not once per resource. Holds a few; past that, loads are not kept. */
-#define CONFIG_PLUGIN_CACHE_SIZE 64
-typedef struct config_plugin_cache {
-    char *written[CONFIG_PLUGIN_CACHE_SIZE];
-    const crmm_plugin *plugin[CONFIG_PLUGIN_CACHE_SIZE];
-    size_t count;
-} config_plugin_cache;
-
 typedef struct config_graph {
     config_text text;
     config_node *nodes;       /* text.nres entries */
     name_index names;         /* text.res by name */
-    config_plugin_cache loaded;
     char *plugin_dirs;        /* [crmm] plugin_path as used: relative entries made absolute */
     config_skipped *skipped;  /* in file order */
     size_t nskipped;
