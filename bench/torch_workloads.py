@@ -16,7 +16,8 @@ sequence in every mode; nothing is downloaded):
 Modes: native (PyTorch's caching allocator), expandable (PYTORCH_CUDA_ALLOC_CONF=
 expandable_segments:True, set before torch is imported), crmm (crmm.allocators.torch.use_crmm()
 with $CRMM_CONFIG, the default config conf/crmm.ini when run by torch_workloads.sh), and, for a
-diagnosis not run by default, crmm_chunked (crmm's pool growing by cudaMalloc chunks instead of
+diagnosis not run by default, crmm_idle and crmm_never (the default config's pool with page_moves =
+idle or never, see docs/expandable-pool.md), and crmm_chunked (crmm's pool growing by cudaMalloc chunks instead of
 mapping pages: the same allocator work over memory that is not mapped page by page, which tells
 a cost of the allocator from a cost of page-mapped memory in the kernels).
 
@@ -39,14 +40,14 @@ MiB = 1 << 20
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", choices=["dyn_train", "serving", "vit", "moe"])
-    ap.add_argument("--mode", choices=["native", "expandable", "crmm", "crmm_chunked"])
+    ap.add_argument("--mode", choices=["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_chunked"])
     ap.add_argument("--record", metavar="LOG.csv", help="crmm mode: write the allocation log here")
     ap.add_argument("--run", type=int, default=0, help="the run's number, copied to the output")
     ap.add_argument("--table", metavar="RESULTS.jsonl", help="print the table of the runs in this file")
     a = ap.parse_args()
     if not a.table and not (a.workload and a.mode):
         ap.error("--workload and --mode, or --table")
-    if a.record and a.mode == "crmm_chunked":
+    if a.record and a.mode != "crmm" and a.mode.startswith("crmm"):
         a.mode = "crmm"  # the recorded pool is the default one
     if a.record and a.mode != "crmm":
         ap.error("--record needs --mode crmm")
@@ -90,24 +91,39 @@ auto_flush = true
 """
 
 
-def use_crmm(record, chunked=False):
+PAGE_MOVES_CONFIG = """[crmm]
+default = pool
+log_level = warn
+
+[resource.gpu]
+plugin = cuda
+
+[resource.pool]
+plugin = pool
+upstream = gpu
+expandable = true
+page_moves = {moves}
+"""
+
+
+def use_crmm(record, mode="crmm"):
     here = os.path.dirname(os.path.abspath(__file__))
     default = os.path.join(here, "..", "conf", "crmm.ini")
     if not os.environ.get("CRMM_CONFIG") and os.path.exists(default):
         os.environ["CRMM_CONFIG"] = default  # else crmm_init(NULL) may find no config and use plain cuda
+    text = None
     if record:
+        text = RECORD_CONFIG.format(log=os.path.abspath(record))
+    elif mode == "crmm_chunked":
+        text = CHUNKED_CONFIG
+    elif mode in ("crmm_idle", "crmm_never"):
+        text = PAGE_MOVES_CONFIG.format(moves=mode[len("crmm_"):])
+    if text:
         import tempfile
 
-        fd, path = tempfile.mkstemp(prefix="crmm-record-", suffix=".ini")
+        fd, path = tempfile.mkstemp(prefix="crmm-%s-" % mode, suffix=".ini")
         with os.fdopen(fd, "w") as f:
-            f.write(RECORD_CONFIG.format(log=os.path.abspath(record)))
-        os.environ["CRMM_CONFIG"] = path
-    elif chunked:
-        import tempfile
-
-        fd, path = tempfile.mkstemp(prefix="crmm-chunked-", suffix=".ini")
-        with os.fdopen(fd, "w") as f:
-            f.write(CHUNKED_CONFIG)
+            f.write(text)
         os.environ["CRMM_CONFIG"] = path
     import crmm.allocators.torch as ct
 
@@ -406,7 +422,7 @@ WORKLOADS = {"dyn_train": dyn_train, "serving": serving, "vit": vit, "moe": moe}
 def run(a):
     crmm_mode = a.mode.startswith("crmm")
     if crmm_mode:
-        use_crmm(a.record, chunked=a.mode == "crmm_chunked")
+        use_crmm(a.record, a.mode)
     import torch
 
     torch.cuda.init()
@@ -443,7 +459,7 @@ def table(path):
             if line.startswith("{"):
                 r = json.loads(line)
                 runs.setdefault((r["workload"], r["mode"]), []).append(r)
-    modes = ["native", "expandable", "crmm", "crmm_chunked"]
+    modes = ["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_chunked"]
     print("| workload | mode | runs | peak MiB median (min-max) | vs native | vs expandable | metric median (min-max) "
           "| first step s | reserved / allocated peak MiB | outside MiB | alloc+free ns | crmm per step/token |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

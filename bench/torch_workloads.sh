@@ -3,7 +3,7 @@
 # the modes alternated (their order rotates from one round to the next), RUNS rounds (default 3);
 # then the table. Run from a crmm build tree on a GPU machine with torch (and timm or torchvision):
 #   bash bench/torch_workloads.sh            # writes $OUT (default ./torch_workloads.out)
-# Environment: RUNS, WORKLOADS, MODES (default "native expandable crmm"; crmm_chunked is a
+# Environment: RUNS, WORKLOADS, MODES (default "native expandable crmm"; crmm_idle, crmm_never and crmm_chunked are
 # diagnosis, see torch_workloads.py), OUT; RECORD=1 also records each workload's crmm allocation
 # log into $OUT/logs (for crmm replay, the logging plugin over the default pool).
 set -u
