@@ -1,15 +1,15 @@
 # plugins/: one folder per plugin (its local.mk builds crmm_<name>.so), and plugins/common, the
-# code several plugins share, as one static archive.
+# code several plugins share, as one convenience library.
 #
-# Every plugin compiles with the same flags, PLUGIN_CPPFLAGS: the core's headers, every plugin's
-# public header folder (as the installed $(includedir)/crmm has them all) and support/ (ptr_map.h),
-# and links the same libraries, PLUGIN_COMMON_LIBADD. plugins/common is a static archive of
-# position-independent objects, not a libtool convenience library: libtool would put the whole
+# A plugin compiles with the core's headers (PLUGIN_CPPFLAGS) plus the folders it names itself:
+# its own public header folder (plugins/<name>/include), and support/ when it uses ptr_map.h.
+# A plugin that uses plugins/common links PLUGIN_COMMON_LIBADD. plugins/common is a static archive
+# of position-independent objects, not a libtool convenience library: libtool would put the whole
 # of a convenience library into each plugin (--whole-archive), where the linker takes from an
 # archive only the objects a plugin calls. That keeps each plugin small, and keeps thread-local
 # variables out of plugins that do not use them: every plugin with one costs the dynamic loader a
 # TLS module at dlopen, and past its spare slots an allocation that glibc aborts on when it fails.
-PLUGIN_CPPFLAGS = $(CORE_CPPFLAGS) $(PLUGIN_PUBLIC_CPPFLAGS) $(SUPPORT_CPPFLAGS)
+PLUGIN_CPPFLAGS = $(CORE_CPPFLAGS)
 
 noinst_LIBRARIES += plugins/common/libplugincommon.a
 plugins_common_libplugincommon_a_SOURCES = \
@@ -28,11 +28,11 @@ plugins_common_libplugincommon_a_SOURCES = \
 	plugins/common/resource_label.c plugins/common/resource_label.h \
 	plugins/common/spin_lock.c plugins/common/spin_lock.h \
 	plugins/common/system_resource.c plugins/common/system_resource.h
-plugins_common_libplugincommon_a_CPPFLAGS = $(PLUGIN_CPPFLAGS)
+plugins_common_libplugincommon_a_CPPFLAGS = $(PLUGIN_CPPFLAGS) $(SUPPORT_CPPFLAGS)
 plugins_common_libplugincommon_a_CFLAGS = $(AM_CFLAGS) -fPIC
 PLUGIN_COMMON_LIBADD = plugins/common/libplugincommon.a support/libcrmmsupport.a $(PLUGIN_LIBADD)
 
-# Every plugin's public header folder: what the plugins, the tests and bench see as the installed
+# Every plugin's public header folder: what the tests and bench see as the installed
 # $(includedir)/crmm, where the core's and the plugins' public headers sit together.
 PLUGIN_PUBLIC_CPPFLAGS = \
 	-I$(top_srcdir)/plugins/arena/include \
@@ -46,20 +46,6 @@ PLUGIN_PUBLIC_CPPFLAGS = \
 	-I$(top_srcdir)/plugins/pool/include \
 	-I$(top_srcdir)/plugins/statistics/include \
 	-I$(top_srcdir)/plugins/tracking/include
-# The headers themselves, installed there: what each plugin offers beyond crmm/resource.h (control
-# ops, handles, create functions).
-crmminclude_HEADERS += \
-	plugins/arena/include/crmm/arena.h \
-	plugins/async/include/crmm/async.h \
-	plugins/async_managed/include/crmm/async_managed.h \
-	plugins/binning/include/crmm/binning.h \
-	plugins/callback/include/crmm/callback.h \
-	plugins/cuda_async_view/include/crmm/cuda_async_view.h \
-	plugins/failure_callback/include/crmm/failure_callback.h \
-	plugins/logging/include/crmm/logging.h \
-	plugins/pool/include/crmm/pool.h \
-	plugins/statistics/include/crmm/statistics.h \
-	plugins/tracking/include/crmm/tracking.h
 
 include plugins/cuda/local.mk
 include plugins/host/local.mk

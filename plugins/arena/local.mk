@@ -12,6 +12,7 @@ plugins_arena_crmm_arena_la_SOURCES = \
 	plugins/arena/arena_thread_cache.h \
 	plugins/arena/arena_stream_order.c \
 	plugins/arena/arena_dump.c
-plugins_arena_crmm_arena_la_CPPFLAGS = $(PLUGIN_CPPFLAGS)
+plugins_arena_crmm_arena_la_CPPFLAGS = $(PLUGIN_CPPFLAGS) -I$(top_srcdir)/plugins/arena/include $(SUPPORT_CPPFLAGS)
 plugins_arena_crmm_arena_la_LDFLAGS = $(PLUGIN_LDFLAGS)
 plugins_arena_crmm_arena_la_LIBADD = $(PLUGIN_COMMON_LIBADD)
+crmminclude_HEADERS += plugins/arena/include/crmm/arena.h

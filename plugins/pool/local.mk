@@ -16,6 +16,7 @@ plugins_pool_crmm_pool_la_SOURCES = \
 	plugins/pool/pool_query.c \
 	plugins/pool/pool_streams.c plugins/pool/pool_streams.h \
 	plugins/pool/pool_thread_cache.c plugins/pool/pool_thread_cache.h
-plugins_pool_crmm_pool_la_CPPFLAGS = $(PLUGIN_CPPFLAGS)
+plugins_pool_crmm_pool_la_CPPFLAGS = $(PLUGIN_CPPFLAGS) -I$(top_srcdir)/plugins/pool/include
 plugins_pool_crmm_pool_la_LDFLAGS = $(PLUGIN_LDFLAGS)
 plugins_pool_crmm_pool_la_LIBADD = $(PLUGIN_COMMON_LIBADD)
+crmminclude_HEADERS += plugins/pool/include/crmm/pool.h
