@@ -4,13 +4,14 @@
  * was live. A development tool (built with the tests, not run by them) for the policy in
  * plugins/pool/pool_expand.c, which crmm replay can only time on a GPU.
  *
- *   tests/pool_expandable_replay [--repeats N] [--page BYTES] [--params "k=v ..."] [--trace PASS] LOG.csv
+ *   tests/pool_expandable_replay [--repeats N] [--page BYTES] [--params "k=v ..."] [--trace PASS] [--busy CALLS] LOG.csv
  *
  * The passes are those of `crmm replay`: the log's calls in order on one stream, every allocation
  * the log leaves live freed after each pass, all on one pool instance; pass 0 is the untimed one,
  * 1..N the repeats. --trace PASS prints every allocation of that pass that synchronized or
  * unmapped pages. The device has the allocation granularity --page (default 2 MiB, an H200's)
- * and 141 GiB of memory. */
+ * and 141 GiB of memory. --busy CALLS models a GPU that runs behind the host: cudaStreamQuery says
+ * the stream is busy until CALLS of the log's calls after the last free (for page_moves = idle). */
 #include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,9 +37,12 @@ static uint64_t reserved_of(crmm_resource *mr)
 }
 
 /* One pass over the log; returns false when an allocation failed. */
+static size_t busy_calls; /* --busy */
+
 static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, cudaStream_t stream, bool trace,
                       pass_counts *pc)
 {
+    size_t last_free = 0;
     fake_vmm_state before = fake_vmm;
     uint64_t live = 0;
     memset(pc, 0, sizeof *pc);
@@ -46,6 +50,7 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, cud
     for (size_t i = 0; i < log->count; i++) {
         const replay_event *ev = &log->events[i];
         if (ev->action == REPLAY_ALLOCATE && ev->size) {
+            fake_vmm.streams_busy = busy_calls && i - last_free < busy_calls;
             int syncs = fake_vmm.device_syncs, unmaps = fake_vmm.unmaps, maps = fake_vmm.maps;
             uint64_t reserved = reserved_of(mr);
             if (crmm_resource_allocate(mr, ev->size, (crmm_cuda_stream_t)stream, &ptrs[i]) != CRMM_OK) {
@@ -67,6 +72,7 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, cud
             crmm_resource_deallocate(mr, ptrs[ev->pair], a->size, (crmm_cuda_stream_t)stream);
             ptrs[ev->pair] = NULL;
             live -= a->size;
+            last_free = i;
         }
     }
     for (size_t i = 0; i < log->count; i++)
@@ -84,7 +90,8 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, cud
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: pool_expandable_replay [--repeats N] [--page BYTES] [--params \"k=v ...\"] [--trace PASS] LOG.csv\n");
+    fprintf(stderr, "usage: pool_expandable_replay [--repeats N] [--page BYTES] [--params \"k=v ...\"] [--trace PASS] "
+                    "[--busy CALLS] LOG.csv\n");
     return 2;
 }
 
@@ -103,6 +110,8 @@ int main(int argc, char **argv)
             params = argv[++i];
         else if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc)
             trace = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--busy") == 0 && i + 1 < argc)
+            busy_calls = (size_t)strtoull(argv[++i], NULL, 0);
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else
