@@ -225,7 +225,7 @@ tests_check_bench_gpu_LDADD = $(BENCH_LDADD)
 # preloaded malloc that fails the Nth call and counts blocks held at exit. `make check` runs every
 # 4th allocation; .ci/run runs them all (CRMM_MALLOC_SWEEP_STEP=1).
 check_LTLIBRARIES += tests/libmallocfail.la
-tests_libmallocfail_la_SOURCES = tests/malloc_fail_shim.c
+tests_libmallocfail_la_SOURCES = tests/malloc_fail_shim.c tests/malloc_fail_family.h
 tests_libmallocfail_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 
 # ---- how the tests run -----------------------------------------------------------------------
