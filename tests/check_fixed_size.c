@@ -8,6 +8,7 @@
 #include "churn_support.h"
 #include "conformance.h"
 #include "test_support.h"
+#include "over_host.h"
 
 static const crmm_test_chain chains[] = {
     {"fixed_size_over_host", "[resource.h]\nplugin = host\n[resource.f]\nplugin = fixed_size\nupstream = h\nblocks_to_preallocate = 8\n",
@@ -20,19 +21,9 @@ static const crmm_test_chain chains[] = {
 /* The running test's host upstream and fixed_size over it (make); the fixture releases them. */
 static crmm_resource *h, *f;
 
-static void make(const char *params)
-{
-    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
-    ck_assert_crmm_ok(crmm_resource_create("fixed_size", params, h, &f));
-}
+static void make(const char *params) { over_host_make("fixed_size", params, &h, &f); }
 
-static void teardown(void)
-{
-    if (f)
-        crmm_resource_release(f);
-    if (h)
-        crmm_resource_release(h);
-}
+static void teardown(void) { over_host_release(&h, &f); }
 
 START_TEST(freed_block_is_reused)
 {
