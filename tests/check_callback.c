@@ -12,6 +12,7 @@
 #include <crmm/callback.h>
 #include "conformance.h"
 #include "test_support.h"
+#include "callback_config.h"
 
 /* What the callbacks saw. */
 typedef struct calls {
@@ -262,15 +263,8 @@ int main(void)
      * device, so the suite runs over it on a GPU machine */
     if (crmm_test_gpu_count() == 0)
         return crmm_test_run(s);
-    crmm_callback_allocate_fn a = host_alloc;
-    crmm_callback_deallocate_fn d = host_free;
-    uintptr_t ai, di;
-    memcpy(&ai, &a, sizeof ai);
-    memcpy(&di, &d, sizeof di);
     static char config[256];
-    snprintf(config, sizeof config,
-             "[resource.c]\nplugin = callback\nallocate_fn = %#" PRIxPTR "\ndeallocate_fn = %#" PRIxPTR "\nhost_accessible = true\n",
-             ai, di);
+    callback_config(config, sizeof config, host_alloc, host_free, "host_accessible = true\n");
     const crmm_test_chain chains[] = {{"callback_over_host_functions", config, "c", 0, 0}};
     crmm_conformance_add(s, chains, 1);
     return crmm_test_run(s);

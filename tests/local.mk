@@ -145,7 +145,7 @@ FAKE_CUDA_SOURCES = tests/fakes/fake_capture.c tests/fakes/fake_capture.h
 FAKE_STREAM_SOURCES = tests/fakes/fake_stream_cuda.c tests/fakes/fake_stream_cuda.h $(FAKE_CUDA_SOURCES)
 FAKE_VMM_SOURCES = tests/fakes/fake_vmm.c tests/fakes/fake_vmm.h $(FAKE_CUDA_SOURCES)
 # `crmm replay` (tools/libcrmmreplay.la, in REPLAY_LDADD)
-REPLAY_SOURCES = tools/replay.h
+REPLAY_SOURCES = tools/replay.h tests/replay_logs.h
 
 # ---- programs with more than tests/NAME.c ----------------------------------------------------
 tests_check_stream_order_SOURCES = tests/check_stream_order.c $(FAKE_STREAM_SOURCES)
@@ -155,6 +155,7 @@ tests_check_arena_streams_SOURCES = tests/check_arena_streams.c $(FAKE_STREAM_SO
 tests_check_arena_streams_threads_SOURCES = tests/check_arena_streams_threads.c $(FAKE_STREAM_SOURCES)
 tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c $(FAKE_STREAM_SOURCES)
 tests_check_torch_allocator_SOURCES = tests/check_torch_allocator.c $(FAKE_CUDA_SOURCES)
+tests_check_callback_SOURCES = tests/check_callback.c tests/callback_config.h
 tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c $(FAKE_VMM_SOURCES)
 tests_check_pool_expandable_use_SOURCES = tests/check_pool_expandable_use.c $(FAKE_VMM_SOURCES)
 tests_check_pool_page_moves_SOURCES = tests/check_pool_page_moves.c $(FAKE_VMM_SOURCES)
