@@ -127,15 +127,24 @@ static void expect_all(const void *x, size_t n, unsigned char tag)
 
 /* ---- ordering between streams -------------------------------------------------------------- */
 
+/* In a pool of 64 MiB: `n` bytes on s, filled slowly and freed while the fill is still running,
+ * returned; *rest, the rest of the pool, held on s, so that a request of n bytes on another
+ * stream can only get the freed block. */
+static void *freed_with_work_pending(crmm_resource *p, size_t n, cudaStream_t s, void **rest)
+{
+    void *a = alloc_on(p, n, s);
+    *rest = alloc_on(p, 64 * MiB - n, s);
+    slow_fill(a, n, s);
+    free_on(p, a, n, s);
+    return a;
+}
+
 START_TEST(another_stream_waits_for_the_free)
 {
     crmm_resource *p = gpu_pool_in_mode(_i, "initial_size=64MiB");
     cudaStream_t s = new_stream(), t = new_stream();
     const size_t n = 8 * MiB;
-    void *a = alloc_on(p, n, s);
-    void *rest = alloc_on(p, 64 * MiB - n, s); /* nothing else free: t can only get a */
-    slow_fill(a, n, s);
-    free_on(p, a, n, s);
+    void *rest, *a = freed_with_work_pending(p, n, s, &rest);
     double t0 = seconds();
     void *b = alloc_on(p, n, t);
     double took = seconds() - t0;
@@ -153,8 +162,8 @@ START_TEST(another_stream_waits_for_the_free)
     free_on(p, b, n, t);
     free_on(p, rest, 64 * MiB - n, s);
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
-    cudaStreamDestroy(s);
-    cudaStreamDestroy(t);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamDestroy(t), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
@@ -190,10 +199,7 @@ START_TEST(a_destroyed_stream_breaks_nothing)
     crmm_resource *p = gpu_pool("initial_size=64MiB");
     cudaStream_t s = new_stream(), t = new_stream();
     const size_t n = 8 * MiB;
-    void *a = alloc_on(p, n, s);
-    void *rest = alloc_on(p, 64 * MiB - n, s); /* nothing else free: t can only get a */
-    slow_fill(a, n, s);
-    free_on(p, a, n, s);
+    void *rest, *a = freed_with_work_pending(p, n, s, &rest);
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess); /* its work is still pending */
     void *b = alloc_on(p, n, t);
     ck_assert_ptr_eq(b, a);
