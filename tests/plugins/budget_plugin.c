@@ -34,19 +34,15 @@ static crmm_status budget_allocate(crmm_resource *self, size_t bytes, crmm_cuda_
         __atomic_sub_fetch(&b->used, bytes, __ATOMIC_RELAXED);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "budget: aligned_alloc of %zu bytes failed", bytes);
     }
-    crmm_counters_add(&b->counters, bytes, CRMM_COUNT_SHARED);
-    *ptr = p;
-    return CRMM_OK;
+    return test_plugin_hand_out(&b->counters, p, bytes, ptr);
 }
 
 static crmm_status budget_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     (void)stream;
     budget_resource *b = (budget_resource *)self;
-    free(ptr);
     __atomic_sub_fetch(&b->used, bytes, __ATOMIC_RELAXED);
-    crmm_counters_sub(&b->counters, bytes, CRMM_COUNT_SHARED);
-    return CRMM_OK;
+    return test_plugin_take_back(&b->counters, ptr, bytes);
 }
 
 static crmm_status budget_query(crmm_resource *self, crmm_query what, uint64_t *out)

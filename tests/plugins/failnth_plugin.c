@@ -32,18 +32,14 @@ static crmm_status failnth_allocate(crmm_resource *self, size_t bytes, crmm_cuda
     void *p = test_plugin_host_block(bytes);
     if (!p)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failnth: cannot allocate %zu bytes", bytes);
-    crmm_counters_add(&r->counters, bytes, CRMM_COUNT_SHARED);
-    *ptr = p;
-    return CRMM_OK;
+    return test_plugin_hand_out(&r->counters, p, bytes, ptr);
 }
 
 static crmm_status failnth_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     (void)stream;
     failnth_resource *r = (failnth_resource *)self;
-    free(ptr);
-    crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED);
-    return CRMM_OK;
+    return test_plugin_take_back(&r->counters, ptr, bytes);
 }
 
 static crmm_status failnth_query(crmm_resource *self, crmm_query what, uint64_t *out)

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
 
 /* A host block of `bytes` aligned as the library promises, or NULL (also when rounding overflows). */
@@ -13,6 +14,22 @@ static inline void *test_plugin_host_block(size_t bytes)
 {
     size_t rounded = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
     return rounded >= bytes ? aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, rounded) : NULL;
+}
+
+/* Hands out block p of `bytes` (*ptr = p), counted in *c. */
+static inline crmm_status test_plugin_hand_out(crmm_alloc_counters *c, void *p, size_t bytes, void **ptr)
+{
+    crmm_counters_add(c, bytes, CRMM_COUNT_SHARED);
+    *ptr = p;
+    return CRMM_OK;
+}
+
+/* Frees a block of `bytes` that test_plugin_host_block gave, counted in *c. */
+static inline crmm_status test_plugin_take_back(crmm_alloc_counters *c, void *ptr, size_t bytes)
+{
+    free(ptr);
+    crmm_counters_sub(c, bytes, CRMM_COUNT_SHARED);
+    return CRMM_OK;
 }
 
 /* In a create function: `var`, a zeroed `type`, or return out of memory naming plugin `name`. */
