@@ -34,14 +34,7 @@ char *secure_getenv(const char *name) { return pretend_privileged ? NULL : geten
 static char *tmp_dir; /* made in main, before Check forks */
 
 /* A path in the test directory unique to this process and `tag`. */
-static const char *path_for(const char *tag)
-{
-    static char buf[8][4200];
-    static int next;
-    char *p = buf[next++ % 8];
-    snprintf(p, 4200, "%s/%s.%ld", tmp_dir, tag, (long)getpid());
-    return p;
-}
+static const char *path_for(const char *tag) { return crmm_test_path_in(tmp_dir, tag, ""); }
 
 static void write_text(const char *path, const char *text)
 {
