@@ -188,7 +188,7 @@ START_TEST(same_stream_reuses_at_once)
     free_on(p, c, MiB, NULL);
     ck_assert_ptr_eq(alloc_on(p, MiB, NULL), c);
     free_on(p, c, MiB, (cudaStream_t)0x1);
-    cudaStreamDestroy(s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
@@ -216,8 +216,8 @@ START_TEST(a_destroyed_stream_breaks_nothing)
     free_on(p, c, n, u);
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
-    cudaStreamDestroy(u);
-    cudaStreamDestroy(t);
+    ck_assert_int_eq(cudaStreamDestroy(u), cudaSuccess);
+    ck_assert_int_eq(cudaStreamDestroy(t), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
@@ -244,7 +244,7 @@ START_TEST(a_forgotten_stream_hands_its_blocks_to_a_new_one)
     ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)u));
     void *c = alloc_on(p, n, u);
     free_on(p, c, n, u);
-    cudaStreamDestroy(u);
+    ck_assert_int_eq(cudaStreamDestroy(u), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
@@ -375,7 +375,7 @@ START_TEST(figures_and_trim_over_cuda)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 3 * MiB);
     ck_assert_uint_eq(q(up, CRMM_QUERY_BYTES_IN_USE), 3 * MiB);
     free_on(p, b, 3 * MiB, s);
-    cudaStreamDestroy(s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
     crmm_resource_release(p);
     crmm_resource_release(up);
 }
@@ -493,7 +493,7 @@ START_TEST(bad_pointers_over_cuda)
     ck_assert_msg(strstr(crmm_last_error(), "already free"), "%s", crmm_last_error());
     ck_assert_ptr_eq(alloc_on(p, 4096, s), a);
     free_on(p, a, 4096, s);
-    cudaStreamDestroy(s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
