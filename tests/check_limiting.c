@@ -133,6 +133,8 @@ START_TEST(upstream_failure_gives_the_room_back)
     ck_assert_uint_eq(crmm_test_query(inner, CRMM_QUERY_BYTES_IN_USE), 0);
     p = crmm_test_allocate(outer, 2 * MIB);
     ck_assert_crmm_ok(crmm_resource_deallocate(outer, p, 2 * MIB, NULL));
+    ck_assert_uint_eq(crmm_test_query(outer, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
+    ck_assert_uint_eq(crmm_test_query(inner, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_test_release(outer, inner);
 }
 END_TEST
