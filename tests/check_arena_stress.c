@@ -176,11 +176,9 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("arena_stress");
-    TCase *tc = tcase_create("arena_stress");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = crmm_test_tcase(s, "arena_stress", 60);
     tcase_add_test(tc, stress_eight_threads);
     tcase_add_test(tc, stress_eight_threads_four_shards);
     tcase_add_test(tc, stress_eight_threads_small_shards);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

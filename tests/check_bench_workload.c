@@ -482,7 +482,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("bench_workload");
-    TCase *tc = tcase_create("workload");
+    TCase *tc = crmm_test_tcase(s, "workload", 0);
     tcase_add_test(tc, xorshift_known_values);
     tcase_add_test(tc, sequence_is_deterministic_per_thread);
     tcase_add_test(tc, sequence_tiny_hand_checked);
@@ -491,8 +491,7 @@ int main(void)
     tcase_add_test(tc, sequence_sizes_are_uniform);
     tcase_add_test(tc, sequence_random_mode_follows_rmm);
     tcase_add_test(tc, sequence_rejects_bad_workloads);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("runner");
+    tc = crmm_test_tcase(s, "runner", 0);
     tcase_add_test(tc, runner_over_host_one_thread);
     tcase_add_test(tc, runner_over_host_four_threads);
     tcase_add_test(tc, runner_reports_progress_and_reserved_peak);
@@ -500,6 +499,5 @@ int main(void)
     tcase_add_test(tc, runner_out_of_memory_on_a_hand_made_sequence);
     tcase_add_test(tc, runner_rejects_bad_arguments);
     tcase_add_test(tc, median_of_odd_and_even_counts);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -278,7 +278,7 @@ int main(void)
 {
     Suite *s = suite_create("fixed_size");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
-    TCase *tc = tcase_create("fixed_size");
+    TCase *tc = crmm_test_tcase(s, "fixed_size", 0);
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, freed_block_is_reused);
     tcase_add_test(tc, double_free_and_foreign_pointer_are_refused);
@@ -291,12 +291,10 @@ int main(void)
     tcase_add_test(tc, huge_preallocation_asks_upstream_first);
     tcase_add_test(tc, bad_parameters);
     tcase_add_test(tc, properties_follow_upstream);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("fixed_size_threads"); /* busy threads: give a loaded machine time */
+    tc = crmm_test_tcase(s, "fixed_size_threads", 0); /* busy threads: give a loaded machine time */
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, threads_share_it_and_the_counts_add_up);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -500,14 +500,11 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("pool_gpu");
     crmm_conformance_add(s, gpu_chains, (int)(sizeof gpu_chains / sizeof gpu_chains[0]));
 
-    TCase *tc = tcase_create("pool_streams");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "pool_streams", CRMM_TEST_GPU_TIMEOUT);
     /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event, 2 and 3 the same expandable */
     tcase_add_loop_test(tc, another_stream_waits_for_the_free, SYNC, MODES);
     tcase_add_test(tc, same_stream_reuses_at_once);
@@ -515,20 +512,15 @@ int main(void)
     tcase_add_loop_test(tc, a_forgotten_stream_hands_its_blocks_to_a_new_one, SYNC, MODES);
     tcase_add_loop_test(tc, per_thread_default_streams_of_two_threads, SYNC, MODES);
     tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, MODES);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("pool_over_cuda");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tc = crmm_test_tcase(s, "pool_over_cuda", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, default_initial_size_is_half_the_free_memory);
     tcase_add_test(tc, figures_and_trim_over_cuda);
     tcase_add_test(tc, bad_pointers_over_cuda);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("pool_expandable");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tc = crmm_test_tcase(s, "pool_expandable", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, expandable_maps_what_it_needs_and_keeps_data_across_growth);
     tcase_add_test(tc, expandable_moves_freed_pages_to_where_they_are_needed);
     tcase_add_test(tc, expandable_out_of_memory_and_maximum);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }
