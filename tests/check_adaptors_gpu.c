@@ -35,7 +35,7 @@ START_TEST(logging_on_a_device_names_it_and_logs_streams)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1 << 20, (crmm_cuda_stream_t)s));
     crmm_resource_release(mr);
     crmm_config_free(cfg);
-    cudaStreamDestroy(s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
     char *text = crmm_test_read_file_or_fail(want);
     char line[128];
     snprintf(line, sizeof line, ",allocate,%p,1048576,0x%lx\n", p, (unsigned long)(uintptr_t)s);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "conformance.h"
 #include "test_support.h"
+#include "over_host.h"
 
 static const crmm_test_chain chains[] = {
     {"aligned_4k_over_host", "[resource.h]\nplugin = host\n[resource.a]\nplugin = aligned\nupstream = h\nalignment = 4KiB\n", "a", 0, 0},
@@ -28,20 +29,9 @@ static uint64_t in_use(crmm_resource *mr)
  * or by the fixture. */
 static crmm_resource *h, *mr;
 
-static void make(const char *params)
-{
-    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
-    ck_assert_crmm_ok(crmm_resource_create("aligned", params, h, &mr));
-}
+static void make(const char *params) { over_host_make("aligned", params, &h, &mr); }
 
-static void release_both(void)
-{
-    if (mr)
-        crmm_resource_release(mr);
-    if (h)
-        crmm_resource_release(h);
-    mr = h = NULL;
-}
+static void release_both(void) { over_host_release(&h, &mr); }
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 

@@ -399,13 +399,10 @@ END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("arena_gpu");
     crmm_conformance_add(s, gpu_chains, (int)(sizeof gpu_chains / sizeof gpu_chains[0]));
-    TCase *tc = tcase_create("arena_gpu");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "arena_gpu", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, default_size_is_half_the_free_memory);
     tcase_add_test(tc, reuse_on_another_stream_is_ordered);
     tcase_add_test(tc, a_large_block_moves_to_another_stream_after_its_work);
@@ -416,6 +413,5 @@ int main(void)
     tcase_add_test(tc, defragment_waits_for_pending_work);
     tcase_add_test(tc, threads_on_their_default_streams);
     tcase_add_test(tc, out_of_memory_over_device_memory);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -4,6 +4,7 @@
 #include "build_config.h"
 #include "arena_test.h"
 #include "block_pattern.h"
+#include "churn_support.h"
 
 /* ---- stress ------------------------------------------------------------------------------- */
 /* 8 threads of random allocations and frees (sizes mostly small, some up to 2 MiB), each block
@@ -151,28 +152,16 @@ static void run_stress(const char *params, long steps, size_t shard_size, size_t
     drop_arena(&f);
 }
 
-static long stress_steps(void)
-{
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    return 20000;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    return 20000;
-#endif
-#endif
-    return 100000;
-}
-
 START_TEST(stress_eight_threads)
 {
-    run_stress("arena_size=512MiB", stress_steps(), 0, 0); /* 8 shards by default: one home each */
+    run_stress("arena_size=512MiB", churn_stress_steps(), 0, 0); /* 8 shards by default: one home each */
 }
 END_TEST
 
 /* Two threads share each home shard. */
 START_TEST(stress_eight_threads_four_shards)
 {
-    run_stress("arena_size=512MiB shards=4", stress_steps() / 2, 0, 0);
+    run_stress("arena_size=512MiB shards=4", churn_stress_steps() / 2, 0, 0);
 }
 END_TEST
 
@@ -180,18 +169,16 @@ END_TEST
  * shards next to the home shards, and requests of up to 40 MiB take pages across shards. */
 START_TEST(stress_eight_threads_small_shards)
 {
-    run_stress("arena_size=512MiB shards=16", stress_steps() / 2, 32 * MiB, 40 * MiB);
+    run_stress("arena_size=512MiB shards=16", churn_stress_steps() / 2, 32 * MiB, 40 * MiB);
 }
 END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("arena_stress");
-    TCase *tc = tcase_create("arena_stress");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = crmm_test_tcase(s, "arena_stress", 60);
     tcase_add_test(tc, stress_eight_threads);
     tcase_add_test(tc, stress_eight_threads_four_shards);
     tcase_add_test(tc, stress_eight_threads_small_shards);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -45,7 +45,7 @@ START_TEST(queries_follow_allocate_and_free)
     ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 0);
     ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED_PEAK), 8 * MiB);
     crmm_resource_release(a);
-    cudaStreamDestroy(s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
 }
 END_TEST
 
@@ -90,7 +90,7 @@ static uint64_t reserved_after_sync(crmm_resource *a, uint64_t bytes)
     ck_assert_int_eq(cudaMemsetAsync(p, 0, bytes, s), cudaSuccess);
     ck_assert_crmm_ok(crmm_resource_deallocate(a, p, bytes, (crmm_cuda_stream_t)s));
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
-    cudaStreamDestroy(s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
     return crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED);
 }
 

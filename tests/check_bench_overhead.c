@@ -199,12 +199,19 @@ START_TEST(cli_overhead_failed_measurement_exits_1)
 }
 END_TEST
 
-START_TEST(cli_overhead_csv_is_well_formed)
+/* `crmm bench --overhead` over cli_config, short, printing `format`: it succeeds. */
+static crmm_test_output short_overhead_run(const char *format)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
     crmm_test_output r = run_cli("--overhead", "--iterations", "1000", "--loads", "2", "--steps", "300", "--repeats", "1",
-                                 "--config", path, "--csv", NULL);
+                                 "--config", path, format, NULL);
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    return r;
+}
+
+START_TEST(cli_overhead_csv_is_well_formed)
+{
+    crmm_test_output r = short_overhead_run("--csv");
     ck_assert_ptr_nonnull(strstr(r.err, "skipped p: "));
     static const char *const starts[] = {"measurement,name,detail,unit,samples,status,median,min,max,baseline,added,"
                                          "target,target_met,error",
@@ -231,10 +238,7 @@ END_TEST
 
 START_TEST(cli_overhead_json_is_well_formed)
 {
-    const char *path = crmm_test_write_file("bench.ini", cli_config);
-    crmm_test_output r = run_cli("--overhead", "--iterations", "1000", "--loads", "2", "--steps", "300", "--repeats", "1",
-                                 "--config", path, "--json", NULL);
-    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    crmm_test_output r = short_overhead_run("--json");
     const char *end = json_value(r.out);
     ck_assert_msg(end && !*json_ws(end), "not JSON:\n%s", r.out);
     ck_assert_ptr_nonnull(strstr(r.out, "\"mode\": \"overhead\""));

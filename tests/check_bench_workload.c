@@ -311,6 +311,15 @@ static void make_sequences(const bench_workload *w, unsigned threads, bench_sequ
         ck_assert_crmm_ok(bench_sequence_make(w, t, &seqs[t]));
 }
 
+/* The sequence of thread 0 of steps_workload(steps, live, max_size). */
+static bench_sequence one_sequence(uint64_t steps, uint32_t live, uint64_t max_size)
+{
+    bench_workload w = steps_workload(steps, live, max_size);
+    bench_sequence q;
+    make_sequences(&w, 1, &q);
+    return q;
+}
+
 static void free_sequences(bench_sequence *seqs, unsigned threads)
 {
     for (unsigned t = 0; t < threads; t++)
@@ -334,9 +343,7 @@ START_TEST(runner_over_host_one_thread)
 {
     crmm_resource *mr;
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &mr));
-    bench_workload w = steps_workload(5000, 100, 1024);
-    bench_sequence q;
-    make_sequences(&w, 1, &q);
+    bench_sequence q = one_sequence(5000, 100, 1024);
     bench_run_options opt = {.repeats = 3, .device = -1};
     bench_result r;
     ck_assert_crmm_ok(bench_run(mr, &q, 1, &opt, &r));
@@ -391,9 +398,7 @@ START_TEST(runner_reports_progress_and_reserved_peak)
 {
     limited l;
     limited_init(&l, 1000000, true);
-    bench_workload w = steps_workload(500, 10, 64);
-    bench_sequence q;
-    make_sequences(&w, 1, &q);
+    bench_sequence q = one_sequence(500, 10, 64);
     unsigned calls = 0;
     bench_run_options opt = {.repeats = 4, .device = -1, .progress = count_progress, .progress_arg = &calls};
     bench_result r;
@@ -448,9 +453,7 @@ START_TEST(runner_rejects_bad_arguments)
 {
     limited l;
     limited_init(&l, 10, false);
-    bench_workload w = steps_workload(10, 2, 8);
-    bench_sequence q;
-    make_sequences(&w, 1, &q);
+    bench_sequence q = one_sequence(10, 2, 8);
     bench_run_options opt = {.repeats = 1, .device = -1};
     bench_result r;
     ck_assert_crmm(bench_run(&l.base, &q, 0, &opt, &r), CRMM_ERROR_INVALID_ARGUMENT);
@@ -479,7 +482,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("bench_workload");
-    TCase *tc = tcase_create("workload");
+    TCase *tc = crmm_test_tcase(s, "workload", 0);
     tcase_add_test(tc, xorshift_known_values);
     tcase_add_test(tc, sequence_is_deterministic_per_thread);
     tcase_add_test(tc, sequence_tiny_hand_checked);
@@ -488,8 +491,7 @@ int main(void)
     tcase_add_test(tc, sequence_sizes_are_uniform);
     tcase_add_test(tc, sequence_random_mode_follows_rmm);
     tcase_add_test(tc, sequence_rejects_bad_workloads);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("runner");
+    tc = crmm_test_tcase(s, "runner", 0);
     tcase_add_test(tc, runner_over_host_one_thread);
     tcase_add_test(tc, runner_over_host_four_threads);
     tcase_add_test(tc, runner_reports_progress_and_reserved_peak);
@@ -497,6 +499,5 @@ int main(void)
     tcase_add_test(tc, runner_out_of_memory_on_a_hand_made_sequence);
     tcase_add_test(tc, runner_rejects_bad_arguments);
     tcase_add_test(tc, median_of_odd_and_even_counts);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -9,6 +9,7 @@
 #include <crmm/binning.h>
 #include "conformance.h"
 #include "test_support.h"
+#include "over_host.h"
 
 static const crmm_test_chain chains[] = {
     {"binning_exponents_over_host",
@@ -23,19 +24,9 @@ static const crmm_test_chain chains[] = {
 /* The running test's host upstream and binning over it (make); the fixture releases them. */
 static crmm_resource *h, *b;
 
-static void make(const char *params)
-{
-    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
-    ck_assert_crmm_ok(crmm_resource_create("binning", params, h, &b));
-}
+static void make(const char *params) { over_host_make("binning", params, &h, &b); }
 
-static void teardown(void)
-{
-    if (b)
-        crmm_resource_release(b);
-    if (h)
-        crmm_resource_release(h);
-}
+static void teardown(void) { over_host_release(&h, &b); }
 
 /* Allocate `bytes` and return how much more the host upstream holds afterwards. */
 static uint64_t upstream_growth(size_t bytes, void **p)

@@ -12,6 +12,7 @@
 #include <crmm/callback.h>
 #include "conformance.h"
 #include "test_support.h"
+#include "callback_config.h"
 
 /* What the callbacks saw. */
 typedef struct calls {
@@ -79,11 +80,19 @@ START_TEST(calls_reach_the_callbacks_with_size_stream_and_argument)
 }
 END_TEST
 
+/* A callback resource whose two callbacks record into *c. */
+static crmm_resource *over_recorders(calls *c)
+{
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(crmm_callback_resource_create(record_alloc, record_free, c, c, &mr));
+    ck_assert_str_eq(crmm_resource_kind(mr), "callback");
+    return mr;
+}
+
 START_TEST(null_from_the_allocate_callback_is_out_of_memory)
 {
     calls c = {.give_null = 1};
-    crmm_resource *mr = NULL;
-    ck_assert_crmm_ok(crmm_callback_resource_create(record_alloc, record_free, &c, &c, &mr));
+    crmm_resource *mr = over_recorders(&c);
     void *p = NULL;
     ck_assert_crmm(crmm_resource_allocate(mr, 4096, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_msg(strstr(crmm_last_error(), "callback") && strstr(crmm_last_error(), "returned NULL") &&
@@ -94,6 +103,7 @@ START_TEST(null_from_the_allocate_callback_is_out_of_memory)
     c.give_null = 0; /* still usable */
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 4096, NULL, &p));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
+    ck_assert_int_eq(c.frees, 1); /* only the block it got went back */
     crmm_resource_release(mr);
 }
 END_TEST
@@ -101,11 +111,11 @@ END_TEST
 START_TEST(a_misaligned_block_is_given_back_and_refused)
 {
     calls c = {.misalign = 1};
-    crmm_resource *mr = NULL;
-    ck_assert_crmm_ok(crmm_callback_resource_create(record_alloc, record_free, &c, &c, &mr));
+    crmm_resource *mr = over_recorders(&c);
     void *p = NULL;
     ck_assert_crmm(crmm_resource_allocate(mr, 512, NULL, &p), CRMM_ERROR_BAD_ALLOC);
     ck_assert_msg(strstr(crmm_last_error(), "not aligned"), "message: %s", crmm_last_error());
+    ck_assert_int_eq(c.allocs, 1); /* no second try */
     ck_assert_int_eq(c.frees, 1); /* handed back: nothing leaks */
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(mr);
@@ -262,15 +272,8 @@ int main(void)
      * device, so the suite runs over it on a GPU machine */
     if (crmm_test_gpu_count() == 0)
         return crmm_test_run(s);
-    crmm_callback_allocate_fn a = host_alloc;
-    crmm_callback_deallocate_fn d = host_free;
-    uintptr_t ai, di;
-    memcpy(&ai, &a, sizeof ai);
-    memcpy(&di, &d, sizeof di);
     static char config[256];
-    snprintf(config, sizeof config,
-             "[resource.c]\nplugin = callback\nallocate_fn = %#" PRIxPTR "\ndeallocate_fn = %#" PRIxPTR "\nhost_accessible = true\n",
-             ai, di);
+    callback_config(config, sizeof config, host_alloc, host_free, "host_accessible = true\n");
     const crmm_test_chain chains[] = {{"callback_over_host_functions", config, "c", 0, 0}};
     crmm_conformance_add(s, chains, 1);
     return crmm_test_run(s);

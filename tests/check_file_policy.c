@@ -34,14 +34,7 @@ char *secure_getenv(const char *name) { return pretend_privileged ? NULL : geten
 static char *tmp_dir; /* made in main, before Check forks */
 
 /* A path in the test directory unique to this process and `tag`. */
-static const char *path_for(const char *tag)
-{
-    static char buf[8][4200];
-    static int next;
-    char *p = buf[next++ % 8];
-    snprintf(p, 4200, "%s/%s.%ld", tmp_dir, tag, (long)getpid());
-    return p;
-}
+static const char *path_for(const char *tag) { return crmm_test_path_in(tmp_dir, tag, ""); }
 
 static void write_text(const char *path, const char *text)
 {
@@ -51,18 +44,19 @@ static void write_text(const char *path, const char *text)
     ck_assert_int_eq(fclose(f), 0);
 }
 
-/* A victim file holding VICTIM_TEXT, and a symbolic link to it: the link's path. */
-static const char *link_to_victim(const char *tag, const char **victim)
+/* A victim file holding VICTIM_TEXT, and a symbolic link to it (a hard one when `hard`): the
+ * link's path. */
+static const char *link_to_victim(const char *tag, const char **victim, int hard)
 {
     char vt[64], lt[64];
     snprintf(vt, sizeof vt, "%s.victim", tag);
     snprintf(lt, sizeof lt, "%s.link", tag);
     *victim = path_for(vt);
-    const char *link = path_for(lt);
+    const char *path = path_for(lt);
     write_text(*victim, VICTIM_TEXT);
-    unlink(link);
-    ck_assert_int_eq(symlink(*victim, link), 0);
-    return link;
+    unlink(path);
+    ck_assert_int_eq(hard ? link(*victim, path) : symlink(*victim, path), 0);
+    return path;
 }
 
 static void assert_victim_intact(const char *victim)
@@ -135,7 +129,7 @@ END_TEST
 
 START_TEST(a_link_is_refused_whatever_it_points_to)
 {
-    const char *victim, *link = link_to_victim("open", &victim);
+    const char *victim, *link = link_to_victim("open", &victim, 0);
     int fd = -1;
     for (unsigned flags = 0; flags < 4; flags++) {
         ck_assert_crmm(crmm_output_file_open(link, flags, &fd), CRMM_ERROR_IO);
@@ -155,10 +149,7 @@ END_TEST
 
 START_TEST(a_hard_linked_file_is_refused)
 {
-    const char *victim = path_for("hard.victim"), *other = path_for("hard.other");
-    write_text(victim, VICTIM_TEXT);
-    unlink(other);
-    ck_assert_int_eq(link(victim, other), 0);
+    const char *victim, *other = link_to_victim("hard", &victim, 1);
     int fd;
     ck_assert_crmm(crmm_output_file_open(other, 0, &fd), CRMM_ERROR_IO);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "2 hard links"));
@@ -211,7 +202,7 @@ END_TEST
 
 START_TEST(logging_refuses_a_link)
 {
-    const char *victim, *link = link_to_victim("logging", &victim);
+    const char *victim, *link = link_to_victim("logging", &victim, 0);
     crmm_resource *mr = NULL;
     ck_assert_crmm(make_logger(link, NULL, &mr), CRMM_ERROR_IO);
     assert_refused_link(link);
@@ -222,12 +213,11 @@ END_TEST
 
 START_TEST(logging_refuses_a_hard_linked_file)
 {
-    const char *victim = path_for("logging.hard.victim"), *other = path_for("logging.hard.csv");
-    write_text(victim, VICTIM_TEXT);
-    unlink(other);
-    ck_assert_int_eq(link(victim, other), 0);
+    const char *victim, *other = link_to_victim("logging.hard", &victim, 1);
     crmm_resource *mr = NULL;
     ck_assert_crmm(make_logger(other, NULL, &mr), CRMM_ERROR_IO);
+    ck_assert_msg(strstr(crmm_last_error(), "2 hard links"), "%s", crmm_last_error());
+    ck_assert_ptr_null(mr);
     assert_victim_intact(victim);
 }
 END_TEST
@@ -251,7 +241,7 @@ END_TEST
 
 START_TEST(debug_log_refuses_a_link)
 {
-    const char *victim, *link = link_to_victim("debug", &victim);
+    const char *victim, *link = link_to_victim("debug", &victim, 0);
     ck_assert_crmm(crmm_log_set_file(link), CRMM_ERROR_IO);
     assert_refused_link(link);
     ck_assert_str_eq(crmm_log_get_file(), "stderr");
@@ -272,7 +262,7 @@ END_TEST
 /* Needs a process whose logger has not read its environment yet: every Check test is one. */
 START_TEST(debug_log_from_the_environment_refuses_a_link)
 {
-    const char *victim, *link = link_to_victim("debugenv", &victim);
+    const char *victim, *link = link_to_victim("debugenv", &victim, 0);
     setenv("CRMM_DEBUG_LOG_FILE", link, 1);
     crmm_log(CRMM_LOG_ERROR, "a line that goes to stderr");
     ck_assert_str_eq(crmm_log_get_file(), "stderr");
@@ -283,7 +273,7 @@ END_TEST
 
 START_TEST(arena_dump_refuses_a_link)
 {
-    const char *victim, *link = link_to_victim("dump", &victim);
+    const char *victim, *link = link_to_victim("dump", &victim, 0);
     char params[4400];
     snprintf(params, sizeof params, "arena_size=4MiB dump_log_on_failure=true dump_file=%s", link);
     crmm_resource *host = host_resource();

@@ -6,7 +6,7 @@
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/script_support.sh"
-[ -x "$crmm" ] || { echo "FAIL: no crmm program ($crmm)"; exit 1; }
+need_crmm
 
 start_checks files
 chmod 700 "$tmp"

@@ -8,6 +8,7 @@
 #include "churn_support.h"
 #include "conformance.h"
 #include "test_support.h"
+#include "over_host.h"
 
 static const crmm_test_chain chains[] = {
     {"fixed_size_over_host", "[resource.h]\nplugin = host\n[resource.f]\nplugin = fixed_size\nupstream = h\nblocks_to_preallocate = 8\n",
@@ -20,19 +21,9 @@ static const crmm_test_chain chains[] = {
 /* The running test's host upstream and fixed_size over it (make); the fixture releases them. */
 static crmm_resource *h, *f;
 
-static void make(const char *params)
-{
-    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
-    ck_assert_crmm_ok(crmm_resource_create("fixed_size", params, h, &f));
-}
+static void make(const char *params) { over_host_make("fixed_size", params, &h, &f); }
 
-static void teardown(void)
-{
-    if (f)
-        crmm_resource_release(f);
-    if (h)
-        crmm_resource_release(h);
-}
+static void teardown(void) { over_host_release(&h, &f); }
 
 START_TEST(freed_block_is_reused)
 {
@@ -287,7 +278,7 @@ int main(void)
 {
     Suite *s = suite_create("fixed_size");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
-    TCase *tc = tcase_create("fixed_size");
+    TCase *tc = crmm_test_tcase(s, "fixed_size", 0);
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, freed_block_is_reused);
     tcase_add_test(tc, double_free_and_foreign_pointer_are_refused);
@@ -300,12 +291,10 @@ int main(void)
     tcase_add_test(tc, huge_preallocation_asks_upstream_first);
     tcase_add_test(tc, bad_parameters);
     tcase_add_test(tc, properties_follow_upstream);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("fixed_size_threads"); /* busy threads: give a loaded machine time */
+    tc = crmm_test_tcase(s, "fixed_size_threads", 0); /* busy threads: give a loaded machine time */
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, threads_share_it_and_the_counts_add_up);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

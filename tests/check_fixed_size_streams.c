@@ -276,7 +276,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("fixed_size_streams");
-    TCase *tc = tcase_create("fixed_size_streams");
+    TCase *tc = crmm_test_tcase(s, "fixed_size_streams", 0);
     tcase_add_test(tc, the_same_stream_records_no_event_per_free);
     tcase_add_test(tc, another_stream_takes_only_blocks_an_event_covers);
     tcase_add_test(tc, uncovered_blocks_are_taken_after_a_device_synchronization);
@@ -285,10 +285,7 @@ int main(void)
     tcase_add_test(tc, blocks_left_by_destroyed_streams_do_not_make_it_grow);
     tcase_add_test(tc, destroy_synchronizes_for_uncovered_blocks);
     tcase_add_test(tc, one_block_chunks_record_every_free);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("fixed_size_streams_threads"); /* busy threads: give a loaded machine time */
-    tcase_set_timeout(tc, 120);
+    tc = crmm_test_tcase(s, "fixed_size_streams_threads", 120); /* busy threads: give a loaded machine time */
     tcase_add_test(tc, eight_threads_on_their_own_streams_never_share_a_block);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -12,6 +12,7 @@
 #include <crmm/ipc.h>
 #include "fakes/fake_vmm.h"
 #include "test_support.h"
+#include "peer_process.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -133,15 +134,12 @@ START_TEST(a_handle_travels_to_another_process_with_its_descriptors)
     size_t n;
     int *ids = named_ids(h, &n);
     ck_assert_uint_ge(n, 300);
-    int sv[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    pid_t child = fork();
-    ck_assert_int_ge(child, 0);
+    int fd;
+    pid_t child = crmm_test_fork_peer(CRMM_TEST_SOCKETS, &fd);
     if (child == 0) {
-        close(sv[0]);
         crmm_ipc_handle *got = NULL;
         int bad = 0;
-        if (crmm_ipc_recv(sv[1], &got) != CRMM_OK) {
+        if (crmm_ipc_recv(fd, &got) != CRMM_OK) {
             fprintf(stderr, "child: %s\n", crmm_last_error());
             _exit(10);
         }
@@ -158,13 +156,12 @@ START_TEST(a_handle_travels_to_another_process_with_its_descriptors)
                 bad |= 4;
         _exit(bad);
     }
-    close(sv[1]);
-    ck_assert_crmm_ok(crmm_ipc_send(sv[0], h));
+    ck_assert_crmm_ok(crmm_ipc_send(fd, h));
     int status = 0;
     ck_assert_int_eq(waitpid(child, &status, 0), child);
     ck_assert(WIFEXITED(status));
     ck_assert_int_eq(WEXITSTATUS(status), 0);
-    close(sv[0]);
+    close(fd);
     free(ids);
     crmm_ipc_handle_free(h);
     ck_assert_crmm_ok(crmm_resource_deallocate(p, b, bytes, NULL));

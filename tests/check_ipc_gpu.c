@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <crmm/ipc.h>
 #include "test_support.h"
+#include "peer_process.h"
 
 #define BYTES (((size_t)8 << 20) + 4096) /* not a whole number of pages */
 #define PAD 1000                       /* allocated first, so the shared block starts inside a page */
@@ -94,15 +95,11 @@ enum ending { IMPORTER_CLOSES_FIRST, EXPORTER_FREES_FIRST, IMPORTER_KILLED };
 /* Run the importer as a forked peer, export a block of `kind` to it, and end as `how` says. */
 static void share(const char *kind, enum ending how)
 {
-    int sv[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    pid_t child = fork();
-    ck_assert_int_ge(child, 0);
+    int fd;
+    pid_t child = crmm_test_fork_peer(CRMM_TEST_SOCKETS, &fd);
     if (child == 0) {
-        close(sv[0]);
-        importer(sv[1]);
+        importer(fd);
     }
-    close(sv[1]);
     crmm_resource *mr = NULL;
     ck_assert_crmm_ok(make_resource(kind, &mr));
     void *pad = crmm_test_allocate(mr, PAD), *p = crmm_test_allocate(mr, BYTES);
@@ -110,26 +107,26 @@ static void share(const char *kind, enum ending how)
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     crmm_ipc_handle *h = NULL;
     ck_assert_crmm_ok(crmm_ipc_export(mr, p, BYTES, &h));
-    ck_assert_crmm_ok(crmm_ipc_send(sv[0], h));
+    ck_assert_crmm_ok(crmm_ipc_send(fd, h));
     crmm_ipc_handle_free(h);
-    ck_assert_int_eq(hear(sv[0]), 'W');
+    ck_assert_int_eq(hear(fd), 'W');
     int status = 0;
     if (how == IMPORTER_KILLED) {
-        kill(child, SIGKILL);
+        ck_assert_int_eq(kill(child, SIGKILL), 0); /* it was still there, waiting */
         ck_assert_int_eq(waitpid(child, &status, 0), child);
         ck_assert(WIFSIGNALED(status));
     }
     ck_assert(device_bytes_are(p, BYTES, 0xC3)); /* the importer's bytes */
     if (how == IMPORTER_CLOSES_FIRST) {
-        say(sv[0], 'C');
-        ck_assert_int_eq(hear(sv[0]), 'D');
+        say(fd, 'C');
+        ck_assert_int_eq(hear(fd), 'D');
     }
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, BYTES, NULL));
     if (how != IMPORTER_CLOSES_FIRST)
         ck_assert_crmm_ok(crmm_resource_trim(mr));
     if (how == EXPORTER_FREES_FIRST) {
-        say(sv[0], 'X');
-        ck_assert_int_eq(hear(sv[0]), 'D');
+        say(fd, 'X');
+        ck_assert_int_eq(hear(fd), 'D');
     }
     if (how == IMPORTER_KILLED) {
         p = crmm_test_allocate(mr, BYTES);
@@ -141,7 +138,7 @@ static void share(const char *kind, enum ending how)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, pad, PAD, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(mr);
-    close(sv[0]);
+    close(fd);
 }
 
 START_TEST(async_data_crosses_both_ways) { share("async", IMPORTER_CLOSES_FIRST); }
@@ -161,12 +158,9 @@ END_TEST
  * which reads them and closes cleanly. */
 START_TEST(pool_import_outlives_a_killed_exporter)
 {
-    int sv[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    pid_t child = fork();
-    ck_assert_int_ge(child, 0);
+    int fd;
+    pid_t child = crmm_test_fork_peer(CRMM_TEST_SOCKETS, &fd);
     if (child == 0) {
-        close(sv[0]);
         crmm_resource *mr = NULL;
         CHILD_CHECK(make_resource("pool", &mr) == CRMM_OK, 20);
         void *p = NULL;
@@ -174,23 +168,22 @@ START_TEST(pool_import_outlives_a_killed_exporter)
         CHILD_CHECK(cudaMemset(p, 0x5A, BYTES) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess, 22);
         crmm_ipc_handle *h = NULL;
         CHILD_CHECK(crmm_ipc_export(mr, p, BYTES, &h) == CRMM_OK, 23);
-        CHILD_CHECK(crmm_ipc_send(sv[1], h) == CRMM_OK, 24);
-        hear(sv[1]); /* until killed */
+        CHILD_CHECK(crmm_ipc_send(fd, h) == CRMM_OK, 24);
+        hear(fd); /* until killed */
         _exit(25);
     }
-    close(sv[1]);
     crmm_ipc_handle *h = NULL;
     crmm_ipc_mapping *m = NULL;
-    ck_assert_crmm_ok(crmm_ipc_recv(sv[0], &h));
+    ck_assert_crmm_ok(crmm_ipc_recv(fd, &h));
     ck_assert_crmm_ok(crmm_ipc_import(h, &m));
     crmm_ipc_handle_free(h);
-    kill(child, SIGKILL);
+    ck_assert_int_eq(kill(child, SIGKILL), 0); /* it was still there, waiting */
     int status = 0;
     ck_assert_int_eq(waitpid(child, &status, 0), child);
     ck_assert(WIFSIGNALED(status));
     ck_assert(device_bytes_are(crmm_ipc_mapping_ptr(m), BYTES, 0x5A));
     ck_assert_crmm_ok(crmm_ipc_close(m));
-    close(sv[0]);
+    close(fd);
 }
 END_TEST
 

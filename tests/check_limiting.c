@@ -42,11 +42,13 @@ START_TEST(message_has_both_numbers)
     crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
     void *a = crmm_test_allocate(mr, 4 * MIB), *b = crmm_test_allocate(mr, 4 * MIB), *c = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(mr, 3 * MIB, NULL, &c), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(c); /* a refusal hands out nothing */
     const char *msg = crmm_last_error();
     ck_assert_msg(strncmp(msg, "out of memory: ", 15) == 0, "message: %s", msg);
     ck_assert_msg(strstr(msg, "3.0 MiB") && strstr(msg, "8.0 MiB") && strstr(msg, "10.0 MiB"), "message: %s", msg);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, a, 4 * MIB, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, b, 4 * MIB, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
     crmm_resource_release(mr);
 }
 END_TEST
@@ -58,10 +60,12 @@ START_TEST(limit_is_exact_at_the_boundary)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 10 * MIB);
     void *q = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(mr, 1, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(q);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 10 * MIB, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
     p = crmm_test_allocate(mr, 10 * MIB); /* the free gave all the room back */
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 10 * MIB, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
     crmm_resource_release(mr);
 }
 END_TEST
@@ -75,6 +79,7 @@ START_TEST(sizes_count_rounded_to_256)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 1024);
     void *q = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(mr, 1, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(q);
     for (int i = 0; i < 4; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], 200, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
@@ -99,6 +104,7 @@ START_TEST(under_limit_due_to_frees)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 2);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p2, 4 * MIB, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p3, 6 * MIB, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
     crmm_resource_release(mr);
 }
 END_TEST
@@ -108,9 +114,11 @@ START_TEST(over_limit_leaves_the_count_alone)
     crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
     void *p1 = crmm_test_allocate(mr, 4 * MIB), *p2 = crmm_test_allocate(mr, 4 * MIB), *p3 = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(mr, 3 * MIB, NULL, &p3), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(p3);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 8 * MIB);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p1, 4 * MIB, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p2, 4 * MIB, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
     crmm_resource_release(mr);
 }
 END_TEST
@@ -125,6 +133,8 @@ START_TEST(upstream_failure_gives_the_room_back)
     ck_assert_uint_eq(crmm_test_query(inner, CRMM_QUERY_BYTES_IN_USE), 0);
     p = crmm_test_allocate(outer, 2 * MIB);
     ck_assert_crmm_ok(crmm_resource_deallocate(outer, p, 2 * MIB, NULL));
+    ck_assert_uint_eq(crmm_test_query(outer, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
+    ck_assert_uint_eq(crmm_test_query(inner, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_test_release(outer, inner);
 }
 END_TEST
@@ -136,6 +146,7 @@ START_TEST(other_queries_go_upstream)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 1); /* answered by statistics below */
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_TOTAL), 1000);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
     crmm_resource_release(mr);
 }
 END_TEST

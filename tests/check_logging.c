@@ -18,14 +18,7 @@
 static char *tmp_dir; /* made in main, before Check forks; removed when main returns */
 
 /* A path in the test directory unique to this process and `tag`. */
-static const char *path_for(const char *tag)
-{
-    static char buf[4][4200];
-    static int next;
-    char *p = buf[next++ % 4];
-    snprintf(p, 4200, "%s/%s.%ld.csv", tmp_dir, tag, (long)getpid());
-    return p;
-}
+static const char *path_for(const char *tag) { return crmm_test_path_in(tmp_dir, tag, ".csv"); }
 
 /* logging over a fresh host resource, with `extra` parameters after file=path. */
 static crmm_resource *logger(const char *path, const char *extra)

@@ -6,6 +6,7 @@
  * that records the typed values its create read; tests/plugins/paramtest_plugin.h). */
 #include "build_config.h"
 #include "core_test.h"
+#include "peer_process.h"
 
 /* ---- sizes ---------------------------------------------------------------------------------- */
 
@@ -421,11 +422,8 @@ START_TEST(test_tmpdirs_go_with_their_maker)
 {
     char *mine = crmm_test_tmpdir();
     ck_assert_ptr_nonnull(mine);
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    int fd;
+    pid_t pid = crmm_test_fork_peer(CRMM_TEST_PIPE, &fd);
     if (pid == 0) {
         char *d = crmm_test_tmpdir(), path[4200] = "";
         if (d) {
@@ -440,13 +438,12 @@ START_TEST(test_tmpdirs_go_with_their_maker)
             snprintf(path, sizeof path, "%s", d);
         }
         free(d);
-        ssize_t w = write(fds[1], path, strlen(path) + 1);
+        ssize_t w = write(fd, path, strlen(path) + 1);
         exit(w > 1 ? 0 : 1); /* exit, not _exit: the exit handler removes d */
     }
-    close(fds[1]);
     char child_dir[4200] = "";
-    ssize_t n = read(fds[0], child_dir, sizeof child_dir - 1);
-    close(fds[0]);
+    ssize_t n = read(fd, child_dir, sizeof child_dir - 1);
+    close(fd);
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);

@@ -354,7 +354,7 @@ START_TEST(peaks_reset_to_the_current_figures)
     crmm_resource *p = make_pool("initial_size=0", host_upstream());
     void *a = alloc(p, 1000), *b = alloc(p, 3 << 20);
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_BLOCK_BYTES), 1024 + (3 << 20));
-    crmm_resource_deallocate(p, b, 3 << 20, NULL);
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 3 << 20, NULL));
     uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE_PEAK), 1000 + (3 << 20));
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_BLOCK_BYTES_PEAK), 1024 + (3 << 20));

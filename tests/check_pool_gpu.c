@@ -127,15 +127,24 @@ static void expect_all(const void *x, size_t n, unsigned char tag)
 
 /* ---- ordering between streams -------------------------------------------------------------- */
 
+/* In a pool of 64 MiB: `n` bytes on s, filled slowly and freed while the fill is still running,
+ * returned; *rest, the rest of the pool, held on s, so that a request of n bytes on another
+ * stream can only get the freed block. */
+static void *freed_with_work_pending(crmm_resource *p, size_t n, cudaStream_t s, void **rest)
+{
+    void *a = alloc_on(p, n, s);
+    *rest = alloc_on(p, 64 * MiB - n, s);
+    slow_fill(a, n, s);
+    free_on(p, a, n, s);
+    return a;
+}
+
 START_TEST(another_stream_waits_for_the_free)
 {
     crmm_resource *p = gpu_pool_in_mode(_i, "initial_size=64MiB");
     cudaStream_t s = new_stream(), t = new_stream();
     const size_t n = 8 * MiB;
-    void *a = alloc_on(p, n, s);
-    void *rest = alloc_on(p, 64 * MiB - n, s); /* nothing else free: t can only get a */
-    slow_fill(a, n, s);
-    free_on(p, a, n, s);
+    void *rest, *a = freed_with_work_pending(p, n, s, &rest);
     double t0 = seconds();
     void *b = alloc_on(p, n, t);
     double took = seconds() - t0;
@@ -153,8 +162,8 @@ START_TEST(another_stream_waits_for_the_free)
     free_on(p, b, n, t);
     free_on(p, rest, 64 * MiB - n, s);
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
-    cudaStreamDestroy(s);
-    cudaStreamDestroy(t);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamDestroy(t), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
@@ -179,7 +188,7 @@ START_TEST(same_stream_reuses_at_once)
     free_on(p, c, MiB, NULL);
     ck_assert_ptr_eq(alloc_on(p, MiB, NULL), c);
     free_on(p, c, MiB, (cudaStream_t)0x1);
-    cudaStreamDestroy(s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
@@ -190,10 +199,7 @@ START_TEST(a_destroyed_stream_breaks_nothing)
     crmm_resource *p = gpu_pool("initial_size=64MiB");
     cudaStream_t s = new_stream(), t = new_stream();
     const size_t n = 8 * MiB;
-    void *a = alloc_on(p, n, s);
-    void *rest = alloc_on(p, 64 * MiB - n, s); /* nothing else free: t can only get a */
-    slow_fill(a, n, s);
-    free_on(p, a, n, s);
+    void *rest, *a = freed_with_work_pending(p, n, s, &rest);
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess); /* its work is still pending */
     void *b = alloc_on(p, n, t);
     ck_assert_ptr_eq(b, a);
@@ -210,8 +216,8 @@ START_TEST(a_destroyed_stream_breaks_nothing)
     free_on(p, c, n, u);
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
-    cudaStreamDestroy(u);
-    cudaStreamDestroy(t);
+    ck_assert_int_eq(cudaStreamDestroy(u), cudaSuccess);
+    ck_assert_int_eq(cudaStreamDestroy(t), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
@@ -238,7 +244,7 @@ START_TEST(a_forgotten_stream_hands_its_blocks_to_a_new_one)
     ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)u));
     void *c = alloc_on(p, n, u);
     free_on(p, c, n, u);
-    cudaStreamDestroy(u);
+    ck_assert_int_eq(cudaStreamDestroy(u), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
@@ -369,7 +375,7 @@ START_TEST(figures_and_trim_over_cuda)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 3 * MiB);
     ck_assert_uint_eq(q(up, CRMM_QUERY_BYTES_IN_USE), 3 * MiB);
     free_on(p, b, 3 * MiB, s);
-    cudaStreamDestroy(s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
     crmm_resource_release(p);
     crmm_resource_release(up);
 }
@@ -487,21 +493,18 @@ START_TEST(bad_pointers_over_cuda)
     ck_assert_msg(strstr(crmm_last_error(), "already free"), "%s", crmm_last_error());
     ck_assert_ptr_eq(alloc_on(p, 4096, s), a);
     free_on(p, a, 4096, s);
-    cudaStreamDestroy(s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("pool_gpu");
     crmm_conformance_add(s, gpu_chains, (int)(sizeof gpu_chains / sizeof gpu_chains[0]));
 
-    TCase *tc = tcase_create("pool_streams");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = crmm_test_tcase(s, "pool_streams", CRMM_TEST_GPU_TIMEOUT);
     /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event, 2 and 3 the same expandable */
     tcase_add_loop_test(tc, another_stream_waits_for_the_free, SYNC, MODES);
     tcase_add_test(tc, same_stream_reuses_at_once);
@@ -509,20 +512,15 @@ int main(void)
     tcase_add_loop_test(tc, a_forgotten_stream_hands_its_blocks_to_a_new_one, SYNC, MODES);
     tcase_add_loop_test(tc, per_thread_default_streams_of_two_threads, SYNC, MODES);
     tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, MODES);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("pool_over_cuda");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tc = crmm_test_tcase(s, "pool_over_cuda", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, default_initial_size_is_half_the_free_memory);
     tcase_add_test(tc, figures_and_trim_over_cuda);
     tcase_add_test(tc, bad_pointers_over_cuda);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("pool_expandable");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
+    tc = crmm_test_tcase(s, "pool_expandable", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, expandable_maps_what_it_needs_and_keeps_data_across_growth);
     tcase_add_test(tc, expandable_moves_freed_pages_to_where_they_are_needed);
     tcase_add_test(tc, expandable_out_of_memory_and_maximum);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -230,14 +230,7 @@ static int stress_ops(void)
     const char *env = getenv("CRMM_TEST_POOL_STRESS_OPS");
     if (env && atoi(env) > 0)
         return atoi(env);
-#if defined(__SANITIZE_ADDRESS__)
-    return 20000;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    return 20000;
-#endif
-#endif
-    return 100000;
+    return churn_stress_steps();
 }
 
 START_TEST(eight_threads_stress)

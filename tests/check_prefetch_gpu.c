@@ -60,7 +60,7 @@ START_TEST(managed_blocks_are_prefetched_to_the_device)
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
     crmm_resource_release(p);
     crmm_resource_release(m);
-    cudaStreamDestroy(s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
 }
 END_TEST
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "../tools/replay.h"
 #include "test_support.h"
+#include "replay_logs.h"
 
 static char *tmp_dir;
 
@@ -31,8 +32,6 @@ static const char *host_config(void)
     return crmm_test_write_file("host.ini", "[resource.h]\nplugin = host\n[resource.s]\nplugin = statistics\n"
                                             "upstream = h\n[crmm]\ndefault = s\n");
 }
-
-#define HEADER "Thread,Time,Action,Pointer,Size,Stream\n"
 
 static void expect_in(const char *text, const char *want)
 {
@@ -430,13 +429,7 @@ END_TEST
 
 /* Peak in use 1000 bytes; the recorder reserves allocations rounded up to 256: 1280, ratio 1.28. */
 static const char *ratio_log =
-    HEADER
-    "11,10:00:00.000001,allocate,0x1000,100,0\n"
-    "22,10:00:00.000002,allocate,0x2000,200,0\n"
-    "33,10:00:00.000003,free,0x1000,100,0\n"
-    "44,10:00:00.000004,allocate,0x3000,300,0\n"
-    "55,10:00:00.000005,free,0x2000,200,0\n"
-    "11,10:00:00.000006,allocate,0x4000,700,0\n"
+    FIVE_THREADS_UP_TO_THE_PEAK
     "33,10:00:00.000008,free,0x3000,300,0\n";
 
 /* Arguments: a config of a recorder r and a host h, both replayed. */

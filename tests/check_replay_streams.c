@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include "../tools/replay.h"
 #include "test_support.h"
+#include "replay_logs.h"
 
 /* ---- the trace ------------------------------------------------------------------------------ */
 
@@ -92,18 +93,10 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-#define HEADER "Thread,Time,Action,Pointer,Size,Stream\n"
-
 /* Five logged threads; sizes say the order: 100..., one leak (700), a free of 0x9 never
  * allocated (not replayed). */
 static const char *log_text =
-    HEADER
-    "11,10:00:00.000001,allocate,0x1000,100,0\n"
-    "22,10:00:00.000002,allocate,0x2000,200,0\n"
-    "33,10:00:00.000003,free,0x1000,100,0\n"
-    "44,10:00:00.000004,allocate,0x3000,300,0\n"
-    "55,10:00:00.000005,free,0x2000,200,0\n"
-    "11,10:00:00.000006,allocate,0x4000,700,0\n"
+    FIVE_THREADS_UP_TO_THE_PEAK
     "22,10:00:00.000007,free,0x9000,5,0\n"
     "33,10:00:00.000008,free,0x3000,300,0\n";
 

@@ -185,15 +185,23 @@ START_TEST(destroy_with_live_allocations_logs_a_warning)
 }
 END_TEST
 
+/* A new host resource serves one block of `bytes`, aligned as promised, takes it back, and goes. */
+static void host_round_trip(size_t bytes)
+{
+    crmm_resource *h;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
+    void *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(h, bytes, NULL, &p));
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq((uintptr_t)p % CRMM_ALLOCATION_ALIGNMENT, 0);
+    ck_assert_crmm_ok(crmm_resource_deallocate(h, p, bytes, NULL));
+    crmm_resource_release(h);
+}
+
 START_TEST(clean_destroy_logs_nothing)
 {
     crmm_test_log_capture_begin();
-    crmm_resource *h;
-    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
-    void *p;
-    ck_assert_crmm_ok(crmm_resource_allocate(h, 1000, NULL, &p));
-    ck_assert_crmm_ok(crmm_resource_deallocate(h, p, 1000, NULL));
-    crmm_resource_release(h);
+    host_round_trip(1000);
     char *text = crmm_test_log_capture_end();
     ck_assert_str_eq(text, "");
     free(text);
@@ -330,12 +338,7 @@ START_TEST(runtime_unloading_means_the_process_is_exiting)
     ck_assert_error_contains("unloading");
     ck_assert(crmm_process_exiting());
     /* host memory needs no CUDA: still served */
-    crmm_resource *h;
-    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
-    void *p;
-    ck_assert_crmm_ok(crmm_resource_allocate(h, 100, NULL, &p));
-    ck_assert_crmm_ok(crmm_resource_deallocate(h, p, 100, NULL));
-    crmm_resource_release(h);
+    host_round_trip(100);
 }
 END_TEST
 

@@ -65,8 +65,8 @@ static void check_cross_stream_reuse(const char *upstream_plugin)
     ck_assert_uint_eq(byte_at((char *)q + n - 1), 0x55);
     ck_assert_crmm_ok(crmm_resource_deallocate(f, q, n, (crmm_cuda_stream_t)s2));
     crmm_test_release(f, up);
-    cudaStreamDestroy(s1);
-    cudaStreamDestroy(s2);
+    ck_assert_int_eq(cudaStreamDestroy(s1), cudaSuccess);
+    ck_assert_int_eq(cudaStreamDestroy(s2), cudaSuccess);
 }
 
 START_TEST(fixed_size_orders_reuse_across_streams_over_cuda) { check_cross_stream_reuse("cuda"); }
@@ -97,7 +97,7 @@ START_TEST(fixed_size_reuses_at_once_on_the_same_stream)
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     crmm_test_release(f, c);
-    cudaStreamDestroy(s);
+    ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
 }
 END_TEST
 

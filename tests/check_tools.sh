@@ -15,23 +15,6 @@ fi
 
 start_checks tools
 
-# has TEXT...: the last output contains each TEXT (fixed strings).
-has() {
-    for t in "$@"; do
-        checks=$((checks + 1))
-        if ! grep -qF -- "$t" "$tmp/out"; then
-            fail "output of the last command lacks '$t'"
-        fi
-    done
-}
-
-lacks() {
-    checks=$((checks + 1))
-    if grep -qF -- "$1" "$tmp/out"; then
-        fail "output of the last command has '$1'"
-    fi
-}
-
 # ---- check-config over the table --------------------------------------------------------------
 nbad=0
 for f in "$configs"/bad-*.ini; do

@@ -6,20 +6,9 @@
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/script_support.sh"
-if [ ! -x "$crmm" ]; then
-    echo "FAIL: no crmm program ($crmm)"
-    exit 1
-fi
+need_crmm
 
 start_checks scale
-
-# has TEXT...: each TEXT is a whole line of $tmp/out.
-has() {
-    for text in "$@"; do
-        checks=$((checks + 1))
-        grep -qxF -- "$text" "$tmp/out" || fail "crmm output lacks the line '$text'"
-    done
-}
 
 # generate chain|flat N FILE: r0 is host; each rK is statistics over r(K-1) (chain) or host (flat).
 generate() {
@@ -38,8 +27,8 @@ generate chain 1024 "$tmp/chain.ini"   # the deepest chain a config may describe
 generate chain 100000 "$tmp/deep.ini"
 generate flat 100000 "$tmp/flat.ini"
 
-run 0 check-config "$tmp/chain.ini" && has "$tmp/chain.ini: OK (1024 resources, default 'r1023')"
-run 0 check-config "$tmp/flat.ini" && has "$tmp/flat.ini: OK (100000 resources, default 'r99999')"
+run 0 check-config "$tmp/chain.ini" && has_line "$tmp/chain.ini: OK (1024 resources, default 'r1023')"
+run 0 check-config "$tmp/flat.ini" && has_line "$tmp/flat.ini: OK (100000 resources, default 'r99999')"
 # deeper: refused at the first resource too deep (r0 takes lines 3-4 after [crmm], rK 3K+2..3K+4)
 if run 1 check-config "$tmp/deep.ini"; then
     checks=$((checks + 1))
@@ -48,7 +37,7 @@ if run 1 check-config "$tmp/deep.ini"; then
 fi
 
 run 0 info --config "$tmp/chain.ini"
-has "  r1023 = statistics -> r1022 -> r1021 -> r1020 -> r1019 -> r1018 -> r1017 -> r1016 -> r1015 -> ...   [host memory]" \
+has_line "  r1023 = statistics -> r1022 -> r1021 -> r1020 -> r1019 -> r1018 -> r1017 -> r1016 -> r1015 -> ...   [host memory]" \
     "  r5 = statistics -> r4 -> r3 -> r2 -> r1 -> r0   [host memory]" \
     "  r0 = host   [host memory]"
 checks=$((checks + 1))
@@ -61,7 +50,7 @@ printf 'Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0x100
 # through all 1,024 layers (each adaptor calls its upstream: one stack frame per layer), and r0
 for r in r1023 r0; do
     run 0 replay "$tmp/replay.csv" --config "$tmp/chain.ini" --resource "$r" --repeats 1 &&
-        has "replay: $tmp/replay.csv: 2 events on 1 thread (1 allocation, 1 free, 0 allocate failures)"
+        has_line "replay: $tmp/replay.csv: 2 events on 1 thread (1 allocation, 1 free, 0 allocate failures)"
 done
 
 echo "check_tools_scale: $checks checks, $failures failures"

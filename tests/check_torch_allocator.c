@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 #include <crmm/torch.h>
 #include "test_support.h"
+#include "peer_process.h"
 
 /* ---- the scripted CUDA ------------------------------------------------------------------- */
 
@@ -256,23 +257,18 @@ START_TEST(a_broken_config_gives_null_and_one_clear_message)
         snprintf(path, sizeof path, "%s/missing.ini", dir);
         free(dir);
     }
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    int fd;
+    pid_t pid = crmm_test_fork_peer(CRMM_TEST_PIPE, &fd);
     if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
+        dup2(fd, 2);
+        close(fd);
         setenv("CRMM_CONFIG", path, 1);
         void *a = crmm_torch_allocate(64, 0, NULL);
         void *b = crmm_torch_allocate(64, 0, NULL);
         crmm_torch_deallocate(a, 64, 0, NULL);
         _exit(a == NULL && b == NULL ? 0 : 3);
     }
-    close(fds[1]);
-    char *err = crmm_test_read_stream(fdopen(fds[0], "r"));
+    char *err = crmm_test_read_stream(fdopen(fd, "r"));
     int status = 0;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "an allocation did not return NULL; stderr: %s", err);

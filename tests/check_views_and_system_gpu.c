@@ -16,6 +16,7 @@
 #include <crmm/cuda_async_view.h>
 #include "conformance.h"
 #include "test_support.h"
+#include "callback_config.h"
 
 static int pageable_access(void)
 {
@@ -200,17 +201,11 @@ int main(void)
     tcase_add_test(tc, async_managed_over_the_default_managed_pool);
     tcase_add_test(tc, system_and_sam_headroom_where_supported);
 
-    crmm_callback_allocate_fn a = device_alloc;
-    crmm_callback_deallocate_fn d = device_free;
-    uintptr_t ai, di;
-    memcpy(&ai, &a, sizeof ai);
-    memcpy(&di, &d, sizeof di);
-    static char callback_config[256];
-    snprintf(callback_config, sizeof callback_config,
-             "[resource.c]\nplugin = callback\nallocate_fn = %#" PRIxPTR "\ndeallocate_fn = %#" PRIxPTR "\n", ai, di);
+    static char callback_text[256];
+    callback_config(callback_text, sizeof callback_text, device_alloc, device_free, "");
     crmm_test_chain chains[4];
     int n = 0;
-    chains[n++] = (crmm_test_chain){"callback_over_cuda_malloc", callback_config, "c", 1, 0};
+    chains[n++] = (crmm_test_chain){"callback_over_cuda_malloc", callback_text, "c", 1, 0};
     if (crmm_test_probe(managed_pools) == 1)
         chains[n++] = (crmm_test_chain){"async_managed", "[resource.m]\nplugin = async_managed\n", "m", 1, 0};
     if (crmm_test_probe(pageable_access) == 1) {

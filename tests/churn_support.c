@@ -55,3 +55,15 @@ void *churn_thread(void *arg)
             snprintf(c->why, sizeof c->why, "deallocate at the end: %s", crmm_last_error());
     return NULL;
 }
+
+int churn_stress_steps(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return 20000;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+    return 20000;
+#endif
+#endif
+    return 100000;
+}

@@ -31,6 +31,9 @@ typedef struct churn {
     char why[256];            /* the first call that failed, "" when none did */
 } churn;
 
+/* The steps of a stress run: 100000, or 20000 in a sanitizer build (it runs several times slower). */
+int churn_stress_steps(void);
+
 /* The thread's function; arg: a churn. Every block is freed before it returns. */
 void *churn_thread(void *arg);
 

@@ -120,7 +120,8 @@ EXTRA_DIST += tests/block_pattern.h
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la
 tests_libcrmmtest_la_SOURCES = tests/test_support.c tests/test_support.h tests/conformance.c tests/conformance.h \
-	tests/fakes/fake_streams.c tests/fakes/fake_streams.h tests/churn_support.c tests/churn_support.h
+	tests/fakes/fake_streams.c tests/fakes/fake_streams.h tests/churn_support.c tests/churn_support.h \
+	tests/over_host.c tests/over_host.h tests/peer_process.c tests/peer_process.h
 tests_libcrmmtest_la_CFLAGS = $(AM_CFLAGS)
 tests_libcrmmtest_la_LIBADD = libcrmm.la $(CHECK_LIBS) $(CUDA_LIBS)
 
@@ -144,7 +145,7 @@ FAKE_CUDA_SOURCES = tests/fakes/fake_capture.c tests/fakes/fake_capture.h
 FAKE_STREAM_SOURCES = tests/fakes/fake_stream_cuda.c tests/fakes/fake_stream_cuda.h $(FAKE_CUDA_SOURCES)
 FAKE_VMM_SOURCES = tests/fakes/fake_vmm.c tests/fakes/fake_vmm.h $(FAKE_CUDA_SOURCES)
 # `crmm replay` (tools/libcrmmreplay.la, in REPLAY_LDADD)
-REPLAY_SOURCES = tools/replay.h
+REPLAY_SOURCES = tools/replay.h tests/replay_logs.h
 
 # ---- programs with more than tests/NAME.c ----------------------------------------------------
 tests_check_stream_order_SOURCES = tests/check_stream_order.c $(FAKE_STREAM_SOURCES)
@@ -154,6 +155,7 @@ tests_check_arena_streams_SOURCES = tests/check_arena_streams.c $(FAKE_STREAM_SO
 tests_check_arena_streams_threads_SOURCES = tests/check_arena_streams_threads.c $(FAKE_STREAM_SOURCES)
 tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c $(FAKE_STREAM_SOURCES)
 tests_check_torch_allocator_SOURCES = tests/check_torch_allocator.c $(FAKE_CUDA_SOURCES)
+tests_check_callback_SOURCES = tests/check_callback.c tests/callback_config.h
 tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c $(FAKE_VMM_SOURCES)
 tests_check_pool_expandable_use_SOURCES = tests/check_pool_expandable_use.c $(FAKE_VMM_SOURCES)
 tests_check_pool_page_moves_SOURCES = tests/check_pool_page_moves.c $(FAKE_VMM_SOURCES)
@@ -225,7 +227,7 @@ tests_check_bench_gpu_LDADD = $(BENCH_LDADD)
 # preloaded malloc that fails the Nth call and counts blocks held at exit. `make check` runs every
 # 4th allocation; .ci/run runs them all (CRMM_MALLOC_SWEEP_STEP=1).
 check_LTLIBRARIES += tests/libmallocfail.la
-tests_libmallocfail_la_SOURCES = tests/malloc_fail_shim.c
+tests_libmallocfail_la_SOURCES = tests/malloc_fail_shim.c tests/malloc_fail_family.h
 tests_libmallocfail_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 
 # ---- how the tests run -----------------------------------------------------------------------

@@ -6,13 +6,6 @@
 #include "malloc_fail.h"
 
 #if MALLOC_FAIL_REPLACES
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_realloc(void *p, size_t n);
-extern void *__libc_memalign(size_t align, size_t n);
-extern void __libc_free(void *p);
-void *memalign(size_t align, size_t n);
-
 static bool armed;          /* counting calls */
 static uint64_t fail_at;    /* the call that fails (from 1); 0: none */
 static bool fail_after;     /* every call after fail_at fails too */
@@ -37,32 +30,7 @@ static void *counted(void *p, int64_t d)
     return p;
 }
 
-void *malloc(size_t n) { return fail_now() ? NULL : counted(__libc_malloc(n), 1); }
-void *calloc(size_t n, size_t size) { return fail_now() ? NULL : counted(__libc_calloc(n, size), 1); }
-void *realloc(void *p, size_t n)
-{
-    if (fail_now())
-        return NULL;
-    void *q = __libc_realloc(p, n);
-    if (!p)
-        counted(q, 1);
-    else if (!n && !q)
-        counted(p, -1); /* glibc: realloc(p, 0) frees p */
-    return q;
-}
-void free(void *p) { __libc_free(counted(p, -1)); }
-void *memalign(size_t align, size_t n) { return fail_now() ? NULL : counted(__libc_memalign(align, n), 1); }
-void *aligned_alloc(size_t align, size_t n) { return fail_now() ? NULL : counted(__libc_memalign(align, n), 1); }
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    if (fail_now())
-        return ENOMEM;
-    void *p = counted(__libc_memalign(align, n), 1);
-    if (!p)
-        return ENOMEM;
-    *out = p;
-    return 0;
-}
+#include "malloc_fail_family.h"
 
 void malloc_fail_arm_from(uint64_t n, int and_after)
 {

@@ -7,7 +7,10 @@
 #    $failures and $checks at 0;
 #  - fail MESSAGE: counts a failure and shows the start of the last output, $tmp/out (20 lines,
 #    2000 bytes at most);
-#  - run EXPECTED_STATUS ARGS...: crmm ARGS with stdout and stderr in $tmp/out; a check of its status.
+#  - run EXPECTED_STATUS ARGS...: crmm ARGS with stdout and stderr in $tmp/out; a check of its status;
+#  - has TEXT...: a check that $tmp/out holds each TEXT (fixed strings); has_line TEXT...: each TEXT
+#    as a whole line of it; lacks TEXT: a check that it does not hold TEXT;
+#  - need_crmm: ends the test (FAIL) when there is no crmm program.
 
 if [ -n "$CRMM_TOOL" ]; then
     crmm=$CRMM_TOOL
@@ -40,4 +43,29 @@ run() {
         fail "crmm $* exited $got, expected $want"
         return 1
     fi
+}
+
+has() {
+    for t in "$@"; do
+        checks=$((checks + 1))
+        grep -qF -- "$t" "$tmp/out" || fail "output of the last command lacks '$t'"
+    done
+}
+
+has_line() {
+    for t in "$@"; do
+        checks=$((checks + 1))
+        grep -qxF -- "$t" "$tmp/out" || fail "output of the last command lacks the line '$t'"
+    done
+}
+
+lacks() {
+    checks=$((checks + 1))
+    if grep -qF -- "$1" "$tmp/out"; then
+        fail "output of the last command has '$1'"
+    fi
+}
+
+need_crmm() {
+    [ -x "$crmm" ] || { echo "FAIL: no crmm program ($crmm)"; exit 1; }
 }

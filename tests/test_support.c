@@ -180,6 +180,16 @@ const char *crmm_test_tmp_path(const char *name)
     return p;
 }
 
+const char *crmm_test_path_in(const char *dir, const char *tag, const char *suffix)
+{
+    static char paths[8][4200];
+    static int next;
+    char *p = paths[next++ % 8];
+    int n = snprintf(p, sizeof paths[0], "%s/%s.%ld%s", dir, tag, (long)getpid(), suffix);
+    ck_assert_msg(n >= 0 && (size_t)n < sizeof paths[0], "the path of %s in %s is too long", tag, dir);
+    return p;
+}
+
 const char *crmm_test_write_file(const char *name, const char *text)
 {
     const char *p = crmm_test_tmp_path(name);

@@ -79,6 +79,10 @@ int crmm_test_cuda_device(void);
  * runner forks); a child forked from that process never removes it. */
 char *crmm_test_tmpdir(void);
 
+/* "DIR/TAG.PID" followed by `suffix`: a path in `dir` that no other process of the test uses (a
+ * static buffer per call, 8 in turn); asserts that it fits. */
+const char *crmm_test_path_in(const char *dir, const char *tag, const char *suffix);
+
 /* In a test: the path of `name` in a fresh temporary directory (a static buffer per call, 8 in
  * turn, shared with crmm_test_write_file). */
 const char *crmm_test_tmp_path(const char *name);

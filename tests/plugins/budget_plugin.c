@@ -9,6 +9,7 @@
 #include <string.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
+#include "test_plugin.h"
 
 typedef struct budget_resource {
     crmm_resource base;
@@ -28,25 +29,20 @@ static crmm_status budget_allocate(crmm_resource *self, size_t bytes, crmm_cuda_
             return crmm_set_error(b->failure, "budget: failed to allocate %zu bytes (%llu of %llu in use)", bytes,
                                   (unsigned long long)used, (unsigned long long)b->limit);
     } while (!__atomic_compare_exchange_n(&b->used, &used, used + bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-    size_t rounded = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
-    void *p = aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, rounded);
+    void *p = test_plugin_host_block(bytes);
     if (!p) {
         __atomic_sub_fetch(&b->used, bytes, __ATOMIC_RELAXED);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "budget: aligned_alloc of %zu bytes failed", bytes);
     }
-    crmm_counters_add(&b->counters, bytes, CRMM_COUNT_SHARED);
-    *ptr = p;
-    return CRMM_OK;
+    return test_plugin_hand_out(&b->counters, p, bytes, ptr);
 }
 
 static crmm_status budget_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     (void)stream;
     budget_resource *b = (budget_resource *)self;
-    free(ptr);
     __atomic_sub_fetch(&b->used, bytes, __ATOMIC_RELAXED);
-    crmm_counters_sub(&b->counters, bytes, CRMM_COUNT_SHARED);
-    return CRMM_OK;
+    return test_plugin_take_back(&b->counters, ptr, bytes);
 }
 
 static crmm_status budget_query(crmm_resource *self, crmm_query what, uint64_t *out)
@@ -61,26 +57,12 @@ static crmm_status budget_query(crmm_resource *self, crmm_query what, uint64_t *
     return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "budget resource cannot answer query %d", (int)what);
 }
 
-static void budget_destroy(crmm_resource *self)
-{
-    budget_resource *b = (budget_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)b->counters.count, (uint64_t)b->counters.bytes);
-    free(b);
-}
-
-static const crmm_resource_ops budget_ops = {
-    .allocate = budget_allocate,
-    .deallocate = budget_deallocate,
-    .query = budget_query,
-    .destroy = budget_destroy,
-};
+TEST_PLUGIN_COUNTED_OPS(budget, budget_resource, .query = budget_query);
 
 static crmm_status budget_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     (void)upstream;
-    budget_resource *b = calloc(1, sizeof *b);
-    if (!b)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "budget: malloc failed");
+    TEST_PLUGIN_NEW(budget_resource, b, "budget");
     crmm_params_get_size(params, "limit", &b->limit);
     const char *status = "out_of_memory";
     crmm_params_get_string(params, "status", &status);
@@ -100,15 +82,4 @@ static const crmm_param budget_params[] = {
     {NULL},
 };
 
-static const crmm_plugin budget_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "budget",
-    .version = "1.0.0",
-    .description = "test only: host memory with a byte budget",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .flags = CRMM_PLUGIN_HOST_MEMORY,
-    .params = budget_params,
-    .create = budget_create,
-};
-
-CRMM_PLUGIN_DEFINE(budget_plugin)
+TEST_PLUGIN_DEFINE(budget, "test only: host memory with a byte budget", CRMM_UPSTREAM_NONE)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
+#include "test_plugin.h"
 
 #define FAILNTH_OP_CALLS 1 /* arg: uint64_t *, the allocate calls so far */
 
@@ -28,22 +29,17 @@ static crmm_status failnth_allocate(crmm_resource *self, size_t bytes, crmm_cuda
     uint64_t n = __atomic_add_fetch(&r->calls, 1, __ATOMIC_RELAXED);
     if (n == r->fail_at)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failnth: allocation %llu fails on purpose", (unsigned long long)n);
-    size_t rounded = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
-    void *p = rounded >= bytes ? aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, rounded) : NULL;
+    void *p = test_plugin_host_block(bytes);
     if (!p)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failnth: cannot allocate %zu bytes", bytes);
-    crmm_counters_add(&r->counters, bytes, CRMM_COUNT_SHARED);
-    *ptr = p;
-    return CRMM_OK;
+    return test_plugin_hand_out(&r->counters, p, bytes, ptr);
 }
 
 static crmm_status failnth_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     (void)stream;
     failnth_resource *r = (failnth_resource *)self;
-    free(ptr);
-    crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED);
-    return CRMM_OK;
+    return test_plugin_take_back(&r->counters, ptr, bytes);
 }
 
 static crmm_status failnth_query(crmm_resource *self, crmm_query what, uint64_t *out)
@@ -63,27 +59,12 @@ static crmm_status failnth_control(crmm_resource *self, int op, void *arg)
     return CRMM_OK;
 }
 
-static void failnth_destroy(crmm_resource *self)
-{
-    failnth_resource *r = (failnth_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)r->counters.count, (uint64_t)r->counters.bytes);
-    free(r);
-}
-
-static const crmm_resource_ops failnth_ops = {
-    .allocate = failnth_allocate,
-    .deallocate = failnth_deallocate,
-    .query = failnth_query,
-    .destroy = failnth_destroy,
-    .control = failnth_control,
-};
+TEST_PLUGIN_COUNTED_OPS(failnth, failnth_resource, .query = failnth_query, .control = failnth_control);
 
 static crmm_status failnth_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     (void)upstream;
-    failnth_resource *r = calloc(1, sizeof *r);
-    if (!r)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failnth: malloc failed");
+    TEST_PLUGIN_NEW(failnth_resource, r, "failnth");
     crmm_params_get_uint(params, "fail_at", &r->fail_at);
     crmm_resource_init(&r->base, &failnth_ops, "failnth", CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
     *out = &r->base;
@@ -96,15 +77,4 @@ static const crmm_param failnth_params[] = {
     {NULL},
 };
 
-static const crmm_plugin failnth_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "failnth",
-    .version = "1.0.0",
-    .description = "test only: host memory whose Nth allocation fails (fault injection)",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .flags = CRMM_PLUGIN_HOST_MEMORY,
-    .params = failnth_params,
-    .create = failnth_create,
-};
-
-CRMM_PLUGIN_DEFINE(failnth_plugin)
+TEST_PLUGIN_DEFINE(failnth, "test only: host memory whose Nth allocation fails (fault injection)", CRMM_UPSTREAM_NONE)

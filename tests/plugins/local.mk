@@ -7,27 +7,27 @@ tests_plugins_crmm_template_la_LIBADD = $(PLUGIN_LIBADD)
 
 # crmm_budget: host memory with a byte budget, to make allocations fail on purpose (check_failure_callback and friends).
 check_LTLIBRARIES += tests/plugins/crmm_budget.la
-tests_plugins_crmm_budget_la_SOURCES = tests/plugins/budget_plugin.c
+tests_plugins_crmm_budget_la_SOURCES = tests/plugins/budget_plugin.c tests/plugins/test_plugin.h
 tests_plugins_crmm_budget_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
 tests_plugins_crmm_budget_la_LIBADD = $(PLUGIN_LIBADD)
 
 # crmm_failnth: host memory whose Nth allocation fails, for the fault-injection loops.
 check_LTLIBRARIES += tests/plugins/crmm_failnth.la
-tests_plugins_crmm_failnth_la_SOURCES = tests/plugins/failnth_plugin.c
+tests_plugins_crmm_failnth_la_SOURCES = tests/plugins/failnth_plugin.c tests/plugins/test_plugin.h
 tests_plugins_crmm_failnth_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
 tests_plugins_crmm_failnth_la_LIBADD = $(PLUGIN_LIBADD)
 
 # crmm_paramtest declares one parameter of every type (one required) and records what create
 # read, for the parameter and config suites.
 check_LTLIBRARIES += tests/plugins/crmm_paramtest.la
-tests_plugins_crmm_paramtest_la_SOURCES = tests/plugins/paramtest_plugin.c tests/plugins/paramtest_plugin.h
+tests_plugins_crmm_paramtest_la_SOURCES = tests/plugins/paramtest_plugin.c tests/plugins/paramtest_plugin.h tests/plugins/test_plugin.h
 tests_plugins_crmm_paramtest_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
 tests_plugins_crmm_paramtest_la_LIBADD = $(PLUGIN_LIBADD)
 
 # crmm_recorder: host memory that reports each call and its stream to the test program
 # (check_replay_streams: what `crmm replay` calls inside its timed loop).
 check_LTLIBRARIES += tests/plugins/crmm_recorder.la
-tests_plugins_crmm_recorder_la_SOURCES = tests/plugins/recorder_plugin.c
+tests_plugins_crmm_recorder_la_SOURCES = tests/plugins/recorder_plugin.c tests/plugins/test_plugin.h
 tests_plugins_crmm_recorder_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
 tests_plugins_crmm_recorder_la_LIBADD = $(PLUGIN_LIBADD)
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
+#include "test_plugin.h"
 #include "paramtest_plugin.h"
 
 typedef struct paramtest_resource {
@@ -25,8 +26,7 @@ static crmm_status paramtest_allocate(crmm_resource *self, size_t bytes, crmm_cu
     if (self->upstream) {
         st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
     } else {
-        size_t rounded = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
-        *ptr = rounded >= bytes ? aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, rounded) : NULL;
+        *ptr = test_plugin_host_block(bytes);
         st = *ptr ? CRMM_OK : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "paramtest: cannot allocate %zu bytes", bytes);
     }
     if (st == CRMM_OK)
@@ -55,25 +55,11 @@ static crmm_status paramtest_control(crmm_resource *self, int op, void *arg)
     return CRMM_OK;
 }
 
-static void paramtest_destroy(crmm_resource *self)
-{
-    paramtest_resource *r = (paramtest_resource *)self;
-    crmm_resource_report_leaks(self, (uint64_t)r->counters.count, (uint64_t)r->counters.bytes);
-    free(r);
-}
-
-static const crmm_resource_ops paramtest_ops = {
-    .allocate = paramtest_allocate,
-    .deallocate = paramtest_deallocate,
-    .destroy = paramtest_destroy,
-    .control = paramtest_control,
-};
+TEST_PLUGIN_COUNTED_OPS(paramtest, paramtest_resource, .control = paramtest_control);
 
 static crmm_status paramtest_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
-    paramtest_resource *r = calloc(1, sizeof *r);
-    if (!r)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "paramtest: malloc failed");
+    TEST_PLUGIN_NEW(paramtest_resource, r, "paramtest");
     paramtest_values *v = &r->values;
     const char *text = NULL;
     v->st_count = crmm_params_get_uint(params, "count", &v->count);
@@ -138,15 +124,4 @@ static const crmm_param paramtest_params[] = {
     {NULL},
 };
 
-static const crmm_plugin paramtest_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "paramtest",
-    .version = "1.0.0",
-    .description = "test-only: records the typed parameters it was created with",
-    .upstream = CRMM_UPSTREAM_OPTIONAL,
-    .flags = CRMM_PLUGIN_HOST_MEMORY,
-    .params = paramtest_params,
-    .create = paramtest_create,
-};
-
-CRMM_PLUGIN_DEFINE(paramtest_plugin)
+TEST_PLUGIN_DEFINE(paramtest, "test-only: records the typed parameters it was created with", CRMM_UPSTREAM_OPTIONAL)

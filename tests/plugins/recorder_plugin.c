@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <crmm/plugin.h>
+#include "test_plugin.h"
 
 /* What the program's trace function is told: call is 'a'llocate, 'd'eallocate or 'q'uery;
  * value is the size, or the query number. */
@@ -82,19 +83,12 @@ static void recorder_destroy(crmm_resource *self)
     free(r);
 }
 
-static const crmm_resource_ops recorder_ops = {
-    .allocate = recorder_allocate,
-    .deallocate = recorder_deallocate,
-    .query = recorder_query,
-    .destroy = recorder_destroy,
-};
+TEST_PLUGIN_OPS(recorder, .query = recorder_query);
 
 static crmm_status recorder_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     (void)upstream;
-    recorder_resource *r = calloc(1, sizeof *r);
-    if (!r)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "recorder: malloc failed");
+    TEST_PLUGIN_NEW(recorder_resource, r, "recorder");
     uint64_t device = 0;
     bool on_device = crmm_params_get_uint(params, "device", &device) == CRMM_OK && device != UINT64_MAX;
     *(void **)&r->trace = dlsym(RTLD_DEFAULT, "crmm_test_trace_call");
@@ -110,15 +104,5 @@ static const crmm_param recorder_params[] = {
     {NULL},
 };
 
-static const crmm_plugin recorder_plugin = {
-    CRMM_PLUGIN_HEADER,
-    .name = "recorder",
-    .version = "1.0.0",
-    .description = "test only: host memory that reports every call to the program's trace function",
-    .upstream = CRMM_UPSTREAM_NONE,
-    .flags = CRMM_PLUGIN_HOST_MEMORY,
-    .params = recorder_params,
-    .create = recorder_create,
-};
-
-CRMM_PLUGIN_DEFINE(recorder_plugin)
+TEST_PLUGIN_DEFINE(recorder, "test only: host memory that reports every call to the program's trace function",
+                   CRMM_UPSTREAM_NONE)
