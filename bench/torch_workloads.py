@@ -58,52 +58,17 @@ def parse_args():
 
 # ---- the allocator ------------------------------------------------------------------------------
 
-CHUNKED_CONFIG = """[crmm]
-default = pool
-log_level = warn
-
-[resource.gpu]
-plugin = cuda
-
-[resource.pool]
-plugin = pool
-upstream = gpu
-initial_size = 0
-"""
-
-RECORD_CONFIG = """[crmm]
-default = rec
-log_level = warn
-
-[resource.gpu]
-plugin = cuda
-
-[resource.pool]
-plugin = pool
-upstream = gpu
-expandable = true
-
-[resource.rec]
-plugin = logging
-upstream = pool
-file = {log}
-auto_flush = true
-"""
+def pool_config(pool_lines, default="pool", extra=""):
+    """A config of a pool over cuda with `pool_lines`, `default` the default resource, `extra` more
+    sections."""
+    return ("[crmm]\ndefault = %s\nlog_level = warn\n\n[resource.gpu]\nplugin = cuda\n\n"
+            "[resource.pool]\nplugin = pool\nupstream = gpu\n%s\n%s" % (default, pool_lines, extra))
 
 
-PAGE_MOVES_CONFIG = """[crmm]
-default = pool
-log_level = warn
-
-[resource.gpu]
-plugin = cuda
-
-[resource.pool]
-plugin = pool
-upstream = gpu
-expandable = true
-page_moves = {moves}
-"""
+CHUNKED_CONFIG = pool_config("initial_size = 0")
+RECORD_CONFIG = pool_config("expandable = true", "rec",
+                            "\n[resource.rec]\nplugin = logging\nupstream = pool\nfile = {log}\nauto_flush = true\n")
+PAGE_MOVES_CONFIG = pool_config("expandable = true\npage_moves = {moves}")
 
 
 def use_crmm(record, mode="crmm"):
