@@ -63,16 +63,39 @@ crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr, size_t bytes,
     return crmm_resource_deallocate_checked(mr, ptr, bytes, stream);
 }
 
+static bool plugin_query(crmm_query what) { return (int)what >= CRMM_QUERY_PLUGIN_FIRST; }
+
 crmm_status crmm_resource_query(crmm_resource *mr, crmm_query what, uint64_t *out)
 {
     if (!mr || !out)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "query: %s is NULL", mr ? "out" : "resource");
-    /* an adaptor that leaves query unset answers what its upstream answers */
-    while (!mr->ops->query && mr->upstream)
+    /* a layer that leaves query unset answers the core queries its upstream answers; a plugin's
+     * own query belongs to mr's kind and goes no further */
+    while (!mr->ops->query && mr->upstream && !plugin_query(what))
         mr = mr->upstream;
     if (!mr->ops->query)
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource answers no queries", mr->kind);
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource answers no %squeries", mr->kind,
+                              plugin_query(what) ? "plugin " : "");
     return mr->ops->query(mr, what, out);
+}
+
+crmm_status crmm_resource_query_kind(crmm_resource *mr, const char *kind, crmm_query what, uint64_t *out)
+{
+    if (!mr || !kind || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "query_kind: %s is NULL", !mr ? "resource" : !kind ? "kind" : "out");
+    crmm_resource *layer = crmm_resource_find_kind(mr, kind);
+    if (!layer)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "resource '%s' (%s) has no %s layer", mr->name, mr->kind, kind);
+    return crmm_resource_query(layer, what, out);
+}
+
+crmm_status crmm_resource_query_upstream(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    if (!self || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "query: %s is NULL", self ? "out" : "resource");
+    if (plugin_query(what) || !self->upstream)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s resource cannot answer query %d", self->kind, (int)what);
+    return crmm_resource_query(self->upstream, what, out);
 }
 
 crmm_status crmm_resource_fragmentation(crmm_resource *mr, double *out)

@@ -7,6 +7,7 @@
 #include <pwd.h>
 #include <stdbool.h>
 #include <cuda_runtime_api.h>
+#include <crmm/pool.h>
 #include "loader_test.h"
 
 /* ---- crmm_resource_create through misbehaving plugins -------------------------------------- */
@@ -294,6 +295,40 @@ START_TEST(control_and_queries_without_support)
 }
 END_TEST
 
+/* A plugin's own queries are keyed by (kind, query): asked of a statistics layer over a pool they
+ * are not passed down (the pool's numbers mean other things to other kinds), and
+ * crmm_resource_query_kind reaches the pool from the top; core queries still pass down. */
+START_TEST(plugin_queries_are_keyed_by_kind)
+{
+    crmm_resource *h, *p, *s;
+    uint64_t v = 7;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
+    ck_assert_crmm_ok(crmm_resource_create("pool", "initial_size=1MiB", h, &p));
+    ck_assert_crmm_ok(crmm_resource_create("statistics", NULL, p, &s));
+    ck_assert_crmm_ok(crmm_resource_query(p, CRMM_QUERY_POOL_GROWTHS, &v));
+    ck_assert_uint_eq(v, 0); /* the initial chunk is no growth */
+    ck_assert_crmm(crmm_resource_query(s, CRMM_QUERY_POOL_GROWTHS, &v), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_error_contains("statistics");
+    v = 7;
+    ck_assert_crmm_ok(crmm_resource_query_kind(s, "pool", CRMM_QUERY_POOL_GROWTHS, &v));
+    ck_assert_uint_eq(v, 0);
+    ck_assert_crmm_ok(crmm_resource_query_kind(s, "pool", CRMM_QUERY_POOL_BLOCK_BYTES, &v));
+    ck_assert_uint_eq(v, 0);
+    ck_assert_crmm_ok(crmm_resource_query(s, CRMM_QUERY_BYTES_RESERVED, &v)); /* a core query: the pool's */
+    ck_assert_uint_eq(v, 1 << 20);
+    /* the same number means the async kind's first query: no async layer here */
+    ck_assert_int_eq(CRMM_QUERY_POOL_DEVICE_SYNCS, CRMM_QUERY_PLUGIN_FIRST);
+    ck_assert_crmm(crmm_resource_query_kind(s, "async", CRMM_QUERY_PLUGIN_FIRST, &v), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_error_contains("has no async layer");
+    ck_assert_crmm(crmm_resource_query_kind(NULL, "pool", CRMM_QUERY_POOL_GROWTHS, &v), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_query_kind(s, NULL, CRMM_QUERY_POOL_GROWTHS, &v), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_query_kind(s, "pool", CRMM_QUERY_POOL_GROWTHS, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_query_upstream(h, CRMM_QUERY_BYTES_IN_USE, &v), CRMM_ERROR_UNSUPPORTED); /* no upstream */
+    crmm_test_release(s, p);
+    crmm_resource_release(h);
+}
+END_TEST
+
 START_TEST(host_counts_in_use_bytes)
 {
     crmm_resource *h;
@@ -361,6 +396,7 @@ int main(void)
     tcase_add_test(abi, null_arguments_to_resource_functions);
     tcase_add_test(abi, properties_kind_and_find_kind);
     tcase_add_test(abi, control_and_queries_without_support);
+    tcase_add_test(abi, plugin_queries_are_keyed_by_kind);
     tcase_add_test(abi, host_counts_in_use_bytes);
     tcase_add_test(abi, runtime_unloading_means_the_process_is_exiting);
     return crmm_test_run(s);

@@ -125,7 +125,7 @@ static inline crmm_status crmm_counted_query(crmm_resource *self, const crmm_all
 {
     if (crmm_counters_query(c, what, out) == CRMM_OK)
         return CRMM_OK;
-    return crmm_resource_query(self->upstream, what, out);
+    return crmm_resource_query_upstream(self, what, out);
 }
 
 /* For destroy: warn about the allocations still live (crmm_resource_report_leaks). */

@@ -55,8 +55,13 @@ typedef enum crmm_query {
     CRMM_QUERY_ALLOCATIONS_TOTAL = 10, /* allocations made since creation */
     CRMM_QUERY_BYTES_TOTAL = 11,       /* bytes allocated since creation */
     CRMM_QUERY_MAXIMUM_SIZE = 12,      /* the most the resource will ever reserve (UINT64_MAX: none) */
-    CRMM_QUERY_PLUGIN_FIRST = 1000     /* plugins may define their own queries from here on */
+    CRMM_QUERY_PLUGIN_FIRST = 1000     /* the first query of a plugin's own (see below) */
 } crmm_query;
+/* The queries above are the core's: they mean the same to every kind, and a layer that cannot
+ * answer one passes it to its upstream. A plugin's own queries are keyed by (kind, query), as ops
+ * are: each plugin numbers them from CRMM_QUERY_PLUGIN_FIRST in its own header (pool and async
+ * both start there, meaning different things), and such a query is answered by a layer of that
+ * kind only, never passed on (crmm_resource_query_kind reaches it from the top of a chain). */
 
 /* Properties (crmm_resource.flags). */
 #define CRMM_RESOURCE_DEVICE_ACCESSIBLE 0x1u /* memory is usable by device code / cudaMemcpy as device memory */
@@ -140,10 +145,20 @@ static inline crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr,
     return crmm_resource_deallocate_checked(mr, ptr, bytes, stream);
 }
 #endif
-/* Ask a question (see crmm_query); a resource without a query op passes it to its upstream.
- * CRMM_ERROR_UNSUPPORTED when the resource cannot answer,
- * CRMM_ERROR_INVALID_ARGUMENT for NULL arguments. */
+/* Ask a question (see crmm_query). A core query goes down the chain until a layer answers it (a
+ * resource without a query op passes it on); a plugin's own query (>= CRMM_QUERY_PLUGIN_FIRST) is
+ * asked of mr alone, as a query of mr's kind. CRMM_ERROR_UNSUPPORTED when the resource cannot
+ * answer, CRMM_ERROR_INVALID_ARGUMENT for NULL arguments. */
 CRMM_API crmm_status crmm_resource_query(crmm_resource *mr, crmm_query what, uint64_t *out);
+/* Query (kind, what): crmm_resource_query on the first resource of kind `kind` in mr's chain (a
+ * pool's page counts under a statistics layer). Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL
+ * argument), CRMM_ERROR_UNSUPPORTED "resource 'NAME' (KIND) has no <kind> layer" when the chain
+ * has none, else what that layer's query returns. */
+CRMM_API crmm_status crmm_resource_query_kind(crmm_resource *mr, const char *kind, crmm_query what, uint64_t *out);
+/* For a query op: what a layer does not answer itself. A core query goes to self's upstream;
+ * a plugin's own query stays unanswered (CRMM_ERROR_UNSUPPORTED naming the layer): it was asked
+ * of self's kind, and the upstream's numbers mean other things. */
+CRMM_API crmm_status crmm_resource_query_upstream(crmm_resource *self, crmm_query what, uint64_t *out);
 /* 1 − largest free block / free bytes, from the two queries; 0 when nothing is free.
  * CRMM_ERROR_UNSUPPORTED when the resource cannot tell. */
 CRMM_API crmm_status crmm_resource_fragmentation(crmm_resource *mr, double *out);

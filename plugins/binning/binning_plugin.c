@@ -162,7 +162,7 @@ static crmm_status binning_query(crmm_resource *self, crmm_query what, uint64_t 
     case CRMM_QUERY_LARGEST_FREE_BLOCK:
         return sum_bins(b, what, out);
     case CRMM_QUERY_MAXIMUM_SIZE:
-        return crmm_resource_query(self->upstream, what, out);
+        return crmm_resource_query_upstream(self, what, out);
     default:
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "binning resource cannot answer query %d", (int)what);
     }

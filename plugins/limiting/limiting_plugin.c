@@ -80,7 +80,7 @@ static crmm_status limiting_query(crmm_resource *self, crmm_query what, uint64_t
         *out = (uint64_t)__atomic_load_n(&r->live, __ATOMIC_RELAXED);
         return CRMM_OK;
     default:
-        return crmm_resource_query(self->upstream, what, out);
+        return crmm_resource_query_upstream(self, what, out);
     }
 }
 

@@ -102,7 +102,7 @@ static crmm_status statistics_query(crmm_resource *self, crmm_query what, uint64
         return crmm_counters_query(&all, what, out);
     }
     default:
-        return crmm_resource_query(self->upstream, what, out);
+        return crmm_resource_query_upstream(self, what, out);
     }
 }
 

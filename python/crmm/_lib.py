@@ -39,18 +39,22 @@ OPS = {
     "CRMM_TRACKING_OP_STRING": 4,
     "CRMM_TRACKING_OP_LOG": 5,
 }
+# The plugins' own queries, numbered within their kind from CRMM_QUERY_PLUGIN_FIRST (1000): the
+# kind is the name's third word (crmm_resource_query_kind asks the first layer of that kind).
 QUERIES = {
-    "CRMM_QUERY_POOL_DEVICE_SYNCS": 1000 + 0x500,
-    "CRMM_QUERY_POOL_EVENT_WAITS": 1000 + 0x501,
-    "CRMM_QUERY_POOL_GROWTHS": 1000 + 0x502,
-    "CRMM_QUERY_POOL_PAGES_MAPPED": 1000 + 0x503,
-    "CRMM_QUERY_POOL_PAGES_UNMAPPED": 1000 + 0x504,
-    "CRMM_QUERY_POOL_PAGES_CREATED": 1000 + 0x505,
-    "CRMM_QUERY_POOL_PAGES_RELEASED": 1000 + 0x506,
-    "CRMM_QUERY_POOL_BLOCK_BYTES": 1000 + 0x507,
-    "CRMM_QUERY_POOL_BLOCK_BYTES_PEAK": 1000 + 0x508,
-    "CRMM_QUERY_POOL_THREAD_CACHES": 1000 + 0x509,
-    "CRMM_QUERY_POOL_LOCK_WAITS": 1000 + 0x50A,
+    "CRMM_QUERY_POOL_DEVICE_SYNCS": 1000 + 0,
+    "CRMM_QUERY_POOL_EVENT_WAITS": 1000 + 1,
+    "CRMM_QUERY_POOL_GROWTHS": 1000 + 2,
+    "CRMM_QUERY_POOL_PAGES_MAPPED": 1000 + 3,
+    "CRMM_QUERY_POOL_PAGES_UNMAPPED": 1000 + 4,
+    "CRMM_QUERY_POOL_PAGES_CREATED": 1000 + 5,
+    "CRMM_QUERY_POOL_PAGES_RELEASED": 1000 + 6,
+    "CRMM_QUERY_POOL_BLOCK_BYTES": 1000 + 7,
+    "CRMM_QUERY_POOL_BLOCK_BYTES_PEAK": 1000 + 8,
+    "CRMM_QUERY_POOL_THREAD_CACHES": 1000 + 9,
+    "CRMM_QUERY_POOL_LOCK_WAITS": 1000 + 10,
+    "CRMM_QUERY_ASYNC_POOL_USED": 1000 + 0,
+    "CRMM_QUERY_ASYNC_POOL_USED_PEAK": 1000 + 1,
 }
 
 
@@ -117,6 +121,7 @@ _PROTOTYPES = {
     "crmm_resource_allocate": (c_int, [c_void_p, c_size_t, c_void_p, ctypes.POINTER(c_void_p)]),
     "crmm_resource_deallocate": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p]),
     "crmm_resource_query": (c_int, [c_void_p, c_int, ctypes.POINTER(c_uint64)]),
+    "crmm_resource_query_kind": (c_int, [c_void_p, c_char_p, c_int, ctypes.POINTER(c_uint64)]),
     "crmm_resource_trim": (c_int, [c_void_p]),
     "crmm_resource_control": (c_int, [c_void_p, c_int, c_void_p]),
     "crmm_resource_control_kind": (c_int, [c_void_p, c_char_p, c_int, c_void_p]),

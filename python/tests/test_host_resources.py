@@ -93,6 +93,23 @@ def test_bad_argument_types(args, exc):
         mr.MemoryResource(*args)
 
 
+def test_plugin_queries_reach_their_kind_through_adaptors():
+    """A pool's own figures asked of a statistics layer over it come from the pool; asked of a
+    chain without a pool (or of another kind), they are refused, never answered by another kind."""
+    h = mr.HostMemoryResource()
+    pool = crmm.mr.MemoryResource("pool", "initial_size=1MiB", upstream=h)
+    stats = crmm.mr.MemoryResource("statistics", None, upstream=pool)
+    a = stats.allocate(1000)
+    assert stats.query("pool_block_bytes") == 1024  # the block, rounded to 256
+    assert stats.query("pool_growths") == 0
+    assert stats.query("bytes_reserved") == 1 << 20  # a core query, passed down
+    with pytest.raises(crmm.UnsupportedError, match="no pool layer"):
+        h.query("pool_block_bytes")
+    with pytest.raises(crmm.UnsupportedError, match="no async layer"):
+        stats.query("async_pool_used")  # the same number as pool_device_syncs: another kind's
+    stats.deallocate(a, 1000)
+
+
 def test_unknown_query_names_the_known_ones():
     with pytest.raises(ValueError, match="bytes_in_use"):
         mr.HostMemoryResource().query("nothing")

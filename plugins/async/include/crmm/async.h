@@ -16,9 +16,10 @@ extern "C" {
 /* The control op (numbered within the `async` kind: resource.h): `arg` is a void ** that receives the cudaMemPool_t. */
 #define CRMM_ASYNC_OP_GET_POOL 1
 
-/* Queries the async resource answers besides the standard ones. */
-#define CRMM_QUERY_ASYNC_POOL_USED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x700))      /* cudaMemPoolAttrUsedMemCurrent */
-#define CRMM_QUERY_ASYNC_POOL_USED_PEAK ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x701)) /* cudaMemPoolAttrUsedMemHigh */
+/* The async resource's own queries, numbered within the `async` kind (resource.h): ask them of
+ * the resource, or with crmm_resource_query_kind(mr, "async", ...). */
+#define CRMM_QUERY_ASYNC_POOL_USED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0)) /* cudaMemPoolAttrUsedMemCurrent */
+#define CRMM_QUERY_ASYNC_POOL_USED_PEAK ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 1)) /* cudaMemPoolAttrUsedMemHigh */
 
 /* The cudaMemPool_t of the first `async` resource in the chain mr, mr's upstream, ... (owned by
  * that resource: do not destroy it). Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL argument),

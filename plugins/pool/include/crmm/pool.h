@@ -36,26 +36,27 @@ enum {
     CRMM_POOL_OP_RESET_PEAKS = 2
 };
 
-/* The pool's own queries (crmm_resource_query). What it asked of the device since creation, so
+/* The pool's own queries, numbered within the `pool` kind (resource.h): crmm_resource_query on
+ * the pool, or crmm_resource_query_kind(mr, "pool", ...) from the top of its chain. What it asked of the device since creation, so
  * that a program can count per step what an allocation waited for: each is a counter the pool
  * keeps on its slow paths only (the allocate and free fast paths touch none of them). */
-#define CRMM_QUERY_POOL_DEVICE_SYNCS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x500))   /* cudaDeviceSynchronize calls */
-#define CRMM_QUERY_POOL_EVENT_WAITS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x501))    /* streams made to wait for another's event */
-#define CRMM_QUERY_POOL_GROWTHS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x502))        /* upstream chunks taken, or runs of pages mapped */
-#define CRMM_QUERY_POOL_PAGES_MAPPED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x503))   /* expandable: cuMemMap calls (one per page) */
-#define CRMM_QUERY_POOL_PAGES_UNMAPPED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x504)) /* expandable: cuMemUnmap calls */
-#define CRMM_QUERY_POOL_PAGES_CREATED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x505))  /* expandable: cuMemCreate calls */
-#define CRMM_QUERY_POOL_PAGES_RELEASED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x506)) /* expandable: cuMemRelease calls */
+#define CRMM_QUERY_POOL_DEVICE_SYNCS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0))   /* cudaDeviceSynchronize calls */
+#define CRMM_QUERY_POOL_EVENT_WAITS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 1))    /* streams made to wait for another's event */
+#define CRMM_QUERY_POOL_GROWTHS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 2))        /* upstream chunks taken, or runs of pages mapped */
+#define CRMM_QUERY_POOL_PAGES_MAPPED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 3))   /* expandable: cuMemMap calls (one per page) */
+#define CRMM_QUERY_POOL_PAGES_UNMAPPED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 4)) /* expandable: cuMemUnmap calls */
+#define CRMM_QUERY_POOL_PAGES_CREATED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 5))  /* expandable: cuMemCreate calls */
+#define CRMM_QUERY_POOL_PAGES_RELEASED ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 6)) /* expandable: cuMemRelease calls */
 /* Bytes of the blocks handed out (requests rounded up to 256 bytes; BYTES_IN_USE counts the
  * bytes asked for), and the highest that has been. */
-#define CRMM_QUERY_POOL_BLOCK_BYTES ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x507))
-#define CRMM_QUERY_POOL_BLOCK_BYTES_PEAK ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x508))
+#define CRMM_QUERY_POOL_BLOCK_BYTES ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 7))
+#define CRMM_QUERY_POOL_BLOCK_BYTES_PEAK ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 8))
 /* 1 once the per-thread caches are on (threads contended for the pool, or thread_cache = on and
  * a second thread allocated), else 0: an expandable pool then grows in steps (docs/expandable-pool.md). */
-#define CRMM_QUERY_POOL_THREAD_CACHES ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x509))
+#define CRMM_QUERY_POOL_THREAD_CACHES ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 9))
 /* Allocates and frees that found the pool's lock held by another thread and waited for it
  * (counted while the per-thread caches are off; with them on, calls go through the caches). */
-#define CRMM_QUERY_POOL_LOCK_WAITS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 0x50a))
+#define CRMM_QUERY_POOL_LOCK_WAITS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 10))
 
 /* crmm_resource_control(mr, CRMM_POOL_OP_FORGET_STREAM, stream) on the first pool in mr's chain
  * (crmm_resource_find_kind). CRMM_ERROR_UNSUPPORTED when the chain has no pool;

@@ -67,18 +67,21 @@ QUERIES = {
     "allocations_total": 10,
     "bytes_total": 11,
     "maximum_size": 12,
-    # the pool's own (crmm/pool.h): what it asked of the device, and the bytes of its blocks
-    "pool_device_syncs": _lib.QUERIES["CRMM_QUERY_POOL_DEVICE_SYNCS"],
-    "pool_event_waits": _lib.QUERIES["CRMM_QUERY_POOL_EVENT_WAITS"],
-    "pool_growths": _lib.QUERIES["CRMM_QUERY_POOL_GROWTHS"],
-    "pool_pages_mapped": _lib.QUERIES["CRMM_QUERY_POOL_PAGES_MAPPED"],
-    "pool_pages_unmapped": _lib.QUERIES["CRMM_QUERY_POOL_PAGES_UNMAPPED"],
-    "pool_pages_created": _lib.QUERIES["CRMM_QUERY_POOL_PAGES_CREATED"],
-    "pool_pages_released": _lib.QUERIES["CRMM_QUERY_POOL_PAGES_RELEASED"],
-    "pool_block_bytes": _lib.QUERIES["CRMM_QUERY_POOL_BLOCK_BYTES"],
-    "pool_block_bytes_peak": _lib.QUERIES["CRMM_QUERY_POOL_BLOCK_BYTES_PEAK"],
-    "pool_thread_caches": _lib.QUERIES["CRMM_QUERY_POOL_THREAD_CACHES"],
-    "pool_lock_waits": _lib.QUERIES["CRMM_QUERY_POOL_LOCK_WAITS"],
+    # the plugins' own (crmm/pool.h, crmm/async.h): (kind, number), asked of the first layer of
+    # that kind in the chain. The pool's: what it asked of the device, and its blocks' bytes
+    "pool_device_syncs": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_DEVICE_SYNCS"]),
+    "pool_event_waits": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_EVENT_WAITS"]),
+    "pool_growths": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_GROWTHS"]),
+    "pool_pages_mapped": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_PAGES_MAPPED"]),
+    "pool_pages_unmapped": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_PAGES_UNMAPPED"]),
+    "pool_pages_created": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_PAGES_CREATED"]),
+    "pool_pages_released": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_PAGES_RELEASED"]),
+    "pool_block_bytes": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_BLOCK_BYTES"]),
+    "pool_block_bytes_peak": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_BLOCK_BYTES_PEAK"]),
+    "pool_thread_caches": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_THREAD_CACHES"]),
+    "pool_lock_waits": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_LOCK_WAITS"]),
+    "async_pool_used": ("async", _lib.QUERIES["CRMM_QUERY_ASYNC_POOL_USED"]),
+    "async_pool_used_peak": ("async", _lib.QUERIES["CRMM_QUERY_ASYNC_POOL_USED_PEAK"]),
 }
 
 
@@ -278,7 +281,10 @@ class MemoryResource(HandleOwner):
         except KeyError:
             raise ValueError(f"unknown query {what!r}; one of {', '.join(QUERIES)}") from None
         out = ctypes.c_uint64()
-        check(lib.crmm_resource_query(self._handle, code, ctypes.byref(out)))
+        if type(code) is tuple:  # a plugin's own: asked of the first layer of its kind
+            check(lib.crmm_resource_query_kind(self._handle, code[0].encode(), code[1], ctypes.byref(out)))
+        else:
+            check(lib.crmm_resource_query(self._handle, code, ctypes.byref(out)))
         return out.value
 
     def trim(self):
