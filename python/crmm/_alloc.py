@@ -20,6 +20,9 @@ The interface:
                                           (the memory filled with zeros on cuda_stream, the
                                           cudaStream_t of cstream; then cstream synchronized
                                           when sync: DeviceBuffer(size=n) in one call)
+  ops.create_wrapped(size, cstream, mr, memory, pointer) -> pointer(memory(ptr, size, owner, device), 0)
+                                          (a foreign memory object owns the buffer: CuPy's
+                                          UnownedMemory and MemoryPointer in one call)
   ops.adopt(address) -> owner             (of a crmm_device_buffer * another libcrmm call made)
   owner.ptr(), owner.size(), owner.device() -> int
   owner.free()                            (free now; the accessors must not be called after it)
@@ -32,6 +35,7 @@ import importlib.util
 import os
 
 from . import _lib
+from ._host import size_arg
 from ._lib import check, lib
 
 __all__ = ["ops", "CtypesBuffer", "CtypesOps", "extension", "use"]
@@ -96,6 +100,16 @@ def _zeroed_through(create):
     return create_zeroed
 
 
+def _wrapped_through(create):
+    """create_wrapped over a `create`: the owner handed to a foreign memory class."""
+
+    def create_wrapped(size, cstream, mr, memory, pointer):
+        owner = create(size_arg(size, "size"), cstream, mr)
+        return pointer(memory(owner.ptr(), size, owner, owner.device()), 0)
+
+    return create_wrapped
+
+
 class CtypesOps:
     """The calls through ctypes (used when the extension is not built)."""
 
@@ -109,6 +123,7 @@ class CtypesOps:
 
 
 CtypesOps.create_zeroed = staticmethod(_zeroed_through(CtypesOps.create))
+CtypesOps.create_wrapped = staticmethod(_wrapped_through(CtypesOps.create))
 
 
 def _address(fn):
@@ -116,7 +131,7 @@ def _address(fn):
 
 
 # The interface version of crmm._fastalloc this file is written for (the module's ABI constant).
-EXTENSION_ABI = 2
+EXTENSION_ABI = 3
 
 
 def _load_extension():
@@ -169,6 +184,7 @@ class _ExtensionOps:
 
     def __init__(self, module):
         self.create = module.create
+        self.create_wrapped = module.create_wrapped
         self.adopt = module.adopt
         self.create_zeroed = module.create_zeroed if _lib.cuda_memset_async is not None \
             else _zeroed_through(module.create)
@@ -178,12 +194,13 @@ class _Ops:
     """The implementation in use: its functions are attributes, so that DeviceBuffer reaches
     them in one attribute lookup and `use` can switch them (the tests run both)."""
 
-    __slots__ = ("name", "create", "create_zeroed", "adopt")
+    __slots__ = ("name", "create", "create_zeroed", "create_wrapped", "adopt")
 
     def set(self, impl, name):
         self.name = name
         self.create = impl.create
         self.create_zeroed = impl.create_zeroed
+        self.create_wrapped = impl.create_wrapped
         self.adopt = impl.adopt
 
 

@@ -398,6 +398,36 @@ static PyObject *fa_create_zeroed(PyObject *self, PyObject *const *args, Py_ssiz
     return NULL;
 }
 
+/* create_wrapped(size, stream, mr, memory, pointer) -> pointer(memory(ptr, size, owner, device), 0):
+ * create() a buffer and hand its Buffer to a foreign memory class as the owner that keeps it
+ * alive. With memory = cupy.cuda.UnownedMemory and pointer = cupy.cuda.MemoryPointer this is a
+ * whole CuPy allocation in one call (crmm/allocators/cupy.py). When either class raises, the
+ * buffer is freed and the exception passed on. */
+static PyObject *fa_create_wrapped(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "create_wrapped takes 5 arguments (size, stream, mr, memory, pointer)");
+        return NULL;
+    }
+    PyObject *owner = fa_create(self, args, 3);
+    if (!owner)
+        return NULL;
+    void *buf = ((buffer_object *)owner)->buf;
+    PyObject *ptr = PyLong_FromVoidPtr(buffer_ptr(buf));
+    PyObject *device = ptr ? PyLong_FromLong(buffer_device(buf)) : NULL;
+    PyObject *mem = device ? PyObject_CallFunctionObjArgs(args[3], ptr, args[0], owner, device, NULL) : NULL;
+    Py_XDECREF(ptr);
+    Py_XDECREF(device);
+    Py_DECREF(owner); /* mem holds it now; without mem this frees the buffer */
+    if (!mem)
+        return NULL;
+    PyObject *zero = PyLong_FromLong(0);
+    PyObject *result = zero ? PyObject_CallFunctionObjArgs(args[4], mem, zero, NULL) : NULL;
+    Py_XDECREF(zero);
+    Py_DECREF(mem);
+    return result;
+}
+
 /* adopt(address) -> Buffer: take ownership of a crmm_device_buffer * another call made (not 0). */
 static PyObject *fa_adopt(PyObject *self, PyObject *arg)
 {
@@ -415,6 +445,8 @@ static PyMethodDef fa_methods[] = {
      "bind_zero(enter, restore, memset, sync, memset_failed)"},
     {"create_zeroed", (PyCFunction)(void (*)(void))fa_create_zeroed, METH_FASTCALL,
      "create_zeroed(size, stream, mr, cuda_stream, sync) -> Buffer of zeros"},
+    {"create_wrapped", (PyCFunction)(void (*)(void))fa_create_wrapped, METH_FASTCALL,
+     "create_wrapped(size, stream, mr, memory, pointer) -> pointer(memory(ptr, size, owner, device), 0)"},
     {"adopt", fa_adopt, METH_O, "adopt(address) -> Buffer owning that crmm_device_buffer *"},
     {NULL, NULL, 0, NULL},
 };
@@ -436,7 +468,7 @@ PyMODINIT_FUNC PyInit__fastalloc(void)
         return NULL;
     }
     /* the interface crmm/_alloc.py checks (EXTENSION_ABI) before it binds */
-    if (PyModule_AddIntConstant(m, "ABI", 2) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

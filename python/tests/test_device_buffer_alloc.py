@@ -200,6 +200,38 @@ def test_a_failed_zero_fill_raises_cuda_error_and_frees_the_buffer(backend, stat
     assert stats.allocation_counts.total_count == 1
 
 
+class _Memory:
+    """A stand-in for cupy.cuda.UnownedMemory: keeps its owner, as CuPy's does."""
+
+    def __init__(self, ptr, size, owner, device_id):
+        self.ptr, self.size, self.owner, self.device_id = ptr, size, owner, device_id
+
+
+class _Refused(_Memory):
+    def __init__(self, *args):
+        raise RuntimeError("refused by the memory class")
+
+
+def test_create_wrapped_hands_the_buffer_to_a_foreign_owner(backend, host, stats):
+    """What crmm's CuPy allocator returns on a default stream: pointer(memory(ptr, size, owner,
+    device), 0), the buffer freed when that object goes; a class that raises frees it at once."""
+    made = _alloc.ops.create_wrapped(1000, None, stats._handle, _Memory, lambda mem, offset: (mem, offset))
+    mem, offset = made
+    assert offset == 0 and mem.size == 1000 and mem.ptr in host.live and host.live[mem.ptr] == 1000
+    assert mem.device_id == mem.owner.device()
+    assert stats.query("bytes_in_use") == 1000
+    del made, mem
+    gc.collect()
+    assert stats.query("bytes_in_use") == 0 and host.live == {}
+    with pytest.raises(RuntimeError, match="refused by the memory class"):
+        _alloc.ops.create_wrapped(1000, None, stats._handle, _Refused, lambda mem, offset: mem)
+    gc.collect()
+    assert stats.query("allocations_total") == 2 and stats.query("bytes_in_use") == 0
+    with pytest.raises(ValueError):
+        _alloc.ops.create_wrapped(-1, None, stats._handle, _Memory, lambda mem, offset: mem)
+    assert stats.query("allocations_total") == 2
+
+
 def test_a_buffer_without_memory_raises_state_error(backend):
     db = DeviceBuffer.__new__(DeviceBuffer)
     db._buf = None

@@ -48,6 +48,23 @@ def test_buffers_are_zero_filled_pickle_and_copy(backend, stats):
     assert stats.query("bytes_in_use") == 0
 
 
+def test_zero_fill_of_reused_memory_is_ordered_on_the_stream(backend):
+    """DeviceBuffer(size=n) does not wait for its fill: a pool hands the block of a buffer just
+    filled with 0x5A back at once, and a copy queued on the same stream still reads zeros."""
+    pool = mr.PoolMemoryResource(mr.CudaMemoryResource(), initial_pool_size=1 << 20)
+    for stream in (DEFAULT_STREAM, Stream()):
+        for _ in range(50):
+            dirty = crmm.DeviceBuffer(size=65536, stream=stream, mr=pool)
+            dirty.copy_from_host(b"\x5a" * 65536, stream=stream)
+            where = dirty.ptr
+            del dirty
+            db = crmm.DeviceBuffer(size=65536, stream=stream, mr=pool)
+            assert db.ptr == where  # the same block, its old bytes still there before the fill
+            assert not db.copy_to_host(stream=stream).any()
+            del db
+        stream.synchronize()
+
+
 def test_create_and_drop_leaves_nothing_outstanding(backend, stats):
     s = Stream()
     for i in range(2000):

@@ -10,7 +10,7 @@ try:
 except ImportError:
     cupy = None
 
-from .. import _lib
+from .. import _alloc, _lib
 from ..pylibrmm.device_buffer import DeviceBuffer
 from ..pylibrmm.stream import DEFAULT_STREAM, LEGACY_DEFAULT_STREAM, PER_THREAD_DEFAULT_STREAM, Stream
 
@@ -23,6 +23,9 @@ __all__ = ["rmm_cupy_allocator", "crmm_cupy_allocator"]
 # Streams that live as long as the process: no stream view to make and free per allocation.
 _DEFAULT_STREAMS = {0: DEFAULT_STREAM, 1: LEGACY_DEFAULT_STREAM, 2: PER_THREAD_DEFAULT_STREAM}
 _uninitialized = DeviceBuffer._uninitialized
+_ops = _alloc.ops
+if cupy is not None:
+    _UnownedMemory, _MemoryPointer = cupy.cuda.UnownedMemory, cupy.cuda.memory.MemoryPointer
 
 
 def rmm_cupy_allocator(nbytes):
@@ -32,6 +35,10 @@ def rmm_cupy_allocator(nbytes):
         raise ModuleNotFoundError("No module named 'cupy': rmm_cupy_allocator needs CuPy", name="cupy")
     cupy_stream = cupy.cuda.get_current_stream()
     stream = _DEFAULT_STREAMS.get(cupy_stream.ptr)
+    if stream is not None and nbytes and type(nbytes) is int and _lib.initialized:
+        # a default stream lives as long as the process: the buffer alone is the owner, made and
+        # wrapped in one call
+        return _ops.create_wrapped(nbytes, stream._cstream, None, _UnownedMemory, _MemoryPointer)
     if stream is None:
         stream = Stream(obj=cupy_stream)  # the buffer keeps CuPy's stream alive until its free
     buf = _uninitialized(nbytes, stream)

@@ -76,8 +76,10 @@ class DeviceBuffer:
     ptr : int, optional
         Address of data (device or host memory) to copy into the new buffer; ``size`` bytes.
     size : int, optional
-        Size of the buffer in bytes (default 0). Without ``ptr`` the new memory is zero-filled,
-        so that results never depend on what the memory held before.
+        Size of the buffer in bytes (default 0). Without ``ptr`` the new memory is zero-filled
+        on ``stream`` without waiting: work queued on that stream afterwards (the copies of this
+        class included) sees zeros, never what the memory held before. Other streams and the host
+        order themselves behind ``stream`` first, as for any stream-ordered allocation.
     stream : Stream, optional
         The stream of the allocation and the copy (default: the default stream).
     mr : MemoryResource, optional
@@ -108,11 +110,10 @@ class DeviceBuffer:
         if not _lib.initialized:
             _lib.ensure_initialized()
         if zero and size and src is None:
-            # zero-filled on the stream; on a default stream finished before this returns
-            default = stream is DEFAULT_STREAM  # cudaStream_t 0: no query for either
-            cuda_stream = None if default else stream.handle or None
-            sync = default or stream.is_default()
-            self._buf = _ops.create_zeroed(size, stream._cstream, handle, cuda_stream, sync)
+            # the zeros are queued on the stream, before whatever the caller queues there next
+            # (as torch.zeros and cupy.zeros do): no wait for the GPU
+            cuda_stream = None if stream is DEFAULT_STREAM else stream.handle or None
+            self._buf = _ops.create_zeroed(size, stream._cstream, handle, cuda_stream, False)
         else:
             self._buf = _ops.create(size, stream._cstream, handle)
             if src is not None and size:
