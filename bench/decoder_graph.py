@@ -3,7 +3,9 @@
 cache) captured into a CUDA graph with torch.cuda.graph and replayed, under PyTorch's own
 allocator (`native`, or `expandable` with expandable_segments:True) or crmm's (`crmm`:
 crmm.allocators.torch.use_crmm() over the default config; `crmm_chunked`: crmm's pool growing by
-cudaMalloc chunks instead of mapping pages, as in bench/torch_workloads.py).
+cudaMalloc chunks instead of mapping pages, as in bench/torch_workloads.py; `crmm_align512` and
+`crmm_align2m`: the default pool under an `aligned` adaptor, every block at 512 bytes, or blocks
+of 1 MiB and more at 2 MiB, to see whether where tensors land moves the replay).
 
 The model is written here (RMSNorm, rotary embeddings, grouped-query attention over a static
 KV cache, SwiGLU), with random weights in bfloat16: nothing is downloaded. The captured step
@@ -31,7 +33,7 @@ import time
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", choices=["native", "expandable", "crmm", "crmm_chunked"])
+    ap.add_argument("mode", choices=["native", "expandable", "crmm", "crmm_chunked", "crmm_align512", "crmm_align2m"])
     ap.add_argument("--replays", type=int, default=200, help="replays per timed batch")
     ap.add_argument("--batches", type=int, default=15, help="timed batches (the median is reported)")
     ap.add_argument("--layers", type=int, default=4)
@@ -124,7 +126,7 @@ def main():
     if a.mode.startswith("crmm"):
         from torch_workloads import use_crmm  # the same setup as the workload harness's
 
-        use_crmm(None, chunked=a.mode == "crmm_chunked")
+        use_crmm(None, a.mode)
     elif a.mode == "expandable":
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     import torch

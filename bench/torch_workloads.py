@@ -69,6 +69,14 @@ CHUNKED_CONFIG = pool_config("initial_size = 0")
 RECORD_CONFIG = pool_config("expandable = true", "rec",
                             "\n[resource.rec]\nplugin = logging\nupstream = pool\nfile = {log}\nauto_flush = true\n")
 PAGE_MOVES_CONFIG = pool_config("expandable = true\npage_moves = {moves}")
+# where tensors land: blocks aligned to 512 bytes (PyTorch's rounding), or large ones (>= 1 MiB)
+# to 2 MiB, each at the start of a page as in a segment of its own
+ALIGNED_CONFIGS = {
+    "crmm_align512": pool_config("expandable = true", "al", "\n[resource.al]\nplugin = aligned\nupstream = pool\n"
+                                 "alignment = 512\nalignment_threshold = 0\n"),
+    "crmm_align2m": pool_config("expandable = true", "al", "\n[resource.al]\nplugin = aligned\nupstream = pool\n"
+                                "alignment = 2MiB\nalignment_threshold = 1MiB\n"),
+}
 
 
 def use_crmm(record, mode="crmm"):
@@ -83,6 +91,8 @@ def use_crmm(record, mode="crmm"):
         text = CHUNKED_CONFIG
     elif mode in ("crmm_idle", "crmm_never"):
         text = PAGE_MOVES_CONFIG.format(moves=mode[len("crmm_"):])
+    elif mode in ALIGNED_CONFIGS:
+        text = ALIGNED_CONFIGS[mode]
     if text:
         import tempfile
 
