@@ -136,6 +136,8 @@ def reference_rows(args):
     else:
         cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
         report("cupy.empty over CuPy's own memory pool (reference)", lambda: cupy.empty(SIZE, cupy.uint8), args)
+        report("cupy.zeros over CuPy's own memory pool (reference for the zero-filled row)",
+               lambda: cupy.zeros(SIZE, cupy.uint8), args)
     try:
         import torch
     except ImportError:
@@ -144,6 +146,8 @@ def reference_rows(args):
         if torch.cuda.is_available():
             report("torch.empty(4096, uint8, cuda) (reference)",
                    lambda: torch.empty(SIZE, dtype=torch.uint8, device="cuda"), args)
+            report("torch.zeros(4096, uint8, cuda) (reference for the zero-filled row)",
+                   lambda: torch.zeros(SIZE, dtype=torch.uint8, device="cuda"), args)
         else:
             print("# PyTorch sees no GPU: torch.empty is skipped")
 
