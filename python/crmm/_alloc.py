@@ -20,9 +20,12 @@ The interface:
                                           (the memory filled with zeros on cuda_stream, the
                                           cudaStream_t of cstream; then cstream synchronized
                                           when sync: DeviceBuffer(size=n) in one call)
-  ops.create_wrapped(size, cstream, mr, memory, pointer) -> pointer(memory(ptr, size, owner, device), 0)
-                                          (a foreign memory object owns the buffer: CuPy's
-                                          UnownedMemory and MemoryPointer in one call)
+  ops.create_wrapped(size, cstream, mr, memory, pointer, owner_type, stream)
+                                       -> pointer(memory(ptr, size, owner, device), 0)
+                                          (owner: an owner_type (DeviceBuffer) made as its
+                                          __new__ makes it, with _buf, _stream = stream and
+                                          _mr = None; CuPy's UnownedMemory and MemoryPointer
+                                          around it, in one call)
   ops.adopt(address) -> owner             (of a crmm_device_buffer * another libcrmm call made)
   owner.ptr(), owner.size(), owner.device() -> int
   owner.free()                            (free now; the accessors must not be called after it)
@@ -101,11 +104,14 @@ def _zeroed_through(create):
 
 
 def _wrapped_through(create):
-    """create_wrapped over a `create`: the owner handed to a foreign memory class."""
+    """create_wrapped over a `create`: a DeviceBuffer-like owner handed to a foreign memory class."""
 
-    def create_wrapped(size, cstream, mr, memory, pointer):
-        owner = create(size_arg(size, "size"), cstream, mr)
-        return pointer(memory(owner.ptr(), size, owner, owner.device()), 0)
+    def create_wrapped(size, cstream, mr, memory, pointer, owner_type, stream):
+        owner = owner_type.__new__(owner_type)
+        owner._buf = create(size_arg(size, "size"), cstream, mr)
+        owner._stream = stream
+        owner._mr = None
+        return pointer(memory(owner._buf.ptr(), size, owner, owner._buf.device()), 0)
 
     return create_wrapped
 

@@ -398,21 +398,44 @@ static PyObject *fa_create_zeroed(PyObject *self, PyObject *const *args, Py_ssiz
     return NULL;
 }
 
-/* create_wrapped(size, stream, mr, memory, pointer) -> pointer(memory(ptr, size, owner, device), 0):
- * create() a buffer and hand its Buffer to a foreign memory class as the owner that keeps it
- * alive. With memory = cupy.cuda.UnownedMemory and pointer = cupy.cuda.MemoryPointer this is a
- * whole CuPy allocation in one call (crmm/allocators/cupy.py). When either class raises, the
+/* create_wrapped(size, stream, mr, memory, pointer, owner_type, stream_obj)
+ *   -> pointer(memory(ptr, size, owner, device), 0)
+ * create() a buffer, make `owner` an instance of owner_type (DeviceBuffer: made as its
+ * __new__ makes it, then _buf = the Buffer, _stream = stream_obj, _mr = None) and hand it to a
+ * foreign memory class that keeps it alive. With memory = cupy.cuda.UnownedMemory and pointer =
+ * cupy.cuda.MemoryPointer this is a whole CuPy allocation in one call, the array's owner a
+ * DeviceBuffer as RMM's allocator makes it (crmm/allocators/cupy.py). When anything raises, the
  * buffer is freed and the exception passed on. */
 static PyObject *fa_create_wrapped(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "create_wrapped takes 5 arguments (size, stream, mr, memory, pointer)");
+    static PyObject *buf_name, *stream_name, *mr_name;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "create_wrapped takes 7 arguments (size, stream, mr, memory, pointer, owner_type, stream_obj)");
         return NULL;
     }
-    PyObject *owner = fa_create(self, args, 3);
+    if (!PyType_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "owner_type must be a type");
+        return NULL;
+    }
+    if (!buf_name && (!(buf_name = PyUnicode_InternFromString("_buf")) ||
+                      !(stream_name = PyUnicode_InternFromString("_stream")) ||
+                      !(mr_name = PyUnicode_InternFromString("_mr")))) {
+        Py_CLEAR(buf_name);
+        Py_CLEAR(stream_name);
+        return NULL;
+    }
+    PyObject *buffer = fa_create(self, args, 3);
+    if (!buffer)
+        return NULL;
+    void *buf = ((buffer_object *)buffer)->buf;
+    PyObject *owner = PyType_GenericNew((PyTypeObject *)args[5], NULL, NULL);
+    if (owner && (PyObject_SetAttr(owner, buf_name, buffer) < 0 || PyObject_SetAttr(owner, stream_name, args[6]) < 0 ||
+                  PyObject_SetAttr(owner, mr_name, Py_None) < 0))
+        Py_CLEAR(owner);
+    Py_DECREF(buffer); /* the owner holds it now; without an owner this frees the buffer */
     if (!owner)
         return NULL;
-    void *buf = ((buffer_object *)owner)->buf;
     PyObject *ptr = PyLong_FromVoidPtr(buffer_ptr(buf));
     PyObject *device = ptr ? PyLong_FromLong(buffer_device(buf)) : NULL;
     PyObject *mem = device ? PyObject_CallFunctionObjArgs(args[3], ptr, args[0], owner, device, NULL) : NULL;
@@ -446,7 +469,7 @@ static PyMethodDef fa_methods[] = {
     {"create_zeroed", (PyCFunction)(void (*)(void))fa_create_zeroed, METH_FASTCALL,
      "create_zeroed(size, stream, mr, cuda_stream, sync) -> Buffer of zeros"},
     {"create_wrapped", (PyCFunction)(void (*)(void))fa_create_wrapped, METH_FASTCALL,
-     "create_wrapped(size, stream, mr, memory, pointer) -> pointer(memory(ptr, size, owner, device), 0)"},
+     "create_wrapped(size, stream, mr, memory, pointer, owner_type, stream_obj) -> pointer(memory(ptr, size, owner, device), 0)"},
     {"adopt", fa_adopt, METH_O, "adopt(address) -> Buffer owning that crmm_device_buffer *"},
     {NULL, NULL, 0, NULL},
 };

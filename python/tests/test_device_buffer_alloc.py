@@ -214,22 +214,28 @@ class _Refused(_Memory):
 
 def test_create_wrapped_hands_the_buffer_to_a_foreign_owner(backend, host, stats):
     """What crmm's CuPy allocator returns on a default stream: pointer(memory(ptr, size, owner,
-    device), 0), the buffer freed when that object goes; a class that raises frees it at once."""
-    made = _alloc.ops.create_wrapped(1000, None, stats._handle, _Memory, lambda mem, offset: (mem, offset))
+    device), 0), the owner a DeviceBuffer on that stream, the memory freed when that object goes;
+    a class that raises frees it at once."""
+    wrap = _alloc.ops.create_wrapped
+    made = wrap(1000, None, stats._handle, _Memory, lambda mem, offset: (mem, offset), DeviceBuffer, DEFAULT_STREAM)
     mem, offset = made
-    assert offset == 0 and mem.size == 1000 and mem.ptr in host.live and host.live[mem.ptr] == 1000
-    assert mem.device_id == mem.owner.device()
+    assert offset == 0 and mem.size == 1000 and host.live[mem.ptr] == 1000
+    assert type(mem.owner) is DeviceBuffer and mem.owner.ptr == mem.ptr and mem.owner.size == 1000
+    assert mem.owner.stream is DEFAULT_STREAM and mem.device_id == mem.owner._buf.device()
     assert stats.query("bytes_in_use") == 1000
     del made, mem
     gc.collect()
     assert stats.query("bytes_in_use") == 0 and host.live == {}
     with pytest.raises(RuntimeError, match="refused by the memory class"):
-        _alloc.ops.create_wrapped(1000, None, stats._handle, _Refused, lambda mem, offset: mem)
+        wrap(1000, None, stats._handle, _Refused, lambda mem, offset: mem, DeviceBuffer, DEFAULT_STREAM)
     gc.collect()
     assert stats.query("allocations_total") == 2 and stats.query("bytes_in_use") == 0
     with pytest.raises(ValueError):
-        _alloc.ops.create_wrapped(-1, None, stats._handle, _Memory, lambda mem, offset: mem)
-    assert stats.query("allocations_total") == 2
+        wrap(-1, None, stats._handle, _Memory, lambda mem, offset: mem, DeviceBuffer, DEFAULT_STREAM)
+    with pytest.raises(TypeError):
+        wrap(1000, None, stats._handle, _Memory, lambda mem, offset: mem, "not a type", DEFAULT_STREAM)
+    gc.collect()
+    assert stats.query("bytes_in_use") == 0
 
 
 def test_a_buffer_without_memory_raises_state_error(backend):

@@ -36,9 +36,9 @@ def rmm_cupy_allocator(nbytes):
     cupy_stream = cupy.cuda.get_current_stream()
     stream = _DEFAULT_STREAMS.get(cupy_stream.ptr)
     if stream is not None and nbytes and type(nbytes) is int and _lib.initialized:
-        # a default stream lives as long as the process: the buffer alone is the owner, made and
-        # wrapped in one call
-        return _ops.create_wrapped(nbytes, stream._cstream, None, _UnownedMemory, _MemoryPointer)
+        # a default stream lives as long as the process: the DeviceBuffer that owns the memory,
+        # and CuPy's objects around it, made in one call
+        return _ops.create_wrapped(nbytes, stream._cstream, None, _UnownedMemory, _MemoryPointer, DeviceBuffer, stream)
     if stream is None:
         stream = Stream(obj=cupy_stream)  # the buffer keeps CuPy's stream alive until its free
     buf = _uninitialized(nbytes, stream)
