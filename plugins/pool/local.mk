@@ -2,7 +2,7 @@
 pkglib_LTLIBRARIES += plugins/pool/crmm_pool.la
 plugins_pool_crmm_pool_la_SOURCES = \
 	plugins/pool/pool_plugin.c \
-	plugins/pool/pool_resource.h plugins/pool/pool_core.h plugins/pool/pool_growth_state.h plugins/pool/pool_cache_policy.h \
+	plugins/pool/pool_resource.h plugins/pool/pool_core.h plugins/pool/pool_counts.h plugins/pool/pool_growth_state.h plugins/pool/pool_cache_policy.h \
 	plugins/pool/pool_alloc.c \
 	plugins/pool/pool_fork.c \
 	plugins/pool/pool_block.c plugins/pool/pool_block.h \

@@ -27,32 +27,20 @@
 #include <crmm/log.h>
 #include "pool_resource.h"
 
+/* Count an allocation in the pool's own counts; with caches off, they are the figures, so they
+ * raise the peaks. With caches on they leave out what the caches count, so the peaks of the
+ * allocations are raised by the sums (pool_cache_sum, pool_cache_drain_all); the peak of the
+ * block bytes is raised by the pool's own figure as well. */
 static inline void count_allocation(pool_resource *p, size_t bytes, size_t size)
 {
-    crmm_counters_add(&p->core.counters, bytes, CRMM_COUNT_LOCKED);
-    p->core.live_bytes += size;
-    if (p->core.live_bytes > p->core.live_peak)
-        p->core.live_peak = p->core.live_bytes;
+    pool_counts_allocated(&p->core.counts, bytes, size);
+    pool_peaks_raise(&p->core.peaks, &p->core.counts, POOL_PEAKS_ALL);
 }
 
-/* The same with caches on: the pool's own counters leave out what the caches count, so they
- * raise no peak (the sums do, pool_cache_sum and pool_cache_drain_all). */
 static inline void count_allocation_caching(pool_resource *p, size_t bytes, size_t size)
 {
-    crmm_alloc_counters *c = &p->core.counters;
-    __atomic_store_n(&c->count, c->count + 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->bytes, c->bytes + (int64_t)bytes, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->total_count, c->total_count + 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->total_bytes, c->total_bytes + bytes, __ATOMIC_RELAXED);
-    p->core.live_bytes += size;
-    if (p->core.live_bytes > p->core.live_peak)
-        p->core.live_peak = p->core.live_bytes;
-}
-
-static inline void count_free(pool_resource *p, size_t bytes, size_t size)
-{
-    crmm_counters_sub(&p->core.counters, bytes, CRMM_COUNT_LOCKED);
-    p->core.live_bytes -= size;
+    pool_counts_allocated(&p->core.counts, bytes, size);
+    pool_peaks_raise(&p->core.peaks, &p->core.counts, POOL_PEAK_BLOCKS);
 }
 
 /* ---- the slow path: a ladder of ways to find a free block, tried in order ------------------- */
@@ -303,11 +291,7 @@ static crmm_status cached_allocate(pool_resource *p, size_t bytes, size_t size, 
         if (b) {
             b->u.live.requested = bytes;
             pool_block_map_insert(&c->live, b);
-            c->count_delta++;
-            c->bytes_delta += (int64_t)bytes;
-            c->live_bytes_delta += (int64_t)b->size;
-            c->total_count_delta++;
-            c->total_bytes_delta += bytes;
+            pool_counts_allocated(&c->delta, bytes, b->size);
             spin_unlock(&c->lock);
             *ptr = (void *)b->addr;
             return CRMM_OK;
@@ -456,14 +440,14 @@ static crmm_status locked_deallocate(pool_resource *p, void *ptr, size_t bytes, 
         return st;
     }
     if (__builtin_expect(b != NULL && !capturing && !b->graph, 1)) {
-        count_free(p, b->u.live.requested, b->size);
+        pool_counts_freed(&p->core.counts, b->u.live.requested, b->size);
     } else if (b) { /* a graph's block, or a free under capture: held for the graph (pool_capture.h) */
-        count_free(p, b->u.live.requested, 0);
+        pool_counts_freed(&p->core.counts, b->u.live.requested, 0);
         if (pool_capture_free(p, b, capturing, stream)) {
             pool_unlock(p);
             return CRMM_OK;
         }
-        p->core.live_bytes -= b->size;
+        pool_counts_held(&p->core.counts, -(int64_t)b->size); /* its graph is gone: not held */
     } else if (pool_caching(p) && (b = pool_cache_remove_live(p, (uintptr_t)ptr, bytes, &st)) != NULL) {
         /* counted there */
     } else if (st != CRMM_OK) { /* live in a cache's map, freed with a wrong size */
@@ -504,9 +488,7 @@ static crmm_status cached_deallocate(pool_resource *p, void *ptr, size_t bytes, 
         spin_unlock(&c->lock);
         return st;
     }
-    c->count_delta--;
-    c->bytes_delta -= (int64_t)b->u.live.requested;
-    c->live_bytes_delta -= (int64_t)b->size;
+    pool_counts_freed(&c->delta, b->u.live.requested, b->size);
     pool_block *out[POOL_CACHE_BLOCKS];
     unsigned n = pool_cache_push(c, b, out); /* not larger than POOL_CACHE_MAX_BLOCK: no cache took it */
     spin_unlock(&c->lock);
@@ -535,9 +517,9 @@ static crmm_status capture_deallocate(pool_resource *p, void *ptr, size_t bytes,
         return st;
     }
     if (b)
-        count_free(p, b->u.live.requested, 0);
+        pool_counts_freed(&p->core.counts, b->u.live.requested, 0);
     else if ((b = pool_cache_remove_live(p, (uintptr_t)ptr, bytes, &st)))
-        p->core.live_bytes += b->size; /* counted free there; the block stays held */
+        pool_counts_held(&p->core.counts, (int64_t)b->size); /* counted free there; the block stays held */
     else if (st != CRMM_OK) {
         pool_unlock(p);
         return st;

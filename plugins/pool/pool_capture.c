@@ -74,7 +74,7 @@ static bool return_parked(pool_resource *p, pool_graph *g)
                 disown(p, o);
             else if (o == g)
                 g->owned--;
-            p->core.live_bytes -= b->size;
+            pool_counts_held(&p->core.counts, -(int64_t)b->size);
             pool_free_list_insert_merging(&ready->free, ready, b, &p->core.records);
         }
         b = next;

@@ -5,18 +5,18 @@
 #define CRMM_PLUGINS_POOL_CORE_H
 
 #include <stdint.h>
-#include <crmm/alloc_counters.h>
 #include "pool_block.h"
 #include "pool_block_map.h"
+#include "pool_counts.h"
 #include "pool_streams.h"
 
 typedef struct pool_core {
     pool_streams streams;          /* free blocks per stream */
     pool_block_map live;           /* live blocks by address */
     pool_records records;          /* spare block records */
-    crmm_alloc_counters counters;  /* requested bytes; updated under the lock (CRMM_COUNT_LOCKED) */
-    uint64_t live_bytes;           /* bytes of live blocks (rounded to 256) */
-    uint64_t live_peak;            /* the highest live_bytes (with caches on: of the sums, pool_cache_sum) */
+    pool_counts counts;            /* live allocations and totals; with caches on, less what each cache
+                                    * counts in its delta (pool_counts.h) */
+    pool_peaks peaks;              /* the highest live figures (with caches on: of the sums) */
 } pool_core;
 
 #endif

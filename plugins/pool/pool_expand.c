@@ -215,7 +215,7 @@ static void release_free_pages(pool_resource *p, pool_stream *holder, size_t pag
 static crmm_status release_beyond(pool_resource *p, pool_stream *holder, uint64_t keep, bool any_free, bool *released)
 {
     *released = false;
-    uint64_t free_bytes = p->growth.reserved - p->core.live_bytes;
+    uint64_t free_bytes = p->growth.reserved - (uint64_t)p->core.counts.block_bytes;
     if (any_free ? free_bytes < keep + p->growth.vmm.page || p->growth.reserved < p->growth.initial + p->growth.vmm.page : !pages_to_release(p, keep))
         return CRMM_OK;
     crmm_status st = pool_streams_synchronize(&p->core.streams);
@@ -349,7 +349,7 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
         want = (size_t)(p->growth.reserved / POOL_EXPAND_THREAD_STEP);
     for (;;) {
         grow_plan plan = plan_step(p, s, size, want);
-        uint64_t free_bytes = p->growth.reserved - p->core.live_bytes;
+        uint64_t free_bytes = p->growth.reserved - (uint64_t)p->core.counts.block_bytes;
         bool can_move = free_bytes > p->growth.release_threshold && free_bytes >= (size < v->page ? size : v->page);
         if (p->growth.moved_since_mark || threads || p->capturing || p->growth.page_moves == POOL_MOVES_NEVER)
             can_move = false; /* moving again before the mark rose: the pattern needs the memory;

@@ -108,9 +108,8 @@ static void pool_destroy(crmm_resource *self)
 {
     pool_resource *p = (pool_resource *)self;
     pool_fork_guard_remove(p);
-    crmm_alloc_counters sum;
-    uint64_t live_bytes;
-    pool_cache_sum(p, &sum, &live_bytes);
+    pool_counts sum;
+    pool_cache_sum(p, &sum);
     crmm_resource_report_leaks(self, (uint64_t)sum.count, (uint64_t)sum.bytes);
     pool_cache_detach_all(p); /* their blocks are in the chunks, which go back whole */
     pool_capture_detach_all(p); /* so are the blocks parked for graphs */

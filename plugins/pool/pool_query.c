@@ -1,7 +1,8 @@
-/* pool_query.c — the pool's answers to crmm_resource_query: the counters of requested bytes and
- * allocations (crmm_alloc_counters, kept under the pool's lock; with per-thread caches on, summed
- * with every cache's deltas), the bytes and chunks held from upstream, the free bytes, the largest
- * free block (over every stream's free list and every cache) and the maximum. Fragmentation follows from BYTES_FREE and LARGEST_FREE_BLOCK
+/* pool_query.c — the pool's answers to crmm_resource_query: the counts of allocations, requested
+ * bytes and block bytes with their peaks (pool_counts.h: the pool's own, kept under its lock; with
+ * per-thread caches on, summed with every cache's delta), the bytes and chunks held from upstream,
+ * the free bytes, the largest free block (over every stream's free list and every cache) and the
+ * maximum. Fragmentation follows from BYTES_FREE and LARGEST_FREE_BLOCK
  * (crmm_resource_fragmentation). */
 #include "build_config.h"
 #include <crmm/pool.h>
@@ -23,14 +24,11 @@ static uint64_t largest_free_block(const pool_resource *p)
 void pool_reset_peaks(pool_resource *p)
 {
     pool_lock(p);
-    crmm_alloc_counters sum = p->core.counters;
-    uint64_t live_bytes = p->core.live_bytes;
+    pool_counts sum = p->core.counts;
     if (pool_caching(p))
-        pool_cache_sum(p, &sum, &live_bytes);
-    __atomic_store_n(&p->core.counters.peak_count, sum.count, __ATOMIC_RELAXED);
-    __atomic_store_n(&p->core.counters.peak_bytes, sum.bytes, __ATOMIC_RELAXED);
+        pool_cache_sum(p, &sum);
+    pool_peaks_reset(&p->core.peaks, &sum);
     p->growth.reserved_peak = p->growth.reserved;
-    p->core.live_peak = live_bytes;
     pool_unlock(p);
 }
 
@@ -40,12 +38,13 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     crmm_status st = CRMM_OK;
     pool_lock(p);
     pool_capture_collect(p);
-    crmm_alloc_counters counters = p->core.counters;
-    uint64_t live_bytes = p->core.live_bytes, cached_largest = 0;
+    pool_counts sum = p->core.counts;
+    uint64_t cached_largest = 0;
     if (pool_caching(p)) {
-        pool_cache_sum(p, &counters, &live_bytes);
+        pool_cache_sum(p, &sum);
         cached_largest = pool_cache_largest(p);
     }
+    uint64_t live_bytes = (uint64_t)sum.block_bytes;
     switch ((int)what) {
     case CRMM_QUERY_BYTES_RESERVED: *out = p->growth.reserved; break;
     case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = p->growth.reserved_peak; break;
@@ -61,10 +60,10 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     case CRMM_QUERY_POOL_PAGES_CREATED: *out = p->growth.vmm.pages_created; break;
     case CRMM_QUERY_POOL_PAGES_RELEASED: *out = p->growth.vmm.pages_released; break;
     case CRMM_QUERY_POOL_BLOCK_BYTES: *out = live_bytes; break;
-    case CRMM_QUERY_POOL_BLOCK_BYTES_PEAK: *out = p->core.live_peak; break;
+    case CRMM_QUERY_POOL_BLOCK_BYTES_PEAK: *out = (uint64_t)p->core.peaks.block_bytes; break;
     case CRMM_QUERY_POOL_THREAD_CACHES: *out = pool_caching(p); break;
     case CRMM_QUERY_POOL_LOCK_WAITS: *out = p->cache.lock_waits_total; break;
-    default: st = crmm_counters_query(&counters, what, out); break;
+    default: st = pool_counts_query(&sum, &p->core.peaks, what, out); break;
     }
     if (what == CRMM_QUERY_LARGEST_FREE_BLOCK && cached_largest > *out)
         *out = cached_largest;

@@ -4,16 +4,14 @@
  *
  * One lock guards everything: the per-stream free lists (pool_streams), the live-block map, the
  * records, the upstream chunks and the list of per-thread caches (pool_thread_cache.h, which
- * says what each cache's own lock guards). The counters are plain integers updated under that lock (the
- * atomic crmm_counters_add would cost ~30 ns an operation in locked instructions alone); they are
- * read with crmm_counters_query. */
+ * says what each cache's own lock guards), and the pool's counts (pool_counts.h): plain integers,
+ * where atomic ones would cost ~30 ns an operation in locked instructions alone. */
 #ifndef CRMM_PLUGINS_POOL_RESOURCE_H
 #define CRMM_PLUGINS_POOL_RESOURCE_H
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <crmm/alloc_counters.h>
 #include <crmm/plugin.h>
 #include "pool_block.h"
 #include "pool_block_map.h"

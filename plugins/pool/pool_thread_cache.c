@@ -78,20 +78,7 @@ static bool give_blocks(pool_resource *p, pool_thread_cache *c, bool *gave)
     return true;
 }
 
-/* Fold c's deltas into p's counters (both locks held): their sums stay what they were. */
-static void fold_deltas(pool_resource *p, pool_thread_cache *c)
-{
-    crmm_alloc_counters *k = &p->core.counters;
-    k->count += c->count_delta;
-    k->bytes += c->bytes_delta;
-    k->total_count += c->total_count_delta;
-    k->total_bytes += c->total_bytes_delta;
-    p->core.live_bytes += (uint64_t)c->live_bytes_delta;
-    c->count_delta = c->bytes_delta = c->live_bytes_delta = 0;
-    c->total_count_delta = c->total_bytes_delta = 0;
-}
-
-/* Give c's blocks, its live map and its deltas to p (both locks held). False when some blocks or
+/* Give c's blocks, its live map and its delta to p (both locks held). False when some blocks or
  * live entries had to stay (malloc failed); they stay found there. */
 static bool drain(pool_resource *p, pool_thread_cache *c, bool *gave)
 {
@@ -106,16 +93,8 @@ static bool drain(pool_resource *p, pool_thread_cache *c, bool *gave)
             all = false;
         }
     }
-    fold_deltas(p, c);
+    pool_counts_fold(&p->core.counts, &c->delta);
     return all;
-}
-
-static void raise_peaks(crmm_alloc_counters *k, int64_t count, int64_t bytes)
-{
-    if (count > k->peak_count)
-        k->peak_count = count;
-    if (bytes > k->peak_bytes)
-        k->peak_bytes = bytes;
 }
 
 bool pool_cache_drain_mine(pool_resource *p, crmm_cuda_stream_t stream)
@@ -124,13 +103,12 @@ bool pool_cache_drain_mine(pool_resource *p, crmm_cuda_stream_t stream)
     bool gave = false;
     if (!c)
         return false;
-    /* the blocks and the deltas (so that p->core.live_bytes counts the blocks as free); the live map
-     * stays, so that the thread's frees of its blocks keep taking the cache's way. No peak is
-     * raised: the other caches' deltas are not in p's counters, so these are not a sum that was
-     * ever live. */
+    /* the blocks and the delta; the live map stays, so that the thread's frees of its blocks keep
+     * taking the cache's way. No peak is raised: the other caches' deltas are not in p's counts,
+     * so these are not a sum that was ever live. */
     spin_lock(&c->lock);
     give_blocks(p, c, &gave);
-    fold_deltas(p, c);
+    pool_counts_fold(&p->core.counts, &c->delta);
     spin_unlock(&c->lock);
     return gave;
 }
@@ -151,7 +129,9 @@ bool pool_cache_drain_all(pool_resource *p)
         drain(p, c, &gave);
         spin_unlock(&c->lock);
     }
-    raise_peaks(&p->core.counters, p->core.counters.count, p->core.counters.bytes);
+    /* every delta is in p's counts now: they are the sums (the block bytes' peak follows p's own
+     * figure at each allocation, pool_alloc.c) */
+    pool_peaks_raise(&p->core.peaks, &p->core.counts, POOL_PEAK_ALLOCATIONS);
     return gave;
 }
 
@@ -384,11 +364,8 @@ pool_block *pool_cache_remove_live(pool_resource *p, uintptr_t ptr, size_t bytes
             spin_unlock(&c->lock);
             return NULL;
         }
-        if (b) {
-            c->count_delta--;
-            c->bytes_delta -= (int64_t)b->u.live.requested;
-            c->live_bytes_delta -= (int64_t)b->size;
-        }
+        if (b)
+            pool_counts_freed(&c->delta, b->u.live.requested, b->size);
         spin_unlock(&c->lock);
         if (b)
             return b;
@@ -410,24 +387,15 @@ bool pool_cache_holds(pool_resource *p, uintptr_t ptr)
     return found;
 }
 
-void pool_cache_sum(pool_resource *p, crmm_alloc_counters *sum, uint64_t *live_bytes)
+void pool_cache_sum(pool_resource *p, pool_counts *sum)
 {
-    *sum = p->core.counters;
-    *live_bytes = p->core.live_bytes;
+    *sum = p->core.counts;
     for (pool_thread_cache *c = p->cache.caches; c; c = c->next) {
         spin_lock(&c->lock);
-        sum->count += c->count_delta;
-        sum->bytes += c->bytes_delta;
-        sum->total_count += c->total_count_delta;
-        sum->total_bytes += c->total_bytes_delta;
-        *live_bytes += (uint64_t)c->live_bytes_delta;
+        pool_counts_add(sum, &c->delta);
         spin_unlock(&c->lock);
     }
-    raise_peaks(&p->core.counters, sum->count, sum->bytes);
-    if (*live_bytes > p->core.live_peak)
-        p->core.live_peak = *live_bytes;
-    sum->peak_count = p->core.counters.peak_count;
-    sum->peak_bytes = p->core.counters.peak_bytes;
+    pool_peaks_raise(&p->core.peaks, sum, POOL_PEAKS_ALL);
 }
 
 uint64_t pool_cache_largest(pool_resource *p)

@@ -12,8 +12,8 @@
  *  - up to POOL_CACHE_BLOCKS free blocks, in size classes of 1/16 of a power of two (exact below
  *    8 KiB), each a last-in first-out list. An allocation of rounded size n takes the most recent
  *    block of size in [n, n + n/8] of the lowest class that has one (n's class and the two to
- *    four above it: no scan of the whole cache); the block keeps its size (live_bytes counts all
- *    of it). A free pushes; when the cache is full, the blocks pushed before the last
+ *    four above it: no scan of the whole cache); the block keeps its size (the block bytes
+ *    count all of it). A free pushes; when the cache is full, the blocks pushed before the last
  *    POOL_CACHE_KEEP pushes (at least POOL_CACHE_BLOCKS - POOL_CACHE_KEEP of them) go back to the
  *    pool under one pool lock. Blocks larger than POOL_CACHE_MAX_BLOCK are never cached. A
  *    cached block keeps owner NULL, so the pool never merges with it;
@@ -22,11 +22,12 @@
  *    lock alone. A free of a pointer not in the caller's own map takes the pool's lock and looks
  *    in the pool's live map, then in every cache's live map (a block freed by another thread or
  *    on another stream), and is refused only after that: a double free is refused at the call;
- *  - deltas of the pool's counters, changed by its thread only; queries add them up.
+ *  - a delta of the pool's counts (pool_counts.h): the allocations it serves and the frees of
+ *    the blocks in its live map; queries add the pool's counts and every cache's delta.
  *
  * Draining a cache (under the pool's lock, then the cache's) gives its blocks back to the free
- * list of its stream, moves its live map into the pool's and folds its deltas into the pool's
- * counters. Before the pool grows, the calling thread's own cache gives its blocks back (they are
+ * list of its stream, moves its live map into the pool's and folds its delta into the pool's
+ * counts. Before the pool grows, the calling thread's own cache gives its blocks back (they are
  * on the caller's stream: usable at once, and they may merge into a block that fits; its live map
  * stays); the other threads' caches drain too when all caches together hold more than
  * 1/POOL_CACHE_DRAIN_SHARE of what the pool holds. Below that share the pool grows instead: taking every other thread's blocks would
@@ -49,10 +50,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <crmm/alloc_counters.h>
 #include <crmm/resource.h>
 #include "pool_block.h"
 #include "pool_block_map.h"
+#include "pool_counts.h"
 
 #define POOL_CACHE_BLOCKS 255                      /* free blocks a cache holds (indices fit a byte) */
 #define POOL_CACHE_KEEP 192                        /* a full cache keeps the blocks of the last this many pushes */
@@ -97,9 +98,7 @@ typedef struct pool_thread_cache {
     uint8_t unused;                /* first unused entry */
     uint8_t heads[POOL_CACHE_CLASSES]; /* most recent entry of each class */
     pool_block_map live;           /* blocks its thread allocated on its stream */
-    /* deltas of the pool's counters: live allocations and requested bytes, live block bytes, totals */
-    int64_t count_delta, bytes_delta, live_bytes_delta;
-    uint64_t total_count_delta, total_bytes_delta;
+    pool_counts delta;             /* its part of the pool's counts (see the top) */
     struct pool_thread_cache *next; /* the pool's list of caches (under the pool's lock) */
     pool_cache_entry entries[POOL_CACHE_BLOCKS];
 } pool_thread_cache;
@@ -130,20 +129,20 @@ void pool_cache_give_back(struct pool_resource *p, pool_thread_cache *c, pool_bl
 /* Drain every cache of p (see the top). Returns whether a block went back to a free list. */
 bool pool_cache_drain_all(struct pool_resource *p);
 /* Give the calling thread's cache of p for `stream` (if it has one) its blocks back to the pool
- * and fold its deltas into the pool's counters; its live map stays. Returns whether a block went
+ * and fold its delta into the pool's counts; its live map stays. Returns whether a block went
  * back to a free list. */
 bool pool_cache_drain_mine(struct pool_resource *p, crmm_cuda_stream_t stream);
 /* The bytes of the free blocks every cache of p holds (each cache's own count, read without its
  * lock: a moment's value). */
 uint64_t pool_cache_bytes(const struct pool_resource *p);
-/* A live block at ptr in some cache's live map, removed from it (its deltas count the free), or
+/* A live block at ptr in some cache's live map, removed from it (its delta counts the free), or
  * NULL. When that block was asked for with other than `bytes`, it stays live, *st is the error
  * (pool_refuse_size) and the result is NULL. */
 pool_block *pool_cache_remove_live(struct pool_resource *p, uintptr_t ptr, size_t bytes, crmm_status *st);
 /* Whether ptr lies in a block some cache holds (a double free). */
 bool pool_cache_holds(struct pool_resource *p, uintptr_t ptr);
-/* The counters summed over p and its caches: into *sum, and p's peaks raised to the sum. */
-void pool_cache_sum(struct pool_resource *p, crmm_alloc_counters *sum, uint64_t *live_bytes);
+/* The counts of p plus every cache's delta: into *sum, and p's peaks raised to it. */
+void pool_cache_sum(struct pool_resource *p, pool_counts *sum);
 /* The largest block any cache holds (0: none). */
 uint64_t pool_cache_largest(struct pool_resource *p);
 
