@@ -3,6 +3,7 @@
  * shard, fallback to and across other shards, defragmentation across them. */
 #include "build_config.h"
 #include "arena_test.h"
+#include "blocks_test.h"
 
 /* ---- bad input ---------------------------------------------------------------------------- */
 
@@ -78,8 +79,7 @@ START_TEST(bad_pointers_are_refused_and_harmless)
     ck_assert_crmm(crmm_resource_deallocate(f.mr, f.mr, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     /* a free block, never allocated, inside a superblock */
     ck_assert_crmm(crmm_resource_deallocate(f.mr, small + 2048, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
-    release(f.mr, small, 1000);
-    release(f.mr, large, 1 * MiB);
+    free_all(f.mr, {small, 1000}, {large, 1 * MiB});
     ck_assert_crmm(crmm_resource_deallocate(f.mr, small, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* twice */
     ck_assert_msg(strstr(crmm_last_error(), "freed twice") != NULL, "%s", crmm_last_error());
     ck_assert_crmm(crmm_resource_deallocate(f.mr, large, 1 * MiB, NULL), CRMM_ERROR_INVALID_ARGUMENT);
@@ -88,8 +88,7 @@ START_TEST(bad_pointers_are_refused_and_harmless)
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE), 0);
     void *a = crmm_test_allocate(f.mr, 1000), *b = crmm_test_allocate(f.mr, 1000);
     ck_assert_ptr_ne(a, b);
-    release(f.mr, a, 1000);
-    release(f.mr, b, 1000);
+    free_all(f.mr, {a, 1000}, {b, 1000});
     ck_assert_crmm_ok(crmm_resource_trim(f.mr));
     allocate_and_free(f.mr, 4 * MiB);
     free(heap);
@@ -363,10 +362,7 @@ START_TEST(large_requests_fall_back_to_other_shards_and_across_them)
     ck_assert_uint_eq(shard_stats(f.mr, 1).free_bytes, 512 * KiB);
     ck_assert_uint_eq(shard_stats(f.mr, 1).largest_free, 512 * KiB);
     ck_assert_uint_eq(shard_stats(f.mr, 1).large_bytes, 3 * MiB + 512 * KiB);
-    release(f.mr, x, 4 * MiB + 512 * KiB);
-    release(f.mr, a, 3 * MiB);
-    release(f.mr, c, 3 * MiB);
-    release(f.mr, d, 3 * MiB);
+    free_all(f.mr, {x, 4 * MiB + 512 * KiB}, {a, 3 * MiB}, {c, 3 * MiB}, {d, 3 * MiB});
     for (unsigned k = 0; k < 4; k++) {
         crmm_arena_shard_stats s = shard_stats(f.mr, k);
         ck_assert_uint_eq(s.free_bytes, 4 * MiB);
@@ -406,17 +402,13 @@ START_TEST(a_superblock_can_lie_across_shards)
     ck_assert_uint_eq(shard_stats(f.mr, 0).free_bytes, 0);
     ck_assert_uint_eq(shard_stats(f.mr, 1).free_bytes, 0);
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_FREE), 1 * MiB - 2048);
-    release(f.mr, next, 1000);
-    release(f.mr, small, 1000);
+    free_all(f.mr, {next, 1000}, {small, 1000});
     ck_assert_crmm_ok(crmm_resource_trim(f.mr)); /* the empty superblock goes back to both shards */
     ck_assert_uint_eq(stats(f.mr).superblocks, 0);
     ck_assert_uint_eq(shard_stats(f.mr, 0).free_bytes, half);
     ck_assert_uint_eq(shard_stats(f.mr, 1).free_bytes, half);
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 1 * MiB);
-    release(f.mr, y, most);
-    release(f.mr, q, most);
-    release(f.mr, s2, 4 * MiB);
-    release(f.mr, s3, 4 * MiB);
+    free_all(f.mr, {y, most}, {q, most}, {s2, 4 * MiB}, {s3, 4 * MiB});
     allocate_and_free(f.mr, 16 * MiB);
     drop_arena(&f);
 }
