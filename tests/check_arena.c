@@ -7,6 +7,7 @@
 #include "conformance.h"
 #include "arena_slab.h"
 #include "arena_test.h"
+#include "blocks_test.h"
 
 static const crmm_test_chain arena_chains[] = {
     {"arena_over_host", "[resource.h]\nplugin = host\n[resource.a]\nplugin = arena\nupstream = h\narena_size = 1280MiB\n",
@@ -106,9 +107,7 @@ START_TEST(blocks_of_a_superblock_are_adjacent_and_aligned)
     ck_assert_ptr_eq(c, b + 1024);
     release(f.mr, b, 1000);
     ck_assert_ptr_eq(crmm_test_allocate(f.mr, 1024), b); /* freed on the same thread and stream: reused at once */
-    release(f.mr, a, 1000);
-    release(f.mr, b, 1024);
-    release(f.mr, c, 1000);
+    free_all(f.mr, {a, 1000}, {b, 1024}, {c, 1000});
     drop_arena(&f);
 }
 END_TEST
@@ -396,8 +395,7 @@ START_TEST(dump_file_is_written_on_failure)
     ck_assert_crmm(crmm_resource_control(f.mr, CRMM_ARENA_DUMP, "/nonexistent-dir/x.log"), CRMM_ERROR_IO);
     ck_assert_crmm(crmm_resource_control(f.mr, CRMM_ARENA_DUMP, "x.%q.log"), CRMM_ERROR_CONFIG);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "'x.%q.log'"));
-    release(f.mr, small, 1000);
-    release(f.mr, large, 2 * MiB);
+    free_all(f.mr, {small, 1000}, {large, 2 * MiB});
     drop_arena(&f);
     free(dir); /* removed with the dump when the test's process exits */
 }

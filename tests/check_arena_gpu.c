@@ -65,14 +65,26 @@ static void *move_block(crmm_resource *mr, void *p, size_t n, cudaStream_t from,
     return q;
 }
 
-/* In a test: q (n bytes) written with `fill` on t; once t and the earlier writer s are done, q
- * holds `fill` only. */
+/* In a test: q (n bytes) written with `fill` on t; once t and the earlier writer s (the whole
+ * device when s is NULL: the writer's stream is gone or another thread's) are done, q holds
+ * `fill` only. */
 static void write_and_expect(void *q, size_t n, unsigned char fill, cudaStream_t t, cudaStream_t s)
 {
     ck_assert_cuda(cudaMemsetAsync(q, fill, n, t));
     ck_assert_cuda(cudaStreamSynchronize(t));
-    ck_assert_cuda(cudaStreamSynchronize(s));
+    ck_assert_cuda(s ? cudaStreamSynchronize(s) : cudaDeviceSynchronize());
     expect_bytes(q, n, fill);
+}
+
+/* In a test: streams s and t (either may be NULL) destroyed, every block of f back, f dropped. */
+static void drop_streams_and_arena(fixture *f, cudaStream_t s, cudaStream_t t)
+{
+    if (s)
+        ck_assert_cuda(cudaStreamDestroy(s));
+    if (t)
+        ck_assert_cuda(cudaStreamDestroy(t));
+    ck_assert_uint_eq(crmm_test_query(f->mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
+    drop_arena(f);
 }
 
 START_TEST(default_size_is_half_the_free_memory)
@@ -113,42 +125,35 @@ START_TEST(reuse_on_another_stream_is_ordered)
         write_and_expect(q, n, 0xBB, t, s);
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
     }
-    ck_assert_cuda(cudaStreamDestroy(s));
-    ck_assert_cuda(cudaStreamDestroy(t));
-    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
-    drop_arena(&f);
+    drop_streams_and_arena(&f, s, t);
 }
 END_TEST
 
 /* The arena is one large block, so T can only get the memory S freed: S writes 0xAA behind
  * slow work and frees at once (no wait: the pages are tagged with S); T's allocation must wait
  * for the device before it hands them out. Also across two shards. */
+static const struct { const char *params; size_t n; } whole_arenas[] = {
+    {"arena_size=4MiB", 4 * MiB},
+    {"arena_size=128MiB shards=2", 128 * MiB},
+};
+
 START_TEST(a_large_block_moves_to_another_stream_after_its_work)
 {
-    const char *params[] = {"arena_size=4MiB", "arena_size=128MiB shards=2"};
-    const size_t sizes[] = {4 * MiB, 128 * MiB};
-    for (int k = 0; k < 2; k++) {
-        fixture f = make_arena_over("cuda", params[k]);
-        cudaStream_t s = new_stream(), t = new_stream();
-        size_t n = sizes[k];
-        void *p;
-        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
-        void *q = move_block(f.mr, p, n, s, 0xAA, t);
-        ck_assert_ptr_eq(q, p);
-        ck_assert_uint_eq(stats(f.mr).stream_syncs, 1);
-        write_and_expect(q, n, 0xBB, t, s);
-        p = move_block(f.mr, q, n, t, 0xCC, s); /* back on s after t's slow work */
-        ck_assert_ptr_eq(p, q);
-        ck_assert_uint_eq(stats(f.mr).stream_syncs, 2);
-        ck_assert_cuda(cudaMemsetAsync(p, 0xDD, n, s));
-        ck_assert_cuda(cudaDeviceSynchronize());
-        expect_bytes(p, n, 0xDD);
-        ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
-        ck_assert_cuda(cudaStreamDestroy(s));
-        ck_assert_cuda(cudaStreamDestroy(t));
-        ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
-        drop_arena(&f);
-    }
+    fixture f = make_arena_over("cuda", whole_arenas[_i].params);
+    cudaStream_t s = new_stream(), t = new_stream();
+    size_t n = whole_arenas[_i].n;
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
+    void *q = move_block(f.mr, p, n, s, 0xAA, t);
+    ck_assert_ptr_eq(q, p);
+    ck_assert_uint_eq(stats(f.mr).stream_syncs, 1);
+    write_and_expect(q, n, 0xBB, t, s);
+    p = move_block(f.mr, q, n, t, 0xCC, s); /* back on s after t's slow work */
+    ck_assert_ptr_eq(p, q);
+    ck_assert_uint_eq(stats(f.mr).stream_syncs, 2);
+    write_and_expect(p, n, 0xDD, s, NULL);
+    ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
+    drop_streams_and_arena(&f, s, t);
 }
 END_TEST
 
@@ -168,14 +173,9 @@ START_TEST(a_destroyed_stream_s_block_goes_to_another_stream)
     ck_assert_cuda(cudaStreamDestroy(s)); /* its work still runs to the end */
     ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)t, &q));
     ck_assert_ptr_eq(q, p);
-    ck_assert_cuda(cudaMemsetAsync(q, 0xBB, n, t));
-    ck_assert_cuda(cudaStreamSynchronize(t));
-    ck_assert_cuda(cudaDeviceSynchronize());
-    expect_bytes(q, n, 0xBB);
+    write_and_expect(q, n, 0xBB, t, NULL);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
-    ck_assert_cuda(cudaStreamDestroy(t));
-    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
-    drop_arena(&f);
+    drop_streams_and_arena(&f, NULL, t);
 }
 END_TEST
 
@@ -215,13 +215,9 @@ START_TEST(per_thread_default_streams_are_ordered_between_threads)
     void *q;
     ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, CRMM_CUDA_STREAM_PER_THREAD, &q));
     ck_assert_ptr_eq(q, j.p);
-    ck_assert_cuda(cudaMemsetAsync(q, 0xBB, 4 * MiB, cudaStreamPerThread));
-    ck_assert_cuda(cudaStreamSynchronize(cudaStreamPerThread));
-    ck_assert_cuda(cudaDeviceSynchronize());
-    expect_bytes(q, 4 * MiB, 0xBB);
+    write_and_expect(q, 4 * MiB, 0xBB, cudaStreamPerThread, NULL);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, 4 * MiB, CRMM_CUDA_STREAM_PER_THREAD));
-    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
-    drop_arena(&f);
+    drop_streams_and_arena(&f, NULL, NULL);
 }
 END_TEST
 
@@ -252,10 +248,7 @@ START_TEST(free_on_another_stream_waits_for_it)
         expect_bytes(p[i], 4 * KiB, 0xBB);
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p[i], 4 * KiB, (crmm_cuda_stream_t)s));
     }
-    ck_assert_cuda(cudaStreamDestroy(s));
-    ck_assert_cuda(cudaStreamDestroy(t));
-    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
-    drop_arena(&f);
+    drop_streams_and_arena(&f, s, t);
 }
 END_TEST
 
@@ -275,10 +268,7 @@ START_TEST(thread_exit_returns_superblocks_after_their_work)
     ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, (crmm_cuda_stream_t)t, &all));
     write_and_expect(all, 4 * MiB, 0xBB, t, w.stream);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
-    ck_assert_cuda(cudaStreamDestroy(t));
-    ck_assert_cuda(cudaStreamDestroy(w.stream));
-    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
-    drop_arena(&f);
+    drop_streams_and_arena(&f, t, w.stream);
 }
 END_TEST
 
@@ -297,10 +287,7 @@ START_TEST(defragment_waits_for_pending_work)
     ck_assert_uint_eq(stats(f.mr).defragmentations, 1);
     write_and_expect(all, 4 * MiB, 0xBB, t, s);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
-    ck_assert_cuda(cudaStreamDestroy(s));
-    ck_assert_cuda(cudaStreamDestroy(t));
-    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0); /* every block came back */
-    drop_arena(&f);
+    drop_streams_and_arena(&f, s, t);
 }
 END_TEST
 
@@ -405,7 +392,7 @@ int main(void)
     TCase *tc = crmm_test_tcase(s, "arena_gpu", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, default_size_is_half_the_free_memory);
     tcase_add_test(tc, reuse_on_another_stream_is_ordered);
-    tcase_add_test(tc, a_large_block_moves_to_another_stream_after_its_work);
+    tcase_add_loop_test(tc, a_large_block_moves_to_another_stream_after_its_work, 0, 2);
     tcase_add_test(tc, a_destroyed_stream_s_block_goes_to_another_stream);
     tcase_add_test(tc, per_thread_default_streams_are_ordered_between_threads);
     tcase_add_test(tc, free_on_another_stream_waits_for_it);

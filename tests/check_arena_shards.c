@@ -3,16 +3,48 @@
  * shard, fallback to and across other shards, defragmentation across them. */
 #include "build_config.h"
 #include "arena_test.h"
+#include "blocks_test.h"
 
 /* ---- bad input ---------------------------------------------------------------------------- */
 
-static void expect_create_error(const char *params, crmm_status want, const char *text)
+/* Parameters the arena refuses: the status and a part of the message. */
+static const struct { const char *params; crmm_status want; const char *text; } bad_params[] = {
+    {"", CRMM_ERROR_CONFIG, "arena: arena_size is required over host memory, in bytes"},
+    {"superblock_size=1MiB", CRMM_ERROR_CONFIG, "arena_size is required"},
+    {"arena_size=4MiB superblock_size=0", CRMM_ERROR_CONFIG, "arena: superblock_size: 0 is below the minimum 65536"},
+    {"arena_size=4MiB superblock_size=100KiB", CRMM_ERROR_CONFIG, "superblock_size: 102400 is not a power of two"},
+    {"arena_size=4GiB superblock_size=2GiB", CRMM_ERROR_CONFIG, "superblock_size: 2147483648 is above the maximum 1073741824"},
+    {"arena_size=4MiB superblock_size=junk", CRMM_ERROR_CONFIG, "superblock_size"},
+    {"arena_size=lots", CRMM_ERROR_CONFIG, "arena_size"},
+    {"arena_size=0", CRMM_ERROR_CONFIG, "arena_size 0 B is smaller than one superblock (1.0 MiB)"},
+    {"arena_size=1000KiB", CRMM_ERROR_CONFIG, "smaller than one superblock"},
+    {"arena_size=4MiB dump_log_on_failure=maybe", CRMM_ERROR_CONFIG, "dump_log_on_failure"},
+    {"arena_size=4MiB dump_file=", CRMM_ERROR_CONFIG, "dump_file"},
+    /* a pattern is checked when the arena is made, not at the first dump */
+    {"arena_size=4MiB dump_file=dump.%x.log", CRMM_ERROR_CONFIG, "arena: dump_file: file name 'dump.%x.log': unknown '%x'"},
+    {"arena_size=4MiB arena_szie=1", CRMM_ERROR_CONFIG, "arena_szie"},
+    {"arena_size=64MiB shards=0", CRMM_ERROR_CONFIG, "arena: shards: 0 is below the minimum 1"},
+    {"arena_size=64MiB shards=65", CRMM_ERROR_CONFIG, "arena: shards: 65 is above the maximum 64"},
+    {"arena_size=64MiB shards=18446744073709551615", CRMM_ERROR_CONFIG, "is above the maximum 64"},
+    {"arena_size=4MiB shards=5", CRMM_ERROR_CONFIG,
+     "arena: shards 5 is too many for arena_size 4.0 MiB: each shard needs at least one superblock (1.0 MiB), so at most 4"},
+    {"arena_size=64MiB shards=many", CRMM_ERROR_CONFIG, "shards"},
+    {"arena_size=64MiB shards=-1", CRMM_ERROR_CONFIG, "shards"},
+    {"arena_size=64MiB shards=2.5", CRMM_ERROR_CONFIG, "shards"},
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) /* they abort on a failed huge malloc */
+    /* the upstream cannot give it: its error, with the arena's context */
+    {"arena_size=512GiB", CRMM_ERROR_OUT_OF_MEMORY, "arena: taking arena_size 512.0 GiB from upstream"},
+#endif
+};
+
+START_TEST(bad_parameters_are_refused_clearly)
 {
+    const char *params = bad_params[_i].params, *text = bad_params[_i].text;
     crmm_resource *host, *mr = (crmm_resource *)0x1;
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &host));
     crmm_clear_error();
     crmm_status st = crmm_resource_create("arena", params, host, &mr);
-    ck_assert_msg(st == want, "\"%s\" gave %s: %s", params, crmm_status_name(st), crmm_last_error());
+    ck_assert_msg(st == bad_params[_i].want, "\"%s\" gave %s: %s", params, crmm_status_name(st), crmm_last_error());
     ck_assert_msg(strstr(crmm_last_error(), text) != NULL, "\"%s\": message \"%s\" lacks \"%s\"", params,
                   crmm_last_error(), text);
     ck_assert_ptr_eq(mr, (crmm_resource *)0x1);
@@ -20,30 +52,10 @@ static void expect_create_error(const char *params, crmm_status want, const char
     ck_assert_uint_eq(crmm_test_query(host, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(host);
 }
+END_TEST
 
-START_TEST(bad_parameters_are_refused_clearly)
+START_TEST(an_arena_needs_an_upstream)
 {
-    expect_create_error("", CRMM_ERROR_CONFIG, "arena: arena_size is required over host memory, in bytes");
-    expect_create_error("superblock_size=1MiB", CRMM_ERROR_CONFIG, "arena_size is required");
-    expect_create_error("arena_size=4MiB superblock_size=0", CRMM_ERROR_CONFIG,
-                        "arena: superblock_size: 0 is below the minimum 65536");
-    expect_create_error("arena_size=4MiB superblock_size=100KiB", CRMM_ERROR_CONFIG, "superblock_size: 102400 is not a power of two");
-    expect_create_error("arena_size=4GiB superblock_size=2GiB", CRMM_ERROR_CONFIG, "superblock_size: 2147483648 is above the maximum 1073741824");
-    expect_create_error("arena_size=4MiB superblock_size=junk", CRMM_ERROR_CONFIG, "superblock_size");
-    expect_create_error("arena_size=lots", CRMM_ERROR_CONFIG, "arena_size");
-    expect_create_error("arena_size=0", CRMM_ERROR_CONFIG, "arena_size 0 B is smaller than one superblock (1.0 MiB)");
-    expect_create_error("arena_size=1000KiB", CRMM_ERROR_CONFIG, "smaller than one superblock");
-    expect_create_error("arena_size=4MiB dump_log_on_failure=maybe", CRMM_ERROR_CONFIG, "dump_log_on_failure");
-    expect_create_error("arena_size=4MiB dump_file=", CRMM_ERROR_CONFIG, "dump_file");
-    /* a pattern is checked when the arena is made, not at the first dump */
-    expect_create_error("arena_size=4MiB dump_file=dump.%x.log", CRMM_ERROR_CONFIG,
-                        "arena: dump_file: file name 'dump.%x.log': unknown '%x'");
-    expect_create_error("arena_size=4MiB arena_szie=1", CRMM_ERROR_CONFIG, "arena_szie");
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) /* they abort on a failed huge malloc */
-    /* the upstream cannot give it: its error, with the arena's context */
-    expect_create_error("arena_size=512GiB", CRMM_ERROR_OUT_OF_MEMORY, "arena: taking arena_size 512.0 GiB from upstream");
-#endif
-    /* without an upstream */
     crmm_resource *mr;
     ck_assert_crmm(crmm_resource_create("arena", "arena_size=4MiB", NULL, &mr), CRMM_ERROR_CONFIG);
 }
@@ -67,8 +79,7 @@ START_TEST(bad_pointers_are_refused_and_harmless)
     ck_assert_crmm(crmm_resource_deallocate(f.mr, f.mr, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     /* a free block, never allocated, inside a superblock */
     ck_assert_crmm(crmm_resource_deallocate(f.mr, small + 2048, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
-    release(f.mr, small, 1000);
-    release(f.mr, large, 1 * MiB);
+    free_all(f.mr, {small, 1000}, {large, 1 * MiB});
     ck_assert_crmm(crmm_resource_deallocate(f.mr, small, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* twice */
     ck_assert_msg(strstr(crmm_last_error(), "freed twice") != NULL, "%s", crmm_last_error());
     ck_assert_crmm(crmm_resource_deallocate(f.mr, large, 1 * MiB, NULL), CRMM_ERROR_INVALID_ARGUMENT);
@@ -77,8 +88,7 @@ START_TEST(bad_pointers_are_refused_and_harmless)
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE), 0);
     void *a = crmm_test_allocate(f.mr, 1000), *b = crmm_test_allocate(f.mr, 1000);
     ck_assert_ptr_ne(a, b);
-    release(f.mr, a, 1000);
-    release(f.mr, b, 1000);
+    free_all(f.mr, {a, 1000}, {b, 1000});
     ck_assert_crmm_ok(crmm_resource_trim(f.mr));
     allocate_and_free(f.mr, 4 * MiB);
     free(heap);
@@ -352,10 +362,7 @@ START_TEST(large_requests_fall_back_to_other_shards_and_across_them)
     ck_assert_uint_eq(shard_stats(f.mr, 1).free_bytes, 512 * KiB);
     ck_assert_uint_eq(shard_stats(f.mr, 1).largest_free, 512 * KiB);
     ck_assert_uint_eq(shard_stats(f.mr, 1).large_bytes, 3 * MiB + 512 * KiB);
-    release(f.mr, x, 4 * MiB + 512 * KiB);
-    release(f.mr, a, 3 * MiB);
-    release(f.mr, c, 3 * MiB);
-    release(f.mr, d, 3 * MiB);
+    free_all(f.mr, {x, 4 * MiB + 512 * KiB}, {a, 3 * MiB}, {c, 3 * MiB}, {d, 3 * MiB});
     for (unsigned k = 0; k < 4; k++) {
         crmm_arena_shard_stats s = shard_stats(f.mr, k);
         ck_assert_uint_eq(s.free_bytes, 4 * MiB);
@@ -395,17 +402,13 @@ START_TEST(a_superblock_can_lie_across_shards)
     ck_assert_uint_eq(shard_stats(f.mr, 0).free_bytes, 0);
     ck_assert_uint_eq(shard_stats(f.mr, 1).free_bytes, 0);
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_FREE), 1 * MiB - 2048);
-    release(f.mr, next, 1000);
-    release(f.mr, small, 1000);
+    free_all(f.mr, {next, 1000}, {small, 1000});
     ck_assert_crmm_ok(crmm_resource_trim(f.mr)); /* the empty superblock goes back to both shards */
     ck_assert_uint_eq(stats(f.mr).superblocks, 0);
     ck_assert_uint_eq(shard_stats(f.mr, 0).free_bytes, half);
     ck_assert_uint_eq(shard_stats(f.mr, 1).free_bytes, half);
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 1 * MiB);
-    release(f.mr, y, most);
-    release(f.mr, q, most);
-    release(f.mr, s2, 4 * MiB);
-    release(f.mr, s3, 4 * MiB);
+    free_all(f.mr, {y, most}, {q, most}, {s2, 4 * MiB}, {s3, 4 * MiB});
     allocate_and_free(f.mr, 16 * MiB);
     drop_arena(&f);
 }
@@ -457,17 +460,8 @@ START_TEST(one_shard_is_the_arena_of_one_lock)
 }
 END_TEST
 
-START_TEST(bad_shards_are_refused_clearly)
+START_TEST(as_many_shards_as_superblocks)
 {
-    expect_create_error("arena_size=64MiB shards=0", CRMM_ERROR_CONFIG, "arena: shards: 0 is below the minimum 1");
-    expect_create_error("arena_size=64MiB shards=65", CRMM_ERROR_CONFIG, "arena: shards: 65 is above the maximum 64");
-    expect_create_error("arena_size=64MiB shards=18446744073709551615", CRMM_ERROR_CONFIG, "is above the maximum 64");
-    expect_create_error("arena_size=4MiB shards=5", CRMM_ERROR_CONFIG,
-                        "arena: shards 5 is too many for arena_size 4.0 MiB: each shard needs at least one superblock "
-                        "(1.0 MiB), so at most 4");
-    expect_create_error("arena_size=64MiB shards=many", CRMM_ERROR_CONFIG, "shards");
-    expect_create_error("arena_size=64MiB shards=-1", CRMM_ERROR_CONFIG, "shards");
-    expect_create_error("arena_size=64MiB shards=2.5", CRMM_ERROR_CONFIG, "shards");
     /* the most there may be: one superblock each */
     fixture f = make_arena("arena_size=4MiB shards=4");
     ck_assert_uint_eq(stats(f.mr).shards, 4);
@@ -525,7 +519,8 @@ int main(void)
     Suite *s = suite_create("arena_shards");
     TCase *tc = tcase_create("arena_shards");
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, bad_parameters_are_refused_clearly);
+    tcase_add_loop_test(tc, bad_parameters_are_refused_clearly, 0, (int)(sizeof bad_params / sizeof bad_params[0]));
+    tcase_add_test(tc, an_arena_needs_an_upstream);
     tcase_add_test(tc, bad_pointers_are_refused_and_harmless);
     tcase_add_test(tc, double_free_from_another_thread_is_refused);
     tcase_add_test(tc, control_ops);
@@ -535,7 +530,7 @@ int main(void)
     tcase_add_test(tc, large_requests_fall_back_to_other_shards_and_across_them);
     tcase_add_test(tc, a_superblock_can_lie_across_shards);
     tcase_add_test(tc, one_shard_is_the_arena_of_one_lock);
-    tcase_add_test(tc, bad_shards_are_refused_clearly);
+    tcase_add_test(tc, as_many_shards_as_superblocks);
     tcase_add_test(tc, defragment_works_across_shards);
     suite_add_tcase(s, tc);
     return crmm_test_run(s);

@@ -7,6 +7,7 @@
  * wait for either. Per-thread and legacy streams, many threads: check_arena_streams_threads.c. */
 #include "build_config.h"
 #include "arena_streams_test.h"
+#include "blocks_test.h"
 
 /* ---- one stream ---------------------------------------------------------------------------- */
 
@@ -24,9 +25,7 @@ START_TEST(the_same_stream_makes_no_cuda_call)
     }
     /* small blocks too, and a mix of both live at once */
     void *x = alloc_on(mr, 1000, s), *y = alloc_on(mr, 2 * MiB, s), *z = alloc_on(mr, 64 * KiB, s);
-    free_on(mr, y, 2 * MiB, s);
-    free_on(mr, x, 1000, s);
-    free_on(mr, z, 64 * KiB, s);
+    free_all_on(mr, s, {y, 2 * MiB}, {x, 1000}, {z, 64 * KiB});
     ck_assert_int_eq(fake_cuda_total(), 0);
     ck_assert_int_eq(fake_stream_uses(s), 0);
     ck_assert_uint_eq(stats(mr).stream_syncs, 0);
@@ -88,8 +87,7 @@ START_TEST(one_synchronization_frees_every_older_span_for_all)
     void *w = alloc_on(mr, MiB, u);
     ck_assert_ptr_eq(w, x);
     ck_assert_int_eq(fake_cuda.device_sync, 2);
-    free_on(mr, w, MiB, u);
-    free_on(mr, y, MiB, u);
+    free_all_on(mr, u, {w, MiB}, {y, MiB});
     free_on(mr, z, MiB, v);
     for (int i = 1; i < 6; i += 2)
         free_on(mr, p[i], MiB, s);
@@ -117,9 +115,7 @@ START_TEST(a_fit_that_needs_no_wait_comes_first)
     ck_assert_ptr_eq(d, a);
     ck_assert_int_eq(fake_cuda.device_sync, 1);
     ck_assert_int_eq(fake_stream_uses(s), 0);
-    free_on(mr, b, MiB, u);
-    free_on(mr, c, 2 * MiB, u);
-    free_on(mr, d, 2 * MiB, u);
+    free_all_on(mr, u, {b, MiB}, {c, 2 * MiB}, {d, 2 * MiB});
     crmm_resource_release(mr);
 }
 END_TEST
@@ -135,8 +131,7 @@ START_TEST(within_a_shard_a_fit_that_needs_no_wait_comes_first)
         p[i] = alloc_on(mr, MiB, s);
     free_on(mr, p[1], MiB, t);
     free_on(mr, p[3], MiB, s);
-    free_on(mr, p[5], MiB, t);
-    free_on(mr, p[6], MiB, t);
+    free_all_on(mr, t, {p[5], MiB}, {p[6], MiB});
     void *x = alloc_on(mr, MiB, t); /* not p[3]: p[1], the other of its list */
     ck_assert_ptr_eq(x, p[1]);
     void *y = alloc_on(mr, MiB, t); /* p[3] alone in its list: the larger span, t's */
@@ -147,10 +142,7 @@ START_TEST(within_a_shard_a_fit_that_needs_no_wait_comes_first)
     void *w = alloc_on(mr, MiB, t); /* only s's is left: one wait */
     ck_assert_ptr_eq(w, p[3]);
     ck_assert_int_eq(fake_cuda.device_sync, 1);
-    free_on(mr, x, MiB, t);
-    free_on(mr, y, MiB, t);
-    free_on(mr, z, MiB, t);
-    free_on(mr, w, MiB, t);
+    free_all_on(mr, t, {x, MiB}, {y, MiB}, {z, MiB}, {w, MiB});
     for (int i = 0; i < 6; i += 2)
         free_on(mr, p[i], MiB, s);
     crmm_resource_release(mr);
@@ -217,13 +209,11 @@ START_TEST(neighbours_of_one_stream_merge_without_a_wait)
     cudaStream_t s = fake_stream_new(0);
     char *a = alloc_on(mr, MiB, s), *b = alloc_on(mr, MiB, s), *c = alloc_on(mr, MiB, s);
     ck_assert_ptr_eq(b, a + MiB);
-    free_on(mr, a, MiB, s);
-    free_on(mr, b, MiB, s);
+    free_all_on(mr, s, {a, MiB}, {b, MiB});
     void *x = alloc_on(mr, 2 * MiB, s);
     ck_assert_ptr_eq(x, a);
     ck_assert_int_eq(fake_cuda_total(), 0);
-    free_on(mr, x, 2 * MiB, s);
-    free_on(mr, c, MiB, s);
+    free_all_on(mr, s, {x, 2 * MiB}, {c, MiB});
     crmm_resource_release(mr);
 }
 END_TEST

@@ -109,14 +109,23 @@ static void *allocate_and_free(void *arg)
     return NULL;
 }
 
-/* Run `threads` threads of `rounds` allocate+free pairs each on a new async resource made with
- * `params`, allocations waiting up to `meet_seconds` inside for another thread; returns the most
- * threads seen inside the driver at once. */
-static int run_threads(const char *params, int threads, int rounds, int meet_seconds)
+/* `threads` threads of `rounds` allocate+free pairs each on a new async resource made with
+ * `params`, allocations waiting up to `meet` seconds inside for another thread: at most `most`
+ * threads are seen inside the driver at once. Serialized (the default), one at a time, also when
+ * threads call together; without serialize_calls they are let in together (so the check can see
+ * two threads inside). */
+static const struct { const char *params; int threads, rounds, meet, most; } turns[] = {
+    {"", 4, 1000, 0, 1},
+    {"serialize_calls=true", 2, 1, 2, 1},
+    {"serialize_calls=false", 2, 1, 30, 2},
+};
+
+START_TEST(threads_in_the_driver_at_once)
 {
+    int threads = turns[_i].threads, rounds = turns[_i].rounds;
     inside = most_inside = 0;
-    meet = meet_seconds;
-    crmm_resource *mr = crmm_test_create("async", params, NULL);
+    meet = turns[_i].meet;
+    crmm_resource *mr = crmm_test_create("async", turns[_i].params, NULL);
     pthread_t t[8];
     job jobs[8];
     ck_assert_int_le(threads, 8);
@@ -134,25 +143,7 @@ static int run_threads(const char *params, int threads, int rounds, int meet_sec
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), (uint64_t)threads * (uint64_t)rounds);
     crmm_resource_release(mr);
     ck_assert_int_eq(pools_live, 0);
-    return most_inside;
-}
-
-START_TEST(one_thread_at_a_time_in_the_driver)
-{
-    ck_assert_int_eq(run_threads("", 4, 1000, 0), 1);
-}
-END_TEST
-
-START_TEST(threads_that_call_together_still_take_turns)
-{
-    ck_assert_int_eq(run_threads("serialize_calls=true", 2, 1, 2), 1);
-}
-END_TEST
-
-START_TEST(without_serialize_calls_threads_meet_in_the_driver)
-{
-    /* the check above can see two threads inside: here they are let in together */
-    ck_assert_int_eq(run_threads("serialize_calls=false", 2, 1, 30), 2);
+    ck_assert_int_eq(most_inside, turns[_i].most);
 }
 END_TEST
 
@@ -212,9 +203,7 @@ int main(void)
 {
     Suite *s = suite_create("async_serialized");
     TCase *tc = crmm_test_tcase(s, "serialize_calls", 60);
-    tcase_add_test(tc, one_thread_at_a_time_in_the_driver);
-    tcase_add_test(tc, threads_that_call_together_still_take_turns);
-    tcase_add_test(tc, without_serialize_calls_threads_meet_in_the_driver);
+    tcase_add_loop_test(tc, threads_in_the_driver_at_once, 0, (int)(sizeof turns / sizeof turns[0]));
     tcase_add_test(tc, a_forked_child_is_not_stuck_on_the_parents_lock);
     tcase_add_test(tc, serialize_calls_must_be_a_bool);
     return crmm_test_run(s);

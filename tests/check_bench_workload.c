@@ -339,49 +339,41 @@ static void check_sane_result(const bench_result *r, unsigned repeats)
     ck_assert(r->ops_per_second > expect * 0.999 && r->ops_per_second < expect * 1.001);
 }
 
-START_TEST(runner_over_host_one_thread)
+/* The runner over host memory with one thread and with four: every op counted, the peak live
+ * bytes the sequences' sum, every block freed, each sequence run 1 + repeats times (the warm-up). */
+static const struct { unsigned threads, repeats; uint64_t steps; uint32_t live; uint64_t max_size; } host_runs[] = {
+    {1, 3, 5000, 100, 1024},
+    {4, 2, 3000, 50, 4096},
+};
+
+START_TEST(runner_over_host)
 {
+    unsigned threads = host_runs[_i].threads, repeats = host_runs[_i].repeats;
     crmm_resource *mr;
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &mr));
-    bench_sequence q = one_sequence(5000, 100, 1024);
-    bench_run_options opt = {.repeats = 3, .device = -1};
+    bench_workload w = steps_workload(host_runs[_i].steps, host_runs[_i].live, host_runs[_i].max_size);
+    bench_sequence q[4];
+    make_sequences(&w, threads, q);
+    bench_run_options opt = {.repeats = repeats, .device = -1};
     bench_result r;
-    ck_assert_crmm_ok(bench_run(mr, &q, 1, &opt, &r));
-    check_sane_result(&r, 3);
-    ck_assert_uint_eq(r.total_ops, q.count);
-    ck_assert_uint_eq(r.peak_live_bytes, q.peak_live_bytes);
+    ck_assert_crmm_ok(bench_run(mr, q, threads, &opt, &r));
+    check_sane_result(&r, repeats);
+    ck_assert_uint_eq(r.threads, threads);
+    uint64_t ops = 0, peak = 0, allocs = 0;
+    for (unsigned t = 0; t < threads; t++) {
+        ops += q[t].count;
+        peak += q[t].peak_live_bytes;
+        allocs += q[t].allocs;
+    }
+    ck_assert_uint_eq(r.total_ops, ops);
+    ck_assert_uint_eq(r.peak_live_bytes, peak);
     ck_assert(!r.has_peak_reserved); /* host answers no reserved-bytes query */
     uint64_t v;
     ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &v));
     ck_assert_uint_eq(v, 0);
     ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL, &v));
-    ck_assert_uint_eq(v, 4 * q.allocs); /* warm-up + 3 runs */
-    bench_sequence_free(&q);
-    crmm_resource_release(mr);
-}
-END_TEST
-
-START_TEST(runner_over_host_four_threads)
-{
-    crmm_resource *mr;
-    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &mr));
-    bench_workload w = steps_workload(3000, 50, 4096);
-    bench_sequence q[4];
-    make_sequences(&w, 4, q);
-    bench_run_options opt = {.repeats = 2, .device = -1};
-    bench_result r;
-    ck_assert_crmm_ok(bench_run(mr, q, 4, &opt, &r));
-    check_sane_result(&r, 2);
-    ck_assert_uint_eq(r.threads, 4);
-    ck_assert_uint_eq(r.total_ops, q[0].count + q[1].count + q[2].count + q[3].count);
-    ck_assert_uint_eq(r.peak_live_bytes, q[0].peak_live_bytes + q[1].peak_live_bytes + q[2].peak_live_bytes +
-                                             q[3].peak_live_bytes);
-    uint64_t v;
-    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &v));
-    ck_assert_uint_eq(v, 0);
-    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL, &v));
-    ck_assert_uint_eq(v, 3 * (q[0].allocs + q[1].allocs + q[2].allocs + q[3].allocs));
-    free_sequences(q, 4);
+    ck_assert_uint_eq(v, (repeats + 1) * allocs);
+    free_sequences(q, threads);
     crmm_resource_release(mr);
 }
 END_TEST
@@ -492,8 +484,7 @@ int main(void)
     tcase_add_test(tc, sequence_random_mode_follows_rmm);
     tcase_add_test(tc, sequence_rejects_bad_workloads);
     tc = crmm_test_tcase(s, "runner", 0);
-    tcase_add_test(tc, runner_over_host_one_thread);
-    tcase_add_test(tc, runner_over_host_four_threads);
+    tcase_add_loop_test(tc, runner_over_host, 0, 2);
     tcase_add_test(tc, runner_reports_progress_and_reserved_peak);
     tcase_add_test(tc, runner_out_of_memory_frees_and_reports);
     tcase_add_test(tc, runner_out_of_memory_on_a_hand_made_sequence);

@@ -410,30 +410,23 @@ START_TEST(test_init_gpu_default_without_device)
 }
 END_TEST
 
-START_TEST(test_init_environment_level_wins)
+/* $CRMM_LOG_LEVEL beats the config's log_level, so tracing needs no edit of the file; a value
+ * that names no level is ignored: the config's level applies. */
+static const struct { const char *env, *file; bool from_env; crmm_log_level level; } env_levels[] = {
+    {"trace", "level.ini", true, CRMM_LOG_TRACE},
+    {"loud", "junk.ini", false, CRMM_LOG_ERROR},
+};
+
+START_TEST(test_init_environment_level)
 {
-    /* $CRMM_LOG_LEVEL beats the config's log_level, so tracing needs no edit of the file */
-    setenv("CRMM_LOG_LEVEL", "trace", 1);
+    setenv("CRMM_LOG_LEVEL", env_levels[_i].env, 1);
     static const char text[] = "[crmm]\nlog_level = error\n[resource.h]\nplugin = host\n";
-    const char *path = write_tmp("level.ini", text, sizeof text - 1);
+    const char *path = write_tmp(env_levels[_i].file, text, sizeof text - 1);
     ck_assert_crmm_ok(crmm_init(path));
-    ck_assert(crmm_log_level_from_env());
-    ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_TRACE);
+    ck_assert(crmm_log_level_from_env() == env_levels[_i].from_env);
+    ck_assert_int_eq(crmm_log_get_level(), env_levels[_i].level);
     ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO)); /* a program may still change it */
     ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_INFO);
-    crmm_finalize();
-}
-END_TEST
-
-START_TEST(test_init_environment_level_junk_yields)
-{
-    /* a value that names no level is ignored: the config's level applies */
-    setenv("CRMM_LOG_LEVEL", "loud", 1);
-    static const char text[] = "[crmm]\nlog_level = error\n[resource.h]\nplugin = host\n";
-    const char *path = write_tmp("junk.ini", text, sizeof text - 1);
-    ck_assert_crmm_ok(crmm_init(path));
-    ck_assert(!crmm_log_level_from_env());
-    ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_ERROR);
     crmm_finalize();
 }
 END_TEST
@@ -462,8 +455,7 @@ int main(void)
     tcase_add_test(tc, test_instances_gpu_chain_without_gpu);
     tcase_add_test(tc, test_init_then_registry_without_device);
     tcase_add_test(tc, test_init_gpu_default_without_device);
-    tcase_add_test(tc, test_init_environment_level_wins);
-    tcase_add_test(tc, test_init_environment_level_junk_yields);
+    tcase_add_loop_test(tc, test_init_environment_level, 0, 2);
 
     tc = crmm_test_tcase(s, "init", 0);
     tcase_add_checked_fixture(tc, tmpdir_setup, NULL);

@@ -86,11 +86,14 @@ static void *build_and_release_chain(void *arg)
     return NULL;
 }
 
-static void run_chain_on_stack(size_t stack_bytes)
+/* The DEEP-long chain built on a thread with a 64 KiB stack and with a default one. */
+static const size_t stacks[] = {64 * 1024, 8 * 1024 * 1024};
+
+START_TEST(test_long_chain_on_a_thread_stack)
 {
     pthread_attr_t attr;
     ck_assert_int_eq(pthread_attr_init(&attr), 0);
-    ck_assert_int_eq(pthread_attr_setstacksize(&attr, stack_bytes), 0);
+    ck_assert_int_eq(pthread_attr_setstacksize(&attr, stacks[_i]), 0);
     chain_result r = {0};
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, &attr, build_and_release_chain, &r), 0);
@@ -104,17 +107,6 @@ static void run_chain_on_stack(size_t stack_bytes)
     ck_assert_str_eq(r.bottom_kind, "host");
     ck_assert_int_eq(r.top_refs_with_config, 2); /* the config's cache and ours */
     ck_assert_int_eq(r.top_refs_after_free, 1);
-}
-
-START_TEST(test_long_chain_on_small_stack)
-{
-    run_chain_on_stack(64 * 1024);
-}
-END_TEST
-
-START_TEST(test_long_chain_on_default_stack)
-{
-    run_chain_on_stack(8 * 1024 * 1024);
 }
 END_TEST
 
@@ -136,21 +128,6 @@ START_TEST(test_long_chain_answers)
 }
 END_TEST
 
-/* One resource deeper than allowed is refused at validation (so check-config refuses it too),
- * naming the first resource too deep; so is a 100,000-long chain, at the same resource. */
-START_TEST(test_too_deep_chain_is_refused)
-{
-    const size_t lengths[] = {DEEP + 1, MANY};
-    for (size_t i = 0; i < 2; i++) {
-        ck_assert_ptr_null(load(generate(lengths[i], true, ""), "deep.ini", CRMM_ERROR_CONFIG));
-        /* r0 takes lines 1-2, rK (K >= 1) starts on line 3K: r1024 is the 1,025th, on line 3072 */
-        ck_assert_str_eq(crmm_last_error(), "config error: deep.ini:3072: resource.r1024: its upstream chain is 1025 "
-                                            "resources deep, more than the 1024 allowed (every call passes through each "
-                                            "layer on the stack)");
-    }
-}
-END_TEST
-
 START_TEST(test_many_independent_resources)
 {
     crmm_config *cfg = load(generate(MANY, false, "[crmm]\ndefault = r77777\n"), "flat.ini", CRMM_OK);
@@ -167,16 +144,6 @@ START_TEST(test_many_independent_resources)
     ck_assert_str_eq(crmm_resource_name(mr), "r77777");
     crmm_resource_release(mr);
     crmm_config_free(cfg);
-}
-END_TEST
-
-/* The error of a big config still names the right line and the right earlier definition. */
-START_TEST(test_repeated_name_among_many)
-{
-    char *text = generate(MANY, false, "[resource.r31415]\nplugin = host\n");
-    ck_assert_ptr_null(load(text, "dup.ini", CRMM_ERROR_CONFIG));
-    /* r0 takes lines 1-2, rK (K >= 1) lines 2K+1 and 2K+2 */
-    ck_assert_str_eq(crmm_last_error(), "config error: dup.ini:200001: [resource.r31415] defined twice (first at line 62831)");
 }
 END_TEST
 
@@ -209,16 +176,32 @@ START_TEST(test_long_cycle)
 }
 END_TEST
 
-/* Two separate cycles after a long chain: the one on the lower line is reported. */
-START_TEST(test_cycles_after_long_chain)
+/* Mistakes in generated configs of `n` resources (a chain or not) and `extra` lines: the whole
+ * message, which still names the right line. */
+static const struct { size_t n; bool chain; const char *extra, *origin, *error; } refused[] = {
+    /* one resource deeper than allowed is refused at validation (so check-config refuses it too),
+     * naming the first resource too deep; so is a 100,000-long chain, at the same resource. r0
+     * takes lines 1-2, rK (K >= 1) starts on line 3K: r1024 is the 1,025th, on line 3072 */
+    {DEEP + 1, true, "", "deep.ini", "config error: deep.ini:3072: resource.r1024: its upstream chain is 1025 resources "
+                                     "deep, more than the 1024 allowed (every call passes through each layer on the stack)"},
+    {MANY, true, "", "deep.ini", "config error: deep.ini:3072: resource.r1024: its upstream chain is 1025 resources "
+                                 "deep, more than the 1024 allowed (every call passes through each layer on the stack)"},
+    /* the right earlier definition: r0 takes lines 1-2, rK (K >= 1) lines 2K+1 and 2K+2 */
+    {MANY, false, "[resource.r31415]\nplugin = host\n", "dup.ini",
+     "config error: dup.ini:200001: [resource.r31415] defined twice (first at line 62831)"},
+    /* two separate cycles after a long chain: the one on the lower line, reported from its first
+     * member in file order, b, at b's upstream line */
+    {DEEP, true,
+     "[resource.b]\nplugin = statistics\nupstream = a\n[resource.a]\nplugin = statistics\nupstream = b\n"
+     "[resource.c]\nplugin = statistics\nupstream = c\n",
+     "two.ini", "config error: two.ini:3074: upstream cycle: b -> a -> b"},
+};
+
+START_TEST(test_mistake_among_many_is_named)
 {
-    char *text = generate(DEEP, true,
-                          "[resource.b]\nplugin = statistics\nupstream = a\n"
-                          "[resource.a]\nplugin = statistics\nupstream = b\n"
-                          "[resource.c]\nplugin = statistics\nupstream = c\n");
-    ck_assert_ptr_null(load(text, "two.ini", CRMM_ERROR_CONFIG));
-    /* reported from its first member in file order, b, at b's upstream line */
-    ck_assert_str_eq(crmm_last_error(), "config error: two.ini:3074: upstream cycle: b -> a -> b");
+    ck_assert_ptr_null(load(generate(refused[_i].n, refused[_i].chain, refused[_i].extra), refused[_i].origin,
+                            CRMM_ERROR_CONFIG));
+    ck_assert_str_eq(crmm_last_error(), refused[_i].error);
 }
 END_TEST
 
@@ -298,15 +281,12 @@ int main(void)
     Suite *s = suite_create("config_scale");
     /* generous: these do a few hundred milliseconds of work, more under the sanitizers */
     TCase *tc = crmm_test_tcase(s, "scale", 300);
-    tcase_add_test(tc, test_long_chain_on_small_stack);
-    tcase_add_test(tc, test_long_chain_on_default_stack);
+    tcase_add_loop_test(tc, test_long_chain_on_a_thread_stack, 0, 2);
     tcase_add_test(tc, test_long_chain_answers);
-    tcase_add_test(tc, test_too_deep_chain_is_refused);
+    tcase_add_loop_test(tc, test_mistake_among_many_is_named, 0, (int)(sizeof refused / sizeof refused[0]));
     tcase_add_test(tc, test_many_independent_resources);
-    tcase_add_test(tc, test_repeated_name_among_many);
     tcase_add_test(tc, test_unknown_upstream_among_many);
     tcase_add_test(tc, test_long_cycle);
-    tcase_add_test(tc, test_cycles_after_long_chain);
     tcase_add_test(tc, test_skipping_load_drops_a_long_chain);
     tc = crmm_test_tcase(s, "size_cap", 0);
     tcase_add_test(tc, test_file_of_exactly_16_mib_loads);

@@ -11,10 +11,8 @@
 #include <string.h>
 #include <time.h>
 #include <cuda_runtime_api.h>
-#include "test_support.h"
+#include "streams_test.h" /* alloc_on, free_on, KiB, MiB */
 
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 #define N MiB          /* bytes of each buffer */
 #define REPLAYS 1000
 #define VICTIMS 8
@@ -55,19 +53,6 @@ static crmm_resource *build(const chain *c, crmm_resource **holder)
             *holder = r;
     }
     return top;
-}
-
-static void *alloc_on(crmm_resource *r, size_t n, cudaStream_t s)
-{
-    void *x = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(r, n, (crmm_cuda_stream_t)s, &x));
-    ck_assert_ptr_nonnull(x);
-    return x;
-}
-
-static void free_on(crmm_resource *r, void *x, size_t n, cudaStream_t s)
-{
-    ck_assert_crmm_ok(crmm_resource_deallocate(r, x, n, (crmm_cuda_stream_t)s));
 }
 
 /* The work: out = f(in), through temporaries allocated and freed on s. */

@@ -92,9 +92,20 @@ static void importer(int sock)
  * frees, trims and allocates again). */
 enum ending { IMPORTER_CLOSES_FIRST, EXPORTER_FREES_FIRST, IMPORTER_KILLED };
 
-/* Run the importer as a forked peer, export a block of `kind` to it, and end as `how` says. */
-static void share(const char *kind, enum ending how)
+/* The shares run: data crosses both ways for both kinds; the driver's rule for pool allocations
+ * is that importers free first, and only the expandable pool lets the exporter free first (its
+ * physical pages stay while the import maps them); both survive a killed importer. */
+static const struct { const char *kind; enum ending how; } shares[] = {
+    {"async", IMPORTER_CLOSES_FIRST}, {"pool", IMPORTER_CLOSES_FIRST}, {"pool", EXPORTER_FREES_FIRST},
+    {"async", IMPORTER_KILLED},       {"pool", IMPORTER_KILLED},
+};
+
+/* Run the importer as a forked peer, export a block of the share's kind to it, and end as its
+ * `how` says. */
+START_TEST(a_share_ends_as_planned)
 {
+    const char *kind = shares[_i].kind;
+    enum ending how = shares[_i].how;
     int fd;
     pid_t child = crmm_test_fork_peer(CRMM_TEST_SOCKETS, &fd);
     if (child == 0) {
@@ -140,18 +151,6 @@ static void share(const char *kind, enum ending how)
     crmm_resource_release(mr);
     close(fd);
 }
-
-START_TEST(async_data_crosses_both_ways) { share("async", IMPORTER_CLOSES_FIRST); }
-END_TEST
-START_TEST(pool_data_crosses_both_ways) { share("pool", IMPORTER_CLOSES_FIRST); }
-END_TEST
-/* The driver's rule for pool allocations: importers free first; only the expandable pool lets the
- * exporter free first (its physical pages stay while the import maps them). */
-START_TEST(pool_exporter_may_free_first) { share("pool", EXPORTER_FREES_FIRST); }
-END_TEST
-START_TEST(async_survives_a_killed_importer) { share("async", IMPORTER_KILLED); }
-END_TEST
-START_TEST(pool_survives_a_killed_importer) { share("pool", IMPORTER_KILLED); }
 END_TEST
 
 /* The exporter is killed while the importer maps its pages: the pages stay with the importer,
@@ -216,11 +215,7 @@ int main(void)
     CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("ipc_gpu");
     TCase *tc = crmm_test_tcase(s, "two_processes", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, async_data_crosses_both_ways);
-    tcase_add_test(tc, pool_data_crosses_both_ways);
-    tcase_add_test(tc, pool_exporter_may_free_first);
-    tcase_add_test(tc, async_survives_a_killed_importer);
-    tcase_add_test(tc, pool_survives_a_killed_importer);
+    tcase_add_loop_test(tc, a_share_ends_as_planned, 0, (int)(sizeof shares / sizeof shares[0]));
     tcase_add_test(tc, pool_import_outlives_a_killed_exporter);
     tcase_add_test(tc, what_cannot_be_exported_on_a_gpu_is_refused);
     return crmm_test_run(s);
