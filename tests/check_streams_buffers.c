@@ -404,21 +404,18 @@ END_TEST
 static Suite *streams_buffers_suite(void)
 {
     Suite *s = suite_create("streams_buffers");
-    TCase *tc = tcase_create("stream");
+    TCase *tc = crmm_test_tcase(s, "stream", 0);
     tcase_add_test(tc, test_stream_create_rejects_bad_flags);
     tcase_add_test(tc, test_stream_null_out);
     tcase_add_test(tc, test_stream_builtin_defaults);
     tcase_add_test(tc, test_stream_views);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("stream_pool");
+    tc = crmm_test_tcase(s, "stream_pool", 0);
     tcase_add_test(tc, test_pool_create_validation);
     tcase_add_test(tc, test_pool_null_pool);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("copy");
+    tc = crmm_test_tcase(s, "copy", 0);
     tcase_add_test(tc, test_copy_null_pointers);
     tcase_add_test(tc, test_copy_count_zero_is_noop);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("device_buffer");
+    tc = crmm_test_tcase(s, "device_buffer", 0);
     tcase_add_checked_fixture(tc, fake_setup, fake_teardown);
     tcase_add_test(tc, test_buffer_refuses_host_resource);
     tcase_add_test(tc, test_buffer_null_arguments);
@@ -428,7 +425,6 @@ static Suite *streams_buffers_suite(void)
     tcase_add_test(tc, test_buffer_resize_within_capacity);
     tcase_add_test(tc, test_buffer_reserve_empty);
     tcase_add_test(tc, test_buffer_stream_follows_set_stream);
-    suite_add_tcase(s, tc);
     return s;
 }
 
