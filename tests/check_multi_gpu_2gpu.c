@@ -503,12 +503,16 @@ END_TEST
 
 int main(void)
 {
-    CRMM_TEST_GPU_GATE(2);
+    int rc = crmm_test_gpu_gate(2);
+    if (rc)
+        return rc;
     Suite *s = suite_create("multi_gpu_2gpu");
-    TCase *tc = crmm_test_tcase(s, "two_devices", CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = tcase_create("two_devices");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, config_gives_each_device_its_chain);
     tcase_add_test(tc, pools_and_arenas_of_both_devices_from_eight_threads);
     tcase_add_test(tc, copy_between_devices);
     tcase_add_test(tc, device_1_work_keeps_device_0_current);
+    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

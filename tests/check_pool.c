@@ -390,25 +390,28 @@ int main(void)
     Suite *s = suite_create("pool");
     crmm_conformance_add(s, pool_chains, (int)(sizeof pool_chains / sizeof pool_chains[0]));
 
-    TCase *tc = crmm_test_tcase(s, "pool_params", 0);
+    TCase *tc = tcase_create("pool_params");
     tcase_add_test(tc, initial_size_is_taken_at_creation);
     tcase_add_test(tc, sizes_are_rounded_up_with_a_note);
     tcase_add_loop_test(tc, bad_params_are_refused, 0, (int)(sizeof bad_params / sizeof bad_params[0]));
     tcase_add_test(tc, initial_size_larger_than_upstream_is_refused);
     tcase_add_test(tc, pool_from_a_config_file);
+    suite_add_tcase(s, tc);
 
-    tc = crmm_test_tcase(s, "pool_blocks", 0);
+    tc = tcase_create("pool_blocks");
     tcase_add_test(tc, queries_follow_a_known_sequence);
     tcase_add_test(tc, freed_neighbours_merge_in_any_order);
     tcase_add_test(tc, a_block_in_the_size_class_itself_is_found);
     tcase_add_test(tc, bad_pointers_are_refused_and_change_nothing);
     tcase_add_test(tc, control_ops);
     tcase_add_test(tc, peaks_reset_to_the_current_figures);
+    suite_add_tcase(s, tc);
 
-    tc = crmm_test_tcase(s, "pool_growth", 0);
+    tc = tcase_create("pool_growth");
     tcase_add_test(tc, adjacent_upstream_blocks_never_merge);
     tcase_add_test(tc, trim_returns_wholly_free_chunks);
     tcase_add_test(tc, destroy_returns_memory_and_reports_leaks);
+    suite_add_tcase(s, tc);
 
     return crmm_test_run(s);
 }

@@ -294,7 +294,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_expandable");
-    TCase *tc = crmm_test_tcase(s, "pool_expandable", 0);
+    TCase *tc = tcase_create("pool_expandable");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, it_maps_what_it_needs_and_never_asks_the_upstream);
     tcase_add_test(tc, free_blocks_merge_across_growth_steps);
@@ -311,5 +311,6 @@ int main(void)
     tcase_add_test(tc, maximum_size_bounds_what_it_maps);
     tcase_add_test(tc, out_of_device_memory_gives_free_pages_back_and_retries);
     tcase_add_test(tc, a_huge_request_is_out_of_memory);
+    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

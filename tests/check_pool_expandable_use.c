@@ -269,7 +269,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_expandable_use");
-    TCase *tc = crmm_test_tcase(s, "pool_expandable", 0);
+    TCase *tc = tcase_create("pool_expandable");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, destroy_unmaps_and_frees_everything);
     tcase_add_test(tc, bad_frees_are_refused);
@@ -282,5 +282,6 @@ int main(void)
     tcase_add_test(tc, on_a_device_without_virtual_memory_it_grows_from_upstream);
     tcase_add_test(tc, over_host_memory_it_grows_from_upstream);
     tcase_add_test(tc, bad_parameters_are_refused);
+    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -264,10 +264,11 @@ int main(void)
 {
     Suite *s = suite_create("pool_growth");
 
-    TCase *tc = crmm_test_tcase(s, "pool_blocks", 0);
+    TCase *tc = tcase_create("pool_blocks");
     tcase_add_test(tc, random_use_keeps_the_books);
+    suite_add_tcase(s, tc);
 
-    tc = crmm_test_tcase(s, "pool_growth", 0);
+    tc = tcase_create("pool_growth");
     tcase_add_test(tc, growth_doubles_without_maximum);
     tcase_add_test(tc, growth_takes_half_the_room_below_the_maximum);
     tcase_add_test(tc, growth_with_maximum_never_passes_it);
@@ -275,8 +276,11 @@ int main(void)
     tcase_add_test(tc, one_pib_names_the_sizes);
     tcase_add_test(tc, zero_initial_size_grows_on_demand);
     tcase_add_test(tc, growth_right_when_block_records_run_out);
+    suite_add_tcase(s, tc);
 
-    tc = crmm_test_tcase(s, "pool_stress", 120);
+    tc = tcase_create("pool_stress");
+    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, eight_threads_stress);
+    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

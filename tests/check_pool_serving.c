@@ -127,7 +127,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_serving");
-    TCase *tc = crmm_test_tcase(s, "pool_serving", 0);
+    TCase *tc = tcase_create("pool_serving");
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, decode_steps_never_wait_for_the_device);
@@ -135,5 +135,6 @@ int main(void)
     tcase_add_test(tc, the_pool_counts_what_it_asks_of_the_device);
     tcase_add_test(tc, a_growth_that_nothing_could_move_for_does_not_wait);
     tcase_add_test(tc, trim_after_serving_gives_pages_back);
+    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

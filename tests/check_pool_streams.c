@@ -415,7 +415,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_streams");
-    TCase *tc = crmm_test_tcase(s, "pool_streams", 0);
+    TCase *tc = tcase_create("pool_streams");
     /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event */
     tcase_add_loop_test(tc, the_same_stream_makes_no_cuda_call, SYNC, EVENT + 1);
     tcase_add_test(tc, sync_mode_moves_blocks_after_one_device_synchronization);
@@ -430,6 +430,7 @@ int main(void)
     tcase_add_loop_test(tc, a_forgotten_stream_needs_no_more_ordering, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, per_thread_default_streams_are_told_apart, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, a_cached_block_stays_on_its_stream, SYNC, EVENT + 1);
+    suite_add_tcase(s, tc);
 
     return crmm_test_run(s);
 }

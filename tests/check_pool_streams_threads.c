@@ -188,14 +188,17 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_streams_threads");
-    TCase *tc = crmm_test_tcase(s, "pool_streams", 0);
+    TCase *tc = tcase_create("pool_streams");
     /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event */
     tcase_add_loop_test(tc, a_failed_synchronization_is_an_error_and_breaks_nothing, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, EVENT + 1);
     tcase_add_test(tc, trim_joins_blocks_freed_on_different_streams);
     tcase_add_test(tc, destroy_synchronizes_before_returning_memory);
+    suite_add_tcase(s, tc);
 
-    tc = crmm_test_tcase(s, "pool_streams_threads", 120); /* busy threads: give a loaded machine time */
+    tc = tcase_create("pool_streams_threads"); /* busy threads: give a loaded machine time */
+    tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, eight_threads_on_their_own_streams_lose_nothing, SYNC, EVENT + 1);
+    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

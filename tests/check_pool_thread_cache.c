@@ -307,7 +307,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_thread_cache");
-    TCase *tc = crmm_test_tcase(s, "thread_cache", 0);
+    TCase *tc = tcase_create("thread_cache");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, a_second_thread_switches_the_caches_on);
     tcase_add_test(tc, thread_cache_off_keeps_the_pools_order);
@@ -320,5 +320,6 @@ int main(void)
     tcase_add_test(tc, counters_add_up_over_the_caches);
     tcase_add_test(tc, destroy_counts_the_caches_and_forgets_them);
     tcase_add_test(tc, blocks_over_64_mib_are_never_cached);
+    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

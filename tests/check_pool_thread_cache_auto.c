@@ -231,10 +231,13 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_thread_cache_auto");
-    TCase *tc = crmm_test_tcase(s, "thread_cache", 0);
+    TCase *tc = tcase_create("thread_cache");
     tcase_add_loop_test(tc, auto_switches_on_when_threads_wait_for_the_lock, 0, 2);
     tcase_add_test(tc, auto_stays_off_for_threads_that_take_turns);
-    tc = crmm_test_tcase(s, "thread_cache_stress", 120);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("thread_cache_stress");
+    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, eight_threads_hand_blocks_to_each_other);
+    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

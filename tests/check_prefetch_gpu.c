@@ -101,11 +101,15 @@ END_TEST
 
 int main(void)
 {
-    CRMM_TEST_GPU_GATE(1);
+    int rc = crmm_test_gpu_gate(1);
+    if (rc)
+        return rc;
     Suite *s = suite_create("prefetch_gpu");
-    TCase *tc = crmm_test_tcase(s, "prefetch_gpu", CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = tcase_create("prefetch_gpu");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, managed_blocks_are_prefetched_to_the_device);
     tcase_add_test(tc, managed_blocks_are_not_prefetched_without_the_adaptor);
     tcase_add_test(tc, device_memory_is_handed_out_unprefetched);
+    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -526,7 +526,7 @@ int main(void)
     if (!tmp_dir)
         return 1;
     Suite *s = suite_create("replay");
-    TCase *tc = crmm_test_tcase(s, "replay", 0);
+    TCase *tc = tcase_create("replay");
     tcase_add_test(tc, a_log_from_the_logging_plugin_replays);
     tcase_add_test(tc, cross_thread_order_is_kept);
     tcase_add_test(tc, rmm_spellings_parse);
@@ -542,6 +542,7 @@ int main(void)
     tcase_add_test(tc, the_plot_shows_both_series_per_resource);
     if (crmm_test_gpu_count() == 0)
         tcase_add_test(tc, without_a_gpu_the_host_plugin_is_used);
+    suite_add_tcase(s, tc);
     int rc = crmm_test_run(s);
     free(tmp_dir);
     return rc;

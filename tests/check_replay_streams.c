@@ -248,10 +248,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("replay_streams");
-    TCase *tc = crmm_test_tcase(s, "replay_streams", 0);
+    TCase *tc = tcase_create("replay_streams");
     tcase_add_test(tc, by_default_one_new_non_blocking_stream_and_only_calls_in_the_timed_loop);
     tcase_add_test(tc, the_default_and_per_thread_streams_on_request);
     tcase_add_test(tc, host_memory_gets_no_stream_and_no_cuda_call);
     tcase_add_test(tc, threads_mode_uses_at_most_n_os_threads_each_with_its_stream);
+    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -133,9 +133,10 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("stream_order");
-    TCase *tc = crmm_test_tcase(s, "stream_order", 0);
+    TCase *tc = tcase_create("stream_order");
     tcase_add_loop_test(tc, reuse_on_the_same_stream_needs_no_ordering, 0, NCHAINS);
     tcase_add_loop_test(tc, a_block_reaches_another_stream_only_behind_an_ordering_call, 0, NCHAINS);
     tcase_add_loop_test(tc, live_blocks_on_many_streams_never_overlap, 0, NCHAINS);
+    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

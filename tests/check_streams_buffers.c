@@ -404,18 +404,21 @@ END_TEST
 static Suite *streams_buffers_suite(void)
 {
     Suite *s = suite_create("streams_buffers");
-    TCase *tc = crmm_test_tcase(s, "stream", 0);
+    TCase *tc = tcase_create("stream");
     tcase_add_test(tc, test_stream_create_rejects_bad_flags);
     tcase_add_test(tc, test_stream_null_out);
     tcase_add_test(tc, test_stream_builtin_defaults);
     tcase_add_test(tc, test_stream_views);
-    tc = crmm_test_tcase(s, "stream_pool", 0);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("stream_pool");
     tcase_add_test(tc, test_pool_create_validation);
     tcase_add_test(tc, test_pool_null_pool);
-    tc = crmm_test_tcase(s, "copy", 0);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("copy");
     tcase_add_test(tc, test_copy_null_pointers);
     tcase_add_test(tc, test_copy_count_zero_is_noop);
-    tc = crmm_test_tcase(s, "device_buffer", 0);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("device_buffer");
     tcase_add_checked_fixture(tc, fake_setup, fake_teardown);
     tcase_add_test(tc, test_buffer_refuses_host_resource);
     tcase_add_test(tc, test_buffer_null_arguments);
@@ -425,6 +428,7 @@ static Suite *streams_buffers_suite(void)
     tcase_add_test(tc, test_buffer_resize_within_capacity);
     tcase_add_test(tc, test_buffer_reserve_empty);
     tcase_add_test(tc, test_buffer_stream_follows_set_stream);
+    suite_add_tcase(s, tc);
     return s;
 }
 

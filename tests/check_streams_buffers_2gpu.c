@@ -149,12 +149,16 @@ END_TEST
 
 int main(void)
 {
-    CRMM_TEST_GPU_GATE(2);
+    int rc = crmm_test_gpu_gate(2);
+    if (rc)
+        return rc;
     Suite *s = suite_create("streams_buffers_2gpu");
-    TCase *tc = crmm_test_tcase(s, "other_device_current", CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = tcase_create("other_device_current");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, test_destroy_while_other_device_current);
     tcase_add_test(tc, test_buffer_ops_while_other_device_current);
     tcase_add_test(tc, test_current_resource_of_device_1);
     tcase_add_test(tc, test_pool_of_device_1_destroyed_from_device_0);
+    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }
