@@ -228,18 +228,30 @@ START_TEST(test_other_stream_copy_async)
 }
 END_TEST
 
-int main(void)
+static Suite *streams_buffers_gpu_suite(void)
 {
-    CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("streams_buffers_gpu");
-    TCase *tc = crmm_test_tcase(s, "examples", CRMM_TEST_GPU_TIMEOUT);
+    TCase *tc = tcase_create("examples");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, test_example_copy_device_to_ptr);
     tcase_add_test(tc, test_example_copy_host_to_ptr);
     tcase_add_test(tc, test_example_copy_ptr_to_host);
     tcase_add_test(tc, test_example_to_device);
+    suite_add_tcase(s, tc);
 
-    tc = crmm_test_tcase(s, "copy_streams", CRMM_TEST_GPU_TIMEOUT);
+    tc = tcase_create("copy_streams");
+    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
     tcase_add_loop_test(tc, test_default_stream_copy_sync, 0, COPY_KINDS * N_DEFAULT_STREAMS);
     tcase_add_loop_test(tc, test_other_stream_copy_async, 0, COPY_KINDS * N_OTHER_STREAMS);
-    return crmm_test_run(s);
+    suite_add_tcase(s, tc);
+
+    return s;
+}
+
+int main(void)
+{
+    int rc = crmm_test_gpu_gate(1);
+    if (rc)
+        return rc;
+    return crmm_test_run(streams_buffers_gpu_suite());
 }
