@@ -16,9 +16,8 @@
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
 #include "conformance.h"
-#include "test_support.h"
+#include "streams_test.h"
 
-#define MiB ((size_t)1 << 20)
 #define SLOW_MS 300
 
 static const crmm_test_chain gpu_chains[] = {
@@ -68,26 +67,7 @@ static cudaStream_t new_stream(void)
     return s;
 }
 
-static void *alloc_on(crmm_resource *p, size_t n, cudaStream_t s)
-{
-    void *x = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(p, n, (crmm_cuda_stream_t)s, &x));
-    ck_assert_ptr_nonnull(x);
-    ck_assert_uint_eq((uintptr_t)x % CRMM_ALLOCATION_ALIGNMENT, 0);
-    return x;
-}
-
-static void free_on(crmm_resource *p, void *x, size_t n, cudaStream_t s)
-{
-    ck_assert_crmm_ok(crmm_resource_deallocate(p, x, n, (crmm_cuda_stream_t)s));
-}
-
-static uint64_t q(crmm_resource *mr, crmm_query what)
-{
-    uint64_t v = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
-    return v;
-}
+static uint64_t q(crmm_resource *mr, crmm_query what) { return crmm_test_query(mr, what); }
 
 static double seconds(void)
 {

@@ -64,18 +64,25 @@ START_TEST(sync_mode_moves_blocks_after_one_device_synchronization)
 }
 END_TEST
 
-START_TEST(sync_mode_takes_from_other_streams_before_growing)
+START_TEST(takes_from_other_streams_before_growing)
 {
-    /* no maximum: the pool could grow, but another stream's block is used instead */
-    crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
+    /* no maximum: the pool could grow, but another stream's block is used instead, after a
+     * device synchronization (sync) or one record (event) */
+    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = freed_on(p, MiB, s);
     fake_cuda_reset();
     void *b = alloc_on(p, MiB, t);
     ck_assert_ptr_eq(b, a);
-    ck_assert_int_eq(fake_cuda.device_sync, 1);
+    ck_assert_int_eq(fake_cuda.record, _i == EVENT ? 1 : 0);
+    ck_assert_int_eq(fake_cuda.device_sync, _i == EVENT ? 0 : 1);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), MiB);
+    if (_i == EVENT) {
+        free_on(p, b, MiB, t);
+        crmm_resource_release(p);
+        return;
+    }
     /* nothing free anywhere: growth, with no synchronization */
     void *c = alloc_on(p, MiB, t);
     ck_assert_int_eq(fake_cuda.device_sync, 1);
@@ -192,22 +199,6 @@ START_TEST(event_mode_orders_another_stream_by_one_event)
     ck_assert_int_eq(fake_cuda.event_create, 0); /* the event made for the first move serves all */
     crmm_resource_release(p);
     ck_assert_int_eq(fake_cuda.event_destroy, 1);
-}
-END_TEST
-
-START_TEST(event_mode_takes_from_other_streams_before_growing)
-{
-    crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
-    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *a = freed_on(p, MiB, s);
-    fake_cuda_reset();
-    void *b = alloc_on(p, MiB, t);
-    ck_assert_ptr_eq(b, a);
-    ck_assert_int_eq(fake_cuda.record, 1);
-    ck_assert_int_eq(fake_cuda.device_sync, 0);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
-    free_on(p, b, MiB, t);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -428,12 +419,11 @@ int main(void)
     /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event */
     tcase_add_loop_test(tc, the_same_stream_makes_no_cuda_call, SYNC, EVENT + 1);
     tcase_add_test(tc, sync_mode_moves_blocks_after_one_device_synchronization);
-    tcase_add_test(tc, sync_mode_takes_from_other_streams_before_growing);
+    tcase_add_loop_test(tc, takes_from_other_streams_before_growing, SYNC, EVENT + 1);
     tcase_add_test(tc, sync_mode_never_touches_a_destroyed_stream);
     tcase_add_test(tc, sync_mode_prefers_ready_blocks);
     tcase_add_test(tc, streams_side_by_side_share_the_ready_blocks);
     tcase_add_test(tc, event_mode_orders_another_stream_by_one_event);
-    tcase_add_test(tc, event_mode_takes_from_other_streams_before_growing);
     tcase_add_test(tc, event_mode_a_failed_record_falls_back_to_synchronizing);
     tcase_add_loop_test(tc, blocks_of_two_streams_merge_only_once_moved, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, out_of_room_merges_the_blocks_of_all_streams, SYNC, EVENT + 1);

@@ -80,7 +80,53 @@ START_TEST(test_example_to_device)
 }
 END_TEST
 
-/* ---- copies on default streams: finished at return ------------------------------------------ */
+/* ---- the copies on each kind of stream -------------------------------------------------------- */
+
+/* The three copies, each of DATA from a source to a zeroed destination. A loop test's _i picks
+ * the copy (_i / streams) and the stream (_i % streams). */
+enum { HOST_TO_PTR, PTR_TO_HOST, DEVICE_TO_PTR, COPY_KINDS };
+
+typedef struct copy_case {
+    int kind;
+    void *src, *dst; /* pinned host memory on the host side of the copy, device memory otherwise */
+} copy_case;
+
+static copy_case copy_open(int kind)
+{
+    copy_case c = {.kind = kind};
+    if (kind == HOST_TO_PTR) {
+        c.src = pinned(NDATA);
+        memcpy(c.src, DATA, NDATA);
+    } else
+        c.src = device_from(DATA, NDATA);
+    c.dst = kind == PTR_TO_HOST ? pinned(NDATA) : device_zeros(NDATA);
+    return c;
+}
+
+static crmm_status copy_run(const copy_case *c, crmm_stream *s)
+{
+    switch (c->kind) {
+    case HOST_TO_PTR: return crmm_copy_host_to_ptr(c->src, NDATA, c->dst, s);
+    case PTR_TO_HOST: return crmm_copy_ptr_to_host(c->src, c->dst, NDATA, s);
+    default: return crmm_copy_device_to_ptr(c->src, c->dst, NDATA, s);
+    }
+}
+
+/* What the destination holds now (device memory read on the legacy default stream, which is not
+ * ordered behind non-blocking streams). */
+static void copy_result(const copy_case *c, char got[NDATA])
+{
+    if (c->kind == PTR_TO_HOST)
+        memcpy(got, c->dst, NDATA);
+    else
+        read_device(got, c->dst, NDATA);
+}
+
+static void copy_close(const copy_case *c)
+{
+    ck_assert_cuda(c->kind == HOST_TO_PTR ? cudaFreeHost(c->src) : cudaFree(c->src));
+    ck_assert_cuda(c->kind == PTR_TO_HOST ? cudaFreeHost(c->dst) : cudaFree(c->dst));
+}
 
 /* Default stream number i: NULL, crmm_stream_default(), the per-thread default, a view of NULL. */
 static crmm_stream *default_stream(int i, crmm_stream **view)
@@ -97,61 +143,25 @@ static crmm_stream *default_stream(int i, crmm_stream **view)
 }
 #define N_DEFAULT_STREAMS 4
 
-START_TEST(test_default_stream_host_to_ptr_sync)
+/* On a default stream a copy is finished at return: the stream was synchronized. */
+START_TEST(test_default_stream_copy_sync)
 {
-    crmm_stream *view, *s = default_stream(_i, &view);
+    crmm_stream *view, *s = default_stream(_i % N_DEFAULT_STREAMS, &view);
     ck_assert(crmm_stream_is_default(s));
-    void *dst = device_zeros(NDATA);
-    char *src = pinned(NDATA);
-    memcpy(src, DATA, NDATA);
+    copy_case c = copy_open(_i / N_DEFAULT_STREAMS);
     atomic_int done;
     queue_slow(s, &done);
-    ck_assert_crmm_ok(crmm_copy_host_to_ptr(src, NDATA, dst, s));
-    ck_assert_int_eq(atomic_load(&done), 1); /* the stream was synchronized */
-    memset(src, '#', NDATA);                 /* the host buffer may be reused at once */
-    char got[NDATA];
-    read_device(got, dst, NDATA);
-    ck_assert_mem_eq(got, DATA, NDATA);
-    ck_assert_cuda(cudaFreeHost(src));
-    ck_assert_cuda(cudaFree(dst));
-    crmm_stream_destroy(view);
-}
-END_TEST
-
-START_TEST(test_default_stream_ptr_to_host_sync)
-{
-    crmm_stream *view, *s = default_stream(_i, &view);
-    void *src = device_from(DATA, NDATA);
-    char *dst = pinned(NDATA);
-    atomic_int done;
-    queue_slow(s, &done);
-    ck_assert_crmm_ok(crmm_copy_ptr_to_host(src, dst, NDATA, s));
+    ck_assert_crmm_ok(copy_run(&c, s));
     ck_assert_int_eq(atomic_load(&done), 1);
-    ck_assert_mem_eq(dst, DATA, NDATA); /* visible at return */
-    ck_assert_cuda(cudaFreeHost(dst));
-    ck_assert_cuda(cudaFree(src));
-    crmm_stream_destroy(view);
-}
-END_TEST
-
-START_TEST(test_default_stream_device_to_ptr_sync)
-{
-    crmm_stream *view, *s = default_stream(_i, &view);
-    void *src = device_from(DATA, NDATA), *dst = device_zeros(NDATA);
-    atomic_int done;
-    queue_slow(s, &done);
-    ck_assert_crmm_ok(crmm_copy_device_to_ptr(src, dst, NDATA, s));
-    ck_assert_int_eq(atomic_load(&done), 1);
+    if (c.kind == HOST_TO_PTR)
+        memset(c.src, '#', NDATA); /* the host buffer may be reused at once */
     char got[NDATA];
-    read_device(got, dst, NDATA);
-    ck_assert_mem_eq(got, DATA, NDATA);
-    ck_assert_cuda(cudaFree(src));
-    ck_assert_cuda(cudaFree(dst));
+    copy_result(&c, got);
+    ck_assert_mem_eq(got, DATA, NDATA); /* visible at return */
+    copy_close(&c);
     crmm_stream_destroy(view);
 }
 END_TEST
-
-/* ---- copies on other streams: asynchronous -------------------------------------------------- */
 
 /* Non-blocking stream number i: an owning stream, a pool's stream, a view of a foreign stream. */
 typedef struct test_stream {
@@ -191,76 +201,29 @@ static void other_stream_close(test_stream *t)
         ck_assert_cuda(cudaStreamDestroy(t->foreign));
 }
 
-START_TEST(test_other_stream_host_to_ptr_async)
+/* On another stream a copy returns while the stream still sleeps; the data is there after a
+ * synchronize. */
+START_TEST(test_other_stream_copy_async)
 {
     test_stream t;
-    other_stream_open(_i, &t);
-    void *dst = device_zeros(NDATA);
-    char *src = pinned(NDATA);
-    memcpy(src, DATA, NDATA);
+    other_stream_open(_i % N_OTHER_STREAMS, &t);
+    copy_case c = copy_open(_i / N_OTHER_STREAMS);
     atomic_int done;
     queue_slow(t.stream, &done);
-    ck_assert_crmm_ok(crmm_copy_host_to_ptr(src, NDATA, dst, t.stream));
+    ck_assert_crmm_ok(copy_run(&c, t.stream));
     if (crmm_test_async_observable())
         ck_assert_int_eq(atomic_load(&done), 0); /* returned while the stream still sleeps */
     char got[NDATA], zeros[NDATA] = {0};
-    read_device(got, dst, NDATA);
+    copy_result(&c, got);
     if (crmm_test_async_observable())
         ck_assert_int_eq(atomic_load(&done), 0);
     if (crmm_test_async_observable())
         ck_assert_mem_eq(got, zeros, NDATA); /* not there yet */
     ck_assert_crmm_ok(crmm_stream_synchronize(t.stream));
     ck_assert_int_eq(atomic_load(&done), 1);
-    read_device(got, dst, NDATA);
+    copy_result(&c, got);
     ck_assert_mem_eq(got, DATA, NDATA);
-    ck_assert_cuda(cudaFreeHost(src));
-    ck_assert_cuda(cudaFree(dst));
-    other_stream_close(&t);
-}
-END_TEST
-
-START_TEST(test_other_stream_ptr_to_host_async)
-{
-    test_stream t;
-    other_stream_open(_i, &t);
-    void *src = device_from(DATA, NDATA);
-    char *dst = pinned(NDATA), zeros[NDATA] = {0};
-    atomic_int done;
-    queue_slow(t.stream, &done);
-    ck_assert_crmm_ok(crmm_copy_ptr_to_host(src, dst, NDATA, t.stream));
-    if (crmm_test_async_observable())
-        ck_assert_int_eq(atomic_load(&done), 0);
-    if (crmm_test_async_observable())
-        ck_assert_mem_eq(dst, zeros, NDATA);
-    ck_assert_crmm_ok(crmm_stream_synchronize(t.stream));
-    ck_assert_mem_eq(dst, DATA, NDATA);
-    ck_assert_cuda(cudaFreeHost(dst));
-    ck_assert_cuda(cudaFree(src));
-    other_stream_close(&t);
-}
-END_TEST
-
-START_TEST(test_other_stream_device_to_ptr_async)
-{
-    test_stream t;
-    other_stream_open(_i, &t);
-    void *src = device_from(DATA, NDATA), *dst = device_zeros(NDATA);
-    atomic_int done;
-    queue_slow(t.stream, &done);
-    ck_assert_crmm_ok(crmm_copy_device_to_ptr(src, dst, NDATA, t.stream));
-    if (crmm_test_async_observable())
-        ck_assert_int_eq(atomic_load(&done), 0);
-    char got[NDATA], zeros[NDATA] = {0};
-    read_device(got, dst, NDATA);
-    if (crmm_test_async_observable())
-        ck_assert_int_eq(atomic_load(&done), 0);
-    if (crmm_test_async_observable())
-        ck_assert_mem_eq(got, zeros, NDATA);
-    ck_assert_crmm_ok(crmm_stream_synchronize(t.stream));
-    read_device(got, dst, NDATA);
-    ck_assert_mem_eq(got, DATA, NDATA);
-    ck_assert_cuda(cudaFree(src));
-    ck_assert_cuda(cudaFree(dst));
+    copy_close(&c);
     other_stream_close(&t);
 }
 END_TEST
@@ -278,12 +241,8 @@ static Suite *streams_buffers_gpu_suite(void)
 
     tc = tcase_create("copy_streams");
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_loop_test(tc, test_default_stream_host_to_ptr_sync, 0, N_DEFAULT_STREAMS);
-    tcase_add_loop_test(tc, test_default_stream_ptr_to_host_sync, 0, N_DEFAULT_STREAMS);
-    tcase_add_loop_test(tc, test_default_stream_device_to_ptr_sync, 0, N_DEFAULT_STREAMS);
-    tcase_add_loop_test(tc, test_other_stream_host_to_ptr_async, 0, N_OTHER_STREAMS);
-    tcase_add_loop_test(tc, test_other_stream_ptr_to_host_async, 0, N_OTHER_STREAMS);
-    tcase_add_loop_test(tc, test_other_stream_device_to_ptr_async, 0, N_OTHER_STREAMS);
+    tcase_add_loop_test(tc, test_default_stream_copy_sync, 0, COPY_KINDS * N_DEFAULT_STREAMS);
+    tcase_add_loop_test(tc, test_other_stream_copy_async, 0, COPY_KINDS * N_OTHER_STREAMS);
     suite_add_tcase(s, tc);
 
     return s;
