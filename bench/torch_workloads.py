@@ -40,7 +40,8 @@ MiB = 1 << 20
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", choices=["dyn_train", "serving", "vit", "moe"])
-    ap.add_argument("--mode", choices=["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_chunked"])
+    ap.add_argument("--mode", choices=["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_chunked",
+                                       "crmm_split", "crmm_split_never"])
     ap.add_argument("--record", metavar="LOG.csv", help="crmm mode: write the allocation log here")
     ap.add_argument("--run", type=int, default=0, help="the run's number, copied to the output")
     ap.add_argument("--table", metavar="RESULTS.jsonl", help="print the table of the runs in this file")
@@ -102,7 +103,25 @@ def use_crmm(record, mode="crmm"):
         os.environ["CRMM_CONFIG"] = path
     import crmm.allocators.torch as ct
 
+    if mode in SPLIT_MODES:
+        split_small_requests(SPLIT_MODES[mode])
     ct.use_crmm()
+
+
+# Small requests on pages of their own: a binning resource sends requests up to 1 MiB to one
+# expandable pool and larger ones to another (PyTorch keeps its small blocks in segments of their
+# own too), with the page_moves policy named.
+SPLIT_MODES = {"crmm_split": "wait", "crmm_split_never": "never"}
+
+
+def split_small_requests(moves):
+    import crmm.mr as mr
+
+    cuda = mr.CudaMemoryResource()
+    params = {"expandable": True, "page_moves": moves}
+    split = mr.BinningMemoryResource(mr.MemoryResource("pool", params, upstream=cuda))
+    split.add_bin(1 << 20, mr.MemoryResource("pool", params, upstream=cuda))
+    mr.set_current_device_resource(split)
 
 
 class CrmmCounters:
