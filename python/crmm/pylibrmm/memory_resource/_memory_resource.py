@@ -67,22 +67,11 @@ QUERIES = {
     "allocations_total": 10,
     "bytes_total": 11,
     "maximum_size": 12,
-    # the plugins' own (crmm/pool.h, crmm/async.h): (kind, number), asked of the first layer of
-    # that kind in the chain. The pool's: what it asked of the device, and its blocks' bytes
-    "pool_device_syncs": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_DEVICE_SYNCS"]),
-    "pool_event_waits": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_EVENT_WAITS"]),
-    "pool_growths": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_GROWTHS"]),
-    "pool_pages_mapped": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_PAGES_MAPPED"]),
-    "pool_pages_unmapped": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_PAGES_UNMAPPED"]),
-    "pool_pages_created": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_PAGES_CREATED"]),
-    "pool_pages_released": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_PAGES_RELEASED"]),
-    "pool_block_bytes": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_BLOCK_BYTES"]),
-    "pool_block_bytes_peak": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_BLOCK_BYTES_PEAK"]),
-    "pool_thread_caches": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_THREAD_CACHES"]),
-    "pool_lock_waits": ("pool", _lib.QUERIES["CRMM_QUERY_POOL_LOCK_WAITS"]),
-    "async_pool_used": ("async", _lib.QUERIES["CRMM_QUERY_ASYNC_POOL_USED"]),
-    "async_pool_used_peak": ("async", _lib.QUERIES["CRMM_QUERY_ASYNC_POOL_USED_PEAK"]),
 }
+# the plugins' own (crmm/pool.h, crmm/async.h): (kind, number), asked of the first layer of that
+# kind in the chain; CRMM_QUERY_POOL_DEVICE_SYNCS is "pool_device_syncs" of kind "pool"
+QUERIES.update({name[len("CRMM_QUERY_"):].lower(): (name.split("_")[2].lower(), number)
+                for name, number in _lib.QUERIES.items()})
 
 
 # Characters that end a value in libcrmm's "key=value key=value" list (crmm_params_set_list).
