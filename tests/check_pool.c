@@ -210,6 +210,30 @@ START_TEST(a_block_in_the_size_class_itself_is_found)
 }
 END_TEST
 
+START_TEST(a_freed_block_of_the_size_is_reused_before_a_larger_one_is_split)
+{
+    /* 401 units of 256 B lie between class boundaries (400 and 408). A block of exactly that
+     * size freed a moment ago is taken again, before the larger free tail is split: training
+     * asks for the same shapes every step, and splitting the tail each time is what let an
+     * expandable pool hold 1.127 times BERT's live peak (docs/expandable-pool.md). */
+    crmm_resource *p = make_pool("initial_size=1MiB maximum_size=1MiB", host_upstream());
+    void *a = alloc(p, 401 * 256);
+    void *guard = alloc(p, 256); /* keeps a's block from merging with the free tail */
+    release(p, a, 401 * 256);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB - 402 * 256);
+    void *again = alloc(p, 401 * 256);
+    ck_assert_ptr_eq(again, a);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB - 402 * 256); /* the tail untouched */
+    /* a request of the same class that the block cannot hold is served from the tail */
+    release(p, again, 401 * 256);
+    void *larger = alloc(p, 402 * 256);
+    ck_assert_ptr_ne(larger, a);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB - 804 * 256);
+    free_all(p, {larger, 402 * 256}, {guard, 256});
+    crmm_resource_release(p);
+}
+END_TEST
+
 /* ---- chunks -------------------------------------------------------------------------------- */
 
 START_TEST(adjacent_upstream_blocks_never_merge)
@@ -402,6 +426,7 @@ int main(void)
     tcase_add_test(tc, queries_follow_a_known_sequence);
     tcase_add_test(tc, freed_neighbours_merge_in_any_order);
     tcase_add_test(tc, a_block_in_the_size_class_itself_is_found);
+    tcase_add_test(tc, a_freed_block_of_the_size_is_reused_before_a_larger_one_is_split);
     tcase_add_test(tc, bad_pointers_are_refused_and_change_nothing);
     tcase_add_test(tc, control_ops);
     tcase_add_test(tc, peaks_reset_to_the_current_figures);
