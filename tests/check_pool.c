@@ -214,8 +214,8 @@ START_TEST(a_freed_block_of_the_size_is_reused_before_a_larger_one_is_split)
 {
     /* 401 units of 256 B lie between class boundaries (400 and 408). A block of exactly that
      * size freed a moment ago is taken again, before the larger free tail is split: training
-     * asks for the same shapes every step, and splitting the tail each time is what let an
-     * expandable pool hold 1.127 times BERT's live peak (docs/expandable-pool.md). */
+     * asks for the same shapes every step, and splitting the tail each time makes a pool that
+     * never moves pages grow (docs/expandable-pool.md, Fit). */
     crmm_resource *p = make_pool("initial_size=1MiB maximum_size=1MiB", host_upstream());
     void *a = alloc(p, 401 * 256);
     void *guard = alloc(p, 256); /* keeps a's block from merging with the free tail */

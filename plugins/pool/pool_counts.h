@@ -29,8 +29,7 @@ typedef struct pool_peaks {
 /* v += d as a relaxed atomic load and store: plain moves, no locked instruction (every writer
  * holds a lock), but the compiler cannot pair neighbouring counters into one 16-byte vector load
  * and store: paired, the free path's and the peaks' 8-byte reloads of half a vector store can
- * miss store forwarding (the H200 run that had them paired measured set B at 39.4 ns/op against
- * 33.8 before; bench/RESULTS.md). */
+ * miss store forwarding, which slows small-block churn (bench/RESULTS.md). */
 static inline void pool_count_add(int64_t *v, int64_t d)
 {
     __atomic_store_n(v, __atomic_load_n(v, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED);

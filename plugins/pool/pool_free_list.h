@@ -85,12 +85,10 @@ static inline void pool_free_list_remove(pool_free_list *fl, pool_block *b)
 }
 
 /* A free block of at least `size` bytes (a multiple of 256), or NULL; the block stays in the
- * list. First the newest block of the size's own class when it fits (training frees and asks
- * again for the same shapes, whose sizes mostly fall between class boundaries: skipping that
- * block for a larger class split a bigger block every step, and over BERT's recorded training
- * steps an expandable pool that never moves pages held 1.127 times the live peak instead of
- * 1.079, PyTorch's own figure); else the newest block of the lowest class whose every block
- * fits. */
+ * list. First the newest block of the size's own class when it fits: training frees and asks
+ * again for the same shapes, whose sizes mostly fall between class boundaries, and skipping that
+ * block for a larger class would split a bigger block every step (docs/expandable-pool.md, Fit).
+ * Else the newest block of the lowest class whose every block fits. */
 static inline pool_block *pool_free_list_find(const pool_free_list *fl, size_t size)
 {
     uint64_t u = (uint64_t)size >> POOL_UNIT_SHIFT;
