@@ -42,7 +42,7 @@ static crmm_config *load_stack(const struct adaptor *ad)
     return cfg;
 }
 
-START_TEST(trim_through_each_adaptor_reaches_the_pool)
+CRMM_LOOP_TEST(trim_through_each_adaptor_reaches_the_pool, N_ADAPTORS)
 {
     const struct adaptor *ad = &adaptors[_i];
     crmm_config *cfg = load_stack(ad);
@@ -68,7 +68,7 @@ END_TEST
 /* A counting adaptor counts a free only once its upstream took the memory back: tracking under
  * the template refuses a free of a pointer it never gave out, and the template still counts the
  * allocation as live. */
-START_TEST(a_refused_free_stays_counted)
+CRMM_TEST(a_refused_free_stays_counted)
 {
     crmm_config *cfg;
     ck_assert_crmm_ok(crmm_config_load_string("[resource.h]\nplugin = host\n[resource.t]\nplugin = tracking\nupstream = h\n"
@@ -121,7 +121,7 @@ static crmm_status bottom_trim(crmm_resource *self)
     return CRMM_OK;
 }
 
-START_TEST(unset_trim_and_query_go_down_the_chain)
+CRMM_TEST(unset_trim_and_query_go_down_the_chain)
 {
     static const crmm_resource_ops bottom_ops = {
         .allocate = pass_allocate, .deallocate = pass_deallocate, .query = bottom_query, .trim = bottom_trim,
@@ -149,10 +149,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("adaptor_passthrough");
-    TCase *tc = crmm_test_tcase(s, "passthrough", 0);
-    tcase_add_loop_test(tc, trim_through_each_adaptor_reaches_the_pool, 0, N_ADAPTORS);
-    tcase_add_test(tc, a_refused_free_stays_counted);
-    tcase_add_test(tc, unset_trim_and_query_go_down_the_chain);
-    return crmm_test_run(s);
+    return crmm_test_main("adaptor_passthrough", 0);
 }

@@ -14,7 +14,7 @@
 
 static char *tmp_dir;
 
-START_TEST(logging_on_a_device_names_it_and_logs_streams)
+CRMM_TEST_IN("adaptors_gpu", logging_on_a_device_names_it_and_logs_streams)
 {
     char cfg_text[4600], want[4200];
     snprintf(cfg_text, sizeof cfg_text, "[resource.c]\nplugin = cuda\n[resource.l]\nplugin = logging\nupstream = c\n"
@@ -46,7 +46,7 @@ START_TEST(logging_on_a_device_names_it_and_logs_streams)
 }
 END_TEST
 
-START_TEST(stacked_adaptors_on_a_device)
+CRMM_TEST_IN("adaptors_gpu", stacked_adaptors_on_a_device)
 {
     static const char *cfg_text =
         "[resource.c]\nplugin = cuda\n"
@@ -85,7 +85,7 @@ START_TEST(stacked_adaptors_on_a_device)
 }
 END_TEST
 
-START_TEST(the_logging_switch)
+CRMM_TEST_IN("adaptors_gpu", the_logging_switch)
 {
     int devices = 0;
     ck_assert_int_eq(cudaGetDeviceCount(&devices), cudaSuccess);
@@ -129,7 +129,7 @@ START_TEST(the_logging_switch)
 }
 END_TEST
 
-START_TEST(switch_file_names_follow_rmm)
+CRMM_TEST_IN("adaptors_gpu", switch_file_names_follow_rmm)
 {
     char file[4200], want[4300];
     snprintf(file, sizeof file, "%s/plain%%name", tmp_dir); /* no extension; '%' taken literally */
@@ -160,7 +160,7 @@ START_TEST(switch_file_names_follow_rmm)
 }
 END_TEST
 
-START_TEST(replay_against_device_memory)
+CRMM_TEST_IN("adaptors_gpu", replay_against_device_memory)
 {
     const char *log = crmm_test_write_file("gpu-replay.csv", "Thread,Time,Action,Pointer,Size,Stream\n"
                                            "1,10:00:00.000001,allocate,0x7f0000000000,1048576,0\n"
@@ -229,12 +229,7 @@ int main(void)
                                   "[resource.st]\nplugin = statistics\nupstream = lim\n"
                                   "[resource.tr]\nplugin = tracking\nupstream = st\n", "tr", 1, 0};
     Suite *s = suite_create("adaptors_gpu");
-    TCase *tc = crmm_test_tcase(s, "adaptors_gpu", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, logging_on_a_device_names_it_and_logs_streams);
-    tcase_add_test(tc, stacked_adaptors_on_a_device);
-    tcase_add_test(tc, the_logging_switch);
-    tcase_add_test(tc, switch_file_names_follow_rmm);
-    tcase_add_test(tc, replay_against_device_memory);
+    crmm_test_tcase(s, "adaptors_gpu", CRMM_TEST_GPU_TIMEOUT);
     crmm_conformance_add(s, chains, 5);
     int rc = crmm_test_run(s);
     free(tmp_dir);

@@ -35,7 +35,7 @@ static void release_both(void) { over_host_release(&h, &mr); }
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
-START_TEST(large_blocks_are_aligned)
+CRMM_TEST_IN("aligned", large_blocks_are_aligned)
 {
     static const size_t alignments[] = {4096, 65536, 1 << 20};
     static const size_t sizes[] = {1, 256, 1000, 4096, 65536, 100000, 3 << 20};
@@ -62,7 +62,7 @@ START_TEST(large_blocks_are_aligned)
 }
 END_TEST
 
-START_TEST(below_threshold_passes_through)
+CRMM_TEST_IN("aligned", below_threshold_passes_through)
 {
     make("alignment=4KiB alignment_threshold=64KiB");
     void *p, *q, *r;
@@ -81,7 +81,7 @@ START_TEST(below_threshold_passes_through)
 }
 END_TEST
 
-START_TEST(default_alignment_passes_through)
+CRMM_TEST_IN("aligned", default_alignment_passes_through)
 {
     make("");
     void *p;
@@ -92,7 +92,7 @@ START_TEST(default_alignment_passes_through)
 }
 END_TEST
 
-START_TEST(small_alignments_become_256)
+CRMM_TEST_IN("aligned", small_alignments_become_256)
 {
     static const char *params[] = {"alignment=32", "alignment=64", "alignment=128", "alignment=1"};
     for (int i = 0; i < 4; i++) {
@@ -107,7 +107,7 @@ START_TEST(small_alignments_become_256)
 }
 END_TEST
 
-START_TEST(bad_alignment_is_refused)
+CRMM_TEST_IN("aligned", bad_alignment_is_refused)
 {
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
     static const char *bad[] = {"alignment=0", "alignment=3", "alignment=255", "alignment=768", "alignment=3KiB", "alignment=big",
@@ -123,7 +123,7 @@ START_TEST(bad_alignment_is_refused)
 }
 END_TEST
 
-START_TEST(original_pointer_goes_back_upstream)
+CRMM_TEST_IN("aligned", original_pointer_goes_back_upstream)
 {
     /* Many live blocks with a large alignment: most upstream pointers move, the map grows and
      * shrinks, and every free must give upstream its own pointer (ASan's free checks it). */
@@ -150,7 +150,7 @@ START_TEST(original_pointer_goes_back_upstream)
 }
 END_TEST
 
-START_TEST(sizes_that_overflow_when_aligned)
+CRMM_TEST_IN("aligned", sizes_that_overflow_when_aligned)
 {
     make("alignment=1MiB");
     void *p = (void *)0x1;
@@ -182,7 +182,7 @@ static void *churn(void *arg)
     return NULL;
 }
 
-START_TEST(threads_share_the_pointer_map)
+CRMM_TEST_IN("aligned", threads_share_the_pointer_map)
 {
     make("alignment=4KiB");
     pthread_t t[4];
@@ -203,16 +203,7 @@ int main(void)
 {
     Suite *s = suite_create("aligned");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
-    TCase *tc = tcase_create("aligned");
+    TCase *tc = crmm_test_tcase(s, "aligned", 0);
     tcase_add_checked_fixture(tc, NULL, release_both);
-    tcase_add_test(tc, large_blocks_are_aligned);
-    tcase_add_test(tc, below_threshold_passes_through);
-    tcase_add_test(tc, default_alignment_passes_through);
-    tcase_add_test(tc, small_alignments_become_256);
-    tcase_add_test(tc, bad_alignment_is_refused);
-    tcase_add_test(tc, original_pointer_goes_back_upstream);
-    tcase_add_test(tc, sizes_that_overflow_when_aligned);
-    tcase_add_test(tc, threads_share_the_pointer_map);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

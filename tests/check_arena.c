@@ -20,7 +20,7 @@ static const crmm_test_chain arena_chains[] = {
 /* ---- internals a user relies on ----------------------------------------------------------- */
 
 /* Loops test with `if` and ck_abort_msg: each passing ck_assert costs Check a log write. */
-START_TEST(size_classes_round_up_to_256_byte_multiples)
+CRMM_TEST_IN("arena", size_classes_round_up_to_256_byte_multiples)
 {
     unsigned prev = 0;
     for (size_t n = 1; n <= 16 * MiB; n += (n < 64 * KiB ? 1 : 997)) {
@@ -41,7 +41,7 @@ END_TEST
 
 /* The block index of every block start of the largest superblock (1 GiB) is exact, and the
  * bytes just before and after a start are no block start. */
-START_TEST(block_index_is_exact_in_the_largest_superblock)
+CRMM_TEST_IN("arena", block_index_is_exact_in_the_largest_superblock)
 {
     const size_t sb_size = (size_t)1 << 30;
     arena_slab_pool pool;
@@ -70,7 +70,7 @@ END_TEST
 
 /* ---- arena behaviour ---------------------------------------------------------------------- */
 
-START_TEST(superblock_splits_and_merges_back_whole)
+CRMM_TEST_IN("arena", superblock_splits_and_merges_back_whole)
 {
     fixture f = make_arena("arena_size=4MiB superblock_size=1MiB");
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 4 * MiB);
@@ -98,7 +98,7 @@ START_TEST(superblock_splits_and_merges_back_whole)
 }
 END_TEST
 
-START_TEST(blocks_of_a_superblock_are_adjacent_and_aligned)
+CRMM_TEST_IN("arena", blocks_of_a_superblock_are_adjacent_and_aligned)
 {
     fixture f = make_arena("arena_size=4MiB");
     char *a = crmm_test_allocate(f.mr, 1000), *b = crmm_test_allocate(f.mr, 1000), *c = crmm_test_allocate(f.mr, 1000);
@@ -114,7 +114,7 @@ END_TEST
 
 /* Four superblocks held empty by this thread: a request for the whole arena succeeds only after
  * the arena takes them back (defragments). */
-START_TEST(defragments_on_failure_and_retries)
+CRMM_TEST_IN("arena", defragments_on_failure_and_retries)
 {
     fixture f = make_arena("arena_size=4MiB superblock_size=1MiB");
     holder h = {.mr = f.mr, .last = CRMM_OK};
@@ -134,7 +134,7 @@ START_TEST(defragments_on_failure_and_retries)
 }
 END_TEST
 
-START_TEST(defragment_takes_empty_superblocks_from_a_live_thread)
+CRMM_TEST_IN("arena", defragment_takes_empty_superblocks_from_a_live_thread)
 {
     fixture f = make_arena("arena_size=4MiB");
     holder h = HOLDER(f.mr, .last = CRMM_OK);
@@ -177,7 +177,7 @@ static void *fill_arena(void *arg)
     return NULL;
 }
 
-START_TEST(memory_filled_by_one_thread_and_freed_by_another_comes_back)
+CRMM_TEST_IN("arena", memory_filled_by_one_thread_and_freed_by_another_comes_back)
 {
     fixture f = make_arena("arena_size=4MiB");
     holder h = HOLDER(f.mr, .size = 1024);
@@ -211,7 +211,7 @@ static void *alloc_then_exit(void *arg)
 
 /* A thread fills the arena exactly (its last superblock is still its own) and exits; its blocks
  * are freed by another thread afterwards: all of it comes back. */
-START_TEST(thread_exit_returns_its_superblocks)
+CRMM_TEST_IN("arena", thread_exit_returns_its_superblocks)
 {
     fixture f = make_arena("arena_size=4MiB");
     holder h = {.mr = f.mr, .size = 1024, .nblocks = 4096, .last = CRMM_OK};
@@ -242,7 +242,7 @@ START_TEST(thread_exit_returns_its_superblocks)
 }
 END_TEST
 
-START_TEST(frees_from_other_threads_come_back_to_the_owner)
+CRMM_TEST_IN("arena", frees_from_other_threads_come_back_to_the_owner)
 {
     fixture f = make_arena("arena_size=16MiB");
     enum { N = 4000 };
@@ -275,7 +275,7 @@ START_TEST(frees_from_other_threads_come_back_to_the_owner)
 }
 END_TEST
 
-START_TEST(out_of_memory_message_names_the_sizes)
+CRMM_TEST_IN("arena", out_of_memory_message_names_the_sizes)
 {
     crmm_config *cfg;
     crmm_resource *mr;
@@ -297,7 +297,7 @@ START_TEST(out_of_memory_message_names_the_sizes)
 }
 END_TEST
 
-START_TEST(never_grows)
+CRMM_TEST_IN("arena", never_grows)
 {
     fixture f = make_arena("arena_size=8MiB");
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_RESERVED), 8 * MiB);
@@ -325,7 +325,7 @@ START_TEST(never_grows)
 }
 END_TEST
 
-START_TEST(queries_count_allocations)
+CRMM_TEST_IN("arena", queries_count_allocations)
 {
     fixture f = make_arena("arena_size=64MiB");
     void *small[10], *large[3];
@@ -355,7 +355,7 @@ START_TEST(queries_count_allocations)
 }
 END_TEST
 
-START_TEST(dump_file_is_written_on_failure)
+CRMM_TEST_IN("arena", dump_file_is_written_on_failure)
 {
     char *dir = crmm_test_tmpdir();
     ck_assert_ptr_nonnull(dir);
@@ -401,7 +401,7 @@ START_TEST(dump_file_is_written_on_failure)
 }
 END_TEST
 
-START_TEST(no_dump_file_unless_asked)
+CRMM_TEST_IN("arena", no_dump_file_unless_asked)
 {
     char *dir = crmm_test_tmpdir();
     char params[4200], path[4200];
@@ -416,7 +416,7 @@ START_TEST(no_dump_file_unless_asked)
 }
 END_TEST
 
-START_TEST(two_arenas_in_one_thread_keep_their_own_memory)
+CRMM_TEST_IN("arena", two_arenas_in_one_thread_keep_their_own_memory)
 {
     crmm_resource *host, *a, *b;
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &host));
@@ -451,7 +451,7 @@ START_TEST(two_arenas_in_one_thread_keep_their_own_memory)
 }
 END_TEST
 
-START_TEST(host_arena_ignores_streams)
+CRMM_TEST_IN("arena", host_arena_ignores_streams)
 {
     fixture f = make_arena("arena_size=4MiB");
     crmm_cuda_stream_t s1 = (crmm_cuda_stream_t)0x1234, s2 = (crmm_cuda_stream_t)0x5678; /* never used as streams */
@@ -472,24 +472,6 @@ int main(void)
 {
     Suite *s = suite_create("arena");
     crmm_conformance_add(s, arena_chains, (int)(sizeof arena_chains / sizeof arena_chains[0]));
-    TCase *tc = tcase_create("arena");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, size_classes_round_up_to_256_byte_multiples);
-    tcase_add_test(tc, block_index_is_exact_in_the_largest_superblock);
-    tcase_add_test(tc, superblock_splits_and_merges_back_whole);
-    tcase_add_test(tc, blocks_of_a_superblock_are_adjacent_and_aligned);
-    tcase_add_test(tc, defragments_on_failure_and_retries);
-    tcase_add_test(tc, defragment_takes_empty_superblocks_from_a_live_thread);
-    tcase_add_test(tc, memory_filled_by_one_thread_and_freed_by_another_comes_back);
-    tcase_add_test(tc, thread_exit_returns_its_superblocks);
-    tcase_add_test(tc, frees_from_other_threads_come_back_to_the_owner);
-    tcase_add_test(tc, out_of_memory_message_names_the_sizes);
-    tcase_add_test(tc, never_grows);
-    tcase_add_test(tc, queries_count_allocations);
-    tcase_add_test(tc, dump_file_is_written_on_failure);
-    tcase_add_test(tc, no_dump_file_unless_asked);
-    tcase_add_test(tc, two_arenas_in_one_thread_keep_their_own_memory);
-    tcase_add_test(tc, host_arena_ignores_streams);
-    suite_add_tcase(s, tc);
+    crmm_test_tcase(s, "arena", 60);
     return crmm_test_run(s);
 }

@@ -87,7 +87,7 @@ static void drop_streams_and_arena(fixture *f, cudaStream_t s, cudaStream_t t)
     drop_arena(f);
 }
 
-START_TEST(default_size_is_half_the_free_memory)
+CRMM_TEST_IN("arena_gpu", default_size_is_half_the_free_memory)
 {
     crmm_resource *gpu, *mr;
     ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &gpu));
@@ -111,7 +111,7 @@ END_TEST
  * (the global arena) and one larger than a shard (across two of the four shards of 64 MiB).
  * T may be given other memory than S's (the 4 MiB block comes from T's home shard, which needs
  * no wait); a_large_block_moves_to_another_stream_after_its_work makes T take S's. */
-START_TEST(reuse_on_another_stream_is_ordered)
+CRMM_TEST_IN("arena_gpu", reuse_on_another_stream_is_ordered)
 {
     fixture f = make_arena_over("cuda", "arena_size=256MiB");
     ck_assert_uint_eq(stats(f.mr).shards, 4);
@@ -137,7 +137,7 @@ static const struct { const char *params; size_t n; } whole_arenas[] = {
     {"arena_size=128MiB shards=2", 128 * MiB},
 };
 
-START_TEST(a_large_block_moves_to_another_stream_after_its_work)
+CRMM_LOOP_TEST_IN("arena_gpu", a_large_block_moves_to_another_stream_after_its_work, 2)
 {
     fixture f = make_arena_over("cuda", whole_arenas[_i].params);
     cudaStream_t s = new_stream(), t = new_stream();
@@ -160,7 +160,7 @@ END_TEST
 /* S frees a large block with its work still pending and is destroyed: T gets the block (the
  * arena never passes S's dead handle to CUDA) after that work. T exists before S is destroyed,
  * so it cannot have S's handle. */
-START_TEST(a_destroyed_stream_s_block_goes_to_another_stream)
+CRMM_TEST_IN("arena_gpu", a_destroyed_stream_s_block_goes_to_another_stream)
 {
     fixture f = make_arena_over("cuda", "arena_size=4MiB");
     cudaStream_t t = new_stream(), s = new_stream();
@@ -204,7 +204,7 @@ static void *write_free_and_exit(void *arg)
 
 /* cudaStreamPerThread is another stream on every thread: memory one thread freed on it is
  * handed to another thread's only after the first one's work. */
-START_TEST(per_thread_default_streams_are_ordered_between_threads)
+CRMM_TEST_IN("arena_gpu", per_thread_default_streams_are_ordered_between_threads)
 {
     fixture f = make_arena_over("cuda", "arena_size=4MiB");
     writer j = {f.mr, cudaStreamPerThread, {4 * MiB}, NULL, 0}; /* the whole arena */
@@ -224,7 +224,7 @@ END_TEST
 /* Blocks allocated on S and freed on T (T used them last) go back to S's arena only after T's
  * work: S, out of blocks (256 of 4 KiB fill its superblock), reuses them and writes after T's
  * slow write. */
-START_TEST(free_on_another_stream_waits_for_it)
+CRMM_TEST_IN("arena_gpu", free_on_another_stream_waits_for_it)
 {
     fixture f = make_arena_over("cuda", "arena_size=256MiB");
     cudaStream_t s = new_stream(), t = new_stream();
@@ -254,7 +254,7 @@ END_TEST
 
 /* The thread's superblocks go back when it exits, and only after its stream's work: a request
  * for the whole arena on another stream then sees none of the old writes. */
-START_TEST(thread_exit_returns_superblocks_after_their_work)
+CRMM_TEST_IN("arena_gpu", thread_exit_returns_superblocks_after_their_work)
 {
     fixture f = make_arena_over("cuda", "arena_size=4MiB");
     writer w = {f.mr, new_stream(), {256, 512, 768, 1024}, NULL, 0};
@@ -274,7 +274,7 @@ END_TEST
 
 /* Superblocks held empty by this thread's arena for stream S, with S still writing into them:
  * a request for the whole arena on T defragments, which waits for the device first. */
-START_TEST(defragment_waits_for_pending_work)
+CRMM_TEST_IN("arena_gpu", defragment_waits_for_pending_work)
 {
     fixture f = make_arena_over("cuda", "arena_size=4MiB");
     cudaStream_t s = new_stream(), t = new_stream();
@@ -338,7 +338,7 @@ static void *per_thread_stream_work(void *arg)
     return NULL;
 }
 
-START_TEST(threads_on_their_default_streams)
+CRMM_TEST_IN("arena_gpu", threads_on_their_default_streams)
 {
     fixture f = make_arena_over("cuda", "arena_size=256MiB");
     enum { T = 4 };
@@ -360,7 +360,7 @@ START_TEST(threads_on_their_default_streams)
 }
 END_TEST
 
-START_TEST(out_of_memory_over_device_memory)
+CRMM_TEST_IN("arena_gpu", out_of_memory_over_device_memory)
 {
     char *dir = crmm_test_tmpdir();
     ck_assert_ptr_nonnull(dir);
@@ -389,16 +389,6 @@ int main(void)
     CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("arena_gpu");
     crmm_conformance_add(s, gpu_chains, (int)(sizeof gpu_chains / sizeof gpu_chains[0]));
-    TCase *tc = crmm_test_tcase(s, "arena_gpu", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, default_size_is_half_the_free_memory);
-    tcase_add_test(tc, reuse_on_another_stream_is_ordered);
-    tcase_add_loop_test(tc, a_large_block_moves_to_another_stream_after_its_work, 0, 2);
-    tcase_add_test(tc, a_destroyed_stream_s_block_goes_to_another_stream);
-    tcase_add_test(tc, per_thread_default_streams_are_ordered_between_threads);
-    tcase_add_test(tc, free_on_another_stream_waits_for_it);
-    tcase_add_test(tc, thread_exit_returns_superblocks_after_their_work);
-    tcase_add_test(tc, defragment_waits_for_pending_work);
-    tcase_add_test(tc, threads_on_their_default_streams);
-    tcase_add_test(tc, out_of_memory_over_device_memory);
+    crmm_test_tcase(s, "arena_gpu", CRMM_TEST_GPU_TIMEOUT);
     return crmm_test_run(s);
 }

@@ -37,7 +37,7 @@ static const struct { const char *params; crmm_status want; const char *text; } 
 #endif
 };
 
-START_TEST(bad_parameters_are_refused_clearly)
+CRMM_LOOP_TEST(bad_parameters_are_refused_clearly, (int)(sizeof bad_params / sizeof bad_params[0]))
 {
     const char *params = bad_params[_i].params, *text = bad_params[_i].text;
     crmm_resource *host, *mr = (crmm_resource *)0x1;
@@ -54,14 +54,14 @@ START_TEST(bad_parameters_are_refused_clearly)
 }
 END_TEST
 
-START_TEST(an_arena_needs_an_upstream)
+CRMM_TEST(an_arena_needs_an_upstream)
 {
     crmm_resource *mr;
     ck_assert_crmm(crmm_resource_create("arena", "arena_size=4MiB", NULL, &mr), CRMM_ERROR_CONFIG);
 }
 END_TEST
 
-START_TEST(bad_pointers_are_refused_and_harmless)
+CRMM_TEST(bad_pointers_are_refused_and_harmless)
 {
     fixture f = make_arena("arena_size=4MiB");
     char *small = crmm_test_allocate(f.mr, 1000), *large = crmm_test_allocate(f.mr, 1 * MiB);
@@ -103,7 +103,7 @@ static void *free_once(void *arg)
     return NULL;
 }
 
-START_TEST(double_free_from_another_thread_is_refused)
+CRMM_TEST(double_free_from_another_thread_is_refused)
 {
     fixture f = make_arena("arena_size=4MiB");
     void *blocks[2] = {crmm_test_allocate(f.mr, 1000), crmm_test_allocate(f.mr, 1000)};
@@ -123,7 +123,7 @@ START_TEST(double_free_from_another_thread_is_refused)
 }
 END_TEST
 
-START_TEST(control_ops)
+CRMM_TEST(control_ops)
 {
     fixture f = make_arena("arena_size=4MiB");
     crmm_arena_stats s = stats(f.mr);
@@ -139,7 +139,7 @@ START_TEST(control_ops)
 }
 END_TEST
 
-START_TEST(destroy_reports_live_allocations_and_frees_everything)
+CRMM_TEST(destroy_reports_live_allocations_and_frees_everything)
 {
     fixture f = make_arena("arena_size=4MiB");
     crmm_test_allocate(f.mr, 1000);
@@ -244,7 +244,7 @@ static void crew_finish(crew *c)
 
 /* Four threads, four shards: each thread has its own home shard, and its large block and its
  * superblock come from there (so they take different locks). */
-START_TEST(threads_take_large_blocks_from_their_own_shards)
+CRMM_TEST(threads_take_large_blocks_from_their_own_shards)
 {
     fixture f = make_arena("arena_size=64MiB shards=4"); /* no thread arena here until the end */
     ck_assert_uint_eq(stats(f.mr).shards, 4);
@@ -281,7 +281,7 @@ END_TEST
 
 /* A large block freed by another thread goes back to the shard it came from, not to the freeing
  * thread's home; a small one to its owner's superblock. */
-START_TEST(a_free_from_another_thread_goes_to_the_owning_shard)
+CRMM_TEST(a_free_from_another_thread_goes_to_the_owning_shard)
 {
     fixture f = make_arena("arena_size=64MiB shards=4");
     char *base = arena_base(f.mr); /* this thread's arena: home shard 0 */
@@ -318,7 +318,7 @@ END_TEST
 /* One thread, four shards of 4 MiB: what does not fit in its home shard goes to the next one;
  * what fits in no shard alone takes free pages that run on across shards, and gives each shard
  * its pages back when freed. */
-START_TEST(large_requests_fall_back_to_other_shards_and_across_them)
+CRMM_TEST(large_requests_fall_back_to_other_shards_and_across_them)
 {
     fixture f = make_arena("arena_size=16MiB shards=4");
     char *base = arena_base(f.mr);
@@ -379,7 +379,7 @@ END_TEST
 
 /* A superblock fits in no shard alone, but across the boundary of two: it is taken there, and
  * given back to both when it is trimmed. */
-START_TEST(a_superblock_can_lie_across_shards)
+CRMM_TEST(a_superblock_can_lie_across_shards)
 {
     fixture f = make_arena("arena_size=16MiB shards=4");
     char *base = arena_base(f.mr);
@@ -416,7 +416,7 @@ END_TEST
 
 /* shards = 1 is the arena with one lock: every thread's large blocks come from the one range,
  * first fit from its start; and small arenas get one shard by default. */
-START_TEST(one_shard_is_the_arena_of_one_lock)
+CRMM_TEST(one_shard_is_the_arena_of_one_lock)
 {
     fixture f = make_arena("arena_size=64MiB shards=1");
     char *base = arena_base(f.mr);
@@ -460,7 +460,7 @@ START_TEST(one_shard_is_the_arena_of_one_lock)
 }
 END_TEST
 
-START_TEST(as_many_shards_as_superblocks)
+CRMM_TEST(as_many_shards_as_superblocks)
 {
     /* the most there may be: one superblock each */
     fixture f = make_arena("arena_size=4MiB shards=4");
@@ -476,7 +476,7 @@ END_TEST
 
 /* Four threads hold empty superblocks in four shards; a request for the whole arena defragments
  * (takes them from every shard) and then lies across all shards. */
-START_TEST(defragment_works_across_shards)
+CRMM_TEST(defragment_works_across_shards)
 {
     fixture f = make_arena("arena_size=16MiB shards=4");
     enum { T = 4 };
@@ -516,22 +516,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("arena_shards");
-    TCase *tc = tcase_create("arena_shards");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, bad_parameters_are_refused_clearly, 0, (int)(sizeof bad_params / sizeof bad_params[0]));
-    tcase_add_test(tc, an_arena_needs_an_upstream);
-    tcase_add_test(tc, bad_pointers_are_refused_and_harmless);
-    tcase_add_test(tc, double_free_from_another_thread_is_refused);
-    tcase_add_test(tc, control_ops);
-    tcase_add_test(tc, destroy_reports_live_allocations_and_frees_everything);
-    tcase_add_test(tc, threads_take_large_blocks_from_their_own_shards);
-    tcase_add_test(tc, a_free_from_another_thread_goes_to_the_owning_shard);
-    tcase_add_test(tc, large_requests_fall_back_to_other_shards_and_across_them);
-    tcase_add_test(tc, a_superblock_can_lie_across_shards);
-    tcase_add_test(tc, one_shard_is_the_arena_of_one_lock);
-    tcase_add_test(tc, as_many_shards_as_superblocks);
-    tcase_add_test(tc, defragment_works_across_shards);
-    suite_add_tcase(s, tc);
-    return crmm_test_run(s);
+    return crmm_test_main("arena_shards", 60);
 }

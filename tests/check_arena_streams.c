@@ -11,7 +11,7 @@
 
 /* ---- one stream ---------------------------------------------------------------------------- */
 
-START_TEST(the_same_stream_makes_no_cuda_call)
+CRMM_TEST_IN("arena_streams", the_same_stream_makes_no_cuda_call)
 {
     crmm_resource *mr = device_arena("arena_size=8MiB");
     cudaStream_t s = fake_stream_new(0);
@@ -36,7 +36,7 @@ END_TEST
 
 /* ---- another stream ------------------------------------------------------------------------ */
 
-START_TEST(another_stream_waits_for_the_device_once)
+CRMM_TEST_IN("arena_streams", another_stream_waits_for_the_device_once)
 {
     crmm_resource *mr = device_arena("arena_size=8MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -64,7 +64,7 @@ START_TEST(another_stream_waits_for_the_device_once)
 }
 END_TEST
 
-START_TEST(one_synchronization_frees_every_older_span_for_all)
+CRMM_TEST_IN("arena_streams", one_synchronization_frees_every_older_span_for_all)
 {
     /* a, b, c freed on s, each between live blocks; t, u and v take one each after one wait */
     crmm_resource *mr = device_arena("arena_size=6MiB");
@@ -95,7 +95,7 @@ START_TEST(one_synchronization_frees_every_older_span_for_all)
 }
 END_TEST
 
-START_TEST(a_fit_that_needs_no_wait_comes_first)
+CRMM_TEST_IN("arena_streams", a_fit_that_needs_no_wait_comes_first)
 {
     /* two shards: s's arena has home 0, t's home 1, u's home 0 again. Shard 0 holds only memory
      * freed on s: u takes shard 1's instead, without a wait; only when shard 1 is full does it wait */
@@ -120,7 +120,7 @@ START_TEST(a_fit_that_needs_no_wait_comes_first)
 }
 END_TEST
 
-START_TEST(within_a_shard_a_fit_that_needs_no_wait_comes_first)
+CRMM_TEST_IN("arena_streams", within_a_shard_a_fit_that_needs_no_wait_comes_first)
 {
     /* one shard, full: p[1] freed on t, then p[3] on s (the free lists offer it first), then
      * p[5] and p[6] on t (2 MiB, a list further up) */
@@ -149,7 +149,7 @@ START_TEST(within_a_shard_a_fit_that_needs_no_wait_comes_first)
 }
 END_TEST
 
-START_TEST(a_destroyed_stream_is_never_named)
+CRMM_TEST_IN("arena_streams", a_destroyed_stream_is_never_named)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -171,7 +171,7 @@ START_TEST(a_destroyed_stream_is_never_named)
 }
 END_TEST
 
-START_TEST(a_superblock_for_another_stream_waits_too)
+CRMM_TEST_IN("arena_streams", a_superblock_for_another_stream_waits_too)
 {
     /* the arena is one superblock: memory of a large block freed on s, taken for t's small blocks */
     crmm_resource *mr = device_arena("arena_size=1MiB");
@@ -187,7 +187,7 @@ START_TEST(a_superblock_for_another_stream_waits_too)
 }
 END_TEST
 
-START_TEST(a_small_block_freed_on_another_stream_waits_for_that_stream)
+CRMM_TEST_IN("arena_streams", a_small_block_freed_on_another_stream_waits_for_that_stream)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -203,7 +203,7 @@ END_TEST
 
 /* ---- merging neighbours freed on different streams ----------------------------------------- */
 
-START_TEST(neighbours_of_one_stream_merge_without_a_wait)
+CRMM_TEST_IN("arena_streams", neighbours_of_one_stream_merge_without_a_wait)
 {
     crmm_resource *mr = device_arena("arena_size=3MiB");
     cudaStream_t s = fake_stream_new(0);
@@ -218,7 +218,7 @@ START_TEST(neighbours_of_one_stream_merge_without_a_wait)
 }
 END_TEST
 
-START_TEST(neighbours_of_two_streams_need_a_wait_for_either)
+CRMM_TEST_IN("arena_streams", neighbours_of_two_streams_need_a_wait_for_either)
 {
     /* the arena is full: a, b, c. a freed on s and b on t merge into one span, "mixed" */
     crmm_resource *mr = device_arena("arena_size=3MiB");
@@ -246,7 +246,7 @@ START_TEST(neighbours_of_two_streams_need_a_wait_for_either)
 }
 END_TEST
 
-START_TEST(a_void_neighbour_takes_the_other_side_s_tag)
+CRMM_LOOP_TEST_IN("arena_streams", a_void_neighbour_takes_the_other_side_s_tag, 4)
 {
     /* _i & 1 = 0: the void span is the right neighbour of the one freed, 1: the left one;
      * _i & 2 = 0: the merged span is taken by t (its tag: no wait), 2: by s (a wait) */
@@ -274,7 +274,7 @@ START_TEST(a_void_neighbour_takes_the_other_side_s_tag)
 }
 END_TEST
 
-START_TEST(the_rest_of_a_span_keeps_its_tag)
+CRMM_TEST_IN("arena_streams", the_rest_of_a_span_keeps_its_tag)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -292,7 +292,7 @@ END_TEST
 
 /* ---- rare paths ---------------------------------------------------------------------------- */
 
-START_TEST(spans_across_shards_keep_their_tags)
+CRMM_TEST_IN("arena_streams", spans_across_shards_keep_their_tags)
 {
     /* two shards of 4 MiB; s's arena has home 0, t's home 1 */
     crmm_resource *mr = device_arena("arena_size=8MiB shards=2");
@@ -328,7 +328,7 @@ static void free_during_the_wait(void)
     ck_assert_crmm_ok(crmm_resource_deallocate(race_arena, race_block, MiB, (crmm_cuda_stream_t)race_stream));
 }
 
-START_TEST(a_span_tagged_during_the_wait_is_waited_for_again)
+CRMM_TEST_IN("arena_streams", a_span_tagged_during_the_wait_is_waited_for_again)
 {
     /* t finds only a (freed on s) and waits for the device; meanwhile u frees b, next to a: the
      * merged span is tagged anew, after the wait began, so t must wait once more */
@@ -350,7 +350,7 @@ START_TEST(a_span_tagged_during_the_wait_is_waited_for_again)
 }
 END_TEST
 
-START_TEST(a_failed_synchronization_is_an_error_and_breaks_nothing)
+CRMM_TEST_IN("arena_streams", a_failed_synchronization_is_an_error_and_breaks_nothing)
 {
     crmm_resource *mr = device_arena("arena_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -394,22 +394,6 @@ int main(void)
 {
     fake_cuda.forbid_events_and_ids = 1; /* the arena never names an event nor asks a stream's id */
     Suite *s = suite_create("arena_streams");
-    TCase *tc = tcase_create("arena_streams");
-    tcase_add_test(tc, the_same_stream_makes_no_cuda_call);
-    tcase_add_test(tc, another_stream_waits_for_the_device_once);
-    tcase_add_test(tc, one_synchronization_frees_every_older_span_for_all);
-    tcase_add_test(tc, a_fit_that_needs_no_wait_comes_first);
-    tcase_add_test(tc, within_a_shard_a_fit_that_needs_no_wait_comes_first);
-    tcase_add_test(tc, a_destroyed_stream_is_never_named);
-    tcase_add_test(tc, a_superblock_for_another_stream_waits_too);
-    tcase_add_test(tc, a_small_block_freed_on_another_stream_waits_for_that_stream);
-    tcase_add_test(tc, neighbours_of_one_stream_merge_without_a_wait);
-    tcase_add_test(tc, neighbours_of_two_streams_need_a_wait_for_either);
-    tcase_add_loop_test(tc, a_void_neighbour_takes_the_other_side_s_tag, 0, 4);
-    tcase_add_test(tc, the_rest_of_a_span_keeps_its_tag);
-    tcase_add_test(tc, spans_across_shards_keep_their_tags);
-    tcase_add_test(tc, a_span_tagged_during_the_wait_is_waited_for_again);
-    tcase_add_test(tc, a_failed_synchronization_is_an_error_and_breaks_nothing);
-    suite_add_tcase(s, tc);
+    crmm_test_tcase(s, "arena_streams", 0);
     return crmm_test_run(s);
 }

@@ -8,7 +8,7 @@
 
 /* ---- the device synchronizations that were there already ----------------------------------- */
 
-START_TEST(defragment_makes_everything_free_for_all)
+CRMM_TEST_IN("arena_streams", defragment_makes_everything_free_for_all)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -63,7 +63,7 @@ static void run_thread(stream_job *j)
     ck_assert_crmm_ok(j->st);
 }
 
-START_TEST(thread_exit_makes_everything_free_for_all)
+CRMM_TEST_IN("arena_streams", thread_exit_makes_everything_free_for_all)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -79,7 +79,7 @@ END_TEST
 
 /* ---- which streams are one ----------------------------------------------------------------- */
 
-START_TEST(per_thread_default_streams_of_two_threads_are_two_streams)
+CRMM_TEST_IN("arena_streams", per_thread_default_streams_of_two_threads_are_two_streams)
 {
     /* the arena is one large block: each thread's per-thread stream frees it in turn */
     crmm_resource *mr = device_arena("arena_size=1MiB");
@@ -101,7 +101,7 @@ START_TEST(per_thread_default_streams_of_two_threads_are_two_streams)
 }
 END_TEST
 
-START_TEST(null_and_the_legacy_handle_are_one_stream)
+CRMM_TEST_IN("arena_streams", null_and_the_legacy_handle_are_one_stream)
 {
     crmm_resource *mr = device_arena("arena_size=1MiB");
     void *a = freed_on(mr, MiB, NULL);
@@ -118,7 +118,7 @@ START_TEST(null_and_the_legacy_handle_are_one_stream)
 }
 END_TEST
 
-START_TEST(the_dump_names_the_stream_a_span_waits_for)
+CRMM_TEST_IN("arena_streams", the_dump_names_the_stream_a_span_waits_for)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -147,7 +147,7 @@ END_TEST
 
 /* ---- host memory, many streams, many threads ------------------------------------------------ */
 
-START_TEST(host_memory_makes_no_cuda_call)
+CRMM_TEST_IN("arena_streams", host_memory_makes_no_cuda_call)
 {
     fake_cuda_reset();
     crmm_resource *host = crmm_test_create("host", "", NULL);
@@ -167,7 +167,7 @@ START_TEST(host_memory_makes_no_cuda_call)
 }
 END_TEST
 
-START_TEST(many_streams_keep_the_books)
+CRMM_TEST_IN("arena_streams", many_streams_keep_the_books)
 {
     crmm_resource *mr = device_arena("arena_size=256MiB shards=2");
     enum { S = 6, LIVE = 40 };
@@ -247,7 +247,7 @@ static void *own_stream_work(void *arg)
     return NULL;
 }
 
-START_TEST(threads_on_their_own_streams_never_wait)
+CRMM_TEST_IN("arena_streams", threads_on_their_own_streams_never_wait)
 {
     crmm_resource *mr = device_arena("arena_size=512MiB");
     ck_assert_uint_eq(stats(mr).shards, 8);
@@ -274,15 +274,6 @@ int main(void)
 {
     fake_cuda.forbid_events_and_ids = 1; /* the arena never names an event nor asks a stream's id */
     Suite *s = suite_create("arena_streams_threads");
-    TCase *tc = tcase_create("arena_streams");
-    tcase_add_test(tc, defragment_makes_everything_free_for_all);
-    tcase_add_test(tc, thread_exit_makes_everything_free_for_all);
-    tcase_add_test(tc, per_thread_default_streams_of_two_threads_are_two_streams);
-    tcase_add_test(tc, null_and_the_legacy_handle_are_one_stream);
-    tcase_add_test(tc, the_dump_names_the_stream_a_span_waits_for);
-    tcase_add_test(tc, host_memory_makes_no_cuda_call);
-    tcase_add_test(tc, many_streams_keep_the_books);
-    tcase_add_test(tc, threads_on_their_own_streams_never_wait);
-    suite_add_tcase(s, tc);
+    crmm_test_tcase(s, "arena_streams", 0);
     return crmm_test_run(s);
 }

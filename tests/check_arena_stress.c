@@ -152,14 +152,14 @@ static void run_stress(const char *params, long steps, size_t shard_size, size_t
     drop_arena(&f);
 }
 
-START_TEST(stress_eight_threads)
+CRMM_TEST(stress_eight_threads)
 {
     run_stress("arena_size=512MiB", churn_stress_steps(), 0, 0); /* 8 shards by default: one home each */
 }
 END_TEST
 
 /* Two threads share each home shard. */
-START_TEST(stress_eight_threads_four_shards)
+CRMM_TEST(stress_eight_threads_four_shards)
 {
     run_stress("arena_size=512MiB shards=4", churn_stress_steps() / 2, 0, 0);
 }
@@ -167,7 +167,7 @@ END_TEST
 
 /* Shards of 32 MiB, about what each thread holds: superblocks and large blocks spill into the
  * shards next to the home shards, and requests of up to 40 MiB take pages across shards. */
-START_TEST(stress_eight_threads_small_shards)
+CRMM_TEST(stress_eight_threads_small_shards)
 {
     run_stress("arena_size=512MiB shards=16", churn_stress_steps() / 2, 32 * MiB, 40 * MiB);
 }
@@ -175,10 +175,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("arena_stress");
-    TCase *tc = crmm_test_tcase(s, "arena_stress", 60);
-    tcase_add_test(tc, stress_eight_threads);
-    tcase_add_test(tc, stress_eight_threads_four_shards);
-    tcase_add_test(tc, stress_eight_threads_small_shards);
-    return crmm_test_run(s);
+    return crmm_test_main("arena_stress", 60);
 }

@@ -13,7 +13,7 @@
 
 #define MiB ((uint64_t)1 << 20)
 
-START_TEST(queries_follow_allocate_and_free)
+CRMM_TEST(queries_follow_allocate_and_free)
 {
     crmm_resource *a;
     ck_assert_crmm_ok(crmm_resource_create("async", "", NULL, &a));
@@ -49,7 +49,7 @@ START_TEST(queries_follow_allocate_and_free)
 }
 END_TEST
 
-START_TEST(initial_pool_size_primes_the_pool)
+CRMM_TEST(initial_pool_size_primes_the_pool)
 {
     crmm_resource *a;
     ck_assert_crmm_ok(crmm_resource_create("async", "initial_pool_size=64MiB", NULL, &a));
@@ -68,7 +68,7 @@ START_TEST(initial_pool_size_primes_the_pool)
 }
 END_TEST
 
-START_TEST(initial_pool_size_too_large)
+CRMM_TEST(initial_pool_size_too_large)
 {
     crmm_resource *a = NULL;
     crmm_clear_error();
@@ -94,7 +94,7 @@ static uint64_t reserved_after_sync(crmm_resource *a, uint64_t bytes)
     return crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED);
 }
 
-START_TEST(release_threshold_decides_what_stays)
+CRMM_TEST(release_threshold_decides_what_stays)
 {
     crmm_resource *keep, *release;
     ck_assert_crmm_ok(crmm_resource_create("async", "release_threshold=1GiB", NULL, &keep));
@@ -105,7 +105,7 @@ START_TEST(release_threshold_decides_what_stays)
 }
 END_TEST
 
-START_TEST(each_resource_has_its_own_pool)
+CRMM_TEST(each_resource_has_its_own_pool)
 {
     crmm_resource *a, *b;
     ck_assert_crmm_ok(crmm_resource_create("async", "initial_pool_size=100 release_threshold=1000", NULL, &a));
@@ -136,7 +136,7 @@ static int supported_handle_types(void)
     return mask;
 }
 
-START_TEST(export_handle_type_none_cannot_export)
+CRMM_TEST(export_handle_type_none_cannot_export)
 {
     crmm_resource *a;
     ck_assert_crmm_ok(crmm_resource_create("async", "export_handle_type=none", NULL, &a));
@@ -150,7 +150,7 @@ START_TEST(export_handle_type_none_cannot_export)
 }
 END_TEST
 
-START_TEST(export_handle_type_posix_fd)
+CRMM_TEST(export_handle_type_posix_fd)
 {
     crmm_resource *a = NULL;
     crmm_status st = crmm_resource_create("async", "export_handle_type=posix_fd", NULL, &a);
@@ -174,7 +174,7 @@ START_TEST(export_handle_type_posix_fd)
 }
 END_TEST
 
-START_TEST(export_handle_type_fabric)
+CRMM_TEST(export_handle_type_fabric)
 {
     crmm_resource *a = NULL;
     crmm_clear_error();
@@ -205,7 +205,7 @@ START_TEST(export_handle_type_fabric)
 }
 END_TEST
 
-START_TEST(out_of_memory_leaves_the_pool_usable)
+CRMM_TEST(out_of_memory_leaves_the_pool_usable)
 {
     crmm_resource *a;
     ck_assert_crmm_ok(crmm_resource_create("async", "", NULL, &a));
@@ -256,7 +256,7 @@ static void *fill_and_check(void *arg)
     return NULL;
 }
 
-START_TEST(threads_on_their_own_streams_keep_their_data)
+CRMM_LOOP_TEST(threads_on_their_own_streams_keep_their_data, 2)
 {
     /* _i = 1: serialize_calls (the default), 0: threads enter the driver together */
     crmm_resource *a;
@@ -279,7 +279,7 @@ START_TEST(threads_on_their_own_streams_keep_their_data)
 }
 END_TEST
 
-START_TEST(from_a_config_with_a_size_in_percent)
+CRMM_TEST(from_a_config_with_a_size_in_percent)
 {
     crmm_config *cfg;
     ck_assert_crmm_ok(crmm_config_load_string("[resource.a]\nplugin = async\ninitial_pool_size = 1%\nrelease_threshold = 50%\n",
@@ -297,18 +297,5 @@ END_TEST
 int main(void)
 {
     CRMM_TEST_GPU_GATE(1);
-    Suite *s = suite_create("async_gpu");
-    TCase *tc = crmm_test_tcase(s, "async_gpu", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, queries_follow_allocate_and_free);
-    tcase_add_test(tc, initial_pool_size_primes_the_pool);
-    tcase_add_test(tc, initial_pool_size_too_large);
-    tcase_add_test(tc, release_threshold_decides_what_stays);
-    tcase_add_test(tc, each_resource_has_its_own_pool);
-    tcase_add_test(tc, export_handle_type_none_cannot_export);
-    tcase_add_test(tc, export_handle_type_posix_fd);
-    tcase_add_test(tc, export_handle_type_fabric);
-    tcase_add_test(tc, out_of_memory_leaves_the_pool_usable);
-    tcase_add_loop_test(tc, threads_on_their_own_streams_keep_their_data, 0, 2);
-    tcase_add_test(tc, from_a_config_with_a_size_in_percent);
-    return crmm_test_run(s);
+    return crmm_test_main("async_gpu", CRMM_TEST_GPU_TIMEOUT);
 }

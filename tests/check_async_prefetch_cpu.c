@@ -10,7 +10,7 @@
 
 static void hide_devices(void) { setenv("CUDA_VISIBLE_DEVICES", "", 1); }
 
-START_TEST(async_without_a_device)
+CRMM_TEST(async_without_a_device)
 {
     hide_devices();
     crmm_resource *mr = NULL;
@@ -23,7 +23,7 @@ START_TEST(async_without_a_device)
 }
 END_TEST
 
-START_TEST(async_from_a_config_without_a_device)
+CRMM_TEST(async_from_a_config_without_a_device)
 {
     hide_devices();
     crmm_config *cfg;
@@ -36,7 +36,7 @@ START_TEST(async_from_a_config_without_a_device)
 }
 END_TEST
 
-START_TEST(async_bad_parameters_are_config_errors)
+CRMM_TEST(async_bad_parameters_are_config_errors)
 {
     /* validated by the parameter table, before anything touches CUDA */
     static const char *bad[] = {"export_handle_type=win32", "release_threshold=lots", "initial_pool_size=-1",
@@ -55,7 +55,7 @@ START_TEST(async_bad_parameters_are_config_errors)
 }
 END_TEST
 
-START_TEST(async_takes_no_upstream)
+CRMM_TEST(async_takes_no_upstream)
 {
     crmm_resource *h, *mr = NULL;
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
@@ -70,7 +70,7 @@ START_TEST(async_takes_no_upstream)
 }
 END_TEST
 
-START_TEST(prefetch_over_host_is_refused)
+CRMM_TEST(prefetch_over_host_is_refused)
 {
     crmm_resource *h, *mr = NULL;
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
@@ -85,7 +85,7 @@ START_TEST(prefetch_over_host_is_refused)
 }
 END_TEST
 
-START_TEST(prefetch_over_host_in_a_config)
+CRMM_TEST(prefetch_over_host_in_a_config)
 {
     crmm_config *cfg;
     ck_assert_crmm_ok(crmm_config_load_string("[resource.h]\nplugin = host\n[resource.p]\nplugin = prefetch\nupstream = h\n",
@@ -101,13 +101,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("async_prefetch_cpu");
-    TCase *tc = crmm_test_tcase(s, "async_prefetch_cpu", 0);
-    tcase_add_test(tc, async_without_a_device);
-    tcase_add_test(tc, async_from_a_config_without_a_device);
-    tcase_add_test(tc, async_bad_parameters_are_config_errors);
-    tcase_add_test(tc, async_takes_no_upstream);
-    tcase_add_test(tc, prefetch_over_host_is_refused);
-    tcase_add_test(tc, prefetch_over_host_in_a_config);
-    return crmm_test_run(s);
+    return crmm_test_main("async_prefetch_cpu", 0);
 }

@@ -120,7 +120,7 @@ static const struct { const char *params; int threads, rounds, meet, most; } tur
     {"serialize_calls=false", 2, 1, 30, 2},
 };
 
-START_TEST(threads_in_the_driver_at_once)
+CRMM_LOOP_TEST(threads_in_the_driver_at_once, (int)(sizeof turns / sizeof turns[0]))
 {
     int threads = turns[_i].threads, rounds = turns[_i].rounds;
     inside = most_inside = 0;
@@ -155,7 +155,7 @@ static void *allocate_once(void *arg)
     return NULL;
 }
 
-START_TEST(a_forked_child_is_not_stuck_on_the_parents_lock)
+CRMM_TEST(a_forked_child_is_not_stuck_on_the_parents_lock)
 {
     /* a thread is inside the driver, holding the resource's lock, when the process forks: the
      * child (where that thread does not exist) must still get through its own call */
@@ -189,7 +189,7 @@ START_TEST(a_forked_child_is_not_stuck_on_the_parents_lock)
 }
 END_TEST
 
-START_TEST(serialize_calls_must_be_a_bool)
+CRMM_TEST(serialize_calls_must_be_a_bool)
 {
     crmm_resource *mr = NULL;
     ck_assert_crmm(crmm_resource_create("async", "serialize_calls=sometimes", NULL, &mr), CRMM_ERROR_CONFIG);
@@ -201,10 +201,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("async_serialized");
-    TCase *tc = crmm_test_tcase(s, "serialize_calls", 60);
-    tcase_add_loop_test(tc, threads_in_the_driver_at_once, 0, (int)(sizeof turns / sizeof turns[0]));
-    tcase_add_test(tc, a_forked_child_is_not_stuck_on_the_parents_lock);
-    tcase_add_test(tc, serialize_calls_must_be_a_bool);
-    return crmm_test_run(s);
+    return crmm_test_main("async_serialized", 60);
 }

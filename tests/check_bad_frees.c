@@ -10,7 +10,7 @@ static uint64_t in_use(crmm_resource *mr)
     return crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE);
 }
 
-START_TEST(host_refuses_wrong_size_double_and_foreign)
+CRMM_TEST(host_refuses_wrong_size_double_and_foreign)
 {
     crmm_resource *mr = crmm_test_create("host", NULL, NULL);
     void *p = crmm_test_allocate(mr, 100);
@@ -40,7 +40,7 @@ static const struct { const char *plugin, *params; } adaptors[] = {
     {"tracking", NULL},
 };
 
-START_TEST(adaptor_over_host_refuses_wrong_size)
+CRMM_LOOP_TEST(adaptor_over_host_refuses_wrong_size, (int)(sizeof adaptors / sizeof adaptors[0]))
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     crmm_resource *mr = crmm_test_create(adaptors[_i].plugin, adaptors[_i].params, host);
@@ -61,7 +61,7 @@ END_TEST
 /* fixed_size cannot tell a smaller size within its block from the right one: it frees the block
  * and its counters stop at zero; a size above the block, a second free and a foreign pointer are
  * refused. */
-START_TEST(fixed_size_counters_do_not_wrap)
+CRMM_TEST(fixed_size_counters_do_not_wrap)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     crmm_resource *mr = crmm_test_create("fixed_size", "block_size=1024 blocks_to_preallocate=4", host);
@@ -82,7 +82,7 @@ END_TEST
 /* A bin's block freed with another bin's size or with a size above the largest bin is refused
  * (before: the large one went upstream, which freed part of the bin's chunk); a large block
  * freed with a bin's size is refused by the bin; the right frees work afterwards. */
-START_TEST(binning_never_sends_a_bin_block_upstream)
+CRMM_TEST(binning_never_sends_a_bin_block_upstream)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     crmm_resource *mr = crmm_test_create("binning", "bins=256:4KiB blocks_to_preallocate=4", host);
@@ -110,7 +110,7 @@ END_TEST
 /* The pool without caches: a free with another size than the one asked for is refused, the
  * block stays live and counted (a statistics layer above never reads a wrapped count), and its
  * right free works. */
-START_TEST(pool_refuses_wrong_size)
+CRMM_TEST(pool_refuses_wrong_size)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     crmm_resource *pool = crmm_test_create("pool", "initial_size=1MiB thread_cache=off", host);
@@ -133,12 +133,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("bad_frees");
-    TCase *tc = crmm_test_tcase(s, "bad_frees", 0);
-    tcase_add_test(tc, host_refuses_wrong_size_double_and_foreign);
-    tcase_add_loop_test(tc, adaptor_over_host_refuses_wrong_size, 0, (int)(sizeof adaptors / sizeof adaptors[0]));
-    tcase_add_test(tc, fixed_size_counters_do_not_wrap);
-    tcase_add_test(tc, binning_never_sends_a_bin_block_upstream);
-    tcase_add_test(tc, pool_refuses_wrong_size);
-    return crmm_test_run(s);
+    return crmm_test_main("bad_frees", 0);
 }

@@ -6,7 +6,7 @@
 
 /* ---- the lenient config ---------------------------------------------------------------------- */
 
-START_TEST(config_skips_resources_whose_plugin_does_not_load)
+CRMM_TEST_IN("config", config_skips_resources_whose_plugin_does_not_load)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
     bench_config *bc;
@@ -37,7 +37,7 @@ START_TEST(config_skips_resources_whose_plugin_does_not_load)
 }
 END_TEST
 
-START_TEST(config_other_errors_stay_errors)
+CRMM_TEST_IN("config", config_other_errors_stay_errors)
 {
     /* an unknown key is a real mistake: the strict loader's message, even with a missing plugin */
     const char *path = crmm_test_write_file("bad.ini", "[resource.h]\nplugin = host\nbogus_key = 1\n"
@@ -59,7 +59,7 @@ END_TEST
 
 static int gpu_count;
 
-START_TEST(cli_table_rows_and_skips)
+CRMM_TEST_IN("cli", cli_table_rows_and_skips)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
     crmm_test_output r = run_cli("--set", "B", "--steps", "1000", "--repeats", "1", "--config", path, NULL);
@@ -87,7 +87,7 @@ START_TEST(cli_table_rows_and_skips)
 }
 END_TEST
 
-START_TEST(cli_resource_can_name_references)
+CRMM_TEST_IN("cli", cli_resource_can_name_references)
 {
     /* naming a reference keeps only the references named; the config's resources still by name */
     const char *path = crmm_test_write_file("bench.ini", cli_config);
@@ -137,7 +137,7 @@ START_TEST(cli_resource_can_name_references)
 }
 END_TEST
 
-START_TEST(cli_multi_thread_and_random_mode)
+CRMM_TEST_IN("cli", cli_multi_thread_and_random_mode)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
     crmm_test_output r = run_cli("--set=D", "--steps=400", "--repeats=2", "--config", path, "--resource", "t",
@@ -161,7 +161,7 @@ START_TEST(cli_multi_thread_and_random_mode)
 }
 END_TEST
 
-START_TEST(cli_csv_is_well_formed)
+CRMM_TEST_IN("cli", cli_csv_is_well_formed)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
     crmm_test_output r = run_cli("--set", "B", "--steps", "1000", "--repeats", "1", "--config", path, "--csv",
@@ -190,7 +190,7 @@ START_TEST(cli_csv_is_well_formed)
 }
 END_TEST
 
-START_TEST(cli_json_is_well_formed)
+CRMM_TEST_IN("cli", cli_json_is_well_formed)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
     crmm_test_output r = run_cli("--set", "A,B", "--steps", "300", "--repeats", "1", "--config", path, "--json", NULL);
@@ -253,7 +253,7 @@ static char *report_text(bench_format format, char **err_text)
     return crmm_test_read_stream(out);
 }
 
-START_TEST(report_formats_ok_and_oom_rows)
+CRMM_TEST_IN("cli", report_formats_ok_and_oom_rows)
 {
     char *err, *text = report_text(BENCH_FORMAT_TABLE, &err);
     ck_assert_ptr_nonnull(strstr(text, "config my.ini; device 0: Test GPU"));
@@ -290,7 +290,7 @@ START_TEST(report_formats_ok_and_oom_rows)
 }
 END_TEST
 
-START_TEST(cli_bad_arguments_exit_2)
+CRMM_TEST_IN("cli", cli_bad_arguments_exit_2)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
     expect_usage_error("--set Z", run_cli("--set", "Z", "--config", path, NULL));
@@ -324,7 +324,7 @@ START_TEST(cli_bad_arguments_exit_2)
 }
 END_TEST
 
-START_TEST(cli_config_failures_exit_1)
+CRMM_TEST_IN("cli", cli_config_failures_exit_1)
 {
     crmm_test_output r = run_cli("--config", "/nonexistent/crmm.ini", "--set", "B", NULL);
     ck_assert_int_eq(r.status, 1);
@@ -338,7 +338,7 @@ START_TEST(cli_config_failures_exit_1)
 }
 END_TEST
 
-START_TEST(cli_help_documents_everything)
+CRMM_TEST_IN("cli", cli_help_documents_everything)
 {
     crmm_test_output r = run_cli("--help", NULL);
     ck_assert_int_eq(r.status, 0);
@@ -354,7 +354,7 @@ END_TEST
 
 /* --copy is an option like the others: with --help it shows the copy benchmark's usage, and as
  * the value of another option it is that value, not a switch to the copy benchmark. */
-START_TEST(cli_copy_is_parsed_as_an_option)
+CRMM_TEST_IN("cli", cli_copy_is_parsed_as_an_option)
 {
     crmm_test_output r = run_cli("--copy", "--help", NULL);
     ck_assert_int_eq(r.status, 0);
@@ -371,7 +371,7 @@ START_TEST(cli_copy_is_parsed_as_an_option)
 }
 END_TEST
 
-START_TEST(cli_default_config_is_crmm_init_s)
+CRMM_TEST_IN("cli", cli_default_config_is_crmm_init_s)
 {
     const char *path = crmm_test_write_file("env.ini", "[resource.envhost]\nplugin = host\n");
     setenv("CRMM_CONFIG", path, 1);
@@ -386,7 +386,7 @@ START_TEST(cli_default_config_is_crmm_init_s)
 }
 END_TEST
 
-START_TEST(cli_shipped_config_loads)
+CRMM_TEST_IN("cli", cli_shipped_config_loads)
 {
     /* conf/crmm.ini works at every stage: resources whose plugin is not built are skipped */
     char path[4096];
@@ -403,24 +403,8 @@ int main(void)
 {
     gpu_count = crmm_test_gpu_count(); /* probed in a child: no CUDA call here */
     Suite *s = suite_create("bench_cli");
-    TCase *tc = tcase_create("config");
-    tcase_add_test(tc, config_skips_resources_whose_plugin_does_not_load);
-    tcase_add_test(tc, config_other_errors_stay_errors);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("cli");
+    TCase *tc = crmm_test_tcase(s, "config", 0);
+    tc = crmm_test_tcase(s, "cli", 0);
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT); /* the references run when there is a GPU */
-    tcase_add_test(tc, report_formats_ok_and_oom_rows);
-    tcase_add_test(tc, cli_table_rows_and_skips);
-    tcase_add_test(tc, cli_resource_can_name_references);
-    tcase_add_test(tc, cli_multi_thread_and_random_mode);
-    tcase_add_test(tc, cli_csv_is_well_formed);
-    tcase_add_test(tc, cli_json_is_well_formed);
-    tcase_add_test(tc, cli_bad_arguments_exit_2);
-    tcase_add_test(tc, cli_config_failures_exit_1);
-    tcase_add_test(tc, cli_help_documents_everything);
-    tcase_add_test(tc, cli_copy_is_parsed_as_an_option);
-    tcase_add_test(tc, cli_default_config_is_crmm_init_s);
-    tcase_add_test(tc, cli_shipped_config_loads);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -13,7 +13,7 @@
 #include "../bench/bench_runner.h"
 #include "../bench/bench_workload.h"
 
-START_TEST(references_run_the_workload)
+CRMM_TEST(references_run_the_workload)
 {
     bench_workload w = {.mode = BENCH_MODE_STEPS, .steps = 2000, .max_live = 100, .max_size = 1u << 20};
     bench_sequence q[2];
@@ -43,7 +43,7 @@ START_TEST(references_run_the_workload)
 }
 END_TEST
 
-START_TEST(async_reference_raises_then_restores_the_threshold)
+CRMM_TEST(async_reference_raises_then_restores_the_threshold)
 {
     cudaMemPool_t pool;
     ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
@@ -62,7 +62,7 @@ START_TEST(async_reference_raises_then_restores_the_threshold)
 }
 END_TEST
 
-START_TEST(from_pool_reference_uses_a_pool_of_its_own)
+CRMM_TEST(from_pool_reference_uses_a_pool_of_its_own)
 {
     cudaMemPool_t pool;
     ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
@@ -91,7 +91,7 @@ START_TEST(from_pool_reference_uses_a_pool_of_its_own)
 }
 END_TEST
 
-START_TEST(references_report_out_of_memory)
+CRMM_TEST(references_report_out_of_memory)
 {
     /* 1 MiB, then 1 PiB (fails), then the frees the bench would have done */
     bench_op ops[] = {{1u << 20, 0, 0}, {1ull << 50, 1, 0}, {1ull << 50, 1, 1}, {1u << 20, 0, 1}};
@@ -113,7 +113,7 @@ START_TEST(references_report_out_of_memory)
 }
 END_TEST
 
-START_TEST(cli_over_gpu_and_host)
+CRMM_TEST(cli_over_gpu_and_host)
 {
     const char *path = crmm_test_write_file("gpu.ini", "[crmm]\ndefault = gpu\n[resource.gpu]\nplugin = cuda\n"
                                                        "[resource.h]\nplugin = host\n");
@@ -141,14 +141,5 @@ int main(void)
     int rc = crmm_test_gpu_gate(1);
     if (rc)
         return rc;
-    Suite *s = suite_create("bench_gpu");
-    TCase *tc = tcase_create("references");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, references_run_the_workload);
-    tcase_add_test(tc, async_reference_raises_then_restores_the_threshold);
-    tcase_add_test(tc, from_pool_reference_uses_a_pool_of_its_own);
-    tcase_add_test(tc, references_report_out_of_memory);
-    tcase_add_test(tc, cli_over_gpu_and_host);
-    suite_add_tcase(s, tc);
-    return crmm_test_run(s);
+    return crmm_test_main("bench_gpu", CRMM_TEST_GPU_TIMEOUT);
 }

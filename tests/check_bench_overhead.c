@@ -14,7 +14,7 @@ static void check_stats(const char *what, const bench_stats *s, double sane_max)
     ck_assert_msg(s->max < sane_max, "%s: %g is not a sane time", what, s->max);
 }
 
-START_TEST(overhead_dispatch_times_are_sane)
+CRMM_TEST_IN("overhead", overhead_dispatch_times_are_sane)
 {
     bench_dispatch_times t;
     ck_assert_crmm_ok(bench_overhead_time_dispatch(100000, 3, &t));
@@ -43,7 +43,7 @@ static bool mapped(const char *name)
     return found;
 }
 
-START_TEST(overhead_loads_time_fresh_children)
+CRMM_TEST_IN("overhead", overhead_loads_time_fresh_children)
 {
     /* p's plugin is missing: the children load the file without p and q */
     const char *path = crmm_test_write_file("bench.ini", cli_config);
@@ -87,7 +87,7 @@ static bool dir_is_empty(const char *path)
     return entries == 0;
 }
 
-START_TEST(cli_overhead_table)
+CRMM_TEST_IN("overhead", cli_overhead_table)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
     /* the log goes under $TMPDIR, here one with a '%' in its name (the plugin expands '%') */
@@ -139,7 +139,7 @@ START_TEST(cli_overhead_table)
 }
 END_TEST
 
-START_TEST(cli_overhead_without_a_gpu_runs_over_host_memory)
+CRMM_TEST_IN("overhead", cli_overhead_without_a_gpu_runs_over_host_memory)
 {
     const char *path = crmm_test_write_file("gpu.ini", "[resource.g]\nplugin = cuda\n\n[resource.h]\nplugin = host\n");
     crmm_test_output r = run_cli("--overhead", "--iterations", "1000", "--loads", "2", "--steps", "200", "--repeats", "1",
@@ -170,7 +170,7 @@ START_TEST(cli_overhead_without_a_gpu_runs_over_host_memory)
 }
 END_TEST
 
-START_TEST(cli_overhead_failed_measurement_exits_1)
+CRMM_TEST_IN("overhead", cli_overhead_failed_measurement_exits_1)
 {
     /* host is found through the config's plugin_path, logging (crmm_resource_create, which
      * searches $CRMM_PLUGIN_PATH and the installed directory) nowhere */
@@ -209,7 +209,7 @@ static crmm_test_output short_overhead_run(const char *format)
     return r;
 }
 
-START_TEST(cli_overhead_csv_is_well_formed)
+CRMM_TEST_IN("overhead", cli_overhead_csv_is_well_formed)
 {
     crmm_test_output r = short_overhead_run("--csv");
     ck_assert_ptr_nonnull(strstr(r.err, "skipped p: "));
@@ -236,7 +236,7 @@ START_TEST(cli_overhead_csv_is_well_formed)
 }
 END_TEST
 
-START_TEST(cli_overhead_json_is_well_formed)
+CRMM_TEST_IN("overhead", cli_overhead_json_is_well_formed)
 {
     crmm_test_output r = short_overhead_run("--json");
     const char *end = json_value(r.out);
@@ -285,7 +285,7 @@ static char *overhead_report_text(bench_format format)
     return crmm_test_read_stream(out);
 }
 
-START_TEST(report_formats_overhead_rows)
+CRMM_TEST_IN("overhead", report_formats_overhead_rows)
 {
     char *text = overhead_report_text(BENCH_FORMAT_TABLE);
     ck_assert_ptr_nonnull(strstr(text, "no CUDA device (no driver): GPU resources are skipped; the overhead"));
@@ -320,7 +320,7 @@ START_TEST(report_formats_overhead_rows)
 }
 END_TEST
 
-START_TEST(cli_overhead_bad_arguments_exit_2)
+CRMM_TEST_IN("overhead", cli_overhead_bad_arguments_exit_2)
 {
     const char *path = crmm_test_write_file("bench.ini", cli_config);
     expect_usage_error("--overhead --set", run_cli("--overhead", "--set", "A", "--config", path, NULL));
@@ -356,7 +356,7 @@ START_TEST(cli_overhead_bad_arguments_exit_2)
 }
 END_TEST
 
-START_TEST(cli_overhead_help)
+CRMM_TEST_IN("overhead", cli_overhead_help)
 {
     crmm_test_output r = run_cli("--help", NULL);
     ck_assert_int_eq(r.status, 0);
@@ -373,18 +373,7 @@ int main(void)
 {
     gpu_count = crmm_test_gpu_count(); /* probed in a child: no CUDA call here */
     Suite *s = suite_create("bench_overhead");
-    TCase *tc = tcase_create("overhead");
+    TCase *tc = crmm_test_tcase(s, "overhead", 0);
     tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT); /* logging over a GPU resource when there is one */
-    tcase_add_test(tc, overhead_dispatch_times_are_sane);
-    tcase_add_test(tc, overhead_loads_time_fresh_children);
-    tcase_add_test(tc, report_formats_overhead_rows);
-    tcase_add_test(tc, cli_overhead_table);
-    tcase_add_test(tc, cli_overhead_without_a_gpu_runs_over_host_memory);
-    tcase_add_test(tc, cli_overhead_failed_measurement_exits_1);
-    tcase_add_test(tc, cli_overhead_csv_is_well_formed);
-    tcase_add_test(tc, cli_overhead_json_is_well_formed);
-    tcase_add_test(tc, cli_overhead_bad_arguments_exit_2);
-    tcase_add_test(tc, cli_overhead_help);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -50,7 +50,7 @@ static uint64_t replay_checked(const bench_sequence *q, uint32_t max_live, uint6
 
 /* ---- the workload generator ------------------------------------------------------------------ */
 
-START_TEST(xorshift_known_values)
+CRMM_TEST_IN("workload", xorshift_known_values)
 {
     uint64_t s = BENCH_SEED;
     ck_assert_uint_eq(bench_xorshift64(&s), 45454805674ull);
@@ -59,7 +59,7 @@ START_TEST(xorshift_known_values)
 }
 END_TEST
 
-START_TEST(sequence_is_deterministic_per_thread)
+CRMM_TEST_IN("workload", sequence_is_deterministic_per_thread)
 {
     bench_workload w = steps_workload(20000, 100, 1024);
     bench_sequence a, b, c;
@@ -79,7 +79,7 @@ START_TEST(sequence_is_deterministic_per_thread)
 }
 END_TEST
 
-START_TEST(sequence_tiny_hand_checked)
+CRMM_TEST_IN("workload", sequence_tiny_hand_checked)
 {
     /* seed 42, 8 steps, <= 2 live, sizes 1..100: worked out from the rules by hand (and the
      * xorshift values above): */
@@ -104,7 +104,7 @@ START_TEST(sequence_tiny_hand_checked)
 }
 END_TEST
 
-START_TEST(sequence_frees_everything_within_bounds)
+CRMM_TEST_IN("workload", sequence_frees_everything_within_bounds)
 {
     static const struct { uint64_t steps; uint32_t live; uint64_t max; } cases[] = {
         {100000, 1000, 4u << 20}, {100000, 100, 1024}, {1, 5, 7}, {3, 1, 1}, {5000, 1, 3}, {777, 10000, 9},
@@ -129,7 +129,7 @@ START_TEST(sequence_frees_everything_within_bounds)
 }
 END_TEST
 
-START_TEST(sequence_coin_is_fair)
+CRMM_TEST_IN("workload", sequence_coin_is_fair)
 {
     /* Where the coin decides (0 < live < max live) about half the steps allocate; with nothing
      * live a step always allocates, with max live it always frees. */
@@ -160,7 +160,7 @@ START_TEST(sequence_coin_is_fair)
 }
 END_TEST
 
-START_TEST(sequence_sizes_are_uniform)
+CRMM_TEST_IN("workload", sequence_sizes_are_uniform)
 {
     bench_workload w = steps_workload(100000, 100, 1024);
     bench_sequence q;
@@ -181,7 +181,7 @@ START_TEST(sequence_sizes_are_uniform)
 }
 END_TEST
 
-START_TEST(sequence_random_mode_follows_rmm)
+CRMM_TEST_IN("workload", sequence_random_mode_follows_rmm)
 {
     bench_workload w = {.mode = BENCH_MODE_RANDOM, .allocations = 5000, .max_usage = BENCH_RANDOM_MAX_USAGE,
                         .max_size = 1u << 20};
@@ -223,7 +223,7 @@ START_TEST(sequence_random_mode_follows_rmm)
 }
 END_TEST
 
-START_TEST(sequence_rejects_bad_workloads)
+CRMM_TEST_IN("workload", sequence_rejects_bad_workloads)
 {
     bench_sequence q;
     bench_workload w = steps_workload(0, 10, 10);
@@ -346,7 +346,7 @@ static const struct { unsigned threads, repeats; uint64_t steps; uint32_t live; 
     {4, 2, 3000, 50, 4096},
 };
 
-START_TEST(runner_over_host)
+CRMM_LOOP_TEST_IN("runner", runner_over_host, 2)
 {
     unsigned threads = host_runs[_i].threads, repeats = host_runs[_i].repeats;
     crmm_resource *mr;
@@ -386,7 +386,7 @@ static void count_progress(void *arg, unsigned run, unsigned repeats)
     (*calls)++;
 }
 
-START_TEST(runner_reports_progress_and_reserved_peak)
+CRMM_TEST_IN("runner", runner_reports_progress_and_reserved_peak)
 {
     limited l;
     limited_init(&l, 1000000, true);
@@ -404,7 +404,7 @@ START_TEST(runner_reports_progress_and_reserved_peak)
 }
 END_TEST
 
-START_TEST(runner_out_of_memory_frees_and_reports)
+CRMM_TEST_IN("runner", runner_out_of_memory_frees_and_reports)
 {
     for (unsigned threads = 1; threads <= 4; threads += 3) {
         limited l;
@@ -424,7 +424,7 @@ START_TEST(runner_out_of_memory_frees_and_reports)
 }
 END_TEST
 
-START_TEST(runner_out_of_memory_on_a_hand_made_sequence)
+CRMM_TEST_IN("runner", runner_out_of_memory_on_a_hand_made_sequence)
 {
     /* alloc, alloc, alloc (fails: limit 2), free, free: the two live blocks are freed */
     bench_op ops[] = {{10, 0, 0}, {20, 1, 0}, {30, 2, 0}, {30, 2, 1}, {20, 1, 1}, {10, 0, 1}};
@@ -441,7 +441,7 @@ START_TEST(runner_out_of_memory_on_a_hand_made_sequence)
 }
 END_TEST
 
-START_TEST(runner_rejects_bad_arguments)
+CRMM_TEST_IN("runner", runner_rejects_bad_arguments)
 {
     limited l;
     limited_init(&l, 10, false);
@@ -461,7 +461,7 @@ START_TEST(runner_rejects_bad_arguments)
 }
 END_TEST
 
-START_TEST(median_of_odd_and_even_counts)
+CRMM_TEST_IN("runner", median_of_odd_and_even_counts)
 {
     double a[] = {5, 1, 3};
     ck_assert_double_eq(bench_median(a, 3), 3);
@@ -474,21 +474,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("bench_workload");
-    TCase *tc = crmm_test_tcase(s, "workload", 0);
-    tcase_add_test(tc, xorshift_known_values);
-    tcase_add_test(tc, sequence_is_deterministic_per_thread);
-    tcase_add_test(tc, sequence_tiny_hand_checked);
-    tcase_add_test(tc, sequence_frees_everything_within_bounds);
-    tcase_add_test(tc, sequence_coin_is_fair);
-    tcase_add_test(tc, sequence_sizes_are_uniform);
-    tcase_add_test(tc, sequence_random_mode_follows_rmm);
-    tcase_add_test(tc, sequence_rejects_bad_workloads);
-    tc = crmm_test_tcase(s, "runner", 0);
-    tcase_add_loop_test(tc, runner_over_host, 0, 2);
-    tcase_add_test(tc, runner_reports_progress_and_reserved_peak);
-    tcase_add_test(tc, runner_out_of_memory_frees_and_reports);
-    tcase_add_test(tc, runner_out_of_memory_on_a_hand_made_sequence);
-    tcase_add_test(tc, runner_rejects_bad_arguments);
-    tcase_add_test(tc, median_of_odd_and_even_counts);
+    crmm_test_tcase(s, "workload", 0);
+    crmm_test_tcase(s, "runner", 0);
     return crmm_test_run(s);
 }

@@ -37,7 +37,7 @@ static uint64_t upstream_growth(size_t bytes, void **p)
     return crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE) - before;
 }
 
-START_TEST(requests_go_to_the_smallest_bin_that_fits)
+CRMM_TEST_IN("binning", requests_go_to_the_smallest_bin_that_fits)
 {
     make("bins=256:4KiB:64KiB blocks_to_preallocate=1");
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 256 + 4096 + 65536); /* one block per bin at create */
@@ -71,7 +71,7 @@ START_TEST(requests_go_to_the_smallest_bin_that_fits)
 }
 END_TEST
 
-START_TEST(exponent_range_makes_power_of_two_bins)
+CRMM_TEST_IN("binning", exponent_range_makes_power_of_two_bins)
 {
     make("min_size_exponent=10 max_size_exponent=12 blocks_to_preallocate=1");
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 1024 + 2048 + 4096);
@@ -89,7 +89,7 @@ START_TEST(exponent_range_makes_power_of_two_bins)
 }
 END_TEST
 
-START_TEST(small_exponents_round_up_to_256)
+CRMM_TEST_IN("binning", small_exponents_round_up_to_256)
 {
     /* 8, 16, ..., 256 all become 256 (one bin), then 512 */
     make("min_size_exponent=3 max_size_exponent=9 blocks_to_preallocate=1");
@@ -98,7 +98,7 @@ START_TEST(small_exponents_round_up_to_256)
 }
 END_TEST
 
-START_TEST(exponents_and_list_combine)
+CRMM_TEST_IN("binning", exponents_and_list_combine)
 {
     make("min_size_exponent=8 max_size_exponent=9 bins=1MiB:512 blocks_to_preallocate=1");
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 3); /* 256, 512 (once), 1 MiB */
@@ -110,7 +110,7 @@ START_TEST(exponents_and_list_combine)
 }
 END_TEST
 
-START_TEST(bins_within_one_octave_route_exactly)
+CRMM_TEST_IN("binning", bins_within_one_octave_route_exactly)
 {
     /* several bins between two powers of two: each size goes to the smallest that fits, at every
      * boundary (the routing table starts at the octave, the rest is a step within it) */
@@ -136,7 +136,7 @@ START_TEST(bins_within_one_octave_route_exactly)
 }
 END_TEST
 
-START_TEST(counts_are_the_bins_and_the_large_requests)
+CRMM_TEST_IN("binning", counts_are_the_bins_and_the_large_requests)
 {
     make("bins=256:4KiB blocks_to_preallocate=2");
     void *p, *q, *r;
@@ -160,7 +160,7 @@ START_TEST(counts_are_the_bins_and_the_large_requests)
 }
 END_TEST
 
-START_TEST(free_goes_back_to_its_bin)
+CRMM_TEST_IN("binning", free_goes_back_to_its_bin)
 {
     make("bins=256:4KiB blocks_to_preallocate=4");
     void *p, *q, *r;
@@ -176,7 +176,7 @@ START_TEST(free_goes_back_to_its_bin)
 }
 END_TEST
 
-START_TEST(no_bins_passes_everything_upstream)
+CRMM_TEST_IN("binning", no_bins_passes_everything_upstream)
 {
     make("");
     void *p;
@@ -188,7 +188,7 @@ START_TEST(no_bins_passes_everything_upstream)
 }
 END_TEST
 
-START_TEST(bins_hold_references_to_the_upstream)
+CRMM_TEST_IN("binning", bins_hold_references_to_the_upstream)
 {
     make("bins=256:512:1KiB blocks_to_preallocate=1");
     ck_assert_int_eq(crmm_resource_refcount(h), 1 + 1 + 3); /* ours, binning's, one per bin */
@@ -200,7 +200,7 @@ START_TEST(bins_hold_references_to_the_upstream)
 }
 END_TEST
 
-START_TEST(bad_parameters)
+CRMM_TEST_IN("binning", bad_parameters)
 {
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
     static const char *bad[] = {
@@ -226,7 +226,7 @@ START_TEST(bad_parameters)
 }
 END_TEST
 
-START_TEST(bins_from_a_config_file)
+CRMM_TEST_IN("binning", bins_from_a_config_file)
 {
     crmm_config *cfg;
     ck_assert_crmm_ok(crmm_config_load_string("[resource.h]\nplugin = host\n[resource.b]\nplugin = binning\nupstream = h\n"
@@ -249,7 +249,7 @@ END_TEST
 
 /* The bins are built from the plugin_path of the config binning is built for, like binning
  * itself: with only the config knowing where plugins are, fixed_size is found there. */
-START_TEST(bins_come_from_the_configs_plugin_path)
+CRMM_TEST_IN("binning", bins_come_from_the_configs_plugin_path)
 {
     const char *dirs = getenv("CRMM_PLUGIN_PATH");
     ck_assert_ptr_nonnull(dirs);
@@ -287,7 +287,7 @@ static crmm_binning_bin get_bin(uint64_t index)
 /* add_bin with a resource and without one: kept sorted, each request served by the smallest
  * bin that fits (seen in each bin's own counters), the rest upstream; a size that already has
  * a bin keeps it; destroying the binning releases the bin resources. */
-START_TEST(add_bin_routes_to_the_added_bins)
+CRMM_TEST_IN("binning", add_bin_routes_to_the_added_bins)
 {
     crmm_resource *mine;
     make("");
@@ -352,7 +352,7 @@ static void fake_destroy(crmm_resource *self) { (void)self; }
 /* add_bin refuses a NULL argument, sizes of 0 and above 2^63, and a bin whose memory the
  * binning's users could not use (device-only memory under a host binning); nothing added or
  * retained. */
-START_TEST(add_bin_refuses_bad_input)
+CRMM_TEST_IN("binning", add_bin_refuses_bad_input)
 {
     make("bins=256 blocks_to_preallocate=1");
     ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, NULL), CRMM_ERROR_INVALID_ARGUMENT);
@@ -381,7 +381,7 @@ END_TEST
 /* A bin that serves less than the binning promised (a device-only bin under a binning of memory
  * both sides reach, as RMM's suite puts a cuda bin under a binning of managed memory) is taken,
  * and the binning then promises only what both give; nothing in common is still refused. */
-START_TEST(add_bin_narrows_what_the_binning_promises)
+CRMM_TEST_IN("binning", add_bin_narrows_what_the_binning_promises)
 {
     static const crmm_resource_ops fake_ops = {.allocate = fake_allocate, .deallocate = fake_deallocate, .destroy = fake_destroy};
     crmm_resource both, device_only, host_only;
@@ -412,23 +412,7 @@ int main(void)
 {
     Suite *s = suite_create("binning");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
-    TCase *tc = tcase_create("binning");
+    TCase *tc = crmm_test_tcase(s, "binning", 0);
     tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_add_test(tc, requests_go_to_the_smallest_bin_that_fits);
-    tcase_add_test(tc, exponent_range_makes_power_of_two_bins);
-    tcase_add_test(tc, small_exponents_round_up_to_256);
-    tcase_add_test(tc, exponents_and_list_combine);
-    tcase_add_test(tc, free_goes_back_to_its_bin);
-    tcase_add_test(tc, bins_within_one_octave_route_exactly);
-    tcase_add_test(tc, counts_are_the_bins_and_the_large_requests);
-    tcase_add_test(tc, no_bins_passes_everything_upstream);
-    tcase_add_test(tc, bins_hold_references_to_the_upstream);
-    tcase_add_test(tc, bad_parameters);
-    tcase_add_test(tc, add_bin_routes_to_the_added_bins);
-    tcase_add_test(tc, add_bin_refuses_bad_input);
-    tcase_add_test(tc, add_bin_narrows_what_the_binning_promises);
-    tcase_add_test(tc, bins_from_a_config_file);
-    tcase_add_test(tc, bins_come_from_the_configs_plugin_path);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

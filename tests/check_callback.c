@@ -49,7 +49,7 @@ static void record_free(void *ptr, size_t bytes, crmm_cuda_stream_t stream, void
     free(c->misalign ? (char *)ptr - 8 : ptr);
 }
 
-START_TEST(calls_reach_the_callbacks_with_size_stream_and_argument)
+CRMM_TEST_IN("callback", calls_reach_the_callbacks_with_size_stream_and_argument)
 {
     calls a = {0}, d = {0};
     crmm_resource *mr = NULL;
@@ -89,7 +89,7 @@ static crmm_resource *over_recorders(calls *c)
     return mr;
 }
 
-START_TEST(null_from_the_allocate_callback_is_out_of_memory)
+CRMM_TEST_IN("callback", null_from_the_allocate_callback_is_out_of_memory)
 {
     calls c = {.give_null = 1};
     crmm_resource *mr = over_recorders(&c);
@@ -108,7 +108,7 @@ START_TEST(null_from_the_allocate_callback_is_out_of_memory)
 }
 END_TEST
 
-START_TEST(a_misaligned_block_is_given_back_and_refused)
+CRMM_TEST_IN("callback", a_misaligned_block_is_given_back_and_refused)
 {
     calls c = {.misalign = 1};
     crmm_resource *mr = over_recorders(&c);
@@ -135,7 +135,7 @@ static void addresses(char *buf, size_t size, const char *fmt, void *arg, const 
     snprintf(buf, size, f, ai, di, (uintptr_t)arg, (uintptr_t)arg, extra);
 }
 
-START_TEST(addresses_as_decimal_or_hex_parameters)
+CRMM_TEST_IN("callback", addresses_as_decimal_or_hex_parameters)
 {
     calls c = {0};
     char params[256];
@@ -165,7 +165,7 @@ static void refused(const char *params, const char *key)
     ck_assert_msg(strstr(crmm_last_error(), key), "'%s': message lacks %s: %s", params, key, crmm_last_error());
 }
 
-START_TEST(missing_zero_and_bad_addresses_are_refused)
+CRMM_TEST_IN("callback", missing_zero_and_bad_addresses_are_refused)
 {
     calls c = {0};
     char ok[256], p[320];
@@ -186,7 +186,7 @@ START_TEST(missing_zero_and_bad_addresses_are_refused)
 }
 END_TEST
 
-START_TEST(constructor_refuses_null_functions)
+CRMM_TEST_IN("callback", constructor_refuses_null_functions)
 {
     calls c = {0};
     crmm_resource *mr = NULL;
@@ -237,7 +237,7 @@ static void *alloc_free_rounds(void *arg)
     return NULL;
 }
 
-START_TEST(counters_stay_exact_under_threads)
+CRMM_TEST_IN("callback", counters_stay_exact_under_threads)
 {
     crmm_resource *mr = NULL;
     ck_assert_crmm_ok(crmm_callback_resource_create_with(host_alloc, host_free, NULL, NULL, "host_accessible=true", &mr));
@@ -259,14 +259,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("callback");
-    TCase *tc = crmm_test_tcase(s, "callback", 0);
-    tcase_add_test(tc, calls_reach_the_callbacks_with_size_stream_and_argument);
-    tcase_add_test(tc, null_from_the_allocate_callback_is_out_of_memory);
-    tcase_add_test(tc, a_misaligned_block_is_given_back_and_refused);
-    tcase_add_test(tc, addresses_as_decimal_or_hex_parameters);
-    tcase_add_test(tc, missing_zero_and_bad_addresses_are_refused);
-    tcase_add_test(tc, constructor_refuses_null_functions);
-    tcase_add_test(tc, counters_stay_exact_under_threads);
+    crmm_test_tcase(s, "callback", 0);
     /* the same config text a ctypes caller would write, addresses included; a config builds a
      * resource that is not host memory (callback is not a host plugin) only where there is a
      * device, so the suite runs over it on a GPU machine */

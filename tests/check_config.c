@@ -62,7 +62,7 @@ static char *with_bom(const char *text)
     return out;
 }
 
-START_TEST(test_bad_file)
+START_TEST(test_bad_file) /* counted at run time: registered in main */
 {
     const char *path = bad_files[_i];
     char *text = crmm_test_read_file_or_fail(path);
@@ -110,7 +110,7 @@ START_TEST(test_good_file)
 }
 END_TEST
 
-START_TEST(test_installed_default_config)
+CRMM_TEST_IN("files", test_installed_default_config)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/../../conf/crmm.ini", configs_dir);
@@ -128,7 +128,7 @@ START_TEST(test_installed_default_config)
 END_TEST
 
 /* The interposition above really sees the core's CUDA calls (else "no CUDA call" means nothing). */
-START_TEST(test_cuda_calls_are_counted)
+CRMM_TEST_IN("cuda", test_cuda_calls_are_counted)
 {
     cuda_calls = 0;
     int n;
@@ -137,7 +137,7 @@ START_TEST(test_cuda_calls_are_counted)
 }
 END_TEST
 
-START_TEST(test_good_full_contents)
+CRMM_TEST_IN("files", test_good_full_contents)
 {
     crmm_config *cfg = load_configs_file("good-full.ini");
     static const char *const names[] = {"heap", "mid", "top", "params", "gpu"};
@@ -194,7 +194,7 @@ START_TEST(test_good_full_contents)
 }
 END_TEST
 
-START_TEST(test_defaults_when_nothing_is_named)
+CRMM_TEST_IN("files", test_defaults_when_nothing_is_named)
 {
     crmm_config *cfg = load_configs_file("good-empty.ini");
     ck_assert_uint_eq(crmm_config_resource_count(cfg), 0);
@@ -237,7 +237,7 @@ static const struct { const char *text; int line; const char *message; } bad_str
      7, "upstream cycle: b -> c -> b"},
 };
 
-START_TEST(test_bad_string)
+CRMM_LOOP_TEST_IN("strings", test_bad_string, (int)(sizeof bad_strings / sizeof bad_strings[0]))
 {
     crmm_config *cfg = NULL;
     assert_config_error(crmm_config_load_string(bad_strings[_i].text, "inline.ini", &cfg), "inline.ini",
@@ -246,7 +246,7 @@ START_TEST(test_bad_string)
 }
 END_TEST
 
-START_TEST(test_line_length_limit)
+CRMM_TEST_IN("strings", test_line_length_limit)
 {
     /* the longest line inih takes: 198 characters after leading blanks (plus "\n\0") */
     char text[1024], value[400];
@@ -273,7 +273,7 @@ END_TEST
 /* One table holds every [crmm] key and every variable crmm reads; a key and a variable on one row
  * are one setting (log_level and $CRMM_LOG_LEVEL). A value is checked by the row, and a variable
  * that is no row's is not read. */
-START_TEST(test_settings_table)
+CRMM_TEST_IN("strings", test_settings_table)
 {
     const crmm_setting *log_level = NULL;
     int keys = 0, vars = 0;
@@ -308,7 +308,7 @@ START_TEST(test_settings_table)
 }
 END_TEST
 
-START_TEST(test_origin_defaults)
+CRMM_TEST_IN("strings", test_origin_defaults)
 {
     crmm_config *cfg = NULL;
     assert_config_error(crmm_config_load_string("[crmn]\n", NULL, &cfg), "<string>", 1, "unknown section");
@@ -324,7 +324,7 @@ START_TEST(test_origin_defaults)
 }
 END_TEST
 
-START_TEST(test_load_null_arguments)
+CRMM_TEST_IN("strings", test_load_null_arguments)
 {
     crmm_config *cfg = NULL;
     ck_assert_crmm(crmm_config_load_file(NULL, &cfg), CRMM_ERROR_INVALID_ARGUMENT);
@@ -349,21 +349,11 @@ int main(void)
     TCase *tc = crmm_test_tcase(s, "files", 0);
     tcase_add_loop_test(tc, test_bad_file, 0, nbad);
     tcase_add_loop_test(tc, test_good_file, 0, ngood);
-    tcase_add_test(tc, test_installed_default_config);
-    tcase_add_test(tc, test_good_full_contents);
-    tcase_add_test(tc, test_defaults_when_nothing_is_named);
-
-    tc = crmm_test_tcase(s, "strings", 0);
-    tcase_add_loop_test(tc, test_bad_string, 0, (int)(sizeof bad_strings / sizeof bad_strings[0]));
-    tcase_add_test(tc, test_line_length_limit);
-    tcase_add_test(tc, test_origin_defaults);
-    tcase_add_test(tc, test_settings_table);
-    tcase_add_test(tc, test_load_null_arguments);
+    crmm_test_tcase(s, "strings", 0);
 
     /* these call CUDA (to see whether there is a device): their own case with a GPU timeout */
     tc = crmm_test_tcase(s, "cuda", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
-    tcase_add_test(tc, test_cuda_calls_are_counted);
 
     return crmm_test_run(s);
 }

@@ -4,7 +4,7 @@
 #include "build_config.h"
 #include "config_test.h"
 
-START_TEST(test_binary_file)
+CRMM_TEST_IN("disk", test_binary_file)
 {
     static const char data[] = "[crmm]\ndefault = a\0\x01\x02\n[resource.a]\nplugin = host\n";
     const char *path = write_tmp("binary.ini", data, sizeof data - 1);
@@ -16,7 +16,7 @@ START_TEST(test_binary_file)
 }
 END_TEST
 
-START_TEST(test_missing_file_and_directory)
+CRMM_TEST_IN("disk", test_missing_file_and_directory)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/absent.ini", tmpdir);
@@ -30,7 +30,7 @@ START_TEST(test_missing_file_and_directory)
 }
 END_TEST
 
-START_TEST(test_big_file)
+CRMM_TEST_IN("disk", test_big_file)
 {
     /* many lines, past the reader's first buffer; the error line is counted right */
     size_t n = 20000;
@@ -47,7 +47,7 @@ START_TEST(test_big_file)
 }
 END_TEST
 
-START_TEST(test_skipping_load_leaves_out_unloadable_plugins)
+CRMM_TEST_IN("disk", test_skipping_load_leaves_out_unloadable_plugins)
 {
     static const char text[] =
         "[crmm]\n"
@@ -116,7 +116,7 @@ START_TEST(test_skipping_load_leaves_out_unloadable_plugins)
 }
 END_TEST
 
-START_TEST(test_default_file)
+CRMM_TEST_IN("disk", test_default_file)
 {
     char buf[PATH_MAX];
     setenv("CRMM_CONFIG", "/some/where.ini", 1);
@@ -149,7 +149,7 @@ static void copy_host_plugin(const char *sub, const char *name)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-START_TEST(test_plugin_path_relative_to_config)
+CRMM_TEST_IN("disk", test_plugin_path_relative_to_config)
 {
     /* a plugin that is only in the config's own plugins/ folder: the loader also checks its name,
      * so the copy keeps the name `host` */
@@ -193,7 +193,7 @@ END_TEST
 
 /* ---- instances ----------------------------------------------------------------------------- */
 
-START_TEST(test_instances_shared_upstream)
+CRMM_TEST_IN("instances", test_instances_shared_upstream)
 {
     crmm_config *cfg = load_configs_file("good-shared-upstream.ini");
     crmm_resource *left = NULL, *right = NULL, *heap = NULL;
@@ -237,7 +237,7 @@ START_TEST(test_instances_shared_upstream)
 }
 END_TEST
 
-START_TEST(test_instances_errors)
+CRMM_TEST_IN("instances", test_instances_errors)
 {
     crmm_config *cfg = load_configs_file("good-shared-upstream.ini");
     crmm_resource *mr = (crmm_resource *)&cfg;
@@ -267,7 +267,7 @@ START_TEST(test_instances_errors)
 }
 END_TEST
 
-START_TEST(test_instances_gpu_chain_without_gpu)
+CRMM_TEST_IN("cuda", test_instances_gpu_chain_without_gpu)
 {
     int n = 0;
     if (crmm_cuda_device_count(&n) == CRMM_OK)
@@ -283,7 +283,7 @@ END_TEST
 
 /* ---- crmm_init ----------------------------------------------------------------------------- */
 
-START_TEST(test_init_with_path)
+CRMM_TEST_IN("init", test_init_with_path)
 {
     static const char text[] = "[crmm]\nlog_level = debug\ndefault = h\n[resource.h]\nplugin = host\n";
     const char *path = write_tmp("init.ini", text, sizeof text - 1);
@@ -314,7 +314,7 @@ START_TEST(test_init_with_path)
 }
 END_TEST
 
-START_TEST(test_init_missing_file)
+CRMM_TEST_IN("init", test_init_missing_file)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/absent.ini", tmpdir);
@@ -328,7 +328,7 @@ START_TEST(test_init_missing_file)
 END_TEST
 
 /* A config path that is a directory says so (not just "cannot read"), and nothing is loaded. */
-START_TEST(test_config_path_is_a_directory)
+CRMM_TEST_IN("init", test_config_path_is_a_directory)
 {
     crmm_config *cfg = NULL;
     ck_assert_crmm(crmm_config_load_file(tmpdir, &cfg), CRMM_ERROR_IO);
@@ -340,7 +340,7 @@ START_TEST(test_config_path_is_a_directory)
 }
 END_TEST
 
-START_TEST(test_init_from_environment)
+CRMM_TEST_IN("init", test_init_from_environment)
 {
     static const char text[] = "[crmm]\nlog_level = error\n[resource.h]\nplugin = host\n";
     const char *path = write_tmp("env.ini", text, sizeof text - 1);
@@ -353,7 +353,7 @@ START_TEST(test_init_from_environment)
 }
 END_TEST
 
-START_TEST(test_init_never_reads_the_working_directory)
+CRMM_TEST_IN("init", test_init_never_reads_the_working_directory)
 {
     /* a cloned repository must not make a program load its config (and so its plugins) */
     static const char evil[] = "[crmm]\nplugin_path = .\ndefault = evil\n[resource.evil]\nplugin = evil\n";
@@ -373,7 +373,7 @@ START_TEST(test_init_never_reads_the_working_directory)
 }
 END_TEST
 
-START_TEST(test_init_then_registry_without_device)
+CRMM_TEST_IN("cuda", test_init_then_registry_without_device)
 {
     /* with a host-only default, a program written for the GPU gets the host resource as the
      * current device's resource, and memory from it, also on a machine without a GPU */
@@ -394,7 +394,7 @@ START_TEST(test_init_then_registry_without_device)
 }
 END_TEST
 
-START_TEST(test_init_gpu_default_without_device)
+CRMM_TEST_IN("cuda", test_init_gpu_default_without_device)
 {
     /* a GPU default still needs a device, and says so */
     static const char text[] = "[crmm]\ndefault = g\n[resource.g]\nplugin = cuda\n";
@@ -417,7 +417,7 @@ static const struct { const char *env, *file; bool from_env; crmm_log_level leve
     {"loud", "junk.ini", false, CRMM_LOG_ERROR},
 };
 
-START_TEST(test_init_environment_level)
+CRMM_LOOP_TEST_IN("cuda", test_init_environment_level, 2)
 {
     setenv("CRMM_LOG_LEVEL", env_levels[_i].env, 1);
     static const char text[] = "[crmm]\nlog_level = error\n[resource.h]\nplugin = host\n";
@@ -438,32 +438,15 @@ int main(void)
 
     TCase *tc = crmm_test_tcase(s, "disk", 0);
     tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
-    tcase_add_test(tc, test_binary_file);
-    tcase_add_test(tc, test_missing_file_and_directory);
-    tcase_add_test(tc, test_big_file);
-    tcase_add_test(tc, test_plugin_path_relative_to_config);
-    tcase_add_test(tc, test_skipping_load_leaves_out_unloadable_plugins);
-    tcase_add_test(tc, test_default_file);
 
     tc = crmm_test_tcase(s, "instances", 0);
-    tcase_add_test(tc, test_instances_shared_upstream);
-    tcase_add_test(tc, test_instances_errors);
 
     /* these call CUDA (to see whether there is a device): their own case with a GPU timeout */
     tc = crmm_test_tcase(s, "cuda", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
-    tcase_add_test(tc, test_instances_gpu_chain_without_gpu);
-    tcase_add_test(tc, test_init_then_registry_without_device);
-    tcase_add_test(tc, test_init_gpu_default_without_device);
-    tcase_add_loop_test(tc, test_init_environment_level, 0, 2);
 
     tc = crmm_test_tcase(s, "init", 0);
     tcase_add_checked_fixture(tc, tmpdir_setup, NULL);
-    tcase_add_test(tc, test_init_with_path);
-    tcase_add_test(tc, test_init_missing_file);
-    tcase_add_test(tc, test_config_path_is_a_directory);
-    tcase_add_test(tc, test_init_from_environment);
-    tcase_add_test(tc, test_init_never_reads_the_working_directory);
 
     return crmm_test_run(s);
 }

@@ -89,7 +89,7 @@ static void *build_and_release_chain(void *arg)
 /* The DEEP-long chain built on a thread with a 64 KiB stack and with a default one. */
 static const size_t stacks[] = {64 * 1024, 8 * 1024 * 1024};
 
-START_TEST(test_long_chain_on_a_thread_stack)
+CRMM_LOOP_TEST_IN("scale", test_long_chain_on_a_thread_stack, 2)
 {
     pthread_attr_t attr;
     ck_assert_int_eq(pthread_attr_init(&attr), 0);
@@ -110,7 +110,7 @@ START_TEST(test_long_chain_on_a_thread_stack)
 }
 END_TEST
 
-START_TEST(test_long_chain_answers)
+CRMM_TEST_IN("scale", test_long_chain_answers)
 {
     crmm_config *cfg = load(generate(DEEP, true, "[crmm]\ndefault = r1023\n"), "chain.ini", CRMM_OK);
     ck_assert_uint_eq(crmm_config_resource_count(cfg), DEEP);
@@ -128,7 +128,7 @@ START_TEST(test_long_chain_answers)
 }
 END_TEST
 
-START_TEST(test_many_independent_resources)
+CRMM_TEST_IN("scale", test_many_independent_resources)
 {
     crmm_config *cfg = load(generate(MANY, false, "[crmm]\ndefault = r77777\n"), "flat.ini", CRMM_OK);
     ck_assert_uint_eq(crmm_config_resource_count(cfg), MANY);
@@ -147,7 +147,7 @@ START_TEST(test_many_independent_resources)
 }
 END_TEST
 
-START_TEST(test_unknown_upstream_among_many)
+CRMM_TEST_IN("scale", test_unknown_upstream_among_many)
 {
     char *text = generate(MANY, false, "[resource.top]\nplugin = statistics\nupstream = r99998x\n");
     ck_assert_ptr_null(load(text, "up.ini", CRMM_ERROR_CONFIG));
@@ -158,7 +158,7 @@ START_TEST(test_unknown_upstream_among_many)
 END_TEST
 
 /* r0 stacked on the top closes a 100,000-long cycle: reported once, from r0, shortened. */
-START_TEST(test_long_cycle)
+CRMM_TEST_IN("scale", test_long_cycle)
 {
     char *text = generate(MANY, true, "");
     char *host = strstr(text, "plugin = host\n");
@@ -197,7 +197,7 @@ static const struct { size_t n; bool chain; const char *extra, *origin, *error; 
      "two.ini", "config error: two.ini:3074: upstream cycle: b -> a -> b"},
 };
 
-START_TEST(test_mistake_among_many_is_named)
+CRMM_LOOP_TEST_IN("scale", test_mistake_among_many_is_named, (int)(sizeof refused / sizeof refused[0]))
 {
     ck_assert_ptr_null(load(generate(refused[_i].n, refused[_i].chain, refused[_i].extra), refused[_i].origin,
                             CRMM_ERROR_CONFIG));
@@ -207,7 +207,7 @@ END_TEST
 
 /* The skipping load drops a 100,000-long chain over a plugin that is not installed, keeps the
  * rest, and says why for each. */
-START_TEST(test_skipping_load_drops_a_long_chain)
+CRMM_TEST_IN("scale", test_skipping_load_drops_a_long_chain)
 {
     char *text = generate(MANY, true, "[resource.kept]\nplugin = host\n[crmm]\ndefault = r99999\n");
     memcpy(strstr(text, "plugin = host"), "plugin = nope", strlen("plugin = nope"));
@@ -249,7 +249,7 @@ static const char *write_sized_config(const char *name, size_t size)
     return path;
 }
 
-START_TEST(test_file_of_exactly_16_mib_loads)
+CRMM_TEST_IN("size_cap", test_file_of_exactly_16_mib_loads)
 {
     const char *path = write_sized_config("cap.ini", MAX_FILE_BYTES);
     crmm_config *cfg = NULL;
@@ -260,7 +260,7 @@ START_TEST(test_file_of_exactly_16_mib_loads)
 }
 END_TEST
 
-START_TEST(test_file_one_byte_over_16_mib_is_refused)
+CRMM_TEST_IN("size_cap", test_file_one_byte_over_16_mib_is_refused)
 {
     const char *path = write_sized_config("over.ini", MAX_FILE_BYTES + 1);
     crmm_config *cfg = NULL;
@@ -280,16 +280,7 @@ int main(void)
 {
     Suite *s = suite_create("config_scale");
     /* generous: these do a few hundred milliseconds of work, more under the sanitizers */
-    TCase *tc = crmm_test_tcase(s, "scale", 300);
-    tcase_add_loop_test(tc, test_long_chain_on_a_thread_stack, 0, 2);
-    tcase_add_test(tc, test_long_chain_answers);
-    tcase_add_loop_test(tc, test_mistake_among_many_is_named, 0, (int)(sizeof refused / sizeof refused[0]));
-    tcase_add_test(tc, test_many_independent_resources);
-    tcase_add_test(tc, test_unknown_upstream_among_many);
-    tcase_add_test(tc, test_long_cycle);
-    tcase_add_test(tc, test_skipping_load_drops_a_long_chain);
-    tc = crmm_test_tcase(s, "size_cap", 0);
-    tcase_add_test(tc, test_file_of_exactly_16_mib_loads);
-    tcase_add_test(tc, test_file_one_byte_over_16_mib_is_refused);
+    crmm_test_tcase(s, "scale", 300);
+    crmm_test_tcase(s, "size_cap", 0);
     return crmm_test_run(s);
 }

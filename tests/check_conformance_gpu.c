@@ -26,7 +26,7 @@ static const struct memory_kind {
     {"pinned", cudaMemoryTypeHost, CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE},
 };
 
-START_TEST(memory_is_of_the_plugins_kind)
+CRMM_LOOP_TEST_IN("memory_kinds", memory_is_of_the_plugins_kind, (int)(sizeof kinds / sizeof kinds[0]))
 {
     const struct memory_kind *k = &kinds[_i];
     crmm_resource *mr = NULL;
@@ -60,7 +60,7 @@ START_TEST(memory_is_of_the_plugins_kind)
 }
 END_TEST
 
-START_TEST(failed_allocation_leaves_no_cuda_error_behind)
+CRMM_LOOP_TEST_IN("memory_kinds", failed_allocation_leaves_no_cuda_error_behind, (int)(sizeof kinds / sizeof kinds[0]))
 {
     const struct memory_kind *k = &kinds[_i];
     crmm_resource *mr = NULL;
@@ -76,7 +76,7 @@ START_TEST(failed_allocation_leaves_no_cuda_error_behind)
 }
 END_TEST
 
-START_TEST(allocation_follows_the_resources_device)
+CRMM_TEST_IN("memory_kinds", allocation_follows_the_resources_device)
 {
     /* A resource allocates on the device it was created for, whatever device is current. */
     int n = 0;
@@ -106,10 +106,6 @@ int main(void)
     CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("conformance_gpu");
     crmm_conformance_add(s, gpu_chains, (int)(sizeof gpu_chains / sizeof gpu_chains[0]));
-    TCase *tc = crmm_test_tcase(s, "memory_kinds", CRMM_TEST_GPU_TIMEOUT);
-    int nk = (int)(sizeof kinds / sizeof kinds[0]);
-    tcase_add_loop_test(tc, memory_is_of_the_plugins_kind, 0, nk);
-    tcase_add_loop_test(tc, failed_allocation_leaves_no_cuda_error_behind, 0, nk);
-    tcase_add_test(tc, allocation_follows_the_resources_device);
+    crmm_test_tcase(s, "memory_kinds", CRMM_TEST_GPU_TIMEOUT);
     return crmm_test_run(s);
 }

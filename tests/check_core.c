@@ -22,7 +22,7 @@ static const struct { crmm_status st; const char *name, *category; } statuses[] 
 };
 #define NSTATUSES (int)(sizeof statuses / sizeof statuses[0])
 
-START_TEST(test_status_names)
+CRMM_TEST_IN("errors", test_status_names)
 {
     for (int i = 0; i < NSTATUSES; i++)
         ck_assert_str_eq(crmm_status_name(statuses[i].st), statuses[i].name);
@@ -31,7 +31,7 @@ START_TEST(test_status_names)
 }
 END_TEST
 
-START_TEST(test_error_categories)
+CRMM_TEST_IN("errors", test_error_categories)
 {
     for (int i = 1; i < NSTATUSES; i++) {
         char want[128];
@@ -56,7 +56,7 @@ START_TEST(test_error_categories)
 }
 END_TEST
 
-START_TEST(test_error_clear)
+CRMM_TEST_IN("errors", test_error_clear)
 {
     ck_assert_str_eq(crmm_last_error(), "");
     ck_assert_int_eq(crmm_last_status(), CRMM_OK);
@@ -76,7 +76,7 @@ static void *set_error_in_thread(void *arg)
     return seen;
 }
 
-START_TEST(test_error_thread_local)
+CRMM_TEST_IN("errors", test_error_thread_local)
 {
     crmm_set_error(CRMM_ERROR_CONFIG, "mine");
     pthread_t t;
@@ -91,7 +91,7 @@ START_TEST(test_error_thread_local)
 }
 END_TEST
 
-START_TEST(test_error_long_message_truncated)
+CRMM_TEST_IN("errors", test_error_long_message_truncated)
 {
     char *big = malloc(5000);
     ck_assert_ptr_nonnull(big);
@@ -108,7 +108,7 @@ START_TEST(test_error_long_message_truncated)
 }
 END_TEST
 
-START_TEST(test_error_add_context)
+CRMM_TEST_IN("errors", test_error_add_context)
 {
     crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failed to allocate %s", "1.0 PiB");
     ck_assert_int_eq(crmm_error_add_context("pool '%s'", "main"), CRMM_ERROR_OUT_OF_MEMORY);
@@ -123,7 +123,7 @@ START_TEST(test_error_add_context)
 }
 END_TEST
 
-START_TEST(test_format_size)
+CRMM_TEST_IN("errors", test_format_size)
 {
     static const struct { unsigned long long bytes; const char *text; } cases[] = {
         {0, "0 B"},
@@ -146,7 +146,7 @@ END_TEST
 
 /* ---- logger --------------------------------------------------------------------------------- */
 
-START_TEST(test_log_defaults)
+CRMM_TEST_IN("logger", test_log_defaults)
 {
     unsetenv("CRMM_LOG_LEVEL");
     unsetenv("CRMM_DEBUG_LOG_FILE");
@@ -156,7 +156,7 @@ START_TEST(test_log_defaults)
 }
 END_TEST
 
-START_TEST(test_log_levels)
+CRMM_TEST_IN("logger", test_log_levels)
 {
     unsetenv("CRMM_LOG_LEVEL");
     for (int l = CRMM_LOG_TRACE; l <= CRMM_LOG_OFF; l++) {
@@ -180,7 +180,7 @@ START_TEST(test_log_levels)
 }
 END_TEST
 
-START_TEST(test_log_level_names)
+CRMM_TEST_IN("logger", test_log_level_names)
 {
     static const char *const names[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
     crmm_log_level l;
@@ -224,7 +224,7 @@ static const char *check_line_format(const char *line, const char *level)
     return line + n + strlen(prefix);
 }
 
-START_TEST(test_log_to_file)
+CRMM_TEST_IN("logger", test_log_to_file)
 {
     unsetenv("CRMM_DEBUG_LOG_FILE");
     const char *path = crmm_test_tmp_path("crmm.log");
@@ -269,7 +269,7 @@ START_TEST(test_log_to_file)
 }
 END_TEST
 
-START_TEST(test_log_env_level)
+CRMM_TEST_IN("logger", test_log_env_level)
 {
     setenv("CRMM_LOG_LEVEL", "Debug", 1);
     ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_DEBUG);
@@ -280,7 +280,7 @@ START_TEST(test_log_env_level)
 }
 END_TEST
 
-START_TEST(test_log_env_level_junk)
+CRMM_TEST_IN("logger", test_log_env_level_junk)
 {
     setenv("CRMM_LOG_LEVEL", "loud", 1);
     crmm_clear_error();
@@ -290,7 +290,7 @@ START_TEST(test_log_env_level_junk)
 }
 END_TEST
 
-START_TEST(test_log_env_file)
+CRMM_TEST_IN("logger", test_log_env_file)
 {
     const char *path = crmm_test_tmp_path("env.log");
     setenv("CRMM_DEBUG_LOG_FILE", path, 1);
@@ -302,7 +302,7 @@ START_TEST(test_log_env_file)
 }
 END_TEST
 
-START_TEST(test_log_env_file_unwritable)
+CRMM_TEST_IN("logger", test_log_env_file_unwritable)
 {
     setenv("CRMM_DEBUG_LOG_FILE", "/nonexistent-crmm-dir/x.log", 1);
     ck_assert_str_eq(crmm_log_get_file(), "stderr");
@@ -323,7 +323,7 @@ static void *log_many(void *arg)
     return NULL;
 }
 
-START_TEST(test_log_threads_never_interleave)
+CRMM_TEST_IN("logger", test_log_threads_never_interleave)
 {
     unsetenv("CRMM_DEBUG_LOG_FILE");
     const char *path = crmm_test_tmp_path("threads.log");
@@ -365,25 +365,9 @@ int main(void)
 {
     Suite *s = suite_create("core");
 
-    TCase *tc = crmm_test_tcase(s, "errors", 0);
-    tcase_add_test(tc, test_status_names);
-    tcase_add_test(tc, test_error_categories);
-    tcase_add_test(tc, test_error_clear);
-    tcase_add_test(tc, test_error_thread_local);
-    tcase_add_test(tc, test_error_long_message_truncated);
-    tcase_add_test(tc, test_error_add_context);
-    tcase_add_test(tc, test_format_size);
+    crmm_test_tcase(s, "errors", 0);
 
-    tc = crmm_test_tcase(s, "logger", 0);
-    tcase_add_test(tc, test_log_defaults);
-    tcase_add_test(tc, test_log_levels);
-    tcase_add_test(tc, test_log_level_names);
-    tcase_add_test(tc, test_log_to_file);
-    tcase_add_test(tc, test_log_env_level);
-    tcase_add_test(tc, test_log_env_level_junk);
-    tcase_add_test(tc, test_log_env_file);
-    tcase_add_test(tc, test_log_env_file_unwritable);
-    tcase_add_test(tc, test_log_threads_never_interleave);
+    crmm_test_tcase(s, "logger", 0);
 
     return crmm_test_run(s);
 }

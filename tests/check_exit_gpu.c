@@ -133,7 +133,7 @@ static int run_child(const char *scenario, const char *arg, char *err, size_t er
                   WIFSIGNALED(status) ? "killed by signal" : "exited with", \
                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), err)
 
-START_TEST(live_allocations_at_exit)
+CRMM_TEST(live_allocations_at_exit)
 {
     char err[8192];
     int status = run_child("live", NULL, err, sizeof err);
@@ -141,7 +141,7 @@ START_TEST(live_allocations_at_exit)
 }
 END_TEST
 
-START_TEST(release_from_an_early_atexit_handler)
+CRMM_TEST(release_from_an_early_atexit_handler)
 {
     char err[8192];
     int status = run_child("atexit_release", NULL, err, sizeof err);
@@ -151,7 +151,7 @@ START_TEST(release_from_an_early_atexit_handler)
 }
 END_TEST
 
-START_TEST(finalize_as_an_atexit_handler)
+CRMM_TEST(finalize_as_an_atexit_handler)
 {
     const char *config = crmm_test_write_file(
         "crmm.ini", "[crmm]\ndefault = main\n[resource.gpu]\nplugin = cuda\n[resource.main]\nplugin = template\nupstream = gpu\n");
@@ -169,10 +169,5 @@ int main(int argc, char **argv)
     if (argc > 2 && strcmp(argv[1], "--scenario") == 0)
         return run_scenario(argc, argv);
     CRMM_TEST_GPU_GATE(1);
-    Suite *s = suite_create("exit_gpu");
-    TCase *tc = crmm_test_tcase(s, "exit_guard", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, live_allocations_at_exit);
-    tcase_add_test(tc, release_from_an_early_atexit_handler);
-    tcase_add_test(tc, finalize_as_an_atexit_handler);
-    return crmm_test_run(s);
+    return crmm_test_main("exit_gpu", CRMM_TEST_GPU_TIMEOUT);
 }

@@ -41,7 +41,7 @@ static bool free_one_and_retry(size_t bytes, void *arg)
     return crmm_resource_deallocate(c->mr, c->blocks[c->held], c->size, NULL) == CRMM_OK;
 }
 
-START_TEST(retry_after_freeing)
+CRMM_TEST_IN("failure_callback", retry_after_freeing)
 {
     crmm_resource *b, *fc;
     make("1MiB", "", &b, &fc);
@@ -74,7 +74,7 @@ static bool retry_n_times(size_t bytes, void *arg)
     return ++k->calls <= k->allow;
 }
 
-START_TEST(gives_up_when_the_callback_says_no)
+CRMM_TEST_IN("failure_callback", gives_up_when_the_callback_says_no)
 {
     crmm_resource *b, *fc;
     make("1KiB", "", &b, &fc);
@@ -100,7 +100,7 @@ START_TEST(gives_up_when_the_callback_says_no)
 }
 END_TEST
 
-START_TEST(no_callback_passes_the_failure_through)
+CRMM_TEST_IN("failure_callback", no_callback_passes_the_failure_through)
 {
     crmm_resource *b, *fc;
     make("1KiB", "", &b, &fc);
@@ -119,7 +119,7 @@ START_TEST(no_callback_passes_the_failure_through)
 }
 END_TEST
 
-START_TEST(set_through_another_adaptor)
+CRMM_TEST_IN("failure_callback", set_through_another_adaptor)
 {
     crmm_resource *b, *fc, *top;
     make("1KiB", "", &b, &fc);
@@ -133,7 +133,7 @@ START_TEST(set_through_another_adaptor)
 }
 END_TEST
 
-START_TEST(only_out_of_memory_by_default)
+CRMM_TEST_IN("failure_callback", only_out_of_memory_by_default)
 {
     crmm_resource *b, *fc;
     ck_assert_crmm_ok(crmm_resource_create("budget", "limit=1KiB status=bad_alloc", NULL, &b));
@@ -153,7 +153,7 @@ START_TEST(only_out_of_memory_by_default)
 }
 END_TEST
 
-START_TEST(bad_calls)
+CRMM_TEST_IN("failure_callback", bad_calls)
 {
     crmm_resource *h, *fc = NULL;
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
@@ -175,12 +175,6 @@ int main(void)
 {
     Suite *s = suite_create("failure_callback");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
-    TCase *tc = crmm_test_tcase(s, "failure_callback", 0);
-    tcase_add_test(tc, retry_after_freeing);
-    tcase_add_test(tc, gives_up_when_the_callback_says_no);
-    tcase_add_test(tc, no_callback_passes_the_failure_through);
-    tcase_add_test(tc, set_through_another_adaptor);
-    tcase_add_test(tc, only_out_of_memory_by_default);
-    tcase_add_test(tc, bad_calls);
+    crmm_test_tcase(s, "failure_callback", 0);
     return crmm_test_run(s);
 }

@@ -94,7 +94,7 @@ static void log_pairs(crmm_resource *mr, int n)
 
 /* ---- the open itself ----------------------------------------------------------------------- */
 
-START_TEST(bad_arguments_are_refused)
+CRMM_TEST_IN("open", bad_arguments_are_refused)
 {
     int fd = -1;
     ck_assert_crmm(crmm_output_file_open(NULL, 0, &fd), CRMM_ERROR_INVALID_ARGUMENT);
@@ -106,7 +106,7 @@ START_TEST(bad_arguments_are_refused)
 }
 END_TEST
 
-START_TEST(a_new_file_is_created_and_an_own_file_rewritten_or_appended)
+CRMM_TEST_IN("open", a_new_file_is_created_and_an_own_file_rewritten_or_appended)
 {
     const char *path = path_for("own");
     unlink(path);
@@ -127,7 +127,7 @@ START_TEST(a_new_file_is_created_and_an_own_file_rewritten_or_appended)
 }
 END_TEST
 
-START_TEST(a_link_is_refused_whatever_it_points_to)
+CRMM_TEST_IN("open", a_link_is_refused_whatever_it_points_to)
 {
     const char *victim, *link = link_to_victim("open", &victim, 0);
     int fd = -1;
@@ -147,7 +147,7 @@ START_TEST(a_link_is_refused_whatever_it_points_to)
 }
 END_TEST
 
-START_TEST(a_hard_linked_file_is_refused)
+CRMM_TEST_IN("open", a_hard_linked_file_is_refused)
 {
     const char *victim, *other = link_to_victim("hard", &victim, 1);
     int fd;
@@ -158,7 +158,7 @@ START_TEST(a_hard_linked_file_is_refused)
 }
 END_TEST
 
-START_TEST(a_character_device_is_written_as_it_is)
+CRMM_TEST_IN("open", a_character_device_is_written_as_it_is)
 {
     int a, b; /* exclusive, yet two at once: there is nothing to overwrite */
     ck_assert_crmm_ok(crmm_output_file_open("/dev/null", CRMM_OUTPUT_EXCLUSIVE, &a));
@@ -172,7 +172,7 @@ END_TEST
 
 /* A link to a stream with nothing to overwrite is followed (/dev/stderr is one: a link to the
  * process's descriptor 2): a link to /dev/null, and one to a pipe's write end through /proc. */
-START_TEST(a_link_to_a_pipe_or_dev_null_is_followed)
+CRMM_TEST_IN("open", a_link_to_a_pipe_or_dev_null_is_followed)
 {
     const char *to_null = path_for("to_null"), *to_pipe = path_for("to_pipe");
     unlink(to_null);
@@ -201,7 +201,7 @@ END_TEST
 /* ---- the four outputs ------------------------------------------------------------------------ */
 
 /* _i = 0: a symbolic link, 1: a hard-linked file */
-START_TEST(logging_refuses_a_link_or_a_hard_linked_file)
+CRMM_LOOP_TEST_IN("outputs", logging_refuses_a_link_or_a_hard_linked_file, 2)
 {
     const char *victim, *link = link_to_victim(_i ? "logging.hard" : "logging", &victim, _i);
     crmm_resource *mr = NULL;
@@ -215,7 +215,7 @@ START_TEST(logging_refuses_a_link_or_a_hard_linked_file)
 }
 END_TEST
 
-START_TEST(logging_rewrites_its_own_file)
+CRMM_TEST_IN("outputs", logging_rewrites_its_own_file)
 {
     const char *path = path_for("logging.own.csv");
     write_text(path, "an old log that is longer than the new one will be\nand has a second line\n");
@@ -232,7 +232,7 @@ START_TEST(logging_rewrites_its_own_file)
 }
 END_TEST
 
-START_TEST(debug_log_refuses_a_link)
+CRMM_TEST_IN("outputs", debug_log_refuses_a_link)
 {
     const char *victim, *link = link_to_victim("debug", &victim, 0);
     ck_assert_crmm(crmm_log_set_file(link), CRMM_ERROR_IO);
@@ -253,7 +253,7 @@ START_TEST(debug_log_refuses_a_link)
 END_TEST
 
 /* Needs a process whose logger has not read its environment yet: every Check test is one. */
-START_TEST(debug_log_from_the_environment_refuses_a_link)
+CRMM_TEST_IN("outputs", debug_log_from_the_environment_refuses_a_link)
 {
     const char *victim, *link = link_to_victim("debugenv", &victim, 0);
     setenv("CRMM_DEBUG_LOG_FILE", link, 1);
@@ -264,7 +264,7 @@ START_TEST(debug_log_from_the_environment_refuses_a_link)
 }
 END_TEST
 
-START_TEST(arena_dump_refuses_a_link)
+CRMM_TEST_IN("outputs", arena_dump_refuses_a_link)
 {
     const char *victim, *link = link_to_victim("dump", &victim, 0);
     char params[4400];
@@ -289,7 +289,7 @@ END_TEST
 
 /* ---- one file, one writer -------------------------------------------------------------------- */
 
-START_TEST(a_second_logging_resource_on_one_file_is_refused)
+CRMM_TEST_IN("one_writer", a_second_logging_resource_on_one_file_is_refused)
 {
     const char *path = path_for("shared.csv");
     crmm_resource *first, *second = NULL;
@@ -314,7 +314,7 @@ START_TEST(a_second_logging_resource_on_one_file_is_refused)
 }
 END_TEST
 
-START_TEST(another_process_on_the_same_file_is_refused)
+CRMM_TEST_IN("one_writer", another_process_on_the_same_file_is_refused)
 {
     const char *path = path_for("shared2.csv");
     crmm_resource *first;
@@ -340,7 +340,7 @@ END_TEST
 
 /* ---- the config and the environment ---------------------------------------------------------- */
 
-START_TEST(a_config_others_can_write_is_refused)
+CRMM_TEST_IN("privileges", a_config_others_can_write_is_refused)
 {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/private.%ld", tmp_dir, (long)getpid());
@@ -367,7 +367,7 @@ START_TEST(a_config_others_can_write_is_refused)
 }
 END_TEST
 
-START_TEST(a_privileged_process_ignores_the_environment)
+CRMM_TEST_IN("privileges", a_privileged_process_ignores_the_environment)
 {
     const char *plugins = getenv("CRMM_PLUGIN_PATH"); /* the build tree's, from the test harness */
     ck_assert_ptr_nonnull(plugins);
@@ -414,7 +414,7 @@ START_TEST(a_privileged_process_ignores_the_environment)
 END_TEST
 
 /* Needs a process whose logger has not read its environment yet: every Check test is one. */
-START_TEST(a_privileged_process_ignores_the_log_level_and_debug_file)
+CRMM_TEST_IN("privileges", a_privileged_process_ignores_the_log_level_and_debug_file)
 {
     const char *debug = path_for("priv.debug");
     unlink(debug);
@@ -445,26 +445,10 @@ int main(void)
     if (!tmp_dir)
         return 1;
     Suite *s = suite_create("file_policy");
-    TCase *open_tc = crmm_test_tcase(s, "open", 0);
-    tcase_add_test(open_tc, bad_arguments_are_refused);
-    tcase_add_test(open_tc, a_new_file_is_created_and_an_own_file_rewritten_or_appended);
-    tcase_add_test(open_tc, a_link_is_refused_whatever_it_points_to);
-    tcase_add_test(open_tc, a_hard_linked_file_is_refused);
-    tcase_add_test(open_tc, a_character_device_is_written_as_it_is);
-    tcase_add_test(open_tc, a_link_to_a_pipe_or_dev_null_is_followed);
-    TCase *outputs = crmm_test_tcase(s, "outputs", 0);
-    tcase_add_loop_test(outputs, logging_refuses_a_link_or_a_hard_linked_file, 0, 2);
-    tcase_add_test(outputs, logging_rewrites_its_own_file);
-    tcase_add_test(outputs, debug_log_refuses_a_link);
-    tcase_add_test(outputs, debug_log_from_the_environment_refuses_a_link);
-    tcase_add_test(outputs, arena_dump_refuses_a_link);
-    TCase *one_writer = crmm_test_tcase(s, "one_writer", 0);
-    tcase_add_test(one_writer, a_second_logging_resource_on_one_file_is_refused);
-    tcase_add_test(one_writer, another_process_on_the_same_file_is_refused);
-    TCase *priv = crmm_test_tcase(s, "privileges", 0);
-    tcase_add_test(priv, a_config_others_can_write_is_refused);
-    tcase_add_test(priv, a_privileged_process_ignores_the_environment);
-    tcase_add_test(priv, a_privileged_process_ignores_the_log_level_and_debug_file);
+    crmm_test_tcase(s, "open", 0);
+    crmm_test_tcase(s, "outputs", 0);
+    crmm_test_tcase(s, "one_writer", 0);
+    crmm_test_tcase(s, "privileges", 0);
     int rc = crmm_test_run(s);
     free(tmp_dir);
     return rc;

@@ -25,7 +25,7 @@ static void make(const char *params) { over_host_make("fixed_size", params, &h, 
 
 static void teardown(void) { over_host_release(&h, &f); }
 
-START_TEST(freed_block_is_reused)
+CRMM_TEST_IN("fixed_size", freed_block_is_reused)
 {
     make("block_size=4KiB blocks_to_preallocate=4");
     void *a, *b, *c;
@@ -43,7 +43,7 @@ END_TEST
 
 enum { CHURN_THREADS = 8, CHURN_LIVE = 32 };
 
-START_TEST(threads_share_it_and_the_counts_add_up)
+CRMM_TEST_IN("fixed_size", threads_share_it_and_the_counts_add_up)
 {
     /* eight threads allocate and free at once: no block is handed to two of them, and the counts
      * (kept under the resource's lock) lose no update */
@@ -69,7 +69,7 @@ START_TEST(threads_share_it_and_the_counts_add_up)
 }
 END_TEST
 
-START_TEST(blocks_are_carved_from_one_chunk)
+CRMM_TEST_IN("fixed_size", blocks_are_carved_from_one_chunk)
 {
     make("block_size=1000 blocks_to_preallocate=8"); /* 1000 rounds up to 1024 */
     void *p[8];
@@ -85,7 +85,7 @@ START_TEST(blocks_are_carved_from_one_chunk)
 }
 END_TEST
 
-START_TEST(grows_by_whole_chunks)
+CRMM_TEST_IN("fixed_size", grows_by_whole_chunks)
 {
     make("block_size=4KiB blocks_to_preallocate=4");
     /* the first chunk is taken at create, as RMM does */
@@ -120,7 +120,7 @@ START_TEST(grows_by_whole_chunks)
 }
 END_TEST
 
-START_TEST(larger_than_block_is_out_of_memory)
+CRMM_TEST_IN("fixed_size", larger_than_block_is_out_of_memory)
 {
     make("block_size=1000 blocks_to_preallocate=2");
     void *p = (void *)0x1;
@@ -139,7 +139,7 @@ START_TEST(larger_than_block_is_out_of_memory)
 }
 END_TEST
 
-START_TEST(destroy_returns_every_chunk)
+CRMM_TEST_IN("fixed_size", destroy_returns_every_chunk)
 {
     make("block_size=256 blocks_to_preallocate=2");
     void *p[5];
@@ -157,7 +157,7 @@ START_TEST(destroy_returns_every_chunk)
 }
 END_TEST
 
-START_TEST(upstream_failure_while_growing)
+CRMM_TEST_IN("fixed_size", upstream_failure_while_growing)
 {
     crmm_resource *b;
     ck_assert_crmm_ok(crmm_resource_create("budget", "limit=64KiB", NULL, &b));
@@ -185,7 +185,7 @@ START_TEST(upstream_failure_while_growing)
 }
 END_TEST
 
-START_TEST(create_fails_when_first_chunk_fails)
+CRMM_TEST_IN("fixed_size", create_fails_when_first_chunk_fails)
 {
     crmm_resource *b;
     ck_assert_crmm_ok(crmm_resource_create("budget", "limit=1KiB", NULL, &b));
@@ -201,7 +201,7 @@ END_TEST
 /* blocks_to_preallocate = 10^12 is refused by its range before anything is allocated; the most
  * the range allows (2^20 blocks) over an upstream that cannot give the chunk fails with the
  * upstream's error: it is asked before any bookkeeping for the blocks is allocated. */
-START_TEST(huge_preallocation_asks_upstream_first)
+CRMM_TEST_IN("fixed_size", huge_preallocation_asks_upstream_first)
 {
     crmm_resource *b;
     ck_assert_crmm_ok(crmm_resource_create("budget", "limit=1MiB", NULL, &b));
@@ -219,7 +219,7 @@ START_TEST(huge_preallocation_asks_upstream_first)
 }
 END_TEST
 
-START_TEST(bad_parameters)
+CRMM_TEST_IN("fixed_size", bad_parameters)
 {
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
     ck_assert_crmm(crmm_resource_create("fixed_size", "block_size=0", h, &f), CRMM_ERROR_CONFIG);
@@ -235,7 +235,7 @@ START_TEST(bad_parameters)
 }
 END_TEST
 
-START_TEST(properties_follow_upstream)
+CRMM_TEST_IN("fixed_size", properties_follow_upstream)
 {
     make("block_size=4KiB blocks_to_preallocate=1");
     ck_assert(crmm_resource_is_host_accessible(f));
@@ -247,7 +247,7 @@ END_TEST
 
 /* A double free or a foreign pointer is refused and changes nothing: the block is handed out
  * once, and the counters stay right (a free list that took it would hand it out twice). */
-START_TEST(double_free_and_foreign_pointer_are_refused)
+CRMM_TEST_IN("fixed_size", double_free_and_foreign_pointer_are_refused)
 {
     static const char *const plugins[][2] = {{"fixed_size", "block_size=4KiB blocks_to_preallocate=4"},
                                              {"binning", "bins=4KiB blocks_to_preallocate=4"}};
@@ -280,21 +280,9 @@ int main(void)
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
     TCase *tc = crmm_test_tcase(s, "fixed_size", 0);
     tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_add_test(tc, freed_block_is_reused);
-    tcase_add_test(tc, double_free_and_foreign_pointer_are_refused);
-    tcase_add_test(tc, blocks_are_carved_from_one_chunk);
-    tcase_add_test(tc, grows_by_whole_chunks);
-    tcase_add_test(tc, larger_than_block_is_out_of_memory);
-    tcase_add_test(tc, destroy_returns_every_chunk);
-    tcase_add_test(tc, upstream_failure_while_growing);
-    tcase_add_test(tc, create_fails_when_first_chunk_fails);
-    tcase_add_test(tc, huge_preallocation_asks_upstream_first);
-    tcase_add_test(tc, bad_parameters);
-    tcase_add_test(tc, properties_follow_upstream);
 
     tc = crmm_test_tcase(s, "fixed_size_threads", 0); /* busy threads: give a loaded machine time */
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, threads_share_it_and_the_counts_add_up);
     return crmm_test_run(s);
 }

@@ -56,7 +56,7 @@ static void free_range(crmm_resource *f, void *const *b, int from, int to, cudaS
 
 /* ---- tests ---------------------------------------------------------------------------------- */
 
-START_TEST(the_same_stream_records_no_event_per_free)
+CRMM_TEST_IN("fixed_size_streams", the_same_stream_records_no_event_per_free)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
     cudaStream_t s = fake_stream_new(0);
@@ -74,7 +74,7 @@ END_TEST
 
 /* 20 blocks freed on s, in order: the event of s covers the first 16 (recorded with the 16th
  * free), not the last 4. Another stream t then gets one of the 16, behind s's event. */
-START_TEST(another_stream_takes_only_blocks_an_event_covers)
+CRMM_TEST_IN("fixed_size_streams", another_stream_takes_only_blocks_an_event_covers)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -113,7 +113,7 @@ END_TEST
 /* Blocks no event covers, freed on a stream since destroyed: a new chunk is taken while upstream
  * gives one; when it refuses, one device synchronization (which names no stream) makes them
  * usable. The destroyed handle never reaches CUDA again, nor does a new stream that got it. */
-START_TEST(uncovered_blocks_are_taken_after_a_device_synchronization)
+CRMM_TEST_IN("fixed_size_streams", uncovered_blocks_are_taken_after_a_device_synchronization)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 2);
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -141,7 +141,7 @@ START_TEST(uncovered_blocks_are_taken_after_a_device_synchronization)
 END_TEST
 
 /* A stream created with a destroyed stream's handle does not reuse its blocks at once. */
-START_TEST(a_reused_handle_does_not_take_the_old_streams_blocks)
+CRMM_TEST_IN("fixed_size_streams", a_reused_handle_does_not_take_the_old_streams_blocks)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 0);
     cudaStream_t s = fake_stream_new(0);
@@ -165,7 +165,7 @@ END_TEST
  * the old stream's list (found by the handle, no CUDA call) until a record is due; then the id
  * shows the handle changed hands, nothing is recorded on the old stream's event, and neither the
  * old stream's blocks nor the new ones reach any stream without a wait. */
-START_TEST(frees_on_a_reused_handle_never_cover_the_old_streams_blocks)
+CRMM_TEST_IN("fixed_size_streams", frees_on_a_reused_handle_never_cover_the_old_streams_blocks)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=32", 0); /* an event every 4 frees */
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -201,7 +201,7 @@ END_TEST
 /* Short-lived streams that each free a block and are destroyed leave it uncovered on their
  * lists. The resource does not grow for them without bound: once they are as many as a chunk
  * (or half of all blocks), it synchronizes the device and uses them. */
-START_TEST(blocks_left_by_destroyed_streams_do_not_make_it_grow)
+CRMM_TEST_IN("fixed_size_streams", blocks_left_by_destroyed_streams_do_not_make_it_grow)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 0); /* an event every 2 frees */
     fake_cuda_reset();
@@ -218,7 +218,7 @@ END_TEST
 
 /* Destroy gives the chunks back only after the last use of every free block: blocks no event
  * covers need a device synchronization. */
-START_TEST(destroy_synchronizes_for_uncovered_blocks)
+CRMM_TEST_IN("fixed_size_streams", destroy_synchronizes_for_uncovered_blocks)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=128", 0);
     cudaStream_t s = fake_stream_new(0);
@@ -230,7 +230,7 @@ START_TEST(destroy_synchronizes_for_uncovered_blocks)
 END_TEST
 
 /* With one block a chunk every free records (nothing is left uncovered). */
-START_TEST(one_block_chunks_record_every_free)
+CRMM_TEST_IN("fixed_size_streams", one_block_chunks_record_every_free)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=1", 0);
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -250,7 +250,7 @@ END_TEST
  * neighbour's stream): no block is handed to two at once, and at the end nothing is in use. */
 enum { CHURN_THREADS = 8 };
 
-START_TEST(eight_threads_on_their_own_streams_never_share_a_block)
+CRMM_TEST_IN("fixed_size_streams", eight_threads_on_their_own_streams_never_share_a_block)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=32", 0);
     cudaStream_t st[CHURN_THREADS];
@@ -276,16 +276,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("fixed_size_streams");
-    TCase *tc = crmm_test_tcase(s, "fixed_size_streams", 0);
-    tcase_add_test(tc, the_same_stream_records_no_event_per_free);
-    tcase_add_test(tc, another_stream_takes_only_blocks_an_event_covers);
-    tcase_add_test(tc, uncovered_blocks_are_taken_after_a_device_synchronization);
-    tcase_add_test(tc, a_reused_handle_does_not_take_the_old_streams_blocks);
-    tcase_add_test(tc, frees_on_a_reused_handle_never_cover_the_old_streams_blocks);
-    tcase_add_test(tc, blocks_left_by_destroyed_streams_do_not_make_it_grow);
-    tcase_add_test(tc, destroy_synchronizes_for_uncovered_blocks);
-    tcase_add_test(tc, one_block_chunks_record_every_free);
-    tc = crmm_test_tcase(s, "fixed_size_streams_threads", 120); /* busy threads: give a loaded machine time */
-    tcase_add_test(tc, eight_threads_on_their_own_streams_never_share_a_block);
+    crmm_test_tcase(s, "fixed_size_streams", 0);
+    crmm_test_tcase(s, "fixed_size_streams_threads", 120); /* busy threads: give a loaded machine time */
     return crmm_test_run(s);
 }

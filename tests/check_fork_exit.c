@@ -195,7 +195,7 @@ static int child_uses(crmm_resource *mr, size_t most)
     return 0;
 }
 
-START_TEST(a_child_forked_while_threads_allocate_can_allocate)
+CRMM_LOOP_TEST_IN("fork", a_child_forked_while_threads_allocate_can_allocate, N_STACKS)
 {
     const stack_spec *spec = &stacks[_i];
     crmm_resource *mr = make_stack(spec);
@@ -242,7 +242,7 @@ static void child_exits_under_load(crmm_resource *mr, size_t most)
     exit(0);
 }
 
-START_TEST(exit_while_threads_allocate_is_clean)
+CRMM_LOOP_TEST_IN("exit", exit_while_threads_allocate_is_clean, N_STACKS)
 {
     const stack_spec *spec = &stacks[_i];
     crmm_resource *mr = make_stack(spec);
@@ -302,9 +302,7 @@ int main(void)
     return CRMM_TEST_SKIP;
 #endif
     Suite *s = suite_create("fork_exit");
-    TCase *tf = crmm_test_tcase(s, "fork", 600);
-    tcase_add_loop_test(tf, a_child_forked_while_threads_allocate_can_allocate, 0, N_STACKS);
-    TCase *te = crmm_test_tcase(s, "exit", 600);
-    tcase_add_loop_test(te, exit_while_threads_allocate_is_clean, 0, N_STACKS);
+    crmm_test_tcase(s, "fork", 600);
+    crmm_test_tcase(s, "exit", 600);
     return crmm_test_run(s);
 }

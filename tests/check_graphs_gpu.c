@@ -98,7 +98,7 @@ static uint64_t wait_for_free(crmm_resource *r, crmm_resource *holder, cudaStrea
     return now;
 }
 
-START_TEST(replays_equal_eager_and_touch_nothing_else)
+CRMM_LOOP_TEST(replays_equal_eager_and_touch_nothing_else, CHAINS)
 {
     const chain *c = &chains[_i];
     crmm_resource *holder;
@@ -188,7 +188,7 @@ static const char *const moded[][2] = {
 };
 #define MODED ((int)(sizeof moded / sizeof moded[0]))
 
-START_TEST(every_capture_mode)
+CRMM_LOOP_TEST(every_capture_mode, 3 * MODED)
 {
     static const enum cudaStreamCaptureMode modes[] = {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
                                                        cudaStreamCaptureModeRelaxed};
@@ -221,9 +221,5 @@ int main(void)
 {
     CRMM_TEST_GPU_GATE(1);
     crmm_graph_capture_enable(true); /* as a program that captures must say */
-    Suite *s = suite_create("graphs_gpu");
-    TCase *tc = crmm_test_tcase(s, "capture", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_loop_test(tc, replays_equal_eager_and_touch_nothing_else, 0, CHAINS);
-    tcase_add_loop_test(tc, every_capture_mode, 0, 3 * MODED);
-    return crmm_test_run(s);
+    return crmm_test_main("graphs_gpu", CRMM_TEST_GPU_TIMEOUT);
 }

@@ -41,7 +41,7 @@ static int *named_ids(const crmm_ipc_handle *h, size_t *n)
     return ids;
 }
 
-START_TEST(export_gives_one_descriptor_per_page_that_backs_the_range)
+CRMM_TEST_IN("ipc", export_gives_one_descriptor_per_page_that_backs_the_range)
 {
     crmm_resource *p = ipc_pool("ipc=true");
     void *a = crmm_test_allocate(p, 100 * KiB);       /* pages 0-1 */
@@ -93,7 +93,7 @@ END_TEST
 
 /* Exporter frees (and gives its pages back) while the importer maps them, then the importer
  * closes; and the other way round: nothing is left either way. */
-START_TEST(freeing_in_either_order_leaks_nothing)
+CRMM_TEST_IN("ipc", freeing_in_either_order_leaks_nothing)
 {
     for (int exporter_first = 0; exporter_first < 2; exporter_first++) {
         setup();
@@ -124,7 +124,7 @@ END_TEST
 
 /* A child process receives the handle over a UNIX socket and checks that each descriptor names
  * the same allocation as the parent's; more pages than one message can carry. */
-START_TEST(a_handle_travels_to_another_process_with_its_descriptors)
+CRMM_TEST_IN("ipc", a_handle_travels_to_another_process_with_its_descriptors)
 {
     crmm_resource *p = ipc_pool("ipc=true");
     size_t bytes = 300 * PAGE;
@@ -195,7 +195,7 @@ static void export_refused_by_the_device(const char *params, const char *said)
     export_refused(p, NULL);
 }
 
-START_TEST(what_cannot_be_exported_is_refused)
+CRMM_TEST_IN("ipc", what_cannot_be_exported_is_refused)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     export_refused(crmm_test_create("pool", "initial_size=1MiB", host), "host memory");
@@ -226,7 +226,7 @@ START_TEST(what_cannot_be_exported_is_refused)
 }
 END_TEST
 
-START_TEST(bad_export_arguments_are_refused_and_leave_nothing_open)
+CRMM_TEST_IN("ipc", bad_export_arguments_are_refused_and_leave_nothing_open)
 {
     crmm_resource *p = ipc_pool("ipc=true");
     void *x = crmm_test_allocate(p, PAGE);
@@ -259,7 +259,7 @@ static int plain_fd(void)
     return fd;
 }
 
-START_TEST(bad_handles_are_refused_and_their_descriptors_closed)
+CRMM_TEST_IN("ipc", bad_handles_are_refused_and_their_descriptors_closed)
 {
     crmm_ipc_handle *h = (crmm_ipc_handle *)0x1;
     unsigned char junk[200];
@@ -306,7 +306,7 @@ START_TEST(bad_handles_are_refused_and_their_descriptors_closed)
 }
 END_TEST
 
-START_TEST(bad_socket_traffic_is_refused)
+CRMM_TEST_IN("ipc", bad_socket_traffic_is_refused)
 {
     crmm_ipc_handle *h = (crmm_ipc_handle *)0x1;
     ck_assert_crmm(crmm_ipc_recv(-1, &h), CRMM_ERROR_INVALID_ARGUMENT);
@@ -346,7 +346,7 @@ START_TEST(bad_socket_traffic_is_refused)
 END_TEST
 
 /* Adaptors are looked through: a statistics layer over the pool exports the pool's memory. */
-START_TEST(adaptors_are_looked_through)
+CRMM_TEST_IN("ipc", adaptors_are_looked_through)
 {
     crmm_resource *p = ipc_pool("ipc=true");
     crmm_resource *stats = crmm_test_create("statistics", NULL, p);
@@ -366,13 +366,5 @@ int main(void)
     Suite *s = suite_create("ipc");
     TCase *tc = crmm_test_tcase(s, "ipc", 0);
     tcase_add_checked_fixture(tc, setup, NULL);
-    tcase_add_test(tc, export_gives_one_descriptor_per_page_that_backs_the_range);
-    tcase_add_test(tc, freeing_in_either_order_leaks_nothing);
-    tcase_add_test(tc, a_handle_travels_to_another_process_with_its_descriptors);
-    tcase_add_test(tc, what_cannot_be_exported_is_refused);
-    tcase_add_test(tc, bad_export_arguments_are_refused_and_leave_nothing_open);
-    tcase_add_test(tc, bad_handles_are_refused_and_their_descriptors_closed);
-    tcase_add_test(tc, bad_socket_traffic_is_refused);
-    tcase_add_test(tc, adaptors_are_looked_through);
     return crmm_test_run(s);
 }

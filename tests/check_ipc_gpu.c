@@ -102,7 +102,7 @@ static const struct { const char *kind; enum ending how; } shares[] = {
 
 /* Run the importer as a forked peer, export a block of the share's kind to it, and end as its
  * `how` says. */
-START_TEST(a_share_ends_as_planned)
+CRMM_LOOP_TEST(a_share_ends_as_planned, (int)(sizeof shares / sizeof shares[0]))
 {
     const char *kind = shares[_i].kind;
     enum ending how = shares[_i].how;
@@ -155,7 +155,7 @@ END_TEST
 
 /* The exporter is killed while the importer maps its pages: the pages stay with the importer,
  * which reads them and closes cleanly. */
-START_TEST(pool_import_outlives_a_killed_exporter)
+CRMM_TEST(pool_import_outlives_a_killed_exporter)
 {
     int fd;
     pid_t child = crmm_test_fork_peer(CRMM_TEST_SOCKETS, &fd);
@@ -187,7 +187,7 @@ START_TEST(pool_import_outlives_a_killed_exporter)
 END_TEST
 
 /* Importing a handle in the process that exported it is refused by the driver, clearly. */
-START_TEST(what_cannot_be_exported_on_a_gpu_is_refused)
+CRMM_TEST(what_cannot_be_exported_on_a_gpu_is_refused)
 {
     crmm_resource *plain = NULL, *cuda = NULL, *chunked = NULL;
     ck_assert_crmm_ok(crmm_resource_create("async", NULL, NULL, &plain));
@@ -213,10 +213,5 @@ END_TEST
 int main(void)
 {
     CRMM_TEST_GPU_GATE(1);
-    Suite *s = suite_create("ipc_gpu");
-    TCase *tc = crmm_test_tcase(s, "two_processes", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_loop_test(tc, a_share_ends_as_planned, 0, (int)(sizeof shares / sizeof shares[0]));
-    tcase_add_test(tc, pool_import_outlives_a_killed_exporter);
-    tcase_add_test(tc, what_cannot_be_exported_on_a_gpu_is_refused);
-    return crmm_test_run(s);
+    return crmm_test_main("ipc_gpu", CRMM_TEST_GPU_TIMEOUT);
 }

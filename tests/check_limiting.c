@@ -22,7 +22,7 @@ static crmm_resource *limited(const char *params, crmm_resource **stats)
     return mr;
 }
 
-START_TEST(too_big_is_refused_before_upstream)
+CRMM_TEST_IN("limiting", too_big_is_refused_before_upstream)
 {
     crmm_resource *stats;
     crmm_resource *mr = limited("allocation_limit=5MiB", &stats);
@@ -37,7 +37,7 @@ START_TEST(too_big_is_refused_before_upstream)
 }
 END_TEST
 
-START_TEST(message_has_both_numbers)
+CRMM_TEST_IN("limiting", message_has_both_numbers)
 {
     crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
     void *a = crmm_test_allocate(mr, 4 * MIB), *b = crmm_test_allocate(mr, 4 * MIB), *c = (void *)1;
@@ -53,7 +53,7 @@ START_TEST(message_has_both_numbers)
 }
 END_TEST
 
-START_TEST(limit_is_exact_at_the_boundary)
+CRMM_TEST_IN("limiting", limit_is_exact_at_the_boundary)
 {
     crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
     void *p = crmm_test_allocate(mr, 10 * MIB); /* exactly the limit: allowed */
@@ -70,7 +70,7 @@ START_TEST(limit_is_exact_at_the_boundary)
 }
 END_TEST
 
-START_TEST(sizes_count_rounded_to_256)
+CRMM_TEST_IN("limiting", sizes_count_rounded_to_256)
 {
     crmm_resource *mr = limited("allocation_limit=1024", NULL);
     void *p[4];
@@ -87,7 +87,7 @@ START_TEST(sizes_count_rounded_to_256)
 }
 END_TEST
 
-START_TEST(under_limit_due_to_frees)
+CRMM_TEST_IN("limiting", under_limit_due_to_frees)
 {
     crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
     uint64_t limit = crmm_test_query(mr, CRMM_QUERY_MAXIMUM_SIZE);
@@ -109,7 +109,7 @@ START_TEST(under_limit_due_to_frees)
 }
 END_TEST
 
-START_TEST(over_limit_leaves_the_count_alone)
+CRMM_TEST_IN("limiting", over_limit_leaves_the_count_alone)
 {
     crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
     void *p1 = crmm_test_allocate(mr, 4 * MIB), *p2 = crmm_test_allocate(mr, 4 * MIB), *p3 = (void *)1;
@@ -123,7 +123,7 @@ START_TEST(over_limit_leaves_the_count_alone)
 }
 END_TEST
 
-START_TEST(upstream_failure_gives_the_room_back)
+CRMM_TEST_IN("limiting", upstream_failure_gives_the_room_back)
 {
     crmm_resource *inner = limited("allocation_limit=2MiB", NULL);
     crmm_resource *outer = crmm_test_create("limiting", "allocation_limit=5MiB", inner);
@@ -139,7 +139,7 @@ START_TEST(upstream_failure_gives_the_room_back)
 }
 END_TEST
 
-START_TEST(other_queries_go_upstream)
+CRMM_TEST_IN("limiting", other_queries_go_upstream)
 {
     crmm_resource *mr = limited("allocation_limit=1MiB", NULL);
     void *p = crmm_test_allocate(mr, 1000);
@@ -151,7 +151,7 @@ START_TEST(other_queries_go_upstream)
 }
 END_TEST
 
-START_TEST(bad_parameters_are_refused)
+CRMM_TEST_IN("limiting", bad_parameters_are_refused)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = NULL;
     ck_assert_crmm(crmm_resource_create("limiting", NULL, host, &mr), CRMM_ERROR_CONFIG);
@@ -203,7 +203,7 @@ static void *race(void *arg)
     return NULL;
 }
 
-START_TEST(four_threads_never_exceed_the_limit)
+CRMM_TEST_IN("limiting", four_threads_never_exceed_the_limit)
 {
     crmm_resource *stats;
     crmm_resource *mr = limited("allocation_limit=64KiB", &stats);
@@ -238,17 +238,7 @@ static const crmm_test_chain chains[] = {
 int main(void)
 {
     Suite *s = suite_create("limiting");
-    TCase *tc = crmm_test_tcase(s, "limiting", 0);
-    tcase_add_test(tc, too_big_is_refused_before_upstream);
-    tcase_add_test(tc, message_has_both_numbers);
-    tcase_add_test(tc, limit_is_exact_at_the_boundary);
-    tcase_add_test(tc, sizes_count_rounded_to_256);
-    tcase_add_test(tc, under_limit_due_to_frees);
-    tcase_add_test(tc, over_limit_leaves_the_count_alone);
-    tcase_add_test(tc, upstream_failure_gives_the_room_back);
-    tcase_add_test(tc, other_queries_go_upstream);
-    tcase_add_test(tc, bad_parameters_are_refused);
-    tcase_add_test(tc, four_threads_never_exceed_the_limit);
+    crmm_test_tcase(s, "limiting", 0);
     crmm_conformance_add(s, chains, 1);
     return crmm_test_run(s);
 }

@@ -26,7 +26,7 @@ static void expect_load_failure(const char *name)
 
 /* ---- broken plugins ------------------------------------------------------------------------ */
 
-START_TEST(well_formed_base_loads)
+CRMM_TEST_IN("broken_plugins", well_formed_base_loads)
 {
     const crmm_plugin *pl = NULL;
     ck_assert_crmm_ok(crmm_plugin_load("sizeparam", NULL, &pl));
@@ -43,7 +43,7 @@ static const struct { const char *name; int major, minor; bool rebuild; } other_
     {"newminor", CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR + 1, false},
 };
 
-START_TEST(other_abi_names_both_versions)
+CRMM_LOOP_TEST_IN("broken_plugins", other_abi_names_both_versions, 2)
 {
     expect_load_failure(other_abis[_i].name);
     char v[32];
@@ -71,7 +71,7 @@ static const struct { const char *name, *says, *also; } broken[] = {
     {"badrange", "default of badrange: size: 1048576 is below the minimum 2097152", NULL},
 };
 
-START_TEST(broken_plugin_is_refused_saying_why)
+CRMM_LOOP_TEST_IN("broken_plugins", broken_plugin_is_refused_saying_why, (int)(sizeof broken / sizeof broken[0]))
 {
     expect_load_failure(broken[_i].name);
     ck_assert_error_contains(broken[_i].says);
@@ -82,7 +82,7 @@ END_TEST
 
 /* A plugin built against ABI 1.1 (two tables joined by key, enums as text) is refused with what
  * to change, before anything of it is called; creating through it fails the same way. */
-START_TEST(abi_1_plugin_is_refused_saying_what_changed)
+CRMM_TEST_IN("broken_plugins", abi_1_plugin_is_refused_saying_what_changed)
 {
     expect_load_failure("oldminor");
     ck_assert_error_contains("built for plugin ABI 1.1");
@@ -97,7 +97,7 @@ START_TEST(abi_1_plugin_is_refused_saying_what_changed)
 }
 END_TEST
 
-START_TEST(not_a_shared_object_gives_dlerror)
+CRMM_TEST_IN("broken_plugins", not_a_shared_object_gives_dlerror)
 {
     char *dir = new_dir();
     char path[PATH_MAX];
@@ -119,7 +119,7 @@ START_TEST(not_a_shared_object_gives_dlerror)
 }
 END_TEST
 
-START_TEST(failure_is_not_cached)
+CRMM_TEST_IN("broken_plugins", failure_is_not_cached)
 {
     const crmm_plugin *pl = NULL;
     ck_assert_crmm(crmm_plugin_load("badmajor", NULL, &pl), CRMM_ERROR_PLUGIN);
@@ -143,7 +143,7 @@ END_TEST
 
 /* ---- names, paths, search order ------------------------------------------------------------ */
 
-START_TEST(null_arguments)
+CRMM_TEST_IN("search", null_arguments)
 {
     const crmm_plugin *pl;
     ck_assert_crmm(crmm_plugin_load(NULL, NULL, &pl), CRMM_ERROR_INVALID_ARGUMENT);
@@ -152,7 +152,7 @@ START_TEST(null_arguments)
 }
 END_TEST
 
-START_TEST(bad_names_are_refused)
+CRMM_TEST_IN("search", bad_names_are_refused)
 {
     static const char *const names[] = {"Host", "..", "", "ho st", "host.so", "crmm_host.so", "h\xc3\xa9"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -164,7 +164,7 @@ START_TEST(bad_names_are_refused)
 }
 END_TEST
 
-START_TEST(relative_path_is_refused)
+CRMM_TEST_IN("search", relative_path_is_refused)
 {
     static const char *const paths[] = {"./crmm_host.so", "plugins/built/crmm_host.so", "../crmm_host.so"};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
@@ -177,7 +177,7 @@ START_TEST(relative_path_is_refused)
 }
 END_TEST
 
-START_TEST(absolute_path_must_be_named_like_a_plugin)
+CRMM_TEST_IN("search", absolute_path_must_be_named_like_a_plugin)
 {
     char *dir = new_dir();
     copy_plugin("host", dir, "host", 0755);
@@ -198,7 +198,7 @@ START_TEST(absolute_path_must_be_named_like_a_plugin)
 }
 END_TEST
 
-START_TEST(missing_plugin_lists_directories_and_suggests)
+CRMM_TEST_IN("search", missing_plugin_lists_directories_and_suggests)
 {
     const crmm_plugin *pl = NULL;
     ck_assert_crmm(crmm_plugin_load("nosuchplugin", "/nonexistent/dir", &pl), CRMM_ERROR_PLUGIN);
@@ -219,7 +219,7 @@ END_TEST
 
 /* A plugin that is a symbolic link loop or a link to nothing is named as such, not "no plugin
  * 'x' (did you mean 'x'?)". */
-START_TEST(broken_links_are_named)
+CRMM_TEST_IN("search", broken_links_are_named)
 {
     char *d = new_dir();
     char loop[PATH_MAX], gone[PATH_MAX];
@@ -242,7 +242,7 @@ START_TEST(broken_links_are_named)
 }
 END_TEST
 
-START_TEST(search_path_order)
+CRMM_TEST_IN("search", search_path_order)
 {
     char buf[8192];
     const char *env = getenv("CRMM_PLUGIN_PATH");
@@ -261,7 +261,7 @@ START_TEST(search_path_order)
 }
 END_TEST
 
-START_TEST(first_directory_wins)
+CRMM_TEST_IN("search", first_directory_wins)
 {
     char *a = new_dir(), *b = new_dir();
     copy_plugin("host", a, "host", 0755);
@@ -294,7 +294,7 @@ START_TEST(first_directory_wins)
 }
 END_TEST
 
-START_TEST(loading_twice_gives_the_same_descriptor)
+CRMM_TEST_IN("search", loading_twice_gives_the_same_descriptor)
 {
     const crmm_plugin *p1, *p2, *p3, *p4;
     ck_assert_crmm_ok(crmm_plugin_load("host", NULL, &p1));
@@ -310,7 +310,7 @@ START_TEST(loading_twice_gives_the_same_descriptor)
 }
 END_TEST
 
-START_TEST(cached_plugin_still_checks_its_name)
+CRMM_TEST_IN("search", cached_plugin_still_checks_its_name)
 {
     /* crmm_alias.so is a link to the host plugin: asking for "alias" must not give "host", even
      * after the file behind it has been loaded (and cached) as "host". */
@@ -335,24 +335,8 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("loader");
-    TCase *bad = crmm_test_tcase(s, "broken_plugins", 0);
-    tcase_add_test(bad, well_formed_base_loads);
-    tcase_add_loop_test(bad, other_abi_names_both_versions, 0, 2);
-    tcase_add_loop_test(bad, broken_plugin_is_refused_saying_why, 0, (int)(sizeof broken / sizeof broken[0]));
-    tcase_add_test(bad, abi_1_plugin_is_refused_saying_what_changed);
-    tcase_add_test(bad, not_a_shared_object_gives_dlerror);
-    tcase_add_test(bad, failure_is_not_cached);
+    crmm_test_tcase(s, "broken_plugins", 0);
 
-    TCase *search = crmm_test_tcase(s, "search", 0);
-    tcase_add_test(search, null_arguments);
-    tcase_add_test(search, bad_names_are_refused);
-    tcase_add_test(search, relative_path_is_refused);
-    tcase_add_test(search, absolute_path_must_be_named_like_a_plugin);
-    tcase_add_test(search, missing_plugin_lists_directories_and_suggests);
-    tcase_add_test(search, broken_links_are_named);
-    tcase_add_test(search, search_path_order);
-    tcase_add_test(search, first_directory_wins);
-    tcase_add_test(search, loading_twice_gives_the_same_descriptor);
-    tcase_add_test(search, cached_plugin_still_checks_its_name);
+    crmm_test_tcase(s, "search", 0);
     return crmm_test_run(s);
 }

@@ -40,7 +40,7 @@ static bool owners_private_group(const char *path)
     return alone;
 }
 
-START_TEST(group_writable_file_is_refused)
+CRMM_TEST_IN("permissions", group_writable_file_is_refused)
 {
     char *dir = new_dir();
     copy_plugin("host", dir, "host", 0775);
@@ -64,7 +64,7 @@ START_TEST(group_writable_file_is_refused)
 }
 END_TEST
 
-START_TEST(world_writable_file_is_refused)
+CRMM_TEST_IN("permissions", world_writable_file_is_refused)
 {
     char *dir = new_dir();
     copy_plugin("host", dir, "host", 0757);
@@ -84,7 +84,7 @@ END_TEST
 
 /* Group-writable (umask 002, or a tarball git archive made, unpacked as root) is accepted where
  * the group is the owner's private group: no one else can write through it. */
-START_TEST(directory_writable_by_owners_private_group_loads)
+CRMM_TEST_IN("permissions", directory_writable_by_owners_private_group_loads)
 {
     char *dir = new_dir();
     copy_plugin("host", dir, "host", 0775);
@@ -103,7 +103,7 @@ START_TEST(directory_writable_by_owners_private_group_loads)
 }
 END_TEST
 
-START_TEST(writable_directory_is_refused)
+CRMM_TEST_IN("permissions", writable_directory_is_refused)
 {
     static const mode_t modes[] = {0775, 0777, 01777};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
@@ -127,7 +127,7 @@ START_TEST(writable_directory_is_refused)
 }
 END_TEST
 
-START_TEST(writable_directory_above_is_refused)
+CRMM_TEST_IN("permissions", writable_directory_above_is_refused)
 {
     /* The plugin and its directory are kept, but a directory above them is open: anyone could
      * swap the kept directory for one of their own. */
@@ -150,7 +150,7 @@ START_TEST(writable_directory_above_is_refused)
 }
 END_TEST
 
-START_TEST(link_in_writable_directory_is_refused)
+CRMM_TEST_IN("permissions", link_in_writable_directory_is_refused)
 {
     /* A link to a well-kept plugin, in a directory anyone can write: anyone could point it at
      * other code, so the directory the link is in counts too. */
@@ -209,7 +209,7 @@ static const visit_entry *find_visit(const visit_log *v, const char *file)
     return NULL;
 }
 
-START_TEST(foreach_reports_good_and_broken)
+CRMM_TEST_IN("foreach", foreach_reports_good_and_broken)
 {
     char *a = new_dir(), *b = new_dir();
     copy_plugin("host", a, "host", 0755);
@@ -273,7 +273,7 @@ static int count_plugin_names(const char *dirs)
     return n;
 }
 
-START_TEST(foreach_lists_every_plugin_once)
+CRMM_TEST_IN("foreach", foreach_lists_every_plugin_once)
 {
     visit_log *v = calloc(1, sizeof *v);
     int n = crmm_plugin_foreach(NULL, record_visit, v);
@@ -302,7 +302,7 @@ START_TEST(foreach_lists_every_plugin_once)
 }
 END_TEST
 
-START_TEST(foreach_reports_many_plugins_once)
+CRMM_TEST_IN("foreach", foreach_reports_many_plugins_once)
 {
     /* more plugins than fit any small fixed table: each name still reported once */
     char *a = new_dir(), *b = new_dir();
@@ -337,17 +337,8 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("loader_files");
-    TCase *perm = crmm_test_tcase(s, "permissions", 0);
-    tcase_add_test(perm, group_writable_file_is_refused);
-    tcase_add_test(perm, world_writable_file_is_refused);
-    tcase_add_test(perm, writable_directory_is_refused);
-    tcase_add_test(perm, directory_writable_by_owners_private_group_loads);
-    tcase_add_test(perm, link_in_writable_directory_is_refused);
-    tcase_add_test(perm, writable_directory_above_is_refused);
+    crmm_test_tcase(s, "permissions", 0);
 
-    TCase *each = crmm_test_tcase(s, "foreach", 0);
-    tcase_add_test(each, foreach_reports_good_and_broken);
-    tcase_add_test(each, foreach_lists_every_plugin_once);
-    tcase_add_test(each, foreach_reports_many_plugins_once);
+    crmm_test_tcase(s, "foreach", 0);
     return crmm_test_run(s);
 }

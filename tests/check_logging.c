@@ -56,7 +56,7 @@ static void expect_line(const char *line, size_t len, long thread, const char *r
                   (int)len, line, rest);
 }
 
-START_TEST(csv_matches_rmm_format)
+CRMM_TEST_IN("logging", csv_matches_rmm_format)
 {
     const char *path = path_for("format");
     crmm_resource *mr = logger(path, NULL);
@@ -98,7 +98,7 @@ START_TEST(csv_matches_rmm_format)
 }
 END_TEST
 
-START_TEST(buffered_until_flush)
+CRMM_TEST_IN("logging", buffered_until_flush)
 {
     const char *path = path_for("buffered");
     crmm_resource *mr = logger(path, "auto_flush=false");
@@ -118,7 +118,7 @@ START_TEST(buffered_until_flush)
 }
 END_TEST
 
-START_TEST(auto_flush_writes_each_line)
+CRMM_TEST_IN("logging", auto_flush_writes_each_line)
 {
     const char *path = path_for("auto");
     crmm_resource *mr = logger(path, "auto_flush=true");
@@ -131,7 +131,7 @@ START_TEST(auto_flush_writes_each_line)
 }
 END_TEST
 
-START_TEST(large_logs_spill_to_the_file)
+CRMM_TEST_IN("logging", large_logs_spill_to_the_file)
 {
     const char *path = path_for("spill");
     crmm_resource *mr = logger(path, NULL);
@@ -175,7 +175,7 @@ static int thread_count(void)
 /* A buffered logger writes its full buffers on a thread of its own, named crmm-log (the caller
  * goes on with a second buffer); one with auto_flush writes on the caller's thread and starts
  * none. The thread ends with the resource. */
-START_TEST(buffered_logging_writes_on_its_own_thread)
+CRMM_TEST_IN("logging", buffered_logging_writes_on_its_own_thread)
 {
     int before = thread_count();
     crmm_resource *mr = logger(path_for("writer"), NULL);
@@ -189,7 +189,7 @@ END_TEST
 
 static crmm_resource *kept_for_exit; /* a global, so leak checkers see it as reachable */
 
-START_TEST(lines_are_flushed_at_exit)
+CRMM_TEST_IN("logging", lines_are_flushed_at_exit)
 {
     const char *path = path_for("atexit");
     fflush(NULL);
@@ -208,7 +208,7 @@ START_TEST(lines_are_flushed_at_exit)
 }
 END_TEST
 
-START_TEST(a_forked_child_does_not_write_the_parents_lines)
+CRMM_TEST_IN("logging", a_forked_child_does_not_write_the_parents_lines)
 {
     const char *path = path_for("fork");
     kept_for_exit = logger(path, NULL);
@@ -228,7 +228,7 @@ START_TEST(a_forked_child_does_not_write_the_parents_lines)
 }
 END_TEST
 
-START_TEST(file_name_expansion)
+CRMM_TEST_IN("logging", file_name_expansion)
 {
     char pattern[4200], want[4200];
     snprintf(pattern, sizeof pattern, "%s/expand.dev%%d.%%p.100%%%%.csv", tmp_dir);
@@ -253,7 +253,7 @@ START_TEST(file_name_expansion)
 }
 END_TEST
 
-START_TEST(bad_file_names_are_refused)
+CRMM_TEST_IN("logging", bad_file_names_are_refused)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = NULL;
     char params[4400];
@@ -315,7 +315,7 @@ static void check_full_file(const char *tag, int pairs)
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed at step %d", WEXITSTATUS(status));
 }
 
-START_TEST(write_errors_are_reported)
+CRMM_TEST_IN("logging", write_errors_are_reported)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = NULL;
     ck_assert_crmm(crmm_resource_create("logging", "file=/dev/full", host, &mr), CRMM_ERROR_IO); /* the header */
@@ -326,13 +326,13 @@ START_TEST(write_errors_are_reported)
 END_TEST
 
 /* A write error met by the writer thread (full buffers) is reported by the next flush too. */
-START_TEST(write_errors_of_full_buffers_are_reported)
+CRMM_TEST_IN("logging", write_errors_of_full_buffers_are_reported)
 {
     check_full_file("full_buffers", 5000); /* ~0.5 MB of lines: several full buffers */
 }
 END_TEST
 
-START_TEST(file_comes_from_the_environment)
+CRMM_TEST_IN("logging", file_comes_from_the_environment)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = NULL;
     unsetenv("CRMM_LOG_FILE");
@@ -351,7 +351,7 @@ START_TEST(file_comes_from_the_environment)
 }
 END_TEST
 
-START_TEST(api_through_other_adaptors)
+CRMM_TEST_IN("logging", api_through_other_adaptors)
 {
     const char *path = path_for("api");
     crmm_resource *log = logger(path, NULL);
@@ -390,7 +390,7 @@ static void *write_lines(void *arg)
     return NULL;
 }
 
-START_TEST(threads_never_interleave_lines)
+CRMM_TEST_IN("logging", threads_never_interleave_lines)
 {
     const char *path = path_for("threads");
     crmm_resource *mr = logger(path, NULL);
@@ -436,7 +436,7 @@ START_TEST(threads_never_interleave_lines)
 }
 END_TEST
 
-START_TEST(switch_needs_a_file_name)
+CRMM_TEST_IN("logging", switch_needs_a_file_name)
 {
     unsetenv("CRMM_LOG_FILE");
     ck_assert_crmm(crmm_enable_logging(NULL), CRMM_ERROR_INVALID_ARGUMENT);
@@ -477,21 +477,6 @@ int main(void)
     chains[0] = (crmm_test_chain){"logging_over_host", chain_config, "l", 0, 0};
     Suite *s = suite_create("logging");
     TCase *tc = crmm_test_tcase(s, "logging", 0);
-    tcase_add_test(tc, csv_matches_rmm_format);
-    tcase_add_test(tc, buffered_until_flush);
-    tcase_add_test(tc, auto_flush_writes_each_line);
-    tcase_add_test(tc, large_logs_spill_to_the_file);
-    tcase_add_test(tc, buffered_logging_writes_on_its_own_thread);
-    tcase_add_test(tc, write_errors_of_full_buffers_are_reported);
-    tcase_add_test(tc, lines_are_flushed_at_exit);
-    tcase_add_test(tc, a_forked_child_does_not_write_the_parents_lines);
-    tcase_add_test(tc, file_name_expansion);
-    tcase_add_test(tc, bad_file_names_are_refused);
-    tcase_add_test(tc, write_errors_are_reported);
-    tcase_add_test(tc, file_comes_from_the_environment);
-    tcase_add_test(tc, api_through_other_adaptors);
-    tcase_add_test(tc, threads_never_interleave_lines);
-    tcase_add_test(tc, switch_needs_a_file_name);
     if (crmm_test_gpu_count() == 0) /* with a GPU, check_adaptors_gpu tests the switch */
         tcase_add_test(tc, switch_without_a_device_is_a_cuda_error);
     crmm_conformance_add(s, chains, 1);

@@ -30,7 +30,7 @@ static const uint64_t numbers[] = {0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 999
                                    1234567, 99999999, 100000000, 4294967295u, 4294967296u, 999999999999ull,
                                    1ull << 50, 9999999999999999999ull, 10000000000000000000ull, UINT64_MAX};
 
-START_TEST(fields_match_printf)
+CRMM_TEST(fields_match_printf)
 {
     char want_thread[32];
     snprintf(want_thread, sizeof want_thread, "%ld", (long)gettid());
@@ -77,7 +77,7 @@ static long long now_us(void)
     return (((long long)tm.tm_hour * 60 + tm.tm_min) * 60 + tm.tm_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
-START_TEST(times_never_go_back_and_never_run_ahead)
+CRMM_TEST(times_never_go_back_and_never_run_ahead)
 {
     long long last = -1;
     for (int i = 0; i < 20000; i++) {
@@ -96,9 +96,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("logging_line");
-    TCase *tc = crmm_test_tcase(s, "logging_line", 0);
-    tcase_add_test(tc, fields_match_printf);
-    tcase_add_test(tc, times_never_go_back_and_never_run_ahead);
-    return crmm_test_run(s);
+    return crmm_test_main("logging_line", 0);
 }

@@ -63,7 +63,7 @@ static void scenario(size_t s, crmm_resource *host)
     cpu_stack_release(layers);
 }
 
-START_TEST(every_failing_malloc_is_survived)
+START_TEST(every_failing_malloc_is_survived) /* one run per stack and the config: registered in main */
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     scenario((size_t)_i, host); /* once unarmed: plugins loaded, per-thread buffers made */
@@ -126,7 +126,7 @@ static void sweep_config_load(const char *text, const char *refusal)
 }
 
 /* Several keys per section: a key that could not be copied is never compared with the next. */
-START_TEST(every_failing_malloc_in_a_config_load_is_survived)
+CRMM_TEST_IN("malloc_failure", every_failing_malloc_in_a_config_load_is_survived)
 {
     sweep_config_load("[crmm]\ndefault = s\nlog_level = warn\n"
                       "[resource.h]\nplugin = host\n"
@@ -140,7 +140,7 @@ END_TEST
 
 /* A config whose last resource breaks a rule between its parameters (checked by the plugin's
  * validate hook after everything else): memory running out on the way never makes it good. */
-START_TEST(every_failing_malloc_in_the_rule_check_fails_the_load)
+CRMM_TEST_IN("malloc_failure", every_failing_malloc_in_the_rule_check_fails_the_load)
 {
     sweep_config_load("[resource.h]\nplugin = host\n"
                       "[resource.p]\nplugin = pool\nupstream = h\ninitial_size = 1MiB\nmaximum_size = 8MiB\n"
@@ -150,7 +150,7 @@ START_TEST(every_failing_malloc_in_the_rule_check_fails_the_load)
 END_TEST
 
 /* The replacement does fail: the Nth call returns NULL. */
-START_TEST(the_nth_malloc_fails)
+CRMM_TEST_IN("malloc_failure", the_nth_malloc_fails)
 {
     malloc_fail_arm(2);
     void *a = malloc(16), *b = malloc(16), *c = malloc(16);
@@ -166,11 +166,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("malloc_failure");
-    TCase *tc = crmm_test_tcase(s, "malloc_failure", 600);
-    tcase_add_test(tc, the_nth_malloc_fails);
-    tcase_add_test(tc, every_failing_malloc_in_a_config_load_is_survived);
-    tcase_add_test(tc, every_failing_malloc_in_the_rule_check_fails_the_load);
-    tcase_add_loop_test(tc, every_failing_malloc_is_survived, 0, (int)NSTACKS + 1);
+    tcase_add_loop_test(crmm_test_tcase(s, "malloc_failure", 600), every_failing_malloc_is_survived, 0, (int)NSTACKS + 1);
     return crmm_test_run(s);
 }
 #else

@@ -77,7 +77,7 @@ static const char per_device_config[] =
     "[resource.b]\nplugin = arena\nupstream = gpu\narena_size = 64MiB\n"
     "[device.0]\nresource = a\n[device.1]\nresource = b\n";
 
-START_TEST(config_gives_each_device_its_chain)
+CRMM_TEST(config_gives_each_device_its_chain)
 {
     ck_assert_crmm_ok(crmm_init(crmm_test_write_file("crmm.ini", per_device_config)));
     ck_assert_cuda(cudaSetDevice(0));
@@ -276,7 +276,7 @@ static crmm_resource *create_on_device(int device, const char *plugin, const cha
     return mr;
 }
 
-START_TEST(pools_and_arenas_of_both_devices_from_eight_threads)
+CRMM_TEST(pools_and_arenas_of_both_devices_from_eight_threads)
 {
     crmm_resource *mr[RESOURCES] = {
         create_on_device(0, "pool", "initial_size=256MiB"),
@@ -365,7 +365,7 @@ static void expect_buffer_pattern(const crmm_device_buffer *buf, unsigned seed, 
     free(got);
 }
 
-START_TEST(copy_between_devices)
+CRMM_TEST(copy_between_devices)
 {
     enable_peer_access_if_possible();
     const size_t n = 8 * MiB + 3;
@@ -453,7 +453,7 @@ static void buffer_round_trip_on_device_1(crmm_resource *mr, unsigned seed)
     expect_current(0, "destroying a buffer of device 1");
 }
 
-START_TEST(device_1_work_keeps_device_0_current)
+CRMM_TEST(device_1_work_keeps_device_0_current)
 {
     ck_assert_cuda(cudaSetDevice(0));
     crmm_config *cfg;
@@ -506,13 +506,5 @@ int main(void)
     int rc = crmm_test_gpu_gate(2);
     if (rc)
         return rc;
-    Suite *s = suite_create("multi_gpu_2gpu");
-    TCase *tc = tcase_create("two_devices");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, config_gives_each_device_its_chain);
-    tcase_add_test(tc, pools_and_arenas_of_both_devices_from_eight_threads);
-    tcase_add_test(tc, copy_between_devices);
-    tcase_add_test(tc, device_1_work_keeps_device_0_current);
-    suite_add_tcase(s, tc);
-    return crmm_test_run(s);
+    return crmm_test_main("multi_gpu_2gpu", CRMM_TEST_GPU_TIMEOUT);
 }

@@ -37,7 +37,7 @@ static const struct { const char *text; uint64_t bytes; } good_sizes[] = {
     {"1.0000000001KiB", 1024},
 };
 
-START_TEST(test_size_good)
+CRMM_LOOP_TEST_IN("sizes", test_size_good, (int)(sizeof good_sizes / sizeof good_sizes[0]))
 {
     uint64_t v = 12345;
     double pct = -1;
@@ -82,7 +82,7 @@ static const struct { const char *text, *message; } bad_sizes[] = {
     {"-5%", "negative"},
 };
 
-START_TEST(test_size_bad)
+CRMM_LOOP_TEST_IN("sizes", test_size_bad, (int)(sizeof bad_sizes / sizeof bad_sizes[0]))
 {
     uint64_t v = 12345;
     double pct = -1;
@@ -94,7 +94,7 @@ START_TEST(test_size_bad)
 }
 END_TEST
 
-START_TEST(test_size_percent)
+CRMM_TEST_IN("sizes", test_size_percent)
 {
     uint64_t v = 0;
     double pct = 0;
@@ -166,7 +166,7 @@ static paramtest_values paramtest(const char *params, int over_host)
     return v;
 }
 
-START_TEST(test_params_defaults)
+CRMM_TEST_IN("params", test_params_defaults)
 {
     paramtest_values v = paramtest("id=3", 0);
     ck_assert_int_eq(v.st_count, CRMM_OK);
@@ -196,7 +196,7 @@ START_TEST(test_params_defaults)
 }
 END_TEST
 
-START_TEST(test_params_typed_values)
+CRMM_TEST_IN("params", test_params_typed_values)
 {
     paramtest_values v = paramtest("id=0x10 count=42 limit=64KiB enabled=yes label=hello mode=debug ratio=0.25", 1);
     ck_assert_uint_eq(v.id, 16);
@@ -225,7 +225,7 @@ START_TEST(test_params_typed_values)
 }
 END_TEST
 
-START_TEST(test_params_bool_forms)
+CRMM_TEST_IN("params", test_params_bool_forms)
 {
     static const struct { const char *text; bool value; } forms[] = {
         {"true", true}, {"TRUE", true}, {"yes", true}, {"On", true}, {"1", true},
@@ -240,7 +240,7 @@ START_TEST(test_params_bool_forms)
 }
 END_TEST
 
-START_TEST(test_params_percent_size)
+CRMM_TEST_IN("params_percent", test_params_percent_size)
 {
     /* a percentage is accepted when parsed and resolved against the device at create time */
     crmm_resource *mr = NULL;
@@ -304,7 +304,7 @@ static const struct { const char *plugin, *params; int upstream; crmm_status st;
     {"../host", "", 0, CRMM_ERROR_PLUGIN, "is relative"},
 };
 
-START_TEST(test_params_bad)
+CRMM_LOOP_TEST_IN("params", test_params_bad, (int)(sizeof bad_params / sizeof bad_params[0]))
 {
     crmm_resource *mr = NULL;
     crmm_status st = crmm_resource_create(bad_params[_i].plugin, bad_params[_i].params,
@@ -319,7 +319,7 @@ START_TEST(test_params_bad)
 }
 END_TEST
 
-START_TEST(test_params_template_over_host)
+CRMM_TEST_IN("params", test_params_template_over_host)
 {
     crmm_resource *t = NULL;
     ck_assert_crmm_ok(crmm_resource_create("template", "tag=5", host, &t));
@@ -339,7 +339,7 @@ START_TEST(test_params_template_over_host)
 }
 END_TEST
 
-START_TEST(test_params_null_arguments)
+CRMM_TEST_IN("params", test_params_null_arguments)
 {
     crmm_resource *mr = NULL;
     ck_assert_crmm(crmm_resource_create(NULL, "", NULL, &mr), CRMM_ERROR_INVALID_ARGUMENT);
@@ -356,7 +356,7 @@ END_TEST
 
 /* ---- plugin helpers ------------------------------------------------------------------------ */
 
-START_TEST(test_param_type_names)
+CRMM_TEST_IN("plugin_helpers", test_param_type_names)
 {
     ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_SIZE), "size");
     ck_assert_str_eq(crmm_param_type_name(CRMM_PARAM_UINT), "uint");
@@ -369,7 +369,7 @@ START_TEST(test_param_type_names)
 }
 END_TEST
 
-START_TEST(test_expand_file_name)
+CRMM_TEST_IN("plugin_helpers", test_expand_file_name)
 {
     char out[256], want[256];
     long pid = (long)getpid();
@@ -393,7 +393,7 @@ START_TEST(test_expand_file_name)
 }
 END_TEST
 
-START_TEST(test_expand_file_name_bad)
+CRMM_TEST_IN("plugin_helpers", test_expand_file_name_bad)
 {
     char out[64];
     /* another % sequence: a config error naming the pattern and the sequence */
@@ -418,7 +418,7 @@ END_TEST
 
 /* A directory made by a process goes when that process exits, with what it holds (also a
  * sub-directory without write permission); one made by its parent stays. */
-START_TEST(test_tmpdirs_go_with_their_maker)
+CRMM_TEST_IN("test_support", test_tmpdirs_go_with_their_maker)
 {
     char *mine = crmm_test_tmpdir();
     ck_assert_ptr_nonnull(mine);
@@ -459,30 +459,16 @@ int main(void)
     Suite *s = suite_create("params");
 
     TCase *tc = crmm_test_tcase(s, "sizes", 0);
-    tcase_add_loop_test(tc, test_size_good, 0, (int)(sizeof good_sizes / sizeof good_sizes[0]));
-    tcase_add_loop_test(tc, test_size_bad, 0, (int)(sizeof bad_sizes / sizeof bad_sizes[0]));
-    tcase_add_test(tc, test_size_percent);
 
     tc = crmm_test_tcase(s, "params", 0);
     tcase_add_checked_fixture(tc, host_setup, host_teardown);
-    tcase_add_test(tc, test_params_defaults);
-    tcase_add_test(tc, test_params_typed_values);
-    tcase_add_test(tc, test_params_bool_forms);
-    tcase_add_loop_test(tc, test_params_bad, 0, (int)(sizeof bad_params / sizeof bad_params[0]));
-    tcase_add_test(tc, test_params_template_over_host);
-    tcase_add_test(tc, test_params_null_arguments);
 
     tc = crmm_test_tcase(s, "test_support", 0);
-    tcase_add_test(tc, test_tmpdirs_go_with_their_maker);
 
     tc = crmm_test_tcase(s, "plugin_helpers", 0);
-    tcase_add_test(tc, test_param_type_names);
-    tcase_add_test(tc, test_expand_file_name);
-    tcase_add_test(tc, test_expand_file_name_bad);
 
     /* its own case: on a machine with a GPU it creates a CUDA context */
     tc = crmm_test_tcase(s, "params_percent", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, test_params_percent_size);
 
     return crmm_test_run(s);
 }

@@ -18,7 +18,7 @@ static const crmm_test_chain pool_chains[] = {
 
 /* ---- creation and parameters ------------------------------------------------------------- */
 
-START_TEST(initial_size_is_taken_at_creation)
+CRMM_TEST_IN("pool_params", initial_size_is_taken_at_creation)
 {
     crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
     ck_assert_str_eq(crmm_resource_kind(p), "pool");
@@ -39,7 +39,7 @@ START_TEST(initial_size_is_taken_at_creation)
 }
 END_TEST
 
-START_TEST(sizes_are_rounded_up_with_a_note)
+CRMM_TEST_IN("pool_params", sizes_are_rounded_up_with_a_note)
 {
     const char *log = capture_log();
     crmm_resource *p = make_pool("initial_size=1000, maximum_size=5000", host_upstream());
@@ -78,7 +78,7 @@ static const struct bad_params {
     {"initial_size=1MiB stream_reuse=SYNC", "sync|event"},
 };
 
-START_TEST(bad_params_are_refused)
+CRMM_LOOP_TEST_IN("pool_params", bad_params_are_refused, (int)(sizeof bad_params / sizeof bad_params[0]))
 {
     const struct bad_params *b = &bad_params[_i];
     crmm_resource *h = host_upstream();
@@ -93,7 +93,7 @@ START_TEST(bad_params_are_refused)
 }
 END_TEST
 
-START_TEST(initial_size_larger_than_upstream_is_refused)
+CRMM_TEST_IN("pool_params", initial_size_larger_than_upstream_is_refused)
 {
     crmm_resource *h = host_upstream();
     crmm_resource *p = NULL;
@@ -105,7 +105,7 @@ START_TEST(initial_size_larger_than_upstream_is_refused)
 }
 END_TEST
 
-START_TEST(pool_from_a_config_file)
+CRMM_TEST_IN("pool_params", pool_from_a_config_file)
 {
     crmm_config *cfg;
     ck_assert_crmm_ok(crmm_config_load_string("[resource.h]\nplugin = host\n[resource.main]\nplugin = pool\nupstream = h\n"
@@ -134,7 +134,7 @@ END_TEST
 
 /* ---- figures ----------------------------------------------------------------------------- */
 
-START_TEST(queries_follow_a_known_sequence)
+CRMM_TEST_IN("pool_blocks", queries_follow_a_known_sequence)
 {
     crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
     void *a = alloc(p, 1000), *b = alloc(p, 3000);
@@ -171,7 +171,7 @@ START_TEST(queries_follow_a_known_sequence)
 }
 END_TEST
 
-START_TEST(freed_neighbours_merge_in_any_order)
+CRMM_TEST_IN("pool_blocks", freed_neighbours_merge_in_any_order)
 {
     crmm_resource *p = make_pool("initial_size=64KiB maximum_size=64KiB", host_upstream());
     enum { N = 64 };
@@ -196,7 +196,7 @@ START_TEST(freed_neighbours_merge_in_any_order)
 }
 END_TEST
 
-START_TEST(a_block_in_the_size_class_itself_is_found)
+CRMM_TEST_IN("pool_blocks", a_block_in_the_size_class_itself_is_found)
 {
     /* The fast search skips the request's own class (not every block there fits). With the
      * maximum reached, the only free block is in that class and fits: it must be found. */
@@ -210,7 +210,7 @@ START_TEST(a_block_in_the_size_class_itself_is_found)
 }
 END_TEST
 
-START_TEST(a_freed_block_of_the_size_is_reused_before_a_larger_one_is_split)
+CRMM_TEST_IN("pool_blocks", a_freed_block_of_the_size_is_reused_before_a_larger_one_is_split)
 {
     /* 401 units of 256 B lie between class boundaries (400 and 408). A block of exactly that
      * size freed a moment ago is taken again, before the larger free tail is split: training
@@ -236,7 +236,7 @@ END_TEST
 
 /* ---- chunks -------------------------------------------------------------------------------- */
 
-START_TEST(adjacent_upstream_blocks_never_merge)
+CRMM_TEST_IN("pool_growth", adjacent_upstream_blocks_never_merge)
 {
     script_upstream *u = script_new(8 * MiB, 0);
     crmm_resource *p = make_pool("initial_size=1MiB", &u->base);
@@ -260,7 +260,7 @@ START_TEST(adjacent_upstream_blocks_never_merge)
 }
 END_TEST
 
-START_TEST(trim_returns_wholly_free_chunks)
+CRMM_TEST_IN("pool_growth", trim_returns_wholly_free_chunks)
 {
     script_upstream *u = script_new(16 * MiB, 0);
     crmm_resource_retain(&u->base); /* keep it to read its counts after the pool is gone */
@@ -298,7 +298,7 @@ START_TEST(trim_returns_wholly_free_chunks)
 }
 END_TEST
 
-START_TEST(destroy_returns_memory_and_reports_leaks)
+CRMM_TEST_IN("pool_growth", destroy_returns_memory_and_reports_leaks)
 {
     const char *log = capture_log();
     crmm_resource *h = host_upstream();
@@ -319,7 +319,7 @@ END_TEST
 
 /* ---- bad pointers -------------------------------------------------------------------------- */
 
-START_TEST(bad_pointers_are_refused_and_change_nothing)
+CRMM_TEST_IN("pool_blocks", bad_pointers_are_refused_and_change_nothing)
 {
     crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
     void *a = alloc(p, 4096), *b = alloc(p, 4096);
@@ -355,7 +355,7 @@ START_TEST(bad_pointers_are_refused_and_change_nothing)
 }
 END_TEST
 
-START_TEST(control_ops)
+CRMM_TEST_IN("pool_blocks", control_ops)
 {
     crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
     /* over host memory there are no streams to forget */
@@ -373,7 +373,7 @@ END_TEST
 /* Resetting the peaks sets each to its current figure; later use raises them again. The block
  * bytes count requests rounded up to 256. A pool over host memory makes no device call: its
  * device counters stay 0. */
-START_TEST(peaks_reset_to_the_current_figures)
+CRMM_TEST_IN("pool_blocks", peaks_reset_to_the_current_figures)
 {
     crmm_resource *p = make_pool("initial_size=0", host_upstream());
     void *a = alloc(p, 1000), *b = alloc(p, 3 << 20);
@@ -414,29 +414,11 @@ int main(void)
     Suite *s = suite_create("pool");
     crmm_conformance_add(s, pool_chains, (int)(sizeof pool_chains / sizeof pool_chains[0]));
 
-    TCase *tc = tcase_create("pool_params");
-    tcase_add_test(tc, initial_size_is_taken_at_creation);
-    tcase_add_test(tc, sizes_are_rounded_up_with_a_note);
-    tcase_add_loop_test(tc, bad_params_are_refused, 0, (int)(sizeof bad_params / sizeof bad_params[0]));
-    tcase_add_test(tc, initial_size_larger_than_upstream_is_refused);
-    tcase_add_test(tc, pool_from_a_config_file);
-    suite_add_tcase(s, tc);
+    crmm_test_tcase(s, "pool_params", 0);
 
-    tc = tcase_create("pool_blocks");
-    tcase_add_test(tc, queries_follow_a_known_sequence);
-    tcase_add_test(tc, freed_neighbours_merge_in_any_order);
-    tcase_add_test(tc, a_block_in_the_size_class_itself_is_found);
-    tcase_add_test(tc, a_freed_block_of_the_size_is_reused_before_a_larger_one_is_split);
-    tcase_add_test(tc, bad_pointers_are_refused_and_change_nothing);
-    tcase_add_test(tc, control_ops);
-    tcase_add_test(tc, peaks_reset_to_the_current_figures);
-    suite_add_tcase(s, tc);
+    crmm_test_tcase(s, "pool_blocks", 0);
 
-    tc = tcase_create("pool_growth");
-    tcase_add_test(tc, adjacent_upstream_blocks_never_merge);
-    tcase_add_test(tc, trim_returns_wholly_free_chunks);
-    tcase_add_test(tc, destroy_returns_memory_and_reports_leaks);
-    suite_add_tcase(s, tc);
+    crmm_test_tcase(s, "pool_growth", 0);
 
     return crmm_test_run(s);
 }

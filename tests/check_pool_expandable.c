@@ -5,7 +5,7 @@
 #include "build_config.h"
 #include "pool_expandable_test.h"
 
-START_TEST(it_maps_what_it_needs_and_never_asks_the_upstream)
+CRMM_TEST_IN("pool_expandable", it_maps_what_it_needs_and_never_asks_the_upstream)
 {
     p = expandable_pool("");
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0); /* starts empty */
@@ -22,7 +22,7 @@ START_TEST(it_maps_what_it_needs_and_never_asks_the_upstream)
 }
 END_TEST
 
-START_TEST(free_blocks_merge_across_growth_steps)
+CRMM_TEST_IN("pool_expandable", free_blocks_merge_across_growth_steps)
 {
     p = expandable_pool("");
     unsigned char *a = alloc(p, PAGE), *b = alloc(p, PAGE), *c = alloc(p, PAGE);
@@ -38,7 +38,7 @@ END_TEST
 
 /* A free with another size than the one asked for is refused: nothing is unmapped or merged,
  * the block stays live, and its right free works. */
-START_TEST(a_wrong_size_is_refused)
+CRMM_TEST_IN("pool_expandable", a_wrong_size_is_refused)
 {
     p = expandable_pool("");
     unsigned char *a = alloc(p, 100 * KiB);
@@ -54,7 +54,7 @@ START_TEST(a_wrong_size_is_refused)
 }
 END_TEST
 
-START_TEST(growth_joins_the_free_block_below)
+CRMM_TEST_IN("pool_expandable", growth_joins_the_free_block_below)
 {
     p = expandable_pool("");
     unsigned char *a = alloc(p, PAGE / 2);
@@ -66,7 +66,7 @@ START_TEST(growth_joins_the_free_block_below)
 }
 END_TEST
 
-START_TEST(growth_maps_freed_pages_again_instead_of_new_memory)
+CRMM_TEST_IN("pool_expandable", growth_maps_freed_pages_again_instead_of_new_memory)
 {
     p = expandable_pool("");
     unsigned char *x = alloc(p, 3 * PAGE), *y = alloc(p, PAGE);
@@ -84,7 +84,7 @@ START_TEST(growth_maps_freed_pages_again_instead_of_new_memory)
 }
 END_TEST
 
-START_TEST(growth_below_the_high_water_mark_does_not_wait)
+CRMM_TEST_IN("pool_expandable", growth_below_the_high_water_mark_does_not_wait)
 {
     p = expandable_pool("");
     unsigned char *a = alloc(p, 2 * PAGE), *b = alloc(p, 2 * PAGE); /* the mark: 4 pages */
@@ -104,7 +104,7 @@ START_TEST(growth_below_the_high_water_mark_does_not_wait)
 }
 END_TEST
 
-START_TEST(growth_past_the_mark_moves_only_the_pages_it_needs)
+CRMM_TEST_IN("pool_expandable", growth_past_the_mark_moves_only_the_pages_it_needs)
 {
     p = expandable_pool("");
     unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE); /* mark: 6 */
@@ -127,7 +127,7 @@ START_TEST(growth_past_the_mark_moves_only_the_pages_it_needs)
 }
 END_TEST
 
-START_TEST(growth_within_the_slack_above_the_mark_does_not_wait)
+CRMM_TEST_IN("pool_expandable", growth_within_the_slack_above_the_mark_does_not_wait)
 {
     p = expandable_pool("");
     unsigned char *a = alloc(p, 31 * PAGE), *b = alloc(p, PAGE); /* mark: 32 pages, slack: 1 page */
@@ -161,7 +161,7 @@ static void replay_training(void)
     dealloc(p, model, 20 * PAGE);
 }
 
-START_TEST(pages_move_once_per_mark)
+CRMM_TEST_IN("pool_expandable", pages_move_once_per_mark)
 {
     p = expandable_pool("");
     replay_training();
@@ -180,7 +180,7 @@ START_TEST(pages_move_once_per_mark)
 }
 END_TEST
 
-START_TEST(release_threshold_keeps_free_pages)
+CRMM_TEST_IN("pool_expandable", release_threshold_keeps_free_pages)
 {
     p = expandable_pool("release_threshold=192KiB"); /* 3 pages */
     unsigned char *x = alloc(p, 3 * PAGE), *y = alloc(p, PAGE);
@@ -198,7 +198,7 @@ START_TEST(release_threshold_keeps_free_pages)
 }
 END_TEST
 
-START_TEST(trim_gives_every_free_page_back)
+CRMM_TEST_IN("pool_expandable", trim_gives_every_free_page_back)
 {
     p = expandable_pool("");
     unsigned char *a = alloc(p, 5 * PAGE + 100), *b = alloc(p, 2 * PAGE);
@@ -225,7 +225,7 @@ START_TEST(trim_gives_every_free_page_back)
 }
 END_TEST
 
-START_TEST(initial_size_is_mapped_at_creation_and_kept)
+CRMM_TEST_IN("pool_expandable", initial_size_is_mapped_at_creation_and_kept)
 {
     p = expandable_pool("initial_size=256KiB"); /* 4 pages */
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * PAGE);
@@ -237,7 +237,7 @@ START_TEST(initial_size_is_mapped_at_creation_and_kept)
 }
 END_TEST
 
-START_TEST(maximum_size_bounds_what_it_maps)
+CRMM_TEST_IN("pool_expandable", maximum_size_bounds_what_it_maps)
 {
     p = expandable_pool("maximum_size=256KiB"); /* 4 pages */
     unsigned char *a = alloc(p, 3 * PAGE);
@@ -252,7 +252,7 @@ START_TEST(maximum_size_bounds_what_it_maps)
 }
 END_TEST
 
-START_TEST(out_of_device_memory_gives_free_pages_back_and_retries)
+CRMM_TEST_IN("pool_expandable", out_of_device_memory_gives_free_pages_back_and_retries)
 {
     /* a release threshold that would keep the free pages: only running out of memory frees them */
     p = expandable_pool("release_threshold=4MiB"); /* 64 pages */
@@ -275,7 +275,7 @@ START_TEST(out_of_device_memory_gives_free_pages_back_and_retries)
 }
 END_TEST
 
-START_TEST(a_huge_request_is_out_of_memory)
+CRMM_TEST_IN("pool_expandable", a_huge_request_is_out_of_memory)
 {
     p = expandable_pool("");
     void *x = (void *)1;
@@ -294,23 +294,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_expandable");
-    TCase *tc = tcase_create("pool_expandable");
+    TCase *tc = crmm_test_tcase(s, "pool_expandable", 0);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, it_maps_what_it_needs_and_never_asks_the_upstream);
-    tcase_add_test(tc, free_blocks_merge_across_growth_steps);
-    tcase_add_test(tc, a_wrong_size_is_refused);
-    tcase_add_test(tc, growth_joins_the_free_block_below);
-    tcase_add_test(tc, growth_maps_freed_pages_again_instead_of_new_memory);
-    tcase_add_test(tc, growth_below_the_high_water_mark_does_not_wait);
-    tcase_add_test(tc, growth_past_the_mark_moves_only_the_pages_it_needs);
-    tcase_add_test(tc, growth_within_the_slack_above_the_mark_does_not_wait);
-    tcase_add_test(tc, pages_move_once_per_mark);
-    tcase_add_test(tc, release_threshold_keeps_free_pages);
-    tcase_add_test(tc, trim_gives_every_free_page_back);
-    tcase_add_test(tc, initial_size_is_mapped_at_creation_and_kept);
-    tcase_add_test(tc, maximum_size_bounds_what_it_maps);
-    tcase_add_test(tc, out_of_device_memory_gives_free_pages_back_and_retries);
-    tcase_add_test(tc, a_huge_request_is_out_of_memory);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

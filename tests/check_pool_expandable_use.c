@@ -5,7 +5,7 @@
 #include "churn_support.h"
 #include "pool_expandable_test.h"
 
-START_TEST(destroy_unmaps_and_frees_everything)
+CRMM_TEST_IN("pool_expandable", destroy_unmaps_and_frees_everything)
 {
     p = expandable_pool("");
     unsigned char *a = alloc(p, 3 * PAGE);
@@ -24,7 +24,7 @@ START_TEST(destroy_unmaps_and_frees_everything)
 }
 END_TEST
 
-START_TEST(bad_frees_are_refused)
+CRMM_TEST_IN("pool_expandable", bad_frees_are_refused)
 {
     p = expandable_pool("");
     unsigned char *a = alloc(p, 1000);
@@ -39,7 +39,7 @@ START_TEST(bad_frees_are_refused)
 }
 END_TEST
 
-START_TEST(another_streams_free_memory_is_not_used_without_a_wait)
+CRMM_TEST_IN("pool_expandable", another_streams_free_memory_is_not_used_without_a_wait)
 {
     p = expandable_pool("release_threshold=1TiB"); /* no release: growth only */
     cudaStream_t s = stream_n(0), t = stream_n(1);
@@ -60,7 +60,7 @@ START_TEST(another_streams_free_memory_is_not_used_without_a_wait)
 }
 END_TEST
 
-START_TEST(memory_keeps_its_content_and_the_books_stay_exact)
+CRMM_TEST_IN("pool_expandable", memory_keeps_its_content_and_the_books_stay_exact)
 {
     /* a random mix of sizes on two streams, with trims, checking every block's bytes */
     p = expandable_pool("");
@@ -98,7 +98,7 @@ START_TEST(memory_keeps_its_content_and_the_books_stay_exact)
 }
 END_TEST
 
-START_TEST(threads_on_their_own_streams)
+CRMM_TEST_IN("pool_expandable", threads_on_their_own_streams)
 {
     p = expandable_pool("");
     pthread_t th[4];
@@ -123,7 +123,7 @@ static void *allocate_one_page(void *arg)
     return crmm_resource_allocate(arg, PAGE, NULL, &x) == CRMM_OK ? x : NULL;
 }
 
-START_TEST(under_threads_growth_takes_a_step_and_never_waits)
+CRMM_TEST_IN("pool_expandable", under_threads_growth_takes_a_step_and_never_waits)
 {
     p = expandable_pool("thread_cache=on");
     unsigned char *base = alloc(p, 64 * PAGE); /* one thread so far: exactly what it needs */
@@ -179,7 +179,7 @@ static void *fill_and_cache(void *arg)
     return NULL;
 }
 
-START_TEST(cached_pages_serve_a_growth_at_the_maximum)
+CRMM_TEST_IN("pool_expandable", cached_pages_serve_a_growth_at_the_maximum)
 {
     /* the pool is at its maximum, another thread's cache holds 31 of its 64 pages (less than
      * half: a growth leaves that cache alone) in one-page pieces: a request of 8 pages must get
@@ -225,21 +225,21 @@ static void check_fallback(const char *why)
     dealloc(p, a, 2 * MiB);
 }
 
-START_TEST(without_the_driver_api_it_grows_from_upstream)
+CRMM_TEST_IN("pool_expandable", without_the_driver_api_it_grows_from_upstream)
 {
     fake_vmm.lookups_fail = 1;
     check_fallback("the CUDA driver has no cuMem");
 }
 END_TEST
 
-START_TEST(on_a_device_without_virtual_memory_it_grows_from_upstream)
+CRMM_TEST_IN("pool_expandable", on_a_device_without_virtual_memory_it_grows_from_upstream)
 {
     fake_vmm.vmm_unsupported = 1;
     check_fallback("does not support the CUDA virtual memory API");
 }
 END_TEST
 
-START_TEST(over_host_memory_it_grows_from_upstream)
+CRMM_TEST_IN("pool_expandable", over_host_memory_it_grows_from_upstream)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     crmm_test_log_capture_begin();
@@ -256,7 +256,7 @@ START_TEST(over_host_memory_it_grows_from_upstream)
 }
 END_TEST
 
-START_TEST(bad_parameters_are_refused)
+CRMM_TEST_IN("pool_expandable", bad_parameters_are_refused)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     ck_assert_crmm(crmm_resource_create("pool", "expandable=maybe initial_size=1MiB", host, &p), CRMM_ERROR_CONFIG);
@@ -269,19 +269,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_expandable_use");
-    TCase *tc = tcase_create("pool_expandable");
+    TCase *tc = crmm_test_tcase(s, "pool_expandable", 0);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, destroy_unmaps_and_frees_everything);
-    tcase_add_test(tc, bad_frees_are_refused);
-    tcase_add_test(tc, another_streams_free_memory_is_not_used_without_a_wait);
-    tcase_add_test(tc, memory_keeps_its_content_and_the_books_stay_exact);
-    tcase_add_test(tc, threads_on_their_own_streams);
-    tcase_add_test(tc, under_threads_growth_takes_a_step_and_never_waits);
-    tcase_add_test(tc, cached_pages_serve_a_growth_at_the_maximum);
-    tcase_add_test(tc, without_the_driver_api_it_grows_from_upstream);
-    tcase_add_test(tc, on_a_device_without_virtual_memory_it_grows_from_upstream);
-    tcase_add_test(tc, over_host_memory_it_grows_from_upstream);
-    tcase_add_test(tc, bad_parameters_are_refused);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

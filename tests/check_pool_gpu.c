@@ -148,7 +148,7 @@ START_TEST(another_stream_waits_for_the_free)
 }
 END_TEST
 
-START_TEST(same_stream_reuses_at_once)
+CRMM_TEST_IN("pool_streams", same_stream_reuses_at_once)
 {
     crmm_resource *p = gpu_pool("initial_size=64MiB");
     cudaStream_t s = new_stream();
@@ -173,7 +173,7 @@ START_TEST(same_stream_reuses_at_once)
 }
 END_TEST
 
-START_TEST(a_destroyed_stream_breaks_nothing)
+CRMM_TEST_IN("pool_streams", a_destroyed_stream_breaks_nothing)
 {
     /* the default mode (sync): S's handle never reaches CUDA after S is destroyed */
     crmm_resource *p = gpu_pool("initial_size=64MiB");
@@ -307,7 +307,7 @@ END_TEST
 
 /* ---- creation, figures, trim, bad pointers --------------------------------------------------- */
 
-START_TEST(default_initial_size_is_half_the_free_memory)
+CRMM_TEST_IN("pool_over_cuda", default_initial_size_is_half_the_free_memory)
 {
     size_t free_bytes = 0, total = 0;
     ck_assert_int_eq(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
@@ -327,7 +327,7 @@ START_TEST(default_initial_size_is_half_the_free_memory)
 }
 END_TEST
 
-START_TEST(figures_and_trim_over_cuda)
+CRMM_TEST_IN("pool_over_cuda", figures_and_trim_over_cuda)
 {
     /* a statistics layer under the pool shows what the pool holds from upstream and gives back */
     crmm_resource *g = crmm_test_create("cuda", NULL, NULL);
@@ -369,7 +369,7 @@ static void fill(void *x, size_t n, unsigned char tag)
     ck_assert_int_eq(cudaMemset(x, tag, n), cudaSuccess);
 }
 
-START_TEST(expandable_maps_what_it_needs_and_keeps_data_across_growth)
+CRMM_TEST_IN("pool_expandable", expandable_maps_what_it_needs_and_keeps_data_across_growth)
 {
     crmm_resource *p = gpu_pool("expandable=true");
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
@@ -411,7 +411,7 @@ START_TEST(expandable_maps_what_it_needs_and_keeps_data_across_growth)
 }
 END_TEST
 
-START_TEST(expandable_moves_freed_pages_to_where_they_are_needed)
+CRMM_TEST_IN("pool_expandable", expandable_moves_freed_pages_to_where_they_are_needed)
 {
     /* a free hole too small for the next request: its pages are mapped again above, so the pool
      * holds no more than the live bytes (rounded to pages) */
@@ -432,7 +432,7 @@ START_TEST(expandable_moves_freed_pages_to_where_they_are_needed)
 }
 END_TEST
 
-START_TEST(expandable_out_of_memory_and_maximum)
+CRMM_TEST_IN("pool_expandable", expandable_out_of_memory_and_maximum)
 {
     crmm_resource *p = gpu_pool("expandable=true maximum_size=64MiB");
     void *x = (void *)1;
@@ -458,7 +458,7 @@ START_TEST(expandable_out_of_memory_and_maximum)
 }
 END_TEST
 
-START_TEST(bad_pointers_over_cuda)
+CRMM_TEST_IN("pool_over_cuda", bad_pointers_over_cuda)
 {
     crmm_resource *p = gpu_pool("initial_size=16MiB");
     cudaStream_t s = new_stream();
@@ -487,20 +487,12 @@ int main(void)
     TCase *tc = crmm_test_tcase(s, "pool_streams", CRMM_TEST_GPU_TIMEOUT);
     /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event, 2 and 3 the same expandable */
     tcase_add_loop_test(tc, another_stream_waits_for_the_free, SYNC, MODES);
-    tcase_add_test(tc, same_stream_reuses_at_once);
-    tcase_add_test(tc, a_destroyed_stream_breaks_nothing);
     tcase_add_loop_test(tc, a_forgotten_stream_hands_its_blocks_to_a_new_one, SYNC, MODES);
     tcase_add_loop_test(tc, per_thread_default_streams_of_two_threads, SYNC, MODES);
     tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, MODES);
 
     tc = crmm_test_tcase(s, "pool_over_cuda", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, default_initial_size_is_half_the_free_memory);
-    tcase_add_test(tc, figures_and_trim_over_cuda);
-    tcase_add_test(tc, bad_pointers_over_cuda);
 
     tc = crmm_test_tcase(s, "pool_expandable", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, expandable_maps_what_it_needs_and_keeps_data_across_growth);
-    tcase_add_test(tc, expandable_moves_freed_pages_to_where_they_are_needed);
-    tcase_add_test(tc, expandable_out_of_memory_and_maximum);
     return crmm_test_run(s);
 }

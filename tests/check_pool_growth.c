@@ -8,7 +8,7 @@
 
 /* ---- growth -------------------------------------------------------------------------------- */
 
-START_TEST(growth_doubles_without_maximum)
+CRMM_TEST_IN("pool_growth", growth_doubles_without_maximum)
 {
     script_upstream *u = script_new(64 * MiB, 0);
     crmm_resource *p = make_pool("initial_size=1MiB", &u->base);
@@ -29,7 +29,7 @@ START_TEST(growth_doubles_without_maximum)
 }
 END_TEST
 
-START_TEST(growth_takes_half_the_room_below_the_maximum)
+CRMM_TEST_IN("pool_growth", growth_takes_half_the_room_below_the_maximum)
 {
     script_upstream *u = script_new(64 * MiB, 0);
     crmm_resource *p = make_pool("initial_size=1MiB maximum_size=9MiB", &u->base);
@@ -54,7 +54,7 @@ START_TEST(growth_takes_half_the_room_below_the_maximum)
 }
 END_TEST
 
-START_TEST(growth_with_maximum_never_passes_it)
+CRMM_TEST_IN("pool_growth", growth_with_maximum_never_passes_it)
 {
     /* odd maximum; random churn; reserved never passes it, and a request that fits the room is
      * granted as long as the upstream has it */
@@ -83,7 +83,7 @@ START_TEST(growth_with_maximum_never_passes_it)
 }
 END_TEST
 
-START_TEST(growth_halves_when_the_upstream_refuses)
+CRMM_TEST_IN("pool_growth", growth_halves_when_the_upstream_refuses)
 {
     script_upstream *u = script_new(64 * MiB, 3 * MiB); /* refuses anything above 3 MiB */
     crmm_resource *p = make_pool("initial_size=3MiB", &u->base);
@@ -112,7 +112,7 @@ START_TEST(growth_halves_when_the_upstream_refuses)
 }
 END_TEST
 
-START_TEST(one_pib_names_the_sizes)
+CRMM_TEST_IN("pool_growth", one_pib_names_the_sizes)
 {
     crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
     void *x = (void *)0x1;
@@ -133,7 +133,7 @@ START_TEST(one_pib_names_the_sizes)
 }
 END_TEST
 
-START_TEST(zero_initial_size_grows_on_demand)
+CRMM_TEST_IN("pool_growth", zero_initial_size_grows_on_demand)
 {
     script_upstream *u = script_new(16 * MiB, 0);
     crmm_resource *p = make_pool("initial_size=0", &u->base);
@@ -149,7 +149,7 @@ START_TEST(zero_initial_size_grows_on_demand)
 }
 END_TEST
 
-START_TEST(growth_right_when_block_records_run_out)
+CRMM_TEST_IN("pool_growth", growth_right_when_block_records_run_out)
 {
     /* Block records come in slabs; each split takes one. Grow the pool at every count of spare
      * records around a slab's size, so that growth meets an empty spare list at least once. */
@@ -174,7 +174,7 @@ END_TEST
 
 typedef struct live_block { uintptr_t p; size_t n; unsigned char tag; } live_block;
 
-START_TEST(random_use_keeps_the_books)
+CRMM_TEST_IN("pool_blocks", random_use_keeps_the_books)
 {
     crmm_resource *p = make_pool("initial_size=512KiB", host_upstream());
     enum { LIVE = 300 };
@@ -233,7 +233,7 @@ static int stress_ops(void)
     return churn_stress_steps();
 }
 
-START_TEST(eight_threads_stress)
+CRMM_TEST_IN("pool_stress", eight_threads_stress)
 {
     crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
     enum { T = 8 };
@@ -264,23 +264,10 @@ int main(void)
 {
     Suite *s = suite_create("pool_growth");
 
-    TCase *tc = tcase_create("pool_blocks");
-    tcase_add_test(tc, random_use_keeps_the_books);
-    suite_add_tcase(s, tc);
+    crmm_test_tcase(s, "pool_blocks", 0);
 
-    tc = tcase_create("pool_growth");
-    tcase_add_test(tc, growth_doubles_without_maximum);
-    tcase_add_test(tc, growth_takes_half_the_room_below_the_maximum);
-    tcase_add_test(tc, growth_with_maximum_never_passes_it);
-    tcase_add_test(tc, growth_halves_when_the_upstream_refuses);
-    tcase_add_test(tc, one_pib_names_the_sizes);
-    tcase_add_test(tc, zero_initial_size_grows_on_demand);
-    tcase_add_test(tc, growth_right_when_block_records_run_out);
-    suite_add_tcase(s, tc);
+    crmm_test_tcase(s, "pool_growth", 0);
 
-    tc = tcase_create("pool_stress");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, eight_threads_stress);
-    suite_add_tcase(s, tc);
+    crmm_test_tcase(s, "pool_stress", 120);
     return crmm_test_run(s);
 }

@@ -36,7 +36,7 @@ static void expect(int syncs, int queries, int unmaps, int creates, size_t reser
     books_agree(p);
 }
 
-START_TEST(wait_synchronizes_and_moves)
+CRMM_TEST_IN("page_moves", wait_synchronizes_and_moves)
 {
     p = expandable_pool("page_moves=wait");
     unsigned char *a, *b, *c, *z = grow_past_the_mark(&a, &b, &c);
@@ -45,7 +45,7 @@ START_TEST(wait_synchronizes_and_moves)
 }
 END_TEST
 
-START_TEST(idle_moves_without_synchronizing_when_the_streams_are_idle)
+CRMM_TEST_IN("page_moves", idle_moves_without_synchronizing_when_the_streams_are_idle)
 {
     p = expandable_pool("page_moves=idle");
     unsigned char *a, *b, *c;
@@ -57,7 +57,7 @@ START_TEST(idle_moves_without_synchronizing_when_the_streams_are_idle)
 }
 END_TEST
 
-START_TEST(idle_maps_new_pages_while_busy_and_moves_them_when_idle)
+CRMM_TEST_IN("page_moves", idle_maps_new_pages_while_busy_and_moves_them_when_idle)
 {
     p = expandable_pool("page_moves=idle");
     fake_vmm.streams_busy = 1;
@@ -72,7 +72,7 @@ START_TEST(idle_maps_new_pages_while_busy_and_moves_them_when_idle)
 }
 END_TEST
 
-START_TEST(idle_never_asks_a_stream_it_cannot_know_is_alive)
+CRMM_TEST_IN("page_moves", idle_never_asks_a_stream_it_cannot_know_is_alive)
 {
     p = expandable_pool("page_moves=idle");
     unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
@@ -86,7 +86,7 @@ START_TEST(idle_never_asks_a_stream_it_cannot_know_is_alive)
 }
 END_TEST
 
-START_TEST(never_maps_new_pages_and_gives_free_ones_back_at_trim)
+CRMM_TEST_IN("page_moves", never_maps_new_pages_and_gives_free_ones_back_at_trim)
 {
     p = expandable_pool("page_moves=never");
     unsigned char *a, *b, *c, *z = grow_past_the_mark(&a, &b, &c);
@@ -97,7 +97,7 @@ START_TEST(never_maps_new_pages_and_gives_free_ones_back_at_trim)
 }
 END_TEST
 
-START_TEST(never_still_gives_free_pages_back_before_out_of_memory)
+CRMM_TEST_IN("page_moves", never_still_gives_free_pages_back_before_out_of_memory)
 {
     p = expandable_pool("page_moves=never maximum_size=6MiB");
     unsigned char *a = alloc(p, 90 * PAGE), *b = alloc(p, PAGE);
@@ -111,7 +111,7 @@ START_TEST(never_still_gives_free_pages_back_before_out_of_memory)
 }
 END_TEST
 
-START_TEST(an_unknown_choice_is_refused)
+CRMM_TEST_IN("page_moves", an_unknown_choice_is_refused)
 {
     ck_assert_crmm(fake_vmm_expandable_pool("page_moves=sometimes", &p), CRMM_ERROR_CONFIG);
     ck_assert_ptr_null(p);
@@ -124,12 +124,5 @@ int main(void)
     Suite *s = suite_create("pool_page_moves");
     TCase *tc = crmm_test_tcase(s, "page_moves", 0);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, wait_synchronizes_and_moves);
-    tcase_add_test(tc, idle_moves_without_synchronizing_when_the_streams_are_idle);
-    tcase_add_test(tc, idle_maps_new_pages_while_busy_and_moves_them_when_idle);
-    tcase_add_test(tc, idle_never_asks_a_stream_it_cannot_know_is_alive);
-    tcase_add_test(tc, never_maps_new_pages_and_gives_free_ones_back_at_trim);
-    tcase_add_test(tc, never_still_gives_free_pages_back_before_out_of_memory);
-    tcase_add_test(tc, an_unknown_choice_is_refused);
     return crmm_test_run(s);
 }

@@ -41,7 +41,7 @@ static crmm_resource *run_trace(const char *params, unsigned requests, unsigned 
 
 /* After the first requests have set the pool's size, decoding never waits for the device, unmaps
  * or releases: every token is served from pages the pool holds or maps. */
-START_TEST(decode_steps_never_wait_for_the_device)
+CRMM_TEST_IN("pool_serving", decode_steps_never_wait_for_the_device)
 {
     for (unsigned seed = 1; seed <= 3; seed++) {
         setup();
@@ -58,7 +58,7 @@ END_TEST
 
 /* Not waiting costs little memory: the pool holds at most 1.15 times the peak of live bytes
  * (rounded to pages) over the whole run. */
-START_TEST(serving_stays_tight)
+CRMM_TEST_IN("pool_serving", serving_stays_tight)
 {
     serving_totals t;
     crmm_resource *p = run_trace("", 48, 1, &t);
@@ -69,7 +69,7 @@ END_TEST
 
 /* The pool's own counters of what it asked of the device agree with the driver's count, so that
  * a real process can count the same per step. */
-START_TEST(the_pool_counts_what_it_asks_of_the_device)
+CRMM_TEST_IN("pool_serving", the_pool_counts_what_it_asks_of_the_device)
 {
     serving_totals t;
     crmm_resource *p = run_trace("", 12, 1, &t);
@@ -89,7 +89,7 @@ END_TEST
 /* A growth past the mark when the free bytes lie in pieces of pages on the one stream that
  * allocates: a synchronization could merge nothing and free no page, so the pool maps without
  * waiting and raises its mark. */
-START_TEST(a_growth_that_nothing_could_move_for_does_not_wait)
+CRMM_TEST_IN("pool_serving", a_growth_that_nothing_could_move_for_does_not_wait)
 {
     crmm_resource *p = NULL;
     ck_assert_crmm_ok(fake_vmm_expandable_pool("", &p));
@@ -113,7 +113,7 @@ START_TEST(a_growth_that_nothing_could_move_for_does_not_wait)
 END_TEST
 
 /* trim still gives every free page back, after the trace. */
-START_TEST(trim_after_serving_gives_pages_back)
+CRMM_TEST_IN("pool_serving", trim_after_serving_gives_pages_back)
 {
     serving_totals t;
     crmm_resource *p = run_trace("", 8, 2, &t);
@@ -127,14 +127,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_serving");
-    TCase *tc = tcase_create("pool_serving");
+    TCase *tc = crmm_test_tcase(s, "pool_serving", 120);
     tcase_add_checked_fixture(tc, setup, NULL);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, decode_steps_never_wait_for_the_device);
-    tcase_add_test(tc, serving_stays_tight);
-    tcase_add_test(tc, the_pool_counts_what_it_asks_of_the_device);
-    tcase_add_test(tc, a_growth_that_nothing_could_move_for_does_not_wait);
-    tcase_add_test(tc, trim_after_serving_gives_pages_back);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -27,7 +27,7 @@ START_TEST(the_same_stream_makes_no_cuda_call)
 }
 END_TEST
 
-START_TEST(sync_mode_moves_blocks_after_one_device_synchronization)
+CRMM_TEST_IN("pool_streams", sync_mode_moves_blocks_after_one_device_synchronization)
 {
     crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
@@ -98,7 +98,7 @@ START_TEST(takes_from_other_streams_before_growing)
 }
 END_TEST
 
-START_TEST(sync_mode_never_touches_a_destroyed_stream)
+CRMM_TEST_IN("pool_streams", sync_mode_never_touches_a_destroyed_stream)
 {
     crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
@@ -127,7 +127,7 @@ START_TEST(sync_mode_never_touches_a_destroyed_stream)
 }
 END_TEST
 
-START_TEST(streams_side_by_side_share_the_ready_blocks)
+CRMM_TEST_IN("pool_streams", streams_side_by_side_share_the_ready_blocks)
 {
     /* two streams that each allocate and free on themselves, in turns, with sizes their own lists
      * cannot serve: after the one synchronization that makes the initial chunk usable by any
@@ -150,7 +150,7 @@ START_TEST(streams_side_by_side_share_the_ready_blocks)
 }
 END_TEST
 
-START_TEST(sync_mode_prefers_ready_blocks)
+CRMM_TEST_IN("pool_streams", sync_mode_prefers_ready_blocks)
 {
     /* s's block fits but needs a synchronization; u's was forgotten (waited for): it is taken
      * without one, though s's state comes first */
@@ -170,7 +170,7 @@ START_TEST(sync_mode_prefers_ready_blocks)
 }
 END_TEST
 
-START_TEST(event_mode_orders_another_stream_by_one_event)
+CRMM_TEST_IN("pool_streams", event_mode_orders_another_stream_by_one_event)
 {
     crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -260,7 +260,7 @@ START_TEST(out_of_room_merges_the_blocks_of_all_streams)
 }
 END_TEST
 
-START_TEST(event_mode_a_failed_record_falls_back_to_synchronizing)
+CRMM_TEST_IN("pool_streams", event_mode_a_failed_record_falls_back_to_synchronizing)
 {
     crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -415,22 +415,15 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_streams");
-    TCase *tc = tcase_create("pool_streams");
+    TCase *tc = crmm_test_tcase(s, "pool_streams", 0);
     /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event */
     tcase_add_loop_test(tc, the_same_stream_makes_no_cuda_call, SYNC, EVENT + 1);
-    tcase_add_test(tc, sync_mode_moves_blocks_after_one_device_synchronization);
     tcase_add_loop_test(tc, takes_from_other_streams_before_growing, SYNC, EVENT + 1);
-    tcase_add_test(tc, sync_mode_never_touches_a_destroyed_stream);
-    tcase_add_test(tc, sync_mode_prefers_ready_blocks);
-    tcase_add_test(tc, streams_side_by_side_share_the_ready_blocks);
-    tcase_add_test(tc, event_mode_orders_another_stream_by_one_event);
-    tcase_add_test(tc, event_mode_a_failed_record_falls_back_to_synchronizing);
     tcase_add_loop_test(tc, blocks_of_two_streams_merge_only_once_moved, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, out_of_room_merges_the_blocks_of_all_streams, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, a_forgotten_stream_needs_no_more_ordering, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, per_thread_default_streams_are_told_apart, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, a_cached_block_stays_on_its_stream, SYNC, EVENT + 1);
-    suite_add_tcase(s, tc);
 
     return crmm_test_run(s);
 }

@@ -152,7 +152,7 @@ START_TEST(many_streams_keep_the_books)
 }
 END_TEST
 
-START_TEST(trim_joins_blocks_freed_on_different_streams)
+CRMM_TEST_IN("pool_streams", trim_joins_blocks_freed_on_different_streams)
 {
     crmm_resource *p = device_pool("initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -175,7 +175,7 @@ START_TEST(trim_joins_blocks_freed_on_different_streams)
 }
 END_TEST
 
-START_TEST(destroy_synchronizes_before_returning_memory)
+CRMM_TEST_IN("pool_streams", destroy_synchronizes_before_returning_memory)
 {
     crmm_resource *p = device_pool("initial_size=1MiB");
     fake_cuda_reset();
@@ -188,17 +188,12 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_streams_threads");
-    TCase *tc = tcase_create("pool_streams");
+    TCase *tc = crmm_test_tcase(s, "pool_streams", 0);
     /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event */
     tcase_add_loop_test(tc, a_failed_synchronization_is_an_error_and_breaks_nothing, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, EVENT + 1);
-    tcase_add_test(tc, trim_joins_blocks_freed_on_different_streams);
-    tcase_add_test(tc, destroy_synchronizes_before_returning_memory);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("pool_streams_threads"); /* busy threads: give a loaded machine time */
-    tcase_set_timeout(tc, 120);
+    tc = crmm_test_tcase(s, "pool_streams_threads", 120); /* busy threads: give a loaded machine time */
     tcase_add_loop_test(tc, eight_threads_on_their_own_streams_lose_nothing, SYNC, EVENT + 1);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

@@ -30,7 +30,7 @@ static void use_pool(const char *params)
     p = host_pool(params);
 }
 
-START_TEST(a_second_thread_switches_the_caches_on)
+CRMM_TEST_IN("thread_cache", a_second_thread_switches_the_caches_on)
 {
     /* one thread: what it frees is the pool's again at once (the same block comes back to a
      * second thread); once two threads allocated, a block the worker freed stays its own */
@@ -68,7 +68,7 @@ static void refuses_wrong_size(void *x, size_t n)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), used);
 }
 
-START_TEST(a_wrong_size_is_refused_on_every_cached_path)
+CRMM_TEST_IN("thread_cache", a_wrong_size_is_refused_on_every_cached_path)
 {
     (void)worker_caches_a_block(&w, p, 4 * KiB); /* the caches are on */
     void *own = worker_alloc(&w, p, 3000);       /* in the worker's cache's live map */
@@ -88,7 +88,7 @@ START_TEST(a_wrong_size_is_refused_on_every_cached_path)
 }
 END_TEST
 
-START_TEST(thread_cache_off_keeps_the_pools_order)
+CRMM_TEST_IN("thread_cache", thread_cache_off_keeps_the_pools_order)
 {
     use_pool("initial_size=1MiB thread_cache=off");
     void *b = worker_caches_a_block(&w, p, 4 * KiB);
@@ -107,7 +107,7 @@ END_TEST
 /* How a cached block goes back to the pool in each test of cached_blocks_come_back. */
 enum { BY_TRIM, BY_FORGET_STREAM, BY_THREAD_EXIT, BY_GROWTH, N_WAYS };
 
-START_TEST(cached_blocks_come_back)
+CRMM_LOOP_TEST_IN("thread_cache", cached_blocks_come_back, N_WAYS)
 {
     /* the worker caches the block at the pool's start; until its cache is drained, this thread
      * never gets it; after, it does (the pool hands out the block that fits best, and the rest of
@@ -137,7 +137,7 @@ START_TEST(cached_blocks_come_back)
 }
 END_TEST
 
-START_TEST(growth_takes_the_cached_blocks_before_more_memory)
+CRMM_TEST_IN("thread_cache", growth_takes_the_cached_blocks_before_more_memory)
 {
     /* without a maximum, too: when the caches hold more than half of the pool (here the worker's
      * holds 768 KiB of 1 MiB), their blocks come back before the pool grows */
@@ -154,7 +154,7 @@ START_TEST(growth_takes_the_cached_blocks_before_more_memory)
 }
 END_TEST
 
-START_TEST(growth_takes_the_callers_cached_blocks_and_leaves_the_others)
+CRMM_TEST_IN("thread_cache", growth_takes_the_callers_cached_blocks_and_leaves_the_others)
 {
     /* caches holding less than half of the pool: a growth takes back the calling thread's own
      * cached blocks (they merge into one that fits) but leaves another thread's cache as it is */
@@ -183,7 +183,7 @@ START_TEST(growth_takes_the_callers_cached_blocks_and_leaves_the_others)
 }
 END_TEST
 
-START_TEST(a_growth_raises_no_peak_that_never_was)
+CRMM_TEST_IN("thread_cache", a_growth_raises_no_peak_that_never_was)
 {
     /* the worker's 100 blocks go back into its cache; this thread's 50 and a growth later, at
      * most 100 blocks (or 50 and the large one's bytes) were ever live at once */
@@ -206,7 +206,7 @@ START_TEST(a_growth_raises_no_peak_that_never_was)
 }
 END_TEST
 
-START_TEST(frees_are_checked_at_the_call)
+CRMM_TEST_IN("thread_cache", frees_are_checked_at_the_call)
 {
     void *b = worker_caches_a_block(&w, p, 4 * KiB);
     uint64_t free_before = q(p, CRMM_QUERY_BYTES_FREE);
@@ -234,7 +234,7 @@ START_TEST(frees_are_checked_at_the_call)
 }
 END_TEST
 
-START_TEST(counters_add_up_over_the_caches)
+CRMM_TEST_IN("thread_cache", counters_add_up_over_the_caches)
 {
     worker_caches_a_block(&w, p, 4 * KiB);
     uint64_t total = q(p, CRMM_QUERY_ALLOCATIONS_TOTAL), total_bytes = q(p, CRMM_QUERY_BYTES_TOTAL);
@@ -268,7 +268,7 @@ START_TEST(counters_add_up_over_the_caches)
 }
 END_TEST
 
-START_TEST(destroy_counts_the_caches_and_forgets_them)
+CRMM_TEST_IN("thread_cache", destroy_counts_the_caches_and_forgets_them)
 {
     crmm_test_log_capture_begin();
     worker_caches_a_block(&w, p, 4 * KiB);
@@ -293,7 +293,7 @@ START_TEST(destroy_counts_the_caches_and_forgets_them)
 }
 END_TEST
 
-START_TEST(blocks_over_64_mib_are_never_cached)
+CRMM_TEST_IN("thread_cache", blocks_over_64_mib_are_never_cached)
 {
     worker_caches_a_block(&w, p, 4 * KiB);
     void *big = worker_alloc(&w, p, 65 * MiB);
@@ -307,19 +307,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_thread_cache");
-    TCase *tc = tcase_create("thread_cache");
+    TCase *tc = crmm_test_tcase(s, "thread_cache", 0);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, a_second_thread_switches_the_caches_on);
-    tcase_add_test(tc, thread_cache_off_keeps_the_pools_order);
-    tcase_add_test(tc, a_wrong_size_is_refused_on_every_cached_path);
-    tcase_add_loop_test(tc, cached_blocks_come_back, 0, N_WAYS);
-    tcase_add_test(tc, growth_takes_the_cached_blocks_before_more_memory);
-    tcase_add_test(tc, growth_takes_the_callers_cached_blocks_and_leaves_the_others);
-    tcase_add_test(tc, a_growth_raises_no_peak_that_never_was);
-    tcase_add_test(tc, frees_are_checked_at_the_call);
-    tcase_add_test(tc, counters_add_up_over_the_caches);
-    tcase_add_test(tc, destroy_counts_the_caches_and_forgets_them);
-    tcase_add_test(tc, blocks_over_64_mib_are_never_cached);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }

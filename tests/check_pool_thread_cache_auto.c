@@ -109,7 +109,7 @@ static bool caches_are_on(crmm_resource *p)
     return c != b;
 }
 
-START_TEST(auto_switches_on_when_threads_wait_for_the_lock)
+CRMM_LOOP_TEST_IN("thread_cache", auto_switches_on_when_threads_wait_for_the_lock, 2)
 {
     crmm_resource *u = calloc(1, sizeof *u);
     ck_assert_ptr_nonnull(u);
@@ -137,7 +137,7 @@ START_TEST(auto_switches_on_when_threads_wait_for_the_lock)
 }
 END_TEST
 
-START_TEST(auto_stays_off_for_threads_that_take_turns)
+CRMM_TEST_IN("thread_cache", auto_stays_off_for_threads_that_take_turns)
 {
     /* two threads that never call at once (PyTorch's main and autograd threads) keep the pool's
      * order: what one frees, the other gets */
@@ -194,7 +194,7 @@ static int hand_over(churn *c, void *x, size_t n, unsigned char tag)
     return handed_over;
 }
 
-START_TEST(eight_threads_hand_blocks_to_each_other)
+CRMM_TEST_IN("thread_cache_stress", eight_threads_hand_blocks_to_each_other)
 {
     /* random sizes, a quarter of the frees made by another thread; every block is filled with its
      * own byte and checked at its free, so two live blocks that overlapped would show */
@@ -231,13 +231,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_thread_cache_auto");
-    TCase *tc = tcase_create("thread_cache");
-    tcase_add_loop_test(tc, auto_switches_on_when_threads_wait_for_the_lock, 0, 2);
-    tcase_add_test(tc, auto_stays_off_for_threads_that_take_turns);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("thread_cache_stress");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, eight_threads_hand_blocks_to_each_other);
-    suite_add_tcase(s, tc);
+    crmm_test_tcase(s, "thread_cache", 0);
+    crmm_test_tcase(s, "thread_cache_stress", 120);
     return crmm_test_run(s);
 }

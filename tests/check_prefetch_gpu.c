@@ -29,7 +29,7 @@ static int last_prefetch_location(const void *p, size_t n)
 
 static const size_t sizes[] = {1000, 54321, 100000, (size_t)3 << 20};
 
-START_TEST(managed_blocks_are_prefetched_to_the_device)
+CRMM_TEST(managed_blocks_are_prefetched_to_the_device)
 {
     if (!concurrent_managed_access())
         return;
@@ -64,7 +64,7 @@ START_TEST(managed_blocks_are_prefetched_to_the_device)
 }
 END_TEST
 
-START_TEST(managed_blocks_are_not_prefetched_without_the_adaptor)
+CRMM_TEST(managed_blocks_are_not_prefetched_without_the_adaptor)
 {
     if (!concurrent_managed_access())
         return;
@@ -78,7 +78,7 @@ START_TEST(managed_blocks_are_not_prefetched_without_the_adaptor)
 }
 END_TEST
 
-START_TEST(device_memory_is_handed_out_unprefetched)
+CRMM_TEST(device_memory_is_handed_out_unprefetched)
 {
     crmm_resource *c, *p;
     ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &c));
@@ -104,12 +104,5 @@ int main(void)
     int rc = crmm_test_gpu_gate(1);
     if (rc)
         return rc;
-    Suite *s = suite_create("prefetch_gpu");
-    TCase *tc = tcase_create("prefetch_gpu");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, managed_blocks_are_prefetched_to_the_device);
-    tcase_add_test(tc, managed_blocks_are_not_prefetched_without_the_adaptor);
-    tcase_add_test(tc, device_memory_is_handed_out_unprefetched);
-    suite_add_tcase(s, tc);
-    return crmm_test_run(s);
+    return crmm_test_main("prefetch_gpu", CRMM_TEST_GPU_TIMEOUT);
 }

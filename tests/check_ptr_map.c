@@ -55,7 +55,7 @@ static void check_record(const ptr_map *m, uintptr_t key)
 
 static size_t capacity(const ptr_map *m) { return m->slots ? m->mask + 1 : 0; }
 
-START_TEST(every_key_is_found_while_the_map_grows)
+CRMM_TEST_IN("ptr_map", every_key_is_found_while_the_map_grows)
 {
     ptr_map m;
     ptr_map_init(&m, sizeof(record));
@@ -80,7 +80,7 @@ START_TEST(every_key_is_found_while_the_map_grows)
 }
 END_TEST
 
-START_TEST(inserting_a_present_key_returns_its_entry_unchanged)
+CRMM_TEST_IN("ptr_map", inserting_a_present_key_returns_its_entry_unchanged)
 {
     ptr_map m;
     ptr_map_init(&m, sizeof(ptr_map_pair));
@@ -94,7 +94,7 @@ START_TEST(inserting_a_present_key_returns_its_entry_unchanged)
 }
 END_TEST
 
-START_TEST(remove_copies_the_entry_and_refuses_an_absent_key)
+CRMM_TEST_IN("ptr_map", remove_copies_the_entry_and_refuses_an_absent_key)
 {
     ptr_map m;
     ptr_map_init(&m, sizeof(ptr_map_pair));
@@ -169,19 +169,19 @@ static void churn(uintptr_t (*key_of)(size_t), size_t universe, size_t steps)
 static uintptr_t clustered(size_t i) { return 0x7f0000000000u + (uintptr_t)(i + 1) * 256; }
 static uintptr_t mebibyte_aligned(size_t i) { return (uintptr_t)(i + 1) << 20; }
 
-START_TEST(removal_never_hides_a_key_of_clustered_addresses)
+CRMM_TEST_IN("ptr_map", removal_never_hides_a_key_of_clustered_addresses)
 {
     churn(clustered, 8192, 200000);
 }
 END_TEST
 
-START_TEST(removal_never_hides_a_key_of_1mib_aligned_addresses)
+CRMM_TEST_IN("ptr_map", removal_never_hides_a_key_of_1mib_aligned_addresses)
 {
     churn(mebibyte_aligned, 8192, 200000);
 }
 END_TEST
 
-START_TEST(the_array_grows_and_shrinks_with_the_count)
+CRMM_TEST_IN("ptr_map", the_array_grows_and_shrinks_with_the_count)
 {
     ptr_map m;
     ptr_map_init(&m, sizeof(ptr_map_pair));
@@ -197,7 +197,7 @@ START_TEST(the_array_grows_and_shrinks_with_the_count)
 }
 END_TEST
 
-START_TEST(iteration_visits_each_entry_once)
+CRMM_TEST_IN("ptr_map", iteration_visits_each_entry_once)
 {
     ptr_map m;
     ptr_map_init(&m, sizeof(ptr_map_pair));
@@ -271,7 +271,7 @@ END_TEST
 /* Keys 256 bytes apart, and 1 MiB apart (the aligned plugin's large alignments). */
 static const uintptr_t strides[] = {256, (uintptr_t)1 << 20};
 
-START_TEST(each_shard_spreads_its_keys_over_its_slots)
+CRMM_LOOP_TEST_IN("ptr_map", each_shard_spreads_its_keys_over_its_slots, 2)
 {
     const uintptr_t stride = strides[_i];
     sharded_ptr_map s;
@@ -334,7 +334,7 @@ static void *share(void *arg)
     return NULL;
 }
 
-START_TEST(threads_share_a_sharded_map)
+CRMM_TEST_IN("ptr_map", threads_share_a_sharded_map)
 {
     sharded_ptr_map s;
     ck_assert(sharded_ptr_map_init(&s, 4, sizeof(ptr_map_pair)));
@@ -359,17 +359,8 @@ int main(void)
 {
     Suite *s = suite_create("ptr_map");
     TCase *tc = crmm_test_tcase(s, "ptr_map", 0);
-    tcase_add_test(tc, every_key_is_found_while_the_map_grows);
-    tcase_add_test(tc, inserting_a_present_key_returns_its_entry_unchanged);
-    tcase_add_test(tc, remove_copies_the_entry_and_refuses_an_absent_key);
-    tcase_add_test(tc, removal_never_hides_a_key_of_clustered_addresses);
-    tcase_add_test(tc, removal_never_hides_a_key_of_1mib_aligned_addresses);
-    tcase_add_test(tc, the_array_grows_and_shrinks_with_the_count);
-    tcase_add_test(tc, iteration_visits_each_entry_once);
 #if REPLACES_CALLOC
     tcase_add_test(tc, a_failing_malloc_leaves_the_map_intact);
 #endif
-    tcase_add_loop_test(tc, each_shard_spreads_its_keys_over_its_slots, 0, 2);
-    tcase_add_test(tc, threads_share_a_sharded_map);
     return crmm_test_run(s);
 }

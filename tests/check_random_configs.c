@@ -149,7 +149,7 @@ static void build_and_use(crmm_config *cfg, const char *name, const char *conf)
     crmm_resource_release(mr);
 }
 
-START_TEST(random_configs_check_build_and_run)
+CRMM_TEST(random_configs_check_build_and_run)
 {
     const char *env = getenv("CRMM_RANDOM_CONFIGS");
     unsigned long count = env ? strtoul(env, NULL, 10) : 1000;
@@ -190,8 +190,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("random_configs");
-    TCase *tc = crmm_test_tcase(s, "random_configs", 600);
-    tcase_add_test(tc, random_configs_check_build_and_run);
-    return crmm_test_run(s);
+    return crmm_test_main("random_configs", 600);
 }

@@ -24,7 +24,7 @@ static void use(crmm_resource *mr)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
 }
 
-START_TEST(default_is_a_cuda_resource)
+CRMM_TEST_IN("registry", default_is_a_cuda_resource)
 {
     crmm_resource *mr = crmm_get_current_device_resource();
     ck_assert_msg(mr != NULL, "no default resource: %s", crmm_last_error());
@@ -55,7 +55,7 @@ START_TEST(default_is_a_cuda_resource)
 }
 END_TEST
 
-START_TEST(set_returns_the_previous_resource)
+CRMM_TEST_IN("registry", set_returns_the_previous_resource)
 {
     crmm_resource *def = crmm_get_current_device_resource();
     ck_assert_ptr_nonnull(def);
@@ -77,7 +77,7 @@ START_TEST(set_returns_the_previous_resource)
 }
 END_TEST
 
-START_TEST(set_before_first_get_returns_the_default)
+CRMM_TEST_IN("registry", set_before_first_get_returns_the_default)
 {
     crmm_resource *mine = NULL;
     ck_assert_crmm_ok(crmm_resource_create("cuda", NULL, NULL, &mine));
@@ -94,7 +94,7 @@ START_TEST(set_before_first_get_returns_the_default)
 }
 END_TEST
 
-START_TEST(bad_arguments)
+CRMM_TEST_IN("registry", bad_arguments)
 {
     int n = device_count();
     crmm_resource *mine = NULL;
@@ -167,7 +167,7 @@ static void *swap_thread(void *arg)
     return NULL;
 }
 
-START_TEST(eight_threads_set_and_get)
+CRMM_TEST_IN("registry", eight_threads_set_and_get)
 {
     /* Each thread has its own cuda resource, makes it current, allocates through whatever is
      * current, and puts back what it replaced. The test holds a reference to every resource
@@ -204,7 +204,7 @@ START_TEST(eight_threads_set_and_get)
 }
 END_TEST
 
-START_TEST(eight_threads_with_references)
+CRMM_TEST_IN("registry", eight_threads_with_references)
 {
     /* No one holds extra references: each thread creates its resource, releases it when done,
      * and looks the current one up with the _ref getter, which keeps it alive while in use even
@@ -243,7 +243,7 @@ static const char chain_config[] =
     "upstream = gpu\n"
     "tag = 5\n";
 
-START_TEST(init_with_a_config_sets_the_default)
+CRMM_TEST_IN("config", init_with_a_config_sets_the_default)
 {
     const char *path = crmm_test_write_file("crmm.ini", chain_config);
     ck_assert_crmm_ok(crmm_init(path));
@@ -268,7 +268,7 @@ START_TEST(init_with_a_config_sets_the_default)
 }
 END_TEST
 
-START_TEST(init_reads_crmm_config)
+CRMM_TEST_IN("config", init_reads_crmm_config)
 {
     setenv("CRMM_CONFIG", crmm_test_write_file("crmm.ini", chain_config), 1);
     ck_assert_crmm_ok(crmm_init(NULL));
@@ -279,7 +279,7 @@ START_TEST(init_reads_crmm_config)
 }
 END_TEST
 
-START_TEST(device_section_overrides_the_default)
+CRMM_TEST_IN("config", device_section_overrides_the_default)
 {
     char text[1024];
     snprintf(text, sizeof text, "%s\n[resource.zero]\nplugin = template\nupstream = gpu\ntag = 9\n\n[device.0]\nresource = zero\n",
@@ -300,7 +300,7 @@ START_TEST(device_section_overrides_the_default)
 }
 END_TEST
 
-START_TEST(percentage_sizes_resolve_against_device_memory)
+CRMM_TEST_IN("config", percentage_sizes_resolve_against_device_memory)
 {
     /* crmm_sizeparam (tests/plugins/bad_plugin.c) reports its `size` as its maximum size */
     size_t free_b = 0, total = 0;
@@ -324,7 +324,7 @@ START_TEST(percentage_sizes_resolve_against_device_memory)
 }
 END_TEST
 
-START_TEST(broken_default_gives_null_and_a_message)
+CRMM_TEST_IN("config", broken_default_gives_null_and_a_message)
 {
     /* a default whose create fails: NULL and the plugin's message, and a later set still works */
     ck_assert_crmm_ok(crmm_init(crmm_test_write_file("crmm.ini", "[crmm]\ndefault = no\n[resource.no]\nplugin = createfail\n")));
@@ -349,18 +349,7 @@ int main(void)
 {
     CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("registry_gpu");
-    TCase *tc = crmm_test_tcase(s, "registry", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, default_is_a_cuda_resource);
-    tcase_add_test(tc, set_returns_the_previous_resource);
-    tcase_add_test(tc, set_before_first_get_returns_the_default);
-    tcase_add_test(tc, bad_arguments);
-    tcase_add_test(tc, eight_threads_set_and_get);
-    tcase_add_test(tc, eight_threads_with_references);
-    TCase *cfg = crmm_test_tcase(s, "config", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(cfg, init_with_a_config_sets_the_default);
-    tcase_add_test(cfg, init_reads_crmm_config);
-    tcase_add_test(cfg, device_section_overrides_the_default);
-    tcase_add_test(cfg, percentage_sizes_resolve_against_device_memory);
-    tcase_add_test(cfg, broken_default_gives_null_and_a_message);
+    crmm_test_tcase(s, "registry", CRMM_TEST_GPU_TIMEOUT);
+    crmm_test_tcase(s, "config", CRMM_TEST_GPU_TIMEOUT);
     return crmm_test_run(s);
 }

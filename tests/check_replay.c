@@ -54,7 +54,7 @@ static void *make_events(void *arg)
     return NULL;
 }
 
-START_TEST(a_log_from_the_logging_plugin_replays)
+CRMM_TEST_IN("replay", a_log_from_the_logging_plugin_replays)
 {
     char log[4200], params[4300];
     snprintf(log, sizeof log, "%s/written.%ld.csv", tmp_dir, (long)getpid());
@@ -105,7 +105,7 @@ static const char *ping_pong =
     "22,10:00:00.000007,allocate,0x3000,400,0\n"
     "11,10:00:00.000008,free,0x3000,400,0\n";
 
-START_TEST(cross_thread_order_is_kept)
+CRMM_TEST_IN("replay", cross_thread_order_is_kept)
 {
     const char *log = crmm_test_write_file("pingpong.csv", ping_pong);
     char out_log[4200], cfg_text[4600];
@@ -156,7 +156,7 @@ START_TEST(cross_thread_order_is_kept)
 }
 END_TEST
 
-START_TEST(rmm_spellings_parse)
+CRMM_TEST_IN("replay", rmm_spellings_parse)
 {
     /* RMM's fmt output: pointers and streams with 0x, a failure's pointer as 0x0; its newer
      * printf output: hex without 0x. CRLF line ends and a blank last line. */
@@ -196,7 +196,7 @@ static void expect_bad(const char *name, const char *text, const char *where, co
     expect_refused(crmm_test_write_file(name, text), where, what);
 }
 
-START_TEST(malformed_lines_are_named)
+CRMM_TEST_IN("replay", malformed_lines_are_named)
 {
     const char *good = "1,10:00:00.000001,allocate,0x1000,100,0\n";
     char text[1024];
@@ -219,7 +219,7 @@ START_TEST(malformed_lines_are_named)
 }
 END_TEST
 
-START_TEST(the_logs_own_problems_are_reported)
+CRMM_TEST_IN("replay", the_logs_own_problems_are_reported)
 {
     const char *log = crmm_test_write_file("leaky.csv", HEADER
                                            "1,10:00:00.000001,allocate,0x1000,100,0\n"
@@ -249,7 +249,7 @@ END_TEST
 /* The log's pairing, read directly: thread ids numbered in order of first appearance (id 0 as
  * any other), a pointer allocated again while live counted once and paired with its last
  * allocation, the peak. */
-START_TEST(the_reader_pairs_events_and_numbers_threads)
+CRMM_TEST_IN("replay", the_reader_pairs_events_and_numbers_threads)
 {
     const char *path = crmm_test_write_file("pairs.csv", HEADER
                                             "7,10:00:00.000001,allocate,0x1000,100,0\n"
@@ -279,7 +279,7 @@ START_TEST(the_reader_pairs_events_and_numbers_threads)
 }
 END_TEST
 
-START_TEST(failed_allocations_are_counted)
+CRMM_TEST_IN("replay", failed_allocations_are_counted)
 {
     const char *cfg = crmm_test_write_file("small.ini", "[resource.h]\nplugin = host\n[resource.l]\nplugin = limiting\n"
                                               "upstream = h\nallocation_limit = 1MiB\n");
@@ -298,7 +298,7 @@ START_TEST(failed_allocations_are_counted)
 }
 END_TEST
 
-START_TEST(usage_errors)
+CRMM_TEST_IN("replay", usage_errors)
 {
     crmm_test_output r = replay("--help", NULL);
     ck_assert_int_eq(r.status, 0);
@@ -356,7 +356,7 @@ static void expect_bad_bytes(const char *name, const char *bytes, size_t n, cons
     expect_refused(write_bytes(name, bytes, n), where, what);
 }
 
-START_TEST(numbers_of_2_to_the_64_or_more_are_out_of_range)
+CRMM_TEST_IN("replay", numbers_of_2_to_the_64_or_more_are_out_of_range)
 {
     expect_bad("bigthread.csv", HEADER "18446744073709551616,10:00:00.000001,allocate,0x1000,100,0\n", "2:",
                "the thread id is out of range (2^64 or more)");
@@ -377,7 +377,7 @@ START_TEST(numbers_of_2_to_the_64_or_more_are_out_of_range)
 }
 END_TEST
 
-START_TEST(nul_bytes_and_junk_are_errors)
+CRMM_TEST_IN("replay", nul_bytes_and_junk_are_errors)
 {
     static const char mid[] = HEADER "1,10:00:00.000001,allocate,0x1000,1\0" "00,0\n";
     expect_bad_bytes("nulmid.csv", mid, sizeof mid - 1, "2:", "the line holds a NUL byte");
@@ -399,7 +399,7 @@ START_TEST(nul_bytes_and_junk_are_errors)
 }
 END_TEST
 
-START_TEST(bad_options_are_refused)
+CRMM_TEST_IN("replay", bad_options_are_refused)
 {
     const char *log = crmm_test_write_file("opts.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n");
     static const char *const bad[][3] = {
@@ -443,7 +443,7 @@ static bool ends_with_newline(const char *s)
     return n && s[n - 1] == '\n';
 }
 
-START_TEST(several_resources_each_a_row_with_reserved_over_peak)
+CRMM_TEST_IN("replay", several_resources_each_a_row_with_reserved_over_peak)
 {
     const char *log = crmm_test_write_file("ratio.csv", ratio_log);
     crmm_test_output r = replay(log, TWO_RESOURCES, "--repeats", "3", NULL);
@@ -489,7 +489,7 @@ START_TEST(several_resources_each_a_row_with_reserved_over_peak)
 }
 END_TEST
 
-START_TEST(the_plot_shows_both_series_per_resource)
+CRMM_TEST_IN("replay", the_plot_shows_both_series_per_resource)
 {
     const char *log = crmm_test_write_file("plot.csv", ratio_log);
     char svg[4200];
@@ -526,23 +526,9 @@ int main(void)
     if (!tmp_dir)
         return 1;
     Suite *s = suite_create("replay");
-    TCase *tc = tcase_create("replay");
-    tcase_add_test(tc, a_log_from_the_logging_plugin_replays);
-    tcase_add_test(tc, cross_thread_order_is_kept);
-    tcase_add_test(tc, rmm_spellings_parse);
-    tcase_add_test(tc, malformed_lines_are_named);
-    tcase_add_test(tc, the_logs_own_problems_are_reported);
-    tcase_add_test(tc, the_reader_pairs_events_and_numbers_threads);
-    tcase_add_test(tc, failed_allocations_are_counted);
-    tcase_add_test(tc, usage_errors);
-    tcase_add_test(tc, numbers_of_2_to_the_64_or_more_are_out_of_range);
-    tcase_add_test(tc, nul_bytes_and_junk_are_errors);
-    tcase_add_test(tc, bad_options_are_refused);
-    tcase_add_test(tc, several_resources_each_a_row_with_reserved_over_peak);
-    tcase_add_test(tc, the_plot_shows_both_series_per_resource);
+    TCase *tc = crmm_test_tcase(s, "replay", 0);
     if (crmm_test_gpu_count() == 0)
         tcase_add_test(tc, without_a_gpu_the_host_plugin_is_used);
-    suite_add_tcase(s, tc);
     int rc = crmm_test_run(s);
     free(tmp_dir);
     return rc;

@@ -180,7 +180,7 @@ static unsigned check_timed_regions(unsigned repeats, const void *const *streams
 
 /* ---- tests ---------------------------------------------------------------------------------- */
 
-START_TEST(by_default_one_new_non_blocking_stream_and_only_calls_in_the_timed_loop)
+CRMM_TEST(by_default_one_new_non_blocking_stream_and_only_calls_in_the_timed_loop)
 {
     crmm_test_output r = run(config("device = 0"), "--repeats", "3", NULL, NULL);
     ck_assert_uint_eq(count_of('n', 0, trace_len), 1);
@@ -202,7 +202,7 @@ START_TEST(by_default_one_new_non_blocking_stream_and_only_calls_in_the_timed_lo
 }
 END_TEST
 
-START_TEST(the_default_and_per_thread_streams_on_request)
+CRMM_TEST(the_default_and_per_thread_streams_on_request)
 {
     const void *legacy = NULL, *per_thread = cudaStreamPerThread;
     crmm_test_output r = run(config("device = 0"), "--stream", "default", "--repeats", "2");
@@ -217,7 +217,7 @@ START_TEST(the_default_and_per_thread_streams_on_request)
 }
 END_TEST
 
-START_TEST(host_memory_gets_no_stream_and_no_cuda_call)
+CRMM_TEST(host_memory_gets_no_stream_and_no_cuda_call)
 {
     const void *none = NULL;
     crmm_test_output r = run(config(""), "--repeats", "2", NULL, NULL);
@@ -228,7 +228,7 @@ START_TEST(host_memory_gets_no_stream_and_no_cuda_call)
 }
 END_TEST
 
-START_TEST(threads_mode_uses_at_most_n_os_threads_each_with_its_stream)
+CRMM_TEST(threads_mode_uses_at_most_n_os_threads_each_with_its_stream)
 {
     crmm_test_output r = run(config("device = 0"), "--threads", "2", "--repeats", "2");
     ck_assert_uint_eq(count_of('n', 0, trace_len), 2); /* five logged threads, two streams */
@@ -247,12 +247,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("replay_streams");
-    TCase *tc = tcase_create("replay_streams");
-    tcase_add_test(tc, by_default_one_new_non_blocking_stream_and_only_calls_in_the_timed_loop);
-    tcase_add_test(tc, the_default_and_per_thread_streams_on_request);
-    tcase_add_test(tc, host_memory_gets_no_stream_and_no_cuda_call);
-    tcase_add_test(tc, threads_mode_uses_at_most_n_os_threads_each_with_its_stream);
-    suite_add_tcase(s, tc);
-    return crmm_test_run(s);
+    return crmm_test_main("replay_streams", 0);
 }

@@ -12,7 +12,7 @@
 
 /* ---- crmm_resource_create through misbehaving plugins -------------------------------------- */
 
-START_TEST(create_failure_keeps_the_plugins_status_and_message)
+CRMM_TEST_IN("create", create_failure_keeps_the_plugins_status_and_message)
 {
     crmm_resource *mr = NULL;
     ck_assert_crmm(crmm_resource_create("createfail", NULL, NULL, &mr), CRMM_ERROR_UNSUPPORTED);
@@ -21,7 +21,7 @@ START_TEST(create_failure_keeps_the_plugins_status_and_message)
 }
 END_TEST
 
-START_TEST(create_failure_without_message_gets_one)
+CRMM_TEST_IN("create", create_failure_without_message_gets_one)
 {
     crmm_resource *mr = NULL;
     crmm_set_error(CRMM_ERROR_CONFIG, "a stale message from before");
@@ -34,7 +34,7 @@ START_TEST(create_failure_without_message_gets_one)
 }
 END_TEST
 
-START_TEST(resource_without_deallocate_is_refused_and_freed)
+CRMM_TEST_IN("create", resource_without_deallocate_is_refused_and_freed)
 {
     crmm_resource *host = NULL, *mr = NULL;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &host));
@@ -52,7 +52,7 @@ START_TEST(resource_without_deallocate_is_refused_and_freed)
 }
 END_TEST
 
-START_TEST(create_refuses_broken_plugins)
+CRMM_TEST_IN("create", create_refuses_broken_plugins)
 {
     crmm_resource *mr = NULL;
     ck_assert_crmm(crmm_resource_create("nocreate", NULL, NULL, &mr), CRMM_ERROR_PLUGIN);
@@ -62,7 +62,7 @@ START_TEST(create_refuses_broken_plugins)
 }
 END_TEST
 
-START_TEST(upstream_rules)
+CRMM_TEST_IN("create", upstream_rules)
 {
     crmm_resource *host = NULL, *mr = NULL;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &host));
@@ -86,7 +86,7 @@ START_TEST(upstream_rules)
 }
 END_TEST
 
-START_TEST(create_validates_parameters)
+CRMM_TEST_IN("create", create_validates_parameters)
 {
     crmm_resource *mr = NULL;
     uint64_t v;
@@ -111,7 +111,7 @@ END_TEST
 
 /* ---- the resource ABI over host ------------------------------------------------------------ */
 
-START_TEST(refcount_and_upstream_release)
+CRMM_TEST_IN("resource_abi", refcount_and_upstream_release)
 {
     crmm_resource *h = NULL, *t = NULL;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
@@ -134,7 +134,7 @@ START_TEST(refcount_and_upstream_release)
 }
 END_TEST
 
-START_TEST(releasing_the_top_unwinds_the_chain)
+CRMM_TEST_IN("resource_abi", releasing_the_top_unwinds_the_chain)
 {
     /* host <- template <- template: dropping the caller's references below the top leaves the
      * chain alive through the top's; releasing the top frees all (sanitizer build: no leak) */
@@ -153,7 +153,7 @@ START_TEST(releasing_the_top_unwinds_the_chain)
 }
 END_TEST
 
-START_TEST(destroy_with_live_allocations_logs_a_warning)
+CRMM_TEST_IN("resource_abi", destroy_with_live_allocations_logs_a_warning)
 {
     crmm_test_log_capture_begin();
     crmm_resource *h;
@@ -199,7 +199,7 @@ static void host_round_trip(size_t bytes)
     crmm_resource_release(h);
 }
 
-START_TEST(clean_destroy_logs_nothing)
+CRMM_TEST_IN("resource_abi", clean_destroy_logs_nothing)
 {
     crmm_test_log_capture_begin();
     host_round_trip(1000);
@@ -209,7 +209,7 @@ START_TEST(clean_destroy_logs_nothing)
 }
 END_TEST
 
-START_TEST(null_arguments_to_resource_functions)
+CRMM_TEST_IN("resource_abi", null_arguments_to_resource_functions)
 {
     crmm_resource *h;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
@@ -253,7 +253,7 @@ START_TEST(null_arguments_to_resource_functions)
 }
 END_TEST
 
-START_TEST(properties_kind_and_find_kind)
+CRMM_TEST_IN("resource_abi", properties_kind_and_find_kind)
 {
     crmm_resource *h, *t;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
@@ -274,7 +274,7 @@ START_TEST(properties_kind_and_find_kind)
 }
 END_TEST
 
-START_TEST(control_and_queries_without_support)
+CRMM_TEST_IN("resource_abi", control_and_queries_without_support)
 {
     crmm_resource *h, *s;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
@@ -298,7 +298,7 @@ END_TEST
 /* A plugin's own queries are keyed by (kind, query): asked of a statistics layer over a pool they
  * are not passed down (the pool's numbers mean other things to other kinds), and
  * crmm_resource_query_kind reaches the pool from the top; core queries still pass down. */
-START_TEST(plugin_queries_are_keyed_by_kind)
+CRMM_TEST_IN("resource_abi", plugin_queries_are_keyed_by_kind)
 {
     crmm_resource *h, *p, *s;
     uint64_t v = 7;
@@ -329,7 +329,7 @@ START_TEST(plugin_queries_are_keyed_by_kind)
 }
 END_TEST
 
-START_TEST(host_counts_in_use_bytes)
+CRMM_TEST_IN("resource_abi", host_counts_in_use_bytes)
 {
     crmm_resource *h;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &h));
@@ -361,7 +361,7 @@ END_TEST
 
 /* ---- the exit guard's fallback (no CUDA call needed) ----------------------------------------- */
 
-START_TEST(runtime_unloading_means_the_process_is_exiting)
+CRMM_TEST_IN("resource_abi", runtime_unloading_means_the_process_is_exiting)
 {
     /* Should the CUDA runtime's exit handler run before crmm's, the first call that reports
      * cudaErrorCudartUnloading turns the exit flag on, so that later frees leak quietly. */
@@ -380,24 +380,8 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("resource_abi");
-    TCase *create = crmm_test_tcase(s, "create", 0);
-    tcase_add_test(create, create_failure_keeps_the_plugins_status_and_message);
-    tcase_add_test(create, create_failure_without_message_gets_one);
-    tcase_add_test(create, resource_without_deallocate_is_refused_and_freed);
-    tcase_add_test(create, create_refuses_broken_plugins);
-    tcase_add_test(create, upstream_rules);
-    tcase_add_test(create, create_validates_parameters);
+    crmm_test_tcase(s, "create", 0);
 
-    TCase *abi = crmm_test_tcase(s, "resource_abi", 0);
-    tcase_add_test(abi, refcount_and_upstream_release);
-    tcase_add_test(abi, releasing_the_top_unwinds_the_chain);
-    tcase_add_test(abi, destroy_with_live_allocations_logs_a_warning);
-    tcase_add_test(abi, clean_destroy_logs_nothing);
-    tcase_add_test(abi, null_arguments_to_resource_functions);
-    tcase_add_test(abi, properties_kind_and_find_kind);
-    tcase_add_test(abi, control_and_queries_without_support);
-    tcase_add_test(abi, plugin_queries_are_keyed_by_kind);
-    tcase_add_test(abi, host_counts_in_use_bytes);
-    tcase_add_test(abi, runtime_unloading_means_the_process_is_exiting);
+    crmm_test_tcase(s, "resource_abi", 0);
     return crmm_test_run(s);
 }

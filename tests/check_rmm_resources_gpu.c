@@ -75,7 +75,7 @@ END_TEST
 START_TEST(fixed_size_orders_reuse_across_streams_over_async) { check_cross_stream_reuse("async"); }
 END_TEST
 
-START_TEST(fixed_size_reuses_at_once_on_the_same_stream)
+CRMM_TEST_IN("rmm_resources_gpu", fixed_size_reuses_at_once_on_the_same_stream)
 {
     crmm_resource *c, *f;
     ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &c));
@@ -101,7 +101,7 @@ START_TEST(fixed_size_reuses_at_once_on_the_same_stream)
 }
 END_TEST
 
-START_TEST(aligned_real_pointers)
+CRMM_TEST_IN("rmm_resources_gpu", aligned_real_pointers)
 {
     /* RMM's AlignRealPointer, for 4 KiB, 64 KiB and 1 MiB, the whole block written on device */
     crmm_resource *c;
@@ -131,7 +131,7 @@ START_TEST(aligned_real_pointers)
 }
 END_TEST
 
-START_TEST(binning_over_cuda_routes_by_size)
+CRMM_TEST_IN("rmm_resources_gpu", binning_over_cuda_routes_by_size)
 {
     crmm_resource *c, *b;
     ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &c));
@@ -161,8 +161,5 @@ int main(void)
     TCase *tc = crmm_test_tcase(s, "rmm_resources_gpu", CRMM_TEST_GPU_TIMEOUT);
     tcase_add_test(tc, fixed_size_orders_reuse_across_streams_over_cuda);
     tcase_add_test(tc, fixed_size_orders_reuse_across_streams_over_async);
-    tcase_add_test(tc, fixed_size_reuses_at_once_on_the_same_stream);
-    tcase_add_test(tc, aligned_real_pointers);
-    tcase_add_test(tc, binning_over_cuda_routes_by_size);
     return crmm_test_run(s);
 }

@@ -18,7 +18,7 @@ static crmm_alloc_counters get(crmm_resource *mr)
     return c;
 }
 
-START_TEST(empty_counters_are_zero)
+CRMM_TEST_IN("statistics", empty_counters_are_zero)
 {
     crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     crmm_alloc_counters c = get(mr);
@@ -35,7 +35,7 @@ START_TEST(empty_counters_are_zero)
 }
 END_TEST
 
-START_TEST(all_freed_counts_zero)
+CRMM_TEST_IN("statistics", all_freed_counts_zero)
 {
     crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p[10];
@@ -51,7 +51,7 @@ START_TEST(all_freed_counts_zero)
 }
 END_TEST
 
-START_TEST(peak_allocations_follow_rmm)
+CRMM_TEST_IN("statistics", peak_allocations_follow_rmm)
 {
     crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p[20];
@@ -106,7 +106,7 @@ static void two_layers(crmm_resource **outer, crmm_resource **inner, void *p[15]
         p[i] = crmm_test_allocate(*inner, TEN_MIB);
 }
 
-START_TEST(stacked_adaptors_count_separately)
+CRMM_TEST_IN("statistics", stacked_adaptors_count_separately)
 {
     crmm_resource *outer, *inner;
     void *p[15];
@@ -131,7 +131,7 @@ START_TEST(stacked_adaptors_count_separately)
 }
 END_TEST
 
-START_TEST(freeing_through_inner_goes_negative)
+CRMM_TEST_IN("statistics", freeing_through_inner_goes_negative)
 {
     crmm_resource *outer, *inner;
     void *p[15];
@@ -153,7 +153,7 @@ START_TEST(freeing_through_inner_goes_negative)
 }
 END_TEST
 
-START_TEST(push_pop_fold_like_rmm)
+CRMM_TEST_IN("statistics", push_pop_fold_like_rmm)
 {
     crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *a0 = crmm_test_allocate(mr, TEN_MIB);
@@ -204,7 +204,7 @@ START_TEST(push_pop_fold_like_rmm)
 }
 END_TEST
 
-START_TEST(queries_cover_every_frame)
+CRMM_TEST_IN("statistics", queries_cover_every_frame)
 {
     crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *a = crmm_test_allocate(mr, 1000);
@@ -227,7 +227,7 @@ START_TEST(queries_cover_every_frame)
 }
 END_TEST
 
-START_TEST(failed_allocation_is_not_counted)
+CRMM_TEST_IN("statistics", failed_allocation_is_not_counted)
 {
     crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p = (void *)1;
@@ -240,7 +240,7 @@ START_TEST(failed_allocation_is_not_counted)
 }
 END_TEST
 
-START_TEST(api_finds_the_layer_under_other_adaptors)
+CRMM_TEST_IN("statistics", api_finds_the_layer_under_other_adaptors)
 {
     crmm_resource *stats = crmm_test_create_over_host("statistics", NULL);
     crmm_resource *lim = crmm_test_create("limiting", "allocation_limit=1GiB", stats);
@@ -266,7 +266,7 @@ START_TEST(api_finds_the_layer_under_other_adaptors)
 }
 END_TEST
 
-START_TEST(api_rejects_bad_arguments)
+CRMM_TEST_IN("statistics", api_rejects_bad_arguments)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     crmm_alloc_counters c;
@@ -282,7 +282,7 @@ START_TEST(api_rejects_bad_arguments)
 END_TEST
 
 /* The core's crmm_resource_control_kind, which the statistics API is built on. */
-START_TEST(control_kind_finds_the_layer_under_others)
+CRMM_TEST_IN("statistics", control_kind_finds_the_layer_under_others)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     snprintf(host->name, sizeof host->name, "h");
@@ -302,7 +302,7 @@ START_TEST(control_kind_finds_the_layer_under_others)
 }
 END_TEST
 
-START_TEST(deep_push_pop)
+CRMM_TEST_IN("statistics", deep_push_pop)
 {
     crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p[40];
@@ -339,7 +339,7 @@ static void *count_worker(void *arg)
     return NULL;
 }
 
-START_TEST(threads_count_exactly_while_frames_change)
+CRMM_TEST_IN("statistics", threads_count_exactly_while_frames_change)
 {
     crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     enum { THREADS = 4, ROUNDS = 20000 };
@@ -372,7 +372,7 @@ static const crmm_test_chain chains[] = {
 
 /* A free the upstream refuses (a double free, caught by the pool) changes no counter: the
  * statistics follow what the upstream really holds. */
-START_TEST(refused_free_is_not_counted)
+CRMM_TEST_IN("statistics", refused_free_is_not_counted)
 {
     crmm_resource *h = crmm_test_create("host", NULL, NULL);
     crmm_resource *pool = crmm_test_create("pool", "initial_size=16MiB", h);
@@ -389,21 +389,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("statistics");
-    TCase *tc = crmm_test_tcase(s, "statistics", 0);
-    tcase_add_test(tc, empty_counters_are_zero);
-    tcase_add_test(tc, all_freed_counts_zero);
-    tcase_add_test(tc, peak_allocations_follow_rmm);
-    tcase_add_test(tc, stacked_adaptors_count_separately);
-    tcase_add_test(tc, freeing_through_inner_goes_negative);
-    tcase_add_test(tc, push_pop_fold_like_rmm);
-    tcase_add_test(tc, queries_cover_every_frame);
-    tcase_add_test(tc, failed_allocation_is_not_counted);
-    tcase_add_test(tc, refused_free_is_not_counted);
-    tcase_add_test(tc, api_finds_the_layer_under_other_adaptors);
-    tcase_add_test(tc, api_rejects_bad_arguments);
-    tcase_add_test(tc, control_kind_finds_the_layer_under_others);
-    tcase_add_test(tc, deep_push_pop);
-    tcase_add_test(tc, threads_count_exactly_while_frames_change);
+    crmm_test_tcase(s, "statistics", 0);
     crmm_conformance_add(s, chains, 1);
     return crmm_test_run(s);
 }

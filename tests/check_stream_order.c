@@ -45,7 +45,7 @@ static int ordering_calls(void)
     return fake_cuda.device_sync + fake_cuda.stream_sync + fake_cuda.wait + fake_cuda.event_sync;
 }
 
-START_TEST(reuse_on_the_same_stream_needs_no_ordering)
+CRMM_LOOP_TEST(reuse_on_the_same_stream_needs_no_ordering, NCHAINS)
 {
     crmm_resource *mr = chain(_i);
     cudaStream_t s = fake_stream_new(0);
@@ -64,7 +64,7 @@ START_TEST(reuse_on_the_same_stream_needs_no_ordering)
 }
 END_TEST
 
-START_TEST(a_block_reaches_another_stream_only_behind_an_ordering_call)
+CRMM_LOOP_TEST(a_block_reaches_another_stream_only_behind_an_ordering_call, NCHAINS)
 {
     /* every block of a resource that cannot grow is live on s but one, freed on s: t gets that one,
      * and between its free and its reuse some call orders t behind s */
@@ -92,7 +92,7 @@ START_TEST(a_block_reaches_another_stream_only_behind_an_ordering_call)
 }
 END_TEST
 
-START_TEST(live_blocks_on_many_streams_never_overlap)
+CRMM_LOOP_TEST(live_blocks_on_many_streams_never_overlap, NCHAINS)
 {
     enum { S = 6, LIVE = 40, STEPS = 4000 };
     crmm_resource *mr = chain(_i);
@@ -132,11 +132,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("stream_order");
-    TCase *tc = tcase_create("stream_order");
-    tcase_add_loop_test(tc, reuse_on_the_same_stream_needs_no_ordering, 0, NCHAINS);
-    tcase_add_loop_test(tc, a_block_reaches_another_stream_only_behind_an_ordering_call, 0, NCHAINS);
-    tcase_add_loop_test(tc, live_blocks_on_many_streams_never_overlap, 0, NCHAINS);
-    suite_add_tcase(s, tc);
-    return crmm_test_run(s);
+    return crmm_test_main("stream_order", 0);
 }

@@ -49,7 +49,7 @@ static recording_resource *recording_new(int device)
     return r;
 }
 
-START_TEST(test_destroy_while_other_device_current)
+CRMM_TEST(test_destroy_while_other_device_current)
 {
     ck_assert_cuda(cudaSetDevice(1));
     crmm_stream *s1;
@@ -76,7 +76,7 @@ START_TEST(test_destroy_while_other_device_current)
 }
 END_TEST
 
-START_TEST(test_buffer_ops_while_other_device_current)
+CRMM_TEST(test_buffer_ops_while_other_device_current)
 {
     ck_assert_cuda(cudaSetDevice(1));
     recording_resource *rec = recording_new(1);
@@ -115,7 +115,7 @@ START_TEST(test_buffer_ops_while_other_device_current)
 }
 END_TEST
 
-START_TEST(test_current_resource_of_device_1)
+CRMM_TEST(test_current_resource_of_device_1)
 {
     ck_assert_cuda(cudaSetDevice(1));
     crmm_device_buffer *buf;
@@ -131,7 +131,7 @@ START_TEST(test_current_resource_of_device_1)
 }
 END_TEST
 
-START_TEST(test_pool_of_device_1_destroyed_from_device_0)
+CRMM_TEST(test_pool_of_device_1_destroyed_from_device_0)
 {
     ck_assert_cuda(cudaSetDevice(1));
     crmm_stream_pool *pool;
@@ -152,13 +152,5 @@ int main(void)
     int rc = crmm_test_gpu_gate(2);
     if (rc)
         return rc;
-    Suite *s = suite_create("streams_buffers_2gpu");
-    TCase *tc = tcase_create("other_device_current");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, test_destroy_while_other_device_current);
-    tcase_add_test(tc, test_buffer_ops_while_other_device_current);
-    tcase_add_test(tc, test_current_resource_of_device_1);
-    tcase_add_test(tc, test_pool_of_device_1_destroyed_from_device_0);
-    suite_add_tcase(s, tc);
-    return crmm_test_run(s);
+    return crmm_test_main("streams_buffers_2gpu", CRMM_TEST_GPU_TIMEOUT);
 }

@@ -101,7 +101,7 @@ static const crmm_resource_ops probe_ops = {
 
 /* ---- tests ------------------------------------------------------------------------------- */
 
-START_TEST(round_trip_through_the_devices_resource)
+CRMM_TEST(round_trip_through_the_devices_resource)
 {
     use_config(STATS_OVER_HOST);
     void *p = crmm_torch_allocate(1000, 0, NULL);
@@ -118,7 +118,7 @@ START_TEST(round_trip_through_the_devices_resource)
 }
 END_TEST
 
-START_TEST(each_call_uses_the_devices_current_resource)
+CRMM_TEST(each_call_uses_the_devices_current_resource)
 {
     use_config(STATS_OVER_HOST);
     void *first = crmm_torch_allocate(64, 0, NULL);
@@ -151,7 +151,7 @@ START_TEST(each_call_uses_the_devices_current_resource)
 }
 END_TEST
 
-START_TEST(the_named_device_is_current_during_the_call_and_the_stream_is_passed)
+CRMM_TEST(the_named_device_is_current_during_the_call_and_the_stream_is_passed)
 {
     use_config(STATS_OVER_HOST);
     device_probe *probe = calloc(1, sizeof *probe);
@@ -179,7 +179,7 @@ START_TEST(the_named_device_is_current_during_the_call_and_the_stream_is_passed)
 }
 END_TEST
 
-START_TEST(size_zero_is_null_and_touches_nothing)
+CRMM_TEST(size_zero_is_null_and_touches_nothing)
 {
     use_config(STATS_OVER_HOST);
     ck_assert_ptr_null(crmm_torch_allocate(0, 0, NULL));
@@ -198,7 +198,7 @@ START_TEST(size_zero_is_null_and_touches_nothing)
 }
 END_TEST
 
-START_TEST(bad_arguments_give_null_and_a_message)
+CRMM_TEST(bad_arguments_give_null_and_a_message)
 {
     use_config(STATS_OVER_HOST);
     void *p = crmm_torch_allocate(16, 0, NULL); /* initialise first, so that the log is set up */
@@ -220,7 +220,7 @@ START_TEST(bad_arguments_give_null_and_a_message)
 }
 END_TEST
 
-START_TEST(out_of_memory_gives_null_and_the_resources_message)
+CRMM_TEST(out_of_memory_gives_null_and_the_resources_message)
 {
     use_config("[resource.host]\nplugin = host\n"
                "[resource.small]\nplugin = limiting\nupstream = host\nallocation_limit = 1MiB\n"
@@ -246,7 +246,7 @@ static const char *const BROKEN_CONFIGS[] = {
     NULL,                                           /* a file that does not exist */
 };
 
-START_TEST(a_broken_config_gives_null_and_one_clear_message)
+CRMM_LOOP_TEST(a_broken_config_gives_null_and_one_clear_message, 2)
 {
     char path[4096];
     if (BROKEN_CONFIGS[_i]) {
@@ -316,7 +316,7 @@ static void *churn(void *arg)
     return NULL;
 }
 
-START_TEST(many_threads)
+CRMM_TEST(many_threads)
 {
     use_config(STATS_OVER_HOST);
     pthread_t t[THREADS];
@@ -352,7 +352,7 @@ static void free_after_exit_began(void)
     _exit(ok ? 0 : 4);
 }
 
-START_TEST(nothing_is_called_once_the_process_exits)
+CRMM_TEST(nothing_is_called_once_the_process_exits)
 {
     use_config(STATS_OVER_HOST);
     fflush(NULL);
@@ -376,16 +376,5 @@ END_TEST
 int main(void)
 {
     unsetenv("CRMM_CONFIG");
-    Suite *s = suite_create("torch_allocator");
-    TCase *tc = crmm_test_tcase(s, "torch_allocator", 0);
-    tcase_add_test(tc, round_trip_through_the_devices_resource);
-    tcase_add_test(tc, each_call_uses_the_devices_current_resource);
-    tcase_add_test(tc, the_named_device_is_current_during_the_call_and_the_stream_is_passed);
-    tcase_add_test(tc, size_zero_is_null_and_touches_nothing);
-    tcase_add_test(tc, bad_arguments_give_null_and_a_message);
-    tcase_add_test(tc, out_of_memory_gives_null_and_the_resources_message);
-    tcase_add_loop_test(tc, a_broken_config_gives_null_and_one_clear_message, 0, 2);
-    tcase_add_test(tc, many_threads);
-    tcase_add_test(tc, nothing_is_called_once_the_process_exits);
-    return crmm_test_run(s);
+    return crmm_test_main("torch_allocator", 0);
 }

@@ -26,7 +26,7 @@ static uint64_t bytes_of(crmm_resource *mr)
     return n;
 }
 
-START_TEST(empty)
+CRMM_TEST_IN("tracking", empty)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     ck_assert_uint_eq(count_of(mr), 0);
@@ -35,7 +35,7 @@ START_TEST(empty)
 }
 END_TEST
 
-START_TEST(all_freed)
+CRMM_TEST_IN("tracking", all_freed)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     void *p[10];
@@ -118,7 +118,7 @@ END_TEST
 START_TEST(allocations_left_without_stacks) { left_over(0); }
 END_TEST
 
-START_TEST(foreach_stops_when_asked)
+CRMM_TEST_IN("tracking", foreach_stops_when_asked)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     void *p[6];
@@ -134,7 +134,7 @@ START_TEST(foreach_stops_when_asked)
 }
 END_TEST
 
-START_TEST(stacked_trackers)
+CRMM_TEST_IN("tracking", stacked_trackers)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *outer = crmm_test_create("tracking", "capture_stacks=1", host);
     crmm_resource *inner = crmm_test_create("tracking", NULL, outer);
@@ -160,7 +160,7 @@ START_TEST(stacked_trackers)
 }
 END_TEST
 
-START_TEST(wrong_size_free_is_refused)
+CRMM_TEST_IN("tracking", wrong_size_free_is_refused)
 {
     crmm_test_log_capture_begin();
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *stats = crmm_test_create("statistics", NULL, host);
@@ -182,7 +182,7 @@ START_TEST(wrong_size_free_is_refused)
 }
 END_TEST
 
-START_TEST(unknown_pointer_is_refused)
+CRMM_TEST_IN("tracking", unknown_pointer_is_refused)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     char on_stack[512];
@@ -197,7 +197,7 @@ START_TEST(unknown_pointer_is_refused)
 }
 END_TEST
 
-START_TEST(leaks_are_reported_at_destroy)
+CRMM_TEST_IN("tracking", leaks_are_reported_at_destroy)
 {
     crmm_test_log_capture_begin();
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", "capture_stacks=true", host);
@@ -223,7 +223,7 @@ START_TEST(leaks_are_reported_at_destroy)
 }
 END_TEST
 
-START_TEST(log_outstanding_writes_the_report)
+CRMM_TEST_IN("tracking", log_outstanding_writes_the_report)
 {
     crmm_test_log_capture_begin();
     ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_DEBUG));
@@ -241,7 +241,7 @@ START_TEST(log_outstanding_writes_the_report)
 }
 END_TEST
 
-START_TEST(api_rejects_bad_arguments)
+CRMM_TEST_IN("tracking", api_rejects_bad_arguments)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     uint64_t n;
@@ -281,7 +281,7 @@ static void *churn(void *arg)
     return NULL;
 }
 
-START_TEST(threads_with_address_reuse)
+CRMM_TEST_IN("tracking", threads_with_address_reuse)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     pthread_t t[4];
@@ -298,7 +298,7 @@ START_TEST(threads_with_address_reuse)
 }
 END_TEST
 
-START_TEST(many_records_grow_and_shrink_the_table)
+CRMM_TEST_IN("tracking", many_records_grow_and_shrink_the_table)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = crmm_test_create("tracking", NULL, host);
     enum { N = 20000 };
@@ -325,19 +325,8 @@ int main(void)
 {
     Suite *s = suite_create("tracking");
     TCase *tc = crmm_test_tcase(s, "tracking", 0);
-    tcase_add_test(tc, empty);
-    tcase_add_test(tc, all_freed);
     tcase_add_test(tc, allocations_left_with_stacks);
     tcase_add_test(tc, allocations_left_without_stacks);
-    tcase_add_test(tc, foreach_stops_when_asked);
-    tcase_add_test(tc, stacked_trackers);
-    tcase_add_test(tc, wrong_size_free_is_refused);
-    tcase_add_test(tc, unknown_pointer_is_refused);
-    tcase_add_test(tc, leaks_are_reported_at_destroy);
-    tcase_add_test(tc, log_outstanding_writes_the_report);
-    tcase_add_test(tc, api_rejects_bad_arguments);
-    tcase_add_test(tc, threads_with_address_reuse);
-    tcase_add_test(tc, many_records_grow_and_shrink_the_table);
     crmm_conformance_add(s, chains, 1);
     return crmm_test_run(s);
 }

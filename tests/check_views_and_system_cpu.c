@@ -124,7 +124,7 @@ static void refused(const char *plugin, const char *params, crmm_status expected
 
 /* ---- cuda_async_view ----------------------------------------------------------------------- */
 
-START_TEST(view_allocates_from_the_callers_pool_on_the_callers_stream)
+CRMM_TEST_IN("cuda_async_view", view_allocates_from_the_callers_pool_on_the_callers_stream)
 {
     script_defaults();
     crmm_resource *mr = NULL;
@@ -150,7 +150,7 @@ START_TEST(view_allocates_from_the_callers_pool_on_the_callers_stream)
 }
 END_TEST
 
-START_TEST(view_takes_the_handle_as_decimal_or_hex)
+CRMM_TEST_IN("cuda_async_view", view_takes_the_handle_as_decimal_or_hex)
 {
     script_defaults();
     char params[64];
@@ -165,7 +165,7 @@ START_TEST(view_takes_the_handle_as_decimal_or_hex)
 }
 END_TEST
 
-START_TEST(view_refuses_a_missing_zero_or_bad_handle)
+CRMM_TEST_IN("cuda_async_view", view_refuses_a_missing_zero_or_bad_handle)
 {
     script_defaults();
     refused("cuda_async_view", NULL, CRMM_ERROR_CONFIG, "pool_handle");
@@ -184,7 +184,7 @@ START_TEST(view_refuses_a_missing_zero_or_bad_handle)
 }
 END_TEST
 
-START_TEST(view_out_of_memory_is_reported_as_such)
+CRMM_TEST_IN("cuda_async_view", view_out_of_memory_is_reported_as_such)
 {
     script_defaults();
     crmm_resource *mr = NULL;
@@ -200,7 +200,7 @@ END_TEST
 
 /* ---- async_managed ------------------------------------------------------------------------- */
 
-START_TEST(async_managed_uses_the_devices_default_managed_pool)
+CRMM_TEST_IN("async_managed", async_managed_uses_the_devices_default_managed_pool)
 {
     script_defaults();
     crmm_resource *mr = crmm_test_create("async_managed", NULL, NULL);
@@ -223,7 +223,7 @@ START_TEST(async_managed_uses_the_devices_default_managed_pool)
 }
 END_TEST
 
-START_TEST(async_managed_names_why_it_cannot_be_made)
+CRMM_TEST_IN("async_managed", async_managed_names_why_it_cannot_be_made)
 {
     script_defaults();
     sc.driver = 12080;
@@ -243,7 +243,7 @@ END_TEST
 
 /* ---- system and sam_headroom -------------------------------------------------------------- */
 
-START_TEST(system_is_plain_host_memory_and_a_free_waits_for_its_stream)
+CRMM_TEST_IN("system", system_is_plain_host_memory_and_a_free_waits_for_its_stream)
 {
     script_defaults();
     crmm_resource *mr = crmm_test_create("system", NULL, NULL);
@@ -272,7 +272,7 @@ START_TEST(system_is_plain_host_memory_and_a_free_waits_for_its_stream)
 }
 END_TEST
 
-START_TEST(system_and_sam_headroom_need_pageable_memory_access)
+CRMM_TEST_IN("system", system_and_sam_headroom_need_pageable_memory_access)
 {
     script_defaults();
     sc.pageable = 0;
@@ -282,7 +282,7 @@ START_TEST(system_and_sam_headroom_need_pageable_memory_access)
 }
 END_TEST
 
-START_TEST(sam_headroom_needs_a_headroom)
+CRMM_TEST_IN("system", sam_headroom_needs_a_headroom)
 {
     script_defaults();
     refused("sam_headroom", NULL, CRMM_ERROR_CONFIG, "headroom");
@@ -338,7 +338,7 @@ START_TEST(sam_headroom_places_what_fits_above_the_headroom_on_the_device)
 }
 END_TEST
 
-START_TEST(sam_headroom_failed_placement_frees_the_block)
+CRMM_TEST_IN("system", sam_headroom_failed_placement_frees_the_block)
 {
     script_defaults();
     crmm_resource *mr = crmm_test_create("sam_headroom", "headroom=0", NULL);
@@ -356,19 +356,9 @@ int main(void)
 {
     Suite *s = suite_create("views_and_system_cpu");
     TCase *tc = crmm_test_tcase(s, "cuda_async_view", 0);
-    tcase_add_test(tc, view_allocates_from_the_callers_pool_on_the_callers_stream);
-    tcase_add_test(tc, view_takes_the_handle_as_decimal_or_hex);
-    tcase_add_test(tc, view_refuses_a_missing_zero_or_bad_handle);
-    tcase_add_test(tc, view_out_of_memory_is_reported_as_such);
     tc = crmm_test_tcase(s, "async_managed", 0);
-    tcase_add_test(tc, async_managed_uses_the_devices_default_managed_pool);
-    tcase_add_test(tc, async_managed_names_why_it_cannot_be_made);
     tc = crmm_test_tcase(s, "system", 0);
-    tcase_add_test(tc, system_is_plain_host_memory_and_a_free_waits_for_its_stream);
-    tcase_add_test(tc, system_and_sam_headroom_need_pageable_memory_access);
-    tcase_add_test(tc, sam_headroom_needs_a_headroom);
     tcase_add_loop_test(tc, sam_headroom_places_what_fits_above_the_headroom_on_the_device, 0,
                         (int)(sizeof placements / sizeof placements[0]));
-    tcase_add_test(tc, sam_headroom_failed_placement_frees_the_block);
     return crmm_test_run(s);
 }

@@ -82,7 +82,7 @@ static void device_free(void *ptr, size_t bytes, crmm_cuda_stream_t stream, void
         (*(int *)arg)--;
 }
 
-START_TEST(callback_over_cuda_malloc)
+CRMM_TEST_IN("resources", callback_over_cuda_malloc)
 {
     int live = 0;
     crmm_resource *mr = NULL;
@@ -97,7 +97,7 @@ START_TEST(callback_over_cuda_malloc)
 }
 END_TEST
 
-START_TEST(view_over_a_pool_the_test_owns)
+CRMM_TEST_IN("resources", view_over_a_pool_the_test_owns)
 {
     int dev = crmm_test_cuda_device();
     struct cudaMemPoolProps props;
@@ -131,7 +131,7 @@ START_TEST(view_over_a_pool_the_test_owns)
 }
 END_TEST
 
-START_TEST(async_managed_over_the_default_managed_pool)
+CRMM_TEST_IN("resources", async_managed_over_the_default_managed_pool)
 {
     crmm_resource *mr = NULL;
     crmm_status st = crmm_resource_create("async_managed", NULL, NULL, &mr);
@@ -157,7 +157,7 @@ START_TEST(async_managed_over_the_default_managed_pool)
 }
 END_TEST
 
-START_TEST(system_and_sam_headroom_where_supported)
+CRMM_TEST_IN("resources", system_and_sam_headroom_where_supported)
 {
     crmm_resource *mr = NULL;
     if (!pageable_access()) {
@@ -195,11 +195,7 @@ int main(void)
 {
     CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("views_and_system_gpu");
-    TCase *tc = crmm_test_tcase(s, "resources", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, callback_over_cuda_malloc);
-    tcase_add_test(tc, view_over_a_pool_the_test_owns);
-    tcase_add_test(tc, async_managed_over_the_default_managed_pool);
-    tcase_add_test(tc, system_and_sam_headroom_where_supported);
+    crmm_test_tcase(s, "resources", CRMM_TEST_GPU_TIMEOUT);
 
     static char callback_text[256];
     callback_config(callback_text, sizeof callback_text, device_alloc, device_free, "");

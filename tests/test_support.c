@@ -78,8 +78,43 @@ int crmm_test_async_observable(void)
     return !(v && *v && strcmp(v, "0") != 0);
 }
 
+/* The tests declared with CRMM_TEST*: the linker gathers them between these two symbols (weak:
+ * a program that declares none has no such section). */
+extern const crmm_test_entry __start_crmm_tests[] __attribute__((weak));
+extern const crmm_test_entry __stop_crmm_tests[] __attribute__((weak));
+static unsigned char *test_taken; /* per entry: added to a case */
+
+/* Adds to tc the tests declared for case `name` (NULL: for the main case). */
+static void add_declared_tests(TCase *tc, const char *name)
+{
+    size_t n = (size_t)(__stop_crmm_tests - __start_crmm_tests);
+    if (!test_taken && n && !(test_taken = calloc(n, 1)))
+        abort();
+    /* in the order written: by line (a program's tests are in one file) */
+    for (int done = -1;;) {
+        const crmm_test_entry *next = NULL;
+        for (size_t k = 0; k < n; k++) {
+            const crmm_test_entry *e = &__start_crmm_tests[k];
+            int mine = e->tcase && name ? strcmp(e->tcase, name) == 0 : e->tcase == name;
+            if (mine && e->line > done && (!next || e->line < next->line))
+                next = e;
+        }
+        if (!next)
+            return;
+        tcase_add_loop_test(tc, *next->test, 0, next->loops);
+        test_taken[next - __start_crmm_tests] = 1;
+        done = next->line;
+    }
+}
+
 int crmm_test_run(Suite *s)
 {
+    for (const crmm_test_entry *e = __start_crmm_tests; e < __stop_crmm_tests; e++)
+        if (!test_taken || !test_taken[e - __start_crmm_tests]) {
+            fprintf(stderr, "FAIL: test %s (line %d) is declared for case %s, which this program does not make\n",
+                    (*e->test)->name, e->line, e->tcase ? e->tcase : "main (crmm_test_main)");
+            return 1;
+        }
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
     srunner_run_all(sr, CK_NORMAL);
@@ -93,8 +128,17 @@ TCase *crmm_test_tcase(Suite *s, const char *name, int timeout)
     TCase *tc = tcase_create(name);
     if (timeout > 0)
         tcase_set_timeout(tc, timeout);
+    add_declared_tests(tc, name);
     suite_add_tcase(s, tc);
     return tc;
+}
+
+int crmm_test_main(const char *name, int timeout)
+{
+    Suite *s = suite_create(name);
+    TCase *tc = crmm_test_tcase(s, name, timeout);
+    add_declared_tests(tc, NULL);
+    return crmm_test_run(s);
 }
 
 int crmm_test_cuda_device(void)

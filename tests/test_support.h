@@ -53,11 +53,41 @@ int crmm_test_gpu_required(int needed);
  * check only what must hold in any schedule (the data after a synchronize). */
 int crmm_test_async_observable(void);
 
-/* Run `s` in fork mode and return the exit status for main (0 when all passed). */
+/* ---- declaring tests ------------------------------------------------------------------------
+ * A test is declared once, where it is written: CRMM_TEST(name) { ... } END_TEST in place of
+ * Check's START_TEST puts it in the program's table of tests (a linker section), and the case
+ * that runs it takes it from there, so no test can be written and left unregistered.
+ * CRMM_TEST belongs to the program's main case (crmm_test_main); CRMM_TEST_IN(case, name) to the
+ * case of that name (crmm_test_tcase). CRMM_LOOP_TEST[_IN](..., name, n) runs the body for
+ * _i = 0 .. n - 1 (n: a constant expression, e.g. a table's row count). Tests in a case run in
+ * the order they are written. */
+typedef struct crmm_test_entry {
+    const TTest **test;
+    const char *tcase; /* NULL: the main case */
+    int loops;
+    int line;
+} crmm_test_entry;
+
+#define CRMM_LOOP_TEST_IN(tcase_name, name, n) \
+    static const TTest *name; \
+    static const crmm_test_entry name##_entry \
+        __attribute__((used, section("crmm_tests"), aligned(sizeof(void *)))) = {&name, tcase_name, n, __LINE__}; \
+    START_TEST(name)
+#define CRMM_TEST_IN(tcase_name, name) CRMM_LOOP_TEST_IN(tcase_name, name, 1)
+#define CRMM_LOOP_TEST(name, n) CRMM_LOOP_TEST_IN(NULL, name, n)
+#define CRMM_TEST(name) CRMM_LOOP_TEST_IN(NULL, name, 1)
+
+/* Run `s` in fork mode and return the exit status for main (0 when all passed). Fails, naming
+ * it, when a declared test belongs to no case the program made. */
 int crmm_test_run(Suite *s);
 
-/* A new test case `name` of `s`, with a timeout in seconds (0: Check's default). */
+/* A new test case `name` of `s`, with a timeout in seconds (0: Check's default), holding the
+ * tests declared CRMM_TEST_IN(name, ...). */
 TCase *crmm_test_tcase(Suite *s, const char *name, int timeout);
+
+/* main of a program of one case: the suite and case `name` (timeout as crmm_test_tcase) with
+ * the tests declared CRMM_TEST, run; returns main's exit status. */
+int crmm_test_main(const char *name, int timeout);
 
 /* Timeout for test cases that create a CUDA context (Check's default of 4 s is too short). */
 #define CRMM_TEST_GPU_TIMEOUT 120
