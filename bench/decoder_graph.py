@@ -15,10 +15,11 @@ capture, so the allocator serves the capture and holds that memory for the graph
 
 It prints one JSON line: the mode, milliseconds per replay (the median over batches of
 --replays replays each, timed with CUDA events), each batch's figure, the capture's wall time,
-the peak device memory in use above the level before the first allocation (cudaMemGetInfo's
-total - free, sampled after each phase and each batch: torch.cuda.max_memory_reserved knows
-nothing of a pluggable allocator), and whether a replay's logits equal an eager step's. Run each
-mode in a fresh process (use_crmm must come before torch's first CUDA allocation), alternating:
+the captured graph's nodes by type, the peak device memory in use above the level before the
+first allocation (cudaMemGetInfo's total - free, sampled after each phase and each batch:
+torch.cuda.max_memory_reserved knows nothing of a pluggable allocator), and whether a replay's
+logits equal an eager step's. Run each mode in a fresh process (use_crmm must come before
+torch's first CUDA allocation), alternating:
 
     python3 bench/decoder_graph.py native
     python3 bench/decoder_graph.py crmm
@@ -27,8 +28,30 @@ mode in a fresh process (use_crmm must come before torch's first CUDA allocation
 import argparse
 import os
 import json
+import ctypes
 import statistics
 import time
+
+# CUgraphNodeType's names, by value (cuda.h)
+NODE_TYPES = ["kernel", "memcpy", "memset", "host", "graph", "empty", "wait_event", "event_record",
+              "ext_semas_signal", "ext_semas_wait", "mem_alloc", "mem_free", "batch_mem_op", "conditional"]
+
+
+def node_census(handle):
+    """{node type: count} of a captured cudaGraph_t, through the driver API."""
+    cu = ctypes.CDLL("libcuda.so.1")
+    n = ctypes.c_size_t(0)
+    if cu.cuGraphGetNodes(ctypes.c_void_p(handle), None, ctypes.byref(n)) != 0:
+        return None
+    nodes = (ctypes.c_void_p * n.value)()
+    cu.cuGraphGetNodes(ctypes.c_void_p(handle), nodes, ctypes.byref(n))
+    census = {}
+    for node in nodes:
+        t = ctypes.c_int(-1)
+        cu.cuGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(t))
+        name = NODE_TYPES[t.value] if 0 <= t.value < len(NODE_TYPES) else str(t.value)
+        census[name] = census.get(name, 0) + 1
+    return census
 
 
 def parse_args():
@@ -43,7 +66,24 @@ def parse_args():
     ap.add_argument("--intermediate", type=int, default=2816)
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--max-seq", type=int, default=1024, help="KV cache length")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also profile N replays (torch.profiler) and report the GPU time of each kernel name")
     return ap.parse_args()
+
+
+def profile_kernels(torch, graph, n):
+    """{kernel name: GPU microseconds per replay} over n replays, largest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            graph.replay()
+        torch.cuda.synchronize()
+    totals = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            totals[e.name] = totals.get(e.name, 0.0) + e.time_range.elapsed_us() / n
+    return {k[:80]: round(v, 3) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])[:20]}
 
 
 def build(torch, a):
@@ -161,12 +201,18 @@ def main():
         torch.cuda.synchronize()
         sample()
 
-        graph = torch.cuda.CUDAGraph()
+        try:  # keep the captured graph to count its nodes (torch >= 2.5)
+            graph, kept = torch.cuda.CUDAGraph(keep_graph=True), True
+        except TypeError:
+            graph, kept = torch.cuda.CUDAGraph(), False
         t0 = time.perf_counter()
         with torch.cuda.graph(graph):
             logits = step()
         torch.cuda.synchronize()
         capture_ms = (time.perf_counter() - t0) * 1e3
+        census = node_census(graph.raw_cuda_graph()) if kept else None
+        if kept:
+            graph.instantiate()
         sample()
 
         for _ in range(20):  # warm-up replays
@@ -182,6 +228,8 @@ def main():
             end.synchronize()
             per_batch.append(start.elapsed_time(end) / a.replays)
             sample()
+
+        kernels = profile_kernels(torch, graph, a.profile) if a.profile else None
 
         # a replay's logits against an eager step at the same position over the same cache
         pos.fill_(7)
@@ -199,6 +247,8 @@ def main():
                 "ms_per_replay": round(statistics.median(per_batch), 5),
                 "batches_ms": [round(x, 5) for x in per_batch],
                 "capture_ms": round(capture_ms, 2),
+                "nodes": census,
+                "kernels_us": kernels,
                 "peak_mib": round((peak - base) / 2**20, 1),
                 "replay_equals_eager": same,
                 "config": {k: getattr(a, k) for k in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "max_seq")},
