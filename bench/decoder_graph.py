@@ -83,7 +83,7 @@ def profile_kernels(torch, graph, n):
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
             totals[e.name] = totals.get(e.name, 0.0) + e.time_range.elapsed_us() / n
-    return {k[:80]: round(v, 3) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])[:20]}
+    return {k: round(v, 3) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
 
 
 def build(torch, a):
