@@ -3,6 +3,7 @@
  * loaded: config_test.h counts them. Everything here runs without a GPU. */
 #include "build_config.h"
 #include "config_test.h"
+#include "loader_test.h"
 
 CRMM_TEST_IN("disk", test_binary_file)
 {
@@ -135,35 +136,19 @@ CRMM_TEST_IN("disk", test_default_file)
 }
 END_TEST
 
-/* Copies the built `host` plugin into dir/sub/crmm_NAME.so (so that only plugin_path finds it). */
-static void copy_host_plugin(const char *sub, const char *name)
-{
-    const char *path = getenv("CRMM_PLUGIN_PATH");
-    ck_assert_ptr_nonnull(path);
-    char src[PATH_MAX], cmd[3 * PATH_MAX];
-    const char *colon = strchr(path, ':');
-    snprintf(src, sizeof src, "%.*s/crmm_host.so", colon ? (int)(colon - path) : (int)strlen(path), path);
-    int n = snprintf(cmd, sizeof cmd, "mkdir -p '%s/%s' && cp -L '%s' '%s/%s/crmm_%s.so' && chmod 755 '%s/%s/crmm_%s.so'",
-                     tmpdir, sub, src, tmpdir, sub, name, tmpdir, sub, name);
-    ck_assert_int_lt(n, (int)sizeof cmd);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
 CRMM_TEST_IN("disk", test_plugin_path_relative_to_config)
 {
     /* a plugin that is only in the config's own plugins/ folder: the loader also checks its name,
      * so the copy keeps the name `host` */
-    copy_host_plugin("conf/plugins", "host");
+    char sub[PATH_MAX + 16], plugins[PATH_MAX + 32];
+    snprintf(sub, sizeof sub, "%s/conf", tmpdir);
+    snprintf(plugins, sizeof plugins, "%s/plugins", sub);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    ck_assert_int_eq(mkdir(plugins, 0755), 0);
+    copy_plugin("host", plugins, "host", 0755);
     unsetenv("CRMM_PLUGIN_PATH");
     static const char text[] = "[crmm]\nplugin_path = plugins:/nonexistent\ndefault = h\n[resource.h]\nplugin = host\n";
-    char sub[PATH_MAX + 16];
-    snprintf(sub, sizeof sub, "%s/conf", tmpdir);
-    char cfgpath[PATH_MAX + 32];
-    snprintf(cfgpath, sizeof cfgpath, "%s/crmm.ini", sub);
-    FILE *f = fopen(cfgpath, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
+    const char *cfgpath = write_tmp("conf/crmm.ini", text, sizeof text - 1);
     /* from another working directory: relative to the file, not to the cwd */
     ck_assert_int_eq(chdir("/"), 0);
     crmm_config *cfg = NULL;

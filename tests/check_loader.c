@@ -105,8 +105,8 @@ CRMM_TEST_IN("broken_plugins", not_a_shared_object_gives_dlerror)
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
     fputs("this is not an ELF file\n", f);
-    fclose(f);
-    chmod(path, 0644);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(path, 0644), 0);
     const crmm_plugin *pl = NULL;
     ck_assert_crmm(crmm_plugin_load(path, NULL, &pl), CRMM_ERROR_PLUGIN);
     ck_assert_ptr_null(pl);
@@ -179,10 +179,8 @@ END_TEST
 
 CRMM_TEST_IN("search", absolute_path_must_be_named_like_a_plugin)
 {
-    char *dir = new_dir();
-    copy_plugin("host", dir, "host", 0755);
     char path[PATH_MAX], other[PATH_MAX];
-    snprintf(path, sizeof path, "%s/crmm_host.so", dir);
+    char *dir = new_dir_with_host(0755, path);
     snprintf(other, sizeof other, "%s/libhost.so", dir);
     ck_assert_int_eq(rename(path, other), 0);
     const crmm_plugin *pl = NULL;
@@ -263,12 +261,8 @@ END_TEST
 
 CRMM_TEST_IN("search", first_directory_wins)
 {
-    char *a = new_dir(), *b = new_dir();
-    copy_plugin("host", a, "host", 0755);
-    copy_plugin("host", b, "host", 0755);
     char pa[PATH_MAX], pb[PATH_MAX], ab[2 * PATH_MAX + 2], ba[2 * PATH_MAX + 2];
-    snprintf(pa, sizeof pa, "%s/crmm_host.so", a);
-    snprintf(pb, sizeof pb, "%s/crmm_host.so", b);
+    char *a = new_dir_with_host(0755, pa), *b = new_dir_with_host(0755, pb);
     snprintf(ab, sizeof ab, "%s:%s", a, b);
     snprintf(ba, sizeof ba, "%s:%s", b, a);
     const crmm_plugin *from_a, *from_b, *from_env, *pl;

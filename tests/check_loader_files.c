@@ -42,10 +42,8 @@ static bool owners_private_group(const char *path)
 
 CRMM_TEST_IN("permissions", group_writable_file_is_refused)
 {
-    char *dir = new_dir();
-    copy_plugin("host", dir, "host", 0775);
     char file[PATH_MAX];
-    snprintf(file, sizeof file, "%s/crmm_host.so", dir);
+    char *dir = new_dir_with_host(0775, file);
     if (!unknown_group_of(file)) {
         fprintf(stderr, "group_writable_file_is_refused: skipped (giving a file another group needs root)\n");
         free(dir);
@@ -66,10 +64,8 @@ END_TEST
 
 CRMM_TEST_IN("permissions", world_writable_file_is_refused)
 {
-    char *dir = new_dir();
-    copy_plugin("host", dir, "host", 0757);
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/crmm_host.so", dir);
+    char *dir = new_dir_with_host(0757, path);
     const crmm_plugin *pl = NULL;
     ck_assert_crmm(crmm_plugin_load(path, NULL, &pl), CRMM_ERROR_PLUGIN);
     ck_assert_error_contains("writable by others");
@@ -86,11 +82,9 @@ END_TEST
  * the group is the owner's private group: no one else can write through it. */
 CRMM_TEST_IN("permissions", directory_writable_by_owners_private_group_loads)
 {
-    char *dir = new_dir();
-    copy_plugin("host", dir, "host", 0775);
-    ck_assert_int_eq(chmod(dir, 0775), 0);
     char file[PATH_MAX];
-    snprintf(file, sizeof file, "%s/crmm_host.so", dir);
+    char *dir = new_dir_with_host(0775, file);
+    ck_assert_int_eq(chmod(dir, 0775), 0);
     if (!owners_private_group(dir) || !owners_private_group(file)) {
         fprintf(stderr, "directory_writable_by_owners_private_group_loads: skipped (%s's group is not its owner's private group)\n", dir);
         free(dir);
@@ -154,10 +148,8 @@ CRMM_TEST_IN("permissions", link_in_writable_directory_is_refused)
 {
     /* A link to a well-kept plugin, in a directory anyone can write: anyone could point it at
      * other code, so the directory the link is in counts too. */
-    char *safe = new_dir(), *open_dir = new_dir();
-    copy_plugin("host", safe, "host", 0755);
     char target[PATH_MAX], link[PATH_MAX];
-    snprintf(target, sizeof target, "%s/crmm_host.so", safe);
+    char *safe = new_dir_with_host(0755, target), *open_dir = new_dir();
     snprintf(link, sizeof link, "%s/crmm_host.so", open_dir);
     ck_assert_int_eq(symlink(target, link), 0);
     ck_assert_int_eq(chmod(open_dir, 0777), 0);

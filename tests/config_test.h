@@ -108,7 +108,7 @@ static inline const char *write_tmp(const char *name, const char *data, size_t l
     FILE *f = fopen(path, "wb");
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-    fclose(f);
+    ck_assert_int_eq(fclose(f), 0); /* the bytes reached the file */
     return path;
 }
 

@@ -55,7 +55,7 @@ static inline void copy_plugin(const char *name, const char *dir, const char *as
     while ((k = fread(buf, 1, sizeof buf, in)) > 0)
         ck_assert_uint_eq(fwrite(buf, 1, k, out), k);
     fclose(in);
-    fclose(out);
+    ck_assert_int_eq(fclose(out), 0);
     ck_assert_int_eq(chmod(dst, mode), 0);
 }
 
@@ -64,6 +64,16 @@ static inline char *new_dir(void)
     char *d = crmm_test_tmpdir();
     ck_assert_ptr_nonnull(d);
     return d;
+}
+
+/* A fresh directory (returned, malloc'd) holding a copy of the host plugin with `mode`, whose
+ * path goes to `file` (PATH_MAX bytes). */
+static inline char *new_dir_with_host(mode_t mode, char *file)
+{
+    char *dir = new_dir();
+    copy_plugin("host", dir, "host", mode);
+    snprintf(file, PATH_MAX, "%s/crmm_host.so", dir);
+    return dir;
 }
 
 #endif
