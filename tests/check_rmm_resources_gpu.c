@@ -69,10 +69,9 @@ static void check_cross_stream_reuse(const char *upstream_plugin)
     ck_assert_int_eq(cudaStreamDestroy(s2), cudaSuccess);
 }
 
-START_TEST(fixed_size_orders_reuse_across_streams_over_cuda) { check_cross_stream_reuse("cuda"); }
-END_TEST
+static const char *const cross_stream_upstreams[] = {"cuda", "async"};
 
-START_TEST(fixed_size_orders_reuse_across_streams_over_async) { check_cross_stream_reuse("async"); }
+START_TEST(fixed_size_orders_reuse_across_streams) { check_cross_stream_reuse(cross_stream_upstreams[_i]); }
 END_TEST
 
 START_TEST(fixed_size_reuses_at_once_on_the_same_stream)
@@ -159,8 +158,7 @@ int main(void)
     Suite *s = suite_create("rmm_resources_gpu");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
     TCase *tc = crmm_test_tcase(s, "rmm_resources_gpu", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, fixed_size_orders_reuse_across_streams_over_cuda);
-    tcase_add_test(tc, fixed_size_orders_reuse_across_streams_over_async);
+    tcase_add_loop_test(tc, fixed_size_orders_reuse_across_streams, 0, 2);
     tcase_add_test(tc, fixed_size_reuses_at_once_on_the_same_stream);
     tcase_add_test(tc, aligned_real_pointers);
     tcase_add_test(tc, binning_over_cuda_routes_by_size);
