@@ -40,12 +40,14 @@ static unsigned char byte_at(const void *p)
     return b;
 }
 
-/* A block freed on s1 while s1 is still going to write it, then taken on s2 and written there:
- * the resource must order s2 behind s1, so the last write is s2's. */
-static void check_cross_stream_reuse(const char *upstream_plugin)
+/* Over cuda and over async, a block freed on s1 while s1 is still going to write it, then taken
+ * on s2 and written there: the resource must order s2 behind s1, so the last write is s2's. */
+static const char *const cross_stream_upstreams[] = {"cuda", "async"};
+
+START_TEST(fixed_size_orders_reuse_across_streams)
 {
     crmm_resource *up, *f;
-    ck_assert_crmm_ok(crmm_resource_create(upstream_plugin, "", NULL, &up));
+    ck_assert_crmm_ok(crmm_resource_create(cross_stream_upstreams[_i], "", NULL, &up));
     ck_assert_crmm_ok(crmm_resource_create("fixed_size", "block_size=1MiB blocks_to_preallocate=1", up, &f));
     cudaStream_t s1, s2;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
@@ -68,10 +70,6 @@ static void check_cross_stream_reuse(const char *upstream_plugin)
     ck_assert_int_eq(cudaStreamDestroy(s1), cudaSuccess);
     ck_assert_int_eq(cudaStreamDestroy(s2), cudaSuccess);
 }
-
-static const char *const cross_stream_upstreams[] = {"cuda", "async"};
-
-START_TEST(fixed_size_orders_reuse_across_streams) { check_cross_stream_reuse(cross_stream_upstreams[_i]); }
 END_TEST
 
 START_TEST(fixed_size_reuses_at_once_on_the_same_stream)
