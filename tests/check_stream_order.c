@@ -37,8 +37,6 @@ static crmm_resource *chain_over(int i, int max_chunks)
     return mr;
 }
 
-static crmm_resource *chain(int i) { return chain_over(i, 0); }
-
 /* Calls that order one stream's work after another's, or after the device's. */
 static int ordering_calls(void)
 {
@@ -47,7 +45,7 @@ static int ordering_calls(void)
 
 START_TEST(reuse_on_the_same_stream_needs_no_ordering)
 {
-    crmm_resource *mr = chain(_i);
+    crmm_resource *mr = chain_over(_i, 0);
     cudaStream_t s = fake_stream_new(0);
     size_t n = chains[_i].max_size;
     void *first = alloc_on(mr, n, s); /* the block's first use may order it after its creation */
@@ -95,7 +93,7 @@ END_TEST
 START_TEST(live_blocks_on_many_streams_never_overlap)
 {
     enum { S = 6, LIVE = 40, STEPS = 4000 };
-    crmm_resource *mr = chain(_i);
+    crmm_resource *mr = chain_over(_i, 0);
     cudaStream_t st[S];
     for (int k = 0; k < S; k++)
         st[k] = fake_stream_new(k);
@@ -133,10 +131,9 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("stream_order");
-    TCase *tc = tcase_create("stream_order");
+    TCase *tc = crmm_test_tcase(s, "stream_order", 0);
     tcase_add_loop_test(tc, reuse_on_the_same_stream_needs_no_ordering, 0, NCHAINS);
     tcase_add_loop_test(tc, a_block_reaches_another_stream_only_behind_an_ordering_call, 0, NCHAINS);
     tcase_add_loop_test(tc, live_blocks_on_many_streams_never_overlap, 0, NCHAINS);
-    suite_add_tcase(s, tc);
     return crmm_test_run(s);
 }
