@@ -123,6 +123,7 @@ START_TEST(test_buffer_to_device_async_on_stream)
     queue_slow(s, &done);
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_to_device(src, NDATA, s, &rec->base, &buf));
+    ck_assert_int_eq(rec->live, 1);
     if (crmm_test_async_observable())
         ck_assert_int_eq(atomic_load(&done), 0); /* queued, not waited for */
     ck_assert_ptr_eq(crmm_stream_handle(crmm_device_buffer_stream(buf)), crmm_stream_handle(s));
@@ -132,6 +133,7 @@ START_TEST(test_buffer_to_device_async_on_stream)
     ck_assert_crmm_ok(crmm_stream_synchronize(s));
     ck_assert_mem_eq(got, DATA, NDATA);
     crmm_device_buffer_destroy(buf);
+    ck_assert_int_eq(rec->live, 0); /* the buffer gave its block back */
     ck_assert_crmm_ok(crmm_stream_synchronize(s));
     ck_assert_cuda(cudaFreeHost(src));
     crmm_stream_destroy(s);

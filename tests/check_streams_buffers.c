@@ -19,6 +19,7 @@ static void fake_setup(void)
 static void fake_teardown(void)
 {
     ck_assert_int_eq(crmm_resource_refcount(&fake->base), 1); /* no buffer kept a reference */
+    ck_assert_int_eq(fake->live, 0);                           /* nor a block */
     crmm_resource_release(&fake->base);
 }
 

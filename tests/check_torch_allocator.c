@@ -135,6 +135,7 @@ START_TEST(the_named_device_is_current_during_the_call_and_the_stream_is_passed)
     set_device_calls = 0;
     void *p = crmm_torch_allocate(4096, 1, STREAM_A);
     ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(probe->live, 1); /* the block is the probe's */
     ck_assert_int_eq(probe->alloc_device, 1);
     ck_assert_ptr_eq(probe->alloc_stream, STREAM_A);
     ck_assert_int_eq(current_device, 0); /* the caller's device is back */
@@ -145,6 +146,7 @@ START_TEST(the_named_device_is_current_during_the_call_and_the_stream_is_passed)
     crmm_torch_deallocate(p, 4096, 1, CRMM_CUDA_STREAM_PER_THREAD);
     ck_assert_int_eq(probe->free_device, 1);
     ck_assert_ptr_eq(probe->free_stream, CRMM_CUDA_STREAM_PER_THREAD);
+    ck_assert_int_eq(probe->live, 0);
     ck_assert_int_eq(current_device, 0);
     crmm_resource_release(&probe->base);
 }
