@@ -1,53 +1,10 @@
 /* check_device_buffer_gpu.c — device buffers, streams and the stream pool on one GPU: a buffer's
  * resize, copies and bounds, its frees on its last stream (seen through a recording resource of
- * stream-ordered cudaMallocAsync), owning and foreign streams, and the pool of streams. */
+ * stream-ordered cudaMallocAsync, streams_buffers_gpu_test.h), owning and foreign streams, and the
+ * pool of streams. */
 #include "build_config.h"
 
 #include "streams_buffers_gpu_test.h"
-
-/* ---- a recording resource: stream-ordered cudaMallocAsync, remembers its last free ----------- */
-
-typedef struct recording_resource {
-    crmm_resource base;
-    int live;
-    size_t last_free_bytes;
-    crmm_cuda_stream_t last_free_stream;
-    int last_free_device; /* current device during the last deallocate */
-} recording_resource;
-
-static crmm_status rec_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
-{
-    recording_resource *r = (recording_resource *)self;
-    crmm_status st = crmm_cuda_status(cudaMallocAsync(ptr, bytes, stream), "cudaMallocAsync");
-    if (st == CRMM_OK)
-        r->live++;
-    return st;
-}
-
-static crmm_status rec_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
-{
-    recording_resource *r = (recording_resource *)self;
-    r->live--;
-    r->last_free_bytes = bytes;
-    r->last_free_stream = stream;
-    cudaGetDevice(&r->last_free_device);
-    return crmm_cuda_status(cudaFreeAsync(ptr, stream), "cudaFreeAsync");
-}
-
-static void rec_destroy(crmm_resource *self) { free(self); }
-
-static const crmm_resource_ops rec_ops = {.allocate = rec_allocate, .deallocate = rec_deallocate, .destroy = rec_destroy};
-
-static recording_resource *recording_new(void)
-{
-    recording_resource *r = calloc(1, sizeof *r);
-    ck_assert_ptr_nonnull(r);
-    int dev;
-    ck_assert_cuda(cudaGetDevice(&dev));
-    crmm_resource_init(&r->base, &rec_ops, "recording", CRMM_RESOURCE_DEVICE_ACCESSIBLE, dev, NULL);
-    r->last_free_device = -1;
-    return r;
-}
 
 /* ---- device buffers ------------------------------------------------------------------------- */
 
@@ -157,7 +114,7 @@ END_TEST
 
 START_TEST(test_buffer_to_device_async_on_stream)
 {
-    recording_resource *rec = recording_new();
+    probe_resource *rec = recording_new(crmm_test_cuda_device());
     crmm_stream *s;
     ck_assert_crmm_ok(crmm_stream_create(CRMM_STREAM_NON_BLOCKING, &s));
     char *src = pinned(NDATA);
@@ -166,6 +123,7 @@ START_TEST(test_buffer_to_device_async_on_stream)
     queue_slow(s, &done);
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_to_device(src, NDATA, s, &rec->base, &buf));
+    ck_assert_int_eq(rec->live, 1);
     if (crmm_test_async_observable())
         ck_assert_int_eq(atomic_load(&done), 0); /* queued, not waited for */
     ck_assert_ptr_eq(crmm_stream_handle(crmm_device_buffer_stream(buf)), crmm_stream_handle(s));
@@ -175,6 +133,7 @@ START_TEST(test_buffer_to_device_async_on_stream)
     ck_assert_crmm_ok(crmm_stream_synchronize(s));
     ck_assert_mem_eq(got, DATA, NDATA);
     crmm_device_buffer_destroy(buf);
+    ck_assert_int_eq(rec->live, 0); /* the buffer gave its block back */
     ck_assert_crmm_ok(crmm_stream_synchronize(s));
     ck_assert_cuda(cudaFreeHost(src));
     crmm_stream_destroy(s);
@@ -184,7 +143,7 @@ END_TEST
 
 START_TEST(test_buffer_frees_on_its_last_stream)
 {
-    recording_resource *rec = recording_new();
+    probe_resource *rec = recording_new(crmm_test_cuda_device());
     crmm_stream *a, *b;
     ck_assert_crmm_ok(crmm_stream_create(CRMM_STREAM_NON_BLOCKING, &a));
     ck_assert_crmm_ok(crmm_stream_create(CRMM_STREAM_NON_BLOCKING, &b));
@@ -193,14 +152,14 @@ START_TEST(test_buffer_frees_on_its_last_stream)
     ck_assert_crmm_ok(crmm_stream_synchronize(a)); /* the block may now be used on b */
     /* Growing on b frees the old 64-byte block on b, after the copy. */
     ck_assert_crmm_ok(crmm_device_buffer_resize(buf, 128, b));
-    ck_assert_uint_eq(rec->last_free_bytes, 64);
-    ck_assert_ptr_eq(rec->last_free_stream, crmm_stream_handle(b));
+    ck_assert_uint_eq(rec->free_bytes, 64);
+    ck_assert_ptr_eq(rec->free_stream, crmm_stream_handle(b));
     ck_assert_int_eq(rec->live, 1);
     ck_assert_crmm_ok(crmm_stream_synchronize(b)); /* the copy on b is done: a may free */
     ck_assert_crmm_ok(crmm_device_buffer_set_stream(buf, a));
     crmm_device_buffer_destroy(buf);
-    ck_assert_uint_eq(rec->last_free_bytes, 128);
-    ck_assert_ptr_eq(rec->last_free_stream, crmm_stream_handle(a));
+    ck_assert_uint_eq(rec->free_bytes, 128);
+    ck_assert_ptr_eq(rec->free_stream, crmm_stream_handle(a));
     ck_assert_int_eq(rec->live, 0);
     ck_assert_crmm_ok(crmm_stream_synchronize(a));
     ck_assert_crmm_ok(crmm_stream_synchronize(b));

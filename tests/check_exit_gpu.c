@@ -128,39 +128,27 @@ static int run_child(const char *scenario, const char *arg, char *err, size_t er
     return status;
 }
 
-#define ck_assert_clean_exit(status, err) \
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %s %d; its stderr:\n%s", \
-                  WIFSIGNALED(status) ? "killed by signal" : "exited with", \
-                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), err)
-
-CRMM_TEST(live_allocations_at_exit)
-{
-    char err[8192];
-    int status = run_child("live", NULL, err, sizeof err);
-    ck_assert_clean_exit(status, err);
-}
-END_TEST
-
-CRMM_TEST(release_from_an_early_atexit_handler)
-{
-    char err[8192];
-    int status = run_child("atexit_release", NULL, err, sizeof err);
-    ck_assert_clean_exit(status, err);
+/* Each scenario, the config it is given (NULL: none), and what its stderr must say. */
+static const struct { const char *scenario, *config, *said[2]; } exits[] = {
+    {"live", NULL, {NULL}},
     /* crmm_finalize in the handler destroyed the registry's cuda resource with its block */
-    ck_assert_msg(strstr(err, "cuda resource destroyed with 1 live allocation (8.0 KiB)"), "stderr:\n%s", err);
-}
-END_TEST
+    {"atexit_release", NULL, {"cuda resource destroyed with 1 live allocation (8.0 KiB)"}},
+    {"finalize_at_exit",
+     "[crmm]\ndefault = main\n[resource.gpu]\nplugin = cuda\n[resource.main]\nplugin = template\nupstream = gpu\n",
+     {"template resource 'main' destroyed with 1 live allocation (12.1 KiB)",
+      "cuda resource 'gpu' destroyed with 1 live allocation (12.1 KiB)"}},
+};
 
-CRMM_TEST(finalize_as_an_atexit_handler)
+CRMM_LOOP_TEST(a_scenario_exits_cleanly, (int)(sizeof exits / sizeof exits[0]))
 {
-    const char *config = crmm_test_write_file(
-        "crmm.ini", "[crmm]\ndefault = main\n[resource.gpu]\nplugin = cuda\n[resource.main]\nplugin = template\nupstream = gpu\n");
+    const char *config = exits[_i].config ? crmm_test_write_file("crmm.ini", exits[_i].config) : NULL;
     char err[8192];
-    int status = run_child("finalize_at_exit", config, err, sizeof err);
-    ck_assert_clean_exit(status, err);
-    ck_assert_msg(strstr(err, "template resource 'main' destroyed with 1 live allocation (12.1 KiB)") &&
-                      strstr(err, "cuda resource 'gpu' destroyed with 1 live allocation (12.1 KiB)"),
-                  "stderr:\n%s", err);
+    int status = run_child(exits[_i].scenario, config, err, sizeof err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child %s %d; its stderr:\n%s", exits[_i].scenario,
+                  WIFSIGNALED(status) ? "killed by signal" : "exited with",
+                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), err);
+    for (int k = 0; k < 2 && exits[_i].said[k]; k++)
+        ck_assert_msg(strstr(err, exits[_i].said[k]), "%s: stderr:\n%s", exits[_i].scenario, err);
 }
 END_TEST
 

@@ -88,27 +88,22 @@ CRMM_TEST(config_gives_each_device_its_chain)
     expect_current(0, "creating device 1's resource");
     ck_assert_ptr_ne(r0, r1);
 
-    /* device 0: a -> pool0 -> gpu, all bound to device 0 */
-    ck_assert_str_eq(crmm_resource_kind(r0), "statistics");
-    ck_assert_str_eq(crmm_resource_name(r0), "a");
-    ck_assert_int_eq(r0->device, 0);
-    crmm_resource *pool0 = crmm_resource_upstream(r0);
-    ck_assert_str_eq(crmm_resource_kind(pool0), "pool");
-    ck_assert_str_eq(crmm_resource_name(pool0), "pool0");
-    ck_assert_int_eq(pool0->device, 0);
-    crmm_resource *gpu0 = crmm_resource_upstream(pool0);
-    ck_assert_str_eq(crmm_resource_kind(gpu0), "cuda");
-    ck_assert_int_eq(gpu0->device, 0);
-    ck_assert_uint_eq(crmm_test_query(pool0, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
-
-    /* device 1: b -> gpu, its own cuda instance on device 1 */
-    ck_assert_str_eq(crmm_resource_kind(r1), "arena");
-    ck_assert_str_eq(crmm_resource_name(r1), "b");
-    ck_assert_int_eq(r1->device, 1);
+    /* device 0: a -> pool0 -> gpu, all bound to device 0; device 1: b -> gpu, its own cuda
+     * instance on device 1 */
+    crmm_resource *pool0 = crmm_resource_upstream(r0), *gpu0 = crmm_resource_upstream(pool0);
     crmm_resource *gpu1 = crmm_resource_upstream(r1);
-    ck_assert_str_eq(crmm_resource_kind(gpu1), "cuda");
-    ck_assert_int_eq(gpu1->device, 1);
+    const struct { crmm_resource *r; const char *kind, *name; int device; } layers[] = {
+        {r0, "statistics", "a", 0}, {pool0, "pool", "pool0", 0}, {gpu0, "cuda", NULL, 0},
+        {r1, "arena", "b", 1},      {gpu1, "cuda", NULL, 1},
+    };
+    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+        ck_assert_str_eq(crmm_resource_kind(layers[i].r), layers[i].kind);
+        if (layers[i].name)
+            ck_assert_str_eq(crmm_resource_name(layers[i].r), layers[i].name);
+        ck_assert_int_eq(layers[i].r->device, layers[i].device);
+    }
     ck_assert_ptr_ne(gpu1, gpu0);
+    ck_assert_uint_eq(crmm_test_query(pool0, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
     ck_assert_uint_eq(crmm_test_query(r1, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
     ck_assert(crmm_resource_find_kind(r1, "statistics") == NULL);
 

@@ -40,12 +40,14 @@ static unsigned char byte_at(const void *p)
     return b;
 }
 
-/* A block freed on s1 while s1 is still going to write it, then taken on s2 and written there:
- * the resource must order s2 behind s1, so the last write is s2's. */
-static void check_cross_stream_reuse(const char *upstream_plugin)
+/* Over cuda and over async, a block freed on s1 while s1 is still going to write it, then taken
+ * on s2 and written there: the resource must order s2 behind s1, so the last write is s2's. */
+static const char *const cross_stream_upstreams[] = {"cuda", "async"};
+
+CRMM_LOOP_TEST_IN("rmm_resources_gpu", fixed_size_orders_reuse_across_streams, 2)
 {
     crmm_resource *up, *f;
-    ck_assert_crmm_ok(crmm_resource_create(upstream_plugin, "", NULL, &up));
+    ck_assert_crmm_ok(crmm_resource_create(cross_stream_upstreams[_i], "", NULL, &up));
     ck_assert_crmm_ok(crmm_resource_create("fixed_size", "block_size=1MiB blocks_to_preallocate=1", up, &f));
     cudaStream_t s1, s2;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
@@ -68,11 +70,6 @@ static void check_cross_stream_reuse(const char *upstream_plugin)
     ck_assert_int_eq(cudaStreamDestroy(s1), cudaSuccess);
     ck_assert_int_eq(cudaStreamDestroy(s2), cudaSuccess);
 }
-
-START_TEST(fixed_size_orders_reuse_across_streams_over_cuda) { check_cross_stream_reuse("cuda"); }
-END_TEST
-
-START_TEST(fixed_size_orders_reuse_across_streams_over_async) { check_cross_stream_reuse("async"); }
 END_TEST
 
 CRMM_TEST_IN("rmm_resources_gpu", fixed_size_reuses_at_once_on_the_same_stream)
@@ -158,8 +155,6 @@ int main(void)
     CRMM_TEST_GPU_GATE(1);
     Suite *s = suite_create("rmm_resources_gpu");
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
-    TCase *tc = crmm_test_tcase(s, "rmm_resources_gpu", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, fixed_size_orders_reuse_across_streams_over_cuda);
-    tcase_add_test(tc, fixed_size_orders_reuse_across_streams_over_async);
+    crmm_test_tcase(s, "rmm_resources_gpu", CRMM_TEST_GPU_TIMEOUT);
     return crmm_test_run(s);
 }

@@ -37,8 +37,6 @@ static crmm_resource *chain_over(int i, int max_chunks)
     return mr;
 }
 
-static crmm_resource *chain(int i) { return chain_over(i, 0); }
-
 /* Calls that order one stream's work after another's, or after the device's. */
 static int ordering_calls(void)
 {
@@ -47,7 +45,7 @@ static int ordering_calls(void)
 
 CRMM_LOOP_TEST(reuse_on_the_same_stream_needs_no_ordering, NCHAINS)
 {
-    crmm_resource *mr = chain(_i);
+    crmm_resource *mr = chain_over(_i, 0);
     cudaStream_t s = fake_stream_new(0);
     size_t n = chains[_i].max_size;
     void *first = alloc_on(mr, n, s); /* the block's first use may order it after its creation */
@@ -95,7 +93,7 @@ END_TEST
 CRMM_LOOP_TEST(live_blocks_on_many_streams_never_overlap, NCHAINS)
 {
     enum { S = 6, LIVE = 40, STEPS = 4000 };
-    crmm_resource *mr = chain(_i);
+    crmm_resource *mr = chain_over(_i, 0);
     cudaStream_t st[S];
     for (int k = 0; k < S; k++)
         st[k] = fake_stream_new(k);

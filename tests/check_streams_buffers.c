@@ -4,60 +4,22 @@
 #include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
+#include "probe_resource.h"
 #include "test_support.h"
 
-/* ---- a fake "device" resource: host memory, flagged device accessible, bound to no device ---- */
-
-typedef struct fake_resource {
-    crmm_resource base;
-    int live;                       /* allocations not yet freed */
-    int allocations;                /* allocate calls with bytes > 0 */
-    size_t last_free_bytes;         /* bytes given to the last deallocate */
-    crmm_cuda_stream_t last_stream; /* stream given to the last allocate or deallocate */
-} fake_resource;
-
-static crmm_status fake_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
-{
-    fake_resource *r = (fake_resource *)self;
-    *ptr = malloc(bytes);
-    if (!*ptr)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fake: malloc failed");
-    r->live++;
-    r->allocations++;
-    r->last_stream = stream;
-    return CRMM_OK;
-}
-
-static crmm_status fake_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
-{
-    fake_resource *r = (fake_resource *)self;
-    free(ptr);
-    r->live--;
-    r->last_free_bytes = bytes;
-    r->last_stream = stream;
-    return CRMM_OK;
-}
-
-static void fake_destroy(crmm_resource *self) { free(self); }
-
-static const crmm_resource_ops fake_ops = {
-    .allocate = fake_allocate, .deallocate = fake_deallocate, .destroy = fake_destroy,
-};
-
-/* The device_buffer tests' fake resource, made before and released after each (a checked fixture). */
-static fake_resource *fake;
+/* The device_buffer tests' probe: host memory, flagged device accessible, bound to no device;
+ * made before and released after each test (a checked fixture). */
+static probe_resource *fake;
 
 static void fake_setup(void)
 {
-    fake = calloc(1, sizeof *fake);
-    ck_assert_ptr_nonnull(fake);
-    crmm_resource_init(&fake->base, &fake_ops, "fake",
-                       CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
+    fake = probe_resource_new(NULL, CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE, -1);
 }
 
 static void fake_teardown(void)
 {
     ck_assert_int_eq(crmm_resource_refcount(&fake->base), 1); /* no buffer kept a reference */
+    ck_assert_int_eq(fake->live, 0);                           /* nor a block */
     crmm_resource_release(&fake->base);
 }
 
@@ -257,7 +219,7 @@ START_TEST(test_buffer_create_holds_resource)
     ck_assert_int_eq(fake->live, 1);
     crmm_device_buffer_destroy(buf);
     ck_assert_int_eq(fake->live, 0);
-    ck_assert_uint_eq(fake->last_free_bytes, 16);
+    ck_assert_uint_eq(fake->free_bytes, 16);
     ck_assert_int_eq(crmm_resource_refcount(&fake->base), 1);
 }
 END_TEST
@@ -343,7 +305,7 @@ START_TEST(test_buffer_resize_within_capacity)
     ck_assert_ptr_null(crmm_device_buffer_ptr(buf));
     ck_assert_uint_eq(crmm_device_buffer_capacity(buf), 0);
     ck_assert_int_eq(fake->live, 0);
-    ck_assert_uint_eq(fake->last_free_bytes, 16);
+    ck_assert_uint_eq(fake->free_bytes, 16);
     crmm_device_buffer_destroy(buf);
 }
 END_TEST
@@ -360,7 +322,7 @@ START_TEST(test_buffer_reserve_empty)
     ck_assert_crmm_ok(crmm_device_buffer_resize(buf, 64, NULL)); /* within capacity now */
     ck_assert_int_eq(fake->allocations, 1);
     crmm_device_buffer_destroy(buf);
-    ck_assert_uint_eq(fake->last_free_bytes, 64); /* freed with the capacity it was allocated with */
+    ck_assert_uint_eq(fake->free_bytes, 64); /* freed with the capacity it was allocated with */
     ck_assert_int_eq(fake->live, 0);
 }
 END_TEST
@@ -383,7 +345,7 @@ START_TEST(test_buffer_stream_follows_set_stream)
     ck_assert_ptr_eq(crmm_stream_handle(crmm_device_buffer_stream(buf)), FAKE_STREAM);
     /* reserve allocates on the buffer's stream; resize makes its stream the buffer's. */
     ck_assert_crmm_ok(crmm_device_buffer_reserve(buf, 32, crmm_device_buffer_stream(buf)));
-    ck_assert_ptr_eq(fake->last_stream, FAKE_STREAM);
+    ck_assert_ptr_eq(fake->alloc_stream, FAKE_STREAM);
     ck_assert_crmm_ok(crmm_device_buffer_resize(buf, 8, crmm_stream_per_thread()));
     ck_assert_ptr_eq(crmm_stream_handle(crmm_device_buffer_stream(buf)), CRMM_CUDA_STREAM_PER_THREAD);
     crmm_device_buffer *copy;
@@ -396,7 +358,7 @@ START_TEST(test_buffer_stream_follows_set_stream)
     ck_assert_ptr_eq(crmm_stream_handle(crmm_device_buffer_stream(copy)), FAKE_STREAM);
     crmm_device_buffer_destroy(copy);
     crmm_device_buffer_destroy(buf); /* freed on its last stream */
-    ck_assert_ptr_eq(fake->last_stream, CRMM_CUDA_STREAM_PER_THREAD);
+    ck_assert_ptr_eq(fake->free_stream, CRMM_CUDA_STREAM_PER_THREAD);
     crmm_stream_destroy(view);
 }
 END_TEST

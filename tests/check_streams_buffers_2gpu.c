@@ -2,59 +2,14 @@
  * is current: each must do its CUDA work with its own device current and give the caller's
  * device back. Needs 2 GPUs (skips otherwise). */
 #include "build_config.h"
-#include <stdlib.h>
-#include <string.h>
-#include <cuda_runtime_api.h>
-#include "test_support.h"
-
-/* A device resource that records the current device and the stream of each call. */
-typedef struct recording_resource {
-    crmm_resource base;
-    int live;
-    int alloc_device, free_device;
-    crmm_cuda_stream_t free_stream;
-} recording_resource;
-
-static crmm_status rec_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
-{
-    recording_resource *r = (recording_resource *)self;
-    cudaGetDevice(&r->alloc_device);
-    crmm_status st = crmm_cuda_status(cudaMallocAsync(ptr, bytes, stream), "cudaMallocAsync");
-    if (st == CRMM_OK)
-        r->live++;
-    return st;
-}
-
-static crmm_status rec_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
-{
-    (void)bytes;
-    recording_resource *r = (recording_resource *)self;
-    cudaGetDevice(&r->free_device);
-    r->free_stream = stream;
-    r->live--;
-    return crmm_cuda_status(cudaFreeAsync(ptr, stream), "cudaFreeAsync");
-}
-
-static void rec_destroy(crmm_resource *self) { free(self); }
-
-static const crmm_resource_ops rec_ops = {.allocate = rec_allocate, .deallocate = rec_deallocate, .destroy = rec_destroy};
-
-/* A recording resource of device `device`. */
-static recording_resource *recording_new(int device)
-{
-    recording_resource *r = calloc(1, sizeof *r);
-    ck_assert_ptr_nonnull(r);
-    crmm_resource_init(&r->base, &rec_ops, "recording", CRMM_RESOURCE_DEVICE_ACCESSIBLE, device, NULL);
-    r->alloc_device = r->free_device = -1;
-    return r;
-}
+#include "streams_buffers_gpu_test.h"
 
 CRMM_TEST(test_destroy_while_other_device_current)
 {
     ck_assert_cuda(cudaSetDevice(1));
     crmm_stream *s1;
     ck_assert_crmm_ok(crmm_stream_create(CRMM_STREAM_NON_BLOCKING, &s1));
-    recording_resource *rec = recording_new(1);
+    probe_resource *rec = recording_new(1);
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_to_device("abc", 3, s1, &rec->base, &buf));
     ck_assert_int_eq(crmm_device_buffer_device(buf), 1);
@@ -79,7 +34,7 @@ END_TEST
 CRMM_TEST(test_buffer_ops_while_other_device_current)
 {
     ck_assert_cuda(cudaSetDevice(1));
-    recording_resource *rec = recording_new(1);
+    probe_resource *rec = recording_new(1);
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_to_device("abc", 3, NULL, &rec->base, &buf));
     ck_assert_cuda(cudaSetDevice(0));

@@ -17,6 +17,7 @@
 #include <crmm/torch.h>
 #include "test_support.h"
 #include "peer_process.h"
+#include "probe_resource.h"
 
 /* ---- the scripted CUDA ------------------------------------------------------------------- */
 
@@ -66,36 +67,9 @@ static void use_config(const char *text) { setenv("CRMM_CONFIG", crmm_test_write
 
 static uint64_t live_allocations(crmm_resource *mr) { return crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS); }
 
-/* A resource that remembers the (fake) current device at its last allocate and deallocate. */
-typedef struct device_probe {
-    crmm_resource base;
-    int device_at_allocate, device_at_deallocate;
-    crmm_cuda_stream_t stream_at_allocate, stream_at_deallocate;
-} device_probe;
-
-static crmm_status probe_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
-{
-    device_probe *p = (device_probe *)self;
-    p->device_at_allocate = current_device;
-    p->stream_at_allocate = stream;
-    *ptr = aligned_alloc(CRMM_ALLOCATION_ALIGNMENT, (bytes + 255) & ~(size_t)255);
-    return *ptr ? CRMM_OK : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "probe: aligned_alloc failed");
-}
-
-static crmm_status probe_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
-{
-    device_probe *p = (device_probe *)self;
-    p->device_at_deallocate = current_device;
-    p->stream_at_deallocate = stream;
-    free(ptr);
-    return CRMM_OK;
-}
-
-static void probe_destroy(crmm_resource *self) { free(self); }
-
-static const crmm_resource_ops probe_ops = {
-    .allocate = probe_allocate, .deallocate = probe_deallocate, .destroy = probe_destroy,
-};
+/* A probe (probe_resource.h) records the fake current device at its calls. */
+static int fake_current_device(void) { return current_device; }
+static const probe_memory host_on_fake_devices = {.current_device = fake_current_device};
 
 #define STREAM_A ((crmm_cuda_stream_t)0x5a00) /* handles no CUDA call ever sees */
 
@@ -154,26 +128,25 @@ END_TEST
 CRMM_TEST(the_named_device_is_current_during_the_call_and_the_stream_is_passed)
 {
     use_config(STATS_OVER_HOST);
-    device_probe *probe = calloc(1, sizeof *probe);
-    ck_assert_ptr_nonnull(probe);
-    crmm_resource_init(&probe->base, &probe_ops, "probe", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 1, NULL);
-    probe->device_at_allocate = probe->device_at_deallocate = -1;
+    probe_resource *probe = probe_resource_new(&host_on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 1);
     ck_assert_ptr_null(crmm_set_per_device_resource(1, &probe->base));
 
     current_device = 0;
     set_device_calls = 0;
     void *p = crmm_torch_allocate(4096, 1, STREAM_A);
     ck_assert_ptr_nonnull(p);
-    ck_assert_int_eq(probe->device_at_allocate, 1);
-    ck_assert_ptr_eq(probe->stream_at_allocate, STREAM_A);
+    ck_assert_int_eq(probe->live, 1); /* the block is the probe's */
+    ck_assert_int_eq(probe->alloc_device, 1);
+    ck_assert_ptr_eq(probe->alloc_stream, STREAM_A);
     ck_assert_int_eq(current_device, 0); /* the caller's device is back */
     ck_assert_int_eq(set_device_calls, 2);
     ck_assert_int_eq(set_device_log[0], 1);
     ck_assert_int_eq(set_device_log[1], 0);
 
     crmm_torch_deallocate(p, 4096, 1, CRMM_CUDA_STREAM_PER_THREAD);
-    ck_assert_int_eq(probe->device_at_deallocate, 1);
-    ck_assert_ptr_eq(probe->stream_at_deallocate, CRMM_CUDA_STREAM_PER_THREAD);
+    ck_assert_int_eq(probe->free_device, 1);
+    ck_assert_ptr_eq(probe->free_stream, CRMM_CUDA_STREAM_PER_THREAD);
+    ck_assert_int_eq(probe->live, 0);
     ck_assert_int_eq(current_device, 0);
     crmm_resource_release(&probe->base);
 }

@@ -1,6 +1,7 @@
 /* streams_buffers_gpu_test.h — what the GPU suites of streams and buffers
- * (check_streams_buffers_gpu, check_device_buffer_gpu) share: a slow host function queued on a
- * stream, device memory made, read and filled, pinned host memory, and a short test string. */
+ * (check_streams_buffers_gpu, check_device_buffer_gpu, check_streams_buffers_2gpu) share: a slow
+ * host function queued on a stream, device memory made, read and filled, pinned host memory, a
+ * short test string, and a recording resource of stream-ordered device memory. */
 #ifndef CRMM_TESTS_STREAMS_BUFFERS_GPU_TEST_H
 #define CRMM_TESTS_STREAMS_BUFFERS_GPU_TEST_H
 
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
+#include "probe_resource.h"
 #include "test_support.h"
 
 #ifndef SLOW_US
@@ -64,5 +66,32 @@ static inline void *pinned(size_t n)
 
 static const char DATA[] = "the quick brown fox"; /* 20 bytes with its NUL */
 #define NDATA sizeof DATA
+
+/* ---- a recording resource: a probe (probe_resource.h) over cudaMallocAsync and cudaFreeAsync ---- */
+
+static inline crmm_status stream_ordered_get(void **ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    return crmm_cuda_status(cudaMallocAsync(ptr, bytes, stream), "cudaMallocAsync");
+}
+
+static inline crmm_status stream_ordered_put(void *ptr, crmm_cuda_stream_t stream)
+{
+    return crmm_cuda_status(cudaFreeAsync(ptr, stream), "cudaFreeAsync");
+}
+
+static inline int current_device_or_minus_1(void)
+{
+    int dev = -1;
+    cudaGetDevice(&dev);
+    return dev;
+}
+
+static const probe_memory stream_ordered_memory = {stream_ordered_get, stream_ordered_put, current_device_or_minus_1};
+
+/* In a test: a recording resource of device memory of `device`. */
+static inline probe_resource *recording_new(int device)
+{
+    return probe_resource_new(&stream_ordered_memory, CRMM_RESOURCE_DEVICE_ACCESSIBLE, device);
+}
 
 #endif

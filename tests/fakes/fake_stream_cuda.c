@@ -5,6 +5,7 @@
 #include <check.h>
 #include "fake_stream_cuda.h"
 #include "fake_streams.h"
+#include "../probe_resource.h"
 
 fake_event fake_events[FAKE_EVENTS];
 fake_cuda_state fake_cuda;
@@ -167,43 +168,15 @@ cudaError_t cudaSetDevice(int device)
 
 /* ---- the fake device ------------------------------------------------------------------------ */
 
-typedef struct fake_device { crmm_resource base; int chunks, max_chunks; } fake_device;
-
-static crmm_status fd_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
-{
-    (void)stream;
-    fake_device *d = (fake_device *)self;
-    if (d->max_chunks && __atomic_load_n(&d->chunks, __ATOMIC_SEQ_CST) >= d->max_chunks)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fake device: full");
-    *ptr = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
-    if (!*ptr)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fake device: no memory");
-    __atomic_add_fetch(&d->chunks, 1, __ATOMIC_SEQ_CST);
-    return CRMM_OK;
-}
-
-static crmm_status fd_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
-{
-    (void)bytes, (void)stream;
-    free(ptr);
-    __atomic_sub_fetch(&((fake_device *)self)->chunks, 1, __ATOMIC_SEQ_CST);
-    return CRMM_OK;
-}
-
-static void fd_destroy(crmm_resource *self) { free(self); }
-
-static const crmm_resource_ops fd_ops = {.allocate = fd_allocate, .deallocate = fd_deallocate, .destroy = fd_destroy};
-
+/* The fake device is a probe (probe_resource.h) of host memory refusing past max_chunks blocks. */
 crmm_resource *fake_device_new(int max_chunks)
 {
-    fake_device *d = calloc(1, sizeof *d);
-    ck_assert_ptr_nonnull(d);
-    d->max_chunks = max_chunks;
-    crmm_resource_init(&d->base, &fd_ops, "fake_device", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
+    probe_resource *d = probe_resource_new(NULL, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0);
+    d->max_live = max_chunks;
     return &d->base;
 }
 
 int fake_device_chunks(const crmm_resource *device)
 {
-    return __atomic_load_n(&((const fake_device *)device)->chunks, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&((const probe_resource *)device)->live, __ATOMIC_SEQ_CST);
 }

@@ -1,0 +1,34 @@
+/* probe_resource.h — a resource the tests make by hand to watch what a caller asks of it: the
+ * blocks out, the allocations made, and the bytes, stream and current device of the last allocate
+ * and deallocate. Its memory is aligned host memory unless the test gives other memory (the GPU
+ * suites: stream-ordered cudaMallocAsync); it may refuse past a number of live blocks. */
+#ifndef CRMM_TESTS_PROBE_RESOURCE_H
+#define CRMM_TESTS_PROBE_RESOURCE_H
+
+#include <crmm/crmm.h>
+
+/* Where a probe's blocks come from (get and put NULL: aligned host memory), and how it learns the
+ * current device. */
+typedef struct probe_memory {
+    crmm_status (*get)(void **ptr, size_t bytes, crmm_cuda_stream_t stream);
+    crmm_status (*put)(void *ptr, crmm_cuda_stream_t stream);
+    int (*current_device)(void); /* NULL: the devices are not recorded (stay -1) */
+} probe_memory;
+
+typedef struct probe_resource {
+    crmm_resource base;
+    int live;                  /* blocks handed out and not freed (atomic) */
+    int allocations;           /* allocate calls that handed out a block (atomic) */
+    int max_live;              /* more live blocks are refused as out of memory; 0: no limit */
+    /* the last calls' (stored atomically: threaded tests share a probe) */
+    size_t free_bytes;         /* bytes given to the last deallocate */
+    crmm_cuda_stream_t alloc_stream, free_stream; /* streams of the last allocate and deallocate */
+    int alloc_device, free_device;                /* the current device during them */
+    const probe_memory *memory;
+} probe_resource;
+
+/* In a test: a probe of `flags` bound to `device`, over `memory` (NULL: host memory); the caller
+ * holds the one reference. */
+probe_resource *probe_resource_new(const probe_memory *memory, unsigned flags, int device);
+
+#endif
