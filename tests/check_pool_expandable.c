@@ -291,6 +291,38 @@ CRMM_TEST_IN("pool_expandable", a_huge_request_is_out_of_memory)
 }
 END_TEST
 
+/* page_size: the pool maps physical allocations of that size, grows by whole ones and gives them
+ * back whole; a size that is not a power of two is refused, and one below the granularity means
+ * the granularity. */
+CRMM_TEST_IN("pool_expandable", pages_of_page_size_are_mapped_and_given_back_whole)
+{
+    p = expandable_pool("page_size=256KiB");
+    unsigned char *a = alloc(p, 100 * KiB);
+    ck_assert_int_eq(fake_vmm.creates, 1);
+    ck_assert_uint_eq(fake_vmm.physical, 4 * PAGE); /* one allocation of 256 KiB */
+    unsigned char *b = alloc(p, 300 * KiB);         /* 156 KiB free above a: one more page */
+    ck_assert_ptr_eq(b, a + 100 * KiB);
+    ck_assert_int_eq(fake_vmm.creates, 2);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 8 * PAGE);
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 8 * PAGE);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2); /* the pool counts pages of 256 KiB */
+    free_all(p, {a, 100 * KiB}, {b, 300 * KiB});
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+    ck_assert_int_eq(fake_vmm.releases, 2);
+    release_pool();
+
+    crmm_resource *bad = (crmm_resource *)0x1;
+    ck_assert_crmm(fake_vmm_expandable_pool("page_size=384KiB", &bad), CRMM_ERROR_CONFIG);
+    ck_assert_msg(strstr(crmm_last_error(), "page_size 393216 is not a power of two") != NULL, "%s", crmm_last_error());
+    ck_assert_ptr_eq(bad, (crmm_resource *)0x1);
+    p = expandable_pool("page_size=4KiB"); /* below the granularity: pages of the granularity */
+    unsigned char *c = alloc(p, 1);
+    ck_assert_uint_eq(fake_vmm.physical, PAGE);
+    dealloc(p, c, 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pool_expandable");

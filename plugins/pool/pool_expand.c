@@ -463,9 +463,9 @@ crmm_status pool_expand_trim(pool_resource *p)
     return st;
 }
 
-crmm_status pool_expand_init(pool_resource *p, int device, size_t range_bytes)
+crmm_status pool_expand_init(pool_resource *p, int device, size_t range_bytes, size_t page_size)
 {
-    crmm_status st = pool_vmm_reserve(&p->growth.vmm, device, range_bytes);
+    crmm_status st = pool_vmm_reserve(&p->growth.vmm, device, range_bytes, page_size);
     if (st != CRMM_OK)
         return st;
     pool_chunk *c = malloc(sizeof *c);

@@ -107,9 +107,9 @@ const pool_chunk *pool_chunk_containing(const pool_resource *p, uintptr_t addr);
 
 /* ---- pool_expand.c: growth of an expandable pool ------------------------------------------ */
 /* Reserve an address range of `range_bytes` on `device` as the pool's one chunk, all unmapped,
- * and make the pool expandable. Errors: CRMM_ERROR_CUDA (the virtual memory API refused),
- * CRMM_ERROR_OUT_OF_MEMORY. */
-crmm_status pool_expand_init(pool_resource *p, int device, size_t range_bytes);
+ * in pages of page_size (pool_vmm_reserve), and make the pool expandable. Errors:
+ * CRMM_ERROR_CUDA (the virtual memory API refused), CRMM_ERROR_OUT_OF_MEMORY. */
+crmm_status pool_expand_init(pool_resource *p, int device, size_t range_bytes, size_t page_size);
 /* Map pages so that state s has a free block of at least `size` (giving back free pages first
  * when they pass release_threshold); *out: that block. CRMM_ERROR_OUT_OF_MEMORY naming the
  * limit (device memory, maximum_size or the address range) when nothing helps. */

@@ -102,7 +102,7 @@ bool pool_vmm_available(int device, const char **why)
     return true;
 }
 
-crmm_status pool_vmm_reserve(pool_vmm *v, int device, size_t bytes)
+crmm_status pool_vmm_reserve(pool_vmm *v, int device, size_t bytes, size_t page_size)
 {
     const char *why;
     memset(v, 0, sizeof *v);
@@ -115,6 +115,8 @@ crmm_status pool_vmm_reserve(pool_vmm *v, int device, size_t bytes)
         return driver_error(r, "cuMemGetAllocationGranularity");
     if (!v->page || (v->page & (v->page - 1)))
         return crmm_set_error(CRMM_ERROR_CUDA, "CUDA driver: allocation granularity %zu is not a power of two", v->page);
+    if (page_size > v->page)
+        v->page = page_size; /* both powers of two: a multiple of the granularity */
     v->pages = bytes / v->page + (bytes % v->page != 0);
     if (!v->pages)
         v->pages = 1;

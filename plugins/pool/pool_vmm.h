@@ -2,7 +2,8 @@
  * memory only while the pool needs them (the CUDA virtual memory API).
  *
  * The range is reserved once (cuMemAddressReserve) and cut into pages of the device's allocation
- * granularity (2 MiB on current GPUs). Each mapped page has its own physical allocation
+ * granularity (2 MiB on current GPUs), or of a larger power of two the pool asks for (its
+ * page_size parameter). Each mapped page has its own physical allocation
  * (cuMemCreate): the driver can only unmap a whole allocation, so one page per allocation is what
  * lets the pool give back any single page that no block uses, wherever it lies. Mapping a run of
  * pages costs one cuMemCreate and one cuMemMap per page and one cuMemSetAccess for the run.
@@ -44,9 +45,10 @@ typedef struct pool_vmm {
 bool pool_vmm_available(int device, const char **why);
 
 /* Reserve a range of at least `bytes` (rounded up to whole pages) on `device` (current for the
- * call). Errors: CRMM_ERROR_CUDA with the driver's message (also when the API is not available),
+ * call), in pages of page_size bytes (a power of two; the device's granularity when that is
+ * larger, as for 0). Errors: CRMM_ERROR_CUDA with the driver's message (also when the API is not available),
  * CRMM_ERROR_OUT_OF_MEMORY for the page table. */
-crmm_status pool_vmm_reserve(pool_vmm *v, int device, size_t bytes);
+crmm_status pool_vmm_reserve(pool_vmm *v, int device, size_t bytes, size_t page_size);
 
 /* Back pages [first, first + count) (all unmapped) with physical memory, taking spare pages
  * first; usable for reads and writes from the pool's device once it returns. On failure nothing

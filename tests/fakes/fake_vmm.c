@@ -69,14 +69,15 @@ static CUresult fake_reserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
         slot++;
     if (slot == FAKE_RANGES || !size || size % fv.page || (alignment && alignment % fv.page))
         return CUDA_ERROR_INVALID_VALUE;
+    size_t align = alignment > fv.page ? alignment : fv.page; /* as CUDA: the range starts aligned */
     int *table = calloc(size / fv.page, sizeof *table);
-    void *m = table ? mmap(NULL, size + fv.page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) : MAP_FAILED;
+    void *m = table ? mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) : MAP_FAILED;
     if (m == MAP_FAILED) {
         free(table);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     free(fv.ranges[slot].page_handle);
-    uintptr_t base = ((uintptr_t)m + fv.page - 1) & ~(uintptr_t)(fv.page - 1);
+    uintptr_t base = ((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1);
     fv.ranges[slot] = (fake_range){.base = base, .size = size, .page_handle = table};
     if (slot == 0) {
         fake_vmm.range = base;
