@@ -3,12 +3,8 @@
  * block), the exact upstream size (align_up(n) + alignment - 256, as RMM), small requests
  * passing through untouched, the original pointer freed upstream, and bad alignments. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
+#include "blocks_test.h"
 #include "conformance.h"
-#include "test_support.h"
 #include "over_host.h"
 
 static const crmm_test_chain chains[] = {

@@ -3,7 +3,6 @@
  * shard, fallback to and across other shards, defragmentation across them. */
 #include "build_config.h"
 #include "arena_test.h"
-#include "blocks_test.h"
 
 /* ---- bad input ---------------------------------------------------------------------------- */
 

@@ -7,7 +7,6 @@
  * wait for either. Per-thread and legacy streams, many threads: check_arena_streams_threads.c. */
 #include "build_config.h"
 #include "arena_streams_test.h"
-#include "blocks_test.h"
 
 /* ---- one stream ---------------------------------------------------------------------------- */
 

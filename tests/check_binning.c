@@ -3,12 +3,9 @@
  * their bin, added bins, and bad parameters. Routing shows in the host upstream's bytes in use:
  * with one block per chunk, a bin's second request makes it take one more block upstream. */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 #include <crmm/binning.h>
+#include "blocks_test.h"
 #include "conformance.h"
-#include "test_support.h"
 #include "over_host.h"
 
 static const crmm_test_chain chains[] = {

@@ -2,12 +2,9 @@
  * by whole chunks, the block-size limit (RMM: "maximum allocation size exceeded" is out of
  * memory), chunks returned at destroy, upstream failures and bad parameters. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <string.h>
+#include "blocks_test.h"
 #include "churn_support.h"
 #include "conformance.h"
-#include "test_support.h"
 #include "over_host.h"
 
 static const crmm_test_chain chains[] = {

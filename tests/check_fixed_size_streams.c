@@ -5,16 +5,11 @@
  * calls a free and an allocation cost, and that a block reaches another stream only behind an
  * event recorded after its free, or after a device synchronization. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <cuda_runtime_api.h>
-#include "fakes/fake_stream_cuda.h"
+#include "blocks_test.h"
 #include "churn_support.h"
+#include "fakes/fake_stream_cuda.h"
 #include "fakes/fake_streams.h"
-#include "test_support.h"
 
 static crmm_resource *device; /* the upstream of the resource `fixed` made last */
 

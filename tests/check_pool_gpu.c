@@ -6,15 +6,11 @@
  * forgotten, per-thread default streams of two threads. Loop tests run four times: _i 0 = sync,
  * 1 = event, 2 and 3 the same with expandable = true. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
+#include "blocks_test.h"
 #include "conformance.h"
 #include "streams_test.h"
 
@@ -66,8 +62,6 @@ static cudaStream_t new_stream(void)
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     return s;
 }
-
-static uint64_t q(crmm_resource *mr, crmm_query what) { return crmm_test_query(mr, what); }
 
 static double seconds(void)
 {

@@ -5,16 +5,11 @@
  * serve from memory it holds, nor unmap or release (cuMemUnmap and cuMemRelease synchronize the
  * device in practice). Each run prints its counts to the test's log. */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <crmm/pool.h>
+#include "blocks_test.h"
 #include "fakes/fake_vmm.h"
 #include "serving_trace.h"
-#include "test_support.h"
 
-#define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
 #define PAGE (2 * MiB) /* an H200's allocation granularity */
 
