@@ -1,5 +1,5 @@
 /* arena_test.h — what the arena suites share: an arena over a host (or cuda) resource, its
- * statistics, a free that must succeed, and threads that hold or free its blocks. */
+ * statistics, and threads that hold or free its blocks. */
 #ifndef CRMM_TESTS_ARENA_TEST_H
 #define CRMM_TESTS_ARENA_TEST_H
 

@@ -31,30 +31,28 @@ static void release_both(void) { over_host_release(&h, &mr); }
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
+static const size_t alignments[] = {4096, 65536, 1 << 20};
+
 START_TEST(large_blocks_are_aligned)
 {
-    static const size_t alignments[] = {4096, 65536, 1 << 20};
     static const size_t sizes[] = {1, 256, 1000, 4096, 65536, 100000, 3 << 20};
-    for (size_t i = 0; i < 3; i++) {
-        size_t a = alignments[i];
-        char params[64];
-        snprintf(params, sizeof params, "alignment=%zu", a);
-        make(params);
-        void *p[7];
-        uint64_t expected = 0;
-        for (size_t k = 0; k < 7; k++) {
-            ck_assert_crmm_ok(crmm_resource_allocate(mr, sizes[k], NULL, &p[k]));
-            ck_assert_msg((uintptr_t)p[k] % a == 0, "alignment %zu, %zu bytes: %p", a, sizes[k], p[k]);
-            memset(p[k], (int)k, sizes[k]);
-            expected += align_up(sizes[k], a) + a - 256;
-            ck_assert_uint_eq(in_use(h), expected);
-        }
-        ck_assert_uint_eq(in_use(mr), 1 + 256 + 1000 + 4096 + 65536 + 100000 + (3 << 20)); /* as requested */
-        for (size_t k = 0; k < 7; k++)
-            ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[k], sizes[k], NULL));
-        ck_assert_uint_eq(in_use(h), 0);
-        release_both();
+    size_t a = alignments[_i];
+    char params[64];
+    snprintf(params, sizeof params, "alignment=%zu", a);
+    make(params);
+    void *p[7];
+    uint64_t expected = 0;
+    for (size_t k = 0; k < 7; k++) {
+        ck_assert_crmm_ok(crmm_resource_allocate(mr, sizes[k], NULL, &p[k]));
+        ck_assert_msg((uintptr_t)p[k] % a == 0, "alignment %zu, %zu bytes: %p", a, sizes[k], p[k]);
+        memset(p[k], (int)k, sizes[k]);
+        expected += align_up(sizes[k], a) + a - 256;
+        ck_assert_uint_eq(in_use(h), expected);
     }
+    ck_assert_uint_eq(in_use(mr), 1 + 256 + 1000 + 4096 + 65536 + 100000 + (3 << 20)); /* as requested */
+    for (size_t k = 0; k < 7; k++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[k], sizes[k], NULL));
+    ck_assert_uint_eq(in_use(h), 0);
 }
 END_TEST
 
@@ -88,33 +86,31 @@ START_TEST(default_alignment_passes_through)
 }
 END_TEST
 
+static const char *const small_alignments[] = {"alignment=32", "alignment=64", "alignment=128", "alignment=1"};
+
 START_TEST(small_alignments_become_256)
 {
-    static const char *params[] = {"alignment=32", "alignment=64", "alignment=128", "alignment=1"};
-    for (int i = 0; i < 4; i++) {
-        make(params[i]);
-        void *p;
-        ck_assert_crmm_ok(crmm_resource_allocate(mr, 100000, NULL, &p));
-        ck_assert_uint_eq((uintptr_t)p % 256, 0);
-        ck_assert_uint_eq(in_use(h), 100000); /* 256 is what upstream gives anyway: passed through */
-        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 100000, NULL));
-        release_both();
-    }
+    make(small_alignments[_i]);
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 100000, NULL, &p));
+    ck_assert_uint_eq((uintptr_t)p % 256, 0);
+    ck_assert_uint_eq(in_use(h), 100000); /* 256 is what upstream gives anyway: passed through */
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 100000, NULL));
 }
 END_TEST
 
+static const char *const bad_alignments[] = {"alignment=0", "alignment=3", "alignment=255", "alignment=768",
+                                             "alignment=3KiB", "alignment=big", "alignment_threshold=-5"};
+
 START_TEST(bad_alignment_is_refused)
 {
+    const char *bad = bad_alignments[_i];
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
-    static const char *bad[] = {"alignment=0", "alignment=3", "alignment=255", "alignment=768", "alignment=3KiB", "alignment=big",
-                                "alignment_threshold=-5"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        crmm_clear_error();
-        crmm_status st = crmm_resource_create("aligned", bad[i], h, &mr);
-        ck_assert_msg(st == CRMM_ERROR_CONFIG, "'%s' gave %s: %s", bad[i], crmm_status_name(st), crmm_last_error());
-        ck_assert_msg(strstr(crmm_last_error(), "alignment") != NULL, "'%s': %s", bad[i], crmm_last_error());
-        ck_assert_ptr_null(mr);
-    }
+    crmm_clear_error();
+    crmm_status st = crmm_resource_create("aligned", bad, h, &mr);
+    ck_assert_msg(st == CRMM_ERROR_CONFIG, "'%s' gave %s: %s", bad, crmm_status_name(st), crmm_last_error());
+    ck_assert_msg(strstr(crmm_last_error(), "alignment") != NULL, "'%s': %s", bad, crmm_last_error());
+    ck_assert_ptr_null(mr);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
 END_TEST
@@ -201,11 +197,11 @@ int main(void)
     crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
     TCase *tc = tcase_create("aligned");
     tcase_add_checked_fixture(tc, NULL, release_both);
-    tcase_add_test(tc, large_blocks_are_aligned);
+    tcase_add_loop_test(tc, large_blocks_are_aligned, 0, 3);
     tcase_add_test(tc, below_threshold_passes_through);
     tcase_add_test(tc, default_alignment_passes_through);
-    tcase_add_test(tc, small_alignments_become_256);
-    tcase_add_test(tc, bad_alignment_is_refused);
+    tcase_add_loop_test(tc, small_alignments_become_256, 0, 4);
+    tcase_add_loop_test(tc, bad_alignment_is_refused, 0, (int)(sizeof bad_alignments / sizeof bad_alignments[0]));
     tcase_add_test(tc, original_pointer_goes_back_upstream);
     tcase_add_test(tc, sizes_that_overflow_when_aligned);
     tcase_add_test(tc, threads_share_the_pointer_map);

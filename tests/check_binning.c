@@ -197,29 +197,29 @@ START_TEST(bins_hold_references_to_the_upstream)
 }
 END_TEST
 
+static const char *const bad_params[] = {
+    "min_size_exponent=8",                       /* without max */
+    "max_size_exponent=8",                       /* without min */
+    "min_size_exponent=12 max_size_exponent=10", /* min > max */
+    "min_size_exponent=1 max_size_exponent=64",  /* 2^64 */
+    "bins=abc",
+    "bins=0",
+    "bins=4KiB:-1",
+    "bins=10%",
+    "bins=:",
+    "blocks_to_preallocate=0 bins=256",          /* refused by the fixed_size bin */
+};
+
 START_TEST(bad_parameters)
 {
+    const char *bad = bad_params[_i];
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
-    static const char *bad[] = {
-        "min_size_exponent=8",                       /* without max */
-        "max_size_exponent=8",                       /* without min */
-        "min_size_exponent=12 max_size_exponent=10", /* min > max */
-        "min_size_exponent=1 max_size_exponent=64",  /* 2^64 */
-        "bins=abc",
-        "bins=0",
-        "bins=4KiB:-1",
-        "bins=10%",
-        "bins=:",
-        "blocks_to_preallocate=0 bins=256",          /* refused by the fixed_size bin */
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        crmm_clear_error();
-        crmm_status st = crmm_resource_create("binning", bad[i], h, &b);
-        ck_assert_msg(st == CRMM_ERROR_CONFIG, "'%s' gave %s: %s", bad[i], crmm_status_name(st), crmm_last_error());
-        ck_assert_msg(strstr(crmm_last_error(), "binning") != NULL, "'%s': message: %s", bad[i], crmm_last_error());
-        ck_assert_ptr_null(b);
-        ck_assert_int_eq(crmm_resource_refcount(h), 1);
-    }
+    crmm_clear_error();
+    crmm_status st = crmm_resource_create("binning", bad, h, &b);
+    ck_assert_msg(st == CRMM_ERROR_CONFIG, "'%s' gave %s: %s", bad, crmm_status_name(st), crmm_last_error());
+    ck_assert_msg(strstr(crmm_last_error(), "binning") != NULL, "'%s': message: %s", bad, crmm_last_error());
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
 END_TEST
 
@@ -420,7 +420,7 @@ int main(void)
     tcase_add_test(tc, counts_are_the_bins_and_the_large_requests);
     tcase_add_test(tc, no_bins_passes_everything_upstream);
     tcase_add_test(tc, bins_hold_references_to_the_upstream);
-    tcase_add_test(tc, bad_parameters);
+    tcase_add_loop_test(tc, bad_parameters, 0, (int)(sizeof bad_params / sizeof bad_params[0]));
     tcase_add_test(tc, add_bin_routes_to_the_added_bins);
     tcase_add_test(tc, add_bin_refuses_bad_input);
     tcase_add_test(tc, add_bin_narrows_what_the_binning_promises);
