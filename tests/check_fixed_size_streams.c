@@ -259,7 +259,7 @@ START_TEST(eight_threads_on_their_own_streams_never_share_a_block)
         ck_assert_int_eq(pthread_create(&th[t], NULL, churn_thread, &a[t]), 0);
     }
     for (int t = 0; t < CHURN_THREADS; t++) {
-        pthread_join(th[t], NULL);
+        ck_assert_int_eq(pthread_join(th[t], NULL), 0);
         ck_assert_msg(!a[t].why[0] && !a[t].overlapped, "thread %d: %s; %d blocks changed under it", t, a[t].why, a[t].overlapped);
     }
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 0);

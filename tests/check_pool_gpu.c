@@ -294,7 +294,7 @@ START_TEST(many_streams_keep_the_books)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), _i >= EXPANDABLE_SYNC ? 32 * MiB : 0);
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
     for (int k = 0; k < S; k++)
-        cudaStreamDestroy(st[k]);
+        ck_assert_int_eq(cudaStreamDestroy(st[k]), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
@@ -461,7 +461,7 @@ START_TEST(bad_pointers_over_cuda)
     ck_assert_int_eq(cudaMalloc(&other, 4096), cudaSuccess);
     ck_assert_crmm(crmm_resource_deallocate(p, other, 4096, (crmm_cuda_stream_t)s), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(crmm_last_error(), "not allocated by this pool"), "%s", crmm_last_error());
-    cudaFree(other);
+    ck_assert_int_eq(cudaFree(other), cudaSuccess);
     free_on(p, a, 4096, s);
     ck_assert_crmm(crmm_resource_deallocate(p, a, 4096, (crmm_cuda_stream_t)s), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(crmm_last_error(), "already free"), "%s", crmm_last_error());
