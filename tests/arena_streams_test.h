@@ -4,7 +4,6 @@
 #ifndef CRMM_TESTS_ARENA_STREAMS_TEST_H
 #define CRMM_TESTS_ARENA_STREAMS_TEST_H
 
-#include <stdint.h>
 #include <cuda_runtime_api.h>
 #include "fakes/fake_stream_cuda.h"
 #include "fakes/fake_streams.h"

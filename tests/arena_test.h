@@ -1,20 +1,11 @@
 /* arena_test.h — what the arena suites share: an arena over a host (or cuda) resource, its
- * statistics, a free that must succeed, and threads that hold or free its blocks. */
+ * statistics, and threads that hold or free its blocks. */
 #ifndef CRMM_TESTS_ARENA_TEST_H
 #define CRMM_TESTS_ARENA_TEST_H
 
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 #include <crmm/arena.h>
-#include "test_support.h"
-
-#ifndef KiB
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-#endif
+#include "blocks_test.h"
 
 typedef struct fixture {
     crmm_resource *up, *mr;
@@ -42,11 +33,6 @@ static inline crmm_arena_stats stats(crmm_resource *mr)
     crmm_arena_stats s;
     ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_GET_STATS, &s));
     return s;
-}
-
-static inline void release(crmm_resource *mr, void *p, size_t n)
-{
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, NULL));
 }
 
 /* In a test: `bytes` can be allocated in one block (and are freed again). */

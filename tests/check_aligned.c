@@ -3,12 +3,8 @@
  * block), the exact upstream size (align_up(n) + alignment - 256, as RMM), small requests
  * passing through untouched, the original pointer freed upstream, and bad alignments. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
+#include "blocks_test.h"
 #include "conformance.h"
-#include "test_support.h"
 #include "over_host.h"
 
 static const crmm_test_chain chains[] = {
@@ -35,30 +31,28 @@ static void release_both(void) { over_host_release(&h, &mr); }
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
-CRMM_TEST_IN("aligned", large_blocks_are_aligned)
+static const size_t alignments[] = {4096, 65536, 1 << 20};
+
+CRMM_LOOP_TEST_IN("aligned", large_blocks_are_aligned, 3)
 {
-    static const size_t alignments[] = {4096, 65536, 1 << 20};
     static const size_t sizes[] = {1, 256, 1000, 4096, 65536, 100000, 3 << 20};
-    for (size_t i = 0; i < 3; i++) {
-        size_t a = alignments[i];
-        char params[64];
-        snprintf(params, sizeof params, "alignment=%zu", a);
-        make(params);
-        void *p[7];
-        uint64_t expected = 0;
-        for (size_t k = 0; k < 7; k++) {
-            ck_assert_crmm_ok(crmm_resource_allocate(mr, sizes[k], NULL, &p[k]));
-            ck_assert_msg((uintptr_t)p[k] % a == 0, "alignment %zu, %zu bytes: %p", a, sizes[k], p[k]);
-            memset(p[k], (int)k, sizes[k]);
-            expected += align_up(sizes[k], a) + a - 256;
-            ck_assert_uint_eq(in_use(h), expected);
-        }
-        ck_assert_uint_eq(in_use(mr), 1 + 256 + 1000 + 4096 + 65536 + 100000 + (3 << 20)); /* as requested */
-        for (size_t k = 0; k < 7; k++)
-            ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[k], sizes[k], NULL));
-        ck_assert_uint_eq(in_use(h), 0);
-        release_both();
+    size_t a = alignments[_i];
+    char params[64];
+    snprintf(params, sizeof params, "alignment=%zu", a);
+    make(params);
+    void *p[7];
+    uint64_t expected = 0;
+    for (size_t k = 0; k < 7; k++) {
+        ck_assert_crmm_ok(crmm_resource_allocate(mr, sizes[k], NULL, &p[k]));
+        ck_assert_msg((uintptr_t)p[k] % a == 0, "alignment %zu, %zu bytes: %p", a, sizes[k], p[k]);
+        memset(p[k], (int)k, sizes[k]);
+        expected += align_up(sizes[k], a) + a - 256;
+        ck_assert_uint_eq(in_use(h), expected);
     }
+    ck_assert_uint_eq(in_use(mr), 1 + 256 + 1000 + 4096 + 65536 + 100000 + (3 << 20)); /* as requested */
+    for (size_t k = 0; k < 7; k++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[k], sizes[k], NULL));
+    ck_assert_uint_eq(in_use(h), 0);
 }
 END_TEST
 
@@ -81,44 +75,36 @@ CRMM_TEST_IN("aligned", below_threshold_passes_through)
 }
 END_TEST
 
-CRMM_TEST_IN("aligned", default_alignment_passes_through)
+/* The default alignment, and alignments below 256 (which become 256, what upstream gives anyway):
+ * a request passes through to upstream as it is. */
+static const struct { const char *params; size_t bytes; } pass_through[] = {
+    {"", 5}, {"alignment=32", 100000}, {"alignment=64", 100000}, {"alignment=128", 100000}, {"alignment=1", 100000},
+};
+
+CRMM_LOOP_TEST_IN("aligned", alignments_up_to_256_pass_through, (int)(sizeof pass_through / sizeof pass_through[0]))
 {
-    make("");
+    size_t n = pass_through[_i].bytes;
+    make(pass_through[_i].params);
     void *p;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, 5, NULL, &p));
-    ck_assert_uint_eq(in_use(h), 5);
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, NULL, &p));
     ck_assert_uint_eq((uintptr_t)p % 256, 0);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 5, NULL));
+    ck_assert_uint_eq(in_use(h), n);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, NULL));
 }
 END_TEST
 
-CRMM_TEST_IN("aligned", small_alignments_become_256)
-{
-    static const char *params[] = {"alignment=32", "alignment=64", "alignment=128", "alignment=1"};
-    for (int i = 0; i < 4; i++) {
-        make(params[i]);
-        void *p;
-        ck_assert_crmm_ok(crmm_resource_allocate(mr, 100000, NULL, &p));
-        ck_assert_uint_eq((uintptr_t)p % 256, 0);
-        ck_assert_uint_eq(in_use(h), 100000); /* 256 is what upstream gives anyway: passed through */
-        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 100000, NULL));
-        release_both();
-    }
-}
-END_TEST
+static const char *const bad_alignments[] = {"alignment=0", "alignment=3", "alignment=255", "alignment=768",
+                                             "alignment=3KiB", "alignment=big", "alignment_threshold=-5"};
 
-CRMM_TEST_IN("aligned", bad_alignment_is_refused)
+CRMM_LOOP_TEST_IN("aligned", bad_alignment_is_refused, (int)(sizeof bad_alignments / sizeof bad_alignments[0]))
 {
+    const char *bad = bad_alignments[_i];
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
-    static const char *bad[] = {"alignment=0", "alignment=3", "alignment=255", "alignment=768", "alignment=3KiB", "alignment=big",
-                                "alignment_threshold=-5"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        crmm_clear_error();
-        crmm_status st = crmm_resource_create("aligned", bad[i], h, &mr);
-        ck_assert_msg(st == CRMM_ERROR_CONFIG, "'%s' gave %s: %s", bad[i], crmm_status_name(st), crmm_last_error());
-        ck_assert_msg(strstr(crmm_last_error(), "alignment") != NULL, "'%s': %s", bad[i], crmm_last_error());
-        ck_assert_ptr_null(mr);
-    }
+    crmm_clear_error();
+    crmm_status st = crmm_resource_create("aligned", bad, h, &mr);
+    ck_assert_msg(st == CRMM_ERROR_CONFIG, "'%s' gave %s: %s", bad, crmm_status_name(st), crmm_last_error());
+    ck_assert_msg(strstr(crmm_last_error(), "alignment") != NULL, "'%s': %s", bad, crmm_last_error());
+    ck_assert_ptr_null(mr);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
 END_TEST

@@ -7,7 +7,6 @@
 #include "conformance.h"
 #include "arena_slab.h"
 #include "arena_test.h"
-#include "blocks_test.h"
 
 static const crmm_test_chain arena_chains[] = {
     {"arena_over_host", "[resource.h]\nplugin = host\n[resource.a]\nplugin = arena\nupstream = h\narena_size = 1280MiB\n",

@@ -3,7 +3,6 @@
  * shard, fallback to and across other shards, defragmentation across them. */
 #include "build_config.h"
 #include "arena_test.h"
-#include "blocks_test.h"
 
 /* ---- bad input ---------------------------------------------------------------------------- */
 
@@ -96,24 +95,17 @@ CRMM_TEST(bad_pointers_are_refused_and_harmless)
 }
 END_TEST
 
-static void *free_once(void *arg)
-{
-    free_job *j = arg;
-    free_range(j);
-    return NULL;
-}
-
 CRMM_TEST(double_free_from_another_thread_is_refused)
 {
     fixture f = make_arena("arena_size=4MiB");
     void *blocks[2] = {crmm_test_allocate(f.mr, 1000), crmm_test_allocate(f.mr, 1000)};
     free_job j = {f.mr, blocks, 0, 1, 1000, 0};
     pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, free_once, &j), 0);
+    ck_assert_int_eq(pthread_create(&t, NULL, free_range, &j), 0);
     ck_assert_int_eq(pthread_join(t, NULL), 0);
     ck_assert_int_eq(j.errors, 0);
     j.errors = 0;
-    ck_assert_int_eq(pthread_create(&t, NULL, free_once, &j), 0); /* again, from another thread */
+    ck_assert_int_eq(pthread_create(&t, NULL, free_range, &j), 0); /* again, from another thread */
     ck_assert_int_eq(pthread_join(t, NULL), 0);
     ck_assert_int_eq(j.errors, 1);
     ck_assert_crmm(crmm_resource_deallocate(f.mr, blocks[0], 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* and here */

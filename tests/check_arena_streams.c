@@ -7,13 +7,17 @@
  * wait for either. Per-thread and legacy streams, many threads: check_arena_streams_threads.c. */
 #include "build_config.h"
 #include "arena_streams_test.h"
-#include "blocks_test.h"
+
+/* The running test's arena: the test makes it, the fixture releases it. */
+static crmm_resource *mr;
+
+static void teardown(void) { crmm_resource_release(mr); }
 
 /* ---- one stream ---------------------------------------------------------------------------- */
 
 CRMM_TEST_IN("arena_streams", the_same_stream_makes_no_cuda_call)
 {
-    crmm_resource *mr = device_arena("arena_size=8MiB");
+    mr = device_arena("arena_size=8MiB");
     cudaStream_t s = fake_stream_new(0);
     void *a = freed_on(mr, 3 * MiB, s);
     for (int k = 0; k < 1000; k++) {
@@ -30,6 +34,7 @@ CRMM_TEST_IN("arena_streams", the_same_stream_makes_no_cuda_call)
     ck_assert_int_eq(fake_stream_uses(s), 0);
     ck_assert_uint_eq(stats(mr).stream_syncs, 0);
     crmm_resource_release(mr);
+    mr = NULL;
     ck_assert_int_eq(fake_cuda.device_sync, 1); /* destroy waits before the memory goes back */
 }
 END_TEST
@@ -38,7 +43,7 @@ END_TEST
 
 CRMM_TEST_IN("arena_streams", another_stream_waits_for_the_device_once)
 {
-    crmm_resource *mr = device_arena("arena_size=8MiB");
+    mr = device_arena("arena_size=8MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = freed_on(mr, MiB, s); /* the whole arena is one span tagged s now */
     ck_assert_int_eq(fake_cuda_total(), 0);
@@ -60,14 +65,13 @@ CRMM_TEST_IN("arena_streams", another_stream_waits_for_the_device_once)
     ck_assert_int_eq(fake_cuda.stream_sync, 0);
     ck_assert_uint_eq(stats(mr).stream_syncs, 11);
     free_on(mr, b, MiB, s);
-    crmm_resource_release(mr);
 }
 END_TEST
 
 CRMM_TEST_IN("arena_streams", one_synchronization_frees_every_older_span_for_all)
 {
     /* a, b, c freed on s, each between live blocks; t, u and v take one each after one wait */
-    crmm_resource *mr = device_arena("arena_size=6MiB");
+    mr = device_arena("arena_size=6MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2), v = fake_stream_new(3);
     char *p[6];
     for (int i = 0; i < 6; i++)
@@ -91,7 +95,6 @@ CRMM_TEST_IN("arena_streams", one_synchronization_frees_every_older_span_for_all
     free_on(mr, z, MiB, v);
     for (int i = 1; i < 6; i += 2)
         free_on(mr, p[i], MiB, s);
-    crmm_resource_release(mr);
 }
 END_TEST
 
@@ -99,7 +102,7 @@ CRMM_TEST_IN("arena_streams", a_fit_that_needs_no_wait_comes_first)
 {
     /* two shards: s's arena has home 0, t's home 1, u's home 0 again. Shard 0 holds only memory
      * freed on s: u takes shard 1's instead, without a wait; only when shard 1 is full does it wait */
-    crmm_resource *mr = device_arena("arena_size=8MiB shards=2");
+    mr = device_arena("arena_size=8MiB shards=2");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     char *a = freed_on(mr, MiB, s);
     freed_on(mr, 1000, t); /* a small block: t's thread arena, home shard 1 */
@@ -116,7 +119,6 @@ CRMM_TEST_IN("arena_streams", a_fit_that_needs_no_wait_comes_first)
     ck_assert_int_eq(fake_cuda.device_sync, 1);
     ck_assert_int_eq(fake_stream_uses(s), 0);
     free_all_on(mr, u, {b, MiB}, {c, 2 * MiB}, {d, 2 * MiB});
-    crmm_resource_release(mr);
 }
 END_TEST
 
@@ -124,7 +126,7 @@ CRMM_TEST_IN("arena_streams", within_a_shard_a_fit_that_needs_no_wait_comes_firs
 {
     /* one shard, full: p[1] freed on t, then p[3] on s (the free lists offer it first), then
      * p[5] and p[6] on t (2 MiB, a list further up) */
-    crmm_resource *mr = device_arena("arena_size=7MiB");
+    mr = device_arena("arena_size=7MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     char *p[7];
     for (int i = 0; i < 7; i++)
@@ -145,13 +147,12 @@ CRMM_TEST_IN("arena_streams", within_a_shard_a_fit_that_needs_no_wait_comes_firs
     free_all_on(mr, t, {x, MiB}, {y, MiB}, {z, MiB}, {w, MiB});
     for (int i = 0; i < 6; i += 2)
         free_on(mr, p[i], MiB, s);
-    crmm_resource_release(mr);
 }
 END_TEST
 
 CRMM_TEST_IN("arena_streams", a_destroyed_stream_is_never_named)
 {
-    crmm_resource *mr = device_arena("arena_size=4MiB");
+    mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = freed_on(mr, 4 * MiB, s);
     fake_stream_destroy(s); /* its work may still be pending: the synchronization waits for it */
@@ -167,14 +168,13 @@ CRMM_TEST_IN("arena_streams", a_destroyed_stream_is_never_named)
     ck_assert_int_eq(fake_cuda.device_sync, 2);
     ck_assert_int_eq(fake_cuda.stream_sync, 0);
     free_on(mr, c, 1000, u);
-    crmm_resource_release(mr);
 }
 END_TEST
 
 CRMM_TEST_IN("arena_streams", a_superblock_for_another_stream_waits_too)
 {
     /* the arena is one superblock: memory of a large block freed on s, taken for t's small blocks */
-    crmm_resource *mr = device_arena("arena_size=1MiB");
+    mr = device_arena("arena_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = freed_on(mr, MiB, s);
     void *b = alloc_on(mr, 256, t);
@@ -183,13 +183,12 @@ CRMM_TEST_IN("arena_streams", a_superblock_for_another_stream_waits_too)
     ck_assert_int_eq(fake_stream_uses(s), 0);
     ck_assert_uint_eq(stats(mr).stream_syncs, 1);
     free_on(mr, b, 256, t);
-    crmm_resource_release(mr);
 }
 END_TEST
 
 CRMM_TEST_IN("arena_streams", a_small_block_freed_on_another_stream_waits_for_that_stream)
 {
-    crmm_resource *mr = device_arena("arena_size=4MiB");
+    mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = alloc_on(mr, 1000, s);
     free_on(mr, a, 1000, t); /* t is alive: the caller uses it */
@@ -197,7 +196,6 @@ CRMM_TEST_IN("arena_streams", a_small_block_freed_on_another_stream_waits_for_th
     ck_assert_ptr_eq(fake_cuda.last_synchronized, t);
     ck_assert_int_eq(fake_stream_uses(s), 0);
     ck_assert_int_eq(fake_cuda.device_sync, 0);
-    crmm_resource_release(mr);
 }
 END_TEST
 
@@ -205,7 +203,7 @@ END_TEST
 
 CRMM_TEST_IN("arena_streams", neighbours_of_one_stream_merge_without_a_wait)
 {
-    crmm_resource *mr = device_arena("arena_size=3MiB");
+    mr = device_arena("arena_size=3MiB");
     cudaStream_t s = fake_stream_new(0);
     char *a = alloc_on(mr, MiB, s), *b = alloc_on(mr, MiB, s), *c = alloc_on(mr, MiB, s);
     ck_assert_ptr_eq(b, a + MiB);
@@ -214,14 +212,13 @@ CRMM_TEST_IN("arena_streams", neighbours_of_one_stream_merge_without_a_wait)
     ck_assert_ptr_eq(x, a);
     ck_assert_int_eq(fake_cuda_total(), 0);
     free_all_on(mr, s, {x, 2 * MiB}, {c, MiB});
-    crmm_resource_release(mr);
 }
 END_TEST
 
 CRMM_TEST_IN("arena_streams", neighbours_of_two_streams_need_a_wait_for_either)
 {
     /* the arena is full: a, b, c. a freed on s and b on t merge into one span, "mixed" */
-    crmm_resource *mr = device_arena("arena_size=3MiB");
+    mr = device_arena("arena_size=3MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     char *a = alloc_on(mr, MiB, s), *b = alloc_on(mr, MiB, s), *c = alloc_on(mr, MiB, s);
     free_on(mr, a, MiB, s);
@@ -242,7 +239,6 @@ CRMM_TEST_IN("arena_streams", neighbours_of_two_streams_need_a_wait_for_either)
     ck_assert_int_eq(fake_cuda.device_sync, 2);
     ck_assert_int_eq(fake_stream_uses(s) + fake_stream_uses(t), 0);
     free_on(mr, x, 3 * MiB, t);
-    crmm_resource_release(mr);
 }
 END_TEST
 
@@ -251,7 +247,7 @@ CRMM_LOOP_TEST_IN("arena_streams", a_void_neighbour_takes_the_other_side_s_tag, 
     /* _i & 1 = 0: the void span is the right neighbour of the one freed, 1: the left one;
      * _i & 2 = 0: the merged span is taken by t (its tag: no wait), 2: by s (a wait) */
     int left = _i & 1, by_s = _i & 2;
-    crmm_resource *mr = device_arena("arena_size=4MiB");
+    mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     char *p[4];
     for (int i = 0; i < 4; i++)
@@ -270,13 +266,12 @@ CRMM_LOOP_TEST_IN("arena_streams", a_void_neighbour_takes_the_other_side_s_tag, 
     free_on(mr, y, 2 * MiB, taker);
     free_on(mr, x, MiB, u);
     free_on(mr, left ? p[2] : p[1], MiB, s);
-    crmm_resource_release(mr);
 }
 END_TEST
 
 CRMM_TEST_IN("arena_streams", the_rest_of_a_span_keeps_its_tag)
 {
-    crmm_resource *mr = device_arena("arena_size=4MiB");
+    mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     char *a = freed_on(mr, 4 * MiB, s);
     void *b = alloc_on(mr, MiB, s); /* cut from s's span: the rest is still s's */
@@ -286,7 +281,6 @@ CRMM_TEST_IN("arena_streams", the_rest_of_a_span_keeps_its_tag)
     ck_assert_int_eq(fake_cuda.device_sync, 1);
     free_on(mr, b, MiB, s);
     free_on(mr, c, MiB, t);
-    crmm_resource_release(mr);
 }
 END_TEST
 
@@ -295,7 +289,7 @@ END_TEST
 CRMM_TEST_IN("arena_streams", spans_across_shards_keep_their_tags)
 {
     /* two shards of 4 MiB; s's arena has home 0, t's home 1 */
-    crmm_resource *mr = device_arena("arena_size=8MiB shards=2");
+    mr = device_arena("arena_size=8MiB shards=2");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     char *a = freed_on(mr, 6 * MiB, s); /* across the shards: both pieces are s's */
     void *b = alloc_on(mr, 5 * MiB, s); /* across again, s's own: no wait; the rest [5, 8) is s's */
@@ -315,7 +309,6 @@ CRMM_TEST_IN("arena_streams", spans_across_shards_keep_their_tags)
     d = alloc_on(mr, 6 * MiB, t); /* t's own: no wait */
     ck_assert_int_eq(fake_cuda.device_sync, 2);
     free_on(mr, d, 6 * MiB, t);
-    crmm_resource_release(mr);
 }
 END_TEST
 
@@ -332,7 +325,7 @@ CRMM_TEST_IN("arena_streams", a_span_tagged_during_the_wait_is_waited_for_again)
 {
     /* t finds only a (freed on s) and waits for the device; meanwhile u frees b, next to a: the
      * merged span is tagged anew, after the wait began, so t must wait once more */
-    crmm_resource *mr = device_arena("arena_size=3MiB");
+    mr = device_arena("arena_size=3MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     char *a = alloc_on(mr, MiB, s), *b = alloc_on(mr, MiB, s), *c = alloc_on(mr, MiB, s);
     free_on(mr, a, MiB, s);
@@ -346,13 +339,12 @@ CRMM_TEST_IN("arena_streams", a_span_tagged_during_the_wait_is_waited_for_again)
     ck_assert_uint_eq(stats(mr).stream_syncs, 2);
     free_on(mr, x, MiB, t);
     free_on(mr, c, MiB, s);
-    crmm_resource_release(mr);
 }
 END_TEST
 
 CRMM_TEST_IN("arena_streams", a_failed_synchronization_is_an_error_and_breaks_nothing)
 {
-    crmm_resource *mr = device_arena("arena_size=1MiB");
+    mr = device_arena("arena_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = freed_on(mr, MiB, s);
     fake_cuda.device_sync_result = cudaErrorLaunchFailure;
@@ -386,7 +378,6 @@ CRMM_TEST_IN("arena_streams", a_failed_synchronization_is_an_error_and_breaks_no
     ck_assert_ptr_eq(all, small);
     ck_assert_int_eq(fake_cuda.device_sync, 2);
     free_on(mr, all, 2 * MiB, s);
-    crmm_resource_release(mr);
 }
 END_TEST
 
@@ -394,6 +385,7 @@ int main(void)
 {
     fake_cuda.forbid_events_and_ids = 1; /* the arena never names an event nor asks a stream's id */
     Suite *s = suite_create("arena_streams");
-    crmm_test_tcase(s, "arena_streams", 0);
+    TCase *tc = crmm_test_tcase(s, "arena_streams", 0);
+    tcase_add_checked_fixture(tc, NULL, teardown);
     return crmm_test_run(s);
 }

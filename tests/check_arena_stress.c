@@ -115,14 +115,25 @@ static void *stress_thread(void *arg)
     return NULL;
 }
 
-/* Runs the stress over an arena of 512 MiB made with `params`; with huge > 0, some requests are
- * larger than a shard (shard_size), up to `huge`, and some of those must succeed. */
-static void run_stress(const char *params, long steps, size_t shard_size, size_t huge)
+/* The arenas of 512 MiB the stress runs over, and the share of churn_stress_steps() it runs: 8
+ * shards by default (one home each); 4 (two threads share each home shard); 16 of 32 MiB, about
+ * what each thread holds, so that superblocks and large blocks spill into the shards next to the
+ * home shards. With huge > 0, some requests are larger than a shard (shard_size), up to `huge`:
+ * they take pages across shards, and some of them must succeed. */
+static const struct { const char *params; int steps_divisor; size_t shard_size, huge; } stress_arenas[] = {
+    {"arena_size=512MiB", 1, 0, 0},
+    {"arena_size=512MiB shards=4", 2, 0, 0},
+    {"arena_size=512MiB shards=16", 2, 32 * MiB, 40 * MiB},
+};
+
+CRMM_LOOP_TEST(stress_eight_threads, (int)(sizeof stress_arenas / sizeof stress_arenas[0]))
 {
+    long steps = churn_stress_steps() / stress_arenas[_i].steps_divisor;
+    size_t shard_size = stress_arenas[_i].shard_size, huge = stress_arenas[_i].huge;
     const char *env = getenv("CRMM_TEST_ARENA_STRESS_STEPS");
     if (env && *env)
         steps = atol(env);
-    fixture f = make_arena(params);
+    fixture f = make_arena(stress_arenas[_i].params);
     mailbox box = {.lock = PTHREAD_MUTEX_INITIALIZER};
     enum { T = 8 };
     stress_job jobs[T];
@@ -150,26 +161,6 @@ static void run_stress(const char *params, long steps, size_t shard_size, size_t
     ck_assert_crmm_ok(crmm_resource_trim(f.mr));
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 512 * MiB);
     drop_arena(&f);
-}
-
-CRMM_TEST(stress_eight_threads)
-{
-    run_stress("arena_size=512MiB", churn_stress_steps(), 0, 0); /* 8 shards by default: one home each */
-}
-END_TEST
-
-/* Two threads share each home shard. */
-CRMM_TEST(stress_eight_threads_four_shards)
-{
-    run_stress("arena_size=512MiB shards=4", churn_stress_steps() / 2, 0, 0);
-}
-END_TEST
-
-/* Shards of 32 MiB, about what each thread holds: superblocks and large blocks spill into the
- * shards next to the home shards, and requests of up to 40 MiB take pages across shards. */
-CRMM_TEST(stress_eight_threads_small_shards)
-{
-    run_stress("arena_size=512MiB shards=16", churn_stress_steps() / 2, 32 * MiB, 40 * MiB);
 }
 END_TEST
 

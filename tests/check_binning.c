@@ -3,12 +3,9 @@
  * their bin, added bins, and bad parameters. Routing shows in the host upstream's bytes in use:
  * with one block per chunk, a bin's second request makes it take one more block upstream. */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 #include <crmm/binning.h>
+#include "blocks_test.h"
 #include "conformance.h"
-#include "test_support.h"
 #include "over_host.h"
 
 static const crmm_test_chain chains[] = {
@@ -200,29 +197,29 @@ CRMM_TEST_IN("binning", bins_hold_references_to_the_upstream)
 }
 END_TEST
 
-CRMM_TEST_IN("binning", bad_parameters)
+static const char *const bad_params[] = {
+    "min_size_exponent=8",                       /* without max */
+    "max_size_exponent=8",                       /* without min */
+    "min_size_exponent=12 max_size_exponent=10", /* min > max */
+    "min_size_exponent=1 max_size_exponent=64",  /* 2^64 */
+    "bins=abc",
+    "bins=0",
+    "bins=4KiB:-1",
+    "bins=10%",
+    "bins=:",
+    "blocks_to_preallocate=0 bins=256",          /* refused by the fixed_size bin */
+};
+
+CRMM_LOOP_TEST_IN("binning", bad_parameters, (int)(sizeof bad_params / sizeof bad_params[0]))
 {
+    const char *bad = bad_params[_i];
     ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
-    static const char *bad[] = {
-        "min_size_exponent=8",                       /* without max */
-        "max_size_exponent=8",                       /* without min */
-        "min_size_exponent=12 max_size_exponent=10", /* min > max */
-        "min_size_exponent=1 max_size_exponent=64",  /* 2^64 */
-        "bins=abc",
-        "bins=0",
-        "bins=4KiB:-1",
-        "bins=10%",
-        "bins=:",
-        "blocks_to_preallocate=0 bins=256",          /* refused by the fixed_size bin */
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        crmm_clear_error();
-        crmm_status st = crmm_resource_create("binning", bad[i], h, &b);
-        ck_assert_msg(st == CRMM_ERROR_CONFIG, "'%s' gave %s: %s", bad[i], crmm_status_name(st), crmm_last_error());
-        ck_assert_msg(strstr(crmm_last_error(), "binning") != NULL, "'%s': message: %s", bad[i], crmm_last_error());
-        ck_assert_ptr_null(b);
-        ck_assert_int_eq(crmm_resource_refcount(h), 1);
-    }
+    crmm_clear_error();
+    crmm_status st = crmm_resource_create("binning", bad, h, &b);
+    ck_assert_msg(st == CRMM_ERROR_CONFIG, "'%s' gave %s: %s", bad, crmm_status_name(st), crmm_last_error());
+    ck_assert_msg(strstr(crmm_last_error(), "binning") != NULL, "'%s': message: %s", bad, crmm_last_error());
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
 END_TEST
 

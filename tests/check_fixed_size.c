@@ -2,12 +2,9 @@
  * by whole chunks, the block-size limit (RMM: "maximum allocation size exceeded" is out of
  * memory), chunks returned at destroy, upstream failures and bad parameters. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <string.h>
+#include "blocks_test.h"
 #include "churn_support.h"
 #include "conformance.h"
-#include "test_support.h"
 #include "over_host.h"
 
 static const crmm_test_chain chains[] = {
@@ -43,7 +40,7 @@ END_TEST
 
 enum { CHURN_THREADS = 8, CHURN_LIVE = 32 };
 
-CRMM_TEST_IN("fixed_size", threads_share_it_and_the_counts_add_up)
+CRMM_TEST_IN("fixed_size_threads", threads_share_it_and_the_counts_add_up)
 {
     /* eight threads allocate and free at once: no block is handed to two of them, and the counts
      * (kept under the resource's lock) lose no update */
@@ -247,30 +244,26 @@ END_TEST
 
 /* A double free or a foreign pointer is refused and changes nothing: the block is handed out
  * once, and the counters stay right (a free list that took it would hand it out twice). */
-CRMM_TEST_IN("fixed_size", double_free_and_foreign_pointer_are_refused)
+static const char *const double_free_plugins[][2] = {{"fixed_size", "block_size=4KiB blocks_to_preallocate=4"},
+                                                     {"binning", "bins=4KiB blocks_to_preallocate=4"}};
+
+CRMM_LOOP_TEST_IN("fixed_size", double_free_and_foreign_pointer_are_refused, 2)
 {
-    static const char *const plugins[][2] = {{"fixed_size", "block_size=4KiB blocks_to_preallocate=4"},
-                                             {"binning", "bins=4KiB blocks_to_preallocate=4"}};
-    for (int k = 0; k < 2; k++) {
-        crmm_resource *host = crmm_test_create("host", NULL, NULL);
-        crmm_resource *mr = crmm_test_create(plugins[k][0], plugins[k][1], host);
-        void *a = crmm_test_allocate(mr, 4000);
-        ck_assert_crmm_ok(crmm_resource_deallocate(mr, a, 4000, NULL));
-        ck_assert_crmm(crmm_resource_deallocate(mr, a, 4000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
-        char on_stack[512];
-        void *foreign = (void *)(((uintptr_t)on_stack + 255) & ~(uintptr_t)255);
-        ck_assert_crmm(crmm_resource_deallocate(mr, foreign, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
-        void *b = crmm_test_allocate(mr, 4000), *c = crmm_test_allocate(mr, 4000);
-        ck_assert_ptr_ne(b, c);
-        ck_assert_ptr_ne(b, foreign);
-        ck_assert_ptr_ne(c, foreign);
-        ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 2);
-        ck_assert_crmm_ok(crmm_resource_deallocate(mr, b, 4000, NULL));
-        ck_assert_crmm_ok(crmm_resource_deallocate(mr, c, 4000, NULL));
-        ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
-        crmm_resource_release(mr);
-        crmm_resource_release(host);
-    }
+    over_host_make(double_free_plugins[_i][0], double_free_plugins[_i][1], &h, &f);
+    void *a = crmm_test_allocate(f, 4000);
+    ck_assert_crmm_ok(crmm_resource_deallocate(f, a, 4000, NULL));
+    ck_assert_crmm(crmm_resource_deallocate(f, a, 4000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    char on_stack[512];
+    void *foreign = (void *)(((uintptr_t)on_stack + 255) & ~(uintptr_t)255);
+    ck_assert_crmm(crmm_resource_deallocate(f, foreign, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    void *b = crmm_test_allocate(f, 4000), *c = crmm_test_allocate(f, 4000);
+    ck_assert_ptr_ne(b, c);
+    ck_assert_ptr_ne(b, foreign);
+    ck_assert_ptr_ne(c, foreign);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 2);
+    ck_assert_crmm_ok(crmm_resource_deallocate(f, b, 4000, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(f, c, 4000, NULL));
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 0);
 }
 END_TEST
 
@@ -281,8 +274,7 @@ int main(void)
     TCase *tc = crmm_test_tcase(s, "fixed_size", 0);
     tcase_add_checked_fixture(tc, NULL, teardown);
 
-    tc = crmm_test_tcase(s, "fixed_size_threads", 0); /* busy threads: give a loaded machine time */
+    tc = crmm_test_tcase(s, "fixed_size_threads", 120); /* busy threads: give a loaded machine time */
     tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_set_timeout(tc, 120);
     return crmm_test_run(s);
 }

@@ -5,16 +5,11 @@
  * calls a free and an allocation cost, and that a block reaches another stream only behind an
  * event recorded after its free, or after a device synchronization. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <cuda_runtime_api.h>
-#include "fakes/fake_stream_cuda.h"
+#include "blocks_test.h"
 #include "churn_support.h"
+#include "fakes/fake_stream_cuda.h"
 #include "fakes/fake_streams.h"
-#include "test_support.h"
 
 static crmm_resource *device; /* the upstream of the resource `fixed` made last */
 
@@ -250,7 +245,7 @@ END_TEST
  * neighbour's stream): no block is handed to two at once, and at the end nothing is in use. */
 enum { CHURN_THREADS = 8 };
 
-CRMM_TEST_IN("fixed_size_streams", eight_threads_on_their_own_streams_never_share_a_block)
+CRMM_TEST_IN("fixed_size_streams_threads", eight_threads_on_their_own_streams_never_share_a_block)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=32", 0);
     cudaStream_t st[CHURN_THREADS];
@@ -264,7 +259,7 @@ CRMM_TEST_IN("fixed_size_streams", eight_threads_on_their_own_streams_never_shar
         ck_assert_int_eq(pthread_create(&th[t], NULL, churn_thread, &a[t]), 0);
     }
     for (int t = 0; t < CHURN_THREADS; t++) {
-        pthread_join(th[t], NULL);
+        ck_assert_int_eq(pthread_join(th[t], NULL), 0);
         ck_assert_msg(!a[t].why[0] && !a[t].overlapped, "thread %d: %s; %d blocks changed under it", t, a[t].why, a[t].overlapped);
     }
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 0);

@@ -109,7 +109,7 @@ CRMM_TEST_IN("pool_expandable", threads_on_their_own_streams)
         ck_assert_int_eq(pthread_create(&th[i], NULL, churn_thread, &c[i]), 0);
     }
     for (int i = 0; i < 4; i++) {
-        pthread_join(th[i], NULL);
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
         ck_assert_msg(!c[i].why[0] && !c[i].overlapped, "thread %d: %s; %d blocks overwritten", i, c[i].why, c[i].overlapped);
     }
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);

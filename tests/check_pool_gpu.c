@@ -6,15 +6,11 @@
  * forgotten, per-thread default streams of two threads. Loop tests run four times: _i 0 = sync,
  * 1 = event, 2 and 3 the same with expandable = true. */
 #include "build_config.h"
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
+#include "blocks_test.h"
 #include "conformance.h"
 #include "streams_test.h"
 
@@ -66,8 +62,6 @@ static cudaStream_t new_stream(void)
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     return s;
 }
-
-static uint64_t q(crmm_resource *mr, crmm_query what) { return crmm_test_query(mr, what); }
 
 static double seconds(void)
 {
@@ -300,7 +294,7 @@ START_TEST(many_streams_keep_the_books)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), _i >= EXPANDABLE_SYNC ? 32 * MiB : 0);
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
     for (int k = 0; k < S; k++)
-        cudaStreamDestroy(st[k]);
+        ck_assert_int_eq(cudaStreamDestroy(st[k]), cudaSuccess);
     crmm_resource_release(p);
 }
 END_TEST
@@ -467,7 +461,7 @@ CRMM_TEST_IN("pool_over_cuda", bad_pointers_over_cuda)
     ck_assert_int_eq(cudaMalloc(&other, 4096), cudaSuccess);
     ck_assert_crmm(crmm_resource_deallocate(p, other, 4096, (crmm_cuda_stream_t)s), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(crmm_last_error(), "not allocated by this pool"), "%s", crmm_last_error());
-    cudaFree(other);
+    ck_assert_int_eq(cudaFree(other), cudaSuccess);
     free_on(p, a, 4096, s);
     ck_assert_crmm(crmm_resource_deallocate(p, a, 4096, (crmm_cuda_stream_t)s), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(crmm_last_error(), "already free"), "%s", crmm_last_error());

@@ -5,16 +5,11 @@
  * serve from memory it holds, nor unmap or release (cuMemUnmap and cuMemRelease synchronize the
  * device in practice). Each run prints its counts to the test's log. */
 #include "build_config.h"
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <crmm/pool.h>
+#include "blocks_test.h"
 #include "fakes/fake_vmm.h"
 #include "serving_trace.h"
-#include "test_support.h"
 
-#define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
 #define PAGE (2 * MiB) /* an H200's allocation granularity */
 
@@ -41,18 +36,15 @@ static crmm_resource *run_trace(const char *params, unsigned requests, unsigned 
 
 /* After the first requests have set the pool's size, decoding never waits for the device, unmaps
  * or releases: every token is served from pages the pool holds or maps. */
-CRMM_TEST_IN("pool_serving", decode_steps_never_wait_for_the_device)
+START_TEST(decode_steps_never_wait_for_the_device)
 {
-    for (unsigned seed = 1; seed <= 3; seed++) {
-        setup();
-        serving_totals t;
-        crmm_resource *p = run_trace("", 48, seed, &t);
-        ck_assert_uint_gt(t.steady_tokens, 1000);
-        ck_assert_int_eq(t.steady.syncs, 0);
-        ck_assert_int_eq(t.steady.unmaps, 0);
-        ck_assert_int_eq(t.steady.releases, 0);
-        crmm_resource_release(p);
-    }
+    serving_totals t;
+    crmm_resource *p = run_trace("", 48, (unsigned)_i, &t); /* _i: the seed, 1 to 3 */
+    ck_assert_uint_gt(t.steady_tokens, 1000);
+    ck_assert_int_eq(t.steady.syncs, 0);
+    ck_assert_int_eq(t.steady.unmaps, 0);
+    ck_assert_int_eq(t.steady.releases, 0);
+    crmm_resource_release(p);
 }
 END_TEST
 
@@ -129,5 +121,6 @@ int main(void)
     Suite *s = suite_create("pool_serving");
     TCase *tc = crmm_test_tcase(s, "pool_serving", 120);
     tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_loop_test(tc, decode_steps_never_wait_for_the_device, 1, 4);
     return crmm_test_run(s);
 }

@@ -7,9 +7,14 @@
 #include "build_config.h"
 #include "pool_streams_test.h"
 
+/* The running test's pool: the test makes it, the fixture releases it. */
+static crmm_resource *p;
+
+static void teardown(void) { crmm_resource_release(p); }
+
 START_TEST(the_same_stream_makes_no_cuda_call)
 {
-    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
+    p = pool_in_mode(_i, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0);
     freed_on(p, 4 * KiB, s); /* first use of s: the initial chunk moves to s */
     fake_cuda_reset();
@@ -23,13 +28,12 @@ START_TEST(the_same_stream_makes_no_cuda_call)
     free_on(p, b, 4 * KiB, t);
     ck_assert_int_eq(fake_cuda_total(), 0);
     ck_assert_int_eq(fake_cuda.get_id, 0);
-    crmm_resource_release(p);
 }
 END_TEST
 
 CRMM_TEST_IN("pool_streams", sync_mode_moves_blocks_after_one_device_synchronization)
 {
-    crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
+    p = pool_in_mode(SYNC, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     void *a = alloc_on(p, 64 * KiB, s), *c = alloc_on(p, 128 * KiB, s);
     void *e = alloc_on(p, MiB - 192 * KiB, s); /* the rest: nothing is left in the ready state */
@@ -60,6 +64,7 @@ CRMM_TEST_IN("pool_streams", sync_mode_moves_blocks_after_one_device_synchroniza
     free_on(p, b, 64 * KiB, s);
     free_all_on(p, t, {d, 128 * KiB}, {e, MiB - 192 * KiB});
     crmm_resource_release(p);
+    p = NULL;
     ck_assert_int_eq(fake_cuda.event_destroy, 0); /* no event was ever made */
 }
 END_TEST
@@ -68,7 +73,7 @@ START_TEST(takes_from_other_streams_before_growing)
 {
     /* no maximum: the pool could grow, but another stream's block is used instead, after a
      * device synchronization (sync) or one record (event) */
-    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
+    p = pool_in_mode(_i, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = freed_on(p, MiB, s);
     fake_cuda_reset();
@@ -80,7 +85,6 @@ START_TEST(takes_from_other_streams_before_growing)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), MiB);
     if (_i == EVENT) {
         free_on(p, b, MiB, t);
-        crmm_resource_release(p);
         return;
     }
     /* nothing free anywhere: growth, with no synchronization */
@@ -94,13 +98,12 @@ START_TEST(takes_from_other_streams_before_growing)
     ck_assert_int_eq(fake_cuda.device_sync, 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
     free_all_on(p, t, {b, MiB}, {e, 2 * MiB});
-    crmm_resource_release(p);
 }
 END_TEST
 
 CRMM_TEST_IN("pool_streams", sync_mode_never_touches_a_destroyed_stream)
 {
-    crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
+    p = pool_in_mode(SYNC, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     void *a = alloc_on(p, 64 * KiB, s), *rest = alloc_on(p, MiB - 64 * KiB, s);
     free_on(p, a, 64 * KiB, s);
@@ -123,7 +126,6 @@ CRMM_TEST_IN("pool_streams", sync_mode_never_touches_a_destroyed_stream)
     ck_assert_int_eq(fake_cuda.device_sync, 3);
     ck_assert_int_eq(fake_cuda.record + fake_cuda.wait + fake_cuda.get_id, 0);
     free_all_on(p, s2, {d, 64 * KiB}, {rest, MiB - 64 * KiB});
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -134,7 +136,7 @@ CRMM_TEST_IN("pool_streams", streams_side_by_side_share_the_ready_blocks)
      * stream, both take from the ready state and never from each other (were everything free
      * moved to the stream that missed, the other one would synchronize and take it all back at
      * its next miss: a synchronization per round) */
-    crmm_resource *p = pool_in_mode(SYNC, "initial_size=32MiB");
+    p = pool_in_mode(SYNC, "initial_size=32MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     fake_cuda_reset();
     for (size_t k = 1; k <= 64; k++) {
@@ -146,7 +148,6 @@ CRMM_TEST_IN("pool_streams", streams_side_by_side_share_the_ready_blocks)
     ck_assert_int_eq(fake_cuda.record + fake_cuda.wait, 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 32 * MiB);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -154,7 +155,7 @@ CRMM_TEST_IN("pool_streams", sync_mode_prefers_ready_blocks)
 {
     /* s's block fits but needs a synchronization; u's was forgotten (waited for): it is taken
      * without one, though s's state comes first */
-    crmm_resource *p = pool_in_mode(SYNC, "initial_size=1MiB");
+    p = pool_in_mode(SYNC, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     void *a = alloc_on(p, 64 * KiB, s), *b = alloc_on(p, 64 * KiB, s);
     free_on(p, a, 64 * KiB, s);
@@ -166,13 +167,12 @@ CRMM_TEST_IN("pool_streams", sync_mode_prefers_ready_blocks)
     ck_assert_ptr_eq(c, b);
     ck_assert_int_eq(fake_cuda_total(), 0);
     free_on(p, c, 64 * KiB, t);
-    crmm_resource_release(p);
 }
 END_TEST
 
 CRMM_TEST_IN("pool_streams", event_mode_orders_another_stream_by_one_event)
 {
-    crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
+    p = pool_in_mode(EVENT, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = freed_on(p, 64 * KiB, s);
     fake_cuda_reset();
@@ -198,13 +198,14 @@ CRMM_TEST_IN("pool_streams", event_mode_orders_another_stream_by_one_event)
     free_on(p, b, 64 * KiB, s);
     ck_assert_int_eq(fake_cuda.event_create, 0); /* the event made for the first move serves all */
     crmm_resource_release(p);
+    p = NULL;
     ck_assert_int_eq(fake_cuda.event_destroy, 1);
 }
 END_TEST
 
 START_TEST(blocks_of_two_streams_merge_only_once_moved)
 {
-    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
+    p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     char *a = alloc_on(p, 256 * KiB, s), *b = alloc_on(p, 256 * KiB, s), *c = alloc_on(p, 512 * KiB, s);
     ck_assert_ptr_eq(b, a + 256 * KiB);
@@ -229,7 +230,6 @@ START_TEST(blocks_of_two_streams_merge_only_once_moved)
     /* event mode moved t's blocks to s, so x merges with the rest; in sync mode the rest is in
      * the ready state, which a block freed on s joins only at the next synchronization */
     ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), _i == EVENT ? MiB : 768 * KiB);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -237,7 +237,7 @@ START_TEST(out_of_room_merges_the_blocks_of_all_streams)
 {
     /* t asks for 512 KiB: it holds 256 KiB, u holds the 256 KiB next to it, neither fits alone,
      * the maximum forbids growing; after a device synchronization they merge in t's list */
-    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
+    p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     char *a = alloc_on(p, 256 * KiB, s), *b = alloc_on(p, 256 * KiB, s), *c = alloc_on(p, 512 * KiB, s);
     free_on(p, a, 256 * KiB, t);
@@ -256,13 +256,12 @@ START_TEST(out_of_room_merges_the_blocks_of_all_streams)
     ck_assert_msg(strstr(crmm_last_error(), "failed to allocate 256.0 KiB"), "%s", crmm_last_error());
     free_on(p, x, 512 * KiB, t);
     free_on(p, c, 512 * KiB, s);
-    crmm_resource_release(p);
 }
 END_TEST
 
 CRMM_TEST_IN("pool_streams", event_mode_a_failed_record_falls_back_to_synchronizing)
 {
-    crmm_resource *p = pool_in_mode(EVENT, "initial_size=1MiB");
+    p = pool_in_mode(EVENT, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = freed_on(p, 64 * KiB, s);
     fake_cuda_reset();
@@ -276,13 +275,12 @@ CRMM_TEST_IN("pool_streams", event_mode_a_failed_record_falls_back_to_synchroniz
     ck_assert_int_eq(fake_cuda.last_error, cudaSuccess); /* the error it caused was cleared */
     ck_assert_int_ge(fake_cuda.get_last_error, 1);
     free_on(p, b, 64 * KiB, t);
-    crmm_resource_release(p);
 }
 END_TEST
 
 START_TEST(a_forgotten_stream_needs_no_more_ordering)
 {
-    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
+    p = pool_in_mode(_i, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
     void *a = freed_on(p, 64 * KiB, s);
     fake_cuda_reset();
@@ -309,7 +307,6 @@ START_TEST(a_forgotten_stream_needs_no_more_ordering)
     ck_assert_ptr_eq(c, a);
     free_on(p, c, 64 * KiB, s2);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), MiB);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -328,7 +325,7 @@ START_TEST(per_thread_default_streams_are_told_apart)
 {
     /* with room to grow: event mode leaves another thread's per-thread stream alone (it cannot
      * record on it) and grows; sync mode synchronizes and takes its block, as from any stream */
-    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB");
+    p = pool_in_mode(_i, "initial_size=1MiB");
     ptds_arg a = {p, NULL, MiB, CRMM_ERROR_STATE};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, use_own_default_stream, &a), 0);
@@ -366,7 +363,6 @@ START_TEST(per_thread_default_streams_are_told_apart)
     ck_assert_int_eq(fake_cuda.device_sync, 1);
     ck_assert_int_eq(fake_cuda.record, 0);
     free_on(p, b, MiB, cudaStreamPerThread);
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -382,7 +378,7 @@ START_TEST(a_cached_block_stays_on_its_stream)
     /* with the per-thread caches on (thread_cache = on: a second thread allocated), a block this thread freed on s
      * is handed out again on s at once, without a CUDA call, and never on t without the pool's
      * ordering */
-    crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB thread_cache=on");
+    p = pool_in_mode(_i, "initial_size=1MiB thread_cache=on");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
     free_on(p, alloc_on(p, 4 * KiB, s), 4 * KiB, s);
     ptds_arg other = {p, (void *)u, 4 * KiB, CRMM_ERROR_STATE};
@@ -408,7 +404,6 @@ START_TEST(a_cached_block_stays_on_its_stream)
     free_on(p, other.block, 4 * KiB, u);
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
-    crmm_resource_release(p);
 }
 END_TEST
 
@@ -416,6 +411,7 @@ int main(void)
 {
     Suite *s = suite_create("pool_streams");
     TCase *tc = crmm_test_tcase(s, "pool_streams", 0);
+    tcase_add_checked_fixture(tc, NULL, teardown);
     /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event */
     tcase_add_loop_test(tc, the_same_stream_makes_no_cuda_call, SYNC, EVENT + 1);
     tcase_add_loop_test(tc, takes_from_other_streams_before_growing, SYNC, EVENT + 1);

@@ -4,18 +4,11 @@
 #ifndef CRMM_TESTS_POOL_EXPANDABLE_TEST_H
 #define CRMM_TESTS_POOL_EXPANDABLE_TEST_H
 
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
 #include "blocks_test.h"
 #include "fakes/fake_vmm.h"
 
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 #define PAGE (64 * KiB)          /* the scripted device's allocation granularity */
 #define DEVICE_MEMORY (64 * MiB) /* what cudaMemGetInfo says the device has */
 
@@ -43,8 +36,6 @@ static inline void teardown(void)
     if (p)
         release_pool();
 }
-
-static inline uint64_t q(crmm_resource *mr, crmm_query what) { return crmm_test_query(mr, what); }
 
 static inline cudaStream_t stream_n(int n) { return (cudaStream_t)(uintptr_t)(0x1000 + 0x100 * n); }
 

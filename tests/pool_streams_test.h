@@ -6,11 +6,6 @@
 #ifndef CRMM_TESTS_POOL_STREAMS_TEST_H
 #define CRMM_TESTS_POOL_STREAMS_TEST_H
 
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
 #include "blocks_test.h"
@@ -37,13 +32,6 @@ static inline crmm_resource *pool_in_mode(int mode, const char *params)
     char text[256];
     snprintf(text, sizeof text, "%s stream_reuse=%s", params, mode == EVENT ? "event" : "sync");
     return device_pool(text);
-}
-
-static inline uint64_t q(crmm_resource *mr, crmm_query what)
-{
-    uint64_t v = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
-    return v;
 }
 
 /* A block of n bytes allocated and freed on s (so free on s's list); its address. */

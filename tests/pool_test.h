@@ -4,17 +4,9 @@
 #ifndef CRMM_TESTS_POOL_TEST_H
 #define CRMM_TESTS_POOL_TEST_H
 
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <crmm/pool.h>
 #include "blocks_test.h"
 #include "conformance.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 
 static inline crmm_resource *host_upstream(void)
 {
@@ -32,13 +24,6 @@ static inline crmm_resource *make_pool(const char *params, crmm_resource *upstre
     return p;
 }
 
-static inline uint64_t q(crmm_resource *mr, crmm_query what)
-{
-    uint64_t v = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, what, &v));
-    return v;
-}
-
 static inline void *alloc(crmm_resource *mr, size_t n)
 {
     void *p = NULL;
@@ -47,8 +32,6 @@ static inline void *alloc(crmm_resource *mr, size_t n)
     ck_assert_uint_eq((uintptr_t)p % CRMM_ALLOCATION_ALIGNMENT, 0);
     return p;
 }
-
-static inline void release(crmm_resource *mr, void *p, size_t n) { ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, NULL)); }
 
 /* Send the log at info level to a fresh file; returns its path. */
 static inline const char *capture_log(void)

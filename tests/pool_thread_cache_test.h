@@ -4,19 +4,11 @@
 #ifndef CRMM_TESTS_POOL_THREAD_CACHE_TEST_H
 #define CRMM_TESTS_POOL_THREAD_CACHE_TEST_H
 
-#include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <crmm/log.h>
 #include <crmm/pool.h>
 #include "blocks_test.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 
 /* ---- a second thread that makes one call at a time for the test ------------------------------ */
 
@@ -125,10 +117,6 @@ static inline void *alloc(crmm_resource *mr, size_t n)
     ck_assert_ptr_nonnull(x);
     return x;
 }
-
-static inline void release(crmm_resource *mr, void *x, size_t n) { ck_assert_crmm_ok(crmm_resource_deallocate(mr, x, n, NULL)); }
-
-static inline uint64_t q(crmm_resource *mr, crmm_query what) { return crmm_test_query(mr, what); }
 
 /* On a new pool: this thread allocates and frees a block of n bytes, then the worker does twice
  * (its first allocation switches the caches on; the block of its second it caches). Returns the
