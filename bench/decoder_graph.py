@@ -5,7 +5,8 @@ allocator (`native`, or `expandable` with expandable_segments:True) or crmm's (`
 crmm.allocators.torch.use_crmm() over the default config; `crmm_chunked`: crmm's pool growing by
 cudaMalloc chunks instead of mapping pages, as in bench/torch_workloads.py; `crmm_align512` and
 `crmm_align2m`: the default pool under an `aligned` adaptor, every block at 512 bytes, or blocks
-of 1 MiB and more at 2 MiB, to see whether where tensors land moves the replay).
+of 1 MiB and more at 2 MiB, to see whether where tensors land moves the replay; `crmm_page32m`,
+`crmm_page256m`: the default pool mapping physical pages of 32 or 256 MiB).
 
 The model is written here (RMSNorm, rotary embeddings, grouped-query attention over a static
 KV cache, SwiGLU), with random weights in bfloat16: nothing is downloaded. The captured step
@@ -56,7 +57,8 @@ def node_census(handle):
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", choices=["native", "expandable", "crmm", "crmm_chunked", "crmm_align512", "crmm_align2m"])
+    ap.add_argument("mode", choices=["native", "expandable", "crmm", "crmm_chunked", "crmm_align512", "crmm_align2m",
+                                     "crmm_page32m", "crmm_page256m"])
     ap.add_argument("--replays", type=int, default=200, help="replays per timed batch")
     ap.add_argument("--batches", type=int, default=15, help="timed batches (the median is reported)")
     ap.add_argument("--layers", type=int, default=4)

@@ -41,7 +41,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", choices=["dyn_train", "serving", "vit", "moe"])
     ap.add_argument("--mode", choices=["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_chunked",
-                                       "crmm_split", "crmm_split_never"])
+                                       "crmm_split", "crmm_split_never", *PAGE_SIZE_CONFIGS])
     ap.add_argument("--record", metavar="LOG.csv", help="crmm mode: write the allocation log here")
     ap.add_argument("--run", type=int, default=0, help="the run's number, copied to the output")
     ap.add_argument("--table", metavar="RESULTS.jsonl", help="print the table of the runs in this file")
@@ -78,6 +78,8 @@ ALIGNED_CONFIGS = {
     "crmm_align2m": pool_config("expandable = true", "al", "\n[resource.al]\nplugin = aligned\nupstream = pool\n"
                                 "alignment = 2MiB\nalignment_threshold = 1MiB\n"),
 }
+# physical pages larger than the device's granularity (the pool's page_size)
+PAGE_SIZE_CONFIGS = {"crmm_page%dm" % n: pool_config("expandable = true\npage_size = %dMiB" % n) for n in (32, 256)}
 
 
 def use_crmm(record, mode="crmm"):
@@ -94,6 +96,8 @@ def use_crmm(record, mode="crmm"):
         text = PAGE_MOVES_CONFIG.format(moves=mode[len("crmm_"):])
     elif mode in ALIGNED_CONFIGS:
         text = ALIGNED_CONFIGS[mode]
+    elif mode in PAGE_SIZE_CONFIGS:
+        text = PAGE_SIZE_CONFIGS[mode]
     if text:
         import tempfile
 
