@@ -17,7 +17,7 @@ static void assert_buffer_holds(const crmm_device_buffer *buf, const unsigned ch
     free(got);
 }
 
-START_TEST(test_buffer_resize_reserve_shrink_keep_contents)
+CRMM_TEST_IN("device_buffer", test_buffer_resize_reserve_shrink_keep_contents)
 {
     crmm_resource *mr;
     ck_assert_crmm_ok(crmm_resource_create("cuda", NULL, NULL, &mr));
@@ -63,7 +63,7 @@ START_TEST(test_buffer_resize_reserve_shrink_keep_contents)
 }
 END_TEST
 
-START_TEST(test_buffer_deep_copy)
+CRMM_TEST_IN("device_buffer", test_buffer_deep_copy)
 {
     crmm_stream *s;
     ck_assert_crmm_ok(crmm_stream_create(CRMM_STREAM_SYNC_DEFAULT, &s));
@@ -92,7 +92,7 @@ START_TEST(test_buffer_deep_copy)
 }
 END_TEST
 
-START_TEST(test_buffer_copy_from_bounds)
+CRMM_TEST_IN("device_buffer", test_buffer_copy_from_bounds)
 {
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_to_device("0123456789", 10, NULL, NULL, &buf));
@@ -112,7 +112,7 @@ START_TEST(test_buffer_copy_from_bounds)
 }
 END_TEST
 
-START_TEST(test_buffer_to_device_async_on_stream)
+CRMM_TEST_IN("device_buffer", test_buffer_to_device_async_on_stream)
 {
     probe_resource *rec = recording_new(crmm_test_cuda_device());
     crmm_stream *s;
@@ -141,7 +141,7 @@ START_TEST(test_buffer_to_device_async_on_stream)
 }
 END_TEST
 
-START_TEST(test_buffer_frees_on_its_last_stream)
+CRMM_TEST_IN("device_buffer", test_buffer_frees_on_its_last_stream)
 {
     probe_resource *rec = recording_new(crmm_test_cuda_device());
     crmm_stream *a, *b;
@@ -169,7 +169,7 @@ START_TEST(test_buffer_frees_on_its_last_stream)
 }
 END_TEST
 
-START_TEST(test_buffer_bad_input)
+CRMM_TEST_IN("device_buffer", test_buffer_bad_input)
 {
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_create(8, NULL, NULL, &buf));
@@ -194,7 +194,7 @@ END_TEST
 
 /* ---- streams -------------------------------------------------------------------------------- */
 
-START_TEST(test_stream_owning)
+CRMM_TEST_IN("streams", test_stream_owning)
 {
     crmm_stream_flags flags[2] = {CRMM_STREAM_SYNC_DEFAULT, CRMM_STREAM_NON_BLOCKING};
     unsigned want[2] = {cudaStreamDefault, cudaStreamNonBlocking};
@@ -219,7 +219,7 @@ START_TEST(test_stream_owning)
 }
 END_TEST
 
-START_TEST(test_stream_view_of_foreign_stream)
+CRMM_TEST_IN("streams", test_stream_view_of_foreign_stream)
 {
     cudaStream_t h;
     ck_assert_cuda(cudaStreamCreate(&h));
@@ -247,7 +247,7 @@ END_TEST
 
 /* ---- stream pool ---------------------------------------------------------------------------- */
 
-START_TEST(test_pool_round_robin_and_by_id)
+CRMM_TEST_IN("streams", test_pool_round_robin_and_by_id)
 {
     crmm_stream_pool *pool;
     ck_assert_crmm_ok(crmm_stream_pool_create(4, CRMM_STREAM_SYNC_DEFAULT, &pool));
@@ -284,7 +284,7 @@ START_TEST(test_pool_round_robin_and_by_id)
 }
 END_TEST
 
-START_TEST(test_pool_default_size_and_flags)
+CRMM_TEST_IN("streams", test_pool_default_size_and_flags)
 {
     crmm_stream_pool *pool;
     ck_assert_crmm_ok(crmm_stream_pool_create(CRMM_STREAM_POOL_DEFAULT_SIZE, CRMM_STREAM_NON_BLOCKING, &pool));
@@ -328,7 +328,7 @@ static void *pool_worker_run(void *arg)
     return NULL;
 }
 
-START_TEST(test_pool_get_stream_from_threads)
+CRMM_TEST_IN("streams", test_pool_get_stream_from_threads)
 {
     crmm_stream_pool *pool;
     ck_assert_crmm_ok(crmm_stream_pool_create(THREADED_POOL_SIZE, CRMM_STREAM_SYNC_DEFAULT, &pool));
@@ -364,20 +364,9 @@ static Suite *device_buffer_gpu_suite(void)
 {
     Suite *s = suite_create("device_buffer_gpu");
 
-    TCase *tc = crmm_test_tcase(s, "device_buffer", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, test_buffer_resize_reserve_shrink_keep_contents);
-    tcase_add_test(tc, test_buffer_deep_copy);
-    tcase_add_test(tc, test_buffer_copy_from_bounds);
-    tcase_add_test(tc, test_buffer_to_device_async_on_stream);
-    tcase_add_test(tc, test_buffer_frees_on_its_last_stream);
-    tcase_add_test(tc, test_buffer_bad_input);
+    crmm_test_tcase(s, "device_buffer", CRMM_TEST_GPU_TIMEOUT);
 
-    tc = crmm_test_tcase(s, "streams", CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, test_stream_owning);
-    tcase_add_test(tc, test_stream_view_of_foreign_stream);
-    tcase_add_test(tc, test_pool_round_robin_and_by_id);
-    tcase_add_test(tc, test_pool_default_size_and_flags);
-    tcase_add_test(tc, test_pool_get_stream_from_threads);
+    crmm_test_tcase(s, "streams", CRMM_TEST_GPU_TIMEOUT);
     return s;
 }
 

@@ -11,7 +11,7 @@
 
 /* Blocks a capture allocated and freed stay the graph's until it is destroyed: an allocation
  * outside the capture never gets them, BYTES_FREE leaves them out; then they come back. */
-START_TEST(blocks_of_a_capture_are_held_until_the_graph_is_destroyed)
+CRMM_LOOP_TEST_IN("pool", blocks_of_a_capture_are_held_until_the_graph_is_destroyed, FORMS)
 {
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=4MiB");
@@ -66,7 +66,7 @@ END_TEST
 
 /* A block allocated before the capture and freed inside it is the graph's too (its replays use it
  * up to the free); one allocated inside and freed after the capture ended likewise. */
-START_TEST(blocks_freed_inside_or_allocated_inside_are_the_graphs)
+CRMM_LOOP_TEST_IN("pool", blocks_freed_inside_or_allocated_inside_are_the_graphs, FORMS)
 {
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=4MiB");
@@ -98,7 +98,7 @@ END_TEST
 /* A destroyed graph's blocks join the pool's ready state when the pool collects them. When that
  * state cannot be made (malloc fails) they stay parked, held, and the graph's record is kept: the
  * next collect hands them back (they are neither lost nor freed with the record). */
-START_TEST(blocks_come_back_after_a_collect_that_malloc_failed)
+CRMM_LOOP_TEST_IN("pool", blocks_come_back_after_a_collect_that_malloc_failed, FORMS)
 {
     if (!MALLOC_FAIL_REPLACES)
         return; /* a sanitizer build: malloc is not ours to fail */
@@ -127,7 +127,7 @@ END_TEST
 /* The same, with the graph's last owned block freed (outside any capture) between the failed
  * collect and the next: the record, which still holds a parked block it does not own (one
  * allocated before the capture and freed inside it), must stay until that block is handed back. */
-START_TEST(a_record_holding_parked_blocks_outlives_its_last_owned_block)
+CRMM_LOOP_TEST_IN("pool", a_record_holding_parked_blocks_outlives_its_last_owned_block, FORMS)
 {
     if (!MALLOC_FAIL_REPLACES)
         return; /* a sanitizer build: malloc is not ours to fail */
@@ -157,7 +157,7 @@ END_TEST
  * synchronization or an event on the other stream): it grows instead, with no forbidden call —
  * the chunked pool's cudaMalloc runs in the relaxed capture mode, the expandable pool maps pages
  * the same way, and an expandable pool past its mark does not wait to move pages. */
-START_TEST(growth_under_capture_makes_no_forbidden_call)
+CRMM_LOOP_TEST_IN("pool", growth_under_capture_makes_no_forbidden_call, FORMS)
 {
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=1MiB");
@@ -185,7 +185,7 @@ END_TEST
 
 /* When the driver or the maximum allows no growth, allocation under capture fails with
  * CRMM_ERROR_OUT_OF_MEMORY naming the capture, without waiting for the device. */
-START_TEST(out_of_memory_under_capture_names_the_capture)
+CRMM_LOOP_TEST_IN("pool", out_of_memory_under_capture_names_the_capture, FORMS)
 {
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=1MiB maximum_size=2MiB");
@@ -207,7 +207,7 @@ END_TEST
 
 /* A pool destroyed while a graph still holds its blocks: the graph's destructor, run later, touches
  * nothing of the pool (ASan and the leak checker watch). */
-START_TEST(a_pool_destroyed_before_its_graph)
+CRMM_LOOP_TEST_IN("pool", a_pool_destroyed_before_its_graph, FORMS)
 {
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=1MiB");
@@ -224,7 +224,7 @@ END_TEST
 
 /* Two captures on two streams at once: each graph holds its own blocks, and each comes back when
  * its own graph is destroyed. */
-START_TEST(two_graphs_hold_their_own_blocks)
+CRMM_LOOP_TEST_IN("pool", two_graphs_hold_their_own_blocks, FORMS)
 {
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=4MiB");
@@ -260,7 +260,7 @@ static void churn(crmm_resource *p, int times, cudaStream_t s)
 
 /* Outside any capture the pool asks CUDA one capture query per call on a stream (none on the
  * legacy default stream), and makes no user object. */
-START_TEST(no_capture_no_user_object)
+CRMM_LOOP_TEST_IN("pool", no_capture_no_user_object, FORMS)
 {
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=1MiB");
@@ -276,7 +276,7 @@ END_TEST
 
 /* graphs = off: the pool never asks whether a stream is captured (the query's cost is gone, and
  * so is the safety under capture), even with capture enabled for the process. */
-START_TEST(graphs_off_asks_nothing)
+CRMM_LOOP_TEST_IN("pool", graphs_off_asks_nothing, FORMS)
 {
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=1MiB graphs=off");
@@ -290,7 +290,7 @@ END_TEST
 /* graphs = auto (the default) asks only once the process enabled capture: a program that never
  * captures pays no query; graphs = on asks whatever the process said. Arena and fixed_size ask
  * only once capture is enabled. */
-START_TEST(graphs_auto_asks_once_capture_is_enabled)
+CRMM_LOOP_TEST_IN("pool", graphs_auto_asks_once_capture_is_enabled, FORMS)
 {
     int form = _i;
     crmm_graph_capture_enable(false);
@@ -321,7 +321,7 @@ static void *allocate_once(void *arg)
 
 /* With the per-thread caches on, a block a thread's cache handed out and that is freed inside a
  * capture leaves the cache for the graph: held until the graph is destroyed, not cached. */
-START_TEST(a_cached_block_freed_in_a_capture_is_the_graphs)
+CRMM_LOOP_TEST_IN("pool", a_cached_block_freed_in_a_capture_is_the_graphs, FORMS)
 {
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=4MiB thread_cache=on");
@@ -349,19 +349,7 @@ END_TEST
 static Suite *graphs_suite(void)
 {
     Suite *s = suite_create("graphs");
-    TCase *tc = crmm_test_tcase(s, "pool", 0);
-    tcase_add_loop_test(tc, blocks_of_a_capture_are_held_until_the_graph_is_destroyed, 0, FORMS);
-    tcase_add_loop_test(tc, blocks_freed_inside_or_allocated_inside_are_the_graphs, 0, FORMS);
-    tcase_add_loop_test(tc, blocks_come_back_after_a_collect_that_malloc_failed, 0, FORMS);
-    tcase_add_loop_test(tc, a_record_holding_parked_blocks_outlives_its_last_owned_block, 0, FORMS);
-    tcase_add_loop_test(tc, growth_under_capture_makes_no_forbidden_call, 0, FORMS);
-    tcase_add_loop_test(tc, out_of_memory_under_capture_names_the_capture, 0, FORMS);
-    tcase_add_loop_test(tc, a_pool_destroyed_before_its_graph, 0, FORMS);
-    tcase_add_loop_test(tc, two_graphs_hold_their_own_blocks, 0, FORMS);
-    tcase_add_loop_test(tc, no_capture_no_user_object, 0, FORMS);
-    tcase_add_loop_test(tc, graphs_off_asks_nothing, 0, FORMS);
-    tcase_add_loop_test(tc, graphs_auto_asks_once_capture_is_enabled, 0, FORMS);
-    tcase_add_loop_test(tc, a_cached_block_freed_in_a_capture_is_the_graphs, 0, FORMS);
+    crmm_test_tcase(s, "pool", 0);
     return s;
 }
 

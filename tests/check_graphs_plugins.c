@@ -46,7 +46,7 @@ static bool one_of(const void *x, void *const *set, int n)
  * inside and freed after the capture (on another stream) are handed to nobody while the graph
  * lives, on any stream; the counts of allocated memory drop at the frees all the same. Once the
  * graph is destroyed the three come back: the next allocations get them. */
-START_TEST(arena_fixed_size_binning_hold_a_graphs_blocks)
+CRMM_LOOP_TEST_IN("other plugins", arena_fixed_size_binning_hold_a_graphs_blocks, PARKING)
 {
     const size_t n = 64 * KiB;
     crmm_resource *r = parking_resource(_i);
@@ -98,7 +98,7 @@ START_TEST(arena_fixed_size_binning_hold_a_graphs_blocks)
 END_TEST
 
 /* Freeing a block twice under capture is refused like any double free (the block is held once). */
-START_TEST(a_double_free_under_capture_is_refused)
+CRMM_LOOP_TEST_IN("other plugins", a_double_free_under_capture_is_refused, 2)
 {
     const size_t n = 64 * KiB;
     crmm_resource *r = parking_resource(_i == 0 ? 1 : 2);
@@ -117,7 +117,7 @@ END_TEST
 /* An arena whose free memory was all freed on another stream cannot serve a captured stream
  * without waiting for the device: the allocation fails with CRMM_ERROR_OUT_OF_MEMORY naming the
  * capture, makes no forbidden call, and the capture stays valid. */
-START_TEST(arena_that_would_wait_refuses_under_capture)
+CRMM_TEST_IN("other plugins", arena_that_would_wait_refuses_under_capture)
 {
     crmm_resource *r = parking_resource(0);
     cudaStream_t s = stream_n(1), other = stream_n(2);
@@ -142,7 +142,7 @@ END_TEST
 /* fixed_size grows during a capture (no forbidden call, the new chunk's blocks usable there);
  * when its upstream refuses another chunk the allocation fails with CRMM_ERROR_OUT_OF_MEMORY
  * naming the capture, without waiting for the device to free anything. */
-START_TEST(fixed_size_grows_under_capture_until_upstream_refuses)
+CRMM_TEST_IN("other plugins", fixed_size_grows_under_capture_until_upstream_refuses)
 {
     crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
     crmm_resource *lim = crmm_test_create("limiting", "allocation_limit=128KiB", cuda);
@@ -172,7 +172,7 @@ END_TEST
 
 /* The cuda plugin allocates under capture (cudaMalloc in the relaxed mode: new memory is safe for a
  * graph) but refuses to free on a captured stream, which would free what the graph still uses. */
-START_TEST(cuda_allocates_under_capture_and_refuses_to_free)
+CRMM_TEST_IN("other plugins", cuda_allocates_under_capture_and_refuses_to_free)
 {
     crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
     cudaStream_t s = stream_n(1);
@@ -202,7 +202,7 @@ static const char *const adaptors[][2] = {
     {"binning", "bins=256:4KiB"},
 };
 
-START_TEST(adaptors_over_a_pool_under_capture)
+CRMM_LOOP_TEST_IN("other plugins", adaptors_over_a_pool_under_capture, (int)(sizeof adaptors / sizeof adaptors[0]))
 {
     crmm_resource *p = pool_in_form(CHUNKS_SYNC, "initial_size=4MiB");
     crmm_resource *a = crmm_test_create(adaptors[_i][0], adaptors[_i][1], p);
@@ -227,13 +227,7 @@ END_TEST
 static Suite *graphs_plugins_suite(void)
 {
     Suite *s = suite_create("graphs_plugins");
-    TCase *others = crmm_test_tcase(s, "other plugins", 0);
-    tcase_add_loop_test(others, arena_fixed_size_binning_hold_a_graphs_blocks, 0, PARKING);
-    tcase_add_loop_test(others, a_double_free_under_capture_is_refused, 0, 2);
-    tcase_add_test(others, arena_that_would_wait_refuses_under_capture);
-    tcase_add_test(others, fixed_size_grows_under_capture_until_upstream_refuses);
-    tcase_add_test(others, cuda_allocates_under_capture_and_refuses_to_free);
-    tcase_add_loop_test(others, adaptors_over_a_pool_under_capture, 0, (int)(sizeof adaptors / sizeof adaptors[0]));
+    crmm_test_tcase(s, "other plugins", 0);
     return s;
 }
 

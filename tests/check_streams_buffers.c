@@ -27,7 +27,7 @@ static void fake_teardown(void)
 
 /* ---- streams -------------------------------------------------------------------------------- */
 
-START_TEST(test_stream_create_rejects_bad_flags)
+CRMM_TEST_IN("stream", test_stream_create_rejects_bad_flags)
 {
     crmm_stream *s = (crmm_stream *)&s;
     ck_assert_crmm(crmm_stream_create((crmm_stream_flags)2, &s), CRMM_ERROR_INVALID_ARGUMENT);
@@ -38,14 +38,14 @@ START_TEST(test_stream_create_rejects_bad_flags)
 }
 END_TEST
 
-START_TEST(test_stream_null_out)
+CRMM_TEST_IN("stream", test_stream_null_out)
 {
     ck_assert_crmm(crmm_stream_create(CRMM_STREAM_NON_BLOCKING, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_stream_view(FAKE_STREAM, NULL), CRMM_ERROR_INVALID_ARGUMENT);
 }
 END_TEST
 
-START_TEST(test_stream_builtin_defaults)
+CRMM_TEST_IN("stream", test_stream_builtin_defaults)
 {
     crmm_stream *legacy = crmm_stream_default(), *per_thread = crmm_stream_per_thread();
     ck_assert_ptr_nonnull(legacy);
@@ -71,7 +71,7 @@ START_TEST(test_stream_builtin_defaults)
 }
 END_TEST
 
-START_TEST(test_stream_views)
+CRMM_TEST_IN("stream", test_stream_views)
 {
     crmm_stream *v;
     ck_assert_crmm_ok(crmm_stream_view(FAKE_STREAM, &v));
@@ -92,7 +92,7 @@ END_TEST
 
 /* ---- stream pool ---------------------------------------------------------------------------- */
 
-START_TEST(test_pool_create_validation)
+CRMM_TEST_IN("stream_pool", test_pool_create_validation)
 {
     crmm_stream_pool *pool = (crmm_stream_pool *)&pool;
     ck_assert_crmm(crmm_stream_pool_create(0, CRMM_STREAM_SYNC_DEFAULT, &pool), CRMM_ERROR_INVALID_ARGUMENT);
@@ -107,7 +107,7 @@ START_TEST(test_pool_create_validation)
 }
 END_TEST
 
-START_TEST(test_pool_null_pool)
+CRMM_TEST_IN("stream_pool", test_pool_null_pool)
 {
     crmm_clear_error();
     ck_assert_uint_eq(crmm_stream_pool_get_pool_size(NULL), 0);
@@ -126,7 +126,7 @@ END_TEST
 
 /* ---- copy helpers --------------------------------------------------------------------------- */
 
-START_TEST(test_copy_null_pointers)
+CRMM_TEST_IN("copy", test_copy_null_pointers)
 {
     char host[4] = "abc";
     void *dev = host; /* never reached: validation comes first */
@@ -141,7 +141,7 @@ START_TEST(test_copy_null_pointers)
 }
 END_TEST
 
-START_TEST(test_copy_count_zero_is_noop)
+CRMM_TEST_IN("copy", test_copy_count_zero_is_noop)
 {
     ck_assert_crmm_ok(crmm_copy_device_to_ptr(NULL, NULL, 0, NULL));
     ck_assert_crmm_ok(crmm_copy_host_to_ptr(NULL, 0, NULL, NULL));
@@ -151,7 +151,7 @@ END_TEST
 
 /* ---- device buffers ------------------------------------------------------------------------- */
 
-START_TEST(test_buffer_refuses_host_resource)
+CRMM_TEST_IN("device_buffer", test_buffer_refuses_host_resource)
 {
     crmm_resource *host;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &host));
@@ -168,7 +168,7 @@ START_TEST(test_buffer_refuses_host_resource)
 }
 END_TEST
 
-START_TEST(test_buffer_null_arguments)
+CRMM_TEST_IN("device_buffer", test_buffer_null_arguments)
 {
     ck_assert_crmm(crmm_device_buffer_create(8, NULL, &fake->base, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_device_buffer_to_device("abc", 3, NULL, &fake->base, NULL), CRMM_ERROR_INVALID_ARGUMENT);
@@ -205,7 +205,7 @@ START_TEST(test_buffer_null_arguments)
 }
 END_TEST
 
-START_TEST(test_buffer_create_holds_resource)
+CRMM_TEST_IN("device_buffer", test_buffer_create_holds_resource)
 {
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_create(16, NULL, &fake->base, &buf));
@@ -224,7 +224,7 @@ START_TEST(test_buffer_create_holds_resource)
 }
 END_TEST
 
-START_TEST(test_buffer_size_zero)
+CRMM_TEST_IN("device_buffer", test_buffer_size_zero)
 {
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_create(0, NULL, &fake->base, &buf));
@@ -254,7 +254,7 @@ START_TEST(test_buffer_size_zero)
 }
 END_TEST
 
-START_TEST(test_buffer_copies_past_size_rejected)
+CRMM_TEST_IN("device_buffer", test_buffer_copies_past_size_rejected)
 {
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_create(8, NULL, &fake->base, &buf));
@@ -281,7 +281,7 @@ START_TEST(test_buffer_copies_past_size_rejected)
 }
 END_TEST
 
-START_TEST(test_buffer_resize_within_capacity)
+CRMM_TEST_IN("device_buffer", test_buffer_resize_within_capacity)
 {
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_create(16, NULL, &fake->base, &buf));
@@ -310,7 +310,7 @@ START_TEST(test_buffer_resize_within_capacity)
 }
 END_TEST
 
-START_TEST(test_buffer_reserve_empty)
+CRMM_TEST_IN("device_buffer", test_buffer_reserve_empty)
 {
     crmm_device_buffer *buf;
     ck_assert_crmm_ok(crmm_device_buffer_create(0, NULL, &fake->base, &buf));
@@ -327,7 +327,7 @@ START_TEST(test_buffer_reserve_empty)
 }
 END_TEST
 
-START_TEST(test_buffer_stream_follows_set_stream)
+CRMM_TEST_IN("device_buffer", test_buffer_stream_follows_set_stream)
 {
     crmm_stream *view;
     ck_assert_crmm_ok(crmm_stream_view(FAKE_STREAM, &view));
@@ -366,31 +366,10 @@ END_TEST
 static Suite *streams_buffers_suite(void)
 {
     Suite *s = suite_create("streams_buffers");
-    TCase *tc = tcase_create("stream");
-    tcase_add_test(tc, test_stream_create_rejects_bad_flags);
-    tcase_add_test(tc, test_stream_null_out);
-    tcase_add_test(tc, test_stream_builtin_defaults);
-    tcase_add_test(tc, test_stream_views);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("stream_pool");
-    tcase_add_test(tc, test_pool_create_validation);
-    tcase_add_test(tc, test_pool_null_pool);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("copy");
-    tcase_add_test(tc, test_copy_null_pointers);
-    tcase_add_test(tc, test_copy_count_zero_is_noop);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("device_buffer");
-    tcase_add_checked_fixture(tc, fake_setup, fake_teardown);
-    tcase_add_test(tc, test_buffer_refuses_host_resource);
-    tcase_add_test(tc, test_buffer_null_arguments);
-    tcase_add_test(tc, test_buffer_create_holds_resource);
-    tcase_add_test(tc, test_buffer_size_zero);
-    tcase_add_test(tc, test_buffer_copies_past_size_rejected);
-    tcase_add_test(tc, test_buffer_resize_within_capacity);
-    tcase_add_test(tc, test_buffer_reserve_empty);
-    tcase_add_test(tc, test_buffer_stream_follows_set_stream);
-    suite_add_tcase(s, tc);
+    crmm_test_tcase(s, "stream", 0);
+    crmm_test_tcase(s, "stream_pool", 0);
+    crmm_test_tcase(s, "copy", 0);
+    tcase_add_checked_fixture(crmm_test_tcase(s, "device_buffer", 0), fake_setup, fake_teardown);
     return s;
 }
 

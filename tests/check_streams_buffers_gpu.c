@@ -8,7 +8,7 @@
 
 /* ---- rmm's docstring examples --------------------------------------------------------------- */
 
-START_TEST(test_example_copy_device_to_ptr)
+CRMM_TEST_IN("examples", test_example_copy_device_to_ptr)
 {
     /* db = DeviceBuffer(size=5); db2 = DeviceBuffer.to_device(b"abc");
      * copy_device_to_ptr(db2.ptr, db.ptr, db2.size); db.copy_to_host() → [97, 98, 99, 0, 0] */
@@ -31,7 +31,7 @@ START_TEST(test_example_copy_device_to_ptr)
 }
 END_TEST
 
-START_TEST(test_example_copy_host_to_ptr)
+CRMM_TEST_IN("examples", test_example_copy_host_to_ptr)
 {
     /* db = DeviceBuffer(size=10); copy_host_to_ptr(b"abc", db.ptr); db.copy_to_host() →
      * [97, 98, 99, 0, 0, 0, 0, 0, 0, 0] */
@@ -47,7 +47,7 @@ START_TEST(test_example_copy_host_to_ptr)
 }
 END_TEST
 
-START_TEST(test_example_copy_ptr_to_host)
+CRMM_TEST_IN("examples", test_example_copy_ptr_to_host)
 {
     /* db = to_device(b"abc"); hb = bytearray(db.nbytes); copy_ptr_to_host(db.ptr, hb) → b"abc" */
     crmm_device_buffer *db;
@@ -59,7 +59,7 @@ START_TEST(test_example_copy_ptr_to_host)
 }
 END_TEST
 
-START_TEST(test_example_to_device)
+CRMM_TEST_IN("examples", test_example_to_device)
 {
     /* db = to_device(b"abc"); bytes(db) → b"abc" */
     crmm_device_buffer *db;
@@ -144,7 +144,7 @@ static crmm_stream *default_stream(int i, crmm_stream **view)
 #define N_DEFAULT_STREAMS 4
 
 /* On a default stream a copy is finished at return: the stream was synchronized. */
-START_TEST(test_default_stream_copy_sync)
+CRMM_LOOP_TEST_IN("copy_streams", test_default_stream_copy_sync, COPY_KINDS * N_DEFAULT_STREAMS)
 {
     crmm_stream *view, *s = default_stream(_i % N_DEFAULT_STREAMS, &view);
     ck_assert(crmm_stream_is_default(s));
@@ -203,7 +203,7 @@ static void other_stream_close(test_stream *t)
 
 /* On another stream a copy returns while the stream still sleeps; the data is there after a
  * synchronize. */
-START_TEST(test_other_stream_copy_async)
+CRMM_LOOP_TEST_IN("copy_streams", test_other_stream_copy_async, COPY_KINDS * N_OTHER_STREAMS)
 {
     test_stream t;
     other_stream_open(_i % N_OTHER_STREAMS, &t);
@@ -231,20 +231,8 @@ END_TEST
 static Suite *streams_buffers_gpu_suite(void)
 {
     Suite *s = suite_create("streams_buffers_gpu");
-    TCase *tc = tcase_create("examples");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_test(tc, test_example_copy_device_to_ptr);
-    tcase_add_test(tc, test_example_copy_host_to_ptr);
-    tcase_add_test(tc, test_example_copy_ptr_to_host);
-    tcase_add_test(tc, test_example_to_device);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("copy_streams");
-    tcase_set_timeout(tc, CRMM_TEST_GPU_TIMEOUT);
-    tcase_add_loop_test(tc, test_default_stream_copy_sync, 0, COPY_KINDS * N_DEFAULT_STREAMS);
-    tcase_add_loop_test(tc, test_other_stream_copy_async, 0, COPY_KINDS * N_OTHER_STREAMS);
-    suite_add_tcase(s, tc);
-
+    crmm_test_tcase(s, "examples", CRMM_TEST_GPU_TIMEOUT);
+    crmm_test_tcase(s, "copy_streams", CRMM_TEST_GPU_TIMEOUT);
     return s;
 }
 
