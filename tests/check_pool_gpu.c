@@ -45,7 +45,7 @@ static crmm_resource *gpu_pool(const char *params)
     return p;
 }
 
-enum { SYNC, EVENT, EXPANDABLE_SYNC, EXPANDABLE_EVENT, MODES };
+enum { SYNC, EVENT, EXPANDABLE_SYNC, EXPANDABLE_EVENT, MODES }; /* the loop tests' _i */
 
 /* gpu_pool with stream_reuse set by mode (SYNC or EVENT), expandable for the EXPANDABLE_ modes. */
 static crmm_resource *gpu_pool_in_mode(int mode, const char *params)
@@ -113,7 +113,7 @@ static void *freed_with_work_pending(crmm_resource *p, size_t n, cudaStream_t s,
     return a;
 }
 
-START_TEST(another_stream_waits_for_the_free)
+CRMM_LOOP_TEST_IN("pool_streams", another_stream_waits_for_the_free, MODES)
 {
     crmm_resource *p = gpu_pool_in_mode(_i, "initial_size=64MiB");
     cudaStream_t s = new_stream(), t = new_stream();
@@ -196,7 +196,7 @@ CRMM_TEST_IN("pool_streams", a_destroyed_stream_breaks_nothing)
 }
 END_TEST
 
-START_TEST(a_forgotten_stream_hands_its_blocks_to_a_new_one)
+CRMM_LOOP_TEST_IN("pool_streams", a_forgotten_stream_hands_its_blocks_to_a_new_one, MODES)
 {
     crmm_resource *p = gpu_pool_in_mode(_i, "initial_size=64MiB");
     const size_t n = 8 * MiB;
@@ -240,7 +240,7 @@ static void *free_on_own_default_stream(void *arg)
     return NULL;
 }
 
-START_TEST(per_thread_default_streams_of_two_threads)
+CRMM_LOOP_TEST_IN("pool_streams", per_thread_default_streams_of_two_threads, MODES)
 {
     /* The pool cannot record on another thread's per-thread stream; with no room to grow it must
      * synchronize before handing that thread's block to this one. */
@@ -260,7 +260,7 @@ START_TEST(per_thread_default_streams_of_two_threads)
 }
 END_TEST
 
-START_TEST(many_streams_keep_the_books)
+CRMM_LOOP_TEST_IN("pool_streams", many_streams_keep_the_books, MODES)
 {
     /* blocks allocated on one stream and freed on another, over 8 streams: every move between
      * streams keeps the figures right, and all memory merges back in the end */
@@ -478,15 +478,8 @@ int main(void)
     Suite *s = suite_create("pool_gpu");
     crmm_conformance_add(s, gpu_chains, (int)(sizeof gpu_chains / sizeof gpu_chains[0]));
 
-    TCase *tc = crmm_test_tcase(s, "pool_streams", CRMM_TEST_GPU_TIMEOUT);
-    /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event, 2 and 3 the same expandable */
-    tcase_add_loop_test(tc, another_stream_waits_for_the_free, SYNC, MODES);
-    tcase_add_loop_test(tc, a_forgotten_stream_hands_its_blocks_to_a_new_one, SYNC, MODES);
-    tcase_add_loop_test(tc, per_thread_default_streams_of_two_threads, SYNC, MODES);
-    tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, MODES);
-
-    tc = crmm_test_tcase(s, "pool_over_cuda", CRMM_TEST_GPU_TIMEOUT);
-
-    tc = crmm_test_tcase(s, "pool_expandable", CRMM_TEST_GPU_TIMEOUT);
+    crmm_test_tcase(s, "pool_streams", CRMM_TEST_GPU_TIMEOUT);
+    crmm_test_tcase(s, "pool_over_cuda", CRMM_TEST_GPU_TIMEOUT);
+    crmm_test_tcase(s, "pool_expandable", CRMM_TEST_GPU_TIMEOUT);
     return crmm_test_run(s);
 }

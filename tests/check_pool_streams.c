@@ -12,7 +12,7 @@ static crmm_resource *p;
 
 static void teardown(void) { crmm_resource_release(p); }
 
-START_TEST(the_same_stream_makes_no_cuda_call)
+CRMM_LOOP_TEST_IN("pool_streams", the_same_stream_makes_no_cuda_call, EVENT + 1)
 {
     p = pool_in_mode(_i, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0);
@@ -69,7 +69,7 @@ CRMM_TEST_IN("pool_streams", sync_mode_moves_blocks_after_one_device_synchroniza
 }
 END_TEST
 
-START_TEST(takes_from_other_streams_before_growing)
+CRMM_LOOP_TEST_IN("pool_streams", takes_from_other_streams_before_growing, EVENT + 1)
 {
     /* no maximum: the pool could grow, but another stream's block is used instead, after a
      * device synchronization (sync) or one record (event) */
@@ -203,7 +203,7 @@ CRMM_TEST_IN("pool_streams", event_mode_orders_another_stream_by_one_event)
 }
 END_TEST
 
-START_TEST(blocks_of_two_streams_merge_only_once_moved)
+CRMM_LOOP_TEST_IN("pool_streams", blocks_of_two_streams_merge_only_once_moved, EVENT + 1)
 {
     p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -233,7 +233,7 @@ START_TEST(blocks_of_two_streams_merge_only_once_moved)
 }
 END_TEST
 
-START_TEST(out_of_room_merges_the_blocks_of_all_streams)
+CRMM_LOOP_TEST_IN("pool_streams", out_of_room_merges_the_blocks_of_all_streams, EVENT + 1)
 {
     /* t asks for 512 KiB: it holds 256 KiB, u holds the 256 KiB next to it, neither fits alone,
      * the maximum forbids growing; after a device synchronization they merge in t's list */
@@ -278,7 +278,7 @@ CRMM_TEST_IN("pool_streams", event_mode_a_failed_record_falls_back_to_synchroniz
 }
 END_TEST
 
-START_TEST(a_forgotten_stream_needs_no_more_ordering)
+CRMM_LOOP_TEST_IN("pool_streams", a_forgotten_stream_needs_no_more_ordering, EVENT + 1)
 {
     p = pool_in_mode(_i, "initial_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
@@ -321,7 +321,7 @@ static void *use_own_default_stream(void *arg)
     return NULL;
 }
 
-START_TEST(per_thread_default_streams_are_told_apart)
+CRMM_LOOP_TEST_IN("pool_streams", per_thread_default_streams_are_told_apart, EVENT + 1)
 {
     /* with room to grow: event mode leaves another thread's per-thread stream alone (it cannot
      * record on it) and grows; sync mode synchronizes and takes its block, as from any stream */
@@ -373,7 +373,7 @@ static void *allocate_once_on(void *arg)
     return NULL;
 }
 
-START_TEST(a_cached_block_stays_on_its_stream)
+CRMM_LOOP_TEST_IN("pool_streams", a_cached_block_stays_on_its_stream, EVENT + 1)
 {
     /* with the per-thread caches on (thread_cache = on: a second thread allocated), a block this thread freed on s
      * is handed out again on s at once, without a CUDA call, and never on t without the pool's
@@ -412,14 +412,5 @@ int main(void)
     Suite *s = suite_create("pool_streams");
     TCase *tc = crmm_test_tcase(s, "pool_streams", 0);
     tcase_add_checked_fixture(tc, NULL, teardown);
-    /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event */
-    tcase_add_loop_test(tc, the_same_stream_makes_no_cuda_call, SYNC, EVENT + 1);
-    tcase_add_loop_test(tc, takes_from_other_streams_before_growing, SYNC, EVENT + 1);
-    tcase_add_loop_test(tc, blocks_of_two_streams_merge_only_once_moved, SYNC, EVENT + 1);
-    tcase_add_loop_test(tc, out_of_room_merges_the_blocks_of_all_streams, SYNC, EVENT + 1);
-    tcase_add_loop_test(tc, a_forgotten_stream_needs_no_more_ordering, SYNC, EVENT + 1);
-    tcase_add_loop_test(tc, per_thread_default_streams_are_told_apart, SYNC, EVENT + 1);
-    tcase_add_loop_test(tc, a_cached_block_stays_on_its_stream, SYNC, EVENT + 1);
-
     return crmm_test_run(s);
 }

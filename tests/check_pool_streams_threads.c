@@ -53,7 +53,7 @@ static void note_free(const churn *c, void *x, size_t n)
     pthread_mutex_unlock(&stress.lock);
 }
 
-START_TEST(eight_threads_on_their_own_streams_lose_nothing)
+CRMM_LOOP_TEST_IN("pool_streams_threads", eight_threads_on_their_own_streams_lose_nothing, EVENT + 1)
 {
     /* one stream per thread (the benchmark's sets C and D): each thread tags its blocks and checks
      * the tags at the free; in sync mode a block freed on another stream is handed out only after a
@@ -83,7 +83,7 @@ START_TEST(eight_threads_on_their_own_streams_lose_nothing)
 }
 END_TEST
 
-START_TEST(a_failed_synchronization_is_an_error_and_breaks_nothing)
+CRMM_LOOP_TEST_IN("pool_streams", a_failed_synchronization_is_an_error_and_breaks_nothing, EVENT + 1)
 {
     /* sync mode synchronizes to move the block; event mode when its record fails */
     crmm_resource *p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
@@ -105,7 +105,7 @@ START_TEST(a_failed_synchronization_is_an_error_and_breaks_nothing)
 }
 END_TEST
 
-START_TEST(many_streams_keep_the_books)
+CRMM_LOOP_TEST_IN("pool_streams", many_streams_keep_the_books, EVENT + 1)
 {
     crmm_resource *p = pool_in_mode(_i, "initial_size=256KiB");
     enum { S = 6, LIVE = 50 };
@@ -188,12 +188,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("pool_streams_threads");
-    TCase *tc = crmm_test_tcase(s, "pool_streams", 0);
-    /* loop tests: _i 0 = stream_reuse=sync, 1 = stream_reuse=event */
-    tcase_add_loop_test(tc, a_failed_synchronization_is_an_error_and_breaks_nothing, SYNC, EVENT + 1);
-    tcase_add_loop_test(tc, many_streams_keep_the_books, SYNC, EVENT + 1);
-
-    tc = crmm_test_tcase(s, "pool_streams_threads", 120); /* busy threads: give a loaded machine time */
-    tcase_add_loop_test(tc, eight_threads_on_their_own_streams_lose_nothing, SYNC, EVENT + 1);
+    crmm_test_tcase(s, "pool_streams", 0);
+    crmm_test_tcase(s, "pool_streams_threads", 120); /* busy threads: give a loaded machine time */
     return crmm_test_run(s);
 }

@@ -24,7 +24,7 @@ static inline crmm_resource *device_pool(const char *params)
     return p;
 }
 
-enum { SYNC, EVENT };
+enum { SYNC, EVENT }; /* the loop tests' _i: stream_reuse=sync, stream_reuse=event */
 
 /* A pool over the fake device in mode SYNC or EVENT (params: the other parameters). */
 static inline crmm_resource *pool_in_mode(int mode, const char *params)
