@@ -473,8 +473,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("bench_workload");
-    crmm_test_tcase(s, "workload", 0);
-    crmm_test_tcase(s, "runner", 0);
-    return crmm_test_run(s);
+    return CRMM_TEST_MAIN_CASES("bench_workload", {"workload", 0}, {"runner", 0});
 }

@@ -278,9 +278,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("config_scale");
     /* generous: these do a few hundred milliseconds of work, more under the sanitizers */
-    crmm_test_tcase(s, "scale", 300);
-    crmm_test_tcase(s, "size_cap", 0);
-    return crmm_test_run(s);
+    return CRMM_TEST_MAIN_CASES("config_scale", {"scale", 300}, {"size_cap", 0});
 }

@@ -363,11 +363,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("core");
-
-    crmm_test_tcase(s, "errors", 0);
-
-    crmm_test_tcase(s, "logger", 0);
-
-    return crmm_test_run(s);
+    return CRMM_TEST_MAIN_CASES("core", {"errors", 0}, {"logger", 0});
 }

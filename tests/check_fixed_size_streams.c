@@ -270,8 +270,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("fixed_size_streams");
-    crmm_test_tcase(s, "fixed_size_streams", 0);
-    crmm_test_tcase(s, "fixed_size_streams_threads", 120); /* busy threads: give a loaded machine time */
-    return crmm_test_run(s);
+    /* busy threads: give a loaded machine time */
+    return CRMM_TEST_MAIN_CASES("fixed_size_streams", {"fixed_size_streams", 0}, {"fixed_size_streams_threads", 120});
 }

@@ -328,9 +328,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("loader");
-    crmm_test_tcase(s, "broken_plugins", 0);
-
-    crmm_test_tcase(s, "search", 0);
-    return crmm_test_run(s);
+    return CRMM_TEST_MAIN_CASES("loader", {"broken_plugins", 0}, {"search", 0});
 }

@@ -328,9 +328,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("loader_files");
-    crmm_test_tcase(s, "permissions", 0);
-
-    crmm_test_tcase(s, "foreach", 0);
-    return crmm_test_run(s);
+    return CRMM_TEST_MAIN_CASES("loader_files", {"permissions", 0}, {"foreach", 0});
 }

@@ -262,12 +262,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("pool_growth");
-
-    crmm_test_tcase(s, "pool_blocks", 0);
-
-    crmm_test_tcase(s, "pool_growth", 0);
-
-    crmm_test_tcase(s, "pool_stress", 120);
-    return crmm_test_run(s);
+    return CRMM_TEST_MAIN_CASES("pool_growth", {"pool_blocks", 0}, {"pool_growth", 0}, {"pool_stress", 120});
 }

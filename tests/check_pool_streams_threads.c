@@ -187,8 +187,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("pool_streams_threads");
-    crmm_test_tcase(s, "pool_streams", 0);
-    crmm_test_tcase(s, "pool_streams_threads", 120); /* busy threads: give a loaded machine time */
-    return crmm_test_run(s);
+    /* busy threads: give a loaded machine time */
+    return CRMM_TEST_MAIN_CASES("pool_streams_threads", {"pool_streams", 0}, {"pool_streams_threads", 120});
 }

@@ -230,8 +230,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("pool_thread_cache_auto");
-    crmm_test_tcase(s, "thread_cache", 0);
-    crmm_test_tcase(s, "thread_cache_stress", 120);
-    return crmm_test_run(s);
+    return CRMM_TEST_MAIN_CASES("pool_thread_cache_auto", {"thread_cache", 0}, {"thread_cache_stress", 120});
 }

@@ -357,7 +357,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("ptr_map");
-    crmm_test_tcase(s, "ptr_map", 0);
-    return crmm_test_run(s);
+    return crmm_test_main("ptr_map", 0);
 }

@@ -379,9 +379,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("resource_abi");
-    crmm_test_tcase(s, "create", 0);
-
-    crmm_test_tcase(s, "resource_abi", 0);
-    return crmm_test_run(s);
+    return CRMM_TEST_MAIN_CASES("resource_abi", {"create", 0}, {"resource_abi", 0});
 }

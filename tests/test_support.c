@@ -141,6 +141,14 @@ int crmm_test_main(const char *name, int timeout)
     return crmm_test_run(s);
 }
 
+int crmm_test_main_cases(const char *name, const crmm_test_case *cases)
+{
+    Suite *s = suite_create(name);
+    for (; cases->name; cases++)
+        crmm_test_tcase(s, cases->name, cases->timeout);
+    return crmm_test_run(s);
+}
+
 int crmm_test_cuda_device(void)
 {
     int dev = -1;

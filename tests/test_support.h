@@ -89,6 +89,18 @@ TCase *crmm_test_tcase(Suite *s, const char *name, int timeout);
  * the tests declared CRMM_TEST, run; returns main's exit status. */
 int crmm_test_main(const char *name, int timeout);
 
+/* A case for crmm_test_main_cases: its name and timeout (as crmm_test_tcase). */
+typedef struct crmm_test_case {
+    const char *name;
+    int timeout;
+} crmm_test_case;
+
+/* main of a program whose cases need only a timeout: the suite `name` with each case of `cases`
+ * (ended by one whose name is NULL), run; returns main's exit status. */
+int crmm_test_main_cases(const char *name, const crmm_test_case *cases);
+/* return CRMM_TEST_MAIN_CASES("suite", {"case", timeout}, ...); */
+#define CRMM_TEST_MAIN_CASES(name, ...) crmm_test_main_cases(name, (const crmm_test_case[]){__VA_ARGS__, {NULL, 0}})
+
 /* Timeout for test cases that create a CUDA context (Check's default of 4 s is too short). */
 #define CRMM_TEST_GPU_TIMEOUT 120
 
