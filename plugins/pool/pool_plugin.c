@@ -314,8 +314,7 @@ static const crmm_param pool_params[] = {
     {.key = "page_size", .type = CRMM_PARAM_SIZE, .default_value = "0",
      .help = "expandable: bytes of each physical allocation the pool maps, a power of two (0 = the device's allocation "
              "granularity, 2 MiB on current GPUs; a smaller value means the granularity): the pool grows, moves and "
-             "gives back memory in these pages. Larger pages are fewer driver calls and physically contiguous runs "
-             "that kernels may read faster, at the cost of coarser growth",
+             "gives back memory in these pages. Larger pages are fewer driver calls, at the cost of coarser growth",
      .offset = offsetof(pool_config, page_size), .max = (uint64_t)1 << 30},
     {.key = "page_moves", .type = CRMM_PARAM_ENUM, .default_value = "wait",
      .help = "expandable: when growth would pass the most the pool has held and free pages could be moved to where it "
