@@ -90,20 +90,19 @@ static void add_declared_tests(TCase *tc, const char *name)
     size_t n = (size_t)(__stop_crmm_tests - __start_crmm_tests);
     if (!test_taken && n && !(test_taken = calloc(n, 1)))
         abort();
-    /* in the order written: by line (a program's tests are in one file) */
-    for (int done = -1;;) {
+    /* in the order written: by line, then by place in the section (for tests of two files) */
+    for (;;) {
         const crmm_test_entry *next = NULL;
         for (size_t k = 0; k < n; k++) {
             const crmm_test_entry *e = &__start_crmm_tests[k];
             int mine = e->tcase && name ? strcmp(e->tcase, name) == 0 : e->tcase == name;
-            if (mine && e->line > done && (!next || e->line < next->line))
+            if (mine && !test_taken[k] && (!next || e->line < next->line))
                 next = e;
         }
         if (!next)
             return;
         tcase_add_loop_test(tc, *next->test, 0, next->loops);
         test_taken[next - __start_crmm_tests] = 1;
-        done = next->line;
     }
 }
 
