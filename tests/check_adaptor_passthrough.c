@@ -63,7 +63,6 @@ CRMM_LOOP_TEST(trim_through_each_adaptor_reaches_the_pool, N_ADAPTORS)
     crmm_test_release(p, a);
     crmm_config_free(cfg);
 }
-END_TEST
 
 /* A counting adaptor counts a free only once its upstream took the memory back: tracking under
  * the template refuses a free of a pointer it never gave out, and the template still counts the
@@ -89,7 +88,6 @@ CRMM_TEST(a_refused_free_stays_counted)
     crmm_resource_release(x);
     crmm_config_free(cfg);
 }
-END_TEST
 
 /* The core's forwarding, with no adaptor plugin in between: a resource without trim and query
  * ops over one that has them. */
@@ -145,7 +143,6 @@ CRMM_TEST(unset_trim_and_query_go_down_the_chain)
     ck_assert_crmm(crmm_resource_query(&lone.base, CRMM_QUERY_BYTES_FREE, &v), CRMM_ERROR_UNSUPPORTED);
     ck_assert_msg(strstr(crmm_last_error(), "bare"), "message: %s", crmm_last_error());
 }
-END_TEST
 
 int main(void)
 {

@@ -44,7 +44,6 @@ CRMM_TEST_IN("adaptors_gpu", logging_on_a_device_names_it_and_logs_streams)
     ck_assert_msg(strstr(text, line) != NULL, "'%s' not in:\n%s", line, text);
     free(text);
 }
-END_TEST
 
 CRMM_TEST_IN("adaptors_gpu", stacked_adaptors_on_a_device)
 {
@@ -83,7 +82,6 @@ CRMM_TEST_IN("adaptors_gpu", stacked_adaptors_on_a_device)
     crmm_resource_release(mr);
     crmm_config_free(cfg);
 }
-END_TEST
 
 CRMM_TEST_IN("adaptors_gpu", the_logging_switch)
 {
@@ -127,7 +125,6 @@ CRMM_TEST_IN("adaptors_gpu", the_logging_switch)
     ck_assert_crmm_ok(crmm_disable_logging());
     crmm_finalize();
 }
-END_TEST
 
 CRMM_TEST_IN("adaptors_gpu", switch_file_names_follow_rmm)
 {
@@ -158,7 +155,6 @@ CRMM_TEST_IN("adaptors_gpu", switch_file_names_follow_rmm)
     ck_assert_int_eq(count, 0);
     crmm_finalize();
 }
-END_TEST
 
 CRMM_TEST_IN("adaptors_gpu", replay_against_device_memory)
 {
@@ -200,7 +196,6 @@ CRMM_TEST_IN("adaptors_gpu", replay_against_device_memory)
                   "output:\n%s", r.out);
     crmm_test_output_free(&r);
 }
-END_TEST
 
 static crmm_test_chain chains[5];
 static char logging_config[4600];

@@ -54,7 +54,6 @@ CRMM_LOOP_TEST_IN("aligned", large_blocks_are_aligned, 3)
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[k], sizes[k], NULL));
     ck_assert_uint_eq(in_use(h), 0);
 }
-END_TEST
 
 CRMM_TEST_IN("aligned", below_threshold_passes_through)
 {
@@ -73,7 +72,6 @@ CRMM_TEST_IN("aligned", below_threshold_passes_through)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 3, NULL));
     ck_assert_uint_eq(in_use(h), 0);
 }
-END_TEST
 
 /* The default alignment, and alignments below 256 (which become 256, what upstream gives anyway):
  * a request passes through to upstream as it is. */
@@ -91,7 +89,6 @@ CRMM_LOOP_TEST_IN("aligned", alignments_up_to_256_pass_through, (int)(sizeof pas
     ck_assert_uint_eq(in_use(h), n);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, NULL));
 }
-END_TEST
 
 static const char *const bad_alignments[] = {"alignment=0", "alignment=3", "alignment=255", "alignment=768",
                                              "alignment=3KiB", "alignment=big", "alignment_threshold=-5"};
@@ -107,7 +104,6 @@ CRMM_LOOP_TEST_IN("aligned", bad_alignment_is_refused, (int)(sizeof bad_alignmen
     ck_assert_ptr_null(mr);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
-END_TEST
 
 CRMM_TEST_IN("aligned", original_pointer_goes_back_upstream)
 {
@@ -134,7 +130,6 @@ CRMM_TEST_IN("aligned", original_pointer_goes_back_upstream)
     ck_assert_uint_eq(in_use(h), 0);
     ck_assert_uint_eq(in_use(mr), 0);
 }
-END_TEST
 
 CRMM_TEST_IN("aligned", sizes_that_overflow_when_aligned)
 {
@@ -148,7 +143,6 @@ CRMM_TEST_IN("aligned", sizes_that_overflow_when_aligned)
     ck_assert_uint_eq(in_use(mr), 0); /* the refused free changed nothing */
     ck_assert_uint_eq(in_use(h), 0);
 }
-END_TEST
 
 typedef struct churn_arg { crmm_resource *mr; int seed; int failures; } churn_arg;
 
@@ -183,7 +177,6 @@ CRMM_TEST_IN("aligned", threads_share_the_pointer_map)
     }
     ck_assert_uint_eq(in_use(h), 0);
 }
-END_TEST
 
 int main(void)
 {

@@ -36,7 +36,6 @@ CRMM_TEST_IN("arena", size_classes_round_up_to_256_byte_multiples)
         prev = c;
     }
 }
-END_TEST
 
 /* The block index of every block start of the largest superblock (1 GiB) is exact, and the
  * bytes just before and after a start are no block start. */
@@ -65,7 +64,6 @@ CRMM_TEST_IN("arena", block_index_is_exact_in_the_largest_superblock)
     }
     arena_slab_pool_fini(&pool);
 }
-END_TEST
 
 /* ---- arena behaviour ---------------------------------------------------------------------- */
 
@@ -95,7 +93,6 @@ CRMM_TEST_IN("arena", superblock_splits_and_merges_back_whole)
     allocate_and_free(f.mr, 4 * MiB);
     drop_arena(&f);
 }
-END_TEST
 
 CRMM_TEST_IN("arena", blocks_of_a_superblock_are_adjacent_and_aligned)
 {
@@ -109,7 +106,6 @@ CRMM_TEST_IN("arena", blocks_of_a_superblock_are_adjacent_and_aligned)
     free_all(f.mr, {a, 1000}, {b, 1024}, {c, 1000});
     drop_arena(&f);
 }
-END_TEST
 
 /* Four superblocks held empty by this thread: a request for the whole arena succeeds only after
  * the arena takes them back (defragments). */
@@ -131,7 +127,6 @@ CRMM_TEST_IN("arena", defragments_on_failure_and_retries)
     ck_assert_uint_eq(stats(f.mr).superblocks_held, 4);
     drop_arena(&f);
 }
-END_TEST
 
 CRMM_TEST_IN("arena", defragment_takes_empty_superblocks_from_a_live_thread)
 {
@@ -151,7 +146,6 @@ CRMM_TEST_IN("arena", defragment_takes_empty_superblocks_from_a_live_thread)
     ck_assert_uint_eq(stats(f.mr).global_free_bytes, 4 * MiB); /* and it gave its superblocks back */
     drop_arena(&f);
 }
-END_TEST
 
 /* Allocates 1 KiB blocks until the arena is full (stage 1), hands them over, waits (stage 2). */
 static void *fill_arena(void *arg)
@@ -196,7 +190,6 @@ CRMM_TEST_IN("arena", memory_filled_by_one_thread_and_freed_by_another_comes_bac
     free(h.blocks);
     drop_arena(&f);
 }
-END_TEST
 
 static void *alloc_then_exit(void *arg)
 {
@@ -239,7 +232,6 @@ CRMM_TEST_IN("arena", thread_exit_returns_its_superblocks)
     ck_assert_uint_eq(stats(f.mr).global_free_bytes, 4 * MiB);
     drop_arena(&f);
 }
-END_TEST
 
 CRMM_TEST_IN("arena", frees_from_other_threads_come_back_to_the_owner)
 {
@@ -272,7 +264,6 @@ CRMM_TEST_IN("arena", frees_from_other_threads_come_back_to_the_owner)
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 16 * MiB);
     drop_arena(&f);
 }
-END_TEST
 
 CRMM_TEST_IN("arena", out_of_memory_message_names_the_sizes)
 {
@@ -294,7 +285,6 @@ CRMM_TEST_IN("arena", out_of_memory_message_names_the_sizes)
     crmm_resource_release(mr);
     crmm_config_free(cfg);
 }
-END_TEST
 
 CRMM_TEST_IN("arena", never_grows)
 {
@@ -322,7 +312,6 @@ CRMM_TEST_IN("arena", never_grows)
     ck_assert_uint_eq(crmm_test_query(f.up, CRMM_QUERY_BYTES_IN_USE), 8 * MiB);
     drop_arena(&f);
 }
-END_TEST
 
 CRMM_TEST_IN("arena", queries_count_allocations)
 {
@@ -352,7 +341,6 @@ CRMM_TEST_IN("arena", queries_count_allocations)
     ck_assert_crmm(crmm_resource_query(f.mr, (crmm_query)999, &v), CRMM_ERROR_UNSUPPORTED);
     drop_arena(&f);
 }
-END_TEST
 
 CRMM_TEST_IN("arena", dump_file_is_written_on_failure)
 {
@@ -398,7 +386,6 @@ CRMM_TEST_IN("arena", dump_file_is_written_on_failure)
     drop_arena(&f);
     free(dir); /* removed with the dump when the test's process exits */
 }
-END_TEST
 
 CRMM_TEST_IN("arena", no_dump_file_unless_asked)
 {
@@ -413,7 +400,6 @@ CRMM_TEST_IN("arena", no_dump_file_unless_asked)
     drop_arena(&f);
     free(dir);
 }
-END_TEST
 
 CRMM_TEST_IN("arena", two_arenas_in_one_thread_keep_their_own_memory)
 {
@@ -448,7 +434,6 @@ CRMM_TEST_IN("arena", two_arenas_in_one_thread_keep_their_own_memory)
     crmm_resource_release(b);
     crmm_resource_release(host);
 }
-END_TEST
 
 CRMM_TEST_IN("arena", host_arena_ignores_streams)
 {
@@ -465,7 +450,6 @@ CRMM_TEST_IN("arena", host_arena_ignores_streams)
     ck_assert_uint_eq(stats(f.mr).thread_arenas, 1);
     drop_arena(&f);
 }
-END_TEST
 
 int main(void)
 {

@@ -104,7 +104,6 @@ CRMM_TEST_IN("arena_gpu", default_size_is_half_the_free_memory)
     crmm_resource_release(mr);
     crmm_resource_release(gpu);
 }
-END_TEST
 
 /* The issue's test: a block written on S behind slow work, freed on S, then allocated on T and
  * written there must end up with T's bytes — for a small block (thread arenas), a large one
@@ -127,7 +126,6 @@ CRMM_TEST_IN("arena_gpu", reuse_on_another_stream_is_ordered)
     }
     drop_streams_and_arena(&f, s, t);
 }
-END_TEST
 
 /* The arena is one large block, so T can only get the memory S freed: S writes 0xAA behind
  * slow work and frees at once (no wait: the pages are tagged with S); T's allocation must wait
@@ -155,7 +153,6 @@ CRMM_LOOP_TEST_IN("arena_gpu", a_large_block_moves_to_another_stream_after_its_w
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
     drop_streams_and_arena(&f, s, t);
 }
-END_TEST
 
 /* S frees a large block with its work still pending and is destroyed: T gets the block (the
  * arena never passes S's dead handle to CUDA) after that work. T exists before S is destroyed,
@@ -177,7 +174,6 @@ CRMM_TEST_IN("arena_gpu", a_destroyed_stream_s_block_goes_to_another_stream)
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
     drop_streams_and_arena(&f, NULL, t);
 }
-END_TEST
 
 /* On w->stream: slow work, then 0xAA into a block of each of w->sizes (up to a 0), each freed at
  * once (the last one's address kept in w->p). A thread running it exits with the stream busy. */
@@ -219,7 +215,6 @@ CRMM_TEST_IN("arena_gpu", per_thread_default_streams_are_ordered_between_threads
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, 4 * MiB, CRMM_CUDA_STREAM_PER_THREAD));
     drop_streams_and_arena(&f, NULL, NULL);
 }
-END_TEST
 
 /* Blocks allocated on S and freed on T (T used them last) go back to S's arena only after T's
  * work: S, out of blocks (256 of 4 KiB fill its superblock), reuses them and writes after T's
@@ -250,7 +245,6 @@ CRMM_TEST_IN("arena_gpu", free_on_another_stream_waits_for_it)
     }
     drop_streams_and_arena(&f, s, t);
 }
-END_TEST
 
 /* The thread's superblocks go back when it exits, and only after its stream's work: a request
  * for the whole arena on another stream then sees none of the old writes. */
@@ -270,7 +264,6 @@ CRMM_TEST_IN("arena_gpu", thread_exit_returns_superblocks_after_their_work)
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
     drop_streams_and_arena(&f, t, w.stream);
 }
-END_TEST
 
 /* Superblocks held empty by this thread's arena for stream S, with S still writing into them:
  * a request for the whole arena on T defragments, which waits for the device first. */
@@ -289,7 +282,6 @@ CRMM_TEST_IN("arena_gpu", defragment_waits_for_pending_work)
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
     drop_streams_and_arena(&f, s, t);
 }
-END_TEST
 
 typedef struct ptds_job {
     crmm_resource *mr;
@@ -358,7 +350,6 @@ CRMM_TEST_IN("arena_gpu", threads_on_their_default_streams)
     ck_assert_uint_eq(stats(f.mr).thread_arenas, 0);
     drop_arena(&f);
 }
-END_TEST
 
 CRMM_TEST_IN("arena_gpu", out_of_memory_over_device_memory)
 {
@@ -382,7 +373,6 @@ CRMM_TEST_IN("arena_gpu", out_of_memory_over_device_memory)
     drop_arena(&f);
     free(dir); /* removed with the dump when the test's process exits */
 }
-END_TEST
 
 int main(void)
 {

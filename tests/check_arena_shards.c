@@ -51,14 +51,12 @@ CRMM_LOOP_TEST(bad_parameters_are_refused_clearly, (int)(sizeof bad_params / siz
     ck_assert_uint_eq(crmm_test_query(host, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(host);
 }
-END_TEST
 
 CRMM_TEST(an_arena_needs_an_upstream)
 {
     crmm_resource *mr;
     ck_assert_crmm(crmm_resource_create("arena", "arena_size=4MiB", NULL, &mr), CRMM_ERROR_CONFIG);
 }
-END_TEST
 
 CRMM_TEST(bad_pointers_are_refused_and_harmless)
 {
@@ -93,7 +91,6 @@ CRMM_TEST(bad_pointers_are_refused_and_harmless)
     free(heap);
     drop_arena(&f);
 }
-END_TEST
 
 CRMM_TEST(double_free_from_another_thread_is_refused)
 {
@@ -113,7 +110,6 @@ CRMM_TEST(double_free_from_another_thread_is_refused)
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
     drop_arena(&f);
 }
-END_TEST
 
 CRMM_TEST(control_ops)
 {
@@ -129,7 +125,6 @@ CRMM_TEST(control_ops)
     ck_assert_ptr_eq(crmm_resource_find_kind(f.mr, "arena"), f.mr);
     drop_arena(&f);
 }
-END_TEST
 
 CRMM_TEST(destroy_reports_live_allocations_and_frees_everything)
 {
@@ -140,7 +135,6 @@ CRMM_TEST(destroy_reports_live_allocations_and_frees_everything)
     ck_assert_uint_eq(crmm_test_query(f.up, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(f.up);
 }
-END_TEST
 
 /* ---- shards ------------------------------------------------------------------------------- */
 
@@ -269,7 +263,6 @@ CRMM_TEST(threads_take_large_blocks_from_their_own_shards)
     }
     drop_arena(&f);
 }
-END_TEST
 
 /* A large block freed by another thread goes back to the shard it came from, not to the freeing
  * thread's home; a small one to its owner's superblock. */
@@ -305,7 +298,6 @@ CRMM_TEST(a_free_from_another_thread_goes_to_the_owning_shard)
     pthread_barrier_destroy(&done);
     drop_arena(&f);
 }
-END_TEST
 
 /* One thread, four shards of 4 MiB: what does not fit in its home shard goes to the next one;
  * what fits in no shard alone takes free pages that run on across shards, and gives each shard
@@ -367,7 +359,6 @@ CRMM_TEST(large_requests_fall_back_to_other_shards_and_across_them)
     release(f.mr, x, 16 * MiB);
     drop_arena(&f);
 }
-END_TEST
 
 /* A superblock fits in no shard alone, but across the boundary of two: it is taken there, and
  * given back to both when it is trimmed. */
@@ -404,7 +395,6 @@ CRMM_TEST(a_superblock_can_lie_across_shards)
     allocate_and_free(f.mr, 16 * MiB);
     drop_arena(&f);
 }
-END_TEST
 
 /* shards = 1 is the arena with one lock: every thread's large blocks come from the one range,
  * first fit from its start; and small arenas get one shard by default. */
@@ -450,7 +440,6 @@ CRMM_TEST(one_shard_is_the_arena_of_one_lock)
         drop_arena(&f);
     }
 }
-END_TEST
 
 CRMM_TEST(as_many_shards_as_superblocks)
 {
@@ -464,7 +453,6 @@ CRMM_TEST(as_many_shards_as_superblocks)
     ck_assert_crmm(crmm_resource_control(f.mr, CRMM_ARENA_GET_SHARD_STATS, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     drop_arena(&f);
 }
-END_TEST
 
 /* Four threads hold empty superblocks in four shards; a request for the whole arena defragments
  * (takes them from every shard) and then lies across all shards. */
@@ -504,7 +492,6 @@ CRMM_TEST(defragment_works_across_shards)
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 16 * MiB);
     drop_arena(&f);
 }
-END_TEST
 
 int main(void)
 {

@@ -37,7 +37,6 @@ CRMM_TEST_IN("arena_streams", the_same_stream_makes_no_cuda_call)
     mr = NULL;
     ck_assert_int_eq(fake_cuda.device_sync, 1); /* destroy waits before the memory goes back */
 }
-END_TEST
 
 /* ---- another stream ------------------------------------------------------------------------ */
 
@@ -66,7 +65,6 @@ CRMM_TEST_IN("arena_streams", another_stream_waits_for_the_device_once)
     ck_assert_uint_eq(stats(mr).stream_syncs, 11);
     free_on(mr, b, MiB, s);
 }
-END_TEST
 
 CRMM_TEST_IN("arena_streams", one_synchronization_frees_every_older_span_for_all)
 {
@@ -96,7 +94,6 @@ CRMM_TEST_IN("arena_streams", one_synchronization_frees_every_older_span_for_all
     for (int i = 1; i < 6; i += 2)
         free_on(mr, p[i], MiB, s);
 }
-END_TEST
 
 CRMM_TEST_IN("arena_streams", a_fit_that_needs_no_wait_comes_first)
 {
@@ -120,7 +117,6 @@ CRMM_TEST_IN("arena_streams", a_fit_that_needs_no_wait_comes_first)
     ck_assert_int_eq(fake_stream_uses(s), 0);
     free_all_on(mr, u, {b, MiB}, {c, 2 * MiB}, {d, 2 * MiB});
 }
-END_TEST
 
 CRMM_TEST_IN("arena_streams", within_a_shard_a_fit_that_needs_no_wait_comes_first)
 {
@@ -148,7 +144,6 @@ CRMM_TEST_IN("arena_streams", within_a_shard_a_fit_that_needs_no_wait_comes_firs
     for (int i = 0; i < 6; i += 2)
         free_on(mr, p[i], MiB, s);
 }
-END_TEST
 
 CRMM_TEST_IN("arena_streams", a_destroyed_stream_is_never_named)
 {
@@ -169,7 +164,6 @@ CRMM_TEST_IN("arena_streams", a_destroyed_stream_is_never_named)
     ck_assert_int_eq(fake_cuda.stream_sync, 0);
     free_on(mr, c, 1000, u);
 }
-END_TEST
 
 CRMM_TEST_IN("arena_streams", a_superblock_for_another_stream_waits_too)
 {
@@ -184,7 +178,6 @@ CRMM_TEST_IN("arena_streams", a_superblock_for_another_stream_waits_too)
     ck_assert_uint_eq(stats(mr).stream_syncs, 1);
     free_on(mr, b, 256, t);
 }
-END_TEST
 
 CRMM_TEST_IN("arena_streams", a_small_block_freed_on_another_stream_waits_for_that_stream)
 {
@@ -197,7 +190,6 @@ CRMM_TEST_IN("arena_streams", a_small_block_freed_on_another_stream_waits_for_th
     ck_assert_int_eq(fake_stream_uses(s), 0);
     ck_assert_int_eq(fake_cuda.device_sync, 0);
 }
-END_TEST
 
 /* ---- merging neighbours freed on different streams ----------------------------------------- */
 
@@ -213,7 +205,6 @@ CRMM_TEST_IN("arena_streams", neighbours_of_one_stream_merge_without_a_wait)
     ck_assert_int_eq(fake_cuda_total(), 0);
     free_all_on(mr, s, {x, 2 * MiB}, {c, MiB});
 }
-END_TEST
 
 CRMM_TEST_IN("arena_streams", neighbours_of_two_streams_need_a_wait_for_either)
 {
@@ -240,7 +231,6 @@ CRMM_TEST_IN("arena_streams", neighbours_of_two_streams_need_a_wait_for_either)
     ck_assert_int_eq(fake_stream_uses(s) + fake_stream_uses(t), 0);
     free_on(mr, x, 3 * MiB, t);
 }
-END_TEST
 
 CRMM_LOOP_TEST_IN("arena_streams", a_void_neighbour_takes_the_other_side_s_tag, 4)
 {
@@ -267,7 +257,6 @@ CRMM_LOOP_TEST_IN("arena_streams", a_void_neighbour_takes_the_other_side_s_tag, 
     free_on(mr, x, MiB, u);
     free_on(mr, left ? p[2] : p[1], MiB, s);
 }
-END_TEST
 
 CRMM_TEST_IN("arena_streams", the_rest_of_a_span_keeps_its_tag)
 {
@@ -282,7 +271,6 @@ CRMM_TEST_IN("arena_streams", the_rest_of_a_span_keeps_its_tag)
     free_on(mr, b, MiB, s);
     free_on(mr, c, MiB, t);
 }
-END_TEST
 
 /* ---- rare paths ---------------------------------------------------------------------------- */
 
@@ -310,7 +298,6 @@ CRMM_TEST_IN("arena_streams", spans_across_shards_keep_their_tags)
     ck_assert_int_eq(fake_cuda.device_sync, 2);
     free_on(mr, d, 6 * MiB, t);
 }
-END_TEST
 
 static crmm_resource *race_arena;
 static void *race_block;
@@ -340,7 +327,6 @@ CRMM_TEST_IN("arena_streams", a_span_tagged_during_the_wait_is_waited_for_again)
     free_on(mr, x, MiB, t);
     free_on(mr, c, MiB, s);
 }
-END_TEST
 
 CRMM_TEST_IN("arena_streams", a_failed_synchronization_is_an_error_and_breaks_nothing)
 {
@@ -379,7 +365,6 @@ CRMM_TEST_IN("arena_streams", a_failed_synchronization_is_an_error_and_breaks_no
     ck_assert_int_eq(fake_cuda.device_sync, 2);
     free_on(mr, all, 2 * MiB, s);
 }
-END_TEST
 
 int main(void)
 {

@@ -30,7 +30,6 @@ CRMM_TEST_IN("arena_streams", defragment_makes_everything_free_for_all)
     ck_assert_int_eq(fake_cuda_total(), 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 typedef struct stream_job {
     crmm_resource *mr;
@@ -75,7 +74,6 @@ CRMM_TEST_IN("arena_streams", thread_exit_makes_everything_free_for_all)
     free_on(mr, all, 4 * MiB, t);
     crmm_resource_release(mr);
 }
-END_TEST
 
 /* ---- which streams are one ----------------------------------------------------------------- */
 
@@ -99,7 +97,6 @@ CRMM_TEST_IN("arena_streams", per_thread_default_streams_of_two_threads_are_two_
     ck_assert_uint_eq(stats(mr).stream_syncs, 2);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("arena_streams", null_and_the_legacy_handle_are_one_stream)
 {
@@ -116,7 +113,6 @@ CRMM_TEST_IN("arena_streams", null_and_the_legacy_handle_are_one_stream)
     free_on(mr, b, MiB, cudaStreamPerThread);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("arena_streams", the_dump_names_the_stream_a_span_waits_for)
 {
@@ -143,7 +139,6 @@ CRMM_TEST_IN("arena_streams", the_dump_names_the_stream_a_span_waits_for)
     free(dir);
     crmm_resource_release(mr);
 }
-END_TEST
 
 /* ---- host memory, many streams, many threads ------------------------------------------------ */
 
@@ -165,7 +160,6 @@ CRMM_TEST_IN("arena_streams", host_memory_makes_no_cuda_call)
     ck_assert_int_eq(fake_cuda_total(), 0);
     ck_assert_int_eq(fake_stream_uses(s) + fake_stream_uses(t), 0);
 }
-END_TEST
 
 CRMM_TEST_IN("arena_streams", many_streams_keep_the_books)
 {
@@ -210,7 +204,6 @@ CRMM_TEST_IN("arena_streams", many_streams_keep_the_books)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 typedef struct own_stream_job {
     crmm_resource *mr;
@@ -268,7 +261,6 @@ CRMM_TEST_IN("arena_streams", threads_on_their_own_streams_never_wait)
     ck_assert_int_le(fake_cuda.device_sync, T);
     crmm_resource_release(mr);
 }
-END_TEST
 
 int main(void)
 {

@@ -162,7 +162,6 @@ CRMM_LOOP_TEST(stress_eight_threads, (int)(sizeof stress_arenas / sizeof stress_
     ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 512 * MiB);
     drop_arena(&f);
 }
-END_TEST
 
 int main(void)
 {

@@ -47,7 +47,6 @@ CRMM_TEST(queries_follow_allocate_and_free)
     crmm_resource_release(a);
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
 }
-END_TEST
 
 CRMM_TEST(initial_pool_size_primes_the_pool)
 {
@@ -66,7 +65,6 @@ CRMM_TEST(initial_pool_size_primes_the_pool)
     ck_assert_uint_lt(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
     crmm_resource_release(a);
 }
-END_TEST
 
 CRMM_TEST(initial_pool_size_too_large)
 {
@@ -78,7 +76,6 @@ CRMM_TEST(initial_pool_size_too_large)
                   crmm_last_error());
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess); /* no stale error left for the caller */
 }
-END_TEST
 
 /* Allocate and free `bytes` on a stream, synchronize, and return the reserved bytes left. */
 static uint64_t reserved_after_sync(crmm_resource *a, uint64_t bytes)
@@ -103,7 +100,6 @@ CRMM_TEST(release_threshold_decides_what_stays)
     ck_assert_uint_lt(reserved_after_sync(release, 32 * MiB), 32 * MiB);
     crmm_test_release(keep, release);
 }
-END_TEST
 
 CRMM_TEST(each_resource_has_its_own_pool)
 {
@@ -127,7 +123,6 @@ CRMM_TEST(each_resource_has_its_own_pool)
     ck_assert_ptr_eq(via, pa);
     crmm_test_release(top, a, b);
 }
-END_TEST
 
 static int supported_handle_types(void)
 {
@@ -148,7 +143,6 @@ CRMM_TEST(export_handle_type_none_cannot_export)
     cudaGetLastError();
     crmm_resource_release(a);
 }
-END_TEST
 
 CRMM_TEST(export_handle_type_posix_fd)
 {
@@ -172,7 +166,6 @@ CRMM_TEST(export_handle_type_posix_fd)
     ck_assert_crmm_ok(crmm_resource_deallocate(a, p, MiB, NULL));
     crmm_resource_release(a);
 }
-END_TEST
 
 CRMM_TEST(export_handle_type_fabric)
 {
@@ -203,7 +196,6 @@ CRMM_TEST(export_handle_type_fabric)
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     crmm_resource_release(a);
 }
-END_TEST
 
 CRMM_TEST(out_of_memory_leaves_the_pool_usable)
 {
@@ -220,7 +212,6 @@ CRMM_TEST(out_of_memory_leaves_the_pool_usable)
     ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_ALLOCATIONS_TOTAL), 1);
     crmm_resource_release(a);
 }
-END_TEST
 
 typedef struct stream_job {
     crmm_resource *a;
@@ -277,7 +268,6 @@ CRMM_LOOP_TEST(threads_on_their_own_streams_keep_their_data, 2)
     ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_ALLOCATIONS_TOTAL), 800);
     crmm_resource_release(a);
 }
-END_TEST
 
 CRMM_TEST(from_a_config_with_a_size_in_percent)
 {
@@ -292,7 +282,6 @@ CRMM_TEST(from_a_config_with_a_size_in_percent)
     crmm_resource_release(a);
     crmm_config_free(cfg);
 }
-END_TEST
 
 int main(void)
 {

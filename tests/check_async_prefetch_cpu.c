@@ -22,7 +22,6 @@ CRMM_TEST(async_without_a_device)
     ck_assert_msg(strstr(crmm_last_error(), "async") && strstr(crmm_last_error(), "needs a CUDA device"), "message: %s",
                   crmm_last_error());
 }
-END_TEST
 
 CRMM_TEST(async_bad_parameters_are_config_errors)
 {
@@ -41,7 +40,6 @@ CRMM_TEST(async_bad_parameters_are_config_errors)
     ck_assert_msg(strstr(crmm_last_error(), "async.ini:3") && strstr(crmm_last_error(), "none|posix_fd|fabric"), "message: %s",
                   crmm_last_error());
 }
-END_TEST
 
 CRMM_TEST(async_takes_no_upstream)
 {
@@ -56,7 +54,6 @@ CRMM_TEST(async_takes_no_upstream)
     ck_assert_ptr_null(pool);
     crmm_resource_release(h);
 }
-END_TEST
 
 CRMM_TEST(prefetch_over_host_is_refused)
 {
@@ -71,7 +68,6 @@ CRMM_TEST(prefetch_over_host_is_refused)
     ck_assert_crmm(crmm_resource_create("prefetch", "", NULL, &mr), CRMM_ERROR_CONFIG); /* needs an upstream */
     crmm_resource_release(h);
 }
-END_TEST
 
 /* A config's resource that cannot be made: async without a device, prefetch over host memory.
  * The error is the plugin's, and its message names where the config asked for it. */
@@ -95,7 +91,6 @@ CRMM_LOOP_TEST(a_config_that_cannot_be_made_says_where, (int)(sizeof configs / s
         ck_assert_msg(strstr(crmm_last_error(), configs[_i].said[k]), "message: %s", crmm_last_error());
     crmm_config_free(cfg);
 }
-END_TEST
 
 int main(void)
 {

@@ -145,7 +145,6 @@ CRMM_LOOP_TEST(threads_in_the_driver_at_once, (int)(sizeof turns / sizeof turns[
     ck_assert_int_eq(pools_live, 0);
     ck_assert_int_eq(most_inside, turns[_i].most);
 }
-END_TEST
 
 static void *allocate_once(void *arg)
 {
@@ -187,7 +186,6 @@ CRMM_TEST(a_forked_child_is_not_stuck_on_the_parents_lock)
     meet = 0;
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST(serialize_calls_must_be_a_bool)
 {
@@ -197,7 +195,6 @@ CRMM_TEST(serialize_calls_must_be_a_bool)
     ck_assert_msg(strstr(crmm_last_error(), "serialize_calls"), "message: %s", crmm_last_error());
     ck_assert_int_eq(pools_live, 0);
 }
-END_TEST
 
 int main(void)
 {

@@ -28,7 +28,6 @@ CRMM_TEST(host_refuses_wrong_size_double_and_foreign)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 /* The adaptors over host: a wrong size is refused below them and counted by none. */
 static const struct { const char *plugin, *params; } adaptors[] = {
@@ -56,7 +55,6 @@ CRMM_LOOP_TEST(adaptor_over_host_refuses_wrong_size, (int)(sizeof adaptors / siz
     ck_assert_uint_eq(in_use(mr), 0);
     crmm_test_release(mr, host);
 }
-END_TEST
 
 /* fixed_size cannot tell a smaller size within its block from the right one: it frees the block
  * and its counters stop at zero; a size above the block, a second free and a foreign pointer are
@@ -77,7 +75,6 @@ CRMM_TEST(fixed_size_counters_do_not_wrap)
     ck_assert_uint_eq(in_use(mr), 0);
     crmm_test_release(mr, host);
 }
-END_TEST
 
 /* A bin's block freed with another bin's size or with a size above the largest bin is refused
  * (before: the large one went upstream, which freed part of the bin's chunk); a large block
@@ -105,7 +102,6 @@ CRMM_TEST(binning_never_sends_a_bin_block_upstream)
     ck_assert_uint_eq(in_use(mr), 0);
     crmm_test_release(mr, host);
 }
-END_TEST
 
 /* The pool without caches: a free with another size than the one asked for is refused, the
  * block stays live and counted (a statistics layer above never reads a wrapped count), and its
@@ -129,7 +125,6 @@ CRMM_TEST(pool_refuses_wrong_size)
     ck_assert_uint_eq(in_use(mr), 0);
     crmm_test_release(mr, pool, host);
 }
-END_TEST
 
 int main(void)
 {

@@ -35,7 +35,6 @@ CRMM_TEST_IN("config", config_skips_resources_whose_plugin_does_not_load)
     crmm_resource_release(b);
     bench_config_close(bc);
 }
-END_TEST
 
 CRMM_TEST_IN("config", config_other_errors_stay_errors)
 {
@@ -53,7 +52,6 @@ CRMM_TEST_IN("config", config_other_errors_stay_errors)
     ck_assert_uint_eq(bench_config_skipped_count(bc), 0);
     bench_config_close(bc);
 }
-END_TEST
 
 /* ---- the command line ------------------------------------------------------------------------- */
 
@@ -85,7 +83,6 @@ CRMM_TEST_IN("cli", cli_table_rows_and_skips)
     }
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("cli", cli_resource_can_name_references)
 {
@@ -135,7 +132,6 @@ CRMM_TEST_IN("cli", cli_resource_can_name_references)
     ck_assert_ptr_nonnull(strstr(r.out, "cudaMallocFromPoolAsync"));
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("cli", cli_multi_thread_and_random_mode)
 {
@@ -159,7 +155,6 @@ CRMM_TEST_IN("cli", cli_multi_thread_and_random_mode)
     ck_assert_ptr_nonnull(strstr(r.out, "RMM random_allocations, 300 allocations in 600 steps (73% allocate)"));
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("cli", cli_csv_is_well_formed)
 {
@@ -188,7 +183,6 @@ CRMM_TEST_IN("cli", cli_csv_is_well_formed)
     ck_assert_int_eq(lines, 3); /* header, h, t */
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("cli", cli_json_is_well_formed)
 {
@@ -223,7 +217,6 @@ CRMM_TEST_IN("cli", cli_json_is_well_formed)
     ck_assert_ptr_nonnull(strstr(r.out, "\"device\": null"));
     crmm_test_output_free(&r);
 }
-END_TEST
 
 /* ---- the report ---------------------------------------------------------------------------- */
 
@@ -288,7 +281,6 @@ CRMM_TEST_IN("cli", report_formats_ok_and_oom_rows)
     free(text);
     free(err);
 }
-END_TEST
 
 CRMM_TEST_IN("cli", cli_bad_arguments_exit_2)
 {
@@ -322,7 +314,6 @@ CRMM_TEST_IN("cli", cli_bad_arguments_exit_2)
     ck_assert_ptr_nonnull(strstr(r.err, "unknown set 'Z'"));
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("cli", cli_config_failures_exit_1)
 {
@@ -336,7 +327,6 @@ CRMM_TEST_IN("cli", cli_config_failures_exit_1)
     ck_assert_msg(strstr(r.err, "bad.ini:3:") != NULL, "%s", r.err);
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("cli", cli_help_documents_everything)
 {
@@ -350,7 +340,6 @@ CRMM_TEST_IN("cli", cli_help_documents_everything)
         ck_assert_msg(strstr(r.out, words[i]) != NULL, "--help does not mention %s", words[i]);
     crmm_test_output_free(&r);
 }
-END_TEST
 
 /* --copy is an option like the others: with --help it shows the copy benchmark's usage, and as
  * the value of another option it is that value, not a switch to the copy benchmark. */
@@ -369,7 +358,6 @@ CRMM_TEST_IN("cli", cli_copy_is_parsed_as_an_option)
     ck_assert_msg(strstr(r.err, "unknown option '--bogus'") != NULL, "err: %s", r.err);
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("cli", cli_default_config_is_crmm_init_s)
 {
@@ -384,7 +372,6 @@ CRMM_TEST_IN("cli", cli_default_config_is_crmm_init_s)
     ck_assert_ptr_nonnull(strstr(r.out, "reserved/live = peak bytes the resource reserved / peak live bytes"));
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("cli", cli_shipped_config_loads)
 {
@@ -397,7 +384,6 @@ CRMM_TEST_IN("cli", cli_shipped_config_loads)
     ck_assert_msg(find_row(r.out, "B", "host") != NULL, "%s", r.out);
     crmm_test_output_free(&r);
 }
-END_TEST
 
 int main(void)
 {

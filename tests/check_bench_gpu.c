@@ -41,7 +41,6 @@ CRMM_TEST(references_run_the_workload)
     for (unsigned t = 0; t < 2; t++)
         bench_sequence_free(&q[t]);
 }
-END_TEST
 
 CRMM_TEST(async_reference_raises_then_restores_the_threshold)
 {
@@ -60,7 +59,6 @@ CRMM_TEST(async_reference_raises_then_restores_the_threshold)
     uint64_t zero = 0;
     cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &zero);
 }
-END_TEST
 
 CRMM_TEST(from_pool_reference_uses_a_pool_of_its_own)
 {
@@ -89,7 +87,6 @@ CRMM_TEST(from_pool_reference_uses_a_pool_of_its_own)
     uint64_t zero = 0;
     cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &zero);
 }
-END_TEST
 
 CRMM_TEST(references_report_out_of_memory)
 {
@@ -111,7 +108,6 @@ CRMM_TEST(references_report_out_of_memory)
         cudaGetLastError();
     }
 }
-END_TEST
 
 CRMM_TEST(cli_over_gpu_and_host)
 {
@@ -134,7 +130,6 @@ CRMM_TEST(cli_over_gpu_and_host)
     ck_assert_msg(strncmp(reserved + 23, "null", 4) != 0, "%s", row);
     crmm_test_output_free(&r);
 }
-END_TEST
 
 int main(void)
 {

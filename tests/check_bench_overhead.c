@@ -28,7 +28,6 @@ CRMM_TEST_IN("overhead", overhead_dispatch_times_are_sane)
     ck_assert_crmm(bench_overhead_time_dispatch(10, 0, &t), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(bench_overhead_time_dispatch(10, 1, NULL), CRMM_ERROR_INVALID_ARGUMENT);
 }
-END_TEST
 
 /* True when a file whose name contains `name` is mapped into this process. */
 static bool mapped(const char *name)
@@ -64,7 +63,6 @@ CRMM_TEST_IN("overhead", overhead_loads_time_fresh_children)
     ck_assert_msg(strstr(crmm_last_error(), "bad.ini:3:") != NULL, "%s", crmm_last_error());
     ck_assert_crmm(bench_overhead_time_loads(path, 0, &t), CRMM_ERROR_INVALID_ARGUMENT);
 }
-END_TEST
 
 /* The numbers of an overhead table row: median, min, max, added; returns how many parsed
  * (3 when added is '-'). */
@@ -137,7 +135,6 @@ CRMM_TEST_IN("overhead", cli_overhead_table)
     ck_assert_ptr_null(find_row(r.out, "logging", "h"));
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("overhead", cli_overhead_without_a_gpu_runs_over_host_memory)
 {
@@ -168,7 +165,6 @@ CRMM_TEST_IN("overhead", cli_overhead_without_a_gpu_runs_over_host_memory)
         crmm_test_output_free(&r);
     }
 }
-END_TEST
 
 CRMM_TEST_IN("overhead", cli_overhead_failed_measurement_exits_1)
 {
@@ -197,7 +193,6 @@ CRMM_TEST_IN("overhead", cli_overhead_failed_measurement_exits_1)
     ck_assert_msg(strstr(row, "error") && strstr(row, "no plugin 'logging'"), "%s", r.out);
     crmm_test_output_free(&r);
 }
-END_TEST
 
 /* `crmm bench --overhead` over cli_config, short, printing `format`: it succeeds. */
 static crmm_test_output short_overhead_run(const char *format)
@@ -234,7 +229,6 @@ CRMM_TEST_IN("overhead", cli_overhead_csv_is_well_formed)
     ck_assert_ptr_nonnull(strstr(r.out, ",added <= 150 ns/op,")); /* logging(h)'s target */
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("overhead", cli_overhead_json_is_well_formed)
 {
@@ -252,7 +246,6 @@ CRMM_TEST_IN("overhead", cli_overhead_json_is_well_formed)
     ck_assert_ptr_nonnull(strstr(r.out, "\"name\": \"logging(h)\""));
     crmm_test_output_free(&r);
 }
-END_TEST
 
 /* Overhead rows as each format writes them: one met, one missed, one failed. */
 static char *overhead_report_text(bench_format format)
@@ -318,7 +311,6 @@ CRMM_TEST_IN("overhead", report_formats_overhead_rows)
     ck_assert_ptr_nonnull(strstr(text, "\"status\": \"error\", \"error\": \"no plugin 'logging'\", \"median\": null"));
     free(text);
 }
-END_TEST
 
 CRMM_TEST_IN("overhead", cli_overhead_bad_arguments_exit_2)
 {
@@ -354,7 +346,6 @@ CRMM_TEST_IN("overhead", cli_overhead_bad_arguments_exit_2)
     ck_assert_str_eq(r.out, "");
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("overhead", cli_overhead_help)
 {
@@ -367,7 +358,6 @@ CRMM_TEST_IN("overhead", cli_overhead_help)
         ck_assert_msg(strstr(r.out, words[i]) != NULL, "--help does not mention %s", words[i]);
     crmm_test_output_free(&r);
 }
-END_TEST
 
 int main(void)
 {

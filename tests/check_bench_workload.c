@@ -57,7 +57,6 @@ CRMM_TEST_IN("workload", xorshift_known_values)
     ck_assert_uint_eq(bench_xorshift64(&s), 11532217803599905471ull);
     ck_assert_uint_eq(bench_xorshift64(&s), 10021416941527320954ull);
 }
-END_TEST
 
 CRMM_TEST_IN("workload", sequence_is_deterministic_per_thread)
 {
@@ -77,7 +76,6 @@ CRMM_TEST_IN("workload", sequence_is_deterministic_per_thread)
     bench_sequence_free(&b);
     bench_sequence_free(&c);
 }
-END_TEST
 
 CRMM_TEST_IN("workload", sequence_tiny_hand_checked)
 {
@@ -102,7 +100,6 @@ CRMM_TEST_IN("workload", sequence_tiny_hand_checked)
     ck_assert_uint_eq(q.frees, 4);
     bench_sequence_free(&q);
 }
-END_TEST
 
 CRMM_TEST_IN("workload", sequence_frees_everything_within_bounds)
 {
@@ -127,7 +124,6 @@ CRMM_TEST_IN("workload", sequence_frees_everything_within_bounds)
         }
     }
 }
-END_TEST
 
 CRMM_TEST_IN("workload", sequence_coin_is_fair)
 {
@@ -158,7 +154,6 @@ CRMM_TEST_IN("workload", sequence_coin_is_fair)
     ck_assert_uint_eq(q.allocs, q.frees);
     bench_sequence_free(&q);
 }
-END_TEST
 
 CRMM_TEST_IN("workload", sequence_sizes_are_uniform)
 {
@@ -179,7 +174,6 @@ CRMM_TEST_IN("workload", sequence_sizes_are_uniform)
     ck_assert_uint_ge(hi, 1022);
     bench_sequence_free(&q);
 }
-END_TEST
 
 CRMM_TEST_IN("workload", sequence_random_mode_follows_rmm)
 {
@@ -221,7 +215,6 @@ CRMM_TEST_IN("workload", sequence_random_mode_follows_rmm)
     }
     bench_sequence_free(&q);
 }
-END_TEST
 
 CRMM_TEST_IN("workload", sequence_rejects_bad_workloads)
 {
@@ -243,7 +236,6 @@ CRMM_TEST_IN("workload", sequence_rejects_bad_workloads)
     ck_assert_crmm(bench_sequence_make(NULL, 0, &q), CRMM_ERROR_INVALID_ARGUMENT);
     bench_sequence_free(NULL);
 }
-END_TEST
 
 /* ---- the runner --------------------------------------------------------------------------- */
 
@@ -376,7 +368,6 @@ CRMM_LOOP_TEST_IN("runner", runner_over_host, 2)
     free_sequences(q, threads);
     crmm_resource_release(mr);
 }
-END_TEST
 
 static void count_progress(void *arg, unsigned run, unsigned repeats)
 {
@@ -402,7 +393,6 @@ CRMM_TEST_IN("runner", runner_reports_progress_and_reserved_peak)
     ck_assert_int_eq(l.live, 0);
     bench_sequence_free(&q);
 }
-END_TEST
 
 CRMM_TEST_IN("runner", runner_out_of_memory_frees_and_reports)
 {
@@ -422,7 +412,6 @@ CRMM_TEST_IN("runner", runner_out_of_memory_frees_and_reports)
         free_sequences(q, threads);
     }
 }
-END_TEST
 
 CRMM_TEST_IN("runner", runner_out_of_memory_on_a_hand_made_sequence)
 {
@@ -439,7 +428,6 @@ CRMM_TEST_IN("runner", runner_out_of_memory_on_a_hand_made_sequence)
     ck_assert_int_eq(l.live, 0);
     ck_assert_int_eq(l.total, 2);
 }
-END_TEST
 
 CRMM_TEST_IN("runner", runner_rejects_bad_arguments)
 {
@@ -459,7 +447,6 @@ CRMM_TEST_IN("runner", runner_rejects_bad_arguments)
     ck_assert_int_eq(l.total, 0);
     bench_sequence_free(&q);
 }
-END_TEST
 
 CRMM_TEST_IN("runner", median_of_odd_and_even_counts)
 {
@@ -469,7 +456,6 @@ CRMM_TEST_IN("runner", median_of_odd_and_even_counts)
     ck_assert_double_eq(bench_median(b, 4), 2.5);
     ck_assert_double_eq(bench_median(b, 0), 0);
 }
-END_TEST
 
 int main(void)
 {

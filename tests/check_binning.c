@@ -66,7 +66,6 @@ CRMM_TEST_IN("binning", requests_go_to_the_smallest_bin_that_fits)
     b = NULL;
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
 }
-END_TEST
 
 CRMM_TEST_IN("binning", exponent_range_makes_power_of_two_bins)
 {
@@ -84,7 +83,6 @@ CRMM_TEST_IN("binning", exponent_range_makes_power_of_two_bins)
     for (int i = 0; i < 7; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(b, p[i], sizes[i], NULL));
 }
-END_TEST
 
 CRMM_TEST_IN("binning", small_exponents_round_up_to_256)
 {
@@ -93,7 +91,6 @@ CRMM_TEST_IN("binning", small_exponents_round_up_to_256)
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 256 + 512);
 }
-END_TEST
 
 CRMM_TEST_IN("binning", exponents_and_list_combine)
 {
@@ -105,7 +102,6 @@ CRMM_TEST_IN("binning", exponents_and_list_combine)
     ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 600, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(b, q, 700, NULL));
 }
-END_TEST
 
 CRMM_TEST_IN("binning", bins_within_one_octave_route_exactly)
 {
@@ -131,7 +127,6 @@ CRMM_TEST_IN("binning", bins_within_one_octave_route_exactly)
         ck_assert_crmm_ok(crmm_resource_create("binning", "bins=512:768:1KiB:1280:1536:3KiB:4KiB blocks_to_preallocate=1", h, &b));
     }
 }
-END_TEST
 
 CRMM_TEST_IN("binning", counts_are_the_bins_and_the_large_requests)
 {
@@ -155,7 +150,6 @@ CRMM_TEST_IN("binning", counts_are_the_bins_and_the_large_requests)
     ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 100, NULL));
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 0);
 }
-END_TEST
 
 CRMM_TEST_IN("binning", free_goes_back_to_its_bin)
 {
@@ -171,7 +165,6 @@ CRMM_TEST_IN("binning", free_goes_back_to_its_bin)
     ck_assert_crmm_ok(crmm_resource_deallocate(b, q, 100, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(b, r, 2000, NULL));
 }
-END_TEST
 
 CRMM_TEST_IN("binning", no_bins_passes_everything_upstream)
 {
@@ -183,7 +176,6 @@ CRMM_TEST_IN("binning", no_bins_passes_everything_upstream)
     ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 100, NULL));
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
 }
-END_TEST
 
 CRMM_TEST_IN("binning", bins_hold_references_to_the_upstream)
 {
@@ -195,7 +187,6 @@ CRMM_TEST_IN("binning", bins_hold_references_to_the_upstream)
     b = NULL;
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
-END_TEST
 
 static const char *const bad_params[] = {
     "min_size_exponent=8",                       /* without max */
@@ -221,7 +212,6 @@ CRMM_LOOP_TEST_IN("binning", bad_parameters, (int)(sizeof bad_params / sizeof ba
     ck_assert_ptr_null(b);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
-END_TEST
 
 CRMM_TEST_IN("binning", bins_from_a_config_file)
 {
@@ -242,7 +232,6 @@ CRMM_TEST_IN("binning", bins_from_a_config_file)
     ck_assert_msg(strstr(crmm_last_error(), "binning.ini:6: ") && strstr(crmm_last_error(), "max_size_exponent"),
                   "message: %s", crmm_last_error());
 }
-END_TEST
 
 /* The bins are built from the plugin_path of the config binning is built for, like binning
  * itself: with only the config knowing where plugins are, fixed_size is found there. */
@@ -265,7 +254,6 @@ CRMM_TEST_IN("binning", bins_come_from_the_configs_plugin_path)
     crmm_resource_release(r);
     crmm_config_free(cfg);
 }
-END_TEST
 
 static uint64_t bin_count(void)
 {
@@ -332,7 +320,6 @@ CRMM_TEST_IN("binning", add_bin_routes_to_the_added_bins)
     crmm_resource_release(mine);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
-END_TEST
 
 static crmm_status fake_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
@@ -373,7 +360,6 @@ CRMM_TEST_IN("binning", add_bin_refuses_bad_input)
     b = NULL;
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
-END_TEST
 
 /* A bin that serves less than the binning promised (a device-only bin under a binning of memory
  * both sides reach, as RMM's suite puts a cuda bin under a binning of managed memory) is taken,
@@ -403,7 +389,6 @@ CRMM_TEST_IN("binning", add_bin_narrows_what_the_binning_promises)
     ck_assert_int_eq(crmm_resource_refcount(&device_only), 1);
     ck_assert_int_eq(crmm_resource_refcount(&both), 1);
 }
-END_TEST
 
 int main(void)
 {

@@ -78,7 +78,6 @@ CRMM_TEST_IN("callback", calls_reach_the_callbacks_with_size_stream_and_argument
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 1);
     crmm_resource_release(mr);
 }
-END_TEST
 
 /* A callback resource whose two callbacks record into *c. */
 static crmm_resource *over_recorders(calls *c)
@@ -106,7 +105,6 @@ CRMM_TEST_IN("callback", null_from_the_allocate_callback_is_out_of_memory)
     ck_assert_int_eq(c.frees, 1); /* only the block it got went back */
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("callback", a_misaligned_block_is_given_back_and_refused)
 {
@@ -120,7 +118,6 @@ CRMM_TEST_IN("callback", a_misaligned_block_is_given_back_and_refused)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 /* "allocate_fn=ADDR deallocate_fn=ADDR allocate_arg=ADDR ..." as a ctypes caller writes it */
 static void addresses(char *buf, size_t size, const char *fmt, void *arg, const char *extra)
@@ -154,7 +151,6 @@ CRMM_TEST_IN("callback", addresses_as_decimal_or_hex_parameters)
     ck_assert_int_eq(c.allocs, 2);
     ck_assert_int_eq(c.frees, 2);
 }
-END_TEST
 
 /* create with `params` fails with CRMM_ERROR_CONFIG, naming `key`, and makes nothing */
 static void refused(const char *params, const char *key)
@@ -184,7 +180,6 @@ CRMM_TEST_IN("callback", missing_zero_and_bad_addresses_are_refused)
     refused(p, "device_accessible");
     ck_assert_int_eq(c.allocs + c.frees, 0);
 }
-END_TEST
 
 CRMM_TEST_IN("callback", constructor_refuses_null_functions)
 {
@@ -205,7 +200,6 @@ CRMM_TEST_IN("callback", constructor_refuses_null_functions)
                    CRMM_ERROR_CONFIG);
     ck_assert_ptr_null(mr);
 }
-END_TEST
 
 /* Host callbacks for the conformance suite: aligned host memory; NULL when there is none. */
 static void *host_alloc(size_t bytes, crmm_cuda_stream_t stream, void *arg)
@@ -254,7 +248,6 @@ CRMM_TEST_IN("callback", counters_stay_exact_under_threads)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 4 * 2000);
     crmm_resource_release(mr);
 }
-END_TEST
 
 int main(void)
 {

@@ -84,7 +84,6 @@ START_TEST(test_bad_file) /* counted at run time: registered in main */
     free(crlf);
     free(text);
 }
-END_TEST
 
 START_TEST(test_good_file)
 {
@@ -108,7 +107,6 @@ START_TEST(test_good_file)
     free(variants[2]);
     free(text);
 }
-END_TEST
 
 CRMM_TEST_IN("files", test_installed_default_config)
 {
@@ -125,7 +123,6 @@ CRMM_TEST_IN("files", test_installed_default_config)
     ck_assert_int_eq(cuda_calls, 0);
     crmm_config_free(cfg);
 }
-END_TEST
 
 /* The interposition above really sees the core's CUDA calls (else "no CUDA call" means nothing). */
 CRMM_TEST_IN("cuda", test_cuda_calls_are_counted)
@@ -135,7 +132,6 @@ CRMM_TEST_IN("cuda", test_cuda_calls_are_counted)
     crmm_cuda_device_count(&n);
     ck_assert_int_ge(cuda_calls, 1);
 }
-END_TEST
 
 CRMM_TEST_IN("files", test_good_full_contents)
 {
@@ -192,7 +188,6 @@ CRMM_TEST_IN("files", test_good_full_contents)
     crmm_resource_release(p);
     crmm_config_free(cfg);
 }
-END_TEST
 
 CRMM_TEST_IN("files", test_defaults_when_nothing_is_named)
 {
@@ -214,7 +209,6 @@ CRMM_TEST_IN("files", test_defaults_when_nothing_is_named)
     ck_assert_ptr_null(crmm_config_default_resource(NULL, 0));
     ck_assert_uint_eq(crmm_config_resource_count(NULL), 0);
 }
-END_TEST
 
 /* ---- errors that need no file, or a special one -------------------------------------------- */
 
@@ -244,7 +238,6 @@ CRMM_LOOP_TEST_IN("strings", test_bad_string, (int)(sizeof bad_strings / sizeof 
                         bad_strings[_i].line, bad_strings[_i].message);
     ck_assert_ptr_null(cfg);
 }
-END_TEST
 
 CRMM_TEST_IN("strings", test_line_length_limit)
 {
@@ -266,7 +259,6 @@ CRMM_TEST_IN("strings", test_line_length_limit)
         }
     }
 }
-END_TEST
 
 /* ---- crmm's own settings ------------------------------------------------------------------- */
 
@@ -306,7 +298,6 @@ CRMM_TEST_IN("strings", test_settings_table)
     unsetenv("CRMM_LOG_FILE");
     unsetenv("CRMM_NOT_A_SETTING");
 }
-END_TEST
 
 CRMM_TEST_IN("strings", test_origin_defaults)
 {
@@ -322,7 +313,6 @@ CRMM_TEST_IN("strings", test_origin_defaults)
     crmm_config_free(cfg);
     crmm_config_free(NULL);
 }
-END_TEST
 
 CRMM_TEST_IN("strings", test_load_null_arguments)
 {
@@ -334,7 +324,6 @@ CRMM_TEST_IN("strings", test_load_null_arguments)
     ck_assert_crmm(crmm_config_load_default(NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_config_create_resource(NULL, "a", -1, (crmm_resource **)&cfg), CRMM_ERROR_INVALID_ARGUMENT);
 }
-END_TEST
 
 int main(void)
 {

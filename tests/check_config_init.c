@@ -15,7 +15,6 @@ CRMM_TEST_IN("disk", test_binary_file)
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), path));
     ck_assert_ptr_null(cfg);
 }
-END_TEST
 
 CRMM_TEST_IN("disk", test_missing_file_and_directory)
 {
@@ -29,7 +28,6 @@ CRMM_TEST_IN("disk", test_missing_file_and_directory)
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), tmpdir));
     ck_assert_ptr_null(cfg);
 }
-END_TEST
 
 CRMM_TEST_IN("disk", test_big_file)
 {
@@ -46,7 +44,6 @@ CRMM_TEST_IN("disk", test_big_file)
     assert_config_error(crmm_config_load_file(path, &cfg), path, (int)n + 4, "default 'x' is not a [resource.*]");
     free(text);
 }
-END_TEST
 
 CRMM_TEST_IN("disk", test_skipping_load_leaves_out_unloadable_plugins)
 {
@@ -115,7 +112,6 @@ CRMM_TEST_IN("disk", test_skipping_load_leaves_out_unloadable_plugins)
     snprintf(absent, sizeof absent, "%s/absent.ini", tmpdir);
     ck_assert_crmm(crmm_config_load_file_skipping(absent, &cfg), CRMM_ERROR_IO);
 }
-END_TEST
 
 CRMM_TEST_IN("disk", test_default_file)
 {
@@ -134,7 +130,6 @@ CRMM_TEST_IN("disk", test_default_file)
     ck_assert_ptr_eq(crmm_config_default_file(buf, sizeof buf), f);
     ck_assert_ptr_null(crmm_config_default_file(buf, 4)); /* no room for the name */
 }
-END_TEST
 
 CRMM_TEST_IN("disk", test_plugin_path_relative_to_config)
 {
@@ -174,7 +169,6 @@ CRMM_TEST_IN("disk", test_plugin_path_relative_to_config)
         ck_assert_ptr_nonnull(strstr(crmm_last_error(), "no plugin 'host'"));
     }
 }
-END_TEST
 
 /* ---- instances ----------------------------------------------------------------------------- */
 
@@ -220,7 +214,6 @@ CRMM_TEST_IN("instances", test_instances_shared_upstream)
     ck_assert_int_eq(crmm_resource_refcount(heap), 1);
     crmm_resource_release(heap);
 }
-END_TEST
 
 CRMM_TEST_IN("instances", test_instances_errors)
 {
@@ -250,7 +243,6 @@ CRMM_TEST_IN("instances", test_instances_errors)
     }
     crmm_config_free(cfg);
 }
-END_TEST
 
 CRMM_TEST_IN("cuda", test_instances_gpu_chain_without_gpu)
 {
@@ -264,7 +256,6 @@ CRMM_TEST_IN("cuda", test_instances_gpu_chain_without_gpu)
     ck_assert_ptr_null(mr);
     crmm_config_free(cfg);
 }
-END_TEST
 
 /* ---- crmm_init ----------------------------------------------------------------------------- */
 
@@ -297,7 +288,6 @@ CRMM_TEST_IN("init", test_init_with_path)
     crmm_finalize(); /* twice is safe */
     ck_assert_ptr_null(crmm_current_config());
 }
-END_TEST
 
 CRMM_TEST_IN("init", test_init_missing_file)
 {
@@ -310,7 +300,6 @@ CRMM_TEST_IN("init", test_init_missing_file)
     ck_assert_ptr_null(crmm_current_config());
     crmm_finalize();
 }
-END_TEST
 
 /* A config path that is a directory says so (not just "cannot read"), and nothing is loaded. */
 CRMM_TEST_IN("init", test_config_path_is_a_directory)
@@ -323,7 +312,6 @@ CRMM_TEST_IN("init", test_config_path_is_a_directory)
     ck_assert_crmm(crmm_init(tmpdir), CRMM_ERROR_IO);
     ck_assert_ptr_null(crmm_current_config());
 }
-END_TEST
 
 CRMM_TEST_IN("init", test_init_from_environment)
 {
@@ -336,7 +324,6 @@ CRMM_TEST_IN("init", test_init_from_environment)
     crmm_finalize();
     crmm_finalize();
 }
-END_TEST
 
 CRMM_TEST_IN("init", test_init_never_reads_the_working_directory)
 {
@@ -356,7 +343,6 @@ CRMM_TEST_IN("init", test_init_never_reads_the_working_directory)
     ck_assert_ptr_null(strstr(origin, tmpdir));
     crmm_finalize();
 }
-END_TEST
 
 CRMM_TEST_IN("cuda", test_init_then_registry_without_device)
 {
@@ -377,7 +363,6 @@ CRMM_TEST_IN("cuda", test_init_then_registry_without_device)
     crmm_resource_release(ref);
     crmm_finalize();
 }
-END_TEST
 
 CRMM_TEST_IN("cuda", test_init_gpu_default_without_device)
 {
@@ -393,7 +378,6 @@ CRMM_TEST_IN("cuda", test_init_gpu_default_without_device)
     }
     crmm_finalize();
 }
-END_TEST
 
 /* $CRMM_LOG_LEVEL beats the config's log_level, so tracing needs no edit of the file; a value
  * that names no level is ignored: the config's level applies. */
@@ -414,7 +398,6 @@ CRMM_LOOP_TEST_IN("cuda", test_init_environment_level, 2)
     ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_INFO);
     crmm_finalize();
 }
-END_TEST
 
 int main(void)
 {

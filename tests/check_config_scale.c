@@ -108,7 +108,6 @@ CRMM_LOOP_TEST_IN("scale", test_long_chain_on_a_thread_stack, 2)
     ck_assert_int_eq(r.top_refs_with_config, 2); /* the config's cache and ours */
     ck_assert_int_eq(r.top_refs_after_free, 1);
 }
-END_TEST
 
 CRMM_TEST_IN("scale", test_long_chain_answers)
 {
@@ -126,7 +125,6 @@ CRMM_TEST_IN("scale", test_long_chain_answers)
     ck_assert_str_eq(crmm_config_default_resource(cfg, -1), "r1023");
     crmm_config_free(cfg);
 }
-END_TEST
 
 CRMM_TEST_IN("scale", test_many_independent_resources)
 {
@@ -145,7 +143,6 @@ CRMM_TEST_IN("scale", test_many_independent_resources)
     crmm_resource_release(mr);
     crmm_config_free(cfg);
 }
-END_TEST
 
 CRMM_TEST_IN("scale", test_unknown_upstream_among_many)
 {
@@ -155,7 +152,6 @@ CRMM_TEST_IN("scale", test_unknown_upstream_among_many)
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "up.ini:200003: upstream 'r99998x' is not a [resource.*]"));
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "did you mean 'r99998'?"));
 }
-END_TEST
 
 /* r0 stacked on the top closes a 100,000-long cycle: reported once, from r0, shortened. */
 CRMM_TEST_IN("scale", test_long_cycle)
@@ -174,7 +170,6 @@ CRMM_TEST_IN("scale", test_long_cycle)
     ck_assert_msg(strncmp(msg, start, strlen(start)) == 0, "%s", msg);
     ck_assert_msg(strstr(msg, "... r0") != NULL, "%s", msg);
 }
-END_TEST
 
 /* Mistakes in generated configs of `n` resources (a chain or not) and `extra` lines: the whole
  * message, which still names the right line. */
@@ -203,7 +198,6 @@ CRMM_LOOP_TEST_IN("scale", test_mistake_among_many_is_named, (int)(sizeof refuse
                             CRMM_ERROR_CONFIG));
     ck_assert_str_eq(crmm_last_error(), refused[_i].error);
 }
-END_TEST
 
 /* The skipping load drops a 100,000-long chain over a plugin that is not installed, keeps the
  * rest, and says why for each. */
@@ -227,7 +221,6 @@ CRMM_TEST_IN("scale", test_skipping_load_drops_a_long_chain)
     ck_assert_str_eq(crmm_config_skipped_reason(cfg, MANY - 1), "its upstream 'r99998' was skipped");
     crmm_config_free(cfg);
 }
-END_TEST
 
 /* ---- the file size cap ----------------------------------------------------------------------- */
 
@@ -258,7 +251,6 @@ CRMM_TEST_IN("size_cap", test_file_of_exactly_16_mib_loads)
     ck_assert_str_eq(crmm_config_resource_name(cfg, 0), "h");
     crmm_config_free(cfg);
 }
-END_TEST
 
 CRMM_TEST_IN("size_cap", test_file_one_byte_over_16_mib_is_refused)
 {
@@ -274,7 +266,6 @@ CRMM_TEST_IN("size_cap", test_file_one_byte_over_16_mib_is_refused)
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "larger than 16 MiB"));
     ck_assert_ptr_null(cfg);
 }
-END_TEST
 
 int main(void)
 {

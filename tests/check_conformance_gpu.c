@@ -58,7 +58,6 @@ CRMM_LOOP_TEST_IN("memory_kinds", memory_is_of_the_plugins_kind, (int)(sizeof ki
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, (size_t)1 << 20, NULL));
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_LOOP_TEST_IN("memory_kinds", failed_allocation_leaves_no_cuda_error_behind, (int)(sizeof kinds / sizeof kinds[0]))
 {
@@ -74,7 +73,6 @@ CRMM_LOOP_TEST_IN("memory_kinds", failed_allocation_leaves_no_cuda_error_behind,
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("memory_kinds", allocation_follows_the_resources_device)
 {
@@ -99,7 +97,6 @@ CRMM_TEST_IN("memory_kinds", allocation_follows_the_resources_device)
     ck_assert_int_eq(cur, 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 int main(void)
 {

@@ -29,7 +29,6 @@ CRMM_TEST_IN("errors", test_status_names)
     ck_assert_str_eq(crmm_status_name((crmm_status)99), "CRMM_ERROR_UNKNOWN");
     ck_assert_str_eq(crmm_status_name((crmm_status)-1), "CRMM_ERROR_UNKNOWN");
 }
-END_TEST
 
 CRMM_TEST_IN("errors", test_error_categories)
 {
@@ -54,7 +53,6 @@ CRMM_TEST_IN("errors", test_error_categories)
     crmm_clear_error();
     ck_assert_str_eq(crmm_last_error_detail(), "");
 }
-END_TEST
 
 CRMM_TEST_IN("errors", test_error_clear)
 {
@@ -65,7 +63,6 @@ CRMM_TEST_IN("errors", test_error_clear)
     ck_assert_str_eq(crmm_last_error(), "");
     ck_assert_int_eq(crmm_last_status(), CRMM_OK);
 }
-END_TEST
 
 static void *set_error_in_thread(void *arg)
 {
@@ -89,7 +86,6 @@ CRMM_TEST_IN("errors", test_error_thread_local)
     ck_assert_str_eq(crmm_last_error(), "config error: mine");
     ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_CONFIG);
 }
-END_TEST
 
 CRMM_TEST_IN("errors", test_error_long_message_truncated)
 {
@@ -106,7 +102,6 @@ CRMM_TEST_IN("errors", test_error_long_message_truncated)
     ck_assert(strncmp(crmm_last_error(), "config error: xxx", 17) == 0);
     free(big);
 }
-END_TEST
 
 CRMM_TEST_IN("errors", test_error_add_context)
 {
@@ -121,7 +116,6 @@ CRMM_TEST_IN("errors", test_error_add_context)
     crmm_error_add_context("[%s]", crmm_last_error());
     ck_assert_str_eq(crmm_last_error(), "I/O error: [I/O error: gone]: gone");
 }
-END_TEST
 
 CRMM_TEST_IN("errors", test_format_size)
 {
@@ -142,7 +136,6 @@ CRMM_TEST_IN("errors", test_format_size)
     char small[4];
     ck_assert_str_eq(crmm_format_size(1ull << 50, small, sizeof small), "1.0");
 }
-END_TEST
 
 /* ---- logger --------------------------------------------------------------------------------- */
 
@@ -154,7 +147,6 @@ CRMM_TEST_IN("logger", test_log_defaults)
     ck_assert_int_eq(crmm_log_get_flush_level(), CRMM_LOG_WARN);
     ck_assert_str_eq(crmm_log_get_file(), "stderr");
 }
-END_TEST
 
 CRMM_TEST_IN("logger", test_log_levels)
 {
@@ -178,7 +170,6 @@ CRMM_TEST_IN("logger", test_log_levels)
     ck_assert_crmm(crmm_log_flush_on((crmm_log_level)9), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(crmm_log_get_flush_level(), CRMM_LOG_ERROR);
 }
-END_TEST
 
 CRMM_TEST_IN("logger", test_log_level_names)
 {
@@ -209,7 +200,6 @@ CRMM_TEST_IN("logger", test_log_level_names)
     ck_assert_crmm(crmm_log_level_parse(NULL, &l), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_log_level_parse("info", NULL), CRMM_ERROR_INVALID_ARGUMENT);
 }
-END_TEST
 
 /* Checks that `line` is "[HH:MM:SS.uuuuuu] [crmm] [LEVEL] MESSAGE"; returns MESSAGE. */
 static const char *check_line_format(const char *line, const char *level)
@@ -267,7 +257,6 @@ CRMM_TEST_IN("logger", test_log_to_file)
     free(text);
     ck_assert_crmm_ok(crmm_log_set_file(NULL));
 }
-END_TEST
 
 CRMM_TEST_IN("logger", test_log_env_level)
 {
@@ -278,7 +267,6 @@ CRMM_TEST_IN("logger", test_log_env_level)
     setenv("CRMM_LOG_LEVEL", "error", 1);
     ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_DEBUG);
 }
-END_TEST
 
 CRMM_TEST_IN("logger", test_log_env_level_junk)
 {
@@ -288,7 +276,6 @@ CRMM_TEST_IN("logger", test_log_env_level_junk)
     /* a getter that succeeds leaves no error behind, even when the environment was junk */
     ck_assert_str_eq(crmm_last_error(), "");
 }
-END_TEST
 
 CRMM_TEST_IN("logger", test_log_env_file)
 {
@@ -300,14 +287,12 @@ CRMM_TEST_IN("logger", test_log_env_file)
     ck_assert_crmm_ok(crmm_log_set_file(NULL));
     ck_assert_str_eq(check_line_format(crmm_test_file_text(path), "trace"), "from the environment\n");
 }
-END_TEST
 
 CRMM_TEST_IN("logger", test_log_env_file_unwritable)
 {
     setenv("CRMM_DEBUG_LOG_FILE", "/nonexistent-crmm-dir/x.log", 1);
     ck_assert_str_eq(crmm_log_get_file(), "stderr");
 }
-END_TEST
 
 #define LOG_THREADS 8
 #define LOG_LINES 300
@@ -359,7 +344,6 @@ CRMM_TEST_IN("logger", test_log_threads_never_interleave)
     ck_assert_int_eq(lines, LOG_THREADS * LOG_LINES);
     free(text);
 }
-END_TEST
 
 int main(void)
 {

@@ -61,7 +61,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_resize_reserve_shrink_keep_contents)
     ck_assert_int_eq(crmm_resource_refcount(mr), 1);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("device_buffer", test_buffer_deep_copy)
 {
@@ -90,7 +89,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_deep_copy)
     crmm_device_buffer_destroy(buf);
     crmm_stream_destroy(s);
 }
-END_TEST
 
 CRMM_TEST_IN("device_buffer", test_buffer_copy_from_bounds)
 {
@@ -110,7 +108,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_copy_from_bounds)
     ck_assert_cuda(cudaFree(src));
     crmm_device_buffer_destroy(buf);
 }
-END_TEST
 
 CRMM_TEST_IN("device_buffer", test_buffer_to_device_async_on_stream)
 {
@@ -139,7 +136,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_to_device_async_on_stream)
     crmm_stream_destroy(s);
     crmm_resource_release(&rec->base);
 }
-END_TEST
 
 CRMM_TEST_IN("device_buffer", test_buffer_frees_on_its_last_stream)
 {
@@ -167,7 +163,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_frees_on_its_last_stream)
     crmm_stream_destroy(b);
     crmm_resource_release(&rec->base);
 }
-END_TEST
 
 CRMM_TEST_IN("device_buffer", test_buffer_bad_input)
 {
@@ -190,7 +185,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_bad_input)
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "device_buffer_create"));
     crmm_device_buffer_destroy(buf);
 }
-END_TEST
 
 /* ---- streams -------------------------------------------------------------------------------- */
 
@@ -217,7 +211,6 @@ CRMM_TEST_IN("streams", test_stream_owning)
     ck_assert_crmm_ok(crmm_stream_synchronize(crmm_stream_default()));
     ck_assert_crmm_ok(crmm_stream_synchronize(crmm_stream_per_thread()));
 }
-END_TEST
 
 CRMM_TEST_IN("streams", test_stream_view_of_foreign_stream)
 {
@@ -243,7 +236,6 @@ CRMM_TEST_IN("streams", test_stream_view_of_foreign_stream)
     ck_assert_cuda(cudaFree(p));
     ck_assert_cuda(cudaStreamDestroy(h));
 }
-END_TEST
 
 /* ---- stream pool ---------------------------------------------------------------------------- */
 
@@ -282,7 +274,6 @@ CRMM_TEST_IN("streams", test_pool_round_robin_and_by_id)
     ck_assert_crmm(crmm_stream_pool_get_stream_by_id(pool, 1, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     crmm_stream_pool_destroy(pool);
 }
-END_TEST
 
 CRMM_TEST_IN("streams", test_pool_default_size_and_flags)
 {
@@ -307,7 +298,6 @@ CRMM_TEST_IN("streams", test_pool_default_size_and_flags)
     ck_assert_cuda(cudaFree(p));
     crmm_stream_pool_destroy(pool);
 }
-END_TEST
 
 #define POOL_THREADS 8
 #define CALLS_PER_THREAD 1000
@@ -359,7 +349,6 @@ CRMM_TEST_IN("streams", test_pool_get_stream_from_threads)
         ck_assert_int_eq(count[k], POOL_THREADS * CALLS_PER_THREAD / THREADED_POOL_SIZE);
     crmm_stream_pool_destroy(pool);
 }
-END_TEST
 static Suite *device_buffer_gpu_suite(void)
 {
     Suite *s = suite_create("device_buffer_gpu");

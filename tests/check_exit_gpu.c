@@ -150,7 +150,6 @@ CRMM_LOOP_TEST(a_scenario_exits_cleanly, (int)(sizeof exits / sizeof exits[0]))
     for (int k = 0; k < 2 && exits[_i].said[k]; k++)
         ck_assert_msg(strstr(err, exits[_i].said[k]), "%s: stderr:\n%s", exits[_i].scenario, err);
 }
-END_TEST
 
 int main(int argc, char **argv)
 {

@@ -63,7 +63,6 @@ CRMM_TEST_IN("failure_callback", retry_after_freeing)
     ck_assert_uint_eq(used, 0);
     crmm_test_release(fc, b);
 }
-END_TEST
 
 typedef struct counter { int calls, allow; } counter;
 
@@ -98,7 +97,6 @@ CRMM_TEST_IN("failure_callback", gives_up_when_the_callback_says_no)
     ck_assert_int_eq(once.calls, 2);
     crmm_test_release(fc, b);
 }
-END_TEST
 
 CRMM_TEST_IN("failure_callback", no_callback_passes_the_failure_through)
 {
@@ -117,7 +115,6 @@ CRMM_TEST_IN("failure_callback", no_callback_passes_the_failure_through)
     ck_assert_int_eq(k.calls, 0);
     crmm_test_release(fc, b);
 }
-END_TEST
 
 CRMM_TEST_IN("failure_callback", set_through_another_adaptor)
 {
@@ -131,7 +128,6 @@ CRMM_TEST_IN("failure_callback", set_through_another_adaptor)
     ck_assert_int_eq(k.calls, 1);
     crmm_test_release(top, fc, b);
 }
-END_TEST
 
 CRMM_TEST_IN("failure_callback", only_out_of_memory_by_default)
 {
@@ -151,7 +147,6 @@ CRMM_TEST_IN("failure_callback", only_out_of_memory_by_default)
     ck_assert_int_eq(k.calls, 1);
     crmm_test_release(fc, b);
 }
-END_TEST
 
 CRMM_TEST_IN("failure_callback", bad_calls)
 {
@@ -169,7 +164,6 @@ CRMM_TEST_IN("failure_callback", bad_calls)
     ck_assert(crmm_resource_is_host_accessible(fc));
     crmm_test_release(fc, h);
 }
-END_TEST
 
 int main(void)
 {

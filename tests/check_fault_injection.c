@@ -77,7 +77,6 @@ START_TEST(every_failing_index_is_survived) /* one run per stack: registered in 
     fprintf(stderr, "fault injection: %s: %llu upstream allocations, %llu runs\n", cpu_stacks[_i].name,
             (unsigned long long)calls, (unsigned long long)runs);
 }
-END_TEST
 
 /* The check itself can fail: a block not freed through a pass-through stack is seen. */
 CRMM_TEST_IN("fault_injection", a_leak_is_seen)
@@ -92,7 +91,6 @@ CRMM_TEST_IN("fault_injection", a_leak_is_seen)
     ck_assert_uint_gt(left, 0);
     free(leaked); /* failnth's block, from aligned_alloc: the leak checker need not see it too */
 }
-END_TEST
 
 int main(void)
 {

@@ -104,7 +104,6 @@ CRMM_TEST_IN("open", bad_arguments_are_refused)
     ck_assert_int_eq(fd, -1);
     ck_assert_int_ne(access(path_for("args"), F_OK), 0); /* nothing created */
 }
-END_TEST
 
 CRMM_TEST_IN("open", a_new_file_is_created_and_an_own_file_rewritten_or_appended)
 {
@@ -125,7 +124,6 @@ CRMM_TEST_IN("open", a_new_file_is_created_and_an_own_file_rewritten_or_appended
     ck_assert_str_eq(crmm_test_file_text(path), "third\n");
     unlink(path);
 }
-END_TEST
 
 CRMM_TEST_IN("open", a_link_is_refused_whatever_it_points_to)
 {
@@ -145,7 +143,6 @@ CRMM_TEST_IN("open", a_link_is_refused_whatever_it_points_to)
     ck_assert_int_ne(access(absent, F_OK), 0);
     ck_assert_int_eq(fd, -1);
 }
-END_TEST
 
 CRMM_TEST_IN("open", a_hard_linked_file_is_refused)
 {
@@ -156,7 +153,6 @@ CRMM_TEST_IN("open", a_hard_linked_file_is_refused)
     ck_assert_crmm(crmm_output_file_open(other, CRMM_OUTPUT_APPEND, &fd), CRMM_ERROR_IO);
     assert_victim_intact(victim);
 }
-END_TEST
 
 CRMM_TEST_IN("open", a_character_device_is_written_as_it_is)
 {
@@ -168,7 +164,6 @@ CRMM_TEST_IN("open", a_character_device_is_written_as_it_is)
     int fd;
     ck_assert_crmm(crmm_output_file_open(tmp_dir, 0, &fd), CRMM_ERROR_IO); /* a directory */
 }
-END_TEST
 
 /* A link to a stream with nothing to overwrite is followed (/dev/stderr is one: a link to the
  * process's descriptor 2): a link to /dev/null, and one to a pipe's write end through /proc. */
@@ -196,7 +191,6 @@ CRMM_TEST_IN("open", a_link_to_a_pipe_or_dev_null_is_followed)
     close(pipefd[0]);
     close(pipefd[1]);
 }
-END_TEST
 
 /* ---- the four outputs ------------------------------------------------------------------------ */
 
@@ -213,7 +207,6 @@ CRMM_LOOP_TEST_IN("outputs", logging_refuses_a_link_or_a_hard_linked_file, 2)
     ck_assert_ptr_null(mr);
     assert_victim_intact(victim);
 }
-END_TEST
 
 CRMM_TEST_IN("outputs", logging_rewrites_its_own_file)
 {
@@ -230,7 +223,6 @@ CRMM_TEST_IN("outputs", logging_rewrites_its_own_file)
     free(text);
     unlink(path);
 }
-END_TEST
 
 CRMM_TEST_IN("outputs", debug_log_refuses_a_link)
 {
@@ -250,7 +242,6 @@ CRMM_TEST_IN("outputs", debug_log_refuses_a_link)
     const char *text = crmm_test_file_text(own);
     ck_assert_msg(strncmp(text, "earlier lines\n", 14) == 0 && strstr(text, "a line for the own file"), "%s", text);
 }
-END_TEST
 
 /* Needs a process whose logger has not read its environment yet: every Check test is one. */
 CRMM_TEST_IN("outputs", debug_log_from_the_environment_refuses_a_link)
@@ -262,7 +253,6 @@ CRMM_TEST_IN("outputs", debug_log_from_the_environment_refuses_a_link)
     assert_victim_intact(victim);
     unsetenv("CRMM_DEBUG_LOG_FILE");
 }
-END_TEST
 
 CRMM_TEST_IN("outputs", arena_dump_refuses_a_link)
 {
@@ -285,7 +275,6 @@ CRMM_TEST_IN("outputs", arena_dump_refuses_a_link)
     ck_assert_msg(strncmp(text, "earlier dump\n", 13) == 0 && strstr(text, "state on request"), "%s", text);
     crmm_test_release(mr, host);
 }
-END_TEST
 
 /* ---- one file, one writer -------------------------------------------------------------------- */
 
@@ -312,7 +301,6 @@ CRMM_TEST_IN("one_writer", a_second_logging_resource_on_one_file_is_refused)
     crmm_resource_release(second);
     unlink(path);
 }
-END_TEST
 
 CRMM_TEST_IN("one_writer", another_process_on_the_same_file_is_refused)
 {
@@ -336,7 +324,6 @@ CRMM_TEST_IN("one_writer", another_process_on_the_same_file_is_refused)
     ck_assert_int_eq(crmm_test_count_lines(path), 1 + 400);
     unlink(path);
 }
-END_TEST
 
 /* ---- the config and the environment ---------------------------------------------------------- */
 
@@ -365,7 +352,6 @@ CRMM_TEST_IN("privileges", a_config_others_can_write_is_refused)
     unlink(path);
     rmdir(dir);
 }
-END_TEST
 
 CRMM_TEST_IN("privileges", a_privileged_process_ignores_the_environment)
 {
@@ -411,7 +397,6 @@ CRMM_TEST_IN("privileges", a_privileged_process_ignores_the_environment)
     unsetenv("CRMM_CONFIG");
     unsetenv("CRMM_LOG_FILE");
 }
-END_TEST
 
 /* Needs a process whose logger has not read its environment yet: every Check test is one. */
 CRMM_TEST_IN("privileges", a_privileged_process_ignores_the_log_level_and_debug_file)
@@ -437,7 +422,6 @@ CRMM_TEST_IN("privileges", a_privileged_process_ignores_the_log_level_and_debug_
     unsetenv("CRMM_LOG_LEVEL");
     unsetenv("CRMM_DEBUG_LOG_FILE");
 }
-END_TEST
 
 int main(void)
 {

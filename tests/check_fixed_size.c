@@ -36,7 +36,6 @@ CRMM_TEST_IN("fixed_size", freed_block_is_reused)
     ck_assert_crmm_ok(crmm_resource_deallocate(f, b, 100, NULL));
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
 }
-END_TEST
 
 enum { CHURN_THREADS = 8, CHURN_LIVE = 32 };
 
@@ -64,7 +63,6 @@ CRMM_TEST_IN("fixed_size_threads", threads_share_it_and_the_counts_add_up)
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_TOTAL), allocations * 256);
     ck_assert_uint_le(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS_PEAK), CHURN_THREADS * CHURN_LIVE);
 }
-END_TEST
 
 CRMM_TEST_IN("fixed_size", blocks_are_carved_from_one_chunk)
 {
@@ -80,7 +78,6 @@ CRMM_TEST_IN("fixed_size", blocks_are_carved_from_one_chunk)
     for (int i = 0; i < 8; i++)
         ck_assert_crmm_ok(crmm_resource_deallocate(f, p[i], 1024, NULL));
 }
-END_TEST
 
 CRMM_TEST_IN("fixed_size", grows_by_whole_chunks)
 {
@@ -115,7 +112,6 @@ CRMM_TEST_IN("fixed_size", grows_by_whole_chunks)
     ck_assert_crmm_ok(crmm_resource_trim(f)); /* nothing to do, not an error */
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
 }
-END_TEST
 
 CRMM_TEST_IN("fixed_size", larger_than_block_is_out_of_memory)
 {
@@ -134,7 +130,6 @@ CRMM_TEST_IN("fixed_size", larger_than_block_is_out_of_memory)
     /* freeing more than a block is refused rather than corrupting the lists */
     ck_assert_crmm(crmm_resource_deallocate(f, (void *)0x1000, 4096, NULL), CRMM_ERROR_INVALID_ARGUMENT);
 }
-END_TEST
 
 CRMM_TEST_IN("fixed_size", destroy_returns_every_chunk)
 {
@@ -152,7 +147,6 @@ CRMM_TEST_IN("fixed_size", destroy_returns_every_chunk)
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
-END_TEST
 
 CRMM_TEST_IN("fixed_size", upstream_failure_while_growing)
 {
@@ -180,7 +174,6 @@ CRMM_TEST_IN("fixed_size", upstream_failure_while_growing)
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(b);
 }
-END_TEST
 
 CRMM_TEST_IN("fixed_size", create_fails_when_first_chunk_fails)
 {
@@ -193,7 +186,6 @@ CRMM_TEST_IN("fixed_size", create_fails_when_first_chunk_fails)
     ck_assert_int_eq(crmm_resource_refcount(b), 1); /* no reference left behind */
     crmm_resource_release(b);
 }
-END_TEST
 
 /* blocks_to_preallocate = 10^12 is refused by its range before anything is allocated; the most
  * the range allows (2^20 blocks) over an upstream that cannot give the chunk fails with the
@@ -214,7 +206,6 @@ CRMM_TEST_IN("fixed_size", huge_preallocation_asks_upstream_first)
     ck_assert_int_eq(crmm_resource_refcount(b), 1);
     crmm_resource_release(b);
 }
-END_TEST
 
 CRMM_TEST_IN("fixed_size", bad_parameters)
 {
@@ -230,7 +221,6 @@ CRMM_TEST_IN("fixed_size", bad_parameters)
     ck_assert_ptr_null(f);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
-END_TEST
 
 CRMM_TEST_IN("fixed_size", properties_follow_upstream)
 {
@@ -240,7 +230,6 @@ CRMM_TEST_IN("fixed_size", properties_follow_upstream)
     ck_assert_str_eq(crmm_resource_kind(f), "fixed_size");
     ck_assert_ptr_eq(crmm_resource_upstream(f), h);
 }
-END_TEST
 
 /* A double free or a foreign pointer is refused and changes nothing: the block is handed out
  * once, and the counters stay right (a free list that took it would hand it out twice). */
@@ -265,7 +254,6 @@ CRMM_LOOP_TEST_IN("fixed_size", double_free_and_foreign_pointer_are_refused, 2)
     ck_assert_crmm_ok(crmm_resource_deallocate(f, c, 4000, NULL));
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 0);
 }
-END_TEST
 
 int main(void)
 {

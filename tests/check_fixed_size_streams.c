@@ -65,7 +65,6 @@ CRMM_TEST_IN("fixed_size_streams", the_same_stream_records_no_event_per_free)
     free_on(f, keep, s);
     crmm_resource_release(f);
 }
-END_TEST
 
 /* 20 blocks freed on s, in order: the event of s covers the first 16 (recorded with the 16th
  * free), not the last 4. Another stream t then gets one of the 16, behind s's event. */
@@ -103,7 +102,6 @@ CRMM_TEST_IN("fixed_size_streams", another_stream_takes_only_blocks_an_event_cov
     free_range(f, b, 20, 128, s);
     crmm_resource_release(f);
 }
-END_TEST
 
 /* Blocks no event covers, freed on a stream since destroyed: a new chunk is taken while upstream
  * gives one; when it refuses, one device synchronization (which names no stream) makes them
@@ -133,7 +131,6 @@ CRMM_TEST_IN("fixed_size_streams", uncovered_blocks_are_taken_after_a_device_syn
     free_range(f, c, 0, 16, t);
     crmm_resource_release(f);
 }
-END_TEST
 
 /* A stream created with a destroyed stream's handle does not reuse its blocks at once. */
 CRMM_TEST_IN("fixed_size_streams", a_reused_handle_does_not_take_the_old_streams_blocks)
@@ -154,7 +151,6 @@ CRMM_TEST_IN("fixed_size_streams", a_reused_handle_does_not_take_the_old_streams
             free_on(f, b[k], s2);
     crmm_resource_release(f);
 }
-END_TEST
 
 /* A stream that got a destroyed stream's handle and frees before it allocates: its frees land on
  * the old stream's list (found by the handle, no CUDA call) until a record is due; then the id
@@ -191,7 +187,6 @@ CRMM_TEST_IN("fixed_size_streams", frees_on_a_reused_handle_never_cover_the_old_
     free_range(f, b, 8, 32, t);
     crmm_resource_release(f);
 }
-END_TEST
 
 /* Short-lived streams that each free a block and are destroyed leave it uncovered on their
  * lists. The resource does not grow for them without bound: once they are as many as a chunk
@@ -209,7 +204,6 @@ CRMM_TEST_IN("fixed_size_streams", blocks_left_by_destroyed_streams_do_not_make_
     ck_assert_int_eq(fake_cuda.device_sync, 2); /* at the 17th and the 33rd stream */
     crmm_resource_release(f);
 }
-END_TEST
 
 /* Destroy gives the chunks back only after the last use of every free block: blocks no event
  * covers need a device synchronization. */
@@ -222,7 +216,6 @@ CRMM_TEST_IN("fixed_size_streams", destroy_synchronizes_for_uncovered_blocks)
     crmm_resource_release(f);
     ck_assert_int_eq(fake_cuda.device_sync, 1);
 }
-END_TEST
 
 /* With one block a chunk every free records (nothing is left uncovered). */
 CRMM_TEST_IN("fixed_size_streams", one_block_chunks_record_every_free)
@@ -239,7 +232,6 @@ CRMM_TEST_IN("fixed_size_streams", one_block_chunks_record_every_free)
     free_on(f, p, t);
     crmm_resource_release(f);
 }
-END_TEST
 
 /* Eight threads, each on its own stream, allocate and free at random (one free in 8 on a
  * neighbour's stream): no block is handed to two at once, and at the end nothing is in use. */
@@ -266,7 +258,6 @@ CRMM_TEST_IN("fixed_size_streams_threads", eight_threads_on_their_own_streams_ne
     ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(f);
 }
-END_TEST
 
 int main(void)
 {

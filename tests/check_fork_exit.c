@@ -226,7 +226,6 @@ CRMM_LOOP_TEST_IN("fork", a_child_forked_while_threads_allocate_can_allocate, N_
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 /* ---- exit ----------------------------------------------------------------------------------- */
 
@@ -261,7 +260,6 @@ CRMM_LOOP_TEST_IN("exit", exit_while_threads_allocate_is_clean, N_STACKS)
     ck_assert_msg(!bad, "%s: a child that exits while its threads allocate: %s", stack_name(spec, name, sizeof name), why);
     crmm_resource_release(mr);
 }
-END_TEST
 
 /* Under ThreadSanitizer: its lock-order detector follows at most 64 locks held by one thread,
  * and before a fork crmm holds every guarded lock at once (tracking's table alone has 64

@@ -62,7 +62,6 @@ CRMM_LOOP_TEST_IN("pool", blocks_of_a_capture_are_held_until_the_graph_is_destro
     ck_assert_uint_ge(q(p, CRMM_QUERY_BYTES_FREE), free_before);
     crmm_resource_release(p);
 }
-END_TEST
 
 /* A block allocated before the capture and freed inside it is the graph's too (its replays use it
  * up to the free); one allocated inside and freed after the capture ended likewise. */
@@ -93,7 +92,6 @@ CRMM_LOOP_TEST_IN("pool", blocks_freed_inside_or_allocated_inside_are_the_graphs
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), free_now + (inside == before ? 512 : 768) * KiB);
     crmm_resource_release(p); /* the eight blocks are reported as leaks: expected */
 }
-END_TEST
 
 /* A destroyed graph's blocks join the pool's ready state when the pool collects them. When that
  * state cannot be made (malloc fails) they stay parked, held, and the graph's record is kept: the
@@ -122,7 +120,6 @@ CRMM_LOOP_TEST_IN("pool", blocks_come_back_after_a_collect_that_malloc_failed, F
     free_on(p, b, 4 * MiB, stream_n(2));
     crmm_resource_release(p);
 }
-END_TEST
 
 /* The same, with the graph's last owned block freed (outside any capture) between the failed
  * collect and the next: the record, which still holds a parked block it does not own (one
@@ -151,7 +148,6 @@ CRMM_LOOP_TEST_IN("pool", a_record_holding_parked_blocks_outlives_its_last_owned
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), reserved); /* and the parked one with it */
     crmm_resource_release(p);
 }
-END_TEST
 
 /* Under capture the pool takes no other stream's free blocks (that needs a device
  * synchronization or an event on the other stream): it grows instead, with no forbidden call —
@@ -181,7 +177,6 @@ CRMM_LOOP_TEST_IN("pool", growth_under_capture_makes_no_forbidden_call, FORMS)
     fake_graph_destroy(g);
     crmm_resource_release(p);
 }
-END_TEST
 
 /* When the driver or the maximum allows no growth, allocation under capture fails with
  * CRMM_ERROR_OUT_OF_MEMORY naming the capture, without waiting for the device. */
@@ -203,7 +198,6 @@ CRMM_LOOP_TEST_IN("pool", out_of_memory_under_capture_names_the_capture, FORMS)
     fake_graph_destroy(g);
     crmm_resource_release(p);
 }
-END_TEST
 
 /* A pool destroyed while a graph still holds its blocks: the graph's destructor, run later, touches
  * nothing of the pool (ASan and the leak checker watch). */
@@ -220,7 +214,6 @@ CRMM_LOOP_TEST_IN("pool", a_pool_destroyed_before_its_graph, FORMS)
     fake_graph_destroy(g);
     ck_assert_int_eq(fake_user_objects_live(), 0);
 }
-END_TEST
 
 /* Two captures on two streams at once: each graph holds its own blocks, and each comes back when
  * its own graph is destroyed. */
@@ -249,7 +242,6 @@ CRMM_LOOP_TEST_IN("pool", two_graphs_hold_their_own_blocks, FORMS)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
     crmm_resource_release(p);
 }
-END_TEST
 
 /* `times` allocations of 4 KiB from p on s, each freed at once. */
 static void churn(crmm_resource *p, int times, cudaStream_t s)
@@ -272,7 +264,6 @@ CRMM_LOOP_TEST_IN("pool", no_capture_no_user_object, FORMS)
     ck_assert_int_eq(fake_user_objects_live(), 0);
     crmm_resource_release(p);
 }
-END_TEST
 
 /* graphs = off: the pool never asks whether a stream is captured (the query's cost is gone, and
  * so is the safety under capture), even with capture enabled for the process. */
@@ -285,7 +276,6 @@ CRMM_LOOP_TEST_IN("pool", graphs_off_asks_nothing, FORMS)
     ck_assert_int_eq(fake_capture_queries(), before);
     crmm_resource_release(p);
 }
-END_TEST
 
 /* graphs = auto (the default) asks only once the process enabled capture: a program that never
  * captures pays no query; graphs = on asks whatever the process said. Arena and fixed_size ask
@@ -308,7 +298,6 @@ CRMM_LOOP_TEST_IN("pool", graphs_auto_asks_once_capture_is_enabled, FORMS)
     ck_assert_int_eq(fake_capture_queries(), before + 20);
     crmm_test_release(a, on);
 }
-END_TEST
 
 static void *allocate_once(void *arg)
 {
@@ -344,7 +333,6 @@ CRMM_LOOP_TEST_IN("pool", a_cached_block_freed_in_a_capture_is_the_graphs, FORMS
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
     crmm_resource_release(p);
 }
-END_TEST
 
 static Suite *graphs_suite(void)
 {

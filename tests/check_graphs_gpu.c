@@ -177,7 +177,6 @@ CRMM_LOOP_TEST(replays_equal_eager_and_touch_nothing_else, CHAINS)
     free(host), free(expected), free(got);
     crmm_resource_release(r);
 }
-END_TEST
 
 /* Capture in each mode: the pool (chunked, expandable), arena and fixed_size allocate (growing
  * where they can) and free on the captured stream, the capture ends without error, and the graph
@@ -215,7 +214,6 @@ CRMM_LOOP_TEST(every_capture_mode, 3 * MODED)
     ck_assert_cuda(cudaStreamDestroy(s));
     crmm_resource_release(p);
 }
-END_TEST
 
 int main(void)
 {

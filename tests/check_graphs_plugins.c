@@ -95,7 +95,6 @@ CRMM_LOOP_TEST_IN("other plugins", arena_fixed_size_binning_hold_a_graphs_blocks
         ck_assert_uint_ge(q(r, CRMM_QUERY_BYTES_FREE), free_during + 3 * n); /* and free again */
     crmm_resource_release(r);
 }
-END_TEST
 
 /* Freeing a block twice under capture is refused like any double free (the block is held once). */
 CRMM_LOOP_TEST_IN("other plugins", a_double_free_under_capture_is_refused, 2)
@@ -112,7 +111,6 @@ CRMM_LOOP_TEST_IN("other plugins", a_double_free_under_capture_is_refused, 2)
     fake_graph_destroy(g);
     crmm_resource_release(r);
 }
-END_TEST
 
 /* An arena whose free memory was all freed on another stream cannot serve a captured stream
  * without waiting for the device: the allocation fails with CRMM_ERROR_OUT_OF_MEMORY naming the
@@ -137,7 +135,6 @@ CRMM_TEST_IN("other plugins", arena_that_would_wait_refuses_under_capture)
     fake_graph_destroy(g);
     crmm_resource_release(r);
 }
-END_TEST
 
 /* fixed_size grows during a capture (no forbidden call, the new chunk's blocks usable there);
  * when its upstream refuses another chunk the allocation fails with CRMM_ERROR_OUT_OF_MEMORY
@@ -168,7 +165,6 @@ CRMM_TEST_IN("other plugins", fixed_size_grows_under_capture_until_upstream_refu
     free_on(r, y, 64 * KiB, s);
     crmm_resource_release(r);
 }
-END_TEST
 
 /* The cuda plugin allocates under capture (cudaMalloc in the relaxed mode: new memory is safe for a
  * graph) but refuses to free on a captured stream, which would free what the graph still uses. */
@@ -192,7 +188,6 @@ CRMM_TEST_IN("other plugins", cuda_allocates_under_capture_and_refuses_to_free)
     fake_graph_destroy(g);
     crmm_resource_release(cuda);
 }
-END_TEST
 
 /* The adaptors make no CUDA call of their own (prefetch leaves its hint out under capture): over a
  * pool, a capture through them is the pool's, blocks held and all. */
@@ -223,7 +218,6 @@ CRMM_LOOP_TEST_IN("other plugins", adaptors_over_a_pool_under_capture, (int)(siz
     fake_graph_destroy(g);
     crmm_resource_release(a);
 }
-END_TEST
 static Suite *graphs_plugins_suite(void)
 {
     Suite *s = suite_create("graphs_plugins");

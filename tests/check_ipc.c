@@ -89,7 +89,6 @@ CRMM_TEST_IN("ipc", export_gives_one_descriptor_per_page_that_backs_the_range)
     ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
     ck_assert_uint_eq(fake_vmm.physical, 0);
 }
-END_TEST
 
 /* Exporter frees (and gives its pages back) while the importer maps them, then the importer
  * closes; and the other way round: nothing is left either way. */
@@ -120,7 +119,6 @@ CRMM_TEST_IN("ipc", freeing_in_either_order_leaks_nothing)
         ck_assert_int_eq(fake_vmm.frees, fake_vmm.reserves); /* the pool's range and the import's */
     }
 }
-END_TEST
 
 /* A child process receives the handle over a UNIX socket and checks that each descriptor names
  * the same allocation as the parent's; more pages than one message can carry. */
@@ -167,7 +165,6 @@ CRMM_TEST_IN("ipc", a_handle_travels_to_another_process_with_its_descriptors)
     ck_assert_crmm_ok(crmm_resource_deallocate(p, b, bytes, NULL));
     crmm_resource_release(p);
 }
-END_TEST
 
 /* A block of `p` cannot be exported: CRMM_ERROR_UNSUPPORTED, the message holding `why` (NULL: not
  * checked), and no handle; then p is released. */
@@ -224,7 +221,6 @@ CRMM_TEST_IN("ipc", what_cannot_be_exported_is_refused)
     ck_assert_crmm(fake_vmm_expandable_pool("ipc=true ipc_handle_type=carrier_pigeon", &p), CRMM_ERROR_CONFIG);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "ipc_handle_type"));
 }
-END_TEST
 
 CRMM_TEST_IN("ipc", bad_export_arguments_are_refused_and_leave_nothing_open)
 {
@@ -247,7 +243,6 @@ CRMM_TEST_IN("ipc", bad_export_arguments_are_refused_and_leave_nothing_open)
     ck_assert_crmm_ok(crmm_resource_deallocate(p, x, PAGE, NULL));
     crmm_resource_release(p);
 }
-END_TEST
 
 /* A descriptor of a plain file, to hand to functions that take ownership of descriptors. */
 static int plain_fd(void)
@@ -304,7 +299,6 @@ CRMM_TEST_IN("ipc", bad_handles_are_refused_and_their_descriptors_closed)
     ck_assert_crmm_ok(crmm_resource_deallocate(p, x, 2 * PAGE, NULL));
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("ipc", bad_socket_traffic_is_refused)
 {
@@ -343,7 +337,6 @@ CRMM_TEST_IN("ipc", bad_socket_traffic_is_refused)
     ck_assert_crmm_ok(crmm_resource_deallocate(p, x, PAGE, NULL));
     crmm_resource_release(p);
 }
-END_TEST
 
 /* Adaptors are looked through: a statistics layer over the pool exports the pool's memory. */
 CRMM_TEST_IN("ipc", adaptors_are_looked_through)
@@ -359,7 +352,6 @@ CRMM_TEST_IN("ipc", adaptors_are_looked_through)
     ck_assert_crmm_ok(crmm_resource_deallocate(stats, x, PAGE, NULL));
     crmm_resource_release(stats);
 }
-END_TEST
 
 int main(void)
 {

@@ -151,7 +151,6 @@ CRMM_LOOP_TEST(a_share_ends_as_planned, (int)(sizeof shares / sizeof shares[0]))
     crmm_resource_release(mr);
     close(fd);
 }
-END_TEST
 
 /* The exporter is killed while the importer maps its pages: the pages stay with the importer,
  * which reads them and closes cleanly. */
@@ -184,7 +183,6 @@ CRMM_TEST(pool_import_outlives_a_killed_exporter)
     ck_assert_crmm_ok(crmm_ipc_close(m));
     close(fd);
 }
-END_TEST
 
 /* Importing a handle in the process that exported it is refused by the driver, clearly. */
 CRMM_TEST(what_cannot_be_exported_on_a_gpu_is_refused)
@@ -208,7 +206,6 @@ CRMM_TEST(what_cannot_be_exported_on_a_gpu_is_refused)
     ck_assert_crmm(crmm_resource_create("async", "enable_ipc=true enable_fabric=true", NULL, &plain), CRMM_ERROR_CONFIG);
     ck_assert_crmm(crmm_resource_create("async", "enable_ipc=true export_handle_type=fabric", NULL, &plain), CRMM_ERROR_CONFIG);
 }
-END_TEST
 
 int main(void)
 {

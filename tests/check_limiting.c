@@ -35,7 +35,6 @@ CRMM_TEST_IN("limiting", too_big_is_refused_before_upstream)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("limiting", message_has_both_numbers)
 {
@@ -51,7 +50,6 @@ CRMM_TEST_IN("limiting", message_has_both_numbers)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("limiting", limit_is_exact_at_the_boundary)
 {
@@ -68,7 +66,6 @@ CRMM_TEST_IN("limiting", limit_is_exact_at_the_boundary)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("limiting", sizes_count_rounded_to_256)
 {
@@ -85,7 +82,6 @@ CRMM_TEST_IN("limiting", sizes_count_rounded_to_256)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("limiting", under_limit_due_to_frees)
 {
@@ -107,7 +103,6 @@ CRMM_TEST_IN("limiting", under_limit_due_to_frees)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("limiting", over_limit_leaves_the_count_alone)
 {
@@ -121,7 +116,6 @@ CRMM_TEST_IN("limiting", over_limit_leaves_the_count_alone)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("limiting", upstream_failure_gives_the_room_back)
 {
@@ -137,7 +131,6 @@ CRMM_TEST_IN("limiting", upstream_failure_gives_the_room_back)
     ck_assert_uint_eq(crmm_test_query(inner, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_test_release(outer, inner);
 }
-END_TEST
 
 CRMM_TEST_IN("limiting", other_queries_go_upstream)
 {
@@ -149,7 +142,6 @@ CRMM_TEST_IN("limiting", other_queries_go_upstream)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("limiting", bad_parameters_are_refused)
 {
@@ -164,7 +156,6 @@ CRMM_TEST_IN("limiting", bad_parameters_are_refused)
     ck_assert_ptr_null(mr);
     crmm_resource_release(host);
 }
-END_TEST
 
 typedef struct racer {
     crmm_resource *mr;
@@ -228,7 +219,6 @@ CRMM_TEST_IN("limiting", four_threads_never_exceed_the_limit)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 static const crmm_test_chain chains[] = {
     {"limiting_over_host",

@@ -34,7 +34,6 @@ CRMM_TEST_IN("broken_plugins", well_formed_base_loads)
     ck_assert_str_eq(pl->name, "sizeparam");
     ck_assert_uint_eq(pl->abi_major, CRMM_PLUGIN_ABI_MAJOR);
 }
-END_TEST
 
 /* A plugin of another ABI major, or of a newer minor: the message names its ABI and the one
  * this crmm loads (and, for another major, to rebuild). */
@@ -54,7 +53,6 @@ CRMM_LOOP_TEST_IN("broken_plugins", other_abi_names_both_versions, 2)
     if (other_abis[_i].rebuild)
         ck_assert_error_contains("rebuild");
 }
-END_TEST
 
 /* The other broken plugins of bad_plugin.c: what each message must say besides the file. */
 static const struct { const char *name, *says, *also; } broken[] = {
@@ -78,7 +76,6 @@ CRMM_LOOP_TEST_IN("broken_plugins", broken_plugin_is_refused_saying_why, (int)(s
     if (broken[_i].also)
         ck_assert_error_contains(broken[_i].also);
 }
-END_TEST
 
 /* A plugin built against ABI 1.1 (two tables joined by key, enums as text) is refused with what
  * to change, before anything of it is called; creating through it fails the same way. */
@@ -95,7 +92,6 @@ CRMM_TEST_IN("broken_plugins", abi_1_plugin_is_refused_saying_what_changed)
     ck_assert_crmm(crmm_resource_create("oldminor", "size=4KiB", NULL, &mr), CRMM_ERROR_PLUGIN);
     ck_assert_ptr_null(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("broken_plugins", not_a_shared_object_gives_dlerror)
 {
@@ -117,7 +113,6 @@ CRMM_TEST_IN("broken_plugins", not_a_shared_object_gives_dlerror)
                   crmm_last_error());
     free(dir);
 }
-END_TEST
 
 CRMM_TEST_IN("broken_plugins", failure_is_not_cached)
 {
@@ -139,7 +134,6 @@ CRMM_TEST_IN("broken_plugins", failure_is_not_cached)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 100, NULL));
     crmm_resource_release(mr);
 }
-END_TEST
 
 /* ---- names, paths, search order ------------------------------------------------------------ */
 
@@ -150,7 +144,6 @@ CRMM_TEST_IN("search", null_arguments)
     ck_assert_crmm(crmm_plugin_load("host", NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(crmm_plugin_foreach(NULL, NULL, NULL), 0);
 }
-END_TEST
 
 CRMM_TEST_IN("search", bad_names_are_refused)
 {
@@ -162,7 +155,6 @@ CRMM_TEST_IN("search", bad_names_are_refused)
         ck_assert_error_contains("is not a plugin name");
     }
 }
-END_TEST
 
 CRMM_TEST_IN("search", relative_path_is_refused)
 {
@@ -175,7 +167,6 @@ CRMM_TEST_IN("search", relative_path_is_refused)
         ck_assert_error_contains(paths[i]);
     }
 }
-END_TEST
 
 CRMM_TEST_IN("search", absolute_path_must_be_named_like_a_plugin)
 {
@@ -194,7 +185,6 @@ CRMM_TEST_IN("search", absolute_path_must_be_named_like_a_plugin)
     ck_assert_error_contains("'notahost'");
     free(dir);
 }
-END_TEST
 
 CRMM_TEST_IN("search", missing_plugin_lists_directories_and_suggests)
 {
@@ -213,7 +203,6 @@ CRMM_TEST_IN("search", missing_plugin_lists_directories_and_suggests)
     ck_assert_crmm(crmm_plugin_load("tempalte", NULL, &pl), CRMM_ERROR_PLUGIN);
     ck_assert_error_contains("did you mean 'template'");
 }
-END_TEST
 
 /* A plugin that is a symbolic link loop or a link to nothing is named as such, not "no plugin
  * 'x' (did you mean 'x'?)". */
@@ -238,7 +227,6 @@ CRMM_TEST_IN("search", broken_links_are_named)
     ck_assert_ptr_null(pl);
     free(d);
 }
-END_TEST
 
 CRMM_TEST_IN("search", search_path_order)
 {
@@ -257,7 +245,6 @@ CRMM_TEST_IN("search", search_path_order)
     ck_assert_ptr_eq(crmm_plugin_search_path(NULL, buf, sizeof buf), buf);
     ck_assert_msg(buf[0] == '/' && strchr(buf, ':') == NULL, "installed directory alone: %s", buf);
 }
-END_TEST
 
 CRMM_TEST_IN("search", first_directory_wins)
 {
@@ -286,7 +273,6 @@ CRMM_TEST_IN("search", first_directory_wins)
     free(a);
     free(b);
 }
-END_TEST
 
 CRMM_TEST_IN("search", loading_twice_gives_the_same_descriptor)
 {
@@ -302,7 +288,6 @@ CRMM_TEST_IN("search", loading_twice_gives_the_same_descriptor)
     ck_assert_crmm_ok(crmm_plugin_load(real, NULL, &p4));
     ck_assert_ptr_eq(p1, p4);
 }
-END_TEST
 
 CRMM_TEST_IN("search", cached_plugin_still_checks_its_name)
 {
@@ -324,7 +309,6 @@ CRMM_TEST_IN("search", cached_plugin_still_checks_its_name)
     ck_assert_ptr_null(pl);
     free(dir);
 }
-END_TEST
 
 int main(void)
 {

@@ -60,7 +60,6 @@ CRMM_TEST_IN("permissions", group_writable_file_is_refused)
     ck_assert_crmm(crmm_plugin_load("host", dir, &pl), CRMM_ERROR_PLUGIN);
     free(dir);
 }
-END_TEST
 
 CRMM_TEST_IN("permissions", world_writable_file_is_refused)
 {
@@ -76,7 +75,6 @@ CRMM_TEST_IN("permissions", world_writable_file_is_refused)
     ck_assert_str_eq(pl->name, "host");
     free(dir);
 }
-END_TEST
 
 /* Group-writable (umask 002, or a tarball git archive made, unpacked as root) is accepted where
  * the group is the owner's private group: no one else can write through it. */
@@ -95,7 +93,6 @@ CRMM_TEST_IN("permissions", directory_writable_by_owners_private_group_loads)
     ck_assert_ptr_nonnull(pl);
     free(dir);
 }
-END_TEST
 
 CRMM_TEST_IN("permissions", writable_directory_is_refused)
 {
@@ -119,7 +116,6 @@ CRMM_TEST_IN("permissions", writable_directory_is_refused)
         free(dir);
     }
 }
-END_TEST
 
 CRMM_TEST_IN("permissions", writable_directory_above_is_refused)
 {
@@ -142,7 +138,6 @@ CRMM_TEST_IN("permissions", writable_directory_above_is_refused)
     ck_assert_ptr_nonnull(pl);
     free(top);
 }
-END_TEST
 
 CRMM_TEST_IN("permissions", link_in_writable_directory_is_refused)
 {
@@ -167,7 +162,6 @@ CRMM_TEST_IN("permissions", link_in_writable_directory_is_refused)
     free(safe);
     free(open_dir);
 }
-END_TEST
 
 /* ---- crmm_plugin_foreach ------------------------------------------------------------------- */
 
@@ -237,7 +231,6 @@ CRMM_TEST_IN("foreach", foreach_reports_good_and_broken)
     free(a);
     free(b);
 }
-END_TEST
 
 /* Count the distinct crmm_<name>.so names in the ':'-list `dirs`. */
 static int count_plugin_names(const char *dirs)
@@ -292,7 +285,6 @@ CRMM_TEST_IN("foreach", foreach_lists_every_plugin_once)
     }
     free(v);
 }
-END_TEST
 
 CRMM_TEST_IN("foreach", foreach_reports_many_plugins_once)
 {
@@ -324,7 +316,6 @@ CRMM_TEST_IN("foreach", foreach_reports_many_plugins_once)
     free(a);
     free(b);
 }
-END_TEST
 
 int main(void)
 {

@@ -96,7 +96,6 @@ CRMM_TEST_IN("logging", csv_matches_rmm_format)
     free(text);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("logging", buffered_until_flush)
 {
@@ -116,7 +115,6 @@ CRMM_TEST_IN("logging", buffered_until_flush)
     crmm_resource_release(mr); /* and destroy */
     ck_assert_int_eq(crmm_test_count_lines(path), 5);
 }
-END_TEST
 
 CRMM_TEST_IN("logging", auto_flush_writes_each_line)
 {
@@ -129,7 +127,6 @@ CRMM_TEST_IN("logging", auto_flush_writes_each_line)
     ck_assert_int_eq(crmm_test_count_lines(path), 3);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("logging", large_logs_spill_to_the_file)
 {
@@ -146,7 +143,6 @@ CRMM_TEST_IN("logging", large_logs_spill_to_the_file)
     crmm_resource_release(mr);
     ck_assert_int_eq(crmm_test_count_lines(path), 20001);
 }
-END_TEST
 
 /* Threads of this process named "crmm-log", the logging plugin's writers (the comm of each entry
  * of /proc/self/task; counting every thread would count a sanitizer's own threads too). */
@@ -185,7 +181,6 @@ CRMM_TEST_IN("logging", buffered_logging_writes_on_its_own_thread)
     crmm_test_release(autom, mr);
     ck_assert_int_eq(thread_count(), before);
 }
-END_TEST
 
 static crmm_resource *kept_for_exit; /* a global, so leak checkers see it as reachable */
 
@@ -206,7 +201,6 @@ CRMM_TEST_IN("logging", lines_are_flushed_at_exit)
     const char *text = crmm_test_file_text(path);
     ck_assert_msg(crmm_test_count(text, "\n") == 2 && strstr(text, ",allocate,0x") != NULL, "file: %s", text);
 }
-END_TEST
 
 CRMM_TEST_IN("logging", a_forked_child_does_not_write_the_parents_lines)
 {
@@ -226,7 +220,6 @@ CRMM_TEST_IN("logging", a_forked_child_does_not_write_the_parents_lines)
     const char *text = crmm_test_file_text(path);
     ck_assert_msg(crmm_test_count(text, "\n") == 3, "file: %s", text);
 }
-END_TEST
 
 CRMM_TEST_IN("logging", file_name_expansion)
 {
@@ -251,7 +244,6 @@ CRMM_TEST_IN("logging", file_name_expansion)
     crmm_config_free(cfg);
     unlink(want);
 }
-END_TEST
 
 CRMM_TEST_IN("logging", bad_file_names_are_refused)
 {
@@ -267,7 +259,6 @@ CRMM_TEST_IN("logging", bad_file_names_are_refused)
     ck_assert_ptr_null(mr);
     crmm_resource_release(host);
 }
-END_TEST
 
 /* In a child process, where the limit cannot hit Check's own files: log `pairs` allocate/free
  * pairs into a file that stops growing at 4 KiB (later writes fail with EFBIG), then check that
@@ -323,14 +314,12 @@ CRMM_TEST_IN("logging", write_errors_are_reported)
     crmm_resource_release(host);
     check_full_file("full", 200); /* ~10 KB of lines, buffered: the flush writes them */
 }
-END_TEST
 
 /* A write error met by the writer thread (full buffers) is reported by the next flush too. */
 CRMM_TEST_IN("logging", write_errors_of_full_buffers_are_reported)
 {
     check_full_file("full_buffers", 5000); /* ~0.5 MB of lines: several full buffers */
 }
-END_TEST
 
 CRMM_TEST_IN("logging", file_comes_from_the_environment)
 {
@@ -349,7 +338,6 @@ CRMM_TEST_IN("logging", file_comes_from_the_environment)
     unsetenv("CRMM_LOG_FILE");
     crmm_resource_release(host);
 }
-END_TEST
 
 CRMM_TEST_IN("logging", api_through_other_adaptors)
 {
@@ -373,7 +361,6 @@ CRMM_TEST_IN("logging", api_through_other_adaptors)
     ck_assert_uint_eq(in_use, 0);
     crmm_test_release(host, top, log);
 }
-END_TEST
 
 typedef struct writer { crmm_resource *mr; long tid; } writer;
 
@@ -434,7 +421,6 @@ CRMM_TEST_IN("logging", threads_never_interleave_lines)
         ck_assert_int_eq(per_thread[k], 4000);
     free(text);
 }
-END_TEST
 
 CRMM_TEST_IN("logging", switch_needs_a_file_name)
 {
@@ -448,7 +434,6 @@ CRMM_TEST_IN("logging", switch_needs_a_file_name)
     ck_assert_crmm(crmm_get_log_filenames(NULL, 0, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm_ok(crmm_disable_logging()); /* off: nothing to do */
 }
-END_TEST
 
 START_TEST(switch_without_a_device_is_a_cuda_error)
 {
@@ -462,7 +447,6 @@ START_TEST(switch_without_a_device_is_a_cuda_error)
     ck_assert_int_eq(access("/tmp/never-written.dev0.csv", F_OK), -1);
     ck_assert_crmm_ok(crmm_disable_logging());
 }
-END_TEST
 
 static crmm_test_chain chains[1];
 static char chain_config[4600];

@@ -52,7 +52,6 @@ CRMM_TEST(fields_match_printf)
             ck_assert_str_eq(tail, want);
         }
 }
-END_TEST
 
 /* Microseconds since midnight of a HH:MM:SS.UUUUUU text. */
 static long long time_of_day_us(const char *t)
@@ -92,7 +91,6 @@ CRMM_TEST(times_never_go_back_and_never_run_ahead)
         last = t;
     }
 }
-END_TEST
 
 int main(void)
 {

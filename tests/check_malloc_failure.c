@@ -87,7 +87,6 @@ START_TEST(every_failing_malloc_is_survived) /* one run per stack and the config
             (unsigned long long)count, (unsigned long long)count + 1);
     crmm_resource_release(host);
 }
-END_TEST
 
 /* Load `text` with the Nth malloc failing, for every N the load reaches. Each load ends in OK
  * (a failure it can do without, such as a cache entry) or in an error that says memory ran out
@@ -136,7 +135,6 @@ CRMM_TEST_IN("malloc_failure", every_failing_malloc_in_a_config_load_is_survived
                       "[resource.s]\nplugin = statistics\nupstream = a\n[device.0]\nresource = s\n",
                       NULL);
 }
-END_TEST
 
 /* A config whose last resource breaks a rule between its parameters (checked by the plugin's
  * validate hook after everything else): memory running out on the way never makes it good. */
@@ -147,7 +145,6 @@ CRMM_TEST_IN("malloc_failure", every_failing_malloc_in_the_rule_check_fails_the_
                       "[resource.q]\nplugin = pool\nupstream = p\ninitial_size = 2MiB\nmaximum_size = 1MiB\n",
                       "initial_size (2.0 MiB) is larger than maximum_size (1.0 MiB)");
 }
-END_TEST
 
 /* The replacement does fail: the Nth call returns NULL. */
 CRMM_TEST_IN("malloc_failure", the_nth_malloc_fails)
@@ -161,7 +158,6 @@ CRMM_TEST_IN("malloc_failure", the_nth_malloc_fails)
     free(a);
     free(c);
 }
-END_TEST
 
 int main(void)
 {

@@ -146,7 +146,6 @@ CRMM_TEST(config_gives_each_device_its_chain)
     crmm_finalize();
     expect_current(0, "crmm_finalize");
 }
-END_TEST
 
 /* ---- 2. a pool and an arena per device, two threads each ----------------------------------- */
 
@@ -312,7 +311,6 @@ CRMM_TEST(pools_and_arenas_of_both_devices_from_eight_threads)
         crmm_resource_release(mr[r]);
     expect_current(0, "releasing the resources of both devices");
 }
-END_TEST
 
 /* ---- 3. copies between the devices --------------------------------------------------------- */
 
@@ -416,7 +414,6 @@ CRMM_TEST(copy_between_devices)
     free(b);
     free(c);
 }
-END_TEST
 
 /* ---- 4. device 1's work leaves device 0 current -------------------------------------------- */
 
@@ -494,7 +491,6 @@ CRMM_TEST(device_1_work_keeps_device_0_current)
     crmm_finalize();
     expect_current(0, "destroying a pool of device 1 (crmm_finalize)");
 }
-END_TEST
 
 int main(void)
 {

@@ -50,7 +50,6 @@ CRMM_LOOP_TEST_IN("sizes", test_size_good, (int)(sizeof good_sizes / sizeof good
     ck_assert_crmm_ok(crmm_parse_size(good_sizes[_i].text, 0, &v, NULL));
     ck_assert_uint_eq(v, good_sizes[_i].bytes);
 }
-END_TEST
 
 static const struct { const char *text, *message; } bad_sizes[] = {
     {"", "not a size"},
@@ -92,7 +91,6 @@ CRMM_LOOP_TEST_IN("sizes", test_size_bad, (int)(sizeof bad_sizes / sizeof bad_si
     ck_assert_error_contains(bad_sizes[_i].message);
     ck_assert_uint_eq(v, 12345); /* untouched on error */
 }
-END_TEST
 
 CRMM_TEST_IN("sizes", test_size_percent)
 {
@@ -134,7 +132,6 @@ CRMM_TEST_IN("sizes", test_size_percent)
     ck_assert_crmm(crmm_parse_size(NULL, 0, &v, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_parse_size("1", 0, NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
 }
-END_TEST
 
 /* ---- parameters, through crmm_resource_create ------------------------------------------------ */
 
@@ -194,7 +191,6 @@ CRMM_TEST_IN("params", test_params_defaults)
     ck_assert_str_eq(v.name, "");
     ck_assert_int_eq(v.device, -1);
 }
-END_TEST
 
 CRMM_TEST_IN("params", test_params_typed_values)
 {
@@ -223,7 +219,6 @@ CRMM_TEST_IN("params", test_params_typed_values)
     ck_assert_uint_eq(v.id, UINT64_MAX);
     ck_assert_uint_eq(v.limit, 0);
 }
-END_TEST
 
 CRMM_TEST_IN("params", test_params_bool_forms)
 {
@@ -238,7 +233,6 @@ CRMM_TEST_IN("params", test_params_bool_forms)
         ck_assert_msg(v.enabled == forms[i].value, "enabled=%s", forms[i].text);
     }
 }
-END_TEST
 
 CRMM_TEST_IN("params_percent", test_params_percent_size)
 {
@@ -261,7 +255,6 @@ CRMM_TEST_IN("params_percent", test_params_percent_size)
     ck_assert_uint_eq(v.limit, total / 2);
     crmm_resource_release(mr);
 }
-END_TEST
 
 static const struct { const char *plugin, *params; int upstream; crmm_status st; const char *message; } bad_params[] = {
     {"template", "tga=1", 1, CRMM_ERROR_CONFIG, "unknown key 'tga' for plugin template (did you mean 'tag'?)"},
@@ -317,7 +310,6 @@ CRMM_LOOP_TEST_IN("params", test_params_bad, (int)(sizeof bad_params / sizeof ba
     /* the failed create left the upstream's references as they were */
     ck_assert_int_eq(crmm_resource_refcount(host), 1);
 }
-END_TEST
 
 CRMM_TEST_IN("params", test_params_template_over_host)
 {
@@ -337,7 +329,6 @@ CRMM_TEST_IN("params", test_params_template_over_host)
     crmm_resource_release(t);
     ck_assert_int_eq(crmm_resource_refcount(host), 1);
 }
-END_TEST
 
 CRMM_TEST_IN("params", test_params_null_arguments)
 {
@@ -352,7 +343,6 @@ CRMM_TEST_IN("params", test_params_null_arguments)
     uint64_t u;
     ck_assert_crmm(crmm_params_get_uint(NULL, "x", &u), CRMM_ERROR_INVALID_ARGUMENT);
 }
-END_TEST
 
 /* ---- plugin helpers ------------------------------------------------------------------------ */
 
@@ -367,7 +357,6 @@ CRMM_TEST_IN("plugin_helpers", test_param_type_names)
     ck_assert_str_eq(crmm_param_type_name((crmm_param_type)0), "?");
     ck_assert_str_eq(crmm_param_type_name((crmm_param_type)99), "?");
 }
-END_TEST
 
 CRMM_TEST_IN("plugin_helpers", test_expand_file_name)
 {
@@ -391,7 +380,6 @@ CRMM_TEST_IN("plugin_helpers", test_expand_file_name)
     ck_assert_crmm_ok(crmm_expand_file_name("dev%d", 7, out, 5));
     ck_assert_str_eq(out, "dev7");
 }
-END_TEST
 
 CRMM_TEST_IN("plugin_helpers", test_expand_file_name_bad)
 {
@@ -412,7 +400,6 @@ CRMM_TEST_IN("plugin_helpers", test_expand_file_name_bad)
     ck_assert_crmm(crmm_expand_file_name("x", 0, NULL, sizeof out), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_expand_file_name("x", 0, out, 0), CRMM_ERROR_INVALID_ARGUMENT);
 }
-END_TEST
 
 /* ---- the tests' own temporary directories (test_support.c) ------------------------------- */
 
@@ -452,7 +439,6 @@ CRMM_TEST_IN("test_support", test_tmpdirs_go_with_their_maker)
     ck_assert_msg(access(mine, F_OK) == 0, "the child removed its parent's %s", mine);
     free(mine);
 }
-END_TEST
 
 int main(void)
 {

@@ -37,7 +37,6 @@ CRMM_TEST_IN("pool_params", initial_size_is_taken_at_creation)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 2 * MiB);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_params", sizes_are_rounded_up_with_a_note)
 {
@@ -50,7 +49,6 @@ CRMM_TEST_IN("pool_params", sizes_are_rounded_up_with_a_note)
     ck_assert_msg(strstr(text, "maximum_size of 5000 bytes rounded up to 5120"), "log: %s", text);
     crmm_resource_release(p);
 }
-END_TEST
 
 static const struct bad_params {
     const char *params;
@@ -91,7 +89,6 @@ CRMM_LOOP_TEST_IN("pool_params", bad_params_are_refused, (int)(sizeof bad_params
     ck_assert_int_eq(crmm_resource_refcount(h), 1); /* nothing kept a reference */
     crmm_resource_release(h);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_params", initial_size_larger_than_upstream_is_refused)
 {
@@ -103,7 +100,6 @@ CRMM_TEST_IN("pool_params", initial_size_larger_than_upstream_is_refused)
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
     crmm_resource_release(h);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_params", pool_from_a_config_file)
 {
@@ -130,7 +126,6 @@ CRMM_TEST_IN("pool_params", pool_from_a_config_file)
     ck_assert_int_eq(st, CRMM_ERROR_CONFIG);
     ck_assert_msg(strstr(crmm_last_error(), "initial_size is required"), "%s", crmm_last_error());
 }
-END_TEST
 
 /* ---- figures ----------------------------------------------------------------------------- */
 
@@ -169,7 +164,6 @@ CRMM_TEST_IN("pool_blocks", queries_follow_a_known_sequence)
     ck_assert_msg(strstr(crmm_last_error(), "pool cannot answer query 999"), "%s", crmm_last_error());
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_blocks", freed_neighbours_merge_in_any_order)
 {
@@ -194,7 +188,6 @@ CRMM_TEST_IN("pool_blocks", freed_neighbours_merge_in_any_order)
     release(p, all, 64 * KiB);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_blocks", a_block_in_the_size_class_itself_is_found)
 {
@@ -208,7 +201,6 @@ CRMM_TEST_IN("pool_blocks", a_block_in_the_size_class_itself_is_found)
     free_all(p, {a, MiB - 516 * 256}, {b, 513 * 256});
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_blocks", a_freed_block_of_the_size_is_reused_before_a_larger_one_is_split)
 {
@@ -232,7 +224,6 @@ CRMM_TEST_IN("pool_blocks", a_freed_block_of_the_size_is_reused_before_a_larger_
     free_all(p, {larger, 402 * 256}, {guard, 256});
     crmm_resource_release(p);
 }
-END_TEST
 
 /* ---- chunks -------------------------------------------------------------------------------- */
 
@@ -258,7 +249,6 @@ CRMM_TEST_IN("pool_growth", adjacent_upstream_blocks_never_merge)
     crmm_resource_release(p);
     /* the core released the pool, which gave every chunk back */
 }
-END_TEST
 
 CRMM_TEST_IN("pool_growth", trim_returns_wholly_free_chunks)
 {
@@ -296,7 +286,6 @@ CRMM_TEST_IN("pool_growth", trim_returns_wholly_free_chunks)
     ck_assert_int_eq(u->live, 0); /* destroy gave back the rest */
     crmm_resource_release(&u->base);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_growth", destroy_returns_memory_and_reports_leaks)
 {
@@ -315,7 +304,6 @@ CRMM_TEST_IN("pool_growth", destroy_returns_memory_and_reports_leaks)
     ck_assert_msg(strstr(text, "pool resource destroyed with 3 live allocations (2.0 MiB)"), "log: %s", text);
     crmm_resource_release(h);
 }
-END_TEST
 
 /* ---- bad pointers -------------------------------------------------------------------------- */
 
@@ -353,7 +341,6 @@ CRMM_TEST_IN("pool_blocks", bad_pointers_are_refused_and_change_nothing)
     free_all(p, {c, 4096}, {d, 4096});
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_blocks", control_ops)
 {
@@ -368,7 +355,6 @@ CRMM_TEST_IN("pool_blocks", control_ops)
     crmm_resource_release(h);
     crmm_resource_release(p);
 }
-END_TEST
 
 /* Resetting the peaks sets each to its current figure; later use raises them again. The block
  * bytes count requests rounded up to 256. A pool over host memory makes no device call: its
@@ -407,7 +393,6 @@ CRMM_TEST_IN("pool_blocks", peaks_reset_to_the_current_figures)
     crmm_resource_release(h);
     crmm_resource_release(p);
 }
-END_TEST
 
 int main(void)
 {

@@ -20,7 +20,6 @@ CRMM_TEST_IN("pool_expandable", it_maps_what_it_needs_and_never_asks_the_upstrea
     ck_assert_int_eq(fake_vmm.set_access, 2); /* one per growth, over the whole run */
     free_all(p, {a, 100 * KiB}, {b, 1 * MiB});
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", free_blocks_merge_across_growth_steps)
 {
@@ -34,7 +33,6 @@ CRMM_TEST_IN("pool_expandable", free_blocks_merge_across_growth_steps)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 3 * PAGE);
     dealloc(p, d, 3 * PAGE);
 }
-END_TEST
 
 /* A free with another size than the one asked for is refused: nothing is unmapped or merged,
  * the block stays live, and its right free works. */
@@ -52,7 +50,6 @@ CRMM_TEST_IN("pool_expandable", a_wrong_size_is_refused)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     books_agree(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", growth_joins_the_free_block_below)
 {
@@ -64,7 +61,6 @@ CRMM_TEST_IN("pool_expandable", growth_joins_the_free_block_below)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 2 * PAGE);
     free_all(p, {a, PAGE / 2}, {b, PAGE});
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", growth_maps_freed_pages_again_instead_of_new_memory)
 {
@@ -82,7 +78,6 @@ CRMM_TEST_IN("pool_expandable", growth_maps_freed_pages_again_instead_of_new_mem
     books_agree(p);
     free_all(p, {y, PAGE}, {z, 4 * PAGE});
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", growth_below_the_high_water_mark_does_not_wait)
 {
@@ -102,7 +97,6 @@ CRMM_TEST_IN("pool_expandable", growth_below_the_high_water_mark_does_not_wait)
     books_agree(p);
     free_all(p, {d, PAGE}, {e, 2 * PAGE});
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", growth_past_the_mark_moves_only_the_pages_it_needs)
 {
@@ -125,7 +119,6 @@ CRMM_TEST_IN("pool_expandable", growth_past_the_mark_moves_only_the_pages_it_nee
     ck_assert_int_eq(fake_vmm.device_syncs, 1);
     free_all(p, {w, PAGE}, {b, PAGE}, {z, 4 * PAGE});
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", growth_within_the_slack_above_the_mark_does_not_wait)
 {
@@ -140,7 +133,6 @@ CRMM_TEST_IN("pool_expandable", growth_within_the_slack_above_the_mark_does_not_
     books_agree(p);
     free_all(p, {a, 31 * PAGE}, {z, 2 * PAGE});
 }
-END_TEST
 
 /* A sequence in the shape of BERT's training steps (bench/logs/bert_train): the model stays live
  * below; each step has A, C and B1 live, frees A, takes B2 of twice A's size while C and B1 are
@@ -178,7 +170,6 @@ CRMM_TEST_IN("pool_expandable", pages_move_once_per_mark)
     ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_RESERVED), (20 + 8 + 16 + 16 + 8) * PAGE);
     books_agree(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", release_threshold_keeps_free_pages)
 {
@@ -196,7 +187,6 @@ CRMM_TEST_IN("pool_expandable", release_threshold_keeps_free_pages)
     books_agree(p);
     dealloc(p, y, PAGE);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", trim_gives_every_free_page_back)
 {
@@ -223,7 +213,6 @@ CRMM_TEST_IN("pool_expandable", trim_gives_every_free_page_back)
     ck_assert_ptr_eq(c, a);
     dealloc(p, c, PAGE);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", initial_size_is_mapped_at_creation_and_kept)
 {
@@ -235,7 +224,6 @@ CRMM_TEST_IN("pool_expandable", initial_size_is_mapped_at_creation_and_kept)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * PAGE);
     books_agree(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", maximum_size_bounds_what_it_maps)
 {
@@ -250,7 +238,6 @@ CRMM_TEST_IN("pool_expandable", maximum_size_bounds_what_it_maps)
     ck_assert_uint_eq(q(p, CRMM_QUERY_MAXIMUM_SIZE), 4 * PAGE);
     free_all(p, {a, 3 * PAGE}, {b, PAGE});
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", out_of_device_memory_gives_free_pages_back_and_retries)
 {
@@ -273,7 +260,6 @@ CRMM_TEST_IN("pool_expandable", out_of_device_memory_gives_free_pages_back_and_r
     release_pool();
     ck_assert_uint_eq(fake_vmm.physical, 0);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", a_huge_request_is_out_of_memory)
 {
@@ -289,7 +275,6 @@ CRMM_TEST_IN("pool_expandable", a_huge_request_is_out_of_memory)
     ck_assert_crmm(crmm_resource_allocate(p, SIZE_MAX - 10, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
 }
-END_TEST
 
 /* page_size: the pool maps physical allocations of that size, grows by whole ones and gives them
  * back whole; a size that is not a power of two is refused, and one below the granularity means
@@ -321,7 +306,6 @@ CRMM_TEST_IN("pool_expandable", pages_of_page_size_are_mapped_and_given_back_who
     ck_assert_uint_eq(fake_vmm.physical, PAGE);
     dealloc(p, c, 1);
 }
-END_TEST
 
 int main(void)
 {

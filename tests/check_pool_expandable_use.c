@@ -22,7 +22,6 @@ CRMM_TEST_IN("pool_expandable", destroy_unmaps_and_frees_everything)
     ck_assert_int_eq(fake_vmm.frees, 1);
     ck_assert_uint_eq(fake_vmm.range, 0);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", bad_frees_are_refused)
 {
@@ -37,7 +36,6 @@ CRMM_TEST_IN("pool_expandable", bad_frees_are_refused)
     dealloc(p, b, 4 * PAGE);
     books_agree(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", another_streams_free_memory_is_not_used_without_a_wait)
 {
@@ -58,7 +56,6 @@ CRMM_TEST_IN("pool_expandable", another_streams_free_memory_is_not_used_without_
     free_on(p, b, 3 * PAGE, s);
     free_on(p, c, 2 * PAGE, t);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", memory_keeps_its_content_and_the_books_stay_exact)
 {
@@ -96,7 +93,6 @@ CRMM_TEST_IN("pool_expandable", memory_keeps_its_content_and_the_books_stay_exac
     release_pool();
     ck_assert_uint_eq(fake_vmm.physical, 0);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", threads_on_their_own_streams)
 {
@@ -115,7 +111,6 @@ CRMM_TEST_IN("pool_expandable", threads_on_their_own_streams)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     books_agree(p);
 }
-END_TEST
 
 static void *allocate_one_page(void *arg)
 {
@@ -154,7 +149,6 @@ CRMM_TEST_IN("pool_expandable", under_threads_growth_takes_a_step_and_never_wait
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0); /* trim still gives every free page back */
     books_agree(p);
 }
-END_TEST
 
 /* The worker of cached_pages_serve_a_growth_at_the_maximum: 64 one-page blocks, every other one
  * of the first 62 freed into its cache; then it waits, caches intact, until the test is done. */
@@ -207,7 +201,6 @@ CRMM_TEST_IN("pool_expandable", cached_pages_serve_a_growth_at_the_maximum)
     books_agree(p);
     pthread_barrier_destroy(&sync);
 }
-END_TEST
 
 /* Falls back to growth by upstream chunks, with a warning that says why. */
 static void check_fallback(const char *why)
@@ -230,14 +223,12 @@ CRMM_TEST_IN("pool_expandable", without_the_driver_api_it_grows_from_upstream)
     fake_vmm.lookups_fail = 1;
     check_fallback("the CUDA driver has no cuMem");
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", on_a_device_without_virtual_memory_it_grows_from_upstream)
 {
     fake_vmm.vmm_unsupported = 1;
     check_fallback("does not support the CUDA virtual memory API");
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", over_host_memory_it_grows_from_upstream)
 {
@@ -254,7 +245,6 @@ CRMM_TEST_IN("pool_expandable", over_host_memory_it_grows_from_upstream)
     release_pool();
     ck_assert_int_eq(fake_vmm.reserves, 0);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", bad_parameters_are_refused)
 {
@@ -264,7 +254,6 @@ CRMM_TEST_IN("pool_expandable", bad_parameters_are_refused)
     ck_assert_ptr_null(p);
     crmm_resource_release(host);
 }
-END_TEST
 
 int main(void)
 {

@@ -140,7 +140,6 @@ CRMM_LOOP_TEST_IN("pool_streams", another_stream_waits_for_the_free, MODES)
     ck_assert_int_eq(cudaStreamDestroy(t), cudaSuccess);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_streams", same_stream_reuses_at_once)
 {
@@ -165,7 +164,6 @@ CRMM_TEST_IN("pool_streams", same_stream_reuses_at_once)
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_streams", a_destroyed_stream_breaks_nothing)
 {
@@ -194,7 +192,6 @@ CRMM_TEST_IN("pool_streams", a_destroyed_stream_breaks_nothing)
     ck_assert_int_eq(cudaStreamDestroy(t), cudaSuccess);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_LOOP_TEST_IN("pool_streams", a_forgotten_stream_hands_its_blocks_to_a_new_one, MODES)
 {
@@ -221,7 +218,6 @@ CRMM_LOOP_TEST_IN("pool_streams", a_forgotten_stream_hands_its_blocks_to_a_new_o
     ck_assert_int_eq(cudaStreamDestroy(u), cudaSuccess);
     crmm_resource_release(p);
 }
-END_TEST
 
 typedef struct ptds_arg { crmm_resource *p; void *block; size_t n; crmm_status st; } ptds_arg;
 
@@ -258,7 +254,6 @@ CRMM_LOOP_TEST_IN("pool_streams", per_thread_default_streams_of_two_threads, MOD
     free_on(p, b, n, cudaStreamPerThread);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_LOOP_TEST_IN("pool_streams", many_streams_keep_the_books, MODES)
 {
@@ -297,7 +292,6 @@ CRMM_LOOP_TEST_IN("pool_streams", many_streams_keep_the_books, MODES)
         ck_assert_int_eq(cudaStreamDestroy(st[k]), cudaSuccess);
     crmm_resource_release(p);
 }
-END_TEST
 
 /* ---- creation, figures, trim, bad pointers --------------------------------------------------- */
 
@@ -319,7 +313,6 @@ CRMM_TEST_IN("pool_over_cuda", default_initial_size_is_half_the_free_memory)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), (uint64_t)1 << 30);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_over_cuda", figures_and_trim_over_cuda)
 {
@@ -353,7 +346,6 @@ CRMM_TEST_IN("pool_over_cuda", figures_and_trim_over_cuda)
     crmm_resource_release(p);
     crmm_resource_release(up);
 }
-END_TEST
 
 /* ---- the expandable pool ------------------------------------------------------------------- */
 
@@ -403,7 +395,6 @@ CRMM_TEST_IN("pool_expandable", expandable_maps_what_it_needs_and_keeps_data_acr
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", expandable_moves_freed_pages_to_where_they_are_needed)
 {
@@ -424,7 +415,6 @@ CRMM_TEST_IN("pool_expandable", expandable_moves_freed_pages_to_where_they_are_n
     free_on(p, z, 40 * MiB, NULL);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_expandable", expandable_out_of_memory_and_maximum)
 {
@@ -450,7 +440,6 @@ CRMM_TEST_IN("pool_expandable", expandable_out_of_memory_and_maximum)
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_over_cuda", bad_pointers_over_cuda)
 {
@@ -470,7 +459,6 @@ CRMM_TEST_IN("pool_over_cuda", bad_pointers_over_cuda)
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
     crmm_resource_release(p);
 }
-END_TEST
 
 int main(void)
 {

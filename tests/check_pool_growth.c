@@ -27,7 +27,6 @@ CRMM_TEST_IN("pool_growth", growth_doubles_without_maximum)
     free_all(p, {a, MiB}, {b, 256}, {c, 2 * MiB}, {d, 1}, {e, 5 * MiB});
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_growth", growth_takes_half_the_room_below_the_maximum)
 {
@@ -52,7 +51,6 @@ CRMM_TEST_IN("pool_growth", growth_takes_half_the_room_below_the_maximum)
     free_all(p, {a, MiB}, {b, KiB}, {c, 4 * MiB}, {d, 256});
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_growth", growth_with_maximum_never_passes_it)
 {
@@ -81,7 +79,6 @@ CRMM_TEST_IN("pool_growth", growth_with_maximum_never_passes_it)
     ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), 7 * MiB);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_growth", growth_halves_when_the_upstream_refuses)
 {
@@ -110,7 +107,6 @@ CRMM_TEST_IN("pool_growth", growth_halves_when_the_upstream_refuses)
     free_all(p, {a, 3 * MiB}, {b, 512 * KiB}, {c, 3 * MiB}, {d, 2500 * KiB}, {e, 100 * KiB});
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_growth", one_pib_names_the_sizes)
 {
@@ -131,7 +127,6 @@ CRMM_TEST_IN("pool_growth", one_pib_names_the_sizes)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), (uint64_t)1 << 30);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_growth", zero_initial_size_grows_on_demand)
 {
@@ -147,7 +142,6 @@ CRMM_TEST_IN("pool_growth", zero_initial_size_grows_on_demand)
     free_all(p, {a, 1000}, {b, 1000});
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_growth", growth_right_when_block_records_run_out)
 {
@@ -168,7 +162,6 @@ CRMM_TEST_IN("pool_growth", growth_right_when_block_records_run_out)
         crmm_resource_release(p);
     }
 }
-END_TEST
 
 /* ---- random use against a model ---------------------------------------------------------- */
 
@@ -221,7 +214,6 @@ CRMM_TEST_IN("pool_blocks", random_use_keeps_the_books)
     release(p, x, 100);
     crmm_resource_release(p);
 }
-END_TEST
 
 /* ---- stress ------------------------------------------------------------------------------- */
 
@@ -258,7 +250,6 @@ CRMM_TEST_IN("pool_stress", eight_threads_stress)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
     crmm_resource_release(p);
 }
-END_TEST
 
 int main(void)
 {

@@ -43,7 +43,6 @@ CRMM_TEST_IN("page_moves", wait_synchronizes_and_moves)
     expect(1, 0, 2, 6, 6); /* a's top two pages moved after one device synchronization */
     dealloc(p, z, 4 * PAGE);
 }
-END_TEST
 
 CRMM_TEST_IN("page_moves", idle_moves_without_synchronizing_when_the_streams_are_idle)
 {
@@ -55,7 +54,6 @@ CRMM_TEST_IN("page_moves", idle_moves_without_synchronizing_when_the_streams_are
     ck_assert_ptr_eq(w, a);
     dealloc(p, w, PAGE);
 }
-END_TEST
 
 CRMM_TEST_IN("page_moves", idle_maps_new_pages_while_busy_and_moves_them_when_idle)
 {
@@ -70,7 +68,6 @@ CRMM_TEST_IN("page_moves", idle_maps_new_pages_while_busy_and_moves_them_when_id
     expect(0, 2, 3, 9, 9);
     dealloc(p, y, 4 * PAGE);
 }
-END_TEST
 
 CRMM_TEST_IN("page_moves", idle_never_asks_a_stream_it_cannot_know_is_alive)
 {
@@ -84,7 +81,6 @@ CRMM_TEST_IN("page_moves", idle_never_asks_a_stream_it_cannot_know_is_alive)
     expect(0, 0, 0, 8, 8); /* a's pages are stream 1's: not asked, not moved; two new pages */
     dealloc(p, b, PAGE);
 }
-END_TEST
 
 CRMM_TEST_IN("page_moves", never_maps_new_pages_and_gives_free_ones_back_at_trim)
 {
@@ -95,7 +91,6 @@ CRMM_TEST_IN("page_moves", never_maps_new_pages_and_gives_free_ones_back_at_trim
     expect(1, 0, 3, 8, 5);
     dealloc(p, z, 4 * PAGE);
 }
-END_TEST
 
 CRMM_TEST_IN("page_moves", never_still_gives_free_pages_back_before_out_of_memory)
 {
@@ -109,7 +104,6 @@ CRMM_TEST_IN("page_moves", never_still_gives_free_pages_back_before_out_of_memor
     expect(1, 0, 90, 96, 96);
     dealloc(p, b, PAGE);
 }
-END_TEST
 
 CRMM_TEST_IN("page_moves", an_unknown_choice_is_refused)
 {
@@ -117,7 +111,6 @@ CRMM_TEST_IN("page_moves", an_unknown_choice_is_refused)
     ck_assert_ptr_null(p);
     ck_assert_error_contains("wait|idle|never");
 }
-END_TEST
 
 int main(void)
 {

@@ -46,7 +46,6 @@ START_TEST(decode_steps_never_wait_for_the_device)
     ck_assert_int_eq(t.steady.releases, 0);
     crmm_resource_release(p);
 }
-END_TEST
 
 /* Not waiting costs little memory: the pool holds at most 1.15 times the peak of live bytes
  * (rounded to pages) over the whole run. */
@@ -57,7 +56,6 @@ CRMM_TEST_IN("pool_serving", serving_stays_tight)
     ck_assert_uint_le(t.reserved_peak, t.live_peak + t.live_peak * 15 / 100 + 4 * PAGE);
     crmm_resource_release(p);
 }
-END_TEST
 
 /* The pool's own counters of what it asked of the device agree with the driver's count, so that
  * a real process can count the same per step. */
@@ -76,7 +74,6 @@ CRMM_TEST_IN("pool_serving", the_pool_counts_what_it_asks_of_the_device)
     ck_assert_uint_gt(fake_vmm.unmaps, 0);
     crmm_resource_release(p);
 }
-END_TEST
 
 /* A growth past the mark when the free bytes lie in pieces of pages on the one stream that
  * allocates: a synchronization could merge nothing and free no page, so the pool maps without
@@ -102,7 +99,6 @@ CRMM_TEST_IN("pool_serving", a_growth_that_nothing_could_move_for_does_not_wait)
     ck_assert_crmm_ok(crmm_resource_deallocate(p, c, 4 * PAGE, NULL));
     crmm_resource_release(p);
 }
-END_TEST
 
 /* trim still gives every free page back, after the trace. */
 CRMM_TEST_IN("pool_serving", trim_after_serving_gives_pages_back)
@@ -114,7 +110,6 @@ CRMM_TEST_IN("pool_serving", trim_after_serving_gives_pages_back)
     ck_assert_uint_eq(fake_vmm.physical, 0);
     crmm_resource_release(p);
 }
-END_TEST
 
 int main(void)
 {

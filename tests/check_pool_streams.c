@@ -29,7 +29,6 @@ CRMM_LOOP_TEST_IN("pool_streams", the_same_stream_makes_no_cuda_call, EVENT + 1)
     ck_assert_int_eq(fake_cuda_total(), 0);
     ck_assert_int_eq(fake_cuda.get_id, 0);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_streams", sync_mode_moves_blocks_after_one_device_synchronization)
 {
@@ -67,7 +66,6 @@ CRMM_TEST_IN("pool_streams", sync_mode_moves_blocks_after_one_device_synchroniza
     p = NULL;
     ck_assert_int_eq(fake_cuda.event_destroy, 0); /* no event was ever made */
 }
-END_TEST
 
 CRMM_LOOP_TEST_IN("pool_streams", takes_from_other_streams_before_growing, EVENT + 1)
 {
@@ -99,7 +97,6 @@ CRMM_LOOP_TEST_IN("pool_streams", takes_from_other_streams_before_growing, EVENT
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 3);
     free_all_on(p, t, {b, MiB}, {e, 2 * MiB});
 }
-END_TEST
 
 CRMM_TEST_IN("pool_streams", sync_mode_never_touches_a_destroyed_stream)
 {
@@ -127,7 +124,6 @@ CRMM_TEST_IN("pool_streams", sync_mode_never_touches_a_destroyed_stream)
     ck_assert_int_eq(fake_cuda.record + fake_cuda.wait + fake_cuda.get_id, 0);
     free_all_on(p, s2, {d, 64 * KiB}, {rest, MiB - 64 * KiB});
 }
-END_TEST
 
 CRMM_TEST_IN("pool_streams", streams_side_by_side_share_the_ready_blocks)
 {
@@ -149,7 +145,6 @@ CRMM_TEST_IN("pool_streams", streams_side_by_side_share_the_ready_blocks)
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 32 * MiB);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_streams", sync_mode_prefers_ready_blocks)
 {
@@ -168,7 +163,6 @@ CRMM_TEST_IN("pool_streams", sync_mode_prefers_ready_blocks)
     ck_assert_int_eq(fake_cuda_total(), 0);
     free_on(p, c, 64 * KiB, t);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_streams", event_mode_orders_another_stream_by_one_event)
 {
@@ -201,7 +195,6 @@ CRMM_TEST_IN("pool_streams", event_mode_orders_another_stream_by_one_event)
     p = NULL;
     ck_assert_int_eq(fake_cuda.event_destroy, 1);
 }
-END_TEST
 
 CRMM_LOOP_TEST_IN("pool_streams", blocks_of_two_streams_merge_only_once_moved, EVENT + 1)
 {
@@ -231,7 +224,6 @@ CRMM_LOOP_TEST_IN("pool_streams", blocks_of_two_streams_merge_only_once_moved, E
      * the ready state, which a block freed on s joins only at the next synchronization */
     ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), _i == EVENT ? MiB : 768 * KiB);
 }
-END_TEST
 
 CRMM_LOOP_TEST_IN("pool_streams", out_of_room_merges_the_blocks_of_all_streams, EVENT + 1)
 {
@@ -257,7 +249,6 @@ CRMM_LOOP_TEST_IN("pool_streams", out_of_room_merges_the_blocks_of_all_streams, 
     free_on(p, x, 512 * KiB, t);
     free_on(p, c, 512 * KiB, s);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_streams", event_mode_a_failed_record_falls_back_to_synchronizing)
 {
@@ -276,7 +267,6 @@ CRMM_TEST_IN("pool_streams", event_mode_a_failed_record_falls_back_to_synchroniz
     ck_assert_int_ge(fake_cuda.get_last_error, 1);
     free_on(p, b, 64 * KiB, t);
 }
-END_TEST
 
 CRMM_LOOP_TEST_IN("pool_streams", a_forgotten_stream_needs_no_more_ordering, EVENT + 1)
 {
@@ -308,7 +298,6 @@ CRMM_LOOP_TEST_IN("pool_streams", a_forgotten_stream_needs_no_more_ordering, EVE
     free_on(p, c, 64 * KiB, s2);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), MiB);
 }
-END_TEST
 
 typedef struct ptds_arg { crmm_resource *p; void *block; size_t n; crmm_status st; } ptds_arg;
 
@@ -364,7 +353,6 @@ CRMM_LOOP_TEST_IN("pool_streams", per_thread_default_streams_are_told_apart, EVE
     ck_assert_int_eq(fake_cuda.record, 0);
     free_on(p, b, MiB, cudaStreamPerThread);
 }
-END_TEST
 
 static void *allocate_once_on(void *arg)
 {
@@ -405,7 +393,6 @@ CRMM_LOOP_TEST_IN("pool_streams", a_cached_block_stays_on_its_stream, EVENT + 1)
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
 }
-END_TEST
 
 int main(void)
 {

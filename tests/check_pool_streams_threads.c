@@ -81,7 +81,6 @@ CRMM_LOOP_TEST_IN("pool_streams_threads", eight_threads_on_their_own_streams_los
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_LOOP_TEST_IN("pool_streams", a_failed_synchronization_is_an_error_and_breaks_nothing, EVENT + 1)
 {
@@ -103,7 +102,6 @@ CRMM_LOOP_TEST_IN("pool_streams", a_failed_synchronization_is_an_error_and_break
     free_on(p, b, MiB, t);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_LOOP_TEST_IN("pool_streams", many_streams_keep_the_books, EVENT + 1)
 {
@@ -150,7 +148,6 @@ CRMM_LOOP_TEST_IN("pool_streams", many_streams_keep_the_books, EVENT + 1)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_streams", trim_joins_blocks_freed_on_different_streams)
 {
@@ -173,7 +170,6 @@ CRMM_TEST_IN("pool_streams", trim_joins_blocks_freed_on_different_streams)
     free_on(p, c, 512 * KiB, t);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("pool_streams", destroy_synchronizes_before_returning_memory)
 {
@@ -183,7 +179,6 @@ CRMM_TEST_IN("pool_streams", destroy_synchronizes_before_returning_memory)
     ck_assert_int_eq(fake_cuda.device_sync, 1);
     ck_assert_int_eq(fake_cuda.event_destroy, 0); /* no event was ever made */
 }
-END_TEST
 
 int main(void)
 {

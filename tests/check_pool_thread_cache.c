@@ -52,7 +52,6 @@ CRMM_TEST_IN("thread_cache", a_second_thread_switches_the_caches_on)
     worker_free(&w, p, d, 3 * KiB);
     release(p, c, 4 * KiB);
 }
-END_TEST
 
 /* A free with a size other than the one asked for is refused on each way a cached pool frees:
  * from the caller's own cache's live map, from another thread's cache's live map (under the
@@ -86,7 +85,6 @@ CRMM_TEST_IN("thread_cache", a_wrong_size_is_refused_on_every_cached_path)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
 }
-END_TEST
 
 CRMM_TEST_IN("thread_cache", thread_cache_off_keeps_the_pools_order)
 {
@@ -102,7 +100,6 @@ CRMM_TEST_IN("thread_cache", thread_cache_off_keeps_the_pools_order)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE_PEAK), 8000);
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_PEAK), 2);
 }
-END_TEST
 
 /* How a cached block goes back to the pool in each test of cached_blocks_come_back. */
 enum { BY_TRIM, BY_FORGET_STREAM, BY_THREAD_EXIT, BY_GROWTH, N_WAYS };
@@ -135,7 +132,6 @@ CRMM_LOOP_TEST_IN("thread_cache", cached_blocks_come_back, N_WAYS)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0); /* every chunk wholly free: given back */
 }
-END_TEST
 
 CRMM_TEST_IN("thread_cache", growth_takes_the_cached_blocks_before_more_memory)
 {
@@ -152,7 +148,6 @@ CRMM_TEST_IN("thread_cache", growth_takes_the_cached_blocks_before_more_memory)
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
     release(p, all, MiB);
 }
-END_TEST
 
 CRMM_TEST_IN("thread_cache", growth_takes_the_callers_cached_blocks_and_leaves_the_others)
 {
@@ -181,7 +176,6 @@ CRMM_TEST_IN("thread_cache", growth_takes_the_callers_cached_blocks_and_leaves_t
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
 }
-END_TEST
 
 CRMM_TEST_IN("thread_cache", a_growth_raises_no_peak_that_never_was)
 {
@@ -204,7 +198,6 @@ CRMM_TEST_IN("thread_cache", a_growth_raises_no_peak_that_never_was)
     for (int k = 0; k < 50; k++)
         release(p, a[k], 4 * KiB);
 }
-END_TEST
 
 CRMM_TEST_IN("thread_cache", frees_are_checked_at_the_call)
 {
@@ -232,7 +225,6 @@ CRMM_TEST_IN("thread_cache", frees_are_checked_at_the_call)
     ck_assert_int_eq(worker_call(&w, W_FREE, p, c, 4 * KiB), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(w.why, "is already free (double free?)"), "%s", w.why);
 }
-END_TEST
 
 CRMM_TEST_IN("thread_cache", counters_add_up_over_the_caches)
 {
@@ -266,7 +258,6 @@ CRMM_TEST_IN("thread_cache", counters_add_up_over_the_caches)
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_TOTAL), total + 3);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_TOTAL), total_bytes + 5300);
 }
-END_TEST
 
 CRMM_TEST_IN("thread_cache", destroy_counts_the_caches_and_forgets_them)
 {
@@ -291,7 +282,6 @@ CRMM_TEST_IN("thread_cache", destroy_counts_the_caches_and_forgets_them)
     ck_assert_int_eq(crmm_test_count(text, "destroyed with"), 1);
     free(text);
 }
-END_TEST
 
 CRMM_TEST_IN("thread_cache", blocks_over_64_mib_are_never_cached)
 {
@@ -302,7 +292,6 @@ CRMM_TEST_IN("thread_cache", blocks_over_64_mib_are_never_cached)
     release(p, big, 65 * MiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 66 * MiB);
 }
-END_TEST
 
 int main(void)
 {

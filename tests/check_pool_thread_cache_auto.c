@@ -135,7 +135,6 @@ CRMM_LOOP_TEST_IN("thread_cache", auto_switches_on_when_threads_wait_for_the_loc
     release(p, pin, 256);
     crmm_resource_release(p);
 }
-END_TEST
 
 CRMM_TEST_IN("thread_cache", auto_stays_off_for_threads_that_take_turns)
 {
@@ -149,7 +148,6 @@ CRMM_TEST_IN("thread_cache", auto_stays_off_for_threads_that_take_turns)
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_LOCK_WAITS), 0);
     crmm_resource_release(p);
 }
-END_TEST
 
 /* ---- eight threads, frees across threads ----------------------------------------------- */
 
@@ -226,7 +224,6 @@ CRMM_TEST_IN("thread_cache_stress", eight_threads_hand_blocks_to_each_other)
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
     crmm_resource_release(p);
 }
-END_TEST
 
 int main(void)
 {

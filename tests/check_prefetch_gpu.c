@@ -62,7 +62,6 @@ CRMM_TEST(managed_blocks_are_prefetched_to_the_device)
     crmm_resource_release(m);
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
 }
-END_TEST
 
 CRMM_TEST(managed_blocks_are_not_prefetched_without_the_adaptor)
 {
@@ -76,7 +75,6 @@ CRMM_TEST(managed_blocks_are_not_prefetched_without_the_adaptor)
     ck_assert_crmm_ok(crmm_resource_deallocate(m, b, 54321, NULL));
     crmm_resource_release(m);
 }
-END_TEST
 
 CRMM_TEST(device_memory_is_handed_out_unprefetched)
 {
@@ -97,7 +95,6 @@ CRMM_TEST(device_memory_is_handed_out_unprefetched)
     crmm_resource_release(p);
     crmm_resource_release(c);
 }
-END_TEST
 
 int main(void)
 {

@@ -78,7 +78,6 @@ CRMM_TEST_IN("ptr_map", every_key_is_found_while_the_map_grows)
     ck_assert_ptr_null(ptr_map_find(&m, 128));
     ptr_map_destroy(&m);
 }
-END_TEST
 
 CRMM_TEST_IN("ptr_map", inserting_a_present_key_returns_its_entry_unchanged)
 {
@@ -92,7 +91,6 @@ CRMM_TEST_IN("ptr_map", inserting_a_present_key_returns_its_entry_unchanged)
     ck_assert_uint_eq(m.count, 1);
     ptr_map_destroy(&m);
 }
-END_TEST
 
 CRMM_TEST_IN("ptr_map", remove_copies_the_entry_and_refuses_an_absent_key)
 {
@@ -111,7 +109,6 @@ CRMM_TEST_IN("ptr_map", remove_copies_the_entry_and_refuses_an_absent_key)
     ck_assert_uint_eq(m.count, 0);
     ptr_map_destroy(&m);
 }
-END_TEST
 
 /* Random inserts and removals over `universe` keys key_of(0..universe-1), checked against a
  * plain array after each step and in full now and then. */
@@ -173,13 +170,11 @@ CRMM_TEST_IN("ptr_map", removal_never_hides_a_key_of_clustered_addresses)
 {
     churn(clustered, 8192, 200000);
 }
-END_TEST
 
 CRMM_TEST_IN("ptr_map", removal_never_hides_a_key_of_1mib_aligned_addresses)
 {
     churn(mebibyte_aligned, 8192, 200000);
 }
-END_TEST
 
 CRMM_TEST_IN("ptr_map", the_array_grows_and_shrinks_with_the_count)
 {
@@ -195,7 +190,6 @@ CRMM_TEST_IN("ptr_map", the_array_grows_and_shrinks_with_the_count)
         ck_assert_ptr_nonnull(ptr_map_find(&m, i * 256));
     ptr_map_destroy(&m);
 }
-END_TEST
 
 CRMM_TEST_IN("ptr_map", iteration_visits_each_entry_once)
 {
@@ -222,7 +216,6 @@ CRMM_TEST_IN("ptr_map", iteration_visits_each_entry_once)
     ck_assert_ptr_null(ptr_map_next(&m, &cursor)); /* stays at the end */
     ptr_map_destroy(&m);
 }
-END_TEST
 
 #if REPLACES_CALLOC
 CRMM_TEST_IN("ptr_map", a_failing_malloc_leaves_the_map_intact)
@@ -265,7 +258,6 @@ CRMM_TEST_IN("ptr_map", a_failing_malloc_leaves_the_map_intact)
         ck_assert_ptr_null(ptr_map_find(&m, k * 256));
     ptr_map_destroy(&m);
 }
-END_TEST
 #endif
 
 /* Keys 256 bytes apart, and 1 MiB apart (the aligned plugin's large alignments). */
@@ -308,7 +300,6 @@ CRMM_LOOP_TEST_IN("ptr_map", each_shard_spreads_its_keys_over_its_slots, 2)
     sharded_ptr_map_destroy(&s);
     sharded_ptr_map_destroy(&s); /* a second destroy does nothing */
 }
-END_TEST
 
 /* Threads putting and taking their own keys in one sharded map, each shard under its lock. */
 typedef struct sharer {
@@ -353,7 +344,6 @@ CRMM_TEST_IN("ptr_map", threads_share_a_sharded_map)
     ck_assert(!sharded_ptr_map_take(&s, (uintptr_t)1 << 32, &v)); /* taken already */
     sharded_ptr_map_destroy(&s);
 }
-END_TEST
 
 int main(void)
 {

@@ -186,7 +186,6 @@ CRMM_TEST(random_configs_check_build_and_run)
             loaded);
     free(dir);
 }
-END_TEST
 
 int main(void)
 {

@@ -53,7 +53,6 @@ CRMM_TEST_IN("registry", default_is_a_cuda_resource)
         ck_assert_int_eq(other->device, d);
     }
 }
-END_TEST
 
 CRMM_TEST_IN("registry", set_returns_the_previous_resource)
 {
@@ -75,7 +74,6 @@ CRMM_TEST_IN("registry", set_returns_the_previous_resource)
     ck_assert_ptr_eq(crmm_get_current_device_resource(), def);
     crmm_resource_release(mine);
 }
-END_TEST
 
 CRMM_TEST_IN("registry", set_before_first_get_returns_the_default)
 {
@@ -92,7 +90,6 @@ CRMM_TEST_IN("registry", set_before_first_get_returns_the_default)
     crmm_resource_release(mine);
     use(crmm_get_per_device_resource(0)); /* the registry's reference keeps it alive */
 }
-END_TEST
 
 CRMM_TEST_IN("registry", bad_arguments)
 {
@@ -117,7 +114,6 @@ CRMM_TEST_IN("registry", bad_arguments)
     ck_assert_int_eq(crmm_resource_refcount(mine), 1); /* no reference taken on failure */
     crmm_resource_release(mine);
 }
-END_TEST
 
 /* ---- eight threads ------------------------------------------------------------------------- */
 
@@ -202,7 +198,6 @@ CRMM_TEST_IN("registry", eight_threads_set_and_get)
     ck_assert_ptr_eq(crmm_get_current_device_resource(), all[THREADS]);
     ck_assert_int_eq(crmm_resource_refcount(all[THREADS]), 1);
 }
-END_TEST
 
 CRMM_TEST_IN("registry", eight_threads_with_references)
 {
@@ -227,7 +222,6 @@ CRMM_TEST_IN("registry", eight_threads_with_references)
     use(cur);
     crmm_resource_release(cur);
 }
-END_TEST
 
 /* ---- the config's default ------------------------------------------------------------------ */
 
@@ -266,7 +260,6 @@ CRMM_TEST_IN("config", init_with_a_config_sets_the_default)
     ck_assert_ptr_nonnull(mr);
     ck_assert_str_eq(crmm_resource_kind(mr), "cuda");
 }
-END_TEST
 
 CRMM_TEST_IN("config", init_reads_crmm_config)
 {
@@ -277,7 +270,6 @@ CRMM_TEST_IN("config", init_reads_crmm_config)
     ck_assert_str_eq(crmm_resource_name(mr), "main");
     crmm_finalize();
 }
-END_TEST
 
 CRMM_TEST_IN("config", device_section_overrides_the_default)
 {
@@ -298,7 +290,6 @@ CRMM_TEST_IN("config", device_section_overrides_the_default)
     }
     crmm_finalize();
 }
-END_TEST
 
 CRMM_TEST_IN("config", percentage_sizes_resolve_against_device_memory)
 {
@@ -322,7 +313,6 @@ CRMM_TEST_IN("config", percentage_sizes_resolve_against_device_memory)
     ck_assert_crmm(crmm_resource_create("sizeparam", "size=0%", NULL, &mr), CRMM_ERROR_CONFIG);
     ck_assert_crmm(crmm_resource_create("sizeparam", "size=101%", NULL, &mr), CRMM_ERROR_CONFIG);
 }
-END_TEST
 
 CRMM_TEST_IN("config", broken_default_gives_null_and_a_message)
 {
@@ -343,7 +333,6 @@ CRMM_TEST_IN("config", broken_default_gives_null_and_a_message)
     crmm_resource_release(mine);
     crmm_finalize();
 }
-END_TEST
 
 int main(void)
 {

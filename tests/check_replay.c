@@ -90,7 +90,6 @@ CRMM_TEST_IN("replay", a_log_from_the_logging_plugin_replays)
     crmm_resource_release(mr);
     crmm_resource_release(host);
 }
-END_TEST
 
 /* thread 1 allocates A; thread 2 frees A and allocates B; thread 1 frees B and allocates A
  * again (the same logged address): only the log's global order makes this valid. */
@@ -154,7 +153,6 @@ CRMM_TEST_IN("replay", cross_thread_order_is_kept)
         fclose(f);
     }
 }
-END_TEST
 
 CRMM_TEST_IN("replay", rmm_spellings_parse)
 {
@@ -176,7 +174,6 @@ CRMM_TEST_IN("replay", rmm_spellings_parse)
     expect_in(r.out, "peak in use: 3.0 KiB (3072 bytes as replayed; 3072 in the log)");
     crmm_test_output_free(&r);
 }
-END_TEST
 
 /* Replaying the log at path fails (exit 1, nothing on stdout) with "PATH:WHERE" and `what`. */
 static void expect_refused(const char *log, const char *where, const char *what)
@@ -217,7 +214,6 @@ CRMM_TEST_IN("replay", malformed_lines_are_named)
     expect_bad("header.csv", "Thread,Time,Action,Pointer,Size,Stream,Extra\n", "1:", "the header must be");
     expect_bad("empty.csv", "", "1:", "empty");
 }
-END_TEST
 
 CRMM_TEST_IN("replay", the_logs_own_problems_are_reported)
 {
@@ -244,7 +240,6 @@ CRMM_TEST_IN("replay", the_logs_own_problems_are_reported)
     ck_assert_str_eq(r.out, "");
     crmm_test_output_free(&r);
 }
-END_TEST
 
 /* The log's pairing, read directly: thread ids numbered in order of first appearance (id 0 as
  * any other), a pointer allocated again while live counted once and paired with its last
@@ -277,7 +272,6 @@ CRMM_TEST_IN("replay", the_reader_pairs_events_and_numbers_threads)
     ck_assert_uint_eq(log.peak_bytes, 600);
     replay_log_free(&log);
 }
-END_TEST
 
 CRMM_TEST_IN("replay", failed_allocations_are_counted)
 {
@@ -296,7 +290,6 @@ CRMM_TEST_IN("replay", failed_allocations_are_counted)
     expect_in(r.out, "peak in use: 1000 B (1000 bytes as replayed; 2098152 in the log)");
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("replay", usage_errors)
 {
@@ -323,7 +316,6 @@ CRMM_TEST_IN("replay", usage_errors)
     expect_in(r.err, "no resource 'nope'");
     crmm_test_output_free(&r);
 }
-END_TEST
 
 START_TEST(without_a_gpu_the_host_plugin_is_used)
 {
@@ -337,7 +329,6 @@ START_TEST(without_a_gpu_the_host_plugin_is_used)
     expect_in(r.out, "allocations: 1 replayed, 0 failed");
     crmm_test_output_free(&r);
 }
-END_TEST
 
 /* Write `n` bytes (NULs allowed) to a fresh file in the test directory; returns its path. */
 static const char *write_bytes(const char *name, const char *bytes, size_t n)
@@ -375,7 +366,6 @@ CRMM_TEST_IN("replay", numbers_of_2_to_the_64_or_more_are_out_of_range)
     expect_in(r.out, "allocations: 0 replayed, 1 failed");
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("replay", nul_bytes_and_junk_are_errors)
 {
@@ -397,7 +387,6 @@ CRMM_TEST_IN("replay", nul_bytes_and_junk_are_errors)
     expect_bad_bytes("long.csv", longline, sizeof HEADER + n, "2:", "expected 6 comma-separated fields, found 1");
     free(longline);
 }
-END_TEST
 
 CRMM_TEST_IN("replay", bad_options_are_refused)
 {
@@ -425,7 +414,6 @@ CRMM_TEST_IN("replay", bad_options_are_refused)
     expect_in(r.err, "cannot write /nonexistent-crmm/p.svg");
     crmm_test_output_free(&r);
 }
-END_TEST
 
 /* Peak in use 1000 bytes; the recorder reserves allocations rounded up to 256: 1280, ratio 1.28. */
 static const char *ratio_log =
@@ -487,7 +475,6 @@ CRMM_TEST_IN("replay", several_resources_each_a_row_with_reserved_over_peak)
     expect_in(r.out, ",h,host,");
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST_IN("replay", the_plot_shows_both_series_per_resource)
 {
@@ -518,7 +505,6 @@ CRMM_TEST_IN("replay", the_plot_shows_both_series_per_resource)
     ck_assert_int_eq(crmm_test_count(points, ",") - crmm_test_count(strchr(points, '"'), ","), 7);
     free(text);
 }
-END_TEST
 
 int main(void)
 {

@@ -200,7 +200,6 @@ CRMM_TEST(by_default_one_new_non_blocking_stream_and_only_calls_in_the_timed_loo
     ck_assert_msg(strstr(r.out, "median of 3 repeats"), "%s", r.out);
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST(the_default_and_per_thread_streams_on_request)
 {
@@ -215,7 +214,6 @@ CRMM_TEST(the_default_and_per_thread_streams_on_request)
     check_timed_regions(1, &per_thread, 1);
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST(host_memory_gets_no_stream_and_no_cuda_call)
 {
@@ -226,7 +224,6 @@ CRMM_TEST(host_memory_gets_no_stream_and_no_cuda_call)
     ck_assert_msg(strstr(r.out, "stream: none (host memory)"), "%s", r.out);
     crmm_test_output_free(&r);
 }
-END_TEST
 
 CRMM_TEST(threads_mode_uses_at_most_n_os_threads_each_with_its_stream)
 {
@@ -243,7 +240,6 @@ CRMM_TEST(threads_mode_uses_at_most_n_os_threads_each_with_its_stream)
     ck_assert_msg(strstr(r.out, "the 5 logged threads on 2 OS threads"), "%s", r.out);
     crmm_test_output_free(&r);
 }
-END_TEST
 
 int main(void)
 {

@@ -19,7 +19,6 @@ CRMM_TEST_IN("create", create_failure_keeps_the_plugins_status_and_message)
     ck_assert_ptr_null(mr);
     ck_assert_error_contains("createfail: this plugin always refuses to create a resource");
 }
-END_TEST
 
 CRMM_TEST_IN("create", create_failure_without_message_gets_one)
 {
@@ -32,7 +31,6 @@ CRMM_TEST_IN("create", create_failure_without_message_gets_one)
     ck_assert_error_contains("without a message");
     ck_assert_msg(strstr(crmm_last_error(), "stale") == NULL, "%s", crmm_last_error());
 }
-END_TEST
 
 CRMM_TEST_IN("create", resource_without_deallocate_is_refused_and_freed)
 {
@@ -50,7 +48,6 @@ CRMM_TEST_IN("create", resource_without_deallocate_is_refused_and_freed)
     ck_assert_ptr_null(mr);
     crmm_resource_release(host);
 }
-END_TEST
 
 CRMM_TEST_IN("create", create_refuses_broken_plugins)
 {
@@ -60,7 +57,6 @@ CRMM_TEST_IN("create", create_refuses_broken_plugins)
     ck_assert_crmm(crmm_resource_create("nosuchplugin", NULL, NULL, &mr), CRMM_ERROR_PLUGIN);
     ck_assert_ptr_null(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("create", upstream_rules)
 {
@@ -84,7 +80,6 @@ CRMM_TEST_IN("create", upstream_rules)
     ck_assert_int_eq(crmm_resource_refcount(host), 1);
     crmm_resource_release(host);
 }
-END_TEST
 
 CRMM_TEST_IN("create", create_validates_parameters)
 {
@@ -107,7 +102,6 @@ CRMM_TEST_IN("create", create_validates_parameters)
     ck_assert_error_contains("key=value");
     ck_assert_ptr_null(mr);
 }
-END_TEST
 
 /* ---- the resource ABI over host ------------------------------------------------------------ */
 
@@ -132,7 +126,6 @@ CRMM_TEST_IN("resource_abi", refcount_and_upstream_release)
     ck_assert_crmm_ok(crmm_resource_deallocate(h, p, 64, NULL));
     crmm_resource_release(h);
 }
-END_TEST
 
 CRMM_TEST_IN("resource_abi", releasing_the_top_unwinds_the_chain)
 {
@@ -151,7 +144,6 @@ CRMM_TEST_IN("resource_abi", releasing_the_top_unwinds_the_chain)
     ck_assert_crmm_ok(crmm_resource_deallocate(t2, p, 1000, NULL));
     crmm_resource_release(t2);
 }
-END_TEST
 
 CRMM_TEST_IN("resource_abi", destroy_with_live_allocations_logs_a_warning)
 {
@@ -184,7 +176,6 @@ CRMM_TEST_IN("resource_abi", destroy_with_live_allocations_logs_a_warning)
     free(text);
     free(p1);
 }
-END_TEST
 
 /* A new host resource serves one block of `bytes`, aligned as promised, takes it back, and goes. */
 static void host_round_trip(size_t bytes)
@@ -207,7 +198,6 @@ CRMM_TEST_IN("resource_abi", clean_destroy_logs_nothing)
     ck_assert_str_eq(text, "");
     free(text);
 }
-END_TEST
 
 CRMM_TEST_IN("resource_abi", null_arguments_to_resource_functions)
 {
@@ -251,7 +241,6 @@ CRMM_TEST_IN("resource_abi", null_arguments_to_resource_functions)
     ck_assert_crmm_ok(crmm_resource_deallocate(h, p, 16, NULL));
     crmm_resource_release(h);
 }
-END_TEST
 
 CRMM_TEST_IN("resource_abi", properties_kind_and_find_kind)
 {
@@ -272,7 +261,6 @@ CRMM_TEST_IN("resource_abi", properties_kind_and_find_kind)
     ck_assert_int_eq(crmm_resource_refcount(h), 2); /* find_kind borrows */
     crmm_test_release(t, h);
 }
-END_TEST
 
 CRMM_TEST_IN("resource_abi", control_and_queries_without_support)
 {
@@ -293,7 +281,6 @@ CRMM_TEST_IN("resource_abi", control_and_queries_without_support)
     ck_assert_crmm(crmm_resource_query(s, CRMM_QUERY_BYTES_IN_USE, &v), CRMM_ERROR_UNSUPPORTED);
     crmm_test_release(s, h);
 }
-END_TEST
 
 /* A plugin's own queries are keyed by (kind, query): asked of a statistics layer over a pool they
  * are not passed down (the pool's numbers mean other things to other kinds), and
@@ -327,7 +314,6 @@ CRMM_TEST_IN("resource_abi", plugin_queries_are_keyed_by_kind)
     crmm_test_release(s, p);
     crmm_resource_release(h);
 }
-END_TEST
 
 CRMM_TEST_IN("resource_abi", host_counts_in_use_bytes)
 {
@@ -357,7 +343,6 @@ CRMM_TEST_IN("resource_abi", host_counts_in_use_bytes)
     ck_assert_uint_eq(v, 0);
     crmm_resource_release(h);
 }
-END_TEST
 
 /* ---- the exit guard's fallback (no CUDA call needed) ----------------------------------------- */
 
@@ -375,7 +360,6 @@ CRMM_TEST_IN("resource_abi", runtime_unloading_means_the_process_is_exiting)
     /* host memory needs no CUDA: still served */
     host_round_trip(100);
 }
-END_TEST
 
 int main(void)
 {

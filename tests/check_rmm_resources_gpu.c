@@ -70,7 +70,6 @@ CRMM_LOOP_TEST_IN("rmm_resources_gpu", fixed_size_orders_reuse_across_streams, 2
     ck_assert_int_eq(cudaStreamDestroy(s1), cudaSuccess);
     ck_assert_int_eq(cudaStreamDestroy(s2), cudaSuccess);
 }
-END_TEST
 
 CRMM_TEST_IN("rmm_resources_gpu", fixed_size_reuses_at_once_on_the_same_stream)
 {
@@ -96,7 +95,6 @@ CRMM_TEST_IN("rmm_resources_gpu", fixed_size_reuses_at_once_on_the_same_stream)
     crmm_test_release(f, c);
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess);
 }
-END_TEST
 
 CRMM_TEST_IN("rmm_resources_gpu", aligned_real_pointers)
 {
@@ -126,7 +124,6 @@ CRMM_TEST_IN("rmm_resources_gpu", aligned_real_pointers)
     ck_assert_uint_eq(crmm_test_query(c, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(c);
 }
-END_TEST
 
 CRMM_TEST_IN("rmm_resources_gpu", binning_over_cuda_routes_by_size)
 {
@@ -148,7 +145,6 @@ CRMM_TEST_IN("rmm_resources_gpu", binning_over_cuda_routes_by_size)
     ck_assert_uint_eq(crmm_test_query(c, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(c);
 }
-END_TEST
 
 int main(void)
 {

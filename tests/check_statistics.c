@@ -33,7 +33,6 @@ CRMM_TEST_IN("statistics", empty_counters_are_zero)
     ck_assert_uint_eq(depth, 1);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("statistics", all_freed_counts_zero)
 {
@@ -49,7 +48,6 @@ CRMM_TEST_IN("statistics", all_freed_counts_zero)
     ck_assert_uint_eq(c.total_count, 10);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("statistics", peak_allocations_follow_rmm)
 {
@@ -92,7 +90,6 @@ CRMM_TEST_IN("statistics", peak_allocations_follow_rmm)
     ck_assert_uint_eq(q, 20);
     crmm_resource_release(mr);
 }
-END_TEST
 
 /* statistics over statistics over host: ten blocks of TEN_MIB from *outer, then five from *inner,
  * in p[0..14]. */
@@ -129,7 +126,6 @@ CRMM_TEST_IN("statistics", stacked_adaptors_count_separately)
     ck_assert_int_eq(n.peak_count, 5);
     crmm_test_release(inner, outer);
 }
-END_TEST
 
 CRMM_TEST_IN("statistics", freeing_through_inner_goes_negative)
 {
@@ -151,7 +147,6 @@ CRMM_TEST_IN("statistics", freeing_through_inner_goes_negative)
     ck_assert_uint_eq(n.total_count, 5);
     crmm_test_release(inner, outer);
 }
-END_TEST
 
 CRMM_TEST_IN("statistics", push_pop_fold_like_rmm)
 {
@@ -202,7 +197,6 @@ CRMM_TEST_IN("statistics", push_pop_fold_like_rmm)
     ck_assert_uint_eq(depth, 1);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("statistics", queries_cover_every_frame)
 {
@@ -225,7 +219,6 @@ CRMM_TEST_IN("statistics", queries_cover_every_frame)
     ck_assert_crmm_ok(crmm_statistics_pop(mr, NULL));
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("statistics", failed_allocation_is_not_counted)
 {
@@ -238,7 +231,6 @@ CRMM_TEST_IN("statistics", failed_allocation_is_not_counted)
     ck_assert_uint_eq(c.total_bytes, 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("statistics", api_finds_the_layer_under_other_adaptors)
 {
@@ -264,7 +256,6 @@ CRMM_TEST_IN("statistics", api_finds_the_layer_under_other_adaptors)
     ck_assert_crmm_ok(crmm_resource_deallocate(top, p, 5000, NULL));
     crmm_test_release(top, lim, stats);
 }
-END_TEST
 
 CRMM_TEST_IN("statistics", api_rejects_bad_arguments)
 {
@@ -279,7 +270,6 @@ CRMM_TEST_IN("statistics", api_rejects_bad_arguments)
     ck_assert_crmm(crmm_resource_control(mr, 99, NULL), CRMM_ERROR_UNSUPPORTED); /* unknown op, host has none */
     crmm_test_release(mr, host);
 }
-END_TEST
 
 /* The core's crmm_resource_control_kind, which the statistics API is built on. */
 CRMM_TEST_IN("statistics", control_kind_finds_the_layer_under_others)
@@ -300,7 +290,6 @@ CRMM_TEST_IN("statistics", control_kind_finds_the_layer_under_others)
     ck_assert_crmm(crmm_resource_control_kind(top, NULL, CRMM_STATISTICS_OP_DEPTH, &depth), CRMM_ERROR_INVALID_ARGUMENT);
     crmm_test_release(top, stats, host);
 }
-END_TEST
 
 CRMM_TEST_IN("statistics", deep_push_pop)
 {
@@ -322,7 +311,6 @@ CRMM_TEST_IN("statistics", deep_push_pop)
     ck_assert_uint_eq(base.total_count, 40);
     crmm_resource_release(mr);
 }
-END_TEST
 
 typedef struct worker { crmm_resource *mr; int rounds; } worker;
 
@@ -364,7 +352,6 @@ CRMM_TEST_IN("statistics", threads_count_exactly_while_frames_change)
     ck_assert_int_ge(c.peak_count, 1);
     crmm_resource_release(mr);
 }
-END_TEST
 
 static const crmm_test_chain chains[] = {
     {"statistics_over_host", "[resource.h]\nplugin = host\n[resource.s]\nplugin = statistics\nupstream = h\n", "s", 0, 0},
@@ -384,7 +371,6 @@ CRMM_TEST_IN("statistics", refused_free_is_not_counted)
     ck_assert_uint_eq(crmm_test_query(st, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_test_release(st, pool, h);
 }
-END_TEST
 
 int main(void)
 {

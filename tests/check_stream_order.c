@@ -60,7 +60,6 @@ CRMM_LOOP_TEST(reuse_on_the_same_stream_needs_no_ordering, NCHAINS)
                   chains[_i].params, ordering_calls());
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_LOOP_TEST(a_block_reaches_another_stream_only_behind_an_ordering_call, NCHAINS)
 {
@@ -88,7 +87,6 @@ CRMM_LOOP_TEST(a_block_reaches_another_stream_only_behind_an_ordering_call, NCHA
         free_on(mr, blocks[--nb], n, s);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_LOOP_TEST(live_blocks_on_many_streams_never_overlap, NCHAINS)
 {
@@ -126,7 +124,6 @@ CRMM_LOOP_TEST(live_blocks_on_many_streams_never_overlap, NCHAINS)
         ck_assert_uint_eq(count, 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 int main(void)
 {

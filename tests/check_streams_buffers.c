@@ -36,14 +36,12 @@ CRMM_TEST_IN("stream", test_stream_create_rejects_bad_flags)
     ck_assert_crmm(crmm_stream_create((crmm_stream_flags)-1, &s), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_null(s);
 }
-END_TEST
 
 CRMM_TEST_IN("stream", test_stream_null_out)
 {
     ck_assert_crmm(crmm_stream_create(CRMM_STREAM_NON_BLOCKING, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_stream_view(FAKE_STREAM, NULL), CRMM_ERROR_INVALID_ARGUMENT);
 }
-END_TEST
 
 CRMM_TEST_IN("stream", test_stream_builtin_defaults)
 {
@@ -69,7 +67,6 @@ CRMM_TEST_IN("stream", test_stream_builtin_defaults)
     ck_assert_ptr_eq(crmm_stream_handle(per_thread), CRMM_CUDA_STREAM_PER_THREAD);
     ck_assert(crmm_stream_is_default(per_thread));
 }
-END_TEST
 
 CRMM_TEST_IN("stream", test_stream_views)
 {
@@ -88,7 +85,6 @@ CRMM_TEST_IN("stream", test_stream_views)
         crmm_stream_destroy(v);
     }
 }
-END_TEST
 
 /* ---- stream pool ---------------------------------------------------------------------------- */
 
@@ -105,7 +101,6 @@ CRMM_TEST_IN("stream_pool", test_pool_create_validation)
                    CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(CRMM_STREAM_POOL_DEFAULT_SIZE, 16);
 }
-END_TEST
 
 CRMM_TEST_IN("stream_pool", test_pool_null_pool)
 {
@@ -122,7 +117,6 @@ CRMM_TEST_IN("stream_pool", test_pool_null_pool)
     ck_assert_crmm(crmm_stream_pool_get_stream(NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     crmm_stream_pool_destroy(NULL);
 }
-END_TEST
 
 /* ---- copy helpers --------------------------------------------------------------------------- */
 
@@ -139,7 +133,6 @@ CRMM_TEST_IN("copy", test_copy_null_pointers)
     ck_assert_crmm(crmm_copy_ptr_to_host(dev, NULL, 3, crmm_stream_per_thread()), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_str_eq(host, "abc");
 }
-END_TEST
 
 CRMM_TEST_IN("copy", test_copy_count_zero_is_noop)
 {
@@ -147,7 +140,6 @@ CRMM_TEST_IN("copy", test_copy_count_zero_is_noop)
     ck_assert_crmm_ok(crmm_copy_host_to_ptr(NULL, 0, NULL, NULL));
     ck_assert_crmm_ok(crmm_copy_ptr_to_host(NULL, NULL, 0, crmm_stream_default()));
 }
-END_TEST
 
 /* ---- device buffers ------------------------------------------------------------------------- */
 
@@ -166,7 +158,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_refuses_host_resource)
     ck_assert_int_eq(crmm_resource_refcount(host), 1);
     crmm_resource_release(host);
 }
-END_TEST
 
 CRMM_TEST_IN("device_buffer", test_buffer_null_arguments)
 {
@@ -203,7 +194,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_null_arguments)
     ck_assert_ptr_null(crmm_device_buffer_resource(NULL));
     crmm_device_buffer_destroy(NULL);
 }
-END_TEST
 
 CRMM_TEST_IN("device_buffer", test_buffer_create_holds_resource)
 {
@@ -222,7 +212,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_create_holds_resource)
     ck_assert_uint_eq(fake->free_bytes, 16);
     ck_assert_int_eq(crmm_resource_refcount(&fake->base), 1);
 }
-END_TEST
 
 CRMM_TEST_IN("device_buffer", test_buffer_size_zero)
 {
@@ -252,7 +241,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_size_zero)
     crmm_device_buffer_destroy(buf);
     ck_assert_int_eq(crmm_resource_refcount(&fake->base), 1);
 }
-END_TEST
 
 CRMM_TEST_IN("device_buffer", test_buffer_copies_past_size_rejected)
 {
@@ -279,7 +267,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_copies_past_size_rejected)
     ck_assert_crmm(crmm_device_buffer_copy_to_host_alloc(buf, NULL, NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     crmm_device_buffer_destroy(buf);
 }
-END_TEST
 
 CRMM_TEST_IN("device_buffer", test_buffer_resize_within_capacity)
 {
@@ -308,7 +295,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_resize_within_capacity)
     ck_assert_uint_eq(fake->free_bytes, 16);
     crmm_device_buffer_destroy(buf);
 }
-END_TEST
 
 CRMM_TEST_IN("device_buffer", test_buffer_reserve_empty)
 {
@@ -325,7 +311,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_reserve_empty)
     ck_assert_uint_eq(fake->free_bytes, 64); /* freed with the capacity it was allocated with */
     ck_assert_int_eq(fake->live, 0);
 }
-END_TEST
 
 CRMM_TEST_IN("device_buffer", test_buffer_stream_follows_set_stream)
 {
@@ -361,7 +346,6 @@ CRMM_TEST_IN("device_buffer", test_buffer_stream_follows_set_stream)
     ck_assert_ptr_eq(fake->free_stream, CRMM_CUDA_STREAM_PER_THREAD);
     crmm_stream_destroy(view);
 }
-END_TEST
 
 static Suite *streams_buffers_suite(void)
 {

@@ -29,7 +29,6 @@ CRMM_TEST(test_destroy_while_other_device_current)
     ck_assert_int_eq(crmm_test_cuda_device(), 0);
     crmm_resource_release(&rec->base);
 }
-END_TEST
 
 CRMM_TEST(test_buffer_ops_while_other_device_current)
 {
@@ -68,7 +67,6 @@ CRMM_TEST(test_buffer_ops_while_other_device_current)
     ck_assert_cuda(cudaSetDevice(0));
     crmm_resource_release(&rec->base);
 }
-END_TEST
 
 CRMM_TEST(test_current_resource_of_device_1)
 {
@@ -84,7 +82,6 @@ CRMM_TEST(test_current_resource_of_device_1)
     crmm_device_buffer_destroy(buf);
     ck_assert_int_eq(crmm_test_cuda_device(), 0);
 }
-END_TEST
 
 CRMM_TEST(test_pool_of_device_1_destroyed_from_device_0)
 {
@@ -100,7 +97,6 @@ CRMM_TEST(test_pool_of_device_1_destroyed_from_device_0)
     crmm_stream_pool_destroy(pool);
     ck_assert_int_eq(crmm_test_cuda_device(), 0);
 }
-END_TEST
 
 int main(void)
 {

@@ -29,7 +29,6 @@ CRMM_TEST_IN("examples", test_example_copy_device_to_ptr)
     crmm_device_buffer_destroy(db2);
     crmm_device_buffer_destroy(db);
 }
-END_TEST
 
 CRMM_TEST_IN("examples", test_example_copy_host_to_ptr)
 {
@@ -45,7 +44,6 @@ CRMM_TEST_IN("examples", test_example_copy_host_to_ptr)
     ck_assert_mem_eq(hb, want, 10);
     crmm_device_buffer_destroy(db);
 }
-END_TEST
 
 CRMM_TEST_IN("examples", test_example_copy_ptr_to_host)
 {
@@ -57,7 +55,6 @@ CRMM_TEST_IN("examples", test_example_copy_ptr_to_host)
     ck_assert_mem_eq(hb, "abc", 3);
     crmm_device_buffer_destroy(db);
 }
-END_TEST
 
 CRMM_TEST_IN("examples", test_example_to_device)
 {
@@ -78,7 +75,6 @@ CRMM_TEST_IN("examples", test_example_to_device)
     free(hb);
     crmm_device_buffer_destroy(db);
 }
-END_TEST
 
 /* ---- the copies on each kind of stream -------------------------------------------------------- */
 
@@ -161,7 +157,6 @@ CRMM_LOOP_TEST_IN("copy_streams", test_default_stream_copy_sync, COPY_KINDS * N_
     copy_close(&c);
     crmm_stream_destroy(view);
 }
-END_TEST
 
 /* Non-blocking stream number i: an owning stream, a pool's stream, a view of a foreign stream. */
 typedef struct test_stream {
@@ -226,7 +221,6 @@ CRMM_LOOP_TEST_IN("copy_streams", test_other_stream_copy_async, COPY_KINDS * N_O
     copy_close(&c);
     other_stream_close(&t);
 }
-END_TEST
 
 static Suite *streams_buffers_gpu_suite(void)
 {

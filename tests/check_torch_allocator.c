@@ -90,7 +90,6 @@ CRMM_TEST(round_trip_through_the_devices_resource)
     ck_assert_uint_eq(live_allocations(mr), 0);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 1);
 }
-END_TEST
 
 CRMM_TEST(each_call_uses_the_devices_current_resource)
 {
@@ -123,7 +122,6 @@ CRMM_TEST(each_call_uses_the_devices_current_resource)
     ck_assert_uint_eq(live_allocations(fresh), 0);
     crmm_test_release(prev, fresh);
 }
-END_TEST
 
 CRMM_TEST(the_named_device_is_current_during_the_call_and_the_stream_is_passed)
 {
@@ -150,7 +148,6 @@ CRMM_TEST(the_named_device_is_current_during_the_call_and_the_stream_is_passed)
     ck_assert_int_eq(current_device, 0);
     crmm_resource_release(&probe->base);
 }
-END_TEST
 
 CRMM_TEST(size_zero_is_null_and_touches_nothing)
 {
@@ -169,7 +166,6 @@ CRMM_TEST(size_zero_is_null_and_touches_nothing)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 1);
     crmm_torch_deallocate(p, 8, 0, NULL);
 }
-END_TEST
 
 CRMM_TEST(bad_arguments_give_null_and_a_message)
 {
@@ -191,7 +187,6 @@ CRMM_TEST(bad_arguments_give_null_and_a_message)
     crmm_torch_deallocate(p, 16, 0, NULL);
     ck_assert_uint_eq(live_allocations(mr), 0);
 }
-END_TEST
 
 CRMM_TEST(out_of_memory_gives_null_and_the_resources_message)
 {
@@ -210,7 +205,6 @@ CRMM_TEST(out_of_memory_gives_null_and_the_resources_message)
     ck_assert_ptr_nonnull(p);
     crmm_torch_deallocate(p, 1 << 20, 0, NULL);
 }
-END_TEST
 
 /* A config that cannot be loaded: every allocation is NULL, and stderr gets one message that
  * says what failed and how to fix it. Run in a child whose stderr is a pipe. */
@@ -253,7 +247,6 @@ CRMM_LOOP_TEST(a_broken_config_gives_null_and_one_clear_message, 2)
         ck_assert_msg(strstr(err, "no_such_plugin") != NULL, "the reason is missing: %s", err);
     free(err);
 }
-END_TEST
 
 /* Threads allocate and free at once, the first calls racing with initialisation. */
 #define THREADS 8
@@ -308,7 +301,6 @@ CRMM_TEST(many_threads)
     ck_assert_uint_eq(live_allocations(mr), 0);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), (uint64_t)ROUNDS * THREADS);
 }
-END_TEST
 
 /* Once the process exits, neither function calls CUDA or the resource: a handler registered
  * before crmm's exit hook runs after it and frees a live block, as PyTorch's last tensors are
@@ -344,7 +336,6 @@ CRMM_TEST(nothing_is_called_once_the_process_exits)
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child exited with %d",
                   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
-END_TEST
 
 int main(void)
 {

@@ -33,7 +33,6 @@ CRMM_TEST_IN("tracking", empty)
     ck_assert_uint_eq(bytes_of(mr), 0);
     crmm_test_release(mr, host);
 }
-END_TEST
 
 CRMM_TEST_IN("tracking", all_freed)
 {
@@ -49,7 +48,6 @@ CRMM_TEST_IN("tracking", all_freed)
     ck_assert_uint_eq(bytes_of(mr), 0);
     crmm_test_release(mr, host);
 }
-END_TEST
 
 typedef struct seen {
     int n;
@@ -113,10 +111,8 @@ static void left_over(int capture)
 }
 
 START_TEST(allocations_left_with_stacks) { left_over(1); }
-END_TEST
 
 START_TEST(allocations_left_without_stacks) { left_over(0); }
-END_TEST
 
 CRMM_TEST_IN("tracking", foreach_stops_when_asked)
 {
@@ -132,7 +128,6 @@ CRMM_TEST_IN("tracking", foreach_stops_when_asked)
         ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], 512, NULL));
     crmm_test_release(mr, host);
 }
-END_TEST
 
 CRMM_TEST_IN("tracking", stacked_trackers)
 {
@@ -158,7 +153,6 @@ CRMM_TEST_IN("tracking", stacked_trackers)
     ck_assert_uint_eq(count_of(inner), 0);
     crmm_test_release(inner, outer, host);
 }
-END_TEST
 
 CRMM_TEST_IN("tracking", wrong_size_free_is_refused)
 {
@@ -180,7 +174,6 @@ CRMM_TEST_IN("tracking", wrong_size_free_is_refused)
     free(text);
     crmm_test_release(mr, stats, host);
 }
-END_TEST
 
 CRMM_TEST_IN("tracking", unknown_pointer_is_refused)
 {
@@ -195,7 +188,6 @@ CRMM_TEST_IN("tracking", unknown_pointer_is_refused)
     ck_assert_uint_eq(count_of(mr), 0);
     crmm_test_release(mr, host);
 }
-END_TEST
 
 CRMM_TEST_IN("tracking", leaks_are_reported_at_destroy)
 {
@@ -221,7 +213,6 @@ CRMM_TEST_IN("tracking", leaks_are_reported_at_destroy)
     ck_assert_crmm_ok(crmm_resource_deallocate(host, c, 3000, NULL));
     crmm_resource_release(host);
 }
-END_TEST
 
 CRMM_TEST_IN("tracking", log_outstanding_writes_the_report)
 {
@@ -239,7 +230,6 @@ CRMM_TEST_IN("tracking", log_outstanding_writes_the_report)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
     crmm_test_release(mr, host);
 }
-END_TEST
 
 CRMM_TEST_IN("tracking", api_rejects_bad_arguments)
 {
@@ -254,7 +244,6 @@ CRMM_TEST_IN("tracking", api_rejects_bad_arguments)
     ck_assert_crmm(crmm_resource_create("tracking", "capture_stacks=maybe", host, &bad), CRMM_ERROR_CONFIG);
     crmm_test_release(mr, host);
 }
-END_TEST
 
 static void *churn(void *arg)
 {
@@ -296,7 +285,6 @@ CRMM_TEST_IN("tracking", threads_with_address_reuse)
     ck_assert_uint_eq(bytes_of(mr), 0);
     crmm_test_release(mr, host);
 }
-END_TEST
 
 CRMM_TEST_IN("tracking", many_records_grow_and_shrink_the_table)
 {
@@ -315,7 +303,6 @@ CRMM_TEST_IN("tracking", many_records_grow_and_shrink_the_table)
     free(p);
     crmm_test_release(mr, host);
 }
-END_TEST
 
 static const crmm_test_chain chains[] = {
     {"tracking_over_host", "[resource.h]\nplugin = host\n[resource.t]\nplugin = tracking\nupstream = h\n", "t", 0, 0},

@@ -148,7 +148,6 @@ CRMM_TEST_IN("cuda_async_view", view_allocates_from_the_callers_pool_on_the_call
     crmm_resource_release(mr);
     ck_assert_int_eq(seen.pools_destroyed, 0); /* the caller's pool outlives the view */
 }
-END_TEST
 
 CRMM_TEST_IN("cuda_async_view", view_takes_the_handle_as_decimal_or_hex)
 {
@@ -163,7 +162,6 @@ CRMM_TEST_IN("cuda_async_view", view_takes_the_handle_as_decimal_or_hex)
     ck_assert_crmm(crmm_resource_control(mr, 2, &pool), CRMM_ERROR_UNSUPPORTED);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("cuda_async_view", view_refuses_a_missing_zero_or_bad_handle)
 {
@@ -182,7 +180,6 @@ CRMM_TEST_IN("cuda_async_view", view_refuses_a_missing_zero_or_bad_handle)
     refused("cuda_async_view", params, CRMM_ERROR_UNSUPPORTED, "cudaDevAttrMemoryPoolsSupported");
     ck_assert_int_eq(seen.allocs, 0);
 }
-END_TEST
 
 CRMM_TEST_IN("cuda_async_view", view_out_of_memory_is_reported_as_such)
 {
@@ -196,7 +193,6 @@ CRMM_TEST_IN("cuda_async_view", view_out_of_memory_is_reported_as_such)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 /* ---- async_managed ------------------------------------------------------------------------- */
 
@@ -221,7 +217,6 @@ CRMM_TEST_IN("async_managed", async_managed_uses_the_devices_default_managed_poo
     crmm_resource_release(mr);
     ck_assert_int_eq(seen.pools_destroyed, 0); /* the driver's pool */
 }
-END_TEST
 
 CRMM_TEST_IN("async_managed", async_managed_names_why_it_cannot_be_made)
 {
@@ -239,7 +234,6 @@ CRMM_TEST_IN("async_managed", async_managed_names_why_it_cannot_be_made)
     ck_assert_msg(strstr(crmm_last_error(), "managed memory pool"), "message: %s", crmm_last_error());
     refused("async_managed", "initial_pool_size=1MiB", CRMM_ERROR_CONFIG, "initial_pool_size");
 }
-END_TEST
 
 /* ---- system and sam_headroom -------------------------------------------------------------- */
 
@@ -270,7 +264,6 @@ CRMM_TEST_IN("system", system_is_plain_host_memory_and_a_free_waits_for_its_stre
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("system", system_and_sam_headroom_need_pageable_memory_access)
 {
@@ -280,7 +273,6 @@ CRMM_TEST_IN("system", system_and_sam_headroom_need_pageable_memory_access)
     refused("sam_headroom", "headroom=1MiB", CRMM_ERROR_UNSUPPORTED, "cudaDevAttrPageableMemoryAccess");
     ck_assert_msg(strstr(crmm_last_error(), "sam_headroom"), "message: %s", crmm_last_error());
 }
-END_TEST
 
 CRMM_TEST_IN("system", sam_headroom_needs_a_headroom)
 {
@@ -289,7 +281,6 @@ CRMM_TEST_IN("system", sam_headroom_needs_a_headroom)
     refused("sam_headroom", "headroom=lots", CRMM_ERROR_CONFIG, "headroom");
     refused("sam_headroom", "headroom=-1", CRMM_ERROR_CONFIG, "headroom");
 }
-END_TEST
 
 /* allocate `bytes` from a sam_headroom of `headroom` with `free_bytes` free on the device; the
  * advice given is in `seen` */
@@ -336,7 +327,6 @@ START_TEST(sam_headroom_places_what_fits_above_the_headroom_on_the_device)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("system", sam_headroom_failed_placement_frees_the_block)
 {
@@ -350,7 +340,6 @@ CRMM_TEST_IN("system", sam_headroom_failed_placement_frees_the_block)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0); /* and the block is freed: ASan would see a leak */
     crmm_resource_release(mr);
 }
-END_TEST
 
 int main(void)
 {

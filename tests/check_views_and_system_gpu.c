@@ -95,7 +95,6 @@ CRMM_TEST_IN("resources", callback_over_cuda_malloc)
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("resources", view_over_a_pool_the_test_owns)
 {
@@ -129,7 +128,6 @@ CRMM_TEST_IN("resources", view_over_a_pool_the_test_owns)
     ck_assert_cuda(cudaDeviceSynchronize());
     ck_assert_cuda(cudaMemPoolDestroy(pool));
 }
-END_TEST
 
 CRMM_TEST_IN("resources", async_managed_over_the_default_managed_pool)
 {
@@ -155,7 +153,6 @@ CRMM_TEST_IN("resources", async_managed_over_the_default_managed_pool)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
     crmm_resource_release(mr);
 }
-END_TEST
 
 CRMM_TEST_IN("resources", system_and_sam_headroom_where_supported)
 {
@@ -189,7 +186,6 @@ CRMM_TEST_IN("resources", system_and_sam_headroom_where_supported)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1 << 20, NULL));
     crmm_resource_release(mr);
 }
-END_TEST
 
 int main(void)
 {

@@ -89,7 +89,6 @@ START_TEST(zero_size_gives_null)
     ck_assert_crmm_ok(crmm_resource_deallocate(c.mr, NULL, 128, c.s1));
     close_chain(&c);
 }
-END_TEST
 
 START_TEST(sizes_are_aligned_and_usable)
 {
@@ -112,7 +111,6 @@ START_TEST(sizes_are_aligned_and_usable)
     }
     close_chain(&c);
 }
-END_TEST
 
 START_TEST(one_pib_is_out_of_memory)
 {
@@ -131,7 +129,6 @@ START_TEST(one_pib_is_out_of_memory)
     ck_assert_crmm_ok(crmm_resource_deallocate(c.mr, p, 4096, c.s1));
     close_chain(&c);
 }
-END_TEST
 
 typedef struct block { uintptr_t p; size_t n; } block;
 
@@ -165,7 +162,6 @@ START_TEST(blocks_are_distinct)
         ck_assert_crmm_ok(crmm_resource_deallocate(c.mr, (void *)b[k].p, b[k].n, c.s1));
     close_chain(&c);
 }
-END_TEST
 
 /* Random allocate/free with each block tagged and checked before its free. */
 static void random_mix(chain_ctx *c, uint64_t seed, int steps, crmm_cuda_stream_t stream)
@@ -212,7 +208,6 @@ START_TEST(random_alloc_free_mix)
     random_mix(&c, 7, c.chain->gpu ? 2000 : 5000, c.s1);
     close_chain(&c);
 }
-END_TEST
 
 typedef struct thread_arg { chain_ctx *c; uint64_t seed; crmm_cuda_stream_t stream; } thread_arg;
 
@@ -244,7 +239,6 @@ START_TEST(four_threads_mix)
         }
     close_chain(&c);
 }
-END_TEST
 
 typedef struct free_arg { crmm_resource *mr; void *p; size_t n; crmm_status st; } free_arg;
 
@@ -274,7 +268,6 @@ START_TEST(free_on_another_thread)
     ck_assert_crmm_ok(crmm_resource_deallocate(c.mr, p, 4096, NULL));
     close_chain(&c);
 }
-END_TEST
 
 START_TEST(free_on_another_stream)
 {
@@ -301,7 +294,6 @@ START_TEST(free_on_another_stream)
         ck_assert_crmm_ok(crmm_resource_deallocate(c.mr, ps[k], 4096 * (size_t)(k + 1), c.s1));
     close_chain(&c);
 }
-END_TEST
 
 START_TEST(in_use_query_follows_allocations)
 {
@@ -324,7 +316,6 @@ START_TEST(in_use_query_follows_allocations)
     ck_assert_uint_eq(after, before);
     close_chain(&c);
 }
-END_TEST
 
 void crmm_conformance_add(Suite *s, const crmm_test_chain *table, int n)
 {

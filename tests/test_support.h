@@ -54,9 +54,10 @@ int crmm_test_gpu_required(int needed);
 int crmm_test_async_observable(void);
 
 /* ---- declaring tests ------------------------------------------------------------------------
- * A test is declared once, where it is written: CRMM_TEST(name) { ... } END_TEST in place of
- * Check's START_TEST puts it in the program's table of tests (a linker section), and the case
- * that runs it takes it from there, so no test can be written and left unregistered.
+ * A test is declared once, where it is written: CRMM_TEST(name) { ... } in place of Check's
+ * START_TEST (its END_TEST has been empty since Check 0.13 and is not written) puts it in the
+ * program's table of tests (a linker section), and the case that runs it takes it from there,
+ * so no test can be written and left unregistered.
  * CRMM_TEST belongs to the program's main case (crmm_test_main); CRMM_TEST_IN(case, name) to the
  * case of that name (crmm_test_tcase). CRMM_LOOP_TEST[_IN](..., name, n) runs the body for
  * _i = 0 .. n - 1 (n: a constant expression, e.g. a table's row count). Tests in a case run in
