@@ -7,6 +7,8 @@ line saying so).
                                                   # (CRMM_CONFIG=conf/crmm.ini: a pool)
     python3 bench/python_alloc.py --host          # no GPU needed: a pool over host memory
     python3 bench/python_alloc.py --breakdown     # also the cost of each step, one by one
+    python3 bench/python_alloc.py --rounds 5      # then CuPy's pool and crmm's CuPy allocator
+                                                  # in turn, five rounds
 
 crmm's rows run once through each implementation of DeviceBuffer's calls into libcrmm
 (crmm._fastalloc, the C extension, and ctypes; crmm/_alloc.py), where both are there.
@@ -88,10 +90,25 @@ def cupy_row(name, args):
     except ImportError:
         print("# CuPy is not installed: crmm's CuPy allocator is skipped")
         return
+    from crmm.allocators import cupy as crmm_cupy
+
+    # the extension's row is the allocator a user sets (the extension's C allocator where it is
+    # built); the ctypes row is the Python allocator it passes other streams to
+    allocator = crmm_cupy.rmm_cupy_allocator if name == "extension" else crmm_cupy._allocate
+    report(f"cupy.empty through crmm's allocator [{name}]", (allocator, lambda: cupy.empty(SIZE, cupy.uint8)), args)
+
+
+def cupy_rounds(args):
+    """--rounds K: CuPy's own pool and crmm's allocator (the one a user sets) take turns K times,
+    so that the two rows of each round ran under the same conditions."""
+    import cupy
+
     from crmm.allocators.cupy import rmm_cupy_allocator
 
-    report(f"cupy.empty through crmm's allocator [{name}]",
-           (rmm_cupy_allocator, lambda: cupy.empty(SIZE, cupy.uint8)), args)
+    pool = cupy.get_default_memory_pool().malloc
+    for r in range(args.rounds):
+        for label, allocator in (("CuPy's own pool", pool), ("crmm's allocator", rmm_cupy_allocator)):
+            report(f"round {r + 1}: cupy.empty over {label}", (allocator, lambda: cupy.empty(SIZE, cupy.uint8)), args)
 
 
 def report(label, fn, args):
@@ -234,6 +251,8 @@ def main():
     parser.add_argument("--breakdown", action="store_true", help="also time each step alone")
     parser.add_argument("-n", type=int, default=20000, help="create+drop per repeat (20000)")
     parser.add_argument("--repeats", type=int, default=5, help="repeats; the median is shown (5)")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="then K rounds of CuPy's pool and crmm's CuPy allocator in turn (0)")
     args = parser.parse_args()
     import crmm
 
@@ -258,6 +277,8 @@ def main():
             numba_row(args)
         except Exception as e:  # Numba's memory manager must come before its context: say why
             print(f"# Numba row failed: {type(e).__name__}: {e}")
+        if args.rounds:
+            cupy_rounds(args)
     if args.breakdown:
         breakdown(args, mr)
     del keep

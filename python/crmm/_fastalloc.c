@@ -12,8 +12,15 @@
  * The module does not link libcrmm: crmm/_alloc.py hands it the addresses of libcrmm's functions
  * from the libcrmm that ctypes loaded (bind), so that both paths call one copy of the library.
  * A failed create calls the `check` function given to bind with the crmm_status, which raises
- * the package's exception for it. The GIL is released around every libcrmm call that may
- * allocate or free, since a resource may wait on the device or call back into Python. */
+ * the package's exception for it.
+ *
+ * The GIL: a resource that calls back into Python (a callback plugin over Python functions)
+ * may take a lock of its own and then wait for the GIL, so while the process has such a
+ * resource, a thread that waits on a resource must not hold the GIL: create and free release it
+ * around libcrmm. While it has none, they keep it, as CuPy's own pool does (a release and re-take
+ * of the GIL costs more than a pool's allocation; a growth that waits on the device then holds
+ * the other Python threads for that time). crmm/_alloc.py says which (set_release_gil).
+ * create_zeroed always releases it: its synchronize waits for the stream's work. */
 #define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -31,6 +38,19 @@ typedef int (*enter_fn)(int device, device_guard *guard);
 typedef void (*restore_fn)(device_guard *guard);
 typedef int (*memset_fn)(void *ptr, int value, size_t count, void *cuda_stream);
 typedef int (*sync_fn)(void *stream);
+
+/* Whether create and free release the GIL around libcrmm (see the top; set_release_gil). */
+static int release_gil = 1;
+#define LIBCRMM_CALL(stmt) \
+    do { \
+        if (release_gil) { \
+            Py_BEGIN_ALLOW_THREADS \
+            stmt; \
+            Py_END_ALLOW_THREADS \
+        } else { \
+            stmt; \
+        } \
+    } while (0)
 
 /* libcrmm's functions, set once by bind (NULL before) */
 static create_fn buffer_create;
@@ -196,11 +216,8 @@ static PyObject *buffer_type; /* set at module init */
 static void buffer_dealloc(PyObject *self)
 {
     void *buf = ((buffer_object *)self)->buf;
-    if (buf) {
-        Py_BEGIN_ALLOW_THREADS
-        buffer_destroy(buf);
-        Py_END_ALLOW_THREADS
-    }
+    if (buf)
+        LIBCRMM_CALL(buffer_destroy(buf));
     PyObject *tp = (PyObject *)Py_TYPE(self);
     PyObject_Free(self);
     Py_DECREF(tp);
@@ -212,9 +229,7 @@ static PyObject *buffer_wrap(void *buf)
     if (!b) { /* MemoryError, set aside while the free may call back into Python */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        Py_BEGIN_ALLOW_THREADS
-        buffer_destroy(buf);
-        Py_END_ALLOW_THREADS
+        LIBCRMM_CALL(buffer_destroy(buf));
         PyErr_Restore(type, value, traceback);
         return NULL;
     }
@@ -237,11 +252,8 @@ static PyObject *buffer_free(PyObject *self, PyObject *unused)
     (void)unused;
     void *buf = ((buffer_object *)self)->buf;
     ((buffer_object *)self)->buf = NULL;
-    if (buf) {
-        Py_BEGIN_ALLOW_THREADS
-        buffer_destroy(buf);
-        Py_END_ALLOW_THREADS
-    }
+    if (buf)
+        LIBCRMM_CALL(buffer_destroy(buf));
     Py_RETURN_NONE;
 }
 
@@ -317,9 +329,7 @@ static PyObject *fa_create(PyObject *self, PyObject *const *args, Py_ssize_t nar
         address_arg(args[2], "mr", 1, &mr) < 0 || !bound())
         return NULL;
     int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = buffer_create(size, stream, mr, &buf);
-    Py_END_ALLOW_THREADS
+    LIBCRMM_CALL(status = buffer_create(size, stream, mr, &buf));
     if (status == 0)
         return buffer_wrap(buf);
     PyObject *r = PyObject_CallFunction(check_status, "i", status);
@@ -398,17 +408,54 @@ static PyObject *fa_create_zeroed(PyObject *self, PyObject *const *args, Py_ssiz
     return NULL;
 }
 
-/* create_wrapped(size, stream, mr, memory, pointer, owner_type, stream_obj)
- *   -> pointer(memory(ptr, size, owner, device), 0)
- * create() a buffer, make `owner` an instance of owner_type (DeviceBuffer: made as its
- * __new__ makes it, then _buf = the Buffer, _stream = stream_obj, _mr = None) and hand it to a
- * foreign memory class that keeps it alive. With memory = cupy.cuda.UnownedMemory and pointer =
- * cupy.cuda.MemoryPointer this is a whole CuPy allocation in one call, the array's owner a
- * DeviceBuffer as RMM's allocator makes it (crmm/allocators/cupy.py). When anything raises, the
- * buffer is freed and the exception passed on. */
-static PyObject *fa_create_wrapped(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* pointer(memory(ptr, size, owner, device), 0) around a new Buffer (a reference this takes),
+ * owner an owner_type made as its __new__ makes it with _buf = the Buffer, _stream = stream_obj
+ * and _mr = None: the memory's owner is a DeviceBuffer, as RMM's allocators make it. When
+ * anything raises, the buffer is freed and the exception passed on. */
+static PyObject *wrap_buffer(PyObject *buffer, PyObject *size, PyObject *memory, PyObject *pointer,
+                             PyObject *owner_type, PyObject *stream_obj)
 {
     static PyObject *buf_name, *stream_name, *mr_name;
+    if (!buffer)
+        return NULL;
+    if (!buf_name && (!(buf_name = PyUnicode_InternFromString("_buf")) ||
+                      !(stream_name = PyUnicode_InternFromString("_stream")) ||
+                      !(mr_name = PyUnicode_InternFromString("_mr")))) {
+        Py_CLEAR(buf_name);
+        Py_CLEAR(stream_name);
+        Py_DECREF(buffer);
+        return NULL;
+    }
+    void *buf = ((buffer_object *)buffer)->buf;
+    PyObject *owner = PyType_GenericNew((PyTypeObject *)owner_type, NULL, NULL);
+    if (owner && (PyObject_SetAttr(owner, buf_name, buffer) < 0 || PyObject_SetAttr(owner, stream_name, stream_obj) < 0 ||
+                  PyObject_SetAttr(owner, mr_name, Py_None) < 0))
+        Py_CLEAR(owner);
+    Py_DECREF(buffer); /* the owner holds it now; without an owner this frees the buffer */
+    if (!owner)
+        return NULL;
+    PyObject *ptr = PyLong_FromVoidPtr(buffer_ptr(buf));
+    PyObject *device = ptr ? PyLong_FromLong(buffer_device(buf)) : NULL;
+    PyObject *mem = device ? PyObject_CallFunctionObjArgs(memory, ptr, size, owner, device, NULL) : NULL;
+    Py_XDECREF(ptr);
+    Py_XDECREF(device);
+    Py_DECREF(owner); /* mem holds it now; without mem this frees the buffer */
+    if (!mem)
+        return NULL;
+    PyObject *zero = PyLong_FromLong(0);
+    PyObject *result = zero ? PyObject_CallFunctionObjArgs(pointer, mem, zero, NULL) : NULL;
+    Py_XDECREF(zero);
+    Py_DECREF(mem);
+    return result;
+}
+
+/* create_wrapped(size, stream, mr, memory, pointer, owner_type, stream_obj)
+ *   -> pointer(memory(ptr, size, owner, device), 0)
+ * create() a buffer and hand it to a foreign memory class that keeps its owner alive
+ * (wrap_buffer). With memory = cupy.cuda.UnownedMemory and pointer = cupy.cuda.MemoryPointer
+ * this is a whole CuPy allocation in one call. */
+static PyObject *fa_create_wrapped(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
     if (nargs != 7) {
         PyErr_SetString(PyExc_TypeError,
                         "create_wrapped takes 7 arguments (size, stream, mr, memory, pointer, owner_type, stream_obj)");
@@ -418,37 +465,116 @@ static PyObject *fa_create_wrapped(PyObject *self, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_TypeError, "owner_type must be a type");
         return NULL;
     }
-    if (!buf_name && (!(buf_name = PyUnicode_InternFromString("_buf")) ||
-                      !(stream_name = PyUnicode_InternFromString("_stream")) ||
-                      !(mr_name = PyUnicode_InternFromString("_mr")))) {
-        Py_CLEAR(buf_name);
-        Py_CLEAR(stream_name);
+    return wrap_buffer(fa_create(self, args, 3), args[0], args[3], args[4], args[5], args[6]);
+}
+
+/* The allocator cupy_allocator makes: its context, a tuple in this order. */
+enum { CA_GET_STREAM, CA_STREAMS, CA_MEMORY, CA_POINTER, CA_OWNER_TYPE, CA_MR, CA_LIB, CA_FALLBACK, CA_COUNT };
+static int lib_initialized; /* crmm._lib.initialized was seen true (it stays true) */
+
+/* rmm_cupy_allocator(nbytes): a positive int on a stream `streams` knows (get_stream().ptr ->
+ * (stream_obj, crmm_stream address)) once libcrmm has a config: create_wrapped on that stream in
+ * this one C call; anything else (another stream, 0, a non-int, before the config) goes to the
+ * fallback, the Python allocator that handles every case. */
+static PyObject *ca_call(PyObject *ctx, PyObject *nbytes)
+{
+    static PyObject *ptr_name, *initialized_name;
+    PyObject *fallback = PyTuple_GetItem(ctx, CA_FALLBACK);
+    if (!fallback)
+        return NULL;
+    if (!ptr_name && (!(ptr_name = PyUnicode_InternFromString("ptr")) ||
+                      !(initialized_name = PyUnicode_InternFromString("initialized")))) {
+        Py_CLEAR(ptr_name);
         return NULL;
     }
-    PyObject *buffer = fa_create(self, args, 3);
-    if (!buffer)
+    int positive = PyLong_CheckExact(nbytes) ? PyObject_IsTrue(nbytes) : 0;
+    if (positive < 0)
         return NULL;
-    void *buf = ((buffer_object *)buffer)->buf;
-    PyObject *owner = PyType_GenericNew((PyTypeObject *)args[5], NULL, NULL);
-    if (owner && (PyObject_SetAttr(owner, buf_name, buffer) < 0 || PyObject_SetAttr(owner, stream_name, args[6]) < 0 ||
-                  PyObject_SetAttr(owner, mr_name, Py_None) < 0))
-        Py_CLEAR(owner);
-    Py_DECREF(buffer); /* the owner holds it now; without an owner this frees the buffer */
-    if (!owner)
+    if (positive && !lib_initialized) {
+        PyObject *v = PyObject_GetAttr(PyTuple_GetItem(ctx, CA_LIB), initialized_name);
+        lib_initialized = v ? PyObject_IsTrue(v) : -1;
+        Py_XDECREF(v);
+        if (lib_initialized < 0) {
+            lib_initialized = 0;
+            return NULL;
+        }
+    }
+    if (!positive || !lib_initialized || !buffer_create)
+        return PyObject_CallFunctionObjArgs(fallback, nbytes, NULL);
+    PyObject *stream = PyObject_CallNoArgs(PyTuple_GetItem(ctx, CA_GET_STREAM));
+    PyObject *ptr = stream ? PyObject_GetAttr(stream, ptr_name) : NULL;
+    Py_XDECREF(stream);
+    if (!ptr)
         return NULL;
-    PyObject *ptr = PyLong_FromVoidPtr(buffer_ptr(buf));
-    PyObject *device = ptr ? PyLong_FromLong(buffer_device(buf)) : NULL;
-    PyObject *mem = device ? PyObject_CallFunctionObjArgs(args[3], ptr, args[0], owner, device, NULL) : NULL;
-    Py_XDECREF(ptr);
-    Py_XDECREF(device);
-    Py_DECREF(owner); /* mem holds it now; without mem this frees the buffer */
-    if (!mem)
+    PyObject *entry = PyDict_GetItemWithError(PyTuple_GetItem(ctx, CA_STREAMS), ptr); /* borrowed */
+    Py_DECREF(ptr);
+    if (!entry)
+        return PyErr_Occurred() ? NULL : PyObject_CallFunctionObjArgs(fallback, nbytes, NULL);
+    if (!PyTuple_Check(entry) || PyTuple_Size(entry) != 2) {
+        PyErr_SetString(PyExc_TypeError, "cupy_allocator: streams maps a stream's ptr to (stream, crmm_stream address)");
         return NULL;
-    PyObject *zero = PyLong_FromLong(0);
-    PyObject *result = zero ? PyObject_CallFunctionObjArgs(args[4], mem, zero, NULL) : NULL;
-    Py_XDECREF(zero);
-    Py_DECREF(mem);
-    return result;
+    }
+    PyObject *create_args[3] = {nbytes, PyTuple_GetItem(entry, 1), PyTuple_GetItem(ctx, CA_MR)};
+    return wrap_buffer(fa_create(NULL, create_args, 3), nbytes, PyTuple_GetItem(ctx, CA_MEMORY),
+                       PyTuple_GetItem(ctx, CA_POINTER), PyTuple_GetItem(ctx, CA_OWNER_TYPE), PyTuple_GetItem(entry, 0));
+}
+
+static PyMethodDef ca_def = {
+    "rmm_cupy_allocator", ca_call, METH_O,
+    "rmm_cupy_allocator(nbytes) -> cupy.cuda.MemoryPointer to nbytes of crmm memory (a DeviceBuffer owns it), "
+    "allocated on CuPy's current stream from the current device's resource"};
+
+/* cupy_allocator(get_stream, streams, memory, pointer, owner_type, mr, lib, fallback)
+ *   -> rmm_cupy_allocator(nbytes) (ca_call), a builtin function for cupy.cuda.set_allocator.
+ * get_stream: cupy.cuda.get_current_stream; streams: {ptr: (stream_obj, crmm_stream address)}
+ * for the streams served in C; memory, pointer: CuPy's UnownedMemory and MemoryPointer;
+ * owner_type: DeviceBuffer; mr: a crmm_resource * as an int or None (the current device's);
+ * lib: the module whose `initialized` says libcrmm has a config; fallback: the allocator for
+ * every other call. */
+static PyObject *fa_cupy_allocator(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    void *mr;
+    if (nargs != CA_COUNT) {
+        PyErr_SetString(PyExc_TypeError,
+                        "cupy_allocator takes 8 arguments (get_stream, streams, memory, pointer, owner_type, mr, lib, fallback)");
+        return NULL;
+    }
+    if (!PyCallable_Check(args[CA_GET_STREAM]) || !PyCallable_Check(args[CA_MEMORY]) ||
+        !PyCallable_Check(args[CA_POINTER]) || !PyCallable_Check(args[CA_FALLBACK])) {
+        PyErr_SetString(PyExc_TypeError, "cupy_allocator: get_stream, memory, pointer and fallback must be callable");
+        return NULL;
+    }
+    if (!PyDict_Check(args[CA_STREAMS]) || !PyType_Check(args[CA_OWNER_TYPE])) {
+        PyErr_SetString(PyExc_TypeError, "cupy_allocator: streams must be a dict and owner_type a type");
+        return NULL;
+    }
+    if (address_arg(args[CA_MR], "mr", 1, &mr) < 0)
+        return NULL;
+    PyObject *ctx = PyTuple_New(CA_COUNT);
+    if (!ctx)
+        return NULL;
+    for (int i = 0; i < CA_COUNT; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SetItem(ctx, i, args[i]);
+    }
+    PyObject *module = PyUnicode_FromString("crmm.allocators.cupy");
+    PyObject *fn = module ? PyCFunction_NewEx(&ca_def, ctx, module) : NULL;
+    Py_XDECREF(module);
+    Py_DECREF(ctx);
+    return fn;
+}
+
+/* set_release_gil(flag) -> the previous setting: whether create and free release the GIL. */
+static PyObject *fa_set_release_gil(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    int flag = PyObject_IsTrue(arg);
+    if (flag < 0)
+        return NULL;
+    int before = release_gil;
+    release_gil = flag;
+    return PyBool_FromLong(before);
 }
 
 /* adopt(address) -> Buffer: take ownership of a crmm_device_buffer * another call made (not 0). */
@@ -470,6 +596,10 @@ static PyMethodDef fa_methods[] = {
      "create_zeroed(size, stream, mr, cuda_stream, sync) -> Buffer of zeros"},
     {"create_wrapped", (PyCFunction)(void (*)(void))fa_create_wrapped, METH_FASTCALL,
      "create_wrapped(size, stream, mr, memory, pointer, owner_type, stream_obj) -> pointer(memory(ptr, size, owner, device), 0)"},
+    {"cupy_allocator", (PyCFunction)(void (*)(void))fa_cupy_allocator, METH_FASTCALL,
+     "cupy_allocator(get_stream, streams, memory, pointer, owner_type, mr, lib, fallback) -> rmm_cupy_allocator"},
+    {"set_release_gil", fa_set_release_gil, METH_O,
+     "set_release_gil(flag) -> previous: whether create and free release the GIL around libcrmm"},
     {"adopt", fa_adopt, METH_O, "adopt(address) -> Buffer owning that crmm_device_buffer *"},
     {NULL, NULL, 0, NULL},
 };
@@ -491,7 +621,7 @@ PyMODINIT_FUNC PyInit__fastalloc(void)
         return NULL;
     }
     /* the interface crmm/_alloc.py checks (EXTENSION_ABI) before it binds */
-    if (PyModule_AddIntConstant(m, "ABI", 3) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -238,6 +238,108 @@ def test_create_wrapped_hands_the_buffer_to_a_foreign_owner(backend, host, stats
     assert stats.query("bytes_in_use") == 0
 
 
+class _CupyStream:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+def test_cupy_allocator_serves_known_streams_in_c_and_passes_the_rest_on(ext, host, stats):
+    """The extension's allocator behind crmm.allocators.cupy: a positive int on a stream the
+    table knows is served from the resource given, owned by a DeviceBuffer on that stream; any
+    other call reaches the fallback unchanged; errors raise with nothing left allocated."""
+    current = [_CupyStream(0)]
+    passed_on = []
+
+    def fallback(nbytes):
+        passed_on.append(nbytes)
+        return "fallback"
+
+    streams = {0: (DEFAULT_STREAM, DEFAULT_STREAM._cstream)}
+    allocate = ext.cupy_allocator(lambda: current[0], streams, _Memory, lambda mem, offset: (mem, offset),
+                                  DeviceBuffer, stats._handle, crmm._lib, fallback)
+    assert allocate.__name__ == "rmm_cupy_allocator" and allocate.__module__ == "crmm.allocators.cupy"
+    mem, offset = allocate(1000)
+    assert offset == 0 and mem.size == 1000 and host.live[mem.ptr] == 1000 and passed_on == []
+    assert type(mem.owner) is DeviceBuffer and mem.owner.stream is DEFAULT_STREAM and mem.owner.ptr == mem.ptr
+    assert stats.query("bytes_in_use") == 1000
+    del mem
+    gc.collect()
+    assert stats.query("bytes_in_use") == 0
+    current[0] = _CupyStream(12345)  # a stream the table does not know
+    assert allocate(64) == "fallback"
+    current[0] = _CupyStream(0)
+    assert [allocate(0), allocate(np.int64(8)), allocate(True)] == ["fallback"] * 3
+    assert passed_on == [64, 0, np.int64(8), True] and stats.query("allocations_total") == 1
+    with pytest.raises(ValueError):
+        allocate(-1)
+    with pytest.raises(RuntimeError, match="refused by the memory class"):
+        ext.cupy_allocator(lambda: current[0], streams, _Refused, lambda mem, offset: mem, DeviceBuffer,
+                           stats._handle, crmm._lib, fallback)(1000)
+    gc.collect()
+    assert stats.query("allocations_total") == 2 and stats.query("bytes_in_use") == 0
+
+    def no_stream():
+        raise RuntimeError("no current stream")
+
+    with pytest.raises(RuntimeError, match="no current stream"):
+        ext.cupy_allocator(no_stream, streams, _Memory, tuple, DeviceBuffer, stats._handle, crmm._lib, fallback)(8)
+    with pytest.raises(TypeError, match="maps a stream"):
+        ext.cupy_allocator(lambda: current[0], {0: DEFAULT_STREAM}, _Memory, tuple, DeviceBuffer, stats._handle,
+                           crmm._lib, fallback)(8)
+    assert stats.query("allocations_total") == 2
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"count": 7}, "takes 8 arguments"), ({0: None}, "must be callable"), ({2: 5}, "must be callable"),
+    ({1: []}, "must be a dict"), ({4: "DeviceBuffer"}, "owner_type a type"), ({5: -1}, "mr"),
+])
+def test_cupy_allocator_refuses_bad_arguments(ext, change, error):
+    args = [lambda: _CupyStream(0), {}, _Memory, tuple, DeviceBuffer, None, crmm._lib, lambda n: n]
+    for i, value in change.items():
+        if i != "count":
+            args[i] = value
+    args = args[:change.get("count", len(args))]
+    with pytest.raises((TypeError, ValueError, OverflowError), match=error):
+        ext.cupy_allocator(*args)
+
+
+def test_create_and_free_keep_the_gil_only_until_a_resource_may_call_python(ext):
+    """In a fresh process the extension keeps the GIL while every resource is one of crmm's
+    own plugins (the default config's, a `host`); a CallbackMemoryResource, or a plugin named
+    by path, makes create and free release it from then on."""
+    code = """
+import crmm
+from crmm import _alloc, _lib
+from crmm.pylibrmm.memory_resource import CallbackMemoryResource, MemoryResource
+_lib.ensure_initialized()
+assert not _alloc.releases_gil()
+MemoryResource("host")
+assert not _alloc.releases_gil()
+CallbackMemoryResource(lambda n, s: 0, lambda p, n, s: None)
+assert _alloc.releases_gil()
+print("ok")
+"""
+    for prelude in ("", "from crmm import _lib; _lib.note_plugins(['/elsewhere/crmm_own.so'])"):
+        script = code if not prelude else code.replace('assert not _alloc.releases_gil()\nMemoryResource("host")\n'
+                                                       'assert not _alloc.releases_gil()\n', prelude + "\n")
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_buffers_made_and_freed_holding_the_gil_reach_python_callbacks(ext, host, stats):
+    """With the GIL kept, a create and free whose resource calls Python on the same thread
+    (the callback resource here) still work, and count as the statistics adaptor sees them."""
+    before = ext.set_release_gil(False)
+    try:
+        bufs = [DeviceBuffer._uninitialized(n, mr=stats) for n in (1, 4096, 1 << 20)]
+        assert [host.live[b.ptr] for b in bufs] == [1, 4096, 1 << 20] and outstanding(stats) == (4097 + (1 << 20), 3)
+        bufs[0]._buf.free()
+        del bufs
+        assert outstanding(stats) == (0, 0)
+    finally:
+        ext.set_release_gil(before)
+
+
 def test_a_buffer_without_memory_raises_state_error(backend):
     db = DeviceBuffer.__new__(DeviceBuffer)
     db._buf = None

@@ -28,7 +28,7 @@ if cupy is not None:
     _UnownedMemory, _MemoryPointer = cupy.cuda.UnownedMemory, cupy.cuda.memory.MemoryPointer
 
 
-def rmm_cupy_allocator(nbytes):
+def _allocate(nbytes):
     """A cupy.cuda.MemoryPointer to `nbytes` of crmm memory (a DeviceBuffer owns it), allocated
     on CuPy's current stream. Raises ModuleNotFoundError without CuPy."""
     if cupy is None:
@@ -50,4 +50,13 @@ def rmm_cupy_allocator(nbytes):
     return cupy.cuda.memory.MemoryPointer(mem, 0)
 
 
+# With crmm's C extension, an allocation on a default stream is one C call from CuPy's call of
+# the allocator to the MemoryPointer it gets back (no Python frame); every other call (another
+# stream, size 0, before libcrmm has a config) runs _allocate.
+if cupy is not None and _alloc.extension is not None:
+    rmm_cupy_allocator = _alloc.extension.cupy_allocator(
+        cupy.cuda.get_current_stream, {ptr: (s, s._cstream) for ptr, s in _DEFAULT_STREAMS.items()},
+        _UnownedMemory, _MemoryPointer, DeviceBuffer, None, _lib, _allocate)
+else:
+    rmm_cupy_allocator = _allocate
 crmm_cupy_allocator = rmm_cupy_allocator
