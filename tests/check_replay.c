@@ -188,31 +188,55 @@ static void expect_refused(const char *log, const char *where, const char *what)
     crmm_test_output_free(&r);
 }
 
-static void expect_bad(const char *name, const char *text, const char *where, const char *what)
+/* Write `n` bytes (NULs allowed) to a fresh file in the test directory; returns its path. */
+static const char *write_bytes(const char *name, const char *bytes, size_t n)
 {
-    expect_refused(crmm_test_write_file(name, text), where, what);
+    static char path[4200];
+    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(bytes, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+    return path;
 }
 
-CRMM_TEST_IN("replay", malformed_lines_are_named)
+/* Logs the reader refuses: the file's name and bytes (NULs allowed), and where (LINE:) and what
+ * the message says. */
+typedef struct bad_log { const char *name, *bytes; size_t n; const char *where, *what; } bad_log;
+#define BAD_LOG(name, bytes, where, what) {name, bytes, sizeof bytes - 1, where, what}
+#define GOOD "1,10:00:00.000001,allocate,0x1000,100,0\n"
+
+static const bad_log bad_logs[] = {
+    /* malformed lines */
+    BAD_LOG("action.csv", HEADER GOOD GOOD "1,10:00:00.000002,alloc,0x2000,100,0\n", "4:", "the action is not"),
+    BAD_LOG("fields5.csv", HEADER GOOD "1,10:00:00.000002,free,0x1000,100\n", "3:", "expected 6 comma-separated fields, found 5"),
+    BAD_LOG("fields7.csv", HEADER GOOD "1,10:00:00.000002,free,0x1000,100,0,extra\n", "3:", "found more than 6"),
+    BAD_LOG("pointer.csv", HEADER "\n" GOOD "1,10:00:00.000002,free,0xzz,100,0\n", "4:", "the pointer is not"),
+    BAD_LOG("size.csv", HEADER GOOD "1,10:00:00.000002,free,0x1000,-5,0\n", "3:", "the size is not"),
+    BAD_LOG("thread.csv", HEADER "x1,10:00:00.000002,free,0x1000,5,0\n", "2:", "the thread id is not"),
+    BAD_LOG("time.csv", HEADER "1,noon,free,0x1000,5,0\n", "2:", "the time is not"),
+    BAD_LOG("header.csv", "Thread,Time,Action,Pointer,Size,Stream,Extra\n", "1:", "the header must be"),
+    BAD_LOG("empty.csv", "", "1:", "empty"),
+    /* numbers of 2^64 or more */
+    BAD_LOG("bigthread.csv", HEADER "18446744073709551616,10:00:00.000001,allocate,0x1000,100,0\n", "2:",
+            "the thread id is out of range (2^64 or more)"),
+    BAD_LOG("bigsize.csv", HEADER GOOD "1,10:00:00.000002,allocate,0x2000,99999999999999999999999,0\n", "3:",
+            "the size is out of range (2^64 or more)"),
+    BAD_LOG("bigpointer.csv", HEADER "1,10:00:00.000001,allocate,0x10000000000000000,100,0\n", "2:",
+            "the pointer is out of range"),
+    BAD_LOG("bigstream.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0x123456789abcdef01\n", "2:",
+            "the stream is out of range"),
+    /* NUL bytes and junk */
+    BAD_LOG("nulmid.csv", HEADER "1,10:00:00.000001,allocate,0x1000,1\0" "00,0\n", "2:", "the line holds a NUL byte"),
+    BAD_LOG("nuljunk.bin", "\0\x01\x02\x03junk\x7f\n\xff\xfe more junk", "1:", "NUL byte"),
+    BAD_LOG("nulafter.csv", HEADER "\0\0\0\0", "2:", "NUL byte"),
+    BAD_LOG("binary.png", "\x89PNG\r\n\x1a\n", "1:", "not an RMM allocation log"),
+};
+
+CRMM_LOOP_TEST_IN("replay", bad_logs_are_refused_naming_the_line, (int)(sizeof bad_logs / sizeof bad_logs[0]))
 {
-    const char *good = "1,10:00:00.000001,allocate,0x1000,100,0\n";
-    char text[1024];
-    snprintf(text, sizeof text, HEADER "%s%s1,10:00:00.000002,alloc,0x2000,100,0\n", good, good);
-    expect_bad("action.csv", text, "4:", "the action is not");
-    snprintf(text, sizeof text, HEADER "%s1,10:00:00.000002,free,0x1000,100\n", good);
-    expect_bad("fields5.csv", text, "3:", "expected 6 comma-separated fields, found 5");
-    snprintf(text, sizeof text, HEADER "%s1,10:00:00.000002,free,0x1000,100,0,extra\n", good);
-    expect_bad("fields7.csv", text, "3:", "found more than 6");
-    snprintf(text, sizeof text, HEADER "\n%s1,10:00:00.000002,free,0xzz,100,0\n", good);
-    expect_bad("pointer.csv", text, "4:", "the pointer is not");
-    snprintf(text, sizeof text, HEADER "%s1,10:00:00.000002,free,0x1000,-5,0\n", good);
-    expect_bad("size.csv", text, "3:", "the size is not");
-    snprintf(text, sizeof text, HEADER "x1,10:00:00.000002,free,0x1000,5,0\n");
-    expect_bad("thread.csv", text, "2:", "the thread id is not");
-    snprintf(text, sizeof text, HEADER "1,noon,free,0x1000,5,0\n");
-    expect_bad("time.csv", text, "2:", "the time is not");
-    expect_bad("header.csv", "Thread,Time,Action,Pointer,Size,Stream,Extra\n", "1:", "the header must be");
-    expect_bad("empty.csv", "", "1:", "empty");
+    expect_refused(write_bytes(bad_logs[_i].name, bad_logs[_i].bytes, bad_logs[_i].n), bad_logs[_i].where,
+                   bad_logs[_i].what);
 }
 
 CRMM_TEST_IN("replay", the_logs_own_problems_are_reported)
@@ -330,35 +354,9 @@ START_TEST(without_a_gpu_the_host_plugin_is_used)
     crmm_test_output_free(&r);
 }
 
-/* Write `n` bytes (NULs allowed) to a fresh file in the test directory; returns its path. */
-static const char *write_bytes(const char *name, const char *bytes, size_t n)
+/* 2^64 - 1 itself is a number (the allocation then fails, counted) */
+CRMM_TEST_IN("replay", numbers_up_to_2_to_the_64_minus_1_are_in_range)
 {
-    static char path[4200];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(bytes, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-    return path;
-}
-
-static void expect_bad_bytes(const char *name, const char *bytes, size_t n, const char *where, const char *what)
-{
-    expect_refused(write_bytes(name, bytes, n), where, what);
-}
-
-CRMM_TEST_IN("replay", numbers_of_2_to_the_64_or_more_are_out_of_range)
-{
-    expect_bad("bigthread.csv", HEADER "18446744073709551616,10:00:00.000001,allocate,0x1000,100,0\n", "2:",
-               "the thread id is out of range (2^64 or more)");
-    expect_bad("bigsize.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n"
-               "1,10:00:00.000002,allocate,0x2000,99999999999999999999999,0\n", "3:",
-               "the size is out of range (2^64 or more)");
-    expect_bad("bigpointer.csv", HEADER "1,10:00:00.000001,allocate,0x10000000000000000,100,0\n", "2:",
-               "the pointer is out of range");
-    expect_bad("bigstream.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0x123456789abcdef01\n", "2:",
-               "the stream is out of range");
-    /* 2^64 - 1 itself is a number (the allocation then fails, counted) */
     const char *log = crmm_test_write_file("maxsize.csv", HEADER "18446744073709551615,10:00:00.000001,allocate,"
                                                           "0xffffffffffffffff,18446744073709551615,0\n");
     crmm_test_output r = replay(log, "--config", host_config(), NULL);
@@ -367,24 +365,15 @@ CRMM_TEST_IN("replay", numbers_of_2_to_the_64_or_more_are_out_of_range)
     crmm_test_output_free(&r);
 }
 
-CRMM_TEST_IN("replay", nul_bytes_and_junk_are_errors)
+CRMM_TEST_IN("replay", a_very_long_line_is_named_not_a_crash)
 {
-    static const char mid[] = HEADER "1,10:00:00.000001,allocate,0x1000,1\0" "00,0\n";
-    expect_bad_bytes("nulmid.csv", mid, sizeof mid - 1, "2:", "the line holds a NUL byte");
-    static const char junk[] = "\0\x01\x02\x03junk\x7f\n\xff\xfe more junk";
-    expect_bad_bytes("nuljunk.bin", junk, sizeof junk - 1, "1:", "NUL byte");
-    static const char after[] = HEADER "\0\0\0\0";
-    expect_bad_bytes("nulafter.csv", after, sizeof after - 1, "2:", "NUL byte");
-    static const char binary[] = "\x89PNG\r\n\x1a\n";
-    expect_bad_bytes("binary.png", binary, sizeof binary - 1, "1:", "not an RMM allocation log");
-    /* a very long line is named, not a crash */
     size_t n = 200000;
     char *longline = malloc(n + sizeof HEADER);
     ck_assert_ptr_nonnull(longline);
     memcpy(longline, HEADER, sizeof HEADER - 1);
     memset(longline + sizeof HEADER - 1, '7', n);
     longline[sizeof HEADER - 1 + n] = '\n';
-    expect_bad_bytes("long.csv", longline, sizeof HEADER + n, "2:", "expected 6 comma-separated fields, found 1");
+    expect_refused(write_bytes("long.csv", longline, sizeof HEADER + n), "2:", "expected 6 comma-separated fields, found 1");
     free(longline);
 }
 
