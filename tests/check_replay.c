@@ -8,12 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "../tools/replay.h"
 #include "test_support.h"
 #include "replay_logs.h"
-
-static char *tmp_dir;
 
 /* In a test: `crmm replay ARGS...` (NULL-terminated, at most 10) run in-process. */
 static crmm_test_output replay(const char *first, ...)
@@ -56,8 +53,8 @@ static void *make_events(void *arg)
 
 CRMM_TEST_IN("replay", a_log_from_the_logging_plugin_replays)
 {
-    char log[4200], params[4300];
-    snprintf(log, sizeof log, "%s/written.%ld.csv", tmp_dir, (long)getpid());
+    const char *log = crmm_test_tmp_path("written.csv");
+    char params[4300];
     snprintf(params, sizeof params, "file=%s", log);
     crmm_resource *host, *mr;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &host));
@@ -107,8 +104,8 @@ static const char *ping_pong =
 CRMM_TEST_IN("replay", cross_thread_order_is_kept)
 {
     const char *log = crmm_test_write_file("pingpong.csv", ping_pong);
-    char out_log[4200], cfg_text[4600];
-    snprintf(out_log, sizeof out_log, "%s/replayed.%ld.csv", tmp_dir, (long)getpid());
+    const char *out_log = crmm_test_tmp_path("replayed.csv");
+    char cfg_text[4600];
     snprintf(cfg_text, sizeof cfg_text, "[resource.h]\nplugin = host\n[resource.t]\nplugin = tracking\nupstream = h\n"
              "[resource.l]\nplugin = logging\nupstream = t\nfile = %s\n", out_log);
     const char *cfg = crmm_test_write_file("pingpong.ini", cfg_text);
@@ -188,11 +185,11 @@ static void expect_refused(const char *log, const char *where, const char *what)
     crmm_test_output_free(&r);
 }
 
-/* Write `n` bytes (NULs allowed) to a fresh file in the test directory; returns its path. */
+/* Write `n` bytes (NULs allowed) to a new file `name` in a fresh temporary directory; returns its
+ * path (as crmm_test_tmp_path). */
 static const char *write_bytes(const char *name, const char *bytes, size_t n)
 {
-    static char path[4200];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+    const char *path = crmm_test_tmp_path(name);
     FILE *f = fopen(path, "wb");
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(fwrite(bytes, 1, n, f), n);
@@ -468,8 +465,7 @@ CRMM_TEST_IN("replay", several_resources_each_a_row_with_reserved_over_peak)
 CRMM_TEST_IN("replay", the_plot_shows_both_series_per_resource)
 {
     const char *log = crmm_test_write_file("plot.csv", ratio_log);
-    char svg[4200];
-    snprintf(svg, sizeof svg, "%s/plot.svg", tmp_dir);
+    const char *svg = crmm_test_tmp_path("plot.svg");
     crmm_test_output r = replay(log, TWO_RESOURCES, "--plot", svg, NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     crmm_test_output_free(&r);
@@ -497,14 +493,9 @@ CRMM_TEST_IN("replay", the_plot_shows_both_series_per_resource)
 
 int main(void)
 {
-    tmp_dir = crmm_test_tmpdir();
-    if (!tmp_dir)
-        return 1;
     Suite *s = suite_create("replay");
     TCase *tc = crmm_test_tcase(s, "replay", 0);
     if (crmm_test_gpu_count() == 0)
         tcase_add_test(tc, without_a_gpu_the_host_plugin_is_used);
-    int rc = crmm_test_run(s);
-    free(tmp_dir);
-    return rc;
+    return crmm_test_run(s);
 }
