@@ -39,7 +39,8 @@ CRMM_TEST_IN("limiting", too_big_is_refused_before_upstream)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
 }
 
-CRMM_TEST_IN("limiting", message_has_both_numbers)
+/* A refusal leaves the count alone and its message has both numbers. */
+CRMM_TEST_IN("limiting", over_limit_leaves_the_count_alone_and_says_both_numbers)
 {
     limited("allocation_limit=10MiB", NULL);
     void *a = crmm_test_allocate(mr, 4 * MIB), *b = crmm_test_allocate(mr, 4 * MIB), *c = (void *)1;
@@ -48,39 +49,36 @@ CRMM_TEST_IN("limiting", message_has_both_numbers)
     const char *msg = crmm_last_error();
     ck_assert_msg(strncmp(msg, "out of memory: ", 15) == 0, "message: %s", msg);
     ck_assert_msg(strstr(msg, "3.0 MiB") && strstr(msg, "8.0 MiB") && strstr(msg, "10.0 MiB"), "message: %s", msg);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 8 * MIB);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, a, 4 * MIB, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, b, 4 * MIB, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
 }
 
-CRMM_TEST_IN("limiting", limit_is_exact_at_the_boundary)
-{
-    limited("allocation_limit=10MiB", NULL);
-    void *p = crmm_test_allocate(mr, 10 * MIB); /* exactly the limit: allowed */
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 10 * MIB);
-    void *q = (void *)1;
-    ck_assert_crmm(crmm_resource_allocate(mr, 1, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
-    ck_assert_ptr_null(q);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 10 * MIB, NULL));
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
-    p = crmm_test_allocate(mr, 10 * MIB); /* the free gave all the room back */
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 10 * MIB, NULL));
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
-}
+/* Blocks that fill the limit are allowed, one byte more is not, and the frees give all the room
+ * back: exactly the limit, and sizes counted rounded to 256. */
+static const struct { const char *params; size_t bytes; int blocks; uint64_t full; } fills[] = {
+    {"allocation_limit=10MiB", 10 * MIB, 1, 10 * MIB},
+    {"allocation_limit=1024", 200, 4, 1024}, /* each takes 256 of the 1024 */
+};
 
-CRMM_TEST_IN("limiting", sizes_count_rounded_to_256)
+CRMM_LOOP_TEST_IN("limiting", limit_is_exact_and_counts_sizes_rounded_to_256, 2)
 {
-    limited("allocation_limit=1024", NULL);
-    void *p[4];
-    for (int i = 0; i < 4; i++)
-        p[i] = crmm_test_allocate(mr, 200); /* each takes 256 of the 1024 */
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 1024);
-    void *q = (void *)1;
+    limited(fills[_i].params, NULL);
+    void *p[4], *q = (void *)1;
+    for (int i = 0; i < fills[_i].blocks; i++)
+        p[i] = crmm_test_allocate(mr, fills[_i].bytes);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), fills[_i].full);
     ck_assert_crmm(crmm_resource_allocate(mr, 1, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(q);
-    for (int i = 0; i < 4; i++)
-        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], 200, NULL));
+    for (int i = 0; i < fills[_i].blocks; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], fills[_i].bytes, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    for (int i = 0; i < fills[_i].blocks; i++) /* the frees gave all the room back */
+        p[i] = crmm_test_allocate(mr, fills[_i].bytes);
+    for (int i = 0; i < fills[_i].blocks; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], fills[_i].bytes, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
 }
 
 CRMM_TEST_IN("limiting", under_limit_due_to_frees)
@@ -100,18 +98,6 @@ CRMM_TEST_IN("limiting", under_limit_due_to_frees)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 2);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p2, 4 * MIB, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p3, 6 * MIB, NULL));
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
-}
-
-CRMM_TEST_IN("limiting", over_limit_leaves_the_count_alone)
-{
-    limited("allocation_limit=10MiB", NULL);
-    void *p1 = crmm_test_allocate(mr, 4 * MIB), *p2 = crmm_test_allocate(mr, 4 * MIB), *p3 = (void *)1;
-    ck_assert_crmm(crmm_resource_allocate(mr, 3 * MIB, NULL, &p3), CRMM_ERROR_OUT_OF_MEMORY);
-    ck_assert_ptr_null(p3);
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 8 * MIB);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p1, 4 * MIB, NULL));
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p2, 4 * MIB, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
 }
 
