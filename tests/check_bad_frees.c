@@ -5,10 +5,7 @@
 #include <string.h>
 #include "test_support.h"
 
-static uint64_t in_use(crmm_resource *mr)
-{
-    return crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE);
-}
+static uint64_t in_use(crmm_resource *mr) { return crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE); }
 
 CRMM_TEST(host_refuses_wrong_size_double_and_foreign)
 {
