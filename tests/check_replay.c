@@ -312,29 +312,12 @@ CRMM_TEST_IN("replay", failed_allocations_are_counted)
     crmm_test_output_free(&r);
 }
 
-CRMM_TEST_IN("replay", usage_errors)
+CRMM_TEST_IN("replay", help_names_the_log_format)
 {
     crmm_test_output r = replay("--help", NULL);
     ck_assert_int_eq(r.status, 0);
     expect_in(r.out, "usage: crmm replay LOG.csv");
     expect_in(r.out, "Thread,Time,Action,Pointer,Size,Stream");
-    crmm_test_output_free(&r);
-    r = replay(NULL);
-    ck_assert_int_eq(r.status, 2);
-    expect_in(r.err, "no log file");
-    crmm_test_output_free(&r);
-    r = replay("x.csv", "--bogus", NULL, NULL);
-    ck_assert_int_eq(r.status, 2);
-    expect_in(r.err, "--bogus");
-    crmm_test_output_free(&r);
-    r = replay("/nonexistent-crmm/x.csv", NULL);
-    ck_assert_int_eq(r.status, 1);
-    expect_in(r.err, "cannot open /nonexistent-crmm/x.csv");
-    crmm_test_output_free(&r);
-    const char *log = crmm_test_write_file("ok.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n");
-    r = replay(log, "--config", host_config(), "--resource", "nope", NULL);
-    ck_assert_int_eq(r.status, 1);
-    expect_in(r.err, "no resource 'nope'");
     crmm_test_output_free(&r);
 }
 
@@ -374,30 +357,37 @@ CRMM_TEST_IN("replay", a_very_long_line_is_named_not_a_crash)
     free(longline);
 }
 
-CRMM_TEST_IN("replay", bad_options_are_refused)
+/* Command lines `crmm replay` refuses: the arguments (LOG: a log of one allocation; CONFIG:
+ * host_config()), the exit status (2: a usage error) and what the message says; stdout stays empty. */
+static const struct { const char *args[6]; int status; const char *says; } refused[] = {
+    {{NULL}, 2, "no log file"},
+    {{"x.csv", "--bogus"}, 2, "--bogus"},
+    {{"/nonexistent-crmm/x.csv"}, 1, "cannot open /nonexistent-crmm/x.csv"},
+    {{"LOG", "--config", "CONFIG", "--resource", "nope"}, 1, "no resource 'nope'"},
+    {{"LOG", "--config", "CONFIG", "--plot", "/nonexistent-crmm/p.svg"}, 1, "cannot write /nonexistent-crmm/p.svg"},
+    {{"LOG", "--repeats", "0"}, 2, "--repeats wants a whole number from 1 to 100000, not '0'"},
+    {{"LOG", "--repeats", "x"}, 2, "not 'x'"},
+    {{"LOG", "--repeats", "-3"}, 2, "not '-3'"},
+    {{"LOG", "--repeats", "100001"}, 2, "not '100001'"},
+    {{"LOG", "--threads", "0"}, 2, "--threads wants a whole number from 1 to 1024"},
+    {{"LOG", "--stream", "legacy"}, 2, "--stream wants new, default or per-thread, not 'legacy'"},
+    {{"LOG", "--json", "--csv"}, 2, "--json and --csv exclude each other"},
+    {{"LOG", "--plot"}, 2, "--plot needs a value"},
+    {{"LOG", "--resource"}, 2, "--resource needs a value"},
+};
+
+CRMM_LOOP_TEST_IN("replay", bad_command_lines_are_refused, (int)(sizeof refused / sizeof refused[0]))
 {
-    const char *log = crmm_test_write_file("opts.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n");
-    static const char *const bad[][3] = {
-        {"--repeats", "0", "--repeats wants a whole number from 1 to 100000, not '0'"},
-        {"--repeats", "x", "not 'x'"},
-        {"--repeats", "-3", "not '-3'"},
-        {"--repeats", "100001", "not '100001'"},
-        {"--threads", "0", "--threads wants a whole number from 1 to 1024"},
-        {"--stream", "legacy", "--stream wants new, default or per-thread, not 'legacy'"},
-        {"--json", "--csv", "--json and --csv exclude each other"},
-        {"--plot", NULL, "--plot needs a value"},
-        {"--resource", NULL, "--resource needs a value"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        crmm_test_output r = replay(log, bad[i][0], bad[i][1], NULL);
-        ck_assert_msg(r.status == 2, "%s %s: rc %d", bad[i][0], bad[i][1], r.status);
-        expect_in(r.err, bad[i][2]);
-        ck_assert_str_eq(r.out, "");
-        crmm_test_output_free(&r);
+    const char *log = crmm_test_write_file("opts.csv", HEADER GOOD);
+    char *argv[8] = {"replay"};
+    for (int i = 0; refused[_i].args[i]; i++) {
+        const char *a = refused[_i].args[i];
+        argv[i + 1] = (char *)(!strcmp(a, "LOG") ? log : !strcmp(a, "CONFIG") ? host_config() : a);
     }
-    crmm_test_output r = replay(log, "--config", host_config(), "--plot", "/nonexistent-crmm/p.svg", NULL);
-    ck_assert_int_eq(r.status, 1);
-    expect_in(r.err, "cannot write /nonexistent-crmm/p.svg");
+    crmm_test_output r = crmm_test_run_main(crmm_replay_main, argv);
+    ck_assert_msg(r.status == refused[_i].status, "%s: rc %d", refused[_i].says, r.status);
+    expect_in(r.err, refused[_i].says);
+    ck_assert_str_eq(r.out, "");
     crmm_test_output_free(&r);
 }
 
