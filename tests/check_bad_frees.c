@@ -7,6 +7,8 @@
 
 static uint64_t in_use(crmm_resource *mr) { return crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE); }
 
+static _Alignas(256) char foreign[256]; /* memory no resource handed out */
+
 CRMM_TEST(host_refuses_wrong_size_double_and_foreign)
 {
     crmm_resource *mr = crmm_test_create("host", NULL, NULL);
@@ -19,7 +21,6 @@ CRMM_TEST(host_refuses_wrong_size_double_and_foreign)
     ck_assert_uint_eq(in_use(mr), 0);
     ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(crmm_last_error(), "not a live block") != NULL, "%s", crmm_last_error());
-    static _Alignas(256) char foreign[256];
     ck_assert_crmm(crmm_resource_deallocate(mr, foreign, sizeof foreign, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_uint_eq(in_use(mr), 0);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
@@ -67,8 +68,7 @@ CRMM_TEST(fixed_size_counters_do_not_wrap)
     ck_assert_uint_eq(in_use(mr), 0);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
-    static _Alignas(256) char foreign[256];
-    ck_assert_crmm(crmm_resource_deallocate(mr, foreign, 256, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_deallocate(mr, foreign, sizeof foreign, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_uint_eq(in_use(mr), 0);
     crmm_test_release(mr, host);
 }
