@@ -151,24 +151,43 @@ CRMM_TEST_IN("replay", cross_thread_order_is_kept)
     }
 }
 
-CRMM_TEST_IN("replay", rmm_spellings_parse)
-{
+/* Logs that replay (exit 0): the log, the config (NULL: host_config()), the resource replayed
+ * (NULL: the config's default), and what the report says. */
+static const struct { const char *log, *config, *resource, *says[4]; } replayed[] = {
     /* RMM's fmt output: pointers and streams with 0x, a failure's pointer as 0x0; its newer
      * printf output: hex without 0x. CRLF line ends and a blank last line. */
-    const char *log = crmm_test_write_file("rmm.csv",
-                                           "Thread,Time,Action,Pointer,Size,Stream\r\n"
-                                           "140234,12:34:56.123456,allocate,0x7f0a00000000,1024,0x0\r\n"
-                                           "140234,12:34:56.123457,allocate failure,0x0,1099511627776,0x0\r\n"
-                                           "140235,12:34:56.123458,allocate,7f0a00100000,2048,2\r\n"
-                                           "140234,12:34:56.123459,free,0x7f0a00000000,1024,0x0\r\n"
-                                           "140235,12:34:56.123460,free,7f0a00100000,2048,2\r\n"
-                                           "\r\n");
-    crmm_test_output r = replay(log, "--config", host_config(), NULL);
+    {"Thread,Time,Action,Pointer,Size,Stream\r\n"
+     "140234,12:34:56.123456,allocate,0x7f0a00000000,1024,0x0\r\n"
+     "140234,12:34:56.123457,allocate failure,0x0,1099511627776,0x0\r\n"
+     "140235,12:34:56.123458,allocate,7f0a00100000,2048,2\r\n"
+     "140234,12:34:56.123459,free,0x7f0a00000000,1024,0x0\r\n"
+     "140235,12:34:56.123460,free,7f0a00100000,2048,2\r\n"
+     "\r\n",
+     NULL, NULL,
+     {"5 events on 2 threads (2 allocations, 2 frees, 1 allocate failure)", "allocations: 2 replayed, 0 failed",
+      "frees: 2 replayed, 0 failed", "peak in use: 3.0 KiB (3072 bytes as replayed; 3072 in the log)"}},
+    /* allocations the resource refuses are counted */
+    {HEADER
+     "1,10:00:00.000001,allocate,0x1000,2097152,0\n"
+     "1,10:00:00.000002,allocate,0x2000,1000,0\n"
+     "1,10:00:00.000003,free,0x1000,2097152,0\n"
+     "1,10:00:00.000004,free,0x2000,1000,0\n",
+     "[resource.h]\nplugin = host\n[resource.l]\nplugin = limiting\nupstream = h\nallocation_limit = 1MiB\n", "l",
+     {"allocations: 1 replayed, 1 failed", "first failure: line 2: out of memory", "frees: 1 replayed, 0 failed",
+      "peak in use: 1000 B (1000 bytes as replayed; 2098152 in the log)"}},
+    /* 2^64 - 1 itself is a number (the allocation then fails, counted) */
+    {HEADER "18446744073709551615,10:00:00.000001,allocate,0xffffffffffffffff,18446744073709551615,0\n", NULL, NULL,
+     {"allocations: 0 replayed, 1 failed"}},
+};
+
+CRMM_LOOP_TEST_IN("replay", logs_replay_and_the_report_says_what_happened, (int)(sizeof replayed / sizeof replayed[0]))
+{
+    const char *log = crmm_test_write_file("replayed.csv", replayed[_i].log), *resource = replayed[_i].resource;
+    const char *cfg = replayed[_i].config ? crmm_test_write_file("replayed.ini", replayed[_i].config) : host_config();
+    crmm_test_output r = replay(log, "--config", cfg, resource ? "--resource" : NULL, resource, NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
-    expect_in(r.out, "5 events on 2 threads (2 allocations, 2 frees, 1 allocate failure)");
-    expect_in(r.out, "allocations: 2 replayed, 0 failed");
-    expect_in(r.out, "frees: 2 replayed, 0 failed");
-    expect_in(r.out, "peak in use: 3.0 KiB (3072 bytes as replayed; 3072 in the log)");
+    for (int k = 0; k < 4 && replayed[_i].says[k]; k++)
+        expect_in(r.out, replayed[_i].says[k]);
     crmm_test_output_free(&r);
 }
 
@@ -294,24 +313,6 @@ CRMM_TEST_IN("replay", the_reader_pairs_events_and_numbers_threads)
     replay_log_free(&log);
 }
 
-CRMM_TEST_IN("replay", failed_allocations_are_counted)
-{
-    const char *cfg = crmm_test_write_file("small.ini", "[resource.h]\nplugin = host\n[resource.l]\nplugin = limiting\n"
-                                              "upstream = h\nallocation_limit = 1MiB\n");
-    const char *log = crmm_test_write_file("big.csv", HEADER
-                                           "1,10:00:00.000001,allocate,0x1000,2097152,0\n"
-                                           "1,10:00:00.000002,allocate,0x2000,1000,0\n"
-                                           "1,10:00:00.000003,free,0x1000,2097152,0\n"
-                                           "1,10:00:00.000004,free,0x2000,1000,0\n");
-    crmm_test_output r = replay(log, "--config", cfg, "--resource", "l", NULL);
-    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
-    expect_in(r.out, "allocations: 1 replayed, 1 failed");
-    expect_in(r.out, "first failure: line 2: out of memory");
-    expect_in(r.out, "frees: 1 replayed, 0 failed");
-    expect_in(r.out, "peak in use: 1000 B (1000 bytes as replayed; 2098152 in the log)");
-    crmm_test_output_free(&r);
-}
-
 CRMM_TEST_IN("replay", help_names_the_log_format)
 {
     crmm_test_output r = replay("--help", NULL);
@@ -331,17 +332,6 @@ START_TEST(without_a_gpu_the_host_plugin_is_used)
     expect_in(r.err, "replaying against the host plugin");
     expect_in(r.out, "resource: host (host)");
     expect_in(r.out, "allocations: 1 replayed, 0 failed");
-    crmm_test_output_free(&r);
-}
-
-/* 2^64 - 1 itself is a number (the allocation then fails, counted) */
-CRMM_TEST_IN("replay", numbers_up_to_2_to_the_64_minus_1_are_in_range)
-{
-    const char *log = crmm_test_write_file("maxsize.csv", HEADER "18446744073709551615,10:00:00.000001,allocate,"
-                                                          "0xffffffffffffffff,18446744073709551615,0\n");
-    crmm_test_output r = replay(log, "--config", host_config(), NULL);
-    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
-    expect_in(r.out, "allocations: 0 replayed, 1 failed");
     crmm_test_output_free(&r);
 }
 
