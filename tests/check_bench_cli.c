@@ -282,10 +282,10 @@ CRMM_TEST_IN("cli", report_formats_ok_and_oom_rows)
     free(err);
 }
 
-/* Arguments `crmm bench` refuses as usage errors, and what its message says; "@" stands for the
- * path of a config of cli_config. */
+/* Arguments `crmm bench` refuses as usage errors (at most 6, NULL-ended), and what its message
+ * says; "@" stands for the path of a config of cli_config. */
 #define CONFIG "--config", "@"
-static const struct { const char *args[6], *says[2]; } usage_errors[] = {
+static const struct { const char *args[7], *says[2]; } usage_errors[] = {
     {{"--set", "Z", CONFIG}, {"--set: unknown set 'Z'"}},
     {{"--set", ",", CONFIG}, {"--set: no set named"}},
     {{"--steps", "0", CONFIG}, {"--steps: '0' is not a number of steps"}},
