@@ -197,8 +197,19 @@ CRMM_TEST_IN("adaptors_gpu", replay_against_device_memory)
     crmm_test_output_free(&r);
 }
 
-static crmm_test_chain chains[5];
-static char logging_config[4600];
+static char logging_config[4600]; /* main writes it: its file is in tmp_dir */
+static const crmm_test_chain chains[] = {
+    {"logging_over_cuda", logging_config, "l", 1, 0},
+    {"statistics_over_cuda", "[resource.c]\nplugin = cuda\n[resource.s]\nplugin = statistics\nupstream = c\n", "s", 1, 0},
+    {"tracking_over_cuda", "[resource.c]\nplugin = cuda\n[resource.t]\nplugin = tracking\nupstream = c\n", "t", 1, 0},
+    {"limiting_over_cuda",
+     "[resource.c]\nplugin = cuda\n[resource.l]\nplugin = limiting\nupstream = c\nallocation_limit = 8GiB\n", "l", 1, 0},
+    {"all_four_over_cuda",
+     "[resource.c]\nplugin = cuda\n"
+     "[resource.lim]\nplugin = limiting\nupstream = c\nallocation_limit = 8GiB\n"
+     "[resource.st]\nplugin = statistics\nupstream = lim\n"
+     "[resource.tr]\nplugin = tracking\nupstream = st\n", "tr", 1, 0},
+};
 
 int main(void)
 {
@@ -208,24 +219,9 @@ int main(void)
         return 1;
     snprintf(logging_config, sizeof logging_config, "[resource.c]\nplugin = cuda\n[resource.l]\nplugin = logging\n"
              "upstream = c\nfile = %s/conformance.dev%%d.%%p.csv\n", tmp_dir);
-    chains[0] = (crmm_test_chain){"logging_over_cuda", logging_config, "l", 1, 0};
-    chains[1] = (crmm_test_chain){"statistics_over_cuda",
-                                  "[resource.c]\nplugin = cuda\n[resource.s]\nplugin = statistics\nupstream = c\n",
-                                  "s", 1, 0};
-    chains[2] = (crmm_test_chain){"tracking_over_cuda",
-                                  "[resource.c]\nplugin = cuda\n[resource.t]\nplugin = tracking\nupstream = c\n",
-                                  "t", 1, 0};
-    chains[3] = (crmm_test_chain){"limiting_over_cuda",
-                                  "[resource.c]\nplugin = cuda\n[resource.l]\nplugin = limiting\nupstream = c\n"
-                                  "allocation_limit = 8GiB\n", "l", 1, 0};
-    chains[4] = (crmm_test_chain){"all_four_over_cuda",
-                                  "[resource.c]\nplugin = cuda\n"
-                                  "[resource.lim]\nplugin = limiting\nupstream = c\nallocation_limit = 8GiB\n"
-                                  "[resource.st]\nplugin = statistics\nupstream = lim\n"
-                                  "[resource.tr]\nplugin = tracking\nupstream = st\n", "tr", 1, 0};
     Suite *s = suite_create("adaptors_gpu");
     crmm_test_tcase(s, "adaptors_gpu", CRMM_TEST_GPU_TIMEOUT);
-    crmm_conformance_add(s, chains, 5);
+    crmm_conformance_add(s, chains, (int)(sizeof chains / sizeof chains[0]));
     int rc = crmm_test_run(s);
     free(tmp_dir);
     return rc;

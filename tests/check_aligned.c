@@ -14,12 +14,7 @@ static const crmm_test_chain chains[] = {
      "a", 0, 0},
 };
 
-static uint64_t in_use(crmm_resource *mr)
-{
-    uint64_t v = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &v));
-    return v;
-}
+static uint64_t in_use(crmm_resource *r) { return crmm_test_query(r, CRMM_QUERY_BYTES_IN_USE); }
 
 /* The running test's host upstream and aligned adaptor over it (make); released by release_both,
  * or by the fixture. */

@@ -282,50 +282,43 @@ CRMM_TEST_IN("cli", report_formats_ok_and_oom_rows)
     free(err);
 }
 
-CRMM_TEST_IN("cli", cli_bad_arguments_exit_2)
-{
-    const char *path = crmm_test_write_file("bench.ini", cli_config);
-    expect_usage_error("--set Z", run_cli("--set", "Z", "--config", path, NULL));
-    expect_usage_error("--set ,", run_cli("--set", ",", "--config", path, NULL));
-    expect_usage_error("--steps 0", run_cli("--steps", "0", "--config", path, NULL));
-    expect_usage_error("--steps -5", run_cli("--steps", "-5", "--config", path, NULL));
-    expect_usage_error("--steps 1x", run_cli("--steps", "1x", "--config", path, NULL));
-    expect_usage_error("--threads 0", run_cli("--threads", "0", "--config", path, NULL));
-    expect_usage_error("--threads 100000", run_cli("--threads", "100000", "--config", path, NULL));
-    expect_usage_error("--repeats 0", run_cli("--repeats", "0", "--config", path, NULL));
-    expect_usage_error("--live 0", run_cli("--live", "0", "--config", path, NULL));
-    expect_usage_error("--max-size 0", run_cli("--max-size", "0", "--config", path, NULL));
-    expect_usage_error("--max-size 5%", run_cli("--max-size", "5%", "--config", path, NULL));
-    expect_usage_error("--max-size list in sets", run_cli("--max-size", "1KiB,2KiB", "--config", path, NULL));
-    expect_usage_error("--mode x", run_cli("--mode", "x", "--config", path, NULL));
-    expect_usage_error("random + --set", run_cli("--mode", "random", "--set", "A", "--config", path, NULL));
-    expect_usage_error("--allocations in sets", run_cli("--allocations", "10", "--config", path, NULL));
-    expect_usage_error("unknown flag", run_cli("--frobnicate", "--config", path, NULL));
-    expect_usage_error("positional", run_cli("A", "--config", path, NULL));
-    expect_usage_error("missing value", run_cli("--config", path, "--steps", NULL));
-    expect_usage_error("--csv --json", run_cli("--csv", "--json", "--config", path, NULL));
-    expect_usage_error("--csv=1", run_cli("--csv=1", "--config", path, NULL));
-    expect_usage_error("unknown --resource", run_cli("--resource", "nope", "--config", path, NULL));
-    crmm_test_output r = run_cli("--resource", "nope", "--config", path, NULL);
-    ck_assert_ptr_nonnull(strstr(r.err, "no [resource.nope]"));
-    ck_assert_ptr_nonnull(strstr(r.err, "h t p q"));
-    crmm_test_output_free(&r);
-    r = run_cli("--set", "Z", "--config", path, NULL);
-    ck_assert_ptr_nonnull(strstr(r.err, "unknown set 'Z'"));
-    crmm_test_output_free(&r);
-}
+/* Arguments `crmm bench` refuses as usage errors (at most 6, NULL-ended), and what its message
+ * says; "@" stands for the path of a config of cli_config. */
+#define CONFIG "--config", "@"
+static const struct { const char *args[7], *says[2]; } usage_errors[] = {
+    {{"--set", "Z", CONFIG}, {"--set: unknown set 'Z'"}},
+    {{"--set", ",", CONFIG}, {"--set: no set named"}},
+    {{"--steps", "0", CONFIG}, {"--steps: '0' is not a number of steps"}},
+    {{"--steps", "-5", CONFIG}, {"--steps: '-5' is not a number of steps"}},
+    {{"--steps", "1x", CONFIG}, {"--steps: '1x' is not a number of steps"}},
+    {{"--threads", "0", CONFIG}, {"--threads: '0' is not a number of threads"}},
+    {{"--threads", "100000", CONFIG}, {"--threads: '100000' is not a number of threads"}},
+    {{"--repeats", "0", CONFIG}, {"--repeats: '0' is not a number of runs"}},
+    {{"--live", "0", CONFIG}, {"--live: '0' is not a number of blocks"}},
+    {{"--max-size", "0", CONFIG}, {"--max-size: '0' is not a size"}},
+    {{"--max-size", "5%", CONFIG}, {"--max-size: '5%' is not a size"}},
+    {{"--max-size", "1KiB,2KiB", CONFIG}, {"--max-size takes one size with --mode sets"}}, /* a list in sets */
+    {{"--mode", "x", CONFIG}, {"--mode: 'x' is not a mode"}},
+    {{"--mode", "random", "--set", "A", CONFIG}, {"--set applies to --mode sets"}},
+    {{"--allocations", "10", CONFIG}, {"--allocations applies to --mode random"}},
+    {{"--frobnicate", CONFIG}, {"unknown option '--frobnicate'"}},
+    {{"A", CONFIG}, {"unknown option 'A'"}}, /* positional */
+    {{CONFIG, "--steps"}, {"--steps needs a value"}},
+    {{"--csv", "--json", CONFIG}, {"--csv and --json exclude each other"}},
+    {{"--csv=1", CONFIG}, {"--csv takes no value"}},
+    {{"--resource", "nope", CONFIG}, {"no [resource.nope]", "h t p q"}},
+};
 
-CRMM_TEST_IN("cli", cli_config_failures_exit_1)
+CRMM_LOOP_TEST_IN("cli", cli_bad_arguments_exit_2, (int)(sizeof usage_errors / sizeof usage_errors[0]))
 {
-    crmm_test_output r = run_cli("--config", "/nonexistent/crmm.ini", "--set", "B", NULL);
-    ck_assert_int_eq(r.status, 1);
-    ck_assert_ptr_nonnull(strstr(r.err, "/nonexistent/crmm.ini"));
-    crmm_test_output_free(&r);
-    const char *path = crmm_test_write_file("bad.ini", "[resource.h]\nplugin = host\nsize = 12\n");
-    r = run_cli("--config", path, "--set", "B", NULL);
-    ck_assert_int_eq(r.status, 1);
-    ck_assert_msg(strstr(r.err, "bad.ini:3:") != NULL, "%s", r.err);
-    crmm_test_output_free(&r);
+    const char *path = crmm_test_write_file("bench.ini", cli_config), *const *args = usage_errors[_i].args;
+    char *argv[8] = {"bench"};
+    for (int i = 0; args[i]; i++)
+        argv[i + 1] = (char *)(strcmp(args[i], "@") ? args[i] : path);
+    crmm_test_output r = crmm_test_run_main(bench_cli_main, argv);
+    for (int k = 0; k < 2 && usage_errors[_i].says[k]; k++)
+        ck_assert_msg(strstr(r.err, usage_errors[_i].says[k]) != NULL, "'%s' not in: %s", usage_errors[_i].says[k], r.err);
+    expect_usage_error(usage_errors[_i].says[0], r);
 }
 
 CRMM_TEST_IN("cli", cli_help_documents_everything)
@@ -341,21 +334,30 @@ CRMM_TEST_IN("cli", cli_help_documents_everything)
     crmm_test_output_free(&r);
 }
 
-/* --copy is an option like the others: with --help it shows the copy benchmark's usage, and as
- * the value of another option it is that value, not a switch to the copy benchmark. */
-CRMM_TEST_IN("cli", cli_copy_is_parsed_as_an_option)
+/* Command lines that are no usage error, their exit status and what they say: on stdout when they
+ * succeed, else on stderr with nothing on stdout; "@" stands for a config with a bad key on line 3.
+ * --copy is an option like the others: with --help it shows the copy benchmark's usage, and as the
+ * value of another option it is that value, not a switch to the copy benchmark. */
+static const struct { const char *args[4]; int status; const char *says; } command_lines[] = {
+    {{"--config", "/nonexistent/crmm.ini", "--set", "B"}, 1, "/nonexistent/crmm.ini"},
+    {{"--config", "@", "--set", "B"}, 1, "bad.ini:3:"},
+    {{"--copy", "--help"}, 0, "usage: crmm bench --copy"},
+    {{"--config", "--copy", "--no-references"}, 1, "--copy"},
+    {{"--copy", "--bogus"}, 2, "unknown option '--bogus'"},
+};
+
+CRMM_LOOP_TEST_IN("cli", cli_exit_status_and_message, (int)(sizeof command_lines / sizeof command_lines[0]))
 {
-    crmm_test_output r = run_cli("--copy", "--help", NULL);
-    ck_assert_int_eq(r.status, 0);
-    ck_assert_msg(strstr(r.out, "usage: crmm bench --copy") != NULL, "output: %s", r.out);
-    crmm_test_output_free(&r);
-    r = run_cli("--config", "--copy", "--no-references", NULL);
-    ck_assert_int_eq(r.status, 1);
-    ck_assert_msg(strstr(r.err, "--copy") && !strstr(r.out, "Bandwidth"), "err: %s", r.err);
-    crmm_test_output_free(&r);
-    r = run_cli("--copy", "--bogus", NULL);
-    ck_assert_int_eq(r.status, 2);
-    ck_assert_msg(strstr(r.err, "unknown option '--bogus'") != NULL, "err: %s", r.err);
+    const char *bad = crmm_test_write_file("bad.ini", "[resource.h]\nplugin = host\nsize = 12\n");
+    char *argv[6] = {"bench"};
+    for (int i = 0; i < 4 && command_lines[_i].args[i]; i++)
+        argv[i + 1] = (char *)(strcmp(command_lines[_i].args[i], "@") ? command_lines[_i].args[i] : bad);
+    crmm_test_output r = crmm_test_run_main(bench_cli_main, argv);
+    ck_assert_int_eq(r.status, command_lines[_i].status);
+    const char *said = r.status ? r.err : r.out;
+    ck_assert_msg(strstr(said, command_lines[_i].says) != NULL, "'%s' not in: %s", command_lines[_i].says, said);
+    if (r.status)
+        ck_assert_str_eq(r.out, "");
     crmm_test_output_free(&r);
 }
 

@@ -7,6 +7,7 @@
 #include "blocks_test.h"
 #include "conformance.h"
 #include "over_host.h"
+#include "probe_resource.h"
 
 static const crmm_test_chain chains[] = {
     {"binning_exponents_over_host",
@@ -24,6 +25,9 @@ static crmm_resource *h, *b;
 static void make(const char *params) { over_host_make("binning", params, &h, &b); }
 
 static void teardown(void) { over_host_release(&h, &b); }
+
+/* Release the binning before the test ends, to see what it gave back. */
+static void release_binning(void) { crmm_resource_release(b), b = NULL; }
 
 /* Allocate `bytes` and return how much more the host upstream holds afterwards. */
 static uint64_t upstream_growth(size_t bytes, void **p)
@@ -62,8 +66,7 @@ CRMM_TEST_IN("binning", requests_go_to_the_smallest_bin_that_fits)
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_FREE), 2 * (256 + 4096 + 65536));
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_LARGEST_FREE_BLOCK), 65536);
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 0);
-    crmm_resource_release(b);
-    b = NULL;
+    release_binning();
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
 }
 
@@ -71,17 +74,14 @@ CRMM_TEST_IN("binning", exponent_range_makes_power_of_two_bins)
 {
     make("min_size_exponent=10 max_size_exponent=12 blocks_to_preallocate=1");
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 1024 + 2048 + 4096);
+    static const struct { size_t bytes; uint64_t growth; } cases[] = {
+        {1, 0}, {1000, 1024}, {1500, 0}, {2048, 2048}, {3000, 0}, {4000, 4096}, {5000, 5000}, /* the last: no bin */
+    };
     void *p[7];
-    ck_assert_uint_eq(upstream_growth(1, &p[0]), 0);
-    ck_assert_uint_eq(upstream_growth(1000, &p[1]), 1024);
-    ck_assert_uint_eq(upstream_growth(1500, &p[2]), 0);
-    ck_assert_uint_eq(upstream_growth(2048, &p[3]), 2048);
-    ck_assert_uint_eq(upstream_growth(3000, &p[4]), 0);
-    ck_assert_uint_eq(upstream_growth(4000, &p[5]), 4096);
-    ck_assert_uint_eq(upstream_growth(5000, &p[6]), 5000);
-    const size_t sizes[7] = {1, 1000, 1500, 2048, 3000, 4000, 5000};
     for (int i = 0; i < 7; i++)
-        ck_assert_crmm_ok(crmm_resource_deallocate(b, p[i], sizes[i], NULL));
+        ck_assert_uint_eq(upstream_growth(cases[i].bytes, &p[i]), cases[i].growth);
+    for (int i = 0; i < 7; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(b, p[i], cases[i].bytes, NULL));
 }
 
 CRMM_TEST_IN("binning", small_exponents_round_up_to_256)
@@ -183,8 +183,7 @@ CRMM_TEST_IN("binning", bins_hold_references_to_the_upstream)
     ck_assert_int_eq(crmm_resource_refcount(h), 1 + 1 + 3); /* ours, binning's, one per bin */
     ck_assert_str_eq(crmm_resource_kind(b), "binning");
     ck_assert(crmm_resource_is_host_accessible(b));
-    crmm_resource_release(b);
-    b = NULL;
+    release_binning();
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
 
@@ -314,24 +313,14 @@ CRMM_TEST_IN("binning", add_bin_routes_to_the_added_bins)
     ck_assert_uint_eq(crmm_test_query(mine, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 0);
 
-    crmm_resource_release(b);
-    b = NULL;
+    release_binning();
     ck_assert_int_eq(crmm_resource_refcount(mine), 1);
     crmm_resource_release(mine);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
 
-static crmm_status fake_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
-{
-    (void)self, (void)bytes, (void)stream, (void)ptr;
-    return CRMM_ERROR_UNSUPPORTED;
-}
-static crmm_status fake_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
-{
-    (void)self, (void)ptr, (void)bytes, (void)stream;
-    return CRMM_ERROR_UNSUPPORTED;
-}
-static void fake_destroy(crmm_resource *self) { (void)self; }
+/* A resource of memory that `flags` says who can reach (a probe: the tests only add it as a bin). */
+static crmm_resource *reached_by(unsigned flags) { return &probe_resource_new(NULL, flags, 0)->base; }
 
 /* add_bin refuses a NULL argument, sizes of 0 and above 2^63, and a bin whose memory the
  * binning's users could not use (device-only memory under a host binning); nothing added or
@@ -346,18 +335,15 @@ CRMM_TEST_IN("binning", add_bin_refuses_bad_input)
         ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add), CRMM_ERROR_INVALID_ARGUMENT);
         ck_assert_ptr_nonnull(strstr(crmm_last_error(), "add_bin"));
     }
-    static const crmm_resource_ops fake_ops = {.allocate = fake_allocate, .deallocate = fake_deallocate, .destroy = fake_destroy};
-    crmm_resource device_only;
-    memset(&device_only, 0, sizeof device_only);
-    crmm_resource_init(&device_only, &fake_ops, "fake", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
-    crmm_binning_bin add = {4096, &device_only, -1};
+    crmm_resource *device_only = reached_by(CRMM_RESOURCE_DEVICE_ACCESSIBLE);
+    crmm_binning_bin add = {4096, device_only, -1};
     ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add), CRMM_ERROR_INVALID_ARGUMENT);
-    ck_assert_int_eq(crmm_resource_refcount(&device_only), 1);
+    ck_assert_int_eq(crmm_resource_refcount(device_only), 1);
+    crmm_resource_release(device_only);
     ck_assert_uint_eq(bin_count(), 1);
     crmm_binning_bin out_of_range = {1, NULL, 0};
     ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_GET_BIN, &out_of_range), CRMM_ERROR_INVALID_ARGUMENT);
-    crmm_resource_release(b);
-    b = NULL;
+    release_binning();
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
 
@@ -366,28 +352,23 @@ CRMM_TEST_IN("binning", add_bin_refuses_bad_input)
  * and the binning then promises only what both give; nothing in common is still refused. */
 CRMM_TEST_IN("binning", add_bin_narrows_what_the_binning_promises)
 {
-    static const crmm_resource_ops fake_ops = {.allocate = fake_allocate, .deallocate = fake_deallocate, .destroy = fake_destroy};
-    crmm_resource both, device_only, host_only;
-    memset(&both, 0, sizeof both);
-    memset(&device_only, 0, sizeof device_only);
-    memset(&host_only, 0, sizeof host_only);
-    crmm_resource_init(&both, &fake_ops, "fake", CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE, 0, NULL);
-    crmm_resource_init(&device_only, &fake_ops, "fake", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
-    crmm_resource_init(&host_only, &fake_ops, "fake", CRMM_RESOURCE_HOST_ACCESSIBLE, 0, NULL);
-    ck_assert_crmm_ok(crmm_resource_create("binning", "", &both, &b));
+    crmm_resource *both = reached_by(CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE);
+    crmm_resource *device_only = reached_by(CRMM_RESOURCE_DEVICE_ACCESSIBLE);
+    crmm_resource *host_only = reached_by(CRMM_RESOURCE_HOST_ACCESSIBLE);
+    ck_assert_crmm_ok(crmm_resource_create("binning", "", both, &b));
     ck_assert_uint_eq(b->flags, CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE);
-    crmm_binning_bin add = {8192, &device_only, -1};
+    crmm_binning_bin add = {8192, device_only, -1};
     ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
     ck_assert_int_eq(add.added, 1);
     ck_assert_uint_eq(b->flags, CRMM_RESOURCE_DEVICE_ACCESSIBLE);
-    crmm_binning_bin add_host = {16384, &host_only, -1};
+    crmm_binning_bin add_host = {16384, host_only, -1};
     ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add_host), CRMM_ERROR_INVALID_ARGUMENT);
-    ck_assert_int_eq(crmm_resource_refcount(&host_only), 1);
+    ck_assert_int_eq(crmm_resource_refcount(host_only), 1);
     ck_assert_uint_eq(bin_count(), 1);
-    crmm_resource_release(b);
-    b = NULL;
-    ck_assert_int_eq(crmm_resource_refcount(&device_only), 1);
-    ck_assert_int_eq(crmm_resource_refcount(&both), 1);
+    release_binning();
+    ck_assert_int_eq(crmm_resource_refcount(device_only), 1);
+    ck_assert_int_eq(crmm_resource_refcount(both), 1);
+    crmm_test_release(host_only, device_only, both);
 }
 
 int main(void)

@@ -91,33 +91,30 @@ CRMM_TEST_IN("ipc", export_gives_one_descriptor_per_page_that_backs_the_range)
 }
 
 /* Exporter frees (and gives its pages back) while the importer maps them, then the importer
- * closes; and the other way round: nothing is left either way. */
-CRMM_TEST_IN("ipc", freeing_in_either_order_leaks_nothing)
+ * closes (_i = 1); and the other way round (_i = 0): nothing is left either way. */
+CRMM_LOOP_TEST_IN("ipc", freeing_in_either_order_leaks_nothing, 2)
 {
-    for (int exporter_first = 0; exporter_first < 2; exporter_first++) {
-        setup();
-        crmm_resource *p = ipc_pool("ipc=true");
-        void *b = crmm_test_allocate(p, 2 * PAGE);
-        crmm_ipc_handle *h = NULL;
-        crmm_ipc_mapping *m = NULL;
-        ck_assert_crmm_ok(crmm_ipc_export(p, b, 2 * PAGE, &h));
-        ck_assert_crmm_ok(crmm_ipc_import(h, &m));
-        crmm_ipc_handle_free(h);
-        if (exporter_first) {
-            ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
-            ck_assert_crmm_ok(crmm_resource_trim(p)); /* the pool unmaps and releases its pages */
-            memset(crmm_ipc_mapping_ptr(m), 1, 2 * PAGE); /* the import still maps its own */
-            ck_assert_crmm_ok(crmm_ipc_close(m));
-        } else {
-            ck_assert_crmm_ok(crmm_ipc_close(m));
-            ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
-        }
-        crmm_resource_release(p);
-        ck_assert_int_eq(fake_vmm.imported_live, 0);
-        ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
-        ck_assert_uint_eq(fake_vmm.physical, 0);
-        ck_assert_int_eq(fake_vmm.frees, fake_vmm.reserves); /* the pool's range and the import's */
+    crmm_resource *p = ipc_pool("ipc=true");
+    void *b = crmm_test_allocate(p, 2 * PAGE);
+    crmm_ipc_handle *h = NULL;
+    crmm_ipc_mapping *m = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(p, b, 2 * PAGE, &h));
+    ck_assert_crmm_ok(crmm_ipc_import(h, &m));
+    crmm_ipc_handle_free(h);
+    if (_i) {
+        ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
+        ck_assert_crmm_ok(crmm_resource_trim(p)); /* the pool unmaps and releases its pages */
+        memset(crmm_ipc_mapping_ptr(m), 1, 2 * PAGE); /* the import still maps its own */
+        ck_assert_crmm_ok(crmm_ipc_close(m));
+    } else {
+        ck_assert_crmm_ok(crmm_ipc_close(m));
+        ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
     }
+    crmm_resource_release(p);
+    ck_assert_int_eq(fake_vmm.imported_live, 0);
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+    ck_assert_int_eq(fake_vmm.frees, fake_vmm.reserves); /* the pool's range and the import's */
 }
 
 /* A child process receives the handle over a UNIX socket and checks that each descriptor names

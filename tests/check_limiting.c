@@ -10,22 +10,26 @@
 
 #define MIB ((size_t)1 << 20)
 
-/* limiting(params) -> statistics -> host; *stats gets the statistics layer (borrowed). */
-static crmm_resource *limited(const char *params, crmm_resource **stats)
+/* The running test's limiting resource (made by limited, released by the fixture). */
+static crmm_resource *mr;
+
+/* mr = limiting(params) -> statistics -> host; *stats gets the statistics layer (borrowed). */
+static void limited(const char *params, crmm_resource **stats)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);
     crmm_resource *st = crmm_test_create("statistics", NULL, host);
-    crmm_resource *mr = crmm_test_create("limiting", params, st);
+    mr = crmm_test_create("limiting", params, st);
     crmm_test_release(st, host);
     if (stats)
         *stats = st;
-    return mr;
 }
+
+static void release_limited(void) { crmm_resource_release(mr); }
 
 CRMM_TEST_IN("limiting", too_big_is_refused_before_upstream)
 {
     crmm_resource *stats;
-    crmm_resource *mr = limited("allocation_limit=5MiB", &stats);
+    limited("allocation_limit=5MiB", &stats);
     void *p = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(mr, 5 * MIB + 1, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(p);
@@ -33,59 +37,53 @@ CRMM_TEST_IN("limiting", too_big_is_refused_before_upstream)
     ck_assert_crmm_ok(crmm_statistics_get(stats, &c));
     ck_assert_uint_eq(c.total_count, 0); /* nothing was asked of the upstream */
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
-    crmm_resource_release(mr);
 }
 
-CRMM_TEST_IN("limiting", message_has_both_numbers)
+/* A refusal leaves the count alone and its message has both numbers. */
+CRMM_TEST_IN("limiting", over_limit_leaves_the_count_alone_and_says_both_numbers)
 {
-    crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
+    limited("allocation_limit=10MiB", NULL);
     void *a = crmm_test_allocate(mr, 4 * MIB), *b = crmm_test_allocate(mr, 4 * MIB), *c = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(mr, 3 * MIB, NULL, &c), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(c); /* a refusal hands out nothing */
     const char *msg = crmm_last_error();
     ck_assert_msg(strncmp(msg, "out of memory: ", 15) == 0, "message: %s", msg);
     ck_assert_msg(strstr(msg, "3.0 MiB") && strstr(msg, "8.0 MiB") && strstr(msg, "10.0 MiB"), "message: %s", msg);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 8 * MIB);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, a, 4 * MIB, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, b, 4 * MIB, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
-    crmm_resource_release(mr);
 }
 
-CRMM_TEST_IN("limiting", limit_is_exact_at_the_boundary)
+/* Blocks that fill the limit are allowed, one byte more is not, and the frees give all the room
+ * back: exactly the limit, and sizes counted rounded to 256. */
+static const struct { const char *params; size_t bytes; int blocks; uint64_t full; } fills[] = {
+    {"allocation_limit=10MiB", 10 * MIB, 1, 10 * MIB},
+    {"allocation_limit=1024", 200, 4, 1024}, /* each takes 256 of the 1024 */
+};
+
+CRMM_LOOP_TEST_IN("limiting", limit_is_exact_and_counts_sizes_rounded_to_256, 2)
 {
-    crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
-    void *p = crmm_test_allocate(mr, 10 * MIB); /* exactly the limit: allowed */
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 10 * MIB);
-    void *q = (void *)1;
+    limited(fills[_i].params, NULL);
+    void *p[4], *q = (void *)1;
+    for (int i = 0; i < fills[_i].blocks; i++)
+        p[i] = crmm_test_allocate(mr, fills[_i].bytes);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), fills[_i].full);
     ck_assert_crmm(crmm_resource_allocate(mr, 1, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(q);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 10 * MIB, NULL));
+    for (int i = 0; i < fills[_i].blocks; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], fills[_i].bytes, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
-    p = crmm_test_allocate(mr, 10 * MIB); /* the free gave all the room back */
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 10 * MIB, NULL));
+    for (int i = 0; i < fills[_i].blocks; i++) /* the frees gave all the room back */
+        p[i] = crmm_test_allocate(mr, fills[_i].bytes);
+    for (int i = 0; i < fills[_i].blocks; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], fills[_i].bytes, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
-    crmm_resource_release(mr);
-}
-
-CRMM_TEST_IN("limiting", sizes_count_rounded_to_256)
-{
-    crmm_resource *mr = limited("allocation_limit=1024", NULL);
-    void *p[4];
-    for (int i = 0; i < 4; i++)
-        p[i] = crmm_test_allocate(mr, 200); /* each takes 256 of the 1024 */
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 1024);
-    void *q = (void *)1;
-    ck_assert_crmm(crmm_resource_allocate(mr, 1, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
-    ck_assert_ptr_null(q);
-    for (int i = 0; i < 4; i++)
-        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], 200, NULL));
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
-    crmm_resource_release(mr);
 }
 
 CRMM_TEST_IN("limiting", under_limit_due_to_frees)
 {
-    crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
+    limited("allocation_limit=10MiB", NULL);
     uint64_t limit = crmm_test_query(mr, CRMM_QUERY_MAXIMUM_SIZE);
     ck_assert_uint_eq(limit, 10 * MIB);
     void *p1 = crmm_test_allocate(mr, 4 * MIB);
@@ -101,26 +99,12 @@ CRMM_TEST_IN("limiting", under_limit_due_to_frees)
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p2, 4 * MIB, NULL));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p3, 6 * MIB, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
-    crmm_resource_release(mr);
-}
-
-CRMM_TEST_IN("limiting", over_limit_leaves_the_count_alone)
-{
-    crmm_resource *mr = limited("allocation_limit=10MiB", NULL);
-    void *p1 = crmm_test_allocate(mr, 4 * MIB), *p2 = crmm_test_allocate(mr, 4 * MIB), *p3 = (void *)1;
-    ck_assert_crmm(crmm_resource_allocate(mr, 3 * MIB, NULL, &p3), CRMM_ERROR_OUT_OF_MEMORY);
-    ck_assert_ptr_null(p3);
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 8 * MIB);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p1, 4 * MIB, NULL));
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p2, 4 * MIB, NULL));
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
-    crmm_resource_release(mr);
 }
 
 CRMM_TEST_IN("limiting", upstream_failure_gives_the_room_back)
 {
-    crmm_resource *inner = limited("allocation_limit=2MiB", NULL);
-    crmm_resource *outer = crmm_test_create("limiting", "allocation_limit=5MiB", inner);
+    limited("allocation_limit=2MiB", NULL);
+    crmm_resource *inner = mr, *outer = crmm_test_create("limiting", "allocation_limit=5MiB", inner);
     void *p = (void *)1;
     ck_assert_crmm(crmm_resource_allocate(outer, 4 * MIB, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_uint_eq(crmm_test_query(outer, CRMM_QUERY_BYTES_IN_USE), 0);
@@ -129,23 +113,22 @@ CRMM_TEST_IN("limiting", upstream_failure_gives_the_room_back)
     ck_assert_crmm_ok(crmm_resource_deallocate(outer, p, 2 * MIB, NULL));
     ck_assert_uint_eq(crmm_test_query(outer, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
     ck_assert_uint_eq(crmm_test_query(inner, CRMM_QUERY_BYTES_IN_USE), 0);
-    crmm_test_release(outer, inner);
+    crmm_resource_release(outer);
 }
 
 CRMM_TEST_IN("limiting", other_queries_go_upstream)
 {
-    crmm_resource *mr = limited("allocation_limit=1MiB", NULL);
+    limited("allocation_limit=1MiB", NULL);
     void *p = crmm_test_allocate(mr, 1000);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 1); /* answered by statistics below */
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_TOTAL), 1000);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
-    crmm_resource_release(mr);
 }
 
 CRMM_TEST_IN("limiting", bad_parameters_are_refused)
 {
-    crmm_resource *host = crmm_test_create("host", NULL, NULL), *mr = NULL;
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
     ck_assert_crmm(crmm_resource_create("limiting", NULL, host, &mr), CRMM_ERROR_CONFIG);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "allocation_limit"));
     ck_assert_crmm(crmm_resource_create("limiting", "allocation_limit=0", host, &mr), CRMM_ERROR_CONFIG);
@@ -197,7 +180,7 @@ static void *race(void *arg)
 CRMM_TEST_IN("limiting", four_threads_never_exceed_the_limit)
 {
     crmm_resource *stats;
-    crmm_resource *mr = limited("allocation_limit=64KiB", &stats);
+    limited("allocation_limit=64KiB", &stats);
     pthread_t t[4];
     racer r[4];
     for (int k = 0; k < 4; k++) {
@@ -217,7 +200,6 @@ CRMM_TEST_IN("limiting", four_threads_never_exceed_the_limit)
     ck_assert_int_eq(c.bytes, 0);
     ck_assert_uint_le(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE_PEAK), 64 * 1024);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
-    crmm_resource_release(mr);
 }
 
 static const crmm_test_chain chains[] = {
@@ -228,7 +210,7 @@ static const crmm_test_chain chains[] = {
 int main(void)
 {
     Suite *s = suite_create("limiting");
-    crmm_test_tcase(s, "limiting", 0);
+    tcase_add_checked_fixture(crmm_test_tcase(s, "limiting", 0), NULL, release_limited);
     crmm_conformance_add(s, chains, 1);
     return crmm_test_run(s);
 }

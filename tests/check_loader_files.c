@@ -94,27 +94,27 @@ CRMM_TEST_IN("permissions", directory_writable_by_owners_private_group_loads)
     free(dir);
 }
 
-CRMM_TEST_IN("permissions", writable_directory_is_refused)
+static const mode_t writable_modes[] = {0775, 0777, 01777};
+
+CRMM_LOOP_TEST_IN("permissions", writable_directory_is_refused, 3)
 {
-    static const mode_t modes[] = {0775, 0777, 01777};
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-        char *dir = new_dir();
-        copy_plugin("host", dir, "host", 0755);
-        ck_assert_int_eq(chmod(dir, modes[i]), 0);
-        if (modes[i] == 0775 && !unknown_group_of(dir)) {
-            fprintf(stderr, "writable_directory_is_refused: mode 0775 skipped (giving a directory another group needs root)\n");
-            free(dir);
-            continue;
-        }
-        const crmm_plugin *pl = NULL;
-        ck_assert_crmm(crmm_plugin_load("host", dir, &pl), CRMM_ERROR_PLUGIN);
-        ck_assert_ptr_null(pl);
-        ck_assert_error_contains("plugin directory");
-        char fix[PATH_MAX + 32];
-        snprintf(fix, sizeof fix, "chmod %s-w %s", modes[i] == 0775 ? "g" : "go", dir);
-        ck_assert_error_contains(fix);
+    mode_t mode = writable_modes[_i];
+    char *dir = new_dir();
+    copy_plugin("host", dir, "host", 0755);
+    ck_assert_int_eq(chmod(dir, mode), 0);
+    if (mode == 0775 && !unknown_group_of(dir)) {
+        fprintf(stderr, "writable_directory_is_refused: mode 0775 skipped (giving a directory another group needs root)\n");
         free(dir);
+        return;
     }
+    const crmm_plugin *pl = NULL;
+    ck_assert_crmm(crmm_plugin_load("host", dir, &pl), CRMM_ERROR_PLUGIN);
+    ck_assert_ptr_null(pl);
+    ck_assert_error_contains("plugin directory");
+    char fix[PATH_MAX + 32];
+    snprintf(fix, sizeof fix, "chmod %s-w %s", mode == 0775 ? "g" : "go", dir);
+    ck_assert_error_contains(fix);
+    free(dir);
 }
 
 CRMM_TEST_IN("permissions", writable_directory_above_is_refused)

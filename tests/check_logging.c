@@ -448,8 +448,8 @@ START_TEST(switch_without_a_device_is_a_cuda_error)
     ck_assert_crmm_ok(crmm_disable_logging());
 }
 
-static crmm_test_chain chains[1];
-static char chain_config[4600];
+static char chain_config[4600]; /* main writes it: its file is in tmp_dir */
+static const crmm_test_chain chains[] = {{"logging_over_host", chain_config, "l", 0, 0}};
 
 int main(void)
 {
@@ -458,7 +458,6 @@ int main(void)
         return 1;
     snprintf(chain_config, sizeof chain_config, "[resource.h]\nplugin = host\n[resource.l]\nplugin = logging\n"
              "upstream = h\nfile = %s/conformance.%%p.csv\n", tmp_dir);
-    chains[0] = (crmm_test_chain){"logging_over_host", chain_config, "l", 0, 0};
     Suite *s = suite_create("logging");
     TCase *tc = crmm_test_tcase(s, "logging", 0);
     if (crmm_test_gpu_count() == 0) /* with a GPU, check_adaptors_gpu tests the switch */

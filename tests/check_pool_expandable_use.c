@@ -202,13 +202,20 @@ CRMM_TEST_IN("pool_expandable", cached_pages_serve_a_growth_at_the_maximum)
     pthread_barrier_destroy(&sync);
 }
 
-/* Falls back to growth by upstream chunks, with a warning that says why. */
-static void check_fallback(const char *why)
+/* Without the driver's virtual memory API, or on a device without it, the pool falls back to
+ * growth by upstream chunks, with a warning that says why. */
+static const struct { int *lacking; const char *why; } fallbacks[] = {
+    {&fake_vmm.lookups_fail, "the CUDA driver has no cuMem"},
+    {&fake_vmm.vmm_unsupported, "does not support the CUDA virtual memory API"},
+};
+
+CRMM_LOOP_TEST_IN("pool_expandable", without_virtual_memory_it_grows_from_upstream, 2)
 {
+    *fallbacks[_i].lacking = 1;
     crmm_test_log_capture_begin();
     p = expandable_pool("initial_size=1MiB");
     char *log = crmm_test_log_capture_end();
-    ck_assert_msg(strstr(log, "expandable = true, but") && strstr(log, why), "log: %s", log);
+    ck_assert_msg(strstr(log, "expandable = true, but") && strstr(log, fallbacks[_i].why), "log: %s", log);
     free(log);
     ck_assert_int_eq(fake_vmm.reserves, 0);
     ck_assert_int_eq(fake_vmm.upstream_calls, 1); /* the initial chunk came from upstream */
@@ -216,18 +223,6 @@ static void check_fallback(const char *why)
     ck_assert_int_eq(fake_vmm.upstream_calls, 2);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
     dealloc(p, a, 2 * MiB);
-}
-
-CRMM_TEST_IN("pool_expandable", without_the_driver_api_it_grows_from_upstream)
-{
-    fake_vmm.lookups_fail = 1;
-    check_fallback("the CUDA driver has no cuMem");
-}
-
-CRMM_TEST_IN("pool_expandable", on_a_device_without_virtual_memory_it_grows_from_upstream)
-{
-    fake_vmm.vmm_unsupported = 1;
-    check_fallback("does not support the CUDA virtual memory API");
 }
 
 CRMM_TEST_IN("pool_expandable", over_host_memory_it_grows_from_upstream)

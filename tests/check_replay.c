@@ -8,12 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "../tools/replay.h"
 #include "test_support.h"
 #include "replay_logs.h"
-
-static char *tmp_dir;
 
 /* In a test: `crmm replay ARGS...` (NULL-terminated, at most 10) run in-process. */
 static crmm_test_output replay(const char *first, ...)
@@ -56,8 +53,8 @@ static void *make_events(void *arg)
 
 CRMM_TEST_IN("replay", a_log_from_the_logging_plugin_replays)
 {
-    char log[4200], params[4300];
-    snprintf(log, sizeof log, "%s/written.%ld.csv", tmp_dir, (long)getpid());
+    const char *log = crmm_test_tmp_path("written.csv");
+    char params[4300];
     snprintf(params, sizeof params, "file=%s", log);
     crmm_resource *host, *mr;
     ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &host));
@@ -107,8 +104,8 @@ static const char *ping_pong =
 CRMM_TEST_IN("replay", cross_thread_order_is_kept)
 {
     const char *log = crmm_test_write_file("pingpong.csv", ping_pong);
-    char out_log[4200], cfg_text[4600];
-    snprintf(out_log, sizeof out_log, "%s/replayed.%ld.csv", tmp_dir, (long)getpid());
+    const char *out_log = crmm_test_tmp_path("replayed.csv");
+    char cfg_text[4600];
     snprintf(cfg_text, sizeof cfg_text, "[resource.h]\nplugin = host\n[resource.t]\nplugin = tracking\nupstream = h\n"
              "[resource.l]\nplugin = logging\nupstream = t\nfile = %s\n", out_log);
     const char *cfg = crmm_test_write_file("pingpong.ini", cfg_text);
@@ -154,24 +151,43 @@ CRMM_TEST_IN("replay", cross_thread_order_is_kept)
     }
 }
 
-CRMM_TEST_IN("replay", rmm_spellings_parse)
-{
+/* Logs that replay (exit 0): the log, the config (NULL: host_config()), the resource replayed
+ * (NULL: the config's default), and what the report says. */
+static const struct { const char *log, *config, *resource, *says[4]; } replayed[] = {
     /* RMM's fmt output: pointers and streams with 0x, a failure's pointer as 0x0; its newer
      * printf output: hex without 0x. CRLF line ends and a blank last line. */
-    const char *log = crmm_test_write_file("rmm.csv",
-                                           "Thread,Time,Action,Pointer,Size,Stream\r\n"
-                                           "140234,12:34:56.123456,allocate,0x7f0a00000000,1024,0x0\r\n"
-                                           "140234,12:34:56.123457,allocate failure,0x0,1099511627776,0x0\r\n"
-                                           "140235,12:34:56.123458,allocate,7f0a00100000,2048,2\r\n"
-                                           "140234,12:34:56.123459,free,0x7f0a00000000,1024,0x0\r\n"
-                                           "140235,12:34:56.123460,free,7f0a00100000,2048,2\r\n"
-                                           "\r\n");
-    crmm_test_output r = replay(log, "--config", host_config(), NULL);
+    {"Thread,Time,Action,Pointer,Size,Stream\r\n"
+     "140234,12:34:56.123456,allocate,0x7f0a00000000,1024,0x0\r\n"
+     "140234,12:34:56.123457,allocate failure,0x0,1099511627776,0x0\r\n"
+     "140235,12:34:56.123458,allocate,7f0a00100000,2048,2\r\n"
+     "140234,12:34:56.123459,free,0x7f0a00000000,1024,0x0\r\n"
+     "140235,12:34:56.123460,free,7f0a00100000,2048,2\r\n"
+     "\r\n",
+     NULL, NULL,
+     {"5 events on 2 threads (2 allocations, 2 frees, 1 allocate failure)", "allocations: 2 replayed, 0 failed",
+      "frees: 2 replayed, 0 failed", "peak in use: 3.0 KiB (3072 bytes as replayed; 3072 in the log)"}},
+    /* allocations the resource refuses are counted */
+    {HEADER
+     "1,10:00:00.000001,allocate,0x1000,2097152,0\n"
+     "1,10:00:00.000002,allocate,0x2000,1000,0\n"
+     "1,10:00:00.000003,free,0x1000,2097152,0\n"
+     "1,10:00:00.000004,free,0x2000,1000,0\n",
+     "[resource.h]\nplugin = host\n[resource.l]\nplugin = limiting\nupstream = h\nallocation_limit = 1MiB\n", "l",
+     {"allocations: 1 replayed, 1 failed", "first failure: line 2: out of memory", "frees: 1 replayed, 0 failed",
+      "peak in use: 1000 B (1000 bytes as replayed; 2098152 in the log)"}},
+    /* 2^64 - 1 itself is a number (the allocation then fails, counted) */
+    {HEADER "18446744073709551615,10:00:00.000001,allocate,0xffffffffffffffff,18446744073709551615,0\n", NULL, NULL,
+     {"allocations: 0 replayed, 1 failed"}},
+};
+
+CRMM_LOOP_TEST_IN("replay", logs_replay_and_the_report_says_what_happened, (int)(sizeof replayed / sizeof replayed[0]))
+{
+    const char *log = crmm_test_write_file("replayed.csv", replayed[_i].log), *resource = replayed[_i].resource;
+    const char *cfg = replayed[_i].config ? crmm_test_write_file("replayed.ini", replayed[_i].config) : host_config();
+    crmm_test_output r = replay(log, "--config", cfg, resource ? "--resource" : NULL, resource, NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
-    expect_in(r.out, "5 events on 2 threads (2 allocations, 2 frees, 1 allocate failure)");
-    expect_in(r.out, "allocations: 2 replayed, 0 failed");
-    expect_in(r.out, "frees: 2 replayed, 0 failed");
-    expect_in(r.out, "peak in use: 3.0 KiB (3072 bytes as replayed; 3072 in the log)");
+    for (int k = 0; k < 4 && replayed[_i].says[k]; k++)
+        expect_in(r.out, replayed[_i].says[k]);
     crmm_test_output_free(&r);
 }
 
@@ -188,31 +204,55 @@ static void expect_refused(const char *log, const char *where, const char *what)
     crmm_test_output_free(&r);
 }
 
-static void expect_bad(const char *name, const char *text, const char *where, const char *what)
+/* Write `n` bytes (NULs allowed) to a new file `name` in a fresh temporary directory; returns its
+ * path (as crmm_test_tmp_path). */
+static const char *write_bytes(const char *name, const char *bytes, size_t n)
 {
-    expect_refused(crmm_test_write_file(name, text), where, what);
+    const char *path = crmm_test_tmp_path(name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(bytes, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+    return path;
 }
 
-CRMM_TEST_IN("replay", malformed_lines_are_named)
+/* Logs the reader refuses: the file's name and bytes (NULs allowed), and where (LINE:) and what
+ * the message says. */
+typedef struct bad_log { const char *name, *bytes; size_t n; const char *where, *what; } bad_log;
+#define BAD_LOG(name, bytes, where, what) {name, bytes, sizeof bytes - 1, where, what}
+#define GOOD "1,10:00:00.000001,allocate,0x1000,100,0\n"
+
+static const bad_log bad_logs[] = {
+    /* malformed lines */
+    BAD_LOG("action.csv", HEADER GOOD GOOD "1,10:00:00.000002,alloc,0x2000,100,0\n", "4:", "the action is not"),
+    BAD_LOG("fields5.csv", HEADER GOOD "1,10:00:00.000002,free,0x1000,100\n", "3:", "expected 6 comma-separated fields, found 5"),
+    BAD_LOG("fields7.csv", HEADER GOOD "1,10:00:00.000002,free,0x1000,100,0,extra\n", "3:", "found more than 6"),
+    BAD_LOG("pointer.csv", HEADER "\n" GOOD "1,10:00:00.000002,free,0xzz,100,0\n", "4:", "the pointer is not"),
+    BAD_LOG("size.csv", HEADER GOOD "1,10:00:00.000002,free,0x1000,-5,0\n", "3:", "the size is not"),
+    BAD_LOG("thread.csv", HEADER "x1,10:00:00.000002,free,0x1000,5,0\n", "2:", "the thread id is not"),
+    BAD_LOG("time.csv", HEADER "1,noon,free,0x1000,5,0\n", "2:", "the time is not"),
+    BAD_LOG("header.csv", "Thread,Time,Action,Pointer,Size,Stream,Extra\n", "1:", "the header must be"),
+    BAD_LOG("empty.csv", "", "1:", "empty"),
+    /* numbers of 2^64 or more */
+    BAD_LOG("bigthread.csv", HEADER "18446744073709551616,10:00:00.000001,allocate,0x1000,100,0\n", "2:",
+            "the thread id is out of range (2^64 or more)"),
+    BAD_LOG("bigsize.csv", HEADER GOOD "1,10:00:00.000002,allocate,0x2000,99999999999999999999999,0\n", "3:",
+            "the size is out of range (2^64 or more)"),
+    BAD_LOG("bigpointer.csv", HEADER "1,10:00:00.000001,allocate,0x10000000000000000,100,0\n", "2:",
+            "the pointer is out of range"),
+    BAD_LOG("bigstream.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0x123456789abcdef01\n", "2:",
+            "the stream is out of range"),
+    /* NUL bytes and junk */
+    BAD_LOG("nulmid.csv", HEADER "1,10:00:00.000001,allocate,0x1000,1\0" "00,0\n", "2:", "the line holds a NUL byte"),
+    BAD_LOG("nuljunk.bin", "\0\x01\x02\x03junk\x7f\n\xff\xfe more junk", "1:", "NUL byte"),
+    BAD_LOG("nulafter.csv", HEADER "\0\0\0\0", "2:", "NUL byte"),
+    BAD_LOG("binary.png", "\x89PNG\r\n\x1a\n", "1:", "not an RMM allocation log"),
+};
+
+CRMM_LOOP_TEST_IN("replay", bad_logs_are_refused_naming_the_line, (int)(sizeof bad_logs / sizeof bad_logs[0]))
 {
-    const char *good = "1,10:00:00.000001,allocate,0x1000,100,0\n";
-    char text[1024];
-    snprintf(text, sizeof text, HEADER "%s%s1,10:00:00.000002,alloc,0x2000,100,0\n", good, good);
-    expect_bad("action.csv", text, "4:", "the action is not");
-    snprintf(text, sizeof text, HEADER "%s1,10:00:00.000002,free,0x1000,100\n", good);
-    expect_bad("fields5.csv", text, "3:", "expected 6 comma-separated fields, found 5");
-    snprintf(text, sizeof text, HEADER "%s1,10:00:00.000002,free,0x1000,100,0,extra\n", good);
-    expect_bad("fields7.csv", text, "3:", "found more than 6");
-    snprintf(text, sizeof text, HEADER "\n%s1,10:00:00.000002,free,0xzz,100,0\n", good);
-    expect_bad("pointer.csv", text, "4:", "the pointer is not");
-    snprintf(text, sizeof text, HEADER "%s1,10:00:00.000002,free,0x1000,-5,0\n", good);
-    expect_bad("size.csv", text, "3:", "the size is not");
-    snprintf(text, sizeof text, HEADER "x1,10:00:00.000002,free,0x1000,5,0\n");
-    expect_bad("thread.csv", text, "2:", "the thread id is not");
-    snprintf(text, sizeof text, HEADER "1,noon,free,0x1000,5,0\n");
-    expect_bad("time.csv", text, "2:", "the time is not");
-    expect_bad("header.csv", "Thread,Time,Action,Pointer,Size,Stream,Extra\n", "1:", "the header must be");
-    expect_bad("empty.csv", "", "1:", "empty");
+    expect_refused(write_bytes(bad_logs[_i].name, bad_logs[_i].bytes, bad_logs[_i].n), bad_logs[_i].where,
+                   bad_logs[_i].what);
 }
 
 CRMM_TEST_IN("replay", the_logs_own_problems_are_reported)
@@ -256,64 +296,26 @@ CRMM_TEST_IN("replay", the_reader_pairs_events_and_numbers_threads)
     ck_assert_crmm_ok(replay_log_read(path, &log));
     ck_assert_uint_eq(log.count, 5);
     ck_assert_uint_eq(log.threads, 3);
-    ck_assert_uint_eq(log.events[0].thread_index, 0);
-    ck_assert_uint_eq(log.events[1].thread_index, 1);
-    ck_assert_uint_eq(log.events[2].thread_index, 0);
-    ck_assert_uint_eq(log.events[3].thread_index, 2);
-    ck_assert_uint_eq(log.events[4].thread_index, 1);
+    static const int thread_index[5] = {0, 1, 0, 2, 1};
+    static const int pair[5] = {-1, 4, 3, 2, 1}; /* the free of 0x1000 pairs with the later allocation */
+    for (int i = 0; i < 5; i++) {
+        ck_assert_uint_eq(log.events[i].thread_index, thread_index[i]);
+        ck_assert_int_eq(log.events[i].pair, pair[i]);
+    }
     ck_assert_uint_eq(log.reused_live, 1);
     ck_assert_uint_eq(log.first_reused_live_line, 4);
-    ck_assert_int_eq(log.events[3].pair, 2); /* the free pairs with the later allocation */
-    ck_assert_int_eq(log.events[2].pair, 3);
-    ck_assert_int_eq(log.events[0].pair, -1);
-    ck_assert_int_eq(log.events[4].pair, 1);
     ck_assert_uint_eq(log.unknown_frees, 0);
     ck_assert_uint_eq(log.size_mismatches, 0);
     ck_assert_uint_eq(log.peak_bytes, 600);
     replay_log_free(&log);
 }
 
-CRMM_TEST_IN("replay", failed_allocations_are_counted)
-{
-    const char *cfg = crmm_test_write_file("small.ini", "[resource.h]\nplugin = host\n[resource.l]\nplugin = limiting\n"
-                                              "upstream = h\nallocation_limit = 1MiB\n");
-    const char *log = crmm_test_write_file("big.csv", HEADER
-                                           "1,10:00:00.000001,allocate,0x1000,2097152,0\n"
-                                           "1,10:00:00.000002,allocate,0x2000,1000,0\n"
-                                           "1,10:00:00.000003,free,0x1000,2097152,0\n"
-                                           "1,10:00:00.000004,free,0x2000,1000,0\n");
-    crmm_test_output r = replay(log, "--config", cfg, "--resource", "l", NULL);
-    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
-    expect_in(r.out, "allocations: 1 replayed, 1 failed");
-    expect_in(r.out, "first failure: line 2: out of memory");
-    expect_in(r.out, "frees: 1 replayed, 0 failed");
-    expect_in(r.out, "peak in use: 1000 B (1000 bytes as replayed; 2098152 in the log)");
-    crmm_test_output_free(&r);
-}
-
-CRMM_TEST_IN("replay", usage_errors)
+CRMM_TEST_IN("replay", help_names_the_log_format)
 {
     crmm_test_output r = replay("--help", NULL);
     ck_assert_int_eq(r.status, 0);
     expect_in(r.out, "usage: crmm replay LOG.csv");
     expect_in(r.out, "Thread,Time,Action,Pointer,Size,Stream");
-    crmm_test_output_free(&r);
-    r = replay(NULL);
-    ck_assert_int_eq(r.status, 2);
-    expect_in(r.err, "no log file");
-    crmm_test_output_free(&r);
-    r = replay("x.csv", "--bogus", NULL, NULL);
-    ck_assert_int_eq(r.status, 2);
-    expect_in(r.err, "--bogus");
-    crmm_test_output_free(&r);
-    r = replay("/nonexistent-crmm/x.csv", NULL);
-    ck_assert_int_eq(r.status, 1);
-    expect_in(r.err, "cannot open /nonexistent-crmm/x.csv");
-    crmm_test_output_free(&r);
-    const char *log = crmm_test_write_file("ok.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n");
-    r = replay(log, "--config", host_config(), "--resource", "nope", NULL);
-    ck_assert_int_eq(r.status, 1);
-    expect_in(r.err, "no resource 'nope'");
     crmm_test_output_free(&r);
 }
 
@@ -330,88 +332,49 @@ START_TEST(without_a_gpu_the_host_plugin_is_used)
     crmm_test_output_free(&r);
 }
 
-/* Write `n` bytes (NULs allowed) to a fresh file in the test directory; returns its path. */
-static const char *write_bytes(const char *name, const char *bytes, size_t n)
+CRMM_TEST_IN("replay", a_very_long_line_is_named_not_a_crash)
 {
-    static char path[4200];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(bytes, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-    return path;
-}
-
-static void expect_bad_bytes(const char *name, const char *bytes, size_t n, const char *where, const char *what)
-{
-    expect_refused(write_bytes(name, bytes, n), where, what);
-}
-
-CRMM_TEST_IN("replay", numbers_of_2_to_the_64_or_more_are_out_of_range)
-{
-    expect_bad("bigthread.csv", HEADER "18446744073709551616,10:00:00.000001,allocate,0x1000,100,0\n", "2:",
-               "the thread id is out of range (2^64 or more)");
-    expect_bad("bigsize.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n"
-               "1,10:00:00.000002,allocate,0x2000,99999999999999999999999,0\n", "3:",
-               "the size is out of range (2^64 or more)");
-    expect_bad("bigpointer.csv", HEADER "1,10:00:00.000001,allocate,0x10000000000000000,100,0\n", "2:",
-               "the pointer is out of range");
-    expect_bad("bigstream.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0x123456789abcdef01\n", "2:",
-               "the stream is out of range");
-    /* 2^64 - 1 itself is a number (the allocation then fails, counted) */
-    const char *log = crmm_test_write_file("maxsize.csv", HEADER "18446744073709551615,10:00:00.000001,allocate,"
-                                                          "0xffffffffffffffff,18446744073709551615,0\n");
-    crmm_test_output r = replay(log, "--config", host_config(), NULL);
-    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
-    expect_in(r.out, "allocations: 0 replayed, 1 failed");
-    crmm_test_output_free(&r);
-}
-
-CRMM_TEST_IN("replay", nul_bytes_and_junk_are_errors)
-{
-    static const char mid[] = HEADER "1,10:00:00.000001,allocate,0x1000,1\0" "00,0\n";
-    expect_bad_bytes("nulmid.csv", mid, sizeof mid - 1, "2:", "the line holds a NUL byte");
-    static const char junk[] = "\0\x01\x02\x03junk\x7f\n\xff\xfe more junk";
-    expect_bad_bytes("nuljunk.bin", junk, sizeof junk - 1, "1:", "NUL byte");
-    static const char after[] = HEADER "\0\0\0\0";
-    expect_bad_bytes("nulafter.csv", after, sizeof after - 1, "2:", "NUL byte");
-    static const char binary[] = "\x89PNG\r\n\x1a\n";
-    expect_bad_bytes("binary.png", binary, sizeof binary - 1, "1:", "not an RMM allocation log");
-    /* a very long line is named, not a crash */
     size_t n = 200000;
     char *longline = malloc(n + sizeof HEADER);
     ck_assert_ptr_nonnull(longline);
     memcpy(longline, HEADER, sizeof HEADER - 1);
     memset(longline + sizeof HEADER - 1, '7', n);
     longline[sizeof HEADER - 1 + n] = '\n';
-    expect_bad_bytes("long.csv", longline, sizeof HEADER + n, "2:", "expected 6 comma-separated fields, found 1");
+    expect_refused(write_bytes("long.csv", longline, sizeof HEADER + n), "2:", "expected 6 comma-separated fields, found 1");
     free(longline);
 }
 
-CRMM_TEST_IN("replay", bad_options_are_refused)
+/* Command lines `crmm replay` refuses: the arguments (LOG: a log of one allocation; CONFIG:
+ * host_config()), the exit status (2: a usage error) and what the message says; stdout stays empty. */
+static const struct { const char *args[6]; int status; const char *says; } refused[] = {
+    {{NULL}, 2, "no log file"},
+    {{"x.csv", "--bogus"}, 2, "--bogus"},
+    {{"/nonexistent-crmm/x.csv"}, 1, "cannot open /nonexistent-crmm/x.csv"},
+    {{"LOG", "--config", "CONFIG", "--resource", "nope"}, 1, "no resource 'nope'"},
+    {{"LOG", "--config", "CONFIG", "--plot", "/nonexistent-crmm/p.svg"}, 1, "cannot write /nonexistent-crmm/p.svg"},
+    {{"LOG", "--repeats", "0"}, 2, "--repeats wants a whole number from 1 to 100000, not '0'"},
+    {{"LOG", "--repeats", "x"}, 2, "not 'x'"},
+    {{"LOG", "--repeats", "-3"}, 2, "not '-3'"},
+    {{"LOG", "--repeats", "100001"}, 2, "not '100001'"},
+    {{"LOG", "--threads", "0"}, 2, "--threads wants a whole number from 1 to 1024"},
+    {{"LOG", "--stream", "legacy"}, 2, "--stream wants new, default or per-thread, not 'legacy'"},
+    {{"LOG", "--json", "--csv"}, 2, "--json and --csv exclude each other"},
+    {{"LOG", "--plot"}, 2, "--plot needs a value"},
+    {{"LOG", "--resource"}, 2, "--resource needs a value"},
+};
+
+CRMM_LOOP_TEST_IN("replay", bad_command_lines_are_refused, (int)(sizeof refused / sizeof refused[0]))
 {
-    const char *log = crmm_test_write_file("opts.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n");
-    static const char *const bad[][3] = {
-        {"--repeats", "0", "--repeats wants a whole number from 1 to 100000, not '0'"},
-        {"--repeats", "x", "not 'x'"},
-        {"--repeats", "-3", "not '-3'"},
-        {"--repeats", "100001", "not '100001'"},
-        {"--threads", "0", "--threads wants a whole number from 1 to 1024"},
-        {"--stream", "legacy", "--stream wants new, default or per-thread, not 'legacy'"},
-        {"--json", "--csv", "--json and --csv exclude each other"},
-        {"--plot", NULL, "--plot needs a value"},
-        {"--resource", NULL, "--resource needs a value"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        crmm_test_output r = replay(log, bad[i][0], bad[i][1], NULL);
-        ck_assert_msg(r.status == 2, "%s %s: rc %d", bad[i][0], bad[i][1], r.status);
-        expect_in(r.err, bad[i][2]);
-        ck_assert_str_eq(r.out, "");
-        crmm_test_output_free(&r);
+    const char *log = crmm_test_write_file("opts.csv", HEADER GOOD);
+    char *argv[8] = {"replay"};
+    for (int i = 0; refused[_i].args[i]; i++) {
+        const char *a = refused[_i].args[i];
+        argv[i + 1] = (char *)(!strcmp(a, "LOG") ? log : !strcmp(a, "CONFIG") ? host_config() : a);
     }
-    crmm_test_output r = replay(log, "--config", host_config(), "--plot", "/nonexistent-crmm/p.svg", NULL);
-    ck_assert_int_eq(r.status, 1);
-    expect_in(r.err, "cannot write /nonexistent-crmm/p.svg");
+    crmm_test_output r = crmm_test_run_main(crmm_replay_main, argv);
+    ck_assert_msg(r.status == refused[_i].status, "%s: rc %d", refused[_i].says, r.status);
+    expect_in(r.err, refused[_i].says);
+    ck_assert_str_eq(r.out, "");
     crmm_test_output_free(&r);
 }
 
@@ -479,8 +442,7 @@ CRMM_TEST_IN("replay", several_resources_each_a_row_with_reserved_over_peak)
 CRMM_TEST_IN("replay", the_plot_shows_both_series_per_resource)
 {
     const char *log = crmm_test_write_file("plot.csv", ratio_log);
-    char svg[4200];
-    snprintf(svg, sizeof svg, "%s/plot.svg", tmp_dir);
+    const char *svg = crmm_test_tmp_path("plot.svg");
     crmm_test_output r = replay(log, TWO_RESOURCES, "--plot", svg, NULL);
     ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
     crmm_test_output_free(&r);
@@ -508,14 +470,9 @@ CRMM_TEST_IN("replay", the_plot_shows_both_series_per_resource)
 
 int main(void)
 {
-    tmp_dir = crmm_test_tmpdir();
-    if (!tmp_dir)
-        return 1;
     Suite *s = suite_create("replay");
     TCase *tc = crmm_test_tcase(s, "replay", 0);
     if (crmm_test_gpu_count() == 0)
         tcase_add_test(tc, without_a_gpu_the_host_plugin_is_used);
-    int rc = crmm_test_run(s);
-    free(tmp_dir);
-    return rc;
+    return crmm_test_run(s);
 }

@@ -10,17 +10,27 @@
 
 #define TEN_MIB ((size_t)10 << 20)
 
-static crmm_alloc_counters get(crmm_resource *mr)
+/* The running test's statistics layer over a fresh host (the fixture makes and releases it). */
+static crmm_resource *mr;
+
+static void make_stats(void) { mr = crmm_test_create_over_host("statistics", NULL); }
+
+static void release_stats(void) { crmm_resource_release(mr); }
+
+static crmm_alloc_counters get(crmm_resource *layer)
 {
     crmm_alloc_counters c;
     memset(&c, 0x5a, sizeof c);
-    ck_assert_crmm_ok(crmm_statistics_get(mr, &c));
+    ck_assert_crmm_ok(crmm_statistics_get(layer, &c));
     return c;
 }
 
-CRMM_TEST_IN("statistics", empty_counters_are_zero)
+/* Every counter is zero on a fresh layer (_i = 0), and still after a failed allocation (_i = 1). */
+CRMM_LOOP_TEST_IN("statistics", counters_are_zero_when_empty_and_after_a_failed_allocation, 2)
 {
-    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
+    void *p = (void *)1;
+    if (_i)
+        ck_assert_crmm(crmm_resource_allocate(mr, (size_t)1 << 50, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
     crmm_alloc_counters c = get(mr);
     ck_assert_int_eq(c.bytes, 0);
     ck_assert_int_eq(c.peak_bytes, 0);
@@ -31,12 +41,10 @@ CRMM_TEST_IN("statistics", empty_counters_are_zero)
     uint64_t depth = 0;
     ck_assert_crmm_ok(crmm_statistics_depth(mr, &depth));
     ck_assert_uint_eq(depth, 1);
-    crmm_resource_release(mr);
 }
 
 CRMM_TEST_IN("statistics", all_freed_counts_zero)
 {
-    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p[10];
     for (int i = 0; i < 10; i++)
         p[i] = crmm_test_allocate(mr, TEN_MIB);
@@ -46,22 +54,15 @@ CRMM_TEST_IN("statistics", all_freed_counts_zero)
     ck_assert_int_eq(c.bytes, 0);
     ck_assert_int_eq(c.count, 0);
     ck_assert_uint_eq(c.total_count, 10);
-    crmm_resource_release(mr);
 }
 
 CRMM_TEST_IN("statistics", peak_allocations_follow_rmm)
 {
-    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p[20];
-    int live[20], n = 0;
     for (int i = 0; i < 10; i++)
         p[i] = crmm_test_allocate(mr, TEN_MIB);
-    for (int i = 0; i < 10; i++) { /* free every other one */
-        if (i % 2 == 0)
-            ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], TEN_MIB, NULL));
-        else
-            live[n++] = i;
-    }
+    for (int i = 0; i < 10; i += 2) /* free every other one */
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], TEN_MIB, NULL));
     crmm_alloc_counters c = get(mr);
     ck_assert_int_eq(c.bytes, 5 * (int64_t)TEN_MIB);
     ck_assert_int_eq(c.count, 5);
@@ -69,12 +70,11 @@ CRMM_TEST_IN("statistics", peak_allocations_follow_rmm)
     ck_assert_int_eq(c.peak_count, 10);
     ck_assert_uint_eq(c.total_bytes, 10 * TEN_MIB);
     ck_assert_uint_eq(c.total_count, 10);
-    for (int i = 10; i < 20; i++) { /* ten more raise the peak to 15 */
+    for (int i = 10; i < 20; i++) /* ten more raise the peak to 15 */
         p[i] = crmm_test_allocate(mr, TEN_MIB);
-        live[n++] = i;
-    }
-    for (int k = 0; k < n; k++)
-        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[live[k]], TEN_MIB, NULL));
+    for (int i = 1; i < 20; i++) /* the live ones: the odd of the first ten, all of the rest */
+        if (i % 2 || i >= 10)
+            ck_assert_crmm_ok(crmm_resource_deallocate(mr, p[i], TEN_MIB, NULL));
     c = get(mr);
     ck_assert_int_eq(c.bytes, 0);
     ck_assert_int_eq(c.count, 0);
@@ -88,69 +88,51 @@ CRMM_TEST_IN("statistics", peak_allocations_follow_rmm)
     ck_assert_uint_eq(q, 15 * TEN_MIB);
     ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL, &q));
     ck_assert_uint_eq(q, 20);
-    crmm_resource_release(mr);
 }
 
-/* statistics over statistics over host: ten blocks of TEN_MIB from *outer, then five from *inner,
- * in p[0..14]. */
-static void two_layers(crmm_resource **outer, crmm_resource **inner, void *p[15])
+/* A statistics layer over the fixture's (the outer one): ten blocks of TEN_MIB from the outer, then five
+ * from the inner, in p[0..14]; returns the inner. */
+static crmm_resource *two_layers(void *p[15])
 {
-    *outer = crmm_test_create_over_host("statistics", NULL);
     for (int i = 0; i < 10; i++)
-        p[i] = crmm_test_allocate(*outer, TEN_MIB);
-    *inner = crmm_test_create("statistics", NULL, *outer);
+        p[i] = crmm_test_allocate(mr, TEN_MIB);
+    crmm_resource *inner = crmm_test_create("statistics", NULL, mr);
     for (int i = 10; i < 15; i++)
-        p[i] = crmm_test_allocate(*inner, TEN_MIB);
+        p[i] = crmm_test_allocate(inner, TEN_MIB);
+    return inner;
 }
 
-CRMM_TEST_IN("statistics", stacked_adaptors_count_separately)
+/* Stacked layers count separately, each block freed through the layer it came from (_i = 0) or
+ * all through the inner one (_i = 1), which then counts below zero. */
+CRMM_LOOP_TEST_IN("statistics", stacked_adaptors_count_separately, 2)
 {
-    crmm_resource *outer, *inner;
     void *p[15];
-    two_layers(&outer, &inner, p);
+    crmm_resource *inner = two_layers(p);
     /* the API finds the first statistics layer: the inner one */
     ck_assert_int_eq(get(inner).count, 5);
-    ck_assert_int_eq(get(outer).count, 15);
-    ck_assert_int_eq(get(outer).bytes, 15 * (int64_t)TEN_MIB);
+    ck_assert_int_eq(get(mr).count, 15);
+    ck_assert_int_eq(get(mr).bytes, 15 * (int64_t)TEN_MIB);
     ck_assert_int_eq(get(inner).bytes, 5 * (int64_t)TEN_MIB);
-    for (int i = 0; i < 10; i++)
-        ck_assert_crmm_ok(crmm_resource_deallocate(outer, p[i], TEN_MIB, NULL));
-    for (int i = 10; i < 15; i++)
-        ck_assert_crmm_ok(crmm_resource_deallocate(inner, p[i], TEN_MIB, NULL));
-    crmm_alloc_counters o = get(outer), n = get(inner);
+    for (int i = 0; i < 15; i++)
+        ck_assert_crmm_ok(crmm_resource_deallocate(i < 10 && !_i ? mr : inner, p[i], TEN_MIB, NULL));
+    crmm_alloc_counters o = get(mr), n = get(inner);
+    ck_assert_int_eq(o.bytes, 0);
     ck_assert_int_eq(o.count, 0);
-    ck_assert_int_eq(n.count, 0);
+    ck_assert_int_eq(n.bytes, _i ? -10 * (int64_t)TEN_MIB : 0);
+    ck_assert_int_eq(n.count, _i ? -10 : 0);
     ck_assert_int_eq(o.peak_bytes, 15 * (int64_t)TEN_MIB);
     ck_assert_int_eq(n.peak_bytes, 5 * (int64_t)TEN_MIB);
     ck_assert_int_eq(o.peak_count, 15);
     ck_assert_int_eq(n.peak_count, 5);
-    crmm_test_release(inner, outer);
-}
-
-CRMM_TEST_IN("statistics", freeing_through_inner_goes_negative)
-{
-    crmm_resource *outer, *inner;
-    void *p[15];
-    two_layers(&outer, &inner, p);
-    for (int i = 0; i < 15; i++)
-        ck_assert_crmm_ok(crmm_resource_deallocate(inner, p[i], TEN_MIB, NULL));
-    crmm_alloc_counters o = get(outer), n = get(inner);
-    ck_assert_int_eq(o.bytes, 0);
-    ck_assert_int_eq(o.count, 0);
-    ck_assert_int_eq(n.bytes, -10 * (int64_t)TEN_MIB);
-    ck_assert_int_eq(n.count, -10);
-    ck_assert_int_eq(o.peak_bytes, 15 * (int64_t)TEN_MIB);
-    ck_assert_int_eq(n.peak_bytes, 5 * (int64_t)TEN_MIB);
     ck_assert_uint_eq(o.total_bytes, 15 * TEN_MIB);
     ck_assert_uint_eq(n.total_bytes, 5 * TEN_MIB);
     ck_assert_uint_eq(o.total_count, 15);
     ck_assert_uint_eq(n.total_count, 5);
-    crmm_test_release(inner, outer);
+    crmm_resource_release(inner);
 }
 
 CRMM_TEST_IN("statistics", push_pop_fold_like_rmm)
 {
-    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *a0 = crmm_test_allocate(mr, TEN_MIB);
     crmm_alloc_counters before;
     ck_assert_crmm_ok(crmm_statistics_push(mr, &before));
@@ -195,12 +177,10 @@ CRMM_TEST_IN("statistics", push_pop_fold_like_rmm)
     ck_assert_int_eq(get(mr).bytes, 0); /* the failed pop changed nothing */
     ck_assert_crmm_ok(crmm_statistics_depth(mr, &depth));
     ck_assert_uint_eq(depth, 1);
-    crmm_resource_release(mr);
 }
 
 CRMM_TEST_IN("statistics", queries_cover_every_frame)
 {
-    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *a = crmm_test_allocate(mr, 1000);
     ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
     void *b = crmm_test_allocate(mr, 3000);
@@ -217,31 +197,17 @@ CRMM_TEST_IN("statistics", queries_cover_every_frame)
     ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &in_use));
     ck_assert_uint_eq(in_use, 0);
     ck_assert_crmm_ok(crmm_statistics_pop(mr, NULL));
-    crmm_resource_release(mr);
-}
-
-CRMM_TEST_IN("statistics", failed_allocation_is_not_counted)
-{
-    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
-    void *p = (void *)1;
-    ck_assert_crmm(crmm_resource_allocate(mr, (size_t)1 << 50, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
-    crmm_alloc_counters c = get(mr);
-    ck_assert_int_eq(c.count, 0);
-    ck_assert_uint_eq(c.total_count, 0);
-    ck_assert_uint_eq(c.total_bytes, 0);
-    crmm_resource_release(mr);
 }
 
 CRMM_TEST_IN("statistics", api_finds_the_layer_under_other_adaptors)
 {
-    crmm_resource *stats = crmm_test_create_over_host("statistics", NULL);
-    crmm_resource *lim = crmm_test_create("limiting", "allocation_limit=1GiB", stats);
+    crmm_resource *lim = crmm_test_create("limiting", "allocation_limit=1GiB", mr);
     crmm_resource *top = crmm_test_create("tracking", NULL, lim);
     void *p = crmm_test_allocate(top, 5000);
     ck_assert_int_eq(get(top).bytes, 5000);
     ck_assert_crmm_ok(crmm_statistics_push(top, NULL));
     uint64_t depth;
-    ck_assert_crmm_ok(crmm_statistics_depth(stats, &depth));
+    ck_assert_crmm_ok(crmm_statistics_depth(mr, &depth));
     ck_assert_uint_eq(depth, 2);
     ck_assert_crmm_ok(crmm_statistics_pop(top, NULL));
     /* the op (statistics, GET) travels down the chain through tracking and limiting (which has
@@ -254,7 +220,7 @@ CRMM_TEST_IN("statistics", api_finds_the_layer_under_other_adaptors)
     ck_assert_crmm_ok(crmm_resource_control(top, CRMM_TRACKING_OP_COUNT, &count));
     ck_assert_uint_eq(count, 1);
     ck_assert_crmm_ok(crmm_resource_deallocate(top, p, 5000, NULL));
-    crmm_test_release(top, lim, stats);
+    crmm_test_release(top, lim);
 }
 
 CRMM_TEST_IN("statistics", api_rejects_bad_arguments)
@@ -265,10 +231,9 @@ CRMM_TEST_IN("statistics", api_rejects_bad_arguments)
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "no statistics layer"));
     ck_assert_crmm(crmm_statistics_push(host, NULL), CRMM_ERROR_UNSUPPORTED);
     ck_assert_crmm(crmm_statistics_get(NULL, &c), CRMM_ERROR_INVALID_ARGUMENT);
-    crmm_resource *mr = crmm_test_create("statistics", NULL, host);
     ck_assert_crmm(crmm_statistics_get(mr, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_resource_control(mr, 99, NULL), CRMM_ERROR_UNSUPPORTED); /* unknown op, host has none */
-    crmm_test_release(mr, host);
+    crmm_resource_release(host);
 }
 
 /* The core's crmm_resource_control_kind, which the statistics API is built on. */
@@ -293,7 +258,6 @@ CRMM_TEST_IN("statistics", control_kind_finds_the_layer_under_others)
 
 CRMM_TEST_IN("statistics", deep_push_pop)
 {
-    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     void *p[40];
     for (int i = 0; i < 40; i++) { /* grows the frame stack past its first capacity */
         ck_assert_crmm_ok(crmm_statistics_push(mr, NULL));
@@ -309,7 +273,6 @@ CRMM_TEST_IN("statistics", deep_push_pop)
     crmm_alloc_counters base = get(mr);
     ck_assert_int_eq(base.peak_bytes, 40 * 256);
     ck_assert_uint_eq(base.total_count, 40);
-    crmm_resource_release(mr);
 }
 
 typedef struct worker { crmm_resource *mr; int rounds; } worker;
@@ -329,7 +292,6 @@ static void *count_worker(void *arg)
 
 CRMM_TEST_IN("statistics", threads_count_exactly_while_frames_change)
 {
-    crmm_resource *mr = crmm_test_create_over_host("statistics", NULL);
     enum { THREADS = 4, ROUNDS = 20000 };
     pthread_t t[THREADS];
     worker w = {mr, ROUNDS};
@@ -350,7 +312,6 @@ CRMM_TEST_IN("statistics", threads_count_exactly_while_frames_change)
     ck_assert_uint_eq(c.total_count, THREADS * ROUNDS);
     ck_assert_int_le(c.peak_count, THREADS);
     ck_assert_int_ge(c.peak_count, 1);
-    crmm_resource_release(mr);
 }
 
 static const crmm_test_chain chains[] = {
@@ -375,7 +336,7 @@ CRMM_TEST_IN("statistics", refused_free_is_not_counted)
 int main(void)
 {
     Suite *s = suite_create("statistics");
-    crmm_test_tcase(s, "statistics", 0);
+    tcase_add_checked_fixture(crmm_test_tcase(s, "statistics", 0), make_stats, release_stats);
     crmm_conformance_add(s, chains, 1);
     return crmm_test_run(s);
 }

@@ -149,11 +149,7 @@ crmm_status serving_trace_run(crmm_resource *mr, const serving_config *c, servin
             give(&r, &k[l]);
             give(&r, &v[l]);
         }
-    }
-    for (unsigned l = 0; l < c->layers; l++) {
-        give(&r, &k[l]);
-        give(&r, &v[l]);
-    }
+    } /* each request frees its caches, a failed one too: none is left here */
     give(&r, &w[0]);
     give(&r, &w[1]);
     add_since(&out->all, &start);
