@@ -265,7 +265,5 @@ CRMM_TEST_IN("arena_streams", threads_on_their_own_streams_never_wait)
 int main(void)
 {
     fake_cuda.forbid_events_and_ids = 1; /* the arena never names an event nor asks a stream's id */
-    Suite *s = suite_create("arena_streams_threads");
-    crmm_test_tcase(s, "arena_streams", 0);
-    return crmm_test_run(s);
+    return CRMM_TEST_MAIN_CASES("arena_streams_threads", {"arena_streams", 0});
 }

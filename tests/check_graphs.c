@@ -334,15 +334,8 @@ CRMM_LOOP_TEST_IN("pool", a_cached_block_freed_in_a_capture_is_the_graphs, FORMS
     crmm_resource_release(p);
 }
 
-static Suite *graphs_suite(void)
-{
-    Suite *s = suite_create("graphs");
-    crmm_test_tcase(s, "pool", 0);
-    return s;
-}
-
 int main(void)
 {
     crmm_graph_capture_enable(true); /* as a program that captures says (no CUDA call: safe before the forks) */
-    return crmm_test_run(graphs_suite());
+    return CRMM_TEST_MAIN_CASES("graphs", {"pool", 0});
 }

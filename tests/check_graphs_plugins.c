@@ -218,15 +218,9 @@ CRMM_LOOP_TEST_IN("other plugins", adaptors_over_a_pool_under_capture, (int)(siz
     fake_graph_destroy(g);
     crmm_resource_release(a);
 }
-static Suite *graphs_plugins_suite(void)
-{
-    Suite *s = suite_create("graphs_plugins");
-    crmm_test_tcase(s, "other plugins", 0);
-    return s;
-}
 
 int main(void)
 {
     crmm_graph_capture_enable(true); /* as a program that captures says (no CUDA call: safe before the forks) */
-    return crmm_test_run(graphs_plugins_suite());
+    return CRMM_TEST_MAIN_CASES("graphs_plugins", {"other plugins", 0});
 }

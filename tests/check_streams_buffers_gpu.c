@@ -222,18 +222,9 @@ CRMM_LOOP_TEST_IN("copy_streams", test_other_stream_copy_async, COPY_KINDS * N_O
     other_stream_close(&t);
 }
 
-static Suite *streams_buffers_gpu_suite(void)
-{
-    Suite *s = suite_create("streams_buffers_gpu");
-    crmm_test_tcase(s, "examples", CRMM_TEST_GPU_TIMEOUT);
-    crmm_test_tcase(s, "copy_streams", CRMM_TEST_GPU_TIMEOUT);
-    return s;
-}
-
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
-    return crmm_test_run(streams_buffers_gpu_suite());
+    CRMM_TEST_GPU_GATE(1);
+    return CRMM_TEST_MAIN_CASES("streams_buffers_gpu", {"examples", CRMM_TEST_GPU_TIMEOUT},
+                                {"copy_streams", CRMM_TEST_GPU_TIMEOUT});
 }
