@@ -250,53 +250,43 @@ static void churn(crmm_resource *p, int times, cudaStream_t s)
         free_on(p, alloc_on(p, 4 * KiB, s), 4 * KiB, s);
 }
 
-/* Outside any capture the pool asks CUDA one capture query per call on a stream (none on the
- * legacy default stream), and makes no user object. */
-CRMM_LOOP_TEST_IN("pool", no_capture_no_user_object, FORMS)
+/* Whether the pool asks CUDA if a stream is captured: outside a capture, one query per call on a
+ * stream (none on the legacy default stream) and no user object. graphs = auto (the default) asks
+ * only once the process enabled capture, so a program that never captures pays no query, and a
+ * pool made before asks from then on; graphs = on asks whatever the process said; graphs = off
+ * never asks, even with capture enabled (the query's cost is gone, and so is the safety under
+ * capture). _i: the form (_i % FORMS) and the row (_i / FORMS). */
+static const struct asking {
+    const char *params;
+    bool enabled; /* the process enabled capture */
+    bool asks;
+} askings[] = {
+    {"initial_size=1MiB", true, true},
+    {"initial_size=1MiB graphs=off", true, false},
+    {"initial_size=1MiB", false, false},
+    {"initial_size=1MiB graphs=on", false, true},
+};
+#define ASKINGS ((int)(sizeof askings / sizeof askings[0]))
+
+CRMM_LOOP_TEST_IN("pool", capture_queries_by_graphs_and_the_process, FORMS * ASKINGS)
 {
-    int form = _i;
-    crmm_resource *p = pool_in_form(form, "initial_size=1MiB");
+    const struct asking *row = &askings[_i / FORMS];
+    crmm_graph_capture_enable(row->enabled);
+    crmm_resource *p = pool_in_form(_i % FORMS, row->params);
     int before = fake_capture_queries();
     churn(p, 100, stream_n(1));
-    ck_assert_int_eq(fake_capture_queries() - before, 200);
+    ck_assert_int_eq(fake_capture_queries() - before, row->asks ? 200 : 0);
     churn(p, 100, NULL);
-    ck_assert_int_eq(fake_capture_queries() - before, 200);
+    ck_assert_int_eq(fake_capture_queries() - before, row->asks ? 200 : 0);
     ck_assert_int_eq(fake_user_objects_live(), 0);
+    if (!row->enabled) { /* the process enables capture: auto asks from now on, as on does */
+        crmm_graph_capture_enable(true);
+        ck_assert(crmm_graph_capture_enabled());
+        before = fake_capture_queries();
+        churn(p, 100, stream_n(1));
+        ck_assert_int_eq(fake_capture_queries() - before, 200);
+    }
     crmm_resource_release(p);
-}
-
-/* graphs = off: the pool never asks whether a stream is captured (the query's cost is gone, and
- * so is the safety under capture), even with capture enabled for the process. */
-CRMM_LOOP_TEST_IN("pool", graphs_off_asks_nothing, FORMS)
-{
-    int form = _i;
-    crmm_resource *p = pool_in_form(form, "initial_size=1MiB graphs=off");
-    int before = fake_capture_queries();
-    churn(p, 100, stream_n(1));
-    ck_assert_int_eq(fake_capture_queries(), before);
-    crmm_resource_release(p);
-}
-
-/* graphs = auto (the default) asks only once the process enabled capture: a program that never
- * captures pays no query; graphs = on asks whatever the process said. Arena and fixed_size ask
- * only once capture is enabled. */
-CRMM_LOOP_TEST_IN("pool", graphs_auto_asks_once_capture_is_enabled, FORMS)
-{
-    int form = _i;
-    crmm_graph_capture_enable(false);
-    crmm_resource *a = pool_in_form(form, "initial_size=1MiB");
-    crmm_resource *on = pool_in_form(form, "initial_size=1MiB graphs=on");
-    int before = fake_capture_queries();
-    churn(a, 10, stream_n(1));
-    ck_assert_int_eq(fake_capture_queries(), before);
-    churn(on, 10, stream_n(1));
-    ck_assert_int_eq(fake_capture_queries(), before + 20);
-    crmm_graph_capture_enable(true);
-    ck_assert(crmm_graph_capture_enabled());
-    before = fake_capture_queries();
-    churn(a, 10, stream_n(1));
-    ck_assert_int_eq(fake_capture_queries(), before + 20);
-    crmm_test_release(a, on);
 }
 
 static void *allocate_once(void *arg)
