@@ -5,6 +5,7 @@
  * streams with serialize_calls on and off. RMM's cuda_async_mr_tests are the model. */
 #include "build_config.h"
 #include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
@@ -15,8 +16,7 @@
 
 CRMM_TEST(queries_follow_allocate_and_free)
 {
-    crmm_resource *a;
-    ck_assert_crmm_ok(crmm_resource_create("async", "", NULL, &a));
+    crmm_resource *a = crmm_test_create("async", "", NULL);
     ck_assert(crmm_resource_is_device_accessible(a));
     ck_assert(!crmm_resource_is_host_accessible(a));
     ck_assert_int_eq(a->device, crmm_test_cuda_device());
@@ -50,8 +50,7 @@ CRMM_TEST(queries_follow_allocate_and_free)
 
 CRMM_TEST(initial_pool_size_primes_the_pool)
 {
-    crmm_resource *a;
-    ck_assert_crmm_ok(crmm_resource_create("async", "initial_pool_size=64MiB", NULL, &a));
+    crmm_resource *a = crmm_test_create("async", "initial_pool_size=64MiB", NULL);
     ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
     ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_ALLOCATIONS_TOTAL), 0); /* priming is not a user allocation */
@@ -116,25 +115,30 @@ CRMM_TEST(each_resource_has_its_own_pool)
     dflt = (void *)device_default;
     ck_assert_ptr_ne(pa, dflt); /* private, not the device's default pool */
     /* found under an adaptor too */
-    crmm_resource *top;
-    ck_assert_crmm_ok(crmm_resource_create("aligned", "alignment=4KiB", a, &top));
+    crmm_resource *top = crmm_test_create("aligned", "alignment=4KiB", a);
     void *via = NULL;
     ck_assert_crmm_ok(crmm_async_get_pool(top, &via));
     ck_assert_ptr_eq(via, pa);
     crmm_test_release(top, a, b);
 }
 
-static int supported_handle_types(void)
+/* Whether the device supports export handle type `type`; when it does not, the resource creation
+ * that asked for it (st, a) must have failed as unsupported, naming `name` and the device. */
+static bool handle_type_supported(int type, const char *name, crmm_status st, const crmm_resource *a)
 {
     int mask = 0;
     ck_assert_int_eq(cudaDeviceGetAttribute(&mask, cudaDevAttrMemoryPoolSupportedHandleTypes, crmm_test_cuda_device()), cudaSuccess);
-    return mask;
+    if (mask & type)
+        return true;
+    ck_assert_int_eq(st, CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), name) && strstr(crmm_last_error(), "device"), "message: %s", crmm_last_error());
+    ck_assert_ptr_null(a);
+    return false;
 }
 
 CRMM_TEST(export_handle_type_none_cannot_export)
 {
-    crmm_resource *a;
-    ck_assert_crmm_ok(crmm_resource_create("async", "export_handle_type=none", NULL, &a));
+    crmm_resource *a = crmm_test_create("async", "export_handle_type=none", NULL);
     void *pool;
     ck_assert_crmm_ok(crmm_async_get_pool(a, &pool));
     int fd = -1;
@@ -148,12 +152,8 @@ CRMM_TEST(export_handle_type_posix_fd)
 {
     crmm_resource *a = NULL;
     crmm_status st = crmm_resource_create("async", "export_handle_type=posix_fd", NULL, &a);
-    if (!(supported_handle_types() & cudaMemHandleTypePosixFileDescriptor)) {
-        ck_assert_int_eq(st, CRMM_ERROR_UNSUPPORTED);
-        ck_assert_msg(strstr(crmm_last_error(), "posix_fd") && strstr(crmm_last_error(), "device"), "message: %s", crmm_last_error());
-        ck_assert_ptr_null(a);
+    if (!handle_type_supported(cudaMemHandleTypePosixFileDescriptor, "posix_fd", st, a))
         return;
-    }
     ck_assert_crmm_ok(st);
     void *pool, *p;
     ck_assert_crmm_ok(crmm_async_get_pool(a, &pool));
@@ -172,12 +172,8 @@ CRMM_TEST(export_handle_type_fabric)
     crmm_resource *a = NULL;
     crmm_clear_error();
     crmm_status st = crmm_resource_create("async", "export_handle_type=fabric", NULL, &a);
-    if (!(supported_handle_types() & cudaMemHandleTypeFabric)) {
-        ck_assert_int_eq(st, CRMM_ERROR_UNSUPPORTED);
-        ck_assert_msg(strstr(crmm_last_error(), "fabric") && strstr(crmm_last_error(), "device"), "message: %s", crmm_last_error());
-        ck_assert_ptr_null(a);
+    if (!handle_type_supported(cudaMemHandleTypeFabric, "fabric", st, a))
         return;
-    }
     /* The device says yes; the pool may still need an IMEX channel this machine lacks: then the
      * error names the handle type. RMM's FabricHandlesSupport test. */
     if (st != CRMM_OK) {
@@ -199,8 +195,7 @@ CRMM_TEST(export_handle_type_fabric)
 
 CRMM_TEST(out_of_memory_leaves_the_pool_usable)
 {
-    crmm_resource *a;
-    ck_assert_crmm_ok(crmm_resource_create("async", "", NULL, &a));
+    crmm_resource *a = crmm_test_create("async", "", NULL);
     void *p = (void *)0x1;
     crmm_clear_error();
     ck_assert_crmm(crmm_resource_allocate(a, (size_t)1 << 50, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
@@ -250,8 +245,7 @@ static void *fill_and_check(void *arg)
 CRMM_LOOP_TEST(threads_on_their_own_streams_keep_their_data, 2)
 {
     /* _i = 1: serialize_calls (the default), 0: threads enter the driver together */
-    crmm_resource *a;
-    ck_assert_crmm_ok(crmm_resource_create("async", _i ? "" : "serialize_calls=false", NULL, &a));
+    crmm_resource *a = crmm_test_create("async", _i ? "" : "serialize_calls=false", NULL);
     pthread_t t[4];
     stream_job jobs[4];
     for (int k = 0; k < 4; k++) {
