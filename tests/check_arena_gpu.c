@@ -89,13 +89,11 @@ static void drop_streams_and_arena(fixture *f, cudaStream_t s, cudaStream_t t)
 
 CRMM_TEST_IN("arena_gpu", default_size_is_half_the_free_memory)
 {
-    crmm_resource *gpu, *mr;
-    ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &gpu));
+    crmm_resource *gpu = crmm_test_create("cuda", "", NULL);
     size_t free_before = 0, total = 0;
     ck_assert_cuda(cudaMemGetInfo(&free_before, &total));
-    ck_assert_crmm_ok(crmm_resource_create("arena", "", gpu, &mr));
-    uint64_t size = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_RESERVED, &size));
+    crmm_resource *mr = crmm_test_create("arena", "", gpu);
+    uint64_t size = crmm_test_query(mr, CRMM_QUERY_BYTES_RESERVED);
     ck_assert_msg(size <= total / 2 && size >= free_before / 4, "arena of %llu bytes; %zu free of %zu before",
                   (unsigned long long)size, free_before, total);
     void *p;
@@ -344,9 +342,7 @@ CRMM_TEST_IN("arena_gpu", threads_on_their_default_streams)
         ck_assert_int_eq(pthread_join(th[i], NULL), 0);
         ck_assert_msg(!j[i].failed, "thread %d: %s", i, j[i].why);
     }
-    uint64_t live = 1;
-    ck_assert_crmm_ok(crmm_resource_query(f.mr, CRMM_QUERY_ALLOCATIONS, &live));
-    ck_assert_uint_eq(live, 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(stats(f.mr).thread_arenas, 0);
     drop_arena(&f);
 }
@@ -356,8 +352,7 @@ CRMM_TEST_IN("arena_gpu", out_of_memory_over_device_memory)
     char *dir = crmm_test_tmpdir();
     ck_assert_ptr_nonnull(dir);
     char params[4200], path[4200];
-    int dev = 0;
-    ck_assert_cuda(cudaGetDevice(&dev));
+    int dev = crmm_test_cuda_device();
     snprintf(params, sizeof params, "arena_size=64MiB dump_log_on_failure=1 dump_file=%s/arena.dev%%d.log", dir);
     snprintf(path, sizeof path, "%s/arena.dev%d.log", dir, dev);
     fixture f = make_arena_over("cuda", params);
@@ -367,9 +362,7 @@ CRMM_TEST_IN("arena_gpu", out_of_memory_over_device_memory)
     ck_assert_msg(strstr(crmm_last_error(), "failed to allocate 128.0 MiB (arena size 64.0 MiB") != NULL, "%s",
                   crmm_last_error());
     ck_assert_int_eq(access(path, R_OK), 0);
-    uint64_t reserved = 0;
-    ck_assert_crmm_ok(crmm_resource_query(f.mr, CRMM_QUERY_BYTES_RESERVED, &reserved));
-    ck_assert_uint_eq(reserved, 64 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
     drop_arena(&f);
     free(dir); /* removed with the dump when the test's process exits */
 }

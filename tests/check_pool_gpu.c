@@ -37,9 +37,8 @@ static const crmm_test_chain gpu_chains[] = {
 
 static crmm_resource *gpu_pool(const char *params)
 {
-    crmm_resource *g = NULL, *p = NULL;
-    ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &g));
-    ck_assert_crmm_ok(crmm_resource_create("pool", params, g, &p));
+    crmm_resource *g = crmm_test_create("cuda", "", NULL);
+    crmm_resource *p = crmm_test_create("pool", params, g);
     crmm_resource_release(g);
     ck_assert(crmm_resource_is_device_accessible(p));
     return p;

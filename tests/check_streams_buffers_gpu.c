@@ -64,8 +64,7 @@ CRMM_TEST_IN("examples", test_example_to_device)
     ck_assert_uint_eq(crmm_device_buffer_size(db), 3);
     ck_assert_uint_eq(crmm_device_buffer_capacity(db), 3);
     ck_assert_ptr_eq(crmm_device_buffer_resource(db), crmm_get_current_device_resource());
-    int dev;
-    ck_assert_cuda(cudaGetDevice(&dev));
+    int dev = crmm_test_cuda_device();
     ck_assert_int_eq(crmm_device_buffer_device(db), dev);
     void *hb;
     size_t len;
