@@ -8,6 +8,9 @@
 #include <cuda_runtime_api.h>
 #include "conformance.h"
 #include "arena_test.h"
+#include "gpu_streams_test.h"
+
+#define SLOW_MS 200 /* how long a held stream stays busy */
 
 static const crmm_test_chain gpu_chains[] = {
     {"arena_over_cuda", "[resource.gpu]\nplugin = cuda\n[resource.a]\nplugin = arena\nupstream = gpu\narena_size = 2GiB\n",
@@ -18,47 +21,12 @@ static const crmm_test_chain gpu_chains[] = {
      "a", 1, 0},
 };
 
-static cudaStream_t new_stream(void)
-{
-    cudaStream_t s;
-    ck_assert_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    return s;
-}
-
-static void CUDART_CB sleep_200ms(void *arg)
-{
-    (void)arg;
-    usleep(200 * 1000);
-}
-
-/* Make `s` busy for 200 ms before whatever is enqueued next. */
-static void slow_down(cudaStream_t s)
-{
-    ck_assert_cuda(cudaLaunchHostFunc(s, sleep_200ms, NULL));
-}
-
-/* Every byte of device block p holds `v`. */
-static void expect_bytes(const void *p, size_t n, unsigned char v)
-{
-    unsigned char *h = malloc(n);
-    ck_assert_ptr_nonnull(h);
-    ck_assert_cuda(cudaMemcpy(h, p, n, cudaMemcpyDeviceToHost));
-    size_t bad = n;
-    for (size_t i = 0; i < n && bad == n; i++)
-        if (h[i] != v)
-            bad = i;
-    unsigned got = bad < n ? h[bad] : v;
-    free(h);
-    if (bad < n)
-        ck_abort_msg("byte %zu of %zu is %#x, expected %#x", bad, n, got, v);
-}
-
 /* In a test: p (n bytes of mr) written with `fill` on `from` behind slow work and freed there at
  * once; then n bytes allocated on `to`, returned. */
 static void *move_block(crmm_resource *mr, void *p, size_t n, cudaStream_t from, unsigned char fill, cudaStream_t to)
 {
     void *q;
-    slow_down(from);
+    hold_stream(from, SLOW_MS);
     ck_assert_cuda(cudaMemsetAsync(p, fill, n, from));
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, (crmm_cuda_stream_t)from));
     ck_assert_crmm_ok(crmm_resource_allocate(mr, n, (crmm_cuda_stream_t)to, &q));
@@ -73,7 +41,7 @@ static void write_and_expect(void *q, size_t n, unsigned char fill, cudaStream_t
     ck_assert_cuda(cudaMemsetAsync(q, fill, n, t));
     ck_assert_cuda(cudaStreamSynchronize(t));
     ck_assert_cuda(s ? cudaStreamSynchronize(s) : cudaDeviceSynchronize());
-    expect_bytes(q, n, fill);
+    expect_device_bytes(q, n, fill);
 }
 
 /* In a test: streams s and t (either may be NULL) destroyed, every block of f back, f dropped. */
@@ -161,7 +129,7 @@ CRMM_TEST_IN("arena_gpu", a_destroyed_stream_s_block_goes_to_another_stream)
     cudaStream_t t = new_stream(), s = new_stream();
     const size_t n = 4 * MiB;
     void *p, *q;
-    slow_down(s);
+    hold_stream(s, SLOW_MS);
     ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
     ck_assert_cuda(cudaMemsetAsync(p, 0xAA, n, s));
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
@@ -186,7 +154,7 @@ typedef struct writer {
 static void *write_free_and_exit(void *arg)
 {
     writer *w = arg;
-    if (cudaLaunchHostFunc(w->stream, sleep_200ms, NULL) != cudaSuccess)
+    if (cudaLaunchHostFunc(w->stream, sleep_ms, (void *)(uintptr_t)SLOW_MS) != cudaSuccess)
         w->failed = 1;
     for (int k = 0; k < 4 && w->sizes[k]; k++)
         if (crmm_resource_allocate(w->mr, w->sizes[k], (crmm_cuda_stream_t)w->stream, &w->p) != CRMM_OK ||
@@ -226,7 +194,7 @@ CRMM_TEST_IN("arena_gpu", free_on_another_stream_waits_for_it)
     for (int i = 0; i < N; i++)
         ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * KiB, (crmm_cuda_stream_t)s, &p[i]));
     ck_assert_cuda(cudaStreamSynchronize(s));
-    slow_down(t);
+    hold_stream(t, SLOW_MS);
     for (int i = 0; i < N; i++) {
         ck_assert_cuda(cudaMemsetAsync(p[i], 0xAA, 4 * KiB, t));
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p[i], 4 * KiB, (crmm_cuda_stream_t)t));
@@ -236,9 +204,8 @@ CRMM_TEST_IN("arena_gpu", free_on_another_stream_waits_for_it)
         ck_assert_cuda(cudaMemsetAsync(p[i], 0xBB, 4 * KiB, s));
     }
     ck_assert_uint_eq(stats(f.mr).superblocks, 1); /* the same blocks again */
-    ck_assert_cuda(cudaDeviceSynchronize());
     for (int i = 0; i < N; i++) {
-        expect_bytes(p[i], 4 * KiB, 0xBB);
+        expect_device_bytes(p[i], 4 * KiB, 0xBB);
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p[i], 4 * KiB, (crmm_cuda_stream_t)s));
     }
     drop_streams_and_arena(&f, s, t);
