@@ -9,6 +9,7 @@
 #include "conformance.h"
 #include "arena_test.h"
 #include "gpu_streams_test.h"
+#include "streams_test.h"
 
 #define SLOW_MS 200 /* how long a held stream stays busy */
 
@@ -25,12 +26,10 @@ static const crmm_test_chain gpu_chains[] = {
  * once; then n bytes allocated on `to`, returned. */
 static void *move_block(crmm_resource *mr, void *p, size_t n, cudaStream_t from, unsigned char fill, cudaStream_t to)
 {
-    void *q;
     hold_stream(from, SLOW_MS);
     ck_assert_cuda(cudaMemsetAsync(p, fill, n, from));
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, (crmm_cuda_stream_t)from));
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, (crmm_cuda_stream_t)to, &q));
-    return q;
+    free_on(mr, p, n, from);
+    return alloc_on(mr, n, to);
 }
 
 /* In a test: q (n bytes) written with `fill` on t; once t and the earlier writer s (the whole
@@ -64,8 +63,7 @@ CRMM_TEST_IN("arena_gpu", default_size_is_half_the_free_memory)
     uint64_t size = crmm_test_query(mr, CRMM_QUERY_BYTES_RESERVED);
     ck_assert_msg(size <= total / 2 && size >= free_before / 4, "arena of %llu bytes; %zu free of %zu before",
                   (unsigned long long)size, free_before, total);
-    void *p;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, CRMM_CUDA_STREAM_PER_THREAD, &p));
+    void *p = alloc_on(mr, 1000, cudaStreamPerThread);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, CRMM_CUDA_STREAM_PER_THREAD));
     crmm_resource_release(mr);
     crmm_resource_release(gpu);
@@ -84,8 +82,7 @@ CRMM_TEST_IN("arena_gpu", reuse_on_another_stream_is_ordered)
     const size_t sizes[] = {1 * KiB, 100 * KiB, 4 * MiB, 100 * MiB};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         size_t n = sizes[k];
-        void *p;
-        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
+        void *p = alloc_on(f.mr, n, s);
         void *q = move_block(f.mr, p, n, s, 0xAA, t);
         write_and_expect(q, n, 0xBB, t, s);
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
@@ -106,8 +103,7 @@ CRMM_LOOP_TEST_IN("arena_gpu", a_large_block_moves_to_another_stream_after_its_w
     fixture f = make_arena_over("cuda", whole_arenas[_i].params);
     cudaStream_t s = new_stream(), t = new_stream();
     size_t n = whole_arenas[_i].n;
-    void *p;
-    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
+    void *p = alloc_on(f.mr, n, s);
     void *q = move_block(f.mr, p, n, s, 0xAA, t);
     ck_assert_ptr_eq(q, p);
     ck_assert_uint_eq(stats(f.mr).stream_syncs, 1);
@@ -128,13 +124,12 @@ CRMM_TEST_IN("arena_gpu", a_destroyed_stream_s_block_goes_to_another_stream)
     fixture f = make_arena_over("cuda", "arena_size=4MiB");
     cudaStream_t t = new_stream(), s = new_stream();
     const size_t n = 4 * MiB;
-    void *p, *q;
     hold_stream(s, SLOW_MS);
-    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
+    void *p = alloc_on(f.mr, n, s);
     ck_assert_cuda(cudaMemsetAsync(p, 0xAA, n, s));
-    ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
+    free_on(f.mr, p, n, s);
     ck_assert_cuda(cudaStreamDestroy(s)); /* its work still runs to the end */
-    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)t, &q));
+    void *q = alloc_on(f.mr, n, t);
     ck_assert_ptr_eq(q, p);
     write_and_expect(q, n, 0xBB, t, NULL);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
@@ -174,8 +169,7 @@ CRMM_TEST_IN("arena_gpu", per_thread_default_streams_are_ordered_between_threads
     ck_assert_int_eq(pthread_create(&th, NULL, write_free_and_exit, &j), 0);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     ck_assert_int_eq(j.failed, 0);
-    void *q;
-    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, CRMM_CUDA_STREAM_PER_THREAD, &q));
+    void *q = alloc_on(f.mr, 4 * MiB, cudaStreamPerThread);
     ck_assert_ptr_eq(q, j.p);
     write_and_expect(q, 4 * MiB, 0xBB, cudaStreamPerThread, NULL);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, 4 * MiB, CRMM_CUDA_STREAM_PER_THREAD));
@@ -223,8 +217,7 @@ CRMM_TEST_IN("arena_gpu", thread_exit_returns_superblocks_after_their_work)
     ck_assert_int_eq(w.failed, 0);
     ck_assert_uint_eq(stats(f.mr).global_free_bytes, 4 * MiB);
     cudaStream_t t = new_stream();
-    void *all;
-    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, (crmm_cuda_stream_t)t, &all));
+    void *all = alloc_on(f.mr, 4 * MiB, t);
     write_and_expect(all, 4 * MiB, 0xBB, t, w.stream);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
     drop_streams_and_arena(&f, t, w.stream);
@@ -240,8 +233,7 @@ CRMM_TEST_IN("arena_gpu", defragment_waits_for_pending_work)
     write_free_and_exit(&w); /* here, not in a thread: the superblocks stay with this thread */
     ck_assert_int_eq(w.failed, 0);
     ck_assert_uint_eq(stats(f.mr).superblocks_held, 4);
-    void *all;
-    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, (crmm_cuda_stream_t)t, &all));
+    void *all = alloc_on(f.mr, 4 * MiB, t);
     ck_assert_uint_eq(stats(f.mr).defragmentations, 1);
     write_and_expect(all, 4 * MiB, 0xBB, t, s);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
