@@ -16,7 +16,8 @@
 
 CRMM_TEST(queries_follow_allocate_and_free)
 {
-    crmm_resource *a = crmm_test_create("async", "", NULL);
+    crmm_resource *a;
+    ck_assert_crmm_ok(crmm_resource_create("async", "", NULL, &a));
     ck_assert(crmm_resource_is_device_accessible(a));
     ck_assert(!crmm_resource_is_host_accessible(a));
     ck_assert_int_eq(a->device, crmm_test_cuda_device());
@@ -50,14 +51,14 @@ CRMM_TEST(queries_follow_allocate_and_free)
 
 CRMM_TEST(initial_pool_size_primes_the_pool)
 {
-    crmm_resource *a = crmm_test_create("async", "initial_pool_size=64MiB", NULL);
+    crmm_resource *a;
+    ck_assert_crmm_ok(crmm_resource_create("async", "initial_pool_size=64MiB", NULL, &a));
     ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
     ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_ALLOCATIONS_TOTAL), 0); /* priming is not a user allocation */
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB); /* kept */
-    void *p;
-    ck_assert_crmm_ok(crmm_resource_allocate(a, 100, NULL, &p)); /* RMM's ExplicitInitialPoolSize */
+    void *p = crmm_test_allocate(a, 100); /* RMM's ExplicitInitialPoolSize */
     ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 100, NULL));
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     ck_assert_crmm_ok(crmm_resource_trim(a));
@@ -115,7 +116,8 @@ CRMM_TEST(each_resource_has_its_own_pool)
     dflt = (void *)device_default;
     ck_assert_ptr_ne(pa, dflt); /* private, not the device's default pool */
     /* found under an adaptor too */
-    crmm_resource *top = crmm_test_create("aligned", "alignment=4KiB", a);
+    crmm_resource *top;
+    ck_assert_crmm_ok(crmm_resource_create("aligned", "alignment=4KiB", a, &top));
     void *via = NULL;
     ck_assert_crmm_ok(crmm_async_get_pool(top, &via));
     ck_assert_ptr_eq(via, pa);
@@ -138,7 +140,8 @@ static bool handle_type_supported(int type, const char *name, crmm_status st, co
 
 CRMM_TEST(export_handle_type_none_cannot_export)
 {
-    crmm_resource *a = crmm_test_create("async", "export_handle_type=none", NULL);
+    crmm_resource *a;
+    ck_assert_crmm_ok(crmm_resource_create("async", "export_handle_type=none", NULL, &a));
     void *pool;
     ck_assert_crmm_ok(crmm_async_get_pool(a, &pool));
     int fd = -1;
@@ -195,7 +198,8 @@ CRMM_TEST(export_handle_type_fabric)
 
 CRMM_TEST(out_of_memory_leaves_the_pool_usable)
 {
-    crmm_resource *a = crmm_test_create("async", "", NULL);
+    crmm_resource *a;
+    ck_assert_crmm_ok(crmm_resource_create("async", "", NULL, &a));
     void *p = (void *)0x1;
     crmm_clear_error();
     ck_assert_crmm(crmm_resource_allocate(a, (size_t)1 << 50, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
@@ -245,7 +249,8 @@ static void *fill_and_check(void *arg)
 CRMM_LOOP_TEST(threads_on_their_own_streams_keep_their_data, 2)
 {
     /* _i = 1: serialize_calls (the default), 0: threads enter the driver together */
-    crmm_resource *a = crmm_test_create("async", _i ? "" : "serialize_calls=false", NULL);
+    crmm_resource *a;
+    ck_assert_crmm_ok(crmm_resource_create("async", _i ? "" : "serialize_calls=false", NULL, &a));
     pthread_t t[4];
     stream_job jobs[4];
     for (int k = 0; k < 4; k++) {

@@ -29,10 +29,12 @@ static const struct memory_kind {
 CRMM_LOOP_TEST_IN("memory_kinds", memory_is_of_the_plugins_kind, (int)(sizeof kinds / sizeof kinds[0]))
 {
     const struct memory_kind *k = &kinds[_i];
-    crmm_resource *mr = crmm_test_create(k->plugin, NULL, NULL);
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(crmm_resource_create(k->plugin, NULL, NULL, &mr));
     ck_assert_str_eq(crmm_resource_kind(mr), k->plugin);
     ck_assert_uint_eq(mr->flags, k->flags);
-    int dev = crmm_test_cuda_device();
+    int dev = -1;
+    ck_assert_int_eq(cudaGetDevice(&dev), cudaSuccess);
     ck_assert_int_eq(mr->device, dev);
     void *p = NULL;
     ck_assert_crmm_ok(crmm_resource_allocate(mr, (size_t)1 << 20, NULL, &p));
@@ -50,7 +52,9 @@ CRMM_LOOP_TEST_IN("memory_kinds", memory_is_of_the_plugins_kind, (int)(sizeof ki
         memset(p, 0x5a, (size_t)1 << 20); /* and from the host */
         ck_assert_uint_eq(((unsigned char *)p)[12345], 0x5a);
     }
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), (uint64_t)1 << 20);
+    uint64_t in_use;
+    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &in_use));
+    ck_assert_uint_eq(in_use, (uint64_t)1 << 20);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, (size_t)1 << 20, NULL));
     crmm_resource_release(mr);
 }
@@ -58,7 +62,8 @@ CRMM_LOOP_TEST_IN("memory_kinds", memory_is_of_the_plugins_kind, (int)(sizeof ki
 CRMM_LOOP_TEST_IN("memory_kinds", failed_allocation_leaves_no_cuda_error_behind, (int)(sizeof kinds / sizeof kinds[0]))
 {
     const struct memory_kind *k = &kinds[_i];
-    crmm_resource *mr = crmm_test_create(k->plugin, NULL, NULL);
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(crmm_resource_create(k->plugin, NULL, NULL, &mr));
     void *p = (void *)0x1;
     ck_assert_crmm(crmm_resource_allocate(mr, (size_t)1 << 50, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(p);
@@ -84,9 +89,12 @@ CRMM_TEST_IN("memory_kinds", allocation_follows_the_resources_device)
     struct cudaPointerAttributes attr;
     ck_assert_int_eq(cudaPointerGetAttributes(&attr, p), cudaSuccess);
     ck_assert_int_eq(attr.device, n - 1);
-    ck_assert_int_eq(crmm_test_cuda_device(), 0); /* and the caller's device is restored */
+    int cur = -1;
+    ck_assert_int_eq(cudaGetDevice(&cur), cudaSuccess);
+    ck_assert_int_eq(cur, 0); /* and the caller's device is restored */
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
-    ck_assert_int_eq(crmm_test_cuda_device(), 0);
+    ck_assert_int_eq(cudaGetDevice(&cur), cudaSuccess);
+    ck_assert_int_eq(cur, 0);
     crmm_resource_release(mr);
 }
 

@@ -19,7 +19,8 @@ static void assert_buffer_holds(const crmm_device_buffer *buf, const unsigned ch
 
 CRMM_TEST_IN("device_buffer", test_buffer_resize_reserve_shrink_keep_contents)
 {
-    crmm_resource *mr = crmm_test_create("cuda", NULL, NULL);
+    crmm_resource *mr;
+    ck_assert_crmm_ok(crmm_resource_create("cuda", NULL, NULL, &mr));
     unsigned char pattern[256];
     for (int i = 0; i < 256; i++)
         pattern[i] = (unsigned char)(i * 7 + 3);

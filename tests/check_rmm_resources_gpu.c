@@ -96,12 +96,14 @@ CRMM_TEST_IN("rmm_resources_gpu", fixed_size_reuses_at_once_on_the_same_stream)
 CRMM_TEST_IN("rmm_resources_gpu", aligned_real_pointers)
 {
     /* RMM's AlignRealPointer, for 4 KiB, 64 KiB and 1 MiB, the whole block written on device */
-    crmm_resource *c = crmm_test_create("cuda", "", NULL);
+    crmm_resource *c;
+    ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &c));
     static const size_t alignments[] = {4096, 65536, 1 << 20};
     for (int i = 0; i < 3; i++) {
         char params[96];
         snprintf(params, sizeof params, "alignment=%zu alignment_threshold=%zu", alignments[i], alignments[i]);
-        crmm_resource *a = crmm_test_create("aligned", params, c);
+        crmm_resource *a;
+        ck_assert_crmm_ok(crmm_resource_create("aligned", params, c, &a));
         void *p[4];
         const size_t sizes[4] = {alignments[i], alignments[i] + 1, 3 * alignments[i] - 7, 100};
         for (int k = 0; k < 4; k++) {
