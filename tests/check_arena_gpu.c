@@ -8,6 +8,10 @@
 #include <cuda_runtime_api.h>
 #include "conformance.h"
 #include "arena_test.h"
+#include "gpu_streams_test.h"
+#include "streams_test.h"
+
+#define SLOW_MS 200 /* how long a held stream stays busy */
 
 static const crmm_test_chain gpu_chains[] = {
     {"arena_over_cuda", "[resource.gpu]\nplugin = cuda\n[resource.a]\nplugin = arena\nupstream = gpu\narena_size = 2GiB\n",
@@ -18,51 +22,14 @@ static const crmm_test_chain gpu_chains[] = {
      "a", 1, 0},
 };
 
-static cudaStream_t new_stream(void)
-{
-    cudaStream_t s;
-    ck_assert_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    return s;
-}
-
-static void CUDART_CB sleep_200ms(void *arg)
-{
-    (void)arg;
-    usleep(200 * 1000);
-}
-
-/* Make `s` busy for 200 ms before whatever is enqueued next. */
-static void slow_down(cudaStream_t s)
-{
-    ck_assert_cuda(cudaLaunchHostFunc(s, sleep_200ms, NULL));
-}
-
-/* Every byte of device block p holds `v`. */
-static void expect_bytes(const void *p, size_t n, unsigned char v)
-{
-    unsigned char *h = malloc(n);
-    ck_assert_ptr_nonnull(h);
-    ck_assert_cuda(cudaMemcpy(h, p, n, cudaMemcpyDeviceToHost));
-    size_t bad = n;
-    for (size_t i = 0; i < n && bad == n; i++)
-        if (h[i] != v)
-            bad = i;
-    unsigned got = bad < n ? h[bad] : v;
-    free(h);
-    if (bad < n)
-        ck_abort_msg("byte %zu of %zu is %#x, expected %#x", bad, n, got, v);
-}
-
 /* In a test: p (n bytes of mr) written with `fill` on `from` behind slow work and freed there at
  * once; then n bytes allocated on `to`, returned. */
 static void *move_block(crmm_resource *mr, void *p, size_t n, cudaStream_t from, unsigned char fill, cudaStream_t to)
 {
-    void *q;
-    slow_down(from);
+    hold_stream(from, SLOW_MS);
     ck_assert_cuda(cudaMemsetAsync(p, fill, n, from));
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, n, (crmm_cuda_stream_t)from));
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, (crmm_cuda_stream_t)to, &q));
-    return q;
+    free_on(mr, p, n, from);
+    return alloc_on(mr, n, to);
 }
 
 /* In a test: q (n bytes) written with `fill` on t; once t and the earlier writer s (the whole
@@ -73,7 +40,7 @@ static void write_and_expect(void *q, size_t n, unsigned char fill, cudaStream_t
     ck_assert_cuda(cudaMemsetAsync(q, fill, n, t));
     ck_assert_cuda(cudaStreamSynchronize(t));
     ck_assert_cuda(s ? cudaStreamSynchronize(s) : cudaDeviceSynchronize());
-    expect_bytes(q, n, fill);
+    expect_device_bytes(q, n, fill);
 }
 
 /* In a test: streams s and t (either may be NULL) destroyed, every block of f back, f dropped. */
@@ -89,17 +56,14 @@ static void drop_streams_and_arena(fixture *f, cudaStream_t s, cudaStream_t t)
 
 CRMM_TEST_IN("arena_gpu", default_size_is_half_the_free_memory)
 {
-    crmm_resource *gpu, *mr;
-    ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &gpu));
+    crmm_resource *gpu = crmm_test_create("cuda", "", NULL);
     size_t free_before = 0, total = 0;
     ck_assert_cuda(cudaMemGetInfo(&free_before, &total));
-    ck_assert_crmm_ok(crmm_resource_create("arena", "", gpu, &mr));
-    uint64_t size = 0;
-    ck_assert_crmm_ok(crmm_resource_query(mr, CRMM_QUERY_BYTES_RESERVED, &size));
+    crmm_resource *mr = crmm_test_create("arena", "", gpu);
+    uint64_t size = crmm_test_query(mr, CRMM_QUERY_BYTES_RESERVED);
     ck_assert_msg(size <= total / 2 && size >= free_before / 4, "arena of %llu bytes; %zu free of %zu before",
                   (unsigned long long)size, free_before, total);
-    void *p;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, 1000, CRMM_CUDA_STREAM_PER_THREAD, &p));
+    void *p = alloc_on(mr, 1000, cudaStreamPerThread);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, CRMM_CUDA_STREAM_PER_THREAD));
     crmm_resource_release(mr);
     crmm_resource_release(gpu);
@@ -118,8 +82,7 @@ CRMM_TEST_IN("arena_gpu", reuse_on_another_stream_is_ordered)
     const size_t sizes[] = {1 * KiB, 100 * KiB, 4 * MiB, 100 * MiB};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         size_t n = sizes[k];
-        void *p;
-        ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
+        void *p = alloc_on(f.mr, n, s);
         void *q = move_block(f.mr, p, n, s, 0xAA, t);
         write_and_expect(q, n, 0xBB, t, s);
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
@@ -140,8 +103,7 @@ CRMM_LOOP_TEST_IN("arena_gpu", a_large_block_moves_to_another_stream_after_its_w
     fixture f = make_arena_over("cuda", whole_arenas[_i].params);
     cudaStream_t s = new_stream(), t = new_stream();
     size_t n = whole_arenas[_i].n;
-    void *p;
-    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
+    void *p = alloc_on(f.mr, n, s);
     void *q = move_block(f.mr, p, n, s, 0xAA, t);
     ck_assert_ptr_eq(q, p);
     ck_assert_uint_eq(stats(f.mr).stream_syncs, 1);
@@ -162,13 +124,12 @@ CRMM_TEST_IN("arena_gpu", a_destroyed_stream_s_block_goes_to_another_stream)
     fixture f = make_arena_over("cuda", "arena_size=4MiB");
     cudaStream_t t = new_stream(), s = new_stream();
     const size_t n = 4 * MiB;
-    void *p, *q;
-    slow_down(s);
-    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)s, &p));
+    hold_stream(s, SLOW_MS);
+    void *p = alloc_on(f.mr, n, s);
     ck_assert_cuda(cudaMemsetAsync(p, 0xAA, n, s));
-    ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p, n, (crmm_cuda_stream_t)s));
+    free_on(f.mr, p, n, s);
     ck_assert_cuda(cudaStreamDestroy(s)); /* its work still runs to the end */
-    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, n, (crmm_cuda_stream_t)t, &q));
+    void *q = alloc_on(f.mr, n, t);
     ck_assert_ptr_eq(q, p);
     write_and_expect(q, n, 0xBB, t, NULL);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, n, (crmm_cuda_stream_t)t));
@@ -188,7 +149,7 @@ typedef struct writer {
 static void *write_free_and_exit(void *arg)
 {
     writer *w = arg;
-    if (cudaLaunchHostFunc(w->stream, sleep_200ms, NULL) != cudaSuccess)
+    if (cudaLaunchHostFunc(w->stream, sleep_ms, (void *)(uintptr_t)SLOW_MS) != cudaSuccess)
         w->failed = 1;
     for (int k = 0; k < 4 && w->sizes[k]; k++)
         if (crmm_resource_allocate(w->mr, w->sizes[k], (crmm_cuda_stream_t)w->stream, &w->p) != CRMM_OK ||
@@ -208,8 +169,7 @@ CRMM_TEST_IN("arena_gpu", per_thread_default_streams_are_ordered_between_threads
     ck_assert_int_eq(pthread_create(&th, NULL, write_free_and_exit, &j), 0);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     ck_assert_int_eq(j.failed, 0);
-    void *q;
-    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, CRMM_CUDA_STREAM_PER_THREAD, &q));
+    void *q = alloc_on(f.mr, 4 * MiB, cudaStreamPerThread);
     ck_assert_ptr_eq(q, j.p);
     write_and_expect(q, 4 * MiB, 0xBB, cudaStreamPerThread, NULL);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, q, 4 * MiB, CRMM_CUDA_STREAM_PER_THREAD));
@@ -228,7 +188,7 @@ CRMM_TEST_IN("arena_gpu", free_on_another_stream_waits_for_it)
     for (int i = 0; i < N; i++)
         ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * KiB, (crmm_cuda_stream_t)s, &p[i]));
     ck_assert_cuda(cudaStreamSynchronize(s));
-    slow_down(t);
+    hold_stream(t, SLOW_MS);
     for (int i = 0; i < N; i++) {
         ck_assert_cuda(cudaMemsetAsync(p[i], 0xAA, 4 * KiB, t));
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p[i], 4 * KiB, (crmm_cuda_stream_t)t));
@@ -238,9 +198,8 @@ CRMM_TEST_IN("arena_gpu", free_on_another_stream_waits_for_it)
         ck_assert_cuda(cudaMemsetAsync(p[i], 0xBB, 4 * KiB, s));
     }
     ck_assert_uint_eq(stats(f.mr).superblocks, 1); /* the same blocks again */
-    ck_assert_cuda(cudaDeviceSynchronize());
     for (int i = 0; i < N; i++) {
-        expect_bytes(p[i], 4 * KiB, 0xBB);
+        expect_device_bytes(p[i], 4 * KiB, 0xBB);
         ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, p[i], 4 * KiB, (crmm_cuda_stream_t)s));
     }
     drop_streams_and_arena(&f, s, t);
@@ -258,8 +217,7 @@ CRMM_TEST_IN("arena_gpu", thread_exit_returns_superblocks_after_their_work)
     ck_assert_int_eq(w.failed, 0);
     ck_assert_uint_eq(stats(f.mr).global_free_bytes, 4 * MiB);
     cudaStream_t t = new_stream();
-    void *all;
-    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, (crmm_cuda_stream_t)t, &all));
+    void *all = alloc_on(f.mr, 4 * MiB, t);
     write_and_expect(all, 4 * MiB, 0xBB, t, w.stream);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
     drop_streams_and_arena(&f, t, w.stream);
@@ -275,8 +233,7 @@ CRMM_TEST_IN("arena_gpu", defragment_waits_for_pending_work)
     write_free_and_exit(&w); /* here, not in a thread: the superblocks stay with this thread */
     ck_assert_int_eq(w.failed, 0);
     ck_assert_uint_eq(stats(f.mr).superblocks_held, 4);
-    void *all;
-    ck_assert_crmm_ok(crmm_resource_allocate(f.mr, 4 * MiB, (crmm_cuda_stream_t)t, &all));
+    void *all = alloc_on(f.mr, 4 * MiB, t);
     ck_assert_uint_eq(stats(f.mr).defragmentations, 1);
     write_and_expect(all, 4 * MiB, 0xBB, t, s);
     ck_assert_crmm_ok(crmm_resource_deallocate(f.mr, all, 4 * MiB, (crmm_cuda_stream_t)t));
@@ -344,9 +301,7 @@ CRMM_TEST_IN("arena_gpu", threads_on_their_default_streams)
         ck_assert_int_eq(pthread_join(th[i], NULL), 0);
         ck_assert_msg(!j[i].failed, "thread %d: %s", i, j[i].why);
     }
-    uint64_t live = 1;
-    ck_assert_crmm_ok(crmm_resource_query(f.mr, CRMM_QUERY_ALLOCATIONS, &live));
-    ck_assert_uint_eq(live, 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(stats(f.mr).thread_arenas, 0);
     drop_arena(&f);
 }
@@ -356,8 +311,7 @@ CRMM_TEST_IN("arena_gpu", out_of_memory_over_device_memory)
     char *dir = crmm_test_tmpdir();
     ck_assert_ptr_nonnull(dir);
     char params[4200], path[4200];
-    int dev = 0;
-    ck_assert_cuda(cudaGetDevice(&dev));
+    int dev = crmm_test_cuda_device();
     snprintf(params, sizeof params, "arena_size=64MiB dump_log_on_failure=1 dump_file=%s/arena.dev%%d.log", dir);
     snprintf(path, sizeof path, "%s/arena.dev%d.log", dir, dev);
     fixture f = make_arena_over("cuda", params);
@@ -367,9 +321,7 @@ CRMM_TEST_IN("arena_gpu", out_of_memory_over_device_memory)
     ck_assert_msg(strstr(crmm_last_error(), "failed to allocate 128.0 MiB (arena size 64.0 MiB") != NULL, "%s",
                   crmm_last_error());
     ck_assert_int_eq(access(path, R_OK), 0);
-    uint64_t reserved = 0;
-    ck_assert_crmm_ok(crmm_resource_query(f.mr, CRMM_QUERY_BYTES_RESERVED, &reserved));
-    ck_assert_uint_eq(reserved, 64 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_RESERVED), 64 * MiB);
     drop_arena(&f);
     free(dir); /* removed with the dump when the test's process exits */
 }

@@ -8,29 +8,6 @@
 
 /* ---- the device synchronizations that were there already ----------------------------------- */
 
-CRMM_TEST_IN("arena_streams", defragment_makes_everything_free_for_all)
-{
-    crmm_resource *mr = device_arena("arena_size=4MiB");
-    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    void *small = alloc_on(mr, 1000, s); /* s's thread arena holds a superblock */
-    void *big = alloc_on(mr, 2 * MiB, s);
-    free_on(mr, small, 1000, s);
-    free_on(mr, big, 2 * MiB, s);
-    ck_assert_int_eq(fake_cuda_total(), 0);
-    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DEFRAGMENT, NULL));
-    ck_assert_int_eq(fake_cuda.device_sync, 1); /* the empty superblock moves: one wait */
-    ck_assert_uint_eq(stats(mr).global_largest_free, 4 * MiB);
-    void *all = alloc_on(mr, 4 * MiB, t); /* and the large block's tag is void with it */
-    ck_assert_int_eq(fake_cuda.device_sync, 1);
-    ck_assert_uint_eq(stats(mr).stream_syncs, 0);
-    free_on(mr, all, 4 * MiB, t);
-    /* with nothing to take, defragment does not wait */
-    fake_cuda_reset();
-    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DEFRAGMENT, NULL));
-    ck_assert_int_eq(fake_cuda_total(), 0);
-    crmm_resource_release(mr);
-}
-
 typedef struct stream_job {
     crmm_resource *mr;
     cudaStream_t stream;
@@ -62,16 +39,32 @@ static void run_thread(stream_job *j)
     ck_assert_crmm_ok(j->st);
 }
 
-CRMM_TEST_IN("arena_streams", thread_exit_makes_everything_free_for_all)
+/* A thread arena's last superblock leaves it by a defragment (_i 0) or by the thread's exit (_i
+ * 1), after one device synchronization; then everything is free for all: a request for the whole
+ * arena on another stream waits no more (the large block's stream tag is void with it). With
+ * nothing left to take, defragment does not wait. */
+CRMM_LOOP_TEST_IN("arena_streams", defragment_or_thread_exit_makes_everything_free_for_all, 2)
 {
     crmm_resource *mr = device_arena("arena_size=4MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    stream_job j = {mr, s, 1000, 2 * MiB, CRMM_ERROR_STATE};
-    run_thread(&j);
-    ck_assert_int_eq(fake_cuda.device_sync, 1); /* at exit, before its superblock went back */
+    stream_job j = {mr, s, 1000, 2 * MiB, CRMM_ERROR_STATE}; /* s's thread arena holds a superblock */
+    if (_i) {
+        run_thread(&j);
+    } else {
+        use_and_exit(&j); /* on this thread, which stays */
+        ck_assert_crmm_ok(j.st);
+        ck_assert_int_eq(fake_cuda_total(), 0);
+        ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DEFRAGMENT, NULL));
+    }
+    ck_assert_int_eq(fake_cuda.device_sync, 1); /* the empty superblock moves: one wait */
+    ck_assert_uint_eq(stats(mr).global_largest_free, 4 * MiB);
     void *all = alloc_on(mr, 4 * MiB, t);
     ck_assert_int_eq(fake_cuda.device_sync, 1);
+    ck_assert_uint_eq(stats(mr).stream_syncs, 0);
     free_on(mr, all, 4 * MiB, t);
+    fake_cuda_reset();
+    ck_assert_crmm_ok(crmm_resource_control(mr, CRMM_ARENA_DEFRAGMENT, NULL));
+    ck_assert_int_eq(fake_cuda_total(), 0);
     crmm_resource_release(mr);
 }
 
@@ -265,7 +258,5 @@ CRMM_TEST_IN("arena_streams", threads_on_their_own_streams_never_wait)
 int main(void)
 {
     fake_cuda.forbid_events_and_ids = 1; /* the arena never names an event nor asks a stream's id */
-    Suite *s = suite_create("arena_streams_threads");
-    crmm_test_tcase(s, "arena_streams", 0);
-    return crmm_test_run(s);
+    return CRMM_TEST_MAIN_CASES("arena_streams_threads", {"arena_streams", 0});
 }

@@ -5,6 +5,7 @@
  * streams with serialize_calls on and off. RMM's cuda_async_mr_tests are the model. */
 #include "build_config.h"
 #include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
@@ -57,8 +58,7 @@ CRMM_TEST(initial_pool_size_primes_the_pool)
     ck_assert_uint_eq(crmm_test_query(a, CRMM_QUERY_ALLOCATIONS_TOTAL), 0); /* priming is not a user allocation */
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     ck_assert_uint_ge(crmm_test_query(a, CRMM_QUERY_BYTES_RESERVED), 64 * MiB); /* kept */
-    void *p;
-    ck_assert_crmm_ok(crmm_resource_allocate(a, 100, NULL, &p)); /* RMM's ExplicitInitialPoolSize */
+    void *p = crmm_test_allocate(a, 100); /* RMM's ExplicitInitialPoolSize */
     ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 100, NULL));
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     ck_assert_crmm_ok(crmm_resource_trim(a));
@@ -124,11 +124,18 @@ CRMM_TEST(each_resource_has_its_own_pool)
     crmm_test_release(top, a, b);
 }
 
-static int supported_handle_types(void)
+/* Whether the device supports export handle type `type`; when it does not, the resource creation
+ * that asked for it (st, a) must have failed as unsupported, naming `name` and the device. */
+static bool handle_type_supported(int type, const char *name, crmm_status st, const crmm_resource *a)
 {
     int mask = 0;
     ck_assert_int_eq(cudaDeviceGetAttribute(&mask, cudaDevAttrMemoryPoolSupportedHandleTypes, crmm_test_cuda_device()), cudaSuccess);
-    return mask;
+    if (mask & type)
+        return true;
+    ck_assert_int_eq(st, CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), name) && strstr(crmm_last_error(), "device"), "message: %s", crmm_last_error());
+    ck_assert_ptr_null(a);
+    return false;
 }
 
 CRMM_TEST(export_handle_type_none_cannot_export)
@@ -148,12 +155,8 @@ CRMM_TEST(export_handle_type_posix_fd)
 {
     crmm_resource *a = NULL;
     crmm_status st = crmm_resource_create("async", "export_handle_type=posix_fd", NULL, &a);
-    if (!(supported_handle_types() & cudaMemHandleTypePosixFileDescriptor)) {
-        ck_assert_int_eq(st, CRMM_ERROR_UNSUPPORTED);
-        ck_assert_msg(strstr(crmm_last_error(), "posix_fd") && strstr(crmm_last_error(), "device"), "message: %s", crmm_last_error());
-        ck_assert_ptr_null(a);
+    if (!handle_type_supported(cudaMemHandleTypePosixFileDescriptor, "posix_fd", st, a))
         return;
-    }
     ck_assert_crmm_ok(st);
     void *pool, *p;
     ck_assert_crmm_ok(crmm_async_get_pool(a, &pool));
@@ -172,12 +175,8 @@ CRMM_TEST(export_handle_type_fabric)
     crmm_resource *a = NULL;
     crmm_clear_error();
     crmm_status st = crmm_resource_create("async", "export_handle_type=fabric", NULL, &a);
-    if (!(supported_handle_types() & cudaMemHandleTypeFabric)) {
-        ck_assert_int_eq(st, CRMM_ERROR_UNSUPPORTED);
-        ck_assert_msg(strstr(crmm_last_error(), "fabric") && strstr(crmm_last_error(), "device"), "message: %s", crmm_last_error());
-        ck_assert_ptr_null(a);
+    if (!handle_type_supported(cudaMemHandleTypeFabric, "fabric", st, a))
         return;
-    }
     /* The device says yes; the pool may still need an IMEX channel this machine lacks: then the
      * error names the handle type. RMM's FabricHandlesSupport test. */
     if (st != CRMM_OK) {

@@ -349,18 +349,10 @@ CRMM_TEST_IN("streams", test_pool_get_stream_from_threads)
         ck_assert_int_eq(count[k], POOL_THREADS * CALLS_PER_THREAD / THREADED_POOL_SIZE);
     crmm_stream_pool_destroy(pool);
 }
-static Suite *device_buffer_gpu_suite(void)
-{
-    Suite *s = suite_create("device_buffer_gpu");
-
-    crmm_test_tcase(s, "device_buffer", CRMM_TEST_GPU_TIMEOUT);
-
-    crmm_test_tcase(s, "streams", CRMM_TEST_GPU_TIMEOUT);
-    return s;
-}
 
 int main(void)
 {
     CRMM_TEST_GPU_GATE(1);
-    return crmm_test_run(device_buffer_gpu_suite());
+    return CRMM_TEST_MAIN_CASES("device_buffer_gpu", {"device_buffer", CRMM_TEST_GPU_TIMEOUT},
+                                {"streams", CRMM_TEST_GPU_TIMEOUT});
 }

@@ -95,17 +95,21 @@ CRMM_LOOP_TEST_IN("pool", blocks_freed_inside_or_allocated_inside_are_the_graphs
 
 /* A destroyed graph's blocks join the pool's ready state when the pool collects them. When that
  * state cannot be made (malloc fails) they stay parked, held, and the graph's record is kept: the
- * next collect hands them back (they are neither lost nor freed with the record). */
-CRMM_LOOP_TEST_IN("pool", blocks_come_back_after_a_collect_that_malloc_failed, FORMS)
+ * next collect hands them back (they are neither lost nor freed with the record). Rows _i / FORMS
+ * = 1: the graph also parks a block it does not own (allocated before the capture, freed inside
+ * it), and its last owned block is freed (outside any capture) between the failed collect and the
+ * next: the record must stay until the parked block is handed back too. */
+CRMM_LOOP_TEST_IN("pool", blocks_come_back_after_a_collect_that_malloc_failed, 2 * FORMS)
 {
     if (!MALLOC_FAIL_REPLACES)
         return; /* a sanitizer build: malloc is not ours to fail */
-    int form = _i;
-    crmm_resource *p = pool_in_form(form, "initial_size=4MiB");
+    int not_owned = _i >= FORMS;
+    crmm_resource *p = pool_in_form(_i % FORMS, "initial_size=4MiB");
     cudaStream_t s = stream_n(1);
+    void *before = not_owned ? alloc_on(p, MiB, NULL) : NULL; /* the initial chunk's own state: no ready state yet */
     fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
-    void *a = alloc_on(p, MiB, s);
-    free_on(p, a, MiB, s);
+    void *owned = alloc_on(p, MiB, s);
+    free_on(p, not_owned ? before : owned, MiB, s);
     fake_capture_end(s);
     uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
     fake_graph_destroy(g);
@@ -114,38 +118,12 @@ CRMM_LOOP_TEST_IN("pool", blocks_come_back_after_a_collect_that_malloc_failed, F
     crmm_status st = crmm_resource_query(p, CRMM_QUERY_BYTES_FREE, &free_bytes);
     malloc_fail_disarm();
     ck_assert_crmm_ok(st);
-    ck_assert_uint_eq(free_bytes, reserved - MiB); /* still held */
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), reserved); /* handed back at the next collect */
-    void *b = alloc_on(p, 4 * MiB, stream_n(2)); /* the whole pool, the graph's block included */
+    ck_assert_uint_eq(free_bytes, reserved - (not_owned ? 2 : 1) * MiB); /* still held */
+    if (not_owned)
+        free_on(p, owned, MiB, s); /* the graph is gone: back to the pool at once */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), reserved); /* all handed back at the next collect */
+    void *b = alloc_on(p, 4 * MiB, stream_n(2)); /* the whole pool, the graph's blocks included */
     free_on(p, b, 4 * MiB, stream_n(2));
-    crmm_resource_release(p);
-}
-
-/* The same, with the graph's last owned block freed (outside any capture) between the failed
- * collect and the next: the record, which still holds a parked block it does not own (one
- * allocated before the capture and freed inside it), must stay until that block is handed back. */
-CRMM_LOOP_TEST_IN("pool", a_record_holding_parked_blocks_outlives_its_last_owned_block, FORMS)
-{
-    if (!MALLOC_FAIL_REPLACES)
-        return; /* a sanitizer build: malloc is not ours to fail */
-    int form = _i;
-    crmm_resource *p = pool_in_form(form, "initial_size=4MiB");
-    cudaStream_t s = stream_n(1);
-    void *before = alloc_on(p, MiB, NULL); /* from the initial chunk's own state: no ready state yet */
-    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
-    void *owned = alloc_on(p, MiB, s);
-    free_on(p, before, MiB, s); /* parked, not owned by the graph */
-    fake_capture_end(s);
-    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
-    fake_graph_destroy(g);
-    uint64_t free_bytes = 0;
-    malloc_fail_arm_from(1, 1);
-    crmm_status st = crmm_resource_query(p, CRMM_QUERY_BYTES_FREE, &free_bytes);
-    malloc_fail_disarm();
-    ck_assert_crmm_ok(st);
-    ck_assert_uint_eq(free_bytes, reserved - 2 * MiB);
-    free_on(p, owned, MiB, s); /* the graph is gone: back to the pool at once */
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), reserved); /* and the parked one with it */
     crmm_resource_release(p);
 }
 
@@ -250,53 +228,43 @@ static void churn(crmm_resource *p, int times, cudaStream_t s)
         free_on(p, alloc_on(p, 4 * KiB, s), 4 * KiB, s);
 }
 
-/* Outside any capture the pool asks CUDA one capture query per call on a stream (none on the
- * legacy default stream), and makes no user object. */
-CRMM_LOOP_TEST_IN("pool", no_capture_no_user_object, FORMS)
+/* Whether the pool asks CUDA if a stream is captured: outside a capture, one query per call on a
+ * stream (none on the legacy default stream) and no user object. graphs = auto (the default) asks
+ * only once the process enabled capture, so a program that never captures pays no query, and a
+ * pool made before asks from then on; graphs = on asks whatever the process said; graphs = off
+ * never asks, even with capture enabled (the query's cost is gone, and so is the safety under
+ * capture). _i: the form (_i % FORMS) and the row (_i / FORMS). */
+static const struct asking {
+    const char *params;
+    bool enabled; /* the process enabled capture */
+    bool asks;
+} askings[] = {
+    {"initial_size=1MiB", true, true},
+    {"initial_size=1MiB graphs=off", true, false},
+    {"initial_size=1MiB", false, false},
+    {"initial_size=1MiB graphs=on", false, true},
+};
+#define ASKINGS ((int)(sizeof askings / sizeof askings[0]))
+
+CRMM_LOOP_TEST_IN("pool", capture_queries_by_graphs_and_the_process, FORMS * ASKINGS)
 {
-    int form = _i;
-    crmm_resource *p = pool_in_form(form, "initial_size=1MiB");
+    const struct asking *row = &askings[_i / FORMS];
+    crmm_graph_capture_enable(row->enabled);
+    crmm_resource *p = pool_in_form(_i % FORMS, row->params);
     int before = fake_capture_queries();
     churn(p, 100, stream_n(1));
-    ck_assert_int_eq(fake_capture_queries() - before, 200);
+    ck_assert_int_eq(fake_capture_queries() - before, row->asks ? 200 : 0);
     churn(p, 100, NULL);
-    ck_assert_int_eq(fake_capture_queries() - before, 200);
+    ck_assert_int_eq(fake_capture_queries() - before, row->asks ? 200 : 0);
     ck_assert_int_eq(fake_user_objects_live(), 0);
+    if (!row->enabled) { /* the process enables capture: auto asks from now on, as on does */
+        crmm_graph_capture_enable(true);
+        ck_assert(crmm_graph_capture_enabled());
+        before = fake_capture_queries();
+        churn(p, 100, stream_n(1));
+        ck_assert_int_eq(fake_capture_queries() - before, 200);
+    }
     crmm_resource_release(p);
-}
-
-/* graphs = off: the pool never asks whether a stream is captured (the query's cost is gone, and
- * so is the safety under capture), even with capture enabled for the process. */
-CRMM_LOOP_TEST_IN("pool", graphs_off_asks_nothing, FORMS)
-{
-    int form = _i;
-    crmm_resource *p = pool_in_form(form, "initial_size=1MiB graphs=off");
-    int before = fake_capture_queries();
-    churn(p, 100, stream_n(1));
-    ck_assert_int_eq(fake_capture_queries(), before);
-    crmm_resource_release(p);
-}
-
-/* graphs = auto (the default) asks only once the process enabled capture: a program that never
- * captures pays no query; graphs = on asks whatever the process said. Arena and fixed_size ask
- * only once capture is enabled. */
-CRMM_LOOP_TEST_IN("pool", graphs_auto_asks_once_capture_is_enabled, FORMS)
-{
-    int form = _i;
-    crmm_graph_capture_enable(false);
-    crmm_resource *a = pool_in_form(form, "initial_size=1MiB");
-    crmm_resource *on = pool_in_form(form, "initial_size=1MiB graphs=on");
-    int before = fake_capture_queries();
-    churn(a, 10, stream_n(1));
-    ck_assert_int_eq(fake_capture_queries(), before);
-    churn(on, 10, stream_n(1));
-    ck_assert_int_eq(fake_capture_queries(), before + 20);
-    crmm_graph_capture_enable(true);
-    ck_assert(crmm_graph_capture_enabled());
-    before = fake_capture_queries();
-    churn(a, 10, stream_n(1));
-    ck_assert_int_eq(fake_capture_queries(), before + 20);
-    crmm_test_release(a, on);
 }
 
 static void *allocate_once(void *arg)
@@ -334,15 +302,8 @@ CRMM_LOOP_TEST_IN("pool", a_cached_block_freed_in_a_capture_is_the_graphs, FORMS
     crmm_resource_release(p);
 }
 
-static Suite *graphs_suite(void)
-{
-    Suite *s = suite_create("graphs");
-    crmm_test_tcase(s, "pool", 0);
-    return s;
-}
-
 int main(void)
 {
     crmm_graph_capture_enable(true); /* as a program that captures says (no CUDA call: safe before the forks) */
-    return crmm_test_run(graphs_suite());
+    return CRMM_TEST_MAIN_CASES("graphs", {"pool", 0});
 }

@@ -112,57 +112,45 @@ CRMM_LOOP_TEST_IN("other plugins", a_double_free_under_capture_is_refused, 2)
     crmm_resource_release(r);
 }
 
-/* An arena whose free memory was all freed on another stream cannot serve a captured stream
- * without waiting for the device: the allocation fails with CRMM_ERROR_OUT_OF_MEMORY naming the
- * capture, makes no forbidden call, and the capture stays valid. */
-CRMM_TEST_IN("other plugins", arena_that_would_wait_refuses_under_capture)
-{
-    crmm_resource *r = parking_resource(0);
-    cudaStream_t s = stream_n(1), other = stream_n(2);
-    void *big = alloc_on(r, 7 * MiB, other);
-    free_on(r, big, 7 * MiB, other); /* the pages are tagged with `other` */
-    int syncs = fake_vmm.device_syncs;
-    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
-    void *x = NULL;
-    ck_assert_crmm(crmm_resource_allocate(r, 7 * MiB, (crmm_cuda_stream_t)s, &x), CRMM_ERROR_OUT_OF_MEMORY);
-    ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
-    fake_capture_end(s);
-    ck_assert_msg(fake_capture_forbidden() == 0, "%d forbidden call(s), the last %s", fake_capture_forbidden(),
-                  fake_capture_last_forbidden());
-    ck_assert_int_eq(fake_vmm.device_syncs, syncs);
-    x = alloc_on(r, 7 * MiB, s); /* after the capture it may wait */
-    free_on(r, x, 7 * MiB, s);
-    fake_graph_destroy(g);
-    crmm_resource_release(r);
-}
-
-/* fixed_size grows during a capture (no forbidden call, the new chunk's blocks usable there);
- * when its upstream refuses another chunk the allocation fails with CRMM_ERROR_OUT_OF_MEMORY
- * naming the capture, without waiting for the device to free anything. */
-CRMM_TEST_IN("other plugins", fixed_size_grows_under_capture_until_upstream_refuses)
+/* fixed_size of 64 KiB blocks, one chunk preallocated, over an upstream that gives two chunks. */
+static crmm_resource *fixed_size_of_two_chunks(void)
 {
     crmm_resource *cuda = crmm_test_create("cuda", "", NULL);
     crmm_resource *lim = crmm_test_create("limiting", "allocation_limit=128KiB", cuda);
     crmm_resource_release(cuda);
     crmm_resource *r = crmm_test_create("fixed_size", "block_size=64KiB blocks_to_preallocate=1", lim);
     crmm_resource_release(lim);
+    return r;
+}
+
+/* What cannot be served on a captured stream without waiting for the device fails with
+ * CRMM_ERROR_OUT_OF_MEMORY naming the capture, makes no forbidden call and no wait, and the
+ * capture stays valid; after the capture the allocation may wait. _i 0: an arena whose free
+ * memory was all freed on another stream. _i 1: fixed_size, whose first chunk is free on another
+ * stream: it grows during the capture (in the relaxed mode, the new chunk's blocks usable there)
+ * until its upstream refuses another chunk. */
+CRMM_LOOP_TEST_IN("other plugins", out_of_memory_under_capture_rather_than_a_wait, 2)
+{
+    crmm_resource *r = _i ? fixed_size_of_two_chunks() : parking_resource(0);
+    const size_t n = _i ? 64 * KiB : 7 * MiB;
     cudaStream_t s = stream_n(1), other = stream_n(2);
-    free_on(r, alloc_on(r, 64 * KiB, other), 64 * KiB, other); /* the first chunk: free on another stream */
+    free_on(r, alloc_on(r, n, other), n, other); /* the arena's pages, fixed_size's chunk: `other`'s */
     int syncs = fake_vmm.device_syncs;
     fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
-    void *x = alloc_on(r, 64 * KiB, s); /* a second chunk, in the relaxed mode */
-    void *y = NULL;
-    ck_assert_crmm(crmm_resource_allocate(r, 64 * KiB, (crmm_cuda_stream_t)s, &y), CRMM_ERROR_OUT_OF_MEMORY);
+    void *grown = _i ? alloc_on(r, n, s) : NULL; /* fixed_size: a second chunk */
+    void *x = NULL;
+    ck_assert_crmm(crmm_resource_allocate(r, n, (crmm_cuda_stream_t)s, &x), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
-    free_on(r, x, 64 * KiB, s);
+    if (grown)
+        free_on(r, grown, n, s);
     fake_capture_end(s);
     ck_assert_msg(fake_capture_forbidden() == 0, "%d forbidden call(s), the last %s", fake_capture_forbidden(),
                   fake_capture_last_forbidden());
     ck_assert_int_eq(fake_vmm.device_syncs, syncs);
-    ck_assert_uint_eq(q(r, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
+    ck_assert_uint_eq(q(r, CRMM_QUERY_UPSTREAM_BLOCKS), _i ? 2 : 1);
     fake_graph_destroy(g);
-    y = alloc_on(r, 64 * KiB, s); /* after the capture it may wait for the other stream's block */
-    free_on(r, y, 64 * KiB, s);
+    x = alloc_on(r, n, s); /* after the capture it may wait */
+    free_on(r, x, n, s);
     crmm_resource_release(r);
 }
 
@@ -218,15 +206,9 @@ CRMM_LOOP_TEST_IN("other plugins", adaptors_over_a_pool_under_capture, (int)(siz
     fake_graph_destroy(g);
     crmm_resource_release(a);
 }
-static Suite *graphs_plugins_suite(void)
-{
-    Suite *s = suite_create("graphs_plugins");
-    crmm_test_tcase(s, "other plugins", 0);
-    return s;
-}
 
 int main(void)
 {
     crmm_graph_capture_enable(true); /* as a program that captures says (no CUDA call: safe before the forks) */
-    return crmm_test_run(graphs_plugins_suite());
+    return CRMM_TEST_MAIN_CASES("graphs_plugins", {"other plugins", 0});
 }

@@ -494,8 +494,6 @@ CRMM_TEST(device_1_work_keeps_device_0_current)
 
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(2);
-    if (rc)
-        return rc;
+    CRMM_TEST_GPU_GATE(2);
     return crmm_test_main("multi_gpu_2gpu", CRMM_TEST_GPU_TIMEOUT);
 }

@@ -7,11 +7,11 @@
  * 1 = event, 2 and 3 the same with expandable = true. */
 #include "build_config.h"
 #include <time.h>
-#include <unistd.h>
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
 #include "blocks_test.h"
 #include "conformance.h"
+#include "gpu_streams_test.h"
 #include "streams_test.h"
 
 #define SLOW_MS 300
@@ -37,9 +37,8 @@ static const crmm_test_chain gpu_chains[] = {
 
 static crmm_resource *gpu_pool(const char *params)
 {
-    crmm_resource *g = NULL, *p = NULL;
-    ck_assert_crmm_ok(crmm_resource_create("cuda", "", NULL, &g));
-    ck_assert_crmm_ok(crmm_resource_create("pool", params, g, &p));
+    crmm_resource *g = crmm_test_create("cuda", "", NULL);
+    crmm_resource *p = crmm_test_create("pool", params, g);
     crmm_resource_release(g);
     ck_assert(crmm_resource_is_device_accessible(p));
     return p;
@@ -56,13 +55,6 @@ static crmm_resource *gpu_pool_in_mode(int mode, const char *params)
     return gpu_pool(text);
 }
 
-static cudaStream_t new_stream(void)
-{
-    cudaStream_t s;
-    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    return s;
-}
-
 static double seconds(void)
 {
     struct timespec t;
@@ -70,33 +62,11 @@ static double seconds(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void CUDART_CB sleep_a_while(void *arg)
-{
-    (void)arg;
-    usleep(SLOW_MS * 1000); /* no CUDA call in a host function */
-}
-
 /* On `s`: wait SLOW_MS, then fill x with 0xAA. Returns at once. */
 static void slow_fill(void *x, size_t n, cudaStream_t s)
 {
-    ck_assert_int_eq(cudaLaunchHostFunc(s, sleep_a_while, NULL), cudaSuccess);
+    hold_stream(s, SLOW_MS);
     ck_assert_int_eq(cudaMemsetAsync(x, 0xAA, n, s), cudaSuccess);
-}
-
-/* Every byte of device block x (the device idle) is `tag`. */
-static void expect_all(const void *x, size_t n, unsigned char tag)
-{
-    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
-    unsigned char *h = malloc(n);
-    ck_assert_ptr_nonnull(h);
-    ck_assert_int_eq(cudaMemcpy(h, x, n, cudaMemcpyDeviceToHost), cudaSuccess);
-    for (size_t i = 0; i < n; i++)
-        if (h[i] != tag) {
-            unsigned got = h[i];
-            free(h);
-            ck_abort_msg("byte %zu of %zu is %#x, expected %#x: the pool did not order the streams", i, n, got, tag);
-        }
-    free(h);
 }
 
 /* ---- ordering between streams -------------------------------------------------------------- */
@@ -132,7 +102,7 @@ CRMM_LOOP_TEST_IN("pool_streams", another_stream_waits_for_the_free, MODES)
     ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, n, t), cudaSuccess);
     ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
-    expect_all(b, n, 0xBB);
+    expect_device_bytes(b, n, 0xBB);
     free_on(p, b, n, t);
     free_on(p, rest, 64 * MiB - n, s);
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
@@ -154,7 +124,7 @@ CRMM_TEST_IN("pool_streams", same_stream_reuses_at_once)
         ck_assert_msg(seconds() - t0 < SLOW_MS * 0.5e-3, "reuse on the same stream waited");
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, MiB, s), cudaSuccess);
-    expect_all(b, MiB, 0xBB);
+    expect_device_bytes(b, MiB, 0xBB);
     free_on(p, b, MiB, s);
     /* cudaStreamLegacy and NULL name the same stream */
     void *c = alloc_on(p, MiB, (cudaStream_t)0x1);
@@ -177,14 +147,14 @@ CRMM_TEST_IN("pool_streams", a_destroyed_stream_breaks_nothing)
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess); /* whatever the pool provoked, it cleared */
     ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, n, t), cudaSuccess);
-    expect_all(b, n, 0xBB);
+    expect_device_bytes(b, n, 0xBB);
     free_on(p, b, n, t);
     free_on(p, rest, 64 * MiB - n, t);
     /* a new stream, which may well get s's old handle, works as any other */
     cudaStream_t u = new_stream();
     void *c = alloc_on(p, n, u);
     ck_assert_int_eq(cudaMemsetAsync(c, 0xCC, n, u), cudaSuccess);
-    expect_all(c, n, 0xCC);
+    expect_device_bytes(c, n, 0xCC);
     free_on(p, c, n, u);
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
@@ -208,7 +178,7 @@ CRMM_LOOP_TEST_IN("pool_streams", a_forgotten_stream_hands_its_blocks_to_a_new_o
     void *b = alloc_on(p, n, u);
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, n, u), cudaSuccess);
-    expect_all(b, n, 0xBB);
+    expect_device_bytes(b, n, 0xBB);
     free_on(p, b, n, u);
     /* forgetting a stream the pool never saw, or twice, does nothing */
     ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)u));
@@ -227,7 +197,7 @@ static void *free_on_own_default_stream(void *arg)
     a->st = crmm_resource_allocate(a->p, a->n, CRMM_CUDA_STREAM_PER_THREAD, &a->block);
     if (a->st != CRMM_OK)
         return NULL;
-    if (cudaLaunchHostFunc(cudaStreamPerThread, sleep_a_while, NULL) != cudaSuccess ||
+    if (cudaLaunchHostFunc(cudaStreamPerThread, sleep_ms, (void *)(uintptr_t)SLOW_MS) != cudaSuccess ||
         cudaMemsetAsync(a->block, 0xAA, a->n, cudaStreamPerThread) != cudaSuccess) {
         a->st = CRMM_ERROR_CUDA;
         return NULL;
@@ -250,7 +220,7 @@ CRMM_LOOP_TEST_IN("pool_streams", per_thread_default_streams_of_two_threads, MOD
     void *b = alloc_on(p, n, cudaStreamPerThread);
     ck_assert_ptr_eq(b, a.block);
     ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, n, cudaStreamPerThread), cudaSuccess);
-    expect_all(b, n, 0xBB);
+    expect_device_bytes(b, n, 0xBB);
     free_on(p, b, n, cudaStreamPerThread);
     crmm_resource_release(p);
 }
@@ -376,18 +346,18 @@ CRMM_TEST_IN("pool_expandable", expandable_maps_what_it_needs_and_keeps_data_acr
     ck_assert_int_eq(cudaPointerGetAttributes(&attr, b), cudaSuccess);
     ck_assert_int_eq(attr.type, cudaMemoryTypeDevice);
     fill(b, 100 * MiB, 0x22);
-    expect_all(a, 1000, 0x11);
+    expect_device_bytes(a, 1000, 0x11);
     /* a copy across pages mapped by different growth steps */
     ck_assert_int_eq(cudaMemcpy(b, a, 1000, cudaMemcpyDeviceToDevice), cudaSuccess);
-    expect_all(b, 1000, 0x11);
+    expect_device_bytes(b, 1000, 0x11);
     free_on(p, b, 100 * MiB, NULL);
     ck_assert_crmm_ok(crmm_resource_trim(p)); /* b's pages go; a's page stays */
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), page);
-    expect_all(a, 1000, 0x11);
+    expect_device_bytes(a, 1000, 0x11);
     void *c = alloc_on(p, 50 * MiB, NULL); /* mapped again where b was */
     ck_assert_ptr_eq(c, b);
     fill(c, 50 * MiB, 0x33);
-    expect_all(c, 50 * MiB, 0x33);
+    expect_device_bytes(c, 50 * MiB, 0x33);
     free_on(p, c, 50 * MiB, NULL);
     free_on(p, a, 1000, NULL);
     ck_assert_crmm_ok(crmm_resource_trim(p));
@@ -409,8 +379,8 @@ CRMM_TEST_IN("pool_expandable", expandable_moves_freed_pages_to_where_they_are_n
     uint64_t page = q(p, CRMM_QUERY_UPSTREAM_BLOCKS) ? q(p, CRMM_QUERY_BYTES_RESERVED) / q(p, CRMM_QUERY_UPSTREAM_BLOCKS) : 1;
     ck_assert_msg(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK) <= 41 * MiB + 2 * page, "peak reserved %llu",
                   (unsigned long long)q(p, CRMM_QUERY_BYTES_RESERVED_PEAK));
-    expect_all(y, MiB, 0x44);
-    expect_all(z, 40 * MiB, 0x55);
+    expect_device_bytes(y, MiB, 0x44);
+    expect_device_bytes(z, 40 * MiB, 0x55);
     free_on(p, y, MiB, NULL);
     free_on(p, z, 40 * MiB, NULL);
     crmm_resource_release(p);
@@ -426,7 +396,7 @@ CRMM_TEST_IN("pool_expandable", expandable_out_of_memory_and_maximum)
     ck_assert_msg(strstr(crmm_last_error(), "maximum size"), "%s", crmm_last_error());
     void *a = alloc_on(p, 64 * MiB, NULL); /* the whole maximum still serves */
     fill(a, 64 * MiB, 0x66);
-    expect_all(a, 64 * MiB, 0x66);
+    expect_device_bytes(a, 64 * MiB, 0x66);
     free_on(p, a, 64 * MiB, NULL);
     crmm_resource_release(p);
     /* the device's own limit: more than it has fails cleanly, and the pool still works */

@@ -8,47 +8,70 @@
 
 /* ---- growth -------------------------------------------------------------------------------- */
 
-CRMM_TEST_IN("pool_growth", growth_doubles_without_maximum)
-{
-    script_upstream *u = script_new(64 * MiB, 0);
-    crmm_resource *p = make_pool("initial_size=1MiB", &u->base);
-    void *a = alloc(p, MiB);       /* fills the initial chunk */
-    void *b = alloc(p, 256);       /* grows by max(256 B, 1 MiB) */
-    void *c = alloc(p, 2 * MiB);   /* grows by max(2 MiB, 2 MiB) */
-    void *d = alloc(p, 1);         /* fits in the second chunk */
-    void *e = alloc(p, 5 * MiB);   /* grows by max(5 MiB, 4 MiB) */
-    const size_t expect[] = {MiB, MiB, 2 * MiB, 5 * MiB};
-    ck_assert_int_eq(u->nasked, 4);
-    for (int k = 0; k < 4; k++)
-        ck_assert_uint_eq(u->asked[k], expect[k]);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 9 * MiB);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 4);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 9 * MiB - (MiB + 512 + 2 * MiB + 5 * MiB));
-    free_all(p, {a, MiB}, {b, 256}, {c, 2 * MiB}, {d, 1}, {e, 5 * MiB});
-    crmm_resource_release(p);
-}
+/* How the pool grows over the scripted upstream: its requests in turn, and the sizes it asked of
+ * the upstream for them, in order (the initial chunk first; a request that fits asks nothing). */
+static const struct growth {
+    const char *params;
+    size_t initial, refuse_above;   /* the upstream refuses requests above refuse_above (0: none) */
+    size_t requests[6], asked[8];   /* each up to a 0 */
+    size_t reserved;                /* after the requests */
+    unsigned chunks;
+    const char *out_of_memory;      /* when set: 4 MiB more then fails, saying this */
+} growths[] = {
+    /* no maximum: doubles: 256 B grows by max(256 B, 1 MiB), 2 MiB by max(2 MiB, 2 MiB), 1 B fits
+     * in the second chunk, 5 MiB grows by max(5 MiB, 4 MiB) */
+    {"initial_size=1MiB", MiB, 0, {MiB, 256, 2 * MiB, 1, 5 * MiB}, {MiB, MiB, 2 * MiB, 5 * MiB}, 9 * MiB, 4, NULL},
+    /* half the room below the maximum: 1 KiB grows by max(1 KiB, 8 MiB / 2); 4 MiB does not fit the
+     * 4 MiB - 1 KiB free: max(4 MiB, 4 MiB / 2); 256 B fits; the maximum forbids more (upstream is
+     * not asked) */
+    {"initial_size=1MiB maximum_size=9MiB", MiB, 0, {MiB, KiB, 4 * MiB, 256}, {MiB, 4 * MiB, 4 * MiB}, 9 * MiB, 3,
+     "out of memory: pool: failed to allocate 4.0 MiB (pool size 9.0 MiB, maximum 9.0 MiB)"},
+    /* the upstream refuses above 3 MiB, and growth halves: 512 KiB tries 3 MiB; 3 MiB does not fit
+     * the 2.5 MiB free: 6 MiB (refused), 3 MiB; 2500 KiB fits; 100 KiB tries 9 MiB, 4.5 MiB (refused),
+     * 2.25 MiB; a request the upstream can never grant: halving stops at the request */
+    {"initial_size=3MiB", 3 * MiB, 3 * MiB, {3 * MiB, 512 * KiB, 3 * MiB, 2500 * KiB, 100 * KiB},
+     {3 * MiB, 3 * MiB, 6 * MiB, 3 * MiB, 9 * MiB, 9 * MiB / 2, 9 * MiB / 4}, 45 * MiB / 4, 4,
+     "pool: failed to allocate 4.0 MiB (pool size 11.2 MiB, no maximum): upstream: script: refused"},
+    /* initial_size = 0 grows on demand: max(request, pool size 0), then doubles: max(1 KiB, 1 KiB) */
+    {"initial_size=0", 0, 0, {1000, 1000}, {1024, 1024}, 2 * KiB, 2, NULL},
+};
 
-CRMM_TEST_IN("pool_growth", growth_takes_half_the_room_below_the_maximum)
+CRMM_LOOP_TEST_IN("pool_growth", growth_asks_the_upstream_for, (int)(sizeof growths / sizeof growths[0]))
 {
-    script_upstream *u = script_new(64 * MiB, 0);
-    crmm_resource *p = make_pool("initial_size=1MiB maximum_size=9MiB", &u->base);
-    void *a = alloc(p, MiB);       /* fills the initial chunk; 8 MiB of room left */
-    void *b = alloc(p, KiB);       /* grows by max(1 KiB, 8 MiB / 2) = 4 MiB */
-    void *c = alloc(p, 4 * MiB);   /* 4 MiB - 1 KiB free does not fit: max(4 MiB, 4 MiB / 2) = 4 MiB */
-    void *d = alloc(p, 256);       /* fits in the second chunk */
-    ck_assert_int_eq(u->nasked, 3);
-    ck_assert_uint_eq(u->asked[1], 4 * MiB);
-    ck_assert_uint_eq(u->asked[2], 4 * MiB);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 9 * MiB);
-    void *x = (void *)0x1;
-    crmm_clear_error();
-    ck_assert_crmm(crmm_resource_allocate(p, 4 * MiB, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
-    ck_assert_ptr_null(x);
-    ck_assert_int_eq(u->nasked, 3); /* the maximum forbade it: upstream was not asked */
-    ck_assert_msg(strstr(crmm_last_error(), "out of memory: pool: failed to allocate 4.0 MiB (pool size 9.0 MiB, maximum 9.0 MiB)"),
-                  "%s", crmm_last_error());
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), 9 * MiB);
-    free_all(p, {a, MiB}, {b, KiB}, {c, 4 * MiB}, {d, 256});
+    const struct growth *g = &growths[_i];
+    script_upstream *u = script_new(64 * MiB, g->refuse_above);
+    crmm_resource *p = make_pool(g->params, &u->base);
+    ck_assert_int_eq(u->nasked, g->initial != 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), g->initial);
+    void *got[6];
+    int n = 0, asks = 0;
+    size_t held = 0;
+    for (; n < 6 && g->requests[n]; n++) {
+        got[n] = alloc(p, g->requests[n]);
+        held += (g->requests[n] + 255) & ~(size_t)255;
+    }
+    while (asks < 8 && g->asked[asks])
+        asks++;
+    ck_assert_int_eq(u->nasked, asks);
+    for (int k = 0; k < asks; k++)
+        ck_assert_uint_eq(u->asked[k], g->asked[k]);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), g->reserved);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), g->chunks);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), g->reserved - held);
+    if (g->out_of_memory) {
+        void *x = (void *)0x1;
+        crmm_clear_error();
+        ck_assert_crmm(crmm_resource_allocate(p, 4 * MiB, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+        ck_assert_ptr_null(x);
+        ck_assert_msg(strstr(crmm_last_error(), g->out_of_memory), "%s", crmm_last_error());
+        if (g->refuse_above) /* the upstream refused the request itself */
+            ck_assert_uint_eq(u->asked[u->nasked - 1], 4 * MiB);
+        else /* the maximum forbade it: upstream was not asked */
+            ck_assert_int_eq(u->nasked, asks);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), g->reserved);
+    }
+    for (int k = 0; k < n; k++)
+        release(p, got[k], g->requests[k]);
     crmm_resource_release(p);
 }
 
@@ -80,34 +103,6 @@ CRMM_TEST_IN("pool_growth", growth_with_maximum_never_passes_it)
     crmm_resource_release(p);
 }
 
-CRMM_TEST_IN("pool_growth", growth_halves_when_the_upstream_refuses)
-{
-    script_upstream *u = script_new(64 * MiB, 3 * MiB); /* refuses anything above 3 MiB */
-    crmm_resource *p = make_pool("initial_size=3MiB", &u->base);
-    void *a = alloc(p, 3 * MiB);
-    void *b = alloc(p, 512 * KiB); /* tries 3 MiB: ok */
-    void *c = alloc(p, 3 * MiB);   /* 2.5 MiB free does not fit: tries 6 MiB (refused), then 3 MiB */
-    ck_assert_int_eq(u->nasked, 4);
-    ck_assert_uint_eq(u->asked[1], 3 * MiB);
-    ck_assert_uint_eq(u->asked[2], 6 * MiB);
-    ck_assert_uint_eq(u->asked[3], 3 * MiB);
-    void *d = alloc(p, 2500 * KiB); /* fits in the second chunk */
-    void *e = alloc(p, 100 * KiB);  /* tries 9 MiB, 4.5 MiB (refused), 2.25 MiB */
-    ck_assert_int_eq(u->nasked, 7);
-    ck_assert_uint_eq(u->asked[4], 9 * MiB);
-    ck_assert_uint_eq(u->asked[5], 9 * MiB / 2);
-    ck_assert_uint_eq(u->asked[6], 9 * MiB / 4);
-    /* a request the upstream can never grant: halving stops at the request, then out of memory */
-    void *x = (void *)0x1;
-    ck_assert_crmm(crmm_resource_allocate(p, 4 * MiB, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
-    ck_assert_ptr_null(x);
-    ck_assert_uint_eq(u->asked[u->nasked - 1], 4 * MiB);
-    ck_assert_msg(strstr(crmm_last_error(), "pool: failed to allocate 4.0 MiB (pool size 11.2 MiB, no maximum): upstream: script: refused"),
-                  "%s", crmm_last_error());
-    free_all(p, {a, 3 * MiB}, {b, 512 * KiB}, {c, 3 * MiB}, {d, 2500 * KiB}, {e, 100 * KiB});
-    crmm_resource_release(p);
-}
-
 CRMM_TEST_IN("pool_growth", one_pib_names_the_sizes)
 {
     crmm_resource *p = make_pool("initial_size=1MiB", host_upstream());
@@ -125,21 +120,6 @@ CRMM_TEST_IN("pool_growth", one_pib_names_the_sizes)
     ck_assert_msg(strstr(crmm_last_error(), "failed to allocate 1.0 PiB (pool size 1.0 GiB, maximum 8.0 GiB)"), "%s",
                   crmm_last_error());
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), (uint64_t)1 << 30);
-    crmm_resource_release(p);
-}
-
-CRMM_TEST_IN("pool_growth", zero_initial_size_grows_on_demand)
-{
-    script_upstream *u = script_new(16 * MiB, 0);
-    crmm_resource *p = make_pool("initial_size=0", &u->base);
-    ck_assert_int_eq(u->nasked, 0);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
-    void *a = alloc(p, 1000);
-    ck_assert_int_eq(u->nasked, 1);
-    ck_assert_uint_eq(u->asked[0], 1024); /* max(request, pool size 0) */
-    void *b = alloc(p, 1000);             /* doubles: max(1 KiB, 1 KiB) */
-    ck_assert_uint_eq(u->asked[1], 1024);
-    free_all(p, {a, 1000}, {b, 1000});
     crmm_resource_release(p);
 }
 

@@ -310,11 +310,14 @@ static void *use_own_default_stream(void *arg)
     return NULL;
 }
 
-CRMM_LOOP_TEST_IN("pool_streams", per_thread_default_streams_are_told_apart, EVENT + 1)
+/* _i: the mode (_i % 2), with room to grow (_i < 2) or none */
+CRMM_LOOP_TEST_IN("pool_streams", per_thread_default_streams_are_told_apart, 4)
 {
     /* with room to grow: event mode leaves another thread's per-thread stream alone (it cannot
-     * record on it) and grows; sync mode synchronizes and takes its block, as from any stream */
-    p = pool_in_mode(_i, "initial_size=1MiB");
+     * record on it) and grows; sync mode synchronizes and takes its block, as from any stream;
+     * without room, both modes take it after a device synchronization */
+    int mode = _i % 2, takes = mode == SYNC || _i >= 2;
+    p = pool_in_mode(mode, _i < 2 ? "initial_size=1MiB" : "initial_size=1MiB maximum_size=1MiB");
     ptds_arg a = {p, NULL, MiB, CRMM_ERROR_STATE};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, use_own_default_stream, &a), 0);
@@ -323,34 +326,14 @@ CRMM_LOOP_TEST_IN("pool_streams", per_thread_default_streams_are_told_apart, EVE
     fake_cuda_reset();
     void *b = alloc_on(p, MiB, cudaStreamPerThread);
     ck_assert_int_eq(fake_cuda.record, 0); /* never recorded on another thread's per-thread stream */
-    if (_i == EVENT) {
-        ck_assert_ptr_ne(b, a.block);
-        ck_assert_int_eq(fake_cuda.device_sync, 0);
-        ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
-    } else {
-        ck_assert_ptr_eq(b, a.block);
-        ck_assert_int_eq(fake_cuda.device_sync, 1);
-        ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
-    }
+    ck_assert_msg((b == a.block) == takes, "the other thread's block was %s", takes ? "not taken" : "taken");
+    ck_assert_int_eq(fake_cuda.device_sync, takes);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), takes ? 1 : 2);
     free_on(p, b, MiB, cudaStreamPerThread);
     /* the same thread's per-thread stream is one stream: reuse at once */
     fake_cuda_reset();
     ck_assert_ptr_eq(alloc_on(p, MiB, cudaStreamPerThread), b);
     ck_assert_int_eq(fake_cuda_total(), 0);
-    free_on(p, b, MiB, cudaStreamPerThread);
-    crmm_resource_release(p);
-
-    /* without room, the other thread's block is taken after a device synchronization */
-    p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
-    a = (ptds_arg){p, NULL, MiB, CRMM_ERROR_STATE};
-    ck_assert_int_eq(pthread_create(&th, NULL, use_own_default_stream, &a), 0);
-    ck_assert_int_eq(pthread_join(th, NULL), 0);
-    ck_assert_crmm_ok(a.st);
-    fake_cuda_reset();
-    b = alloc_on(p, MiB, cudaStreamPerThread);
-    ck_assert_ptr_eq(b, a.block);
-    ck_assert_int_eq(fake_cuda.device_sync, 1);
-    ck_assert_int_eq(fake_cuda.record, 0);
     free_on(p, b, MiB, cudaStreamPerThread);
 }
 

@@ -4,9 +4,9 @@
  * first stream's last use of it). */
 #include "build_config.h"
 #include <string.h>
-#include <unistd.h>
 #include <cuda_runtime_api.h>
 #include "conformance.h"
+#include "gpu_streams_test.h"
 #include "test_support.h"
 
 #define CUDA_UP "[resource.c]\nplugin = cuda\n"
@@ -30,9 +30,6 @@ static const crmm_test_chain chains[] = {
     {"prefetch_over_async", ASYNC_UP "[resource.p]\nplugin = prefetch\nupstream = c\n", "p", 1, 0},
 };
 
-/* Host callback that holds its stream for `arg` milliseconds (no CUDA call inside). */
-static void hold_stream(void *arg) { usleep((useconds_t)(uintptr_t)arg * 1000); }
-
 static unsigned char byte_at(const void *p)
 {
     unsigned char b = 0;
@@ -55,7 +52,7 @@ CRMM_LOOP_TEST_IN("rmm_resources_gpu", fixed_size_orders_reuse_across_streams, 2
     const size_t n = (size_t)1 << 20;
     void *p, *q;
     ck_assert_crmm_ok(crmm_resource_allocate(f, n, (crmm_cuda_stream_t)s1, &p));
-    ck_assert_int_eq(cudaLaunchHostFunc(s1, hold_stream, (void *)(uintptr_t)300), cudaSuccess);
+    hold_stream(s1, 300);
     ck_assert_int_eq(cudaMemsetAsync(p, 0xAA, n, s1), cudaSuccess); /* s1's last use, 300 ms from now */
     ck_assert_crmm_ok(crmm_resource_deallocate(f, p, n, (crmm_cuda_stream_t)s1));
     ck_assert_crmm_ok(crmm_resource_allocate(f, n, (crmm_cuda_stream_t)s2, &q));

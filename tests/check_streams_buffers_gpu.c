@@ -64,8 +64,7 @@ CRMM_TEST_IN("examples", test_example_to_device)
     ck_assert_uint_eq(crmm_device_buffer_size(db), 3);
     ck_assert_uint_eq(crmm_device_buffer_capacity(db), 3);
     ck_assert_ptr_eq(crmm_device_buffer_resource(db), crmm_get_current_device_resource());
-    int dev;
-    ck_assert_cuda(cudaGetDevice(&dev));
+    int dev = crmm_test_cuda_device();
     ck_assert_int_eq(crmm_device_buffer_device(db), dev);
     void *hb;
     size_t len;
@@ -222,18 +221,9 @@ CRMM_LOOP_TEST_IN("copy_streams", test_other_stream_copy_async, COPY_KINDS * N_O
     other_stream_close(&t);
 }
 
-static Suite *streams_buffers_gpu_suite(void)
-{
-    Suite *s = suite_create("streams_buffers_gpu");
-    crmm_test_tcase(s, "examples", CRMM_TEST_GPU_TIMEOUT);
-    crmm_test_tcase(s, "copy_streams", CRMM_TEST_GPU_TIMEOUT);
-    return s;
-}
-
 int main(void)
 {
-    int rc = crmm_test_gpu_gate(1);
-    if (rc)
-        return rc;
-    return crmm_test_run(streams_buffers_gpu_suite());
+    CRMM_TEST_GPU_GATE(1);
+    return CRMM_TEST_MAIN_CASES("streams_buffers_gpu", {"examples", CRMM_TEST_GPU_TIMEOUT},
+                                {"copy_streams", CRMM_TEST_GPU_TIMEOUT});
 }

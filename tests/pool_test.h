@@ -8,27 +8,20 @@
 #include "blocks_test.h"
 #include "conformance.h"
 
-static inline crmm_resource *host_upstream(void)
-{
-    crmm_resource *h = NULL;
-    ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &h));
-    return h;
-}
+static inline crmm_resource *host_upstream(void) { return crmm_test_create("host", "", NULL); }
 
 /* A pool over `upstream` with `params`; the caller's reference to upstream is dropped. */
 static inline crmm_resource *make_pool(const char *params, crmm_resource *upstream)
 {
-    crmm_resource *p = NULL;
-    ck_assert_crmm_ok(crmm_resource_create("pool", params, upstream, &p));
+    crmm_resource *p = crmm_test_create("pool", params, upstream);
     crmm_resource_release(upstream);
     return p;
 }
 
+/* In a test: crmm_test_allocate, and the block is aligned as crmm promises. */
 static inline void *alloc(crmm_resource *mr, size_t n)
 {
-    void *p = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, NULL, &p));
-    ck_assert_ptr_nonnull(p);
+    void *p = crmm_test_allocate(mr, n);
     ck_assert_uint_eq((uintptr_t)p % CRMM_ALLOCATION_ALIGNMENT, 0);
     return p;
 }
@@ -43,16 +36,11 @@ static inline const char *capture_log(void)
     return path;
 }
 
-static inline char *read_log(const char *path)
+/* What the log at `path` holds so far (kept until the next call). */
+static inline const char *read_log(const char *path)
 {
-    static char text[16384];
     crmm_log_flush();
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = '\0';
-    fclose(f);
-    return text;
+    return crmm_test_file_text(path);
 }
 
 /* ---- the scripted upstream ---------------------------------------------------------------- */

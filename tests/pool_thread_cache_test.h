@@ -102,21 +102,9 @@ static inline void worker_stop(worker *w)
     pthread_mutex_destroy(&w->lock);
 }
 
-static inline crmm_resource *host_pool(const char *params)
-{
-    crmm_resource *h = crmm_test_create("host", "", NULL);
-    crmm_resource *p = crmm_test_create("pool", params, h);
-    crmm_resource_release(h);
-    return p;
-}
+static inline crmm_resource *host_pool(const char *params) { return crmm_test_create_over_host("pool", params); }
 
-static inline void *alloc(crmm_resource *mr, size_t n)
-{
-    void *x = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, n, NULL, &x));
-    ck_assert_ptr_nonnull(x);
-    return x;
-}
+static inline void *alloc(crmm_resource *mr, size_t n) { return crmm_test_allocate(mr, n); }
 
 /* On a new pool: this thread allocates and frees a block of n bytes, then the worker does twice
  * (its first allocation switches the caches on; the block of its second it caches). Returns the
