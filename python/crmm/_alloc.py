@@ -210,37 +210,7 @@ class _Ops:
         self.adopt = impl.adopt
 
 
-# The plugins of this package that never call back into Python. While every resource the process
-# uses is one of these, the extension's create and free keep the GIL around libcrmm; the first
-# other one (callback, failure_callback, a plugin named by path or from outside) makes them
-# release it for the rest of the process (crmm/_fastalloc.c says why).
-NO_PYTHON_CALLBACKS = frozenset({
-    "aligned", "arena", "async", "async_managed", "binning", "cuda", "cuda_async_view", "fixed_size", "host",
-    "limiting", "logging", "managed", "pinned", "pool", "prefetch", "sam_headroom", "statistics", "system",
-    "tracking",
-})
-
-
-def _note_plugins(names):
-    if extension is not None and not all(n in NO_PYTHON_CALLBACKS for n in names):
-        extension.set_release_gil(True)
-
-
-def releases_gil():
-    """Whether DeviceBuffers' create and free release the GIL now (always through ctypes)."""
-    if extension is None:
-        return True
-    before = extension.set_release_gil(True)
-    extension.set_release_gil(before)
-    return before
-
-
 extension = _load_extension()
-if extension is not None:
-    extension.set_release_gil(False)
-    _lib.plugin_hooks.append(_note_plugins)
-    if _lib.initialized or _lib.is_initialized():
-        _lib._config_seen()
 _extension_ops = _ExtensionOps(extension) if extension is not None else None
 ops = _Ops()
 ops.set(_extension_ops or CtypesOps, "extension" if extension else "ctypes")

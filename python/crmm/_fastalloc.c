@@ -12,15 +12,9 @@
  * The module does not link libcrmm: crmm/_alloc.py hands it the addresses of libcrmm's functions
  * from the libcrmm that ctypes loaded (bind), so that both paths call one copy of the library.
  * A failed create calls the `check` function given to bind with the crmm_status, which raises
- * the package's exception for it.
- *
- * The GIL: a resource that calls back into Python (a callback plugin over Python functions)
- * may take a lock of its own and then wait for the GIL, so while the process has such a
- * resource, a thread that waits on a resource must not hold the GIL: create and free release it
- * around libcrmm. While it has none, they keep it, as CuPy's own pool does (a release and re-take
- * of the GIL costs more than a pool's allocation; a growth that waits on the device then holds
- * the other Python threads for that time). crmm/_alloc.py says which (set_release_gil).
- * create_zeroed always releases it: its synchronize waits for the stream's work. */
+ * the package's exception for it. The GIL is released around every libcrmm call that may
+ * allocate or free: a resource may wait on the device (and a host function queued on a stream
+ * may need the GIL to finish) or call back into Python. */
 #define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -38,19 +32,6 @@ typedef int (*enter_fn)(int device, device_guard *guard);
 typedef void (*restore_fn)(device_guard *guard);
 typedef int (*memset_fn)(void *ptr, int value, size_t count, void *cuda_stream);
 typedef int (*sync_fn)(void *stream);
-
-/* Whether create and free release the GIL around libcrmm (see the top; set_release_gil). */
-static int release_gil = 1;
-#define LIBCRMM_CALL(stmt) \
-    do { \
-        if (release_gil) { \
-            Py_BEGIN_ALLOW_THREADS \
-            stmt; \
-            Py_END_ALLOW_THREADS \
-        } else { \
-            stmt; \
-        } \
-    } while (0)
 
 /* libcrmm's functions, set once by bind (NULL before) */
 static create_fn buffer_create;
@@ -216,8 +197,11 @@ static PyObject *buffer_type; /* set at module init */
 static void buffer_dealloc(PyObject *self)
 {
     void *buf = ((buffer_object *)self)->buf;
-    if (buf)
-        LIBCRMM_CALL(buffer_destroy(buf));
+    if (buf) {
+        Py_BEGIN_ALLOW_THREADS
+        buffer_destroy(buf);
+        Py_END_ALLOW_THREADS
+    }
     PyObject *tp = (PyObject *)Py_TYPE(self);
     PyObject_Free(self);
     Py_DECREF(tp);
@@ -229,7 +213,9 @@ static PyObject *buffer_wrap(void *buf)
     if (!b) { /* MemoryError, set aside while the free may call back into Python */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        LIBCRMM_CALL(buffer_destroy(buf));
+        Py_BEGIN_ALLOW_THREADS
+        buffer_destroy(buf);
+        Py_END_ALLOW_THREADS
         PyErr_Restore(type, value, traceback);
         return NULL;
     }
@@ -252,8 +238,11 @@ static PyObject *buffer_free(PyObject *self, PyObject *unused)
     (void)unused;
     void *buf = ((buffer_object *)self)->buf;
     ((buffer_object *)self)->buf = NULL;
-    if (buf)
-        LIBCRMM_CALL(buffer_destroy(buf));
+    if (buf) {
+        Py_BEGIN_ALLOW_THREADS
+        buffer_destroy(buf);
+        Py_END_ALLOW_THREADS
+    }
     Py_RETURN_NONE;
 }
 
@@ -329,7 +318,9 @@ static PyObject *fa_create(PyObject *self, PyObject *const *args, Py_ssize_t nar
         address_arg(args[2], "mr", 1, &mr) < 0 || !bound())
         return NULL;
     int status;
-    LIBCRMM_CALL(status = buffer_create(size, stream, mr, &buf));
+    Py_BEGIN_ALLOW_THREADS
+    status = buffer_create(size, stream, mr, &buf);
+    Py_END_ALLOW_THREADS
     if (status == 0)
         return buffer_wrap(buf);
     PyObject *r = PyObject_CallFunction(check_status, "i", status);
@@ -565,18 +556,6 @@ static PyObject *fa_cupy_allocator(PyObject *self, PyObject *const *args, Py_ssi
     return fn;
 }
 
-/* set_release_gil(flag) -> the previous setting: whether create and free release the GIL. */
-static PyObject *fa_set_release_gil(PyObject *self, PyObject *arg)
-{
-    (void)self;
-    int flag = PyObject_IsTrue(arg);
-    if (flag < 0)
-        return NULL;
-    int before = release_gil;
-    release_gil = flag;
-    return PyBool_FromLong(before);
-}
-
 /* adopt(address) -> Buffer: take ownership of a crmm_device_buffer * another call made (not 0). */
 static PyObject *fa_adopt(PyObject *self, PyObject *arg)
 {
@@ -598,8 +577,6 @@ static PyMethodDef fa_methods[] = {
      "create_wrapped(size, stream, mr, memory, pointer, owner_type, stream_obj) -> pointer(memory(ptr, size, owner, device), 0)"},
     {"cupy_allocator", (PyCFunction)(void (*)(void))fa_cupy_allocator, METH_FASTCALL,
      "cupy_allocator(get_stream, streams, memory, pointer, owner_type, mr, lib, fallback) -> rmm_cupy_allocator"},
-    {"set_release_gil", fa_set_release_gil, METH_O,
-     "set_release_gil(flag) -> previous: whether create and free release the GIL around libcrmm"},
     {"adopt", fa_adopt, METH_O, "adopt(address) -> Buffer owning that crmm_device_buffer *"},
     {NULL, NULL, 0, NULL},
 };

@@ -335,23 +335,6 @@ _init_lock = threading.Lock()
 initialized = False
 
 
-# Functions called with the names of plugins the process uses: each resource a MemoryResource
-# makes, and every resource of each config libcrmm loads (or that the process is first seen to
-# have). crmm/_alloc.py learns from them whether DeviceBuffers may keep the GIL.
-plugin_hooks = []
-
-
-def note_plugins(names):
-    for hook in plugin_hooks:
-        hook(names)
-
-
-def _config_seen():
-    cfg = lib.crmm_current_config()
-    if cfg:
-        note_plugins([text(lib.crmm_config_resource_plugin(cfg, i)) for i in range(lib.crmm_config_resource_count(cfg))])
-
-
 def _init_locked(path):
     global initialized
     from ._host import path_arg
@@ -359,7 +342,6 @@ def _init_locked(path):
     status = lib.crmm_init(path_arg(path, "path") if path is not None else None)
     if status == 0:
         initialized = True
-        _config_seen()
         return
     msg = last_error()
     buf = ctypes.create_string_buffer(4096)
@@ -383,11 +365,7 @@ def ensure_initialized():
     """Initialise libcrmm with the default config unless the process did already."""
     global initialized
     if lib.crmm_current_config():
-        if not initialized:  # a config this package did not load (C code called crmm_init)
-            with _init_lock:
-                if not initialized:
-                    _config_seen()
-                    initialized = True
+        initialized = True
         return
     with _init_lock:
         if not lib.crmm_current_config():

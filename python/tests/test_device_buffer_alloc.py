@@ -303,43 +303,6 @@ def test_cupy_allocator_refuses_bad_arguments(ext, change, error):
         ext.cupy_allocator(*args)
 
 
-def test_create_and_free_keep_the_gil_only_until_a_resource_may_call_python(ext):
-    """In a fresh process the extension keeps the GIL while every resource is one of crmm's
-    own plugins (the default config's, a `host`); a CallbackMemoryResource, or a plugin named
-    by path, makes create and free release it from then on."""
-    code = """
-import crmm
-from crmm import _alloc, _lib
-from crmm.pylibrmm.memory_resource import CallbackMemoryResource, MemoryResource
-_lib.ensure_initialized()
-assert not _alloc.releases_gil()
-MemoryResource("host")
-assert not _alloc.releases_gil()
-CallbackMemoryResource(lambda n, s: 0, lambda p, n, s: None)
-assert _alloc.releases_gil()
-print("ok")
-"""
-    for prelude in ("", "from crmm import _lib; _lib.note_plugins(['/elsewhere/crmm_own.so'])"):
-        script = code if not prelude else code.replace('assert not _alloc.releases_gil()\nMemoryResource("host")\n'
-                                                       'assert not _alloc.releases_gil()\n', prelude + "\n")
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
-
-
-def test_buffers_made_and_freed_holding_the_gil_reach_python_callbacks(ext, host, stats):
-    """With the GIL kept, a create and free whose resource calls Python on the same thread
-    (the callback resource here) still work, and count as the statistics adaptor sees them."""
-    before = ext.set_release_gil(False)
-    try:
-        bufs = [DeviceBuffer._uninitialized(n, mr=stats) for n in (1, 4096, 1 << 20)]
-        assert [host.live[b.ptr] for b in bufs] == [1, 4096, 1 << 20] and outstanding(stats) == (4097 + (1 << 20), 3)
-        bufs[0]._buf.free()
-        del bufs
-        assert outstanding(stats) == (0, 0)
-    finally:
-        ext.set_release_gil(before)
-
-
 def test_a_buffer_without_memory_raises_state_error(backend):
     db = DeviceBuffer.__new__(DeviceBuffer)
     db._buf = None

@@ -149,7 +149,6 @@ class MemoryResource(HandleOwner):
             raise TypeError(f"upstream must be a MemoryResource, not {type(upstream).__name__}")
         text = params_string(params).encode()
         _lib.ensure_initialized()
-        _lib.note_plugins((plugin,))  # before it exists: creating it may call its upstream
         out = ctypes.c_void_p()
         check(
             lib.crmm_resource_create(
