@@ -505,9 +505,13 @@ static PyObject *ca_call(PyObject *ctx, PyObject *nbytes)
         PyErr_SetString(PyExc_TypeError, "cupy_allocator: streams maps a stream's ptr to (stream, crmm_stream address)");
         return NULL;
     }
+    Py_INCREF(entry); /* held across the create, which releases the GIL */
     PyObject *create_args[3] = {nbytes, PyTuple_GetItem(entry, 1), PyTuple_GetItem(ctx, CA_MR)};
-    return wrap_buffer(fa_create(NULL, create_args, 3), nbytes, PyTuple_GetItem(ctx, CA_MEMORY),
-                       PyTuple_GetItem(ctx, CA_POINTER), PyTuple_GetItem(ctx, CA_OWNER_TYPE), PyTuple_GetItem(entry, 0));
+    PyObject *result = wrap_buffer(fa_create(NULL, create_args, 3), nbytes, PyTuple_GetItem(ctx, CA_MEMORY),
+                                   PyTuple_GetItem(ctx, CA_POINTER), PyTuple_GetItem(ctx, CA_OWNER_TYPE),
+                                   PyTuple_GetItem(entry, 0));
+    Py_DECREF(entry);
+    return result;
 }
 
 static PyMethodDef ca_def = {
