@@ -236,8 +236,10 @@ static void skip_unloadable(config_graph *g, config_error *err)
 }
 
 /* Load resource i's plugin and parse its parameters against the plugin's table, once: the node
- * keeps them (the rules and every build read them there). */
-static void check_resource(config_graph *g, size_t i, config_error *err)
+ * keeps them (the rules and every build read them there). `loaded` maps a plugin text to the
+ * first node that loaded it in this build: the loader checks a plugin's file and directories
+ * (a realpath and a stat per path component) once per config load, not once per resource. */
+static void check_resource(config_graph *g, size_t i, name_index *loaded, config_error *err)
 {
     const config_resource_section *r = &g->text.res[i];
     config_node *node = &g->nodes[i];
@@ -245,7 +247,12 @@ static void check_resource(config_graph *g, size_t i, config_error *err)
         config_error_at(err, r->line, "[resource.%s] has no 'plugin = NAME'", r->name);
         return;
     }
-    if (crmm_plugin_load(r->plugin.text, g->plugin_dirs, &node->plugin) != CRMM_OK) {
+    long first = name_index_find(loaded, r->plugin.text);
+    if (first >= 0) {
+        node->plugin = g->nodes[first].plugin;
+    } else if (crmm_plugin_load(r->plugin.text, g->plugin_dirs, &node->plugin) == CRMM_OK) {
+        (void)name_index_add(loaded, r->plugin.text, i); /* out of memory: the next one loads again */
+    } else {
         node->plugin = NULL;
         config_error_at(err, r->plugin.line, "%s", config_error_text());
         return;
@@ -302,11 +309,13 @@ void config_graph_build(config_graph *g, const char *base_dir, bool skip_unloada
         config_error_at(err, 1, "out of memory");
         return;
     }
+    name_index loaded = {0};
     for (size_t i = 0; i < t->nres; i++) {
         g->nodes[i].upstream = -1;
-        check_resource(g, i, err);
+        check_resource(g, i, &loaded, err);
         link_upstream(g, i, err);
     }
+    name_index_free(&loaded);
     check_cycles(g, err);
     mark_host_chains(g, err);
     if (!err->line) /* the rules walk upstream chains: only once they are known to end */
