@@ -83,18 +83,25 @@ typedef struct logging_config {
     bool auto_flush;
 } logging_config;
 
+/* The log file's name template: `file`, else $CRMM_LOG_FILE as crmm reads its variables (not in
+ * a privileged process). NULL with CRMM_ERROR_CONFIG set when neither names one. */
+static const char *log_file_pattern(const char *file)
+{
+    const char *pattern = file && *file ? file : crmm_getenv("CRMM_LOG_FILE");
+    if (!pattern || !*pattern)
+        crmm_set_error(CRMM_ERROR_CONFIG, "logging: no log file: set the 'file' parameter or $CRMM_LOG_FILE");
+    return pattern && *pattern ? pattern : NULL;
+}
+
 static crmm_status logging_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     logging_config cfg = {0};
     crmm_status st = crmm_params_parse(params, &cfg);
     if (st != CRMM_OK)
         return st;
-    const char *pattern = cfg.file;
-    if (!pattern || !*pattern) {
-        pattern = crmm_getenv("CRMM_LOG_FILE");
-        if (!pattern || !*pattern)
-            return crmm_set_error(CRMM_ERROR_CONFIG, "logging: no log file: set the 'file' parameter or $CRMM_LOG_FILE");
-    }
+    const char *pattern = log_file_pattern(cfg.file);
+    if (!pattern)
+        return CRMM_ERROR_CONFIG;
     int device = crmm_params_device(params) >= 0 ? crmm_params_device(params) : upstream->device;
     char path[4096];
     st = crmm_expand_file_name(pattern, device, path, sizeof path);
@@ -111,18 +118,18 @@ static crmm_status logging_create(const crmm_params *params, crmm_resource *upst
 }
 
 /* crmm_plugin.validate: what the build would refuse, with the build's message, blaming `file`:
- * no file and no $CRMM_LOG_FILE (as this process sees it), or a file name template that cannot
+ * no file and no $CRMM_LOG_FILE (as crmm reads it), or a file name template that cannot
  * be expanded (an unknown '%' escape, a name too long). */
 static crmm_status logging_validate(const crmm_params *params, bool host_memory, const char **key)
 {
     (void)host_memory;
-    const char *pattern = NULL;
-    if (crmm_params_get_string(params, "file", &pattern) != CRMM_OK || !pattern || !*pattern) {
-        pattern = getenv("CRMM_LOG_FILE");
-        if (!pattern || !*pattern) {
-            *key = "file";
-            return crmm_set_error(CRMM_ERROR_CONFIG, "logging: no log file: set the 'file' parameter or $CRMM_LOG_FILE");
-        }
+    const char *file = NULL;
+    if (crmm_params_get_string(params, "file", &file) != CRMM_OK)
+        file = NULL;
+    const char *pattern = log_file_pattern(file);
+    if (!pattern) {
+        *key = "file";
+        return CRMM_ERROR_CONFIG;
     }
     char path[4096];
     if (crmm_expand_file_name(pattern, 0, path, sizeof path) != CRMM_OK) {
