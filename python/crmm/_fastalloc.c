@@ -223,6 +223,16 @@ static PyObject *buffer_wrap(void *buf)
     return (PyObject *)b;
 }
 
+/* Drop a reference while an exception is set: the exception is set aside while the object
+ * goes, whose free may call back into Python. */
+static void drop_keeping_error(PyObject *o)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    Py_XDECREF(o);
+    PyErr_Restore(type, value, traceback);
+}
+
 /* The crmm_device_buffer of a live Buffer (ValueError once freed). */
 static void *buffer_of(PyObject *o)
 {
@@ -302,16 +312,10 @@ static PyType_Spec buffer_spec = {
     "crmm._fastalloc.Buffer", sizeof(buffer_object), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, buffer_slots,
 };
 
-/* create(size, stream, mr) -> Buffer: crmm_device_buffer_create(size, stream, mr); stream and mr
- * are a crmm_stream * and a crmm_resource * as ints, or None (the default stream, the current
- * device's resource). On failure raises what check(status) raises. */
-static PyObject *fa_create(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* crmm_device_buffer_create(size, stream, mr) from create's three arguments: the buffer, or NULL
+ * with the exception set (what check(status) raises for libcrmm's failure). */
+static void *create_buffer(PyObject *const *args)
 {
-    (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "create takes 3 arguments (size, stream, mr)");
-        return NULL;
-    }
     size_t size;
     void *stream, *mr, *buf = NULL;
     if (size_arg(args[0], &size) < 0 || address_arg(args[1], "stream", 1, &stream) < 0 ||
@@ -322,13 +326,27 @@ static PyObject *fa_create(PyObject *self, PyObject *const *args, Py_ssize_t nar
     status = buffer_create(size, stream, mr, &buf);
     Py_END_ALLOW_THREADS
     if (status == 0)
-        return buffer_wrap(buf);
+        return buf;
     PyObject *r = PyObject_CallFunction(check_status, "i", status);
     if (r) {
         Py_DECREF(r);
         PyErr_Format(PyExc_SystemError, "crmm_device_buffer_create failed with status %d and check did not raise", status);
     }
     return NULL;
+}
+
+/* create(size, stream, mr) -> Buffer: crmm_device_buffer_create(size, stream, mr); stream and mr
+ * are a crmm_stream * and a crmm_resource * as ints, or None (the default stream, the current
+ * device's resource). On failure raises what check(status) raises. */
+static PyObject *fa_create(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "create takes 3 arguments (size, stream, mr)");
+        return NULL;
+    }
+    void *buf = create_buffer(args);
+    return buf ? buffer_wrap(buf) : NULL;
 }
 
 /* Raise what `raiser(code)` raises (a SystemError if it returns). */
@@ -399,30 +417,37 @@ static PyObject *fa_create_zeroed(PyObject *self, PyObject *const *args, Py_ssiz
     return NULL;
 }
 
-/* pointer(memory(ptr, size, owner, device), 0) around a new Buffer (a reference this takes),
- * owner an owner_type made as its __new__ makes it with _buf = the Buffer, _stream = stream_obj
- * and _mr = None: the memory's owner is a DeviceBuffer, as RMM's allocators make it. When
- * anything raises, the buffer is freed and the exception passed on. */
-static PyObject *wrap_buffer(PyObject *buffer, PyObject *size, PyObject *memory, PyObject *pointer,
-                             PyObject *owner_type, PyObject *stream_obj)
+/* An owner_type made as its __new__ makes it, with _buf = buffer, _stream = stream_obj and
+ * _mr = None: a DeviceBuffer around a Buffer, as RMM's allocators make it. NULL with the
+ * exception set when anything raises (the buffer is then still the caller's). */
+static PyObject *make_owner(PyObject *owner_type, PyObject *buffer, PyObject *stream_obj)
 {
     static PyObject *buf_name, *stream_name, *mr_name;
-    if (!buffer)
-        return NULL;
     if (!buf_name && (!(buf_name = PyUnicode_InternFromString("_buf")) ||
                       !(stream_name = PyUnicode_InternFromString("_stream")) ||
                       !(mr_name = PyUnicode_InternFromString("_mr")))) {
         Py_CLEAR(buf_name);
         Py_CLEAR(stream_name);
-        Py_DECREF(buffer);
         return NULL;
     }
-    void *buf = ((buffer_object *)buffer)->buf;
     PyObject *owner = PyType_GenericNew((PyTypeObject *)owner_type, NULL, NULL);
     if (owner && (PyObject_SetAttr(owner, buf_name, buffer) < 0 || PyObject_SetAttr(owner, stream_name, stream_obj) < 0 ||
                   PyObject_SetAttr(owner, mr_name, Py_None) < 0))
         Py_CLEAR(owner);
-    Py_DECREF(buffer); /* the owner holds it now; without an owner this frees the buffer */
+    return owner;
+}
+
+/* pointer(memory(ptr, size, owner, device), 0) around a new Buffer (a reference this takes),
+ * the owner made by make_owner. When anything raises, the buffer is freed and the exception
+ * passed on. */
+static PyObject *wrap_buffer(PyObject *buffer, PyObject *size, PyObject *memory, PyObject *pointer,
+                             PyObject *owner_type, PyObject *stream_obj)
+{
+    if (!buffer)
+        return NULL;
+    void *buf = ((buffer_object *)buffer)->buf;
+    PyObject *owner = make_owner(owner_type, buffer, stream_obj);
+    drop_keeping_error(buffer); /* the owner holds it now; without an owner this frees the buffer */
     if (!owner)
         return NULL;
     PyObject *ptr = PyLong_FromVoidPtr(buffer_ptr(buf));
@@ -430,14 +455,183 @@ static PyObject *wrap_buffer(PyObject *buffer, PyObject *size, PyObject *memory,
     PyObject *mem = device ? PyObject_CallFunctionObjArgs(memory, ptr, size, owner, device, NULL) : NULL;
     Py_XDECREF(ptr);
     Py_XDECREF(device);
-    Py_DECREF(owner); /* mem holds it now; without mem this frees the buffer */
+    drop_keeping_error(owner); /* mem holds it now; without mem this frees the buffer */
     if (!mem)
         return NULL;
     PyObject *zero = PyLong_FromLong(0);
     PyObject *result = zero ? PyObject_CallFunctionObjArgs(pointer, mem, zero, NULL) : NULL;
     Py_XDECREF(zero);
-    Py_DECREF(mem);
+    drop_keeping_error(mem);
     return result;
+}
+
+/* CuPy's memory for the C allocator: a subclass of cupy.cuda.memory.BaseMemory made at run time
+ * (cupy_memory_type), whose instance owns the crmm_device_buffer itself. It saves what an
+ * UnownedMemory around a DeviceBuffer costs on every allocation (three objects made and freed,
+ * not one). Its `_owner` (and `owner`, CuPy 13's name) is the DeviceBuffer RMM's allocator hands
+ * CuPy, made on first read: the buffer moves into it then, and the memory keeps it. Fields sit
+ * after the base's instance at `cupy_memory_offset`; the base must hold no object (no GC, no
+ * __dict__, no __weakref__), so that freeing an instance needs nothing of the base's dealloc. */
+typedef struct {
+    void *buf;         /* the crmm_device_buffer, owned; NULL once it moved into `owner` */
+    PyObject *owner;   /* the DeviceBuffer made on first read of _owner, or NULL */
+    PyObject *stream;  /* the Stream the buffer was allocated on (the owner's _stream) */
+} cupy_memory_fields;
+
+static PyObject *cupy_memory;            /* the type, once made */
+static PyObject *cupy_memory_owner_type; /* the owner's type (DeviceBuffer) */
+static Py_ssize_t cupy_memory_offset;
+
+static cupy_memory_fields *memory_fields(PyObject *self)
+{
+    return (cupy_memory_fields *)((char *)self + cupy_memory_offset);
+}
+
+static void cupy_memory_dealloc(PyObject *self)
+{
+    cupy_memory_fields *f = memory_fields(self);
+    void *buf = f->buf;
+    f->buf = NULL;
+    if (buf) {
+        Py_BEGIN_ALLOW_THREADS
+        buffer_destroy(buf);
+        Py_END_ALLOW_THREADS
+    }
+    Py_CLEAR(f->owner);
+    Py_CLEAR(f->stream);
+    PyTypeObject *tp = Py_TYPE(self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* _owner: the DeviceBuffer that owns the memory (the same object on every read). */
+static PyObject *cupy_memory_get_owner(PyObject *self, void *closure)
+{
+    (void)closure;
+    cupy_memory_fields *f = memory_fields(self);
+    if (!f->owner) {
+        if (!f->buf)
+            Py_RETURN_NONE;
+        buffer_object *b = PyObject_New(buffer_object, (PyTypeObject *)buffer_type);
+        if (!b)
+            return NULL;
+        b->buf = f->buf;
+        PyObject *owner = make_owner(cupy_memory_owner_type, (PyObject *)b, f->stream);
+        if (!owner)
+            b->buf = NULL; /* the memory keeps the buffer */
+        drop_keeping_error((PyObject *)b);
+        if (!owner)
+            return NULL;
+        f->buf = NULL;
+        f->owner = owner;
+    }
+    Py_INCREF(f->owner);
+    return f->owner;
+}
+
+static PyGetSetDef cupy_memory_getset[] = {
+    {"_owner", cupy_memory_get_owner, NULL, "the DeviceBuffer that owns this memory", NULL},
+    {"owner", cupy_memory_get_owner, NULL, "the DeviceBuffer that owns this memory (CuPy 13's name)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* An instance of cupy_memory around `buf` (which this takes: freed on failure), with the base's
+ * ptr, size and device_id set. */
+static PyObject *cupy_memory_new(void *buf, PyObject *size, PyObject *stream_obj)
+{
+    static PyObject *ptr_name, *size_name, *device_name;
+    if (!ptr_name && (!(ptr_name = PyUnicode_InternFromString("ptr")) || !(size_name = PyUnicode_InternFromString("size")) ||
+                      !(device_name = PyUnicode_InternFromString("device_id")))) {
+        Py_CLEAR(ptr_name);
+        Py_CLEAR(size_name);
+    }
+    PyObject *mem = ptr_name ? PyType_GenericAlloc((PyTypeObject *)cupy_memory, 0) : NULL;
+    if (!mem) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        Py_BEGIN_ALLOW_THREADS
+        buffer_destroy(buf);
+        Py_END_ALLOW_THREADS
+        PyErr_Restore(type, value, traceback);
+        return NULL;
+    }
+    cupy_memory_fields *f = memory_fields(mem);
+    f->buf = buf; /* from here the memory frees it */
+    Py_INCREF(stream_obj);
+    f->stream = stream_obj;
+    int device = buffer_device(buf);
+    PyObject *ptr = PyLong_FromVoidPtr(buffer_ptr(buf));
+    PyObject *dev = ptr && device ? PyLong_FromLong(device) : NULL;
+    if (!ptr || (device && !dev) || PyObject_SetAttr(mem, ptr_name, ptr) < 0 || PyObject_SetAttr(mem, size_name, size) < 0 ||
+        (device && PyObject_SetAttr(mem, device_name, dev) < 0)) {
+        drop_keeping_error(mem);
+        mem = NULL;
+    }
+    Py_XDECREF(ptr);
+    Py_XDECREF(dev);
+    return mem;
+}
+
+/* cupy_memory_type(base, owner_type) -> the memory type for cupy_allocator: a subclass of `base`
+ * (cupy.cuda.memory.BaseMemory) whose instances own a crmm buffer, with `_owner` an owner_type
+ * (DeviceBuffer) made on first read. Made once per process; again with the same base it is
+ * returned, with another refused. TypeError for a base whose instances hold objects. */
+static PyObject *fa_cupy_memory_type(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "cupy_memory_type takes 2 types (base, owner_type)");
+        return NULL;
+    }
+    PyObject *base = args[0];
+    if (cupy_memory) {
+        if (PyType_IsSubtype((PyTypeObject *)cupy_memory, (PyTypeObject *)base) && cupy_memory_owner_type == args[1]) {
+            Py_INCREF(cupy_memory);
+            return cupy_memory;
+        }
+        PyErr_SetString(PyExc_RuntimeError, "crmm._fastalloc's CuPy memory type is already made over another base");
+        return NULL;
+    }
+    unsigned long flags = PyType_GetFlags((PyTypeObject *)base);
+    if (!(flags & Py_TPFLAGS_BASETYPE) || (flags & Py_TPFLAGS_HAVE_GC)) {
+        PyErr_SetString(PyExc_TypeError, "cupy_memory_type: the base must be subclassable and hold no objects (no GC)");
+        return NULL;
+    }
+    static const char *const layout[] = {"__basicsize__", "__itemsize__", "__dictoffset__", "__weakrefoffset__"};
+    Py_ssize_t v[4];
+    for (int i = 0; i < 4; i++) {
+        PyObject *o = PyObject_GetAttrString(base, layout[i]);
+        v[i] = o ? PyLong_AsSsize_t(o) : -1;
+        Py_XDECREF(o);
+        if (v[i] == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    if (v[0] <= 0 || v[1] || v[2] || v[3]) {
+        PyErr_SetString(PyExc_TypeError, "cupy_memory_type: the base must be of fixed size, without __dict__ or __weakref__");
+        return NULL;
+    }
+    Py_ssize_t align = (Py_ssize_t)sizeof(void *);
+    Py_ssize_t offset = (v[0] + align - 1) / align * align;
+    PyType_Slot slots[] = {
+        {Py_tp_dealloc, (void *)cupy_memory_dealloc},
+        {Py_tp_getset, cupy_memory_getset},
+        {Py_tp_doc, (void *)"CuPy memory that owns a crmm buffer (made by rmm_cupy_allocator)."},
+        {0, NULL},
+    };
+    PyType_Spec spec = {"crmm._fastalloc.CupyMemory", (int)(offset + (Py_ssize_t)sizeof(cupy_memory_fields)), 0,
+                        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, slots};
+    PyObject *bases = PyTuple_Pack(1, base);
+    PyObject *type = bases ? PyType_FromSpecWithBases(&spec, bases) : NULL;
+    Py_XDECREF(bases);
+    if (!type)
+        return NULL;
+    cupy_memory_offset = offset;
+    Py_INCREF(args[1]);
+    cupy_memory_owner_type = args[1];
+    cupy_memory = type; /* one reference, for the process */
+    Py_INCREF(type);
+    return type;
 }
 
 /* create_wrapped(size, stream, mr, memory, pointer, owner_type, stream_obj)
@@ -507,9 +701,18 @@ static PyObject *ca_call(PyObject *ctx, PyObject *nbytes)
     }
     Py_INCREF(entry); /* held across the create, which releases the GIL */
     PyObject *create_args[3] = {nbytes, PyTuple_GetItem(entry, 1), PyTuple_GetItem(ctx, CA_MR)};
-    PyObject *result = wrap_buffer(fa_create(NULL, create_args, 3), nbytes, PyTuple_GetItem(ctx, CA_MEMORY),
-                                   PyTuple_GetItem(ctx, CA_POINTER), PyTuple_GetItem(ctx, CA_OWNER_TYPE),
-                                   PyTuple_GetItem(entry, 0));
+    PyObject *memory = PyTuple_GetItem(ctx, CA_MEMORY), *pointer = PyTuple_GetItem(ctx, CA_POINTER), *result;
+    if (memory == cupy_memory && cupy_memory) {
+        void *buf = create_buffer(create_args);
+        PyObject *mem = buf ? cupy_memory_new(buf, nbytes, PyTuple_GetItem(entry, 0)) : NULL;
+        PyObject *zero = mem ? PyLong_FromLong(0) : NULL;
+        result = zero ? PyObject_CallFunctionObjArgs(pointer, mem, zero, NULL) : NULL;
+        Py_XDECREF(zero);
+        drop_keeping_error(mem);
+    } else {
+        result = wrap_buffer(fa_create(NULL, create_args, 3), nbytes, memory, pointer, PyTuple_GetItem(ctx, CA_OWNER_TYPE),
+                             PyTuple_GetItem(entry, 0));
+    }
     Py_DECREF(entry);
     return result;
 }
@@ -522,8 +725,9 @@ static PyMethodDef ca_def = {
 /* cupy_allocator(get_stream, streams, memory, pointer, owner_type, mr, lib, fallback)
  *   -> rmm_cupy_allocator(nbytes) (ca_call), a builtin function for cupy.cuda.set_allocator.
  * get_stream: cupy.cuda.get_current_stream; streams: {ptr: (stream_obj, crmm_stream address)}
- * for the streams served in C; memory, pointer: CuPy's UnownedMemory and MemoryPointer;
- * owner_type: DeviceBuffer; mr: a crmm_resource * as an int or None (the current device's);
+ * for the streams served in C; memory, pointer: CuPy's UnownedMemory (called as memory(ptr,
+ * size, owner, device)) or the type cupy_memory_type made (its instance owns the buffer), and
+ * MemoryPointer; owner_type: DeviceBuffer; mr: a crmm_resource * as an int or None (the current device's);
  * lib: the module whose `initialized` says libcrmm has a config; fallback: the allocator for
  * every other call. */
 static PyObject *fa_cupy_allocator(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -581,6 +785,8 @@ static PyMethodDef fa_methods[] = {
      "create_wrapped(size, stream, mr, memory, pointer, owner_type, stream_obj) -> pointer(memory(ptr, size, owner, device), 0)"},
     {"cupy_allocator", (PyCFunction)(void (*)(void))fa_cupy_allocator, METH_FASTCALL,
      "cupy_allocator(get_stream, streams, memory, pointer, owner_type, mr, lib, fallback) -> rmm_cupy_allocator"},
+    {"cupy_memory_type", (PyCFunction)(void (*)(void))fa_cupy_memory_type, METH_FASTCALL,
+     "cupy_memory_type(base, owner_type) -> the CuPy memory type whose instances own a crmm buffer"},
     {"adopt", fa_adopt, METH_O, "adopt(address) -> Buffer owning that crmm_device_buffer *"},
     {NULL, NULL, 0, NULL},
 };
@@ -602,7 +808,7 @@ PyMODINIT_FUNC PyInit__fastalloc(void)
         return NULL;
     }
     /* the interface crmm/_alloc.py checks (EXTENSION_ABI) before it binds */
-    if (PyModule_AddIntConstant(m, "ABI", 4) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -289,6 +289,65 @@ def test_cupy_allocator_serves_known_streams_in_c_and_passes_the_rest_on(ext, ho
     assert stats.query("allocations_total") == 2
 
 
+MEMORY_TYPE_SCRIPT = """
+import gc, sys
+sys.path.insert(0, sys.argv[1])
+import test_device_buffer_alloc as t
+ext = t._alloc.extension
+for base, says in ((object(), "takes 2 types"), (t._Memory, "no GC"), (int, "fixed size")):
+    try:
+        ext.cupy_memory_type(base, t.DeviceBuffer)
+    except TypeError as e:
+        assert says in str(e), e
+    else:
+        raise AssertionError(f"{base!r} was taken")
+# float: subclassable, no GC, fixed size, no __dict__ -- but no ptr/size/device_id to set
+memory = ext.cupy_memory_type(float, t.DeviceBuffer)
+assert issubclass(memory, float) and memory.__name__ == "CupyMemory"
+assert ext.cupy_memory_type(float, t.DeviceBuffer) is memory
+try:
+    ext.cupy_memory_type(complex, t.DeviceBuffer)
+except RuntimeError as e:
+    assert "another base" in str(e), e
+else:
+    raise AssertionError("a second base was taken")
+try:
+    memory()
+except TypeError:
+    pass
+else:
+    raise AssertionError("the memory type was instantiated from Python")
+host = t.HostAsDevice()
+stats = t.StatisticsResourceAdaptor(host.mr)
+streams = {0: (t.DEFAULT_STREAM, t.DEFAULT_STREAM._cstream)}
+allocate = ext.cupy_allocator(lambda: t._CupyStream(0), streams, memory, lambda mem, offset: (mem, offset),
+                              t.DeviceBuffer, stats._handle, t.crmm._lib, lambda n: None)
+for _ in range(3):
+    try:
+        allocate(1000)
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("a memory without ptr was handed out")
+gc.collect()
+assert stats.query("allocations_total") == 3 and stats.query("bytes_in_use") == 0 and host.live == {}
+print("ok")
+"""
+
+
+def test_cupy_memory_type_checks_its_base_and_frees_on_failure(ext, tmp_path):
+    """cupy_memory_type subclasses a base whose instances hold no objects, once per process
+    (so in a process of its own): bad bases are refused naming why, a second base is refused,
+    the type cannot be made from Python, and an allocation whose memory cannot be filled in
+    (float has no ptr) raises with the buffer freed. CuPy's own BaseMemory: the GPU tests."""
+    script = tmp_path / "memory_type.py"
+    script.write_text(MEMORY_TYPE_SCRIPT)
+    env = dict(os.environ, CRMM_FASTALLOC=os.environ.get("CRMM_FASTALLOC", ""))
+    done = subprocess.run([sys.executable, str(script), os.path.dirname(__file__)], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("change, error", [
     ({"count": 7}, "takes 8 arguments"), ({0: None}, "must be callable"), ({2: 5}, "must be callable"),
     ({1: []}, "must be a dict"), ({4: "DeviceBuffer"}, "owner_type a type"), ({5: -1}, "mr"),

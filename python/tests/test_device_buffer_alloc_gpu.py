@@ -103,6 +103,37 @@ def test_cupy_allocator_frees_every_array_on_its_stream(backend, stats):
         cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
 
 
+def test_cupy_memory_owns_its_buffer_and_hands_it_to_its_owner(backend, stats):
+    """On a default stream the extension's allocator hands CuPy its own BaseMemory subclass,
+    which owns the buffer: `_owner` is a DeviceBuffer made on first read (the same object after),
+    the memory stays allocated while that owner lives, and is freed with the last of the two."""
+    cupy = framework("cupy")
+    from crmm.allocators.cupy import rmm_cupy_allocator
+
+    if _alloc.extension is None or backend != "extension":
+        pytest.skip("the C allocator's memory type is the extension's")
+    cupy.cuda.set_allocator(rmm_cupy_allocator)
+    try:
+        a = cupy.arange(1000, dtype=cupy.int64)
+        mem = a.data.mem
+        assert type(mem).__name__ == "CupyMemory" and isinstance(mem, cupy.cuda.memory.BaseMemory)
+        assert mem.size == 8000 and mem.ptr == a.data.ptr and mem.device_id == cupy.cuda.Device().id
+        owner = mem._owner
+        assert type(owner) is crmm.DeviceBuffer and owner is mem._owner and owner is mem.owner
+        assert owner.ptr == mem.ptr and owner.size == 8000 and owner.stream.handle == 0
+        del a, mem
+        assert int(cupy.asarray(owner).view(cupy.int64).sum()) == 999 * 1000 // 2  # still allocated
+        assert stats.query("bytes_in_use") == 8000
+        del owner
+        b = cupy.ones(4096, cupy.uint8)  # never asked for its owner
+        assert int(b.sum()) == 4096
+        del b
+        cupy.cuda.Device().synchronize()
+        assert stats.query("bytes_in_use") == 0
+    finally:
+        cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
+
+
 def test_device_buffer_gpu_tests_pass_through_ctypes(gpu):
     """test_device_buffer_gpu.py (copies, streams, pickling, resize, errors) and the CuPy test,
     in a fresh process whose DeviceBuffers allocate through ctypes."""

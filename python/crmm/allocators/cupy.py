@@ -53,10 +53,19 @@ def _allocate(nbytes):
 # With crmm's C extension, an allocation on a default stream is one C call from CuPy's call of
 # the allocator to the MemoryPointer it gets back (no Python frame); every other call (another
 # stream, size 0, before libcrmm has a config) runs _allocate.
+# Its memory object is CuPy's BaseMemory subclassed in C, owning the buffer itself, where CuPy's
+# BaseMemory holds no objects (else UnownedMemory around a DeviceBuffer, as _allocate makes).
+def _c_memory_type():
+    try:
+        return _alloc.extension.cupy_memory_type(cupy.cuda.memory.BaseMemory, DeviceBuffer)
+    except (AttributeError, TypeError):
+        return _UnownedMemory
+
+
 if cupy is not None and _alloc.extension is not None:
     rmm_cupy_allocator = _alloc.extension.cupy_allocator(
         cupy.cuda.get_current_stream, {ptr: (s, s._cstream) for ptr, s in _DEFAULT_STREAMS.items()},
-        _UnownedMemory, _MemoryPointer, DeviceBuffer, None, _lib, _allocate)
+        _c_memory_type(), _MemoryPointer, DeviceBuffer, None, _lib, _allocate)
 else:
     rmm_cupy_allocator = _allocate
 crmm_cupy_allocator = rmm_cupy_allocator
