@@ -6,7 +6,10 @@
 # or error with its reason, one per skip, then the counts. Exits with pytest's status.
 #
 #   git -C rmm archive v25.10.00 python/rmm/rmm/tests | tar -x -C /tmp/rmm-25.10 --strip-components=4
-#   bench/rmm_suite.sh /tmp/rmm-25.10
+#   RMM_VERSION=25.10 bench/rmm_suite.sh /tmp/rmm-25.10
+#
+# $RMM_VERSION (YY.MM) names the release the tests come from: crmm then behaves as that release
+# where RMM changed (python3 -m crmm.as_rmm --rmm-version; docs/python.md). Unset: the newest.
 #
 # RMM's tests need what RMM's need: a GPU, numpy, pytest and cuda-python (cuda.bindings); CuPy,
 # Numba and PyTorch tests skip without them.
@@ -33,4 +36,4 @@ export CRMM_LIBRARY CRMM_PLUGIN_PATH PYTHONPATH
 cd "$tests" || exit 2
 # wide enough that each failure line keeps its reason
 COLUMNS=${COLUMNS:-240}; export COLUMNS
-PYTHONDONTWRITEBYTECODE=1 exec "$PYTHON" -m crmm.as_rmm -m pytest -p no:cacheprovider -q --tb=no -rfEs "$@" .
+PYTHONDONTWRITEBYTECODE=1 exec "$PYTHON" -m crmm.as_rmm ${RMM_VERSION:+--rmm-version "$RMM_VERSION"} -m pytest -p no:cacheprovider -q --tb=no -rfEs "$@" .

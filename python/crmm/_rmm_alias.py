@@ -55,6 +55,23 @@ class _RmmFinder(importlib.abc.MetaPathFinder):
 
 _finder = None
 
+# RMM 25.10 and older rounded every DeviceBuffer's request up to 16 bytes (their resource
+# reference's alignment, applied to the size); 25.12 stopped (rapidsai/rmm issue 2116).
+_ROUNDING_UNTIL = (25, 12)
+
+
+def _rmm_rounding(rmm_version):
+    """The bytes each DeviceBuffer's request is rounded up to for `rmm_version` ("25.10",
+    "26.06.00"; None: the newest behaviour). ValueError for anything else."""
+    if rmm_version is None:
+        return 1
+    if not isinstance(rmm_version, str):
+        raise TypeError(f"rmm_version must be a string such as '25.10', not {type(rmm_version).__name__}")
+    parts = rmm_version.split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        raise ValueError(f"rmm_version {rmm_version!r} is not YY.MM (such as '25.10')")
+    return 16 if (int(parts[0]), int(parts[1])) < _ROUNDING_UNTIL else 1
+
 
 def _real_rmm():
     """Where a package named rmm that is not this alias would be imported from, or None."""
@@ -73,15 +90,22 @@ def is_installed_as_rmm():
     return _finder is not None and _finder in sys.meta_path
 
 
-def install_as_rmm(replace_installed=False):
+def install_as_rmm(replace_installed=False, rmm_version=None):
     """Make `import rmm` (and `import rmm.mr`, `from rmm.pylibrmm.stream import Stream`, ...)
-    give crmm's modules in this process. Does nothing when done already. Raises RuntimeError,
-    naming where it is, when a real RMM is installed or imported, unless `replace_installed`
-    (then crmm answers in its place for imports from now on; modules imported before keep the
-    real one)."""
+    give crmm's modules in this process. Does nothing when done already (but take the
+    rmm_version given). Raises RuntimeError, naming where it is, when a real RMM is installed or
+    imported, unless `replace_installed` (then crmm answers in its place for imports from now
+    on; modules imported before keep the real one). `rmm_version` ("25.10") asks for that
+    release's behaviour where RMM changed it: up to 25.10 each DeviceBuffer's request is
+    rounded up to 16 bytes, so statistics and tracking adaptors count what RMM 25.10 counted.
+    TypeError or ValueError for a version that is not "YY.MM"."""
     global _finder
+    rounding = _rmm_rounding(rmm_version)
+    from .pylibrmm import device_buffer
+
     with _lock:
         if is_installed_as_rmm():
+            device_buffer._set_allocation_rounding(rounding)
             return
         real = _real_rmm()
         if real is not None and not replace_installed:
@@ -93,13 +117,17 @@ def install_as_rmm(replace_installed=False):
             del sys.modules[name]
         _finder = _RmmFinder()
         sys.meta_path.insert(0, _finder)
+        device_buffer._set_allocation_rounding(rounding)
 
 
 def uninstall_as_rmm():
     """Undo install_as_rmm: `import rmm` finds what is installed again (nothing when not
     installed)."""
     global _finder
+    from .pylibrmm import device_buffer
+
     with _lock:
+        device_buffer._set_allocation_rounding(1)
         if _finder is None:
             return
         if _finder in sys.meta_path:

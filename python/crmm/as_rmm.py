@@ -2,9 +2,11 @@
 
     python3 -m crmm.as_rmm program.py ARGS...
     python3 -m crmm.as_rmm -m module ARGS...        (e.g. -m pytest tests/)
+    python3 -m crmm.as_rmm --rmm-version 25.10 ...  (that RMM release's behaviour)
 
 It installs the alias (crmm.install_as_rmm) and runs the program as `python3` would. A real RMM
-installed beside crmm is refused unless --replace-installed comes first.
+installed beside crmm is refused unless --replace-installed comes first. --rmm-version YY.MM
+asks for that RMM release's behaviour where RMM changed it (install_as_rmm's rmm_version).
 """
 
 import os
@@ -13,20 +15,26 @@ import sys
 
 from ._rmm_alias import install_as_rmm
 
-USAGE = "usage: python3 -m crmm.as_rmm [--replace-installed] (PROGRAM.py | -m MODULE) [ARGS...]"
+USAGE = "usage: python3 -m crmm.as_rmm [--replace-installed] [--rmm-version YY.MM] (PROGRAM.py | -m MODULE) [ARGS...]"
 
 
 def main(argv=None):
     args = list(sys.argv[1:] if argv is None else argv)
-    replace = False
-    if args[:1] == ["--replace-installed"]:
-        replace, args = True, args[1:]
+    replace, version = False, None
+    while args[:1] in (["--replace-installed"], ["--rmm-version"]):
+        if args[0] == "--replace-installed":
+            replace, args = True, args[1:]
+        elif len(args) < 2:
+            print(USAGE, file=sys.stderr)
+            return 2
+        else:
+            version, args = args[1], args[2:]
     if not args or args[0] in ("-h", "--help") or (args[0] == "-m" and len(args) < 2):
         print(USAGE, file=sys.stderr if not args or args[0] not in ("-h", "--help") else sys.stdout)
         return 0 if args and args[0] in ("-h", "--help") else 2
     try:
-        install_as_rmm(replace_installed=replace)
-    except RuntimeError as e:
+        install_as_rmm(replace_installed=replace, rmm_version=version)
+    except (RuntimeError, TypeError, ValueError) as e:
         print(f"crmm.as_rmm: {e}", file=sys.stderr)
         return 1
     if args[0] == "-m":

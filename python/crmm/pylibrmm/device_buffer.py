@@ -18,6 +18,17 @@ from .memory_resource import MemoryResource
 from .stream import DEFAULT_STREAM, Stream, as_stream
 
 _SIZE_END = 1 << 64
+# What a DeviceBuffer asks its resource for: its size rounded up to a multiple of this (1: the
+# size itself). 16 under install_as_rmm(rmm_version="25.10") and older: RMM 25's device_buffer
+# allocated through a resource reference that rounded every request up to 16 bytes, so its
+# statistics and tracking adaptors counted multiples of 16; RMM 26 counts the bytes asked for.
+_allocation_rounding = 1
+
+
+def _set_allocation_rounding(multiple):
+    """Round each DeviceBuffer's request up to `multiple` bytes (1: not at all); crmm._rmm_alias."""
+    global _allocation_rounding
+    _allocation_rounding = multiple
 
 __all__ = ["DeviceBuffer", "copy_device_to_ptr", "copy_host_to_ptr", "copy_ptr_to_host", "to_device"]
 
@@ -109,15 +120,22 @@ class DeviceBuffer:
             src = pointer_arg(src, "ptr")
         if not _lib.initialized:
             _lib.ensure_initialized()
+        # under RMM 25's rounding the block is asked for at the rounded size, then the buffer
+        # made `size` long in it (a capacity of the rounded size)
+        rounded = size
+        if _allocation_rounding != 1 and size % _allocation_rounding:
+            rounded = size + _allocation_rounding - size % _allocation_rounding
         if zero and size and src is None:
             # the zeros are queued on the stream, before whatever the caller queues there next
             # (as torch.zeros and cupy.zeros do): no wait for the GPU
             cuda_stream = None if stream is DEFAULT_STREAM else stream.handle or None
-            self._buf = _ops.create_zeroed(size, stream._cstream, handle, cuda_stream, False)
+            self._buf = _ops.create_zeroed(rounded, stream._cstream, handle, cuda_stream, False)
         else:
-            self._buf = _ops.create(size, stream._cstream, handle)
+            self._buf = _ops.create(rounded, stream._cstream, handle)
             if src is not None and size:
                 check(lib.crmm_device_buffer_copy_from_device(self._buf, src or None, size, stream._cstream))
+        if rounded != size:
+            check(lib.crmm_device_buffer_resize(self._buf, size, stream._cstream))
         self._stream = stream
         self._mr = mr
 
