@@ -143,6 +143,19 @@ def numba_row(args):
         switch()
         report(f"numba.cuda.device_array through crmm's manager [{name}]",
                lambda: cuda.device_array(SIZE, dtype=np.uint8), args)
+        # the allocator's own call, without Numba's array around it
+        manager = getattr(cuda.current_context(), "memory_manager", None)
+        if manager is None:
+            print("# this Numba's context has no memory_manager: memalloc's row is skipped")
+            continue
+        report(f"Numba's memalloc(4096) through crmm's manager, the MemoryPointer dropped [{name}]",
+               lambda: manager.memalloc(SIZE), args)
+
+
+def crmm_allocator():
+    from crmm.allocators.cupy import rmm_cupy_allocator
+
+    return rmm_cupy_allocator
 
 
 def reference_rows(args):
@@ -155,6 +168,13 @@ def reference_rows(args):
         report("cupy.empty over CuPy's own memory pool (reference)", lambda: cupy.empty(SIZE, cupy.uint8), args)
         report("cupy.zeros over CuPy's own memory pool (reference for the zero-filled row)",
                lambda: cupy.zeros(SIZE, cupy.uint8), args)
+        pool = cupy.get_default_memory_pool()
+        report("CuPy's pool.malloc(4096), the MemoryPointer dropped (reference for the allocators' own calls)",
+               lambda: pool.malloc(SIZE), args)
+        cupy.cuda.set_allocator(crmm_allocator())
+        report("cupy.cuda.alloc(4096) through crmm's allocator, the MemoryPointer dropped",
+               lambda: cupy.cuda.alloc(SIZE), args)
+        cupy.cuda.set_allocator(pool.malloc)
     try:
         import torch
     except ImportError:
