@@ -3,7 +3,7 @@
 # of the installed libcrmm, checked from the install prefix by `make installcheck`, and its pytest
 # suite run by `make check` against the build tree.
 CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_alloc.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
-	python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py \
+	python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py python/crmm/_after_import.py \
 	python/crmm/__main__.py python/crmm/dask.py python/crmm/ipc.py
 CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
 	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \

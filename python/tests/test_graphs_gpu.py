@@ -235,6 +235,29 @@ def test_torch_compile_reduce_overhead_on_a_llama_under_crmm(gpu):
     _run(TORCH_COMPILE_LLAMA, {})
 
 
+TORCH_INDUCTOR_LAZY = """
+import sys, torch
+import crmm.allocators.torch as ct
+before = "torch._inductor.config" in sys.modules
+ct.use_crmm(inductor_cudagraph_trees=sys.argv[1] == "keep")
+assert ("torch._inductor.config" in sys.modules) == before, "use_crmm imported inductor"
+import torch._inductor.config as c
+assert c.triton.cudagraph_trees is (sys.argv[1] == "keep"), c.triton.cudagraph_trees
+x = torch.ones(4, device="cuda")
+assert float(x.sum()) == 4.0
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("keep", ["off", "keep"])
+def test_use_crmm_turns_cudagraph_trees_off_when_inductor_is_imported(gpu, keep):
+    """use_crmm() does not import inductor (seconds a program that never compiles should not
+    pay); inductor's config, when imported later, has its CUDA graph trees off, unless asked to
+    keep them."""
+    framework("torch")
+    _run(TORCH_INDUCTOR_LAZY.replace("sys.argv[1]", repr(keep)), {})
+
+
 @pytest.mark.parametrize("config", ["default", "chunked", "arena", "fixed_size"])
 def test_cupy_stream_capture_under_crmm(gpu, tmp_path, config):
     framework("cupy")

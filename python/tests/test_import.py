@@ -77,3 +77,43 @@ def test_missing_library_is_a_clear_import_error():
     assert r.returncode != 0
     assert "ImportError: crmm cannot load libcrmm (/nonexistent/libcrmm.so" in r.stderr
     assert "CRMM_LIBRARY" in r.stderr
+
+
+def test_after_import_runs_once_the_module_is_imported_and_never_imports_it(tmp_path):
+    """crmm/_after_import.py, over a package made here: nothing is imported by asking; the
+    function runs once, after the module's code, when something imports it; for a module
+    imported already it runs at once; an exception from it reaches the import."""
+    pkg = tmp_path / "fakepkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "config.py").write_text("class triton:\n    cudagraph_trees = True\nRUNS = []\nRUNS.append(1)\n")
+    (pkg / "bad.py").write_text("X = 1\n")
+    r = run_python(
+        f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from crmm._after_import import after_import
+        seen = []
+        def off(m):
+            seen.append(m.__name__)
+            assert m.RUNS == [1], "ran before the module's code"
+            m.triton.cudagraph_trees = False
+        after_import("fakepkg.config", off)
+        assert "fakepkg.config" not in sys.modules and seen == []
+        import fakepkg.config as c
+        assert seen == ["fakepkg.config"] and c.triton.cudagraph_trees is False
+        import importlib; importlib.reload(c)
+        assert seen == ["fakepkg.config"], "ran again on a reload"
+        after_import("fakepkg.config", lambda m: seen.append("now"))
+        assert seen[-1] == "now"
+        def boom(m):
+            raise RuntimeError("boom")
+        after_import("fakepkg.bad", boom)
+        try:
+            import fakepkg.bad
+        except RuntimeError as e:
+            print("raised", e)
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["raised", "boom"]

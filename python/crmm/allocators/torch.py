@@ -14,6 +14,7 @@ import ctypes
 
 from .._errors import UnsupportedError
 from .. import _lib
+from .._after_import import after_import
 from .._lib import check, lib, library_path
 
 try:
@@ -50,17 +51,19 @@ def use_crmm(inductor_cudagraph_trees=False):
     state of PyTorch's own caching allocator, which torch's pluggable-allocator interface does not
     expose (they fail with "pluggable does not yet support checkPoolLiveAllocations"); so this
     turns them off (``torch._inductor.config.triton.cudagraph_trees = False``) and inductor
-    captures each compiled graph with torch.cuda.graph, which crmm serves. Pass
-    ``inductor_cudagraph_trees=True`` to leave inductor's setting alone."""
+    captures each compiled graph with torch.cuda.graph, which crmm serves. The setting is made
+    when inductor's config is first imported (now, if it is already), so that a program that
+    never compiles does not pay inductor's import. Pass ``inductor_cudagraph_trees=True`` to
+    leave inductor's setting alone."""
     if change_current_allocator is None:
         raise ModuleNotFoundError("No module named 'torch': use_crmm needs PyTorch", name="torch")
     change_current_allocator(rmm_torch_allocator)
     if not inductor_cudagraph_trees:
-        try:
-            import torch._inductor.config as inductor_config
-        except ImportError:  # a torch built without inductor: nothing to switch
-            return
-        inductor_config.triton.cudagraph_trees = False
+        after_import("torch._inductor.config", _no_cudagraph_trees)
+
+
+def _no_cudagraph_trees(inductor_config):
+    inductor_config.triton.cudagraph_trees = False
 
 
 def crmm_mem_pool(**kwargs):
