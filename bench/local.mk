@@ -22,6 +22,8 @@ EXTRA_DIST += bench/torch_workloads.py bench/torch_workloads.sh
 EXTRA_DIST += bench/decoder_graph.py
 # what a Python user pays per DeviceBuffer / CuPy / Numba allocation (python3 bench/python_alloc.py)
 EXTRA_DIST += bench/python_alloc.py
+# the same kernels over cudaMalloc'd and page-mapped memory (python3 bench/vmm_kernels.py)
+EXTRA_DIST += bench/vmm_kernels.py
 # the recorded PyTorch allocation logs: tests/check_pool_expandable_logs.sh replays them
 EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench/logs/gpt2_train.csv.gz \
 	bench/logs/resnet_train.csv.gz
