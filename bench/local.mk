@@ -26,5 +26,5 @@ EXTRA_DIST += bench/python_alloc.py
 EXTRA_DIST += bench/vmm_kernels.py
 # the recorded PyTorch allocation logs: tests/check_pool_expandable_logs.sh replays them
 EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench/logs/gpt2_train.csv.gz \
-	bench/logs/resnet_train.csv.gz
+	bench/logs/resnet_train.csv.gz bench/logs/moe_train.csv.gz
 EXTRA_DIST += bench/rmm_suite.sh
