@@ -207,16 +207,23 @@ static void buffer_dealloc(PyObject *self)
     Py_DECREF(tp);
 }
 
+/* Destroy `buf` while an exception is set: the exception is set aside while the buffer goes
+ * (with the GIL released), whose free may call back into Python. */
+static void destroy_keeping_error(void *buf)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    Py_BEGIN_ALLOW_THREADS
+    buffer_destroy(buf);
+    Py_END_ALLOW_THREADS
+    PyErr_Restore(type, value, traceback);
+}
+
 static PyObject *buffer_wrap(void *buf)
 {
     buffer_object *b = PyObject_New(buffer_object, (PyTypeObject *)buffer_type);
-    if (!b) { /* MemoryError, set aside while the free may call back into Python */
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        Py_BEGIN_ALLOW_THREADS
-        buffer_destroy(buf);
-        Py_END_ALLOW_THREADS
-        PyErr_Restore(type, value, traceback);
+    if (!b) { /* MemoryError */
+        destroy_keeping_error(buf);
         return NULL;
     }
     b->buf = buf;
@@ -406,14 +413,8 @@ static PyObject *fa_create_zeroed(PyObject *self, PyObject *const *args, Py_ssiz
         raise_for(memset_failed, err, "cudaMemsetAsync");
     else
         raise_for(check_status, status, "libcrmm");
-    if (buf) {
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        Py_BEGIN_ALLOW_THREADS
-        buffer_destroy(buf);
-        Py_END_ALLOW_THREADS
-        PyErr_Restore(type, value, traceback);
-    }
+    if (buf)
+        destroy_keeping_error(buf);
     return NULL;
 }
 
@@ -548,12 +549,7 @@ static PyObject *cupy_memory_new(void *buf, PyObject *size, PyObject *stream_obj
     }
     PyObject *mem = ptr_name ? PyType_GenericAlloc((PyTypeObject *)cupy_memory, 0) : NULL;
     if (!mem) {
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        Py_BEGIN_ALLOW_THREADS
-        buffer_destroy(buf);
-        Py_END_ALLOW_THREADS
-        PyErr_Restore(type, value, traceback);
+        destroy_keeping_error(buf);
         return NULL;
     }
     cupy_memory_fields *f = memory_fields(mem);
