@@ -18,6 +18,10 @@ class _Loader(importlib.abc.Loader):
     def __init__(self, loader, name):
         self.loader, self.name = loader, name
 
+    def __getattr__(self, attr):
+        # everything else (get_source, get_filename, is_package, ...) is the module's loader's
+        return getattr(self.loader, attr)
+
     def create_module(self, spec):
         return self.loader.create_module(spec)
 

@@ -102,6 +102,9 @@ def test_after_import_runs_once_the_module_is_imported_and_never_imports_it(tmp_
         assert "fakepkg.config" not in sys.modules and seen == []
         import fakepkg.config as c
         assert seen == ["fakepkg.config"] and c.triton.cudagraph_trees is False
+        import inspect
+        assert "cudagraph_trees = True" in inspect.getsource(c), "the loader hides the module's source"
+        assert c.__spec__.loader.get_filename("fakepkg.config").endswith("config.py")
         import importlib; importlib.reload(c)
         assert seen == ["fakepkg.config"], "ran again on a reload"
         after_import("fakepkg.config", lambda m: seen.append("now"))
