@@ -19,9 +19,10 @@ from .stream import DEFAULT_STREAM, Stream, as_stream
 
 _SIZE_END = 1 << 64
 # What a DeviceBuffer asks its resource for: its size rounded up to a multiple of this (1: the
-# size itself). 16 under install_as_rmm(rmm_version="25.10") and older: RMM 25's device_buffer
-# allocated through a resource reference that rounded every request up to 16 bytes, so its
-# statistics and tracking adaptors counted multiples of 16; RMM 26 counts the bytes asked for.
+# size itself). 16 under install_as_rmm(rmm_version="25.10") or older: up to 25.10 RMM's
+# device_buffer allocated through a resource reference that rounded every request up to 16
+# bytes, so its statistics and tracking adaptors counted multiples of 16; from 25.12 RMM counts
+# the bytes asked for.
 _allocation_rounding = 1
 
 
@@ -120,7 +121,7 @@ class DeviceBuffer:
             src = pointer_arg(src, "ptr")
         if not _lib.initialized:
             _lib.ensure_initialized()
-        # under RMM 25's rounding the block is asked for at the rounded size, then the buffer
+        # under RMM 25.10's rounding the block is asked for at the rounded size, then the buffer
         # made `size` long in it (a capacity of the rounded size)
         rounded = size
         if _allocation_rounding != 1 and size % _allocation_rounding:
