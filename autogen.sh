@@ -19,7 +19,7 @@ fi
 # on PATH does not count: configure looks for a Python that has them).
 py_need=""
 if command -v dpkg >/dev/null 2>&1; then
-  for p in python3 python3-dev python3-numpy python3-pytest python3-distributed python3-venv python3-pip \
+  for p in python3 python3-dev python3-numpy python3-pytest python3-distributed python3-numba python3-venv python3-pip \
            python3-setuptools python3-wheel; do
     dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || py_need="$py_need $p"
   done

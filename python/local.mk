@@ -28,7 +28,7 @@ CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/test
 	python/tests/test_handles_gpu.py python/tests/test_argument_gaps.py python/tests/test_reinitialize.py \
 	python/tests/test_reinitialize_gpu.py python/tests/test_identity.py python/tests/test_identity_gpu.py python/tests/test_statistics.py \
 	python/tests/test_statistics_gpu.py python/tests/test_resource_methods.py \
-	python/tests/test_resource_methods_gpu.py python/tests/test_rmm_alias.py python/tests/test_rmm_alias_gpu.py python/tests/test_stubs.py python/tests/test_released_objects.py python/tests/test_failure_callback.py \
+	python/tests/test_resource_methods_gpu.py python/tests/test_rmm_alias.py python/tests/test_rmm_alias_gpu.py python/tests/test_numba_pointer.py python/tests/test_stubs.py python/tests/test_released_objects.py python/tests/test_failure_callback.py \
 	python/tests/test_no_device.py python/tests/test_streams.py python/tests/test_graphs_gpu.py python/tests/test_graph_capture_switch.py \
 	python/tests/test_cuda_gpu.py python/tests/test_cuda_gpu_gpu.py python/tests/test_ipc.py python/tests/test_ipc_gpu.py
 # pip's build files, the typing marker and the tests of `pip install ./python`

@@ -70,7 +70,17 @@ def test_numba_kernel_on_crmm_memory(gpu, tmp_path):
         stats = crmm.mr.get_current_device_resource()
         assert stats.kind == "statistics"
         assert stats.query("bytes_in_use") >= host.nbytes, stats.query("bytes_in_use")
-        del d
+        from crmm.allocators.numba import CrmmMemoryPointer
+        assert isinstance(d.gpu_data, CrmmMemoryPointer), type(d.gpu_data)
+        live = stats.query("allocations")
+        del d  # the array's memory goes back to crmm with it
+        import gc
+        gc.collect()
+        assert stats.query("allocations") == live - 1, (live, stats.query("allocations"))
+        p = cuda.current_context().memalloc(1 << 20)
+        assert stats.query("allocations") == live
+        p.free()  # Numba's explicit free returns it at once
+        assert stats.query("allocations") == live - 1
         print("numba ok", stats.query("allocations_total"))
         """,
         env={"CRMM_CONFIG": host_config(tmp_path, STATS_CONFIG), "NUMBA_CUDA_MEMORY_MANAGER": "crmm.allocators.numba"},

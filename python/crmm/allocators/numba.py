@@ -1,6 +1,7 @@
 """Numba external memory manager: ``numba.cuda.set_memory_manager(RMMNumbaManager)``, or
 ``NUMBA_CUDA_MEMORY_MANAGER=crmm.allocators.numba`` in the environment, makes Numba's device
-arrays live in DeviceBuffers from the current device's crmm resource."""
+arrays live in memory from the current device's crmm resource, each allocation a crmm buffer
+that its CrmmMemoryPointer frees when it goes (docs/python.md)."""
 
 import ctypes
 
@@ -9,12 +10,15 @@ from numba.cuda import HostOnlyCUDAMemoryManager, IpcHandle, MemoryPointer
 from numba.cuda.cudadrv import driver as _driver
 
 from .. import _lib
-from ..pylibrmm.device_buffer import DeviceBuffer
+from .._alloc import ops as _ops
+from .._host import size_arg
+from ..pylibrmm.device_buffer import _SIZE_END, _resource_handle
+from ..pylibrmm.stream import DEFAULT_STREAM
 
 # Numba captures streams too: the pool must ask whether they are (docs/cuda-graphs.md)
 _lib.lib.crmm_graph_capture_enable(True)
 
-__all__ = ["RMMNumbaManager", "CrmmNumbaManager"]
+__all__ = ["RMMNumbaManager", "CrmmNumbaManager", "CrmmMemoryPointer"]
 
 
 def _nvidia_binding():
@@ -30,15 +34,39 @@ def _device_pointer(address):
     return ctypes.c_uint64(address)
 
 
-def _make_finalizer(handle, allocations):
-    """Drop the DeviceBuffer of `handle` when Numba frees the memory. After a context reset the
-    allocations are already gone: nothing to do then."""
+class CrmmMemoryPointer(MemoryPointer):
+    """Numba's MemoryPointer over crmm memory it owns: the buffer is freed when the pointer goes
+    (or at ``free()``, Numba's explicit free; a second ``free()`` raises RuntimeError as Numba's
+    does). Numba's own pointer would need a finalizer, which costs a ``weakref.finalize`` and a
+    table entry on every allocation; this one holds its buffer instead. Made by memalloc."""
 
-    def finalizer():
-        if allocations:
-            allocations.pop(handle, None)
+    def __init__(self, context, pointer, size, buffer):
+        # MemoryPointer.__init__'s fields, as it sets them for a pointer with a finalizer
+        self.context = context
+        self.device_pointer = self.handle = pointer
+        self.size = self._cuda_memsize_ = size
+        self.is_managed = True
+        self.refct = 1
+        self._owner = None
+        self._crmm_buffer = buffer
 
-    return finalizer
+    def free(self):
+        """Free the memory now (RuntimeError when it was freed already)."""
+        if not self._crmm_buffer.address:
+            raise RuntimeError("Freeing dead memory")
+        self._crmm_buffer.free()
+
+
+def _memory_pointer(context, size, mr=None):
+    """A CrmmMemoryPointer to `size` bytes from `mr` (None: the current device's resource),
+    allocated on the default stream as RMM's plugin allocates them."""
+    if type(size) is not int or not 0 <= size < _SIZE_END:
+        size = size_arg(size, "size")
+    handle = None if mr is None else _resource_handle(mr)
+    if not _lib.initialized:
+        _lib.ensure_initialized()
+    buffer = _ops.create(size, DEFAULT_STREAM._cstream, handle)
+    return CrmmMemoryPointer(context, _device_pointer(buffer.ptr()), size, buffer)
 
 
 class RMMNumbaManager(HostOnlyCUDAMemoryManager):
@@ -48,10 +76,8 @@ class RMMNumbaManager(HostOnlyCUDAMemoryManager):
         pass
 
     def memalloc(self, size):
-        buf = DeviceBuffer._uninitialized(size)
-        address = buf._buf.ptr()
-        self.allocations[address] = buf
-        return MemoryPointer(self.context, _device_pointer(address), size, finalizer=_make_finalizer(address, self.allocations))
+        """A CrmmMemoryPointer to `size` bytes of the current device's resource."""
+        return _memory_pointer(self.context, size)
 
     def get_ipc_handle(self, memory):
         """An IPC handle for `memory`, with its offset inside the crmm block it lies in."""
