@@ -105,16 +105,9 @@ def cupy_rounds(args):
 
     from crmm.allocators.cupy import rmm_cupy_allocator
 
-    from crmm.allocators import cupy as crmm_cupy
-
     pool = cupy.get_default_memory_pool().malloc
-    contenders = [("CuPy's own pool", pool), ("crmm's allocator", rmm_cupy_allocator)]
-    if getattr(crmm_cupy, "_stream_lookup", None) == "capsule":
-        # the same C allocator reading CuPy's stream through cupy.cuda.get_current_stream
-        contenders.append(("crmm's allocator, stream read in Python",
-                           crmm_cupy._make_c_allocator(cupy.cuda.get_current_stream)))
     for r in range(args.rounds):
-        for label, allocator in contenders:
+        for label, allocator in (("CuPy's own pool", pool), ("crmm's allocator", rmm_cupy_allocator)):
             report(f"round {r + 1}: cupy.empty over {label}", (allocator, lambda: cupy.empty(SIZE, cupy.uint8)), args)
 
 

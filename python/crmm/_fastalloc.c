@@ -20,7 +20,6 @@
 #include <Python.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 typedef int (*create_fn)(size_t size, void *stream, void *mr, void **out);
 typedef void (*destroy_fn)(void *buf);
@@ -654,59 +653,21 @@ static PyObject *fa_create_wrapped(PyObject *self, PyObject *const *args, Py_ssi
 enum { CA_GET_STREAM, CA_STREAMS, CA_MEMORY, CA_POINTER, CA_OWNER_TYPE, CA_MR, CA_LIB, CA_FALLBACK, CA_COUNT };
 static int lib_initialized; /* crmm._lib.initialized was seen true (it stays true) */
 
-/* A C function returning the current stream's cudaStream_t, as CuPy exports its
- * get_current_stream_ptr (Cython's capsule, named by the function's signature). It may raise:
- * the caller checks PyErr_Occurred. */
-typedef intptr_t (*stream_ptr_fn)(void);
-static const char stream_ptr_signature[] = "intptr_t (void)";
-
-/* The function in `capsule` when it is a capsule whose name begins with stream_ptr_signature
- * (Cython adds the exception clause after it); NULL otherwise, with no exception set. */
-static stream_ptr_fn stream_ptr_of(PyObject *capsule)
-{
-    if (!PyCapsule_CheckExact(capsule))
-        return NULL;
-    const char *name = PyCapsule_GetName(capsule);
-    if (!name || strncmp(name, stream_ptr_signature, sizeof stream_ptr_signature - 1) != 0) {
-        PyErr_Clear();
-        return NULL;
-    }
-    void *fn = PyCapsule_GetPointer(capsule, name);
-    if (!fn)
-        PyErr_Clear();
-    return (stream_ptr_fn)(uintptr_t)fn;
-}
-
-/* The current stream's cudaStream_t as an int: get_stream() is the capsule's C function or a
- * callable returning an object with `ptr` (cupy.cuda.get_current_stream). */
-static PyObject *current_stream_ptr(PyObject *get_stream)
-{
-    static PyObject *ptr_name;
-    if (!ptr_name && !(ptr_name = PyUnicode_InternFromString("ptr")))
-        return NULL;
-    stream_ptr_fn fn = stream_ptr_of(get_stream);
-    if (fn) {
-        intptr_t handle = fn();
-        return PyErr_Occurred() ? NULL : PyLong_FromSsize_t((Py_ssize_t)handle);
-    }
-    PyObject *stream = PyObject_CallNoArgs(get_stream);
-    PyObject *ptr = stream ? PyObject_GetAttr(stream, ptr_name) : NULL;
-    Py_XDECREF(stream);
-    return ptr;
-}
-
-/* rmm_cupy_allocator(nbytes): a positive int on a stream `streams` knows (the current stream's
- * cudaStream_t -> (stream_obj, crmm_stream address)) once libcrmm has a config: create_wrapped on
- * that stream in this one C call; anything else (another stream, 0, a non-int, before the
- * config) goes to the fallback, the Python allocator that handles every case. */
+/* rmm_cupy_allocator(nbytes): a positive int on a stream `streams` knows (get_stream().ptr ->
+ * (stream_obj, crmm_stream address)) once libcrmm has a config: create_wrapped on that stream in
+ * this one C call; anything else (another stream, 0, a non-int, before the config) goes to the
+ * fallback, the Python allocator that handles every case. */
 static PyObject *ca_call(PyObject *ctx, PyObject *nbytes)
 {
-    static PyObject *initialized_name;
+    static PyObject *ptr_name, *initialized_name;
     PyObject *fallback = PyTuple_GetItem(ctx, CA_FALLBACK);
     if (!fallback)
         return NULL;
-    if (!initialized_name && !(initialized_name = PyUnicode_InternFromString("initialized")))
+    if (!ptr_name && (!(ptr_name = PyUnicode_InternFromString("ptr")) ||
+                      !(initialized_name = PyUnicode_InternFromString("initialized")))) {
+        Py_CLEAR(ptr_name);
         return NULL;
+    }
     int positive = PyLong_CheckExact(nbytes) ? PyObject_IsTrue(nbytes) : 0;
     if (positive < 0)
         return NULL;
@@ -721,7 +682,9 @@ static PyObject *ca_call(PyObject *ctx, PyObject *nbytes)
     }
     if (!positive || !lib_initialized || !buffer_create)
         return PyObject_CallFunctionObjArgs(fallback, nbytes, NULL);
-    PyObject *ptr = current_stream_ptr(PyTuple_GetItem(ctx, CA_GET_STREAM));
+    PyObject *stream = PyObject_CallNoArgs(PyTuple_GetItem(ctx, CA_GET_STREAM));
+    PyObject *ptr = stream ? PyObject_GetAttr(stream, ptr_name) : NULL;
+    Py_XDECREF(stream);
     if (!ptr)
         return NULL;
     PyObject *entry = PyDict_GetItemWithError(PyTuple_GetItem(ctx, CA_STREAMS), ptr); /* borrowed */
@@ -757,8 +720,7 @@ static PyMethodDef ca_def = {
 
 /* cupy_allocator(get_stream, streams, memory, pointer, owner_type, mr, lib, fallback)
  *   -> rmm_cupy_allocator(nbytes) (ca_call), a builtin function for cupy.cuda.set_allocator.
- * get_stream: CuPy's get_current_stream_ptr as the capsule its Cython module exports (a C
- * call), or cupy.cuda.get_current_stream; streams: {ptr: (stream_obj, crmm_stream address)}
+ * get_stream: cupy.cuda.get_current_stream; streams: {ptr: (stream_obj, crmm_stream address)}
  * for the streams served in C; memory, pointer: CuPy's UnownedMemory (called as memory(ptr,
  * size, owner, device)) or the type cupy_memory_type made (its instance owns the buffer), and
  * MemoryPointer; owner_type: DeviceBuffer; mr: a crmm_resource * as an int or None (the current device's);
@@ -773,15 +735,9 @@ static PyObject *fa_cupy_allocator(PyObject *self, PyObject *const *args, Py_ssi
                         "cupy_allocator takes 8 arguments (get_stream, streams, memory, pointer, owner_type, mr, lib, fallback)");
         return NULL;
     }
-    if (PyCapsule_CheckExact(args[CA_GET_STREAM]) && !stream_ptr_of(args[CA_GET_STREAM])) {
-        PyErr_Format(PyExc_TypeError, "cupy_allocator: get_stream's capsule must hold an \"%s\" function "
-                     "(CuPy's get_current_stream_ptr)", stream_ptr_signature);
-        return NULL;
-    }
-    if ((!PyCapsule_CheckExact(args[CA_GET_STREAM]) && !PyCallable_Check(args[CA_GET_STREAM])) ||
-        !PyCallable_Check(args[CA_MEMORY]) || !PyCallable_Check(args[CA_POINTER]) || !PyCallable_Check(args[CA_FALLBACK])) {
-        PyErr_SetString(PyExc_TypeError, "cupy_allocator: get_stream, memory, pointer and fallback must be callable "
-                        "(get_stream may be a capsule of CuPy's get_current_stream_ptr)");
+    if (!PyCallable_Check(args[CA_GET_STREAM]) || !PyCallable_Check(args[CA_MEMORY]) ||
+        !PyCallable_Check(args[CA_POINTER]) || !PyCallable_Check(args[CA_FALLBACK])) {
+        PyErr_SetString(PyExc_TypeError, "cupy_allocator: get_stream, memory, pointer and fallback must be callable");
         return NULL;
     }
     if (!PyDict_Check(args[CA_STREAMS]) || !PyType_Check(args[CA_OWNER_TYPE])) {
@@ -848,7 +804,7 @@ PyMODINIT_FUNC PyInit__fastalloc(void)
         return NULL;
     }
     /* the interface crmm/_alloc.py checks (EXTENSION_ABI) before it binds */
-    if (PyModule_AddIntConstant(m, "ABI", 6) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -289,51 +289,6 @@ def test_cupy_allocator_serves_known_streams_in_c_and_passes_the_rest_on(ext, ho
     assert stats.query("allocations_total") == 2
 
 
-_STREAM_PTR = ctypes.CFUNCTYPE(ctypes.c_ssize_t)
-_capsule_new = ctypes.pythonapi.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-
-
-def _capsule(fn, name=b"intptr_t (void) except? -1"):
-    """A capsule holding a C function, named as Cython names an exported function's signature."""
-    return _capsule_new(ctypes.cast(fn, ctypes.c_void_p).value, name, None)
-
-
-def test_cupy_allocator_reads_the_stream_through_cupys_c_function(ext, host, stats):
-    """get_stream as a capsule of an `intptr_t (void)` function (CuPy's get_current_stream_ptr
-    as its Cython module exports it): the allocator calls it for the current cudaStream_t, serves
-    the streams it knows and passes the rest on; an exception the function sets is raised with
-    nothing allocated; a capsule of another signature is refused when the allocator is made."""
-    current = [0]
-    stream_ptr = _STREAM_PTR(lambda: current[0])
-    passed_on = []
-
-    def fallback(nbytes):
-        passed_on.append(nbytes)
-        return "fallback"
-
-    streams = {0: (DEFAULT_STREAM, DEFAULT_STREAM._cstream)}
-    rest = (streams, _Memory, lambda mem, offset: (mem, offset), DeviceBuffer, stats._handle, crmm._lib, fallback)
-    allocate = ext.cupy_allocator(_capsule(stream_ptr), *rest)
-    mem, offset = allocate(1000)
-    assert offset == 0 and host.live[mem.ptr] == 1000 and mem.owner.stream is DEFAULT_STREAM and passed_on == []
-    current[0] = 12345  # a stream the table does not know
-    assert allocate(64) == "fallback" and passed_on == [64]
-    del mem
-    gc.collect()
-    assert stats.query("allocations_total") == 1 and stats.query("bytes_in_use") == 0
-    # PyErr_NoMemory as the function: it sets MemoryError and returns 0 (NULL)
-    raising = ctypes.cast(ctypes.pythonapi.PyErr_NoMemory, ctypes.c_void_p).value
-    with pytest.raises(MemoryError):
-        ext.cupy_allocator(_capsule_new(raising, b"intptr_t (void) except *", None), *rest)(8)
-    assert stats.query("allocations_total") == 1
-    for name in (b"int (void)", b"intptr_t (int)", b""):
-        with pytest.raises(TypeError, match="get_current_stream_ptr"):
-            ext.cupy_allocator(_capsule(stream_ptr, name), *rest)
-    assert stats.query("allocations_total") == 1 and host.live == {}
-
-
 MEMORY_TYPE_SCRIPT = """
 import gc, sys
 sys.path.insert(0, sys.argv[1])

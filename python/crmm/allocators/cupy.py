@@ -62,34 +62,10 @@ def _c_memory_type():
         return _UnownedMemory
 
 
-# The current stream from C: CuPy's get_current_stream_ptr, which its Cython module exports as a
-# capsule (what CuPy's own pool calls), else cupy.cuda.get_current_stream (a Python call and an
-# attribute read per allocation).
-# _stream_lookup says which: "capsule" or "python".
-def _make_c_allocator(get_stream):
-    streams = {ptr: (s, s._cstream) for ptr, s in _DEFAULT_STREAMS.items()}
-    return _alloc.extension.cupy_allocator(get_stream, streams, _c_memory_type(), _MemoryPointer, DeviceBuffer,
-                                           None, _lib, _allocate)
-
-
-def _c_allocator():
-    global _stream_lookup
-    try:
-        from cupy_backends.cuda import stream as backend
-
-        allocator = _make_c_allocator(backend.__pyx_capi__["get_current_stream_ptr"])
-        _stream_lookup = "capsule"
-    except (ImportError, AttributeError, KeyError, TypeError):  # another CuPy's layout
-        allocator = _make_c_allocator(cupy.cuda.get_current_stream)
-        _stream_lookup = "python"
-    return allocator
-
-
-_stream_lookup = None  # no C allocator
-
-
 if cupy is not None and _alloc.extension is not None:
-    rmm_cupy_allocator = _c_allocator()
+    rmm_cupy_allocator = _alloc.extension.cupy_allocator(
+        cupy.cuda.get_current_stream, {ptr: (s, s._cstream) for ptr, s in _DEFAULT_STREAMS.items()},
+        _c_memory_type(), _MemoryPointer, DeviceBuffer, None, _lib, _allocate)
 else:
     rmm_cupy_allocator = _allocate
 crmm_cupy_allocator = rmm_cupy_allocator
