@@ -250,7 +250,27 @@ def breakdown(args, mr):
                 ("crmm Stream view of CuPy's stream (made and freed)", lambda: Stream(obj=cupy.cuda.get_current_stream())),
                 ("cupy UnownedMemory + MemoryPointer", lambda: cupy.cuda.memory.MemoryPointer(cupy.cuda.UnownedMemory(p, SIZE, db, dev), 0)),
                 ("cupy.ndarray over a MemoryPointer", lambda: cupy.ndarray((SIZE,), cupy.uint8, memptr)),
+                ("cupy MemoryPointer(mem, 0) around an existing memory", lambda: cupy.cuda.memory.MemoryPointer(mem, 0)),
+                ("CuPy's pool.malloc(4096), dropped", lambda pool=cupy.get_default_memory_pool(): pool.malloc(SIZE)),
             ]
+            from crmm.allocators.cupy import rmm_cupy_allocator
+
+            cmem = rmm_cupy_allocator(SIZE).mem
+
+            def stores(m=cmem, ptr=cmem.ptr):
+                m.ptr = ptr
+                m.size = SIZE
+                m.device_id = dev
+
+            steps += [
+                ("crmm's rmm_cupy_allocator(4096) called directly, dropped", lambda: rmm_cupy_allocator(SIZE)),
+                ("its memory's three attribute stores (ptr, size, device_id), from Python", stores),
+            ]
+    libc_released, libc_held = ctypes.CDLL(None).getpid, ctypes.PyDLL(None).getpid
+    steps += [
+        ("getpid through ctypes.CDLL (the GIL released and taken again)", libc_released),
+        ("getpid through ctypes.PyDLL (the GIL kept): the difference is one GIL release", libc_held),
+    ]
     for label, fn in steps:
         print(f"{median_us(fn, args.n, args.repeats):8.3f} us  {label}")
 
