@@ -78,14 +78,22 @@ crmm_status crmm_cuda_device_count(int *count)
     return CRMM_OK;
 }
 
+/* Set once crmm_cuda_device_count has found a device: from then on the current device is one
+ * cudaGetDevice (devices do not go away; a failing runtime still fails that call). Atomic. */
+static bool device_seen;
+
 crmm_status crmm_cuda_current_device(int *device)
 {
     if (!device)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "current device: NULL argument");
-    int n;
-    crmm_status st = crmm_cuda_device_count(&n);
-    if (st != CRMM_OK)
-        return st;
+    if (!__atomic_load_n(&device_seen, __ATOMIC_RELAXED)) {
+        /* the first time: the count names a missing driver or device (cudaGetDevice would not) */
+        int n;
+        crmm_status st = crmm_cuda_device_count(&n);
+        if (st != CRMM_OK)
+            return st;
+        __atomic_store_n(&device_seen, true, __ATOMIC_RELAXED);
+    }
     cudaError_t e = cudaGetDevice(device);
     return crmm_cuda_status(e, "cudaGetDevice");
 }

@@ -14,6 +14,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/device_buffer.h>
 #include <crmm/log.h>
+#include "runtime.h"
 #include "stream_internal.h"
 
 struct crmm_device_buffer {
@@ -50,9 +51,10 @@ static crmm_status buffer_new(size_t size, crmm_stream *stream, crmm_resource *m
 {
     /* take our reference under the registry's lock: another thread may replace (and release) the
      * current resource at any time */
+    int current = -1; /* the device known to be current (-1: not asked) */
     if (mr)
         crmm_resource_retain(mr);
-    else if (!(mr = crmm_get_current_device_resource_ref()))
+    else if (!(mr = crmm_runtime_current_resource_ref(&current)))
         return crmm_error_add_context("%s", who);
     if (!crmm_resource_is_device_accessible(mr)) {
         char desc[128];
@@ -71,8 +73,9 @@ static crmm_status buffer_new(size_t size, crmm_stream *stream, crmm_resource *m
     buf->mr = mr; /* the reference taken above */
     buf->device = mr->device;
     crmm_stream_init_member(&buf->stream, crmm_stream_handle(stream));
-    crmm_device_guard g;
-    crmm_status st = buffer_enter(buf, &g);
+    crmm_device_guard g = {-1, 0};
+    /* the current device's own resource: its device is current already */
+    crmm_status st = buf->device == current ? CRMM_OK : buffer_enter(buf, &g);
     if (st == CRMM_OK) {
         st = crmm_resource_allocate(mr, size, buf->stream.handle, &buf->ptr);
         crmm_cuda_device_restore(&g);

@@ -248,18 +248,28 @@ static crmm_resource *get_device_resource(int device, bool ref)
     return device_registry_get(&registry, device, ref, make_default, NULL, &mr) == CRMM_OK ? mr : NULL;
 }
 
-static crmm_resource *get_current_device_resource(bool ref)
+static crmm_resource *get_current_device_resource(bool ref, int *device)
 {
-    int device;
-    if (current_device(&device) != CRMM_OK)
+    if (current_device(device) != CRMM_OK)
         return NULL;
-    return get_device_resource(device, ref);
+    return get_device_resource(*device, ref);
 }
+
+crmm_resource *crmm_runtime_current_resource_ref(int *device) { return get_current_device_resource(true, device); }
 
 crmm_resource *crmm_get_per_device_resource(int device) { return get_device_resource(device, false); }
 crmm_resource *crmm_get_per_device_resource_ref(int device) { return get_device_resource(device, true); }
-crmm_resource *crmm_get_current_device_resource(void) { return get_current_device_resource(false); }
-crmm_resource *crmm_get_current_device_resource_ref(void) { return get_current_device_resource(true); }
+crmm_resource *crmm_get_current_device_resource(void)
+{
+    int device;
+    return get_current_device_resource(false, &device);
+}
+
+crmm_resource *crmm_get_current_device_resource_ref(void)
+{
+    int device;
+    return get_current_device_resource(true, &device);
+}
 
 crmm_resource *crmm_set_per_device_resource(int device, crmm_resource *mr)
 {

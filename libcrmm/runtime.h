@@ -11,4 +11,9 @@ char *crmm_runtime_plugin_path(void);
  * function again does nothing. */
 void crmm_runtime_at_finalize(void (*fn)(void));
 
+/* crmm_get_current_device_resource_ref, also telling which device was current (*device; 0 where
+ * no device exists and the config's default is host memory): a caller that works on that device
+ * need not ask CUDA again. NULL with the error set as crmm_get_current_device_resource_ref. */
+crmm_resource *crmm_runtime_current_resource_ref(int *device);
+
 #endif

@@ -78,6 +78,7 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_arena_streams_threads \
 	tests/check_fixed_size_streams \
 	tests/check_torch_allocator \
+	tests/check_device_buffer_cuda_calls \
 	tests/check_async_serialized \
 	tests/check_views_and_system_cpu \
 	tests/check_pool_thread_cache_auto \
@@ -156,6 +157,7 @@ tests_check_arena_streams_SOURCES = tests/check_arena_streams.c $(FAKE_STREAM_SO
 tests_check_arena_streams_threads_SOURCES = tests/check_arena_streams_threads.c $(FAKE_STREAM_SOURCES)
 tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c $(FAKE_STREAM_SOURCES)
 tests_check_torch_allocator_SOURCES = tests/check_torch_allocator.c $(FAKE_CUDA_SOURCES)
+tests_check_device_buffer_cuda_calls_SOURCES = tests/check_device_buffer_cuda_calls.c $(FAKE_STREAM_SOURCES)
 tests_check_callback_SOURCES = tests/check_callback.c tests/callback_config.h
 tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c $(FAKE_VMM_SOURCES)
 tests_check_pool_expandable_use_SOURCES = tests/check_pool_expandable_use.c $(FAKE_VMM_SOURCES)
@@ -183,6 +185,7 @@ tests_check_arena_streams_LDFLAGS = -export-dynamic
 tests_check_arena_streams_threads_LDFLAGS = -export-dynamic
 tests_check_fixed_size_streams_LDFLAGS = -export-dynamic
 tests_check_torch_allocator_LDFLAGS = -export-dynamic
+tests_check_device_buffer_cuda_calls_LDFLAGS = -export-dynamic
 tests_check_async_serialized_LDFLAGS = -export-dynamic
 tests_check_views_and_system_cpu_LDFLAGS = -export-dynamic
 tests_check_pool_thread_cache_auto_LDFLAGS = -export-dynamic

@@ -154,15 +154,30 @@ cudaError_t cudaGetLastError(void)
     return e;
 }
 
+static _Thread_local int current_device;
+
+int fake_current_device(void) { return current_device; }
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    COUNT(get_device_count);
+    *count = FAKE_DEVICE_COUNT;
+    return cudaSuccess;
+}
+
 cudaError_t cudaGetDevice(int *device)
 {
-    *device = 0;
+    COUNT(get_device);
+    *device = current_device;
     return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device)
 {
-    (void)device;
+    COUNT(set_device);
+    if (device < 0 || device >= FAKE_DEVICE_COUNT)
+        return cudaErrorInvalidDevice;
+    current_device = device;
     return cudaSuccess;
 }
 

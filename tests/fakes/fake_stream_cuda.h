@@ -25,6 +25,7 @@ extern fake_event fake_events[FAKE_EVENTS];
 typedef struct fake_cuda_state {
     int get_id, record, wait, device_sync, stream_sync, event_sync, event_create, event_destroy, query,
         get_last_error;
+    int get_device, set_device, get_device_count; /* the device calls (not in fake_cuda_total) */
     int forbidden; /* calls made while forbid_events_and_ids was set (each fails the test) */
     cudaStream_t last_recorded, last_waiting, last_synchronized;
     fake_event *last_waited;
@@ -39,6 +40,11 @@ typedef struct fake_cuda_state {
 } fake_cuda_state;
 
 extern fake_cuda_state fake_cuda;
+
+/* FAKE_DEVICE_COUNT devices; cudaSetDevice makes one current for the calling thread, as CUDA does
+ * (device 0 to begin with); fake_current_device() tells which. */
+#define FAKE_DEVICE_COUNT 2
+int fake_current_device(void);
 
 /* Forget the counts and the last calls (and the stream uses of fake_streams.h). */
 void fake_cuda_reset(void);

@@ -1,0 +1,101 @@
+/* check_device_buffer_cuda_calls.c — the device calls a crmm_device_buffer makes, on the CPU
+ * against the scripted CUDA of fakes/fake_stream_cuda.c (two devices, a current device per
+ * thread, every cudaGetDevice, cudaSetDevice and cudaGetDeviceCount counted). Each device's
+ * resource is a probe (probe_resource.h) that records the current device during its calls.
+ *
+ * What is pinned: a buffer of the current device's resource asks CUDA for the current device
+ * once at its creation and once at its destruction (every DeviceBuffer, CuPy and Numba allocation
+ * pays for each call); a buffer of another device's resource runs its calls with that device
+ * current and gives the caller's device back. */
+#include "build_config.h"
+#include <stdlib.h>
+#include <crmm/crmm.h>
+#include <crmm/device_buffer.h>
+#include "fakes/fake_stream_cuda.h"
+#include "probe_resource.h"
+#include "test_support.h"
+
+static const probe_memory on_fake_devices = {.current_device = fake_current_device};
+
+/* A probe of device memory bound to `device`, made that device's resource. */
+static probe_resource *device_resource(int device)
+{
+    probe_resource *p = probe_resource_new(&on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, device);
+    crmm_resource *previous = crmm_set_per_device_resource(device, &p->base);
+    crmm_resource_release(previous);
+    return p;
+}
+
+CRMM_TEST(a_buffer_of_the_current_devices_resource_asks_for_the_device_once_each_way)
+{
+    probe_resource *p0 = device_resource(0);
+    crmm_device_buffer *b = NULL;
+    ck_assert_int_eq(crmm_device_buffer_create(64, NULL, NULL, &b), CRMM_OK); /* the first may count devices */
+    crmm_device_buffer_destroy(b);
+    fake_cuda_reset();
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(crmm_device_buffer_create(64, NULL, NULL, &b), CRMM_OK);
+        ck_assert_int_eq(crmm_device_buffer_device(b), 0);
+        crmm_device_buffer_destroy(b);
+    }
+    ck_assert_int_eq(fake_cuda.get_device_count, 0);
+    ck_assert_int_eq(fake_cuda.get_device, 20); /* one at each create (which device), one at each destroy */
+    ck_assert_int_eq(fake_cuda.set_device, 0);
+    ck_assert_int_eq(p0->allocations, 11);
+    ck_assert_int_eq(p0->live, 0);
+    ck_assert_int_eq(p0->alloc_device, 0);
+    ck_assert_int_eq(p0->free_device, 0);
+}
+
+CRMM_TEST(the_current_devices_resource_follows_the_current_device)
+{
+    probe_resource *p0 = device_resource(0), *p1 = device_resource(1);
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    fake_cuda_reset();
+    crmm_device_buffer *b = NULL;
+    ck_assert_int_eq(crmm_device_buffer_create(100, NULL, NULL, &b), CRMM_OK);
+    ck_assert_int_eq(crmm_device_buffer_device(b), 1);
+    ck_assert_int_eq(p1->live, 1);
+    ck_assert_int_eq(p0->live, 0);
+    ck_assert_int_eq(p1->alloc_device, 1);
+    ck_assert_int_eq(fake_cuda.set_device, 0); /* its device was current: nothing to switch */
+    crmm_device_buffer_destroy(b);
+    ck_assert_int_eq(p1->live, 0);
+    ck_assert_int_eq(fake_current_device(), 1);
+}
+
+CRMM_TEST(a_buffer_of_another_devices_resource_runs_there_and_gives_the_device_back)
+{
+    probe_resource *p0 = device_resource(0);
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    crmm_device_buffer *b = NULL;
+    ck_assert_int_eq(crmm_device_buffer_create(100, NULL, &p0->base, &b), CRMM_OK);
+    ck_assert_int_eq(crmm_device_buffer_device(b), 0);
+    ck_assert_int_eq(p0->alloc_device, 0); /* allocated with its device current */
+    ck_assert_int_eq(fake_current_device(), 1);
+    crmm_device_buffer_destroy(b);
+    ck_assert_int_eq(p0->free_device, 0);
+    ck_assert_int_eq(p0->live, 0);
+    ck_assert_int_eq(fake_current_device(), 1);
+}
+
+CRMM_TEST(a_failed_creation_leaves_nothing_and_keeps_the_device)
+{
+    probe_resource *p1 = device_resource(1);
+    p1->max_live = 1;
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    crmm_device_buffer *held = NULL, *refused = (crmm_device_buffer *)&held;
+    ck_assert_int_eq(crmm_device_buffer_create(10, NULL, NULL, &held), CRMM_OK);
+    ck_assert_int_eq(crmm_device_buffer_create(10, NULL, NULL, &refused), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(refused);
+    ck_assert_int_eq(p1->live, 1);
+    ck_assert_int_eq(fake_current_device(), 1);
+    crmm_device_buffer_destroy(held);
+    ck_assert_int_eq(p1->live, 0);
+}
+
+int main(void)
+{
+    unsetenv("CRMM_CONFIG");
+    return crmm_test_main("device_buffer_cuda_calls", 0);
+}
