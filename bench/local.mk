@@ -28,3 +28,8 @@ EXTRA_DIST += bench/vmm_kernels.py
 EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench/logs/gpt2_train.csv.gz \
 	bench/logs/resnet_train.csv.gz bench/logs/moe_train.csv.gz
 EXTRA_DIST += bench/rmm_suite.sh
+# the C cost of a device buffer and its pieces (make bench/device_buffer_calls; needs a GPU to run)
+EXTRA_PROGRAMS = bench/device_buffer_calls
+bench_device_buffer_calls_SOURCES = bench/device_buffer_calls.c
+bench_device_buffer_calls_CPPFLAGS = $(CORE_CPPFLAGS)
+bench_device_buffer_calls_LDADD = libcrmm.la $(CUDA_LIBS)
