@@ -8,7 +8,7 @@ line saying so).
     python3 bench/python_alloc.py --host          # no GPU needed: a pool over host memory
     python3 bench/python_alloc.py --breakdown     # also the cost of each step, one by one
     python3 bench/python_alloc.py --rounds 5      # then CuPy's pool and crmm's CuPy allocator
-                                                  # in turn, five rounds
+                                                  # in turn, batch by batch, five rounds
 
 crmm's rows run once through each implementation of DeviceBuffer's calls into libcrmm
 (crmm._fastalloc, the C extension, and ctypes; crmm/_alloc.py), where both are there.
@@ -98,17 +98,42 @@ def cupy_row(name, args):
     report(f"cupy.empty through crmm's allocator [{name}]", (allocator, lambda: cupy.empty(SIZE, cupy.uint8)), args)
 
 
+def paired_us(calls, n, repeats):
+    """For each of `repeats`: one batch of n calls of each (setup, call) in `calls`, back to back
+    (setup runs untimed before its batch). Returns, per call, the µs of one call in each batch:
+    batches of one repeat ran seconds apart at most, so their ratio is free of the machine's
+    slower and faster phases."""
+    times = [[] for _ in calls]
+    for _ in range(repeats):
+        for i, (setup, call) in enumerate(calls):
+            setup()
+            start = time.perf_counter()
+            for _ in range(n):
+                call()
+            times[i].append((time.perf_counter() - start) / n * 1e6)
+    return times
+
+
 def cupy_rounds(args):
     """--rounds K: CuPy's own pool and crmm's allocator (the one a user sets) take turns K times,
-    so that the two rows of each round ran under the same conditions."""
+    batch by batch, so that each pair of batches ran under the same conditions; each round
+    prints both medians and the median of the pairs' ratios."""
     import cupy
 
     from crmm.allocators.cupy import rmm_cupy_allocator
 
     pool = cupy.get_default_memory_pool().malloc
-    for r in range(args.rounds):
-        for label, allocator in (("CuPy's own pool", pool), ("crmm's allocator", rmm_cupy_allocator)):
-            report(f"round {r + 1}: cupy.empty over {label}", (allocator, lambda: cupy.empty(SIZE, cupy.uint8)), args)
+    empty = lambda: cupy.empty(SIZE, cupy.uint8)  # noqa: E731
+    calls = [(lambda: cupy.cuda.set_allocator(pool), empty), (lambda: cupy.cuda.set_allocator(rmm_cupy_allocator), empty)]
+    try:
+        for r in range(args.rounds):
+            theirs, ours = paired_us(calls, args.n, args.repeats)
+            ratio = statistics.median(o / t for o, t in zip(ours, theirs))
+            print(f"{statistics.median(theirs):8.3f} us  round {r + 1}: cupy.empty over CuPy's own pool")
+            print(f"{statistics.median(ours):8.3f} us  round {r + 1}: cupy.empty over crmm's allocator "
+                  f"(median ratio of the {args.repeats} pairs of batches: {ratio:.3f})")
+    finally:
+        cupy.cuda.set_allocator(pool)
 
 
 def report(label, fn, args):
@@ -292,7 +317,7 @@ def main():
     parser.add_argument("-n", type=int, default=20000, help="create+drop per repeat (20000)")
     parser.add_argument("--repeats", type=int, default=5, help="repeats; the median is shown (5)")
     parser.add_argument("--rounds", type=int, default=0,
-                        help="then K rounds of CuPy's pool and crmm's CuPy allocator in turn (0)")
+                        help="then K rounds of CuPy's pool and crmm's CuPy allocator in turn, batch by batch (0)")
     args = parser.parse_args()
     import crmm
 
