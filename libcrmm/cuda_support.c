@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include <crmm/error.h>
@@ -55,6 +56,49 @@ crmm_status crmm_cuda_status(int cuda_error, const char *call)
     return crmm_set_error(st, "%s: %s (%s)", call ? call : "CUDA call", cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+/* The current device through the driver: cuCtxGetDevice reads the calling thread's current
+ * context, which is what cudaGetDevice answers whenever a context is current (the runtime makes
+ * its device's primary context current at cudaSetDevice, and follows a context the driver API
+ * made current), at a fraction of its cost. It is looked up once a device has been found, so
+ * that no CUDA call is made earlier than before, and its first answer is checked against
+ * cudaGetDevice's: it is kept only if they agree. A thread without a current context asks
+ * cudaGetDevice. */
+typedef CUresult (*ctx_get_device_fn)(CUdevice *);
+static ctx_get_device_fn ctx_get_device; /* atomic; NULL: cudaGetDevice alone */
+static bool ctx_get_device_checked;      /* atomic; its answer agreed with cudaGetDevice's */
+static pthread_once_t driver_query_once = PTHREAD_ONCE_INIT;
+
+static void find_driver_query(void)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetDevice", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+        __atomic_store_n(&ctx_get_device, (ctx_get_device_fn)fn, __ATOMIC_RELEASE);
+    else
+        cudaGetLastError();
+}
+
+static cudaError_t get_device(int *device)
+{
+    ctx_get_device_fn fn = __atomic_load_n(&ctx_get_device, __ATOMIC_ACQUIRE);
+    CUdevice d;
+    if (!fn || fn(&d) != CUDA_SUCCESS)
+        return cudaGetDevice(device);
+    if (__builtin_expect(__atomic_load_n(&ctx_get_device_checked, __ATOMIC_RELAXED), 1)) {
+        *device = (int)d;
+        return cudaSuccess;
+    }
+    cudaError_t e = cudaGetDevice(device);
+    if (e == cudaSuccess) {
+        if (*device == (int)d)
+            __atomic_store_n(&ctx_get_device_checked, true, __ATOMIC_RELAXED);
+        else
+            __atomic_store_n(&ctx_get_device, NULL, __ATOMIC_RELEASE);
+    }
+    return e;
+}
+
 crmm_status crmm_cuda_device_count(int *count)
 {
     if (!count)
@@ -75,6 +119,7 @@ crmm_status crmm_cuda_device_count(int *count)
     *count = n;
     if (n == 0)
         return crmm_set_error(CRMM_ERROR_CUDA, "no CUDA device is present");
+    pthread_once(&driver_query_once, find_driver_query);
     return CRMM_OK;
 }
 
@@ -94,7 +139,7 @@ crmm_status crmm_cuda_current_device(int *device)
             return st;
         __atomic_store_n(&device_seen, true, __ATOMIC_RELAXED);
     }
-    cudaError_t e = cudaGetDevice(device);
+    cudaError_t e = get_device(device);
     return crmm_cuda_status(e, "cudaGetDevice");
 }
 
@@ -105,7 +150,7 @@ crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard)
     if (device < 0)
         return CRMM_OK;
     int cur;
-    cudaError_t e = cudaGetDevice(&cur);
+    cudaError_t e = get_device(&cur);
     if (e != cudaSuccess)
         return crmm_cuda_status(e, "cudaGetDevice");
     if (cur == device)

@@ -1,11 +1,14 @@
 /* check_device_buffer_cuda_calls.c — the device calls a crmm_device_buffer makes, on the CPU
  * against the scripted CUDA of fakes/fake_stream_cuda.c (two devices, a current device per
- * thread, every cudaGetDevice, cudaSetDevice and cudaGetDeviceCount counted). Each device's
- * resource is a probe (probe_resource.h) that records the current device during its calls.
+ * thread, every cudaGetDevice, cudaSetDevice, cudaGetDeviceCount and the driver's cuCtxGetDevice
+ * counted). Each device's resource is a probe (probe_resource.h) that records the current device
+ * during its calls.
  *
- * What is pinned: a buffer of the current device's resource asks CUDA for the current device
- * once at its creation and once at its destruction (every DeviceBuffer, CuPy and Numba allocation
- * pays for each call); a buffer of another device's resource runs its calls with that device
+ * What is pinned: a buffer of the current device's resource asks for the current device once at
+ * its creation and once at its destruction (every DeviceBuffer, CuPy and Numba allocation pays for
+ * each call), through the driver's cuCtxGetDevice (a read of the current context) rather than
+ * cudaGetDevice, with cudaGetDevice where no context is current and for good once the driver's
+ * answer disagreed with it; a buffer of another device's resource runs its calls with that device
  * current and gives the caller's device back. */
 #include "build_config.h"
 #include <stdlib.h>
@@ -26,25 +29,54 @@ static probe_resource *device_resource(int device)
     return p;
 }
 
-CRMM_TEST(a_buffer_of_the_current_devices_resource_asks_for_the_device_once_each_way)
+/* Ten buffers of the current device's resource made and freed after a first one; the probe's
+ * allocations all made on `device`. */
+static void ten_buffers_after_one(probe_resource *p, int device)
 {
-    probe_resource *p0 = device_resource(0);
     crmm_device_buffer *b = NULL;
-    ck_assert_int_eq(crmm_device_buffer_create(64, NULL, NULL, &b), CRMM_OK); /* the first may count devices */
+    ck_assert_int_eq(crmm_device_buffer_create(64, NULL, NULL, &b), CRMM_OK);
     crmm_device_buffer_destroy(b);
     fake_cuda_reset();
     for (int i = 0; i < 10; i++) {
         ck_assert_int_eq(crmm_device_buffer_create(64, NULL, NULL, &b), CRMM_OK);
-        ck_assert_int_eq(crmm_device_buffer_device(b), 0);
+        ck_assert_int_eq(crmm_device_buffer_device(b), device);
         crmm_device_buffer_destroy(b);
     }
+    ck_assert_int_eq(p->allocations, 11);
+    ck_assert_int_eq(p->live, 0);
+    ck_assert_int_eq(p->alloc_device, device);
+}
+
+CRMM_TEST(a_buffer_of_the_current_devices_resource_asks_the_driver_once_each_way)
+{
+    probe_resource *p0 = device_resource(0);
+    ten_buffers_after_one(p0, 0); /* the first may count devices */
     ck_assert_int_eq(fake_cuda.get_device_count, 0);
-    ck_assert_int_eq(fake_cuda.get_device, 20); /* one at each create (which device), one at each destroy */
+    ck_assert_int_eq(fake_cuda.ctx_get_device, 20); /* one at each create (which device), one at each destroy */
+    ck_assert_int_eq(fake_cuda.get_device, 0);
     ck_assert_int_eq(fake_cuda.set_device, 0);
-    ck_assert_int_eq(p0->allocations, 11);
-    ck_assert_int_eq(p0->live, 0);
-    ck_assert_int_eq(p0->alloc_device, 0);
     ck_assert_int_eq(p0->free_device, 0);
+}
+
+CRMM_TEST(a_thread_without_a_current_context_asks_the_runtime)
+{
+    probe_resource *p1 = device_resource(1);
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    fake_cuda.no_context = 1;
+    ten_buffers_after_one(p1, 1);
+    ck_assert_int_eq(fake_cuda.ctx_get_device, 20); /* asked, and no context */
+    ck_assert_int_eq(fake_cuda.get_device, 20);
+    ck_assert_int_eq(fake_cuda.set_device, 0);
+}
+
+CRMM_TEST(a_driver_that_disagrees_with_the_runtime_is_not_asked_again)
+{
+    probe_resource *p0 = device_resource(0);
+    fake_cuda.context_device_off_by = 1; /* the driver says 1 where the runtime says 0 */
+    ten_buffers_after_one(p0, 0);
+    ck_assert_int_eq(fake_cuda.ctx_get_device, 0);
+    ck_assert_int_eq(fake_cuda.get_device, 20);
+    ck_assert_int_eq(fake_cuda.set_device, 0);
 }
 
 CRMM_TEST(the_current_devices_resource_follows_the_current_device)

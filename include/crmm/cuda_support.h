@@ -44,9 +44,10 @@ CRMM_API bool crmm_graph_capture_enabled(void);
  * (__atomic_load_n). Never NULL; never fails. */
 CRMM_API const bool *crmm_graph_capture_switch(void);
 
-/* The current device ordinal: one cudaGetDevice once a device has been found (the first call
- * also counts the devices, so that a missing driver or device is named). CRMM_ERROR_CUDA when
- * there is no usable device, CRMM_ERROR_INVALID_ARGUMENT for NULL. */
+/* The current device ordinal: the current context's device (the driver's cuCtxGetDevice, or
+ * cudaGetDevice where no context is current) once a device has been found; the first call also
+ * counts the devices, so that a missing driver or device is named. CRMM_ERROR_CUDA when there is
+ * no usable device, CRMM_ERROR_INVALID_ARGUMENT for NULL. */
 CRMM_API crmm_status crmm_cuda_current_device(int *device);
 /* Number of CUDA devices (0 with CRMM_ERROR_CUDA and the reason when there are none). */
 CRMM_API crmm_status crmm_cuda_device_count(int *count);

@@ -1,5 +1,6 @@
 /* fake_stream_cuda.c — the scripted CUDA runtime of the stream-order suites (fake_stream_cuda.h). */
-#include "build_config.h"
+#include "build_config.h" /* _GNU_SOURCE: RTLD_NEXT */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <check.h>
@@ -19,6 +20,8 @@ void fake_cuda_reset(void)
     fake_cuda.device_sync_result = keep.device_sync_result;
     fake_cuda.record_result = keep.record_result;
     fake_cuda.forbid_events_and_ids = keep.forbid_events_and_ids;
+    fake_cuda.no_context = keep.no_context;
+    fake_cuda.context_device_off_by = keep.context_device_off_by;
     fake_streams_reset_uses();
 }
 
@@ -179,6 +182,37 @@ cudaError_t cudaSetDevice(int device)
         return cudaErrorInvalidDevice;
     current_device = device;
     return cudaSuccess;
+}
+
+/* The driver's cuCtxGetDevice: the calling thread's current device, as the runtime's. */
+static CUresult fake_ctx_get_device(CUdevice *device)
+{
+    COUNT(ctx_get_device);
+    if (fake_cuda.no_context)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *device = (current_device + fake_cuda.context_device_off_by) % FAKE_DEVICE_COUNT;
+    return CUDA_SUCCESS;
+}
+
+/* cuCtxGetDevice is the scripted one; any other symbol is the real runtime's answer. */
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned int version,
+                                             unsigned long long flags, enum cudaDriverEntryPointQueryResult *status)
+{
+    if (strcmp(symbol, "cuCtxGetDevice") == 0) {
+        *fn = (void *)fake_ctx_get_device;
+        if (status)
+            *status = cudaDriverEntryPointSuccess;
+        return cudaSuccess;
+    }
+    cudaError_t (*next)(const char *, void **, unsigned int, unsigned long long, enum cudaDriverEntryPointQueryResult *);
+    *(void **)&next = dlsym(RTLD_NEXT, "cudaGetDriverEntryPointByVersion");
+    if (!next) {
+        *fn = NULL;
+        if (status)
+            *status = cudaDriverEntryPointSymbolNotFound;
+        return cudaErrorNotSupported;
+    }
+    return next(symbol, fn, version, flags, status);
 }
 
 /* ---- the fake device ------------------------------------------------------------------------ */

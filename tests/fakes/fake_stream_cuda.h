@@ -3,13 +3,16 @@
  *
  * fake_stream_cuda.c defines the runtime calls an allocator makes to order memory between streams
  * (stream ids, events, waits, device and stream synchronization, the current device and the last
- * error), so it is compiled into each program that uses it and exported (-export-dynamic), never
- * into libcrmmtest. Every call is counted in `fake_cuda`; a call passed the handle of a destroyed
- * fake stream fails the test (fake_streams.h). The fake device is host memory that says it is
- * device memory, so that an allocator over it treats streams as real. */
+ * error) and the driver's cuCtxGetDevice (through cudaGetDriverEntryPointByVersion, which passes
+ * every other symbol to the real runtime), so it is compiled into each program that uses it and
+ * exported (-export-dynamic), never into libcrmmtest. Every call is counted in `fake_cuda`; a
+ * call passed the handle of a destroyed fake stream fails the test (fake_streams.h). The fake
+ * device is host memory that says it is device memory, so that an allocator over it treats
+ * streams as real. */
 #ifndef CRMM_TESTS_FAKE_STREAM_CUDA_H
 #define CRMM_TESTS_FAKE_STREAM_CUDA_H
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
 
@@ -26,6 +29,7 @@ typedef struct fake_cuda_state {
     int get_id, record, wait, device_sync, stream_sync, event_sync, event_create, event_destroy, query,
         get_last_error;
     int get_device, set_device, get_device_count; /* the device calls (not in fake_cuda_total) */
+    int ctx_get_device; /* the driver's cuCtxGetDevice (cudaGetDriverEntryPointByVersion hands it out) */
     int forbidden; /* calls made while forbid_events_and_ids was set (each fails the test) */
     cudaStream_t last_recorded, last_waiting, last_synchronized;
     fake_event *last_waited;
@@ -35,6 +39,8 @@ typedef struct fake_cuda_state {
     cudaError_t record_result;      /* what cudaEventRecord answers */
     int forbid_events_and_ids;      /* events, stream ids and queries fail the test (an allocator
                                        that must never name a stream that may be gone) */
+    int no_context;                 /* cuCtxGetDevice answers CUDA_ERROR_INVALID_CONTEXT */
+    int context_device_off_by;      /* cuCtxGetDevice answers the current device + this (mod count) */
     /* cleared by fake_cuda_reset: */
     void (*during_device_sync)(void); /* run once inside the next cudaDeviceSynchronize */
 } fake_cuda_state;
