@@ -54,17 +54,25 @@ AM_TESTS_ENVIRONMENT += \
 	PYTHONPATH='$(abs_top_srcdir)/python'; export PYTHONPATH; \
 	PYTHON='$(PYTHON)'; export PYTHON; \
 	CRMM_TEST_SANITIZERS='$(CRMM_PY_SANITIZERS)'; export CRMM_TEST_SANITIZERS; \
-	CRMM_FASTALLOC='$(CRMM_PY_FASTALLOC)'; export CRMM_FASTALLOC;
+	CRMM_FASTALLOC='$(CRMM_PY_FASTALLOC)'; export CRMM_FASTALLOC; \
+	CRMM_FAKE_CUPY_MEMORY='$(CRMM_PY_FAKE_CUPY)'; export CRMM_FAKE_CUPY_MEMORY;
 if SANITIZERS
 CRMM_PY_SANITIZERS = yes
 endif
 
 # The tests load the build tree's extension by its path ($CRMM_FASTALLOC, see crmm/_alloc.py);
-# "off" where it is not built, so that they never pick up another one.
+# "off" where it is not built, so that they never pick up another one. The same for the module
+# of CuPy's memory layout that the CuPy allocator's tests use without CuPy.
 if HAVE_PYTHON_DEV
 CRMM_PY_FASTALLOC = $(abs_top_builddir)/python/crmm/.libs/_fastalloc.so
+CRMM_PY_FAKE_CUPY = $(abs_top_builddir)/python/tests/.libs/_fake_cupy_memory.so
+check_LTLIBRARIES += python/tests/_fake_cupy_memory.la
+python_tests__fake_cupy_memory_la_SOURCES = python/tests/fake_cupy_memory.c
+python_tests__fake_cupy_memory_la_CPPFLAGS = $(PYTHON_CPPFLAGS)
+python_tests__fake_cupy_memory_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 else
 CRMM_PY_FASTALLOC = off
+CRMM_PY_FAKE_CUPY = off
 endif
 
 if HAVE_PYTHON

@@ -137,7 +137,7 @@ def _address(fn):
 
 
 # The interface version of crmm._fastalloc this file is written for (the module's ABI constant).
-EXTENSION_ABI = 5
+EXTENSION_ABI = 6
 
 
 def _load_extension():

@@ -20,6 +20,7 @@
 #include <Python.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef int (*create_fn)(size_t size, void *stream, void *mr, void **out);
 typedef void (*destroy_fn)(void *buf);
@@ -537,6 +538,200 @@ static PyGetSetDef cupy_memory_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+/* Where CuPy keeps its fields. BaseMemory's ptr, size and device_id and MemoryPointer's ptr,
+ * device_id and mem are C fields of the instances (Cython's cdef attributes); setting them through
+ * their Python properties, and making a MemoryPointer through a Python call, costs more than the
+ * rest of an allocation. So the layout is found at run time: distinct values are set through the
+ * public attributes (or a MemoryPointer is made the public way), the one place in the instance
+ * that holds each value is its field, a second set of values must land in the same places, and
+ * values then written there directly must read back through the attributes. Any doubt leaves
+ * the public way in use; nothing is assumed of CuPy's version. */
+typedef struct { Py_ssize_t ptr, size, device; } memory_layout;      /* offsets; ptr < 0: unknown */
+typedef struct { Py_ssize_t ptr, device, mem; } pointer_layout;      /* offsets; ptr < 0: unknown */
+static memory_layout memory_at = {-1, -1, -1};
+static PyObject *pointer_probed;    /* the pointer type probed (a reference), or NULL */
+static pointer_layout pointer_at = {-1, -1, -1};
+static PyObject *empty_tuple;
+
+/* The one offset in [sizeof(PyObject), end), a multiple of `width`, where `o` holds the `width`
+ * bytes at `value`; -1 when there is none or more than one. */
+static Py_ssize_t find_field(PyObject *o, Py_ssize_t end, const void *value, size_t width)
+{
+    Py_ssize_t at = -1;
+    for (Py_ssize_t off = (Py_ssize_t)sizeof(PyObject); off + (Py_ssize_t)width <= end; off += (Py_ssize_t)width)
+        if (memcmp((char *)o + off, value, width) == 0) {
+            if (at >= 0)
+                return -1;
+            at = off;
+        }
+    return at;
+}
+
+#define FIELD(o, at, type) (*(type *)((char *)(o) + (at)))
+
+/* The int attribute `name` of o equals v (errors cleared: false). */
+static int attr_is(PyObject *o, const char *name, long long v)
+{
+    PyObject *a = PyObject_GetAttrString(o, name);
+    long long got = a ? PyLong_AsLongLong(a) : -1;
+    Py_XDECREF(a);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return got == v;
+}
+
+/* Two sets of probe values (distinct from each other and from anything an instance holds). */
+static const intptr_t probe_ptr[3] = {(intptr_t)0x7e5a00001234a500LL, (intptr_t)0x1c0ffee0005a5a00LL,
+                                      (intptr_t)0x2b7e00000c0de100LL};
+static const Py_ssize_t probe_size[3] = {(Py_ssize_t)0x5eed0000100100LL, (Py_ssize_t)0x777700abcd0000LL,
+                                         (Py_ssize_t)0x3c3c0000f00d00LL};
+static const int probe_device[3] = {0x2bad5, 0x15eed, 0x3a5c1};
+
+/* Set a memory's fields through its attributes (0 on success; the error cleared on failure). */
+static int set_memory_attrs(PyObject *mem, int r)
+{
+    PyObject *ptr = PyLong_FromLongLong((long long)probe_ptr[r]);
+    PyObject *size = PyLong_FromSsize_t(probe_size[r]);
+    PyObject *dev = PyLong_FromLong(probe_device[r]);
+    int st = ptr && size && dev && PyObject_SetAttrString(mem, "ptr", ptr) == 0 &&
+                     PyObject_SetAttrString(mem, "size", size) == 0 &&
+                     PyObject_SetAttrString(mem, "device_id", dev) == 0
+                 ? 0
+                 : -1;
+    Py_XDECREF(ptr);
+    Py_XDECREF(size);
+    Py_XDECREF(dev);
+    if (st < 0)
+        PyErr_Clear();
+    return st;
+}
+
+/* Find where instances of `type` (cupy_memory, over a base of `end` bytes) keep ptr, size and
+ * device_id; memory_at stays unknown when anything is in doubt. */
+static void probe_memory_layout(PyObject *type, Py_ssize_t end)
+{
+    PyObject *mem = PyType_GenericAlloc((PyTypeObject *)type, 0);
+    if (!mem) {
+        PyErr_Clear();
+        return;
+    }
+    memory_layout at = {-1, -1, -1};
+    int ok = 1;
+    for (int r = 0; ok && r < 2; r++) {
+        ok = set_memory_attrs(mem, r) == 0;
+        memory_layout found = {find_field(mem, end, &probe_ptr[r], sizeof(intptr_t)),
+                               find_field(mem, end, &probe_size[r], sizeof(Py_ssize_t)),
+                               find_field(mem, end, &probe_device[r], sizeof(int))};
+        ok = ok && found.ptr >= 0 && found.size >= 0 && found.device >= 0 &&
+             (r == 0 || (found.ptr == at.ptr && found.size == at.size && found.device == at.device));
+        at = found;
+    }
+    if (ok) {
+        FIELD(mem, at.ptr, intptr_t) = probe_ptr[2];
+        FIELD(mem, at.size, Py_ssize_t) = probe_size[2];
+        FIELD(mem, at.device, int) = probe_device[2];
+        ok = attr_is(mem, "ptr", (long long)probe_ptr[2]) && attr_is(mem, "size", (long long)probe_size[2]) &&
+             attr_is(mem, "device_id", probe_device[2]);
+    }
+    Py_DECREF(mem);
+    if (ok)
+        memory_at = at;
+}
+
+/* A new instance of `pointer` made by its tp_new alone (fields as its type initializes them). */
+static PyObject *bare_pointer(PyObject *pointer)
+{
+    newfunc tp_new = (newfunc)PyType_GetSlot((PyTypeObject *)pointer, Py_tp_new);
+    if (!tp_new) {
+        PyErr_SetString(PyExc_TypeError, "the pointer type has no tp_new");
+        return NULL;
+    }
+    return tp_new((PyTypeObject *)pointer, empty_tuple, NULL);
+}
+
+/* A pointer instance around `mem` (a reference taken) made without calling the type, at the
+ * offsets probe_pointer_layout found. NULL with the error set. */
+static PyObject *pointer_direct(PyObject *pointer, const pointer_layout *at, PyObject *mem, intptr_t ptr, int device)
+{
+    PyObject *o = bare_pointer(pointer);
+    if (!o)
+        return NULL;
+    PyObject *old = FIELD(o, at->mem, PyObject *);
+    Py_INCREF(mem);
+    FIELD(o, at->mem, PyObject *) = mem;
+    Py_XDECREF(old);
+    FIELD(o, at->ptr, intptr_t) = ptr;
+    FIELD(o, at->device, int) = device;
+    return o;
+}
+
+/* Find where instances of `pointer` (MemoryPointer, made as pointer(mem, 0)) keep ptr, device_id
+ * and mem, from instances made the public way around cupy_memory instances; then check that one
+ * made by pointer_direct reads back the same. pointer_at stays unknown when anything is in
+ * doubt; a type probed once is not probed again. */
+static void probe_pointer_layout(PyObject *pointer)
+{
+    if (pointer == pointer_probed || memory_at.ptr < 0)
+        return;
+    PyObject *basic = PyObject_GetAttrString(pointer, "__basicsize__");
+    Py_ssize_t end = basic ? PyLong_AsSsize_t(basic) : -1;
+    Py_XDECREF(basic);
+    PyObject *zero = PyLong_FromLong(0);
+    PyObject *mems[3] = {NULL, NULL, NULL}, *made = NULL;
+    pointer_layout at = {-1, -1, -1};
+    int ok = end > 0 && zero != NULL;
+    for (int r = 0; ok && r < 3; r++) {
+        ok = (mems[r] = PyType_GenericAlloc((PyTypeObject *)cupy_memory, 0)) != NULL;
+        if (ok) {
+            FIELD(mems[r], memory_at.ptr, intptr_t) = probe_ptr[r];
+            FIELD(mems[r], memory_at.size, Py_ssize_t) = probe_size[r];
+            FIELD(mems[r], memory_at.device, int) = probe_device[r];
+        }
+    }
+    for (int r = 0; ok && r < 2; r++) {
+        PyObject *o = PyObject_CallFunctionObjArgs(pointer, mems[r], zero, NULL);
+        pointer_layout found = {o ? find_field(o, end, &probe_ptr[r], sizeof(intptr_t)) : -1,
+                                o ? find_field(o, end, &probe_device[r], sizeof(int)) : -1,
+                                o ? find_field(o, end, &mems[r], sizeof(PyObject *)) : -1};
+        Py_XDECREF(o);
+        ok = found.ptr >= 0 && found.device >= 0 && found.mem >= 0 &&
+             (r == 0 || (found.ptr == at.ptr && found.device == at.device && found.mem == at.mem));
+        at = found;
+    }
+    if (ok) {
+        made = pointer_direct(pointer, &at, mems[2], probe_ptr[2], probe_device[2]);
+        PyObject *mem = made ? PyObject_GetAttrString(made, "mem") : NULL;
+        ok = mem == mems[2] && attr_is(made, "ptr", (long long)probe_ptr[2]) &&
+             attr_is(made, "device_id", probe_device[2]);
+        Py_XDECREF(mem);
+    }
+    Py_XDECREF(made);
+    for (int r = 0; r < 3; r++)
+        Py_XDECREF(mems[r]);
+    Py_XDECREF(zero);
+    PyErr_Clear();
+    /* published at once, with the GIL held, for make_pointer */
+    PyObject *previous = pointer_probed;
+    Py_INCREF(pointer);
+    pointer_probed = pointer;
+    Py_XDECREF(previous);
+    pointer_at = ok ? at : (pointer_layout){-1, -1, -1};
+}
+
+/* pointer(mem, 0): made directly where pointer's layout is known (probe_pointer_layout), else
+ * by calling it. */
+static PyObject *make_pointer(PyObject *pointer, PyObject *mem, intptr_t ptr, int device)
+{
+    if (pointer == pointer_probed && pointer_at.ptr >= 0)
+        return pointer_direct(pointer, &pointer_at, mem, ptr, device);
+    PyObject *zero = PyLong_FromLong(0);
+    PyObject *result = zero ? PyObject_CallFunctionObjArgs(pointer, mem, zero, NULL) : NULL;
+    Py_XDECREF(zero);
+    return result;
+}
+
 /* An instance of cupy_memory around `buf` (which this takes: freed on failure), with the base's
  * ptr, size and device_id set. */
 static PyObject *cupy_memory_new(void *buf, PyObject *size, PyObject *stream_obj)
@@ -557,6 +752,12 @@ static PyObject *cupy_memory_new(void *buf, PyObject *size, PyObject *stream_obj
     Py_INCREF(stream_obj);
     f->stream = stream_obj;
     int device = buffer_device(buf);
+    if (memory_at.ptr >= 0) {
+        FIELD(mem, memory_at.ptr, intptr_t) = (intptr_t)buffer_ptr(buf);
+        FIELD(mem, memory_at.size, Py_ssize_t) = (Py_ssize_t)buffer_size(buf);
+        FIELD(mem, memory_at.device, int) = device;
+        return mem;
+    }
     PyObject *ptr = PyLong_FromVoidPtr(buffer_ptr(buf));
     PyObject *dev = ptr && device ? PyLong_FromLong(device) : NULL;
     if (!ptr || (device && !dev) || PyObject_SetAttr(mem, ptr_name, ptr) < 0 || PyObject_SetAttr(mem, size_name, size) < 0 ||
@@ -626,6 +827,7 @@ static PyObject *fa_cupy_memory_type(PyObject *self, PyObject *const *args, Py_s
     Py_INCREF(args[1]);
     cupy_memory_owner_type = args[1];
     cupy_memory = type; /* one reference, for the process */
+    probe_memory_layout(type, v[0]);
     Py_INCREF(type);
     return type;
 }
@@ -701,9 +903,7 @@ static PyObject *ca_call(PyObject *ctx, PyObject *nbytes)
     if (memory == cupy_memory && cupy_memory) {
         void *buf = create_buffer(create_args);
         PyObject *mem = buf ? cupy_memory_new(buf, nbytes, PyTuple_GetItem(entry, 0)) : NULL;
-        PyObject *zero = mem ? PyLong_FromLong(0) : NULL;
-        result = zero ? PyObject_CallFunctionObjArgs(pointer, mem, zero, NULL) : NULL;
-        Py_XDECREF(zero);
+        result = mem ? make_pointer(pointer, mem, (intptr_t)buffer_ptr(buf), buffer_device(buf)) : NULL;
         drop_keeping_error(mem);
     } else {
         result = wrap_buffer(fa_create(NULL, create_args, 3), nbytes, memory, pointer, PyTuple_GetItem(ctx, CA_OWNER_TYPE),
@@ -746,6 +946,8 @@ static PyObject *fa_cupy_allocator(PyObject *self, PyObject *const *args, Py_ssi
     }
     if (address_arg(args[CA_MR], "mr", 1, &mr) < 0)
         return NULL;
+    if (args[CA_MEMORY] == cupy_memory && cupy_memory && PyType_Check(args[CA_POINTER]))
+        probe_pointer_layout(args[CA_POINTER]);
     PyObject *ctx = PyTuple_New(CA_COUNT);
     if (!ctx)
         return NULL;
@@ -770,6 +972,16 @@ static PyObject *fa_adopt(PyObject *self, PyObject *arg)
     return buffer_wrap(buf);
 }
 
+/* cupy_layout() -> (memory, pointer): whether CuPy's memory fields are written directly and its
+ * MemoryPointer made without a call (the layouts probe_memory_layout and probe_pointer_layout
+ * found), for the tests and the benchmark. */
+static PyObject *fa_cupy_layout(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return Py_BuildValue("(OO)", memory_at.ptr >= 0 ? Py_True : Py_False,
+                         pointer_probed && pointer_at.ptr >= 0 ? Py_True : Py_False);
+}
+
 static PyMethodDef fa_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))fa_bind, METH_FASTCALL, "bind(create, destroy, ptr, size, device, check)"},
     {"create", (PyCFunction)(void (*)(void))fa_create, METH_FASTCALL, "create(size, stream, mr) -> Buffer"},
@@ -784,6 +996,8 @@ static PyMethodDef fa_methods[] = {
     {"cupy_memory_type", (PyCFunction)(void (*)(void))fa_cupy_memory_type, METH_FASTCALL,
      "cupy_memory_type(base, owner_type) -> the CuPy memory type whose instances own a crmm buffer"},
     {"adopt", fa_adopt, METH_O, "adopt(address) -> Buffer owning that crmm_device_buffer *"},
+    {"cupy_layout", fa_cupy_layout, METH_NOARGS,
+     "cupy_layout() -> (memory fields written directly, MemoryPointer made directly)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -799,12 +1013,13 @@ PyMODINIT_FUNC PyInit__fastalloc(void)
     PyObject *m = PyModule_Create(&fa_module);
     if (!m)
         return NULL;
-    if (!buffer_type && !(buffer_type = PyType_FromSpec(&buffer_spec))) {
+    if ((!empty_tuple && !(empty_tuple = PyTuple_New(0))) ||
+        (!buffer_type && !(buffer_type = PyType_FromSpec(&buffer_spec)))) {
         Py_DECREF(m);
         return NULL;
     }
     /* the interface crmm/_alloc.py checks (EXTENSION_ABI) before it binds */
-    if (PyModule_AddIntConstant(m, "ABI", 5) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 6) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -348,6 +348,59 @@ def test_cupy_memory_type_checks_its_base_and_frees_on_failure(ext, tmp_path):
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
 
 
+LAYOUT_SCRIPT = """
+import gc, importlib.util, sys
+sys.path.insert(0, sys.argv[1])
+import test_device_buffer_alloc as t
+spec = importlib.util.spec_from_file_location("_fake_cupy_memory", sys.argv[2])
+fake = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fake)
+ext = t._alloc.extension
+memory = ext.cupy_memory_type(getattr(fake, sys.argv[3]), t.DeviceBuffer)
+pointer = getattr(fake, sys.argv[4])
+host = t.HostAsDevice()
+stats = t.StatisticsResourceAdaptor(host.mr)
+streams = {0: (t.DEFAULT_STREAM, t.DEFAULT_STREAM._cstream)}
+allocate = ext.cupy_allocator(lambda: t._CupyStream(0), streams, memory, pointer, t.DeviceBuffer, stats._handle,
+                              t.crmm._lib, lambda n: None)
+layout = ext.cupy_layout()
+held = [allocate(n) for n in (256, 1000, 4096)]
+for p, n in zip(held, (256, 1000, 4096)):
+    assert type(p) is pointer and type(p.mem) is memory, (type(p), type(p.mem))
+    assert host.live.get(p.ptr) == n and p.mem.ptr == p.ptr and p.mem.size == n, (p.ptr, p.mem.size, n)
+    assert p.device_id == p.mem.device_id == -1, (p.device_id, p.mem.device_id)  # a resource of no device
+    assert p.mem._owner.ptr == p.ptr and p.mem._owner.size == n
+assert len({p.ptr for p in held}) == 3
+assert stats.query("bytes_in_use") == 256 + 1000 + 4096
+del held, p
+gc.collect()
+assert stats.query("bytes_in_use") == 0 and host.live == {}
+print(layout)
+"""
+
+
+@pytest.mark.parametrize("memory, pointer, layout", [
+    ("BaseMemory", "MemoryPointer", (True, True)),
+    ("BaseMemory", "ObjectDevicePointer", (True, False)),
+    ("ScrambledMemory", "MemoryPointer", (False, False)),
+])
+def test_cupy_allocator_writes_cupys_fields_where_it_found_them(ext, tmp_path, memory, pointer, layout):
+    """The CuPy allocator writes the memory's ptr, size and device_id and makes the MemoryPointer
+    directly where it found the fields (types laid out as Cython lays out CuPy's,
+    fake_cupy_memory.c), and goes the public way (attributes, a call) where it did not: a field
+    kept in another form. Either way every pointer, memory and owner reads right and every block
+    goes back. One process each: the memory type is made once per process."""
+    where = os.environ.get("CRMM_FAKE_CUPY_MEMORY", "off")
+    if where == "off":
+        pytest.skip("the fake CuPy memory module is not built here (no Python headers)")
+    script = tmp_path / "layout.py"
+    script.write_text(LAYOUT_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), os.path.dirname(__file__), where, memory, pointer],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, CRMM_FASTALLOC=os.environ.get("CRMM_FASTALLOC", "")))
+    assert done.returncode == 0 and done.stdout == f"{layout}\n", done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("change, error", [
     ({"count": 7}, "takes 8 arguments"), ({0: None}, "must be callable"), ({2: 5}, "must be callable"),
     ({1: []}, "must be a dict"), ({4: "DeviceBuffer"}, "owner_type a type"), ({5: -1}, "mr"),

@@ -118,6 +118,10 @@ def test_cupy_memory_owns_its_buffer_and_hands_it_to_its_owner(backend, stats):
         mem = a.data.mem
         assert type(mem).__name__ == "CupyMemory" and isinstance(mem, cupy.cuda.memory.BaseMemory)
         assert mem.size == 8000 and mem.ptr == a.data.ptr and mem.device_id == cupy.cuda.Device().id
+        # CuPy's fields were found: written directly, the MemoryPointer made without a call
+        assert _alloc.extension.cupy_layout() == (True, True)
+        assert type(a.data) is cupy.cuda.memory.MemoryPointer and a.data.mem is mem
+        assert a.data.device_id == mem.device_id and (a.data + 8).ptr == mem.ptr + 8
         owner = mem._owner
         assert type(owner) is crmm.DeviceBuffer and owner is mem._owner and owner is mem.owner
         assert owner.ptr == mem.ptr and owner.size == 8000 and owner.stream.handle == 0

@@ -54,7 +54,10 @@ def _allocate(nbytes):
 # the allocator to the MemoryPointer it gets back (no Python frame); every other call (another
 # stream, size 0, before libcrmm has a config) runs _allocate.
 # Its memory object is CuPy's BaseMemory subclassed in C, owning the buffer itself, where CuPy's
-# BaseMemory holds no objects (else UnownedMemory around a DeviceBuffer, as _allocate makes).
+# BaseMemory holds no objects (else UnownedMemory around a DeviceBuffer, as _allocate makes). Where
+# the extension found where CuPy keeps the memory's and the MemoryPointer's fields (checked at run
+# time, crmm/_fastalloc.c), it writes them directly instead of going through CuPy's properties and
+# constructor.
 def _c_memory_type():
     try:
         return _alloc.extension.cupy_memory_type(cupy.cuda.memory.BaseMemory, DeviceBuffer)
