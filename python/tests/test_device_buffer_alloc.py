@@ -368,7 +368,7 @@ held = [allocate(n) for n in (256, 1000, 4096)]
 for p, n in zip(held, (256, 1000, 4096)):
     assert type(p) is pointer and type(p.mem) is memory, (type(p), type(p.mem))
     assert host.live.get(p.ptr) == n and p.mem.ptr == p.ptr and p.mem.size == n, (p.ptr, p.mem.size, n)
-    assert p.device_id == p.mem.device_id == -1, (p.device_id, p.mem.device_id)  # a resource of no device
+    assert p.device_id == p.mem.device_id == p.mem._owner._buf.device(), (p.device_id, p.mem.device_id)
     assert p.mem._owner.ptr == p.ptr and p.mem._owner.size == n
 assert len({p.ptr for p in held}) == 3
 assert stats.query("bytes_in_use") == 256 + 1000 + 4096
