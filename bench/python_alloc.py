@@ -164,6 +164,14 @@ def numba_row(args):
     from crmm.allocators.numba import RMMNumbaManager
 
     cuda.set_memory_manager(RMMNumbaManager)
+    # the floor of any Numba memory manager: Numba's own pointer object, around no memory
+    from numba.cuda import MemoryPointer
+
+    from crmm.allocators.numba import _device_pointer
+
+    context = cuda.current_context()
+    report("Numba's own MemoryPointer around no memory, dropped (what any Numba manager's pointer costs)",
+           lambda: MemoryPointer(context, _device_pointer(0), SIZE), args)
     for name, switch in implementations():
         switch()
         report(f"numba.cuda.device_array through crmm's manager [{name}]",

@@ -20,6 +20,8 @@ _lib.lib.crmm_graph_capture_enable(True)
 
 __all__ = ["RMMNumbaManager", "CrmmNumbaManager", "CrmmMemoryPointer"]
 
+_DEFAULT_CSTREAM = DEFAULT_STREAM._cstream  # the stream RMM's plugin allocates on (lives with the process)
+
 
 def _nvidia_binding():
     """True when Numba drives CUDA through NVIDIA's cuda-python bindings (always, in the
@@ -27,11 +29,9 @@ def _nvidia_binding():
     return getattr(_driver, "USE_NV_BINDING", True)
 
 
-def _device_pointer(address):
-    """A device address as the pointer type of Numba's CUDA binding."""
-    if _nvidia_binding():
-        return _driver.binding.CUdeviceptr(address)
-    return ctypes.c_uint64(address)
+# A device address as the pointer type of Numba's CUDA binding (chosen once: the binding is
+# fixed when Numba is imported).
+_device_pointer = _driver.binding.CUdeviceptr if _nvidia_binding() else ctypes.c_uint64
 
 
 class CrmmMemoryPointer(MemoryPointer):
@@ -40,14 +40,16 @@ class CrmmMemoryPointer(MemoryPointer):
     does). Numba's own pointer would need a finalizer, which costs a ``weakref.finalize`` and a
     table entry on every allocation; this one holds its buffer instead. Made by memalloc."""
 
+    # MemoryPointer.__init__'s fields, as it sets them for a pointer with a finalizer: those that
+    # are the same for every pointer are the class's (own() raises refct on the instance)
+    is_managed = True
+    refct = 1
+    _owner = None
+
     def __init__(self, context, pointer, size, buffer):
-        # MemoryPointer.__init__'s fields, as it sets them for a pointer with a finalizer
         self.context = context
         self.device_pointer = self.handle = pointer
         self.size = self._cuda_memsize_ = size
-        self.is_managed = True
-        self.refct = 1
-        self._owner = None
         self._crmm_buffer = buffer
 
     def free(self):
@@ -65,7 +67,7 @@ def _memory_pointer(context, size, mr=None):
     handle = None if mr is None else _resource_handle(mr)
     if not _lib.initialized:
         _lib.ensure_initialized()
-    buffer = _ops.create(size, DEFAULT_STREAM._cstream, handle)
+    buffer = _ops.create(size, _DEFAULT_CSTREAM, handle)
     return CrmmMemoryPointer(context, _device_pointer(buffer.ptr()), size, buffer)
 
 
@@ -77,6 +79,10 @@ class RMMNumbaManager(HostOnlyCUDAMemoryManager):
 
     def memalloc(self, size):
         """A CrmmMemoryPointer to `size` bytes of the current device's resource."""
+        if type(size) is int and 0 < size < _SIZE_END and _lib.initialized:
+            # _memory_pointer's common case, without its call
+            buffer = _ops.create(size, _DEFAULT_CSTREAM, None)
+            return CrmmMemoryPointer(self.context, _device_pointer(buffer.ptr()), size, buffer)
         return _memory_pointer(self.context, size)
 
     def get_ipc_handle(self, memory):
