@@ -172,17 +172,21 @@ def numba_row(args):
     context = cuda.current_context()
     report("Numba's own MemoryPointer around no memory, dropped (what any Numba manager's pointer costs)",
            lambda: MemoryPointer(context, _device_pointer(0), SIZE), args)
+    manager = getattr(context, "memory_manager", None)
     for name, switch in implementations():
         switch()
+        # the manager, made with the extension in use, allocates in C; through ctypes, its method
+        in_c = manager.__dict__.pop("memalloc", None) if manager is not None and name == "ctypes" else None
         report(f"numba.cuda.device_array through crmm's manager [{name}]",
                lambda: cuda.device_array(SIZE, dtype=np.uint8), args)
         # the allocator's own call, without Numba's array around it
-        manager = getattr(cuda.current_context(), "memory_manager", None)
         if manager is None:
             print("# this Numba's context has no memory_manager: memalloc's row is skipped")
             continue
         report(f"Numba's memalloc(4096) through crmm's manager, the MemoryPointer dropped [{name}]",
                lambda: manager.memalloc(SIZE), args)
+        if in_c is not None:
+            manager.memalloc = in_c
 
 
 def crmm_allocator():

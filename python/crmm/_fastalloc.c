@@ -962,6 +962,110 @@ static PyObject *fa_cupy_allocator(PyObject *self, PyObject *const *args, Py_ssi
     return fn;
 }
 
+/* Numba's allocator: the context numba_allocator makes, a tuple in this order. */
+enum { NA_POINTER, NA_DEVICE_POINTER, NA_CONTEXT, NA_STREAM, NA_MR, NA_LIB, NA_FALLBACK, NA_COUNT };
+
+/* memalloc(size): a positive int that fits in size_t, once libcrmm has a config: a buffer on the
+ * given stream from mr, and the pointer type's instance around it made as its __init__ would
+ * (context, device_pointer = handle = device_pointer(address), size = _cuda_memsize_ = size,
+ * _crmm_buffer = the Buffer), without calling it; anything else goes to the fallback. */
+static PyObject *na_call(PyObject *ctx, PyObject *size)
+{
+    static PyObject *names[6];
+    static const char *const spelled[6] = {"context", "device_pointer", "handle", "size", "_cuda_memsize_",
+                                           "_crmm_buffer"};
+    PyObject *fallback = PyTuple_GetItem(ctx, NA_FALLBACK);
+    if (!fallback)
+        return NULL;
+    for (int i = 0; i < 6; i++)
+        if (!names[i] && !(names[i] = PyUnicode_InternFromString(spelled[i])))
+            return NULL;
+    size_t n = 0;
+    if (PyLong_CheckExact(size)) {
+        n = PyLong_AsSize_t(size);
+        if (n == (size_t)-1 && PyErr_Occurred()) {
+            PyErr_Clear(); /* negative or too large: the fallback names it */
+            n = 0;
+        }
+    }
+    if (n && !lib_initialized) {
+        static PyObject *initialized_name;
+        if (!initialized_name && !(initialized_name = PyUnicode_InternFromString("initialized")))
+            return NULL;
+        PyObject *v = PyObject_GetAttr(PyTuple_GetItem(ctx, NA_LIB), initialized_name);
+        int yes = v ? PyObject_IsTrue(v) : -1;
+        Py_XDECREF(v);
+        if (yes < 0)
+            return NULL;
+        lib_initialized = yes;
+    }
+    if (!n || !lib_initialized || !buffer_create)
+        return PyObject_CallFunctionObjArgs(fallback, size, NULL);
+    PyObject *create_args[3] = {size, PyTuple_GetItem(ctx, NA_STREAM), PyTuple_GetItem(ctx, NA_MR)};
+    void *buf = create_buffer(create_args);
+    PyObject *buffer = buf ? buffer_wrap(buf) : NULL; /* frees buf when it cannot be made */
+    if (!buffer)
+        return NULL;
+    PyObject *address = PyLong_FromVoidPtr(buffer_ptr(buf));
+    PyObject *dptr = address ? PyObject_CallFunctionObjArgs(PyTuple_GetItem(ctx, NA_DEVICE_POINTER), address, NULL) : NULL;
+    Py_XDECREF(address);
+    PyObject *pointer = PyTuple_GetItem(ctx, NA_POINTER);
+    newfunc object_new = (newfunc)PyType_GetSlot((PyTypeObject *)pointer, Py_tp_new); /* object's (numba_allocator) */
+    PyObject *p = dptr ? object_new((PyTypeObject *)pointer, empty_tuple, NULL) : NULL;
+    PyObject *values[6] = {PyTuple_GetItem(ctx, NA_CONTEXT), dptr, dptr, size, size, buffer};
+    for (int i = 0; p && i < 6; i++)
+        if (PyObject_SetAttr(p, names[i], values[i]) < 0)
+            Py_CLEAR(p);
+    Py_XDECREF(dptr);
+    drop_keeping_error(buffer); /* the pointer holds it now; without one this frees the buffer */
+    return p;
+}
+
+static PyMethodDef na_def = {"memalloc", na_call, METH_O,
+                             "memalloc(size) -> the Numba pointer to size bytes of crmm memory it owns"};
+
+/* numba_allocator(pointer, device_pointer, context, stream, mr, lib, fallback) -> memalloc(size)
+ * (na_call), a builtin function for a Numba memory manager's memalloc. pointer: the
+ * MemoryPointer subclass whose instances hold their crmm Buffer (made without calling it);
+ * device_pointer: the binding's pointer type, called with the address; context: Numba's context;
+ * stream, mr: a crmm_stream * and a crmm_resource * as ints or None (the default stream, the
+ * current device's resource); lib: the module whose `initialized` says libcrmm has a config;
+ * fallback: the memalloc for every other call (size 0, not an int, before the config). */
+static PyObject *fa_numba_allocator(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    void *address;
+    if (nargs != NA_COUNT) {
+        PyErr_SetString(PyExc_TypeError,
+                        "numba_allocator takes 7 arguments (pointer, device_pointer, context, stream, mr, lib, fallback)");
+        return NULL;
+    }
+    if (!PyType_Check(args[NA_POINTER]) || !PyCallable_Check(args[NA_DEVICE_POINTER]) ||
+        !PyCallable_Check(args[NA_FALLBACK])) {
+        PyErr_SetString(PyExc_TypeError, "numba_allocator: pointer must be a type, device_pointer and fallback callable");
+        return NULL;
+    }
+    if (PyType_GetSlot((PyTypeObject *)args[NA_POINTER], Py_tp_new) != PyType_GetSlot(&PyBaseObject_Type, Py_tp_new)) {
+        /* na_call makes instances with object.__new__: only a type that makes them so */
+        PyErr_SetString(PyExc_TypeError, "numba_allocator: pointer must be a class whose instances object.__new__ makes");
+        return NULL;
+    }
+    if (address_arg(args[NA_STREAM], "stream", 1, &address) < 0 || address_arg(args[NA_MR], "mr", 1, &address) < 0)
+        return NULL;
+    PyObject *ctx = PyTuple_New(NA_COUNT);
+    if (!ctx)
+        return NULL;
+    for (int i = 0; i < NA_COUNT; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SetItem(ctx, i, args[i]);
+    }
+    PyObject *module = PyUnicode_FromString("crmm.allocators.numba");
+    PyObject *fn = module ? PyCFunction_NewEx(&na_def, ctx, module) : NULL;
+    Py_XDECREF(module);
+    Py_DECREF(ctx);
+    return fn;
+}
+
 /* adopt(address) -> Buffer: take ownership of a crmm_device_buffer * another call made (not 0). */
 static PyObject *fa_adopt(PyObject *self, PyObject *arg)
 {
@@ -996,6 +1100,8 @@ static PyMethodDef fa_methods[] = {
     {"cupy_memory_type", (PyCFunction)(void (*)(void))fa_cupy_memory_type, METH_FASTCALL,
      "cupy_memory_type(base, owner_type) -> the CuPy memory type whose instances own a crmm buffer"},
     {"adopt", fa_adopt, METH_O, "adopt(address) -> Buffer owning that crmm_device_buffer *"},
+    {"numba_allocator", (PyCFunction)(void (*)(void))fa_numba_allocator, METH_FASTCALL,
+     "numba_allocator(pointer, device_pointer, context, stream, mr, lib, fallback) -> memalloc"},
     {"cupy_layout", fa_cupy_layout, METH_NOARGS,
      "cupy_layout() -> (memory fields written directly, MemoryPointer made directly)"},
     {NULL, NULL, 0, NULL},

@@ -13,7 +13,10 @@ import pytest
 
 numba_cuda = pytest.importorskip("numba.cuda", reason="Numba is not installed")
 
+import crmm  # noqa: E402
+from crmm import _alloc  # noqa: E402
 from crmm.allocators import numba as crmm_numba  # noqa: E402
+from crmm.pylibrmm.stream import DEFAULT_STREAM  # noqa: E402
 from crmm.pylibrmm.memory_resource import StatisticsResourceAdaptor  # noqa: E402
 from test_device_buffer_alloc import HostAsDevice, backend  # noqa: E402,F401
 
@@ -32,8 +35,24 @@ def outstanding(stats):
     return stats.allocation_counts.current_count
 
 
-def test_pointer_is_a_numba_memory_pointer(stats, backend):
-    ptr = crmm_numba._memory_pointer(CONTEXT, 4096, stats)
+@pytest.fixture(params=["python", "c"])
+def memory_pointer(request, stats, backend):
+    """memory_pointer(size) -> a CrmmMemoryPointer from `stats`: made by _memory_pointer (the
+    manager's memalloc without the extension) or by the extension's numba_allocator (its memalloc
+    with it), whose fallback for what it does not serve is _memory_pointer."""
+    def python(size):
+        return crmm_numba._memory_pointer(CONTEXT, size, stats)
+
+    if request.param == "python":
+        return python
+    if backend != "extension":
+        pytest.skip("numba_allocator is the extension's")
+    return _alloc.extension.numba_allocator(crmm_numba.CrmmMemoryPointer, crmm_numba._device_pointer, CONTEXT,
+                                            DEFAULT_STREAM._cstream, stats._handle, crmm._lib, python)
+
+
+def test_pointer_is_a_numba_memory_pointer(stats, memory_pointer):
+    ptr = memory_pointer(4096)
     assert isinstance(ptr, numba_cuda.MemoryPointer)
     assert ptr.context is CONTEXT and ptr.size == 4096 and ptr._cuda_memsize_ == 4096
     assert ptr.is_managed and ptr.refct == 1
@@ -44,8 +63,8 @@ def test_pointer_is_a_numba_memory_pointer(stats, backend):
     assert stats.allocation_counts.current_bytes == 4096
 
 
-def test_memory_goes_with_the_pointer(stats, backend):
-    ptr = crmm_numba._memory_pointer(CONTEXT, 100, stats)
+def test_memory_goes_with_the_pointer(stats, memory_pointer):
+    ptr = memory_pointer(100)
     ref = weakref.ref(ptr)
     assert outstanding(stats) == 1
     del ptr
@@ -53,8 +72,8 @@ def test_memory_goes_with_the_pointer(stats, backend):
     assert outstanding(stats) == 0
 
 
-def test_free_frees_once_and_twice_raises(stats, backend):
-    ptr = crmm_numba._memory_pointer(CONTEXT, 64, stats)
+def test_free_frees_once_and_twice_raises(stats, memory_pointer):
+    ptr = memory_pointer(64)
     ptr.free()
     assert outstanding(stats) == 0
     with pytest.raises(RuntimeError, match="Freeing dead memory"):
@@ -64,8 +83,8 @@ def test_free_frees_once_and_twice_raises(stats, backend):
     assert stats.allocation_counts.total_count == 1
 
 
-def test_views_keep_the_memory(stats, backend):
-    ptr = crmm_numba._memory_pointer(CONTEXT, 256, stats)
+def test_views_keep_the_memory(stats, memory_pointer):
+    ptr = memory_pointer(256)
     base = ptr.device_pointer_value
     view = ptr.view(64, 128)  # Numba's reference-counted handle over a slice
     assert view.size == 64 and view.device_pointer_value == base + 64
@@ -79,21 +98,78 @@ def test_views_keep_the_memory(stats, backend):
     assert outstanding(stats) == 0
 
 
-def test_size_zero_and_bad_sizes(stats, backend):
-    empty = crmm_numba._memory_pointer(CONTEXT, 0, stats)
+def test_size_zero_and_bad_sizes(stats, memory_pointer):
+    empty = memory_pointer(0)
     assert empty.size == 0 and empty._crmm_buffer.ptr() == 0
     for bad, error in ((-1, ValueError), ("8", TypeError), (1.5, TypeError), (True, TypeError), (1 << 64, OverflowError)):
         with pytest.raises(error):
-            crmm_numba._memory_pointer(CONTEXT, bad, stats)
+            memory_pointer(bad)
     with pytest.raises(TypeError):
         crmm_numba._memory_pointer(CONTEXT, 8, "not a resource")
     del empty
     assert outstanding(stats) == 0
 
 
-def test_failed_allocation_leaves_nothing(stats, backend):
-    import crmm
-
+def test_failed_allocation_leaves_nothing(stats, memory_pointer):
     with pytest.raises(crmm.OutOfMemoryError):
-        crmm_numba._memory_pointer(CONTEXT, 2 << 30, stats)  # past what the callbacks hand out
+        memory_pointer(2 << 30)  # past what the callbacks hand out
     assert outstanding(stats) == 0
+
+
+def test_the_c_allocator_serves_positive_ints_and_passes_the_rest_on(stats, backend):
+    """numba_allocator serves a positive int itself and hands anything else to its fallback,
+    which raises for bad sizes as memalloc does."""
+    if backend != "extension":
+        pytest.skip("numba_allocator is the extension's")
+    passed = []
+
+    def fallback(size):
+        passed.append(size)
+        return crmm_numba._memory_pointer(CONTEXT, size, stats)
+
+    memalloc = _alloc.extension.numba_allocator(crmm_numba.CrmmMemoryPointer, crmm_numba._device_pointer, CONTEXT,
+                                                DEFAULT_STREAM._cstream, stats._handle, crmm._lib, fallback)
+    served = memalloc(512)
+    assert passed == [] and type(served) is crmm_numba.CrmmMemoryPointer and served.size == 512
+    assert served.device_pointer_value == served._crmm_buffer.ptr() and served.handle is served.device_pointer
+    for size in (0, True, 1 << 64, -1, 2.0):
+        try:
+            memalloc(size)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    assert passed == [0, True, 1 << 64, -1, 2.0]
+    del served
+    gc.collect()
+    assert outstanding(stats) == 0 and stats.allocation_counts.total_count == 1  # size 0 allocates nothing
+
+
+class _OwnNew(crmm_numba.CrmmMemoryPointer):
+    def __new__(cls, *args):
+        return super().__new__(cls)
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"count": 6}, "takes 7 arguments"), ({0: "pointer"}, "must be a type"),
+    ({0: int}, "object.__new__"), ({0: _OwnNew}, "object.__new__"), ({1: None}, "callable"),
+    ({6: 5}, "callable"), ({3: "stream"}, "stream"), ({4: -1}, "mr"),
+])
+def test_the_c_allocator_refuses_bad_arguments(change, error):
+    if _alloc.extension is None:
+        pytest.skip("crmm._fastalloc is not built here")
+    args = [crmm_numba.CrmmMemoryPointer, crmm_numba._device_pointer, CONTEXT, None, None, crmm._lib, lambda n: n]
+    for i, value in change.items():
+        if i != "count":
+            args[i] = value
+    with pytest.raises((TypeError, ValueError, OverflowError), match=error):
+        _alloc.extension.numba_allocator(*args[:change.get("count", len(args))])
+
+
+def test_the_manager_allocates_in_c_with_the_extension(backend):
+    """RMMNumbaManager's memalloc is the extension's numba_allocator where the extension is in
+    use (its method, the fallback, otherwise)."""
+    manager = crmm_numba.RMMNumbaManager(context=CONTEXT)
+    if backend == "extension":
+        assert type(manager.memalloc).__name__ == "builtin_function_or_method"
+    else:
+        assert manager.memalloc.__func__ is crmm_numba.RMMNumbaManager.memalloc
+    assert manager.context is CONTEXT

@@ -9,7 +9,7 @@ from numba import cuda
 from numba.cuda import HostOnlyCUDAMemoryManager, IpcHandle, MemoryPointer
 from numba.cuda.cudadrv import driver as _driver
 
-from .. import _lib
+from .. import _alloc, _lib
 from .._alloc import ops as _ops
 from .._host import size_arg
 from ..pylibrmm.device_buffer import _SIZE_END, _resource_handle
@@ -73,6 +73,15 @@ def _memory_pointer(context, size, mr=None):
 
 class RMMNumbaManager(HostOnlyCUDAMemoryManager):
     """Numba EMM plugin: device memory from crmm, host memory from Numba."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if _alloc.extension is not None and _ops.name == "extension":
+            # memalloc's common case in one C call (crmm/_fastalloc.c); the method below is its
+            # fallback and the whole allocator without the extension
+            self.memalloc = _alloc.extension.numba_allocator(
+                CrmmMemoryPointer, _device_pointer, self.context, _DEFAULT_CSTREAM, None, _lib,
+                RMMNumbaManager.memalloc.__get__(self))
 
     def initialize(self):
         pass
