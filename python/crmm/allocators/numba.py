@@ -76,9 +76,9 @@ class RMMNumbaManager(HostOnlyCUDAMemoryManager):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if _alloc.extension is not None and _ops.name == "extension":
+        if _alloc.extension is not None:
             # memalloc's common case in one C call (crmm/_fastalloc.c); the method below is its
-            # fallback and the whole allocator without the extension
+            # fallback and the whole allocator where the extension is not built (or is off)
             self.memalloc = _alloc.extension.numba_allocator(
                 CrmmMemoryPointer, _device_pointer, self.context, _DEFAULT_CSTREAM, None, _lib,
                 RMMNumbaManager.memalloc.__get__(self))
