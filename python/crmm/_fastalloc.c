@@ -439,6 +439,15 @@ static PyObject *make_owner(PyObject *owner_type, PyObject *buffer, PyObject *st
     return owner;
 }
 
+/* pointer(mem, 0), called. */
+static PyObject *call_pointer(PyObject *pointer, PyObject *mem)
+{
+    PyObject *zero = PyLong_FromLong(0);
+    PyObject *result = zero ? PyObject_CallFunctionObjArgs(pointer, mem, zero, NULL) : NULL;
+    Py_XDECREF(zero);
+    return result;
+}
+
 /* pointer(memory(ptr, size, owner, device), 0) around a new Buffer (a reference this takes),
  * the owner made by make_owner. When anything raises, the buffer is freed and the exception
  * passed on. */
@@ -460,9 +469,7 @@ static PyObject *wrap_buffer(PyObject *buffer, PyObject *size, PyObject *memory,
     drop_keeping_error(owner); /* mem holds it now; without mem this frees the buffer */
     if (!mem)
         return NULL;
-    PyObject *zero = PyLong_FromLong(0);
-    PyObject *result = zero ? PyObject_CallFunctionObjArgs(pointer, mem, zero, NULL) : NULL;
-    Py_XDECREF(zero);
+    PyObject *result = call_pointer(pointer, mem);
     drop_keeping_error(mem);
     return result;
 }
@@ -678,10 +685,9 @@ static void probe_pointer_layout(PyObject *pointer)
     PyObject *basic = PyObject_GetAttrString(pointer, "__basicsize__");
     Py_ssize_t end = basic ? PyLong_AsSsize_t(basic) : -1;
     Py_XDECREF(basic);
-    PyObject *zero = PyLong_FromLong(0);
     PyObject *mems[3] = {NULL, NULL, NULL}, *made = NULL;
     pointer_layout at = {-1, -1, -1};
-    int ok = end > 0 && zero != NULL;
+    int ok = end > 0;
     for (int r = 0; ok && r < 3; r++) {
         ok = (mems[r] = PyType_GenericAlloc((PyTypeObject *)cupy_memory, 0)) != NULL;
         if (ok) {
@@ -691,7 +697,7 @@ static void probe_pointer_layout(PyObject *pointer)
         }
     }
     for (int r = 0; ok && r < 2; r++) {
-        PyObject *o = PyObject_CallFunctionObjArgs(pointer, mems[r], zero, NULL);
+        PyObject *o = call_pointer(pointer, mems[r]);
         pointer_layout found = {o ? find_field(o, end, &probe_ptr[r], sizeof(intptr_t)) : -1,
                                 o ? find_field(o, end, &probe_device[r], sizeof(int)) : -1,
                                 o ? find_field(o, end, &mems[r], sizeof(PyObject *)) : -1};
@@ -710,7 +716,6 @@ static void probe_pointer_layout(PyObject *pointer)
     Py_XDECREF(made);
     for (int r = 0; r < 3; r++)
         Py_XDECREF(mems[r]);
-    Py_XDECREF(zero);
     PyErr_Clear();
     /* published at once, with the GIL held, for make_pointer */
     PyObject *previous = pointer_probed;
@@ -726,10 +731,7 @@ static PyObject *make_pointer(PyObject *pointer, PyObject *mem, intptr_t ptr, in
 {
     if (pointer == pointer_probed && pointer_at.ptr >= 0)
         return pointer_direct(pointer, &pointer_at, mem, ptr, device);
-    PyObject *zero = PyLong_FromLong(0);
-    PyObject *result = zero ? PyObject_CallFunctionObjArgs(pointer, mem, zero, NULL) : NULL;
-    Py_XDECREF(zero);
-    return result;
+    return call_pointer(pointer, mem);
 }
 
 /* An instance of cupy_memory around `buf` (which this takes: freed on failure), with the base's
