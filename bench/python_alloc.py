@@ -151,6 +151,27 @@ def report(label, fn, args):
     print(f"{us:8.3f} us  {label}")
 
 
+def numba_native_rows(args):
+    """Numba's own memory manager (the reference a Numba user switches from): run in a process
+    of its own, since the manager is fixed when Numba makes its context."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--numba-native", "-n", str(args.n),
+                           "--repeats", str(args.repeats)], capture_output=True, text=True, timeout=600)
+    print(done.stdout.rstrip() or f"# Numba's own manager's rows failed: {done.stderr.strip()[-300:]}")
+
+
+def numba_native(args):
+    import numpy as np
+    from numba import cuda
+
+    context = cuda.current_context()
+    report("numba.cuda.device_array through Numba's own manager (reference, a process of its own)",
+           lambda: cuda.device_array(SIZE, dtype=np.uint8), args)
+    report("Numba's own memalloc(4096), the MemoryPointer dropped (reference, a process of its own)",
+           lambda: context.memory_manager.memalloc(SIZE), args)
+
+
 def numba_row(args):
     """crmm's Numba memory manager: set before Numba makes its context (this script uses Numba
     nowhere before)."""
@@ -330,7 +351,11 @@ def main():
     parser.add_argument("--repeats", type=int, default=5, help="repeats; the median is shown (5)")
     parser.add_argument("--rounds", type=int, default=0,
                         help="then K rounds of CuPy's pool and crmm's CuPy allocator in turn, batch by batch (0)")
+    parser.add_argument("--numba-native", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.numba_native:
+        numba_native(args)
+        return
     import crmm
 
     keep = None
@@ -352,6 +377,7 @@ def main():
         reference_rows(args)
         try:
             numba_row(args)
+            numba_native_rows(args)
         except Exception as e:  # Numba's memory manager must come before its context: say why
             print(f"# Numba row failed: {type(e).__name__}: {e}")
         if args.rounds:
