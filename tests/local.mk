@@ -146,6 +146,8 @@ FAKE_CUDA_SOURCES = tests/fakes/fake_capture.c tests/fakes/fake_capture.h
 # the runtime's stream order (ids, events, synchronization) and a fake device, for the stream suites
 FAKE_STREAM_SOURCES = tests/fakes/fake_stream_cuda.c tests/fakes/fake_stream_cuda.h $(FAKE_CUDA_SOURCES)
 FAKE_VMM_SOURCES = tests/fakes/fake_vmm.c tests/fakes/fake_vmm.h $(FAKE_CUDA_SOURCES)
+# no driver behind a scripted runtime: every driver entry point is missing, as without a driver
+FAKE_NO_DRIVER_SOURCES = tests/fakes/fake_no_driver.c
 # `crmm replay` (tools/libcrmmreplay.la, in REPLAY_LDADD)
 REPLAY_SOURCES = tools/replay.h tests/replay_logs.h
 
@@ -156,7 +158,9 @@ tests_check_pool_streams_threads_SOURCES = tests/check_pool_streams_threads.c $(
 tests_check_arena_streams_SOURCES = tests/check_arena_streams.c $(FAKE_STREAM_SOURCES)
 tests_check_arena_streams_threads_SOURCES = tests/check_arena_streams_threads.c $(FAKE_STREAM_SOURCES)
 tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c $(FAKE_STREAM_SOURCES)
-tests_check_torch_allocator_SOURCES = tests/check_torch_allocator.c $(FAKE_CUDA_SOURCES)
+tests_check_torch_allocator_SOURCES = tests/check_torch_allocator.c $(FAKE_CUDA_SOURCES) $(FAKE_NO_DRIVER_SOURCES)
+tests_check_async_serialized_SOURCES = tests/check_async_serialized.c $(FAKE_NO_DRIVER_SOURCES)
+tests_check_views_and_system_cpu_SOURCES = tests/check_views_and_system_cpu.c $(FAKE_NO_DRIVER_SOURCES)
 tests_check_device_buffer_cuda_calls_SOURCES = tests/check_device_buffer_cuda_calls.c $(FAKE_STREAM_SOURCES)
 tests_check_callback_SOURCES = tests/check_callback.c tests/callback_config.h
 tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c $(FAKE_VMM_SOURCES)
@@ -213,7 +217,8 @@ tests_check_ptr_map_CPPFLAGS = $(AM_CPPFLAGS) $(SUPPORT_CPPFLAGS)
 tests_check_ptr_map_LDADD = support/libcrmmsupport.a $(TEST_LDADD)
 tests_check_replay_SOURCES = tests/check_replay.c $(REPLAY_SOURCES)
 tests_check_replay_LDADD = $(REPLAY_LDADD)
-tests_check_replay_streams_SOURCES = tests/check_replay_streams.c $(FAKE_CUDA_SOURCES) $(REPLAY_SOURCES)
+tests_check_replay_streams_SOURCES = tests/check_replay_streams.c $(FAKE_CUDA_SOURCES) $(FAKE_NO_DRIVER_SOURCES) \
+	$(REPLAY_SOURCES)
 tests_check_replay_streams_LDADD = $(REPLAY_LDADD)
 tests_check_adaptors_gpu_SOURCES = tests/check_adaptors_gpu.c $(REPLAY_SOURCES)
 tests_check_adaptors_gpu_LDADD = $(REPLAY_LDADD)
