@@ -589,7 +589,8 @@ static int attr_is(PyObject *o, const char *name, long long v)
     return got == v;
 }
 
-/* Two sets of probe values (distinct from each other and from anything an instance holds). */
+/* Three sets of probe values, distinct from each other and from anything an instance holds: two
+ * found where the public way puts them, the third written directly and read back. */
 static const intptr_t probe_ptr[3] = {(intptr_t)0x7e5a00001234a500LL, (intptr_t)0x1c0ffee0005a5a00LL,
                                       (intptr_t)0x2b7e00000c0de100LL};
 static const Py_ssize_t probe_size[3] = {(Py_ssize_t)0x5eed0000100100LL, (Py_ssize_t)0x777700abcd0000LL,
@@ -857,34 +858,40 @@ static PyObject *fa_create_wrapped(PyObject *self, PyObject *const *args, Py_ssi
 enum { CA_GET_STREAM, CA_STREAMS, CA_MEMORY, CA_POINTER, CA_OWNER_TYPE, CA_MR, CA_LIB, CA_FALLBACK, CA_COUNT };
 static int lib_initialized; /* crmm._lib.initialized was seen true (it stays true) */
 
+/* Whether libcrmm has a config (lib.initialized, remembered once true): 1 or 0, -1 with the
+ * error set. */
+static int lib_ready(PyObject *lib)
+{
+    static PyObject *initialized_name;
+    if (lib_initialized)
+        return 1;
+    if (!initialized_name && !(initialized_name = PyUnicode_InternFromString("initialized")))
+        return -1;
+    PyObject *v = PyObject_GetAttr(lib, initialized_name);
+    int yes = v ? PyObject_IsTrue(v) : -1;
+    Py_XDECREF(v);
+    if (yes > 0)
+        lib_initialized = 1;
+    return yes;
+}
+
 /* rmm_cupy_allocator(nbytes): a positive int on a stream `streams` knows (get_stream().ptr ->
  * (stream_obj, crmm_stream address)) once libcrmm has a config: create_wrapped on that stream in
  * this one C call; anything else (another stream, 0, a non-int, before the config) goes to the
  * fallback, the Python allocator that handles every case. */
 static PyObject *ca_call(PyObject *ctx, PyObject *nbytes)
 {
-    static PyObject *ptr_name, *initialized_name;
+    static PyObject *ptr_name;
     PyObject *fallback = PyTuple_GetItem(ctx, CA_FALLBACK);
     if (!fallback)
         return NULL;
-    if (!ptr_name && (!(ptr_name = PyUnicode_InternFromString("ptr")) ||
-                      !(initialized_name = PyUnicode_InternFromString("initialized")))) {
-        Py_CLEAR(ptr_name);
+    if (!ptr_name && !(ptr_name = PyUnicode_InternFromString("ptr")))
         return NULL;
-    }
     int positive = PyLong_CheckExact(nbytes) ? PyObject_IsTrue(nbytes) : 0;
-    if (positive < 0)
+    int ready = positive > 0 ? lib_ready(PyTuple_GetItem(ctx, CA_LIB)) : 0;
+    if (positive < 0 || ready < 0)
         return NULL;
-    if (positive && !lib_initialized) {
-        PyObject *v = PyObject_GetAttr(PyTuple_GetItem(ctx, CA_LIB), initialized_name);
-        lib_initialized = v ? PyObject_IsTrue(v) : -1;
-        Py_XDECREF(v);
-        if (lib_initialized < 0) {
-            lib_initialized = 0;
-            return NULL;
-        }
-    }
-    if (!positive || !lib_initialized || !buffer_create)
+    if (!ready || !buffer_create)
         return PyObject_CallFunctionObjArgs(fallback, nbytes, NULL);
     PyObject *stream = PyObject_CallNoArgs(PyTuple_GetItem(ctx, CA_GET_STREAM));
     PyObject *ptr = stream ? PyObject_GetAttr(stream, ptr_name) : NULL;
@@ -990,18 +997,10 @@ static PyObject *na_call(PyObject *ctx, PyObject *size)
             n = 0;
         }
     }
-    if (n && !lib_initialized) {
-        static PyObject *initialized_name;
-        if (!initialized_name && !(initialized_name = PyUnicode_InternFromString("initialized")))
-            return NULL;
-        PyObject *v = PyObject_GetAttr(PyTuple_GetItem(ctx, NA_LIB), initialized_name);
-        int yes = v ? PyObject_IsTrue(v) : -1;
-        Py_XDECREF(v);
-        if (yes < 0)
-            return NULL;
-        lib_initialized = yes;
-    }
-    if (!n || !lib_initialized || !buffer_create)
+    int ready = n ? lib_ready(PyTuple_GetItem(ctx, NA_LIB)) : 0;
+    if (ready < 0)
+        return NULL;
+    if (!ready || !buffer_create)
         return PyObject_CallFunctionObjArgs(fallback, size, NULL);
     PyObject *create_args[3] = {size, PyTuple_GetItem(ctx, NA_STREAM), PyTuple_GetItem(ctx, NA_MR)};
     void *buf = create_buffer(create_args);
