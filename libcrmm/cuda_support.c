@@ -72,11 +72,11 @@ static void find_driver_query(void)
 {
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetDevice", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
-        found == cudaDriverEntryPointSuccess)
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetDevice", &fn, 12000, cudaEnableDefault, &found);
+    if (e != cudaSuccess)
+        cudaGetLastError(); /* handled here: not the caller's error */
+    else if (found == cudaDriverEntryPointSuccess && fn)
         __atomic_store_n(&ctx_get_device, (ctx_get_device_fn)fn, __ATOMIC_RELEASE);
-    else
-        cudaGetLastError();
 }
 
 static cudaError_t get_device(int *device)
