@@ -7,8 +7,9 @@
  * What is pinned: a buffer of the current device's resource asks for the current device once at
  * its creation and once at its destruction (every DeviceBuffer, CuPy and Numba allocation pays for
  * each call), through the driver's cuCtxGetDevice (a read of the current context) rather than
- * cudaGetDevice, with cudaGetDevice where no context is current and for good once the driver's
- * answer disagreed with it; a buffer of another device's resource runs its calls with that device
+ * cudaGetDevice, with cudaGetDevice where no context is current, where the driver has no such
+ * function (the caller's pending CUDA error left alone) and for good once the driver's answer
+ * disagreed with it; a buffer of another device's resource runs its calls with that device
  * current and gives the caller's device back. */
 #include "build_config.h"
 #include <stdlib.h>
@@ -29,13 +30,19 @@ static probe_resource *device_resource(int device)
     return p;
 }
 
-/* Ten buffers of the current device's resource made and freed after a first one; the probe's
- * allocations all made on `device`. */
-static void ten_buffers_after_one(probe_resource *p, int device)
+/* A first buffer of the current device's resource, made and freed (it may count devices). */
+static void first_buffer(void)
 {
     crmm_device_buffer *b = NULL;
     ck_assert_int_eq(crmm_device_buffer_create(64, NULL, NULL, &b), CRMM_OK);
     crmm_device_buffer_destroy(b);
+}
+
+/* Ten buffers of the current device's resource made and freed, the counts reset first, after
+ * first_buffer; the probe's allocations all made on `device`. */
+static void ten_buffers(probe_resource *p, int device)
+{
+    crmm_device_buffer *b = NULL;
     fake_cuda_reset();
     for (int i = 0; i < 10; i++) {
         ck_assert_int_eq(crmm_device_buffer_create(64, NULL, NULL, &b), CRMM_OK);
@@ -45,6 +52,12 @@ static void ten_buffers_after_one(probe_resource *p, int device)
     ck_assert_int_eq(p->allocations, 11);
     ck_assert_int_eq(p->live, 0);
     ck_assert_int_eq(p->alloc_device, device);
+}
+
+static void ten_buffers_after_one(probe_resource *p, int device)
+{
+    first_buffer();
+    ten_buffers(p, device);
 }
 
 CRMM_TEST(a_buffer_of_the_current_devices_resource_asks_the_driver_once_each_way)
@@ -77,6 +90,18 @@ CRMM_TEST(a_driver_that_disagrees_with_the_runtime_is_not_asked_again)
     ck_assert_int_eq(fake_cuda.ctx_get_device, 0);
     ck_assert_int_eq(fake_cuda.get_device, 20);
     ck_assert_int_eq(fake_cuda.set_device, 0);
+}
+
+CRMM_TEST(a_driver_without_the_query_leaves_the_callers_last_error)
+{
+    fake_cuda.no_ctx_get_device = 1;
+    fake_cuda.last_error = cudaErrorInvalidValue; /* the caller's, not yet read */
+    probe_resource *p0 = device_resource(0);      /* counts the devices and looks the query up */
+    first_buffer();
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorInvalidValue); /* a symbol not found is no error of ours */
+    ten_buffers(p0, 0);
+    ck_assert_int_eq(fake_cuda.get_device, 20); /* the runtime asked instead */
+    ck_assert_int_eq(fake_cuda.ctx_get_device, 0);
 }
 
 CRMM_TEST(the_current_devices_resource_follows_the_current_device)

@@ -22,6 +22,7 @@ void fake_cuda_reset(void)
     fake_cuda.forbid_events_and_ids = keep.forbid_events_and_ids;
     fake_cuda.no_context = keep.no_context;
     fake_cuda.context_device_off_by = keep.context_device_off_by;
+    fake_cuda.no_ctx_get_device = keep.no_ctx_get_device;
     fake_streams_reset_uses();
 }
 
@@ -199,9 +200,9 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsi
                                              unsigned long long flags, enum cudaDriverEntryPointQueryResult *status)
 {
     if (strcmp(symbol, "cuCtxGetDevice") == 0) {
-        *fn = (void *)fake_ctx_get_device;
+        *fn = fake_cuda.no_ctx_get_device ? NULL : (void *)fake_ctx_get_device;
         if (status)
-            *status = cudaDriverEntryPointSuccess;
+            *status = fake_cuda.no_ctx_get_device ? cudaDriverEntryPointSymbolNotFound : cudaDriverEntryPointSuccess;
         return cudaSuccess;
     }
     cudaError_t (*next)(const char *, void **, unsigned int, unsigned long long, enum cudaDriverEntryPointQueryResult *);
