@@ -35,20 +35,26 @@ def outstanding(stats):
     return stats.allocation_counts.current_count
 
 
-@pytest.fixture(params=["python", "c"])
-def memory_pointer(request, stats, backend):
+@pytest.fixture(params=["python over the extension", "python over ctypes", "c"])
+def memory_pointer(request, stats):
     """memory_pointer(size) -> a CrmmMemoryPointer from `stats`: made by _memory_pointer (the
-    manager's memalloc without the extension) or by the extension's numba_allocator (its memalloc
-    with it), whose fallback for what it does not serve is _memory_pointer."""
+    manager's memalloc without the extension) through either implementation of DeviceBuffer's
+    calls, or by the extension's numba_allocator (its memalloc with it), whose fallback for what
+    it does not serve is _memory_pointer."""
+    path = "ctypes" if request.param == "python over ctypes" else "extension"
+    if path == "extension" and _alloc.extension is None:
+        pytest.skip("crmm._fastalloc is not built here")
+    before = _alloc.use(path)
+
     def python(size):
         return crmm_numba._memory_pointer(CONTEXT, size, stats)
 
-    if request.param == "python":
-        return python
-    if backend != "extension":
-        pytest.skip("numba_allocator is the extension's")
-    return _alloc.extension.numba_allocator(crmm_numba.CrmmMemoryPointer, crmm_numba._device_pointer, CONTEXT,
-                                            DEFAULT_STREAM._cstream, stats._handle, crmm._lib, python)
+    if request.param == "c":
+        yield _alloc.extension.numba_allocator(crmm_numba.CrmmMemoryPointer, crmm_numba._device_pointer, CONTEXT,
+                                               DEFAULT_STREAM._cstream, stats._handle, crmm._lib, python)
+    else:
+        yield python
+    _alloc.use(before)
 
 
 def test_pointer_is_a_numba_memory_pointer(stats, memory_pointer):
@@ -116,11 +122,11 @@ def test_failed_allocation_leaves_nothing(stats, memory_pointer):
     assert outstanding(stats) == 0
 
 
-def test_the_c_allocator_serves_positive_ints_and_passes_the_rest_on(stats, backend):
+def test_the_c_allocator_serves_positive_ints_and_passes_the_rest_on(stats):
     """numba_allocator serves a positive int itself and hands anything else to its fallback,
     which raises for bad sizes as memalloc does."""
-    if backend != "extension":
-        pytest.skip("numba_allocator is the extension's")
+    if _alloc.extension is None:
+        pytest.skip("crmm._fastalloc is not built here")
     passed = []
 
     def fallback(size):
