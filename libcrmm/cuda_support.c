@@ -59,9 +59,9 @@ crmm_status crmm_cuda_status(int cuda_error, const char *call)
 /* The current device through the driver: cuCtxGetDevice reads the calling thread's current
  * context, which is what cudaGetDevice answers whenever a context is current (the runtime makes
  * its device's primary context current at cudaSetDevice, and follows a context the driver API
- * made current), at a fraction of its cost. It is looked up once a device has been found, so
- * that no CUDA call is made earlier than before, and its first answer is checked against
- * cudaGetDevice's: it is kept only if they agree. A thread without a current context asks
+ * made current), at a fraction of its cost. It is looked up once crmm_cuda_device_count has found
+ * a device, so that the lookup is never crmm's first CUDA call, and its first answer is checked
+ * against cudaGetDevice's: it is kept only if they agree. A thread without a current context asks
  * cudaGetDevice. */
 typedef CUresult (*ctx_get_device_fn)(CUdevice *);
 static ctx_get_device_fn ctx_get_device; /* atomic; NULL: cudaGetDevice alone */

@@ -922,6 +922,24 @@ static PyObject *ca_call(PyObject *ctx, PyObject *nbytes)
     return result;
 }
 
+/* A builtin function of `module` over def whose self is the tuple of args[0..n) (the
+ * allocators' context). */
+static PyObject *bound_builtin(PyMethodDef *def, PyObject *const *args, int n, const char *module_name)
+{
+    PyObject *ctx = PyTuple_New(n);
+    if (!ctx)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SetItem(ctx, i, args[i]);
+    }
+    PyObject *module = PyUnicode_FromString(module_name);
+    PyObject *fn = module ? PyCFunction_NewEx(def, ctx, module) : NULL;
+    Py_XDECREF(module);
+    Py_DECREF(ctx);
+    return fn;
+}
+
 static PyMethodDef ca_def = {
     "rmm_cupy_allocator", ca_call, METH_O,
     "rmm_cupy_allocator(nbytes) -> cupy.cuda.MemoryPointer to nbytes of crmm memory (a DeviceBuffer owns it), "
@@ -957,18 +975,7 @@ static PyObject *fa_cupy_allocator(PyObject *self, PyObject *const *args, Py_ssi
         return NULL;
     if (args[CA_MEMORY] == cupy_memory && cupy_memory && PyType_Check(args[CA_POINTER]))
         probe_pointer_layout(args[CA_POINTER]);
-    PyObject *ctx = PyTuple_New(CA_COUNT);
-    if (!ctx)
-        return NULL;
-    for (int i = 0; i < CA_COUNT; i++) {
-        Py_INCREF(args[i]);
-        PyTuple_SetItem(ctx, i, args[i]);
-    }
-    PyObject *module = PyUnicode_FromString("crmm.allocators.cupy");
-    PyObject *fn = module ? PyCFunction_NewEx(&ca_def, ctx, module) : NULL;
-    Py_XDECREF(module);
-    Py_DECREF(ctx);
-    return fn;
+    return bound_builtin(&ca_def, args, CA_COUNT, "crmm.allocators.cupy");
 }
 
 /* Numba's allocator: the context numba_allocator makes, a tuple in this order. */
@@ -1053,18 +1060,7 @@ static PyObject *fa_numba_allocator(PyObject *self, PyObject *const *args, Py_ss
     }
     if (address_arg(args[NA_STREAM], "stream", 1, &address) < 0 || address_arg(args[NA_MR], "mr", 1, &address) < 0)
         return NULL;
-    PyObject *ctx = PyTuple_New(NA_COUNT);
-    if (!ctx)
-        return NULL;
-    for (int i = 0; i < NA_COUNT; i++) {
-        Py_INCREF(args[i]);
-        PyTuple_SetItem(ctx, i, args[i]);
-    }
-    PyObject *module = PyUnicode_FromString("crmm.allocators.numba");
-    PyObject *fn = module ? PyCFunction_NewEx(&na_def, ctx, module) : NULL;
-    Py_XDECREF(module);
-    Py_DECREF(ctx);
-    return fn;
+    return bound_builtin(&na_def, args, NA_COUNT, "crmm.allocators.numba");
 }
 
 /* adopt(address) -> Buffer: take ownership of a crmm_device_buffer * another call made (not 0). */
