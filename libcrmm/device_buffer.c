@@ -14,6 +14,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/device_buffer.h>
 #include <crmm/log.h>
+#include "internal.h"
 #include "runtime.h"
 #include "stream_internal.h"
 
@@ -96,6 +97,69 @@ crmm_status crmm_device_buffer_create(size_t size, crmm_stream *stream, crmm_res
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "device_buffer_create: out is NULL");
     *out = NULL;
     return buffer_new(size, stream, mr, "device_buffer_create", out);
+}
+
+/* Whether `device` (-1: none) is the current device, as far as a caller that must not wait can
+ * tell: false when asking fails or the process is exiting. */
+static bool device_is_current(int device)
+{
+    int current;
+    if (crmm_process_exiting())
+        return false;
+    if (device < 0)
+        return true;
+    if (crmm_cuda_current_device(&current) != CRMM_OK) {
+        crmm_clear_error();
+        return false;
+    }
+    return current == device;
+}
+
+bool crmm_device_buffer_try_create(size_t size, crmm_stream *stream, crmm_resource *mr, crmm_device_buffer **out)
+{
+    int current;
+    if (!out || crmm_process_exiting())
+        return false;
+    if (mr) {
+        if (!crmm_resource_is_device_accessible(mr) || !device_is_current(mr->device))
+            return false;
+        crmm_resource_retain(mr);
+    } else if (!(mr = crmm_runtime_try_current_resource_ref(&current)) || !crmm_resource_is_device_accessible(mr)) {
+        if (mr && !crmm_resource_release_unless_last(mr))
+            crmm_resource_release(mr); /* cannot be the last: the registry holds one */
+        return false;
+    }
+    crmm_device_buffer *buf = calloc(1, sizeof *buf);
+    if (buf && crmm_resource_try_allocate(mr, size, crmm_stream_handle(stream), &buf->ptr)) {
+        buf->mr = mr;
+        buf->device = mr->device;
+        buf->size = buf->capacity = size;
+        crmm_stream_init_member(&buf->stream, crmm_stream_handle(stream));
+        *out = buf;
+        return true;
+    }
+    free(buf);
+    if (!crmm_resource_release_unless_last(mr))
+        crmm_resource_release(mr); /* the caller's own reference: it still holds mr */
+    return false;
+}
+
+bool crmm_device_buffer_try_destroy(crmm_device_buffer *buf)
+{
+    if (!buf)
+        return true;
+    if (!device_is_current(buf->device) ||
+        !crmm_resource_try_deallocate(buf->mr, buf->ptr, buf->capacity, buf->stream.handle))
+        return false;
+    if (!crmm_resource_release_unless_last(buf->mr)) {
+        /* the buffer held the last reference: destroying the resource may wait, so the buffer
+         * stays, empty, for crmm_device_buffer_destroy to finish */
+        buf->ptr = NULL;
+        buf->capacity = buf->size = 0;
+        return false;
+    }
+    free(buf);
+    return true;
 }
 
 /* Copy `count` bytes from src into buf's block with buf's device current. */

@@ -27,6 +27,18 @@ crmm_status device_registry_get(device_registry *r, int device, bool ref, device
     return st;
 }
 
+bool device_registry_try_ref(device_registry *r, int device, crmm_resource **out)
+{
+    if (device < 0 || device >= CRMM_MAX_DEVICES || !__atomic_load_n(&r->slots[device], __ATOMIC_ACQUIRE) ||
+        pthread_mutex_trylock(&r->lock) != 0)
+        return false;
+    crmm_resource *mr = r->slots[device];
+    if (mr)
+        *out = crmm_resource_retain(mr);
+    pthread_mutex_unlock(&r->lock);
+    return mr != NULL;
+}
+
 crmm_resource *device_registry_set(device_registry *r, int device, crmm_resource *mr)
 {
     crmm_resource_retain(mr);

@@ -22,6 +22,9 @@ typedef crmm_status (*device_registry_factory)(int device, void *arg, crmm_resou
  * concurrent set cannot free it first). Errors: make's. */
 crmm_status device_registry_get(device_registry *r, int device, bool ref, device_registry_factory make, void *arg,
                                 crmm_resource **out);
+/* Device `device`'s resource with a reference for the caller, only when its slot is filled and
+ * the lock is free at once: true and *out set, else false (nothing made, nothing waited for). */
+bool device_registry_try_ref(device_registry *r, int device, crmm_resource **out);
 /* Put mr in the slot (taking a reference) and return the previous resource, whose reference
  * passes to the caller (NULL if there was none). */
 crmm_resource *device_registry_set(device_registry *r, int device, crmm_resource *mr);

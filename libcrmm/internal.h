@@ -62,5 +62,8 @@ crmm_status crmm_resource_create_with(const crmm_plugin *plugin, crmm_params *pa
  * parameters from the "k=v k=v" list and build it for `device`, named `name` (NULL: ""). */
 crmm_status crmm_resource_create_by_name(const char *plugin, const char *dirs, int device, const char *name,
                                          const char *params, crmm_resource *upstream, crmm_resource **out);
+/* resource.c: drop one reference of mr (non-NULL) unless it is the last, which would destroy
+ * the resource; false, with the reference kept, when it is. For a caller that must not wait. */
+bool crmm_resource_release_unless_last(crmm_resource *mr);
 
 #endif

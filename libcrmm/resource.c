@@ -13,6 +13,7 @@
 #include <string.h>
 #include <crmm/log.h>
 #include <crmm/resource.h>
+#include "internal.h"
 
 void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *ops, const char *kind,
                         unsigned flags, int device, crmm_resource *upstream)
@@ -61,6 +62,33 @@ crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_st
 crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     return crmm_resource_deallocate_checked(mr, ptr, bytes, stream);
+}
+
+bool crmm_resource_try_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    if (!mr || !ptr)
+        return false;
+    if (bytes == 0) {
+        *ptr = NULL;
+        return true;
+    }
+    return mr->ops->try_allocate && mr->ops->try_allocate(mr, bytes, stream, ptr);
+}
+
+bool crmm_resource_try_deallocate(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    if (!ptr)
+        return true;
+    return mr && mr->ops->try_deallocate && mr->ops->try_deallocate(mr, ptr, bytes, stream);
+}
+
+bool crmm_resource_release_unless_last(crmm_resource *mr)
+{
+    long refs = __atomic_load_n(&mr->refs, __ATOMIC_RELAXED);
+    while (refs > 1)
+        if (__atomic_compare_exchange_n(&mr->refs, &refs, refs - 1, true, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            return true;
+    return false;
 }
 
 static bool plugin_query(crmm_query what) { return (int)what >= CRMM_QUERY_PLUGIN_FIRST; }

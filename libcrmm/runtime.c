@@ -257,6 +257,16 @@ static crmm_resource *get_current_device_resource(bool ref, int *device)
 
 crmm_resource *crmm_runtime_current_resource_ref(int *device) { return get_current_device_resource(true, device); }
 
+crmm_resource *crmm_runtime_try_current_resource_ref(int *device)
+{
+    crmm_resource *mr;
+    if (crmm_cuda_current_device(device) != CRMM_OK) {
+        crmm_clear_error();
+        return NULL;
+    }
+    return device_registry_try_ref(&registry, *device, &mr) ? mr : NULL;
+}
+
 crmm_resource *crmm_get_per_device_resource(int device) { return get_device_resource(device, false); }
 crmm_resource *crmm_get_per_device_resource_ref(int device) { return get_device_resource(device, true); }
 crmm_resource *crmm_get_current_device_resource(void)

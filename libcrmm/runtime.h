@@ -15,5 +15,8 @@ void crmm_runtime_at_finalize(void (*fn)(void));
  * no device exists and the config's default is host memory): a caller that works on that device
  * need not ask CUDA again. NULL with the error set as crmm_get_current_device_resource_ref. */
 crmm_resource *crmm_runtime_current_resource_ref(int *device);
+/* The same without waiting: NULL, with no error recorded, unless the current device already has
+ * its resource and the registry's lock is free (device_registry_try_ref). */
+crmm_resource *crmm_runtime_try_current_resource_ref(int *device);
 
 #endif

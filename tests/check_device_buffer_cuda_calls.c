@@ -10,7 +10,9 @@
  * cudaGetDevice, with cudaGetDevice where no context is current, where the driver has no such
  * function (the caller's pending CUDA error left alone) and for good once the driver's answer
  * disagreed with it; a buffer of another device's resource runs its calls with that device
- * current and gives the caller's device back. */
+ * current and gives the caller's device back. The calls without waiting (try_create,
+ * try_destroy) do their work only on the current device's resource, already made, and leave
+ * everything as it was when they cannot. */
 #include "build_config.h"
 #include <stdlib.h>
 #include <crmm/crmm.h>
@@ -149,6 +151,105 @@ CRMM_TEST(a_failed_creation_leaves_nothing_and_keeps_the_device)
     ck_assert_int_eq(fake_current_device(), 1);
     crmm_device_buffer_destroy(held);
     ck_assert_int_eq(p1->live, 0);
+}
+
+/* crmm_device_buffer_try_create / _try_destroy: done with no device switch, or not at all */
+
+CRMM_TEST(a_buffer_tried_on_the_current_devices_resource_is_made_and_freed_at_once)
+{
+    probe_resource *p0 = device_resource(0);
+    p0->serves_at_once = 1;
+    first_buffer();
+    long refs = crmm_resource_refcount(&p0->base);
+    fake_cuda_reset();
+    crmm_device_buffer *b = NULL;
+    ck_assert(crmm_device_buffer_try_create(100, NULL, NULL, &b));
+    ck_assert_ptr_nonnull(crmm_device_buffer_ptr(b));
+    ck_assert_int_eq(crmm_device_buffer_size(b), 100);
+    ck_assert_int_eq(crmm_device_buffer_device(b), 0);
+    ck_assert_int_eq(p0->live, 1);
+    ck_assert_int_eq(crmm_resource_refcount(&p0->base), refs + 1); /* the buffer's */
+    ck_assert(crmm_device_buffer_try_destroy(b));
+    ck_assert_int_eq(p0->live, 0);
+    ck_assert_int_eq(p0->served_at_once, 2);
+    ck_assert_int_eq(p0->free_bytes, 100);
+    ck_assert_int_eq(crmm_resource_refcount(&p0->base), refs);
+    ck_assert_int_eq(fake_cuda.set_device, 0);
+    ck_assert(crmm_device_buffer_try_destroy(NULL));
+}
+
+CRMM_TEST(a_resource_that_cannot_serve_at_once_leaves_the_try_nothing_made)
+{
+    probe_resource *p0 = device_resource(0);
+    first_buffer();
+    long refs = crmm_resource_refcount(&p0->base);
+    crmm_clear_error();
+    crmm_device_buffer *b = (crmm_device_buffer *)&refs;
+    ck_assert(!crmm_device_buffer_try_create(100, NULL, NULL, &b));
+    ck_assert_ptr_eq(b, (crmm_device_buffer *)&refs); /* untouched */
+    ck_assert_int_eq(crmm_last_status(), CRMM_OK);  /* no error: the caller makes the ordinary call */
+    ck_assert_int_eq(p0->live, 0);
+    ck_assert_int_eq(crmm_resource_refcount(&p0->base), refs);
+    ck_assert_int_eq(crmm_device_buffer_create(100, NULL, NULL, &b), CRMM_OK);
+    ck_assert(!crmm_device_buffer_try_destroy(b)); /* the probe does not free at once either */
+    ck_assert_int_eq(p0->live, 1);
+    crmm_device_buffer_destroy(b);
+    ck_assert_int_eq(p0->live, 0);
+    ck_assert_int_eq(crmm_resource_refcount(&p0->base), refs);
+}
+
+CRMM_TEST(a_buffer_of_another_device_is_never_tried_at_once)
+{
+    probe_resource *p0 = device_resource(0);
+    p0->serves_at_once = 1;
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    fake_cuda_reset();
+    crmm_device_buffer *b = NULL;
+    ck_assert(!crmm_device_buffer_try_create(100, NULL, &p0->base, &b)); /* would need a device switch */
+    ck_assert_int_eq(p0->live, 0);
+    ck_assert_int_eq(crmm_device_buffer_create(100, NULL, &p0->base, &b), CRMM_OK);
+    ck_assert(!crmm_device_buffer_try_destroy(b));
+    ck_assert_int_eq(p0->live, 1);
+    ck_assert_int_eq(fake_cuda.set_device, 2); /* the ordinary create's switch and switch back */
+    crmm_device_buffer_destroy(b);
+    ck_assert_int_eq(p0->live, 0);
+    ck_assert_int_eq(p0->served_at_once, 0);
+    ck_assert_int_eq(fake_current_device(), 1);
+}
+
+CRMM_TEST(a_device_without_its_resource_yet_is_not_tried)
+{
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    crmm_device_buffer *b = NULL;
+    ck_assert(!crmm_device_buffer_try_create(100, NULL, NULL, &b)); /* making one may wait */
+    ck_assert_ptr_null(b);
+}
+
+CRMM_TEST(a_buffer_holding_its_resources_last_reference_leaves_the_rest_to_destroy)
+{
+    probe_resource *p = probe_resource_new(&on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0);
+    p->serves_at_once = 1;
+    crmm_device_buffer *b = NULL;
+    ck_assert(crmm_device_buffer_try_create(64, NULL, &p->base, &b));
+    crmm_resource_release(&p->base); /* the buffer's reference is the last */
+    ck_assert_int_eq(crmm_resource_refcount(&p->base), 1);
+    ck_assert(!crmm_device_buffer_try_destroy(b)); /* destroying the resource may wait */
+    ck_assert_int_eq(p->live, 0);                   /* the memory went back at once */
+    ck_assert_ptr_null(crmm_device_buffer_ptr(b));
+    ck_assert_int_eq(crmm_resource_refcount(&p->base), 1);
+    crmm_device_buffer_destroy(b); /* frees the buffer and the probe (ASan: nothing leaked) */
+}
+
+CRMM_TEST(a_host_resource_is_refused_by_the_try_as_by_create)
+{
+    probe_resource *h = probe_resource_new(NULL, CRMM_RESOURCE_HOST_ACCESSIBLE, -1);
+    h->serves_at_once = 1;
+    crmm_device_buffer *b = NULL;
+    ck_assert(!crmm_device_buffer_try_create(64, NULL, &h->base, &b));
+    ck_assert_int_eq(h->live, 0);
+    ck_assert_int_eq(crmm_resource_refcount(&h->base), 1);
+    ck_assert(!crmm_device_buffer_try_create(64, NULL, NULL, NULL));
+    crmm_resource_release(&h->base);
 }
 
 int main(void)

@@ -49,7 +49,31 @@ static crmm_status probe_deallocate(crmm_resource *self, void *ptr, size_t bytes
 
 static void probe_destroy(crmm_resource *self) { free(self); }
 
-static const crmm_resource_ops probe_ops = {.allocate = probe_allocate, .deallocate = probe_deallocate, .destroy = probe_destroy};
+/* The calls without waiting: done as the ordinary ones when the test says the probe serves at
+ * once, else refused with nothing changed. */
+static bool probe_try_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    probe_resource *p = (probe_resource *)self;
+    if (!p->serves_at_once || probe_allocate(self, bytes, stream, ptr) != CRMM_OK)
+        return false;
+    __atomic_add_fetch(&p->served_at_once, 1, __ATOMIC_SEQ_CST);
+    return true;
+}
+
+static bool probe_try_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    probe_resource *p = (probe_resource *)self;
+    if (!p->serves_at_once || probe_deallocate(self, ptr, bytes, stream) != CRMM_OK)
+        return false;
+    __atomic_add_fetch(&p->served_at_once, 1, __ATOMIC_SEQ_CST);
+    return true;
+}
+
+static const crmm_resource_ops probe_ops = {.allocate = probe_allocate,
+                                            .deallocate = probe_deallocate,
+                                            .destroy = probe_destroy,
+                                            .try_allocate = probe_try_allocate,
+                                            .try_deallocate = probe_try_deallocate};
 
 probe_resource *probe_resource_new(const probe_memory *memory, unsigned flags, int device)
 {

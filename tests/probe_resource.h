@@ -20,6 +20,8 @@ typedef struct probe_resource {
     int live;                  /* blocks handed out and not freed (atomic) */
     int allocations;           /* allocate calls that handed out a block (atomic) */
     int max_live;              /* more live blocks are refused as out of memory; 0: no limit */
+    int serves_at_once;        /* its try_allocate/try_deallocate serve (else refuse) */
+    int served_at_once;        /* calls those served (atomic) */
     /* the last calls' (stored atomically: threaded tests share a probe) */
     size_t free_bytes;         /* bytes given to the last deallocate */
     crmm_cuda_stream_t alloc_stream, free_stream; /* streams of the last allocate and deallocate */

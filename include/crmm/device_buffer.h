@@ -68,6 +68,18 @@ CRMM_API crmm_status crmm_device_buffer_copy_on_stream(const crmm_device_buffer 
  * no-op. Never fails (a failing free is logged). */
 CRMM_API void crmm_device_buffer_destroy(crmm_device_buffer *buf);
 
+/* crmm_device_buffer_create and _destroy only where they can finish without waiting: for a
+ * caller that must not block where it stands (a Python binding holding the GIL). try_create
+ * succeeds (true, *out set) when the resource (mr, or the current device's, already made) is on
+ * the current device and serves the request at once (crmm_resource_try_allocate); try_destroy
+ * when the buffer's device is current and its resource frees at once. False: nothing made, or the
+ * buffer still to be given to crmm_device_buffer_destroy (possibly emptied: its memory already
+ * freed, its last reference to a resource left for destroy to drop); no error is recorded, the
+ * ordinary call does the rest. try_destroy(NULL) is true. */
+CRMM_API bool crmm_device_buffer_try_create(size_t size, crmm_stream *stream, crmm_resource *mr,
+                                            crmm_device_buffer **out);
+CRMM_API bool crmm_device_buffer_try_destroy(crmm_device_buffer *buf);
+
 /* Accessors. For NULL: NULL pointer, 0 sizes, device -1, NULL stream and resource. */
 CRMM_API void *crmm_device_buffer_ptr(const crmm_device_buffer *buf);
 CRMM_API size_t crmm_device_buffer_size(const crmm_device_buffer *buf);

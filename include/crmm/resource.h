@@ -86,7 +86,15 @@ typedef struct crmm_resource_ops {
      * layer of its kind in a chain (crmm_resource_control_kind); a layer never passes an op on
      * by hand. CRMM_ERROR_UNSUPPORTED for an op it does not know. */
     crmm_status (*control)(crmm_resource *self, int op, void *arg);
-    void *reserved[4];         /* NULL; room to grow */
+    /* Optional. allocate and deallocate without waiting: done only when the resource can serve
+     * the call at once from what it holds (no lock another thread holds, no CUDA call that may
+     * wait, no upstream call, no malloc); then true, as allocate/deallocate would have done it.
+     * Otherwise false with nothing changed and no error recorded: the caller makes the ordinary
+     * call (a bad free, too, gets its message there). For callers that must not block where
+     * they stand, such as a Python binding holding the GIL. Unset: never served. */
+    bool (*try_allocate)(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
+    bool (*try_deallocate)(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
+    void *reserved[2];         /* NULL; room to grow */
 } crmm_resource_ops;
 
 /* The base of every resource. Plugins fill it with crmm_resource_init() and do not touch
@@ -145,6 +153,12 @@ static inline crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr,
     return crmm_resource_deallocate_checked(mr, ptr, bytes, stream);
 }
 #endif
+/* allocate / deallocate only if `mr` can do it without waiting (crmm_resource_ops.try_allocate):
+ * true when done; false, with nothing changed and no error recorded, when the caller must make
+ * the ordinary call instead (also for NULL arguments and a resource without the op). bytes == 0
+ * and ptr == NULL are done at once, as the ordinary calls do them. */
+CRMM_API bool crmm_resource_try_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
+CRMM_API bool crmm_resource_try_deallocate(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
 /* Ask a question (see crmm_query). A core query goes down the chain until a layer answers it (a
  * resource without a query op passes it on); a plugin's own query (>= CRMM_QUERY_PLUGIN_FIRST) is
  * asked of mr alone, as a query of mr's kind. CRMM_ERROR_UNSUPPORTED when the resource cannot

@@ -191,21 +191,10 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
                                                      pool_label(p, label, sizeof label), size);
 }
 
-/* Under the lock: a block of `size` bytes for `stream`, cut to size and out of every list (owner
- * NULL), with a slot of `map` ready for it; NULL with *st set when there is none. */
-static inline pool_block *take_block(pool_resource *p, crmm_cuda_stream_t stream, size_t size, pool_block_map *map,
-                                     crmm_status *st)
+/* Under the lock: free block b of s's list out of it, cut to `size` (a spare record ready) and
+ * owned by no list. */
+static inline void cut_to_size(pool_resource *p, pool_stream *s, pool_block *b, size_t size)
 {
-    pool_stream *s = pool_streams_find(&p->core.streams, stream);
-    pool_block *b = NULL;
-    if (__builtin_expect(s && p->core.records.spare_count && pool_block_map_has_room(map), 1)) {
-        b = pool_free_list_find(&s->free, size);
-        pool_stream *ready = p->core.streams.ready;
-        if (!b && ready && (b = pool_free_list_find(&ready->free, size)))
-            s = ready; /* any stream may use it at once; the rest of a split stays ready */
-    }
-    if (__builtin_expect(!b, 0) && (*st = allocate_slow(p, stream, size, map, &s, &b)) != CRMM_OK)
-        return NULL;
     pool_free_list_remove(&s->free, b);
     if (b->size > size) {
         /* the rest stays free on this stream; its upper neighbour cannot be a free block of the
@@ -223,6 +212,35 @@ static inline pool_block *take_block(pool_resource *p, crmm_cuda_stream_t stream
         pool_free_list_insert(&s->free, rest);
     }
     b->owner = NULL;
+}
+
+/* Under the lock, the fast path's find: a free block of at least `size` in the list of *sp (the
+ * stream's state s, else the ready state), when a spare record and a slot of `map` are ready;
+ * NULL when the slow path must run. */
+static inline pool_block *find_fast(pool_resource *p, pool_stream *s, size_t size, const pool_block_map *map,
+                                    pool_stream **sp)
+{
+    pool_block *b = NULL;
+    *sp = s;
+    if (__builtin_expect(s && p->core.records.spare_count && pool_block_map_has_room(map), 1)) {
+        b = pool_free_list_find(&s->free, size);
+        pool_stream *ready = p->core.streams.ready;
+        if (!b && ready && (b = pool_free_list_find(&ready->free, size)))
+            *sp = ready; /* any stream may use it at once; the rest of a split stays ready */
+    }
+    return b;
+}
+
+/* Under the lock: a block of `size` bytes for `stream`, cut to size and out of every list (owner
+ * NULL), with a slot of `map` ready for it; NULL with *st set when there is none. */
+static inline pool_block *take_block(pool_resource *p, crmm_cuda_stream_t stream, size_t size, pool_block_map *map,
+                                     crmm_status *st)
+{
+    pool_stream *s;
+    pool_block *b = find_fast(p, pool_streams_find(&p->core.streams, stream), size, map, &s);
+    if (__builtin_expect(!b, 0) && (*st = allocate_slow(p, stream, size, map, &s, &b)) != CRMM_OK)
+        return NULL;
+    cut_to_size(p, s, b, size);
     return b;
 }
 
@@ -273,6 +291,30 @@ static inline void lock_counting_waits(pool_resource *p)
     }
     if (__builtin_expect(++p->cache.lock_ops == POOL_CONTENTION_WINDOW, 0))
         end_contention_window(p);
+}
+
+/* The pool's lock only if it is free at once, counted as lock_counting_waits counts. */
+static inline bool try_lock_counting(pool_resource *p)
+{
+    if (__atomic_load_n(&p->lock, __ATOMIC_RELAXED) || __atomic_exchange_n(&p->lock, 1, __ATOMIC_ACQUIRE))
+        return false;
+    if (__builtin_expect(++p->cache.lock_ops == POOL_CONTENTION_WINDOW, 0))
+        end_contention_window(p);
+    return true;
+}
+
+/* Under the lock, with caches off as far as the caller saw: live block b of `bytes` into the live
+ * map and the counts; unlocks. */
+static inline void *finish_allocation(pool_resource *p, pool_block *b, size_t bytes)
+{
+    b->u.live.requested = bytes;
+    pool_block_map_insert(&p->core.live, b);
+    if (__builtin_expect(pool_caching(p), 0))
+        count_allocation_caching(p, bytes, b->size);
+    else
+        count_allocation(p, bytes, b->size);
+    pool_unlock(p);
+    return (void *)b->addr;
 }
 
 /* allocate with caches on (see the top). */
@@ -386,15 +428,31 @@ crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t 
         pool_unlock(p);
         return st;
     }
-    b->u.live.requested = bytes;
-    pool_block_map_insert(&p->core.live, b);
-    if (__builtin_expect(pool_caching(p), 0))
-        count_allocation_caching(p, bytes, b->size);
-    else
-        count_allocation(p, bytes, b->size);
-    pool_unlock(p);
-    *ptr = (void *)b->addr;
+    *ptr = finish_allocation(p, b, bytes);
     return CRMM_OK;
+}
+
+/* allocate's fast path alone, without waiting (crmm_resource_ops.try_allocate): caches off, no
+ * capture, the lock free, the stream the one served last, a free block that fits. */
+bool pool_try_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    pool_resource *p = (pool_resource *)self;
+    pool_capture cap;
+    if (bytes > POOL_MAX_REQUEST || pool_caching(p) || (pool_capture_gate(p) && pool_capture_query(p, stream, &cap)) ||
+        !try_lock_counting(p))
+        return false;
+    if (__builtin_expect(p->cache.cache_mode == POOL_CACHE_ON, 0))
+        note_thread(p, thread_id());
+    size_t size = (bytes + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(size_t)(CRMM_ALLOCATION_ALIGNMENT - 1);
+    pool_stream *s;
+    pool_block *b = find_fast(p, pool_streams_find_last(&p->core.streams, stream), size, &p->core.live, &s);
+    if (!b) {
+        pool_unlock(p);
+        return false;
+    }
+    cut_to_size(p, s, b, size);
+    *ptr = finish_allocation(p, b, bytes);
+    return true;
 }
 
 /* The message for a pointer that is not a live block of the pool (called with the lock held). */
@@ -542,4 +600,26 @@ crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_c
     if (__builtin_expect(pool_caching(p), 0))
         return cached_deallocate(p, ptr, bytes, stream);
     return locked_deallocate(p, ptr, bytes, stream, NULL);
+}
+
+/* deallocate's common path alone, without waiting (crmm_resource_ops.try_deallocate): caches
+ * off, no capture, the lock free, the stream the one served last, a live block of the pool's own
+ * map freed with its size and held by no graph. */
+bool pool_try_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    pool_resource *p = (pool_resource *)self;
+    pool_capture cap;
+    if (pool_caching(p) || (pool_capture_gate(p) && pool_capture_query(p, stream, &cap)) || !try_lock_counting(p))
+        return false;
+    pool_stream *s = pool_streams_find_last(&p->core.streams, stream);
+    pool_block *b = s ? pool_block_map_find(&p->core.live, (uintptr_t)ptr) : NULL;
+    if (!b || b->u.live.requested != bytes || b->graph) {
+        pool_unlock(p);
+        return false;
+    }
+    pool_block_map_remove(&p->core.live, (uintptr_t)ptr);
+    pool_counts_freed(&p->core.counts, b->u.live.requested, b->size);
+    pool_free_list_insert_merging(&s->free, s, b, &p->core.records);
+    pool_unlock(p);
+    return true;
 }

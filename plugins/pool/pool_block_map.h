@@ -61,18 +61,33 @@ static inline void pool_block_map_insert(pool_block_map *m, pool_block *b)
     m->count++;
 }
 
-/* Remove the block at `addr` and return it; NULL when no live block starts there. */
-static inline pool_block *pool_block_map_remove(pool_block_map *m, uintptr_t addr)
+/* The slot of the live block at `addr`, or SIZE_MAX when no live block starts there. */
+static inline size_t pool_block_map_index(const pool_block_map *m, uintptr_t addr)
 {
     size_t i = pool_block_map_home(m, addr);
     for (;;) {
         uintptr_t a = m->slots[i].addr;
         if (a == addr)
-            break;
+            return i;
         if (!a)
-            return NULL;
+            return SIZE_MAX;
         i = (i + 1) & m->mask;
     }
+}
+
+/* The live block at `addr`, left in the map; NULL when there is none. */
+static inline pool_block *pool_block_map_find(const pool_block_map *m, uintptr_t addr)
+{
+    size_t i = pool_block_map_index(m, addr);
+    return i == SIZE_MAX ? NULL : m->slots[i].block;
+}
+
+/* Remove the block at `addr` and return it; NULL when no live block starts there. */
+static inline pool_block *pool_block_map_remove(pool_block_map *m, uintptr_t addr)
+{
+    size_t i = pool_block_map_index(m, addr);
+    if (i == SIZE_MAX)
+        return NULL;
     pool_block *found = m->slots[i].block;
     /* backward shift: pull later entries of the run into the hole when their home allows it */
     size_t hole = i;

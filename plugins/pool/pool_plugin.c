@@ -157,7 +157,8 @@ static crmm_status pool_trim_all(crmm_resource *self)
 
 static const crmm_resource_ops pool_ops = {
     .allocate = pool_allocate, .deallocate = pool_deallocate, .query = pool_query, .trim = pool_trim_all,
-    .destroy = pool_destroy, .control = pool_control,
+    .destroy = pool_destroy, .control = pool_control, .try_allocate = pool_try_allocate,
+    .try_deallocate = pool_try_deallocate,
 };
 
 /* initial_size or maximum_size as far as it is known: its bytes, or a percentage of a device's

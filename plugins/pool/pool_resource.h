@@ -89,6 +89,8 @@ __attribute__((cold)) static inline crmm_status pool_refuse_size(pool_resource *
 /* ---- pool_alloc.c: the allocate and deallocate ops --------------------------------------- */
 crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
+bool pool_try_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
+bool pool_try_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
 
 /* ---- pool_growth.c: upstream chunks -------------------------------------------------------- */
 /* Grow by one chunk that has room for `size` (RMM's rule: double without a maximum, else the

@@ -86,6 +86,18 @@ static inline pool_stream *pool_streams_find(pool_streams *ss, crmm_cuda_stream_
     return pool_streams_find_key(ss, handle, thread);
 }
 
+/* The state of `handle` only when it is the one found last (no lookup, nothing made; for a caller
+ * that must not wait), else NULL. */
+static inline pool_stream *pool_streams_find_last(pool_streams *ss, crmm_cuda_stream_t handle)
+{
+    if (!ss->real)
+        return ss->last;
+    uint64_t thread;
+    pool_streams_key(ss, &handle, &thread);
+    pool_stream *s = ss->last;
+    return s && s->handle == handle && s->thread == thread ? s : NULL;
+}
+
 /* Called when `t` has no block of `size`: find one among the other states' free blocks. A fitting
  * block of the ready state is taken where it lies, without a CUDA call (*from: the ready state),
  * so that what is left of it stays usable by every stream. Otherwise, with POOL_REUSE_EVENT, the
