@@ -137,7 +137,7 @@ def _address(fn):
 
 
 # The interface version of crmm._fastalloc this file is written for (the module's ABI constant).
-EXTENSION_ABI = 6
+EXTENSION_ABI = 7
 
 
 def _load_extension():
@@ -173,6 +173,11 @@ def _load_extension():
         _address(lib.crmm_device_buffer_device),
         _lib.check,
     )
+    if hasattr(lib, "crmm_device_buffer_try_create"):
+        module.bind_nowait(
+            _address(lib.crmm_device_buffer_try_create),
+            _address(lib.crmm_device_buffer_try_destroy),
+        )
     if _lib.cuda_memset_async is not None:
         module.bind_zero(
             _address(lib.crmm_cuda_device_enter),

@@ -12,9 +12,10 @@
  * The module does not link libcrmm: crmm/_alloc.py hands it the addresses of libcrmm's functions
  * from the libcrmm that ctypes loaded (bind), so that both paths call one copy of the library.
  * A failed create calls the `check` function given to bind with the crmm_status, which raises
- * the package's exception for it. The GIL is released around every libcrmm call that may
- * allocate or free: a resource may wait on the device (and a host function queued on a stream
- * may need the GIL to finish) or call back into Python. */
+ * the package's exception for it. A create or destroy is first tried with libcrmm's calls that
+ * finish only where nothing waits (bind_nowait), with the GIL held; the GIL is released around
+ * every other libcrmm call that may allocate or free: a resource may wait on the device (and a
+ * host function queued on a stream may need the GIL to finish) or call back into Python. */
 #define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,6 +25,8 @@
 
 typedef int (*create_fn)(size_t size, void *stream, void *mr, void **out);
 typedef void (*destroy_fn)(void *buf);
+typedef _Bool (*try_create_fn)(size_t size, void *stream, void *mr, void **out);
+typedef _Bool (*try_destroy_fn)(void *buf);
 typedef void *(*ptr_fn)(const void *buf);
 typedef size_t (*size_fn)(const void *buf);
 typedef int (*device_fn)(const void *buf);
@@ -41,6 +44,10 @@ static ptr_fn buffer_ptr;
 static size_fn buffer_size;
 static device_fn buffer_device;
 static PyObject *check_status; /* one reference, held for the life of the process */
+/* the calls that finish only where they need not wait, set by bind_nowait (NULL before: every
+ * create and destroy releases the GIL) */
+static try_create_fn buffer_try_create;
+static try_destroy_fn buffer_try_destroy;
 /* the zero-fill's functions, set by bind_zero (NULL before: create_zeroed refuses) */
 static enter_fn device_enter;
 static restore_fn device_restore;
@@ -152,6 +159,32 @@ static PyObject *fa_bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
+/* bind_nowait(try_create, try_destroy): the addresses of crmm_device_buffer_try_create and
+ * _try_destroy. Then a create or destroy is first tried with the GIL held, which libcrmm does
+ * only where nothing waits (a free pool block of the current device's resource, the pool's lock
+ * free); the GIL is released only for what the try leaves. As bind: again with the same
+ * functions does nothing, with others is refused. */
+static PyObject *fa_bind_nowait(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "bind_nowait takes 2 arguments (try_create, try_destroy)");
+        return NULL;
+    }
+    void *fn[2];
+    if (address_arg(args[0], "try_create", 0, &fn[0]) < 0 || address_arg(args[1], "try_destroy", 0, &fn[1]) < 0)
+        return NULL;
+    if (buffer_try_create) {
+        if ((void *)buffer_try_create == fn[0] && (void *)buffer_try_destroy == fn[1])
+            Py_RETURN_NONE;
+        PyErr_SetString(PyExc_RuntimeError, "crmm._fastalloc's calls without waiting are already bound to another libcrmm");
+        return NULL;
+    }
+    buffer_try_destroy = (try_destroy_fn)(uintptr_t)fn[1];
+    buffer_try_create = (try_create_fn)(uintptr_t)fn[0];
+    Py_RETURN_NONE;
+}
+
 /* bind_zero(enter, restore, memset, sync, memset_failed): the addresses of
  * crmm_cuda_device_enter, crmm_cuda_device_restore, cudaMemsetAsync (of the CUDA runtime libcrmm
  * uses) and crmm_stream_synchronize, and the function that raises for a failed cudaMemsetAsync's
@@ -195,13 +228,22 @@ typedef struct {
 
 static PyObject *buffer_type; /* set at module init */
 
+/* crmm_device_buffer_destroy(buf): at once with the GIL held where libcrmm can do it without
+ * waiting, else with the GIL released (a free may wait on the device, or call back into Python). */
+static void destroy_buffer(void *buf)
+{
+    if (buffer_try_destroy && buffer_try_destroy(buf))
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    buffer_destroy(buf);
+    Py_END_ALLOW_THREADS
+}
+
 static void buffer_dealloc(PyObject *self)
 {
     void *buf = ((buffer_object *)self)->buf;
     if (buf) {
-        Py_BEGIN_ALLOW_THREADS
-        buffer_destroy(buf);
-        Py_END_ALLOW_THREADS
+        destroy_buffer(buf);
     }
     PyObject *tp = (PyObject *)Py_TYPE(self);
     PyObject_Free(self);
@@ -214,9 +256,7 @@ static void destroy_keeping_error(void *buf)
 {
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
-    Py_BEGIN_ALLOW_THREADS
-    buffer_destroy(buf);
-    Py_END_ALLOW_THREADS
+    destroy_buffer(buf);
     PyErr_Restore(type, value, traceback);
 }
 
@@ -257,9 +297,7 @@ static PyObject *buffer_free(PyObject *self, PyObject *unused)
     void *buf = ((buffer_object *)self)->buf;
     ((buffer_object *)self)->buf = NULL;
     if (buf) {
-        Py_BEGIN_ALLOW_THREADS
-        buffer_destroy(buf);
-        Py_END_ALLOW_THREADS
+        destroy_buffer(buf);
     }
     Py_RETURN_NONE;
 }
@@ -329,6 +367,8 @@ static void *create_buffer(PyObject *const *args)
     if (size_arg(args[0], &size) < 0 || address_arg(args[1], "stream", 1, &stream) < 0 ||
         address_arg(args[2], "mr", 1, &mr) < 0 || !bound())
         return NULL;
+    if (buffer_try_create && buffer_try_create(size, stream, mr, &buf))
+        return buf;
     int status;
     Py_BEGIN_ALLOW_THREADS
     status = buffer_create(size, stream, mr, &buf);
@@ -502,9 +542,7 @@ static void cupy_memory_dealloc(PyObject *self)
     void *buf = f->buf;
     f->buf = NULL;
     if (buf) {
-        Py_BEGIN_ALLOW_THREADS
-        buffer_destroy(buf);
-        Py_END_ALLOW_THREADS
+        destroy_buffer(buf);
     }
     Py_CLEAR(f->owner);
     Py_CLEAR(f->stream);
@@ -1086,6 +1124,7 @@ static PyObject *fa_cupy_layout(PyObject *self, PyObject *unused)
 static PyMethodDef fa_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))fa_bind, METH_FASTCALL, "bind(create, destroy, ptr, size, device, check)"},
     {"create", (PyCFunction)(void (*)(void))fa_create, METH_FASTCALL, "create(size, stream, mr) -> Buffer"},
+    {"bind_nowait", (PyCFunction)(void (*)(void))fa_bind_nowait, METH_FASTCALL, "bind_nowait(try_create, try_destroy)"},
     {"bind_zero", (PyCFunction)(void (*)(void))fa_bind_zero, METH_FASTCALL,
      "bind_zero(enter, restore, memset, sync, memset_failed)"},
     {"create_zeroed", (PyCFunction)(void (*)(void))fa_create_zeroed, METH_FASTCALL,
@@ -1122,7 +1161,7 @@ PyMODINIT_FUNC PyInit__fastalloc(void)
         return NULL;
     }
     /* the interface crmm/_alloc.py checks (EXTENSION_ABI) before it binds */
-    if (PyModule_AddIntConstant(m, "ABI", 6) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 7) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -514,13 +514,17 @@ def blocks():  # through MemoryResource.allocate (ctypes: the GIL is released in
     for p in kept:
         pool.deallocate(p, 1 << 16)
 
+def churn():  # made and dropped: served from the pool's free blocks, with the GIL held where
+    for i in range(2000):  # nothing waits, while the other threads' growths hold the lock
+        t.DeviceBuffer._uninitialized(256, mr=pool)
+
 def run(fn):
     try:
         fn()
     except Exception as e:
         errors.append(e)
 
-threads = [threading.Thread(target=run, args=(fn,)) for fn in (buffers, blocks) * 3]
+threads = [threading.Thread(target=run, args=(fn,)) for fn in (buffers, blocks, churn) * 3]
 for th in threads:
     th.start()
 for th in threads:
@@ -532,8 +536,9 @@ print("ok", errors)
 def test_threads_allocating_through_python_callbacks_do_not_deadlock(backend, tmp_path):
     """A pool over Python callbacks: a thread growing the pool holds the pool's lock while its
     callback waits for the GIL, so no thread may hold the GIL while it waits for that lock (the
-    extension releases it around libcrmm's calls, as ctypes does). Threads making DeviceBuffers
-    and threads calling MemoryResource.allocate share the pool; a deadlock hangs the process."""
+    extension tries libcrmm's calls that never wait first and releases it around the rest, as
+    ctypes does). Threads keeping DeviceBuffers, threads making and dropping them and threads
+    calling MemoryResource.allocate share the pool; a deadlock hangs the process."""
     script = tmp_path / "threads.py"
     script.write_text(THREADS_SCRIPT)
     try:
@@ -547,7 +552,9 @@ def test_threads_allocating_through_python_callbacks_do_not_deadlock(backend, tm
 
 # ---- the extension's own argument checks (it is private, but must never crash) -----------------
 
-ZERO_SCRIPT = """
+# The start of a script run in a process of its own (argv: the extension's path, this folder):
+# the extension loaded by hand and bound to libcrmm's buffer functions, nothing else bound.
+BOUND_EXTENSION = """
 import ctypes, importlib.machinery, importlib.util, sys
 sys.path.insert(0, sys.argv[2])
 import test_device_buffer_alloc as t  # CRMM_FASTALLOC=off: crmm._alloc does not bind the module
@@ -559,7 +566,9 @@ loader.exec_module(ext)
 addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value
 lib = _lib.lib
 ext.bind(*[addr(getattr(lib, "crmm_device_buffer_" + n)) for n in ("create", "destroy", "ptr", "size", "device")], _lib.check)
-calls, results = [], {"memset": 0, "sync": 0}
+"""
+
+ZERO_SCRIPT = BOUND_EXTENSION + """calls, results = [], {"memset": 0, "sync": 0}
 
 @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p)
 def fake_memset(ptr, value, count, cuda_stream):  # the memory is host memory here
@@ -677,6 +686,78 @@ def test_extension_buffers_are_made_only_by_the_extension(ext):
 def test_extension_adopt_refuses_non_addresses(ext, arg, error):
     with pytest.raises((error, TypeError)):
         ext.adopt(arg)
+
+
+TRY_SCRIPT = BOUND_EXTENSION + """TRY_CREATE = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+TRY_DESTROY = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p)
+real_create = TRY_CREATE(addr(lib.crmm_device_buffer_try_create))
+real_destroy = TRY_DESTROY(addr(lib.crmm_device_buffer_try_destroy))
+calls, serve = [], {"create": True, "destroy": True}
+
+@TRY_CREATE
+def try_create(size, stream, mr, out):
+    calls.append(("create", size))
+    return serve["create"] and real_create(size, stream, mr, out)
+
+@TRY_DESTROY
+def try_destroy(buf):
+    calls.append(("destroy",))
+    return serve["destroy"] and real_destroy(buf)
+
+for bad, error in (((1,), TypeError), ((0, addr(try_destroy)), ValueError), (("x", 1), TypeError)):
+    try:
+        ext.bind_nowait(*bad)
+        raise SystemExit("bind_nowait took %r" % (bad,))
+    except error:
+        pass
+ext.bind_nowait(addr(try_create), addr(try_destroy))
+ext.bind_nowait(addr(try_create), addr(try_destroy))  # the same again: nothing changes
+try:
+    ext.bind_nowait(addr(try_destroy), addr(try_create))
+    raise SystemExit("bound twice")
+except RuntimeError as e:
+    assert "another libcrmm" in str(e), e
+
+host = t.HostAsDevice()
+pool = t.MemoryResource("pool", {"initial_size": 1 << 20}, upstream=host.mr)
+stats = t.StatisticsResourceAdaptor(pool)
+def live():
+    return stats.allocation_counts.current_count
+
+buf = ext.create(4096, None, pool._handle)  # served at once by the pool
+assert calls == [("create", 4096)] and buf.size() == 4096 and len(host.live) == 1, calls
+del buf
+assert calls[-1] == ("destroy",), calls
+for which in ("create", "destroy"):  # refused: the ordinary call does it, with the same result
+    serve[which] = False
+    calls.clear()
+    buf = ext.create(4096, None, stats._handle)
+    assert live() == 1 and buf.ptr() != 0
+    del buf
+    assert live() == 0 and calls == [("create", 4096), ("destroy",)], calls
+    serve[which] = True
+try:  # a request the pool cannot give: tried, then the ordinary call raises
+    calls.clear()
+    ext.create(1 << 40, None, pool._handle)
+    raise SystemExit("no error")
+except MemoryError:
+    assert calls == [("create", 1 << 40)], calls
+del pool, stats
+print("ok")
+"""
+
+
+def test_extension_tries_the_calls_that_never_wait_first(ext, tmp_path):
+    """bind_nowait: every create and destroy first goes to libcrmm's try_create / try_destroy
+    (with the GIL held); what they refuse is done by the ordinary calls with the same result, and
+    bad or second bindings are refused."""
+    script = tmp_path / "nowait.py"
+    script.write_text(TRY_SCRIPT)
+    env = dict(os.environ, CRMM_FASTALLOC="off")
+    done = subprocess.run([sys.executable, str(script), ext.__file__, os.path.dirname(__file__)],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"
 
 
 def test_extension_binds_to_one_libcrmm_only(ext):
