@@ -8,7 +8,8 @@ line saying so).
     python3 bench/python_alloc.py --host          # no GPU needed: a pool over host memory
     python3 bench/python_alloc.py --breakdown     # also the cost of each step, one by one
     python3 bench/python_alloc.py --rounds 5      # then CuPy's pool and crmm's CuPy allocator
-                                                  # in turn, batch by batch, five rounds
+                                                  # in turn, batch by batch, five rounds; and
+                                                  # the allocators' own calls beside pool.malloc
 
 crmm's rows run once through each implementation of DeviceBuffer's calls into libcrmm
 (crmm._fastalloc, the C extension, and ctypes; crmm/_alloc.py), where both are there.
@@ -134,6 +135,48 @@ def cupy_rounds(args):
                   f"(median ratio of the {args.repeats} pairs of batches: {ratio:.3f})")
     finally:
         cupy.cuda.set_allocator(pool)
+
+
+def allocator_rounds(args):
+    """--rounds K, the allocators' own calls: CuPy's bare pool.malloc and, in turn batch by batch,
+    crmm's CuPy allocator's call, the DeviceBuffer those allocators make, and (where the Numba
+    rows ran) crmm's Numba memalloc and Numba's own pointer object around no memory; each round
+    prints every call's median and the median of its ratios to pool.malloc's batch beside it."""
+    import cupy
+
+    import crmm
+    from crmm.allocators.cupy import rmm_cupy_allocator
+
+    pool = cupy.get_default_memory_pool()
+    nothing = lambda: None  # noqa: E731
+    uninitialized = crmm.DeviceBuffer._uninitialized
+    calls = [("CuPy's pool.malloc(4096)", nothing, lambda: pool.malloc(SIZE)),
+             ("cupy.cuda.alloc(4096) through crmm's allocator", lambda: cupy.cuda.set_allocator(rmm_cupy_allocator),
+              lambda: cupy.cuda.alloc(SIZE)),
+             ("crmm DeviceBuffer, the allocators' path", lambda: cupy.cuda.set_allocator(pool.malloc),
+              lambda: uninitialized(SIZE))]
+    try:
+        from numba import cuda
+        from numba.cuda import MemoryPointer
+
+        from crmm.allocators.numba import RMMNumbaManager, _device_pointer
+
+        context = cuda.current_context()
+        manager = getattr(context, "memory_manager", None)
+        if isinstance(manager, RMMNumbaManager):
+            calls.append(("Numba's memalloc(4096) through crmm's manager", nothing, lambda: manager.memalloc(SIZE)))
+            calls.append(("Numba's own MemoryPointer around no memory", nothing,
+                          lambda: MemoryPointer(context, _device_pointer(0), SIZE)))
+    except ImportError:
+        print("# Numba is not installed: its calls are left out of the rounds")
+    try:
+        for r in range(args.rounds):
+            times = paired_us([(setup, call) for _, setup, call in calls], args.n, args.repeats)
+            for (label, _, _), t in zip(calls, times):
+                ratio = statistics.median(o / b for o, b in zip(t, times[0]))
+                print(f"{statistics.median(t):8.3f} us  round {r + 1}: {label} ({ratio:.3f}x pool.malloc)")
+    finally:
+        cupy.cuda.set_allocator(pool.malloc)
 
 
 def report(label, fn, args):
@@ -350,7 +393,8 @@ def main():
     parser.add_argument("-n", type=int, default=20000, help="create+drop per repeat (20000)")
     parser.add_argument("--repeats", type=int, default=5, help="repeats; the median is shown (5)")
     parser.add_argument("--rounds", type=int, default=0,
-                        help="then K rounds of CuPy's pool and crmm's CuPy allocator in turn, batch by batch (0)")
+                        help="then K rounds of CuPy's pool and crmm's CuPy allocator in turn, batch by batch, "
+                        "and K of the allocators' own calls beside CuPy's pool.malloc (0)")
     parser.add_argument("--numba-native", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.numba_native:
@@ -382,6 +426,7 @@ def main():
             print(f"# Numba row failed: {type(e).__name__}: {e}")
         if args.rounds:
             cupy_rounds(args)
+            allocator_rounds(args)
     if args.breakdown:
         breakdown(args, mr)
     del keep
