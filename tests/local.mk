@@ -22,7 +22,7 @@ CPU_TESTS = \
 	tests/check_pool \
 	tests/check_pool_thread_cache \
 	tests/check_pool_growth \
-	tests/check_pool_try \
+	tests/check_try_ops \
 	tests/check_statistics \
 	tests/check_limiting \
 	tests/check_tracking \

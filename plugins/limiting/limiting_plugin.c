@@ -22,45 +22,91 @@ typedef struct limiting_resource {
     int64_t live;          /* live allocations, atomic */
 } limiting_resource;
 
+/* Reserve the rounded size of `bytes` in in_use (*rounded); false, with nothing reserved and
+ * *now the count seen, when it would pass the limit. */
+static bool reserve(limiting_resource *r, size_t bytes, uint64_t *rounded, int64_t *now)
+{
+    const uint64_t align = CRMM_ALLOCATION_ALIGNMENT;
+    *rounded = bytes > UINT64_MAX - (align - 1) ? UINT64_MAX : ((uint64_t)bytes + align - 1) & ~(align - 1);
+    const uint64_t cap = r->limit < (uint64_t)INT64_MAX ? r->limit : (uint64_t)INT64_MAX; /* in_use is an int64_t */
+    *now = __atomic_load_n(&r->in_use, __ATOMIC_RELAXED);
+    do {
+        if (*rounded > cap || (uint64_t)*now > cap - *rounded)
+            return false;
+    } while (!__atomic_compare_exchange_n(&r->in_use, now, *now + (int64_t)*rounded, 1, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return true;
+}
+
+/* The upstream gave the memory: count it live and raise the peak. */
+static void count_live(limiting_resource *r, uint64_t rounded, int64_t before)
+{
+    crmm_counters_raise_peak(&r->peak, before + (int64_t)rounded);
+    crmm_counter_add(&r->live, 1, CRMM_COUNT_SHARED);
+}
+
+/* The upstream took the memory back: its room returns (never below zero: a wrong size from the
+ * caller must not wrap the count and refuse everything afterwards). */
+static void count_freed(limiting_resource *r, size_t bytes)
+{
+    const uint64_t align = CRMM_ALLOCATION_ALIGNMENT;
+    uint64_t take = ((uint64_t)bytes + align - 1) & ~(align - 1);
+    crmm_counter_add(&r->in_use, -(int64_t)take, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
+    crmm_counter_add(&r->live, -1, CRMM_COUNT_SHARED);
+}
+
 static crmm_status limiting_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
     limiting_resource *r = (limiting_resource *)self;
-    const uint64_t align = CRMM_ALLOCATION_ALIGNMENT;
-    uint64_t rounded = bytes > UINT64_MAX - (align - 1) ? UINT64_MAX : ((uint64_t)bytes + align - 1) & ~(align - 1);
-    const uint64_t cap = r->limit < (uint64_t)INT64_MAX ? r->limit : (uint64_t)INT64_MAX; /* in_use is an int64_t */
-    int64_t now = __atomic_load_n(&r->in_use, __ATOMIC_RELAXED);
-    do {
-        if (rounded > cap || (uint64_t)now > cap - rounded) {
-            char want[32], used[32], lim[32];
-            return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "limiting%s%s%s: failed to allocate %s: %s of the %s limit "
-                                  "in use", self->name[0] ? " '" : "", self->name, self->name[0] ? "'" : "",
-                                  crmm_format_size(bytes, want, sizeof want), crmm_format_size((uint64_t)now, used, sizeof used),
-                                  crmm_format_size(r->limit, lim, sizeof lim));
-        }
-    } while (!__atomic_compare_exchange_n(&r->in_use, &now, now + (int64_t)rounded, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-    crmm_counters_raise_peak(&r->peak, now + (int64_t)rounded);
+    uint64_t rounded;
+    int64_t now;
+    if (!reserve(r, bytes, &rounded, &now)) {
+        char want[32], used[32], lim[32];
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "limiting%s%s%s: failed to allocate %s: %s of the %s limit "
+                              "in use", self->name[0] ? " '" : "", self->name, self->name[0] ? "'" : "",
+                              crmm_format_size(bytes, want, sizeof want), crmm_format_size((uint64_t)now, used, sizeof used),
+                              crmm_format_size(r->limit, lim, sizeof lim));
+    }
     crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
     if (st != CRMM_OK) {
         crmm_counter_add(&r->in_use, -(int64_t)rounded, CRMM_COUNT_SHARED);
         return crmm_error_add_context("limiting%s%s%s", self->name[0] ? " '" : "", self->name, self->name[0] ? "'" : "");
     }
-    crmm_counter_add(&r->live, 1, CRMM_COUNT_SHARED);
+    count_live(r, rounded, now);
     return CRMM_OK;
 }
 
 static crmm_status limiting_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
-    limiting_resource *r = (limiting_resource *)self;
     crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
-    if (st == CRMM_OK) { /* room comes back only once the upstream has the memory back */
-        const uint64_t align = CRMM_ALLOCATION_ALIGNMENT;
-        uint64_t take = ((uint64_t)bytes + align - 1) & ~(align - 1);
-        /* never below zero: a wrong size from the caller must not wrap the count and refuse
-         * everything afterwards */
-        crmm_counter_add(&r->in_use, -(int64_t)take, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
-        crmm_counter_add(&r->live, -1, CRMM_COUNT_SHARED);
-    }
+    if (st == CRMM_OK) /* room comes back only once the upstream has the memory back */
+        count_freed((limiting_resource *)self, bytes);
     return st;
+}
+
+/* The calls that never wait: a reservation (atomic) and the upstream's own try; a request past
+ * the limit is left to allocate, which names it. */
+static bool limiting_try_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    limiting_resource *r = (limiting_resource *)self;
+    uint64_t rounded;
+    int64_t now;
+    if (!reserve(r, bytes, &rounded, &now))
+        return false;
+    if (!crmm_resource_try_allocate(self->upstream, bytes, stream, ptr)) {
+        crmm_counter_add(&r->in_use, -(int64_t)rounded, CRMM_COUNT_SHARED);
+        return false;
+    }
+    count_live(r, rounded, now);
+    return true;
+}
+
+static bool limiting_try_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    if (!crmm_resource_try_deallocate(self->upstream, ptr, bytes, stream))
+        return false;
+    count_freed((limiting_resource *)self, bytes);
+    return true;
 }
 
 static crmm_status limiting_query(crmm_resource *self, crmm_query what, uint64_t *out)
@@ -93,7 +139,7 @@ static void limiting_destroy(crmm_resource *self)
 
 static const crmm_resource_ops limiting_ops = {
     .allocate = limiting_allocate, .deallocate = limiting_deallocate, .query = limiting_query,
-    .destroy = limiting_destroy,
+    .destroy = limiting_destroy, .try_allocate = limiting_try_allocate, .try_deallocate = limiting_try_deallocate,
 };
 
 static crmm_status limiting_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)

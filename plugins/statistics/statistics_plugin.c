@@ -86,6 +86,32 @@ static crmm_status statistics_deallocate(crmm_resource *self, void *ptr, size_t 
     return CRMM_OK;
 }
 
+/* The calls that never wait: the upstream's own try under the frames' read lock, taken only if
+ * no push or pop holds it. */
+static bool statistics_try_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    statistics_resource *r = (statistics_resource *)self;
+    if (pthread_rwlock_tryrdlock(&r->frames_lock) != 0)
+        return false;
+    bool done = crmm_resource_try_allocate(self->upstream, bytes, stream, ptr);
+    if (done)
+        crmm_counters_add(&r->frames[r->depth - 1], bytes, CRMM_COUNT_SHARED);
+    pthread_rwlock_unlock(&r->frames_lock);
+    return done;
+}
+
+static bool statistics_try_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    statistics_resource *r = (statistics_resource *)self;
+    if (pthread_rwlock_tryrdlock(&r->frames_lock) != 0)
+        return false;
+    bool done = crmm_resource_try_deallocate(self->upstream, ptr, bytes, stream);
+    if (done)
+        crmm_counters_sub(&r->frames[r->depth - 1], bytes, CRMM_COUNT_SHARED);
+    pthread_rwlock_unlock(&r->frames_lock);
+    return done;
+}
+
 static crmm_status statistics_query(crmm_resource *self, crmm_query what, uint64_t *out)
 {
     statistics_resource *r = (statistics_resource *)self;
@@ -181,7 +207,8 @@ static void statistics_destroy(crmm_resource *self)
 
 static const crmm_resource_ops statistics_ops = {
     .allocate = statistics_allocate, .deallocate = statistics_deallocate, .query = statistics_query,
-    .destroy = statistics_destroy, .control = statistics_control,
+    .destroy = statistics_destroy, .control = statistics_control, .try_allocate = statistics_try_allocate,
+    .try_deallocate = statistics_try_deallocate,
 };
 
 static crmm_status statistics_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)

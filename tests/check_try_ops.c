@@ -1,9 +1,11 @@
-/* check_pool_try.c — the calls without waiting (crmm_resource_try_allocate / _try_deallocate) on
- * the pool, over host memory: they serve from the blocks the pool holds exactly as allocate and
- * deallocate would (same block, same counts), and leave everything as it was, with no error,
+/* check_try_ops.c — the calls without waiting (crmm_resource_try_allocate / _try_deallocate)
+ * over host memory. The pool serves them from the blocks it holds exactly as allocate and
+ * deallocate would (same block, same counts), and leaves everything as it was, with no error,
  * whenever the ordinary call would have had to do more: a miss that grows, a free that must be
  * refused, the pool's lock held by another thread (here by a growth whose upstream is made to
- * wait), a resource without the ops. */
+ * wait), per-thread caches on, a resource without the ops. The statistics and limiting
+ * adaptors pass them to their upstream and count only what it served; a request past the limit
+ * is left to allocate. */
 #include "build_config.h"
 #include <pthread.h>
 #include <sched.h>
@@ -183,8 +185,78 @@ CRMM_TEST(with_per_thread_caches_on_the_try_leaves_every_call_to_the_ordinary_pa
     crmm_resource_release(mr);
 }
 
+static crmm_resource *adaptor_over(const char *plugin, const char *params, crmm_resource *upstream)
+{
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(crmm_resource_create(plugin, params, upstream, &mr));
+    return mr;
+}
+
+CRMM_TEST(statistics_counts_what_its_upstream_served_at_once)
+{
+    crmm_resource *pool = host_pool("initial_size=1MiB");
+    crmm_resource *st = adaptor_over("statistics", NULL, pool);
+    void *p = NULL;
+    ck_assert(crmm_resource_try_allocate(st, 1000, NULL, &p));
+    ck_assert_uint_eq(query(st, CRMM_QUERY_BYTES_IN_USE), 1000);
+    ck_assert_uint_eq(query(st, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_uint_eq(query(pool, CRMM_QUERY_BYTES_IN_USE), 1000);
+    ck_assert(!crmm_resource_try_allocate(st, 2 << 20, NULL, &p)); /* the pool would grow */
+    ck_assert_uint_eq(query(st, CRMM_QUERY_ALLOCATIONS), 1);       /* not counted */
+    ck_assert(!crmm_resource_try_deallocate(st, p, 999, NULL));    /* refused below: not counted */
+    ck_assert_uint_eq(query(st, CRMM_QUERY_BYTES_IN_USE), 1000);
+    ck_assert(crmm_resource_try_deallocate(st, p, 1000, NULL));
+    ck_assert_uint_eq(query(st, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(query(st, CRMM_QUERY_ALLOCATIONS_TOTAL), 1);
+    crmm_resource_release(st);
+    crmm_resource_release(pool);
+}
+
+CRMM_TEST(limiting_reserves_for_a_try_and_gives_the_room_back_when_it_is_refused)
+{
+    crmm_resource *pool = host_pool("initial_size=1MiB");
+    crmm_resource *lim = adaptor_over("limiting", "allocation_limit=4096", pool);
+    void *p = NULL, *q = &q;
+    ck_assert(crmm_resource_try_allocate(lim, 1000, NULL, &p));
+    ck_assert_uint_eq(query(lim, CRMM_QUERY_BYTES_IN_USE), 1024); /* rounded to 256 as allocate counts */
+    crmm_clear_error();
+    ck_assert(!crmm_resource_try_allocate(lim, 4000, NULL, &q)); /* past the limit: allocate names it */
+    ck_assert_ptr_eq(q, &q);
+    ck_assert_int_eq(crmm_last_status(), CRMM_OK);
+    ck_assert_uint_eq(query(lim, CRMM_QUERY_BYTES_IN_USE), 1024);
+    ck_assert_crmm(crmm_resource_allocate(lim, 4000, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
+    crmm_resource *roomy = adaptor_over("limiting", "allocation_limit=1GiB", pool);
+    ck_assert(!crmm_resource_try_allocate(roomy, 2 << 20, NULL, &q)); /* the pool would grow */
+    ck_assert_uint_eq(query(roomy, CRMM_QUERY_BYTES_IN_USE), 0);      /* the reservation given back */
+    ck_assert(crmm_resource_try_deallocate(lim, p, 1000, NULL));
+    ck_assert_uint_eq(query(lim, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(query(lim, CRMM_QUERY_ALLOCATIONS), 0);
+    crmm_resource_release(roomy);
+    crmm_resource_release(lim);
+    crmm_resource_release(pool);
+}
+
+CRMM_TEST(adaptors_over_a_resource_without_the_ops_are_never_served)
+{
+    crmm_resource *host = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &host));
+    crmm_resource *lim = adaptor_over("limiting", "allocation_limit=1MiB", host);
+    crmm_resource *st = adaptor_over("statistics", NULL, lim);
+    void *p = NULL;
+    ck_assert(!crmm_resource_try_allocate(st, 64, NULL, &p));
+    ck_assert_uint_eq(query(st, CRMM_QUERY_ALLOCATIONS_TOTAL), 0);
+    ck_assert_uint_eq(query(lim, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_crmm_ok(crmm_resource_allocate(st, 64, NULL, &p));
+    ck_assert(!crmm_resource_try_deallocate(st, p, 64, NULL));
+    ck_assert_uint_eq(query(st, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_crmm_ok(crmm_resource_deallocate(st, p, 64, NULL));
+    crmm_resource_release(st);
+    crmm_resource_release(lim);
+    crmm_resource_release(host);
+}
+
 int main(void)
 {
     unsetenv("CRMM_CONFIG");
-    return crmm_test_main("pool_try", 0);
+    return crmm_test_main("try_ops", 0);
 }
