@@ -1,8 +1,9 @@
 /* crmm/resource.h — the memory-resource ABI that every allocator implements.
  *
  * A resource is a struct whose first member is `crmm_resource` (the base below), followed by the
- * plugin's own state. Its ops table gives allocate/deallocate (required), query and trim
- * (optional, NULL when unsupported) and destroy. The contract (docs/contracts.md in the source tree):
+ * plugin's own state. Its ops table gives allocate/deallocate and destroy (required), and query,
+ * trim, control and the calls that never wait, try_allocate/try_deallocate (optional, NULL when
+ * unsupported). The contract (docs/contracts.md in the source tree):
  *  - Device pointers are 256-byte aligned (CRMM_ALLOCATION_ALIGNMENT).
  *  - allocate(0) gives NULL and CRMM_OK without calling upstream; deallocate(NULL) is a no-op.
  *    (crmm_resource_allocate/deallocate do both before calling the ops, so plugins never see
