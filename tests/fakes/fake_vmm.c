@@ -15,8 +15,9 @@
 
 fake_vmm_state fake_vmm;
 
-/* Per handle (index = handle, 0 unused): its size (0: released or never made) and where it is
- * mapped (0: nowhere); per page of the range: the handle mapped over it (0: none). */
+/* Per handle (index = handle, 0 unused): its size (0: released or never made) and how many
+ * mappings it has (an allocation may be mapped at several addresses); per page of the range: the
+ * handle mapped over it (0: none). */
 /* The reservations: [0] is the pool's (fake_vmm.range), the others ranges an import made. */
 #define FAKE_RANGES 4
 typedef struct fake_range {
@@ -28,10 +29,10 @@ typedef struct fake_range {
 static struct {
     size_t page, device_memory;
     size_t *handle_size;
-    uintptr_t *handle_at;
+    int *handle_maps;
     int *handle_types;           /* per handle: the requestedHandleTypes it was made with */
     int *handle_origin;          /* per handle: the handle it was imported from (0: made by cuMemCreate) */
-    unsigned char *handle_released; /* per imported handle: released while still mapped */
+    unsigned char *handle_released; /* per handle: released while still mapped (gone at its last unmap) */
     size_t handles, capacity;    /* handles made so far + 1, and the arrays' length */
     fake_range ranges[FAKE_RANGES];
     size_t mapped;               /* bytes mapped now */
@@ -41,7 +42,7 @@ static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void fake_vmm_reset(size_t page, size_t device_memory)
 {
-    free(fv.handle_size), free(fv.handle_at), free(fv.handle_types), free(fv.handle_origin), free(fv.handle_released);
+    free(fv.handle_size), free(fv.handle_maps), free(fv.handle_types), free(fv.handle_origin), free(fv.handle_released);
     for (int i = 0; i < FAKE_RANGES; i++)
         free(fv.ranges[i].page_handle);
     memset(&fv, 0, sizeof fv);
@@ -124,14 +125,14 @@ static size_t new_handle(size_t size, int types, int origin)
 {
     if (fv.handles >= fv.capacity) {
         size_t cap = fv.capacity ? 2 * fv.capacity : 1024;
-        if (!GROW(fv.handle_size, cap) || !GROW(fv.handle_at, cap) || !GROW(fv.handle_types, cap) ||
+        if (!GROW(fv.handle_size, cap) || !GROW(fv.handle_maps, cap) || !GROW(fv.handle_types, cap) ||
             !GROW(fv.handle_origin, cap) || !GROW(fv.handle_released, cap))
             return 0;
         fv.capacity = cap;
     }
     size_t id = fv.handles++;
     fv.handle_size[id] = size;
-    fv.handle_at[id] = 0;
+    fv.handle_maps[id] = 0;
     fv.handle_types[id] = types;
     fv.handle_origin[id] = origin;
     fv.handle_released[id] = 0;
@@ -162,24 +163,26 @@ static int live_handle(CUmemGenericAllocationHandle h)
     return h >= 1 && h < fv.handles && fv.handle_size[h] && !fv.handle_released[h];
 }
 
+/* An allocation is gone: its memory is no longer held. */
+static void drop_handle(CUmemGenericAllocationHandle h)
+{
+    if (fv.handle_origin[h])
+        fake_vmm.imported_live--;
+    else
+        fake_vmm.physical -= fv.handle_size[h];
+    fv.handle_size[h] = 0;
+    fv.handle_released[h] = 0;
+}
+
 static CUresult fake_release(CUmemGenericAllocationHandle h)
 {
-    if (live_handle(h) && fv.handle_origin[h]) {
-        /* an imported handle may go while mapped (as real CUDA allows): the mapping holds it */
-        if (fv.handle_at[h])
-            fv.handle_released[h] = 1;
-        else {
-            fv.handle_size[h] = 0;
-            fake_vmm.imported_live--;
-        }
-        fake_vmm.releases++;
-        return CUDA_SUCCESS;
-    }
-    if (!live_handle(h) || fv.handle_at[h])
+    if (!live_handle(h))
         return CUDA_ERROR_INVALID_VALUE;
-    fake_vmm.physical -= fv.handle_size[h];
-    fv.handle_size[h] = 0;
     fake_vmm.releases++;
+    if (fv.handle_maps[h]) /* as real CUDA: the memory stays until its last mapping goes */
+        fv.handle_released[h] = 1;
+    else
+        drop_handle(h);
     return CUDA_SUCCESS;
 }
 
@@ -188,31 +191,33 @@ static CUresult fake_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
 {
     (void)flags;
     fake_range *rg = range_of((uintptr_t)ptr, size);
-    if (offset || !live_handle(h) || fv.handle_at[h] || size != fv.handle_size[h] || !rg)
+    if (offset || !live_handle(h) || size != fv.handle_size[h] || !rg)
         return CUDA_ERROR_INVALID_VALUE;
     size_t first = ((uintptr_t)ptr - rg->base) / fv.page, n = size / fv.page;
     for (size_t i = first; i < first + n; i++)
         if (rg->page_handle[i])
             return CUDA_ERROR_INVALID_VALUE; /* overlaps a mapping */
-    /* fresh pages, still inaccessible until cuMemSetAccess */
+    /* fresh pages, still inaccessible until cuMemSetAccess (a second mapping of an allocation
+     * does not share the first one's content here, which no test of the pool relies on) */
     if (mmap((void *)ptr, size, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = first; i < first + n; i++)
         rg->page_handle[i] = (int)h;
-    fv.handle_at[h] = (uintptr_t)ptr;
+    fv.handle_maps[h]++;
     fv.mapped += size;
     fake_vmm.maps++;
     return CUDA_SUCCESS;
 }
 
-/* The handle mapped exactly at p, or 0. */
+/* The handle whose mapping starts exactly at p, or 0. */
 static int handle_mapped_at(uintptr_t p)
 {
     fake_range *rg = range_of(p, fv.page);
     if (!rg)
         return 0;
-    int h = rg->page_handle[(p - rg->base) / fv.page];
-    return h && fv.handle_at[h] == p ? h : 0;
+    size_t i = (p - rg->base) / fv.page;
+    int h = rg->page_handle[i];
+    return h && (i == 0 || rg->page_handle[i - 1] != h) ? h : 0;
 }
 
 static CUresult fake_unmap(CUdeviceptr ptr, size_t size)
@@ -225,14 +230,11 @@ static CUresult fake_unmap(CUdeviceptr ptr, size_t size)
     size_t first = ((uintptr_t)ptr - rg->base) / fv.page;
     for (size_t i = first; i < first + size / fv.page; i++)
         rg->page_handle[i] = 0;
-    fv.handle_at[h] = 0;
+    fv.handle_maps[h]--;
     fv.mapped -= size;
     fake_vmm.unmaps++;
-    if (fv.handle_released[h]) { /* an imported handle released while mapped: now gone */
-        fv.handle_size[h] = 0;
-        fv.handle_released[h] = 0;
-        fake_vmm.imported_live--;
-    }
+    if (!fv.handle_maps[h] && fv.handle_released[h]) /* released while mapped: now gone */
+        drop_handle(h);
     return CUDA_SUCCESS;
 }
 
@@ -401,7 +403,20 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int f)
 cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int f) { (void)f; static int ev; *e = (cudaEvent_t)&ev; return cudaSuccess; }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { (void)e; return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)e; return fake_capture_call("cudaEventRecord", FAKE_CALL_STREAM, s); }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    (void)e;
+    __atomic_fetch_add(&fake_vmm.event_records, 1, __ATOMIC_RELAXED);
+    fake_vmm.event_stream = s;
+    return fake_capture_call("cudaEventRecord", FAKE_CALL_STREAM, s);
+}
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    (void)e;
+    __atomic_fetch_add(&fake_vmm.event_queries, 1, __ATOMIC_RELAXED);
+    cudaError_t r = fake_capture_call("cudaEventQuery", FAKE_CALL_WAIT, NULL);
+    return r != cudaSuccess ? r : fake_vmm.events_busy ? cudaErrorNotReady : cudaSuccess;
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int f) { (void)e, (void)f; return fake_capture_call("cudaStreamWaitEvent", FAKE_CALL_STREAM, s); }
 
 /* ---- an upstream that says it is device memory ------------------------------------------- */

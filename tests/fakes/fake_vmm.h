@@ -4,10 +4,12 @@
  * memory: a reservation is an inaccessible mmap range, cuMemMap/cuMemSetAccess make pages readable
  * and writable, cuMemUnmap makes them inaccessible again and drops their content, so a block the
  * pool hands out over a page it did not map crashes the program when written. What real CUDA
- * refuses is refused (unmapping what is not mapped, releasing a mapped allocation, freeing a range
- * that still has mappings); every call is counted; physical memory can be limited. Besides the
- * pool's reservation a few more may be live (an import maps into one). cudaStreamQuery answers as
- * streams_busy says.
+ * refuses is refused (unmapping what is not mapped or not where a mapping starts, mapping over a
+ * mapping, freeing a range that still has mappings); as in real CUDA an allocation may be mapped
+ * at several addresses, and one released while mapped is held until its last mapping goes. Every
+ * call is counted; physical memory can be limited. Besides the pool's reservation a few more may
+ * be live (an import maps into one). cudaStreamQuery answers as streams_busy says, cudaEventQuery
+ * as events_busy does.
  *
  * CUDA IPC: an allocation made exportable as POSIX file descriptors exports as a plain file that
  * names it ("fake_vmm ID SIZE"); importing it gives a new handle for the same allocation, which may
@@ -17,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <cuda_runtime_api.h>
 #include <crmm/resource.h>
 
 typedef struct fake_vmm_state {
@@ -28,6 +31,9 @@ typedef struct fake_vmm_state {
     int creates, releases, maps, unmaps, set_access, reserves, frees, device_syncs;
     int stream_queries;          /* cudaStreamQuery calls */
     int streams_busy;            /* cudaStreamQuery says every stream still has work queued */
+    int events_busy;             /* cudaEventQuery says no event has completed */
+    int event_records, event_queries; /* cudaEventRecord, cudaEventQuery calls */
+    cudaStream_t event_stream;   /* the stream of the last cudaEventRecord */
     int upstream_calls;          /* calls the pool's upstream got (an expandable pool makes none) */
     int export_unsupported;      /* the device says it cannot export POSIX file descriptors */
     int exports, imports;        /* cuMemExportToShareableHandle, cuMemImportFromShareableHandle */
