@@ -1,24 +1,33 @@
 /* check_pool_page_moves.c — the expandable pool's page_moves parameter on the scripted driver of
  * fakes/fake_vmm.h: what the pool does when growth would pass the most it has held while free
- * pages could be moved. wait (the default) synchronizes the device and moves them; idle moves them
- * without synchronizing when every stream holding them says it is idle, and maps new pages while
- * one is busy (or cannot be asked), moving them back at a later growth that finds the streams
- * idle; never maps new pages and gives free ones back only at trim. */
+ * pages could be moved. Pages freed on the stream that grows move without waiting under wait and
+ * idle: their memory is mapped where the pool grows and their old addresses stay mapped ("lent")
+ * until an event recorded on that stream has completed. Pages of other streams: wait (the
+ * default) synchronizes the device and moves them; idle moves them without synchronizing when
+ * every stream holding them says it is idle, and maps new pages while one is busy (or cannot be
+ * asked), moving them back at a later growth that finds the streams idle; never maps new pages
+ * and gives free ones back only at trim. */
 #include "build_config.h"
 #include "pool_expandable_test.h"
 
-/* a: 3 pages, b: 1, c: 2 (the mark: 6 pages); a and c freed; then 4 pages asked, which fit where
- * c was with 2 pages more: moved from a's top, or new. Returns that block. */
-static unsigned char *grow_past_the_mark(unsigned char **a, unsigned char **b, unsigned char **c)
+/* a: 3 pages, b: 1, c: 2 (the mark: 6 pages); a freed on stream `a_on`, c on the default stream;
+ * then 4 pages asked on the default stream, which fit where c was with 2 pages more: moved from
+ * a's top, or new. Returns that block. */
+static unsigned char *grow_past_the_mark_on(cudaStream_t a_on, unsigned char **a, unsigned char **b, unsigned char **c)
 {
     *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
     ck_assert_ptr_eq(*c, *a + 4 * PAGE);
-    dealloc(p, *a, 3 * PAGE);
+    free_on(p, *a, 3 * PAGE, a_on);
     dealloc(p, *c, 2 * PAGE);
-    fake_vmm.device_syncs = fake_vmm.stream_queries = 0;
+    fake_vmm.device_syncs = fake_vmm.stream_queries = fake_vmm.event_records = 0;
     unsigned char *z = alloc(p, 4 * PAGE);
     ck_assert_ptr_eq(z, *c);
     return z;
+}
+
+static unsigned char *grow_past_the_mark(unsigned char **a, unsigned char **b, unsigned char **c)
+{
+    return grow_past_the_mark_on(NULL, a, b, c);
 }
 
 /* What the driver was asked since the counters were last cleared (queries -1: at least one), and
@@ -36,30 +45,137 @@ static void expect(int syncs, int queries, int unmaps, int creates, size_t reser
     books_agree(p);
 }
 
-CRMM_TEST_IN("page_moves", wait_synchronizes_and_moves)
+#define PER_THREAD ((cudaStream_t)CRMM_CUDA_STREAM_PER_THREAD)
+
+CRMM_TEST_IN("page_moves", wait_moves_the_streams_own_pages_without_waiting)
 {
     p = expandable_pool("page_moves=wait");
     unsigned char *a, *b, *c, *z = grow_past_the_mark(&a, &b, &c);
-    expect(1, 0, 2, 6, 6); /* a's top two pages moved after one device synchronization */
+    /* a's top two pages moved: no synchronization, no unmap yet, no new memory */
+    expect(0, 0, 0, 6, 6);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 2);
+    ck_assert_int_eq(fake_vmm.event_records, 1);
+    ck_assert_ptr_null(fake_vmm.event_stream); /* on the stream that freed them and grows */
+    /* the same physical pages, mapped at both places */
+    ck_assert_int_eq(fake_vmm_handle_at((uintptr_t)a + PAGE), fake_vmm_handle_at((uintptr_t)z + 3 * PAGE));
+    ck_assert_int_eq(fake_vmm_handle_at((uintptr_t)a + 2 * PAGE), fake_vmm_handle_at((uintptr_t)z + 2 * PAGE));
     dealloc(p, z, 4 * PAGE);
+}
+
+CRMM_TEST_IN("page_moves", the_event_is_recorded_on_the_stream_that_grows)
+{
+    p = expandable_pool("page_moves=wait");
+    cudaStream_t s = stream_n(2);
+    unsigned char *a = alloc_on(p, 3 * PAGE, s), *b = alloc_on(p, PAGE, s), *c = alloc_on(p, 2 * PAGE, s);
+    free_on(p, a, 3 * PAGE, s);
+    free_on(p, c, 2 * PAGE, s);
+    fake_vmm.device_syncs = 0;
+    unsigned char *z = alloc_on(p, 4 * PAGE, s);
+    ck_assert_ptr_eq(z, c);
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    ck_assert_int_eq(fake_vmm.event_records, 1);
+    ck_assert_ptr_eq(fake_vmm.event_stream, s);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 2);
+    free_on(p, z, 4 * PAGE, s);
+    free_on(p, b, PAGE, s);
+}
+
+CRMM_TEST_IN("page_moves", wait_synchronizes_to_move_another_streams_pages)
+{
+    p = expandable_pool("page_moves=wait");
+    unsigned char *a, *b, *c, *z = grow_past_the_mark_on(stream_n(1), &a, &b, &c);
+    expect(1, 0, 2, 6, 6); /* a's top two pages moved after one device synchronization */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
+    ck_assert_int_eq(fake_vmm.event_records, 0);
+    dealloc(p, z, 4 * PAGE);
+}
+
+CRMM_TEST_IN("page_moves", lent_pages_stay_mapped_until_their_event_has_completed)
+{
+    p = expandable_pool("page_moves=wait");
+    fake_vmm.events_busy = 1;
+    unsigned char *a, *b, *c, *z = grow_past_the_mark(&a, &b, &c);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 2);
+    /* a growth while the work before the move may still run: the old addresses stay mapped and
+     * are not handed out (the new block lies above z) */
+    unsigned char *y = alloc(p, 2 * PAGE);
+    ck_assert_int_ge(fake_vmm.event_queries, 1);
+    ck_assert_ptr_eq(y, z + 4 * PAGE);
+    ck_assert_int_eq(fake_vmm.unmaps, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 2);
+    books_agree(p);
+    /* done: the next growth unmaps them, and their addresses are free to map again */
+    fake_vmm.events_busy = 0;
+    unsigned char *x = alloc(p, 3 * PAGE);
+    ck_assert_int_eq(fake_vmm.unmaps, 2);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    books_agree(p);
+    free_all(p, {x, 3 * PAGE}, {y, 2 * PAGE}, {z, 4 * PAGE}, {b, PAGE});
+}
+
+CRMM_TEST_IN("page_moves", trim_unmaps_lent_pages_after_synchronizing)
+{
+    p = expandable_pool("page_moves=wait");
+    fake_vmm.events_busy = 1;
+    unsigned char *a, *b, *c, *z = grow_past_the_mark(&a, &b, &c);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_int_eq(fake_vmm.device_syncs, 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 5 * PAGE); /* b and z; a's last page went back */
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 5 * PAGE);
+    books_agree(p);
+    free_all(p, {z, 4 * PAGE}, {b, PAGE});
+}
+
+CRMM_TEST_IN("page_moves", destroying_a_pool_with_lent_pages_frees_each_page_once)
+{
+    p = expandable_pool("page_moves=wait");
+    fake_vmm.events_busy = 1;
+    unsigned char *a, *b, *c, *z = grow_past_the_mark(&a, &b, &c);
+    free_all(p, {z, 4 * PAGE}, {b, PAGE});
+    release_pool();
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+    ck_assert_int_eq(fake_vmm.releases, fake_vmm.creates); /* a second release would be refused */
+}
+
+CRMM_TEST_IN("page_moves", moves_without_waiting_are_bounded_by_the_batches)
+{
+    /* each round leaves 3 + 2 free pages around a kept one and asks for 4: every second round
+     * moves two pages (between them the mark rises). With no event ever done, four moves wait
+     * at once; the fifth synchronizes the device instead, which ends them all. */
+    p = expandable_pool("page_moves=wait");
+    fake_vmm.events_busy = 1;
+    for (int i = 0; i <= 8; i++) {
+        unsigned char *x = alloc(p, 3 * PAGE), *k = alloc(p, PAGE), *y = alloc(p, 2 * PAGE);
+        free_all(p, {x, 3 * PAGE}, {y, 2 * PAGE});
+        unsigned char *z = alloc(p, 4 * PAGE);
+        ck_assert_int_eq(fake_vmm.device_syncs, i < 8 ? 0 : 1);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), i < 8 ? 2 * (unsigned)(i / 2 + 1) : 0);
+        ck_assert_int_eq(fake_vmm.event_records, i < 8 ? i / 2 + 1 : 4);
+        books_agree(p);
+        (void)z, (void)k;
+    }
 }
 
 CRMM_TEST_IN("page_moves", idle_moves_without_synchronizing_when_the_streams_are_idle)
 {
     p = expandable_pool("page_moves=idle");
     unsigned char *a, *b, *c;
-    grow_past_the_mark(&a, &b, &c);
-    expect(0, -1, 2, 6, 6); /* the default stream said it was idle: the same move, no wait */
-    unsigned char *w = alloc(p, PAGE); /* a's bottom page stayed mapped and free */
+    grow_past_the_mark_on(PER_THREAD, &a, &b, &c);
+    expect(0, -1, 2, 6, 6); /* a's stream said it was idle: the move, unmapped at once, no wait */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
+    unsigned char *w = alloc_on(p, PAGE, PER_THREAD); /* a's bottom page stayed mapped and free */
     ck_assert_ptr_eq(w, a);
-    dealloc(p, w, PAGE);
+    free_on(p, w, PAGE, PER_THREAD);
 }
 
 CRMM_TEST_IN("page_moves", idle_maps_new_pages_while_busy_and_moves_them_when_idle)
 {
     p = expandable_pool("page_moves=idle");
     fake_vmm.streams_busy = 1;
-    unsigned char *a, *b, *c, *z = grow_past_the_mark(&a, &b, &c);
+    unsigned char *a, *b, *c, *z = grow_past_the_mark_on(PER_THREAD, &a, &b, &c);
     expect(0, 1, 0, 8, 8); /* busy: two new pages, and the mark stays at 6 */
     /* idle again: the next growth past the mark moves a's three free pages instead of new ones */
     fake_vmm.streams_busy = 0;

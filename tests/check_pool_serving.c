@@ -2,8 +2,8 @@
  * default expandable pool over the scripted driver of fake_vmm.h, counting per decoded token what
  * the pool asked of the device: device synchronizations, pages unmapped, physical pages released
  * and created. A decode step must never wait for the device inside an allocation the pool could
- * serve from memory it holds, nor unmap or release (cuMemUnmap and cuMemRelease synchronize the
- * device in practice). Each run prints its counts to the test's log. */
+ * serve from memory it holds, nor unmap or release (driver calls that cost far more than an
+ * allocation). Each run prints its counts to the test's log. */
 #include "build_config.h"
 #include <crmm/pool.h>
 #include "blocks_test.h"
@@ -63,6 +63,8 @@ CRMM_TEST_IN("pool_serving", the_pool_counts_what_it_asks_of_the_device)
 {
     serving_totals t;
     crmm_resource *p = run_trace("", 12, 1, &t);
+    ck_assert_uint_gt(fake_vmm.unmaps, 0); /* pages moved (without waiting: one stream) */
+    ck_assert_crmm_ok(crmm_resource_trim(p)); /* synchronizes, unmaps and releases */
     ck_assert_uint_eq(crmm_test_query(p, CRMM_QUERY_POOL_DEVICE_SYNCS), (uint64_t)fake_vmm.device_syncs);
     ck_assert_uint_eq(crmm_test_query(p, CRMM_QUERY_POOL_PAGES_MAPPED), (uint64_t)fake_vmm.maps);
     ck_assert_uint_eq(crmm_test_query(p, CRMM_QUERY_POOL_PAGES_UNMAPPED), (uint64_t)fake_vmm.unmaps);
@@ -71,7 +73,7 @@ CRMM_TEST_IN("pool_serving", the_pool_counts_what_it_asks_of_the_device)
     ck_assert_uint_eq(crmm_test_query(p, CRMM_QUERY_POOL_GROWTHS), (uint64_t)fake_vmm.set_access);
     ck_assert_uint_eq(crmm_test_query(p, CRMM_QUERY_POOL_EVENT_WAITS), 0);
     ck_assert_uint_gt(fake_vmm.device_syncs, 0);
-    ck_assert_uint_gt(fake_vmm.unmaps, 0);
+    ck_assert_uint_gt(fake_vmm.releases, 0);
     crmm_resource_release(p);
 }
 

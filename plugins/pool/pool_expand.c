@@ -18,11 +18,18 @@
  *
  * Giving pages back needs the device idle, since work queued before a free may still use the
  * block: a page is unmapped only after a device synchronization, when every free block is safe
- * and all of them have joined the ready state. That happens at two points:
+ * and all of them have joined the ready state, or once an event says the work that could use it
+ * has finished. Moving the growing stream's own free pages needs neither: that stream's next work
+ * is ordered after the work that used them, so their physical memory is mapped again where the
+ * pool grows while their old addresses stay mapped ("lent", owned by a batch of
+ * p->growth.lent until the event recorded on the stream at the move has completed; reap_lent
+ * unmaps them at a later growth, or after any synchronization). Pages are given back or moved
+ * at two points:
  *  - growth past the mark: the mark is the most the pool has had to hold (raised only by growth
  *    that moving free pages could not avoid). While a growth keeps the pool within the mark plus
- *    1/POOL_EXPAND_SLACK of it, the pool maps without waiting. A growth beyond that first
- *    synchronizes (unless the free bytes are within release_threshold, or the caller's stream
+ *    1/POOL_EXPAND_SLACK of it, the pool maps without waiting. A growth beyond that moves the
+ *    caller's own free whole pages without waiting (move_without_waiting) when they suffice or no
+ *    other stream holds any; otherwise it first synchronizes (unless the free bytes are within release_threshold, or the caller's stream
  *    is the only one holding free blocks and none of them holds a whole page: nothing could
  *    merge or move then), lets every free block
  *    merge, and, when free whole pages beyond release_threshold remain, unmaps just enough of
@@ -55,6 +62,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include "pool_resource.h"
@@ -137,17 +145,22 @@ static int by_address_descending(const void *x, const void *y)
     return a < b ? 1 : a > b ? -1 : 0;
 }
 
-/* Unmap the top `pages` whole pages of free block b of state `holder` (b has at least that
- * many); the unmapped part joins the unmapped blocks, the rest stays free. Returns the pages
- * unmapped (fewer when the driver refused one). */
-static size_t unmap_top_pages(pool_resource *p, pool_stream *holder, pool_block *b, size_t pages)
+/* Take the top `pages` whole pages of free block b of state `holder` (b has at least that many)
+ * out of the free memory: unmapped (lend_to NULL: they join the unmapped blocks) or lent to batch
+ * lend_to (they stay mapped, owned by the batch); either way their physical memory goes to the
+ * spare list. The rest of b stays free. Returns the pages taken (fewer when the driver refused an
+ * unmap). */
+static size_t take_top_pages(pool_resource *p, pool_stream *holder, pool_block *b, size_t pages,
+                             pool_lent_batch *lend_to)
 {
     pool_vmm *v = &p->growth.vmm;
     uintptr_t lo = page_down(v, b->addr + b->size) - pages * v->page;
     if (!pool_records_reserve(&p->core.records, 2))
         return 0;
-    size_t done = pool_vmm_unmap(v, pool_vmm_page_of(v, lo), pages);
-    if (!done)
+    size_t done = pages;
+    if (lend_to)
+        pool_vmm_lend(v, pool_vmm_page_of(v, lo), pages);
+    else if (!(done = pool_vmm_unmap(v, pool_vmm_page_of(v, lo), pages)))
         return 0;
     uintptr_t hi = lo + done * v->page;
     pool_free_list_remove(&holder->free, b);
@@ -158,8 +171,9 @@ static size_t unmap_top_pages(pool_resource *p, pool_stream *holder, pool_block 
     }
     if (hi < gone->addr + gone->size)
         pool_free_list_insert(&holder->free, split_at(p, gone, hi));
+    pool_stream *to = lend_to ? &lend_to->pages : &p->growth.unmapped;
     gone->owner = NULL;
-    pool_free_list_insert_merging(&p->growth.unmapped.free, &p->growth.unmapped, gone, &p->core.records);
+    pool_free_list_insert_merging(&to->free, to, gone, &p->core.records);
     p->growth.reserved -= done * v->page;
     return done;
 }
@@ -178,33 +192,85 @@ static size_t pages_to_release(const pool_resource *p, uint64_t keep)
     return (size_t)(budget / p->growth.vmm.page);
 }
 
-/* With the device synchronized and every free block gathered in state `holder`: unmap up to
- * `pages` whole free pages, from the highest address down, leaving blocks keep1 and keep2 alone.
- * Their physical memory goes to the spare list. */
-static void release_free_pages(pool_resource *p, pool_stream *holder, size_t pages, const pool_block *keep1,
-                               const pool_block *keep2)
+/* Take up to `pages` whole free pages of state `holder` out of its free blocks, from the highest
+ * address down, leaving blocks keep1 and keep2 alone: unmapped (lend_to NULL; every block of
+ * `holder` must be idle: the device was synchronized) or lent to batch lend_to. Their physical
+ * memory goes to the spare list. Returns the pages taken. */
+static size_t release_free_pages(pool_resource *p, pool_stream *holder, size_t pages, const pool_block *keep1,
+                                 const pool_block *keep2, pool_lent_batch *lend_to)
 {
     if (!pages || !holder->free.blocks)
-        return;
+        return 0;
     struct block_list l = {malloc(holder->free.blocks * sizeof(pool_block *)), 0};
     if (!l.b)
-        return; /* nothing given back this time; the pool stays correct */
+        return 0; /* nothing given back this time; the pool stays correct */
     for_each_block(&holder->free, p->growth.vmm.page, collect, &l);
     qsort(l.b, l.n, sizeof *l.b, by_address_descending);
-    for (size_t i = 0; i < l.n && pages; i++) {
+    size_t taken = 0;
+    for (size_t i = 0; i < l.n && taken < pages; i++) {
         if (l.b[i] == keep1 || l.b[i] == keep2)
             continue;
         size_t n = whole_pages(&p->growth.vmm, l.b[i]);
-        if (n > pages)
-            n = pages;
+        if (n > pages - taken)
+            n = pages - taken;
         if (!n)
             continue;
-        size_t done = unmap_top_pages(p, holder, l.b[i], n);
-        pages -= done;
+        size_t done = take_top_pages(p, holder, l.b[i], n, lend_to);
+        taken += done;
         if (done < n)
             break;
     }
     free(l.b);
+    return taken;
+}
+
+/* ---- moves that do not wait ---------------------------------------------------------------- */
+
+/* Unmap batch lb's blocks (nothing uses their old addresses any more): they join the unmapped
+ * blocks. A block the driver refuses stays lent (logged by pool_vmm), to be tried again. */
+static void unmap_batch(pool_resource *p, pool_lent_batch *lb)
+{
+    pool_vmm *v = &p->growth.vmm;
+    pool_free_list *fl = &lb->pages.free;
+    struct block_list l = {malloc(fl->blocks * sizeof(pool_block *)), 0};
+    if (!l.b)
+        return; /* they stay lent until the next try */
+    for_each_block(fl, v->page, collect, &l);
+    for (size_t i = 0; i < l.n; i++) {
+        pool_block *b = l.b[i];
+        size_t n = b->size / v->page, done;
+        if (!pool_records_reserve(&p->core.records, 1) || !(done = pool_vmm_unmap_lent(v, pool_vmm_page_of(v, b->addr), n)))
+            continue;
+        pool_free_list_remove(fl, b);
+        if (done < n)
+            pool_free_list_insert(fl, split_at(p, b, b->addr + done * v->page));
+        b->owner = NULL;
+        pool_free_list_insert_merging(&p->growth.unmapped.free, &p->growth.unmapped, b, &p->core.records);
+    }
+    free(l.b);
+}
+
+/* Unmap the lent pages that nothing can use at their old addresses any more: every batch's right
+ * after a device synchronization (`synchronized`), else the batches whose event has completed,
+ * asked without waiting (and not while a capture is under way, which forbids the query). */
+static void reap_lent(pool_resource *p, bool synchronized)
+{
+    for (int i = 0; i < POOL_LENT_BATCHES; i++) {
+        pool_lent_batch *lb = &p->growth.lent[i];
+        if (!lb->pages.free.blocks)
+            continue;
+        if (!synchronized) {
+            if (p->capturing || crmm_process_exiting())
+                return;
+            cudaError_t e = cudaEventQuery((cudaEvent_t)lb->event);
+            if (e != cudaSuccess) {
+                if (e != cudaErrorNotReady)
+                    cudaGetLastError(); /* only "not known to be done" */
+                continue;
+            }
+        }
+        unmap_batch(p, lb);
+    }
 }
 
 /* When free blocks may hold whole pages beyond `keep` (a page's worth of free bytes beyond it
@@ -222,9 +288,10 @@ static crmm_status release_beyond(pool_resource *p, pool_stream *holder, uint64_
     if (st != CRMM_OK)
         return st;
     *released = true;
+    reap_lent(p, true);
     holder = pool_streams_gather(&p->core.streams, &p->core.records, holder);
     if (holder)
-        release_free_pages(p, holder, pages_to_release(p, keep), NULL, NULL);
+        release_free_pages(p, holder, pages_to_release(p, keep), NULL, NULL, NULL);
     return CRMM_OK;
 }
 
@@ -325,6 +392,69 @@ static pool_block *adopt_pages(pool_resource *p, pool_stream *s, const grow_plan
     return pool_free_list_insert_merging(&s->free, s, mapped, &p->core.records);
 }
 
+/* ---- moving without waiting ---------------------------------------------------------------- */
+
+struct own_pages { const pool_vmm *v; const pool_block *keep1, *keep2; uint64_t pages, all; };
+
+static void count_own_pages(pool_block *b, void *arg)
+{
+    struct own_pages *c = arg;
+    size_t n = whole_pages(c->v, b);
+    c->all += n;
+    if (b != c->keep1 && b != c->keep2)
+        c->pages += n;
+}
+
+/* What move_without_waiting did. */
+typedef enum { MOVE_NOT_DONE, MOVE_DONE, MOVE_IN_VAIN } move_result;
+
+/* A move for the growth of `plan` on stream s that does not wait: s's own free blocks may be used
+ * by s's next work at once (stream order), so their pages can go where the growth maps while the
+ * work queued on s before, which may still use them, keeps them mapped where they were. When s's
+ * free blocks other than the two the growth joins hold whole pages enough to keep the pool within
+ * its mark, or no other stream holds whole free pages (a synchronization could move no more),
+ * up to that many are lent to a free batch, from the highest address down, after recording the
+ * batch's event on s; pool_vmm_map then maps their memory first (MOVE_DONE). MOVE_IN_VAIN: no
+ * other stream holds whole free pages and s's own may not be moved (none outside the blocks the
+ * growth joins, or none beyond release_threshold and initial_size), so a synchronization could
+ * move nothing either. MOVE_NOT_DONE: a synchronization may do more (other streams' pages), or
+ * every batch still waits for its event. Either leaves everything as it was. */
+static move_result move_without_waiting(pool_resource *p, pool_stream *s, const grow_plan *plan)
+{
+    pool_vmm *v = &p->growth.vmm;
+    uint64_t after = p->growth.reserved + plan->pages * v->page;
+    if (!plan->pages || after <= p->growth.mark)
+        return MOVE_NOT_DONE;
+    size_t excess = pages_for(v, (size_t)(after - p->growth.mark));
+    if (excess > plan->pages)
+        excess = plan->pages; /* every page lent is mapped again at once */
+    struct own_pages own = {v, plan->hole->phys_prev, plan->hole->phys_next, 0, 0};
+    for_each_block(&s->free, v->page, count_own_pages, &own);
+    if (own.pages < excess && releasable_bytes(p) / v->page > own.all)
+        return MOVE_NOT_DONE; /* other streams hold free pages: a synchronization may move more */
+    size_t n = excess < own.pages ? excess : (size_t)own.pages, can = pages_to_release(p, p->growth.release_threshold);
+    if (n > can)
+        n = can;
+    pool_lent_batch *lb = NULL;
+    for (int i = 0; i < POOL_LENT_BATCHES && !lb; i++)
+        if (!p->growth.lent[i].pages.free.blocks)
+            lb = &p->growth.lent[i];
+    if (!n)
+        return MOVE_IN_VAIN;
+    if (!lb)
+        return MOVE_NOT_DONE; /* every batch still waits for its event */
+    if (!lb->event && cudaEventCreateWithFlags((cudaEvent_t *)&lb->event, cudaEventDisableTiming) != cudaSuccess) {
+        cudaGetLastError();
+        lb->event = NULL;
+        return MOVE_NOT_DONE;
+    }
+    if (cudaEventRecord((cudaEvent_t)lb->event, (cudaStream_t)s->handle) != cudaSuccess) {
+        cudaGetLastError();
+        return MOVE_NOT_DONE;
+    }
+    return release_free_pages(p, s, n, own.keep1, own.keep2, lb) ? MOVE_DONE : MOVE_NOT_DONE;
+}
+
 static crmm_status out_of_room(const pool_resource *p, size_t size, const char *why)
 {
     char label[80], req[32], have[32];
@@ -344,6 +474,8 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
     char why[512] = "";
     /* threads contend (the caches are on): a step of the pool's size, and no moving */
     bool threads = pool_caching(p);
+    if (!p->capturing)
+        reap_lent(p, false);
     size_t want = size;
     if (threads && p->growth.reserved / POOL_EXPAND_THREAD_STEP > want)
         want = (size_t)(p->growth.reserved / POOL_EXPAND_THREAD_STEP);
@@ -359,6 +491,14 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
         bool past_mark = !settled && plan.pages &&
                          p->growth.reserved + plan.pages * v->page > p->growth.mark + p->growth.mark / POOL_EXPAND_SLACK;
         busy = false;
+        move_result moved = past_mark && can_move ? move_without_waiting(p, s, &plan) : MOVE_NOT_DONE;
+        if (moved == MOVE_DONE) {
+            settled = true; /* the caller's own free pages moved: no wait, no query */
+            p->growth.moved_since_mark = true;
+            past_mark = false;
+        } else if (moved == MOVE_IN_VAIN) {
+            can_move = false; /* new pages, and the mark rises */
+        }
         if (past_mark && can_move && p->growth.page_moves == POOL_MOVES_IDLE && !pool_streams_idle(&p->core.streams, s))
             can_move = false, busy = true; /* new pages now; a growth that finds the streams idle moves them */
         if (past_mark && can_move) {
@@ -368,6 +508,8 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
             settled = true;
             if (p->growth.page_moves == POOL_MOVES_WAIT && (st = pool_streams_synchronize(&p->core.streams)) != CRMM_OK)
                 break;
+            if (p->growth.page_moves == POOL_MOVES_WAIT)
+                reap_lent(p, true);
             pool_stream *holder = pool_streams_gather(&p->core.streams, &p->core.records, s);
             if ((*out = pool_free_list_fit(&s->free, size)))
                 break;
@@ -376,7 +518,7 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
             if (holder && plan.pages && after > p->growth.mark) {
                 size_t excess = pages_for(v, (size_t)(after - p->growth.mark));
                 size_t can = pages_to_release(p, p->growth.release_threshold);
-                release_free_pages(p, holder, excess < can ? excess : can, plan.hole->phys_prev, plan.hole->phys_next);
+                release_free_pages(p, holder, excess < can ? excess : can, plan.hole->phys_prev, plan.hole->phys_next, NULL);
                 p->growth.moved_since_mark = excess && can;
                 plan = plan_growth(p, s, size);
             }
@@ -488,7 +630,10 @@ void pool_expand_release_all(pool_resource *p)
 {
     if (pool_streams_synchronize(&p->core.streams) != CRMM_OK)
         crmm_log(CRMM_LOG_WARN, "%s; unmapping the pool's memory anyway", crmm_last_error());
-    pool_vmm_release(&p->growth.vmm);
+    for (int i = 0; i < POOL_LENT_BATCHES; i++)
+        if (p->growth.lent[i].event && !crmm_process_exiting())
+            cudaEventDestroy((cudaEvent_t)p->growth.lent[i].event);
+    pool_vmm_release(&p->growth.vmm); /* lent pages included */
     free(p->growth.chunks);
     p->growth.chunks = NULL;
     p->growth.chunk_count = 0;

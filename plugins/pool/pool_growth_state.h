@@ -18,6 +18,15 @@ enum {
     POOL_MOVES_NEVER               /* map new pages; free pages go back only at trim and before out of memory */
 };
 
+/* Pages lent by one move that did not wait (pool_expand.c): their memory is mapped again where the
+ * pool grew, while their old addresses stay mapped until the work queued before the move, which
+ * `event` (recorded on the stream that freed them) follows, has finished. */
+#define POOL_LENT_BATCHES 4
+typedef struct pool_lent_batch {
+    pool_stream pages;             /* owner of the lent blocks (no stream's lookup finds it) */
+    void *event;                   /* cudaEvent_t, made at the batch's first use */
+} pool_lent_batch;
+
 typedef struct pool_growth_state {
     pool_chunk *chunks;            /* upstream allocations, newest first */
     uint64_t chunk_count;
@@ -31,6 +40,7 @@ typedef struct pool_growth_state {
     uint8_t page_moves;            /* expandable: POOL_MOVES_* */
     pool_vmm vmm;                  /* that range */
     pool_stream unmapped;          /* owner of the range's blocks that have no memory mapped */
+    pool_lent_batch lent[POOL_LENT_BATCHES]; /* moves whose old addresses are still mapped */
     uint64_t release_threshold;    /* free bytes in whole pages kept when memory is given back */
     uint64_t device_memory;        /* the device's total memory: an expandable pool never maps more */
 } pool_growth_state;

@@ -50,7 +50,7 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = p->growth.reserved_peak; break;
     case CRMM_QUERY_BYTES_FREE: *out = p->growth.reserved - live_bytes; break;
     case CRMM_QUERY_LARGEST_FREE_BLOCK: *out = largest_free_block(p); break;
-    case CRMM_QUERY_UPSTREAM_BLOCKS: *out = p->growth.expandable ? p->growth.vmm.mapped_pages : p->growth.chunk_count; break;
+    case CRMM_QUERY_UPSTREAM_BLOCKS: *out = p->growth.expandable ? p->growth.vmm.mapped_pages - p->growth.vmm.lent_pages : p->growth.chunk_count; break;
     case CRMM_QUERY_MAXIMUM_SIZE: *out = p->growth.maximum; break;
     case CRMM_QUERY_POOL_DEVICE_SYNCS: *out = __atomic_load_n(&p->core.streams.syncs, __ATOMIC_RELAXED); break;
     case CRMM_QUERY_POOL_EVENT_WAITS: *out = __atomic_load_n(&p->core.streams.event_waits, __ATOMIC_RELAXED); break;
@@ -63,6 +63,7 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     case CRMM_QUERY_POOL_BLOCK_BYTES_PEAK: *out = (uint64_t)p->core.peaks.block_bytes; break;
     case CRMM_QUERY_POOL_THREAD_CACHES: *out = pool_caching(p); break;
     case CRMM_QUERY_POOL_LOCK_WAITS: *out = p->cache.lock_waits_total; break;
+    case CRMM_QUERY_POOL_PAGES_LENT: *out = p->growth.vmm.lent_pages; break;
     default: st = pool_counts_query(&sum, &p->core.peaks, what, out); break;
     }
     if (what == CRMM_QUERY_LARGEST_FREE_BLOCK && cached_largest > *out)

@@ -166,7 +166,7 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
             break;
         }
         v->handles[i] = h;
-        v->mapped[i] = 1;
+        v->mapped[i] = POOL_PAGE_MAPPED;
         v->pages_mapped++;
     }
     if (st == CRMM_OK) {
@@ -195,7 +195,9 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
     return crmm_set_error(st, "%s", message);
 }
 
-size_t pool_vmm_unmap(pool_vmm *v, size_t first, size_t count)
+/* Unmap pages [first, first + count) and forget their allocations; `lent`: they are lent pages,
+ * whose allocations stay with their other mappings, else the allocations go to the spare list. */
+static size_t unmap_pages(pool_vmm *v, size_t first, size_t count, bool lent)
 {
     for (size_t k = 0; k < count; k++) {
         size_t i = first + k;
@@ -206,13 +208,29 @@ size_t pool_vmm_unmap(pool_vmm *v, size_t first, size_t count)
             crmm_clear_error();
             return k;
         }
-        v->spare[v->spare_count++] = v->handles[i];
+        if (lent)
+            v->lent_pages--;
+        else
+            v->spare[v->spare_count++] = v->handles[i];
         v->handles[i] = 0;
-        v->mapped[i] = 0;
+        v->mapped[i] = POOL_PAGE_UNMAPPED;
         v->mapped_pages--;
         v->pages_unmapped++;
     }
     return count;
+}
+
+size_t pool_vmm_unmap(pool_vmm *v, size_t first, size_t count) { return unmap_pages(v, first, count, false); }
+
+size_t pool_vmm_unmap_lent(pool_vmm *v, size_t first, size_t count) { return unmap_pages(v, first, count, true); }
+
+void pool_vmm_lend(pool_vmm *v, size_t first, size_t count)
+{
+    for (size_t i = first; i < first + count; i++) {
+        v->spare[v->spare_count++] = v->handles[i];
+        v->mapped[i] = POOL_PAGE_LENT;
+    }
+    v->lent_pages += count;
 }
 
 void pool_vmm_drop_spares(pool_vmm *v)
@@ -229,7 +247,8 @@ void pool_vmm_release(pool_vmm *v)
         for (size_t i = 0; i < v->pages; i++)
             if (v->mapped[i]) {
                 drv.unmap((CUdeviceptr)pool_vmm_page_addr(v, i), v->page);
-                drv.release(v->handles[i]);
+                if (v->mapped[i] == POOL_PAGE_MAPPED) /* a lent page's allocation is released where it is mapped now */
+                    drv.release(v->handles[i]);
             }
         pool_vmm_drop_spares(v);
         drv.address_free((CUdeviceptr)v->base, v->pages * v->page);

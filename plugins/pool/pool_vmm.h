@@ -30,8 +30,10 @@ typedef struct pool_vmm {
     size_t page;                   /* bytes per page: the device's allocation granularity */
     size_t pages;                  /* pages in the range */
     unsigned long long *handles;   /* per page: its physical allocation while mapped */
-    unsigned char *mapped;         /* per page: 1 while mapped */
-    size_t mapped_pages;
+    unsigned char *mapped;         /* per page: POOL_PAGE_MAPPED while mapped, POOL_PAGE_LENT while
+                                    * mapped but lent (its allocation also mapped elsewhere) */
+    size_t mapped_pages;           /* pages mapped, lent ones included */
+    size_t lent_pages;
     unsigned long long *spare;     /* physical pages unmapped during the current operation */
     size_t spare_count;
     int device;
@@ -60,12 +62,25 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count);
  * of them, or fewer when the driver refused one (logged at warn level; the rest stay mapped). */
 size_t pool_vmm_unmap(pool_vmm *v, size_t first, size_t count);
 
+/* Lend pages [first, first + count) (all mapped, none lent): their physical memory goes to the
+ * spare list, to be mapped again at once where the pool grows, while these addresses stay mapped
+ * to it, so work still queued on them runs as if nothing had moved. No driver call. A lent page
+ * is unmapped by pool_vmm_unmap_lent once no work can use it at the old address. */
+void pool_vmm_lend(pool_vmm *v, size_t first, size_t count);
+
+/* Unmap lent pages [first, first + count) (no work may still use them at these addresses); their
+ * memory stays with its other mapping. Returns how many pages from `first` on were unmapped, as
+ * pool_vmm_unmap does. */
+size_t pool_vmm_unmap_lent(pool_vmm *v, size_t first, size_t count);
+
 /* Release every spare page (their memory goes back to the device). */
 void pool_vmm_drop_spares(pool_vmm *v);
 
 /* Unmap and release everything and free the range (no work may still use it). No driver call
  * once the process is exiting: the memory is left to the process's end then. */
 void pool_vmm_release(pool_vmm *v);
+
+enum { POOL_PAGE_UNMAPPED, POOL_PAGE_MAPPED, POOL_PAGE_LENT };
 
 static inline size_t pool_vmm_page_of(const pool_vmm *v, uintptr_t addr) { return (addr - v->base) / v->page; }
 static inline uintptr_t pool_vmm_page_addr(const pool_vmm *v, size_t page) { return v->base + page * v->page; }

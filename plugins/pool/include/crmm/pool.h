@@ -57,6 +57,11 @@ enum {
 /* Allocates and frees that found the pool's lock held by another thread and waited for it
  * (counted while the per-thread caches are off; with them on, calls go through the caches). */
 #define CRMM_QUERY_POOL_LOCK_WAITS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 10))
+/* Expandable: pages moved without waiting for the device whose old addresses are still mapped
+ * (their memory is mapped where the pool grew; the old mapping goes once the work queued before
+ * the move has finished, docs/expandable-pool.md). Not part of BYTES_RESERVED, which counts
+ * physical memory. */
+#define CRMM_QUERY_POOL_PAGES_LENT ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 11))
 
 /* crmm_resource_control(mr, CRMM_POOL_OP_FORGET_STREAM, stream) on the first pool in mr's chain
  * (crmm_resource_find_kind). CRMM_ERROR_UNSUPPORTED when the chain has no pool;
