@@ -24,6 +24,8 @@ EXTRA_DIST += bench/decoder_graph.py
 EXTRA_DIST += bench/python_alloc.py
 # the same kernels over cudaMalloc'd and page-mapped memory (python3 bench/vmm_kernels.py)
 EXTRA_DIST += bench/vmm_kernels.py
+# what the driver's virtual memory calls cost and whether they wait (python3 bench/vmm_call_costs.py)
+EXTRA_DIST += bench/vmm_call_costs.py
 # the recorded PyTorch allocation logs: tests/check_pool_expandable_logs.sh replays them
 EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench/logs/gpt2_train.csv.gz \
 	bench/logs/resnet_train.csv.gz bench/logs/moe_train.csv.gz

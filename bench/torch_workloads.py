@@ -44,6 +44,8 @@ def parse_args():
                                        "crmm_split", "crmm_split_never", *PAGE_SIZE_CONFIGS])
     ap.add_argument("--record", metavar="LOG.csv", help="crmm mode: write the allocation log here")
     ap.add_argument("--run", type=int, default=0, help="the run's number, copied to the output")
+    ap.add_argument("--steps", type=int, help="dyn_train and moe: training steps (default 10); the workload is "
+                    "then reported as NAME_Nsteps, since how much a caching allocator holds grows with the steps")
     ap.add_argument("--table", metavar="RESULTS.jsonl", help="print the table of the runs in this file")
     a = ap.parse_args()
     if not a.table and not (a.workload and a.mode):
@@ -299,13 +301,13 @@ def run_training(torch, model, batches, counters, lr=1e-4):
     return out
 
 
-def dyn_train(torch, counters):
+def dyn_train(torch, counters, steps=10):
     torch.manual_seed(0)
     vocab = 32000
     model = decoder_model(torch, vocab, 1024, 12, 16).cuda()
     g = torch.Generator().manual_seed(1)
     shapes = [(int(torch.randint(4, 17, (1,), generator=g)), int(torch.randint(128, 1025, (1,), generator=g)))
-              for _ in range(10)]
+              for _ in range(steps)]
 
     def batch(b, s):
         def fn(m):
@@ -338,7 +340,7 @@ def vit(torch, counters):
     return out
 
 
-def moe(torch, counters):
+def moe(torch, counters, steps=10):
     nn, F = torch.nn, torch.nn.functional
     torch.manual_seed(0)
     dim, experts, layers = 1024, 8, 6
@@ -364,7 +366,7 @@ def moe(torch, counters):
 
     model = nn.Sequential(*[MoE() for _ in range(layers)]).cuda()
     g = torch.Generator().manual_seed(2)
-    counts = [int(torch.randint(2048, 16385, (1,), generator=g)) for _ in range(10)]
+    counts = [int(torch.randint(2048, 16385, (1,), generator=g)) for _ in range(steps)]
 
     def batch(n):
         def fn(m):
@@ -426,10 +428,14 @@ def run(a):
     torch.cuda.init()
     torch.backends.cuda.matmul.allow_tf32 = True
     sampler = PeakSampler(torch)
-    out = WORKLOADS[a.workload](torch, CrmmCounters(crmm_mode))
+    if a.steps and a.workload not in ("dyn_train", "moe"):
+        raise SystemExit("--steps is for dyn_train and moe")
+    steps = {"steps": a.steps} if a.steps else {}
+    out = WORKLOADS[a.workload](torch, CrmmCounters(crmm_mode), **steps)
     torch.cuda.synchronize()
     peak = sampler.stop()
-    out.update(workload=a.workload, mode=a.mode, run=a.run, peak_MiB=peak / MiB, at_start_MiB=sampler.at_start / MiB,
+    name = "%s_%dsteps" % (a.workload, a.steps) if a.steps else a.workload
+    out.update(workload=name, mode=a.mode, run=a.run, peak_MiB=peak / MiB, at_start_MiB=sampler.at_start / MiB,
                torch=torch.__version__)
     if crmm_mode:
         import crmm.allocators.torch as ct
@@ -450,18 +456,20 @@ def run(a):
 
 
 def table(path):
-    runs = {}
+    runs, workloads = {}, []
     with open(path) as f:
         for line in f:
             line = line.strip()
             if line.startswith("{"):
                 r = json.loads(line)
                 runs.setdefault((r["workload"], r["mode"]), []).append(r)
+                if r["workload"] not in workloads:
+                    workloads.append(r["workload"])
     modes = ["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_chunked"]
     print("| workload | mode | runs | peak MiB median (min-max) | vs native | vs expandable | metric median (min-max) "
           "| first step s | reserved / allocated peak MiB | outside MiB | alloc+free ns | crmm per step/token |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for w in ["dyn_train", "serving", "vit", "moe"]:
+    for w in workloads:
         med = {m: median([r["peak_MiB"] for r in runs.get((w, m), [])]) for m in modes}
         for m in modes:
             rs = runs.get((w, m))
