@@ -386,6 +386,48 @@ CRMM_TEST_IN("pool_expandable", expandable_moves_freed_pages_to_where_they_are_n
     crmm_resource_release(p);
 }
 
+CRMM_TEST_IN("pool_expandable", a_move_without_waiting_leaves_queued_work_its_memory)
+{
+    /* x is filled slowly on s and copied out, then freed on s while that work is still queued;
+     * a growth on s past the mark takes x's pages for z without waiting for the device. The
+     * queued work still reads and writes x's old addresses: they must stay mapped to the same
+     * memory until it has run (unmapped, the fill and the copy would fault), and z's own writes,
+     * queued later on s, come after it. */
+    crmm_resource *p = gpu_pool("expandable=true");
+    cudaStream_t s = new_stream();
+    const size_t n = 30 * MiB;
+    void *keep = NULL;
+    ck_assert_cuda(cudaMalloc(&keep, n));
+    void *x = alloc_on(p, n, s), *y = alloc_on(p, MiB, s);
+    slow_fill(x, n, s);
+    ck_assert_cuda(cudaMemcpyAsync(keep, x, n, cudaMemcpyDeviceToDevice, s));
+    free_on(p, x, n, s);
+    uint64_t syncs = q(p, CRMM_QUERY_POOL_DEVICE_SYNCS), created = q(p, CRMM_QUERY_POOL_PAGES_CREATED);
+    double t0 = seconds();
+    void *z = alloc_on(p, 40 * MiB, s);
+    double took = seconds() - t0;
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_DEVICE_SYNCS), syncs);
+    ck_assert_uint_gt(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
+    uint64_t page = q(p, CRMM_QUERY_BYTES_RESERVED) / q(p, CRMM_QUERY_UPSTREAM_BLOCKS);
+    /* only what x's pages could not give was made anew */
+    ck_assert_uint_le(q(p, CRMM_QUERY_POOL_PAGES_CREATED) - created, (40 * MiB - n) / page + 2);
+    if (crmm_test_async_observable())
+        ck_assert_msg(took < SLOW_MS * 0.5e-3, "allocating z took %.3f s: the move waited for the device", took);
+    ck_assert_cuda(cudaMemsetAsync(z, 0x55, 40 * MiB, s));
+    ck_assert_cuda(cudaStreamSynchronize(s));
+    expect_device_bytes(keep, n, 0xAA); /* the fill and the copy ran on x's memory before z's */
+    expect_device_bytes(z, 40 * MiB, 0x55);
+    /* the old addresses go at the next growth once the work is done, or at trim */
+    free_on(p, z, 40 * MiB, s);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
+    free_on(p, y, MiB, s);
+    ck_assert_cuda(cudaFree(keep));
+    ck_assert_cuda(cudaStreamDestroy(s));
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    crmm_resource_release(p);
+}
+
 CRMM_TEST_IN("pool_expandable", expandable_out_of_memory_and_maximum)
 {
     crmm_resource *p = gpu_pool("expandable=true maximum_size=64MiB");
