@@ -128,6 +128,24 @@ CRMM_TEST_IN("page_moves", trim_unmaps_lent_pages_after_synchronizing)
     free_all(p, {z, 4 * PAGE}, {b, PAGE});
 }
 
+CRMM_TEST_IN("page_moves", trim_unmaps_lent_pages_whose_work_is_done_without_synchronizing)
+{
+    p = expandable_pool("page_moves=wait");
+    fake_vmm.events_busy = 1;
+    unsigned char *a, *b, *c, *z = grow_past_the_mark(&a, &b, &c);
+    unsigned char *w = alloc(p, PAGE); /* a's last free page: nothing free is left to give back */
+    ck_assert_ptr_eq(w, a);
+    ck_assert_crmm_ok(crmm_resource_trim(p)); /* the move's work may still run: they stay */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 2);
+    fake_vmm.events_busy = 0;
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
+    ck_assert_int_eq(fake_vmm.unmaps, 2);
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    books_agree(p);
+    free_all(p, {w, PAGE}, {z, 4 * PAGE}, {b, PAGE});
+}
+
 CRMM_TEST_IN("page_moves", destroying_a_pool_with_lent_pages_frees_each_page_once)
 {
     p = expandable_pool("page_moves=wait");

@@ -597,6 +597,7 @@ crmm_status pool_expand_trim(pool_resource *p)
     crmm_device_guard g;
     if ((st = crmm_cuda_device_enter(p->growth.vmm.device, &g)) == CRMM_OK) {
         bool released;
+        reap_lent(p, false); /* also when nothing free is given back */
         st = release_beyond(p, NULL, p->growth.release_threshold, true, &released);
         pool_vmm_drop_spares(&p->growth.vmm);
         crmm_cuda_device_restore(&g);
