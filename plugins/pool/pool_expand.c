@@ -29,9 +29,9 @@
  *    that moving free pages could not avoid). While a growth keeps the pool within the mark plus
  *    1/POOL_EXPAND_SLACK of it, the pool maps without waiting. A growth beyond that moves the
  *    caller's own free whole pages without waiting (move_without_waiting) when they suffice or no
- *    other stream holds any; otherwise it first synchronizes (unless the free bytes are within release_threshold, or the caller's stream
- *    is the only one holding free blocks and none of them holds a whole page: nothing could
- *    merge or move then), lets every free block
+ *    other stream holds any; otherwise it first synchronizes (unless the free bytes are within
+ *    release_threshold, or the caller's stream is the only one holding free blocks and none of
+ *    them holds a whole page: nothing could merge or move then), lets every free block
  *    merge, and, when free whole pages beyond release_threshold remain, unmaps just enough of
  *    them (not the free blocks the growth will join) that the pool stays within the mark, the
  *    new pages reusing their physical memory. The slack absorbs the small differences in
