@@ -21,7 +21,7 @@
  * and all of them have joined the ready state, or once an event says the work that could use it
  * has finished. Moving the growing stream's own free pages needs neither: that stream's next work
  * is ordered after the work that used them, so their physical memory is mapped again where the
- * pool grows while their old addresses stay mapped ("lent", owned by a batch of
+ * pool grows while their old addresses stay mapped ("lent", owned by one of the batches of
  * p->growth.lent until the event recorded on the stream at the move has completed; reap_lent
  * unmaps them at a later growth, or after any synchronization). Pages are given back or moved
  * at two points:
@@ -255,7 +255,7 @@ static void unmap_batch(pool_resource *p, pool_lent_batch *lb)
  * asked without waiting (and not while a capture is under way, which forbids the query). */
 static void reap_lent(pool_resource *p, bool synchronized)
 {
-    for (int i = 0; i < POOL_LENT_BATCHES; i++) {
+    for (int i = 0; p->growth.lent && i < POOL_LENT_BATCHES; i++) {
         pool_lent_batch *lb = &p->growth.lent[i];
         if (!lb->pages.free.blocks)
             continue;
@@ -435,12 +435,14 @@ static move_result move_without_waiting(pool_resource *p, pool_stream *s, const 
     size_t n = excess < own.pages ? excess : (size_t)own.pages, can = pages_to_release(p, p->growth.release_threshold);
     if (n > can)
         n = can;
+    if (!n)
+        return MOVE_IN_VAIN;
+    if (!p->growth.lent && !(p->growth.lent = calloc(POOL_LENT_BATCHES, sizeof *p->growth.lent)))
+        return MOVE_NOT_DONE; /* moves wait for the device as before */
     pool_lent_batch *lb = NULL;
     for (int i = 0; i < POOL_LENT_BATCHES && !lb; i++)
         if (!p->growth.lent[i].pages.free.blocks)
             lb = &p->growth.lent[i];
-    if (!n)
-        return MOVE_IN_VAIN;
     if (!lb)
         return MOVE_NOT_DONE; /* every batch still waits for its event */
     if (!lb->event && cudaEventCreateWithFlags((cudaEvent_t *)&lb->event, cudaEventDisableTiming) != cudaSuccess) {
@@ -631,9 +633,11 @@ void pool_expand_release_all(pool_resource *p)
 {
     if (pool_streams_synchronize(&p->core.streams) != CRMM_OK)
         crmm_log(CRMM_LOG_WARN, "%s; unmapping the pool's memory anyway", crmm_last_error());
-    for (int i = 0; i < POOL_LENT_BATCHES; i++)
+    for (int i = 0; p->growth.lent && i < POOL_LENT_BATCHES; i++)
         if (p->growth.lent[i].event && !crmm_process_exiting())
             cudaEventDestroy((cudaEvent_t)p->growth.lent[i].event);
+    free(p->growth.lent);
+    p->growth.lent = NULL;
     pool_vmm_release(&p->growth.vmm); /* lent pages included */
     free(p->growth.chunks);
     p->growth.chunks = NULL;

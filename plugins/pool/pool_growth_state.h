@@ -40,7 +40,9 @@ typedef struct pool_growth_state {
     uint8_t page_moves;            /* expandable: POOL_MOVES_* */
     pool_vmm vmm;                  /* that range */
     pool_stream unmapped;          /* owner of the range's blocks that have no memory mapped */
-    pool_lent_batch lent[POOL_LENT_BATCHES]; /* moves whose old addresses are still mapped */
+    pool_lent_batch *lent;         /* POOL_LENT_BATCHES moves whose old addresses may still be mapped,
+                                    * made at the first move that does not wait (kept out of the
+                                    * pool's record, whose hot fields it would push apart) */
     uint64_t release_threshold;    /* free bytes in whole pages kept when memory is given back */
     uint64_t device_memory;        /* the device's total memory: an expandable pool never maps more */
 } pool_growth_state;
