@@ -33,7 +33,7 @@ typedef struct pool_vmm {
     unsigned char *mapped;         /* per page: POOL_PAGE_MAPPED while mapped, POOL_PAGE_LENT while
                                     * mapped but lent (its allocation also mapped elsewhere) */
     size_t mapped_pages;           /* pages mapped, lent ones included */
-    size_t lent_pages;
+    size_t lent_pages;             /* of those, lent (pool_vmm_lend) */
     unsigned long long *spare;     /* physical pages unmapped during the current operation */
     size_t spare_count;
     int device;
