@@ -438,7 +438,7 @@ static move_result move_without_waiting(pool_resource *p, pool_stream *s, const 
     if (!n)
         return MOVE_IN_VAIN;
     if (!p->growth.lent && !(p->growth.lent = calloc(POOL_LENT_BATCHES, sizeof *p->growth.lent)))
-        return MOVE_NOT_DONE; /* moves wait for the device as before */
+        return MOVE_NOT_DONE; /* no batch to lend to: the move takes the synchronizing path */
     pool_lent_batch *lb = NULL;
     for (int i = 0; i < POOL_LENT_BATCHES && !lb; i++)
         if (!p->growth.lent[i].pages.free.blocks)
