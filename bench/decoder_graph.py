@@ -4,8 +4,8 @@ cache) captured into a CUDA graph with torch.cuda.graph and replayed, under PyTo
 allocator (`native`, or `expandable` with expandable_segments:True) or crmm's (`crmm`:
 crmm.allocators.torch.use_crmm() over the default config; `crmm_chunked`: crmm's pool growing by
 cudaMalloc chunks instead of mapping pages, as in bench/torch_workloads.py; `crmm_align512` and
-`crmm_align2m`: the default pool under an `aligned` adaptor, every block at 512 bytes, or blocks
-of 1 MiB and more at 2 MiB, to see whether where tensors land moves the replay; `crmm_page32m`,
+`crmm_align2m`, `crmm_align64k`: the default pool under an `aligned` adaptor, every block at 512
+bytes, or blocks of 1 MiB and more at 2 MiB or 64 KiB, to see whether where tensors land moves the replay; `crmm_page32m`,
 `crmm_page256m`: the default pool mapping physical pages of 32 or 256 MiB).
 
 The model is written here (RMSNorm, rotary embeddings, grouped-query attention over a static
@@ -14,9 +14,15 @@ embeds a token, runs every layer (writing the KV cache at the current position, 
 advances itself), and computes the logits; its temporaries are allocated and freed inside the
 capture, so the allocator serves the capture and holds that memory for the graph.
 
+To find out whose placement moves the replay: `--place GROUP=KIND` moves a group of weights
+into memory of its own (one cuMemAlloc, pages mapped one by one, or one handle) before the
+capture, and `--record CSV` writes a crmm mode's allocation log (the addresses of the weights,
+the cuBLAS workspace and the temporaries).
+
 It prints one JSON line: the mode, milliseconds per replay (the median over batches of
 --replays replays each, timed with CUDA events), each batch's figure, the capture's wall time,
-the captured graph's nodes by type, the peak device memory in use above the level before the
+the captured graph's nodes by type, where the moved weights went ("placed") and where the head,
+the embedding and one MLP weight live ("weights_at"), the peak device memory in use above the level before the
 first allocation (cudaMemGetInfo's total - free, sampled after each phase and each batch:
 torch.cuda.max_memory_reserved knows nothing of a pluggable allocator), and whether a replay's
 logits equal an eager step's. Run each mode in a fresh process (use_crmm must come before
@@ -57,7 +63,7 @@ def node_census(handle):
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", choices=["native", "expandable", "crmm", "crmm_chunked", "crmm_align512", "crmm_align2m",
+    ap.add_argument("mode", choices=["native", "expandable", "crmm", "crmm_chunked", "crmm_align512", "crmm_align2m", "crmm_align64k",
                                      "crmm_page32m", "crmm_page256m"])
     ap.add_argument("--replays", type=int, default=200, help="replays per timed batch")
     ap.add_argument("--batches", type=int, default=15, help="timed batches (the median is reported)")
@@ -70,7 +76,76 @@ def parse_args():
     ap.add_argument("--max-seq", type=int, default=1024, help="KV cache length")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also profile N replays (torch.profiler) and report the GPU time of each kernel name")
+    ap.add_argument("--record", metavar="CSV", help="crmm modes: record the allocation log there (the logging plugin)")
+    ap.add_argument("--place", action="append", default=[], metavar="GROUP=KIND",
+                    help="move a group of weights (head, embed, layers, all) into memory of their own before capture: "
+                         "cudamalloc (one cuMemAlloc), vmm2m (handles of the allocation granularity) or vmmwhole "
+                         "(one handle); repeatable")
+    ap.add_argument("--place-offset", type=int, default=0, metavar="BYTES",
+                    help="where in that memory the first weight starts")
+    ap.add_argument("--place-va-align", type=int, default=0, metavar="BYTES",
+                    help="alignment of the reserved address range (vmm kinds; 0: the granularity)")
     return ap.parse_args()
+
+
+def foreign_tensor(torch, address, like):
+    """A tensor over `like.nbytes` bytes at device `address` (memory torch does not own), shaped as `like`."""
+    n = like.numel() * like.element_size()
+
+    class View:
+        __cuda_array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (address, False), "version": 3}
+
+    return torch.as_tensor(View(), device="cuda").view(like.dtype).view(like.shape)
+
+
+def place_weights(torch, model, spec, offset, va_align, keep):
+    """Moves the weights of group `spec` = "GROUP=KIND" into fresh memory of that kind, packed
+    at 512-byte steps from `offset`, so that a replay reads them there (the placement under test)."""
+    import vmm_kernels as vk  # the same directory: its driver structures
+
+    group, kind = spec.split("=")
+    named = dict(model.named_parameters())
+    pick = {"head": lambda n: n.startswith("head."), "embed": lambda n: n.startswith("embed."),
+            "layers": lambda n: n.startswith("layers."), "all": lambda n: True}[group]
+    params = [p for n, p in named.items() if pick(n)]
+    starts, end = [], offset
+    for p in params:
+        end = (end + 511) // 512 * 512
+        starts.append(end)
+        end += p.numel() * p.element_size()
+    cu = ctypes.CDLL("libcuda.so.1")
+    device = torch.cuda.current_device()
+    gran = ctypes.c_size_t()
+    vk._check(cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(vk._Prop(type=1, loc_type=1, loc_id=device)), 0),
+              "cuMemGetAllocationGranularity")
+    size = (end + gran.value - 1) // gran.value * gran.value
+    if kind == "cudamalloc":
+        ptr = ctypes.c_uint64()
+        vk._check(cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(size)), "cuMemAlloc")
+        base = ptr.value
+    elif kind in ("vmm2m", "vmmwhole"):
+        page = gran.value if kind == "vmm2m" else size
+        ptr = ctypes.c_uint64()
+        vk._check(cu.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(max(va_align, gran.value)),
+                                         ctypes.c_uint64(0), ctypes.c_uint64(0)), "cuMemAddressReserve")
+        prop = vk._Prop(type=1, handle_types=0, loc_type=1, loc_id=device)
+        for off in range(0, size, page):
+            h = ctypes.c_uint64()
+            vk._check(cu.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(page), ctypes.byref(prop), ctypes.c_uint64(0)), "cuMemCreate")
+            vk._check(cu.cuMemMap(ctypes.c_uint64(ptr.value + off), ctypes.c_size_t(page), ctypes.c_size_t(0), h,
+                                  ctypes.c_uint64(0)), "cuMemMap")
+        access = vk._Access(loc_type=1, loc_id=device, flags=3)
+        vk._check(cu.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(access), ctypes.c_size_t(1)), "cuMemSetAccess")
+        base = ptr.value
+    else:
+        raise SystemExit(f"--place: unknown kind {kind!r}")
+    for p, s in zip(params, starts):
+        t = foreign_tensor(torch, base + s, p.data)
+        t.copy_(p.data)
+        p.data = t
+    keep.append(base)
+    return {"group": group, "kind": kind, "tensors": len(params), "bytes": end - offset, "base_mod_2m": base % (2 << 20),
+            "base": hex(base)}
 
 
 def profile_kernels(torch, graph, n):
@@ -168,7 +243,7 @@ def main():
     if a.mode.startswith("crmm"):
         from torch_workloads import use_crmm  # the same setup as the workload harness's
 
-        use_crmm(None, a.mode)
+        use_crmm(a.record, a.mode)
     elif a.mode == "expandable":
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     import torch
@@ -185,6 +260,10 @@ def main():
 
     with torch.no_grad():
         model, caches = build(torch, a)
+        keep, placed = [], []
+        for spec in a.place:
+            placed.append(place_weights(torch, model, spec, a.place_offset, a.place_va_align, keep))
+        torch.cuda.synchronize()
         token = torch.zeros(1, 1, dtype=torch.long, device="cuda")
         pos = torch.zeros(1, dtype=torch.long, device="cuda")
         sample()
@@ -246,6 +325,8 @@ def main():
         json.dumps(
             {
                 "mode": a.mode,
+                "placed": placed,
+                "weights_at": {n: hex(w.data_ptr()) for n, w in model.named_parameters() if n in ("head.weight", "embed.weight", "layers.0.w1.weight")},
                 "ms_per_replay": round(statistics.median(per_batch), 5),
                 "batches_ms": [round(x, 5) for x in per_batch],
                 "capture_ms": round(capture_ms, 2),

@@ -73,12 +73,14 @@ RECORD_CONFIG = pool_config("expandable = true", "rec",
                             "\n[resource.rec]\nplugin = logging\nupstream = pool\nfile = {log}\nauto_flush = true\n")
 PAGE_MOVES_CONFIG = pool_config("expandable = true\npage_moves = {moves}")
 # where tensors land: blocks aligned to 512 bytes (PyTorch's rounding), or large ones (>= 1 MiB)
-# to 2 MiB, each at the start of a page as in a segment of its own
+# to 2 MiB, each at the start of a page as in a segment of its own, or to 64 KiB
 ALIGNED_CONFIGS = {
     "crmm_align512": pool_config("expandable = true", "al", "\n[resource.al]\nplugin = aligned\nupstream = pool\n"
                                  "alignment = 512\nalignment_threshold = 0\n"),
     "crmm_align2m": pool_config("expandable = true", "al", "\n[resource.al]\nplugin = aligned\nupstream = pool\n"
                                 "alignment = 2MiB\nalignment_threshold = 1MiB\n"),
+    "crmm_align64k": pool_config("expandable = true", "al", "\n[resource.al]\nplugin = aligned\nupstream = pool\n"
+                                 "alignment = 64KiB\nalignment_threshold = 1MiB\n"),
 }
 # physical pages larger than the device's granularity (the pool's page_size)
 PAGE_SIZE_CONFIGS = {"crmm_page%dm" % n: pool_config("expandable = true\npage_size = %dMiB" % n) for n in (32, 256)}
