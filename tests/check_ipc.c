@@ -44,16 +44,14 @@ static int *named_ids(const crmm_ipc_handle *h, size_t *n)
 CRMM_TEST_IN("ipc", export_gives_one_descriptor_per_page_that_backs_the_range)
 {
     crmm_resource *p = ipc_pool("ipc=true");
-    /* blocks of 1 MiB and more are cut from the bottom of the free space, so b follows a */
-    enum { A_BYTES = MiB + 100 * KiB, B_BYTES = MiB + 3 * PAGE };
-    void *a = crmm_test_allocate(p, A_BYTES); /* pages 0-17 */
-    void *b = crmm_test_allocate(p, B_BYTES); /* from inside page 17 through page 36 */
+    void *a = crmm_test_allocate(p, 100 * KiB);       /* pages 0-1 */
+    void *b = crmm_test_allocate(p, 3 * PAGE);        /* from inside page 1 through page 4 */
     uintptr_t first = (uintptr_t)b & ~(uintptr_t)(PAGE - 1);
-    uintptr_t last = ((uintptr_t)b + B_BYTES - 1) & ~(uintptr_t)(PAGE - 1);
+    uintptr_t last = ((uintptr_t)b + 3 * PAGE - 1) & ~(uintptr_t)(PAGE - 1);
     size_t pages = (last - first) / PAGE + 1;
-    ck_assert_uint_eq(pages, 20);
+    ck_assert_uint_eq(pages, 4);
     crmm_ipc_handle *h = NULL;
-    ck_assert_crmm_ok(crmm_ipc_export(p, b, B_BYTES, &h));
+    ck_assert_crmm_ok(crmm_ipc_export(p, b, 3 * PAGE, &h));
     size_t n;
     int *ids = named_ids(h, &n);
     ck_assert_uint_eq(n, pages);
@@ -74,19 +72,19 @@ CRMM_TEST_IN("ipc", export_gives_one_descriptor_per_page_that_backs_the_range)
     int maps = fake_vmm.maps, set_access = fake_vmm.set_access;
     crmm_ipc_mapping *m = NULL;
     ck_assert_crmm_ok(crmm_ipc_import(h, &m));
-    ck_assert_uint_eq(crmm_ipc_mapping_size(m), B_BYTES);
+    ck_assert_uint_eq(crmm_ipc_mapping_size(m), 3 * PAGE);
     uintptr_t at = (uintptr_t)crmm_ipc_mapping_ptr(m);
     ck_assert_uint_eq(at % PAGE, (uintptr_t)b % PAGE);
     ck_assert(at < fake_vmm.range || at >= fake_vmm.range + fake_vmm.range_size);
     ck_assert_int_eq(fake_vmm.imports, (int)pages);
     ck_assert_int_eq(fake_vmm.maps - maps, (int)pages);
     ck_assert_int_eq(fake_vmm.set_access - set_access, 1);
-    memset((void *)at, 0x5A, B_BYTES); /* readable and writable: an unmapped page would crash */
+    memset((void *)at, 0x5A, 3 * PAGE); /* readable and writable: an unmapped page would crash */
     ck_assert_crmm_ok(crmm_ipc_close(m));
     ck_assert_int_eq(fake_vmm.imported_live, 0); /* every imported handle let go */
     crmm_ipc_handle_free(h);
-    ck_assert_crmm_ok(crmm_resource_deallocate(p, a, A_BYTES, NULL));
-    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, B_BYTES, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, a, 100 * KiB, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 3 * PAGE, NULL));
     crmm_resource_release(p);
     ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
     ck_assert_uint_eq(fake_vmm.physical, 0);

@@ -192,48 +192,19 @@ CRMM_TEST_IN("pool_expandable", release_threshold_keeps_free_pages)
     dealloc(p, y, PAGE);
 }
 
-CRMM_TEST_IN("pool_expandable", large_blocks_stay_round_while_small_ones_come_between)
-{
-    /* weights loaded as a model is built: 2 MiB matrices with a 2 KiB norm after each. The small
-     * ones go to the top of the free space, so no matrix is cut right after a norm: each starts
-     * on a page (cut after a norm, every matrix after the first would start 2 KiB into one), and
-     * the norms share one page */
-    p = expandable_pool("");
-    unsigned char *w[4], *n[4];
-    for (int k = 0; k < 4; k++) {
-        w[k] = alloc(p, 2 * MiB);
-        n[k] = alloc(p, 2048);
-        ck_assert_ptr_eq(w[k], w[0] + k * 2 * MiB + (k ? PAGE : 0));
-        ck_assert_ptr_eq(n[k], w[0] + 2 * MiB + PAGE - (size_t)(k + 1) * 2048);
-    }
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * 2 * MiB + PAGE);
-    /* the rest of the norms' page serves a later small request without growing */
-    unsigned char *m = alloc(p, PAGE - 4 * 2048);
-    ck_assert_ptr_eq(m, w[0] + 2 * MiB);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * 2 * MiB + PAGE);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 0);
-    books_agree(p);
-    dealloc(p, m, PAGE - 4 * 2048);
-    for (int k = 0; k < 4; k++)
-        free_all(p, {w[k], 2 * MiB}, {n[k], 2048});
-}
-
 CRMM_TEST_IN("pool_expandable", trim_gives_every_free_page_back)
 {
     p = expandable_pool("");
-    /* small blocks are cut from the top of the free space: a from the top of the six pages it
-     * maps, b from the top of what is left below a, so page 0 holds b and a's first bytes */
-    unsigned char *a = alloc(p, 5 * PAGE + 100), *b = alloc(p, 512);
-    ck_assert_ptr_eq(b + 768, a + 256);
+    unsigned char *a = alloc(p, 5 * PAGE + 100), *b = alloc(p, 2 * PAGE);
     dealloc(p, a, 5 * PAGE + 100);
     fake_vmm.device_syncs = 0;
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_int_eq(fake_vmm.device_syncs, 1);
-    /* the page a shares with b stays; a's five pages above it go */
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
+    /* the page a shares with b stays; a's five pages below it go */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 3 * PAGE);
     books_agree(p);
     b[0] = 1; /* still mapped */
-    dealloc(p, b, 512);
+    dealloc(p, b, 2 * PAGE);
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
     ck_assert_uint_eq(fake_vmm.physical, 0);
@@ -243,7 +214,7 @@ CRMM_TEST_IN("pool_expandable", trim_gives_every_free_page_back)
     ck_assert_int_eq(fake_vmm.device_syncs, 0);
     /* and the pool grows again where it gave back */
     unsigned char *c = alloc(p, PAGE);
-    ck_assert_ptr_eq(c + PAGE, a + 256); /* page 0, where a began */
+    ck_assert_ptr_eq(c, a);
     dealloc(p, c, PAGE);
 }
 
@@ -315,19 +286,19 @@ CRMM_TEST_IN("pool_expandable", a_huge_request_is_out_of_memory)
 CRMM_TEST_IN("pool_expandable", pages_of_page_size_are_mapped_and_given_back_whole)
 {
     p = expandable_pool("page_size=256KiB");
-    unsigned char *a = alloc(p, MiB + 100 * KiB);    /* 1 MiB and more: cut from the bottom */
-    ck_assert_int_eq(fake_vmm.creates, 5);
-    ck_assert_uint_eq(fake_vmm.physical, 20 * PAGE); /* five allocations of 256 KiB */
-    unsigned char *b = alloc(p, 300 * KiB);          /* 156 KiB free above a: one more page */
-    ck_assert_ptr_eq(b, a + MiB + 212 * KiB);        /* a small block: the top 300 of those 412 KiB */
-    ck_assert_int_eq(fake_vmm.creates, 6);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 24 * PAGE);
-    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 24 * PAGE);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 6); /* the pool counts pages of 256 KiB */
-    free_all(p, {a, MiB + 100 * KiB}, {b, 300 * KiB});
+    unsigned char *a = alloc(p, 100 * KiB);
+    ck_assert_int_eq(fake_vmm.creates, 1);
+    ck_assert_uint_eq(fake_vmm.physical, 4 * PAGE); /* one allocation of 256 KiB */
+    unsigned char *b = alloc(p, 300 * KiB);         /* 156 KiB free above a: one more page */
+    ck_assert_ptr_eq(b, a + 100 * KiB);
+    ck_assert_int_eq(fake_vmm.creates, 2);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 8 * PAGE);
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 8 * PAGE);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2); /* the pool counts pages of 256 KiB */
+    free_all(p, {a, 100 * KiB}, {b, 300 * KiB});
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
-    ck_assert_int_eq(fake_vmm.releases, 6);
+    ck_assert_int_eq(fake_vmm.releases, 2);
     release_pool();
 
     crmm_resource *bad = (crmm_resource *)0x1;

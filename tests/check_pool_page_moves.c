@@ -160,18 +160,17 @@ CRMM_TEST_IN("page_moves", destroying_a_pool_with_lent_pages_frees_each_page_onc
 
 CRMM_TEST_IN("page_moves", moves_without_waiting_are_bounded_by_the_batches)
 {
-    /* each round leaves 3 + 2 free units of pages around a kept one and asks for 4: every second
-     * round moves two units (between them the mark rises). With no event ever done, four moves wait
+    /* each round leaves 3 + 2 free pages around a kept one and asks for 4: every second round
+     * moves two pages (between them the mark rises). With no event ever done, four moves wait
      * at once; the fifth synchronizes the device instead, which ends them all. */
     p = expandable_pool("page_moves=wait");
     fake_vmm.events_busy = 1;
-    enum { U = 16 }; /* pages of a unit: blocks of 1 MiB and more lie in the order taken */
     for (int i = 0; i <= 8; i++) {
-        unsigned char *x = alloc(p, 3 * U * PAGE), *k = alloc(p, U * PAGE), *y = alloc(p, 2 * U * PAGE);
-        free_all(p, {x, 3 * U * PAGE}, {y, 2 * U * PAGE});
-        unsigned char *z = alloc(p, 4 * U * PAGE);
+        unsigned char *x = alloc(p, 3 * PAGE), *k = alloc(p, PAGE), *y = alloc(p, 2 * PAGE);
+        free_all(p, {x, 3 * PAGE}, {y, 2 * PAGE});
+        unsigned char *z = alloc(p, 4 * PAGE);
         ck_assert_int_eq(fake_vmm.device_syncs, i < 8 ? 0 : 1);
-        ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), i < 8 ? 2 * U * (unsigned)(i / 2 + 1) : 0);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), i < 8 ? 2 * (unsigned)(i / 2 + 1) : 0);
         ck_assert_int_eq(fake_vmm.event_records, i < 8 ? i / 2 + 1 : 4);
         books_agree(p);
         (void)z, (void)k;

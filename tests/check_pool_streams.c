@@ -198,57 +198,56 @@ CRMM_TEST_IN("pool_streams", event_mode_orders_another_stream_by_one_event)
 
 CRMM_LOOP_TEST_IN("pool_streams", blocks_of_two_streams_merge_only_once_moved, EVENT + 1)
 {
-    /* blocks of 1 MiB and more are cut from the bottoms of free blocks: they lie in the order taken */
-    p = pool_in_mode(_i, "initial_size=4MiB maximum_size=4MiB");
+    p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
-    char *a = alloc_on(p, MiB, s), *b = alloc_on(p, MiB, s), *c = alloc_on(p, 2 * MiB, s);
-    ck_assert_ptr_eq(b, a + MiB);
-    ck_assert_ptr_eq(c, b + MiB);
-    free_on(p, a, MiB, s);
-    free_on(p, b, MiB, t); /* neighbours, but freed on different streams */
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 2 * MiB);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB);
-    free_on(p, c, 2 * MiB, t); /* merges with b: same stream */
-    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), 3 * MiB);
+    char *a = alloc_on(p, 256 * KiB, s), *b = alloc_on(p, 256 * KiB, s), *c = alloc_on(p, 512 * KiB, s);
+    ck_assert_ptr_eq(b, a + 256 * KiB);
+    ck_assert_ptr_eq(c, b + 256 * KiB);
+    free_on(p, a, 256 * KiB, s);
+    free_on(p, b, 256 * KiB, t); /* neighbours, but freed on different streams */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 512 * KiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), 256 * KiB);
+    free_on(p, c, 512 * KiB, t); /* merges with b: same stream */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), 768 * KiB);
     fake_cuda_reset();
-    /* 3 MiB: s's own 1 MiB is too small; t's block fits, moves to s and merges with it */
-    void *x = alloc_on(p, 3 * MiB, s);
+    /* 768 KiB: s's own 256 KiB is too small; t's block fits, moves to s and merges with it */
+    void *x = alloc_on(p, 768 * KiB, s);
     ck_assert_ptr_eq(x, a);
     ck_assert_int_eq(fake_cuda.record, _i == EVENT ? 1 : 0);
     ck_assert_int_eq(fake_cuda.device_sync, _i == EVENT ? 0 : 1);
     ck_assert_int_eq(fake_stream_uses(t), _i == EVENT ? 1 : 0);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 1);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), MiB);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), MiB);
-    free_on(p, x, 3 * MiB, s);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 256 * KiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), 256 * KiB);
+    free_on(p, x, 768 * KiB, s);
     /* event mode moved t's blocks to s, so x merges with the rest; in sync mode the rest is in
      * the ready state, which a block freed on s joins only at the next synchronization */
-    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), _i == EVENT ? 4 * MiB : 3 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_LARGEST_FREE_BLOCK), _i == EVENT ? MiB : 768 * KiB);
 }
 
 CRMM_LOOP_TEST_IN("pool_streams", out_of_room_merges_the_blocks_of_all_streams, EVENT + 1)
 {
-    /* t asks for 2 MiB: it holds 1 MiB, u holds the 1 MiB next to it, neither fits alone,
+    /* t asks for 512 KiB: it holds 256 KiB, u holds the 256 KiB next to it, neither fits alone,
      * the maximum forbids growing; after a device synchronization they merge in t's list */
-    p = pool_in_mode(_i, "initial_size=4MiB maximum_size=4MiB");
+    p = pool_in_mode(_i, "initial_size=1MiB maximum_size=1MiB");
     cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1), u = fake_stream_new(2);
-    char *a = alloc_on(p, MiB, s), *b = alloc_on(p, MiB, s), *c = alloc_on(p, 2 * MiB, s);
-    free_on(p, a, MiB, t);
-    free_on(p, b, MiB, u);
+    char *a = alloc_on(p, 256 * KiB, s), *b = alloc_on(p, 256 * KiB, s), *c = alloc_on(p, 512 * KiB, s);
+    free_on(p, a, 256 * KiB, t);
+    free_on(p, b, 256 * KiB, u);
     fake_cuda_reset();
-    void *x = alloc_on(p, 2 * MiB, t);
+    void *x = alloc_on(p, 512 * KiB, t);
     ck_assert_ptr_eq(x, a);
     ck_assert_int_eq(fake_cuda.device_sync, 1);
     ck_assert_int_eq(fake_cuda.record + fake_cuda.wait, 0);
     ck_assert_int_eq(fake_stream_uses(u), 0);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * MiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), MiB);
     /* with nothing free anywhere it is still out of memory, and says so */
     void *y = (void *)0x1;
-    ck_assert_crmm(crmm_resource_allocate(p, MiB, (crmm_cuda_stream_t)t, &y), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_crmm(crmm_resource_allocate(p, 256 * KiB, (crmm_cuda_stream_t)t, &y), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(y);
-    ck_assert_msg(strstr(crmm_last_error(), "failed to allocate 1.0 MiB"), "%s", crmm_last_error());
-    free_on(p, x, 2 * MiB, t);
-    free_on(p, c, 2 * MiB, s);
+    ck_assert_msg(strstr(crmm_last_error(), "failed to allocate 256.0 KiB"), "%s", crmm_last_error());
+    free_on(p, x, 512 * KiB, t);
+    free_on(p, c, 512 * KiB, s);
 }
 
 CRMM_TEST_IN("pool_streams", event_mode_a_failed_record_falls_back_to_synchronizing)

@@ -154,17 +154,17 @@ CRMM_TEST_IN("thread_cache", growth_takes_the_callers_cached_blocks_and_leaves_t
     /* caches holding less than half of the pool: a growth takes back the calling thread's own
      * cached blocks (they merge into one that fits) but leaves another thread's cache as it is */
     use_pool("initial_size=4MiB thread_cache=on");
-    char *wb = worker_caches_a_block(&w, p, 256 * KiB); /* at the pool's top, in the worker's cache */
-    char *a = alloc(p, 256 * KiB), *b = alloc(p, 256 * KiB); /* small blocks: from the top down */
-    ck_assert_ptr_eq(a, wb - 256 * KiB);
-    ck_assert_ptr_eq(b, a - 256 * KiB);
+    char *wb = worker_caches_a_block(&w, p, 256 * KiB); /* at the pool's start, in the worker's cache */
+    char *a = alloc(p, 256 * KiB), *b = alloc(p, 256 * KiB);
+    ck_assert_ptr_eq(a, wb + 256 * KiB);
+    ck_assert_ptr_eq(b, a + 256 * KiB);
     void *rest = alloc(p, 4 * MiB - 768 * KiB); /* nothing is free in the pool now */
     release(p, a, 256 * KiB);
     release(p, b, 256 * KiB); /* both into this thread's cache: 1/8 of the pool */
     /* no free block and no cached one of 512 KiB: this thread's two merge into it, and the
-     * worker's, next to them, stays cached (with it, the block would start at a, cut from the top) */
+     * worker's, next to them, stays cached (with it, the best fit would start at wb) */
     void *ab = alloc(p, 512 * KiB);
-    ck_assert_ptr_eq(ab, b);
+    ck_assert_ptr_eq(ab, a);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * MiB);
     /* nothing free, nothing in this thread's cache, the worker's holds 1/16 of the pool: growth */
     void *more = alloc(p, 256 * KiB);

@@ -192,40 +192,26 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
 }
 
 /* Under the lock: free block b of s's list out of it, cut to `size` (a spare record ready) and
- * owned by no list; returns the block handed out, b or the part of it above the rest. A block of
- * POOL_LARGE_BLOCK bytes or more is cut from the bottom of b, a smaller one from its top, and the
- * rest stays free on s. Small blocks so gather at the tops of free blocks and large ones follow
- * each other from the bottoms, as in allocators that keep small blocks in segments of their own:
- * a large block starts where the large block below it ends, so blocks of round sizes start at
- * round addresses, and kernels on an H200 read and write tensors there faster than at the odd
- * 256-byte steps that small blocks in between leave (bench/RESULTS.md). The rest's neighbour on
- * its far side cannot be a free block of s (it would have merged with b), so nothing merges. */
-static inline pool_block *cut_to_size(pool_resource *p, pool_stream *s, pool_block *b, size_t size)
+ * owned by no list. */
+static inline void cut_to_size(pool_resource *p, pool_stream *s, pool_block *b, size_t size)
 {
     pool_free_list_remove(&s->free, b);
     if (b->size > size) {
-        pool_block *hi = pool_records_take(&p->core.records);
-        hi->phys_prev = b;
-        hi->phys_next = b->phys_next;
-        if (hi->phys_next)
-            hi->phys_next->phys_prev = hi;
-        b->phys_next = hi;
-        if (size < POOL_LARGE_BLOCK) {
-            hi->addr = b->addr + b->size - size;
-            hi->size = size;
-            b->size -= size;
-            pool_free_list_insert(&s->free, b); /* b keeps its record: it may be its chunk's first */
-            hi->owner = NULL;
-            return hi;
-        }
-        hi->addr = b->addr + size;
-        hi->size = b->size - size;
+        /* the rest stays free on this stream; its upper neighbour cannot be a free block of the
+         * same stream (it would have merged with b), so it needs no merging */
+        pool_block *rest = pool_records_take(&p->core.records);
+        rest->addr = b->addr + size;
+        rest->size = b->size - size;
+        rest->phys_prev = b;
+        rest->phys_next = b->phys_next;
+        if (rest->phys_next)
+            rest->phys_next->phys_prev = rest;
+        b->phys_next = rest;
         b->size = size;
-        hi->owner = s;
-        pool_free_list_insert(&s->free, hi);
+        rest->owner = s;
+        pool_free_list_insert(&s->free, rest);
     }
     b->owner = NULL;
-    return b;
 }
 
 /* Under the lock, the fast path's find: a free block of at least `size` in the list of *sp (the
@@ -254,7 +240,8 @@ static inline pool_block *take_block(pool_resource *p, crmm_cuda_stream_t stream
     pool_block *b = find_fast(p, pool_streams_find(&p->core.streams, stream), size, map, &s);
     if (__builtin_expect(!b, 0) && (*st = allocate_slow(p, stream, size, map, &s, &b)) != CRMM_OK)
         return NULL;
-    return cut_to_size(p, s, b, size);
+    cut_to_size(p, s, b, size);
+    return b;
 }
 
 /* An id of the calling thread, unique among live threads: the thread pointer where the compiler
@@ -463,7 +450,7 @@ bool pool_try_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t str
         pool_unlock(p);
         return false;
     }
-    b = cut_to_size(p, s, b, size);
+    cut_to_size(p, s, b, size);
     *ptr = finish_allocation(p, b, bytes);
     return true;
 }

@@ -36,10 +36,6 @@
  * 1/POOL_EXPAND_THREAD_STEP of what it holds and never moves pages (see pool_expand.c). */
 #define POOL_EXPAND_THREAD_STEP 16
 
-/* Blocks of at least POOL_LARGE_BLOCK bytes are cut from the bottoms of free blocks, smaller ones
- * from their tops (cut_to_size in pool_alloc.c). */
-#define POOL_LARGE_BLOCK ((size_t)1 << 20)
-
 /* The pool's graphs parameter: ask CUDA whether a stream is captured once the process enabled
  * graph capture (crmm_graph_capture_enable), always, or never. */
 enum { POOL_GRAPHS_AUTO, POOL_GRAPHS_ON, POOL_GRAPHS_OFF };
