@@ -115,6 +115,14 @@ static bool device_is_current(int device)
     return current == device;
 }
 
+/* Drop a reference to mr that cannot be its last (the registry or the caller holds another),
+ * without ever waiting: the release that could wait runs only if that turns out wrong. */
+static void drop_reference(crmm_resource *mr)
+{
+    if (!crmm_resource_release_unless_last(mr))
+        crmm_resource_release(mr);
+}
+
 bool crmm_device_buffer_try_create(size_t size, crmm_stream *stream, crmm_resource *mr, crmm_device_buffer **out)
 {
     int current;
@@ -125,8 +133,8 @@ bool crmm_device_buffer_try_create(size_t size, crmm_stream *stream, crmm_resour
             return false;
         crmm_resource_retain(mr);
     } else if (!(mr = crmm_runtime_try_current_resource_ref(&current)) || !crmm_resource_is_device_accessible(mr)) {
-        if (mr && !crmm_resource_release_unless_last(mr))
-            crmm_resource_release(mr); /* cannot be the last: the registry holds one */
+        if (mr)
+            drop_reference(mr); /* the registry holds another */
         return false;
     }
     crmm_device_buffer *buf = calloc(1, sizeof *buf);
@@ -139,8 +147,7 @@ bool crmm_device_buffer_try_create(size_t size, crmm_stream *stream, crmm_resour
         return true;
     }
     free(buf);
-    if (!crmm_resource_release_unless_last(mr))
-        crmm_resource_release(mr); /* the caller's own reference: it still holds mr */
+    drop_reference(mr); /* the caller or the registry holds another */
     return false;
 }
 
