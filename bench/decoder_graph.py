@@ -101,7 +101,7 @@ def foreign_tensor(torch, address, like):
 def place_weights(torch, model, spec, offset, va_align, keep):
     """Moves the weights of group `spec` = "GROUP=KIND" into fresh memory of that kind, packed
     at 512-byte steps from `offset`, so that a replay reads them there (the placement under test)."""
-    import vmm_kernels as vk  # the same directory: its driver structures
+    import vmm_kernels as vk  # the same directory: its driver calls
 
     group, kind = spec.split("=")
     named = dict(model.named_parameters())
@@ -115,28 +115,14 @@ def place_weights(torch, model, spec, offset, va_align, keep):
         end += p.numel() * p.element_size()
     cu = ctypes.CDLL("libcuda.so.1")
     device = torch.cuda.current_device()
-    gran = ctypes.c_size_t()
-    vk._check(cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(vk._Prop(type=1, loc_type=1, loc_id=device)), 0),
-              "cuMemGetAllocationGranularity")
-    size = (end + gran.value - 1) // gran.value * gran.value
+    gran = vk.granularity(cu, device)
+    size = (end + gran - 1) // gran * gran
     if kind == "cudamalloc":
         ptr = ctypes.c_uint64()
         vk._check(cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(size)), "cuMemAlloc")
         base = ptr.value
     elif kind in ("vmm2m", "vmmwhole"):
-        page = gran.value if kind == "vmm2m" else size
-        ptr = ctypes.c_uint64()
-        vk._check(cu.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(max(va_align, gran.value)),
-                                         ctypes.c_uint64(0), ctypes.c_uint64(0)), "cuMemAddressReserve")
-        prop = vk._Prop(type=1, handle_types=0, loc_type=1, loc_id=device)
-        for off in range(0, size, page):
-            h = ctypes.c_uint64()
-            vk._check(cu.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(page), ctypes.byref(prop), ctypes.c_uint64(0)), "cuMemCreate")
-            vk._check(cu.cuMemMap(ctypes.c_uint64(ptr.value + off), ctypes.c_size_t(page), ctypes.c_size_t(0), h,
-                                  ctypes.c_uint64(0)), "cuMemMap")
-        access = vk._Access(loc_type=1, loc_id=device, flags=3)
-        vk._check(cu.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(access), ctypes.c_size_t(1)), "cuMemSetAccess")
-        base = ptr.value
+        base, _ = vk.vmm_region(cu, device, size, gran if kind == "vmm2m" else size, max(va_align, gran))
     else:
         raise SystemExit(f"--place: unknown kind {kind!r}")
     for p, s in zip(params, starts):

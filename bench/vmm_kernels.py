@@ -42,10 +42,11 @@ def _check(r, what):
         raise RuntimeError(f"{what} failed with CUresult {r}")
 
 
-def vmm_region(cu, device, size, page):
-    """A region of `size` bytes mapped from handles of `page` bytes; returns (address, keep)."""
+def vmm_region(cu, device, size, page, align=0):
+    """A region of `size` bytes mapped from handles of `page` bytes, its address a multiple of
+    `align` (0: of `page`); returns (address, keep)."""
     ptr = ctypes.c_uint64()
-    _check(cu.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(page),
+    _check(cu.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(align or page),
                                   ctypes.c_uint64(0), ctypes.c_uint64(0)), "cuMemAddressReserve")
     prop = _Prop(type=1, handle_types=0, loc_type=1, loc_id=device)
     for off in range(0, size, page):
@@ -60,17 +61,22 @@ def vmm_region(cu, device, size, page):
     return ptr.value, None
 
 
+def granularity(cu, device):
+    """The device's minimum allocation granularity for device memory (2 MiB on current GPUs)."""
+    gran = ctypes.c_size_t()
+    _check(cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(_Prop(type=1, loc_type=1, loc_id=device)),
+                                            0), "cuMemGetAllocationGranularity")
+    return gran.value
+
+
 def placements(cupy, size):
     """{name: (address, owner)} for each placement of `size` bytes."""
     cu = ctypes.CDLL("libcuda.so.1")
     device = cupy.cuda.Device().id
-    gran = ctypes.c_size_t()
-    _check(cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(_Prop(type=1, loc_type=1, loc_id=device)),
-                                            0), "cuMemGetAllocationGranularity")
     out = {}
     m = cupy.cuda.runtime.malloc(size)
     out["cudaMalloc"] = (m, None)
-    out["vmm_2m"] = vmm_region(cu, device, size, gran.value)
+    out["vmm_2m"] = vmm_region(cu, device, size, granularity(cu, device))
     out["vmm_whole"] = vmm_region(cu, device, size, size)
     try:
         import crmm
