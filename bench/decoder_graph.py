@@ -5,8 +5,9 @@ allocator (`native`, or `expandable` with expandable_segments:True) or crmm's (`
 crmm.allocators.torch.use_crmm() over the default config; `crmm_chunked`: crmm's pool growing by
 cudaMalloc chunks instead of mapping pages, as in bench/torch_workloads.py; `crmm_align512` and
 `crmm_align2m`, `crmm_align64k`: the default pool under an `aligned` adaptor, every block at 512
-bytes, or blocks of 1 MiB and more at 2 MiB or 64 KiB, to see whether where tensors land moves the replay; `crmm_page32m`,
-`crmm_page256m`: the default pool mapping physical pages of 32 or 256 MiB).
+bytes, or blocks of 1 MiB and more at 2 MiB or 64 KiB, to see whether where tensors land moves
+the replay; `crmm_page32m`, `crmm_page256m`: the default pool mapping physical pages of 32 or
+256 MiB).
 
 The model is written here (RMSNorm, rotary embeddings, grouped-query attention over a static
 KV cache, SwiGLU), with random weights in bfloat16: nothing is downloaded. The captured step
@@ -21,11 +22,11 @@ the cuBLAS workspace and the temporaries).
 
 It prints one JSON line: the mode, milliseconds per replay (the median over batches of
 --replays replays each, timed with CUDA events), each batch's figure, the capture's wall time,
-the captured graph's nodes by type, where the moved weights went ("placed") and where the head,
-the embedding and one MLP weight live ("weights_at"), the peak device memory in use above the level before the
-first allocation (cudaMemGetInfo's total - free, sampled after each phase and each batch:
-torch.cuda.max_memory_reserved knows nothing of a pluggable allocator), and whether a replay's
-logits equal an eager step's. Run each mode in a fresh process (use_crmm must come before
+the captured graph's nodes by type, where the moved weights went ("placed") and where the
+head, the embedding and one MLP weight live ("weights_at"), the peak device memory in use above
+the level before the first allocation (cudaMemGetInfo's total - free, sampled after each phase
+and each batch: torch.cuda.max_memory_reserved knows nothing of a pluggable allocator), and
+whether a replay's logits equal an eager step's. Run each mode in a fresh process (use_crmm must come before
 torch's first CUDA allocation), alternating:
 
     python3 bench/decoder_graph.py native
@@ -63,8 +64,8 @@ def node_census(handle):
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", choices=["native", "expandable", "crmm", "crmm_chunked", "crmm_align512", "crmm_align2m", "crmm_align64k",
-                                     "crmm_page32m", "crmm_page256m"])
+    ap.add_argument("mode", choices=["native", "expandable", "crmm", "crmm_chunked", "crmm_align512", "crmm_align2m",
+                                     "crmm_align64k", "crmm_page32m", "crmm_page256m"])
     ap.add_argument("--replays", type=int, default=200, help="replays per timed batch")
     ap.add_argument("--batches", type=int, default=15, help="timed batches (the median is reported)")
     ap.add_argument("--layers", type=int, default=4)
@@ -85,7 +86,10 @@ def parse_args():
                     help="where in that memory the first weight starts")
     ap.add_argument("--place-va-align", type=int, default=0, metavar="BYTES",
                     help="alignment of the reserved address range (vmm kinds; 0: the granularity)")
-    return ap.parse_args()
+    a = ap.parse_args()
+    if a.record and a.mode != "crmm":
+        ap.error("--record needs mode crmm (it records the default pool)")
+    return a
 
 
 def foreign_tensor(torch, address, like):
@@ -130,8 +134,8 @@ def place_weights(torch, model, spec, offset, va_align, keep):
         t.copy_(p.data)
         p.data = t
     keep.append(base)
-    return {"group": group, "kind": kind, "tensors": len(params), "bytes": end - offset, "base_mod_2m": base % (2 << 20),
-            "base": hex(base)}
+    return {"group": group, "kind": kind, "tensors": len(params), "bytes": end - offset, "base": hex(base),
+            "base_mod_2m": base % (2 << 20)}
 
 
 def profile_kernels(torch, graph, n):
@@ -312,7 +316,8 @@ def main():
             {
                 "mode": a.mode,
                 "placed": placed,
-                "weights_at": {n: hex(w.data_ptr()) for n, w in model.named_parameters() if n in ("head.weight", "embed.weight", "layers.0.w1.weight")},
+                "weights_at": {n: hex(w.data_ptr()) for n, w in model.named_parameters()
+                               if n in ("head.weight", "embed.weight", "layers.0.w1.weight")},
                 "ms_per_replay": round(statistics.median(per_batch), 5),
                 "batches_ms": [round(x, 5) for x in per_batch],
                 "capture_ms": round(capture_ms, 2),
