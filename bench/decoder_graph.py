@@ -77,7 +77,8 @@ def parse_args():
     ap.add_argument("--max-seq", type=int, default=1024, help="KV cache length")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also profile N replays (torch.profiler) and report the GPU time of each kernel name")
-    ap.add_argument("--record", metavar="CSV", help="crmm modes: record the allocation log there (the logging plugin)")
+    ap.add_argument("--record", metavar="CSV",
+                    help="crmm modes: record the allocation log there (the logging plugin over the mode's resource)")
     ap.add_argument("--place", action="append", default=[], metavar="GROUP=KIND",
                     help="move a group of weights (head, embed, layers, all) into memory of their own before capture: "
                          "cudamalloc (one cuMemAlloc), vmm2m (handles of the allocation granularity) or vmmwhole "
@@ -87,8 +88,8 @@ def parse_args():
     ap.add_argument("--place-va-align", type=int, default=0, metavar="BYTES",
                     help="alignment of the reserved address range (vmm kinds; 0: the granularity)")
     a = ap.parse_args()
-    if a.record and a.mode != "crmm":
-        ap.error("--record needs mode crmm (it records the default pool)")
+    if a.record and not a.mode.startswith("crmm"):
+        ap.error("--record needs a crmm mode")
     return a
 
 

@@ -25,11 +25,12 @@ Each run prints one JSON line: peak device memory (total - free, sampled every 2
 and the same at start for reference), seconds from process start to the end of the first step,
 the median step time (serving: ms per token) after the first step, and under crmm what its pool
 asked of the device per step (or token) after the first one. --record writes crmm's allocation
-log (the logging plugin over the default pool) for `crmm replay`.
+log (the logging plugin over the mode's resource) for `crmm replay`.
 """
 import argparse
 import json
 import os
+import re
 import sys
 import time
 
@@ -42,7 +43,7 @@ def parse_args():
     ap.add_argument("--workload", choices=["dyn_train", "serving", "vit", "moe"])
     ap.add_argument("--mode", choices=["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_chunked",
                                        "crmm_split", "crmm_split_never", *PAGE_SIZE_CONFIGS])
-    ap.add_argument("--record", metavar="LOG.csv", help="crmm mode: write the allocation log here")
+    ap.add_argument("--record", metavar="LOG.csv", help="crmm modes: write the allocation log here")
     ap.add_argument("--run", type=int, default=0, help="the run's number, copied to the output")
     ap.add_argument("--steps", type=int, help="dyn_train and moe: training steps (default 10); the workload is "
                     "then reported as NAME_Nsteps, since how much a caching allocator holds grows with the steps")
@@ -50,10 +51,8 @@ def parse_args():
     a = ap.parse_args()
     if not a.table and not (a.workload and a.mode):
         ap.error("--workload and --mode, or --table")
-    if a.record and a.mode != "crmm" and a.mode.startswith("crmm"):
-        a.mode = "crmm"  # the recorded pool is the default one
-    if a.record and a.mode != "crmm":
-        ap.error("--record needs --mode crmm")
+    if a.record and (not a.mode.startswith("crmm") or a.mode in SPLIT_MODES):
+        ap.error("--record needs a crmm mode that a config describes (not %s)" % a.mode)
     return a
 
 
@@ -68,9 +67,17 @@ def pool_config(pool_lines, default="pool", extra=""):
             "[resource.pool]\nplugin = pool\nupstream = gpu\n%s\n%s" % (default, pool_lines, extra))
 
 
+def recorded(text, log):
+    """Config `text` (made by pool_config) with a logging resource over its default resource made
+    the default, so that the allocations of that mode are written to `log`."""
+    m = re.search(r"^default = (\S+)$", text, re.M)
+    return (text[:m.start(1)] + "rec" + text[m.end(1):] +
+            "\n[resource.rec]\nplugin = logging\nupstream = %s\nfile = %s\nauto_flush = true\n" % (m.group(1), log))
+
+
+# the default config's pool, written out so that a record can wrap it
+DEFAULT_POOL_CONFIG = pool_config("expandable = true")
 CHUNKED_CONFIG = pool_config("initial_size = 0")
-RECORD_CONFIG = pool_config("expandable = true", "rec",
-                            "\n[resource.rec]\nplugin = logging\nupstream = pool\nfile = {log}\nauto_flush = true\n")
 PAGE_MOVES_CONFIG = pool_config("expandable = true\npage_moves = {moves}")
 # where tensors land: blocks aligned to 512 bytes (PyTorch's rounding), or large ones (>= 1 MiB)
 # to 2 MiB, each at the start of a page as in a segment of its own, or to 64 KiB
@@ -92,9 +99,7 @@ def use_crmm(record, mode="crmm"):
     if not os.environ.get("CRMM_CONFIG") and os.path.exists(default):
         os.environ["CRMM_CONFIG"] = default  # else crmm_init(NULL) may find no config and use plain cuda
     text = None
-    if record:
-        text = RECORD_CONFIG.format(log=os.path.abspath(record))
-    elif mode == "crmm_chunked":
+    if mode == "crmm_chunked":
         text = CHUNKED_CONFIG
     elif mode in ("crmm_idle", "crmm_never"):
         text = PAGE_MOVES_CONFIG.format(moves=mode[len("crmm_"):])
@@ -102,6 +107,8 @@ def use_crmm(record, mode="crmm"):
         text = ALIGNED_CONFIGS[mode]
     elif mode in PAGE_SIZE_CONFIGS:
         text = PAGE_SIZE_CONFIGS[mode]
+    if record:
+        text = recorded(text or DEFAULT_POOL_CONFIG, os.path.abspath(record))
     if text:
         import tempfile
 
