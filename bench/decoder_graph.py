@@ -7,7 +7,9 @@ cudaMalloc chunks instead of mapping pages, as in bench/torch_workloads.py; `crm
 `crmm_align2m`, `crmm_align64k`: the default pool under an `aligned` adaptor, every block at 512
 bytes, or blocks of 1 MiB and more at 2 MiB or 64 KiB, to see whether where tensors land moves
 the replay; `crmm_page32m`, `crmm_page256m`: the default pool mapping physical pages of 32 or
-256 MiB).
+256 MiB; `crmm_split`: requests up to 1 MiB in an expandable pool of their own, as
+bench/torch_workloads.py's). `--model` picks the shapes (small, wide, deep, gpt2vocab, 7bslice;
+see MODELS), and `bench/decoder_graph.sh` runs modes and models alternated, in fresh processes.
 
 The model is written here (RMSNorm, rotary embeddings, grouped-query attention over a static
 KV cache, SwiGLU), with random weights in bfloat16: nothing is downloaded. The captured step
@@ -62,18 +64,34 @@ def node_census(handle):
     return census
 
 
+# Model shapes (--model): layers, hidden, heads, kv_heads, intermediate, vocab. "small" is the
+# default; the others differ in width, depth and vocabulary, since which placement a replay
+# favours changes from one model to the next.
+MODELS = {
+    "small": (4, 1024, 16, 4, 2816, 32000),
+    "wide": (8, 2048, 16, 4, 5632, 32000),
+    "gpt2vocab": (6, 768, 12, 4, 2048, 50257),
+    "deep": (12, 1536, 12, 4, 4096, 32000),
+    "7bslice": (2, 4096, 32, 8, 11008, 32000),
+}
+SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab")
+
+
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", choices=["native", "expandable", "crmm", "crmm_chunked", "crmm_align512", "crmm_align2m",
-                                     "crmm_align64k", "crmm_page32m", "crmm_page256m"])
+    ap.add_argument("mode", nargs="?", choices=["native", "expandable", "crmm", "crmm_chunked", "crmm_align512",
+                                                "crmm_align2m", "crmm_align64k", "crmm_page32m", "crmm_page256m",
+                                                "crmm_split"])
     ap.add_argument("--replays", type=int, default=200, help="replays per timed batch")
     ap.add_argument("--batches", type=int, default=15, help="timed batches (the median is reported)")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--hidden", type=int, default=1024)
-    ap.add_argument("--heads", type=int, default=16)
-    ap.add_argument("--kv-heads", type=int, default=4)
-    ap.add_argument("--intermediate", type=int, default=2816)
-    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--model", choices=sorted(MODELS), default="small",
+                    help="the model's shapes (the flags below override one each)")
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--hidden", type=int)
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--kv-heads", type=int)
+    ap.add_argument("--intermediate", type=int)
+    ap.add_argument("--vocab", type=int)
     ap.add_argument("--max-seq", type=int, default=1024, help="KV cache length")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also profile N replays (torch.profiler) and report the GPU time of each kernel name")
@@ -87,9 +105,18 @@ def parse_args():
                     help="where in that memory the first weight starts")
     ap.add_argument("--place-va-align", type=int, default=0, metavar="BYTES",
                     help="alignment of the reserved address range (vmm kinds; 0: the granularity)")
+    ap.add_argument("--table", metavar="RESULTS.jsonl",
+                    help="print the table of the runs in this file (one JSON line each) instead of running")
     a = ap.parse_args()
-    if a.record and not a.mode.startswith("crmm"):
-        ap.error("--record needs a crmm mode")
+    if a.table:
+        return a
+    if not a.mode:
+        ap.error("a mode, or --table")
+    if a.record and (not a.mode.startswith("crmm") or a.mode == "crmm_split"):
+        ap.error("--record needs a crmm mode that a config describes (not %s)" % a.mode)
+    for field, value in zip(SHAPE_FIELDS, MODELS[a.model]):
+        if getattr(a, field) is None:
+            setattr(a, field, value)
     return a
 
 
@@ -229,8 +256,37 @@ def build(torch, a):
     return model, caches
 
 
+def table(path):
+    """A markdown table of the runs in `path`: per model and mode, ms per replay and peak MiB
+    (median and range over runs) and the medians' ratios to native's of the same shapes."""
+    runs = {}
+    for line in open(path):
+        if line.strip():
+            d = json.loads(line)
+            shapes = tuple(sorted(d["config"].items()))
+            runs.setdefault((d.get("model", "?"), shapes), {}).setdefault(d["mode"], []).append(d)
+    out = ["| model | mode | runs | ms per replay, median (min-max) | vs native | peak MiB | vs native | "
+           "replay = eager |", "|---|---|---|---|---|---|---|---|"]
+    for (model, _), modes in runs.items():
+        base = modes.get("native")
+        base_ms = statistics.median(r["ms_per_replay"] for r in base) if base else None
+        base_peak = statistics.median(r["peak_mib"] for r in base) if base else None
+        for mode, rs in modes.items():
+            ms = [r["ms_per_replay"] for r in rs]
+            peak = statistics.median(r["peak_mib"] for r in rs)
+            ratio = "%.4f" % (statistics.median(ms) / base_ms) if base_ms else "-"
+            peak_ratio = "%.3f" % (peak / base_peak) if base_peak else "-"
+            out.append("| %s | %s | %d | %.5f (%.5f-%.5f) | %s | %.0f | %s | %s |" % (
+                model, mode, len(rs), statistics.median(ms), min(ms), max(ms), ratio, peak, peak_ratio,
+                all(r["replay_equals_eager"] for r in rs)))
+    return "\n".join(out)
+
+
 def main():
     a = parse_args()
+    if a.table:
+        print(table(a.table))
+        return 0
     if a.mode.startswith("crmm"):
         from torch_workloads import use_crmm  # the same setup as the workload harness's
 
@@ -326,7 +382,8 @@ def main():
                 "kernels_us": kernels,
                 "peak_mib": round((peak - base) / 2**20, 1),
                 "replay_equals_eager": same,
-                "config": {k: getattr(a, k) for k in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "max_seq")},
+                "model": a.model,
+                "config": {k: getattr(a, k) for k in SHAPE_FIELDS + ("max_seq",)},
             }
         )
     )

@@ -19,7 +19,7 @@ EXTRA_DIST += bench/RESULTS.md
 # real PyTorch workloads under native, expandable_segments and crmm (run on a GPU machine)
 EXTRA_DIST += bench/torch_workloads.py bench/torch_workloads.sh
 # a captured decoder step replayed under native or crmm (run on a GPU machine)
-EXTRA_DIST += bench/decoder_graph.py
+EXTRA_DIST += bench/decoder_graph.py bench/decoder_graph.sh
 # what a Python user pays per DeviceBuffer / CuPy / Numba allocation (python3 bench/python_alloc.py)
 EXTRA_DIST += bench/python_alloc.py
 # the same kernels over cudaMalloc'd and page-mapped memory (python3 bench/vmm_kernels.py)
