@@ -4,12 +4,16 @@
  * was live. A development tool (built with the tests, not run by them) for the policy in
  * plugins/pool/pool_expand.c, which crmm replay can only time on a GPU.
  *
- *   tests/pool_expandable_replay [--repeats N] [--page BYTES] [--params "k=v ..."] [--trace PASS] [--busy CALLS] LOG.csv
+ *   tests/pool_expandable_replay [--repeats N] [--page BYTES] [--params "k=v ..."] [--trace PASS] [--gaps LINE]
+ *                                [--busy CALLS] LOG.csv
  *
  * The passes are those of `crmm replay`: the log's calls in order on one stream, every allocation
  * the log leaves live freed after each pass, all on one pool instance; pass 0 is the untimed one,
  * 1..N the repeats. --trace PASS prints every allocation of that pass that synchronized or
- * unmapped pages. The device has the allocation granularity --page (default 2 MiB, an H200's)
+ * unmapped pages, and every one that raised the most the pool held, with its free bytes and its
+ * largest free block then; with it, --gaps LINE counts the gaps between the live blocks by size
+ * after the allocation on that line of the log (where the held memory the live blocks do not use
+ * lies). The device has the allocation granularity --page (default 2 MiB, an H200's)
  * and 141 GiB of memory. --busy CALLS models a GPU that runs behind the host: cudaStreamQuery says
  * the stream is busy until CALLS of the log's calls after the last free (for page_moves = idle). */
 #include "build_config.h"
@@ -18,6 +22,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
+#include <crmm/pool.h>
 #include "../tools/replay.h"
 #include "fakes/fake_vmm.h"
 
@@ -38,6 +43,60 @@ static uint64_t reserved_of(crmm_resource *mr)
 
 /* One pass over the log; returns false when an allocation failed. */
 static size_t busy_calls; /* --busy */
+static unsigned gaps_line; /* --gaps */
+
+/* --trace: a new peak of what the pool holds, with its free bytes and largest free block. */
+static void print_peak(crmm_resource *mr, const replay_event *ev, uint64_t live, uint64_t reserved)
+{
+    uint64_t blocks = 0, largest = 0;
+    crmm_resource_query(mr, CRMM_QUERY_POOL_BLOCK_BYTES, &blocks);
+    crmm_resource_query(mr, CRMM_QUERY_LARGEST_FREE_BLOCK, &largest);
+    printf("  line %u: %llu B, held %.1f MiB (a new peak), live %.1f MiB, free %.2f MiB, largest free %.2f MiB\n",
+           ev->line, (unsigned long long)ev->size, (double)reserved / MiB, (double)live / MiB,
+           (double)(reserved - blocks) / MiB, (double)largest / MiB);
+}
+
+static int by_address(const void *a, const void *b)
+{
+    uintptr_t x = ((const uintptr_t *)a)[0], y = ((const uintptr_t *)b)[0];
+    return x < y ? -1 : x > y;
+}
+
+/* --gaps LINE: the gaps between the live blocks (sizes rounded up to 256 bytes) after the
+ * allocation of log index `upto`, counted by size; gaps include pages the pool does not map. */
+static void print_gaps(const replay_log *log, void *const *ptrs, size_t upto)
+{
+    static const size_t edges[] = {4 << 10, 64 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 16 << 20, SIZE_MAX};
+    enum { classes = sizeof edges / sizeof edges[0] };
+    uintptr_t (*live)[2] = malloc(sizeof *live * (upto + 1));
+    size_t n = 0, count[classes] = {0}, bytes[classes] = {0};
+    if (!live)
+        return;
+    for (size_t j = 0; j <= upto; j++)
+        if (ptrs[j] && log->events[j].action == REPLAY_ALLOCATE) {
+            live[n][0] = (uintptr_t)ptrs[j];
+            live[n][1] = (log->events[j].size + 255) & ~(size_t)255;
+            n++;
+        }
+    qsort(live, n, sizeof *live, by_address);
+    for (size_t j = 1; j < n; j++) {
+        uintptr_t end = live[j - 1][0] + live[j - 1][1];
+        if (live[j][0] > end) {
+            size_t gap = live[j][0] - end, k = 0;
+            while (gap > edges[k])
+                k++;
+            count[k]++;
+            bytes[k] += gap;
+        }
+    }
+    printf("  gaps between %zu live blocks:\n", n);
+    for (size_t k = 0; k < classes; k++)
+        if (count[k] && k + 1 < classes)
+            printf("    up to %zu KiB: %zu, %.2f MiB\n", edges[k] >> 10, count[k], (double)bytes[k] / MiB);
+        else if (count[k])
+            printf("    larger: %zu, %.2f MiB\n", count[k], (double)bytes[k] / MiB);
+    free(live);
+}
 
 static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, cudaStream_t stream, bool trace,
                       pass_counts *pc)
@@ -61,8 +120,13 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, cud
             if (live > pc->peak_live)
                 pc->peak_live = live;
             uint64_t now = reserved_of(mr);
-            if (now > pc->peak_reserved)
+            if (now > pc->peak_reserved) {
                 pc->peak_reserved = now;
+                if (trace)
+                    print_peak(mr, ev, live, now);
+            }
+            if (trace && ev->line == gaps_line)
+                print_gaps(log, ptrs, i);
             if (trace && (fake_vmm.device_syncs != syncs || fake_vmm.unmaps != unmaps))
                 printf("  line %u: %llu B, live %.1f MiB, reserved %.1f -> %.1f MiB: %d sync, %d unmapped, %d mapped\n",
                        ev->line, (unsigned long long)ev->size, (double)(live - ev->size) / MiB, (double)reserved / MiB,
@@ -91,7 +155,7 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, cud
 static int usage(void)
 {
     fprintf(stderr, "usage: pool_expandable_replay [--repeats N] [--page BYTES] [--params \"k=v ...\"] [--trace PASS] "
-                    "[--busy CALLS] LOG.csv\n");
+                    "[--gaps LINE] [--busy CALLS] LOG.csv\n");
     return 2;
 }
 
@@ -110,6 +174,8 @@ int main(int argc, char **argv)
             params = argv[++i];
         else if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc)
             trace = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--gaps") == 0 && i + 1 < argc)
+            gaps_line = (unsigned)strtoul(argv[++i], NULL, 0);
         else if (strcmp(argv[i], "--busy") == 0 && i + 1 < argc)
             busy_calls = (size_t)strtoull(argv[++i], NULL, 0);
         else if (argv[i][0] != '-' && !path)
