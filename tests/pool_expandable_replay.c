@@ -5,11 +5,12 @@
  * plugins/pool/pool_expand.c, which crmm replay can only time on a GPU.
  *
  *   tests/pool_expandable_replay [--repeats N] [--page BYTES] [--params "k=v ..."] [--trace PASS] [--gaps LINE]
- *                                [--busy CALLS] LOG.csv
+ *                                [--streams] [--busy CALLS] LOG.csv
  *
- * The passes are those of `crmm replay`: the log's calls in order on one stream, every allocation
- * the log leaves live freed after each pass, all on one pool instance; pass 0 is the untimed one,
- * 1..N the repeats. --trace PASS prints every allocation of that pass that synchronized or
+ * The passes are those of `crmm replay`: the log's calls in order on one stream (with --streams,
+ * on a stream of their own for each stream the log names, as the process made them), every
+ * allocation the log leaves live freed after each pass, all on one pool instance; pass 0 is the
+ * untimed one, 1..N the repeats. --trace PASS prints every allocation of that pass that synchronized or
  * unmapped pages, and every one that raised the most the pool held, with its free bytes and its
  * largest free block then; with it, --gaps LINE counts the gaps between the live blocks by size
  * after the allocation on that line of the log (where the held memory the live blocks do not use
@@ -44,6 +45,25 @@ static uint64_t reserved_of(crmm_resource *mr)
 /* One pass over the log; returns false when an allocation failed. */
 static size_t busy_calls; /* --busy */
 static unsigned gaps_line; /* --gaps */
+static bool own_streams;    /* --streams */
+
+/* The stream an event runs on: one stream for the whole log, or with --streams a stream of its own
+ * for each stream the log names (in order of first appearance; at most 64, the rest share the last). */
+static cudaStream_t stream_of(const replay_event *ev)
+{
+    static uint64_t seen[64];
+    static size_t count;
+    if (!own_streams)
+        return (cudaStream_t)(uintptr_t)0x1000;
+    size_t k = 0;
+    while (k < count && seen[k] != ev->stream)
+        k++;
+    if (k == count && count < 64)
+        seen[count++] = ev->stream;
+    if (k == 64)
+        k = 63;
+    return (cudaStream_t)(uintptr_t)(0x1000 + 0x100 * k);
+}
 
 /* --trace: a new peak of what the pool holds, with its free bytes and largest free block. */
 static void print_peak(crmm_resource *mr, const replay_event *ev, uint64_t live, uint64_t reserved)
@@ -98,7 +118,7 @@ static void print_gaps(const replay_log *log, void *const *ptrs, size_t upto)
     free(live);
 }
 
-static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, cudaStream_t stream, bool trace,
+static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, bool trace,
                       pass_counts *pc)
 {
     size_t last_free = 0;
@@ -112,7 +132,7 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, cud
             fake_vmm.streams_busy = busy_calls && i - last_free < busy_calls;
             int syncs = fake_vmm.device_syncs, unmaps = fake_vmm.unmaps, maps = fake_vmm.maps;
             uint64_t reserved = reserved_of(mr);
-            if (crmm_resource_allocate(mr, ev->size, (crmm_cuda_stream_t)stream, &ptrs[i]) != CRMM_OK) {
+            if (crmm_resource_allocate(mr, ev->size, (crmm_cuda_stream_t)stream_of(ev), &ptrs[i]) != CRMM_OK) {
                 fprintf(stderr, "line %u: %s\n", ev->line, crmm_last_error());
                 return false;
             }
@@ -133,7 +153,7 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, cud
                        (double)now / MiB, fake_vmm.device_syncs - syncs, fake_vmm.unmaps - unmaps, fake_vmm.maps - maps);
         } else if (ev->action == REPLAY_FREE && ev->pair >= 0 && ptrs[ev->pair]) {
             const replay_event *a = &log->events[ev->pair];
-            crmm_resource_deallocate(mr, ptrs[ev->pair], a->size, (crmm_cuda_stream_t)stream);
+            crmm_resource_deallocate(mr, ptrs[ev->pair], a->size, (crmm_cuda_stream_t)stream_of(ev));
             ptrs[ev->pair] = NULL;
             live -= a->size;
             last_free = i;
@@ -141,7 +161,7 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, cud
     }
     for (size_t i = 0; i < log->count; i++)
         if (ptrs[i]) {
-            crmm_resource_deallocate(mr, ptrs[i], log->events[i].size, (crmm_cuda_stream_t)stream);
+            crmm_resource_deallocate(mr, ptrs[i], log->events[i].size, (crmm_cuda_stream_t)stream_of(&log->events[i]));
             ptrs[i] = NULL;
         }
     pc->syncs = fake_vmm.device_syncs - before.device_syncs;
@@ -155,7 +175,7 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, cud
 static int usage(void)
 {
     fprintf(stderr, "usage: pool_expandable_replay [--repeats N] [--page BYTES] [--params \"k=v ...\"] [--trace PASS] "
-                    "[--gaps LINE] [--busy CALLS] LOG.csv\n");
+                    "[--gaps LINE] [--streams] [--busy CALLS] LOG.csv\n");
     return 2;
 }
 
@@ -174,6 +194,8 @@ int main(int argc, char **argv)
             params = argv[++i];
         else if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc)
             trace = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--streams") == 0)
+            own_streams = true;
         else if (strcmp(argv[i], "--gaps") == 0 && i + 1 < argc)
             gaps_line = (unsigned)strtoul(argv[++i], NULL, 0);
         else if (strcmp(argv[i], "--busy") == 0 && i + 1 < argc)
@@ -197,13 +219,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", ptrs ? crmm_last_error() : "malloc failed");
         return 1;
     }
-    cudaStream_t stream = (cudaStream_t)(uintptr_t)0x1000;
     printf("%s: %zu events, page %zu KiB\n", path, log.count, page >> 10);
     printf("pass  syncs  growths  maps  unmaps  creates  peak_reserved_MiB  peak_live_MiB  ratio\n");
     int status = 0;
     for (unsigned pass = 0; pass <= repeats; pass++) {
         pass_counts pc;
-        if (!play_pass(&log, mr, ptrs, stream, (int)pass == trace, &pc)) {
+        if (!play_pass(&log, mr, ptrs, (int)pass == trace, &pc)) {
             status = 1;
             break;
         }
