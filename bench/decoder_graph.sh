@@ -4,19 +4,11 @@
 # the table. Run from a crmm build tree on a GPU machine with torch:
 #   bash bench/decoder_graph.sh            # writes $OUT (default ./decoder_graph.out)
 # Environment: ROUNDS, MODELS (default "small wide gpt2vocab deep 7bslice"), MODES (default
-# "native expandable crmm"), BATCHES (timed batches a process, default 10), OUT.
+# "native expandable crmm"), BATCHES (timed batches a process, default 10), OUT, PYTHON (a
+# python3 with torch, default python3).
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
-build=$PWD
+. "$(dirname "$0")/torch_env.sh"
 out=${OUT:-$build/decoder_graph.out}; mkdir -p "$out"
-lib=$(find "$build" -name libcrmm.so -path "*/.libs/*" | head -n 1)
-[ -n "$lib" ] || { echo "no .libs/libcrmm.so under $build: run from a crmm build tree" >&2; exit 1; }
-export CRMM_LIBRARY=$lib
-export PYTHONPATH=$top/python:$here${PYTHONPATH:+:$PYTHONPATH}
-export CRMM_PLUGIN_PATH=${CRMM_PLUGIN_PATH:-$build/plugins/built}
-export CRMM_CONFIG=${CRMM_CONFIG:-$top/conf/crmm.ini}
-PY=python3; $PY -c 'import torch' 2>/dev/null || PY=/opt/torch/.venv/bin/python3
 rounds=${ROUNDS:-2}
 models=${MODELS:-small wide gpt2vocab deep 7bslice}
 modes=(${MODES:-native expandable crmm})

@@ -17,7 +17,7 @@ bench_libcrmmbench_la_LIBADD = libcrmm.la $(CUDA_LIBS)
 BENCH_LIBS = bench/libcrmmbench.la support/libcrmmsupport.a
 EXTRA_DIST += bench/RESULTS.md
 # real PyTorch workloads under native, expandable_segments and crmm (run on a GPU machine)
-EXTRA_DIST += bench/torch_workloads.py bench/torch_workloads.sh
+EXTRA_DIST += bench/torch_workloads.py bench/torch_workloads.sh bench/torch_env.sh
 # a captured decoder step replayed under native or crmm (run on a GPU machine)
 EXTRA_DIST += bench/decoder_graph.py bench/decoder_graph.sh
 # what a Python user pays per DeviceBuffer / CuPy / Numba allocation (python3 bench/python_alloc.py)

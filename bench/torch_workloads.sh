@@ -3,21 +3,14 @@
 # the modes alternated (their order rotates from one round to the next), RUNS rounds (default 3);
 # then the table. Run from a crmm build tree on a GPU machine with torch (and timm or torchvision):
 #   bash bench/torch_workloads.sh            # writes $OUT (default ./torch_workloads.out)
-# Environment: RUNS, WORKLOADS, STEPS (dyn_train and moe: training steps, default 10), MODES (default "native expandable crmm"; crmm_idle, crmm_never and crmm_chunked are
-# diagnosis, see torch_workloads.py), OUT; RECORD=1 also records each workload's crmm allocation
-# log into $OUT/logs (for crmm replay, the logging plugin over the default pool).
+# Environment: RUNS, WORKLOADS, STEPS (dyn_train and moe: training steps, default 10), MODES
+# (default "native expandable crmm"; crmm_idle, crmm_never and crmm_chunked are diagnosis, see
+# torch_workloads.py), OUT, PYTHON (a python3 with torch, default python3); RECORD=1 also records
+# each workload's crmm allocation log into $OUT/logs (for crmm replay, the logging plugin over the
+# default pool).
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
-build=$PWD
+. "$(dirname "$0")/torch_env.sh"
 out=${OUT:-$build/torch_workloads.out}; mkdir -p "$out"
-lib=$(find "$build" -name libcrmm.so -path "*/.libs/*" | head -n 1)
-[ -n "$lib" ] || { echo "no .libs/libcrmm.so under $build: run from a crmm build tree" >&2; exit 1; }
-export CRMM_LIBRARY=$lib
-export PYTHONPATH=$top/python${PYTHONPATH:+:$PYTHONPATH}
-export CRMM_PLUGIN_PATH=${CRMM_PLUGIN_PATH:-$build/plugins/built}
-export CRMM_CONFIG=${CRMM_CONFIG:-$top/conf/crmm.ini}
-PY=python3; $PY -c 'import torch' 2>/dev/null || PY=/opt/torch/.venv/bin/python3
 runs=${RUNS:-3}
 workloads=${WORKLOADS:-dyn_train serving vit moe}
 modes=(${MODES:-native expandable crmm})
