@@ -6,14 +6,15 @@
 #   cd BUILD && bash SRC/bench/torch/run_h200.sh [record|replay|bar ...]
 # Environment: LOGS (the logs to replay; default: those just recorded), RESOURCES (crmm resources
 # of replay.ini to replay them on), PYREPLAY=0 (skip PyTorch's allocator and cudaMallocAsync),
-# BAR_ROUNDS (rounds of bar.py).
+# BAR_ROUNDS (rounds of bar.py), PYTHON (a python3 with torch, default python3).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$PWD/out}; mkdir -p "$out/logs"
 build=$PWD
 lib=$(find "$build" -name libcrmm.so -path "*/.libs/*" | head -n 1)
 export CRMM_PLUGIN_PATH=$build/plugins/built
-PY=python3; $PY -c 'import torch' 2>/dev/null || PY=/opt/torch/.venv/bin/python3
+PY=${PYTHON:-python3}
+$PY -c 'import torch.cuda' 2>/dev/null || { echo "$PY cannot import torch: set PYTHON to a python that can" >&2; exit 1; }
 logs=${LOGS:-$out/logs}           # where replay reads the logs (bench/logs holds recorded ones)
 resources=${RESOURCES:-pool_doubling pool_expandable async arena}
 steps=${*:-record replay bar}
