@@ -93,6 +93,170 @@ CRMM_LOOP_TEST_IN("pool", blocks_freed_inside_or_allocated_inside_are_the_graphs
     crmm_resource_release(p); /* the eight blocks are reported as leaks: expected */
 }
 
+/* Bytes the graph holds once everything the program allocated is freed: reserved - free. */
+static uint64_t graph_held(crmm_resource *p)
+{
+    return q(p, CRMM_QUERY_BYTES_RESERVED) - q(p, CRMM_QUERY_BYTES_FREE);
+}
+
+/* A capture reuses what it freed as the pool reuses free memory: a parked block is split for a
+ * smaller request (the rest stays parked for the capture) and parked neighbours merge, so the
+ * capture's temporaries come back to the same addresses and the graph holds no more than its
+ * largest moment. Taken whole, the 4 MiB block would serve the first 2 MiB request alone and the
+ * second would need more memory. */
+CRMM_LOOP_TEST_IN("pool", a_capture_splits_and_merges_the_blocks_it_freed, FORMS)
+{
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=16MiB");
+    cudaStream_t s = stream_n(1);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    char *a = alloc_on(p, 4 * MiB, s);
+    free_on(p, a, 4 * MiB, s);
+    char *b = alloc_on(p, 2 * MiB, s);
+    char *c = alloc_on(p, 2 * MiB, s);
+    ck_assert_ptr_eq(b, a);
+    ck_assert_ptr_eq(c, a + 2 * MiB);
+    free_on(p, c, 2 * MiB, s);
+    free_on(p, b, 2 * MiB, s);
+    char *d = alloc_on(p, 4 * MiB, s); /* b and c merged back into a */
+    ck_assert_ptr_eq(d, a);
+    free_on(p, d, 4 * MiB, s);
+    fake_capture_end(s);
+    no_forbidden_call(form);
+    ck_assert_uint_eq(graph_held(p), 4 * MiB);
+    /* a parked block that merged into its neighbour is not a block any more: freeing it again is
+     * still a double free, said so */
+    ck_assert_crmm(crmm_resource_deallocate(p, c, 2 * MiB, (crmm_cuda_stream_t)s), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "already free"), "%s", crmm_last_error());
+    fake_graph_destroy(g);
+    ck_assert_int_eq(fake_user_objects_live(), 0);
+    ck_assert_uint_eq(graph_held(p), 0); /* all of it back, nothing lost in the splits and merges */
+    crmm_resource_release(p);
+}
+
+/* Small requests (up to 1 MiB) never cut a large parked block, and large ones never take small
+ * parked blocks: a small tensor that outlives its layer would otherwise pin a large block for the
+ * rest of the capture, and every later layer would need large blocks of its own. The decoder
+ * step's pattern: a layer frees its large temporaries, then makes small ones that stay live while
+ * the next layer asks for large ones again. */
+CRMM_LOOP_TEST_IN("pool", small_requests_of_a_capture_leave_its_large_blocks_whole, FORMS)
+{
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=16MiB");
+    cudaStream_t s = stream_n(1);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    enum { LAYERS = 6 };
+    char *small[LAYERS];
+    char *first = NULL;
+    for (int layer = 0; layer < LAYERS; layer++) {
+        char *big = alloc_on(p, 2 * MiB, s);
+        if (layer == 0)
+            first = big;
+        ck_assert_ptr_eq(big, first); /* the layer before gave it back */
+        free_on(p, big, 2 * MiB, s);
+        small[layer] = alloc_on(p, 4 * KiB, s); /* lives on */
+        ck_assert_msg((uintptr_t)small[layer] + 4 * KiB <= (uintptr_t)first || (uintptr_t)small[layer] >= (uintptr_t)first + 2 * MiB,
+                      "%s: a 4 KiB request was cut from the parked 2 MiB block", form_names[form]);
+    }
+    for (int layer = 0; layer < LAYERS; layer++)
+        free_on(p, small[layer], 4 * KiB, s);
+    char *again = alloc_on(p, 4 * KiB, s); /* a small parked block is reused for a small request */
+    int reused = 0;
+    for (int layer = 0; layer < LAYERS; layer++)
+        reused |= again == small[layer];
+    ck_assert_msg(reused, "%s: a small request did not reuse the capture's small blocks", form_names[form]);
+    free_on(p, again, 4 * KiB, s);
+    fake_capture_end(s);
+    no_forbidden_call(form);
+    ck_assert_uint_eq(graph_held(p), 2 * MiB + LAYERS * 4 * KiB);
+    fake_graph_destroy(g);
+    ck_assert_uint_eq(graph_held(p), 0);
+    crmm_resource_release(p);
+}
+
+/* A capture that spans two streams reuses on each stream only what was freed on that stream:
+ * nothing orders a block freed on one before an allocation on the other. */
+CRMM_LOOP_TEST_IN("pool", a_capture_reuses_a_block_only_on_the_stream_that_freed_it, FORMS)
+{
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=16MiB");
+    cudaStream_t s1 = stream_n(1), s2 = stream_n(2);
+    fake_graph *g = fake_capture_begin(s1, cudaStreamCaptureModeGlobal);
+    fake_capture_join(s2, s1);
+    char *a = alloc_on(p, 2 * MiB, s1);
+    free_on(p, a, 2 * MiB, s1);
+    char *b = alloc_on(p, 2 * MiB, s2);
+    ck_assert_ptr_ne(b, a);
+    char *c = alloc_on(p, 2 * MiB, s1);
+    ck_assert_ptr_eq(c, a);
+    free_on(p, b, 2 * MiB, s2);
+    free_on(p, c, 2 * MiB, s1);
+    fake_capture_end(s1);
+    fake_capture_end(s2);
+    no_forbidden_call(form);
+    ck_assert_int_eq(fake_graph_user_objects(g), 1); /* one graph, one record */
+    fake_graph_destroy(g);
+    ck_assert_uint_eq(graph_held(p), 0);
+    crmm_resource_release(p);
+}
+
+/* Random allocations and frees of mixed sizes in a capture on two streams, then a second graph
+ * that frees some of the first's blocks (parked there, never reused: the first owns them): live
+ * blocks never overlap, and once both graphs are gone, in either order, everything is free again:
+ * the splits and merges of parked blocks lose and double nothing. */
+CRMM_LOOP_TEST_IN("pool", random_captures_lose_nothing, 2 * FORMS)
+{
+    int form = _i % FORMS, first_goes_first = _i >= FORMS;
+    crmm_resource *p = pool_in_form(form, "initial_size=8MiB");
+    cudaStream_t s1 = stream_n(1), s2 = stream_n(2), s3 = stream_n(3);
+    enum { SLOTS = 48, STEPS = 3000 };
+    struct { char *at; size_t n; cudaStream_t s; } live[SLOTS] = {{0}};
+    unsigned seed = 12345u + (unsigned)_i;
+    fake_graph *g1 = fake_capture_begin(s1, cudaStreamCaptureModeGlobal);
+    fake_capture_join(s2, s1);
+    for (int step = 0; step < STEPS; step++) {
+        seed = seed * 1103515245u + 12345u;
+        int k = (int)((seed >> 8) % SLOTS);
+        if (live[k].at) {
+            free_on(p, live[k].at, live[k].n, live[k].s);
+            live[k].at = NULL;
+            continue;
+        }
+        size_t n = (seed >> 20) & 1 ? (size_t)((seed >> 12) % 3000 + 1) * 256 /* small */
+                                    : (size_t)((seed >> 12) % 12 + 1) * 512 * KiB; /* up to 6 MiB */
+        live[k].n = n;
+        live[k].s = (seed >> 21) & 1 ? s1 : s2;
+        live[k].at = alloc_on(p, n, live[k].s);
+        memset(live[k].at, k, n < 4096 ? n : 4096); /* touch it: the scripted memory is real */
+        for (int j = 0; j < SLOTS; j++)
+            if (j != k && live[j].at)
+                ck_assert_msg(live[j].at + live[j].n <= live[k].at || live[k].at + n <= live[j].at,
+                              "%s: step %d: %p (%zu) overlaps %p (%zu)", form_names[form], step, (void *)live[k].at, n,
+                              (void *)live[j].at, live[j].n);
+    }
+    fake_capture_end(s1);
+    fake_capture_end(s2);
+    fake_graph *g2 = fake_capture_begin(s3, cudaStreamCaptureModeGlobal);
+    for (int k = 0; k < SLOTS; k += 2)
+        if (live[k].at) {
+            free_on(p, live[k].at, live[k].n, s3);
+            live[k].at = NULL;
+        }
+    fake_capture_end(s3);
+    for (int k = 0; k < SLOTS; k++)
+        if (live[k].at)
+            free_on(p, live[k].at, live[k].n, live[k].s);
+    no_forbidden_call(form);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_gt(graph_held(p), 0);
+    fake_graph_destroy(first_goes_first ? g1 : g2);
+    ck_assert_uint_gt(graph_held(p), 0); /* the other graph still holds its blocks */
+    fake_graph_destroy(first_goes_first ? g2 : g1);
+    ck_assert_int_eq(fake_user_objects_live(), 0);
+    ck_assert_uint_eq(graph_held(p), 0);
+    crmm_resource_release(p);
+}
+
 /* A destroyed graph's blocks join the pool's ready state when the pool collects them. When that
  * state cannot be made (malloc fails) they stay parked, held, and the graph's record is kept: the
  * next collect hands them back (they are neither lost nor freed with the record). Rows _i / FORMS

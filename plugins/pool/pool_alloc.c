@@ -375,8 +375,9 @@ static crmm_status capture_allocate(pool_resource *p, size_t bytes, size_t size,
     pool_lock(p);
     pool_block *b = NULL;
     bool reused = false;
-    if (g->parked && (pool_block_map_has_room(&p->core.live) || pool_block_map_grow(&p->core.live)))
-        reused = (b = pool_capture_reuse(g, size, stream)) != NULL;
+    if (pool_capture_has_parked(g) && (pool_block_map_has_room(&p->core.live) || pool_block_map_grow(&p->core.live)) &&
+        pool_records_reserve(&p->core.records, 1))
+        reused = (b = pool_capture_reuse(p, g, size, stream)) != NULL;
     if (!b) {
         p->capturing = true;
         b = take_block(p, stream, size, &p->core.live, &st);
@@ -467,7 +468,7 @@ static crmm_status refuse_pointer(pool_resource *p, void *ptr)
     for (const pool_block *b = c->first; b; b = b->phys_next) {
         if (a < b->addr || a >= b->addr + b->size)
             continue;
-        if (pool_block_is_free(b))
+        if (pool_block_is_free(b) || pool_capture_block_parked(b)) /* parked: merged into a neighbour */
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: deallocate: %p is already free (double free?)", label, ptr);
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
                               "%s: deallocate: %p points inside the allocation at %p, not at its start", label, ptr,

@@ -24,12 +24,22 @@ static void unlink_record(pool_resource *p, pool_graph *g)
         }
 }
 
+static void free_streams(pool_graph *g)
+{
+    while (g->streams) {
+        pool_graph_stream *next = g->streams->next;
+        free(g->streams);
+        g->streams = next;
+    }
+}
+
 /* Under the lock: free g once its graph is gone and it neither owns nor holds a block. A record
  * whose blocks could not be handed back yet (return_parked) still holds them: it stays. */
 static void free_if_unused(pool_resource *p, pool_graph *g)
 {
-    if (!g->alive && !g->owned && !g->parked) {
+    if (!g->alive && !g->owned && !g->foreign) {
         unlink_record(p, g);
+        free_streams(g);
         free(g);
     }
 }
@@ -41,18 +51,136 @@ static void disown(pool_resource *p, pool_graph *g)
     free_if_unused(p, g);
 }
 
-static void park(pool_graph *g, pool_block *b, crmm_cuda_stream_t stream)
+static void park_foreign(pool_graph *g, pool_block *b, crmm_cuda_stream_t stream)
 {
     b->owner = NULL;
     b->u.free.prev = (pool_block *)(uintptr_t)stream;
-    b->u.free.next = g->parked;
-    g->parked = b;
+    b->u.free.next = g->foreign;
+    g->foreign = b;
     g->parked_bytes += b->size;
 }
 
-/* Under the lock, g's graph gone: each parked block goes to the live graph that owns it, or back
- * to the pool (ready: the device has finished with it). False when there is no memory for the
- * ready state: the blocks stay parked (held, never reused) and g must be retried. */
+/* g's record of `stream`, made when `make` and none exists (NULL when malloc fails). */
+static pool_graph_stream *graph_stream(pool_graph *g, crmm_cuda_stream_t stream, bool make)
+{
+    for (pool_graph_stream *gs = g->streams; gs; gs = gs->next)
+        if (gs->handle == stream)
+            return gs;
+    pool_graph_stream *gs = make ? calloc(1, sizeof *gs) : NULL;
+    if (gs) {
+        gs->handle = stream;
+        gs->next = g->streams;
+        g->streams = gs;
+    }
+    return gs;
+}
+
+/* The list of gs that holds blocks tagged `tag`. */
+static pool_free_list *area_of(pool_graph_stream *gs, uintptr_t tag)
+{
+    return &gs->area[(tag & POOL_PARKED_SMALL) ? 1 : 0];
+}
+
+/* Under the lock: park b, freed on `stream`, in g. A block g owns (or nobody does) joins g's
+ * parked blocks of that stream and area, merged with its parked neighbours there; b's record may
+ * go back to the spares then. */
+static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_stream_t stream)
+{
+    pool_graph *o = (pool_graph *)b->graph;
+    if (o && o != g && !o->alive) { /* its owner is gone: nobody owns it now */
+        b->graph = 0;
+        disown(p, o);
+        o = NULL;
+    }
+    pool_graph_stream *gs = o == NULL || o == g ? graph_stream(g, stream, true) : NULL;
+    if (!gs) {
+        park_foreign(g, b, stream);
+        return;
+    }
+    if (!o)
+        g->owned++;
+    g->parked_bytes += b->size;
+    uintptr_t tag = (uintptr_t)gs | POOL_PARKED | (b->size <= POOL_CAPTURE_SMALL ? POOL_PARKED_SMALL : 0);
+    pool_free_list *fl = area_of(gs, tag);
+    b->owner = NULL;
+    b->graph = tag;
+    pool_block *next = b->phys_next;
+    if (next && next->graph == tag) {
+        pool_free_list_remove(fl, next);
+        b->size += next->size;
+        b->phys_next = next->phys_next;
+        if (b->phys_next)
+            b->phys_next->phys_prev = b;
+        next->graph = 0;
+        pool_records_put(&p->core.records, next);
+        g->owned--;
+    }
+    pool_block *prev = b->phys_prev;
+    if (prev && prev->graph == tag) {
+        pool_free_list_remove(fl, prev);
+        prev->size += b->size;
+        prev->phys_next = b->phys_next;
+        if (prev->phys_next)
+            prev->phys_next->phys_prev = prev;
+        b->graph = 0;
+        pool_records_put(&p->core.records, b);
+        g->owned--;
+        b = prev;
+    }
+    pool_free_list_insert(fl, b);
+}
+
+pool_block *pool_capture_reuse(pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream)
+{
+    pool_graph_stream *gs = graph_stream(g, stream, false);
+    if (!gs)
+        return NULL;
+    pool_free_list *fl = &gs->area[size <= POOL_CAPTURE_SMALL ? 1 : 0];
+    pool_block *b = pool_free_list_fit(fl, size);
+    if (!b)
+        return NULL;
+    pool_free_list_remove(fl, b);
+    if (b->size > size) { /* the rest stays parked; its upper neighbour is not (it would have merged) */
+        pool_block *rest = pool_records_take(&p->core.records);
+        rest->addr = b->addr + size;
+        rest->size = b->size - size;
+        rest->phys_prev = b;
+        rest->phys_next = b->phys_next;
+        if (rest->phys_next)
+            rest->phys_next->phys_prev = rest;
+        b->phys_next = rest;
+        b->size = size;
+        rest->owner = NULL;
+        rest->graph = b->graph;
+        g->owned++;
+        pool_free_list_insert(fl, rest);
+    }
+    b->graph = (uintptr_t)g;
+    g->parked_bytes -= b->size;
+    return b;
+}
+
+/* Under the lock, g's graph gone: b, parked in g, goes to the live graph that owns it, or to the
+ * ready state (the device has finished with it). */
+static void return_block(pool_resource *p, pool_graph *g, pool_stream *ready, pool_block *b)
+{
+    pool_graph *o = (b->graph & POOL_PARKED) ? g : (pool_graph *)b->graph;
+    if (o && o != g && o->alive) {
+        park(p, o, b, (crmm_cuda_stream_t)(uintptr_t)b->u.free.prev);
+        return;
+    }
+    b->graph = 0;
+    if (o && o != g)
+        disown(p, o);
+    else if (o == g)
+        g->owned--;
+    pool_counts_held(&p->core.counts, -(int64_t)b->size);
+    pool_free_list_insert_merging(&ready->free, ready, b, &p->core.records);
+}
+
+/* Under the lock, g's graph gone: every block parked in g goes to the live graph that owns it, or
+ * back to the pool (ready). False when there is no memory for the ready state: the blocks stay
+ * parked (held, never reused) and g must be retried. */
 static bool return_parked(pool_resource *p, pool_graph *g)
 {
     pool_stream *ready = pool_streams_ready_state(&p->core.streams);
@@ -60,25 +188,20 @@ static bool return_parked(pool_resource *p, pool_graph *g)
         crmm_clear_error();
         return false;
     }
-    pool_block *b = g->parked;
-    g->parked = NULL;
-    g->parked_bytes = 0;
+    pool_block *b = g->foreign;
+    g->foreign = NULL;
     while (b) {
         pool_block *next = b->u.free.next;
-        pool_graph *o = (pool_graph *)b->graph;
-        if (o && o != g && o->alive) {
-            park(o, b, (crmm_cuda_stream_t)(uintptr_t)b->u.free.prev);
-        } else {
-            b->graph = 0;
-            if (o && o != g)
-                disown(p, o);
-            else if (o == g)
-                g->owned--;
-            pool_counts_held(&p->core.counts, -(int64_t)b->size);
-            pool_free_list_insert_merging(&ready->free, ready, b, &p->core.records);
-        }
+        return_block(p, g, ready, b);
         b = next;
     }
+    for (pool_graph_stream *gs = g->streams; gs; gs = gs->next)
+        for (int a = 0; a < 2; a++)
+            while ((b = pool_free_list_any(&gs->area[a]))) {
+                pool_free_list_remove(&gs->area[a], b);
+                return_block(p, g, ready, b);
+            }
+    g->parked_bytes = 0;
     return true;
 }
 
@@ -132,29 +255,15 @@ crmm_status pool_capture_graph(pool_resource *p, const pool_capture *cap, pool_g
     return CRMM_OK;
 }
 
-pool_block *pool_capture_reuse(pool_graph *g, size_t size, crmm_cuda_stream_t stream)
-{
-    for (pool_block **at = &g->parked; *at; at = &(*at)->u.free.next) {
-        pool_block *b = *at;
-        if (b->size < size || (crmm_cuda_stream_t)(uintptr_t)b->u.free.prev != stream ||
-            (b->graph && b->graph != (uintptr_t)g))
-            continue; /* too small, another stream's, or held for another graph too */
-        *at = b->u.free.next;
-        g->parked_bytes -= b->size;
-        return b;
-    }
-    return NULL;
-}
-
 bool pool_capture_free(pool_resource *p, pool_block *b, pool_graph *capturing, crmm_cuda_stream_t stream)
 {
     pool_graph *o = (pool_graph *)b->graph;
     if (capturing) {
-        park(capturing, b, stream);
+        park(p, capturing, b, stream);
         return true;
     }
     if (o->alive) {
-        park(o, b, stream);
+        park(p, o, b, stream);
         return true;
     }
     b->graph = 0;
@@ -162,12 +271,29 @@ bool pool_capture_free(pool_resource *p, pool_block *b, pool_graph *capturing, c
     return false;
 }
 
+/* Whether free list fl holds the block at addr. */
+static bool list_holds(const pool_free_list *fl, uintptr_t addr)
+{
+    for (uint64_t fmap = fl->fl_bitmap; fmap; fmap &= fmap - 1) {
+        unsigned f = (unsigned)__builtin_ctzll(fmap);
+        for (uint32_t smap = fl->sl_bitmap[f]; smap; smap &= smap - 1)
+            for (const pool_block *b = fl->heads[f][__builtin_ctz(smap)]; b; b = b->u.free.next)
+                if (b->addr == addr)
+                    return true;
+    }
+    return false;
+}
+
 bool pool_capture_is_parked(const pool_resource *p, uintptr_t addr)
 {
-    for (const pool_graph *g = p->graphs; g; g = g->next)
-        for (const pool_block *b = g->parked; b; b = b->u.free.next)
+    for (const pool_graph *g = p->graphs; g; g = g->next) {
+        for (const pool_block *b = g->foreign; b; b = b->u.free.next)
             if (b->addr == addr)
                 return true;
+        for (const pool_graph_stream *gs = g->streams; gs; gs = gs->next)
+            if (list_holds(&gs->area[0], addr) || list_holds(&gs->area[1], addr))
+                return true;
+    }
     return false;
 }
 
@@ -177,6 +303,7 @@ void pool_capture_detach_all(pool_resource *p)
     pool_lock(p);
     for (pool_graph *g = p->graphs, *next; g; g = next) {
         next = g->next;
+        free_streams(g); /* their blocks go back with the pool's memory */
         graph_hold_detach(&g->hold);
     }
     p->graphs = NULL;

@@ -9,9 +9,18 @@
  * blocks back to the pool. While it lives:
  *  - a block allocated during the capture is "owned" (its record's `graph` field points at the
  *    record); when it is freed, inside the capture or after it, it is parked in the record;
- *  - a block allocated before the capture and freed inside it is parked in the record as well;
+ *  - a block allocated before the capture and freed inside it is parked in the record as well,
+ *    and owned from then on;
  *  - a parked block is reused only by a later allocation of the same capture on the same stream
- *    (the graph orders the two), never by anyone else.
+ *    (the graph orders the two), never by anyone else. Parked blocks are kept per stream as the
+ *    pool keeps free ones: merged with parked neighbours, found by segregated fit, and split for a
+ *    smaller request (the rest stays parked), so that a capture's temporaries come back to the
+ *    same few addresses as they would outside a capture. Blocks of up to POOL_CAPTURE_SMALL bytes
+ *    and larger ones are parked apart, as PyTorch keeps small blocks in segments of their own: a
+ *    small tensor that outlives a large one's free never pins the large block for the rest of the
+ *    capture;
+ *  - a block owned by another graph that is still alive is parked here too, never reused, and
+ *    passed to its owner when this graph goes.
  * Parked bytes are not free: BYTES_FREE leaves them out until the graph is gone, while the
  * counters of allocations (CRMM_QUERY_ALLOCATED_*) drop at the free as usual. */
 #ifndef CRMM_PLUGINS_POOL_CAPTURE_H
@@ -23,11 +32,24 @@
 #include "../common/capture_check.h"
 #include "../common/graph_hold.h"
 #include "pool_block.h"
+#include "pool_free_list.h"
 
 struct pool_resource;
 
 /* What cudaStreamGetCaptureInfo says about a stream under capture. */
 typedef capture_check_info pool_capture;
+
+/* Requests and parked blocks of up to this many bytes are "small" (pool_capture_reuse). */
+#define POOL_CAPTURE_SMALL ((size_t)1 << 20)
+
+/* The blocks a graph holds that were freed on one stream and that it owns: reusable by its
+ * capture on that stream. Each parked block's `graph` field holds the address of this record
+ * with tag bits (POOL_PARKED_*), which is how a freed neighbour knows it may merge with it. */
+typedef struct pool_graph_stream {
+    crmm_cuda_stream_t handle;
+    struct pool_graph_stream *next;
+    pool_free_list area[2];        /* [0] large blocks, [1] small ones */
+} pool_graph_stream;
 
 /* The pool's record of one graph, tied to it by graph_hold.h (the one implementation of the user
  * object, shared with graph_park.h). Guarded by the pool's lock, except `hold.holds`, which
@@ -35,10 +57,12 @@ typedef capture_check_info pool_capture;
 typedef struct pool_graph {
     graph_hold hold;               /* first: the destructor frees the record through it */
     bool alive;                    /* the graph (or an executable graph of it) may still run */
-    pool_block *parked;            /* blocks held for the graph: linked through u.free.next, the
-                                    * stream they were freed on in u.free.prev */
+    pool_graph_stream *streams;    /* its parked blocks, per stream they were freed on */
+    pool_block *foreign;           /* parked blocks another live graph owns (or that no stream
+                                    * record could be made for): linked through u.free.next, the
+                                    * stream they were freed on in u.free.prev; never reused */
     uint64_t parked_bytes;
-    uint64_t owned;                /* blocks (live or parked anywhere) whose `graph` field points here */
+    uint64_t owned;                /* blocks live with `graph` pointing here, or parked in `streams` */
     struct pool_graph *next;       /* the pool's records */
 } pool_graph;
 
@@ -64,9 +88,20 @@ crmm_status pool_capture_graph(struct pool_resource *p, const pool_capture *cap,
 #define pool_capture_relax_mode capture_check_relax_mode
 #define pool_capture_restore_mode capture_check_restore_mode
 
-/* Under the lock: a parked block of g of at least `size` bytes that was freed on `stream`
- * (out of the parked list, owner NULL), or NULL. */
-pool_block *pool_capture_reuse(pool_graph *g, size_t size, crmm_cuda_stream_t stream);
+/* Under the lock, with a spare record reserved: a block of `size` bytes cut from g's parked blocks
+ * freed on `stream`, of its area (small or large, by `size`), owned by g and out of the parked
+ * lists (owner NULL); NULL when none fits. */
+pool_block *pool_capture_reuse(struct pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream);
+
+/* Tag bits of a parked block's `graph` field, over the address of its pool_graph_stream. */
+#define POOL_PARKED ((uintptr_t)1)
+#define POOL_PARKED_SMALL ((uintptr_t)2)
+
+/* Whether block b is parked in a graph's reusable lists (not live, not free). */
+static inline bool pool_capture_block_parked(const pool_block *b) { return (b->graph & POOL_PARKED) != 0; }
+
+/* Whether g holds parked blocks that its capture may reuse. */
+static inline bool pool_capture_has_parked(const pool_graph *g) { return g->streams != NULL; }
 
 /* Under the lock: b, just handed out during g's capture, is owned by g. */
 static inline void pool_capture_own(pool_graph *g, pool_block *b)

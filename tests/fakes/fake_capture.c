@@ -66,6 +66,20 @@ fake_graph *fake_capture_begin(cudaStream_t s, enum cudaStreamCaptureMode mode)
     return NULL;
 }
 
+void fake_capture_join(cudaStream_t s2, cudaStream_t s)
+{
+    int i = capture_of(s);
+    ck_assert_int_ge(i, 0);
+    ck_assert_int_lt(capture_of(s2), 0);
+    for (int j = 0; j < MAX_CAPTURES; j++)
+        if (!captures[j].graph) {
+            captures[j] = captures[i];
+            captures[j].stream = s2;
+            return;
+        }
+    ck_abort_msg("too many captures");
+}
+
 void fake_capture_end(cudaStream_t s)
 {
     int i = capture_of(s);

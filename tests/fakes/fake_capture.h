@@ -22,6 +22,9 @@ typedef enum fake_call_kind { FAKE_CALL_WAIT, FAKE_CALL_UNSAFE, FAKE_CALL_STREAM
 
 /* Start capturing stream s (a fake stream or cudaStreamPerThread) in `mode` into a new graph. */
 fake_graph *fake_capture_begin(cudaStream_t s, enum cudaStreamCaptureMode mode);
+/* Make s2 part of the capture of s (as waiting for an event recorded on s does): same capture id,
+ * same graph. End each stream's part with fake_capture_end. */
+void fake_capture_join(cudaStream_t s2, cudaStream_t s);
 /* End the capture of s; its graph lives on until fake_graph_destroy. */
 void fake_capture_end(cudaStream_t s);
 /* Destroy the graph: its references to user objects are released (destructors run now). */
