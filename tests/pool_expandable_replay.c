@@ -5,7 +5,7 @@
  * plugins/pool/pool_expand.c, which crmm replay can only time on a GPU.
  *
  *   tests/pool_expandable_replay [--repeats N] [--page BYTES] [--params "k=v ..."] [--trace PASS] [--gaps LINE]
- *                                [--streams] [--busy CALLS] LOG.csv
+ *                                [--streams] [--busy CALLS] [--capture STREAM] LOG.csv
  *
  * The passes are those of `crmm replay`: the log's calls in order on one stream (with --streams,
  * on a stream of their own for each stream the log names, as the process made them), every
@@ -16,16 +16,24 @@
  * after the allocation on that line of the log (where the held memory the live blocks do not use
  * lies). The device has the allocation granularity --page (default 2 MiB, an H200's)
  * and 141 GiB of memory. --busy CALLS models a GPU that runs behind the host: cudaStreamQuery says
- * the stream is busy until CALLS of the log's calls after the last free (for page_moves = idle). */
+ * the stream is busy until CALLS of the log's calls after the last free (for page_moves = idle).
+ * --capture STREAM (a stream the log names, as it writes it; implies --streams) captures that
+ * stream's calls into a scripted CUDA graph, from its first call to the last before another
+ * stream's (a program's later frees of the graph's blocks come after the capture), and says what the
+ * graph's allocations touched: how many distinct addresses and 2 MiB pages, over what span of
+ * addresses, and how much the graph holds at the capture's end; the graph is destroyed at the end
+ * of each pass. */
 #include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <check.h>
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
 #include <crmm/pool.h>
 #include "../tools/replay.h"
 #include "fakes/fake_vmm.h"
+#include "fakes/fake_capture.h"
 
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
@@ -46,6 +54,7 @@ static uint64_t reserved_of(crmm_resource *mr)
 static size_t busy_calls; /* --busy */
 static unsigned gaps_line; /* --gaps */
 static bool own_streams;    /* --streams */
+static uint64_t capture_stream; /* --capture, as the log names it; 0: none */
 
 /* The stream an event runs on: one stream for the whole log, or with --streams a stream of its own
  * for each stream the log names (in order of first appearance; at most 64, the rest share the last). */
@@ -118,6 +127,44 @@ static void print_gaps(const replay_log *log, void *const *ptrs, size_t upto)
     free(live);
 }
 
+static int by_value(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* --capture: what the capture's allocations (n of them, addresses at[], sizes len[]) touched, and
+ * what the graph holds once it ended (all the pool holds beyond free and live bytes). */
+static void print_capture(crmm_resource *mr, uintptr_t *at, const size_t *len, size_t n)
+{
+    uint64_t reserved = reserved_of(mr), free_bytes = 0, in_use = 0;
+    crmm_resource_query(mr, CRMM_QUERY_BYTES_FREE, &free_bytes);
+    crmm_resource_query(mr, CRMM_QUERY_BYTES_IN_USE, &in_use);
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    size_t pages = 0, distinct = 0;
+    uintptr_t *pg = malloc((n ? n : 1) * 2 * sizeof *pg);
+    for (size_t i = 0; i < n; i++) {
+        lo = at[i] < lo ? at[i] : lo;
+        hi = at[i] + len[i] > hi ? at[i] + len[i] : hi;
+        if (pg) {
+            pg[2 * i] = at[i] >> 21;
+            pg[2 * i + 1] = (at[i] + len[i] - 1) >> 21;
+        }
+    }
+    qsort(at, n, sizeof *at, by_value);
+    for (size_t i = 0; i < n; i++)
+        distinct += i == 0 || at[i] != at[i - 1];
+    if (pg) { /* pages: each allocation's first and last (the capture's blocks are small or few) */
+        qsort(pg, 2 * n, sizeof *pg, by_value);
+        for (size_t i = 0; i < 2 * n; i++)
+            pages += i == 0 || pg[i] != pg[i - 1];
+        free(pg);
+    }
+    printf("  capture: %zu allocations at %zu addresses, first and last bytes on %zu pages of 2 MiB, span %.1f MiB, "
+           "graph holds %.2f MiB\n",
+           n, distinct, pages, n ? (double)(hi - lo) / MiB : 0.0, (double)(reserved - free_bytes - in_use) / MiB);
+}
+
 static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, bool trace,
                       pass_counts *pc)
 {
@@ -126,8 +173,22 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, boo
     uint64_t live = 0;
     memset(pc, 0, sizeof *pc);
     pc->peak_reserved = reserved_of(mr);
+    size_t cap_first = SIZE_MAX, cap_last = 0, cap_n = 0;
+    for (size_t i = 0; capture_stream && i < log->count; i++) {
+        if (log->events[i].stream == capture_stream) {
+            cap_first = i < cap_first ? i : cap_first;
+            cap_last = i;
+        } else if (cap_first != SIZE_MAX) {
+            break; /* the capture ends where another stream's calls start */
+        }
+    }
+    uintptr_t *cap_at = cap_first != SIZE_MAX ? calloc(cap_last - cap_first + 1, sizeof *cap_at) : NULL;
+    size_t *cap_len = cap_at ? calloc(cap_last - cap_first + 1, sizeof *cap_len) : NULL;
+    fake_graph *graph = NULL;
     for (size_t i = 0; i < log->count; i++) {
         const replay_event *ev = &log->events[i];
+        if (i == cap_first && cap_len)
+            graph = fake_capture_begin(stream_of(ev), cudaStreamCaptureModeGlobal);
         if (ev->action == REPLAY_ALLOCATE && ev->size) {
             fake_vmm.streams_busy = busy_calls && i - last_free < busy_calls;
             int syncs = fake_vmm.device_syncs, unmaps = fake_vmm.unmaps, maps = fake_vmm.maps;
@@ -135,6 +196,10 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, boo
             if (crmm_resource_allocate(mr, ev->size, (crmm_cuda_stream_t)stream_of(ev), &ptrs[i]) != CRMM_OK) {
                 fprintf(stderr, "line %u: %s\n", ev->line, crmm_last_error());
                 return false;
+            }
+            if (graph && ev->stream == capture_stream) {
+                cap_at[cap_n] = (uintptr_t)ptrs[i];
+                cap_len[cap_n++] = ev->size;
             }
             live += ev->size;
             if (live > pc->peak_live)
@@ -158,7 +223,16 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, boo
             live -= a->size;
             last_free = i;
         }
+        if (graph && i == cap_last) {
+            fake_capture_end(stream_of(ev));
+            if (trace)
+                print_capture(mr, cap_at, cap_len, cap_n);
+        }
     }
+    if (graph)
+        fake_graph_destroy(graph);
+    free(cap_at);
+    free(cap_len);
     for (size_t i = 0; i < log->count; i++)
         if (ptrs[i]) {
             crmm_resource_deallocate(mr, ptrs[i], log->events[i].size, (crmm_cuda_stream_t)stream_of(&log->events[i]));
@@ -172,10 +246,63 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, boo
     return true;
 }
 
+/* What main parsed, for run_replay. */
+struct run {
+    const char *path, *params;
+    size_t page;
+    unsigned repeats;
+    int trace, status;
+};
+static struct run the_run;
+
+/* Replay the log as `r` says; 0 when every pass ran, 1 when something failed. */
+static int run_replay(struct run *r)
+{
+    replay_log log;
+    if (replay_log_read(r->path, &log) != CRMM_OK) {
+        fprintf(stderr, "%s\n", crmm_last_error());
+        return r->status = 1;
+    }
+    fake_vmm_reset(r->page, 141 * GiB);
+    if (capture_stream)
+        crmm_graph_capture_enable(true); /* as a program that captures says */
+    crmm_resource *mr = NULL;
+    void **ptrs = calloc(log.count ? log.count : 1, sizeof *ptrs);
+    if (!ptrs || fake_vmm_expandable_pool(r->params, &mr) != CRMM_OK) {
+        fprintf(stderr, "%s\n", ptrs ? crmm_last_error() : "malloc failed");
+        free(ptrs);
+        replay_log_free(&log);
+        return r->status = 1;
+    }
+    printf("%s: %zu events, page %zu KiB\n", r->path, log.count, r->page >> 10);
+    printf("pass  syncs  growths  maps  unmaps  creates  peak_reserved_MiB  peak_live_MiB  ratio\n");
+    for (unsigned pass = 0; pass <= r->repeats; pass++) {
+        pass_counts pc;
+        if (!play_pass(&log, mr, ptrs, (int)pass == r->trace, &pc)) {
+            r->status = 1;
+            break;
+        }
+        printf("%4u  %5d  %7d  %4d  %6d  %7d  %17.1f  %13.1f  %.4f\n", pass, pc.syncs, pc.growths, pc.maps, pc.unmaps,
+               pc.creates, (double)pc.peak_reserved / MiB, (double)pc.peak_live / MiB,
+               pc.peak_live ? (double)pc.peak_reserved / (double)pc.peak_live : 0.0);
+        fflush(stdout);
+    }
+    crmm_resource_release(mr);
+    free(ptrs);
+    replay_log_free(&log);
+    return r->status;
+}
+
+START_TEST(replay_under_check)
+{
+    run_replay(&the_run);
+}
+END_TEST
+
 static int usage(void)
 {
     fprintf(stderr, "usage: pool_expandable_replay [--repeats N] [--page BYTES] [--params \"k=v ...\"] [--trace PASS] "
-                    "[--gaps LINE] [--streams] [--busy CALLS] LOG.csv\n");
+                    "[--gaps LINE] [--streams] [--busy CALLS] [--capture STREAM] LOG.csv\n");
     return 2;
 }
 
@@ -198,6 +325,8 @@ int main(int argc, char **argv)
             own_streams = true;
         else if (strcmp(argv[i], "--gaps") == 0 && i + 1 < argc)
             gaps_line = (unsigned)strtoul(argv[++i], NULL, 0);
+        else if (strcmp(argv[i], "--capture") == 0 && i + 1 < argc)
+            capture_stream = strtoull(argv[++i], NULL, 0), own_streams = true;
         else if (strcmp(argv[i], "--busy") == 0 && i + 1 < argc)
             busy_calls = (size_t)strtoull(argv[++i], NULL, 0);
         else if (argv[i][0] != '-' && !path)
@@ -207,33 +336,18 @@ int main(int argc, char **argv)
     }
     if (!path || !page || (page & (page - 1)))
         return usage();
-    replay_log log;
-    if (replay_log_read(path, &log) != CRMM_OK) {
-        fprintf(stderr, "%s\n", crmm_last_error());
-        return 1;
-    }
-    fake_vmm_reset(page, 141 * GiB);
-    crmm_resource *mr = NULL;
-    void **ptrs = calloc(log.count ? log.count : 1, sizeof *ptrs);
-    if (!ptrs || fake_vmm_expandable_pool(params, &mr) != CRMM_OK) {
-        fprintf(stderr, "%s\n", ptrs ? crmm_last_error() : "malloc failed");
-        return 1;
-    }
-    printf("%s: %zu events, page %zu KiB\n", path, log.count, page >> 10);
-    printf("pass  syncs  growths  maps  unmaps  creates  peak_reserved_MiB  peak_live_MiB  ratio\n");
-    int status = 0;
-    for (unsigned pass = 0; pass <= repeats; pass++) {
-        pass_counts pc;
-        if (!play_pass(&log, mr, ptrs, (int)pass == trace, &pc)) {
-            status = 1;
-            break;
-        }
-        printf("%4u  %5d  %7d  %4d  %6d  %7d  %17.1f  %13.1f  %.4f\n", pass, pc.syncs, pc.growths, pc.maps, pc.unmaps,
-               pc.creates, (double)pc.peak_reserved / MiB, (double)pc.peak_live / MiB,
-               pc.peak_live ? (double)pc.peak_reserved / (double)pc.peak_live : 0.0);
-    }
-    crmm_resource_release(mr);
-    free(ptrs);
-    replay_log_free(&log);
-    return status;
+    the_run = (struct run){path, params, page, repeats, trace, 0};
+    if (!capture_stream)
+        return run_replay(&the_run);
+    /* the scripted capture asserts with Check, which wants a test runner: one test, not forked */
+    Suite *suite = suite_create("replay");
+    TCase *tc = tcase_create("replay");
+    tcase_add_test(tc, replay_under_check);
+    suite_add_tcase(suite, tc);
+    SRunner *sr = srunner_create(suite);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_SILENT);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : the_run.status;
 }
