@@ -96,6 +96,49 @@ CRMM_LOOP_TEST_IN("other plugins", arena_fixed_size_binning_hold_a_graphs_blocks
     crmm_resource_release(r);
 }
 
+/* A capture takes back what it freed on the same stream (the graph orders the two): a hundred
+ * layers that each allocate and free a block hold one block between them, and the resource does
+ * not grow for them. A stream that joined the capture does not get a block freed on another
+ * stream of it (nothing orders the two). Once the graph is gone the block is free again. */
+CRMM_LOOP_TEST_IN("other plugins", a_capture_reuses_the_blocks_it_freed_on_the_stream, PARKING)
+{
+    const size_t n = 64 * KiB;
+    crmm_resource *r = parking_resource(_i);
+    cudaStream_t s = stream_n(1), s2 = stream_n(2);
+    free_on(r, alloc_on(r, n, s), n, s);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    fake_capture_join(s2, s);
+    void *first = alloc_on(r, n, s);
+    free_on(r, first, n, s);
+    void *on_other = alloc_on(r, n, s2);
+    ck_assert_msg(on_other != first, "%s: a block freed on one stream went to another", parking[_i][0]);
+    uint64_t reserved = q(r, CRMM_QUERY_BYTES_RESERVED);
+    for (int layer = 0; layer < 100; layer++) {
+        void *x = alloc_on(r, n, s);
+        ck_assert_msg(x == first, "%s: layer %d got %p, not the block the capture freed (%p)", parking[_i][0], layer, x,
+                      first);
+        free_on(r, x, n, s);
+    }
+    free_on(r, on_other, n, s2);
+    fake_capture_end(s);
+    fake_capture_end(s2);
+    ck_assert_int_eq(fake_capture_forbidden(), 0);
+    ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+    if (_i != PARKING - 1) /* (a binning's reserved bytes are its bins': the last's are its arena's) */
+        ck_assert_uint_eq(q(r, CRMM_QUERY_BYTES_RESERVED), reserved); /* the layers took no new memory */
+    fake_graph_destroy(g);
+    int found = 0;
+    void *again[16];
+    for (int i = 0; i < 16; i++) {
+        again[i] = alloc_on(r, n, s);
+        found += again[i] == first;
+    }
+    ck_assert_msg(found == 1, "%s: the graph's block did not come back", parking[_i][0]);
+    for (int i = 0; i < 16; i++)
+        free_on(r, again[i], n, s);
+    crmm_resource_release(r);
+}
+
 /* Freeing a block twice under capture is refused like any double free (the block is held once). */
 CRMM_LOOP_TEST_IN("other plugins", a_double_free_under_capture_is_refused, 2)
 {

@@ -120,11 +120,16 @@ static crmm_status arena_allocate_now(arena_resource *r, size_t bytes, crmm_cuda
     return st;
 }
 
-/* Under capture: the usual paths with every wait refused (capture_check_no_wait) and the thread's
- * capture mode relaxed; the block is then the graph's. */
+/* Under capture: a block the capture freed on this stream with the same size (the graph orders
+ * the two; layers repeat their shapes), else the usual paths with every wait refused
+ * (capture_check_no_wait) and the thread's capture mode relaxed; the block is then the graph's. */
 static crmm_status capture_allocate(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, park_graph *graph,
                                     void **ptr)
 {
+    if (graph_park_reuse(&r->park, graph, stream, bytes, false, ptr)) {
+        arena_cache_count(r, stream, (int64_t)bytes); /* counted free when it was parked */
+        return CRMM_OK;
+    }
     int mode;
     capture_check_relax_mode(&mode);
     bool serving = capture_check_enter_capture();

@@ -123,6 +123,36 @@ crmm_status graph_park_free_slow(graph_park *gp, park_graph *capturing, void *pt
     return CRMM_OK;
 }
 
+size_t graph_park_reuse(graph_park *gp, park_graph *g, crmm_cuda_stream_t stream, size_t bytes, bool any_size, void **ptr)
+{
+    size_t got = 0;
+    pthread_mutex_lock(&gp->lock);
+    size_t stop = g->nparked > GRAPH_PARK_REUSE_WINDOW ? g->nparked - GRAPH_PARK_REUSE_WINDOW : 0;
+    for (size_t i = g->nparked; i-- > stop;) {
+        graph_park_entry *b = &g->parked[i];
+        if (b->stream != stream || (!any_size && b->bytes != bytes))
+            continue;
+        ptr_map_pair *e = ptr_map_find(&gp->owned, (uintptr_t)b->ptr);
+        if (e && e->value != (uintptr_t)g)
+            continue; /* another graph's: parked here, never reused */
+        if (!e) { /* allocated before the capture, freed inside it: g's from now on */
+            if (!(e = ptr_map_insert(&gp->owned, (uintptr_t)b->ptr)))
+                break;
+            e->value = (uintptr_t)g;
+            g->owned++;
+            __atomic_store_n(&gp->owned_count, gp->owned.count, __ATOMIC_RELAXED);
+        }
+        *ptr = b->ptr;
+        got = b->bytes;
+        gp->parked_bytes -= b->bytes;
+        memmove(b, b + 1, (g->nparked - i - 1) * sizeof *b);
+        g->nparked--;
+        break;
+    }
+    pthread_mutex_unlock(&gp->lock);
+    return got;
+}
+
 /* Under the lock: b leaves g (its graph gone). True when it goes back to the allocator; false
  * when another live graph owns it (it is parked there). */
 static bool release_block(graph_park *gp, park_graph *g, const graph_park_entry *b)

@@ -6,8 +6,8 @@
  * back to the allocator. A block allocated before the capture and freed inside it is parked
  * too. Parked blocks come back (graph_park_collect) only once the graph and every executable
  * graph made from it are destroyed (graph_hold.h ties the record to the graph), so nothing the
- * graph may still write is handed out. A parked block is not handed again even within its own
- * capture: the allocator serves the rest of the capture from other memory.
+ * graph may still write is handed out. Within its own capture a parked block may be handed again
+ * (graph_park_reuse) to a later allocation on the stream that freed it: the graph orders the two.
  *
  * Thread-safe: one mutex of its own, taken after the allocator's lock when both are held (or
  * without it). A program that never captures pays one atomic load per free (graph_park_free). */
@@ -68,6 +68,16 @@ static inline crmm_status graph_park_free(graph_park *gp, park_graph *capturing,
         return CRMM_OK;
     return graph_park_free_slow(gp, capturing, ptr, bytes, stream, parked);
 }
+
+/* How many of a graph's newest parked blocks graph_park_reuse looks at. */
+#define GRAPH_PARK_REUSE_WINDOW 256
+
+/* During g's capture, a block for a request of `bytes` on `stream`: among the newest
+ * GRAPH_PARK_REUSE_WINDOW blocks parked in g, the newest one freed on `stream`, owned by g or by
+ * no graph, and freed with `bytes` exactly (any size with `any_size`, for an allocator whose
+ * blocks are all alike). It leaves the record and is g's (owned) again: *ptr is set and the size
+ * it was freed with returned. 0 when none is found (or the map of owned blocks cannot grow). */
+size_t graph_park_reuse(graph_park *gp, park_graph *g, crmm_cuda_stream_t stream, size_t bytes, bool any_size, void **ptr);
 
 /* Whether any graph has been destroyed since the last collect (one atomic load). */
 static inline bool graph_park_pending(graph_park *gp) { return graph_holds_pending(&gp->holds); }

@@ -165,10 +165,13 @@ static inline crmm_status capture_of(fixed_size_resource *r, crmm_cuda_stream_t 
     return capture_check_gate_open(r->capture_gate) ? capture_of_slow(r, stream, graph) : CRMM_OK;
 }
 
-/* Under capture: a block from the stream's own stack, else a new chunk (upstream in the relaxed
- * capture mode), never a wait for the device or another stream. Lock held. */
+/* Under capture: a block the capture freed on this stream (the graph orders the two), else one
+ * from the stream's own stack, else a new chunk (upstream in the relaxed capture mode), never a
+ * wait for the device or another stream. Lock held. */
 static crmm_status take_under_capture(fixed_size_resource *r, fs_stream_key *key, park_graph *graph, void **ptr)
 {
+    if (graph_park_reuse(&r->park, graph, key->handle, 0, true, ptr)) /* every block is alike */
+        return CRMM_OK;
     r->free.capturing = true;
     crmm_status st = fs_free_lists_pop(&r->free, key, ptr);
     if (st == CRMM_ERROR_NOT_FOUND && (st = grow(r, key)) == CRMM_OK)
