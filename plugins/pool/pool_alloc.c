@@ -199,17 +199,7 @@ static inline void cut_to_size(pool_resource *p, pool_stream *s, pool_block *b, 
     if (b->size > size) {
         /* the rest stays free on this stream; its upper neighbour cannot be a free block of the
          * same stream (it would have merged with b), so it needs no merging */
-        pool_block *rest = pool_records_take(&p->core.records);
-        rest->addr = b->addr + size;
-        rest->size = b->size - size;
-        rest->phys_prev = b;
-        rest->phys_next = b->phys_next;
-        if (rest->phys_next)
-            rest->phys_next->phys_prev = rest;
-        b->phys_next = rest;
-        b->size = size;
-        rest->owner = s;
-        pool_free_list_insert(&s->free, rest);
+        pool_free_list_insert(&s->free, pool_block_split(&p->core.records, b, b->addr + size));
     }
     b->owner = NULL;
 }

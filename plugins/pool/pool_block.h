@@ -77,4 +77,36 @@ static inline void pool_records_put(pool_records *r, pool_block *b)
 /* Free every slab (all records become invalid). */
 void pool_records_free_all(pool_records *r);
 
+/* ---- cutting and joining blocks ---------------------------------------------------------- */
+
+/* Cut b at `at` (inside it): b keeps the lower part; the upper part, a spare record of r
+ * (pool_records_reserve must have made sure there is one), is returned with b's owner, in no list
+ * and owned by no graph. */
+static inline pool_block *pool_block_split(pool_records *r, pool_block *b, uintptr_t at)
+{
+    pool_block *up = pool_records_take(r);
+    up->addr = at;
+    up->size = b->addr + b->size - at;
+    up->owner = b->owner;
+    up->phys_prev = b;
+    up->phys_next = b->phys_next;
+    if (up->phys_next)
+        up->phys_next->phys_prev = up;
+    b->phys_next = up;
+    b->size = at - b->addr;
+    return up;
+}
+
+/* Join b's upper neighbour (out of every list, owned by no graph) into b; its record goes back
+ * to r. */
+static inline void pool_block_absorb_next(pool_records *r, pool_block *b)
+{
+    pool_block *next = b->phys_next;
+    b->size += next->size;
+    b->phys_next = next->phys_next;
+    if (b->phys_next)
+        b->phys_next->phys_prev = b;
+    pool_records_put(r, next);
+}
+
 #endif

@@ -107,23 +107,15 @@ static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_strea
     pool_block *next = b->phys_next;
     if (next && next->graph == tag) {
         pool_free_list_remove(fl, next);
-        b->size += next->size;
-        b->phys_next = next->phys_next;
-        if (b->phys_next)
-            b->phys_next->phys_prev = b;
         next->graph = 0;
-        pool_records_put(&p->core.records, next);
+        pool_block_absorb_next(&p->core.records, b);
         g->owned--;
     }
     pool_block *prev = b->phys_prev;
     if (prev && prev->graph == tag) {
         pool_free_list_remove(fl, prev);
-        prev->size += b->size;
-        prev->phys_next = b->phys_next;
-        if (prev->phys_next)
-            prev->phys_next->phys_prev = prev;
         b->graph = 0;
-        pool_records_put(&p->core.records, b);
+        pool_block_absorb_next(&p->core.records, prev);
         g->owned--;
         b = prev;
     }
@@ -141,16 +133,7 @@ pool_block *pool_capture_reuse(pool_resource *p, pool_graph *g, size_t size, crm
         return NULL;
     pool_free_list_remove(fl, b);
     if (b->size > size) { /* the rest stays parked; its upper neighbour is not (it would have merged) */
-        pool_block *rest = pool_records_take(&p->core.records);
-        rest->addr = b->addr + size;
-        rest->size = b->size - size;
-        rest->phys_prev = b;
-        rest->phys_next = b->phys_next;
-        if (rest->phys_next)
-            rest->phys_next->phys_prev = rest;
-        b->phys_next = rest;
-        b->size = size;
-        rest->owner = NULL;
+        pool_block *rest = pool_block_split(&p->core.records, b, b->addr + size);
         rest->graph = b->graph;
         g->owned++;
         pool_free_list_insert(fl, rest);

@@ -77,22 +77,6 @@ static size_t whole_pages(const pool_vmm *v, const pool_block *b)
     return hi > lo ? (hi - lo) / v->page : 0;
 }
 
-/* Cut b at `at` (inside it): b keeps the lower part; the upper part, returned, gets b's owner but
- * no list. A spare record must be reserved. */
-static pool_block *split_at(pool_resource *p, pool_block *b, uintptr_t at)
-{
-    pool_block *up = pool_records_take(&p->core.records);
-    up->addr = at;
-    up->size = b->addr + b->size - at;
-    up->owner = b->owner;
-    up->phys_prev = b;
-    up->phys_next = b->phys_next;
-    if (up->phys_next)
-        up->phys_next->phys_prev = up;
-    b->phys_next = up;
-    b->size = at - b->addr;
-    return up;
-}
 
 /* Call fn on every block of fl of at least `min_size` bytes (fn must not change fl). */
 static void for_each_block(const pool_free_list *fl, size_t min_size, void (*fn)(pool_block *, void *), void *arg)
@@ -166,11 +150,11 @@ static size_t take_top_pages(pool_resource *p, pool_stream *holder, pool_block *
     pool_free_list_remove(&holder->free, b);
     pool_block *gone = b;
     if (lo > b->addr) {
-        gone = split_at(p, b, lo);
+        gone = pool_block_split(&p->core.records, b, lo);
         pool_free_list_insert(&holder->free, b);
     }
     if (hi < gone->addr + gone->size)
-        pool_free_list_insert(&holder->free, split_at(p, gone, hi));
+        pool_free_list_insert(&holder->free, pool_block_split(&p->core.records, gone, hi));
     pool_stream *to = lend_to ? &lend_to->pages : &p->growth.unmapped;
     gone->owner = NULL;
     pool_free_list_insert_merging(&to->free, to, gone, &p->core.records);
@@ -243,7 +227,7 @@ static void unmap_batch(pool_resource *p, pool_lent_batch *lb)
             continue;
         pool_free_list_remove(fl, b);
         if (done < n)
-            pool_free_list_insert(fl, split_at(p, b, b->addr + done * v->page));
+            pool_free_list_insert(fl, pool_block_split(&p->core.records, b, b->addr + done * v->page));
         b->owner = NULL;
         pool_free_list_insert_merging(&p->growth.unmapped.free, &p->growth.unmapped, b, &p->core.records);
     }
@@ -375,11 +359,11 @@ static pool_block *adopt_pages(pool_resource *p, pool_stream *s, const grow_plan
     uintptr_t end = plan->first + plan->pages * v->page;
     pool_free_list_remove(&p->growth.unmapped.free, hole);
     if (plan->first > hole->addr) {
-        mapped = split_at(p, hole, plan->first);
+        mapped = pool_block_split(&p->core.records, hole, plan->first);
         pool_free_list_insert(&p->growth.unmapped.free, hole);
     }
     if (end < mapped->addr + mapped->size)
-        pool_free_list_insert(&p->growth.unmapped.free, split_at(p, mapped, end));
+        pool_free_list_insert(&p->growth.unmapped.free, pool_block_split(&p->core.records, mapped, end));
     /* ready neighbours become s's, so that they merge with the new pages */
     pool_block *nb[2] = {mapped->phys_prev, mapped->phys_next};
     for (int i = 0; i < 2; i++)

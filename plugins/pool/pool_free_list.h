@@ -145,20 +145,12 @@ static inline pool_block *pool_free_list_insert_merging(pool_free_list *fl, stru
     pool_block *next = b->phys_next;
     if (next && next->owner == owner) {
         pool_free_list_remove(fl, next);
-        b->size += next->size;
-        b->phys_next = next->phys_next;
-        if (b->phys_next)
-            b->phys_next->phys_prev = b;
-        pool_records_put(records, next);
+        pool_block_absorb_next(records, b);
     }
     pool_block *prev = b->phys_prev;
     if (prev && prev->owner == owner) {
         pool_free_list_remove(fl, prev);
-        prev->size += b->size;
-        prev->phys_next = b->phys_next;
-        if (prev->phys_next)
-            prev->phys_next->phys_prev = prev;
-        pool_records_put(records, b);
+        pool_block_absorb_next(records, prev);
         b = prev;
     }
     b->owner = owner;
