@@ -257,6 +257,75 @@ CRMM_LOOP_TEST_IN("pool", random_captures_lose_nothing, 2 * FORMS)
     crmm_resource_release(p);
 }
 
+struct capturing_thread {
+    crmm_resource *p;
+    cudaStream_t s;
+    unsigned seed;
+    int bad; /* blocks whose pattern another thread overwrote */
+};
+
+/* Random allocations and frees on t->s (under capture), each block filled with a pattern of its
+ * own and checked before its free. */
+static void *capture_churn(void *arg)
+{
+    struct capturing_thread *t = arg;
+    enum { SLOTS = 32 };
+    struct { unsigned char *at; size_t n; unsigned char mark; } live[SLOTS] = {{0}};
+    for (int step = 0; step < 2000; step++) {
+        t->seed = t->seed * 1103515245u + 12345u;
+        int k = (int)((t->seed >> 8) % SLOTS);
+        if (live[k].at) {
+            for (size_t i = 0; i < 64 && i < live[k].n; i++)
+                t->bad += live[k].at[i] != live[k].mark;
+            crmm_resource_deallocate(t->p, live[k].at, live[k].n, (crmm_cuda_stream_t)t->s);
+            live[k].at = NULL;
+            continue;
+        }
+        size_t n = (t->seed >> 20) & 1 ? (size_t)((t->seed >> 12) % 1000 + 1) * 256 : (size_t)((t->seed >> 12) % 8 + 1) * MiB;
+        void *x = NULL;
+        if (crmm_resource_allocate(t->p, n, (crmm_cuda_stream_t)t->s, &x) != CRMM_OK) {
+            t->bad++;
+            continue;
+        }
+        live[k].at = x;
+        live[k].n = n;
+        live[k].mark = (unsigned char)(t->seed >> 24);
+        memset(live[k].at, live[k].mark, n < 64 ? n : 64);
+    }
+    for (int k = 0; k < SLOTS; k++)
+        if (live[k].at)
+            crmm_resource_deallocate(t->p, live[k].at, live[k].n, (crmm_cuda_stream_t)t->s);
+    return NULL;
+}
+
+/* Two threads capture two graphs on two streams at once, splitting and merging their parked
+ * blocks under the pool's lock: no block is handed to both (each checks its blocks' patterns),
+ * and once both graphs are gone everything is free again. */
+CRMM_LOOP_TEST_IN("pool", two_threads_capture_at_once, FORMS)
+{
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=8MiB");
+    struct capturing_thread t[2] = {{p, stream_n(4), 7u, 0}, {p, stream_n(5), 99u, 0}};
+    fake_graph *g[2];
+    for (int i = 0; i < 2; i++)
+        g[i] = fake_capture_begin(t[i].s, cudaStreamCaptureModeGlobal);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, capture_churn, &t[i]), 0);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        fake_capture_end(t[i].s);
+        ck_assert_msg(t[i].bad == 0, "%s: thread %d: %d blocks overwritten or refused", form_names[form], i, t[i].bad);
+    }
+    no_forbidden_call(form);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    for (int i = 0; i < 2; i++)
+        fake_graph_destroy(g[i]);
+    ck_assert_uint_eq(graph_held(p), 0);
+    crmm_resource_release(p);
+}
+
 /* A destroyed graph's blocks join the pool's ready state when the pool collects them. When that
  * state cannot be made (malloc fails) they stay parked, held, and the graph's record is kept: the
  * next collect hands them back (they are neither lost nor freed with the record). Rows _i / FORMS
