@@ -360,6 +360,34 @@ CRMM_LOOP_TEST_IN("pool", blocks_come_back_after_a_collect_that_malloc_failed, 2
     crmm_resource_release(p);
 }
 
+/* When the record of a graph's parked blocks on a stream cannot be made (malloc fails at the
+ * capture's first free there), the block is still held for the graph, only not reused by the
+ * capture; it comes back when the graph goes, and a second free of it is still refused. */
+CRMM_LOOP_TEST_IN("pool", a_block_parked_while_malloc_fails_is_held_all_the_same, FORMS)
+{
+    if (!MALLOC_FAIL_REPLACES)
+        return; /* a sanitizer build: malloc is not ours to fail */
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=8MiB");
+    cudaStream_t s = stream_n(1);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *a = alloc_on(p, 2 * MiB, s);
+    malloc_fail_arm_from(1, 1);
+    crmm_status st = crmm_resource_deallocate(p, a, 2 * MiB, (crmm_cuda_stream_t)s);
+    malloc_fail_disarm();
+    ck_assert_crmm_ok(st);
+    void *b = alloc_on(p, 2 * MiB, s);
+    ck_assert_ptr_ne(b, a); /* not reused: no record to find it by */
+    free_on(p, b, 2 * MiB, s);
+    ck_assert_crmm(crmm_resource_deallocate(p, a, 2 * MiB, (crmm_cuda_stream_t)s), CRMM_ERROR_INVALID_ARGUMENT);
+    fake_capture_end(s);
+    no_forbidden_call(form);
+    ck_assert_uint_eq(graph_held(p), 4 * MiB);
+    fake_graph_destroy(g);
+    ck_assert_uint_eq(graph_held(p), 0);
+    crmm_resource_release(p);
+}
+
 /* Under capture the pool takes no other stream's free blocks (that needs a device
  * synchronization or an event on the other stream): it grows instead, with no forbidden call —
  * the chunked pool's cudaMalloc runs in the relaxed capture mode, the expandable pool maps pages
