@@ -27,7 +27,8 @@ plugins_common_libplugincommon_a_SOURCES = \
 	plugins/common/pool_view.c plugins/common/pool_view.h \
 	plugins/common/resource_label.c plugins/common/resource_label.h \
 	plugins/common/spin_lock.c plugins/common/spin_lock.h \
-	plugins/common/system_resource.c plugins/common/system_resource.h
+	plugins/common/system_resource.c plugins/common/system_resource.h \
+	plugins/common/thread_serial.c plugins/common/thread_serial.h
 plugins_common_libplugincommon_a_CPPFLAGS = $(PLUGIN_CPPFLAGS) $(SUPPORT_CPPFLAGS)
 plugins_common_libplugincommon_a_CFLAGS = $(AM_CFLAGS) -fPIC
 PLUGIN_COMMON_LIBADD = plugins/common/libplugincommon.a support/libcrmmsupport.a $(PLUGIN_LIBADD)

@@ -46,11 +46,9 @@
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include "../common/capture_check.h"
+#include "../common/thread_serial.h"
 #include <crmm/log.h>
 #include "arena_resource.h"
-
-static uint64_t next_thread_serial;
-static __thread uint64_t this_thread_serial;
 
 const arena_stream_id *arena_stream_of(const arena_resource *r, crmm_cuda_stream_t stream, arena_stream_id *id)
 {
@@ -58,9 +56,7 @@ const arena_stream_id *arena_stream_of(const arena_resource *r, crmm_cuda_stream
         return NULL;
     id->thread = 0;
     if (stream == CRMM_CUDA_STREAM_PER_THREAD) {
-        if (!this_thread_serial)
-            this_thread_serial = __atomic_add_fetch(&next_thread_serial, 1, __ATOMIC_RELAXED);
-        id->thread = this_thread_serial;
+        id->thread = thread_serial();
     } else if (stream == (crmm_cuda_stream_t)cudaStreamLegacy) {
         stream = NULL;
     }

@@ -73,16 +73,6 @@
 #include <crmm/cuda_support.h>
 #include "pool_streams.h"
 
-static uint64_t next_thread_serial;
-static _Thread_local uint64_t this_thread_serial;
-
-uint64_t pool_thread_serial(void)
-{
-    if (!this_thread_serial)
-        this_thread_serial = __atomic_add_fetch(&next_thread_serial, 1, __ATOMIC_RELAXED);
-    return this_thread_serial;
-}
-
 static pool_stream *new_state(crmm_cuda_stream_t handle, uint64_t thread)
 {
     pool_stream *s = calloc(1, sizeof *s);
@@ -290,7 +280,7 @@ bool pool_streams_idle(const pool_streams *ss, const pool_stream *t)
 {
     if (!ss->real || crmm_process_exiting())
         return true;
-    uint64_t me = pool_thread_serial();
+    uint64_t me = thread_serial();
     for (size_t i = 0; i < ss->count; i++)
         if (!ss->all[i]->ready && ss->all[i]->free.blocks && !may_ask(ss->all[i], t, me))
             return false; /* asked first, so that no query is made in vain */
@@ -375,7 +365,7 @@ crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stre
     if ((*out = ready_fit(ss, size, from)))
         return CRMM_OK; /* taken where it lies: the ready state stays shared */
     bool by_event = ss->by_event;
-    uint64_t me = pool_thread_serial();
+    uint64_t me = thread_serial();
     bool refused = false, any_fits = false, any_free = false;
     for (size_t i = 0; i < ss->count;) {
         pool_stream *s = ss->all[i];

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <crmm/resource.h>
+#include "../common/thread_serial.h"
 #include "pool_free_list.h"
 
 /* The blocks freed on one stream and not yet handed out or moved to another stream. */
@@ -45,8 +46,6 @@ crmm_status pool_streams_init(pool_streams *ss, bool real, int device, pool_reus
  * call once the process is exiting. */
 void pool_streams_free(pool_streams *ss);
 
-/* The serial number of the calling thread (1, 2, ...: never reused). */
-uint64_t pool_thread_serial(void);
 
 /* The state of a stream, made when first seen (no CUDA call); NULL with the error set when malloc
  * fails. */
@@ -63,7 +62,7 @@ static inline void pool_streams_key(const pool_streams *ss, crmm_cuda_stream_t *
     else if (*handle == (crmm_cuda_stream_t)0x1) /* cudaStreamLegacy is the NULL stream */
         *handle = NULL;
     else if (*handle == CRMM_CUDA_STREAM_PER_THREAD)
-        *thread = pool_thread_serial();
+        *thread = thread_serial();
 }
 
 /* The state of the stream keyed (handle, thread) as pool_streams_key says, made when first seen. */
