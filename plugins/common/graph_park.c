@@ -19,6 +19,7 @@ void graph_park_init(graph_park *gp)
     memset(gp, 0, sizeof *gp);
     pthread_mutex_init(&gp->lock, NULL);
     ptr_map_init(&gp->owned, sizeof(ptr_map_pair));
+    ptr_map_init(&gp->parked, sizeof(uintptr_t));
 }
 
 static void unlink_graph(graph_park *gp, park_graph *g)
@@ -83,7 +84,8 @@ crmm_status graph_park_own(graph_park *gp, park_graph *g, void *ptr, const char 
     return CRMM_OK;
 }
 
-/* Under the lock: add the block to g's parked blocks. */
+/* Under the lock: add the block to g's parked blocks (and its address to the parked set, where it
+ * may be already when it moves from one record to another). False when malloc fails. */
 static bool park(graph_park *gp, park_graph *g, const graph_park_entry *b)
 {
     if (g->nparked == g->capacity) {
@@ -94,6 +96,8 @@ static bool park(graph_park *gp, park_graph *g, const graph_park_entry *b)
         g->parked = v;
         g->capacity = cap;
     }
+    if (!ptr_map_insert(&gp->parked, (uintptr_t)b->ptr))
+        return false;
     g->parked[g->nparked++] = *b;
     gp->parked_bytes += b->bytes;
     return true;
@@ -103,8 +107,13 @@ crmm_status graph_park_free_slow(graph_park *gp, park_graph *capturing, void *pt
                                  crmm_cuda_stream_t stream, bool *parked)
 {
     *parked = false;
-    graph_park_entry b = {ptr, bytes, stream};
+    graph_park_entry b = {ptr, bytes, stream, thread_serial_of_stream(stream), true};
     pthread_mutex_lock(&gp->lock);
+    if (ptr_map_find(&gp->parked, (uintptr_t)ptr)) {
+        pthread_mutex_unlock(&gp->lock);
+        *parked = true; /* held already: the allocator must not take it back */
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "deallocate: %p is already free (double free?)", ptr);
+    }
     ptr_map_pair *e = ptr_map_find(&gp->owned, (uintptr_t)ptr);
     park_graph *owner = e ? (park_graph *)e->value : NULL;
     park_graph *to = capturing ? capturing : owner && owner->alive ? owner : NULL;
@@ -127,10 +136,11 @@ size_t graph_park_reuse(graph_park *gp, park_graph *g, crmm_cuda_stream_t stream
 {
     size_t got = 0;
     pthread_mutex_lock(&gp->lock);
+    uint64_t thread = thread_serial_of_stream(stream);
     size_t stop = g->nparked > GRAPH_PARK_REUSE_WINDOW ? g->nparked - GRAPH_PARK_REUSE_WINDOW : 0;
     for (size_t i = g->nparked; i-- > stop;) {
         graph_park_entry *b = &g->parked[i];
-        if (b->stream != stream || (!any_size && b->bytes != bytes))
+        if (!b->reusable || b->stream != stream || b->thread != thread || (!any_size && b->bytes != bytes))
             continue;
         ptr_map_pair *e = ptr_map_find(&gp->owned, (uintptr_t)b->ptr);
         if (e && e->value != (uintptr_t)g)
@@ -145,6 +155,7 @@ size_t graph_park_reuse(graph_park *gp, park_graph *g, crmm_cuda_stream_t stream
         *ptr = b->ptr;
         got = b->bytes;
         gp->parked_bytes -= b->bytes;
+        ptr_map_remove(&gp->parked, (uintptr_t)b->ptr, NULL);
         memmove(b, b + 1, (g->nparked - i - 1) * sizeof *b);
         g->nparked--;
         break;
@@ -159,8 +170,11 @@ static bool release_block(graph_park *gp, park_graph *g, const graph_park_entry 
 {
     ptr_map_pair *e = ptr_map_find(&gp->owned, (uintptr_t)b->ptr);
     park_graph *owner = e ? (park_graph *)e->value : NULL;
-    if (owner && owner != g && owner->alive && park(gp, owner, b))
+    graph_park_entry held = *b;
+    held.reusable = false; /* freed for g's capture: nothing orders it before the owner's */
+    if (owner && owner != g && owner->alive && park(gp, owner, &held))
         return false;
+    ptr_map_remove(&gp->parked, (uintptr_t)b->ptr, NULL);
     if (owner) {
         ptr_map_erase(&gp->owned, e);
         __atomic_store_n(&gp->owned_count, gp->owned.count, __ATOMIC_RELAXED);
@@ -227,6 +241,7 @@ void graph_park_destroy(graph_park *gp)
     gp->graphs = NULL;
     gp->holds.released = NULL;
     ptr_map_destroy(&gp->owned);
+    ptr_map_destroy(&gp->parked);
     pthread_mutex_unlock(&gp->lock);
     graph_holds_unlock();
     pthread_mutex_destroy(&gp->lock);

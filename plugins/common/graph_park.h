@@ -22,12 +22,17 @@
 #include "capture_check.h"
 #include "graph_hold.h"
 #include "ptr_map.h"
+#include "thread_serial.h"
 
-/* A block freed for a graph: where, how large (as freed), the stream it was freed on. */
+/* A block freed for a graph: where, how large (as freed), the stream it was freed on (with the
+ * freeing thread's serial for the per-thread default stream, thread_serial.h), and whether the
+ * graph's capture may take it back (not when another graph's went to it when that one went). */
 typedef struct graph_park_entry {
     void *ptr;
     size_t bytes;
     crmm_cuda_stream_t stream;
+    uint64_t thread;
+    bool reusable;
 } graph_park_entry;
 
 typedef struct park_graph park_graph;
@@ -37,6 +42,7 @@ typedef struct graph_park {
     graph_holds holds;      /* records whose graph is gone (graph_hold.h) */
     park_graph *graphs;     /* every record not yet freed */
     ptr_map owned;          /* ptr_map_pair: address handed out during a capture -> its park_graph */
+    ptr_map parked;         /* the address of every block parked in a record (a second free is refused) */
     uint64_t owned_count;   /* atomic copy of owned.count, read without the lock */
     uint64_t parked_bytes;  /* bytes parked in all records */
 } graph_park;
@@ -55,9 +61,10 @@ crmm_status graph_park_own(graph_park *gp, park_graph *g, void *ptr, const char 
 /* ptr (a live block of the allocator, just taken out of its live set) is being freed on `stream`,
  * during the capture of `capturing` (NULL: no capture). *parked says whether it is now held for a
  * graph (the allocator must not reuse it) or goes back to the allocator as usual. Outside any
- * capture, while no graph owns a block, it costs one atomic load. Error (nothing parked, *parked
- * true: the block stays out of use): CRMM_ERROR_OUT_OF_MEMORY when the record cannot grow (the
- * caller adds its name to the message). */
+ * capture, while no graph owns a block, it costs one atomic load. Errors (nothing parked, *parked
+ * true: the allocator leaves the block alone; the caller adds its name to the message):
+ * CRMM_ERROR_INVALID_ARGUMENT when ptr is parked already (a double free), CRMM_ERROR_OUT_OF_MEMORY
+ * when the record cannot grow (the block stays out of use). */
 crmm_status graph_park_free_slow(graph_park *gp, park_graph *capturing, void *ptr, size_t bytes,
                                  crmm_cuda_stream_t stream, bool *parked);
 static inline crmm_status graph_park_free(graph_park *gp, park_graph *capturing, void *ptr, size_t bytes,
