@@ -388,6 +388,76 @@ CRMM_LOOP_TEST_IN("pool", a_block_parked_while_malloc_fails_is_held_all_the_same
     crmm_resource_release(p);
 }
 
+/* A graph whose blocks could not be handed back at a collect (malloc failed making the ready
+ * state) waits for the next one; its last live block freed meanwhile is held for it, not the end
+ * of its record (which the waiting list still names), and comes back at the next collect. */
+CRMM_LOOP_TEST_IN("pool", a_block_freed_while_its_graph_waits_for_a_collect, FORMS)
+{
+    if (!MALLOC_FAIL_REPLACES)
+        return; /* a sanitizer build: malloc is not ours to fail */
+    crmm_resource *p = pool_in_form(_i, "initial_size=4MiB");
+    cudaStream_t s = stream_n(1);
+    fake_graph *g1 = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(p, MiB, s);
+    fake_capture_end(s);
+    fake_graph_destroy(g1);
+    uint64_t v = 0;
+    malloc_fail_arm_from(1, 1); /* the collect cannot make the ready state */
+    crmm_status st = crmm_resource_query(p, CRMM_QUERY_BYTES_FREE, &v);
+    malloc_fail_disarm();
+    ck_assert_crmm_ok(st);
+    free_on(p, x, MiB, s);
+    fake_graph *g2 = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    free_on(p, alloc_on(p, MiB, s), MiB, s);
+    fake_capture_end(s);
+    ck_assert_uint_eq(graph_held(p), MiB); /* g2's block; x came back at this query's collect */
+    fake_graph_destroy(g2);
+    ck_assert_uint_eq(graph_held(p), 0);
+    crmm_resource_release(p);
+}
+
+struct other_thread { crmm_resource *p; void *got; pthread_barrier_t allocated, captured; };
+
+/* Allocates on its own per-thread default stream, then lives on until the capture has ended. */
+static void *allocate_on_its_own_default_stream(void *arg)
+{
+    struct other_thread *t = arg;
+    t->got = alloc_on(t->p, MiB, cudaStreamPerThread);
+    pthread_barrier_wait(&t->allocated);
+    pthread_barrier_wait(&t->captured);
+    return NULL;
+}
+
+/* cudaStreamPerThread names a different stream on each thread: a block one thread freed on its
+ * own under capture is not reused by another thread's, which nothing orders after the free; the
+ * freeing thread's next allocation there takes it back. */
+CRMM_LOOP_TEST_IN("pool", per_thread_default_streams_of_two_threads_do_not_share_parked_blocks, FORMS)
+{
+    crmm_resource *p = pool_in_form(_i, "initial_size=8MiB");
+    fake_graph *g = fake_capture_begin(cudaStreamPerThread, cudaStreamCaptureModeRelaxed);
+    void *x = alloc_on(p, MiB, cudaStreamPerThread);
+    free_on(p, x, MiB, cudaStreamPerThread);
+    struct other_thread t = {.p = p};
+    pthread_barrier_init(&t.allocated, NULL, 2);
+    pthread_barrier_init(&t.captured, NULL, 2);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, allocate_on_its_own_default_stream, &t), 0);
+    pthread_barrier_wait(&t.allocated);
+    ck_assert_msg(t.got != x, "%s: another thread's per-thread stream got the block", form_names[_i]);
+    void *y = alloc_on(p, MiB, cudaStreamPerThread);
+    ck_assert_ptr_eq(y, x);
+    free_on(p, y, MiB, cudaStreamPerThread);
+    free_on(p, t.got, MiB, cudaStreamPerThread);
+    fake_capture_end(cudaStreamPerThread);
+    pthread_barrier_wait(&t.captured);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    pthread_barrier_destroy(&t.allocated);
+    pthread_barrier_destroy(&t.captured);
+    fake_graph_destroy(g);
+    ck_assert_uint_eq(graph_held(p), 0);
+    crmm_resource_release(p);
+}
+
 /* Under capture the pool takes no other stream's free blocks (that needs a device
  * synchronization or an event on the other stream): it grows instead, with no forbidden call —
  * the chunked pool's cudaMalloc runs in the relaxed capture mode, the expandable pool maps pages

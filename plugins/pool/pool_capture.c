@@ -8,6 +8,7 @@
 #include "build_config.h"
 #include <stdlib.h>
 #include <crmm/cuda_support.h>
+#include "../common/thread_serial.h"
 #include "pool_resource.h"
 
 bool pool_capture_query(const pool_resource *p, crmm_cuda_stream_t stream, pool_capture *cap)
@@ -60,15 +61,18 @@ static void park_foreign(pool_graph *g, pool_block *b, crmm_cuda_stream_t stream
     g->parked_bytes += b->size;
 }
 
-/* g's record of `stream`, made when `make` and none exists (NULL when malloc fails). */
+/* g's record of `stream` as the calling thread names it, made when `make` and none exists (NULL
+ * when malloc fails). */
 static pool_graph_stream *graph_stream(pool_graph *g, crmm_cuda_stream_t stream, bool make)
 {
+    uint64_t thread = thread_serial_of_stream(stream);
     for (pool_graph_stream *gs = g->streams; gs; gs = gs->next)
-        if (gs->handle == stream)
+        if (gs->handle == stream && gs->thread == thread)
             return gs;
     pool_graph_stream *gs = make ? calloc(1, sizeof *gs) : NULL;
     if (gs) {
         gs->handle = stream;
+        gs->thread = thread;
         gs->next = g->streams;
         g->streams = gs;
     }
@@ -81,10 +85,11 @@ static pool_free_list *area_of(pool_graph_stream *gs, uintptr_t tag)
     return &gs->area[(tag & POOL_PARKED_SMALL) ? 1 : 0];
 }
 
-/* Under the lock: park b, freed on `stream`, in g. A block g owns (or nobody does) joins g's
- * parked blocks of that stream and area, merged with its parked neighbours there; b's record may
- * go back to the spares then. */
-static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_stream_t stream)
+/* Under the lock: park b, freed on `stream` by the calling thread (`reusable`; else freed
+ * earlier, by a thread not known now), in g. A block g owns (or nobody does) freed by the calling
+ * thread joins g's parked blocks of that stream and area, merged with its parked neighbours
+ * there; b's record may go back to the spares then. Any other is held, not reused. */
+static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_stream_t stream, bool reusable)
 {
     pool_graph *o = (pool_graph *)b->graph;
     if (o && o != g && !o->alive) { /* its owner is gone: nobody owns it now */
@@ -92,7 +97,7 @@ static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_strea
         disown(p, o);
         o = NULL;
     }
-    pool_graph_stream *gs = o == NULL || o == g ? graph_stream(g, stream, true) : NULL;
+    pool_graph_stream *gs = reusable && (o == NULL || o == g) ? graph_stream(g, stream, true) : NULL;
     if (!gs) {
         park_foreign(g, b, stream);
         return;
@@ -149,7 +154,7 @@ static void return_block(pool_resource *p, pool_graph *g, pool_stream *ready, po
 {
     pool_graph *o = (b->graph & POOL_PARKED) ? g : (pool_graph *)b->graph;
     if (o && o != g && o->alive) {
-        park(p, o, b, (crmm_cuda_stream_t)(uintptr_t)b->u.free.prev);
+        park(p, o, b, (crmm_cuda_stream_t)(uintptr_t)b->u.free.prev, false);
         return;
     }
     b->graph = 0;
@@ -194,11 +199,14 @@ void pool_capture_collect_slow(pool_resource *p)
     while (h) {
         graph_hold *next = h->next_released;
         pool_graph *g = (pool_graph *)h;
-        g->alive = false;
-        if (return_parked(p, g))
+        if (return_parked(p, g)) {
+            g->alive = false; /* its live blocks come back as they are freed */
             free_if_unused(p, g);
-        else
-            graph_holds_put_back(&p->released, h); /* retried at the next collect */
+        } else {
+            /* retried at the next collect; alive till then, so that a free of its last block
+             * parks that block here instead of freeing the record while it waits */
+            graph_holds_put_back(&p->released, h);
+        }
         h = next;
     }
 }
@@ -242,11 +250,11 @@ bool pool_capture_free(pool_resource *p, pool_block *b, pool_graph *capturing, c
 {
     pool_graph *o = (pool_graph *)b->graph;
     if (capturing) {
-        park(p, capturing, b, stream);
+        park(p, capturing, b, stream, true);
         return true;
     }
     if (o->alive) {
-        park(p, o, b, stream);
+        park(p, o, b, stream, true);
         return true;
     }
     b->graph = 0;

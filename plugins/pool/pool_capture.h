@@ -20,7 +20,8 @@
  *    small tensor that outlives a large one's free never pins the large block for the rest of the
  *    capture;
  *  - a block owned by another graph that is still alive is parked here too, never reused, and
- *    passed to its owner when this graph goes.
+ *    passed to its owner when this graph goes (held there, not reused either: the thread that
+ *    freed it, which names a per-thread default stream, is not known then).
  * Parked bytes are not free: BYTES_FREE leaves them out until the graph is gone, while the
  * counters of allocations (CRMM_QUERY_ALLOCATED_*) drop at the free as usual. */
 #ifndef CRMM_PLUGINS_POOL_CAPTURE_H
@@ -47,6 +48,7 @@ typedef capture_check_info pool_capture;
  * with tag bits (POOL_PARKED_*), which is how a freed neighbour knows it may merge with it. */
 typedef struct pool_graph_stream {
     crmm_cuda_stream_t handle;
+    uint64_t thread;               /* for cudaStreamPerThread the freeing thread's serial, else 0 */
     struct pool_graph_stream *next;
     pool_free_list area[2];        /* [0] large blocks, [1] small ones */
 } pool_graph_stream;
