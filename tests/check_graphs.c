@@ -93,12 +93,6 @@ CRMM_LOOP_TEST_IN("pool", blocks_freed_inside_or_allocated_inside_are_the_graphs
     crmm_resource_release(p); /* the eight blocks are reported as leaks: expected */
 }
 
-/* Bytes the graph holds once everything the program allocated is freed: reserved - free. */
-static uint64_t graph_held(crmm_resource *p)
-{
-    return q(p, CRMM_QUERY_BYTES_RESERVED) - q(p, CRMM_QUERY_BYTES_FREE);
-}
-
 /* A capture reuses what it freed as the pool reuses free memory: a parked block is split for a
  * smaller request (the rest stays parked for the capture) and parked neighbours merge, so the
  * capture's temporaries come back to the same addresses and the graph holds no more than its

@@ -1,4 +1,5 @@
-/* graphs_test.h — what the graph-capture suites on the CPU (check_graphs, check_graphs_plugins)
+/* graphs_test.h — what the graph-capture suites on the CPU (check_graphs, check_graphs_plugins,
+ * check_graphs_model)
  * share: cudaMalloc and cudaFree for the cuda plugin (host memory, counted) and the rest of the
  * scripted runtime the plugins call, defined here and exported by the program (include this
  * header in one file of a program only); the pool in its three forms, and calls that must
@@ -110,6 +111,13 @@ static inline void free_on(crmm_resource *p, void *x, size_t n, cudaStream_t s)
 }
 
 static inline uint64_t q(crmm_resource *p, crmm_query what) { return crmm_test_query(p, what); }
+
+/* What a pool cannot hand out now, live or held for graphs: reserved - free (once everything the
+ * program allocated is freed, what graphs hold). */
+static inline uint64_t graph_held(crmm_resource *p)
+{
+    return q(p, CRMM_QUERY_BYTES_RESERVED) - q(p, CRMM_QUERY_BYTES_FREE);
+}
 
 static inline void no_forbidden_call(int form)
 {

@@ -90,6 +90,7 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_pool_serving \
 	tests/check_graphs \
 	tests/check_graphs_plugins \
+	tests/check_graphs_model \
 	tests/check_ipc
 
 # Scripts, run from the top build directory (where the program is ./tools/crmm)
@@ -171,6 +172,7 @@ tests_check_pool_serving_SOURCES = tests/check_pool_serving.c tests/serving_trac
 	$(FAKE_VMM_SOURCES)
 tests_check_graphs_SOURCES = tests/check_graphs.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_graphs_plugins_SOURCES = tests/check_graphs_plugins.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
+tests_check_graphs_model_SOURCES = tests/check_graphs_model.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_ipc_SOURCES = tests/check_ipc.c $(FAKE_VMM_SOURCES)
 tests_pool_expandable_replay_SOURCES = tests/pool_expandable_replay.c tools/replay.h $(FAKE_VMM_SOURCES)
 tests_pool_expandable_replay_LDADD = $(REPLAY_LDADD)
@@ -201,6 +203,7 @@ tests_check_pool_page_moves_LDFLAGS = -export-dynamic
 tests_check_pool_serving_LDFLAGS = -export-dynamic
 tests_check_graphs_LDFLAGS = -export-dynamic
 tests_check_graphs_plugins_LDFLAGS = -export-dynamic
+tests_check_graphs_model_LDFLAGS = -export-dynamic
 tests_check_ipc_LDFLAGS = -export-dynamic
 tests_pool_expandable_replay_LDFLAGS = -export-dynamic
 tests_pool_threads_sim_LDFLAGS = -export-dynamic
