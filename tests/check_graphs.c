@@ -275,7 +275,8 @@ static void *capture_churn(void *arg)
             live[k].at = NULL;
             continue;
         }
-        size_t n = (t->seed >> 20) & 1 ? (size_t)((t->seed >> 12) % 1000 + 1) * 256 : (size_t)((t->seed >> 12) % 8 + 1) * MiB;
+        size_t n = (t->seed >> 20) & 1 ? (size_t)((t->seed >> 12) % 1000 + 1) * 256
+                                       : (size_t)((t->seed >> 12) % 4 + 1) * 512 * KiB; /* two threads fit the device */
         void *x = NULL;
         if (crmm_resource_allocate(t->p, n, (crmm_cuda_stream_t)t->s, &x) != CRMM_OK) {
             t->bad++;

@@ -25,24 +25,40 @@
 /* ---- cudaMalloc and cudaFree, for the cuda plugin: host memory, counted ------------------- */
 
 static int mallocs, frees;
+static size_t device_in_use; /* what cudaMalloc holds: at most DEVICE_MEMORY, as on a device */
 
+/* Each allocation's size sits in the 256 bytes before it. */
 cudaError_t cudaMalloc(void **ptr, size_t size)
 {
     cudaError_t e = fake_capture_call("cudaMalloc", FAKE_CALL_UNSAFE, NULL);
     if (e != cudaSuccess)
         return e;
+    size_t n = (size + 255) & ~(size_t)255;
+    if (size > DEVICE_MEMORY || __atomic_add_fetch(&device_in_use, n, __ATOMIC_RELAXED) > DEVICE_MEMORY) {
+        if (size <= DEVICE_MEMORY)
+            __atomic_sub_fetch(&device_in_use, n, __ATOMIC_RELAXED);
+        return cudaErrorMemoryAllocation;
+    }
+    char *base = aligned_alloc(256, n + 256);
+    if (!base) {
+        __atomic_sub_fetch(&device_in_use, n, __ATOMIC_RELAXED);
+        return cudaErrorMemoryAllocation;
+    }
+    *(size_t *)base = n;
     mallocs++;
-    *ptr = aligned_alloc(256, (size + 255) & ~(size_t)255);
-    return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
+    *ptr = base + 256;
+    return cudaSuccess;
 }
 
 cudaError_t cudaFree(void *ptr)
 {
     cudaError_t e = fake_capture_call("cudaFree", FAKE_CALL_UNSAFE, NULL);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess || !ptr)
         return e;
     frees++;
-    free(ptr);
+    char *base = (char *)ptr - 256;
+    __atomic_sub_fetch(&device_in_use, *(size_t *)base, __ATOMIC_RELAXED);
+    free(base);
     return cudaSuccess;
 }
 
