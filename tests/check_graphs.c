@@ -411,44 +411,11 @@ CRMM_LOOP_TEST_IN("pool", a_block_freed_while_its_graph_waits_for_a_collect, FOR
     crmm_resource_release(p);
 }
 
-struct other_thread { crmm_resource *p; void *got; pthread_barrier_t allocated, captured; };
-
-/* Allocates on its own per-thread default stream, then lives on until the capture has ended. */
-static void *allocate_on_its_own_default_stream(void *arg)
-{
-    struct other_thread *t = arg;
-    t->got = alloc_on(t->p, MiB, cudaStreamPerThread);
-    pthread_barrier_wait(&t->allocated);
-    pthread_barrier_wait(&t->captured);
-    return NULL;
-}
-
-/* cudaStreamPerThread names a different stream on each thread: a block one thread freed on its
- * own under capture is not reused by another thread's, which nothing orders after the free; the
- * freeing thread's next allocation there takes it back. */
+/* Per-thread default streams of two threads under one capture (graphs_test.h). */
 CRMM_LOOP_TEST_IN("pool", per_thread_default_streams_of_two_threads_do_not_share_parked_blocks, FORMS)
 {
     crmm_resource *p = pool_in_form(_i, "initial_size=8MiB");
-    fake_graph *g = fake_capture_begin(cudaStreamPerThread, cudaStreamCaptureModeRelaxed);
-    void *x = alloc_on(p, MiB, cudaStreamPerThread);
-    free_on(p, x, MiB, cudaStreamPerThread);
-    struct other_thread t = {.p = p};
-    pthread_barrier_init(&t.allocated, NULL, 2);
-    pthread_barrier_init(&t.captured, NULL, 2);
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, allocate_on_its_own_default_stream, &t), 0);
-    pthread_barrier_wait(&t.allocated);
-    ck_assert_msg(t.got != x, "%s: another thread's per-thread stream got the block", form_names[_i]);
-    void *y = alloc_on(p, MiB, cudaStreamPerThread);
-    ck_assert_ptr_eq(y, x);
-    free_on(p, y, MiB, cudaStreamPerThread);
-    free_on(p, t.got, MiB, cudaStreamPerThread);
-    fake_capture_end(cudaStreamPerThread);
-    pthread_barrier_wait(&t.captured);
-    ck_assert_int_eq(pthread_join(th, NULL), 0);
-    pthread_barrier_destroy(&t.allocated);
-    pthread_barrier_destroy(&t.captured);
-    fake_graph_destroy(g);
+    per_thread_streams_keep_their_parked_blocks(p, MiB, form_names[_i]);
     ck_assert_uint_eq(graph_held(p), 0);
     crmm_resource_release(p);
 }

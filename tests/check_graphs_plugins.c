@@ -139,46 +139,11 @@ CRMM_LOOP_TEST_IN("other plugins", a_capture_reuses_the_blocks_it_freed_on_the_s
     crmm_resource_release(r);
 }
 
-struct other_thread { crmm_resource *r; size_t n; void *got; pthread_barrier_t allocated, captured; };
-
-/* Allocates on its own per-thread default stream, then lives on until the capture has ended (an
- * arena retiring an exiting thread's cache waits for the device, which no capture allows). */
-static void *allocate_on_its_own_default_stream(void *arg)
-{
-    struct other_thread *t = arg;
-    t->got = alloc_on(t->r, t->n, cudaStreamPerThread);
-    pthread_barrier_wait(&t->allocated);
-    pthread_barrier_wait(&t->captured);
-    return NULL;
-}
-
-/* cudaStreamPerThread names a different stream on each thread: a block one thread freed on its
- * own under capture is not reused by another thread's, which nothing orders after the free; the
- * freeing thread's next allocation there takes it back. */
+/* Per-thread default streams of two threads under one capture (graphs_test.h). */
 CRMM_LOOP_TEST_IN("other plugins", per_thread_default_streams_of_two_threads_do_not_share_parked_blocks, PARKING)
 {
-    const size_t n = 64 * KiB;
     crmm_resource *r = parking_resource(_i);
-    fake_graph *g = fake_capture_begin(cudaStreamPerThread, cudaStreamCaptureModeRelaxed);
-    void *x = alloc_on(r, n, cudaStreamPerThread);
-    free_on(r, x, n, cudaStreamPerThread);
-    struct other_thread t = {.r = r, .n = n};
-    pthread_barrier_init(&t.allocated, NULL, 2);
-    pthread_barrier_init(&t.captured, NULL, 2);
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, allocate_on_its_own_default_stream, &t), 0);
-    pthread_barrier_wait(&t.allocated);
-    ck_assert_msg(t.got != x, "%s: another thread's per-thread stream got the block", parking[_i][0]);
-    void *y = alloc_on(r, n, cudaStreamPerThread);
-    ck_assert_ptr_eq(y, x);
-    free_on(r, y, n, cudaStreamPerThread);
-    free_on(r, t.got, n, cudaStreamPerThread);
-    fake_capture_end(cudaStreamPerThread);
-    pthread_barrier_wait(&t.captured);
-    ck_assert_int_eq(pthread_join(th, NULL), 0);
-    pthread_barrier_destroy(&t.allocated);
-    pthread_barrier_destroy(&t.captured);
-    fake_graph_destroy(g);
+    per_thread_streams_keep_their_parked_blocks(r, 64 * KiB, parking[_i][0]);
     crmm_resource_release(r);
 }
 

@@ -142,4 +142,47 @@ static inline void no_forbidden_call(int form)
 }
 
 
+
+/* ---- per-thread default streams under capture ------------------------------------------------ */
+
+struct other_thread { crmm_resource *r; size_t n; void *got; pthread_barrier_t allocated, captured; };
+
+/* Allocates on its own per-thread default stream, then lives on until the capture has ended (an
+ * arena retiring an exiting thread's cache waits for the device, which no capture allows). */
+static void *allocate_on_its_own_default_stream(void *arg)
+{
+    struct other_thread *t = arg;
+    t->got = alloc_on(t->r, t->n, cudaStreamPerThread);
+    pthread_barrier_wait(&t->allocated);
+    pthread_barrier_wait(&t->captured);
+    return NULL;
+}
+
+/* cudaStreamPerThread names a different stream on each thread: under a capture of it, a block of
+ * n bytes this thread freed on its own is not reused by another thread's, which nothing orders
+ * after the free; this thread's next allocation there takes it back. */
+static inline void per_thread_streams_keep_their_parked_blocks(crmm_resource *r, size_t n, const char *name)
+{
+    fake_graph *g = fake_capture_begin(cudaStreamPerThread, cudaStreamCaptureModeRelaxed);
+    void *x = alloc_on(r, n, cudaStreamPerThread);
+    free_on(r, x, n, cudaStreamPerThread);
+    struct other_thread t = {.r = r, .n = n};
+    pthread_barrier_init(&t.allocated, NULL, 2);
+    pthread_barrier_init(&t.captured, NULL, 2);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, allocate_on_its_own_default_stream, &t), 0);
+    pthread_barrier_wait(&t.allocated);
+    ck_assert_msg(t.got != x, "%s: another thread's per-thread stream got the block", name);
+    void *y = alloc_on(r, n, cudaStreamPerThread);
+    ck_assert_ptr_eq(y, x);
+    free_on(r, y, n, cudaStreamPerThread);
+    free_on(r, t.got, n, cudaStreamPerThread);
+    fake_capture_end(cudaStreamPerThread);
+    pthread_barrier_wait(&t.captured);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    pthread_barrier_destroy(&t.allocated);
+    pthread_barrier_destroy(&t.captured);
+    fake_graph_destroy(g);
+}
+
 #endif
