@@ -85,6 +85,16 @@ static pool_free_list *area_of(pool_graph_stream *gs, uintptr_t tag)
     return &gs->area[(tag & POOL_PARKED_SMALL) ? 1 : 0];
 }
 
+/* Under the lock: join parked block `lower` and its upper neighbour, both of g; `listed`, the one
+ * of them in fl, leaves it, and the upper one's record goes back to the spares. */
+static void join_parked(pool_resource *p, pool_graph *g, pool_free_list *fl, pool_block *listed, pool_block *lower)
+{
+    pool_free_list_remove(fl, listed);
+    lower->phys_next->graph = 0;
+    pool_block_absorb_next(&p->core.records, lower);
+    g->owned--;
+}
+
 /* Under the lock: park b, freed on `stream` by the calling thread (`reusable`; else freed
  * earlier, by a thread not known now), in g. A block g owns (or nobody does) freed by the calling
  * thread joins g's parked blocks of that stream and area, merged with its parked neighbours
@@ -109,20 +119,11 @@ static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_strea
     pool_free_list *fl = area_of(gs, tag);
     b->owner = NULL;
     b->graph = tag;
-    pool_block *next = b->phys_next;
-    if (next && next->graph == tag) {
-        pool_free_list_remove(fl, next);
-        next->graph = 0;
-        pool_block_absorb_next(&p->core.records, b);
-        g->owned--;
-    }
-    pool_block *prev = b->phys_prev;
-    if (prev && prev->graph == tag) {
-        pool_free_list_remove(fl, prev);
-        b->graph = 0;
-        pool_block_absorb_next(&p->core.records, prev);
-        g->owned--;
-        b = prev;
+    if (b->phys_next && b->phys_next->graph == tag)
+        join_parked(p, g, fl, b->phys_next, b);
+    if (b->phys_prev && b->phys_prev->graph == tag) {
+        b = b->phys_prev;
+        join_parked(p, g, fl, b, b);
     }
     pool_free_list_insert(fl, b);
 }

@@ -77,7 +77,6 @@ static size_t whole_pages(const pool_vmm *v, const pool_block *b)
     return hi > lo ? (hi - lo) / v->page : 0;
 }
 
-
 /* Call fn on every block of fl of at least `min_size` bytes (fn must not change fl). */
 static void for_each_block(const pool_free_list *fl, size_t min_size, void (*fn)(pool_block *, void *), void *arg)
 {

@@ -46,7 +46,6 @@ crmm_status pool_streams_init(pool_streams *ss, bool real, int device, pool_reus
  * call once the process is exiting. */
 void pool_streams_free(pool_streams *ss);
 
-
 /* The state of a stream, made when first seen (no CUDA call); NULL with the error set when malloc
  * fails. */
 pool_stream *pool_streams_find_slow(pool_streams *ss, crmm_cuda_stream_t handle, uint64_t thread);
