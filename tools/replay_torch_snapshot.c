@@ -25,7 +25,6 @@
  * expandable pool maps its own pages) is a segment of its own too, allocated and freed with it. */
 #include "build_config.h"
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +32,7 @@
 #include <unistd.h>
 #include <crmm/config.h>
 #include <crmm/cuda_support.h>
+#include <crmm/plugin.h>
 #include "replay.h"
 
 /* ---- a pickle writer (protocol 2) --------------------------------------------------------- */
@@ -432,28 +432,6 @@ static void write_trace(FILE *f, const trace *t, size_t count)
     }
 }
 
-/* Open path for writing without following a symlink there: a fresh file beside it
- * (O_CREAT|O_EXCL|O_NOFOLLOW), renamed over path when complete, so that a symlink at path is
- * replaced, never written through. */
-static FILE *open_beside(const char *path, char *tmp, size_t tmp_size)
-{
-    if ((size_t)snprintf(tmp, tmp_size, "%s.%ld.tmp", path, (long)getpid()) >= tmp_size) {
-        errno = ENAMETOOLONG;
-        return NULL;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return NULL;
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        errno = e;
-    }
-    return f;
-}
-
 crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_resource *top, replay_recorder *rec)
 {
     trace own_trace = {0};
@@ -498,10 +476,16 @@ crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "--torch-snapshot: out of memory");
         goto out;
     }
-    char tmp[4200];
-    FILE *f = open_beside(path, tmp, sizeof tmp);
+    int fd;
+    if (crmm_output_file_open(path, 0, &fd) != CRMM_OK) { /* as crmm writes every file: no link, nobody else's */
+        st = crmm_error_add_context("--torch-snapshot");
+        goto out;
+    }
+    FILE *f = fdopen(fd, "wb");
     if (!f) {
-        st = crmm_set_error(CRMM_ERROR_IO, "--torch-snapshot: cannot write %s: %s", path, strerror(errno));
+        int e = errno;
+        close(fd);
+        st = crmm_set_error(CRMM_ERROR_IO, "--torch-snapshot: cannot write %s: %s", path, strerror(e));
         goto out;
     }
     pk_byte(f, 0x80); /* PROTO 2 */
@@ -527,10 +511,7 @@ crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_
     int write_error = ferror(f) ? (errno ? errno : EIO) : 0;
     if (fclose(f) != 0 && !write_error)
         write_error = errno ? errno : EIO;
-    if (!write_error && rename(tmp, path) != 0)
-        write_error = errno;
     if (write_error) {
-        unlink(tmp);
         st = crmm_set_error(CRMM_ERROR_IO, "--torch-snapshot: cannot write %s: %s", path, strerror(write_error));
         goto out;
     }

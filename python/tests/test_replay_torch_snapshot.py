@@ -6,6 +6,8 @@ and cover every block live at the end. Runs the build tree's crmm over host memo
 
 import os
 import pickle
+import select
+import stat
 import subprocess
 
 import pytest
@@ -172,17 +174,53 @@ def test_a_directory_at_the_path_is_an_error_and_leaves_nothing(tmp_path):
     assert list(target.iterdir()) == []
 
 
-def test_a_symlink_at_the_path_is_replaced_not_followed(tmp_path):
+def test_a_symlink_at_the_path_is_refused_and_its_target_kept(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("keep")
     link = tmp_path / "s.pickle"
     link.symlink_to(victim)
     done = replay(tmp_path, "--resource", "p", "--torch-snapshot", str(link))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1 and str(link) in done.stderr and "link" in done.stderr
     assert victim.read_text() == "keep"
-    assert not link.is_symlink()
-    with open(link, "rb") as f:
-        check_against_log(pickle.load(f))
+    assert link.is_symlink()
+
+
+def test_a_pipe_at_the_path_is_written_not_replaced(tmp_path):
+    pipe = tmp_path / "s.pickle"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)  # a reader is there before the replay opens it
+    config = tmp_path / "c.ini"
+    config.write_text(CONFIG)
+    done = subprocess.Popen([crmm_tool(), "replay", write_log(tmp_path), "--config", str(config), "--repeats", "1",
+                             "--resource", "p", "--torch-snapshot", str(pipe)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    received = bytearray()
+    try:
+        while True:
+            exited = done.poll() is not None
+            select.select([reader], [], [], 0.1)
+            try:
+                chunk = os.read(reader, 1 << 16)
+            except BlockingIOError:  # the writer has it open and wrote nothing yet
+                continue
+            received += chunk
+            if not chunk and exited:
+                break
+    finally:
+        os.close(reader)
+    assert done.wait(timeout=120) == 0, done.stderr.read()
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+    check_against_log(pickle.loads(bytes(received)))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+def test_a_file_of_another_user_is_refused_and_kept(tmp_path):
+    out = tmp_path / "s.pickle"
+    out.write_bytes(b"theirs")
+    os.chown(out, 65534, 65534)
+    done = replay(tmp_path, "--resource", "p", "--torch-snapshot", str(out))
+    assert done.returncode == 1 and str(out) in done.stderr
+    assert out.read_bytes() == b"theirs" and os.stat(out).st_uid == 65534
 
 
 def test_an_existing_file_is_replaced(tmp_path):
