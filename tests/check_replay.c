@@ -247,6 +247,16 @@ static const bad_log bad_logs[] = {
     BAD_LOG("nuljunk.bin", "\0\x01\x02\x03junk\x7f\n\xff\xfe more junk", "1:", "NUL byte"),
     BAD_LOG("nulafter.csv", HEADER "\0\0\0\0", "2:", "NUL byte"),
     BAD_LOG("binary.png", "\x89PNG\r\n\x1a\n", "1:", "not an RMM allocation log"),
+    /* fields that only look right */
+    BAD_LOG("hex0x0x.csv", HEADER "1,10:00:00.000001,allocate,0x0x10,100,0\n", "2:", "the pointer is not hexadecimal"),
+    BAD_LOG("stream0x0x.csv", HEADER "1,10:00:00.000001,allocate,0x10,100,0x0x1\n", "2:", "the stream is not hexadecimal"),
+    BAD_LOG("hexsign.csv", HEADER "1,10:00:00.000001,allocate,0x-10,100,0\n", "2:", "the pointer is not hexadecimal"),
+    BAD_LOG("nilalloc.csv", HEADER "1,10:00:00.000001,allocate,(nil),5000,0\n", "2:",
+            "an allocation of a non-zero size at a null pointer"),
+    /* more live at once than a machine has bytes */
+    BAD_LOG("wrap.csv", HEADER "1,10:00:00.000001,allocate,0x1000,9223372036854775808,0\n"
+                               "1,10:00:00.000002,allocate,0x2000,9223372036854775808,0\n", "3:",
+            "more than 2^64 bytes would be live"),
 };
 
 CRMM_LOOP_TEST_IN("replay", bad_logs_are_refused_naming_the_line, (int)(sizeof bad_logs / sizeof bad_logs[0]))
@@ -340,8 +350,14 @@ CRMM_TEST_IN("replay", a_very_long_line_is_named_not_a_crash)
     memcpy(longline, HEADER, sizeof HEADER - 1);
     memset(longline + sizeof HEADER - 1, '7', n);
     longline[sizeof HEADER - 1 + n] = '\n';
-    expect_refused(write_bytes("long.csv", longline, sizeof HEADER + n), "2:", "expected 6 comma-separated fields, found 1");
+    expect_refused(write_bytes("long.csv", longline, sizeof HEADER + n), "2:", "the line is longer than 4095 bytes");
     free(longline);
+}
+
+/* A file with no end and no newline is refused at once, not read into memory until it runs out. */
+CRMM_TEST_IN("replay", an_endless_file_is_refused_at_its_first_line)
+{
+    expect_refused("/dev/zero", "1:", "the line is longer than 4095 bytes");
 }
 
 /* Command lines `crmm replay` refuses: the arguments (LOG: a log of one allocation; CONFIG:

@@ -21,11 +21,15 @@
 /* How a number field parsed. */
 typedef enum field_status { FIELD_OK, FIELD_BAD, FIELD_RANGE } field_status;
 
-/* Digits in `base` (no sign, no blanks) into *out; FIELD_RANGE for a value of 2^64 or more. */
+/* Digits in `base` and nothing else (no sign, no blanks, no second 0x) into *out; FIELD_RANGE
+ * for a value of 2^64 or more. */
 static field_status parse_unsigned(const char *s, int base, uint64_t *out)
 {
-    if (base == 10 ? !isdigit((unsigned char)*s) : !isxdigit((unsigned char)*s))
+    if (!*s)
         return FIELD_BAD;
+    for (const char *c = s; *c; c++)
+        if (base == 10 ? !isdigit((unsigned char)*c) : !isxdigit((unsigned char)*c))
+            return FIELD_BAD;
     errno = 0;
     char *end;
     unsigned long long v = strtoull(s, &end, base);
@@ -108,6 +112,9 @@ static crmm_status parse_line(const char *path, unsigned lineno, char *line, rep
                                                         : "the size is not a decimal number", copy);
     if (ev->size > SIZE_MAX)
         return bad_line(path, lineno, "the size does not fit in this machine's size_t", copy);
+    if (ev->action == REPLAY_ALLOCATE && !ev->pointer && ev->size)
+        return bad_line(path, lineno, "an allocation of a non-zero size at a null pointer (a failed one is "
+                                      "'allocate failure')", copy);
     if ((fs = parse_hex(f[5], false, &ev->stream)) != FIELD_OK)
         return bad_line(path, lineno, fs == FIELD_RANGE ? "the stream is out of range (2^64 or more)"
                                                         : "the stream is not hexadecimal", copy);
@@ -151,18 +158,46 @@ static int64_t thread_index(thread_indices *t, uint64_t id, replay_log *log)
     return (int64_t)e->value - 1;
 }
 
+/* The longest line read: a log's lines are under 100 bytes; a longer one is not a log (and reading
+ * it whole, as /dev/zero would be, could take all memory). */
+#define REPLAY_LINE_MAX 4096
+
+/* The next line of f into line (REPLAY_LINE_MAX bytes: at most REPLAY_LINE_MAX - 1 and a NUL,
+ * the newline left out): its length; -1 at the end of the file or on a read error (ferror says
+ * which); -2 when the line does not fit. *nul: the line holds a NUL byte. */
+static long read_line(FILE *f, char *line, bool *nul)
+{
+    size_t n = 0;
+    int c;
+    *nul = false;
+    while ((c = getc(f)) != EOF && c != '\n') {
+        if (n == REPLAY_LINE_MAX - 1)
+            return -2;
+        *nul |= c == '\0';
+        line[n++] = (char)c;
+    }
+    line[n] = '\0';
+    return c == EOF && (n == 0 || ferror(f)) ? -1 : (long)n;
+}
+
 static crmm_status read_events(const char *path, FILE *f, replay_log *log)
 {
-    char *line = NULL;
-    size_t cap = 0, capacity = 0;
+    char line[REPLAY_LINE_MAX];
+    size_t capacity = 0;
     unsigned lineno = 0;
     crmm_status st = CRMM_OK;
     thread_indices threads = {.zero_index = -1};
     ptr_map_init(&threads.ids, sizeof(ptr_map_pair));
-    ssize_t got;
-    while ((got = getline(&line, &cap, f)) >= 0) {
+    long got;
+    bool nul;
+    while ((got = read_line(f, line, &nul)) != -1) {
         lineno++;
-        if (memchr(line, '\0', (size_t)got)) {
+        if (got == -2) {
+            st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s:%u: the line is longer than %d bytes (not a log)",
+                                path, lineno, REPLAY_LINE_MAX - 1);
+            break;
+        }
+        if (nul) {
             st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s:%u: the line holds a NUL byte (not a text log)", path,
                                 lineno);
             break;
@@ -203,7 +238,6 @@ static crmm_status read_events(const char *path, FILE *f, replay_log *log)
         st = crmm_set_error(CRMM_ERROR_IO, "cannot read %s: %s", path, strerror(errno));
     if (st == CRMM_OK && lineno == 0)
         st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s:1: the log is empty (no '" REPLAY_HEADER "' header)", path);
-    free(line);
     ptr_map_destroy(&threads.ids);
     return st;
 }
@@ -233,6 +267,11 @@ static crmm_status pair_events(const char *path, replay_log *log)
             if (live.count == before && log->reused_live++ == 0) /* the pointer is live already */
                 log->first_reused_live_line = ev->line;
             e->value = i;
+            if (live_bytes + ev->size < live_bytes) {
+                ptr_map_destroy(&live);
+                return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s:%u: more than 2^64 bytes would be live (not a "
+                                      "real log)", path, ev->line);
+            }
             live_bytes += ev->size;
             if (live_bytes > log->peak_bytes)
                 log->peak_bytes = live_bytes;
