@@ -203,6 +203,21 @@ static void rec_destroy(crmm_resource *self)
 static const crmm_resource_ops recorder_ops = {
     .allocate = rec_allocate, .deallocate = rec_deallocate, .destroy = rec_destroy};
 
+/* The file of plugin `name` in a plugin path, the first found, as a config's resources find it. */
+struct plugin_file {
+    const char *name;
+    char path[4096];
+};
+
+static void find_plugin_file(const char *path, const crmm_plugin *plugin, crmm_status st, const char *error, void *arg)
+{
+    (void)st;
+    (void)error;
+    struct plugin_file *f = arg;
+    if (plugin && !f->path[0] && strcmp(plugin->name, f->name) == 0 && strlen(path) < sizeof f->path)
+        strcpy(f->path, path);
+}
+
 crmm_status replay_torch_build(crmm_config *cfg, const char *name, crmm_resource **out, replay_recorder **rec_out)
 {
     long i = crmm_config_find_resource(cfg, name);
@@ -240,7 +255,10 @@ crmm_status replay_torch_build(crmm_config *cfg, const char *name, crmm_resource
     r->upstream = upstream;
     crmm_resource_init(&r->base, &recorder_ops, "recording", upstream->flags, upstream->device, NULL);
     crmm_resource *top = NULL;
-    st = crmm_resource_create(crmm_config_resource_plugin(cfg, (size_t)i), params, &r->base, &top);
+    /* the plugin the config's own resource was made of: searched in the config's plugin_path first */
+    struct plugin_file file = {crmm_config_resource_plugin(cfg, (size_t)i), ""};
+    crmm_plugin_foreach(crmm_config_plugin_path(cfg), find_plugin_file, &file);
+    st = crmm_resource_create(file.path[0] ? file.path : file.name, params, &r->base, &top);
     crmm_resource_release(&r->base); /* top holds it now, or it goes */
     if (st != CRMM_OK)
         return st;

@@ -7,6 +7,7 @@ and cover every block live at the end. Runs the build tree's crmm over host memo
 import os
 import pickle
 import select
+import shutil
 import stat
 import subprocess
 
@@ -130,6 +131,29 @@ def test_a_pool_shows_its_upstream_segments(tmp_path):
     assert trace[0]["action"] == "segment_alloc" and trace[0]["size"] == 1 << 20
     assert len(segments) >= 2 and any(s["total_size"] == 1 << 20 for s in segments)
     assert any(s["segment_type"] == "large" for s in segments)
+
+
+def test_the_pool_is_built_again_from_the_configs_plugin_path(tmp_path):
+    plugins = os.environ.get("CRMM_PLUGIN_PATH", "")
+    if not plugins:
+        pytest.fail("CRMM_PLUGIN_PATH must name the build tree's plugins (make check sets it)")
+    config = tmp_path / "c.ini"
+    config.write_text(f"[crmm]\nplugin_path = {plugins}\n" + CONFIG)
+    out = tmp_path / "s.pickle"
+    # the program itself (not libtool's wrapper), away from the build tree, with no plugin path but the config's
+    built = os.path.join(os.path.dirname(crmm_tool()), ".libs", "crmm")
+    program = tmp_path / "crmm"
+    shutil.copy(built if os.path.exists(built) else crmm_tool(), program)
+    env = {k: v for k, v in os.environ.items() if k != "CRMM_PLUGIN_PATH"}
+    env["LD_LIBRARY_PATH"] = os.path.dirname(os.path.realpath(os.environ["CRMM_LIBRARY"]))
+    done = subprocess.run([str(program), "replay", write_log(tmp_path), "--config", str(config), "--repeats", "1",
+                           "--resource", "p", "--torch-snapshot", str(out)], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "note:" not in done.stderr
+    with open(out, "rb") as f:
+        segments, trace = check_against_log(pickle.load(f))
+    assert trace[0]["action"] == "segment_alloc" and trace[0]["size"] == 1 << 20
 
 
 def test_a_resource_without_upstream_shows_each_allocation_as_a_segment(tmp_path):
