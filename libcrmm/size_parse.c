@@ -5,7 +5,6 @@
  * Anything that would not fit in 64 bits is an error, never a wrap-around. */
 #include "build_config.h"
 #include <ctype.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -22,7 +21,7 @@ static const struct { const char *name; double mult; } size_units[] = {
 #define PCT_DIGITS 17
 
 /* floor(n * num / den) in integers, for num <= den <= 10^19: at most n, so it fits. */
-static uint64_t percent_of_exact(uint64_t n, uint64_t num, uint64_t den)
+static uint64_t floor_times_fraction(uint64_t n, uint64_t num, uint64_t den)
 {
     __extension__ typedef unsigned __int128 u128;
     return (uint64_t)((u128)n * num / den);
@@ -74,12 +73,16 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
     }
     while (isspace((unsigned char)*end))
         end++;
+    /* the unit: the whole word after the number (a longer one than any unit is named whole) */
     char unit[8];
     size_t ul = 0;
-    while (end[ul] && !isspace((unsigned char)end[ul]) && ul < sizeof unit - 1) {
-        unit[ul] = end[ul];
+    while (end[ul] && !isspace((unsigned char)end[ul]))
         ul++;
-    }
+    if (ul >= sizeof unit)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                              "'%s': unknown size unit '%.*s' (B KiB MiB GiB TiB PiB KB MB GB TB PB or %%)", text,
+                              (int)(ul < 40 ? ul : 40), end);
+    memcpy(unit, end, ul);
     unit[ul] = '\0';
     const char *tail = end + ul;
     while (isspace((unsigned char)*tail))
@@ -95,7 +98,7 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s': a percentage is not allowed here", text);
         if (percent)
             *percent = pct;
-        *out = percent_of_exact(percent_of, whole * frac_den + frac_num, 100 * frac_den);
+        *out = floor_times_fraction(percent_of, whole * frac_den + frac_num, 100 * frac_den);
         return CRMM_OK;
     }
     for (size_t i = 0; i < sizeof size_units / sizeof size_units[0]; i++) {
@@ -105,7 +108,7 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
         if (percent)
             *percent = 0.0;
         if (mult == 1.0) {
-            if (has_frac && frac != 0.0)
+            if (has_frac && frac_nonzero)
                 return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s': a byte count must be whole", text);
             *out = whole;
             return CRMM_OK;
@@ -114,7 +117,8 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
         if (whole > UINT64_MAX / m)
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "size '%s' does not fit in 64 bits", text);
         uint64_t v = (uint64_t)whole * m;
-        uint64_t f = (uint64_t)floor(frac * mult);
+        /* the fraction's bytes in integers (its first PCT_DIGITS digits), so never rounded up */
+        uint64_t f = floor_times_fraction(m, frac_num, frac_den);
         if (v > UINT64_MAX - f)
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "size '%s' does not fit in 64 bits", text);
         *out = v + f;

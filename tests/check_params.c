@@ -35,6 +35,8 @@ static const struct { const char *text; uint64_t bytes; } good_sizes[] = {
     {"1.0", 1},
     {"17179869183GiB", 18446744072635809792ull},
     {"1.0000000001KiB", 1024},
+    {"0.99999999999999999999KiB", 1023}, /* rounded down, never up to the next byte */
+    {"1.00000000000000000000000000000000000000000000000000 B", 1},
 };
 
 CRMM_LOOP_TEST_IN("sizes", test_size_good, (int)(sizeof good_sizes / sizeof good_sizes[0]))
@@ -69,6 +71,18 @@ static const struct { const char *text, *message; } bad_sizes[] = {
     {"1.5e3GiB", "unknown size unit"},
     {"0x10", "unknown size unit"},
     {"4 GiB extra", "unexpected 'extra'"},
+    {"4096;comment", "unknown size unit ';comment'"},
+    {"1 KiBKiBKiB", "unknown size unit 'KiBKiBKiB'"},
+    {"1." "0000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000"
+     "0000000000000000000000000000000000000000" "1", "whole"}, /* a fraction too small for a double */
     {"1.5", "whole"},
     {"1.5B", "whole"},
     {"12.", "not a size"},
