@@ -204,6 +204,8 @@ static bool parse_sizes(const char *text, options *o, FILE *err)
             o->max_size[o->nmax_size++] = v;
         }
     }
+    if (ok && !o->nmax_size)
+        fprintf(err, "crmm bench: --max-size: no size given (e.g. 1024, 64KiB, 4MiB)\n");
     crmm_clear_error();
     free(copy);
     return ok && o->nmax_size > 0;

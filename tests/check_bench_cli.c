@@ -297,6 +297,7 @@ static const struct { const char *args[7], *says[2]; } usage_errors[] = {
     {{"--live", "0", CONFIG}, {"--live: '0' is not a number of blocks"}},
     {{"--max-size", "0", CONFIG}, {"--max-size: '0' is not a size"}},
     {{"--max-size", "5%", CONFIG}, {"--max-size: '5%' is not a size"}},
+    {{"--max-size", ",", CONFIG}, {"--max-size: no size given"}},
     {{"--max-size", "1KiB,2KiB", CONFIG}, {"--max-size takes one size with --mode sets"}}, /* a list in sets */
     {{"--mode", "x", CONFIG}, {"--mode: 'x' is not a mode"}},
     {{"--mode", "random", "--set", "A", CONFIG}, {"--set applies to --mode sets"}},
