@@ -342,6 +342,27 @@ START_TEST(without_a_gpu_the_host_plugin_is_used)
     crmm_test_output_free(&r);
 }
 
+/* A config without resources (CRMM_CONFIG names it): devices use the built-in cuda plugin, as
+ * crmm check-config says of such a file; without a device, the host plugin. */
+START_TEST(a_config_without_resources_replays_on_the_built_in_default)
+{
+    setenv("CRMM_CONFIG", crmm_test_write_file("empty.ini", "; no resources\n"), 1);
+    const char *log = crmm_test_write_file("one.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n"
+                                                     "1,10:00:00.000002,free,0x1000,100,0\n");
+    crmm_test_output r = replay(log, NULL);
+    unsetenv("CRMM_CONFIG");
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
+    if (crmm_test_gpu_count() == 0) {
+        expect_in(r.err, "replaying against the host plugin");
+        expect_in(r.out, "resource: host (host)");
+    } else {
+        expect_in(r.out, "resource: cuda (");
+    }
+    expect_in(r.out, "allocations: 1 replayed, 0 failed");
+    crmm_test_output_free(&r);
+}
+END_TEST
+
 CRMM_TEST_IN("replay", a_very_long_line_is_named_not_a_crash)
 {
     size_t n = 200000;
@@ -488,6 +509,7 @@ int main(void)
 {
     Suite *s = suite_create("replay");
     TCase *tc = crmm_test_tcase(s, "replay", 0);
+    tcase_add_test(tc, a_config_without_resources_replays_on_the_built_in_default);
     if (crmm_test_gpu_count() == 0)
         tcase_add_test(tc, without_a_gpu_the_host_plugin_is_used);
     return crmm_test_run(s);

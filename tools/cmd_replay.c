@@ -118,11 +118,25 @@ static crmm_resource *open_resource(const crmm_config *cfg, bool chosen, const c
         snprintf(label, label_size, "%s", name);
         return mr;
     }
+    crmm_resource *mr = NULL;
+    if (i < 0 && !name) { /* a config without resources: devices use the built-in cuda plugin, as in a program */
+        int devices = 0;
+        crmm_status found = crmm_cuda_device_count(&devices);
+        bool device = found == CRMM_OK && devices > 0;
+        if (!device)
+            fprintf(err, "note: %s; replaying against the host plugin\n", found != CRMM_OK ? crmm_last_error() : "no CUDA device");
+        const char *plugin = device ? "cuda" : "host";
+        if (crmm_resource_create(plugin, NULL, NULL, &mr) != CRMM_OK) {
+            fprintf(err, "crmm replay: %s\n", crmm_last_error());
+            return NULL;
+        }
+        snprintf(label, label_size, "%s", plugin);
+        return mr;
+    }
     if (i < 0) {
-        fprintf(err, "crmm replay: %s has no resource '%s'\n", crmm_config_origin(cfg), name ? name : "(default)");
+        fprintf(err, "crmm replay: %s has no resource '%s'\n", crmm_config_origin(cfg), name);
         return NULL;
     }
-    crmm_resource *mr = NULL;
     int devices = 0;
     if (!chosen && !crmm_config_resource_is_host(cfg, (size_t)i) && crmm_cuda_device_count(&devices) != CRMM_OK) {
         fprintf(err, "note: %s; replaying against the host plugin\n", crmm_last_error());
