@@ -26,6 +26,8 @@ EXTRA_DIST += bench/python_alloc.py
 EXTRA_DIST += bench/vmm_kernels.py
 # what the driver's virtual memory calls cost and whether they wait (python3 bench/vmm_call_costs.py)
 EXTRA_DIST += bench/vmm_call_costs.py
+# allocation logs of patterns the recorded ones lack (python3 bench/synthetic_logs.py)
+EXTRA_DIST += bench/synthetic_logs.py
 # the recorded PyTorch allocation logs: tests/check_pool_expandable_logs.sh replays them
 EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench/logs/gpt2_train.csv.gz \
 	bench/logs/resnet_train.csv.gz bench/logs/moe_train.csv.gz
