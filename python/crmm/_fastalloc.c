@@ -239,17 +239,6 @@ static void destroy_buffer(void *buf)
     Py_END_ALLOW_THREADS
 }
 
-static void buffer_dealloc(PyObject *self)
-{
-    void *buf = ((buffer_object *)self)->buf;
-    if (buf) {
-        destroy_buffer(buf);
-    }
-    PyObject *tp = (PyObject *)Py_TYPE(self);
-    PyObject_Free(self);
-    Py_DECREF(tp);
-}
-
 /* Destroy `buf` while an exception is set: the exception is set aside while the buffer goes
  * (with the GIL released), whose free may call back into Python. */
 static void destroy_keeping_error(void *buf)
@@ -258,6 +247,19 @@ static void destroy_keeping_error(void *buf)
     PyErr_Fetch(&type, &value, &traceback);
     destroy_buffer(buf);
     PyErr_Restore(type, value, traceback);
+}
+
+/* A deallocator may run while an exception propagates (the Buffer dropped as the stack unwinds):
+ * the exception is set aside for the free, which may call back into Python. */
+static void buffer_dealloc(PyObject *self)
+{
+    void *buf = ((buffer_object *)self)->buf;
+    if (buf) {
+        destroy_keeping_error(buf);
+    }
+    PyObject *tp = (PyObject *)Py_TYPE(self);
+    PyObject_Free(self);
+    Py_DECREF(tp);
 }
 
 static PyObject *buffer_wrap(void *buf)
@@ -542,7 +544,7 @@ static void cupy_memory_dealloc(PyObject *self)
     void *buf = f->buf;
     f->buf = NULL;
     if (buf) {
-        destroy_buffer(buf);
+        destroy_keeping_error(buf); /* as buffer_dealloc: it may run while an exception propagates */
     }
     Py_CLEAR(f->owner);
     Py_CLEAR(f->stream);

@@ -415,6 +415,93 @@ def test_cupy_allocator_refuses_bad_arguments(ext, change, error):
         ext.cupy_allocator(*args)
 
 
+def test_a_buffer_dropped_while_an_exception_propagates_is_freed(backend, host):
+    """A buffer dropped as the stack unwinds (a temporary when the expression raises) is freed
+    with the exception set aside: the callback resource's free runs Python, and the exception
+    that propagates is the caller's, not a SystemError."""
+    def raises():
+        return [DeviceBuffer._uninitialized(4096, mr=host.mr), 1 / 0]
+
+    with pytest.raises(ZeroDivisionError):
+        raises()
+    assert host.live == {}
+
+
+CUPY_UNWIND_SCRIPT = """
+import gc, importlib.util, sys
+sys.path.insert(0, sys.argv[1])
+import test_device_buffer_alloc as t
+spec = importlib.util.spec_from_file_location("_fake_cupy_memory", sys.argv[2])
+fake = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fake)
+ext = t._alloc.extension
+memory = ext.cupy_memory_type(fake.BaseMemory, t.DeviceBuffer)
+host = t.HostAsDevice()
+streams = {0: (t.DEFAULT_STREAM, t.DEFAULT_STREAM._cstream)}
+allocate = ext.cupy_allocator(lambda: t._CupyStream(0), streams, memory, fake.MemoryPointer, t.DeviceBuffer,
+                              host.mr._handle, t.crmm._lib, lambda n: None)
+def raises():
+    return [allocate(4096), 1 / 0]
+try:
+    raises()
+except ZeroDivisionError:
+    pass
+gc.collect()
+assert host.live == {}, host.live
+print("ok")
+"""
+
+
+def test_cupy_memory_dropped_while_an_exception_propagates_is_freed(ext, tmp_path):
+    """As above for the CuPy allocator's memory type, which owns its buffer itself (one process:
+    the memory type is made once per process)."""
+    where = os.environ.get("CRMM_FAKE_CUPY_MEMORY", "off")
+    if where == "off":
+        pytest.skip("the fake CuPy memory module is not built here (no Python headers)")
+    script = tmp_path / "unwind.py"
+    script.write_text(CUPY_UNWIND_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), os.path.dirname(__file__), where], capture_output=True,
+                          text=True, timeout=120,
+                          env=dict(os.environ, CRMM_FASTALLOC=os.environ.get("CRMM_FASTALLOC", "")))
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+def test_a_null_ptr_is_a_buffer_without_data(backend, host, stats, monkeypatch):
+    """DeviceBuffer(ptr=0, size=n) is DeviceBuffer(size=n), as RMM takes a NULL ptr: nothing to
+    copy, `size` bytes (zero-filled here by a stand-in: no device to fill them)."""
+    zeroed = []
+    create = _alloc.ops.create
+
+    def create_zeroed(size, cstream, mr, cuda_stream, sync):
+        zeroed.append(size)
+        return create(size, cstream, mr)
+
+    monkeypatch.setattr(_alloc.ops, "create_zeroed", create_zeroed)
+    error = None
+    try:
+        db = DeviceBuffer(ptr=0, size=4096, mr=stats)
+    except crmm.CrmmError as e:  # its traceback (and the buffer made) goes here, with the host alive
+        error = repr(e)
+    assert error is None, f"DeviceBuffer(ptr=0) raised {error}"
+    assert (db.size, zeroed) == (4096, [4096]) and host.live[db.ptr] == 4096
+    assert DeviceBuffer(ptr=0, size=0, mr=stats).size == 0
+    del db
+    assert outstanding(stats) == (0, 0)
+
+
+def test_copy_from_device_refuses_what_is_not_device_memory_as_rmm_does():
+    """An object without __cuda_array_interface__: RMM's ValueError and message (also a
+    TypeError, as crmm raised it before). The source is looked at first: a buffer without
+    memory does."""
+    db = DeviceBuffer.__new__(DeviceBuffer)
+    db._buf = None
+    for src in (object(), b"abc"):
+        with pytest.raises(ValueError, match="Expected object to support `__cuda_array_interface__` protocol"):
+            db.copy_from_device(src)
+        with pytest.raises(TypeError):
+            db.copy_from_device(src)
+
+
 def test_a_buffer_without_memory_raises_state_error(backend):
     db = DeviceBuffer.__new__(DeviceBuffer)
     db._buf = None

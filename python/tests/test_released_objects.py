@@ -64,3 +64,26 @@ def test_memory_freed_twice_is_refused(make):
         res.deallocate(p, 64)
     with pytest.raises(crmm.InvalidArgumentError):
         res.deallocate(0x1000, 64)
+
+
+def test_a_resource_released_by_hand_leaves_the_registry():
+    """A resource made later at the address of one released by hand (the object still alive) is
+    the object found for that address, not a second one."""
+    from crmm._lib import lib
+    from crmm.pylibrmm.memory_resource import _memory_resource as registry
+
+    host = mr.HostMemoryResource()
+    gone = {}
+    for _ in range(50):
+        res = mr.StatisticsResourceAdaptor(host)
+        ptr = res.ptr
+        gone[ptr] = released(res)
+        assert registry._objects.get(ptr) is None
+    # a new resource at a released one's address (glibc's malloc reuses it at once)
+    for _ in range(200):
+        res = mr.StatisticsResourceAdaptor(host)
+        if res.ptr in gone:
+            assert registry._objects.get(res.ptr) is res
+            assert mr.MemoryResource._adopt(lib.crmm_resource_retain(res.ptr)) is res
+            break
+

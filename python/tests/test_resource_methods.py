@@ -149,3 +149,28 @@ def test_a_log_file_name_is_taken_literally_as_rmm_takes_it(tmp_path):
     log.deallocate(log.allocate(8), 8)
     log.flush()
     assert name.read_text().startswith("Thread,Time,Action")
+
+
+def test_a_binning_resource_built_in_c_takes_bins_and_lists_them(tmp_path):
+    """The object made for a binning resource of the config (not by its class's __init__) has
+    RMM's bin_mrs and add_bin, as one made from Python does."""
+    from conftest import host_config, run_python
+
+    path = host_config(tmp_path, "[resource.h]\nplugin = host\n[resource.b]\nplugin = binning\nupstream = h\n")
+    r = run_python(
+        """
+        import crmm.mr as mr
+        b = mr.MemoryResource.from_config("b", device=0)
+        assert type(b) is mr.BinningMemoryResource
+        assert b.bin_mrs == []
+        mine = mr.FixedSizeMemoryResource(mr.HostMemoryResource(), block_size=4096, blocks_to_preallocate=1)
+        b.add_bin(4096, mine)
+        assert b.bin_mrs == [mine] and b.bin_mrs[0] is mine
+        p = b.allocate(3000)
+        assert mine.query("allocations") == 1
+        b.deallocate(p, 3000)
+        print("ok")
+        """,
+        env={"CRMM_CONFIG": path},
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

@@ -59,6 +59,11 @@ def _resource_handle(mr):
     return mr._handle
 
 
+class _NotADeviceArrayError(TypeError, ValueError):
+    """An object given as device memory has no __cuda_array_interface__: a ValueError, as RMM
+    raises it, and a TypeError, as crmm raised it before."""
+
+
 def _device_array_pointer(obj):
     """(address, nbytes) of device memory given as a DeviceBuffer or an object with
     ``__cuda_array_interface__`` (C-contiguous)."""
@@ -66,7 +71,11 @@ def _device_array_pointer(obj):
         return obj.ptr, obj.size
     iface = getattr(obj, "__cuda_array_interface__", None)
     if iface is None:
-        raise TypeError(f"expected a DeviceBuffer or an object with __cuda_array_interface__, not {type(obj).__name__}")
+        # RMM's words first: code written for RMM may match them
+        raise _NotADeviceArrayError(
+            "Expected object to support `__cuda_array_interface__` protocol "
+            f"(a DeviceBuffer or an object with __cuda_array_interface__), not {type(obj).__name__}"
+        )
     shape = tuple(iface["shape"])
     itemsize = np.dtype(iface["typestr"]).itemsize
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -87,6 +96,7 @@ class DeviceBuffer:
     ----------
     ptr : int, optional
         Address of data (device or host memory) to copy into the new buffer; ``size`` bytes.
+        0 is no data, as None.
     size : int, optional
         Size of the buffer in bytes (default 0). Without ``ptr`` the new memory is zero-filled
         on ``stream`` without waiting: work queued on that stream afterwards (the copies of this
@@ -108,9 +118,9 @@ class DeviceBuffer:
 
     def __init__(self, *, ptr=None, size=0, stream=DEFAULT_STREAM, mr=None):
         self._buf = None
-        self._init(size, stream, mr, ptr, zero=ptr is None)
+        self._init(size, stream, mr, ptr)
 
-    def _init(self, size, stream, mr, src=None, zero=False):
+    def _init(self, size, stream, mr, src=None):
         # the checks cost a type test each where the arguments are what they usually are
         if type(size) is not int or not 0 <= size < _SIZE_END:
             size = size_arg(size, "size")
@@ -118,7 +128,9 @@ class DeviceBuffer:
             stream = as_stream(stream)
         handle = None if mr is None else _resource_handle(mr)
         if src is not None:
-            src = pointer_arg(src, "ptr")
+            # a NULL ptr is no data to copy: a buffer as without ptr (RMM's ptr defaults to 0
+            # and allocates `size` bytes for it)
+            src = pointer_arg(src, "ptr") or None
         if not _lib.initialized:
             _lib.ensure_initialized()
         # under RMM 25.10's rounding the block is asked for at the rounded size, then the buffer
@@ -126,7 +138,7 @@ class DeviceBuffer:
         rounded = size
         if _allocation_rounding != 1 and size % _allocation_rounding:
             rounded = size + _allocation_rounding - size % _allocation_rounding
-        if zero and size and src is None:
+        if size and src is None:
             # the zeros are queued on the stream, before whatever the caller queues there next
             # (as torch.zeros and cupy.zeros do): no wait for the GPU
             cuda_stream = None if stream is DEFAULT_STREAM else stream.handle or None
@@ -134,7 +146,7 @@ class DeviceBuffer:
         else:
             self._buf = _ops.create(rounded, stream._cstream, handle)
             if src is not None and size:
-                check(lib.crmm_device_buffer_copy_from_device(self._buf, src or None, size, stream._cstream))
+                check(lib.crmm_device_buffer_copy_from_device(self._buf, src, size, stream._cstream))
         if rounded != size:
             check(lib.crmm_device_buffer_resize(self._buf, size, stream._cstream))
         self._stream = stream

@@ -122,6 +122,32 @@ def params_string(params):
     return " ".join(_param_text(key, value) for key, value in params.items() if value is not None)
 
 
+# The Python object standing for each live C resource (weak: the object owns the reference),
+# and the object each device's resource was set to or last returned as (strong, as RMM keeps it).
+_objects = weakref.WeakValueDictionary()
+_per_device = {}
+_registry_lock = threading.RLock()
+
+
+def _remember(mr):
+    """Record `mr` as the object of its resource, unless a live object stands for it already;
+    one released by hand (_ptr None) is replaced: its resource may be gone and a new one made
+    at its address."""
+    with _registry_lock:
+        known = _objects.get(mr._ptr)
+        if known is None or known._ptr != mr._ptr:
+            _objects[mr._ptr] = mr
+
+
+def _forget(mr, ptr, _objects=_objects, _lock=_registry_lock):
+    """Take `mr` out of the registry before it releases `ptr` (its __del__, also called by hand):
+    a resource made later at the same address must get an entry of its own. The registry is
+    bound here, since __del__ may run while the interpreter clears the module."""
+    with _lock:
+        if _objects.get(ptr) is mr:
+            del _objects[ptr]
+
+
 class MemoryResource(HandleOwner):
     """A crmm memory resource: a plugin instance, with its upstream chain.
 
@@ -192,9 +218,11 @@ class MemoryResource(HandleOwner):
     def __deepcopy__(self, memo):
         return self.__copy__()
 
-    def __del__(self, _release=lib.crmm_resource_release):
-        if getattr(self, "_ptr", None):
-            _release(self._ptr)
+    def __del__(self, _release=lib.crmm_resource_release, _forget=_forget):
+        ptr = getattr(self, "_ptr", None)
+        if ptr:
+            _forget(self, ptr)
+            _release(ptr)
             self._ptr = None
 
     @property
@@ -443,13 +471,21 @@ class BinningMemoryResource(UpstreamResourceAdaptor):
         arg = _lib.BinningBin(size, bin_resource._handle if bin_resource is not None else None, 0)
         _control(self, b"binning", _BINNING_ADD_BIN, ctypes.byref(arg))
         if arg.added and bin_resource is not None:
-            self._bin_mrs.append(bin_resource)
+            self._bins().append(bin_resource)
+
+    def _bins(self):
+        """The list behind bin_mrs, made on first use: an object made for a resource built in C
+        (_object_for: from the config, an upstream, a device's resource) skips __init__."""
+        bins = self.__dict__.get("_bin_mrs")
+        if bins is None:
+            bins = self._bin_mrs = []
+        return bins
 
     @property
     def bin_mrs(self):
         """The bin resources given to add_bin that serve a bin, in the order added (a new list;
         RMM's list)."""
-        return list(self._bin_mrs)
+        return list(self._bins())
 
 
 class LimitingResourceAdaptor(UpstreamResourceAdaptor):
@@ -641,18 +677,6 @@ PLUGIN_CLASSES = {
     "prefetch": PrefetchResourceAdaptor,
     "failure_callback": FailureCallbackResourceAdaptor,
 }
-
-# The Python object standing for each live C resource (weak: the object owns the reference),
-# and the object each device's resource was set to or last returned as (strong, as RMM keeps it).
-_objects = weakref.WeakValueDictionary()
-_per_device = {}
-_registry_lock = threading.RLock()
-
-
-def _remember(mr):
-    with _registry_lock:
-        _objects.setdefault(mr._ptr, mr)
-
 
 def _object_for(ptr):
     """The Python object of `ptr`, a new C reference that passes to it (released when the
