@@ -35,7 +35,7 @@ crmm_status crmm_params_new(const crmm_plugin *plugin, const char *name, crmm_pa
 void crmm_params_free(crmm_params *p);
 /* Set key=value, validated against the table (unknown key: a "did you mean" where one is close). */
 crmm_status crmm_params_set(crmm_params *p, const char *key, const char *value);
-/* Parse "k=v k=v" or "k=v,k=v" and set each. */
+/* Parse "k=v k=v" or "k=v,k=v" (k="v w" keeps the blank; \" and \\ inside) and set each. */
 crmm_status crmm_params_set_list(crmm_params *p, const char *list);
 /* CRMM_ERROR_CONFIG naming the first required parameter that has no value. */
 crmm_status crmm_params_check_required(const crmm_params *p);

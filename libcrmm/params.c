@@ -301,30 +301,71 @@ crmm_status crmm_params_set(crmm_params *p, const char *key, const char *value)
     return CRMM_OK;
 }
 
+static bool is_list_separator(char c) { return c == ' ' || c == '\t' || c == '\n' || c == ','; }
+
+/* The value at *s of a parameter list into out (as long as the rest of the list), *s moved past
+ * it: a word ending at a separator, or a double-quoted value in which separators are kept and
+ * \" and \\ stand for " and \. False for a quote not closed, or not followed by a separator. */
+static bool take_list_value(const char **s, char *out)
+{
+    const char *c = *s;
+    if (*c != '"') {
+        while (*c && !is_list_separator(*c))
+            *out++ = *c++;
+        *out = '\0';
+        *s = c;
+        return true;
+    }
+    for (c++; *c && *c != '"'; c++) {
+        if (*c == '\\' && (c[1] == '"' || c[1] == '\\'))
+            c++;
+        *out++ = *c;
+    }
+    *out = '\0';
+    if (*c != '"' || (c[1] && !is_list_separator(c[1])))
+        return false;
+    *s = c + 1;
+    return true;
+}
+
 crmm_status crmm_params_set_list(crmm_params *p, const char *list)
 {
     if (!list)
         return CRMM_OK;
-    char *copy = strdup(list);
-    if (!copy)
+    size_t n = strlen(list);
+    char *key = malloc(n + 1), *value = malloc(n + 1);
+    if (!key || !value) {
+        free(key);
+        free(value);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "params: malloc failed");
-    crmm_status st = CRMM_OK;
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, " \t\n,", &save); tok; tok = strtok_r(NULL, " \t\n,", &save)) {
-        char *eq = strchr(tok, '=');
-        if (!eq || eq == tok) {
-            st = crmm_set_error(CRMM_ERROR_CONFIG, "'%s' is not key=value", tok);
-            break;
-        }
-        *eq = '\0';
-        if (crmm_params_is_set(p, tok)) {
-            st = crmm_set_error(CRMM_ERROR_CONFIG, "'%s' given twice", tok);
-            break;
-        }
-        if ((st = crmm_params_set(p, tok, eq + 1)) != CRMM_OK)
-            break;
     }
-    free(copy);
+    crmm_status st = CRMM_OK;
+    for (const char *s = list; st == CRMM_OK;) {
+        while (is_list_separator(*s))
+            s++;
+        if (!*s)
+            break;
+        const char *start = s;
+        size_t kl = 0;
+        while (*s && *s != '=' && !is_list_separator(*s))
+            key[kl++] = *s++;
+        key[kl] = '\0';
+        if (*s != '=' || !kl) {
+            while (*s && !is_list_separator(*s))
+                s++;
+            st = crmm_set_error(CRMM_ERROR_CONFIG, "'%.*s' is not key=value", (int)(s - start), start);
+            break;
+        }
+        s++;
+        if (!take_list_value(&s, value))
+            st = crmm_set_error(CRMM_ERROR_CONFIG, "'%s': a quoted value must end with '\"' before the next parameter", key);
+        else if (crmm_params_is_set(p, key))
+            st = crmm_set_error(CRMM_ERROR_CONFIG, "'%s' given twice", key);
+        else
+            st = crmm_params_set(p, key, value);
+    }
+    free(key);
+    free(value);
     return st;
 }
 

@@ -234,6 +234,23 @@ CRMM_TEST_IN("params", test_params_typed_values)
     ck_assert_uint_eq(v.limit, 0);
 }
 
+/* A double-quoted value keeps spaces and commas (a file name such as "/tmp/my logs/a,b.csv"),
+ * with \" and \\ for a quote and a backslash; a quote inside a word is only a character. */
+CRMM_TEST_IN("params", test_params_quoted_values)
+{
+    paramtest_values v = paramtest("id=1 label=\"/tmp/my logs/a,b.csv\" count=3", 0);
+    ck_assert_str_eq(v.label, "/tmp/my logs/a,b.csv");
+    ck_assert_uint_eq(v.count, 3);
+    v = paramtest("label=\"say \\\"hi\\\" \\\\ \\n\",id=2", 0);
+    ck_assert_str_eq(v.label, "say \"hi\" \\ \\n");
+    ck_assert_uint_eq(v.id, 2);
+    v = paramtest("id=1 label=it\"s", 0);
+    ck_assert_str_eq(v.label, "it\"s");
+    v = paramtest("id=\"5\" label=\" \"", 0);
+    ck_assert_uint_eq(v.id, 5);
+    ck_assert_str_eq(v.label, " ");
+}
+
 CRMM_TEST_IN("params", test_params_bool_forms)
 {
     static const struct { const char *text; bool value; } forms[] = {
@@ -284,6 +301,10 @@ static const struct { const char *plugin, *params; int upstream; crmm_status st;
     {"template", "tag", 1, CRMM_ERROR_CONFIG, "'tag' is not key=value"},
     {"template", "=5", 1, CRMM_ERROR_CONFIG, "'=5' is not key=value"},
     {"template", "tag=1 tag=2", 1, CRMM_ERROR_CONFIG, "'tag' given twice"},
+    {"template", "tag=\"1", 1, CRMM_ERROR_CONFIG, "'tag': a quoted value must end with '\"'"},
+    {"template", "tag=\"1\"2", 1, CRMM_ERROR_CONFIG, "'tag': a quoted value must end with '\"'"},
+    {"template", "tag=\"1\\\"", 1, CRMM_ERROR_CONFIG, "'tag': a quoted value must end with '\"'"},
+    {"template", "tag=1 x", 1, CRMM_ERROR_CONFIG, "'x' is not key=value"},
     {"template", "plugin=host", 1, CRMM_ERROR_CONFIG, "unknown key 'plugin'"},
     {"paramtest", "", 0, CRMM_ERROR_CONFIG, "plugin paramtest needs 'id'"},
     {"paramtest", "count=1", 0, CRMM_ERROR_CONFIG, "plugin paramtest needs 'id'"},

@@ -210,15 +210,16 @@ CRMM_API void crmm_resource_release(crmm_resource *mr);
 CRMM_API long crmm_resource_refcount(const crmm_resource *mr);
 
 /* Build a resource from a plugin by name without a config file: `params` is
- * "key=value key=value" (spaces or commas between pairs), validated against the plugin's
+ * "key=value key=value" (spaces or commas between pairs; a value in double quotes keeps spaces
+ * and commas, with \" and \\ for a quote and a backslash), validated against the plugin's
  * parameter table exactly as a config section is. `upstream` may be NULL where the plugin needs
  * none; a reference is taken. The plugin is searched in the plugin_path of the config crmm_init
  * loaded, then $CRMM_PLUGIN_PATH, then the installed directory. The resource is created for the
  * current CUDA device (host plugins need none). Errors: CRMM_ERROR_INVALID_ARGUMENT, CRMM_ERROR_PLUGIN (plugin not loadable, or
  * its create gave a resource without allocate, deallocate or destroy: that one is destroyed when
- * it can be), CRMM_ERROR_CONFIG (bad parameter, an upstream given to a plugin that takes none or
- * missing for one that needs it), and whatever the plugin's create returns (with the plugin's
- * message, or a generic one naming the plugin when it set none). */
+ * it can be), CRMM_ERROR_CONFIG (bad parameter, a quoted value not closed, an upstream given to a
+ * plugin that takes none or missing for one that needs it), and whatever the plugin's create
+ * returns (with the plugin's message, or a generic one naming the plugin when it set none). */
 CRMM_API crmm_status crmm_resource_create(const char *plugin, const char *params, crmm_resource *upstream,
                                  crmm_resource **out);
 

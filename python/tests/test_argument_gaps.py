@@ -1,6 +1,7 @@
 """Arguments that used to change meaning on their way to C: a separator inside a parameter
-value (a second parameter), a NUL byte (a name cut short), a pointer or size past 64 bits
-(truncated by ctypes). Each is refused with a Python exception before libcrmm sees it."""
+value (a second parameter; now quoted, so the value arrives whole), a NUL byte (a name cut
+short), a pointer or size past 64 bits (truncated by ctypes). The last two are refused with a
+Python exception before libcrmm sees them."""
 
 import ctypes
 
@@ -19,14 +20,27 @@ def host():
 
 @pytest.mark.parametrize("sep", [",", " ", "\t", "\n", "\r", "\v", "\f"])
 def test_a_separator_in_a_value_cannot_inject_a_parameter(host, sep):
-    with pytest.raises(ValueError, match="separate parameters"):
+    # the value reaches the plugin whole (quoted), so it is one bad size, not two parameters
+    with pytest.raises(crmm.ConfigError, match="initial_size"):
         mr.MemoryResource("pool", {"initial_size": f"1MiB{sep}maximum_size=2MiB"}, upstream=host)
 
 
 def test_a_separator_in_a_class_argument_cannot_inject_a_parameter(host, tmp_path):
-    with pytest.raises(ValueError, match="separate parameters"):
-        mr.LoggingResourceAdaptor(host, log_file_name=str(tmp_path / "a.csv,auto_flush=true"))
-    assert not (tmp_path / "a.csv").exists()
+    name = tmp_path / "a.csv,auto_flush=true"
+    log = mr.LoggingResourceAdaptor(host, log_file_name=str(name))
+    assert log.get_file_name() == str(name)
+    assert name.exists() and not (tmp_path / "a.csv").exists()
+
+
+@pytest.mark.parametrize("name", ["my logs/a.csv", "a,b.csv", 'quote"d\\back.csv', '"lead.csv'])
+def test_a_log_file_name_with_blanks_commas_and_quotes_is_kept_whole(host, tmp_path, name):
+    path = tmp_path / name
+    path.parent.mkdir(exist_ok=True)
+    log = mr.LoggingResourceAdaptor(host, log_file_name=str(path))
+    log.deallocate(log.allocate(64), 64)
+    log.flush()
+    assert path.read_text().startswith("Thread,Time,Action,Pointer,Size,Stream")
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
 
 
 def test_a_nul_byte_in_a_value_is_refused(host):

@@ -96,21 +96,18 @@ def _param_text(key, value):
         raise TypeError(f"parameter {key} must be a str, int, float or bool, not {type(value).__name__}")
     if "\0" in value:
         raise ValueError(f"parameter {key} must not contain a NUL byte: {value!r}")
-    bad = sorted(set(value) & _SEPARATORS)
-    if bad:
-        raise ValueError(
-            f"parameter {key}={value!r} contains {', '.join(map(repr, bad))}: white space and commas "
-            "separate parameters, so a value cannot hold them"
-        )
     if value == "":
         raise ValueError(f"parameter {key} has an empty value")
+    if set(value) & _SEPARATORS or value.startswith('"'):
+        # quoted, as libcrmm reads a value that holds white space or commas
+        value = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return f"{key}={value}"
 
 
 def params_string(params):
     """Plugin parameters as libcrmm's "key=value key=value" string, from a str, a dict or None.
-    A dict's values may not hold white space, commas or NUL bytes (they would end the value and
-    start another parameter); a str is passed as written (NUL bytes refused)."""
+    A dict's value that holds white space or commas is written in double quotes (libcrmm keeps
+    them then), NUL bytes are refused; a str is passed as written (NUL bytes refused)."""
     if params is None:
         return ""
     if isinstance(params, str):
