@@ -235,9 +235,19 @@ crmm_status replay_torch_build(crmm_config *cfg, const char *name, crmm_resource
     for (size_t j = 0; j < crmm_config_resource_param_count(cfg, (size_t)i); j++) {
         const char *k = crmm_config_resource_param_key(cfg, (size_t)i, j);
         const char *v = crmm_config_resource_param_value(cfg, (size_t)i, j);
-        if (strpbrk(v, " ,\t") || n + strlen(k) + strlen(v) + 3 >= sizeof params)
-            return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s's parameter %s cannot be passed again", name, k);
-        n += (size_t)snprintf(params + n, sizeof params - n, "%s%s=%s", n ? " " : "", k, v);
+        /* as crmm_resource_create reads them: a value with a blank or comma in double quotes */
+        bool quote = strpbrk(v, " ,\t\n") || v[0] == '"';
+        if (n + strlen(k) + 2 * strlen(v) + 5 >= sizeof params)
+            return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "%s's parameters are too long to pass again", name);
+        n += (size_t)snprintf(params + n, sizeof params - n, "%s%s=%s", n ? " " : "", k, quote ? "\"" : "");
+        for (const char *c = v; *c; c++) {
+            if (quote && (*c == '"' || *c == '\\'))
+                params[n++] = '\\';
+            params[n++] = *c;
+        }
+        if (quote)
+            params[n++] = '"';
+        params[n] = '\0';
     }
     crmm_resource *upstream = NULL;
     crmm_status st = crmm_config_create_resource(cfg, upstream_name, -1, &upstream);

@@ -156,6 +156,22 @@ def test_the_pool_is_built_again_from_the_configs_plugin_path(tmp_path):
     assert trace[0]["action"] == "segment_alloc" and trace[0]["size"] == 1 << 20
 
 
+def test_a_parameter_with_a_space_and_a_comma_is_passed_again(tmp_path):
+    (tmp_path / "my logs").mkdir()
+    log_file = tmp_path / "my logs" / "a,b.csv"
+    config = tmp_path / "c.ini"
+    config.write_text(CONFIG + f"[resource.l]\nplugin = logging\nupstream = p\nfile = {log_file}\n")
+    out = tmp_path / "s.pickle"
+    done = subprocess.run([crmm_tool(), "replay", write_log(tmp_path), "--config", str(config), "--repeats", "1",
+                           "--resource", "l", "--torch-snapshot", str(out)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "note:" not in done.stderr
+    with open(out, "rb") as f:
+        check_against_log(pickle.load(f))
+    assert log_file.read_text().startswith("Thread,Time,Action,Pointer,Size,Stream")
+
+
 def test_a_resource_without_upstream_shows_each_allocation_as_a_segment(tmp_path):
     snap, err = snapshot_of(tmp_path, "h")
     segments, trace = check_against_log(snap)
