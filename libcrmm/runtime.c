@@ -164,11 +164,15 @@ crmm_status crmm_resource_create(const char *plugin_name, const char *params, cr
 
 static crmm_status check_device(int device)
 {
+    /* an ordinal no machine has is the caller's error, whatever this machine has */
+    if (device < 0 || device >= CRMM_MAX_DEVICES)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "device %d is not a device ordinal (0 .. %d)", device,
+                              CRMM_MAX_DEVICES - 1);
     int n;
     crmm_status st = crmm_cuda_device_count(&n);
     if (st != CRMM_OK)
         return st;
-    if (device < 0 || device >= n || device >= CRMM_MAX_DEVICES)
+    if (device >= n)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "device %d does not exist (%d present)", device, n);
     return CRMM_OK;
 }
@@ -287,7 +291,7 @@ crmm_resource *crmm_set_per_device_resource(int device, crmm_resource *mr)
         crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "set_per_device_resource: resource is NULL");
         return NULL;
     }
-    if (check_device(device) != CRMM_OK)
+    if (check_device_or_host(device) != CRMM_OK)
         return NULL;
     crmm_resource *previous = device_registry_set(&registry, device, mr);
     crmm_clear_error();

@@ -361,6 +361,36 @@ CRMM_TEST_IN("cuda", test_init_then_registry_without_device)
     crmm_resource *ref = crmm_get_current_device_resource_ref();
     ck_assert_ptr_eq(ref, mr);
     crmm_resource_release(ref);
+    /* and it may swap the current resource, as it would on a GPU */
+    crmm_resource *mine = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &mine));
+    crmm_resource *previous = crmm_set_current_device_resource(mine);
+    ck_assert_msg(previous == mr, "set_current_device_resource over a host default: %s", crmm_last_error());
+    ck_assert_ptr_eq(crmm_get_current_device_resource(), mine);
+    crmm_resource *back = crmm_set_current_device_resource(previous); /* each returned reference is ours */
+    ck_assert_ptr_eq(back, mine);
+    crmm_resource_release(back);
+    crmm_resource_release(previous);
+    ck_assert_int_eq(crmm_resource_refcount(mine), 1);
+    crmm_resource_release(mine);
+    crmm_finalize();
+}
+
+CRMM_TEST_IN("cuda", test_registry_refuses_ordinals_no_machine_has)
+{
+    /* the caller's error on any machine, GPU or none: INVALID_ARGUMENT, not a CUDA error */
+    crmm_resource *mine = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("host", NULL, NULL, &mine));
+    static const int bad[] = {-1, CRMM_MAX_DEVICES, 1 << 30};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_ptr_null(crmm_get_per_device_resource(bad[i]));
+        ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_INVALID_ARGUMENT);
+        ck_assert_error_contains("is not a device ordinal");
+        ck_assert_ptr_null(crmm_set_per_device_resource(bad[i], mine));
+        ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_INVALID_ARGUMENT);
+    }
+    ck_assert_int_eq(crmm_resource_refcount(mine), 1);
+    crmm_resource_release(mine);
     crmm_finalize();
 }
 
