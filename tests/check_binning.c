@@ -319,6 +319,29 @@ CRMM_TEST_IN("binning", add_bin_routes_to_the_added_bins)
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
 
+/* A block passed upstream before a bin of its size was added goes back upstream at its free,
+ * not to the new bin (which never handed it out); blocks allocated after go to the bin. */
+CRMM_TEST_IN("binning", a_block_passed_upstream_before_its_bin_was_added_is_freed_upstream)
+{
+    make("");
+    void *early[2], *late;
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 3000, NULL, &early[0]));
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 100, NULL, &early[1]));
+    crmm_binning_bin add = {4096, NULL, -1};
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 3000, NULL, &late));
+    crmm_resource *bin = get_bin(0).mr;
+    ck_assert_uint_eq(crmm_test_query(bin, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, early[0], 3000, NULL));
+    ck_assert_crmm(crmm_resource_deallocate(b, early[0], 3000, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* twice: refused */
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, early[1], 100, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, late, 3000, NULL));
+    ck_assert_uint_eq(crmm_test_query(bin, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 0);
+    release_binning();
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
+}
+
 /* A resource of memory that `flags` says who can reach (a probe: the tests only add it as a bin). */
 static crmm_resource *reached_by(unsigned flags) { return &probe_resource_new(NULL, flags, 0)->base; }
 
@@ -340,6 +363,17 @@ CRMM_TEST_IN("binning", add_bin_refuses_bad_input)
     ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_int_eq(crmm_resource_refcount(device_only), 1);
     crmm_resource_release(device_only);
+    ck_assert_uint_eq(bin_count(), 1);
+    /* the binning itself, or a resource over it, as a bin: every request would route to itself */
+    crmm_binning_bin itself = {4096, b, -1};
+    ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &itself), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "the binning itself"));
+    crmm_resource *over = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("statistics", NULL, b, &over));
+    crmm_binning_bin above = {4096, over, -1};
+    ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &above), CRMM_ERROR_INVALID_ARGUMENT);
+    crmm_resource_release(over);
+    ck_assert_int_eq(crmm_resource_refcount(b), 1);
     ck_assert_uint_eq(bin_count(), 1);
     crmm_binning_bin out_of_range = {1, NULL, 0};
     ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_GET_BIN, &out_of_range), CRMM_ERROR_INVALID_ARGUMENT);

@@ -49,6 +49,9 @@ typedef struct binning_resource {
     crmm_alloc_counters large; /* requests passed upstream (atomic) */
     pthread_mutex_t large_lock;
     ptr_set live_large; /* the blocks passed upstream and not freed (under large_lock) */
+    bool late_bins;       /* a bin was added while blocks passed upstream were live: a free of
+                           * one of them may now route to a bin (atomic; cleared under large_lock
+                           * when live_large empties) */
     crmm_fork_guard fork_guard; /* large_lock around fork() (the bins have their own) */
 } binning_resource;
 
@@ -90,13 +93,29 @@ static crmm_status binning_allocate(crmm_resource *self, size_t bytes, crmm_cuda
     return CRMM_OK;
 }
 
+/* Whether ptr is a block passed upstream before a bin of its size was added (it goes back
+ * upstream, not to that bin). */
+static bool passed_up_before_its_bin(binning_resource *b, void *ptr)
+{
+    if (!__atomic_load_n(&b->late_bins, __ATOMIC_RELAXED))
+        return false;
+    pthread_mutex_lock(&b->large_lock);
+    bool up = ptr_map_find(&b->live_large.map, (uintptr_t)ptr) != NULL;
+    pthread_mutex_unlock(&b->large_lock);
+    return up;
+}
+
 static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     binning_resource *b = (binning_resource *)self;
     crmm_resource *target = route(b, bytes);
+    if (target != self->upstream && passed_up_before_its_bin(b, ptr))
+        target = self->upstream;
     if (target == self->upstream) {
         pthread_mutex_lock(&b->large_lock);
         bool known = ptr_set_remove(&b->live_large, (uintptr_t)ptr);
+        if (known && !b->live_large.map.count)
+            __atomic_store_n(&b->late_bins, false, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&b->large_lock);
         if (!known)
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
@@ -205,6 +224,11 @@ static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
      * managed memory): the binning then promises what both give. A bin with nothing in common
      * (host-only memory under a device binning), or on another device, is refused. */
     unsigned common = arg->mr ? (arg->mr->flags & b->base.flags & (CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE)) : 1u;
+    for (const crmm_resource *m = arg->mr; m; m = m->upstream)
+        if (m == &b->base)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                                  "binning '%s': add_bin: the bin resource is the binning itself or lies over it",
+                                  b->base.name);
     if (arg->mr && (common == 0 || arg->mr->device != b->base.device))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
                               "binning '%s': add_bin: bin resource '%s' (%s memory, device %d) cannot serve a binning of %s memory on device %d",
@@ -236,6 +260,10 @@ static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
     b->bins[at] = (binning_bin){size, mr};
     b->bin_count++;
     fill_route_table(b);
+    pthread_mutex_lock(&b->large_lock);
+    if (b->live_large.map.count) /* their frees may route to the new bin now */
+        __atomic_store_n(&b->late_bins, true, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&b->large_lock);
     arg->added = 1;
     return CRMM_OK;
 }
