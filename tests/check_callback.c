@@ -231,6 +231,28 @@ static void *alloc_free_rounds(void *arg)
     return NULL;
 }
 
+/* A free the callback accepts whatever size it is given: a limiting adaptor over it counts a free
+ * of a size near 2^64 as giving back what it can, never as taking more or wrapping, so the limit
+ * still lets the next allocation through. */
+CRMM_TEST_IN("callback", a_limit_over_it_survives_a_free_of_an_absurd_size)
+{
+    static const size_t wrong[] = {SIZE_MAX - 1000, SIZE_MAX, SIZE_MAX - 255, (size_t)INT64_MAX + 1};
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        calls a = {0}, d = {0};
+        crmm_resource *cb = NULL, *lim = NULL;
+        ck_assert_crmm_ok(crmm_callback_resource_create(record_alloc, record_free, &a, &d, &cb));
+        ck_assert_crmm_ok(crmm_resource_create("limiting", "allocation_limit=1KiB", cb, &lim));
+        void *p = NULL;
+        ck_assert_crmm_ok(crmm_resource_allocate(lim, 1000, NULL, &p));
+        ck_assert_crmm_ok(crmm_resource_deallocate(lim, p, wrong[i], NULL));
+        ck_assert_uint_eq(crmm_test_query(lim, CRMM_QUERY_BYTES_IN_USE), 0);
+        ck_assert_crmm_ok(crmm_resource_allocate(lim, 1000, NULL, &p));
+        ck_assert_crmm_ok(crmm_resource_deallocate(lim, p, 1000, NULL));
+        crmm_resource_release(lim);
+        crmm_resource_release(cb);
+    }
+}
+
 CRMM_TEST_IN("callback", counters_stay_exact_under_threads)
 {
     crmm_resource *mr = NULL;

@@ -50,7 +50,8 @@ static void count_live(limiting_resource *r, uint64_t rounded, int64_t before)
 static void count_freed(limiting_resource *r, size_t bytes)
 {
     const uint64_t align = CRMM_ALLOCATION_ALIGNMENT;
-    uint64_t take = ((uint64_t)bytes + align - 1) & ~(align - 1);
+    /* rounded up without wrapping, and at most INT64_MAX (a negative delta must stay negative) */
+    uint64_t take = (uint64_t)bytes > INT64_MAX - (align - 1) ? INT64_MAX : ((uint64_t)bytes + align - 1) & ~(align - 1);
     crmm_counter_add(&r->in_use, -(int64_t)take, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
     crmm_counter_add(&r->live, -1, CRMM_COUNT_SHARED);
 }
