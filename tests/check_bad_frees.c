@@ -85,6 +85,25 @@ CRMM_TEST(fixed_size_counters_do_not_wrap)
     crmm_test_release(mr, host);
 }
 
+/* The arena's small blocks keep no size either: a wrong size within the block's class frees the
+ * block and the bytes in use stop at zero; a size of another class, a second free and a foreign
+ * pointer are refused. */
+CRMM_TEST(arena_counters_do_not_wrap)
+{
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    crmm_resource *mr = crmm_test_create("arena", "arena_size=4MiB", host);
+    void *p = crmm_test_allocate(mr, 8);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 100000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(in_use(mr), 8);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 200, NULL)); /* the same 256-byte class */
+    ck_assert_uint_eq(in_use(mr), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 8, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_resource_deallocate(mr, foreign, sizeof foreign, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(in_use(mr), 0);
+    crmm_test_release(mr, host);
+}
+
 /* A bin's block freed with another bin's size or with a size above the largest bin is refused
  * (before: the large one went upstream, which freed part of the bin's chunk); a large block
  * freed with a bin's size is refused by the bin; the right frees work afterwards. */

@@ -325,8 +325,12 @@ void arena_cache_counts(arena_resource *r, arena_counts *out)
     int64_t peak_bytes = __atomic_load_n(&c->peak_bytes, __ATOMIC_RELAXED);
     int64_t flushed_count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
     int64_t flushed_bytes = __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
-    out->count = count;
-    out->bytes = bytes;
+    /* a small block keeps no size: a free with a wrong size of its class subtracts that size, so
+     * the sum stops at zero rather than wrap */
+    out->count = count > 0 ? count : 0;
+    out->bytes = bytes > 0 ? bytes : 0;
+    count = out->count;
+    bytes = out->bytes;
     out->peak_count = peak_count > flushed_count + rise_count ? peak_count : flushed_count + rise_count;
     out->peak_bytes = peak_bytes > flushed_bytes + rise_bytes ? peak_bytes : flushed_bytes + rise_bytes;
     if (out->peak_count < count)
