@@ -243,6 +243,27 @@ CRMM_TEST_IN("pool_expandable", maximum_size_bounds_what_it_maps)
     free_all(p, {a, 3 * PAGE}, {b, PAGE});
 }
 
+/* initial_size rounds up to whole pages, but never past maximum_size: the pool maps the whole
+ * pages within the maximum, and a maximum under one page maps nothing and serves nothing. */
+CRMM_TEST_IN("pool_expandable", initial_size_never_maps_past_maximum_size)
+{
+    p = expandable_pool("initial_size=96KiB maximum_size=96KiB"); /* a page and a half */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
+    unsigned char *a = alloc(p, PAGE);
+    void *x = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(p, PAGE / 2, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(x);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
+    free_all(p, {a, PAGE});
+    release_pool();
+    p = expandable_pool("initial_size=32KiB maximum_size=32KiB");
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    x = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(p, 256, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "maximum size"));
+    books_agree(p);
+}
+
 CRMM_TEST_IN("pool_expandable", out_of_device_memory_gives_free_pages_back_and_retries)
 {
     /* a release threshold that would keep the free pages: only running out of memory frees them */

@@ -559,6 +559,12 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
 crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t size)
 {
     pool_vmm *v = &p->growth.vmm;
+    /* initial_size in whole pages, never past maximum_size: the most whole pages within it */
+    if (p->growth.maximum != POOL_NO_MAXIMUM && page_up(v, size) > p->growth.maximum) {
+        size = (size_t)page_down(v, (uintptr_t)p->growth.maximum);
+        if (!size)
+            return CRMM_OK;
+    }
     grow_plan plan = plan_growth(p, s, size);
     if (!plan.pages)
         return out_of_room(p, size, "larger than its address range");
