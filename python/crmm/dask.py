@@ -161,7 +161,8 @@ class CRMMSetup(WorkerPlugin):
         log_file = None
         if self.log_directory is not None:
             os.makedirs(self.log_directory, exist_ok=True)
-            log_file = os.path.join(os.path.abspath(self.log_directory), f"crmm_log_{label}.csv")
+            # a path, not a pattern: a % in the directory's name stays a % (%% in the config)
+            log_file = os.path.join(os.path.abspath(self.log_directory), f"crmm_log_{label}.csv").replace("%", "%%")
         path = os.path.join(worker.local_directory, f"crmm_{label}.ini")
         with open(path, "w", encoding="utf-8") as f:
             f.write(config_text(log_file=log_file, **self.options))

@@ -26,6 +26,8 @@ while an expandable pool's pages stay until both sides let go.
 """
 
 import ctypes
+import operator
+import os
 from multiprocessing import reduction
 
 from . import _lib
@@ -61,11 +63,22 @@ class IpcHandle:
         """A handle from bytes and descriptors received another way; it takes ownership of
         the descriptors (and closes them when `data` is not a crmm IPC handle:
         InvalidArgumentError)."""
+        self._h = None
         fds = list(fds)
+        try:
+            raw = bytes(memoryview(data))  # its bytes, whatever buffer holds them
+            fds = [operator.index(fd) for fd in fds]
+        except BaseException:
+            for fd in fds:  # owned from the call on, also when it fails
+                if isinstance(fd, int):
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            raise
         arr = (ctypes.c_int * max(len(fds), 1))(*fds)
         out = ctypes.c_void_p()
-        self._h = None
-        check(lib.crmm_ipc_handle_from(bytes(data), len(data), arr, len(fds), ctypes.byref(out)))
+        check(lib.crmm_ipc_handle_from(raw, len(raw), arr, len(fds), ctypes.byref(out)))
         self._h = out.value
 
     @classmethod

@@ -175,3 +175,16 @@ def test_bad_options_are_refused_at_once(kwargs, message):
 def test_a_size_of_another_type_is_refused():
     with pytest.raises(TypeError, match="pool_size must be a number of bytes"):
         CRMMSetup(pool_size=1.5)
+
+
+def test_a_log_directory_with_a_percent_is_a_path_not_a_pattern(tmp_path):
+    """The config's logging plugin reads %p and %d in `file` as the process and device: a
+    directory whose name holds them is written with %% so that the log lands in it."""
+    class Worker:
+        name = "w0"
+        local_directory = str(tmp_path)
+
+    setup = CRMMSetup(log_directory=tmp_path / "pct%p%d")
+    text = open(setup._config_path(Worker())).read()
+    expected = os.path.join(str(tmp_path), "pct%%p%%d", "crmm_log_w0.csv")
+    assert f"file = {expected}" in text

@@ -91,6 +91,11 @@ def test_bad_handles_are_refused_and_their_descriptors_closed():
     with pytest.raises(crmm.InvalidArgumentError, match="descriptors"):
         crmm.ipc.IpcHandle(good, fds)
     assert not is_open(fds[0])
+    for data in ("not a handle", 7, None):  # not bytes at all: refused, and the descriptors closed still
+        fds = plain_fds(["y"])
+        with pytest.raises(TypeError):
+            crmm.ipc.IpcHandle(data, fds)
+        assert not is_open(fds[0])
     h = vmm_handle(["a"])
     h.close()
     with pytest.raises(crmm.InvalidArgumentError, match="closed"):
