@@ -61,6 +61,16 @@ def test_a_pool_under_an_adaptor_is_found():
     stats.deallocate(a, 1 << 20)
     ct.reset_peak_memory_stats(mr=stats)
     assert ct.memory_stats(mr=pool)["requested_bytes.all.peak"] == 0
+    # asked of the adaptor, the figures are the pool's too: every peak reset, none above its current
+    a = stats.allocate(100)
+    b = stats.allocate(50000)
+    stats.deallocate(b, 50000)
+    ct.reset_peak_memory_stats(mr=stats)
+    s = ct.memory_stats(mr=stats)
+    for key in ("allocated_bytes.all", "requested_bytes.all", "reserved_bytes.all", "allocation.all", "active.all"):
+        assert s[key + ".peak"] == s[key + ".current"], key
+    assert s["requested_bytes.all.current"] == 100 and s["allocation.all.current"] == 1
+    stats.deallocate(a, 100)
 
 
 def test_a_resource_without_a_pool():

@@ -119,11 +119,22 @@ def _resource(device, mr):
     return get_per_device_resource(_device_index(device))
 
 
-def _query(mr, what):
-    try:
-        return mr.query(what)
-    except UnsupportedError:
+def _query(mr, what, kind=None):
+    """mr.query(what), or with `kind` a core figure (bytes_in_use, ...) of the chain's first
+    layer of that kind; None when it cannot tell."""
+    from ..pylibrmm.memory_resource._memory_resource import QUERIES
+
+    code = QUERIES[what]
+    if kind is None or type(code) is not int:  # the plugin's own figures name their kind already
+        try:
+            return mr.query(what)
+        except UnsupportedError:
+            return None
+    out = ctypes.c_uint64()
+    if lib.crmm_resource_query_kind(mr._handle, kind.encode(), code, ctypes.byref(out)) != 0:
+        lib.crmm_clear_error()
         return None
+    return out.value
 
 
 def memory_stats(device=None, mr=None):
@@ -134,14 +145,18 @@ def memory_stats(device=None, mr=None):
     Figures the resource cannot give are left out (a resource without counters gives {})."""
     mr = _resource(device, mr)
     stats = {}
+    # every figure from the chain's first pool when it has one (the layer reset_peak_memory_stats
+    # resets; an adaptor above it, such as statistics, keeps peaks of its own), else from the top
+    layer = "pool" if _query(mr, "pool_block_bytes") is not None else None
     for key, current, peak in _STATS:
-        now = _query(mr, current)
+        now = _query(mr, current, layer)
         if now is None and current == "pool_block_bytes":  # no pool: the requested bytes
-            now, peak = _query(mr, "bytes_in_use"), "bytes_in_use_peak"
+            current, peak = "bytes_in_use", "bytes_in_use_peak"
+            now = _query(mr, current)
         if now is None:
             continue
         stats[key + ".current"] = now
-        high = _query(mr, peak)
+        high = _query(mr, peak, layer)
         if high is not None:
             stats[key + ".peak"] = high
     for name in _COUNTERS:
