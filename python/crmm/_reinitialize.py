@@ -67,7 +67,9 @@ def reinitialize(
     `initial_pool_size`/`maximum_pool_size` (ints or size strings; pool defaults when None) with
     `pool_allocator`, logged to `log_file_name` with ".dev<N>" before its extension with
     `logging` (default file: $RMM_LOG_FILE, then $CRMM_LOG_FILE). Memory from the old resources
-    must not be used afterwards (as in RMM).
+    must not be used afterwards (as in RMM). Logging again to the file a device's present logging
+    layer writes replaces that layer, as in RMM; while something else still holds that layer, the
+    file is refused (CrmmIOError, an OSError) and the device keeps its new chain without logging.
 
     Raises TypeError or ValueError for bad arguments (before any hook runs), ValueError when
     logging has no file name, CudaError without a device, InvalidArgumentError for a device

@@ -5,6 +5,7 @@ runs."""
 import pytest
 
 import crmm
+from conftest import host_config, run_python
 from crmm import _reinitialize
 
 
@@ -104,3 +105,39 @@ def test_without_a_device_the_hooks_run_then_cuda_errors(no_gpu):
     with pytest.raises(crmm.CudaError):
         crmm.reinitialize()
     assert calls == ["ran"]
+
+
+REINIT_LOGGING_TWICE = """
+import contextlib, sys
+import crmm, crmm._lib as _lib
+from crmm.pylibrmm.memory_resource import _memory_resource as m
+# no device here: a host resource stands for cudaMalloc's, device 0 for the device
+_lib.device_context = lambda device: contextlib.nullcontext()
+m.CudaMemoryResource = m.HostMemoryResource
+log = sys.argv[1]
+for attempt in (1, 2):  # the second opens the file the first's logging layer writes
+    crmm.reinitialize(logging=True, log_file_name=log + ".csv")
+    mr = m.get_per_device_resource(0)
+    assert isinstance(mr, m.LoggingResourceAdaptor) and mr.get_file_name() == log + ".dev0.csv", attempt
+    mr.deallocate(mr.allocate(64), 64)
+    mr.flush()
+    del mr
+kept = m.get_per_device_resource(0)  # a holder of the layer: its file cannot be opened again
+try:
+    crmm.reinitialize(logging=True, log_file_name=log + ".csv")
+    raise SystemExit("a second writer of the file was allowed")
+except OSError as e:  # crmm's I/O error is an OSError
+    assert "another crmm writer" in str(e), e
+now = m.get_per_device_resource(0)
+assert type(now) is m.HostMemoryResource, type(now)  # the chain without its logging layer
+assert kept.get_file_name() == log + ".dev0.csv"
+print("ok")
+"""
+
+
+def test_reinitialize_with_logging_twice_replaces_the_log_writer(tmp_path):
+    config = host_config(tmp_path, "[crmm]\ndefault = h\n[resource.h]\nplugin = host\n")
+    done = run_python(REINIT_LOGGING_TWICE.replace("sys.argv[1]", repr(str(tmp_path / "run"))),
+                      env={"CRMM_CONFIG": config}, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+    assert (tmp_path / "run.dev0.csv").read_text().startswith("Thread,Time,Action,Pointer,Size,Stream")

@@ -13,7 +13,7 @@ import threading
 import weakref
 
 from ... import _lib
-from ..._errors import ConfigError, StateError, UnsupportedError
+from ..._errors import ConfigError, CrmmIOError, StateError, UnsupportedError
 from ..._handles import HandleOwner
 from ..._host import pointer_arg, size_arg, size_param, text_arg
 from ..._lib import check, lib
@@ -808,20 +808,43 @@ def _initialize(
     log_file_name=None,
 ):
     """Build RMM's default chain for each device (see crmm.reinitialize) and make it the
-    device's resource. Every chain is built before any is set, so a failure changes nothing."""
+    device's resource. Every chain is built before any is set, so a failure changes nothing;
+    except that a log file the device's present logging layer writes (reinitialize with the same
+    file again) can only be opened once that layer is gone: the device then gets its chain
+    without logging first, and keeps it when the file still cannot be opened (the error says
+    why)."""
     from ..._reinitialize import _devices_arg, _log_file_for
 
-    chains = []
+    chains, held = [], set()
     for device in _devices_arg(devices):
         with _lib.device_context(device):
             mr = ManagedMemoryResource() if managed_memory else CudaMemoryResource()
             if pool_allocator:
                 mr = PoolMemoryResource(mr, initial_pool_size=initial_pool_size, maximum_pool_size=maximum_pool_size)
             if logging:
-                mr = LoggingResourceAdaptor(mr, log_file_name=_log_file_for(log_file_name, device))
+                name = _log_file_for(log_file_name, device)
+                try:
+                    mr = LoggingResourceAdaptor(mr, log_file_name=name)
+                except CrmmIOError:
+                    if name not in _logging_files_of(_per_device.get(device)):
+                        raise
+                    held.add(device)  # its present resource writes the file: opened once it is gone
         chains.append((device, mr))
     for device, mr in chains:
         set_per_device_resource(device, mr)
+        if device in held:
+            with _lib.device_context(device):
+                set_per_device_resource(device, LoggingResourceAdaptor(mr, log_file_name=_log_file_for(log_file_name, device)))
+
+
+def _logging_files_of(mr):
+    """The files the logging layers of mr's chain write (none for None)."""
+    files = []
+    while mr is not None:
+        if isinstance(mr, LoggingResourceAdaptor):
+            files.append(mr.get_file_name())
+        mr = mr.upstream_mr
+    return files
 
 
 def available_device_memory():
