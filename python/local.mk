@@ -15,6 +15,8 @@ CRMM_PY_MEMORY_RESOURCE = python/crmm/pylibrmm/memory_resource/__init__.py \
 CRMM_PY_ALLOCATORS = python/crmm/allocators/__init__.py python/crmm/allocators/cupy.py \
 	python/crmm/allocators/numba.py python/crmm/allocators/torch.py
 CRMM_PY_CUDA = python/crmm/_cuda/__init__.py python/crmm/_cuda/gpu.py
+# first on $PYTHONPATH of the processes a `python3 -m crmm.as_rmm` program starts
+CRMM_PY_AS_RMM_SITE = python/crmm/_as_rmm_site/__init__.py python/crmm/_as_rmm_site/sitecustomize.py
 # Type stubs and the PEP 561 marker, installed beside the modules.
 CRMM_PY_TOP_STUBS = python/crmm/__init__.pyi python/crmm/statistics.pyi python/crmm/py.typed
 CRMM_PY_MR_STUBS = python/crmm/mr/__init__.pyi python/crmm/mr/experimental.pyi
@@ -48,7 +50,7 @@ CRMM_PY_TESTS += python/tests/test_torch_memory_stats.py python/tests/test_torch
 CRMM_PY_TESTS += python/tests/test_unowned_resources.py python/tests/test_unowned_resources_gpu.py python/tests/test_rmm_messages.py
 EXTRA_DIST += $(CRMM_PY_PIP) python/crmm/_fastalloc.c
 EXTRA_DIST += $(CRMM_PY_MR) $(CRMM_PY_MEMORY_RESOURCE) $(CRMM_PY_MR_STUBS) $(CRMM_PY_MEMORY_RESOURCE_STUBS)
-EXTRA_DIST += docs/python.md $(CRMM_PY_TOP_STUBS) $(CRMM_PY_PYLIBRMM_STUBS) $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_CUDA) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
+EXTRA_DIST += docs/python.md $(CRMM_PY_TOP_STUBS) $(CRMM_PY_PYLIBRMM_STUBS) $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_CUDA) $(CRMM_PY_AS_RMM_SITE) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 
 TESTS += python/tests/run_pytest.sh
 AM_TESTS_ENVIRONMENT += \
@@ -94,6 +96,8 @@ crmm_memory_resource_PYTHON = $(CRMM_PY_MEMORY_RESOURCE)
 crmm_memory_resource_DATA = $(CRMM_PY_MEMORY_RESOURCE_STUBS)
 crmm_cudadir = $(pythondir)/crmm/_cuda
 crmm_cuda_PYTHON = $(CRMM_PY_CUDA)
+crmm_as_rmm_sitedir = $(pythondir)/crmm/_as_rmm_site
+crmm_as_rmm_site_PYTHON = $(CRMM_PY_AS_RMM_SITE)
 
 # crmm._fastalloc: a Python extension module over the stable ABI; it links neither libpython (the
 # interpreter provides its symbols) nor libcrmm (crmm/_alloc.py gives it libcrmm's functions).

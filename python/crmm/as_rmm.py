@@ -7,6 +7,9 @@
 It installs the alias (crmm.install_as_rmm) and runs the program as `python3` would. A real RMM
 installed beside crmm is refused unless --replace-installed comes first. --rmm-version YY.MM
 asks for that RMM release's behaviour where RMM changed it (install_as_rmm's rmm_version).
+The Python processes the program starts (multiprocessing's spawned workers, pytest-xdist's,
+subprocesses) get the alias too: $CRMM_AS_RMM says how, and crmm/_as_rmm_site, first on their
+$PYTHONPATH, installs it there.
 """
 
 import os
@@ -37,6 +40,10 @@ def main(argv=None):
     except (RuntimeError, TypeError, ValueError) as e:
         print(f"crmm.as_rmm: {e}", file=sys.stderr)
         return 1
+    # the processes it starts: crmm/_as_rmm_site/sitecustomize.py installs the alias there
+    os.environ["CRMM_AS_RMM"] = ("replace" if replace else "") + ":" + (version or "")
+    site = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_as_rmm_site")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (site, os.environ.get("PYTHONPATH")) if p)
     if args[0] == "-m":
         sys.argv = [args[1]] + args[2:]
         runpy.run_module(args[1], run_name="__main__", alter_sys=True)

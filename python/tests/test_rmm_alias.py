@@ -2,6 +2,7 @@
 crmm's own modules, and never hides a real RMM unless told to. Each case runs in a fresh
 process (the alias changes the import system)."""
 
+import os
 import sys
 
 from conftest import run_python
@@ -87,6 +88,49 @@ def test_as_rmm_runs_a_program_unchanged(tmp_path):
     r = run_python(f"import sys, crmm.as_rmm; sys.exit(crmm.as_rmm.main([{str(prog)!r}, 'a', 'b']))")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "crmm crmm.mr ['a', 'b']"
+
+
+SPAWNS = """
+import multiprocessing, subprocess, sys
+import rmm
+
+def child_module(_):
+    import rmm
+    return rmm.__name__
+
+if __name__ == "__main__":
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        spawned = pool.map(child_module, [0])[0]
+    sub = subprocess.run([sys.executable, "-c", "import rmm; print(rmm.__name__)"], capture_output=True,
+                         text=True, timeout=120)
+    print(rmm.__name__, spawned, sub.stdout.strip() or sub.stderr.strip()[-300:])
+"""
+
+
+def test_the_processes_an_as_rmm_program_starts_import_rmm_as_crmm(tmp_path):
+    """multiprocessing's spawned workers (as CUDA programs and dask use) and Python subprocesses."""
+    import subprocess
+
+    prog = tmp_path / "spawns.py"
+    prog.write_text(SPAWNS)
+    (tmp_path / "sitecustomize.py").write_text("import os\nos.environ['USERS_SITE_RAN'] = '1'\n")
+    env = dict(__import__("os").environ)
+    env["PYTHONPATH"] = f"{tmp_path}:" + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-m", "crmm.as_rmm", str(prog)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "crmm crmm crmm"
+    check = "import os; print(os.environ.get('USERS_SITE_RAN'))"  # the user's own sitecustomize still runs
+    env["CRMM_AS_RMM"] = ":"
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(crmm_package()), "_as_rmm_site"), env["PYTHONPATH"]])
+    r = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "1", r.stderr
+
+
+def crmm_package():
+    import crmm
+
+    return crmm.__file__
 
 
 def test_as_rmm_runs_a_module_and_says_how_to_use_it(tmp_path):
