@@ -55,6 +55,10 @@ void crmm_fork_guard_add(crmm_fork_guard *g)
 void crmm_fork_guard_remove(crmm_fork_guard *g)
 {
     pthread_mutex_lock(&list_lock);
+    if ((!g->newer && newest != g) || (!g->older && oldest != g)) { /* not in the list: removed already, or never added */
+        pthread_mutex_unlock(&list_lock);
+        return;
+    }
     if (g->newer)
         g->newer->older = g->older;
     else

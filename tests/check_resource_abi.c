@@ -6,11 +6,42 @@
 #include <grp.h>
 #include <pwd.h>
 #include <stdbool.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cuda_runtime_api.h>
+#include <crmm/fork_guard.h>
 #include <crmm/pool.h>
 #include "loader_test.h"
 
 /* ---- crmm_resource_create through misbehaving plugins -------------------------------------- */
+
+static void count_call(void *arg) { ++*(int *)arg; }
+static void no_call(void *arg) { (void)arg; }
+
+/* Removing a guard twice, or one never added, leaves the other guards in the list: a fork still
+ * runs them. */
+CRMM_TEST_IN("fork_guard", a_guard_removed_twice_or_never_added_leaves_the_list_as_it_was)
+{
+    int ran_a = 0, ran_b = 0, ran_c = 0;
+    crmm_fork_guard a = {count_call, no_call, no_call, &ran_a, NULL, NULL};
+    crmm_fork_guard b = {count_call, no_call, no_call, &ran_b, NULL, NULL};
+    crmm_fork_guard c = {count_call, no_call, no_call, &ran_c, NULL, NULL};
+    crmm_fork_guard_add(&a);
+    crmm_fork_guard_add(&b);
+    crmm_fork_guard_remove(&c); /* never added */
+    crmm_fork_guard_remove(&a);
+    crmm_fork_guard_remove(&a); /* twice */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(0);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    crmm_fork_guard_remove(&b);
+    ck_assert_int_eq(ran_a, 0);
+    ck_assert_int_eq(ran_b, 1);
+    ck_assert_int_eq(ran_c, 0);
+}
 
 CRMM_TEST_IN("create", create_failure_keeps_the_plugins_status_and_message)
 {
@@ -363,5 +394,5 @@ CRMM_TEST_IN("resource_abi", runtime_unloading_means_the_process_is_exiting)
 
 int main(void)
 {
-    return CRMM_TEST_MAIN_CASES("resource_abi", {"create", 0}, {"resource_abi", 0});
+    return CRMM_TEST_MAIN_CASES("resource_abi", {"create", 0}, {"resource_abi", 0}, {"fork_guard", 0});
 }
