@@ -180,7 +180,7 @@ CRMM_TEST(bad_arguments_give_null_and_a_message)
     char *log = crmm_test_log_capture_end();
     ck_assert_ptr_nonnull(strstr(log, "crmm_torch_allocate: negative size -1"));
     ck_assert_ptr_nonnull(strstr(log, "device 5 does not exist"));
-    ck_assert_ptr_nonnull(strstr(log, "device -1 does not exist"));
+    ck_assert_ptr_nonnull(strstr(log, "device -1 is not a device ordinal"));
     ck_assert_ptr_nonnull(strstr(log, "crmm_torch_deallocate"));
     free(log);
     ck_assert_uint_eq(live_allocations(mr), 1);
