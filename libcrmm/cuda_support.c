@@ -151,8 +151,14 @@ crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard)
         return CRMM_OK;
     int cur;
     cudaError_t e = get_device(&cur);
-    if (e != cudaSuccess)
+    if (e != cudaSuccess) {
+        int n;
+        if (!__atomic_load_n(&device_seen, __ATOMIC_RELAXED) && crmm_cuda_device_count(&n) != CRMM_OK) {
+            cudaGetLastError();
+            return crmm_last_status(); /* names a missing driver or device, as crmm_cuda_current_device does */
+        }
         return crmm_cuda_status(e, "cudaGetDevice");
+    }
     if (cur == device)
         return CRMM_OK;
     e = cudaSetDevice(device);

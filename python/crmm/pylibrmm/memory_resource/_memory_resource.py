@@ -13,7 +13,7 @@ import threading
 import weakref
 
 from ... import _lib
-from ..._errors import ConfigError, CrmmIOError, StateError, UnsupportedError
+from ..._errors import ConfigError, CrmmIOError, CudaError, StateError, UnsupportedError
 from ..._handles import HandleOwner
 from ..._host import pointer_arg, size_arg, size_param, text_arg
 from ..._lib import check, lib
@@ -698,9 +698,19 @@ def _object_for(ptr):
 
 
 def current_device():
-    """The current CUDA device. Raises CudaError without a device."""
+    """The current CUDA device; 0 without one when the config's resource for device 0 is host
+    memory (as in C, so that a program written for the GPU runs over a host config). Raises
+    CudaError without a device otherwise."""
     d = ctypes.c_int(0)
-    check(lib.crmm_cuda_current_device(ctypes.byref(d)))
+    try:
+        check(lib.crmm_cuda_current_device(ctypes.byref(d)))
+    except CudaError:
+        ptr = lib.crmm_get_current_device_resource_ref()  # C takes device 0 then, or fails alike
+        if not ptr:
+            lib.crmm_clear_error()
+            raise
+        lib.crmm_resource_release(ptr)
+        return 0
     return d.value
 
 
