@@ -6,12 +6,14 @@ from ._errors import (
     BadAllocError as BadAllocError,
     ConfigError as ConfigError,
     CrmmError as CrmmError,
+    CrmmIOError as CrmmIOError,
     CudaError as CudaError,
     InvalidArgumentError as InvalidArgumentError,
     NotFoundError as NotFoundError,
     OutOfMemoryError as OutOfMemoryError,
     PluginError as PluginError,
     RMMError as RMMError,
+    StateError as StateError,
     UnsupportedError as UnsupportedError,
 )
 from .pylibrmm.device_buffer import DeviceBuffer as DeviceBuffer

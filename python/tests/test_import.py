@@ -120,3 +120,16 @@ def test_after_import_runs_once_the_module_is_imported_and_never_imports_it(tmp_
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["raised", "boom"]
+
+
+def test_every_error_class_is_exported():
+    """The docs name crmm.StateError, crmm.CrmmIOError, ...: each error class is crmm's."""
+    import inspect
+
+    import crmm
+    from crmm import _errors
+
+    classes = {name for name, c in inspect.getmembers(_errors, inspect.isclass)
+               if issubclass(c, crmm.CrmmError) and c.__module__ == _errors.__name__}
+    assert classes and classes <= set(crmm.__all__)
+    assert all(getattr(crmm, name) is getattr(_errors, name) for name in classes)
