@@ -38,7 +38,8 @@ def main(argv=None):
     try:
         install_as_rmm(replace_installed=replace, rmm_version=version)
     except (RuntimeError, TypeError, ValueError) as e:
-        print(f"crmm.as_rmm: {e}", file=sys.stderr)
+        hint = "; for this runner: --replace-installed before the program" if isinstance(e, RuntimeError) else ""
+        print(f"crmm.as_rmm: {e}{hint}", file=sys.stderr)
         return 1
     # the processes it starts: crmm/_as_rmm_site/sitecustomize.py installs the alias there
     os.environ["CRMM_AS_RMM"] = ("replace" if replace else "") + ":" + (version or "")

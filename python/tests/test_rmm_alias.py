@@ -152,6 +152,7 @@ def test_as_rmm_refuses_a_real_rmm(tmp_path):
     prog.write_text("import rmm\nprint(rmm.__name__)\n")
     r = run_python(f"import sys; sys.path.insert(0, {site!r}); import crmm.as_rmm; sys.exit(crmm.as_rmm.main([{str(prog)!r}]))")
     assert r.returncode == 1 and "crmm.as_rmm: a real RMM is installed" in r.stderr
+    assert "for this runner: --replace-installed" in r.stderr
     r = run_python(f"import sys; sys.path.insert(0, {site!r}); import crmm.as_rmm; sys.exit(crmm.as_rmm.main(['--replace-installed', {str(prog)!r}]))")
     assert r.returncode == 0 and r.stdout.strip() == "crmm", r.stderr
 
