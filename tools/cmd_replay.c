@@ -20,7 +20,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: crmm replay LOG.csv [--config FILE] [--resource NAME]... [--repeats N]\n"
-            "                   [--stream new|default|per-thread] [--threads N] [--json | --csv]\n"
+            "                   [--stream new|default|per-thread] [--threads N | --threads-as-logged]\n"
+            "                   [--json | --csv]\n"
             "                   [--plot FILE.svg] [--torch-snapshot FILE.pickle] [--strict]\n\n"
             "Replays an allocation log in RMM's CSV format, written by the logging plugin or by RMM's\n"
             "logging_resource_adaptor (exactly the columns Thread,Time,Action,Pointer,Size,Stream),\n"
