@@ -106,6 +106,12 @@ fi
 run 1 info --config "$configs/bad-cycle.ini" && has "$configs/bad-cycle.ini:4: upstream cycle" "plugins:"
 run 2 info --config && has "--config needs a FILE"
 run 2 info --bogus && has "unexpected argument '--bogus'"
+# an option's value after '=', in every command
+run 1 info --config="$configs/bad-cycle.ini" && has "$configs/bad-cycle.ini:4: upstream cycle"
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0x1000,100,0\n' >"$tmp/one.csv"
+printf '[resource.h]\nplugin = host\n' >"$tmp/host.ini"
+run 0 replay "$tmp/one.csv" --config="$tmp/host.ini" --repeats=1 && has "allocations: 1 replayed"
+run 2 replay "$tmp/one.csv" --repeats=x && has "--repeats wants a whole number"
 # $CRMM_CONFIG, and never a crmm.ini of the working directory
 CRMM_CONFIG=$full
 export CRMM_CONFIG

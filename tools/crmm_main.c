@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <crmm/crmm.h>
 #include "commands.h"
@@ -23,7 +24,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: crmm COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-13s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\n'crmm COMMAND --help' describes each. crmm %s\n", crmm_version());
+    fprintf(f, "\n'crmm COMMAND --help' describes each. An option's value follows it as the next argument\n"
+               "or after '=' (--repeats 3, --repeats=3). crmm %s\n", crmm_version());
 }
 
 /* Every command's end: what it printed must have reached standard output (a full disk, a closed
@@ -45,6 +47,29 @@ static int finish_stdout(const char *command, int rc)
     return rc ? rc : 1;
 }
 
+/* argv with every "--name=value" as the two arguments "--name" "value", as each command reads
+ * them (NULL when out of memory). */
+static char **split_long_options(int argc, char **argv, int *out_argc)
+{
+    char **out = malloc((2 * (size_t)argc + 1) * sizeof *out);
+    if (!out)
+        return NULL;
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        char *eq = strncmp(argv[i], "--", 2) == 0 && argv[i][2] != '=' ? strchr(argv[i], '=') : NULL;
+        if (!eq || i == 0) {
+            out[n++] = argv[i];
+            continue;
+        }
+        *eq = '\0'; /* argv's strings are the program's to change */
+        out[n++] = argv[i];
+        out[n++] = eq + 1;
+    }
+    out[n] = NULL;
+    *out_argc = n;
+    return out;
+}
+
 int main(int argc, char **argv)
 {
     crmm_use_build_tree_plugins();
@@ -61,8 +86,17 @@ int main(int argc, char **argv)
         return finish_stdout(NULL, 0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return finish_stdout(commands[i].name, commands[i].run(argc - 1, argv + 1));
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            int n;
+            char **args = split_long_options(argc - 1, argv + 1, &n);
+            if (!args) {
+                fprintf(stderr, "crmm: out of memory\n");
+                return 1;
+            }
+            int rc = finish_stdout(commands[i].name, commands[i].run(n, args));
+            free(args);
+            return rc;
+        }
     fprintf(stderr, "crmm: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
