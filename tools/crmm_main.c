@@ -12,11 +12,12 @@ static const struct {
     const char *name;
     int (*run)(int, char **);
     const char *summary;
+    bool reads_equals; /* reads "--name=value" itself (and says which flags take no value) */
 } commands[] = {
-    {"info", crmm_cmd_info, "versions, devices, plugins and their parameters, the active resource graph"},
-    {"check-config", crmm_cmd_check_config, "validate a config file without touching a GPU"},
-    {"bench", crmm_cmd_bench, "allocation benchmark over the config's resources and raw CUDA"},
-    {"replay", crmm_cmd_replay, "replay an RMM-format allocation log against a resource"},
+    {"info", crmm_cmd_info, "versions, devices, plugins and their parameters, the active resource graph", false},
+    {"check-config", crmm_cmd_check_config, "validate a config file without touching a GPU", false},
+    {"bench", crmm_cmd_bench, "allocation benchmark over the config's resources and raw CUDA", true},
+    {"replay", crmm_cmd_replay, "replay an RMM-format allocation log against a resource", false},
 };
 
 static void usage(FILE *f)
@@ -87,6 +88,8 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0) {
+            if (commands[i].reads_equals)
+                return finish_stdout(commands[i].name, commands[i].run(argc - 1, argv + 1));
             int n;
             char **args = split_long_options(argc - 1, argv + 1, &n);
             if (!args) {
