@@ -95,6 +95,14 @@ static const crmm_config *load_config(const char *config, crmm_config **own, FIL
     return crmm_current_config();
 }
 
+/* Whether config resource i (a device one), neither --config nor --resource given, is replayed on
+ * the host plugin: there is no CUDA device (the reason then in crmm_last_error()). */
+static bool replays_on_host(const crmm_config *cfg, bool chosen, long i)
+{
+    int devices = 0;
+    return !chosen && i >= 0 && !crmm_config_resource_is_host(cfg, (size_t)i) && crmm_cuda_device_count(&devices) != CRMM_OK;
+}
+
 /* Build resource `name` (NULL: the config's default; see usage for the host fallback). Returns
  * NULL after writing to err; notes go to err too, so that JSON and CSV stay clean. */
 static crmm_resource *open_resource(const crmm_config *cfg, bool chosen, const char *name, FILE *err,
@@ -138,8 +146,7 @@ static crmm_resource *open_resource(const crmm_config *cfg, bool chosen, const c
         fprintf(err, "crmm replay: %s has no resource '%s'\n", crmm_config_origin(cfg), name);
         return NULL;
     }
-    int devices = 0;
-    if (!chosen && !crmm_config_resource_is_host(cfg, (size_t)i) && crmm_cuda_device_count(&devices) != CRMM_OK) {
+    if (replays_on_host(cfg, chosen, i)) {
         fprintf(err, "note: %s; replaying against the host plugin\n", crmm_last_error());
         if (crmm_resource_create("host", NULL, NULL, &mr) != CRMM_OK) {
             fprintf(err, "crmm replay: %s\n", crmm_last_error());
@@ -262,21 +269,27 @@ static int parse_args(int argc, char **argv, replay_args *a, FILE *out, FILE *er
 }
 
 /* --torch-snapshot: the first resource built again over a recorder of its upstream, else as
- * the replay builds it (then each allocation is its own segment, with a note saying why). */
+ * the replay builds it (then each allocation is its own segment, with a note saying why, after
+ * the resource was made: one that cannot be made is an error, not a note). Built before the
+ * replay's own instance, which the config keeps and which may hold what this one needs (a log
+ * file). */
 static bool write_torch_snapshot(const replay_args *a, const crmm_config *cfg, const replay_log *log, FILE *err)
 {
-    const char *name = a->nresources ? a->resources[0] : crmm_config_default_resource(cfg, -1);
+    const char *given = a->nresources ? a->resources[0] : NULL;
+    const char *name = given ? given : crmm_config_default_resource(cfg, -1);
+    long i = name ? crmm_config_find_resource(cfg, name) : -1;
+    bool chosen = a->config || a->nresources, on_host = replays_on_host(cfg, chosen, i);
     crmm_resource *mr = NULL;
     replay_recorder *rec = NULL;
-    if (!name || replay_torch_build((crmm_config *)cfg, name, &mr, &rec) != CRMM_OK) {
-        fprintf(err, "note: --torch-snapshot: what %s reserves is not known (%s): each allocation is its own segment\n",
-                name ? name : "the resource", name ? crmm_last_error() : "no default resource");
+    if (i < 0 || on_host || replay_torch_build((crmm_config *)cfg, name, &mr, &rec) != CRMM_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", i < 0 ? "it is not a resource of the config" : crmm_last_error());
         char label[64];
-        mr = open_resource(cfg, a->config || a->nresources, a->nresources ? a->resources[0] : NULL, err, label,
-                           sizeof label);
-        if (!mr)
-            return false;
         rec = NULL;
+        if (!(mr = open_resource(cfg, chosen, given, err, label, sizeof label)))
+            return false;
+        fprintf(err, "note: --torch-snapshot: what %s reserves is not known (%s): each allocation is its own segment\n",
+                label, why);
     }
     crmm_status st = replay_torch_snapshot(a->torch_snapshot, log, mr, rec);
     crmm_resource_release(mr);
