@@ -288,6 +288,33 @@ typedef struct async_config {
     bool enable_fabric;
 } async_config;
 
+/* The rule between the handle parameters, for validate and create alike (*key: the one blamed). */
+static crmm_status handle_choice_rule(bool enable_ipc, bool enable_fabric, int export_handle_type, const char **key)
+{
+    if ((enable_ipc || enable_fabric) && export_handle_type != 0) {
+        *key = "export_handle_type";
+        return crmm_set_error(CRMM_ERROR_CONFIG, "async: give either export_handle_type or enable_ipc/enable_fabric, not both");
+    }
+    if (enable_ipc && enable_fabric) {
+        *key = "enable_fabric";
+        return crmm_set_error(CRMM_ERROR_CONFIG, "async: enable_ipc and enable_fabric cannot both be true (one handle type per pool)");
+    }
+    return CRMM_OK;
+}
+
+/* crmm_plugin.validate: the handle rule, so that check-config refuses what create would. */
+static crmm_status async_validate(const crmm_params *params, bool host_memory, const char **key)
+{
+    (void)host_memory;
+    bool ipc = false, fabric = false;
+    int type = 0;
+    if (crmm_params_get_bool(params, "enable_ipc", &ipc) != CRMM_OK ||
+        crmm_params_get_bool(params, "enable_fabric", &fabric) != CRMM_OK ||
+        crmm_params_get_enum(params, "export_handle_type", &type) != CRMM_OK)
+        return CRMM_OK; /* a value that does not parse is the parser's error, named by it */
+    return handle_choice_rule(ipc, fabric, type, key);
+}
+
 static crmm_status async_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     (void)upstream;
@@ -300,10 +327,9 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
     async_config cfg = {.initial_pool_size = 0, .release_threshold = UINT64_MAX};
     if ((st = crmm_params_parse(params, &cfg)) != CRMM_OK)
         return st;
-    if ((cfg.enable_ipc || cfg.enable_fabric) && cfg.export_handle_type != 0)
-        return crmm_set_error(CRMM_ERROR_CONFIG, "async: give either export_handle_type or enable_ipc/enable_fabric, not both");
-    if (cfg.enable_ipc && cfg.enable_fabric)
-        return crmm_set_error(CRMM_ERROR_CONFIG, "async: enable_ipc and enable_fabric cannot both be true (one handle type per pool)");
+    const char *key;
+    if ((st = handle_choice_rule(cfg.enable_ipc, cfg.enable_fabric, cfg.export_handle_type, &key)) != CRMM_OK)
+        return st;
     int chosen = cfg.enable_ipc ? 1 : cfg.enable_fabric ? 2 : cfg.export_handle_type;
     const char *type_name = handle_types[chosen].name;
     enum cudaMemAllocationHandleType type = handle_types[chosen].type;
@@ -378,5 +404,5 @@ static const crmm_param async_params[] = {
 };
 
 PLUGIN_DESCRIPTOR(.name = "async", .upstream = CRMM_UPSTREAM_NONE, .params = async_params,
-                  .config_size = sizeof(async_config), .create = async_create,
+                  .config_size = sizeof(async_config), .validate = async_validate, .create = async_create,
                   .description = "cudaMallocFromPoolAsync on a private cudaMemPool (RMM cuda_async_memory_resource)")

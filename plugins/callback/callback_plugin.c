@@ -66,6 +66,26 @@ static bool as_address(uint64_t value, uintptr_t *out)
     return (uint64_t)*out == value;
 }
 
+/* Memory someone can reach, for validate and create alike (*key: the one blamed). */
+static crmm_status accessibility_rule(bool device_accessible, bool host_accessible, const char **key)
+{
+    if (device_accessible || host_accessible)
+        return CRMM_OK;
+    *key = "device_accessible";
+    return crmm_set_error(CRMM_ERROR_CONFIG, "callback: device_accessible and host_accessible are both false: the memory would be of no use");
+}
+
+/* crmm_plugin.validate: the accessibility rule, so that check-config refuses what create would. */
+static crmm_status callback_validate(const crmm_params *params, bool host_memory, const char **key)
+{
+    (void)host_memory;
+    bool device = true, host = false;
+    if (crmm_params_get_bool(params, "device_accessible", &device) != CRMM_OK ||
+        crmm_params_get_bool(params, "host_accessible", &host) != CRMM_OK)
+        return CRMM_OK; /* a value that does not parse is the parser's error, named by it */
+    return accessibility_rule(device, host, key);
+}
+
 static crmm_status callback_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     (void)upstream;
@@ -79,8 +99,9 @@ static crmm_status callback_create(const crmm_params *params, crmm_resource *ups
     for (int i = 0; i < 4; i++)
         if (!as_address(values[i], &addr[i]))
             return crmm_set_error(CRMM_ERROR_CONFIG, "callback: %s %#jx is not an address", keys[i], (uintmax_t)values[i]);
-    if (!cfg.device_accessible && !cfg.host_accessible)
-        return crmm_set_error(CRMM_ERROR_CONFIG, "callback: device_accessible and host_accessible are both false: the memory would be of no use");
+    const char *key;
+    if ((st = accessibility_rule(cfg.device_accessible, cfg.host_accessible, &key)) != CRMM_OK)
+        return st;
     callback_resource *c = calloc(1, sizeof *c);
     if (!c)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "callback: malloc failed");
@@ -122,5 +143,5 @@ static const crmm_param callback_params[] = {
 };
 
 PLUGIN_DESCRIPTOR(.name = "callback", .upstream = CRMM_UPSTREAM_NONE, .params = callback_params,
-                  .config_size = sizeof(callback_config), .create = callback_create,
+                  .config_size = sizeof(callback_config), .validate = callback_validate, .create = callback_create,
                   .description = "allocate and deallocate call the caller's functions, given by address (crmm_callback_resource_create; RMM callback_memory_resource)")
