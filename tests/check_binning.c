@@ -373,6 +373,15 @@ CRMM_TEST_IN("binning", add_bin_refuses_bad_input)
     crmm_binning_bin above = {4096, over, -1};
     ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &above), CRMM_ERROR_INVALID_ARGUMENT);
     crmm_resource_release(over);
+    /* nor a binning that has this one as a bin */
+    crmm_resource *other = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("binning", NULL, h, &other));
+    crmm_binning_bin into = {4096, b, -1};
+    ck_assert_crmm_ok(crmm_resource_control_kind(other, "binning", CRMM_BINNING_OP_ADD_BIN, &into));
+    crmm_binning_bin back = {8192, other, -1};
+    ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &back), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "calls into it"));
+    crmm_resource_release(other);
     ck_assert_int_eq(crmm_resource_refcount(b), 1);
     ck_assert_uint_eq(bin_count(), 1);
     crmm_binning_bin out_of_range = {1, NULL, 0};

@@ -211,6 +211,26 @@ static void binning_destroy(crmm_resource *self)
     free(b);
 }
 
+static const crmm_resource_ops binning_ops;
+
+/* Whether a request to `from` may reach `target`: from is target, or one of its upstreams is, or
+ * (for a binning) one of its bins does. Chains are short; the depth only bounds a chain that is
+ * already broken. */
+static bool reaches(const crmm_resource *from, const crmm_resource *target, int depth)
+{
+    for (const crmm_resource *m = from; m && depth < 64; m = m->upstream, depth++) {
+        if (m == target)
+            return true;
+        if (m->ops == &binning_ops) {
+            const binning_resource *other = (const binning_resource *)m;
+            for (size_t i = 0; i < other->bin_count; i++)
+                if (reaches(other->bins[i].mr, target, depth + 1))
+                    return true;
+        }
+    }
+    return false;
+}
+
 /* CRMM_BINNING_OP_ADD_BIN: insert a bin, keeping the array sorted, and rebuild the route
  * table. Not synchronized with allocate/deallocate (as RMM's add_bin): see crmm/binning.h. */
 static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
@@ -224,11 +244,10 @@ static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
      * managed memory): the binning then promises what both give. A bin with nothing in common
      * (host-only memory under a device binning), or on another device, is refused. */
     unsigned common = arg->mr ? (arg->mr->flags & b->base.flags & (CRMM_RESOURCE_DEVICE_ACCESSIBLE | CRMM_RESOURCE_HOST_ACCESSIBLE)) : 1u;
-    for (const crmm_resource *m = arg->mr; m; m = m->upstream)
-        if (m == &b->base)
-            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
-                                  "binning '%s': add_bin: the bin resource is the binning itself or lies over it",
-                                  b->base.name);
+    if (arg->mr && reaches(arg->mr, &b->base, 0))
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                              "binning '%s': add_bin: the bin resource is the binning itself or calls into it",
+                              b->base.name);
     if (arg->mr && (common == 0 || arg->mr->device != b->base.device))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
                               "binning '%s': add_bin: bin resource '%s' (%s memory, device %d) cannot serve a binning of %s memory on device %d",
