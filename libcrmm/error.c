@@ -96,6 +96,8 @@ crmm_status crmm_set_error(crmm_status status, const char *fmt, ...)
 
 crmm_status crmm_error_add_context(const char *fmt, ...)
 {
+    if (tl_status == CRMM_OK)
+        return CRMM_OK; /* no failure to add context to: the message stays empty */
     char ctx[CRMM_ERROR_MSG_MAX], old[CRMM_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);

@@ -115,6 +115,10 @@ CRMM_TEST_IN("errors", test_error_add_context)
     crmm_set_error(CRMM_ERROR_IO, "gone");
     crmm_error_add_context("[%s]", crmm_last_error());
     ck_assert_str_eq(crmm_last_error(), "I/O error: [I/O error: gone]: gone");
+    /* with no failure recorded there is nothing to add to */
+    crmm_clear_error();
+    ck_assert_int_eq(crmm_error_add_context("ctx"), CRMM_OK);
+    ck_assert_str_eq(crmm_last_error(), "");
 }
 
 CRMM_TEST_IN("errors", test_format_size)
