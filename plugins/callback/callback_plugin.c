@@ -113,8 +113,10 @@ static crmm_status callback_create(const crmm_params *params, crmm_resource *ups
                      (cfg.host_accessible ? CRMM_RESOURCE_HOST_ACCESSIBLE : 0u);
     /* device memory belongs to the device current at create; without one it counts as host memory */
     int device = crmm_params_device(params);
-    if (device < 0 && cfg.device_accessible && crmm_cuda_current_device(&device) != CRMM_OK)
+    if (device < 0 && cfg.device_accessible && crmm_cuda_current_device(&device) != CRMM_OK) {
         device = -1;
+        crmm_clear_error(); /* no device is no failure here */
+    }
     crmm_resource_init(&c->src.base, &callback_ops, "callback", flags, device, NULL);
     *out = &c->src.base;
     return CRMM_OK;
