@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <crmm/config.h>
 #include <crmm/cuda_support.h>
 #include <crmm/plugin.h>
@@ -460,6 +461,44 @@ static void write_trace(FILE *f, const trace *t, size_t count)
     }
 }
 
+/* Open where the snapshot goes, as crmm writes every file (docs/files-and-privileges.md): a pipe
+ * or a character device at `path` is written as it is (tmp ""); otherwise a new file beside it,
+ * tmp = PATH.PID.tmp, renamed over path once complete, so that a failed write leaves what was
+ * there and no reader sees half a snapshot. A file already at path must be one crmm would write
+ * (the caller's own regular file with one link, not a symbolic link): opened to append, which
+ * checks that and changes nothing. */
+static crmm_status open_snapshot(const char *path, char *tmp, size_t tmp_size, int *fd)
+{
+    struct stat sb;
+    tmp[0] = '\0';
+    bool exists = lstat(path, &sb) == 0;
+    if (exists && (S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode)))
+        return crmm_output_file_open(path, 0, fd);
+    if (exists) {
+        int check;
+        if (crmm_output_file_open(path, CRMM_OUTPUT_APPEND, &check) != CRMM_OK)
+            return crmm_last_status();
+        close(check);
+    }
+    if ((size_t)snprintf(tmp, tmp_size, "%s.%ld.tmp", path, (long)getpid()) >= tmp_size) {
+        tmp[0] = '\0';
+        return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", path, strerror(ENAMETOOLONG));
+    }
+    crmm_status st = crmm_output_file_open(tmp, 0, fd);
+    if (st != CRMM_OK) { /* named by the path asked for: "cannot write PATH: why" */
+        char want[4300];
+        snprintf(want, sizeof want, "cannot write %s: ", tmp);
+        char why[1024];
+        const char *detail = crmm_last_error_detail();
+        if (strncmp(detail, want, strlen(want)) == 0) {
+            snprintf(why, sizeof why, "%s", detail + strlen(want)); /* out of the buffer set_error writes */
+            st = crmm_set_error(st, "cannot write %s: %s", path, why);
+        }
+        tmp[0] = '\0';
+    }
+    return st;
+}
+
 crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_resource *top, replay_recorder *rec)
 {
     trace own_trace = {0};
@@ -505,7 +544,8 @@ crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_
         goto out;
     }
     int fd;
-    if (crmm_output_file_open(path, 0, &fd) != CRMM_OK) { /* as crmm writes every file: no link, nobody else's */
+    char tmp[4200];
+    if (open_snapshot(path, tmp, sizeof tmp, &fd) != CRMM_OK) {
         st = crmm_error_add_context("--torch-snapshot");
         goto out;
     }
@@ -513,6 +553,8 @@ crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_
     if (!f) {
         int e = errno;
         close(fd);
+        if (tmp[0])
+            unlink(tmp);
         st = crmm_set_error(CRMM_ERROR_IO, "--torch-snapshot: cannot write %s: %s", path, strerror(e));
         goto out;
     }
@@ -539,7 +581,11 @@ crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_
     int write_error = ferror(f) ? (errno ? errno : EIO) : 0;
     if (fclose(f) != 0 && !write_error)
         write_error = errno ? errno : EIO;
+    if (tmp[0] && !write_error && rename(tmp, path) != 0)
+        write_error = errno;
     if (write_error) {
+        if (tmp[0])
+            unlink(tmp); /* what was at path stays */
         st = crmm_set_error(CRMM_ERROR_IO, "--torch-snapshot: cannot write %s: %s", path, strerror(write_error));
         goto out;
     }

@@ -10,6 +10,8 @@ import select
 import shutil
 import stat
 import subprocess
+import sys
+import time
 
 import pytest
 
@@ -243,6 +245,8 @@ def test_a_pipe_at_the_path_is_written_not_replaced(tmp_path):
                 chunk = os.read(reader, 1 << 16)
             except BlockingIOError:  # the writer has it open and wrote nothing yet
                 continue
+            if not chunk and not exited:  # no writer yet: select says readable at once
+                time.sleep(0.01)
             received += chunk
             if not chunk and exited:
                 break
@@ -261,6 +265,28 @@ def test_a_file_of_another_user_is_refused_and_kept(tmp_path):
     done = replay(tmp_path, "--resource", "p", "--torch-snapshot", str(out))
     assert done.returncode == 1 and str(out) in done.stderr
     assert out.read_bytes() == b"theirs" and os.stat(out).st_uid == 65534
+
+
+def test_a_failed_write_leaves_the_file_that_was_there(tmp_path):
+    """Written beside and renamed over the path once complete: a write that fails (here the
+    file-size limit) leaves the earlier snapshot whole and no file of its own behind."""
+    out = tmp_path / "s.pickle"
+    done = replay(tmp_path, "--resource", "p", "--torch-snapshot", str(out))
+    assert done.returncode == 0, done.stderr
+    before = out.read_bytes()
+    config = tmp_path / "c.ini"
+    limited = ("import resource, signal, subprocess, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)); sys.exit(subprocess.run(sys.argv[1:], restore_signals=False).returncode)")
+    program = os.path.join(os.path.dirname(crmm_tool()), ".libs", "crmm")  # not libtool's wrapper, which writes too
+    if not os.path.exists(program):
+        program = crmm_tool()
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(os.path.realpath(os.environ["CRMM_LIBRARY"])))
+    done = subprocess.run([sys.executable, "-c", limited, program, "replay", write_log(tmp_path), "--config",
+                           str(config), "--repeats", "1", "--resource", "p", "--torch-snapshot", str(out)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1 and f"cannot write {out}" in done.stderr, done.stderr
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.ini", "log.csv", "s.pickle"]
 
 
 def test_an_existing_file_is_replaced(tmp_path):
