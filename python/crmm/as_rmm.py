@@ -43,8 +43,9 @@ def main(argv=None):
         return 1
     # the processes it starts: crmm/_as_rmm_site/sitecustomize.py installs the alias there
     os.environ["CRMM_AS_RMM"] = ("replace" if replace else "") + ":" + (version or "")
-    site = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_as_rmm_site")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (site, os.environ.get("PYTHONPATH")) if p)
+    package = os.path.dirname(os.path.abspath(__file__))  # and where crmm is, found there as here
+    paths = (os.path.join(package, "_as_rmm_site"), os.path.dirname(package), os.environ.get("PYTHONPATH"))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     if args[0] == "-m":
         sys.argv = [args[1]] + args[2:]
         runpy.run_module(args[1], run_name="__main__", alter_sys=True)

@@ -120,11 +120,30 @@ def test_the_processes_an_as_rmm_program_starts_import_rmm_as_crmm(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "crmm crmm crmm"
-    check = "import os; print(os.environ.get('USERS_SITE_RAN'))"  # the user's own sitecustomize still runs
+    # a child that never imports rmm does not import crmm either
+    check = "import sys; print('crmm' in sys.modules)"
     env["CRMM_AS_RMM"] = ":"
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(crmm_package()), "_as_rmm_site"), env["PYTHONPATH"]])
     r = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "False" and r.stderr == "", r.stderr
+    check = "import os; print(os.environ.get('USERS_SITE_RAN'))"  # the user's own sitecustomize still runs
+    r = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "1", r.stderr
+
+
+def test_the_children_find_crmm_where_the_program_found_it(tmp_path):
+    """crmm found only as the working directory's package (no $PYTHONPATH): the children find it
+    there too, and say nothing."""
+    import subprocess
+
+    prog = tmp_path / "spawns.py"
+    prog.write_text(SPAWNS)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    package_parent = os.path.dirname(os.path.dirname(crmm_package()))
+    r = subprocess.run([sys.executable, "-m", "crmm.as_rmm", str(prog)], env=env, cwd=package_parent,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "crmm crmm crmm" and "cannot install" not in r.stderr
 
 
 def crmm_package():
