@@ -141,3 +141,35 @@ def test_reinitialize_with_logging_twice_replaces_the_log_writer(tmp_path):
                       env={"CRMM_CONFIG": config}, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
     assert (tmp_path / "run.dev0.csv").read_text().startswith("Thread,Time,Action,Pointer,Size,Stream")
+
+
+REINIT_TWO_DEVICES = """
+import contextlib, sys
+import crmm, crmm._lib as _lib
+from crmm.pylibrmm.memory_resource import _memory_resource as m
+# two devices stood in for: host resources, and the registry's slots kept in Python alone
+_lib.device_context = lambda device: contextlib.nullcontext()
+m.CudaMemoryResource = m.HostMemoryResource
+def set_per_device_resource(device, mr):
+    m._per_device[device] = mr
+m.set_per_device_resource = set_per_device_resource
+log = sys.argv[1]
+crmm.reinitialize(logging=True, log_file_name=log + ".csv", devices=[0, 1])
+kept = m._per_device[0]  # held: device 0's file cannot be opened again
+m._per_device[1].from_the_first_call = True
+try:
+    crmm.reinitialize(logging=True, log_file_name=log + ".csv", devices=[0, 1])
+    raise SystemExit("a second writer of the file was allowed")
+except OSError:
+    pass
+assert type(m._per_device[0]) is m.HostMemoryResource, type(m._per_device[0])  # new chain, no logging
+assert isinstance(m._per_device[1], m.LoggingResourceAdaptor)  # the other device was not left behind
+assert not hasattr(m._per_device[1], "from_the_first_call")
+assert m._per_device[1].get_file_name() == log + ".dev1.csv"
+print("ok")
+"""
+
+
+def test_a_log_file_still_held_leaves_no_device_on_its_old_chain(tmp_path):
+    done = run_python(REINIT_TWO_DEVICES.replace("sys.argv[1]", repr(str(tmp_path / "run"))), timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr

@@ -820,9 +820,9 @@ def _initialize(
     """Build RMM's default chain for each device (see crmm.reinitialize) and make it the
     device's resource. Every chain is built before any is set, so a failure changes nothing;
     except that a log file the device's present logging layer writes (reinitialize with the same
-    file again) can only be opened once that layer is gone: the device then gets its chain
-    without logging first, and keeps it when the file still cannot be opened (the error says
-    why)."""
+    file again) can only be opened once that layer is gone: every device gets its new chain
+    first, then those logging layers are made; a device whose file still cannot be opened keeps
+    its chain without logging (the first such error is raised after all are tried)."""
     from ..._reinitialize import _devices_arg, _log_file_for
 
     chains, held = [], set()
@@ -842,9 +842,17 @@ def _initialize(
         chains.append((device, mr))
     for device, mr in chains:
         set_per_device_resource(device, mr)
-        if device in held:
+    failed = None
+    for device, mr in chains:  # every device has its new chain; now the logging layers held back
+        if device not in held:
+            continue
+        try:
             with _lib.device_context(device):
                 set_per_device_resource(device, LoggingResourceAdaptor(mr, log_file_name=_log_file_for(log_file_name, device)))
+        except CrmmIOError as e:
+            failed = failed or e
+    if failed is not None:
+        raise failed
 
 
 def _logging_files_of(mr):
