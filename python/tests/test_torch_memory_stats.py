@@ -73,6 +73,20 @@ def test_a_pool_under_an_adaptor_is_found():
     stats.deallocate(a, 100)
 
 
+def test_a_binning_over_a_pool_counts_every_bin():
+    """A binning serves small requests from bins of its own: its figures, not the pool's."""
+    pool = host_pool()
+    binning = mr.BinningMemoryResource(pool)
+    binning.add_bin(1024, mr.HostMemoryResource())
+    blocks = [binning.allocate(1000) for _ in range(10)] + [binning.allocate(1 << 20)]
+    s = ct.memory_stats(mr=binning)
+    assert s["allocation.all.current"] == 11
+    assert s["requested_bytes.all.current"] == 10 * 1000 + (1 << 20)
+    for b in blocks[:10]:
+        binning.deallocate(b, 1000)
+    binning.deallocate(blocks[10], 1 << 20)
+
+
 def test_a_resource_without_a_pool():
     h = mr.HostMemoryResource()
     a = h.allocate(4096)

@@ -137,6 +137,18 @@ def _query(mr, what, kind=None):
     return out.value
 
 
+# Adaptors that hand every allocation to their upstream as it is, one for one.
+_PASS_THROUGH = frozenset({"statistics", "tracking", "logging", "failure_callback", "limiting", "prefetch"})
+
+
+def _passes_through_to_pool(mr):
+    while mr is not None and mr.kind != "pool":
+        if mr.kind not in _PASS_THROUGH:
+            return False
+        mr = mr.upstream_mr
+    return mr is not None
+
+
 def memory_stats(device=None, mr=None):
     """PyTorch's memory statistics of crmm's resource for `device` (None: the current device;
     an int, "cuda:N" or torch.device), or of resource `mr`: a dict under torch.cuda.memory_stats()
@@ -145,9 +157,10 @@ def memory_stats(device=None, mr=None):
     Figures the resource cannot give are left out (a resource without counters gives {})."""
     mr = _resource(device, mr)
     stats = {}
-    # every figure from the chain's first pool when it has one (the layer reset_peak_memory_stats
-    # resets; an adaptor above it, such as statistics, keeps peaks of its own), else from the top
-    layer = "pool" if _query(mr, "pool_block_bytes") is not None else None
+    # every figure from the chain's first pool when only adaptors that pass each call through lie
+    # above it (reset_peak_memory_stats resets the pool; statistics above it keeps peaks of its
+    # own), else from the top: a binning over a pool serves some requests from other bins
+    layer = "pool" if _query(mr, "pool_block_bytes") is not None and _passes_through_to_pool(mr) else None
     for key, current, peak in _STATS:
         now = _query(mr, current, layer)
         if now is None and current == "pool_block_bytes":  # no pool: the requested bytes
