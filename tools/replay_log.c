@@ -170,7 +170,7 @@ static long read_line(FILE *f, char *line, bool *nul)
     size_t n = 0;
     int c;
     *nul = false;
-    while ((c = getc(f)) != EOF && c != '\n') {
+    while ((c = getc_unlocked(f)) != EOF && c != '\n') { /* read_events holds the stream's lock */
         if (n == REPLAY_LINE_MAX - 1)
             return -2;
         *nul |= c == '\0';
@@ -190,6 +190,7 @@ static crmm_status read_events(const char *path, FILE *f, replay_log *log)
     ptr_map_init(&threads.ids, sizeof(ptr_map_pair));
     long got;
     bool nul;
+    flockfile(f); /* once, not once a character */
     while ((got = read_line(f, line, &nul)) != -1) {
         lineno++;
         if (got == -2) {
@@ -234,6 +235,7 @@ static crmm_status read_events(const char *path, FILE *f, replay_log *log)
         ev->thread_index = (uint32_t)idx;
         log->count++;
     }
+    funlockfile(f);
     if (st == CRMM_OK && ferror(f))
         st = crmm_set_error(CRMM_ERROR_IO, "cannot read %s: %s", path, strerror(errno));
     if (st == CRMM_OK && lineno == 0)

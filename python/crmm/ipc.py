@@ -70,11 +70,10 @@ class IpcHandle:
             fds = [operator.index(fd) for fd in fds]
         except BaseException:
             for fd in fds:  # owned from the call on, also when it fails
-                if isinstance(fd, int):
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
+                try:
+                    os.close(operator.index(fd))
+                except (TypeError, OSError):
+                    pass
             raise
         arr = (ctypes.c_int * max(len(fds), 1))(*fds)
         out = ctypes.c_void_p()
