@@ -349,8 +349,9 @@ int crmm_replay_main(int argc, char **argv, FILE *out, FILE *err)
         if (!mr)
             goto out;
         row->label = a.nresources ? a.resources[done] : crmm_config_default_resource(cfg, -1);
-        if (strcmp(label, "host") == 0 && !a.nresources)
-            row->label = "host";
+        if (!a.nresources && (strcmp(label, "host") == 0 || strcmp(label, "cuda") == 0) &&
+            (!row->label || strcmp(row->label, label) != 0)) /* the host fallback, or a config without resources */
+            row->label = strcmp(label, "host") == 0 ? "host" : "cuda";
         describe_chain(mr, row->chain, sizeof row->chain);
         crmm_status st = replay_against(&log, mr, &a.opt, &row->result);
         crmm_resource_release(mr);
