@@ -1,6 +1,6 @@
-"""Arguments that used to change meaning on their way to C: a separator inside a parameter
-value (a second parameter; now quoted, so the value arrives whole), a NUL byte (a name cut
-short), a pointer or size past 64 bits (truncated by ctypes). The last two are refused with a
+"""Arguments that could change meaning on their way to C: a separator inside a parameter
+value (read as a second parameter unless quoted: the value arrives whole), a NUL byte (a name
+cut short), a pointer or size past 64 bits (truncated by ctypes). The last two are refused with a
 Python exception before libcrmm sees them."""
 
 import ctypes

@@ -491,7 +491,7 @@ def test_a_null_ptr_is_a_buffer_without_data(backend, host, stats, monkeypatch):
 
 def test_copy_from_device_refuses_what_is_not_device_memory_as_rmm_does():
     """An object without __cuda_array_interface__: RMM's ValueError and message (also a
-    TypeError, as crmm raised it before). The source is looked at first: a buffer without
+    TypeError, for callers that catch that). The source is looked at first: a buffer without
     memory does."""
     db = DeviceBuffer.__new__(DeviceBuffer)
     db._buf = None

@@ -61,7 +61,7 @@ def _resource_handle(mr):
 
 class _NotADeviceArrayError(TypeError, ValueError):
     """An object given as device memory has no __cuda_array_interface__: a ValueError, as RMM
-    raises it, and a TypeError, as crmm raised it before."""
+    raises it, and a TypeError, for callers that catch the type error."""
 
 
 def _device_array_pointer(obj):
