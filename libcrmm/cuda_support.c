@@ -1,4 +1,4 @@
-/* cuda_support.c — CUDA error mapping, device queries, and the process-exit guard.
+/* cuda_support.c — CUDA error mapping, driver lookups, device queries, and the process-exit guard.
  *
  * The exit guard: at process exit the CUDA runtime tears itself down in an atexit handler, and a
  * cudaFree after that can crash. crmm registers its own atexit handler right after the first
@@ -9,6 +9,7 @@
 #include "build_config.h"
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -56,6 +57,58 @@ crmm_status crmm_cuda_status(int cuda_error, const char *call)
     return crmm_set_error(st, "%s: %s (%s)", call ? call : "CUDA call", cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+/* The driver API's version whose signatures crmm's callers declare (unchanged since 10.2 for the
+ * functions crmm uses). */
+#define CRMM_DRIVER_API_VERSION 12000
+
+/* One driver function's address, or NULL where the driver lacks it. */
+static void *driver_function(const char *name)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, CRMM_DRIVER_API_VERSION, cudaEnableDefault, &found);
+    if (e != cudaSuccess)
+        cudaGetLastError(); /* handled here: not the caller's error */
+    return e == cudaSuccess && found == cudaDriverEntryPointSuccess ? fn : NULL;
+}
+
+typedef CUresult (*error_string_fn)(CUresult, const char **);
+static error_string_fn error_string; /* NULL: the driver has none */
+static pthread_once_t error_string_once = PTHREAD_ONCE_INIT;
+
+static void find_error_string(void) { error_string = (error_string_fn)driver_function("cuGetErrorString"); }
+
+bool crmm_cuda_driver_lookup(const crmm_driver_function *table, size_t count, char *why, size_t why_size)
+{
+    /* whoever reaches for the driver may report its errors: look that up now, not in an error path */
+    pthread_once(&error_string_once, find_error_string);
+    bool all = true;
+    for (size_t i = 0; i < count; i++) {
+        *table[i].fn = driver_function(table[i].name);
+        if (!*table[i].fn && all) {
+            if (why && why_size)
+                snprintf(why, why_size, "the CUDA driver has no %s (driver too old, or none)", table[i].name);
+            all = false;
+        }
+    }
+    return all;
+}
+
+crmm_status crmm_cuda_driver_status(int cu_result, const char *call)
+{
+    if (cu_result == CUDA_SUCCESS)
+        return CRMM_OK;
+    const char *text = NULL;
+    if (!crmm_process_exiting()) {
+        pthread_once(&error_string_once, find_error_string);
+        if (!error_string || error_string((CUresult)cu_result, &text) != CUDA_SUCCESS)
+            text = NULL;
+    }
+    return crmm_set_error(cu_result == CUDA_ERROR_OUT_OF_MEMORY ? CRMM_ERROR_OUT_OF_MEMORY : CRMM_ERROR_CUDA,
+                          "CUDA driver: %s: %s (error %d)", call ? call : "driver call", text ? text : "unknown error",
+                          cu_result);
+}
+
 /* The current device through the driver: cuCtxGetDevice reads the calling thread's current
  * context, which is what cudaGetDevice answers whenever a context is current (the runtime makes
  * its device's primary context current at cudaSetDevice, and follows a context the driver API
@@ -70,12 +123,8 @@ static pthread_once_t driver_query_once = PTHREAD_ONCE_INIT;
 
 static void find_driver_query(void)
 {
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetDevice", &fn, 12000, cudaEnableDefault, &found);
-    if (e != cudaSuccess)
-        cudaGetLastError(); /* handled here: not the caller's error */
-    else if (found == cudaDriverEntryPointSuccess && fn)
+    void *fn = driver_function("cuCtxGetDevice");
+    if (fn)
         __atomic_store_n(&ctx_get_device, (ctx_get_device_fn)fn, __ATOMIC_RELEASE);
 }
 

@@ -6,8 +6,8 @@
  * a row into a fresh address range and made readable and writable on the current device; each
  * page's handle is released once mapped, so the mapping alone keeps the physical memory, and
  * closing unmaps and frees the range. The driver functions are looked up through
- * cudaGetDriverEntryPointByVersion, as the expandable pool does, so that libcrmm links only the
- * runtime and a test program can supply a scripted driver. */
+ * crmm_cuda_driver_lookup, as the expandable pool does, so that libcrmm links only the runtime
+ * and a test program can supply a scripted driver. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -19,8 +19,6 @@
 #include "internal.h"
 #include "ipc_internal.h"
 
-#define IPC_DRIVER_VERSION 12000
-
 static struct {
     CUresult (*import)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
     CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
@@ -29,14 +27,13 @@ static struct {
     CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
     CUresult (*unmap)(CUdeviceptr, size_t);
     CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-    CUresult (*error_string)(CUresult, const char **);
 } drv;
-static const char *driver_missing;
+static char driver_missing[112]; /* why the lookup failed, or empty */
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 
 static void load_driver(void)
 {
-    static const struct { const char *name; void **fn; } table[] = {
+    static const crmm_driver_function table[] = {
         {"cuMemImportFromShareableHandle", (void **)&drv.import},
         {"cuMemAddressReserve", (void **)&drv.reserve},
         {"cuMemAddressFree", (void **)&drv.address_free},
@@ -44,29 +41,15 @@ static void load_driver(void)
         {"cuMemMap", (void **)&drv.map},
         {"cuMemUnmap", (void **)&drv.unmap},
         {"cuMemSetAccess", (void **)&drv.set_access},
-        {"cuGetErrorString", (void **)&drv.error_string},
     };
-    static char why[112];
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-        cudaError_t e = cudaGetDriverEntryPointByVersion(table[i].name, table[i].fn, IPC_DRIVER_VERSION, cudaEnableDefault,
-                                                         &found);
-        if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || !*table[i].fn) {
-            cudaGetLastError();
-            snprintf(why, sizeof why, "the CUDA driver has no %s (driver too old, or none)", table[i].name);
-            driver_missing = why;
-            return;
-        }
-    }
+    crmm_cuda_driver_lookup(table, sizeof table / sizeof table[0], driver_missing, sizeof driver_missing);
 }
 
+/* A driver error as a status, its message naming the import. */
 static crmm_status driver_error(CUresult r, const char *call)
 {
-    const char *text = NULL;
-    if (!drv.error_string || drv.error_string(r, &text) != CUDA_SUCCESS || !text)
-        text = "unknown error";
-    return crmm_set_error(r == CUDA_ERROR_OUT_OF_MEMORY ? CRMM_ERROR_OUT_OF_MEMORY : CRMM_ERROR_CUDA,
-                          "ipc: CUDA driver: %s: %s (error %d)", call, text, (int)r);
+    crmm_cuda_driver_status(r, call);
+    return crmm_error_add_context("ipc");
 }
 
 struct crmm_ipc_mapping {
@@ -120,7 +103,7 @@ static void unmap_vmm(crmm_ipc_mapping *m)
 static crmm_status import_vmm(const crmm_ipc_handle *h, const ipc_wire *w, crmm_ipc_mapping *m)
 {
     pthread_once(&driver_once, load_driver);
-    if (driver_missing)
+    if (driver_missing[0])
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "ipc: import: %s", driver_missing);
     int device = 0;
     crmm_status st = crmm_cuda_current_device(&device);

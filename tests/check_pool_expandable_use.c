@@ -4,6 +4,8 @@
 #include "build_config.h"
 #include "churn_support.h"
 #include "pool_expandable_test.h"
+#include <cuda.h>
+#include <crmm/cuda_support.h>
 
 CRMM_TEST_IN("pool_expandable", destroy_unmaps_and_frees_everything)
 {
@@ -239,6 +241,31 @@ CRMM_TEST_IN("pool_expandable", over_host_memory_it_grows_from_upstream)
     dealloc(p, a, 2 * MiB);
     release_pool();
     ck_assert_int_eq(fake_vmm.reserves, 0);
+}
+
+/* The driver lookup the pool and IPC import share: what it finds is stored, what it lacks is NULL
+ * and the first missing name is said; a driver error names the call and the driver's text. */
+CRMM_TEST_IN("pool_expandable", driver_lookup_names_what_is_missing_and_driver_errors_name_the_call)
+{
+    void *create = NULL, *missing = (void *)1, *map = NULL;
+    const crmm_driver_function table[] = {
+        {"cuMemCreate", &create}, {"cuNoSuchFunction", &missing}, {"cuMemMap", &map}};
+    char why[96] = "";
+    ck_assert(!crmm_cuda_driver_lookup(table, 3, why, sizeof why));
+    ck_assert_str_eq(why, "the CUDA driver has no cuNoSuchFunction (driver too old, or none)");
+    ck_assert_ptr_nonnull(create);
+    ck_assert_ptr_null(missing);
+    ck_assert_ptr_nonnull(map);
+    char untouched[16] = "untouched";
+    ck_assert(crmm_cuda_driver_lookup(table, 1, untouched, sizeof untouched));
+    ck_assert_str_eq(untouched, "untouched");
+    ck_assert(!crmm_cuda_driver_lookup(table + 1, 1, NULL, 0)); /* no sentence wanted */
+
+    ck_assert_int_eq(crmm_cuda_driver_status(CUDA_SUCCESS, "cuMemMap"), CRMM_OK);
+    ck_assert_crmm(crmm_cuda_driver_status(CUDA_ERROR_OUT_OF_MEMORY, "cuMemCreate"), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_error_contains("CUDA driver: cuMemCreate: out of memory (error 2)");
+    ck_assert_crmm(crmm_cuda_driver_status(CUDA_ERROR_INVALID_VALUE, "cuMemMap"), CRMM_ERROR_CUDA);
+    ck_assert_error_contains("CUDA driver: cuMemMap: invalid argument (error 1)");
 }
 
 CRMM_TEST_IN("pool_expandable", bad_parameters_are_refused)

@@ -6,6 +6,7 @@
 
 #include <crmm/export.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <crmm/error.h>
 
@@ -20,6 +21,26 @@ extern "C" {
  * On an error it also clears the thread's last CUDA error (cudaGetLastError), since the error
  * is now reported through crmm. */
 CRMM_API crmm_status crmm_cuda_status(int cuda_error, const char *call);
+
+/* Turn a CUDA driver result (a CUresult) from `call` into a status and an error message:
+ * CUDA_SUCCESS → CRMM_OK; CUDA_ERROR_OUT_OF_MEMORY → CRMM_ERROR_OUT_OF_MEMORY; anything else →
+ * CRMM_ERROR_CUDA ("CUDA driver: cuMemMap: invalid argument (error 1)"; "unknown error" where the
+ * driver has no cuGetErrorString). */
+CRMM_API crmm_status crmm_cuda_driver_status(int cu_result, const char *call);
+
+/* One CUDA driver function to look up: its name ("cuMemCreate") and where its address goes. */
+typedef struct crmm_driver_function {
+    const char *name;
+    void **fn;
+} crmm_driver_function;
+
+/* Looks up the `count` driver functions of `table` through cudaGetDriverEntryPointByVersion, for
+ * the signatures of CUDA 12.0 (so that the caller links only the runtime, and a test program can
+ * supply a scripted driver). Each found is stored, each missing one set to NULL. Returns true when
+ * all were found; else false, with a sentence naming the first missing one in `why` (`why_size`
+ * bytes, may be NULL): "the CUDA driver has no cuMemCreate (driver too old, or none)". Clears the
+ * runtime's last error where the lookup itself failed. */
+CRMM_API bool crmm_cuda_driver_lookup(const crmm_driver_function *table, size_t count, char *why, size_t why_size);
 
 /* True once the process has started to exit (atexit ran or libcrmm is being unloaded). From
  * then on resources must not call CUDA: they leak instead of freeing. */

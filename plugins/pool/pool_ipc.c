@@ -1,13 +1,14 @@
 /* pool_ipc.c — export of an expandable pool's pages (see pool_ipc.h). The one driver function it
  * needs beyond pool_vmm.c's, cuMemExportToShareableHandle, and the device attributes that say
- * which handle types the device exports, are looked up here the same way. */
+ * which handle types the device exports, are looked up here the same way
+ * (crmm_cuda_driver_lookup). */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <cuda.h>
-#include <cuda_runtime_api.h>
+#include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include "pool_ipc.h"
 #include "pool_resource.h"
@@ -18,14 +19,11 @@ static pthread_once_t lookup_once = PTHREAD_ONCE_INIT;
 
 static void look_up(void)
 {
-    enum cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuMemExportToShareableHandle", (void **)&export_handle, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess || found != cudaDriverEntryPointSuccess)
-        export_handle = NULL;
-    if (cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", (void **)&device_attribute, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess || found != cudaDriverEntryPointSuccess)
-        device_attribute = NULL;
-    cudaGetLastError();
+    const crmm_driver_function table[] = {
+        {"cuMemExportToShareableHandle", (void **)&export_handle},
+        {"cuDeviceGetAttribute", (void **)&device_attribute},
+    };
+    crmm_cuda_driver_lookup(table, sizeof table / sizeof table[0], NULL, 0);
 }
 
 void pool_ipc_setup(pool_resource *p, bool ipc, bool fabric)

@@ -1,20 +1,16 @@
 /* pool_vmm.c — the reserved address range and its physical pages (see pool_vmm.h), over the CUDA
- * driver's virtual memory API reached through cudaGetDriverEntryPointByVersion. */
+ * driver's virtual memory API, its functions looked up with crmm_cuda_driver_lookup. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda.h>
-#include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include "pool_vmm.h"
 
-/* The driver functions, looked up once. The CUDA version asked for is the one whose signatures
- * the declarations below follow (the API has not changed since 10.2). */
-#define POOL_VMM_DRIVER_VERSION 12000
-
+/* The driver functions, looked up once (crmm_cuda_driver_lookup). */
 static struct {
     CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
     CUresult (*address_free)(CUdeviceptr, size_t);
@@ -25,26 +21,13 @@ static struct {
     CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
     CUresult (*granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
     CUresult (*attribute)(int *, CUdevice_attribute, CUdevice);
-    CUresult (*error_string)(CUresult, const char **);
 } drv;
-static const char *driver_missing; /* why the lookup failed, or NULL */
+static char driver_missing[96]; /* why the lookup failed, or empty */
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
-
-static bool look_up(const char *symbol, void **fn)
-{
-    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    cudaError_t e = cudaGetDriverEntryPointByVersion(symbol, fn, POOL_VMM_DRIVER_VERSION, cudaEnableDefault, &found);
-    if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || !*fn) {
-        cudaGetLastError();
-        *fn = NULL;
-        return false;
-    }
-    return true;
-}
 
 static void load_driver(void)
 {
-    static const struct { const char *name; void **fn; } table[] = {
+    static const crmm_driver_function table[] = {
         {"cuMemAddressReserve", (void **)&drv.reserve},
         {"cuMemAddressFree", (void **)&drv.address_free},
         {"cuMemCreate", (void **)&drv.create},
@@ -54,25 +37,8 @@ static void load_driver(void)
         {"cuMemSetAccess", (void **)&drv.set_access},
         {"cuMemGetAllocationGranularity", (void **)&drv.granularity},
         {"cuDeviceGetAttribute", (void **)&drv.attribute},
-        {"cuGetErrorString", (void **)&drv.error_string},
     };
-    static char why[96];
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (!look_up(table[i].name, table[i].fn)) {
-            snprintf(why, sizeof why, "the CUDA driver has no %s (driver too old, or none)", table[i].name);
-            driver_missing = why;
-            return;
-        }
-}
-
-/* A driver error as a crmm status: out of memory as such, anything else CRMM_ERROR_CUDA. */
-static crmm_status driver_error(CUresult r, const char *call)
-{
-    const char *text = NULL;
-    if (!drv.error_string || drv.error_string(r, &text) != CUDA_SUCCESS || !text)
-        text = "unknown error";
-    return crmm_set_error(r == CUDA_ERROR_OUT_OF_MEMORY ? CRMM_ERROR_OUT_OF_MEMORY : CRMM_ERROR_CUDA,
-                          "CUDA driver: %s: %s (error %d)", call, text, (int)r);
+    crmm_cuda_driver_lookup(table, sizeof table / sizeof table[0], driver_missing, sizeof driver_missing);
 }
 
 static CUmemAllocationProp page_properties(int device)
@@ -88,7 +54,7 @@ static CUmemAllocationProp page_properties(int device)
 bool pool_vmm_available(int device, const char **why)
 {
     pthread_once(&driver_once, load_driver);
-    if (driver_missing) {
+    if (driver_missing[0]) {
         *why = driver_missing;
         return false;
     }
@@ -112,7 +78,7 @@ crmm_status pool_vmm_reserve(pool_vmm *v, int device, size_t bytes, size_t page_
     CUmemAllocationProp prop = page_properties(device);
     CUresult r = drv.granularity(&v->page, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (r != CUDA_SUCCESS)
-        return driver_error(r, "cuMemGetAllocationGranularity");
+        return crmm_cuda_driver_status(r, "cuMemGetAllocationGranularity");
     if (!v->page || (v->page & (v->page - 1)))
         return crmm_set_error(CRMM_ERROR_CUDA, "CUDA driver: allocation granularity %zu is not a power of two", v->page);
     if (page_size > v->page)
@@ -132,7 +98,7 @@ crmm_status pool_vmm_reserve(pool_vmm *v, int device, size_t bytes, size_t page_
     if (r != CUDA_SUCCESS) {
         free(v->handles), free(v->mapped), free(v->spare);
         memset(v, 0, sizeof *v);
-        return driver_error(r, "cuMemAddressReserve");
+        return crmm_cuda_driver_status(r, "cuMemAddressReserve");
     }
     v->base = (uintptr_t)base;
     return CRMM_OK;
@@ -154,7 +120,7 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
         } else {
             CUresult r = drv.create(&h, v->page, &prop, 0);
             if (r != CUDA_SUCCESS) {
-                st = driver_error(r, "cuMemCreate");
+                st = crmm_cuda_driver_status(r, "cuMemCreate");
                 break;
             }
             v->pages_created++;
@@ -162,7 +128,7 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
         CUresult r = drv.map((CUdeviceptr)pool_vmm_page_addr(v, i), v->page, 0, h, 0);
         if (r != CUDA_SUCCESS) {
             v->spare[v->spare_count++] = h;
-            st = driver_error(r, "cuMemMap");
+            st = crmm_cuda_driver_status(r, "cuMemMap");
             break;
         }
         v->handles[i] = h;
@@ -180,7 +146,7 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
             v->mapped_pages += count;
             return CRMM_OK;
         }
-        st = driver_error(r, "cuMemSetAccess");
+        st = crmm_cuda_driver_status(r, "cuMemSetAccess");
     }
     /* undo: the pages mapped so far go back to the spare list, the message stays */
     char message[512];
@@ -203,7 +169,7 @@ static size_t unmap_pages(pool_vmm *v, size_t first, size_t count, bool lent)
         size_t i = first + k;
         CUresult r = drv.unmap((CUdeviceptr)pool_vmm_page_addr(v, i), v->page);
         if (r != CUDA_SUCCESS) {
-            driver_error(r, "cuMemUnmap");
+            crmm_cuda_driver_status(r, "cuMemUnmap");
             crmm_log(CRMM_LOG_WARN, "pool: %s; the page stays mapped", crmm_last_error());
             crmm_clear_error();
             return k;
