@@ -105,6 +105,9 @@ def parse_args():
                     help="where in that memory the first weight starts")
     ap.add_argument("--place-va-align", type=int, default=0, metavar="BYTES",
                     help="alignment of the reserved address range (vmm kinds; 0: the granularity)")
+    ap.add_argument("--shift", default="0,0", metavar="SMALL,LARGE",
+                    help="before the model is built, allocate and keep two buffers of SMALL and LARGE bytes, so that "
+                         "every later tensor lands elsewhere (how much the replay's speed depends on placement alone)")
     ap.add_argument("--table", metavar="RESULTS.jsonl",
                     help="print the table of the runs in this file (one JSON line each) instead of running")
     a = ap.parse_args()
@@ -112,6 +115,12 @@ def parse_args():
         return a
     if not a.mode:
         ap.error("a mode, or --table")
+    try:
+        a.shift = tuple(int(v) for v in a.shift.split(","))
+        if len(a.shift) != 2 or min(a.shift) < 0:
+            raise ValueError
+    except ValueError:
+        ap.error("--shift takes two byte counts, SMALL,LARGE (got %r)" % a.shift)
     if a.record and (not a.mode.startswith("crmm") or a.mode == "crmm_split"):
         ap.error("--record needs a crmm mode that a config describes (not %s)" % a.mode)
     for field, value in zip(SHAPE_FIELDS, MODELS[a.model]):
@@ -306,8 +315,9 @@ def main():
         peak = max(peak, t - f)
 
     with torch.no_grad():
+        keep = [torch.empty(n, dtype=torch.uint8, device="cuda") for n in a.shift if n]  # held to the end
         model, caches = build(torch, a)
-        keep, placed = [], []
+        placed = []
         for spec in a.place:
             placed.append(place_weights(torch, model, spec, a.place_offset, a.place_va_align, keep))
         torch.cuda.synchronize()
@@ -373,6 +383,7 @@ def main():
             {
                 "mode": a.mode,
                 "placed": placed,
+                "shift": list(a.shift),
                 "weights_at": {n: hex(w.data_ptr()) for n, w in model.named_parameters()
                                if n in ("head.weight", "embed.weight", "layers.0.w1.weight")},
                 "ms_per_replay": round(statistics.median(per_batch), 5),

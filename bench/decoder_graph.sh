@@ -5,11 +5,14 @@
 #   bash bench/decoder_graph.sh            # writes $OUT (default ./decoder_graph.out)
 # Environment: ROUNDS, MODELS (default "small wide gpt2vocab deep 7bslice"), MODES (default
 # "native expandable crmm"), BATCHES (timed batches a process, default 10), OUT, PYTHON (a
-# python3 with torch, default python3).
+# python3 with torch, default python3), SHIFTS ("SMALL,LARGE ...": round r passes the r-th pair,
+# cycling, as --shift, so that the table's spread is that of placement; ROUNDS then defaults to
+# the number of pairs).
 set -u
 . "$(dirname "$0")/torch_env.sh"
 out=${OUT:-$build/decoder_graph.out}; mkdir -p "$out"
-rounds=${ROUNDS:-2}
+shifts=(${SHIFTS:-0,0})
+rounds=${ROUNDS:-$([ -n "${SHIFTS:-}" ] && echo ${#shifts[@]} || echo 2)}
 models=${MODELS:-small wide gpt2vocab deep 7bslice}
 modes=(${MODES:-native expandable crmm})
 results=$out/results.jsonl; : > "$results"
@@ -19,7 +22,7 @@ for ((r = 0; r < rounds; r++)); do
     for ((i = 0; i < ${#modes[@]}; i++)); do
       m=${modes[$(((i + r) % ${#modes[@]}))]}
       env -u PYTORCH_CUDA_ALLOC_CONF timeout 150 $PY "$here/decoder_graph.py" "$m" --model "$model" \
-        --batches "${BATCHES:-10}" >> "$results" 2> "$out/$model.$m.$r.err" ||
+        --shift "${shifts[$((r % ${#shifts[@]}))]}" --batches "${BATCHES:-10}" >> "$results" 2> "$out/$model.$m.$r.err" ||
         { echo "$model $m round $r FAILED:"; tail -n 3 "$out/$model.$m.$r.err"; }
     done
   done
