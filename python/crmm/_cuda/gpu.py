@@ -52,28 +52,26 @@ def _describe(status):
     return f"{name or f'cudaError {status}'}: {text or 'unknown error'}"
 
 
-class CUDARuntimeError(RuntimeError):
+class _CUDAStatusError(RuntimeError):
+    """A CUDA failure carrying CUDA's status: ``status`` is its cudaError_t value (an int),
+    ``str()`` is "cudaErrorName: description"."""
+
+    def __init__(self, status):
+        self.status = int(status)
+        super().__init__(_describe(self.status))
+
+    def __reduce__(self):
+        return (type(self), (self.status,))
+
+
+class CUDARuntimeError(_CUDAStatusError):
     """A CUDA runtime call failed: ``status`` is its cudaError_t value (an int), ``str()`` is
     "cudaErrorName: description"."""
 
-    def __init__(self, status):
-        self.status = int(status)
-        super().__init__(_describe(self.status))
 
-    def __reduce__(self):
-        return (type(self), (self.status,))
-
-
-class CUDADriverError(RuntimeError):
+class CUDADriverError(_CUDAStatusError):
     """The device name could not be read: ``status`` is CUDA's error value, ``str()`` is
     "cudaErrorName: description"."""
-
-    def __init__(self, status):
-        self.status = int(status)
-        super().__init__(_describe(self.status))
-
-    def __reduce__(self):
-        return (type(self), (self.status,))
 
 
 def _integer(value, what):
