@@ -9,6 +9,10 @@ sequence in every mode; nothing is downloaded):
   serving    greedy decoding of requests of random batch and prompt length, a KV cache that grows
              by concatenation, the next tokens read on the host every step (as a server streams
              them); reports ms per decode step ("ms/token")
+  serving_mixed  a server's long run: 48 requests of random batch, prompt and answer length, up to
+             six decoded at once, each its own KV cache grown by concatenation, admitted as others
+             finish, so the live set never repeats (the pattern of bench/synthetic_logs.py's
+             kv_growth); reports ms per decoded token over all requests
   vit        a vision transformer trained at fixed shapes (timm's vit_base_patch16_224, else
              torchvision's vit_b_16)
   moe        a mixture-of-experts stack trained with top-2 routing: every expert's share of the
@@ -40,7 +44,7 @@ MiB = 1 << 20
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", choices=["dyn_train", "serving", "vit", "moe"])
+    ap.add_argument("--workload", choices=sorted(WORKLOADS))
     ap.add_argument("--mode", choices=["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_chunked",
                                        "crmm_split", "crmm_split_never", *PAGE_SIZE_CONFIGS])
     ap.add_argument("--record", metavar="LOG.csv", help="crmm modes: write the allocation log here")
@@ -425,7 +429,49 @@ def serving(torch, counters):
     return out
 
 
-WORKLOADS = {"dyn_train": dyn_train, "serving": serving, "vit": vit, "moe": moe}
+def serving_mixed(torch, counters):
+    torch.manual_seed(0)
+    vocab = 50257
+    model = decoder_model(torch, vocab, 1024, 12, 16).cuda().to(torch.bfloat16).eval()
+    g = torch.Generator().manual_seed(5)
+
+    def draw(lo, hi):
+        return int(torch.randint(lo, hi + 1, (1,), generator=g))
+
+    pending = [(draw(1, 8), draw(32, 768), draw(16, 96)) for _ in range(48)]
+    requests = list(pending)
+    active, out, tokens, checksum, step_ms = [], {}, 0, 0, []
+    with torch.no_grad():
+        first = True
+        while pending or active:
+            while pending and len(active) < 6:  # admit: prefill a new request
+                b, prompt_len, answer = pending.pop(0)
+                caches = [[None, None] for _ in model.blocks]
+                nxt = model(torch.randint(0, vocab, (b, prompt_len), device="cuda"), caches).argmax(-1)[:, -1:]
+                active.append({"caches": caches, "next": nxt, "pos": prompt_len, "left": answer})
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for r in active:  # one decode step of every active request
+                r["next"] = model(r["next"], r["caches"], start=r["pos"]).argmax(-1)
+                checksum += sum(x[0] for x in r["next"].tolist())
+                r["pos"] += 1
+                r["left"] -= 1
+                tokens += 1
+            step_ms.append((time.perf_counter() - t0) * 1e3 / len(active))
+            active = [r for r in active if r["left"] > 0]  # finished requests drop their caches
+            if first:
+                out["first_step_s"] = time.perf_counter() - T_START
+                counters.mark()
+                tokens, first = 0, False
+    out["requests"] = requests
+    out["checksum"] = checksum
+    out["per_step"] = counters.per(tokens)
+    out["metric"] = median(step_ms[1:])
+    out["metric_name"] = "ms_per_token"
+    return out
+
+
+WORKLOADS = {"dyn_train": dyn_train, "serving": serving, "serving_mixed": serving_mixed, "vit": vit, "moe": moe}
 
 
 def run(a):
