@@ -342,6 +342,53 @@ CRMM_TEST_IN("binning", a_block_passed_upstream_before_its_bin_was_added_is_free
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
 }
 
+/* A bin added in front of a bin with blocks live would take over some of their sizes, and their
+ * frees, routed by size, would reach the new bin, which never made them: add_bin refuses it with
+ * nothing added, for a fixed_size bin and for a bin the caller gave. A larger bin (taking sizes
+ * from the upstream) is still added, and once the blocks are freed the smaller bin is too. */
+CRMM_LOOP_TEST_IN("binning", add_bin_never_takes_the_sizes_of_blocks_live_in_another_bin, 2)
+{
+    const bool given = _i == 1; /* the 4 KiB bin: fixed_size (0), a host resource the caller gives (1) */
+    crmm_resource *mine = NULL;
+    if (given) {
+        make("");
+        ck_assert_crmm_ok(crmm_resource_create("host", "", NULL, &mine));
+        crmm_binning_bin add = {4096, mine, -1};
+        ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
+    } else {
+        make("bins=4KiB blocks_to_preallocate=1");
+    }
+    crmm_resource *bin4k = get_bin(0).mr;
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 1000, NULL, &p));
+    ck_assert_uint_eq(crmm_test_query(bin4k, CRMM_QUERY_ALLOCATIONS), 1);
+
+    crmm_binning_bin small = {1024, NULL, -1};
+    ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &small), CRMM_ERROR_STATE);
+    ck_assert_msg(strstr(crmm_last_error(), "add_bin") && strstr(crmm_last_error(), "4096") &&
+                      strstr(crmm_last_error(), "1 block live"),
+                  "message: %s", crmm_last_error());
+    ck_assert_int_eq(small.added, 0);
+    ck_assert_uint_eq(bin_count(), 1);
+    crmm_binning_bin large = {8192, NULL, -1}; /* takes sizes from the upstream only */
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &large));
+    ck_assert_int_eq(large.added, 1);
+
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 1000, NULL)); /* back to the bin that made it */
+    ck_assert_uint_eq(crmm_test_query(bin4k, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &small));
+    ck_assert_int_eq(small.added, 1);
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 1000, NULL, &p));
+    ck_assert_uint_eq(crmm_test_query(get_bin(0).mr, CRMM_QUERY_ALLOCATIONS), 1); /* the new bin serves it */
+    ck_assert_uint_eq(crmm_test_query(bin4k, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 1000, NULL));
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 0);
+    release_binning();
+    if (mine)
+        crmm_resource_release(mine);
+    ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
+}
+
 /* A resource of memory that `flags` says who can reach (a probe: the tests only add it as a bin). */
 static crmm_resource *reached_by(unsigned flags) { return &probe_resource_new(NULL, flags, 0)->base; }
 
@@ -412,6 +459,23 @@ CRMM_TEST_IN("binning", add_bin_narrows_what_the_binning_promises)
     ck_assert_int_eq(crmm_resource_refcount(device_only), 1);
     ck_assert_int_eq(crmm_resource_refcount(both), 1);
     crmm_test_release(host_only, device_only, both);
+}
+
+/* A bin that cannot say how many blocks it has live (a probe answers no query) may have some, so
+ * a smaller bin in front of it is refused as one in front of a bin with blocks live. */
+CRMM_TEST_IN("binning", add_bin_refuses_to_take_sizes_from_a_bin_that_cannot_count)
+{
+    make("");
+    crmm_resource *uncounted = &probe_resource_new(NULL, CRMM_RESOURCE_HOST_ACCESSIBLE, h->device)->base;
+    crmm_binning_bin add = {4096, uncounted, -1};
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
+    crmm_binning_bin small = {1024, NULL, -1};
+    ck_assert_crmm(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &small), CRMM_ERROR_STATE);
+    ck_assert_msg(strstr(crmm_last_error(), "cannot say"), "message: %s", crmm_last_error());
+    ck_assert_uint_eq(bin_count(), 1);
+    release_binning();
+    ck_assert_int_eq(crmm_resource_refcount(uncounted), 1);
+    crmm_resource_release(uncounted);
 }
 
 int main(void)

@@ -20,7 +20,11 @@
  *
  * CRMM_BINNING_OP_ADD_BIN (crmm/binning.h) inserts a bin later, RMM's add_bin: a resource the
  * caller gives (retained until destroy) or a new fixed_size one; the array and the route table
- * are rebuilt without a lock, so it must not run while other threads use the resource. */
+ * are rebuilt without a lock, so it must not run while other threads use the resource. A new bin
+ * takes over some sizes from the next larger bin or from the upstream, and every free must still
+ * reach the resource that made its block: blocks passed upstream are known one by one (late_bins
+ * sends their frees back upstream), a bin's are not, so a bin that would take sizes from a bin
+ * with blocks live is refused. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stddef.h>
@@ -231,6 +235,34 @@ static bool reaches(const crmm_resource *from, const crmm_resource *target, int 
     return false;
 }
 
+/* Whether a bin inserted at `at` with block size `size` may be added: it takes over the sizes
+ * above the bin before it, up to `size`, from the bin now at `at` (or from the upstream when `at`
+ * is the end, whose live blocks live_large knows: late_bins covers them). A free finds its
+ * resource by size, and which of that bin's live blocks were asked for with the sizes that move
+ * only the bin itself could say (it keeps no request sizes; recording every bin block here would
+ * cost the hot path), so the bin is added only while the bin that loses those sizes has no block
+ * live. Its own count answers that; a bin that cannot answer is taken to have blocks live. */
+static crmm_status sizes_may_move(const binning_resource *b, size_t at, size_t size)
+{
+    if (at == b->bin_count)
+        return CRMM_OK;
+    const binning_bin *from = &b->bins[at];
+    uint64_t live = 0;
+    crmm_status st = crmm_resource_query(from->mr, CRMM_QUERY_ALLOCATIONS, &live);
+    if (st == CRMM_OK && live == 0)
+        return CRMM_OK;
+    char why[192];
+    if (st == CRMM_OK)
+        snprintf(why, sizeof why, "has %llu block%s live", (unsigned long long)live, live == 1 ? "" : "s");
+    else
+        snprintf(why, sizeof why, "cannot say whether it has blocks live (%s)", crmm_last_error());
+    return crmm_set_error(CRMM_ERROR_STATE,
+                          "binning '%s': add_bin of %zu bytes: the requests of %zu to %zu bytes would move from the bin of "
+                          "%zu bytes, which %s: their frees would go to the new bin; add the bin before allocating "
+                          "from that one, or once its blocks are freed",
+                          b->base.name, size, at ? b->bins[at - 1].size + 1 : (size_t)1, size, from->size, why);
+}
+
 /* CRMM_BINNING_OP_ADD_BIN: insert a bin, keeping the array sorted, and rebuild the route
  * table. Not synchronized with allocate/deallocate (as RMM's add_bin): see crmm/binning.h. */
 static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
@@ -260,6 +292,9 @@ static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
     arg->added = 0;
     if (at < b->bin_count && b->bins[at].size == size)
         return CRMM_OK; /* RMM keeps the bin a size already has */
+    crmm_status moves = sizes_may_move(b, at, size);
+    if (moves != CRMM_OK)
+        return moves;
     binning_bin *bins = realloc(b->bins, (b->bin_count + 1) * sizeof *bins);
     if (!bins)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning '%s': add_bin: malloc failed", b->base.name);

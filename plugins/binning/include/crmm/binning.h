@@ -20,9 +20,16 @@ extern "C" {
  * smaller bin) and is retained until the binning resource is destroyed. As in RMM, a size that
  * already has a bin keeps its bin: nothing is added and `added` is set to 0 (1 when added).
  * Not safe while other threads allocate, free or query through the binning resource.
+ * Every block is freed to the resource that made it: a block passed upstream before a bin of its
+ * size was added still goes back upstream. A new bin smaller than an existing one takes over the
+ * requests between the next smaller bin and its size from that existing bin, so it is refused
+ * while that bin has blocks live (the binning does not know which of them were asked for with
+ * those sizes); add smaller bins first, or once those blocks are freed.
  * CRMM_ERROR_INVALID_ARGUMENT for a NULL arg, a size of 0 or above 2^63, or an `mr` whose memory
  * is not accessible where the binning's is (a host-only bin under a device binning) or is on
- * another device; CRMM_ERROR_OUT_OF_MEMORY when malloc fails; a fixed_size creation error. */
+ * another device; CRMM_ERROR_STATE when the next larger bin has blocks live, or cannot answer
+ * CRMM_QUERY_ALLOCATIONS (nothing is added then); CRMM_ERROR_OUT_OF_MEMORY when malloc fails; a
+ * fixed_size creation error. */
 #define CRMM_BINNING_OP_ADD_BIN 1
 
 typedef struct crmm_binning_bin {

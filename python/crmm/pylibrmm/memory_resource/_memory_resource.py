@@ -461,7 +461,8 @@ class BinningMemoryResource(UpstreamResourceAdaptor):
         that block size over the upstream. A size that already has a bin keeps it (as in RMM).
         Raises ValueError for a size of 0 or above 2**63 or a bin resource whose memory is not
         usable where this resource's is, TypeError for a bin_resource that is not a
-        MemoryResource."""
+        MemoryResource, crmm.StateError while the next larger bin has blocks live (the new bin
+        would take over some of their sizes, and so their frees)."""
         size = size_arg(allocation_size, "allocation_size")
         if bin_resource is not None and not isinstance(bin_resource, MemoryResource):
             raise TypeError(f"bin_resource must be a MemoryResource, not {type(bin_resource).__name__}")
