@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "conformance.h"
+#include "probe_resource.h"
 #include "test_support.h"
 
 #define TEN_MIB ((size_t)10 << 20)
@@ -187,6 +188,42 @@ CRMM_TEST_IN("tracking", unknown_pointer_is_refused)
     ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* double free */
     ck_assert_uint_eq(count_of(mr), 0);
     crmm_test_release(mr, host);
+}
+
+/* A free the upstream refuses leaves the block live: tracking keeps its record (its size and
+ * place in the list and the report) and its counts, and the free the upstream takes later works. */
+CRMM_TEST_IN("tracking", refused_upstream_free_keeps_the_record)
+{
+    probe_resource *probe = probe_resource_new(NULL, CRMM_RESOURCE_HOST_ACCESSIBLE, -1);
+    crmm_resource *mr = crmm_test_create("tracking", NULL, &probe->base);
+    void *p = crmm_test_allocate(mr, 1000), *q = crmm_test_allocate(mr, 2000);
+    probe->refuses_frees = 1;
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 1000, NULL), CRMM_ERROR_CUDA);
+    ck_assert_int_eq(probe->live, 2);
+    ck_assert_uint_eq(count_of(mr), 2);
+    ck_assert_uint_eq(bytes_of(mr), 3000);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 2);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 3000);
+    seen s = {.in_order = 1};
+    ck_assert_crmm_ok(crmm_tracking_foreach(mr, visit, &s));
+    ck_assert_int_eq(s.n, 2);
+    ck_assert_int_eq(s.in_order, 1);
+    ck_assert_ptr_eq(s.ptrs[0], p); /* still the oldest */
+    ck_assert_uint_eq(s.bytes[0], 1000);
+    char *text = NULL, line[64];
+    ck_assert_crmm_ok(crmm_tracking_outstanding(mr, &text));
+    snprintf(line, sizeof line, "  %p: 1000 bytes\n", p);
+    ck_assert_msg(strstr(text, "Outstanding allocations: 2") && strstr(text, line), "report: %s", text);
+    free(text);
+    /* the block is still tracking's to free, with its size checked as before */
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 999, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    probe->refuses_frees = 0;
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, q, 2000, NULL));
+    ck_assert_int_eq(probe->live, 0);
+    ck_assert_uint_eq(count_of(mr), 0);
+    ck_assert_uint_eq(bytes_of(mr), 0);
+    crmm_test_release(mr, &probe->base);
 }
 
 CRMM_TEST_IN("tracking", leaks_are_reported_at_destroy)

@@ -43,6 +43,8 @@ static crmm_status probe_deallocate(crmm_resource *self, void *ptr, size_t bytes
     __atomic_store_n(&p->free_device, device_now(p), __ATOMIC_RELAXED);
     __atomic_store_n(&p->free_stream, stream, __ATOMIC_RELAXED);
     __atomic_store_n(&p->free_bytes, bytes, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&p->refuses_frees, __ATOMIC_SEQ_CST))
+        return crmm_set_error(CRMM_ERROR_CUDA, "probe: free of %p refused (the test asks it to refuse frees)", ptr);
     __atomic_sub_fetch(&p->live, 1, __ATOMIC_SEQ_CST);
     return (p->memory->put ? p->memory->put : host_put)(ptr, stream);
 }

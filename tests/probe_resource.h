@@ -1,7 +1,8 @@
 /* probe_resource.h — a resource the tests make by hand to watch what a caller asks of it: the
  * blocks out, the allocations made, and the bytes, stream and current device of the last allocate
  * and deallocate. Its memory is aligned host memory unless the test gives other memory (the GPU
- * suites: stream-ordered cudaMallocAsync); it may refuse past a number of live blocks. */
+ * suites: stream-ordered cudaMallocAsync); it may refuse past a number of live blocks, and refuse
+ * frees (an upstream whose free fails, for the layers above it). */
 #ifndef CRMM_TESTS_PROBE_RESOURCE_H
 #define CRMM_TESTS_PROBE_RESOURCE_H
 
@@ -20,6 +21,7 @@ typedef struct probe_resource {
     int live;                  /* blocks handed out and not freed (atomic) */
     int allocations;           /* allocate calls that handed out a block (atomic) */
     int max_live;              /* more live blocks are refused as out of memory; 0: no limit */
+    int refuses_frees;         /* frees are refused (CRMM_ERROR_CUDA), the block staying live */
     int serves_at_once;        /* its try_allocate/try_deallocate serve (else refuse) */
     int served_at_once;        /* calls those served (atomic) */
     /* the last calls' (stored atomically: threaded tests share a probe) */

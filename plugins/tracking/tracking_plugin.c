@@ -1,11 +1,14 @@
 /* tracking_plugin.c — the `tracking` plugin: records every outstanding allocation
  * (RMM's tracking_resource_adaptor; API in crmm/tracking.h).
  *
- * Records live in a sharded pointer map (tracking_table.c) keyed by pointer. Ordering with the
- * upstream matters when another thread gets the same address back at once: a record is added
- * after the upstream allocate returns and removed before the upstream sees the free, so a
- * pointer is never in the table twice. A free the table cannot match (unknown pointer, wrong
- * size) is refused and logged, never passed upstream. */
+ * Records live in a sharded pointer map (tracking_table.c) keyed by pointer. A record is added
+ * after the upstream allocate returns. A free marks the record before the upstream sees it and
+ * removes it only once the upstream took the block back: a free the upstream refuses leaves the
+ * block live, so its record and the counts stay as they were. Another thread may get the same
+ * address back from the upstream before the record is removed; its new record replaces the old
+ * one, and the removal, which names the old record by its serial, leaves the new one alone. A
+ * second free of a block while its first is with the upstream is refused. A free the table
+ * cannot match (unknown pointer, wrong size) is refused and logged, never passed upstream. */
 #include "build_config.h"
 #include <execinfo.h>
 #include <stdarg.h>
@@ -69,9 +72,10 @@ static crmm_status tracking_deallocate(crmm_resource *self, void *ptr, size_t by
 {
     tracking_resource *r = (tracking_resource *)self;
     size_t recorded = 0;
+    uint64_t serial = 0;
     char name[64];
-    switch (tracking_table_remove(r->table, (uintptr_t)ptr, bytes, &recorded)) {
-    case TRACKING_REMOVED:
+    switch (tracking_table_begin_free(r->table, (uintptr_t)ptr, bytes, &recorded, &serial)) {
+    case TRACKING_FREEING:
         break;
     case TRACKING_UNKNOWN:
         crmm_log(CRMM_LOG_ERROR, "%s: free of %p (%zu bytes), which it did not allocate; not freed",
@@ -87,6 +91,7 @@ static crmm_status tracking_deallocate(crmm_resource *self, void *ptr, size_t by
     crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
     if (st == CRMM_OK) /* count only what upstream took back */
         crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED);
+    tracking_table_end_free(r->table, (uintptr_t)ptr, serial, st == CRMM_OK);
     return st;
 }
 

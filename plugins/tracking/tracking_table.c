@@ -45,10 +45,14 @@ crmm_status tracking_table_insert(tracking_table *t, uintptr_t ptr, size_t bytes
 {
     ptr_map_shard *s = sharded_ptr_map_shard(&t->map, ptr);
     pthread_mutex_lock(&s->lock);
+    void **replaced = NULL;
     tracking_record *r = ptr_map_insert(&s->map, ptr);
-    if (r)
-        *r = (tracking_record){ptr, bytes, serial, stack, stack_depth};
+    if (r) {
+        replaced = r->stack; /* NULL in a new entry */
+        *r = (tracking_record){ptr, bytes, serial, stack, stack_depth, false};
+    }
     pthread_mutex_unlock(&s->lock);
+    free(replaced);
     if (!r) {
         free(stack);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "tracking: cannot grow the allocation table");
@@ -56,26 +60,43 @@ crmm_status tracking_table_insert(tracking_table *t, uintptr_t ptr, size_t bytes
     return CRMM_OK;
 }
 
-tracking_removal tracking_table_remove(tracking_table *t, uintptr_t ptr, size_t bytes, size_t *recorded)
+tracking_removal tracking_table_begin_free(tracking_table *t, uintptr_t ptr, size_t bytes, size_t *recorded,
+                                           uint64_t *serial)
 {
     ptr_map_shard *s = sharded_ptr_map_shard(&t->map, ptr);
     tracking_removal result = TRACKING_UNKNOWN;
-    void *stack = NULL;
     pthread_mutex_lock(&s->lock);
     tracking_record *r = ptr_map_find(&s->map, ptr);
-    if (r) {
+    if (r && !r->freeing) {
         *recorded = r->bytes;
         if (r->bytes != bytes) {
             result = TRACKING_WRONG_SIZE;
         } else {
+            r->freeing = true;
+            *serial = r->serial;
+            result = TRACKING_FREEING;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return result;
+}
+
+void tracking_table_end_free(tracking_table *t, uintptr_t ptr, uint64_t serial, bool freed)
+{
+    ptr_map_shard *s = sharded_ptr_map_shard(&t->map, ptr);
+    void *stack = NULL;
+    pthread_mutex_lock(&s->lock);
+    tracking_record *r = ptr_map_find(&s->map, ptr);
+    if (r && r->serial == serial) {
+        if (freed) {
             stack = r->stack;
             ptr_map_erase(&s->map, r);
-            result = TRACKING_REMOVED;
+        } else {
+            r->freeing = false;
         }
     }
     pthread_mutex_unlock(&s->lock);
     free(stack);
-    return result;
 }
 
 static int by_serial(const void *a, const void *b)

@@ -7,6 +7,9 @@
  * level). Unlike RMM it refuses a bad free: a pointer it did not hand out, or a size other
  * than the allocated one, is logged at error level and returned as
  * CRMM_ERROR_INVALID_ARGUMENT, and is not passed upstream (the allocation stays outstanding).
+ * A free of an allocation whose free is still with the upstream (another thread's) is refused
+ * the same way. A free the upstream refuses returns the upstream's error, and the allocation
+ * stays outstanding, counted and listed as before.
  *
  * The functions below find the tracking layer anywhere in a chain (crmm_resource_control_kind).
  * They return CRMM_ERROR_INVALID_ARGUMENT for NULL arguments and CRMM_ERROR_UNSUPPORTED when
