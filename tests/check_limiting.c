@@ -1,11 +1,13 @@
 /* check_limiting.c — the `limiting` plugin over host memory: RMM's limiting tests (too big,
  * upstream failure, room given back by frees, over the limit), the exact boundary, the message,
- * 4 threads racing for the room, bad parameters, and the conformance suite. */
+ * a free the upstream refuses, 4 threads racing for the room, bad parameters, and the
+ * conformance suite. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "conformance.h"
+#include "probe_resource.h"
 #include "test_support.h"
 
 #define MIB ((size_t)1 << 20)
@@ -114,6 +116,29 @@ CRMM_TEST_IN("limiting", upstream_failure_gives_the_room_back)
     ck_assert_uint_eq(crmm_test_query(outer, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
     ck_assert_uint_eq(crmm_test_query(inner, CRMM_QUERY_BYTES_IN_USE), 0);
     crmm_resource_release(outer);
+}
+
+/* A free the upstream refuses leaves the block live: its room stays taken (a request that needs
+ * it is still refused) and it stays counted, until the free the upstream takes. */
+CRMM_TEST_IN("limiting", refused_upstream_free_keeps_the_room_taken)
+{
+    probe_resource *probe = probe_resource_new(NULL, CRMM_RESOURCE_HOST_ACCESSIBLE, -1);
+    mr = crmm_test_create("limiting", "allocation_limit=5MiB", &probe->base);
+    crmm_resource_release(&probe->base); /* the limiting layer holds it */
+    void *p = crmm_test_allocate(mr, 4 * MIB), *q = (void *)1;
+    probe->refuses_frees = 1;
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 4 * MIB, NULL), CRMM_ERROR_CUDA);
+    probe->refuses_frees = 0;
+    ck_assert_int_eq(probe->live, 1);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 4 * MIB);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_crmm(crmm_resource_allocate(mr, 2 * MIB, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(q);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4 * MIB, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    q = crmm_test_allocate(mr, 5 * MIB); /* all the room is back */
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, q, 5 * MIB, NULL));
 }
 
 CRMM_TEST_IN("limiting", other_queries_go_upstream)
