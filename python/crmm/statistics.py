@@ -15,6 +15,7 @@ from functools import wraps
 from .pylibrmm import memory_resource as _mr
 
 __all__ = [
+    "ProfilerContext",
     "ProfilerRecords",
     "Statistics",
     "default_profiler_records",
@@ -101,7 +102,10 @@ def statistics():
         yield
     finally:
         if _mr.get_current_device_resource() is not inside:
-            raise ValueError("the current device's resource was changed inside the statistics() block")
+            raise ValueError(
+                "RMM memory source stack was changed while in the statistics context "
+                "(the current device's resource was changed inside the statistics() block)"
+            )
         if previous is None:
             pop_statistics()
         else:
@@ -151,7 +155,17 @@ class ProfilerRecords:
         lines = ["Memory Profiling", "================", ""]
         if not rows:
             return "\n".join(lines) + "\nNo data, maybe profiling wasn't enabled?"
-        lines += [f"Ordered by:   {ordered_by}", "Memory units: bytes", "", "ncalls     memory_peak    memory_total  filename:lineno(function)"]
+        # RMM's layout (26.06): a legend, the order, then one row per record
+        lines += [
+            "Legends:",
+            "  ncalls       - number of times the function or code block was called",
+            "  memory_peak  - peak memory allocated in function or code block (in bytes)",
+            "  memory_total - total memory allocated in function or code block (in bytes)",
+            "",
+            f"Ordered by: {ordered_by}",
+            "",
+            "ncalls     memory_peak    memory_total  filename:lineno(function)",
+        ]
         lines += [f"{d.num_calls:6,d} {d.memory_peak:15,d} {d.memory_total:15,d}  {name}" for name, d in rows]
         return "\n".join(lines)
 
@@ -181,7 +195,11 @@ def _get_descriptive_name_of_object(obj):
 default_profiler_records = ProfilerRecords()
 
 
-class _Profiler:
+class ProfilerContext:
+    """What profiler() returns (RMM's class of that name): a decorator of functions and, with a
+    name, a context manager of blocks, recording each call's or block's statistics in
+    `records` under `name` (a decorated function's "file:line(name)" when `name` is empty)."""
+
     def __init__(self, records, name):
         self.records, self.name = records, name
 
@@ -207,7 +225,7 @@ class _Profiler:
 
     def __enter__(self):
         if not self.name:
-            raise ValueError("profiler used as a context manager needs a name")
+            raise ValueError("When profiler is used as a context manager, a name must be provided")
         push_statistics()
         return self
 
@@ -226,4 +244,7 @@ def profiler(*, records=default_profiler_records, name=""):
         raise TypeError(f"records must be a ProfilerRecords, not {type(records).__name__}")
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, not {type(name).__name__}")
-    return _Profiler(records, name)
+    return ProfilerContext(records, name)
+
+
+_Profiler = ProfilerContext  # the class's name before it was RMM's

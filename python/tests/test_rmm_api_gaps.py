@@ -1,0 +1,68 @@
+"""Names and behaviours of RMM's Python API (26.06) that code written for RMM reaches and that
+RMM's own test suite does not check: each test fails where crmm lacked the name or behaved
+otherwise. No device needed (a host resource or a host config stands in for the device's)."""
+
+import warnings
+
+import pytest
+
+import crmm
+import crmm.mr as mr
+from conftest import host_config, run_python
+from crmm import statistics as st
+from crmm.pylibrmm import memory_resource as mrmod
+
+
+@pytest.fixture
+def current(monkeypatch):
+    """A settable stand-in for the current device's resource, starting as host memory."""
+    slot = {"mr": mr.HostMemoryResource()}
+    monkeypatch.setattr(mrmod, "get_current_device_resource", lambda: slot["mr"])
+    monkeypatch.setattr(mrmod, "set_current_device_resource", lambda res: slot.update(mr=mrmod._mr_arg(res)))
+    return slot
+
+
+# ---- rmm.statistics ----------------------------------------------------------------------
+
+
+def test_profiler_returns_rmm_s_public_profiler_context(current):
+    assert "ProfilerContext" in st.__all__
+    records = st.ProfilerRecords()
+    ctx = st.profiler(records=records, name="block")
+    assert isinstance(ctx, st.ProfilerContext)
+    st.enable_statistics()
+    with st.ProfilerContext(records, "made directly"):  # RMM's constructor: (records, name)
+        res = current["mr"]
+        res.deallocate(res.allocate(64), 64)
+    assert records.records["made directly"] == st.ProfilerRecords.MemoryRecord(1, 64, 64)
+
+
+def test_report_has_rmm_s_layout():
+    records = st.ProfilerRecords()
+    records.add("f", st.Statistics(0, 0, 30, 1, 50, 2))
+    assert records.report().splitlines() == [
+        "Memory Profiling",
+        "================",
+        "",
+        "Legends:",
+        "  ncalls       - number of times the function or code block was called",
+        "  memory_peak  - peak memory allocated in function or code block (in bytes)",
+        "  memory_total - total memory allocated in function or code block (in bytes)",
+        "",
+        "Ordered by: memory_peak",
+        "",
+        "ncalls     memory_peak    memory_total  filename:lineno(function)",
+        "     1              30              50  f",
+    ]
+
+
+def test_a_profiler_block_without_a_name_is_refused_in_rmm_s_words(current):
+    with pytest.raises(ValueError, match="When profiler is used as a context manager, a name must be provided"):
+        with st.profiler():
+            pass
+
+
+def test_a_resource_changed_inside_statistics_is_refused_in_rmm_s_words(current):
+    with pytest.raises(ValueError, match="RMM memory source stack was changed while in the statistics context"):
+        with st.statistics():
+            current["mr"] = mr.HostMemoryResource()
