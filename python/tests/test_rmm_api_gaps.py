@@ -66,3 +66,16 @@ def test_a_resource_changed_inside_statistics_is_refused_in_rmm_s_words(current)
     with pytest.raises(ValueError, match="RMM memory source stack was changed while in the statistics context"):
         with st.statistics():
             current["mr"] = mr.HostMemoryResource()
+
+
+# ---- logging levels ----------------------------------------------------------------------
+
+
+def test_level_enum_has_rmm_s_n_levels():
+    assert [lv.name for lv in crmm.level_enum] == ["trace", "debug", "info", "warn", "error", "critical", "off", "n_levels"]
+    assert crmm.level_enum.n_levels == 7
+    assert not crmm.should_log(crmm.level_enum.n_levels)  # a count, not a level: nothing logs at it
+    old = crmm.get_logging_level()
+    with pytest.raises(ValueError):
+        crmm.set_logging_level(crmm.level_enum.n_levels)
+    assert crmm.get_logging_level() == old

@@ -149,6 +149,9 @@ def test_queries_status_codes_log_levels_and_stream_flags_match_the_headers():
     for number, (name, _cls) in _errors._BY_STATUS.items():
         assert value(name) == number, name
     for level in logger.level_enum:
+        if level is logger.level_enum.n_levels:  # RMM's count of the levels, not one of C's
+            assert level.value == value("CRMM_LOG_OFF") + 1
+            continue
         assert value("CRMM_LOG_" + level.name.upper()) == level.value, level.name
     for flag in stream.CudaStreamFlags:
         assert value("CRMM_STREAM_" + flag.name) == flag.value, flag.name

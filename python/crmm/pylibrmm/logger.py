@@ -37,6 +37,7 @@ class level_enum(IntEnum):
     error = 4
     critical = 5
     off = 6
+    n_levels = 7  # RMM's (rapids_logger's) count of the levels above: not a level itself
 
 
 def _level_arg(level):

@@ -9,6 +9,7 @@ class level_enum(IntEnum):
     error = 4
     critical = 5
     off = 6
+    n_levels = 7
 
 def set_logging_level(level: level_enum) -> None: ...
 def get_logging_level() -> level_enum: ...
