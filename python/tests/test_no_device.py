@@ -58,7 +58,7 @@ def test_per_device_bad_arguments():
 HOST_DEFAULT = """
 import crmm, crmm.mr as mr, crmm.statistics as statistics
 here = mr.get_current_device_resource()
-assert mr.get_current_device_resource_type() is type(here) and here.kind == "pool", here.kind
+assert type(mr.get_current_device_resource()) is type(here) and here.kind == "pool", here.kind
 mine = mr.HostMemoryResource()
 mr.set_current_device_resource(mine)
 assert mr.get_current_device_resource() is mine

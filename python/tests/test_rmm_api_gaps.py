@@ -79,3 +79,39 @@ def test_level_enum_has_rmm_s_n_levels():
     with pytest.raises(ValueError):
         crmm.set_logging_level(crmm.level_enum.n_levels)
     assert crmm.get_logging_level() == old
+
+
+# ---- rmm.mr -------------------------------------------------------------------------------
+
+HOST_CONFIG = """
+    [crmm]
+    default = main
+    [resource.h]
+    plugin = host
+    [resource.main]
+    plugin = pool
+    upstream = h
+    initial_size = 1MiB
+    """
+
+RESOURCE_TYPE_WARNS = """
+import warnings
+import crmm.mr as mr
+for fn, args, name in [(mr.get_current_device_resource_type, (), "get_current_device_resource_type"),
+                       (mr.get_per_device_resource_type, (0,), "get_per_device_resource_type")]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = fn(*args)
+    assert got is mr.PoolMemoryResource, got
+    assert [w.category for w in caught] == [FutureWarning], caught
+    assert name + " is deprecated" in str(caught[0].message), caught[0].message
+    assert caught[0].filename == "<string>", caught[0].filename  # the caller's line (stacklevel 2)
+print("ok")
+"""
+
+
+def test_the_resource_type_functions_are_deprecated_as_in_rmm(tmp_path):
+    """RMM 26.06 deprecates get_current_device_resource_type and get_per_device_resource_type
+    with a FutureWarning (use type(get_current_device_resource()))."""
+    done = run_python(RESOURCE_TYPE_WARNS, env={"CRMM_CONFIG": host_config(tmp_path, HOST_CONFIG)}, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr

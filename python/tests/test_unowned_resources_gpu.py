@@ -36,7 +36,7 @@ def test_a_callback_resource_serves_device_buffers(restore):
     cb = mr.CallbackMemoryResource(allocate, deallocate)
     mr.set_current_device_resource(cb)
     assert mr.get_current_device_resource() is cb
-    assert mr.get_current_device_resource_type() is mr.CallbackMemoryResource
+    assert type(mr.get_current_device_resource()) is mr.CallbackMemoryResource
     buf = crmm.DeviceBuffer(size=256)
     del buf
     assert [c[:2] for c in calls] == [("allocate", 256), ("deallocate", 256)]

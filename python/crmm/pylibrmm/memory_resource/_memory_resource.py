@@ -10,6 +10,7 @@ from the config until set_current_device_resource replaces it, as in C.
 import ctypes
 import os
 import threading
+import warnings
 import weakref
 
 from ... import _lib
@@ -800,12 +801,24 @@ def set_per_device_resource(device, mr):
 
 
 def get_current_device_resource_type():
-    """The class of the current device's resource."""
+    """The class of the current device's resource. Deprecated, with a FutureWarning, as in RMM
+    26.06: use type(get_current_device_resource())."""
+    warnings.warn(
+        "get_current_device_resource_type is deprecated. Use type(get_current_device_resource()) instead.",
+        FutureWarning,
+        stacklevel=2,
+    )
     return type(get_current_device_resource())
 
 
 def get_per_device_resource_type(device):
-    """The class of `device`'s resource."""
+    """The class of `device`'s resource. Deprecated, with a FutureWarning, as in RMM 26.06: use
+    type(get_per_device_resource(device))."""
+    warnings.warn(
+        "get_per_device_resource_type is deprecated. Use type(get_per_device_resource(device)) instead.",
+        FutureWarning,
+        stacklevel=2,
+    )
     return type(get_per_device_resource(device))
 
 
