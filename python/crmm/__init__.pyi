@@ -45,7 +45,7 @@ def reinitialize(
     managed_memory: bool = False,
     initial_pool_size: int | str | None = None,
     maximum_pool_size: int | str | None = None,
-    devices: int | list[int] = 0,
+    devices: int | list[int] | None = 0,
     logging: bool = False,
     log_file_name: str | PathLike[str] | None = None,
 ) -> None: ...

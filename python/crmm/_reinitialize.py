@@ -31,6 +31,8 @@ def unregister_reinitialize_hook(func):
 
 
 def _devices_arg(devices):
+    if devices is None:  # RMM's _initialize takes None as device 0
+        return [0]
     if isinstance(devices, bool):
         raise TypeError("devices must be an int or a list of ints, not bool")
     if isinstance(devices, int):
@@ -62,7 +64,8 @@ def reinitialize(
     logging=False,
     log_file_name=None,
 ):
-    """Run the reinitialize hooks, then give each of `devices` (an int or a list) a new resource:
+    """Run the reinitialize hooks, then give each of `devices` (an int or a list; None is device
+    0, as in RMM) a new resource:
     cudaMalloc (or cudaMallocManaged with `managed_memory`), under a pool of
     `initial_pool_size`/`maximum_pool_size` (ints or size strings; pool defaults when None) with
     `pool_allocator`, logged to `log_file_name` with ".dev<N>" before its extension with

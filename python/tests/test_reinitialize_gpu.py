@@ -75,3 +75,9 @@ def test_a_device_that_does_not_exist_changes_nothing(gpu):
     with pytest.raises(crmm.CrmmError):
         crmm.reinitialize(devices=[0, 4096])
     assert mr.get_current_device_resource() is before
+
+
+def test_devices_none_is_device_0_as_in_rmm(gpu):
+    crmm.reinitialize(pool_allocator=True, initial_pool_size="16MiB", devices=None)
+    pool = mr.get_per_device_resource(0)
+    assert type(pool) is mr.PoolMemoryResource and pool.pool_size() == 16 << 20

@@ -115,3 +115,29 @@ def test_the_resource_type_functions_are_deprecated_as_in_rmm(tmp_path):
     with a FutureWarning (use type(get_current_device_resource()))."""
     done = run_python(RESOURCE_TYPE_WARNS, env={"CRMM_CONFIG": host_config(tmp_path, HOST_CONFIG)}, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+class _HookRan(Exception):
+    pass
+
+
+def _stop(*args):
+    raise _HookRan(args)
+
+
+def test_reinitialize_takes_devices_none_as_device_0():
+    """RMM's reinitialize passes devices=None on to _initialize, which takes it as [0]: the
+    arguments are accepted and the hooks run (the hook stops the call before any device use)."""
+    crmm.register_reinitialize_hook(_stop, "ran")
+    try:
+        with pytest.raises(_HookRan):
+            crmm.reinitialize(devices=None)
+        with pytest.raises(_HookRan):
+            crmm.reinitialize(pool_allocator=True, initial_pool_size="1MiB", devices=None)
+    finally:
+        crmm.unregister_reinitialize_hook(_stop)
+
+
+def test_initialize_takes_devices_none_as_device_0(no_gpu):
+    with pytest.raises(crmm.CudaError):  # not TypeError: device 0's chain is built, and needs CUDA
+        mr._initialize(devices=None)

@@ -147,7 +147,7 @@ def _initialize(
     managed_memory: bool = False,
     initial_pool_size: _Size | None = None,
     maximum_pool_size: _Size | None = None,
-    devices: int | list[int] = 0,
+    devices: int | list[int] | None = 0,
     logging: bool = False,
     log_file_name: str | PathLike[str] | None = None,
 ) -> None: ...
