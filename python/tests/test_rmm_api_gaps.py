@@ -141,3 +141,22 @@ def test_reinitialize_takes_devices_none_as_device_0():
 def test_initialize_takes_devices_none_as_device_0(no_gpu):
     with pytest.raises(crmm.CudaError):  # not TypeError: device 0's chain is built, and needs CUDA
         mr._initialize(devices=None)
+
+
+@pytest.mark.parametrize("args", [(), (10,), (10, -1), (-1, 12), (-1, -1)])
+def test_binning_without_both_exponents_has_no_bins_as_in_rmm(args):
+    """RMM builds bins only when neither exponent is -1 (its default): a lone exponent makes a
+    binning resource without bins, whose requests go to the upstream as they are."""
+    stats = mr.StatisticsResourceAdaptor(mr.HostMemoryResource())
+    binning = mr.BinningMemoryResource(stats, *args)
+    p = binning.allocate(100)
+    assert stats.allocation_counts.current_bytes == 100  # no bin preallocated blocks upstream
+    binning.deallocate(p, 100)
+
+
+def test_binning_with_both_exponents_has_bins():
+    stats = mr.StatisticsResourceAdaptor(mr.HostMemoryResource())
+    binning = mr.BinningMemoryResource(stats, 10, 12)
+    p = binning.allocate(100)
+    assert stats.allocation_counts.current_bytes > 100  # the 1 KiB bin's blocks
+    binning.deallocate(p, 100)

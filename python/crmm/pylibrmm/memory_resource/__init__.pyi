@@ -80,7 +80,7 @@ class FixedSizeMemoryResource(UpstreamResourceAdaptor):
 
 class BinningMemoryResource(UpstreamResourceAdaptor):
     def __init__(
-        self, upstream_mr: MemoryResource, min_size_exponent: int | None = None, max_size_exponent: int | None = None
+        self, upstream_mr: MemoryResource, min_size_exponent: int | None = -1, max_size_exponent: int | None = -1
     ) -> None: ...
     def add_bin(self, allocation_size: int, bin_resource: MemoryResource | None = None) -> None: ...
     @property

@@ -446,10 +446,12 @@ _BINNING_ADD_BIN = _lib.OPS["CRMM_BINNING_OP_ADD_BIN"]
 
 class BinningMemoryResource(UpstreamResourceAdaptor):
     """Fixed-size bins 2**min_size_exponent .. 2**max_size_exponent (the ``binning`` plugin);
-    add_bin adds more. add_bin is not safe while other threads use the resource (as in RMM)."""
+    add_bin adds more. add_bin is not safe while other threads use the resource (as in RMM).
+    Without bins (RMM's default -1 for either exponent, or None for both) every request goes
+    to the upstream until add_bin adds one."""
 
-    def __init__(self, upstream_mr, min_size_exponent=None, max_size_exponent=None):
-        if min_size_exponent == -1 and max_size_exponent == -1:  # RMM's "no bins yet"
+    def __init__(self, upstream_mr, min_size_exponent=-1, max_size_exponent=-1):
+        if min_size_exponent == -1 or max_size_exponent == -1:  # RMM's "no bins yet": either one
             min_size_exponent = max_size_exponent = None
         self._bin_mrs = []
         super().__init__(
