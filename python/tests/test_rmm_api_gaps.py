@@ -160,3 +160,17 @@ def test_binning_with_both_exponents_has_bins():
     p = binning.allocate(100)
     assert stats.allocation_counts.current_bytes > 100  # the 1 KiB bin's blocks
     binning.deallocate(p, 100)
+
+
+def test_a_logging_adaptor_without_any_file_name_is_a_value_error(monkeypatch):
+    monkeypatch.delenv("RMM_LOG_FILE", raising=False)
+    monkeypatch.delenv("CRMM_LOG_FILE", raising=False)
+    with pytest.raises(ValueError, match="RMM log file must be specified either using log_file_name= argument"):
+        mr.LoggingResourceAdaptor(mr.HostMemoryResource())
+
+
+def test_a_logging_adaptor_without_a_name_still_takes_crmm_log_file(monkeypatch, tmp_path):
+    monkeypatch.delenv("RMM_LOG_FILE", raising=False)
+    monkeypatch.setenv("CRMM_LOG_FILE", str(tmp_path / "crmm.csv"))
+    log = mr.LoggingResourceAdaptor(mr.HostMemoryResource())
+    assert log.get_file_name() == str(tmp_path / "crmm.csv")

@@ -511,11 +511,17 @@ class LoggingResourceAdaptor(UpstreamResourceAdaptor):
     """Logs every allocation and free as CSV to `log_file_name` (the ``logging`` plugin). The
     name is taken literally, as RMM takes it ('%' is not one of the plugin's escapes here; use
     MemoryResource("logging", {"file": ...}) for those); None: $RMM_LOG_FILE (as RMM), else
-    the plugin's default, $CRMM_LOG_FILE."""
+    the plugin's default, $CRMM_LOG_FILE. Raises ValueError when none of the three names a
+    file (as RMM)."""
 
     def __init__(self, upstream_mr, log_file_name=None, auto_flush=False):
         if log_file_name is None:
             log_file_name = os.environ.get("RMM_LOG_FILE") or None
+            if log_file_name is None and not os.environ.get("CRMM_LOG_FILE"):
+                raise ValueError(
+                    "RMM log file must be specified either using log_file_name= argument or "
+                    "RMM_LOG_FILE environment variable (or $CRMM_LOG_FILE)"
+                )
         if log_file_name is not None:
             from ..._host import path_arg
 
