@@ -174,3 +174,27 @@ def test_a_logging_adaptor_without_a_name_still_takes_crmm_log_file(monkeypatch,
     monkeypatch.setenv("CRMM_LOG_FILE", str(tmp_path / "crmm.csv"))
     log = mr.LoggingResourceAdaptor(mr.HostMemoryResource())
     assert log.get_file_name() == str(tmp_path / "crmm.csv")
+
+
+DISABLE_UNWRAPS = """
+import sys
+import crmm, crmm.mr as mr
+here = mr.get_current_device_resource()
+log = mr.LoggingResourceAdaptor(here, log_file_name=sys.argv[1])
+mr.set_current_device_resource(log)  # what reinitialize(logging=True) does on a device
+assert crmm.get_log_filenames() == {0: sys.argv[1]}, crmm.get_log_filenames()
+crmm.disable_logging()
+assert mr.get_current_device_resource() is here, mr.get_current_device_resource()
+assert crmm.get_log_filenames() == {}, crmm.get_log_filenames()
+crmm.disable_logging()  # nothing left to undo
+assert mr.get_current_device_resource() is here
+print("ok")
+"""
+
+
+def test_disable_logging_removes_a_logging_adaptor_set_as_the_device_s_resource(tmp_path):
+    """RMM's disable_logging puts back the upstream of each device whose resource is a
+    LoggingResourceAdaptor: it undoes reinitialize(logging=True) as well as enable_logging."""
+    code = DISABLE_UNWRAPS.replace("sys.argv[1]", repr(str(tmp_path / "log.csv")))
+    done = run_python(code, env={"CRMM_CONFIG": host_config(tmp_path, HOST_CONFIG)}, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr

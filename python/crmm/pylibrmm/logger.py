@@ -96,8 +96,16 @@ def enable_logging(log_file_name=None):
 
 
 def disable_logging():
-    """Stop logging (the files are flushed and closed); nothing when logging is off."""
+    """Stop logging (the files are flushed and closed once nothing else holds them): undo
+    enable_logging, and, as RMM, put back the upstream of every device whose resource is a
+    LoggingResourceAdaptor (reinitialize(logging=True)'s, or one set from Python). Nothing when
+    logging is off."""
+    from .memory_resource import LoggingResourceAdaptor, _current_objects, set_per_device_resource
+
     check(lib.crmm_disable_logging())
+    for device, mr in _current_objects().items():
+        if isinstance(mr, LoggingResourceAdaptor) and mr.upstream_mr is not None:
+            set_per_device_resource(device, mr.upstream_mr)
 
 
 def _switch_filenames():
