@@ -7,11 +7,19 @@ written for RMM (which raises MemoryError when memory runs out) catches them as 
 
 
 class CrmmError(RuntimeError):
-    """A libcrmm call failed; ``status`` is the crmm_status name, ``str()`` libcrmm's message."""
+    """A libcrmm call failed; ``status`` is the crmm_status name, ``errcode`` its number (-1 for
+    an unknown one), ``str()`` libcrmm's message.
+
+    As rmm.RMMError it also takes RMM's arguments, ``RMMError(errcode, msg)`` (an int, then the
+    message): ``errcode`` is then the number given and ``status`` "CRMM_ERROR_UNKNOWN"."""
 
     def __init__(self, message, status="CRMM_ERROR_UNKNOWN"):
+        errcode = None
+        if isinstance(message, int) and not isinstance(message, bool) and isinstance(status, str):
+            errcode, message, status = message, status, "CRMM_ERROR_UNKNOWN"  # RMM's (errcode, msg)
         super().__init__(message)
         self.status = status
+        self.errcode = errcode if errcode is not None else _STATUS_NUMBERS.get(status, -1)
 
 
 class OutOfMemoryError(CrmmError, MemoryError):
@@ -70,6 +78,8 @@ _BY_STATUS = {
     9: ("CRMM_ERROR_IO", CrmmIOError),
     10: ("CRMM_ERROR_STATE", StateError),
 }
+
+_STATUS_NUMBERS = {name: number for number, (name, _cls) in _BY_STATUS.items()}
 
 
 def error_for(status, message):

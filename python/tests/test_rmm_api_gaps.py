@@ -198,3 +198,20 @@ def test_disable_logging_removes_a_logging_adaptor_set_as_the_device_s_resource(
     code = DISABLE_UNWRAPS.replace("sys.argv[1]", repr(str(tmp_path / "log.csv")))
     done = run_python(code, env={"CRMM_CONFIG": host_config(tmp_path, HOST_CONFIG)}, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+# ---- rmm.RMMError and the modules RMM has -------------------------------------------------
+
+
+def test_rmm_error_takes_rmm_s_errcode_and_message():
+    e = crmm.RMMError(12, "something failed")
+    assert str(e) == "something failed" and e.errcode == 12
+    with pytest.raises(crmm.RMMError, match="something failed"):
+        raise e
+
+
+def test_crmm_s_errors_carry_an_errcode_as_rmm_error_does():
+    with pytest.raises(crmm.RMMError) as info:
+        mr.PoolMemoryResource(mr.HostMemoryResource(), initial_pool_size="2KiB", maximum_pool_size="1KiB")
+    assert info.value.errcode == 5 and info.value.status == "CRMM_ERROR_CONFIG"
+    assert crmm.CrmmError("no status").errcode == -1
