@@ -4,7 +4,7 @@
 # suite run by `make check` against the build tree.
 CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_alloc.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
 	python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py python/crmm/_after_import.py \
-	python/crmm/__main__.py python/crmm/dask.py python/crmm/ipc.py
+	python/crmm/__main__.py python/crmm/dask.py python/crmm/ipc.py python/crmm/rmm.py python/crmm/_version.py
 CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
 	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \
 	python/crmm/pylibrmm/stream.py
@@ -18,7 +18,7 @@ CRMM_PY_CUDA = python/crmm/_cuda/__init__.py python/crmm/_cuda/gpu.py
 # first on $PYTHONPATH of the processes a `python3 -m crmm.as_rmm` program starts
 CRMM_PY_AS_RMM_SITE = python/crmm/_as_rmm_site/__init__.py python/crmm/_as_rmm_site/sitecustomize.py
 # Type stubs and the PEP 561 marker, installed beside the modules.
-CRMM_PY_TOP_STUBS = python/crmm/__init__.pyi python/crmm/statistics.pyi python/crmm/py.typed
+CRMM_PY_TOP_STUBS = python/crmm/__init__.pyi python/crmm/statistics.pyi python/crmm/rmm.pyi python/crmm/py.typed
 CRMM_PY_MR_STUBS = python/crmm/mr/__init__.pyi python/crmm/mr/experimental.pyi
 CRMM_PY_MEMORY_RESOURCE_STUBS = python/crmm/pylibrmm/memory_resource/__init__.pyi python/crmm/pylibrmm/memory_resource/experimental.pyi
 CRMM_PY_PYLIBRMM_STUBS = python/crmm/pylibrmm/__init__.pyi python/crmm/pylibrmm/cuda_stream_pool.pyi \

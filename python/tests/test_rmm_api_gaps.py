@@ -215,3 +215,35 @@ def test_crmm_s_errors_carry_an_errcode_as_rmm_error_does():
         mr.PoolMemoryResource(mr.HostMemoryResource(), initial_pool_size="2KiB", maximum_pool_size="1KiB")
     assert info.value.errcode == 5 and info.value.status == "CRMM_ERROR_CONFIG"
     assert crmm.CrmmError("no status").errcode == -1
+
+
+def test_rmm_rmm_is_the_module_of_reinitialize_and_rmm_error():
+    import crmm.rmm as rmm_rmm
+
+    for name in ["RMMError", "is_initialized", "register_reinitialize_hook", "reinitialize", "unregister_reinitialize_hook"]:
+        assert getattr(rmm_rmm, name) is getattr(crmm, name), name
+    assert rmm_rmm.mr is crmm.mr
+
+
+def test_rmm_version_module_has_the_package_s_version():
+    import crmm._version as version
+
+    assert version.__version__ == crmm.__version__ and version.__version__
+    assert version.__git_commit__ == crmm.__git_commit__
+
+
+ALIASED_MODULES = """
+import crmm
+crmm.install_as_rmm(replace_installed=True)
+from rmm.rmm import RMMError, reinitialize
+from rmm._version import __version__, __git_commit__
+import rmm
+assert RMMError is rmm.RMMError and reinitialize is rmm.reinitialize
+assert __version__ == rmm.__version__
+print("ok")
+"""
+
+
+def test_rmm_rmm_and_rmm_version_import_under_the_alias():
+    done = run_python(ALIASED_MODULES, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr

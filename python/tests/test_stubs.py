@@ -16,6 +16,7 @@ PACKAGE = pathlib.Path(crmm.__file__).parent
 MODULES = [
     "crmm",
     "crmm.mr",
+    "crmm.rmm",
     "crmm.statistics",
     "crmm.pylibrmm",
     "crmm.pylibrmm.stream",
