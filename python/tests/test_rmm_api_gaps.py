@@ -74,11 +74,25 @@ def test_a_resource_changed_inside_statistics_is_refused_in_rmm_s_words(current)
 def test_level_enum_has_rmm_s_n_levels():
     assert [lv.name for lv in crmm.level_enum] == ["trace", "debug", "info", "warn", "error", "critical", "off", "n_levels"]
     assert crmm.level_enum.n_levels == 7
-    assert not crmm.should_log(crmm.level_enum.n_levels)  # a count, not a level: nothing logs at it
-    old = crmm.get_logging_level()
-    with pytest.raises(ValueError):
-        crmm.set_logging_level(crmm.level_enum.n_levels)
-    assert crmm.get_logging_level() == old
+
+
+@pytest.mark.parametrize("setter,getter", [("set_logging_level", "get_logging_level"), ("set_flush_level", "get_flush_level")])
+def test_every_level_enum_member_is_set_and_read_back(setter, getter):
+    """As RMM's test of the levels does for each member, n_levels included (a count: as a level
+    it passes nothing, as off)."""
+    set_level, get_level = getattr(crmm, setter), getattr(crmm, getter)
+    old = get_level()
+    try:
+        for level in crmm.level_enum:
+            set_level(level)
+            assert get_level() is level
+        set_level(crmm.level_enum.n_levels)
+        assert not any(crmm.should_log(lv) for lv in crmm.level_enum) or setter == "set_flush_level"
+        set_level(crmm.level_enum.off)
+        assert get_level() is crmm.level_enum.off
+    finally:
+        set_level(old)
+    assert get_level() is old
 
 
 # ---- rmm.mr -------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ class level_enum(IntEnum):
     error = 4
     critical = 5
     off = 6
-    n_levels = 7  # RMM's (rapids_logger's) count of the levels above: not a level itself
+    n_levels = 7  # RMM's (rapids_logger's) count of the levels above: as a level, off
 
 
 def _level_arg(level):
@@ -47,14 +47,32 @@ def _level_arg(level):
     return level
 
 
+# n_levels, the last of RMM's levels, is their count: as the log or flush level it passes nothing,
+# as off does, and reads back as n_levels (RMM's test of the levels sets and reads back each
+# member). libcrmm knows the levels up to off: it holds off while these remember n_levels.
+_beyond_off = {"level": False, "flush": False}
+
+
+def _c_level(level, which):
+    level = _level_arg(level)
+    _beyond_off[which] = level is level_enum.n_levels
+    return int(level_enum.off if level is level_enum.n_levels else level)
+
+
+def _read_level(c_level, which):
+    level = level_enum(c_level)
+    return level_enum.n_levels if level is level_enum.off and _beyond_off[which] else level
+
+
 def set_logging_level(level):
-    """Log messages of `level` and above (default warn, or $CRMM_LOG_LEVEL)."""
-    check(lib.crmm_log_set_level(int(_level_arg(level))))
+    """Log messages of `level` and above (default warn, or $CRMM_LOG_LEVEL); n_levels, as off,
+    logs nothing."""
+    check(lib.crmm_log_set_level(_c_level(level, "level")))
 
 
 def get_logging_level():
     """The current log level."""
-    return level_enum(lib.crmm_log_get_level())
+    return _read_level(lib.crmm_log_get_level(), "level")
 
 
 def should_log(level):
@@ -68,13 +86,13 @@ def flush_logger():
 
 
 def set_flush_level(level):
-    """Flush the log at once after every message of `level` and above."""
-    check(lib.crmm_log_flush_on(int(_level_arg(level))))
+    """Flush the log at once after every message of `level` and above (n_levels, as off: none)."""
+    check(lib.crmm_log_flush_on(_c_level(level, "flush")))
 
 
 def get_flush_level():
     """The level from which messages are flushed at once."""
-    return level_enum(lib.crmm_log_get_flush_level())
+    return _read_level(lib.crmm_log_get_flush_level(), "flush")
 
 
 def enable_logging(log_file_name=None):
