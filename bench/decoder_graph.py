@@ -8,7 +8,9 @@ cudaMalloc chunks instead of mapping pages, as in bench/torch_workloads.py; `crm
 bytes, or blocks of 1 MiB and more at 2 MiB or 64 KiB, to see whether where tensors land moves
 the replay; `crmm_page32m`, `crmm_page256m`: the default pool mapping physical pages of 32 or
 256 MiB; `crmm_split`: requests up to 1 MiB in an expandable pool of their own, as
-bench/torch_workloads.py's). `--model` picks the shapes (small, wide, deep, gpt2vocab, 7bslice;
+bench/torch_workloads.py's; `crmm_trim`: the default pool trimmed right before the capture, so
+that the capture's larger temporaries land on pages mapped for it rather than in the free blocks
+that the model's build and warm-up left). `--model` picks the shapes (small, wide, deep, gpt2vocab, 7bslice;
 see MODELS), and `bench/decoder_graph.sh` runs modes and models alternated, in fresh processes.
 
 The model is written here (RMSNorm, rotary embeddings, grouped-query attention over a static
@@ -81,7 +83,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("mode", nargs="?", choices=["native", "expandable", "crmm", "crmm_chunked", "crmm_align512",
                                                 "crmm_align2m", "crmm_align64k", "crmm_page32m", "crmm_page256m",
-                                                "crmm_split"])
+                                                "crmm_split", "crmm_trim"])
     ap.add_argument("--replays", type=int, default=200, help="replays per timed batch")
     ap.add_argument("--batches", type=int, default=15, help="timed batches (the median is reported)")
     ap.add_argument("--model", choices=sorted(MODELS), default="small",
@@ -299,7 +301,7 @@ def main():
     if a.mode.startswith("crmm"):
         from torch_workloads import use_crmm  # the same setup as the workload harness's
 
-        use_crmm(a.record, a.mode)
+        use_crmm(a.record, "crmm" if a.mode == "crmm_trim" else a.mode)
     elif a.mode == "expandable":
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     import torch
@@ -339,6 +341,10 @@ def main():
         torch.cuda.synchronize()
         sample()
 
+        if a.mode == "crmm_trim":
+            import crmm
+
+            crmm.mr.get_current_device_resource().trim()
         try:  # keep the captured graph to count its nodes (torch >= 2.5)
             graph, kept = torch.cuda.CUDAGraph(keep_graph=True), True
         except TypeError:
