@@ -6,6 +6,7 @@ what it holds from the old resources (caches of device buffers, say) first.
 """
 
 import os
+import stat
 
 from ._host import path_arg, size_param
 from .pylibrmm import memory_resource as _mr
@@ -50,9 +51,17 @@ def _devices_arg(devices):
 
 
 def _log_file_for(log_file_name, device):
-    """RMM's per-device log name: ".dev<N>" before the extension ("log.csv" -> "log.dev0.csv")."""
-    root, ext = os.path.splitext(os.fspath(log_file_name))
-    return f"{root}.dev{device}{ext}"
+    """RMM's per-device log name: ".dev<N>" before the extension, made absolute ("log.csv" ->
+    "/cwd/log.dev0.csv"). A name that is already something other than a regular file (/dev/null,
+    a FIFO) is kept as it is, so that a log sent there is not written beside it."""
+    name = os.fspath(log_file_name)
+    try:
+        if not stat.S_ISREG(os.stat(name).st_mode):
+            return name
+    except OSError:
+        pass  # no such file yet
+    root, ext = os.path.splitext(name)
+    return os.path.abspath(f"{root}.dev{device}{ext}")
 
 
 def reinitialize(

@@ -2,6 +2,8 @@
 first with their arguments, before anything is built; bad arguments are refused before any hook
 runs."""
 
+import os
+
 import pytest
 
 import crmm
@@ -96,7 +98,8 @@ def test_logging_needs_a_file_name(monkeypatch):
 
 def test_per_device_log_names_are_rmm_s():
     assert _reinitialize._log_file_for("/tmp/rmm_log.csv", 0) == "/tmp/rmm_log.dev0.csv"
-    assert _reinitialize._log_file_for("log", 3) == "log.dev3"
+    assert _reinitialize._log_file_for("log", 3) == os.path.abspath("log.dev3")  # absolute, as RMM's
+    assert _reinitialize._log_file_for(os.devnull, 1) == os.devnull  # not a regular file: as it is
 
 
 def test_without_a_device_the_hooks_run_then_cuda_errors(no_gpu):
@@ -148,7 +151,16 @@ import contextlib, sys
 import crmm, crmm._lib as _lib
 from crmm.pylibrmm.memory_resource import _memory_resource as m
 # two devices stood in for: host resources, and the registry's slots kept in Python alone
-_lib.device_context = lambda device: contextlib.nullcontext()
+current = [0]
+@contextlib.contextmanager
+def device_context(device):  # what the adaptor sees as the current device
+    current[0], old = device, current[0]
+    try:
+        yield
+    finally:
+        current[0] = old
+_lib.device_context = device_context
+m.current_device = lambda: current[0]
 m.CudaMemoryResource = m.HostMemoryResource
 def set_per_device_resource(device, mr):
     m._per_device[device] = mr

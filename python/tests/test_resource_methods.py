@@ -48,8 +48,8 @@ def test_limiting_reports_its_limit_and_use():
 
 
 def test_logging_writes_its_file_on_flush(tmp_path):
-    name = tmp_path / "host.csv"
-    log = mr.LoggingResourceAdaptor(mr.HostMemoryResource(), log_file_name=name)
+    log = mr.LoggingResourceAdaptor(mr.HostMemoryResource(), log_file_name=tmp_path / "host.csv")
+    name = tmp_path / "host.dev0.csv"  # RMM's name: the device before the extension
     assert log.get_file_name() == str(name)
     p = log.allocate(64)
     log.deallocate(p, 64)
@@ -142,10 +142,16 @@ def test_bad_size_strings(text):
         size_param(text, "x")
 
 
-def test_a_log_file_name_is_taken_literally_as_rmm_takes_it(tmp_path):
-    name = tmp_path / "100%_d.csv"
-    log = mr.LoggingResourceAdaptor(mr.HostMemoryResource(), log_file_name=str(name))
+def test_a_log_file_name_is_named_as_rmm_names_it(tmp_path, monkeypatch):
+    """".dev<N>" before the extension, absolute; '%' is not an escape; not a regular file: as it is."""
+    monkeypatch.chdir(tmp_path)
+    log = mr.LoggingResourceAdaptor(mr.HostMemoryResource(), log_file_name="100%_d.csv")
+    name = tmp_path / "100%_d.dev0.csv"
     assert log.get_file_name() == str(name)
+    quiet = mr.LoggingResourceAdaptor(mr.HostMemoryResource(), log_file_name=os.devnull)
+    assert quiet.get_file_name() == os.devnull
+    quiet.deallocate(quiet.allocate(8), 8)
+    quiet.flush()
     log.deallocate(log.allocate(8), 8)
     log.flush()
     assert name.read_text().startswith("Thread,Time,Action")

@@ -196,7 +196,7 @@ import crmm, crmm.mr as mr
 here = mr.get_current_device_resource()
 log = mr.LoggingResourceAdaptor(here, log_file_name=sys.argv[1])
 mr.set_current_device_resource(log)  # what reinitialize(logging=True) does on a device
-assert crmm.get_log_filenames() == {0: sys.argv[1]}, crmm.get_log_filenames()
+assert crmm.get_log_filenames() == {0: sys.argv[1].replace(".csv", ".dev0.csv")}, crmm.get_log_filenames()
 crmm.disable_logging()
 assert mr.get_current_device_resource() is here, mr.get_current_device_resource()
 assert crmm.get_log_filenames() == {}, crmm.get_log_filenames()

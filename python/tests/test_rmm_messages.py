@@ -60,6 +60,7 @@ def test_a_logging_adaptor_without_a_name_takes_rmm_log_file(monkeypatch, tmp_pa
     path = tmp_path / "from-rmm-env.csv"
     monkeypatch.setenv("RMM_LOG_FILE", str(path))
     log = mr.LoggingResourceAdaptor(mr.HostMemoryResource())
+    path = tmp_path / "from-rmm-env.dev0.csv"  # named as RMM names a file given by argument
     assert log.get_file_name() == str(path)
     log.deallocate(log.allocate(64), 64)
     log.flush()

@@ -508,11 +508,13 @@ _LOGGING_FLUSH, _LOGGING_GET_FILE = _lib.OPS["CRMM_LOGGING_OP_FLUSH"], _lib.OPS[
 
 
 class LoggingResourceAdaptor(UpstreamResourceAdaptor):
-    """Logs every allocation and free as CSV to `log_file_name` (the ``logging`` plugin). The
-    name is taken literally, as RMM takes it ('%' is not one of the plugin's escapes here; use
-    MemoryResource("logging", {"file": ...}) for those); None: $RMM_LOG_FILE (as RMM), else
-    the plugin's default, $CRMM_LOG_FILE. Raises ValueError when none of the three names a
-    file (as RMM)."""
+    """Logs every allocation and free as CSV (the ``logging`` plugin) to `log_file_name` with
+    ``.dev<N>`` before its extension, N the current device (0 without one), made absolute, as
+    RMM names it ("log.csv" -> "/cwd/log.dev0.csv"; get_file_name() says which); a name that is
+    not a regular file (/dev/null, a FIFO) is taken as it is. '%' is not one of the plugin's
+    escapes here (use MemoryResource("logging", {"file": ...}) for those). None:
+    $RMM_LOG_FILE (as RMM), else the plugin's default, $CRMM_LOG_FILE as it is. Raises
+    ValueError when none of the three names a file (as RMM)."""
 
     def __init__(self, upstream_mr, log_file_name=None, auto_flush=False):
         if log_file_name is None:
@@ -524,8 +526,14 @@ class LoggingResourceAdaptor(UpstreamResourceAdaptor):
                 )
         if log_file_name is not None:
             from ..._host import path_arg
+            from ..._reinitialize import _log_file_for
 
-            log_file_name = os.fsdecode(path_arg(log_file_name, "log_file_name")).replace("%", "%%")
+            try:
+                device = current_device()
+            except CudaError:
+                device = 0
+            name = _log_file_for(os.fsdecode(path_arg(log_file_name, "log_file_name")), device)
+            log_file_name = name.replace("%", "%%")
         super().__init__("logging", {"file": log_file_name, "auto_flush": bool(auto_flush)}, upstream_mr)
 
     def flush(self):
@@ -856,7 +864,7 @@ def _initialize(
             if logging:
                 name = _log_file_for(log_file_name, device)
                 try:
-                    mr = LoggingResourceAdaptor(mr, log_file_name=name)
+                    mr = LoggingResourceAdaptor(mr, log_file_name=log_file_name)
                 except CrmmIOError:
                     if name not in _logging_files_of(_per_device.get(device)):
                         raise
@@ -870,7 +878,7 @@ def _initialize(
             continue
         try:
             with _lib.device_context(device):
-                set_per_device_resource(device, LoggingResourceAdaptor(mr, log_file_name=_log_file_for(log_file_name, device)))
+                set_per_device_resource(device, LoggingResourceAdaptor(mr, log_file_name=log_file_name))
         except CrmmIOError as e:
             failed = failed or e
     if failed is not None:
