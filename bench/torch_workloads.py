@@ -421,11 +421,14 @@ def serving(torch, counters):
             del caches
     out["ms_per_token"] = per_token_ms
     out["prefill_ms"] = prefill_ms
-    out["requests"] = requests
-    out["checksum"] = checksum
-    out["per_step"] = counters.per(tokens)
-    out["metric"] = median(per_token_ms[1:])
-    out["metric_name"] = "ms_per_token"
+    return served(out, requests, checksum, counters.per(tokens), per_token_ms)
+
+
+def served(out, requests, checksum, per_step, per_token_ms):
+    """A serving workload's result: its requests, the checksum of the tokens it streamed, crmm's
+    counters per token, and the median ms per token after the first step."""
+    out.update(requests=requests, checksum=checksum, per_step=per_step, metric=median(per_token_ms[1:]),
+               metric_name="ms_per_token")
     return out
 
 
@@ -463,12 +466,7 @@ def serving_mixed(torch, counters):
                 out["first_step_s"] = time.perf_counter() - T_START
                 counters.mark()
                 tokens, first = 0, False
-    out["requests"] = requests
-    out["checksum"] = checksum
-    out["per_step"] = counters.per(tokens)
-    out["metric"] = median(step_ms[1:])
-    out["metric_name"] = "ms_per_token"
-    return out
+    return served(out, requests, checksum, counters.per(tokens), step_ms)
 
 
 WORKLOADS = {"dyn_train": dyn_train, "serving": serving, "serving_mixed": serving_mixed, "vit": vit, "moe": moe}

@@ -60,6 +60,19 @@ def run_python(code, env=None, timeout=600):
     )
 
 
+# A config whose default resource is a pool over host memory: runs with a GPU or without.
+HOST_POOL_CONFIG = """
+    [crmm]
+    default = main
+    [resource.h]
+    plugin = host
+    [resource.main]
+    plugin = pool
+    upstream = h
+    initial_size = 1MiB
+    """
+
+
 def host_config(tmp_path, text):
     """Write a config file into tmp_path and return its path."""
     path = tmp_path / "crmm.ini"

@@ -5,7 +5,7 @@ import pytest
 
 import crmm
 import crmm.mr as mr
-from conftest import host_config, run_python
+from conftest import HOST_POOL_CONFIG, host_config, run_python
 from crmm.pylibrmm.device_buffer import to_device
 
 
@@ -76,15 +76,6 @@ print("ok")
 def test_the_current_device_functions_work_over_a_host_config(tmp_path):
     """Over a config whose resource is host memory, Python's current-device functions work as
     C's do, with a GPU or without (device 0 stands for the device then)."""
-    config = host_config(tmp_path, """
-        [crmm]
-        default = main
-        [resource.h]
-        plugin = host
-        [resource.main]
-        plugin = pool
-        upstream = h
-        initial_size = 1MiB
-        """)
+    config = host_config(tmp_path, HOST_POOL_CONFIG)
     done = run_python(HOST_DEFAULT, env={"CRMM_CONFIG": config}, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr

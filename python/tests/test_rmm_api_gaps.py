@@ -8,7 +8,7 @@ import pytest
 
 import crmm
 import crmm.mr as mr
-from conftest import host_config, run_python
+from conftest import HOST_POOL_CONFIG, host_config, run_python
 from crmm import statistics as st
 from crmm.pylibrmm import memory_resource as mrmod
 
@@ -97,17 +97,6 @@ def test_every_level_enum_member_is_set_and_read_back(setter, getter):
 
 # ---- rmm.mr -------------------------------------------------------------------------------
 
-HOST_CONFIG = """
-    [crmm]
-    default = main
-    [resource.h]
-    plugin = host
-    [resource.main]
-    plugin = pool
-    upstream = h
-    initial_size = 1MiB
-    """
-
 RESOURCE_TYPE_WARNS = """
 import warnings
 import crmm.mr as mr
@@ -127,7 +116,7 @@ print("ok")
 def test_the_resource_type_functions_are_deprecated_as_in_rmm(tmp_path):
     """RMM 26.06 deprecates get_current_device_resource_type and get_per_device_resource_type
     with a FutureWarning (use type(get_current_device_resource()))."""
-    done = run_python(RESOURCE_TYPE_WARNS, env={"CRMM_CONFIG": host_config(tmp_path, HOST_CONFIG)}, timeout=120)
+    done = run_python(RESOURCE_TYPE_WARNS, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
 
 
@@ -210,7 +199,7 @@ def test_disable_logging_removes_a_logging_adaptor_set_as_the_device_s_resource(
     """RMM's disable_logging puts back the upstream of each device whose resource is a
     LoggingResourceAdaptor: it undoes reinitialize(logging=True) as well as enable_logging."""
     code = DISABLE_UNWRAPS.replace("sys.argv[1]", repr(str(tmp_path / "log.csv")))
-    done = run_python(code, env={"CRMM_CONFIG": host_config(tmp_path, HOST_CONFIG)}, timeout=120)
+    done = run_python(code, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
 
 
