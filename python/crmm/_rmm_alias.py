@@ -58,19 +58,36 @@ _finder = None
 # RMM 25.10 and older rounded every DeviceBuffer's request up to 16 bytes (their resource
 # reference's alignment, applied to the size); 25.12 stopped (rapidsai/rmm issue 2116).
 _ROUNDING_UNTIL = (25, 12)
+# RMM 26.06 deprecated get_current_device_resource_type and get_per_device_resource_type.
+_TYPE_GETTERS_DEPRECATED_FROM = (26, 6)
+
+_release = None  # the (YY, MM) release whose behaviour install_as_rmm asked for; None: the newest
 
 
-def _rmm_rounding(rmm_version):
-    """The bytes each DeviceBuffer's request is rounded up to for `rmm_version` ("25.10",
-    "26.06.00"; None: the newest behaviour). ValueError for anything else."""
+def _parse_release(rmm_version):
+    """(YY, MM) of `rmm_version` ("25.10", "26.06.00"; None: None). TypeError or ValueError for
+    anything else."""
     if rmm_version is None:
-        return 1
+        return None
     if not isinstance(rmm_version, str):
         raise TypeError(f"rmm_version must be a string such as '25.10', not {type(rmm_version).__name__}")
     parts = rmm_version.split(".")
     if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
         raise ValueError(f"rmm_version {rmm_version!r} is not YY.MM (such as '25.10')")
-    return 16 if (int(parts[0]), int(parts[1])) < _ROUNDING_UNTIL else 1
+    return (int(parts[0]), int(parts[1]))
+
+
+def _rmm_rounding(rmm_version):
+    """The bytes each DeviceBuffer's request is rounded up to for `rmm_version` ("25.10",
+    "26.06.00"; None: the newest behaviour). TypeError or ValueError for anything else."""
+    release = _parse_release(rmm_version)
+    return 16 if release is not None and release < _ROUNDING_UNTIL else 1
+
+
+def type_getters_deprecated():
+    """Whether the RMM release asked for (the newest when none was) deprecates
+    get_current_device_resource_type and get_per_device_resource_type."""
+    return _release is None or _release >= _TYPE_GETTERS_DEPRECATED_FROM
 
 
 def _real_rmm():
@@ -97,15 +114,17 @@ def install_as_rmm(replace_installed=False, rmm_version=None):
     imported, unless `replace_installed` (then crmm answers in its place for imports from now
     on; modules imported before keep the real one). `rmm_version` ("25.10") asks for that
     release's behaviour where RMM changed it: up to 25.10 each DeviceBuffer's request is
-    rounded up to 16 bytes, so statistics and tracking adaptors count what RMM 25.10 counted.
+    rounded up to 16 bytes, so statistics and tracking adaptors count what RMM 25.10 counted;
+    before 26.06 get_current_device_resource_type and get_per_device_resource_type do not warn.
     TypeError or ValueError for a version that is not "YY.MM"."""
-    global _finder
+    global _finder, _release
     rounding = _rmm_rounding(rmm_version)
     from .pylibrmm import device_buffer
 
     with _lock:
         if is_installed_as_rmm():
             device_buffer._set_allocation_rounding(rounding)
+            _release = _parse_release(rmm_version)
             return
         real = _real_rmm()
         if real is not None and not replace_installed:
@@ -118,16 +137,18 @@ def install_as_rmm(replace_installed=False, rmm_version=None):
         _finder = _RmmFinder()
         sys.meta_path.insert(0, _finder)
         device_buffer._set_allocation_rounding(rounding)
+        _release = _parse_release(rmm_version)
 
 
 def uninstall_as_rmm():
     """Undo install_as_rmm: `import rmm` finds what is installed again (nothing when not
     installed)."""
-    global _finder
+    global _finder, _release
     from .pylibrmm import device_buffer
 
     with _lock:
         device_buffer._set_allocation_rounding(1)
+        _release = None
         if _finder is None:
             return
         if _finder in sys.meta_path:

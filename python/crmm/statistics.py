@@ -245,6 +245,3 @@ def profiler(*, records=default_profiler_records, name=""):
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, not {type(name).__name__}")
     return ProfilerContext(records, name)
-
-
-_Profiler = ProfilerContext  # the class's name before it was RMM's

@@ -41,7 +41,6 @@ class ProfilerContext:
     def __enter__(self) -> ProfilerContext: ...
     def __exit__(self, *exc: object) -> bool: ...
 
-_Profiler = ProfilerContext
 
 default_profiler_records: ProfilerRecords
 

@@ -120,6 +120,28 @@ def test_the_resource_type_functions_are_deprecated_as_in_rmm(tmp_path):
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
 
 
+AS_OLDER_RELEASE = """
+import sys, warnings
+import crmm, crmm.mr as mr
+crmm.install_as_rmm(rmm_version=sys.argv[1])
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    assert mr.get_current_device_resource_type() is mr.PoolMemoryResource
+    assert mr.get_per_device_resource_type(0) is mr.PoolMemoryResource
+print(sorted({w.category.__name__ for w in caught}))
+"""
+
+
+@pytest.mark.parametrize("release, warned", [("25.10", []), ("26.02", []), ("26.06", ["FutureWarning"]),
+                                             ("26.08.00", ["FutureWarning"])])
+def test_the_resource_type_functions_warn_only_from_the_release_that_deprecated_them(tmp_path, release, warned):
+    """A program written for RMM 25.10 asks for its behaviour and gets no FutureWarning there
+    (a test suite run with warnings as errors would fail on one)."""
+    code = AS_OLDER_RELEASE.replace("sys.argv[1]", repr(release))
+    done = run_python(code, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
+    assert done.returncode == 0 and done.stdout == f"{warned}\n", done.stdout + done.stderr
+
+
 class _HookRan(Exception):
     pass
 

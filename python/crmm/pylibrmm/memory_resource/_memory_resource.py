@@ -816,24 +816,30 @@ def set_per_device_resource(device, mr):
     _set(device, mr, lambda: lib.crmm_set_per_device_resource(device, mr._handle))
 
 
+def _warn_type_getter_deprecated(message):
+    """RMM 26.06's FutureWarning for the two type getters, unless install_as_rmm was asked for an
+    older release's behaviour (in which they were not deprecated). Names the caller's caller."""
+    from ..._rmm_alias import type_getters_deprecated
+
+    if type_getters_deprecated():
+        warnings.warn(message, FutureWarning, stacklevel=3)
+
+
 def get_current_device_resource_type():
     """The class of the current device's resource. Deprecated, with a FutureWarning, as in RMM
-    26.06: use type(get_current_device_resource())."""
-    warnings.warn(
+    26.06 (not under install_as_rmm of an older rmm_version): use
+    type(get_current_device_resource())."""
+    _warn_type_getter_deprecated(
         "get_current_device_resource_type is deprecated. Use type(get_current_device_resource()) instead.",
-        FutureWarning,
-        stacklevel=2,
     )
     return type(get_current_device_resource())
 
 
 def get_per_device_resource_type(device):
-    """The class of `device`'s resource. Deprecated, with a FutureWarning, as in RMM 26.06: use
-    type(get_per_device_resource(device))."""
-    warnings.warn(
+    """The class of `device`'s resource. Deprecated, with a FutureWarning, as in RMM 26.06 (not
+    under install_as_rmm of an older rmm_version): use type(get_per_device_resource(device))."""
+    _warn_type_getter_deprecated(
         "get_per_device_resource_type is deprecated. Use type(get_per_device_resource(device)) instead.",
-        FutureWarning,
-        stacklevel=2,
     )
     return type(get_per_device_resource(device))
 
