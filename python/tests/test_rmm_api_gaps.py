@@ -272,3 +272,24 @@ print("ok")
 def test_rmm_rmm_and_rmm_version_import_under_the_alias():
     done = run_python(ALIASED_MODULES, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+AS_RMM_INITIALIZED = """
+import crmm
+assert not crmm.is_initialized()  # crmm's own meaning: no config loaded yet
+crmm.install_as_rmm()
+import rmm
+if not rmm.is_initialized():  # RMM code that sets up a pool only where RMM has none
+    rmm.reinitialize(pool_allocator=True)
+r = rmm.mr.get_current_device_resource()
+print(type(r).__name__, type(r.upstream_mr).__name__, rmm.is_initialized(), crmm.is_initialized())
+crmm.uninstall_as_rmm()
+print(crmm.is_initialized())
+"""
+
+
+def test_under_the_alias_is_initialized_is_true_as_rmm_s(tmp_path):
+    """RMM's is_initialized() is True from import on (each device has a resource), so code that
+    reinitializes only when it is False never replaces crmm's configured resource."""
+    done = run_python(AS_RMM_INITIALIZED, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
+    assert done.returncode == 0 and done.stdout == "PoolMemoryResource HostMemoryResource True True\nTrue\n", done.stdout + done.stderr

@@ -925,8 +925,13 @@ def _flush_logs():
 
 
 def is_initialized():
-    """True once crmm has loaded a config (on first use, or crmm.initialize)."""
-    return _lib.is_initialized()
+    """True once crmm has loaded a config (on first use, or crmm.initialize). Under
+    install_as_rmm always True, as RMM's: every device has a resource there (the config's,
+    made on first use), so that RMM code such as `if not rmm.is_initialized():
+    rmm.reinitialize(...)` keeps crmm's configured resource, as it keeps RMM's."""
+    from ..._rmm_alias import is_installed_as_rmm
+
+    return is_installed_as_rmm() or _lib.is_initialized()
 
 
 from ..logger import disable_logging, enable_logging, get_log_filenames  # noqa: E402  (rmm.mr has them too)
