@@ -77,10 +77,9 @@ def _parse_release(rmm_version):
     return (int(parts[0]), int(parts[1]))
 
 
-def _rmm_rounding(rmm_version):
-    """The bytes each DeviceBuffer's request is rounded up to for `rmm_version` ("25.10",
-    "26.06.00"; None: the newest behaviour). TypeError or ValueError for anything else."""
-    release = _parse_release(rmm_version)
+def _rounding_of(release):
+    """The bytes each DeviceBuffer's request is rounded up to in `release` ((YY, MM); None: the
+    newest behaviour)."""
     return 16 if release is not None and release < _ROUNDING_UNTIL else 1
 
 
@@ -118,13 +117,13 @@ def install_as_rmm(replace_installed=False, rmm_version=None):
     before 26.06 get_current_device_resource_type and get_per_device_resource_type do not warn.
     TypeError or ValueError for a version that is not "YY.MM"."""
     global _finder, _release
-    rounding = _rmm_rounding(rmm_version)
+    release = _parse_release(rmm_version)
     from .pylibrmm import device_buffer
 
     with _lock:
         if is_installed_as_rmm():
-            device_buffer._set_allocation_rounding(rounding)
-            _release = _parse_release(rmm_version)
+            device_buffer._set_allocation_rounding(_rounding_of(release))
+            _release = release
             return
         real = _real_rmm()
         if real is not None and not replace_installed:
@@ -136,8 +135,8 @@ def install_as_rmm(replace_installed=False, rmm_version=None):
             del sys.modules[name]
         _finder = _RmmFinder()
         sys.meta_path.insert(0, _finder)
-        device_buffer._set_allocation_rounding(rounding)
-        _release = _parse_release(rmm_version)
+        device_buffer._set_allocation_rounding(_rounding_of(release))
+        _release = release
 
 
 def uninstall_as_rmm():
