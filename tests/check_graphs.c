@@ -2,7 +2,8 @@
  * fake_vmm.h and fake_capture.h, in its three forms (chunks with stream_reuse = sync and = event,
  * expandable): allocating and freeing under capture makes no call that capture forbids, and memory
  * a graph allocated or freed goes to no one else until the graph is destroyed, and then does
- * (docs/cuda-graphs.md). The other plugins under capture: check_graphs_plugins.c. */
+ * (docs/cuda-graphs.md). The other plugins under capture: check_graphs_plugins.c; graph_pool =
+ * private: check_graphs_private.c. */
 #include "build_config.h"
 
 #include "graphs_test.h"
@@ -197,11 +198,12 @@ CRMM_LOOP_TEST_IN("pool", a_capture_reuses_a_block_only_on_the_stream_that_freed
 /* Random allocations and frees of mixed sizes in a capture on two streams, then a second graph
  * that frees some of the first's blocks (parked there, never reused: the first owns them): live
  * blocks never overlap, and once both graphs are gone, in either order, everything is free again:
- * the splits and merges of parked blocks lose and double nothing. */
-CRMM_LOOP_TEST_IN("pool", random_captures_lose_nothing, 2 * FORMS)
+ * the splits and merges of parked blocks lose and double nothing. Rows from 2 * FORMS on: with
+ * graph_pool = private. */
+CRMM_LOOP_TEST_IN("pool", random_captures_lose_nothing, 4 * FORMS)
 {
-    int form = _i % FORMS, first_goes_first = _i >= FORMS;
-    crmm_resource *p = pool_in_form(form, "initial_size=8MiB");
+    int form = _i % FORMS, first_goes_first = (_i / FORMS) % 2;
+    crmm_resource *p = pool_in_form(form, _i < 2 * FORMS ? "initial_size=8MiB" : "initial_size=8MiB graph_pool=private");
     cudaStream_t s1 = stream_n(1), s2 = stream_n(2), s3 = stream_n(3);
     enum { SLOTS = 48, STEPS = 3000 };
     struct { char *at; size_t n; cudaStream_t s; } live[SLOTS] = {{0}};
@@ -295,11 +297,12 @@ static void *capture_churn(void *arg)
 
 /* Two threads capture two graphs on two streams at once, splitting and merging their parked
  * blocks under the pool's lock: no block is handed to both (each checks its blocks' patterns),
- * and once both graphs are gone everything is free again. */
-CRMM_LOOP_TEST_IN("pool", two_threads_capture_at_once, FORMS)
+ * and once both graphs are gone everything is free again. Rows from FORMS on: with graph_pool =
+ * private. */
+CRMM_LOOP_TEST_IN("pool", two_threads_capture_at_once, 2 * FORMS)
 {
-    int form = _i;
-    crmm_resource *p = pool_in_form(form, "initial_size=8MiB");
+    int form = _i % FORMS;
+    crmm_resource *p = pool_in_form(form, _i < FORMS ? "initial_size=8MiB" : "initial_size=8MiB graph_pool=private");
     struct capturing_thread t[2] = {{p, stream_n(4), 7u, 0}, {p, stream_n(5), 99u, 0}};
     fake_graph *g[2];
     for (int i = 0; i < 2; i++)

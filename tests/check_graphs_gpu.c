@@ -1,10 +1,10 @@
 /* check_graphs_gpu.c — allocators under CUDA graph capture on a GPU (skips without one). For the
- * pool (chunked with each stream_reuse, and expandable), arena, fixed_size, binning, async, and
- * every adaptor over an expandable pool, a sequence that allocates, writes and frees temporaries
- * and writes an output buffer is captured in the global mode: the graph's output equals the eager
- * run over 1000 replays, buffers allocated after the capture are never written by a replay, and
- * the graph's memory is not free while it lives and comes back once it is destroyed
- * (docs/cuda-graphs.md). */
+ * pool (chunked with each stream_reuse, and expandable; graph_pool shared and private), arena,
+ * fixed_size, binning, async, and every adaptor over an expandable pool, a sequence that
+ * allocates, writes and frees temporaries and writes an output buffer is captured in the global
+ * mode: the graph's output equals the eager run over 1000 replays, buffers allocated after the
+ * capture are never written by a replay, and the graph's memory is not free while it lives and
+ * comes back once it is destroyed (docs/cuda-graphs.md). */
 #include "build_config.h"
 #include <sched.h>
 #include <stdlib.h>
@@ -28,6 +28,8 @@ static const chain chains[] = {
     {"pool (chunks, sync)", {{"cuda", ""}, {"pool", "initial_size=4MiB stream_reuse=sync"}}, "pool", 5},
     {"pool (chunks, event)", {{"cuda", ""}, {"pool", "initial_size=4MiB stream_reuse=event"}}, "pool", 5},
     {"pool (expandable)", {{"cuda", ""}, {"pool", "expandable=true"}}, "pool", 5},
+    {"pool (chunks, graph_pool=private)", {{"cuda", ""}, {"pool", "initial_size=4MiB graph_pool=private"}}, "pool", 5},
+    {"pool (expandable, graph_pool=private)", {{"cuda", ""}, {"pool", "expandable=true graph_pool=private"}}, "pool", 5},
     {"arena", {{"cuda", ""}, {"arena", "arena_size=64MiB"}}, "arena", 5},
     {"fixed_size", {{"cuda", ""}, {"fixed_size", "block_size=4MiB blocks_to_preallocate=4"}}, "fixed_size", 6},
     {"binning", {{"cuda", ""}, {"binning", "bins=1MiB:4MiB blocks_to_preallocate=4"}}, "binning", 6},
@@ -183,7 +185,8 @@ CRMM_LOOP_TEST(replays_equal_eager_and_touch_nothing_else, CHAINS)
  * where they can) and free on the captured stream, the capture ends without error, and the graph
  * runs. */
 static const char *const moded[][2] = {
-    {"pool", "initial_size=2MiB"}, {"pool", "expandable=true"}, {"arena", "arena_size=64MiB"},
+    {"pool", "initial_size=2MiB"}, {"pool", "expandable=true"}, {"pool", "expandable=true graph_pool=private"},
+    {"arena", "arena_size=64MiB"},
     {"fixed_size", "block_size=8MiB blocks_to_preallocate=1"},
 };
 #define MODED ((int)(sizeof moded / sizeof moded[0]))

@@ -352,7 +352,8 @@ static crmm_status cached_allocate(pool_resource *p, size_t bytes, size_t size, 
 
 /* allocate on a stream under capture (pool_capture.h): a parked block of the same capture and
  * stream, else a block taken as usual but without waiting for anything, never from a per-thread
- * cache; the block is then the graph's. Growth runs with the thread's capture mode relaxed. */
+ * cache (graph_pool = private: from memory taken for the graph alone); the block is then the
+ * graph's. Growth runs with the thread's capture mode relaxed. */
 static crmm_status capture_allocate(pool_resource *p, size_t bytes, size_t size, crmm_cuda_stream_t stream,
                                     const pool_capture *cap, void **ptr)
 {
@@ -370,7 +371,8 @@ static crmm_status capture_allocate(pool_resource *p, size_t bytes, size_t size,
         reused = (b = pool_capture_reuse(p, g, size, stream)) != NULL;
     if (!b) {
         p->capturing = true;
-        b = take_block(p, stream, size, &p->core.live, &st);
+        b = p->graph_private ? pool_capture_grow_private(p, g, size, stream, &st)
+                             : take_block(p, stream, size, &p->core.live, &st);
         p->capturing = false;
     }
     if (b) {

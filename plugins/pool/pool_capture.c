@@ -97,9 +97,10 @@ static void join_parked(pool_resource *p, pool_graph *g, pool_free_list *fl, poo
 
 /* Under the lock: park b, freed on `stream` by the calling thread (`reusable`; else freed
  * earlier, by a thread not known now), in g. A block g owns (or nobody does) freed by the calling
- * thread joins g's parked blocks of that stream and area, merged with its parked neighbours
- * there; b's record may go back to the spares then. Any other is held, not reused. */
-static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_stream_t stream, bool reusable)
+ * thread joins g's parked blocks of that stream and area (small ones when `small`), merged with
+ * its parked neighbours there; b's record may go back to the spares then. Any other is held, not
+ * reused. */
+static void park_in(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_stream_t stream, bool reusable, bool small)
 {
     pool_graph *o = (pool_graph *)b->graph;
     if (o && o != g && !o->alive) { /* its owner is gone: nobody owns it now */
@@ -115,7 +116,7 @@ static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_strea
     if (!o)
         g->owned++;
     g->parked_bytes += b->size;
-    uintptr_t tag = (uintptr_t)gs | POOL_PARKED | (b->size <= POOL_CAPTURE_SMALL ? POOL_PARKED_SMALL : 0);
+    uintptr_t tag = (uintptr_t)gs | POOL_PARKED | (small ? POOL_PARKED_SMALL : 0);
     pool_free_list *fl = area_of(gs, tag);
     b->owner = NULL;
     b->graph = tag;
@@ -126,6 +127,12 @@ static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_strea
         join_parked(p, g, fl, b, b);
     }
     pool_free_list_insert(fl, b);
+}
+
+/* park_in, in the area of b's own size. */
+static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_stream_t stream, bool reusable)
+{
+    park_in(p, g, b, stream, reusable, b->size <= POOL_CAPTURE_SMALL);
 }
 
 pool_block *pool_capture_reuse(pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream)
@@ -146,6 +153,39 @@ pool_block *pool_capture_reuse(pool_resource *p, pool_graph *g, size_t size, crm
     }
     b->graph = (uintptr_t)g;
     g->parked_bytes -= b->size;
+    return b;
+}
+
+pool_block *pool_capture_grow_private(pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream,
+                                      crmm_status *st)
+{
+    char label[80];
+    if (!pool_records_reserve(&p->core.records, 3) ||
+        (!pool_block_map_has_room(&p->core.live) && !pool_block_map_grow(&p->core.live))) {
+        *st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (block records)", pool_label(p, label, sizeof label));
+        return NULL;
+    }
+    pool_stream *s = pool_streams_find(&p->core.streams, stream);
+    if (!s) {
+        *st = crmm_error_add_context("%s", pool_label(p, label, sizeof label));
+        return NULL;
+    }
+    bool small = size <= POOL_CAPTURE_SMALL;
+    pool_block *b;
+    *st = pool_grow_fresh(p, s, small ? POOL_CAPTURE_SMALL_SEGMENT : size, stream, &b);
+    if (*st != CRMM_OK && small) { /* no room for a whole segment: the request alone */
+        crmm_clear_error();
+        *st = pool_grow_fresh(p, s, size, stream, &b);
+    }
+    if (*st != CRMM_OK)
+        return NULL;
+    pool_free_list_remove(&s->free, b);
+    b->owner = NULL;
+    if (b->size > size) { /* the rest is the graph's, parked for its capture on this stream */
+        pool_block *rest = pool_block_split(&p->core.records, b, b->addr + size);
+        pool_counts_held(&p->core.counts, (int64_t)rest->size);
+        park_in(p, g, rest, stream, true, small);
+    }
     return b;
 }
 

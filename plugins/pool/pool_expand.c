@@ -301,7 +301,8 @@ static size_t usable(const pool_block *b, const pool_stream *s)
     return b && b->owner && (b->owner == s || b->owner->ready) ? b->size : 0;
 }
 
-struct plan_search { const pool_resource *p; const pool_stream *s; size_t size; grow_plan best; };
+/* fresh: the new pages join no neighbour (a block on pages of its own) */
+struct plan_search { const pool_resource *p; const pool_stream *s; size_t size; bool fresh; grow_plan best; };
 
 static size_t pages_for(const pool_vmm *v, size_t bytes) { return bytes / v->page + (bytes % v->page != 0); }
 
@@ -316,7 +317,7 @@ static void consider_hole(pool_block *hole, void *arg)
 {
     struct plan_search *ps = arg;
     const pool_vmm *v = &ps->p->growth.vmm;
-    size_t below = usable(hole->phys_prev, ps->s), above = usable(hole->phys_next, ps->s);
+    size_t below = ps->fresh ? 0 : usable(hole->phys_prev, ps->s), above = ps->fresh ? 0 : usable(hole->phys_next, ps->s);
     size_t size = ps->size;
     if (below + hole->size >= size) /* new pages at the bottom of the hole, joining the block below */
         consider(ps, hole, hole->addr, size > below ? pages_for(v, size - below) : 1);
@@ -328,30 +329,30 @@ static void consider_hole(pool_block *hole, void *arg)
         consider(ps, hole, hole->addr, hole->size / v->page);
 }
 
-static grow_plan plan_growth(const pool_resource *p, const pool_stream *s, size_t size)
+static grow_plan plan_growth(const pool_resource *p, const pool_stream *s, size_t size, bool fresh)
 {
-    struct plan_search ps = {.p = p, .s = s, .size = size};
+    struct plan_search ps = {.p = p, .s = s, .size = size, .fresh = fresh};
     for_each_block(&p->growth.unmapped.free, p->growth.vmm.page, consider_hole, &ps);
     return ps.best;
 }
 
 /* The plan for a free block of `want` bytes (at least size) when a hole can make one within the
  * maximum and the device's memory, else for `size`. */
-static grow_plan plan_step(const pool_resource *p, const pool_stream *s, size_t size, size_t want)
+static grow_plan plan_step(const pool_resource *p, const pool_stream *s, size_t size, size_t want, bool fresh)
 {
     if (want > size) {
-        grow_plan plan = plan_growth(p, s, want);
+        grow_plan plan = plan_growth(p, s, want, fresh);
         uint64_t after = p->growth.reserved + plan.pages * p->growth.vmm.page;
         if (plan.pages && (p->growth.maximum == POOL_NO_MAXIMUM || after <= p->growth.maximum) && after <= p->growth.device_memory)
             return plan;
     }
-    return plan_growth(p, s, size);
+    return plan_growth(p, s, size, fresh);
 }
 
 /* Give pages [plan.first, + plan.pages) of the hole to stream s as free memory, merged with the
- * free blocks around it that s may use; returns the merged block. The pages are mapped and a
- * spare record is reserved for each split. */
-static pool_block *adopt_pages(pool_resource *p, pool_stream *s, const grow_plan *plan)
+ * free blocks around it that s may use (`fresh`: merged with none); returns the block. The pages
+ * are mapped and a spare record is reserved for each split. */
+static pool_block *adopt_pages(pool_resource *p, pool_stream *s, const grow_plan *plan, bool fresh)
 {
     pool_vmm *v = &p->growth.vmm;
     pool_block *hole = plan->hole, *mapped = hole;
@@ -363,6 +364,11 @@ static pool_block *adopt_pages(pool_resource *p, pool_stream *s, const grow_plan
     }
     if (end < mapped->addr + mapped->size)
         pool_free_list_insert(&p->growth.unmapped.free, pool_block_split(&p->core.records, mapped, end));
+    if (fresh) {
+        mapped->owner = s;
+        pool_free_list_insert(&s->free, mapped);
+        return mapped;
+    }
     /* ready neighbours become s's, so that they merge with the new pages */
     pool_block *nb[2] = {mapped->phys_prev, mapped->phys_next};
     for (int i = 0; i < 2; i++)
@@ -448,7 +454,8 @@ static crmm_status out_of_room(const pool_resource *p, size_t size, const char *
                           crmm_format_size(p->growth.reserved, have, sizeof have), why);
 }
 
-crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool_block **out)
+/* pool_expand_grow, and with `fresh` pool_expand_grow_fresh. */
+static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bool fresh, pool_block **out)
 {
     pool_vmm *v = &p->growth.vmm;
     crmm_device_guard g;
@@ -462,13 +469,13 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
     if (!p->capturing)
         reap_lent(p, false);
     size_t want = size;
-    if (threads && p->growth.reserved / POOL_EXPAND_THREAD_STEP > want)
+    if (threads && !fresh && p->growth.reserved / POOL_EXPAND_THREAD_STEP > want)
         want = (size_t)(p->growth.reserved / POOL_EXPAND_THREAD_STEP);
     for (;;) {
-        grow_plan plan = plan_step(p, s, size, want);
+        grow_plan plan = plan_step(p, s, size, want, fresh);
         uint64_t free_bytes = p->growth.reserved - (uint64_t)p->core.counts.block_bytes;
         bool can_move = free_bytes > p->growth.release_threshold && free_bytes >= (size < v->page ? size : v->page);
-        if (p->growth.moved_since_mark || threads || p->capturing || p->growth.page_moves == POOL_MOVES_NEVER)
+        if (p->growth.moved_since_mark || threads || fresh || p->capturing || p->growth.page_moves == POOL_MOVES_NEVER)
             can_move = false; /* moving again before the mark rose: the pattern needs the memory;
                                * under capture nothing may wait for the device */
         else if (can_move && !settled && nothing_to_move(p, s))
@@ -498,14 +505,14 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
             pool_stream *holder = pool_streams_gather(&p->core.streams, &p->core.records, s);
             if ((*out = pool_free_list_fit(&s->free, size)))
                 break;
-            plan = plan_growth(p, s, size);
+            plan = plan_growth(p, s, size, fresh);
             uint64_t after = p->growth.reserved + plan.pages * v->page;
             if (holder && plan.pages && after > p->growth.mark) {
                 size_t excess = pages_for(v, (size_t)(after - p->growth.mark));
                 size_t can = pages_to_release(p, p->growth.release_threshold);
                 release_free_pages(p, holder, excess < can ? excess : can, plan.hole->phys_prev, plan.hole->phys_next, NULL);
                 p->growth.moved_since_mark = excess && can;
-                plan = plan_growth(p, s, size);
+                plan = plan_growth(p, s, size, fresh);
             }
         }
         if (!plan.pages)
@@ -528,7 +535,7 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
                 p->growth.mark = p->growth.reserved; /* a growth that moving free pages could not (or should not) avoid */
                 p->growth.moved_since_mark = false;
             }
-            *out = adopt_pages(p, s, &plan);
+            *out = adopt_pages(p, s, &plan, fresh);
             break;
         } else if (st != CRMM_ERROR_OUT_OF_MEMORY) {
             break;
@@ -556,6 +563,16 @@ crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool
     return st;
 }
 
+crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool_block **out)
+{
+    return expand_grow(p, s, size, false, out);
+}
+
+crmm_status pool_expand_grow_fresh(pool_resource *p, pool_stream *s, size_t size, pool_block **out)
+{
+    return expand_grow(p, s, size, true, out);
+}
+
 crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t size)
 {
     pool_vmm *v = &p->growth.vmm;
@@ -565,7 +582,7 @@ crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t siz
         if (!size)
             return CRMM_OK;
     }
-    grow_plan plan = plan_growth(p, s, size);
+    grow_plan plan = plan_growth(p, s, size, false);
     if (!plan.pages)
         return out_of_room(p, size, "larger than its address range");
     if (!pool_records_reserve(&p->core.records, 3))
@@ -577,7 +594,7 @@ crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t siz
     p->growth.reserved += plan.pages * v->page;
     p->growth.reserved_peak = p->growth.reserved;
     p->growth.mark = p->growth.reserved;
-    adopt_pages(p, s, &plan);
+    adopt_pages(p, s, &plan, false);
     return CRMM_OK;
 }
 

@@ -82,6 +82,23 @@ static crmm_status add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm
     return CRMM_OK;
 }
 
+/* The error of a growth for `size` whose last upstream allocation failed with st: out of memory
+ * naming the sizes and the upstream's reason, or the upstream's own error with the pool's context. */
+static crmm_status growth_failed(const pool_resource *p, size_t size, crmm_status st)
+{
+    if (st != CRMM_ERROR_OUT_OF_MEMORY && st != CRMM_ERROR_BAD_ALLOC) {
+        char label[80], req[32];
+        return crmm_error_add_context("%s: failed to allocate %s", pool_label(p, label, sizeof label),
+                                      crmm_format_size(size, req, sizeof req));
+    }
+    const char *why = crmm_last_error();
+    if (strncmp(why, "out of memory: ", 15) == 0)
+        why += 15;
+    char copy[512];
+    snprintf(copy, sizeof copy, "%s", why);
+    return out_of_memory(p, size, copy);
+}
+
 crmm_status pool_add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream)
 {
     if (p->growth.expandable)
@@ -113,23 +130,25 @@ crmm_status pool_grow(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_s
             p->growth.growths++;
             return CRMM_OK;
         }
-        if (attempt == size) {
-            if (st != CRMM_ERROR_OUT_OF_MEMORY && st != CRMM_ERROR_BAD_ALLOC) {
-                char label[80], req[32];
-                return crmm_error_add_context("%s: failed to allocate %s", pool_label(p, label, sizeof label),
-                                              crmm_format_size(size, req, sizeof req));
-            }
-            const char *why = crmm_last_error();
-            if (strncmp(why, "out of memory: ", 15) == 0)
-                why += 15;
-            char copy[512];
-            snprintf(copy, sizeof copy, "%s", why);
-            return out_of_memory(p, size, copy);
-        }
+        if (attempt == size)
+            return growth_failed(p, size, st);
         attempt = round_up(attempt / 2);
         if (attempt < size)
             attempt = size;
     }
+}
+
+crmm_status pool_grow_fresh(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream, pool_block **out)
+{
+    if (p->growth.expandable)
+        return pool_expand_grow_fresh(p, s, size, out);
+    if (p->growth.maximum != POOL_NO_MAXIMUM && (p->growth.reserved > p->growth.maximum || size > p->growth.maximum - p->growth.reserved))
+        return out_of_memory(p, size, NULL);
+    crmm_status st = add_chunk(p, s, size, stream, out);
+    if (st != CRMM_OK)
+        return growth_failed(p, size, st);
+    p->growth.growths++;
+    return CRMM_OK;
 }
 
 /* Unlink chunk c and give its memory back upstream. */

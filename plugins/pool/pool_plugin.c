@@ -56,6 +56,7 @@ typedef struct pool_config {
     bool ipc;
     int ipc_handle_type; /* index in "posix_fd|fabric" */
     int graphs;          /* index in "auto|on|off" */
+    int graph_pool;      /* index in "shared|private" */
 } pool_config;
 
 /* The enums' choices, in the order of their rows' `choices`. */
@@ -248,6 +249,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
     p->growth.maximum = maximum;
     p->graphs_mode = graphs_modes[cfg.graphs];
+    p->graph_private = cfg.graph_pool == 1;
     /* a host pool has no streams to ask about */
     p->capture_gate = capture_check_gate(!real || p->graphs_mode == POOL_GRAPHS_OFF ? CAPTURE_CHECK_NEVER
                                          : p->graphs_mode == POOL_GRAPHS_ON           ? CAPTURE_CHECK_ALWAYS
@@ -353,6 +355,13 @@ static const crmm_param pool_params[] = {
              "capture (crmm_graph_capture_enable: the PyTorch, CuPy and Numba integrations do), on = always, off = "
              "never (capturing through the pool is then unsafe)",
      .offset = offsetof(pool_config, graphs), .choices = "auto|on|off"},
+    {.key = "graph_pool", .type = CRMM_PARAM_ENUM, .default_value = "shared",
+     .help = "where a capture's allocations come from (docs/cuda-graphs.md): shared = the pool's free blocks, then "
+             "growth (the graph holds least); private = memory taken for that graph alone (new pages, or a chunk), "
+             "reused only by its own capture until the graph is destroyed, as PyTorch's private graph pools: the "
+             "capture's blocks land in the same places whatever the pool held before, at the cost of memory the "
+             "pool's free blocks could have served",
+     .offset = offsetof(pool_config, graph_pool), .choices = "shared|private"},
     {NULL},
 };
 

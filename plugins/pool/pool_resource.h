@@ -51,6 +51,8 @@ typedef struct pool_resource {
     const bool *capture_gate;      /* open: ask whether a stream is captured (graphs, the process switch) */
     uint8_t graphs_mode;           /* parameter graphs (POOL_GRAPHS_*): when to ask whether a stream
                                     * is captured */
+    bool graph_private;            /* parameter graph_pool = private: a capture's blocks come from
+                                    * memory taken for its graph alone (pool_capture_grow_private) */
     bool capturing;                /* an allocation for a stream under capture is under way: no
                                     * synchronization, no event, nothing taken from other streams */
     crmm_fork_guard fork_guard;    /* its locks around fork() (pool_fork.c) */
@@ -98,6 +100,11 @@ bool pool_try_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda
  * to stream state s. *out: that block. CRMM_ERROR_OUT_OF_MEMORY naming the sizes when neither the
  * maximum nor the upstream allows it; the upstream's own error when it failed otherwise. */
 crmm_status pool_grow(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream, pool_block **out);
+/* Grow for a graph's private use (graph_pool = private): a free block of state s of at least
+ * `size` bytes that shares its memory with no other block (the fewest pages that hold it, mapped
+ * for it alone and merged with no neighbour; or a chunk of exactly `size`). *out: that block, in
+ * s's free list. Errors as pool_grow's. */
+crmm_status pool_grow_fresh(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream, pool_block **out);
 /* Take exactly `size` bytes from upstream as a new chunk for state s (the initial pool). */
 crmm_status pool_add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream);
 /* Give every wholly free chunk back to the upstream. */
@@ -116,6 +123,9 @@ crmm_status pool_expand_init(pool_resource *p, int device, size_t range_bytes, s
  * when they pass release_threshold); *out: that block. CRMM_ERROR_OUT_OF_MEMORY naming the
  * limit (device memory, maximum_size or the address range) when nothing helps. */
 crmm_status pool_expand_grow(pool_resource *p, pool_stream *s, size_t size, pool_block **out);
+/* pool_expand_grow for pool_grow_fresh: the fewest pages that hold `size`, joined to no free
+ * neighbour, and never a move of pages (it runs under capture). */
+crmm_status pool_expand_grow_fresh(pool_resource *p, pool_stream *s, size_t size, pool_block **out);
 /* Map `size` bytes at creation as a free block of state s. */
 crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t size);
 /* Unmap every whole free page beyond release_threshold (after a device synchronization). */
