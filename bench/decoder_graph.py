@@ -10,7 +10,8 @@ the replay; `crmm_page32m`, `crmm_page256m`: the default pool mapping physical p
 256 MiB; `crmm_split`: requests up to 1 MiB in an expandable pool of their own, as
 bench/torch_workloads.py's; `crmm_trim`: the default pool trimmed right before the capture, so
 that the capture's larger temporaries land on pages mapped for it rather than in the free blocks
-that the model's build and warm-up left). `--model` picks the shapes (small, wide, deep, gpt2vocab, 7bslice;
+that the model's build and warm-up left; `crmm_private`: the default pool with graph_pool =
+private, every capture on memory of its own, as PyTorch's private graph pools). `--model` picks the shapes (small, wide, deep, gpt2vocab, 7bslice;
 see MODELS), and `bench/decoder_graph.sh` runs modes and models alternated, in fresh processes.
 
 The model is written here (RMSNorm, rotary embeddings, grouped-query attention over a static
@@ -83,7 +84,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("mode", nargs="?", choices=["native", "expandable", "crmm", "crmm_chunked", "crmm_align512",
                                                 "crmm_align2m", "crmm_align64k", "crmm_page32m", "crmm_page256m",
-                                                "crmm_split", "crmm_trim"])
+                                                "crmm_split", "crmm_trim", "crmm_private"])
     ap.add_argument("--replays", type=int, default=200, help="replays per timed batch")
     ap.add_argument("--batches", type=int, default=15, help="timed batches (the median is reported)")
     ap.add_argument("--model", choices=sorted(MODELS), default="small",

@@ -83,6 +83,8 @@ def recorded(text, log):
 DEFAULT_POOL_CONFIG = pool_config("expandable = true")
 CHUNKED_CONFIG = pool_config("initial_size = 0")
 PAGE_MOVES_CONFIG = pool_config("expandable = true\npage_moves = {moves}")
+# captures on memory of their own, as PyTorch's private graph pools (docs/cuda-graphs.md)
+PRIVATE_GRAPH_CONFIG = pool_config("expandable = true\ngraph_pool = private")
 # where tensors land: blocks aligned to 512 bytes (PyTorch's rounding), or large ones (>= 1 MiB)
 # to 2 MiB, each at the start of a page as in a segment of its own, or to 64 KiB
 ALIGNED_CONFIGS = {
@@ -105,6 +107,8 @@ def use_crmm(record, mode="crmm"):
     text = None
     if mode == "crmm_chunked":
         text = CHUNKED_CONFIG
+    elif mode == "crmm_private":
+        text = PRIVATE_GRAPH_CONFIG
     elif mode in ("crmm_idle", "crmm_never"):
         text = PAGE_MOVES_CONFIG.format(moves=mode[len("crmm_"):])
     elif mode in ALIGNED_CONFIGS:

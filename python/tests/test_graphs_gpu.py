@@ -45,7 +45,10 @@ block_size = 8MiB
 blocks_to_preallocate = 16
 """
 
-CONFIGS = {"default": None, "chunked": CHUNKED_POOL, "arena": ARENA, "fixed_size": FIXED_SIZE}
+# the default config's expandable pool, each capture on memory of its own
+PRIVATE = CHUNKED_POOL.replace("initial_size = 64MiB", "expandable = true\ngraph_pool = private")
+
+CONFIGS = {"default": None, "chunked": CHUNKED_POOL, "arena": ARENA, "fixed_size": FIXED_SIZE, "private": PRIVATE}
 
 
 def config_env(tmp_path, config):
@@ -210,7 +213,7 @@ def _run(code, env):
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("config", ["default", "chunked", "arena"])
+@pytest.mark.parametrize("config", ["default", "chunked", "arena", "private"])
 def test_torch_graph_of_a_training_step_under_crmm(gpu, tmp_path, config):
     framework("torch")
     _run(TORCH_MLP, dict(config_env(tmp_path, config), CRMM_TEST_TORCH_MODE="global"))
@@ -223,7 +226,7 @@ def test_torch_graph_in_a_mempool_over_crmm(gpu):
     _run(TORCH_MLP, {"CRMM_TEST_TORCH_MODE": "mempool"})
 
 
-@pytest.mark.parametrize("config", ["default", "chunked"])
+@pytest.mark.parametrize("config", ["default", "chunked", "private"])
 def test_torch_make_graphed_callables_under_crmm(gpu, tmp_path, config):
     framework("torch")
     _run(TORCH_GRAPHED_CALLABLES, config_env(tmp_path, config))
@@ -258,7 +261,7 @@ def test_use_crmm_turns_cudagraph_trees_off_when_inductor_is_imported(gpu, keep)
     _run(TORCH_INDUCTOR_LAZY.replace("sys.argv[1]", repr(keep)), {})
 
 
-@pytest.mark.parametrize("config", ["default", "chunked", "arena", "fixed_size"])
+@pytest.mark.parametrize("config", ["default", "chunked", "arena", "fixed_size", "private"])
 def test_cupy_stream_capture_under_crmm(gpu, tmp_path, config):
     framework("cupy")
     _run(CUPY_CAPTURE, config_env(tmp_path, config))
