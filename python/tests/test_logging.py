@@ -39,7 +39,8 @@ def test_levels_other_than_level_enum_are_refused(level):
 
 
 def test_no_log_files_while_logging_is_off():
-    assert rmm.get_log_filenames() == {}
+    # a device whose resource an earlier test read is listed, with None: it does not log
+    assert all(name is None for name in rmm.get_log_filenames().values()), rmm.get_log_filenames()
     rmm.disable_logging()
 
 

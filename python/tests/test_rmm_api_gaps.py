@@ -210,7 +210,7 @@ mr.set_current_device_resource(log)  # what reinitialize(logging=True) does on a
 assert crmm.get_log_filenames() == {0: sys.argv[1].replace(".csv", ".dev0.csv")}, crmm.get_log_filenames()
 crmm.disable_logging()
 assert mr.get_current_device_resource() is here, mr.get_current_device_resource()
-assert crmm.get_log_filenames() == {}, crmm.get_log_filenames()
+assert crmm.get_log_filenames() == {0: None}, crmm.get_log_filenames()
 crmm.disable_logging()  # nothing left to undo
 assert mr.get_current_device_resource() is here
 print("ok")
@@ -221,6 +221,30 @@ def test_disable_logging_removes_a_logging_adaptor_set_as_the_device_s_resource(
     """RMM's disable_logging puts back the upstream of each device whose resource is a
     LoggingResourceAdaptor: it undoes reinitialize(logging=True) as well as enable_logging."""
     code = DISABLE_UNWRAPS.replace("sys.argv[1]", repr(str(tmp_path / "log.csv")))
+    done = run_python(code, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+LOG_FILENAMES_OF_RECORDED_DEVICES = """
+import sys
+import crmm, crmm.mr as mr
+assert crmm.get_log_filenames() == {}, crmm.get_log_filenames()  # no device's resource read or set yet
+here = mr.get_current_device_resource()
+assert crmm.get_log_filenames() == {0: None}, crmm.get_log_filenames()
+log = mr.LoggingResourceAdaptor(here, log_file_name=sys.argv[1])
+mr.set_current_device_resource(log)
+assert crmm.get_log_filenames() == {0: log.get_file_name()}, crmm.get_log_filenames()
+mr.set_current_device_resource(mr.StatisticsResourceAdaptor(log))  # a logging layer below the top
+assert crmm.get_log_filenames() == {0: None}, crmm.get_log_filenames()
+print("ok")
+"""
+
+
+def test_get_log_filenames_lists_every_recorded_device_with_none_where_it_does_not_log(tmp_path):
+    """RMM's get_log_filenames has an entry for each device whose resource it has recorded (set,
+    or read through get_current_device_resource): the file when that resource is a
+    LoggingResourceAdaptor, None otherwise."""
+    code = LOG_FILENAMES_OF_RECORDED_DEVICES.replace("sys.argv[1]", repr(str(tmp_path / "log.csv")))
     done = run_python(code, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
 

@@ -138,10 +138,17 @@ def _switch_filenames():
 
 
 def get_log_filenames():
-    """``{device: file name}`` of the devices whose resource logs: enable_logging's files, and
-    those of LoggingResourceAdaptors set as a device's resource ({} when none logs)."""
-    from .memory_resource import LoggingResourceAdaptor, _current_objects
+    """``{device: file name or None}``, as RMM's: an entry for every device whose resource was
+    set from Python or read (get_current_device_resource, get_per_device_resource), the devices
+    RMM records a resource for, and for every device the C switch (crmm_enable_logging) wraps;
+    the file of the device's resource when that resource is a LoggingResourceAdaptor, else None
+    (a logging layer further down the chain is not looked for, as in RMM). {} while no device is
+    recorded."""
+    from .memory_resource import LoggingResourceAdaptor, _recorded_devices, _resource_now
 
-    names = {d: mr.get_file_name() for d, mr in _current_objects().items() if isinstance(mr, LoggingResourceAdaptor)}
-    names.update(_switch_filenames())
+    names = {}
+    for device in dict.fromkeys(_recorded_devices() + list(_switch_filenames())):
+        mr = _resource_now(device)  # C's resource: the switch may have replaced the one recorded
+        if mr is not None:
+            names[device] = mr.get_file_name() if isinstance(mr, LoggingResourceAdaptor) else None
     return names

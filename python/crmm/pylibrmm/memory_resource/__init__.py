@@ -14,6 +14,8 @@ from ._memory_resource import (  # noqa: F401  (crmm's helpers and RMM's private
     _initialize,
     _mr_arg,
     _orphaned_callbacks,
+    _recorded_devices,
+    _resource_now,
     check_pool_sizes,
     current_device,
     params_string,

@@ -747,6 +747,23 @@ def _current_objects():
     return current
 
 
+def _recorded_devices():
+    """The devices whose resource was set from Python or read through get_current_device_resource
+    or get_per_device_resource, first recorded first: the devices RMM keeps a resource for (its
+    per-device dict gains a key when a resource is set and when one is looked up)."""
+    return list(_per_device)
+
+
+def _resource_now(device):
+    """The object of the resource C holds for `device` now (which may have been replaced in C
+    since it was recorded), without recording it; None when C has none for that device."""
+    ptr = lib.crmm_get_per_device_resource_ref(device)
+    if not ptr:
+        lib.crmm_clear_error()
+        return None
+    return _object_for(ptr)
+
+
 def _per_device_object(device, ptr):
     mr = _object_for(ptr)
     _per_device[device] = mr
