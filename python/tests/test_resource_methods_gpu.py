@@ -35,16 +35,18 @@ def test_available_device_memory(gpu):
     assert 0 < total and free <= total
 
 
-def test_enable_logging_while_on_switches_to_the_new_file(gpu, tmp_path):
+def test_enable_logging_while_on_keeps_the_first_file(gpu, tmp_path):
+    """As RMM: a device that logs already is not wrapped again, so the second name is unused."""
     first, second = tmp_path / "first.csv", tmp_path / "second.csv"
     try:
         crmm.enable_logging(str(first))
         crmm.enable_logging(str(second))
-        assert crmm.get_log_filenames()[0] == str(tmp_path / "second.dev0.csv")
+        assert crmm.get_log_filenames()[0] == str(tmp_path / "first.dev0.csv")
         db = crmm.DeviceBuffer(size=10)
         del db
         mr._flush_logs()
-        assert ",allocate," in (tmp_path / "second.dev0.csv").read_text()
+        assert ",allocate," in (tmp_path / "first.dev0.csv").read_text()
+        assert not (tmp_path / "second.dev0.csv").exists()
     finally:
         crmm.disable_logging()
     assert crmm.get_log_filenames()[0] is None

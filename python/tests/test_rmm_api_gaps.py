@@ -249,6 +249,47 @@ def test_get_log_filenames_lists_every_recorded_device_with_none_where_it_does_n
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
 
 
+ENABLE_LOGGING_ONCE = """
+import os, sys
+import crmm, crmm.mr as mr
+first, second, third = sys.argv[1], sys.argv[2], sys.argv[3]
+here = mr.get_current_device_resource()
+set_log = mr.LoggingResourceAdaptor(here, log_file_name=first)
+mr.set_current_device_resource(set_log)  # what reinitialize(logging=True) does on a device
+crmm.enable_logging(second)  # device 0 logs already: left as it is
+assert mr.get_current_device_resource() is set_log, mr.get_current_device_resource()
+assert crmm.get_log_filenames() == {0: set_log.get_file_name()}, crmm.get_log_filenames()
+crmm.disable_logging()
+assert mr.get_current_device_resource() is here
+crmm.enable_logging(second)
+logged = mr.get_current_device_resource()
+assert type(logged) is mr.LoggingResourceAdaptor and logged.upstream_mr is here, (logged, logged.upstream_mr)
+crmm.enable_logging(third)  # on already: nothing changes, no second layer
+assert mr.get_current_device_resource() is logged, mr.get_current_device_resource()
+assert crmm.get_log_filenames() == {0: logged.get_file_name()}, crmm.get_log_filenames()
+logged.deallocate(logged.allocate(64), 64)
+mr._flush_logs()
+lines = open(logged.get_file_name()).read().splitlines()
+assert sum(",allocate," in line for line in lines) == 1, lines
+assert not os.path.exists(third.replace(".csv", ".dev0.csv"))
+crmm.disable_logging()
+assert mr.get_current_device_resource() is here
+assert crmm.get_log_filenames() == {0: None}, crmm.get_log_filenames()
+print("ok")
+"""
+
+
+def test_enable_logging_wraps_only_devices_that_do_not_log_already(tmp_path):
+    """RMM's enable_logging wraps a device's resource in a LoggingResourceAdaptor only where that
+    resource is not one already: a second call, or one after reinitialize(logging=True), logs
+    nothing twice."""
+    code = ENABLE_LOGGING_ONCE
+    for i, name in enumerate(["first.csv", "second.csv", "third.csv"], 1):
+        code = code.replace(f"sys.argv[{i}]", repr(str(tmp_path / name)))
+    done = run_python(code, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
 # ---- rmm.RMMError and the modules RMM has -------------------------------------------------
 
 

@@ -1,12 +1,14 @@
 """Logging: RMM's library log (level, flush level) and allocation-log switch over libcrmm.
 
-crmm's library log goes to stderr, or to $CRMM_DEBUG_LOG_FILE. enable_logging() wraps every
-device's current resource in a `logging` adaptor that writes each allocation and free as a CSV
-line in RMM's format, one file per device.
+crmm's library log goes to stderr, or to $CRMM_DEBUG_LOG_FILE. enable_logging() wraps each
+device's current resource that does not log already in a LoggingResourceAdaptor, which writes
+each allocation and free as a CSV line in RMM's format, one file per device.
 """
 
+import contextlib
 import ctypes
 import os
+import threading
 from enum import IntEnum
 
 from .. import _lib
@@ -95,35 +97,68 @@ def get_flush_level():
     return _read_level(lib.crmm_log_get_flush_level(), "flush")
 
 
+# enable_logging and disable_logging look at each device's resource and then replace it: one
+# call at a time, so that two threads enabling at once do not both wrap a device.
+_switch_lock = threading.Lock()
+
+
+def _on_device(device):
+    """Make `device` current for a block; nothing when it is current already (a host config's
+    device 0 without a GPU, which CUDA cannot be asked to make current)."""
+    from .memory_resource import current_device
+
+    return contextlib.nullcontext() if device == current_device() else _lib.device_context(device)
+
+
 def enable_logging(log_file_name=None):
-    """Log every allocation and free of each device's current resource to a CSV file:
-    `log_file_name` with ``.dev<N>`` before its extension (default: $RMM_LOG_FILE, as RMM's,
-    then $CRMM_LOG_FILE). While
-    logging is on already, it is switched off (its files flushed and closed) and on again with
-    the new name, so that the call never fails for that reason. Raises ValueError when neither
-    a name nor $CRMM_LOG_FILE is given or the name holds a NUL byte, CudaError without a device."""
+    """Log every allocation and free of each device's resource to a CSV file, as RMM: a device
+    whose resource is a LoggingResourceAdaptor already (this function's, one set from Python or
+    by reinitialize(logging=True)) is left as it is, so a second call changes nothing; every
+    other device's resource becomes a LoggingResourceAdaptor over it, writing `log_file_name`
+    with ``.dev<N>`` before its extension, made absolute (default: $RMM_LOG_FILE, as RMM's, then
+    $CRMM_LOG_FILE). The devices: every CUDA device and every device whose resource was set or
+    read from Python, or device 0 when there is none of either (RMM's choice; a host config's
+    device). Every adaptor is made before any is set, so a file that cannot be opened changes
+    nothing. Raises ValueError when no name is given (nor $RMM_LOG_FILE, $CRMM_LOG_FILE) or the
+    name holds a NUL byte, CrmmIOError when a file cannot be opened, CudaError without a
+    device."""
+    from .memory_resource import (
+        LoggingResourceAdaptor,
+        _recorded_devices,
+        get_per_device_resource,
+        set_per_device_resource,
+    )
+
     if log_file_name is None:
         log_file_name = os.environ.get("RMM_LOG_FILE") or os.environ.get("CRMM_LOG_FILE")
         if not log_file_name:
             raise ValueError("enable_logging needs a log_file_name (or $RMM_LOG_FILE or $CRMM_LOG_FILE)")
-    raw = path_arg(log_file_name, "log_file_name")
+    path_arg(log_file_name, "log_file_name")  # a NUL byte is refused before anything is looked at
     _lib.ensure_initialized()
-    if _switch_filenames():
-        check(lib.crmm_disable_logging())
-    check(lib.crmm_enable_logging(raw))
+    with _switch_lock:
+        devices = sorted(set(range(_lib.device_count())) | set(_recorded_devices())) or [0]
+        adaptors = []
+        for device in devices:
+            with _on_device(device):  # the adaptor's device and its file's .dev<N>
+                mr = get_per_device_resource(device)
+                if not isinstance(mr, LoggingResourceAdaptor):
+                    adaptors.append((device, LoggingResourceAdaptor(mr, log_file_name=log_file_name)))
+        for device, adaptor in adaptors:
+            set_per_device_resource(device, adaptor)
 
 
 def disable_logging():
-    """Stop logging (the files are flushed and closed once nothing else holds them): undo
-    enable_logging, and, as RMM, put back the upstream of every device whose resource is a
-    LoggingResourceAdaptor (reinitialize(logging=True)'s, or one set from Python). Nothing when
-    logging is off."""
+    """Stop logging (the files are flushed and closed once nothing else holds them), as RMM: put
+    back the upstream of every device whose resource is a LoggingResourceAdaptor
+    (enable_logging's, reinitialize(logging=True)'s, or one set from Python), and undo libcrmm's
+    switch (crmm_enable_logging). Nothing when logging is off."""
     from .memory_resource import LoggingResourceAdaptor, _current_objects, set_per_device_resource
 
-    check(lib.crmm_disable_logging())
-    for device, mr in _current_objects().items():
-        if isinstance(mr, LoggingResourceAdaptor) and mr.upstream_mr is not None:
-            set_per_device_resource(device, mr.upstream_mr)
+    with _switch_lock:
+        check(lib.crmm_disable_logging())
+        for device, mr in _current_objects().items():
+            if isinstance(mr, LoggingResourceAdaptor) and mr.upstream_mr is not None:
+                set_per_device_resource(device, mr.upstream_mr)
 
 
 def _switch_filenames():

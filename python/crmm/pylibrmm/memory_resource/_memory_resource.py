@@ -710,7 +710,7 @@ def _object_for(ptr):
         mr._upstream = None
         _objects[ptr] = mr
     # Tie the chain's existing objects to the new one now, while they are alive: a resource set
-    # from Python and then wrapped in C (enable_logging) comes back as that same object later.
+    # from Python and then wrapped in C (crmm_enable_logging) comes back as that same object later.
     mr.upstream_mr
     return mr
 
@@ -734,7 +734,8 @@ def current_device():
 
 def _current_objects():
     """{device: object} of the devices whose resource is still the object recorded for them
-    (a resource replaced in C since, by enable_logging or disable_logging, is left out)."""
+    (a resource replaced in C since, by crmm_enable_logging or crmm_disable_logging, is left
+    out)."""
     current = {}
     for device, mr in list(_per_device.items()):
         ptr = lib.crmm_get_per_device_resource_ref(device)
@@ -927,7 +928,8 @@ def available_device_memory():
 
 def _flush_logs():
     """Write out the buffered lines of every logging layer under a device's resource: those
-    set from Python and those enable_logging installed."""
+    set or recorded from Python (enable_logging's among them) and those libcrmm's switch
+    (crmm_enable_logging) installed."""
     from ..logger import _switch_filenames
 
     seen = set()
