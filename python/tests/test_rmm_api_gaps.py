@@ -358,3 +358,44 @@ def test_under_the_alias_is_initialized_is_true_as_rmm_s(tmp_path):
     reinitializes only when it is False never replaces crmm's configured resource."""
     done = run_python(AS_RMM_INITIALIZED, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
     assert done.returncode == 0 and done.stdout == "PoolMemoryResource HostMemoryResource True True\nTrue\n", done.stdout + done.stderr
+
+
+# ---- rmm.DeviceBuffer ---------------------------------------------------------------------
+
+COPY_FROM_THE_CURRENT_RESOURCE = """
+import copy, ctypes
+import crmm, crmm.mr as mr
+libc = ctypes.CDLL(None)
+libc.aligned_alloc.restype = ctypes.c_void_p
+libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+asked = []
+
+def resource(name):  # host memory that libcrmm takes for device memory, noting each request
+    def allocate(nbytes, stream):
+        asked.append((name, nbytes))
+        return libc.aligned_alloc(256, max(256, (nbytes + 255) // 256 * 256))
+    return mr.CallbackMemoryResource(allocate, lambda ptr, nbytes, stream: libc.free(ptr))
+
+own, current = resource("own"), resource("current")
+mr.set_current_device_resource(current)
+empty = crmm.DeviceBuffer(size=0, mr=own)
+assert empty.mr is own
+for how in (crmm.DeviceBuffer.copy, copy.copy, copy.deepcopy):
+    assert how(empty).mr is current, how
+full = crmm.DeviceBuffer._uninitialized(64, mr=own)  # no zero fill: that needs CUDA
+del asked[:]
+try:
+    full.copy()
+except crmm.CudaError:  # without a GPU the bytes cannot be copied, once the memory is allocated
+    pass
+assert asked[:1] == [("current", 64)], asked
+print("ok")
+"""
+
+
+def test_a_device_buffer_s_copy_comes_from_the_current_device_resource(tmp_path):
+    """RMM's DeviceBuffer.copy (and so copy.copy; copy.deepcopy goes through to_device) builds the
+    new buffer with the current device's resource, not the resource of the buffer copied."""
+    done = run_python(COPY_FROM_THE_CURRENT_RESOURCE, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr

@@ -290,10 +290,10 @@ class DeviceBuffer:
     # ---- copies --------------------------------------------------------------------------
 
     def copy(self):
-        """A deep copy on the buffer's stream, from the same resource."""
-        out = ctypes.c_void_p()
-        check(lib.crmm_device_buffer_copy_on_stream(self._cbuf, self._stream._cstream, ctypes.byref(out)))
-        return DeviceBuffer._adopt(out.value, self._stream)
+        """A deep copy on the buffer's stream, allocated, as RMM's, from the current device's
+        resource (RMM builds the copy with its constructor's default resource), which need not
+        be the resource of the buffer copied."""
+        return DeviceBuffer(ptr=self.ptr, size=self.size, stream=self._stream)
 
     def __copy__(self):
         return self.copy()
