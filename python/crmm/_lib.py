@@ -165,7 +165,6 @@ _PROTOTYPES = {
     "crmm_copy_ptr_to_host": (c_int, [c_void_p, c_void_p, c_size_t, c_void_p]),
     "crmm_device_buffer_create": (c_int, [c_size_t, c_void_p, c_void_p, ctypes.POINTER(c_void_p)]),
     "crmm_device_buffer_to_device": (c_int, [c_void_p, c_size_t, c_void_p, c_void_p, ctypes.POINTER(c_void_p)]),
-    "crmm_device_buffer_copy_on_stream": (c_int, [c_void_p, c_void_p, ctypes.POINTER(c_void_p)]),
     "crmm_device_buffer_destroy": (None, [c_void_p]),
     "crmm_device_buffer_ptr": (c_void_p, [c_void_p]),
     "crmm_device_buffer_size": (c_size_t, [c_void_p]),
@@ -185,7 +184,6 @@ _PROTOTYPES = {
     "crmm_log_flush_on": (c_int, [c_int]),
     "crmm_log_get_flush_level": (c_int, []),
     "crmm_log_flush": (None, []),
-    "crmm_enable_logging": (c_int, [c_char_p]),
     "crmm_disable_logging": (c_int, []),
     "crmm_get_log_filenames": (c_int, [ctypes.POINTER(c_char_p), c_int, ctypes.POINTER(c_int)]),
 }
