@@ -156,6 +156,35 @@ pool_block *pool_capture_reuse(pool_resource *p, pool_graph *g, size_t size, crm
     return b;
 }
 
+/* Under the lock, graph_pool = private, with three spare records: `want` bytes rounded up to
+ * whole pages (an expandable pool's pages; 2 MiB for a pool of chunks) cut from a free block of
+ * state s or of the ready state (both usable by s's capture at once, without a wait), starting on
+ * a page boundary, out of every list; NULL when no free block holds such a run. */
+static pool_block *take_whole_pages(pool_resource *p, pool_stream *s, size_t want)
+{
+    size_t page = p->growth.expandable ? p->growth.vmm.page : POOL_CAPTURE_SMALL_SEGMENT;
+    if (want > SIZE_MAX - page)
+        return NULL;
+    size_t need = (want + page - 1) & ~(page - 1);
+    pool_stream *ready = p->core.streams.ready, *from = s;
+    uintptr_t at;
+    pool_block *b = pool_free_list_find_aligned(&s->free, need, page, &at);
+    if (!b && ready && (b = pool_free_list_find_aligned(&ready->free, need, page, &at)))
+        from = ready;
+    if (!b)
+        return NULL;
+    pool_free_list_remove(&from->free, b);
+    if (at > b->addr) { /* the part below the run stays free where it was */
+        pool_block *run = pool_block_split(&p->core.records, b, at);
+        pool_free_list_insert(&from->free, b);
+        b = run;
+    }
+    if (b->size > need) /* and the part above it */
+        pool_free_list_insert(&from->free, pool_block_split(&p->core.records, b, b->addr + need));
+    b->owner = NULL;
+    return b;
+}
+
 pool_block *pool_capture_grow_private(pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream,
                                       crmm_status *st)
 {
@@ -171,16 +200,18 @@ pool_block *pool_capture_grow_private(pool_resource *p, pool_graph *g, size_t si
         return NULL;
     }
     bool small = size <= POOL_CAPTURE_SMALL;
-    pool_block *b;
-    *st = pool_grow_fresh(p, s, small ? POOL_CAPTURE_SMALL_SEGMENT : size, stream, &b);
-    if (*st != CRMM_OK && small) { /* no room for a whole segment: the request alone */
-        crmm_clear_error();
-        *st = pool_grow_fresh(p, s, size, stream, &b);
+    pool_block *b = take_whole_pages(p, s, small ? POOL_CAPTURE_SMALL_SEGMENT : size);
+    if (!b) {
+        *st = pool_grow_fresh(p, s, small ? POOL_CAPTURE_SMALL_SEGMENT : size, stream, &b);
+        if (*st != CRMM_OK && small) { /* no room for a whole segment: the request alone */
+            crmm_clear_error();
+            *st = pool_grow_fresh(p, s, size, stream, &b);
+        }
+        if (*st != CRMM_OK)
+            return NULL;
+        pool_free_list_remove(&s->free, b);
+        b->owner = NULL;
     }
-    if (*st != CRMM_OK)
-        return NULL;
-    pool_free_list_remove(&s->free, b);
-    b->owner = NULL;
     if (b->size > size) { /* the rest is the graph's, parked for its capture on this stream */
         pool_block *rest = pool_block_split(&p->core.records, b, b->addr + size);
         pool_counts_held(&p->core.counts, (int64_t)rest->size);

@@ -95,15 +95,18 @@ crmm_status pool_capture_graph(struct pool_resource *p, const pool_capture *cap,
  * lists (owner NULL); NULL when none fits. */
 pool_block *pool_capture_reuse(struct pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream);
 
-/* With graph_pool = private, a small request's growth takes this much (PyTorch's small segment),
- * its rest parked for the capture's later small requests. */
+/* With graph_pool = private, a small request takes this much (PyTorch's small segment), its rest
+ * parked for the capture's later small requests; also the page of a pool of chunks. */
 #define POOL_CAPTURE_SMALL_SEGMENT ((size_t)2 << 20)
 
 /* Under the lock, graph_pool = private, nothing parked fitting: a block of `size` bytes for g's
- * capture on `stream` from memory taken for g alone (pool_grow_fresh: POOL_CAPTURE_SMALL_SEGMENT
- * for a small request, else `size`), out of every list and not yet owned; the rest of that memory
- * is parked in g for its capture on that stream, in the request's area, and counted held. NULL
- * with *st set when the pool cannot grow (CRMM_ERROR_OUT_OF_MEMORY, or the upstream's error). */
+ * capture on `stream` on pages of g's alone: POOL_CAPTURE_SMALL_SEGMENT for a small request, else
+ * `size`, rounded up to whole pages, from a free block the stream may use at once (its own or a
+ * ready one) that holds such a run of pages, else new memory (pool_grow_fresh; for a small
+ * request that finds no room for a segment, `size` alone). The block is out of every list and not
+ * yet owned; the rest of the run is parked in g for its capture on that stream, in the request's
+ * area, and counted held. NULL with *st set when the pool cannot grow (CRMM_ERROR_OUT_OF_MEMORY,
+ * or the upstream's error). */
 pool_block *pool_capture_grow_private(struct pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream,
                                       crmm_status *st);
 

@@ -34,3 +34,24 @@ pool_block *pool_free_list_any(const pool_free_list *fl)
     unsigned f = (unsigned)__builtin_ctzll(fl->fl_bitmap);
     return fl->heads[f][__builtin_ctz(fl->sl_bitmap[f])];
 }
+
+pool_block *pool_free_list_find_aligned(const pool_free_list *fl, size_t size, size_t align, uintptr_t *at)
+{
+    unsigned f0, s0;
+    pool_free_list_class(size, &f0, &s0);
+    for (uint64_t fmap = fl->fl_bitmap & (~0ull << f0); fmap; fmap &= fmap - 1) {
+        unsigned f = (unsigned)__builtin_ctzll(fmap);
+        uint32_t smap = fl->sl_bitmap[f];
+        if (f == f0)
+            smap &= ~0u << s0;
+        for (; smap; smap &= smap - 1)
+            for (pool_block *b = fl->heads[f][__builtin_ctz(smap)]; b; b = b->u.free.next) {
+                uintptr_t a = (b->addr + align - 1) & ~(uintptr_t)(align - 1);
+                if (a >= b->addr && a - b->addr <= b->size && b->size - (a - b->addr) >= size) {
+                    *at = a;
+                    return b;
+                }
+            }
+    }
+    return NULL;
+}

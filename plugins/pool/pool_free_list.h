@@ -130,6 +130,11 @@ static inline pool_block *pool_free_list_fit(const pool_free_list *fl, size_t si
     return b ? b : pool_free_list_find_in_own_class(fl, size);
 }
 
+/* A block that holds `size` bytes starting at a multiple of `align` (a power of two), *at that
+ * start: the first found from the size's own class up (so among the smaller blocks that do), or
+ * NULL. A scan: for cold paths. */
+pool_block *pool_free_list_find_aligned(const pool_free_list *fl, size_t size, size_t align, uintptr_t *at);
+
 /* The largest block held (a scan of the highest non-empty class), or NULL. */
 pool_block *pool_free_list_largest(const pool_free_list *fl);
 

@@ -357,10 +357,10 @@ static const crmm_param pool_params[] = {
      .offset = offsetof(pool_config, graphs), .choices = "auto|on|off"},
     {.key = "graph_pool", .type = CRMM_PARAM_ENUM, .default_value = "shared",
      .help = "where a capture's allocations come from (docs/cuda-graphs.md): shared = the pool's free blocks, then "
-             "growth (the graph holds least); private = memory taken for that graph alone (new pages, or a chunk), "
-             "reused only by its own capture until the graph is destroyed, as PyTorch's private graph pools: the "
-             "capture's blocks land in the same places whatever the pool held before, at the cost of memory the "
-             "pool's free blocks could have served",
+             "growth (the graph holds least); private = whole pages of the graph's alone (free pages of the pool, "
+             "else new ones), a 2 MiB segment for requests up to 1 MiB, reused only by its own capture until the graph "
+             "is destroyed, as PyTorch's private graph pools: the capture's blocks lie the same way in their pages "
+             "whatever the pool held before, at the cost of the pages' unused parts",
      .offset = offsetof(pool_config, graph_pool), .choices = "shared|private"},
     {NULL},
 };
