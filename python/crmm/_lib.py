@@ -81,6 +81,18 @@ class AllocCounters(ctypes.Structure):
 FAILURE_CALLBACK = ctypes.CFUNCTYPE(c_bool, c_size_t, c_void_p)
 
 
+def keep_forever(obj, kept, _incref=ctypes.pythonapi.Py_IncRef, _py_object=ctypes.py_object):
+    """Keep `obj` (the ctypes trampolines a C resource calls) alive for the rest of the process,
+    listed in `kept`: its Python owner is gone while the C resource lives on. Listing alone is not
+    enough: at interpreter exit Python empties module globals, `kept` among them, before it frees
+    the last objects that may still free memory through that resource (a device buffer held by
+    __main__), and a freed trampoline called then crashes the process. One reference more than
+    Python counts keeps it past that. Every argument is bound here, so that a __del__ running at
+    exit can call it after the module's globals are gone."""
+    kept.append(obj)
+    _incref(_py_object(obj))
+
+
 class FailureCallbackArgs(ctypes.Structure):
     """crmm_failure_callback_args (crmm/failure_callback.h)."""
 

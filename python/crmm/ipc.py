@@ -176,9 +176,9 @@ class ImportedBuffer:
     def __exit__(self, *exc):
         self.close()
 
-    def __del__(self):
+    def __del__(self, _close=lib.crmm_ipc_close):  # bound: at exit this may run after `lib` is gone
         if getattr(self, "_m", None):
-            lib.crmm_ipc_close(self._m)
+            _close(self._m)
             self._m = None
 
     def __repr__(self):

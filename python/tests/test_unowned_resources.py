@@ -263,3 +263,38 @@ def test_callback_resources_alive_at_exit_do_not_crash_it():
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["ok"]
+
+
+def test_a_buffer_freed_at_exit_after_its_callback_resource_s_python_object_does_not_crash_it(tmp_path):
+    """A device buffer in __main__ holds a callback resource whose Python object is gone: at exit
+    Python empties module globals (those that kept the callbacks alive among them) before it frees
+    the buffer, whose free then calls the callbacks. They must still be there."""
+    from conftest import HOST_POOL_CONFIG, host_config, run_python
+
+    r = run_python(
+        """
+        import ctypes
+        import crmm, crmm.mr as mr
+
+        def resource():  # host memory libcrmm takes for device memory, all the callbacks need bound
+            libc = ctypes.CDLL(None)
+            libc.aligned_alloc.restype = ctypes.c_void_p
+            libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+            libc.free.argtypes = [ctypes.c_void_p]
+            def allocate(nbytes, stream, _alloc=libc.aligned_alloc):
+                return _alloc(256, max(256, (nbytes + 255) // 256 * 256))
+            def deallocate(ptr, nbytes, stream, _free=libc.free):
+                _free(ptr)
+            return mr.CallbackMemoryResource(allocate, deallocate)
+
+        own = resource()
+        kept = crmm.DeviceBuffer._uninitialized(64, mr=own)  # no zero fill: that needs CUDA
+        del own  # C keeps the resource, and its callbacks, for `kept`
+        print("ok")
+        """,
+        env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)},
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["ok"]
+    assert "Exception ignored" not in r.stderr, r.stderr

@@ -653,16 +653,20 @@ class FailureCallbackResourceAdaptor(UpstreamResourceAdaptor):
         args = _lib.FailureCallbackArgs(self._c_callback, None)
         _control(self, b"failure_callback", _FAILURE_CALLBACK_SET, ctypes.byref(args))
 
-    def __del__(self, _release=lib.crmm_resource_release):
+    # every name bound as an argument: at interpreter exit this may run after the module's
+    # globals are gone
+    def __del__(self, _release=lib.crmm_resource_release, _refcount=lib.crmm_resource_refcount,
+                _control=lib.crmm_resource_control, _set=_FAILURE_CALLBACK_SET, _none=_lib.FailureCallbackArgs,
+                _byref=ctypes.byref, _keep=_lib.keep_forever, _kept=_orphaned_callbacks):
         c_callback = getattr(self, "_c_callback", None)
         ptr = getattr(self, "_ptr", None)
         if c_callback is not None and ptr:
             # The C resource may live on (under an adaptor, as a device's resource): keep the
             # callback it calls alive then, or take it out when this is the last reference.
-            if lib.crmm_resource_refcount(ptr) > 1:
-                _orphaned_callbacks.append(c_callback)
+            if _refcount(ptr) > 1:
+                _keep(c_callback, _kept)
             else:
-                lib.crmm_resource_control(ptr, _FAILURE_CALLBACK_SET, ctypes.byref(_lib.FailureCallbackArgs()))
+                _control(ptr, _set, _byref(_none()))
         super().__del__(_release)
 
 

@@ -27,12 +27,14 @@ _DEALLOCATE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes
 _orphaned_trampolines = []
 
 
-def _stream_for(handle):
-    """The Stream a callback gets for the cudaStream_t C passed (a view for other streams)."""
+def _stream_for(handle, _default=DEFAULT_STREAM, _per_thread=PER_THREAD_DEFAULT_STREAM, _view_of=_view_of):
+    """The Stream a callback gets for the cudaStream_t C passed (a view for other streams). Its
+    names are bound as arguments: a buffer freed at interpreter exit calls it after the module's
+    globals are gone."""
     if not handle:
-        return DEFAULT_STREAM
-    if handle == PER_THREAD_DEFAULT_STREAM.handle:
-        return PER_THREAD_DEFAULT_STREAM
+        return _default
+    if handle == _per_thread.handle:
+        return _per_thread
     return _view_of(handle)
 
 
@@ -58,7 +60,7 @@ class CallbackMemoryResource(MemoryResource):
             if not callable(func):
                 raise TypeError(f"{name} must be callable, not {type(func).__name__}")
 
-        def allocate(nbytes, stream, _arg):
+        def allocate(nbytes, stream, _arg, _stream_for=_stream_for):
             try:
                 ptr = allocate_func(nbytes, _stream_for(stream))
                 if isinstance(ptr, bool) or not isinstance(ptr, int):
@@ -68,7 +70,7 @@ class CallbackMemoryResource(MemoryResource):
                 _lib.stash_callback_error(e)
                 return None
 
-        def deallocate(ptr, nbytes, stream, _arg):
+        def deallocate(ptr, nbytes, stream, _arg, _stream_for=_stream_for):
             # an exception cannot stop the free: ctypes hands it to sys.unraisablehook
             deallocate_func(ptr or 0, nbytes, _stream_for(stream))
 
@@ -77,11 +79,14 @@ class CallbackMemoryResource(MemoryResource):
         addresses = [ctypes.cast(t, ctypes.c_void_p).value for t in self._trampolines]
         super().__init__("callback", {"allocate_fn": addresses[0], "deallocate_fn": addresses[1]})
 
-    def __del__(self, _release=lib.crmm_resource_release):
+    # every name bound as an argument: at interpreter exit this may run after the module's
+    # globals are gone
+    def __del__(self, _release=lib.crmm_resource_release, _refcount=lib.crmm_resource_refcount,
+                _keep=_lib.keep_forever, _kept=_orphaned_trampolines):
         trampolines = getattr(self, "_trampolines", None)
         ptr = getattr(self, "_ptr", None)
-        if trampolines is not None and ptr and lib.crmm_resource_refcount(ptr) > 1:
-            _orphaned_trampolines.append((trampolines, self._allocate_func, self._deallocate_func))
+        if trampolines is not None and ptr and _refcount(ptr) > 1:
+            _keep((trampolines, self._allocate_func, self._deallocate_func), _kept)
         super().__del__(_release)
 
 
