@@ -7,6 +7,7 @@
  * with graph_pool = private. */
 #include "build_config.h"
 
+#include <crmm/pool.h>
 #include "graphs_test.h"
 
 /* The capture's requests: a large temporary, small ones that live on, the large one again. */
@@ -121,7 +122,7 @@ CRMM_LOOP_TEST_IN("private", the_graphs_pages_serve_its_own_capture, 2 * FORMS)
     fake_capture_end(s);
     no_forbidden_call(form);
     /* what the graph took: the large block's pages and one small segment, nothing more */
-    size_t large = full ? 3 * MiB : (3 * MiB + page_of(form) - 1) / page_of(form) * page_of(form);
+    size_t large = (3 * MiB + page_of(form) - 1) / page_of(form) * page_of(form);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED) - reserved, full ? large + 2 * MiB : 0);
     ck_assert_uint_eq(graph_held(p) - (full ? 16 * MiB : 0), large + 2 * MiB);
     /* memory the graph holds serves nobody else, not even the same stream outside the capture */
@@ -167,6 +168,178 @@ CRMM_LOOP_TEST_IN("private", growth_within_the_maximum, FORMS)
     free_on(p, held, 3 * MiB + 512 * KiB, s);
     ck_assert_uint_eq(graph_held(p), 0);
     crmm_resource_release(p);
+}
+
+/* A block allocated before the capture and freed inside it is the graph's (its replays use it
+ * up to the free), but it shares pages with blocks outside the graph: with graph_pool = private
+ * the capture never reuses it, and the graph gives it back when it goes. */
+CRMM_LOOP_TEST_IN("private", a_block_from_before_the_capture_is_held_not_reused, FORMS)
+{
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=16MiB graph_pool=private");
+    cudaStream_t s = stream_n(1);
+    void *small = alloc_on(p, 768, s);
+    char *pre = alloc_on(p, 3 * MiB, s);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    free_on(p, pre, 3 * MiB, s);
+    char *x = alloc_on(p, 3 * MiB, s);
+    fake_capture_end(s);
+    no_forbidden_call(form);
+    ck_assert_msg(x + 3 * MiB <= pre || x >= pre + 3 * MiB, "%s: the capture reused a block from before it", form_names[form]);
+    ck_assert_uint_eq((uintptr_t)x % page_of(form), 0);
+    /* a second free of it is refused, as of any parked block */
+    ck_assert_crmm(crmm_resource_deallocate(p, pre, 3 * MiB, (crmm_cuda_stream_t)s), CRMM_ERROR_INVALID_ARGUMENT);
+    free_on(p, x, 3 * MiB, s);
+    free_on(p, small, 768, s);
+    fake_graph_destroy(g);
+    ck_assert_uint_eq(graph_held(p), 0);
+    crmm_resource_release(p);
+}
+
+/* A destroyed graph's pages are whole free pages the next capture takes (of another graph, right
+ * after the first is destroyed: no query or allocation outside a capture between them), instead
+ * of growing: a program that captures again after destroying its graph holds no more. */
+CRMM_LOOP_TEST_IN("private", the_next_capture_takes_a_destroyed_graphs_pages, FORMS)
+{
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=4MiB graph_pool=private");
+    cudaStream_t s = stream_n(1);
+    uint64_t reserved = 0;
+    for (int round = 0; round < 3; round++) {
+        fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+        void *x = alloc_on(p, 6 * MiB, s);
+        void *y = alloc_on(p, 4 * KiB, s);
+        fake_capture_end(s);
+        no_forbidden_call(form);
+        free_on(p, x, 6 * MiB, s);
+        free_on(p, y, 4 * KiB, s);
+        if (round > 0)
+            ck_assert_msg(q(p, CRMM_QUERY_BYTES_RESERVED) == reserved, "%s: round %d grew the pool from %llu to %llu",
+                          form_names[form], round, (unsigned long long)reserved,
+                          (unsigned long long)q(p, CRMM_QUERY_BYTES_RESERVED));
+        reserved = q(p, CRMM_QUERY_BYTES_RESERVED); /* read before the destroy: a query collects */
+        fake_graph_destroy(g);
+    }
+    crmm_resource_release(p);
+}
+
+/* An expandable pool growing into a hole next to a ready block (a destroyed graph's, row 0; a
+ * forgotten stream's, row 1) takes that block into the growing stream merged with the stream's
+ * own free block beyond it: the rest of the growth and that block are one free block, which a
+ * later request fits without growing. */
+CRMM_LOOP_TEST_IN("private", growth_next_to_a_ready_block_merges_what_lies_beyond_it, 2)
+{
+    int form = EXPANDABLE;
+    crmm_resource *p = pool_in_form(form, _i == 0 ? "graph_pool=private" : "");
+    cudaStream_t s1 = stream_n(1), s2 = stream_n(2);
+    char *a = alloc_on(p, MiB, s1), *r;
+    fake_graph *g = NULL;
+    if (_i == 0) {
+        g = fake_capture_begin(s1, cudaStreamCaptureModeGlobal);
+        r = alloc_on(p, 2 * MiB, s1);
+        fake_capture_end(s1);
+    } else {
+        r = alloc_on(p, 2 * MiB, s2);
+    }
+    ck_assert_ptr_eq(r, a + MiB);
+    char *f = alloc_on(p, 64 * KiB, s1), *top = alloc_on(p, 64 * KiB, s1);
+    free_on(p, a, MiB, s1);
+    ck_assert_crmm_ok(crmm_resource_trim(p)); /* a hole below r */
+    free_on(p, f, 64 * KiB, s1);               /* s1's free block above r */
+    if (_i == 0) {
+        free_on(p, r, 2 * MiB, s1);
+        fake_graph_destroy(g);
+        (void)q(p, CRMM_QUERY_BYTES_FREE); /* collects: r is ready */
+    } else {
+        free_on(p, r, 2 * MiB, s2);
+        ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)s2)); /* r is ready */
+    }
+    char *big = alloc_on(p, 2 * MiB + 32 * KiB, s1); /* the hole's top page and all of r but 32 KiB */
+    ck_assert_ptr_eq(big, a + MiB - 64 * KiB);
+    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
+    char *rest = alloc_on(p, 96 * KiB, s1); /* r's last 32 KiB and f */
+    ck_assert_ptr_eq(rest, big + 2 * MiB + 32 * KiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), reserved);
+    free_on(p, rest, 96 * KiB, s1);
+    free_on(p, big, 2 * MiB + 32 * KiB, s1);
+    free_on(p, top, 64 * KiB, s1);
+    crmm_resource_release(p);
+}
+
+/* trim right after a graph is destroyed gives its memory back too (it collects the graph's
+ * blocks first): a second trim finds nothing more. Rows: shared, then private. */
+CRMM_LOOP_TEST_IN("private", trim_after_a_graph_is_destroyed_gives_its_memory_back, 2 * FORMS)
+{
+    int form = _i % FORMS;
+    crmm_resource *p = pool_in_form(form, _i < FORMS ? "initial_size=4MiB" : "initial_size=4MiB graph_pool=private");
+    cudaStream_t s = stream_n(1);
+    free_on(p, alloc_on(p, 4 * MiB, s), 4 * MiB, s);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(p, 6 * MiB, s), *y = alloc_on(p, 4 * KiB, s);
+    fake_capture_end(s);
+    free_on(p, x, 6 * MiB, s);
+    free_on(p, y, 4 * KiB, s);
+    fake_graph_destroy(g);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    uint64_t once = q(p, CRMM_QUERY_BYTES_RESERVED);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_msg(q(p, CRMM_QUERY_BYTES_RESERVED) == once, "%s: %llu held after destroy and trim, %llu after a second trim",
+                  form_names[form], (unsigned long long)once, (unsigned long long)q(p, CRMM_QUERY_BYTES_RESERVED));
+    crmm_resource_release(p);
+}
+
+struct one_graph_thread {
+    crmm_resource *p;
+    cudaStream_t s;
+    pthread_barrier_t *go;
+    void *first;
+    int bad;
+};
+
+static void *first_allocation(void *arg)
+{
+    struct one_graph_thread *t = arg;
+    pthread_barrier_wait(t->go);
+    if (crmm_resource_allocate(t->p, 4 * KiB, (crmm_cuda_stream_t)t->s, &t->first) != CRMM_OK)
+        t->bad++;
+    return NULL;
+}
+
+/* Two threads make the first allocations of one capture (two joined streams) at once: the graph
+ * gets one record, so the capture's next small request on a stream is cut from the segment its
+ * first one took, never from a new one. */
+CRMM_LOOP_TEST_IN("private", two_threads_starting_one_capture_share_its_record, FORMS)
+{
+    int form = _i;
+    for (int round = 0; round < 300; round++) { /* a race: each round is one chance to lose it */
+        crmm_resource *p = pool_in_form(form, "initial_size=8MiB graph_pool=private");
+        cudaStream_t s1 = stream_n(1), s2 = stream_n(2);
+        fake_graph *g = fake_capture_begin(s1, cudaStreamCaptureModeRelaxed);
+        fake_capture_join(s2, s1);
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 2);
+        struct one_graph_thread t[2] = {{p, s1, &go, NULL, 0}, {p, s2, &go, NULL, 0}};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++)
+            ck_assert_int_eq(pthread_create(&th[i], NULL, first_allocation, &t[i]), 0);
+        for (int i = 0; i < 2; i++)
+            ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        pthread_barrier_destroy(&go);
+        uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
+        void *again = alloc_on(p, 4 * KiB, s1);
+        ck_assert_msg(q(p, CRMM_QUERY_BYTES_RESERVED) == reserved, "%s: round %d: a second segment for one stream",
+                      form_names[form], round);
+        fake_capture_end(s1);
+        fake_capture_end(s2);
+        free_on(p, again, 4 * KiB, s1);
+        for (int i = 0; i < 2; i++) {
+            ck_assert_int_eq(t[i].bad, 0);
+            free_on(p, t[i].first, 4 * KiB, t[i].s);
+        }
+        fake_graph_destroy(g);
+        ck_assert_uint_eq(graph_held(p), 0);
+        crmm_resource_release(p);
+    }
 }
 
 /* Bad input under capture with graph_pool = private: a second free of a block the capture freed,

@@ -27,7 +27,11 @@
 static int mallocs, frees;
 static size_t device_in_use; /* what cudaMalloc holds: at most DEVICE_MEMORY, as on a device */
 
-/* Each allocation's size sits in the 256 bytes before it. */
+/* Allocations of 2 MiB or more start on a 2 MiB boundary, as cudaMalloc's do on a GPU; the
+ * allocation's size and the start of what aligned_alloc gave sit in the 256 bytes before it. */
+#define CUDA_MALLOC_LARGE_ALIGN ((size_t)2 << 20)
+struct cuda_malloc_header { size_t size; char *base; };
+
 cudaError_t cudaMalloc(void **ptr, size_t size)
 {
     cudaError_t e = fake_capture_call("cudaMalloc", FAKE_CALL_UNSAFE, NULL);
@@ -39,14 +43,15 @@ cudaError_t cudaMalloc(void **ptr, size_t size)
             __atomic_sub_fetch(&device_in_use, n, __ATOMIC_RELAXED);
         return cudaErrorMemoryAllocation;
     }
-    char *base = aligned_alloc(256, n + 256);
+    size_t align = n >= CUDA_MALLOC_LARGE_ALIGN ? CUDA_MALLOC_LARGE_ALIGN : 256;
+    char *base = aligned_alloc(align, n + align);
     if (!base) {
         __atomic_sub_fetch(&device_in_use, n, __ATOMIC_RELAXED);
         return cudaErrorMemoryAllocation;
     }
-    *(size_t *)base = n;
+    *(struct cuda_malloc_header *)(base + align - 256) = (struct cuda_malloc_header){n, base};
     mallocs++;
-    *ptr = base + 256;
+    *ptr = base + align;
     return cudaSuccess;
 }
 
@@ -56,9 +61,9 @@ cudaError_t cudaFree(void *ptr)
     if (e != cudaSuccess || !ptr)
         return e;
     frees++;
-    char *base = (char *)ptr - 256;
-    __atomic_sub_fetch(&device_in_use, *(size_t *)base, __ATOMIC_RELAXED);
-    free(base);
+    struct cuda_malloc_header *h = (struct cuda_malloc_header *)((char *)ptr - 256);
+    __atomic_sub_fetch(&device_in_use, h->size, __ATOMIC_RELAXED);
+    free(h->base);
     return cudaSuccess;
 }
 

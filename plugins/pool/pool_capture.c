@@ -199,6 +199,7 @@ pool_block *pool_capture_grow_private(pool_resource *p, pool_graph *g, size_t si
         *st = crmm_error_add_context("%s", pool_label(p, label, sizeof label));
         return NULL;
     }
+    pool_capture_collect(p); /* destroyed graphs' pages are free pages this graph may take */
     bool small = size <= POOL_CAPTURE_SMALL;
     pool_block *b = take_whole_pages(p, s, small ? POOL_CAPTURE_SMALL_SEGMENT : size);
     if (!b) {
@@ -308,13 +309,21 @@ crmm_status pool_capture_graph(pool_resource *p, const pool_capture *cap, pool_g
     crmm_status st = graph_hold_tie(&g->hold, &p->released, cap->id, cap->graph, pool_label(p, label, sizeof label));
     if (st != CRMM_OK)
         return st; /* g is freed */
-    /* two threads of one capture may both get here and make a record each: both are tied to the
-     * graph, so whichever holds a block keeps it until the graph is gone */
+    /* two threads of one capture may both get here: the first record in is the graph's, and the
+     * other is detached (still tied to the graph, whose destructor frees it), so that the
+     * capture's parked blocks are in one place */
+    graph_holds_lock();
     pool_lock(p);
-    g->next = p->graphs;
-    p->graphs = g;
+    pool_graph *first = find_record(p, cap->id);
+    if (!first) {
+        g->next = p->graphs;
+        p->graphs = g;
+    }
     pool_unlock(p);
-    *out = g;
+    if (first)
+        graph_hold_detach(&g->hold);
+    graph_holds_unlock();
+    *out = first ? first : g;
     return CRMM_OK;
 }
 
@@ -322,7 +331,9 @@ bool pool_capture_free(pool_resource *p, pool_block *b, pool_graph *capturing, c
 {
     pool_graph *o = (pool_graph *)b->graph;
     if (capturing) {
-        park(p, capturing, b, stream, true);
+        /* with graph_pool = private a block allocated before the capture shares its pages with
+         * blocks outside the graph: held, not reused */
+        park(p, capturing, b, stream, !(p->graph_private && !o));
         return true;
     }
     if (o->alive) {

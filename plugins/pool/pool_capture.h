@@ -10,7 +10,8 @@
  *  - a block allocated during the capture is "owned" (its record's `graph` field points at the
  *    record); when it is freed, inside the capture or after it, it is parked in the record;
  *  - a block allocated before the capture and freed inside it is parked in the record as well,
- *    and owned from then on;
+ *    and owned from then on (with graph_pool = private it is held, never reused: it shares pages
+ *    with blocks outside the graph);
  *  - a parked block is reused only by a later allocation of the same capture on the same stream
  *    (the graph orders the two), never by anyone else. Parked blocks are kept per stream as the
  *    pool keeps free ones: merged with parked neighbours, found by segregated fit, and split for a
@@ -136,7 +137,8 @@ bool pool_capture_free(struct pool_resource *p, pool_block *b, pool_graph *captu
 bool pool_capture_is_parked(const struct pool_resource *p, uintptr_t addr);
 
 /* Under the lock: hand back the blocks of every graph destroyed since the last call (its
- * destructor only noted it). Called where the pool may need them: a miss of allocate, a query. A
+ * destructor only noted it). Called where the pool may need them: a miss of allocate, a private
+ * capture's growth, a trim, a query. A
  * record whose blocks cannot be handed back now (no memory for the ready state) is kept, its
  * blocks parked, and retried at the next call. */
 void pool_capture_collect_slow(struct pool_resource *p);

@@ -369,13 +369,14 @@ static pool_block *adopt_pages(pool_resource *p, pool_stream *s, const grow_plan
         pool_free_list_insert(&s->free, mapped);
         return mapped;
     }
-    /* ready neighbours become s's, so that they merge with the new pages */
+    /* ready neighbours become s's, merged with s's free blocks beyond them, so that all of it
+     * merges with the new pages */
     pool_block *nb[2] = {mapped->phys_prev, mapped->phys_next};
     for (int i = 0; i < 2; i++)
         if (nb[i] && nb[i]->owner && nb[i]->owner != s && nb[i]->owner->ready) {
             pool_free_list_remove(&nb[i]->owner->free, nb[i]);
-            nb[i]->owner = s;
-            pool_free_list_insert(&s->free, nb[i]);
+            nb[i]->owner = NULL;
+            pool_free_list_insert_merging(&s->free, s, nb[i], &p->core.records);
         }
     mapped->owner = NULL;
     return pool_free_list_insert_merging(&s->free, s, mapped, &p->core.records);
@@ -602,6 +603,7 @@ crmm_status pool_expand_trim(pool_resource *p)
 {
     crmm_status st = CRMM_OK;
     pool_lock(p);
+    pool_capture_collect(p); /* destroyed graphs' blocks are free too */
     crmm_device_guard g;
     if ((st = crmm_cuda_device_enter(p->growth.vmm.device, &g)) == CRMM_OK) {
         bool released;

@@ -142,10 +142,19 @@ crmm_status pool_grow_fresh(pool_resource *p, pool_stream *s, size_t size, crmm_
 {
     if (p->growth.expandable)
         return pool_expand_grow_fresh(p, s, size, out);
-    if (p->growth.maximum != POOL_NO_MAXIMUM && (p->growth.reserved > p->growth.maximum || size > p->growth.maximum - p->growth.reserved))
+    uint64_t room = p->growth.maximum == POOL_NO_MAXIMUM ? UINT64_MAX
+                    : p->growth.maximum > p->growth.reserved ? p->growth.maximum - p->growth.reserved : 0;
+    if (size > room)
         return out_of_memory(p, size, NULL);
-    crmm_status st = add_chunk(p, s, size, stream, out);
-    if (st != CRMM_OK)
+    /* whole pages, so that a later capture of another graph can take them as whole free pages */
+    size_t pages = size <= POOL_MAX_REQUEST - POOL_CAPTURE_SMALL_SEGMENT
+                       ? (size + POOL_CAPTURE_SMALL_SEGMENT - 1) & ~(POOL_CAPTURE_SMALL_SEGMENT - 1) : size;
+    crmm_status st = CRMM_ERROR_OUT_OF_MEMORY;
+    if (pages > size && pages <= room) {
+        if ((st = add_chunk(p, s, pages, stream, out)) != CRMM_OK)
+            crmm_clear_error(); /* the request alone, below */
+    }
+    if (st != CRMM_OK && (st = add_chunk(p, s, size, stream, out)) != CRMM_OK)
         return growth_failed(p, size, st);
     p->growth.growths++;
     return CRMM_OK;
@@ -188,6 +197,7 @@ crmm_status pool_trim(crmm_resource *self)
     if (p->growth.expandable)
         return pool_expand_trim(p);
     pool_lock(p);
+    pool_capture_collect(p); /* destroyed graphs' blocks are free too */
     bool any = false;
     for (pool_chunk *c = p->growth.chunks; c && !any; c = c->next)
         any = all_blocks_free(c);

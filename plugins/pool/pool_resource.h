@@ -102,8 +102,9 @@ bool pool_try_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda
 crmm_status pool_grow(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream, pool_block **out);
 /* Grow for a graph's private use (graph_pool = private): a free block of state s of at least
  * `size` bytes that shares its memory with no other block (the fewest pages that hold it, mapped
- * for it alone and merged with no neighbour; or a chunk of exactly `size`). *out: that block, in
- * s's free list. Errors as pool_grow's. */
+ * for it alone and merged with no neighbour; or a chunk of its own of `size` rounded up to
+ * POOL_CAPTURE_SMALL_SEGMENT, of exactly `size` when that does not fit the maximum or the
+ * upstream). *out: that block, in s's free list. Errors as pool_grow's. */
 crmm_status pool_grow_fresh(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream, pool_block **out);
 /* Take exactly `size` bytes from upstream as a new chunk for state s (the initial pool). */
 crmm_status pool_add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream);
