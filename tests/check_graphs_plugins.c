@@ -139,6 +139,56 @@ CRMM_LOOP_TEST_IN("other plugins", a_capture_reuses_the_blocks_it_freed_on_the_s
     crmm_resource_release(r);
 }
 
+struct starting_thread {
+    crmm_resource *r;
+    cudaStream_t s;
+    pthread_barrier_t *go;
+    void *first;
+};
+
+/* The thread's first allocation of the capture, at once with the other thread's, then its free. */
+static void *allocate_and_free_first(void *arg)
+{
+    struct starting_thread *t = arg;
+    pthread_barrier_wait(t->go);
+    if (crmm_resource_allocate(t->r, 64 * KiB, (crmm_cuda_stream_t)t->s, &t->first) == CRMM_OK)
+        crmm_resource_deallocate(t->r, t->first, 64 * KiB, (crmm_cuda_stream_t)t->s);
+    return NULL;
+}
+
+/* Two threads make the first allocations of one capture (two joined streams) at once: the graph
+ * gets one record, so each stream's next request takes the block that stream freed. With two
+ * records, one stream's block would be parked in a record its later requests never look in. */
+CRMM_LOOP_TEST_IN("other plugins", two_threads_starting_one_capture_share_its_record, PARKING)
+{
+    for (int round = 0; round < 300; round++) { /* a race: each round is one chance to lose it */
+        crmm_resource *r = parking_resource(_i);
+        cudaStream_t s1 = stream_n(1), s2 = stream_n(2);
+        fake_graph *g = fake_capture_begin(s1, cudaStreamCaptureModeRelaxed);
+        fake_capture_join(s2, s1);
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 2);
+        struct starting_thread t[2] = {{r, s1, &go, NULL}, {r, s2, &go, NULL}};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++)
+            ck_assert_int_eq(pthread_create(&th[i], NULL, allocate_and_free_first, &t[i]), 0);
+        for (int i = 0; i < 2; i++)
+            ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        pthread_barrier_destroy(&go);
+        for (int i = 0; i < 2; i++) {
+            ck_assert_ptr_nonnull(t[i].first);
+            void *again = alloc_on(r, 64 * KiB, t[i].s);
+            ck_assert_msg(again == t[i].first, "%s: round %d: stream %d did not get back the block it freed",
+                          parking[_i][0], round, i + 1);
+            free_on(r, again, 64 * KiB, t[i].s);
+        }
+        fake_capture_end(s1);
+        fake_capture_end(s2);
+        fake_graph_destroy(g);
+        crmm_resource_release(r);
+    }
+}
+
 /* Per-thread default streams of two threads under one capture (graphs_test.h). */
 CRMM_LOOP_TEST_IN("other plugins", per_thread_default_streams_of_two_threads_do_not_share_parked_blocks, PARKING)
 {

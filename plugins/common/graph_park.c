@@ -41,16 +41,24 @@ static void maybe_free(graph_park *gp, park_graph *g)
     }
 }
 
+/* Under gp->lock: the live record of capture `id`, or NULL. */
+static park_graph *find_record(graph_park *gp, unsigned long long id)
+{
+    for (park_graph *g = gp->graphs; g; g = g->next)
+        if (g->alive && g->hold.capture_id == id)
+            return g;
+    return NULL;
+}
+
 crmm_status graph_park_graph(graph_park *gp, const capture_check_info *cap, const char *label, park_graph **out)
 {
     pthread_mutex_lock(&gp->lock);
-    for (park_graph *g = gp->graphs; g; g = g->next)
-        if (g->alive && g->hold.capture_id == cap->id) {
-            pthread_mutex_unlock(&gp->lock);
-            *out = g;
-            return CRMM_OK;
-        }
+    park_graph *first = find_record(gp, cap->id);
     pthread_mutex_unlock(&gp->lock);
+    if (first) {
+        *out = first;
+        return CRMM_OK;
+    }
     park_graph *g = calloc(1, sizeof *g);
     if (!g)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (graph record)", label);
@@ -58,12 +66,20 @@ crmm_status graph_park_graph(graph_park *gp, const capture_check_info *cap, cons
     crmm_status st = graph_hold_tie(&g->hold, &gp->holds, cap->id, cap->graph, label);
     if (st != CRMM_OK)
         return st; /* g is freed */
-    /* two threads of one capture may both make a record: both are tied to the graph */
+    /* two threads of one capture may both get here: the first record in is the graph's, and the
+     * other is detached (still tied to the graph, whose destructor frees it), so that the
+     * capture's parked blocks are in one place */
+    graph_holds_lock();
     pthread_mutex_lock(&gp->lock);
-    g->next = gp->graphs;
-    gp->graphs = g;
+    if (!(first = find_record(gp, cap->id))) {
+        g->next = gp->graphs;
+        gp->graphs = g;
+    }
     pthread_mutex_unlock(&gp->lock);
-    *out = g;
+    if (first)
+        graph_hold_detach(&g->hold);
+    graph_holds_unlock();
+    *out = first ? first : g;
     return CRMM_OK;
 }
 
