@@ -77,31 +77,16 @@ static size_t whole_pages(const pool_vmm *v, const pool_block *b)
     return hi > lo ? (hi - lo) / v->page : 0;
 }
 
-/* Call fn on every block of fl of at least `min_size` bytes (fn must not change fl). */
-static void for_each_block(const pool_free_list *fl, size_t min_size, void (*fn)(pool_block *, void *), void *arg)
-{
-    unsigned f0, s0;
-    pool_free_list_class(min_size, &f0, &s0);
-    for (uint64_t fmap = fl->fl_bitmap & (~0ull << f0); fmap; fmap &= fmap - 1) {
-        unsigned f = (unsigned)__builtin_ctzll(fmap);
-        uint32_t smap = fl->sl_bitmap[f];
-        if (f == f0)
-            smap &= ~0u << s0;
-        for (; smap; smap &= smap - 1)
-            for (pool_block *b = fl->heads[f][__builtin_ctz(smap)]; b; b = b->u.free.next)
-                if (b->size >= min_size)
-                    fn(b, arg);
-    }
-}
 
 /* ---- giving pages back ---------------------------------------------------------------------- */
 
 struct page_count { const pool_vmm *v; uint64_t pages; };
 
-static void count_pages(pool_block *b, void *arg)
+static bool count_pages(pool_block *b, void *arg)
 {
     struct page_count *c = arg;
     c->pages += whole_pages(c->v, b);
+    return false;
 }
 
 /* Bytes in whole free pages, over every stream's free blocks (what a release could unmap). */
@@ -110,16 +95,17 @@ static uint64_t releasable_bytes(const pool_resource *p)
     struct page_count c = {&p->growth.vmm, 0};
     const pool_streams *ss = &p->core.streams;
     for (size_t i = 0; i < ss->count; i++)
-        for_each_block(&ss->all[i]->free, p->growth.vmm.page, count_pages, &c);
+        pool_free_list_for_each(&ss->all[i]->free, p->growth.vmm.page, count_pages, &c);
     return c.pages * p->growth.vmm.page;
 }
 
 struct block_list { pool_block **b; size_t n; };
 
-static void collect(pool_block *b, void *arg)
+static bool collect(pool_block *b, void *arg)
 {
     struct block_list *l = arg;
     l->b[l->n++] = b;
+    return false;
 }
 
 static int by_address_descending(const void *x, const void *y)
@@ -187,7 +173,7 @@ static size_t release_free_pages(pool_resource *p, pool_stream *holder, size_t p
     struct block_list l = {malloc(holder->free.blocks * sizeof(pool_block *)), 0};
     if (!l.b)
         return 0; /* nothing given back this time; the pool stays correct */
-    for_each_block(&holder->free, p->growth.vmm.page, collect, &l);
+    pool_free_list_for_each(&holder->free, p->growth.vmm.page, collect, &l);
     qsort(l.b, l.n, sizeof *l.b, by_address_descending);
     size_t taken = 0;
     for (size_t i = 0; i < l.n && taken < pages; i++) {
@@ -218,7 +204,7 @@ static void unmap_batch(pool_resource *p, pool_lent_batch *lb)
     struct block_list l = {malloc(fl->blocks * sizeof(pool_block *)), 0};
     if (!l.b)
         return; /* they stay lent until the next try */
-    for_each_block(fl, v->page, collect, &l);
+    pool_free_list_for_each(fl, v->page, collect, &l);
     for (size_t i = 0; i < l.n; i++) {
         pool_block *b = l.b[i];
         size_t n = b->size / v->page, done;
@@ -313,7 +299,7 @@ static void consider(struct plan_search *ps, pool_block *hole, uintptr_t first, 
         *b = (grow_plan){.hole = hole, .first = first, .pages = pages};
 }
 
-static void consider_hole(pool_block *hole, void *arg)
+static bool consider_hole(pool_block *hole, void *arg)
 {
     struct plan_search *ps = arg;
     const pool_vmm *v = &ps->p->growth.vmm;
@@ -327,12 +313,13 @@ static void consider_hole(pool_block *hole, void *arg)
     }
     if (below + hole->size + above >= size) /* all of it, joining both */
         consider(ps, hole, hole->addr, hole->size / v->page);
+    return false;
 }
 
 static grow_plan plan_growth(const pool_resource *p, const pool_stream *s, size_t size, bool fresh)
 {
     struct plan_search ps = {.p = p, .s = s, .size = size, .fresh = fresh};
-    for_each_block(&p->growth.unmapped.free, p->growth.vmm.page, consider_hole, &ps);
+    pool_free_list_for_each(&p->growth.unmapped.free, p->growth.vmm.page, consider_hole, &ps);
     return ps.best;
 }
 
@@ -386,13 +373,14 @@ static pool_block *adopt_pages(pool_resource *p, pool_stream *s, const grow_plan
 
 struct own_pages { const pool_vmm *v; const pool_block *keep1, *keep2; uint64_t pages, all; };
 
-static void count_own_pages(pool_block *b, void *arg)
+static bool count_own_pages(pool_block *b, void *arg)
 {
     struct own_pages *c = arg;
     size_t n = whole_pages(c->v, b);
     c->all += n;
     if (b != c->keep1 && b != c->keep2)
         c->pages += n;
+    return false;
 }
 
 /* What move_without_waiting did. */
@@ -419,7 +407,7 @@ static move_result move_without_waiting(pool_resource *p, pool_stream *s, const 
     if (excess > plan->pages)
         excess = plan->pages; /* every page lent is mapped again at once */
     struct own_pages own = {v, plan->hole->phys_prev, plan->hole->phys_next, 0, 0};
-    for_each_block(&s->free, v->page, count_own_pages, &own);
+    pool_free_list_for_each(&s->free, v->page, count_own_pages, &own);
     if (own.pages < excess && releasable_bytes(p) / v->page > own.all)
         return MOVE_NOT_DONE; /* other streams hold free pages: a synchronization may move more */
     size_t n = excess < own.pages ? excess : (size_t)own.pages, can = pages_to_release(p, p->growth.release_threshold);

@@ -17,6 +17,7 @@
 #ifndef CRMM_PLUGINS_POOL_FREE_LIST_H
 #define CRMM_PLUGINS_POOL_FREE_LIST_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "pool_block.h"
 
@@ -129,6 +130,11 @@ static inline pool_block *pool_free_list_fit(const pool_free_list *fl, size_t si
     pool_block *b = pool_free_list_find(fl, size);
     return b ? b : pool_free_list_find_in_own_class(fl, size);
 }
+
+/* Call fn on every block of fl of at least `min_size` bytes (min_size >= 256), from the size's
+ * own class up, until fn returns true (then true); fn must not change fl. A scan: for cold
+ * paths. */
+bool pool_free_list_for_each(const pool_free_list *fl, size_t min_size, bool (*fn)(pool_block *, void *), void *arg);
 
 /* A block that holds `size` bytes starting at a multiple of `align` (a power of two), *at that
  * start: the first found from the size's own class up (so among the smaller blocks that do), or
