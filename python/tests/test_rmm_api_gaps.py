@@ -399,3 +399,40 @@ def test_a_device_buffer_s_copy_comes_from_the_current_device_resource(tmp_path)
     new buffer with the current device's resource, not the resource of the buffer copied."""
     done = run_python(COPY_FROM_THE_CURRENT_RESOURCE, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+ENABLE_LOGGING_LEAVES_UNUSED_DEVICES = """
+import sys
+import crmm, crmm.mr as mr
+from crmm import _lib
+
+_lib.device_count = lambda: 2  # a second device the program never used
+
+
+class NoSecondDevice:
+    def __init__(self, device):
+        assert device == 0, "enable_logging touched device %d, which the program never used" % device
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_lib.device_context = NoSecondDevice
+mr.get_current_device_resource()  # device 0 is the one in use
+crmm.enable_logging(sys.argv[1])
+names = crmm.get_log_filenames()
+assert list(names) == [0] and names[0].endswith("log.dev0.csv"), names
+crmm.disable_logging()
+print("ok")
+"""
+
+
+def test_enable_logging_leaves_devices_the_program_never_used_alone(tmp_path):
+    """RMM's enable_logging wraps the devices it has recorded a resource for (device 0 when none):
+    a device the program never used gets no context and no resource of its own."""
+    code = ENABLE_LOGGING_LEAVES_UNUSED_DEVICES.replace("sys.argv[1]", repr(str(tmp_path / "log.csv")))
+    done = run_python(code, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr

@@ -116,10 +116,10 @@ def enable_logging(log_file_name=None):
     by reinitialize(logging=True)) is left as it is, so a second call changes nothing; every
     other device's resource becomes a LoggingResourceAdaptor over it, writing `log_file_name`
     with ``.dev<N>`` before its extension, made absolute (default: $RMM_LOG_FILE, as RMM's, then
-    $CRMM_LOG_FILE). The devices: every CUDA device and every device whose resource was set or
-    read from Python, or device 0 when there is none of either (RMM's choice; a host config's
-    device). Every adaptor is made before any is set, so a file that cannot be opened changes
-    nothing. Raises ValueError when no name is given (nor $RMM_LOG_FILE, $CRMM_LOG_FILE) or the
+    $CRMM_LOG_FILE). The devices, as RMM's: those whose resource was set or read from Python,
+    or device 0 when there is none; a device the program never used is not touched (no context
+    made, no resource created on it). Every adaptor is made before any is set, so a file that
+    cannot be opened changes nothing. Raises ValueError when no name is given (nor $RMM_LOG_FILE, $CRMM_LOG_FILE) or the
     name holds a NUL byte, CrmmIOError when a file cannot be opened, CudaError without a
     device."""
     from .memory_resource import (
@@ -136,7 +136,7 @@ def enable_logging(log_file_name=None):
     path_arg(log_file_name, "log_file_name")  # a NUL byte is refused before anything is looked at
     _lib.ensure_initialized()
     with _switch_lock:
-        devices = sorted(set(range(_lib.device_count())) | set(_recorded_devices())) or [0]
+        devices = sorted(_recorded_devices()) or [0]
         adaptors = []
         for device in devices:
             with _on_device(device):  # the adaptor's device and its file's .dev<N>
