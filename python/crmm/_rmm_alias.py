@@ -58,8 +58,10 @@ _finder = None
 # RMM 25.10 and older rounded every DeviceBuffer's request up to 16 bytes (their resource
 # reference's alignment, applied to the size); 25.12 stopped (rapidsai/rmm issue 2116).
 _ROUNDING_UNTIL = (25, 12)
-# RMM 26.06 deprecated get_current_device_resource_type and get_per_device_resource_type.
+# RMM 26.06 deprecated get_current_device_resource_type and get_per_device_resource_type;
+# 26.08 removed them (rapidsai/rmm pull 2387).
 _TYPE_GETTERS_DEPRECATED_FROM = (26, 6)
+_TYPE_GETTERS_REMOVED_FROM = (26, 8)
 
 _release = None  # the (YY, MM) release whose behaviour install_as_rmm asked for; None: the newest
 
@@ -89,6 +91,12 @@ def type_getters_deprecated():
     return _release is None or _release >= _TYPE_GETTERS_DEPRECATED_FROM
 
 
+def type_getters_removed():
+    """Whether the RMM release asked for (the newest when none was) no longer has
+    get_current_device_resource_type and get_per_device_resource_type."""
+    return _release is None or _release >= _TYPE_GETTERS_REMOVED_FROM
+
+
 def _real_rmm():
     """Where a package named rmm that is not this alias would be imported from, or None."""
     loaded = sys.modules.get("rmm")
@@ -114,7 +122,8 @@ def install_as_rmm(replace_installed=False, rmm_version=None):
     on; modules imported before keep the real one). `rmm_version` ("25.10") asks for that
     release's behaviour where RMM changed it: up to 25.10 each DeviceBuffer's request is
     rounded up to 16 bytes, so statistics and tracking adaptors count what RMM 25.10 counted;
-    before 26.06 get_current_device_resource_type and get_per_device_resource_type do not warn.
+    get_current_device_resource_type and get_per_device_resource_type exist only before 26.08
+    (RMM removed them there) and warn only from 26.06 (RMM deprecated them there).
     TypeError or ValueError for a version that is not "YY.MM"."""
     global _finder, _release
     release = _parse_release(rmm_version)

@@ -21,8 +21,7 @@ def test_the_resource_set_is_the_resource_got(restore):
     mr.set_current_device_resource(pool)
     assert mr.get_current_device_resource() is pool
     assert mr.get_per_device_resource(0) is pool
-    with pytest.warns(FutureWarning, match="deprecated"):
-        assert mr.get_current_device_resource_type() is mr.PoolMemoryResource
+    assert type(mr.get_current_device_resource()) is mr.PoolMemoryResource
     assert crmm.DeviceBuffer(size=10).mr is pool
 
 
@@ -42,8 +41,7 @@ def test_per_device_set_and_get(restore):
     res = mr.CudaMemoryResource()
     mr.set_per_device_resource(0, res)
     assert mr.get_per_device_resource(0) is res
-    with pytest.warns(FutureWarning, match="deprecated"):
-        assert mr.get_per_device_resource_type(0) is mr.CudaMemoryResource
+    assert type(mr.get_per_device_resource(0)) is mr.CudaMemoryResource
 
 
 def test_the_config_default_has_its_plugin_s_class(gpu, tmp_path):

@@ -99,7 +99,8 @@ def test_every_level_enum_member_is_set_and_read_back(setter, getter):
 
 RESOURCE_TYPE_WARNS = """
 import warnings
-import crmm.mr as mr
+import crmm, crmm.mr as mr
+crmm.install_as_rmm(rmm_version="26.06")  # RMM 26.08 removed them
 for fn, args, name in [(mr.get_current_device_resource_type, (), "get_current_device_resource_type"),
                        (mr.get_per_device_resource_type, (0,), "get_per_device_resource_type")]:
     with warnings.catch_warnings(record=True) as caught:
@@ -115,7 +116,8 @@ print("ok")
 
 def test_the_resource_type_functions_are_deprecated_as_in_rmm(tmp_path):
     """RMM 26.06 deprecates get_current_device_resource_type and get_per_device_resource_type
-    with a FutureWarning (use type(get_current_device_resource()))."""
+    with a FutureWarning (use type(get_current_device_resource())); 26.08 removed them
+    (test_rmm_2608_gaps.py)."""
     done = run_python(RESOURCE_TYPE_WARNS, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
 
@@ -133,7 +135,7 @@ print(sorted({w.category.__name__ for w in caught}))
 
 
 @pytest.mark.parametrize("release, warned", [("25.10", []), ("26.02", []), ("26.06", ["FutureWarning"]),
-                                             ("26.08.00", ["FutureWarning"])])
+                                             ("26.06.00", ["FutureWarning"])])
 def test_the_resource_type_functions_warn_only_from_the_release_that_deprecated_them(tmp_path, release, warned):
     """A program written for RMM 25.10 asks for its behaviour and gets no FutureWarning there
     (a test suite run with warnings as errors would fail on one)."""

@@ -15,6 +15,8 @@ from ._memory_resource import (  # noqa: F401  (crmm's helpers and RMM's private
     _mr_arg,
     _orphaned_callbacks,
     _recorded_devices,
+    _removed_name,
+    _removed_names_present,
     _resource_now,
     check_pool_sizes,
     current_device,
@@ -26,3 +28,13 @@ from . import experimental
 
 __all__ = _classic + _unowned + ["experimental"]
 del _classic, _unowned
+
+
+# RMM's names that its newest release removed, while install_as_rmm reports an older one
+# (_memory_resource._REMOVED_NAMES).
+def __getattr__(name):
+    return _removed_name(__name__, name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_removed_names_present()))

@@ -45,8 +45,6 @@ __all__ = [
     "set_current_device_resource",
     "get_per_device_resource",
     "set_per_device_resource",
-    "get_current_device_resource_type",
-    "get_per_device_resource_type",
     "is_initialized",
     "available_device_memory",
     "enable_logging",
@@ -848,9 +846,9 @@ def _warn_type_getter_deprecated(message):
 
 
 def get_current_device_resource_type():
-    """The class of the current device's resource. Deprecated, with a FutureWarning, as in RMM
-    26.06 (not under install_as_rmm of an older rmm_version): use
-    type(get_current_device_resource())."""
+    """The class of the current device's resource: RMM's get_current_device_resource_type,
+    deprecated in 26.06 (a FutureWarning: use type(get_current_device_resource())) and removed in
+    26.08, so reachable only under install_as_rmm of an older rmm_version."""
     _warn_type_getter_deprecated(
         "get_current_device_resource_type is deprecated. Use type(get_current_device_resource()) instead.",
     )
@@ -858,12 +856,47 @@ def get_current_device_resource_type():
 
 
 def get_per_device_resource_type(device):
-    """The class of `device`'s resource. Deprecated, with a FutureWarning, as in RMM 26.06 (not
-    under install_as_rmm of an older rmm_version): use type(get_per_device_resource(device))."""
+    """The class of `device`'s resource: RMM's get_per_device_resource_type, deprecated in 26.06
+    (use type(get_per_device_resource(device))) and removed in 26.08, as the one above."""
     _warn_type_getter_deprecated(
         "get_per_device_resource_type is deprecated. Use type(get_per_device_resource(device)) instead.",
     )
     return type(get_per_device_resource(device))
+
+
+# Public names of RMM releases before 26.08 that the newest has not. rmm.mr,
+# rmm.pylibrmm.memory_resource and its _memory_resource module answer them (their __getattr__)
+# only while install_as_rmm reports such a release; otherwise they are missing, as in RMM 26.08
+# (AttributeError; ImportError for `from rmm.mr import ...`). Never in __all__: `import *` gives
+# the newest release's names.
+_REMOVED_NAMES = {
+    "get_current_device_resource_type": get_current_device_resource_type,
+    "get_per_device_resource_type": get_per_device_resource_type,
+}
+del get_current_device_resource_type, get_per_device_resource_type
+
+
+def _removed_names_present():
+    """The names of _REMOVED_NAMES the release install_as_rmm reports still has."""
+    from ..._rmm_alias import type_getters_removed
+
+    return () if type_getters_removed() else tuple(_REMOVED_NAMES)
+
+
+def _removed_name(module, name):
+    """`module`'s attribute `name` when it is one of _REMOVED_NAMES the reported release has;
+    else the AttributeError of a missing attribute."""
+    if name in _REMOVED_NAMES and name in _removed_names_present():
+        return _REMOVED_NAMES[name]
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+def __getattr__(name):
+    return _removed_name(__name__, name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_removed_names_present()))
 
 
 def _initialize(
