@@ -350,6 +350,42 @@ static crmm_status cached_allocate(pool_resource *p, size_t bytes, size_t size, 
     return CRMM_OK;
 }
 
+/* Under the lock, graph_pool = private, nothing parked fitting: a block of `size` bytes for g's
+ * capture on `stream` on pages of g's alone (docs/cuda-graphs.md): POOL_CAPTURE_SMALL_SEGMENT for a
+ * small request, else `size`, in whole pages, from free pages the stream may use at once, else
+ * new memory (pool_grow_fresh; for a small request that finds no room for a segment, `size`
+ * alone); the rest stays parked for the capture. Out of every list and not yet owned; NULL with
+ * *st set when the pool cannot grow. */
+static pool_block *grow_for_graph(pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream, crmm_status *st)
+{
+    char label[80];
+    if (!pool_records_reserve(&p->core.records, 3) ||
+        (!pool_block_map_has_room(&p->core.live) && !pool_block_map_grow(&p->core.live))) {
+        *st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (block records)", pool_label(p, label, sizeof label));
+        return NULL;
+    }
+    pool_stream *s = pool_streams_find(&p->core.streams, stream);
+    if (!s) {
+        *st = crmm_error_add_context("%s", pool_label(p, label, sizeof label));
+        return NULL;
+    }
+    size_t want = size <= POOL_CAPTURE_SMALL ? POOL_CAPTURE_SMALL_SEGMENT : size;
+    pool_block *b = pool_capture_take_pages(p, s, want);
+    if (!b) {
+        *st = pool_grow_fresh(p, s, want, stream, &b);
+        if (*st != CRMM_OK && want > size) { /* no room for a whole segment: the request alone */
+            crmm_clear_error();
+            *st = pool_grow_fresh(p, s, size, stream, &b);
+        }
+        if (*st != CRMM_OK)
+            return NULL;
+        pool_free_list_remove(&s->free, b);
+        b->owner = NULL;
+    }
+    pool_capture_keep_rest(p, g, b, size, stream);
+    return b;
+}
+
 /* allocate on a stream under capture (pool_capture.h): a parked block of the same capture and
  * stream, else a block taken as usual but without waiting for anything, never from a per-thread
  * cache (graph_pool = private: from memory taken for the graph alone); the block is then the
@@ -371,8 +407,7 @@ static crmm_status capture_allocate(pool_resource *p, size_t bytes, size_t size,
         reused = (b = pool_capture_reuse(p, g, size, stream)) != NULL;
     if (!b) {
         p->capturing = true;
-        b = p->graph_private ? pool_capture_grow_private(p, g, size, stream, &st)
-                             : take_block(p, stream, size, &p->core.live, &st);
+        b = p->graph_private ? grow_for_graph(p, g, size, stream, &st) : take_block(p, stream, size, &p->core.live, &st);
         p->capturing = false;
     }
     if (b) {

@@ -156,12 +156,9 @@ pool_block *pool_capture_reuse(pool_resource *p, pool_graph *g, size_t size, crm
     return b;
 }
 
-/* Under the lock, graph_pool = private, with three spare records: `want` bytes rounded up to
- * whole pages (an expandable pool's pages; 2 MiB for a pool of chunks) cut from a free block of
- * state s or of the ready state (both usable by s's capture at once, without a wait), starting on
- * a page boundary, out of every list; NULL when no free block holds such a run. */
-static pool_block *take_whole_pages(pool_resource *p, pool_stream *s, size_t want)
+pool_block *pool_capture_take_pages(pool_resource *p, pool_stream *s, size_t want)
 {
+    pool_capture_collect(p); /* destroyed graphs' pages are free pages this graph may take */
     size_t page = p->growth.expandable ? p->growth.vmm.page : POOL_CAPTURE_SMALL_SEGMENT;
     if (want > SIZE_MAX - page)
         return NULL;
@@ -185,40 +182,13 @@ static pool_block *take_whole_pages(pool_resource *p, pool_stream *s, size_t wan
     return b;
 }
 
-pool_block *pool_capture_grow_private(pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream,
-                                      crmm_status *st)
+void pool_capture_keep_rest(pool_resource *p, pool_graph *g, pool_block *b, size_t size, crmm_cuda_stream_t stream)
 {
-    char label[80];
-    if (!pool_records_reserve(&p->core.records, 3) ||
-        (!pool_block_map_has_room(&p->core.live) && !pool_block_map_grow(&p->core.live))) {
-        *st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (block records)", pool_label(p, label, sizeof label));
-        return NULL;
-    }
-    pool_stream *s = pool_streams_find(&p->core.streams, stream);
-    if (!s) {
-        *st = crmm_error_add_context("%s", pool_label(p, label, sizeof label));
-        return NULL;
-    }
-    pool_capture_collect(p); /* destroyed graphs' pages are free pages this graph may take */
-    bool small = size <= POOL_CAPTURE_SMALL;
-    pool_block *b = take_whole_pages(p, s, small ? POOL_CAPTURE_SMALL_SEGMENT : size);
-    if (!b) {
-        *st = pool_grow_fresh(p, s, small ? POOL_CAPTURE_SMALL_SEGMENT : size, stream, &b);
-        if (*st != CRMM_OK && small) { /* no room for a whole segment: the request alone */
-            crmm_clear_error();
-            *st = pool_grow_fresh(p, s, size, stream, &b);
-        }
-        if (*st != CRMM_OK)
-            return NULL;
-        pool_free_list_remove(&s->free, b);
-        b->owner = NULL;
-    }
-    if (b->size > size) { /* the rest is the graph's, parked for its capture on this stream */
-        pool_block *rest = pool_block_split(&p->core.records, b, b->addr + size);
-        pool_counts_held(&p->core.counts, (int64_t)rest->size);
-        park_in(p, g, rest, stream, true, small);
-    }
-    return b;
+    if (b->size <= size)
+        return;
+    pool_block *rest = pool_block_split(&p->core.records, b, b->addr + size);
+    pool_counts_held(&p->core.counts, (int64_t)rest->size);
+    park_in(p, g, rest, stream, true, size <= POOL_CAPTURE_SMALL);
 }
 
 /* Under the lock, g's graph gone: b, parked in g, goes to the live graph that owns it, or to the

@@ -100,16 +100,18 @@ pool_block *pool_capture_reuse(struct pool_resource *p, pool_graph *g, size_t si
  * parked for the capture's later small requests; also the page of a pool of chunks. */
 #define POOL_CAPTURE_SMALL_SEGMENT ((size_t)2 << 20)
 
-/* Under the lock, graph_pool = private, nothing parked fitting: a block of `size` bytes for g's
- * capture on `stream` on pages of g's alone: POOL_CAPTURE_SMALL_SEGMENT for a small request, else
- * `size`, rounded up to whole pages, from a free block the stream may use at once (its own or a
- * ready one) that holds such a run of pages, else new memory (pool_grow_fresh; for a small
- * request that finds no room for a segment, `size` alone). The block is out of every list and not
- * yet owned; the rest of the run is parked in g for its capture on that stream, in the request's
- * area, and counted held. NULL with *st set when the pool cannot grow (CRMM_ERROR_OUT_OF_MEMORY,
- * or the upstream's error). */
-pool_block *pool_capture_grow_private(struct pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream,
-                                      crmm_status *st);
+/* Under the lock, graph_pool = private, with three spare records: `want` bytes rounded up to
+ * whole pages (an expandable pool's pages; POOL_CAPTURE_SMALL_SEGMENT for a pool of chunks), cut
+ * from a free block of state s or of the ready state (both usable by s's capture at once, without
+ * a wait; destroyed graphs' blocks are collected first), starting on a page boundary, out of every
+ * list and owned by no graph; NULL when no free block holds such a run (the caller then grows,
+ * pool_grow_fresh). */
+pool_block *pool_capture_take_pages(struct pool_resource *p, struct pool_stream *s, size_t want);
+
+/* Under the lock, graph_pool = private, with a spare record: block b (out of every list), taken
+ * for a request of `size` bytes of g's capture on `stream`, is cut to `size`; the rest is parked
+ * in g for that capture, in the request's area (small or large), and counted held. */
+void pool_capture_keep_rest(struct pool_resource *p, pool_graph *g, pool_block *b, size_t size, crmm_cuda_stream_t stream);
 
 /* Tag bits of a parked block's `graph` field, over the address of its pool_graph_stream. */
 #define POOL_PARKED ((uintptr_t)1)

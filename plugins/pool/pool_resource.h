@@ -52,7 +52,7 @@ typedef struct pool_resource {
     uint8_t graphs_mode;           /* parameter graphs (POOL_GRAPHS_*): when to ask whether a stream
                                     * is captured */
     bool graph_private;            /* parameter graph_pool = private: a capture's blocks come from
-                                    * memory taken for its graph alone (pool_capture_grow_private) */
+                                    * memory taken for its graph alone (pool_alloc.c, grow_for_graph) */
     bool capturing;                /* an allocation for a stream under capture is under way: no
                                     * synchronization, no event, nothing taken from other streams */
     crmm_fork_guard fork_guard;    /* its locks around fork() (pool_fork.c) */
