@@ -239,6 +239,70 @@ CRMM_TEST_IN("page_moves", never_still_gives_free_pages_back_before_out_of_memor
     dealloc(p, b, PAGE);
 }
 
+CRMM_TEST_IN("page_moves", budget_is_wait_when_another_stream_holds_the_free_pages)
+{
+    p = expandable_pool("page_moves=budget");
+    unsigned char *a, *b, *c, *z = grow_past_the_mark_on(stream_n(1), &a, &b, &c);
+    expect(1, 0, 2, 6, 6); /* as under wait: a's top two pages moved after one synchronization */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
+    free_all(p, {z, 4 * PAGE}, {b, PAGE});
+}
+
+/* What one run of grow_caches saw in its last pass. */
+typedef struct cache_run { size_t held; int syncs, moved; size_t allocated; } cache_run;
+
+/* A run that never repeats within a pass: four caches grown by reallocation, a page or two (and a
+ * few odd bytes) at a time, in an order drawn from a fixed sequence, each dropped and started again
+ * when it is long; everything is freed at the end of a pass, and the next pass does the same on
+ * what the pool holds then. Returns, after `passes` passes on one stream, the pages the pool holds,
+ * the device synchronizations of all passes, and the pages unmapped (moved: nothing is given back)
+ * and the bytes allocated in the last pass. */
+static cache_run grow_caches(const char *params, int passes)
+{
+    fake_vmm_reset(PAGE, DEVICE_MEMORY);
+    p = expandable_pool(params);
+    cache_run run = {0};
+    for (int pass = 0; pass < passes; pass++) {
+        unsigned char *cache[4] = {0};
+        size_t len[4] = {0};
+        uint32_t r = 12345;
+        fake_vmm.unmaps = 0;
+        run.allocated = 0;
+        for (int step = 0; step < 400; step++) {
+            r = r * 1103515245 + 12345;
+            int c = (int)(r >> 16) % 4;
+            size_t grown = len[c] + (1 + (r >> 8) % 2) * PAGE + ((r >> 4) % 16) * 256;
+            if (grown > 24 * PAGE)
+                grown = PAGE + ((r >> 4) % 16) * 256;
+            unsigned char *x = alloc(p, grown);
+            if (cache[c])
+                dealloc(p, cache[c], len[c]);
+            cache[c] = x, len[c] = grown;
+            run.allocated += grown;
+        }
+        for (int c = 0; c < 4; c++)
+            dealloc(p, cache[c], len[c]);
+    }
+    books_agree(p);
+    run.held = (size_t)(q(p, CRMM_QUERY_BYTES_RESERVED) / PAGE);
+    run.syncs = fake_vmm.device_syncs, run.moved = fake_vmm.unmaps;
+    release_pool();
+    return run;
+}
+
+CRMM_TEST_IN("page_moves", budget_holds_less_than_wait_over_runs_that_do_not_repeat)
+{
+    /* wait's mark rises at each second move of a pass and by the slack each move locks in, so
+     * what it holds creeps up pass after pass; budget's stays near where its first pass left it */
+    cache_run wait = grow_caches("page_moves=wait", 8), first = grow_caches("page_moves=budget", 1),
+              budget = grow_caches("page_moves=budget", 8);
+    ck_assert_uint_lt(budget.held * 8, wait.held * 7);
+    ck_assert_uint_le(budget.held, first.held + first.held / 16);
+    ck_assert_int_eq(budget.syncs, 0); /* one stream: no move ever waits for the device */
+    ck_assert_int_gt(budget.moved, 0); /* what it costs: moves in every pass... */
+    ck_assert_uint_le((size_t)budget.moved * PAGE, budget.allocated / 8 + budget.held * PAGE); /* ...within the budget */
+}
+
 CRMM_TEST_IN("page_moves", an_unknown_choice_is_refused)
 {
     ck_assert_crmm(fake_vmm_expandable_pool("page_moves=sometimes", &p), CRMM_ERROR_CONFIG);

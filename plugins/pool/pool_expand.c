@@ -46,6 +46,20 @@
  *    asks the streams that hold free blocks whether they are idle (pool_streams_idle, no wait) and
  *    moves with no synchronization when they are, else maps new pages without raising the mark,
  *    so that a later growth that finds them idle moves the extra pages back; never always maps;
+ *    budget is wait except while the growing stream is the pool's only stream state, for runs that
+ *    do not repeat: under wait, each growth that fills the slack and then moves sets the mark to
+ *    the filled level (the move keeps the hold level, never lowers it), locking the slack in cycle
+ *    after cycle, and a second move before the mark rose is refused, so such a run's hold creeps
+ *    up pass after pass. Under budget, on one stream: after a move of the stream's own pages the
+ *    mark rises only by the pages the move did not cover; a growth past the mark after a move and
+ *    before the mark rose may still move the stream's own pages, paid from a budget that earns
+ *    1/POOL_MOVE_BUDGET_SHARE of the bytes allocated and keeps at most the mark (earn_budget),
+ *    unless its request has the size of the last move's with no new pages mapped since: then the
+ *    pattern moves one buffer's memory back and forth (other blocks keep taking its place) and
+ *    the mark rises as under wait (budget_allows); no move synchronizes (on one stream a
+ *    synchronization could merge nothing). So moves beyond once per mark take at most that share
+ *    of the bytes allocated, plus the mark, over any stretch of a run; the pool keeps moving some
+ *    pages in every pass of a pattern that does not repeat, where wait stops moving and holds more;
  *  - trim (crmm_resource_trim): every whole free page beyond release_threshold is unmapped and
  *    its memory released.
  * While threads contend for the pool (its per-thread caches are on, pool_thread_cache.h), growth
@@ -264,15 +278,20 @@ static crmm_status release_beyond(pool_resource *p, pool_stream *holder, uint64_
     return CRMM_OK;
 }
 
+/* Whether s is the pool's only stream state: no other stream holds free blocks that could merge
+ * with s's or that only a synchronization could move. */
+static bool only_state(const pool_resource *p, const pool_stream *s)
+{
+    const pool_streams *ss = &p->core.streams;
+    return ss->count == 0 || (ss->count == 1 && ss->all[0] == s);
+}
+
 /* Whether a device synchronization before growing for stream s would be in vain: s is the only
  * state (no blocks of other streams could join and merge with its own) and no free block holds a
  * whole page that could be moved. */
 static bool nothing_to_move(const pool_resource *p, const pool_stream *s)
 {
-    const pool_streams *ss = &p->core.streams;
-    if (ss->count > 1 || (ss->count == 1 && ss->all[0] != s))
-        return false;
-    return releasable_bytes(p) == 0;
+    return only_state(p, s) && releasable_bytes(p) == 0;
 }
 
 /* ---- growing ------------------------------------------------------------------------------- */
@@ -435,6 +454,32 @@ static move_result move_without_waiting(pool_resource *p, pool_stream *s, const 
     return release_free_pages(p, s, n, own.keep1, own.keep2, lb) ? MOVE_DONE : MOVE_NOT_DONE;
 }
 
+/* ---- the move budget (page_moves = budget) ------------------------------------------------- */
+
+/* Earn 1/POOL_MOVE_BUDGET_SHARE of the bytes allocated since the last growth, keeping at most the
+ * mark: moves beyond once per mark then take at most that share of what the program allocates,
+ * plus the mark, over any stretch of its run. */
+static void earn_budget(pool_resource *p)
+{
+    pool_growth_state *g = &p->growth;
+    uint64_t total = p->core.counts.total_bytes;
+    if (total > g->budget_counted)
+        g->move_budget += (total - g->budget_counted) / POOL_MOVE_BUDGET_SHARE;
+    g->budget_counted = total;
+    if (g->move_budget > g->mark)
+        g->move_budget = g->mark;
+}
+
+/* Whether a growth of `pages` pages for a request of `size` bytes may move pages although a move
+ * was made since the mark last rose: the budget pays for every page it could move, and it does not
+ * repeat the last move's request with no new pages mapped since. A repeat means the pattern moves
+ * the same block's memory back and forth (a large buffer that other blocks keep taking the place
+ * of): that memory is needed, and the mark rises instead. */
+static bool budget_allows(const pool_resource *p, size_t size, size_t pages)
+{
+    return p->growth.move_budget >= (uint64_t)pages * p->growth.vmm.page && size != p->growth.last_move_size;
+}
+
 static crmm_status out_of_room(const pool_resource *p, size_t size, const char *why)
 {
     char label[80], req[32], have[32];
@@ -455,6 +500,13 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
     char why[512] = "";
     /* threads contend (the caches are on): a step of the pool's size, and no moving */
     bool threads = pool_caching(p);
+    /* page_moves = budget: its own rules apply while s is the only stream state; with other
+     * streams it is wait */
+    bool budget = p->growth.page_moves == POOL_MOVES_BUDGET, budget_rules = budget && only_state(p, s);
+    uint64_t held_before = p->growth.reserved, mark_before = p->growth.mark;
+    bool own_move = false;
+    if (budget)
+        earn_budget(p);
     if (!p->capturing)
         reap_lent(p, false);
     size_t want = size;
@@ -464,7 +516,9 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
         grow_plan plan = plan_step(p, s, size, want, fresh);
         uint64_t free_bytes = p->growth.reserved - (uint64_t)p->core.counts.block_bytes;
         bool can_move = free_bytes > p->growth.release_threshold && free_bytes >= (size < v->page ? size : v->page);
-        if (p->growth.moved_since_mark || threads || fresh || p->capturing || p->growth.page_moves == POOL_MOVES_NEVER)
+        /* budget: a move beyond once per mark, paid for */
+        bool paid = budget_rules && p->growth.moved_since_mark && budget_allows(p, size, plan.pages);
+        if ((p->growth.moved_since_mark && !paid) || threads || fresh || p->capturing || p->growth.page_moves == POOL_MOVES_NEVER)
             can_move = false; /* moving again before the mark rose: the pattern needs the memory;
                                * under capture nothing may wait for the device */
         else if (can_move && !settled && nothing_to_move(p, s))
@@ -477,9 +531,19 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
             settled = true; /* the caller's own free pages moved: no wait, no query */
             p->growth.moved_since_mark = true;
             past_mark = false;
+            own_move = true;
+            if (budget_rules) {
+                uint64_t lent = held_before - p->growth.reserved; /* the pages moved */
+                if (paid)
+                    p->growth.move_budget -= lent < p->growth.move_budget ? lent : p->growth.move_budget;
+                p->growth.last_move_size = size; /* forgotten below if the growth maps new pages too */
+            }
         } else if (moved == MOVE_IN_VAIN) {
             can_move = false; /* new pages, and the mark rises */
         }
+        if (past_mark && can_move && budget_rules)
+            can_move = false; /* one stream: a synchronization could merge nothing, and the pool
+                               * never waits for the device on one stream under budget */
         if (past_mark && can_move && p->growth.page_moves == POOL_MOVES_IDLE && !pool_streams_idle(&p->core.streams, s))
             can_move = false, busy = true; /* new pages now; a growth that finds the streams idle moves them */
         if (past_mark && can_move) {
@@ -487,9 +551,9 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
              * every free block merge (one may fit now), then move free pages to where the growth
              * maps instead of new memory */
             settled = true;
-            if (p->growth.page_moves == POOL_MOVES_WAIT && (st = pool_streams_synchronize(&p->core.streams)) != CRMM_OK)
+            if (p->growth.page_moves != POOL_MOVES_IDLE && (st = pool_streams_synchronize(&p->core.streams)) != CRMM_OK)
                 break;
-            if (p->growth.page_moves == POOL_MOVES_WAIT)
+            if (p->growth.page_moves != POOL_MOVES_IDLE)
                 reap_lent(p, true);
             pool_stream *holder = pool_streams_gather(&p->core.streams, &p->core.records, s);
             if ((*out = pool_free_list_fit(&s->free, size)))
@@ -520,10 +584,18 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
             p->growth.growths++;
             if (p->growth.reserved > p->growth.reserved_peak)
                 p->growth.reserved_peak = p->growth.reserved;
-            if ((settled || (!can_move && !busy)) && p->growth.reserved > p->growth.mark) {
-                p->growth.mark = p->growth.reserved; /* a growth that moving free pages could not (or should not) avoid */
+            /* budget, after a move of s's own pages: the mark rises only by the pages the move did
+             * not cover, not to what the pool holds, so that the slack the pool had used before
+             * stays slack (else each fill-the-slack-then-move cycle would raise the mark by it) */
+            uint64_t rise_to = p->growth.reserved, slack_used = held_before > mark_before ? held_before - mark_before : 0;
+            if (budget_rules && own_move)
+                rise_to = rise_to > slack_used ? rise_to - slack_used : 0;
+            if ((settled || (!can_move && !busy)) && rise_to > p->growth.mark) {
+                p->growth.mark = rise_to; /* a growth that moving free pages could not (or should not) avoid */
                 p->growth.moved_since_mark = false;
             }
+            if (budget && p->growth.reserved > held_before)
+                p->growth.last_move_size = 0; /* new pages: a later move for the same size repeats nothing */
             *out = adopt_pages(p, s, &plan, fresh);
             break;
         } else if (st != CRMM_ERROR_OUT_OF_MEMORY) {

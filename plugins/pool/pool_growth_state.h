@@ -15,7 +15,9 @@
 enum {
     POOL_MOVES_WAIT,               /* wait for the device, then move them */
     POOL_MOVES_IDLE,               /* move them when the streams holding them are idle, else map new pages */
-    POOL_MOVES_NEVER               /* map new pages; free pages go back only at trim and before out of memory */
+    POOL_MOVES_NEVER,              /* map new pages; free pages go back only at trim and before out of memory */
+    POOL_MOVES_BUDGET              /* as wait; on one stream, own pages also move beyond once per mark, paid
+                                    * from a budget earned by allocating, and moves never lock in the slack */
 };
 
 /* Pages lent by one move that did not wait (pool_expand.c): their memory is mapped again where the
@@ -37,6 +39,11 @@ typedef struct pool_growth_state {
     bool expandable;               /* growth maps pages of one reserved range (pool_expand.c) */
     bool moved_since_mark;         /* expandable: a growth moved free pages and the mark has not risen since */
     uint64_t mark;                 /* expandable: the most it had to map (see pool_expand.c) */
+    uint64_t move_budget;          /* expandable, page_moves = budget: bytes of pages that moves beyond once
+                                    * per mark may still take (pool_expand.c) */
+    uint64_t budget_counted;       /* the bytes allocated (counts.total_bytes) already earned into it */
+    size_t last_move_size;         /* budget: the request whose growth the last move of a stream's own pages
+                                    * covered wholly, while no growth has mapped new pages since; 0: none */
     uint8_t page_moves;            /* expandable: POOL_MOVES_* */
     pool_vmm vmm;                  /* that range */
     pool_stream unmapped;          /* owner of the range's blocks that have no memory mapped */

@@ -50,7 +50,7 @@ typedef struct pool_config {
     bool expandable;
     uint64_t release_threshold;
     uint64_t page_size;  /* 0: the device's allocation granularity */
-    int page_moves;      /* index in "wait|idle|never" (POOL_MOVES_*) */
+    int page_moves;      /* index in "wait|idle|never|budget" (POOL_MOVES_*) */
     int stream_reuse;    /* index in "sync|event" */
     int thread_cache;    /* index in "auto|on|off" */
     bool ipc;
@@ -321,11 +321,16 @@ static const crmm_param pool_params[] = {
      .offset = offsetof(pool_config, page_size), .max = (uint64_t)1 << 30},
     {.key = "page_moves", .type = CRMM_PARAM_ENUM, .default_value = "wait",
      .help = "expandable: when growth would pass the most the pool has held and free pages could be moved to where it "
-             "grows instead: wait = wait for the device, then move them (the pool holds least); idle = move them only when "
+             "grows instead: wait = wait for the device, then move them (of wait, idle and never, the pool holds least); idle = move them only when "
              "every stream holding them has finished its work (asked without waiting), else map new pages (no stall of "
              "the host; the pool may hold more until the next growth finds the streams idle); never = always map new "
-             "pages (free pages go back at trim and before out of memory, as PyTorch's expandable segments do)",
-     .offset = offsetof(pool_config, page_moves), .choices = "wait|idle|never"},
+             "pages (free pages go back at trim and before out of memory, as PyTorch's expandable segments do); budget = "
+             "as wait, but while one stream uses the pool its own free pages also move more than once per mark, paid "
+             "from a budget of 1/8 of the bytes allocated (at most the mark), unless the growth's request has the size "
+             "of the last move's with no new pages mapped since, and a move never raises the mark by the slack it used: "
+             "the pool holds less over long runs that do not repeat, at the cost of pages moved in every pass of them "
+             "(never a device synchronization on one stream)",
+     .offset = offsetof(pool_config, page_moves), .choices = "wait|idle|never|budget"},
     {.key = "stream_reuse", .type = CRMM_PARAM_ENUM, .default_value = "sync",
      .help = "how a block freed on one stream is reused on another: sync = after a device synchronization, never "
              "touching the other stream (safe when streams are destroyed); event = the new stream waits for an event "

@@ -32,6 +32,9 @@
 /* An expandable pool grows without waiting for the device while it holds at most its mark plus
  * 1/POOL_EXPAND_SLACK of it (see pool_expand.c). */
 #define POOL_EXPAND_SLACK 32
+/* page_moves = budget: moves of a stream's own pages beyond once per mark may take at most
+ * 1/POOL_MOVE_BUDGET_SHARE of the bytes allocated, plus the mark (see pool_expand.c). */
+#define POOL_MOVE_BUDGET_SHARE 8
 /* While threads contend (the per-thread caches are on), an expandable pool grows by at least
  * 1/POOL_EXPAND_THREAD_STEP of what it holds and never moves pages (see pool_expand.c). */
 #define POOL_EXPAND_THREAD_STEP 16
