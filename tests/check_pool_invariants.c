@@ -2,7 +2,7 @@
  * the scripted CUDA of fake_vmm.h and fake_capture.h, in the pool's three forms: allocations and
  * frees on three streams, captures over two joined streams, graphs destroyed while their blocks
  * are live, frees after a destroy on other streams, trims and queries, with graph_pool shared and
- * private, a maximum and a release threshold. After each step, read from the pool's structures
+ * private, a maximum, a release threshold and page_moves = budget. After each step, read from the pool's structures
  * (pool_resource.h):
  *  - two neighbouring free blocks never belong to the same state (they would have merged), nor two
  *    neighbouring parked blocks to the same graph, stream and area;
@@ -113,6 +113,7 @@ static const char *const params[] = {
     "initial_size=8MiB thread_cache=off graph_pool=private",
     "initial_size=8MiB thread_cache=off graph_pool=private maximum_size=24MiB",
     "initial_size=8MiB thread_cache=off graph_pool=private release_threshold=1MiB",
+    "initial_size=8MiB thread_cache=off page_moves=budget",
 };
 #define PARAMS ((int)(sizeof params / sizeof params[0]))
 #define SEEDS 2
