@@ -20,8 +20,8 @@ sequence in every mode; nothing is downloaded):
 Modes: native (PyTorch's caching allocator), expandable (PYTORCH_CUDA_ALLOC_CONF=
 expandable_segments:True, set before torch is imported), crmm (crmm.allocators.torch.use_crmm()
 with $CRMM_CONFIG, the default config conf/crmm.ini when run by torch_workloads.sh), and, for a
-diagnosis not run by default, crmm_idle and crmm_never (the default config's pool with page_moves =
-idle or never, see docs/expandable-pool.md), and crmm_chunked (crmm's pool growing by cudaMalloc chunks instead of
+diagnosis not run by default, crmm_idle, crmm_never and crmm_budget (the default config's pool with
+page_moves = idle, never or budget, see docs/expandable-pool.md), and crmm_chunked (crmm's pool growing by cudaMalloc chunks instead of
 mapping pages: the same allocator work over memory that is not mapped page by page, which tells
 a cost of the allocator from a cost of page-mapped memory in the kernels).
 
@@ -45,8 +45,8 @@ MiB = 1 << 20
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", choices=sorted(WORKLOADS))
-    ap.add_argument("--mode", choices=["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_chunked",
-                                       "crmm_split", "crmm_split_never", *PAGE_SIZE_CONFIGS])
+    ap.add_argument("--mode", choices=["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_budget",
+                                       "crmm_chunked", "crmm_split", "crmm_split_never", *PAGE_SIZE_CONFIGS])
     ap.add_argument("--record", metavar="LOG.csv", help="crmm modes: write the allocation log here")
     ap.add_argument("--run", type=int, default=0, help="the run's number, copied to the output")
     ap.add_argument("--steps", type=int, help="dyn_train and moe: training steps (default 10); the workload is "
@@ -109,7 +109,7 @@ def use_crmm(record, mode="crmm"):
         text = CHUNKED_CONFIG
     elif mode == "crmm_private":
         text = PRIVATE_GRAPH_CONFIG
-    elif mode in ("crmm_idle", "crmm_never"):
+    elif mode in ("crmm_idle", "crmm_never", "crmm_budget"):
         text = PAGE_MOVES_CONFIG.format(moves=mode[len("crmm_"):])
     elif mode in ALIGNED_CONFIGS:
         text = ALIGNED_CONFIGS[mode]
@@ -522,7 +522,7 @@ def table(path):
                 runs.setdefault((r["workload"], r["mode"]), []).append(r)
                 if r["workload"] not in workloads:
                     workloads.append(r["workload"])
-    modes = ["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_chunked"]
+    modes = ["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_budget", "crmm_chunked"]
     print("| workload | mode | runs | peak MiB median (min-max) | vs native | vs expandable | metric median (min-max) "
           "| first step s | reserved / allocated peak MiB | outside MiB | alloc+free ns | crmm per step/token |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -2,8 +2,8 @@
  * the scripted CUDA of fake_vmm.h and fake_capture.h, in the pool's three forms: allocations and
  * frees on three streams, captures over two joined streams, graphs destroyed while their blocks
  * are live, frees after a destroy on other streams, trims and queries, with graph_pool shared and
- * private, a maximum, a release threshold and page_moves = budget. After each step, read from the pool's structures
- * (pool_resource.h):
+ * private, a maximum, a release threshold and page_moves = budget. After each step, read from the
+ * pool's structures (pool_resource.h):
  *  - two neighbouring free blocks never belong to the same state (they would have merged), nor two
  *    neighbouring parked blocks to the same graph, stream and area;
  *  - the bytes the pool counts as held are the bytes of the blocks out of every free list, and
