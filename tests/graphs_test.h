@@ -32,8 +32,14 @@ static size_t device_in_use; /* what cudaMalloc holds: at most DEVICE_MEMORY, as
 #define CUDA_MALLOC_LARGE_ALIGN ((size_t)2 << 20)
 struct cuda_malloc_header { size_t size; char *base; };
 
+/* Called first thing in cudaMalloc when set: a test's moment inside a pool's growth, with the
+ * pool's lock held. */
+static void (*cuda_malloc_hook)(void);
+
 cudaError_t cudaMalloc(void **ptr, size_t size)
 {
+    if (cuda_malloc_hook)
+        cuda_malloc_hook();
     cudaError_t e = fake_capture_call("cudaMalloc", FAKE_CALL_UNSAFE, NULL);
     if (e != cudaSuccess)
         return e;

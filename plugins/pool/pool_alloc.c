@@ -28,9 +28,9 @@
 #include "pool_resource.h"
 
 /* Count an allocation in the pool's own counts; with caches off, they are the figures, so they
- * raise the peaks. With caches on they leave out what the caches count, so the peaks of the
- * allocations are raised by the sums (pool_cache_sum, pool_cache_drain_all); the peak of the
- * block bytes is raised by the pool's own figure as well. */
+ * raise the peaks. With caches on they leave out what the caches count (a block allocated here
+ * may be freed into another thread's delta), so every peak is raised by the sums only
+ * (pool_cache_sum at a query, pool_cache_drain_all). */
 static inline void count_allocation(pool_resource *p, size_t bytes, size_t size)
 {
     pool_counts_allocated(&p->core.counts, bytes, size);
@@ -40,7 +40,6 @@ static inline void count_allocation(pool_resource *p, size_t bytes, size_t size)
 static inline void count_allocation_caching(pool_resource *p, size_t bytes, size_t size)
 {
     pool_counts_allocated(&p->core.counts, bytes, size);
-    pool_peaks_raise(&p->core.peaks, &p->core.counts, POOL_PEAK_BLOCKS);
 }
 
 /* ---- the slow path: a ladder of ways to find a free block, tried in order ------------------- */
@@ -126,7 +125,9 @@ static crmm_status rung_grow(const pool_request *rq)
 }
 
 /* Out of room: every cache's blocks (they may merge into one that fits, and an expandable pool
- * can give their pages back and map them where the growth needs them), then growth again. */
+ * can give their pages back and map them where the growth needs them) and every cache's count of
+ * frees (an expandable pool then sees the free pages other threads' frees left), then growth
+ * again. */
 static crmm_status rung_all_caches_then_grow(const pool_request *rq)
 {
     if (!pool_caching(rq->p) || !pool_cache_drain_all(rq->p))
@@ -564,22 +565,37 @@ static crmm_status cached_deallocate(pool_resource *p, void *ptr, size_t bytes, 
     if (!c)
         return locked_deallocate(p, ptr, bytes, stream, NULL);
     spin_lock(&c->lock);
+    /* a full cache evicts blocks to the free lists: under the pool's lock (taken first, as the
+     * lock order says), so that at no moment, a fork's included, are blocks in no list. Only this
+     * thread fills its cache, so one found not full stays so until the push. */
+    bool full = pool_cache_full(c);
+    if (full) {
+        spin_unlock(&c->lock);
+        pool_lock(p);
+        spin_lock(&c->lock);
+    }
     pool_block *b = pool_block_map_remove(&c->live, (uintptr_t)ptr);
     if (!b) {
         spin_unlock(&c->lock);
+        if (full)
+            pool_unlock(p);
         return locked_deallocate(p, ptr, bytes, stream, NULL);
     }
     if (__builtin_expect(b->u.live.requested != bytes, 0)) {
         crmm_status st = pool_refuse_size(p, &c->live, b, bytes);
         spin_unlock(&c->lock);
+        if (full)
+            pool_unlock(p);
         return st;
     }
     pool_counts_freed(&c->delta, b->u.live.requested, b->size);
     pool_block *out[POOL_CACHE_BLOCKS];
     unsigned n = pool_cache_push(c, b, out); /* not larger than POOL_CACHE_MAX_BLOCK: no cache took it */
-    spin_unlock(&c->lock);
     if (n)
         pool_cache_give_back(p, c, out, n);
+    spin_unlock(&c->lock);
+    if (full)
+        pool_unlock(p);
     return CRMM_OK;
 }
 

@@ -123,16 +123,16 @@ uint64_t pool_cache_bytes(const pool_resource *p)
 
 bool pool_cache_drain_all(pool_resource *p)
 {
-    bool gave = false;
+    bool changed = false;
     for (pool_thread_cache *c = p->cache.caches; c; c = c->next) {
         spin_lock(&c->lock);
-        drain(p, c, &gave);
+        changed |= c->delta.block_bytes != 0; /* frees the pool's own counts did not see */
+        drain(p, c, &changed);
         spin_unlock(&c->lock);
     }
-    /* every delta is in p's counts now: they are the sums (the block bytes' peak follows p's own
-     * figure at each allocation, pool_alloc.c) */
-    pool_peaks_raise(&p->core.peaks, &p->core.counts, POOL_PEAK_ALLOCATIONS);
-    return gave;
+    /* every delta is in p's counts now: they are the sums */
+    pool_peaks_raise(&p->core.peaks, &p->core.counts, POOL_PEAKS_ALL);
+    return changed;
 }
 
 /* Give up the cache in slot i of t: drained, it goes to its pool as an orphan; a cache of a
@@ -339,7 +339,6 @@ unsigned pool_cache_push(pool_thread_cache *c, pool_block *b, pool_block **out)
 
 void pool_cache_give_back(pool_resource *p, pool_thread_cache *c, pool_block **blocks, unsigned n)
 {
-    pool_lock(p);
     pool_stream *s = home_state(p, c);
     if (s) {
         for (unsigned i = 0; i < n; i++)
@@ -349,7 +348,6 @@ void pool_cache_give_back(pool_resource *p, pool_thread_cache *c, pool_block **b
         crmm_log(CRMM_LOG_WARN, "%s: %u free blocks lost until the pool is destroyed (no stream state could be made)",
                  pool_label(p, label, sizeof label), n);
     }
-    pool_unlock(p);
 }
 
 /* ---- under the pool's lock ----------------------------------------------------------------- */

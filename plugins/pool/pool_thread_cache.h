@@ -15,7 +15,8 @@
  *    four above it: no scan of the whole cache); the block keeps its size (the block bytes
  *    count all of it). A free pushes; when the cache is full, the blocks pushed before the last
  *    POOL_CACHE_KEEP pushes (at least POOL_CACHE_BLOCKS - POOL_CACHE_KEEP of them) go back to the
- *    pool under one pool lock. Blocks larger than POOL_CACHE_MAX_BLOCK are never cached. A
+ *    pool under one pool lock, taken before the push (so that no block is ever in no list, not
+ *    even in the copy of the pool a fork makes). Blocks larger than POOL_CACHE_MAX_BLOCK are never cached. A
  *    cached block keeps owner NULL, so the pool never merges with it;
  *  - its own live map: every block its thread allocates on its stream while caching is on (a hit
  *    or a miss that the pool served), so that the thread's free finds the block under the cache's
@@ -44,7 +45,8 @@
  * exit, a thread giving up one of its POOL_CACHE_SLOTS for another (pool, stream), and destroy.
  *
  * Lock order: that mutex, the pool's lock, a cache's lock. A thread never holds its cache's lock
- * while it takes the pool's. */
+ * while it takes the pool's (a free that finds its cache full lets go of it, takes the pool's,
+ * then takes it again). */
 #ifndef CRMM_PLUGINS_POOL_THREAD_CACHE_H
 #define CRMM_PLUGINS_POOL_THREAD_CACHE_H
 
@@ -117,16 +119,21 @@ pool_thread_cache *pool_cache_get(struct pool_resource *p, crmm_cuda_stream_t st
 void pool_cache_reset(pool_thread_cache *c);
 /* Take a cached block for `size` (see the top), or NULL. Under c's lock. */
 pool_block *pool_cache_take(pool_thread_cache *c, size_t size);
-/* Cache free block b (not larger than POOL_CACHE_MAX_BLOCK). Under c's lock. When the cache is
- * full, the oldest blocks leave it into out[] (room for POOL_CACHE_BLOCKS); returns how many:
- * the caller gives them to the pool (pool_cache_give_back) after releasing c's lock. */
+/* Whether c has no room for another block (a push would evict). Under c's lock. */
+static inline bool pool_cache_full(const pool_thread_cache *c) { return c->unused == POOL_CACHE_NONE; }
+/* Cache free block b (not larger than POOL_CACHE_MAX_BLOCK). Under c's lock, and the pool's
+ * when the cache is full (pool_cache_full): then the oldest blocks leave it into out[] (room for
+ * POOL_CACHE_BLOCKS); returns how many, which the caller gives to the pool (pool_cache_give_back)
+ * before releasing either lock. */
 unsigned pool_cache_push(pool_thread_cache *c, pool_block *b, pool_block **out);
-/* Give n blocks freed on c's stream to the pool (takes the pool's lock). */
+/* Give n blocks freed on c's stream to the pool's free lists. Under the pool's lock. */
 void pool_cache_give_back(struct pool_resource *p, pool_thread_cache *c, pool_block **blocks, unsigned n);
 
 /* ---- under the pool's lock ----------------------------------------------------------------- */
 
-/* Drain every cache of p (see the top). Returns whether a block went back to a free list. */
+/* Drain every cache of p (see the top). Returns whether that changed what the pool can serve: a
+ * block went back to a free list, or a cache's count of frees joined the pool's counts (an
+ * expandable pool's out-of-memory path reads them to find free pages). */
 bool pool_cache_drain_all(struct pool_resource *p);
 /* Give the calling thread's cache of p for `stream` (if it has one) its blocks back to the pool
  * and fold its delta into the pool's counts; its live map stays. Returns whether a block went

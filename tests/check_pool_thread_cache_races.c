@@ -1,0 +1,249 @@
+/* check_pool_thread_cache_races.c — the pool's per-thread caches where two threads' counts and a
+ * fork meet, against the scripted CUDA of fake_vmm.h and graphs_test.h:
+ *  - the peak of the block bytes stays a figure that was once held when one thread allocates and
+ *    another frees (each cache counts the frees of the blocks its thread allocated);
+ *  - an expandable pool out of room finds the free pages other threads' frees left, though the
+ *    pool's own counts have not seen those frees yet;
+ *  - a fork while a thread's full cache gives blocks back leaves the child every block, each in
+ *    one place (a live map, a cache or a free list). */
+#include "build_config.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+#include "graphs_test.h"
+#include "../plugins/pool/pool_resource.h"
+
+/* ---- a second thread that makes one call at a time ------------------------------------------ */
+
+enum { H_IDLE, H_ALLOC, H_FREE, H_EXIT };
+
+typedef struct helper {
+    pthread_t th;
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    int op;
+    crmm_resource *p;
+    size_t n;
+    void *ptr;
+    crmm_status st;
+} helper;
+
+static void *helper_main(void *arg)
+{
+    helper *h = arg;
+    pthread_mutex_lock(&h->m);
+    for (;;) {
+        while (h->op == H_IDLE)
+            pthread_cond_wait(&h->cv, &h->m);
+        if (h->op == H_EXIT)
+            break;
+        if (h->op == H_ALLOC)
+            h->st = crmm_resource_allocate(h->p, h->n, NULL, &h->ptr);
+        else
+            h->st = crmm_resource_deallocate(h->p, h->ptr, h->n, NULL);
+        h->op = H_IDLE;
+        pthread_cond_broadcast(&h->cv);
+    }
+    pthread_mutex_unlock(&h->m);
+    return NULL;
+}
+
+static void helper_start(helper *h)
+{
+    memset(h, 0, sizeof *h);
+    pthread_mutex_init(&h->m, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    ck_assert_int_eq(pthread_create(&h->th, NULL, helper_main, h), 0);
+}
+
+/* Run one call on the helper's thread and wait for it. */
+static crmm_status helper_call(helper *h, int op, crmm_resource *p, void **ptr, size_t n)
+{
+    pthread_mutex_lock(&h->m);
+    h->op = op, h->p = p, h->n = n, h->ptr = *ptr;
+    pthread_cond_broadcast(&h->cv);
+    while (h->op != H_IDLE)
+        pthread_cond_wait(&h->cv, &h->m);
+    *ptr = h->ptr;
+    crmm_status st = h->st;
+    pthread_mutex_unlock(&h->m);
+    return st;
+}
+
+static void helper_stop(helper *h)
+{
+    pthread_mutex_lock(&h->m);
+    h->op = H_EXIT;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->m);
+    ck_assert_int_eq(pthread_join(h->th, NULL), 0);
+}
+
+static void *h_alloc(helper *h, crmm_resource *p, size_t n)
+{
+    void *x = NULL;
+    ck_assert_crmm_ok(helper_call(h, H_ALLOC, p, &x, n));
+    return x;
+}
+
+static void h_free(helper *h, crmm_resource *p, void *x, size_t n)
+{
+    ck_assert_crmm_ok(helper_call(h, H_FREE, p, &x, n));
+}
+
+/* Two threads have allocated: the caches are on (thread_cache = on). */
+static void caches_on(crmm_resource *p, helper *h)
+{
+    void *a = alloc_on(p, 256, NULL);
+    h_free(h, p, h_alloc(h, p, 256), 256);
+    free_on(p, a, 256, NULL);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), 1);
+}
+
+/* ---- counts ---------------------------------------------------------------------------------- */
+
+/* One thread allocates 1 MiB and the other frees it, 20 times: at most 1 MiB (and the 256 bytes
+ * of the start) was ever held in blocks, and the peak says no more, whatever the pool's own count
+ * (which sees every allocation and none of those frees) reached. Rows: chunks, expandable. */
+CRMM_LOOP_TEST_IN("counts", the_block_bytes_peak_is_a_figure_that_was_held, 2)
+{
+    crmm_resource *p = pool_in_form(_i ? EXPANDABLE : CHUNKS_SYNC, "initial_size=8MiB thread_cache=on");
+    helper h;
+    helper_start(&h);
+    caches_on(p, &h);
+    for (int i = 0; i < 20; i++)
+        h_free(&h, p, alloc_on(p, MiB, NULL), MiB);
+    uint64_t peak = q(p, CRMM_QUERY_POOL_BLOCK_BYTES_PEAK);
+    ck_assert_msg(peak <= MiB + 256, "the block bytes' peak says %llu; 1 MiB was the most ever held",
+                  (unsigned long long)peak);
+    ck_assert_uint_le(peak, q(p, CRMM_QUERY_BYTES_RESERVED));
+    helper_stop(&h);
+    crmm_resource_release(p);
+}
+
+/* An expandable pool at its maximum, half its pages freed by a thread other than the one that
+ * allocated them (so the pool's own counts have not seen those frees): a request of two pages
+ * finds room by giving free pages back, as it does with caches off (row 1). */
+CRMM_LOOP_TEST_IN("counts", out_of_room_sees_the_frees_of_other_threads, 2)
+{
+    bool caches = _i == 0;
+    crmm_resource *p = pool_in_form(EXPANDABLE, caches ? "maximum_size=1MiB thread_cache=on" : "maximum_size=1MiB thread_cache=off");
+    helper h;
+    helper_start(&h);
+    void *a = alloc_on(p, 256, NULL);
+    h_free(&h, p, h_alloc(&h, p, 256), 256);
+    free_on(p, a, 256, NULL);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), caches);
+    void *x[16];
+    for (int i = 0; i < 16; i++)
+        x[i] = h_alloc(&h, p, PAGE); /* every page of the maximum */
+    for (int i = 0; i < 16; i += 2)
+        free_on(p, x[i], PAGE, NULL); /* this thread frees the other's blocks */
+    void *y = NULL;
+    ck_assert_msg(crmm_resource_allocate(p, 2 * PAGE, NULL, &y) == CRMM_OK,
+                  "thread_cache=%s: two pages, with eight free and room for them: %s", caches ? "on" : "off",
+                  crmm_last_error());
+    free_on(p, y, 2 * PAGE, NULL);
+    for (int i = 1; i < 16; i += 2)
+        h_free(&h, p, x[i], PAGE);
+    helper_stop(&h);
+    crmm_resource_release(p);
+}
+
+/* ---- fork ------------------------------------------------------------------------------------ */
+
+/* Every block of pool p out of the free lists is in exactly one live map or cache entry. */
+static bool each_block_in_one_place(crmm_resource *r, char *msg, size_t len)
+{
+    pool_resource *p = (pool_resource *)r;
+    for (const pool_chunk *c = p->growth.chunks; c; c = c->next)
+        for (const pool_block *b = c->first; b; b = b->phys_next) {
+            if (b->owner)
+                continue;
+            int places = p->core.live.count && pool_block_map_find(&p->core.live, b->addr) == b;
+            for (const pool_thread_cache *k = p->cache.caches; k; k = k->next) {
+                places += k->live.count && pool_block_map_find(&k->live, b->addr) == b;
+                for (int i = 0; i < POOL_CACHE_BLOCKS; i++)
+                    places += k->entries[i].block == b;
+            }
+            if (places != 1) {
+                snprintf(msg, len, "block %#lx+%zu is in %d places", (unsigned long)b->addr, b->size, places);
+                return false;
+            }
+        }
+    return true;
+}
+
+static helper evicting;          /* its cache is full */
+static crmm_resource *forked_pool;
+static void *blocks[POOL_CACHE_BLOCKS + 1];
+static pthread_t evictor;
+static volatile int fork_status = -1;
+
+static void *free_into_the_full_cache(void *arg)
+{
+    (void)arg;
+    h_free(&evicting, forked_pool, blocks[POOL_CACHE_BLOCKS], 256);
+    return NULL;
+}
+
+static void *fork_and_check_the_child(void *arg)
+{
+    (void)arg;
+    pid_t pid = fork(); /* its prepare handler waits for the pool's lock, as the evicting thread does */
+    if (pid == 0) {
+        char msg[200];
+        bool ok = each_block_in_one_place(forked_pool, msg, sizeof msg);
+        if (!ok)
+            fprintf(stderr, "the child: %s\n", msg);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    fork_status = WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+    return NULL;
+}
+
+/* Inside the main thread's growth (cudaMalloc, the pool's lock held): the helper frees into its
+ * full cache, then another thread forks; both wait for the pool's lock, in either order. */
+static void free_and_fork_while_the_lock_is_held(void)
+{
+    cuda_malloc_hook = NULL;
+    pthread_t forker;
+    ck_assert_int_eq(pthread_create(&evictor, NULL, free_into_the_full_cache, NULL), 0);
+    usleep(20000);
+    ck_assert_int_eq(pthread_create(&forker, NULL, fork_and_check_the_child, NULL), 0);
+    pthread_detach(forker);
+    usleep(20000);
+}
+
+/* A thread's free into its full cache and a fork meet at the pool's lock: whichever comes first,
+ * the child gets every block in one place (the blocks leaving the cache are never in none). Each
+ * run is one chance for the other order. */
+CRMM_LOOP_TEST_IN("fork", a_fork_beside_a_full_cache_s_free_loses_no_block, 10)
+{
+    forked_pool = pool_in_form(CHUNKS_SYNC, "initial_size=1MiB thread_cache=on");
+    fork_status = -1;
+    helper_start(&evicting);
+    void *keep = alloc_on(forked_pool, 256, NULL);
+    caches_on(forked_pool, &evicting);
+    for (int i = 0; i <= POOL_CACHE_BLOCKS; i++)
+        blocks[i] = h_alloc(&evicting, forked_pool, 256);
+    for (int i = 0; i < POOL_CACHE_BLOCKS; i++)
+        h_free(&evicting, forked_pool, blocks[i], 256); /* the helper's cache is full */
+    cuda_malloc_hook = free_and_fork_while_the_lock_is_held;
+    void *big = alloc_on(forked_pool, 4 * MiB, NULL); /* grows: cudaMalloc with the pool's lock held */
+    ck_assert_int_eq(pthread_join(evictor, NULL), 0);
+    while (fork_status < 0)
+        usleep(1000);
+    ck_assert_msg(fork_status == 0, "run %d: the child found a block lost or doubled", _i);
+    free_on(forked_pool, big, 4 * MiB, NULL);
+    free_on(forked_pool, keep, 256, NULL);
+    helper_stop(&evicting);
+    crmm_resource_release(forked_pool);
+}
+
+int main(void)
+{
+    return CRMM_TEST_MAIN_CASES("pool_thread_cache_races", {"counts", 0}, {"fork", 0});
+}
