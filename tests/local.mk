@@ -92,6 +92,7 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_graphs_private \
 	tests/check_pool_invariants \
 	tests/check_pool_thread_cache_races \
+	tests/check_pool_stream_order \
 	tests/check_graphs_plugins \
 	tests/check_graphs_model \
 	tests/check_ipc
@@ -177,6 +178,7 @@ tests_check_graphs_SOURCES = tests/check_graphs.c $(FAKE_VMM_SOURCES) tests/mall
 tests_check_graphs_private_SOURCES = tests/check_graphs_private.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_pool_invariants_SOURCES = tests/check_pool_invariants.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_pool_thread_cache_races_SOURCES = tests/check_pool_thread_cache_races.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
+tests_check_pool_stream_order_SOURCES = tests/check_pool_stream_order.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_graphs_plugins_SOURCES = tests/check_graphs_plugins.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_graphs_model_SOURCES = tests/check_graphs_model.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_ipc_SOURCES = tests/check_ipc.c $(FAKE_VMM_SOURCES)
@@ -211,6 +213,7 @@ tests_check_graphs_LDFLAGS = -export-dynamic
 tests_check_graphs_private_LDFLAGS = -export-dynamic
 tests_check_pool_invariants_LDFLAGS = -export-dynamic
 tests_check_pool_thread_cache_races_LDFLAGS = -export-dynamic
+tests_check_pool_stream_order_LDFLAGS = -export-dynamic
 tests_check_graphs_plugins_LDFLAGS = -export-dynamic
 tests_check_graphs_model_LDFLAGS = -export-dynamic
 tests_check_ipc_LDFLAGS = -export-dynamic

@@ -371,10 +371,21 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsi
 
 /* ---- the scripted runtime ----------------------------------------------------------------- */
 
+void (*fake_vmm_order_hook)(int what, cudaStream_t s);
+
+static void order(int what, cudaStream_t s)
+{
+    if (fake_vmm_order_hook)
+        fake_vmm_order_hook(what, s);
+}
+
 cudaError_t cudaDeviceSynchronize(void)
 {
     __atomic_add_fetch(&fake_vmm.device_syncs, 1, __ATOMIC_RELAXED);
-    return fake_capture_call("cudaDeviceSynchronize", FAKE_CALL_WAIT, NULL);
+    cudaError_t e = fake_capture_call("cudaDeviceSynchronize", FAKE_CALL_WAIT, NULL);
+    if (e == cudaSuccess)
+        order(FAKE_ORDER_DEVICE_SYNC, NULL);
+    return e;
 }
 cudaError_t cudaGetDevice(int *device) { *device = 0; return cudaSuccess; }
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
@@ -386,12 +397,21 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
     *total = fv.device_memory;
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { return fake_capture_call("cudaStreamSynchronize", FAKE_CALL_WAIT, s); }
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    cudaError_t e = fake_capture_call("cudaStreamSynchronize", FAKE_CALL_WAIT, s);
+    if (e == cudaSuccess)
+        order(FAKE_ORDER_STREAM_SYNC, s);
+    return e;
+}
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
     __atomic_add_fetch(&fake_vmm.stream_queries, 1, __ATOMIC_RELAXED);
     cudaError_t e = fake_capture_call("cudaStreamQuery", FAKE_CALL_STREAM, s);
-    return e != cudaSuccess ? e : fake_vmm.streams_busy ? cudaErrorNotReady : cudaSuccess;
+    e = e != cudaSuccess ? e : fake_vmm.streams_busy ? cudaErrorNotReady : cudaSuccess;
+    if (e == cudaSuccess)
+        order(FAKE_ORDER_STREAM_SYNC, s);
+    return e;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int f)
 {
@@ -408,16 +428,29 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
     (void)e;
     __atomic_fetch_add(&fake_vmm.event_records, 1, __ATOMIC_RELAXED);
     fake_vmm.event_stream = s;
-    return fake_capture_call("cudaEventRecord", FAKE_CALL_STREAM, s);
+    cudaError_t r = fake_capture_call("cudaEventRecord", FAKE_CALL_STREAM, s);
+    if (r == cudaSuccess)
+        order(FAKE_ORDER_RECORD, s);
+    return r;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {
     (void)e;
     __atomic_fetch_add(&fake_vmm.event_queries, 1, __ATOMIC_RELAXED);
     cudaError_t r = fake_capture_call("cudaEventQuery", FAKE_CALL_WAIT, NULL);
-    return r != cudaSuccess ? r : fake_vmm.events_busy ? cudaErrorNotReady : cudaSuccess;
+    r = r != cudaSuccess ? r : fake_vmm.events_busy ? cudaErrorNotReady : cudaSuccess;
+    if (r == cudaSuccess)
+        order(FAKE_ORDER_EVENT_DONE, NULL);
+    return r;
 }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int f) { (void)e, (void)f; return fake_capture_call("cudaStreamWaitEvent", FAKE_CALL_STREAM, s); }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int f)
+{
+    (void)e, (void)f;
+    cudaError_t r = fake_capture_call("cudaStreamWaitEvent", FAKE_CALL_STREAM, s);
+    if (r == cudaSuccess)
+        order(FAKE_ORDER_WAIT, s);
+    return r;
+}
 
 /* ---- an upstream that says it is device memory ------------------------------------------- */
 

@@ -45,6 +45,14 @@ typedef struct fake_vmm_state {
 /* The counters and settings; tests read and set them directly. */
 extern fake_vmm_state fake_vmm;
 
+/* What orders stream work, as the scripted runtime sees it: a device synchronization, a stream
+ * found idle (synchronized, or a query that says so), an event recorded on a stream, a stream made
+ * to wait for the last event recorded, an event found complete. */
+enum { FAKE_ORDER_DEVICE_SYNC, FAKE_ORDER_STREAM_SYNC, FAKE_ORDER_RECORD, FAKE_ORDER_WAIT, FAKE_ORDER_EVENT_DONE };
+/* When set, called at each of them with the stream concerned (NULL for the device and an event),
+ * on the calling thread: a test's model of which work is ordered after which. */
+extern void (*fake_vmm_order_hook)(int what, cudaStream_t s);
+
 /* Forget everything (counters, settings, handles; a live reservation is left to the process)
  * and set the device's allocation granularity (`page`, a power of two) and its memory, as
  * cuMemGetAllocationGranularity and cudaMemGetInfo report them. */
