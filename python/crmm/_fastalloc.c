@@ -19,6 +19,7 @@
 #define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -97,7 +98,7 @@ static int size_arg(PyObject *o, size_t *out)
     if (v == -1 && PyErr_Occurred())
         return -1;
     if (overflow < 0 || (!overflow && v < 0)) {
-        PyErr_SetString(PyExc_ValueError, "size must not be negative");
+        PyErr_Format(PyExc_ValueError, "size must not be negative (got %S)", o);
         return -1;
     }
     if (!overflow) {
@@ -107,7 +108,7 @@ static int size_arg(PyObject *o, size_t *out)
     unsigned long long u = PyLong_AsUnsignedLongLong(o);
     if ((u == (unsigned long long)-1 && PyErr_Occurred()) || u > SIZE_MAX) {
         PyErr_Clear();
-        PyErr_SetString(PyExc_OverflowError, "size does not fit in size_t");
+        PyErr_Format(PyExc_OverflowError, "size %S does not fit in size_t", o);
         return -1;
     }
     *out = (size_t)u;
@@ -461,6 +462,21 @@ static PyObject *fa_create_zeroed(PyObject *self, PyObject *const *args, Py_ssiz
     return NULL;
 }
 
+/* Whether o may be an owner_type: a class whose instances object.__new__ makes (make_owner makes
+ * them so, without the type's own __new__); else TypeError naming `fn`. */
+static bool owner_type_arg(PyObject *o, const char *fn)
+{
+    if (!PyType_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s: owner_type must be a type", fn);
+        return false;
+    }
+    if (PyType_GetSlot((PyTypeObject *)o, Py_tp_new) != PyType_GetSlot(&PyBaseObject_Type, Py_tp_new)) {
+        PyErr_Format(PyExc_TypeError, "%s: owner_type must be a class whose instances object.__new__ makes", fn);
+        return false;
+    }
+    return true;
+}
+
 /* An owner_type made as its __new__ makes it, with _buf = buffer, _stream = stream_obj and
  * _mr = None: a DeviceBuffer around a Buffer, as RMM's allocators make it. NULL with the
  * exception set when anything raises (the buffer is then still the caller's). */
@@ -567,13 +583,22 @@ static PyObject *cupy_memory_get_owner(PyObject *self, void *closure)
             return NULL;
         b->buf = f->buf;
         PyObject *owner = make_owner(cupy_memory_owner_type, (PyObject *)b, f->stream);
-        if (!owner)
-            b->buf = NULL; /* the memory keeps the buffer */
+        /* making the owner may run Python (a collection's finalizers, another thread), which may
+         * have read _owner meanwhile and made the owner first: then this one lets go */
+        bool first = owner && !f->owner && f->buf == b->buf;
+        if (!first)
+            b->buf = NULL; /* the memory, or the owner made first, keeps the buffer */
         drop_keeping_error((PyObject *)b);
         if (!owner)
             return NULL;
-        f->buf = NULL;
-        f->owner = owner;
+        if (first) {
+            f->buf = NULL;
+            f->owner = owner;
+        } else {
+            Py_DECREF(owner);
+            if (!f->owner)
+                Py_RETURN_NONE;
+        }
     }
     Py_INCREF(f->owner);
     return f->owner;
@@ -770,8 +795,10 @@ static void probe_pointer_layout(PyObject *pointer)
  * by calling it. */
 static PyObject *make_pointer(PyObject *pointer, PyObject *mem, intptr_t ptr, int device)
 {
-    if (pointer == pointer_probed && pointer_at.ptr >= 0)
-        return pointer_direct(pointer, &pointer_at, mem, ptr, device);
+    /* a copy: making the instance may run Python that probes another pointer type */
+    pointer_layout at = pointer_at;
+    if (pointer == pointer_probed && at.ptr >= 0)
+        return pointer_direct(pointer, &at, mem, ptr, device);
     return call_pointer(pointer, mem);
 }
 
@@ -824,6 +851,8 @@ static PyObject *fa_cupy_memory_type(PyObject *self, PyObject *const *args, Py_s
         PyErr_SetString(PyExc_TypeError, "cupy_memory_type takes 2 types (base, owner_type)");
         return NULL;
     }
+    if (!owner_type_arg(args[1], "cupy_memory_type"))
+        return NULL;
     PyObject *base = args[0];
     if (cupy_memory) {
         if (PyType_IsSubtype((PyTypeObject *)cupy_memory, (PyTypeObject *)base) && cupy_memory_owner_type == args[1]) {
@@ -887,10 +916,8 @@ static PyObject *fa_create_wrapped(PyObject *self, PyObject *const *args, Py_ssi
                         "create_wrapped takes 7 arguments (size, stream, mr, memory, pointer, owner_type, stream_obj)");
         return NULL;
     }
-    if (!PyType_Check(args[5])) {
-        PyErr_SetString(PyExc_TypeError, "owner_type must be a type");
+    if (!owner_type_arg(args[5], "create_wrapped"))
         return NULL;
-    }
     return wrap_buffer(fa_create(self, args, 3), args[0], args[3], args[4], args[5], args[6]);
 }
 
@@ -1011,6 +1038,8 @@ static PyObject *fa_cupy_allocator(PyObject *self, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_TypeError, "cupy_allocator: streams must be a dict and owner_type a type");
         return NULL;
     }
+    if (!owner_type_arg(args[CA_OWNER_TYPE], "cupy_allocator"))
+        return NULL;
     if (address_arg(args[CA_MR], "mr", 1, &mr) < 0)
         return NULL;
     if (args[CA_MEMORY] == cupy_memory && cupy_memory && PyType_Check(args[CA_POINTER]))

@@ -1,0 +1,166 @@
+"""The C extension crmm._fastalloc where Python code runs in the middle of its work (a collection's
+callbacks, finalizers, another thread): a CuPy memory's owner made once however its reads
+interleave, a MemoryPointer made with the layout of its own type when another type is probed
+meanwhile, and owner types it cannot make refused instead of half made. Each runs in a process of
+its own (the memory type is made once per process, and a failure here would crash the process).
+The fake CuPy types come from fake_cupy_memory.c, as in test_device_buffer_alloc.py."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from crmm import _alloc
+
+COMMON = """
+import gc, importlib.util, sys
+sys.path.insert(0, sys.argv[1])
+import test_device_buffer_alloc as t
+spec = importlib.util.spec_from_file_location("_fake_cupy_memory", sys.argv[2])
+fake = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fake)
+ext = t._alloc.extension
+memory = ext.cupy_memory_type(fake.BaseMemory, t.DeviceBuffer)
+host = t.HostAsDevice()
+streams = {0: (t.DEFAULT_STREAM, t.DEFAULT_STREAM._cstream)}
+class Current:  # cupy's current stream: the legacy default one; reading it allocates nothing
+    ptr = 0
+allocate = ext.cupy_allocator(lambda: Current, streams, memory, fake.MemoryPointer, t.DeviceBuffer,
+                              host.mr._handle, t.crmm._lib, lambda n: None)
+"""
+
+# A collection runs inside the first read of mem._owner (making the DeviceBuffer allocates) and
+# reads mem._owner again: both reads must give one owner, and the memory must go back once.
+OWNER_READ_INSIDE_OWNER_READ = COMMON + """
+inner, state = [], {"mem": None}
+def read_again(phase, info):
+    if phase == "start" and state["mem"] is not None and sys._getframe(1).f_code.co_name == "read_owner":
+        mem, state["mem"] = state["mem"], None
+        inner.append(mem._owner)
+def read_owner(mem):
+    state["mem"] = mem
+    owner = mem._owner
+    state["mem"] = None
+    return owner
+gc.callbacks.append(read_again)
+gc.set_threshold(1)
+for i in range(2000):
+    p = allocate(4096)
+    mem = p.mem
+    outer = read_owner(mem)
+    if inner:
+        break
+    del p, mem, outer
+gc.set_threshold(700)
+gc.callbacks.remove(read_again)
+assert inner, "no collection ran inside a read of _owner"
+assert inner[0] is outer and mem._owner is outer, (inner[0], outer, mem._owner)
+del p, mem, outer, inner
+gc.collect()
+assert host.live == {}, host.live
+print("ok")
+"""
+
+# A collection inside the making of a MemoryPointer (its tp_new allocates) makes an allocator over
+# another pointer type, whose probe changes the layout the extension keeps: the pointer being
+# made still gets its own type's layout.
+LAYOUT_CHANGED_INSIDE_A_POINTER = COMMON + """
+import ctypes
+libc = ctypes.CDLL(None)
+address = lambda name: ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
+# C functions as the allocator, so that no Python runs in an allocation but the collection's
+c_memory = t.MemoryResource("callback", {"allocate_fn": address("valloc"), "deallocate_fn": address("free")})
+stats = t.StatisticsResourceAdaptor(c_memory)
+allocate = ext.cupy_allocator(lambda: Current, streams, memory, fake.MemoryPointer, t.DeviceBuffer,
+                              stats._handle, t.crmm._lib, lambda n: None)
+state = {"armed": False, "done": False}
+def probe_another(phase, info):
+    if phase == "start" and state["armed"] and not state["done"] and sys._getframe(1).f_code.co_name == "make_one":
+        state["done"] = True
+        ext.cupy_allocator(lambda: Current, streams, memory, fake.ObjectDevicePointer, t.DeviceBuffer,
+                           stats._handle, t.crmm._lib, lambda n: None)
+def make_one():
+    return allocate(256)
+gc.callbacks.append(probe_another)
+gc.set_threshold(1)
+held = []
+for i in range(500):
+    state["armed"] = True
+    p = make_one()
+    state["armed"] = False
+    held.append(p)
+    if state["done"]:
+        break
+gc.set_threshold(700)
+gc.callbacks.remove(probe_another)
+assert state["done"], "no collection ran inside the making of a pointer"
+for p in held:
+    assert type(p) is fake.MemoryPointer and p.mem.ptr == p.ptr and p.mem.size == 256, (type(p), p.ptr, p.mem.ptr)
+assert stats.query("bytes_in_use") == 256 * len(held)
+del held, p
+gc.collect()
+assert stats.query("bytes_in_use") == 0
+print("ok")
+"""
+
+
+def run(script, tmp_path):
+    where = os.environ.get("CRMM_FAKE_CUPY_MEMORY", "off")
+    if _alloc.extension is None:
+        pytest.skip("crmm._fastalloc is not built here")
+    if where == "off":
+        pytest.skip("the fake CuPy memory module is not built here (no Python headers)")
+    path = tmp_path / "race.py"
+    path.write_text(script)
+    return subprocess.run([sys.executable, str(path), os.path.dirname(__file__), where], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, CRMM_FASTALLOC=os.environ.get("CRMM_FASTALLOC", "")))
+
+
+def test_a_cupy_memory_s_owner_is_made_once_when_reads_interleave(tmp_path):
+    done = run(OWNER_READ_INSIDE_OWNER_READ, tmp_path)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+def test_a_pointer_keeps_its_type_s_layout_when_another_is_probed_meanwhile(tmp_path):
+    done = run(LAYOUT_CHANGED_INSIDE_A_POINTER, tmp_path)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+OWNER_TYPES = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import test_device_buffer_alloc as t
+ext = t._alloc.extension
+host = t.HostAsDevice()
+for owner_type in (memoryview, type, staticmethod, int):
+    try:
+        ext.create_wrapped(16, None, host.mr._handle, lambda *a: a, lambda m, o: (m, o), owner_type, t.DEFAULT_STREAM)
+    except TypeError as e:
+        assert "owner_type" in str(e), e
+    else:
+        raise AssertionError("create_wrapped took owner_type %r" % owner_type)
+assert host.live == {}, host.live
+print("ok")
+"""
+
+
+def test_owner_types_object_new_cannot_make_are_refused(tmp_path):
+    """The extension makes owners with object.__new__: a type whose instances need their own
+    __new__ (memoryview, type) is refused with TypeError, nothing allocated, where it would have
+    been half made."""
+    if _alloc.extension is None:
+        pytest.skip("crmm._fastalloc is not built here")
+    path = tmp_path / "owner_types.py"
+    path.write_text(OWNER_TYPES)
+    done = subprocess.run([sys.executable, str(path), os.path.dirname(__file__)], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, CRMM_FASTALLOC=os.environ.get("CRMM_FASTALLOC", "")))
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("size, error, says", [(-1, ValueError, "got -1"), (1 << 64, OverflowError, str(1 << 64))])
+def test_the_extension_names_a_bad_size_as_the_ctypes_path_does(size, error, says):
+    if _alloc.extension is None:
+        pytest.skip("crmm._fastalloc is not built here")
+    with pytest.raises(error, match=says):
+        _alloc.extension.create(size, None, None)
