@@ -178,7 +178,7 @@ static helper evicting;          /* its cache is full */
 static crmm_resource *forked_pool;
 static void *blocks[POOL_CACHE_BLOCKS + 1];
 static pthread_t evictor;
-static volatile int fork_status = -1;
+static int fork_status = -1; /* atomic: the forking thread sets it */
 
 static void *free_into_the_full_cache(void *arg)
 {
@@ -200,7 +200,7 @@ static void *fork_and_check_the_child(void *arg)
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    fork_status = WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+    __atomic_store_n(&fork_status, WIFEXITED(status) ? WEXITSTATUS(status) : 2, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -223,7 +223,7 @@ static void free_and_fork_while_the_lock_is_held(void)
 CRMM_LOOP_TEST_IN("fork", a_fork_beside_a_full_cache_s_free_loses_no_block, 10)
 {
     forked_pool = pool_in_form(CHUNKS_SYNC, "initial_size=1MiB thread_cache=on");
-    fork_status = -1;
+    __atomic_store_n(&fork_status, -1, __ATOMIC_RELEASE);
     helper_start(&evicting);
     void *keep = alloc_on(forked_pool, 256, NULL);
     caches_on(forked_pool, &evicting);
@@ -234,9 +234,9 @@ CRMM_LOOP_TEST_IN("fork", a_fork_beside_a_full_cache_s_free_loses_no_block, 10)
     cuda_malloc_hook = free_and_fork_while_the_lock_is_held;
     void *big = alloc_on(forked_pool, 4 * MiB, NULL); /* grows: cudaMalloc with the pool's lock held */
     ck_assert_int_eq(pthread_join(evictor, NULL), 0);
-    while (fork_status < 0)
+    while (__atomic_load_n(&fork_status, __ATOMIC_ACQUIRE) < 0)
         usleep(1000);
-    ck_assert_msg(fork_status == 0, "run %d: the child found a block lost or doubled", _i);
+    ck_assert_msg(__atomic_load_n(&fork_status, __ATOMIC_ACQUIRE) == 0, "run %d: the child found a block lost or doubled", _i);
     free_on(forked_pool, big, 4 * MiB, NULL);
     free_on(forked_pool, keep, 256, NULL);
     helper_stop(&evicting);

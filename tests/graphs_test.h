@@ -50,7 +50,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size)
         return cudaErrorMemoryAllocation;
     }
     size_t align = n >= CUDA_MALLOC_LARGE_ALIGN ? CUDA_MALLOC_LARGE_ALIGN : 256;
-    char *base = aligned_alloc(align, n + align);
+    char *base = aligned_alloc(align, ((n + align - 1) & ~(align - 1)) + align); /* a multiple of align, as C asks */
     if (!base) {
         __atomic_sub_fetch(&device_in_use, n, __ATOMIC_RELAXED);
         return cudaErrorMemoryAllocation;

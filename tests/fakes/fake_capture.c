@@ -1,5 +1,6 @@
 /* fake_capture.c — scripted stream capture (fake_capture.h). */
 #include "build_config.h"
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <check.h>
@@ -87,6 +88,11 @@ void fake_capture_end(cudaStream_t s)
     captures[i].graph = NULL;
 }
 
+/* User objects and graphs' lists of them: threads that capture at once tie objects at once, as
+ * CUDA lets them. */
+static pthread_mutex_t objects_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Under objects_lock. */
 static void release(fake_user_object *o, unsigned count)
 {
     ck_assert_uint_ge(o->refs, count);
@@ -102,14 +108,22 @@ void fake_graph_destroy(fake_graph *g)
 {
     for (int i = 0; i < MAX_CAPTURES; i++)
         ck_assert_msg(captures[i].graph != g, "destroying a graph still under capture");
+    pthread_mutex_lock(&objects_lock);
     for (int i = 0; i < g->object_count; i++)
         release(g->objects[i], 1);
+    pthread_mutex_unlock(&objects_lock);
     free(g);
 }
 
 int fake_graph_user_objects(const fake_graph *g) { return g->object_count; }
 
-int fake_user_objects_live(void) { return objects_live; }
+int fake_user_objects_live(void)
+{
+    pthread_mutex_lock(&objects_lock);
+    int n = objects_live;
+    pthread_mutex_unlock(&objects_lock);
+    return n;
+}
 
 cudaError_t fake_capture_call(const char *call, fake_call_kind kind, cudaStream_t s)
 {
@@ -185,14 +199,18 @@ cudaError_t cudaUserObjectCreate(cudaUserObject_t *out, void *ptr, cudaHostFn_t 
     fake_user_object *o = calloc(1, sizeof *o);
     ck_assert_ptr_nonnull(o);
     *o = (fake_user_object){.ptr = ptr, .destroy = destroy, .refs = refs};
+    pthread_mutex_lock(&objects_lock);
     objects_live++;
+    pthread_mutex_unlock(&objects_lock);
     *out = (cudaUserObject_t)o;
     return cudaSuccess;
 }
 
 cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count)
 {
+    pthread_mutex_lock(&objects_lock);
     release((fake_user_object *)object, count);
+    pthread_mutex_unlock(&objects_lock);
     return cudaSuccess;
 }
 
@@ -201,11 +219,13 @@ cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object
     fake_graph *g = (fake_graph *)graph;
     fake_user_object *o = (fake_user_object *)object;
     ck_assert_msg(g && g->live, "cudaGraphRetainUserObject: not a graph");
+    pthread_mutex_lock(&objects_lock);
     for (unsigned i = 0; i < count; i++) {
         ck_assert_int_lt(g->object_count, MAX_OBJECTS);
         g->objects[g->object_count++] = o;
     }
     if (!(flags & cudaGraphUserObjectMove))
         o->refs += count;
+    pthread_mutex_unlock(&objects_lock);
     return cudaSuccess;
 }
