@@ -366,6 +366,22 @@ CRMM_TEST_IN("arena_streams", a_failed_synchronization_is_an_error_and_breaks_no
     free_on(mr, all, 2 * MiB, s);
 }
 
+/* One thread that allocates and frees 1 MiB on one stream, then on another: one block of 1 MiB
+ * was ever live, and the peaks say so (each stream has an arena of its own in the thread, whose
+ * counts must not add up to more than the thread had live). */
+CRMM_TEST_IN("arena_streams", one_thread_s_peaks_over_two_streams_are_exact)
+{
+    mr = device_arena("arena_size=8MiB");
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    for (int round = 0; round < 3; round++) {
+        free_on(mr, alloc_on(mr, MiB, s), MiB, s);
+        free_on(mr, alloc_on(mr, MiB, t), MiB, t);
+    }
+    ck_assert_uint_eq(q(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(q(mr, CRMM_QUERY_ALLOCATIONS_PEAK), 1);
+    ck_assert_uint_eq(q(mr, CRMM_QUERY_BYTES_IN_USE_PEAK), MiB);
+}
+
 int main(void)
 {
     fake_cuda.forbid_events_and_ids = 1; /* the arena never names an event nor asks a stream's id */

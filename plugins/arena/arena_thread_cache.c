@@ -183,12 +183,25 @@ static arena_thread *arena_thread_new(arena_resource *r, crmm_cuda_stream_t stre
     return a;
 }
 
+static void arena_thread_flush(arena_thread *a);
+
+/* The calling thread's arenas of r on other streams than `keep`'s flush their counts: a thread
+ * that moves between streams counts in one arena at a time, so that its peaks stay exact (each
+ * arena's unflushed rise would otherwise add to the others'). */
+static void flush_other_streams(arena_tls *t, const arena_resource *r, const arena_thread *keep)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->entries[i].id == r->id && t->entries[i].arena != keep)
+            arena_thread_flush(t->entries[i].arena);
+}
+
 static arena_thread *thread_arena_slow(arena_resource *r, crmm_cuda_stream_t stream, bool create)
 {
     arena_tls *t = &tls;
     for (size_t i = 0; i < t->n; i++)
         if (t->entries[i].id == r->id && t->entries[i].stream == stream) {
             t->last = t->entries[i];
+            flush_other_streams(t, r, t->last.arena);
             return t->last.arena;
         }
     if (!create)
@@ -216,6 +229,7 @@ static arena_thread *thread_arena_slow(arena_resource *r, crmm_cuda_stream_t str
     }
     t->entries[t->n++] = (arena_tls_entry){r->id, stream, a};
     t->last = t->entries[t->n - 1];
+    flush_other_streams(t, r, a);
     return a;
 }
 
