@@ -50,7 +50,11 @@ void arena_cache_count(arena_resource *r, crmm_cuda_stream_t stream, int64_t byt
 
 /* Defragment: take every empty superblock that thread arenas hold (their own thread's included)
  * back to the global arena, where it merges with its free neighbours. Waits for the device
- * first when the memory is device memory. Returns how many superblocks came back. */
+ * first when the memory is device memory. Returns how many superblocks came back. A known limit:
+ * a superblock whose last blocks were freed by other threads is not empty to it while its owner
+ * thread lives and has not collected those frees (it does when it runs out of blocks of that
+ * class, or exits), since only the owner may touch its bitmap without a lock; until then trim
+ * and defragment cannot return it. */
 size_t arena_cache_reclaim(arena_resource *r);
 
 /* Allocation counts of the whole resource (r->counters plus what thread arenas have not
