@@ -14,69 +14,23 @@
 #include "build_config.h"
 
 #include "graphs_test.h"
-#include "../plugins/pool/pool_resource.h"
-
-static bool is_stream_state(const pool_resource *p, const pool_stream *o)
-{
-    for (size_t i = 0; i < p->core.streams.count; i++)
-        if (p->core.streams.all[i] == o)
-            return true;
-    return !p->core.streams.real && o == p->core.streams.last;
-}
-
-static bool is_lent(const pool_resource *p, const pool_stream *o)
-{
-    for (int i = 0; p->growth.lent && i < POOL_LENT_BATCHES; i++)
-        if (o == &p->growth.lent[i].pages)
-            return true;
-    return false;
-}
+#include "pool_books_test.h"
 
 /* The first invariant broken (into msg), or NULL. The per-thread caches must be off. */
 static const char *broken_invariant(crmm_resource *r, char *msg, size_t len)
 {
     pool_resource *p = (pool_resource *)r;
-    uint64_t held = 0, mapped = 0;
+    const char *e = pool_books_broken_blocks(p, msg, len);
+    if (e)
+        return e;
+    uint64_t held = 0;
     for (const pool_chunk *c = p->growth.chunks; c; c = c->next)
-        for (const pool_block *b = c->first; b; b = b->phys_next) {
-            const pool_stream *o = b->owner;
-            bool unmapped = o == &p->growth.unmapped, lent = o && is_lent(p, o);
-            if (o && !unmapped && !lent && !is_stream_state(p, o)) {
-                snprintf(msg, len, "block %#lx+%zu: owned by no known state", (unsigned long)b->addr, b->size);
-                return msg;
-            }
-            if (!o)
+        for (const pool_block *b = c->first; b; b = b->phys_next)
+            if (!b->owner)
                 held += b->size;
-            if (!unmapped && !lent)
-                mapped += b->size;
-            const pool_block *n = b->phys_next;
-            if (n && o && n->owner == o) {
-                snprintf(msg, len, "free blocks %#lx+%zu and %#lx+%zu of one state, not merged", (unsigned long)b->addr,
-                         b->size, (unsigned long)n->addr, n->size);
-                return msg;
-            }
-            if (n && !o && !n->owner && (b->graph & POOL_PARKED) && n->graph == b->graph) {
-                snprintf(msg, len, "parked blocks %#lx and %#lx of one graph, stream and area, not merged",
-                         (unsigned long)b->addr, (unsigned long)n->addr);
-                return msg;
-            }
-            if (p->growth.expandable && !unmapped) {
-                const pool_vmm *v = &p->growth.vmm;
-                for (uintptr_t a = b->addr & ~(uintptr_t)(v->page - 1); a < b->addr + b->size; a += v->page)
-                    if (!v->mapped[pool_vmm_page_of(v, a)]) {
-                        snprintf(msg, len, "page %#lx under block %#lx not mapped", (unsigned long)a, (unsigned long)b->addr);
-                        return msg;
-                    }
-            }
-        }
     if ((uint64_t)p->core.counts.block_bytes != held) {
         snprintf(msg, len, "held counted %lld, blocks out of the free lists %llu", (long long)p->core.counts.block_bytes,
                  (unsigned long long)held);
-        return msg;
-    }
-    if (mapped != p->growth.reserved) {
-        snprintf(msg, len, "reserved counted %llu, mapped blocks %llu", (unsigned long long)p->growth.reserved,
-                 (unsigned long long)mapped);
         return msg;
     }
     for (const pool_graph *g = p->graphs; g; g = g->next) {

@@ -11,91 +11,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "graphs_test.h"
+#include "worker_test.h"
 #include "../plugins/pool/pool_resource.h"
 
-/* ---- a second thread that makes one call at a time ------------------------------------------ */
-
-enum { H_IDLE, H_ALLOC, H_FREE, H_EXIT };
-
-typedef struct helper {
-    pthread_t th;
-    pthread_mutex_t m;
-    pthread_cond_t cv;
-    int op;
-    crmm_resource *p;
-    size_t n;
-    void *ptr;
-    crmm_status st;
-} helper;
-
-static void *helper_main(void *arg)
-{
-    helper *h = arg;
-    pthread_mutex_lock(&h->m);
-    for (;;) {
-        while (h->op == H_IDLE)
-            pthread_cond_wait(&h->cv, &h->m);
-        if (h->op == H_EXIT)
-            break;
-        if (h->op == H_ALLOC)
-            h->st = crmm_resource_allocate(h->p, h->n, NULL, &h->ptr);
-        else
-            h->st = crmm_resource_deallocate(h->p, h->ptr, h->n, NULL);
-        h->op = H_IDLE;
-        pthread_cond_broadcast(&h->cv);
-    }
-    pthread_mutex_unlock(&h->m);
-    return NULL;
-}
-
-static void helper_start(helper *h)
-{
-    memset(h, 0, sizeof *h);
-    pthread_mutex_init(&h->m, NULL);
-    pthread_cond_init(&h->cv, NULL);
-    ck_assert_int_eq(pthread_create(&h->th, NULL, helper_main, h), 0);
-}
-
-/* Run one call on the helper's thread and wait for it. */
-static crmm_status helper_call(helper *h, int op, crmm_resource *p, void **ptr, size_t n)
-{
-    pthread_mutex_lock(&h->m);
-    h->op = op, h->p = p, h->n = n, h->ptr = *ptr;
-    pthread_cond_broadcast(&h->cv);
-    while (h->op != H_IDLE)
-        pthread_cond_wait(&h->cv, &h->m);
-    *ptr = h->ptr;
-    crmm_status st = h->st;
-    pthread_mutex_unlock(&h->m);
-    return st;
-}
-
-static void helper_stop(helper *h)
-{
-    pthread_mutex_lock(&h->m);
-    h->op = H_EXIT;
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->m);
-    ck_assert_int_eq(pthread_join(h->th, NULL), 0);
-}
-
-static void *h_alloc(helper *h, crmm_resource *p, size_t n)
-{
-    void *x = NULL;
-    ck_assert_crmm_ok(helper_call(h, H_ALLOC, p, &x, n));
-    return x;
-}
-
-static void h_free(helper *h, crmm_resource *p, void *x, size_t n)
-{
-    ck_assert_crmm_ok(helper_call(h, H_FREE, p, &x, n));
-}
-
 /* Two threads have allocated: the caches are on (thread_cache = on). */
-static void caches_on(crmm_resource *p, helper *h)
+static void caches_on(crmm_resource *p, worker *w)
 {
     void *a = alloc_on(p, 256, NULL);
-    h_free(h, p, h_alloc(h, p, 256), 256);
+    worker_free(w, p, worker_alloc(w, p, 256), 256);
     free_on(p, a, 256, NULL);
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), 1);
 }
@@ -108,16 +31,16 @@ static void caches_on(crmm_resource *p, helper *h)
 CRMM_LOOP_TEST_IN("counts", the_block_bytes_peak_is_a_figure_that_was_held, 2)
 {
     crmm_resource *p = pool_in_form(_i ? EXPANDABLE : CHUNKS_SYNC, "initial_size=8MiB thread_cache=on");
-    helper h;
-    helper_start(&h);
+    worker h;
+    worker_start(&h);
     caches_on(p, &h);
     for (int i = 0; i < 20; i++)
-        h_free(&h, p, alloc_on(p, MiB, NULL), MiB);
+        worker_free(&h, p, alloc_on(p, MiB, NULL), MiB);
     uint64_t peak = q(p, CRMM_QUERY_POOL_BLOCK_BYTES_PEAK);
     ck_assert_msg(peak <= MiB + 256, "the block bytes' peak says %llu; 1 MiB was the most ever held",
                   (unsigned long long)peak);
     ck_assert_uint_le(peak, q(p, CRMM_QUERY_BYTES_RESERVED));
-    helper_stop(&h);
+    worker_stop(&h);
     crmm_resource_release(p);
 }
 
@@ -128,15 +51,15 @@ CRMM_LOOP_TEST_IN("counts", out_of_room_sees_the_frees_of_other_threads, 2)
 {
     bool caches = _i == 0;
     crmm_resource *p = pool_in_form(EXPANDABLE, caches ? "maximum_size=1MiB thread_cache=on" : "maximum_size=1MiB thread_cache=off");
-    helper h;
-    helper_start(&h);
+    worker h;
+    worker_start(&h);
     void *a = alloc_on(p, 256, NULL);
-    h_free(&h, p, h_alloc(&h, p, 256), 256);
+    worker_free(&h, p, worker_alloc(&h, p, 256), 256);
     free_on(p, a, 256, NULL);
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), caches);
     void *x[16];
     for (int i = 0; i < 16; i++)
-        x[i] = h_alloc(&h, p, PAGE); /* every page of the maximum */
+        x[i] = worker_alloc(&h, p, PAGE); /* every page of the maximum */
     for (int i = 0; i < 16; i += 2)
         free_on(p, x[i], PAGE, NULL); /* this thread frees the other's blocks */
     void *y = NULL;
@@ -145,8 +68,8 @@ CRMM_LOOP_TEST_IN("counts", out_of_room_sees_the_frees_of_other_threads, 2)
                   crmm_last_error());
     free_on(p, y, 2 * PAGE, NULL);
     for (int i = 1; i < 16; i += 2)
-        h_free(&h, p, x[i], PAGE);
-    helper_stop(&h);
+        worker_free(&h, p, x[i], PAGE);
+    worker_stop(&h);
     crmm_resource_release(p);
 }
 
@@ -174,7 +97,7 @@ static bool each_block_in_one_place(crmm_resource *r, char *msg, size_t len)
     return true;
 }
 
-static helper evicting;          /* its cache is full */
+static worker evicting;          /* its cache is full */
 static crmm_resource *forked_pool;
 static void *blocks[POOL_CACHE_BLOCKS + 1];
 static pthread_t evictor;
@@ -183,7 +106,7 @@ static int fork_status = -1; /* atomic: the forking thread sets it */
 static void *free_into_the_full_cache(void *arg)
 {
     (void)arg;
-    h_free(&evicting, forked_pool, blocks[POOL_CACHE_BLOCKS], 256);
+    worker_free(&evicting, forked_pool, blocks[POOL_CACHE_BLOCKS], 256);
     return NULL;
 }
 
@@ -204,7 +127,7 @@ static void *fork_and_check_the_child(void *arg)
     return NULL;
 }
 
-/* Inside the main thread's growth (cudaMalloc, the pool's lock held): the helper frees into its
+/* Inside the main thread's growth (cudaMalloc, the pool's lock held): the worker frees into its
  * full cache, then another thread forks; both wait for the pool's lock, in either order. */
 static void free_and_fork_while_the_lock_is_held(void)
 {
@@ -224,13 +147,13 @@ CRMM_LOOP_TEST_IN("fork", a_fork_beside_a_full_cache_s_free_loses_no_block, 10)
 {
     forked_pool = pool_in_form(CHUNKS_SYNC, "initial_size=1MiB thread_cache=on");
     __atomic_store_n(&fork_status, -1, __ATOMIC_RELEASE);
-    helper_start(&evicting);
+    worker_start(&evicting);
     void *keep = alloc_on(forked_pool, 256, NULL);
     caches_on(forked_pool, &evicting);
     for (int i = 0; i <= POOL_CACHE_BLOCKS; i++)
-        blocks[i] = h_alloc(&evicting, forked_pool, 256);
+        blocks[i] = worker_alloc(&evicting, forked_pool, 256);
     for (int i = 0; i < POOL_CACHE_BLOCKS; i++)
-        h_free(&evicting, forked_pool, blocks[i], 256); /* the helper's cache is full */
+        worker_free(&evicting, forked_pool, blocks[i], 256); /* the worker's cache is full */
     cuda_malloc_hook = free_and_fork_while_the_lock_is_held;
     void *big = alloc_on(forked_pool, 4 * MiB, NULL); /* grows: cudaMalloc with the pool's lock held */
     ck_assert_int_eq(pthread_join(evictor, NULL), 0);
@@ -239,7 +162,7 @@ CRMM_LOOP_TEST_IN("fork", a_fork_beside_a_full_cache_s_free_loses_no_block, 10)
     ck_assert_msg(__atomic_load_n(&fork_status, __ATOMIC_ACQUIRE) == 0, "run %d: the child found a block lost or doubled", _i);
     free_on(forked_pool, big, 4 * MiB, NULL);
     free_on(forked_pool, keep, 256, NULL);
-    helper_stop(&evicting);
+    worker_stop(&evicting);
     crmm_resource_release(forked_pool);
 }
 

@@ -120,7 +120,7 @@ TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS)
 EXTRA_DIST += $(SCRIPT_TESTS) tests/script_support.sh tests/install_prefix_change.sh tests/configs
 # helpers that several programs of one plugin or part include
 EXTRA_DIST += tests/core_test.h tests/config_test.h tests/loader_test.h tests/streams_test.h \
-	tests/pool_test.h tests/pool_streams_test.h tests/pool_thread_cache_test.h tests/pool_expandable_test.h \
+	tests/pool_test.h tests/pool_streams_test.h tests/pool_thread_cache_test.h tests/worker_test.h tests/pool_books_test.h tests/pool_expandable_test.h \
 	tests/arena_test.h tests/arena_streams_test.h tests/graphs_test.h tests/streams_buffers_gpu_test.h tests/blocks_test.h
 EXTRA_DIST += tests/block_pattern.h tests/gpu_streams_test.h
 
