@@ -28,6 +28,7 @@ while an expandable pool's pages stay until both sides let go.
 import ctypes
 import operator
 import os
+import threading
 from multiprocessing import reduction
 
 from . import _lib
@@ -64,6 +65,7 @@ class IpcHandle:
         the descriptors (and closes them when `data` is not a crmm IPC handle:
         InvalidArgumentError)."""
         self._h = None
+        self._lock = threading.Lock()  # close() against the calls that use the handle
         fds = list(fds)
         try:
             raw = bytes(memoryview(data))  # its bytes, whatever buffer holds them
@@ -84,14 +86,18 @@ class IpcHandle:
     def _adopt(cls, h):
         self = cls.__new__(cls)
         self._h = h
+        self._lock = threading.Lock()
         return self
 
+    # no other reference is left when this runs: no lock needed
     def __del__(self, _free=lib.crmm_ipc_handle_free):
-        if getattr(self, "_h", None):
-            _free(self._h)
+        h = getattr(self, "_h", None)
+        if h:
             self._h = None
+            _free(h)
 
     def _live(self):
+        """The handle (call with self._lock held: close() cannot free it meanwhile)."""
         if not self._h:
             raise InvalidArgumentError("ipc: the handle is closed", "CRMM_ERROR_INVALID_ARGUMENT")
         return self._h
@@ -100,37 +106,55 @@ class IpcHandle:
     def data(self):
         """The handle's bytes."""
         p = ctypes.c_void_p()
-        n = lib.crmm_ipc_handle_bytes(self._live(), ctypes.byref(p))
-        return ctypes.string_at(p.value, n) if n else b""
+        with self._lock:
+            n = lib.crmm_ipc_handle_bytes(self._live(), ctypes.byref(p))
+            return ctypes.string_at(p.value, n) if n else b""
 
     @property
     def fds(self):
         """The handle's file descriptors (owned by the handle)."""
         p = _c_int_p()
-        n = lib.crmm_ipc_handle_fds(self._live(), ctypes.byref(p))
-        return [p[i] for i in range(n)]
+        with self._lock:
+            n = lib.crmm_ipc_handle_fds(self._live(), ctypes.byref(p))
+            return [p[i] for i in range(n)]
 
     def close(self):
-        """Close the descriptors now (the handle cannot be used afterwards)."""
-        self.__del__()
+        """Close the descriptors now (the handle cannot be used afterwards). Safe to call twice,
+        and from several threads: one of them frees the handle."""
+        with self._lock:
+            h, self._h = self._h, None
+        if h:
+            lib.crmm_ipc_handle_free(h)
 
     def open(self):
         """Map the memory in this process, on the current device: an ImportedBuffer."""
         out = ctypes.c_void_p()
-        check(lib.crmm_ipc_import(self._live(), ctypes.byref(out)))
+        with self._lock:
+            check(lib.crmm_ipc_import(self._live(), ctypes.byref(out)))
         return ImportedBuffer(out.value)
 
     def __reduce__(self):
         return (_rebuild, (self.data, [reduction.DupFd(fd) for fd in self.fds]))
 
     def __repr__(self):
-        return "<crmm.ipc.IpcHandle %d bytes, %d descriptors>" % (len(self.data), len(self.fds)) if self._h else (
-            "<crmm.ipc.IpcHandle closed>"
-        )
+        try:
+            return "<crmm.ipc.IpcHandle %d bytes, %d descriptors>" % (len(self.data), len(self.fds))
+        except InvalidArgumentError:
+            return "<crmm.ipc.IpcHandle closed>"
 
 
 def _rebuild(data, dupfds):
-    return IpcHandle(data, [d.detach() for d in dupfds])
+    """The handle pickled by IpcHandle.__reduce__, its descriptors received from the sender; those
+    received before one that fails are closed, not left to nobody."""
+    fds = []
+    try:
+        for d in dupfds:
+            fds.append(d.detach())
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return IpcHandle(data, fds)
 
 
 class ImportedBuffer:
@@ -139,6 +163,7 @@ class ImportedBuffer:
 
     def __init__(self, mapping):
         self._m = mapping
+        self._lock = threading.Lock()  # close() from two threads closes once
 
     @property
     def ptr(self):
@@ -165,9 +190,11 @@ class ImportedBuffer:
         return out.raw
 
     def close(self):
-        """Unmap the memory (no work may still use it)."""
-        if self._m:
+        """Unmap the memory (no work may still use it). Safe to call twice, and from several
+        threads: one of them unmaps it."""
+        with self._lock:
             m, self._m = self._m, None
+        if m:
             check(lib.crmm_ipc_close(m))
 
     def __enter__(self):
@@ -177,9 +204,10 @@ class ImportedBuffer:
         self.close()
 
     def __del__(self, _close=lib.crmm_ipc_close):  # bound: at exit this may run after `lib` is gone
-        if getattr(self, "_m", None):
-            _close(self._m)
+        m = getattr(self, "_m", None)
+        if m:
             self._m = None
+            _close(m)
 
     def __repr__(self):
         return "<crmm.ipc.ImportedBuffer ptr=%#x size=%d>" % (self.ptr, self.size)

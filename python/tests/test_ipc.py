@@ -116,3 +116,78 @@ def test_host_memory_is_refused():
             crmm.ipc.export_pointer(pool, ptr, 4096)
     finally:
         pool.deallocate(ptr, 4096)
+
+
+CLOSE_FROM_TWO_THREADS = """
+import os, struct, sys, tempfile, threading
+sys.path.insert(0, sys.argv[1])
+import crmm.ipc
+from test_ipc import is_open, vmm_handle
+
+for _ in range(200):
+    handle = vmm_handle(["x"] * 8)
+    fds = handle.fds
+    start = threading.Barrier(3)
+    errors = []
+
+    def close():
+        start.wait()
+        handle.close()
+
+    def read():
+        start.wait()
+        try:
+            handle.data, handle.fds
+        except crmm.ipc.InvalidArgumentError:
+            pass  # closed first
+        except BaseException as e:  # anything else is the failure
+            errors.append(e)
+
+    threads = [threading.Thread(target=f) for f in (close, close, read)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert not any(is_open(fd) for fd in fds)
+    assert repr(handle) == "<crmm.ipc.IpcHandle closed>"
+print("ok")
+"""
+
+
+def test_closing_a_handle_from_two_threads_frees_it_once(tmp_path):
+    """close() from two threads at once, or against data and fds: the handle is freed once and
+    never used after (libcrmm's calls run without the GIL, so a close that freed before clearing
+    its pointer let another thread free or read it again). In a process of its own: a double
+    free aborts it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "close_race.py"
+    script.write_text(CLOSE_FROM_TWO_THREADS)
+    done = subprocess.run([sys.executable, str(script), os.path.dirname(__file__)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr[-2000:]
+
+
+class _Received:
+    def __init__(self, fd):
+        self.fd = fd
+
+    def detach(self):
+        return self.fd
+
+
+class _SenderGone:
+    def detach(self):
+        raise ConnectionRefusedError("the sender has gone")
+
+
+def test_a_handle_whose_descriptors_stop_arriving_closes_those_that_came():
+    """Unpickling a handle whose second descriptor cannot be received (the sender has gone)
+    raises, and closes the first one, which nobody else owns."""
+    data = struct.pack(WIRE, b"crmmIPC1", 2, 1, 0, 2, 100, 4096, 0, bytes(64))
+    (fd,) = plain_fds(["first"])
+    with pytest.raises(ConnectionRefusedError):
+        crmm.ipc._rebuild(data, [_Received(fd), _SenderGone()])
+    assert not is_open(fd)
