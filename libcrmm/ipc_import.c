@@ -45,6 +45,17 @@ static void load_driver(void)
     crmm_cuda_driver_lookup(table, sizeof table / sizeof table[0], driver_missing, sizeof driver_missing);
 }
 
+/* The driver's cuMemGetAddressRange, looked up apart from the VMM import's functions (an async
+ * import needs only this one); NULL: no driver to ask. */
+static CUresult (*address_range)(CUdeviceptr *, size_t *, CUdeviceptr);
+static pthread_once_t address_range_once = PTHREAD_ONCE_INIT;
+
+static void find_address_range(void)
+{
+    static const crmm_driver_function table[] = {{"cuMemGetAddressRange", (void **)&address_range}};
+    crmm_cuda_driver_lookup(table, 1, NULL, 0);
+}
+
 /* A driver error as a status, its message naming the import. */
 static crmm_status driver_error(CUresult r, const char *call)
 {
@@ -87,6 +98,18 @@ static crmm_status import_async(const crmm_ipc_handle *h, const ipc_wire *w, crm
         return st;
     }
     crmm_note_cuda_initialized();
+    /* the size is the peer's word: the mapping may cover no more than the allocation imported */
+    pthread_once(&address_range_once, find_address_range);
+    CUdeviceptr base = 0;
+    size_t bytes = 0;
+    if (address_range && address_range(&base, &bytes, (CUdeviceptr)(uintptr_t)m->ptr) == CUDA_SUCCESS &&
+        ((uintptr_t)base != (uintptr_t)m->ptr || w->size > bytes)) {
+        cudaFree(m->ptr);
+        cudaMemPoolDestroy(m->pool);
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                              "ipc: import: the handle says %llu bytes at %p, the allocation it names is %zu bytes at %p",
+                              (unsigned long long)w->size, m->ptr, bytes, (void *)(uintptr_t)base);
+    }
     return CRMM_OK;
 }
 

@@ -15,7 +15,8 @@
  * such as logging or statistics are looked through):
  *  - `async` made with enable_ipc = true (or export_handle_type = posix_fd): the pool's
  *    shareable handle (one file descriptor) and the allocation's export data. The allocation
- *    must be one the async pool handed out, exported whole. The importer must close its mapping
+ *    must be one the async pool handed out, exported from its start and no larger than it is
+ *    (checked with the driver's cuMemGetAddressRange where a driver answers). The importer must close its mapping
  *    before the exporter frees the allocation (the driver's rule for pool allocations).
  *  - `pool` with expandable = true and ipc = true: the physical pages that back
  *    [ptr, ptr + size), one file descriptor each. The importer maps them into an address range
@@ -89,7 +90,8 @@ CRMM_API crmm_status crmm_ipc_send(int socket_fd, const crmm_ipc_handle *h);
 CRMM_API crmm_status crmm_ipc_recv(int socket_fd, crmm_ipc_handle **out);
 
 /* Map an exported allocation in this process, on the current CUDA device. The handle may be
- * freed afterwards. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL argument), CRMM_ERROR_UNSUPPORTED
+ * freed afterwards. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL argument, or an `async` handle whose
+ * size is more than the allocation it names: the size is the peer's word), CRMM_ERROR_UNSUPPORTED
  * (the driver lacks a function the import needs), CRMM_ERROR_CUDA (the driver refused, e.g. the
  * handle comes from this very process, or the memory is gone), CRMM_ERROR_OUT_OF_MEMORY. */
 CRMM_API crmm_status crmm_ipc_import(const crmm_ipc_handle *h, crmm_ipc_mapping **out);

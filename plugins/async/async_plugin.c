@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/async.h>
@@ -147,6 +148,40 @@ static crmm_status async_export_pool(async_resource *a)
 
 /* CRMM_IPC_OP_EXPORT: the pool's shareable handle (exported once; each handle gets a
  * duplicate of the descriptor) and the allocation's export data. */
+/* The driver's cuMemGetAddressRange, looked up once (NULL: no driver to ask). */
+static CUresult (*address_range)(CUdeviceptr *, size_t *, CUdeviceptr);
+static pthread_once_t address_range_once = PTHREAD_ONCE_INIT;
+
+static void find_address_range(void)
+{
+    static const crmm_driver_function table[] = {{"cuMemGetAddressRange", (void **)&address_range}};
+    crmm_cuda_driver_lookup(table, 1, NULL, 0);
+}
+
+/* An export names a whole allocation from its start, and the importer maps the size the handle
+ * says: refuse a range the allocation at rq->ptr does not hold (as the driver knows it; without a
+ * driver to ask, cudaMemPoolExportPointer's own check stands). */
+static crmm_status check_export_range(const async_resource *a, const crmm_ipc_export_request *rq)
+{
+    pthread_once(&address_range_once, find_address_range);
+    if (!address_range)
+        return CRMM_OK;
+    CUdeviceptr base = 0;
+    size_t bytes = 0;
+    CUresult r = address_range(&base, &bytes, (CUdeviceptr)(uintptr_t)rq->ptr);
+    if (r != CUDA_SUCCESS) {
+        crmm_cuda_driver_status(r, "cuMemGetAddressRange");
+        return crmm_error_add_context("async '%s': ipc export of %p: not an allocation the driver knows", a->base.name,
+                                      rq->ptr);
+    }
+    if ((uintptr_t)base != (uintptr_t)rq->ptr || rq->size > bytes)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                              "async '%s': ipc export of %zu bytes at %p: the allocation there is %zu bytes at %p (an "
+                              "allocation is exported from its start, and no more than it holds)",
+                              a->base.name, rq->size, rq->ptr, bytes, (void *)(uintptr_t)base);
+    return CRMM_OK;
+}
+
 static crmm_status async_ipc_export(async_resource *a, crmm_ipc_export_request *rq)
 {
     if (a->export_type == cudaMemHandleTypeNone)
@@ -154,6 +189,9 @@ static crmm_status async_ipc_export(async_resource *a, crmm_ipc_export_request *
                               "async '%s' was made without enable_ipc, enable_fabric or export_handle_type: its memory "
                               "cannot be exported to another process",
                               a->base.name);
+    crmm_status range = check_export_range(a, rq);
+    if (range != CRMM_OK)
+        return range;
     struct cudaMemPoolPtrExportData data;
     memset(&data, 0, sizeof data);
     driver_enter(a);
