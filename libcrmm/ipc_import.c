@@ -102,8 +102,9 @@ static crmm_status import_async(const crmm_ipc_handle *h, const ipc_wire *w, crm
     pthread_once(&address_range_once, find_address_range);
     CUdeviceptr base = 0;
     size_t bytes = 0;
-    if (address_range && address_range(&base, &bytes, (CUdeviceptr)(uintptr_t)m->ptr) == CUDA_SUCCESS &&
-        ((uintptr_t)base != (uintptr_t)m->ptr || w->size > bytes)) {
+    uintptr_t at = (uintptr_t)m->ptr;
+    if (address_range && address_range(&base, &bytes, (CUdeviceptr)at) == CUDA_SUCCESS &&
+        (at < (uintptr_t)base || at - (uintptr_t)base > bytes || w->size > bytes - (at - (uintptr_t)base))) {
         cudaFree(m->ptr);
         cudaMemPoolDestroy(m->pool);
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,

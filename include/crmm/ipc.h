@@ -15,8 +15,8 @@
  * such as logging or statistics are looked through):
  *  - `async` made with enable_ipc = true (or export_handle_type = posix_fd): the pool's
  *    shareable handle (one file descriptor) and the allocation's export data. The allocation
- *    must be one the async pool handed out, exported from its start and no larger than it is
- *    (checked with the driver's cuMemGetAddressRange where a driver answers). The importer must close its mapping
+ *    must be one the async pool handed out, exported whole; a range that runs past it is refused
+ *    (the driver's cuMemGetAddressRange says where it ends, where a driver answers). The importer must close its mapping
  *    before the exporter frees the allocation (the driver's rule for pool allocations).
  *  - `pool` with expandable = true and ipc = true: the physical pages that back
  *    [ptr, ptr + size), one file descriptor each. The importer maps them into an address range

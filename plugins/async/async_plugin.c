@@ -158,9 +158,10 @@ static void find_address_range(void)
     crmm_cuda_driver_lookup(table, 1, NULL, 0);
 }
 
-/* An export names a whole allocation from its start, and the importer maps the size the handle
- * says: refuse a range the allocation at rq->ptr does not hold (as the driver knows it; without a
- * driver to ask, cudaMemPoolExportPointer's own check stands). */
+/* The importer maps the size the handle says: refuse a range that runs past the allocation at
+ * rq->ptr, as the driver knows it (the range it reports is the allocation's, or memory around it
+ * that the pool holds: either way nothing past it may be named). Without a driver to ask,
+ * cudaMemPoolExportPointer's own check stands. */
 static crmm_status check_export_range(const async_resource *a, const crmm_ipc_export_request *rq)
 {
     pthread_once(&address_range_once, find_address_range);
@@ -174,11 +175,11 @@ static crmm_status check_export_range(const async_resource *a, const crmm_ipc_ex
         return crmm_error_add_context("async '%s': ipc export of %p: not an allocation the driver knows", a->base.name,
                                       rq->ptr);
     }
-    if ((uintptr_t)base != (uintptr_t)rq->ptr || rq->size > bytes)
+    uintptr_t at = (uintptr_t)rq->ptr, from = (uintptr_t)base;
+    if (at < from || at - from > bytes || rq->size > bytes - (at - from))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
-                              "async '%s': ipc export of %zu bytes at %p: the allocation there is %zu bytes at %p (an "
-                              "allocation is exported from its start, and no more than it holds)",
-                              a->base.name, rq->size, rq->ptr, bytes, (void *)(uintptr_t)base);
+                              "async '%s': ipc export of %zu bytes at %p: the allocation there is %zu bytes at %p",
+                              a->base.name, rq->size, rq->ptr, bytes, (void *)from);
     return CRMM_OK;
 }
 
