@@ -160,8 +160,8 @@ static void find_address_range(void)
 
 /* The importer maps the size the handle says: refuse a range that runs past the allocation at
  * rq->ptr, as the driver knows it (the range it reports is the allocation's, or memory around it
- * that the pool holds: either way nothing past it may be named). Without a driver to ask,
- * cudaMemPoolExportPointer's own check stands. */
+ * that the pool holds: either way nothing past it may be named). Without a driver or a range to
+ * ask about, cudaMemPoolExportPointer's own check stands. */
 static crmm_status check_export_range(const async_resource *a, const crmm_ipc_export_request *rq)
 {
     pthread_once(&address_range_once, find_address_range);
@@ -169,12 +169,8 @@ static crmm_status check_export_range(const async_resource *a, const crmm_ipc_ex
         return CRMM_OK;
     CUdeviceptr base = 0;
     size_t bytes = 0;
-    CUresult r = address_range(&base, &bytes, (CUdeviceptr)(uintptr_t)rq->ptr);
-    if (r != CUDA_SUCCESS) {
-        crmm_cuda_driver_status(r, "cuMemGetAddressRange");
-        return crmm_error_add_context("async '%s': ipc export of %p: not an allocation the driver knows", a->base.name,
-                                      rq->ptr);
-    }
+    if (address_range(&base, &bytes, (CUdeviceptr)(uintptr_t)rq->ptr) != CUDA_SUCCESS)
+        return CRMM_OK; /* no range to check against: cudaMemPoolExportPointer judges the pointer */
     uintptr_t at = (uintptr_t)rq->ptr, from = (uintptr_t)base;
     if (at < from || at - from > bytes || rq->size > bytes - (at - from))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
