@@ -165,18 +165,30 @@ static const pool_rung capture_ladder[] = {
     { NULL, false },
 };
 
+/* Under the lock, before a slow allocation: `records` spare records and a slot of `map` ready,
+ * and *s the state of `stream` (made at its first use). CRMM_ERROR_OUT_OF_MEMORY naming the pool
+ * when malloc fails. */
+static crmm_status prepare_slow(pool_resource *p, crmm_cuda_stream_t stream, unsigned records, pool_block_map *map,
+                                pool_stream **s)
+{
+    char label[80];
+    if (!pool_records_reserve(&p->core.records, records) || !pool_block_map_grow(map))
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (block records)", pool_label(p, label, sizeof label));
+    if (!(*s = pool_streams_find(&p->core.streams, stream)))
+        return crmm_error_add_context("%s", pool_label(p, label, sizeof label));
+    return CRMM_OK;
+}
+
 /* Everything the fast path does not do; on CRMM_OK, *out is a free block of at least `size` in
  * the list of *sp, and a spare record and a slot of `map` are ready. */
 static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, size_t size, pool_block_map *map,
                                  pool_stream **sp, pool_block **out)
 {
-    char label[80];
+    pool_stream *s;
     /* two spare records: a new chunk's block (growth) and the rest of a split */
-    if (!pool_records_reserve(&p->core.records, 2) || !pool_block_map_grow(map))
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (block records)", pool_label(p, label, sizeof label));
-    pool_stream *s = pool_streams_find(&p->core.streams, stream);
-    if (!s)
-        return crmm_error_add_context("%s", pool_label(p, label, sizeof label));
+    crmm_status prepared = prepare_slow(p, stream, 2, map, &s);
+    if (prepared != CRMM_OK)
+        return prepared;
     const pool_request rq = { p, s, size, stream, sp, out };
     crmm_status out_of_memory = CRMM_OK;
     *out = NULL;
@@ -187,9 +199,11 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
         else if (st != CRMM_OK || *out)
             return st;
     }
-    return out_of_memory != CRMM_OK ? out_of_memory
-                                    : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: no free block of %zu bytes",
-                                                     pool_label(p, label, sizeof label), size);
+    if (out_of_memory != CRMM_OK)
+        return out_of_memory;
+    char label[80];
+    return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: no free block of %zu bytes", pool_label(p, label, sizeof label),
+                          size);
 }
 
 /* Under the lock: free block b of s's list out of it, cut to `size` (a spare record ready) and
@@ -359,17 +373,10 @@ static crmm_status cached_allocate(pool_resource *p, size_t bytes, size_t size, 
  * *st set when the pool cannot grow. */
 static pool_block *grow_for_graph(pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream, crmm_status *st)
 {
-    char label[80];
-    if (!pool_records_reserve(&p->core.records, 3) ||
-        (!pool_block_map_has_room(&p->core.live) && !pool_block_map_grow(&p->core.live))) {
-        *st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (block records)", pool_label(p, label, sizeof label));
+    pool_stream *s;
+    /* three spare records: the cut below the run of pages, the one above it, the rest of the request's */
+    if ((*st = prepare_slow(p, stream, 3, &p->core.live, &s)) != CRMM_OK)
         return NULL;
-    }
-    pool_stream *s = pool_streams_find(&p->core.streams, stream);
-    if (!s) {
-        *st = crmm_error_add_context("%s", pool_label(p, label, sizeof label));
-        return NULL;
-    }
     size_t want = size <= POOL_CAPTURE_SMALL ? POOL_CAPTURE_SMALL_SEGMENT : size;
     pool_block *b = pool_capture_take_pages(p, s, want);
     if (!b) {
