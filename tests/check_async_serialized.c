@@ -1,9 +1,9 @@
-/* check_async_serialized.c — the async plugin against a scripted CUDA (defined here, linked
- * -export-dynamic): with serialize_calls (the default) no two threads are ever inside the
- * driver's allocate or free at once; without it they may be; the counters stay exact either way.
- * The fake allocate counts the threads inside; in "meet" mode it waits inside for a second thread
- * (up to `meet` seconds): serialized, the wait times out (2 s) and the count stays 1; unserialized,
- * the second thread comes in within 30 s. */
+/* check_async_serialized.c — the async plugin against a scripted CUDA (defined here and in
+ * fakes/fake_mempool.c, linked -export-dynamic): with serialize_calls (the default) no two
+ * threads are ever inside the driver's allocate or free at once; without it they may be; the
+ * counters stay exact either way. The fake allocate counts the threads inside; in "meet" mode it
+ * waits inside for a second thread (up to `meet` seconds): serialized, the wait times out (2 s)
+ * and the count stays 1; unserialized, the second thread comes in within 30 s. */
 #include "build_config.h"
 #include <pthread.h>
 #include <sched.h>
@@ -14,11 +14,12 @@
 #include <string.h>
 #include <time.h>
 #include <cuda_runtime_api.h>
+#include "fakes/fake_mempool.h"
 #include "test_support.h"
 
 /* ---- the scripted CUDA ------------------------------------------------------------------- */
 
-static int inside, most_inside, pools_live;
+static int inside, most_inside;
 static int meet; /* seconds an allocation waits inside for a second thread (0: no wait) */
 
 static void enter(void)
@@ -42,36 +43,6 @@ static void enter(void)
 
 static void leave(void) { __atomic_sub_fetch(&inside, 1, __ATOMIC_SEQ_CST); }
 
-cudaError_t cudaGetDevice(int *device) { *device = 0; return cudaSuccess; }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
-cudaError_t cudaGetDeviceCount(int *count) { *count = 1; return cudaSuccess; }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
-{
-    (void)device;
-    *value = attr == cudaDevAttrMemoryPoolsSupported ? 1 : 0;
-    return cudaSuccess;
-}
-cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
-{
-    (void)props;
-    static int token;
-    *pool = (cudaMemPool_t)&token;
-    pools_live++;
-    return cudaSuccess;
-}
-cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) { (void)pool; pools_live--; return cudaSuccess; }
-cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
-{
-    (void)pool, (void)attr, (void)value;
-    return cudaSuccess;
-}
-cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
-{
-    (void)pool, (void)attr;
-    *(uint64_t *)value = 0;
-    return cudaSuccess;
-}
 cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream)
 {
     (void)pool, (void)stream;
@@ -142,7 +113,7 @@ CRMM_LOOP_TEST(threads_in_the_driver_at_once, (int)(sizeof turns / sizeof turns[
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), (uint64_t)threads * (uint64_t)rounds);
     crmm_resource_release(mr);
-    ck_assert_int_eq(pools_live, 0);
+    ck_assert_int_eq(fake_mempool_pools_live, 0);
     ck_assert_int_eq(most_inside, turns[_i].most);
 }
 
@@ -193,7 +164,7 @@ CRMM_TEST(serialize_calls_must_be_a_bool)
     ck_assert_crmm(crmm_resource_create("async", "serialize_calls=sometimes", NULL, &mr), CRMM_ERROR_CONFIG);
     ck_assert_ptr_null(mr);
     ck_assert_msg(strstr(crmm_last_error(), "serialize_calls"), "message: %s", crmm_last_error());
-    ck_assert_int_eq(pools_live, 0);
+    ck_assert_int_eq(fake_mempool_pools_live, 0);
 }
 
 int main(void)

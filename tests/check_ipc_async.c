@@ -1,8 +1,8 @@
 /* check_ipc_async.c — exporting and importing memory of the `async` plugin (crmm/ipc.h) against a
- * scripted CUDA (defined here, linked -export-dynamic) whose driver answers cuMemGetAddressRange:
- * an export may name no range that runs past its allocation, and an import refuses a handle whose
- * size runs past the allocation it names (the size is the peer's word), with nothing left imported
- * and no descriptor left open. */
+ * scripted CUDA (defined here and in fakes/fake_mempool.c, linked -export-dynamic) whose driver
+ * answers cuMemGetAddressRange: an export may name no range that runs past its allocation, and an
+ * import refuses a handle whose size runs past the allocation it names (the size is the peer's
+ * word), with nothing left imported and no descriptor left open. */
 #include "build_config.h"
 #include <fcntl.h>
 #include <stdlib.h>
@@ -11,46 +11,15 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <crmm/ipc.h>
+#include "fakes/fake_mempool.h"
 #include "test_support.h"
 
 /* ---- the scripted CUDA ------------------------------------------------------------------- */
 
 enum { MAX_ALLOCATIONS = 16 };
 static struct { char *ptr; size_t size; } allocations[MAX_ALLOCATIONS];
-static int pools_live, imported_pointers;
+static int imported_pointers;
 
-cudaError_t cudaGetDevice(int *device) { *device = 0; return cudaSuccess; }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
-cudaError_t cudaGetDeviceCount(int *count) { *count = 1; return cudaSuccess; }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
-{
-    (void)device;
-    *value = attr == cudaDevAttrMemoryPoolsSupported                ? 1
-             : attr == cudaDevAttrMemoryPoolSupportedHandleTypes ? cudaMemHandleTypePosixFileDescriptor
-                                                                  : 0;
-    return cudaSuccess;
-}
-cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
-{
-    (void)props;
-    static int token;
-    *pool = (cudaMemPool_t)&token;
-    pools_live++;
-    return cudaSuccess;
-}
-cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) { (void)pool; pools_live--; return cudaSuccess; }
-cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
-{
-    (void)pool, (void)attr, (void)value;
-    return cudaSuccess;
-}
-cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
-{
-    (void)pool, (void)attr;
-    *(uint64_t *)value = 0;
-    return cudaSuccess;
-}
 cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream)
 {
     (void)pool, (void)stream;
@@ -97,7 +66,7 @@ cudaError_t cudaMemPoolImportFromShareableHandle(cudaMemPool_t *pool, void *hand
     (void)handle, (void)type, (void)flags;
     static int token;
     *pool = (cudaMemPool_t)&token;
-    pools_live++;
+    fake_mempool_pools_live++;
     return cudaSuccess;
 }
 cudaError_t cudaMemPoolImportPointer(void **ptr, cudaMemPool_t pool, struct cudaMemPoolPtrExportData *data)
@@ -220,13 +189,13 @@ CRMM_TEST(an_import_refuses_a_size_the_allocation_does_not_hold)
     crmm_ipc_handle *peer = NULL;
     ck_assert_crmm_ok(crmm_ipc_handle_from(forged, n, &fd, nfds, &peer));
     free(forged);
-    int pools = pools_live;
+    int pools = fake_mempool_pools_live;
     crmm_ipc_mapping *m = NULL;
     ck_assert_crmm(crmm_ipc_import(peer, &m), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(crmm_last_error(), "the allocation it names is 64 bytes"), "%s", crmm_last_error());
     ck_assert_ptr_null(m);
     ck_assert_int_eq(imported_pointers, 0);
-    ck_assert_int_eq(pools_live, pools);
+    ck_assert_int_eq(fake_mempool_pools_live, pools);
     crmm_ipc_handle_free(peer);
     crmm_ipc_handle_free(h);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 64, NULL));

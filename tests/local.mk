@@ -155,6 +155,7 @@ FAKE_STREAM_SOURCES = tests/fakes/fake_stream_cuda.c tests/fakes/fake_stream_cud
 FAKE_VMM_SOURCES = tests/fakes/fake_vmm.c tests/fakes/fake_vmm.h $(FAKE_CUDA_SOURCES)
 # no driver behind a scripted runtime: every driver entry point is missing, as without a driver
 FAKE_NO_DRIVER_SOURCES = tests/fakes/fake_no_driver.c
+FAKE_MEMPOOL_SOURCES = tests/fakes/fake_mempool.c tests/fakes/fake_mempool.h
 # `crmm replay` (tools/libcrmmreplay.la, in REPLAY_LDADD)
 REPLAY_SOURCES = tools/replay.h tests/replay_logs.h
 
@@ -166,8 +167,8 @@ tests_check_arena_streams_SOURCES = tests/check_arena_streams.c $(FAKE_STREAM_SO
 tests_check_arena_streams_threads_SOURCES = tests/check_arena_streams_threads.c $(FAKE_STREAM_SOURCES)
 tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c $(FAKE_STREAM_SOURCES)
 tests_check_torch_allocator_SOURCES = tests/check_torch_allocator.c $(FAKE_CUDA_SOURCES) $(FAKE_NO_DRIVER_SOURCES)
-tests_check_async_serialized_SOURCES = tests/check_async_serialized.c $(FAKE_NO_DRIVER_SOURCES)
-tests_check_ipc_async_SOURCES = tests/check_ipc_async.c
+tests_check_async_serialized_SOURCES = tests/check_async_serialized.c $(FAKE_NO_DRIVER_SOURCES) $(FAKE_MEMPOOL_SOURCES)
+tests_check_ipc_async_SOURCES = tests/check_ipc_async.c $(FAKE_MEMPOOL_SOURCES)
 tests_check_views_and_system_cpu_SOURCES = tests/check_views_and_system_cpu.c $(FAKE_NO_DRIVER_SOURCES)
 tests_check_device_buffer_cuda_calls_SOURCES = tests/check_device_buffer_cuda_calls.c $(FAKE_STREAM_SOURCES)
 tests_check_callback_SOURCES = tests/check_callback.c tests/callback_config.h

@@ -1,0 +1,39 @@
+/* fake_mempool.c — see fake_mempool.h. */
+#include "build_config.h"
+#include <stdint.h>
+#include "fake_mempool.h"
+
+int fake_mempool_pools_live;
+
+cudaError_t cudaGetDevice(int *device) { *device = 0; return cudaSuccess; }
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaGetDeviceCount(int *count) { *count = 1; return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    (void)device;
+    *value = attr == cudaDevAttrMemoryPoolsSupported                ? 1
+             : attr == cudaDevAttrMemoryPoolSupportedHandleTypes ? cudaMemHandleTypePosixFileDescriptor
+                                                                  : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
+{
+    (void)props;
+    static int token;
+    *pool = (cudaMemPool_t)&token;
+    fake_mempool_pools_live++;
+    return cudaSuccess;
+}
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) { (void)pool; fake_mempool_pools_live--; return cudaSuccess; }
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    (void)pool, (void)attr, (void)value;
+    return cudaSuccess;
+}
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *value)
+{
+    (void)pool, (void)attr;
+    *(uint64_t *)value = 0;
+    return cudaSuccess;
+}

@@ -1,0 +1,14 @@
+/* fake_mempool.h — the scripted CUDA runtime of one device with memory pools, for the programs
+ * that test the `async` plugin against CUDA defined in the program (linked -export-dynamic):
+ * device 0, its attributes (pools supported, exportable as POSIX file descriptors), and pools
+ * that are tokens, counted. Each program defines the allocations themselves
+ * (cudaMallocFromPoolAsync, cudaFreeAsync) as its test needs. */
+#ifndef CRMM_TESTS_FAKE_MEMPOOL_H
+#define CRMM_TESTS_FAKE_MEMPOOL_H
+
+#include <cuda_runtime_api.h>
+
+/* Pools created (or imported) and not yet destroyed. */
+extern int fake_mempool_pools_live;
+
+#endif
