@@ -165,13 +165,23 @@ class ImportedBuffer:
         self._m = mapping
         self._lock = threading.Lock()  # close() from two threads closes once
 
+    def _live(self):
+        """The mapping (call with self._lock held: close() cannot unmap it meanwhile)."""
+        if not self._m:
+            raise InvalidArgumentError("ipc: the imported buffer is closed", "CRMM_ERROR_INVALID_ARGUMENT")
+        return self._m
+
     @property
     def ptr(self):
-        return lib.crmm_ipc_mapping_ptr(self._m) or 0 if self._m else 0
+        """The mapped address; InvalidArgumentError once closed."""
+        with self._lock:
+            return lib.crmm_ipc_mapping_ptr(self._live()) or 0
 
     @property
     def size(self):
-        return int(lib.crmm_ipc_mapping_size(self._m)) if self._m else 0
+        """The mapped bytes; InvalidArgumentError once closed."""
+        with self._lock:
+            return int(lib.crmm_ipc_mapping_size(self._live()))
 
     @property
     def nbytes(self):
@@ -182,11 +192,14 @@ class ImportedBuffer:
         return {"data": (self.ptr, False), "shape": (self.size,), "strides": None, "typestr": "|u1", "version": 3}
 
     def tobytes(self):
-        """The bytes, copied to the host."""
-        out = ctypes.create_string_buffer(self.size)
-        stream = lib.crmm_stream_default()
-        check(lib.crmm_copy_ptr_to_host(self.ptr, out, self.size, stream))
-        check(lib.crmm_stream_synchronize(stream))
+        """The bytes, copied to the host (a close() meanwhile waits for the copy)."""
+        with self._lock:
+            m = self._live()
+            size = int(lib.crmm_ipc_mapping_size(m))
+            out = ctypes.create_string_buffer(size)
+            stream = lib.crmm_stream_default()
+            check(lib.crmm_copy_ptr_to_host(lib.crmm_ipc_mapping_ptr(m), out, size, stream))
+            check(lib.crmm_stream_synchronize(stream))
         return out.raw
 
     def close(self):
@@ -210,7 +223,10 @@ class ImportedBuffer:
             _close(m)
 
     def __repr__(self):
-        return "<crmm.ipc.ImportedBuffer ptr=%#x size=%d>" % (self.ptr, self.size)
+        try:
+            return "<crmm.ipc.ImportedBuffer ptr=%#x size=%d>" % (self.ptr, self.size)
+        except InvalidArgumentError:
+            return "<crmm.ipc.ImportedBuffer closed>"
 
 
 def export_pointer(mr, ptr, size):

@@ -191,3 +191,18 @@ def test_a_handle_whose_descriptors_stop_arriving_closes_those_that_came():
     with pytest.raises(ConnectionRefusedError):
         crmm.ipc._rebuild(data, [_Received(fd), _SenderGone()])
     assert not is_open(fd)
+
+
+def test_a_closed_imported_buffer_refuses_every_use():
+    """After close() an ImportedBuffer names itself closed and refuses ptr, size, the array
+    interface and tobytes() with an error, rather than pointing at address 0; closing again is
+    harmless."""
+    buf = crmm.ipc.ImportedBuffer(None)  # what close() leaves
+    for use in (lambda: buf.ptr, lambda: buf.size, lambda: buf.nbytes, lambda: buf.__cuda_array_interface__,
+                buf.tobytes):
+        with pytest.raises(crmm.InvalidArgumentError, match="closed"):
+            use()
+    assert repr(buf) == "<crmm.ipc.ImportedBuffer closed>"
+    buf.close()
+    with buf:
+        pass

@@ -17,7 +17,13 @@ N = (4 << 20) + 12345
 def _read_in_child(handle, queue):
     with handle.open() as shared:
         data = shared.tobytes()
-        queue.put((shared.size, bytes(np.frombuffer(data, dtype=np.uint8)[:: (1 << 16)])))
+        size = shared.size
+    try:
+        shared.tobytes()
+        after_close = "read"
+    except crmm.InvalidArgumentError:
+        after_close = "refused"
+    queue.put((size, bytes(np.frombuffer(data, dtype=np.uint8)[:: (1 << 16)]), after_close))
 
 
 @pytest.mark.parametrize("kind", ["async", "pool"])
@@ -34,11 +40,12 @@ def test_two_processes_share_a_buffer(gpu, kind):
     queue = ctx.Queue()
     child = ctx.Process(target=_read_in_child, args=(handle, queue))
     child.start()
-    size, sample = queue.get(timeout=300)
+    size, sample, after_close = queue.get(timeout=300)
     child.join(300)
     assert child.exitcode == 0
     assert size == N
     assert sample == bytes(pattern[:: (1 << 16)])
+    assert after_close == "refused"  # a closed mapping is never read
     del buf  # after the importer closed: the driver's rule for async memory
 
 
