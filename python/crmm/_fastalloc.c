@@ -731,6 +731,10 @@ static PyObject *pointer_direct(PyObject *pointer, const pointer_layout *at, PyO
     PyObject *o = bare_pointer(pointer);
     if (!o)
         return NULL;
+    if (Py_TYPE(o) != (PyTypeObject *)pointer) { /* a __new__ that made something else: not ours to fill */
+        Py_DECREF(o);
+        return call_pointer(pointer, mem);
+    }
     PyObject *old = FIELD(o, at->mem, PyObject *);
     Py_INCREF(mem);
     FIELD(o, at->mem, PyObject *) = mem;
@@ -764,9 +768,10 @@ static void probe_pointer_layout(PyObject *pointer)
     }
     for (int r = 0; ok && r < 2; r++) {
         PyObject *o = call_pointer(pointer, mems[r]);
-        pointer_layout found = {o ? find_field(o, end, &probe_ptr[r], sizeof(intptr_t)) : -1,
-                                o ? find_field(o, end, &probe_device[r], sizeof(int)) : -1,
-                                o ? find_field(o, end, &mems[r], sizeof(PyObject *)) : -1};
+        int own = o && Py_TYPE(o) == (PyTypeObject *)pointer; /* else `end` is not its size */
+        pointer_layout found = {own ? find_field(o, end, &probe_ptr[r], sizeof(intptr_t)) : -1,
+                                own ? find_field(o, end, &probe_device[r], sizeof(int)) : -1,
+                                own ? find_field(o, end, &mems[r], sizeof(PyObject *)) : -1};
         Py_XDECREF(o);
         ok = found.ptr >= 0 && found.device >= 0 && found.mem >= 0 &&
              (r == 0 || (found.ptr == at.ptr && found.device == at.device && found.mem == at.mem));
@@ -775,7 +780,7 @@ static void probe_pointer_layout(PyObject *pointer)
     if (ok) {
         made = pointer_direct(pointer, &at, mems[2], probe_ptr[2], probe_device[2]);
         PyObject *mem = made ? PyObject_GetAttrString(made, "mem") : NULL;
-        ok = mem == mems[2] && attr_is(made, "ptr", (long long)probe_ptr[2]) &&
+        ok = mem == mems[2] && Py_TYPE(made) == (PyTypeObject *)pointer && attr_is(made, "ptr", (long long)probe_ptr[2]) &&
              attr_is(made, "device_id", probe_device[2]);
         Py_XDECREF(mem);
     }

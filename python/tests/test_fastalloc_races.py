@@ -164,3 +164,34 @@ def test_the_extension_names_a_bad_size_as_the_ctypes_path_does(size, error, say
         pytest.skip("crmm._fastalloc is not built here")
     with pytest.raises(error, match=says):
         _alloc.extension.create(size, None, None)
+
+
+# A pointer type whose __new__ gives an instance of another, smaller type (Python then skips
+# __init__): the extension must never treat that object as laid out like the declared type (its
+# probe would read, and its direct making write, past the object's end); allocations go the
+# public way and give what the type's call gives.
+POINTER_NEW_GIVES_ANOTHER_TYPE = COMMON + """
+class Small:
+    __slots__ = ("mem", "ptr", "device_id")
+class Declared:
+    __slots__ = tuple("pad%d" % i for i in range(24))  # larger than Small
+    def __new__(cls, mem=None, offset=0):
+        s = Small()
+        s.mem, s.ptr, s.device_id = mem, (mem.ptr + offset) if mem is not None else 0, 0
+        return s
+allocate = ext.cupy_allocator(lambda: Current, streams, memory, Declared, t.DeviceBuffer,
+                              host.mr._handle, t.crmm._lib, lambda n: None)
+held = [allocate(4096) for _ in range(8)]
+for p in held:
+    assert type(p) is Small and p.ptr == p.mem.ptr and p.mem.size == 4096, (type(p), p.ptr)
+assert len(host.live) == 8
+del held, p
+import gc; gc.collect()
+assert host.live == {}, host.live
+print("ok")
+"""
+
+
+def test_a_pointer_type_whose_new_gives_another_type_is_made_the_public_way(tmp_path):
+    done = run(POINTER_NEW_GIVES_ANOTHER_TYPE, tmp_path)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
