@@ -287,6 +287,30 @@ CRMM_TEST_IN("other plugins", cuda_allocates_under_capture_and_refuses_to_free)
     crmm_resource_release(cuda);
 }
 
+/* system and sam_headroom hand out system memory, which free() gives back at once: a free on a
+ * captured stream would wait for the stream (cudaStreamSynchronize, which capture forbids and which
+ * invalidates it) and then free what the graph still uses at every replay. It is refused as the
+ * cuda plugin's is, with no forbidden call; after the capture the block frees as usual. */
+static const char *const system_kinds[][2] = {{"system", ""}, {"sam_headroom", "headroom=1MiB"}};
+
+CRMM_LOOP_TEST_IN("other plugins", system_refuses_to_free_on_a_captured_stream, 2)
+{
+    crmm_resource *sys = crmm_test_create(system_kinds[_i][0], system_kinds[_i][1], NULL);
+    cudaStream_t s = stream_n(1);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(sys, 4 * KiB, s);
+    ck_assert_crmm(crmm_resource_deallocate(sys, x, 4 * KiB, (crmm_cuda_stream_t)s), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
+    ck_assert_msg(fake_capture_forbidden() == 0, "%s: %d forbidden call(s), the last %s", system_kinds[_i][0],
+                  fake_capture_forbidden(), fake_capture_last_forbidden());
+    ck_assert_uint_eq(q(sys, CRMM_QUERY_ALLOCATIONS), 1); /* still live */
+    fake_capture_end(s);
+    free_on(sys, x, 4 * KiB, s);
+    ck_assert_uint_eq(q(sys, CRMM_QUERY_ALLOCATIONS), 0);
+    fake_graph_destroy(g);
+    crmm_resource_release(sys);
+}
+
 /* The adaptors make no CUDA call of their own (prefetch leaves its hint out under capture): over a
  * pool, a capture through them is the pool's, blocks held and all. */
 static const char *const adaptors[][2] = {

@@ -98,6 +98,13 @@ cudaError_t cudaMemPrefetchAsync(const void *ptr, size_t bytes, struct cudaMemLo
     return fake_capture_call("cudaMemPrefetchAsync", FAKE_CALL_STREAM, s);
 }
 
+/* sam_headroom's placement hint: not a stream operation, legal under capture */
+cudaError_t cudaMemAdvise(const void *ptr, size_t bytes, enum cudaMemoryAdvise advice, struct cudaMemLocation location)
+{
+    (void)ptr, (void)bytes, (void)advice, (void)location;
+    return cudaSuccess;
+}
+
 /* ---- the pools ------------------------------------------------------------------------------ */
 
 enum { CHUNKS_SYNC, CHUNKS_EVENT, EXPANDABLE, FORMS };

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/cuda_support.h>
+#include "capture_check.h"
 #include "counted_source.h"
 #include "device_check.h"
 #include "system_resource.h"
@@ -86,6 +87,11 @@ static crmm_status system_deallocate(crmm_resource *self, void *ptr, size_t byte
 {
     system_resource *s = (system_resource *)self;
     if (!crmm_process_exiting()) {
+        /* under capture the wait below is forbidden (it would invalidate the capture), and the
+         * graph uses the block at every replay: refused, as the cuda plugin's free is */
+        if (capture_check_active(stream))
+            return capture_check_refuse(self->kind, "free memory", stream,
+                                        "the graph may still use it at every replay; free it after the capture, or use a pool");
         /* the device may still be reading or writing the block on `stream` */
         crmm_status st = crmm_cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
         if (st != CRMM_OK)
