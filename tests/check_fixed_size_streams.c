@@ -237,6 +237,37 @@ CRMM_TEST_IN("fixed_size_streams", one_block_chunks_record_every_free)
  * neighbour's stream): no block is handed to two at once, and at the end nothing is in use. */
 enum { CHURN_THREADS = 8 };
 
+/* A free whose event record fails has still put the block on its stream's stack (uncovered:
+ * usable on that stream, by others after a synchronization), so it succeeded: it says so, a layer
+ * above (statistics) counts it freed, the block is reused on its stream, and a second free of it is
+ * refused as a double free. Before, the free failed with the record's CUDA error while the block
+ * was gone from the live set: the caller kept a block it could never free again. */
+CRMM_TEST_IN("fixed_size_streams", a_free_whose_record_fails_still_frees_the_block)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=8", 0); /* record every free */
+    crmm_resource *stats = crmm_test_create("statistics", "", f);
+    crmm_resource_release(f);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *x = alloc_on(stats, s);
+    fake_cuda_reset();
+    fake_cuda.record_result = cudaErrorLaunchFailure;
+    crmm_status st = crmm_resource_deallocate(stats, x, 1000, (crmm_cuda_stream_t)s);
+    fake_cuda.record_result = cudaSuccess;
+    ck_assert_int_eq(fake_cuda.record, 1);
+    ck_assert_msg(st == CRMM_OK, "free: %s", crmm_last_error());
+    ck_assert_int_eq(fake_cuda.last_error, cudaSuccess); /* the error it caused was cleared */
+    ck_assert_uint_eq(crmm_test_query(stats, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_crmm(crmm_resource_deallocate(stats, x, 1000, (crmm_cuda_stream_t)s), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_eq(alloc_on(stats, s), x); /* on its own stream at once */
+    free_on(stats, x, s);
+    void *y = alloc_on(stats, t);
+    free_on(stats, y, t);
+    crmm_resource_release(stats);
+    fake_stream_destroy(s);
+    fake_stream_destroy(t);
+}
+
 CRMM_TEST_IN("fixed_size_streams_threads", eight_threads_on_their_own_streams_never_share_a_block)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=32", 0);

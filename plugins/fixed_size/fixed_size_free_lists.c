@@ -253,15 +253,21 @@ crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *cons
     /* A list found by handle alone is the caller's stream's unless that stream was destroyed
      * and its handle given to the caller's: then the list is left to the old stream (its
      * handle cleared), with these blocks uncovered on it, and no record is made on it. */
-    if (!key->known && (st = learn_id(key)) != CRMM_OK)
-        return st;
+    /* The blocks are on the stack now: the push has succeeded whatever follows. A failed id query
+     * or record leaves them uncovered (usable on this stream, by others after a synchronization)
+     * and is cleared, so that a free does not report a failure for a block it has taken back. */
+    if (!key->known && learn_id(key) != CRMM_OK) {
+        crmm_clear_error();
+        return CRMM_OK;
+    }
     if (l->stream_id != key->id) {
         l->handle = NULL;
         return CRMM_OK;
     }
-    st = crmm_cuda_status(cudaEventRecord((cudaEvent_t)l->event, (cudaStream_t)stream), "fixed_size: cudaEventRecord");
-    if (st != CRMM_OK)
-        return st;
+    if (crmm_cuda_status(cudaEventRecord((cudaEvent_t)l->event, (cudaStream_t)stream), "fixed_size: cudaEventRecord") != CRMM_OK) {
+        crmm_clear_error();
+        return CRMM_OK;
+    }
     fl->uncovered -= l->blocks.count - l->covered;
     l->covered = l->blocks.count;
     return CRMM_OK;

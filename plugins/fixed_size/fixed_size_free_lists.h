@@ -92,7 +92,9 @@ crmm_status fs_free_lists_pop(fs_free_lists *fl, fs_stream_key *key, void **ptr)
 /* Give `n` blocks back, last used on the stream of `key` (or fresh from upstream on it); record
  * the stream's event when record_every of its blocks are now uncovered. CRMM_ERROR_OUT_OF_MEMORY
  * when the stack cannot grow (then the blocks stay unavailable until the resource is destroyed),
- * CRMM_ERROR_CUDA on a failed CUDA call (the blocks are on the stack, uncovered). */
+ * CRMM_ERROR_CUDA when a new stream's list cannot be made (its event, its id). Once the blocks are
+ * on the stack it succeeds: a failed id query or record leaves them uncovered (usable on the
+ * stream, by others after a synchronization), its error cleared. */
 crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *const *ptrs, size_t n);
 
 /* Give `n` blocks back that no stream has pending work on (fs_free_lists.ready): no CUDA call.
