@@ -5,7 +5,9 @@
  *  - an expandable pool out of room finds the free pages other threads' frees left, though the
  *    pool's own counts have not seen those frees yet;
  *  - a fork while a thread's full cache gives blocks back leaves the child every block, each in
- *    one place (a live map, a cache or a free list). */
+ *    one place (a live map, a cache or a free list);
+ *  - a cache whose stream's state cannot be made (malloc failing) keeps its blocks, without a
+ *    device synchronization, while another stream is captured. */
 #include "build_config.h"
 
 #include <sys/wait.h>
@@ -166,7 +168,80 @@ CRMM_LOOP_TEST_IN("fork", a_fork_beside_a_full_cache_s_free_loses_no_block, 10)
     crmm_resource_release(forked_pool);
 }
 
+/* ---- malloc failing ---------------------------------------------------------------------------- */
+
+/* How the worker's full cache gives its blocks back in a_cache_s_blocks_go_back_while_malloc_fails. */
+enum { BY_A_FREE_INTO_IT, BY_ITS_THREAD_S_EXIT, GIVE_BACK_WAYS };
+
+/* A thread's cached blocks go back to the free list of the cache's stream: its oldest ones when a
+ * free finds the cache full, all of them when its thread exits. When that stream's state was
+ * dropped meanwhile (it held no free block when another stream missed) and malloc fails, so that
+ * none can be made, neither may wait for the device (another stream is being captured: the wait
+ * would invalidate that capture, and it fails) nor lose a block. The free is refused, the block
+ * staying live (as a free on a stream the pool cannot make a state for is), and works once malloc
+ * does; an exiting thread's blocks stay in its cache until a later drain. Every chunk then goes
+ * back at trim. */
+CRMM_LOOP_TEST_IN("malloc", a_cache_s_blocks_go_back_while_malloc_fails, GIVE_BACK_WAYS)
+{
+    if (!MALLOC_FAIL_REPLACES)
+        return; /* the sanitizers replace malloc: nothing fails */
+    crmm_resource *p = pool_in_form(CHUNKS_SYNC, "initial_size=1MiB thread_cache=on");
+    worker h;
+    worker_start(&h);
+    caches_on(p, &h);
+    void *b[POOL_CACHE_BLOCKS + 1];
+    for (int i = 0; i <= POOL_CACHE_BLOCKS; i++)
+        b[i] = worker_alloc(&h, p, 256);
+    for (int i = 0; i < POOL_CACHE_BLOCKS; i++)
+        worker_free(&h, p, b[i], 256); /* the worker's cache is full */
+    /* the rest of the pool, then a miss on another stream: it drops the states that hold no free
+     * block, the worker's stream's among them */
+    size_t rest = MiB - (POOL_CACHE_BLOCKS + 1) * 256;
+    void *all = alloc_on(p, rest, NULL);
+    void *big = alloc_on(p, 2 * MiB, stream_n(1));
+    void *last = b[POOL_CACHE_BLOCKS];
+    if (_i == BY_ITS_THREAD_S_EXIT) {
+        free_on(p, last, 256, stream_n(2)); /* into the pool (another thread's block), on a stream of its own */
+        last = NULL;
+    }
+    fake_capture_reset();
+    fake_graph *g = fake_capture_begin(stream_n(3), cudaStreamCaptureModeRelaxed);
+    crmm_status st = CRMM_OK;
+    int joined = 0;
+    malloc_fail_arm_from(1, 1); /* no check below until disarmed: Check's own bookkeeping mallocs */
+    if (_i == BY_A_FREE_INTO_IT) {
+        st = worker_call(&h, W_FREE, p, last, 256);
+    } else {
+        h.running = false;
+        pthread_mutex_lock(&h.lock);
+        h.op = W_EXIT;
+        pthread_cond_broadcast(&h.cv);
+        pthread_mutex_unlock(&h.lock);
+        joined = pthread_join(h.thread, NULL);
+    }
+    malloc_fail_disarm();
+    int forbidden = fake_capture_forbidden();
+    fake_capture_end(stream_n(3));
+    fake_graph_destroy(g);
+    ck_assert_int_eq(joined, 0);
+    ck_assert_msg(forbidden == 0, "%s called during a capture", fake_capture_last_forbidden());
+    if (st != CRMM_OK) {
+        ck_assert_int_eq(st, CRMM_ERROR_OUT_OF_MEMORY);
+        worker_free(&h, p, last, 256); /* it stayed live: its free works now */
+    }
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 2);
+    free_on(p, big, 2 * MiB, stream_n(1));
+    free_on(p, all, rest, NULL);
+    worker_stop(&h);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_msg(q(p, CRMM_QUERY_BYTES_RESERVED) == 0, "%llu bytes still held after every block was freed: blocks lost",
+                  (unsigned long long)q(p, CRMM_QUERY_BYTES_RESERVED));
+    crmm_resource_release(p);
+}
+
 int main(void)
 {
-    return CRMM_TEST_MAIN_CASES("pool_thread_cache_races", {"counts", 0}, {"fork", 0});
+    return CRMM_TEST_MAIN_CASES("pool_thread_cache_races", {"counts", 0}, {"fork", 0}, {"malloc", 0});
 }

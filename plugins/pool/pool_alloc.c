@@ -595,11 +595,23 @@ static crmm_status cached_deallocate(pool_resource *p, void *ptr, size_t bytes, 
             pool_unlock(p);
         return st;
     }
+    /* a full cache's oldest blocks go to the free list of its stream: when that stream's state
+     * cannot be made (malloc failed), nothing moves and the free is refused, the block staying
+     * live, as locked_deallocate refuses a free on a stream it cannot make a state for */
+    bool evicts = full && pool_cache_full(c); /* still full: no drain emptied it meanwhile */
+    pool_stream *home = evicts ? pool_cache_home(p, c) : NULL;
+    if (__builtin_expect(evicts && !home, 0)) {
+        pool_block_map_insert(&c->live, b); /* the removal left room */
+        spin_unlock(&c->lock);
+        pool_unlock(p);
+        char label[80];
+        return crmm_error_add_context("%s: deallocate", pool_label(p, label, sizeof label));
+    }
     pool_counts_freed(&c->delta, b->u.live.requested, b->size);
     pool_block *out[POOL_CACHE_BLOCKS];
     unsigned n = pool_cache_push(c, b, out); /* not larger than POOL_CACHE_MAX_BLOCK: no cache took it */
     if (n)
-        pool_cache_give_back(p, c, out, n);
+        pool_cache_give_back(p, home, out, n);
     spin_unlock(&c->lock);
     if (full)
         pool_unlock(p);

@@ -43,22 +43,12 @@ pool_thread_cache *pool_cache_find(pool_resource *p, crmm_cuda_stream_t stream)
     return NULL;
 }
 
-/* The state whose free list takes the blocks of c (its stream's); after a device synchronization
- * any state will do. NULL when there is none and none can be made. */
-static pool_stream *home_state(pool_resource *p, const pool_thread_cache *c)
+pool_stream *pool_cache_home(pool_resource *p, const pool_thread_cache *c)
 {
-    pool_streams *ss = &p->core.streams;
-    pool_stream *s = pool_streams_find_key(ss, c->handle, c->thread);
-    if (s)
-        return s;
-    crmm_clear_error(); /* malloc failed: make the blocks safe for every stream instead */
-    if (pool_streams_synchronize(ss) != CRMM_OK) {
-        crmm_clear_error();
-        return NULL;
-    }
-    if (ss->ready)
-        return ss->ready;
-    return ss->count ? ss->all[0] : NULL;
+    /* no device synchronization when malloc fails (it would make the blocks safe for every
+     * stream): a free or a thread's exit must not wait, and under another stream's capture the
+     * wait would invalidate the capture and fail. The blocks stay where they are instead. */
+    return pool_streams_find_key(&p->core.streams, c->handle, c->thread);
 }
 
 /* Give c's cached blocks to the free list of their stream (both locks held). False when they had
@@ -67,9 +57,11 @@ static bool give_blocks(pool_resource *p, pool_thread_cache *c, bool *gave)
 {
     if (!c->count)
         return true;
-    pool_stream *s = home_state(p, c);
-    if (!s)
+    pool_stream *s = pool_cache_home(p, c);
+    if (!s) {
+        crmm_clear_error(); /* malloc failed: they stay, found there, until a later drain */
         return false;
+    }
     for (unsigned i = 0; i < POOL_CACHE_BLOCKS; i++)
         if (c->entries[i].block)
             pool_free_list_insert_merging(&s->free, s, c->entries[i].block, &p->core.records);
@@ -337,17 +329,10 @@ unsigned pool_cache_push(pool_thread_cache *c, pool_block *b, pool_block **out)
     return n;
 }
 
-void pool_cache_give_back(pool_resource *p, pool_thread_cache *c, pool_block **blocks, unsigned n)
+void pool_cache_give_back(pool_resource *p, pool_stream *home, pool_block **blocks, unsigned n)
 {
-    pool_stream *s = home_state(p, c);
-    if (s) {
-        for (unsigned i = 0; i < n; i++)
-            pool_free_list_insert_merging(&s->free, s, blocks[i], &p->core.records);
-    } else {
-        char label[80];
-        crmm_log(CRMM_LOG_WARN, "%s: %u free blocks lost until the pool is destroyed (no stream state could be made)",
-                 pool_label(p, label, sizeof label), n);
-    }
+    for (unsigned i = 0; i < n; i++)
+        pool_free_list_insert_merging(&home->free, home, blocks[i], &p->core.records);
 }
 
 /* ---- under the pool's lock ----------------------------------------------------------------- */

@@ -37,7 +37,11 @@
  * caches may keep the pool from reusing at most that share of it. When growing fails (out of
  * memory), every cache drains and the pool tries to grow once more (an expandable pool can then
  * give their pages back and map them where it grows), before its last-resort synchronization.
- * Every cache also drains at trim and at forget_stream. A thread's exit (a
+ * Every cache also drains at trim and at forget_stream. Blocks go back only to the state of their
+ * own stream: when it cannot be made (malloc failed), they stay in the cache (a drain leaves them
+ * to the next one; a free that would evict from a full cache is refused, its block staying live),
+ * and nothing synchronizes the device instead, which a free or a thread's exit must not wait for
+ * and which would invalidate any capture under way. A thread's exit (a
  * pthread key destructor) drains its caches and leaves them to the pool as orphans, which the
  * next thread that needs a cache of that pool takes over; destroy drops every cache's contents,
  * frees the orphans and marks the others as of no pool (pool NULL: a new pool at the same
@@ -123,11 +127,16 @@ pool_block *pool_cache_take(pool_thread_cache *c, size_t size);
 static inline bool pool_cache_full(const pool_thread_cache *c) { return c->unused == POOL_CACHE_NONE; }
 /* Cache free block b (not larger than POOL_CACHE_MAX_BLOCK). Under c's lock, and the pool's
  * when the cache is full (pool_cache_full): then the oldest blocks leave it into out[] (room for
- * POOL_CACHE_BLOCKS); returns how many, which the caller gives to the pool (pool_cache_give_back)
- * before releasing either lock. */
+ * POOL_CACHE_BLOCKS); returns how many, which the caller gives to the pool (pool_cache_give_back,
+ * to the state pool_cache_home found before the push) before releasing either lock. */
 unsigned pool_cache_push(pool_thread_cache *c, pool_block *b, pool_block **out);
-/* Give n blocks freed on c's stream to the pool's free lists. Under the pool's lock. */
-void pool_cache_give_back(struct pool_resource *p, pool_thread_cache *c, pool_block **blocks, unsigned n);
+/* The state whose free list takes c's blocks (its stream's), made when missing; NULL with the
+ * error set when malloc fails (no device synchronization instead: the caller keeps the blocks
+ * where they are). Under the pool's lock. */
+struct pool_stream *pool_cache_home(struct pool_resource *p, const pool_thread_cache *c);
+/* Give n blocks freed on c's stream to the free list of `home` (pool_cache_home). Under the
+ * pool's lock. */
+void pool_cache_give_back(struct pool_resource *p, struct pool_stream *home, pool_block **blocks, unsigned n);
 
 /* ---- under the pool's lock ----------------------------------------------------------------- */
 
