@@ -1,7 +1,8 @@
 /* check_pool_thread_cache_races.c — the pool's per-thread caches where two threads' counts and a
  * fork meet, against the scripted CUDA of fake_vmm.h and graphs_test.h:
  *  - the peak of the block bytes stays a figure that was once held when one thread allocates and
- *    another frees (each cache counts the frees of the blocks its thread allocated);
+ *    another frees (each cache counts the frees of the blocks its thread allocated), and a query
+ *    that meets two threads' cache calls halfway through the caches sums one moment's counts;
  *  - an expandable pool out of room finds the free pages other threads' frees left, though the
  *    pool's own counts have not seen those frees yet;
  *  - a fork while a thread's full cache gives blocks back leaves the child every block, each in
@@ -10,6 +11,7 @@
  *    device synchronization, while another stream is captured. */
 #include "build_config.h"
 
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "graphs_test.h"
@@ -72,6 +74,140 @@ CRMM_LOOP_TEST_IN("counts", out_of_room_sees_the_frees_of_other_threads, 2)
     for (int i = 1; i < 16; i += 2)
         worker_free(&h, p, x[i], PAGE);
     worker_stop(&h);
+    crmm_resource_release(p);
+}
+
+/* A query or a drain meets two threads' cache calls halfway through the caches. The pool's spin
+ * lock yields the processor while it waits (sched_yield, this program's: -export-dynamic): the
+ * querying thread, waiting for the second cache's lock, waits there for the test; a thread
+ * waiting for a cache's lock says so. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    bool armed, parked, go, spun;
+    pthread_t query, spinner;
+} park = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+int sched_yield(void)
+{
+    pthread_t me = pthread_self();
+    pthread_mutex_lock(&park.lock);
+    if (park.armed && pthread_equal(me, park.query)) {
+        park.parked = true;
+        pthread_cond_broadcast(&park.cv);
+        while (!park.go)
+            pthread_cond_wait(&park.cv, &park.lock);
+    } else if (park.armed && pthread_equal(me, park.spinner)) {
+        park.spun = true;
+        pthread_cond_broadcast(&park.cv);
+    }
+    pthread_mutex_unlock(&park.lock);
+    return (int)syscall(SYS_sched_yield);
+}
+
+static void *query_peak(void *arg)
+{
+    pthread_mutex_lock(&park.lock);
+    park.query = pthread_self();
+    pthread_mutex_unlock(&park.lock);
+    uint64_t v;
+    ck_assert_crmm_ok(crmm_resource_query(arg, CRMM_QUERY_ALLOCATIONS_PEAK, &v));
+    return NULL;
+}
+
+/* Start the worker's free without waiting for it; worker_done says, without waiting, whether it
+ * has returned. */
+static void worker_free_start(worker *w, crmm_resource *p, void *ptr, size_t n)
+{
+    pthread_mutex_lock(&w->lock);
+    w->op = W_FREE;
+    w->p = p;
+    w->ptr = ptr;
+    w->n = n;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static bool worker_done(worker *w)
+{
+    if (pthread_mutex_trylock(&w->lock) != 0)
+        return false; /* the worker holds it through each call */
+    bool done = w->op == W_IDLE;
+    pthread_mutex_unlock(&w->lock);
+    return done;
+}
+
+/* One block live at any moment: thread a frees x into its cache, then thread b allocates y from
+ * its own. A query that read a's cache before the free and b's after the allocation would raise
+ * the peaks to a sum that never was (both live); one that runs while a waits to free x reads both
+ * as they are (both live then). The querying thread waits, holding the pool's lock, for b's
+ * cache's lock; meanwhile a frees (or waits to) and b allocates. (A drain needs no such care:
+ * once a cache is drained its counts change only under the pool's lock, which the drain holds.) */
+CRMM_TEST_IN("counts", a_peak_is_never_a_sum_of_two_moments)
+{
+    crmm_resource *p = pool_in_form(CHUNKS_SYNC, "initial_size=1MiB thread_cache=on");
+    worker a, b;
+    worker_start(&a);
+    worker_start(&b);
+    caches_on(p, &b);
+    void *y = worker_alloc(&b, p, 4 * KiB);
+    worker_free(&b, p, y, 4 * KiB); /* b's cache, made first, holds y */
+    void *x = worker_alloc(&a, p, 4 * KiB); /* a's cache, made last: first in the pool's list */
+    const pool_resource *pr = (const pool_resource *)p;
+    pool_thread_cache *first = pr->cache.caches, *second = first->next;
+    ck_assert_ptr_nonnull(second);
+    ck_assert_ptr_nonnull(pool_block_map_find(&first->live, (uintptr_t)x)); /* x: a's cache's */
+    ck_assert_uint_eq(second->count, 1);
+    ck_assert_crmm_ok(crmm_pool_reset_peaks(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS_PEAK), 1);
+
+    while (__atomic_exchange_n(&second->lock, 1, __ATOMIC_ACQUIRE)) /* the query waits for it */
+        ;
+    pthread_mutex_lock(&park.lock);
+    park.armed = true;
+    park.parked = park.go = park.spun = false;
+    park.spinner = a.thread;
+    pthread_mutex_unlock(&park.lock);
+    pthread_t qt;
+    ck_assert_int_eq(pthread_create(&qt, NULL, query_peak, p), 0);
+    pthread_mutex_lock(&park.lock);
+    while (!park.parked)
+        pthread_cond_wait(&park.cv, &park.lock);
+    pthread_mutex_unlock(&park.lock);
+    spin_unlock(&second->lock);
+    worker_free_start(&a, p, x, 4 * KiB);
+    bool freed_first = false;
+    for (;;) { /* a's free returns, or waits for its cache's lock */
+        if ((freed_first = worker_done(&a)))
+            break;
+        pthread_mutex_lock(&park.lock);
+        bool spun = park.spun;
+        pthread_mutex_unlock(&park.lock);
+        if (spun)
+            break;
+        syscall(SYS_sched_yield);
+    }
+    ck_assert_ptr_eq(worker_alloc(&b, p, 4 * KiB), y); /* from b's cache */
+    pthread_mutex_lock(&park.lock);
+    park.go = true;
+    pthread_cond_broadcast(&park.cv);
+    pthread_mutex_unlock(&park.lock);
+    ck_assert_int_eq(pthread_join(qt, NULL), 0);
+    while (!worker_done(&a))
+        syscall(SYS_sched_yield);
+    pthread_mutex_lock(&park.lock);
+    park.armed = false;
+    pthread_mutex_unlock(&park.lock);
+    ck_assert_int_eq(a.st, CRMM_OK);
+
+    uint64_t most = freed_first ? 1 : 2; /* live at once at any moment */
+    ck_assert_msg(q(p, CRMM_QUERY_ALLOCATIONS_PEAK) <= most, "the allocations' peak says %llu; at most %llu were ever live",
+                  (unsigned long long)q(p, CRMM_QUERY_ALLOCATIONS_PEAK), (unsigned long long)most);
+    ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_IN_USE_PEAK), most * 4 * KiB);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 1);
+    worker_free(&b, p, y, 4 * KiB);
+    worker_stop(&a);
+    worker_stop(&b);
     crmm_resource_release(p);
 }
 

@@ -372,12 +372,14 @@ bool pool_cache_holds(pool_resource *p, uintptr_t ptr)
 
 void pool_cache_sum(pool_resource *p, pool_counts *sum)
 {
+    /* every cache's lock at once, so that the sum is of one moment: read one at a time, a free
+     * into a cache already read and an allocation from one not yet read (neither takes the pool's
+     * lock) would both count, a sum that was never live, and raise the peaks to it */
+    pool_cache_lock_all(p);
     *sum = p->core.counts;
-    for (pool_thread_cache *c = p->cache.caches; c; c = c->next) {
-        spin_lock(&c->lock);
+    for (pool_thread_cache *c = p->cache.caches; c; c = c->next)
         pool_counts_add(sum, &c->delta);
-        spin_unlock(&c->lock);
-    }
+    pool_cache_unlock_all(p);
     pool_peaks_raise(&p->core.peaks, sum, POOL_PEAKS_ALL);
 }
 

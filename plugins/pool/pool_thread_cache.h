@@ -157,7 +157,8 @@ uint64_t pool_cache_bytes(const struct pool_resource *p);
 pool_block *pool_cache_remove_live(struct pool_resource *p, uintptr_t ptr, size_t bytes, crmm_status *st);
 /* Whether ptr lies in a block some cache holds (a double free). */
 bool pool_cache_holds(struct pool_resource *p, uintptr_t ptr);
-/* The counts of p plus every cache's delta: into *sum, and p's peaks raised to it. */
+/* The counts of p plus every cache's delta, read with every cache's lock held at once (one
+ * moment's sum): into *sum, and p's peaks raised to it. */
 void pool_cache_sum(struct pool_resource *p, pool_counts *sum);
 /* The largest block any cache holds (0: none). */
 uint64_t pool_cache_largest(struct pool_resource *p);
