@@ -529,7 +529,7 @@ static void churn(crmm_resource *p, int times, cudaStream_t s)
  * only once the process enabled capture, so a program that never captures pays no query, and a
  * pool made before asks from then on; graphs = on asks whatever the process said; graphs = off
  * never asks, even with capture enabled (the query's cost is gone, and so is the safety under
- * capture). _i: the form (_i % FORMS) and the row (_i / FORMS). */
+ * capture). A take of another stream's blocks by an event asks about that stream too. _i: the form (_i % FORMS) and the row (_i / FORMS). */
 static const struct asking {
     const char *params;
     bool enabled; /* the process enabled capture */
@@ -551,7 +551,8 @@ CRMM_LOOP_TEST_IN("pool", capture_queries_by_graphs_and_the_process, FORMS * ASK
     churn(p, 100, stream_n(1));
     ck_assert_int_eq(fake_capture_queries() - before, row->asks ? 200 : 0);
     churn(p, 100, NULL);
-    ck_assert_int_eq(fake_capture_queries() - before, row->asks ? 200 : 0);
+    /* stream_reuse = event: taking stream 1's blocks by an event asks first whether it is captured */
+    ck_assert_int_eq(fake_capture_queries() - before, row->asks ? 200 + (_i % FORMS == CHUNKS_EVENT) : 0);
     ck_assert_int_eq(fake_user_objects_live(), 0);
     if (!row->enabled) { /* the process enables capture: auto asks from now on, as on does */
         crmm_graph_capture_enable(true);
@@ -595,6 +596,34 @@ CRMM_LOOP_TEST_IN("pool", a_cached_block_freed_in_a_capture_is_the_graphs, FORMS
     fake_graph_destroy(g);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), free_now + 64 * KiB);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), q(p, CRMM_QUERY_BYTES_RESERVED));
+    crmm_resource_release(p);
+}
+
+/* A stream allocating outside any capture while another stream is captured (relaxed mode, as
+ * several threads capturing or eager work beside a capture do): with stream_reuse = event, the
+ * pool must not take the captured stream's free blocks by recording its event on that stream
+ * and making the other wait for it: the record becomes a node of the capture and the wait joins
+ * the eager stream to it (its work is captured instead of run, and the capture cannot end
+ * unjoined). It grows instead. */
+CRMM_TEST_IN("pool", eager_work_beside_a_capture_takes_nothing_of_the_captured_stream)
+{
+    int form = CHUNKS_EVENT;
+    crmm_resource *p = pool_in_form(form, "initial_size=1MiB");
+    cudaStream_t s = stream_n(1), other = stream_n(2);
+    free_on(p, alloc_on(p, MiB, s), MiB, s); /* the whole pool free on s */
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeRelaxed);
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed; /* this thread may cudaMalloc */
+    ck_assert_int_eq(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+    int records = fake_vmm.event_records;
+    void *x = alloc_on(p, MiB, other);
+    ck_assert_int_eq(fake_vmm.event_records, records);
+    no_forbidden_call(form);
+    void *y = alloc_on(p, 64 * KiB, s); /* the capture still has its stream's blocks */
+    free_on(p, y, 64 * KiB, s);
+    fake_capture_end(s);
+    no_forbidden_call(form);
+    free_on(p, x, MiB, other);
+    fake_graph_destroy(g);
     crmm_resource_release(p);
 }
 

@@ -259,6 +259,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
         free_state(p);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
     }
+    p->core.streams.capture_gate = p->capture_gate;
     crmm_resource_init(&p->base, &pool_ops, "pool", upstream->flags, upstream->device, upstream);
     snprintf(p->base.name, sizeof p->base.name, "%s", name ? name : "");
     p->growth.initial = initial;

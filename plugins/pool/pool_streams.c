@@ -71,6 +71,7 @@
 #include <stdlib.h>
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
+#include "../common/capture_check.h"
 #include "pool_streams.h"
 
 static pool_stream *new_state(crmm_cuda_stream_t handle, uint64_t thread)
@@ -366,7 +367,7 @@ crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stre
         return CRMM_OK; /* taken where it lies: the ready state stays shared */
     bool by_event = ss->by_event;
     uint64_t me = thread_serial();
-    bool refused = false, any_fits = false, any_free = false;
+    bool refused = false, any_fits = false, any_free = false, captured = false;
     for (size_t i = 0; i < ss->count;) {
         pool_stream *s = ss->all[i];
         if (s == t) {
@@ -384,6 +385,11 @@ crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stre
         any_fits = true;
         if (!by_event || (s->handle == CRMM_CUDA_STREAM_PER_THREAD && s->thread != me))
             continue;
+        capture_check_info cap;
+        if (ss->capture_gate && capture_check_gate_open(ss->capture_gate) && capture_check_query(s->handle, &cap)) {
+            captured = true; /* an event recorded on it would join t to its capture */
+            continue;
+        }
         if (!order_behind(ss, t, s)) {
             refused = true;
             break; /* CUDA refused the event: synchronizing is the way left */
@@ -394,7 +400,7 @@ crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stre
         return CRMM_OK;
     }
     bool synchronize = refused || (!by_event && any_fits) || (may_synchronize && any_free);
-    if (!synchronize)
+    if (!synchronize || captured)
         return CRMM_OK;
     crmm_status st = pool_streams_synchronize(ss);
     if (st != CRMM_OK)

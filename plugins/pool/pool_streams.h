@@ -35,6 +35,8 @@ typedef struct pool_streams {
     bool by_event;                 /* stream_reuse: POOL_REUSE_EVENT (false: POOL_REUSE_SYNC) */
     int device;                    /* CUDA device of the pool (for the event and synchronizing) */
     void *event;                   /* cudaEvent_t, made at the first take by event; or NULL */
+    const bool *capture_gate;      /* the pool's gate (capture_check.h): ask whether a stream whose
+                                    * blocks an event would order is being captured; NULL: never */
     uint64_t syncs;                /* device synchronizations made (pool_streams_synchronize) */
     uint64_t event_waits;          /* streams made to wait for another's event (stream_reuse = event) */
 } pool_streams;
@@ -103,7 +105,9 @@ static inline pool_stream *pool_streams_find_last(pool_streams *ss, crmm_cuda_st
  * default stream) is ordered by the pool's event and its blocks move to t (*from: t); with
  * POOL_REUSE_SYNC, a fitting block on any other stream makes the pool synchronize the device,
  * after which the free blocks of every stream, t's included, join the ready state (merging) and
- * the block is taken from there. Pouring into the ready state rather than into t keeps streams
+ * the block is taken from there. A stream being captured (asked behind capture_gate) is never
+ * recorded on: the record would become a node of its graph and the wait would join t to the
+ * capture; nor is the device synchronized then (CUDA forbids it while a stream is captured). Pouring into the ready state rather than into t keeps streams
  * that run side by side from taking everything from each other, and a synchronization each time.
  * With `may_synchronize` true (the last resort, after growing failed) the device is also
  * synchronized when other streams hold free blocks at all, none of which fits alone, since merged
