@@ -196,6 +196,35 @@ CRMM_LOOP_TEST_IN("private", a_block_from_before_the_capture_is_held_not_reused,
     crmm_resource_release(p);
 }
 
+/* A block that an earlier graph's capture allocated, still live when that graph was destroyed, is
+ * a block from before the next capture like any other: its pages went back to the pool with the
+ * rest of the destroyed graph's and may hold other blocks now. With graph_pool = private a later
+ * capture that frees it holds it, and never cuts its own blocks from it. */
+CRMM_LOOP_TEST_IN("private", a_destroyed_graphs_live_block_is_not_reused_by_the_next_capture, FORMS)
+{
+    int form = _i;
+    crmm_resource *p = pool_in_form(form, "initial_size=16MiB graph_pool=private");
+    cudaStream_t s = stream_n(1);
+    fake_graph *a = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    char *x = alloc_on(p, 3 * MiB, s); /* on pages of a's own; the rest of them parked for a */
+    fake_capture_end(s);
+    fake_graph_destroy(a);               /* x lives on; the rest of its pages is the pool's again */
+    char *y = alloc_on(p, 512 * KiB, s); /* eager work may take those pages */
+    fake_graph *b = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    free_on(p, x, 3 * MiB, s);
+    char *z = alloc_on(p, MiB + 256 * KiB, s);
+    fake_capture_end(s);
+    no_forbidden_call(form);
+    ck_assert_msg(z + MiB + 256 * KiB <= x || z >= x + 3 * MiB, "%s: the capture cut a block from %p, allocated before it",
+                  form_names[form], (void *)x);
+    ck_assert_uint_eq((uintptr_t)z % page_of(form), 0);
+    free_on(p, z, MiB + 256 * KiB, s);
+    free_on(p, y, 512 * KiB, s);
+    fake_graph_destroy(b);
+    ck_assert_uint_eq(graph_held(p), 0);
+    crmm_resource_release(p);
+}
+
 /* A destroyed graph's pages are whole free pages the next capture takes (of another graph, right
  * after the first is destroyed: no query or allocation outside a capture between them), instead
  * of growing: a program that captures again after destroying its graph holds no more. */

@@ -301,9 +301,10 @@ bool pool_capture_free(pool_resource *p, pool_block *b, pool_graph *capturing, c
 {
     pool_graph *o = (pool_graph *)b->graph;
     if (capturing) {
-        /* with graph_pool = private a block allocated before the capture shares its pages with
+        /* with graph_pool = private a block allocated before the capture (outside any, or by a
+         * graph destroyed since, whose other pages went back to the pool) shares its pages with
          * blocks outside the graph: held, not reused */
-        park(p, capturing, b, stream, !(p->graph_private && !o));
+        park(p, capturing, b, stream, !p->graph_private || o == capturing || (o && o->alive));
         return true;
     }
     if (o->alive) {
