@@ -391,6 +391,75 @@ CRMM_LOOP_TEST_IN("private", bad_frees_are_refused, FORMS)
     crmm_resource_release(p);
 }
 
+/* Many graphs captured and destroyed, as torch.compile's reduce-overhead mode or a server that
+ * captures per shape does: each capture on a stream the pool has not seen (a state of its own,
+ * made under capture), with small and large requests, some freed inside the capture, some after
+ * it, some only after the graph is destroyed, and a block allocated before the capture freed
+ * inside it. After every destroy and trim the pool holds what it held before the first capture,
+ * and the counts say nothing is live. Rows: form, graph_pool (shared, private), thread caches
+ * (off, on), and whether the last blocks are freed before or after the destroy. */
+static void *switch_caches_on(void *arg)
+{
+    crmm_resource *p = arg;
+    free_on(p, alloc_on(p, 4 * KiB, stream_n(9)), 4 * KiB, stream_n(9));
+    return NULL;
+}
+
+CRMM_LOOP_TEST_IN("private", many_captures_and_destroys_return_every_page, FORMS * 8)
+{
+    int form = _i % FORMS, private_pool = (_i / FORMS) & 1, caches = (_i / FORMS / 2) & 1, late = (_i / FORMS / 4) & 1;
+    char params[128];
+    snprintf(params, sizeof params, "initial_size=4MiB graph_pool=%s thread_cache=%s", private_pool ? "private" : "shared",
+             caches ? "on" : "off");
+    crmm_resource *p = pool_in_form(form, params);
+    if (caches) {
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, switch_caches_on, p), 0);
+        ck_assert_int_eq(pthread_join(t, NULL), 0);
+    }
+    cudaStream_t eager = stream_n(1);
+    free_on(p, alloc_on(p, MiB, eager), MiB, eager);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    uint64_t base = q(p, CRMM_QUERY_BYTES_RESERVED);
+    static const size_t sizes[] = {4 * KiB, 100 * KiB, 3 * MiB, 768, 5 * MiB + 512, 64 * KiB};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    for (int round = 0; round < 12; round++) {
+        cudaStream_t s = stream_n(20 + round);
+        void *pre = alloc_on(p, 96 * KiB, s);
+        fake_graph *g = fake_capture_begin(s, round % 3 == 0 ? cudaStreamCaptureModeGlobal
+                                              : round % 3 == 1 ? cudaStreamCaptureModeThreadLocal
+                                                               : cudaStreamCaptureModeRelaxed);
+        void *x[N];
+        for (int i = 0; i < N; i++) {
+            x[i] = alloc_on(p, sizes[i], s);
+            if (i % 2)
+                free_on(p, x[i - 1], sizes[i - 1], s);
+        }
+        free_on(p, pre, 96 * KiB, s);
+        fake_capture_end(s);
+        no_forbidden_call(form);
+        void *e = alloc_on(p, 256 * KiB, eager); /* eager work between the capture and its graph's end */
+        if (!late)
+            for (int i = 1; i < N; i += 2)
+                free_on(p, x[i], sizes[i], s);
+        fake_graph_destroy(g);
+        if (late)
+            for (int i = 1; i < N; i += 2)
+                free_on(p, x[i], sizes[i], round % 2 ? s : eager);
+        free_on(p, e, 256 * KiB, eager);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_BLOCK_BYTES), 0);
+        ck_assert_uint_eq(graph_held(p), 0);
+        ck_assert_crmm_ok(crmm_resource_trim(p));
+        ck_assert_msg(q(p, CRMM_QUERY_BYTES_RESERVED) == base, "%s, %s: round %d: %llu held after destroy and trim, %llu before",
+                      form_names[form], params, round, (unsigned long long)q(p, CRMM_QUERY_BYTES_RESERVED),
+                      (unsigned long long)base);
+    }
+    ck_assert_int_eq(fake_user_objects_live(), 0);
+    crmm_resource_release(p);
+}
+
 /* The parameter itself: check-config refuses a value it does not know, naming the choices. */
 CRMM_TEST_IN("private", an_unknown_graph_pool_is_refused)
 {
