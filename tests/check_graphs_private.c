@@ -142,16 +142,17 @@ CRMM_LOOP_TEST_IN("private", the_graphs_pages_serve_its_own_capture, 2 * FORMS)
     crmm_resource_release(p);
 }
 
-/* The pool's free memory holds no whole segment and the maximum leaves room for the request but
- * not for a new segment: the request alone is taken. No room at all: CRMM_ERROR_OUT_OF_MEMORY
- * naming the capture, without a wait, even though the pool's free blocks could serve it (they
- * share pages with blocks outside the graph), and the capture stays valid. */
+/* The pool's free memory holds no whole segment (nor, for the expandable pool, whole pages enough
+ * for the request) and the maximum leaves room for the request but not for a new segment: the
+ * request alone is taken. No room at all: CRMM_ERROR_OUT_OF_MEMORY naming the capture, without a
+ * wait, even though the pool's free blocks could serve it (they share pages with blocks outside
+ * the graph), and the capture stays valid. */
 CRMM_LOOP_TEST_IN("private", growth_within_the_maximum, FORMS)
 {
     int form = _i;
     crmm_resource *p = pool_in_form(form, "initial_size=4MiB maximum_size=5MiB graph_pool=private");
     cudaStream_t s = stream_n(1);
-    void *held = alloc_on(p, 3 * MiB + 512 * KiB, s); /* 512 KiB stay free: no whole segment */
+    void *held = alloc_on(p, 3 * MiB + 864 * KiB, s); /* 160 KiB stay free: two whole 64 KiB pages */
     int syncs = fake_vmm.device_syncs;
     fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
     void *x = alloc_on(p, 256 * KiB, s); /* a 2 MiB segment does not fit under the maximum */
@@ -165,7 +166,32 @@ CRMM_LOOP_TEST_IN("private", growth_within_the_maximum, FORMS)
     ck_assert_int_eq(fake_vmm.device_syncs, syncs);
     ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 1);
     fake_graph_destroy(g);
-    free_on(p, held, 3 * MiB + 512 * KiB, s);
+    free_on(p, held, 3 * MiB + 864 * KiB, s);
+    ck_assert_uint_eq(graph_held(p), 0);
+    crmm_resource_release(p);
+}
+
+/* An expandable pool of pages smaller than a segment, at its maximum, whose free memory holds
+ * whole free pages for a small request of a private capture but no whole segment: the request
+ * takes only the pages its size needs, from those free pages, instead of failing. */
+CRMM_TEST_IN("private", a_small_request_at_the_maximum_takes_free_pages_its_size_needs)
+{
+    int form = EXPANDABLE;
+    crmm_resource *p = pool_in_form(form, "initial_size=4MiB maximum_size=4MiB graph_pool=private");
+    cudaStream_t s = stream_n(1);
+    char *a = alloc_on(p, 1536 * KiB, s), *b = alloc_on(p, 1536 * KiB, s), *c = alloc_on(p, MiB, s);
+    free_on(p, b, 1536 * KiB, s); /* 1.5 MiB of whole free pages on s, between a and c */
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = NULL;
+    crmm_status st = crmm_resource_allocate(p, 256 * KiB, (crmm_cuda_stream_t)s, &x);
+    fake_capture_end(s);
+    no_forbidden_call(form);
+    ck_assert_msg(st == CRMM_OK, "%s", crmm_last_error());
+    ck_assert_uint_eq((uintptr_t)x % PAGE, 0);
+    free_on(p, x, 256 * KiB, s);
+    fake_graph_destroy(g);
+    free_on(p, a, 1536 * KiB, s);
+    free_on(p, c, MiB, s);
     ck_assert_uint_eq(graph_held(p), 0);
     crmm_resource_release(p);
 }

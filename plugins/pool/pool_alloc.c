@@ -369,7 +369,7 @@ static crmm_status cached_allocate(pool_resource *p, size_t bytes, size_t size, 
  * capture on `stream` on pages of g's alone (docs/cuda-graphs.md): POOL_CAPTURE_SMALL_SEGMENT for a
  * small request, else `size`, in whole pages, from free pages the stream may use at once, else
  * new memory (pool_grow_fresh; for a small request that finds no room for a segment, `size`
- * alone); the rest stays parked for the capture. Out of every list and not yet owned; NULL with
+ * alone, from free pages or new ones); the rest stays parked for the capture. Out of every list and not yet owned; NULL with
  * *st set when the pool cannot grow. */
 static pool_block *grow_for_graph(pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream, crmm_status *st)
 {
@@ -381,14 +381,18 @@ static pool_block *grow_for_graph(pool_resource *p, pool_graph *g, size_t size, 
     pool_block *b = pool_capture_take_pages(p, s, want);
     if (!b) {
         *st = pool_grow_fresh(p, s, want, stream, &b);
-        if (*st != CRMM_OK && want > size) { /* no room for a whole segment: the request alone */
+        if (*st != CRMM_OK && want > size) { /* no room for a whole segment: the request alone,
+                                               * from free pages that hold it, else new ones */
             crmm_clear_error();
-            *st = pool_grow_fresh(p, s, size, stream, &b);
+            b = pool_capture_take_pages(p, s, size);
+            *st = b ? CRMM_OK : pool_grow_fresh(p, s, size, stream, &b);
         }
         if (*st != CRMM_OK)
             return NULL;
-        pool_free_list_remove(&s->free, b);
-        b->owner = NULL;
+        if (b->owner) { /* new memory: still in s's free list */
+            pool_free_list_remove(&s->free, b);
+            b->owner = NULL;
+        }
     }
     pool_capture_keep_rest(p, g, b, size, stream);
     return b;
