@@ -297,12 +297,16 @@ static void *capture_churn(void *arg)
 
 /* Two threads capture two graphs on two streams at once, splitting and merging their parked
  * blocks under the pool's lock: no block is handed to both (each checks its blocks' patterns),
- * and once both graphs are gone everything is free again. Rows from FORMS on: with graph_pool =
- * private. */
-CRMM_LOOP_TEST_IN("pool", two_threads_capture_at_once, 2 * FORMS)
+ * and once both graphs are gone everything is free again. Rows FORMS to 2 * FORMS - 1 and from
+ * 3 * FORMS on: with graph_pool = private; from 2 * FORMS on: with per-thread caches on (the two
+ * threads switch them on). */
+CRMM_LOOP_TEST_IN("pool", two_threads_capture_at_once, 4 * FORMS)
 {
     int form = _i % FORMS;
-    crmm_resource *p = pool_in_form(form, _i < FORMS ? "initial_size=8MiB" : "initial_size=8MiB graph_pool=private");
+    char params[96];
+    snprintf(params, sizeof params, "initial_size=8MiB%s%s", _i / FORMS % 2 ? " graph_pool=private" : "",
+             _i / FORMS / 2 ? " thread_cache=on" : "");
+    crmm_resource *p = pool_in_form(form, params);
     struct capturing_thread t[2] = {{p, stream_n(4), 7u, 0}, {p, stream_n(5), 99u, 0}};
     fake_graph *g[2];
     for (int i = 0; i < 2; i++)
@@ -624,6 +628,37 @@ CRMM_TEST_IN("pool", eager_work_beside_a_capture_takes_nothing_of_the_captured_s
     no_forbidden_call(form);
     free_on(p, x, MiB, other);
     fake_graph_destroy(g);
+    crmm_resource_release(p);
+}
+
+/* A capture invalidated half-way (a forbidden call elsewhere; cudaStreamEndCapture then fails and
+ * CUDA drops the graph): the blocks it allocated, freed before and after the invalidation, and
+ * those allocated on its stream after it, all come back once the graph is dropped; nothing stays
+ * owned. Rows: form, graph_pool shared and private. */
+CRMM_LOOP_TEST_IN("pool", an_invalidated_capture_leaves_nothing_owned, 2 * FORMS)
+{
+    int form = _i % FORMS;
+    crmm_resource *p = pool_in_form(form, _i < FORMS ? "initial_size=8MiB" : "initial_size=8MiB graph_pool=private");
+    cudaStream_t s = stream_n(1);
+    free_on(p, alloc_on(p, 8 * MiB, s), 8 * MiB, s);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    uint64_t base = q(p, CRMM_QUERY_BYTES_RESERVED);
+    void *pre = alloc_on(p, 64 * KiB, s);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeRelaxed);
+    void *a = alloc_on(p, 3 * MiB, s), *b = alloc_on(p, 16 * KiB, s);
+    free_on(p, a, 3 * MiB, s);
+    free_on(p, pre, 64 * KiB, s);
+    fake_capture_invalidate(s);
+    void *c = alloc_on(p, 256 * KiB, s); /* the capture is dead: an ordinary allocation */
+    free_on(p, b, 16 * KiB, s);
+    fake_capture_end(s);
+    fake_graph_destroy(g); /* cudaStreamEndCapture failed: CUDA drops the graph */
+    free_on(p, c, 256 * KiB, s);
+    ck_assert_int_eq(fake_user_objects_live(), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(graph_held(p), 0);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), base);
     crmm_resource_release(p);
 }
 

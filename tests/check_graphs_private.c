@@ -486,6 +486,34 @@ CRMM_LOOP_TEST_IN("private", many_captures_and_destroys_return_every_page, FORMS
     crmm_resource_release(p);
 }
 
+/* Captures and destroys repeated without a trim, with eager work on another stream between them
+ * (replays interleaved with eager steps): what the pool holds levels off. */
+CRMM_LOOP_TEST_IN("private", repeated_captures_without_trim_level_off, FORMS * 2)
+{
+    int form = _i % FORMS;
+    crmm_resource *p = pool_in_form(form, _i < FORMS ? "initial_size=4MiB graph_pool=private" : "initial_size=4MiB");
+    cudaStream_t eager = stream_n(1);
+    uint64_t at[40];
+    for (int round = 0; round < 40; round++) {
+        cudaStream_t s = stream_n(20 + round % 3);
+        fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeThreadLocal);
+        void *a = alloc_on(p, 3 * MiB, s), *b = alloc_on(p, 40 * KiB, s);
+        free_on(p, a, 3 * MiB, s);
+        void *c = alloc_on(p, 5 * MiB, s);
+        fake_capture_end(s);
+        void *e1 = alloc_on(p, 1536 * KiB, eager), *e2 = alloc_on(p, 100 * KiB, eager);
+        free_on(p, e1, 1536 * KiB, eager);
+        free_on(p, b, 40 * KiB, s);
+        free_on(p, c, 5 * MiB, s);
+        fake_graph_destroy(g);
+        free_on(p, e2, 100 * KiB, eager);
+        at[round] = q(p, CRMM_QUERY_BYTES_RESERVED);
+    }
+    ck_assert_msg(at[39] == at[19], "%s: %llu held after 20 rounds, %llu after 40", form_names[form],
+                  (unsigned long long)at[19], (unsigned long long)at[39]);
+    crmm_resource_release(p);
+}
+
 /* The parameter itself: check-config refuses a value it does not know, naming the choices. */
 CRMM_TEST_IN("private", an_unknown_graph_pool_is_refused)
 {

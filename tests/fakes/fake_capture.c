@@ -26,6 +26,7 @@ static struct {
     unsigned long long id;
     fake_graph *graph;
     enum cudaStreamCaptureMode mode;
+    int invalidated;
 } captures[MAX_CAPTURES];
 
 static unsigned long long next_capture_id = 1000;
@@ -79,6 +80,15 @@ void fake_capture_join(cudaStream_t s2, cudaStream_t s)
             return;
         }
     ck_abort_msg("too many captures");
+}
+
+void fake_capture_invalidate(cudaStream_t s)
+{
+    int i = capture_of(s);
+    ck_assert_int_ge(i, 0);
+    for (int j = 0; j < MAX_CAPTURES; j++)
+        if (captures[j].graph && captures[j].id == captures[i].id)
+            captures[j].invalidated = 1;
 }
 
 void fake_capture_end(cudaStream_t s)
@@ -163,7 +173,8 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
 {
     __atomic_add_fetch(&queries, 1, __ATOMIC_RELAXED);
     int i = capture_of(stream);
-    *status = i >= 0 ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+    *status = i < 0 ? cudaStreamCaptureStatusNone
+              : captures[i].invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
     if (id)
         *id = i >= 0 ? captures[i].id : 0;
     if (graph)
@@ -180,7 +191,9 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status)
 {
     __atomic_add_fetch(&queries, 1, __ATOMIC_RELAXED);
-    *status = capture_of(stream) >= 0 ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+    int i = capture_of(stream);
+    *status = i < 0 ? cudaStreamCaptureStatusNone
+              : captures[i].invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
     return cudaSuccess;
 }
 

@@ -25,6 +25,10 @@ fake_graph *fake_capture_begin(cudaStream_t s, enum cudaStreamCaptureMode mode);
 /* Make s2 part of the capture of s (as waiting for an event recorded on s does): same capture id,
  * same graph. End each stream's part with fake_capture_end. */
 void fake_capture_join(cudaStream_t s2, cudaStream_t s);
+/* Invalidate the capture of s (and of the streams joined to it), as a forbidden call does: they
+ * report cudaStreamCaptureStatusInvalidated until ended; the program then ends the capture and
+ * destroys the graph (cudaStreamEndCapture fails and gives no graph: CUDA drops it). */
+void fake_capture_invalidate(cudaStream_t s);
 /* End the capture of s; its graph lives on until fake_graph_destroy. */
 void fake_capture_end(cudaStream_t s);
 /* Destroy the graph: its references to user objects are released (destructors run now). */
