@@ -78,7 +78,7 @@ void arena_slab_format(arena_slab *sb, size_t superblock_size, unsigned cls)
     uint32_t d = (uint32_t)(block >> ARENA_GRANULE_SHIFT);
     sb->cls = cls;
     sb->block_size = (uint32_t)block;
-    sb->capacity = capacity;
+    __atomic_store_n(&sb->capacity, capacity, __ATOMIC_RELAXED); /* read by arena_slab_all_free */
     sb->magic = (((uint64_t)1 << ARENA_MAGIC_SHIFT) + d - 1) / d;
     sb->nsum = (words + 63) / 64;
     for (uint32_t w = 0; w < words; w++) {
@@ -111,6 +111,16 @@ uint32_t arena_slab_collect(arena_slab *sb)
     }
     arena_slab_set_free_count(sb, sb->free_count + got);
     return got;
+}
+
+bool arena_slab_all_free(const arena_slab *sb)
+{
+    /* the arrays are sized for the smallest class: in bounds whatever capacity is read */
+    uint32_t capacity = __atomic_load_n(&sb->capacity, __ATOMIC_RELAXED), n = 0;
+    for (uint32_t w = 0; w < (capacity + 63) / 64; w++)
+        n += (uint32_t)__builtin_popcountll(arena_bits_load(&sb->free_bits[w]) |
+                                            __atomic_load_n(&sb->remote_bits[w], __ATOMIC_ACQUIRE));
+    return capacity > 0 && n == capacity;
 }
 
 arena_span *arena_slab_steal(arena_slab *sb)

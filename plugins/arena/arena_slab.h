@@ -8,12 +8,19 @@
  * a superblock of up to 1 GiB can have (see ARENA_MAGIC_SHIFT).
  *
  * Who may touch what (the `state` field says which case holds):
- *   EMPTY     all blocks free, held by its owner thread arena, which may claim it back (CAS to
- *             OWNED) or lose it to a defragmenter (CAS to STEALING, then STOLEN).
  *   OWNED     held by `owner`: only the owner thread reads and writes free_bits, summary and
- *             free_count, without atomics. Other threads set bits in remote_bits (with the
- *             class lock held) and the owner collects them when it runs out of blocks.
- *   STEALING  a defragmenter is taking it; STOLEN: taken, the owner must drop and recycle it.
+ *             free_count, without atomics, and only inside an "operation" (arena_thread_cache.c).
+ *             Other threads set bits in remote_bits (with the class lock held) and the owner
+ *             collects them when it runs out of blocks. A defragmenter may take an OWNED slab
+ *             whose free and remote bits together cover every block, but only while it has
+ *             fenced the owner out of its operations (the protocol at the top of
+ *             arena_thread_cache.c); it then sets the state to SPARE under the class lock, clears
+ *             the owner's `current` entry and recycles the record itself.
+ *   EMPTY     only where membarrier(2) is unavailable (so owned slabs cannot be taken as above):
+ *             all blocks free, held by its owner thread arena, which may claim it back (CAS to
+ *             OWNED) or lose it to a defragmenter (CAS to STEALING, then STOLEN).
+ *   STEALING  a defragmenter is taking an EMPTY slab; STOLEN: taken, the owner must drop and
+ *             recycle it.
  *   DETACHED  held by no thread (full when detached, or left by an exited thread): everything
  *             is changed under its class's lock; it waits in the class's partial list once it has
  *             a free block, and goes back to the global arena when it is empty.
@@ -88,6 +95,10 @@ void arena_slab_format(arena_slab *sb, size_t superblock_size, unsigned cls);
 /* Move blocks other threads freed into free_bits (owner, or class lock when detached). Returns
  * how many. */
 uint32_t arena_slab_collect(arena_slab *sb);
+/* Whether every block is free, counting those other threads freed and the owner has not
+ * collected. Reads only atomics, so any thread may ask (a hint unless the owner is fenced out and
+ * the class lock is held: see arena_cache_reclaim). */
+bool arena_slab_all_free(const arena_slab *sb);
 
 /* ---- the fast path ------------------------------------------------------------------------- */
 

@@ -9,9 +9,12 @@
  *
  * The fast path: ABI dispatch, a thread-local lookup (two compares), the size class, the slab
  * bitmap (two count-trailing-zeros, two stores) and owner-local counters; a free adds a page-map
- * load and a multiply-shift for the block index. No lock and no atomic read-modify-write, except
- * the CAS that takes a slab back after it was empty (what lets a defragmenter take empty slabs
- * from live threads). Its cost is in bench/RESULTS.md.
+ * load and a multiply-shift for the block index. No lock, no atomic read-modify-write and no
+ * fence: around its use of its slabs the owner stores its `busy` word twice and loads its
+ * `reclaim` word once (plain moves on x86, on the thread arena's own cache line; see "taking a
+ * slab from a live owner" below). Where membarrier(2) is unavailable, a slab the owner empties is
+ * marked EMPTY and the next allocation from it takes it back with a CAS. Its cost is in
+ * bench/RESULTS.md.
  *
  * Other threads:
  *   - a free into a slab another thread arena holds (another thread, or this thread on another
@@ -22,16 +25,92 @@
  *     goes back to the global arena at once.
  *   - a thread that exits detaches its slabs the same way (after waiting for the device), and
  *     gives back the empty ones: no memory is lost with the thread.
- *   - a defragmenter (out of memory, trim) takes EMPTY slabs from every thread arena by CAS. */
+ *   - a defragmenter (out of memory, trim) takes the empty slabs of every thread arena: EMPTY ones
+ *     by CAS, and where membarrier(2) works, OWNED ones whose free and remote bits cover them, as
+ *     follows.
+ *
+ * Taking a slab from a live owner (an asymmetric Dekker protocol). A slab whose last blocks other
+ * threads freed is empty, but only the owner may read and write its bitmap without a lock, and
+ * making every owner operation publish itself with a fence or a CAS would slow the fast path.
+ *   owner, around every use of its slabs and `current` (allocate, free of a block of its own
+ *   slab, thread exit):
+ *       busy = 1 (relaxed store); compiler barrier; if reclaim (acquire load): busy = 0, wait
+ *       until reclaim is 0, start over; ... its slabs ...; busy = 0 (release store)
+ *   defragmenter (arenas_lock held: one at a time):
+ *       reclaim = 1 (relaxed) in each thread arena holding a slab that looks empty;
+ *       membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+ *       in each such arena: if busy (acquire load) is 0, take each held OWNED slab that is empty,
+ *       checked again with its class lock held (what orders it with remote frees); then
+ *       reclaim = 0 (release store).
+ * membarrier makes every running thread of the process execute a full memory barrier, and a
+ * thread that is not running executes one before it runs again: each owner has a point in its
+ * program order where that barrier falls. An operation that began before that point stored
+ * busy = 1 before it, so the defragmenter's load after membarrier returns reads 1 — unless the
+ * operation has ended, and then the release of its busy = 0 makes all its writes visible to that
+ * acquire load. An operation that begins after the point loads reclaim after the barrier, so it
+ * reads the 1 stored before membarrier and waits; its acquire of reclaim = 0 then shows it its
+ * slabs and `current` as the defragmenter left them. So once the defragmenter reads busy == 0,
+ * no operation of that owner is in progress and none starts before reclaim is 0 again: its slabs
+ * are the defragmenter's alone, and one found empty under the class lock is empty (a block the
+ * owner still holds is in neither bitmap). Neither side can deadlock the other: the owner waits
+ * only at the start of an operation, holding no lock of this resource, and the defragmenter never
+ * waits for an owner. An owner loses nothing: a slab taken had no live block, and its `current`
+ * entry is cleared, so its next allocation of that class takes another slab. The owner pays two
+ * stores and a load on its own cache line per operation; the defragmenter one system call.
+ * Where membarrier is unavailable (its registration fails when the first arena is made, or a call
+ * fails later), no OWNED slab is taken, and owners mark the slabs they empty EMPTY instead, for
+ * the CAS protocol of arena_slab.h. ThreadSanitizer does not know membarrier: every word both
+ * sides touch is an atomic, and the release/acquire pairs on busy and reclaim give it the
+ * orderings the argument above uses. */
 #include "build_config.h"
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#if defined(__linux__) && __has_include(<linux/membarrier.h>)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#ifdef SYS_membarrier
+#define ARENA_MEMBARRIER 1 /* (its commands are enumerators, not macros) */
+#endif
+#endif
 #include "arena_thread_cache.h"
 
 /* Thread arenas flush their counts into the resource's when the net change reaches these. */
 #define ARENA_FLUSH_BYTES ((int64_t)4 << 20)
 #define ARENA_FLUSH_COUNT ((int64_t)1024)
+
+/* ---- membarrier: the defragmenter's side of the fence ------------------------------------- */
+
+static int fence_state;        /* atomic: 1 membarrier registered, -1 unavailable, 0 not asked */
+static pthread_once_t fence_once = PTHREAD_ONCE_INIT;
+
+static void fence_register(void)
+{
+    int ok = 0;
+#ifdef ARENA_MEMBARRIER
+    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    ok = cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#endif
+    __atomic_store_n(&fence_state, ok ? 1 : -1, __ATOMIC_RELAXED);
+}
+
+/* Whether defragmenters take OWNED slabs (else owners mark the slabs they empty EMPTY). */
+static inline bool fence_works(void) { return __atomic_load_n(&fence_state, __ATOMIC_RELAXED) > 0; }
+
+/* A full barrier on every thread of the process. False when the system call fails: from then on
+ * the arena works as where membarrier is unavailable. */
+static bool fence_all_threads(void)
+{
+#ifdef ARENA_MEMBARRIER
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return true;
+#endif
+    __atomic_store_n(&fence_state, -1, __ATOMIC_RELAXED);
+    return false;
+}
 
 /* ---- the registry of live resources ------------------------------------------------------- */
 
@@ -41,6 +120,7 @@ static uint64_t registry_next_id = 1;
 
 void arena_registry_add(arena_resource *r)
 {
+    pthread_once(&fence_once, fence_register); /* before any slab is held: owners know the rule */
     pthread_mutex_lock(&registry_lock);
     r->id = registry_next_id++;
     r->registry_next = registry;
@@ -367,6 +447,36 @@ static inline arena_slab *current_of(arena_thread *a, unsigned c)
     return __atomic_load_n(&a->current[c], __ATOMIC_ACQUIRE);
 }
 
+/* The owner's read: only the owner and a defragmenter that has fenced it out write the entry. */
+static inline arena_slab *held(arena_thread *a, unsigned c)
+{
+    return __atomic_load_n(&a->current[c], __ATOMIC_RELAXED);
+}
+
+/* ---- the owner's side of the fence (the protocol at the top of this file) ----------------- */
+
+static __attribute__((noinline, cold)) void op_wait(arena_thread *a)
+{
+    do {
+        __atomic_store_n(&a->busy, 0, __ATOMIC_RELEASE);
+        while (__atomic_load_n(&a->reclaim, __ATOMIC_ACQUIRE))
+            sched_yield();
+        __atomic_store_n(&a->busy, 1, __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    } while (__atomic_load_n(&a->reclaim, __ATOMIC_ACQUIRE));
+}
+
+/* The owner begins using its slabs: waits while a defragmenter is at work on them. */
+static inline void op_begin(arena_thread *a)
+{
+    __atomic_store_n(&a->busy, 1, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the compiler keeps the store before the load */
+    if (__builtin_expect(__atomic_load_n(&a->reclaim, __ATOMIC_ACQUIRE) != 0, 0))
+        op_wait(a);
+}
+
+static inline void op_end(arena_thread *a) { __atomic_store_n(&a->busy, 0, __ATOMIC_RELEASE); }
+
 void arena_cache_holdings(arena_resource *r, size_t *arenas, size_t *superblocks)
 {
     size_t held = 0;
@@ -451,7 +561,7 @@ static void release_held_slab(arena_resource *r, arena_slab *sb, bool clean)
 static crmm_status refill(arena_resource *r, arena_thread *a, unsigned c, arena_slab **out)
 {
     arena_class_shared *cs = &r->classes[c];
-    arena_slab *sb = a->current[c];
+    arena_slab *sb = held(a, c);
     if (sb) {
         int st = arena_slab_state(sb);
         if (st == ARENA_SLAB_STEALING || st == ARENA_SLAB_STOLEN) {
@@ -510,18 +620,20 @@ static crmm_status refill(arena_resource *r, arena_thread *a, unsigned c, arena_
 
 static void arena_thread_retire(arena_resource *r, arena_thread *a)
 {
+    op_begin(a);
     bool holds = false;
     for (unsigned c = 0; c < r->nclasses; c++)
-        holds |= a->current[c] != NULL;
+        holds |= held(a, c) != NULL;
     /* the thread's frees are done before its slabs move */
     bool clean = !holds || arena_device_synchronize(r) == CRMM_OK;
     for (unsigned c = 0; c < r->nclasses; c++) {
-        arena_slab *sb = a->current[c];
+        arena_slab *sb = held(a, c);
         if (sb) {
             set_current(a, c, NULL);
             release_held_slab(r, sb, clean);
         }
     }
+    op_end(a);
     arena_thread_flush(a);
     pthread_mutex_lock(&r->arenas_lock);
     if (a->prev)
@@ -545,15 +657,19 @@ crmm_status arena_cache_allocate(arena_resource *r, size_t bytes, crmm_cuda_stre
     if (__builtin_expect(!a, 0))
         return CRMM_ERROR_BAD_ALLOC;
     unsigned c = arena_size_class(bytes);
-    arena_slab *sb = a->current[c];
+    op_begin(a);
+    arena_slab *sb = held(a, c);
     if (__builtin_expect(sb == NULL || sb->free_count == 0, 0) ||
         (__builtin_expect(sb->free_count == sb->capacity, 0) && arena_slab_state(sb) != ARENA_SLAB_OWNED &&
          !arena_slab_claim(sb))) {
         crmm_status st = refill(r, a, c, &sb);
-        if (st != CRMM_OK)
+        if (st != CRMM_OK) {
+            op_end(a);
             return st;
+        }
     }
     *ptr = arena_slab_block(sb, arena_slab_take(sb));
+    op_end(a);
     count_alloc(a, bytes);
     return CRMM_OK;
 }
@@ -622,26 +738,53 @@ crmm_status arena_cache_deallocate(arena_resource *r, arena_slab *sb, void *ptr,
     if (!r->uses_cuda)
         stream = NULL;
     arena_thread *a = thread_arena(r, stream, false);
-    if (__builtin_expect(a != NULL && __atomic_load_n(&sb->owner, __ATOMIC_RELAXED) == a, 1)) {
-        if (__builtin_expect(!arena_slab_put(sb, idx), 0))
-            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p is not a live block of this arena (freed twice?)",
-                                  arena_who(r), ptr);
-        if (__builtin_expect(sb->free_count == sb->capacity, 0))
-            arena_slab_set_state(sb, ARENA_SLAB_EMPTY); /* defragmenters may take it now */
-        count_free(a, bytes);
-        return CRMM_OK;
+    if (__builtin_expect(a != NULL, 1)) {
+        op_begin(a); /* before the owner test: a defragmenter may take sb and clear its owner */
+        if (__builtin_expect(__atomic_load_n(&sb->owner, __ATOMIC_RELAXED) == a, 1)) {
+            bool put = arena_slab_put(sb, idx);
+            /* without membarrier, defragmenters take only what the owner marks EMPTY */
+            if (__builtin_expect(put && sb->free_count == sb->capacity, 0) && !fence_works())
+                arena_slab_set_state(sb, ARENA_SLAB_EMPTY);
+            op_end(a);
+            if (__builtin_expect(!put, 0))
+                return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                                      "%s: %p is not a live block of this arena (freed twice?)", arena_who(r), ptr);
+            count_free(a, bytes);
+            return CRMM_OK;
+        }
+        op_end(a);
     }
     return remote_free(r, sb, ptr, bytes, stream);
 }
 
 /* ---- defragmenting and destroying --------------------------------------------------------- */
 
+/* Take sb, an OWNED slab of a thread arena fenced out of its operations, if it is empty:
+ * returns its span, or NULL. The class lock orders the check with remote frees; a remote free
+ * that comes after finds the record no longer OWNED (it was a double free). */
+static arena_span *take_owned(arena_resource *r, arena_slab *sb)
+{
+    arena_class_shared *cs = &r->classes[sb->cls];
+    arena_span *span = NULL;
+    pthread_mutex_lock(&cs->lock);
+    if (arena_slab_all_free(sb)) {
+        span = sb->span;
+        __atomic_store_n(&sb->owner, NULL, __ATOMIC_RELAXED);
+        arena_slab_set_state(sb, ARENA_SLAB_SPARE);
+    }
+    pthread_mutex_unlock(&cs->lock);
+    return span;
+}
+
 size_t arena_cache_reclaim(arena_resource *r)
 {
     arena_span *taken = NULL;
-    size_t n = 0;
+    size_t n = 0, asked = 0;
+    bool fence = fence_works();
     pthread_mutex_lock(&r->arenas_lock);
-    for (arena_thread *a = r->arenas; a; a = a->next)
+    /* EMPTY slabs by CAS; the arenas holding an OWNED slab that looks empty are asked to stop */
+    for (arena_thread *a = r->arenas; a; a = a->next) {
+        bool ask = false;
         for (unsigned c = 0; c < r->nclasses; c++) {
             arena_slab *sb = current_of(a, c);
             arena_span *span = sb ? arena_slab_steal(sb) : NULL;
@@ -649,8 +792,34 @@ size_t arena_cache_reclaim(arena_resource *r)
                 span->next = taken; /* a superblock span is on no list: its links are free */
                 taken = span;
                 n++;
+            } else if (fence && sb && arena_slab_state(sb) == ARENA_SLAB_OWNED && arena_slab_all_free(sb)) {
+                ask = true;
             }
         }
+        if (ask) {
+            __atomic_store_n(&a->reclaim, 1, __ATOMIC_RELAXED);
+            asked++;
+        }
+    }
+    bool fenced = asked && fence_all_threads();
+    for (arena_thread *a = r->arenas; a && asked; a = a->next) {
+        if (!__atomic_load_n(&a->reclaim, __ATOMIC_RELAXED))
+            continue;
+        if (fenced && !__atomic_load_n(&a->busy, __ATOMIC_ACQUIRE)) /* the owner is out: its slabs are ours */
+            for (unsigned c = 0; c < r->nclasses; c++) {
+                arena_slab *sb = current_of(a, c);
+                arena_span *span = sb && arena_slab_state(sb) == ARENA_SLAB_OWNED ? take_owned(r, sb) : NULL;
+                if (span) {
+                    set_current(a, c, NULL);
+                    arena_slab_recycle(&r->slabs, sb);
+                    span->next = taken;
+                    taken = span;
+                    n++;
+                }
+            }
+        __atomic_store_n(&a->reclaim, 0, __ATOMIC_RELEASE);
+        asked--;
+    }
     pthread_mutex_unlock(&r->arenas_lock);
     /* frees on the owners' streams are done (this also voids every tag of the global arena) */
     bool clean = !taken || arena_device_synchronize(r) == CRMM_OK;

@@ -3,8 +3,8 @@
  * Every thread that allocates from an arena resource gets its own thread arena per stream it
  * uses (one per thread when the upstream is host memory). A thread arena holds at most one
  * superblock per size class, its "current" slab, and allocates from it with no lock and no atomic
- * instruction. Its home shard (arena_global.h) is the one with the fewest thread arenas when it is
- * made. See arena_thread_cache.c for the protocol with other threads. */
+ * read-modify-write. Its home shard (arena_global.h) is the one with the fewest thread arenas when
+ * it is made. See arena_thread_cache.c for the protocol with other threads. */
 #ifndef CRMM_ARENA_THREAD_CACHE_H
 #define CRMM_ARENA_THREAD_CACHE_H
 
@@ -16,6 +16,9 @@ typedef struct arena_thread {
     arena_resource *r;
     crmm_cuda_stream_t stream;
     unsigned home;                    /* the shard its large blocks and superblocks come from first */
+    /* the fence between the owner and a defragmenter (arena_thread_cache.c), atomics: */
+    int busy;                         /* the owner is in an operation on its slabs (owner writes) */
+    int reclaim;                      /* a defragmenter is at work on them (defragmenter writes) */
     struct arena_thread *prev, *next; /* r->arenas, under r->arenas_lock */
     /* counts since the last flush into r->counters: the owner writes them with relaxed stores,
      * queries read them */
@@ -50,11 +53,14 @@ void arena_cache_count(arena_resource *r, crmm_cuda_stream_t stream, int64_t byt
 
 /* Defragment: take every empty superblock that thread arenas hold (their own thread's included)
  * back to the global arena, where it merges with its free neighbours. Waits for the device
- * first when the memory is device memory. Returns how many superblocks came back. A known limit:
- * a superblock whose last blocks were freed by other threads is not empty to it while its owner
- * thread lives and has not collected those frees (it does when it runs out of blocks of that
- * class, or exits), since only the owner may touch its bitmap without a lock; until then trim
- * and defragment cannot return it. */
+ * first when the memory is device memory. Returns how many superblocks came back. A superblock
+ * counts as empty when its free blocks and the blocks other threads freed into it (which its
+ * owner has not collected yet) cover it: the owner need not have seen those frees. Such a
+ * superblock is taken while its owner thread is outside an allocate or free of this resource,
+ * which membarrier(2) lets the defragmenter make sure of without slowing the owner (the protocol
+ * in arena_thread_cache.c); where membarrier is unavailable, only superblocks that the owner
+ * itself saw become empty are taken, and one emptied by other threads comes back when its owner
+ * runs out of blocks of that class, or exits. */
 size_t arena_cache_reclaim(arena_resource *r);
 
 /* Allocation counts of the whole resource (r->counters plus what thread arenas have not
