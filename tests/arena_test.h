@@ -4,8 +4,21 @@
 #define CRMM_TESTS_ARENA_TEST_H
 
 #include <unistd.h>
+#include <sys/syscall.h>
 #include <crmm/arena.h>
 #include "blocks_test.h"
+
+/* Whether membarrier(2) offers the private expedited barrier, which lets a defragment take a
+ * superblock that other threads emptied from its live owner (arena_thread_cache.c). */
+static inline int membarrier_available(void)
+{
+#ifdef SYS_membarrier
+    long cmds = syscall(SYS_membarrier, 0 /* MEMBARRIER_CMD_QUERY */, 0, 0);
+    return cmds > 0 && (cmds & 8 /* MEMBARRIER_CMD_PRIVATE_EXPEDITED */);
+#else
+    return 0;
+#endif
+}
 
 typedef struct fixture {
     crmm_resource *up, *mr;

@@ -4,6 +4,11 @@
  * arenas in one thread. Bad input and shards: check_arena_shards.c; the stress runs:
  * check_arena_stress.c. */
 #include "build_config.h"
+#include <errno.h>
+#include <stddef.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include "conformance.h"
 #include "arena_slab.h"
 #include "arena_test.h"
@@ -187,6 +192,90 @@ CRMM_TEST_IN("arena", memory_filled_by_one_thread_and_freed_by_another_comes_bac
     allocate_and_free(f.mr, 4 * MiB);
     holder_go(&h, 2);
     ck_assert_int_eq(pthread_join(t, NULL), 0);
+    free(h.blocks);
+    drop_arena(&f);
+}
+
+/* Allocates h->nblocks blocks of h->size and hands them over (stage 1); once told (stage 2),
+ * cycles four classes, h->size's among them (stage 3); exits when told (stage 4). In between it
+ * leaves the arena alone. */
+static void *hand_over_and_idle(void *arg)
+{
+    holder *h = arg;
+    h->blocks = malloc(h->nblocks * sizeof *h->blocks);
+    for (size_t i = 0; i < h->nblocks; i++)
+        if (crmm_resource_allocate(h->mr, h->size, NULL, &h->blocks[i]) != CRMM_OK)
+            h->last = CRMM_ERROR_STATE;
+    holder_go(h, 1);
+    holder_wait(h, 2);
+    cycle_four_classes(h);
+    holder_go(h, 3);
+    holder_wait(h, 4);
+    return NULL;
+}
+
+/* From now on membarrier(2) fails with ENOSYS in this process (a seccomp filter). */
+static void block_membarrier(void)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_membarrier, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
+    ck_assert_int_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+    ck_assert_int_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+    ck_assert(!membarrier_available());
+}
+
+/* A live, idle thread holds a superblock whose blocks this thread freed: it has not seen those
+ * frees, yet the superblock is empty, and a request for the whole arena (_i 0: defragment on
+ * failure) or a trim (_i 1) takes it back. The thread then allocates again, from new superblocks
+ * of four classes which it empties itself, and a trim takes those too. Where membarrier is
+ * unavailable (_i 2 and 3 make it so), a superblock is taken from a live thread only once the
+ * thread has seen it empty (arena_thread_cache.c): the one emptied here stays with its owner,
+ * and the three others go. */
+CRMM_LOOP_TEST_IN("arena", a_live_thread_s_superblock_emptied_by_another_thread_comes_back, 4)
+{
+    if (_i >= 2)
+        block_membarrier(); /* before the arena is made: this process's forked test only */
+    fixture f = make_arena("arena_size=4MiB");
+    holder h = HOLDER(f.mr, .size = 1000, .nblocks = 100, .last = CRMM_OK);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, hand_over_and_idle, &h), 0);
+    holder_wait(&h, 1);
+    ck_assert_int_eq(h.last, CRMM_OK);
+    for (size_t i = 0; i < h.nblocks; i++)
+        release(f.mr, h.blocks[i], h.size);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(stats(f.mr).superblocks_held, 1);
+    if (!membarrier_available()) {
+        void *p = (void *)1;
+        ck_assert_crmm(crmm_resource_allocate(f.mr, 4 * MiB, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+        ck_assert_crmm_ok(crmm_resource_trim(f.mr));
+        ck_assert_uint_eq(stats(f.mr).superblocks_held, 1);
+    } else if (_i % 2 == 0) {
+        void *all = crmm_test_allocate(f.mr, 4 * MiB);
+        ck_assert_uint_eq(stats(f.mr).defragmentations, 1);
+        release(f.mr, all, 4 * MiB);
+    } else {
+        ck_assert_crmm_ok(crmm_resource_trim(f.mr));
+        ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_LARGEST_FREE_BLOCK), 4 * MiB);
+    }
+    int fence = membarrier_available();
+    ck_assert_uint_eq(stats(f.mr).superblocks_held, fence ? 0 : 1);
+    holder_go(&h, 2); /* the thread finds its superblock gone (or not) and goes on */
+    holder_wait(&h, 3);
+    ck_assert_int_eq(h.last, CRMM_OK);
+    ck_assert_uint_eq(stats(f.mr).superblocks_held, 4);
+    ck_assert_crmm_ok(crmm_resource_trim(f.mr)); /* emptied by their owner, which is idle again */
+    crmm_arena_stats s = stats(f.mr);
+    ck_assert_uint_eq(s.superblocks_held, fence ? 0 : 1);
+    ck_assert_uint_eq(s.global_largest_free, fence ? 4 * MiB : 3 * MiB);
+    holder_go(&h, 4);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_uint_eq(stats(f.mr).global_free_bytes, 4 * MiB);
     free(h.blocks);
     drop_arena(&f);
 }
