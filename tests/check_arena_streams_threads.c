@@ -68,6 +68,64 @@ CRMM_LOOP_TEST_IN("arena_streams", defragment_or_thread_exit_makes_everything_fr
     crmm_resource_release(mr);
 }
 
+/* On its stream: two small blocks of one superblock, one of them freed; the other is left to the
+ * caller. Then exit. */
+typedef struct half_job {
+    crmm_resource *mr;
+    cudaStream_t stream;
+    void *freed, *kept;
+    crmm_status st;
+} half_job;
+
+static void *free_one_and_exit(void *arg)
+{
+    half_job *j = arg;
+    crmm_cuda_stream_t s = (crmm_cuda_stream_t)j->stream;
+    j->st = crmm_resource_allocate(j->mr, 1000, s, &j->freed);
+    if (j->st == CRMM_OK)
+        j->st = crmm_resource_allocate(j->mr, 1000, s, &j->kept);
+    if (j->st == CRMM_OK)
+        j->st = crmm_resource_deallocate(j->mr, j->freed, 1000, s);
+    return NULL;
+}
+
+/* A thread's wait for the device at its exit fails: the block it freed on its stream s may still
+ * be in use there. Its superblock, which has a live block, is quarantined: no other stream is
+ * given that block, and once the last block is freed, the superblock goes back to the global
+ * arena needing a device synchronization before another stream takes it. */
+CRMM_TEST_IN("arena_streams", a_failed_wait_at_thread_exit_keeps_its_frees_from_other_streams)
+{
+    crmm_resource *mr = device_arena("arena_size=2MiB");
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    half_job j = {mr, s, NULL, NULL, CRMM_ERROR_STATE};
+    pthread_t th;
+    fake_cuda.device_sync_result = cudaErrorLaunchFailure;
+    crmm_test_log_capture_begin();
+    ck_assert_int_eq(pthread_create(&th, NULL, free_one_and_exit, &j), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    char *log = crmm_test_log_capture_end();
+    ck_assert_msg(strstr(log, "cudaDeviceSynchronize"), "%s", log);
+    free(log);
+    fake_cuda.device_sync_result = cudaSuccess;
+    ck_assert_crmm_ok(j.st);
+    ck_assert_int_eq(fake_cuda.device_sync, 1); /* the wait that failed */
+    ck_assert_uint_eq(stats(mr).superblocks_detached, 1);
+    void *x = alloc_on(mr, 1000, t);
+    ck_assert_msg(x != j.freed || fake_cuda.device_sync > 1,
+                  "a block freed on stream s went to stream t without a wait after s's wait failed");
+    ck_assert_int_eq(fake_cuda.device_sync, 1); /* from the other superblock: no wait needed */
+    free_on(mr, x, 1000, t);
+    free_on(mr, j.kept, 1000, t); /* the quarantined superblock's last block */
+    crmm_arena_stats st = stats(mr);
+    ck_assert_uint_eq(st.superblocks_detached, 0);
+    ck_assert_uint_eq(st.superblocks, 1); /* t's, held by this thread: the other one is free */
+    void *big = alloc_on(mr, MiB, t); /* only that one fits: t takes it after a wait */
+    ck_assert_int_eq(fake_cuda.device_sync, 2);
+    ck_assert_uint_eq(stats(mr).stream_syncs, 1);
+    free_on(mr, big, MiB, t);
+    crmm_resource_release(mr);
+}
+
 /* ---- which streams are one ----------------------------------------------------------------- */
 
 CRMM_TEST_IN("arena_streams", per_thread_default_streams_of_two_threads_are_two_streams)

@@ -93,6 +93,7 @@ void arena_slab_format(arena_slab *sb, size_t superblock_size, unsigned cls)
     arena_slab_set_free_count(sb, capacity);
     __atomic_store_n(&sb->remote_pending, 0, __ATOMIC_RELAXED);
     sb->in_partial = false;
+    sb->quarantined = false;
     sb->prev = sb->next = NULL;
 }
 

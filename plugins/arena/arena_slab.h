@@ -23,7 +23,12 @@
  *             recycle it.
  *   DETACHED  held by no thread (full when detached, or left by an exited thread): everything
  *             is changed under its class's lock; it waits in the class's partial list once it has
- *             a free block, and goes back to the global arena when it is empty.
+ *             a free block, and goes back to the global arena when it is empty. `quarantined`:
+ *             left, with free blocks, by a thread whose wait for the device failed (device
+ *             memory), so those blocks may still be in use on that thread's stream and no wait
+ *             for one stream can tell when they are not: it is never adopted (never in the
+ *             partial list), and when its last block is freed it goes back to the global arena
+ *             tagged as needing a device synchronization before any stream reuses it.
  *   SPARE     unused record. */
 #ifndef CRMM_ARENA_SLAB_H
 #define CRMM_ARENA_SLAB_H
@@ -70,6 +75,7 @@ typedef struct arena_slab {
     uint64_t *remote_bits;         /* atomic */
     struct arena_slab *prev, *next;/* the class's partial list, or the spare list */
     bool in_partial;
+    bool quarantined;              /* DETACHED, never adopted (see above); under the class lock */
     struct arena_slab *all_next;   /* every record of the pool, for arena_slab_pool_fini */
 } arena_slab;
 

@@ -24,7 +24,12 @@
  *     lock; once it has free blocks any thread arena of the class may adopt it; once empty it
  *     goes back to the global arena at once.
  *   - a thread that exits detaches its slabs the same way (after waiting for the device), and
- *     gives back the empty ones: no memory is lost with the thread.
+ *     gives back the empty ones: no memory is lost with the thread. When that wait fails (device
+ *     memory), blocks it freed on its stream may still be in use there, and nothing says when they
+ *     are done: its slabs with both live and free blocks are quarantined (arena_slab.h: never
+ *     adopted, so their free blocks go to no other stream; counted as detached; back to the
+ *     global arena when their last block is freed, tagged as needing a device synchronization
+ *     before any stream takes them, as its empty slabs go at once).
  *   - a defragmenter (out of memory, trim) takes the empty slabs of every thread arena: EMPTY ones
  *     by CAS, and where membarrier(2) works, OWNED ones whose free and remote bits cover them, as
  *     follows.
@@ -518,7 +523,9 @@ static void partial_remove(arena_class_shared *cs, arena_slab *sb)
 
 /* The owner lets go of its slab sb (thread exit). Empty: back to the global arena; otherwise
  * DETACHED, and adoptable when it has free blocks. For device memory the caller has waited for
- * the device (`clean`: successfully), so the free blocks are safe on any stream. */
+ * the device: `clean`, successfully, so the free blocks are safe on any stream; otherwise an
+ * empty slab goes back tagged as needing a device synchronization, and one with live and free
+ * blocks is quarantined (arena_slab.h): its free blocks are offered to no stream. */
 static void release_held_slab(arena_resource *r, arena_slab *sb, bool clean)
 {
     for (;;) {
@@ -551,7 +558,8 @@ static void release_held_slab(arena_resource *r, arena_slab *sb, bool clean)
     __atomic_store_n(&sb->owner, NULL, __ATOMIC_RELAXED);
     arena_slab_set_state(sb, ARENA_SLAB_DETACHED);
     cs->detached++;
-    if (sb->free_count > 0)
+    sb->quarantined = !clean && sb->free_count > 0; /* a full one has no block in doubt */
+    if (sb->free_count > 0 && !sb->quarantined)
         partial_push(cs, sb);
     pthread_mutex_unlock(&cs->lock);
 }
@@ -682,7 +690,7 @@ static crmm_status remote_free(arena_resource *r, arena_slab *sb, void *ptr, siz
         return st;
     unsigned c = arena_size_class(bytes);
     arena_class_shared *cs = &r->classes[c];
-    bool give_back = false;
+    bool give_back = false, clean = true;
     uint32_t idx;
     pthread_mutex_lock(&cs->lock);
     int state = arena_slab_state(sb);
@@ -708,7 +716,8 @@ static crmm_status remote_free(arena_resource *r, arena_slab *sb, void *ptr, siz
                 cs->detached--;
                 arena_slab_set_state(sb, ARENA_SLAB_SPARE);
                 give_back = true;
-            } else if (!sb->in_partial) {
+                clean = !sb->quarantined;
+            } else if (!sb->in_partial && !sb->quarantined) {
                 partial_push(cs, sb);
             }
         } else {
@@ -718,8 +727,8 @@ static crmm_status remote_free(arena_resource *r, arena_slab *sb, void *ptr, siz
     pthread_mutex_unlock(&cs->lock);
     if (st != CRMM_OK)
         return crmm_set_error(st, "%s: %p is not a live block of this arena (freed twice?)", arena_who(r), ptr);
-    if (give_back) { /* every block of it was freed after a wait: safe on every stream */
-        arena_global_give_superblock(&r->global, sb->span, true);
+    if (give_back) { /* every block freed after a wait, safe on every stream, unless quarantined */
+        arena_global_give_superblock(&r->global, sb->span, clean);
         arena_slab_recycle(&r->slabs, sb);
     }
     crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED);
