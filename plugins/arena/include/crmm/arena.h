@@ -25,7 +25,11 @@ extern "C" {
 
 /* Defragment now: every empty superblock that thread arenas hold goes back to the global arena
  * and merges with its free neighbours (for device memory after waiting for the device). This is
- * what an allocation that fails does before it tries once more. arg: NULL. Always CRMM_OK. */
+ * what an allocation that fails does before it tries once more, and what trim does. A superblock
+ * whose last blocks other threads freed counts as empty even though its thread has not seen those
+ * frees, and is taken while that thread is not inside an allocate or free of the arena — where
+ * membarrier(2) offers MEMBARRIER_CMD_PRIVATE_EXPEDITED (Linux 4.14 and later); elsewhere only
+ * once its thread has seen it empty, or exits. arg: NULL. Always CRMM_OK. */
 #define CRMM_ARENA_DEFRAGMENT 1
 
 /* Write the arena's state (sizes, free bytes, largest free block, fragmentation, one line per
@@ -45,7 +49,10 @@ typedef struct crmm_arena_stats {
     uint64_t small_max;           /* the largest request served from superblocks */
     uint64_t superblocks;         /* superblocks out of the global arena (held or detached) */
     uint64_t superblocks_held;    /* held by thread arenas */
-    uint64_t superblocks_detached;/* held by no thread: full, or with free blocks to adopt */
+    uint64_t superblocks_detached;/* held by no thread: full, with free blocks to adopt, or
+                                   * quarantined (device memory: left with free blocks by a thread
+                                   * whose wait for the device at exit failed; adopted by no one,
+                                   * back to the global arena once all its blocks are freed) */
     uint64_t large_blocks;        /* live blocks served by the global arena directly */
     uint64_t global_free_bytes;   /* free in the global arena (all shards) */
     uint64_t global_largest_free; /* the most free bytes in a row in the global arena (across
