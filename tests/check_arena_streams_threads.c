@@ -126,6 +126,55 @@ CRMM_TEST_IN("arena_streams", a_failed_wait_at_thread_exit_keeps_its_frees_from_
     crmm_resource_release(mr);
 }
 
+/* A thread that emptied its superblock itself exits, and its wait for the device at exit is slow
+ * (the hook holds it there). Meanwhile a request for the whole arena on another stream fails and
+ * defragments: the exiting thread's empty superblock must come back, as it did before owned
+ * superblocks could be taken from live owners (it was EMPTY, taken by CAS whatever its owner did).
+ * An owner that waits for the device inside one of its operations keeps a defragmenter out of its
+ * superblocks for as long as the wait lasts. */
+static holder exit_gate = HOLDER(NULL, .last = CRMM_OK);
+
+static void hold_exit_in_device_sync(void)
+{
+    holder_go(&exit_gate, 1);
+    holder_wait(&exit_gate, 2);
+}
+
+static void *empty_own_superblock_and_exit(void *arg)
+{
+    half_job *j = arg;
+    crmm_cuda_stream_t s = (crmm_cuda_stream_t)j->stream;
+    j->st = crmm_resource_allocate(j->mr, 1000, s, &j->freed);
+    if (j->st == CRMM_OK)
+        j->st = crmm_resource_deallocate(j->mr, j->freed, 1000, s);
+    fake_cuda.during_device_sync = hold_exit_in_device_sync; /* the next wait is the one at exit */
+    return NULL;
+}
+
+CRMM_TEST_IN("arena_streams", a_thread_waiting_for_the_device_at_exit_still_gives_up_its_empty_superblock)
+{
+    crmm_resource *mr = device_arena("arena_size=2MiB");
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    half_job j = {mr, s, NULL, NULL, CRMM_ERROR_STATE};
+    pthread_t th;
+    /* this thread's table has its entry for t now: the request below needs no registry_lock,
+     * which the exiting thread holds while it waits */
+    freed_on(mr, MiB, t);
+    ck_assert_int_eq(pthread_create(&th, NULL, empty_own_superblock_and_exit, &j), 0);
+    holder_wait(&exit_gate, 1); /* the thread is in its wait at exit, its superblock empty */
+    ck_assert_crmm_ok(j.st);
+    ck_assert_uint_eq(stats(mr).superblocks_held, 1);
+    void *all = NULL;
+    crmm_status st = crmm_resource_allocate(mr, 2 * MiB, (crmm_cuda_stream_t)t, &all);
+    holder_go(&exit_gate, 2);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_msg(st == CRMM_OK, "the whole arena was free but the request failed: %s", crmm_last_error());
+    ck_assert_uint_eq(stats(mr).defragmentations, 1);
+    free_on(mr, all, 2 * MiB, t);
+    ck_assert_uint_eq(stats(mr).superblocks, 0);
+    crmm_resource_release(mr);
+}
+
 /* ---- which streams are one ----------------------------------------------------------------- */
 
 CRMM_TEST_IN("arena_streams", per_thread_default_streams_of_two_threads_are_two_streams)
