@@ -615,7 +615,11 @@ static crmm_status refill(arena_resource *r, arena_thread *a, unsigned c, arena_
         if (!sb)
             return CRMM_ERROR_BAD_ALLOC;
         arena_stream_id id;
+        /* it may wait for the device: out of the operation meanwhile, so that defragmenters can
+         * take a's other slabs (current[c] is NULL, and sb is a's alone until set_current) */
+        op_end(a);
         crmm_status st = arena_global_take_superblock(&r->global, a->home, sb, c, a, arena_stream_of(r, a->stream, &id));
+        op_begin(a);
         if (st != CRMM_OK) {
             arena_slab_recycle(&r->slabs, sb);
             return st;
@@ -632,8 +636,11 @@ static void arena_thread_retire(arena_resource *r, arena_thread *a)
     bool holds = false;
     for (unsigned c = 0; c < r->nclasses; c++)
         holds |= held(a, c) != NULL;
-    /* the thread's frees are done before its slabs move */
+    op_end(a);
+    /* the thread's frees are done before its slabs move. Not inside an operation: a defragmenter
+     * may take its empty slabs meanwhile (and waits for the device itself) */
     bool clean = !holds || arena_device_synchronize(r) == CRMM_OK;
+    op_begin(a);
     for (unsigned c = 0; c < r->nclasses; c++) {
         arena_slab *sb = held(a, c);
         if (sb) {
