@@ -16,9 +16,9 @@
  *             fenced the owner out of its operations (the protocol at the top of
  *             arena_thread_cache.c); it then sets the state to SPARE under the class lock, clears
  *             the owner's `current` entry and recycles the record itself.
- *   EMPTY     only where membarrier(2) is unavailable (so owned slabs cannot be taken as above):
- *             all blocks free, held by its owner thread arena, which may claim it back (CAS to
- *             OWNED) or lose it to a defragmenter (CAS to STEALING, then STOLEN).
+ *   EMPTY     emptied by its owner's own frees: all blocks free, held by its owner thread arena,
+ *             which may claim it back (CAS to OWNED) or lose it to a defragmenter (CAS to
+ *             STEALING, then STOLEN) at any moment, in an operation of the owner's or not.
  *   STEALING  a defragmenter is taking an EMPTY slab; STOLEN: taken, the owner must drop and
  *             recycle it.
  *   DETACHED  held by no thread (full when detached, or left by an exited thread): everything

@@ -12,9 +12,8 @@
  * load and a multiply-shift for the block index. No lock, no atomic read-modify-write and no
  * fence: around its use of its slabs the owner stores its `busy` word twice and loads its
  * `reclaim` word once (plain moves on x86, on the thread arena's own cache line; see "taking a
- * slab from a live owner" below). Where membarrier(2) is unavailable, a slab the owner empties is
- * marked EMPTY and the next allocation from it takes it back with a CAS. Its cost is in
- * bench/RESULTS.md.
+ * slab from a live owner" below). A slab the owner empties itself is marked EMPTY, and the next
+ * allocation from it takes it back with a CAS. Its cost is in bench/RESULTS.md.
  *
  * Other threads:
  *   - a free into a slab another thread arena holds (another thread, or this thread on another
@@ -44,7 +43,8 @@
  *   defragmenter (arenas_lock held: one at a time):
  *       reclaim = 1 (relaxed) in each thread arena holding a slab that looks empty;
  *       membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
- *       in each such arena: if busy (acquire load) is 0, take each held OWNED slab that is empty,
+ *       in each such arena: once busy (acquire load) reads 0 (after at most ARENA_RECLAIM_TURNS
+ *       yields), take each held OWNED slab that is empty,
  *       checked again with its class lock held (what orders it with remote frees); then
  *       reclaim = 0 (release store).
  * membarrier makes every running thread of the process execute a full memory barrier, and a
@@ -58,13 +58,15 @@
  * no operation of that owner is in progress and none starts before reclaim is 0 again: its slabs
  * are the defragmenter's alone, and one found empty under the class lock is empty (a block the
  * owner still holds is in neither bitmap). Neither side can deadlock the other: the owner waits
- * only at the start of an operation, holding no lock of this resource, and the defragmenter never
- * waits for an owner. An owner loses nothing: a slab taken had no live block, and its `current`
+ * only at the start of an operation, holding no lock of this resource, and the defragmenter waits
+ * for an owner's operation to end a bounded number of turns (no operation blocks or takes
+ * arenas_lock), then leaves that owner's slabs to the next defragment. An owner loses nothing: a slab taken had no live block, and its `current`
  * entry is cleared, so its next allocation of that class takes another slab. The owner pays two
  * stores and a load on its own cache line per operation; the defragmenter one system call.
- * Where membarrier is unavailable (its registration fails when the first arena is made, or a call
- * fails later), no OWNED slab is taken, and owners mark the slabs they empty EMPTY instead, for
- * the CAS protocol of arena_slab.h. ThreadSanitizer does not know membarrier: every word both
+ * A slab its owner empties itself is marked EMPTY and taken by the CAS protocol of arena_slab.h
+ * whether or not the owner is in an operation then; what this protocol adds is the slabs other
+ * threads emptied. Where membarrier is unavailable (its registration fails when the first arena
+ * is made, or a call fails later), no OWNED slab is taken. ThreadSanitizer does not know membarrier: every word both
  * sides touch is an atomic, and the release/acquire pairs on busy and reclaim give it the
  * orderings the argument above uses. */
 #include "build_config.h"
@@ -85,6 +87,9 @@
 /* Thread arenas flush their counts into the resource's when the net change reaches these. */
 #define ARENA_FLUSH_BYTES ((int64_t)4 << 20)
 #define ARENA_FLUSH_COUNT ((int64_t)1024)
+/* How many times a defragmenter yields to an owner found inside an operation before it leaves
+ * that owner's slabs for the next defragment (an operation never blocks, so this is plenty). */
+#define ARENA_RECLAIM_TURNS 1000u
 
 /* ---- membarrier: the defragmenter's side of the fence ------------------------------------- */
 
@@ -102,7 +107,7 @@ static void fence_register(void)
     __atomic_store_n(&fence_state, ok ? 1 : -1, __ATOMIC_RELAXED);
 }
 
-/* Whether defragmenters take OWNED slabs (else owners mark the slabs they empty EMPTY). */
+/* Whether defragmenters take OWNED slabs that other threads emptied. */
 static inline bool fence_works(void) { return __atomic_load_n(&fence_state, __ATOMIC_RELAXED) > 0; }
 
 /* A full barrier on every thread of the process. False when the system call fails: from then on
@@ -758,8 +763,9 @@ crmm_status arena_cache_deallocate(arena_resource *r, arena_slab *sb, void *ptr,
         op_begin(a); /* before the owner test: a defragmenter may take sb and clear its owner */
         if (__builtin_expect(__atomic_load_n(&sb->owner, __ATOMIC_RELAXED) == a, 1)) {
             bool put = arena_slab_put(sb, idx);
-            /* without membarrier, defragmenters take only what the owner marks EMPTY */
-            if (__builtin_expect(put && sb->free_count == sb->capacity, 0) && !fence_works())
+            /* a slab the owner empties is marked EMPTY, so that a defragmenter takes it by CAS
+             * whether or not the owner is in an operation then (or membarrier works) */
+            if (__builtin_expect(put && sb->free_count == sb->capacity, 0))
                 arena_slab_set_state(sb, ARENA_SLAB_EMPTY);
             op_end(a);
             if (__builtin_expect(!put, 0))
@@ -821,6 +827,10 @@ size_t arena_cache_reclaim(arena_resource *r)
     for (arena_thread *a = r->arenas; a && asked; a = a->next) {
         if (!__atomic_load_n(&a->reclaim, __ATOMIC_RELAXED))
             continue;
+        /* an owner inside an operation finishes it soon (no operation waits for the device or
+         * takes arenas_lock) and then waits for reclaim: give it a bounded number of turns */
+        for (unsigned turns = 0; fenced && turns < ARENA_RECLAIM_TURNS && __atomic_load_n(&a->busy, __ATOMIC_ACQUIRE); turns++)
+            sched_yield();
         if (fenced && !__atomic_load_n(&a->busy, __ATOMIC_ACQUIRE)) /* the owner is out: its slabs are ours */
             for (unsigned c = 0; c < r->nclasses; c++) {
                 arena_slab *sb = current_of(a, c);
