@@ -86,3 +86,11 @@ def test_bad_pool_sizes_are_refused(size, exc):
 def test_bad_pool_flags_are_refused():
     with pytest.raises(ValueError):
         CudaStreamPool(flags=7)
+
+
+@pytest.mark.parametrize("handle,exc", [(1 << 64, OverflowError), (1 << 70, OverflowError), (-1, OverflowError), ("0x10", TypeError), (1.0, TypeError)])
+def test_a_protocol_handle_that_is_no_address_is_refused(handle, exc):
+    # RMM converts the handle to uintptr_t (OverflowError, TypeError); it is never cut to 64 bits
+    # (2**64 would become stream 0, the default stream) nor parsed from text
+    with pytest.raises(exc):
+        Stream(_ProtocolStream(0, handle))

@@ -10,6 +10,7 @@ import ctypes
 from enum import IntEnum
 
 from .._handles import HandleOwner
+from .._host import pointer_arg
 from .._lib import check, lib
 
 __all__ = [
@@ -51,7 +52,9 @@ def _protocol_handle(obj, protocol):
     version, handle = protocol() if callable(protocol) else protocol
     if version != 0:
         raise NotImplementedError(f"crmm does not support the CUDA Stream Protocol version: '{version}' (only 0)")
-    return int(handle)
+    # an int address, as RMM converts it to uintptr_t: never cut to 64 bits (2**64 would be
+    # stream 0) nor read from text or a float
+    return pointer_arg(handle, "the __cuda_stream__ handle")
 
 
 def foreign_handle(obj):
