@@ -70,3 +70,18 @@ def test_bad_arguments_are_refused():
         binning.add_bin("256")
     assert binning.bin_mrs == []
     assert isinstance(crmm.mr.BinningMemoryResource(mr.HostMemoryResource()).bin_mrs, list)
+
+
+@pytest.mark.parametrize("exponents,exc", [
+    (("10", 12), TypeError), ((10.0, 12), TypeError), ((10, [12]), TypeError),  # RMM's int8_t argument
+    ((200, 300), OverflowError), ((10, -129), OverflowError),
+])
+def test_binning_exponents_that_are_no_int8_are_refused_as_rmm_refuses_them(exponents, exc):
+    with pytest.raises(exc):
+        mr.BinningMemoryResource(mr.HostMemoryResource(), *exponents)
+
+
+def test_a_bool_exponent_is_the_int_it_is():
+    binning = mr.BinningMemoryResource(mr.HostMemoryResource(), True, 3)  # 2**1 .. 2**3
+    ptr = binning.allocate(2)
+    binning.deallocate(ptr, 2)
