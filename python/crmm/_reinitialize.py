@@ -52,11 +52,13 @@ def _devices_arg(devices):
 
 def _log_file_for(log_file_name, device):
     """RMM's per-device log name: ".dev<N>" before the extension, made absolute ("log.csv" ->
-    "/cwd/log.dev0.csv"). A name that is already something other than a regular file (/dev/null,
-    a FIFO) is kept as it is, so that a log sent there is not written beside it."""
+    "/cwd/log.dev0.csv"). A name that is already a device file or a FIFO (/dev/null) is kept as
+    it is, so that a log sent there is not written beside it; a directory's name gets the suffix,
+    as in RMM ("logs" -> "/cwd/logs.dev0")."""
     name = os.fspath(log_file_name)
     try:
-        if not stat.S_ISREG(os.stat(name).st_mode):
+        mode = os.stat(name).st_mode
+        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
             return name
     except OSError:
         pass  # no such file yet

@@ -185,3 +185,12 @@ print("ok")
 def test_a_log_file_still_held_leaves_no_device_on_its_old_chain(tmp_path):
     done = run_python(REINIT_TWO_DEVICES.replace("sys.argv[1]", repr(str(tmp_path / "run"))), timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+def test_a_log_name_that_is_a_directory_gets_rmm_s_suffix(tmp_path):
+    # RMM appends ".dev<N>" whatever the name is: a directory "logs" logs to "logs.dev0"; only
+    # a device file or a FIFO (which cannot have files beside it written for it) is kept
+    (tmp_path / "logs").mkdir()
+    assert _reinitialize._log_file_for(str(tmp_path / "logs"), 0) == str(tmp_path / "logs.dev0")
+    log = crmm.mr.LoggingResourceAdaptor(crmm.mr.HostMemoryResource(), str(tmp_path / "logs"))
+    assert log.get_file_name() == str(tmp_path / "logs.dev0")

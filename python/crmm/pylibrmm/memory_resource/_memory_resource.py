@@ -526,7 +526,7 @@ class LoggingResourceAdaptor(UpstreamResourceAdaptor):
     """Logs every allocation and free as CSV (the ``logging`` plugin) to `log_file_name` with
     ``.dev<N>`` before its extension, N the current device (0 without one), made absolute, as
     RMM names it ("log.csv" -> "/cwd/log.dev0.csv"; get_file_name() says which); a name that is
-    not a regular file (/dev/null, a FIFO) is taken as it is. '%' is not one of the plugin's
+    a device file or a FIFO (/dev/null) is taken as it is. '%' is not one of the plugin's
     escapes here (use MemoryResource("logging", {"file": ...}) for those). None:
     $RMM_LOG_FILE (as RMM), else the plugin's default, $CRMM_LOG_FILE as it is. Raises
     ValueError when none of the three names a file (as RMM)."""
