@@ -7,6 +7,7 @@ caller keeps host memory alive and unchanged until that stream is synchronized.
 """
 
 import ctypes
+import math
 
 import numpy as np
 
@@ -76,9 +77,10 @@ def _device_array_pointer(obj):
             "Expected object to support `__cuda_array_interface__` protocol "
             f"(a DeviceBuffer or an object with __cuda_array_interface__), not {type(obj).__name__}"
         )
-    shape = tuple(iface["shape"])
+    shape = tuple(size_arg(dim, "an extent of the device array's shape") for dim in iface["shape"])
     itemsize = np.dtype(iface["typestr"]).itemsize
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    # in Python ints: a product wrapped to 64 bits would be a wrong count (2**64 bytes: 0)
+    count = math.prod(shape)
     strides = iface.get("strides")
     if strides is not None and count > 1:
         expected = itemsize
