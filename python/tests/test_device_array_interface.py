@@ -47,3 +47,11 @@ def test_a_negative_extent_is_refused(buffer):
     db = buffer
     with pytest.raises(ValueError, match="negative"):
         db.copy_from_device(DeviceArray(0x10000, (-1,)))
+
+
+@pytest.mark.parametrize("data,exc", [(1 << 64, OverflowError), (1 << 70, OverflowError), (-1, OverflowError),
+                                      (1.5, TypeError), ("4096", TypeError)])
+def test_a_data_pointer_that_is_no_address_is_refused(buffer, data, exc):
+    # RMM converts it to uintptr_t: never cut to 64 bits (2**64 would be NULL, -1 a wild address)
+    with pytest.raises(exc):
+        buffer.copy_from_device(DeviceArray(data, (2,)))

@@ -88,7 +88,8 @@ def _device_array_pointer(obj):
             if dim > 1 and stride != expected:
                 raise ValueError("the device array must be C-contiguous")
             expected *= dim
-    return int(iface["data"][0]), count * itemsize
+    # an int address, as RMM converts it to uintptr_t (never cut to 64 bits nor read from text)
+    return pointer_arg(iface["data"][0], "the device array's data pointer"), count * itemsize
 
 
 class DeviceBuffer:
