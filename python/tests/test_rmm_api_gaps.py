@@ -438,3 +438,31 @@ def test_enable_logging_leaves_devices_the_program_never_used_alone(tmp_path):
     code = ENABLE_LOGGING_LEAVES_UNUSED_DEVICES.replace("sys.argv[1]", repr(str(tmp_path / "log.csv")))
     done = run_python(code, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+NUMPY_DEVICE_ORDINALS = """
+    import numpy as np
+    import crmm, crmm.mr as mr
+    mine = mr.get_per_device_resource(np.int64(0))
+    assert mine is mr.get_per_device_resource(0)
+    mr.set_per_device_resource(np.int32(0), mine)
+
+    def stop():  # the devices are checked before the hooks run: reaching it is enough
+        raise SystemExit(0)
+
+    crmm.register_reinitialize_hook(stop)
+    crmm.reinitialize(devices=[np.int64(0)])
+    raise SystemExit(1)
+    """
+
+
+def test_a_device_ordinal_may_be_a_numpy_int_as_rmm_s_int_arguments_take_it(tmp_path):
+    # RMM's get_per_device_resource(int device) takes any object with __index__
+    done = run_python(NUMPY_DEVICE_ORDINALS, env={"CRMM_CONFIG": host_config(tmp_path, HOST_POOL_CONFIG)}, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("device", [0.0, "0", None])
+def test_a_device_ordinal_that_is_no_integer_is_still_refused(device):
+    with pytest.raises(TypeError):
+        mr.get_per_device_resource(device)

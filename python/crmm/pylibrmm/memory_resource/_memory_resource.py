@@ -819,8 +819,16 @@ def _mr_arg(mr):
 
 
 def _device_arg(device):
-    if isinstance(device, bool) or not isinstance(device, int):
-        raise TypeError(f"device must be an int, not {type(device).__name__}")
+    """A device ordinal: an int, or an integer of another type (numpy's) through __index__, as
+    RMM's `int device` arguments take it. TypeError for other types (bool too), ValueError
+    outside C's int."""
+    if isinstance(device, bool):
+        raise TypeError("device must be an int, not bool")
+    if not isinstance(device, int):
+        index = getattr(type(device), "__index__", None)
+        if index is None:
+            raise TypeError(f"device must be an int, not {type(device).__name__}")
+        device = index(device)
     if not -(1 << 31) <= device < 1 << 31:
         raise ValueError(f"device {device} is not a device ordinal")
     return device
