@@ -42,6 +42,8 @@ CRMM_PY_TESTS += python/tests/test_device_buffer_alloc.py python/tests/test_devi
 CRMM_PY_TESTS += python/tests/test_replay_torch_snapshot.py python/tests/test_torch_snapshot_gpu.py
 # bench/synthetic_logs.py's logs, read back and replayed
 CRMM_PY_TESTS += python/tests/test_synthetic_logs.py
+# device arrays handed to DeviceBuffer.copy_from_device: their interface checked
+CRMM_PY_TESTS += python/tests/test_device_array_interface.py
 # crmm.dask over a LocalCluster of processes
 CRMM_PY_TESTS += python/tests/test_dask.py python/tests/test_dask_gpu.py
 # crmm.allocators.torch.memory_stats(): over host memory, and under PyTorch on a GPU
