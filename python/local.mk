@@ -44,6 +44,8 @@ CRMM_PY_TESTS += python/tests/test_replay_torch_snapshot.py python/tests/test_to
 CRMM_PY_TESTS += python/tests/test_synthetic_logs.py
 # device arrays handed to DeviceBuffer.copy_from_device: their interface checked
 CRMM_PY_TESTS += python/tests/test_device_array_interface.py
+# the fast extension where Python runs in the middle of its work; RMM 26.08 behaviour
+CRMM_PY_TESTS += python/tests/test_fastalloc_races.py python/tests/test_rmm_2608_gaps.py
 # crmm.dask over a LocalCluster of processes
 CRMM_PY_TESTS += python/tests/test_dask.py python/tests/test_dask_gpu.py
 # crmm.allocators.torch.memory_stats(): over host memory, and under PyTorch on a GPU
