@@ -37,3 +37,6 @@ EXTRA_PROGRAMS = bench/device_buffer_calls
 bench_device_buffer_calls_SOURCES = bench/device_buffer_calls.c
 bench_device_buffer_calls_CPPFLAGS = $(CORE_CPPFLAGS)
 bench_device_buffer_calls_LDADD = libcrmm.la $(CUDA_LIBS)
+# the recording, replay and in-process PyTorch harness of bench/RESULTS.md (bench/torch/run_h200.sh)
+EXTRA_DIST += bench/torch/bar.py bench/torch/crmm_shim.py bench/torch/record.py bench/torch/replay.ini \
+	bench/torch/replay_torch.py bench/torch/run_h200.sh bench/torch/workloads.py
