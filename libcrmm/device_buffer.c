@@ -46,6 +46,17 @@ static void describe_resource(const crmm_resource *mr, char *out, size_t len)
         snprintf(out, len, "'%s'", kind);
 }
 
+/* A failed call's status, with `who` in front of its message. A resource may fail without a
+ * message (crmm_error_add_context alone would then give back the thread's status, CRMM_OK): the
+ * status is the callee's, and a message naming the failure is written when there is none. */
+static crmm_status failed(crmm_status st, const char *who)
+{
+    if (crmm_last_status() == CRMM_OK)
+        return crmm_set_error(st, "%s: failed (%s) without a message", who, crmm_status_name(st));
+    crmm_error_add_context("%s", who);
+    return st;
+}
+
 /* Allocate a buffer of `capacity` = size bytes; mr NULL = the current device's resource. */
 static crmm_status buffer_new(size_t size, crmm_stream *stream, crmm_resource *mr, const char *who,
                               crmm_device_buffer **out)
@@ -84,7 +95,7 @@ static crmm_status buffer_new(size_t size, crmm_stream *stream, crmm_resource *m
     if (st != CRMM_OK) {
         crmm_resource_release(buf->mr);
         free(buf);
-        return crmm_error_add_context("%s", who);
+        return failed(st, who);
     }
     buf->size = buf->capacity = size;
     *out = buf;
@@ -180,7 +191,7 @@ static crmm_status buffer_fill(crmm_device_buffer *buf, const void *src, size_t 
                        : crmm_copy_device_to_ptr(src, buf->ptr, count, stream);
         crmm_cuda_device_restore(&g);
     }
-    return st == CRMM_OK ? CRMM_OK : crmm_error_add_context("%s", who);
+    return st == CRMM_OK ? CRMM_OK : failed(st, who);
 }
 
 crmm_status crmm_device_buffer_to_device(const void *host, size_t count, crmm_stream *stream, crmm_resource *mr,
@@ -268,7 +279,7 @@ crmm_status crmm_device_buffer_copy_to_host(const crmm_device_buffer *buf, void 
         st = crmm_copy_ptr_to_host(buf->ptr, host, buf->size, stream);
         crmm_cuda_device_restore(&g);
     }
-    return st == CRMM_OK ? CRMM_OK : crmm_error_add_context("%s", who);
+    return st == CRMM_OK ? CRMM_OK : failed(st, who);
 }
 
 crmm_status crmm_device_buffer_copy_to_host_alloc(const crmm_device_buffer *buf, crmm_stream *stream, void **host,
@@ -335,7 +346,7 @@ static crmm_status buffer_reallocate(crmm_device_buffer *buf, size_t capacity, s
     crmm_device_guard g;
     crmm_status st = buffer_enter(buf, &g);
     if (st != CRMM_OK)
-        return crmm_error_add_context("%s", who);
+        return failed(st, who);
     void *block = NULL;
     st = crmm_resource_allocate(buf->mr, capacity, buf->stream.handle, &block);
     if (st == CRMM_OK && keep > 0) {
@@ -345,7 +356,7 @@ static crmm_status buffer_reallocate(crmm_device_buffer *buf, size_t capacity, s
     }
     if (st != CRMM_OK) {
         crmm_cuda_device_restore(&g);
-        return crmm_error_add_context("%s", who);
+        return failed(st, who);
     }
     if (crmm_resource_deallocate(buf->mr, buf->ptr, buf->capacity, buf->stream.handle) != CRMM_OK)
         crmm_log(CRMM_LOG_WARN, "%s: freeing the old block failed: %s", who, crmm_last_error());

@@ -347,6 +347,48 @@ CRMM_TEST_IN("device_buffer", test_buffer_stream_follows_set_stream)
     crmm_stream_destroy(view);
 }
 
+/* A resource that refuses every allocation with a status but no message, as a third-party
+ * resource may: a buffer call must still fail with that status (crmm_error_add_context alone gives
+ * back the thread's status, CRMM_OK here, which let create succeed with no buffer and resize
+ * claim a size past the capacity). */
+static crmm_status silent_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)self, (void)bytes, (void)stream, (void)ptr;
+    return CRMM_ERROR_OUT_OF_MEMORY;
+}
+static crmm_status silent_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)self, (void)ptr, (void)bytes, (void)stream;
+    return CRMM_OK;
+}
+static void silent_destroy(crmm_resource *self) { (void)self; }
+static const crmm_resource_ops silent_ops = {.allocate = silent_allocate, .deallocate = silent_deallocate,
+                                             .destroy = silent_destroy};
+
+CRMM_TEST_IN("device_buffer", test_buffer_resource_failing_without_a_message)
+{
+    crmm_resource silent;
+    crmm_resource_init(&silent, &silent_ops, "silent", CRMM_RESOURCE_DEVICE_ACCESSIBLE, -1, NULL);
+    crmm_device_buffer *buf = (crmm_device_buffer *)&buf;
+    crmm_clear_error();
+    ck_assert_crmm(crmm_device_buffer_create(64, NULL, &silent, &buf), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(buf);
+    ck_assert_int_eq(crmm_resource_refcount(&silent), 1);
+    ck_assert_crmm_ok(crmm_device_buffer_create(0, NULL, &silent, &buf)); /* no allocation asked */
+    crmm_clear_error();
+    ck_assert_crmm(crmm_device_buffer_resize(buf, 64, NULL), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_eq(crmm_device_buffer_size(buf), 0); /* unchanged: not 64 over no memory */
+    ck_assert_uint_eq(crmm_device_buffer_capacity(buf), 0);
+    crmm_clear_error();
+    ck_assert_crmm(crmm_device_buffer_reserve(buf, 64, NULL), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_eq(crmm_device_buffer_capacity(buf), 0);
+    crmm_device_buffer_destroy(buf);
+    crmm_clear_error();
+    ck_assert_crmm(crmm_device_buffer_to_device("abc", 3, NULL, &silent, &buf), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(buf);
+    ck_assert_int_eq(crmm_resource_refcount(&silent), 1);
+}
+
 static Suite *streams_buffers_suite(void)
 {
     Suite *s = suite_create("streams_buffers");
