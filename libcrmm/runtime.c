@@ -83,8 +83,7 @@ crmm_status crmm_init(const char *path)
     crmm_log_level level;
     const char *text = crmm_config_log_level(c);
     /* $CRMM_LOG_LEVEL wins over the file: a user turns on tracing without editing it */
-    if (text && !crmm_log_level_from_env() && crmm_log_level_parse(text, &level) == CRMM_OK)
-        crmm_log_set_level(level);
+    bool set_level = text && !crmm_log_level_from_env() && crmm_log_level_parse(text, &level) == CRMM_OK;
     pthread_mutex_lock(&config_lock);
     if (current && !reserve_retired()) {
         pthread_mutex_unlock(&config_lock);
@@ -95,6 +94,9 @@ crmm_status crmm_init(const char *path)
         retired[nretired++] = current;
     __atomic_store_n(&current, c, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&config_lock);
+    /* only once the config is installed: a failed crmm_init changes nothing */
+    if (set_level)
+        crmm_log_set_level(level);
     crmm_log(CRMM_LOG_INFO, "crmm: config %s", crmm_config_origin(c));
     return CRMM_OK;
 }

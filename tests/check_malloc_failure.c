@@ -146,6 +146,36 @@ CRMM_TEST_IN("malloc_failure", every_failing_malloc_in_the_rule_check_fails_the_
                       "initial_size (2.0 MiB) is larger than maximum_size (1.0 MiB)");
 }
 
+/* crmm_init that fails because the config it replaces cannot be kept ("the loaded config stays")
+ * leaves everything as it was: the log level too, not the new config's log_level. */
+CRMM_TEST_IN("malloc_failure", a_failed_crmm_init_keeps_the_log_level)
+{
+    if (crmm_log_level_from_env())
+        return; /* $CRMM_LOG_LEVEL wins over every config's log_level: nothing to see */
+    const char *first = crmm_test_write_file("first.ini", "[crmm]\nlog_level = warn\n[resource.h]\nplugin = host\n");
+    const char *second = crmm_test_write_file("second.ini", "[crmm]\nlog_level = trace\n[resource.h]\nplugin = host\n");
+    ck_assert_crmm_ok(crmm_init(first));
+    const crmm_config *kept = crmm_current_config();
+    bool kept_refused = false;
+    crmm_status st = CRMM_ERROR_OUT_OF_MEMORY;
+    for (uint64_t k = 1; st != CRMM_OK && k < 100000; k++) {
+        crmm_log_set_level(CRMM_LOG_WARN);
+        malloc_fail_arm_from(k, 1); /* every call from the kth on: the load cannot succeed past a failure */
+        st = crmm_init(second);
+        malloc_fail_disarm();
+        if (st != CRMM_OK && strstr(crmm_last_error(), "the loaded config stays")) {
+            kept_refused = true;
+            ck_assert_ptr_eq(crmm_current_config(), kept);
+            ck_assert_msg(crmm_log_get_level() == CRMM_LOG_WARN, "malloc %llu failing: crmm_init failed but set the "
+                          "log level to %s", (unsigned long long)k, crmm_log_level_name(crmm_log_get_level()));
+        }
+    }
+    ck_assert_crmm_ok(st);
+    ck_assert(kept_refused); /* the failure this test is about was reached */
+    ck_assert_int_eq(crmm_log_get_level(), CRMM_LOG_TRACE);
+    crmm_finalize();
+}
+
 /* The replacement does fail: the Nth call returns NULL. */
 CRMM_TEST_IN("malloc_failure", the_nth_malloc_fails)
 {
