@@ -4,6 +4,8 @@
 #include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
+#include <cuda_runtime_api.h>
+#include <crmm/cuda_support.h>
 #include "probe_resource.h"
 #include "test_support.h"
 
@@ -387,6 +389,31 @@ CRMM_TEST_IN("device_buffer", test_buffer_resource_failing_without_a_message)
     ck_assert_crmm(crmm_device_buffer_to_device("abc", 3, NULL, &silent, &buf), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(buf);
     ck_assert_int_eq(crmm_resource_refcount(&silent), 1);
+}
+
+/* Once the process is exiting, a buffer call that copies makes no CUDA call and fails with
+ * CRMM_ERROR_STATE, as the copy helpers do (crmm/device_buffer.h names it for each). */
+CRMM_TEST_IN("device_buffer", test_buffer_copies_at_exit_are_state_errors)
+{
+    crmm_device_buffer *buf, *copy = (crmm_device_buffer *)&copy;
+    ck_assert_crmm_ok(crmm_device_buffer_create(8, NULL, &fake->base, &buf));
+    /* what the CUDA runtime answers once it has unloaded marks the process as exiting */
+    ck_assert_crmm(crmm_cuda_status(cudaErrorCudartUnloading, "cudaFree"), CRMM_ERROR_STATE);
+    ck_assert(crmm_process_exiting());
+    char host[8] = "1234567";
+    ck_assert_crmm(crmm_device_buffer_copy_from_host(buf, host, 8, NULL), CRMM_ERROR_STATE);
+    ck_assert_crmm(crmm_device_buffer_copy_from_device(buf, host, 8, NULL), CRMM_ERROR_STATE);
+    ck_assert_crmm(crmm_device_buffer_copy_to_host(buf, host, 8, NULL), CRMM_ERROR_STATE);
+    void *h = NULL;
+    ck_assert_crmm(crmm_device_buffer_copy_to_host_alloc(buf, NULL, &h, NULL), CRMM_ERROR_STATE);
+    ck_assert_ptr_null(h);
+    ck_assert_crmm(crmm_device_buffer_copy(buf, &copy), CRMM_ERROR_STATE);
+    ck_assert_ptr_null(copy);
+    ck_assert_crmm(crmm_device_buffer_to_device(host, 8, NULL, &fake->base, &copy), CRMM_ERROR_STATE);
+    ck_assert_ptr_null(copy);
+    ck_assert_crmm(crmm_device_buffer_resize(buf, 16, NULL), CRMM_ERROR_STATE);
+    ck_assert_uint_eq(crmm_device_buffer_size(buf), 8);
+    crmm_device_buffer_destroy(buf);
 }
 
 static Suite *streams_buffers_suite(void)

@@ -52,13 +52,15 @@ CRMM_API crmm_status crmm_device_buffer_create(size_t size, crmm_stream *stream,
                                       crmm_device_buffer **out);
 
 /* A new buffer of `count` bytes holding a copy of `host` (RMM's to_device). Errors as
- * crmm_device_buffer_create, and CRMM_ERROR_INVALID_ARGUMENT for host NULL with count > 0. */
+ * crmm_device_buffer_create, CRMM_ERROR_INVALID_ARGUMENT for host NULL with count > 0, and
+ * CRMM_ERROR_STATE (the process is exiting: no copy is made). */
 CRMM_API crmm_status crmm_device_buffer_to_device(const void *host, size_t count, crmm_stream *stream, crmm_resource *mr,
                                          crmm_device_buffer **out);
 
 /* A deep copy of `src`: same resource, `size` bytes (capacity = size). crmm_device_buffer_copy
  * uses src's stream; _copy_on_stream uses `stream` and gives the copy that stream. Errors:
- * CRMM_ERROR_INVALID_ARGUMENT (src or out NULL), the resource's errors, CRMM_ERROR_CUDA. */
+ * CRMM_ERROR_INVALID_ARGUMENT (src or out NULL), the resource's errors, CRMM_ERROR_CUDA,
+ * CRMM_ERROR_STATE (the process is exiting and src is not empty). */
 CRMM_API crmm_status crmm_device_buffer_copy(const crmm_device_buffer *src, crmm_device_buffer **out);
 CRMM_API crmm_status crmm_device_buffer_copy_on_stream(const crmm_device_buffer *src, crmm_stream *stream,
                                               crmm_device_buffer **out);
@@ -94,7 +96,7 @@ CRMM_API crmm_resource *crmm_device_buffer_resource(const crmm_device_buffer *bu
 
 /* Copy the buffer's `size` bytes into `host`, which has room for `host_len` bytes. Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (buf NULL, host NULL with size > 0, host_len < size: nothing
- * copied), CRMM_ERROR_CUDA. */
+ * copied), CRMM_ERROR_CUDA, CRMM_ERROR_STATE (the process is exiting). */
 CRMM_API crmm_status crmm_device_buffer_copy_to_host(const crmm_device_buffer *buf, void *host, size_t host_len,
                                             crmm_stream *stream);
 /* The same into a new malloc'd host block of `size` bytes, stored in *host (NULL for a size-0
@@ -105,7 +107,8 @@ CRMM_API crmm_status crmm_device_buffer_copy_to_host_alloc(const crmm_device_buf
 
 /* Copy `count` bytes from host memory (copy_from_host) or device memory (copy_from_device) to
  * the start of the buffer. Errors: CRMM_ERROR_INVALID_ARGUMENT (buf NULL, source NULL with
- * count > 0, count > size: nothing written), CRMM_ERROR_CUDA. */
+ * count > 0, count > size: nothing written), CRMM_ERROR_CUDA, CRMM_ERROR_STATE (the process is
+ * exiting). */
 CRMM_API crmm_status crmm_device_buffer_copy_from_host(crmm_device_buffer *buf, const void *host, size_t count,
                                               crmm_stream *stream);
 CRMM_API crmm_status crmm_device_buffer_copy_from_device(crmm_device_buffer *buf, const void *d_src, size_t count,
@@ -113,7 +116,8 @@ CRMM_API crmm_status crmm_device_buffer_copy_from_device(crmm_device_buffer *buf
 
 /* Resizing, as RMM's device_buffer; each makes `stream` the buffer's stream first and keeps the
  * contents (up to the new size). On error the buffer is unchanged apart from its stream.
- * Errors: CRMM_ERROR_INVALID_ARGUMENT (buf NULL), the resource's errors, CRMM_ERROR_CUDA. */
+ * Errors: CRMM_ERROR_INVALID_ARGUMENT (buf NULL), the resource's errors, CRMM_ERROR_CUDA,
+ * CRMM_ERROR_STATE (the process is exiting and bytes would have to be copied). */
 /* new_size <= capacity: only the size changes. Else allocate exactly new_size, copy the old
  * contents, free the old block on the stream. */
 CRMM_API crmm_status crmm_device_buffer_resize(crmm_device_buffer *buf, size_t new_size, crmm_stream *stream);
