@@ -182,6 +182,8 @@ void crmm_log_flush(void)
 crmm_status crmm_log_set_file(const char *path)
 {
     ensure_init();
+    char name[sizeof log_path]; /* path may be crmm_log_get_file()'s own string */
+    snprintf(name, sizeof name, "%s", path ? path : "");
     FILE *f = NULL;
     if (path && !(f = open_log_file(path)))
         return crmm_error_add_context("log file");
@@ -189,7 +191,7 @@ crmm_status crmm_log_set_file(const char *path)
     if (log_file)
         fclose(log_file);
     log_file = f;
-    snprintf(log_path, sizeof log_path, "%s", path ? path : "");
+    memcpy(log_path, name, sizeof log_path);
     pthread_mutex_unlock(&log_lock);
     return CRMM_OK;
 }
