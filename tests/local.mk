@@ -82,6 +82,7 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_device_buffer_cuda_calls \
 	tests/check_async_serialized \
 	tests/check_ipc_async \
+	tests/check_async_devices \
 	tests/check_views_and_system_cpu \
 	tests/check_pool_thread_cache_auto \
 	tests/check_replay_streams \
@@ -169,6 +170,7 @@ tests_check_fixed_size_streams_SOURCES = tests/check_fixed_size_streams.c $(FAKE
 tests_check_torch_allocator_SOURCES = tests/check_torch_allocator.c $(FAKE_CUDA_SOURCES) $(FAKE_NO_DRIVER_SOURCES)
 tests_check_async_serialized_SOURCES = tests/check_async_serialized.c $(FAKE_NO_DRIVER_SOURCES) $(FAKE_MEMPOOL_SOURCES)
 tests_check_ipc_async_SOURCES = tests/check_ipc_async.c $(FAKE_MEMPOOL_SOURCES)
+tests_check_async_devices_SOURCES = tests/check_async_devices.c $(FAKE_NO_DRIVER_SOURCES) $(FAKE_MEMPOOL_SOURCES)
 tests_check_views_and_system_cpu_SOURCES = tests/check_views_and_system_cpu.c $(FAKE_NO_DRIVER_SOURCES)
 tests_check_device_buffer_cuda_calls_SOURCES = tests/check_device_buffer_cuda_calls.c $(FAKE_STREAM_SOURCES)
 tests_check_callback_SOURCES = tests/check_callback.c tests/callback_config.h
@@ -206,6 +208,7 @@ tests_check_torch_allocator_LDFLAGS = -export-dynamic
 tests_check_device_buffer_cuda_calls_LDFLAGS = -export-dynamic
 tests_check_async_serialized_LDFLAGS = -export-dynamic
 tests_check_ipc_async_LDFLAGS = -export-dynamic
+tests_check_async_devices_LDFLAGS = -export-dynamic
 tests_check_views_and_system_cpu_LDFLAGS = -export-dynamic
 tests_check_pool_thread_cache_auto_LDFLAGS = -export-dynamic
 tests_check_replay_streams_LDFLAGS = -export-dynamic

@@ -67,9 +67,14 @@ static crmm_status async_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
     async_resource *a = (async_resource *)self;
     if (crmm_process_exiting())
         return crmm_set_error(CRMM_ERROR_STATE, "async '%s': the process is exiting: no device allocation", self->name);
+    crmm_device_guard g;
+    crmm_status st = device_check_enter_for_stream(self->device, stream, &g);
+    if (st != CRMM_OK)
+        return crmm_error_add_context("async '%s'", self->name);
     driver_enter(a);
     cudaError_t e = cudaMallocFromPoolAsync(ptr, bytes, a->pool, (cudaStream_t)stream);
     driver_leave(a);
+    crmm_cuda_device_restore(&g);
     if (e != cudaSuccess) {
         cudaGetLastError(); /* leave no stale error for the caller's own checks */
         crmm_cuda_status(e, "cudaMallocFromPoolAsync");
@@ -87,10 +92,15 @@ static crmm_status async_deallocate(crmm_resource *self, void *ptr, size_t bytes
         crmm_counters_sub(&a->counters, bytes, CRMM_COUNT_SHARED);
         return CRMM_OK; /* the driver is going away and takes the pool with it */
     }
+    crmm_device_guard g;
+    crmm_status st = device_check_enter_for_stream(self->device, stream, &g);
+    if (st != CRMM_OK)
+        return crmm_error_add_context("async '%s'", self->name);
     driver_enter(a);
     cudaError_t e = cudaFreeAsync(ptr, (cudaStream_t)stream);
     driver_leave(a);
-    crmm_status st = crmm_cuda_status(e, "async: cudaFreeAsync");
+    crmm_cuda_device_restore(&g);
+    st = crmm_cuda_status(e, "async: cudaFreeAsync");
     if (st == CRMM_OK)
         crmm_counters_sub(&a->counters, bytes, CRMM_COUNT_SHARED);
     return st;

@@ -4,10 +4,18 @@
 #include "fake_mempool.h"
 
 int fake_mempool_pools_live;
+int fake_mempool_devices = 1;
+int fake_mempool_current;
 
-cudaError_t cudaGetDevice(int *device) { *device = 0; return cudaSuccess; }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
-cudaError_t cudaGetDeviceCount(int *count) { *count = 1; return cudaSuccess; }
+cudaError_t cudaGetDevice(int *device) { *device = fake_mempool_current; return cudaSuccess; }
+cudaError_t cudaSetDevice(int device)
+{
+    if (device < 0 || device >= fake_mempool_devices)
+        return cudaErrorInvalidDevice;
+    fake_mempool_current = device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceCount(int *count) { *count = fake_mempool_devices; return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
 {

@@ -1,6 +1,6 @@
 /* fake_mempool.h — the scripted CUDA runtime of one device with memory pools, for the programs
  * that test the `async` plugin against CUDA defined in the program (linked -export-dynamic):
- * device 0, its attributes (pools supported, exportable as POSIX file descriptors), and pools
+ * device 0 (or fake_mempool_devices of them), their attributes (pools supported, exportable as POSIX file descriptors), and pools
  * that are tokens, counted. Each program defines the allocations themselves
  * (cudaMallocFromPoolAsync, cudaFreeAsync) as its test needs. */
 #ifndef CRMM_TESTS_FAKE_MEMPOOL_H
@@ -10,5 +10,10 @@
 
 /* Pools created (or imported) and not yet destroyed. */
 extern int fake_mempool_pools_live;
+
+/* The devices there are (1 unless a test says more) and the one current (cudaGetDevice,
+ * cudaSetDevice), for the tests of a resource used while another device is current. */
+extern int fake_mempool_devices;
+extern int fake_mempool_current;
 
 #endif
