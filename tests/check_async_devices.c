@@ -1,4 +1,4 @@
-/* check_async_devices.c — the async plugin used while
+/* check_async_devices.c — the stream-ordered pool plugins (async, cuda_async_view) used while
  * another device is current, against a scripted CUDA of two devices (defined here and in
  * fakes/fake_mempool.c, linked -export-dynamic). The default streams (NULL, cudaStreamLegacy,
  * cudaStreamPerThread) name a stream of whichever device is current, so an allocation or free on
@@ -63,6 +63,14 @@ CRMM_TEST(async_runs_on_its_device)
 {
     use_from_device_0("async", "");
     ck_assert_int_eq(fake_mempool_pools_live, 0);
+}
+
+CRMM_TEST(cuda_async_view_runs_on_its_device)
+{
+    static int pool_token;
+    char params[64];
+    snprintf(params, sizeof params, "pool_handle=%#jx", (uintmax_t)(uintptr_t)&pool_token);
+    use_from_device_0("cuda_async_view", params);
 }
 
 int main(void)

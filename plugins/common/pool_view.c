@@ -22,7 +22,11 @@ static crmm_status pool_view_allocate(crmm_resource *self, size_t bytes, crmm_cu
     pool_view *v = (pool_view *)self;
     if (crmm_process_exiting())
         return crmm_set_error(CRMM_ERROR_STATE, "%s: the process is exiting: no device allocation", self->kind);
+    crmm_device_guard g;
+    if (device_check_enter_for_stream(self->device, stream, &g) != CRMM_OK)
+        return crmm_error_add_context("%s", self->kind);
     cudaError_t e = cudaMallocFromPoolAsync(ptr, bytes, v->pool, (cudaStream_t)stream);
+    crmm_cuda_device_restore(&g);
     if (e != cudaSuccess) {
         cudaGetLastError(); /* leave no stale error for the caller's own checks */
         char sz[32];
@@ -46,7 +50,12 @@ static crmm_status pool_view_deallocate(crmm_resource *self, void *ptr, size_t b
         crmm_counters_sub(&v->counters, bytes, CRMM_COUNT_SHARED);
         return CRMM_OK; /* the driver is going away and takes the memory with it */
     }
-    crmm_status st = crmm_cuda_status(cudaFreeAsync(ptr, (cudaStream_t)stream), "cudaFreeAsync");
+    crmm_device_guard g;
+    if (device_check_enter_for_stream(self->device, stream, &g) != CRMM_OK)
+        return crmm_error_add_context("%s", self->kind);
+    cudaError_t e = cudaFreeAsync(ptr, (cudaStream_t)stream);
+    crmm_cuda_device_restore(&g);
+    crmm_status st = crmm_cuda_status(e, "cudaFreeAsync");
     if (st != CRMM_OK)
         return crmm_error_add_context("%s", self->kind);
     crmm_counters_sub(&v->counters, bytes, CRMM_COUNT_SHARED);
