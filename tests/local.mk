@@ -88,6 +88,7 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_replay_streams \
 	tests/check_pool_expandable \
 	tests/check_pool_expandable_use \
+	tests/check_pool_expandable_faults \
 	tests/check_pool_page_moves \
 	tests/check_pool_serving \
 	tests/check_graphs \
@@ -176,6 +177,7 @@ tests_check_device_buffer_cuda_calls_SOURCES = tests/check_device_buffer_cuda_ca
 tests_check_callback_SOURCES = tests/check_callback.c tests/callback_config.h
 tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c $(FAKE_VMM_SOURCES)
 tests_check_pool_expandable_use_SOURCES = tests/check_pool_expandable_use.c $(FAKE_VMM_SOURCES)
+tests_check_pool_expandable_faults_SOURCES = tests/check_pool_expandable_faults.c $(FAKE_VMM_SOURCES)
 tests_check_pool_page_moves_SOURCES = tests/check_pool_page_moves.c $(FAKE_VMM_SOURCES)
 tests_check_pool_serving_SOURCES = tests/check_pool_serving.c tests/serving_trace.c tests/serving_trace.h \
 	$(FAKE_VMM_SOURCES)
@@ -214,6 +216,7 @@ tests_check_pool_thread_cache_auto_LDFLAGS = -export-dynamic
 tests_check_replay_streams_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_use_LDFLAGS = -export-dynamic
+tests_check_pool_expandable_faults_LDFLAGS = -export-dynamic
 tests_check_pool_page_moves_LDFLAGS = -export-dynamic
 tests_check_pool_serving_LDFLAGS = -export-dynamic
 tests_check_graphs_LDFLAGS = -export-dynamic

@@ -153,7 +153,8 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
     snprintf(message, sizeof message, "%s", crmm_last_error());
     for (size_t k = 0; k < done; k++) {
         size_t i = first + k;
-        drv.unmap((CUdeviceptr)pool_vmm_page_addr(v, i), v->page);
+        if (drv.unmap((CUdeviceptr)pool_vmm_page_addr(v, i), v->page) == CUDA_SUCCESS)
+            v->pages_unmapped++;
         v->spare[v->spare_count++] = v->handles[i];
         v->handles[i] = 0;
         v->mapped[i] = 0;

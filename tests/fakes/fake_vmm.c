@@ -186,10 +186,18 @@ static CUresult fake_release(CUmemGenericAllocationHandle h)
     return CUDA_SUCCESS;
 }
 
+/* Whether the call that a fault counter counts down fails now. */
+static int fault(int *fails_in)
+{
+    return *fails_in > 0 && --*fails_in == 0;
+}
+
 static CUresult fake_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
                          unsigned long long flags)
 {
     (void)flags;
+    if (fault(&fake_vmm.map_fails_in))
+        return fake_vmm.map_error ? (CUresult)fake_vmm.map_error : CUDA_ERROR_OUT_OF_MEMORY;
     fake_range *rg = range_of((uintptr_t)ptr, size);
     if (offset || !live_handle(h) || size != fv.handle_size[h] || !rg)
         return CUDA_ERROR_INVALID_VALUE;
@@ -222,6 +230,8 @@ static int handle_mapped_at(uintptr_t p)
 
 static CUresult fake_unmap(CUdeviceptr ptr, size_t size)
 {
+    if (fault(&fake_vmm.unmap_fails_in))
+        return fake_vmm.unmap_error ? (CUresult)fake_vmm.unmap_error : CUDA_ERROR_UNKNOWN;
     int h = handle_mapped_at((uintptr_t)ptr);
     if (!h || fv.handle_size[h] != size)
         return CUDA_ERROR_INVALID_VALUE;
@@ -240,6 +250,8 @@ static CUresult fake_unmap(CUdeviceptr ptr, size_t size)
 
 static CUresult fake_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
+    if (fault(&fake_vmm.set_access_fails_in))
+        return fake_vmm.set_access_error ? (CUresult)fake_vmm.set_access_error : CUDA_ERROR_UNKNOWN;
     fake_range *rg = range_of((uintptr_t)ptr, size);
     if (count != 1 || desc->location.id != 0 || desc->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE || !rg)
         return CUDA_ERROR_INVALID_VALUE;

@@ -40,6 +40,10 @@ typedef struct fake_vmm_state {
     int imported_live;           /* imported handles still held (by a handle or a mapping) */
     uintptr_t range;             /* the pool's reservation (the first made), 0: none */
     size_t range_size;
+    /* faults: when n > 0, the nth such call from now fails (once), with *_error (0: a default:
+     * CUDA_ERROR_OUT_OF_MEMORY for cuMemMap, CUDA_ERROR_UNKNOWN for the others) */
+    int map_fails_in, set_access_fails_in, unmap_fails_in;
+    int map_error, set_access_error, unmap_error;
 } fake_vmm_state;
 
 /* The counters and settings; tests read and set them directly. */

@@ -1,0 +1,97 @@
+/* check_pool_expandable_faults.c — the expandable pool when a driver call fails part of the way
+ * (cuMemMap, cuMemSetAccess or cuMemUnmap refused by the scripted driver of fakes/fake_vmm.h):
+ * the pool's books still agree with what the driver has mapped, and nothing stays mapped or
+ * reserved after the pool is gone. */
+#include "build_config.h"
+#include <cuda.h>
+#include "pool_expandable_test.h"
+
+/* The pool's counts of driver calls agree with the driver's. */
+static void calls_agree(crmm_resource *mr)
+{
+    ck_assert_uint_eq(q(mr, CRMM_QUERY_POOL_PAGES_MAPPED), (uint64_t)fake_vmm.maps);
+    ck_assert_uint_eq(q(mr, CRMM_QUERY_POOL_PAGES_UNMAPPED), (uint64_t)fake_vmm.unmaps);
+    ck_assert_uint_eq(q(mr, CRMM_QUERY_POOL_PAGES_CREATED), (uint64_t)fake_vmm.creates);
+    ck_assert_uint_eq(q(mr, CRMM_QUERY_POOL_PAGES_RELEASED), (uint64_t)fake_vmm.releases);
+}
+
+CRMM_TEST_IN("pool_expandable_faults", a_refused_set_access_maps_nothing)
+{
+    p = expandable_pool("");
+    unsigned char *a = alloc(p, PAGE);
+    fake_vmm.set_access_fails_in = 1;
+    void *x = NULL;
+    ck_assert_int_ne(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_OK);
+    ck_assert_ptr_null(x);
+    books_agree(p);
+    calls_agree(p);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
+    unsigned char *b = alloc(p, 3 * PAGE); /* the same pages map now */
+    books_agree(p);
+    calls_agree(p);
+    free_all(p, {a, PAGE}, {b, 3 * PAGE});
+    release_pool();
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+    ck_assert_uint_eq(fake_vmm.range, 0);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+}
+
+CRMM_TEST_IN("pool_expandable_faults", a_refused_map_half_way_maps_nothing)
+{
+    p = expandable_pool("");
+    unsigned char *a = alloc(p, PAGE);
+    fake_vmm.map_fails_in = 2;
+    fake_vmm.map_error = CUDA_ERROR_INVALID_VALUE;
+    void *x = NULL;
+    ck_assert_int_ne(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_OK);
+    books_agree(p);
+    calls_agree(p);
+    unsigned char *b = alloc(p, 3 * PAGE);
+    books_agree(p);
+    calls_agree(p);
+    free_all(p, {a, PAGE}, {b, 3 * PAGE});
+    release_pool();
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+    ck_assert_uint_eq(fake_vmm.range, 0);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+}
+
+CRMM_TEST_IN("pool_expandable_faults", a_refused_map_for_memory_gives_pages_back_and_retries)
+{
+    p = expandable_pool("release_threshold=1TiB");
+    unsigned char *a = alloc(p, 4 * PAGE), *b = alloc_on(p, PAGE, stream_n(1));
+    dealloc(p, a, 4 * PAGE);
+    fake_vmm.map_fails_in = 2; /* out of memory at the second page */
+    unsigned char *c = alloc_on(p, 4 * PAGE, stream_n(2));
+    books_agree(p);
+    calls_agree(p);
+    free_all(p, {c, 4 * PAGE});
+    free_on(p, b, PAGE, stream_n(1));
+}
+
+CRMM_TEST_IN("pool_expandable_faults", a_refused_unmap_at_trim_keeps_the_page_and_trim_retries)
+{
+    p = expandable_pool("");
+    unsigned char *a = alloc(p, 4 * PAGE);
+    dealloc(p, a, 4 * PAGE);
+    fake_vmm.unmap_fails_in = 2;
+    crmm_resource_trim(p);
+    books_agree(p);
+    calls_agree(p);
+    ck_assert_uint_ne(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    books_agree(p);
+    calls_agree(p);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    release_pool();
+    ck_assert_uint_eq(fake_vmm.range, 0);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+}
+
+int main(void)
+{
+    Suite *s = suite_create("pool_expandable_faults");
+    TCase *tc = crmm_test_tcase(s, "pool_expandable_faults", 0);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    return crmm_test_run(s);
+}
