@@ -88,6 +88,27 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_unmap_at_trim_keeps_the_page_an
     ck_assert_uint_eq(fake_vmm.physical, 0);
 }
 
+/* cuMemSetAccess refused, and then the unmap that undoes the mapping refused too: the page stays
+ * mapped; the pool must still know it (a later growth over it, and the pool's release, unmap it). */
+CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)
+{
+    p = expandable_pool("");
+    unsigned char *a = alloc(p, PAGE);
+    fake_vmm.set_access_fails_in = 1;
+    fake_vmm.unmap_fails_in = 1;
+    void *x = NULL;
+    ck_assert_int_ne(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_OK);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
+    unsigned char *b = alloc(p, 3 * PAGE); /* the growth goes where the pages are */
+    books_agree(p);
+    calls_agree(p);
+    free_all(p, {a, PAGE}, {b, 3 * PAGE});
+    release_pool();
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+    ck_assert_uint_eq(fake_vmm.range, 0);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+}
+
 int main(void)
 {
     Suite *s = suite_create("pool_expandable_faults");

@@ -115,6 +115,8 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
     for (; done < count; done++) {
         size_t i = first + done;
         CUmemGenericAllocationHandle h;
+        if (v->mapped[i] == POOL_PAGE_MAPPED) /* left mapped by an undo the driver refused: use it */
+            continue;
         if (v->spare_count) {
             h = v->spare[--v->spare_count];
         } else {
@@ -153,8 +155,15 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
     snprintf(message, sizeof message, "%s", crmm_last_error());
     for (size_t k = 0; k < done; k++) {
         size_t i = first + k;
-        if (drv.unmap((CUdeviceptr)pool_vmm_page_addr(v, i), v->page) == CUDA_SUCCESS)
-            v->pages_unmapped++;
+        CUresult r = drv.unmap((CUdeviceptr)pool_vmm_page_addr(v, i), v->page);
+        if (r != CUDA_SUCCESS) {
+            /* the page stays mapped to its allocation: keep both, so that the next map of this
+             * page uses it and pool_vmm_release unmaps it (else the range could never be freed) */
+            crmm_cuda_driver_status(r, "cuMemUnmap");
+            crmm_log(CRMM_LOG_WARN, "pool: %s; the page stays mapped until it is mapped again", crmm_last_error());
+            continue;
+        }
+        v->pages_unmapped++;
         v->spare[v->spare_count++] = v->handles[i];
         v->handles[i] = 0;
         v->mapped[i] = 0;

@@ -54,7 +54,9 @@ crmm_status pool_vmm_reserve(pool_vmm *v, int device, size_t bytes, size_t page_
 
 /* Back pages [first, first + count) (all unmapped) with physical memory, taking spare pages
  * first; usable for reads and writes from the pool's device once it returns. On failure nothing
- * is mapped: CRMM_ERROR_OUT_OF_MEMORY when the device has no memory left, CRMM_ERROR_CUDA else. */
+ * is mapped (but a page whose undoing cuMemUnmap refused: it stays mapped and counted as such in
+ * v->mapped, and the next map of it uses it): CRMM_ERROR_OUT_OF_MEMORY when the device has no
+ * memory left, CRMM_ERROR_CUDA else. */
 crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count);
 
 /* Unmap pages [first, first + count) (all mapped; no work may still use them) and keep their
