@@ -109,6 +109,60 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)
     ck_assert_uint_eq(fake_vmm.physical, 0);
 }
 
+
+/* a: 3 pages freed on stream 1, b: 1 page, c: 2 pages freed on the default stream; then 4 pages
+ * on the default stream past the mark: a synchronization moves a's top pages (wait), the first
+ * unmap refused. */
+CRMM_TEST_IN("pool_expandable_faults", a_refused_unmap_in_a_move_keeps_the_books)
+{
+    p = expandable_pool("page_moves=wait");
+    unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
+    free_on(p, a, 3 * PAGE, stream_n(1));
+    dealloc(p, c, 2 * PAGE);
+    fake_vmm.unmap_fails_in = 1;
+    unsigned char *z = alloc(p, 4 * PAGE);
+    books_agree(p);
+    calls_agree(p);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    books_agree(p);
+    calls_agree(p);
+    free_all(p, {z, 4 * PAGE}, {b, PAGE});
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    books_agree(p);
+    release_pool();
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+    ck_assert_uint_eq(fake_vmm.range, 0);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+}
+
+/* Pages lent by a move without waiting; the unmap once their event completes is refused for the
+ * first: it stays lent and a later reap unmaps it. */
+CRMM_TEST_IN("pool_expandable_faults", a_refused_unmap_of_lent_pages_is_tried_again)
+{
+    p = expandable_pool("page_moves=wait");
+    fake_vmm.events_busy = 1;
+    unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
+    dealloc(p, a, 3 * PAGE);
+    dealloc(p, c, 2 * PAGE);
+    unsigned char *z = alloc(p, 4 * PAGE);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 2);
+    fake_vmm.events_busy = 0;
+    fake_vmm.unmap_fails_in = 1;
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    books_agree(p);
+    calls_agree(p);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
+    books_agree(p);
+    calls_agree(p);
+    free_all(p, {z, 4 * PAGE}, {b, PAGE});
+    release_pool();
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+    ck_assert_uint_eq(fake_vmm.range, 0);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+}
+
 int main(void)
 {
     Suite *s = suite_create("pool_expandable_faults");
