@@ -15,6 +15,15 @@ static void calls_agree(crmm_resource *mr)
     ck_assert_uint_eq(q(mr, CRMM_QUERY_POOL_PAGES_RELEASED), (uint64_t)fake_vmm.releases);
 }
 
+/* Release the pool: nothing stays mapped, reserved or created in the scripted driver. */
+static void release_leaves_the_driver_empty(void)
+{
+    release_pool();
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+    ck_assert_uint_eq(fake_vmm.range, 0);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+}
+
 CRMM_TEST_IN("pool_expandable_faults", a_refused_set_access_maps_nothing)
 {
     p = expandable_pool("");
@@ -30,10 +39,7 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_set_access_maps_nothing)
     books_agree(p);
     calls_agree(p);
     free_all(p, {a, PAGE}, {b, 3 * PAGE});
-    release_pool();
-    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
-    ck_assert_uint_eq(fake_vmm.range, 0);
-    ck_assert_uint_eq(fake_vmm.physical, 0);
+    release_leaves_the_driver_empty();
 }
 
 CRMM_TEST_IN("pool_expandable_faults", a_refused_map_half_way_maps_nothing)
@@ -50,10 +56,7 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_map_half_way_maps_nothing)
     books_agree(p);
     calls_agree(p);
     free_all(p, {a, PAGE}, {b, 3 * PAGE});
-    release_pool();
-    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
-    ck_assert_uint_eq(fake_vmm.range, 0);
-    ck_assert_uint_eq(fake_vmm.physical, 0);
+    release_leaves_the_driver_empty();
 }
 
 CRMM_TEST_IN("pool_expandable_faults", a_refused_map_for_memory_gives_pages_back_and_retries)
@@ -103,10 +106,7 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)
     books_agree(p);
     calls_agree(p);
     free_all(p, {a, PAGE}, {b, 3 * PAGE});
-    release_pool();
-    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
-    ck_assert_uint_eq(fake_vmm.range, 0);
-    ck_assert_uint_eq(fake_vmm.physical, 0);
+    release_leaves_the_driver_empty();
 }
 
 
@@ -130,10 +130,7 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_unmap_in_a_move_keeps_the_books
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
     books_agree(p);
-    release_pool();
-    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
-    ck_assert_uint_eq(fake_vmm.range, 0);
-    ck_assert_uint_eq(fake_vmm.physical, 0);
+    release_leaves_the_driver_empty();
 }
 
 /* Pages lent by a move without waiting; the unmap once their event completes is refused for the
@@ -157,10 +154,7 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_unmap_of_lent_pages_is_tried_ag
     books_agree(p);
     calls_agree(p);
     free_all(p, {z, 4 * PAGE}, {b, PAGE});
-    release_pool();
-    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
-    ck_assert_uint_eq(fake_vmm.range, 0);
-    ck_assert_uint_eq(fake_vmm.physical, 0);
+    release_leaves_the_driver_empty();
 }
 
 int main(void)
