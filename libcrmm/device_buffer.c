@@ -143,7 +143,9 @@ bool crmm_device_buffer_try_create(size_t size, crmm_stream *stream, crmm_resour
         if (!crmm_resource_is_device_accessible(mr) || !device_is_current(mr->device))
             return false;
         crmm_resource_retain(mr);
-    } else if (!(mr = crmm_runtime_try_current_resource_ref(&current)) || !crmm_resource_is_device_accessible(mr)) {
+    } else if (!(mr = crmm_runtime_try_current_resource_ref(&current)) || !crmm_resource_is_device_accessible(mr) ||
+               (mr->device >= 0 && mr->device != current)) {
+        /* the slot may hold another device's resource: create would switch to its device */
         if (mr)
             drop_reference(mr); /* the registry holds another */
         return false;

@@ -217,6 +217,29 @@ CRMM_TEST(a_buffer_of_another_device_is_never_tried_at_once)
     ck_assert_int_eq(fake_current_device(), 1);
 }
 
+/* A device's resource may be another device's (crmm_set_per_device_resource takes any): the
+ * ordinary create runs it with its own device current, so the try, which never switches, must
+ * leave it to that call rather than allocate with the wrong device current. */
+CRMM_TEST(a_current_devices_resource_of_another_device_is_never_tried_at_once)
+{
+    probe_resource *p0 = probe_resource_new(&on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0);
+    p0->serves_at_once = 1;
+    crmm_resource_release(crmm_set_per_device_resource(1, &p0->base));
+    crmm_resource_release(&p0->base); /* the registry holds it */
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    first_buffer();
+    ck_assert_int_eq(p0->alloc_device, 0);
+    crmm_device_buffer *b = NULL;
+    long refs = crmm_resource_refcount(&p0->base);
+    ck_assert(!crmm_device_buffer_try_create(100, NULL, NULL, &b)); /* would need a device switch */
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(p0->live, 0);
+    ck_assert_int_eq(p0->served_at_once, 0);
+    ck_assert_int_eq(p0->alloc_device, 0);
+    ck_assert_int_eq(crmm_resource_refcount(&p0->base), refs);
+    ck_assert_int_eq(fake_current_device(), 1);
+}
+
 CRMM_TEST(a_device_without_its_resource_yet_is_not_tried)
 {
     ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
