@@ -58,6 +58,10 @@ static void resolve_plugin_path(config_graph *g, const char *base_dir, config_er
     for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
         if (d[0] != '/' && !base_dir[0])
             config_error_at(err, path->line, "plugin_path entry '%s' is relative; give absolute directories", d);
+        else if (d[0] != '/' && strchr(base_dir, ':'))
+            /* made absolute it would split at that ':' into a directory relative to the cwd */
+            config_error_at(err, path->line, "plugin_path entry '%s' is relative to %s, whose name holds ':' (the "
+                            "separator of plugin_path); give absolute directories", d, base_dir);
         bool relative = d[0] != '/' && base_dir[0];
         used += (size_t)snprintf(out + used, cap - used, "%s%s%s%s", used ? ":" : "", relative ? base_dir : "",
                                  relative && strcmp(base_dir, "/") != 0 ? "/" : "", d);

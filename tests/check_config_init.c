@@ -170,6 +170,33 @@ CRMM_TEST_IN("disk", test_plugin_path_relative_to_config)
     }
 }
 
+/* A config in a directory whose name holds ':' cannot name a plugin_path entry relative to it: the
+ * resolved entry would split at the ':' into a piece relative to the working directory, where a
+ * plugin would then be found by itself. */
+CRMM_TEST_IN("disk", test_plugin_path_relative_to_a_directory_with_a_colon)
+{
+    char top[PATH_MAX + 16], colon[PATH_MAX + 32], b[PATH_MAX + 32], plugins[PATH_MAX + 48];
+    snprintf(top, sizeof top, "%s/colon", tmpdir);
+    snprintf(colon, sizeof colon, "%s/a:b", top);
+    snprintf(b, sizeof b, "%s/b", top);
+    snprintf(plugins, sizeof plugins, "%s/plugins", b);
+    ck_assert_int_eq(mkdir(top, 0755), 0);
+    ck_assert_int_eq(mkdir(colon, 0755), 0);
+    ck_assert_int_eq(mkdir(b, 0755), 0);
+    ck_assert_int_eq(mkdir(plugins, 0755), 0);
+    copy_plugin("host", plugins, "host", 0755); /* in b/plugins of the working directory */
+    unsetenv("CRMM_PLUGIN_PATH");
+    static const char text[] = "[crmm]\nplugin_path = plugins\n[resource.h]\nplugin = host\n";
+    const char *cfgpath = write_tmp("colon/a:b/crmm.ini", text, sizeof text - 1);
+    ck_assert_int_eq(chdir(top), 0);
+    crmm_config *cfg = NULL;
+    ck_assert_crmm(crmm_config_load_file(cfgpath, &cfg), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_null(cfg);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), ":2: plugin_path entry 'plugins' is relative"));
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "':'"));
+    ck_assert_int_eq(chdir("/"), 0);
+}
+
 /* ---- instances ----------------------------------------------------------------------------- */
 
 CRMM_TEST_IN("instances", test_instances_shared_upstream)
