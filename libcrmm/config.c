@@ -3,11 +3,13 @@
  * config_instances.c), answer questions about it, and build its resources. */
 #include "build_config.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <crmm/cuda_support.h>
 #include "config_internal.h"
 #include "file_trust.h"
@@ -66,9 +68,15 @@ crmm_status crmm_config_load_default(crmm_config **out)
  * CONFIG_MAX_FILE_BYTES (reading stops one byte past the cap). */
 static crmm_status read_file(const char *path, char **text)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return crmm_set_error(CRMM_ERROR_IO, "cannot open config %s: %s", path, strerror(errno));
+    /* opened without blocking, so that a FIFO with no writer is refused below instead of hanging */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        return crmm_set_error(CRMM_ERROR_IO, "cannot open config %s: %s", path, strerror(err));
+    }
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         int err = errno;

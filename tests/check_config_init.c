@@ -340,6 +340,19 @@ CRMM_TEST_IN("init", test_config_path_is_a_directory)
     ck_assert_ptr_null(crmm_current_config());
 }
 
+/* A config path that is a FIFO with no writer is refused at once (opening it must not wait). */
+CRMM_TEST_IN("init", test_config_path_is_a_fifo)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/fifo.ini", tmpdir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    crmm_config *cfg = NULL;
+    ck_assert_crmm(crmm_config_load_file(path, &cfg), CRMM_ERROR_IO);
+    ck_assert_ptr_null(cfg);
+    ck_assert_error_contains("not a regular file");
+    unlink(path);
+}
+
 CRMM_TEST_IN("init", test_init_from_environment)
 {
     static const char text[] = "[crmm]\nlog_level = error\n[resource.h]\nplugin = host\n";
