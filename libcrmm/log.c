@@ -183,6 +183,9 @@ crmm_status crmm_log_set_file(const char *path)
 {
     ensure_init();
     char name[sizeof log_path]; /* path may be crmm_log_get_file()'s own string */
+    if (path && strlen(path) >= sizeof name) /* its name could not be kept whole for crmm_log_get_file */
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "log file: a path of %zu bytes is longer than %zu", strlen(path),
+                              sizeof name - 1);
     snprintf(name, sizeof name, "%s", path ? path : "");
     FILE *f = NULL;
     if (path && !(f = open_log_file(path)))

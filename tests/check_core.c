@@ -235,6 +235,14 @@ CRMM_TEST_IN("logger", test_log_to_file)
     ck_assert_crmm(crmm_log_set_file(bad), CRMM_ERROR_IO);
     ck_assert_error_contains(bad);
     ck_assert_str_eq(crmm_log_get_file(), path);
+    /* a path too long for crmm_log_get_file to give back whole is refused, not cut short */
+    char *longer = malloc(5000);
+    ck_assert_ptr_nonnull(longer);
+    memset(longer, 'a', 4999);
+    longer[0] = '/', longer[4999] = '\0';
+    ck_assert_crmm(crmm_log_set_file(longer), CRMM_ERROR_INVALID_ARGUMENT);
+    free(longer);
+    ck_assert_str_eq(crmm_log_get_file(), path);
     crmm_log(CRMM_LOG_WARN, "still here");
 
     ck_assert_crmm_ok(crmm_log_set_file(NULL)); /* back to stderr; closes the file */
