@@ -118,6 +118,40 @@ CRMM_TEST_IN("limiting", upstream_failure_gives_the_room_back)
     crmm_resource_release(outer);
 }
 
+/* An upstream that refuses every allocation with a status but no message, as a third-party
+ * resource may. */
+static crmm_status silent_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
+{
+    (void)self, (void)bytes, (void)stream, (void)ptr;
+    return CRMM_ERROR_OUT_OF_MEMORY;
+}
+static crmm_status silent_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)self, (void)ptr, (void)bytes, (void)stream;
+    return CRMM_OK;
+}
+static void silent_destroy(crmm_resource *self) { (void)self; }
+static const crmm_resource_ops silent_ops = {.allocate = silent_allocate, .deallocate = silent_deallocate,
+                                             .destroy = silent_destroy};
+static crmm_resource silent;
+
+/* Its failure is the allocation's, with its status and a message: the thread's status, CRMM_OK
+ * here, must not turn it into a success with no block. */
+CRMM_TEST_IN("limiting", upstream_failing_without_a_message_fails_the_allocation)
+{
+    crmm_resource_init(&silent, &silent_ops, "silent", CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
+    mr = crmm_test_create("limiting", "allocation_limit=5MiB", &silent);
+    crmm_resource_release(&silent); /* the limiting layer holds it */
+    void *p = (void *)1;
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_allocate(mr, MIB, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(crmm_last_error(), "limiting") && strstr(crmm_last_error(), "without a message"), "message: %s",
+                  crmm_last_error());
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* the room came back */
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+}
+
 /* A free the upstream refuses leaves the block live: its room stays taken (a request that needs
  * it is still refused) and it stays counted, until the free the upstream takes. */
 CRMM_TEST_IN("limiting", refused_upstream_free_keeps_the_room_taken)
