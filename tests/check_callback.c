@@ -255,6 +255,25 @@ CRMM_TEST_IN("callback", a_limit_over_it_survives_a_free_of_an_absurd_size)
     }
 }
 
+/* The callbacks take any size: a free of more than was allocated, or of a block the resource never
+ * counted, leaves its counts at zero instead of wrapping to ~2^64 (queries and the leak report). */
+CRMM_TEST_IN("callback", a_wrong_size_free_leaves_the_counts_at_zero)
+{
+    crmm_resource *mr = NULL;
+    ck_assert_crmm_ok(crmm_callback_resource_create_with(host_alloc, host_free, NULL, NULL, "host_accessible=true", &mr));
+    void *p = crmm_test_allocate(mr, 1000);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 2000, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, host_alloc(256, NULL, NULL), 256, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    p = crmm_test_allocate(mr, 1000); /* counted from zero again */
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 1000);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
+    crmm_resource_release(mr);
+}
+
 CRMM_TEST_IN("callback", counters_stay_exact_under_threads)
 {
     crmm_resource *mr = NULL;

@@ -265,6 +265,23 @@ CRMM_TEST_IN("system", system_is_plain_host_memory_and_a_free_waits_for_its_stre
     crmm_resource_release(mr);
 }
 
+/* Neither free() nor cudaFreeAsync takes a size: a free of more than was allocated leaves the
+ * counts at zero instead of wrapping to ~2^64. */
+CRMM_TEST_IN("system", a_wrong_size_free_leaves_the_counts_at_zero)
+{
+    script_defaults();
+    crmm_resource *sys = crmm_test_create("system", NULL, NULL), *view = NULL;
+    ck_assert_crmm_ok(crmm_cuda_async_view_create(&caller_pool_token, &view));
+    crmm_resource *const mrs[] = {sys, view};
+    for (int i = 0; i < 2; i++) {
+        void *p = crmm_test_allocate(mrs[i], 1000);
+        ck_assert_crmm_ok(crmm_resource_deallocate(mrs[i], p, 4000, NULL));
+        ck_assert_uint_eq(crmm_test_query(mrs[i], CRMM_QUERY_BYTES_IN_USE), 0);
+        ck_assert_uint_eq(crmm_test_query(mrs[i], CRMM_QUERY_ALLOCATIONS), 0);
+    }
+    crmm_test_release(view, sys);
+}
+
 CRMM_TEST_IN("system", system_and_sam_headroom_need_pageable_memory_access)
 {
     script_defaults();

@@ -44,7 +44,8 @@ static crmm_status callback_deallocate(crmm_resource *self, void *ptr, size_t by
 {
     callback_resource *c = (callback_resource *)self;
     c->deallocate(ptr, bytes, stream, c->deallocate_arg);
-    crmm_counters_sub(&c->src.counters, bytes, CRMM_COUNT_SHARED);
+    /* the callbacks cannot tell a wrong size: the counts stop at zero instead of wrapping */
+    crmm_counters_sub(&c->src.counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
     return CRMM_OK;
 }
 

@@ -47,7 +47,7 @@ static crmm_status pool_view_deallocate(crmm_resource *self, void *ptr, size_t b
 {
     pool_view *v = (pool_view *)self;
     if (crmm_process_exiting()) {
-        crmm_counters_sub(&v->counters, bytes, CRMM_COUNT_SHARED);
+        crmm_counters_sub(&v->counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
         return CRMM_OK; /* the driver is going away and takes the memory with it */
     }
     crmm_device_guard g;
@@ -58,7 +58,8 @@ static crmm_status pool_view_deallocate(crmm_resource *self, void *ptr, size_t b
     crmm_status st = crmm_cuda_status(e, "cudaFreeAsync");
     if (st != CRMM_OK)
         return crmm_error_add_context("%s", self->kind);
-    crmm_counters_sub(&v->counters, bytes, CRMM_COUNT_SHARED);
+    /* cudaFreeAsync takes no size, so cannot tell a wrong one: the counts stop at zero */
+    crmm_counters_sub(&v->counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
     return CRMM_OK;
 }
 

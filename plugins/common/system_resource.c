@@ -98,7 +98,8 @@ static crmm_status system_deallocate(crmm_resource *self, void *ptr, size_t byte
             return crmm_error_add_context("%s: free of %p: not freed, the stream may still use it", self->kind, ptr);
     }
     free(ptr);
-    crmm_counters_sub(&s->src.counters, bytes, CRMM_COUNT_SHARED);
+    /* free() cannot tell a wrong size: the counts stop at zero instead of wrapping */
+    crmm_counters_sub(&s->src.counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
     return CRMM_OK;
 }
 
