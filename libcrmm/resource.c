@@ -40,9 +40,19 @@ crmm_status crmm_resource_allocate_checked(crmm_resource *mr, size_t bytes, crmm
         return CRMM_OK;
     }
     crmm_status st = mr->ops->allocate(mr, bytes, stream, ptr);
-    if (__builtin_expect(st != CRMM_OK, 0))
+    if (__builtin_expect(st != CRMM_OK, 0)) {
         *ptr = NULL;
+        return crmm_resource_failure(mr, st);
+    }
     return st;
+}
+
+crmm_status crmm_resource_failure(const crmm_resource *mr, crmm_status status)
+{
+    if (status != CRMM_OK && crmm_last_status() == CRMM_OK)
+        return crmm_set_error(status, "%s%s%s%s failed (%s) without saying why", mr->kind, mr->name[0] ? " '" : "",
+                              mr->name, mr->name[0] ? "'" : "", crmm_status_name(status));
+    return status;
 }
 
 crmm_status crmm_resource_deallocate_checked(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
@@ -51,7 +61,8 @@ crmm_status crmm_resource_deallocate_checked(crmm_resource *mr, void *ptr, size_
         return CRMM_OK;
     if (__builtin_expect(!mr, 0))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "deallocate: resource is NULL");
-    return mr->ops->deallocate(mr, ptr, bytes, stream);
+    crmm_status st = mr->ops->deallocate(mr, ptr, bytes, stream);
+    return __builtin_expect(st != CRMM_OK, 0) ? crmm_resource_failure(mr, st) : st;
 }
 
 crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr)

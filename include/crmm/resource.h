@@ -131,6 +131,10 @@ CRMM_API crmm_status crmm_resource_deallocate_checked(crmm_resource *mr, void *p
  * costs. Everything else goes to the _checked functions, which libcrmm also exports under the
  * plain names for callers that cannot use this header (dlsym, FFI). Define
  * CRMM_NO_INLINE_DISPATCH before including crmm headers to call the exported functions. */
+/* What a failed allocate or deallocate of `mr` returns: `status`, with the thread's error set to
+ * a message naming mr and status when the resource failed without recording one (so a caller
+ * that reads crmm_last_status() or adds context to it never sees CRMM_OK for a failure). */
+CRMM_API crmm_status crmm_resource_failure(const crmm_resource *mr, crmm_status status);
 #if defined(CRMM_NO_INLINE_DISPATCH)
 CRMM_API crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 CRMM_API crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
@@ -140,8 +144,10 @@ static inline crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes
 {
     if (__builtin_expect(mr != NULL && ptr != NULL && bytes != 0, 1)) {
         crmm_status st = mr->ops->allocate(mr, bytes, stream, ptr);
-        if (__builtin_expect(st != CRMM_OK, 0))
+        if (__builtin_expect(st != CRMM_OK, 0)) {
             *ptr = NULL;
+            return crmm_resource_failure(mr, st);
+        }
         return st;
     }
     return crmm_resource_allocate_checked(mr, bytes, stream, ptr);
@@ -149,8 +155,10 @@ static inline crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes
 static inline crmm_status crmm_resource_deallocate(crmm_resource *mr, void *ptr, size_t bytes,
                                                    crmm_cuda_stream_t stream)
 {
-    if (__builtin_expect(mr != NULL && ptr != NULL, 1))
-        return mr->ops->deallocate(mr, ptr, bytes, stream);
+    if (__builtin_expect(mr != NULL && ptr != NULL, 1)) {
+        crmm_status st = mr->ops->deallocate(mr, ptr, bytes, stream);
+        return __builtin_expect(st != CRMM_OK, 0) ? crmm_resource_failure(mr, st) : st;
+    }
     return crmm_resource_deallocate_checked(mr, ptr, bytes, stream);
 }
 #endif

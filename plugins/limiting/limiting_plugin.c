@@ -71,13 +71,7 @@ static crmm_status limiting_allocate(crmm_resource *self, size_t bytes, crmm_cud
     crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
     if (st != CRMM_OK) {
         crmm_counter_add(&r->in_use, -(int64_t)rounded, CRMM_COUNT_SHARED);
-        /* the upstream's status: crmm_error_add_context gives back the thread's, which is CRMM_OK
-         * when the upstream failed without a message */
-        if (crmm_last_status() == CRMM_OK)
-            return crmm_set_error(st, "limiting%s%s%s: upstream failed (%s) without a message", self->name[0] ? " '" : "",
-                                  self->name, self->name[0] ? "'" : "", crmm_status_name(st));
-        crmm_error_add_context("limiting%s%s%s", self->name[0] ? " '" : "", self->name, self->name[0] ? "'" : "");
-        return st;
+        return crmm_error_add_context("limiting%s%s%s", self->name[0] ? " '" : "", self->name, self->name[0] ? "'" : "");
     }
     count_live(r, rounded, now);
     return CRMM_OK;
