@@ -57,6 +57,18 @@ for _name, (_restype, _argtypes) in _PROTOTYPES.items():
     _fn.restype, _fn.argtypes = _restype, _argtypes
 
 
+_FD_END = 1 << 31  # C's int: a larger number given to C would be cut to another descriptor
+
+
+def _fd_arg(fd, what="a file descriptor"):
+    """A descriptor as C's int: anything with __index__ (TypeError otherwise), ValueError outside
+    [0, 2**31), which C would read as another descriptor (2**32 + 4 as 4)."""
+    fd = operator.index(fd)
+    if not 0 <= fd < _FD_END:
+        raise ValueError(f"{what} {fd} is not a file descriptor")
+    return fd
+
+
 class IpcHandle:
     """An exported allocation: its bytes and the file descriptors it owns (closed with it)."""
 
@@ -69,12 +81,12 @@ class IpcHandle:
         fds = list(fds)
         try:
             raw = bytes(memoryview(data))  # its bytes, whatever buffer holds them
-            fds = [operator.index(fd) for fd in fds]
+            fds = [_fd_arg(fd) for fd in fds]
         except BaseException:
             for fd in fds:  # owned from the call on, also when it fails
                 try:
-                    os.close(operator.index(fd))
-                except (TypeError, OSError):
+                    os.close(_fd_arg(fd))
+                except (TypeError, ValueError, OSError):
                     pass
             raise
         arr = (ctypes.c_int * max(len(fds), 1))(*fds)
@@ -248,13 +260,13 @@ def open_handle(handle):
 
 def send(sock, handle):
     """Send a handle over a connected UNIX stream socket (a socket object or a descriptor)."""
-    fd = sock if isinstance(sock, int) else sock.fileno()
+    fd = _fd_arg(sock if isinstance(sock, int) else sock.fileno(), "sock")
     check(lib.crmm_ipc_send(fd, handle._live()))
 
 
 def recv(sock):
     """Receive a handle `send` sent."""
-    fd = sock if isinstance(sock, int) else sock.fileno()
+    fd = _fd_arg(sock if isinstance(sock, int) else sock.fileno(), "sock")
     out = ctypes.c_void_p()
     check(lib.crmm_ipc_recv(fd, ctypes.byref(out)))
     return IpcHandle._adopt(out.value)

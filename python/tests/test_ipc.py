@@ -107,6 +107,27 @@ def test_bad_handles_are_refused_and_their_descriptors_closed():
             crmm.ipc.recv(right)
 
 
+def test_a_descriptor_beyond_c_int_is_refused_not_cut_to_another():
+    """A descriptor number past C's int would reach C as another one (2**32 + fd as fd), which
+    the handle would then own and close; it is refused, the valid ones given with it closed."""
+    keep = plain_fds(["mine"])[0]
+    fds = plain_fds(["given"])
+    try:
+        with pytest.raises(ValueError, match="not a file descriptor"):
+            crmm.ipc.IpcHandle(b"nonsense" * 20, fds + [(1 << 32) + keep])
+        assert is_open(keep), "a descriptor nobody handed over was closed"
+        assert not is_open(fds[0])
+        h = vmm_handle(["a"])
+        for sock in ((1 << 32) + keep, -1):
+            with pytest.raises(ValueError, match="not a file descriptor"):
+                crmm.ipc.send(sock, h)
+            with pytest.raises(ValueError, match="not a file descriptor"):
+                crmm.ipc.recv(sock)
+        h.close()
+    finally:
+        os.close(keep)
+
+
 def test_host_memory_is_refused():
     host = MemoryResource("host")
     pool = MemoryResource("pool", "initial_size=1MiB", upstream=host)
