@@ -67,6 +67,23 @@ def test_wrong_argument_types_raise_type_error(call):
         call()
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: gpu.setDevice(1 << 32),
+        lambda: gpu.setDevice(-(1 << 31) - 1),
+        lambda: gpu.getDeviceAttribute(1, (1 << 32) + 1),
+        lambda: gpu.getDeviceAttribute((1 << 32) + 1, 0),
+        lambda: gpu.deviceGetName(1 << 32),
+    ],
+)
+def test_arguments_outside_c_int_raise_overflow_error(call):
+    """Passed on, ctypes would cut them to another int (device 2**32 to device 0, made current
+    with a GPU); they are refused before any CUDA call."""
+    with pytest.raises(OverflowError):
+        call()
+
+
 def test_the_rmm_name_is_the_same_module():
     r = run_python(
         """

@@ -75,13 +75,17 @@ class CUDADriverError(_CUDAStatusError):
 
 
 def _integer(value, what):
-    """`value` as an int (anything with __index__, not bool); TypeError otherwise."""
+    """`value` as a C int (anything with __index__, not bool); TypeError otherwise, OverflowError
+    outside C's int (which ctypes would cut to another value: device 2**32 to device 0)."""
     if isinstance(value, bool):
         raise TypeError(f"{what} must be an int, not bool")
     try:
-        return operator.index(value)
+        value = operator.index(value)
     except TypeError:
         raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
+    if not -(1 << 31) <= value < 1 << 31:
+        raise OverflowError(f"{what} {value} does not fit in a C int")
+    return value
 
 
 def _call(fn, *args, error=CUDARuntimeError):
