@@ -259,14 +259,25 @@ cuda_runtime_get_version = _cuda_function("cudaRuntimeGetVersion", c_int, [ctype
 
 
 class CudaMemLocation(ctypes.Structure):
-    """cudaMemLocation (CUDA 12.2 and later): a device is type 1 with its ordinal as id."""
+    """cudaMemLocation (CUDA 12.2 and later): a device is type 1 with its ordinal as id, the
+    host type 2 (its id unused)."""
 
     _fields_ = [("type", c_int), ("id", c_int)]
 
 
+CUDA_CPU_DEVICE_ID = -1  # cudaCpuDeviceId: the host, where a device ordinal is asked for
+
+
+def _mem_location(device):
+    """The cudaMemLocation of a device ordinal, or of the host for cudaCpuDeviceId (a device
+    location of -1 is invalid, which prefetch would take for memory that is not managed)."""
+    return CudaMemLocation(2, 0) if device == CUDA_CPU_DEVICE_ID else CudaMemLocation(1, device)
+
+
 def _mem_prefetch():
     """cudaMemPrefetchAsync as a function of (ptr, nbytes, device, stream handle) -> cudaError,
-    over the runtime's signature: a cudaMemLocation and flags from CUDA 13, a device before."""
+    device an ordinal or cudaCpuDeviceId (-1, the host, as RMM takes it), over the runtime's
+    signature: a cudaMemLocation and flags from CUDA 13, a device before."""
     fn = _cuda_function("cudaMemPrefetchAsync", c_int, [])
     if fn is None or cuda_runtime_get_version is None:
         return None
@@ -275,7 +286,7 @@ def _mem_prefetch():
         return None
     if version.value >= 13000:
         fn.argtypes = [c_void_p, c_size_t, CudaMemLocation, ctypes.c_uint, c_void_p]
-        return lambda ptr, n, device, stream: fn(ptr, n, CudaMemLocation(1, device), 0, stream)
+        return lambda ptr, n, device, stream: fn(ptr, n, _mem_location(device), 0, stream)
     fn.argtypes = [c_void_p, c_size_t, c_int, c_void_p]
     return lambda ptr, n, device, stream: fn(ptr, n, device, stream)
 

@@ -180,3 +180,36 @@ def test_a_binning_resource_built_in_c_takes_bins_and_lists_them(tmp_path):
         env={"CRMM_CONFIG": path},
     )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+class _FakePrefetch:
+    """cudaMemPrefetchAsync as _lib loads it (a ctypes function), recording each call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+        return 0
+
+
+def test_prefetch_to_the_cpu_gives_cuda_13_the_host_location(monkeypatch):
+    """cudaCpuDeviceId (-1), RMM's way to prefetch managed memory to the host, is the host
+    location of CUDA 13's cudaMemPrefetchAsync, not a device location of -1 (invalid: CUDA's
+    error was taken for memory that is not managed, so the prefetch did nothing)."""
+    from crmm import _lib
+
+    fake = _FakePrefetch()
+
+    def version(out):
+        out._obj.value = 13000
+        return 0
+
+    monkeypatch.setattr(_lib, "_cuda_function", lambda name, restype, argtypes: fake)
+    monkeypatch.setattr(_lib, "cuda_runtime_get_version", version)
+    prefetch = _lib._mem_prefetch()
+    assert prefetch(0x1000, 64, -1, None) == 0
+    assert prefetch(0x1000, 64, 3, None) == 0
+    (_, _, host, flags, _), (_, _, device, _, _) = fake.calls
+    assert (host.type, flags) == (2, 0), "cudaMemLocationTypeHost"
+    assert (device.type, device.id) == (1, 3), "cudaMemLocationTypeDevice, the ordinal"

@@ -266,9 +266,9 @@ class DeviceBuffer:
         check(lib.crmm_device_buffer_shrink_to_fit(self._cbuf, self._set_stream(stream)))
 
     def prefetch(self, device=None, stream=None):
-        """Start moving the buffer's memory to `device` (default: the current device) on
-        `stream` (default: the buffer's stream), for managed memory; nothing for other memory
-        (as RMM). Raises TypeError/ValueError for bad arguments, CudaError when CUDA refuses
+        """Start moving the buffer's memory to `device` (default: the current device; -1,
+        cudaCpuDeviceId, is the host) on `stream` (default: the buffer's stream), for managed
+        memory; nothing for other memory (as RMM). Raises TypeError/ValueError for bad arguments, CudaError when CUDA refuses
         the prefetch for another reason."""
         stream = self._stream if stream is None else as_stream(stream)
         if device is None:
