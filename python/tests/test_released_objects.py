@@ -55,6 +55,18 @@ def test_a_freed_device_buffer_raises_state_error():
             use()
 
 
+def test_repr_of_a_released_resource_or_freed_buffer_says_so():
+    """repr is what tracebacks, loggers and debuggers show: it says the object is gone rather
+    than raising StateError."""
+    res = released(mr.StatisticsResourceAdaptor(mr.HostMemoryResource()))
+    assert repr(res) == "<crmm StatisticsResourceAdaptor (released)>"
+    assert "released" in repr([res])
+    db = DeviceBuffer.__new__(DeviceBuffer)
+    assert repr(db) == "<crmm DeviceBuffer (freed)>"
+    db._buf = None
+    assert repr(db) == "<crmm DeviceBuffer (freed)>"
+
+
 @pytest.mark.parametrize("make", [mr.HostMemoryResource, lambda: mr.TrackingResourceAdaptor(mr.HostMemoryResource())], ids=["host", "tracking"])
 def test_memory_freed_twice_is_refused(make):
     res = make()

@@ -241,6 +241,8 @@ class DeviceBuffer:
         }
 
     def __repr__(self):
+        if not getattr(self, "_buf", None):  # repr must not raise: it shows in tracebacks and logs
+            return "<crmm DeviceBuffer (freed)>"
         return f"<crmm DeviceBuffer size={self.size} ptr=0x{self.ptr:x}>"
 
     # ---- size and capacity ---------------------------------------------------------------

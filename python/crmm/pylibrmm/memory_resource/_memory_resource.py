@@ -311,6 +311,8 @@ class MemoryResource(HandleOwner):
         return hash(self._ptr)
 
     def __repr__(self):
+        if not getattr(self, "_ptr", None):  # repr must not raise: it shows in tracebacks and logs
+            return f"<crmm {type(self).__name__} (released)>"
         name = f" {self.name!r}" if self.name else ""
         return f"<crmm MemoryResource {self.kind}{name}>"
 
