@@ -129,6 +129,39 @@ def test_a_callback_failure_does_not_leak_into_later_calls():
     assert "first call fails" not in str(info.value)
 
 
+def test_a_callback_failure_a_pool_recovered_from_is_not_a_later_call_s_error():
+    """A pool whose growth the callback refuses asks again for half as much, which the callback
+    gives: the allocation succeeds, and the refusal's exception is not raised later by another
+    call that fails for its own reason (it was: a bad free became the callback's MemoryError).
+    The memory comes from libc, not through a crmm call (which would drop the exception)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.aligned_alloc.restype, libc.aligned_alloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t] * 2
+    libc.free.argtypes = [ctypes.c_void_p]
+    budget = {"used": 0}
+
+    def allocate(nbytes, stream):
+        if budget["used"] + nbytes > 6144:
+            raise MemoryError(f"the callback refuses {nbytes} bytes")
+        budget["used"] += nbytes
+        return libc.aligned_alloc(256, nbytes)
+
+    def deallocate(ptr, nbytes, stream):
+        budget["used"] -= nbytes
+        libc.free(ptr)
+
+    pool = mr.MemoryResource("pool", {"initial_size": 4096}, upstream=mr.CallbackMemoryResource(allocate, deallocate))
+    a = pool.allocate(4096)
+    b = pool.allocate(256)  # the pool asks for 4096 (refused), then 2048
+    assert budget["used"] == 6144
+    tracking = mr.TrackingResourceAdaptor(mr.HostMemoryResource())
+    with pytest.raises(crmm.InvalidArgumentError, match="did not allocate"):
+        tracking.deallocate(0x1000, 64)
+    pool.deallocate(b, 256)
+    pool.deallocate(a, 4096)
+
+
 def test_an_exception_of_the_deallocate_callback_is_reported_not_raised(monkeypatch):
     host = mr.HostMemoryResource()
     reported = []

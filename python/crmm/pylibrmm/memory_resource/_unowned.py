@@ -60,15 +60,20 @@ class CallbackMemoryResource(MemoryResource):
             if not callable(func):
                 raise TypeError(f"{name} must be callable, not {type(func).__name__}")
 
-        def allocate(nbytes, stream, _arg, _stream_for=_stream_for):
+        def allocate(nbytes, stream, _arg, _stream_for=_stream_for, _take=_lib.take_callback_error):
             try:
                 ptr = allocate_func(nbytes, _stream_for(stream))
                 if isinstance(ptr, bool) or not isinstance(ptr, int):
                     raise TypeError(f"allocate_func returned {type(ptr).__name__}, not an int address")
-                return pointer_arg(ptr, "the address allocate_func returned")
+                ptr = pointer_arg(ptr, "the address allocate_func returned")
             except BaseException as e:  # C cannot carry it: the failing call raises it
                 _lib.stash_callback_error(e)
                 return None
+            if ptr:
+                # an exception left by an earlier attempt was recovered from (a pool that halves
+                # its growth and asks again): it is not the error of a later call that fails
+                _take()
+            return ptr
 
         def deallocate(ptr, nbytes, stream, _arg, _stream_for=_stream_for):
             # an exception cannot stop the free: ctypes hands it to sys.unraisablehook
