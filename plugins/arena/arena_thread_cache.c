@@ -831,18 +831,22 @@ size_t arena_cache_reclaim(arena_resource *r)
          * takes arenas_lock) and then waits for reclaim: give it a bounded number of turns */
         for (unsigned turns = 0; fenced && turns < ARENA_RECLAIM_TURNS && __atomic_load_n(&a->busy, __ATOMIC_ACQUIRE); turns++)
             sched_yield();
-        if (fenced && !__atomic_load_n(&a->busy, __ATOMIC_ACQUIRE)) /* the owner is out: its slabs are ours */
-            for (unsigned c = 0; c < r->nclasses; c++) {
-                arena_slab *sb = current_of(a, c);
-                arena_span *span = sb && arena_slab_state(sb) == ARENA_SLAB_OWNED ? take_owned(r, sb) : NULL;
-                if (span) {
-                    set_current(a, c, NULL);
-                    arena_slab_recycle(&r->slabs, sb);
-                    span->next = taken;
-                    taken = span;
-                    n++;
-                }
+        bool out = fenced && !__atomic_load_n(&a->busy, __ATOMIC_ACQUIRE); /* the owner is out: its slabs are ours */
+        for (unsigned c = 0; c < r->nclasses; c++) {
+            arena_slab *sb = current_of(a, c);
+            arena_span *span = NULL;
+            if (out && sb && arena_slab_state(sb) == ARENA_SLAB_OWNED && (span = take_owned(r, sb))) {
+                set_current(a, c, NULL);
+                arena_slab_recycle(&r->slabs, sb);
+            } else if (sb) {
+                span = arena_slab_steal(sb); /* one the owner emptied itself since the first pass */
             }
+            if (span) {
+                span->next = taken;
+                taken = span;
+                n++;
+            }
+        }
         __atomic_store_n(&a->reclaim, 0, __ATOMIC_RELEASE);
         asked--;
     }
