@@ -34,6 +34,7 @@ from multiprocessing import reduction
 from . import _lib
 from ._lib import check, lib
 from ._errors import InvalidArgumentError
+from ._host import pointer_arg, size_arg
 
 _c_int_p = ctypes.POINTER(ctypes.c_int)
 _PROTOTYPES = {
@@ -242,9 +243,13 @@ class ImportedBuffer:
 
 
 def export_pointer(mr, ptr, size):
-    """Export [ptr, ptr + size) of memory allocated from `mr` (a crmm.mr.MemoryResource)."""
+    """Export [ptr, ptr + size) of memory allocated from `mr` (a crmm.mr.MemoryResource).
+    Raises TypeError, ValueError or OverflowError for a bad pointer or size, StateError for a
+    released resource, and what crmm_ipc_export refuses."""
+    ptr, size = pointer_arg(ptr, "ptr"), size_arg(size, "size")
+    handle = mr._handle  # before any C call: a released resource is not NULL's default
     out = ctypes.c_void_p()
-    check(lib.crmm_ipc_export(mr._ptr, ptr, size, ctypes.byref(out)))
+    check(lib.crmm_ipc_export(handle, ptr, size, ctypes.byref(out)))
     return IpcHandle._adopt(out.value)
 
 

@@ -139,6 +139,17 @@ def test_host_memory_is_refused():
         pool.deallocate(ptr, 4096)
 
 
+def test_export_pointer_refuses_bad_arguments_and_a_released_resource():
+    host = MemoryResource("host")
+    for ptr, size, error in ((4096, -1, ValueError), (-1, 16, OverflowError), (4096, 1 << 64, OverflowError),
+                             ("4096", 16, TypeError)):
+        with pytest.raises(error):
+            crmm.ipc.export_pointer(host, ptr, size)
+    host.__del__()  # released by hand: refused, never taken for a NULL resource
+    with pytest.raises(crmm.StateError, match="released"):
+        crmm.ipc.export_pointer(host, 4096, 16)
+
+
 CLOSE_FROM_TWO_THREADS = """
 import os, struct, sys, tempfile, threading
 sys.path.insert(0, sys.argv[1])
