@@ -389,6 +389,44 @@ CRMM_LOOP_TEST_IN("binning", add_bin_never_takes_the_sizes_of_blocks_live_in_ano
     ck_assert_uint_eq(crmm_test_query(h, CRMM_QUERY_BYTES_IN_USE), 0);
 }
 
+/* The binning's own upstream as a bin (RMM's ExplicitBinMR test) sends its requests up as the
+ * large ones are: they are counted once, not again as that bin's (whose counts are the upstream's
+ * own, the other bins' chunks included), a smaller bin may still be added in front of it, and
+ * its early blocks go back upstream. A resource given for two bins is counted once too. */
+CRMM_TEST_IN("binning", the_upstream_or_one_resource_as_several_bins_is_counted_once)
+{
+    make("bins=256 blocks_to_preallocate=1");
+    crmm_binning_bin add = {1024, h, -1};
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
+    ck_assert_int_eq(add.added, 1);
+    void *p, *q;
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 512, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 100, NULL, &q)); /* the 256 bin */
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 2);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 512 + 100);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_RESERVED), 256 + 512);
+    crmm_binning_bin small = {512, NULL, -1};
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &small));
+    ck_assert_int_eq(small.added, 1);
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 512, NULL)); /* upstream, not the new bin */
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, q, 100, NULL));
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 0);
+    release_binning();
+
+    crmm_resource *shared = crmm_test_create("fixed_size", "block_size=4KiB blocks_to_preallocate=4", h);
+    ck_assert_crmm_ok(crmm_resource_create("binning", "", h, &b));
+    crmm_binning_bin twice[2] = {{2048, shared, -1}, {4096, shared, -1}};
+    for (int i = 0; i < 2; i++)
+        ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &twice[i]));
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 3000, NULL, &p));
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_RESERVED), 4 * 4096);
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 3000, NULL));
+    release_binning();
+    crmm_resource_release(shared);
+}
+
 /* A resource of memory that `flags` says who can reach (a probe: the tests only add it as a bin). */
 static crmm_resource *reached_by(unsigned flags) { return &probe_resource_new(NULL, flags, 0)->base; }
 

@@ -139,11 +139,26 @@ static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t byt
     return CRMM_OK;
 }
 
+/* Whether bin i's resource is counted in sum_bins: not the upstream given as a bin (RMM's own
+ * test adds it; its blocks go through the upstream path and are counted in `large`), and a
+ * resource given for several bins only once. */
+static bool bin_counted(const binning_resource *b, size_t i)
+{
+    if (b->bins[i].mr == b->base.upstream)
+        return false;
+    for (size_t j = 0; j < i; j++)
+        if (b->bins[j].mr == b->bins[i].mr)
+            return false;
+    return true;
+}
+
 /* Sum (or, for the largest free block, the maximum) of `what` over the bins. */
 static crmm_status sum_bins(const binning_resource *b, crmm_query what, uint64_t *out)
 {
     uint64_t total = 0;
     for (size_t i = 0; i < b->bin_count; i++) {
+        if (!bin_counted(b, i))
+            continue;
         uint64_t v;
         crmm_status st = crmm_resource_query(b->bins[i].mr, what, &v);
         if (st != CRMM_OK)
@@ -237,14 +252,15 @@ static bool reaches(const crmm_resource *from, const crmm_resource *target, int 
 
 /* Whether a bin inserted at `at` with block size `size` may be added: it takes over the sizes
  * above the bin before it, up to `size`, from the bin now at `at` (or from the upstream when `at`
- * is the end, whose live blocks live_large knows: late_bins covers them). A free finds its
+ * is the end or that bin is the upstream itself, whose live blocks live_large knows: late_bins
+ * covers them). A free finds its
  * resource by size, and which of that bin's live blocks were asked for with the sizes that move
  * only the bin itself could say (it keeps no request sizes; recording every bin block here would
  * cost the hot path), so the bin is added only while the bin that loses those sizes has no block
  * live. Its own count answers that; a bin that cannot answer is taken to have blocks live. */
 static crmm_status sizes_may_move(const binning_resource *b, size_t at, size_t size)
 {
-    if (at == b->bin_count)
+    if (at == b->bin_count || b->bins[at].mr == b->base.upstream) /* its blocks: in live_large */
         return CRMM_OK;
     const binning_bin *from = &b->bins[at];
     uint64_t live = 0;
