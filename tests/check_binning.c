@@ -427,6 +427,29 @@ CRMM_TEST_IN("binning", the_upstream_or_one_resource_as_several_bins_is_counted_
     crmm_resource_release(shared);
 }
 
+/* A block passed upstream before its bin was added, whose free the upstream refuses, stays the
+ * upstream's: freed again once the upstream takes frees, it still goes upstream, not to the bin
+ * (which would refuse it, leaving it live for good). */
+CRMM_TEST_IN("binning", a_refused_free_of_a_block_passed_up_before_its_bin_goes_upstream_again)
+{
+    probe_resource *up = probe_resource_new(NULL, CRMM_RESOURCE_HOST_ACCESSIBLE, -1);
+    ck_assert_crmm_ok(crmm_resource_create("binning", "", &up->base, &b));
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 3000, NULL, &p));
+    crmm_binning_bin add = {4096, NULL, -1};
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
+    up->refuses_frees = 1;
+    ck_assert_crmm(crmm_resource_deallocate(b, p, 3000, NULL), CRMM_ERROR_CUDA);
+    ck_assert_int_eq(up->live, 2); /* the block and the bin's chunk */
+    up->refuses_frees = 0;
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 3000, NULL));
+    ck_assert_int_eq(up->live, 1);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 0);
+    release_binning();
+    ck_assert_int_eq(up->live, 0);
+    crmm_resource_release(&up->base);
+}
+
 /* A resource of memory that `flags` says who can reach (a probe: the tests only add it as a bin). */
 static crmm_resource *reached_by(unsigned flags) { return &probe_resource_new(NULL, flags, 0)->base; }
 

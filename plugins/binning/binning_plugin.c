@@ -113,7 +113,8 @@ static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t byt
 {
     binning_resource *b = (binning_resource *)self;
     crmm_resource *target = route(b, bytes);
-    if (target != self->upstream && passed_up_before_its_bin(b, ptr))
+    bool up_before_its_bin = target != self->upstream && passed_up_before_its_bin(b, ptr);
+    if (up_before_its_bin)
         target = self->upstream;
     if (target == self->upstream) {
         pthread_mutex_lock(&b->large_lock);
@@ -129,9 +130,11 @@ static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t byt
     crmm_status st = crmm_resource_deallocate(target, ptr, bytes, stream);
     if (target != self->upstream)
         return st;
-    if (st != CRMM_OK) { /* refused upstream: still live */
+    if (st != CRMM_OK) { /* refused upstream: still live (and its next free still routed up) */
         pthread_mutex_lock(&b->large_lock);
         (void)ptr_set_add(&b->live_large, (uintptr_t)ptr);
+        if (up_before_its_bin)
+            __atomic_store_n(&b->late_bins, true, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&b->large_lock);
         return st;
     }
