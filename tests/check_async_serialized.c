@@ -1,7 +1,7 @@
 /* check_async_serialized.c — the async plugin against a scripted CUDA (defined here and in
  * fakes/fake_mempool.c, linked -export-dynamic): with serialize_calls (the default) no two
  * threads are ever inside the driver's allocate or free at once; without it they may be; the
- * counters stay exact either way. The fake allocate counts the threads inside; in "meet" mode it
+ * counters stay exact either way, and a free of a wrong size leaves them at zero. The fake allocate counts the threads inside; in "meet" mode it
  * waits inside for a second thread (up to `meet` seconds): serialized, the wait times out (2 s)
  * and the count stays 1; unserialized, the second thread comes in within 30 s. */
 #include "build_config.h"
@@ -156,6 +156,25 @@ CRMM_TEST(a_forked_child_is_not_stuck_on_the_parents_lock)
     ck_assert_int_eq(pthread_join(t, NULL), 0);
     meet = 0;
     crmm_resource_release(mr);
+}
+
+/* cudaFreeAsync takes a block whatever size the caller says: a free of more bytes than were
+ * allocated leaves the counts at zero instead of wrapping them to ~2^64 (as
+ * the other resources that cannot tell a wrong size do). */
+CRMM_TEST(a_wrong_size_free_leaves_the_counts_at_zero)
+{
+    crmm_resource *mr = crmm_test_create("async", "", NULL);
+    void *p = NULL, *q = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 100, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 100, NULL, &q));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 100);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, q, 100, NULL));
+    crmm_resource_release(mr);
+    ck_assert_int_eq(fake_mempool_pools_live, 0);
 }
 
 CRMM_TEST(serialize_calls_must_be_a_bool)

@@ -89,7 +89,7 @@ static crmm_status async_deallocate(crmm_resource *self, void *ptr, size_t bytes
 {
     async_resource *a = (async_resource *)self;
     if (crmm_process_exiting()) {
-        crmm_counters_sub(&a->counters, bytes, CRMM_COUNT_SHARED);
+        crmm_counters_sub(&a->counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
         return CRMM_OK; /* the driver is going away and takes the pool with it */
     }
     crmm_device_guard g;
@@ -102,7 +102,7 @@ static crmm_status async_deallocate(crmm_resource *self, void *ptr, size_t bytes
     crmm_cuda_device_restore(&g);
     st = crmm_cuda_status(e, "async: cudaFreeAsync");
     if (st == CRMM_OK)
-        crmm_counters_sub(&a->counters, bytes, CRMM_COUNT_SHARED);
+        crmm_counters_sub(&a->counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
     return st;
 }
 
