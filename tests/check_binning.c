@@ -450,6 +450,23 @@ CRMM_TEST_IN("binning", a_refused_free_of_a_block_passed_up_before_its_bin_goes_
     crmm_resource_release(&up->base);
 }
 
+/* A large block freed with more bytes than it was allocated with, over an upstream that takes any
+ * size (as cuda's free does), leaves the counts at zero instead of wrapping them to ~2^64. */
+CRMM_TEST_IN("binning", a_wrong_size_free_of_a_large_block_leaves_the_counts_at_zero)
+{
+    probe_resource *up = probe_resource_new(NULL, CRMM_RESOURCE_HOST_ACCESSIBLE, -1);
+    ck_assert_crmm_ok(crmm_resource_create("binning", "", &up->base, &b));
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(b, 10000, NULL, &p));
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 20000, NULL));
+    ck_assert_int_eq(up->live, 0);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_uint_eq(crmm_test_query(b, CRMM_QUERY_ALLOCATIONS), 0);
+    release_binning();
+    crmm_resource_release(&up->base);
+}
+
 /* A resource of memory that `flags` says who can reach (a probe: the tests only add it as a bin). */
 static crmm_resource *reached_by(unsigned flags) { return &probe_resource_new(NULL, flags, 0)->base; }
 

@@ -138,7 +138,7 @@ static crmm_status binning_deallocate(crmm_resource *self, void *ptr, size_t byt
         pthread_mutex_unlock(&b->large_lock);
         return st;
     }
-    crmm_counters_sub(&b->large, bytes, CRMM_COUNT_SHARED);
+    crmm_counters_sub(&b->large, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
     return CRMM_OK;
 }
 
