@@ -233,7 +233,8 @@ CRMM_TEST_IN("binning", bins_from_a_config_file)
 }
 
 /* The bins are built from the plugin_path of the config binning is built for, like binning
- * itself: with only the config knowing where plugins are, fixed_size is found there. */
+ * itself: with only the config knowing where plugins are, fixed_size is found there, at create
+ * and at add_bin. */
 CRMM_TEST_IN("binning", bins_come_from_the_configs_plugin_path)
 {
     const char *dirs = getenv("CRMM_PLUGIN_PATH");
@@ -250,6 +251,11 @@ CRMM_TEST_IN("binning", bins_come_from_the_configs_plugin_path)
     crmm_resource *r;
     ck_assert_crmm_ok(crmm_config_create_resource(cfg, "b", -1, &r));
     ck_assert_uint_eq(crmm_test_query(r, CRMM_QUERY_BYTES_RESERVED), 1024);
+    /* and so are the fixed_size bins add_bin makes later */
+    crmm_binning_bin add = {4096, NULL, -1};
+    ck_assert_crmm_ok(crmm_resource_control_kind(r, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
+    ck_assert_int_eq(add.added, 1);
+    ck_assert_uint_eq(crmm_test_query(r, CRMM_QUERY_BYTES_RESERVED), 1024 + 4096);
     crmm_resource_release(r);
     crmm_config_free(cfg);
 }

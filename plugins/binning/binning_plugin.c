@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/binning.h>
 #include <crmm/config.h>
@@ -57,6 +58,7 @@ typedef struct binning_resource {
                            * one of them may now route to a bin (atomic; cleared under large_lock
                            * when live_large empties) */
     crmm_fork_guard fork_guard; /* large_lock around fork() (the bins have their own) */
+    char *plugin_path;    /* the plugin search path it was built with (crmm_params_plugin_path), or NULL */
 } binning_resource;
 
 /* The resource serving `bytes`: the smallest bin that fits, else the upstream. A request of
@@ -230,6 +232,7 @@ static void binning_destroy(crmm_resource *self)
     release_bins(b);
     ptr_set_free(&b->live_large);
     pthread_mutex_destroy(&b->large_lock);
+    free(b->plugin_path);
     free(b);
 }
 
@@ -282,6 +285,22 @@ static crmm_status sizes_may_move(const binning_resource *b, size_t at, size_t s
                           b->base.name, size, at ? b->bins[at - 1].size + 1 : (size_t)1, size, from->size, why);
 }
 
+/* A new fixed_size bin for add_bin, found as the bins made at create were: first in the plugin
+ * path binning was built with (a config's plugin_path), which crmm_resource_create does not
+ * search, then where crmm_resource_create looks. */
+static crmm_status new_fixed_size(const binning_resource *b, const char *list, crmm_resource **out)
+{
+    for (const char *d = b->plugin_path; d && *d;) {
+        size_t n = strcspn(d, ":");
+        char path[4096];
+        if (n && d[0] == '/' && snprintf(path, sizeof path, "%.*s/crmm_fixed_size.so", (int)n, d) < (int)sizeof path &&
+            access(path, F_OK) == 0)
+            return crmm_resource_create(path, list, b->base.upstream, out);
+        d += n + (d[n] == ':');
+    }
+    return crmm_resource_create("fixed_size", list, b->base.upstream, out);
+}
+
 /* CRMM_BINNING_OP_ADD_BIN: insert a bin, keeping the array sorted, and rebuild the route
  * table. Not synchronized with allocate/deallocate (as RMM's add_bin): see crmm/binning.h. */
 static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
@@ -325,7 +344,7 @@ static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
     } else {
         char list[128];
         snprintf(list, sizeof list, "block_size=%zu blocks_to_preallocate=%llu", size, (unsigned long long)b->blocks_to_preallocate);
-        crmm_status st = crmm_resource_create("fixed_size", list, b->base.upstream, &mr);
+        crmm_status st = new_fixed_size(b, list, &mr);
         if (st != CRMM_OK)
             return crmm_error_add_context("binning '%s': add_bin of %zu bytes", b->base.name, size);
     }
@@ -547,9 +566,14 @@ static crmm_status binning_create(const crmm_params *params, crmm_resource *upst
     crmm_resource_init(&b->base, &binning_ops, "binning", upstream->flags, upstream->device, upstream);
     pthread_mutex_init(&b->large_lock, NULL);
     b->blocks_to_preallocate = blocks;
-    st = make_bins(b, &sizes, blocks, params);
+    const char *plugin_path = crmm_params_plugin_path(params);
+    if (plugin_path && !(b->plugin_path = strdup(plugin_path)))
+        st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "binning: malloc failed");
+    else
+        st = make_bins(b, &sizes, blocks, params);
     free(sizes.v);
     if (st != CRMM_OK) {
+        free(b->plugin_path);
         release_bins(b);
         pthread_mutex_destroy(&b->large_lock);
         free(b);
