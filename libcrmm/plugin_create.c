@@ -86,3 +86,13 @@ crmm_status crmm_params_create_resource(const crmm_params *creator, const char *
                               !creator ? "creator" : !plugin ? "plugin" : "out");
     return crmm_resource_create_by_name(plugin, creator->plugin_dirs, creator->device, name, params, upstream, out);
 }
+
+crmm_status crmm_plugin_path_create_resource(const char *plugin_path, int device, const char *plugin,
+                                             const char *params, const char *name, crmm_resource *upstream,
+                                             crmm_resource **out)
+{
+    if (!plugin || !out)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plugin_path_create_resource: %s is NULL",
+                              !plugin ? "plugin" : "out");
+    return crmm_resource_create_by_name(plugin, plugin_path, device, name, params, upstream, out);
+}

@@ -171,6 +171,12 @@ CRMM_API const char *crmm_params_plugin_path(const crmm_params *p);
  * crmm_resource_create. */
 CRMM_API crmm_status crmm_params_create_resource(const crmm_params *creator, const char *plugin, const char *params,
                                         const char *name, crmm_resource *upstream, crmm_resource **out);
+/* After create (binning's add_bin): the same, searched in `plugin_path`, a copy the plugin kept
+ * of its crmm_params_plugin_path (NULL: none), for `device`. Errors: CRMM_ERROR_INVALID_ARGUMENT
+ * (plugin or out NULL), those of crmm_resource_create. */
+CRMM_API crmm_status crmm_plugin_path_create_resource(const char *plugin_path, int device, const char *plugin,
+                                                      const char *params, const char *name, crmm_resource *upstream,
+                                                      crmm_resource **out);
 
 /* ---- helpers for plugins ------------------------------------------------------------------- */
 /* Name of a parameter type as `crmm info` shows it: "size", "uint", "bool", "string", "enum",

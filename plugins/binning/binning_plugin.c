@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <crmm/alloc_counters.h>
 #include <crmm/binning.h>
 #include <crmm/config.h>
@@ -285,22 +284,6 @@ static crmm_status sizes_may_move(const binning_resource *b, size_t at, size_t s
                           b->base.name, size, at ? b->bins[at - 1].size + 1 : (size_t)1, size, from->size, why);
 }
 
-/* A new fixed_size bin for add_bin, found as the bins made at create were: first in the plugin
- * path binning was built with (a config's plugin_path), which crmm_resource_create does not
- * search, then where crmm_resource_create looks. */
-static crmm_status new_fixed_size(const binning_resource *b, const char *list, crmm_resource **out)
-{
-    for (const char *d = b->plugin_path; d && *d;) {
-        size_t n = strcspn(d, ":");
-        char path[4096];
-        if (n && d[0] == '/' && snprintf(path, sizeof path, "%.*s/crmm_fixed_size.so", (int)n, d) < (int)sizeof path &&
-            access(path, F_OK) == 0)
-            return crmm_resource_create(path, list, b->base.upstream, out);
-        d += n + (d[n] == ':');
-    }
-    return crmm_resource_create("fixed_size", list, b->base.upstream, out);
-}
-
 /* CRMM_BINNING_OP_ADD_BIN: insert a bin, keeping the array sorted, and rebuild the route
  * table. Not synchronized with allocate/deallocate (as RMM's add_bin): see crmm/binning.h. */
 static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
@@ -344,7 +327,9 @@ static crmm_status add_bin(binning_resource *b, crmm_binning_bin *arg)
     } else {
         char list[128];
         snprintf(list, sizeof list, "block_size=%zu blocks_to_preallocate=%llu", size, (unsigned long long)b->blocks_to_preallocate);
-        crmm_status st = new_fixed_size(b, list, &mr);
+        /* found as create's bins are: in the plugin path binning was built with */
+        crmm_status st = crmm_plugin_path_create_resource(b->plugin_path, b->base.device, "fixed_size", list, NULL,
+                                                          b->base.upstream, &mr);
         if (st != CRMM_OK)
             return crmm_error_add_context("binning '%s': add_bin of %zu bytes", b->base.name, size);
     }
