@@ -102,3 +102,18 @@ def test_a_resource_without_a_pool():
 def test_bad_devices_are_refused(device):
     with pytest.raises((TypeError, ValueError)):
         ct.memory_stats(device)
+
+
+def test_a_binning_over_a_pool_counts_its_bins_in_allocated_bytes():
+    """Blocks in a binning's other bins are allocated too: allocated_bytes is never below the
+    bytes requested (the pool's blocks alone were 0 here)."""
+    pool = host_pool()
+    binning = mr.BinningMemoryResource(pool)
+    binning.add_bin(1024, mr.HostMemoryResource())
+    blocks = [binning.allocate(1000) for _ in range(10)]
+    s = ct.memory_stats(mr=binning)
+    assert s["allocated_bytes.all.current"] == s["requested_bytes.all.current"] == 10 * 1000
+    assert s["active_bytes.all.current"] == s["allocated_bytes.all.current"]
+    assert ct.memory_allocated(mr=binning) == 10 * 1000
+    for b in blocks:
+        binning.deallocate(b, 1000)

@@ -162,8 +162,10 @@ def memory_stats(device=None, mr=None):
     # own), else from the top: a binning over a pool serves some requests from other bins
     layer = "pool" if _query(mr, "pool_block_bytes") is not None and _passes_through_to_pool(mr) else None
     for key, current, peak in _STATS:
-        now = _query(mr, current, layer)
-        if now is None and current == "pool_block_bytes":  # no pool: the requested bytes
+        now = _query(mr, current, layer) if layer is not None or current != "pool_block_bytes" else None
+        if now is None and current == "pool_block_bytes":
+            # no pool, or one that serves only part of the requests (a binning's other bins hold
+            # the rest, which its blocks leave out): the requested bytes
             current, peak = "bytes_in_use", "bytes_in_use_peak"
             now = _query(mr, current)
         if now is None:
