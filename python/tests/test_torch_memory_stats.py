@@ -117,3 +117,19 @@ def test_a_binning_over_a_pool_counts_its_bins_in_allocated_bytes():
     assert ct.memory_allocated(mr=binning) == 10 * 1000
     for b in blocks:
         binning.deallocate(b, 1000)
+
+
+def test_reset_is_refused_where_the_figures_are_not_the_pools():
+    """Over a binning, memory_stats() reads the statistics adaptor on top, whose peaks no reset
+    reaches: resetting the pool below said nothing and left max_memory_allocated() as it was."""
+    pool = host_pool()
+    binning = mr.BinningMemoryResource(pool)
+    binning.add_bin(1024, mr.HostMemoryResource())
+    stats = mr.StatisticsResourceAdaptor(binning)
+    a = stats.allocate(1 << 20)
+    stats.deallocate(a, 1 << 20)
+    assert ct.max_memory_allocated(mr=stats) == 1 << 20
+    for top in (stats, binning):
+        with pytest.raises(crmm.UnsupportedError, match="cannot be reset"):
+            ct.reset_peak_memory_stats(mr=top)
+    assert ct.max_memory_allocated(mr=stats) == 1 << 20

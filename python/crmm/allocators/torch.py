@@ -187,8 +187,15 @@ _POOL_OP_RESET_PEAKS = _lib.OPS["CRMM_POOL_OP_RESET_PEAKS"]
 def reset_peak_memory_stats(device=None, mr=None):
     """Set the peaks of memory_stats() to the current figures (torch.cuda.reset_peak_memory_stats)
     on the first pool of the resource's chain. Raises UnsupportedError when the chain has no
-    pool (other resources keep peaks they cannot reset)."""
+    pool, or when memory_stats() reads its figures from a layer above the pool (a binning, say),
+    whose peaks it cannot reset."""
     mr = _resource(device, mr)
+    if not _passes_through_to_pool(mr) and _query(mr, "pool_block_bytes") is not None:
+        # resetting the pool alone would leave every peak memory_stats() reports as it was
+        raise UnsupportedError(
+            f"reset_peak_memory_stats: the figures of this {mr.kind} resource are its own, not its pool's "
+            "(a layer between them serves requests itself), and their peaks cannot be reset",
+            "CRMM_ERROR_UNSUPPORTED")
     check(lib.crmm_resource_control_kind(mr._handle, b"pool", _POOL_OP_RESET_PEAKS, ctypes.c_void_p()))
 
 
