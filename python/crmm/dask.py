@@ -173,16 +173,31 @@ class CRMMSetup(WorkerPlugin):
         _lib.initialize(path)
         if _lib.device_count() > 0:
             device = self.device if self.device is not None else 0
-            mr = get_per_device_resource(device)
+            get_per_device_resource(device)  # a device that does not exist fails the setup
+
+            # the device's resource at each heartbeat, as distributed's RMM metric reads it: one
+            # held from here would be reported, and kept with its memory, after the worker
+            # replaced it (crmm.reinitialize, set_per_device_resource)
+            def current(d=device):
+                return get_per_device_resource(d)
         else:
             device = -1
             default = _lib.text(_lib.lib.crmm_config_default_resource(_lib.lib.crmm_current_config(), -1))
             mr = MemoryResource.from_config(default, device=-1)
-        self.resource, self.resource_device, self.config_path = mr, device, path
-        worker.metrics["rmm"] = lambda w, mr=mr: rmm_metric(mr)
-        worker.metrics["crmm"] = lambda w, mr=mr, d=device: crmm_metric(mr, d)
+
+            def current(mr=mr):
+                return mr
+        self._current, self.resource_device, self.config_path = current, device, path
+        worker.metrics["rmm"] = lambda w: rmm_metric(current())
+        worker.metrics["crmm"] = lambda w, d=device: crmm_metric(current(), d)
+
+    @property
+    def resource(self):
+        """The worker's resource now (None before setup and after teardown)."""
+        current = getattr(self, "_current", None)
+        return current() if current is not None else None
 
     def teardown(self, worker):
         worker.metrics.pop("rmm", None)
         worker.metrics.pop("crmm", None)
-        self.resource = None
+        self._current = None

@@ -188,3 +188,45 @@ def test_a_log_directory_with_a_percent_is_a_path_not_a_pattern(tmp_path):
     text = open(setup._config_path(Worker())).read()
     expected = os.path.join(str(tmp_path), "pct%%p%%d", "crmm_log_w0.csv")
     assert f"file = {expected}" in text
+
+
+def test_metrics_follow_a_replaced_device_resource_and_let_the_old_one_go(tmp_path, monkeypatch):
+    """A worker with a GPU (stood in for: one device whose resource the test sets) that
+    replaces its device's resource (crmm.reinitialize, say): the metrics report the new one, as
+    distributed's RMM metric does, and the setup no longer holds the old one, whose pool kept
+    its memory while it did."""
+    import gc
+    import weakref
+
+    import crmm.dask as cd
+    import crmm.mr as mr
+
+    def pool():
+        return mr.MemoryResource("pool", {"initial_size": "0"}, upstream=mr.HostMemoryResource())
+
+    resources = {0: pool()}
+    monkeypatch.setattr(_lib, "initialize", lambda path: None)  # this process's config stays
+    monkeypatch.setattr(_lib, "device_count", lambda: 1)
+    monkeypatch.setattr(cd, "get_per_device_resource", lambda device: resources[device])
+
+    class Worker:
+        name = "w0"
+        local_directory = str(tmp_path)
+
+        def __init__(self):
+            self.metrics = {}
+
+    worker = Worker()
+    setup = CRMMSetup(config=tmp_path / "crmm.ini")
+    setup.setup(worker)
+    old = weakref.ref(resources[0])
+    resources[0] = new = pool()
+    block = new.allocate(1000)
+    assert worker.metrics["rmm"](worker)["rmm-used"] == 1000
+    assert worker.metrics["crmm"](worker)["bytes_in_use"] == 1000
+    assert setup.resource is new
+    gc.collect()
+    assert old() is None, "the setup keeps the replaced resource"
+    new.deallocate(block, 1000)
+    setup.teardown(worker)
+    assert setup.resource is None and worker.metrics == {}
