@@ -14,11 +14,21 @@ $PYTHONPATH, installs it there.
 
 import os
 import runpy
+import site
 import sys
 
 from ._rmm_alias import install_as_rmm
 
 USAGE = "usage: python3 -m crmm.as_rmm [--replace-installed] [--rmm-version YY.MM] (PROGRAM.py | -m MODULE) [ARGS...]"
+
+
+def _is_site_dir(path):
+    """Whether `path` is one of this interpreter's site-packages directories (the user's too)."""
+    dirs = list(getattr(site, "getsitepackages", lambda: [])())
+    user = getattr(site, "getusersitepackages", lambda: None)()
+    if user:
+        dirs.append(user)
+    return any(os.path.abspath(d) == path for d in dirs)
 
 
 def main(argv=None):
@@ -43,8 +53,12 @@ def main(argv=None):
         return 1
     # the processes it starts: crmm/_as_rmm_site/sitecustomize.py installs the alias there
     os.environ["CRMM_AS_RMM"] = ("replace" if replace else "") + ":" + (version or "")
-    package = os.path.dirname(os.path.abspath(__file__))  # and where crmm is, found there as here
-    paths = (os.path.join(package, "_as_rmm_site"), os.path.dirname(package), os.environ.get("PYTHONPATH"))
+    package = os.path.dirname(os.path.abspath(__file__))  # and where crmm is, found there as here,
+    # unless that is a site-packages directory, which the children search already: on
+    # $PYTHONPATH it would come before the standard library there, and its packages shadow it
+    parent = os.path.dirname(package)
+    paths = (os.path.join(package, "_as_rmm_site"), None if _is_site_dir(parent) else parent,
+             os.environ.get("PYTHONPATH"))
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     if args[0] == "-m":
         sys.argv = [args[1]] + args[2:]

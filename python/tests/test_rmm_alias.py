@@ -196,3 +196,22 @@ def test_an_rmm_version_is_checked_before_anything_changes():
         r = run_python(f"import sys, crmm.as_rmm; sys.exit(crmm.as_rmm.main({args!r}))")
         assert r.returncode in (1, 2) and ("usage:" in r.stderr or "YY.MM" in r.stderr), r.stderr
 
+
+
+def test_as_rmm_leaves_a_site_packages_crmm_off_the_childrens_path(tmp_path):
+    """crmm installed in site-packages: the children find it there already, and that directory
+    on their $PYTHONPATH would come before the standard library (a backport installed there,
+    typing or dataclasses, would shadow the standard module)."""
+    prog = tmp_path / "prog.py"
+    prog.write_text("import os\nprint(os.environ['PYTHONPATH'])\n")
+    parent = os.path.dirname(os.path.dirname(crmm_package()))
+    r = run_python(f"""
+        import os, site, sys
+        site.getsitepackages = lambda: [{parent!r}]
+        os.environ.pop("PYTHONPATH", None)
+        import crmm.as_rmm
+        sys.exit(crmm.as_rmm.main([{str(prog)!r}]))
+        """)
+    assert r.returncode == 0, r.stderr
+    entries = r.stdout.strip().split(os.pathsep)
+    assert entries == [os.path.join(parent, "crmm", "_as_rmm_site")], entries
