@@ -56,7 +56,14 @@ def _size_text(value, what):
 def config_text(pool_size=None, maximum_pool_size=None, async_=False, managed=False, release_threshold=None,
                 log_file=None, tracking=False, statistics=False):
     """The crmm.ini that RMM-style options describe (see the module's docstring); its default
-    resource is the top of the chain."""
+    resource is the top of the chain. ValueError for options that cannot go together (the
+    config would leave one out)."""
+    if maximum_pool_size is not None and pool_size is None and not async_:
+        raise ValueError("maximum_pool_size needs pool_size (the pool's initial size)")
+    if async_ and managed:
+        raise ValueError("managed memory cannot come from the async resource")
+    if release_threshold is not None and not async_:
+        raise ValueError("release_threshold needs async_=True")
     sections = []
 
     def add(name, plugin, upstream=None, **params):
@@ -136,12 +143,6 @@ class CRMMSetup(WorkerPlugin):
         rmm_style = (pool_size, maximum_pool_size, release_threshold, log_directory)
         if config is not None and (any(v is not None for v in rmm_style) or async_ or managed or tracking or statistics):
             raise ValueError("CRMMSetup: config= names the whole setup; give it alone, or RMM-style options without it")
-        if maximum_pool_size is not None and pool_size is None and not async_:
-            raise ValueError("CRMMSetup: maximum_pool_size needs pool_size (the pool's initial size)")
-        if async_ and managed:
-            raise ValueError("CRMMSetup: managed memory cannot come from the async resource")
-        if release_threshold is not None and not async_:
-            raise ValueError("CRMMSetup: release_threshold needs async_=True")
         if device is not None and (isinstance(device, bool) or not isinstance(device, int) or device < 0):
             raise ValueError(f"CRMMSetup: device must be an ordinal >= 0, not {device!r}")
         self.config = os.fspath(config) if config is not None else None
@@ -150,7 +151,10 @@ class CRMMSetup(WorkerPlugin):
         self.log_directory = os.fspath(log_directory) if log_directory is not None else None
         self.device = device
         if self.config is None:
-            config_text(**self.options)  # bad sizes are the caller's error, here
+            try:
+                config_text(**self.options)  # bad sizes and options are the caller's error, here
+            except ValueError as e:
+                raise ValueError(f"CRMMSetup: {e}") from None
 
     def _config_path(self, worker):
         """The config this worker loads: the file given, else one written into the worker's

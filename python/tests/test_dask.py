@@ -230,3 +230,15 @@ def test_metrics_follow_a_replaced_device_resource_and_let_the_old_one_go(tmp_pa
     new.deallocate(block, 1000)
     setup.teardown(worker)
     assert setup.resource is None and worker.metrics == {}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"maximum_pool_size": "1GiB"}, "maximum_pool_size needs pool_size"),
+    ({"async_": True, "managed": True}, "managed memory cannot come from the async resource"),
+    ({"release_threshold": "1GiB"}, "release_threshold needs async_=True"),
+])
+def test_config_text_refuses_options_it_would_leave_out(kwargs, message):
+    """config_text wrote a config without the option (no limit, no managed memory, no
+    threshold) where CRMMSetup refused it."""
+    with pytest.raises(ValueError, match=message):
+        config_text(**kwargs)
