@@ -7,6 +7,7 @@
 #include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
+#include "silent_resource.h"
 #include "test_support.h"
 
 /* The adaptors and the parameters each needs; {NAME} is the adaptor's plugin. */
@@ -149,30 +150,14 @@ int main(void)
     return crmm_test_main("adaptor_passthrough", 0);
 }
 
-/* A resource that refuses every allocation and free with a status but records no message, as a
- * third-party resource may. */
-static crmm_status silent_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
-{
-    (void)self, (void)bytes, (void)stream, (void)ptr;
-    return CRMM_ERROR_OUT_OF_MEMORY;
-}
-static crmm_status silent_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
-{
-    (void)self, (void)ptr, (void)bytes, (void)stream;
-    return CRMM_ERROR_CUDA;
-}
-static void silent_destroy(crmm_resource *self) { (void)self; }
-static const crmm_resource_ops silent_ops = {.allocate = silent_allocate, .deallocate = silent_deallocate,
-                                             .destroy = silent_destroy};
 
 /* Every adaptor over it fails with its status and a message naming it: an adaptor that adds its
  * context to the thread's error (CRMM_OK here) must not turn the failure into a success. */
 CRMM_LOOP_TEST(a_silent_upstream_failure_stays_a_failure_through_each_adaptor, N_ADAPTORS)
 {
     const struct adaptor *ad = &adaptors[_i];
-    static crmm_resource silent;
-    memset(&silent, 0, sizeof silent);
-    crmm_resource_init(&silent, &silent_ops, "silent", CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
+    static crmm_resource silent; /* over silent_resource.h's resource */
+    silent_resource_init(&silent, CRMM_RESOURCE_HOST_ACCESSIBLE);
     char params[512];
     snprintf(params, sizeof params, ad->params, crmm_test_write_file("silent.csv", ""));
     size_t n = 0; /* "key = value\n" lines as crmm_resource_create's "key=value,..." */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "conformance.h"
 #include "probe_resource.h"
+#include "silent_resource.h"
 #include "test_support.h"
 
 #define MIB ((size_t)1 << 20)
@@ -118,28 +119,13 @@ CRMM_TEST_IN("limiting", upstream_failure_gives_the_room_back)
     crmm_resource_release(outer);
 }
 
-/* An upstream that refuses every allocation with a status but no message, as a third-party
- * resource may. */
-static crmm_status silent_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
-{
-    (void)self, (void)bytes, (void)stream, (void)ptr;
-    return CRMM_ERROR_OUT_OF_MEMORY;
-}
-static crmm_status silent_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
-{
-    (void)self, (void)ptr, (void)bytes, (void)stream;
-    return CRMM_OK;
-}
-static void silent_destroy(crmm_resource *self) { (void)self; }
-static const crmm_resource_ops silent_ops = {.allocate = silent_allocate, .deallocate = silent_deallocate,
-                                             .destroy = silent_destroy};
 static crmm_resource silent;
 
-/* Its failure is the allocation's, with its status and a message: the thread's status, CRMM_OK
- * here, must not turn it into a success with no block. */
+/* An upstream that fails without a message (silent_resource.h): its failure is the allocation's,
+ * with its status and a message, and the room it took comes back. */
 CRMM_TEST_IN("limiting", upstream_failing_without_a_message_fails_the_allocation)
 {
-    crmm_resource_init(&silent, &silent_ops, "silent", CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
+    silent_resource_init(&silent, CRMM_RESOURCE_HOST_ACCESSIBLE);
     mr = crmm_test_create("limiting", "allocation_limit=5MiB", &silent);
     crmm_resource_release(&silent); /* the limiting layer holds it */
     void *p = (void *)1;

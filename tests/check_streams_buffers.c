@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include "probe_resource.h"
+#include "silent_resource.h"
 #include "test_support.h"
 
 /* The device_buffer tests' probe: host memory, flagged device accessible, bound to no device;
@@ -349,28 +350,13 @@ CRMM_TEST_IN("device_buffer", test_buffer_stream_follows_set_stream)
     crmm_stream_destroy(view);
 }
 
-/* A resource that refuses every allocation with a status but no message, as a third-party
- * resource may: a buffer call must still fail with that status (crmm_error_add_context alone gives
- * back the thread's status, CRMM_OK here, which let create succeed with no buffer and resize
- * claim a size past the capacity). */
-static crmm_status silent_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
-{
-    (void)self, (void)bytes, (void)stream, (void)ptr;
-    return CRMM_ERROR_OUT_OF_MEMORY;
-}
-static crmm_status silent_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
-{
-    (void)self, (void)ptr, (void)bytes, (void)stream;
-    return CRMM_OK;
-}
-static void silent_destroy(crmm_resource *self) { (void)self; }
-static const crmm_resource_ops silent_ops = {.allocate = silent_allocate, .deallocate = silent_deallocate,
-                                             .destroy = silent_destroy};
-
+/* A resource that fails without a message (silent_resource.h): a buffer call must still fail
+ * with its status (crmm_error_add_context alone gives back the thread's status, CRMM_OK here,
+ * which let create succeed with no buffer and resize claim a size past the capacity). */
 CRMM_TEST_IN("device_buffer", test_buffer_resource_failing_without_a_message)
 {
     crmm_resource silent;
-    crmm_resource_init(&silent, &silent_ops, "silent", CRMM_RESOURCE_DEVICE_ACCESSIBLE, -1, NULL);
+    silent_resource_init(&silent, CRMM_RESOURCE_DEVICE_ACCESSIBLE);
     crmm_device_buffer *buf = (crmm_device_buffer *)&buf;
     crmm_clear_error();
     ck_assert_crmm(crmm_device_buffer_create(64, NULL, &silent, &buf), CRMM_ERROR_OUT_OF_MEMORY);

@@ -132,7 +132,7 @@ check_LTLIBRARIES += tests/libcrmmtest.la
 tests_libcrmmtest_la_SOURCES = tests/test_support.c tests/test_support.h tests/conformance.c tests/conformance.h \
 	tests/fakes/fake_streams.c tests/fakes/fake_streams.h tests/churn_support.c tests/churn_support.h \
 	tests/over_host.c tests/over_host.h tests/peer_process.c tests/peer_process.h \
-	tests/probe_resource.c tests/probe_resource.h
+	tests/probe_resource.c tests/probe_resource.h tests/silent_resource.h
 tests_libcrmmtest_la_CFLAGS = $(AM_CFLAGS)
 tests_libcrmmtest_la_LIBADD = libcrmm.la $(CHECK_LIBS) $(CUDA_LIBS)
 
