@@ -274,6 +274,25 @@ static crmm_binning_bin get_bin(uint64_t index)
     return bin;
 }
 
+/* A trim reaches a bin given to add_bin that keeps free memory of its own (a pool): its free
+ * chunk goes back to the host; the binning's own fixed_size bins keep theirs. */
+CRMM_TEST_IN("binning", trim_reaches_a_pool_given_as_a_bin)
+{
+    crmm_resource *pool;
+    make("");
+    ck_assert_crmm_ok(crmm_resource_create("pool", "initial_size=0", h, &pool));
+    crmm_binning_bin add = {1 << 20, pool, -1};
+    ck_assert_crmm_ok(crmm_resource_control_kind(b, "binning", CRMM_BINNING_OP_ADD_BIN, &add));
+    ck_assert_int_eq(add.added, 1);
+    void *p = crmm_test_allocate(b, 600 << 10); /* above the default bins: from the pool */
+    ck_assert_uint_eq(crmm_test_query(pool, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_crmm_ok(crmm_resource_deallocate(b, p, 600 << 10, NULL));
+    ck_assert_uint_gt(crmm_test_query(pool, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_crmm_ok(crmm_resource_trim(b));
+    ck_assert_uint_eq(crmm_test_query(pool, CRMM_QUERY_BYTES_RESERVED), 0);
+    crmm_resource_release(pool);
+}
+
 /* add_bin with a resource and without one: kept sorted, each request served by the smallest
  * bin that fits (seen in each bin's own counters), the rest upstream; a size that already has
  * a bin keeps it; destroying the binning releases the bin resources. */

@@ -210,7 +210,25 @@ static crmm_status binning_query(crmm_resource *self, crmm_query what, uint64_t 
     }
 }
 
-static crmm_status binning_trim(crmm_resource *self) { return crmm_resource_trim(self->upstream); }
+/* Each bin that keeps memory of its own to give back (a pool given to add_bin), once, then the
+ * upstream. A fixed_size bin over the upstream gives nothing back itself (its chunks stay until
+ * destroy, as RMM's) and its trim would only reach the upstream again. The first failure is
+ * returned; the rest are still trimmed. */
+static crmm_status binning_trim(crmm_resource *self)
+{
+    binning_resource *b = (binning_resource *)self;
+    crmm_status first = CRMM_OK;
+    for (size_t i = 0; i < b->bin_count; i++) {
+        crmm_resource *mr = b->bins[i].mr;
+        if (!bin_counted(b, i) || (!mr->ops->trim && mr->upstream == self->upstream))
+            continue;
+        crmm_status st = crmm_resource_trim(mr);
+        if (st != CRMM_OK && first == CRMM_OK)
+            first = crmm_error_add_context("binning '%s': trim of the bin of %zu bytes", self->name, b->bins[i].size);
+    }
+    crmm_status st = crmm_resource_trim(self->upstream);
+    return first != CRMM_OK ? first : st;
+}
 
 static void release_bins(binning_resource *b)
 {
