@@ -1,5 +1,5 @@
 /* logging_switch.c — crmm_enable_logging / crmm_disable_logging: the library-wide logging
- * switch, as rmm.enable_logging in RMM's Python package (declared in crmm/logging.h).
+ * switch, as rmm.enable_logging in RMM's Python package (declared in crmm/logging_switch.h).
  *
  * Enabling wraps every device's current resource in a `logging` adaptor writing to
  * "<stem>.dev<N><ext>" and installs it; the switch remembers, per device, the resource it
