@@ -239,6 +239,17 @@ checks=$((checks + 1))
 if [ "$(grep -c 'class="in-use"' "$tmp/replay.svg")" != 2 ] || [ "$(grep -c 'class="reserved"' "$tmp/replay.svg")" != 1 ]; then
     fail "crmm replay --plot: not one in-use line per resource and one reserved line (the pool's)"
 fi
+# a plot that cannot be written whole (the file size limit: EFBIG) leaves what was at its path,
+# not the part written, and no file of its own beside it
+printf 'kept\n' >"$tmp/kept.svg"
+checks=$((checks + 1))
+# shellcheck disable=SC2086
+(trap '' XFSZ && ulimit -f 2 && exec "$crmm" $replay --plot "$tmp/kept.svg") >/dev/null 2>"$tmp/out"
+status=$?
+if [ "$status" -ne 1 ] || [ "$(cat "$tmp/kept.svg")" != kept ] || ls "$tmp" | grep -q 'kept\.svg\..*\.tmp'; then
+    fail "crmm replay --plot past the file size limit exited $status, left $(wc -c <"$tmp/kept.svg") bytes at its path"
+fi
+has "cannot write $tmp/kept.svg"
 # junk, NUL bytes first: an error naming the line, never 0 events and exit 0
 printf '\000\001junk\nmore' >"$tmp/junk.bin"
 run 1 replay "$tmp/junk.bin" --config "$tmp/replay.ini" && has "$tmp/junk.bin:1: the line holds a NUL byte"

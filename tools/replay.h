@@ -118,6 +118,13 @@ void replay_report(FILE *out, replay_format format, const char *path, const repl
 crmm_status replay_plot_svg(const char *path, const char *title, size_t events, const replay_row *rows,
                             size_t nrows);
 
+/* Open `path` for the replay's output files (--plot, --torch-snapshot) as crmm writes every
+ * file (docs/files-and-privileges.md): a pipe or a character device at path is written as it is
+ * (tmp set to ""); otherwise *fd is a new file tmp (PATH.PID.tmp, tmp_size bytes), which the
+ * caller renames over path once written whole, or unlinks on failure. Errors: CRMM_ERROR_IO
+ * ("cannot write PATH: why") (replay_torch_snapshot.c). */
+crmm_status replay_output_open(const char *path, char *tmp, size_t tmp_size, int *fd);
+
 /* --torch-snapshot (replay_torch_snapshot.c). A recording resource: it passes every call to
  * its upstream and notes each as a segment of the snapshot. */
 typedef struct replay_recorder replay_recorder;

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 #include <crmm/error.h>
-#include <crmm/plugin.h>
 #include "text_escape.h"
 #include "replay.h"
 
@@ -113,12 +112,15 @@ crmm_status replay_plot_svg(const char *path, const char *title, size_t events, 
                             size_t nrows)
 {
     int fd;
-    if (crmm_output_file_open(path, 0, &fd) != CRMM_OK)
+    char tmp[4200]; /* written whole, then renamed over path: a failed write leaves what was there */
+    if (replay_output_open(path, tmp, sizeof tmp, &fd) != CRMM_OK)
         return crmm_last_status();
     FILE *f = fdopen(fd, "w");
     if (!f) {
         int err = errno;
         close(fd);
+        if (tmp[0])
+            unlink(tmp);
         return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", path, strerror(err));
     }
     frame fr = {events > 1 ? (double)events - 1 : 1.0, 1.0, 1.0};
@@ -157,8 +159,15 @@ crmm_status replay_plot_svg(const char *path, const char *title, size_t events, 
     }
     legend(f, rows, nrows);
     fputs("</svg>\n", f);
-    bool failed = ferror(f) != 0;
-    if (fclose(f) != 0 || failed)
-        return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
+    int write_error = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (fclose(f) != 0 && !write_error)
+        write_error = errno ? errno : EIO;
+    if (tmp[0] && !write_error && rename(tmp, path) != 0)
+        write_error = errno;
+    if (write_error) {
+        if (tmp[0])
+            unlink(tmp);
+        return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", path, strerror(write_error));
+    }
     return CRMM_OK;
 }

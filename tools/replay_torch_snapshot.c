@@ -461,13 +461,11 @@ static void write_trace(FILE *f, const trace *t, size_t count)
     }
 }
 
-/* Open where the snapshot goes, as crmm writes every file (docs/files-and-privileges.md): a pipe
- * or a character device at `path` is written as it is (tmp ""); otherwise a new file beside it,
- * tmp = PATH.PID.tmp, renamed over path once complete, so that a failed write leaves what was
- * there and no reader sees half a snapshot. A file already at path must be one crmm would write
- * (the caller's own regular file with one link, not a symbolic link): opened to append, which
- * checks that and changes nothing. */
-static crmm_status open_snapshot(const char *path, char *tmp, size_t tmp_size, int *fd)
+/* replay.h: a pipe or a character device at `path` is written as it is (tmp ""); otherwise a
+ * new file beside it, so that a failed write leaves what was there and no reader sees half a
+ * file. A file already at path must be one crmm would write (the caller's own regular file with
+ * one link, not a symbolic link): opened to append, which checks that and changes nothing. */
+crmm_status replay_output_open(const char *path, char *tmp, size_t tmp_size, int *fd)
 {
     struct stat sb;
     tmp[0] = '\0';
@@ -545,7 +543,7 @@ crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_
     }
     int fd;
     char tmp[4200];
-    if (open_snapshot(path, tmp, sizeof tmp, &fd) != CRMM_OK) {
+    if (replay_output_open(path, tmp, sizeof tmp, &fd) != CRMM_OK) {
         st = crmm_error_add_context("--torch-snapshot");
         goto out;
     }
