@@ -398,21 +398,28 @@ static const struct { const char *args[6]; int status; const char *says; } refus
     {{"LOG", "--json", "--csv"}, 2, "--json and --csv exclude each other"},
     {{"LOG", "--plot"}, 2, "--plot needs a value"},
     {{"LOG", "--resource"}, 2, "--resource needs a value"},
+    /* an output that would replace an input or the other output */
+    {{"LOG", "--plot", "LOG"}, 2, "that is the log, which it would replace"},
+    {{"LOG", "--config", "CONFIG", "--torch-snapshot", "CONFIG"}, 2, "that is the config, which it would replace"},
+    {{"LOG", "--plot", "/nonexistent-crmm/o", "--torch-snapshot", "/nonexistent-crmm/o"}, 2, "that is --torch-snapshot's file"},
 };
 
 CRMM_LOOP_TEST_IN("replay", bad_command_lines_are_refused, (int)(sizeof refused / sizeof refused[0]))
 {
-    const char *log = crmm_test_write_file("opts.csv", HEADER GOOD);
+    const char *log = crmm_test_write_file("opts.csv", HEADER GOOD), *config = host_config();
     char *argv[8] = {"replay"};
     for (int i = 0; refused[_i].args[i]; i++) {
         const char *a = refused[_i].args[i];
-        argv[i + 1] = (char *)(!strcmp(a, "LOG") ? log : !strcmp(a, "CONFIG") ? host_config() : a);
+        argv[i + 1] = (char *)(!strcmp(a, "LOG") ? log : !strcmp(a, "CONFIG") ? config : a);
     }
     crmm_test_output r = crmm_test_run_main(crmm_replay_main, argv);
     ck_assert_msg(r.status == refused[_i].status, "%s: rc %d", refused[_i].says, r.status);
     expect_in(r.err, refused[_i].says);
     ck_assert_str_eq(r.out, "");
     crmm_test_output_free(&r);
+    char *text = crmm_test_read_file(log); /* the log is as it was */
+    ck_assert_str_eq(text, HEADER GOOD);
+    free(text);
 }
 
 /* Peak in use 1000 bytes; the recorder reserves allocations rounded up to 256: 1280, ratio 1.28. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <crmm/crmm.h>
 #include "bench_reference.h"
 #include "commands.h"
@@ -198,6 +199,37 @@ typedef struct replay_args {
     bool strict;
 } replay_args;
 
+/* Whether paths a and b name one regular file: the same one when both exist, the same path when
+ * neither does (two outputs not written yet). Pipes and devices (/dev/null for both) are not. */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb)
+        return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return !ea && !eb && strcmp(a, b) == 0;
+}
+
+/* An output (--plot, --torch-snapshot) that would replace the log, the config or the other
+ * output is refused before anything runs: false after writing to err. */
+static bool outputs_apart(const replay_args *a, FILE *err)
+{
+    const struct { const char *opt, *path; } out[] = {{"--plot", a->plot}, {"--torch-snapshot", a->torch_snapshot}};
+    for (int i = 0; i < 2; i++) {
+        if (!out[i].path)
+            continue;
+        const char *clash = same_file(out[i].path, a->path) ? "the log"
+                          : a->config && same_file(out[i].path, a->config) ? "the config"
+                          : i == 0 && a->torch_snapshot && same_file(a->plot, a->torch_snapshot) ? "--torch-snapshot's file"
+                          : NULL;
+        if (clash) {
+            fprintf(err, "crmm replay: %s %s: that is %s, which it would replace\n", out[i].opt, out[i].path, clash);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Returns -1 to go on, else the exit status (0 after --help, 2 for bad usage). */
 static int parse_args(int argc, char **argv, replay_args *a, FILE *out, FILE *err)
 {
@@ -265,7 +297,7 @@ static int parse_args(int argc, char **argv, replay_args *a, FILE *out, FILE *er
         usage(err);
         return 2;
     }
-    return -1;
+    return outputs_apart(a, err) ? -1 : 2;
 }
 
 /* --torch-snapshot: the first resource built again over a recorder of its upstream, else as
