@@ -112,6 +112,10 @@ printf 'Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0x100
 printf '[resource.h]\nplugin = host\n' >"$tmp/host.ini"
 run 0 replay "$tmp/one.csv" --config="$tmp/host.ini" --repeats=1 && has "allocations: 1 replayed"
 run 2 replay "$tmp/one.csv" --repeats=x && has "--repeats wants a whole number"
+# a flag given a value is refused, never the value read as the next argument (a plugin, the log)
+run 2 info --json=pool && has "crmm info: --json takes no value" && lacks '"name": "pool"'
+run 2 replay --strict=yes "$tmp/one.csv" && has "crmm replay: --strict takes no value"
+run 2 check-config --help=x "$configs/good-full.ini" && has "crmm check-config: --help takes no value"
 # $CRMM_CONFIG, and never a crmm.ini of the working directory
 CRMM_CONFIG=$full
 export CRMM_CONFIG

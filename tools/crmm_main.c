@@ -8,16 +8,23 @@
 #include <crmm/crmm.h>
 #include "commands.h"
 
+/* The options of info, check-config and replay that take no value (NULL-terminated). */
+static const char *const info_flags[] = {"--json", "--roff", "--markdown", "--help", NULL};
+static const char *const check_config_flags[] = {"--help", NULL};
+static const char *const replay_flags[] = {"--json", "--csv", "--strict", "--threads-as-logged", "--help", NULL};
+
 static const struct {
     const char *name;
     int (*run)(int, char **);
     const char *summary;
     bool reads_equals; /* reads "--name=value" itself (and says which flags take no value) */
+    const char *const *flags; /* otherwise: its options that take no value, refused with one */
 } commands[] = {
-    {"info", crmm_cmd_info, "versions, devices, plugins and their parameters, the active resource graph", false},
-    {"check-config", crmm_cmd_check_config, "validate a config file without touching a GPU", false},
-    {"bench", crmm_cmd_bench, "allocation benchmark over the config's resources and raw CUDA", true},
-    {"replay", crmm_cmd_replay, "replay an RMM-format allocation log against a resource", false},
+    {"info", crmm_cmd_info, "versions, devices, plugins and their parameters, the active resource graph", false,
+     info_flags},
+    {"check-config", crmm_cmd_check_config, "validate a config file without touching a GPU", false, check_config_flags},
+    {"bench", crmm_cmd_bench, "allocation benchmark over the config's resources and raw CUDA", true, NULL},
+    {"replay", crmm_cmd_replay, "replay an RMM-format allocation log against a resource", false, replay_flags},
 };
 
 static void usage(FILE *f)
@@ -49,9 +56,19 @@ static int finish_stdout(const char *command, int rc)
 }
 
 /* argv with every "--name=value" as the two arguments "--name" "value", as each command reads
- * them (NULL when out of memory). */
-static char **split_long_options(int argc, char **argv, int *out_argc)
+ * them (NULL when out of memory). A flag of `flags` with "=value" is refused (*bad: that argument,
+ * NULL returned), else its value would be read as the next argument (--json=pool as --json pool). */
+static char **split_long_options(int argc, char **argv, const char *const *flags, int *out_argc, const char **bad)
 {
+    *bad = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *eq = strncmp(argv[i], "--", 2) == 0 ? strchr(argv[i], '=') : NULL;
+        for (const char *const *f = flags; eq && *f; f++)
+            if (strlen(*f) == (size_t)(eq - argv[i]) && strncmp(argv[i], *f, (size_t)(eq - argv[i])) == 0) {
+                *bad = argv[i];
+                return NULL;
+            }
+    }
     char **out = malloc((2 * (size_t)argc + 1) * sizeof *out);
     if (!out)
         return NULL;
@@ -91,7 +108,13 @@ int main(int argc, char **argv)
             if (commands[i].reads_equals)
                 return finish_stdout(commands[i].name, commands[i].run(argc - 1, argv + 1));
             int n;
-            char **args = split_long_options(argc - 1, argv + 1, &n);
+            const char *bad;
+            char **args = split_long_options(argc - 1, argv + 1, commands[i].flags, &n, &bad);
+            if (bad) {
+                fprintf(stderr, "crmm %s: %.*s takes no value (see 'crmm %s --help')\n", commands[i].name,
+                        (int)(strchr(bad, '=') - bad), bad, commands[i].name);
+                return 2;
+            }
             if (!args) {
                 fprintf(stderr, "crmm: out of memory\n");
                 return 1;
