@@ -150,6 +150,14 @@ static int parse_args(int argc, char **argv, const char **config, const char **r
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        /* "--name=value" as "--name" "value" (crmm bench passes its arguments as they came) */
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        char name[64];
+        if (eq) {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+            a = name;
+            val = eq + 1;
+        }
         if (strcmp(a, "--copy") == 0)
             continue;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -162,7 +170,8 @@ static int parse_args(int argc, char **argv, const char **config, const char **r
                     val ? "unknown option" : "missing value after", a);
             return 102;
         }
-        i++;
+        if (!eq)
+            i++;
         if (strcmp(a, "--config") == 0) {
             *config = val;
         } else if (strcmp(a, "--resource") == 0) {

@@ -345,6 +345,9 @@ static const struct { const char *args[4]; int status; const char *says; } comma
     {{"--copy", "--help"}, 0, "usage: crmm bench --copy"},
     {{"--config", "--copy", "--no-references"}, 1, "--copy"},
     {{"--copy", "--bogus"}, 2, "unknown option '--bogus'"},
+    /* the copy benchmark's options after '=' too (it skips without a GPU; it writes to the
+     * process's stdout, not the one captured here: its status is what is checked) */
+    {{"--copy", "--repeats=3", "--max-size=2MiB"}, 0, ""},
 };
 
 CRMM_LOOP_TEST_IN("cli", cli_exit_status_and_message, (int)(sizeof command_lines / sizeof command_lines[0]))
