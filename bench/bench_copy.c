@@ -164,10 +164,11 @@ static int parse_args(int argc, char **argv, const char **config, const char **r
             bench_copy_usage(stdout);
             return 100;
         }
-        if (!val || (strcmp(a, "--config") && strcmp(a, "--resource") && strcmp(a, "--repeats") &&
-                     strcmp(a, "--max-size"))) {
+        bool known = !strcmp(a, "--config") || !strcmp(a, "--resource") || !strcmp(a, "--repeats") ||
+                     !strcmp(a, "--max-size");
+        if (!known || !val) {
             fprintf(stderr, "crmm bench --copy: %s '%s' (see crmm bench --copy --help)\n",
-                    val ? "unknown option" : "missing value after", a);
+                    known ? "missing value after" : "unknown option", a);
             return 102;
         }
         if (!eq)
