@@ -222,6 +222,63 @@ CRMM_LOOP_TEST_IN("other plugins", a_double_free_under_capture_is_refused, 4)
     crmm_resource_release(r);
 }
 
+/* A block graph A owns (allocated in its capture, still live) that graph B's capture frees is parked
+ * in B; when B goes first it is handed on to A, which still writes it. Should that hand-over fail
+ * (malloc), the block stays held for B's record until the next collect: it is never given back
+ * while A lives. Each round fails another malloc call of the collecting allocation; once A is
+ * destroyed the block comes back, once. fixed_size and a binning of fixed_size bins, which hand a
+ * block that comes back out among the next few. */
+CRMM_LOOP_TEST_IN("other plugins", a_block_handed_to_its_live_owner_stays_held_when_malloc_fails, 2)
+{
+    if (!MALLOC_FAIL_REPLACES)
+        return; /* a sanitizer build: malloc is not ours to fail */
+    const size_t n = 64 * KiB;
+    const int which = 1 + _i;
+    for (uint64_t k = 1; k <= 12; k++) {
+        crmm_resource *r = parking_resource(which);
+        cudaStream_t s1 = stream_n(1), s2 = stream_n(2), s3 = stream_n(3);
+        free_on(r, alloc_on(r, n, s3), n, s3);
+        fake_graph *a = fake_capture_begin(s1, cudaStreamCaptureModeGlobal);
+        void *x = alloc_on(r, n, s1); /* A's */
+        fake_capture_end(s1);
+        fake_graph *b = fake_capture_begin(s2, cudaStreamCaptureModeGlobal);
+        free_on(r, x, n, s2); /* parked in B */
+        fake_capture_end(s2);
+        fake_graph_destroy(b);
+        void *y = NULL;
+        malloc_fail_arm(k); /* B's blocks are collected here: the k-th malloc call fails */
+        crmm_status st = crmm_resource_allocate(r, n, (crmm_cuda_stream_t)s3, &y);
+        malloc_fail_disarm();
+        crmm_clear_error();
+        void *got[12];
+        for (int i = 0; i < 12; i++) {
+            got[i] = alloc_on(r, n, s3);
+            ck_assert_msg(got[i] != x, "%s: malloc call %llu failing: %p, still A's, handed out", parking[which][0],
+                          (unsigned long long)k, x);
+        }
+        ck_assert_msg(st != CRMM_OK || y != x, "%s: malloc call %llu failing: %p, still A's, handed out",
+                      parking[which][0], (unsigned long long)k, x);
+        for (int i = 0; i < 12; i++)
+            free_on(r, got[i], n, s3);
+        if (st == CRMM_OK)
+            free_on(r, y, n, s3);
+        fake_graph_destroy(a);
+        int found = 0;
+        void *again[16];
+        for (int i = 0; i < 16; i++) {
+            again[i] = alloc_on(r, n, s3);
+            found += again[i] == x;
+        }
+        ck_assert_msg(found == 1, "%s: malloc call %llu failing: A's block came back %d times", parking[which][0],
+                      (unsigned long long)k, found);
+        for (int i = 0; i < 16; i++)
+            free_on(r, again[i], n, s3);
+        ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+        ck_assert_int_eq(fake_capture_forbidden(), 0);
+        crmm_resource_release(r);
+    }
+}
+
 /* fixed_size of 64 KiB blocks, one chunk preallocated, over an upstream that gives two chunks. */
 static crmm_resource *fixed_size_of_two_chunks(void)
 {

@@ -180,16 +180,20 @@ size_t graph_park_reuse(graph_park *gp, park_graph *g, crmm_cuda_stream_t stream
     return got;
 }
 
-/* Under the lock: b leaves g (its graph gone). True when it goes back to the allocator; false
- * when another live graph owns it (it is parked there). */
-static bool release_block(graph_park *gp, park_graph *g, const graph_park_entry *b)
+/* What release_block did with a block of a destroyed graph. */
+enum release { RELEASED, HANDED_ON, KEPT };
+
+/* Under the lock: b leaves g (its graph gone). RELEASED: it goes back to the allocator; HANDED_ON:
+ * another live graph owns it and it is parked there now; KEPT: that graph's record cannot grow
+ * (malloc), so it stays in g, which still holds it (the owner may write it until it goes). */
+static enum release release_block(graph_park *gp, park_graph *g, const graph_park_entry *b)
 {
     ptr_map_pair *e = ptr_map_find(&gp->owned, (uintptr_t)b->ptr);
     park_graph *owner = e ? (park_graph *)e->value : NULL;
     graph_park_entry held = *b;
     held.reusable = false; /* freed for g's capture: nothing orders it before the owner's */
-    if (owner && owner != g && owner->alive && park(gp, owner, &held))
-        return false;
+    if (owner && owner != g && owner->alive)
+        return park(gp, owner, &held) ? HANDED_ON : KEPT;
     ptr_map_remove(&gp->parked, (uintptr_t)b->ptr, NULL);
     if (owner) {
         ptr_map_erase(&gp->owned, e);
@@ -198,7 +202,7 @@ static bool release_block(graph_park *gp, park_graph *g, const graph_park_entry 
         if (owner != g)
             maybe_free(gp, owner);
     }
-    return true;
+    return RELEASED;
 }
 
 graph_park_entry *graph_park_collect_slow(graph_park *gp, size_t *n)
@@ -219,13 +223,27 @@ graph_park_entry *graph_park_collect_slow(graph_park *gp, size_t *n)
             continue;
         }
         g->alive = false;
+        size_t kept = 0;
         for (size_t i = 0; i < g->nparked; i++) {
-            gp->parked_bytes -= g->parked[i].bytes;
-            if (release_block(gp, g, &g->parked[i]))
-                out[(*n)++] = g->parked[i];
+            graph_park_entry b = g->parked[i];
+            switch (release_block(gp, g, &b)) {
+            case RELEASED:
+                gp->parked_bytes -= b.bytes;
+                out[(*n)++] = b;
+                break;
+            case HANDED_ON: /* counted in its new record's bytes */
+                gp->parked_bytes -= b.bytes;
+                break;
+            case KEPT:
+                g->parked[kept++] = b;
+                break;
+            }
         }
-        g->nparked = 0;
-        maybe_free(gp, g);
+        g->nparked = kept;
+        if (kept) /* held until the owner's record can take them, or the owner goes: retried */
+            graph_holds_put_back(&gp->holds, h);
+        else
+            maybe_free(gp, g);
         h = next;
     }
     pthread_mutex_unlock(&gp->lock);

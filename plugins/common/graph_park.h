@@ -92,7 +92,8 @@ static inline bool graph_park_pending(graph_park *gp) { return graph_holds_pendi
 /* The blocks of every graph destroyed since the last call, for the allocator to take back as if
  * freed now (the device has finished with them): a malloc'd array of *n entries (NULL, 0 when
  * none or when the array cannot be made: those records are retried at the next call). A block
- * another live graph owns too stays parked for that one. */
+ * another live graph owns too stays parked for that one (in the destroyed graph's record, retried
+ * at the next call, when that one's record cannot grow). */
 graph_park_entry *graph_park_collect_slow(graph_park *gp, size_t *n);
 static inline graph_park_entry *graph_park_collect(graph_park *gp, size_t *n)
 {
