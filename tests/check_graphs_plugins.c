@@ -279,6 +279,48 @@ CRMM_LOOP_TEST_IN("other plugins", a_block_handed_to_its_live_owner_stays_held_w
     }
 }
 
+/* A growth under capture whose blocks cannot be listed (malloc) keeps its chunk (not handed back
+ * on the captured stream, which the upstream refuses) and gives it back at destroy: every chunk
+ * goes back upstream. Rounds: m blocks allocated before the capture (the live set grows at some
+ * m, a chunk at others), one in it, then one while the k-th malloc call fails; fixed_size and a
+ * binning of fixed_size bins. */
+CRMM_LOOP_TEST_IN("other plugins", a_failed_allocation_under_capture_loses_no_block, 2)
+{
+    if (!MALLOC_FAIL_REPLACES)
+        return; /* a sanitizer build: malloc is not ours to fail */
+    const size_t n = 64 * KiB;
+    const int which = 1 + _i;
+    for (int m = 0; m <= 40; m++)
+        for (uint64_t k = 1; k <= 8; k++) {
+            int upstream_live = mallocs - frees;
+            crmm_resource *r = parking_resource(which);
+            cudaStream_t s = stream_n(1);
+            void *before[40];
+            for (int i = 0; i < m; i++)
+                before[i] = alloc_on(r, n, s);
+            fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+            void *y = alloc_on(r, n, s), *x = NULL; /* the graph's record is made */
+            malloc_fail_arm(k);
+            crmm_status st = crmm_resource_allocate(r, n, (crmm_cuda_stream_t)s, &x);
+            malloc_fail_disarm();
+            crmm_clear_error();
+            if (st == CRMM_OK)
+                free_on(r, x, n, s);
+            free_on(r, y, n, s);
+            fake_capture_end(s);
+            ck_assert_int_eq(fake_capture_forbidden(), 0);
+            fake_graph_destroy(g);
+            for (int i = 0; i < m; i++)
+                free_on(r, before[i], n, s);
+            free_on(r, alloc_on(r, n, s), n, s); /* takes the graph's blocks back */
+            ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+            crmm_resource_release(r);
+            ck_assert_msg(mallocs - frees == upstream_live,
+                          "%s: %d blocks before, malloc call %llu failing: %d chunk(s) never given back", parking[which][0],
+                          m, (unsigned long long)k, mallocs - frees - upstream_live);
+        }
+}
+
 /* fixed_size of 64 KiB blocks, one chunk preallocated, over an upstream that gives two chunks. */
 static crmm_resource *fixed_size_of_two_chunks(void)
 {

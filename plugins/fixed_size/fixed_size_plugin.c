@@ -88,7 +88,9 @@ static crmm_status grow(fixed_size_resource *r, fs_stream_key *key)
         if (st != CRMM_OK)
             break;
     }
-    if (st != CRMM_OK && left == r->blocks_per_chunk) {
+    /* under capture the chunk cannot go back on the captured stream (the upstream would refuse or
+     * tie the free to the graph): it stays, as a partly pushed one does */
+    if (st != CRMM_OK && left == r->blocks_per_chunk && !r->free.capturing) {
         crmm_resource_deallocate(r->base.upstream, chunk, r->chunk_size, stream);
         return st;
     }
