@@ -279,16 +279,18 @@ CRMM_LOOP_TEST_IN("other plugins", a_block_handed_to_its_live_owner_stays_held_w
     }
 }
 
-/* A growth under capture whose blocks cannot be listed (malloc) keeps its chunk (not handed back
- * on the captured stream, which the upstream refuses) and gives it back at destroy: every chunk
- * goes back upstream. Rounds: m blocks allocated before the capture (the live set grows at some
- * m, a chunk at others), one in it, then one while the k-th malloc call fails; fixed_size and a
- * binning of fixed_size bins. */
+/* An allocation under capture that fails after the block became the graph's (malloc, for the live
+ * set) leaves the block held for the graph: once the graph is destroyed it is free again. A growth
+ * under capture whose blocks cannot be listed keeps its chunk (not handed back on the captured
+ * stream, which the upstream refuses) and gives it back at destroy. So no block of a chunk in use
+ * is lost and every chunk goes back upstream. Rounds: m blocks allocated before the capture (the
+ * live set grows at some m, a chunk at others), one in it, then one while the k-th malloc call
+ * fails; fixed_size and a binning of fixed_size bins. */
 CRMM_LOOP_TEST_IN("other plugins", a_failed_allocation_under_capture_loses_no_block, 2)
 {
     if (!MALLOC_FAIL_REPLACES)
         return; /* a sanitizer build: malloc is not ours to fail */
-    const size_t n = 64 * KiB;
+    const size_t n = 64 * KiB, chunk = 4 * n;
     const int which = 1 + _i;
     for (int m = 0; m <= 40; m++)
         for (uint64_t k = 1; k <= 8; k++) {
@@ -314,6 +316,12 @@ CRMM_LOOP_TEST_IN("other plugins", a_failed_allocation_under_capture_loses_no_bl
                 free_on(r, before[i], n, s);
             free_on(r, alloc_on(r, n, s), n, s); /* takes the graph's blocks back */
             ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+            uint64_t free_bytes = q(r, CRMM_QUERY_BYTES_FREE), reserved = q(r, CRMM_QUERY_BYTES_RESERVED);
+            ck_assert_msg(free_bytes <= reserved && (reserved - free_bytes) % chunk == 0,
+                          "%s: %d blocks before, malloc call %llu failing: %llu of %llu bytes free with no block "
+                          "allocated",
+                          parking[which][0], m, (unsigned long long)k, (unsigned long long)free_bytes,
+                          (unsigned long long)reserved);
             crmm_resource_release(r);
             ck_assert_msg(mallocs - frees == upstream_live,
                           "%s: %d blocks before, malloc call %llu failing: %d chunk(s) never given back", parking[which][0],

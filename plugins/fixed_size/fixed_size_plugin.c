@@ -242,8 +242,11 @@ static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_c
             st = take_or_grow(r, &key, ptr);
     }
     if (st == CRMM_OK && !ptr_set_add(&r->live, (uintptr_t)*ptr)) {
-        if (!graph) /* back where it came from; under capture it stays out of use (no list can take it) */
+        bool parked;
+        if (!graph) /* back where it came from */
             fs_free_lists_push(&r->free, &key, ptr, 1);
+        else /* the graph's now: held for it, as if the capture freed it (no list can take it) */
+            graph_park_free(&r->park, graph, *ptr, bytes, stream, &parked);
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fixed_size '%s': malloc failed (live set)", self->name);
     }
     if (st == CRMM_OK)
