@@ -1,8 +1,10 @@
 /* check_pool_expandable_use.c — the expandable pool on the CPU, against the scripted driver of
  * pool_expandable_test.h (as check_pool_expandable.c): destroy, bad frees, other streams' memory,
- * threads, a growth at the maximum, the fallbacks to the upstream, and bad parameters. */
+ * threads, a growth at the maximum (and the records its out-of-memory path cuts), the fallbacks
+ * to the upstream, and bad parameters. */
 #include "build_config.h"
 #include "churn_support.h"
+#include "../plugins/pool/pool_resource.h" /* the spare records */
 #include "pool_expandable_test.h"
 #include <cuda.h>
 #include <crmm/cuda_support.h>
@@ -225,6 +227,61 @@ CRMM_LOOP_TEST_IN("pool_expandable", without_virtual_memory_it_grows_from_upstre
     ck_assert_int_eq(fake_vmm.upstream_calls, 2);
     ck_assert_uint_eq(q(p, CRMM_QUERY_UPSTREAM_BLOCKS), 2);
     dealloc(p, a, 2 * MiB);
+}
+
+/* The worker of out_of_memory_path_keeps_a_record_for_the_split: its per-thread default stream's
+ * blocks, which the test's thread may take only after a device synchronization (stream_reuse =
+ * event cannot record on another thread's per-thread stream). Page 0: [0, 48K) free, [48K, 64K)
+ * live; page 1: [64K, 80K) live; pages 1 to 3: [80K, 200K) free, [200K, 208K) live, [208K, 256K)
+ * free. */
+struct per_thread_blocks { crmm_resource *p; unsigned char *live[3]; };
+
+static void *fill_per_thread_stream(void *arg)
+{
+    struct per_thread_blocks *w = arg;
+    cudaStream_t pt = cudaStreamPerThread;
+    unsigned char *a1 = alloc_on(w->p, 48 * KiB, pt);
+    w->live[0] = alloc_on(w->p, 16 * KiB, pt);
+    w->live[1] = alloc_on(w->p, 16 * KiB, pt);
+    unsigned char *a4 = alloc_on(w->p, 120 * KiB, pt);
+    w->live[2] = alloc_on(w->p, 8 * KiB, pt);
+    free_on(w->p, a1, 48 * KiB, pt);
+    free_on(w->p, a4, 120 * KiB, pt);
+    return NULL;
+}
+
+CRMM_TEST_IN("pool_expandable", out_of_memory_path_keeps_a_record_for_the_split)
+{
+    /* at the maximum, a request no free block of its stream fits: growth fails, the pool
+     * synchronizes, gathers the other thread's free blocks and unmaps their whole page (cutting
+     * its block twice), then serves the request from a gathered block, which it cuts once more.
+     * With the spare records just enough for the request on entry, the unmapping used them up:
+     * the last cut must get a record all the same. */
+    p = expandable_pool("maximum_size=256KiB stream_reuse=event thread_cache=off page_moves=never");
+    pthread_t t;
+    struct per_thread_blocks w = {p, {NULL}};
+    ck_assert_int_eq(pthread_create(&t, NULL, fill_per_thread_stream, &w), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * PAGE);
+    pool_records *r = &((pool_resource *)p)->core.records;
+    pool_block *stash = NULL; /* spare records held back, so that two are left */
+    while (r->spare_count > 2) {
+        pool_block *b = pool_records_take(r);
+        b->u.free.next = stash;
+        stash = b;
+    }
+    fake_vmm.device_syncs = 0;
+    unsigned char *z = alloc(p, 32 * KiB);
+    ck_assert_int_eq(fake_vmm.device_syncs, 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 3 * PAGE);
+    while (stash) {
+        pool_block *next = stash->u.free.next;
+        pool_records_put(r, stash);
+        stash = next;
+    }
+    free_all(p, {z, 32 * KiB}, {w.live[0], 16 * KiB}, {w.live[1], 16 * KiB}, {w.live[2], 8 * KiB});
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    books_agree(p);
 }
 
 CRMM_TEST_IN("pool_expandable", over_host_memory_it_grows_from_upstream)

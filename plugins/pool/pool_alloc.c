@@ -179,6 +179,17 @@ static crmm_status prepare_slow(pool_resource *p, crmm_cuda_stream_t stream, uns
     return CRMM_OK;
 }
 
+/* After a rung found a block: a spare record for cutting it to size. The rungs may have used
+ * those prepare_slow made (an expandable pool's growth cuts free blocks to unmap their pages).
+ * CRMM_ERROR_OUT_OF_MEMORY naming the pool when malloc fails; the block stays where it is. */
+static crmm_status spare_for_cut(pool_resource *p)
+{
+    char label[80];
+    if (pool_records_reserve(&p->core.records, 1))
+        return CRMM_OK;
+    return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (block records)", pool_label(p, label, sizeof label));
+}
+
 /* Everything the fast path does not do; on CRMM_OK, *out is a free block of at least `size` in
  * the list of *sp, and a spare record and a slot of `map` are ready. */
 static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, size_t size, pool_block_map *map,
@@ -196,8 +207,10 @@ static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, si
         crmm_status st = r->try_rung(&rq);
         if (st == CRMM_ERROR_OUT_OF_MEMORY && r->oom_goes_on)
             out_of_memory = st;
-        else if (st != CRMM_OK || *out)
+        else if (st != CRMM_OK)
             return st;
+        else if (*out)
+            return spare_for_cut(p);
     }
     if (out_of_memory != CRMM_OK)
         return out_of_memory;
