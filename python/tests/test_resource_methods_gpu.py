@@ -13,6 +13,7 @@ def test_prefetch_of_managed_memory(gpu):
     db = crmm.DeviceBuffer(size=1 << 20, mr=managed)
     db.prefetch()
     db.prefetch(device=0, stream=Stream())
+    db.prefetch(device=-1)  # cudaCpuDeviceId: to the host (CUDA refuses a device location of -1)
     db.stream.synchronize()
     assert db.tobytes() == bytes(1 << 20)
 
