@@ -310,6 +310,28 @@ CRMM_TEST_IN("page_moves", an_unknown_choice_is_refused)
     ck_assert_error_contains("wait|idle|never");
 }
 
+/* A growth that lends the stream's own pages and then cannot map (here maximum_size) gives the
+ * lent pages back to the stream's free blocks: else their memory, released while their old
+ * addresses stay mapped for the event, is held by the device but no longer counted, and a later
+ * growth maps new memory past maximum_size. */
+CRMM_TEST_IN("page_moves", a_growth_that_fails_after_lending_takes_its_pages_back)
+{
+    p = expandable_pool("page_moves=wait maximum_size=512KiB"); /* 8 pages */
+    fake_vmm.events_busy = 1;
+    unsigned char *a = alloc(p, 4 * PAGE), *b = alloc(p, 3 * PAGE);
+    (void)b;
+    dealloc(p, a, 4 * PAGE);
+    void *x = NULL;
+    ck_assert_crmm(crmm_resource_allocate(p, 6 * PAGE, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 3 * PAGE); /* a's pages given back before failing */
+    books_agree(p);
+    unsigned char *y = alloc(p, 5 * PAGE);
+    ck_assert_uint_le(fake_vmm.physical, 8 * PAGE);
+    books_agree(p);
+    dealloc(p, y, 5 * PAGE);
+}
+
 int main(void)
 {
     Suite *s = suite_create("pool_page_moves");

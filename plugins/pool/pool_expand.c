@@ -233,6 +233,32 @@ static void unmap_batch(pool_resource *p, pool_lent_batch *lb)
     free(l.b);
 }
 
+/* A growth lent batch lb's pages (from s's free blocks) and then mapped nothing: their memory is
+ * still on the spare list and their old addresses still mapped, so they go back to s's free blocks
+ * as they were before the move. Else the spare list would release that memory while the old
+ * addresses hold it until the event, memory the pool no longer counts (a later growth could map
+ * past maximum_size). A block whose memory is not all spare stays lent. */
+static void take_back_lent(pool_resource *p, pool_stream *s, pool_lent_batch *lb)
+{
+    pool_vmm *v = &p->growth.vmm;
+    pool_free_list *fl = &lb->pages.free;
+    struct block_list l = {malloc(fl->blocks * sizeof(pool_block *)), 0};
+    if (!l.b)
+        return; /* they stay lent, unmapped once their event has completed */
+    pool_free_list_for_each(fl, v->page, collect, &l);
+    for (size_t i = 0; i < l.n; i++) {
+        pool_block *b = l.b[i];
+        size_t n = b->size / v->page;
+        if (!pool_vmm_unlend(v, pool_vmm_page_of(v, b->addr), n))
+            continue;
+        pool_free_list_remove(fl, b);
+        b->owner = NULL;
+        pool_free_list_insert_merging(&s->free, s, b, &p->core.records);
+        p->growth.reserved += n * v->page;
+    }
+    free(l.b);
+}
+
 /* Unmap the lent pages that nothing can use at their old addresses any more: every batch's right
  * after a device synchronization (`synchronized`), else the batches whose event has completed,
  * asked without waiting (and not while a capture is under way, which forbids the query). */
@@ -416,7 +442,7 @@ typedef enum { MOVE_NOT_DONE, MOVE_DONE, MOVE_IN_VAIN } move_result;
  * growth joins, or none beyond release_threshold and initial_size), so a synchronization could
  * move nothing either. MOVE_NOT_DONE: a synchronization may do more (other streams' pages), or
  * every batch still waits for its event. Either leaves everything as it was. */
-static move_result move_without_waiting(pool_resource *p, pool_stream *s, const grow_plan *plan)
+static move_result move_without_waiting(pool_resource *p, pool_stream *s, const grow_plan *plan, pool_lent_batch **lent)
 {
     pool_vmm *v = &p->growth.vmm;
     uint64_t after = p->growth.reserved + plan->pages * v->page;
@@ -451,6 +477,7 @@ static move_result move_without_waiting(pool_resource *p, pool_stream *s, const 
         cudaGetLastError();
         return MOVE_NOT_DONE;
     }
+    *lent = lb;
     return release_free_pages(p, s, n, own.keep1, own.keep2, lb) ? MOVE_DONE : MOVE_NOT_DONE;
 }
 
@@ -505,6 +532,10 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
     bool budget = p->growth.page_moves == POOL_MOVES_BUDGET, budget_rules = budget && only_state(p, s);
     uint64_t held_before = p->growth.reserved, mark_before = p->growth.mark;
     bool own_move = false;
+    pool_lent_batch *lent_now = NULL; /* the batch this growth lent pages to, until it maps */
+    bool moved_before = p->growth.moved_since_mark;
+    uint64_t budget_before = p->growth.move_budget;
+    size_t last_move_before = p->growth.last_move_size;
     if (budget)
         earn_budget(p);
     if (!p->capturing)
@@ -526,7 +557,7 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
         bool past_mark = !settled && plan.pages &&
                          p->growth.reserved + plan.pages * v->page > p->growth.mark + p->growth.mark / POOL_EXPAND_SLACK;
         busy = false;
-        move_result moved = past_mark && can_move ? move_without_waiting(p, s, &plan) : MOVE_NOT_DONE;
+        move_result moved = past_mark && can_move ? move_without_waiting(p, s, &plan, &lent_now) : MOVE_NOT_DONE;
         if (moved == MOVE_DONE) {
             settled = true; /* the caller's own free pages moved: no wait, no query */
             p->growth.moved_since_mark = true;
@@ -596,12 +627,20 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
             }
             if (budget && p->growth.reserved > held_before)
                 p->growth.last_move_size = 0; /* new pages: a later move for the same size repeats nothing */
+            lent_now = NULL;
             *out = adopt_pages(p, s, &plan, fresh);
             break;
         } else if (st != CRMM_ERROR_OUT_OF_MEMORY) {
             break;
         } else {
             snprintf(why, sizeof why, "%s", crmm_last_error());
+        }
+        if (lent_now) { /* nothing mapped: the move is undone before anything is given back */
+            take_back_lent(p, s, lent_now);
+            lent_now = NULL;
+            p->growth.moved_since_mark = moved_before;
+            p->growth.move_budget = budget_before;
+            p->growth.last_move_size = last_move_before;
         }
         if (want > size) { /* the step did not fit: the request alone, before giving anything back */
             want = size;
@@ -619,6 +658,8 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
         if (released && (*out = pool_free_list_fit(&s->free, size)))
             break;
     }
+    if (lent_now && st != CRMM_OK) /* a driver error or no record: the move is undone too */
+        take_back_lent(p, s, lent_now);
     pool_vmm_drop_spares(v);
     crmm_cuda_device_restore(&g);
     return st;

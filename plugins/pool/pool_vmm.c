@@ -209,6 +209,28 @@ void pool_vmm_lend(pool_vmm *v, size_t first, size_t count)
     v->lent_pages += count;
 }
 
+/* Where handle h waits on the spare list, or spare_count when it is not there. */
+static size_t spare_index(const pool_vmm *v, unsigned long long h)
+{
+    size_t j = 0;
+    while (j < v->spare_count && v->spare[j] != h)
+        j++;
+    return j;
+}
+
+bool pool_vmm_unlend(pool_vmm *v, size_t first, size_t count)
+{
+    for (size_t i = first; i < first + count; i++)
+        if (v->mapped[i] != POOL_PAGE_LENT || spare_index(v, v->handles[i]) == v->spare_count)
+            return false; /* its memory is mapped elsewhere */
+    for (size_t i = first; i < first + count; i++) {
+        v->spare[spare_index(v, v->handles[i])] = v->spare[--v->spare_count];
+        v->mapped[i] = POOL_PAGE_MAPPED;
+    }
+    v->lent_pages -= count;
+    return true;
+}
+
 void pool_vmm_drop_spares(pool_vmm *v)
 {
     while (v->spare_count) {

@@ -75,6 +75,11 @@ void pool_vmm_lend(pool_vmm *v, size_t first, size_t count);
  * pool_vmm_unmap does. */
 size_t pool_vmm_unmap_lent(pool_vmm *v, size_t first, size_t count);
 
+/* Undo pool_vmm_lend for lent pages [first, first + count) whose memory waits on the spare list
+ * (the growth it was lent to mapped nothing): it leaves the spare list and the pages are mapped
+ * ones again. False, and nothing changed, when one of them is not lent or its memory is not spare. */
+bool pool_vmm_unlend(pool_vmm *v, size_t first, size_t count);
+
 /* Release every spare page (their memory goes back to the device). */
 void pool_vmm_drop_spares(pool_vmm *v);
 
