@@ -8,6 +8,7 @@
  * asked), moving them back at a later growth that finds the streams idle; never maps new pages
  * and gives free ones back only at trim. */
 #include "build_config.h"
+#include <cuda.h>
 #include "pool_expandable_test.h"
 
 /* a: 3 pages, b: 1, c: 2 (the mark: 6 pages); a freed on stream `a_on`, c on the default stream;
@@ -330,6 +331,70 @@ CRMM_TEST_IN("page_moves", a_growth_that_fails_after_lending_takes_its_pages_bac
     ck_assert_uint_le(fake_vmm.physical, 8 * PAGE);
     books_agree(p);
     dealloc(p, y, 5 * PAGE);
+}
+
+/* A model run: random allocations and frees on three streams, under each page_moves, with events
+ * and streams busy at random, driver calls failing at random (cuMemUnmap only where no map
+ * fails in the same step: a refused undo of a map keeps a page mapped that the pool does not
+ * count, pool_vmm.h) and trims; after every step the books agree with the driver and the device
+ * holds no more than maximum_size. */
+static unsigned model_seed;
+
+static unsigned model_random(void)
+{
+    model_seed = model_seed * 1103515245u + 12345u;
+    return (model_seed >> 16) & 0x7fff;
+}
+
+CRMM_LOOP_TEST_IN("page_moves", a_model_run_keeps_the_books_with_the_driver, 200)
+{
+    static const char *mode[] = {"page_moves=wait", "page_moves=idle", "page_moves=never", "page_moves=budget"};
+    model_seed = (unsigned)_i * 7919u + 1;
+    int max_pages = 16 + (int)(model_random() % 16);
+    char params[128];
+    snprintf(params, sizeof params, "%s maximum_size=%dKiB", mode[_i % 4], 64 * max_pages);
+    p = expandable_pool(params);
+    struct { unsigned char *x; size_t n; cudaStream_t s; } live[32] = {{0}};
+    for (int step = 0; step < 300; step++) {
+        int k = (int)(model_random() % 32);
+        fake_vmm.events_busy = model_random() % 3 == 0;
+        fake_vmm.streams_busy = model_random() % 3 == 0;
+        if (model_random() % 20 == 0) {
+            fake_vmm.map_fails_in = 1 + (int)(model_random() % 3);
+            fake_vmm.map_error = model_random() % 2 ? 0 : CUDA_ERROR_UNKNOWN;
+        }
+        if (model_random() % 30 == 0)
+            fake_vmm.set_access_fails_in = 1;
+        if (model_random() % 25 == 0 && !fake_vmm.map_fails_in && !fake_vmm.set_access_fails_in)
+            fake_vmm.unmap_fails_in = 1 + (int)(model_random() % 3);
+        if (model_random() % 40 == 0) {
+            crmm_resource_trim(p);
+            crmm_clear_error();
+        } else if (live[k].x) {
+            free_on(p, live[k].x, live[k].n, live[k].s);
+            live[k].x = NULL;
+        } else {
+            size_t n = model_random() % 4 == 0 ? (1 + model_random() % 6) * PAGE - model_random() % 1000
+                                               : 1 + model_random() % (PAGE / 2);
+            cudaStream_t s = model_random() % 3 == 0 ? stream_n(1 + (int)(model_random() % 2)) : NULL;
+            void *x = NULL;
+            if (crmm_resource_allocate(p, n, (crmm_cuda_stream_t)s, &x) == CRMM_OK) {
+                memset(x, 0x5A, n);
+                live[k].x = x, live[k].n = n, live[k].s = s;
+            } else {
+                crmm_clear_error();
+            }
+        }
+        fake_vmm.map_fails_in = fake_vmm.set_access_fails_in = fake_vmm.unmap_fails_in = 0;
+        books_agree(p);
+        ck_assert_uint_le(fake_vmm.physical, (size_t)max_pages * PAGE);
+    }
+    for (int k = 0; k < 32; k++)
+        if (live[k].x)
+            free_on(p, live[k].x, live[k].n, live[k].s);
+    fake_vmm.events_busy = fake_vmm.streams_busy = 0;
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    books_agree(p);
 }
 
 int main(void)
