@@ -241,6 +241,35 @@ CRMM_TEST_IN("ipc", bad_export_arguments_are_refused_and_leave_nothing_open)
     crmm_resource_release(p);
 }
 
+/* A page the pool lent (its old address still mapped, its physical memory mapped again where the
+ * pool grew) is not memory the pool holds there: exporting it would hand out the page that now
+ * backs another block. */
+CRMM_TEST_IN("ipc", lent_pages_are_not_exported)
+{
+    crmm_resource *p = ipc_pool("ipc=true page_moves=wait");
+    fake_vmm.events_busy = 1; /* the lent pages stay lent */
+    unsigned char *a = crmm_test_allocate(p, 3 * PAGE), *b = crmm_test_allocate(p, PAGE),
+                  *c = crmm_test_allocate(p, 2 * PAGE);
+    ck_assert_ptr_eq(c, a + 4 * PAGE);
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, a, 3 * PAGE, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, c, 2 * PAGE, NULL));
+    unsigned char *z = crmm_test_allocate(p, 4 * PAGE); /* a's top two pages move under z */
+    ck_assert_ptr_eq(z, c);
+    ck_assert_int_eq(fake_vmm_handle_at((uintptr_t)a + 2 * PAGE), fake_vmm_handle_at((uintptr_t)z + 2 * PAGE));
+    crmm_ipc_handle *h = (crmm_ipc_handle *)0x1;
+    ck_assert_crmm(crmm_ipc_export(p, a + 2 * PAGE, PAGE, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(h);
+    ck_assert_crmm(crmm_ipc_export(p, a, 3 * PAGE, &h), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(fake_vmm.exports, 0);
+    /* z itself exports its own pages */
+    ck_assert_crmm_ok(crmm_ipc_export(p, z, 4 * PAGE, &h));
+    crmm_ipc_handle_free(h);
+    fake_vmm.events_busy = 0;
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, z, 4 * PAGE, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, PAGE, NULL));
+    crmm_resource_release(p);
+}
+
 /* A descriptor of a plain file, to hand to functions that take ownership of descriptors. */
 static int plain_fd(void)
 {

@@ -106,8 +106,10 @@ crmm_status pool_ipc_export(pool_resource *p, crmm_ipc_export_request *rq)
     size_t first = pool_vmm_page_of(&p->growth.vmm, a), last = pool_vmm_page_of(&p->growth.vmm, a + rq->size - 1);
     pool_lock(p);
     crmm_status st = CRMM_OK;
+    /* a lent page's allocation already backs another address (or was released): only pages
+     * mapped to their own allocation are the memory at ptr */
     for (size_t i = first; i <= last && st == CRMM_OK; i++)
-        if (!p->growth.vmm.mapped[i])
+        if (p->growth.vmm.mapped[i] != POOL_PAGE_MAPPED)
             st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: ipc export: [%p, +%zu) is not memory the pool holds", label,
                                 rq->ptr, rq->size);
     if (st == CRMM_OK)
