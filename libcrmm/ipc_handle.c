@@ -18,6 +18,10 @@
 
 /* Below the kernel's limit of descriptors per message (SCM_MAX_FD, 253). */
 #define IPC_FDS_PER_MESSAGE 250
+/* Room the receiver keeps beside the descriptors for what a socket option makes the kernel add to
+ * every message (SO_PASSCRED's credentials, SO_PASSPIDFD's pidfd, SO_PASSSEC's label): without
+ * it a full batch does not fit and arrives truncated. */
+#define IPC_OTHER_CONTROL 512
 
 typedef struct ipc_frame {
     uint64_t bytes;
@@ -182,7 +186,7 @@ crmm_status crmm_ipc_send(int socket_fd, const crmm_ipc_handle *h)
 static crmm_status recv_part(int sock, void *data, size_t n, int *fds, size_t room, size_t *got)
 {
     union {
-        char buf[CMSG_SPACE(IPC_FDS_PER_MESSAGE * sizeof(int))];
+        char buf[CMSG_SPACE(IPC_FDS_PER_MESSAGE * sizeof(int)) + IPC_OTHER_CONTROL];
         struct cmsghdr align;
     } control;
     size_t done = 0;

@@ -364,6 +364,28 @@ CRMM_TEST_IN("ipc", bad_socket_traffic_is_refused)
     crmm_resource_release(p);
 }
 
+/* A receiving socket with SO_PASSCRED gets the sender's credentials with every message, beside
+ * the descriptors: a full batch of descriptors still fits. */
+CRMM_TEST_IN("ipc", a_full_batch_of_descriptors_arrives_beside_credentials)
+{
+    crmm_resource *p = ipc_pool("ipc=true");
+    size_t bytes = 300 * PAGE;
+    void *b = crmm_test_allocate(p, bytes);
+    crmm_ipc_handle *h = NULL, *got = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(p, b, bytes, &h));
+    int sv[2], one = 1;
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ck_assert_int_eq(setsockopt(sv[1], SOL_SOCKET, SO_PASSCRED, &one, sizeof one), 0);
+    ck_assert_crmm_ok(crmm_ipc_send(sv[0], h));
+    ck_assert_crmm_ok(crmm_ipc_recv(sv[1], &got));
+    ck_assert_uint_eq(crmm_ipc_handle_fds(got, NULL), crmm_ipc_handle_fds(h, NULL));
+    crmm_ipc_handle_free(got);
+    crmm_ipc_handle_free(h);
+    close(sv[0]), close(sv[1]);
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, bytes, NULL));
+    crmm_resource_release(p);
+}
+
 /* Adaptors are looked through: a statistics layer over the pool exports the pool's memory. */
 CRMM_TEST_IN("ipc", adaptors_are_looked_through)
 {
