@@ -22,6 +22,10 @@
  * every message (SO_PASSCRED's credentials, SO_PASSPIDFD's pidfd, SO_PASSSEC's label): without
  * it a full batch does not fit and arrives truncated. */
 #define IPC_OTHER_CONTROL 512
+/* Linux's pidfd of the sender (SO_PASSPIDFD), a descriptor installed in the receiver. */
+#ifndef SCM_PIDFD
+#define SCM_PIDFD 0x04
+#endif
 
 typedef struct ipc_frame {
     uint64_t bytes;
@@ -201,6 +205,13 @@ static crmm_status recv_part(int sock, void *data, size_t n, int *fds, size_t ro
         if (r <= 0)
             return io_error("recvmsg", r < 0 ? errno : 0);
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_PIDFD && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+                int pidfd; /* the kernel's, not the sender's: nobody else sees it */
+                memcpy(&pidfd, CMSG_DATA(c), sizeof pidfd);
+                if (pidfd >= 0)
+                    close(pidfd);
+                continue;
+            }
             if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
                 continue;
             size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);

@@ -386,6 +386,38 @@ CRMM_TEST_IN("ipc", a_full_batch_of_descriptors_arrives_beside_credentials)
     crmm_resource_release(p);
 }
 
+/* Open descriptors of this process. */
+static int open_fds(void)
+{
+    int n = 0;
+    for (int fd = 0; fd < 4096; fd++)
+        n += fd_is_open(fd);
+    return n;
+}
+
+/* A receiving socket with SO_PASSPIDFD gets a pidfd of the sender with every message: recv
+ * closes them (nobody else sees them). */
+CRMM_TEST_IN("ipc", recv_closes_the_pidfds_the_kernel_adds)
+{
+    crmm_resource *p = ipc_pool("ipc=true");
+    void *b = crmm_test_allocate(p, 2 * PAGE);
+    crmm_ipc_handle *h = NULL, *got = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(p, b, 2 * PAGE, &h));
+    int sv[2], one = 1;
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    if (setsockopt(sv[1], SOL_SOCKET, 76 /* SO_PASSPIDFD */, &one, sizeof one) == 0) { /* Linux 6.5 on */
+        int before = open_fds();
+        ck_assert_crmm_ok(crmm_ipc_send(sv[0], h));
+        ck_assert_crmm_ok(crmm_ipc_recv(sv[1], &got));
+        ck_assert_int_eq(open_fds(), before + (int)crmm_ipc_handle_fds(got, NULL));
+        crmm_ipc_handle_free(got);
+    }
+    crmm_ipc_handle_free(h);
+    close(sv[0]), close(sv[1]);
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
+    crmm_resource_release(p);
+}
+
 /* Adaptors are looked through: a statistics layer over the pool exports the pool's memory. */
 CRMM_TEST_IN("ipc", adaptors_are_looked_through)
 {
