@@ -90,6 +90,23 @@ static crmm_status import_async(const crmm_ipc_handle *h, const ipc_wire *w, crm
                                       "ipc: cudaMemPoolImportFromShareableHandle");
     if (st != CRMM_OK)
         return st;
+    /* an imported pool inherits no access: only its resident device may use it until access is
+     * set for the current one, where the mapping is to be used */
+    int device = 0;
+    st = crmm_cuda_current_device(&device);
+    if (st == CRMM_OK) {
+        struct cudaMemLocation here = {.type = cudaMemLocationTypeDevice, .id = device};
+        enum cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
+        if (cudaMemPoolGetAccess(&flags, m->pool, &here) != cudaSuccess || flags != cudaMemAccessFlagsProtReadWrite) {
+            cudaGetLastError();
+            struct cudaMemAccessDesc access = {.location = here, .flags = cudaMemAccessFlagsProtReadWrite};
+            st = crmm_cuda_status(cudaMemPoolSetAccess(m->pool, &access, 1), "ipc: cudaMemPoolSetAccess");
+        }
+    }
+    if (st != CRMM_OK) {
+        cudaMemPoolDestroy(m->pool);
+        return st;
+    }
     struct cudaMemPoolPtrExportData data;
     memcpy(&data, w->pointer_data, sizeof data < sizeof w->pointer_data ? sizeof data : sizeof w->pointer_data);
     st = crmm_cuda_status(cudaMemPoolImportPointer(&m->ptr, m->pool, &data), "ipc: cudaMemPoolImportPointer");

@@ -83,6 +83,23 @@ cudaError_t cudaFree(void *ptr) /* an imported pointer's release */
     return cudaSuccess;
 }
 
+/* Access to the imported pool: its resident device (0) reads and writes; others as set. */
+static int access_set_for = -1;
+cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t pool, struct cudaMemLocation *location)
+{
+    (void)pool;
+    *flags = location->id == 0 || location->id == access_set_for ? cudaMemAccessFlagsProtReadWrite : cudaMemAccessFlagsProtNone;
+    return cudaSuccess;
+}
+cudaError_t cudaMemPoolSetAccess(cudaMemPool_t pool, const struct cudaMemAccessDesc *desc, size_t count)
+{
+    (void)pool;
+    if (count != 1 || desc->location.type != cudaMemLocationTypeDevice || desc->flags != cudaMemAccessFlagsProtReadWrite)
+        return cudaErrorInvalidValue;
+    access_set_for = desc->location.id;
+    return cudaSuccess;
+}
+
 /* The driver: cuMemGetAddressRange over the scripted allocations. */
 static CUresult fake_address_range(CUdeviceptr *base, size_t *size, CUdeviceptr at)
 {
@@ -199,6 +216,29 @@ CRMM_TEST(an_import_refuses_a_size_the_allocation_does_not_hold)
     crmm_ipc_handle_free(peer);
     crmm_ipc_handle_free(h);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 64, NULL));
+    crmm_resource_release(mr);
+}
+
+/* Imported on another device than the pool's: the import makes the memory readable and writable
+ * there (an imported pool inherits no access from the exporter). */
+CRMM_TEST(an_import_on_another_device_gets_access_there)
+{
+    crmm_resource *mr = crmm_test_create("async", "enable_ipc=true", NULL);
+    void *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 4096, NULL, &p));
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(mr, p, 4096, &h));
+    fake_mempool_devices = 2;
+    fake_mempool_current = 1;
+    access_set_for = -1;
+    crmm_ipc_mapping *m = NULL;
+    ck_assert_crmm_ok(crmm_ipc_import(h, &m));
+    ck_assert_int_eq(access_set_for, 1);
+    fake_mempool_current = 0;
+    fake_mempool_devices = 1;
+    ck_assert_crmm_ok(crmm_ipc_close(m));
+    crmm_ipc_handle_free(h);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
     crmm_resource_release(mr);
 }
 
