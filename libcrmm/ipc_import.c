@@ -97,10 +97,15 @@ static crmm_status import_async(const crmm_ipc_handle *h, const ipc_wire *w, crm
     if (st == CRMM_OK) {
         struct cudaMemLocation here = {.type = cudaMemLocationTypeDevice, .id = device};
         enum cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
-        if (cudaMemPoolGetAccess(&flags, m->pool, &here) != cudaSuccess || flags != cudaMemAccessFlagsProtReadWrite) {
+        bool asked = cudaMemPoolGetAccess(&flags, m->pool, &here) == cudaSuccess;
+        if (!asked || flags != cudaMemAccessFlagsProtReadWrite) {
             cudaGetLastError();
             struct cudaMemAccessDesc access = {.location = here, .flags = cudaMemAccessFlagsProtReadWrite};
-            st = crmm_cuda_status(cudaMemPoolSetAccess(m->pool, &access, 1), "ipc: cudaMemPoolSetAccess");
+            cudaError_t e = cudaMemPoolSetAccess(m->pool, &access, 1);
+            if (e != cudaSuccess && !asked)
+                cudaGetLastError(); /* access unknown and not settable: the mapping is tried as it is */
+            else
+                st = crmm_cuda_status(e, "ipc: cudaMemPoolSetAccess");
         }
     }
     if (st != CRMM_OK) {
