@@ -213,3 +213,15 @@ def test_the_profiler_names_a_function_record_by_the_descriptive_name(current):
 
 class Counted:
     LINE = __import__("inspect").currentframe().f_lineno - 1
+
+
+def test_a_profiler_named_none_is_unnamed_as_in_rmm(current):
+    """RMM's profiler takes name=None as no name: a decorator names the record after the
+    function, a block without a name is refused with ValueError (not a TypeError up front)."""
+    records = st.ProfilerRecords()
+    st.enable_statistics()
+    st.profiler(records=records, name=None)(_plain)()
+    assert list(records.records) == [st._get_descriptive_name_of_object(_plain)]
+    with pytest.raises(ValueError, match="name"):
+        with st.profiler(records=records, name=None):
+            pass
