@@ -238,10 +238,11 @@ def profiler(*, records=default_profiler_records, name=""):
     """A decorator (or, with a `name`, a context manager) that records the memory statistics of
     each call of a function (or each run of a block) in `records`, when statistics are on;
     otherwise it does nothing. A decorated function is named "file:line(name)" unless `name`
-    is given (None is no name, as in RMM). Raises TypeError when `records` is not a
-    ProfilerRecords, ValueError when used as a context manager without a name."""
-    if not isinstance(records, ProfilerRecords):
-        raise TypeError(f"records must be a ProfilerRecords, not {type(records).__name__}")
+    is given (None is no name, as in RMM). `records` is a ProfilerRecords or, as in RMM, any
+    object with an add(name, data) method. Raises TypeError when it has none, ValueError when
+    used as a context manager without a name."""
+    if not callable(getattr(records, "add", None)):
+        raise TypeError(f"records must be a ProfilerRecords (or have an add method), not {type(records).__name__}")
     if name is None:  # RMM takes any false name as none given (a wrapper may pass None on)
         name = ""
     if not isinstance(name, str):

@@ -225,3 +225,20 @@ def test_a_profiler_named_none_is_unnamed_as_in_rmm(current):
     with pytest.raises(ValueError, match="name"):
         with st.profiler(records=records, name=None):
             pass
+
+
+def test_profiler_records_any_object_with_add_as_in_rmm(current):
+    """RMM's profiler calls records.add(name=..., data=...) on whatever it is given."""
+
+    class Mine:
+        def __init__(self):
+            self.seen = []
+
+        def add(self, name, data):
+            self.seen.append((name, data.total_bytes))
+
+    mine = Mine()
+    st.enable_statistics()
+    with st.profiler(records=mine, name="block"):
+        free(alloc(64))
+    assert mine.seen == [("block", 64)]
