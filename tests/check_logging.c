@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -219,6 +220,49 @@ CRMM_TEST_IN("logging", a_forked_child_does_not_write_the_parents_lines)
     crmm_resource_release(kept_for_exit);
     const char *text = crmm_test_file_text(path);
     ck_assert_msg(crmm_test_count(text, "\n") == 3, "file: %s", text);
+}
+
+/* A pool over a logging resource calls it (and so takes its file's lock) while holding the pool's
+ * lock. A fork must take the two in that order too: with the file's lock first, a fork while
+ * another thread grows the pool would wait for the pool's lock while that thread waits for the
+ * file's. */
+typedef struct grower { crmm_resource *pool; atomic_bool stop; } grower;
+
+static void *grow_and_trim(void *arg)
+{
+    grower *g = arg;
+    while (!atomic_load(&g->stop)) {
+        void *p;
+        if (crmm_resource_allocate(g->pool, 1 << 20, NULL, &p) != CRMM_OK)
+            return (void *)1;
+        crmm_resource_deallocate(g->pool, p, 1 << 20, NULL);
+        crmm_resource_trim(g->pool); /* the next allocation grows the pool again */
+    }
+    return NULL;
+}
+
+CRMM_TEST_IN("logging", fork_while_a_pool_over_it_grows)
+{
+    crmm_resource *log = logger(path_for("fork_pool"), NULL);
+    grower g = {crmm_test_create("pool", "initial_size=0 thread_cache=off", log), false};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, grow_and_trim, &g), 0);
+    fflush(NULL);
+    for (int i = 0; i < 2000; i++) {
+        alarm(20); /* a deadlock fails the test instead of hanging it */
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+            _exit(0);
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        alarm(0);
+    }
+    atomic_store(&g.stop, true);
+    void *ret;
+    ck_assert_int_eq(pthread_join(t, &ret), 0);
+    ck_assert_ptr_null(ret);
+    crmm_test_release(g.pool, log);
 }
 
 CRMM_TEST_IN("logging", file_name_expansion)

@@ -9,8 +9,12 @@
  * previous buffer. Whoever writes formats (a flush, close and exit format on their thread). With auto_flush, or when the thread
  * cannot be started, the appending thread writes, as do flushes (after the writer finished, so
  * the file keeps the order of the lines). A global list of open sinks, under its own mutex, lets
- * one atexit handler flush them all, and fork take every sink's lock. Lock order: the list, then
- * a sink's spin lock, then its writer mutex; the writer thread never holds two of them. */
+ * one atexit handler flush them all. Lock order: the list, then a sink's spin lock, then its
+ * writer mutex; the writer thread never holds two of them. Before fork the list's mutex is taken
+ * by this file's own handler, which runs before crmm's (it is registered after them), and each
+ * sink's spin lock by a crmm fork guard, in crmm's order of resources: an adaptor over a logging
+ * resource (a pool growing from it) calls into it holding its own lock, so the sink's lock must
+ * come after that one. */
 #define _GNU_SOURCE 1 /* pthread_setname_np */
 #include "build_config.h"
 #include <errno.h>
@@ -48,6 +52,7 @@ struct logging_sink {
     size_t pending_len;
     bool stop;
     logging_sink *prev, *next; /* the list of open sinks */
+    crmm_fork_guard fork_guard; /* takes lock around fork */
     char path[];
 };
 
@@ -68,33 +73,28 @@ static void flush_all_at_exit(void)
     pthread_mutex_unlock(&open_sinks_lock);
 }
 
-/* Around fork: the forking thread holds every sink's lock, so that the child never inherits one
- * held by another thread (an appender, or a writer handing its buffer back) that does not exist
- * there. */
-static void lock_all_before_fork(void)
+/* Around fork: the forking thread holds the list's mutex (each sink's spin lock is its fork
+ * guard's), so that the child never inherits one held by a thread that does not exist there. */
+static void lock_list_before_fork(void)
 {
     pthread_mutex_lock(&open_sinks_lock);
-    for (logging_sink *s = open_sinks; s; s = s->next)
-        spin_lock(&s->lock);
 }
 
-static void unlock_all_after_fork(void)
+static void unlock_list_after_fork(void)
 {
-    for (logging_sink *s = open_sinks; s; s = s->next)
-        spin_unlock(&s->lock);
     pthread_mutex_unlock(&open_sinks_lock);
 }
 
-static void unlock_all_in_child(void)
+static void unlock_list_in_child(void)
 {
-    unlock_all_after_fork();
+    unlock_list_after_fork();
     logging_line_forget_thread();
 }
 
 static void install_process_hooks(void)
 {
     atexit(flush_all_at_exit);
-    pthread_atfork(lock_all_before_fork, unlock_all_after_fork, unlock_all_in_child);
+    pthread_atfork(lock_list_before_fork, unlock_list_after_fork, unlock_list_in_child);
 }
 
 static int write_all(int fd, const char *p, size_t n)
@@ -260,7 +260,6 @@ static void stop_writer(logging_sink *s)
 
 crmm_status logging_sink_open(const char *path, const char *header, bool auto_flush, logging_sink **out)
 {
-    pthread_once(&process_hooks_once, install_process_hooks);
     size_t plen = strlen(path);
     logging_sink *s = calloc(1, sizeof *s + plen + 1);
     logging_record *buf = malloc(LOGGING_SINK_RECORDS * sizeof *buf);
@@ -293,6 +292,9 @@ crmm_status logging_sink_open(const char *path, const char *header, bool auto_fl
         return crmm_last_status();
     }
     s->has_writer = !auto_flush && start_writer(s);
+    spin_lock_add_fork_guard(&s->lock, &s->fork_guard);
+    /* after the guard: crmm's fork handlers are registered by then, so this file's run first */
+    pthread_once(&process_hooks_once, install_process_hooks);
     pthread_mutex_lock(&open_sinks_lock);
     s->next = open_sinks;
     if (open_sinks)
@@ -349,6 +351,7 @@ void logging_sink_close(logging_sink *s)
         stop_writer(s);
         free(s->spare);
     }
+    crmm_fork_guard_remove(&s->fork_guard);
     close(s->fd);
     free(s->buf);
     free(s->text);
