@@ -203,6 +203,31 @@ CRMM_TEST_IN("logging", lines_are_flushed_at_exit)
     ck_assert_msg(crmm_test_count(text, "\n") == 2 && strstr(text, ",allocate,0x") != NULL, "file: %s", text);
 }
 
+static void *freed_at_exit;
+
+static void free_at_exit(void) { crmm_resource_deallocate(kept_for_exit, freed_at_exit, 4096, NULL); }
+
+/* An exit handler registered before the resource was made runs after the plugin's own (a C++
+ * global freed by its destructor, say): its free is written too. */
+CRMM_TEST_IN("logging", lines_logged_after_the_exit_flush_are_written)
+{
+    const char *path = path_for("after_exit_flush");
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        atexit(free_at_exit);
+        kept_for_exit = logger(path, NULL);
+        crmm_resource_allocate(kept_for_exit, 4096, NULL, &freed_at_exit);
+        exit(0);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    const char *text = crmm_test_file_text(path);
+    ck_assert_msg(crmm_test_count(text, "\n") == 3 && strstr(text, ",free,0x") != NULL, "file: %s", text);
+}
+
 CRMM_TEST_IN("logging", a_forked_child_does_not_write_the_parents_lines)
 {
     const char *path = path_for("fork");

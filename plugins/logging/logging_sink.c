@@ -62,12 +62,15 @@ static pthread_once_t process_hooks_once = PTHREAD_ONCE_INIT;
 
 static int flush_locked(logging_sink *s);
 
+/* Write what is buffered; a line logged later (by an exit handler that runs after this one, a
+ * C++ global's destructor) is written at once, as with auto_flush, since no flush follows. */
 static void flush_all_at_exit(void)
 {
     pthread_mutex_lock(&open_sinks_lock);
     for (logging_sink *s = open_sinks; s; s = s->next) {
         spin_lock(&s->lock);
         flush_locked(s);
+        s->auto_flush = true;
         spin_unlock(&s->lock);
     }
     pthread_mutex_unlock(&open_sinks_lock);
