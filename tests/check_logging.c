@@ -373,6 +373,14 @@ static void check_full_file(const char *tag, int pairs)
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed at step %d", WEXITSTATUS(status));
+    /* the file ends with a whole line of six fields (one the limit cut short is left out), so the
+     * log that the write error ended still reads */
+    char *text = crmm_test_read_file_or_fail(path);
+    size_t len = strlen(text);
+    ck_assert_msg(len > 0 && text[len - 1] == '\n', "the file ends in a partial line: '%s'",
+                  strrchr(text, '\n') ? strrchr(text, '\n') + 1 : text);
+    ck_assert_int_eq(crmm_test_count(text, ","), 5 * crmm_test_count(text, "\n"));
+    free(text);
 }
 
 CRMM_TEST_IN("logging", write_errors_are_reported)

@@ -100,8 +100,10 @@ static void install_process_hooks(void)
     pthread_atfork(lock_list_before_fork, unlock_list_after_fork, unlock_list_in_child);
 }
 
-static int write_all(int fd, const char *p, size_t n)
+/* 0, or the errno of the write that failed with *written bytes of p written before it. */
+static int write_all(int fd, const char *p, size_t n, size_t *written)
 {
+    *written = 0;
     while (n) {
         ssize_t w = write(fd, p, n);
         if (w < 0) {
@@ -111,8 +113,25 @@ static int write_all(int fd, const char *p, size_t n)
         }
         p += w;
         n -= (size_t)w;
+        *written += (size_t)w;
     }
     return 0;
+}
+
+/* A write of whole lines `text` failed after `written` bytes (a full disk, RLIMIT_FSIZE): cut
+ * the file back to the end of the last whole line, so that it ends as a log every reader takes
+ * (a line cut short makes crmm replay refuse the log). Nothing to cut on a pipe or terminal. */
+static void cut_partial_line(int fd, const char *text, size_t written)
+{
+    size_t keep = written;
+    while (keep && text[keep - 1] != '\n')
+        keep--;
+    off_t end = keep < written ? lseek(fd, 0, SEEK_CUR) : -1;
+    if (end < (off_t)(written - keep))
+        return;
+    off_t to = end - (off_t)(written - keep);
+    if (ftruncate(fd, to) == 0)
+        lseek(fd, to, SEEK_SET);
 }
 
 /* Format records r[0..n) into s->text and write the lines; 0 or the errno of the first failed
@@ -124,9 +143,12 @@ static int write_records(logging_sink *s, const logging_record *r, size_t n)
     for (size_t i = 0; i < n; i++) {
         len += logging_record_format(s->text + len, &r[i]);
         if (len > LOGGING_SINK_TEXT - LOGGING_LINE_MAX || i + 1 == n) {
-            int err = write_all(s->fd, s->text, len);
-            if (err)
+            size_t written;
+            int err = write_all(s->fd, s->text, len, &written);
+            if (err) {
+                cut_partial_line(s->fd, s->text, written);
                 return err;
+            }
             len = 0;
         }
     }
@@ -281,7 +303,8 @@ crmm_status logging_sink_open(const char *path, const char *header, bool auto_fl
     /* exclusive: a second resource on this file, here or in another process, is refused rather
      * than the two overwriting each other's lines */
     crmm_status st = crmm_output_file_open(path, CRMM_OUTPUT_EXCLUSIVE, &s->fd);
-    int err = st != CRMM_OK ? 0 : write_all(s->fd, header, strlen(header));
+    size_t written;
+    int err = st != CRMM_OK ? 0 : write_all(s->fd, header, strlen(header), &written);
     if (st != CRMM_OK || err) {
         if (st != CRMM_OK)
             crmm_error_add_context("logging");

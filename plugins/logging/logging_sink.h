@@ -26,7 +26,8 @@ typedef struct logging_sink logging_sink;
 crmm_status logging_sink_open(const char *path, const char *header, bool auto_flush, logging_sink **out);
 
 /* Append the line of record r (copied; formatted when written). A write error is logged once at
- * error level and later lines are dropped; crmm_logging_flush then reports it. */
+ * error level and later lines are dropped (a line it cut short is cut from the file, which ends
+ * with the last whole line); crmm_logging_flush then reports it. */
 void logging_sink_append(logging_sink *s, const logging_record *r);
 
 /* Write the buffered lines. CRMM_ERROR_IO (with the reason) when a write failed. */
