@@ -124,6 +124,10 @@ crmm_status replay_plot_svg(const char *path, const char *title, size_t events, 
  * caller renames over path once written whole, or unlinks on failure. Errors: CRMM_ERROR_IO
  * ("cannot write PATH: why") (replay_torch_snapshot.c). */
 crmm_status replay_output_open(const char *path, char *tmp, size_t tmp_size, int *fd);
+/* Close f, the stream over replay_output_open's descriptor, and rename tmp over path (tmp "":
+ * written in place). CRMM_ERROR_IO ("WHATcannot write PATH: why") when a write, the close or the
+ * rename failed; tmp is then unlinked, so what was at path stays. */
+crmm_status replay_output_close(FILE *f, const char *tmp, const char *path, const char *what);
 
 /* --torch-snapshot (replay_torch_snapshot.c). A recording resource: it passes every call to
  * its upstream and notes each as a segment of the snapshot. */

@@ -159,15 +159,5 @@ crmm_status replay_plot_svg(const char *path, const char *title, size_t events, 
     }
     legend(f, rows, nrows);
     fputs("</svg>\n", f);
-    int write_error = ferror(f) ? (errno ? errno : EIO) : 0;
-    if (fclose(f) != 0 && !write_error)
-        write_error = errno ? errno : EIO;
-    if (tmp[0] && !write_error && rename(tmp, path) != 0)
-        write_error = errno;
-    if (write_error) {
-        if (tmp[0])
-            unlink(tmp);
-        return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", path, strerror(write_error));
-    }
-    return CRMM_OK;
+    return replay_output_close(f, tmp, path, "");
 }

@@ -497,6 +497,20 @@ crmm_status replay_output_open(const char *path, char *tmp, size_t tmp_size, int
     return st;
 }
 
+crmm_status replay_output_close(FILE *f, const char *tmp, const char *path, const char *what)
+{
+    int write_error = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (fclose(f) != 0 && !write_error)
+        write_error = errno ? errno : EIO;
+    if (tmp[0] && !write_error && rename(tmp, path) != 0)
+        write_error = errno;
+    if (!write_error)
+        return CRMM_OK;
+    if (tmp[0])
+        unlink(tmp); /* what was at path stays */
+    return crmm_set_error(CRMM_ERROR_IO, "%scannot write %s: %s", what, path, strerror(write_error));
+}
+
 crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_resource *top, replay_recorder *rec)
 {
     trace own_trace = {0};
@@ -576,18 +590,7 @@ crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_
     pk_dict(f);
     pk_setitem(f);
     pk_byte(f, '.'); /* STOP */
-    int write_error = ferror(f) ? (errno ? errno : EIO) : 0;
-    if (fclose(f) != 0 && !write_error)
-        write_error = errno ? errno : EIO;
-    if (tmp[0] && !write_error && rename(tmp, path) != 0)
-        write_error = errno;
-    if (write_error) {
-        if (tmp[0])
-            unlink(tmp); /* what was at path stays */
-        st = crmm_set_error(CRMM_ERROR_IO, "--torch-snapshot: cannot write %s: %s", path, strerror(write_error));
-        goto out;
-    }
-    st = CRMM_OK;
+    st = replay_output_close(f, tmp, path, "--torch-snapshot: ");
 out:
     free(segs);
     free(blocks);
