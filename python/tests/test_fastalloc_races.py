@@ -13,7 +13,7 @@ import pytest
 
 from crmm import _alloc
 
-COMMON = """
+PRELUDE = """
 import gc, importlib.util, sys
 sys.path.insert(0, sys.argv[1])
 import test_device_buffer_alloc as t
@@ -21,41 +21,45 @@ spec = importlib.util.spec_from_file_location("_fake_cupy_memory", sys.argv[2])
 fake = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(fake)
 ext = t._alloc.extension
-memory = ext.cupy_memory_type(fake.BaseMemory, t.DeviceBuffer)
+"""
+
+# the allocator over `memory`, a CuPy memory type whose owners are `Owner`s
+COMMON_OVER_OWNER = """
+memory = ext.cupy_memory_type(fake.BaseMemory, Owner)
 host = t.HostAsDevice()
 streams = {0: (t.DEFAULT_STREAM, t.DEFAULT_STREAM._cstream)}
 class Current:  # cupy's current stream: the legacy default one; reading it allocates nothing
     ptr = 0
-allocate = ext.cupy_allocator(lambda: Current, streams, memory, fake.MemoryPointer, t.DeviceBuffer,
+allocate = ext.cupy_allocator(lambda: Current, streams, memory, fake.MemoryPointer, Owner,
                               host.mr._handle, t.crmm._lib, lambda n: None)
 """
+COMMON = PRELUDE + "Owner = t.DeviceBuffer" + COMMON_OVER_OWNER
 
-# A collection runs inside the first read of mem._owner (making the DeviceBuffer allocates) and
-# reads mem._owner again: both reads must give one owner, and the memory must go back once.
-OWNER_READ_INSIDE_OWNER_READ = COMMON + """
+# Python runs inside the first read of mem._owner (as a collection's finalizers or another thread
+# may while the owner is made: here the owner type's _stream setter) and reads mem._owner again:
+# both reads must give one owner, and the memory must go back once.
+OWNER_READ_INSIDE_OWNER_READ = PRELUDE + """
 inner, state = [], {"mem": None}
-def read_again(phase, info):
-    if phase == "start" and state["mem"] is not None and sys._getframe(1).f_code.co_name == "read_owner":
+class Owner(t.DeviceBuffer):
+    __slots__ = ()
+    @property
+    def _stream(self):
+        return t.DeviceBuffer._stream.__get__(self)
+    @_stream.setter
+    def _stream(self, value):
+        t.DeviceBuffer._stream.__set__(self, value)
         mem, state["mem"] = state["mem"], None
-        inner.append(mem._owner)
-def read_owner(mem):
-    state["mem"] = mem
-    owner = mem._owner
-    state["mem"] = None
-    return owner
-gc.callbacks.append(read_again)
-gc.set_threshold(1)
-for i in range(2000):
-    p = allocate(4096)
-    mem = p.mem
-    outer = read_owner(mem)
-    if inner:
-        break
-    del p, mem, outer
-gc.set_threshold(700)
-gc.callbacks.remove(read_again)
-assert inner, "no collection ran inside a read of _owner"
-assert inner[0] is outer and mem._owner is outer, (inner[0], outer, mem._owner)
+        if mem is not None:
+            inner.append(mem._owner)
+""" + COMMON_OVER_OWNER + """
+p = allocate(4096)
+mem = p.mem
+state["mem"] = mem
+outer = mem._owner
+assert state["mem"] is None and len(inner) == 1, "the owner's setter did not run inside the read"
+assert inner[0] is outer and mem._owner is outer and type(outer) is Owner, (inner[0], outer, mem._owner)
+assert outer.size == 4096 and outer.ptr == p.ptr
+assert len(host.live) == 1, host.live
 del p, mem, outer, inner
 gc.collect()
 assert host.live == {}, host.live
