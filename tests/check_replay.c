@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include "../tools/replay.h"
 #include "test_support.h"
 #include "replay_logs.h"
@@ -509,6 +511,42 @@ CRMM_TEST_IN("replay", the_plot_shows_both_series_per_resource)
     const char *line = strstr(text, "<polyline class=\"in-use\"");
     const char *points = strstr(line, "points=\"") + 8;
     ck_assert_int_eq(crmm_test_count(points, ",") - crmm_test_count(strchr(points, '"'), ","), 7);
+    free(text);
+}
+
+/* Two outputs not written yet under two spellings of one path (DIR/o and DIR/./o) are one file:
+ * refused before anything runs, as the same spelling is. */
+CRMM_TEST_IN("replay", two_spellings_of_one_new_output_are_refused)
+{
+    const char *log = crmm_test_write_file("spell.csv", ratio_log);
+    char plot[4096], snapshot[4096];
+    snprintf(plot, sizeof plot, "%s", crmm_test_tmp_path("o"));
+    char *slash = strrchr(plot, '/');
+    ck_assert_ptr_nonnull(slash);
+    snprintf(snapshot, sizeof snapshot, "%.*s/./o", (int)(slash - plot), plot);
+    crmm_test_output r = replay(log, "--config", host_config(), "--plot", plot, "--torch-snapshot", snapshot, NULL);
+    ck_assert_msg(r.status == 2, "rc %d: %s", r.status, r.err);
+    expect_in(r.err, "that is --torch-snapshot's file");
+    crmm_test_output_free(&r);
+    ck_assert_int_ne(access(plot, F_OK), 0); /* nothing was written */
+}
+
+/* A plot written over an existing file keeps that file's permissions (it replaces the file
+ * through a new one beside it): a private file stays private. */
+CRMM_TEST_IN("replay", a_replaced_output_keeps_the_file_s_mode)
+{
+    umask(022); /* what a new file would get otherwise: 0644 */
+    const char *log = crmm_test_write_file("mode.csv", ratio_log);
+    const char *svg = crmm_test_write_file("mode.svg", "old\n");
+    ck_assert_int_eq(chmod(svg, 0600), 0);
+    crmm_test_output r = replay(log, TWO_RESOURCES, "--plot", svg, NULL);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
+    crmm_test_output_free(&r);
+    struct stat sb;
+    ck_assert_int_eq(stat(svg, &sb), 0);
+    ck_assert_msg((sb.st_mode & 07777) == 0600, "mode %o", (unsigned)(sb.st_mode & 07777));
+    char *text = crmm_test_read_file(svg);
+    ck_assert_msg(strncmp(text, "<?xml", 5) == 0, "%s", text); /* replaced */
     free(text);
 }
 

@@ -199,15 +199,33 @@ typedef struct replay_args {
     bool strict;
 } replay_args;
 
-/* Whether paths a and b name one regular file: the same one when both exist, the same path when
- * neither does (two outputs not written yet). Pipes and devices (/dev/null for both) are not. */
+/* Whether the directory parts of paths a and b (up to their last '/', "." without one) are one
+ * directory and the names after them equal: where two files not made yet would both land. */
+static bool same_place(const char *a, const char *b)
+{
+    const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+    const char *base_a = na ? na + 1 : a, *base_b = nb ? nb + 1 : b;
+    if (strcmp(base_a, base_b) != 0)
+        return false;
+    char da[4096], db[4096];
+    int la = na ? snprintf(da, sizeof da, "%.*s/", (int)(na - a), a) : snprintf(da, sizeof da, ".");
+    int lb = nb ? snprintf(db, sizeof db, "%.*s/", (int)(nb - b), b) : snprintf(db, sizeof db, ".");
+    struct stat sa, sb;
+    if (la < 0 || (size_t)la >= sizeof da || lb < 0 || (size_t)lb >= sizeof db || stat(da, &sa) != 0 || stat(db, &sb) != 0)
+        return strcmp(a, b) == 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Whether paths a and b name one regular file: the same one when both exist, the same place when
+ * neither does (two outputs not written yet, however each path is spelt). Pipes and devices
+ * (/dev/null for both) are not. */
 static bool same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
     bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
     if (ea && eb)
         return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    return !ea && !eb && strcmp(a, b) == 0;
+    return !ea && !eb && same_place(a, b);
 }
 
 /* An output (--plot, --torch-snapshot) that would replace the log, the config or the other

@@ -464,7 +464,8 @@ static void write_trace(FILE *f, const trace *t, size_t count)
 /* replay.h: a pipe or a character device at `path` is written as it is (tmp ""); otherwise a
  * new file beside it, so that a failed write leaves what was there and no reader sees half a
  * file. A file already at path must be one crmm would write (the caller's own regular file with
- * one link, not a symbolic link): opened to append, which checks that and changes nothing. */
+ * one link, not a symbolic link): opened to append, which checks that and changes nothing; the
+ * new file takes its permissions. */
 crmm_status replay_output_open(const char *path, char *tmp, size_t tmp_size, int *fd)
 {
     struct stat sb;
@@ -483,6 +484,12 @@ crmm_status replay_output_open(const char *path, char *tmp, size_t tmp_size, int
         return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", path, strerror(ENAMETOOLONG));
     }
     crmm_status st = crmm_output_file_open(tmp, 0, fd);
+    if (st == CRMM_OK && exists && fchmod(*fd, sb.st_mode & 07777) != 0) { /* the replaced file's mode */
+        int err = errno;
+        close(*fd);
+        unlink(tmp);
+        st = crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", tmp, strerror(err));
+    }
     if (st != CRMM_OK) { /* named by the path asked for: "cannot write PATH: why" */
         char want[4300];
         snprintf(want, sizeof want, "cannot write %s: ", tmp);
