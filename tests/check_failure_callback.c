@@ -3,7 +3,13 @@
  * for a retry, one that gives up after N calls (RMM's tests), no callback, removing it, finding
  * the layer under another adaptor, which failures call it (retry_on), and bad calls. */
 #include "build_config.h"
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <crmm/failure_callback.h>
 #include "conformance.h"
 #include "test_support.h"
@@ -163,6 +169,57 @@ CRMM_TEST_IN("failure_callback", bad_calls)
     ck_assert_str_eq(crmm_resource_kind(fc), "failure_callback");
     ck_assert(crmm_resource_is_host_accessible(fc));
     crmm_test_release(fc, h);
+}
+
+/* Threads that set the callback while the process forks: the child's out-of-memory failure
+ * still reaches the callback (the lock it takes was not left held by a thread the child lacks).
+ * A child that hangs there is ended by its alarm. */
+typedef struct setter { pthread_t thread; crmm_resource *fc; atomic_int *stop; } setter;
+
+static counter fork_child_counter = {0, 0}; /* no retry: the child's failure comes back at once */
+
+static void *set_until_stopped(void *arg)
+{
+    setter *s = arg;
+    while (!atomic_load(s->stop))
+        crmm_failure_callback_set(s->fc, retry_n_times, &fork_child_counter);
+    return NULL;
+}
+
+CRMM_TEST_IN("failure_callback", a_child_forked_while_threads_set_the_callback_can_fail_over)
+{
+    enum { SETTERS = 2, FORKS = 200 };
+    crmm_resource *b, *fc;
+    make("1KiB", "", &b, &fc);
+    ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &fork_child_counter));
+    atomic_int stop = 0;
+    setter t[SETTERS];
+    for (int i = 0; i < SETTERS; i++) {
+        t[i] = (setter){.fc = fc, .stop = &stop};
+        ck_assert_int_eq(pthread_create(&t[i].thread, NULL, set_until_stopped, &t[i]), 0);
+    }
+    int status = 0, k;
+    for (k = 0; k < FORKS; k++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            signal(SIGALRM, SIG_DFL); /* not the runner's handler, which ends the whole test */
+            alarm(2);
+            void *p = NULL;
+            crmm_status st = crmm_resource_allocate(fc, 4096, NULL, &p);
+            _exit(st == CRMM_ERROR_OUT_OF_MEMORY && fork_child_counter.calls == 1 ? 0 : 1);
+        }
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            break;
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < SETTERS; i++)
+        ck_assert_int_eq(pthread_join(t[i].thread, NULL), 0);
+    ck_assert_msg(k == FORKS, "child %d: %s %d", k, WIFSIGNALED(status) ? "killed by signal" : "exit status",
+                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    crmm_test_release(fc, b);
 }
 
 int main(void)

@@ -5,7 +5,8 @@
  * The callback and its argument are set at run time through the control op (see
  * crmm/failure_callback.h) and kept as one pair under a mutex that only the failure path takes;
  * the callback itself runs without the lock, so it may free memory through this resource or set
- * another callback. Successful allocations cost one upstream call. */
+ * another callback. The mutex has a fork guard, so a child forked while another thread set the
+ * callback can still fail over to it. Successful allocations cost one upstream call. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -15,12 +16,14 @@
 #include <crmm/failure_callback.h>
 #include <crmm/plugin.h>
 #include "../common/adaptor.h"
+#include "../common/fork_guards.h"
 #include "../common/plugin_descriptor.h"
 
 typedef struct failure_callback_resource {
     crmm_resource base;
     bool retry_bad_alloc;             /* retry_on = bad_alloc: CRMM_ERROR_BAD_ALLOC too */
     pthread_mutex_t lock;             /* guards the pair below */
+    crmm_fork_guard lock_guard;       /* takes `lock` around a fork */
     crmm_failure_callback_args callback;
     crmm_alloc_counters counters;
 } failure_callback_resource;
@@ -89,6 +92,7 @@ static void failure_callback_destroy(crmm_resource *self)
 {
     failure_callback_resource *f = (failure_callback_resource *)self;
     crmm_counted_report_leaks(self, &f->counters);
+    crmm_fork_guard_remove(&f->lock_guard);
     pthread_mutex_destroy(&f->lock);
     free(f);
 }
@@ -114,6 +118,7 @@ static crmm_status failure_callback_create(const crmm_params *params, crmm_resou
         return CRMM_ERROR_OUT_OF_MEMORY;
     f->retry_bad_alloc = cfg.retry_on == 1;
     pthread_mutex_init(&f->lock, NULL);
+    fork_guard_add_mutex(&f->lock_guard, &f->lock);
     return adaptor_publish(&f->base, &failure_callback_ops, "failure_callback", upstream, out);
 }
 
