@@ -243,6 +243,67 @@ CRMM_TEST_IN("pool_expandable", maximum_size_bounds_what_it_maps)
     free_all(p, {a, 3 * PAGE}, {b, PAGE});
 }
 
+/* Requests no growth can ever serve: larger than maximum_size (224 KiB) once rounded up to
+ * 256 bytes, or, in an expandable pool, needing more whole pages than lie within it (3). Each
+ * ends with 0. The largest ones round past SIZE_MAX. */
+static const struct {
+    bool chunks;                   /* the driver lacks the virtual memory API: growth from upstream */
+    const char *params;
+    size_t never[7];
+} beyond_maximum[] = {
+    {false, "maximum_size=224KiB thread_cache=off",
+     {224 * KiB + 1, 3 * PAGE + 1, MiB, (size_t)1 << 50, SIZE_MAX - 255, SIZE_MAX, 0}},
+    {true, "maximum_size=224KiB initial_size=192KiB thread_cache=off",
+     {224 * KiB + 1, MiB, (size_t)1 << 50, SIZE_MAX - 255, SIZE_MAX, 0}},
+};
+
+/* A request larger than the maximum fails at once with out of memory: no device synchronization,
+ * no page unmapped, mapped or taken from the upstream, and the pool keeps what it held, its free
+ * blocks (one on another stream, one on the caller's) included, which serve the next request.
+ * Rows: expandable, chunks. */
+CRMM_LOOP_TEST_IN("pool_expandable", a_request_beyond_the_maximum_fails_at_once, 2)
+{
+    if (beyond_maximum[_i].chunks) {
+        fake_vmm.lookups_fail = 1;
+        crmm_test_log_capture_begin(); /* the warning that it grows from upstream */
+        p = expandable_pool(beyond_maximum[_i].params);
+        free(crmm_test_log_capture_end());
+    } else {
+        p = expandable_pool(beyond_maximum[_i].params);
+    }
+    unsigned char *a = alloc(p, PAGE), *b = alloc_on(p, PAGE, stream_n(1)), *c = alloc(p, PAGE);
+    free_on(p, b, PAGE, stream_n(1)); /* free, on another stream */
+    dealloc(p, c, PAGE);              /* free, on the caller's stream */
+    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED), free_bytes = q(p, CRMM_QUERY_BYTES_FREE);
+    ck_assert_uint_eq(reserved, 3 * PAGE);
+    fake_vmm_state before = fake_vmm;
+    for (int k = 0; beyond_maximum[_i].never[k]; k++) {
+        size_t n = beyond_maximum[_i].never[k];
+        void *x = (void *)1;
+        ck_assert_crmm(crmm_resource_allocate(p, n, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+        ck_assert_ptr_null(x);
+        char why[512];
+        snprintf(why, sizeof why, "%s", crmm_last_error()); /* before the queries below */
+        ck_assert_msg(fake_vmm.device_syncs == before.device_syncs, "%zu bytes: %d device synchronizations", n,
+                      fake_vmm.device_syncs - before.device_syncs);
+        ck_assert_msg(fake_vmm.unmaps == before.unmaps, "%zu bytes: %d unmaps", n, fake_vmm.unmaps - before.unmaps);
+        ck_assert_int_eq(fake_vmm.maps, before.maps);
+        ck_assert_int_eq(fake_vmm.creates, before.creates);
+        ck_assert_int_eq(fake_vmm.upstream_calls, before.upstream_calls);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), reserved);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), free_bytes);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), PAGE);
+        ck_assert_msg(strstr(why, "failed to allocate") && (n > SIZE_MAX - 255 || strstr(why, "maximum 224.0 KiB")),
+                      "%zu bytes: %s", n, why);
+    }
+    unsigned char *y = alloc(p, PAGE); /* the caller's free block, still there */
+    ck_assert_ptr_eq(y, c);
+    ck_assert_int_eq(fake_vmm.device_syncs, before.device_syncs);
+    free_all(p, {a, PAGE}, {y, PAGE});
+    if (!beyond_maximum[_i].chunks)
+        books_agree(p);
+}
+
 /* initial_size rounds up to whole pages, but never past maximum_size: the pool maps the whole
  * pages within the maximum, and a maximum under one page maps nothing and serves nothing. */
 CRMM_TEST_IN("pool_expandable", initial_size_never_maps_past_maximum_size)

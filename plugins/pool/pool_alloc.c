@@ -6,11 +6,13 @@
  * off as a free block of the same state, and puts the block in the live map. That is the whole
  * fast path: no CUDA call, no malloc, no scan. Anything else goes to
  * allocate_slow: spare records or map slots to allocate, a stream seen for the first time, and a
- * miss, which climbs a ladder (the table `ladder`, or `capture_ladder` while a stream is
- * captured): the size's own class, the other streams' free blocks (pool_streams_take: ordered by
- * a device synchronization or by an event, as stream_reuse says), the per-thread caches, growing
- * from upstream (pool_grow), every cache and growth again, and last the other streams' blocks
- * with a device synchronization allowed whatever fits.
+ * miss. A miss that no growth could ever serve (larger than maximum_size: pool_check_maximum)
+ * fails there at once, with nothing waited for or given back; any other climbs a ladder (the
+ * table `ladder`, or `capture_ladder` while a stream is captured): the size's own class, the
+ * other streams' free blocks (pool_streams_take: ordered by a device synchronization or by an
+ * event, as stream_reuse says), the per-thread caches, growing from upstream (pool_grow), every
+ * cache and growth again, and last the other streams' blocks with a device synchronization
+ * allowed whatever fits.
  *
  * deallocate removes the pointer from the live map (O(1); a pointer that is not there is refused
  * before anything changes: never handed out, already freed, or inside a block), checks that the
@@ -195,6 +197,11 @@ static crmm_status spare_for_cut(pool_resource *p)
 static crmm_status allocate_slow(pool_resource *p, crmm_cuda_stream_t stream, size_t size, pool_block_map *map,
                                  pool_stream **sp, pool_block **out)
 {
+    /* a request no growth could ever serve fails before anything changes: the ladder's
+     * out-of-memory path would wait for the device and give memory back for nothing */
+    crmm_status fits = pool_check_maximum(p, size);
+    if (fits != CRMM_OK)
+        return fits;
     pool_stream *s;
     /* two spare records: a new chunk's block (growth) and the rest of a split */
     crmm_status prepared = prepare_slow(p, stream, 2, map, &s);
@@ -387,6 +394,8 @@ static crmm_status cached_allocate(pool_resource *p, size_t bytes, size_t size, 
 static pool_block *grow_for_graph(pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream, crmm_status *st)
 {
     pool_stream *s;
+    if ((*st = pool_check_maximum(p, size)) != CRMM_OK)
+        return NULL;
     /* three spare records: the cut below the run of pages, the one above it, the rest of the request's */
     if ((*st = prepare_slow(p, stream, 3, &p->core.live, &s)) != CRMM_OK)
         return NULL;

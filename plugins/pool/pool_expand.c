@@ -71,7 +71,9 @@
  * use would; its mark rises with each growth, and trim still gives free pages back.
  * On out of memory (the device, the maximum, or the address range), every free page is
  * unmapped and growth is tried once more. Pages are unmapped from the highest address down, and
- * the pool never gives back so much that it would hold less than initial_size. */
+ * the pool never gives back so much that it would hold less than initial_size. A request that
+ * needs more whole pages than lie within the maximum never gets here: the allocation fails it
+ * first (pool_check_maximum), since giving pages back could not make room for it. */
 #include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>

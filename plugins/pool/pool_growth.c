@@ -4,10 +4,11 @@
  * it doubles; with a maximum it asks for max(request, half the room left below the maximum),
  * which never passes the maximum. When the upstream refuses, the attempt is halved, down to the
  * request itself; when that fails too, or the maximum leaves no room for the request, the
- * allocation fails with CRMM_ERROR_OUT_OF_MEMORY and the sizes in the message. Each chunk becomes
- * one free block of the stream that asked for it (memory from upstream is usable on that stream
- * at once); its blocks never merge with another chunk's, even when the two are adjacent in
- * memory, so every chunk can go back upstream whole.
+ * allocation fails with CRMM_ERROR_OUT_OF_MEMORY and the sizes in the message. A request larger
+ * than the maximum fails before any of that (pool_check_maximum): no synchronization, nothing
+ * taken or given back. Each chunk becomes one free block of the stream that asked for it (memory
+ * from upstream is usable on that stream at once); its blocks never merge with another chunk's,
+ * even when the two are adjacent in memory, so every chunk can go back upstream whole.
  *
  * trim gives back each chunk whose blocks are all free, after a device synchronization for a
  * device pool: the last uses of its blocks may be pending on any stream, possibly one the user
@@ -27,8 +28,8 @@ static size_t round_up(uint64_t n)
     return (size_t)((n + CRMM_ALLOCATION_ALIGNMENT - 1) & ~(uint64_t)(CRMM_ALLOCATION_ALIGNMENT - 1));
 }
 
-/* The out-of-memory error for a request of `size`, with the upstream's message when given. */
-static crmm_status out_of_memory(const pool_resource *p, size_t size, const char *upstream_error)
+/* The out-of-memory error for a request of `size`, with `reason` after the sizes when given. */
+static crmm_status out_of_memory(const pool_resource *p, size_t size, const char *reason)
 {
     char label[80], req[32], have[32], limit[32], max[48];
     crmm_format_size(size, req, sizeof req);
@@ -38,10 +39,28 @@ static crmm_status out_of_memory(const pool_resource *p, size_t size, const char
     else
         snprintf(max, sizeof max, "maximum %s", crmm_format_size(p->growth.maximum, limit, sizeof limit));
     pool_label(p, label, sizeof label);
-    if (upstream_error && *upstream_error)
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: failed to allocate %s (pool size %s, %s): upstream: %s", label,
-                              req, have, max, upstream_error);
+    if (reason && *reason)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: failed to allocate %s (pool size %s, %s): %s", label, req,
+                              have, max, reason);
     return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: failed to allocate %s (pool size %s, %s)", label, req, have, max);
+}
+
+crmm_status pool_check_maximum(const pool_resource *p, size_t size)
+{
+    uint64_t maximum = p->growth.maximum;
+    if (maximum == POOL_NO_MAXIMUM)
+        return CRMM_OK;
+    if (!p->growth.expandable)
+        return size > maximum ? out_of_memory(p, size, "more than its maximum size") : CRMM_OK;
+    /* the pool maps whole pages and never more than the maximum: a block of `size` needs at least
+     * size / page pages, rounded up (counted so that no sum can overflow) */
+    size_t page = p->growth.vmm.page;
+    if ((uint64_t)(size / page + (size % page != 0)) <= maximum / page)
+        return CRMM_OK;
+    char unit[32], reason[96];
+    snprintf(reason, sizeof reason, "more pages of %s than its maximum size holds",
+             crmm_format_size(page, unit, sizeof unit));
+    return out_of_memory(p, size, reason);
 }
 
 /* Take `size` bytes from upstream as a new chunk whose single free block goes to state s. */
@@ -94,9 +113,9 @@ static crmm_status growth_failed(const pool_resource *p, size_t size, crmm_statu
     const char *why = crmm_last_error();
     if (strncmp(why, "out of memory: ", 15) == 0)
         why += 15;
-    char copy[512];
-    snprintf(copy, sizeof copy, "%s", why);
-    return out_of_memory(p, size, copy);
+    char reason[512];
+    snprintf(reason, sizeof reason, "upstream: %s", why);
+    return out_of_memory(p, size, *why ? reason : NULL);
 }
 
 crmm_status pool_add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm_cuda_stream_t stream)
