@@ -4,7 +4,9 @@
  *    another frees (each cache counts the frees of the blocks its thread allocated), and a query
  *    that meets two threads' cache calls halfway through the caches sums one moment's counts;
  *  - an expandable pool out of room finds the free pages other threads' frees left, though the
- *    pool's own counts have not seen those frees yet;
+ *    pool's own counts have not seen those frees yet, and, when its own counts hold more blocks
+ *    than it reserves (each block counted again at each allocation, its frees left to a cache's
+ *    count), fails without a device synchronization where no free page could be given back;
  *  - a fork while a thread's full cache gives blocks back leaves the child every block, each in
  *    one place (a live map, a cache or a free list);
  *  - a cache whose stream's state cannot be made (malloc failing) keeps its blocks, without a
@@ -73,6 +75,53 @@ CRMM_LOOP_TEST_IN("counts", out_of_room_sees_the_frees_of_other_threads, 2)
     free_on(p, y, 2 * PAGE, NULL);
     for (int i = 1; i < 16; i += 2)
         worker_free(&h, p, x[i], PAGE);
+    worker_stop(&h);
+    crmm_resource_release(p);
+}
+
+/* An expandable pool at its maximum with no free page: a request of two pages fails without a
+ * device synchronization, an unmap or a change to what the pool holds, and a block freed later
+ * serves the next request, as with caches off (row 1). Before that, the worker allocated a page
+ * 20 times and this thread freed it each time: the pool's own counts, which see every
+ * allocation and none of those frees (the worker's cache counts them, and only the worker's own
+ * slow path or a drain of every cache folds them in), hold far more block bytes than the pool
+ * reserves. */
+CRMM_LOOP_TEST_IN("counts", out_of_room_with_nothing_free_does_not_wait, 2)
+{
+    bool caches = _i == 0;
+    crmm_resource *p = pool_in_form(EXPANDABLE, caches ? "maximum_size=1MiB thread_cache=on" : "maximum_size=1MiB thread_cache=off");
+    worker h;
+    worker_start(&h);
+    void *a = alloc_on(p, 256, NULL);
+    worker_free(&h, p, worker_alloc(&h, p, 256), 256);
+    free_on(p, a, 256, NULL);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), caches);
+    for (int i = 0; i < 20; i++)
+        free_on(p, worker_alloc(&h, p, PAGE), PAGE, NULL); /* this thread frees the other's block */
+    void *x[16];
+    for (int i = 0; i < 15; i++)
+        x[i] = alloc_on(p, PAGE, NULL);
+    x[15] = alloc_on(p, PAGE - KiB, NULL); /* every page of the maximum holds a live block */
+    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED), in_use = q(p, CRMM_QUERY_BYTES_IN_USE);
+    ck_assert_uint_eq(reserved, MiB);
+    if (caches) /* the case under test: the pool's own count passes what it reserves */
+        ck_assert_uint_gt((uint64_t)((pool_resource *)p)->core.counts.block_bytes, reserved);
+    int syncs = fake_vmm.device_syncs, unmaps = fake_vmm.unmaps;
+    void *y = NULL;
+    ck_assert_crmm(crmm_resource_allocate(p, 2 * PAGE, NULL, &y), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(y);
+    ck_assert_msg(fake_vmm.device_syncs == syncs, "thread_cache=%s: %d device synchronizations with no free page",
+                  caches ? "on" : "off", fake_vmm.device_syncs - syncs);
+    ck_assert_int_eq(fake_vmm.unmaps, unmaps);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), reserved);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), in_use);
+    free_on(p, x[0], PAGE, NULL);
+    y = alloc_on(p, PAGE, NULL); /* the page just freed */
+    ck_assert_ptr_eq(y, x[0]);
+    ck_assert_int_eq(fake_vmm.device_syncs, syncs);
+    free_on(p, y, PAGE, NULL);
+    for (int i = 1; i < 16; i++)
+        free_on(p, x[i], i < 15 ? PAGE : PAGE - KiB, NULL);
     worker_stop(&h);
     crmm_resource_release(p);
 }

@@ -115,6 +115,20 @@ static uint64_t releasable_bytes(const pool_resource *p)
     return c.pages * p->growth.vmm.page;
 }
 
+/* Bytes in every stream's free blocks, or fewer: reserved less the pool's own count of block
+ * bytes, which is exact while the caches are off. With them on, a block whose free only a cache
+ * has counted (another thread's free of a block in a cache's live map, a full cache's blocks
+ * going back to a free list) lies in a free list while the pool's count still holds it, and is
+ * held again when the pool hands it out again, so that count may pass what the pool reserves.
+ * The difference is then 0, not a wrapped figure that would make out of memory synchronize and
+ * gather where nothing can be given back; draining every cache folds their counts in (the rung
+ * after growth does, then grows again). */
+static uint64_t free_bytes_lower_bound(const pool_resource *p)
+{
+    uint64_t counted = (uint64_t)p->core.counts.block_bytes;
+    return p->growth.reserved > counted ? p->growth.reserved - counted : 0;
+}
+
 struct block_list { pool_block **b; size_t n; };
 
 static bool collect(pool_block *b, void *arg)
@@ -292,7 +306,7 @@ static void reap_lent(pool_resource *p, bool synchronized)
 static crmm_status release_beyond(pool_resource *p, pool_stream *holder, uint64_t keep, bool any_free, bool *released)
 {
     *released = false;
-    uint64_t free_bytes = p->growth.reserved - (uint64_t)p->core.counts.block_bytes;
+    uint64_t free_bytes = free_bytes_lower_bound(p);
     if (any_free ? free_bytes < keep + p->growth.vmm.page || p->growth.reserved < p->growth.initial + p->growth.vmm.page : !pages_to_release(p, keep))
         return CRMM_OK;
     crmm_status st = pool_streams_synchronize(&p->core.streams);
@@ -547,7 +561,7 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
         want = (size_t)(p->growth.reserved / POOL_EXPAND_THREAD_STEP);
     for (;;) {
         grow_plan plan = plan_step(p, s, size, want, fresh);
-        uint64_t free_bytes = p->growth.reserved - (uint64_t)p->core.counts.block_bytes;
+        uint64_t free_bytes = free_bytes_lower_bound(p);
         bool can_move = free_bytes > p->growth.release_threshold && free_bytes >= (size < v->page ? size : v->page);
         /* budget: a move beyond once per mark, paid for */
         bool paid = budget_rules && p->growth.moved_since_mark && budget_allows(p, size, plan.pages);
