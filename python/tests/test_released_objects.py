@@ -1,12 +1,16 @@
 """Objects used after their C object is gone, and memory freed twice (no device needed): a
 clear Python exception, never a call into libcrmm with a dangling or NULL handle."""
 
+import copy
+
 import pytest
 
 import crmm
 import crmm.mr as mr
 from crmm._errors import StateError
 from crmm.pylibrmm.device_buffer import DeviceBuffer
+from crmm.pylibrmm.stream import Stream
+from test_device_buffer_alloc import HostAsDevice
 
 
 def released(res):
@@ -99,3 +103,52 @@ def test_a_resource_released_by_hand_leaves_the_registry():
             assert mr.MemoryResource._adopt(lib.crmm_resource_retain(res.ptr)) is res
             break
 
+
+
+def released_stream():
+    """A view of a caller's CUDA stream (made without a device: no CUDA call), released by hand."""
+    stream = Stream(0x5000)
+    stream.__del__()
+    return stream
+
+
+STREAM_USES = {
+    "allocate": lambda s: mr.HostMemoryResource().allocate(8, s),
+    "deallocate": lambda s: mr.HostMemoryResource().deallocate(0, 0, s),
+    "handle": lambda s: s.handle,
+    "__cuda_stream__": lambda s: s.__cuda_stream__(),
+    "is_default": lambda s: s.is_default(),
+    "synchronize": lambda s: s.synchronize(),
+    "a new buffer": lambda s: DeviceBuffer(size=0, mr=HostAsDevice().mr, stream=s),
+    "to_device": lambda s: DeviceBuffer.to_device(b"", stream=s),
+    "copy_to_host": lambda s: DeviceBuffer(size=0, mr=HostAsDevice().mr).copy_to_host(stream=s),
+    "copy_from_host": lambda s: DeviceBuffer(size=0, mr=HostAsDevice().mr).copy_from_host(b"", stream=s),
+    "resize": lambda s: DeviceBuffer(size=0, mr=HostAsDevice().mr).resize(0, stream=s),
+    "a view of it": Stream,
+    "copy": copy.copy,
+}
+
+
+@pytest.mark.parametrize("use", STREAM_USES.values(), ids=STREAM_USES.keys())
+def test_a_released_stream_raises_state_error(use):
+    """Work on a released stream is refused, never queued on the default stream instead."""
+    with pytest.raises(StateError, match="released"):
+        use(released_stream())
+
+
+def test_a_view_of_a_stream_released_later_raises_state_error():
+    """A view shares its original's CUDA stream: once the original destroyed it, the view is
+    refused too rather than handing libcrmm the stream object that is gone."""
+    original = Stream(0x5000)
+    view = Stream(original)
+    original.__del__()
+    with pytest.raises(StateError, match="released"):
+        mr.HostMemoryResource().allocate(8, view)
+
+
+def test_releasing_a_stream_twice_is_harmless():
+    released_stream().__del__()
+
+
+def test_repr_of_a_released_stream_says_so():
+    assert repr(released_stream()) == "<crmm Stream (released)>"

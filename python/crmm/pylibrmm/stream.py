@@ -9,6 +9,7 @@ kept alive with the view and never destroyed by it), or one of the default strea
 import ctypes
 from enum import IntEnum
 
+from .._errors import StateError
 from .._handles import HandleOwner
 from .._host import pointer_arg
 from .._lib import check, lib
@@ -94,8 +95,13 @@ class Stream(HandleOwner):
     so the stream) alive; pickling raises TypeError.
     """
 
+    # _ptr: the crmm_stream * as an int, None once the object is released (its __del__ called,
+    # by hand or by Python); _owner: what keeps the CUDA stream alive (a Stream this one views, a
+    # CudaStreamPool, another library's stream object) or None; _destroy: whether releasing
+    # this object destroys the crmm_stream (a new stream, or a view of another library's).
+
     def __init__(self, obj=None, flags=None):
-        self._cstream = None
+        self._ptr = None
         self._owner = None
         self._destroy = False
         if flags is not None and obj is not None:
@@ -103,20 +109,20 @@ class Stream(HandleOwner):
         if obj is None:
             out = ctypes.c_void_p()
             check(lib.crmm_stream_create(int(_flags_arg(flags)), ctypes.byref(out)))
-            self._cstream, self._destroy = out.value, True
+            self._ptr, self._destroy = out.value, True
         elif isinstance(obj, Stream):
-            self._cstream, self._owner = obj._cstream, obj
+            self._ptr, self._owner = obj._cstream, obj
         else:
             handle = foreign_handle(obj)
             out = ctypes.c_void_p()
             check(lib.crmm_stream_view(handle, ctypes.byref(out)))
-            self._cstream, self._owner, self._destroy = out.value, obj, True
+            self._ptr, self._owner, self._destroy = out.value, obj, True
 
     @classmethod
     def _from_cstream(cls, cstream, owner=None, destroy=False):
         """Wrap a crmm_stream * (destroyed with the object when `destroy`)."""
         s = cls.__new__(cls)
-        s._cstream, s._owner, s._destroy = cstream, owner, destroy
+        s._ptr, s._owner, s._destroy = cstream, owner, destroy
         return s
 
     def __copy__(self):
@@ -126,9 +132,28 @@ class Stream(HandleOwner):
         return Stream(self)
 
     def __del__(self, _destroy_fn=lib.crmm_stream_destroy):
-        if getattr(self, "_destroy", False) and self._cstream:
-            _destroy_fn(self._cstream)
-            self._cstream = None
+        """Release the object: destroy the crmm_stream it owns; any later use of it raises
+        StateError. Harmless a second time."""
+        ptr = getattr(self, "_ptr", None)
+        self._ptr = None
+        if ptr and getattr(self, "_destroy", False):
+            _destroy_fn(ptr)
+
+    @property
+    def _released(self):
+        """True once this object, or the Stream whose stream it views, was released."""
+        owner = getattr(self, "_owner", None)
+        return getattr(self, "_ptr", None) is None or (isinstance(owner, Stream) and owner._released)
+
+    @property
+    def _cstream(self):
+        """The crmm_stream * to hand libcrmm; StateError once released (see _released): libcrmm
+        reads NULL as the default stream, so a released stream passed on would queue the work
+        there instead, and a view of a destroyed one would hand it freed memory."""
+        ptr, owner = self._ptr, self._owner
+        if ptr is None or (isinstance(owner, Stream) and owner._released):
+            raise StateError("this Stream was released; it cannot be used", "CRMM_ERROR_STATE")
+        return ptr
 
     @property
     def handle(self):
@@ -148,12 +173,18 @@ class Stream(HandleOwner):
         check(lib.crmm_stream_synchronize(self._cstream))
 
     def __eq__(self, other):
-        return isinstance(other, Stream) and self.handle == other.handle
+        if not isinstance(other, Stream):
+            return False
+        if self._released or other._released:  # no stream to compare: equal only to itself
+            return self is other
+        return self.handle == other.handle
 
     def __hash__(self):
-        return hash(self.handle)
+        return hash(None if self._released else self.handle)
 
     def __repr__(self):
+        if self._released:  # repr must not raise: it shows in tracebacks and logs
+            return "<crmm Stream (released)>"
         return f"<crmm Stream 0x{self.handle:x}{' (default)' if self.is_default() else ''}>"
 
 
