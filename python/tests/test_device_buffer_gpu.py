@@ -5,6 +5,7 @@ import pytest
 
 import crmm as rmm
 import crmm.mr as mr
+from crmm._errors import StateError
 from crmm.pylibrmm.cuda_stream_pool import CudaStreamPool
 from crmm.pylibrmm.device_buffer import copy_device_to_ptr, copy_ptr_to_host
 from crmm.pylibrmm.stream import CudaStreamFlags, Stream
@@ -82,6 +83,18 @@ def test_stream_pool_hands_out_its_streams(gpu):
     assert pool.get_stream(-1).handle == pool.get_stream(3).handle
     s = pool.get_stream()
     assert bytes(rmm.DeviceBuffer.to_device(b"ok", stream=s)) == b"ok"
+
+
+def test_a_stream_of_a_released_pool_raises_state_error(gpu):
+    """The pool's streams are destroyed with it: a Stream it handed out is refused afterwards
+    rather than handing libcrmm a stream object that is gone."""
+    pool = CudaStreamPool(pool_size=2)
+    s = pool.get_stream()
+    pool.__del__()
+    with pytest.raises(StateError, match="released"):
+        s.synchronize()
+    with pytest.raises(StateError, match="released"):
+        rmm.DeviceBuffer(size=8, stream=s)
 
 
 def test_buffers_come_from_the_current_resource(gpu):

@@ -8,6 +8,7 @@ import pytest
 import crmm
 import crmm.mr as mr
 from crmm._errors import StateError
+from crmm.pylibrmm.cuda_stream_pool import CudaStreamPool
 from crmm.pylibrmm.device_buffer import DeviceBuffer
 from crmm.pylibrmm.stream import Stream
 from test_device_buffer_alloc import HostAsDevice
@@ -152,3 +153,17 @@ def test_releasing_a_stream_twice_is_harmless():
 
 def test_repr_of_a_released_stream_says_so():
     assert repr(released_stream()) == "<crmm Stream (released)>"
+
+
+def released_pool():
+    """A CudaStreamPool as its __del__ leaves it (making a pool needs a device)."""
+    pool = CudaStreamPool.__new__(CudaStreamPool)
+    pool._pool = None
+    return pool
+
+
+@pytest.mark.parametrize("use", [lambda p: p.get_pool_size(), lambda p: p.get_stream(), lambda p: p.get_stream(0)],
+                         ids=["get_pool_size", "get_stream", "get_stream(id)"])
+def test_a_released_stream_pool_raises_state_error(use):
+    with pytest.raises(StateError, match="released"):
+        use(released_pool())

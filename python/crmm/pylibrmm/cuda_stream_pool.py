@@ -2,6 +2,7 @@
 
 import ctypes
 
+from .._errors import StateError
 from .._handles import HandleOwner
 from .._lib import check, lib
 from .stream import CudaStreamFlags, Stream, _flags_arg
@@ -48,6 +49,19 @@ class CudaStreamPool(HandleOwner):
             _destroy_fn(self._pool)
             self._pool = None
 
+    @property
+    def _released(self):
+        """True once the pool was released (its __del__ called by hand): its streams are gone,
+        and so are those of the Streams it handed out."""
+        return not getattr(self, "_pool", None)
+
+    @property
+    def _handle(self):
+        """The crmm_stream_pool *, or StateError once released."""
+        if self._released:
+            raise StateError("this CudaStreamPool was released; it cannot be used", "CRMM_ERROR_STATE")
+        return self._pool
+
     def get_pool_size(self):
         """Get the pool size.
 
@@ -56,7 +70,7 @@ class CudaStreamPool(HandleOwner):
         int
             The number of streams in the pool
         """
-        return int(lib.crmm_stream_pool_get_pool_size(self._pool))
+        return int(lib.crmm_stream_pool_get_pool_size(self._handle))
 
     def get_stream(self, stream_id=None):
         """Get a Stream from the pool (optionally by ID).
@@ -74,11 +88,11 @@ class CudaStreamPool(HandleOwner):
         """
         out = ctypes.c_void_p()
         if stream_id is None:
-            check(lib.crmm_stream_pool_get_stream(self._pool, ctypes.byref(out)))
+            check(lib.crmm_stream_pool_get_stream(self._handle, ctypes.byref(out)))
         else:
             if isinstance(stream_id, bool) or not isinstance(stream_id, int):
                 raise TypeError(f"stream_id must be an int or None, not {type(stream_id).__name__}")
             if not -(1 << 63) <= stream_id < 1 << 63:
                 raise OverflowError(f"stream_id {stream_id} does not fit in 64 bits")
-            check(lib.crmm_stream_pool_get_stream_by_id(self._pool, stream_id, ctypes.byref(out)))
+            check(lib.crmm_stream_pool_get_stream_by_id(self._handle, stream_id, ctypes.byref(out)))
         return Stream._from_cstream(out.value, owner=self)

@@ -79,6 +79,12 @@ def foreign_handle(obj):
     raise TypeError(f"Cannot create stream from {type(obj)}")
 
 
+def _owner_released(owner):
+    """Whether `owner`, the object keeping a Stream's CUDA stream alive, is one of crmm's (a
+    Stream, a CudaStreamPool) that was released: its stream is gone with it."""
+    return isinstance(owner, HandleOwner) and getattr(owner, "_released", False)
+
+
 class Stream(HandleOwner):
     """A CUDA stream.
 
@@ -141,17 +147,17 @@ class Stream(HandleOwner):
 
     @property
     def _released(self):
-        """True once this object, or the Stream whose stream it views, was released."""
-        owner = getattr(self, "_owner", None)
-        return getattr(self, "_ptr", None) is None or (isinstance(owner, Stream) and owner._released)
+        """True once this object, or the Stream or CudaStreamPool whose stream it views, was
+        released."""
+        return getattr(self, "_ptr", None) is None or _owner_released(getattr(self, "_owner", None))
 
     @property
     def _cstream(self):
         """The crmm_stream * to hand libcrmm; StateError once released (see _released): libcrmm
         reads NULL as the default stream, so a released stream passed on would queue the work
         there instead, and a view of a destroyed one would hand it freed memory."""
-        ptr, owner = self._ptr, self._owner
-        if ptr is None or (isinstance(owner, Stream) and owner._released):
+        ptr = self._ptr
+        if ptr is None or _owner_released(self._owner):
             raise StateError("this Stream was released; it cannot be used", "CRMM_ERROR_STATE")
         return ptr
 
