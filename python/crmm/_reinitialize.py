@@ -42,8 +42,6 @@ def _devices_arg(devices):
         listed = [_mr._device_arg(d) for d in devices]
     except TypeError:
         raise TypeError(f"devices must be an int or a list of ints, not {devices!r}") from None
-    if not listed:
-        raise ValueError("devices must name at least one device")
     for d in listed:
         if d < 0:
             raise ValueError(f"device {d} is not a device ordinal")
@@ -76,7 +74,8 @@ def reinitialize(
     log_file_name=None,
 ):
     """Run the reinitialize hooks, then give each of `devices` (an int or a list; None is device
-    0, as in RMM) a new resource:
+    0, as in RMM) a new resource; as in RMM, an empty list gives none a new one (the hooks still
+    run) and a device not listed keeps its resource:
     cudaMalloc (or cudaMallocManaged with `managed_memory`), under a pool of
     `initial_pool_size`/`maximum_pool_size` (ints or size strings; pool defaults when None) with
     `pool_allocator`, logged to `log_file_name` with ".dev<N>" before its extension with

@@ -71,7 +71,6 @@ def test_a_hook_must_be_callable():
         ({"devices": "0"}, TypeError),
         ({"devices": True}, TypeError),
         ({"devices": [0, 1.5]}, TypeError),
-        ({"devices": []}, ValueError),
         ({"devices": -1}, ValueError),
         ({"devices": 2**40}, ValueError),
         ({"pool_allocator": True, "initial_pool_size": -1}, ValueError),
@@ -194,3 +193,25 @@ def test_a_log_name_that_is_a_directory_gets_rmm_s_suffix(tmp_path):
     assert _reinitialize._log_file_for(str(tmp_path / "logs"), 0) == str(tmp_path / "logs.dev0")
     log = crmm.mr.LoggingResourceAdaptor(crmm.mr.HostMemoryResource(), str(tmp_path / "logs"))
     assert log.get_file_name() == str(tmp_path / "logs.dev0")
+
+
+REINIT_NO_DEVICES = """
+import crmm
+import crmm.mr as mr
+before = mr.get_per_device_resource(0)
+ran = []
+crmm.register_reinitialize_hook(ran.append, "hook")
+crmm.reinitialize(pool_allocator=True, devices=[])
+assert ran == ["hook"], ran
+assert mr.get_per_device_resource(0) is before, mr.get_per_device_resource(0)
+print("ok")
+"""
+
+
+def test_an_empty_device_list_runs_the_hooks_and_changes_no_device(tmp_path):
+    """RMM builds a resource for each device listed: for none, it runs the hooks and sets
+    nothing (no error)."""
+    config = host_config(tmp_path, "[crmm]\ndefault = h\n[resource.h]\nplugin = host\n")
+    done = run_python(REINIT_NO_DEVICES, env={"CRMM_CONFIG": config}, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
