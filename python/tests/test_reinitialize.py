@@ -215,3 +215,25 @@ def test_an_empty_device_list_runs_the_hooks_and_changes_no_device(tmp_path):
     done = run_python(REINIT_NO_DEVICES, env={"CRMM_CONFIG": config}, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
 
+
+REINIT_ONE_OF_TWO_DEVICES = """
+import contextlib
+import crmm, crmm._lib as _lib
+from crmm.pylibrmm.memory_resource import _memory_resource as m
+# two devices stood in for: host resources, and C's table of device resources a dict
+_lib.device_context = lambda device: contextlib.nullcontext()
+m.CudaMemoryResource = m.HostMemoryResource
+resources = {0: m.HostMemoryResource(), 1: m.HostMemoryResource()}
+m.set_per_device_resource = resources.__setitem__
+before = dict(resources)
+crmm.reinitialize(devices=[1])
+assert resources[0] is before[0], "device 0 was not listed but got a new resource"
+assert resources[1] is not before[1] and type(resources[1]) is m.HostMemoryResource
+print("ok")
+"""
+
+
+def test_devices_not_listed_keep_their_resource():
+    """As in RMM, reinitialize sets the resource of the devices listed and of no other."""
+    done = run_python(REINIT_ONE_OF_TWO_DEVICES, timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
