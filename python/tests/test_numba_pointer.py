@@ -180,3 +180,24 @@ def test_the_manager_allocates_in_c_where_the_extension_is_built(backend):
     else:
         assert manager.memalloc.__func__ is crmm_numba.RMMNumbaManager.memalloc
     assert manager.context is CONTEXT
+
+
+def test_the_manager_is_freed_when_its_last_reference_goes():
+    """Numba drops its memory manager with its context: the manager (and the context it holds)
+    goes at once by reference counting, not only when the cycle collector next runs."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        manager = crmm_numba.RMMNumbaManager(context=CONTEXT)
+        gone = weakref.ref(manager)
+        del manager
+        assert gone() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@pytest.mark.parametrize("size, error", [(-1, ValueError), ("8", TypeError), (1 << 64, OverflowError)])
+def test_the_manager_refuses_bad_sizes(size, error):
+    with pytest.raises(error):
+        crmm_numba.RMMNumbaManager(context=CONTEXT).memalloc(size)

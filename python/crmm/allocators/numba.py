@@ -4,6 +4,7 @@ arrays live in memory from the current device's crmm resource, each allocation a
 that its CrmmMemoryPointer frees when it goes (docs/python.md)."""
 
 import ctypes
+import functools
 
 from numba import cuda
 from numba.cuda import HostOnlyCUDAMemoryManager, IpcHandle, MemoryPointer
@@ -77,11 +78,14 @@ class RMMNumbaManager(HostOnlyCUDAMemoryManager):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if _alloc.extension is not None:
-            # memalloc's common case in one C call (crmm/_fastalloc.c); the method below is its
-            # fallback and the whole allocator where the extension is not built (or is off)
+            # memalloc's common case in one C call (crmm/_fastalloc.c); _memory_pointer on this
+            # context serves the rest, and the method below is the whole allocator where the
+            # extension is not built (or is off). The fallback holds the context, not the
+            # manager: the manager holding an allocator that holds the manager would be a
+            # cycle, left for the cycle collector with the context it keeps alive.
             self.memalloc = _alloc.extension.numba_allocator(
                 CrmmMemoryPointer, _device_pointer, self.context, _DEFAULT_CSTREAM, None, _lib,
-                RMMNumbaManager.memalloc.__get__(self))
+                functools.partial(_memory_pointer, self.context))
 
     def initialize(self):
         pass
