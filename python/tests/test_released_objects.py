@@ -113,6 +113,15 @@ def released_stream():
     return stream
 
 
+# host memory that libcrmm takes for device memory (a DeviceBuffer without a device); kept for
+# the whole module, as its callbacks must outlive the buffers made from it
+DEVICE_MEMORY = HostAsDevice()
+
+
+def empty_buffer():
+    return DeviceBuffer(size=0, mr=DEVICE_MEMORY.mr)
+
+
 STREAM_USES = {
     "allocate": lambda s: mr.HostMemoryResource().allocate(8, s),
     "deallocate": lambda s: mr.HostMemoryResource().deallocate(0, 0, s),
@@ -120,11 +129,11 @@ STREAM_USES = {
     "__cuda_stream__": lambda s: s.__cuda_stream__(),
     "is_default": lambda s: s.is_default(),
     "synchronize": lambda s: s.synchronize(),
-    "a new buffer": lambda s: DeviceBuffer(size=0, mr=HostAsDevice().mr, stream=s),
+    "a new buffer": lambda s: DeviceBuffer(size=0, mr=DEVICE_MEMORY.mr, stream=s),
     "to_device": lambda s: DeviceBuffer.to_device(b"", stream=s),
-    "copy_to_host": lambda s: DeviceBuffer(size=0, mr=HostAsDevice().mr).copy_to_host(stream=s),
-    "copy_from_host": lambda s: DeviceBuffer(size=0, mr=HostAsDevice().mr).copy_from_host(b"", stream=s),
-    "resize": lambda s: DeviceBuffer(size=0, mr=HostAsDevice().mr).resize(0, stream=s),
+    "copy_to_host": lambda s: empty_buffer().copy_to_host(stream=s),
+    "copy_from_host": lambda s: empty_buffer().copy_from_host(b"", stream=s),
+    "resize": lambda s: empty_buffer().resize(0, stream=s),
     "a view of it": Stream,
     "copy": copy.copy,
 }
