@@ -1,6 +1,7 @@
 """A pool of CUDA streams: rmm.pylibrmm.cuda_stream_pool over libcrmm's crmm_stream_pool."""
 
 import ctypes
+import weakref
 
 from .._errors import StateError
 from .._handles import HandleOwner
@@ -45,14 +46,18 @@ class CudaStreamPool(HandleOwner):
         return self.__copy__()
 
     def __del__(self, _destroy_fn=lib.crmm_stream_pool_destroy):
-        if getattr(self, "_pool", None):
-            _destroy_fn(self._pool)
-            self._pool = None
+        """Release the pool: destroy its streams; the Streams it handed out are released with
+        them (their use raises StateError). Harmless a second time."""
+        pool = getattr(self, "_pool", None)
+        self._pool = None
+        for stream in list(self.__dict__.pop("_handed_out", None) or ()):
+            stream._release()
+        if pool:
+            _destroy_fn(pool)
 
     @property
     def _released(self):
-        """True once the pool was released (its __del__ called by hand): its streams are gone,
-        and so are those of the Streams it handed out."""
+        """True once the pool was released (its __del__ called by hand)."""
         return not getattr(self, "_pool", None)
 
     @property
@@ -95,4 +100,9 @@ class CudaStreamPool(HandleOwner):
             if not -(1 << 63) <= stream_id < 1 << 63:
                 raise OverflowError(f"stream_id {stream_id} does not fit in 64 bits")
             check(lib.crmm_stream_pool_get_stream_by_id(self._handle, stream_id, ctypes.byref(out)))
-        return Stream._from_cstream(out.value, owner=self)
+        stream = Stream._from_cstream(out.value, owner=self)
+        handed_out = self.__dict__.get("_handed_out")
+        if handed_out is None:
+            handed_out = self._handed_out = weakref.WeakSet()
+        handed_out.add(stream)
+        return stream

@@ -7,6 +7,7 @@ kept alive with the view and never destroyed by it), or one of the default strea
 """
 
 import ctypes
+import weakref
 from enum import IntEnum
 
 from .._errors import StateError
@@ -79,12 +80,6 @@ def foreign_handle(obj):
     raise TypeError(f"Cannot create stream from {type(obj)}")
 
 
-def _owner_released(owner):
-    """Whether `owner`, the object keeping a Stream's CUDA stream alive, is one of crmm's (a
-    Stream, a CudaStreamPool) that was released: its stream is gone with it."""
-    return isinstance(owner, HandleOwner) and getattr(owner, "_released", False)
-
-
 class Stream(HandleOwner):
     """A CUDA stream.
 
@@ -101,13 +96,18 @@ class Stream(HandleOwner):
     so the stream) alive; pickling raises TypeError.
     """
 
-    # _ptr: the crmm_stream * as an int, None once the object is released (its __del__ called,
-    # by hand or by Python); _owner: what keeps the CUDA stream alive (a Stream this one views, a
-    # CudaStreamPool, another library's stream object) or None; _destroy: whether releasing
-    # this object destroys the crmm_stream (a new stream, or a view of another library's).
+    # _cstream: the crmm_stream * as an int, a plain attribute (every allocation reads it);
+    # _owner: what keeps the CUDA stream alive (a Stream this one views, a CudaStreamPool,
+    # another library's stream object) or None; _destroy: whether releasing this object
+    # destroys the crmm_stream (a new stream, or a view of another library's); _views: the
+    # Streams viewing this one (a weak set, made with the first), released with it.
+    # Released (its __del__ called, by hand or by Python, or its owner's), the object becomes a
+    # _ReleasedStream, whose every use raises StateError: libcrmm reads NULL as the default
+    # stream, so a released stream passed on would queue the work there instead, and a view of
+    # a destroyed one would hand it freed memory.
 
     def __init__(self, obj=None, flags=None):
-        self._ptr = None
+        self._cstream = None
         self._owner = None
         self._destroy = False
         if flags is not None and obj is not None:
@@ -115,21 +115,39 @@ class Stream(HandleOwner):
         if obj is None:
             out = ctypes.c_void_p()
             check(lib.crmm_stream_create(int(_flags_arg(flags)), ctypes.byref(out)))
-            self._ptr, self._destroy = out.value, True
+            self._cstream, self._destroy = out.value, True
         elif isinstance(obj, Stream):
-            self._ptr, self._owner = obj._cstream, obj
+            self._cstream, self._owner = obj._cstream, obj
+            obj._add_view(self)
         else:
             handle = foreign_handle(obj)
             out = ctypes.c_void_p()
             check(lib.crmm_stream_view(handle, ctypes.byref(out)))
-            self._ptr, self._owner, self._destroy = out.value, obj, True
+            self._cstream, self._owner, self._destroy = out.value, obj, True
 
     @classmethod
     def _from_cstream(cls, cstream, owner=None, destroy=False):
         """Wrap a crmm_stream * (destroyed with the object when `destroy`)."""
         s = cls.__new__(cls)
-        s._ptr, s._owner, s._destroy = cstream, owner, destroy
+        s._cstream, s._owner, s._destroy = cstream, owner, destroy
         return s
+
+    def _add_view(self, view):
+        """Release `view` (a Stream over this one's stream) when this one is released."""
+        views = self.__dict__.get("_views")
+        if views is None:
+            views = self._views = weakref.WeakSet()
+        views.add(view)
+
+    def _release(self):
+        """Make this object and the Streams viewing it _ReleasedStreams (destroying nothing)."""
+        views = self.__dict__.pop("_views", None)
+        try:
+            self.__class__ = _ReleasedStream
+        except TypeError:  # a subclass with a layout of its own: NULL, as before it was released
+            self.__dict__["_cstream"] = None
+        for view in list(views or ()):
+            view._release()
 
     def __copy__(self):
         return Stream(self)
@@ -138,28 +156,18 @@ class Stream(HandleOwner):
         return Stream(self)
 
     def __del__(self, _destroy_fn=lib.crmm_stream_destroy):
-        """Release the object: destroy the crmm_stream it owns; any later use of it raises
-        StateError. Harmless a second time."""
-        ptr = getattr(self, "_ptr", None)
-        self._ptr = None
-        if ptr and getattr(self, "_destroy", False):
+        """Release the object: destroy the crmm_stream it owns; any later use of it, or of a
+        Stream viewing it, raises StateError. Harmless a second time."""
+        ptr = self.__dict__.get("_cstream")
+        self._release()
+        if ptr and self.__dict__.get("_destroy", False):
             _destroy_fn(ptr)
 
     @property
     def _released(self):
         """True once this object, or the Stream or CudaStreamPool whose stream it views, was
         released."""
-        return getattr(self, "_ptr", None) is None or _owner_released(getattr(self, "_owner", None))
-
-    @property
-    def _cstream(self):
-        """The crmm_stream * to hand libcrmm; StateError once released (see _released): libcrmm
-        reads NULL as the default stream, so a released stream passed on would queue the work
-        there instead, and a view of a destroyed one would hand it freed memory."""
-        ptr = self._ptr
-        if ptr is None or _owner_released(self._owner):
-            raise StateError("this Stream was released; it cannot be used", "CRMM_ERROR_STATE")
-        return ptr
+        return False
 
     @property
     def handle(self):
@@ -192,6 +200,22 @@ class Stream(HandleOwner):
         if self._released:  # repr must not raise: it shows in tracebacks and logs
             return "<crmm Stream (released)>"
         return f"<crmm Stream 0x{self.handle:x}{' (default)' if self.is_default() else ''}>"
+
+
+class _ReleasedStream(Stream):
+    """A Stream once released: its _cstream (a data descriptor, ahead of the instance's own
+    attribute) raises StateError, so every use does; releasing it again does nothing."""
+
+    @property
+    def _cstream(self):
+        raise StateError("this Stream was released; it cannot be used", "CRMM_ERROR_STATE")
+
+    @property
+    def _released(self):
+        return True
+
+    def __del__(self, _destroy_fn=None):
+        pass
 
 
 def as_stream(stream):
