@@ -5,7 +5,8 @@
  * pool. A VMM handle's pages are imported one by one (cuMemImportFromShareableHandle), mapped in
  * a row into a fresh address range and made readable and writable on the current device; each
  * page's handle is released once mapped, so the mapping alone keeps the physical memory, and
- * closing unmaps and frees the range. The driver functions are looked up through
+ * closing unmaps and frees the range. Closing runs on the device the import was made on, where
+ * work may still use the memory. The driver functions are looked up through
  * crmm_cuda_driver_lookup, as the expandable pool does, so that libcrmm links only the runtime
  * and a test program can supply a scripted driver. */
 #include "build_config.h"
@@ -67,6 +68,7 @@ struct crmm_ipc_mapping {
     int kind;
     void *ptr;                 /* what the caller uses */
     size_t size;
+    int device;                /* the device current at the import, where the mapping is used */
     cudaMemPool_t pool;        /* async: the imported pool */
     uintptr_t base;            /* VMM: the reserved range */
     size_t range;
@@ -92,10 +94,9 @@ static crmm_status import_async(const crmm_ipc_handle *h, const ipc_wire *w, crm
         return st;
     /* an imported pool inherits no access: only its resident device may use it until access is
      * set for the current one, where the mapping is to be used */
-    int device = 0;
-    st = crmm_cuda_current_device(&device);
+    st = crmm_cuda_current_device(&m->device);
     if (st == CRMM_OK) {
-        struct cudaMemLocation here = {.type = cudaMemLocationTypeDevice, .id = device};
+        struct cudaMemLocation here = {.type = cudaMemLocationTypeDevice, .id = m->device};
         enum cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
         bool asked = cudaMemPoolGetAccess(&flags, m->pool, &here) == cudaSuccess;
         if (!asked || flags != cudaMemAccessFlagsProtReadWrite) {
@@ -151,8 +152,7 @@ static crmm_status import_vmm(const crmm_ipc_handle *h, const ipc_wire *w, crmm_
     pthread_once(&driver_once, load_driver);
     if (driver_missing[0])
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "ipc: import: %s", driver_missing);
-    int device = 0;
-    crmm_status st = crmm_cuda_current_device(&device);
+    crmm_status st = crmm_cuda_current_device(&m->device);
     if (st != CRMM_OK)
         return crmm_error_add_context("ipc: import needs a CUDA device");
     CUmemAllocationHandleType type =
@@ -183,7 +183,7 @@ static crmm_status import_vmm(const crmm_ipc_handle *h, const ipc_wire *w, crmm_
         CUmemAccessDesc access;
         memset(&access, 0, sizeof access);
         access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        access.location.id = device;
+        access.location.id = m->device;
         access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         r = drv.set_access((CUdeviceptr)m->base, m->range, &access, 1);
         if (r != CUDA_SUCCESS)
@@ -236,6 +236,18 @@ crmm_status crmm_ipc_close(crmm_ipc_mapping *m)
         free(m); /* the driver takes the mappings with the process */
         return CRMM_OK;
     }
+    /* work on the import's device may still use the memory, and both cudaFree and
+     * cudaDeviceSynchronize wait for the current device: make the import's device current for
+     * the close, whichever device the caller has current, and give the caller's back after */
+    crmm_device_guard guard;
+    st = crmm_cuda_device_enter(m->device, &guard);
+    if (st != CRMM_OK) {
+        /* what it maps stays mapped: without its device nothing can wait for its work */
+        st = crmm_error_add_context("ipc: close: device %d, where the import was made, cannot be made current; "
+                                    "the memory stays mapped", m->device);
+        free(m);
+        return st;
+    }
     if (m->kind == CRMM_IPC_KIND_ASYNC) {
         st = crmm_cuda_status(cudaFree(m->ptr), "ipc: close: cudaFree");
         /* the imported pool goes with its last pointer; a driver that keeps it until the
@@ -243,7 +255,7 @@ crmm_status crmm_ipc_close(crmm_ipc_mapping *m)
         if (cudaMemPoolDestroy(m->pool) != cudaSuccess)
             cudaGetLastError();
     } else {
-        /* no work may use the range any more: wait for the device before unmapping */
+        /* no work may use the range any more: wait for its device before unmapping */
         st = crmm_cuda_status(cudaDeviceSynchronize(), "ipc: close: cudaDeviceSynchronize");
         for (size_t i = 0; i < m->mapped; i++) {
             CUresult r = drv.unmap((CUdeviceptr)(m->base + i * m->page), m->page);
@@ -255,6 +267,7 @@ crmm_status crmm_ipc_close(crmm_ipc_mapping *m)
         if (r != CUDA_SUCCESS && st == CRMM_OK)
             st = driver_error(r, "cuMemAddressFree");
     }
+    crmm_cuda_device_restore(&guard);
     free(m);
     return st;
 }

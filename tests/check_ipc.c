@@ -117,6 +117,48 @@ CRMM_LOOP_TEST_IN("ipc", freeing_in_either_order_leaks_nothing, 2)
     ck_assert_int_eq(fake_vmm.frees, fake_vmm.reserves); /* the pool's range and the import's */
 }
 
+/* The device current at the last device synchronization, and how many there were. */
+static int synced_device = -1, device_syncs_seen;
+
+static void note_device_sync(int what, cudaStream_t s)
+{
+    (void)s;
+    if (what == FAKE_ORDER_DEVICE_SYNC) {
+        synced_device = fake_vmm.device;
+        device_syncs_seen++;
+    }
+}
+
+/* An import made on device 1, closed while device 0 is current: work on device 1 may still use
+ * the mapping, so close waits for device 1 before it unmaps, and device 0 is current again
+ * afterwards. */
+CRMM_TEST_IN("ipc", close_waits_for_the_device_the_import_was_made_on)
+{
+    crmm_resource *p = ipc_pool("ipc=true");
+    void *b = crmm_test_allocate(p, 2 * PAGE);
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(p, b, 2 * PAGE, &h));
+    fake_vmm.devices = 2;
+    fake_vmm.device = 1;
+    crmm_ipc_mapping *m = NULL;
+    ck_assert_crmm_ok(crmm_ipc_import(h, &m));
+    crmm_ipc_handle_free(h);
+    fake_vmm.device = 0;
+    synced_device = -1, device_syncs_seen = 0;
+    fake_vmm_order_hook = note_device_sync;
+    int unmaps = fake_vmm.unmaps;
+    ck_assert_crmm_ok(crmm_ipc_close(m));
+    fake_vmm_order_hook = NULL;
+    ck_assert_int_eq(device_syncs_seen, 1);
+    ck_assert_int_eq(synced_device, 1);
+    ck_assert_int_eq(fake_vmm.device, 0);
+    ck_assert_int_gt(fake_vmm.unmaps, unmaps);
+    ck_assert_int_eq(fake_vmm.imported_live, 0);
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
+    crmm_resource_release(p);
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+}
+
 /* A child process receives the handle over a UNIX socket and checks that each descriptor names
  * the same allocation as the parent's; more pages than one message can carry. */
 CRMM_TEST_IN("ipc", a_handle_travels_to_another_process_with_its_descriptors)

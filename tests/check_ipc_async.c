@@ -76,10 +76,13 @@ cudaError_t cudaMemPoolImportPointer(void **ptr, cudaMemPool_t pool, struct cuda
     imported_pointers++;
     return cudaSuccess;
 }
+/* The device current at the last cudaFree: it waits for that device's work before it frees. */
+static int freed_on = -1;
 cudaError_t cudaFree(void *ptr) /* an imported pointer's release */
 {
     (void)ptr;
     imported_pointers--;
+    freed_on = fake_mempool_current;
     return cudaSuccess;
 }
 
@@ -235,8 +238,34 @@ CRMM_TEST(an_import_on_another_device_gets_access_there)
     ck_assert_crmm_ok(crmm_ipc_import(h, &m));
     ck_assert_int_eq(access_set_for, 1);
     fake_mempool_current = 0;
-    fake_mempool_devices = 1;
     ck_assert_crmm_ok(crmm_ipc_close(m));
+    fake_mempool_devices = 1;
+    crmm_ipc_handle_free(h);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
+    crmm_resource_release(mr);
+}
+
+/* Imported on device 1, closed while device 0 is current: the pointer is freed on device 1, where
+ * work may still use it (cudaFree waits for the current device's work), and device 0 is current
+ * again afterwards. */
+CRMM_TEST(a_close_frees_on_the_device_the_import_was_made_on)
+{
+    crmm_resource *mr = crmm_test_create("async", "enable_ipc=true", NULL);
+    void *p = NULL;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 4096, NULL, &p));
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(mr, p, 4096, &h));
+    fake_mempool_devices = 2;
+    fake_mempool_current = 1;
+    crmm_ipc_mapping *m = NULL;
+    ck_assert_crmm_ok(crmm_ipc_import(h, &m));
+    fake_mempool_current = 0;
+    freed_on = -1;
+    ck_assert_crmm_ok(crmm_ipc_close(m));
+    ck_assert_int_eq(freed_on, 1);
+    ck_assert_int_eq(fake_mempool_current, 0);
+    ck_assert_int_eq(imported_pointers, 0);
+    fake_mempool_devices = 1;
     crmm_ipc_handle_free(h);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
     crmm_resource_release(mr);

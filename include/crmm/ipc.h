@@ -100,8 +100,13 @@ CRMM_API crmm_status crmm_ipc_import(const crmm_ipc_handle *h, crmm_ipc_mapping 
 CRMM_API void *crmm_ipc_mapping_ptr(const crmm_ipc_mapping *m);
 CRMM_API size_t crmm_ipc_mapping_size(const crmm_ipc_mapping *m);
 
-/* Unmap and release what crmm_ipc_import mapped, and free m (no work may still use it). NULL:
- * CRMM_OK. Errors: CRMM_ERROR_CUDA (a driver call failed; m is freed all the same). */
+/* Unmap and release what crmm_ipc_import mapped, and free m (no more work may be queued that uses
+ * it). Work already queued on the device the import was made on may still use it: close waits for
+ * that device first (cudaDeviceSynchronize; for an `async` import, cudaFree's own wait), making it
+ * current for the call whichever device the caller has current; the caller's current device is
+ * the same on return. NULL: CRMM_OK. Errors: CRMM_ERROR_CUDA (a driver call failed; m is freed
+ * all the same; where the import's device could not be made current, the memory stays mapped,
+ * since nothing could wait for its work). */
 CRMM_API crmm_status crmm_ipc_close(crmm_ipc_mapping *m);
 
 /* ---- for plugins: the export control op ---------------------------------------------------- */

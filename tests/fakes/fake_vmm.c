@@ -248,12 +248,15 @@ static CUresult fake_unmap(CUdeviceptr ptr, size_t size)
     return CUDA_SUCCESS;
 }
 
+static int device_count(void) { return fake_vmm.devices > 1 ? fake_vmm.devices : 1; }
+
 static CUresult fake_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
     if (fault(&fake_vmm.set_access_fails_in))
         return fake_vmm.set_access_error ? (CUresult)fake_vmm.set_access_error : CUDA_ERROR_UNKNOWN;
     fake_range *rg = range_of((uintptr_t)ptr, size);
-    if (count != 1 || desc->location.id != 0 || desc->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE || !rg)
+    if (count != 1 || desc->location.id < 0 || desc->location.id >= device_count() ||
+        desc->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE || !rg)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = ((uintptr_t)ptr - rg->base) / fv.page; i < ((uintptr_t)ptr + size - rg->base) / fv.page; i++)
         if (!rg->page_handle[i])
@@ -399,9 +402,15 @@ cudaError_t cudaDeviceSynchronize(void)
         order(FAKE_ORDER_DEVICE_SYNC, NULL);
     return e;
 }
-cudaError_t cudaGetDevice(int *device) { *device = 0; return cudaSuccess; }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
-cudaError_t cudaGetDeviceCount(int *count) { *count = 1; return cudaSuccess; }
+cudaError_t cudaGetDevice(int *device) { *device = fake_vmm.device; return cudaSuccess; }
+cudaError_t cudaSetDevice(int device)
+{
+    if (device < 0 || device >= device_count())
+        return cudaErrorInvalidDevice;
+    fake_vmm.device = device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceCount(int *count) { *count = device_count(); return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 {

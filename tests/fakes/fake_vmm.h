@@ -38,6 +38,9 @@ typedef struct fake_vmm_state {
     int export_unsupported;      /* the device says it cannot export POSIX file descriptors */
     int exports, imports;        /* cuMemExportToShareableHandle, cuMemImportFromShareableHandle */
     int imported_live;           /* imported handles still held (by a handle or a mapping) */
+    int devices;                 /* devices cudaGetDeviceCount reports (0: one); cuMemSetAccess
+                                  * takes any of them */
+    int device;                  /* the current device (cudaGetDevice, cudaSetDevice) */
     uintptr_t range;             /* the pool's reservation (the first made), 0: none */
     size_t range_size;
     /* faults: when n > 0, the nth such call from now fails (once), with *_error (0: a default:
