@@ -74,6 +74,9 @@ struct crmm_ipc_mapping {
     size_t range;
     size_t page;
     size_t mapped;             /* VMM: pages mapped from base on */
+    bool close_failed;         /* a close failed: m is kept (leaked with what that close could not
+                                * release), so that a second close is refused instead of freeing
+                                * m twice */
 };
 
 /* The shareable handle i of h, as cuMemImportFromShareableHandle and its runtime twin take it. */
@@ -137,14 +140,33 @@ static crmm_status import_async(const crmm_ipc_handle *h, const ipc_wire *w, crm
     return CRMM_OK;
 }
 
-static void unmap_vmm(crmm_ipc_mapping *m)
+/* Unmap the pages m maps, then free its address range. A page whose unmap fails may still be
+ * mapped: it keeps its memory, and the range stays reserved, since freed the driver could place
+ * another reservation over the live mapping; both are leaked, and m->base and m->mapped still
+ * name them. The other pages are unmapped all the same. */
+static crmm_status unmap_vmm(crmm_ipc_mapping *m)
 {
-    for (size_t i = 0; i < m->mapped; i++)
-        drv.unmap((CUdeviceptr)(m->base + i * m->page), m->page);
+    size_t kept = 0;
+    CUresult first = CUDA_SUCCESS;
+    for (size_t i = 0; i < m->mapped; i++) {
+        CUresult r = drv.unmap((CUdeviceptr)(m->base + i * m->page), m->page);
+        if (r != CUDA_SUCCESS && !kept++)
+            first = r;
+    }
+    if (kept) {
+        crmm_cuda_driver_status(first, "cuMemUnmap");
+        return crmm_error_add_context("%zu of %zu pages could not be unmapped, so the address range at %p stays "
+                                      "reserved with them",
+                                      kept, m->mapped, (void *)m->base);
+    }
     m->mapped = 0;
-    if (m->base)
-        drv.address_free((CUdeviceptr)m->base, m->range);
+    if (!m->base)
+        return CRMM_OK;
+    CUresult r = drv.address_free((CUdeviceptr)m->base, m->range);
+    if (r != CUDA_SUCCESS)
+        return driver_error(r, "cuMemAddressFree");
     m->base = 0;
+    return CRMM_OK;
 }
 
 static crmm_status import_vmm(const crmm_ipc_handle *h, const ipc_wire *w, crmm_ipc_mapping *m)
@@ -192,7 +214,8 @@ static crmm_status import_vmm(const crmm_ipc_handle *h, const ipc_wire *w, crmm_
     if (st != CRMM_OK) {
         char message[512];
         snprintf(message, sizeof message, "%s", crmm_last_error());
-        unmap_vmm(m);
+        if (unmap_vmm(m) != CRMM_OK)
+            return crmm_set_error(st, "%s (backing out: %s)", message, crmm_last_error_detail());
         return crmm_set_error(st, "%s", message);
     }
     m->ptr = (void *)(m->base + (uintptr_t)w->offset);
@@ -224,14 +247,38 @@ crmm_status crmm_ipc_import(const crmm_ipc_handle *h, crmm_ipc_mapping **out)
     return CRMM_OK;
 }
 
-void *crmm_ipc_mapping_ptr(const crmm_ipc_mapping *m) { return m ? m->ptr : NULL; }
-size_t crmm_ipc_mapping_size(const crmm_ipc_mapping *m) { return m ? m->size : 0; }
+void *crmm_ipc_mapping_ptr(const crmm_ipc_mapping *m) { return m && !m->close_failed ? m->ptr : NULL; }
+size_t crmm_ipc_mapping_size(const crmm_ipc_mapping *m) { return m && !m->close_failed ? m->size : 0; }
+
+/* Release an async import: the pointer, then the pool it came from. */
+static crmm_status close_async(crmm_ipc_mapping *m)
+{
+    crmm_status st = crmm_cuda_status(cudaFree(m->ptr), "ipc: close: cudaFree");
+    /* the imported pool goes with its last pointer; a driver that keeps it until the context
+     * ends refuses this, which costs nothing */
+    if (cudaMemPoolDestroy(m->pool) != cudaSuccess)
+        cudaGetLastError();
+    return st;
+}
+
+/* Release a VMM import: wait for the current device (the import's), unmap, free the range. */
+static crmm_status close_vmm(crmm_ipc_mapping *m)
+{
+    /* no work may use the range any more: wait for its device before unmapping */
+    crmm_status st = crmm_cuda_status(cudaDeviceSynchronize(), "ipc: close: cudaDeviceSynchronize");
+    crmm_status unmapped = unmap_vmm(m);
+    if (unmapped != CRMM_OK) /* its message says what is kept */
+        return crmm_error_add_context("ipc: close");
+    return st;
+}
 
 crmm_status crmm_ipc_close(crmm_ipc_mapping *m)
 {
     if (!m)
         return CRMM_OK;
-    crmm_status st = CRMM_OK;
+    if (m->close_failed)
+        return crmm_set_error(CRMM_ERROR_STATE, "ipc: close: this mapping's close failed before; what it could not "
+                                                "release stays, and it is not closed twice");
     if (crmm_process_exiting()) {
         free(m); /* the driver takes the mappings with the process */
         return CRMM_OK;
@@ -240,34 +287,20 @@ crmm_status crmm_ipc_close(crmm_ipc_mapping *m)
      * cudaDeviceSynchronize wait for the current device: make the import's device current for
      * the close, whichever device the caller has current, and give the caller's back after */
     crmm_device_guard guard;
-    st = crmm_cuda_device_enter(m->device, &guard);
+    crmm_status st = crmm_cuda_device_enter(m->device, &guard);
     if (st != CRMM_OK) {
-        /* what it maps stays mapped: without its device nothing can wait for its work */
-        st = crmm_error_add_context("ipc: close: device %d, where the import was made, cannot be made current; "
-                                    "the memory stays mapped", m->device);
-        free(m);
+        /* nothing is released: without its device nothing can wait for the work that uses it */
+        m->close_failed = true;
+        return crmm_error_add_context("ipc: close: device %d, where the import was made, cannot be made current; "
+                                      "nothing is released",
+                                      m->device);
+    }
+    st = m->kind == CRMM_IPC_KIND_ASYNC ? close_async(m) : close_vmm(m);
+    crmm_cuda_device_restore(&guard);
+    if (st != CRMM_OK) {
+        m->close_failed = true;
         return st;
     }
-    if (m->kind == CRMM_IPC_KIND_ASYNC) {
-        st = crmm_cuda_status(cudaFree(m->ptr), "ipc: close: cudaFree");
-        /* the imported pool goes with its last pointer; a driver that keeps it until the
-         * context ends refuses this, which costs nothing */
-        if (cudaMemPoolDestroy(m->pool) != cudaSuccess)
-            cudaGetLastError();
-    } else {
-        /* no work may use the range any more: wait for its device before unmapping */
-        st = crmm_cuda_status(cudaDeviceSynchronize(), "ipc: close: cudaDeviceSynchronize");
-        for (size_t i = 0; i < m->mapped; i++) {
-            CUresult r = drv.unmap((CUdeviceptr)(m->base + i * m->page), m->page);
-            if (r != CUDA_SUCCESS && st == CRMM_OK)
-                st = driver_error(r, "cuMemUnmap");
-        }
-        m->mapped = 0;
-        CUresult r = drv.address_free((CUdeviceptr)m->base, m->range);
-        if (r != CUDA_SUCCESS && st == CRMM_OK)
-            st = driver_error(r, "cuMemAddressFree");
-    }
-    crmm_cuda_device_restore(&guard);
     free(m);
-    return st;
+    return CRMM_OK;
 }

@@ -159,6 +159,64 @@ CRMM_TEST_IN("ipc", close_waits_for_the_device_the_import_was_made_on)
     ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
 }
 
+/* At close the unmap of the first page fails: that page may still be mapped, so the import's
+ * address range is not freed (the driver could place another reservation over the live mapping)
+ * and the page keeps its memory; the other pages are unmapped, and the error names cuMemUnmap. The
+ * mapping is then closed for good: its pointer is NULL, and a second close is refused without a
+ * driver call (not a second free). */
+CRMM_TEST_IN("ipc", a_failed_unmap_at_close_keeps_the_address_range)
+{
+    crmm_resource *p = ipc_pool("ipc=true");
+    void *b = crmm_test_allocate(p, 2 * PAGE);
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(p, b, 2 * PAGE, &h));
+    crmm_ipc_mapping *m = NULL;
+    ck_assert_crmm_ok(crmm_ipc_import(h, &m));
+    crmm_ipc_handle_free(h);
+    int pages = fake_vmm.imports;
+    ck_assert_int_ge(pages, 2);
+    int unmaps = fake_vmm.unmaps, address_frees = fake_vmm.address_free_calls;
+    fake_vmm.unmap_fails_in = 1;
+    ck_assert_crmm(crmm_ipc_close(m), CRMM_ERROR_CUDA);
+    ck_assert_error_contains("cuMemUnmap");
+    ck_assert_int_eq(fake_vmm.address_free_calls, address_frees);
+    ck_assert_int_eq(fake_vmm.unmaps - unmaps, pages - 1);
+    ck_assert_int_eq(fake_vmm.imported_live, 1);
+    ck_assert_ptr_null(crmm_ipc_mapping_ptr(m));
+    ck_assert_uint_eq(crmm_ipc_mapping_size(m), 0);
+    int syncs = fake_vmm.device_syncs;
+    ck_assert_crmm(crmm_ipc_close(m), CRMM_ERROR_STATE);
+    ck_assert_int_eq(fake_vmm.unmaps - unmaps, pages - 1);
+    ck_assert_int_eq(fake_vmm.address_free_calls, address_frees);
+    ck_assert_int_eq(fake_vmm.device_syncs, syncs);
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
+    crmm_resource_release(p);
+}
+
+/* An import that fails once its pages are mapped (cuMemSetAccess refused) unmaps them again; when
+ * one of those unmaps fails, the range is kept as at close, and the error is the access call's,
+ * naming the unmap too. */
+CRMM_TEST_IN("ipc", a_failed_unmap_while_an_import_backs_out_keeps_the_address_range)
+{
+    crmm_resource *p = ipc_pool("ipc=true");
+    void *b = crmm_test_allocate(p, 2 * PAGE);
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(p, b, 2 * PAGE, &h));
+    int address_frees = fake_vmm.address_free_calls;
+    fake_vmm.set_access_fails_in = 1;
+    fake_vmm.unmap_fails_in = 1;
+    crmm_ipc_mapping *m = (crmm_ipc_mapping *)0x1;
+    ck_assert_crmm(crmm_ipc_import(h, &m), CRMM_ERROR_CUDA);
+    ck_assert_ptr_null(m);
+    ck_assert_error_contains("cuMemSetAccess");
+    ck_assert_error_contains("cuMemUnmap");
+    ck_assert_int_eq(fake_vmm.address_free_calls, address_frees);
+    ck_assert_int_eq(fake_vmm.imported_live, 1);
+    crmm_ipc_handle_free(h);
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
+    crmm_resource_release(p);
+}
+
 /* A child process receives the handle over a UNIX socket and checks that each descriptor names
  * the same allocation as the parent's; more pages than one message can carry. */
 CRMM_TEST_IN("ipc", a_handle_travels_to_another_process_with_its_descriptors)

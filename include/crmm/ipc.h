@@ -96,7 +96,8 @@ CRMM_API crmm_status crmm_ipc_recv(int socket_fd, crmm_ipc_handle **out);
  * handle comes from this very process, or the memory is gone), CRMM_ERROR_OUT_OF_MEMORY. */
 CRMM_API crmm_status crmm_ipc_import(const crmm_ipc_handle *h, crmm_ipc_mapping **out);
 
-/* The imported memory's device pointer and size (NULL and 0 for NULL). */
+/* The imported memory's device pointer and size (NULL and 0 for NULL, and for a mapping whose
+ * crmm_ipc_close failed). */
 CRMM_API void *crmm_ipc_mapping_ptr(const crmm_ipc_mapping *m);
 CRMM_API size_t crmm_ipc_mapping_size(const crmm_ipc_mapping *m);
 
@@ -104,9 +105,16 @@ CRMM_API size_t crmm_ipc_mapping_size(const crmm_ipc_mapping *m);
  * it). Work already queued on the device the import was made on may still use it: close waits for
  * that device first (cudaDeviceSynchronize; for an `async` import, cudaFree's own wait), making it
  * current for the call whichever device the caller has current; the caller's current device is
- * the same on return. NULL: CRMM_OK. Errors: CRMM_ERROR_CUDA (a driver call failed; m is freed
- * all the same; where the import's device could not be made current, the memory stays mapped,
- * since nothing could wait for its work). */
+ * the same on return. NULL: CRMM_OK.
+ * Errors: CRMM_ERROR_CUDA (a CUDA call failed, the message names it: cudaSetDevice when the
+ * import's device cannot be made current, then nothing is released since nothing can wait for
+ * its work; cudaDeviceSynchronize, cudaFree; cuMemUnmap, then each page that could not be
+ * unmapped stays mapped, holding its memory, and the import's address range stays reserved rather
+ * than freed, so that nothing else is placed over a live mapping; cuMemAddressFree),
+ * CRMM_ERROR_STATE (m's close failed before; or the CUDA runtime is unloading). After an error m
+ * is not freed: it is kept, closed, with whatever could not be released (both leak), its pointer
+ * and size read NULL and 0, and passing it to crmm_ipc_close again is refused with
+ * CRMM_ERROR_STATE without a CUDA call. */
 CRMM_API crmm_status crmm_ipc_close(crmm_ipc_mapping *m);
 
 /* ---- for plugins: the export control op ---------------------------------------------------- */

@@ -102,6 +102,7 @@ static fake_range *range_of(uintptr_t p, size_t n)
 
 static CUresult fake_address_free(CUdeviceptr ptr, size_t size)
 {
+    fake_vmm.address_free_calls++;
     fake_range *r = range_of((uintptr_t)ptr, size);
     if (!r || r->base != (uintptr_t)ptr || r->size != size)
         return CUDA_ERROR_INVALID_VALUE; /* not a range */

@@ -29,6 +29,7 @@ typedef struct fake_vmm_state {
     size_t physical;             /* bytes held by live allocations */
     size_t physical_peak;
     int creates, releases, maps, unmaps, set_access, reserves, frees, device_syncs;
+    int address_free_calls;      /* cuMemAddressFree calls, refused ones included (frees: done) */
     int stream_queries;          /* cudaStreamQuery calls */
     int streams_busy;            /* cudaStreamQuery says every stream still has work queued */
     int events_busy;             /* cudaEventQuery says no event has completed */
