@@ -194,12 +194,18 @@ static crmm_status import_vmm(const crmm_ipc_handle *h, const ipc_wire *w, crmm_
             break;
         }
         r = drv.map((CUdeviceptr)(m->base + i * m->page), m->page, 0, ph, 0);
-        drv.release(ph); /* the mapping keeps the memory from here on */
+        /* the mapping keeps the memory from here on; a handle the driver does not release would
+         * keep it after the mapping goes, so that fails the import too */
+        CUresult released = drv.release(ph);
         if (r != CUDA_SUCCESS) {
             st = driver_error(r, "cuMemMap");
             break;
         }
         m->mapped++;
+        if (released != CUDA_SUCCESS) {
+            st = driver_error(released, "cuMemRelease");
+            break;
+        }
     }
     if (st == CRMM_OK) {
         CUmemAccessDesc access;

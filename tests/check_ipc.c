@@ -217,6 +217,29 @@ CRMM_TEST_IN("ipc", a_failed_unmap_while_an_import_backs_out_keeps_the_address_r
     crmm_resource_release(p);
 }
 
+/* The driver refuses to release an imported page's handle once it is mapped: the mapping would
+ * then never let go of that memory, so the import fails naming cuMemRelease, and unmaps and frees
+ * what it had mapped. */
+CRMM_TEST_IN("ipc", an_import_whose_handle_cannot_be_released_fails)
+{
+    crmm_resource *p = ipc_pool("ipc=true");
+    void *b = crmm_test_allocate(p, 2 * PAGE);
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(p, b, 2 * PAGE, &h));
+    int maps = fake_vmm.maps, unmaps = fake_vmm.unmaps, frees = fake_vmm.frees;
+    fake_vmm.release_fails_in = 1;
+    crmm_ipc_mapping *m = (crmm_ipc_mapping *)0x1;
+    ck_assert_crmm(crmm_ipc_import(h, &m), CRMM_ERROR_CUDA);
+    ck_assert_ptr_null(m);
+    ck_assert_error_contains("cuMemRelease");
+    ck_assert_int_eq(fake_vmm.maps - maps, 1); /* nothing more is imported after it */
+    ck_assert_int_eq(fake_vmm.unmaps - unmaps, 1);
+    ck_assert_int_eq(fake_vmm.frees - frees, 1);
+    crmm_ipc_handle_free(h);
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
+    crmm_resource_release(p);
+}
+
 /* A child process receives the handle over a UNIX socket and checks that each descriptor names
  * the same allocation as the parent's; more pages than one message can carry. */
 CRMM_TEST_IN("ipc", a_handle_travels_to_another_process_with_its_descriptors)

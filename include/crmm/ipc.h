@@ -93,7 +93,8 @@ CRMM_API crmm_status crmm_ipc_recv(int socket_fd, crmm_ipc_handle **out);
  * freed afterwards. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL argument, or an `async` handle whose
  * size is more than the allocation it names: the size is the peer's word), CRMM_ERROR_UNSUPPORTED
  * (the driver lacks a function the import needs), CRMM_ERROR_CUDA (the driver refused, e.g. the
- * handle comes from this very process, or the memory is gone), CRMM_ERROR_OUT_OF_MEMORY. */
+ * handle comes from this very process, or the memory is gone, or it would not release an imported
+ * page's handle, which would then hold its memory after close), CRMM_ERROR_OUT_OF_MEMORY. */
 CRMM_API crmm_status crmm_ipc_import(const crmm_ipc_handle *h, crmm_ipc_mapping **out);
 
 /* The imported memory's device pointer and size (NULL and 0 for NULL, and for a mapping whose

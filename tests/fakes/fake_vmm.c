@@ -175,8 +175,16 @@ static void drop_handle(CUmemGenericAllocationHandle h)
     fv.handle_released[h] = 0;
 }
 
+/* Whether the call that a fault counter counts down fails now. */
+static int fault(int *fails_in)
+{
+    return *fails_in > 0 && --*fails_in == 0;
+}
+
 static CUresult fake_release(CUmemGenericAllocationHandle h)
 {
+    if (fault(&fake_vmm.release_fails_in))
+        return fake_vmm.release_error ? (CUresult)fake_vmm.release_error : CUDA_ERROR_UNKNOWN;
     if (!live_handle(h))
         return CUDA_ERROR_INVALID_VALUE;
     fake_vmm.releases++;
@@ -185,12 +193,6 @@ static CUresult fake_release(CUmemGenericAllocationHandle h)
     else
         drop_handle(h);
     return CUDA_SUCCESS;
-}
-
-/* Whether the call that a fault counter counts down fails now. */
-static int fault(int *fails_in)
-{
-    return *fails_in > 0 && --*fails_in == 0;
 }
 
 static CUresult fake_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,

@@ -46,8 +46,8 @@ typedef struct fake_vmm_state {
     size_t range_size;
     /* faults: when n > 0, the nth such call from now fails (once), with *_error (0: a default:
      * CUDA_ERROR_OUT_OF_MEMORY for cuMemMap, CUDA_ERROR_UNKNOWN for the others) */
-    int map_fails_in, set_access_fails_in, unmap_fails_in;
-    int map_error, set_access_error, unmap_error;
+    int map_fails_in, set_access_fails_in, unmap_fails_in, release_fails_in;
+    int map_error, set_access_error, unmap_error, release_error;
 } fake_vmm_state;
 
 /* The counters and settings; tests read and set them directly. */
