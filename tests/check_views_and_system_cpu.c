@@ -1,8 +1,8 @@
 /* check_views_and_system_cpu.c — cuda_async_view, async_managed, system and sam_headroom against
  * a scripted CUDA: which pool, stream and placement reach the driver, what create refuses and
  * why (no pool handle or 0, no memory pools, a driver before CUDA 13, no pageable memory access,
- * a missing headroom), that neither view destroys its pool, that a free waits for its stream,
- * and that a failed placement leaves nothing allocated.
+ * a missing headroom), that neither view destroys its pool, that a free waits for its stream
+ * (a default one on the resource's device), and that a failed placement leaves nothing allocated.
  *
  * This program defines the CUDA runtime functions the plugins call; it is linked with
  * -export-dynamic, so the plugins' (and libcrmm's) calls land here. The script is a few
@@ -19,7 +19,7 @@
 /* ---- the scripted CUDA ------------------------------------------------------------------- */
 
 static struct script {
-    int pools_supported, pageable, driver;
+    int devices, pools_supported, pageable, driver;
     cudaError_t default_pool_error, advise_error, sync_error;
     size_t free_bytes, total_bytes;
 } sc;
@@ -30,21 +30,31 @@ static struct seen {
     int allocs, frees, syncs, pools_destroyed, default_pool_calls;
     struct cudaMemLocation default_pool_location;
     enum cudaMemAllocationType default_pool_type;
+    int synced_on; /* the device current at the last cudaStreamSynchronize */
     int advises;
     struct { const void *ptr; size_t count; struct cudaMemLocation where; } advice[4];
 } seen;
+
+static int current_device;
 
 static int managed_pool_token, caller_pool_token;
 
 static void script_defaults(void)
 {
     memset(&seen, 0, sizeof seen);
-    sc = (struct script){.pools_supported = 1, .pageable = 1, .driver = 13000, .free_bytes = 1 << 20, .total_bytes = 4 << 20};
+    current_device = 0;
+    sc = (struct script){.devices = 1, .pools_supported = 1, .pageable = 1, .driver = 13000, .free_bytes = 1 << 20, .total_bytes = 4 << 20};
 }
 
-cudaError_t cudaGetDevice(int *device) { *device = 0; return cudaSuccess; }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
-cudaError_t cudaGetDeviceCount(int *count) { *count = 1; return cudaSuccess; }
+cudaError_t cudaGetDevice(int *device) { *device = current_device; return cudaSuccess; }
+cudaError_t cudaSetDevice(int device)
+{
+    if (device < 0 || device >= sc.devices)
+        return cudaErrorInvalidDevice;
+    current_device = device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceCount(int *count) { *count = sc.devices; return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 cudaError_t cudaDriverGetVersion(int *version) { *version = sc.driver; return cudaSuccess; }
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
@@ -109,6 +119,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     seen.syncs++;
     seen.synced_stream = stream;
+    seen.synced_on = current_device;
     return sc.sync_error;
 }
 
@@ -262,6 +273,37 @@ CRMM_TEST_IN("system", system_is_plain_host_memory_and_a_free_waits_for_its_stre
     ck_assert_int_eq(seen.syncs, syncs + 1);
     ck_assert_ptr_eq(seen.synced_stream, s);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    crmm_resource_release(mr);
+}
+
+/* A default stream (the legacy one, the per-thread one) names a stream of whichever device is
+ * current: a free on one, made while another device is current, waits for the default stream of
+ * the resource's device, where the block was used, and leaves the caller's device current. A
+ * created stream carries its device: nothing is switched for it. */
+CRMM_TEST_IN("system", a_free_on_a_default_stream_waits_on_the_resources_device)
+{
+    script_defaults();
+    sc.devices = 2;
+    crmm_resource *mr = crmm_test_create("system", NULL, NULL);
+    ck_assert_int_eq(mr->device, 0);
+    const cudaStream_t streams[] = {NULL, cudaStreamLegacy, cudaStreamPerThread};
+    for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
+        void *p = crmm_test_allocate(mr, 1000);
+        ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+        seen.synced_on = -1;
+        ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, streams[i]));
+        ck_assert_ptr_eq(seen.synced_stream, streams[i]);
+        ck_assert_msg(seen.synced_on == 0, "stream %p: synchronized with device %d current", (void *)streams[i],
+                      seen.synced_on);
+        ck_assert_int_eq(current_device, 1); /* the caller's device is current again */
+        ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    }
+    void *p = crmm_test_allocate(mr, 1000);
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, (cudaStream_t)0x99));
+    ck_assert_int_eq(seen.synced_on, 1); /* a created stream: no switch */
+    ck_assert_int_eq(current_device, 1);
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
     crmm_resource_release(mr);
 }
 

@@ -1,8 +1,8 @@
 /* system_resource.c — system allocated memory for devices with HMM or ATS (see system_resource.h).
  *
  * Allocation is aligned_alloc, rounded up to CRMM_ALLOCATION_ALIGNMENT. A free waits for the
- * stream it is made on first: the device may still be using the memory, and free() does not know
- * streams. With a headroom, each new block is advised (cudaMemAdvise, preferred location) to live
+ * stream it is made on first (a default stream: the resource's device's): the device may still be
+ * using the memory, and free() does not know streams. With a headroom, each new block is advised (cudaMemAdvise, preferred location) to live
  * on the device for the part that fits in the free device memory less the headroom, aligned down,
  * and on the host for the rest; the pages migrate when touched. */
 #include "build_config.h"
@@ -92,8 +92,14 @@ static crmm_status system_deallocate(crmm_resource *self, void *ptr, size_t byte
         if (capture_check_active(stream))
             return capture_check_refuse(self->kind, "free memory", stream,
                                         "the graph may still use it at every replay; free it after the capture, or use a pool");
-        /* the device may still be reading or writing the block on `stream` */
-        crmm_status st = crmm_cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+        /* the device may still be reading or writing the block on `stream`; a default stream is
+         * that of the current device, so the resource's device is made current for the wait */
+        crmm_device_guard g;
+        crmm_status st = device_check_enter_for_stream(self->device, stream, &g);
+        if (st == CRMM_OK) {
+            st = crmm_cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+            crmm_cuda_device_restore(&g);
+        }
         if (st != CRMM_OK)
             return crmm_error_add_context("%s: free of %p: not freed, the stream may still use it", self->kind, ptr);
     }
