@@ -1,7 +1,7 @@
 /* check_limiting.c — the `limiting` plugin over host memory: RMM's limiting tests (too big,
  * upstream failure, room given back by frees, over the limit), the exact boundary, the message,
- * a free the upstream refuses, 4 threads racing for the room, bad parameters, and the
- * conformance suite. */
+ * a free the upstream refuses, a free of a block it never counted, 4 threads racing for the room,
+ * bad parameters, and the conformance suite. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -160,6 +160,25 @@ CRMM_TEST_IN("limiting", refused_upstream_free_keeps_the_room_taken)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     q = crmm_test_allocate(mr, 5 * MIB); /* all the room is back */
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, q, 5 * MIB, NULL));
+}
+
+/* A block the upstream handed out directly, freed through the limiting layer, which the upstream
+ * takes: the layer counted neither its room nor the allocation, and both counts stop at zero
+ * (instead of ALLOCATIONS wrapping to ~2^64 and the leak report with it); the next allocation is
+ * counted from zero. */
+CRMM_TEST_IN("limiting", a_free_it_never_counted_leaves_its_counts_at_zero)
+{
+    crmm_resource *stats;
+    limited("allocation_limit=1MiB", &stats);
+    void *p = crmm_test_allocate(stats, 1000);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    p = crmm_test_allocate(mr, 1000);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 1024);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
 }
 
 CRMM_TEST_IN("limiting", other_queries_go_upstream)

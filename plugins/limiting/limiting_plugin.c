@@ -45,15 +45,16 @@ static void count_live(limiting_resource *r, uint64_t rounded, int64_t before)
     crmm_counter_add(&r->live, 1, CRMM_COUNT_SHARED);
 }
 
-/* The upstream took the memory back: its room returns (never below zero: a wrong size from the
- * caller must not wrap the count and refuse everything afterwards). */
+/* The upstream took the memory back: its room returns and the allocation is no longer live
+ * (neither count below zero: a wrong size, or a block the upstream handed out to someone else,
+ * must not wrap the counts, which would refuse everything afterwards and report ~2^64 leaks). */
 static void count_freed(limiting_resource *r, size_t bytes)
 {
     const uint64_t align = CRMM_ALLOCATION_ALIGNMENT;
     /* rounded up without wrapping, and at most INT64_MAX (a negative delta must stay negative) */
     uint64_t take = (uint64_t)bytes > INT64_MAX - (align - 1) ? INT64_MAX : ((uint64_t)bytes + align - 1) & ~(align - 1);
     crmm_counter_add(&r->in_use, -(int64_t)take, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
-    crmm_counter_add(&r->live, -1, CRMM_COUNT_SHARED);
+    crmm_counter_add(&r->live, -1, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
 }
 
 static crmm_status limiting_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
