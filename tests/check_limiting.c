@@ -1,7 +1,8 @@
 /* check_limiting.c — the `limiting` plugin over host memory: RMM's limiting tests (too big,
  * upstream failure, room given back by frees, over the limit), the exact boundary, the message,
- * a free the upstream refuses, a free of a block it never counted, 4 threads racing for the room,
- * bad parameters, and the conformance suite. */
+ * a free the upstream refuses, a free of a block it never counted, a wrong-size free while a
+ * failing allocation holds its room, 4 threads racing for the room, bad parameters, and the
+ * conformance suite. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -179,6 +180,38 @@ CRMM_TEST_IN("limiting", a_free_it_never_counted_leaves_its_counts_at_zero)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 1);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+}
+
+/* The block the next allocate of the probe below frees through the limiting layer with a wrong
+ * size (too large: its room stops at zero) before failing: a free that lands while a failing
+ * allocation holds a reservation, as another thread's can. */
+static void *freed_meanwhile;
+
+static crmm_status free_one_then_fail(void **ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)ptr, (void)bytes;
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, freed_meanwhile, 4 * MIB, stream));
+    return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "probe: out of memory (the test asks it to fail)");
+}
+
+/* A failed allocation gives back only the room that is still counted: the count stays at zero
+ * (not ~2^64, which refused every allocation afterwards). */
+CRMM_TEST_IN("limiting", a_failed_allocation_after_a_wrong_size_free_leaves_the_room_at_zero)
+{
+    static const probe_memory failing = {.get = free_one_then_fail};
+    probe_resource *probe = probe_resource_new(NULL, CRMM_RESOURCE_HOST_ACCESSIBLE, -1);
+    mr = crmm_test_create("limiting", "allocation_limit=1MiB", &probe->base);
+    crmm_resource_release(&probe->base); /* the limiting layer holds it */
+    freed_meanwhile = crmm_test_allocate(mr, 1000);
+    const probe_memory *host = probe->memory;
+    probe->memory = &failing;
+    void *p = (void *)1;
+    ck_assert_crmm(crmm_resource_allocate(mr, 1000, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    probe->memory = host;
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    p = crmm_test_allocate(mr, 1000);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 1024);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
 }
 
 CRMM_TEST_IN("limiting", other_queries_go_upstream)

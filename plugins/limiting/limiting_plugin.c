@@ -38,6 +38,13 @@ static bool reserve(limiting_resource *r, size_t bytes, uint64_t *rounded, int64
     return true;
 }
 
+/* The upstream failed: give the reservation back (never below zero: a wrong-size free may have
+ * taken the count to zero meanwhile, and a negative one refuses everything afterwards). */
+static void unreserve(limiting_resource *r, uint64_t rounded)
+{
+    crmm_counter_add(&r->in_use, -(int64_t)rounded, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
+}
+
 /* The upstream gave the memory: count it live and raise the peak. */
 static void count_live(limiting_resource *r, uint64_t rounded, int64_t before)
 {
@@ -71,7 +78,7 @@ static crmm_status limiting_allocate(crmm_resource *self, size_t bytes, crmm_cud
     }
     crmm_status st = crmm_resource_allocate(self->upstream, bytes, stream, ptr);
     if (st != CRMM_OK) {
-        crmm_counter_add(&r->in_use, -(int64_t)rounded, CRMM_COUNT_SHARED);
+        unreserve(r, rounded);
         return crmm_error_add_context("limiting%s%s%s", self->name[0] ? " '" : "", self->name, self->name[0] ? "'" : "");
     }
     count_live(r, rounded, now);
@@ -96,7 +103,7 @@ static bool limiting_try_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
     if (!reserve(r, bytes, &rounded, &now))
         return false;
     if (!crmm_resource_try_allocate(self->upstream, bytes, stream, ptr)) {
-        crmm_counter_add(&r->in_use, -(int64_t)rounded, CRMM_COUNT_SHARED);
+        unreserve(r, rounded);
         return false;
     }
     count_live(r, rounded, now);
