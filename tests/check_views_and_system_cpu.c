@@ -309,22 +309,23 @@ CRMM_TEST_IN("system", a_free_on_a_default_stream_waits_on_the_resources_device)
 }
 
 /* Neither free() nor cudaFreeAsync takes a size: a free of more than was allocated leaves the
- * counts at zero instead of wrapping to ~2^64, and so does a prefetch adaptor's over such an
- * upstream (it cannot tell either). */
+ * counts at zero instead of wrapping to ~2^64, and so do the counts of the adaptors over such an
+ * upstream that count what passes (prefetch, failure_callback: they cannot tell either). */
 CRMM_TEST_IN("system", a_wrong_size_free_leaves_the_counts_at_zero)
 {
     script_defaults();
     crmm_resource *sys = crmm_test_create("system", NULL, NULL), *view = NULL;
     ck_assert_crmm_ok(crmm_cuda_async_view_create(&caller_pool_token, &view));
     crmm_resource *pre = crmm_test_create("prefetch", NULL, sys);
-    crmm_resource *const mrs[] = {sys, view, pre};
-    for (int i = 0; i < 3; i++) {
+    crmm_resource *fc = crmm_test_create("failure_callback", NULL, sys);
+    crmm_resource *const mrs[] = {sys, view, pre, fc};
+    for (int i = 0; i < 4; i++) {
         void *p = crmm_test_allocate(mrs[i], 1000);
         ck_assert_crmm_ok(crmm_resource_deallocate(mrs[i], p, 4000, NULL));
         ck_assert_uint_eq(crmm_test_query(mrs[i], CRMM_QUERY_BYTES_IN_USE), 0);
         ck_assert_uint_eq(crmm_test_query(mrs[i], CRMM_QUERY_ALLOCATIONS), 0);
     }
-    crmm_test_release(pre, view, sys);
+    crmm_test_release(fc, pre, view, sys);
 }
 
 CRMM_TEST_IN("system", system_and_sam_headroom_need_pageable_memory_access)

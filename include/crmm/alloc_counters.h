@@ -108,13 +108,15 @@ static inline crmm_status crmm_counters_query(const crmm_alloc_counters *c, crmm
 /* ---- for adaptors that count what passes through them ----------------------------------- */
 
 /* An adaptor's deallocate: free through the upstream, then count the free, only once the
- * upstream took the memory back (a refused free stays counted). Returns the upstream's status. */
+ * upstream took the memory back (a refused free stays counted). The counts stop at zero: an
+ * upstream that takes no size (cudaFree, free()) accepts a wrong one, which must not wrap them
+ * to ~2^64. Returns the upstream's status. */
 static inline crmm_status crmm_counted_deallocate(crmm_resource *self, crmm_alloc_counters *c, void *ptr, size_t bytes,
                                                   crmm_cuda_stream_t stream)
 {
     crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
     if (st == CRMM_OK)
-        crmm_counters_sub(c, bytes, CRMM_COUNT_SHARED);
+        crmm_counters_sub(c, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
     return st;
 }
 

@@ -49,12 +49,7 @@ static crmm_status prefetch_allocate(crmm_resource *self, size_t bytes, crmm_cud
 
 static crmm_status prefetch_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
-    crmm_status st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
-    /* count only what upstream took back; an upstream that takes no size (cudaFree, free())
-     * accepts a wrong one, so the counts stop at zero instead of wrapping */
-    if (st == CRMM_OK)
-        crmm_counters_sub(&((prefetch_resource *)self)->counters, bytes, CRMM_COUNT_SHARED | CRMM_COUNT_FLOOR0);
-    return st;
+    return crmm_counted_deallocate(self, &((prefetch_resource *)self)->counters, ptr, bytes, stream);
 }
 
 static crmm_status prefetch_query(crmm_resource *self, crmm_query what, uint64_t *out)
