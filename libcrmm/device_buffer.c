@@ -196,6 +196,16 @@ static crmm_status buffer_fill(crmm_device_buffer *buf, const void *src, size_t 
     return st == CRMM_OK ? CRMM_OK : failed(st, who);
 }
 
+/* Destroy a buffer just made whose filling failed with `st`, keeping that failure the thread's
+ * error (a failing free is logged by destroy). */
+static crmm_status destroy_after_failure(crmm_device_buffer *buf, crmm_status st)
+{
+    crmm_kept_error why;
+    crmm_keep_error(&why, st);
+    crmm_device_buffer_destroy(buf);
+    return crmm_restore_error(&why);
+}
+
 crmm_status crmm_device_buffer_to_device(const void *host, size_t count, crmm_stream *stream, crmm_resource *mr,
                                          crmm_device_buffer **out)
 {
@@ -208,10 +218,8 @@ crmm_status crmm_device_buffer_to_device(const void *host, size_t count, crmm_st
     crmm_status st = buffer_new(count, stream, mr, "device_buffer_to_device", &buf);
     if (st != CRMM_OK)
         return st;
-    if ((st = buffer_fill(buf, host, count, true, stream, "device_buffer_to_device")) != CRMM_OK) {
-        crmm_device_buffer_destroy(buf);
-        return st;
-    }
+    if ((st = buffer_fill(buf, host, count, true, stream, "device_buffer_to_device")) != CRMM_OK)
+        return destroy_after_failure(buf, st);
     *out = buf;
     return CRMM_OK;
 }
@@ -227,10 +235,8 @@ crmm_status crmm_device_buffer_copy_on_stream(const crmm_device_buffer *src, crm
     crmm_status st = buffer_new(src->size, stream, src->mr, "device_buffer_copy", &buf);
     if (st != CRMM_OK)
         return st;
-    if ((st = buffer_fill(buf, src->ptr, src->size, false, stream, "device_buffer_copy")) != CRMM_OK) {
-        crmm_device_buffer_destroy(buf);
-        return st;
-    }
+    if ((st = buffer_fill(buf, src->ptr, src->size, false, stream, "device_buffer_copy")) != CRMM_OK)
+        return destroy_after_failure(buf, st);
     *out = buf;
     return CRMM_OK;
 }
@@ -353,8 +359,13 @@ static crmm_status buffer_reallocate(crmm_device_buffer *buf, size_t capacity, s
     st = crmm_resource_allocate(buf->mr, capacity, buf->stream.handle, &block);
     if (st == CRMM_OK && keep > 0) {
         st = crmm_copy_device_to_ptr(buf->ptr, block, keep, &buf->stream);
-        if (st != CRMM_OK)
-            crmm_resource_deallocate(buf->mr, block, capacity, buf->stream.handle);
+        if (st != CRMM_OK) {
+            crmm_kept_error why;
+            crmm_keep_error(&why, st);
+            if (crmm_resource_deallocate(buf->mr, block, capacity, buf->stream.handle) != CRMM_OK)
+                crmm_log(CRMM_LOG_WARN, "%s: freeing the new block failed: %s", who, crmm_last_error());
+            crmm_restore_error(&why);
+        }
     }
     if (st != CRMM_OK) {
         crmm_cuda_device_restore(&g);

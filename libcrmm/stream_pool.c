@@ -43,10 +43,12 @@ crmm_status crmm_stream_pool_create(size_t size, crmm_stream_flags flags, crmm_s
         crmm_cuda_stream_t h;
         if ((st = crmm_stream_create_handle(flags, &h)) != CRMM_OK) {
             crmm_error_add_context("stream_pool_create: stream %zu of %zu", i, size);
+            crmm_kept_error why;
+            crmm_keep_error(&why, st);
             while (i-- > 0)
                 crmm_stream_destroy_handle(pool->streams[i].handle, pool->device);
             free(pool);
-            return st;
+            return crmm_restore_error(&why);
         }
         crmm_stream_init_member(&pool->streams[i], h);
     }

@@ -12,12 +12,17 @@
  * disagreed with it; a buffer of another device's resource runs its calls with that device
  * current and gives the caller's device back. The calls without waiting (try_create,
  * try_destroy) do their work only on the current device's resource, already made, and leave
- * everything as it was when they cannot. */
+ * everything as it was when they cannot. The program also scripts stream creation and
+ * destruction and cudaMemcpyAsync (below), so that the calls of streams, stream pools, copies
+ * and buffers that copy can run and fail here. */
 #include "build_config.h"
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <crmm/crmm.h>
 #include <crmm/device_buffer.h>
 #include "fakes/fake_stream_cuda.h"
+#include "fakes/fake_streams.h"
 #include "probe_resource.h"
 #include "test_support.h"
 
@@ -273,6 +278,115 @@ CRMM_TEST(a_host_resource_is_refused_by_the_try_as_by_create)
     ck_assert_int_eq(crmm_resource_refcount(&h->base), 1);
     ck_assert(!crmm_device_buffer_try_create(64, NULL, NULL, NULL));
     crmm_resource_release(&h->base);
+}
+
+/* ---- streams, the stream pool and copies over the scripted runtime -------------------------
+ * The program scripts the calls fake_stream_cuda.c leaves to the real runtime: stream creation
+ * (fake streams of fakes/fake_streams.h, so that a call given a destroyed stream fails the test),
+ * stream destruction and cudaMemcpyAsync (a memcpy: the probes' memory is host memory), each
+ * recording the current device and able to fail on demand. */
+
+static struct {
+    int create_calls, created, destroyed, copies;
+    int create_fails_at;      /* the create call with this number (from 1) fails; 0: none */
+    cudaError_t copy_result;  /* what cudaMemcpyAsync answers (the copy is made only on success) */
+    cudaError_t destroy_result; /* what cudaStreamDestroy answers (the stream goes only on success) */
+    cudaStream_t copy_stream; /* the last copy's stream */
+    int copy_device, destroy_device;
+    cudaStream_t slots[FAKE_STREAMS]; /* the live streams made here, by fake_streams.h slot */
+} scripted;
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
+{
+    (void)flags;
+    if (++scripted.create_calls == scripted.create_fails_at)
+        return fake_cuda.last_error = cudaErrorInvalidValue;
+    for (int i = 0; i < FAKE_STREAMS; i++)
+        if (!scripted.slots[i]) {
+            scripted.created++;
+            *s = scripted.slots[i] = fake_stream_new(i);
+            return cudaSuccess;
+        }
+    ck_abort_msg("out of fake streams");
+    return cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    fake_stream_use(s, "cudaStreamDestroy");
+    if (scripted.destroy_result != cudaSuccess)
+        return fake_cuda.last_error = scripted.destroy_result;
+    ck_assert_msg(fake_stream_is_live(s), "cudaStreamDestroy of a stream not made here: %p", (void *)s);
+    fake_stream_destroy(s);
+    for (int i = 0; i < FAKE_STREAMS; i++)
+        if (scripted.slots[i] == s)
+            scripted.slots[i] = NULL;
+    scripted.destroyed++;
+    scripted.destroy_device = fake_current_device();
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    (void)kind;
+    fake_stream_use(s, "cudaMemcpyAsync");
+    scripted.copy_stream = s;
+    scripted.copy_device = fake_current_device();
+    if (scripted.copy_result != cudaSuccess)
+        return fake_cuda.last_error = scripted.copy_result;
+    memcpy(dst, src, count);
+    scripted.copies++;
+    return cudaSuccess;
+}
+
+/* Blocks of host memory whose every free is reported as failed, though made: a cleanup free that
+ * fails without leaking. */
+static crmm_status get_host(void **ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    (void)stream;
+    *ptr = malloc(bytes);
+    return *ptr ? CRMM_OK : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "test: no host memory");
+}
+
+static crmm_status put_host_failing(void *ptr, crmm_cuda_stream_t stream)
+{
+    (void)stream;
+    free(ptr);
+    return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "test: this free reports a failure");
+}
+
+static const probe_memory frees_fail = {get_host, put_host_failing, fake_current_device};
+
+/* A call that fails reports its own failure: the cleanup after it (freeing the block it made,
+ * destroying the streams it made) may fail too, and that failure, logged, must not replace the
+ * call's message and status in crmm_last_error(). */
+CRMM_TEST(a_failing_cleanup_leaves_the_calls_own_error)
+{
+    probe_resource *p = probe_resource_new(&frees_fail, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0);
+    crmm_device_buffer *b, *c = NULL;
+    ck_assert_crmm_ok(crmm_device_buffer_create(8, NULL, &p->base, &b));
+    scripted.copy_result = cudaErrorInvalidValue;
+    crmm_test_log_capture_begin(); /* the cleanup's failures are logged */
+    ck_assert_crmm(crmm_device_buffer_to_device("abc", 3, NULL, &p->base, &c), CRMM_ERROR_CUDA);
+    ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_CUDA);
+    ck_assert_msg(strstr(crmm_last_error(), "cudaMemcpyAsync"), "to_device: %s", crmm_last_error());
+    ck_assert_crmm(crmm_device_buffer_copy(b, &c), CRMM_ERROR_CUDA);
+    ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_CUDA);
+    ck_assert_msg(strstr(crmm_last_error(), "cudaMemcpyAsync"), "copy: %s", crmm_last_error());
+    ck_assert_crmm(crmm_device_buffer_resize(b, 64, NULL), CRMM_ERROR_CUDA);
+    ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_CUDA);
+    ck_assert_msg(strstr(crmm_last_error(), "cudaMemcpyAsync") && strstr(crmm_last_error(), "device_buffer_resize"),
+                  "resize: %s", crmm_last_error());
+    ck_assert_int_eq(p->live, 1); /* b's block */
+    scripted.create_fails_at = scripted.create_calls + 3;
+    scripted.destroy_result = cudaErrorLaunchFailure;
+    crmm_stream_pool *pool;
+    ck_assert_crmm(crmm_stream_pool_create(4, CRMM_STREAM_SYNC_DEFAULT, &pool), CRMM_ERROR_CUDA);
+    ck_assert_msg(strstr(crmm_last_error(), "cudaStreamCreateWithFlags") && strstr(crmm_last_error(), "stream 2 of 4"),
+                  "stream_pool_create: %s", crmm_last_error());
+    free(crmm_test_log_capture_end());
+    crmm_device_buffer_destroy(b);
+    crmm_resource_release(&p->base);
 }
 
 int main(void)
