@@ -389,6 +389,118 @@ CRMM_TEST(a_failing_cleanup_leaves_the_calls_own_error)
     crmm_resource_release(&p->base);
 }
 
+/* Streams, pools and buffers that copy, as the GPU suites check them, on the CPU: the device their
+ * calls run on, the streams they use, the contents kept, what a failure leaves. */
+CRMM_TEST(a_pool_whose_stream_creation_fails_destroys_the_streams_it_made)
+{
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    scripted.create_fails_at = 3;
+    crmm_stream_pool *pool = (crmm_stream_pool *)&pool;
+    ck_assert_crmm(crmm_stream_pool_create(5, CRMM_STREAM_NON_BLOCKING, &pool), CRMM_ERROR_CUDA);
+    ck_assert_ptr_null(pool);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "cudaStreamCreateWithFlags"));
+    ck_assert_int_eq(scripted.created, 2);
+    ck_assert_int_eq(scripted.destroyed, 2);
+    ck_assert_int_eq(fake_current_device(), 1);
+}
+
+CRMM_TEST(a_pool_hands_out_its_streams_round_robin_and_destroys_them_on_its_device)
+{
+    crmm_stream_pool *pool;
+    ck_assert_crmm_ok(crmm_stream_pool_create(3, CRMM_STREAM_SYNC_DEFAULT, &pool));
+    crmm_stream *s[7];
+    for (int i = 0; i < 7; i++)
+        ck_assert_crmm_ok(crmm_stream_pool_get_stream(pool, &s[i]));
+    ck_assert_ptr_eq(crmm_stream_handle(s[0]), scripted.slots[0]);
+    ck_assert_ptr_eq(s[3], s[0]);
+    ck_assert_ptr_eq(s[6], s[0]);
+    ck_assert_ptr_eq(s[4], s[1]);
+    crmm_stream *last;
+    ck_assert_crmm_ok(crmm_stream_pool_get_stream_by_id(pool, -1, &last));
+    ck_assert_ptr_eq(last, s[2]);
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    crmm_stream_pool_destroy(pool);
+    ck_assert_int_eq(scripted.destroyed, 3);
+    ck_assert_int_eq(scripted.destroy_device, 0);
+    ck_assert_int_eq(fake_current_device(), 1);
+}
+
+CRMM_TEST(an_owning_stream_is_destroyed_on_its_device)
+{
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    crmm_stream *s;
+    ck_assert_crmm_ok(crmm_stream_create(CRMM_STREAM_NON_BLOCKING, &s));
+    ck_assert(crmm_stream_is_owning(s));
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    crmm_stream_destroy(s);
+    ck_assert_int_eq(scripted.destroyed, 1);
+    ck_assert_int_eq(scripted.destroy_device, 1);
+    ck_assert_int_eq(fake_current_device(), 0);
+    scripted.create_fails_at = scripted.create_calls + 1;
+    s = (crmm_stream *)&s;
+    ck_assert_crmm(crmm_stream_create(CRMM_STREAM_NON_BLOCKING, &s), CRMM_ERROR_CUDA);
+    ck_assert_ptr_null(s);
+}
+
+CRMM_TEST(a_resize_keeps_the_contents_and_copies_on_its_stream)
+{
+    probe_resource *p1 = device_resource(1);
+    crmm_stream *s;
+    ck_assert_crmm_ok(crmm_stream_create(CRMM_STREAM_NON_BLOCKING, &s));
+    crmm_device_buffer *b;
+    ck_assert_crmm_ok(crmm_device_buffer_to_device("abcdefgh", 8, NULL, &p1->base, &b));
+    ck_assert_int_eq(scripted.copy_device, 1);
+    ck_assert_int_eq(fake_current_device(), 0);
+    ck_assert_crmm_ok(crmm_device_buffer_resize(b, 100, s));
+    ck_assert_ptr_eq(scripted.copy_stream, crmm_stream_handle(s));
+    ck_assert_int_eq(scripted.copy_device, 1);
+    ck_assert_ptr_eq(p1->free_stream, crmm_stream_handle(s));
+    ck_assert_int_eq(memcmp(crmm_device_buffer_ptr(b), "abcdefgh", 8), 0);
+    ck_assert_crmm_ok(crmm_device_buffer_resize(b, 4, s));
+    ck_assert_crmm_ok(crmm_device_buffer_shrink_to_fit(b, NULL));
+    ck_assert_uint_eq(crmm_device_buffer_capacity(b), 4);
+    ck_assert_int_eq(memcmp(crmm_device_buffer_ptr(b), "abcd", 4), 0);
+    char host[4];
+    ck_assert_crmm_ok(crmm_device_buffer_copy_to_host(b, host, 4, s));
+    ck_assert_ptr_eq(scripted.copy_stream, crmm_stream_handle(s));
+    ck_assert_int_eq(memcmp(host, "abcd", 4), 0);
+    crmm_device_buffer *c;
+    ck_assert_crmm_ok(crmm_device_buffer_copy_on_stream(b, s, &c));
+    ck_assert_int_eq(memcmp(crmm_device_buffer_ptr(c), "abcd", 4), 0);
+    crmm_device_buffer_destroy(c);
+    crmm_device_buffer_destroy(b);
+    ck_assert_int_eq(p1->live, 0);
+    crmm_stream_destroy(s);
+    ck_assert_int_eq(fake_current_device(), 0);
+}
+
+CRMM_TEST(a_failed_copy_leaves_the_buffer_as_it_was)
+{
+    probe_resource *p1 = device_resource(1);
+    crmm_device_buffer *b, *c = (crmm_device_buffer *)&c;
+    ck_assert_crmm_ok(crmm_device_buffer_to_device("abcdefgh", 8, NULL, &p1->base, &b));
+    void *ptr = crmm_device_buffer_ptr(b);
+    long refs = crmm_resource_refcount(&p1->base);
+    scripted.copy_result = cudaErrorInvalidValue;
+    ck_assert_crmm(crmm_device_buffer_resize(b, 100, NULL), CRMM_ERROR_CUDA);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "cudaMemcpyAsync"));
+    ck_assert_ptr_eq(crmm_device_buffer_ptr(b), ptr);
+    ck_assert_uint_eq(crmm_device_buffer_size(b), 8);
+    ck_assert_uint_eq(crmm_device_buffer_capacity(b), 8);
+    ck_assert_int_eq(p1->live, 1);
+    ck_assert_crmm(crmm_device_buffer_reserve(b, 100, NULL), CRMM_ERROR_CUDA);
+    ck_assert_int_eq(p1->live, 1);
+    ck_assert_crmm(crmm_device_buffer_copy(b, &c), CRMM_ERROR_CUDA);
+    ck_assert_ptr_null(c);
+    ck_assert_crmm(crmm_device_buffer_to_device("x", 1, NULL, &p1->base, &c), CRMM_ERROR_CUDA);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(p1->live, 1);
+    ck_assert_int_eq(crmm_resource_refcount(&p1->base), refs);
+    ck_assert_int_eq(fake_current_device(), 0);
+    ck_assert_int_eq(memcmp(crmm_device_buffer_ptr(b), "abcdefgh", 8), 0);
+    crmm_device_buffer_destroy(b);
+}
+
 int main(void)
 {
     unsetenv("CRMM_CONFIG");
