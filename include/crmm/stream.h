@@ -34,7 +34,9 @@ typedef struct crmm_stream crmm_stream;
 
 /* Create a new CUDA stream on the current device, owned by the returned object. Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (out NULL, flags not a crmm_stream_flags value; checked before any
- * CUDA call), CRMM_ERROR_CUDA (no device, cudaStreamCreateWithFlags failed). *out NULL on error. */
+ * CUDA call), CRMM_ERROR_OUT_OF_MEMORY (no host memory for the object, or CUDA has none for the
+ * stream), CRMM_ERROR_CUDA (no device, cudaStreamCreateWithFlags failed), CRMM_ERROR_STATE (the
+ * CUDA runtime is unloading). *out NULL on error. */
 CRMM_API crmm_status crmm_stream_create(crmm_stream_flags flags, crmm_stream **out);
 
 /* Wrap a CUDA stream the caller made (or NULL, cudaStreamLegacy, cudaStreamPerThread) without
