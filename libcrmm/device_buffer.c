@@ -1,7 +1,7 @@
 /* device_buffer.c — crmm_device_buffer: RMM's DeviceBuffer in C.
  *
  * A buffer is one block of `capacity` bytes from its resource, of which the first `size` are in
- * use, plus the stream its block was last used on (a stream object the buffer owns, so that the
+ * use, plus its stream, where its block is freed (a stream object the buffer owns, so that the
  * caller's stream object may go away) and the device of its resource. Growing past the capacity
  * swaps in a new block: allocate, copy the kept bytes, free the old block on the stream, so the
  * free is ordered after the copy. Every operation runs with the buffer's device current and
@@ -24,7 +24,7 @@ struct crmm_device_buffer {
     size_t capacity;    /* bytes allocated from mr */
     crmm_resource *mr;  /* one reference held */
     int device;         /* mr's device; -1 when it is bound to none */
-    crmm_stream stream; /* member view of the stream of the last operation */
+    crmm_stream stream; /* member view of the buffer's stream (creation, set_stream, resizing) */
 };
 
 /* Make the buffer's device current (nothing for device -1 or at process exit). */

@@ -9,10 +9,13 @@
  * it is queued and the call returns at once: the caller keeps host memory alive and unchanged
  * (or unread, for copies to the host) until the stream is synchronized.
  *
- * A buffer allocates through crmm_resource_allocate/deallocate of its resource, on its stream
- * (the stream of its last operation that took one), with its device current. Its contents start
- * uninitialized, as in RMM. A size-0 buffer is valid and has a NULL pointer. One buffer must not
- * be used from two threads at once; different buffers may. */
+ * A buffer allocates through crmm_resource_allocate/deallocate of its resource, on its stream,
+ * with its device current. Its stream is the one it was made with, or the last one given to
+ * set_stream, resize, reserve or shrink_to_fit; as in RMM, the copy calls use the stream they are
+ * given and leave the buffer's alone (call set_stream when the memory's last use is on another
+ * stream, so that its free is ordered after that use). Its contents start uninitialized, as in
+ * RMM. A size-0 buffer is valid and has a NULL pointer. One buffer must not be used from two
+ * threads at once; different buffers may. */
 #ifndef CRMM_DEVICE_BUFFER_H
 #define CRMM_DEVICE_BUFFER_H
 
