@@ -146,6 +146,18 @@ def test_a_released_stream_raises_state_error(use):
         use(released_stream())
 
 
+@pytest.mark.parametrize("change", ["resize", "reserve", "shrink_to_fit"])
+def test_a_buffer_keeps_its_stream_when_given_a_released_one(change):
+    """A resize refused for its released stream leaves the buffer's stream (where its memory is
+    freed) the one it had."""
+    buf = empty_buffer()
+    before = buf.stream
+    args = () if change == "shrink_to_fit" else (0,)
+    with pytest.raises(StateError, match="released"):
+        getattr(buf, change)(*args, stream=released_stream())
+    assert buf.stream is before
+
+
 def test_a_view_of_a_stream_released_later_raises_state_error():
     """A view shares its original's CUDA stream: once the original destroyed it, the view is
     refused too rather than handing libcrmm the stream object that is gone."""

@@ -221,7 +221,8 @@ class DeviceBuffer:
 
     @property
     def stream(self):
-        """The stream of the buffer's last operation (frees happen there)."""
+        """The buffer's stream, where its memory is freed: the one it was made with, or the last
+        one given to resize, reserve or shrink_to_fit (as in RMM, copies leave it alone)."""
         return self._stream
 
     def __len__(self):
@@ -249,8 +250,9 @@ class DeviceBuffer:
 
     def _set_stream(self, stream):
         stream = as_stream(stream)
+        cstream = stream._cstream  # a released stream raises here, before the buffer takes it
         self._stream = stream
-        return stream._cstream
+        return cstream
 
     def resize(self, new_size, stream=DEFAULT_STREAM):
         """Change the size to `new_size` bytes, keeping the contents up to the smaller size
