@@ -354,6 +354,36 @@ CRMM_TEST_IN("arena", frees_from_other_threads_come_back_to_the_owner)
     drop_arena(&f);
 }
 
+/* Blocks one thread allocated and other threads freed (small ones into a superblock this thread
+ * holds, a large one by a thread with no arena of its own): the peaks still count them all. */
+CRMM_TEST_IN("arena", peaks_survive_frees_from_other_threads)
+{
+    fixture f = make_arena("arena_size=16MiB");
+    enum { N = 10 };
+    void *blocks[N + 1];
+    for (int i = 0; i < N; i++)
+        blocks[i] = crmm_test_allocate(f.mr, 1000);
+    blocks[N] = crmm_test_allocate(f.mr, 1 * MiB);
+    pthread_t t;
+    free_job small = {f.mr, blocks, 0, N, 1000, 0}, large = {f.mr, blocks, N, N + 1, 1 * MiB, 0};
+    ck_assert_int_eq(pthread_create(&t, NULL, free_range, &small), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(pthread_create(&t, NULL, free_range, &large), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(small.errors + large.errors, 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE_PEAK), N * 1000 + 1 * MiB);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS_PEAK), N + 1);
+    /* this thread allocates the same again: the peak is the same, not twice it */
+    for (int i = 0; i < N; i++)
+        blocks[i] = crmm_test_allocate(f.mr, 1000);
+    for (int i = 0; i < N; i++)
+        release(f.mr, blocks[i], 1000);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE_PEAK), N * 1000 + 1 * MiB);
+    drop_arena(&f);
+}
+
 CRMM_TEST_IN("arena", out_of_memory_message_names_the_sizes)
 {
     crmm_config *cfg;

@@ -377,6 +377,26 @@ static inline void count_free(arena_thread *a, size_t bytes)
         arena_thread_flush(a);
 }
 
+/* Count a free in the resource's shared counters (a thread with no arena for the stream, or a
+ * block of a superblock another thread arena holds or no thread holds). The peak the queries
+ * report is the shared counts plus every thread arena's unflushed rise; a free here lowers the
+ * shared counts under those rises, so the peak they add up to now is recorded first: a block that
+ * one thread allocated and another freed stays in the peak. */
+static void count_shared_free(arena_resource *r, size_t bytes)
+{
+    crmm_alloc_counters *c = &r->counters;
+    int64_t rise_count = 0, rise_bytes = 0;
+    pthread_mutex_lock(&r->arenas_lock); /* the arenas stay while their rises are read */
+    for (arena_thread *a = r->arenas; a; a = a->next) {
+        rise_count += __atomic_load_n(&a->peak_count, __ATOMIC_RELAXED);
+        rise_bytes += __atomic_load_n(&a->peak_bytes, __ATOMIC_RELAXED);
+    }
+    crmm_counters_raise_peak(&c->peak_count, __atomic_load_n(&c->count, __ATOMIC_RELAXED) + rise_count);
+    crmm_counters_raise_peak(&c->peak_bytes, __atomic_load_n(&c->bytes, __ATOMIC_RELAXED) + rise_bytes);
+    crmm_counters_sub(c, bytes, CRMM_COUNT_SHARED);
+    pthread_mutex_unlock(&r->arenas_lock);
+}
+
 crmm_status arena_cache_allocate_large(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
     if (!r->uses_cuda)
@@ -405,7 +425,7 @@ void arena_cache_count(arena_resource *r, crmm_cuda_stream_t stream, int64_t byt
     else if (bytes > 0)
         crmm_counters_add(&r->counters, (uint64_t)bytes, CRMM_COUNT_SHARED);
     else
-        crmm_counters_sub(&r->counters, (uint64_t)-bytes, CRMM_COUNT_SHARED);
+        count_shared_free(r, (size_t)-bytes);
 }
 
 void arena_cache_counts(arena_resource *r, arena_counts *out)
@@ -743,7 +763,7 @@ static crmm_status remote_free(arena_resource *r, arena_slab *sb, void *ptr, siz
         arena_global_give_superblock(&r->global, sb->span, clean);
         arena_slab_recycle(&r->slabs, sb);
     }
-    crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED);
+    count_shared_free(r, bytes);
     return CRMM_OK;
 }
 
