@@ -384,6 +384,53 @@ CRMM_TEST_IN("arena", peaks_survive_frees_from_other_threads)
     drop_arena(&f);
 }
 
+/* Holds a block of job->size together with the other threads of the barrier, then frees it. */
+typedef struct together_job {
+    crmm_resource *mr;
+    pthread_barrier_t *all_hold;
+    size_t size;
+    int errors;
+} together_job;
+
+static void *hold_together(void *arg)
+{
+    together_job *j = arg;
+    void *p;
+    if (crmm_resource_allocate(j->mr, j->size, NULL, &p) != CRMM_OK) {
+        j->errors++;
+        p = NULL;
+    }
+    pthread_barrier_wait(j->all_hold);
+    if (p && crmm_resource_deallocate(j->mr, p, j->size, NULL) != CRMM_OK)
+        j->errors++;
+    return NULL;
+}
+
+/* Four threads each held a block at the same moment, then exited: the peaks still say four. */
+CRMM_TEST_IN("arena", peaks_survive_the_exit_of_the_threads_that_made_them)
+{
+    fixture f = make_arena("arena_size=16MiB");
+    enum { T = 4 };
+    pthread_barrier_t all_hold;
+    ck_assert_int_eq(pthread_barrier_init(&all_hold, NULL, T), 0);
+    static const size_t sizes[2] = {1000, 1 * MiB}; /* a small block, a large one */
+    for (int k = 0; k < 2; k++) {
+        pthread_t t[T];
+        together_job j = {f.mr, &all_hold, sizes[k], 0};
+        for (int i = 0; i < T; i++)
+            ck_assert_int_eq(pthread_create(&t[i], NULL, hold_together, &j), 0);
+        for (int i = 0; i < T; i++)
+            ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+        ck_assert_int_eq(j.errors, 0);
+        ck_assert_uint_eq(stats(f.mr).thread_arenas, 0);
+        ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE), 0);
+        ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS_PEAK), T);
+        ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE_PEAK), T * sizes[k]);
+    }
+    pthread_barrier_destroy(&all_hold);
+    drop_arena(&f);
+}
+
 CRMM_TEST_IN("arena", out_of_memory_message_names_the_sizes)
 {
     crmm_config *cfg;

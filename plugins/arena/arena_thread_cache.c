@@ -377,23 +377,30 @@ static inline void count_free(arena_thread *a, size_t bytes)
         arena_thread_flush(a);
 }
 
-/* Count a free in the resource's shared counters (a thread with no arena for the stream, or a
- * block of a superblock another thread arena holds or no thread holds). The peak the queries
- * report is the shared counts plus every thread arena's unflushed rise; a free here lowers the
- * shared counts under those rises, so the peak they add up to now is recorded first: a block that
- * one thread allocated and another freed stays in the peak. */
-static void count_shared_free(arena_resource *r, size_t bytes)
+/* The peaks the queries report are the shared counts plus every thread arena's unflushed rise.
+ * Before that sum can fall without a free of the thread that rose (a free counted in the shared
+ * counts, a thread arena flushed and gone at its thread's exit), the peak it makes now is
+ * recorded (arenas_lock held). */
+static void record_peak(arena_resource *r)
 {
     crmm_alloc_counters *c = &r->counters;
     int64_t rise_count = 0, rise_bytes = 0;
-    pthread_mutex_lock(&r->arenas_lock); /* the arenas stay while their rises are read */
     for (arena_thread *a = r->arenas; a; a = a->next) {
         rise_count += __atomic_load_n(&a->peak_count, __ATOMIC_RELAXED);
         rise_bytes += __atomic_load_n(&a->peak_bytes, __ATOMIC_RELAXED);
     }
     crmm_counters_raise_peak(&c->peak_count, __atomic_load_n(&c->count, __ATOMIC_RELAXED) + rise_count);
     crmm_counters_raise_peak(&c->peak_bytes, __atomic_load_n(&c->bytes, __ATOMIC_RELAXED) + rise_bytes);
-    crmm_counters_sub(c, bytes, CRMM_COUNT_SHARED);
+}
+
+/* Count a free in the resource's shared counters (a thread with no arena for the stream, or a
+ * block of a superblock another thread arena holds or no thread holds), the peak recorded first:
+ * a block that one thread allocated and another freed stays in the peak. */
+static void count_shared_free(arena_resource *r, size_t bytes)
+{
+    pthread_mutex_lock(&r->arenas_lock);
+    record_peak(r);
+    crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_SHARED);
     pthread_mutex_unlock(&r->arenas_lock);
 }
 
@@ -674,8 +681,9 @@ static void arena_thread_retire(arena_resource *r, arena_thread *a)
         }
     }
     op_end(a);
-    arena_thread_flush(a);
     pthread_mutex_lock(&r->arenas_lock);
+    record_peak(r); /* with the rises of the threads still running */
+    arena_thread_flush(a);
     if (a->prev)
         a->prev->next = a->next;
     else
