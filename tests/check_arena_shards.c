@@ -92,6 +92,20 @@ CRMM_TEST(bad_pointers_are_refused_and_harmless)
     drop_arena(&f);
 }
 
+/* A large block freed with a size of the small blocks is a wrong size, not a double free: the
+ * message names both sizes, as for any other wrong size of a large block. */
+CRMM_TEST(a_large_block_freed_as_a_small_one_names_both_sizes)
+{
+    fixture f = make_arena("arena_size=4MiB");
+    void *large = crmm_test_allocate(f.mr, 1 * MiB);
+    ck_assert_crmm(crmm_resource_deallocate(f.mr, large, 1000, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "was allocated with 1048576 bytes, freed with 1000") != NULL, "%s",
+                  crmm_last_error());
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE), 1 * MiB);
+    release(f.mr, large, 1 * MiB);
+    drop_arena(&f);
+}
+
 CRMM_TEST(double_free_from_another_thread_is_refused)
 {
     fixture f = make_arena("arena_size=4MiB");

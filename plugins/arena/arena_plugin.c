@@ -198,10 +198,8 @@ static crmm_status arena_free_now(arena_resource *r, void *ptr, size_t bytes, cr
         if (sb)
             return arena_cache_deallocate(r, sb, ptr, bytes, stream);
     }
-    if (bytes <= r->small_max)
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p is not a live block of this arena (freed twice?)",
-                              arena_who(r), ptr);
-    /* no wait for the stream: the pages are tagged with it (arena_stream_order.c) */
+    /* any size: a large block freed with a small one is refused there as a wrong size. No wait
+     * for the stream: the pages are tagged with it (arena_stream_order.c) */
     arena_stream_id id;
     size_t allocated;
     crmm_status st = arena_global_free_large(&r->global, ptr, bytes, arena_stream_of(r, stream, &id), &allocated);
