@@ -54,6 +54,8 @@ CRMM_PY_TESTS += python/tests/test_torch_memory_stats.py python/tests/test_torch
 CRMM_PY_TESTS += python/tests/test_unowned_resources.py python/tests/test_unowned_resources_gpu.py python/tests/test_rmm_messages.py
 # RMM's names and behaviours its own test suite does not check
 CRMM_PY_TESTS += python/tests/test_rmm_api_gaps.py
+# RMM's pylibrmm reference, read as a user switching from RMM reads it
+CRMM_PY_TESTS += python/tests/test_rmm_reference.py
 EXTRA_DIST += $(CRMM_PY_PIP) python/crmm/_fastalloc.c
 EXTRA_DIST += $(CRMM_PY_MR) $(CRMM_PY_MEMORY_RESOURCE) $(CRMM_PY_MR_STUBS) $(CRMM_PY_MEMORY_RESOURCE_STUBS)
 EXTRA_DIST += docs/python.md $(CRMM_PY_TOP_STUBS) $(CRMM_PY_PYLIBRMM_STUBS) $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_CUDA) $(CRMM_PY_AS_RMM_SITE) $(CRMM_PY_TESTS) python/tests/run_pytest.sh

@@ -80,6 +80,10 @@ def foreign_handle(obj):
     raise TypeError(f"Cannot create stream from {type(obj)}")
 
 
+# cudaStream_t 0 and cudaStreamLegacy: the streams RMM's Stream.is_default() is true for.
+_LEGACY_DEFAULT_HANDLES = (0, 1)
+
+
 class Stream(HandleOwner):
     """A CUDA stream.
 
@@ -179,8 +183,11 @@ class Stream(HandleOwner):
         return (0, self.handle)
 
     def is_default(self):
-        """Check if we are the default CUDA stream"""
-        return bool(lib.crmm_stream_is_default(self._cstream))
+        """Check if we are the default CUDA stream: the legacy default stream (handle 0 or
+        cudaStreamLegacy), as RMM's; the per-thread default stream is not (RMM is built without
+        CUDA_API_PER_THREAD_DEFAULT_STREAM). libcrmm's crmm_stream_is_default, which the copies
+        use to decide whether to wait, counts the per-thread one too."""
+        return (lib.crmm_stream_handle(self._cstream) or 0) in _LEGACY_DEFAULT_HANDLES
 
     def synchronize(self):
         """Synchronize the CUDA stream"""
@@ -199,7 +206,9 @@ class Stream(HandleOwner):
     def __repr__(self):
         if self._released:  # repr must not raise: it shows in tracebacks and logs
             return "<crmm Stream (released)>"
-        return f"<crmm Stream 0x{self.handle:x}{' (default)' if self.is_default() else ''}>"
+        handle = self.handle
+        kind = " (default)" if handle in _LEGACY_DEFAULT_HANDLES else " (per-thread default)" if handle == 2 else ""
+        return f"<crmm Stream 0x{handle:x}{kind}>"
 
 
 class _ReleasedStream(Stream):
