@@ -63,6 +63,10 @@ try:  # the commit `make install` was run from ("" outside a git checkout or uni
 except ImportError:
     __git_commit__ = ""
 
+# RMM's package imports these two modules in its __init__, so that after `import rmm` alone
+# rmm.rmm (reinitialize, its hooks, RMMError, is_initialized) and rmm._version are attributes.
+from . import _version, rmm  # noqa: E402,F401
+
 __all__ = [
     "BadAllocError",
     "ConfigError",

@@ -1,7 +1,7 @@
 from os import PathLike
 from typing import Any, Callable, TypeVar
 
-from . import mr as mr, pylibrmm as pylibrmm, statistics as statistics
+from . import mr as mr, pylibrmm as pylibrmm, rmm as rmm, statistics as statistics
 from ._errors import (
     BadAllocError as BadAllocError,
     ConfigError as ConfigError,

@@ -24,3 +24,28 @@ def test_is_default_is_the_legacy_default_stream_only():
     assert not Stream(2).is_default()
     assert not Stream(PER_THREAD_DEFAULT_STREAM).is_default()
     assert "per-thread" in repr(PER_THREAD_DEFAULT_STREAM)
+
+
+def _run(code):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True)
+
+
+def test_rmm_rmm_and_rmm_version_are_attributes_after_a_bare_import():
+    # RMM's package imports rmm.rmm and rmm._version in its __init__ (from rmm.rmm import
+    # reinitialize, ...; from rmm._version import __version__), so after `import rmm` alone
+    # both are attributes of the package; docs/python.md names them as RMM's modules
+    r = _run(
+        """
+        import crmm
+        crmm.install_as_rmm()
+        import rmm
+        assert rmm.rmm.reinitialize is rmm.reinitialize
+        assert rmm.rmm.RMMError is rmm.RMMError
+        assert rmm._version.__version__ == rmm.__version__
+        assert rmm._version.__git_commit__ == rmm.__git_commit__
+        import crmm as c
+        assert c.rmm.is_initialized is c.is_initialized
+        print("ok")
+        """
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
