@@ -49,3 +49,20 @@ def test_rmm_rmm_and_rmm_version_are_attributes_after_a_bare_import():
         """
     )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_memory_resource_module_holds_every_class_as_rmm_s():
+    # RMM defines all its resource classes in rmm.pylibrmm.memory_resource._memory_resource
+    # (its .pyi lists them there; RMM's own tests import _flush_logs from it), the callback,
+    # pool-view and system-memory classes included
+    import crmm.pylibrmm.memory_resource as pkg
+    from crmm.pylibrmm.memory_resource import _memory_resource
+
+    for name in (
+        "CallbackMemoryResource",
+        "CudaAsyncViewMemoryResource",
+        "SystemMemoryResource",
+        "SamHeadroomMemoryResource",
+    ):
+        assert getattr(_memory_resource, name) is getattr(pkg, name)
+    from crmm.pylibrmm.memory_resource._memory_resource import CallbackMemoryResource  # noqa: F401

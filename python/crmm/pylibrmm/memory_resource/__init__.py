@@ -26,6 +26,12 @@ from ._unowned import *  # noqa: F401,F403
 from ._unowned import __all__ as _unowned
 from . import experimental
 
+# RMM's _memory_resource defines every resource class: it has these too (not in its __all__,
+# which stays crmm's classic list).
+for _name in _unowned:
+    setattr(_memory_resource, _name, globals()[_name])
+del _name
+
 __all__ = _classic + _unowned + ["experimental"]
 del _classic, _unowned
 
