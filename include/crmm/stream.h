@@ -59,7 +59,9 @@ CRMM_API crmm_stream *crmm_stream_per_thread(void);
 CRMM_API crmm_cuda_stream_t crmm_stream_handle(const crmm_stream *stream);
 
 /* True for a default stream: NULL, a handle of NULL or cudaStreamLegacy (the legacy default),
- * or cudaStreamPerThread (the per-thread default) — RMM's Stream.is_default(). */
+ * or cudaStreamPerThread (the per-thread default): the streams whose work a copy cannot order
+ * against another stream's, so the copy helpers wait for them. RMM's Stream.is_default() (and
+ * crmm's Python Stream.is_default()) is true for the legacy default alone. */
 CRMM_API bool crmm_stream_is_default(const crmm_stream *stream);
 
 /* True when destroying the object destroys its CUDA stream (made by crmm_stream_create). */
