@@ -145,8 +145,9 @@ static crmm_status load_file(const char *path, const char *expect_name, const cr
         if (strcmp(l->path, real) == 0) {
             /* a link crmm_a.so -> crmm_b.so must not turn a request for "a" into plugin "b" */
             if (expect_name && strcmp(l->plugin->name, expect_name) != 0)
-                return crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s (%s) calls itself '%s' but its file name says '%s'",
-                                      path, real, l->plugin->name, expect_name);
+                return crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s (%s) calls itself '%s' but its file name says '%s' "
+                                      "(load it as '%s', or name the link crmm_%s.so)",
+                                      path, real, l->plugin->name, expect_name, l->plugin->name, l->plugin->name);
             *out = l->plugin;
             return CRMM_OK;
         }
@@ -165,7 +166,8 @@ static crmm_status load_file(const char *path, const char *expect_name, const cr
     void *sym = dlsym(h, CRMM_PLUGIN_ENTRY_SYMBOL);
     if (!sym) {
         const char *why = dlerror();
-        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s has no %s() entry function: %s", real,
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s has no %s() entry function (define it with "
+                            "CRMM_PLUGIN_DEFINE(descriptor) of <crmm/plugin.h>, which also exports it): %s", real,
                             CRMM_PLUGIN_ENTRY_SYMBOL, why ? why : "symbol not found");
         dlclose(h);
         return st;
@@ -174,26 +176,33 @@ static crmm_status load_file(const char *path, const char *expect_name, const cr
     memcpy(&entry, &sym, sizeof entry);
     const crmm_plugin *pl = entry();
     if (!pl)
-        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: %s() returned NULL", real, CRMM_PLUGIN_ENTRY_SYMBOL);
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: %s() returned NULL (it must return the plugin's crmm_plugin "
+                            "descriptor)", real, CRMM_PLUGIN_ENTRY_SYMBOL);
     else if (pl->abi_major == 1)
         st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s was built for plugin ABI %u.%u; this crmm loads %d.%d, where "
                             "each parameter is one crmm_param row (offset and range in the row, enums as integers) "
                             "and crmm_plugin has config_size instead of fields: rebuild the plugin (docs/plugin-abi.md)",
                             real, pl->abi_major, pl->abi_minor, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);
     else if (pl->abi_major != CRMM_PLUGIN_ABI_MAJOR)
-        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s was built for plugin ABI %u.%u; this crmm supports %d.%d (rebuild the plugin)",
-                            real, pl->abi_major, pl->abi_minor, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s was built for plugin ABI %u.%u; this crmm supports %d.%d "
+                            "(rebuild the plugin against this crmm's <crmm/plugin.h>, or use a crmm of plugin ABI %u)",
+                            real, pl->abi_major, pl->abi_minor, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR, pl->abi_major);
     else if (pl->abi_minor > CRMM_PLUGIN_ABI_MINOR)
         st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s needs plugin ABI %u.%u, newer than this crmm's %d.%d (upgrade crmm)",
                             real, pl->abi_major, pl->abi_minor, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);
     else if (pl->struct_size < sizeof(crmm_plugin))
-        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: descriptor struct_size %u is smaller than ABI %d.%d's %zu",
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: descriptor struct_size %u is smaller than ABI %d.%d's %zu "
+                            "(start the descriptor with CRMM_PLUGIN_HEADER and rebuild against this crmm's <crmm/plugin.h>)",
                             real, pl->struct_size, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR, sizeof(crmm_plugin));
-    else if (!pl->name || (expect_name && strcmp(pl->name, expect_name) != 0))
-        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s calls itself '%s' but its file name says '%s'", real,
-                            pl->name ? pl->name : "(null)", expect_name ? expect_name : "?");
+    else if (!pl->name)
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s has no name (its descriptor's .name is NULL): set .name = \"%s\", "
+                            "the <name> of its file crmm_<name>.so", real, expect_name ? expect_name : "<name>");
+    else if (expect_name && strcmp(pl->name, expect_name) != 0)
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s calls itself '%s' but its file name says '%s' "
+                            "(rename the file crmm_%s.so, or set .name = \"%s\")", real, pl->name, expect_name,
+                            pl->name, expect_name);
     else if (!pl->create)
-        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s has no create function", real);
+        st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s has no create function (set the descriptor's .create)", real);
     else if ((int)pl->upstream < CRMM_UPSTREAM_NONE || (int)pl->upstream > CRMM_UPSTREAM_OPTIONAL)
         st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s: unknown upstream rule %d", real, (int)pl->upstream);
     else if (crmm_param_table_validate(pl) != CRMM_OK)

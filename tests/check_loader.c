@@ -50,23 +50,28 @@ CRMM_LOOP_TEST_IN("broken_plugins", other_abi_names_both_versions, 2)
     ck_assert_error_contains(v);
     snprintf(v, sizeof v, "%d.%d", CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);
     ck_assert_error_contains(v);
-    if (other_abis[_i].rebuild)
-        ck_assert_error_contains("rebuild");
+    if (other_abis[_i].rebuild) { /* rebuild against this crmm, or run the crmm the plugin was built for */
+        ck_assert_error_contains("rebuild the plugin against this crmm's <crmm/plugin.h>");
+        snprintf(v, sizeof v, "a crmm of plugin ABI %d", other_abis[_i].major);
+        ck_assert_error_contains(v);
+    }
 }
 
-/* The other broken plugins of bad_plugin.c: what each message must say besides the file. */
-static const struct { const char *name, *says, *also; } broken[] = {
-    {"shortstruct", "struct_size 24", NULL},
-    {"misnamed", "'some_other_name'", "'misnamed'"},
-    {"noentry", CRMM_PLUGIN_ENTRY_SYMBOL, "undefined symbol"}, /* dlerror()'s words */
-    {"nullentry", "returned NULL", NULL},
-    {"nocreate", "no create function", NULL},
-    {"badrule", "upstream rule 7", NULL},
-    {"dupparam", "'size' appears twice", NULL},
-    {"baddefault", "count", "'many'"},
-    {"nochoices", "'mode' has no choices", NULL},
-    {"badfield", "parameter 'size' lies outside the 8-byte config struct (offset 64)", NULL},
-    {"badrange", "default of badrange: size: 1048576 is below the minimum 2097152", NULL},
+/* The other broken plugins of bad_plugin.c: what each message must say besides the file, and
+ * the fix it must name (the author of the plugin reads it, so it says what to change). */
+static const struct { const char *name, *says, *also, *fix; } broken[] = {
+    {"shortstruct", "struct_size 24", NULL, "start the descriptor with CRMM_PLUGIN_HEADER"},
+    {"misnamed", "'some_other_name'", "'misnamed'", "rename the file crmm_some_other_name.so, or set .name = \"misnamed\""},
+    {"nullname", "has no name", NULL, "set .name = \"nullname\""},
+    {"noentry", CRMM_PLUGIN_ENTRY_SYMBOL, "undefined symbol", "CRMM_PLUGIN_DEFINE(descriptor)"}, /* dlerror()'s words */
+    {"nullentry", "returned NULL", NULL, "must return the plugin's crmm_plugin descriptor"},
+    {"nocreate", "no create function", NULL, "set the descriptor's .create"},
+    {"badrule", "upstream rule 7", NULL, NULL},
+    {"dupparam", "'size' appears twice", NULL, NULL},
+    {"baddefault", "count", "'many'", NULL},
+    {"nochoices", "'mode' has no choices", NULL, NULL},
+    {"badfield", "parameter 'size' lies outside the 8-byte config struct (offset 64)", NULL, NULL},
+    {"badrange", "default of badrange: size: 1048576 is below the minimum 2097152", NULL, NULL},
 };
 
 CRMM_LOOP_TEST_IN("broken_plugins", broken_plugin_is_refused_saying_why, (int)(sizeof broken / sizeof broken[0]))
@@ -75,6 +80,9 @@ CRMM_LOOP_TEST_IN("broken_plugins", broken_plugin_is_refused_saying_why, (int)(s
     ck_assert_error_contains(broken[_i].says);
     if (broken[_i].also)
         ck_assert_error_contains(broken[_i].also);
+    if (broken[_i].fix)
+        ck_assert_error_contains(broken[_i].fix);
+    ck_assert_msg(!strstr(crmm_last_error(), "(null)"), "a NULL printed in: %s", crmm_last_error());
 }
 
 /* A plugin built against ABI 1.1 (two tables joined by key, enums as text) is refused with what

@@ -134,6 +134,8 @@ BAD_MAYBE_UNUSED static const crmm_plugin bad_plugin = {
 #endif
 #if defined(BAD_MISNAMED)
     .name = "some_other_name",
+#elif defined(BAD_NULL_NAME)
+    .name = NULL,
 #else
     .name = BAD_PLUGIN_NAME,
 #endif

@@ -60,6 +60,11 @@ tests_plugins_crmm_misnamed_la_SOURCES = tests/plugins/bad_plugin.c
 tests_plugins_crmm_misnamed_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"misnamed"' -DBAD_MISNAMED
 tests_plugins_crmm_misnamed_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
 tests_plugins_crmm_misnamed_la_LIBADD = $(PLUGIN_LIBADD)
+check_LTLIBRARIES += tests/plugins/crmm_nullname.la
+tests_plugins_crmm_nullname_la_SOURCES = tests/plugins/bad_plugin.c
+tests_plugins_crmm_nullname_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"nullname"' -DBAD_NULL_NAME
+tests_plugins_crmm_nullname_la_LDFLAGS = $(TEST_PLUGIN_LDFLAGS)
+tests_plugins_crmm_nullname_la_LIBADD = $(PLUGIN_LIBADD)
 check_LTLIBRARIES += tests/plugins/crmm_noentry.la
 tests_plugins_crmm_noentry_la_SOURCES = tests/plugins/bad_plugin.c
 tests_plugins_crmm_noentry_la_CPPFLAGS = $(AM_CPPFLAGS) -DBAD_PLUGIN_NAME='"noentry"' -DBAD_NO_ENTRY
