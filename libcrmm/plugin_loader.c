@@ -181,7 +181,8 @@ static crmm_status load_file(const char *path, const char *expect_name, const cr
     else if (pl->abi_major == 1)
         st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s was built for plugin ABI %u.%u; this crmm loads %d.%d, where "
                             "each parameter is one crmm_param row (offset and range in the row, enums as integers) "
-                            "and crmm_plugin has config_size instead of fields: rebuild the plugin (docs/plugin-abi.md)",
+                            "and crmm_plugin has config_size instead of fields: convert and rebuild the plugin "
+                            "(man crmm-plugin, PLUGINS BUILT FOR ABI 1.x; docs/plugin-abi.md)",
                             real, pl->abi_major, pl->abi_minor, CRMM_PLUGIN_ABI_MAJOR, CRMM_PLUGIN_ABI_MINOR);
     else if (pl->abi_major != CRMM_PLUGIN_ABI_MAJOR)
         st = crmm_set_error(CRMM_ERROR_PLUGIN, "plugin %s was built for plugin ABI %u.%u; this crmm supports %d.%d "

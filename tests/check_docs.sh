@@ -40,6 +40,24 @@ for key in default plugin_path log_level; do
     grep -qx ".B $key" "$page" || fail "$page lacks the [crmm] key $key"
 done
 
+# ---- crmm-plugin(7) keeps up with the plugin ABI ---------------------------------------------------
+# Every function member of crmm_resource_ops and crmm_plugin is named in the page (an author with
+# only the installed crmm reads it), and the page has the section the loader's message for an
+# ABI 1.x plugin sends its author to.
+man7="$srcdir/doc/crmm-plugin.7"
+nmembers=0
+for m in $(sed -n '/^typedef struct crmm_resource_ops {/,/^}/s/.*(\*\([a-z_]*\))(.*/\1/p' "$srcdir/include/crmm/resource.h") \
+    $(sed -n '/^typedef struct crmm_plugin {/,/^}/s/.*(\*\([a-z_]*\))(.*/\1/p' "$srcdir/include/crmm/plugin.h"); do
+    checks=$((checks + 1))
+    nmembers=$((nmembers + 1))
+    grep -Eq "^\.BR? $m( |\$)" "$man7" || fail "crmm-plugin(7) does not name the member $m"
+done
+[ "$nmembers" -ge 10 ] || fail "found only $nmembers function members of crmm_resource_ops and crmm_plugin"
+section=$(sed -n 's/.*(man crmm-plugin, \([A-Z0-9 .x]*\);.*/\1/p' "$srcdir/libcrmm/plugin_loader.c")
+checks=$((checks + 1))
+[ -n "$section" ] && grep -qx ".SH $section" "$man7" ||
+    fail "crmm-plugin(7) has no section '$section', which the loader's ABI 1.x message names"
+
 # ---- every page renders cleanly -------------------------------------------------------------------
 if command -v groff >/dev/null 2>&1; then
     for p in "$page" "$srcdir/doc/crmm.1" "$srcdir/doc/crmm-plugin.7"; do

@@ -96,6 +96,8 @@ CRMM_TEST_IN("broken_plugins", abi_1_plugin_is_refused_saying_what_changed)
     ck_assert_error_contains(v);
     ck_assert_error_contains("one crmm_param row");
     ck_assert_error_contains("docs/plugin-abi.md");
+    /* docs/ is not installed: the message also names the installed page that says what to do */
+    ck_assert_error_contains("man crmm-plugin, PLUGINS BUILT FOR ABI 1.x");
     crmm_resource *mr = NULL;
     ck_assert_crmm(crmm_resource_create("oldminor", "size=4KiB", NULL, &mr), CRMM_ERROR_PLUGIN);
     ck_assert_ptr_null(mr);
