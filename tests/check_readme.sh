@@ -77,10 +77,22 @@ for f in "$tmp"/c.*; do
 done
 if [ "$nplugin" -eq 0 ]; then
     # the README points to the template's source instead of copying it: build that file as the
-    # README says (cp .../template_plugin.c . && cc -shared -fPIC -o crmm_template.so ...)
+    # README says (cp .../template_plugin.c . && cc -shared -fPIC -o crmm_template.so ...); its cp
+    # line is run as written, with crmm-uninstalled.pc standing for the installed crmm.pc
     nplugin=1
     mkdir -p "$tmp/plugins" && chmod 755 "$tmp/plugins"
-    cp "$srcdir/plugins/template/template_plugin.c" "$tmp/template_plugin.c"
+    cpline=$(sed -n '/^## Writing a plugin$/,/^## /s/^    \(cp .*template_plugin\.c.*\)$/\1/p' "$readme")
+    checks=$((checks + 1))
+    if [ -z "$cpline" ]; then
+        fail "no 'cp ...template_plugin.c .' line under the README's 'Writing a plugin'"
+        cp "$srcdir/plugins/template/template_plugin.c" "$tmp/template_plugin.c"
+    else
+        (cd "$tmp" && eval "$cpline") >"$tmp/out" 2>&1 ||
+            { fail "the README's '$cpline' fails"; sed 's/^/    | /' "$tmp/out" | head -3; }
+        checks=$((checks + 1))
+        cmp -s "$tmp/template_plugin.c" "$srcdir/plugins/template/template_plugin.c" ||
+            fail "the README's '$cpline' does not copy plugins/template/template_plugin.c"
+    fi
     checks=$((checks + 1))
     $cc $cflags -shared -fPIC -o "$tmp/plugins/crmm_template.so" "$tmp/template_plugin.c" $pc_cflags $pc_libs $ldflags \
         >"$tmp/out" 2>&1 || fail "plugins/template/template_plugin.c does not build out of tree as the README says"

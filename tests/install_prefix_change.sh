@@ -41,6 +41,9 @@ for f in share/man/man1/crmm.1 share/man/man5/crmm.ini.5 share/man/man7/crmm-plu
 done
 pld=$(PKG_CONFIG_PATH="$tmp/second/lib/pkgconfig" pkg-config --variable=pluginlibdir crmm)
 [ "$pld" = "$tmp/second/lib/crmm" ] || fail "pkg-config --variable=pluginlibdir crmm gives '$pld'"
+# the README copies the template from pkg-config's templatedir
+td=$(PKG_CONFIG_PATH="$tmp/second/lib/pkgconfig" pkg-config --variable=templatedir crmm)
+[ -f "$td/template_plugin.c" ] || fail "pkg-config --variable=templatedir crmm gives '$td', without template_plugin.c"
 
 # the installed tool, with the private prefix on the library path: it searches the new plugin
 # directory (compiled into libcrmm) and loads every plugin from there
