@@ -97,6 +97,16 @@ if [ "$nplugin" -eq 0 ]; then
     $cc $cflags -shared -fPIC -o "$tmp/plugins/crmm_template.so" "$tmp/template_plugin.c" $pc_cflags $pc_libs $ldflags \
         >"$tmp/out" 2>&1 || fail "plugins/template/template_plugin.c does not build out of tree as the README says"
 fi
+# authors copy the template into their own builds, whatever the compiler: it builds with clang's
+# warnings as errors too (clang -Wextra, unlike gcc's, calls a {NULL} row a missing initializer)
+if command -v clang >/dev/null 2>&1; then
+    checks=$((checks + 1))
+    clang $cflags -shared -fPIC -o "$tmp/crmm_template_clang.so" "$srcdir/plugins/template/template_plugin.c" \
+        $pc_cflags $pc_libs $ldflags >"$tmp/out" 2>&1 ||
+        { fail "plugins/template/template_plugin.c does not build with clang $cflags"; sed 's/^/    | /' "$tmp/out" | head -5; }
+else
+    echo "note: clang not installed; the template's build with clang is not checked"
+fi
 if [ "$nprog" -lt 2 ] || [ "$nplugin" -ne 1 ]; then
     fail "found $nprog programs and $nplugin plugins in the README's C blocks (expected 2 and 1)"
 fi

@@ -9,7 +9,7 @@
  *        .offset = offsetof(my_config, block_size), .min = 256},
  *       {.key = "mode", .type = CRMM_PARAM_ENUM, .default_value = "fast", .help = "fast or safe",
  *        .offset = offsetof(my_config, mode), .choices = "fast|safe"},
- *       {NULL}
+ *       {.key = NULL}
  *   };
  *   static const crmm_plugin my_plugin = {
  *       CRMM_PLUGIN_HEADER,
@@ -101,7 +101,7 @@ typedef struct crmm_plugin {
     const char *description;   /* one line */
     crmm_upstream_rule upstream;
     unsigned flags;            /* CRMM_PLUGIN_* flags */
-    const crmm_param *params;  /* table ending with {NULL}; NULL = no parameters */
+    const crmm_param *params;  /* table ending with {.key = NULL}; NULL = none */
     size_t config_size;        /* sizeof the config struct the rows' offsets point into; 0 = none
                                 * (then the plugin reads its parameters with crmm_params_get_*) */
     /* Optional: the rules between parameters, run once when a config or crmm_resource_create is

@@ -79,7 +79,7 @@ static const crmm_param template_params[] = {
     {.key = "tag", .type = CRMM_PARAM_UINT, .default_value = "0",
      .help = "a number kept with the resource (an example parameter)",
      .offset = offsetof(template_config, tag)},
-    {NULL},
+    {.key = NULL}, /* the end (not {NULL}, which clang -Wextra calls a missing initializer) */
 };
 
 static const crmm_plugin template_plugin = {
