@@ -74,10 +74,25 @@ struct crmm_ipc_mapping {
     size_t range;
     size_t page;
     size_t mapped;             /* VMM: pages mapped from base on */
-    bool close_failed;         /* a close failed: m is kept (leaked with what that close could not
+    bool close_failed;         /* a close failed: m is kept (with what that close could not
                                 * release), so that a second close is refused instead of freeing
                                 * m twice */
+    crmm_ipc_mapping *next_kept; /* the list of kept mappings */
 };
+
+/* The mappings whose close failed, kept for the life of the process with what they still hold:
+ * listed here, so that they stay reachable rather than lost. */
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static crmm_ipc_mapping *kept_mappings;
+
+static void keep_after_failed_close(crmm_ipc_mapping *m)
+{
+    m->close_failed = true;
+    pthread_mutex_lock(&kept_lock);
+    m->next_kept = kept_mappings;
+    kept_mappings = m;
+    pthread_mutex_unlock(&kept_lock);
+}
 
 /* The shareable handle i of h, as cuMemImportFromShareableHandle and its runtime twin take it. */
 static void *shareable(const crmm_ipc_handle *h, const ipc_wire *w, size_t i)
@@ -296,7 +311,7 @@ crmm_status crmm_ipc_close(crmm_ipc_mapping *m)
     crmm_status st = crmm_cuda_device_enter(m->device, &guard);
     if (st != CRMM_OK) {
         /* nothing is released: without its device nothing can wait for the work that uses it */
-        m->close_failed = true;
+        keep_after_failed_close(m);
         return crmm_error_add_context("ipc: close: device %d, where the import was made, cannot be made current; "
                                       "nothing is released",
                                       m->device);
@@ -304,7 +319,7 @@ crmm_status crmm_ipc_close(crmm_ipc_mapping *m)
     st = m->kind == CRMM_IPC_KIND_ASYNC ? close_async(m) : close_vmm(m);
     crmm_cuda_device_restore(&guard);
     if (st != CRMM_OK) {
-        m->close_failed = true;
+        keep_after_failed_close(m);
         return st;
     }
     free(m);
