@@ -54,6 +54,8 @@ CRMM_PY_TESTS += python/tests/test_torch_memory_stats.py python/tests/test_torch
 CRMM_PY_TESTS += python/tests/test_unowned_resources.py python/tests/test_unowned_resources_gpu.py python/tests/test_rmm_messages.py
 # RMM's names and behaviours its own test suite does not check
 CRMM_PY_TESTS += python/tests/test_rmm_api_gaps.py
+# `python3 -m crmm.as_rmm`'s refusals: a missing program or module, an option it does not know
+CRMM_PY_TESTS += python/tests/test_as_rmm_runner.py
 # RMM's pylibrmm reference, read as a user switching from RMM reads it
 CRMM_PY_TESTS += python/tests/test_rmm_reference.py
 EXTRA_DIST += $(CRMM_PY_PIP) python/crmm/_fastalloc.c

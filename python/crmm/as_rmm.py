@@ -12,6 +12,7 @@ subprocesses) get the alias too: $CRMM_AS_RMM says how, and crmm/_as_rmm_site, f
 $PYTHONPATH, installs it there.
 """
 
+import importlib.util
 import os
 import runpy
 import site
@@ -19,7 +20,7 @@ import sys
 
 from ._rmm_alias import install_as_rmm
 
-USAGE = "usage: python3 -m crmm.as_rmm [--replace-installed] [--rmm-version YY.MM] (PROGRAM.py | -m MODULE) [ARGS...]"
+USAGE = "usage: python3 -m crmm.as_rmm [--replace-installed] [--rmm-version[=]YY.MM] (PROGRAM.py | -m MODULE) [ARGS...]"
 
 
 def _is_site_dir(path):
@@ -31,12 +32,29 @@ def _is_site_dir(path):
     return any(os.path.abspath(d) == path for d in dirs)
 
 
+def _missing_module(name):
+    """Why `python3 -m name` would not start (python3's words), or None when it would: the
+    module, or a package's __main__, is not there. Only those: an ImportError the module raises
+    as it runs is the program's own and keeps its traceback."""
+    try:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            if importlib.util.find_spec(name + ".__main__") is None:
+                return (f"No module named {name}.__main__; {name!r} is a package and cannot be directly "
+                        "executed")
+    except (ImportError, ValueError) as e:
+        return f"Error while finding module specification for {name!r} ({type(e).__name__}: {e})"
+    return f"No module named {name}" if spec is None else None
+
+
 def main(argv=None):
     args = list(sys.argv[1:] if argv is None else argv)
     replace, version = False, None
-    while args[:1] in (["--replace-installed"], ["--rmm-version"]):
+    while args[:1] in (["--replace-installed"], ["--rmm-version"]) or args[:1] and args[0].startswith("--rmm-version="):
         if args[0] == "--replace-installed":
             replace, args = True, args[1:]
+        elif args[0].startswith("--rmm-version="):
+            version, args = args[0].partition("=")[2], args[1:]
         elif len(args) < 2:
             print(USAGE, file=sys.stderr)
             return 2
@@ -45,6 +63,10 @@ def main(argv=None):
     if not args or args[0] in ("-h", "--help") or (args[0] == "-m" and len(args) < 2):
         print(USAGE, file=sys.stderr if not args or args[0] not in ("-h", "--help") else sys.stdout)
         return 0 if args and args[0] in ("-h", "--help") else 2
+    if args[0].startswith("-") and args[0] != "-m":
+        # not a program's path: python3's own options (-c, -) are not this runner's
+        print(f"crmm.as_rmm: unknown option {args[0]!r}\n{USAGE}", file=sys.stderr)
+        return 2
     try:
         install_as_rmm(replace_installed=replace, rmm_version=version)
     except (RuntimeError, TypeError, ValueError) as e:
@@ -61,9 +83,19 @@ def main(argv=None):
              os.environ.get("PYTHONPATH"))
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     if args[0] == "-m":
+        missing = _missing_module(args[1])
+        if missing:
+            print(f"crmm.as_rmm: {missing}", file=sys.stderr)
+            return 1
         sys.argv = [args[1]] + args[2:]
         runpy.run_module(args[1], run_name="__main__", alter_sys=True)
     else:
+        try:
+            os.stat(args[0])
+        except OSError as e:
+            print(f"crmm.as_rmm: can't open file {os.path.abspath(args[0])!r}: [Errno {e.errno}] {e.strerror}",
+                  file=sys.stderr)
+            return 2
         sys.argv = args
         sys.path.insert(0, os.path.dirname(os.path.abspath(args[0])))
         runpy.run_path(args[0], run_name="__main__")
