@@ -5,8 +5,9 @@ worker metrics distributed's dashboard reads.
     client.register_worker_plugin(CRMMSetup(pool_size="4GiB"))   # or client.register_plugin(...)
 
 Each worker then loads crmm's config and builds its resource, on its own GPU (device 0 of the
-worker: the one dask-cuda's CUDA_VISIBLE_DEVICES gives it first), or from a host config without
-a GPU. The config is either a file (``config=``), or made from RMM-style options as
+worker: the one dask-cuda's CUDA_VISIBLE_DEVICES gives it first) in place of the one the device
+had (a setup registered again replaces the resource, as RMMSetup's does), or from a host config
+without a GPU. The config is either a file (``config=``), or made from RMM-style options as
 dask-cuda's ``LocalCUDACluster(rmm_pool_size=..., rmm_async=..., rmm_managed_memory=...,
 rmm_log_directory=..., rmm_track_allocations=...)`` make RMM's:
 
@@ -35,7 +36,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from . import _lib
 from ._errors import CrmmError
-from .pylibrmm.memory_resource import MemoryResource, get_per_device_resource
+from .pylibrmm.memory_resource import MemoryResource, get_per_device_resource, set_per_device_resource
 
 # the queries the "crmm" metric reports
 _FIGURES = ("bytes_in_use", "bytes_in_use_peak", "bytes_reserved", "bytes_reserved_peak")
@@ -127,6 +128,19 @@ def crmm_metric(mr, device):
     return out
 
 
+def _set_config_resource(device):
+    """Make the loaded config's resource for `device` that device's resource. crmm_init alone
+    reaches only devices whose resource is not made yet: a worker set up before (a CRMMSetup
+    replaced by a new one), or one that used crmm before, would keep its old resource."""
+    name = _lib.text(_lib.lib.crmm_config_default_resource(_lib.lib.crmm_current_config(), device))
+    if name:
+        mr = MemoryResource.from_config(name, device=device)
+    else:  # a config naming no resource: crmm's built-in default
+        with _lib.device_context(device):
+            mr = MemoryResource("cuda")
+    set_per_device_resource(device, mr)
+
+
 class CRMMSetup(WorkerPlugin):
     """Sets crmm up in every worker (see the module's docstring).
 
@@ -177,7 +191,7 @@ class CRMMSetup(WorkerPlugin):
         _lib.initialize(path)
         if _lib.device_count() > 0:
             device = self.device if self.device is not None else 0
-            get_per_device_resource(device)  # a device that does not exist fails the setup
+            _set_config_resource(device)  # a device that does not exist fails the setup
 
             # the device's resource at each heartbeat, as distributed's RMM metric reads it: one
             # held from here would be reported, and kept with its memory, after the worker

@@ -208,6 +208,7 @@ def test_metrics_follow_a_replaced_device_resource_and_let_the_old_one_go(tmp_pa
     monkeypatch.setattr(_lib, "initialize", lambda path: None)  # this process's config stays
     monkeypatch.setattr(_lib, "device_count", lambda: 1)
     monkeypatch.setattr(cd, "get_per_device_resource", lambda device: resources[device])
+    monkeypatch.setattr(cd, "_set_config_resource", lambda device: None)  # the test sets it
 
     class Worker:
         name = "w0"
@@ -242,3 +243,41 @@ def test_config_text_refuses_options_it_would_leave_out(kwargs, message):
     threshold) where CRMMSetup refused it."""
     with pytest.raises(ValueError, match=message):
         config_text(**kwargs)
+
+
+def test_a_new_setup_replaces_the_device_resource_a_worker_already_has(tmp_path):
+    """A worker whose device already has its resource (a CRMMSetup registered before, replaced by
+    a new one of the same name; or crmm used before the registration) takes the new setup's
+    config: crmm_init alone changes only devices whose resource is not yet made, so the worker
+    kept the old resource and reported it, and the new options were lost without a word. A GPU
+    worker is stood in for in a fresh interpreter: one device, configs over host memory."""
+    pool = tmp_path / "pool.ini"
+    pool.write_text(HOST_CONFIG)
+    host = tmp_path / "host.ini"
+    host.write_text("[crmm]\ndefault = h\n[resource.h]\nplugin = host\n")
+    r = run_python(f"""
+        import crmm._lib as _lib
+        _lib.device_count = lambda: 1
+        from crmm.dask import CRMMSetup
+        from crmm.pylibrmm.memory_resource import get_per_device_resource
+
+        class Worker:
+            name = "w0"
+            local_directory = {str(tmp_path)!r}
+
+            def __init__(self):
+                self.metrics = {{}}
+
+        worker = Worker()
+        _lib.initialize({str(host)!r})
+        assert get_per_device_resource(0).kind == "host"  # made before any setup
+        first = CRMMSetup(config={str(pool)!r})
+        first.setup(worker)
+        print(first.resource.kind, get_per_device_resource(0).kind, worker.metrics["crmm"](worker)["chain"])
+        first.teardown(worker)
+        second = CRMMSetup(config={str(host)!r})
+        second.setup(worker)
+        print(second.resource.kind, get_per_device_resource(0).kind, worker.metrics["crmm"](worker)["chain"])
+        """)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split("\n")[:2] == ["pool pool pool -> host", "host host host"], r.stdout
