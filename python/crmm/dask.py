@@ -93,7 +93,9 @@ def config_text(pool_size=None, maximum_pool_size=None, async_=False, managed=Fa
     if tracking:
         top = add("tracking", "tracking", top)
     if log_file is not None:
-        if re.search(r"[\n;#]", log_file) or log_file != log_file.strip():
+        # the config cuts a value at a line's end and at a ';' after a blank (a comment), and
+        # strips blanks around it; '#' and other ';' are the value's own
+        if re.search(r"[\n\r\0]|(^|\s);", log_file) or log_file != log_file.strip():
             raise ValueError(f"log file {log_file!r} cannot be written into a config")
         top = add("log", "logging", top, file=log_file)
     return f"[crmm]\ndefault = {top}\n\n" + "\n\n".join(sections) + "\n"
@@ -165,8 +167,11 @@ class CRMMSetup(WorkerPlugin):
         self.log_directory = os.fspath(log_directory) if log_directory is not None else None
         self.device = device
         if self.config is None:
+            log_file = (None if self.log_directory is None
+                        else os.path.join(os.path.abspath(self.log_directory), "crmm_log_w.csv"))
             try:
-                config_text(**self.options)  # bad sizes and options are the caller's error, here
+                # bad sizes, options and log directories are the caller's error, here
+                config_text(log_file=log_file, **self.options)
             except ValueError as e:
                 raise ValueError(f"CRMMSetup: {e}") from None
 

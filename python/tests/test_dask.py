@@ -281,3 +281,32 @@ def test_a_new_setup_replaces_the_device_resource_a_worker_already_has(tmp_path)
         """)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split("\n")[:2] == ["pool pool pool -> host", "host host host"], r.stdout
+
+
+def test_a_log_directory_with_a_hash_or_semicolon_is_written_as_it_is(tmp_path):
+    """The config reads '#' and ';' inside a value as part of it (only a ';' after a blank starts
+    a comment): a directory named "run#1" or "a;b" is a path the logging plugin writes into,
+    where the setup refused it on every worker. What the config would cut is refused by the
+    constructor, not later on each worker."""
+    class Worker:
+        name = "w0"
+        local_directory = str(tmp_path)
+
+    for name in ("run#1", "a;b", "x #y"):
+        setup = CRMMSetup(log_directory=tmp_path / name)
+        expected = os.path.join(str(tmp_path), name, "crmm_log_w0.csv")
+        text = open(setup._config_path(Worker())).read()
+        path = tmp_path / "generated.ini"
+        path.write_text(text)
+        cfg = _lib.ctypes.c_void_p()
+        assert _lib.lib.crmm_config_load_file(os.fsencode(path), _lib.ctypes.byref(cfg)) == 0, _lib.last_error()
+        fn = _lib.lib.crmm_config_resource_param_value
+        fn.restype, fn.argtypes = _lib.ctypes.c_char_p, [_lib.ctypes.c_void_p, _lib.ctypes.c_size_t, _lib.ctypes.c_size_t]
+        i = _lib.lib.crmm_config_find_resource(cfg, b"log")
+        assert i >= 0
+        values = [fn(cfg, i, j).decode() for j in range(_lib.lib.crmm_config_resource_param_count(cfg, i))]
+        _lib.lib.crmm_config_free(cfg)
+        assert expected in values, (name, values)
+    for bad in ("a ;b", "a\nb"):
+        with pytest.raises(ValueError, match="cannot be written into a config"):
+            CRMMSetup(log_directory=tmp_path / bad)
