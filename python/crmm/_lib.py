@@ -1,6 +1,7 @@
 """Loads libcrmm with ctypes and declares the C functions the package calls.
 
-Where libcrmm is found, first match wins:
+Where libcrmm is found, the first that loads and has every function below wins (a library that
+lacks one, not libcrmm or an older one, is passed over and named in the ImportError):
   1. $CRMM_LIBRARY, a path (or a name the dynamic loader can find): only that is tried;
   2. the library `make install` put beside this package, named in _paths.py, which
      `make install` writes (not in the source tree);
@@ -222,9 +223,17 @@ def _load():
     tried = []
     for candidate in _candidates():
         try:
-            return ctypes.CDLL(candidate), candidate
+            loaded = ctypes.CDLL(candidate)
         except OSError as e:
             tried.append(f"{candidate}: {e}")
+            continue
+        missing = [name for name in _PROTOTYPES if not hasattr(loaded, name)]
+        if not missing:
+            return loaded, candidate
+        # another library, or an older libcrmm: the next candidate may be the right one
+        tried.append(f"{candidate}: loads, but has no {missing[0]}"
+                     f"{f' (nor {len(missing) - 1} more functions)' if len(missing) > 1 else ''}: "
+                     "not libcrmm, or one older than this package")
     where = "; ".join(tried) if tried else "no libcrmm installed beside this package or known to the loader"
     raise ImportError(
         f"crmm cannot load libcrmm ({where}). Install crmm (make install), or set CRMM_LIBRARY to the "

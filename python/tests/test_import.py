@@ -133,3 +133,19 @@ def test_every_error_class_is_exported():
                if issubclass(c, crmm.CrmmError) and c.__module__ == _errors.__name__}
     assert classes and classes <= set(crmm.__all__)
     assert all(getattr(crmm, name) is getattr(_errors, name) for name in classes)
+
+
+def test_a_library_that_is_not_libcrmm_is_a_clear_import_error():
+    """$CRMM_LIBRARY naming a library that loads but is not libcrmm (or an older libcrmm without
+    a function this package calls): an ImportError naming the library and the missing function,
+    not an AttributeError out of ctypes."""
+    import ctypes.util
+
+    libc = ctypes.util.find_library("c")
+    if not libc:
+        pytest.skip("no C library known to the loader")
+    r = run_python("import crmm", env={"CRMM_LIBRARY": libc})
+    assert r.returncode != 0
+    assert "AttributeError" not in r.stderr, r.stderr
+    assert f"ImportError: crmm cannot load libcrmm ({libc}: " in r.stderr, r.stderr
+    assert "crmm_version" in r.stderr and "CRMM_LIBRARY" in r.stderr, r.stderr
