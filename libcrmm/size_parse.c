@@ -17,14 +17,18 @@ static const struct { const char *name; double mult; } size_units[] = {
     {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"PB", 1e15},
 };
 
-/* Digits after the '.' of a percentage that count: 100 * 10^17 still fits in 64 bits. */
-#define PCT_DIGITS 17
+__extension__ typedef unsigned __int128 u128;
 
-/* floor(n * num / den) in integers, for num <= den <= 10^19: at most n, so it fits. */
-static uint64_t floor_times_fraction(uint64_t n, uint64_t num, uint64_t den)
+/* floor(n * 0.DIGITS) exactly, for the decimal digits [first, end) after a '.', however many:
+ * from the last digit to the first, q = (digit * n + q) / 10. Dropping each step's fraction loses
+ * nothing, as floor((N + f) / 10) = floor(N / 10) for an integer N and 0 <= f < 1; q stays at
+ * most n, so digit * n + q fits in 128 bits. */
+static uint64_t floor_times_digits(uint64_t n, const char *first, const char *end)
 {
-    __extension__ typedef unsigned __int128 u128;
-    return (uint64_t)((u128)n * num / den);
+    u128 q = 0;
+    for (const char *d = end; d-- > first;)
+        q = ((u128)(unsigned)(*d - '0') * n + q) / 10;
+    return (uint64_t)q;
 }
 
 crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out, double *percent)
@@ -50,9 +54,8 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
     }
     double frac = 0.0;
     bool has_frac = false;
-    /* the fraction also as an integer over a power of ten (its first PCT_DIGITS digits), so that
-     * a percentage of a size above 2^53 is computed exactly */
-    uint64_t frac_num = 0, frac_den = 1;
+    /* the fraction's digits, which the byte counts below use exactly, every one of them */
+    const char *frac_first = end, *frac_end = end;
     bool frac_nonzero = false;
     if (*end == '.') {
         const char *first = ++end;
@@ -62,13 +65,10 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s' is not a size: no digit after '.'", text);
         for (const char *d = end; d-- > first;) /* last digit first; no strtod: no locale */
             frac = (frac + (double)(*d - '0')) / 10.0;
-        for (const char *d = first; d < end; d++) {
+        for (const char *d = first; d < end; d++)
             frac_nonzero |= *d != '0';
-            if (d - first < PCT_DIGITS) {
-                frac_num = frac_num * 10 + (uint64_t)(*d - '0');
-                frac_den *= 10;
-            }
-        }
+        frac_first = first;
+        frac_end = end;
         has_frac = true;
     }
     while (isspace((unsigned char)*end))
@@ -98,7 +98,9 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s': a percentage is not allowed here", text);
         if (percent)
             *percent = pct;
-        *out = floor_times_fraction(percent_of, whole * frac_den + frac_num, 100 * frac_den);
+        /* floor(percent_of * (whole + fraction) / 100) = floor((percent_of * whole + floor(percent_of
+         * * fraction)) / 100): the first product is whole, so the floor inside takes nothing away */
+        *out = (uint64_t)(((u128)percent_of * whole + floor_times_digits(percent_of, frac_first, frac_end)) / 100);
         return CRMM_OK;
     }
     for (size_t i = 0; i < sizeof size_units / sizeof size_units[0]; i++) {
@@ -117,8 +119,8 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
         if (whole > UINT64_MAX / m)
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "size '%s' does not fit in 64 bits", text);
         uint64_t v = (uint64_t)whole * m;
-        /* the fraction's bytes in integers (its first PCT_DIGITS digits), so never rounded up */
-        uint64_t f = floor_times_fraction(m, frac_num, frac_den);
+        /* the fraction's bytes, exactly and rounded down */
+        uint64_t f = floor_times_digits(m, frac_first, frac_end);
         if (v > UINT64_MAX - f)
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "size '%s' does not fit in 64 bits", text);
         *out = v + f;

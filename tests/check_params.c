@@ -37,6 +37,9 @@ static const struct { const char *text; uint64_t bytes; } good_sizes[] = {
     {"1.0000000001KiB", 1024},
     {"0.99999999999999999999KiB", 1023}, /* rounded down, never up to the next byte */
     {"1.00000000000000000000000000000000000000000000000000 B", 1},
+    /* every digit of a fraction counts: 2^-50 PiB is one byte exactly, not 0.99 of one */
+    {"0.00000000000000088817841970012523233890533447265625PiB", 1},
+    {"1.00000000000000088817841970012523233890533447265625PiB", (1ull << 50) + 1},
 };
 
 CRMM_LOOP_TEST_IN("sizes", test_size_good, (int)(sizeof good_sizes / sizeof good_sizes[0]))
@@ -137,6 +140,11 @@ CRMM_TEST_IN("sizes", test_size_percent)
     ck_assert_uint_eq(v, (1ull << 57) + 1); /* (2^60 + 15) / 8, rounded down */
     ck_assert_crmm_ok(crmm_parse_size("33.3%", 1000000000000000007ull, &v, NULL));
     ck_assert_uint_eq(v, 333000000000000002ull);
+    /* every digit of the percentage counts, not the first 17 only (which would give 1, 18446744073709551613) */
+    ck_assert_crmm_ok(crmm_parse_size("0.00000000000000001999999%", UINT64_MAX, &v, NULL));
+    ck_assert_uint_eq(v, 3);
+    ck_assert_crmm_ok(crmm_parse_size("99.999999999999999999999999%", UINT64_MAX, &v, NULL));
+    ck_assert_uint_eq(v, UINT64_MAX - 1);
     ck_assert_crmm(crmm_parse_size("100.0000000000000000001%", 1000, &v, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_parse_size("0.000%", 1000, &v, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     v = 7;
