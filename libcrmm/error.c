@@ -4,6 +4,7 @@
  * always be reported). A message starts with its category ("out of memory: ") so that a person
  * reading a log knows what kind of failure it was without the numeric status. */
 #include "build_config.h"
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <crmm/crmm.h>
@@ -68,19 +69,37 @@ void crmm_clear_error(void)
     tl_status = CRMM_OK;
 }
 
+/* The length of the first len bytes of s, less a UTF-8 sequence that a cut at len left
+ * incomplete: a message is cut between characters, so that what is kept stays well-formed (a
+ * byte that is no UTF-8 lead at the cut goes too: the text was cut there anyway). */
+static size_t cut_between_characters(const char *s, size_t len)
+{
+    size_t tail = 0; /* continuation bytes at the end */
+    while (tail < len && tail < 3 && ((unsigned char)s[len - 1 - tail] & 0xC0) == 0x80)
+        tail++;
+    if (tail == len)
+        return len;
+    unsigned char lead = (unsigned char)s[len - 1 - tail];
+    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return lead >= 0x80 && tail + 1 < need ? len - 1 - tail : len;
+}
+
 crmm_status crmm_set_error_v(crmm_status status, const char *fmt, va_list ap)
 {
     char body[CRMM_ERROR_MSG_MAX];
-    vsnprintf(body, sizeof body, fmt, ap);
+    int n = vsnprintf(body, sizeof body, fmt, ap);
+    bool cut = n < 0 || (size_t)n >= sizeof body;
     const char *cat = category(status);
     if (strncmp(body, cat, strlen(cat)) == 0)
         cat = "";
     size_t cl = strlen(cat), bl = strlen(body);
-    if (cl + bl > sizeof tl_message - 1)
+    if (cl + bl > sizeof tl_message - 1) {
         bl = sizeof tl_message - 1 - cl;
+        cut = true;
+    }
     memcpy(tl_message, cat, cl);
     memcpy(tl_message + cl, body, bl);
-    tl_message[cl + bl] = '\0';
+    tl_message[cut ? cut_between_characters(tl_message, cl + bl) : cl + bl] = '\0';
     tl_status = status;
     return status;
 }
@@ -101,8 +120,9 @@ crmm_status crmm_error_add_context(const char *fmt, ...)
     char ctx[CRMM_ERROR_MSG_MAX], old[CRMM_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    int n = vsnprintf(ctx, sizeof ctx, fmt, ap);
     va_end(ap);
+    bool cut = n < 0 || (size_t)n >= sizeof ctx;
     const char *rest = after_category();
     const char *cat = rest != tl_message ? category(tl_status) : "";
     snprintf(old, sizeof old, "%s", rest);
@@ -110,12 +130,14 @@ crmm_status crmm_error_add_context(const char *fmt, ...)
     const char *parts[] = {cat, ctx, ": ", old};
     for (int i = 0; i < 4; i++) {
         size_t len = strlen(parts[i]);
-        if (len > sizeof tl_message - 1 - used)
+        if (len > sizeof tl_message - 1 - used) {
             len = sizeof tl_message - 1 - used;
+            cut = true;
+        }
         memcpy(tl_message + used, parts[i], len);
         used += len;
     }
-    tl_message[used] = '\0';
+    tl_message[cut ? cut_between_characters(tl_message, used) : used] = '\0';
     return tl_status;
 }
 

@@ -103,6 +103,55 @@ CRMM_TEST_IN("errors", test_error_long_message_truncated)
     free(big);
 }
 
+/* Whether s is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or cut sequences). */
+static bool utf8_well_formed(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = *p < 0x80 ? 1 : *p >= 0xC2 && *p <= 0xDF ? 2 : *p >= 0xE0 && *p <= 0xEF ? 3 : *p >= 0xF0 && *p <= 0xF4 ? 4 : 0;
+        if (!n)
+            return false;
+        for (size_t i = 1; i < n; i++)
+            if ((p[i] & 0xC0) != 0x80)
+                return false;
+        p += n;
+    }
+    return true;
+}
+
+/* A message cut at its 1023 bytes loses a character that does not fit whole, never half of one:
+ * the rest stays well-formed UTF-8 (a path, a resource name) for a log or Python's decode. */
+CRMM_TEST_IN("errors", test_error_cut_between_characters)
+{
+    static const char *const chars[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9d\x84\x9e"}; /* é € 𝄞 */
+    char body[1200], want[1200];
+    for (size_t c = 0; c < 3; c++) {
+        for (size_t pad = 1000; pad < 1012; pad++) {
+            /* "config error: " and pad x's, then the character repeated past the limit */
+            memset(body, 'x', pad);
+            body[pad] = '\0';
+            while (strlen(body) + 4 < sizeof body - 1)
+                strcat(body, chars[c]);
+            crmm_set_error(CRMM_ERROR_CONFIG, "%s", body);
+            const char *m = crmm_last_error();
+            ck_assert_msg(utf8_well_formed(m), "char %zu pad %zu: cut inside a character (%zu bytes)", c, pad, strlen(m));
+            ck_assert_uint_ge(strlen(m), 1023 - 3);
+            snprintf(want, sizeof want, "config error: %s", body);
+            ck_assert(strncmp(m, want, strlen(m)) == 0);
+            /* context in front pushes the end of the message out: cut between characters too */
+            crmm_error_add_context("%.*s", (int)(pad - 1000), "ctxctxctxctx");
+            m = crmm_last_error();
+            ck_assert_msg(utf8_well_formed(m), "add_context, char %zu pad %zu: cut inside a character", c, pad);
+            ck_assert_uint_ge(strlen(m), 1023 - 3);
+            /* a long context itself is cut between its characters */
+            crmm_set_error(CRMM_ERROR_IO, "short");
+            crmm_error_add_context("%s", body);
+            m = crmm_last_error();
+            ck_assert_msg(utf8_well_formed(m), "long context, char %zu pad %zu: cut inside a character", c, pad);
+            ck_assert(strncmp(m, "I/O error: xxx", 14) == 0);
+        }
+    }
+}
+
 CRMM_TEST_IN("errors", test_error_add_context)
 {
     crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "failed to allocate %s", "1.0 PiB");

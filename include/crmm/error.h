@@ -50,7 +50,8 @@ CRMM_API void crmm_clear_error(void);
  * The message is prefixed with the status's category ("out of memory: ", "invalid argument: ",
  * ...) unless it already starts with that category (so crmm_set_error(st, "%s", msg) of a message
  * of the same status is not prefixed twice). The arguments may quote crmm_last_error().
- * Messages longer than 1023 bytes are cut. */
+ * Messages longer than 1023 bytes are cut, between UTF-8 characters (a character that does not
+ * fit whole is left out). */
 CRMM_API crmm_status crmm_set_error(crmm_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 CRMM_API crmm_status crmm_set_error_v(crmm_status status, const char *fmt, va_list ap);
