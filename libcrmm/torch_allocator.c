@@ -24,7 +24,8 @@ static void report_init_failure(void)
 {
     char buf[4096];
     const char *file = crmm_config_default_file(buf, sizeof buf);
-    const char *from = crmm_getenv("CRMM_CONFIG") ? "$CRMM_CONFIG" : "the installed config";
+    const char *env = crmm_getenv("CRMM_CONFIG"); /* empty: unset, as crmm_config_default_file reads it */
+    const char *from = env && *env ? "$CRMM_CONFIG" : file ? "the installed config" : "no config file";
     fprintf(stderr,
             "crmm: the PyTorch allocator cannot start: %s\n"
             "crmm: the config is %s (%s); fix it (`crmm check-config FILE` shows what is wrong) or set "
