@@ -129,15 +129,31 @@ static void note_device_sync(int what, cudaStream_t s)
     }
 }
 
+/* An ipc pool (*p) with a live block of two pages (*b) and b's handle, for the close tests. */
+static crmm_ipc_handle *export_two_pages(crmm_resource **p, void **b)
+{
+    *p = ipc_pool("ipc=true");
+    *b = crmm_test_allocate(*p, 2 * PAGE);
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(*p, *b, 2 * PAGE, &h));
+    return h;
+}
+
+/* Free export_two_pages' block and pool. */
+static void free_two_pages(crmm_resource *p, void *b)
+{
+    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
+    crmm_resource_release(p);
+}
+
 /* An import made on device 1, closed while device 0 is current: work on device 1 may still use
  * the mapping, so close waits for device 1 before it unmaps, and device 0 is current again
  * afterwards. */
 CRMM_TEST_IN("ipc", close_waits_for_the_device_the_import_was_made_on)
 {
-    crmm_resource *p = ipc_pool("ipc=true");
-    void *b = crmm_test_allocate(p, 2 * PAGE);
-    crmm_ipc_handle *h = NULL;
-    ck_assert_crmm_ok(crmm_ipc_export(p, b, 2 * PAGE, &h));
+    crmm_resource *p;
+    void *b;
+    crmm_ipc_handle *h = export_two_pages(&p, &b);
     fake_vmm.devices = 2;
     fake_vmm.device = 1;
     crmm_ipc_mapping *m = NULL;
@@ -154,8 +170,7 @@ CRMM_TEST_IN("ipc", close_waits_for_the_device_the_import_was_made_on)
     ck_assert_int_eq(fake_vmm.device, 0);
     ck_assert_int_gt(fake_vmm.unmaps, unmaps);
     ck_assert_int_eq(fake_vmm.imported_live, 0);
-    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
-    crmm_resource_release(p);
+    free_two_pages(p, b);
     ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
 }
 
@@ -166,10 +181,9 @@ CRMM_TEST_IN("ipc", close_waits_for_the_device_the_import_was_made_on)
  * driver call (not a second free). */
 CRMM_TEST_IN("ipc", a_failed_unmap_at_close_keeps_the_address_range)
 {
-    crmm_resource *p = ipc_pool("ipc=true");
-    void *b = crmm_test_allocate(p, 2 * PAGE);
-    crmm_ipc_handle *h = NULL;
-    ck_assert_crmm_ok(crmm_ipc_export(p, b, 2 * PAGE, &h));
+    crmm_resource *p;
+    void *b;
+    crmm_ipc_handle *h = export_two_pages(&p, &b);
     crmm_ipc_mapping *m = NULL;
     ck_assert_crmm_ok(crmm_ipc_import(h, &m));
     crmm_ipc_handle_free(h);
@@ -189,8 +203,7 @@ CRMM_TEST_IN("ipc", a_failed_unmap_at_close_keeps_the_address_range)
     ck_assert_int_eq(fake_vmm.unmaps - unmaps, pages - 1);
     ck_assert_int_eq(fake_vmm.address_free_calls, address_frees);
     ck_assert_int_eq(fake_vmm.device_syncs, syncs);
-    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
-    crmm_resource_release(p);
+    free_two_pages(p, b);
 }
 
 /* An import that fails once its pages are mapped (cuMemSetAccess refused) unmaps them again; when
@@ -198,10 +211,9 @@ CRMM_TEST_IN("ipc", a_failed_unmap_at_close_keeps_the_address_range)
  * naming the unmap too. */
 CRMM_TEST_IN("ipc", a_failed_unmap_while_an_import_backs_out_keeps_the_address_range)
 {
-    crmm_resource *p = ipc_pool("ipc=true");
-    void *b = crmm_test_allocate(p, 2 * PAGE);
-    crmm_ipc_handle *h = NULL;
-    ck_assert_crmm_ok(crmm_ipc_export(p, b, 2 * PAGE, &h));
+    crmm_resource *p;
+    void *b;
+    crmm_ipc_handle *h = export_two_pages(&p, &b);
     int address_frees = fake_vmm.address_free_calls;
     fake_vmm.set_access_fails_in = 1;
     fake_vmm.unmap_fails_in = 1;
@@ -213,8 +225,7 @@ CRMM_TEST_IN("ipc", a_failed_unmap_while_an_import_backs_out_keeps_the_address_r
     ck_assert_int_eq(fake_vmm.address_free_calls, address_frees);
     ck_assert_int_eq(fake_vmm.imported_live, 1);
     crmm_ipc_handle_free(h);
-    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
-    crmm_resource_release(p);
+    free_two_pages(p, b);
 }
 
 /* The driver refuses to release an imported page's handle once it is mapped: the mapping would
@@ -222,10 +233,9 @@ CRMM_TEST_IN("ipc", a_failed_unmap_while_an_import_backs_out_keeps_the_address_r
  * what it had mapped. */
 CRMM_TEST_IN("ipc", an_import_whose_handle_cannot_be_released_fails)
 {
-    crmm_resource *p = ipc_pool("ipc=true");
-    void *b = crmm_test_allocate(p, 2 * PAGE);
-    crmm_ipc_handle *h = NULL;
-    ck_assert_crmm_ok(crmm_ipc_export(p, b, 2 * PAGE, &h));
+    crmm_resource *p;
+    void *b;
+    crmm_ipc_handle *h = export_two_pages(&p, &b);
     int maps = fake_vmm.maps, unmaps = fake_vmm.unmaps, frees = fake_vmm.frees;
     fake_vmm.release_fails_in = 1;
     crmm_ipc_mapping *m = (crmm_ipc_mapping *)0x1;
@@ -236,8 +246,7 @@ CRMM_TEST_IN("ipc", an_import_whose_handle_cannot_be_released_fails)
     ck_assert_int_eq(fake_vmm.unmaps - unmaps, 1);
     ck_assert_int_eq(fake_vmm.frees - frees, 1);
     crmm_ipc_handle_free(h);
-    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
-    crmm_resource_release(p);
+    free_two_pages(p, b);
 }
 
 /* A child process receives the handle over a UNIX socket and checks that each descriptor names
@@ -537,8 +546,7 @@ CRMM_TEST_IN("ipc", recv_closes_the_pidfds_the_kernel_adds)
     }
     crmm_ipc_handle_free(h);
     close(sv[0]), close(sv[1]);
-    ck_assert_crmm_ok(crmm_resource_deallocate(p, b, 2 * PAGE, NULL));
-    crmm_resource_release(p);
+    free_two_pages(p, b);
 }
 
 /* Adaptors are looked through: a statistics layer over the pool exports the pool's memory. */

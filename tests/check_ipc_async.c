@@ -222,9 +222,11 @@ CRMM_TEST(an_import_refuses_a_size_the_allocation_does_not_hold)
     crmm_resource_release(mr);
 }
 
-/* Imported on another device than the pool's: the import makes the memory readable and writable
- * there (an imported pool inherits no access from the exporter). */
-CRMM_TEST(an_import_on_another_device_gets_access_there)
+/* Imported on device 1, another device than the pool's: the import makes the memory readable and
+ * writable there (an imported pool inherits no access from the exporter). Closed while device 0
+ * is current, the pointer is freed on device 1, where work may still use it (cudaFree waits for
+ * the current device's work), and device 0 is current again afterwards. */
+CRMM_TEST(an_import_on_another_device_gets_access_and_is_freed_there)
 {
     crmm_resource *mr = crmm_test_create("async", "enable_ipc=true", NULL);
     void *p = NULL;
@@ -237,28 +239,6 @@ CRMM_TEST(an_import_on_another_device_gets_access_there)
     crmm_ipc_mapping *m = NULL;
     ck_assert_crmm_ok(crmm_ipc_import(h, &m));
     ck_assert_int_eq(access_set_for, 1);
-    fake_mempool_current = 0;
-    ck_assert_crmm_ok(crmm_ipc_close(m));
-    fake_mempool_devices = 1;
-    crmm_ipc_handle_free(h);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
-    crmm_resource_release(mr);
-}
-
-/* Imported on device 1, closed while device 0 is current: the pointer is freed on device 1, where
- * work may still use it (cudaFree waits for the current device's work), and device 0 is current
- * again afterwards. */
-CRMM_TEST(a_close_frees_on_the_device_the_import_was_made_on)
-{
-    crmm_resource *mr = crmm_test_create("async", "enable_ipc=true", NULL);
-    void *p = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, 4096, NULL, &p));
-    crmm_ipc_handle *h = NULL;
-    ck_assert_crmm_ok(crmm_ipc_export(mr, p, 4096, &h));
-    fake_mempool_devices = 2;
-    fake_mempool_current = 1;
-    crmm_ipc_mapping *m = NULL;
-    ck_assert_crmm_ok(crmm_ipc_import(h, &m));
     fake_mempool_current = 0;
     freed_on = -1;
     ck_assert_crmm_ok(crmm_ipc_close(m));
