@@ -50,19 +50,27 @@ CRMM_LOOP_TEST_IN("counts", the_block_bytes_peak_is_a_figure_that_was_held, 2)
     crmm_resource_release(p);
 }
 
+/* An expandable pool of at most 1 MiB, with per-thread caches (row 0) or without, and a worker
+ * thread started (h); both threads have allocated and freed once, so that the caches are made. */
+static crmm_resource *capped_pool_with_worker(bool caches, worker *h)
+{
+    crmm_resource *p = pool_in_form(EXPANDABLE, caches ? "maximum_size=1MiB thread_cache=on" : "maximum_size=1MiB thread_cache=off");
+    worker_start(h);
+    void *a = alloc_on(p, 256, NULL);
+    worker_free(h, p, worker_alloc(h, p, 256), 256);
+    free_on(p, a, 256, NULL);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), caches);
+    return p;
+}
+
 /* An expandable pool at its maximum, half its pages freed by a thread other than the one that
  * allocated them (so the pool's own counts have not seen those frees): a request of two pages
  * finds room by giving free pages back, as it does with caches off (row 1). */
 CRMM_LOOP_TEST_IN("counts", out_of_room_sees_the_frees_of_other_threads, 2)
 {
     bool caches = _i == 0;
-    crmm_resource *p = pool_in_form(EXPANDABLE, caches ? "maximum_size=1MiB thread_cache=on" : "maximum_size=1MiB thread_cache=off");
     worker h;
-    worker_start(&h);
-    void *a = alloc_on(p, 256, NULL);
-    worker_free(&h, p, worker_alloc(&h, p, 256), 256);
-    free_on(p, a, 256, NULL);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), caches);
+    crmm_resource *p = capped_pool_with_worker(caches, &h);
     void *x[16];
     for (int i = 0; i < 16; i++)
         x[i] = worker_alloc(&h, p, PAGE); /* every page of the maximum */
@@ -89,13 +97,8 @@ CRMM_LOOP_TEST_IN("counts", out_of_room_sees_the_frees_of_other_threads, 2)
 CRMM_LOOP_TEST_IN("counts", out_of_room_with_nothing_free_does_not_wait, 2)
 {
     bool caches = _i == 0;
-    crmm_resource *p = pool_in_form(EXPANDABLE, caches ? "maximum_size=1MiB thread_cache=on" : "maximum_size=1MiB thread_cache=off");
     worker h;
-    worker_start(&h);
-    void *a = alloc_on(p, 256, NULL);
-    worker_free(&h, p, worker_alloc(&h, p, 256), 256);
-    free_on(p, a, 256, NULL);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), caches);
+    crmm_resource *p = capped_pool_with_worker(caches, &h);
     for (int i = 0; i < 20; i++)
         free_on(p, worker_alloc(&h, p, PAGE), PAGE, NULL); /* this thread frees the other's block */
     void *x[16];
