@@ -3,6 +3,7 @@
 #define CRMM_CORE_INTERNAL_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <crmm/config.h>
 #include <crmm/plugin.h>
@@ -65,5 +66,30 @@ crmm_status crmm_resource_create_by_name(const char *plugin, const char *dirs, i
 /* resource.c: drop one reference of mr (non-NULL) unless it is the last, which would destroy
  * the resource; false, with the reference kept, when it is. For a caller that must not wait. */
 bool crmm_resource_release_unless_last(crmm_resource *mr);
+
+/* The calling thread's error, kept across a call that may record its own: the cleanup after a
+ * failure (a free or a stream destroy that fails there records and logs its own error, which must
+ * not replace the failure the caller reports), or work done inside a call that succeeds. */
+typedef struct crmm_kept_error {
+    crmm_status status;
+    char message[1024]; /* crmm_last_error() holds at most 1023 bytes */
+} crmm_kept_error;
+
+static inline void crmm_keep_error(crmm_kept_error *k, crmm_status status)
+{
+    k->status = status;
+    snprintf(k->message, sizeof k->message, "%s", status == CRMM_OK ? "" : crmm_last_error());
+}
+
+/* Make the kept error the thread's again (its category is not repeated; CRMM_OK: no error) and
+ * return its status. */
+static inline crmm_status crmm_restore_error(const crmm_kept_error *k)
+{
+    if (k->status == CRMM_OK) {
+        crmm_clear_error();
+        return CRMM_OK;
+    }
+    return crmm_set_error(k->status, "%s", k->message);
+}
 
 #endif

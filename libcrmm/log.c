@@ -20,6 +20,7 @@
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include "environment.h"
+#include "internal.h"
 
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -87,9 +88,8 @@ static void log_init_from_env(void)
     const char *file = crmm_env_lookup("CRMM_DEBUG_LOG_FILE", &ignored_file);
     if (file && *file) {
         /* the thread's error must stay as it was: this runs inside calls that succeed */
-        char saved[1024];
-        crmm_status saved_status = crmm_last_status();
-        snprintf(saved, sizeof saved, "%s", crmm_last_error());
+        crmm_kept_error saved;
+        crmm_keep_error(&saved, crmm_last_status());
         FILE *f = open_log_file(file);
         if (f) {
             log_file = f;
@@ -97,10 +97,7 @@ static void log_init_from_env(void)
         } else {
             fprintf(stderr, "[crmm] [warn] CRMM_DEBUG_LOG_FILE: %s; logging to stderr\n", crmm_last_error());
         }
-        if (saved_status == CRMM_OK)
-            crmm_clear_error();
-        else
-            crmm_set_error(saved_status, "%s", saved);
+        crmm_restore_error(&saved);
     }
     /* said when the level first lets info lines through (the level these variables would have
      * set is ignored too, so at this point it is warn) */

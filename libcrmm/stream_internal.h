@@ -1,10 +1,8 @@
 /* stream_internal.h — the layout of crmm_stream, shared by stream.c, stream_pool.c and
- * device_buffer.c (which embed stream objects of their own), and what their error paths share.
- * Nothing outside the core sees it. */
+ * device_buffer.c (which embed stream objects of their own). Nothing outside the core sees it. */
 #ifndef CRMM_CORE_STREAM_INTERNAL_H
 #define CRMM_CORE_STREAM_INTERNAL_H
 
-#include <stdio.h>
 #include <crmm/stream.h>
 
 /* What crmm_stream_destroy does with an object. */
@@ -36,25 +34,5 @@ crmm_status crmm_stream_create_handle(crmm_stream_flags flags, crmm_cuda_stream_
 void crmm_stream_destroy_handle(crmm_cuda_stream_t handle, int device);
 /* CRMM_ERROR_INVALID_ARGUMENT unless flags is a crmm_stream_flags value; `who` names the caller. */
 crmm_status crmm_stream_check_flags(int flags, const char *who);
-
-/* The calling thread's error, kept across the cleanup after a failure: a free or a stream destroy
- * that fails there records (and logs) its own error, which must not replace the failure the call
- * reports. */
-typedef struct crmm_kept_error {
-    crmm_status status;
-    char message[1024]; /* crmm_last_error() holds at most 1023 bytes */
-} crmm_kept_error;
-
-static inline void crmm_keep_error(crmm_kept_error *k, crmm_status status)
-{
-    k->status = status;
-    snprintf(k->message, sizeof k->message, "%s", crmm_last_error());
-}
-
-/* Record the kept error again (its category is not repeated) and return its status. */
-static inline crmm_status crmm_restore_error(const crmm_kept_error *k)
-{
-    return crmm_set_error(k->status, "%s", k->message);
-}
 
 #endif

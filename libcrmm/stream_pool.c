@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <crmm/cuda_support.h>
 #include <crmm/stream_pool.h>
+#include "internal.h"
 #include "stream_internal.h"
 
 struct crmm_stream_pool {
