@@ -127,8 +127,10 @@ CRMM_API crmm_status crmm_setting_check(const crmm_setting *s, const char *value
 /* Parse a size: "4096", "64KiB", "1.5 GiB", "512MB", "2TB"; units B KiB MiB GiB TiB PiB KB MB GB TB PB
  * (case-insensitive; KiB = 1024, KB = 1000). "N%" (0 < N <= 100) gives N% of `percent_of`; it is
  * refused when `percent_of` is 0 and `percent` is NULL. When `percent` is given it receives N
- * (0 for a plain size). Errors: CRMM_ERROR_INVALID_ARGUMENT for negative values, unknown units,
- * junk, fractions of a byte, and values that do not fit in 64 bits. */
+ * (0 for a plain size). A fraction of a larger unit, and a percentage, are rounded down to a byte,
+ * exactly, whatever the number of digits. Errors: CRMM_ERROR_INVALID_ARGUMENT for negative values,
+ * unknown units, junk, a byte count with a nonzero fraction ("1.5", "1.5B"), and values that do
+ * not fit in 64 bits. */
 CRMM_API crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out, double *percent);
 
 #ifdef __cplusplus

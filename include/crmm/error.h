@@ -58,7 +58,8 @@ CRMM_API crmm_status crmm_set_error_v(crmm_status status, const char *fmt, va_li
 
 /* Put `prefix: ` in front of the calling thread's message (keeping its category first) and
  * return its status: adds context as an error travels up ("FILE:LINE", a resource name).
- * Call it only after a failure: with no error recorded it returns CRMM_OK. */
+ * Call it only after a failure: with no error recorded it returns CRMM_OK. A result longer than
+ * 1023 bytes is cut as crmm_set_error cuts it, between UTF-8 characters. */
 CRMM_API crmm_status crmm_error_add_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Human-readable size into buf, e.g. "1.0 PiB", "256 B"; returns buf. */

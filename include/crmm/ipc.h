@@ -34,8 +34,9 @@
  * device), and tells the importer after that, e.g. by sending the handle then.
  *
  * Lifetime: a handle owns its file descriptors (closed by crmm_ipc_handle_free); a mapping owns
- * what it imported (released by crmm_ipc_close). A process that dies releases both with its
- * descriptors and its CUDA context. */
+ * what it imported (released by crmm_ipc_close; a close that fails keeps what it could not
+ * release: see there). A process that dies releases both with its descriptors and its CUDA
+ * context. */
 #ifndef CRMM_IPC_H
 #define CRMM_IPC_H
 
@@ -94,7 +95,10 @@ CRMM_API crmm_status crmm_ipc_recv(int socket_fd, crmm_ipc_handle **out);
  * size is more than the allocation it names: the size is the peer's word), CRMM_ERROR_UNSUPPORTED
  * (the driver lacks a function the import needs), CRMM_ERROR_CUDA (the driver refused, e.g. the
  * handle comes from this very process, or the memory is gone, or it would not release an imported
- * page's handle, which would then hold its memory after close), CRMM_ERROR_OUT_OF_MEMORY. */
+ * page's handle, which would then hold its memory after close), CRMM_ERROR_OUT_OF_MEMORY,
+ * CRMM_ERROR_STATE (the CUDA runtime is unloading). A failed import releases what it mapped; a
+ * page whose unmap fails there stays mapped, and the range reserved, as after a failed close (the
+ * message says so). */
 CRMM_API crmm_status crmm_ipc_import(const crmm_ipc_handle *h, crmm_ipc_mapping **out);
 
 /* The imported memory's device pointer and size (NULL and 0 for NULL, and for a mapping whose

@@ -214,10 +214,13 @@ CRMM_API const char *crmm_getenv(const char *name);
 /* Find and load plugin `name_or_path` ("pool", or "/abs/dir/crmm_pool.so"), searching `dirs`
  * (a ':'-separated list, may be NULL), then $CRMM_PLUGIN_PATH, then the installed plugin
  * directory. Plugins stay loaded until the process exits; loading twice gives the same
- * descriptor. Errors (CRMM_ERROR_PLUGIN unless said): not found (with the directories searched
- * and a "did you mean" when a close name exists), dlopen failure (with dlerror()), no entry
- * symbol, entry returning NULL, wrong ABI major, too-new minor, short struct, name mismatch,
- * bad parameter table; a file or directory writable by group or others is refused. */
+ * descriptor. Errors (CRMM_ERROR_PLUGIN unless said): CRMM_ERROR_INVALID_ARGUMENT (name_or_path
+ * or out NULL), CRMM_ERROR_OUT_OF_MEMORY; a name that is neither [a-z0-9_]+ nor an absolute path
+ * to a crmm_<name>.so, not found (with the directories searched and a "did you mean" when a close
+ * name exists), dlopen failure (with dlerror()), no entry symbol, entry returning NULL, wrong ABI
+ * major, too-new minor, short struct, no name (.name NULL), name mismatch, no create function,
+ * unknown upstream rule, bad parameter table; a file or directory writable by group or others is
+ * refused. Each message names the file, what is wrong and what to change. */
 CRMM_API crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const crmm_plugin **out);
 
 /* Call `fn` for every loadable plugin in the search path (dirs as for crmm_plugin_load) with

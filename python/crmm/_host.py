@@ -88,9 +88,10 @@ def path_arg(value, name):
 
 def parse_bytes(text):
     """The byte count of a size string as RMM and crmm write them: "4096", "64KiB", "1.5GiB",
-    "10MB" (KiB = 1024, KB = 1000; units case-insensitive). Raises TypeError for anything but
-    a str and InvalidArgumentError (a ValueError) for junk, negative or fractional-byte sizes and
-    sizes past 64 bits."""
+    "10MB" (KiB = 1024, KB = 1000; units case-insensitive); a fraction of a larger unit is rounded
+    down to a byte, exactly. Raises TypeError for anything but a str and InvalidArgumentError (a
+    ValueError) for junk, negative sizes, a byte count with a nonzero fraction and sizes past 64
+    bits."""
     from ._lib import check, lib
 
     raw = text_arg(text, "size")
