@@ -150,6 +150,8 @@ class CRMMSetup(WorkerPlugin):
     pool_size, maximum_pool_size: sizes (bytes, or "4GiB", "90%");
     async_, managed, release_threshold, log_directory, tracking, statistics: as RMM's;
     device: the worker's device ordinal (default 0, the first it sees).
+    Bad sizes, contradicting options and a log directory a config cannot hold (a line break, or
+    a ';' after a blank) raise ValueError here.
     """
 
     name = "crmm-setup"

@@ -25,7 +25,8 @@ class CudaStreamPool(HandleOwner):
         Flags used to create each stream. Defaults to CudaStreamFlags.SYNC_DEFAULT.
 
     The pool owns its streams: copy.copy, copy.deepcopy and pickling raise TypeError (share the
-    object instead).
+    object instead). Released by hand (``__del__``), it destroys them: the pool and the Streams it
+    handed out raise StateError when used.
     """
 
     def __init__(self, pool_size=16, flags=CudaStreamFlags.SYNC_DEFAULT):

@@ -97,7 +97,8 @@ class Stream(HandleOwner):
         Creation flags of a new stream (SYNC_DEFAULT when None); only with ``obj=None``.
 
     copy.copy and copy.deepcopy give a view of the same CUDA stream that keeps this object (and
-    so the stream) alive; pickling raises TypeError.
+    so the stream) alive; pickling raises TypeError. Released by hand (``__del__``), the object
+    and every view of it raise StateError wherever a stream is taken.
     """
 
     # _cstream: the crmm_stream * as an int, a plain attribute (every allocation reads it);
