@@ -48,7 +48,8 @@ crmm_status arena_cache_deallocate(arena_resource *r, arena_slab *sb, void *ptr,
 crmm_status arena_cache_allocate_large(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 
 /* Count a large block (served by the global arena) freed by the calling thread (-bytes), in its
- * arena's counters when it has one, so that one thread's peaks are exact. */
+ * arena's counters when it has one, so that one thread's peaks are exact; otherwise in the shared
+ * counters, the peak recorded first. */
 void arena_cache_count(arena_resource *r, crmm_cuda_stream_t stream, int64_t bytes);
 
 /* Defragment: take every empty superblock that thread arenas hold (their own thread's included)

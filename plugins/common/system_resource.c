@@ -2,9 +2,10 @@
  *
  * Allocation is aligned_alloc, rounded up to CRMM_ALLOCATION_ALIGNMENT. A free waits for the
  * stream it is made on first (a default stream: the resource's device's): the device may still be
- * using the memory, and free() does not know streams. With a headroom, each new block is advised (cudaMemAdvise, preferred location) to live
- * on the device for the part that fits in the free device memory less the headroom, aligned down,
- * and on the host for the rest; the pages migrate when touched. */
+ * using the memory, and free() does not know streams. With a headroom, each new block is advised
+ * (cudaMemAdvise, preferred location) to live on the device for the part that fits in the free
+ * device memory less the headroom, aligned down, and on the host for the rest; the pages migrate
+ * when touched. */
 #include "build_config.h"
 #include <stdlib.h>
 #include <string.h>
