@@ -299,6 +299,40 @@ CRMM_LOOP_TEST_IN("pool_streams", a_forgotten_stream_needs_no_more_ordering, EVE
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), MiB);
 }
 
+/* The default streams name a stream of whichever device is current: while another device is
+ * current, the pool's own device must be made current around every CUDA call that passes one
+ * (the event's wait on the legacy stream, forget_stream's synchronization), as arena and
+ * fixed_size do; else the wait or the synchronization lands on the other device's stream, and
+ * blocks whose last use on the pool device's stream may still be pending are handed out. */
+CRMM_LOOP_TEST_IN("pool_streams", default_streams_are_the_pool_devices, EVENT + 1)
+{
+    p = pool_in_mode(_i, "initial_size=1MiB"); /* over the fake device: device 0 */
+    cudaStream_t s = fake_stream_new(0);
+    void *a = freed_on(p, 64 * KiB, s);
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    fake_cuda_reset();
+    void *b = alloc_on(p, 64 * KiB, NULL); /* the legacy stream takes s's block (event mode) */
+    if (_i == EVENT) {
+        ck_assert_ptr_eq(b, a);
+        ck_assert_int_eq(fake_cuda.wait, 1);
+        ck_assert_ptr_null(fake_cuda.last_waiting);
+        ck_assert_int_eq(fake_cuda.last_waiting_device, 0);
+    }
+    free_on(p, b, 64 * KiB, NULL);
+    void *c = freed_on(p, 64 * KiB, cudaStreamPerThread);
+    fake_cuda_reset();
+    ck_assert_crmm_ok(crmm_pool_forget_stream(p, NULL));
+    ck_assert_int_eq(fake_cuda.stream_sync, 1);
+    ck_assert_int_eq(fake_cuda.last_synchronized_device, 0);
+    fake_cuda_reset();
+    ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)cudaStreamPerThread));
+    ck_assert_int_eq(fake_cuda.stream_sync, 1);
+    ck_assert_int_eq(fake_cuda.last_synchronized_device, 0);
+    ck_assert_int_eq(fake_current_device(), 1); /* the caller's device is restored */
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    (void)c;
+}
+
 typedef struct ptds_arg { crmm_resource *p; void *block; size_t n; crmm_status st; } ptds_arg;
 
 static void *use_own_default_stream(void *arg)

@@ -177,26 +177,30 @@ static void move_blocks(pool_stream *s, pool_stream *t, pool_records *records)
  * by the user's promise (see the top). False when CUDA refused; the caller synchronizes then. */
 static bool order_behind(pool_streams *ss, pool_stream *t, pool_stream *s)
 {
+    /* the pool's device current throughout: the event is made there, and the default streams
+     * (NULL, cudaStreamPerThread) name the current device's stream */
+    crmm_device_guard g;
+    if (crmm_cuda_device_enter(ss->device, &g) != CRMM_OK) {
+        crmm_clear_error();
+        return false;
+    }
     if (!ss->event) {
-        crmm_device_guard g;
         cudaEvent_t ev = NULL;
-        if (crmm_cuda_device_enter(ss->device, &g) != CRMM_OK) {
-            crmm_clear_error();
-            return false;
-        }
         cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-        crmm_cuda_device_restore(&g);
         if (e != cudaSuccess) {
             cudaGetLastError();
+            crmm_cuda_device_restore(&g);
             return false;
         }
         ss->event = ev;
     }
-    if (cudaEventRecord((cudaEvent_t)ss->event, (cudaStream_t)s->handle) != cudaSuccess ||
-        cudaStreamWaitEvent((cudaStream_t)t->handle, (cudaEvent_t)ss->event, 0) != cudaSuccess) {
+    bool ok = cudaEventRecord((cudaEvent_t)ss->event, (cudaStream_t)s->handle) == cudaSuccess &&
+              cudaStreamWaitEvent((cudaStream_t)t->handle, (cudaEvent_t)ss->event, 0) == cudaSuccess;
+    if (!ok)
         cudaGetLastError();
+    crmm_cuda_device_restore(&g);
+    if (!ok)
         return false;
-    }
     __atomic_add_fetch(&ss->event_waits, 1, __ATOMIC_RELAXED);
     return true;
 }
@@ -205,7 +209,13 @@ crmm_status pool_streams_wait(const pool_streams *ss, crmm_cuda_stream_t handle)
 {
     if (!ss->real || crmm_process_exiting())
         return CRMM_OK;
+    /* a default stream (NULL, cudaStreamLegacy, cudaStreamPerThread) is the current device's:
+     * the pool's device is made current, or another device's stream would be waited for */
+    crmm_device_guard g;
+    if (crmm_cuda_device_enter(ss->device, &g) != CRMM_OK)
+        return crmm_error_add_context("pool: forget_stream %p", (void *)handle);
     cudaError_t e = cudaStreamSynchronize((cudaStream_t)handle);
+    crmm_cuda_device_restore(&g);
     if (e != cudaSuccess) {
         cudaGetLastError();
         crmm_cuda_status(e, "cudaStreamSynchronize");

@@ -36,6 +36,8 @@ int fake_cuda_total(void)
            __atomic_load_n(&c->event_destroy, __ATOMIC_SEQ_CST) + __atomic_load_n(&c->query, __ATOMIC_SEQ_CST);
 }
 
+static _Thread_local int current_device;
+
 static cudaError_t failed_with(cudaError_t e)
 {
     fake_cuda.last_error = e;
@@ -98,6 +100,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t s)
     COUNT(record);
     forbidden("cudaEventRecord", s);
     fake_cuda.last_recorded = s;
+    fake_cuda.last_recorded_device = current_device;
     fake_stream_use(s, "cudaEventRecord");
     ck_assert_msg(((fake_event *)event)->live, "record on a destroyed event");
     ((fake_event *)event)->recorded_on = s;
@@ -118,6 +121,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t event, unsigned int 
     COUNT(wait);
     forbidden("cudaStreamWaitEvent", s);
     fake_cuda.last_waiting = s;
+    fake_cuda.last_waiting_device = current_device;
     fake_cuda.last_waited = (fake_event *)event;
     fake_stream_use(s, "cudaStreamWaitEvent");
     return cudaSuccess;
@@ -146,6 +150,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     COUNT(stream_sync);
     fake_cuda.last_synchronized = s;
+    fake_cuda.last_synchronized_device = current_device;
     fake_stream_use(s, "cudaStreamSynchronize");
     return cudaSuccess;
 }
@@ -157,8 +162,6 @@ cudaError_t cudaGetLastError(void)
     fake_cuda.last_error = cudaSuccess;
     return e;
 }
-
-static _Thread_local int current_device;
 
 int fake_current_device(void) { return current_device; }
 

@@ -32,6 +32,7 @@ typedef struct fake_cuda_state {
     int ctx_get_device; /* the driver's cuCtxGetDevice (cudaGetDriverEntryPointByVersion hands it out) */
     int forbidden; /* calls made while forbid_events_and_ids was set (each fails the test) */
     cudaStream_t last_recorded, last_waiting, last_synchronized;
+    int last_recorded_device, last_waiting_device, last_synchronized_device; /* the current device then */
     fake_event *last_waited;
     cudaError_t last_error; /* what cudaGetLastError returns (and clears) */
     /* kept by fake_cuda_reset: */
