@@ -40,6 +40,8 @@ CRMM_PY_TESTS += python/tests/test_pip_install.py python/tests/test_main.py
 CRMM_PY_TESTS += python/tests/test_device_buffer_alloc.py python/tests/test_device_buffer_alloc_gpu.py
 # crmm replay --torch-snapshot, read by pickle and (on a GPU machine with torch) by torch's viewer
 CRMM_PY_TESTS += python/tests/test_replay_torch_snapshot.py python/tests/test_torch_snapshot_gpu.py
+# public callables given arguments of the wrong kind
+CRMM_PY_TESTS += python/tests/test_bad_arguments.py
 # bench/synthetic_logs.py's logs, read back and replayed
 CRMM_PY_TESTS += python/tests/test_synthetic_logs.py
 # device arrays handed to DeviceBuffer.copy_from_device: their interface checked

@@ -144,7 +144,7 @@ class IpcHandle:
         out = ctypes.c_void_p()
         with self._lock:
             check(lib.crmm_ipc_import(self._live(), ctypes.byref(out)))
-        return ImportedBuffer(out.value)
+        return ImportedBuffer._adopt(out.value)
 
     def __reduce__(self):
         return (_rebuild, (self.data, [reduction.DupFd(fd) for fd in self.fds]))
@@ -175,8 +175,23 @@ class ImportedBuffer:
     block) before the exporter frees it when it comes from ``async``."""
 
     def __init__(self, mapping):
-        self._m = mapping
+        """Only None (a closed buffer) is accepted here: a mapping comes from
+        IpcHandle.open(), and any other value would be unmapped as a crmm_ipc_mapping *."""
+        if mapping is not None:
+            raise TypeError(
+                f"mapping must be None (a closed buffer), not {type(mapping).__name__}: "
+                "an ImportedBuffer comes from IpcHandle.open() or crmm.ipc.open_handle()"
+            )
+        self._m = None
         self._lock = threading.Lock()  # close() from two threads closes once
+
+    @classmethod
+    def _adopt(cls, mapping):
+        """The buffer owning `mapping`, a crmm_ipc_mapping * from crmm_ipc_import."""
+        self = cls.__new__(cls)
+        self._m = mapping
+        self._lock = threading.Lock()
+        return self
 
     def _live(self):
         """The mapping (call with self._lock held: close() cannot unmap it meanwhile)."""
