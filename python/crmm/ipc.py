@@ -64,6 +64,8 @@ _FD_END = 1 << 31  # C's int: a larger number given to C would be cut to another
 def _fd_arg(fd, what="a file descriptor"):
     """A descriptor as C's int: anything with __index__ (TypeError otherwise), ValueError outside
     [0, 2**31), which C would read as another descriptor (2**32 + 4 as 4)."""
+    if isinstance(fd, bool):  # an int to operator.index: True would be descriptor 1
+        raise TypeError(f"{what} must be an int, not bool")
     fd = operator.index(fd)
     if not 0 <= fd < _FD_END:
         raise ValueError(f"{what} {fd} is not a file descriptor")
@@ -261,6 +263,10 @@ def export_pointer(mr, ptr, size):
     """Export [ptr, ptr + size) of memory allocated from `mr` (a crmm.mr.MemoryResource).
     Raises TypeError, ValueError or OverflowError for a bad pointer or size, StateError for a
     released resource, and what crmm_ipc_export refuses."""
+    from .pylibrmm.memory_resource import MemoryResource
+
+    if not isinstance(mr, MemoryResource):
+        raise TypeError(f"mr must be a crmm.mr.MemoryResource, not {type(mr).__name__}")
     ptr, size = pointer_arg(ptr, "ptr"), size_arg(size, "size")
     handle = mr._handle  # before any C call: a released resource is not NULL's default
     out = ctypes.c_void_p()
@@ -270,23 +276,40 @@ def export_pointer(mr, ptr, size):
 
 def export(buf):
     """Export a DeviceBuffer's memory (from the resource it was allocated from)."""
+    from .pylibrmm.device_buffer import DeviceBuffer
+
+    if not isinstance(buf, DeviceBuffer):
+        raise TypeError(f"buf must be a DeviceBuffer, not {type(buf).__name__}")
     return export_pointer(buf.mr, buf.ptr, buf.size)
 
 
 def open_handle(handle):
     """Map an IpcHandle (``handle.open()``)."""
-    return handle.open()
+    return _handle_arg(handle).open()
+
+
+def _handle_arg(handle):
+    if not isinstance(handle, IpcHandle):
+        raise TypeError(f"handle must be a crmm.ipc.IpcHandle, not {type(handle).__name__}")
+    return handle
+
+
+def _sock_fd(sock):
+    """A socket's descriptor: an int descriptor, or an object with fileno(); TypeError else."""
+    if isinstance(sock, bool) or not (isinstance(sock, int) or hasattr(sock, "fileno")):
+        raise TypeError(f"sock must be a socket or a file descriptor, not {type(sock).__name__}")
+    return _fd_arg(sock if isinstance(sock, int) else sock.fileno(), "sock")
 
 
 def send(sock, handle):
     """Send a handle over a connected UNIX stream socket (a socket object or a descriptor)."""
-    fd = _fd_arg(sock if isinstance(sock, int) else sock.fileno(), "sock")
-    check(lib.crmm_ipc_send(fd, handle._live()))
+    fd = _sock_fd(sock)
+    check(lib.crmm_ipc_send(fd, _handle_arg(handle)._live()))
 
 
 def recv(sock):
     """Receive a handle `send` sent."""
-    fd = _fd_arg(sock if isinstance(sock, int) else sock.fileno(), "sock")
+    fd = _sock_fd(sock)
     out = ctypes.c_void_p()
     check(lib.crmm_ipc_recv(fd, ctypes.byref(out)))
     return IpcHandle._adopt(out.value)

@@ -2,6 +2,8 @@
 argument, rather than crashing the interpreter or keeping a wrong value (found by calling every
 public callable with None, str, float, bool, negative, 2**64 and the like)."""
 
+import os
+
 import pytest
 
 import crmm
@@ -34,3 +36,36 @@ def test_an_imported_buffer_of_none_is_still_a_closed_buffer():
     buf = crmm.ipc.ImportedBuffer(None)
     with pytest.raises(crmm.InvalidArgumentError, match="closed"):
         buf.ptr
+
+
+BAD_OBJECTS = [None, "abc", 1.5, [1], object(), True, -1, 0, b"a\x00b"]
+
+
+@pytest.mark.parametrize("bad", BAD_OBJECTS, ids=repr)
+def test_ipc_functions_name_the_argument_that_is_not_what_they_take(bad):
+    """export, export_pointer, open_handle and send raised AttributeError ('int' object has no
+    attribute '_live', 'str' object has no attribute 'mr') for an argument of the wrong kind: now
+    a TypeError naming it."""
+    with pytest.raises(TypeError, match=r"\bbuf\b"):
+        crmm.ipc.export(bad)
+    with pytest.raises(TypeError, match=r"\bmr\b"):
+        crmm.ipc.export_pointer(bad, 0, 0)
+    with pytest.raises(TypeError, match=r"\bhandle\b"):
+        crmm.ipc.open_handle(bad)
+    r, w = os.pipe()
+    try:
+        with pytest.raises(TypeError, match=r"\bhandle\b"):
+            crmm.ipc.send(w, bad)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+@pytest.mark.parametrize("sock", [None, "abc", 1.5, [1], object(), b"a\x00b", True, False])
+def test_ipc_send_and_recv_refuse_a_socket_that_is_not_one(sock):
+    """send and recv called sock.fileno() on anything not an int (AttributeError), and took a
+    bool as descriptor 1 or 0 (stdout, stdin): a TypeError naming sock now."""
+    with pytest.raises(TypeError, match=r"\bsock\b"):
+        crmm.ipc.recv(sock)
+    with pytest.raises(TypeError, match=r"\bsock\b"):
+        crmm.ipc.send(sock, crmm.ipc.IpcHandle._adopt(None))
