@@ -49,7 +49,7 @@ def _size_text(value, what):
     if isinstance(value, int) and value <= 0:
         raise ValueError(f"{what} must be > 0, not {value}")
     text = str(value).strip()
-    if not text or re.search(r"[\s,;#\[\]=]", text):
+    if not text or re.search(r"[\s,;#\[\]=\0]", text):
         raise ValueError(f"{what} {value!r} is not a size")
     return text
 

@@ -69,3 +69,24 @@ def test_ipc_send_and_recv_refuse_a_socket_that_is_not_one(sock):
         crmm.ipc.recv(sock)
     with pytest.raises(TypeError, match=r"\bsock\b"):
         crmm.ipc.send(sock, crmm.ipc.IpcHandle._adopt(None))
+
+
+@pytest.mark.parametrize("what", [[1], {}, set(), bytearray(b"x")], ids=repr)
+def test_query_names_what_for_an_unhashable_argument(what):
+    """MemoryResource.query([1]) raised "unhashable type: 'list'" from its table look-up; now a
+    TypeError naming `what`."""
+    host = crmm.mr.MemoryResource("host")
+    with pytest.raises(TypeError, match=r"\bwhat\b"):
+        host.query(what)
+
+
+@pytest.mark.parametrize("size", ["1MiB\x00", "a\x00b", "\x00"], ids=repr)
+def test_dask_config_text_refuses_a_nul_in_a_size(size):
+    """A NUL in pool_size went into the config text, refused later by the config loader ("not a
+    text file") without naming the option; now ValueError naming it."""
+    import crmm.dask
+
+    with pytest.raises(ValueError, match="pool_size"):
+        crmm.dask.config_text(pool_size=size)
+    with pytest.raises(ValueError, match="release_threshold"):
+        crmm.dask.config_text(async_=True, release_threshold=size)

@@ -293,6 +293,8 @@ class MemoryResource(HandleOwner):
             code = QUERIES[what]
         except KeyError:
             raise ValueError(f"unknown query {what!r}; one of {', '.join(QUERIES)}") from None
+        except TypeError:  # unhashable: a list, a dict
+            raise TypeError(f"what must be a str, one of {', '.join(QUERIES)}; not {type(what).__name__}") from None
         out = ctypes.c_uint64()
         if type(code) is tuple:  # a plugin's own: asked of the first layer of its kind
             check(lib.crmm_resource_query_kind(self._handle, code[0].encode(), code[1], ctypes.byref(out)))
