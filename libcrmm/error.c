@@ -87,7 +87,8 @@ static size_t cut_between_characters(const char *s, size_t len)
 crmm_status crmm_set_error_v(crmm_status status, const char *fmt, va_list ap)
 {
     char body[CRMM_ERROR_MSG_MAX];
-    int n = vsnprintf(body, sizeof body, fmt, ap);
+    /* a NULL format is the caller's slip, not a reason to crash while reporting an error */
+    int n = fmt ? vsnprintf(body, sizeof body, fmt, ap) : snprintf(body, sizeof body, "(no message given)");
     bool cut = n < 0 || (size_t)n >= sizeof body;
     const char *cat = category(status);
     if (strncmp(body, cat, strlen(cat)) == 0)
@@ -117,6 +118,8 @@ crmm_status crmm_error_add_context(const char *fmt, ...)
 {
     if (tl_status == CRMM_OK)
         return CRMM_OK; /* no failure to add context to: the message stays empty */
+    if (!fmt)
+        return tl_status; /* no context given: the message stays as it is */
     char ctx[CRMM_ERROR_MSG_MAX], old[CRMM_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
@@ -144,6 +147,8 @@ crmm_status crmm_error_add_context(const char *fmt, ...)
 char *crmm_format_size(unsigned long long bytes, char *buf, unsigned long bufsize)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (!buf || bufsize == 0)
+        return NULL; /* nowhere to write even the terminating NUL */
     if (bytes < 1024) {
         snprintf(buf, bufsize, "%llu B", bytes);
         return buf;

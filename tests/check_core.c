@@ -190,6 +190,30 @@ CRMM_TEST_IN("errors", test_format_size)
     ck_assert_str_eq(crmm_format_size(1ull << 50, small, sizeof small), "1.0");
 }
 
+/* A NULL buffer, or no room for even the NUL, is refused with NULL rather than written through. */
+CRMM_TEST_IN("errors", test_format_size_without_a_buffer)
+{
+    char buf[8] = "xxxxxxx";
+    ck_assert_ptr_null(crmm_format_size(1ull << 50, NULL, 64));
+    ck_assert_ptr_null(crmm_format_size(5, NULL, 64));
+    ck_assert_ptr_null(crmm_format_size(1ull << 50, NULL, 0));
+    ck_assert_ptr_null(crmm_format_size(1ull << 50, buf, 0));
+    ck_assert_str_eq(buf, "xxxxxxx");
+}
+
+/* A NULL format records a message instead of crashing; as context it adds nothing. */
+CRMM_TEST_IN("errors", test_set_error_null_format)
+{
+    const char *volatile no_format = NULL;
+    ck_assert_int_eq(crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, no_format, 0), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_str_eq(crmm_last_error(), "invalid argument: (no message given)");
+    crmm_set_error(CRMM_ERROR_IO, "disk");
+    ck_assert_int_eq(crmm_error_add_context(no_format, 0), CRMM_ERROR_IO);
+    ck_assert_str_eq(crmm_last_error(), "I/O error: disk");
+    crmm_clear_error();
+}
+
 /* ---- logger --------------------------------------------------------------------------------- */
 
 CRMM_TEST_IN("logger", test_log_defaults)

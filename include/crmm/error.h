@@ -51,7 +51,7 @@ CRMM_API void crmm_clear_error(void);
  * ...) unless it already starts with that category (so crmm_set_error(st, "%s", msg) of a message
  * of the same status is not prefixed twice). The arguments may quote crmm_last_error().
  * Messages longer than 1023 bytes are cut, between UTF-8 characters (a character that does not
- * fit whole is left out). */
+ * fit whole is left out). A NULL fmt records the message "(no message given)" under the category. */
 CRMM_API crmm_status crmm_set_error(crmm_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 CRMM_API crmm_status crmm_set_error_v(crmm_status status, const char *fmt, va_list ap);
@@ -59,10 +59,12 @@ CRMM_API crmm_status crmm_set_error_v(crmm_status status, const char *fmt, va_li
 /* Put `prefix: ` in front of the calling thread's message (keeping its category first) and
  * return its status: adds context as an error travels up ("FILE:LINE", a resource name).
  * Call it only after a failure: with no error recorded it returns CRMM_OK. A result longer than
- * 1023 bytes is cut as crmm_set_error cuts it, between UTF-8 characters. */
+ * 1023 bytes is cut as crmm_set_error cuts it, between UTF-8 characters. A NULL fmt adds nothing
+ * (the message stays as it was) and returns the status. */
 CRMM_API crmm_status crmm_error_add_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Human-readable size into buf, e.g. "1.0 PiB", "256 B"; returns buf. */
+/* Human-readable size into buf, e.g. "1.0 PiB", "256 B" (cut to fit bufsize); returns buf, or NULL
+ * with nothing written when buf is NULL or bufsize is 0. */
 CRMM_API char *crmm_format_size(unsigned long long bytes, char *buf, unsigned long bufsize);
 
 #ifdef __cplusplus
