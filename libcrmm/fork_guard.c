@@ -40,6 +40,8 @@ static void install_handlers(void) { pthread_atfork(before_fork, after_fork_in_p
 
 void crmm_fork_guard_add(crmm_fork_guard *g)
 {
+    if (!g)
+        return; /* nothing to run at fork: the list stays as it is */
     pthread_once(&handlers_once, install_handlers);
     pthread_mutex_lock(&list_lock);
     g->older = newest;
@@ -54,6 +56,8 @@ void crmm_fork_guard_add(crmm_fork_guard *g)
 
 void crmm_fork_guard_remove(crmm_fork_guard *g)
 {
+    if (!g)
+        return; /* never added, as a guard with zero links */
     pthread_mutex_lock(&list_lock);
     if ((!g->newer && newest != g) || (!g->older && oldest != g)) { /* not in the list: removed already, or never added */
         pthread_mutex_unlock(&list_lock);

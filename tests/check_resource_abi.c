@@ -18,6 +18,24 @@
 static void count_call(void *arg) { ++*(int *)arg; }
 static void no_call(void *arg) { (void)arg; }
 
+/* A NULL guard is ignored by add and remove, and the guards in the list still run at fork. */
+CRMM_TEST_IN("fork_guard", a_null_guard_is_ignored)
+{
+    int ran = 0;
+    crmm_fork_guard a = {count_call, no_call, no_call, &ran, NULL, NULL};
+    crmm_fork_guard_add(&a);
+    crmm_fork_guard_add(NULL);
+    crmm_fork_guard_remove(NULL);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    ck_assert_int_gt(pid, 0);
+    int ws;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    crmm_fork_guard_remove(&a);
+    ck_assert_int_eq(ran, 1);
+}
+
 /* Removing a guard twice, or one never added, leaves the other guards in the list: a fork still
  * runs them. */
 CRMM_TEST_IN("fork_guard", a_guard_removed_twice_or_never_added_leaves_the_list_as_it_was)

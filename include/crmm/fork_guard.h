@@ -33,10 +33,12 @@ typedef struct crmm_fork_guard {
 } crmm_fork_guard;
 
 /* Add g (its three functions set, its links zero) as the newest guard: from now on every fork()
- * runs it. g must stay valid until crmm_fork_guard_remove. Returns no error (never fails). */
+ * runs it. g must stay valid until crmm_fork_guard_remove. Returns no error (never fails); a NULL
+ * g is ignored. */
 CRMM_API void crmm_fork_guard_add(crmm_fork_guard *g);
 /* Remove g (waits for a fork in progress to finish with it); a guard removed already, or never
- * added (its links zero), is left as it is and the list untouched. Returns no error. */
+ * added (its links zero), is left as it is and the list untouched; so is a NULL g. Returns no
+ * error. */
 CRMM_API void crmm_fork_guard_remove(crmm_fork_guard *g);
 
 #ifdef __cplusplus
