@@ -49,6 +49,9 @@ crmm_status crmm_resource_allocate_checked(crmm_resource *mr, size_t bytes, crmm
 
 crmm_status crmm_resource_failure(const crmm_resource *mr, crmm_status status)
 {
+    if (!mr)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "resource_failure: resource is NULL (its failure was %s)",
+                              crmm_status_name(status));
     if (status != CRMM_OK && crmm_last_status() == CRMM_OK)
         return crmm_set_error(status, "%s%s%s%s failed (%s) without saying why", mr->kind, mr->name[0] ? " '" : "",
                               mr->name, mr->name[0] ? "'" : "", crmm_status_name(status));

@@ -18,6 +18,15 @@
 static void count_call(void *arg) { ++*(int *)arg; }
 static void no_call(void *arg) { (void)arg; }
 
+/* crmm_resource_failure of a NULL resource is refused with a message, not a crash. */
+CRMM_TEST_IN("resource_abi", resource_failure_of_null_is_invalid_argument)
+{
+    crmm_clear_error();
+    ck_assert_crmm(crmm_resource_failure(NULL, CRMM_ERROR_OUT_OF_MEMORY), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "resource is NULL"));
+    crmm_clear_error();
+}
+
 /* A NULL guard is ignored by add and remove, and the guards in the list still run at fork. */
 CRMM_TEST_IN("fork_guard", a_null_guard_is_ignored)
 {
