@@ -40,6 +40,8 @@ static loaded_plugin *loaded;
 
 const char *crmm_plugin_search_path(const char *dirs, char *buf, size_t bufsize)
 {
+    if (!buf)
+        return NULL; /* nowhere to put it: as for a path that does not fit */
     const char *env = crmm_setting_env(CRMM_SETTING_PLUGIN_PATH_ENV);
     int n = snprintf(buf, bufsize, "%s%s%s%s%s", dirs && *dirs ? dirs : "", dirs && *dirs ? ":" : "",
                      env && *env ? env : "", env && *env ? ":" : "", CRMM_PLUGIN_DIR);

@@ -256,6 +256,14 @@ CRMM_TEST_IN("search", search_path_order)
     ck_assert_msg(buf[0] == '/' && strchr(buf, ':') == NULL, "installed directory alone: %s", buf);
 }
 
+/* A NULL buffer gets NULL, as a path that does not fit does, whatever size comes with it. */
+CRMM_TEST_IN("search", search_path_into_null_buffer)
+{
+    ck_assert_ptr_null(crmm_plugin_search_path("/a:/b", NULL, 8192));
+    ck_assert_ptr_null(crmm_plugin_search_path(NULL, NULL, 64));
+    ck_assert_ptr_null(crmm_plugin_search_path(NULL, NULL, 0));
+}
+
 CRMM_TEST_IN("search", first_directory_wins)
 {
     char pa[PATH_MAX], pb[PATH_MAX], ab[2 * PATH_MAX + 2], ba[2 * PATH_MAX + 2];

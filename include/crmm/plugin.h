@@ -232,7 +232,7 @@ CRMM_API int crmm_plugin_foreach(const char *dirs, crmm_plugin_visit_fn fn, void
 
 /* The search path as used: dirs, $CRMM_PLUGIN_PATH (not in a privileged process: crmm_getenv),
  * installed dir, ':'-joined into buf; NULL when it does not fit in bufsize (the loader then
- * searches nothing and says why). */
+ * searches nothing and says why), and NULL with nothing written when buf is NULL. */
 CRMM_API const char *crmm_plugin_search_path(const char *dirs, char *buf, size_t bufsize);
 
 #ifdef __cplusplus
