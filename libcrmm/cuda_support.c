@@ -83,7 +83,21 @@ bool crmm_cuda_driver_lookup(const crmm_driver_function *table, size_t count, ch
     /* whoever reaches for the driver may report its errors: look that up now, not in an error path */
     pthread_once(&error_string_once, find_error_string);
     bool all = true;
+    if (!table && count) {
+        if (why && why_size)
+            snprintf(why, why_size, "no table of CUDA driver functions to look up (table NULL, count %zu)", count);
+        return false;
+    }
     for (size_t i = 0; i < count; i++) {
+        if (!table[i].name || !table[i].fn) { /* nothing to look up, or nowhere to store it */
+            if (table[i].fn)
+                *table[i].fn = NULL;
+            if (all && why && why_size)
+                snprintf(why, why_size, "CUDA driver function %zu of the table has no %s", i,
+                         table[i].name ? "place for its address" : "name");
+            all = false;
+            continue;
+        }
         *table[i].fn = driver_function(table[i].name);
         if (!*table[i].fn && all) {
             if (why && why_size)
@@ -194,6 +208,8 @@ crmm_status crmm_cuda_current_device(int *device)
 
 crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard)
 {
+    if (!guard)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "cuda_device_enter: guard is NULL");
     guard->previous = -1;
     guard->changed = 0;
     if (device < 0)
@@ -220,7 +236,7 @@ crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard)
 
 void crmm_cuda_device_restore(crmm_device_guard *guard)
 {
-    if (guard->changed) {
+    if (guard && guard->changed) {
         cudaSetDevice(guard->previous);
         guard->changed = 0;
     }

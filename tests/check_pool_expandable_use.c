@@ -325,6 +325,24 @@ CRMM_TEST_IN("pool_expandable", driver_lookup_names_what_is_missing_and_driver_e
     ck_assert_error_contains("CUDA driver: cuMemMap: invalid argument (error 1)");
 }
 
+/* A NULL table, or an entry with no name or nowhere to store the address, is refused with a
+ * sentence rather than dereferenced. */
+CRMM_TEST_IN("pool_expandable", driver_lookup_refuses_a_null_table_and_empty_entries)
+{
+    char why[128] = "";
+    ck_assert(!crmm_cuda_driver_lookup(NULL, 5, why, sizeof why));
+    ck_assert_msg(strstr(why, "table NULL"), "why: %s", why);
+    ck_assert(crmm_cuda_driver_lookup(NULL, 0, NULL, 0)); /* nothing asked, nothing missing */
+    void *slot = (void *)1;
+    const crmm_driver_function no_name[] = {{NULL, &slot}};
+    ck_assert(!crmm_cuda_driver_lookup(no_name, 1, why, sizeof why));
+    ck_assert_msg(strstr(why, "has no name"), "why: %s", why);
+    ck_assert_ptr_null(slot);
+    const crmm_driver_function no_slot[] = {{"cuMemCreate", NULL}};
+    ck_assert(!crmm_cuda_driver_lookup(no_slot, 1, why, sizeof why));
+    ck_assert_msg(strstr(why, "no place for its address"), "why: %s", why);
+}
+
 CRMM_TEST_IN("pool_expandable", bad_parameters_are_refused)
 {
     crmm_resource *host = crmm_test_create("host", NULL, NULL);

@@ -402,6 +402,18 @@ CRMM_TEST_IN("device_buffer", test_buffer_copies_at_exit_are_state_errors)
     crmm_device_buffer_destroy(buf);
 }
 
+/* The device guard: a NULL guard is refused before any CUDA call, and restoring one does nothing. */
+CRMM_TEST_IN("stream", test_device_guard_null)
+{
+    ck_assert_crmm(crmm_cuda_device_enter(-1, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_cuda_device_enter(0, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    crmm_cuda_device_restore(NULL);
+    crmm_device_guard g;
+    ck_assert_int_eq(crmm_cuda_device_enter(-1, &g), CRMM_OK);
+    ck_assert_int_eq(g.changed, 0);
+    crmm_cuda_device_restore(&g);
+}
+
 static Suite *streams_buffers_suite(void)
 {
     Suite *s = suite_create("streams_buffers");

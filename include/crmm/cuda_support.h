@@ -39,7 +39,9 @@ typedef struct crmm_driver_function {
  * supply a scripted driver). Each found is stored, each missing one set to NULL. Returns true when
  * all were found; else false, with a sentence naming the first missing one in `why` (`why_size`
  * bytes, may be NULL): "the CUDA driver has no cuMemCreate (driver too old, or none)". Clears the
- * runtime's last error where the lookup itself failed. */
+ * runtime's last error where the lookup itself failed. A NULL table with count > 0, or an entry
+ * with a NULL name or fn, is refused the same way: false, with a sentence saying so (an entry's fn,
+ * where it has one, is set to NULL). */
 CRMM_API bool crmm_cuda_driver_lookup(const crmm_driver_function *table, size_t count, char *why, size_t why_size);
 
 /* True once the process has started to exit (atexit ran or libcrmm is being unloaded). From
@@ -76,7 +78,9 @@ CRMM_API crmm_status crmm_cuda_device_count(int *count);
 CRMM_API crmm_status crmm_cuda_device_memory(int device, uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* Makes `device` current and remembers the previous one; restore with crmm_cuda_device_restore.
- * device < 0 does nothing. */
+ * device < 0 does nothing. Errors: CRMM_ERROR_INVALID_ARGUMENT for a NULL guard (checked first),
+ * CRMM_ERROR_CUDA when there is no usable device or cudaSetDevice fails. crmm_cuda_device_restore
+ * of a NULL guard does nothing. */
 typedef struct crmm_device_guard { int previous; int changed; } crmm_device_guard;
 CRMM_API crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard);
 CRMM_API void crmm_cuda_device_restore(crmm_device_guard *guard);
