@@ -13,9 +13,9 @@ from conftest import run_python
 
 @pytest.mark.parametrize("mapping", ["True", "1", "4096", "2**64", "'text'", "b'a\\x00b'", "1.5", "object()"])
 def test_an_imported_buffer_refuses_a_mapping_ipc_open_did_not_give(mapping):
-    """ImportedBuffer(mapping) took any value as a crmm_ipc_mapping * and unmapped it on close()
-    or at collection: ImportedBuffer(True) crashed the interpreter. Only None (a closed buffer)
-    and what IpcHandle.open() made are accepted; the rest is a TypeError naming `mapping`."""
+    """A value taken as a crmm_ipc_mapping * would be unmapped on close() or at collection (True
+    would crash the interpreter): only None (a closed buffer) and what IpcHandle.open() makes are
+    accepted; the rest is a TypeError naming `mapping`, in a process that goes on."""
     r = run_python(
         f"""
         import gc, crmm.ipc
@@ -43,9 +43,8 @@ BAD_OBJECTS = [None, "abc", 1.5, [1], object(), True, -1, 0, b"a\x00b"]
 
 @pytest.mark.parametrize("bad", BAD_OBJECTS, ids=repr)
 def test_ipc_functions_name_the_argument_that_is_not_what_they_take(bad):
-    """export, export_pointer, open_handle and send raised AttributeError ('int' object has no
-    attribute '_live', 'str' object has no attribute 'mr') for an argument of the wrong kind: now
-    a TypeError naming it."""
+    """export, export_pointer, open_handle and send given an argument of the wrong kind raise a
+    TypeError naming it, not an AttributeError from inside."""
     with pytest.raises(TypeError, match=r"\bbuf\b"):
         crmm.ipc.export(bad)
     with pytest.raises(TypeError, match=r"\bmr\b"):
@@ -63,8 +62,8 @@ def test_ipc_functions_name_the_argument_that_is_not_what_they_take(bad):
 
 @pytest.mark.parametrize("sock", [None, "abc", 1.5, [1], object(), b"a\x00b", True, False])
 def test_ipc_send_and_recv_refuse_a_socket_that_is_not_one(sock):
-    """send and recv called sock.fileno() on anything not an int (AttributeError), and took a
-    bool as descriptor 1 or 0 (stdout, stdin): a TypeError naming sock now."""
+    """A sock that is neither a socket nor a descriptor, or a bool (which would be descriptor 1 or
+    0: stdout, stdin), is a TypeError naming sock."""
     with pytest.raises(TypeError, match=r"\bsock\b"):
         crmm.ipc.recv(sock)
     with pytest.raises(TypeError, match=r"\bsock\b"):
@@ -73,8 +72,7 @@ def test_ipc_send_and_recv_refuse_a_socket_that_is_not_one(sock):
 
 @pytest.mark.parametrize("what", [[1], {}, set(), bytearray(b"x")], ids=repr)
 def test_query_names_what_for_an_unhashable_argument(what):
-    """MemoryResource.query([1]) raised "unhashable type: 'list'" from its table look-up; now a
-    TypeError naming `what`."""
+    """An unhashable query (a list) is a TypeError naming `what` and the queries there are."""
     host = crmm.mr.MemoryResource("host")
     with pytest.raises(TypeError, match=r"\bwhat\b"):
         host.query(what)
@@ -82,8 +80,8 @@ def test_query_names_what_for_an_unhashable_argument(what):
 
 @pytest.mark.parametrize("size", ["1MiB\x00", "a\x00b", "\x00"], ids=repr)
 def test_dask_config_text_refuses_a_nul_in_a_size(size):
-    """A NUL in pool_size went into the config text, refused later by the config loader ("not a
-    text file") without naming the option; now ValueError naming it."""
+    """A NUL in pool_size would go into the config text, which the config loader refuses later
+    without naming the option: it is a ValueError naming it at once."""
     import crmm.dask
 
     with pytest.raises(ValueError, match="pool_size"):
