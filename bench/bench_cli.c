@@ -232,20 +232,14 @@ static bool parse_set_list(const char *text, options *o, FILE *err)
     return ok && any;
 }
 
-const char *bench_cli_split_option(const char *arg, char *name, size_t size)
-{
-    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-    snprintf(name, size, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
-    return eq ? eq + 1 : NULL;
-}
-
 static int parse_args(int argc, char **argv, options *o, FILE *err)
 {
     bool steps_given = false, live_given = false, mode_given = false, iterations_given = false, loads_given = false;
     for (int i = 1; i < argc; i++) {
         char name[64];
         const char *arg = argv[i], *value = NULL;
-        const char *joined = bench_cli_split_option(arg, name, sizeof name);
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
         bool flag = strcmp(name, "--csv") == 0 || strcmp(name, "--json") == 0 || strcmp(name, "--no-references") == 0 ||
                     strcmp(name, "--overhead") == 0 || strcmp(name, "--copy") == 0 || strcmp(name, "-h") == 0 ||
                     strcmp(name, "--help") == 0;
@@ -257,10 +251,10 @@ static int parse_args(int argc, char **argv, options *o, FILE *err)
             takes_value |= strcmp(name, with_value[k]) == 0;
         if (!flag && !takes_value)
             return usage_error(err, "unknown option '%s'", arg);
-        if (flag && joined)
+        if (flag && eq)
             return usage_error(err, "%s takes no value", name);
         if (takes_value) {
-            value = joined ? joined : (i + 1 < argc ? argv[++i] : NULL);
+            value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
             if (!value || !*value)
                 return usage_error(err, "%s needs a value", name);
         }

@@ -6,7 +6,6 @@
 #ifndef CRMM_BENCH_CLI_H
 #define CRMM_BENCH_CLI_H
 
-#include <stddef.h>
 #include <stdio.h>
 
 /* Run `crmm bench` with argv[0] = "bench" and the arguments after it; results go to `out`,
@@ -17,9 +16,5 @@ int bench_cli_main(int argc, char **argv, FILE *out, FILE *err);
 
 /* Print `crmm bench --help`. */
 void bench_cli_usage(FILE *f);
-
-/* Split a command-line argument "--name=value" into its name (into `name`, `size` bytes) and its
- * value (returned); any other argument is copied whole and NULL returned. */
-const char *bench_cli_split_option(const char *arg, char *name, size_t size);
 
 #endif

@@ -15,7 +15,6 @@
 #include <time.h>
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
-#include "bench_cli.h"
 #include "bench_copy.h"
 
 #define COPY_BENCH_MIN_BYTES_PER_SAMPLE ((size_t)256 << 20)
@@ -149,11 +148,16 @@ static int parse_args(int argc, char **argv, const char **config, const char **r
                       size_t *max_size)
 {
     for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         /* "--name=value" as "--name" "value" (crmm bench passes its arguments as they came) */
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
         char name[64];
-        const char *joined = bench_cli_split_option(argv[i], name, sizeof name);
-        const char *a = name;
-        const char *val = joined ? joined : i + 1 < argc ? argv[i + 1] : NULL;
+        if (eq) {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+            a = name;
+            val = eq + 1;
+        }
         if (strcmp(a, "--copy") == 0)
             continue;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -167,7 +171,7 @@ static int parse_args(int argc, char **argv, const char **config, const char **r
                     known ? "missing value after" : "unknown option", a);
             return 102;
         }
-        if (!joined)
+        if (!eq)
             i++;
         if (strcmp(a, "--config") == 0) {
             *config = val;
