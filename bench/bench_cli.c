@@ -27,6 +27,7 @@
 #include "bench_report.h"
 #include "bench_runner.h"
 #include "bench_workload.h"
+#include "long_option.h"
 
 #define MAX_THREADS 256u
 #define MAX_REPEATS 1000u
@@ -238,7 +239,7 @@ static int parse_args(int argc, char **argv, options *o, FILE *err)
     for (int i = 1; i < argc; i++) {
         char name[64];
         const char *arg = argv[i], *value = NULL;
-        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        const char *eq = long_option_equals(arg);
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
         bool flag = strcmp(name, "--csv") == 0 || strcmp(name, "--json") == 0 || strcmp(name, "--no-references") == 0 ||
                     strcmp(name, "--overhead") == 0 || strcmp(name, "--copy") == 0 || strcmp(name, "-h") == 0 ||

@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 #include <crmm/crmm.h>
 #include "bench_copy.h"
+#include "long_option.h"
 
 #define COPY_BENCH_MIN_BYTES_PER_SAMPLE ((size_t)256 << 20)
 #define COPY_BENCH_GOAL_FROM ((size_t)64 << 20)
@@ -151,7 +152,7 @@ static int parse_args(int argc, char **argv, const char **config, const char **r
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         /* "--name=value" as "--name" "value" (crmm bench passes its arguments as they came) */
-        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        const char *eq = long_option_equals(a);
         char name[64];
         if (eq) {
             snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);

@@ -116,6 +116,9 @@ run 2 replay "$tmp/one.csv" --repeats=x && has "--repeats wants a whole number"
 run 2 info --json=pool && has "crmm info: --json takes no value" && lacks '"name": "pool"'
 run 2 replay --strict=yes "$tmp/one.csv" && has "crmm replay: --strict takes no value"
 run 2 check-config --help=x "$configs/good-full.ini" && has "crmm check-config: --help takes no value"
+# "--=value" has no name: an argument like any other, whole in the message, for every command
+run 2 info --=3 && has "crmm info: unexpected argument '--=3'"
+run 2 bench --=3 && has "crmm bench: unknown option '--=3'"
 # a flag of bench that the copy benchmark does not take, last: unknown, not 'missing value after'
 run 2 bench --copy --json && has "crmm bench --copy: unknown option '--json'"
 # $CRMM_CONFIG, and never a crmm.ini of the working directory

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <crmm/crmm.h>
 #include "commands.h"
+#include "long_option.h"
 
 /* The options of info, check-config and replay that take no value (NULL-terminated). */
 static const char *const info_flags[] = {"--json", "--roff", "--markdown", "--help", NULL};
@@ -62,7 +63,7 @@ static char **split_long_options(int argc, char **argv, const char *const *flags
 {
     *bad = NULL;
     for (int i = 1; i < argc; i++) {
-        const char *eq = strncmp(argv[i], "--", 2) == 0 ? strchr(argv[i], '=') : NULL;
+        const char *eq = long_option_equals(argv[i]);
         for (const char *const *f = flags; eq && *f; f++)
             if (strlen(*f) == (size_t)(eq - argv[i]) && strncmp(argv[i], *f, (size_t)(eq - argv[i])) == 0) {
                 *bad = argv[i];
@@ -74,14 +75,14 @@ static char **split_long_options(int argc, char **argv, const char *const *flags
         return NULL;
     int n = 0;
     for (int i = 0; i < argc; i++) {
-        char *eq = strncmp(argv[i], "--", 2) == 0 && argv[i][2] != '=' ? strchr(argv[i], '=') : NULL;
+        const char *eq = long_option_equals(argv[i]);
         if (!eq || i == 0) {
             out[n++] = argv[i];
             continue;
         }
-        *eq = '\0'; /* argv's strings are the program's to change */
+        argv[i][eq - argv[i]] = '\0'; /* argv's strings are the program's to change */
         out[n++] = argv[i];
-        out[n++] = eq + 1;
+        out[n++] = argv[i] + (eq - argv[i]) + 1;
     }
     out[n] = NULL;
     *out_argc = n;
