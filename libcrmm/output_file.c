@@ -10,9 +10,13 @@
  * its open file description, which a second open conflicts with, in this process or another.
  *
  * One kind of link is followed: one that leads to a stream with nothing to overwrite, a pipe or a
- * terminal or /dev/null (/dev/stderr is such a link, to the process's own descriptor 2). The
- * target is opened without O_CREAT or O_TRUNC and kept only when fstat says it is one of those, so
- * a link to a file is still refused, unchanged. */
+ * terminal or /dev/null (/dev/stderr is such a link, to the process's own descriptor 2). Opening
+ * can itself do something (a watchdog device arms, a tape rewinds, a watcher sees the open), so
+ * the target is never opened unless stat, through the link, says it is a FIFO, /dev/null's device
+ * or a terminal device. Only then is it opened, without O_CREAT or O_TRUNC, and kept only when
+ * fstat says it is the object stat saw and still one of those streams. A link to anything else,
+ * a file included, is refused without its target being opened, and the target is left as it was.
+ * (A target swapped between the stat and the open may still be opened once, but it is not kept.) */
 #include "build_config.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +26,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <crmm/plugin.h>
 
@@ -41,27 +46,59 @@ __attribute__((format(printf, 3, 4))) static crmm_status refuse(int fd, const ch
     return crmm_set_error(CRMM_ERROR_IO, "refusing to write %s: %s", path, why);
 }
 
-/* A stream that a link may lead to: a pipe, a terminal, or /dev/null. */
+/* Whether st is /dev/null's device. */
+static bool is_dev_null(const struct stat *st)
+{
+    struct stat null;
+    return S_ISCHR(st->st_mode) && stat("/dev/null", &null) == 0 && S_ISCHR(null.st_mode) &&
+           null.st_rdev == st->st_rdev;
+}
+
+/* Whether a character device of this major number is a terminal, by Linux's numbering
+ * (Documentation/admin-guide/devices.txt): 4 the virtual consoles and serial ports, 5 /dev/tty,
+ * /dev/console and /dev/ptmx, 136 to 143 the Unix98 pseudo-terminals (/dev/pts/N). */
+static bool is_terminal_major(unsigned m) { return m == 4 || m == 5 || (m >= 136 && m <= 143); }
+
+/* Whether the target a link leads to, known by stat alone (not opened), may be a harmless
+ * stream: a pipe, /dev/null, or a terminal device. */
+static bool may_be_harmless_stream(const struct stat *st)
+{
+    if (S_ISFIFO(st->st_mode))
+        return true;
+    if (!S_ISCHR(st->st_mode))
+        return false;
+    return is_dev_null(st) || is_terminal_major(major(st->st_rdev));
+}
+
+/* Whether the open descriptor fd (st: its fstat) is a harmless stream: a pipe, /dev/null, or a
+ * terminal. */
 static bool is_harmless_stream(int fd, const struct stat *st)
 {
     if (S_ISFIFO(st->st_mode))
         return true;
     if (!S_ISCHR(st->st_mode))
         return false;
-    struct stat null;
-    if (stat("/dev/null", &null) == 0 && S_ISCHR(null.st_mode) && null.st_rdev == st->st_rdev)
-        return true;
-    return isatty(fd) != 0;
+    return is_dev_null(st) || isatty(fd) != 0;
 }
 
-/* The target of the link at path when it is a harmless stream (its descriptor), else -1. */
+/* Whether a and b describe one object (and one device, for a device node). */
+static bool same_object(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_rdev == b->st_rdev;
+}
+
+/* The target of the link at path when it is a harmless stream (its descriptor), else -1. The
+ * target is opened only when stat says it may be one; once open, it must be the object stat saw. */
 static int open_link_to_stream(const char *path, int base)
 {
+    struct stat target;
+    if (stat(path, &target) != 0 || !may_be_harmless_stream(&target))
+        return -1;
     int fd = open(path, (base & ~O_NOFOLLOW) | O_NONBLOCK);
     if (fd < 0)
         return -1;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !is_harmless_stream(fd, &st)) {
+    if (fstat(fd, &st) != 0 || !same_object(&target, &st) || !is_harmless_stream(fd, &st)) {
         close(fd);
         return -1;
     }
