@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,6 +63,37 @@ static const char *link_to_victim(const char *tag, const char **victim, int hard
 static void assert_victim_intact(const char *victim)
 {
     ck_assert_str_eq(crmm_test_file_text(victim), VICTIM_TEXT);
+}
+
+/* A symbolic link at the path for `tag` to `target`: the link's path. */
+static const char *link_to(const char *tag, const char *target)
+{
+    const char *path = path_for(tag);
+    unlink(path);
+    ck_assert_int_eq(symlink(target, path), 0);
+    return path;
+}
+
+/* Writes "hi" to fd (then closes it) and reads it back from `reader`, the other end. */
+static void assert_reaches(int fd, int reader)
+{
+    ck_assert_int_eq(write(fd, "hi", 2), 2);
+    ck_assert_int_eq(close(fd), 0);
+    char got[2];
+    ck_assert_int_eq(read(reader, got, 2), 2);
+    ck_assert(memcmp(got, "hi", 2) == 0);
+}
+
+/* Nothing queued on the non-blocking inotify descriptor `in`, which watches `what`. */
+static void assert_no_event(int in, const char *what)
+{
+    union {
+        struct inotify_event ev;
+        char bytes[sizeof(struct inotify_event) + 4096];
+    } buf;
+    ssize_t n = read(in, &buf, sizeof buf);
+    ck_assert_msg(n < 0 && errno == EAGAIN, "%s was opened or written (inotify mask 0x%x)", what,
+                  n > 0 ? (unsigned)buf.ev.mask : 0u);
 }
 
 static void assert_refused_link(const char *link)
@@ -144,6 +176,30 @@ CRMM_TEST_IN("open", a_link_is_refused_whatever_it_points_to)
     ck_assert_int_eq(fd, -1);
 }
 
+/* Opening a file can itself do something (a watchdog device arms, a tape rewinds, a watcher sees
+ * the open), so the target of a link is not opened unless stat says it may be a harmless stream:
+ * a link to a regular file is refused without an open of the file, whatever the flags. */
+CRMM_TEST_IN("open", a_link_is_refused_without_opening_its_target)
+{
+    const char *victim, *link = link_to_victim("unopened", &victim, 0);
+    int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    ck_assert_int_ge(in, 0);
+    ck_assert_int_ge(inotify_add_watch(in, victim, IN_OPEN | IN_MODIFY), 0);
+    int fd = -1;
+    for (unsigned flags = 0; flags < 4; flags++) {
+        ck_assert_crmm(crmm_output_file_open(link, flags, &fd), CRMM_ERROR_IO);
+        assert_refused_link(link);
+    }
+    ck_assert_int_eq(fd, -1);
+    assert_no_event(in, victim);
+    ck_assert_int_eq(close(in), 0);
+    assert_victim_intact(victim);
+    /* a character device that is neither /dev/null nor a terminal */
+    const char *to_zero = link_to("to_zero", "/dev/zero");
+    ck_assert_crmm(crmm_output_file_open(to_zero, 0, &fd), CRMM_ERROR_IO);
+    assert_refused_link(to_zero);
+}
+
 CRMM_TEST_IN("open", a_hard_linked_file_is_refused)
 {
     const char *victim, *other = link_to_victim("hard", &victim, 1);
@@ -190,6 +246,43 @@ CRMM_TEST_IN("open", a_link_to_a_pipe_or_dev_null_is_followed)
     ck_assert(memcmp(got, "hi", 2) == 0);
     close(pipefd[0]);
     close(pipefd[1]);
+}
+
+/* A link to a named pipe is followed once the pipe has a reader (without one there is nothing to
+ * write to, and it is refused). */
+CRMM_TEST_IN("open", a_link_to_a_named_pipe_with_a_reader_is_followed)
+{
+    const char *fifo = path_for("fifo");
+    unlink(fifo);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    const char *link = link_to("to_fifo", fifo);
+    int fd = -1;
+    ck_assert_crmm(crmm_output_file_open(link, 0, &fd), CRMM_ERROR_IO);
+    int reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ck_assert_int_ge(reader, 0);
+    ck_assert_crmm_ok(crmm_output_file_open(link, CRMM_OUTPUT_APPEND, &fd));
+    assert_reaches(fd, reader);
+    ck_assert_int_eq(close(reader), 0);
+}
+
+/* A link to a terminal (a pseudo-terminal's slave here) is followed. */
+CRMM_TEST_IN("open", a_link_to_a_terminal_is_followed)
+{
+    int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (master < 0) {
+        fprintf(stderr, "no pseudo-terminal here (%s): a link to a terminal is not tried\n", strerror(errno));
+        return;
+    }
+    ck_assert_int_eq(grantpt(master), 0);
+    ck_assert_int_eq(unlockpt(master), 0);
+    const char *slave = ptsname(master);
+    ck_assert_ptr_nonnull(slave);
+    const char *link = link_to("to_tty", slave);
+    int fd = -1;
+    ck_assert_crmm_ok(crmm_output_file_open(link, 0, &fd));
+    ck_assert(isatty(fd));
+    assert_reaches(fd, master);
+    ck_assert_int_eq(close(master), 0);
 }
 
 /* ---- the four outputs ------------------------------------------------------------------------ */
