@@ -54,10 +54,15 @@ static bool is_dev_null(const struct stat *st)
            null.st_rdev == st->st_rdev;
 }
 
-/* Whether a character device of this major number is a terminal, by Linux's numbering
- * (Documentation/admin-guide/devices.txt): 4 the virtual consoles and serial ports, 5 /dev/tty,
- * /dev/console and /dev/ptmx, 136 to 143 the Unix98 pseudo-terminals (/dev/pts/N). */
-static bool is_terminal_major(unsigned m) { return m == 4 || m == 5 || (m >= 136 && m <= 143); }
+/* Whether a character device is a terminal, by Linux's numbering
+ * (Documentation/admin-guide/devices.txt): major 4 the virtual consoles and serial ports, major 5
+ * minor 0 and 1 /dev/tty and /dev/console (not minor 2, /dev/ptmx: opening it makes a new
+ * pseudo-terminal), majors 136 to 143 the Unix98 pseudo-terminals (/dev/pts/N). */
+static bool is_terminal_device(dev_t dev)
+{
+    unsigned m = major(dev);
+    return m == 4 || (m == 5 && minor(dev) <= 1) || (m >= 136 && m <= 143);
+}
 
 /* Whether the target a link leads to, known by stat alone (not opened), may be a harmless
  * stream: a pipe, /dev/null, or a terminal device. */
@@ -67,7 +72,7 @@ static bool may_be_harmless_stream(const struct stat *st)
         return true;
     if (!S_ISCHR(st->st_mode))
         return false;
-    return is_dev_null(st) || is_terminal_major(major(st->st_rdev));
+    return is_dev_null(st) || is_terminal_device(st->st_rdev);
 }
 
 /* Whether the open descriptor fd (st: its fstat) is a harmless stream: a pipe, /dev/null, or a

@@ -198,6 +198,12 @@ CRMM_TEST_IN("open", a_link_is_refused_without_opening_its_target)
     const char *to_zero = link_to("to_zero", "/dev/zero");
     ck_assert_crmm(crmm_output_file_open(to_zero, 0, &fd), CRMM_ERROR_IO);
     assert_refused_link(to_zero);
+    /* /dev/ptmx answers isatty, but opening it makes a new pseudo-terminal */
+    if (access("/dev/ptmx", F_OK) == 0) {
+        const char *to_ptmx = link_to("to_ptmx", "/dev/ptmx");
+        ck_assert_crmm(crmm_output_file_open(to_ptmx, 0, &fd), CRMM_ERROR_IO);
+        assert_refused_link(to_ptmx);
+    }
 }
 
 CRMM_TEST_IN("open", a_hard_linked_file_is_refused)
