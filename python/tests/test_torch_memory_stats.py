@@ -133,3 +133,16 @@ def test_reset_is_refused_where_the_figures_are_not_the_pools():
         with pytest.raises(crmm.UnsupportedError, match="cannot be reset"):
             ct.reset_peak_memory_stats(mr=top)
     assert ct.max_memory_allocated(mr=stats) == 1 << 20
+
+
+_BY_RESOURCE = [ct.memory_stats, ct.reset_peak_memory_stats, ct.memory_allocated, ct.max_memory_allocated,
+                ct.memory_reserved, ct.max_memory_reserved]
+
+
+@pytest.mark.parametrize("func", _BY_RESOURCE, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("bad", ["pool", 3, True, object()], ids=["str", "int", "bool", "object"])
+def test_a_resource_of_the_wrong_kind_is_a_type_error_naming_mr(func, bad):
+    """As set_current_device_resource and DeviceBuffer refuse it: a TypeError naming `mr`, not an
+    AttributeError from the first method called on it."""
+    with pytest.raises(TypeError, match="mr must be a MemoryResource, not"):
+        func(mr=bad)

@@ -112,8 +112,11 @@ def _device_index(device):
 
 
 def _resource(device, mr):
+    """`mr` when given (TypeError when it is not a MemoryResource), else `device`'s resource."""
     if mr is not None:
-        return mr
+        from ..pylibrmm.memory_resource import _mr_arg
+
+        return _mr_arg(mr)
     from ..pylibrmm.memory_resource import get_per_device_resource
 
     return get_per_device_resource(_device_index(device))
@@ -154,7 +157,8 @@ def memory_stats(device=None, mr=None):
     an int, "cuda:N" or torch.device), or of resource `mr`: a dict under torch.cuda.memory_stats()
     names where they mean the same ("allocated_bytes.all.current", "reserved_bytes.all.peak",
     ...), and "crmm.device_syncs", "crmm.pages_unmapped", ... for what a pool asked of the device.
-    Figures the resource cannot give are left out (a resource without counters gives {})."""
+    Figures the resource cannot give are left out (a resource without counters gives {}).
+    Raises TypeError when `mr` is not a crmm MemoryResource or `device` is not a device."""
     mr = _resource(device, mr)
     stats = {}
     # every figure from the chain's first pool when only adaptors that pass each call through lie
@@ -188,7 +192,8 @@ def reset_peak_memory_stats(device=None, mr=None):
     """Set the peaks of memory_stats() to the current figures (torch.cuda.reset_peak_memory_stats)
     on the first pool of the resource's chain. Raises UnsupportedError when the chain has no
     pool, or when memory_stats() reads its figures from a layer above the pool (a binning, say),
-    whose peaks it cannot reset."""
+    whose peaks it cannot reset; TypeError when `mr` is not a crmm MemoryResource or `device` is
+    not a device."""
     mr = _resource(device, mr)
     if not _passes_through_to_pool(mr) and _query(mr, "pool_block_bytes") is not None:
         # resetting the pool alone would leave every peak memory_stats() reports as it was
