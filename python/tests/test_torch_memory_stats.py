@@ -146,3 +146,9 @@ def test_a_resource_of_the_wrong_kind_is_a_type_error_naming_mr(func, bad):
     AttributeError from the first method called on it."""
     with pytest.raises(TypeError, match="mr must be a MemoryResource, not"):
         func(mr=bad)
+
+
+@pytest.mark.parametrize("device", ["cuda:x", "cuda:", "cuda:1.0"])
+def test_a_device_string_without_a_number_is_a_value_error_naming_device(device):
+    with pytest.raises(ValueError, match="device must be 'cuda' or 'cuda:N'"):
+        ct.memory_stats(device)

@@ -107,7 +107,13 @@ def _device_index(device):
     if getattr(device, "type", None) == "cuda":
         return _device_index(index)
     if isinstance(device, str) and (device == "cuda" or device.startswith("cuda:")):
-        return _device_index(int(device[5:]) if device != "cuda" else None)
+        if device == "cuda":
+            return _device_index(None)
+        try:
+            index = int(device[5:])
+        except ValueError:
+            raise ValueError(f"device must be 'cuda' or 'cuda:N' (N a device number), not {device!r}") from None
+        return _device_index(index)
     raise TypeError(f"device must be an int, 'cuda:N' or a torch.device, not {device!r}")
 
 
