@@ -198,9 +198,18 @@ default_profiler_records = ProfilerRecords()
 class ProfilerContext:
     """What profiler() returns (RMM's class of that name): a decorator of functions and, with a
     name, a context manager of blocks, recording each call's or block's statistics in
-    `records` under `name` (a decorated function's "file:line(name)" when `name` is empty)."""
+    `records` under `name` (a decorated function's "file:line(name)" when `name` is empty or
+    None). `records` is a ProfilerRecords or, as in RMM, any object with an add(name, data)
+    method. Raises TypeError, when made, for records without one or a name that is not a str
+    (or None)."""
 
     def __init__(self, records, name):
+        if not callable(getattr(records, "add", None)):
+            raise TypeError(f"records must be a ProfilerRecords (or have an add method), not {type(records).__name__}")
+        if name is None:  # RMM takes any false name as none given (a wrapper may pass None on)
+            name = ""
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, not {type(name).__name__}")
         self.records, self.name = records, name
 
     def _record(self, name):
@@ -239,12 +248,6 @@ def profiler(*, records=default_profiler_records, name=""):
     each call of a function (or each run of a block) in `records`, when statistics are on;
     otherwise it does nothing. A decorated function is named "file:line(name)" unless `name`
     is given (None is no name, as in RMM). `records` is a ProfilerRecords or, as in RMM, any
-    object with an add(name, data) method. Raises TypeError when it has none, ValueError when
-    used as a context manager without a name."""
-    if not callable(getattr(records, "add", None)):
-        raise TypeError(f"records must be a ProfilerRecords (or have an add method), not {type(records).__name__}")
-    if name is None:  # RMM takes any false name as none given (a wrapper may pass None on)
-        name = ""
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str, not {type(name).__name__}")
+    object with an add(name, data) method. Raises TypeError when it has none or `name` is not
+    a str (or None), ValueError when used as a context manager without a name."""
     return ProfilerContext(records, name)

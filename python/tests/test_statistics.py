@@ -156,6 +156,38 @@ def test_profiler_argument_checks(kwargs, exc):
         st.profiler(**kwargs)
 
 
+@pytest.mark.parametrize("records,name,match", [
+    ({}, "block", "records must be a ProfilerRecords"), (None, "block", "records must be a ProfilerRecords"),
+    (st.ProfilerRecords(), 3, "name must be a str"), (st.ProfilerRecords(), b"block", "name must be a str"),
+])
+def test_profiler_context_checks_its_arguments_when_made(records, name, match):
+    """RMM's constructor, ProfilerContext(records, name), refuses what profiler() refuses, when
+    it is made: a records object without add() failed only at the end of the first profiled block
+    (an AttributeError, and only while statistics were on), a name of another type made records
+    under that object."""
+    with pytest.raises(TypeError, match=match):
+        st.ProfilerContext(records, name)
+
+
+def test_profiler_context_takes_what_rmm_s_takes(current):
+    """Any object with add() as records, and None as no name (a decorator then names the record
+    after the function), as profiler() takes them."""
+    seen = []
+
+    class Mine:
+        def add(self, name, data):
+            seen.append(name)
+
+    st.enable_statistics()
+    st.ProfilerContext(Mine(), None)(_plain)()
+    with st.ProfilerContext(Mine(), "block"):
+        pass
+    assert seen == [st._get_descriptive_name_of_object(_plain), "block"]
+    with pytest.raises(ValueError, match="name"):
+        with st.ProfilerContext(Mine(), None):
+            pass
+
+
 def test_a_profiler_block_needs_a_name(current):
     with pytest.raises(ValueError, match="name"):
         with st.profiler():
