@@ -124,8 +124,12 @@ def install_as_rmm(replace_installed=False, rmm_version=None):
     rounded up to 16 bytes, so statistics and tracking adaptors count what RMM 25.10 counted;
     get_current_device_resource_type and get_per_device_resource_type exist only before 26.08
     (RMM removed them there) and warn only from 26.06 (RMM deprecated them there).
-    TypeError or ValueError for a version that is not "YY.MM"."""
+    TypeError or ValueError for a version that is not "YY.MM", TypeError for a
+    `replace_installed` that is not True or False (a string such as "false" would hide a real
+    RMM)."""
     global _finder, _release
+    if not isinstance(replace_installed, bool):
+        raise TypeError(f"replace_installed must be a bool, not {type(replace_installed).__name__}")
     release = _parse_release(rmm_version)
     from .pylibrmm import device_buffer
 

@@ -215,3 +215,28 @@ def test_as_rmm_leaves_a_site_packages_crmm_off_the_childrens_path(tmp_path):
     assert r.returncode == 0, r.stderr
     entries = r.stdout.strip().split(os.pathsep)
     assert entries == [os.path.join(parent, "crmm", "_as_rmm_site")], entries
+
+
+def test_replace_installed_must_be_a_bool(tmp_path):
+    """replace_installed hides a real RMM: a string such as "false" (true as a truth value)
+    replaced it; crmm's own switch takes True or False only, as enable_graph_capture does."""
+    site = fake_rmm(tmp_path)
+    r = run_python(
+        f"""
+        import sys
+        sys.path.insert(0, {site!r})
+        import crmm
+        for bad in ("false", 1, None):
+            try:
+                crmm.install_as_rmm(replace_installed=bad)
+            except TypeError as e:
+                assert "replace_installed must be a bool" in str(e), e
+            else:
+                raise AssertionError(f"{{bad!r}} was taken")
+        assert not crmm.is_installed_as_rmm()
+        import rmm
+        assert rmm.REAL
+        print("ok")
+        """
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
