@@ -88,3 +88,25 @@ def test_dask_config_text_refuses_a_nul_in_a_size(size):
         crmm.dask.config_text(pool_size=size)
     with pytest.raises(ValueError, match="release_threshold"):
         crmm.dask.config_text(async_=True, release_threshold=size)
+
+
+def test_use_crmm_refuses_an_inductor_cudagraph_trees_that_is_not_a_bool():
+    """crmm's own switch: a string such as "false" (true as a truth value) left inductor's CUDA
+    graph trees on, which fail later under crmm; it is a TypeError before anything changes, with
+    or without PyTorch (here without: a process where `import torch` fails)."""
+    r = run_python(
+        """
+        import sys
+        sys.modules["torch"] = None
+        import crmm.allocators.torch as t
+        for bad in ("false", 0, None):
+            try:
+                t.use_crmm(inductor_cudagraph_trees=bad)
+            except TypeError as e:
+                assert "inductor_cudagraph_trees must be a bool" in str(e), e
+            else:
+                raise AssertionError(repr(bad))
+        print("ok")
+        """
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

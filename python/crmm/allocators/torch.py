@@ -54,7 +54,10 @@ def use_crmm(inductor_cudagraph_trees=False):
     captures each compiled graph with torch.cuda.graph, which crmm serves. The setting is made
     when inductor's config is first imported (now, if it is already), so that a program that
     never compiles does not pay inductor's import. Pass ``inductor_cudagraph_trees=True`` to
-    leave inductor's setting alone."""
+    leave inductor's setting alone; anything but True or False raises TypeError, before torch
+    is looked for."""
+    if not isinstance(inductor_cudagraph_trees, bool):
+        raise TypeError(f"inductor_cudagraph_trees must be a bool, not {type(inductor_cudagraph_trees).__name__}")
     if change_current_allocator is None:
         raise ModuleNotFoundError("No module named 'torch': use_crmm needs PyTorch", name="torch")
     change_current_allocator(rmm_torch_allocator)
