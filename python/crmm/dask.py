@@ -58,7 +58,11 @@ def config_text(pool_size=None, maximum_pool_size=None, async_=False, managed=Fa
                 log_file=None, tracking=False, statistics=False):
     """The crmm.ini that RMM-style options describe (see the module's docstring); its default
     resource is the top of the chain. ValueError for options that cannot go together (the
-    config would leave one out)."""
+    config would leave one out), TypeError for async_, managed, tracking or statistics other
+    than True or False."""
+    for flag, value in (("async_", async_), ("managed", managed), ("tracking", tracking), ("statistics", statistics)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{flag} must be a bool, not {type(value).__name__}")
     if maximum_pool_size is not None and pool_size is None and not async_:
         raise ValueError("maximum_pool_size needs pool_size (the pool's initial size)")
     if async_ and managed:
@@ -151,7 +155,8 @@ class CRMMSetup(WorkerPlugin):
     async_, managed, release_threshold, log_directory, tracking, statistics: as RMM's;
     device: the worker's device ordinal (default 0, the first it sees).
     Bad sizes, contradicting options and a log directory a config cannot hold (a line break, or
-    a ';' after a blank) raise ValueError here.
+    a ';' after a blank) raise ValueError here; async_, managed, tracking or statistics other
+    than True or False raise TypeError.
     """
 
     name = "crmm-setup"

@@ -245,6 +245,16 @@ def test_config_text_refuses_options_it_would_leave_out(kwargs, message):
         config_text(**kwargs)
 
 
+@pytest.mark.parametrize("flag, bad", [("async_", "false"), ("managed", "no"), ("tracking", 1), ("statistics", None)])
+def test_a_switch_that_is_not_a_bool_is_refused(flag, bad):
+    """crmm's own options: a string such as "false" (true as a truth value) chose the async
+    resource, managed memory or an adaptor; it is a TypeError naming the option."""
+    with pytest.raises(TypeError, match=f"{flag} must be a bool, not {type(bad).__name__}"):
+        config_text(**{flag: bad})
+    with pytest.raises(TypeError, match=f"{flag} must be a bool"):
+        CRMMSetup(**{flag: bad})
+
+
 def test_a_new_setup_replaces_the_device_resource_a_worker_already_has(tmp_path):
     """A worker whose device already has its resource (a CRMMSetup registered before, replaced by
     a new one of the same name; or crmm used before the registration) takes the new setup's
