@@ -369,12 +369,10 @@ _ASYNC_GET_POOL = _lib.OPS["CRMM_ASYNC_OP_GET_POOL"]
 class CudaAsyncMemoryResource(MemoryResource):
     """cudaMallocFromPoolAsync on a private pool (the ``async`` plugin). `enable_ipc` makes its
     allocations exportable as POSIX file descriptors, `enable_fabric` as fabric handles (one of
-    the two: ValueError for both)."""
+    the two: ValueError for both). Both are read by their truth value, as RMM reads them."""
 
     def __init__(self, initial_pool_size=None, release_threshold=None, enable_ipc=False, enable_fabric=False):
-        for flag, value in (("enable_ipc", enable_ipc), ("enable_fabric", enable_fabric)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{flag} must be a bool, not {type(value).__name__}")
+        enable_ipc, enable_fabric = bool(enable_ipc), bool(enable_fabric)
         if enable_ipc and enable_fabric:
             raise ValueError("crmm's async pool exports one handle type: enable_ipc or enable_fabric, not both")
         params = {
