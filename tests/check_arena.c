@@ -431,6 +431,60 @@ CRMM_TEST_IN("arena", peaks_survive_the_exit_of_the_threads_that_made_them)
     drop_arena(&f);
 }
 
+/* Holds one small block until told to free it (the barrier's second and third waits). */
+static void *hold_until_told(void *arg)
+{
+    together_job *j = arg;
+    void *p = NULL;
+    if (crmm_resource_allocate(j->mr, j->size, NULL, &p) != CRMM_OK)
+        j->errors++;
+    pthread_barrier_wait(j->all_hold); /* held */
+    pthread_barrier_wait(j->all_hold); /* told */
+    if (p && crmm_resource_deallocate(j->mr, p, j->size, NULL) != CRMM_OK)
+        j->errors++;
+    return NULL;
+}
+
+/* One thread holds a block while this one allocates and frees 1 024 blocks, which makes its
+ * arena fold its counts into the shared ones twice (at +1 024 live and at -1 024): the peaks
+ * still count the other thread's block with this thread's 1 024, before and after. */
+CRMM_TEST_IN("arena", a_periodic_flush_does_not_lower_the_peaks)
+{
+    fixture f = make_arena("arena_size=16MiB");
+    enum { N = 1024, SMALL = 256, HELD = 1000 };
+    pthread_barrier_t step;
+    ck_assert_int_eq(pthread_barrier_init(&step, NULL, 2), 0);
+    together_job j = {f.mr, &step, HELD, 0};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, hold_until_told, &j), 0);
+    pthread_barrier_wait(&step);
+    static void *blocks[N];
+    for (int i = 0; i < N; i++)
+        blocks[i] = crmm_test_allocate(f.mr, SMALL);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS_PEAK), N + 1);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE_PEAK), N * SMALL + HELD);
+    for (int i = 0; i < N; i++)
+        release(f.mr, blocks[i], SMALL);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS_PEAK), N + 1);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE_PEAK), N * SMALL + HELD);
+    /* this thread does it again: the same peaks, not more */
+    for (int i = 0; i < N; i++)
+        blocks[i] = crmm_test_allocate(f.mr, SMALL);
+    for (int i = 0; i < N; i++)
+        release(f.mr, blocks[i], SMALL);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS_PEAK), N + 1);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE_PEAK), N * SMALL + HELD);
+    pthread_barrier_wait(&step);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(j.errors, 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_ALLOCATIONS_PEAK), N + 1);
+    ck_assert_uint_eq(crmm_test_query(f.mr, CRMM_QUERY_BYTES_IN_USE_PEAK), N * SMALL + HELD);
+    pthread_barrier_destroy(&step);
+    drop_arena(&f);
+}
+
 CRMM_TEST_IN("arena", out_of_memory_message_names_the_sizes)
 {
     crmm_config *cfg;
