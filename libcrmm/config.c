@@ -13,6 +13,7 @@
 #include <crmm/cuda_support.h>
 #include "config_internal.h"
 #include "file_trust.h"
+#include "internal.h"
 
 /* The largest config file read: far more than any real config, small enough to hold at once. */
 #define CONFIG_MAX_FILE_BYTES (16u << 20)
@@ -171,9 +172,13 @@ void crmm_config_free(crmm_config *c)
 {
     if (!c)
         return;
+    /* the resources' destroys may record errors; the thread's error stays the caller's */
+    crmm_kept_error kept;
+    crmm_keep_error(&kept, crmm_last_status());
     config_instances_fini(&c->instances);
     config_graph_free(&c->graph);
     free(c);
+    crmm_restore_error(&kept);
 }
 
 /* ---- accessors ------------------------------------------------------------------------------ */

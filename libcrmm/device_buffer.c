@@ -196,14 +196,12 @@ static crmm_status buffer_fill(crmm_device_buffer *buf, const void *src, size_t 
     return st == CRMM_OK ? CRMM_OK : failed(st, who);
 }
 
-/* Destroy a buffer just made whose filling failed with `st`, keeping that failure the thread's
- * error (a failing free is logged by destroy). */
+/* Destroy a buffer just made whose filling failed with `st` and return st: destroy leaves the
+ * thread's error, that failure, as it was (a failing free is logged). */
 static crmm_status destroy_after_failure(crmm_device_buffer *buf, crmm_status st)
 {
-    crmm_kept_error why;
-    crmm_keep_error(&why, st);
     crmm_device_buffer_destroy(buf);
-    return crmm_restore_error(&why);
+    return st;
 }
 
 crmm_status crmm_device_buffer_to_device(const void *host, size_t count, crmm_stream *stream, crmm_resource *mr,
@@ -250,6 +248,9 @@ void crmm_device_buffer_destroy(crmm_device_buffer *buf)
 {
     if (!buf)
         return;
+    /* a failing free is logged; the thread's error stays the caller's */
+    crmm_kept_error kept;
+    crmm_keep_error(&kept, crmm_last_status());
     crmm_device_guard g;
     crmm_status st = buffer_enter(buf, &g);
     if (st != CRMM_OK)
@@ -261,6 +262,7 @@ void crmm_device_buffer_destroy(crmm_device_buffer *buf)
         crmm_log(CRMM_LOG_WARN, "device_buffer_destroy: %s", crmm_last_error());
     crmm_resource_release(buf->mr);
     free(buf);
+    crmm_restore_error(&kept);
 }
 
 void *crmm_device_buffer_ptr(const crmm_device_buffer *buf) { return buf ? buf->ptr : NULL; }

@@ -11,6 +11,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include <crmm/stream.h>
+#include "internal.h"
 #include "stream_internal.h"
 
 static crmm_stream legacy_default_stream = {NULL, -1, CRMM_STREAM_KIND_BUILTIN};
@@ -100,10 +101,15 @@ void crmm_stream_destroy(crmm_stream *stream)
     if (!stream)
         return;
     switch (stream->kind) {
-    case CRMM_STREAM_KIND_OWNING:
+    case CRMM_STREAM_KIND_OWNING: {
+        /* a failing cudaStreamDestroy is logged; the thread's error stays the caller's */
+        crmm_kept_error kept;
+        crmm_keep_error(&kept, crmm_last_status());
         crmm_stream_destroy_handle(stream->handle, stream->device);
+        crmm_restore_error(&kept);
         free(stream);
         return;
+    }
     case CRMM_STREAM_KIND_VIEW:
         free(stream);
         return;

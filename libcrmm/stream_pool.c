@@ -61,8 +61,12 @@ void crmm_stream_pool_destroy(crmm_stream_pool *pool)
 {
     if (!pool)
         return;
+    /* a failing cudaStreamDestroy is logged; the thread's error stays the caller's */
+    crmm_kept_error kept;
+    crmm_keep_error(&kept, crmm_last_status());
     for (size_t i = 0; i < pool->size; i++)
         crmm_stream_destroy_handle(pool->streams[i].handle, pool->device);
+    crmm_restore_error(&kept);
     free(pool);
 }
 

@@ -16,6 +16,7 @@
 #include <crmm/plugin.h>
 #include <crmm/resource.h>
 #include <crmm/torch.h>
+#include "internal.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static crmm_status init_status;
@@ -81,10 +82,9 @@ void *crmm_torch_allocate(ssize_t size, int device, crmm_cuda_stream_t stream)
     return ptr;
 }
 
-void crmm_torch_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream_t stream)
+/* The work of crmm_torch_deallocate for a pointer, logging what fails. */
+static void torch_free(void *ptr, ssize_t size, int device, crmm_cuda_stream_t stream)
 {
-    if (!ptr || crmm_process_exiting())
-        return;
     if (size < 0) {
         crmm_log(CRMM_LOG_ERROR, "crmm_torch_deallocate: %p: negative size %zd", ptr, size);
         return;
@@ -104,4 +104,15 @@ void crmm_torch_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream
         crmm_log(CRMM_LOG_ERROR, "crmm_torch_deallocate: %p (%zd bytes) on device %d: %s", ptr, size, device,
                  crmm_last_error());
     crmm_resource_release(mr);
+}
+
+void crmm_torch_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream_t stream)
+{
+    if (!ptr || crmm_process_exiting())
+        return;
+    /* failures are logged; the thread's error stays as it was */
+    crmm_kept_error kept;
+    crmm_keep_error(&kept, crmm_last_status());
+    torch_free(ptr, size, device, stream);
+    crmm_restore_error(&kept);
 }

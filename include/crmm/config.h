@@ -41,7 +41,8 @@ CRMM_API crmm_status crmm_config_load_file_skipping(const char *path, crmm_confi
 CRMM_API crmm_status crmm_config_load_string(const char *text, const char *origin, crmm_config **out);
 /* The built-in default: one resource "default" of plugin `cuda`. */
 CRMM_API crmm_status crmm_config_load_default(crmm_config **out);
-/* Free a config (resources created from it live on). NULL: no-op. */
+/* Free a config (resources created from it live on). NULL: no-op. Leaves the thread's last error
+ * as it was. */
 CRMM_API void crmm_config_free(crmm_config *cfg);
 
 /* Where the config came from (a path, the origin given, or "<built-in>"). */
@@ -101,7 +102,7 @@ CRMM_API const char *crmm_config_default_file(char *buf, size_t size);
 CRMM_API crmm_status crmm_init(const char *path);
 /* Release the per-device resources (crmm_enable_logging's adaptors too) and the config loaded by
  * crmm_init. Safe to call twice; call it when no other thread is using crmm (a first use racing
- * with it may build a new default). */
+ * with it may build a new default). Leaves the thread's last error as it was. */
 CRMM_API void crmm_finalize(void);
 /* The config crmm_init loaded last (borrowed), or NULL. Thread-safe: the pointer stays valid,
  * even after another thread's crmm_init replaces the config, until crmm_finalize. */

@@ -70,7 +70,7 @@ CRMM_API crmm_status crmm_device_buffer_copy_on_stream(const crmm_device_buffer 
 
 /* Free the memory on the buffer's stream with the buffer's device current (even when another
  * device is current; the caller's is restored), release the resource, free the buffer. NULL:
- * no-op. Never fails (a failing free is logged). */
+ * no-op. Never fails (a failing free is logged) and leaves the thread's last error as it was. */
 CRMM_API void crmm_device_buffer_destroy(crmm_device_buffer *buf);
 
 /* crmm_device_buffer_create and _destroy only where they can finish without waiting: for a

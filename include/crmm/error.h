@@ -3,7 +3,9 @@
  * Every fallible crmm call returns a crmm_status. On failure it also leaves a message for the
  * calling thread that a person can act on, e.g.
  *   "out of memory: pool 'main': failed to allocate 1.0 PiB (maximum pool size 8.0 GiB)".
- * The message stays until the thread's next failing call (or crmm_clear_error()). */
+ * The message stays until the thread's next failing call (or crmm_clear_error()). Every other
+ * call that returns void leaves it as it was, whatever fails inside it: the cleanup after a failure
+ * (a destroy, release or free) does not replace the failure's message. */
 #ifndef CRMM_ERROR_H
 #define CRMM_ERROR_H
 

@@ -213,7 +213,8 @@ CRMM_API crmm_resource *crmm_resource_upstream(const crmm_resource *mr);
 
 /* Take one more reference; returns mr (NULL stays NULL). */
 CRMM_API crmm_resource *crmm_resource_retain(crmm_resource *mr);
-/* Drop one reference; the last destroys the resource, then releases its upstream. NULL: no-op. */
+/* Drop one reference; the last destroys the resource, then releases its upstream. NULL: no-op.
+ * Leaves the thread's last error as it was, whatever a destroy records. */
 CRMM_API void crmm_resource_release(crmm_resource *mr);
 /* Current reference count (for tests and diagnostics); 0 for NULL. */
 CRMM_API long crmm_resource_refcount(const crmm_resource *mr);

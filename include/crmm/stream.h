@@ -47,7 +47,8 @@ CRMM_API crmm_status crmm_stream_view(crmm_cuda_stream_t handle, crmm_stream **o
 /* Release a stream object: an owning stream destroys its CUDA stream (with its device current,
  * then the caller's restored; skipped at process exit); a view from crmm_stream_view is freed
  * and the caller's stream left alone. NULL, crmm_stream_default(), crmm_stream_per_thread() and
- * the views that pools and buffers hand out: no-op. Never fails (CUDA errors are logged). */
+ * the views that pools and buffers hand out: no-op. Never fails (CUDA errors are logged) and
+ * leaves the thread's last error as it was. */
 CRMM_API void crmm_stream_destroy(crmm_stream *stream);
 
 /* The legacy default stream (handle NULL) and the per-thread default stream

@@ -30,7 +30,8 @@ typedef struct crmm_stream_pool crmm_stream_pool;
 CRMM_API crmm_status crmm_stream_pool_create(size_t size, crmm_stream_flags flags, crmm_stream_pool **out);
 
 /* Destroy the pool and its streams (with the pool's device current). The views it handed out
- * become invalid. NULL: no-op. */
+ * become invalid. NULL: no-op. Never fails (CUDA errors are logged) and leaves the thread's last
+ * error as it was. */
 CRMM_API void crmm_stream_pool_destroy(crmm_stream_pool *pool);
 
 /* Number of streams in the pool; 0 for NULL (with CRMM_ERROR_INVALID_ARGUMENT in

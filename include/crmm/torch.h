@@ -33,7 +33,8 @@ CRMM_API void *crmm_torch_allocate(ssize_t size, int device, crmm_cuda_stream_t 
 
 /* Free `ptr` (from crmm_torch_allocate with the same size and device) on `stream`, through the
  * device's current resource. NULL: no-op. Once the process has begun to exit it does nothing at
- * all (no CUDA call; the memory goes with the process). A failure is reported through crmm's log. */
+ * all (no CUDA call; the memory goes with the process). A failure is reported through crmm's log;
+ * the thread's last error is left as it was. */
 CRMM_API void crmm_torch_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream_t stream);
 
 #ifdef __cplusplus
