@@ -98,7 +98,8 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_pool_stream_order \
 	tests/check_graphs_plugins \
 	tests/check_graphs_model \
-	tests/check_ipc
+	tests/check_ipc \
+	tests/check_void_keeps_error
 
 # Scripts, run from the top build directory (where the program is ./tools/crmm)
 SCRIPT_TESTS = \
@@ -174,6 +175,7 @@ tests_check_ipc_async_SOURCES = tests/check_ipc_async.c $(FAKE_MEMPOOL_SOURCES)
 tests_check_async_devices_SOURCES = tests/check_async_devices.c $(FAKE_NO_DRIVER_SOURCES) $(FAKE_MEMPOOL_SOURCES)
 tests_check_views_and_system_cpu_SOURCES = tests/check_views_and_system_cpu.c $(FAKE_NO_DRIVER_SOURCES)
 tests_check_device_buffer_cuda_calls_SOURCES = tests/check_device_buffer_cuda_calls.c $(FAKE_STREAM_SOURCES)
+tests_check_void_keeps_error_SOURCES = tests/check_void_keeps_error.c tests/callback_config.h $(FAKE_STREAM_SOURCES)
 tests_check_callback_SOURCES = tests/check_callback.c tests/callback_config.h
 tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c $(FAKE_VMM_SOURCES)
 tests_check_pool_expandable_use_SOURCES = tests/check_pool_expandable_use.c $(FAKE_VMM_SOURCES)
@@ -227,6 +229,7 @@ tests_check_pool_stream_order_LDFLAGS = -export-dynamic
 tests_check_graphs_plugins_LDFLAGS = -export-dynamic
 tests_check_graphs_model_LDFLAGS = -export-dynamic
 tests_check_ipc_LDFLAGS = -export-dynamic
+tests_check_void_keeps_error_LDFLAGS = -export-dynamic
 tests_pool_expandable_replay_LDFLAGS = -export-dynamic
 tests_pool_threads_sim_LDFLAGS = -export-dynamic
 
