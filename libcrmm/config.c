@@ -173,12 +173,11 @@ void crmm_config_free(crmm_config *c)
     if (!c)
         return;
     /* the resources' destroys may record errors; the thread's error stays the caller's */
-    crmm_kept_error kept;
-    crmm_keep_error(&kept, crmm_last_status());
+    crmm_error_hold_begin();
     config_instances_fini(&c->instances);
     config_graph_free(&c->graph);
     free(c);
-    crmm_restore_error(&kept);
+    crmm_error_hold_end();
 }
 
 /* ---- accessors ------------------------------------------------------------------------------ */

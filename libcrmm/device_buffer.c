@@ -249,8 +249,7 @@ void crmm_device_buffer_destroy(crmm_device_buffer *buf)
     if (!buf)
         return;
     /* a failing free is logged; the thread's error stays the caller's */
-    crmm_kept_error kept;
-    crmm_keep_error(&kept, crmm_last_status());
+    crmm_error_hold_begin();
     crmm_device_guard g;
     crmm_status st = buffer_enter(buf, &g);
     if (st != CRMM_OK)
@@ -262,7 +261,7 @@ void crmm_device_buffer_destroy(crmm_device_buffer *buf)
         crmm_log(CRMM_LOG_WARN, "device_buffer_destroy: %s", crmm_last_error());
     crmm_resource_release(buf->mr);
     free(buf);
-    crmm_restore_error(&kept);
+    crmm_error_hold_end();
 }
 
 void *crmm_device_buffer_ptr(const crmm_device_buffer *buf) { return buf ? buf->ptr : NULL; }

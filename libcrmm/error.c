@@ -8,11 +8,18 @@
 #include <stdio.h>
 #include <string.h>
 #include <crmm/crmm.h>
+#include "internal.h"
 
 #define CRMM_ERROR_MSG_MAX 1024
 
-static _Thread_local char tl_message[CRMM_ERROR_MSG_MAX];
+/* Two buffers: the one crmm_last_error() shows, and the one a void call writes into while it
+ * holds the caller's error (crmm_error_hold_begin), so that holding it copies nothing. */
+static _Thread_local char tl_buffers[2][CRMM_ERROR_MSG_MAX];
+static _Thread_local unsigned char tl_shown;
+static _Thread_local unsigned tl_holds;          /* nested holds; the outermost switches buffers */
+static _Thread_local crmm_status tl_held_status; /* the status under the outermost hold */
 static _Thread_local crmm_status tl_status;
+#define tl_message (tl_buffers[tl_shown])
 
 const char *crmm_status_name(crmm_status status)
 {
@@ -67,6 +74,23 @@ void crmm_clear_error(void)
 {
     tl_message[0] = '\0';
     tl_status = CRMM_OK;
+}
+
+void crmm_error_hold_begin(void)
+{
+    if (tl_holds++)
+        return;
+    tl_held_status = tl_status;
+    tl_shown ^= 1;
+    crmm_clear_error();
+}
+
+void crmm_error_hold_end(void)
+{
+    if (!tl_holds || --tl_holds)
+        return;
+    tl_shown ^= 1;
+    tl_status = tl_held_status;
 }
 
 /* The length of the first len bytes of s, less a UTF-8 sequence that a cut at len left

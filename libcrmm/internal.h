@@ -67,6 +67,13 @@ crmm_status crmm_resource_create_by_name(const char *plugin, const char *dirs, i
  * the resource; false, with the reference kept, when it is. For a caller that must not wait. */
 bool crmm_resource_release_unless_last(crmm_resource *mr);
 
+/* Hold the calling thread's error across a call that returns void and may record errors of its
+ * own (a destroy, a free): between begin and end those go to a second buffer, and end makes the
+ * held error (status and message) the thread's again. Copies nothing, so it suits the paths
+ * every free takes. Holds nest: only the outermost switches. */
+void crmm_error_hold_begin(void);
+void crmm_error_hold_end(void);
+
 /* The calling thread's error, kept across a call that may record its own: the cleanup after a
  * failure (a free or a stream destroy that fails there records and logs its own error, which must
  * not replace the failure the caller reports), or work done inside a call that succeeds. */

@@ -208,8 +208,7 @@ void crmm_resource_release(crmm_resource *mr)
 {
     /* a destroy may record an error (an upstream free that fails): the caller's stays, and only
      * the last reference, which destroys, pays for keeping it */
-    crmm_kept_error kept;
-    bool keeping = false;
+    bool holding = false;
     while (mr) {
         long left = __atomic_sub_fetch(&mr->refs, 1, __ATOMIC_ACQ_REL);
         if (left > 0)
@@ -218,16 +217,16 @@ void crmm_resource_release(crmm_resource *mr)
             crmm_log(CRMM_LOG_ERROR, "%s resource '%s' released more often than retained", mr->kind, mr->name);
             break;
         }
-        if (!keeping) {
-            crmm_keep_error(&kept, crmm_last_status());
-            keeping = true;
+        if (!holding) {
+            crmm_error_hold_begin();
+            holding = true;
         }
         crmm_resource *up = mr->upstream;
         mr->ops->destroy(mr);
         mr = up; /* release the upstream's reference without recursion */
     }
-    if (keeping)
-        crmm_restore_error(&kept);
+    if (holding)
+        crmm_error_hold_end();
 }
 
 long crmm_resource_refcount(const crmm_resource *mr)

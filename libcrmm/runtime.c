@@ -118,8 +118,7 @@ void crmm_runtime_at_finalize(void (*fn)(void))
 void crmm_finalize(void)
 {
     /* the resources' destroys may record errors; the thread's error stays the caller's */
-    crmm_kept_error kept;
-    crmm_keep_error(&kept, crmm_last_status());
+    crmm_error_hold_begin();
     /* detach the config first, so that no device default is built from it once the registry is
      * cleared; then free it */
     pthread_mutex_lock(&config_lock);
@@ -140,7 +139,7 @@ void crmm_finalize(void)
     for (size_t i = 0; i < old_nretired; i++)
         crmm_config_free(old_retired[i]);
     free(old_retired);
-    crmm_restore_error(&kept);
+    crmm_error_hold_end();
 }
 
 char *crmm_runtime_plugin_path(void)

@@ -103,10 +103,9 @@ void crmm_stream_destroy(crmm_stream *stream)
     switch (stream->kind) {
     case CRMM_STREAM_KIND_OWNING: {
         /* a failing cudaStreamDestroy is logged; the thread's error stays the caller's */
-        crmm_kept_error kept;
-        crmm_keep_error(&kept, crmm_last_status());
+        crmm_error_hold_begin();
         crmm_stream_destroy_handle(stream->handle, stream->device);
-        crmm_restore_error(&kept);
+        crmm_error_hold_end();
         free(stream);
         return;
     }

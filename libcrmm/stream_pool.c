@@ -62,11 +62,10 @@ void crmm_stream_pool_destroy(crmm_stream_pool *pool)
     if (!pool)
         return;
     /* a failing cudaStreamDestroy is logged; the thread's error stays the caller's */
-    crmm_kept_error kept;
-    crmm_keep_error(&kept, crmm_last_status());
+    crmm_error_hold_begin();
     for (size_t i = 0; i < pool->size; i++)
         crmm_stream_destroy_handle(pool->streams[i].handle, pool->device);
-    crmm_restore_error(&kept);
+    crmm_error_hold_end();
     free(pool);
 }
 

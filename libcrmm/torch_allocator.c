@@ -111,8 +111,7 @@ void crmm_torch_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream
     if (!ptr || crmm_process_exiting())
         return;
     /* failures are logged; the thread's error stays as it was */
-    crmm_kept_error kept;
-    crmm_keep_error(&kept, crmm_last_status());
+    crmm_error_hold_begin();
     torch_free(ptr, size, device, stream);
-    crmm_restore_error(&kept);
+    crmm_error_hold_end();
 }
