@@ -273,7 +273,7 @@ static arena_thread *arena_thread_new(arena_resource *r, crmm_cuda_stream_t stre
     return a;
 }
 
-static void arena_thread_flush(arena_thread *a, bool keep_rise);
+static void arena_thread_flush(arena_thread *a);
 
 /* The calling thread's arenas of r on other streams than `keep`'s flush their counts: a thread
  * that moves between streams counts in one arena at a time, so that its peaks stay exact (each
@@ -282,7 +282,7 @@ static void flush_other_streams(arena_tls *t, const arena_resource *r, const are
 {
     for (size_t i = 0; i < t->n; i++)
         if (t->entries[i].id == r->id && t->entries[i].arena != keep)
-            arena_thread_flush(t->entries[i].arena, false);
+            arena_thread_flush(t->entries[i].arena);
 }
 
 static arena_thread *thread_arena_slow(arena_resource *r, crmm_cuda_stream_t stream, bool create)
@@ -336,14 +336,7 @@ static inline arena_thread *thread_arena(arena_resource *r, crmm_cuda_stream_t s
 static inline void store64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 static inline void storeu64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 
-/* Fold the thread arena's counts into the shared ones. `keep_rise`: the arena keeps counting (a
- * periodic flush), so it keeps the part of its rise above the level it flushed (its peak minus
- * its live count) as its new rise: the sum the queries report (shared counts plus every arena's
- * rise) is then the same after the flush as before it, where dropping the rise would lower it by
- * the other threads' rises whenever this arena's peak was above its live count. Without it (the
- * thread moves to another stream's arena, or exits), the rise goes into the shared peak alone, so
- * that one thread's peaks over several streams stay exact. */
-static void arena_thread_flush(arena_thread *a, bool keep_rise)
+static void arena_thread_flush(arena_thread *a)
 {
     crmm_alloc_counters *c = &a->r->counters;
     int64_t b0 = __atomic_fetch_add(&c->bytes, a->live_bytes, __ATOMIC_RELAXED);
@@ -352,12 +345,10 @@ static void arena_thread_flush(arena_thread *a, bool keep_rise)
     crmm_counters_raise_peak(&c->peak_count, n0 + a->peak_count);
     __atomic_fetch_add(&c->total_count, a->total_count, __ATOMIC_RELAXED);
     __atomic_fetch_add(&c->total_bytes, a->total_bytes, __ATOMIC_RELAXED);
-    int64_t rise_bytes = keep_rise ? a->peak_bytes - a->live_bytes : 0;
-    int64_t rise_count = keep_rise ? a->peak_count - a->live_count : 0;
     store64(&a->live_bytes, 0);
     store64(&a->live_count, 0);
-    store64(&a->peak_bytes, rise_bytes);
-    store64(&a->peak_count, rise_count);
+    store64(&a->peak_bytes, 0);
+    store64(&a->peak_count, 0);
     storeu64(&a->total_count, 0);
     storeu64(&a->total_bytes, 0);
 }
@@ -374,7 +365,7 @@ static inline void count_alloc(arena_thread *a, size_t bytes)
     storeu64(&a->total_count, a->total_count + 1);
     storeu64(&a->total_bytes, a->total_bytes + bytes);
     if (__builtin_expect(b >= ARENA_FLUSH_BYTES || n >= ARENA_FLUSH_COUNT, 0))
-        arena_thread_flush(a, true);
+        arena_thread_flush(a);
 }
 
 static inline void count_free(arena_thread *a, size_t bytes)
@@ -383,7 +374,7 @@ static inline void count_free(arena_thread *a, size_t bytes)
     store64(&a->live_bytes, b);
     store64(&a->live_count, n);
     if (__builtin_expect(b <= -ARENA_FLUSH_BYTES || n <= -ARENA_FLUSH_COUNT, 0))
-        arena_thread_flush(a, true);
+        arena_thread_flush(a);
 }
 
 /* The peaks the queries report are the shared counts plus every thread arena's unflushed rise.
@@ -446,7 +437,7 @@ void arena_cache_count(arena_resource *r, crmm_cuda_stream_t stream, int64_t byt
 
 void arena_cache_counts(arena_resource *r, arena_counts *out)
 {
-    const crmm_alloc_counters *c = &r->counters;
+    crmm_alloc_counters *c = &r->counters;
     pthread_mutex_lock(&r->arenas_lock);
     int64_t count = __atomic_load_n(&c->count, __ATOMIC_RELAXED), bytes = __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
     int64_t rise_count = 0, rise_bytes = 0;
@@ -477,6 +468,11 @@ void arena_cache_counts(arena_resource *r, arena_counts *out)
         out->peak_count = count;
     if (out->peak_bytes < bytes)
         out->peak_bytes = bytes;
+    /* a peak once reported is never reported lower: a thread arena's flush folds its rise into
+     * the shared peak with the shared count alone, which can lower the sum above by the other
+     * threads' rises (recording the whole sum at every flush would take the arenas' lock there) */
+    crmm_counters_raise_peak(&c->peak_count, out->peak_count);
+    crmm_counters_raise_peak(&c->peak_bytes, out->peak_bytes);
     out->total_count = total_count;
     out->total_bytes = total_bytes;
 }
@@ -692,7 +688,7 @@ static void arena_thread_retire(arena_resource *r, arena_thread *a)
     op_end(a);
     pthread_mutex_lock(&r->arenas_lock);
     record_peak(r); /* with the rises of the threads still running */
-    arena_thread_flush(a, false);
+    arena_thread_flush(a);
     if (a->prev)
         a->prev->next = a->next;
     else

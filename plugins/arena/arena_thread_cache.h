@@ -67,7 +67,8 @@ size_t arena_cache_reclaim(arena_resource *r);
 /* Allocation counts of the whole resource (r->counters plus what thread arenas have not
  * flushed). Peaks are exact for one thread; with several they may be off by what each thread
  * counts between flushes (ARENA_FLUSH_BYTES, ARENA_FLUSH_COUNT). A free counted for another
- * thread (a block it allocated), a thread's periodic flush and a thread's exit never lower them. */
+ * thread (a block it allocated) and a thread's exit never lower them, and a peak once reported
+ * (by this call) is never reported lower. */
 typedef struct arena_counts {
     int64_t count, bytes, peak_count, peak_bytes;
     uint64_t total_count, total_bytes;
