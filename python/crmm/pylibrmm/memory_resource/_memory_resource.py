@@ -446,25 +446,24 @@ _BINNING_ADD_BIN = _lib.OPS["CRMM_BINNING_OP_ADD_BIN"]
 
 def _exponent_arg(value, name):
     """A bin exponent as RMM's int8_t argument takes it (None: crmm's "no bins"): TypeError for
-    what is not an int (a bool too, as size_arg refuses it), OverflowError outside [-128, 127]."""
+    what is not an int, OverflowError outside [-128, 127]."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not isinstance(value, int):
         index = getattr(type(value), "__index__", None)
-        if index is None or isinstance(value, bool):
+        if index is None:
             raise TypeError(f"{name} must be an int, not {type(value).__name__}")
         value = index(value)
     if not -128 <= value <= 127:
         raise OverflowError(f"{name} {value} does not fit in int8_t")
-    return int(value)
+    return int(value)  # a bool as the int it is
 
 
 class BinningMemoryResource(UpstreamResourceAdaptor):
     """Fixed-size bins 2**min_size_exponent .. 2**max_size_exponent (the ``binning`` plugin);
     add_bin adds more. add_bin is not safe while other threads use the resource (as in RMM).
     Without bins (RMM's default -1 for either exponent, or None for both) every request goes
-    to the upstream until add_bin adds one. Raises TypeError for an exponent that is not an int
-    (True and False too), OverflowError for one outside int8_t."""
+    to the upstream until add_bin adds one."""
 
     def __init__(self, upstream_mr, min_size_exponent=-1, max_size_exponent=-1):
         min_size_exponent = _exponent_arg(min_size_exponent, "min_size_exponent")
