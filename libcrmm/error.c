@@ -12,14 +12,35 @@
 
 #define CRMM_ERROR_MSG_MAX 1024
 
-/* Two buffers: the one crmm_last_error() shows, and the one a void call writes into while it
- * holds the caller's error (crmm_error_hold_begin), so that holding it copies nothing. */
-static _Thread_local char tl_buffers[2][CRMM_ERROR_MSG_MAX];
-static _Thread_local unsigned char tl_shown;
-static _Thread_local unsigned tl_holds;          /* nested holds; the outermost switches buffers */
-static _Thread_local crmm_status tl_held_status; /* the status under the outermost hold */
-static _Thread_local crmm_status tl_status;
-#define tl_message (tl_buffers[tl_shown])
+/* The thread's error, in one thread-local object (one address lookup per call where libcrmm was
+ * loaded with dlopen). Two buffers: the one crmm_last_error() shows, and the one a void call's
+ * own errors go to while it holds the caller's (crmm_error_hold_begin). A hold costs a count
+ * until the held call first records or clears an error; only then do the buffers switch. */
+static _Thread_local struct {
+    char buffers[2][CRMM_ERROR_MSG_MAX];
+    crmm_status status;
+    crmm_status held_status; /* the caller's status, once the buffers switched */
+    unsigned holds;          /* nested holds; the outermost one's end switches back */
+    unsigned char shown;     /* the buffer crmm_last_error() shows */
+    bool switched;           /* the held call has recorded or cleared an error */
+} tl;
+#define tl_message (tl.buffers[tl.shown])
+#define tl_status (tl.status)
+
+/* Under a hold, the held call's first write switches to the other buffer, empty. */
+static inline void before_write(void)
+{
+    if (__builtin_expect(tl.holds && !tl.switched, 0)) {
+        tl.held_status = tl.status;
+        tl.shown ^= 1;
+        tl.switched = true;
+        tl_message[0] = '\0';
+        tl.status = CRMM_OK;
+    }
+}
+
+/* Under a hold, before the held call wrote anything, it sees no error (as after the switch). */
+static inline bool held_unswitched(void) { return tl.holds && !tl.switched; }
 
 const char *crmm_status_name(crmm_status status)
 {
@@ -57,7 +78,7 @@ static const char *category(crmm_status status)
     return "error: ";
 }
 
-const char *crmm_last_error(void) { return tl_message; }
+const char *crmm_last_error(void) { return held_unswitched() ? "" : tl_message; }
 
 /* tl_message without the category of tl_status, when it starts with it. */
 static const char *after_category(void)
@@ -67,30 +88,25 @@ static const char *after_category(void)
     return n && strncmp(tl_message, cat, n) == 0 ? tl_message + n : tl_message;
 }
 
-const char *crmm_last_error_detail(void) { return after_category(); }
-crmm_status crmm_last_status(void) { return tl_status; }
+const char *crmm_last_error_detail(void) { return held_unswitched() ? "" : after_category(); }
+crmm_status crmm_last_status(void) { return held_unswitched() ? CRMM_OK : tl_status; }
 
 void crmm_clear_error(void)
 {
+    before_write();
     tl_message[0] = '\0';
     tl_status = CRMM_OK;
 }
 
-void crmm_error_hold_begin(void)
-{
-    if (tl_holds++)
-        return;
-    tl_held_status = tl_status;
-    tl_shown ^= 1;
-    crmm_clear_error();
-}
+void crmm_error_hold_begin(void) { tl.holds++; }
 
 void crmm_error_hold_end(void)
 {
-    if (!tl_holds || --tl_holds)
+    if (!tl.holds || --tl.holds || !tl.switched)
         return;
-    tl_shown ^= 1;
-    tl_status = tl_held_status;
+    tl.shown ^= 1;
+    tl.status = tl.held_status;
+    tl.switched = false;
 }
 
 /* The length of the first len bytes of s, less a UTF-8 sequence that a cut at len left
@@ -114,6 +130,7 @@ crmm_status crmm_set_error_v(crmm_status status, const char *fmt, va_list ap)
     /* a NULL format is the caller's slip, not a reason to crash while reporting an error */
     int n = fmt ? vsnprintf(body, sizeof body, fmt, ap) : snprintf(body, sizeof body, "(no message given)");
     bool cut = n < 0 || (size_t)n >= sizeof body;
+    before_write();
     const char *cat = category(status);
     if (strncmp(body, cat, strlen(cat)) == 0)
         cat = "";
@@ -140,6 +157,7 @@ crmm_status crmm_set_error(crmm_status status, const char *fmt, ...)
 
 crmm_status crmm_error_add_context(const char *fmt, ...)
 {
+    before_write();
     if (tl_status == CRMM_OK)
         return CRMM_OK; /* no failure to add context to: the message stays empty */
     if (!fmt)

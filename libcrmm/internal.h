@@ -68,9 +68,10 @@ crmm_status crmm_resource_create_by_name(const char *plugin, const char *dirs, i
 bool crmm_resource_release_unless_last(crmm_resource *mr);
 
 /* Hold the calling thread's error across a call that returns void and may record errors of its
- * own (a destroy, a free): between begin and end those go to a second buffer, and end makes the
- * held error (status and message) the thread's again. Copies nothing, so it suits the paths
- * every free takes. Holds nest: only the outermost switches. */
+ * own (a destroy, a free): between begin and end the thread's error reads as none, what the held
+ * call records goes to a second buffer, and end makes the held error (status and message) the
+ * thread's again. Begin only counts and copies nothing, so it suits the paths every free takes;
+ * the buffers switch at the held call's first write. Holds nest: the outermost end restores. */
 void crmm_error_hold_begin(void);
 void crmm_error_hold_end(void);
 
