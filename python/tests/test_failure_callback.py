@@ -116,19 +116,27 @@ def test_async_export_options_are_checked_before_c():
         mr.CudaAsyncMemoryResource(enable_ipc=1, enable_fabric="yes")
 
 
-def _async_outcome(**kwargs):
-    """What CudaAsyncMemoryResource(**kwargs) gives: its export handle type, or the error's type
-    and message (no device here: the error)."""
-    try:
-        r = mr.CudaAsyncMemoryResource(**kwargs)
-    except Exception as e:  # noqa: BLE001 - the outcome is what is compared
-        return (type(e), str(e))
-    return r.params.get("export_handle_type") if hasattr(r, "params") else type(r)
+class _Made(Exception):
+    """Stops a constructor at its plugin's creation, carrying the parameters it was given."""
+
+
+def _async_export_type(monkeypatch, **kwargs):
+    """The export_handle_type that CudaAsyncMemoryResource(**kwargs) asks the async plugin for."""
+
+    def made(self, plugin, params, *args, **kw):
+        raise _Made(params.get("export_handle_type"))
+
+    monkeypatch.setattr(mr.MemoryResource, "__init__", made)
+    with pytest.raises(_Made) as e:
+        mr.CudaAsyncMemoryResource(**kwargs)
+    return e.value.args[0]
 
 
 @pytest.mark.parametrize("truthy", [1, "yes", [0]])
-@pytest.mark.parametrize("flag", ["enable_ipc", "enable_fabric"])
-def test_async_export_options_are_read_by_their_truth_value_as_rmm_reads_them(flag, truthy):
+@pytest.mark.parametrize("flag,handle_type", [("enable_ipc", "posix_fd"), ("enable_fabric", "fabric")])
+def test_async_export_options_are_read_by_their_truth_value_as_rmm_reads_them(monkeypatch, flag, handle_type, truthy):
     """RMM tests `if enable_ipc:`, so code written for it may pass 1: it means True, 0 False."""
-    assert _async_outcome(**{flag: truthy}) == _async_outcome(**{flag: True})
-    assert _async_outcome(**{flag: 0}) == _async_outcome(**{flag: False})
+    assert _async_export_type(monkeypatch, **{flag: truthy}) == handle_type
+    assert _async_export_type(monkeypatch, **{flag: True}) == handle_type
+    assert _async_export_type(monkeypatch, **{flag: 0}) is None
+    assert _async_export_type(monkeypatch, **{flag: False}) is None

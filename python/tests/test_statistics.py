@@ -161,8 +161,8 @@ def test_profiler_argument_checks(kwargs, exc):
     (st.ProfilerRecords(), 3, "name must be a str"), (st.ProfilerRecords(), b"block", "name must be a str"),
 ])
 def test_profiler_context_checks_its_arguments_when_made(records, name, match):
-    """RMM's constructor, ProfilerContext(records, name), refuses what profiler() refuses, when
-    it is made: a records object without add() failed only at the end of the first profiled block
+    """ProfilerContext(records, name) (crmm's public constructor of what profiler() returns;
+    RMM's class takes no arguments) refuses what profiler() refuses, when it is made: a records object without add() failed only at the end of the first profiled block
     (an AttributeError, and only while statistics were on), a name of another type made records
     under that object."""
     with pytest.raises(TypeError, match=match):
