@@ -54,25 +54,39 @@ static bool is_dev_null(const struct stat *st)
            null.st_rdev == st->st_rdev;
 }
 
-/* Whether a character device is a terminal, by Linux's numbering
- * (Documentation/admin-guide/devices.txt): major 4 the virtual consoles and serial ports, major 5
- * minor 0 and 1 /dev/tty and /dev/console (not minor 2, /dev/ptmx: opening it makes a new
+/* Whether a character device is a terminal that opening leaves as it was, by Linux's numbering
+ * (Documentation/admin-guide/devices.txt): major 4 minors 0 to 63 the virtual consoles (not the
+ * serial ports above them: opening one raises its modem lines, which resets boards), major 5
+ * minors 0 and 1 /dev/tty and /dev/console (not minor 2, /dev/ptmx: opening it makes a new
  * pseudo-terminal), majors 136 to 143 the Unix98 pseudo-terminals (/dev/pts/N). */
 static bool is_terminal_device(dev_t dev)
 {
-    unsigned m = major(dev);
-    return m == 4 || (m == 5 && minor(dev) <= 1) || (m >= 136 && m <= 143);
+    unsigned m = major(dev), n = minor(dev);
+    return (m == 4 && n < 64) || (m == 5 && n <= 1) || (m >= 136 && m <= 143);
+}
+
+/* Whether the character device is the one the process's stdin, stdout or stderr has open (a
+ * console of any numbering, /dev/stderr's usual target): opening it again changes nothing. */
+static bool is_open_on_stdio(dev_t dev)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == dev)
+            return true;
+    }
+    return false;
 }
 
 /* Whether the target a link leads to, known by stat alone (not opened), may be a harmless
- * stream: a pipe, /dev/null, or a terminal device. */
+ * stream: a pipe, /dev/null, or a terminal device (one of the numbers above, or the device the
+ * process's standard streams already have open). */
 static bool may_be_harmless_stream(const struct stat *st)
 {
     if (S_ISFIFO(st->st_mode))
         return true;
     if (!S_ISCHR(st->st_mode))
         return false;
-    return is_dev_null(st) || is_terminal_device(st->st_rdev);
+    return is_dev_null(st) || is_terminal_device(st->st_rdev) || is_open_on_stdio(st->st_rdev);
 }
 
 /* Whether the open descriptor fd (st: its fstat) is a harmless stream: a pipe, /dev/null, or a
