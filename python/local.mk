@@ -5,7 +5,7 @@
 CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_alloc.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
 	python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py python/crmm/_after_import.py \
 	python/crmm/__main__.py python/crmm/dask.py python/crmm/ipc.py python/crmm/rmm.py python/crmm/_version.py
-CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
+CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py python/crmm/pylibrmm/cuda_stream.py \
 	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \
 	python/crmm/pylibrmm/stream.py
 CRMM_PY_MR = python/crmm/mr/__init__.py python/crmm/mr/experimental.py
@@ -21,7 +21,7 @@ CRMM_PY_AS_RMM_SITE = python/crmm/_as_rmm_site/__init__.py python/crmm/_as_rmm_s
 CRMM_PY_TOP_STUBS = python/crmm/__init__.pyi python/crmm/statistics.pyi python/crmm/rmm.pyi python/crmm/py.typed
 CRMM_PY_MR_STUBS = python/crmm/mr/__init__.pyi python/crmm/mr/experimental.pyi
 CRMM_PY_MEMORY_RESOURCE_STUBS = python/crmm/pylibrmm/memory_resource/__init__.pyi python/crmm/pylibrmm/memory_resource/experimental.pyi
-CRMM_PY_PYLIBRMM_STUBS = python/crmm/pylibrmm/__init__.pyi python/crmm/pylibrmm/cuda_stream_pool.pyi \
+CRMM_PY_PYLIBRMM_STUBS = python/crmm/pylibrmm/__init__.pyi python/crmm/pylibrmm/cuda_stream_pool.pyi python/crmm/pylibrmm/cuda_stream.pyi \
 	python/crmm/pylibrmm/device_buffer.pyi python/crmm/pylibrmm/logger.pyi \
 	python/crmm/pylibrmm/stream.pyi
 CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/tests/test_device_buffer_gpu.py \

@@ -26,8 +26,14 @@ class _AliasLoader(importlib.abc.Loader):
         self.own_spec = None
 
     def create_module(self, spec):
+        loaded_before = self.target in sys.modules
         module = importlib.import_module(self.target)
         self.own_spec = module.__spec__
+        # a module that warns when imported (a deprecated one) warns at each import under its
+        # RMM name too, not only at the crmm module's first
+        hook = getattr(module, "_on_import_again", None)
+        if loaded_before and hook is not None:
+            hook()
         return module
 
     def exec_module(self, module):
@@ -42,6 +48,10 @@ class _RmmFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "rmm" and not fullname.startswith("rmm."):
             return None
+        if fullname in _MODULES_REMOVED and _release_has_removed(_MODULES_REMOVED[fullname]):
+            # gone in the release asked for, as with that RMM (returning None would let the
+            # path finder find crmm's file through the parent package's path)
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
         crmm_name = "crmm" + fullname[3:]
         try:
             target = importlib.util.find_spec(crmm_name)
@@ -63,7 +73,24 @@ _ROUNDING_UNTIL = (25, 12)
 _TYPE_GETTERS_DEPRECATED_FROM = (26, 6)
 _TYPE_GETTERS_REMOVED_FROM = (26, 8)
 
+# RMM 26.04 deprecated the module rmm.pylibrmm.cuda_stream (CudaStream, CudaStreamFlags); 26.06
+# removed it.
+_CUDA_STREAM_MODULE_DEPRECATED_FROM = (26, 4)
+# modules that RMM removed, by the release that removed them
+_MODULES_REMOVED = {"rmm.pylibrmm.cuda_stream": (26, 6)}
+
 _release = None  # the (YY, MM) release whose behaviour install_as_rmm asked for; None: the newest
+
+
+def _release_has_removed(removed_from):
+    """Whether the release asked for (the newest when none was) is `removed_from` or later."""
+    return _release is None or _release >= removed_from
+
+
+def cuda_stream_module_deprecated():
+    """Whether the RMM release asked for (the newest when none was) deprecates the module
+    rmm.pylibrmm.cuda_stream."""
+    return _release is None or _release >= _CUDA_STREAM_MODULE_DEPRECATED_FROM
 
 
 def _parse_release(rmm_version):

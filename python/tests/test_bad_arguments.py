@@ -82,6 +82,7 @@ def test_query_names_what_for_an_unhashable_argument(what):
 def test_dask_config_text_refuses_a_nul_in_a_size(size):
     """A NUL in pool_size would go into the config text, which the config loader refuses later
     without naming the option: it is a ValueError naming it at once."""
+    pytest.importorskip("distributed")  # crmm.dask is distributed's plugin; CI installs it
     import crmm.dask
 
     with pytest.raises(ValueError, match="pool_size"):

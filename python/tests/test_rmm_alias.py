@@ -5,6 +5,8 @@ process (the alias changes the import system)."""
 import os
 import sys
 
+import pytest
+
 from conftest import run_python
 
 
@@ -240,3 +242,41 @@ def test_replace_installed_must_be_a_bool(tmp_path):
         """
     )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@pytest.mark.parametrize("release,expect", [
+    ("25.12", "module, no warning"),
+    ("26.04", "module, DeprecationWarning at each import"),
+    ("26.06", "ModuleNotFoundError"),
+    (None, "ModuleNotFoundError"),
+])
+def test_rmm_pylibrmm_cuda_stream_is_there_as_in_the_release_asked_for(release, expect):
+    """RMM had rmm.pylibrmm.cuda_stream (CudaStream, CudaStreamFlags) up to 26.04, deprecated it
+    in 26.04 (a DeprecationWarning at import, which RMM 26.04's tests import twice to see) and
+    removed it in 26.06: code and tests written for a release find it as that release had it."""
+    r = run_python(
+        f"""
+        import importlib, sys, warnings
+        import crmm
+        crmm.install_as_rmm(rmm_version={release!r})
+        seen = []
+        for attempt in range(2):
+            sys.modules.pop("rmm.pylibrmm.cuda_stream", None)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                try:
+                    m = importlib.import_module("rmm.pylibrmm.cuda_stream")
+                except ModuleNotFoundError as e:
+                    assert e.name == "rmm.pylibrmm.cuda_stream", e
+                    seen.append("ModuleNotFoundError")
+                    continue
+            import rmm.pylibrmm.stream as stream
+            assert m.CudaStreamFlags is stream.CudaStreamFlags and m.CudaStreamFlags.NON_BLOCKING == 1
+            assert m.CudaStream is stream.Stream
+            deprecated = [x for x in w if issubclass(x.category, DeprecationWarning)]
+            seen.append("module, DeprecationWarning at each import" if deprecated else "module, no warning")
+        assert seen[0] == seen[1], seen
+        print(seen[0])
+        """
+    )
+    assert r.returncode == 0 and r.stdout.strip() == expect, r.stdout + r.stderr
