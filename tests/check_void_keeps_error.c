@@ -163,11 +163,16 @@ CRMM_LOOP_TEST(release_keeps_the_error_when_a_destroy_fails_to_free, 2)
     crmm_resource *pool = pool_over(&probe->base);
     crmm_resource_release(&probe->base); /* the pool holds the last reference */
     frees_fail = 1;
+    crmm_test_log_capture_begin();
     error_state before;
     start_with(_i, &before);
     crmm_resource_release(pool); /* destroys the pool, which frees its chunk, then the probe */
     assert_error_kept(&before, "crmm_resource_release");
+    char *log = crmm_test_log_capture_end();
     ck_assert_int_eq(failed_frees, 1);
+    /* the failure is not lost: the pool says which chunk it could not give back, and why */
+    ck_assert_msg(strstr(log, "returning its chunk") && strstr(log, "this free reports a failure"), "log: %s", log);
+    free(log);
 }
 
 /* ---- crmm_config_free and crmm_finalize ---------------------------------------------------- */

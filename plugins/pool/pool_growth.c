@@ -253,8 +253,13 @@ void pool_release_all(pool_resource *p)
         return;
     if (pool_streams_synchronize(&p->core.streams) != CRMM_OK)
         crmm_log(CRMM_LOG_WARN, "%s; returning the pool's memory anyway", crmm_last_error());
-    while (p->growth.chunks)
-        release_chunk(p, p->growth.chunks);
+    while (p->growth.chunks) {
+        uintptr_t addr = p->growth.chunks->addr;
+        size_t size = p->growth.chunks->size;
+        if (release_chunk(p, p->growth.chunks) != CRMM_OK)
+            crmm_log(CRMM_LOG_WARN, "pool: returning its chunk %#lx (%zu bytes) to the upstream failed: %s",
+                     (unsigned long)addr, size, crmm_last_error());
+    }
 }
 
 const pool_chunk *pool_chunk_containing(const pool_resource *p, uintptr_t addr)
