@@ -11,12 +11,12 @@
  *
  * One kind of link is followed: one that leads to a stream with nothing to overwrite, a pipe or a
  * terminal or /dev/null (/dev/stderr is such a link, to the process's own descriptor 2). Opening
- * can itself do something (a watchdog device arms, a tape rewinds, a watcher sees the open), so
- * the target is never opened unless stat, through the link, says it is a FIFO, /dev/null's device
- * or a terminal device. Only then is it opened, without O_CREAT or O_TRUNC, and kept only when
- * fstat says it is the object stat saw and still one of those streams. A link to anything else,
- * a file included, is refused without its target being opened, and the target is left as it was.
- * (A target swapped between the stat and the open may still be opened once, but it is not kept.) */
+ * can itself do something (a watchdog device arms, a tape rewinds, a serial port raises its modem
+ * lines, a watcher sees the open), so the target is never opened unless its fstat, through the
+ * link, says it is a FIFO, /dev/null's device or a terminal whose open does nothing (below). Only
+ * then is it opened, without O_CREAT or O_TRUNC, and kept only when fstat says it is still one
+ * of those streams. A link to anything else, a file included, is refused without its target
+ * being opened, and the target is left as it was. */
 #include "build_config.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -57,21 +57,26 @@ static bool is_dev_null(const struct stat *st)
 /* Whether a character device is a terminal that opening leaves as it was, by Linux's numbering
  * (Documentation/admin-guide/devices.txt): major 4 minors 0 to 63 the virtual consoles (not the
  * serial ports above them: opening one raises its modem lines, which resets boards), major 5
- * minors 0 and 1 /dev/tty and /dev/console (not minor 2, /dev/ptmx: opening it makes a new
- * pseudo-terminal), majors 136 to 143 the Unix98 pseudo-terminals (/dev/pts/N). */
+ * minor 0 /dev/tty (not minor 1, /dev/console, which may be a serial port, nor minor 2,
+ * /dev/ptmx: opening it makes a new pseudo-terminal), majors 136 to 143 the Unix98
+ * pseudo-terminals (/dev/pts/N). */
 static bool is_terminal_device(dev_t dev)
 {
     unsigned m = major(dev), n = minor(dev);
-    return (m == 4 && n < 64) || (m == 5 && n <= 1) || (m >= 136 && m <= 143);
+    return (m == 4 && n < 64) || (m == 5 && n == 0) || (m >= 136 && m <= 143);
 }
 
-/* Whether the character device is the one the process's stdin, stdout or stderr has open (a
- * console of any numbering, /dev/stderr's usual target): opening it again changes nothing. */
+/* Whether the character device is a terminal the process's stdin, stdout or stderr has open (a
+ * console of any numbering, /dev/stderr's usual target), so that the open crmm adds to the one
+ * already there changes nothing on the line. Not a pseudo-terminal's master (/dev/ptmx's
+ * device): opening that device makes a new pseudo-terminal. */
 static bool is_open_on_stdio(dev_t dev)
 {
+    if (major(dev) == 5 && minor(dev) == 2)
+        return false;
     for (int fd = 0; fd <= 2; fd++) {
         struct stat st;
-        if (fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == dev)
+        if (fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == dev && isatty(fd))
             return true;
     }
     return false;
@@ -107,13 +112,32 @@ static bool same_object(const struct stat *a, const struct stat *b)
 }
 
 /* The target of the link at path when it is a harmless stream (its descriptor), else -1. The
- * target is opened only when stat says it may be one; once open, it must be the object stat saw. */
+ * target is looked at before it is opened: O_PATH follows the link and pins the object it leads
+ * to without opening it (no driver's open runs), its fstat decides, and only then is that same
+ * object opened, through /proc/self/fd, so that a link changed meanwhile changes nothing. Where
+ * O_PATH or /proc is missing, stat decides and the path is opened; the opened object must then
+ * be the one stat saw. */
 static int open_link_to_stream(const char *path, int base)
 {
+    int pinned = open(path, O_PATH | O_CLOEXEC);
     struct stat target;
-    if (stat(path, &target) != 0 || !may_be_harmless_stream(&target))
+    if ((pinned >= 0 ? fstat(pinned, &target) : stat(path, &target)) != 0 || !may_be_harmless_stream(&target)) {
+        if (pinned >= 0)
+            close(pinned);
         return -1;
-    int fd = open(path, (base & ~O_NOFOLLOW) | O_NONBLOCK);
+    }
+    int flags = (base & ~O_NOFOLLOW) | O_NONBLOCK, fd = -1;
+    if (pinned >= 0) {
+        char self[32];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", pinned);
+        fd = open(self, flags);
+        bool no_proc = fd < 0 && errno == ENOENT;
+        close(pinned);
+        if (!no_proc && fd < 0)
+            return -1;
+    }
+    if (fd < 0)
+        fd = open(path, flags);
     if (fd < 0)
         return -1;
     struct stat st;

@@ -198,11 +198,26 @@ CRMM_TEST_IN("open", a_link_is_refused_without_opening_its_target)
     const char *to_zero = link_to("to_zero", "/dev/zero");
     ck_assert_crmm(crmm_output_file_open(to_zero, 0, &fd), CRMM_ERROR_IO);
     assert_refused_link(to_zero);
-    /* /dev/ptmx answers isatty, but opening it makes a new pseudo-terminal */
+    /* /dev/ptmx answers isatty, but opening it makes a new pseudo-terminal: refused, and still
+     * refused when the process holds a pseudo-terminal's master on its stdin (a terminal its
+     * stdio has open is one crmm may open again, but not that device) */
     if (access("/dev/ptmx", F_OK) == 0) {
         const char *to_ptmx = link_to("to_ptmx", "/dev/ptmx");
         ck_assert_crmm(crmm_output_file_open(to_ptmx, 0, &fd), CRMM_ERROR_IO);
         assert_refused_link(to_ptmx);
+        int saved = dup(0);
+        ck_assert_int_ge(saved, 0);
+        ck_assert_int_eq(close(0), 0);
+        int master = open("/dev/ptmx", O_RDWR | O_NOCTTY);
+        if (master == 0) {
+            ck_assert_crmm(crmm_output_file_open(to_ptmx, 0, &fd), CRMM_ERROR_IO);
+            assert_refused_link(to_ptmx);
+            close(master);
+        } else if (master > 0) {
+            close(master);
+        }
+        ck_assert_int_eq(dup2(saved, 0), 0);
+        close(saved);
     }
 }
 
