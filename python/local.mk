@@ -5,7 +5,7 @@
 CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_alloc.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
 	python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py python/crmm/_after_import.py \
 	python/crmm/__main__.py python/crmm/dask.py python/crmm/ipc.py python/crmm/rmm.py python/crmm/_version.py
-CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py python/crmm/pylibrmm/cuda_stream.py \
+CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
 	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \
 	python/crmm/pylibrmm/stream.py
 CRMM_PY_MR = python/crmm/mr/__init__.py python/crmm/mr/experimental.py
@@ -15,13 +15,15 @@ CRMM_PY_MEMORY_RESOURCE = python/crmm/pylibrmm/memory_resource/__init__.py \
 CRMM_PY_ALLOCATORS = python/crmm/allocators/__init__.py python/crmm/allocators/cupy.py \
 	python/crmm/allocators/numba.py python/crmm/allocators/torch.py
 CRMM_PY_CUDA = python/crmm/_cuda/__init__.py python/crmm/_cuda/gpu.py
+# modules of older RMM releases, for `import rmm` under an older rmm_version (crmm/_rmm_alias.py)
+CRMM_PY_LEGACY = python/crmm/_legacy/__init__.py python/crmm/_legacy/cuda_stream.py
 # first on $PYTHONPATH of the processes a `python3 -m crmm.as_rmm` program starts
 CRMM_PY_AS_RMM_SITE = python/crmm/_as_rmm_site/__init__.py python/crmm/_as_rmm_site/sitecustomize.py
 # Type stubs and the PEP 561 marker, installed beside the modules.
 CRMM_PY_TOP_STUBS = python/crmm/__init__.pyi python/crmm/statistics.pyi python/crmm/rmm.pyi python/crmm/py.typed
 CRMM_PY_MR_STUBS = python/crmm/mr/__init__.pyi python/crmm/mr/experimental.pyi
 CRMM_PY_MEMORY_RESOURCE_STUBS = python/crmm/pylibrmm/memory_resource/__init__.pyi python/crmm/pylibrmm/memory_resource/experimental.pyi
-CRMM_PY_PYLIBRMM_STUBS = python/crmm/pylibrmm/__init__.pyi python/crmm/pylibrmm/cuda_stream_pool.pyi python/crmm/pylibrmm/cuda_stream.pyi \
+CRMM_PY_PYLIBRMM_STUBS = python/crmm/pylibrmm/__init__.pyi python/crmm/pylibrmm/cuda_stream_pool.pyi \
 	python/crmm/pylibrmm/device_buffer.pyi python/crmm/pylibrmm/logger.pyi \
 	python/crmm/pylibrmm/stream.pyi
 CRMM_PY_TESTS = python/tests/conftest.py python/tests/test_config.py python/tests/test_device_buffer_gpu.py \
@@ -62,7 +64,7 @@ CRMM_PY_TESTS += python/tests/test_as_rmm_runner.py
 CRMM_PY_TESTS += python/tests/test_rmm_reference.py
 EXTRA_DIST += $(CRMM_PY_PIP) python/crmm/_fastalloc.c
 EXTRA_DIST += $(CRMM_PY_MR) $(CRMM_PY_MEMORY_RESOURCE) $(CRMM_PY_MR_STUBS) $(CRMM_PY_MEMORY_RESOURCE_STUBS)
-EXTRA_DIST += docs/python.md $(CRMM_PY_TOP_STUBS) $(CRMM_PY_PYLIBRMM_STUBS) $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_CUDA) $(CRMM_PY_AS_RMM_SITE) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
+EXTRA_DIST += docs/python.md $(CRMM_PY_TOP_STUBS) $(CRMM_PY_PYLIBRMM_STUBS) $(CRMM_PY_TOP) $(CRMM_PY_PYLIBRMM) $(CRMM_PY_ALLOCATORS) $(CRMM_PY_CUDA) $(CRMM_PY_LEGACY) $(CRMM_PY_AS_RMM_SITE) $(CRMM_PY_TESTS) python/tests/run_pytest.sh
 
 TESTS += python/tests/run_pytest.sh
 AM_TESTS_ENVIRONMENT += \
@@ -108,6 +110,8 @@ crmm_memory_resource_PYTHON = $(CRMM_PY_MEMORY_RESOURCE)
 crmm_memory_resource_DATA = $(CRMM_PY_MEMORY_RESOURCE_STUBS)
 crmm_cudadir = $(pythondir)/crmm/_cuda
 crmm_cuda_PYTHON = $(CRMM_PY_CUDA)
+crmm_legacydir = $(pythondir)/crmm/_legacy
+crmm_legacy_PYTHON = $(CRMM_PY_LEGACY)
 crmm_as_rmm_sitedir = $(pythondir)/crmm/_as_rmm_site
 crmm_as_rmm_site_PYTHON = $(CRMM_PY_AS_RMM_SITE)
 

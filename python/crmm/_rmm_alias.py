@@ -48,11 +48,10 @@ class _RmmFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "rmm" and not fullname.startswith("rmm."):
             return None
-        if fullname in _MODULES_REMOVED and _release_has_removed(_MODULES_REMOVED[fullname]):
-            # gone in the release asked for, as with that RMM (returning None would let the
-            # path finder find crmm's file through the parent package's path)
-            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
-        crmm_name = "crmm" + fullname[3:]
+        legacy = _LEGACY_MODULES.get(fullname)
+        if legacy is not None and _release_has_removed(legacy[1]):
+            return None  # gone in the release asked for: not found, as with that RMM
+        crmm_name = legacy[0] if legacy is not None else "crmm" + fullname[3:]
         try:
             target = importlib.util.find_spec(crmm_name)
         except ImportError:
@@ -76,8 +75,10 @@ _TYPE_GETTERS_REMOVED_FROM = (26, 8)
 # RMM 26.04 deprecated the module rmm.pylibrmm.cuda_stream (CudaStream, CudaStreamFlags); 26.06
 # removed it.
 _CUDA_STREAM_MODULE_DEPRECATED_FROM = (26, 4)
-# modules that RMM removed, by the release that removed them
-_MODULES_REMOVED = {"rmm.pylibrmm.cuda_stream": (26, 6)}
+# modules that RMM removed: their RMM name, crmm's module for the releases that have them
+# (crmm._legacy, off the path of the package that RMM's name lies in) and the release that
+# removed them
+_LEGACY_MODULES = {"rmm.pylibrmm.cuda_stream": ("crmm._legacy.cuda_stream", (26, 6))}
 
 _release = None  # the (YY, MM) release whose behaviour install_as_rmm asked for; None: the newest
 
@@ -85,6 +86,24 @@ _release = None  # the (YY, MM) release whose behaviour install_as_rmm asked for
 def _release_has_removed(removed_from):
     """Whether the release asked for (the newest when none was) is `removed_from` or later."""
     return _release is None or _release >= removed_from
+
+
+def _forget_legacy_modules():
+    """After the release changed: the legacy modules the release asked for no longer has leave
+    sys.modules under their RMM names, and their parent packages' attributes, so that every way
+    of importing them fails as with that RMM."""
+    for name, (target, removed_from) in _LEGACY_MODULES.items():
+        if not _release_has_removed(removed_from):
+            continue
+        module = sys.modules.get(target)
+        if module is None:
+            continue
+        if sys.modules.get(name) is module:
+            del sys.modules[name]
+        parent_name, _, attr = name.rpartition(".")
+        parent = sys.modules.get("crmm" + parent_name[3:])
+        if parent is not None and getattr(parent, attr, None) is module:
+            delattr(parent, attr)
 
 
 def cuda_stream_module_deprecated():
@@ -164,6 +183,7 @@ def install_as_rmm(replace_installed=False, rmm_version=None):
         if is_installed_as_rmm():
             device_buffer._set_allocation_rounding(_rounding_of(release))
             _release = release
+            _forget_legacy_modules()
             return
         real = _real_rmm()
         if real is not None and not replace_installed:
@@ -177,6 +197,7 @@ def install_as_rmm(replace_installed=False, rmm_version=None):
         sys.meta_path.insert(0, _finder)
         device_buffer._set_allocation_rounding(_rounding_of(release))
         _release = release
+        _forget_legacy_modules()
 
 
 def uninstall_as_rmm():
@@ -188,6 +209,7 @@ def uninstall_as_rmm():
     with _lock:
         device_buffer._set_allocation_rounding(1)
         _release = None
+        _forget_legacy_modules()
         if _finder is None:
             return
         if _finder in sys.meta_path:

@@ -253,10 +253,11 @@ def test_replace_installed_must_be_a_bool(tmp_path):
 def test_rmm_pylibrmm_cuda_stream_is_there_as_in_the_release_asked_for(release, expect):
     """RMM had rmm.pylibrmm.cuda_stream (CudaStream, CudaStreamFlags) up to 26.04, deprecated it
     in 26.04 (a DeprecationWarning at import, which RMM 26.04's tests import twice to see) and
-    removed it in 26.06: code and tests written for a release find it as that release had it."""
+    removed it in 26.06: code and tests written for a release find it as that release had it,
+    by every way of importing it, and the warning names the importing line."""
     r = run_python(
         f"""
-        import importlib, sys, warnings
+        import importlib, importlib.util, sys, warnings
         import crmm
         crmm.install_as_rmm(rmm_version={release!r})
         seen = []
@@ -268,14 +269,30 @@ def test_rmm_pylibrmm_cuda_stream_is_there_as_in_the_release_asked_for(release, 
                     m = importlib.import_module("rmm.pylibrmm.cuda_stream")
                 except ModuleNotFoundError as e:
                     assert e.name == "rmm.pylibrmm.cuda_stream", e
+                    assert importlib.util.find_spec("rmm.pylibrmm.cuda_stream") is None
+                    try:
+                        from rmm.pylibrmm import cuda_stream
+                    except ImportError:
+                        pass
+                    else:
+                        raise AssertionError("from rmm.pylibrmm import cuda_stream worked")
                     seen.append("ModuleNotFoundError")
                     continue
             import rmm.pylibrmm.stream as stream
             assert m.CudaStreamFlags is stream.CudaStreamFlags and m.CudaStreamFlags.NON_BLOCKING == 1
             assert m.CudaStream is stream.Stream
             deprecated = [x for x in w if issubclass(x.category, DeprecationWarning)]
+            assert all("importlib" not in x.filename and "crmm" not in x.filename for x in deprecated), [x.filename for x in deprecated]
             seen.append("module, DeprecationWarning at each import" if deprecated else "module, no warning")
         assert seen[0] == seen[1], seen
+        # a later switch to a release without it takes it away, whatever imported it before
+        crmm.install_as_rmm(rmm_version="26.06")
+        try:
+            from rmm.pylibrmm import cuda_stream
+        except ImportError:
+            pass
+        else:
+            raise AssertionError("still there after the switch to 26.06")
         print(seen[0])
         """
     )
