@@ -71,7 +71,9 @@ bool crmm_resource_release_unless_last(crmm_resource *mr);
  * own (a destroy, a free): between begin and end the thread's error reads as none, what the held
  * call records goes to a second buffer, and end makes the held error (status and message) the
  * thread's again. Begin only counts and copies nothing, so it suits the paths every free takes;
- * the buffers switch at the held call's first write. Holds nest: the outermost end restores. */
+ * the buffers switch at the held call's first write. Holds nest, but only the outermost one
+ * keeps an error: an inner hold inside a held call does not protect what that call recorded
+ * before it (which matters only for the messages a cleanup path logs). */
 void crmm_error_hold_begin(void);
 void crmm_error_hold_end(void);
 
