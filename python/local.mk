@@ -3,7 +3,7 @@
 # of the installed libcrmm, checked from the install prefix by `make installcheck`, and its pytest
 # suite run by `make check` against the build tree.
 CRMM_PY_TOP = python/crmm/__init__.py python/crmm/_alloc.py python/crmm/_errors.py python/crmm/_handles.py python/crmm/_host.py python/crmm/_lib.py python/crmm/_reinitialize.py \
-	python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py python/crmm/_after_import.py \
+	python/crmm/statistics.py python/crmm/_rmm_alias.py python/crmm/as_rmm.py python/crmm/_after_import.py python/crmm/_dask_serialize.py \
 	python/crmm/__main__.py python/crmm/dask.py python/crmm/ipc.py python/crmm/rmm.py python/crmm/_version.py
 CRMM_PY_PYLIBRMM = python/crmm/pylibrmm/__init__.py python/crmm/pylibrmm/cuda_stream_pool.py \
 	python/crmm/pylibrmm/device_buffer.py python/crmm/pylibrmm/logger.py \
@@ -51,7 +51,8 @@ CRMM_PY_TESTS += python/tests/test_device_array_interface.py
 # the fast extension where Python runs in the middle of its work; RMM 26.08 behaviour
 CRMM_PY_TESTS += python/tests/test_fastalloc_races.py python/tests/test_rmm_2608_gaps.py
 # crmm.dask over a LocalCluster of processes
-CRMM_PY_TESTS += python/tests/test_dask.py python/tests/test_dask_gpu.py
+CRMM_PY_TESTS += python/tests/test_dask.py python/tests/test_dask_gpu.py python/tests/test_dask_serialize.py \
+	python/tests/test_dask_serialize_gpu.py
 # crmm.allocators.torch.memory_stats(): over host memory, and under PyTorch on a GPU
 CRMM_PY_TESTS += python/tests/test_torch_memory_stats.py python/tests/test_torch_memory_stats_gpu.py
 # RMM's callback, pool view, system memory and experimental resources

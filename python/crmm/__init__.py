@@ -58,6 +58,13 @@ def graph_capture_enabled():
 
 
 __version__ = _lib.text(_lib.lib.crmm_version())
+
+# Dask's serializers for DeviceBuffer, once something imports distributed (crmm never does)
+from ._after_import import after_import as _when_imported  # noqa: E402
+from ._dask_serialize import register_lazily as _register_dask_serializers  # noqa: E402
+
+_when_imported("distributed.protocol", _register_dask_serializers)
+
 try:  # the commit `make install` was run from ("" outside a git checkout or uninstalled)
     from ._paths import GIT_COMMIT as __git_commit__
 except ImportError:

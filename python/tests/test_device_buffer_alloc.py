@@ -31,6 +31,7 @@ _libc.free.argtypes = [ctypes.c_void_p]
 _ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p)
 _FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p)
 LIMIT = 1 << 30  # the callbacks refuse more (NULL: out of memory)
+_KEPT_TRAMPOLINES = []
 
 
 class HostAsDevice:
@@ -43,6 +44,9 @@ class HostAsDevice:
         self._free = _FREE(self._deallocate)
         address = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
         self.mr = MemoryResource("callback", {"allocate_fn": address(self._alloc), "deallocate_fn": address(self._free)})
+        # kept to the end: a buffer that outlives this object (held by a failed test's
+        # traceback, freed by the last collection at exit) is then freed through live trampolines
+        _KEPT_TRAMPOLINES.append((self._alloc, self._free))
 
     def _allocate(self, n, stream, arg):
         if n > LIMIT:
