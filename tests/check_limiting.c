@@ -214,13 +214,32 @@ CRMM_TEST_IN("limiting", a_failed_allocation_after_a_wrong_size_free_leaves_the_
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
 }
 
-CRMM_TEST_IN("limiting", other_queries_go_upstream)
+/* The counts a limiting layer keeps describe its own allocations, whoever else allocates from its
+ * upstream (here directly from the statistics layer below); what the upstream holds is asked of
+ * the upstream. */
+CRMM_TEST_IN("limiting", its_counts_are_its_own_and_the_rest_goes_upstream)
 {
-    limited("allocation_limit=1MiB", NULL);
-    void *p = crmm_test_allocate(mr, 1000);
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 1); /* answered by statistics below */
-    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_TOTAL), 1000);
+    crmm_resource *stats;
+    limited("allocation_limit=1MiB", &stats);
+    void *beside = crmm_test_allocate(stats, 5000), *beside2 = crmm_test_allocate(stats, 7000);
+    void *p = crmm_test_allocate(mr, 1000), *q = crmm_test_allocate(mr, 300);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, q, 300, NULL));
+    q = crmm_test_allocate(mr, 10);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 2);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_PEAK), 2);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 3);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_TOTAL), 1024 + 512 + 256); /* rounded, as in use */
+    ck_assert_uint_eq(crmm_test_query(stats, CRMM_QUERY_ALLOCATIONS_TOTAL), 5); /* the upstream saw all five */
+    uint64_t v;
+    ck_assert_crmm(crmm_resource_query(mr, CRMM_QUERY_BYTES_RESERVED, &v), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), "host"), "message: %s", crmm_last_error()); /* the host's answer */
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, q, 10, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(stats, beside, 5000, NULL));
+    ck_assert_crmm_ok(crmm_resource_deallocate(stats, beside2, 7000, NULL));
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_PEAK), 2); /* peaks and totals stay */
+    ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS_TOTAL), 3);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_BYTES_IN_USE), 0); /* every free counted back */
 }
 
