@@ -3,7 +3,6 @@ buffers are host memory that libcrmm is told is device memory (test_device_buffe
 HostAsDevice), so the "cuda" family, which moves the buffer itself, runs here; the copies of the
 "dask" family run in test_dask_serialize_gpu.py. Skips without distributed."""
 
-import gc
 import textwrap
 
 import pytest
@@ -17,15 +16,7 @@ from distributed.protocol.serialize import dask_deserialize, dask_serialize  # n
 from conftest import run_python  # noqa: E402
 from crmm import _dask_serialize  # noqa: E402
 from crmm.pylibrmm.device_buffer import DeviceBuffer  # noqa: E402
-from test_device_buffer_alloc import HostAsDevice  # noqa: E402
-
-
-@pytest.fixture
-def host():
-    h = HostAsDevice()
-    yield h
-    gc.collect()
-    assert h.live == {}, "blocks left outstanding"
+from test_device_buffer_alloc import host  # noqa: E402,F401 (the fixture: buffers over host memory)
 
 
 def test_every_family_finds_crmms_functions():
