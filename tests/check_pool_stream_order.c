@@ -8,6 +8,8 @@
  *  - no byte freed on one stream is handed to another stream unless the model orders that stream
  *    after the free (a synchronization, an event, or the program's own order: a free on another
  *    stream than the block's is ordered after its use);
+ * Some trims and forgets run with every host malloc failing (the caches cannot then hand all their
+ * blocks back): they may fail only as out of memory, and the same checks hold after them.
  *  - every block out of the free lists is in exactly one live map or cache entry, no two free
  *    neighbours of one state are left unmerged, each cache's count of blocks and bytes is its
  *    entries', the pool's counts plus every cache's delta are the program's, and the pool's block
@@ -250,7 +252,22 @@ enum { SLOTS = 48, STEPS = 2000, SEEDS = 6 };
 enum { OP_ALLOCATE, OP_FREE, OP_TRIM, OP_FORGET, OP_QUERY };
 
 typedef struct slot { char *at; size_t n; int s; } slot;
-typedef struct op { crmm_resource *p; int kind; slot *sl; cudaStream_t stream; crmm_status st; } op;
+typedef struct op { crmm_resource *p; int kind; slot *sl; cudaStream_t stream; bool starved; crmm_status st; } op;
+
+/* A trim or forget, with every host malloc failing when o->starved: it succeeds, or fails as out
+ * of memory (then with a message); blocks it could not move stay where the checks find them. */
+static void trim_or_forget(op *o)
+{
+    if (o->starved && MALLOC_FAIL_REPLACES)
+        malloc_fail_arm_from(1, 1);
+    o->st = o->kind == OP_TRIM ? crmm_resource_trim(o->p) : crmm_pool_forget_stream(o->p, (crmm_cuda_stream_t)o->stream);
+    if (o->starved && MALLOC_FAIL_REPLACES)
+        malloc_fail_disarm();
+    if (o->st != CRMM_OK) {
+        ck_assert_msg(o->starved && o->st == CRMM_ERROR_OUT_OF_MEMORY, "%s", crmm_last_error());
+        crmm_clear_error();
+    }
+}
 
 static void do_op(void *arg)
 {
@@ -280,10 +297,8 @@ static void do_op(void *arg)
         note_free_at((uintptr_t)o->sl->at, (uintptr_t)o->sl->at + ((o->sl->n + 255) & ~(size_t)255), s, ++now);
         ck_assert_crmm_ok(crmm_resource_deallocate(o->p, o->sl->at, o->sl->n, (crmm_cuda_stream_t)o->stream));
         o->sl->at = NULL;
-    } else if (o->kind == OP_TRIM) {
-        ck_assert_crmm_ok(crmm_resource_trim(o->p));
-    } else if (o->kind == OP_FORGET) {
-        ck_assert_crmm_ok(crmm_pool_forget_stream(o->p, (crmm_cuda_stream_t)o->stream));
+    } else if (o->kind == OP_TRIM || o->kind == OP_FORGET) {
+        trim_or_forget(o);
     } else {
         (void)q(o->p, CRMM_QUERY_BYTES_FREE);
     }
@@ -323,7 +338,7 @@ CRMM_LOOP_TEST_IN("order", random_work_keeps_stream_order_and_the_books, CONFIGS
         seed = seed * 1103515245u + 12345u;
         unsigned r = (seed >> 8) % 100;
         bool on_runner = (seed >> 30) & 1;
-        op o = {.p = p, .stream = streams[(seed >> 20) % 5]};
+        op o = {.p = p, .stream = streams[(seed >> 20) % 5], .starved = (seed >> 5) & 1};
         if (r < 2) {
             o.kind = OP_TRIM;
         } else if (r < 4) {
