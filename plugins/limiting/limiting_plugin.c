@@ -188,4 +188,6 @@ static const crmm_param limiting_params[] = {
 
 PLUGIN_DESCRIPTOR(.name = "limiting", .upstream = CRMM_UPSTREAM_REQUIRED, .params = limiting_params,
                   .config_size = sizeof(uint64_t), .create = limiting_create,
-                  .description = "refuses allocations that would put more than allocation_limit bytes in use (RMM's limiting adaptor)")
+                  .description = "refuses allocations that would put more than allocation_limit bytes in use (RMM's limiting "
+                                 "adaptor); its allocation counts, peaks and totals are its own allocations', in bytes "
+                                 "rounded to 256")
