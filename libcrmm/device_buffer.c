@@ -119,11 +119,10 @@ static bool device_is_current(int device)
         return false;
     if (device < 0)
         return true;
-    if (crmm_cuda_current_device(&current) != CRMM_OK) {
-        crmm_clear_error();
-        return false;
-    }
-    return current == device;
+    crmm_error_hold_begin(); /* the try calls record no error and keep the caller's */
+    crmm_status st = crmm_cuda_current_device(&current);
+    crmm_error_hold_end();
+    return st == CRMM_OK && current == device;
 }
 
 /* Drop a reference to mr that cannot be its last (the registry or the caller holds another),

@@ -268,6 +268,35 @@ CRMM_TEST(a_buffer_holding_its_resources_last_reference_leaves_the_rest_to_destr
     crmm_device_buffer_destroy(b); /* frees the buffer and the probe (ASan: nothing leaked) */
 }
 
+/* The try calls that cannot learn the current device record nothing and keep the caller's
+ * error: try_create with the current device's resource or one given, and try_destroy. */
+CRMM_TEST(a_try_without_a_current_device_keeps_the_callers_error)
+{
+    probe_resource *p0 = device_resource(0);
+    p0->serves_at_once = 1;
+    first_buffer();
+    crmm_device_buffer *held = NULL;
+    ck_assert_int_eq(crmm_device_buffer_create(64, NULL, &p0->base, &held), CRMM_OK);
+    crmm_set_error(CRMM_ERROR_IO, "the caller's own failure");
+    fake_cuda.no_context = 1; /* the runtime's cudaGetDevice is asked, and fails */
+    fake_cuda.get_device_result = cudaErrorDevicesUnavailable;
+    crmm_device_buffer *b = NULL, *c = NULL;
+    bool made = crmm_device_buffer_try_create(100, NULL, NULL, &b);
+    bool made_on_p0 = crmm_device_buffer_try_create(100, NULL, &p0->base, &c);
+    bool destroyed = crmm_device_buffer_try_destroy(held);
+    fake_cuda.no_context = 0;
+    fake_cuda.get_device_result = cudaSuccess;
+    ck_assert(!made && !made_on_p0 && !destroyed);
+    ck_assert_ptr_null(b);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(p0->live, 1);
+    ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_IO);
+    ck_assert_str_eq(crmm_last_error_detail(), "the caller's own failure");
+    crmm_clear_error();
+    crmm_device_buffer_destroy(held);
+    ck_assert_int_eq(p0->live, 0);
+}
+
 CRMM_TEST(a_host_resource_is_refused_by_the_try_as_by_create)
 {
     probe_resource *h = probe_resource_new(NULL, CRMM_RESOURCE_HOST_ACCESSIBLE, -1);

@@ -19,7 +19,8 @@ extern "C" {
  * CRMM_ERROR_CUDA ("CUDA error: cudaMalloc: invalid argument (cudaErrorInvalidValue)").
  * cudaErrorCudartUnloading → CRMM_ERROR_STATE, and crmm_process_exiting() is true from then on.
  * On an error it also clears the thread's last CUDA error (cudaGetLastError), since the error
- * is now reported through crmm. */
+ * is now reported through crmm; not for cudaErrorCudartUnloading, nor once the process is exiting
+ * (no CUDA call is made then). */
 CRMM_API crmm_status crmm_cuda_status(int cuda_error, const char *call);
 
 /* Turn a CUDA driver result (a CUresult) from `call` into a status and an error message:

@@ -3,9 +3,13 @@
  * Every fallible crmm call returns a crmm_status. On failure it also leaves a message for the
  * calling thread that a person can act on, e.g.
  *   "out of memory: pool 'main': failed to allocate 1.0 PiB (maximum pool size 8.0 GiB)".
- * The message stays until the thread's next failing call (or crmm_clear_error()). Every other
- * call that returns void leaves it as it was, whatever fails inside it: the cleanup after a failure
- * (a destroy, release or free) does not replace the failure's message. */
+ * The message stays until the thread's next failing call (or crmm_clear_error()), except that a
+ * few calls clear it when they succeed: those that make a resource (crmm_resource_create,
+ * crmm_config_create_resource, the crmm_get_*_device_resource call that makes a device's first),
+ * those that set a device's resource (crmm_set_*_device_resource, crmm_disable_logging) and
+ * crmm_config_load_file_skipping; read it right after the call that failed. Every call that
+ * returns void, and the crmm_*_try_* calls, leave it as it was, whatever fails inside them: the
+ * cleanup after a failure (a destroy, release or free) does not replace the failure's message. */
 #ifndef CRMM_ERROR_H
 #define CRMM_ERROR_H
 

@@ -116,7 +116,9 @@ CRMM_API size_t crmm_ipc_mapping_size(const crmm_ipc_mapping *m);
  * its work; cudaDeviceSynchronize, cudaFree; cuMemUnmap, then each page that could not be
  * unmapped stays mapped, holding its memory, and the import's address range stays reserved rather
  * than freed, so that nothing else is placed over a live mapping; cuMemAddressFree),
- * CRMM_ERROR_STATE (m's close failed before; or the CUDA runtime is unloading). After an error m
+ * CRMM_ERROR_STATE (m's close failed before; or the CUDA runtime reported that it is unloading
+ * during the close). Once the process is exiting (crmm_process_exiting) close makes no CUDA call:
+ * it frees m and returns CRMM_OK, leaving the mappings to the driver's teardown. After an error m
  * is not freed: it is kept, closed, with whatever could not be released (both leak), its pointer
  * and size read NULL and 0, and passing it to crmm_ipc_close again is refused with
  * CRMM_ERROR_STATE without a CUDA call. */

@@ -194,13 +194,14 @@ CRMM_API crmm_status crmm_expand_file_name(const char *pattern, int device, char
 #define CRMM_OUTPUT_EXCLUSIVE 2u /* hold an exclusive flock: refuse a file another open holds */
 
 /* Open `path` for writing as crmm writes every file (docs/files-and-privileges.md): a symbolic
- * link as the last component is refused; a new file is created (O_EXCL, mode 0644); an existing
- * regular file is written only when the effective user owns it and it has one hard link, and is
- * then truncated unless CRMM_OUTPUT_APPEND; a character device or pipe is written as it is.
- * O_CLOEXEC always. On success *fd is the descriptor. Errors: CRMM_ERROR_INVALID_ARGUMENT for a
- * NULL or empty path, NULL fd or unknown flags; CRMM_ERROR_IO naming the path and why for a
- * link, someone else's or a hard-linked file, another kind of file, a file another exclusive
- * writer holds (in this process or another), or a failed open. */
+ * link as the last component is refused unless it leads to a stream with nothing to overwrite (a
+ * pipe, /dev/null or a terminal: /dev/stderr works); a new file is created (O_EXCL, mode 0644); an
+ * existing regular file is written only when the effective user owns it and it has one hard link,
+ * and is then truncated unless CRMM_OUTPUT_APPEND; a character device or pipe is written as it
+ * is. O_CLOEXEC always. On success *fd is the descriptor. Errors: CRMM_ERROR_INVALID_ARGUMENT for
+ * a NULL or empty path, NULL fd or unknown flags; CRMM_ERROR_IO naming the path and why for a
+ * link to anything else, someone else's or a hard-linked file, another kind of file, a file
+ * another exclusive writer holds (in this process or another), or a failed open. */
 CRMM_API crmm_status crmm_output_file_open(const char *path, unsigned flags, int *fd);
 
 /* The value of crmm's environment variable `name` (e.g. "CRMM_LOG_FILE"), or NULL when it is not
@@ -219,8 +220,9 @@ CRMM_API const char *crmm_getenv(const char *name);
  * to a crmm_<name>.so, not found (with the directories searched and a "did you mean" when a close
  * name exists), dlopen failure (with dlerror()), no entry symbol, entry returning NULL, wrong ABI
  * major, too-new minor, short struct, no name (.name NULL), name mismatch, no create function,
- * unknown upstream rule, bad parameter table; a file or directory writable by group or others is
- * refused. Each message names the file, what is wrong and what to change. */
+ * unknown upstream rule, bad parameter table; a file or directory that neither root nor the
+ * effective user owns, or that others may write (or a group other than its owner's private group),
+ * is refused. Each message names the file, what is wrong and what to change. */
 CRMM_API crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const crmm_plugin **out);
 
 /* Call `fn` for every loadable plugin in the search path (dirs as for crmm_plugin_load) with

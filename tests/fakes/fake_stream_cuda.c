@@ -175,6 +175,8 @@ cudaError_t cudaGetDeviceCount(int *count)
 cudaError_t cudaGetDevice(int *device)
 {
     COUNT(get_device);
+    if (fake_cuda.get_device_result != cudaSuccess)
+        return fake_cuda.get_device_result;
     *device = current_device;
     return cudaSuccess;
 }
