@@ -224,10 +224,11 @@ void crmm_log(crmm_log_level level, const char *fmt, ...)
 {
     if (!crmm_log_should_log(level))
         return;
-    char msg[2048];
+    char msg[2048] = "(no message given)"; /* a NULL fmt, as crmm_set_error words it */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (fmt)
+        vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     pthread_mutex_lock(&log_lock);
     write_line(log_file ? log_file : stderr, level, msg);

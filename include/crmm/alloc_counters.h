@@ -20,6 +20,8 @@ typedef struct crmm_alloc_counters {
     uint64_t total_count, total_bytes;
 } crmm_alloc_counters;
 
+/* *peak = max(*peak, now), atomically: any thread may raise it at any time. peak must not be
+ * NULL (as for every counter function here: they are inlined into hot paths and check nothing). */
 static inline void crmm_counters_raise_peak(int64_t *peak, int64_t now)
 {
     int64_t seen = __atomic_load_n(peak, __ATOMIC_RELAXED);
@@ -121,7 +123,8 @@ static inline crmm_status crmm_counted_deallocate(crmm_resource *self, crmm_allo
 }
 
 /* An adaptor's query: the counter queries from its own counters, every other from the
- * upstream (a pool's reserved bytes, say). */
+ * upstream (a pool's reserved bytes, say): then crmm_resource_query_upstream's errors
+ * (CRMM_ERROR_UNSUPPORTED, CRMM_ERROR_INVALID_ARGUMENT) or the upstream's own. */
 static inline crmm_status crmm_counted_query(crmm_resource *self, const crmm_alloc_counters *c, crmm_query what,
                                              uint64_t *out)
 {

@@ -37,15 +37,19 @@ CRMM_API crmm_status crmm_config_load_file(const char *path, crmm_config **out);
  * [device.N] section that names one: for tools that work with what is installed (crmm bench).
  * crmm_config_skipped_* list what was left out. Errors otherwise as crmm_config_load_file. */
 CRMM_API crmm_status crmm_config_load_file_skipping(const char *path, crmm_config **out);
-/* The same from text; `origin` names it in messages (NULL → "<string>"). */
+/* The same from text; `origin` names it in messages (NULL → "<string>"). Errors as
+ * crmm_config_load_file but CRMM_ERROR_IO, with CRMM_ERROR_INVALID_ARGUMENT for a NULL text or
+ * out. */
 CRMM_API crmm_status crmm_config_load_string(const char *text, const char *origin, crmm_config **out);
-/* The built-in default: one resource "default" of plugin `cuda`. */
+/* The built-in default: one resource "default" of plugin `cuda`. Errors:
+ * CRMM_ERROR_INVALID_ARGUMENT (NULL out), CRMM_ERROR_OUT_OF_MEMORY, CRMM_ERROR_CONFIG (the `cuda`
+ * plugin cannot be loaded). */
 CRMM_API crmm_status crmm_config_load_default(crmm_config **out);
 /* Free a config (resources created from it live on). NULL: no-op. Leaves the thread's last error
  * as it was. */
 CRMM_API void crmm_config_free(crmm_config *cfg);
 
-/* Where the config came from (a path, the origin given, or "<built-in>"). */
+/* Where the config came from (a path, the origin given, or "<built-in>"; "" for NULL). */
 CRMM_API const char *crmm_config_origin(const crmm_config *cfg);
 /* Number of [resource.*] sections, and the i-th one's name, plugin and upstream (NULL if none),
  * in file order. NULL for i out of range. */
@@ -55,7 +59,8 @@ CRMM_API const char *crmm_config_resource_plugin(const crmm_config *cfg, size_t 
 CRMM_API const char *crmm_config_resource_upstream(const crmm_config *cfg, size_t i);
 /* The index of [resource.NAME] among them, or -1 when there is none (or an argument is NULL). */
 CRMM_API long crmm_config_find_resource(const crmm_config *cfg, const char *name);
-/* The resource's parameters as given in the file: count, and key/value of the j-th one. */
+/* The resource's parameters as given in the file: count, and key/value of the j-th one (0 and
+ * NULL when i or j is out of range or cfg is NULL). */
 CRMM_API size_t crmm_config_resource_param_count(const crmm_config *cfg, size_t i);
 CRMM_API const char *crmm_config_resource_param_key(const crmm_config *cfg, size_t i, size_t j);
 CRMM_API const char *crmm_config_resource_param_value(const crmm_config *cfg, size_t i, size_t j);
@@ -82,7 +87,10 @@ CRMM_API const char *crmm_config_skipped_reason(const crmm_config *cfg, size_t i
  * host-only chains need no device and ignore it). Instances are cached per config and device:
  * asking twice gives the same resource with one more reference, and resources sharing an
  * upstream share its instance. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL, device < -1 or >= CRMM_MAX_DEVICES),
- * CRMM_ERROR_NOT_FOUND (no such resource), CRMM_ERROR_CUDA, and the plugin's own, with
+ * CRMM_ERROR_NOT_FOUND (no such resource), CRMM_ERROR_CUDA (no device for -1),
+ * CRMM_ERROR_UNSUPPORTED (the current device is CRMM_MAX_DEVICES or above), CRMM_ERROR_STATE (the
+ * CUDA runtime is unloading), CRMM_ERROR_OUT_OF_MEMORY, CRMM_ERROR_PLUGIN (a create that gave no
+ * resource, or one without its required ops), and the plugin's own errors, those with
  * "FILE:LINE: resource.NAME: " in front. On error *out is untouched. */
 CRMM_API crmm_status crmm_config_create_resource(crmm_config *cfg, const char *name, int device, crmm_resource **out);
 

@@ -58,7 +58,8 @@ CRMM_API crmm_status crmm_log_level_parse(const char *text, crmm_log_level *out)
 /* "trace" ... "off"; "?" for values out of range. */
 CRMM_API const char *crmm_log_level_name(crmm_log_level level);
 
-/* Write one line: "[time] [crmm] [level] message". */
+/* Write one line: "[time] [crmm] [level] message", when `level` is at or above the log level (a
+ * level out of range, or OFF, writes nothing). A NULL fmt writes "(no message given)". */
 CRMM_API void crmm_log(crmm_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #ifdef __cplusplus

@@ -133,8 +133,10 @@ typedef const crmm_plugin *(*crmm_plugin_entry_fn)(void);
 /* Each getter returns CRMM_OK and the value (the given one, else the default);
  * CRMM_ERROR_NOT_FOUND when the key has neither (the out value is left untouched);
  * CRMM_ERROR_INVALID_ARGUMENT when the key is not in the plugin's table or has another type.
- * A size given as a percentage is resolved against the total memory of the device the resource
- * is created for (CRMM_ERROR_CUDA when there is none). */
+ * CRMM_ERROR_INVALID_ARGUMENT also for a NULL p, key or out. A size given as a percentage is
+ * resolved against the total memory of the device the resource is created for (CRMM_ERROR_CUDA
+ * when there is none, CRMM_ERROR_INVALID_ARGUMENT when that device does not exist,
+ * CRMM_ERROR_STATE when the CUDA runtime is unloading). */
 CRMM_API crmm_status crmm_params_get_size(const crmm_params *p, const char *key, uint64_t *out);
 CRMM_API crmm_status crmm_params_get_uint(const crmm_params *p, const char *key, uint64_t *out);
 CRMM_API crmm_status crmm_params_get_bool(const crmm_params *p, const char *key, bool *out);
@@ -227,7 +229,8 @@ CRMM_API crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs
 
 /* Call `fn` for every loadable plugin in the search path (dirs as for crmm_plugin_load) with
  * its path, and the descriptor or NULL and the load error when it fails to load. Each name is
- * reported once (the first found). Returns how many files were reported. */
+ * reported once (the first found); a directory that cannot be listed for want of memory is
+ * reported too, with CRMM_ERROR_OUT_OF_MEMORY. Returns how many were reported (0 for a NULL fn). */
 typedef void (*crmm_plugin_visit_fn)(const char *path, const crmm_plugin *plugin,
                                      crmm_status status, const char *error, void *arg);
 CRMM_API int crmm_plugin_foreach(const char *dirs, crmm_plugin_visit_fn fn, void *arg);

@@ -122,7 +122,8 @@ CRMM_API void crmm_resource_init(crmm_resource *self, const crmm_resource_ops *o
 CRMM_API crmm_status crmm_resource_allocate_checked(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
 /* Free `ptr` of `bytes` through `mr`. ptr == NULL → no-op, CRMM_OK. Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (mr NULL, or a pointer the resource does not know when it can
- * tell), CRMM_ERROR_CUDA. */
+ * tell), CRMM_ERROR_CUDA, CRMM_ERROR_UNSUPPORTED (a free on a stream being captured into a CUDA
+ * graph, by a resource that cannot free there: cuda, host, system). */
 CRMM_API crmm_status crmm_resource_deallocate_checked(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
 
 /* crmm_resource_allocate / crmm_resource_deallocate: the functions above, with their common case
@@ -181,13 +182,18 @@ CRMM_API crmm_status crmm_resource_query(crmm_resource *mr, crmm_query what, uin
 CRMM_API crmm_status crmm_resource_query_kind(crmm_resource *mr, const char *kind, crmm_query what, uint64_t *out);
 /* For a query op: what a layer does not answer itself. A core query goes to self's upstream;
  * a plugin's own query stays unanswered (CRMM_ERROR_UNSUPPORTED naming the layer): it was asked
- * of self's kind, and the upstream's numbers mean other things. */
+ * of self's kind, and the upstream's numbers mean other things. CRMM_ERROR_UNSUPPORTED too for a
+ * layer without an upstream, CRMM_ERROR_INVALID_ARGUMENT for a NULL argument; else what the
+ * upstream's query returns. */
 CRMM_API crmm_status crmm_resource_query_upstream(crmm_resource *self, crmm_query what, uint64_t *out);
 /* 1 − largest free block / free bytes, from the two queries; 0 when nothing is free.
- * CRMM_ERROR_UNSUPPORTED when the resource cannot tell. */
+ * CRMM_ERROR_UNSUPPORTED when the resource cannot tell, CRMM_ERROR_INVALID_ARGUMENT for a NULL
+ * argument. */
 CRMM_API crmm_status crmm_resource_fragmentation(crmm_resource *mr, double *out);
 /* Give cached memory back upstream: the resource's trim, or, where it has none, its upstream's
- * (down the chain); CRMM_OK and nothing done when no resource in the chain caches. */
+ * (down the chain); CRMM_OK and nothing done when no resource in the chain caches.
+ * CRMM_ERROR_INVALID_ARGUMENT for NULL; else what the trimming layer returns (CRMM_ERROR_CUDA
+ * when giving memory back fails). */
 CRMM_API crmm_status crmm_resource_trim(crmm_resource *mr);
 /* Run op `op` of mr's own kind on mr (see crmm_resource_ops.control); to reach a layer below,
  * name its kind with crmm_resource_control_kind. CRMM_ERROR_UNSUPPORTED when the resource has no
@@ -225,7 +231,8 @@ CRMM_API long crmm_resource_refcount(const crmm_resource *mr);
  * parameter table exactly as a config section is. `upstream` may be NULL where the plugin needs
  * none; a reference is taken. The plugin is searched in the plugin_path of the config crmm_init
  * loaded, then $CRMM_PLUGIN_PATH, then the installed directory. The resource is created for the
- * current CUDA device (host plugins need none). Errors: CRMM_ERROR_INVALID_ARGUMENT, CRMM_ERROR_PLUGIN (plugin not loadable, or
+ * current CUDA device (host plugins need none). Errors: CRMM_ERROR_INVALID_ARGUMENT,
+ * CRMM_ERROR_OUT_OF_MEMORY (host memory for the parameters), CRMM_ERROR_PLUGIN (plugin not loadable, or
  * its create gave a resource without allocate, deallocate or destroy: that one is destroyed when
  * it can be), CRMM_ERROR_CONFIG (bad parameter, a quoted value not closed, an upstream given to a
  * plugin that takes none or missing for one that needs it), and whatever the plugin's create
