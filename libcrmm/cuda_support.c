@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include <crmm/error.h>
+#include "internal.h"
 
 static atomic_bool exiting;
 static pthread_once_t exit_hook_once = PTHREAD_ONCE_INIT;
@@ -204,6 +205,23 @@ crmm_status crmm_cuda_current_device(int *device)
     }
     cudaError_t e = get_device(device);
     return crmm_cuda_status(e, "cudaGetDevice");
+}
+
+bool crmm_cuda_current_device_quiet(int *device)
+{
+    if (crmm_process_exiting())
+        return false;
+    if (!__atomic_load_n(&device_seen, __ATOMIC_RELAXED)) {
+        /* the first time only: the count may record an error, which the hold takes back */
+        crmm_error_hold_begin();
+        crmm_status st = crmm_cuda_current_device(device);
+        crmm_error_hold_end();
+        return st == CRMM_OK;
+    }
+    if (get_device(device) == cudaSuccess)
+        return true;
+    cudaGetLastError(); /* the caller's next cudaGetLastError() must not report this one */
+    return false;
 }
 
 crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard)

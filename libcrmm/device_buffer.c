@@ -119,10 +119,7 @@ static bool device_is_current(int device)
         return false;
     if (device < 0)
         return true;
-    crmm_error_hold_begin(); /* the try calls record no error and keep the caller's */
-    crmm_status st = crmm_cuda_current_device(&current);
-    crmm_error_hold_end();
-    return st == CRMM_OK && current == device;
+    return crmm_cuda_current_device_quiet(&current) && current == device;
 }
 
 /* Drop a reference to mr that cannot be its last (the registry or the caller holds another),

@@ -77,6 +77,12 @@ bool crmm_resource_release_unless_last(crmm_resource *mr);
 void crmm_error_hold_begin(void);
 void crmm_error_hold_end(void);
 
+/* The current device, for the calls that never wait and record no error (the try calls): false,
+ * with nothing recorded and the thread's error as it was, where crmm_cuda_current_device would
+ * fail. Once a device has been found it touches no thread-local state (a held error would cost
+ * two thread-local accesses, which a library loaded by dlopen pays through __tls_get_addr). */
+bool crmm_cuda_current_device_quiet(int *device);
+
 /* The calling thread's error, kept across a call that may record its own: the cleanup after a
  * failure (a free or a stream destroy that fails there records and logs its own error, which must
  * not replace the failure the caller reports), or work done inside a call that succeeds. */

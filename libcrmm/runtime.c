@@ -269,10 +269,7 @@ crmm_resource *crmm_runtime_current_resource_ref(int *device) { return get_curre
 crmm_resource *crmm_runtime_try_current_resource_ref(int *device)
 {
     crmm_resource *mr;
-    crmm_error_hold_begin(); /* a try records no error and keeps the caller's */
-    crmm_status st = crmm_cuda_current_device(device);
-    crmm_error_hold_end();
-    if (st != CRMM_OK)
+    if (!crmm_cuda_current_device_quiet(device))
         return NULL;
     return device_registry_try_ref(&registry, *device, &mr) ? mr : NULL;
 }
