@@ -153,6 +153,10 @@ static crmm_status load_file(const char *path, const char *expect_name, const cr
             *out = l->plugin;
             return CRMM_OK;
         }
+    /* dlopen of a FIFO or a device would wait for a writer, or read what is not a file */
+    struct stat fs;
+    if (stat(real, &fs) == 0 && !S_ISREG(fs.st_mode))
+        return crmm_set_error(CRMM_ERROR_PLUGIN, "cannot load plugin %s: it is not a regular file", real);
     st = check_not_writable(real, "plugin file");
     if (st == CRMM_OK) {
         dir_of(real, dir, sizeof dir);

@@ -76,6 +76,29 @@ CRMM_TEST_IN("permissions", world_writable_file_is_refused)
     free(dir);
 }
 
+/* A plugin path that names a FIFO (or a link to one) is refused before dlopen, which would wait
+ * for a writer forever; by name in a search directory too. */
+CRMM_TEST_IN("permissions", a_fifo_is_refused_not_opened)
+{
+    char *dir = new_dir();
+    char path[PATH_MAX], link[PATH_MAX];
+    snprintf(path, sizeof path, "%s/crmm_fifo.so", dir);
+    snprintf(link, sizeof link, "%s/crmm_piped.so", dir);
+    ck_assert_int_eq(mkfifo(path, 0644), 0);
+    ck_assert_int_eq(symlink(path, link), 0);
+    const crmm_plugin *pl = NULL;
+    ck_assert_crmm(crmm_plugin_load(path, NULL, &pl), CRMM_ERROR_PLUGIN);
+    ck_assert_error_contains("not a regular file");
+    ck_assert_crmm(crmm_plugin_load("fifo", dir, &pl), CRMM_ERROR_PLUGIN);
+    ck_assert_error_contains("not a regular file");
+    ck_assert_crmm(crmm_plugin_load("piped", dir, &pl), CRMM_ERROR_PLUGIN);
+    ck_assert_error_contains("not a regular file");
+    ck_assert_ptr_null(pl);
+    unlink(link);
+    unlink(path);
+    free(dir);
+}
+
 /* Group-writable (umask 002, or a tarball git archive made, unpacked as root) is accepted where
  * the group is the owner's private group: no one else can write through it. */
 CRMM_TEST_IN("permissions", directory_writable_by_owners_private_group_loads)
