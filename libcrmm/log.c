@@ -224,11 +224,13 @@ void crmm_log(crmm_log_level level, const char *fmt, ...)
 {
     if (!crmm_log_should_log(level))
         return;
-    char msg[2048] = "(no message given)"; /* a NULL fmt, as crmm_set_error words it */
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
     if (fmt)
         vsnprintf(msg, sizeof msg, fmt, ap);
+    else
+        snprintf(msg, sizeof msg, "(no message given)"); /* as crmm_set_error words a NULL fmt */
     va_end(ap);
     pthread_mutex_lock(&log_lock);
     write_line(log_file ? log_file : stderr, level, msg);

@@ -8,12 +8,14 @@
  *  - no byte freed on one stream is handed to another stream unless the model orders that stream
  *    after the free (a synchronization, an event, or the program's own order: a free on another
  *    stream than the block's is ordered after its use);
- * Some trims and forgets run with every host malloc failing (the caches cannot then hand all their
- * blocks back): they may fail only as out of memory, and the same checks hold after them.
  *  - every block out of the free lists is in exactly one live map or cache entry, no two free
  *    neighbours of one state are left unmerged, each cache's count of blocks and bytes is its
  *    entries', the pool's counts plus every cache's delta are the program's, and the pool's block
- *    bytes and BYTES_FREE agree with the blocks. */
+ *    bytes and BYTES_FREE agree with the blocks.
+ * Half the trims and forgets run with every host malloc failing (the caches cannot then hand all
+ * their blocks back): they may fail only as out of memory, and the same checks hold after them.
+ * Sanitizer builds cannot make malloc fail (MALLOC_FAIL_REPLACES is 0): there they run as the
+ * others. */
 #include "build_config.h"
 
 #include <crmm/pool.h>

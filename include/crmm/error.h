@@ -6,8 +6,9 @@
  * The message stays until the thread's next failing call (or crmm_clear_error()), except that a
  * few calls clear it when they succeed: those that make a resource (crmm_resource_create,
  * crmm_config_create_resource, the crmm_get_*_device_resource call that makes a device's first),
- * those that set a device's resource (crmm_set_*_device_resource, crmm_disable_logging) and
- * crmm_config_load_file_skipping; read it right after the call that failed. Every call that
+ * those that set a device's resource (crmm_set_*_device_resource, crmm_disable_logging), and the
+ * config loads (crmm_config_load_file, _string, _skipping and crmm_init), which check each
+ * resource's parameters; read it right after the call that failed. Every call that
  * returns void, and the crmm_*_try_* calls, leave it as it was, whatever fails inside them: the
  * cleanup after a failure (a destroy, release or free) does not replace the failure's message. */
 #ifndef CRMM_ERROR_H

@@ -45,8 +45,8 @@ CRMM_API crmm_log_level crmm_log_get_flush_level(void);
 CRMM_API void crmm_log_flush(void);
 /* Write the log to `path` (appending; NULL = stderr), opened by crmm_output_file_open.
  * CRMM_ERROR_IO if it cannot be opened, or is a symbolic link to anything but a pipe, /dev/null or
- * a terminal, someone else's file or a file with another hard link; CRMM_ERROR_INVALID_ARGUMENT for an empty path or one of 4 096 bytes or more;
- * the previous destination then stays. */
+ * a terminal, someone else's file or a file with another hard link; CRMM_ERROR_INVALID_ARGUMENT
+ * for an empty path or one of 4 096 bytes or more; the previous destination then stays. */
 CRMM_API crmm_status crmm_log_set_file(const char *path);
 /* Where the log goes: a path, or "stderr". The string is the logger's own: read it while no other
  * thread calls crmm_log_set_file. */

@@ -16,9 +16,10 @@ extern "C" {
  * the name is taken literally, '%' is not expanded). NULL `file` uses $CRMM_LOG_FILE.
  * All devices or none: on failure every device keeps its resource. Errors:
  * CRMM_ERROR_STATE (already enabled), CRMM_ERROR_CUDA (no device; the message says why),
- * CRMM_ERROR_INVALID_ARGUMENT (no file and no $CRMM_LOG_FILE), CRMM_ERROR_OUT_OF_MEMORY, CRMM_ERROR_IO (a file cannot be
- * created, or is refused as crmm_output_file_open and a logging resource refuse one), CRMM_ERROR_PLUGIN (the logging plugin cannot be loaded), and the errors of creating
- * a device's default resource. */
+ * CRMM_ERROR_INVALID_ARGUMENT (no file and no $CRMM_LOG_FILE), CRMM_ERROR_OUT_OF_MEMORY,
+ * CRMM_ERROR_IO (a file cannot be created, or is refused as crmm_output_file_open and a logging
+ * resource refuse one), CRMM_ERROR_PLUGIN (the logging plugin cannot be loaded), and the errors
+ * of creating a device's default resource. */
 CRMM_API crmm_status crmm_enable_logging(const char *file);
 
 /* Undo crmm_enable_logging: each device whose current resource is still the adaptor it

@@ -123,7 +123,7 @@ CRMM_API crmm_status crmm_resource_allocate_checked(crmm_resource *mr, size_t by
 /* Free `ptr` of `bytes` through `mr`. ptr == NULL → no-op, CRMM_OK. Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (mr NULL, or a pointer the resource does not know when it can
  * tell), CRMM_ERROR_CUDA, CRMM_ERROR_UNSUPPORTED (a free on a stream being captured into a CUDA
- * graph, by a resource that cannot free there: cuda, host, system). */
+ * graph, by a resource that cannot free there: cuda, managed, pinned, system, sam_headroom). */
 CRMM_API crmm_status crmm_resource_deallocate_checked(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
 
 /* crmm_resource_allocate / crmm_resource_deallocate: the functions above, with their common case

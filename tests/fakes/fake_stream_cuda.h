@@ -43,8 +43,8 @@ typedef struct fake_cuda_state {
     int no_context;                 /* cuCtxGetDevice answers CUDA_ERROR_INVALID_CONTEXT */
     int context_device_off_by;      /* cuCtxGetDevice answers the current device + this (mod count) */
     int no_ctx_get_device;          /* the driver has no cuCtxGetDevice (the lookup finds nothing) */
-    cudaError_t get_device_result;  /* what cudaGetDevice answers (cudaSuccess: the current device) */
     /* cleared by fake_cuda_reset: */
+    cudaError_t get_device_result;  /* what cudaGetDevice answers (cudaSuccess: the current device) */
     void (*during_device_sync)(void); /* run once inside the next cudaDeviceSynchronize */
 } fake_cuda_state;
 
