@@ -76,15 +76,18 @@ def _register_now():
 
 
 def register_lazily(_protocol=None):
-    """Have distributed register the serializers above when it first meets a crmm object. Does
-    nothing with a distributed that lacks these dispatchers (so importing distributed never fails
-    because of crmm)."""
+    """Have distributed register the serializers above when it first meets a crmm object. It runs
+    inside `import distributed`, so it never raises: with a distributed that lacks these
+    dispatchers it warns (RuntimeWarning) and registers nothing; DeviceBuffers then travel
+    pickled, through the host."""
     try:
         from distributed.protocol.cuda import cuda_deserialize as cuda_de, cuda_serialize as cuda_se
         from distributed.protocol.serialize import dask_deserialize as dask_de, dask_serialize as dask_se
-    except ImportError:
-        return
-    for dispatch in (cuda_se, cuda_de, dask_se, dask_de):
-        register_lazy = getattr(dispatch, "register_lazy", None)
-        if register_lazy is not None:
-            register_lazy("crmm", _register_now)
+
+        for dispatch in (cuda_se, cuda_de, dask_se, dask_de):
+            dispatch.register_lazy("crmm", _register_now)
+    except Exception as e:  # noqa: BLE001 (importing distributed must not fail because of crmm)
+        import warnings
+
+        warnings.warn(f"crmm: Dask serializers for DeviceBuffer not registered ({type(e).__name__}: {e}); "
+                      "DeviceBuffers will be pickled", RuntimeWarning, stacklevel=2)

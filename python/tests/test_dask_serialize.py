@@ -82,3 +82,13 @@ def test_not_exactly_one_frame_is_refused(host, frames):
 def test_a_frame_that_is_not_device_memory_is_refused_by_the_cuda_family():
     with pytest.raises(TypeError, match="__cuda_array_interface__"):
         _dask_serialize.cuda_deserialize({"nbytes": 3}, [b"abc"])
+
+
+def test_a_distributed_without_the_dispatchers_only_warns(monkeypatch):
+    """register_lazily runs inside `import distributed`: a distributed whose dispatchers are not
+    what crmm expects gets a warning, never an exception (that would fail its import)."""
+    import distributed.protocol.cuda as cuda_module
+
+    monkeypatch.delattr(cuda_module, "cuda_serialize")
+    with pytest.warns(RuntimeWarning, match="Dask serializers for DeviceBuffer not registered"):
+        _dask_serialize.register_lazily()

@@ -13,6 +13,7 @@ import os
 import platform
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -39,13 +40,27 @@ class HostAsDevice:
     block it handed out to its size."""
 
     def __init__(self):
-        self.live = {}
-        self._alloc = _ALLOC(self._allocate)
-        self._free = _FREE(self._deallocate)
+        self.live = live = {}
+        me = weakref.ref(self)
+
+        def allocate(n, stream, arg):
+            obj = me()
+            return obj._allocate(n, stream, arg) if obj is not None else None
+
+        def deallocate(p, n, stream, arg):
+            obj = me()
+            if obj is not None:
+                obj._deallocate(p, n, stream, arg)
+            else:  # a buffer that outlived this object
+                live.pop(p, None)
+                _libc.free(p)
+
+        self._alloc, self._free = _ALLOC(allocate), _FREE(deallocate)
         address = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
         self.mr = MemoryResource("callback", {"allocate_fn": address(self._alloc), "deallocate_fn": address(self._free)})
-        # kept to the end: a buffer that outlives this object (held by a failed test's
-        # traceback, freed by the last collection at exit) is then freed through live trampolines
+        # the trampolines (not this object or its resource: they reach it through a weak
+        # reference) are kept to the end: a buffer that outlives this object (held by a failed
+        # test's traceback, freed by the last collection at exit) is then freed through live ones
         _KEPT_TRAMPOLINES.append((self._alloc, self._free))
 
     def _allocate(self, n, stream, arg):
@@ -864,3 +879,47 @@ def test_extension_binds_to_one_libcrmm_only(ext):
         ext.bind(0, *addr[1:], crmm._lib.check)
     with pytest.raises(TypeError):
         ext.bind(*addr)
+
+
+RESIZE_THREADS_SCRIPT = """
+import ctypes, threading
+import crmm.mr as mr
+from crmm.pylibrmm.device_buffer import DeviceBuffer
+libc = ctypes.CDLL(None)
+address = lambda f: ctypes.cast(f, ctypes.c_void_p).value
+# page-aligned host memory that libcrmm is told is device memory, freed by free(): C alone, so
+# the calls below run without the GIL all the way down
+res = mr.StatisticsResourceAdaptor(
+    mr.MemoryResource("callback", {"allocate_fn": address(libc.valloc), "deallocate_fn": address(libc.free)}))
+buf = DeviceBuffer._uninitialized(0, mr=res)
+errors = []
+def work(i):
+    try:  # the size stays 0: nothing to copy, so no CUDA is needed
+        for k in range(2000):
+            buf.reserve(buf.capacity() + 256)
+            if k % 7 == i:
+                buf.shrink_to_fit()
+            if k % 11 == i:
+                buf.resize(0)
+    except BaseException as e:
+        errors.append(e)
+threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+assert not errors, errors
+counts = res.allocation_counts
+assert counts.current_count == 1, counts.current_count
+assert counts.current_bytes == buf.capacity(), (counts.current_bytes, buf.capacity())
+del buf
+assert res.allocation_counts.current_count == 0
+print("ok")
+"""
+
+
+def test_threads_resizing_one_buffer_take_turns():
+    """resize, reserve and shrink_to_fit replace a buffer's memory and run without the GIL: four
+    threads doing them to one buffer must take turns (as RMM's, under the GIL), leaving one live
+    block of the buffer's capacity and nothing freed twice (which aborted the process)."""
+    done = subprocess.run([sys.executable, "-c", RESIZE_THREADS_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "ok\n"

@@ -8,6 +8,7 @@ caller keeps host memory alive and unchanged until that stream is synchronized.
 
 import ctypes
 import math
+import threading
 
 import numpy as np
 
@@ -19,6 +20,12 @@ from .memory_resource import MemoryResource
 from .stream import DEFAULT_STREAM, Stream, as_stream
 
 _SIZE_END = 1 << 64
+
+# resize, reserve and shrink_to_fit replace a buffer's memory; ctypes lets go of the GIL during
+# the call, so two threads changing one buffer at once would both free its old block. RMM runs
+# them under the GIL; here they take this lock, one at a time across all buffers (they are rare
+# next to allocations). Reentrant: a Python allocator inside one may resize another buffer.
+_REPLACE_LOCK = threading.RLock()
 # What a DeviceBuffer asks its resource for: its size rounded up to a multiple of this (1: the
 # size itself). 16 under install_as_rmm(rmm_version="25.10") or older: up to 25.10 RMM's
 # device_buffer allocated through a resource reference that rounded every request up to 16
@@ -258,16 +265,19 @@ class DeviceBuffer:
         """Change the size to `new_size` bytes, keeping the contents up to the smaller size
         (new bytes are uninitialized)."""
         new_size = size_arg(new_size, "new_size")
-        check(lib.crmm_device_buffer_resize(self._cbuf, new_size, self._set_stream(stream)))
+        with _REPLACE_LOCK:
+            check(lib.crmm_device_buffer_resize(self._cbuf, new_size, self._set_stream(stream)))
 
     def reserve(self, new_capacity, stream=DEFAULT_STREAM):
         """Grow the capacity to at least `new_capacity` bytes; the size stays."""
         new_capacity = size_arg(new_capacity, "new_capacity")
-        check(lib.crmm_device_buffer_reserve(self._cbuf, new_capacity, self._set_stream(stream)))
+        with _REPLACE_LOCK:
+            check(lib.crmm_device_buffer_reserve(self._cbuf, new_capacity, self._set_stream(stream)))
 
     def shrink_to_fit(self, stream=DEFAULT_STREAM):
         """Make the capacity equal to the size."""
-        check(lib.crmm_device_buffer_shrink_to_fit(self._cbuf, self._set_stream(stream)))
+        with _REPLACE_LOCK:
+            check(lib.crmm_device_buffer_shrink_to_fit(self._cbuf, self._set_stream(stream)))
 
     def prefetch(self, device=None, stream=None):
         """Start moving the buffer's memory to `device` (default: the current device; -1,
