@@ -47,8 +47,9 @@ static void unreserve(limiting_resource *r, uint64_t rounded)
 }
 
 /* The upstream gave the memory: count it live and raise the peaks (a load and a compare each,
- * unless a peak rises). Totals are not counted: two more atomic additions on this contended line
- * cost the allocation more than half again under eight threads. */
+ * unless a peak rises). Totals are not counted here: two more atomic additions on this line,
+ * which every allocating thread takes in turn, slowed contended allocation far more than the
+ * peaks do (bench/RESULTS.md); the upstream answers them. */
 static void count_live(limiting_resource *r, uint64_t rounded, int64_t before)
 {
     crmm_counters_raise_peak(&r->peak, before + (int64_t)rounded);

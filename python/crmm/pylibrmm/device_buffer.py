@@ -26,6 +26,7 @@ _SIZE_END = 1 << 64
 # them under the GIL; here they take this lock, one at a time across all buffers (they are rare
 # next to allocations). Reentrant: a Python allocator inside one may resize another buffer.
 _REPLACE_LOCK = threading.RLock()
+
 # What a DeviceBuffer asks its resource for: its size rounded up to a multiple of this (1: the
 # size itself). 16 under install_as_rmm(rmm_version="25.10") or older: up to 25.10 RMM's
 # device_buffer allocated through a resource reference that rounded every request up to 16
