@@ -7,6 +7,7 @@ import gc
 import sys
 import threading
 
+import numpy as np
 import pytest
 
 import crmm
@@ -89,6 +90,19 @@ def test_an_allocate_callback_that_returns_no_address_fails_the_allocation(retur
     with pytest.raises(caught):
         cb.allocate(64)
     assert cb.query("bytes_in_use") == 0
+
+
+def test_an_allocate_callback_may_return_a_numpy_integer():
+    rec = Recorder()
+    cb = mr.CallbackMemoryResource(lambda n, s: np.uint64(rec.allocate(n, s)), rec.deallocate)
+    p = cb.allocate(1000)
+    assert type(p) is int and p % 256 == 0
+    cb.deallocate(p, 1000)
+    assert [c[0] for c in rec.calls] == ["allocate", "deallocate"]
+    for refused in (np.bool_(True), np.float64(4096.0)):
+        bad = mr.CallbackMemoryResource(lambda n, s, r=refused: r, lambda p, n, s: None)
+        with pytest.raises(RuntimeError, match="not an int address"):
+            bad.allocate(64)
 
 
 def test_an_allocate_callback_that_returns_0_is_out_of_memory():

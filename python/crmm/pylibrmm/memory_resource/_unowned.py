@@ -4,6 +4,7 @@ allocator (the ``callback`` plugin), a CUDA memory pool another library made
 (``system``, ``sam_headroom``)."""
 
 import ctypes
+import numbers
 
 from ... import _lib
 from ..._host import pointer_arg, size_arg
@@ -38,6 +39,12 @@ def _stream_for(handle, _default=DEFAULT_STREAM, _per_thread=PER_THREAD_DEFAULT_
     return _view_of(handle)
 
 
+def _is_integer(value):
+    """An integer of another type than int (NumPy's register as numbers.Integral; numpy.bool_
+    does not, and bool is no address)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 class CallbackMemoryResource(MemoryResource):
     """Python functions as the allocator (the ``callback`` plugin; RMM's class of that name).
 
@@ -50,7 +57,8 @@ class CallbackMemoryResource(MemoryResource):
     any other as a RuntimeError with its message (as RMM does). An exception raised by
     deallocate_func cannot stop the free: it goes to sys.unraisablehook (printed, as an
     exception in __del__ is). A return value that is not an int address fails the allocation
-    with RuntimeError; 0 is out of memory (MemoryError). Raises TypeError when either function
+    with RuntimeError (an integer of another type, a NumPy uint64 say, is taken as its value); 0 is
+    out of memory (MemoryError). Raises TypeError when either function
     is not callable.
     """
 
@@ -63,6 +71,8 @@ class CallbackMemoryResource(MemoryResource):
         def allocate(nbytes, stream, _arg, _stream_for=_stream_for, _take=_lib.take_callback_error):
             try:
                 ptr = allocate_func(nbytes, _stream_for(stream))
+                if not isinstance(ptr, int) and _is_integer(ptr):
+                    ptr = ptr.__index__()  # a NumPy integer, as RMM's uintptr_t cast takes it
                 if isinstance(ptr, bool) or not isinstance(ptr, int):
                     raise TypeError(f"allocate_func returned {type(ptr).__name__}, not an int address")
                 ptr = pointer_arg(ptr, "the address allocate_func returned")
