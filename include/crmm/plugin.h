@@ -222,7 +222,8 @@ CRMM_API const char *crmm_getenv(const char *name);
  * to a crmm_<name>.so, not found (with the directories searched and a "did you mean" when a close
  * name exists), dlopen failure (with dlerror()), no entry symbol, entry returning NULL, wrong ABI
  * major, too-new minor, short struct, no name (.name NULL), name mismatch, no create function,
- * unknown upstream rule, bad parameter table; a file or directory that neither root nor the
+ * unknown upstream rule, bad parameter table; a path that is no regular file (a FIFO, a device,
+ * a link to one: never opened); a file or directory that neither root nor the
  * effective user owns, or that others may write (or a group other than its owner's private group),
  * is refused. Each message names the file, what is wrong and what to change. */
 CRMM_API crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const crmm_plugin **out);
