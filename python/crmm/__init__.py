@@ -23,6 +23,7 @@ from ._errors import (
     UnsupportedError,
 )
 from . import _lib
+from ._host import bool_arg as _bool_arg
 from ._lib import initialize, library_path
 from ._rmm_alias import install_as_rmm, is_installed_as_rmm, uninstall_as_rmm
 from ._reinitialize import register_reinitialize_hook, reinitialize, unregister_reinitialize_hook
@@ -47,9 +48,7 @@ def enable_graph_capture(enable=True):
     crmm's pool (graphs = auto) then asks CUDA, on each allocate and free, whether the stream is
     being captured, and keeps what a capture allocates or frees for the graph. The PyTorch, CuPy
     and Numba integrations call it; call it before capturing with DeviceBuffers of your own."""
-    if not isinstance(enable, bool):
-        raise TypeError(f"enable must be a bool, not {type(enable).__name__}")
-    _lib.lib.crmm_graph_capture_enable(enable)
+    _lib.lib.crmm_graph_capture_enable(_bool_arg(enable, "enable"))
 
 
 def graph_capture_enabled():

@@ -50,6 +50,14 @@ def pointer_arg(value, name):
     return value
 
 
+def bool_arg(value, name):
+    """A switch: True or False only (TypeError for anything else, 1 and "false" included: a
+    string that reads as false would be taken as true)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return value
+
+
 def size_arg(value, name):
     """A byte count (size_t)."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -13,6 +13,8 @@ import importlib.util
 import sys
 import threading
 
+from ._host import bool_arg
+
 __all__ = ["install_as_rmm", "uninstall_as_rmm", "is_installed_as_rmm"]
 
 _lock = threading.Lock()
@@ -174,8 +176,7 @@ def install_as_rmm(replace_installed=False, rmm_version=None):
     `replace_installed` that is not True or False (a string such as "false" would hide a real
     RMM)."""
     global _finder, _release
-    if not isinstance(replace_installed, bool):
-        raise TypeError(f"replace_installed must be a bool, not {type(replace_installed).__name__}")
+    bool_arg(replace_installed, "replace_installed")
     release = _parse_release(rmm_version)
     from .pylibrmm import device_buffer
 

@@ -36,6 +36,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from . import _lib
 from ._errors import CrmmError
+from ._host import bool_arg
 from .pylibrmm.memory_resource import MemoryResource, get_per_device_resource, set_per_device_resource
 
 # the queries the "crmm" metric reports
@@ -61,8 +62,7 @@ def config_text(pool_size=None, maximum_pool_size=None, async_=False, managed=Fa
     config would leave one out), TypeError for async_, managed, tracking or statistics other
     than True or False."""
     for flag, value in (("async_", async_), ("managed", managed), ("tracking", tracking), ("statistics", statistics)):
-        if not isinstance(value, bool):
-            raise TypeError(f"{flag} must be a bool, not {type(value).__name__}")
+        bool_arg(value, flag)
     if maximum_pool_size is not None and pool_size is None and not async_:
         raise ValueError("maximum_pool_size needs pool_size (the pool's initial size)")
     if async_ and managed:

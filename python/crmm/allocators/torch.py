@@ -15,6 +15,7 @@ import ctypes
 from .._errors import UnsupportedError
 from .. import _lib
 from .._after_import import after_import
+from .._host import bool_arg
 from .._lib import check, lib, library_path
 
 try:
@@ -56,8 +57,7 @@ def use_crmm(inductor_cudagraph_trees=False):
     never compiles does not pay inductor's import. Pass ``inductor_cudagraph_trees=True`` to
     leave inductor's setting alone; anything but True or False raises TypeError, before torch
     is looked for."""
-    if not isinstance(inductor_cudagraph_trees, bool):
-        raise TypeError(f"inductor_cudagraph_trees must be a bool, not {type(inductor_cudagraph_trees).__name__}")
+    bool_arg(inductor_cudagraph_trees, "inductor_cudagraph_trees")
     if change_current_allocator is None:
         raise ModuleNotFoundError("No module named 'torch': use_crmm needs PyTorch", name="torch")
     change_current_allocator(rmm_torch_allocator)
