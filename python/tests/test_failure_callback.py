@@ -109,22 +109,15 @@ def test_a_config_s_failure_callback_resource_has_the_class(tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
-def test_async_export_options_are_checked_before_c():
-    with pytest.raises(ValueError, match="not both"):
-        mr.CudaAsyncMemoryResource(enable_ipc=True, enable_fabric=True)
-    with pytest.raises(ValueError, match="not both"):
-        mr.CudaAsyncMemoryResource(enable_ipc=1, enable_fabric="yes")
-
-
 class _Made(Exception):
     """Stops a constructor at its plugin's creation, carrying the parameters it was given."""
 
 
-def _async_export_type(monkeypatch, **kwargs):
-    """The export_handle_type that CudaAsyncMemoryResource(**kwargs) asks the async plugin for."""
+def _async_export_flags(monkeypatch, **kwargs):
+    """(enable_ipc, enable_fabric) as CudaAsyncMemoryResource(**kwargs) passes them to the async plugin."""
 
     def made(self, plugin, params, *args, **kw):
-        raise _Made(params.get("export_handle_type"))
+        raise _Made((params.get("enable_ipc"), params.get("enable_fabric")))
 
     monkeypatch.setattr(mr.MemoryResource, "__init__", made)
     with pytest.raises(_Made) as e:
@@ -133,10 +126,16 @@ def _async_export_type(monkeypatch, **kwargs):
 
 
 @pytest.mark.parametrize("truthy", [1, "yes", [0]])
-@pytest.mark.parametrize("flag,handle_type", [("enable_ipc", "posix_fd"), ("enable_fabric", "fabric")])
-def test_async_export_options_are_read_by_their_truth_value_as_rmm_reads_them(monkeypatch, flag, handle_type, truthy):
+@pytest.mark.parametrize("flag,flags", [("enable_ipc", (True, False)), ("enable_fabric", (False, True))])
+def test_async_export_options_are_read_by_their_truth_value_as_rmm_reads_them(monkeypatch, flag, flags, truthy):
     """RMM tests `if enable_ipc:`, so code written for it may pass 1: it means True, 0 False."""
-    assert _async_export_type(monkeypatch, **{flag: truthy}) == handle_type
-    assert _async_export_type(monkeypatch, **{flag: True}) == handle_type
-    assert _async_export_type(monkeypatch, **{flag: 0}) is None
-    assert _async_export_type(monkeypatch, **{flag: False}) is None
+    assert _async_export_flags(monkeypatch, **{flag: truthy}) == flags
+    assert _async_export_flags(monkeypatch, **{flag: True}) == flags
+    assert _async_export_flags(monkeypatch, **{flag: 0}) == (False, False)
+    assert _async_export_flags(monkeypatch, **{flag: False}) == (False, False)
+
+
+def test_async_export_options_combine_as_rmm_s_flags_do(monkeypatch):
+    """RMM ORs the two handle types into one pool; crmm passes both on rather than refusing."""
+    assert _async_export_flags(monkeypatch, enable_ipc=True, enable_fabric=True) == (True, True)
+    assert _async_export_flags(monkeypatch, enable_ipc=1, enable_fabric="yes") == (True, True)

@@ -6,6 +6,8 @@
 int fake_mempool_pools_live;
 int fake_mempool_devices = 1;
 int fake_mempool_current;
+int fake_mempool_supported_handle_types = cudaMemHandleTypePosixFileDescriptor;
+int fake_mempool_created_handle_types;
 
 cudaError_t cudaGetDevice(int *device) { *device = fake_mempool_current; return cudaSuccess; }
 cudaError_t cudaSetDevice(int device)
@@ -21,13 +23,13 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
 {
     (void)device;
     *value = attr == cudaDevAttrMemoryPoolsSupported                ? 1
-             : attr == cudaDevAttrMemoryPoolSupportedHandleTypes ? cudaMemHandleTypePosixFileDescriptor
+             : attr == cudaDevAttrMemoryPoolSupportedHandleTypes ? fake_mempool_supported_handle_types
                                                                   : 0;
     return cudaSuccess;
 }
 cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
 {
-    (void)props;
+    fake_mempool_created_handle_types = (int)props->handleTypes;
     static int token;
     *pool = (cudaMemPool_t)&token;
     fake_mempool_pools_live++;
