@@ -58,6 +58,43 @@ def test_a_copied_resource_holds_its_own_reference(how):
         uses(res)
 
 
+def test_a_second_init_is_refused_and_changes_nothing():
+    """__init__ called again on a made resource (any class): StateError, and the object keeps its
+    C resource, its reference count and its upstream."""
+    for res in host_resources():
+        ptr, refs, upstream = res.ptr, lib.crmm_resource_refcount(res.ptr), res.get_upstream() if hasattr(res, "get_upstream") else None
+        for again in (lambda: type(res).__init__(res, mr.HostMemoryResource()), lambda: mr.MemoryResource.__init__(res, "host")):
+            with pytest.raises(crmm.StateError, match="already made"):
+                again()
+            assert res.ptr == ptr and lib.crmm_resource_refcount(ptr) == refs
+            if upstream is not None:
+                assert res.get_upstream() is upstream
+            uses(res)
+
+
+def test_a_second_init_keeps_a_callback_resource_s_functions():
+    """The functions of the first __init__ still serve the resource and the adaptor above it."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.aligned_alloc.restype, libc.aligned_alloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    calls = []
+
+    def allocate(nbytes, stream):
+        calls.append(nbytes)
+        return libc.aligned_alloc(256, 256)
+
+    cb = mr.CallbackMemoryResource(allocate, lambda ptr, nbytes, stream: libc.free(ptr))
+    stats = mr.StatisticsResourceAdaptor(cb)
+    with pytest.raises(crmm.StateError, match="already made"):
+        cb.__init__(lambda nbytes, stream: 0, lambda ptr, nbytes, stream: None)
+    gc.collect()
+    uses(stats)
+    uses(cb)
+    assert calls == [256, 256]
+
+
 def test_memory_from_a_copy_frees_through_the_original():
     res = mr.StatisticsResourceAdaptor(mr.HostMemoryResource())
     twin = copy.copy(res)

@@ -8,6 +8,7 @@ from the config until set_current_device_resource replaces it, as in C.
 """
 
 import ctypes
+import functools
 import os
 import threading
 import warnings
@@ -144,6 +145,14 @@ def _forget(mr, ptr, _objects=_objects, _lock=_registry_lock):
             del _objects[ptr]
 
 
+def _refuse_second_init(mr):
+    """StateError when `mr` already holds a resource: __init__ called again on a live object
+    would drop its reference (and a subclass's callbacks with it) while allocations and
+    adaptors still use it."""
+    if getattr(mr, "_ptr", None):
+        raise StateError(f"this {type(mr).__name__} is already made; __init__ cannot make it again")
+
+
 class MemoryResource(HandleOwner):
     """A crmm memory resource: a plugin instance, with its upstream chain.
 
@@ -161,10 +170,27 @@ class MemoryResource(HandleOwner):
 
     copy.copy and copy.deepcopy give another object of the same class over the same C resource,
     holding a reference of its own (memory allocated through one may be freed through the
-    other); pickling raises TypeError.
+    other); pickling raises TypeError. Calling __init__ again on a made object (this class's or
+    a subclass's) raises StateError before it changes anything.
     """
 
+    def __init_subclass__(cls, **kwargs):
+        """Every subclass's own __init__ refuses a second call first, before its body replaces
+        callbacks or state that the live resource still uses."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def init_once(self, *args, **kw):
+            _refuse_second_init(self)
+            init(self, *args, **kw)
+
+        cls.__init__ = init_once
+
     def __init__(self, plugin, params=None, upstream=None):
+        _refuse_second_init(self)
         self._ptr = None
         plugin_name = text_arg(plugin, "plugin")
         if upstream is not None and not isinstance(upstream, MemoryResource):
