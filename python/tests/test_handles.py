@@ -72,6 +72,17 @@ def test_a_second_init_is_refused_and_changes_nothing():
             uses(res)
 
 
+@pytest.mark.parametrize("stream", [DEFAULT_STREAM, PER_THREAD_DEFAULT_STREAM], ids=["default", "per_thread"])
+def test_a_second_init_of_a_stream_is_refused(stream):
+    view = Stream(stream)
+    for made in (stream, view):
+        handle = made.handle
+        with pytest.raises(crmm.StateError, match="already made"):
+            made.__init__()
+        assert made.handle == handle
+    assert Stream(view).handle == stream.handle
+
+
 def test_a_second_init_keeps_a_callback_resource_s_functions():
     """The functions of the first __init__ still serve the resource and the adaptor above it."""
     import ctypes

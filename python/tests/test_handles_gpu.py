@@ -36,6 +36,19 @@ def test_a_new_stream_refuses_pickling(gpu, protocol):
     s.synchronize()
 
 
+def test_a_second_init_of_a_stream_or_pool_is_refused_and_keeps_its_streams(gpu):
+    s, pool = Stream(), CudaStreamPool(pool_size=2)
+    handle, first = s.handle, pool.get_stream(0).handle
+    with pytest.raises(crmm.StateError, match="already made"):
+        s.__init__()
+    with pytest.raises(crmm.StateError, match="already made"):
+        pool.__init__(pool_size=4)
+    assert s.handle == handle and pool.get_pool_size() == 2 and pool.get_stream(0).handle == first
+    db = crmm.DeviceBuffer.to_device(b"abc", stream=s)
+    s.synchronize()
+    assert db.tobytes() == b"abc"
+
+
 @pytest.mark.parametrize("how", [copy.copy, copy.deepcopy])
 def test_a_stream_pool_refuses_copies(gpu, how):
     pool = CudaStreamPool(2)

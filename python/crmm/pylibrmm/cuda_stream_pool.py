@@ -30,6 +30,8 @@ class CudaStreamPool(HandleOwner):
     """
 
     def __init__(self, pool_size=16, flags=CudaStreamFlags.SYNC_DEFAULT):
+        if getattr(self, "_pool", None):  # made already: re-making it would leak its streams
+            raise StateError("this CudaStreamPool is already made; __init__ cannot make it again")
         self._pool = None
         if isinstance(pool_size, bool) or not isinstance(pool_size, int):
             raise TypeError(f"pool_size must be an int, not {type(pool_size).__name__}")

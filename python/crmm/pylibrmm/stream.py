@@ -112,6 +112,8 @@ class Stream(HandleOwner):
     # a destroyed one would hand it freed memory.
 
     def __init__(self, obj=None, flags=None):
+        if "_cstream" in self.__dict__:  # made already: re-making it would leak or orphan its stream
+            raise StateError("this Stream is already made; __init__ cannot make it again")
         self._cstream = None
         self._owner = None
         self._destroy = False
