@@ -109,7 +109,7 @@ def _chain(mr):
     kinds = []
     while mr is not None:
         kinds.append(mr.kind)
-        mr = mr.upstream_mr
+        mr = mr._upstream_or_none()
     return " -> ".join(kinds)
 
 

@@ -62,7 +62,7 @@ def test_a_second_init_is_refused_and_changes_nothing():
     """__init__ called again on a made resource (any class): StateError, and the object keeps its
     C resource, its reference count and its upstream."""
     for res in host_resources():
-        ptr, refs, upstream = res.ptr, lib.crmm_resource_refcount(res.ptr), res.get_upstream() if hasattr(res, "get_upstream") else None
+        ptr, refs, upstream = res.ptr, lib.crmm_resource_refcount(res.ptr), res._upstream_or_none()
         for again in (lambda: type(res).__init__(res, mr.HostMemoryResource()), lambda: mr.MemoryResource.__init__(res, "host")):
             with pytest.raises(crmm.StateError, match="already made"):
                 again()

@@ -17,7 +17,22 @@ def test_the_upstream_given_is_the_upstream_returned():
     stats = mr.StatisticsResourceAdaptor(pool)
     assert stats.upstream_mr is pool and stats.get_upstream() is pool
     assert pool.upstream_mr is h
-    assert h.upstream_mr is None
+    # a resource without an upstream has no such attribute, as in RMM (only adaptors have it)
+    assert not hasattr(h, "upstream_mr")
+    with pytest.raises(AttributeError, match="no upstream"):
+        h.get_upstream()
+
+
+def test_a_chain_walked_as_rmm_users_walk_it_ends_at_its_last_resource():
+    """The idiom of cudf, dask-cuda and distributed: follow upstream_mr while the attribute is there."""
+
+    def stack(res):
+        return [res] + stack(res.upstream_mr) if hasattr(res, "upstream_mr") else [res]
+
+    h = mr.HostMemoryResource()
+    pool = mr.PoolMemoryResource(h, initial_pool_size="1MiB")
+    stats = mr.StatisticsResourceAdaptor(pool)
+    assert stack(stats) == [stats, pool, h]
 
 
 def test_an_upstream_outlives_the_name_it_was_given():
@@ -86,7 +101,7 @@ def test_resources_from_the_config_get_their_plugin_s_class(tmp_path):
         assert type(lim) is mr.LimitingResourceAdaptor and lim.get_allocation_limit() == 64 << 10
         pool = lim.upstream_mr
         assert type(pool) is mr.PoolMemoryResource and pool.pool_size() == 1 << 20
-        assert type(pool.upstream_mr) is mr.HostMemoryResource and pool.upstream_mr.upstream_mr is None
+        assert type(pool.upstream_mr) is mr.HostMemoryResource and not hasattr(pool.upstream_mr, "upstream_mr")
         p = s.allocate(1000)
         assert t.get_allocated_bytes() == 1000 and lim.get_allocated_bytes() >= 1000
         s.deallocate(p, 1000)

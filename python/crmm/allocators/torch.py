@@ -157,7 +157,7 @@ def _passes_through_to_pool(mr):
     while mr is not None and mr.kind != "pool":
         if mr.kind not in _PASS_THROUGH:
             return False
-        mr = mr.upstream_mr
+        mr = mr._upstream_or_none()
     return mr is not None
 
 

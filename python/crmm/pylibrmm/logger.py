@@ -157,7 +157,7 @@ def disable_logging():
     with _switch_lock:
         check(lib.crmm_disable_logging())
         for device, mr in _current_objects().items():
-            if isinstance(mr, LoggingResourceAdaptor) and mr.upstream_mr is not None:
+            if isinstance(mr, LoggingResourceAdaptor) and mr._upstream_or_none() is not None:
                 set_per_device_resource(device, mr.upstream_mr)
 
 

@@ -271,10 +271,10 @@ class MemoryResource(HandleOwner):
         """The config's name for it (``"main"``), or ``""``."""
         return _lib.text(lib.crmm_resource_name(self._handle))
 
-    @property
-    def upstream_mr(self):
+    def _upstream_or_none(self):
         """The upstream resource (the object given when this one was made, or the object of
-        the C upstream's plugin class for a resource from the config), or None."""
+        the C upstream's plugin class for a resource from the config), or None for a resource
+        without one."""
         up = getattr(self, "_upstream", None)
         if up is None:
             c_up = lib.crmm_resource_upstream(self._handle)
@@ -282,8 +282,18 @@ class MemoryResource(HandleOwner):
                 up = self._upstream = _object_for(lib.crmm_resource_retain(c_up))
         return up
 
+    @property
+    def upstream_mr(self):
+        """The upstream resource. A resource without one (cuda, host, async, ...) has no such
+        attribute (AttributeError), as in RMM, where only adaptors have it: code that walks a
+        chain with ``hasattr(mr, "upstream_mr")`` stops at its last resource."""
+        up = self._upstream_or_none()
+        if up is None:
+            raise AttributeError(f"{type(self).__name__} ({self.kind}) has no upstream resource")
+        return up
+
     def get_upstream(self):
-        """The upstream resource, or None (see upstream_mr)."""
+        """The upstream resource; AttributeError for a resource without one (see upstream_mr)."""
         return self.upstream_mr
 
     @property
@@ -758,7 +768,7 @@ def _object_for(ptr):
         _objects[ptr] = mr
     # Tie the chain's existing objects to the new one now, while they are alive: a resource set
     # from Python and then wrapped in C (crmm_enable_logging) comes back as that same object later.
-    mr.upstream_mr
+    mr._upstream_or_none()
     return mr
 
 
@@ -1005,7 +1015,7 @@ def _logging_files_of(mr):
     while mr is not None:
         if isinstance(mr, LoggingResourceAdaptor):
             files.append(mr.get_file_name())
-        mr = mr.upstream_mr
+        mr = mr._upstream_or_none()
     return files
 
 
