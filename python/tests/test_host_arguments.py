@@ -17,6 +17,24 @@ def test_host_array_prints_as_its_repr():
     assert a.tobytes() == b"abc\0\0"
 
 
+def test_host_array_pickles_as_a_plain_ndarray():
+    """A pickle of copy_to_host's array loads where crmm is not installed (it names numpy only)."""
+    import pickle
+    import subprocess
+    import sys
+
+    a = dbm._host_array(3)
+    a[:] = [97, 98, 99]
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        data = pickle.dumps(a, protocol=protocol)
+        assert b"crmm" not in data
+        back = pickle.loads(data)
+        assert type(back) is np.ndarray and back.tobytes() == b"abc"
+    code = "import pickle, sys; a = pickle.loads(sys.stdin.buffer.read()); print(type(a).__name__, a.tobytes())"
+    r = subprocess.run([sys.executable, "-I", "-c", code], input=pickle.dumps(a), capture_output=True)
+    assert r.returncode == 0 and r.stdout.decode().split() == ["ndarray", "b'abc'"], r.stderr
+
+
 @pytest.mark.parametrize("bad", [123, "abc", None])
 def test_copy_host_to_ptr_needs_a_buffer(bad):
     with pytest.raises(TypeError, match="buffer protocol"):

@@ -52,6 +52,10 @@ class HostArray(np.ndarray):
 
     __str__ = __repr__
 
+    def __reduce__(self):
+        # pickled as the plain ndarray it is: loadable where crmm is not installed
+        return self.view(np.ndarray).__reduce__()
+
 
 def _host_array(nbytes):
     return np.empty(nbytes, dtype=np.uint8).view(HostArray)
