@@ -36,15 +36,22 @@ def address(view):
     return view.ctypes.data if view.size else None
 
 
+def int_arg(value, name, what="an int"):
+    """An integer given as an int or any object with __index__ (a NumPy integer, as C's integer
+    parameters take it in RMM). Raises TypeError for other types, bool and float included."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        index = getattr(type(value), "__index__", None)
+        if index is None or isinstance(value, bool):
+            raise TypeError(f"{name} must be {what}, not {type(value).__name__}")
+        value = index(value)
+    return value
+
+
 def pointer_arg(value, name):
     """A device pointer given as an int (uintptr_t, as RMM takes it), or any object with
     __index__. Raises TypeError for other types (bool and float too) and OverflowError outside
     [0, 2**64)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        index = getattr(type(value), "__index__", None)
-        if index is None or isinstance(value, bool):
-            raise TypeError(f"{name} must be an int address, not {type(value).__name__}")
-        value = index(value)
+    value = int_arg(value, name, "an int address")
     if not 0 <= value < 1 << 64:
         raise OverflowError(f"{name} {value} is not an address")
     return value
@@ -60,11 +67,7 @@ def bool_arg(value, name):
 
 def size_arg(value, name):
     """A byte count (size_t)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        index = getattr(type(value), "__index__", None)
-        if index is None or isinstance(value, bool):
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-        value = index(value)
+    value = int_arg(value, name)
     if value < 0:
         raise ValueError(f"{name} must not be negative (got {value})")
     if value >= 1 << 64:

@@ -26,7 +26,6 @@ while an expandable pool's pages stay until both sides let go.
 """
 
 import ctypes
-import operator
 import os
 import threading
 from multiprocessing import reduction
@@ -34,7 +33,7 @@ from multiprocessing import reduction
 from . import _lib
 from ._lib import check, lib
 from ._errors import InvalidArgumentError
-from ._host import pointer_arg, size_arg
+from ._host import int_arg, pointer_arg, size_arg
 
 _c_int_p = ctypes.POINTER(ctypes.c_int)
 _PROTOTYPES = {
@@ -64,9 +63,7 @@ _FD_END = 1 << 31  # C's int: a larger number given to C would be cut to another
 def _fd_arg(fd, what="a file descriptor"):
     """A descriptor as C's int: anything with __index__ (TypeError otherwise), ValueError outside
     [0, 2**31), which C would read as another descriptor (2**32 + 4 as 4)."""
-    if isinstance(fd, bool):  # an int to operator.index: True would be descriptor 1
-        raise TypeError(f"{what} must be an int, not bool")
-    fd = operator.index(fd)
+    fd = int_arg(fd, what)  # not bool: True would be descriptor 1
     if not 0 <= fd < _FD_END:
         raise ValueError(f"{what} {fd} is not a file descriptor")
     return fd

@@ -85,6 +85,19 @@ def test_stream_pool_hands_out_its_streams(gpu):
     assert bytes(rmm.DeviceBuffer.to_device(b"ok", stream=s)) == b"ok"
 
 
+def test_stream_pool_takes_numpy_integers_as_rmm_s_size_t_does(gpu):
+    import numpy as np
+
+    pool = CudaStreamPool(pool_size=np.int64(3))
+    assert pool.get_pool_size() == 3
+    assert pool.get_stream(np.uint8(4)).handle == pool.get_stream(1).handle
+    for bad in (True, 2.0, "2"):
+        with pytest.raises(TypeError, match="pool_size must be an int"):
+            CudaStreamPool(pool_size=bad)
+        with pytest.raises(TypeError, match="stream_id must be an int or None"):
+            pool.get_stream(bad)
+
+
 def test_a_stream_of_a_released_pool_raises_state_error(gpu):
     """The pool's streams are destroyed with it: a Stream it handed out is refused afterwards
     rather than handing libcrmm a stream object that is gone."""

@@ -8,9 +8,9 @@ failure there raises CUDADriverError (the type RMM documents for it) with the ru
 """
 
 import ctypes
-import operator
 
 from .. import _lib
+from .._host import int_arg
 
 __all__ = [
     "CUDADriverError",
@@ -77,12 +77,7 @@ class CUDADriverError(_CUDAStatusError):
 def _integer(value, what):
     """`value` as a C int (anything with __index__, not bool); TypeError otherwise, OverflowError
     outside C's int (which ctypes would cut to another value: device 2**32 to device 0)."""
-    if isinstance(value, bool):
-        raise TypeError(f"{what} must be an int, not bool")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{what} must be an int, not {type(value).__name__}") from None
+    value = int_arg(value, what)
     if not -(1 << 31) <= value < 1 << 31:
         raise OverflowError(f"{what} {value} does not fit in a C int")
     return value

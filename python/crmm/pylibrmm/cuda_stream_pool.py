@@ -5,6 +5,7 @@ import weakref
 
 from .._errors import StateError
 from .._handles import HandleOwner
+from .._host import int_arg
 from .._lib import check, lib
 from .stream import CudaStreamFlags, Stream, _flags_arg
 
@@ -33,8 +34,7 @@ class CudaStreamPool(HandleOwner):
         if getattr(self, "_pool", None):  # made already: re-making it would leak its streams
             raise StateError("this CudaStreamPool is already made; __init__ cannot make it again")
         self._pool = None
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int):
-            raise TypeError(f"pool_size must be an int, not {type(pool_size).__name__}")
+        pool_size = int_arg(pool_size, "pool_size")
         if pool_size <= 0 or pool_size >= 1 << 63:
             raise ValueError(f"pool_size must be a positive number of streams, not {pool_size}")
         flags = _flags_arg(flags)
@@ -98,8 +98,7 @@ class CudaStreamPool(HandleOwner):
         if stream_id is None:
             check(lib.crmm_stream_pool_get_stream(self._handle, ctypes.byref(out)))
         else:
-            if isinstance(stream_id, bool) or not isinstance(stream_id, int):
-                raise TypeError(f"stream_id must be an int or None, not {type(stream_id).__name__}")
+            stream_id = int_arg(stream_id, "stream_id", "an int or None")
             if not -(1 << 63) <= stream_id < 1 << 63:
                 raise OverflowError(f"stream_id {stream_id} does not fit in 64 bits")
             check(lib.crmm_stream_pool_get_stream_by_id(self._handle, stream_id, ctypes.byref(out)))

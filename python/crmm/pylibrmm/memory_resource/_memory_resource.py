@@ -17,7 +17,7 @@ import weakref
 from ... import _lib
 from ..._errors import ConfigError, CrmmIOError, CudaError, StateError, UnsupportedError
 from ..._handles import HandleOwner
-from ..._host import pointer_arg, size_arg, size_param, text_arg
+from ..._host import int_arg, pointer_arg, size_arg, size_param, text_arg
 from ..._lib import check, lib
 from ..stream import DEFAULT_STREAM, as_stream
 
@@ -860,13 +860,7 @@ def _device_arg(device):
     """A device ordinal: an int, or an integer of another type (numpy's) through __index__, as
     RMM's `int device` arguments take it. TypeError for other types (bool too), ValueError
     outside C's int."""
-    if isinstance(device, bool):
-        raise TypeError("device must be an int, not bool")
-    if not isinstance(device, int):
-        index = getattr(type(device), "__index__", None)
-        if index is None:
-            raise TypeError(f"device must be an int, not {type(device).__name__}")
-        device = index(device)
+    device = int_arg(device, "device")
     if not -(1 << 31) <= device < 1 << 31:
         raise ValueError(f"device {device} is not a device ordinal")
     return device
