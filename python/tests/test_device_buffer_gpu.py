@@ -86,8 +86,6 @@ def test_stream_pool_hands_out_its_streams(gpu):
 
 
 def test_stream_pool_takes_numpy_integers_as_rmm_s_size_t_does(gpu):
-    import numpy as np
-
     pool = CudaStreamPool(pool_size=np.int64(3))
     assert pool.get_pool_size() == 3
     assert pool.get_stream(np.uint8(4)).handle == pool.get_stream(1).handle
