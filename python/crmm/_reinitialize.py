@@ -78,7 +78,7 @@ def reinitialize(
     run) and a device not listed keeps its resource:
     cudaMalloc (or cudaMallocManaged with `managed_memory`), under a pool of
     `initial_pool_size`/`maximum_pool_size` (ints or size strings; pool defaults when None) with
-    `pool_allocator`, logged to `log_file_name` with ".dev<N>" before its extension with
+    `pool_allocator` (without it they are ignored, not checked, as in RMM), logged to `log_file_name` with ".dev<N>" before its extension with
     `logging` (default file: $RMM_LOG_FILE, then $CRMM_LOG_FILE). Memory from the old resources
     must not be used afterwards (as in RMM). Logging again to the file a device's present logging
     layer writes replaces that layer, as in RMM; while something else still holds that layer, the
@@ -88,8 +88,9 @@ def reinitialize(
     logging has no file name, CudaError without a device, InvalidArgumentError for a device
     that does not exist, and the plugins' errors."""
     device_list = _devices_arg(devices)
-    pool_sizes = (size_param(initial_pool_size, "initial_pool_size"), size_param(maximum_pool_size, "maximum_pool_size"))
+    pool_sizes = (None, None)  # ignored without a pool, as in RMM, which then does not read them
     if pool_allocator:
+        pool_sizes = (size_param(initial_pool_size, "initial_pool_size"), size_param(maximum_pool_size, "maximum_pool_size"))
         _mr.check_pool_sizes(*pool_sizes)
     if logging:
         if log_file_name is None:

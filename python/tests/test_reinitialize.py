@@ -88,6 +88,16 @@ def test_bad_arguments_are_refused_before_any_hook_runs(kwargs, exc):
     assert calls == []
 
 
+@pytest.mark.parametrize("sizes", [{"initial_pool_size": "abc"}, {"maximum_pool_size": 1.5}, {"initial_pool_size": -1}])
+def test_pool_sizes_without_a_pool_are_ignored_as_rmm_ignores_them(sizes):
+    calls = []
+    crmm.register_reinitialize_hook(stop)
+    crmm.register_reinitialize_hook(calls.append, "ran")
+    with pytest.raises(Stop):
+        crmm.reinitialize(pool_allocator=False, **sizes)
+    assert calls == ["ran"]
+
+
 def test_logging_needs_a_file_name(monkeypatch):
     monkeypatch.delenv("RMM_LOG_FILE", raising=False)
     monkeypatch.delenv("CRMM_LOG_FILE", raising=False)
