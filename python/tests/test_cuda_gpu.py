@@ -104,3 +104,38 @@ def test_rmm_cuda_gpu_is_reached_as_an_attribute_after_import_crmm():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+def _fake_bindings(monkeypatch, status, prop):
+    """A cuda.bindings.runtime whose cudaGetDeviceProperties answers (status, prop), noting the
+    devices asked for."""
+    import types
+
+    asked = []
+    runtime = types.ModuleType("cuda.bindings.runtime")
+    runtime.cudaGetDeviceProperties = lambda device: asked.append(device) or (status, prop)
+    bindings = types.ModuleType("cuda.bindings")
+    bindings.runtime = runtime
+    cuda = types.ModuleType("cuda")
+    cuda.bindings = bindings
+    for name, module in (("cuda", cuda), ("cuda.bindings", bindings), ("cuda.bindings.runtime", runtime)):
+        monkeypatch.setitem(sys.modules, name, module)
+    return asked
+
+
+def test_device_properties_are_cuda_python_s_as_rmm_returns_them(monkeypatch):
+    prop = object()
+    asked = _fake_bindings(monkeypatch, 0, prop)
+    assert gpu.getDeviceProperties(1) is prop and asked == [1]
+    _fake_bindings(monkeypatch, 101, None)  # cudaErrorInvalidDevice
+    with pytest.raises(gpu.CUDARuntimeError) as info:
+        gpu.getDeviceProperties(7)
+    assert info.value.status == 101
+    with pytest.raises(TypeError):
+        gpu.getDeviceProperties("0")
+
+
+def test_device_properties_without_cuda_python_say_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cuda.bindings", None)  # as if not installed
+    with pytest.raises(ModuleNotFoundError, match="install cuda-python"):
+        gpu.getDeviceProperties(0)

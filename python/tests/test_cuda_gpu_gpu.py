@@ -57,6 +57,17 @@ def test_attribute_by_cuda_python_enum(gpu_present):
     assert gpu.getDeviceAttribute(attr, 0) == 1024
 
 
+def test_device_properties_agree_with_the_name_and_attributes(gpu_present):
+    pytest.importorskip("cuda.bindings.runtime")
+    prop = gpu.getDeviceProperties(0)
+    name = prop.name.decode() if isinstance(prop.name, bytes) else prop.name
+    assert name.split("\0", 1)[0] == gpu.deviceGetName(0)
+    assert prop.maxThreadsPerBlock == gpu.getDeviceAttribute(MAX_THREADS_PER_BLOCK, 0)
+    assert prop.major == gpu.getDeviceAttribute(COMPUTE_CAPABILITY_MAJOR, 0)
+    with pytest.raises(gpu.CUDARuntimeError, match="cudaErrorInvalidDevice"):
+        gpu.getDeviceProperties(gpu.getDeviceCount())
+
+
 def test_device_name_and_versions(gpu_present):
     name = gpu.deviceGetName(0)
     assert isinstance(name, str) and name and "\0" not in name

@@ -5,6 +5,8 @@ device). A failed CUDA call raises CUDARuntimeError carrying CUDA's status and i
 
 deviceGetName reads the name from cudaGetDeviceProperties rather than the driver API; a
 failure there raises CUDADriverError (the type RMM documents for it) with the runtime's status.
+getDeviceProperties returns cuda-python's cudaDeviceProp, as RMM's does, and so needs
+cuda-python (cuda.bindings); the rest needs nothing beyond libcrmm.
 """
 
 import ctypes
@@ -20,6 +22,7 @@ __all__ = [
     "getDevice",
     "getDeviceAttribute",
     "getDeviceCount",
+    "getDeviceProperties",
     "runtimeGetVersion",
     "setDevice",
 ]
@@ -141,3 +144,23 @@ def deviceGetName(device):
     properties = ctypes.create_string_buffer(_PROPERTIES_BUFFER)
     _call(_get_device_properties, properties, device, error=CUDADriverError)
     return properties.raw[:_NAME_LENGTH].split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def getDeviceProperties(device):
+    """cuda-python's cudaDeviceProp of `device` (``.name``, ``.totalGlobalMem``, ``.major``, ...),
+    as RMM returns it. Raises TypeError for a non-int, ModuleNotFoundError when cuda-python
+    (cuda.bindings) is not installed, CUDARuntimeError for a device that does not exist (or none
+    at all)."""
+    device = _integer(device, "device")
+    try:
+        from cuda.bindings import runtime
+    except ImportError as e:
+        raise ModuleNotFoundError(
+            "rmm._cuda.gpu.getDeviceProperties returns cuda-python's cudaDeviceProp: install "
+            "cuda-python (cuda-bindings), or read single properties with getDeviceAttribute",
+            name="cuda.bindings",
+        ) from e
+    status, prop = runtime.cudaGetDeviceProperties(device)
+    if int(status) != 0:
+        raise CUDARuntimeError(int(status))
+    return prop
