@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include <crmm/async.h>
+#include <crmm/ipc.h>
 #include "test_support.h"
 
 #define MiB ((uint64_t)1 << 20)
@@ -130,7 +131,7 @@ static bool handle_type_supported(int type, const char *name, crmm_status st, co
 {
     int mask = 0;
     ck_assert_int_eq(cudaDeviceGetAttribute(&mask, cudaDevAttrMemoryPoolSupportedHandleTypes, crmm_test_cuda_device()), cudaSuccess);
-    if (mask & type)
+    if ((mask & type) == type)
         return true;
     ck_assert_int_eq(st, CRMM_ERROR_UNSUPPORTED);
     ck_assert_msg(strstr(crmm_last_error(), name) && strstr(crmm_last_error(), "device"), "message: %s", crmm_last_error());
@@ -191,6 +192,38 @@ CRMM_TEST(export_handle_type_fabric)
         crmm_resource_release(a);
         return;
     }
+    ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 100, NULL));
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    crmm_resource_release(a);
+}
+
+/* RMM's enable_ipc and enable_fabric together: one pool of both handle types where the device
+ * has both (else UNSUPPORTED naming fabric), whose export sends the POSIX descriptor. As for
+ * fabric alone, a missing IMEX channel may refuse the pool or its first allocation. */
+CRMM_TEST(enable_ipc_and_enable_fabric_together)
+{
+    crmm_resource *a = NULL;
+    crmm_clear_error();
+    crmm_status st = crmm_resource_create("async", "enable_ipc=true enable_fabric=true", NULL, &a);
+    if (!handle_type_supported(cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric, "fabric", st, a))
+        return;
+    if (st != CRMM_OK) {
+        ck_assert_msg(strstr(crmm_last_error(), "fabric"), "message: %s", crmm_last_error());
+        ck_assert_ptr_null(a);
+        return;
+    }
+    void *p;
+    st = crmm_resource_allocate(a, 100, NULL, &p);
+    if (st != CRMM_OK) {
+        ck_assert_msg(strstr(crmm_last_error(), "async"), "message: %s", crmm_last_error());
+        crmm_resource_release(a);
+        return;
+    }
+    crmm_ipc_handle *h = NULL;
+    ck_assert_crmm_ok(crmm_ipc_export(a, p, 100, &h));
+    const int *fds = NULL;
+    ck_assert_uint_eq(crmm_ipc_handle_fds(h, &fds), 1);
+    crmm_ipc_handle_free(h);
     ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 100, NULL));
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     crmm_resource_release(a);

@@ -62,13 +62,19 @@ def test_a_second_init_is_refused_and_changes_nothing():
     """__init__ called again on a made resource (any class): StateError, and the object keeps its
     C resource, its reference count and its upstream."""
     for res in host_resources():
+        if isinstance(res, mr.BinningMemoryResource):  # a bin, which a re-run __init__ would forget
+            res.add_bin(4096, mr.FixedSizeMemoryResource(mr.HostMemoryResource(), block_size=4096, blocks_to_preallocate=1))
+        bins = res.bin_mrs if isinstance(res, mr.BinningMemoryResource) else None
         ptr, refs, upstream = res.ptr, lib.crmm_resource_refcount(res.ptr), res._upstream_or_none()
         for again in (lambda: type(res).__init__(res, mr.HostMemoryResource()), lambda: mr.MemoryResource.__init__(res, "host")):
-            with pytest.raises(crmm.StateError, match="already made"):
+            with pytest.raises(crmm.StateError, match="already made") as info:
                 again()
+            assert info.value.status == "CRMM_ERROR_STATE"
             assert res.ptr == ptr and lib.crmm_resource_refcount(ptr) == refs
             if upstream is not None:
                 assert res.get_upstream() is upstream
+            if bins is not None:
+                assert res.bin_mrs == bins and len(bins) == 1
             uses(res)
 
 

@@ -30,6 +30,10 @@ def test_host_array_pickles_as_a_plain_ndarray():
         assert b"crmm" not in data
         back = pickle.loads(data)
         assert type(back) is np.ndarray and back.tobytes() == b"abc"
+    big = dbm._host_array(1 << 20)
+    out_of_band = []
+    pickle.dumps(big, protocol=5, buffer_callback=out_of_band.append)
+    assert len(out_of_band) == 1  # no copy into the pickle, as for a plain ndarray
     code = "import pickle, sys; a = pickle.loads(sys.stdin.buffer.read()); print(type(a).__name__, a.tobytes())"
     r = subprocess.run([sys.executable, "-I", "-c", code], input=pickle.dumps(a), capture_output=True)
     assert r.returncode == 0 and r.stdout.decode().split() == ["ndarray", "b'abc'"], r.stderr

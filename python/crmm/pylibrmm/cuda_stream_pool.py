@@ -32,7 +32,7 @@ class CudaStreamPool(HandleOwner):
 
     def __init__(self, pool_size=16, flags=CudaStreamFlags.SYNC_DEFAULT):
         if getattr(self, "_pool", None):  # made already: re-making it would leak its streams
-            raise StateError("this CudaStreamPool is already made; __init__ cannot make it again")
+            raise StateError("this CudaStreamPool is already made; __init__ cannot make it again", "CRMM_ERROR_STATE")
         self._pool = None
         pool_size = int_arg(pool_size, "pool_size")
         if pool_size <= 0 or pool_size >= 1 << 63:

@@ -52,9 +52,10 @@ class HostArray(np.ndarray):
 
     __str__ = __repr__
 
-    def __reduce__(self):
-        # pickled as the plain ndarray it is: loadable where crmm is not installed
-        return self.view(np.ndarray).__reduce__()
+    def __reduce_ex__(self, protocol):
+        # pickled as the plain ndarray it is: loadable where crmm is not installed, and handed
+        # out of band under protocol 5 as an ndarray is
+        return self.view(np.ndarray).__reduce_ex__(protocol)
 
 
 def _host_array(nbytes):

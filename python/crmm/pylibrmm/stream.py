@@ -113,7 +113,7 @@ class Stream(HandleOwner):
 
     def __init__(self, obj=None, flags=None):
         if "_cstream" in self.__dict__:  # made already: re-making it would leak or orphan its stream
-            raise StateError("this Stream is already made; __init__ cannot make it again")
+            raise StateError("this Stream is already made; __init__ cannot make it again", "CRMM_ERROR_STATE")
         self._cstream = None
         self._owner = None
         self._destroy = False

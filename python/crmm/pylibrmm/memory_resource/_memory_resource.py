@@ -150,7 +150,7 @@ def _refuse_second_init(mr):
     would drop its reference (and a subclass's callbacks with it) while allocations and
     adaptors still use it."""
     if getattr(mr, "_ptr", None):
-        raise StateError(f"this {type(mr).__name__} is already made; __init__ cannot make it again")
+        raise StateError(f"this {type(mr).__name__} is already made; __init__ cannot make it again", "CRMM_ERROR_STATE")
 
 
 class MemoryResource(HandleOwner):
