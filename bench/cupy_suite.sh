@@ -18,24 +18,10 @@ if [ $# -lt 1 ] || [ ! -d "$1" ]; then
 fi
 tests=$(cd "$1" && pwd)
 shift
-src=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${CRMM_BUILD_DIR:-.}" && pwd)
-PYTHON=${PYTHON:-python3}
-if [ ! -e "$build/.libs/libcrmm.so" ] || [ ! -d "$build/plugins/built" ]; then
-  echo "$0: $build is not a built crmm tree (no .libs/libcrmm.so or plugins/built); run make there or set CRMM_BUILD_DIR" >&2
-  exit 2
-fi
-CRMM_LIBRARY="$build/.libs/libcrmm.so"
-CRMM_PLUGIN_PATH="$build/plugins/built"
-CRMM_CONFIG=${CRMM_CONFIG:-$src/conf/crmm.ini}
-PYTHONPATH="$src/python:$src/bench${PYTHONPATH:+:$PYTHONPATH}"
-# crmm's C extension for the allocation path, where the build made it
-[ -e "$build/python/crmm/.libs/_fastalloc.so" ] && CRMM_FASTALLOC="$build/python/crmm/.libs/_fastalloc.so" && export CRMM_FASTALLOC
-export CRMM_LIBRARY CRMM_PLUGIN_PATH CRMM_CONFIG PYTHONPATH
+. "$(dirname "$0")/suite_env.sh"
 cache=$(mktemp -d) || exit 2
 trap 'rm -rf "$cache"' EXIT
 cd "$tests" || exit 2
-COLUMNS=${COLUMNS:-240}; export COLUMNS
 run() {
   PYTHONDONTWRITEBYTECODE=1 "$PYTHON" -m pytest -p cupy_suite_allocator -o cache_dir="$cache" -q --tb=line -rfE "$@"
 }

@@ -33,7 +33,7 @@ EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench
 	bench/logs/resnet_train.csv.gz bench/logs/moe_train.csv.gz
 EXTRA_DIST += bench/rmm_suite.sh
 # CuPy's own tests with crmm as CuPy's allocator (run on a GPU machine)
-EXTRA_DIST += bench/cupy_suite.sh bench/cupy_suite_allocator.py
+EXTRA_DIST += bench/cupy_suite.sh bench/cupy_suite_allocator.py bench/suite_env.sh
 # the C cost of a device buffer and its pieces (make bench/device_buffer_calls; needs a GPU to run)
 EXTRA_PROGRAMS = bench/device_buffer_calls
 bench_device_buffer_calls_SOURCES = bench/device_buffer_calls.c

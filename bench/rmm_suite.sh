@@ -20,20 +20,8 @@ if [ $# -lt 1 ] || [ ! -d "$1" ]; then
 fi
 tests=$(cd "$1" && pwd)
 shift
-src=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${CRMM_BUILD_DIR:-.}" && pwd)
-PYTHON=${PYTHON:-python3}
-if [ ! -e "$build/.libs/libcrmm.so" ] || [ ! -d "$build/plugins/built" ]; then
-  echo "$0: $build is not a built crmm tree (no .libs/libcrmm.so or plugins/built); run make there or set CRMM_BUILD_DIR" >&2
-  exit 2
-fi
-CRMM_LIBRARY="$build/.libs/libcrmm.so"
-CRMM_PLUGIN_PATH="$build/plugins/built"
-PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}"
-export CRMM_LIBRARY CRMM_PLUGIN_PATH PYTHONPATH
+. "$(dirname "$0")/suite_env.sh"
 # RMM's tests write nothing beside themselves (no cache, no bytecode); pytest runs in their
 # directory so that their conftest.py and test_helpers.py are found as RMM's CI finds them.
 cd "$tests" || exit 2
-# wide enough that each failure line keeps its reason
-COLUMNS=${COLUMNS:-240}; export COLUMNS
 PYTHONDONTWRITEBYTECODE=1 exec "$PYTHON" -m crmm.as_rmm ${RMM_VERSION:+--rmm-version "$RMM_VERSION"} -m pytest -p no:cacheprovider -q --tb=no -rfEs "$@" .
