@@ -19,6 +19,8 @@ fi
 tests=$(cd "$1" && pwd)
 shift
 . "$(dirname "$0")/suite_env.sh"
+CRMM_CONFIG=${CRMM_CONFIG:-$src/conf/crmm.ini}
+export CRMM_CONFIG
 cache=$(mktemp -d) || exit 2
 trap 'rm -rf "$cache"' EXIT
 cd "$tests" || exit 2

@@ -1,10 +1,10 @@
 # shellcheck shell=sh
 # bench/suite_env.sh — sourced by rmm_suite.sh and cupy_suite.sh, which run another project's
 # Python tests over a crmm build tree: $CRMM_BUILD_DIR, else the current directory. Points
-# Python at that tree's libcrmm, plugins and C extension (where the build made it), at the
-# repository's Python package and bench/ (for the pytest plugins there), and at the default
-# config unless $CRMM_CONFIG names another. Sets src (the repository), build and PYTHON; exits 2
-# when the tree is not built.
+# Python at that tree's libcrmm, plugins and C extension (where the build made it) and at the
+# repository's Python package and bench/ (for the pytest plugins there); the config is the
+# caller's ($CRMM_CONFIG, else crmm's own search). Sets src (the repository), build and PYTHON;
+# exits 2 when the tree is not built.
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${CRMM_BUILD_DIR:-.}" && pwd)
 PYTHON=${PYTHON:-python3}
@@ -14,9 +14,8 @@ if [ ! -e "$build/.libs/libcrmm.so" ] || [ ! -d "$build/plugins/built" ]; then
 fi
 CRMM_LIBRARY="$build/.libs/libcrmm.so"
 CRMM_PLUGIN_PATH="$build/plugins/built"
-CRMM_CONFIG=${CRMM_CONFIG:-$src/conf/crmm.ini}
 PYTHONPATH="$src/python:$src/bench${PYTHONPATH:+:$PYTHONPATH}"
-export CRMM_LIBRARY CRMM_PLUGIN_PATH CRMM_CONFIG PYTHONPATH
+export CRMM_LIBRARY CRMM_PLUGIN_PATH PYTHONPATH
 if [ -z "${CRMM_FASTALLOC:-}" ] && [ -e "$build/python/crmm/.libs/_fastalloc.so" ]; then
   CRMM_FASTALLOC="$build/python/crmm/.libs/_fastalloc.so"
   export CRMM_FASTALLOC
