@@ -78,8 +78,9 @@ def reinitialize(
     run) and a device not listed keeps its resource:
     cudaMalloc (or cudaMallocManaged with `managed_memory`), under a pool of
     `initial_pool_size`/`maximum_pool_size` (ints or size strings; pool defaults when None) with
-    `pool_allocator` (without it they are ignored, not checked, as in RMM), logged to `log_file_name` with ".dev<N>" before its extension with
-    `logging` (default file: $RMM_LOG_FILE, then $CRMM_LOG_FILE). Memory from the old resources
+    `pool_allocator` (without it they are ignored, not checked, as in RMM), logged to
+    `log_file_name` with ".dev<N>" before its extension with `logging` (default file:
+    $RMM_LOG_FILE, then $CRMM_LOG_FILE). Memory from the old resources
     must not be used afterwards (as in RMM). Logging again to the file a device's present logging
     layer writes replaces that layer, as in RMM; while something else still holds that layer, the
     file is refused (CrmmIOError, an OSError) and the device keeps its new chain without logging.
