@@ -171,27 +171,34 @@ CRMM_TEST(export_handle_type_posix_fd)
     crmm_resource_release(a);
 }
 
+/* A pool of fabric handles that the device says it supports (`st`, `a`: its create), with 100
+ * bytes allocated from it in *p; false when the machine lacks the IMEX channel such a pool may
+ * still need: then the create's error names fabric, or the first allocation's names the
+ * resource, and nothing is left allocated. RMM's FabricHandlesSupport test. */
+static bool fabric_pool_allocates(crmm_status st, crmm_resource *a, void **p)
+{
+    if (st != CRMM_OK) {
+        ck_assert_msg(strstr(crmm_last_error(), "fabric"), "message: %s", crmm_last_error());
+        ck_assert_ptr_null(a);
+        return false;
+    }
+    st = crmm_resource_allocate(a, 100, NULL, p);
+    if (st != CRMM_OK) { /* the same lack of IMEX may show only when memory is mapped */
+        ck_assert_msg(strstr(crmm_last_error(), "async"), "message: %s", crmm_last_error());
+        crmm_resource_release(a);
+        return false;
+    }
+    return true;
+}
+
 CRMM_TEST(export_handle_type_fabric)
 {
     crmm_resource *a = NULL;
     crmm_clear_error();
     crmm_status st = crmm_resource_create("async", "export_handle_type=fabric", NULL, &a);
-    if (!handle_type_supported(cudaMemHandleTypeFabric, "fabric", st, a))
-        return;
-    /* The device says yes; the pool may still need an IMEX channel this machine lacks: then the
-     * error names the handle type. RMM's FabricHandlesSupport test. */
-    if (st != CRMM_OK) {
-        ck_assert_msg(strstr(crmm_last_error(), "fabric"), "message: %s", crmm_last_error());
-        ck_assert_ptr_null(a);
-        return;
-    }
     void *p;
-    st = crmm_resource_allocate(a, 100, NULL, &p);
-    if (st != CRMM_OK) { /* the same lack of IMEX may show only when memory is mapped */
-        ck_assert_msg(strstr(crmm_last_error(), "async"), "message: %s", crmm_last_error());
-        crmm_resource_release(a);
+    if (!handle_type_supported(cudaMemHandleTypeFabric, "fabric", st, a) || !fabric_pool_allocates(st, a, &p))
         return;
-    }
     ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 100, NULL));
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     crmm_resource_release(a);
@@ -205,20 +212,10 @@ CRMM_TEST(enable_ipc_and_enable_fabric_together)
     crmm_resource *a = NULL;
     crmm_clear_error();
     crmm_status st = crmm_resource_create("async", "enable_ipc=true enable_fabric=true", NULL, &a);
-    if (!handle_type_supported(cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric, "fabric", st, a))
-        return;
-    if (st != CRMM_OK) {
-        ck_assert_msg(strstr(crmm_last_error(), "fabric"), "message: %s", crmm_last_error());
-        ck_assert_ptr_null(a);
-        return;
-    }
     void *p;
-    st = crmm_resource_allocate(a, 100, NULL, &p);
-    if (st != CRMM_OK) {
-        ck_assert_msg(strstr(crmm_last_error(), "async"), "message: %s", crmm_last_error());
-        crmm_resource_release(a);
+    if (!handle_type_supported(cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric, "fabric", st, a) ||
+        !fabric_pool_allocates(st, a, &p))
         return;
-    }
     crmm_ipc_handle *h = NULL;
     ck_assert_crmm_ok(crmm_ipc_export(a, p, 100, &h));
     const int *fds = NULL;
