@@ -371,6 +371,32 @@ CRMM_LOOP_TEST_IN("other plugins", out_of_memory_under_capture_rather_than_a_wai
     crmm_resource_release(r);
 }
 
+/* An arena with no room left fails an allocation on a captured stream with
+ * CRMM_ERROR_OUT_OF_MEMORY naming the capture, the pointer NULL, whatever the thread's last error
+ * was (none, or an older, unrelated one), and with no forbidden call. */
+CRMM_LOOP_TEST_IN("other plugins", full_arena_under_capture_fails_out_of_memory, 2)
+{
+    crmm_resource *r = parking_resource(0); /* 8 MiB */
+    cudaStream_t s = stream_n(1);
+    void *held = alloc_on(r, 7 * MiB, s);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = r;
+    if (_i) /* an older failure of this thread, of another status */
+        ck_assert_crmm(crmm_resource_allocate(NULL, 1, NULL, &x), CRMM_ERROR_INVALID_ARGUMENT);
+    else
+        crmm_clear_error();
+    ck_assert_crmm(crmm_resource_allocate(r, 4 * MiB, (crmm_cuda_stream_t)s, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(crmm_last_error(), "captured into a CUDA graph"), "%s", crmm_last_error());
+    ck_assert_msg(!strstr(crmm_last_error(), "is NULL"), "%s", crmm_last_error());
+    fake_capture_end(s);
+    ck_assert_msg(fake_capture_forbidden() == 0, "%d forbidden call(s), the last %s", fake_capture_forbidden(),
+                  fake_capture_last_forbidden());
+    fake_graph_destroy(g);
+    free_on(r, held, 7 * MiB, s);
+    crmm_resource_release(r);
+}
+
 /* The cuda plugin allocates under capture (cudaMalloc in the relaxed mode: new memory is safe for a
  * graph) but refuses to free on a captured stream, which would free what the graph still uses. */
 CRMM_TEST_IN("other plugins", cuda_allocates_under_capture_and_refuses_to_free)

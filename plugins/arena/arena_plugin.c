@@ -110,9 +110,13 @@ static crmm_status arena_allocate_now(arena_resource *r, size_t bytes, crmm_cuda
     }
     if (st != CRMM_ERROR_OUT_OF_MEMORY)
         return st;
-    if (capturing) /* defragmenting waits for the device */
-        return crmm_error_add_context("%s: allocating %zu bytes on stream %p while it is captured into a CUDA graph",
+    if (capturing) { /* defragmenting waits for the device; a full arena recorded no error */
+        arena_out_of_memory(r, bytes);
+        return crmm_error_add_context("%s: allocating %zu bytes on stream %p while it is captured into a CUDA graph, "
+                                      "where defragmenting would wait for the device (give the arena more memory "
+                                      "before the capture)",
                                       arena_who(r), bytes, (void *)stream);
+    }
     arena_defragment(r);
     st = arena_try_allocate(r, bytes, stream, ptr);
     if (st == CRMM_ERROR_OUT_OF_MEMORY)
