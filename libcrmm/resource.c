@@ -52,10 +52,15 @@ crmm_status crmm_resource_failure(const crmm_resource *mr, crmm_status status)
     if (!mr)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "resource_failure: resource is NULL (its failure was %s)",
                               crmm_status_name(status));
-    if (status != CRMM_OK && crmm_last_status() == CRMM_OK)
-        return crmm_set_error(status, "%s%s%s%s failed (%s) without saying why", mr->kind, mr->name[0] ? " '" : "",
-                              mr->name, mr->name[0] ? "'" : "", crmm_status_name(status));
-    return status;
+    if (status == CRMM_OK || crmm_last_status() == status)
+        return status;
+    /* Nothing recorded, or another status: an older failure's, or a recorded status the resource
+     * did not return. Record this one, keeping the message that was there. */
+    char was[1024];
+    snprintf(was, sizeof was, "%s", crmm_last_status() == CRMM_OK ? "" : crmm_last_error());
+    return crmm_set_error(status, "%s%s%s%s failed (%s) without saying why%s%s%s", mr->kind, mr->name[0] ? " '" : "",
+                          mr->name, mr->name[0] ? "'" : "", crmm_status_name(status),
+                          was[0] ? " (the last error recorded on this thread: " : "", was, was[0] ? ")" : "");
 }
 
 crmm_status crmm_resource_deallocate_checked(crmm_resource *mr, void *ptr, size_t bytes, crmm_cuda_stream_t stream)

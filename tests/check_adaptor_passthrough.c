@@ -152,10 +152,13 @@ int main(void)
 
 
 /* Every adaptor over it fails with its status and a message naming it: an adaptor that adds its
- * context to the thread's error (CRMM_OK here) must not turn the failure into a success. */
-CRMM_LOOP_TEST(a_silent_upstream_failure_stays_a_failure_through_each_adaptor, N_ADAPTORS)
+ * context to the thread's error must not turn the failure into a success (no error recorded:
+ * CRMM_OK) or into an older failure's status (the second pass: an earlier failure of this thread,
+ * of another status, is still recorded). */
+CRMM_LOOP_TEST(a_silent_upstream_failure_stays_a_failure_through_each_adaptor, 2 * N_ADAPTORS)
 {
-    const struct adaptor *ad = &adaptors[_i];
+    const struct adaptor *ad = &adaptors[_i % N_ADAPTORS];
+    const bool stale = _i >= N_ADAPTORS;
     static crmm_resource silent; /* over silent_resource.h's resource */
     silent_resource_init(&silent, CRMM_RESOURCE_HOST_ACCESSIBLE);
     char params[512];
@@ -169,11 +172,16 @@ CRMM_LOOP_TEST(a_silent_upstream_failure_stays_a_failure_through_each_adaptor, N
     crmm_resource_release(&silent); /* the adaptor holds it */
     void *ptr = (void *)1;
     crmm_clear_error();
+    if (stale)
+        ck_assert_crmm(crmm_resource_allocate(NULL, 1, NULL, &ptr), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_resource_allocate(a, 4096, NULL, &ptr), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(ptr);
     ck_assert_msg(strstr(crmm_last_error(), "silent failed (") != NULL, "%s: %s", ad->plugin, crmm_last_error());
     crmm_clear_error();
+    if (stale)
+        ck_assert_crmm(crmm_resource_allocate(NULL, 1, NULL, &ptr), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_resource_deallocate(&silent, (void *)4096, 4096, NULL), CRMM_ERROR_CUDA);
+    ck_assert_crmm(crmm_last_status(), CRMM_ERROR_CUDA);
     ck_assert_msg(strstr(crmm_last_error(), "without saying why") != NULL, "%s", crmm_last_error());
     crmm_resource_release(a);
 }

@@ -133,9 +133,10 @@ CRMM_API crmm_status crmm_resource_deallocate_checked(crmm_resource *mr, void *p
  * plain names for callers that cannot use this header (dlsym, FFI). Define
  * CRMM_NO_INLINE_DISPATCH before including crmm headers to call the exported functions. */
 /* What a failed allocate or deallocate of `mr` returns: `status`, with the thread's error set to
- * a message naming mr and status when the resource failed without recording one (so a caller
- * that reads crmm_last_status() or adds context to it never sees CRMM_OK for a failure).
- * CRMM_ERROR_INVALID_ARGUMENT for a NULL mr. */
+ * a message naming mr and status when the thread's recorded status is not `status` (the resource
+ * recorded nothing, or another status, perhaps an older failure's, whose message the new one
+ * quotes), so that a caller that reads crmm_last_status() or adds context to it sees this
+ * failure's status, never CRMM_OK. CRMM_ERROR_INVALID_ARGUMENT for a NULL mr. */
 CRMM_API crmm_status crmm_resource_failure(const crmm_resource *mr, crmm_status status);
 #if defined(CRMM_NO_INLINE_DISPATCH)
 CRMM_API crmm_status crmm_resource_allocate(crmm_resource *mr, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
