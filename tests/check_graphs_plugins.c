@@ -222,6 +222,29 @@ CRMM_LOOP_TEST_IN("other plugins", a_double_free_under_capture_is_refused, 4)
     crmm_resource_release(r);
 }
 
+/* fixed_size takes a free of any size up to its block size, 0 included: a block freed with size 0
+ * under capture is the one the capture's next allocation on that stream takes back, and no block
+ * is lost: once the graph is gone, every block is free again. */
+CRMM_TEST_IN("other plugins", a_block_freed_with_size_zero_under_capture_is_reused_and_not_lost)
+{
+    const size_t n = 64 * KiB;
+    crmm_resource *r = parking_resource(1); /* fixed_size, 4 blocks of 64 KiB */
+    cudaStream_t s = stream_n(1);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(r, n, s);
+    ck_assert_crmm_ok(crmm_resource_deallocate(r, x, 0, (crmm_cuda_stream_t)s));
+    void *y = alloc_on(r, n, s);
+    ck_assert_ptr_eq(y, x);
+    free_on(r, y, n, s);
+    fake_capture_end(s);
+    ck_assert_int_eq(fake_capture_forbidden(), 0);
+    fake_graph_destroy(g);
+    free_on(r, alloc_on(r, n, s), n, s); /* takes the graph's blocks back */
+    ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_uint_eq(q(r, CRMM_QUERY_BYTES_FREE), q(r, CRMM_QUERY_BYTES_RESERVED));
+    crmm_resource_release(r);
+}
+
 /* A block graph A owns (allocated in its capture, still live) that graph B's capture frees is parked
  * in B; when B goes first it is handed on to A, which still writes it. Should that hand-over fail
  * (malloc), the block stays held for B's record until the next collect: it is never given back

@@ -148,9 +148,9 @@ crmm_status graph_park_free_slow(graph_park *gp, park_graph *capturing, void *pt
     return CRMM_OK;
 }
 
-size_t graph_park_reuse(graph_park *gp, park_graph *g, crmm_cuda_stream_t stream, size_t bytes, bool any_size, void **ptr)
+bool graph_park_reuse(graph_park *gp, park_graph *g, crmm_cuda_stream_t stream, size_t bytes, bool any_size, void **ptr)
 {
-    size_t got = 0;
+    bool got = false;
     pthread_mutex_lock(&gp->lock);
     uint64_t thread = thread_serial_of_stream(stream);
     size_t stop = g->nparked > GRAPH_PARK_REUSE_WINDOW ? g->nparked - GRAPH_PARK_REUSE_WINDOW : 0;
@@ -169,7 +169,7 @@ size_t graph_park_reuse(graph_park *gp, park_graph *g, crmm_cuda_stream_t stream
             __atomic_store_n(&gp->owned_count, gp->owned.count, __ATOMIC_RELAXED);
         }
         *ptr = b->ptr;
-        got = b->bytes;
+        got = true;
         gp->parked_bytes -= b->bytes;
         ptr_map_remove(&gp->parked, (uintptr_t)b->ptr, NULL);
         memmove(b, b + 1, (g->nparked - i - 1) * sizeof *b);

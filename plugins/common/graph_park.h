@@ -82,9 +82,10 @@ static inline crmm_status graph_park_free(graph_park *gp, park_graph *capturing,
 /* During g's capture, a block for a request of `bytes` on `stream`: among the newest
  * GRAPH_PARK_REUSE_WINDOW blocks parked in g, the newest one freed on `stream`, owned by g or by
  * no graph, and freed with `bytes` exactly (any size with `any_size`, for an allocator whose
- * blocks are all alike). It leaves the record and is g's (owned) again: *ptr is set and the size
- * it was freed with returned. 0 when none is found (or the map of owned blocks cannot grow). */
-size_t graph_park_reuse(graph_park *gp, park_graph *g, crmm_cuda_stream_t stream, size_t bytes, bool any_size, void **ptr);
+ * blocks are all alike). It leaves the record and is g's (owned) again: *ptr is set and true
+ * returned (whatever size it was freed with, 0 included). False when none is found (or the map of
+ * owned blocks cannot grow). */
+bool graph_park_reuse(graph_park *gp, park_graph *g, crmm_cuda_stream_t stream, size_t bytes, bool any_size, void **ptr);
 
 /* Whether any graph has been destroyed since the last collect (one atomic load). */
 static inline bool graph_park_pending(graph_park *gp) { return graph_holds_pending(&gp->holds); }
