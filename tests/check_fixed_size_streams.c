@@ -268,6 +268,32 @@ CRMM_TEST_IN("fixed_size_streams", a_free_whose_record_fails_still_frees_the_blo
     fake_stream_destroy(t);
 }
 
+/* A free that fails leaves the block live, to be freed again: counted in use, not handed out, and
+ * its next free succeeds; a free that succeeds is final (a second one is refused). The free is on
+ * a stream the resource has not seen, whose event cannot be made (cudaEventCreateWithFlags
+ * fails). Before, the block left the live set and the counts first: the failed free lost it. */
+CRMM_TEST_IN("fixed_size_streams", a_free_that_fails_leaves_the_block_live)
+{
+    crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=16", 0);
+    cudaStream_t s = fake_stream_new(0), t = fake_stream_new(1);
+    void *x = alloc_on(f, s);
+    fake_cuda.event_create_result = cudaErrorMemoryAllocation;
+    crmm_status st = crmm_resource_deallocate(f, x, 1000, (crmm_cuda_stream_t)t);
+    fake_cuda.event_create_result = cudaSuccess;
+    ck_assert_crmm(st, CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 1);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_BYTES_IN_USE), 1000);
+    void *y = alloc_on(f, s);
+    ck_assert_ptr_ne(y, x);
+    free_on(f, y, s);
+    free_on(f, x, t);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_ALLOCATIONS), 0);
+    ck_assert_crmm(crmm_resource_deallocate(f, x, 1000, (crmm_cuda_stream_t)t), CRMM_ERROR_INVALID_ARGUMENT);
+    crmm_resource_release(f);
+    fake_stream_destroy(s);
+    fake_stream_destroy(t);
+}
+
 CRMM_TEST_IN("fixed_size_streams_threads", eight_threads_on_their_own_streams_never_share_a_block)
 {
     crmm_resource *f = fixed("block_size=1KiB blocks_to_preallocate=32", 0);

@@ -24,6 +24,9 @@ static inline bool ptr_set_add(ptr_set *s, uintptr_t p)
     return ptr_map_insert(&s->map, p) != NULL;
 }
 
+/* Whether p is in the set. */
+static inline bool ptr_set_has(const ptr_set *s, uintptr_t p) { return ptr_map_find(&s->map, p) != NULL; }
+
 /* Remove p; false when it is not in the set. */
 static inline bool ptr_set_remove(ptr_set *s, uintptr_t p) { return ptr_map_remove(&s->map, p, NULL); }
 

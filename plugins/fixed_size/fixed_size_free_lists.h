@@ -91,8 +91,9 @@ crmm_status fs_free_lists_pop(fs_free_lists *fl, fs_stream_key *key, void **ptr)
 
 /* Give `n` blocks back, last used on the stream of `key` (or fresh from upstream on it); record
  * the stream's event when record_every of its blocks are now uncovered. CRMM_ERROR_OUT_OF_MEMORY
- * when the stack cannot grow (then the blocks stay unavailable until the resource is destroyed),
- * CRMM_ERROR_CUDA when a new stream's list cannot be made (its event, its id). Once the blocks are
+ * when the stack cannot grow, CRMM_ERROR_CUDA (or the CUDA error's status) when a new stream's
+ * list cannot be made (its event, its id): then no block was taken (the caller still has them,
+ * and a free keeps its block live). Once the blocks are
  * on the stack it succeeds: a failed id query or record leaves them uncovered (usable on the
  * stream, by others after a synchronization), its error cleared. */
 crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *const *ptrs, size_t n);

@@ -285,17 +285,20 @@ static crmm_status fixed_size_deallocate(crmm_resource *self, void *ptr, size_t 
         return st;
     }
     spin_lock(&r->lock);
-    bool known = ptr_set_remove(&r->live, (uintptr_t)ptr);
-    if (known) {
+    /* The block leaves the live set only once a list or a graph holds it: a free that fails
+     * (malloc, an event for a new stream) leaves it live, to be freed again. */
+    bool known = ptr_set_has(&r->live, (uintptr_t)ptr);
+    bool parked = false;
+    if (known && (st = graph_park_free(&r->park, graph, ptr, bytes, stream, &parked)) != CRMM_OK)
+        crmm_error_add_context("fixed_size '%s'", self->name); /* a block freed for a graph */
+    if (known && st == CRMM_OK && push && !parked)
+        st = fs_free_lists_push(&r->free, &key, &ptr, 1);
+    if (known && st == CRMM_OK) {
+        ptr_set_remove(&r->live, (uintptr_t)ptr);
         /* a free with another size than allocated (within the block size) cannot be told from
          * a right one: the counters stop at zero instead of wrapping */
         crmm_counters_sub(&r->counters, bytes, CRMM_COUNT_LOCKED | CRMM_COUNT_FLOOR0);
     }
-    bool parked = false;
-    if (known && (st = graph_park_free(&r->park, graph, ptr, bytes, stream, &parked)) != CRMM_OK)
-        crmm_error_add_context("fixed_size '%s'", self->name); /* a block freed for a graph */
-    if (known && push && !parked)
-        st = fs_free_lists_push(&r->free, &key, &ptr, 1);
     spin_unlock(&r->lock);
     crmm_cuda_device_restore(&g);
     if (!known)

@@ -19,6 +19,7 @@ void fake_cuda_reset(void)
     memset(&fake_cuda, 0, sizeof fake_cuda);
     fake_cuda.device_sync_result = keep.device_sync_result;
     fake_cuda.record_result = keep.record_result;
+    fake_cuda.event_create_result = keep.event_create_result;
     fake_cuda.forbid_events_and_ids = keep.forbid_events_and_ids;
     fake_cuda.no_context = keep.no_context;
     fake_cuda.context_device_off_by = keep.context_device_off_by;
@@ -77,6 +78,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
     (void)flags;
     COUNT(event_create);
     forbidden("cudaEventCreateWithFlags", NULL);
+    if (fake_cuda.event_create_result != cudaSuccess)
+        return failed_with(fake_cuda.event_create_result);
     for (int i = 0; i < FAKE_EVENTS; i++)
         if (!__atomic_exchange_n(&fake_events[i].live, 1, __ATOMIC_SEQ_CST)) {
             fake_events[i].recorded_on = NULL;

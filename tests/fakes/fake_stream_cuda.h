@@ -38,6 +38,7 @@ typedef struct fake_cuda_state {
     /* kept by fake_cuda_reset: */
     cudaError_t device_sync_result; /* what cudaDeviceSynchronize answers */
     cudaError_t record_result;      /* what cudaEventRecord answers */
+    cudaError_t event_create_result; /* what cudaEventCreateWithFlags answers */
     int forbid_events_and_ids;      /* events, stream ids and queries fail the test (an allocator
                                        that must never name a stream that may be gone) */
     int no_context;                 /* cuCtxGetDevice answers CUDA_ERROR_INVALID_CONTEXT */
