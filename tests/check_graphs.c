@@ -333,19 +333,31 @@ CRMM_LOOP_TEST_IN("pool", two_threads_capture_at_once, 4 * FORMS)
  * next collect hands them back (they are neither lost nor freed with the record). Rows _i / FORMS
  * = 1: the graph also parks a block it does not own (allocated before the capture, freed inside
  * it), and its last owned block is freed (outside any capture) between the failed collect and the
- * next: the record must stay until the parked block is handed back too. */
-CRMM_LOOP_TEST_IN("pool", blocks_come_back_after_a_collect_that_malloc_failed, 2 * FORMS)
+ * next: the record must stay until the parked block is handed back too. Rows _i / FORMS = 2: the
+ * ready state made before, the block is freed after the capture on another stream, whose state
+ * its free made: the collect needs no malloc and hands it back. */
+CRMM_LOOP_TEST_IN("pool", blocks_come_back_after_a_collect_that_malloc_failed, 3 * FORMS)
 {
     if (!MALLOC_FAIL_REPLACES)
         return; /* a sanitizer build: malloc is not ours to fail */
-    int not_owned = _i >= FORMS;
+    int not_owned = _i / FORMS == 1, after = _i / FORMS == 2;
     crmm_resource *p = pool_in_form(_i % FORMS, "initial_size=4MiB");
     cudaStream_t s = stream_n(1);
     void *before = not_owned ? alloc_on(p, MiB, NULL) : NULL; /* the initial chunk's own state: no ready state yet */
+    if (after) { /* a graph destroyed and collected first: the ready state is made */
+        fake_graph *g0 = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+        free_on(p, alloc_on(p, MiB, s), MiB, s);
+        fake_capture_end(s);
+        fake_graph_destroy(g0);
+        (void)q(p, CRMM_QUERY_BYTES_FREE);
+    }
     fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
     void *owned = alloc_on(p, MiB, s);
-    free_on(p, not_owned ? before : owned, MiB, s);
+    if (!after)
+        free_on(p, not_owned ? before : owned, MiB, s);
     fake_capture_end(s);
+    if (after)
+        free_on(p, owned, MiB, stream_n(5));
     uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
     fake_graph_destroy(g);
     uint64_t free_bytes = 0;
@@ -353,7 +365,7 @@ CRMM_LOOP_TEST_IN("pool", blocks_come_back_after_a_collect_that_malloc_failed, 2
     crmm_status st = crmm_resource_query(p, CRMM_QUERY_BYTES_FREE, &free_bytes);
     malloc_fail_disarm();
     ck_assert_crmm_ok(st);
-    ck_assert_uint_eq(free_bytes, reserved - (not_owned ? 2 : 1) * MiB); /* still held */
+    ck_assert_uint_eq(free_bytes, reserved - (after ? 0 : not_owned ? 2 : 1) * MiB); /* still held */
     if (not_owned)
         free_on(p, owned, MiB, s); /* the graph is gone: back to the pool at once */
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), reserved); /* all handed back at the next collect */
@@ -415,6 +427,58 @@ CRMM_LOOP_TEST_IN("pool", a_block_freed_while_its_graph_waits_for_a_collect, FOR
     ck_assert_uint_eq(graph_held(p), MiB); /* g2's block; x came back at this query's collect */
     fake_graph_destroy(g2);
     ck_assert_uint_eq(graph_held(p), 0);
+    crmm_resource_release(p);
+}
+
+/* What the order hook saw since the test armed it: whether stream `order_t`'s work is ordered
+ * before what follows (a device synchronization, t synchronized, or an event recorded on t and
+ * then waited for). */
+static cudaStream_t order_t;
+static int t_recorded, t_ordered;
+
+static void order_hook(int what, cudaStream_t s)
+{
+    if (what == FAKE_ORDER_DEVICE_SYNC || (what == FAKE_ORDER_STREAM_SYNC && s == order_t))
+        t_ordered = 1;
+    else if (what == FAKE_ORDER_RECORD && s == order_t)
+        t_recorded = 1;
+    else if (what == FAKE_ORDER_WAIT && t_recorded)
+        t_ordered = 1;
+}
+
+/* A block a capture allocated and the program freed after it, on another stream t (eager work on
+ * the graph's output), is t's once the graph is destroyed: work queued on t may still use it, so
+ * another stream gets it only once ordered after t, never at once; t itself gets it at once. */
+CRMM_LOOP_TEST_IN("pool", a_graphs_block_freed_after_the_capture_keeps_its_streams_order, 2 * FORMS)
+{
+    int form = _i % FORMS;
+    crmm_resource *p = pool_in_form(form, "initial_size=4MiB");
+    cudaStream_t s = stream_n(1), t = stream_n(2), u = stream_n(3);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(p, MiB, s);
+    fake_capture_end(s);
+    free_on(p, x, MiB, t);
+    fake_graph_destroy(g);
+    (void)q(p, CRMM_QUERY_BYTES_FREE); /* collects */
+    if (_i >= FORMS) { /* t takes it back at once */
+        ck_assert_ptr_eq(alloc_on(p, MiB, t), x);
+        free_on(p, x, MiB, t);
+    }
+    order_t = t;
+    t_recorded = t_ordered = 0;
+    fake_vmm_order_hook = order_hook;
+    void *got[8];
+    int n = 0, found = 0;
+    while (n < 8 && !found) {
+        got[n] = alloc_on(p, MiB, u);
+        found = got[n++] == x;
+    }
+    fake_vmm_order_hook = NULL;
+    ck_assert_msg(!found || t_ordered, "%s: another stream got the block freed on t with no order after t",
+                  form_names[form]);
+    while (n > 0)
+        free_on(p, got[--n], MiB, u);
+    no_forbidden_call(form);
     crmm_resource_release(p);
 }
 

@@ -4,7 +4,7 @@
  * Each record is tied to its graph by graph_hold.h: once the graph and every executable graph
  * made from it are destroyed, the record lands on the pool's stack of released records, which
  * the pool collects under its lock where it may need the memory (a miss of allocate, a query):
- * the parked blocks then join the pool's ready state, where any stream may take them at once. */
+ * the parked blocks then go back to the pool (return_parked says where). */
 #include "build_config.h"
 #include <stdlib.h>
 #include <crmm/cuda_support.h>
@@ -61,18 +61,19 @@ static void park_foreign(pool_graph *g, pool_block *b, crmm_cuda_stream_t stream
     g->parked_bytes += b->size;
 }
 
-/* g's record of `stream` as the calling thread names it, made when `make` and none exists (NULL
- * when malloc fails). */
-static pool_graph_stream *graph_stream(pool_graph *g, crmm_cuda_stream_t stream, bool make)
+/* g's record of `stream` as the calling thread names it, for blocks freed `after` its capture or
+ * in it, made when `make` and none exists (NULL when malloc fails). */
+static pool_graph_stream *graph_stream(pool_graph *g, crmm_cuda_stream_t stream, bool after, bool make)
 {
     uint64_t thread = thread_serial_of_stream(stream);
     for (pool_graph_stream *gs = g->streams; gs; gs = gs->next)
-        if (gs->handle == stream && gs->thread == thread)
+        if (gs->handle == stream && gs->thread == thread && gs->after == after)
             return gs;
     pool_graph_stream *gs = make ? calloc(1, sizeof *gs) : NULL;
     if (gs) {
         gs->handle = stream;
         gs->thread = thread;
+        gs->after = after;
         gs->next = g->streams;
         g->streams = gs;
     }
@@ -96,11 +97,12 @@ static void join_parked(pool_resource *p, pool_graph *g, pool_free_list *fl, poo
 }
 
 /* Under the lock: park b, freed on `stream` by the calling thread (`reusable`; else freed
- * earlier, by a thread not known now), in g. A block g owns (or nobody does) freed by the calling
- * thread joins g's parked blocks of that stream and area (small ones when `small`), merged with
- * its parked neighbours there; b's record may go back to the spares then. Any other is held, not
- * reused. */
-static void park_in(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_stream_t stream, bool reusable, bool small)
+ * earlier, by a thread not known now), in g, inside a capture or `after` g's. A block g owns (or
+ * nobody does) freed by the calling thread joins g's parked blocks of that stream, time and area
+ * (small ones when `small`), merged with its parked neighbours there; b's record may go back to
+ * the spares then. Any other is held, not reused. */
+static void park_in(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_stream_t stream, bool reusable,
+                    bool after, bool small)
 {
     pool_graph *o = (pool_graph *)b->graph;
     if (o && o != g && !o->alive) { /* its owner is gone: nobody owns it now */
@@ -108,7 +110,7 @@ static void park_in(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_st
         disown(p, o);
         o = NULL;
     }
-    pool_graph_stream *gs = reusable && (o == NULL || o == g) ? graph_stream(g, stream, true) : NULL;
+    pool_graph_stream *gs = reusable && (o == NULL || o == g) ? graph_stream(g, stream, after, true) : NULL;
     if (!gs) {
         park_foreign(g, b, stream);
         return;
@@ -130,14 +132,14 @@ static void park_in(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_st
 }
 
 /* park_in, in the area of b's own size. */
-static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_stream_t stream, bool reusable)
+static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_stream_t stream, bool reusable, bool after)
 {
-    park_in(p, g, b, stream, reusable, b->size <= POOL_CAPTURE_SMALL);
+    park_in(p, g, b, stream, reusable, after, b->size <= POOL_CAPTURE_SMALL);
 }
 
 pool_block *pool_capture_reuse(pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream)
 {
-    pool_graph_stream *gs = graph_stream(g, stream, false);
+    pool_graph_stream *gs = graph_stream(g, stream, false, false);
     if (!gs)
         return NULL;
     pool_free_list *fl = &gs->area[size <= POOL_CAPTURE_SMALL ? 1 : 0];
@@ -188,16 +190,32 @@ void pool_capture_keep_rest(pool_resource *p, pool_graph *g, pool_block *b, size
         return;
     pool_block *rest = pool_block_split(&p->core.records, b, b->addr + size);
     pool_counts_held(&p->core.counts, (int64_t)rest->size);
-    park_in(p, g, rest, stream, true, size <= POOL_CAPTURE_SMALL);
+    park_in(p, g, rest, stream, true, false, size <= POOL_CAPTURE_SMALL);
 }
 
-/* Under the lock, g's graph gone: b, parked in g, goes to the live graph that owns it, or to the
- * ready state (the device has finished with it). */
-static void return_block(pool_resource *p, pool_graph *g, pool_stream *ready, pool_block *b)
+/* Under the lock: free block b goes to state `to`, which is not the ready state; its free
+ * neighbours in the ready state go with it (any stream's state may hold what the ready state
+ * holds), so that the pages stay one run, as they would have in the ready state: they are mostly
+ * the same graph's blocks, just returned, and a later capture on that stream takes whole runs. */
+static void insert_with_ready_neighbours(pool_resource *p, pool_stream *ready, pool_stream *to, pool_block *b)
 {
+    pool_block *beside[2] = {b->phys_prev, b->phys_next};
+    for (int i = 0; i < 2; i++)
+        if (beside[i] && beside[i]->owner == ready) {
+            pool_free_list_remove(&ready->free, beside[i]);
+            pool_free_list_insert_merging(&to->free, to, beside[i], &p->core.records);
+        }
+    pool_free_list_insert_merging(&to->free, to, b, &p->core.records);
+}
+
+/* Under the lock, g's graph gone: b, parked in g, goes to the live graph that owns it, or to
+ * state `to` (the ready state, or a stream's). */
+static void return_block(pool_resource *p, pool_graph *g, pool_stream *ready, pool_stream *to, pool_block *b)
+{
+    g->parked_bytes -= b->size;
     pool_graph *o = (b->graph & POOL_PARKED) ? g : (pool_graph *)b->graph;
     if (o && o != g && o->alive) {
-        park(p, o, b, (crmm_cuda_stream_t)(uintptr_t)b->u.free.prev, false);
+        park(p, o, b, (crmm_cuda_stream_t)(uintptr_t)b->u.free.prev, false, false);
         return;
     }
     b->graph = 0;
@@ -206,32 +224,61 @@ static void return_block(pool_resource *p, pool_graph *g, pool_stream *ready, po
     else if (o == g)
         g->owned--;
     pool_counts_held(&p->core.counts, -(int64_t)b->size);
-    pool_free_list_insert_merging(&ready->free, ready, b, &p->core.records);
+    if (to == ready)
+        pool_free_list_insert_merging(&to->free, to, b, &p->core.records);
+    else
+        insert_with_ready_neighbours(p, ready, to, b);
+}
+
+/* The state of the stream gs's blocks were freed on, made when first seen (NULL when malloc
+ * fails, the error cleared). */
+static pool_stream *state_of(pool_resource *p, const pool_graph_stream *gs)
+{
+    crmm_cuda_stream_t handle = gs->handle;
+    uint64_t thread;
+    pool_streams_key(&p->core.streams, &handle, &thread);
+    pool_stream *s = pool_streams_find_key(&p->core.streams, handle, gs->thread); /* the freeing thread's */
+    if (!s)
+        crmm_clear_error();
+    return s;
 }
 
 /* Under the lock, g's graph gone: every block parked in g goes to the live graph that owns it, or
- * back to the pool (ready). False when there is no memory for the ready state: the blocks stay
- * parked (held, never reused) and g must be retried. */
+ * back to the pool: to the ready state, where any stream takes it at once, when the capture freed
+ * it (the graph's launches, the only work that used it since, are over), else to the state of the
+ * stream it was freed on, whose work may still use it: another stream gets it only once ordered
+ * after that work, as any block freed on that stream. False when there is no memory for a state:
+ * the blocks stay parked (held, never reused) and g must be retried. */
 static bool return_parked(pool_resource *p, pool_graph *g)
 {
     pool_stream *ready = pool_streams_ready_state(&p->core.streams);
-    if (!ready) {
+    bool made = ready != NULL;
+    if (!made)
         crmm_clear_error();
+    for (pool_graph_stream *gs = g->streams; gs && made; gs = gs->next)
+        made = !gs->after || (!pool_free_list_any(&gs->area[0]) && !pool_free_list_any(&gs->area[1])) ||
+               state_of(p, gs);
+    if (!made)
         return false;
-    }
     pool_block *b = g->foreign;
     g->foreign = NULL;
     while (b) {
         pool_block *next = b->u.free.next;
-        return_block(p, g, ready, b);
+        return_block(p, g, ready, ready, b);
         b = next;
     }
-    for (pool_graph_stream *gs = g->streams; gs; gs = gs->next)
-        for (int a = 0; a < 2; a++)
-            while ((b = pool_free_list_any(&gs->area[a]))) {
-                pool_free_list_remove(&gs->area[a], b);
-                return_block(p, g, ready, b);
-            }
+    /* the capture's own blocks first, so that those freed after it take their free neighbours */
+    for (int after = 0; after < 2; after++)
+        for (pool_graph_stream *gs = g->streams; gs; gs = gs->next) {
+            if (gs->after != after)
+                continue;
+            pool_stream *to = after ? state_of(p, gs) : ready; /* made above: found now */
+            for (int a = 0; a < 2; a++)
+                while ((b = pool_free_list_any(&gs->area[a]))) {
+                    pool_free_list_remove(&gs->area[a], b);
+                    return_block(p, g, ready, to ? to : ready, b);
+                }
+        }
     g->parked_bytes = 0;
     return true;
 }
@@ -304,11 +351,11 @@ bool pool_capture_free(pool_resource *p, pool_block *b, pool_graph *capturing, c
         /* with graph_pool = private a block allocated before the capture (outside any, or by a
          * graph destroyed since, whose other pages went back to the pool) shares its pages with
          * blocks outside the graph: held, not reused */
-        park(p, capturing, b, stream, !p->graph_private || o == capturing || (o && o->alive));
+        park(p, capturing, b, stream, !p->graph_private || o == capturing || (o && o->alive), false);
         return true;
     }
     if (o->alive) {
-        park(p, o, b, stream, true);
+        park(p, o, b, stream, true, true);
         return true;
     }
     b->graph = 0;

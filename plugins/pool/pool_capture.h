@@ -50,6 +50,8 @@ typedef capture_check_info pool_capture;
 typedef struct pool_graph_stream {
     crmm_cuda_stream_t handle;
     uint64_t thread;               /* for cudaStreamPerThread the freeing thread's serial, else 0 */
+    bool after;                    /* blocks freed outside any capture while the graph lived: work
+                                    * on that stream may still use them when the graph is gone */
     struct pool_graph_stream *next;
     pool_free_list area[2];        /* [0] large blocks, [1] small ones */
 } pool_graph_stream;
@@ -139,10 +141,11 @@ bool pool_capture_free(struct pool_resource *p, pool_block *b, pool_graph *captu
 bool pool_capture_is_parked(const struct pool_resource *p, uintptr_t addr);
 
 /* Under the lock: hand back the blocks of every graph destroyed since the last call (its
- * destructor only noted it). Called where the pool may need them: a miss of allocate, a private
- * capture's growth, a trim, a query. A
- * record whose blocks cannot be handed back now (no memory for the ready state) is kept, its
- * blocks parked, and retried at the next call. */
+ * destructor only noted it): those its capture freed to the ready state, those freed after the
+ * capture to the state of the stream they were freed on. Called where the pool may need them: a
+ * miss of allocate, a private capture's growth, a trim, a query. A record whose blocks cannot be
+ * handed back now (no memory for a state) is kept, its blocks parked, and retried at the next
+ * call. */
 void pool_capture_collect_slow(struct pool_resource *p);
 #define pool_capture_collect(p) \
     do { \
