@@ -357,9 +357,32 @@ CRMM_TEST_IN("pool_expandable", a_huge_request_is_out_of_memory)
     ck_assert_int_eq(fake_vmm.creates, 0);
     ck_assert_crmm(crmm_resource_allocate(p, (size_t)1 << 50, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_ptr_null(x);
-    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "address range"));
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "more than the device's 64.0 MiB"));
     ck_assert_crmm(crmm_resource_allocate(p, SIZE_MAX - 10, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+}
+
+/* A request that no growth could serve (more than the device's memory, more than the address
+ * range) fails at once: no wait for the device, and the free pages the pool holds stay mapped. */
+CRMM_TEST_IN("pool_expandable", an_impossible_request_gives_nothing_back)
+{
+    p = expandable_pool("");
+    unsigned char *a = alloc(p, 4 * PAGE), *b = alloc(p, PAGE);
+    dealloc(p, a, 4 * PAGE);
+    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
+    fake_vmm.device_syncs = 0;
+    int unmaps = fake_vmm.unmaps;
+    const size_t huge[] = {DEVICE_MEMORY + PAGE, (size_t)1 << 50};
+    for (int i = 0; i < 2; i++) {
+        void *x = (void *)1;
+        ck_assert_crmm(crmm_resource_allocate(p, huge[i], NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
+        ck_assert_ptr_null(x);
+        ck_assert_int_eq(fake_vmm.device_syncs, 0);
+        ck_assert_int_eq(fake_vmm.unmaps, unmaps);
+        ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), reserved);
+    }
+    ck_assert_ptr_eq(alloc(p, 4 * PAGE), a); /* still mapped, still free */
+    free_all(p, {a, 4 * PAGE}, {b, PAGE});
 }
 
 /* page_size: the pool maps physical allocations of that size, grows by whole ones and gives them

@@ -6,8 +6,9 @@
  * off as a free block of the same state, and puts the block in the live map. That is the whole
  * fast path: no CUDA call, no malloc, no scan. Anything else goes to
  * allocate_slow: spare records or map slots to allocate, a stream seen for the first time, and a
- * miss. A miss that no growth could ever serve (larger than maximum_size: pool_check_maximum)
- * fails there at once, with nothing waited for or given back; any other climbs a ladder (the
+ * miss. A miss that no growth could ever serve (larger than maximum_size, or than an expandable
+ * pool's device memory: pool_check_maximum) fails there at once, with nothing waited for or
+ * given back; any other climbs a ladder (the
  * table `ladder`, or `capture_ladder` while a stream is captured): the size's own class, the
  * other streams' free blocks (pool_streams_take: ordered by a device synchronization or by an
  * event, as stream_reuse says), the per-thread caches, growing from upstream (pool_grow), every

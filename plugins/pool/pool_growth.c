@@ -48,18 +48,26 @@ static crmm_status out_of_memory(const pool_resource *p, size_t size, const char
 crmm_status pool_check_maximum(const pool_resource *p, size_t size)
 {
     uint64_t maximum = p->growth.maximum;
-    if (maximum == POOL_NO_MAXIMUM)
-        return CRMM_OK;
     if (!p->growth.expandable)
-        return size > maximum ? out_of_memory(p, size, "more than its maximum size") : CRMM_OK;
-    /* the pool maps whole pages and never more than the maximum: a block of `size` needs at least
-     * size / page pages, rounded up (counted so that no sum can overflow) */
+        return maximum == POOL_NO_MAXIMUM || size <= maximum ? CRMM_OK
+                                                             : out_of_memory(p, size, "more than its maximum size");
+    /* the pool maps whole pages, never more than the maximum, the device's memory or its address
+     * range: a block of `size` needs at least size / page pages, rounded up (counted so that no
+     * sum can overflow) */
     size_t page = p->growth.vmm.page;
-    if ((uint64_t)(size / page + (size % page != 0)) <= maximum / page)
-        return CRMM_OK;
+    uint64_t pages = size / page + (size % page != 0);
     char unit[32], reason[96];
-    snprintf(reason, sizeof reason, "more pages of %s than its maximum size holds",
-             crmm_format_size(page, unit, sizeof unit));
+    if (maximum != POOL_NO_MAXIMUM && pages > maximum / page)
+        snprintf(reason, sizeof reason, "more pages of %s than its maximum size holds",
+                 crmm_format_size(page, unit, sizeof unit));
+    else if (pages > p->growth.device_memory / page)
+        snprintf(reason, sizeof reason, "more than the device's %s",
+                 crmm_format_size(p->growth.device_memory, unit, sizeof unit));
+    else if (pages > p->growth.vmm.pages)
+        snprintf(reason, sizeof reason, "more than its address range of %s holds",
+                 crmm_format_size((uint64_t)p->growth.vmm.pages * page, unit, sizeof unit));
+    else
+        return CRMM_OK;
     return out_of_memory(p, size, reason);
 }
 

@@ -98,9 +98,10 @@ bool pool_try_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t str
 bool pool_try_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
 
 /* ---- pool_growth.c: upstream chunks -------------------------------------------------------- */
-/* CRMM_ERROR_OUT_OF_MEMORY naming `size` (a request rounded up to 256 bytes) and the maximum when
+/* CRMM_ERROR_OUT_OF_MEMORY naming `size` (a request rounded up to 256 bytes) and the limit when
  * no growth can ever give a free block of `size`: it is larger than maximum_size, or, in an
- * expandable pool, it needs more whole pages than lie within it. CRMM_OK otherwise. The caller
+ * expandable pool, it needs more whole pages than lie within it, within the device's memory or
+ * within its address range. CRMM_OK otherwise. The caller
  * fails such a request before the out-of-memory path, which would synchronize the device and
  * give free memory back for nothing. */
 crmm_status pool_check_maximum(const pool_resource *p, size_t size);
