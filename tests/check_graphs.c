@@ -482,6 +482,31 @@ CRMM_LOOP_TEST_IN("pool", a_graphs_block_freed_after_the_capture_keeps_its_strea
     crmm_resource_release(p);
 }
 
+/* With stream_reuse = event, an allocation outside a capture whose last resort would synchronize
+ * the device (the pool at its maximum, another stream's free blocks too small alone) does not
+ * while a stream that holds free blocks is captured: CUDA would refuse it and invalidate that
+ * capture. It fails with CRMM_ERROR_OUT_OF_MEMORY instead; after the capture it synchronizes. */
+CRMM_TEST_IN("pool", event_reuse_does_not_synchronize_while_a_holding_stream_is_captured)
+{
+    crmm_resource *p = pool_in_form(CHUNKS_EVENT, "initial_size=4MiB maximum_size=4MiB");
+    cudaStream_t c = stream_n(1), t = stream_n(2);
+    void *a = alloc_on(p, 2 * MiB, c), *b = alloc_on(p, 2 * MiB, c);
+    free_on(p, a, 2 * MiB, c);
+    fake_graph *g = fake_capture_begin(c, cudaStreamCaptureModeGlobal);
+    free_on(p, alloc_on(p, 64 * KiB, c), 64 * KiB, c); /* the capture is under way */
+    int syncs = fake_vmm.device_syncs;
+    void *x = NULL;
+    ck_assert_crmm(crmm_resource_allocate(p, 3 * MiB, (crmm_cuda_stream_t)t, &x), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(fake_vmm.device_syncs, syncs);
+    fake_capture_end(c);
+    ck_assert_int_eq(fake_capture_forbidden(), 0);
+    fake_graph_destroy(g);
+    free_on(p, b, 2 * MiB, c);
+    x = alloc_on(p, 3 * MiB, t); /* now it may wait */
+    free_on(p, x, 3 * MiB, t);
+    crmm_resource_release(p);
+}
+
 /* Per-thread default streams of two threads under one capture (graphs_test.h). */
 CRMM_LOOP_TEST_IN("pool", per_thread_default_streams_of_two_threads_do_not_share_parked_blocks, FORMS)
 {

@@ -390,16 +390,21 @@ crmm_status pool_streams_take(pool_streams *ss, pool_records *records, pool_stre
         }
         i++;
         any_free = true;
-        if (s->ready || !pool_free_list_fit(&s->free, size))
-            continue;
-        any_fits = true;
-        if (!by_event || (s->handle == CRMM_CUDA_STREAM_PER_THREAD && s->thread != me))
+        bool fits = !s->ready && pool_free_list_fit(&s->free, size);
+        any_fits |= fits;
+        /* with events the pool asks whether a stream holding free blocks is captured (it takes
+         * such streams to be alive): for one that fits, an event recorded on it would join t to
+         * its capture; for any, the last resort's synchronization would invalidate the capture */
+        if (!by_event || (!fits && (!may_synchronize || captured)) || s->ready ||
+            (s->handle == CRMM_CUDA_STREAM_PER_THREAD && s->thread != me))
             continue;
         capture_check_info cap;
         if (ss->capture_gate && capture_check_gate_open(ss->capture_gate) && capture_check_query(s->handle, &cap)) {
-            captured = true; /* an event recorded on it would join t to its capture */
+            captured = true;
             continue;
         }
+        if (!fits)
+            continue;
         if (!order_behind(ss, t, s)) {
             refused = true;
             break; /* CUDA refused the event: synchronizing is the way left */

@@ -107,7 +107,9 @@ static inline pool_stream *pool_streams_find_last(pool_streams *ss, crmm_cuda_st
  * after which the free blocks of every stream, t's included, join the ready state (merging) and
  * the block is taken from there. A stream being captured (asked behind capture_gate) is never
  * recorded on: the record would become a node of its graph and the wait would join t to the
- * capture; nor is the device synchronized then (CUDA forbids it while a stream is captured). Pouring into the ready state rather than into t keeps streams
+ * capture; nor is the device synchronized then (CUDA forbids it while a stream is captured), nor,
+ * with POOL_REUSE_EVENT, for the last resort while any stream holding free blocks is captured.
+ * Pouring into the ready state rather than into t keeps streams
  * that run side by side from taking everything from each other, and a synchronization each time.
  * With `may_synchronize` true (the last resort, after growing failed) the device is also
  * synchronized when other streams hold free blocks at all, none of which fits alone, since merged
