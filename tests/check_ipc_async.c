@@ -251,32 +251,28 @@ CRMM_TEST(an_import_on_another_device_gets_access_and_is_freed_there)
     crmm_resource_release(mr);
 }
 
-/* RMM's enable_ipc and enable_fabric together: one pool that allows both handle types, whose
- * exports carry the POSIX descriptor. A device that lacks one of the two refuses the pool, naming
- * what it supports, with no pool left behind; an export_handle_type beside them is a config error. */
-CRMM_TEST(enable_ipc_and_enable_fabric_make_a_pool_of_both_handle_types)
+/* RMM's enable_ipc and enable_fabric together are a config error here, before any CUDA call
+ * (docs/ipc.md says why). One handle type the device lacks is refused naming what it has, with no
+ * pool left behind; an export_handle_type beside either flag is a config error. */
+CRMM_TEST(enable_ipc_and_enable_fabric_are_refused_together)
 {
     fake_mempool_supported_handle_types = cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric;
     fake_mempool_created_handle_types = -1;
-    crmm_resource *mr = crmm_test_create("async", "enable_ipc=true enable_fabric=true", NULL);
-    ck_assert_int_eq(fake_mempool_created_handle_types, cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric);
-    void *p = NULL;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, 4096, NULL, &p));
-    crmm_ipc_handle *h = NULL;
-    ck_assert_crmm_ok(crmm_ipc_export(mr, p, 4096, &h));
-    const int *fds = NULL;
-    ck_assert_uint_eq(crmm_ipc_handle_fds(h, &fds), 1);
-    crmm_ipc_handle_free(h);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 4096, NULL));
+    int pools = fake_mempool_pools_live;
+    crmm_resource *refused = NULL;
+    ck_assert_crmm(crmm_resource_create("async", "enable_ipc=true enable_fabric=true", NULL, &refused), CRMM_ERROR_CONFIG);
+    ck_assert_msg(strstr(crmm_last_error(), "enable_ipc and enable_fabric cannot both be true"), "%s", crmm_last_error());
+    ck_assert_ptr_null(refused);
+    ck_assert_int_eq(fake_mempool_created_handle_types, -1);
+
+    crmm_resource *mr = crmm_test_create("async", "enable_fabric=true", NULL);
+    ck_assert_int_eq(fake_mempool_created_handle_types, cudaMemHandleTypeFabric);
     crmm_resource_release(mr);
 
     fake_mempool_supported_handle_types = cudaMemHandleTypePosixFileDescriptor;
-    int pools = fake_mempool_pools_live;
-    crmm_resource *refused = NULL;
-    ck_assert_crmm(crmm_resource_create("async", "enable_ipc=true enable_fabric=true", NULL, &refused), CRMM_ERROR_UNSUPPORTED);
-    ck_assert_msg(strstr(crmm_last_error(), "posix_fd, fabric: not all supported by device 0 (it supports: posix_fd)"), "%s",
-                  crmm_last_error());
     ck_assert_crmm(crmm_resource_create("async", "enable_fabric=true", NULL, &refused), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), "fabric: not all supported by device 0 (it supports: posix_fd)"), "%s",
+                  crmm_last_error());
     ck_assert_ptr_null(refused);
     ck_assert_int_eq(fake_mempool_pools_live, pools);
     ck_assert_crmm(crmm_resource_create("async", "enable_fabric=true export_handle_type=posix_fd", NULL, &refused),

@@ -2,8 +2,7 @@
  * (RMM's cuda_async_memory_resource).
  *
  * Create makes a pool on the device (pinned device memory, optionally exportable as a POSIX
- * file descriptor, a fabric handle or both, as RMM's enable_ipc and enable_fabric combine),
- * sets its release threshold (default: never give memory back at synchronization) and, when
+ * file descriptor or a fabric handle), sets its release threshold (default: never give memory back at synchronization) and, when
  * initial_pool_size is given, primes it by allocating that much and freeing it. Allocate/free are cudaMallocFromPoolAsync/cudaFreeAsync on the caller's
  * stream; the driver does the stream ordering. Lock-free counters give the ABI's as-requested
  * byte counts and the leak report; reserved bytes come from the pool's attributes.
@@ -38,8 +37,7 @@ typedef struct async_resource {
     int lock;
     unsigned forks;                /* `forks` when it was made */
     crmm_alloc_counters counters;
-    enum cudaMemAllocationHandleType export_type; /* what crmm_ipc_export sends (cudaMemHandleTypeNone: nothing):
-                                                   * posix_fd when the pool allows both */
+    enum cudaMemAllocationHandleType export_type; /* what the pool exports (cudaMemHandleTypeNone: nothing) */
     int pool_fd;                   /* posix_fd: the pool's shareable handle once exported, else -1 */
 } async_resource;
 
@@ -335,13 +333,19 @@ typedef struct async_config {
 } async_config;
 
 /* The rule between the handle parameters, for validate and create alike (*key: the one blamed).
- * enable_ipc and enable_fabric may both be true: the pool then allows both handle types, as RMM's
- * flags combine. */
+ * enable_ipc and enable_fabric together are refused, although RMM ORs them into one pool
+ * (docs/ipc.md says why). */
 static crmm_status handle_choice_rule(bool enable_ipc, bool enable_fabric, int export_handle_type, const char **key)
 {
     if ((enable_ipc || enable_fabric) && export_handle_type != 0) {
         *key = "export_handle_type";
         return crmm_set_error(CRMM_ERROR_CONFIG, "async: give either export_handle_type or enable_ipc/enable_fabric, not both");
+    }
+    if (enable_ipc && enable_fabric) {
+        *key = "enable_fabric";
+        return crmm_set_error(CRMM_ERROR_CONFIG,
+                              "async: enable_ipc and enable_fabric cannot both be true (a pool of both handle types "
+                              "is not supported: choose one)");
     }
     return CRMM_OK;
 }
@@ -374,15 +378,13 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
     const char *key;
     if ((st = handle_choice_rule(cfg.enable_ipc, cfg.enable_fabric, cfg.export_handle_type, &key)) != CRMM_OK)
         return st;
-    /* types: every handle type the pool allows; export: the one crmm_ipc_export sends */
+    /* the one handle type the pool allows (handle_choice_rule), which crmm_ipc_export sends */
     int types = (int)handle_types[cfg.export_handle_type].type;
     if (cfg.enable_ipc)
         types |= (int)cudaMemHandleTypePosixFileDescriptor;
     if (cfg.enable_fabric)
         types |= (int)cudaMemHandleTypeFabric;
-    enum cudaMemAllocationHandleType export = (types & cudaMemHandleTypePosixFileDescriptor)
-                                                  ? cudaMemHandleTypePosixFileDescriptor
-                                                  : (enum cudaMemAllocationHandleType)types;
+    enum cudaMemAllocationHandleType export = (enum cudaMemAllocationHandleType)types;
     char type_name[64];
     handle_type_names(types, type_name, sizeof type_name);
     if ((st = check_device(device, type_name, (enum cudaMemAllocationHandleType)types)) != CRMM_OK)
@@ -450,7 +452,7 @@ static const crmm_param async_params[] = {
      .help = "RMM's enable_ipc: allow posix_fd handles (share allocations with crmm_ipc_export)",
      .offset = offsetof(async_config, enable_ipc)},
     {.key = "enable_fabric", .type = CRMM_PARAM_BOOL, .default_value = "false",
-     .help = "RMM's enable_fabric: allow fabric handles (with enable_ipc: both; crmm_ipc_export sends posix_fd)",
+     .help = "RMM's enable_fabric: allow fabric handles (not with enable_ipc)",
      .offset = offsetof(async_config, enable_fabric)},
     {NULL},
 };

@@ -135,7 +135,9 @@ def test_async_export_options_are_read_by_their_truth_value_as_rmm_reads_them(mo
     assert _async_export_flags(monkeypatch, **{flag: False}) == (False, False)
 
 
-def test_async_export_options_combine_as_rmm_s_flags_do(monkeypatch):
-    """RMM ORs the two handle types into one pool; crmm passes both on rather than refusing."""
-    assert _async_export_flags(monkeypatch, enable_ipc=True, enable_fabric=True) == (True, True)
-    assert _async_export_flags(monkeypatch, enable_ipc=1, enable_fabric="yes") == (True, True)
+def test_async_export_options_together_are_refused_before_c(monkeypatch):
+    """Both flags (RMM ORs them into one pool) are refused before the plugin is asked
+    (docs/ipc.md says why)."""
+    for ipc, fabric in [(True, True), (1, "yes")]:
+        with pytest.raises(ValueError, match="not both"):
+            _async_export_flags(monkeypatch, enable_ipc=ipc, enable_fabric=fabric)

@@ -123,27 +123,6 @@ def test_fabric_that_the_device_lacks_ends_in_rmm_s_words(gpu):
         assert str(e).endswith("Requested IPC memory handle type not supported")
 
 
-def test_ipc_and_fabric_together_make_one_pool_or_fail_naming_fabric(gpu):
-    """RMM ORs the two handle types; a device with both gives a working pool. One without fabric
-    refuses it in RMM's words; one that reports fabric but lacks an IMEX channel refuses the pool
-    or its first allocation with a CUDA error."""
-    try:
-        res = mr.CudaAsyncMemoryResource(enable_ipc=True, enable_fabric=True)
-    except crmm.UnsupportedError as e:
-        assert str(e).endswith("Requested IPC memory handle type not supported") and "fabric" in str(e)
-        return
-    except crmm.CudaError as e:
-        assert "fabric" in str(e)
-        return
-    assert res.pool_handle() != 0
-    try:
-        buf = crmm.DeviceBuffer.to_device(b"both handle types", mr=res)
-    except (crmm.CudaError, MemoryError) as e:
-        assert "async" in str(e)
-        return
-    assert buf.tobytes() == b"both handle types"
-
-
 def test_a_view_over_a_pool_made_with_cuda_bindings_fails_as_memory_error_once_it_is_destroyed(restore):
     runtime = pytest.importorskip("cuda.bindings.runtime")
     err, device = runtime.cudaGetDevice()

@@ -404,12 +404,14 @@ _ASYNC_GET_POOL = _lib.OPS["CRMM_ASYNC_OP_GET_POOL"]
 
 class CudaAsyncMemoryResource(MemoryResource):
     """cudaMallocFromPoolAsync on a private pool (the ``async`` plugin). `enable_ipc` makes its
-    allocations exportable as POSIX file descriptors, `enable_fabric` as fabric handles; both
-    together allow both, as RMM's flags combine. Both are read by their truth value, as RMM
-    reads them."""
+    allocations exportable as POSIX file descriptors, `enable_fabric` as fabric handles, one of
+    the two: ValueError for both, which RMM combines into one pool (docs/ipc.md says why crmm
+    does not). Both are read by their truth value, as RMM reads them."""
 
     def __init__(self, initial_pool_size=None, release_threshold=None, enable_ipc=False, enable_fabric=False):
         enable_ipc, enable_fabric = bool(enable_ipc), bool(enable_fabric)
+        if enable_ipc and enable_fabric:
+            raise ValueError("crmm's async pool allows one handle type: enable_ipc or enable_fabric, not both")
         params = {
             "initial_pool_size": size_param(initial_pool_size, "initial_pool_size"),
             "release_threshold": size_param(release_threshold, "release_threshold"),
