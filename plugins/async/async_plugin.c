@@ -2,8 +2,9 @@
  * (RMM's cuda_async_memory_resource).
  *
  * Create makes a pool on the device (pinned device memory, optionally exportable as a POSIX
- * file descriptor or a fabric handle), sets its release threshold (default: never give memory back at synchronization) and, when
- * initial_pool_size is given, primes it by allocating that much and freeing it. Allocate/free are cudaMallocFromPoolAsync/cudaFreeAsync on the caller's
+ * file descriptor or a fabric handle), sets its release threshold (default: never give memory
+ * back at synchronization) and, when initial_pool_size is given, primes it by allocating that
+ * much and freeing it. Allocate/free are cudaMallocFromPoolAsync/cudaFreeAsync on the caller's
  * stream; the driver does the stream ordering. Lock-free counters give the ABI's as-requested
  * byte counts and the leak report; reserved bytes come from the pool's attributes.
  *

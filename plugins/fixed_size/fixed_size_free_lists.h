@@ -93,9 +93,9 @@ crmm_status fs_free_lists_pop(fs_free_lists *fl, fs_stream_key *key, void **ptr)
  * the stream's event when record_every of its blocks are now uncovered. CRMM_ERROR_OUT_OF_MEMORY
  * when the stack cannot grow, CRMM_ERROR_CUDA (or the CUDA error's status) when a new stream's
  * list cannot be made (its event, its id): then no block was taken (the caller still has them,
- * and a free keeps its block live). Once the blocks are
- * on the stack it succeeds: a failed id query or record leaves them uncovered (usable on the
- * stream, by others after a synchronization), its error cleared. */
+ * and a free keeps its block live). Once the blocks are on the stack it succeeds: a failed id
+ * query or record leaves them uncovered (usable on the stream, by others after a
+ * synchronization), its error cleared. */
 crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *const *ptrs, size_t n);
 
 /* Give `n` blocks back that no stream has pending work on (fs_free_lists.ready): no CUDA call.
