@@ -271,7 +271,7 @@ CRMM_TEST(enable_ipc_and_enable_fabric_are_refused_together)
 
     fake_mempool_supported_handle_types = cudaMemHandleTypePosixFileDescriptor;
     ck_assert_crmm(crmm_resource_create("async", "enable_fabric=true", NULL, &refused), CRMM_ERROR_UNSUPPORTED);
-    ck_assert_msg(strstr(crmm_last_error(), "fabric: not all supported by device 0 (it supports: posix_fd)"), "%s",
+    ck_assert_msg(strstr(crmm_last_error(), "export_handle_type fabric is not supported by device 0 (it supports: posix_fd)"), "%s",
                   crmm_last_error());
     ck_assert_ptr_null(refused);
     ck_assert_int_eq(fake_mempool_pools_live, pools);

@@ -2,7 +2,7 @@
  * (RMM's cuda_async_memory_resource).
  *
  * Create makes a pool on the device (pinned device memory, optionally exportable as a POSIX
- * file descriptor or a fabric handle), sets its release threshold (default: never give memory
+ * file descriptor or fabric handle), sets its release threshold (default: never give memory
  * back at synchronization) and, when initial_pool_size is given, primes it by allocating that
  * much and freeing it. Allocate/free are cudaMallocFromPoolAsync/cudaFreeAsync on the caller's
  * stream; the driver does the stream ordering. Lock-free counters give the ABI's as-requested
@@ -149,7 +149,7 @@ static crmm_status async_trim(crmm_resource *self)
 static crmm_status async_export_pool(async_resource *a)
 {
     int fd = -1;
-    crmm_status st = crmm_cuda_status(cudaMemPoolExportToShareableHandle(&fd, a->pool, cudaMemHandleTypePosixFileDescriptor, 0),
+    crmm_status st = crmm_cuda_status(cudaMemPoolExportToShareableHandle(&fd, a->pool, a->export_type, 0),
                                       "async: ipc export: cudaMemPoolExportToShareableHandle");
     if (st == CRMM_OK)
         a->pool_fd = fd;
@@ -283,7 +283,7 @@ static const char *handle_type_names(int mask, char *buf, size_t size)
     return buf[0] ? buf : "none";
 }
 
-/* Check that `device` can make a pool that exports every handle type in the mask `type`. */
+/* Check that `device` can make a pool that exports `type`. */
 static crmm_status check_device(int device, const char *type_name, enum cudaMemAllocationHandleType type)
 {
     int pools = 0;
@@ -301,9 +301,9 @@ static crmm_status check_device(int device, const char *type_name, enum cudaMemA
                           "async: cudaDeviceGetAttribute(cudaDevAttrMemoryPoolSupportedHandleTypes)");
     if (st != CRMM_OK)
         return st;
-    if ((supported & (int)type) != (int)type) {
+    if (!(supported & (int)type)) {
         char names[64];
-        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "async: export handle types %s: not all supported by device %d (it supports: %s)",
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "async: export_handle_type %s is not supported by device %d (it supports: %s)",
                               type_name, device, handle_type_names(supported, names, sizeof names));
     }
     return CRMM_OK;
@@ -344,9 +344,7 @@ static crmm_status handle_choice_rule(bool enable_ipc, bool enable_fabric, int e
     }
     if (enable_ipc && enable_fabric) {
         *key = "enable_fabric";
-        return crmm_set_error(CRMM_ERROR_CONFIG,
-                              "async: enable_ipc and enable_fabric cannot both be true (a pool of both handle types "
-                              "is not supported: choose one)");
+        return crmm_set_error(CRMM_ERROR_CONFIG, "async: enable_ipc and enable_fabric cannot both be true (one handle type per pool)");
     }
     return CRMM_OK;
 }
@@ -379,16 +377,10 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
     const char *key;
     if ((st = handle_choice_rule(cfg.enable_ipc, cfg.enable_fabric, cfg.export_handle_type, &key)) != CRMM_OK)
         return st;
-    /* the one handle type the pool allows (handle_choice_rule), which crmm_ipc_export sends */
-    int types = (int)handle_types[cfg.export_handle_type].type;
-    if (cfg.enable_ipc)
-        types |= (int)cudaMemHandleTypePosixFileDescriptor;
-    if (cfg.enable_fabric)
-        types |= (int)cudaMemHandleTypeFabric;
-    enum cudaMemAllocationHandleType export = (enum cudaMemAllocationHandleType)types;
-    char type_name[64];
-    handle_type_names(types, type_name, sizeof type_name);
-    if ((st = check_device(device, type_name, (enum cudaMemAllocationHandleType)types)) != CRMM_OK)
+    int chosen = cfg.enable_ipc ? 1 : cfg.enable_fabric ? 2 : cfg.export_handle_type;
+    const char *type_name = handle_types[chosen].name;
+    enum cudaMemAllocationHandleType type = handle_types[chosen].type;
+    if ((st = check_device(device, type_name, type)) != CRMM_OK)
         return st;
 
     async_resource *a = calloc(1, sizeof *a);
@@ -402,21 +394,21 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
     struct cudaMemPoolProps props;
     memset(&props, 0, sizeof props);
     props.allocType = cudaMemAllocationTypePinned;
-    props.handleTypes = (enum cudaMemAllocationHandleType)types;
+    props.handleTypes = type;
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = device;
     st = crmm_cuda_status(cudaMemPoolCreate(&a->pool, &props), "cudaMemPoolCreate");
     if (st != CRMM_OK) {
         crmm_cuda_device_restore(&g);
         free(a);
-        return crmm_error_add_context("async: device %d, export handle types %s", device, type_name);
+        return crmm_error_add_context("async: device %d, export_handle_type %s", device, type_name);
     }
     uint64_t release = cfg.release_threshold;
     st = crmm_cuda_status(cudaMemPoolSetAttribute(a->pool, cudaMemPoolAttrReleaseThreshold, &release),
                           "async: cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)");
-    a->export_type = export;
+    a->export_type = type;
     a->pool_fd = -1;
-    if (st == CRMM_OK && export == cudaMemHandleTypePosixFileDescriptor)
+    if (st == CRMM_OK && type == cudaMemHandleTypePosixFileDescriptor)
         st = async_export_pool(a);
     if (st == CRMM_OK && cfg.initial_pool_size > 0)
         st = prime(a, cfg.initial_pool_size);
@@ -450,10 +442,10 @@ static const crmm_param async_params[] = {
      .help = "let one thread at a time into the driver (faster when threads contend)",
      .offset = offsetof(async_config, serialize_calls)},
     {.key = "enable_ipc", .type = CRMM_PARAM_BOOL, .default_value = "false",
-     .help = "RMM's enable_ipc: allow posix_fd handles (share allocations with crmm_ipc_export)",
+     .help = "RMM's enable_ipc: export_handle_type = posix_fd (share allocations with crmm_ipc_export)",
      .offset = offsetof(async_config, enable_ipc)},
     {.key = "enable_fabric", .type = CRMM_PARAM_BOOL, .default_value = "false",
-     .help = "RMM's enable_fabric: allow fabric handles (not with enable_ipc)",
+     .help = "RMM's enable_fabric: export_handle_type = fabric",
      .offset = offsetof(async_config, enable_fabric)},
     {NULL},
 };
