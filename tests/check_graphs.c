@@ -482,6 +482,45 @@ CRMM_LOOP_TEST_IN("pool", a_graphs_block_freed_after_the_capture_keeps_its_strea
     crmm_resource_release(p);
 }
 
+/* A block allocated before a capture and freed inside it, on the capture's stream s, may still be
+ * in use by eager work queued on s before the capture began. When the graph is destroyed (here
+ * never launched) it is s's: another stream gets it only once ordered after s; s itself gets it
+ * at once (rows from 2 * FORMS on). Rows FORMS to 2 * FORMS - 1: with graph_pool = private, where
+ * the capture holds such a block without reusing it. */
+CRMM_LOOP_TEST_IN("pool", a_block_from_before_the_capture_keeps_its_streams_order, 3 * FORMS)
+{
+    int form = _i % FORMS;
+    bool private = _i >= FORMS && _i < 2 * FORMS;
+    crmm_resource *p = pool_in_form(form, private ? "initial_size=4MiB graph_pool=private" : "initial_size=4MiB");
+    cudaStream_t s = stream_n(1), u = stream_n(3);
+    void *x = alloc_on(p, MiB, s); /* eager work on s writes it */
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    free_on(p, x, MiB, s);
+    fake_capture_end(s);
+    fake_graph_destroy(g);
+    (void)q(p, CRMM_QUERY_BYTES_FREE); /* collects */
+    if (_i >= 2 * FORMS) {
+        ck_assert_ptr_eq(alloc_on(p, MiB, s), x);
+        free_on(p, x, MiB, s);
+    }
+    order_t = s;
+    t_recorded = t_ordered = 0;
+    fake_vmm_order_hook = order_hook;
+    void *got[8];
+    int n = 0, found = 0;
+    while (n < 8 && !found) {
+        got[n] = alloc_on(p, MiB, u);
+        found = got[n++] == x;
+    }
+    fake_vmm_order_hook = NULL;
+    ck_assert_msg(!found || t_ordered, "%s%s: another stream got the block freed in the capture on s with no order after s",
+                  form_names[form], private ? ", private" : "");
+    while (n > 0)
+        free_on(p, got[--n], MiB, u);
+    no_forbidden_call(form);
+    crmm_resource_release(p);
+}
+
 /* With stream_reuse = event, an allocation outside a capture whose last resort would synchronize
  * the device (the pool at its maximum, another stream's free blocks too small alone) does not
  * while a stream that holds free blocks is captured: CUDA would refuse it and invalidate that

@@ -74,6 +74,7 @@ static pool_graph_stream *graph_stream(pool_graph *g, crmm_cuda_stream_t stream,
         gs->handle = stream;
         gs->thread = thread;
         gs->after = after;
+        gs->eager = after;
         gs->next = g->streams;
         g->streams = gs;
     }
@@ -115,8 +116,10 @@ static void park_in(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_st
         park_foreign(g, b, stream);
         return;
     }
-    if (!o)
+    if (!o) {
         g->owned++;
+        gs->eager = true; /* from before the capture, or a destroyed graph's: eager work used it */
+    }
     g->parked_bytes += b->size;
     uintptr_t tag = (uintptr_t)gs | POOL_PARKED | (small ? POOL_PARKED_SMALL : 0);
     pool_free_list *fl = area_of(gs, tag);
@@ -244,10 +247,10 @@ static pool_stream *state_of(pool_resource *p, const pool_graph_stream *gs)
 }
 
 /* Under the lock, g's graph gone: every block parked in g goes to the live graph that owns it, or
- * back to the pool: to the ready state, where any stream takes it at once, when the capture freed
- * it (the graph's launches, the only work that used it since, are over), else to the state of the
- * stream it was freed on, whose work may still use it: another stream gets it only once ordered
- * after that work, as any block freed on that stream. False when there is no memory for a state:
+ * back to the pool: to the ready state, where any stream takes it at once, when only the graph
+ * used it (its launches are over), else (its record is `eager`) to the state of the stream it was
+ * freed on, whose work may still use it: another stream gets it only once ordered after that
+ * work, as any block freed on that stream. False when there is no memory for a state:
  * the blocks stay parked (held, never reused) and g must be retried. */
 static bool return_parked(pool_resource *p, pool_graph *g)
 {
@@ -256,7 +259,7 @@ static bool return_parked(pool_resource *p, pool_graph *g)
     if (!made)
         crmm_clear_error();
     for (pool_graph_stream *gs = g->streams; gs && made; gs = gs->next)
-        made = !gs->after || (!pool_free_list_any(&gs->area[0]) && !pool_free_list_any(&gs->area[1])) ||
+        made = !gs->eager || (!pool_free_list_any(&gs->area[0]) && !pool_free_list_any(&gs->area[1])) ||
                state_of(p, gs);
     if (!made)
         return false;
@@ -267,12 +270,12 @@ static bool return_parked(pool_resource *p, pool_graph *g)
         return_block(p, g, ready, ready, b);
         b = next;
     }
-    /* the capture's own blocks first, so that those freed after it take their free neighbours */
-    for (int after = 0; after < 2; after++)
+    /* the capture's own blocks first, so that those eager work used take their free neighbours */
+    for (int eager = 0; eager < 2; eager++)
         for (pool_graph_stream *gs = g->streams; gs; gs = gs->next) {
-            if (gs->after != after)
+            if (gs->eager != eager)
                 continue;
-            pool_stream *to = after ? state_of(p, gs) : ready; /* made above: found now */
+            pool_stream *to = eager ? state_of(p, gs) : ready; /* made above: found now */
             for (int a = 0; a < 2; a++)
                 while ((b = pool_free_list_any(&gs->area[a]))) {
                     pool_free_list_remove(&gs->area[a], b);
@@ -350,8 +353,8 @@ bool pool_capture_free(pool_resource *p, pool_block *b, pool_graph *capturing, c
     if (capturing) {
         /* with graph_pool = private a block allocated before the capture (outside any, or by a
          * graph destroyed since, whose other pages went back to the pool) shares its pages with
-         * blocks outside the graph: held, not reused */
-        park(p, capturing, b, stream, !p->graph_private || o == capturing || (o && o->alive), false);
+         * blocks outside the graph: held with those freed after a capture, not reused */
+        park(p, capturing, b, stream, true, p->graph_private && o != capturing && !(o && o->alive));
         return true;
     }
     if (o->alive) {

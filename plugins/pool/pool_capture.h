@@ -11,7 +11,8 @@
  *    record); when it is freed, inside the capture or after it, it is parked in the record;
  *  - a block allocated before the capture and freed inside it is parked in the record as well,
  *    and owned from then on (with graph_pool = private it is held, never reused: it shares pages
- *    with blocks outside the graph);
+ *    with blocks outside the graph); work queued before the capture may still use it, so when
+ *    the graph goes it joins the state of the stream it was freed on, not the ready state;
  *  - a parked block is reused only by a later allocation of the same capture on the same stream
  *    (the graph orders the two), never by anyone else. Parked blocks are kept per stream as the
  *    pool keeps free ones: merged with parked neighbours, found by segregated fit, and split for a
@@ -50,8 +51,13 @@ typedef capture_check_info pool_capture;
 typedef struct pool_graph_stream {
     crmm_cuda_stream_t handle;
     uint64_t thread;               /* for cudaStreamPerThread the freeing thread's serial, else 0 */
-    bool after;                    /* blocks freed outside any capture while the graph lived: work
-                                    * on that stream may still use them when the graph is gone */
+    bool after;                    /* blocks freed outside any capture while the graph lived (or,
+                                    * with graph_pool = private, held from before the capture):
+                                    * never reused by the capture */
+    bool eager;                    /* holds blocks that eager work queued on that stream may still
+                                    * use when the graph is gone (every `after` record; a capture's
+                                    * record once a block from before the capture joins it): they go
+                                    * back to that stream's state, not to the ready state */
     struct pool_graph_stream *next;
     pool_free_list area[2];        /* [0] large blocks, [1] small ones */
 } pool_graph_stream;
