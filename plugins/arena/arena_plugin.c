@@ -79,12 +79,22 @@ static crmm_status capture_of(arena_resource *r, crmm_cuda_stream_t stream, park
 static crmm_status arena_free_now(arena_resource *r, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
 
 /* Blocks of destroyed graphs come back, freed on the caller's stream (not captured, alive: the
- * only stream the arena may name). The device has finished with them. */
+ * only stream the arena may name). The graph's launches are over; when eager work used some of
+ * them (graph_park_entry), on a stream that may be destroyed, the device is synchronized first,
+ * and should that fail those stay out of use. */
 static void take_back_parked(arena_resource *r, crmm_cuda_stream_t stream)
 {
     size_t n;
     graph_park_entry *back = graph_park_collect(&r->park, &n);
+    bool eager = false;
+    for (size_t i = 0; i < n; i++)
+        eager |= back[i].eager;
+    bool synced = !eager || !r->uses_cuda || arena_device_synchronize(r) == CRMM_OK;
+    if (!synced)
+        crmm_clear_error(); /* logged */
     for (size_t i = 0; i < n; i++) {
+        if (back[i].eager && !synced)
+            continue;
         arena_cache_count(r, stream, (int64_t)back[i].bytes); /* counted free when parked */
         if (arena_free_now(r, back[i].ptr, back[i].bytes, stream) != CRMM_OK)
             crmm_log(CRMM_LOG_ERROR, "%s: taking back a block of a destroyed CUDA graph: %s", arena_who(r),

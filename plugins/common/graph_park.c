@@ -14,6 +14,12 @@ struct park_graph {
     park_graph *next;          /* graph_park.graphs */
 };
 
+/* The owned map's value: the owning record's address, with EAGER_OWNED set when the block came
+ * to the graph from outside it (allocated before its capture, or another graph's): it stays
+ * eager when the capture frees it again. */
+#define EAGER_OWNED ((uintptr_t)1)
+static park_graph *owner_of(const ptr_map_pair *e) { return e ? (park_graph *)(e->value & ~EAGER_OWNED) : NULL; }
+
 void graph_park_init(graph_park *gp)
 {
     memset(gp, 0, sizeof *gp);
@@ -89,7 +95,7 @@ crmm_status graph_park_own(graph_park *gp, park_graph *g, void *ptr, const char 
     ptr_map_pair *e = ptr_map_insert(&gp->owned, (uintptr_t)ptr);
     if (e) {
         if (e->value) /* not possible for a live block; kept consistent all the same */
-            ((park_graph *)e->value)->owned--;
+            owner_of(e)->owned--;
         e->value = (uintptr_t)g;
         g->owned++;
         __atomic_store_n(&gp->owned_count, gp->owned.count, __ATOMIC_RELAXED);
@@ -123,7 +129,7 @@ crmm_status graph_park_free_slow(graph_park *gp, park_graph *capturing, void *pt
                                  crmm_cuda_stream_t stream, bool *parked)
 {
     *parked = false;
-    graph_park_entry b = {ptr, bytes, stream, thread_serial_of_stream(stream), true};
+    graph_park_entry b = {ptr, bytes, stream, thread_serial_of_stream(stream), true, true};
     pthread_mutex_lock(&gp->lock);
     if (ptr_map_find(&gp->parked, (uintptr_t)ptr)) {
         pthread_mutex_unlock(&gp->lock);
@@ -131,8 +137,9 @@ crmm_status graph_park_free_slow(graph_park *gp, park_graph *capturing, void *pt
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "deallocate: %p is already free (double free?)", ptr);
     }
     ptr_map_pair *e = ptr_map_find(&gp->owned, (uintptr_t)ptr);
-    park_graph *owner = e ? (park_graph *)e->value : NULL;
+    park_graph *owner = owner_of(e);
     park_graph *to = capturing ? capturing : owner && owner->alive ? owner : NULL;
+    b.eager = !capturing || owner != capturing || (e->value & EAGER_OWNED);
     if (!to && owner) { /* its graph is gone: the block is the allocator's again */
         ptr_map_erase(&gp->owned, e);
         __atomic_store_n(&gp->owned_count, gp->owned.count, __ATOMIC_RELAXED);
@@ -159,15 +166,17 @@ bool graph_park_reuse(graph_park *gp, park_graph *g, crmm_cuda_stream_t stream, 
         if (!b->reusable || b->stream != stream || b->thread != thread || (!any_size && b->bytes != bytes))
             continue;
         ptr_map_pair *e = ptr_map_find(&gp->owned, (uintptr_t)b->ptr);
-        if (e && e->value != (uintptr_t)g)
+        if (e && owner_of(e) != g)
             continue; /* another graph's: parked here, never reused */
-        if (!e) { /* allocated before the capture, freed inside it: g's from now on */
+        if (!e) { /* allocated before the capture, freed inside it: g's from now on, still eager */
             if (!(e = ptr_map_insert(&gp->owned, (uintptr_t)b->ptr)))
                 break;
             e->value = (uintptr_t)g;
             g->owned++;
             __atomic_store_n(&gp->owned_count, gp->owned.count, __ATOMIC_RELAXED);
         }
+        if (b->eager)
+            e->value |= EAGER_OWNED;
         *ptr = b->ptr;
         got = true;
         gp->parked_bytes -= b->bytes;
@@ -189,7 +198,7 @@ enum release { RELEASED, HANDED_ON, KEPT };
 static enum release release_block(graph_park *gp, park_graph *g, const graph_park_entry *b)
 {
     ptr_map_pair *e = ptr_map_find(&gp->owned, (uintptr_t)b->ptr);
-    park_graph *owner = e ? (park_graph *)e->value : NULL;
+    park_graph *owner = owner_of(e);
     graph_park_entry held = *b;
     held.reusable = false; /* freed for g's capture: nothing orders it before the owner's */
     if (owner && owner != g && owner->alive)

@@ -4,7 +4,7 @@
  * A block handed out during a capture is owned by that graph (an address map says so); when it
  * is freed, inside the capture or after it, it is parked in the graph's record instead of going
  * back to the allocator. A block allocated before the capture and freed inside it is parked
- * too. Parked blocks come back (graph_park_collect) only once the graph and every executable
+ * too; it stays "eager" (graph_park_entry) when the capture hands it out again. Parked blocks come back (graph_park_collect) only once the graph and every executable
  * graph made from it are destroyed (graph_hold.h ties the record to the graph), so nothing the
  * graph may still write is handed out. Within its own capture a parked block may be handed again
  * (graph_park_reuse) to a later allocation on the stream that freed it: the graph orders the two.
@@ -25,14 +25,19 @@
 #include "thread_serial.h"
 
 /* A block freed for a graph: where, how large (as freed), the stream it was freed on (with the
- * freeing thread's serial for the per-thread default stream, thread_serial.h), and whether the
- * graph's capture may take it back (not when another graph's went to it when that one went). */
+ * freeing thread's serial for the per-thread default stream, thread_serial.h), whether the
+ * graph's capture may take it back (not when another graph's went to it when that one went), and
+ * whether eager work, outside any graph, may still use it when the graph is gone: a block freed
+ * after the capture, or allocated before the capture that freed it (or by another graph). Such a
+ * block is safe for another stream only once ordered after the stream it was freed on, which may
+ * be destroyed by then: the allocator makes it usable after its next device synchronization. */
 typedef struct graph_park_entry {
     void *ptr;
     size_t bytes;
     crmm_cuda_stream_t stream;
     uint64_t thread;
     bool reusable;
+    bool eager;
 } graph_park_entry;
 
 typedef struct park_graph park_graph;
@@ -90,8 +95,9 @@ bool graph_park_reuse(graph_park *gp, park_graph *g, crmm_cuda_stream_t stream, 
 /* Whether any graph has been destroyed since the last collect (one atomic load). */
 static inline bool graph_park_pending(graph_park *gp) { return graph_holds_pending(&gp->holds); }
 
-/* The blocks of every graph destroyed since the last call, for the allocator to take back as if
- * freed now (the device has finished with them): a malloc'd array of *n entries (NULL, 0 when
+/* The blocks of every graph destroyed since the last call, for the allocator to take back (the
+ * graph's launches are over; an entry marked `eager` may still be used by work queued before its
+ * free, on a stream that may be destroyed): a malloc'd array of *n entries (NULL, 0 when
  * none or when the array cannot be made: those records are retried at the next call). A block
  * another live graph owns too stays parked for that one (in the destroyed graph's record, retried
  * at the next call, when that one's record cannot grow). */

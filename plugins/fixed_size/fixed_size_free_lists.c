@@ -284,6 +284,20 @@ crmm_status fs_free_lists_push_ready(fs_free_lists *fl, void *const *ptrs, size_
     return CRMM_OK;
 }
 
+crmm_status fs_free_lists_push_waiting(fs_free_lists *fl, void *const *ptrs, size_t n)
+{
+    if (fl->host_only)
+        return fs_free_lists_push_ready(fl, ptrs, n);
+    crmm_status st = stack_reserve(&fl->waiting, n);
+    if (st != CRMM_OK)
+        return st;
+    memcpy(fl->waiting.ptrs + fl->waiting.count, ptrs, n * sizeof *ptrs);
+    fl->waiting.count += n;
+    fl->free_blocks += n;
+    fl->uncovered += n;
+    return CRMM_OK;
+}
+
 crmm_status fs_free_lists_synchronize(fs_free_lists *fl)
 {
     if (fl->host_only)
@@ -299,6 +313,15 @@ crmm_status fs_free_lists_synchronize(fs_free_lists *fl)
     for (size_t i = 0; i < fl->count; i++)
         fl->lists[i].covered = fl->lists[i].blocks.count;
     fl->uncovered = 0;
+    if (fl->waiting.count && stack_reserve(&fl->ready, fl->waiting.count) == CRMM_OK) {
+        memcpy(fl->ready.ptrs + fl->ready.count, fl->waiting.ptrs, fl->waiting.count * sizeof *fl->waiting.ptrs);
+        fl->ready.count += fl->waiting.count;
+        fl->waiting.count = 0;
+    }
+    if (fl->waiting.count) { /* no room in the ready stack: they wait for the next one */
+        crmm_clear_error();
+        fl->uncovered = fl->waiting.count;
+    }
     return CRMM_OK;
 }
 
@@ -315,5 +338,6 @@ void fs_free_lists_destroy(fs_free_lists *fl, bool cuda_ok)
     }
     free(fl->lists);
     free(fl->ready.ptrs);
+    free(fl->waiting.ptrs);
     memset(fl, 0, sizeof *fl);
 }

@@ -49,6 +49,9 @@ typedef struct fs_free_lists {
     fs_stack ready;         /* blocks no stream has pending work on (fresh from upstream during a
                              * capture, or given back by a destroyed CUDA graph): any stream takes
                              * them without a wait (counted in free_blocks, never uncovered) */
+    fs_stack waiting;       /* blocks that work on a stream no longer named may still use (a
+                             * destroyed graph's that eager work used): ready after the next
+                             * device synchronization (counted in free_blocks and uncovered) */
     bool capturing;         /* set by the resource (under its lock) while it serves a stream under
                              * CUDA graph capture: pop finds the stream's own stack by its handle
                              * alone (CUDA refuses a captured stream's id), never waits for another
@@ -103,8 +106,14 @@ crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *cons
  * resource is destroyed). */
 crmm_status fs_free_lists_push_ready(fs_free_lists *fl, void *const *ptrs, size_t n);
 
+/* Give `n` blocks back that work queued on some stream, which may be destroyed, may still use
+ * (fs_free_lists.waiting): no CUDA call; ready after the next fs_free_lists_synchronize (for
+ * host-only lists, at once). CRMM_ERROR_OUT_OF_MEMORY when the stack cannot grow (the blocks stay
+ * unavailable until the resource is destroyed). */
+crmm_status fs_free_lists_push_waiting(fs_free_lists *fl, void *const *ptrs, size_t n);
+
 /* Wait until the device has finished all work (cudaDeviceSynchronize, which names no stream);
- * then every free block is covered. CRMM_ERROR_CUDA when that fails (nothing changes). No CUDA
+ * then every free block is covered and the waiting ones are ready. CRMM_ERROR_CUDA when that fails (nothing changes). No CUDA
  * call for host-only lists. */
 crmm_status fs_free_lists_synchronize(fs_free_lists *fl);
 

@@ -114,7 +114,7 @@ static crmm_status take_or_grow(fixed_size_resource *r, fs_stream_key *key, void
     uint64_t limit = half > r->blocks_per_chunk ? half : r->blocks_per_chunk;
     if (r->free.uncovered < limit && (st = grow(r, key)) == CRMM_OK)
         return fs_free_lists_pop(&r->free, key, ptr);
-    if (r->free.uncovered == 0)
+    if (r->free.uncovered == 0) /* (waiting blocks count as uncovered) */
         return st;
     crmm_status sync = fs_free_lists_synchronize(&r->free);
     if (sync != CRMM_OK)
@@ -191,13 +191,18 @@ static crmm_status take_under_capture(fixed_size_resource *r, fs_stream_key *key
     return st;
 }
 
-/* Blocks of destroyed graphs (graph_park_collect) are ready for any stream: the device has
- * finished with them. Lock held. */
+/* Blocks of destroyed graphs (graph_park_collect): those only the graph used are ready for any
+ * stream (its launches are over); those eager work used wait for the next device
+ * synchronization (the stream they were freed on may be destroyed: no list of its can be named).
+ * Lock held. */
 static void take_back_parked(fixed_size_resource *r, graph_park_entry *back, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (fs_free_lists_push_ready(&r->free, &back[i].ptr, 1) != CRMM_OK)
+    for (size_t i = 0; i < n; i++) {
+        void *const *ptr = &back[i].ptr;
+        if ((back[i].eager ? fs_free_lists_push_waiting(&r->free, ptr, 1) : fs_free_lists_push_ready(&r->free, ptr, 1)) !=
+            CRMM_OK)
             crmm_clear_error(); /* out of use until destroy */
+    }
 }
 
 static crmm_status fixed_size_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
