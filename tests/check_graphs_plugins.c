@@ -243,6 +243,41 @@ CRMM_LOOP_TEST_IN("other plugins", per_thread_default_streams_of_two_threads_do_
     crmm_resource_release(r);
 }
 
+/* A free under capture that the arena would refuse outside one is refused too, with nothing
+ * parked and no count changed: a pointer inside a block, a block freed with the size of another
+ * class, a large block freed with another size, and a block freed before the capture (and not
+ * handed out since). Rows: a small block (64 KiB), a large one (2 MiB). */
+CRMM_LOOP_TEST_IN("other plugins", arena_refuses_a_bad_free_under_capture, 2)
+{
+    const size_t n = _i ? 2 * MiB : 64 * KiB;
+    crmm_resource *up = crmm_test_create("cuda", "", NULL);
+    crmm_resource *r = crmm_test_create("arena", "arena_size=8MiB", up);
+    crmm_resource_release(up);
+    cudaStream_t s = stream_n(1);
+    void *live = alloc_on(r, n, s), *gone = alloc_on(r, n, s);
+    free_on(r, gone, n, s);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    uint64_t allocations = q(r, CRMM_QUERY_ALLOCATIONS), in_use = q(r, CRMM_QUERY_BYTES_IN_USE);
+    struct { void *ptr; size_t bytes; } bad[] = {{(char *)live + 256, n}, {live, 256}, {live, n + 4096}, {gone, n}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        ck_assert_crmm(crmm_resource_deallocate(r, bad[k].ptr, bad[k].bytes, (crmm_cuda_stream_t)s),
+                       CRMM_ERROR_INVALID_ARGUMENT);
+        ck_assert_error_contains("arena");
+        crmm_clear_error();
+        ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), allocations);
+        ck_assert_uint_eq(q(r, CRMM_QUERY_BYTES_IN_USE), in_use);
+    }
+    void *x = alloc_on(r, n, s); /* nothing was parked: not `live`, whole */
+    ck_assert_msg(!((char *)x < (char *)live + n && (char *)x + n > (char *)live), "%p overlaps the live block %p", x, live);
+    free_on(r, x, n, s);
+    free_on(r, live, n, s);
+    fake_capture_end(s);
+    ck_assert_int_eq(fake_capture_forbidden(), 0);
+    fake_graph_destroy(g);
+    ck_assert_uint_eq(q(r, CRMM_QUERY_ALLOCATIONS), 0);
+    crmm_resource_release(r);
+}
+
 /* Freeing a block twice under capture is refused like any double free (the block is held once,
  * and the capture hands it to one allocation, not two): fixed_size, binning, and an arena, which
  * keeps no set of live blocks, for a small block and a large one. */

@@ -743,30 +743,50 @@ crmm_status arena_global_alloc_large(arena_global *g, unsigned home, size_t byte
     return st;
 }
 
+/* With the lock of the shard of ptr's page taken (*sh, left locked whatever the answer; NULL
+ * when ptr is outside the arena): ptr's span when it is a live large block of `bytes`, else NULL
+ * (*allocated = its size when only the size differs, else 0). */
+static arena_span *lock_large(arena_global *g, void *ptr, size_t bytes, arena_shard **sh, size_t *allocated)
+{
+    *allocated = 0;
+    *sh = NULL;
+    uintptr_t off = (uintptr_t)ptr - (uintptr_t)g->base;
+    if (off >= g->size)
+        return NULL;
+    *sh = &g->shards[arena_global_shard_of(g, off >> g->page_shift)];
+    pthread_mutex_lock(&(*sh)->lock);
+    uintptr_t e = arena_global_entry(g, ptr);
+    arena_span *s = arena_entry_span(e);
+    if (!(e & ARENA_ENTRY_SPAN) || s->kind != ARENA_SPAN_LARGE || (s->start << g->page_shift) != off)
+        return NULL;
+    if (s->bytes != bytes) {
+        *allocated = s->bytes;
+        return NULL;
+    }
+    return s;
+}
+
+crmm_status arena_global_check_large(arena_global *g, void *ptr, size_t bytes, size_t *allocated)
+{
+    arena_shard *sh;
+    arena_span *s = lock_large(g, ptr, bytes, &sh, allocated);
+    if (sh)
+        pthread_mutex_unlock(&sh->lock);
+    return s ? CRMM_OK : CRMM_ERROR_INVALID_ARGUMENT;
+}
+
 crmm_status arena_global_free_large(arena_global *g, void *ptr, size_t bytes, const arena_stream_id *stream,
                                     size_t *allocated)
 {
-    *allocated = 0;
-    uintptr_t off = (uintptr_t)ptr - (uintptr_t)g->base;
-    if (off >= g->size)
-        return CRMM_ERROR_INVALID_ARGUMENT;
-    arena_shard *sh = &g->shards[arena_global_shard_of(g, off >> g->page_shift)];
-    pthread_mutex_lock(&sh->lock);
-    uintptr_t e = arena_global_entry(g, ptr);
-    arena_span *s = arena_entry_span(e);
-    if (!(e & ARENA_ENTRY_SPAN) || s->kind != ARENA_SPAN_LARGE || (s->start << g->page_shift) != off) {
-        pthread_mutex_unlock(&sh->lock);
-        return CRMM_ERROR_INVALID_ARGUMENT;
+    arena_shard *sh;
+    arena_span *s = lock_large(g, ptr, bytes, &sh, allocated);
+    if (s) {
+        sh->large_blocks--;
+        release_span(g, sh, s, g->device_sync ? stream : NULL);
     }
-    if (s->bytes != bytes) {
-        *allocated = s->bytes;
+    if (sh)
         pthread_mutex_unlock(&sh->lock);
-        return CRMM_ERROR_INVALID_ARGUMENT;
-    }
-    sh->large_blocks--;
-    release_span(g, sh, s, g->device_sync ? stream : NULL);
-    pthread_mutex_unlock(&sh->lock);
-    return CRMM_OK;
+    return s ? CRMM_OK : CRMM_ERROR_INVALID_ARGUMENT;
 }
 
 void arena_global_usage(arena_global *g, size_t *free_bytes, size_t *largest_free)

@@ -172,6 +172,10 @@ crmm_status arena_global_alloc_large(arena_global *g, unsigned home, size_t byte
 crmm_status arena_global_free_large(arena_global *g, void *ptr, size_t bytes, const arena_stream_id *stream,
                                     size_t *allocated);
 
+/* The checks of arena_global_free_large without the free: CRMM_OK when `ptr` is a live large
+ * block of `bytes`; else as that call. */
+crmm_status arena_global_check_large(arena_global *g, void *ptr, size_t bytes, size_t *allocated);
+
 /* A span's tag as it stands (the shard of its first page locked, or all): untagged when a
  * device synchronization has voided it. For the dump. */
 arena_tag arena_global_span_tag(const arena_global *g, const arena_span *span);

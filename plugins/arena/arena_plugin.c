@@ -174,6 +174,54 @@ static crmm_status arena_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
     return arena_allocate_now(r, bytes, stream, ptr, false);
 }
 
+static crmm_status not_ours(const arena_resource *r, const void *ptr)
+{
+    return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p was not allocated by this arena", arena_who(r), ptr);
+}
+
+/* A free of a block that is not live (allocated == 0) or was allocated with another size. */
+static crmm_status refused_free(const arena_resource *r, const void *ptr, size_t bytes, size_t allocated)
+{
+    if (allocated)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p was allocated with %zu bytes, freed with %zu",
+                              arena_who(r), ptr, allocated, bytes);
+    return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p is not a live block of this arena (freed twice?)",
+                          arena_who(r), ptr);
+}
+
+/* The slab of page-map entry e (a small block's), or NULL (a large block's, or none). */
+static arena_slab *slab_of(uintptr_t e)
+{
+    if (!(e & ARENA_ENTRY_SPAN))
+        return (arena_slab *)e;
+    arena_span *span = arena_entry_span(e);
+    if (__atomic_load_n(&span->kind, __ATOMIC_RELAXED) == ARENA_SPAN_SUPERBLOCK)
+        return __atomic_load_n(&span->slab, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+/* Whether arena_free_now would take a free of ptr with `bytes`, checked without freeing: a block
+ * parked for a graph stays the arena's, so a free it would refuse must be refused before it is
+ * parked (the arena keeps no set of live blocks; its bitmaps and spans say which are). */
+static crmm_status check_free(arena_resource *r, void *ptr, size_t bytes)
+{
+    uintptr_t e = arena_global_entry(&r->global, ptr);
+    if (!e)
+        return not_ours(r, ptr);
+    arena_slab *sb = slab_of(e);
+    size_t allocated;
+    if (sb) {
+        uint32_t idx;
+        crmm_status st = arena_cache_check(r, sb, ptr, bytes, &idx);
+        if (st == CRMM_OK && arena_slab_is_free(sb, idx))
+            return refused_free(r, ptr, bytes, 0);
+        return st;
+    }
+    if (arena_global_check_large(&r->global, ptr, bytes, &allocated) != CRMM_OK)
+        return refused_free(r, ptr, bytes, allocated);
+    return CRMM_OK;
+}
+
 static crmm_status arena_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     arena_resource *r = (arena_resource *)self;
@@ -184,10 +232,11 @@ static crmm_status arena_deallocate(crmm_resource *self, void *ptr, size_t bytes
             return st;
     }
     if (graph || __builtin_expect(__atomic_load_n(&r->park.owned_count, __ATOMIC_RELAXED) != 0, 0)) {
-        if (!arena_global_entry(&r->global, ptr))
-            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p was not allocated by this arena", arena_who(r), ptr);
+        crmm_status st = check_free(r, ptr, bytes);
+        if (st != CRMM_OK)
+            return st;
         bool parked;
-        crmm_status st = graph_park_free(&r->park, graph, ptr, bytes, stream, &parked);
+        st = graph_park_free(&r->park, graph, ptr, bytes, stream, &parked);
         if (parked) { /* held for the graph: out of the counts of allocated memory now */
             if (st == CRMM_OK)
                 arena_cache_count(r, stream, -(int64_t)bytes);
@@ -205,24 +254,16 @@ static crmm_status arena_free_now(arena_resource *r, void *ptr, size_t bytes, cr
     if (__builtin_expect(e != 0 && !(e & ARENA_ENTRY_SPAN), 1))
         return arena_cache_deallocate(r, (arena_slab *)e, ptr, bytes, stream);
     if (!e)
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p was not allocated by this arena", arena_who(r), ptr);
-    arena_span *span = arena_entry_span(e);
-    if (__atomic_load_n(&span->kind, __ATOMIC_RELAXED) == ARENA_SPAN_SUPERBLOCK) {
-        arena_slab *sb = __atomic_load_n(&span->slab, __ATOMIC_RELAXED);
-        if (sb)
-            return arena_cache_deallocate(r, sb, ptr, bytes, stream);
-    }
+        return not_ours(r, ptr);
+    arena_slab *sb = slab_of(e);
+    if (sb)
+        return arena_cache_deallocate(r, sb, ptr, bytes, stream);
     /* any size: a large block freed with a small one is refused there as a wrong size. No wait
      * for the stream: the pages are tagged with it (arena_stream_order.c) */
     arena_stream_id id;
     size_t allocated;
-    crmm_status st = arena_global_free_large(&r->global, ptr, bytes, arena_stream_of(r, stream, &id), &allocated);
-    if (st != CRMM_OK) {
-        if (allocated)
-            return crmm_set_error(st, "%s: %p was allocated with %zu bytes, freed with %zu", arena_who(r), ptr,
-                                  allocated, bytes);
-        return crmm_set_error(st, "%s: %p is not a live block of this arena (freed twice?)", arena_who(r), ptr);
-    }
+    if (arena_global_free_large(&r->global, ptr, bytes, arena_stream_of(r, stream, &id), &allocated) != CRMM_OK)
+        return refused_free(r, ptr, bytes, allocated);
     arena_cache_count(r, stream, -(int64_t)bytes);
     return CRMM_OK;
 }

@@ -154,6 +154,15 @@ static inline bool arena_slab_put(arena_slab *sb, uint32_t idx)
     return true;
 }
 
+/* Whether block `idx` is free (or freed by another thread, not yet collected). A read any
+ * thread may make; for a block the caller holds live, the answer is exact. */
+static inline bool arena_slab_is_free(const arena_slab *sb, uint32_t idx)
+{
+    uint32_t w = idx >> 6;
+    uint64_t bit = (uint64_t)1 << (idx & 63u);
+    return ((arena_bits_load(&sb->free_bits[w]) | __atomic_load_n(&sb->remote_bits[w], __ATOMIC_RELAXED)) & bit) != 0;
+}
+
 /* The index of the block that starts at `p`. False when p is not the start of a block of sb. */
 static inline bool arena_slab_index(const arena_slab *sb, const void *p, uint32_t *idx)
 {

@@ -780,15 +780,23 @@ static crmm_status remote_free(arena_resource *r, arena_slab *sb, void *ptr, siz
     return CRMM_OK;
 }
 
-crmm_status arena_cache_deallocate(arena_resource *r, arena_slab *sb, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+crmm_status arena_cache_check(arena_resource *r, arena_slab *sb, void *ptr, size_t bytes, uint32_t *idx)
 {
-    uint32_t idx;
-    if (__builtin_expect(!arena_slab_index(sb, ptr, &idx), 0))
+    if (__builtin_expect(!arena_slab_index(sb, ptr, idx), 0))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p is not the start of a block of this arena",
                               arena_who(r), ptr);
     if (__builtin_expect(bytes > r->small_max || arena_size_class(bytes) != sb->cls, 0))
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: %p is a block of %u bytes, freed as %zu bytes",
                               arena_who(r), ptr, sb->block_size, bytes);
+    return CRMM_OK;
+}
+
+crmm_status arena_cache_deallocate(arena_resource *r, arena_slab *sb, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
+{
+    uint32_t idx;
+    crmm_status st = arena_cache_check(r, sb, ptr, bytes, &idx);
+    if (__builtin_expect(st != CRMM_OK, 0))
+        return st;
     if (!r->uses_cuda)
         stream = NULL;
     arena_thread *a = thread_arena(r, stream, false);

@@ -34,6 +34,10 @@ typedef struct arena_thread {
  * CRMM_ERROR_CUDA with one when a superblock freed on another stream is there but waiting for
  * the device fails. */
 crmm_status arena_cache_allocate(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, void **ptr);
+/* The checks of a free of ptr, in slab `sb`, with `bytes` that need no owner: *idx is its block.
+ * CRMM_ERROR_INVALID_ARGUMENT when ptr is not the start of a block of sb or bytes is not of its
+ * size class. */
+crmm_status arena_cache_check(arena_resource *r, arena_slab *sb, void *ptr, size_t bytes, uint32_t *idx);
 /* Free a small block of slab `sb` (found through the page map). CRMM_ERROR_INVALID_ARGUMENT
  * when ptr is not a live block of sb or bytes is not of its size class; CRMM_ERROR_CUDA when a
  * free on another stream cannot wait for that stream. */
