@@ -1,12 +1,16 @@
 /* fork_guard.c — the process-wide list of the plugins' fork guards (crmm/fork_guard.h) and the
- * pthread_atfork handlers that run them.
+ * pthread_atfork handlers that run them, with the core's own locks (internal.h).
  *
- * The list is doubly linked, newest at the head. Its mutex is taken first before a fork and
- * released last after it (made anew in the child), so a guard cannot come or go while its
- * locks are held for a fork. */
+ * The list is doubly linked, newest at the head. Before a fork the handlers take the core's
+ * outer locks (the current resources' registry, the config, the plugin loader), then the list's
+ * mutex, then each guard's locks, then the log's lock; after it they release them in the reverse
+ * order, so a guard cannot come or go while its locks are held for a fork. The handlers are
+ * installed when the library is loaded: the core's locks need them before any plugin adds a
+ * guard. */
 #include "build_config.h"
 #include <pthread.h>
 #include <crmm/fork_guard.h>
+#include "internal.h"
 
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static crmm_fork_guard *newest, *oldest;
@@ -14,29 +18,40 @@ static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
 
 static void before_fork(void)
 {
+    crmm_runtime_fork_lock();
+    crmm_plugin_loader_fork_lock();
     pthread_mutex_lock(&list_lock);
     for (crmm_fork_guard *g = newest; g; g = g->older)
         g->prepare(g->arg);
+    crmm_log_fork_lock();
 }
 
 static void after_fork_in_parent(void)
 {
+    crmm_log_fork_unlock();
     for (crmm_fork_guard *g = oldest; g; g = g->newer)
         g->parent(g->arg);
     pthread_mutex_unlock(&list_lock);
+    crmm_plugin_loader_fork_unlock();
+    crmm_runtime_fork_unlock();
 }
 
 static void after_fork_in_child(void)
 {
+    /* the parent's forking thread took these, and that thread is this one in the child: released,
+     * as in the parent (made anew, they would still count as held for ThreadSanitizer, which then
+     * saw a lock-order cycle with the logging plugin's own fork lock) */
+    crmm_log_fork_unlock();
     for (crmm_fork_guard *g = oldest; g; g = g->newer)
         g->child(g->arg);
-    /* the parent's forking thread took it, and that thread is this one in the child: released, as
-     * in the parent (made anew, it would still count as held for ThreadSanitizer, which then saw
-     * a lock-order cycle with the logging plugin's own fork lock) */
     pthread_mutex_unlock(&list_lock);
+    crmm_plugin_loader_fork_unlock();
+    crmm_runtime_fork_unlock();
 }
 
 static void install_handlers(void) { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); }
+
+__attribute__((constructor)) static void install_at_load(void) { pthread_once(&handlers_once, install_handlers); }
 
 void crmm_fork_guard_add(crmm_fork_guard *g)
 {

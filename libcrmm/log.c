@@ -123,6 +123,9 @@ static void say_ignored_at_init(void)
 
 static inline void ensure_init(void) { pthread_once(&log_once, log_init_from_env); }
 
+void crmm_log_fork_lock(void) { pthread_mutex_lock(&log_lock); }
+void crmm_log_fork_unlock(void) { pthread_mutex_unlock(&log_lock); }
+
 static bool level_valid(crmm_log_level level) { return (int)level >= CRMM_LOG_TRACE && (int)level <= CRMM_LOG_OFF; }
 
 crmm_status crmm_log_set_level(crmm_log_level level)

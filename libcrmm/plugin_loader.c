@@ -268,6 +268,9 @@ static bool find_in_dir(const char *dir, void *arg)
     return false;
 }
 
+void crmm_plugin_loader_fork_lock(void) { pthread_mutex_lock(&loader_lock); }
+void crmm_plugin_loader_fork_unlock(void) { pthread_mutex_unlock(&loader_lock); }
+
 crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const crmm_plugin **out)
 {
     if (!name_or_path || !out)

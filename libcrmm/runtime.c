@@ -101,6 +101,18 @@ crmm_status crmm_init(const char *path)
     return CRMM_OK;
 }
 
+void crmm_runtime_fork_lock(void)
+{
+    pthread_mutex_lock(&registry.lock);
+    pthread_mutex_lock(&config_lock);
+}
+
+void crmm_runtime_fork_unlock(void)
+{
+    pthread_mutex_unlock(&config_lock);
+    pthread_mutex_unlock(&registry.lock);
+}
+
 void crmm_runtime_at_finalize(void (*fn)(void))
 {
     pthread_mutex_lock(&hooks_lock);

@@ -227,6 +227,80 @@ CRMM_LOOP_TEST_IN("fork", a_child_forked_while_threads_allocate_can_allocate, N_
     crmm_resource_release(mr);
 }
 
+/* The core's own locks: threads take the current resource's reference and let it go (the device
+ * registry's lock), log lines (the log's lock) and build resources by plugin name (the plugin
+ * loader's lock) while the test forks; each child does the same. */
+static void *runtime_worker(void *arg)
+{
+    worker *w = arg;
+    for (unsigned i = 0; !atomic_load(w->stop); i++) {
+        crmm_resource *mr = crmm_get_current_device_resource_ref(), *h = NULL;
+        crmm_resource_release(mr);
+        crmm_log(CRMM_LOG_INFO, "worker %u, round %u", w->seed, i);
+        if (i % 16 == 0 && crmm_resource_create("host", "", NULL, &h) == CRMM_OK)
+            crmm_resource_release(h);
+        atomic_fetch_add(w->ops, 1);
+    }
+    return NULL;
+}
+
+static int child_uses_the_runtime(void)
+{
+    crmm_resource *mr = crmm_get_current_device_resource_ref(), *h = NULL;
+    if (!mr)
+        return 2;
+    int status = child_uses(mr, 4096);
+    crmm_resource_release(mr);
+    crmm_log(CRMM_LOG_INFO, "child");
+    if (crmm_resource_create("host", "", NULL, &h) != CRMM_OK)
+        return 4;
+    crmm_resource_release(h);
+    return status;
+}
+
+CRMM_TEST_IN("fork", a_child_forked_while_threads_use_the_runtime_can_use_it)
+{
+    char config[] = "/tmp/crmm-fork-XXXXXX";
+    int fd = mkstemp(config);
+    ck_assert_int_ge(fd, 0);
+    const char text[] = "[resource.h]\nplugin = host\n";
+    ck_assert_int_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    ck_assert_crmm_ok(crmm_init(config));
+    unlink(config);
+    crmm_log_level level = crmm_log_get_level();
+    ck_assert_crmm_ok(crmm_log_set_file("/dev/null"));
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO));
+    atomic_int stop = 0;
+    atomic_ulong ops = 0;
+    worker w[WORKERS];
+    for (int i = 0; i < WORKERS; i++) {
+        w[i] = (worker){.stop = &stop, .ops = &ops, .seed = (unsigned)i};
+        ck_assert_int_eq(pthread_create(&w[i].thread, NULL, runtime_worker, &w[i]), 0);
+    }
+    int hung = 0, failed = 0;
+    char why[160] = "";
+    for (int k = 0; k < FORKS && !hung && !failed; k++) {
+        unsigned long before = atomic_load(&ops);
+        ck_assert(wait_for_ops(&ops, before + 16));
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+            _exit(child_uses_the_runtime());
+        child_end end = wait_bounded(pid, why, sizeof why);
+        hung += end == CHILD_HUNG;
+        failed += end == CHILD_FAILED;
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < WORKERS; i++)
+        ck_assert_int_eq(pthread_join(w[i].thread, NULL), 0);
+    ck_assert_msg(!hung && !failed, "a forked child: %s", why);
+    crmm_log_set_level(level);
+    crmm_log_set_file(NULL);
+    crmm_finalize();
+}
+
 /* ---- exit ----------------------------------------------------------------------------------- */
 
 /* In the child: workers without end, then exit() while they run. */
