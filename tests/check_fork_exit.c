@@ -301,6 +301,85 @@ CRMM_TEST_IN("fork", a_child_forked_while_threads_use_the_runtime_can_use_it)
     crmm_finalize();
 }
 
+/* The arena's registry of live arenas is one for the process: threads make arenas, use them from
+ * short-lived threads of their own (whose exit retires their thread arenas under the registry's
+ * lock) and destroy them while the test forks; each child makes an arena of its own. */
+#define ARENAS_PER_MAKER 16 /* a thread that used them all retires 16 thread arenas at its exit */
+
+static void *arena_user(void *arg)
+{
+    crmm_resource **arenas = arg;
+    for (int i = 0; i < ARENAS_PER_MAKER; i++) {
+        void *p;
+        if (arenas[i] && crmm_resource_allocate(arenas[i], 512, NULL, &p) == CRMM_OK)
+            crmm_resource_deallocate(arenas[i], p, 512, NULL);
+    }
+    return NULL;
+}
+
+static crmm_resource *new_arena(void)
+{
+    crmm_resource *host = NULL, *arena = NULL;
+    if (crmm_resource_create("host", "", NULL, &host) != CRMM_OK)
+        return NULL;
+    crmm_resource_create("arena", "arena_size=16MiB", host, &arena);
+    crmm_resource_release(host);
+    return arena;
+}
+
+static void *arena_maker(void *arg)
+{
+    worker *w = arg;
+    crmm_resource *arenas[ARENAS_PER_MAKER];
+    for (int i = 0; i < ARENAS_PER_MAKER; i++)
+        arenas[i] = new_arena();
+    for (unsigned round = 0; !atomic_load(w->stop); round++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, arena_user, arenas) == 0)
+            pthread_join(t, NULL);
+        int k = round % ARENAS_PER_MAKER; /* one made anew each round */
+        crmm_resource_release(arenas[k]);
+        arenas[k] = new_arena();
+        atomic_fetch_add(w->ops, 1);
+    }
+    for (int i = 0; i < ARENAS_PER_MAKER; i++)
+        crmm_resource_release(arenas[i]);
+    return NULL;
+}
+
+CRMM_TEST_IN("fork", a_child_forked_while_threads_make_arenas_can_make_one)
+{
+    atomic_int stop = 0;
+    atomic_ulong ops = 0;
+    worker w[WORKERS];
+    for (int i = 0; i < WORKERS; i++) {
+        w[i] = (worker){.stop = &stop, .ops = &ops};
+        ck_assert_int_eq(pthread_create(&w[i].thread, NULL, arena_maker, &w[i]), 0);
+    }
+    int hung = 0, failed = 0;
+    char why[160] = "";
+    for (int k = 0; k < FORKS && !hung && !failed; k++) {
+        unsigned long before = atomic_load(&ops);
+        ck_assert(wait_for_ops(&ops, before + 4));
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            crmm_resource *arena = new_arena();
+            int status = arena ? child_uses(arena, 4096) : 7;
+            crmm_resource_release(arena);
+            _exit(status);
+        }
+        child_end end = wait_bounded(pid, why, sizeof why);
+        hung += end == CHILD_HUNG;
+        failed += end == CHILD_FAILED;
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < WORKERS; i++)
+        ck_assert_int_eq(pthread_join(w[i].thread, NULL), 0);
+    ck_assert_msg(!hung && !failed, "a forked child making an arena: %s", why);
+}
+
 /* ---- exit ----------------------------------------------------------------------------------- */
 
 /* In the child: workers without end, then exit() while they run. */

@@ -82,6 +82,7 @@
 #define ARENA_MEMBARRIER 1 /* (its commands are enumerators, not macros) */
 #endif
 #endif
+#include "../common/fork_guards.h"
 #include "arena_thread_cache.h"
 
 /* Thread arenas flush their counts into the resource's when the net change reaches these. */
@@ -128,9 +129,16 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static arena_resource *registry;
 static uint64_t registry_next_id = 1;
 
+/* The registry's lock across fork(): a child may make arenas of its own, whatever the parent's
+ * threads were doing (the registry is one for the process, so its guard is never removed). */
+static crmm_fork_guard registry_guard;
+static pthread_once_t registry_guard_once = PTHREAD_ONCE_INIT;
+static void registry_guard_add(void) { fork_guard_add_mutex(&registry_guard, &registry_lock); }
+
 void arena_registry_add(arena_resource *r)
 {
     pthread_once(&fence_once, fence_register); /* before any slab is held: owners know the rule */
+    pthread_once(&registry_guard_once, registry_guard_add);
     pthread_mutex_lock(&registry_lock);
     r->id = registry_next_id++;
     r->registry_next = registry;
