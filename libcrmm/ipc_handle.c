@@ -7,6 +7,7 @@
  * into the next batch and every descriptor arrives with the byte it was sent with. */
 #include "build_config.h"
 #include <errno.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,13 +40,11 @@ void ipc_close_fds(const int *fds, size_t n)
             close(fds[i]);
 }
 
-crmm_status ipc_wire_check(const void *bytes, size_t size, size_t fd_count)
+/* The checks of a handle's header alone: what it announces is consistent; then *want_bytes and
+ * *want_fds are the bytes and descriptors a handle with this header has. */
+static crmm_status check_header(const ipc_wire *hdr, size_t *want_bytes, size_t *want_fds)
 {
-    ipc_wire w;
-    if (size < sizeof w)
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: not a crmm IPC handle (%zu bytes, at least %zu expected)",
-                              size, sizeof w);
-    memcpy(&w, bytes, sizeof w);
+    ipc_wire w = *hdr;
     if (memcmp(w.magic, IPC_MAGIC, sizeof w.magic) != 0)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: not a crmm IPC handle (bad magic)");
     if (w.kind != CRMM_IPC_KIND_ASYNC && w.kind != CRMM_IPC_KIND_VMM)
@@ -62,13 +61,82 @@ crmm_status ipc_wire_check(const void *bytes, size_t size, size_t fd_count)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
                               "ipc: handle's %u pages of %llu bytes do not hold %llu bytes from offset %llu", w.count,
                               (unsigned long long)w.page, (unsigned long long)w.size, (unsigned long long)w.offset);
-    size_t want_bytes = sizeof w + (w.handle_type == CRMM_IPC_FABRIC ? (size_t)w.count * CRMM_IPC_FABRIC_BYTES : 0);
-    size_t want_fds = w.handle_type == CRMM_IPC_POSIX_FD ? w.count : 0;
+    *want_bytes = sizeof w + (w.handle_type == CRMM_IPC_FABRIC ? (size_t)w.count * CRMM_IPC_FABRIC_BYTES : 0);
+    *want_fds = w.handle_type == CRMM_IPC_POSIX_FD ? w.count : 0;
+    return CRMM_OK;
+}
+
+/* The bytes and descriptor count a handle's header announces match these. */
+static crmm_status check_counts(size_t size, size_t fd_count, size_t want_bytes, size_t want_fds)
+{
     if (size != want_bytes || fd_count != want_fds)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
                               "ipc: handle has %zu bytes and %zu descriptors; its header announces %zu and %zu", size,
                               fd_count, want_bytes, want_fds);
     return CRMM_OK;
+}
+
+crmm_status ipc_wire_check(const void *bytes, size_t size, size_t fd_count)
+{
+    ipc_wire w;
+    if (size < sizeof w)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: not a crmm IPC handle (%zu bytes, at least %zu expected)",
+                              size, sizeof w);
+    memcpy(&w, bytes, sizeof w);
+    size_t want_bytes, want_fds;
+    crmm_status st = check_header(&w, &want_bytes, &want_fds);
+    return st == CRMM_OK ? check_counts(size, fd_count, want_bytes, want_fds) : st;
+}
+
+static int compare_fds(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* fds[0, n) sorted, in a malloc'd copy (NULL when malloc fails). */
+static int *sorted_copy(const int *fds, size_t n)
+{
+    int *sorted = malloc(n * sizeof *sorted);
+    if (sorted) {
+        memcpy(sorted, fds, n * sizeof *sorted);
+        qsort(sorted, n, sizeof *sorted, compare_fds);
+    }
+    return sorted;
+}
+
+/* Whether fds[0, n) are descriptors (not negative), each given once: a handle closes each of
+ * its descriptors, and a second close of one may close what another thread opened since. */
+static crmm_status check_fds(const int *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fds[i] < 0)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: handle_from: descriptor %zu is negative (%d)", i, fds[i]);
+    if (n < 2)
+        return CRMM_OK;
+    int *sorted = sorted_copy(fds, n);
+    if (!sorted)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "ipc: handle_from: malloc failed (%zu descriptors)", n);
+    crmm_status st = CRMM_OK;
+    for (size_t i = 1; i < n && st == CRMM_OK; i++)
+        if (sorted[i] == sorted[i - 1])
+            st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: handle_from: descriptor %d is given twice", sorted[i]);
+    free(sorted);
+    return st;
+}
+
+/* Close each of fds[0, n) once (a descriptor given twice is closed once), negative ones not. */
+static void close_fds_once(const int *fds, size_t n)
+{
+    int *sorted = fds && n > 1 ? sorted_copy(fds, n) : NULL;
+    if (!sorted) { /* one descriptor, or no memory to find those given twice */
+        ipc_close_fds(fds, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (sorted[i] >= 0 && (i == 0 || sorted[i] != sorted[i - 1]))
+            close(sorted[i]);
+    free(sorted);
 }
 
 void crmm_ipc_handle_free(crmm_ipc_handle *h)
@@ -101,13 +169,15 @@ crmm_status crmm_ipc_handle_from(const void *bytes, size_t size, const int *fds,
     if (out)
         *out = NULL;
     if (!bytes || !out || (fd_count && !fds)) {
-        ipc_close_fds(fds, fd_count);
+        close_fds_once(fds, fd_count);
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: handle_from: %s is NULL",
                               !bytes ? "bytes" : !out ? "out" : "fds");
     }
     crmm_status st = ipc_wire_check(bytes, size, fd_count);
+    if (st == CRMM_OK)
+        st = check_fds(fds, fd_count);
     if (st != CRMM_OK) {
-        ipc_close_fds(fds, fd_count);
+        close_fds_once(fds, fd_count);
         return st;
     }
     crmm_ipc_handle *h = calloc(1, sizeof *h);
@@ -138,6 +208,19 @@ static crmm_status io_error(const char *what, int err)
     return crmm_set_error(CRMM_ERROR_IO, "ipc: %s: %s", what, strerror(err));
 }
 
+/* A non-blocking socket (a Python socket with a timeout is one) that cannot take or give more
+ * now: wait until it can, as a blocking socket would. False when poll fails (errno set). */
+static bool wait_for_socket(int sock, short events)
+{
+    struct pollfd p = {.fd = sock, .events = events};
+    int r;
+    while ((r = poll(&p, 1, -1)) < 0 && errno == EINTR)
+        ;
+    return r >= 0;
+}
+
+static bool would_block(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
+
 /* Send data[0, n) with `nfds` descriptors attached to its first byte. */
 static crmm_status send_part(int sock, const void *data, size_t n, const int *fds, size_t nfds)
 {
@@ -160,7 +243,7 @@ static crmm_status send_part(int sock, const void *data, size_t n, const int *fd
             memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
         }
         ssize_t r = sendmsg(sock, &msg, MSG_NOSIGNAL);
-        if (r < 0 && errno == EINTR)
+        if (r < 0 && (errno == EINTR || (would_block(errno) && wait_for_socket(sock, POLLOUT))))
             continue;
         if (r <= 0)
             return io_error("sendmsg", r < 0 ? errno : 0);
@@ -194,13 +277,13 @@ static crmm_status recv_part(int sock, void *data, size_t n, int *fds, size_t ro
         struct cmsghdr align;
     } control;
     size_t done = 0;
-    bool extra = false;
+    bool extra = false, truncated = false;
     while (done < n) {
         struct iovec iov = {.iov_base = (char *)data + done, .iov_len = n - done};
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
                              .msg_controllen = sizeof control.buf};
         ssize_t r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-        if (r < 0 && errno == EINTR)
+        if (r < 0 && (errno == EINTR || (would_block(errno) && wait_for_socket(sock, POLLIN))))
             continue;
         if (r <= 0)
             return io_error("recvmsg", r < 0 ? errno : 0);
@@ -228,9 +311,13 @@ static crmm_status recv_part(int sock, void *data, size_t n, int *fds, size_t ro
             }
         }
         if (msg.msg_flags & MSG_CTRUNC)
-            extra = true;
+            truncated = true;
         done += (size_t)r;
     }
+    if (truncated)
+        return crmm_set_error(CRMM_ERROR_IO,
+                              "ipc: recv: the kernel cut the descriptors short (this process at its open-file limit, "
+                              "ulimit -n?); the socket is out of step with its peer: close it");
     if (extra)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: recv: descriptors arrived where none were expected");
     return CRMM_OK;
@@ -251,13 +338,23 @@ crmm_status crmm_ipc_recv(int socket_fd, crmm_ipc_handle **out)
         frame.fds > IPC_MAX_COUNT)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "ipc: recv: not a crmm IPC handle (%llu bytes, %llu descriptors announced)",
                               (unsigned long long)frame.bytes, (unsigned long long)frame.fds);
+    /* the header first: what it announces must be what the frame announced, before the rest
+     * (up to IPC_MAX_COUNT fabric handles) is read on the peer's word */
+    ipc_wire w;
+    size_t want_bytes, want_fds;
+    if ((st = recv_part(socket_fd, &w, sizeof w, NULL, 0, &got)) != CRMM_OK)
+        return st;
+    if ((st = check_header(&w, &want_bytes, &want_fds)) != CRMM_OK ||
+        (st = check_counts((size_t)frame.bytes, (size_t)frame.fds, want_bytes, want_fds)) != CRMM_OK)
+        return crmm_error_add_context("ipc: recv (the socket is out of step with its peer: close it)");
     unsigned char *bytes = malloc((size_t)frame.bytes);
     int *fds = frame.fds ? malloc((size_t)frame.fds * sizeof *fds) : NULL;
     if (!bytes || (frame.fds && !fds)) {
         free(bytes), free(fds);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "ipc: recv: malloc failed");
     }
-    st = recv_part(socket_fd, bytes, (size_t)frame.bytes, NULL, 0, &got);
+    memcpy(bytes, &w, sizeof w);
+    st = recv_part(socket_fd, bytes + sizeof w, (size_t)frame.bytes - sizeof w, NULL, 0, &got);
     while (st == CRMM_OK && got < frame.fds) {
         char one;
         size_t before = got;

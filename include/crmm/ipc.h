@@ -71,23 +71,27 @@ CRMM_API size_t crmm_ipc_handle_bytes(const crmm_ipc_handle *h, const void **byt
 CRMM_API size_t crmm_ipc_handle_fds(const crmm_ipc_handle *h, const int **fds);
 
 /* Make a handle from bytes and descriptors received another way; the handle takes ownership of
- * the `fd_count` descriptors in fds (also on error, when it closes them). Errors:
+ * the `fd_count` descriptors in fds (also on error, when it closes each once). Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (NULL bytes or out, fds NULL with fd_count > 0, bytes that are not
- * a crmm IPC handle, or a descriptor count other than the one the bytes announce),
- * CRMM_ERROR_OUT_OF_MEMORY. */
+ * a crmm IPC handle, a descriptor count other than the one the bytes announce, a negative
+ * descriptor or one given twice), CRMM_ERROR_OUT_OF_MEMORY. */
 CRMM_API crmm_status crmm_ipc_handle_from(const void *bytes, size_t size, const int *fds, size_t fd_count,
                                           crmm_ipc_handle **out);
 
 /* Send a handle over a connected UNIX stream socket (its descriptors as SCM_RIGHTS, in batches
- * the kernel accepts); the handle stays the caller's. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL
- * handle, negative socket), CRMM_ERROR_IO (sendmsg failed or the peer went away, with errno's
- * text). */
+ * the kernel accepts); the handle stays the caller's. A non-blocking socket is waited on (poll)
+ * as a blocking one would wait. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL handle, negative
+ * socket), CRMM_ERROR_IO (sendmsg failed or the peer went away, with errno's text). After an
+ * error part of a handle may have gone: the socket is out of step with its peer. */
 CRMM_API crmm_status crmm_ipc_send(int socket_fd, const crmm_ipc_handle *h);
 
-/* Receive a handle crmm_ipc_send sent. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL out, negative
- * socket, or what arrived is not a crmm IPC handle: every descriptor received is closed),
- * CRMM_ERROR_IO (recvmsg failed, or the peer closed the socket before a whole handle arrived),
- * CRMM_ERROR_OUT_OF_MEMORY. */
+/* Receive a handle crmm_ipc_send sent; a non-blocking socket is waited on as a blocking one
+ * would wait. Errors: CRMM_ERROR_INVALID_ARGUMENT (NULL out, negative socket, or what arrived is
+ * not a crmm IPC handle: every descriptor received is closed, and nothing past a bad header is
+ * read), CRMM_ERROR_IO (recvmsg failed, the peer closed the socket before a whole handle
+ * arrived, or the kernel cut the descriptors short: this process at its open-file limit),
+ * CRMM_ERROR_OUT_OF_MEMORY. After an error the socket is out of step with its peer (the rest of
+ * that handle is still queued): close it. */
 CRMM_API crmm_status crmm_ipc_recv(int socket_fd, crmm_ipc_handle **out);
 
 /* Map an exported allocation in this process, on the current CUDA device. The handle may be

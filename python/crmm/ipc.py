@@ -243,6 +243,20 @@ class ImportedBuffer:
     def __exit__(self, *exc):
         self.close()
 
+    def __copy__(self):
+        raise TypeError(
+            "cannot copy an ImportedBuffer: it owns its mapping (share the object, or open its IpcHandle again)"
+        )
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("cannot pickle an ImportedBuffer: its mapping is valid only in this process (send its IpcHandle)")
+
+    def __reduce__(self):
+        return self.__reduce_ex__(2)
+
     def __del__(self, _close=lib.crmm_ipc_close):  # bound: at exit this may run after `lib` is gone
         m = getattr(self, "_m", None)
         if m:
@@ -301,7 +315,9 @@ def _sock_fd(sock):
 def send(sock, handle):
     """Send a handle over a connected UNIX stream socket (a socket object or a descriptor)."""
     fd = _sock_fd(sock)
-    check(lib.crmm_ipc_send(fd, _handle_arg(handle)._live()))
+    handle = _handle_arg(handle)
+    with handle._lock:  # a close() meanwhile waits: the socket reads the handle's bytes and descriptors
+        check(lib.crmm_ipc_send(fd, handle._live()))
 
 
 def recv(sock):

@@ -238,3 +238,173 @@ def test_a_closed_imported_buffer_refuses_every_use():
     buf.close()
     with buf:
         pass
+
+
+def test_an_imported_buffer_refuses_to_be_copied_or_pickled():
+    """An ImportedBuffer owns its mapping: a copy would unmap it a second time (a double free
+    of the mapping's record). Copying, deep-copying and pickling raise TypeError."""
+    import copy
+    import pickle
+
+    buf = crmm.ipc.ImportedBuffer(None)
+    for use in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match="ImportedBuffer"):
+            use(buf)
+
+
+def test_close_waits_for_a_send_of_the_handle_under_way():
+    """send() reads the handle's bytes and descriptors while the socket takes them; a close()
+    from another thread meanwhile waits for it, so the peer gets the handle whole."""
+    import threading
+
+    h = vmm_handle(["a", "b"])
+    left, right = socket.socketpair()
+    with left, right:
+        left.setblocking(False)
+        junk = 0
+        try:
+            while True:  # fill the socket: the send below waits for the reader
+                junk += left.send(b"x" * 4096)
+        except BlockingIOError:
+            pass
+        left.setblocking(True)
+        errors = []
+
+        def sender():
+            try:
+                crmm.ipc.send(left, h)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        sending = threading.Thread(target=sender)
+        sending.start()
+        closing = threading.Thread(target=h.close)
+        sending.join(0.2)
+        closing.start()
+        closing.join(0.5)
+        assert closing.is_alive(), "close() returned while the send was reading the handle"
+        while junk:
+            junk -= len(right.recv(min(junk, 65536)))
+        got = crmm.ipc.recv(right)
+        sending.join(30)
+        closing.join(30)
+    assert not errors
+    assert [read_fd(fd) for fd in got.fds] == ["a", "b"]
+    got.close()
+
+
+def test_a_descriptor_given_twice_is_refused_and_closed_once():
+    """A handle closes each of its descriptors; one given twice would be closed twice, the second
+    time perhaps another thread's new descriptor. It is refused, and closed once."""
+    (fd,) = plain_fds(["twice"])
+    data = struct.pack(WIRE, b"crmmIPC1", 2, 1, 0, 2, 100, 4096, 0, bytes(64))
+    with pytest.raises(crmm.InvalidArgumentError, match="given twice"):
+        crmm.ipc.IpcHandle(data, [fd, fd])
+    assert not is_open(fd)
+
+
+def _in_thread(fn, *args):
+    """Run fn(*args) in a thread; (thread, box): box[0] is its result or exception."""
+    import threading
+
+    box = []
+
+    def run():
+        try:
+            box.append(fn(*args))
+        except Exception as e:  # noqa: BLE001 - the caller checks it
+            box.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box
+
+
+def test_sockets_with_a_timeout_wait_as_blocking_ones_do():
+    """A Python socket with a timeout is non-blocking underneath: recv on one whose handle comes
+    later, and send on one whose buffer is full, wait for the peer instead of failing with
+    EAGAIN."""
+    import time
+
+    h = vmm_handle(["a", "b"])
+    left, right = socket.socketpair()
+    with left, right:
+        right.settimeout(30)
+        receiving, got = _in_thread(crmm.ipc.recv, right)
+        time.sleep(0.2)  # the receiver is waiting by now
+        crmm.ipc.send(left, h)
+        receiving.join(30)
+        assert isinstance(got[0], crmm.ipc.IpcHandle), got
+        assert [read_fd(fd) for fd in got[0].fds] == ["a", "b"]
+        got[0].close()
+
+        left.setblocking(False)
+        junk = 0
+        try:
+            while True:
+                junk += left.send(b"x" * 4096)
+        except BlockingIOError:
+            pass
+        left.settimeout(30)
+        sending, sent = _in_thread(crmm.ipc.send, left, h)
+        time.sleep(0.2)
+        right.settimeout(None)
+        while junk:
+            junk -= len(right.recv(min(junk, 65536)))
+        again = crmm.ipc.recv(right)
+        sending.join(30)
+        assert sent == [None], sent
+        assert [read_fd(fd) for fd in again.fds] == ["a", "b"]
+        again.close()
+    h.close()
+
+
+def test_a_bad_header_is_refused_before_the_rest_is_awaited():
+    """The frame announces the handle's size; a header that is not a crmm handle's is refused as
+    soon as it arrives, not after waiting for (and allocating) all the bytes announced."""
+    left, right = socket.socketpair()
+    with left, right:
+        size = struct.calcsize(WIRE)
+        left.sendall(struct.pack("<QQ", size + 64 * 1000, 0) + b"\x00" * size)  # the rest never comes
+        receiving, got = _in_thread(crmm.ipc.recv, right)
+        receiving.join(30)
+        assert not receiving.is_alive(), "recv waited for bytes a bad header announced"
+        assert isinstance(got[0], crmm.InvalidArgumentError) and "out of step" in str(got[0]), got
+
+
+def _receive_at_the_open_file_limit(sock, outbox):
+    import resource
+
+    open_now = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + 64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    filler = []
+    try:
+        while True:  # every number below the limit taken ...
+            filler.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+    for fd in filler[:4]:  # ... but four: room for 4 of the 40 descriptors
+        os.close(fd)
+    try:
+        crmm.ipc.recv(sock)
+        outbox.put("received")
+    except Exception as e:  # noqa: BLE001 - sent back
+        outbox.put(f"{type(e).__name__}: {e}")
+
+
+def test_descriptors_cut_short_at_the_open_file_limit_say_so():
+    """A receiver at its open-file limit gets fewer descriptors than were sent (MSG_CTRUNC): an
+    I/O error naming the limit, not a claim that the peer sent descriptors it should not have."""
+    ctx = multiprocessing.get_context("fork")
+    outbox = ctx.Queue()
+    left, right = socket.socketpair()
+    with left, right:
+        child = ctx.Process(target=_receive_at_the_open_file_limit, args=(right, outbox))
+        child.start()
+        h = vmm_handle([str(i) for i in range(40)])
+        crmm.ipc.send(left, h)
+        h.close()
+        said = outbox.get(timeout=60)
+        child.join(60)
+    assert said.startswith("CrmmIOError") or "IOError" in said.split(":")[0], said
+    assert "open-file limit" in said, said
