@@ -48,6 +48,7 @@ static crmm_status load(const char *text, const char *origin, const char *base_d
     }
     config_instances_init(&c->instances, c->graph.text.nres);
     *out = c;
+    crmm_clear_error(); /* error.h: a load that succeeds clears the thread's error */
     return CRMM_OK;
 }
 

@@ -82,5 +82,7 @@ crmm_status config_instances_get(config_instances *ci, const config_graph *g, co
     pthread_mutex_lock(&ci->lock);
     crmm_status st = get_locked(ci, g, origin, i, device, out);
     pthread_mutex_unlock(&ci->lock);
+    if (st == CRMM_OK) /* error.h: making (or finding made) a config's resource clears the error */
+        crmm_clear_error();
     return st;
 }

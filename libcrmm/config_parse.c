@@ -204,6 +204,8 @@ static char *read_line(char *str, int num, void *stream)
         l++;
         len--;
     }
+    if (len && l[len - 1] == '\r') /* a CRLF file's line: the limit counts its characters alone */
+        len--;
     if (len >= (size_t)num - 1) {
         config_error_at(s->err, s->line, "line is longer than %d characters", num - 2);
         len = 0;

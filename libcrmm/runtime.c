@@ -98,6 +98,7 @@ crmm_status crmm_init(const char *path)
     if (set_level)
         crmm_log_set_level(level);
     crmm_log(CRMM_LOG_INFO, "crmm: config %s", crmm_config_origin(c));
+    crmm_clear_error();
     return CRMM_OK;
 }
 

@@ -248,16 +248,54 @@ CRMM_TEST_IN("strings", test_line_length_limit)
         size_t vlen = len - strlen(key);
         memset(value, 'a', vlen);
         value[vlen] = '\0';
-        snprintf(text, sizeof text, "[crmm]\n%s%s\n[resource.%.40s]\nplugin = host\n", key, value, value);
-        crmm_config *cfg = NULL;
-        crmm_status st = crmm_config_load_string(text, "long.ini", &cfg);
-        if (len <= 198) {
-            ck_assert_msg(st == CRMM_ERROR_CONFIG && strstr(crmm_last_error(), "is not a [resource.*]"),
-                          "line of %zu: %s", len, crmm_last_error());
-        } else {
-            assert_config_error(st, "long.ini", 2, "line is longer than 198 characters");
+        for (int crlf = 0; crlf < 2; crlf++) { /* the same in a file with CRLF line ends */
+            const char *nl = crlf ? "\r\n" : "\n";
+            snprintf(text, sizeof text, "[crmm]%s%s%s%s[resource.%.40s]%splugin = host%s", nl, key, value, nl, value, nl, nl);
+            crmm_config *cfg = NULL;
+            crmm_status st = crmm_config_load_string(text, "long.ini", &cfg);
+            if (len <= 198) {
+                ck_assert_msg(st == CRMM_ERROR_CONFIG && strstr(crmm_last_error(), "is not a [resource.*]"),
+                              "line of %zu%s: %s", len, crlf ? " (CRLF)" : "", crmm_last_error());
+            } else {
+                assert_config_error(st, "long.ini", 2, "line is longer than 198 characters");
+            }
         }
     }
+}
+
+/* A load, a build and crmm_init that succeed clear the thread's error, as error.h says: an
+ * error a caller finds after them is theirs, not an older one's. */
+CRMM_TEST_IN("strings", test_success_clears_an_older_error)
+{
+    const char *text = "[resource.h]\nplugin = host\n";
+    crmm_config *cfg = NULL;
+    crmm_set_error(CRMM_ERROR_IO, "an older error");
+    ck_assert_crmm_ok(crmm_config_load_string(text, "ok.ini", &cfg));
+    ck_assert_int_eq(crmm_last_status(), CRMM_OK);
+    crmm_resource *a = NULL, *b = NULL;
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "h", -1, &a));
+    crmm_set_error(CRMM_ERROR_IO, "an older error");
+    ck_assert_crmm_ok(crmm_config_create_resource(cfg, "h", -1, &b)); /* the one made already */
+    ck_assert_int_eq(crmm_last_status(), CRMM_OK);
+    ck_assert_ptr_eq(a, b);
+    crmm_resource_release(a);
+    crmm_resource_release(b);
+    crmm_config_free(cfg);
+    crmm_set_error(CRMM_ERROR_IO, "an older error");
+    ck_assert_crmm_ok(crmm_config_load_string("", "empty.ini", &cfg));
+    ck_assert_int_eq(crmm_last_status(), CRMM_OK);
+    crmm_config_free(cfg);
+    char path[] = "/tmp/crmm-clear-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    crmm_set_error(CRMM_ERROR_IO, "an older error");
+    crmm_status st = crmm_init(path);
+    unlink(path);
+    ck_assert_crmm_ok(st);
+    ck_assert_int_eq(crmm_last_status(), CRMM_OK);
+    crmm_finalize();
 }
 
 /* ---- crmm's own settings ------------------------------------------------------------------- */
