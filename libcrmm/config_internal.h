@@ -54,7 +54,8 @@ typedef struct config_resource_section {
     int line;                 /* of its header */
     config_value plugin, upstream;
     config_param *params;     /* the plugin's own keys, in file order */
-    size_t nparams;
+    size_t nparams, capacity;
+    name_index keys;          /* key -> its position in params: a key given twice is found at once */
 } config_resource_section;
 
 typedef struct config_device_section {

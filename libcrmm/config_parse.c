@@ -279,26 +279,30 @@ static int resource_key(parse_state *s, const char *key, const char *value)
         return set_value(s, &r->plugin, key, value);
     if (strcmp(key, "upstream") == 0)
         return set_value(s, &r->upstream, key, value);
-    for (size_t i = 0; i < r->nparams; i++)
-        if (strcmp(r->params[i].key, key) == 0) {
-            config_error_at(s->err, s->line, "'%s' given twice in [%s] (first at line %d)", key, s->section,
-                            r->params[i].line);
-            return 0;
-        }
-    config_param *p = realloc(r->params, (r->nparams + 1) * sizeof *p);
-    if (!p) {
-        out_of_memory(s);
+    long first = name_index_find(&r->keys, key);
+    if (first >= 0) {
+        config_error_at(s->err, s->line, "'%s' given twice in [%s] (first at line %d)", key, s->section,
+                        r->params[first].line);
         return 0;
     }
-    r->params = p;
+    if (r->nparams == r->capacity) {
+        size_t cap = r->capacity ? 2 * r->capacity : 8;
+        config_param *p = realloc(r->params, cap * sizeof *p);
+        if (!p) {
+            out_of_memory(s);
+            return 0;
+        }
+        r->params = p;
+        r->capacity = cap;
+    }
     char *k = strdup(key), *v = strdup(value);
-    if (!k || !v) { /* the section keeps only whole keys: the next one compares against them */
+    if (!k || !v || !name_index_add(&r->keys, k, r->nparams)) { /* the section keeps only whole keys */
         free(k);
         free(v);
         out_of_memory(s);
         return 0;
     }
-    p[r->nparams++] = (config_param){k, v, s->line};
+    r->params[r->nparams++] = (config_param){k, v, s->line};
     return 1;
 }
 
@@ -355,6 +359,7 @@ void config_resource_section_free(config_resource_section *r)
         free(r->params[j].value);
     }
     free(r->params);
+    name_index_free(&r->keys);
 }
 
 void config_text_free(config_text *t)

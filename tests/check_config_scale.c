@@ -242,6 +242,25 @@ static const char *write_sized_config(const char *name, size_t size)
     return path;
 }
 
+/* One section of a million keys (11 MiB), the last a second `k0`: found and named with the line of
+ * the first (a scan of the earlier keys at each key took longer than this case's time limit). */
+CRMM_TEST_IN("scale", test_a_key_given_twice_among_a_million_is_found)
+{
+    enum { KEYS = 1000000 };
+    size_t cap = (size_t)KEYS * 16 + 64, len = 0;
+    char *text = malloc(cap);
+    ck_assert_ptr_nonnull(text);
+    len += (size_t)snprintf(text, cap, "[resource.r]\nplugin = host\n");
+    for (size_t k = 0; k < KEYS; k++)
+        len += (size_t)snprintf(text + len, cap - len, "k%zu = 1\n", k);
+    snprintf(text + len, cap - len, "k0 = 2\n");
+    crmm_config *cfg = load(text, "keys.ini", CRMM_ERROR_CONFIG);
+    ck_assert_ptr_null(cfg);
+    char want[96];
+    snprintf(want, sizeof want, "keys.ini:%d: 'k0' given twice in [resource.r] (first at line 3)", KEYS + 3);
+    ck_assert_error_contains(want);
+}
+
 CRMM_TEST_IN("size_cap", test_file_of_exactly_16_mib_loads)
 {
     const char *path = write_sized_config("cap.ini", MAX_FILE_BYTES);
