@@ -380,8 +380,9 @@ static crmm_status pool_validate(const crmm_params *params, bool host_memory, co
         crmm_params_get_size(params, "initial_size", &initial.bytes);
     if (!crmm_params_size_percent(params, "maximum_size", &maximum.percent) && maximum.given)
         crmm_params_get_size(params, "maximum_size", &maximum.bytes);
-    uint64_t page_size = 0;
-    crmm_params_get_size(params, "page_size", &page_size);
+    uint64_t page_size = 0; /* a share of device memory is resolved at create: loading asks no GPU */
+    if (!crmm_params_size_percent(params, "page_size", NULL))
+        crmm_params_get_size(params, "page_size", &page_size);
     return pool_rules(initial, maximum, page_size, host_memory, "pool", key);
 }
 
