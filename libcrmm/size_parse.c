@@ -91,8 +91,8 @@ crmm_status crmm_parse_size(const char *text, uint64_t percent_of, uint64_t *out
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s' is not a size: unexpected '%s'", text, tail);
 
     if (strcmp(unit, "%") == 0) {
-        double pct = (double)whole + frac;
-        if ((whole == 0 && !frac_nonzero) || whole > 100 || (whole == 100 && frac_nonzero))
+        double pct = (double)whole + frac; /* 0 for a share too small for a double: refused too */
+        if (pct <= 0.0 || whole > 100 || (whole == 100 && frac_nonzero))
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s': a percentage must be in (0, 100]", text);
         if (!percent && !percent_of)
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "'%s': a percentage is not allowed here", text);
