@@ -201,3 +201,23 @@ def test_the_manager_is_freed_when_its_last_reference_goes():
 def test_the_manager_refuses_bad_sizes(size, error):
     with pytest.raises(error):
         crmm_numba.RMMNumbaManager(context=CONTEXT).memalloc(size)
+
+
+def test_an_ipc_handle_the_driver_refuses_is_an_error_not_a_handle(monkeypatch):
+    """cuIpcGetMemHandle refuses memory mapped page by page (crmm's expandable pool): the
+    manager's get_ipc_handle raises Numba's CudaAPIError naming crmm.ipc, rather than returning
+    a handle without its bytes that fails later in another process."""
+    from numba.cuda.cudadrv import driver
+
+    if not crmm_numba._nvidia_binding():
+        pytest.skip("Numba drives CUDA through ctypes here: its own wrapper raises")
+    refused = driver.binding.CUresult.CUDA_ERROR_INVALID_VALUE
+    monkeypatch.setattr(driver, "device_extents", lambda memory: (0x7000, 0x8000))
+    monkeypatch.setattr(driver.binding, "cuIpcGetMemHandle", lambda start: (refused, None))
+
+    class Memory:
+        handle = 0x7100
+        size = 256
+
+    with pytest.raises(driver.CudaAPIError, match="crmm.ipc.export"):
+        crmm_numba.RMMNumbaManager(context=CONTEXT).get_ipc_handle(Memory())

@@ -99,10 +99,20 @@ class RMMNumbaManager(HostOnlyCUDAMemoryManager):
         return _memory_pointer(self.context, size)
 
     def get_ipc_handle(self, memory):
-        """An IPC handle for `memory`, with its offset inside the crmm block it lies in."""
+        """An IPC handle for `memory`, with its offset inside the allocation it lies in (CUDA's
+        legacy IPC, as RMM's plugin: the whole allocation is shared). Raises Numba's
+        CudaAPIError when the driver refuses: memory of crmm's expandable pool, mapped page by
+        page, is exported with crmm.ipc.export instead (docs/ipc.md)."""
         start, _end = cuda.cudadrv.driver.device_extents(memory)
         if _nvidia_binding():
-            _, ipc_handle = _driver.binding.cuIpcGetMemHandle(start)
+            err, ipc_handle = _driver.binding.cuIpcGetMemHandle(start)
+            if err != _driver.binding.CUresult.CUDA_SUCCESS:
+                raise _driver.CudaAPIError(
+                    err,
+                    f"cuIpcGetMemHandle refused the allocation at {int(start):#x} ({getattr(err, 'name', err)}): "
+                    "legacy CUDA IPC exports cudaMalloc's allocations only, and crmm's expandable pool maps its "
+                    "memory page by page; export it with crmm.ipc.export (docs/ipc.md)",
+                )
             offset = int(memory.handle) - int(start)
         else:
             ipc_handle = (ctypes.c_byte * 64)()

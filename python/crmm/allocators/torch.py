@@ -3,9 +3,10 @@ from the current crmm resource of its device, through torch's CUDAPluggableAlloc
 libcrmm's crmm_torch_allocate / crmm_torch_deallocate. Call it before torch first allocates CUDA
 memory (torch refuses to change its allocator afterwards).
 
-PyTorch's own figures (torch.cuda.memory_allocated(), memory_stats()) are empty under a pluggable
-allocator: memory_stats() here gives them from crmm's resource, under torch's key names, and
-reset_peak_memory_stats() resets its peaks.
+PyTorch's own figures are not kept under a pluggable allocator (torch 2.11's
+torch.cuda.memory_allocated() and memory_stats() raise RuntimeError: "CUDAPluggableAllocator does
+not yet support getDeviceStats"): memory_stats() here gives them from crmm's resource, under
+torch's key names, and reset_peak_memory_stats() resets its peaks.
 
 The module imports without PyTorch: rmm_torch_allocator is then None (as in RMM) and use_crmm()
 raises ModuleNotFoundError naming torch."""
