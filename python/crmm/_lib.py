@@ -316,12 +316,15 @@ def last_error():
 # allocate function), per thread: C cannot carry it, so the callback leaves it here and returns
 # failure, and check() raises it when the call comes back failed.
 _callback_errors = threading.local()
+callback_errors_stashed = 0  # ever, in any thread: while 0, drop_stale_callback_error costs one load
 
 
 def stash_callback_error(exc):
     """Keep `exc`, raised by a Python callback that C called, for the failing call's check()
     on this thread. The last one wins, as in RMM, where the last exception thrown is the one
     that reaches Python (a failure callback's over the allocate function's)."""
+    global callback_errors_stashed
+    callback_errors_stashed += 1
     _callback_errors.error = exc
 
 
@@ -330,6 +333,14 @@ def take_callback_error():
     exc = getattr(_callback_errors, "error", None)
     _callback_errors.error = None
     return exc
+
+
+def drop_stale_callback_error():
+    """Before a call that may run Python callbacks: an exception stashed during an earlier call
+    that C recovered from (a pool that halved its growth after a failure callback raised, and
+    succeeded) is not this call's failure."""
+    if callback_errors_stashed:
+        _callback_errors.error = None
 
 
 def _callback_exception(exc):
@@ -351,6 +362,8 @@ def check(status):
         if pending is not None:
             raise _callback_exception(pending)
         raise error_for(status, last_error())
+    if callback_errors_stashed:  # the call succeeded: a callback's exception inside it was recovered from
+        _callback_errors.error = None
 
 
 def raise_last(fallback="libcrmm call failed"):

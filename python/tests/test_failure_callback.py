@@ -141,3 +141,32 @@ def test_async_export_options_together_are_refused_before_c(monkeypatch):
     for ipc, fabric in [(True, True), (1, "yes")]:
         with pytest.raises(ValueError, match="not both"):
             _async_export_flags(monkeypatch, enable_ipc=ipc, enable_fabric=fabric)
+
+
+def test_an_exception_a_pool_recovered_from_is_not_raised_by_a_later_call():
+    """A pool that grows through a failure callback which raises, and then succeeds with a
+    smaller growth, has recovered: the callback's exception is not the error of the thread's
+    next failing call, which raises its own."""
+    from crmm.pylibrmm.device_buffer import DeviceBuffer
+    from test_device_buffer_alloc import HostAsDevice
+
+    host = HostAsDevice()
+    lim = mr.LimitingResourceAdaptor(host.mr, (3 << 20) + (1 << 19))
+    calls = []
+
+    def refuse(nbytes):
+        calls.append(nbytes)
+        raise KeyError(f"callback saw {nbytes}")
+
+    for fails in (lambda: DeviceBuffer._uninitialized(16, mr=mr.HostMemoryResource()),
+                  lambda: DeviceBuffer(size=16, mr=mr.HostMemoryResource())):
+        pool = mr.MemoryResource("pool", {"initial_size": "0"}, upstream=mr.FailureCallbackResourceAdaptor(lim, refuse))
+        first = pool.allocate(2 << 20)
+        buf = DeviceBuffer._uninitialized(3 << 19, mr=pool)  # a growth refused (the callback raises), a smaller one not
+        assert calls, "the callback was not called: the test's sizes no longer make the pool recover"
+        calls.clear()
+        with pytest.raises(crmm.InvalidArgumentError, match="device accessible"):
+            fails()
+        del buf
+        pool.deallocate(first, 2 << 20)
+        del pool

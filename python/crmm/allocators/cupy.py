@@ -35,6 +35,8 @@ def _allocate(nbytes):
         raise ModuleNotFoundError("No module named 'cupy': rmm_cupy_allocator needs CuPy", name="cupy")
     cupy_stream = cupy.cuda.get_current_stream()
     stream = _DEFAULT_STREAMS.get(cupy_stream.ptr)
+    if _lib.callback_errors_stashed:
+        _lib.drop_stale_callback_error()
     if stream is not None and nbytes and type(nbytes) is int and _lib.initialized:
         # a default stream lives as long as the process: the DeviceBuffer that owns the memory,
         # and CuPy's objects around it, made in one call

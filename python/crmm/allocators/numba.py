@@ -68,6 +68,7 @@ def _memory_pointer(context, size, mr=None):
     handle = None if mr is None else _resource_handle(mr)
     if not _lib.initialized:
         _lib.ensure_initialized()
+    _lib.drop_stale_callback_error()
     buffer = _ops.create(size, _DEFAULT_CSTREAM, handle)
     return CrmmMemoryPointer(context, _device_pointer(buffer.ptr()), size, buffer)
 
@@ -92,7 +93,7 @@ class RMMNumbaManager(HostOnlyCUDAMemoryManager):
 
     def memalloc(self, size):
         """A CrmmMemoryPointer to `size` bytes of the current device's resource."""
-        if type(size) is int and 0 < size < _SIZE_END and _lib.initialized:
+        if type(size) is int and 0 < size < _SIZE_END and _lib.initialized and not _lib.callback_errors_stashed:
             # _memory_pointer's common case, without its call
             buffer = _ops.create(size, _DEFAULT_CSTREAM, None)
             return CrmmMemoryPointer(self.context, _device_pointer(buffer.ptr()), size, buffer)

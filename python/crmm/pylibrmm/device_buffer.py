@@ -154,6 +154,7 @@ class DeviceBuffer:
         rounded = size
         if _allocation_rounding != 1 and size % _allocation_rounding:
             rounded = size + _allocation_rounding - size % _allocation_rounding
+        _lib.drop_stale_callback_error()
         if size and src is None:
             # the zeros are queued on the stream, before whatever the caller queues there next
             # (as torch.zeros and cupy.zeros do): no wait for the GPU
@@ -180,6 +181,8 @@ class DeviceBuffer:
         if not _lib.initialized:
             _lib.ensure_initialized()
         db = cls.__new__(cls)
+        if _lib.callback_errors_stashed:
+            _lib.drop_stale_callback_error()
         db._buf = _ops.create(size, stream._cstream, handle)
         db._stream = stream
         db._mr = mr
