@@ -176,6 +176,45 @@ CRMM_TEST_IN("malloc_failure", a_failed_crmm_init_keeps_the_log_level)
     crmm_finalize();
 }
 
+/* Host memory that runs out inside an allocation is memory that ran out (docs/contracts.md):
+ * CRMM_ERROR_OUT_OF_MEMORY from every stack, as a failure callback's retry_on=out_of_memory
+ * expects, never another status. Each round fails every malloc from the Nth of one allocation
+ * on, for each N it reaches, in a stack made fresh for it (so that its tables must grow). */
+CRMM_TEST_IN("malloc_failure", host_memory_running_out_in_an_allocation_is_out_of_memory)
+{
+    crmm_resource *host = crmm_test_create("host", NULL, NULL);
+    for (size_t s = 0; s < NSTACKS; s++) {
+        /* unarmed first: the plugins loaded, and the thread's TLS blocks in them made (glibc
+         * aborts the process when it cannot malloc those) */
+        crmm_resource *warm[CPU_STACK_LAYERS];
+        crmm_resource *first = cpu_stack_build(s, host, warm);
+        void *block = NULL;
+        ck_assert_msg(first && crmm_resource_allocate(first, 4096, NULL, &block) == CRMM_OK, "%s: %s", cpu_stacks[s].name,
+                      crmm_last_error());
+        crmm_resource_deallocate(first, block, 4096, NULL);
+        cpu_stack_release(warm);
+        for (uint64_t k = 1;; k++) {
+            crmm_resource *layers[CPU_STACK_LAYERS];
+            crmm_resource *top = cpu_stack_build(s, host, layers);
+            ck_assert_msg(top != NULL, "%s: %s", cpu_stacks[s].name, crmm_last_error());
+            void *p = NULL;
+            malloc_fail_arm_from(k, 1);
+            crmm_status st = crmm_resource_allocate(top, 4096, NULL, &p);
+            uint64_t calls = malloc_fail_disarm();
+            char why[256];
+            snprintf(why, sizeof why, "%s", crmm_last_error());
+            if (st == CRMM_OK)
+                crmm_resource_deallocate(top, p, 4096, NULL);
+            cpu_stack_release(layers);
+            ck_assert_msg(st == CRMM_OK || st == CRMM_ERROR_OUT_OF_MEMORY, "%s, mallocs failing from call %llu on: %s (%s)",
+                          cpu_stacks[s].name, (unsigned long long)k, crmm_status_name(st), why);
+            if (calls < k) /* no malloc failed: every one of this allocation's was reached */
+                break;
+        }
+    }
+    crmm_resource_release(host);
+}
+
 /* The replacement does fail: the Nth call returns NULL. */
 CRMM_TEST_IN("malloc_failure", the_nth_malloc_fails)
 {

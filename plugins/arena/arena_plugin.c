@@ -158,6 +158,17 @@ static crmm_status capture_allocate(arena_resource *r, size_t bytes, crmm_cuda_s
     return st;
 }
 
+/* The arena's records (thread arenas, superblock and span records) are host memory: when malloc
+ * fails for one, the allocation is out of memory (docs/contracts.md), as a failure callback's
+ * retry_on expects; inside, CRMM_ERROR_BAD_ALLOC keeps it apart from a full arena, which
+ * defragments first. The message stays. */
+static crmm_status out_of_host_memory_is_out_of_memory(crmm_status st)
+{
+    if (__builtin_expect(st == CRMM_ERROR_BAD_ALLOC, 0))
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s", crmm_last_error_detail());
+    return st;
+}
+
 static crmm_status arena_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
     arena_resource *r = (arena_resource *)self;
@@ -167,11 +178,12 @@ static crmm_status arena_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
         if (st != CRMM_OK)
             return st;
         if (graph)
-            return capture_allocate(r, bytes, stream, graph, ptr);
+            return out_of_host_memory_is_out_of_memory(capture_allocate(r, bytes, stream, graph, ptr));
     }
     if (__builtin_expect(graph_park_pending(&r->park), 0))
         take_back_parked(r, stream);
-    return arena_allocate_now(r, bytes, stream, ptr, false);
+    crmm_status st = arena_allocate_now(r, bytes, stream, ptr, false);
+    return __builtin_expect(st == CRMM_OK, 1) ? st : out_of_host_memory_is_out_of_memory(st);
 }
 
 static crmm_status not_ours(const arena_resource *r, const void *ptr)
