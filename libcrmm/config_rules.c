@@ -12,10 +12,8 @@
 /* The line of key `key` in resource r, else the section's line. */
 static int key_line(const config_resource_section *r, const char *key)
 {
-    for (size_t j = 0; key && j < r->nparams; j++)
-        if (strcmp(r->params[j].key, key) == 0)
-            return r->params[j].line;
-    return r->line;
+    long at = key ? name_index_find(&r->keys, key) : -1;
+    return at >= 0 ? r->params[at].line : r->line;
 }
 
 static void check_one(const config_graph *g, size_t i, config_error *err)

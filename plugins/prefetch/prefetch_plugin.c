@@ -95,5 +95,17 @@ static crmm_status prefetch_create(const crmm_params *params, crmm_resource *ups
     return CRMM_OK;
 }
 
-PLUGIN_DESCRIPTOR(.name = "prefetch", .upstream = CRMM_UPSTREAM_REQUIRED, .create = prefetch_create,
+/* crmm_plugin.validate: over host memory a config is refused when it is checked (as create
+ * would refuse it), naming the section. */
+static crmm_status prefetch_validate(const crmm_params *params, bool host_memory, const char **key)
+{
+    (void)params;
+    *key = NULL;
+    if (host_memory)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "prefetch: its upstream is host memory, which no device can use; prefetch "
+                                                 "needs device or managed memory");
+    return CRMM_OK;
+}
+
+PLUGIN_DESCRIPTOR(.name = "prefetch", .upstream = CRMM_UPSTREAM_REQUIRED, .create = prefetch_create, .validate = prefetch_validate,
                   .description = "prefetches every block to the device on its stream (for managed memory; RMM prefetch_resource_adaptor)")
