@@ -195,6 +195,41 @@ static int child_uses(crmm_resource *mr, size_t most)
     return 0;
 }
 
+/* Up to FORKS children, each forked once the workers counting into `ops` have done `busy` more
+ * operations (they are at work at the fork) and running child(arg) as its exit status, one at a
+ * time; stops at the first that hangs or fails. Stops the workers (*stop) and joins them. True
+ * when every child ended with status 0; else *why says how one ended. */
+static bool fork_children_at_work(worker *w, atomic_int *stop, atomic_ulong *ops, unsigned long busy,
+                                  int (*child)(void *), void *arg, char *why, size_t why_size)
+{
+    bool ok = true;
+    for (int k = 0; k < FORKS && ok; k++) {
+        unsigned long before = atomic_load(ops);
+        ck_assert(wait_for_ops(ops, before + busy));
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+            _exit(child(arg));
+        ok = wait_bounded(pid, why, why_size) == CHILD_OK;
+    }
+    atomic_store(stop, 1);
+    for (int i = 0; i < WORKERS; i++)
+        ck_assert_int_eq(pthread_join(w[i].thread, NULL), 0);
+    return ok;
+}
+
+typedef struct stack_use {
+    crmm_resource *mr;
+    size_t most;
+} stack_use;
+
+static int child_uses_the_stack(void *arg)
+{
+    stack_use *u = arg;
+    return child_uses(u->mr, u->most);
+}
+
 CRMM_LOOP_TEST_IN("fork", a_child_forked_while_threads_allocate_can_allocate, N_STACKS)
 {
     const stack_spec *spec = &stacks[_i];
@@ -204,25 +239,11 @@ CRMM_LOOP_TEST_IN("fork", a_child_forked_while_threads_allocate_can_allocate, N_
     atomic_ulong ops = 0;
     worker w[WORKERS];
     ck_assert(start_workers(w, WORKERS, mr, most, &stop, &ops));
-    int hung = 0, failed = 0;
     char why[160] = "";
-    for (int k = 0; k < FORKS && !hung && !failed; k++) {
-        unsigned long before = atomic_load(&ops);
-        ck_assert(wait_for_ops(&ops, before + 16)); /* the threads are busy at the fork */
-        fflush(NULL);
-        pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0)
-            _exit(child_uses(mr, most));
-        child_end end = wait_bounded(pid, why, sizeof why);
-        hung += end == CHILD_HUNG;
-        failed += end == CHILD_FAILED;
-    }
-    atomic_store(&stop, 1);
-    for (int i = 0; i < WORKERS; i++)
-        ck_assert_int_eq(pthread_join(w[i].thread, NULL), 0);
+    stack_use use = {mr, most};
+    bool ok = fork_children_at_work(w, &stop, &ops, 16, child_uses_the_stack, &use, why, sizeof why);
     char name[200];
-    ck_assert_msg(!hung && !failed, "%s: a forked child: %s", stack_name(spec, name, sizeof name), why);
+    ck_assert_msg(ok, "%s: a forked child: %s", stack_name(spec, name, sizeof name), why);
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 0);
     crmm_resource_release(mr);
 }
@@ -244,8 +265,9 @@ static void *runtime_worker(void *arg)
     return NULL;
 }
 
-static int child_uses_the_runtime(void)
+static int child_uses_the_runtime(void *unused)
 {
+    (void)unused;
     crmm_resource *mr = crmm_get_current_device_resource_ref(), *h = NULL;
     if (!mr)
         return 2;
@@ -278,24 +300,9 @@ CRMM_TEST_IN("fork", a_child_forked_while_threads_use_the_runtime_can_use_it)
         w[i] = (worker){.stop = &stop, .ops = &ops, .seed = (unsigned)i};
         ck_assert_int_eq(pthread_create(&w[i].thread, NULL, runtime_worker, &w[i]), 0);
     }
-    int hung = 0, failed = 0;
     char why[160] = "";
-    for (int k = 0; k < FORKS && !hung && !failed; k++) {
-        unsigned long before = atomic_load(&ops);
-        ck_assert(wait_for_ops(&ops, before + 16));
-        fflush(NULL);
-        pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0)
-            _exit(child_uses_the_runtime());
-        child_end end = wait_bounded(pid, why, sizeof why);
-        hung += end == CHILD_HUNG;
-        failed += end == CHILD_FAILED;
-    }
-    atomic_store(&stop, 1);
-    for (int i = 0; i < WORKERS; i++)
-        ck_assert_int_eq(pthread_join(w[i].thread, NULL), 0);
-    ck_assert_msg(!hung && !failed, "a forked child: %s", why);
+    bool ok = fork_children_at_work(w, &stop, &ops, 16, child_uses_the_runtime, NULL, why, sizeof why);
+    ck_assert_msg(ok, "a forked child: %s", why);
     crmm_log_set_level(level);
     crmm_log_set_file(NULL);
     crmm_finalize();
@@ -347,6 +354,15 @@ static void *arena_maker(void *arg)
     return NULL;
 }
 
+static int child_makes_an_arena(void *unused)
+{
+    (void)unused;
+    crmm_resource *arena = new_arena();
+    int status = arena ? child_uses(arena, 4096) : 7;
+    crmm_resource_release(arena);
+    return status;
+}
+
 CRMM_TEST_IN("fork", a_child_forked_while_threads_make_arenas_can_make_one)
 {
     atomic_int stop = 0;
@@ -356,28 +372,9 @@ CRMM_TEST_IN("fork", a_child_forked_while_threads_make_arenas_can_make_one)
         w[i] = (worker){.stop = &stop, .ops = &ops};
         ck_assert_int_eq(pthread_create(&w[i].thread, NULL, arena_maker, &w[i]), 0);
     }
-    int hung = 0, failed = 0;
     char why[160] = "";
-    for (int k = 0; k < FORKS && !hung && !failed; k++) {
-        unsigned long before = atomic_load(&ops);
-        ck_assert(wait_for_ops(&ops, before + 4));
-        fflush(NULL);
-        pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-            crmm_resource *arena = new_arena();
-            int status = arena ? child_uses(arena, 4096) : 7;
-            crmm_resource_release(arena);
-            _exit(status);
-        }
-        child_end end = wait_bounded(pid, why, sizeof why);
-        hung += end == CHILD_HUNG;
-        failed += end == CHILD_FAILED;
-    }
-    atomic_store(&stop, 1);
-    for (int i = 0; i < WORKERS; i++)
-        ck_assert_int_eq(pthread_join(w[i].thread, NULL), 0);
-    ck_assert_msg(!hung && !failed, "a forked child making an arena: %s", why);
+    bool ok = fork_children_at_work(w, &stop, &ops, 4, child_makes_an_arena, NULL, why, sizeof why);
+    ck_assert_msg(ok, "a forked child making an arena: %s", why);
 }
 
 /* ---- exit ----------------------------------------------------------------------------------- */

@@ -446,6 +446,26 @@ static void order_hook(int what, cudaStream_t s)
         t_ordered = 1;
 }
 
+/* Up to 8 allocations of 1 MiB on stream u, until one gets block x (then freed again): false
+ * when u got x with no order after stream t's work (no device or t synchronization, no wait on an
+ * event recorded on t). */
+static bool ordered_if_handed_to(crmm_resource *p, void *x, cudaStream_t t, cudaStream_t u)
+{
+    order_t = t;
+    t_recorded = t_ordered = 0;
+    fake_vmm_order_hook = order_hook;
+    void *got[8];
+    int n = 0, found = 0;
+    while (n < 8 && !found) {
+        got[n] = alloc_on(p, MiB, u);
+        found = got[n++] == x;
+    }
+    fake_vmm_order_hook = NULL;
+    while (n > 0)
+        free_on(p, got[--n], MiB, u);
+    return !found || t_ordered;
+}
+
 /* A block a capture allocated and the program freed after it, on another stream t (eager work on
  * the graph's output), is t's once the graph is destroyed: work queued on t may still use it, so
  * another stream gets it only once ordered after t, never at once; t itself gets it at once. */
@@ -464,20 +484,8 @@ CRMM_LOOP_TEST_IN("pool", a_graphs_block_freed_after_the_capture_keeps_its_strea
         ck_assert_ptr_eq(alloc_on(p, MiB, t), x);
         free_on(p, x, MiB, t);
     }
-    order_t = t;
-    t_recorded = t_ordered = 0;
-    fake_vmm_order_hook = order_hook;
-    void *got[8];
-    int n = 0, found = 0;
-    while (n < 8 && !found) {
-        got[n] = alloc_on(p, MiB, u);
-        found = got[n++] == x;
-    }
-    fake_vmm_order_hook = NULL;
-    ck_assert_msg(!found || t_ordered, "%s: another stream got the block freed on t with no order after t",
+    ck_assert_msg(ordered_if_handed_to(p, x, t, u), "%s: another stream got the block freed on t with no order after t",
                   form_names[form]);
-    while (n > 0)
-        free_on(p, got[--n], MiB, u);
     no_forbidden_call(form);
     crmm_resource_release(p);
 }
@@ -503,20 +511,9 @@ CRMM_LOOP_TEST_IN("pool", a_block_from_before_the_capture_keeps_its_streams_orde
         ck_assert_ptr_eq(alloc_on(p, MiB, s), x);
         free_on(p, x, MiB, s);
     }
-    order_t = s;
-    t_recorded = t_ordered = 0;
-    fake_vmm_order_hook = order_hook;
-    void *got[8];
-    int n = 0, found = 0;
-    while (n < 8 && !found) {
-        got[n] = alloc_on(p, MiB, u);
-        found = got[n++] == x;
-    }
-    fake_vmm_order_hook = NULL;
-    ck_assert_msg(!found || t_ordered, "%s%s: another stream got the block freed in the capture on s with no order after s",
-                  form_names[form], private ? ", private" : "");
-    while (n > 0)
-        free_on(p, got[--n], MiB, u);
+    ck_assert_msg(ordered_if_handed_to(p, x, s, u),
+                  "%s%s: another stream got the block freed in the capture on s with no order after s", form_names[form],
+                  private ? ", private" : "");
     no_forbidden_call(form);
     crmm_resource_release(p);
 }

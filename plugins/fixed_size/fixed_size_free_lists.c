@@ -230,17 +230,26 @@ crmm_status fs_free_lists_pop(fs_free_lists *fl, fs_stream_key *key, void **ptr)
     return CRMM_OK;
 }
 
+/* Put ptrs[0, n) on top of stack s (CRMM_ERROR_OUT_OF_MEMORY when it cannot grow: nothing put). */
+static crmm_status stack_push(fs_stack *s, void *const *ptrs, size_t n)
+{
+    crmm_status st = stack_reserve(s, n);
+    if (st != CRMM_OK)
+        return st;
+    memcpy(s->ptrs + s->count, ptrs, n * sizeof *ptrs);
+    s->count += n;
+    return CRMM_OK;
+}
+
 crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *const *ptrs, size_t n)
 {
     crmm_cuda_stream_t stream = key->handle;
     fs_stream_list *l = list_of(fl, key);
     if (!l)
         return crmm_last_status();
-    crmm_status st = stack_reserve(&l->blocks, n);
+    crmm_status st = stack_push(&l->blocks, ptrs, n);
     if (st != CRMM_OK)
         return st;
-    memcpy(l->blocks.ptrs + l->blocks.count, ptrs, n * sizeof *ptrs);
-    l->blocks.count += n;
     fl->free_blocks += n;
     if (fl->host_only) { /* one stack, no streams: everything is usable by every caller */
         l->covered = l->blocks.count;
@@ -275,27 +284,22 @@ crmm_status fs_free_lists_push(fs_free_lists *fl, fs_stream_key *key, void *cons
 
 crmm_status fs_free_lists_push_ready(fs_free_lists *fl, void *const *ptrs, size_t n)
 {
-    crmm_status st = stack_reserve(&fl->ready, n);
-    if (st != CRMM_OK)
-        return st;
-    memcpy(fl->ready.ptrs + fl->ready.count, ptrs, n * sizeof *ptrs);
-    fl->ready.count += n;
-    fl->free_blocks += n;
-    return CRMM_OK;
+    crmm_status st = stack_push(&fl->ready, ptrs, n);
+    if (st == CRMM_OK)
+        fl->free_blocks += n;
+    return st;
 }
 
 crmm_status fs_free_lists_push_waiting(fs_free_lists *fl, void *const *ptrs, size_t n)
 {
     if (fl->host_only)
         return fs_free_lists_push_ready(fl, ptrs, n);
-    crmm_status st = stack_reserve(&fl->waiting, n);
-    if (st != CRMM_OK)
-        return st;
-    memcpy(fl->waiting.ptrs + fl->waiting.count, ptrs, n * sizeof *ptrs);
-    fl->waiting.count += n;
-    fl->free_blocks += n;
-    fl->uncovered += n;
-    return CRMM_OK;
+    crmm_status st = stack_push(&fl->waiting, ptrs, n);
+    if (st == CRMM_OK) {
+        fl->free_blocks += n;
+        fl->uncovered += n;
+    }
+    return st;
 }
 
 crmm_status fs_free_lists_synchronize(fs_free_lists *fl)
@@ -313,11 +317,8 @@ crmm_status fs_free_lists_synchronize(fs_free_lists *fl)
     for (size_t i = 0; i < fl->count; i++)
         fl->lists[i].covered = fl->lists[i].blocks.count;
     fl->uncovered = 0;
-    if (fl->waiting.count && stack_reserve(&fl->ready, fl->waiting.count) == CRMM_OK) {
-        memcpy(fl->ready.ptrs + fl->ready.count, fl->waiting.ptrs, fl->waiting.count * sizeof *fl->waiting.ptrs);
-        fl->ready.count += fl->waiting.count;
+    if (fl->waiting.count && stack_push(&fl->ready, fl->waiting.ptrs, fl->waiting.count) == CRMM_OK)
         fl->waiting.count = 0;
-    }
     if (fl->waiting.count) { /* no room in the ready stack: they wait for the next one */
         crmm_clear_error();
         fl->uncovered = fl->waiting.count;
