@@ -184,8 +184,8 @@ static crmm_status finish(const char *path, int fd, unsigned flags, bool created
             if (err == EWOULDBLOCK)
                 return refuse(fd, path,
                               "another crmm writer holds it (in this process or another), and the two would "
-                              "overwrite each other's lines; give each its own file: a file name pattern can hold "
-                              "%%d (the device) and %%p (the process id)");
+                              "overwrite each other's lines, or crmm replay is reading it as its log; give each "
+                              "its own file: a file name pattern can hold %%d (the device) and %%p (the process id)");
             close(fd);
             return crmm_set_error(CRMM_ERROR_IO, "cannot lock %s: %s", path, strerror(err));
         }

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <crmm/crmm.h>
 #include "bench_reference.h"
@@ -365,15 +367,32 @@ static bool log_is_clean(const char *path, const replay_log *log, FILE *err)
     return !log->unknown_frees && !log->size_mismatches && !log->reused_live;
 }
 
+/* A shared lock on the log while it is replayed (-1 when none could be taken: a pipe, or a
+ * writer that holds the file): a `logging` resource of the replayed chain that names the log
+ * takes its file with an exclusive lock (crmm_output_file_open), which this refuses, before it
+ * truncates anything. */
+static int hold_log(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 int crmm_replay_main(int argc, char **argv, FILE *out, FILE *err)
 {
     replay_args a;
     int rc = parse_args(argc, argv, &a, out, err);
     if (rc >= 0)
         return rc;
+    int held = hold_log(a.path);
     replay_log log;
     if (replay_log_read(a.path, &log) != CRMM_OK) {
         fprintf(err, "crmm replay: %s\n", crmm_last_error());
+        if (held >= 0)
+            close(held);
         return 1;
     }
     rc = 1;
@@ -428,6 +447,8 @@ out:
     if (!a.config && cfg)
         crmm_finalize();
     replay_log_free(&log);
+    if (held >= 0)
+        close(held);
     return rc;
 }
 
