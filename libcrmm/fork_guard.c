@@ -16,10 +16,29 @@ static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static crmm_fork_guard *newest, *oldest;
 static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
 
+/* How many unreleased crmm_fork_lock_core calls the calling thread made (the forking thread's
+ * count survives into the child, where that thread goes on). */
+static __thread unsigned core_locks_held;
+
+void crmm_fork_lock_core(void)
+{
+    if (core_locks_held++ == 0) {
+        crmm_runtime_fork_lock();
+        crmm_plugin_loader_fork_lock();
+    }
+}
+
+void crmm_fork_unlock_core(void)
+{
+    if (core_locks_held && --core_locks_held == 0) {
+        crmm_plugin_loader_fork_unlock();
+        crmm_runtime_fork_unlock();
+    }
+}
+
 static void before_fork(void)
 {
-    crmm_runtime_fork_lock();
-    crmm_plugin_loader_fork_lock();
+    crmm_fork_lock_core();
     pthread_mutex_lock(&list_lock);
     for (crmm_fork_guard *g = newest; g; g = g->older)
         g->prepare(g->arg);
@@ -32,8 +51,7 @@ static void after_fork_in_parent(void)
     for (crmm_fork_guard *g = oldest; g; g = g->newer)
         g->parent(g->arg);
     pthread_mutex_unlock(&list_lock);
-    crmm_plugin_loader_fork_unlock();
-    crmm_runtime_fork_unlock();
+    crmm_fork_unlock_core();
 }
 
 static void after_fork_in_child(void)
@@ -45,8 +63,7 @@ static void after_fork_in_child(void)
     for (crmm_fork_guard *g = oldest; g; g = g->newer)
         g->child(g->arg);
     pthread_mutex_unlock(&list_lock);
-    crmm_plugin_loader_fork_unlock();
-    crmm_runtime_fork_unlock();
+    crmm_fork_unlock_core();
 }
 
 static void install_handlers(void) { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); }

@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <crmm/fork_guard.h>
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include "../common/spin_lock.h"
@@ -51,6 +53,10 @@ struct logging_sink {
     logging_record *pending; /* a full buffer for the writer, or NULL */
     size_t pending_len;
     bool stop;
+    size_t users;          /* logging resources of this process writing through it (list's mutex) */
+    dev_t dev;             /* the file, for a second resource of this process that names it */
+    ino_t ino;
+    bool regular;          /* a regular file: shared by the resources that name it */
     logging_sink *prev, *next; /* the list of open sinks */
     crmm_fork_guard fork_guard; /* takes lock around fork */
     char path[];
@@ -80,12 +86,14 @@ static void flush_all_at_exit(void)
  * guard's), so that the child never inherits one held by a thread that does not exist there. */
 static void lock_list_before_fork(void)
 {
+    crmm_fork_lock_core(); /* a sink is opened while crmm builds a device's resource under its locks */
     pthread_mutex_lock(&open_sinks_lock);
 }
 
 static void unlock_list_after_fork(void)
 {
     pthread_mutex_unlock(&open_sinks_lock);
+    crmm_fork_unlock_core();
 }
 
 static void unlock_list_in_child(void)
@@ -283,7 +291,61 @@ static void stop_writer(logging_sink *s)
     pthread_mutex_destroy(&s->writer_lock);
 }
 
+/* Under the list's mutex: the open sink of this process that writes the regular file at `path`
+ * (followed as opening it would follow it), or NULL. */
+static logging_sink *sink_of_file(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return NULL;
+    for (logging_sink *s = open_sinks; s; s = s->next)
+        if (s->regular && s->owner == getpid() && s->dev == st.st_dev && s->ino == st.st_ino)
+            return s;
+    return NULL;
+}
+
+/* Under the list's mutex: a second resource of this process on s's file writes through s, its
+ * lines among the first's in the order they are appended (the file keeps its lines; the header
+ * is not written again); it asks for auto_flush, and s has it from then on. */
+static void share(logging_sink *s, bool auto_flush)
+{
+    s->users++;
+    if (auto_flush) {
+        spin_lock(&s->lock);
+        flush_locked(s);
+        s->auto_flush = true;
+        spin_unlock(&s->lock);
+    }
+}
+
+static crmm_status open_new(const char *path, const char *header, bool auto_flush, logging_sink **out);
+
+/* The open sink of this process on path's file, shared (share) by the caller; NULL when none. */
+static logging_sink *share_open(const char *path, bool auto_flush)
+{
+    pthread_mutex_lock(&open_sinks_lock);
+    logging_sink *same = sink_of_file(path);
+    if (same)
+        share(same, auto_flush);
+    pthread_mutex_unlock(&open_sinks_lock);
+    return same;
+}
+
 crmm_status logging_sink_open(const char *path, const char *header, bool auto_flush, logging_sink **out)
+{
+    logging_sink *same = share_open(path, auto_flush);
+    crmm_status st = same ? CRMM_OK : open_new(path, header, auto_flush, out);
+    /* a thread of this process that opened the file in the meantime holds its lock: share its sink */
+    if (st == CRMM_ERROR_IO && (same = share_open(path, auto_flush)) != NULL)
+        crmm_clear_error();
+    if (same) {
+        *out = same;
+        st = CRMM_OK;
+    }
+    return st;
+}
+
+static crmm_status open_new(const char *path, const char *header, bool auto_flush, logging_sink **out)
 {
     size_t plen = strlen(path);
     logging_sink *s = calloc(1, sizeof *s + plen + 1);
@@ -300,8 +362,8 @@ crmm_status logging_sink_open(const char *path, const char *header, bool auto_fl
     s->text = text;
     s->auto_flush = auto_flush;
     s->owner = getpid();
-    /* exclusive: a second resource on this file, here or in another process, is refused rather
-     * than the two overwriting each other's lines */
+    /* exclusive: a resource of another process on this file is refused rather than the two
+     * overwriting each other's lines (one of this process shares the sink: sink_of_file) */
     crmm_status st = crmm_output_file_open(path, CRMM_OUTPUT_EXCLUSIVE, &s->fd);
     size_t written;
     int err = st != CRMM_OK ? 0 : write_all(s->fd, header, strlen(header), &written);
@@ -317,6 +379,13 @@ crmm_status logging_sink_open(const char *path, const char *header, bool auto_fl
         free(s);
         return crmm_last_status();
     }
+    struct stat st_file;
+    if (fstat(s->fd, &st_file) == 0 && S_ISREG(st_file.st_mode)) {
+        s->regular = true;
+        s->dev = st_file.st_dev;
+        s->ino = st_file.st_ino;
+    }
+    s->users = 1;
     s->has_writer = !auto_flush && start_writer(s);
     spin_lock_add_fork_guard(&s->lock, &s->fork_guard);
     /* after the guard: crmm's fork handlers are registered by then, so this file's run first */
@@ -361,6 +430,10 @@ void logging_sink_close(logging_sink *s)
     if (!s)
         return;
     pthread_mutex_lock(&open_sinks_lock);
+    if (--s->users > 0) { /* another resource of this process still writes through it */
+        pthread_mutex_unlock(&open_sinks_lock);
+        return;
+    }
     if (s->prev)
         s->prev->next = s->next;
     else

@@ -17,12 +17,15 @@
 
 typedef struct logging_sink logging_sink;
 
-/* Create `path`, or rewrite it when it is the caller's own (crmm_output_file_open), holding an
- * exclusive lock on it while the sink is open, and write `header` (a full line) to it at once.
- * With auto_flush every appended line is written at once; without, a writer thread is started
- * (when that fails the appending thread writes full buffers itself). CRMM_ERROR_IO when the file
- * cannot be created or written, is a link or someone else's file, or another sink (in this
- * process or another) holds it; CRMM_ERROR_OUT_OF_MEMORY. */
+/* The sink of `path`: when a sink of this process writes that regular file already, that one,
+ * shared (closed when its last user closes it; auto_flush from the first user that asks for it;
+ * the header is not written again); else a new one: `path` created, or rewritten when it is the
+ * caller's own (crmm_output_file_open), with an exclusive lock held on it while the sink is open,
+ * and `header` (a full line) written to it at once. With auto_flush every appended line is
+ * written at once; without, a writer thread is started (when that fails the appending thread
+ * writes full buffers itself). CRMM_ERROR_IO when the file cannot be created or written, is a
+ * link or someone else's file, or another process holds its lock (a writer, or crmm replay
+ * reading it); CRMM_ERROR_OUT_OF_MEMORY. */
 crmm_status logging_sink_open(const char *path, const char *header, bool auto_flush, logging_sink **out);
 
 /* Append the line of record r (copied; formatted when written). A write error is logged once at
@@ -33,7 +36,8 @@ void logging_sink_append(logging_sink *s, const logging_record *r);
 /* Write the buffered lines. CRMM_ERROR_IO (with the reason) when a write failed. */
 crmm_status logging_sink_flush(logging_sink *s);
 
-/* Flush, stop the writer thread, close and free. NULL: no-op. */
+/* Let go of a sink: when this was its last user, flush, stop the writer thread, close and free.
+ * NULL: no-op. */
 void logging_sink_close(logging_sink *s);
 
 /* The file name. */
