@@ -29,6 +29,33 @@ static void caches_on(crmm_resource *p, worker *w)
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_THREAD_CACHES), 1);
 }
 
+/* ---- pools over pools -------------------------------------------------------------------------- */
+
+/* A pool over a pool, both with their caches on: the outer one grows from the inner one holding
+ * its own lock, and the thread's cache slots are all taken by the outer pool's caches. The inner
+ * pool must not give up one of those for a cache of its own (that takes the outer pool's lock,
+ * held by this thread): the growth completes. Rows: a chunked inner pool, an expandable one. */
+CRMM_LOOP_TEST_IN("nested", an_outer_pool_grows_from_an_inner_one_with_every_slot_taken, 2)
+{
+    crmm_resource *inner = pool_in_form(_i ? EXPANDABLE : CHUNKS_SYNC, "thread_cache=on");
+    crmm_resource *outer = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("pool", "thread_cache=on initial_size=1MiB", inner, &outer));
+    worker w;
+    worker_start(&w);
+    caches_on(inner, &w);
+    caches_on(outer, &w);
+    worker_stop(&w);
+    void *v[POOL_CACHE_SLOTS];
+    for (int i = 0; i < POOL_CACHE_SLOTS; i++)
+        v[i] = alloc_on(outer, 256, stream_n(i + 1)); /* a cache of the outer pool in every slot */
+    void *big = alloc_on(outer, 2 * MiB, stream_n(1)); /* grows from the inner pool */
+    free_on(outer, big, 2 * MiB, stream_n(1));
+    for (int i = 0; i < POOL_CACHE_SLOTS; i++)
+        free_on(outer, v[i], 256, stream_n(i + 1));
+    crmm_resource_release(outer);
+    crmm_resource_release(inner);
+}
+
 /* ---- counts ---------------------------------------------------------------------------------- */
 
 /* One thread allocates 1 MiB and the other frees it, 20 times: at most 1 MiB (and the 256 bytes
@@ -431,5 +458,5 @@ CRMM_LOOP_TEST_IN("malloc", a_cache_s_blocks_go_back_while_malloc_fails, GIVE_BA
 
 int main(void)
 {
-    return CRMM_TEST_MAIN_CASES("pool_thread_cache_races", {"counts", 0}, {"fork", 0}, {"malloc", 0});
+    return CRMM_TEST_MAIN_CASES("pool_thread_cache_races", {"nested", 0}, {"counts", 0}, {"fork", 0}, {"malloc", 0});
 }

@@ -80,7 +80,9 @@ static crmm_status add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (chunk record)");
     }
     void *mem = NULL;
+    pool_cache_calling_upstream(true); /* with p's lock held: an upstream pool makes no cache now */
     crmm_status st = crmm_resource_allocate(p->base.upstream, size, stream, &mem);
+    pool_cache_calling_upstream(false);
     if (st != CRMM_OK) {
         free(c);
         return st;

@@ -220,10 +220,21 @@ static pool_thread_cache *claim_cache(pool_resource *p, crmm_cuda_stream_t handl
     return c;
 }
 
+/* How deep the calling thread is in pools' calls to their upstreams under their locks. */
+static _Thread_local unsigned calling_upstream;
+
+void pool_cache_calling_upstream(bool calling)
+{
+    if (calling)
+        calling_upstream++;
+    else if (calling_upstream)
+        calling_upstream--;
+}
+
 pool_thread_cache *pool_cache_get(pool_resource *p, crmm_cuda_stream_t stream)
 {
     pool_thread_cache *c = pool_cache_find(p, stream);
-    if (__builtin_expect(c != NULL, 1))
+    if (__builtin_expect(c != NULL, 1) || calling_upstream)
         return c;
     cache_slots *t = slots_of_thread();
     if (!t)

@@ -116,8 +116,16 @@ _Static_assert(POOL_CACHE_BLOCKS <= POOL_CACHE_NONE, "entry indices are bytes, P
 /* The calling thread's cache of p for `stream`, or NULL when it has none. */
 pool_thread_cache *pool_cache_find(struct pool_resource *p, crmm_cuda_stream_t stream);
 /* The same, made when missing (takes the pool's lock; may give up another of the thread's
- * caches). NULL when malloc fails (the error is cleared: the caller takes the pool's way). */
+ * caches). NULL when malloc fails (the error is cleared: the caller takes the pool's way), and
+ * NULL instead of a new cache while the thread calls a pool's upstream holding that pool's lock
+ * (pool_cache_calling_upstream): giving up a slot takes the lock of the pool the slot's cache
+ * belongs to, which may be that one, and the registry's mutex, which a thread holding that one's
+ * may wait for. */
 pool_thread_cache *pool_cache_get(struct pool_resource *p, crmm_cuda_stream_t stream);
+
+/* Around a pool's call into its upstream with its lock held (a growth, a chunk given back):
+ * nests. */
+void pool_cache_calling_upstream(bool calling);
 
 /* Empty c's block lists (a new cache, or one whose blocks went back). */
 void pool_cache_reset(pool_thread_cache *c);
