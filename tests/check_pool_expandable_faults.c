@@ -91,6 +91,29 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_unmap_at_trim_keeps_the_page_an
     ck_assert_uint_eq(fake_vmm.physical, 0);
 }
 
+/* cuMemRelease refused at trim: the page's memory is still the pool's (nothing else frees it).
+ * The trim says so, BYTES_RESERVED counts it, the next growth maps it again instead of making a
+ * page, and the pool's release gives it back: the driver ends empty. */
+CRMM_TEST_IN("pool_expandable_faults", a_refused_release_keeps_the_page_for_the_next_growth)
+{
+    p = expandable_pool("");
+    unsigned char *a = alloc(p, 4 * PAGE);
+    dealloc(p, a, 4 * PAGE);
+    fake_vmm.release_fails_in = 1;
+    ck_assert_crmm(crmm_resource_trim(p), CRMM_ERROR_CUDA);
+    ck_assert_error_contains("cuMemRelease refused 1 page");
+    calls_agree(p);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
+    ck_assert_uint_eq(fake_vmm.physical, PAGE);
+    int creates = fake_vmm.creates;
+    a = alloc(p, PAGE);
+    ck_assert_int_eq(fake_vmm.creates, creates);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
+    dealloc(p, a, PAGE);
+    calls_agree(p);
+    release_leaves_the_driver_empty();
+}
+
 /* cuMemSetAccess refused, and then the unmap that undoes the mapping refused too: the page stays
  * mapped; the pool must still know it (a later growth over it, and the pool's release, unmap it). */
 CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)

@@ -726,7 +726,10 @@ crmm_status pool_expand_trim(pool_resource *p)
         bool released;
         reap_lent(p, false); /* also when nothing free is given back */
         st = release_beyond(p, NULL, p->growth.release_threshold, true, &released);
-        pool_vmm_drop_spares(&p->growth.vmm);
+        size_t kept = pool_vmm_drop_spares(&p->growth.vmm);
+        if (kept && st == CRMM_OK)
+            st = crmm_set_error(CRMM_ERROR_CUDA, "pool: trim: cuMemRelease refused %zu page(s): the pool keeps them, "
+                                                 "reserved, for its next growth", kept);
         crmm_cuda_device_restore(&g);
     }
     pool_unlock(p);

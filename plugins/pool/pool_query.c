@@ -46,7 +46,9 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     }
     uint64_t live_bytes = (uint64_t)sum.block_bytes;
     switch ((int)what) {
-    case CRMM_QUERY_BYTES_RESERVED: *out = p->growth.reserved; break;
+    case CRMM_QUERY_BYTES_RESERVED: /* and pages the driver refused to release, held unmapped */
+        *out = p->growth.reserved + (uint64_t)p->growth.vmm.spare_count * p->growth.vmm.page;
+        break;
     case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = p->growth.reserved_peak; break;
     case CRMM_QUERY_BYTES_FREE: *out = p->growth.reserved - live_bytes; break;
     case CRMM_QUERY_LARGEST_FREE_BLOCK: *out = largest_free_block(p); break;

@@ -231,12 +231,18 @@ bool pool_vmm_unlend(pool_vmm *v, size_t first, size_t count)
     return true;
 }
 
-void pool_vmm_drop_spares(pool_vmm *v)
+size_t pool_vmm_drop_spares(pool_vmm *v)
 {
-    while (v->spare_count) {
-        drv.release(v->spare[--v->spare_count]);
-        v->pages_released++;
+    size_t kept = 0;
+    for (size_t i = 0; i < v->spare_count; i++) {
+        CUresult r = drv.release(v->spare[i]);
+        if (r == CUDA_SUCCESS)
+            v->pages_released++;
+        else /* still ours: it backs a later growth, or goes at the pool's release */
+            v->spare[kept++] = v->spare[i];
     }
+    v->spare_count = kept;
+    return kept;
 }
 
 void pool_vmm_release(pool_vmm *v)
@@ -248,7 +254,10 @@ void pool_vmm_release(pool_vmm *v)
                 if (v->mapped[i] == POOL_PAGE_MAPPED) /* a lent page's allocation is released where it is mapped now */
                     drv.release(v->handles[i]);
             }
-        pool_vmm_drop_spares(v);
+        size_t kept = pool_vmm_drop_spares(v);
+        if (kept)
+            crmm_log(CRMM_LOG_WARN, "pool: cuMemRelease refused %zu page(s) of %zu bytes: their memory stays with the "
+                                    "process", kept, v->page);
         drv.address_free((CUdeviceptr)v->base, v->pages * v->page);
     }
     free(v->handles);

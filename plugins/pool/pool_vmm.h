@@ -34,7 +34,8 @@ typedef struct pool_vmm {
                                     * mapped but lent (its allocation also mapped elsewhere) */
     size_t mapped_pages;           /* pages mapped, lent ones included */
     size_t lent_pages;             /* of those, lent (pool_vmm_lend) */
-    unsigned long long *spare;     /* physical pages unmapped during the current operation */
+    unsigned long long *spare;     /* physical pages unmapped during the current operation, and
+                                    * between operations those the driver refused to release */
     size_t spare_count;
     int device;
     int handle_types;              /* CUmemAllocationHandleType pages are made exportable as (pool_ipc.c); 0: none */
@@ -80,8 +81,10 @@ size_t pool_vmm_unmap_lent(pool_vmm *v, size_t first, size_t count);
  * ones again. False, and nothing changed, when one of them is not lent or its memory is not spare. */
 bool pool_vmm_unlend(pool_vmm *v, size_t first, size_t count);
 
-/* Release every spare page (their memory goes back to the device). */
-void pool_vmm_drop_spares(pool_vmm *v);
+/* Release every spare page (their memory goes back to the device). Returns how many the driver
+ * refused: those stay on the spare list (still the pool's memory: the next map takes them first,
+ * pool_vmm_release tries again), so that nothing is lost or counted as given back. */
+size_t pool_vmm_drop_spares(pool_vmm *v);
 
 /* Unmap and release everything and free the range (no work may still use it). No driver call
  * once the process is exiting: the memory is left to the process's end then. */
