@@ -114,6 +114,37 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_release_keeps_the_page_for_the_
     release_leaves_the_driver_empty();
 }
 
+/* A growth past the mark that moved free pages and then met a driver error other than out of
+ * memory (cuMemSetAccess refused) undoes the move, its marks included: tried again it moves the
+ * same pages, as a growth that never failed would (reserved 6 pages, 2 of them lent), instead of
+ * being taken for a second move before the mark rose and mapping new pages. */
+CRMM_TEST_IN("pool_expandable_faults", a_move_undone_by_a_driver_error_leaves_the_marks_as_before)
+{
+    uint64_t reserved[2], lent[2];
+    for (int fault = 0; fault < 2; fault++) {
+        p = expandable_pool("page_moves=wait");
+        fake_vmm.events_busy = 1;
+        unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
+        dealloc(p, a, 3 * PAGE);
+        dealloc(p, c, 2 * PAGE);
+        if (fault) {
+            fake_vmm.set_access_fails_in = 1;
+            void *z = NULL;
+            ck_assert_crmm(crmm_resource_allocate(p, 4 * PAGE, NULL, &z), CRMM_ERROR_CUDA);
+            books_agree(p);
+        }
+        unsigned char *z = alloc(p, 4 * PAGE);
+        reserved[fault] = q(p, CRMM_QUERY_BYTES_RESERVED);
+        lent[fault] = q(p, CRMM_QUERY_POOL_PAGES_LENT);
+        fake_vmm.events_busy = 0;
+        dealloc(p, z, 4 * PAGE);
+        dealloc(p, b, PAGE);
+        release_leaves_the_driver_empty();
+    }
+    ck_assert_uint_eq(reserved[1], reserved[0]);
+    ck_assert_uint_eq(lent[1], lent[0]);
+}
+
 /* cuMemSetAccess refused, and then the unmap that undoes the mapping refused too: the page stays
  * mapped; the pool must still know it (a later growth over it, and the pool's release, unmap it). */
 CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)

@@ -275,6 +275,18 @@ static void take_back_lent(pool_resource *p, pool_stream *s, pool_lent_batch *lb
     free(l.b);
 }
 
+/* A growth that lent batch lb's pages mapped nothing (out of memory, a driver error, no record):
+ * the pages come back (take_back_lent) and the move's marks are as before it, so that the next
+ * growth is not taken for one that moves again before the mark rose. */
+static void undo_move(pool_resource *p, pool_stream *s, pool_lent_batch *lb, bool moved_before, uint64_t budget_before,
+                      size_t last_move_before)
+{
+    take_back_lent(p, s, lb);
+    p->growth.moved_since_mark = moved_before;
+    p->growth.move_budget = budget_before;
+    p->growth.last_move_size = last_move_before;
+}
+
 /* Unmap the lent pages that nothing can use at their old addresses any more: every batch's right
  * after a device synchronization (`synchronized`), else the batches whose event has completed,
  * asked without waiting (and not while a capture is under way, which forbids the query). */
@@ -652,11 +664,8 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
             snprintf(why, sizeof why, "%s", crmm_last_error());
         }
         if (lent_now) { /* nothing mapped: the move is undone before anything is given back */
-            take_back_lent(p, s, lent_now);
+            undo_move(p, s, lent_now, moved_before, budget_before, last_move_before);
             lent_now = NULL;
-            p->growth.moved_since_mark = moved_before;
-            p->growth.move_budget = budget_before;
-            p->growth.last_move_size = last_move_before;
         }
         if (want > size) { /* the step did not fit: the request alone, before giving anything back */
             want = size;
@@ -675,7 +684,7 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
             break;
     }
     if (lent_now && st != CRMM_OK) /* a driver error or no record: the move is undone too */
-        take_back_lent(p, s, lent_now);
+        undo_move(p, s, lent_now, moved_before, budget_before, last_move_before);
     pool_vmm_drop_spares(v);
     crmm_cuda_device_restore(&g);
     return st;
