@@ -145,6 +145,30 @@ CRMM_TEST_IN("pool_expandable_faults", a_move_undone_by_a_driver_error_leaves_th
     ck_assert_uint_eq(lent[1], lent[0]);
 }
 
+/* Once the process is exiting a growth makes no driver call and moves no other stream's free
+ * pages (the wait for that stream's work is skipped then): it fails with CRMM_ERROR_STATE, and a
+ * trim gives nothing back. Blocks it holds are still served and freed. */
+CRMM_TEST_IN("pool_expandable_faults", at_exit_a_growth_maps_and_moves_nothing)
+{
+    p = expandable_pool("");
+    cudaStream_t one = (cudaStream_t)0x1100, two = (cudaStream_t)0x1200;
+    unsigned char *a = alloc_on(p, 4 * PAGE, one), *b = alloc_on(p, 2 * PAGE, two);
+    free_on(p, a, 4 * PAGE, one); /* stream one's work may still use it */
+    ck_assert_crmm(crmm_cuda_status(cudaErrorCudartUnloading, "cudaFree"), CRMM_ERROR_STATE); /* the runtime unloads */
+    int maps = fake_vmm.maps, unmaps = fake_vmm.unmaps, creates = fake_vmm.creates, syncs = fake_vmm.device_syncs;
+    void *z = NULL;
+    ck_assert_crmm(crmm_resource_allocate(p, 6 * PAGE, (crmm_cuda_stream_t)two, &z), CRMM_ERROR_STATE);
+    ck_assert_error_contains("exiting");
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_int_eq(fake_vmm.maps, maps);
+    ck_assert_int_eq(fake_vmm.unmaps, unmaps);
+    ck_assert_int_eq(fake_vmm.creates, creates);
+    ck_assert_int_eq(fake_vmm.device_syncs, syncs);
+    a = alloc_on(p, 4 * PAGE, one); /* what it holds is still served */
+    free_on(p, a, 4 * PAGE, one);
+    free_on(p, b, 2 * PAGE, two);
+}
+
 /* cuMemSetAccess refused, and then the unmap that undoes the mapping refused too: the page stays
  * mapped; the pool must still know it (a later growth over it, and the pool's release, unmap it). */
 CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)

@@ -547,6 +547,11 @@ static crmm_status out_of_room(const pool_resource *p, size_t size, const char *
 static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bool fresh, pool_block **out)
 {
     pool_vmm *v = &p->growth.vmm;
+    if (crmm_process_exiting()) { /* no driver call, and no other stream's pages moved unwaited */
+        char label[80], sz[32];
+        return crmm_set_error(CRMM_ERROR_STATE, "%s: the process is exiting: no new device memory for %s",
+                              pool_label(p, label, sizeof label), crmm_format_size(size, sz, sizeof sz));
+    }
     crmm_device_guard g;
     crmm_status st = crmm_cuda_device_enter(v->device, &g);
     if (st != CRMM_OK)
@@ -728,6 +733,8 @@ crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t siz
 crmm_status pool_expand_trim(pool_resource *p)
 {
     crmm_status st = CRMM_OK;
+    if (crmm_process_exiting())
+        return CRMM_OK; /* no driver call: the memory goes with the process */
     pool_lock(p);
     pool_capture_collect(p); /* destroyed graphs' blocks are free too */
     crmm_device_guard g;
