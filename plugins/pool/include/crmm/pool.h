@@ -52,7 +52,10 @@ enum {
 #define CRMM_QUERY_POOL_BLOCK_BYTES ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 7))
 #define CRMM_QUERY_POOL_BLOCK_BYTES_PEAK ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 8))
 /* 1 once the per-thread caches are on (threads contended for the pool, or thread_cache = on and
- * a second thread allocated), else 0: an expandable pool then grows in steps (docs/expandable-pool.md). */
+ * a second thread allocated), else 0: an expandable pool then grows in steps (docs/expandable-pool.md).
+ * While they are on, the pool's peaks (BYTES_IN_USE_PEAK, ALLOCATIONS_PEAK, POOL_BLOCK_BYTES_PEAK)
+ * are raised when the caches' counts are summed, at every query and whenever a cache gives its
+ * blocks back: a high point held between two of those, in caches alone, is not seen. */
 #define CRMM_QUERY_POOL_THREAD_CACHES ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 9))
 /* Allocates and frees that found the pool's lock held by another thread and waited for it
  * (counted while the per-thread caches are off; with them on, calls go through the caches). */
