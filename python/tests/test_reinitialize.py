@@ -245,3 +245,20 @@ def test_devices_not_listed_keep_their_resource():
     """As in RMM, reinitialize sets the resource of the devices listed and of no other."""
     done = run_python(REINIT_ONE_OF_TWO_DEVICES, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
+
+
+def test_reinitialize_without_a_visible_device_warns_and_changes_nothing(monkeypatch):
+    """As RMM: with no device visible (CUDA_VISIBLE_DEVICES=""), reinitialize warns with CUDA's
+    message and leaves every device's resource as it was."""
+    import crmm._errors as errors
+    from crmm.pylibrmm.memory_resource import _memory_resource as m
+
+    before = dict(m._per_device)
+
+    def no_device():
+        raise errors.error_for(4, "CUDA error: cudaGetDevice: no CUDA-capable device is detected (cudaErrorNoDevice)")
+
+    monkeypatch.setattr(m, "current_device", no_device)
+    with pytest.warns(UserWarning, match="cudaErrorNoDevice"):
+        crmm.reinitialize(pool_allocator=True)
+    assert m._per_device == before

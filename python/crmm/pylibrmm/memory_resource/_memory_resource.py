@@ -975,6 +975,13 @@ def _initialize(
     its chain without logging (the first such error is raised after all are tried)."""
     from ..._reinitialize import _devices_arg, _log_file_for
 
+    try:
+        current_device()
+    except CudaError as e:  # as RMM: no visible device (CUDA_VISIBLE_DEVICES="") warns, sets nothing
+        if "cudaErrorNoDevice" in str(e):
+            warnings.warn(str(e))
+            return
+        # another error: building the chains below reports it, as before
     chains, held = [], set()
     for device in _devices_arg(devices):
         with _lib.device_context(device):
