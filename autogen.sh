@@ -10,10 +10,14 @@ need=""
 command -v autoreconf >/dev/null 2>&1 || need="$need autoconf"
 command -v automake   >/dev/null 2>&1 || need="$need automake"
 command -v libtoolize >/dev/null 2>&1 || need="$need libtool"
-command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+command -v make       >/dev/null 2>&1 || need="$need make"
+command -v cc         >/dev/null 2>&1 || need="$need gcc"
+# without pkg-config, check and inih cannot be looked for: both are installed with it
 if command -v pkg-config >/dev/null 2>&1; then
   pkg-config --exists check 2>/dev/null || need="$need check"
   pkg-config --exists inih  2>/dev/null || need="$need libinih-dev"
+else
+  need="$need pkg-config check libinih-dev"
 fi
 # The Python suite's Debian packages, checked with dpkg where there is one (a python3 elsewhere
 # on PATH does not count: configure looks for a Python that has them).

@@ -51,6 +51,7 @@ run 1 check-config "$tmp/crlf.ini" && has "$tmp/crlf.ini:4: upstream cycle: a ->
 # usage errors
 run 2 check-config
 run 2 check-config a.ini b.ini && has "usage: crmm check-config FILE"
+run 2 check-config --bogus && has "unknown option '--bogus'" "usage: crmm check-config FILE"
 
 # ---- the program and --help of every command ---------------------------------------------------
 run 0 --help && has "usage: crmm COMMAND" "check-config" "info"

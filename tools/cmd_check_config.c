@@ -12,10 +12,14 @@ int crmm_cmd_check_config(int argc, char **argv)
         printf("usage: crmm check-config FILE\n\n"
                "Parses FILE, loads each plugin it names and checks every parameter, upstream and\n"
                "device section, without any CUDA call. Prints 'FILE: OK' and exits 0, or prints\n"
-               "'FILE:LINE: message' for the first error and exits 1.\n");
+               "'FILE:LINE: message' for the first error in it (or why FILE cannot be read) and\n"
+               "exits 1. --help: this text.\n");
         return 0;
     }
-    if (argc != 2) {
+    /* an option is a usage error, not a file name (./-name names a file that starts with '-') */
+    if (argc != 2 || (argv[1][0] == '-' && argv[1][1])) {
+        if (argc == 2)
+            fprintf(stderr, "crmm check-config: unknown option '%s'\n", argv[1]);
         fprintf(stderr, "usage: crmm check-config FILE\n");
         return 2;
     }
