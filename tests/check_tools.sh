@@ -223,6 +223,12 @@ for format in --text --json --csv; do
     fi
 done
 has "resource,chain,stream" "h,host," "p,pool -> host,"
+# a name that is no resource is refused before anything is replayed (the logging resource named
+# first would have made its file)
+cp "$tmp/replay.ini" "$tmp/replay-logged.ini"
+printf '[resource.l]\nplugin = logging\nupstream = h\nfile = %s\n' "$tmp/replayed.csv" >>"$tmp/replay-logged.ini"
+run 1 replay "$tmp/replay.csv" --config "$tmp/replay-logged.ini" --resource l --resource typo && has "has no resource 'typo'"
+[ -e "$tmp/replayed.csv" ] && fail "crmm replay: a resource was replayed before a later --resource name was refused"
 # shellcheck disable=SC2086
 run 0 $replay --json
 checks=$((checks + 1))

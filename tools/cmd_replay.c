@@ -108,6 +108,18 @@ static bool replays_on_host(const crmm_config *cfg, bool chosen, long i)
 
 /* Build resource `name` (NULL: the config's default; see usage for the host fallback). Returns
  * NULL after writing to err; notes go to err too, so that JSON and CSV stay clean. */
+/* Whether `name` is a resource of cfg or a raw CUDA reference; else says so on err. */
+static bool names_a_resource(const crmm_config *cfg, const char *name, FILE *err)
+{
+    if (crmm_config_find_resource(cfg, name) >= 0)
+        return true;
+    for (int k = 0; k < BENCH_REFERENCE_COUNT; k++)
+        if (strcmp(name, bench_reference_name((bench_reference_kind)k)) == 0)
+            return true;
+    fprintf(err, "crmm replay: %s has no resource '%s'\n", crmm_config_origin(cfg), name);
+    return false;
+}
+
 static crmm_resource *open_resource(const crmm_config *cfg, bool chosen, const char *name, FILE *err,
                                     char *label, size_t label_size)
 {
@@ -408,6 +420,9 @@ int crmm_replay_main(int argc, char **argv, FILE *out, FILE *err)
         goto out;
     if (!(cfg = load_config(a.config, &own, err)))
         goto out;
+    for (size_t k = 0; k < a.nresources; k++) /* every name first: a typo in the last costs no run */
+        if (!names_a_resource(cfg, a.resources[k], err))
+            goto out;
     if (a.torch_snapshot && !write_torch_snapshot(&a, cfg, &log, err))
         goto out;
     for (; done < nrows; done++) {
