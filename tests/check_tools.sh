@@ -183,6 +183,10 @@ if [ -z "$CRMM_TOOL" ] && [ -d plugins/built ]; then
         fail "crmm info without CRMM_PLUGIN_PATH, run from the build tree, does not search $built"
     fi
     has "  pool " "  host " "file: $built/crmm_pool.so"
+    # a plugin file named by a path from the current directory, as the README's template is
+    run 0 info plugins/built/crmm_host.so && has "  host " "file: plugins/built/crmm_host.so"
+    run 0 info --markdown plugins/built/crmm_host.so && has "host"
+    run 1 info plugins/none/crmm_none.so && has "plugin file plugins/none/crmm_none.so: No such file"
     # a user's CRMM_PLUGIN_PATH comes first
     saved_path=$CRMM_PLUGIN_PATH
     CRMM_PLUGIN_PATH=$tmp run 0 info --config "$tmp/level.ini" && has "plugin search path: $tmp:$built"

@@ -148,7 +148,7 @@ static int info_one_plugin(const char *config, const char *name, int json)
     const char *dirs = crmm_config_plugin_path(cfg);
     const crmm_plugin *pl = NULL;
     /* the loader's error names what was searched and a close name, if any */
-    int rc = crmm_plugin_load(name, dirs, &pl) == CRMM_OK ? 0 : 1;
+    int rc = crmm_info_load(name, dirs, &pl) == CRMM_OK ? 0 : 1;
     if (rc) {
         fprintf(stderr, "crmm info: %s\n", crmm_last_error());
     } else if (json) {

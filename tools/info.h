@@ -24,6 +24,10 @@ void crmm_info_json(const crmm_config *cfg, const char *config_error);
  * pl is NULL, the load error. */
 void crmm_info_json_plugin(const char *path, const crmm_plugin *pl, const char *error);
 
+/* crmm_plugin_load, with a relative path (one with a '/') taken from the current directory, as a
+ * user who just built a plugin there gives it; CRMM_ERROR_PLUGIN naming it when it is no file. */
+crmm_status crmm_info_load(const char *name, const char *dirs, const crmm_plugin **out);
+
 /* Load each of files (plugin names or paths of crmm_NAME.so) and call print on it; a file that
  * does not load is said on stderr and left out. Returns 0, or 1 when one could not be loaded. */
 int crmm_info_print_files(int nfiles, char **files, void (*print)(const crmm_plugin *pl));
