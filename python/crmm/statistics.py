@@ -148,13 +148,14 @@ class ProfilerRecords:
 
     def report(self, ordered_by="memory_peak"):
         """The records as a table, largest `ordered_by` (num_calls, memory_peak or
-        memory_total) first. Raises ValueError for another key."""
+        memory_total) first. Raises ValueError for another key when there are records to sort."""
+        records = self.records
+        lines = ["Memory Profiling", "================", ""]
+        if not records:  # as RMM, whatever ordered_by is: nothing is sorted
+            return "\n".join(lines) + "\nNo data, maybe profiling wasn't enabled?"
         if ordered_by not in ("num_calls", "memory_peak", "memory_total"):
             raise ValueError(f"ordered_by must be num_calls, memory_peak or memory_total, not {ordered_by!r}")
-        rows = sorted(self.records.items(), key=lambda item: getattr(item[1], ordered_by), reverse=True)
-        lines = ["Memory Profiling", "================", ""]
-        if not rows:
-            return "\n".join(lines) + "\nNo data, maybe profiling wasn't enabled?"
+        rows = sorted(records.items(), key=lambda item: getattr(item[1], ordered_by), reverse=True)
         # RMM's layout (26.06): a legend, the order, then one row per record
         lines += [
             "Legends:",
@@ -200,16 +201,18 @@ class ProfilerContext:
     name, a context manager of blocks, recording each call's or block's statistics in
     `records` under `name` (a decorated function's "file:line(name)" when `name` is empty or
     None). `records` is a ProfilerRecords or, as in RMM, any object with an add(name, data)
-    method. Raises TypeError, when made, for records without one or a name that is not a str
-    (or None)."""
+    method. Raises TypeError, when made, for records without one or a name that cannot be a key
+    of a table (unhashable)."""
 
     def __init__(self, records, name):
         if not callable(getattr(records, "add", None)):
             raise TypeError(f"records must be a ProfilerRecords (or have an add method), not {type(records).__name__}")
         if name is None:  # RMM takes any false name as none given (a wrapper may pass None on)
             name = ""
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str, not {type(name).__name__}")
+        try:  # any key a table takes, as in RMM (a str, a tuple, an enum member, ...)
+            hash(name)
+        except TypeError:
+            raise TypeError(f"name must be hashable (a key of the records), not {type(name).__name__}") from None
         self.records, self.name = records, name
 
     def _record(self, name):
@@ -248,6 +251,6 @@ def profiler(*, records=default_profiler_records, name=""):
     each call of a function (or each run of a block) in `records`, when statistics are on;
     otherwise it does nothing. A decorated function is named "file:line(name)" unless `name`
     is given (None is no name, as in RMM). `records` is a ProfilerRecords or, as in RMM, any
-    object with an add(name, data) method. Raises TypeError when it has none or `name` is not
-    a str (or None), ValueError when used as a context manager without a name."""
+    object with an add(name, data) method. Raises TypeError when it has none or `name` is
+    unhashable, ValueError when used as a context manager without a name."""
     return ProfilerContext(records, name)

@@ -150,7 +150,7 @@ def test_the_profiler_does_nothing_while_statistics_are_off(current):
     assert "No data" in records.pretty_print()
 
 
-@pytest.mark.parametrize("kwargs,exc", [({"records": {}}, TypeError), ({"name": 3}, TypeError)])
+@pytest.mark.parametrize("kwargs,exc", [({"records": {}}, TypeError), ({"name": []}, TypeError)])
 def test_profiler_argument_checks(kwargs, exc):
     with pytest.raises(exc):
         st.profiler(**kwargs)
@@ -158,15 +158,30 @@ def test_profiler_argument_checks(kwargs, exc):
 
 @pytest.mark.parametrize("records,name,match", [
     ({}, "block", "records must be a ProfilerRecords"), (None, "block", "records must be a ProfilerRecords"),
-    (st.ProfilerRecords(), 3, "name must be a str"), (st.ProfilerRecords(), b"block", "name must be a str"),
+    (st.ProfilerRecords(), [], "name must be hashable"), (st.ProfilerRecords(), {"a": 1}, "name must be hashable"),
 ])
 def test_profiler_context_checks_its_arguments_when_made(records, name, match):
     """ProfilerContext(records, name) (crmm's public constructor of what profiler() returns;
     RMM's class takes no arguments) refuses what profiler() refuses, when it is made: a records object without add() failed only at the end of the first profiled block
     (an AttributeError, and only while statistics were on), a name of another type made records
-    under that object."""
+    under that object; RMM takes any name a table takes as a key (an unhashable one fails there at
+    the end of the first block)."""
     with pytest.raises(TypeError, match=match):
         st.ProfilerContext(records, name)
+
+
+def test_a_profiler_name_of_another_type_is_a_key_as_in_rmm(current):
+    """RMM records a block under any hashable name (a number, bytes, a tuple); so does crmm, and
+    its report prints it."""
+    records = st.ProfilerRecords()
+    st.enable_statistics()
+    for name in (3, b"block", ("layer", 2)):
+        with st.ProfilerContext(records, name):
+            pass
+    assert set(records.records) == {3, b"block", ("layer", 2)}
+    report = records.report()
+    assert "3" in report and "b'block'" in report and "('layer', 2)" in report
+    assert "No data" in st.ProfilerRecords().report(ordered_by="bogus")  # as RMM: nothing to sort
 
 
 def test_profiler_context_takes_what_rmm_s_takes(current):
@@ -194,9 +209,14 @@ def test_a_profiler_block_needs_a_name(current):
             pass
 
 
-def test_pretty_print_refuses_an_unknown_order():
+def test_pretty_print_refuses_an_unknown_order(current):
+    """With records to sort (empty ones print "No data" whatever the order, as RMM's)."""
+    records = st.ProfilerRecords()
+    st.enable_statistics()
+    with st.ProfilerContext(records, "block"):
+        pass
     with pytest.raises(ValueError):
-        st.ProfilerRecords().pretty_print(ordered_by="size")
+        records.pretty_print(ordered_by="size")
 
 
 def test_adaptor_methods_on_a_host_chain():
