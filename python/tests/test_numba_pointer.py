@@ -209,11 +209,17 @@ def test_an_ipc_handle_the_driver_refuses_is_an_error_not_a_handle(monkeypatch):
     a handle without its bytes that fails later in another process."""
     from numba.cuda.cudadrv import driver
 
-    if not crmm_numba._nvidia_binding():
-        pytest.skip("Numba drives CUDA through ctypes here: its own wrapper raises")
-    refused = driver.binding.CUresult.CUDA_ERROR_INVALID_VALUE
     monkeypatch.setattr(driver, "device_extents", lambda memory: (0x7000, 0x8000))
-    monkeypatch.setattr(driver.binding, "cuIpcGetMemHandle", lambda start: (refused, None))
+    if crmm_numba._nvidia_binding():  # NVIDIA's bindings return the CUresult
+        refused = driver.binding.CUresult.CUDA_ERROR_INVALID_VALUE
+        monkeypatch.setattr(driver.binding, "cuIpcGetMemHandle", lambda start: (refused, None))
+    else:  # Numba's ctypes wrapper raises it
+
+        def refuse(handle, start):
+            raise driver.CudaAPIError(1, "CUDA_ERROR_INVALID_VALUE")
+
+        # into the instance's dict: reading the attribute first would start Numba's driver
+        monkeypatch.setitem(vars(driver.driver), "cuIpcGetMemHandle", refuse)
 
     class Memory:
         handle = 0x7100

@@ -105,19 +105,26 @@ class RMMNumbaManager(HostOnlyCUDAMemoryManager):
         CudaAPIError when the driver refuses: memory of crmm's expandable pool, mapped page by
         page, is exported with crmm.ipc.export instead (docs/ipc.md)."""
         start, _end = cuda.cudadrv.driver.device_extents(memory)
+
+        def refused(err):
+            return _driver.CudaAPIError(
+                err,
+                f"cuIpcGetMemHandle refused the allocation at {int(start):#x} ({getattr(err, 'name', err)}): "
+                "legacy CUDA IPC exports cudaMalloc's allocations only, and crmm's expandable pool maps its "
+                "memory page by page; export it with crmm.ipc.export (docs/ipc.md)",
+            )
+
         if _nvidia_binding():
             err, ipc_handle = _driver.binding.cuIpcGetMemHandle(start)
             if err != _driver.binding.CUresult.CUDA_SUCCESS:
-                raise _driver.CudaAPIError(
-                    err,
-                    f"cuIpcGetMemHandle refused the allocation at {int(start):#x} ({getattr(err, 'name', err)}): "
-                    "legacy CUDA IPC exports cudaMalloc's allocations only, and crmm's expandable pool maps its "
-                    "memory page by page; export it with crmm.ipc.export (docs/ipc.md)",
-                )
+                raise refused(err)
             offset = int(memory.handle) - int(start)
         else:
             ipc_handle = (ctypes.c_byte * 64)()
-            cuda.cudadrv.driver.driver.cuIpcGetMemHandle(ctypes.byref(ipc_handle), start)
+            try:  # Numba's ctypes wrapper raises on an error itself
+                cuda.cudadrv.driver.driver.cuIpcGetMemHandle(ctypes.byref(ipc_handle), start)
+            except _driver.CudaAPIError as e:
+                raise refused(e.code) from e
             offset = memory.handle.value - start
         source_info = cuda.current_context().device.get_device_identity()
         return IpcHandle(memory, ipc_handle, memory.size, source_info, offset=offset)
