@@ -169,6 +169,8 @@ crmm_status crmm_config_load_file_skipping(const char *path, crmm_config **out)
     return load_file(path, true, out);
 }
 
+void crmm_config_fork_child(crmm_config *c) { pthread_mutex_init(&c->instances.lock, NULL); }
+
 void crmm_config_free(crmm_config *c)
 {
     if (!c)

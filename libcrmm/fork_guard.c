@@ -1,12 +1,16 @@
 /* fork_guard.c — the process-wide list of the plugins' fork guards (crmm/fork_guard.h) and the
  * pthread_atfork handlers that run them, with the core's own locks (internal.h).
  *
- * The list is doubly linked, newest at the head. Before a fork the handlers take the core's
- * outer locks (the current resources' registry, the config, the plugin loader), then the list's
- * mutex, then each guard's locks, then the log's lock; after it they release them in the reverse
- * order, so a guard cannot come or go while its locks are held for a fork. The handlers are
- * installed when the library is loaded: the core's locks need them before any plugin adds a
- * guard. */
+ * The list is doubly linked, newest at the head. Before a fork the handlers take the list's mutex,
+ * then each guard's locks, then the log's lock; after it they release them in the reverse order,
+ * so a guard cannot come or go while its locks are held for a fork. The core's other locks (the
+ * current resources' registry, the config and its instances, the plugin loader) are not taken
+ * before a fork: code holding them builds resources and loads plugins, which may call
+ * pthread_atfork (CUDA's first initialization does), and glibc's fork holds its own lock against
+ * that call while the handlers run. The child makes them anew instead: the thread that held one
+ * does not exist there, and what they guard is pointers stored whole. The handlers are installed
+ * when the library is loaded, so that a child makes the core's locks anew before any plugin adds
+ * a guard. */
 #include "build_config.h"
 #include <pthread.h>
 #include <crmm/fork_guard.h>
@@ -16,29 +20,8 @@ static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static crmm_fork_guard *newest, *oldest;
 static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
 
-/* How many unreleased crmm_fork_lock_core calls the calling thread made (the forking thread's
- * count survives into the child, where that thread goes on). */
-static __thread unsigned core_locks_held;
-
-void crmm_fork_lock_core(void)
-{
-    if (core_locks_held++ == 0) {
-        crmm_runtime_fork_lock();
-        crmm_plugin_loader_fork_lock();
-    }
-}
-
-void crmm_fork_unlock_core(void)
-{
-    if (core_locks_held && --core_locks_held == 0) {
-        crmm_plugin_loader_fork_unlock();
-        crmm_runtime_fork_unlock();
-    }
-}
-
 static void before_fork(void)
 {
-    crmm_fork_lock_core();
     pthread_mutex_lock(&list_lock);
     for (crmm_fork_guard *g = newest; g; g = g->older)
         g->prepare(g->arg);
@@ -51,7 +34,6 @@ static void after_fork_in_parent(void)
     for (crmm_fork_guard *g = oldest; g; g = g->newer)
         g->parent(g->arg);
     pthread_mutex_unlock(&list_lock);
-    crmm_fork_unlock_core();
 }
 
 static void after_fork_in_child(void)
@@ -63,7 +45,8 @@ static void after_fork_in_child(void)
     for (crmm_fork_guard *g = oldest; g; g = g->newer)
         g->child(g->arg);
     pthread_mutex_unlock(&list_lock);
-    crmm_fork_unlock_core();
+    crmm_runtime_fork_child();
+    crmm_plugin_loader_fork_child();
 }
 
 static void install_handlers(void) { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); }

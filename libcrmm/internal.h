@@ -108,17 +108,16 @@ static inline crmm_status crmm_restore_error(const crmm_kept_error *k)
     return crmm_set_error(k->status, "%s", k->message);
 }
 
-/* Around fork() (fork_guard.c runs them, with the plugins' guards between): the core's own locks,
- * taken before a fork and released after it in both processes, so that a child never finds one
- * held by a thread it does not have. runtime: a device registry slot's lock, then config_lock
- * (code holding them builds resources, whose plugins add guards and take their locks: taken
- * before the guards'); plugin_loader: its lock (taken under those two, before the guards'); log:
- * its lock (taken under any other: after the guards'). */
-void crmm_runtime_fork_lock(void);
-void crmm_runtime_fork_unlock(void);
-void crmm_plugin_loader_fork_lock(void);
-void crmm_plugin_loader_fork_unlock(void);
+/* Around fork() (fork_guard.c runs them): the log's lock is taken before a fork and released
+ * after it in both processes (it is taken under any other lock, and nothing runs under it but
+ * the write of a line); the core's other locks are made anew in the child (the registry's, the
+ * config's and its instances', the plugin loader's: see fork_guard.c for why they are not taken
+ * before). */
 void crmm_log_fork_lock(void);
 void crmm_log_fork_unlock(void);
+void crmm_runtime_fork_child(void);
+void crmm_plugin_loader_fork_child(void);
+/* config.c: c's instances' lock made anew (in a forked child). */
+void crmm_config_fork_child(crmm_config *c);
 
 #endif

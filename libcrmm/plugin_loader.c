@@ -268,8 +268,7 @@ static bool find_in_dir(const char *dir, void *arg)
     return false;
 }
 
-void crmm_plugin_loader_fork_lock(void) { pthread_mutex_lock(&loader_lock); }
-void crmm_plugin_loader_fork_unlock(void) { pthread_mutex_unlock(&loader_lock); }
+void crmm_plugin_loader_fork_child(void) { pthread_mutex_init(&loader_lock, NULL); }
 
 crmm_status crmm_plugin_load(const char *name_or_path, const char *dirs, const crmm_plugin **out)
 {

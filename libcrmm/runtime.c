@@ -102,16 +102,15 @@ crmm_status crmm_init(const char *path)
     return CRMM_OK;
 }
 
-void crmm_runtime_fork_lock(void)
+void crmm_runtime_fork_child(void)
 {
-    pthread_mutex_lock(&registry.lock);
-    pthread_mutex_lock(&config_lock);
-}
-
-void crmm_runtime_fork_unlock(void)
-{
-    pthread_mutex_unlock(&config_lock);
-    pthread_mutex_unlock(&registry.lock);
+    pthread_mutex_init(&registry.lock, NULL);
+    pthread_mutex_init(&config_lock, NULL);
+    pthread_mutex_init(&hooks_lock, NULL);
+    if (current)
+        crmm_config_fork_child(current);
+    for (size_t i = 0; i < nretired; i++)
+        crmm_config_fork_child(retired[i]);
 }
 
 void crmm_runtime_at_finalize(void (*fn)(void))

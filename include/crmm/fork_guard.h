@@ -41,15 +41,6 @@ CRMM_API void crmm_fork_guard_add(crmm_fork_guard *g);
  * error. */
 CRMM_API void crmm_fork_guard_remove(crmm_fork_guard *g);
 
-/* For a plugin with pthread_atfork handlers of its own, whose lock code may take while it builds
- * resources (while crmm holds its registry, config or plugin loader lock): call
- * crmm_fork_lock_core() first in the prepare handler, before taking that lock, and
- * crmm_fork_unlock_core() last in the parent and child handlers. The core's locks then come first
- * around fork, in the order the code takes them, whichever handlers run first. Calls nest on one
- * thread (crmm's own handlers make the same calls). No error. */
-CRMM_API void crmm_fork_lock_core(void);
-CRMM_API void crmm_fork_unlock_core(void);
-
 #ifdef __cplusplus
 }
 #endif

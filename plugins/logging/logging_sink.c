@@ -64,6 +64,9 @@ struct logging_sink {
 
 static pthread_mutex_t open_sinks_lock = PTHREAD_MUTEX_INITIALIZER;
 static logging_sink *open_sinks;
+/* Held across a whole open and a whole close (before the list's): a second open of a file waits
+ * until the first's sink is listed (and shares it), or until its last close let the file go. */
+static pthread_mutex_t opening_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t process_hooks_once = PTHREAD_ONCE_INIT;
 
 static int flush_locked(logging_sink *s);
@@ -86,14 +89,14 @@ static void flush_all_at_exit(void)
  * guard's), so that the child never inherits one held by a thread that does not exist there. */
 static void lock_list_before_fork(void)
 {
-    crmm_fork_lock_core(); /* a sink is opened while crmm builds a device's resource under its locks */
+    pthread_mutex_lock(&opening_lock);
     pthread_mutex_lock(&open_sinks_lock);
 }
 
 static void unlock_list_after_fork(void)
 {
     pthread_mutex_unlock(&open_sinks_lock);
-    crmm_fork_unlock_core();
+    pthread_mutex_unlock(&opening_lock);
 }
 
 static void unlock_list_in_child(void)
@@ -291,12 +294,13 @@ static void stop_writer(logging_sink *s)
     pthread_mutex_destroy(&s->writer_lock);
 }
 
-/* Under the list's mutex: the open sink of this process that writes the regular file at `path`
- * (followed as opening it would follow it), or NULL. */
+/* Under the list's mutex: the open sink of this process that writes the regular file at `path`,
+ * or NULL. A link (symbolic, or a second hard link) is never one: opening it is refused as for
+ * any writer (crmm_output_file_open). */
 static logging_sink *sink_of_file(const char *path)
 {
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)
         return NULL;
     for (logging_sink *s = open_sinks; s; s = s->next)
         if (s->regular && s->owner == getpid() && s->dev == st.st_dev && s->ino == st.st_ino)
@@ -333,15 +337,15 @@ static logging_sink *share_open(const char *path, bool auto_flush)
 
 crmm_status logging_sink_open(const char *path, const char *header, bool auto_flush, logging_sink **out)
 {
+    /* before any of this file's locks: glibc's fork holds its own lock against pthread_atfork
+     * while the handlers (this file's take opening_lock) run */
+    pthread_once(&process_hooks_once, install_process_hooks);
+    pthread_mutex_lock(&opening_lock);
     logging_sink *same = share_open(path, auto_flush);
     crmm_status st = same ? CRMM_OK : open_new(path, header, auto_flush, out);
-    /* a thread of this process that opened the file in the meantime holds its lock: share its sink */
-    if (st == CRMM_ERROR_IO && (same = share_open(path, auto_flush)) != NULL)
-        crmm_clear_error();
-    if (same) {
+    pthread_mutex_unlock(&opening_lock);
+    if (same)
         *out = same;
-        st = CRMM_OK;
-    }
     return st;
 }
 
@@ -388,8 +392,6 @@ static crmm_status open_new(const char *path, const char *header, bool auto_flus
     s->users = 1;
     s->has_writer = !auto_flush && start_writer(s);
     spin_lock_add_fork_guard(&s->lock, &s->fork_guard);
-    /* after the guard: crmm's fork handlers are registered by then, so this file's run first */
-    pthread_once(&process_hooks_once, install_process_hooks);
     pthread_mutex_lock(&open_sinks_lock);
     s->next = open_sinks;
     if (open_sinks)
@@ -429,9 +431,11 @@ void logging_sink_close(logging_sink *s)
 {
     if (!s)
         return;
+    pthread_mutex_lock(&opening_lock); /* an open of this file waits until it is let go */
     pthread_mutex_lock(&open_sinks_lock);
     if (--s->users > 0) { /* another resource of this process still writes through it */
         pthread_mutex_unlock(&open_sinks_lock);
+        pthread_mutex_unlock(&opening_lock);
         return;
     }
     if (s->prev)
@@ -452,6 +456,7 @@ void logging_sink_close(logging_sink *s)
     }
     crmm_fork_guard_remove(&s->fork_guard);
     close(s->fd);
+    pthread_mutex_unlock(&opening_lock);
     free(s->buf);
     free(s->text);
     free(s);
