@@ -78,29 +78,64 @@ static crmm_status capture_of(arena_resource *r, crmm_cuda_stream_t stream, park
 
 static crmm_status arena_free_now(arena_resource *r, void *ptr, size_t bytes, crmm_cuda_stream_t stream);
 
+/* Keep entries back[0, n) eager work used for the next try (they have left park: arena owns them
+ * now); false when there is no memory for that (they stay out of use until destroy). */
+static bool keep_eager(arena_resource *r, const graph_park_entry *back, size_t n)
+{
+    pthread_mutex_lock(&r->eager_lock);
+    graph_park_entry *grown = realloc(r->eager, (r->neager + n) * sizeof *grown);
+    if (grown) {
+        r->eager = grown;
+        memcpy(r->eager + r->neager, back, n * sizeof *back);
+        r->neager += n;
+        __atomic_store_n(&r->eager_waiting, 1, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&r->eager_lock);
+    return grown != NULL;
+}
+
 /* Blocks of destroyed graphs come back, freed on the caller's stream (not captured, alive: the
  * only stream the arena may name). The graph's launches are over; when eager work used some of
- * them (graph_park_entry), on a stream that may be destroyed, the device is synchronized first,
- * and should that fail those stay out of use. */
+ * them (graph_park_entry), on a stream that may be destroyed, the device is synchronized first;
+ * should that fail, those wait for the next allocation's try (keep_eager). */
 static void take_back_parked(arena_resource *r, crmm_cuda_stream_t stream)
 {
     size_t n;
     graph_park_entry *back = graph_park_collect(&r->park, &n);
-    bool eager = false;
+    graph_park_entry *kept = NULL;
+    size_t nkept = 0;
+    if (__atomic_load_n(&r->eager_waiting, __ATOMIC_RELAXED)) {
+        pthread_mutex_lock(&r->eager_lock);
+        kept = r->eager, nkept = r->neager;
+        r->eager = NULL, r->neager = 0;
+        __atomic_store_n(&r->eager_waiting, 0, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&r->eager_lock);
+    }
+    bool eager = nkept > 0;
     for (size_t i = 0; i < n; i++)
         eager |= back[i].eager;
     bool synced = !eager || !r->uses_cuda || arena_device_synchronize(r) == CRMM_OK;
     if (!synced)
         crmm_clear_error(); /* logged */
-    for (size_t i = 0; i < n; i++) {
-        if (back[i].eager && !synced)
-            continue;
-        arena_cache_count(r, stream, (int64_t)back[i].bytes); /* counted free when parked */
-        if (arena_free_now(r, back[i].ptr, back[i].bytes, stream) != CRMM_OK)
-            crmm_log(CRMM_LOG_ERROR, "%s: taking back a block of a destroyed CUDA graph: %s", arena_who(r),
-                     crmm_last_error());
+    for (int list = 0; list < 2; list++) {
+        graph_park_entry *e = list ? kept : back;
+        size_t m = list ? nkept : n, waiting = 0;
+        for (size_t i = 0; i < m; i++) {
+            if (e[i].eager && !synced) {
+                e[waiting++] = e[i]; /* compacted at the front, for keep_eager */
+                continue;
+            }
+            arena_cache_count(r, stream, (int64_t)e[i].bytes); /* counted free when parked */
+            if (arena_free_now(r, e[i].ptr, e[i].bytes, stream) != CRMM_OK)
+                crmm_log(CRMM_LOG_ERROR, "%s: taking back a block of a destroyed CUDA graph: %s", arena_who(r),
+                         crmm_last_error());
+        }
+        if (waiting && !keep_eager(r, e, waiting))
+            crmm_log(CRMM_LOG_ERROR, "%s: no memory to keep %zu blocks of a destroyed CUDA graph for later: they stay out "
+                                     "of use", arena_who(r), waiting);
     }
     free(back);
+    free(kept);
 }
 
 static crmm_status arena_allocate_now(arena_resource *r, size_t bytes, crmm_cuda_stream_t stream, void **ptr,
@@ -180,7 +215,7 @@ static crmm_status arena_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
         if (graph)
             return out_of_host_memory_is_out_of_memory(capture_allocate(r, bytes, stream, graph, ptr));
     }
-    if (__builtin_expect(graph_park_pending(&r->park), 0))
+    if (__builtin_expect(graph_park_pending(&r->park) || __atomic_load_n(&r->eager_waiting, __ATOMIC_RELAXED), 0))
         take_back_parked(r, stream);
     crmm_status st = arena_allocate_now(r, bytes, stream, ptr, false);
     return __builtin_expect(st == CRMM_OK, 1) ? st : out_of_host_memory_is_out_of_memory(st);
@@ -410,6 +445,8 @@ static void arena_free_state(arena_resource *r)
     }
     free(r->dump_file);
     graph_park_destroy(&r->park); /* blocks held for graphs go upstream with the arena */
+    free(r->eager);
+    pthread_mutex_destroy(&r->eager_lock);
     pthread_mutex_destroy(&r->arenas_lock);
     free(r);
 }
@@ -572,6 +609,7 @@ static crmm_status arena_create(const crmm_params *params, crmm_resource *upstre
     r->uses_cuda = crmm_resource_is_device_accessible(upstream) && upstream->device >= 0;
     r->capture_gate = capture_check_gate(r->uses_cuda ? CAPTURE_CHECK_AUTO : CAPTURE_CHECK_NEVER);
     graph_park_init(&r->park);
+    pthread_mutex_init(&r->eager_lock, NULL);
     crmm_status st = arena_read_params(params, upstream, r);
     if (st == CRMM_OK) {
         r->classes = calloc(r->nclasses, sizeof *r->classes);

@@ -50,6 +50,12 @@ typedef struct arena_resource {
     alignas(64) crmm_alloc_counters counters; /* large blocks, remote frees, flushed thread counts */
     uint64_t defragmentations;     /* atomic */
     graph_park park;               /* blocks held for CUDA graphs (graph_park.h) */
+    pthread_mutex_t eager_lock;    /* guards what follows */
+    graph_park_entry *eager;       /* a destroyed graph's blocks that eager work used, taken back
+                                    * from park while the device could not be synchronized: tried
+                                    * again at the next allocation that is not captured */
+    size_t neager;
+    int eager_waiting;             /* atomic: neager > 0 */
     struct arena_resource *registry_next;
 } arena_resource;
 
