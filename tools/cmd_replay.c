@@ -106,8 +106,6 @@ static bool replays_on_host(const crmm_config *cfg, bool chosen, long i)
     return !chosen && i >= 0 && !crmm_config_resource_is_host(cfg, (size_t)i) && crmm_cuda_device_count(&devices) != CRMM_OK;
 }
 
-/* Build resource `name` (NULL: the config's default; see usage for the host fallback). Returns
- * NULL after writing to err; notes go to err too, so that JSON and CSV stay clean. */
 /* Whether `name` is a resource of cfg or a raw CUDA reference; else says so on err. */
 static bool names_a_resource(const crmm_config *cfg, const char *name, FILE *err)
 {
@@ -120,6 +118,8 @@ static bool names_a_resource(const crmm_config *cfg, const char *name, FILE *err
     return false;
 }
 
+/* Build resource `name` (NULL: the config's default; see usage for the host fallback). Returns
+ * NULL after writing to err; notes go to err too, so that JSON and CSV stay clean. */
 static crmm_resource *open_resource(const crmm_config *cfg, bool chosen, const char *name, FILE *err,
                                     char *label, size_t label_size)
 {

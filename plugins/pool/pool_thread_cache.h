@@ -123,7 +123,7 @@ pool_thread_cache *pool_cache_find(struct pool_resource *p, crmm_cuda_stream_t s
  * may wait for. */
 pool_thread_cache *pool_cache_get(struct pool_resource *p, crmm_cuda_stream_t stream);
 
-/* Around a pool's call into its upstream with its lock held (a growth, a chunk given back):
+/* Around a pool's call into its upstream with its lock held (a growth; a free makes no cache):
  * nests. */
 void pool_cache_calling_upstream(bool calling);
 

@@ -256,6 +256,7 @@ def test_close_waits_for_a_send_of_the_handle_under_way():
     """send() reads the handle's bytes and descriptors while the socket takes them; a close()
     from another thread meanwhile waits for it, so the peer gets the handle whole."""
     import threading
+    import time
 
     h = vmm_handle(["a", "b"])
     left, right = socket.socketpair()
@@ -278,8 +279,11 @@ def test_close_waits_for_a_send_of_the_handle_under_way():
 
         sending = threading.Thread(target=sender)
         sending.start()
+        for _ in range(3000):  # the send is under way, the handle's lock held, before close() starts
+            if h._lock.locked():
+                break
+            time.sleep(0.01)
         closing = threading.Thread(target=h.close)
-        sending.join(0.2)
         closing.start()
         closing.join(0.5)
         assert closing.is_alive(), "close() returned while the send was reading the handle"

@@ -968,11 +968,12 @@ def _initialize(
     log_file_name=None,
 ):
     """Build RMM's default chain for each device (see crmm.reinitialize) and make it the
-    device's resource. Every chain is built before any is set, so a failure changes nothing;
-    except that a log file the device's present logging layer writes (reinitialize with the same
-    file again) can only be opened once that layer is gone: every device gets its new chain
-    first, then those logging layers are made; a device whose file still cannot be opened keeps
-    its chain without logging (the first such error is raised after all are tried)."""
+    device's resource. Every chain is built before any is set, so a failure changes nothing. A
+    log file the device's present logging layer writes is shared by the new layer (one sink per
+    file in a process). Should a file be refused as held (another process writes it, say) while
+    the device's present layer writes it, every device gets its new chain first and that logging
+    layer is made after; a device whose file still cannot be opened keeps its chain without
+    logging (the first such error is raised after all are tried)."""
     from ..._reinitialize import _devices_arg, _log_file_for
 
     try:
@@ -981,7 +982,7 @@ def _initialize(
         if "cudaErrorNoDevice" in str(e):
             warnings.warn(str(e))
             return
-        # another error: building the chains below reports it, as before
+        # another error: building the chains below reports it
     chains, held = [], set()
     for device in _devices_arg(devices):
         with _lib.device_context(device):
