@@ -6,12 +6,11 @@
  * so a guard cannot come or go while its locks are held for a fork. The core's other locks (the
  * current resources' registry, the config and its instances, the plugin loader) are not taken
  * before a fork: code holding them builds resources and loads plugins, which may call
- * pthread_atfork (a library initialized there may; crmm's logging and async plugins did at their
- * first resource), and glibc's fork holds its own lock against
- * that call while the handlers run. The child makes them anew instead: the thread that held one
- * does not exist there, and what they guard is pointers stored whole. The handlers are installed
- * when the library is loaded, so that a child makes the core's locks anew before any plugin adds
- * a guard. */
+ * pthread_atfork (a library initialized there may; crmm's logging and async plugins do at their
+ * first resource), and glibc's fork holds its own lock against that call while the handlers run.
+ * The child makes them anew instead: the thread that held one does not exist there, and what they
+ * guard is pointers stored whole. The handlers are installed when the library is loaded, so that
+ * a child makes the core's locks anew before any plugin adds a guard. */
 #include "build_config.h"
 #include <pthread.h>
 #include <crmm/fork_guard.h>

@@ -1,13 +1,14 @@
 /* graph_park.h — which memory a CUDA graph owns, for allocators that keep no header per block
  * (arena, fixed_size): the ownership rule of docs/cuda-graphs.md over addresses.
  *
- * A block handed out during a capture is owned by that graph (an address map says so); when it
- * is freed, inside the capture or after it, it is parked in the graph's record instead of going
- * back to the allocator. A block allocated before the capture and freed inside it is parked
- * too; it stays "eager" (graph_park_entry) when the capture hands it out again. Parked blocks come back (graph_park_collect) only once the graph and every executable
- * graph made from it are destroyed (graph_hold.h ties the record to the graph), so nothing the
- * graph may still write is handed out. Within its own capture a parked block may be handed again
- * (graph_park_reuse) to a later allocation on the stream that freed it: the graph orders the two.
+ * A block handed out during a capture is owned by that graph (an address map says so); when it is
+ * freed, inside the capture or after it, it is parked in the graph's record instead of going back
+ * to the allocator. A block allocated before the capture and freed inside it is parked too; it
+ * stays "eager" (graph_park_entry) when the capture hands it out again. Parked blocks come back
+ * (graph_park_collect) only once the graph and every executable graph made from it are destroyed
+ * (graph_hold.h ties the record to the graph), so nothing the graph may still write is handed out.
+ * Within its own capture a parked block may be handed again (graph_park_reuse) to a later
+ * allocation on the stream that freed it: the graph orders the two.
  *
  * Thread-safe: one mutex of its own, taken after the allocator's lock when both are held (or
  * without it). A program that never captures pays one atomic load per free (graph_park_free). */

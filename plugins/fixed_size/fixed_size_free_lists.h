@@ -112,9 +112,9 @@ crmm_status fs_free_lists_push_ready(fs_free_lists *fl, void *const *ptrs, size_
  * unavailable until the resource is destroyed). */
 crmm_status fs_free_lists_push_waiting(fs_free_lists *fl, void *const *ptrs, size_t n);
 
-/* Wait until the device has finished all work (cudaDeviceSynchronize, which names no stream);
- * then every free block is covered and the waiting ones are ready. CRMM_ERROR_CUDA when that fails (nothing changes). No CUDA
- * call for host-only lists. */
+/* Wait until the device has finished all work (cudaDeviceSynchronize, which names no stream); then
+ * every free block is covered and the waiting ones are ready. CRMM_ERROR_CUDA when that fails
+ * (nothing changes). No CUDA call for host-only lists. */
 crmm_status fs_free_lists_synchronize(fs_free_lists *fl);
 
 /* Wait until every block's last use has completed (the events; the device when some block is

@@ -308,31 +308,27 @@ static logging_sink *sink_of_file(const char *path)
     return NULL;
 }
 
-/* Under the list's mutex: a second resource of this process on s's file writes through s, its
- * lines among the first's in the order they are appended (the file keeps its lines; the header
- * is not written again); it asks for auto_flush, and s has it from then on. */
-static void share(logging_sink *s, bool auto_flush)
-{
-    s->users++;
-    if (auto_flush) {
-        spin_lock(&s->lock);
-        flush_locked(s);
-        s->auto_flush = true;
-        spin_unlock(&s->lock);
-    }
-}
-
 static crmm_status open_new(const char *path, const char *header, bool auto_flush, logging_sink **out);
 
-/* The open sink of this process on path's file, shared (share) by the caller; NULL when none. */
+/* The open sink of this process on path's file, shared by the caller, or NULL when none: a
+ * second resource on the file writes through it, its lines among the first's in the order they
+ * are appended (the file keeps its lines; the header is not written again); when it asks for
+ * auto_flush, the sink has it from then on. */
 static logging_sink *share_open(const char *path, bool auto_flush)
 {
     pthread_mutex_lock(&open_sinks_lock);
-    logging_sink *same = sink_of_file(path);
-    if (same)
-        share(same, auto_flush);
+    logging_sink *s = sink_of_file(path);
+    if (s) {
+        s->users++;
+        if (auto_flush) {
+            spin_lock(&s->lock);
+            flush_locked(s);
+            s->auto_flush = true;
+            spin_unlock(&s->lock);
+        }
+    }
     pthread_mutex_unlock(&open_sinks_lock);
-    return same;
+    return s;
 }
 
 crmm_status logging_sink_open(const char *path, const char *header, bool auto_flush, logging_sink **out)
