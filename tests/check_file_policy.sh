@@ -32,6 +32,12 @@ done
 [ "$(cat "$tmp/victim")" = "$victim_text" ] || fail "the file behind the link was changed"
 [ -e "$tmp/absent" ] && fail "the file a dangling link names was created"
 
+# a link to a stream: written through, and still a link afterwards (not replaced by a file)
+ln -s /dev/null "$tmp/null.svg"
+"$crmm" $replay --plot "$tmp/null.svg" >"$tmp/out" 2>&1 || fail "crmm replay --plot null.svg failed: $(cat "$tmp/out")"
+[ -L "$tmp/null.svg" ] || fail "crmm replay --plot: the link to /dev/null was replaced by a file"
+ls "$tmp"/null.svg.*.tmp >/dev/null 2>&1 && fail "crmm replay --plot: a temporary file was left beside the link"
+
 # a hard link
 ln "$tmp/victim" "$tmp/hard.svg"
 "$crmm" $replay --plot "$tmp/hard.svg" >"$tmp/out" 2>&1 && fail "crmm replay --plot: a hard-linked file was written"

@@ -119,8 +119,8 @@ crmm_status replay_plot_svg(const char *path, const char *title, size_t events, 
                             size_t nrows);
 
 /* Open `path` for the replay's output files (--plot, --torch-snapshot) as crmm writes every
- * file (docs/files-and-privileges.md): a pipe or a character device at path is written as it is
- * (tmp set to ""); otherwise *fd is a new file tmp (PATH.PID.tmp, tmp_size bytes, with the mode
+ * file (docs/files-and-privileges.md): a pipe or a character device at path, or a symbolic link
+ * to one, is written as it is (tmp set to ""); otherwise *fd is a new file tmp (PATH.PID.tmp, tmp_size bytes, with the mode
  * of the file it will replace), which the caller renames over path once written whole, or unlinks
  * on failure. Errors: CRMM_ERROR_IO
  * ("cannot write PATH: why") (replay_torch_snapshot.c). */

@@ -461,17 +461,18 @@ static void write_trace(FILE *f, const trace *t, size_t count)
     }
 }
 
-/* replay.h: a pipe or a character device at `path` is written as it is (tmp ""); otherwise a
- * new file beside it, so that a failed write leaves what was there and no reader sees half a
+/* replay.h: a pipe or a character device at `path`, or a symbolic link (which
+ * crmm_output_file_open follows only to such a stream), is written as it is (tmp ""); otherwise
+ * a new file beside it, so that a failed write leaves what was there and no reader sees half a
  * file. A file already at path must be one crmm would write (the caller's own regular file with
- * one link, not a symbolic link): opened to append, which checks that and changes nothing; the
- * new file takes its permissions. */
+ * one link): opened to append, which checks that and changes nothing; the new file takes its
+ * permissions. */
 crmm_status replay_output_open(const char *path, char *tmp, size_t tmp_size, int *fd)
 {
     struct stat sb;
     tmp[0] = '\0';
     bool exists = lstat(path, &sb) == 0;
-    if (exists && (S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode)))
+    if (exists && (S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode) || S_ISLNK(sb.st_mode)))
         return crmm_output_file_open(path, 0, fd);
     if (exists) {
         int check;
