@@ -485,6 +485,26 @@ CRMM_TEST_IN("replay", several_resources_each_a_row_with_reserved_over_peak)
     crmm_test_output_free(&r);
 }
 
+/* Each row builds its chain anew: a row over an upstream another row grew first reports what
+ * its own replay reserved, not that row's peak (and the snapshot builds its own too). */
+CRMM_TEST_IN("replay", each_row_starts_on_upstreams_of_its_own)
+{
+    const char *log = crmm_test_write_file("ratio.csv", ratio_log);
+    const char *cfg = crmm_test_write_file("shared.ini", "[resource.r]\nplugin = recorder\n[resource.a]\n"
+                                                         "plugin = aligned\nupstream = r\nalignment = 1MiB\n");
+    const char *snapshot = crmm_test_tmp_path("shared.pickle");
+    crmm_test_output r = replay(log, "--config", cfg, "--torch-snapshot", snapshot, "--resource", "a", "--resource",
+                                "r", "--csv", NULL);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
+    const char *row_r = strstr(r.out, ",r,recorder,");
+    ck_assert_msg(row_r != NULL, "%s", r.out);
+    expect_in(row_r, ",1000,1280,1.28,"); /* as when r is replayed alone */
+    const char *row_a = strstr(r.out, ",a,aligned -> recorder,");
+    ck_assert_msg(row_a != NULL && row_a < row_r, "%s", r.out);
+    expect_in(row_a, ",1000,4193792,"); /* seven blocks of 100-700 bytes, each with 1 MiB of room to align */
+    crmm_test_output_free(&r);
+}
+
 CRMM_TEST_IN("replay", the_plot_shows_both_series_per_resource)
 {
     const char *log = crmm_test_write_file("plot.csv", ratio_log);

@@ -32,8 +32,9 @@ static void usage(FILE *f)
             "memory it took.\n\n"
             "  --config FILE     the config to build the resources from (default: $CRMM_CONFIG, the\n"
             "                    installed crmm.ini, else the built-in default, the cuda plugin)\n"
-            "  --resource NAME   a resource of the config; repeat it to compare several (one row each;\n"
-            "                    default: the config's default resource). Without --config and\n"
+            "  --resource NAME   a resource of the config; repeat it to compare several (one row each,\n"
+            "                    its chain built anew: rows share no upstream; default: the\n"
+            "                    config's default resource). Without --config and\n"
             "                    --resource, and with no CUDA device, the host plugin is used.\n"
             "                    'cudaMalloc', 'cudaMallocAsync' and 'cudaMallocFromPoolAsync', when the\n"
             "                    config has no resource of that name, are crmm bench's raw CUDA\n"
@@ -96,6 +97,22 @@ static const crmm_config *load_config(const char *config, crmm_config **own, FIL
         return NULL;
     }
     return crmm_current_config();
+}
+
+/* cfg loaded again from where it came from, for one row or the snapshot: a config caches the
+ * instances it builds, and resources that share an upstream share its instance, so rows built
+ * from one config would start on upstreams an earlier row grew. NULL after writing to err. */
+static crmm_config *load_again(const crmm_config *cfg, FILE *err)
+{
+    crmm_config *fresh = NULL;
+    const char *origin = crmm_config_origin(cfg);
+    crmm_status st = strcmp(origin, "<built-in>") == 0 ? crmm_config_load_default(&fresh)
+                                                         : crmm_config_load_file(origin, &fresh);
+    if (st != CRMM_OK) {
+        fprintf(err, "crmm replay: %s\n", crmm_last_error());
+        return NULL;
+    }
+    return fresh;
 }
 
 /* Whether config resource i (a device one), neither --config nor --resource given, is replayed on
@@ -334,10 +351,8 @@ static int parse_args(int argc, char **argv, replay_args *a, FILE *out, FILE *er
 
 /* --torch-snapshot: the first resource built again over a recorder of its upstream, else as
  * the replay builds it (then each allocation is its own segment, with a note saying why, after
- * the resource was made: one that cannot be made is an error, not a note). Built before the
- * replay's own instance, which the config keeps and which may hold what this one needs (a log
- * file). */
-static bool write_torch_snapshot(const replay_args *a, const crmm_config *cfg, const replay_log *log, FILE *err)
+ * the resource was made: one that cannot be made is an error, not a note). */
+static bool write_torch_snapshot_from(const replay_args *a, const crmm_config *cfg, const replay_log *log, FILE *err)
 {
     const char *given = a->nresources ? a->resources[0] : NULL;
     const char *name = given ? given : crmm_config_default_resource(cfg, -1);
@@ -362,6 +377,18 @@ static bool write_torch_snapshot(const replay_args *a, const crmm_config *cfg, c
         return false;
     }
     return true;
+}
+
+/* The snapshot from a config of its own (load_again), released before the rows are built: they
+ * may need what its instances hold (a logging resource's file). */
+static bool write_torch_snapshot(const replay_args *a, const crmm_config *cfg, const replay_log *log, FILE *err)
+{
+    crmm_config *own = load_again(cfg, err);
+    if (!own)
+        return false;
+    bool written = write_torch_snapshot_from(a, own, log, err);
+    crmm_config_free(own);
+    return written;
 }
 
 /* --strict: the log's anomalies are errors, named by their first line. */
@@ -428,10 +455,14 @@ int crmm_replay_main(int argc, char **argv, FILE *out, FILE *err)
     for (; done < nrows; done++) {
         replay_row *row = &rows[done];
         char label[64];
-        crmm_resource *mr = open_resource(cfg, a.config || a.nresources, a.nresources ? a.resources[done] : NULL,
-                                          err, label, sizeof label);
-        if (!mr)
+        crmm_config *row_cfg = load_again(cfg, err);
+        crmm_resource *mr = row_cfg ? open_resource(row_cfg, a.config || a.nresources,
+                                                    a.nresources ? a.resources[done] : NULL, err, label, sizeof label)
+                                    : NULL;
+        if (!mr) {
+            crmm_config_free(row_cfg);
             goto out;
+        }
         row->label = a.nresources ? a.resources[done] : crmm_config_default_resource(cfg, -1);
         if (!a.nresources && (strcmp(label, "host") == 0 || strcmp(label, "cuda") == 0) &&
             (!row->label || strcmp(row->label, label) != 0)) /* the host fallback, or a config without resources */
@@ -439,6 +470,7 @@ int crmm_replay_main(int argc, char **argv, FILE *out, FILE *err)
         describe_chain(mr, row->chain, sizeof row->chain);
         crmm_status st = replay_against(&log, mr, &a.opt, &row->result);
         crmm_resource_release(mr);
+        crmm_config_free(row_cfg);
         if (st != CRMM_OK) {
             fprintf(err, "crmm replay: %s: %s\n", label, crmm_last_error());
             goto out;
