@@ -534,6 +534,27 @@ CRMM_TEST_IN("replay", the_plot_shows_both_series_per_resource)
     free(text);
 }
 
+/* A log of three events: the event axis is labelled 0, 1 and 2, each once (no half steps). */
+CRMM_TEST_IN("replay", a_short_log_is_plotted_on_whole_event_indices)
+{
+    const char *log = crmm_test_write_file("short.csv", HEADER "1,10:00:00.000001,allocate,0x1000,100,0\n"
+                                                        "1,10:00:00.000002,allocate,0x2000,200,0\n"
+                                                        "1,10:00:00.000003,free,0x1000,100,0\n");
+    const char *svg = crmm_test_tmp_path("short.svg");
+    crmm_test_output r = replay(log, "--config", host_config(), "--plot", svg, NULL);
+    ck_assert_msg(r.status == 0, "rc %d: %s", r.status, r.err);
+    crmm_test_output_free(&r);
+    char *text = crmm_test_read_file(svg);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_int_eq(crmm_test_count(text, "text-anchor=\"middle\">"), 3 + 2); /* the ticks, the title, the axis name */
+    for (int k = 0; k <= 2; k++) {
+        char label[64];
+        snprintf(label, sizeof label, "text-anchor=\"middle\">%d</text>", k);
+        ck_assert_int_eq(crmm_test_count(text, label), 1);
+    }
+    free(text);
+}
+
 /* Two outputs not written yet under two spellings of one path (DIR/o and DIR/./o) are one file:
  * refused before anything runs, as the same spelling is. */
 CRMM_TEST_IN("replay", two_spellings_of_one_new_output_are_refused)

@@ -72,7 +72,7 @@ static void axes(FILE *f, const frame *fr, const char *unit_name)
     fprintf(f, "<g stroke=\"#000\" stroke-width=\"1\">\n<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n"
             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n</g>\n", x0, y0, x1, y0, x0, y0, x0, y1);
     fputs("<g font-family=\"sans-serif\" font-size=\"12\" fill=\"#000\">\n", f);
-    double step = nice_step(fr->x_max);
+    double step = fmax(1.0, nice_step(fr->x_max)); /* event indices are whole */
     for (double x = 0; x <= fr->x_max * 1.0000001; x += step)
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>"
                 "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n",
