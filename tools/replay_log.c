@@ -8,6 +8,7 @@
 #include "build_config.h"
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,11 @@ static crmm_status read_events(const char *path, FILE *f, replay_log *log)
     bool nul;
     flockfile(f); /* once, not once a character */
     while ((got = read_line(f, line, &nul)) != -1) {
+        if (lineno == UINT_MAX) { /* line numbers are kept in an unsigned: refused, not wrapped */
+            st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: more than %u lines (crmm replay reads at most that many)",
+                                path, UINT_MAX);
+            break;
+        }
         lineno++;
         if (got == -2) {
             st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s:%u: the line is longer than %d bytes (not a log)",
