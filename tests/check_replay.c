@@ -399,6 +399,8 @@ static const struct { const char *args[6]; int status; const char *says; } refus
     {{"LOG", "--stream", "legacy"}, 2, "--stream wants new, default or per-thread, not 'legacy'"},
     {{"LOG", "--json", "--csv"}, 2, "--json and --csv exclude each other"},
     {{"LOG", "--plot"}, 2, "--plot needs a value"},
+    {{"LOG", "--plot", ""}, 2, "--plot needs a file name"},
+    {{"LOG", "--torch-snapshot", ""}, 2, "--torch-snapshot needs a file name"},
     {{"LOG", "--resource"}, 2, "--resource needs a value"},
     /* an output that would replace an input or the other output */
     {{"LOG", "--plot", "LOG"}, 2, "that is the log, which it would replace"},
@@ -422,6 +424,34 @@ CRMM_LOOP_TEST_IN("replay", bad_command_lines_are_refused, (int)(sizeof refused 
     char *text = crmm_test_read_file(log); /* the log is as it was */
     ck_assert_str_eq(text, HEADER GOOD);
     free(text);
+}
+
+/* An output that cannot be written is found before anything is replayed: the logging resource
+ * replayed would have created its file. */
+CRMM_TEST_IN("replay", an_output_that_cannot_be_written_is_refused_before_the_run)
+{
+    const char *log = crmm_test_write_file("early.csv", HEADER GOOD);
+    const char *written = crmm_test_tmp_path("replayed.csv");
+    char cfg_text[4400];
+    snprintf(cfg_text, sizeof cfg_text, "[resource.h]\nplugin = host\n[resource.l]\nplugin = logging\nupstream = h\n"
+             "file = %s\n", written);
+    const char *cfg = crmm_test_write_file("early.ini", cfg_text);
+    const char *victim = crmm_test_write_file("victim.svg", "someone's file\n");
+    const char *link = crmm_test_tmp_path("link.svg");
+    ck_assert_int_eq(symlink(victim, link), 0);
+    const char *cases[][2] = {{"--plot", "/nonexistent-crmm/o.svg"}, {"--torch-snapshot", "/nonexistent-crmm/o.pickle"},
+                              {"--plot", link}};
+    const char *says[] = {"--plot: cannot write /nonexistent-crmm/o.svg: No such file or directory",
+                          "--torch-snapshot: cannot write /nonexistent-crmm/o.pickle: No such file or directory",
+                          "it is a symbolic link"};
+    for (int k = 0; k < 3; k++) {
+        crmm_test_output r = replay(log, "--config", cfg, "--resource", "l", cases[k][0], cases[k][1], NULL);
+        ck_assert_msg(r.status == 1, "%s: rc %d", says[k], r.status);
+        expect_in(r.err, says[k]);
+        ck_assert_str_eq(r.out, "");
+        ck_assert_msg(access(written, F_OK) != 0, "%s: the replay ran", says[k]);
+        crmm_test_output_free(&r);
+    }
 }
 
 /* Peak in use 1000 bytes; the recorder reserves allocations rounded up to 256: 1280, ratio 1.28. */

@@ -230,8 +230,17 @@ typedef struct replay_args {
     bool strict;
 } replay_args;
 
-/* Whether the directory parts of paths a and b (up to their last '/', "." without one) are one
- * directory and the names after them equal: where two files not made yet would both land. */
+/* The directory part of `path` (up to its last '/', "." without one) into dir; false when it
+ * does not fit. */
+static bool directory_of(const char *path, char *dir, size_t size)
+{
+    const char *slash = strrchr(path, '/');
+    int n = slash ? snprintf(dir, size, "%.*s/", (int)(slash - path), path) : snprintf(dir, size, ".");
+    return n >= 0 && (size_t)n < size;
+}
+
+/* Whether the directory parts of paths a and b are one directory and the names after them
+ * equal: where two files not made yet would both land. */
 static bool same_place(const char *a, const char *b)
 {
     const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
@@ -239,12 +248,37 @@ static bool same_place(const char *a, const char *b)
     if (strcmp(base_a, base_b) != 0)
         return false;
     char da[4096], db[4096];
-    int la = na ? snprintf(da, sizeof da, "%.*s/", (int)(na - a), a) : snprintf(da, sizeof da, ".");
-    int lb = nb ? snprintf(db, sizeof db, "%.*s/", (int)(nb - b), b) : snprintf(db, sizeof db, ".");
     struct stat sa, sb;
-    if (la < 0 || (size_t)la >= sizeof da || lb < 0 || (size_t)lb >= sizeof db || stat(da, &sa) != 0 || stat(db, &sb) != 0)
+    if (!directory_of(a, da, sizeof da) || !directory_of(b, db, sizeof db) || stat(da, &sa) != 0 || stat(db, &sb) != 0)
         return strcmp(a, b) == 0;
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Whether output `path` (of option opt) can be written, checked before the replays so that a bad
+ * path costs no run; false after writing to err. A file there is checked as replay_output_open
+ * will check it (opened to append, which changes nothing); a pipe or a device, through a link
+ * too, is not opened (its reader would see an end); a new file's directory must take it. */
+static bool output_writable(const char *opt, const char *path, FILE *err)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && (S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode)))
+        return true;
+    if (lstat(path, &sb) == 0) {
+        int fd;
+        if (crmm_output_file_open(path, CRMM_OUTPUT_APPEND, &fd) != CRMM_OK) {
+            fprintf(err, "crmm replay: %s: %s\n", opt, crmm_last_error());
+            return false;
+        }
+        close(fd);
+        return true;
+    }
+    char dir[4096];
+    errno = ENAMETOOLONG;
+    if (!directory_of(path, dir, sizeof dir) || access(dir, W_OK | X_OK) != 0) {
+        fprintf(err, "crmm replay: %s: cannot write %s: %s\n", opt, path, strerror(errno));
+        return false;
+    }
+    return true;
 }
 
 /* Whether paths a and b name one regular file: the same one when both exist, the same place when
@@ -267,6 +301,10 @@ static bool outputs_apart(const replay_args *a, FILE *err)
     for (int i = 0; i < 2; i++) {
         if (!out[i].path)
             continue;
+        if (!out[i].path[0]) {
+            fprintf(err, "crmm replay: %s needs a file name\n", out[i].opt);
+            return false;
+        }
         const char *clash = same_file(out[i].path, a->path) ? "the log"
                           : a->config && same_file(out[i].path, a->config) ? "the config"
                           : i == 0 && a->torch_snapshot && same_file(a->plot, a->torch_snapshot) ? "--torch-snapshot's file"
@@ -426,6 +464,9 @@ int crmm_replay_main(int argc, char **argv, FILE *out, FILE *err)
     int rc = parse_args(argc, argv, &a, out, err);
     if (rc >= 0)
         return rc;
+    if ((a.plot && !output_writable("--plot", a.plot, err)) ||
+        (a.torch_snapshot && !output_writable("--torch-snapshot", a.torch_snapshot, err)))
+        return 1;
     int held = hold_log(a.path);
     replay_log log;
     if (replay_log_read(a.path, &log) != CRMM_OK) {
