@@ -34,8 +34,14 @@
  * crmm_params_create_resource, which reads the path from their parameters) */
 static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
 static crmm_config *current;
-static crmm_config **retired; /* configs crmm_init replaced, freed by crmm_finalize */
-static size_t nretired, retired_cap;
+/* The configs crmm_init replaced, freed by crmm_finalize: a list whose nodes are complete before
+ * the head that publishes them is stored, and which is unlinked with one store, so that a child
+ * forked at any moment (crmm_runtime_fork_child, which takes no lock) walks a whole list. */
+typedef struct retired_config {
+    crmm_config *config;
+    struct retired_config *next;
+} retired_config;
+static retired_config *retired;
 static device_registry registry = DEVICE_REGISTRY_INITIALIZER;
 static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
 static void (*finalize_hooks[RUNTIME_MAX_FINALIZE_HOOKS])(void);
@@ -58,20 +64,6 @@ const char *crmm_config_default_file(char *buf, size_t size)
 
 const crmm_config *crmm_current_config(void) { return __atomic_load_n(&current, __ATOMIC_ACQUIRE); }
 
-/* Room to retire one more config; the caller holds config_lock. */
-static bool reserve_retired(void)
-{
-    if (nretired < retired_cap)
-        return true;
-    size_t cap = retired_cap ? retired_cap * 2 : 4;
-    crmm_config **grown = realloc(retired, cap * sizeof *grown);
-    if (!grown)
-        return false;
-    retired = grown;
-    retired_cap = cap;
-    return true;
-}
-
 crmm_status crmm_init(const char *path)
 {
     crmm_config *c = NULL;
@@ -84,16 +76,21 @@ crmm_status crmm_init(const char *path)
     const char *text = crmm_config_log_level(c);
     /* $CRMM_LOG_LEVEL wins over the file: a user turns on tracing without editing it */
     bool set_level = text && !crmm_log_level_from_env() && crmm_log_level_parse(text, &level) == CRMM_OK;
+    retired_config *node = malloc(sizeof *node); /* before the lock: no allocation under it */
     pthread_mutex_lock(&config_lock);
-    if (current && !reserve_retired()) {
+    if (current && !node) {
         pthread_mutex_unlock(&config_lock);
         crmm_config_free(c);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "crmm_init: malloc failed (the loaded config stays)");
     }
-    if (current)
-        retired[nretired++] = current;
+    if (current) {
+        *node = (retired_config){current, retired};
+        __atomic_store_n(&retired, node, __ATOMIC_RELEASE);
+        node = NULL;
+    }
     __atomic_store_n(&current, c, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&config_lock);
+    free(node);
     /* only once the config is installed: a failed crmm_init changes nothing */
     if (set_level)
         crmm_log_set_level(level);
@@ -107,10 +104,11 @@ void crmm_runtime_fork_child(void)
     pthread_mutex_init(&registry.lock, NULL);
     pthread_mutex_init(&config_lock, NULL);
     pthread_mutex_init(&hooks_lock, NULL);
-    if (current)
-        crmm_config_fork_child(current);
-    for (size_t i = 0; i < nretired; i++)
-        crmm_config_fork_child(retired[i]);
+    crmm_config *c = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+    if (c)
+        crmm_config_fork_child(c);
+    for (retired_config *r = __atomic_load_n(&retired, __ATOMIC_ACQUIRE); r; r = r->next)
+        crmm_config_fork_child(r->config);
 }
 
 void crmm_runtime_at_finalize(void (*fn)(void))
@@ -134,11 +132,10 @@ void crmm_finalize(void)
     /* detach the config first, so that no device default is built from it once the registry is
      * cleared; then free it */
     pthread_mutex_lock(&config_lock);
-    crmm_config *old = current, **old_retired = retired;
-    size_t old_nretired = nretired;
+    crmm_config *old = current;
+    retired_config *old_retired = retired;
     __atomic_store_n(&current, NULL, __ATOMIC_RELEASE);
-    retired = NULL;
-    nretired = retired_cap = 0;
+    __atomic_store_n(&retired, NULL, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&config_lock);
     void (*hooks[RUNTIME_MAX_FINALIZE_HOOKS])(void);
     pthread_mutex_lock(&hooks_lock);
@@ -148,9 +145,12 @@ void crmm_finalize(void)
         hooks[i]();
     device_registry_clear(&registry);
     crmm_config_free(old);
-    for (size_t i = 0; i < old_nretired; i++)
-        crmm_config_free(old_retired[i]);
-    free(old_retired);
+    while (old_retired) {
+        retired_config *next = old_retired->next;
+        crmm_config_free(old_retired->config);
+        free(old_retired);
+        old_retired = next;
+    }
     crmm_error_hold_end();
 }
 

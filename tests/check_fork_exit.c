@@ -249,8 +249,11 @@ CRMM_LOOP_TEST_IN("fork", a_child_forked_while_threads_allocate_can_allocate, N_
 }
 
 /* The core's own locks: threads take the current resource's reference and let it go (the device
- * registry's lock), log lines (the log's lock) and build resources by plugin name (the plugin
- * loader's lock) while the test forks; each child does the same. */
+ * registry's lock), log lines (the log's lock), build resources by plugin name (the plugin
+ * loader's lock) and load the config again (which retires the one before: the list the child
+ * walks) while the test forks; each child does the same. */
+static char runtime_config[] = "/tmp/crmm-fork-XXXXXX";
+
 static void *runtime_worker(void *arg)
 {
     worker *w = arg;
@@ -260,6 +263,8 @@ static void *runtime_worker(void *arg)
         crmm_log(CRMM_LOG_INFO, "worker %u, round %u", w->seed, i);
         if (i % 16 == 0 && crmm_resource_create("host", "", NULL, &h) == CRMM_OK)
             crmm_resource_release(h);
+        if (i % 64 == 0 && crmm_init(runtime_config) != CRMM_OK)
+            return (void *)1;
         atomic_fetch_add(w->ops, 1);
     }
     return NULL;
@@ -277,6 +282,8 @@ static int child_uses_the_runtime(void *unused)
     if (crmm_resource_create("host", "", NULL, &h) != CRMM_OK)
         return 4;
     crmm_resource_release(h);
+    if (crmm_init(runtime_config) != CRMM_OK)
+        return 5;
     return status;
 }
 
@@ -285,14 +292,12 @@ CRMM_TEST_IN("fork", a_child_forked_while_threads_use_the_runtime_can_use_it)
     /* no device for this process: CUDA does not survive fork, and a child of a parent that used
      * it could not ask for a device; the host config serves device 0 in both */
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
-    char config[] = "/tmp/crmm-fork-XXXXXX";
-    int fd = mkstemp(config);
+    int fd = mkstemp(runtime_config);
     ck_assert_int_ge(fd, 0);
     const char text[] = "[resource.h]\nplugin = host\n";
     ck_assert_int_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
     close(fd);
-    ck_assert_crmm_ok(crmm_init(config));
-    unlink(config);
+    ck_assert_crmm_ok(crmm_init(runtime_config));
     crmm_log_level level = crmm_log_get_level();
     ck_assert_crmm_ok(crmm_log_set_file("/dev/null"));
     ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO));
@@ -305,6 +310,7 @@ CRMM_TEST_IN("fork", a_child_forked_while_threads_use_the_runtime_can_use_it)
     }
     char why[160] = "";
     bool ok = fork_children_at_work(w, &stop, &ops, 16, child_uses_the_runtime, NULL, why, sizeof why);
+    unlink(runtime_config);
     ck_assert_msg(ok, "a forked child: %s", why);
     crmm_log_set_level(level);
     crmm_log_set_file(NULL);
