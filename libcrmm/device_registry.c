@@ -49,6 +49,18 @@ crmm_resource *device_registry_set(device_registry *r, int device, crmm_resource
     return previous;
 }
 
+bool device_registry_replace(device_registry *r, int device, crmm_resource *expected, crmm_resource *mr)
+{
+    pthread_mutex_lock(&r->lock);
+    bool held = r->slots[device] == expected;
+    if (held) {
+        crmm_resource_retain(mr);
+        __atomic_store_n(&r->slots[device], mr, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return held;
+}
+
 void device_registry_clear(device_registry *r)
 {
     crmm_resource *old[CRMM_MAX_DEVICES];

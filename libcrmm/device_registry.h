@@ -28,6 +28,9 @@ bool device_registry_try_ref(device_registry *r, int device, crmm_resource **out
 /* Put mr in the slot (taking a reference) and return the previous resource, whose reference
  * passes to the caller (NULL if there was none). */
 crmm_resource *device_registry_set(device_registry *r, int device, crmm_resource *mr);
+/* Put mr in the slot (taking a reference) only when the slot holds `expected`: true, and the
+ * slot's reference to expected passes to the caller; false, nothing changed, otherwise. */
+bool device_registry_replace(device_registry *r, int device, crmm_resource *expected, crmm_resource *mr);
 /* Empty every slot and release what they held. */
 void device_registry_clear(device_registry *r);
 

@@ -21,6 +21,7 @@
 typedef struct logged_device {
     crmm_resource *wrapped;  /* the resource the device had; restored by disable */
     crmm_resource *adaptor;  /* the logging adaptor installed over it */
+    crmm_resource *found;    /* while enabling: what the adaptor wraps (its reference, not ours) */
     char *file;
 } logged_device;
 
@@ -122,6 +123,7 @@ static crmm_status build_all(const char *file, int n, logged_device *devs)
             return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "enable_logging: malloc failed");
         }
         st = create_adaptor(plugin, d, escaped, current, &devs[d].adaptor);
+        devs[d].found = current;
         crmm_resource_release(current); /* the adaptor holds its own reference */
         free(escaped);
         if (st != CRMM_OK)
@@ -154,15 +156,16 @@ crmm_status crmm_enable_logging(const char *file)
     }
     if ((st = build_all(file, n, devs)) != CRMM_OK)
         goto out;
-    for (int d = 0; d < n; d++) {
-        devs[d].wrapped = crmm_set_per_device_resource(d, devs[d].adaptor);
-        if (!devs[d].wrapped) { /* cannot happen for a device that has a resource; undo */
-            st = crmm_last_status() != CRMM_OK ? crmm_last_status() : CRMM_ERROR_STATE;
-            for (int k = 0; k < d; k++) {
-                crmm_resource_release(crmm_set_per_device_resource(k, devs[k].wrapped));
-            }
+    for (int d = 0; d < n; d++) { /* only over what was wrapped: a resource set since stays */
+        if (!crmm_runtime_replace_device_resource(d, devs[d].found, devs[d].adaptor)) {
+            st = crmm_set_error(CRMM_ERROR_STATE, "enable_logging: device %d's resource was replaced by another "
+                                "thread while logging was being enabled; nothing was changed", d);
+            for (int k = 0; k < d; k++)
+                if (crmm_runtime_replace_device_resource(k, devs[k].adaptor, devs[k].wrapped))
+                    crmm_resource_release(devs[k].adaptor); /* the registry's reference */
             goto out;
         }
+        devs[d].wrapped = devs[d].found; /* the registry's reference, now ours */
     }
     logged = devs;
     logged_count = n;
@@ -180,8 +183,8 @@ crmm_status crmm_disable_logging(void)
 {
     pthread_mutex_lock(&switch_lock);
     for (int d = 0; d < logged_count; d++) {
-        if (crmm_get_per_device_resource(d) == logged[d].adaptor)
-            crmm_resource_release(crmm_set_per_device_resource(d, logged[d].wrapped));
+        if (crmm_runtime_replace_device_resource(d, logged[d].adaptor, logged[d].wrapped))
+            crmm_resource_release(logged[d].adaptor); /* the registry's reference */
         else
             crmm_log(CRMM_LOG_WARN, "disable_logging: device %d's resource was replaced since logging was enabled; "
                      "leaving it in place", d);
@@ -190,6 +193,7 @@ crmm_status crmm_disable_logging(void)
     logged = NULL;
     logged_count = 0;
     pthread_mutex_unlock(&switch_lock);
+    crmm_clear_error();
     return CRMM_OK;
 }
 

@@ -313,6 +313,11 @@ crmm_resource *crmm_set_per_device_resource(int device, crmm_resource *mr)
     return previous;
 }
 
+bool crmm_runtime_replace_device_resource(int device, crmm_resource *expected, crmm_resource *mr)
+{
+    return device >= 0 && device < CRMM_MAX_DEVICES && mr && device_registry_replace(&registry, device, expected, mr);
+}
+
 crmm_resource *crmm_set_current_device_resource(crmm_resource *mr)
 {
     if (!mr) {

@@ -11,6 +11,13 @@ char *crmm_runtime_plugin_path(void);
  * function again does nothing. */
 void crmm_runtime_at_finalize(void (*fn)(void));
 
+/* Make mr device `device`'s resource (a reference taken) only while it is still `expected`: true,
+ * with the registry's reference to expected passed to the caller; false, nothing changed, when
+ * another thread replaced it meanwhile. For callers that wrapped the resource they found
+ * (crmm_enable_logging) and must not displace one set since. `device` must be an ordinal that
+ * has a resource. */
+bool crmm_runtime_replace_device_resource(int device, crmm_resource *expected, crmm_resource *mr);
+
 /* crmm_get_current_device_resource_ref, also telling which device was current (*device; 0 where
  * no device exists and the config's default is host memory): a caller that works on that device
  * need not ask CUDA again. NULL with the error set as crmm_get_current_device_resource_ref. */

@@ -509,7 +509,9 @@ CRMM_TEST_IN("logging", switch_needs_a_file_name)
     ck_assert_int_eq(count, 0);
     ck_assert_crmm(crmm_get_log_filenames(NULL, 1, &count), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_get_log_filenames(NULL, 0, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "an older error");
     ck_assert_crmm_ok(crmm_disable_logging()); /* off: nothing to do */
+    ck_assert_int_eq(crmm_last_status(), CRMM_OK); /* success clears the thread's error (error.h) */
 }
 
 START_TEST(switch_without_a_device_is_a_cuda_error)
