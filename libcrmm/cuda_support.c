@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include <crmm/error.h>
+#include <crmm/log.h>
 #include "internal.h"
 
 static atomic_bool exiting;
@@ -26,6 +27,13 @@ static void register_exit_hook(void) { atexit(mark_exiting); }
 __attribute__((destructor)) static void crmm_library_unload(void) { mark_exiting(); }
 
 bool crmm_process_exiting(void) { return atomic_load_explicit(&exiting, memory_order_relaxed); }
+
+crmm_status crmm_refuse_when_exiting(const char *who)
+{
+    if (!crmm_process_exiting())
+        return CRMM_OK;
+    return crmm_set_error(CRMM_ERROR_STATE, "%s: the process is exiting (no CUDA call is made from then on)", who);
+}
 
 static bool graph_capture; /* crmm_graph_capture_enable; atomic (read inline by the plugins) */
 
@@ -167,6 +175,10 @@ crmm_status crmm_cuda_device_count(int *count)
 {
     if (!count)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "device count: NULL argument");
+    if (crmm_process_exiting()) {
+        *count = 0;
+        return crmm_refuse_when_exiting("device count");
+    }
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
@@ -195,6 +207,8 @@ crmm_status crmm_cuda_current_device(int *device)
 {
     if (!device)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "current device: NULL argument");
+    if (crmm_refuse_when_exiting("current device") != CRMM_OK)
+        return CRMM_ERROR_STATE;
     if (!__atomic_load_n(&device_seen, __ATOMIC_RELAXED)) {
         /* the first time: the count names a missing driver or device (cudaGetDevice would not) */
         int n;
@@ -232,6 +246,8 @@ crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard)
     guard->changed = 0;
     if (device < 0)
         return CRMM_OK;
+    if (crmm_refuse_when_exiting("cuda_device_enter") != CRMM_OK)
+        return CRMM_ERROR_STATE;
     int cur;
     cudaError_t e = get_device(&cur);
     if (e != cudaSuccess) {
@@ -255,8 +271,13 @@ crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard)
 void crmm_cuda_device_restore(crmm_device_guard *guard)
 {
     if (guard && guard->changed) {
-        cudaSetDevice(guard->previous);
+        cudaError_t e = cudaSetDevice(guard->previous);
         guard->changed = 0;
+        if (e != cudaSuccess) { /* void: logged, and taken off the runtime's last error */
+            cudaGetLastError();
+            crmm_log(CRMM_LOG_WARN, "cudaSetDevice(%d) to restore the caller's device: %s", guard->previous,
+                     cudaGetErrorString(e));
+        }
     }
 }
 

@@ -82,6 +82,9 @@ void crmm_error_hold_end(void);
  * fail. Once a device has been found it touches no thread-local state (a held error would cost
  * two thread-local accesses, which a library loaded by dlopen pays through __tls_get_addr). */
 bool crmm_cuda_current_device_quiet(int *device);
+/* CRMM_OK while the process runs; once crmm_process_exiting(), CRMM_ERROR_STATE recorded as
+ * "WHO: the process is exiting": for calls that would start CUDA work then. */
+crmm_status crmm_refuse_when_exiting(const char *who);
 
 /* The calling thread's error, kept across a call that may record its own: the cleanup after a
  * failure (a free or a stream destroy that fails there records and logs its own error, which must

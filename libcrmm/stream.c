@@ -31,6 +31,8 @@ crmm_status crmm_stream_check_flags(int flags, const char *who)
 
 crmm_status crmm_stream_create_handle(crmm_stream_flags flags, crmm_cuda_stream_t *handle)
 {
+    if (crmm_refuse_when_exiting("cudaStreamCreateWithFlags") != CRMM_OK)
+        return CRMM_ERROR_STATE;
     cudaStream_t s = NULL;
     unsigned cuda_flags = flags == CRMM_STREAM_NON_BLOCKING ? cudaStreamNonBlocking : cudaStreamDefault;
     cudaError_t e = cudaStreamCreateWithFlags(&s, cuda_flags);

@@ -402,6 +402,31 @@ CRMM_TEST_IN("device_buffer", test_buffer_copies_at_exit_are_state_errors)
     crmm_device_buffer_destroy(buf);
 }
 
+/* Once the process is exiting, the calls that would start CUDA work (a stream, a stream pool,
+ * asking for devices, a device's first resource) make no CUDA call and fail with
+ * CRMM_ERROR_STATE; without a driver, a CUDA call would have failed with CRMM_ERROR_CUDA. */
+CRMM_TEST_IN("stream", test_calls_that_start_cuda_work_at_exit_are_state_errors)
+{
+    ck_assert_crmm(crmm_cuda_status(cudaErrorCudartUnloading, "cudaFree"), CRMM_ERROR_STATE);
+    ck_assert(crmm_process_exiting());
+    crmm_stream *s = (crmm_stream *)&s;
+    ck_assert_crmm(crmm_stream_create(CRMM_STREAM_NON_BLOCKING, &s), CRMM_ERROR_STATE);
+    ck_assert_ptr_null(s);
+    crmm_stream_pool *pool = (crmm_stream_pool *)&pool;
+    ck_assert_crmm(crmm_stream_pool_create(2, CRMM_STREAM_SYNC_DEFAULT, &pool), CRMM_ERROR_STATE);
+    ck_assert_ptr_null(pool);
+    int n = -1, device = -1;
+    ck_assert_crmm(crmm_cuda_device_count(&n), CRMM_ERROR_STATE);
+    ck_assert_int_eq(n, 0);
+    ck_assert_crmm(crmm_cuda_current_device(&device), CRMM_ERROR_STATE);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "the process is exiting"));
+    crmm_device_guard g;
+    ck_assert_crmm(crmm_cuda_device_enter(0, &g), CRMM_ERROR_STATE);
+    ck_assert_int_eq(g.changed, 0);
+    ck_assert_ptr_null(crmm_get_per_device_resource(0));
+    ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_STATE);
+}
+
 /* The device guard: a NULL guard is refused before any CUDA call, and restoring one does nothing. */
 CRMM_TEST_IN("stream", test_device_guard_null)
 {

@@ -71,22 +71,24 @@ CRMM_API const bool *crmm_graph_capture_switch(void);
 /* The current device ordinal: the current context's device (the driver's cuCtxGetDevice, or
  * cudaGetDevice where no context is current) once a device has been found; the first call also
  * counts the devices, so that a missing driver or device is named. CRMM_ERROR_CUDA when there is
- * no usable device, CRMM_ERROR_STATE when the CUDA runtime is unloading,
- * CRMM_ERROR_INVALID_ARGUMENT for NULL. */
+ * no usable device, CRMM_ERROR_STATE once the process is exiting or when the CUDA runtime is
+ * unloading (no CUDA call made then), CRMM_ERROR_INVALID_ARGUMENT for NULL. */
 CRMM_API crmm_status crmm_cuda_current_device(int *device);
 /* Number of CUDA devices (0 with CRMM_ERROR_CUDA and the reason when there are none;
- * CRMM_ERROR_STATE when the CUDA runtime is unloading; CRMM_ERROR_INVALID_ARGUMENT for NULL). */
+ * CRMM_ERROR_STATE, and 0, once the process is exiting or when the CUDA runtime is unloading;
+ * CRMM_ERROR_INVALID_ARGUMENT for NULL). */
 CRMM_API crmm_status crmm_cuda_device_count(int *count);
 /* Free and total memory of `device` (made current for the call, then restored); a NULL
  * free_bytes or total_bytes is not written. Errors: CRMM_ERROR_INVALID_ARGUMENT (no such device),
- * CRMM_ERROR_CUDA (no usable device, or a failed call, named), CRMM_ERROR_STATE (the CUDA runtime
- * is unloading). */
+ * CRMM_ERROR_CUDA (no usable device, or a failed call, named), CRMM_ERROR_STATE (the process is
+ * exiting, or the CUDA runtime is unloading). */
 CRMM_API crmm_status crmm_cuda_device_memory(int device, uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* Makes `device` current and remembers the previous one; restore with crmm_cuda_device_restore.
  * device < 0 does nothing. Errors: CRMM_ERROR_INVALID_ARGUMENT for a NULL guard (checked first),
- * CRMM_ERROR_CUDA when there is no usable device or cudaSetDevice fails, CRMM_ERROR_STATE when
- * the CUDA runtime is unloading. crmm_cuda_device_restore
+ * CRMM_ERROR_CUDA when there is no usable device or cudaSetDevice fails, CRMM_ERROR_STATE once
+ * the process is exiting (no CUDA call made) or when the CUDA runtime is unloading.
+ * crmm_cuda_device_restore
  * of a NULL guard does nothing. */
 typedef struct crmm_device_guard { int previous; int changed; } crmm_device_guard;
 CRMM_API crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard);

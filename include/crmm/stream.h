@@ -36,7 +36,7 @@ typedef struct crmm_stream crmm_stream;
  * CRMM_ERROR_INVALID_ARGUMENT (out NULL, flags not a crmm_stream_flags value; checked before any
  * CUDA call), CRMM_ERROR_OUT_OF_MEMORY (no host memory for the object, or CUDA has none for the
  * stream), CRMM_ERROR_CUDA (no device, cudaStreamCreateWithFlags failed), CRMM_ERROR_STATE (the
- * CUDA runtime is unloading). *out NULL on error. */
+ * process is exiting, or the CUDA runtime is unloading: no CUDA call made). *out NULL on error. */
 CRMM_API crmm_status crmm_stream_create(crmm_stream_flags flags, crmm_stream **out);
 
 /* Wrap a CUDA stream the caller made (or NULL, cudaStreamLegacy, cudaStreamPerThread) without

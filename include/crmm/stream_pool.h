@@ -25,8 +25,8 @@ typedef struct crmm_stream_pool crmm_stream_pool;
 /* Create `size` streams on the current device with `flags` (RMM's default:
  * CRMM_STREAM_SYNC_DEFAULT). Errors: CRMM_ERROR_INVALID_ARGUMENT (out NULL, size 0, bad flags;
  * checked before any CUDA call), CRMM_ERROR_OUT_OF_MEMORY, CRMM_ERROR_CUDA (no device, stream
- * creation failed; the streams made so far are destroyed), CRMM_ERROR_STATE (the CUDA runtime is
- * unloading). *out NULL on error. */
+ * creation failed; the streams made so far are destroyed), CRMM_ERROR_STATE (the process is
+ * exiting, or the CUDA runtime is unloading). *out NULL on error. */
 CRMM_API crmm_status crmm_stream_pool_create(size_t size, crmm_stream_flags flags, crmm_stream_pool **out);
 
 /* Destroy the pool and its streams (with the pool's device current). The views it handed out
