@@ -183,6 +183,15 @@ bool sharded_ptr_map_take(sharded_ptr_map *s, uintptr_t key, uintptr_t *value)
     return found;
 }
 
+bool sharded_ptr_map_contains(sharded_ptr_map *s, uintptr_t key)
+{
+    ptr_map_shard *sh = sharded_ptr_map_shard(s, key);
+    pthread_mutex_lock(&sh->lock);
+    bool found = ptr_map_find(&sh->map, key) != NULL;
+    pthread_mutex_unlock(&sh->lock);
+    return found;
+}
+
 void sharded_ptr_map_lock_all(sharded_ptr_map *s)
 {
     for (size_t i = 0; i < (size_t)1 << s->bits; i++)

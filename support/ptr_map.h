@@ -111,6 +111,8 @@ size_t sharded_ptr_map_count(sharded_ptr_map *s);
 bool sharded_ptr_map_put(sharded_ptr_map *s, uintptr_t key, uintptr_t value);
 /* Forget key, its value into *value; false when it is not there. */
 bool sharded_ptr_map_take(sharded_ptr_map *s, uintptr_t key, uintptr_t *value);
+/* Whether key is there (any shard entry size). */
+bool sharded_ptr_map_contains(sharded_ptr_map *s, uintptr_t key);
 
 /* Take every shard's lock, in shard order (a shard's lock is never held while another is
  * taken), and release them all. */

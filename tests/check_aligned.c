@@ -86,7 +86,8 @@ CRMM_LOOP_TEST_IN("aligned", alignments_up_to_256_pass_through, (int)(sizeof pas
 }
 
 static const char *const bad_alignments[] = {"alignment=0", "alignment=3", "alignment=255", "alignment=768",
-                                             "alignment=3KiB", "alignment=big", "alignment_threshold=-5"};
+                                             "alignment=3KiB", "alignment=big", "alignment_threshold=-5",
+                                             "alignment=2TiB"}; /* no allocation could be served */
 
 CRMM_LOOP_TEST_IN("aligned", bad_alignment_is_refused, (int)(sizeof bad_alignments / sizeof bad_alignments[0]))
 {
@@ -98,6 +99,23 @@ CRMM_LOOP_TEST_IN("aligned", bad_alignment_is_refused, (int)(sizeof bad_alignmen
     ck_assert_msg(strstr(crmm_last_error(), "alignment") != NULL, "'%s': %s", bad, crmm_last_error());
     ck_assert_ptr_null(mr);
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
+}
+
+/* A block moved to its alignment, freed with a size below the threshold, is refused by the
+ * adaptor itself: the upstream never sees the aligned (interior) pointer, and the block stays
+ * live, freed later with its own size. */
+CRMM_TEST_IN("aligned", a_moved_block_freed_with_a_size_below_the_threshold_is_refused)
+{
+    make("alignment=64KiB alignment_threshold=8KiB");
+    void *p;
+    ck_assert_crmm_ok(crmm_resource_allocate(mr, 10000, NULL, &p));
+    uint64_t held = in_use(h);
+    ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "it was allocated with at least 8192 (aligned)") != NULL, "%s",
+                  crmm_last_error());
+    ck_assert_uint_eq(in_use(h), held);
+    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 10000, NULL));
+    ck_assert_uint_eq(in_use(h), 0);
 }
 
 CRMM_TEST_IN("aligned", original_pointer_goes_back_upstream)

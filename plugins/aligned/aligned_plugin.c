@@ -76,6 +76,13 @@ static crmm_status aligned_deallocate(crmm_resource *self, void *ptr, size_t byt
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "aligned '%s': deallocate of %zu bytes: no such allocation", self->name, bytes);
     crmm_status st;
     if (passes_through(a, bytes)) {
+        /* a block this adaptor moved, freed with a size below the threshold: its upstream pointer
+         * is not ptr, and an upstream that takes no size (system, callback) would free an
+         * interior pointer */
+        if (a->alignment != CRMM_ALLOCATION_ALIGNMENT && sharded_ptr_map_contains(&a->moved, (uintptr_t)ptr))
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "aligned '%s': deallocate of %p with %zu bytes: it was "
+                                  "allocated with at least %zu (aligned), not %zu", self->name, ptr, bytes,
+                                  a->threshold, bytes);
         st = crmm_resource_deallocate(self->upstream, ptr, bytes, stream);
     } else {
         uintptr_t original;
@@ -161,8 +168,8 @@ static crmm_status aligned_create(const crmm_params *params, crmm_resource *upst
 
 static const crmm_param aligned_params[] = {
     {.key = "alignment", .type = CRMM_PARAM_SIZE, .default_value = "256",
-     .help = "alignment of large blocks: a power of two (below 256 counts as 256)",
-     .offset = offsetof(aligned_config, alignment), .min = 1},
+     .help = "alignment of large blocks: a power of two up to 1TiB (below 256 counts as 256)",
+     .offset = offsetof(aligned_config, alignment), .min = 1, .max = (uint64_t)1 << 40},
     {.key = "alignment_threshold", .type = CRMM_PARAM_SIZE, .default_value = "0",
      .help = "requests of at least this many bytes are aligned; smaller pass through",
      .offset = offsetof(aligned_config, alignment_threshold)},
