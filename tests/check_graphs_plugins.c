@@ -382,8 +382,11 @@ CRMM_LOOP_TEST_IN("other plugins", a_block_handed_to_its_live_owner_stays_held_w
  * under capture whose blocks cannot be listed keeps its chunk (not handed back on the captured
  * stream, which the upstream refuses) and gives it back at destroy. So no block of a chunk in use
  * is lost and every chunk goes back upstream. Rounds: m blocks allocated before the capture (the
- * live set grows at some m, a chunk at others), one in it, then one while the k-th malloc call
- * fails; fixed_size and a binning of fixed_size bins. */
+ * live set grows at some m, a chunk at others), 1 to CAPTURED_BEFORE - 1 in it (the graph's map of
+ * its blocks grows at some), then one while the k-th malloc call fails; fixed_size and a binning
+ * of fixed_size bins. */
+#define CAPTURED_BEFORE 40 /* at most this many blocks allocated in the capture before the failing one */
+
 CRMM_LOOP_TEST_IN("other plugins", a_failed_allocation_under_capture_loses_no_block, 2)
 {
     if (!MALLOC_FAIL_REPLACES)
@@ -399,14 +402,18 @@ CRMM_LOOP_TEST_IN("other plugins", a_failed_allocation_under_capture_loses_no_bl
             for (int i = 0; i < m; i++)
                 before[i] = alloc_on(r, n, s);
             fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
-            void *y = alloc_on(r, n, s), *x = NULL; /* the graph's record is made */
+            void *y[CAPTURED_BEFORE], *x = NULL; /* the graph's map of blocks grows at some c */
+            int c = 1 + (m + (int)k) % (CAPTURED_BEFORE - 1); /* at least one: the graph's record made */
+            for (int i = 0; i < c; i++)
+                y[i] = alloc_on(r, n, s);
             malloc_fail_arm(k);
             crmm_status st = crmm_resource_allocate(r, n, (crmm_cuda_stream_t)s, &x);
             malloc_fail_disarm();
             crmm_clear_error();
             if (st == CRMM_OK)
                 free_on(r, x, n, s);
-            free_on(r, y, n, s);
+            for (int i = 0; i < c; i++)
+                free_on(r, y[i], n, s);
             fake_capture_end(s);
             ck_assert_int_eq(fake_capture_forbidden(), 0);
             fake_graph_destroy(g);

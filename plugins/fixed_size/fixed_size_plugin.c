@@ -180,8 +180,15 @@ static crmm_status take_under_capture(fixed_size_resource *r, fs_stream_key *key
         st = fs_free_lists_pop(&r->free, key, ptr);
     if (st == CRMM_OK) {
         char label[96];
-        st = graph_park_own(&r->park, graph, *ptr, who(r, label, sizeof label));
-        /* on failure the block stays out of use until destroy: no list can take it back now */
+        /* on failure not the graph's: back on the stream's own stack (which orders it after the
+         * eager work that freed it; no event under capture, and a push that succeeds records no
+         * error); only if that too fails is it out of use until destroy */
+        if ((st = graph_park_own(&r->park, graph, *ptr, who(r, label, sizeof label))) != CRMM_OK &&
+            fs_free_lists_push(&r->free, key, ptr, 1) != CRMM_OK) {
+            crmm_log(CRMM_LOG_WARN, "fixed_size '%s': a block is out of use until destroy: %s", r->base.name,
+                     crmm_last_error());
+            st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (the map of a graph's blocks)", label);
+        }
     }
     r->free.capturing = false;
     if (st != CRMM_OK)
