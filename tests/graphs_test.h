@@ -98,11 +98,12 @@ cudaError_t cudaMemPrefetchAsync(const void *ptr, size_t bytes, struct cudaMemLo
     return fake_capture_call("cudaMemPrefetchAsync", FAKE_CALL_STREAM, s);
 }
 
-/* sam_headroom's placement hint: not a stream operation, legal under capture */
+/* sam_headroom's placement hint: not a stream operation, but not documented as safe under
+ * capture either, so scripted as a potentially unsafe call (refused outside the relaxed mode) */
 cudaError_t cudaMemAdvise(const void *ptr, size_t bytes, enum cudaMemoryAdvise advice, struct cudaMemLocation location)
 {
     (void)ptr, (void)bytes, (void)advice, (void)location;
-    return cudaSuccess;
+    return fake_capture_call("cudaMemAdvise", FAKE_CALL_UNSAFE, NULL);
 }
 
 /* ---- the pools ------------------------------------------------------------------------------ */

@@ -73,7 +73,13 @@ static crmm_status system_allocate(crmm_resource *self, size_t bytes, crmm_cuda_
             return crmm_set_error(CRMM_ERROR_STATE, "%s: cannot allocate: the process is exiting (no more CUDA calls)",
                                   self->kind);
         }
+        /* the device query and the advice are no stream operations, but CUDA does not say they are
+         * safe under capture: in the relaxed mode neither a capture of this thread nor another
+         * thread's global one can be invalidated by them */
+        int mode;
+        capture_check_relax_mode(&mode);
         crmm_status st = place(s, p, bytes);
+        capture_check_restore_mode(mode);
         if (st != CRMM_OK) {
             free(p);
             return st;
