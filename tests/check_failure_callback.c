@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -169,6 +170,99 @@ CRMM_TEST_IN("failure_callback", bad_calls)
     ck_assert_str_eq(crmm_resource_kind(fc), "failure_callback");
     ck_assert(crmm_resource_is_host_accessible(fc));
     crmm_test_release(fc, h);
+}
+
+/* A set returns only once no other thread still runs the callback it replaced, so the caller
+ * may free its argument then: a callback blocked in another thread holds the set back until it
+ * returns. (A set that returned early would be seen within the 50 ms given; one that waits can
+ * never fail this test.) */
+typedef struct gate {
+    atomic_int entered, release, set_returned;
+    crmm_resource *fc;
+} gate;
+
+static bool wait_at_the_gate(size_t bytes, void *arg)
+{
+    (void)bytes;
+    gate *g = arg;
+    atomic_store(&g->entered, 1);
+    while (!atomic_load(&g->release))
+        usleep(1000);
+    return false;
+}
+
+static void *allocate_through(void *arg)
+{
+    gate *g = arg;
+    void *p = NULL;
+    return (void *)(intptr_t)crmm_resource_allocate(g->fc, 4096, NULL, &p);
+}
+
+static void *remove_the_callback(void *arg)
+{
+    gate *g = arg;
+    crmm_status st = crmm_failure_callback_set(g->fc, NULL, NULL);
+    atomic_store(&g->set_returned, 1);
+    return (void *)(intptr_t)st;
+}
+
+CRMM_TEST_IN("failure_callback", a_set_waits_for_the_calls_of_the_callback_it_replaces)
+{
+    crmm_resource *b;
+    gate g = {0};
+    make("1KiB", "", &b, &g.fc);
+    ck_assert_crmm_ok(crmm_failure_callback_set(g.fc, wait_at_the_gate, &g));
+    pthread_t caller, setter_thread;
+    ck_assert_int_eq(pthread_create(&caller, NULL, allocate_through, &g), 0);
+    while (!atomic_load(&g.entered))
+        usleep(1000);
+    ck_assert_int_eq(pthread_create(&setter_thread, NULL, remove_the_callback, &g), 0);
+    usleep(50 * 1000);
+    ck_assert_msg(!atomic_load(&g.set_returned), "the set returned while the old callback still ran");
+    atomic_store(&g.release, 1);
+    void *st;
+    ck_assert_int_eq(pthread_join(setter_thread, &st), 0);
+    ck_assert_int_eq((int)(intptr_t)st, CRMM_OK);
+    ck_assert_int_eq(pthread_join(caller, &st), 0);
+    ck_assert_int_eq((int)(intptr_t)st, CRMM_ERROR_OUT_OF_MEMORY);
+    crmm_test_release(g.fc, b);
+}
+
+/* A callback that sets the callback of its own resource: the set cannot wait for the call it is
+ * made from, and returns at once (no hang); the next failure calls the new one. */
+static bool replace_myself(size_t bytes, void *arg);
+
+static bool count_calls(size_t bytes, void *arg)
+{
+    (void)bytes;
+    ++((counter *)arg)->calls;
+    return false;
+}
+
+typedef struct replacer { crmm_resource *fc; counter *next; int calls; } replacer;
+
+static bool replace_myself(size_t bytes, void *arg)
+{
+    (void)bytes;
+    replacer *r = arg;
+    r->calls++;
+    return crmm_failure_callback_set(r->fc, count_calls, r->next) != CRMM_OK; /* no: give up */
+}
+
+CRMM_TEST_IN("failure_callback", a_callback_may_replace_itself)
+{
+    crmm_resource *b, *fc;
+    make("1KiB", "", &b, &fc);
+    counter next = {0, 0};
+    replacer r = {fc, &next, 0};
+    ck_assert_crmm_ok(crmm_failure_callback_set(fc, replace_myself, &r));
+    void *p = NULL;
+    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(r.calls, 1);
+    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(next.calls, 1);
+    ck_assert_int_eq(r.calls, 1);
+    crmm_test_release(fc, b);
 }
 
 /* Threads that set the callback while the process forks: the child's out-of-memory failure

@@ -5,11 +5,16 @@
  * The callback and its argument are set at run time through the control op (see
  * crmm/failure_callback.h) and kept as one pair under a mutex that only the failure path takes;
  * the callback itself runs without the lock, so it may free memory through this resource or set
- * another callback. The mutex has a fork guard, so a child forked while another thread set the
- * callback can still fail over to it. Successful allocations cost one upstream call. */
+ * another callback. A set waits until no call of the callback it replaced is still running on
+ * another thread (each call is counted under the mutex, by the parity of the set it began under),
+ * so the caller may free the old argument once it returns; a set from inside a callback of the
+ * same resource cannot wait for itself and returns at once. The mutex has a fork guard, so a
+ * child forked while another thread set the callback can still fail over to it. Successful
+ * allocations cost one upstream call. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/alloc_counters.h>
@@ -25,8 +30,26 @@ typedef struct failure_callback_resource {
     pthread_mutex_t lock;             /* guards the pair below */
     crmm_fork_guard lock_guard;       /* takes `lock` around a fork */
     crmm_failure_callback_args callback;
+    unsigned sets;                    /* sets so far; a call counts in calls[sets & 1] */
+    unsigned calls[2];                /* callback calls running (read by a set without the lock) */
     crmm_alloc_counters counters;
 } failure_callback_resource;
+
+/* The resources whose callback this thread is running, innermost first (a callback may allocate
+ * through another failure_callback, which may call its own). */
+typedef struct running_callback {
+    const failure_callback_resource *f;
+    const struct running_callback *outer;
+} running_callback;
+static __thread const running_callback *running;
+
+static bool running_a_callback_of(const failure_callback_resource *f)
+{
+    for (const running_callback *r = running; r; r = r->outer)
+        if (r->f == f)
+            return true;
+    return false;
+}
 
 static bool retryable(const failure_callback_resource *f, crmm_status st)
 {
@@ -47,13 +70,21 @@ static crmm_status failure_callback_allocate(crmm_resource *self, size_t bytes, 
             return st;
         pthread_mutex_lock(&f->lock);
         crmm_failure_callback_args cb = f->callback;
+        unsigned parity = f->sets & 1;
+        if (cb.fn)
+            __atomic_add_fetch(&f->calls[parity], 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&f->lock);
         if (!cb.fn)
             return st;
         /* the callback may call crmm and leave another message: keep the upstream's */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", crmm_last_error());
-        if (!cb.fn(bytes, cb.arg)) {
+        running_callback me = {f, running};
+        running = &me;
+        bool again = cb.fn(bytes, cb.arg);
+        running = me.outer;
+        __atomic_sub_fetch(&f->calls[parity], 1, __ATOMIC_RELEASE);
+        if (!again) {
             crmm_set_error(st, "%s", msg);
             if (retries == 0)
                 return st;
@@ -84,7 +115,12 @@ static crmm_status failure_callback_control(crmm_resource *self, int op, void *a
     crmm_failure_callback_args cb = *(const crmm_failure_callback_args *)arg;
     pthread_mutex_lock(&f->lock);
     f->callback = cb.fn ? cb : (crmm_failure_callback_args){NULL, NULL};
+    unsigned replaced = f->sets++ & 1;
     pthread_mutex_unlock(&f->lock);
+    /* the calls that began before: none can begin under that parity until the next set */
+    if (!running_a_callback_of(f))
+        while (__atomic_load_n(&f->calls[replaced], __ATOMIC_ACQUIRE))
+            nanosleep(&(struct timespec){0, 50 * 1000}, NULL);
     return CRMM_OK;
 }
 
