@@ -4,6 +4,7 @@
  * runtime's crmm_resource_create and the logging switch all build through here. */
 #include "build_config.h"
 #include <stdio.h>
+#include <crmm/cuda_support.h>
 #include <crmm/error.h>
 #include "internal.h"
 
@@ -72,8 +73,13 @@ crmm_status crmm_resource_create_by_name(const char *plugin_name, const char *di
         return st;
     p->device = device;
     p->plugin_dirs = dirs;
-    if ((st = crmm_params_set_list(p, params)) == CRMM_OK)
+    /* built with `device` current, as a config's resources are: plugins that take the current
+     * device (cuda, managed, pinned) are then for that device too; a host chain needs none */
+    bool host = upstream ? upstream->device < 0 : (plugin->flags & CRMM_PLUGIN_HOST_MEMORY) != 0;
+    crmm_device_guard g = {-1, 0};
+    if ((st = crmm_params_set_list(p, params)) == CRMM_OK && (host || (st = crmm_cuda_device_enter(device, &g)) == CRMM_OK))
         st = crmm_resource_create_with(plugin, p, upstream, out);
+    crmm_cuda_device_restore(&g);
     crmm_params_free(p);
     return st;
 }

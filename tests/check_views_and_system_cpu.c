@@ -308,6 +308,26 @@ CRMM_TEST_IN("system", a_free_on_a_default_stream_waits_on_the_resources_device)
     crmm_resource_release(mr);
 }
 
+/* A resource built by plugin name for another device (crmm_plugin_path_create_resource, what
+ * binning's bins and plugins building plugins use) is built with that device current, as a
+ * config's resources are: a plugin that takes the current device is for that device, and the
+ * caller's device is current again afterwards. */
+CRMM_TEST_IN("system", resources_built_by_name_for_a_device_are_for_that_device)
+{
+    script_defaults();
+    sc.devices = 2;
+    static const char *const plugins[] = {"cuda", "managed", "pinned", "system"};
+    for (size_t i = 0; i < sizeof plugins / sizeof plugins[0]; i++) {
+        crmm_resource *mr = NULL;
+        ck_assert_crmm_ok(crmm_plugin_path_create_resource(NULL, 1, plugins[i], NULL, NULL, NULL, &mr));
+        ck_assert_msg(mr->device == 1, "%s: built for device %d", plugins[i], mr->device);
+        ck_assert_int_eq(current_device, 0);
+        crmm_resource_release(mr);
+        ck_assert_crmm(crmm_plugin_path_create_resource(NULL, 2, plugins[i], NULL, NULL, NULL, &mr), CRMM_ERROR_CUDA);
+        ck_assert_int_eq(current_device, 0);
+    }
+}
+
 /* Neither free() nor cudaFreeAsync takes a size: a free of more than was allocated leaves the
  * counts at zero instead of wrapping to ~2^64, and so do the counts of the adaptors over such an
  * upstream that count what passes (prefetch, failure_callback: they cannot tell either). */
