@@ -407,9 +407,11 @@ crmm_status crmm_params_get_size(const crmm_params *p, const char *key, uint64_t
         if (dev < 0 && (st = crmm_cuda_current_device(&dev)) != CRMM_OK)
             return crmm_error_add_context("%s = %s needs a CUDA device", key, v->text);
         uint64_t total;
-        if ((st = crmm_cuda_device_memory(dev, NULL, &total)) != CRMM_OK)
+        if ((st = crmm_cuda_device_memory(dev, NULL, &total)) != CRMM_OK ||
+            (st = crmm_parse_size(v->text, total, out, NULL)) != CRMM_OK || /* validated already: the same rules */
+            (st = check_range(p->plugin, v->spec, *out)) != CRMM_OK) /* a percentage's range is known only now */
             return crmm_error_add_context("%s = %s", key, v->text);
-        return crmm_parse_size(v->text, total, out, NULL); /* validated already: the same rules */
+        return CRMM_OK;
     }
     *out = v->u;
     return CRMM_OK;
@@ -485,9 +487,7 @@ crmm_status crmm_params_parse(const crmm_params *p, void *cfg)
         switch (v->spec->type) {
         case CRMM_PARAM_SIZE: {
             uint64_t x;
-            crmm_status st = crmm_params_get_size(p, v->spec->key, &x);
-            if (st == CRMM_OK && (st = check_range(p->plugin, v->spec, x)) != CRMM_OK)
-                crmm_error_add_context("%s = %s", v->spec->key, v->text);
+            crmm_status st = crmm_params_get_size(p, v->spec->key, &x); /* checks the range */
             if (st != CRMM_OK)
                 return st;
             memcpy(at, &x, sizeof x);

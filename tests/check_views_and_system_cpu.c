@@ -328,6 +328,23 @@ CRMM_TEST_IN("system", resources_built_by_name_for_a_device_are_for_that_device)
     }
 }
 
+/* A size given as a percentage is checked against its row's range once it is resolved, by the
+ * getter a plugin reads it with (paramtest's `limit`: at most 1 TiB): half of a 4 TiB device is
+ * above it, half of a 1 TiB one is not. */
+CRMM_TEST_IN("system", a_percentage_is_checked_against_the_range_when_resolved)
+{
+    script_defaults();
+    sc.total_bytes = (size_t)4 << 40;
+    crmm_resource *mr = NULL;
+    ck_assert_crmm(crmm_resource_create("paramtest", "id=1 limit=50%", NULL, &mr), CRMM_ERROR_CONFIG);
+    ck_assert_msg(strstr(crmm_last_error(), "limit = 50%") && strstr(crmm_last_error(), "above the maximum 1099511627776"),
+                  "%s", crmm_last_error());
+    ck_assert_ptr_null(mr);
+    sc.total_bytes = (size_t)1 << 40;
+    ck_assert_crmm_ok(crmm_resource_create("paramtest", "id=1 limit=50%", NULL, &mr));
+    crmm_resource_release(mr);
+}
+
 /* Neither free() nor cudaFreeAsync takes a size: a free of more than was allocated leaves the
  * counts at zero instead of wrapping to ~2^64, and so do the counts of the adaptors over such an
  * upstream that count what passes (prefetch, failure_callback: they cannot tell either). */

@@ -134,9 +134,10 @@ typedef const crmm_plugin *(*crmm_plugin_entry_fn)(void);
  * CRMM_ERROR_NOT_FOUND when the key has neither (the out value is left untouched);
  * CRMM_ERROR_INVALID_ARGUMENT when the key is not in the plugin's table or has another type.
  * CRMM_ERROR_INVALID_ARGUMENT also for a NULL p, key or out. A size given as a percentage is
- * resolved against the total memory of the device the resource is created for (CRMM_ERROR_CUDA
- * when there is none, CRMM_ERROR_INVALID_ARGUMENT when that device does not exist,
- * CRMM_ERROR_STATE when the CUDA runtime is unloading). */
+ * resolved against the total memory of the device the resource is created for, and checked
+ * against the row's range then (CRMM_ERROR_CONFIG outside it; CRMM_ERROR_CUDA when there is no
+ * device, CRMM_ERROR_INVALID_ARGUMENT when that device does not exist, CRMM_ERROR_STATE when the
+ * CUDA runtime is unloading). */
 CRMM_API crmm_status crmm_params_get_size(const crmm_params *p, const char *key, uint64_t *out);
 CRMM_API crmm_status crmm_params_get_uint(const crmm_params *p, const char *key, uint64_t *out);
 CRMM_API crmm_status crmm_params_get_bool(const crmm_params *p, const char *key, bool *out);

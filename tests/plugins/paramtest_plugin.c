@@ -108,7 +108,7 @@ static const crmm_param paramtest_params[] = {
     {.key = "count", .type = CRMM_PARAM_UINT, .default_value = "7",
      .help = "a count"},
     {.key = "limit", .type = CRMM_PARAM_SIZE, .default_value = "1MiB",
-     .help = "a size (may be N% of the device's memory)"},
+     .help = "a size up to 1TiB (may be N% of the device's memory)", .max = (uint64_t)1 << 40},
     {.key = "enabled", .type = CRMM_PARAM_BOOL, .default_value = "false",
      .help = "a switch"},
     {.key = "label", .type = CRMM_PARAM_STRING,
