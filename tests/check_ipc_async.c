@@ -155,6 +155,9 @@ CRMM_TEST(an_allocation_is_exported_whole_and_imported_at_its_size)
     ck_assert_crmm_ok(crmm_resource_allocate(mr, 4096, NULL, &p));
     crmm_ipc_handle *h = NULL;
     ck_assert_crmm_ok(crmm_ipc_export(mr, p, 4096, &h));
+    const int *hfds = NULL;
+    ck_assert_uint_eq(crmm_ipc_handle_fds(h, &hfds), 1);
+    ck_assert_int_eq(fcntl(hfds[0], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC); /* not inherited by a program exec'd */
     crmm_ipc_mapping *m = NULL;
     ck_assert_crmm_ok(crmm_ipc_import(h, &m));
     ck_assert_ptr_eq(crmm_ipc_mapping_ptr(m), p);

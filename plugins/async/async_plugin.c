@@ -14,6 +14,7 @@
  * thread at a time into the driver, under a spin lock that yields after a few hundred spins
  * (plugins/common/spin_lock.h); a lone thread pays one uncontended lock per call. */
 #include "build_config.h"
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include <crmm/async.h>
 #include <crmm/cuda_support.h>
 #include <crmm/ipc.h>
+#include <crmm/log.h>
 #include <crmm/plugin.h>
 #include "../common/device_check.h"
 #include "../common/plugin_descriptor.h"
@@ -151,8 +153,10 @@ static crmm_status async_export_pool(async_resource *a)
     int fd = -1;
     crmm_status st = crmm_cuda_status(cudaMemPoolExportToShareableHandle(&fd, a->pool, a->export_type, 0),
                                       "async: ipc export: cudaMemPoolExportToShareableHandle");
-    if (st == CRMM_OK)
+    if (st == CRMM_OK) {
         a->pool_fd = fd;
+        (void)fcntl(fd, F_SETFD, FD_CLOEXEC); /* as every descriptor crmm holds: not inherited by exec */
+    }
     return st;
 }
 
@@ -212,7 +216,7 @@ static crmm_status async_ipc_export(async_resource *a, crmm_ipc_export_request *
         st = crmm_cuda_status(cudaMemPoolExportPointer(&data, rq->ptr), "async: ipc export: cudaMemPoolExportPointer");
     if (st == CRMM_OK && a->export_type == cudaMemHandleTypePosixFileDescriptor) {
         rq->fds = malloc(sizeof *rq->fds);
-        if (!rq->fds || (rq->fds[0] = dup(a->pool_fd)) < 0)
+        if (!rq->fds || (rq->fds[0] = fcntl(a->pool_fd, F_DUPFD_CLOEXEC, 0)) < 0)
             st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "async: ipc export: no room for the pool's descriptor");
     } else if (st == CRMM_OK) {
         cudaMemFabricHandle_t f;
@@ -251,9 +255,10 @@ static void async_destroy(crmm_resource *self)
 {
     async_resource *a = (async_resource *)self;
     crmm_resource_report_leaks(self, (uint64_t)a->counters.count, (uint64_t)a->counters.bytes);
-    /* With allocations still out, the driver frees the pool once they are freed. */
-    if (!crmm_process_exiting())
-        cudaMemPoolDestroy(a->pool);
+    /* With allocations still out, the driver frees the pool once they are freed. A refusal is
+     * logged and taken off the runtime's last error, where the caller would find it as its own. */
+    if (!crmm_process_exiting() && crmm_cuda_status(cudaMemPoolDestroy(a->pool), "async: cudaMemPoolDestroy") != CRMM_OK)
+        crmm_log(CRMM_LOG_WARN, "%s", crmm_last_error());
     if (a->pool_fd >= 0)
         close(a->pool_fd);
     free(a);
@@ -416,7 +421,8 @@ static crmm_status async_create(const crmm_params *params, crmm_resource *upstre
     if (st != CRMM_OK) {
         if (a->pool_fd >= 0)
             close(a->pool_fd);
-        cudaMemPoolDestroy(a->pool);
+        if (cudaMemPoolDestroy(a->pool) != cudaSuccess)
+            cudaGetLastError(); /* the create's own failure is what the caller hears of */
         free(a);
         return st;
     }
