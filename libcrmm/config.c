@@ -91,7 +91,7 @@ static crmm_status read_file(const char *path, char **text)
                               S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
     }
     /* checked on the file opened, as plugins are: a config chooses code and the files written */
-    crmm_status trusted = file_trust_check(path, &st, CRMM_ERROR_CONFIG, "config",
+    crmm_status trusted = file_trust_check(path, fileno(f), &st, CRMM_ERROR_CONFIG, "config",
                                            "could choose the plugins it loads and the files it writes");
     if (trusted != CRMM_OK) {
         fclose(f);

@@ -117,6 +117,43 @@ CRMM_TEST_IN("permissions", directory_writable_by_owners_private_group_loads)
     free(dir);
 }
 
+/* An ACL that lets another user, or a group not the owner's alone, write a plugin file or its
+ * directory: the mode shows only the ACL's mask (group-writable), which the owner's private
+ * group would pass; the named entry is refused, with the fix. A named user who may only read is
+ * fine. Where the file system takes no ACL, the plain mode rules apply (the file loads). */
+CRMM_TEST_IN("permissions", an_acl_that_lets_others_write_is_refused)
+{
+    char file[PATH_MAX];
+    char *dir = new_dir_with_host(0644, file);
+    const crmm_plugin *pl = NULL;
+    if (!crmm_test_set_acl(file, 0x02, 65534, 6)) {
+        ck_assert_crmm_ok(crmm_plugin_load(file, NULL, &pl));
+        free(dir);
+        return;
+    }
+    ck_assert_crmm(crmm_plugin_load(file, NULL, &pl), CRMM_ERROR_PLUGIN);
+    ck_assert_error_contains("its ACL lets user 65534 write it");
+    char fix[PATH_MAX + 32];
+    snprintf(fix, sizeof fix, "setfacl -x u:65534 %s", file);
+    ck_assert_error_contains(fix);
+    gid_t other = 0;
+    for (gid_t g = 60001; g < 65000 && !other; g++)
+        other = getgrgid(g) ? 0 : g; /* a group no one is in: not the owner's alone */
+    ck_assert(crmm_test_set_acl(file, 0x08, (unsigned)other, 6));
+    ck_assert_crmm(crmm_plugin_load(file, NULL, &pl), CRMM_ERROR_PLUGIN);
+    char says[64];
+    snprintf(says, sizeof says, "its ACL lets group %u write it", (unsigned)other);
+    ck_assert_error_contains(says);
+    ck_assert(crmm_test_set_acl(file, 0x02, 65534, 4)); /* read only */
+    ck_assert_crmm_ok(crmm_plugin_load(file, NULL, &pl));
+    ck_assert_str_eq(pl->name, "host");
+    ck_assert(crmm_test_set_acl(dir, 0x02, 65534, 7)); /* the directory, writable through its ACL */
+    ck_assert_crmm(crmm_plugin_load("host", dir, &pl), CRMM_ERROR_PLUGIN);
+    ck_assert_error_contains("plugin directory");
+    ck_assert_error_contains("its ACL lets user 65534 write it");
+    free(dir);
+}
+
 static const mode_t writable_modes[] = {0775, 0777, 01777};
 
 CRMM_LOOP_TEST_IN("permissions", writable_directory_is_refused, 3)

@@ -7,12 +7,14 @@
  * directory made in main before the runner forks outlives every test and goes when main
  * returns, and one made in a test goes when that test's child exits. */
 #include "build_config.h"
+#include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include "test_support.h"
@@ -249,6 +251,29 @@ const char *crmm_test_write_file(const char *name, const char *text)
     fputs(text, f);
     ck_assert_msg(fclose(f) == 0, "cannot write %s", p);
     return p;
+}
+
+bool crmm_test_set_acl(const char *path, unsigned tag, unsigned id, unsigned perm)
+{
+    /* the xattr form: a version, then entries of tag, permission bits and id, little-endian, in
+     * the order of their tags (the kernel refuses any other) */
+    unsigned entries[5][3] = {{0x01, 7, ~0u}, {0x04, 5, ~0u}, {tag, perm, id}, {0x10, 7, ~0u}, {0x20, 5, ~0u}};
+    if (tag == 0x02) {
+        unsigned user[3] = {tag, perm, id};
+        memcpy(entries[2], entries[1], sizeof user);
+        memcpy(entries[1], user, sizeof user);
+    }
+    unsigned char acl[4 + 5 * 8] = {2, 0, 0, 0};
+    for (int i = 0; i < 5; i++) {
+        unsigned char *e = acl + 4 + 8 * i;
+        e[0] = (unsigned char)entries[i][0], e[1] = 0, e[2] = (unsigned char)entries[i][1], e[3] = 0;
+        for (int b = 0; b < 4; b++)
+            e[4 + b] = (unsigned char)(entries[i][2] >> (8 * b));
+    }
+    if (setxattr(path, "system.posix_acl_access", acl, sizeof acl, 0) == 0)
+        return true;
+    ck_assert_msg(errno == ENOTSUP || errno == EOPNOTSUPP, "setxattr %s: %s", path, strerror(errno));
+    return false;
 }
 
 /* ---- reading what was written --------------------------------------------------------------- */

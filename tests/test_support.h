@@ -134,6 +134,11 @@ const char *crmm_test_tmp_path(const char *name);
  * (as crmm_test_tmp_path). */
 const char *crmm_test_write_file(const char *name, const char *text);
 
+/* Give `path` a POSIX access ACL (the xattr system.posix_acl_access) of five entries: owner
+ * rwx, one named user (tag 0x02) or group (tag 0x08) with `id` and `perm` (rwx bits), the owning
+ * group r-x, the mask rwx, others r-x. False where the file system takes no ACL. */
+bool crmm_test_set_acl(const char *path, unsigned tag, unsigned id, unsigned perm);
+
 /* ---- reading what was written --------------------------------------------------------------- */
 
 /* The whole file as a malloc'd, NUL-terminated string; NULL when it cannot be read. */
