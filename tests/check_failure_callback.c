@@ -153,6 +153,18 @@ CRMM_TEST_IN("failure_callback", only_out_of_memory_by_default)
     ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_BAD_ALLOC);
     ck_assert_int_eq(k.calls, 1);
     crmm_test_release(fc, b);
+    /* and a CUDA refusal of the allocation (cuda's and async's other failures) */
+    ck_assert_crmm_ok(crmm_resource_create("budget", "limit=1KiB status=cuda", NULL, &b));
+    ck_assert_crmm_ok(crmm_resource_create("failure_callback", "", b, &fc));
+    ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &k));
+    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_CUDA);
+    ck_assert_int_eq(k.calls, 1); /* not by default */
+    crmm_resource_release(fc);
+    ck_assert_crmm_ok(crmm_resource_create("failure_callback", "retry_on=bad_alloc", b, &fc));
+    ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &k));
+    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_CUDA);
+    ck_assert_int_eq(k.calls, 2);
+    crmm_test_release(fc, b);
 }
 
 CRMM_TEST_IN("failure_callback", bad_calls)

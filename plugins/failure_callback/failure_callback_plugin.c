@@ -26,7 +26,7 @@
 
 typedef struct failure_callback_resource {
     crmm_resource base;
-    bool retry_bad_alloc;             /* retry_on = bad_alloc: CRMM_ERROR_BAD_ALLOC too */
+    bool retry_bad_alloc;             /* retry_on = bad_alloc: CRMM_ERROR_BAD_ALLOC and _CUDA too */
     pthread_mutex_t lock;             /* guards the pair below */
     crmm_fork_guard lock_guard;       /* takes `lock` around a fork */
     crmm_failure_callback_args callback;
@@ -53,7 +53,10 @@ static bool running_a_callback_of(const failure_callback_resource *f)
 
 static bool retryable(const failure_callback_resource *f, crmm_status st)
 {
-    return st == CRMM_ERROR_OUT_OF_MEMORY || (f->retry_bad_alloc && st == CRMM_ERROR_BAD_ALLOC);
+    /* RMM's bad_alloc is any failed allocation: the plugins that call CUDA report its other
+     * refusals as CRMM_ERROR_CUDA (cuda, async) or CRMM_ERROR_BAD_ALLOC (the pool views) */
+    return st == CRMM_ERROR_OUT_OF_MEMORY ||
+           (f->retry_bad_alloc && (st == CRMM_ERROR_BAD_ALLOC || st == CRMM_ERROR_CUDA));
 }
 
 static crmm_status failure_callback_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
@@ -160,7 +163,8 @@ static crmm_status failure_callback_create(const crmm_params *params, crmm_resou
 
 static const crmm_param failure_callback_params[] = {
     {.key = "retry_on", .type = CRMM_PARAM_ENUM, .default_value = "out_of_memory",
-     .help = "failures that call the callback: out_of_memory, or bad_alloc (out of memory and other allocation failures)",
+     .help = "failures that call the callback: out_of_memory, or bad_alloc (out of memory and any other failed "
+             "allocation: CRMM_ERROR_BAD_ALLOC or CRMM_ERROR_CUDA)",
      .offset = offsetof(failure_callback_config, retry_on), .choices = "out_of_memory|bad_alloc"},
     {NULL},
 };

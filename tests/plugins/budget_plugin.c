@@ -1,7 +1,7 @@
 /* budget_plugin.c — test-only plugin `budget`: host memory with a byte budget.
  *
  * Requests that would take the bytes in use past `limit` fail (CRMM_ERROR_OUT_OF_MEMORY, or
- * CRMM_ERROR_BAD_ALLOC with status = bad_alloc); freeing makes room again. It gives the CPU
+ * CRMM_ERROR_BAD_ALLOC with status = bad_alloc, CRMM_ERROR_CUDA with status = cuda); freeing makes room again. It gives the CPU
  * tests a resource that runs out of memory on purpose (failure_callback retries, fixed_size
  * growth failures) without depending on another adaptor. The budget is one atomic counter. */
 #include "build_config.h"
@@ -66,7 +66,9 @@ static crmm_status budget_create(const crmm_params *params, crmm_resource *upstr
     crmm_params_get_size(params, "limit", &b->limit);
     const char *status = "out_of_memory";
     crmm_params_get_string(params, "status", &status);
-    b->failure = strcmp(status, "bad_alloc") == 0 ? CRMM_ERROR_BAD_ALLOC : CRMM_ERROR_OUT_OF_MEMORY;
+    b->failure = strcmp(status, "bad_alloc") == 0 ? CRMM_ERROR_BAD_ALLOC
+               : strcmp(status, "cuda") == 0    ? CRMM_ERROR_CUDA
+                                                : CRMM_ERROR_OUT_OF_MEMORY;
     crmm_resource_init(&b->base, &budget_ops, "budget", CRMM_RESOURCE_HOST_ACCESSIBLE, -1, NULL);
     *out = &b->base;
     return CRMM_OK;
@@ -78,7 +80,7 @@ static const crmm_param budget_params[] = {
      .flags = CRMM_PARAM_REQUIRED},
     {.key = "status", .type = CRMM_PARAM_ENUM, .default_value = "out_of_memory",
      .help = "what a request over the limit returns",
-     .choices = "out_of_memory|bad_alloc"},
+     .choices = "out_of_memory|bad_alloc|cuda"},
     {NULL},
 };
 

@@ -2,7 +2,7 @@
  * failure_callback_resource_adaptor).
  *
  * When its upstream fails an allocation with CRMM_ERROR_OUT_OF_MEMORY (with retry_on =
- * bad_alloc: also CRMM_ERROR_BAD_ALLOC), the resource calls the callback with the size of the
+ * bad_alloc: also CRMM_ERROR_BAD_ALLOC or CRMM_ERROR_CUDA, RMM's bad_alloc), the resource calls the callback with the size of the
  * request: true retries the allocation, false returns the failure. No callback: the failure
  * passes through. The callback may free memory (also through the same resource) and may be
  * called from several threads at once; a callback that always says true retries forever.
