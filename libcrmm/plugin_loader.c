@@ -227,7 +227,7 @@ static crmm_status load_file(const char *path, const char *expect_name, const cr
     l->handle = h;
     l->plugin = pl;
     l->next = loaded;
-    loaded = l;
+    __atomic_store_n(&loaded, l, __ATOMIC_RELEASE); /* whole before it is seen: a child forked now walks it */
     *out = pl;
     return CRMM_OK;
 }
