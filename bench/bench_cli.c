@@ -602,8 +602,8 @@ static bool plan_make(const options *o, const bench_config *bc, plan *p)
     bool named = references_named(o, bc);
     for (int k = 0; k < BENCH_REFERENCE_COUNT && !o->no_references && !o->overhead; k++) {
         const char *name = bench_reference_name((bench_reference_kind)k);
-        if (named && (!resource_selected(o, name) || in_config(bc, name)))
-            continue; /* a config resource of that name was named, not the reference */
+        if (in_config(bc, name) || (named && !resource_selected(o, name)))
+            continue; /* a config resource of that name is what the name means */
         p->targets[n++] = (target){.name = bench_reference_name((bench_reference_kind)k), .plugin = "raw CUDA",
                                    .reference = true, .kind = (bench_reference_kind)k};
         want_gpu = true;

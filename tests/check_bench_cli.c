@@ -114,6 +114,16 @@ CRMM_TEST_IN("cli", cli_resource_can_name_references)
     ck_assert_ptr_nonnull(strstr(r.out, "cudaMallocAsync"));
     ck_assert_ptr_null(find_row(r.out, "B", "h"));
     crmm_test_output_free(&r);
+    for (int named = 0; named < 2; named++) { /* the same with no --resource, or that name alone */
+        r = run_cli("--set", "B", "--steps", "500", "--repeats", "1", "--config", shadow, named ? "--resource" : NULL,
+                    "cudaMalloc", NULL);
+        ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+        row = find_row(r.out, "B", "cudaMalloc");
+        ck_assert_msg(row && strstr(row, " host ") != NULL, "%s", r.out);
+        ck_assert_msg(find_row(row + 1, "B", "cudaMalloc") == NULL, "two cudaMalloc rows:\n%s", r.out);
+        ck_assert_msg(strstr(r.out, "skipped cudaMalloc:") == NULL, "%s", r.out);
+        crmm_test_output_free(&r);
+    }
 
     /* a reference named where no reference runs is a usage error, not an empty run */
     r = run_cli("--overhead", "--config", path, "--resource", "cudaMallocAsync", NULL);
