@@ -179,7 +179,7 @@ static int usage_error(FILE *err, const char *fmt, ...)
 
 static bool parse_count(const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-    if (!text || !*text || *text == '-' || *text == '+')
+    if (!text || *text < '0' || *text > '9') /* strtoull would take a sign or spaces before it */
         return false;
     char *end;
     errno = 0;

@@ -181,7 +181,7 @@ static int parse_args(int argc, char **argv, const char **config, const char **r
         } else if (strcmp(a, "--repeats") == 0) {
             char *end;
             long n = strtol(val, &end, 10);
-            if (*end || n < 1 || n > COPY_BENCH_MAX_REPEATS) {
+            if (val[0] < '0' || val[0] > '9' || *end || n < 1 || n > COPY_BENCH_MAX_REPEATS) {
                 fprintf(stderr, "crmm bench --copy: --repeats must be 1..%d, not '%s'\n", COPY_BENCH_MAX_REPEATS, val);
                 return 102;
             }

@@ -301,6 +301,8 @@ static const struct { const char *args[7], *says[2]; } usage_errors[] = {
     {{"--steps", "0", CONFIG}, {"--steps: '0' is not a number of steps"}},
     {{"--steps", "-5", CONFIG}, {"--steps: '-5' is not a number of steps"}},
     {{"--steps", "1x", CONFIG}, {"--steps: '1x' is not a number of steps"}},
+    {{"--steps", " -18446744073709551614", CONFIG}, {"is not a number of steps"}}, /* strtoull: 2 */
+    {{"--repeats", " 3", CONFIG}, {"--repeats: ' 3' is not a number of runs"}},
     {{"--threads", "0", CONFIG}, {"--threads: '0' is not a number of threads"}},
     {{"--threads", "100000", CONFIG}, {"--threads: '100000' is not a number of threads"}},
     {{"--repeats", "0", CONFIG}, {"--repeats: '0' is not a number of runs"}},
