@@ -57,13 +57,13 @@ void *crmm_torch_allocate(ssize_t size, int device, crmm_cuda_stream_t stream)
         crmm_log(CRMM_LOG_ERROR, "crmm_torch_allocate: negative size %zd", size);
         return NULL;
     }
-    pthread_once(&init_once, init_library);
-    if (init_status != CRMM_OK)
-        return NULL;
-    if (crmm_process_exiting()) {
+    if (crmm_process_exiting()) { /* before a first use would load the config and its plugins */
         crmm_log(CRMM_LOG_ERROR, "crmm_torch_allocate: %zd bytes asked for while the process is exiting", size);
         return NULL;
     }
+    pthread_once(&init_once, init_library);
+    if (init_status != CRMM_OK)
+        return NULL;
     crmm_resource *mr = crmm_get_per_device_resource_ref(device);
     if (!mr) {
         crmm_log(CRMM_LOG_ERROR, "crmm_torch_allocate: device %d: %s", device, crmm_last_error());

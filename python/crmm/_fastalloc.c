@@ -959,9 +959,16 @@ static PyObject *ca_call(PyObject *ctx, PyObject *nbytes)
         return NULL;
     if (!ptr_name && !(ptr_name = PyUnicode_InternFromString("ptr")))
         return NULL;
-    int positive = PyLong_CheckExact(nbytes) ? PyObject_IsTrue(nbytes) : 0;
-    int ready = positive > 0 ? lib_ready(PyTuple_GetItem(ctx, CA_LIB)) : 0;
-    if (positive < 0 || ready < 0)
+    int positive = 0;
+    if (PyLong_CheckExact(nbytes)) {
+        size_t n = PyLong_AsSize_t(nbytes);
+        if (n == (size_t)-1 && PyErr_Occurred())
+            PyErr_Clear(); /* negative or too large: the fallback names it */
+        else
+            positive = n > 0;
+    }
+    int ready = positive ? lib_ready(PyTuple_GetItem(ctx, CA_LIB)) : 0;
+    if (ready < 0)
         return NULL;
     if (!ready || !buffer_create)
         return PyObject_CallFunctionObjArgs(fallback, nbytes, NULL);
