@@ -518,6 +518,84 @@ CRMM_LOOP_TEST_IN("pool", a_block_from_before_the_capture_keeps_its_streams_orde
     crmm_resource_release(p);
 }
 
+/* A block graph A allocated (eager work on t may then use A's output), freed inside graph B's
+ * capture on t while A lives: in B it is A's, held, not reused. Once both graphs are gone, in
+ * either order (B here never launched), it is t's, as a block from before B's capture is: another
+ * stream gets it only once ordered after t. */
+CRMM_LOOP_TEST_IN("pool", another_graphs_block_freed_in_a_capture_keeps_its_streams_order, 2 * FORMS)
+{
+    int form = _i % FORMS;
+    crmm_resource *p = pool_in_form(form, "initial_size=4MiB");
+    cudaStream_t s = stream_n(1), t = stream_n(2), u = stream_n(3);
+    fake_graph *ga = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(p, MiB, s);
+    fake_capture_end(s);
+    fake_graph *gb = fake_capture_begin(t, cudaStreamCaptureModeGlobal);
+    free_on(p, x, MiB, t);
+    fake_capture_end(t);
+    fake_graph_destroy(_i < FORMS ? gb : ga);
+    (void)q(p, CRMM_QUERY_BYTES_FREE); /* collects */
+    fake_graph_destroy(_i < FORMS ? ga : gb);
+    (void)q(p, CRMM_QUERY_BYTES_FREE);
+    ck_assert_uint_eq(graph_held(p), 0);
+    ck_assert_msg(ordered_if_handed_to(p, x, t, u), "%s (%s destroyed first): another stream got the block with no "
+                  "order after t", form_names[form], _i < FORMS ? "B" : "A");
+    no_forbidden_call(form);
+    crmm_resource_release(p);
+}
+
+/* A graph's block freed after the capture on t while malloc fails, so that no record of t's
+ * blocks can be made for the graph: it is held as a foreign block, and once the graph is gone it
+ * is still t's. */
+CRMM_LOOP_TEST_IN("pool", a_block_held_without_a_record_keeps_its_streams_order, FORMS)
+{
+    if (!MALLOC_FAIL_REPLACES)
+        return; /* a sanitizer build: malloc is not ours to fail */
+    crmm_resource *p = pool_in_form(_i, "initial_size=4MiB");
+    cudaStream_t s = stream_n(1), t = stream_n(2), u = stream_n(3);
+    free_on(p, alloc_on(p, 256, t), 256, t); /* t's state exists: no malloc for it below */
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(p, MiB, s);
+    fake_capture_end(s);
+    malloc_fail_arm_from(1, 1);
+    crmm_status st = crmm_resource_deallocate(p, x, MiB, (crmm_cuda_stream_t)t);
+    malloc_fail_disarm();
+    ck_assert_crmm_ok(st);
+    fake_graph_destroy(g);
+    (void)q(p, CRMM_QUERY_BYTES_FREE);
+    ck_assert_msg(ordered_if_handed_to(p, x, t, u), "%s: another stream got the block freed on t with no order after t",
+                  form_names[_i]);
+    crmm_resource_release(p);
+}
+
+/* stream_reuse = event: a graph's block freed on t after the capture, then
+ * crmm_pool_forget_stream(t) (t may be destroyed from then on), then the graph destroyed: no CUDA
+ * call names t again (the block is ready: t's work was waited for). */
+CRMM_LOOP_TEST_IN("pool", a_forgotten_stream_is_not_named_when_a_graph_goes, 2)
+{
+    crmm_resource *p = _i == 0 ? pool_in_form(CHUNKS_EVENT, "initial_size=1MiB")
+                               : pool_in_form(EXPANDABLE, "initial_size=1MiB stream_reuse=event");
+    cudaStream_t s = stream_n(1), t = stream_n(2), u = stream_n(3);
+    void *keep = alloc_on(p, MiB, NULL); /* the initial memory stays live */
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeRelaxed);
+    void *x = alloc_on(p, MiB, s);
+    fake_capture_end(s);
+    free_on(p, x, MiB, t);
+    ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)t));
+    fake_graph_destroy(g);
+    (void)q(p, CRMM_QUERY_BYTES_FREE);
+    order_t = t;
+    t_recorded = t_ordered = 0;
+    fake_vmm_order_hook = order_hook;
+    void *y = alloc_on(p, MiB, u);
+    fake_vmm_order_hook = NULL;
+    ck_assert_msg(!t_recorded, "row %d: an event was recorded on t after crmm_pool_forget_stream(t)", _i);
+    ck_assert_ptr_eq(y, x);
+    free_on(p, y, MiB, u);
+    free_on(p, keep, MiB, NULL);
+    crmm_resource_release(p);
+}
+
 /* With stream_reuse = event, an allocation outside a capture whose last resort would synchronize
  * the device (the pool at its maximum, another stream's free blocks too small alone) does not
  * while a stream that holds free blocks is captured: CUDA would refuse it and invalidate that

@@ -278,10 +278,11 @@ CRMM_LOOP_TEST_IN("private", the_next_capture_takes_a_destroyed_graphs_pages, FO
     crmm_resource_release(p);
 }
 
-/* An expandable pool growing into a hole next to a ready block (one that a capture freed, its
- * graphs destroyed since, row 0; a forgotten stream's, row 1) takes that block into the growing
- * stream merged with the stream's own free block beyond it: the rest of the growth and that block
- * are one free block, which a later request fits without growing. */
+/* An expandable pool growing into a hole next to a ready block (one a capture allocated and
+ * another capture freed on a stream forgotten since, its graphs destroyed since, row 0; a
+ * forgotten stream's, row 1) takes that block into the growing stream merged with the stream's
+ * own free block beyond it: the rest of the growth and that block are one free block, which a
+ * later request fits without growing. */
 CRMM_LOOP_TEST_IN("private", growth_next_to_a_ready_block_merges_what_lies_beyond_it, 2)
 {
     int form = EXPANDABLE;
@@ -302,12 +303,14 @@ CRMM_LOOP_TEST_IN("private", growth_next_to_a_ready_block_merges_what_lies_beyon
     ck_assert_crmm_ok(crmm_resource_trim(p)); /* a hole below r */
     free_on(p, f, 64 * KiB, s1);               /* s1's free block above r */
     if (_i == 0) {
-        fake_graph *g2 = fake_capture_begin(s1, cudaStreamCaptureModeGlobal);
-        free_on(p, r, 2 * MiB, s1);
-        fake_capture_end(s1);
+        fake_graph *g2 = fake_capture_begin(s2, cudaStreamCaptureModeGlobal);
+        free_on(p, r, 2 * MiB, s2); /* g's, held in g2 */
+        fake_capture_end(s2);
         fake_graph_destroy(g2);
+        (void)q(p, CRMM_QUERY_BYTES_FREE); /* collects: r is held for g, freed on s2 */
+        ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)s2));
         fake_graph_destroy(g);
-        (void)q(p, CRMM_QUERY_BYTES_FREE); /* collects: r is ready */
+        (void)q(p, CRMM_QUERY_BYTES_FREE); /* collects: r is ready (s2 was waited for) */
     } else {
         free_on(p, r, 2 * MiB, s2);
         ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)s2)); /* r is ready */

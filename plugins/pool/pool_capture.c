@@ -52,6 +52,10 @@ static void disown(pool_resource *p, pool_graph *g)
     free_if_unused(p, g);
 }
 
+/* In a foreign block's u.free.prev for a stream crmm_pool_forget_stream waited for: the block
+ * goes back to the ready state (no real handle is all ones). */
+#define POOL_STREAM_WAITED ((crmm_cuda_stream_t)~(uintptr_t)0)
+
 static void park_foreign(pool_graph *g, pool_block *b, crmm_cuda_stream_t stream)
 {
     b->owner = NULL;
@@ -246,12 +250,30 @@ static pool_stream *state_of(pool_resource *p, const pool_graph_stream *gs)
     return s;
 }
 
+/* The state a foreign block goes back to: that of the stream it was freed on (it was live before
+ * the capture that freed it, or no record of that stream could be made, so eager work queued
+ * there may use it), made when first seen (NULL when malloc fails, the error cleared); the ready
+ * state for a stream crmm_pool_forget_stream waited for, and for the per-thread default stream,
+ * whose freeing thread a foreign block does not keep. */
+static pool_stream *foreign_state(pool_resource *p, pool_stream *ready, const pool_block *b)
+{
+    crmm_cuda_stream_t handle = (crmm_cuda_stream_t)(uintptr_t)b->u.free.prev;
+    if (handle == POOL_STREAM_WAITED || handle == CRMM_CUDA_STREAM_PER_THREAD)
+        return ready;
+    uint64_t thread;
+    pool_streams_key(&p->core.streams, &handle, &thread);
+    pool_stream *s = pool_streams_find_key(&p->core.streams, handle, thread);
+    if (!s)
+        crmm_clear_error();
+    return s;
+}
+
 /* Under the lock, g's graph gone: every block parked in g goes to the live graph that owns it, or
  * back to the pool: to the ready state, where any stream takes it at once, when only the graph
- * used it (its launches are over), else (its record is `eager`) to the state of the stream it was
- * freed on, whose work may still use it: another stream gets it only once ordered after that
- * work, as any block freed on that stream. False when there is no memory for a state:
- * the blocks stay parked (held, never reused) and g must be retried. */
+ * used it (its launches are over), else (its record is `eager`, or it is foreign) to the state of
+ * the stream it was freed on, whose work may still use it: another stream gets it only once
+ * ordered after that work, as any block freed on that stream. False when there is no memory for
+ * a state: the blocks stay parked (held, never reused) and g must be retried. */
 static bool return_parked(pool_resource *p, pool_graph *g)
 {
     pool_stream *ready = pool_streams_ready_state(&p->core.streams);
@@ -261,13 +283,15 @@ static bool return_parked(pool_resource *p, pool_graph *g)
     for (pool_graph_stream *gs = g->streams; gs && made; gs = gs->next)
         made = !gs->eager || (!pool_free_list_any(&gs->area[0]) && !pool_free_list_any(&gs->area[1])) ||
                state_of(p, gs);
+    for (pool_block *b = g->foreign; b && made; b = b->u.free.next)
+        made = foreign_state(p, ready, b) != NULL;
     if (!made)
         return false;
     pool_block *b = g->foreign;
     g->foreign = NULL;
     while (b) {
         pool_block *next = b->u.free.next;
-        return_block(p, g, ready, ready, b);
+        return_block(p, g, ready, foreign_state(p, ready, b), b); /* made above: found now */
         b = next;
     }
     /* the capture's own blocks first, so that those eager work used take their free neighbours */
@@ -284,6 +308,19 @@ static bool return_parked(pool_resource *p, pool_graph *g)
         }
     g->parked_bytes = 0;
     return true;
+}
+
+void pool_capture_forget_stream(pool_resource *p, crmm_cuda_stream_t stream)
+{
+    uint64_t thread = thread_serial_of_stream(stream);
+    for (pool_graph *g = p->graphs; g; g = g->next) {
+        for (pool_graph_stream *gs = g->streams; gs; gs = gs->next)
+            if (gs->handle == stream && gs->thread == thread)
+                gs->eager = false;
+        for (pool_block *b = g->foreign; b; b = b->u.free.next)
+            if ((crmm_cuda_stream_t)(uintptr_t)b->u.free.prev == stream)
+                b->u.free.prev = (pool_block *)(uintptr_t)POOL_STREAM_WAITED;
+    }
 }
 
 void pool_capture_collect_slow(pool_resource *p)

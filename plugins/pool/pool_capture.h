@@ -159,6 +159,11 @@ void pool_capture_collect_slow(struct pool_resource *p);
             pool_capture_collect_slow(p); \
     } while (0)
 
+/* Under the lock, crmm_pool_forget_stream(stream) having waited for it: the blocks graphs hold
+ * for that stream (freed on it after a capture or inside one) go back to the ready state when
+ * their graph is gone, so that no CUDA call names the stream, which may be destroyed by then. */
+void pool_capture_forget_stream(struct pool_resource *p, crmm_cuda_stream_t stream);
+
 /* Destroy: forget every record (those still tied to a graph are detached; the graph's
  * destructor frees them later). */
 void pool_capture_detach_all(struct pool_resource *p);

@@ -140,6 +140,7 @@ static crmm_status pool_control(crmm_resource *self, int op, void *arg)
     if (pool_caching(p))
         pool_cache_drain_all(p); /* the blocks cached for the stream join its list first */
     pool_streams_forget(&p->core.streams, &p->core.records, stream);
+    pool_capture_forget_stream(p, stream);
     pool_unlock(p);
     return CRMM_OK;
 }
