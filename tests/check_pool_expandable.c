@@ -316,12 +316,6 @@ CRMM_TEST_IN("pool_expandable", initial_size_never_maps_past_maximum_size)
     ck_assert_ptr_null(x);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
     free_all(p, {a, PAGE});
-    release_pool();
-    p = expandable_pool("initial_size=32KiB maximum_size=32KiB");
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
-    x = (void *)1;
-    ck_assert_crmm(crmm_resource_allocate(p, 256, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY);
-    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "maximum size"));
     books_agree(p);
 }
 
@@ -414,6 +408,29 @@ CRMM_TEST_IN("pool_expandable", pages_of_page_size_are_mapped_and_given_back_who
     unsigned char *c = alloc(p, 1);
     ck_assert_uint_eq(fake_vmm.physical, PAGE);
     dealloc(p, c, 1);
+    /* a maximum below one page, of the granularity or of page_size: no allocation could ever be
+     * served, so the pool is refused at create */
+    static const char *const too_small[] = {"maximum_size=32KiB", "page_size=1MiB maximum_size=512KiB"};
+    for (int i = 0; i < 2; i++) {
+        uint64_t mapped = fake_vmm_mapped_bytes();
+        ck_assert_crmm(fake_vmm_expandable_pool(too_small[i], &bad), CRMM_ERROR_CONFIG);
+        ck_assert_msg(strstr(crmm_last_error(), "is less than one page") != NULL, "%s", crmm_last_error());
+        ck_assert_ptr_eq(bad, (crmm_resource *)0x1);
+        ck_assert_uint_eq(fake_vmm_mapped_bytes(), mapped);
+    }
+}
+
+/* A release_threshold near its upper bound keeps everything: trim gives nothing back and does not
+ * synchronize the device for it (the threshold plus a page would wrap). */
+CRMM_TEST_IN("pool_expandable", a_threshold_near_the_top_keeps_all_without_a_wait)
+{
+    p = expandable_pool("release_threshold=18446744073709551360");
+    dealloc(p, alloc(p, 4 * PAGE), 4 * PAGE);
+    fake_vmm.device_syncs = 0;
+    uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_int_eq(fake_vmm.device_syncs, 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), reserved);
 }
 
 int main(void)

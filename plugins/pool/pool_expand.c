@@ -319,7 +319,10 @@ static crmm_status release_beyond(pool_resource *p, pool_stream *holder, uint64_
 {
     *released = false;
     uint64_t free_bytes = free_bytes_lower_bound(p);
-    if (any_free ? free_bytes < keep + p->growth.vmm.page || p->growth.reserved < p->growth.initial + p->growth.vmm.page : !pages_to_release(p, keep))
+    uint64_t page = p->growth.vmm.page; /* compared without sums: keep may be near 2^64 */
+    if (any_free ? free_bytes < keep || free_bytes - keep < page || p->growth.reserved < p->growth.initial ||
+                       p->growth.reserved - p->growth.initial < page
+                 : !pages_to_release(p, keep))
         return CRMM_OK;
     crmm_status st = pool_streams_synchronize(&p->core.streams);
     if (st != CRMM_OK)

@@ -273,6 +273,16 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
         crmm_log(CRMM_LOG_WARN, "%s: expandable = true, but reserving its address range failed (%s): growing by chunks "
                  "from upstream '%s' instead", label, crmm_last_error(), crmm_resource_kind(upstream));
         crmm_clear_error();
+    } else if (expandable && p->growth.maximum < p->growth.vmm.page) { /* no page would ever fit */
+        char a[32], b[32];
+        st = crmm_set_error(CRMM_ERROR_CONFIG, "%s: maximum_size (%s) is less than one page (%s): no allocation "
+                            "could be served; raise maximum_size, or set expandable = false", label,
+                            crmm_format_size(p->growth.maximum, a, sizeof a),
+                            crmm_format_size(p->growth.vmm.page, b, sizeof b));
+        pool_release_all(p);
+        free_state(p);
+        crmm_resource_release(upstream); /* the reference crmm_resource_init took */
+        return st;
     }
     pool_ipc_setup(p, cfg.ipc, cfg.ipc_handle_type == POOL_IPC_FABRIC);
     if (initial > 0) {
@@ -381,9 +391,13 @@ static crmm_status pool_validate(const crmm_params *params, bool host_memory, co
         crmm_params_get_size(params, "initial_size", &initial.bytes);
     if (!crmm_params_size_percent(params, "maximum_size", &maximum.percent) && maximum.given)
         crmm_params_get_size(params, "maximum_size", &maximum.bytes);
-    uint64_t page_size = 0; /* a share of device memory is resolved at create: loading asks no GPU */
-    if (!crmm_params_size_percent(params, "page_size", NULL))
-        crmm_params_get_size(params, "page_size", &page_size);
+    uint64_t page_size = 0;
+    if (crmm_params_size_percent(params, "page_size", NULL)) { /* a share of a device is no power of two */
+        *key = "page_size";
+        return crmm_set_error(CRMM_ERROR_CONFIG, "pool: page_size is a number of bytes, a power of two (e.g. 2MiB), "
+                              "not a share of device memory");
+    }
+    crmm_params_get_size(params, "page_size", &page_size);
     return pool_rules(initial, maximum, page_size, host_memory, "pool", key);
 }
 
