@@ -247,6 +247,40 @@ CRMM_TEST_IN("logging", a_forked_child_does_not_write_the_parents_lines)
     ck_assert_msg(crmm_test_count(text, "\n") == 3, "file: %s", text);
 }
 
+/* A forked child keeps no hold on the parent's log: while the child lives, the parent can log to
+ * that file again once its resource is gone (the file's exclusive lock went with the parent's
+ * close, not with the child's exit); in the child, a flush of the parent's resource says that it
+ * writes nothing there. */
+CRMM_TEST_IN("logging", a_forked_child_leaves_the_file_to_the_parent)
+{
+    const char *path = path_for("fork_lock");
+    crmm_resource *mr = logger(path, NULL);
+    int ready[2], go[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        crmm_status st = crmm_logging_flush(mr);
+        char c = st == CRMM_ERROR_STATE && strstr(crmm_last_error(), "forked child") ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+            _exit(2);
+        _exit(0);
+    }
+    char c = 0;
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    ck_assert_msg(c == 'y', "the child's flush of the parent's resource did not say it writes nothing");
+    crmm_resource_release(mr);
+    mr = logger(path, NULL); /* the child still lives */
+    crmm_resource_release(mr);
+    ck_assert_int_eq(write(go[1], &c, 1), 1);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    close(ready[0]), close(ready[1]), close(go[0]), close(go[1]);
+}
+
 /* A pool over a logging resource calls it (and so takes its file's lock) while holding the pool's
  * lock. A fork must take the two in that order too: with the file's lock first, a fork while
  * another thread grows the pool would wait for the pool's lock while that thread waits for the

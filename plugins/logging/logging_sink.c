@@ -99,8 +99,16 @@ static void unlock_list_after_fork(void)
     pthread_mutex_unlock(&opening_lock);
 }
 
+/* In a forked child every sink is the parent's: its descriptor is closed there, so that the
+ * file's exclusive lock goes with the parent's last close, not with the child's exit (a parent
+ * could not log to that file again while a child lived); the child's lines are not written. */
 static void unlock_list_in_child(void)
 {
+    for (logging_sink *s = open_sinks; s; s = s->next)
+        if (s->fd >= 0) {
+            close(s->fd);
+            s->fd = -1;
+        }
     unlock_list_after_fork();
     logging_line_forget_thread();
 }
@@ -415,6 +423,10 @@ void logging_sink_append(logging_sink *s, const logging_record *r)
 
 crmm_status logging_sink_flush(logging_sink *s)
 {
+    if (getpid() != s->owner)
+        return crmm_set_error(CRMM_ERROR_STATE, "logging: %s: this resource was made by the parent process and writes "
+                              "nothing in a forked child (its lines are dropped there): make a logging resource in "
+                              "the child", s->path);
     spin_lock(&s->lock);
     int err = flush_locked(s);
     spin_unlock(&s->lock);
@@ -451,7 +463,8 @@ void logging_sink_close(logging_sink *s)
         free(s->spare);
     }
     crmm_fork_guard_remove(&s->fork_guard);
-    close(s->fd);
+    if (s->fd >= 0)
+        close(s->fd);
     pthread_mutex_unlock(&opening_lock);
     free(s->buf);
     free(s->text);

@@ -16,7 +16,8 @@
  * 0x2 for the per-thread default stream). Parameters: `file` (%d = device ordinal, or "host" for a host-memory
  * chain; %p = process id; %% = %; default $CRMM_LOG_FILE, expanded the same way; the file is
  * created, or rewritten when it is the user's own; a symbolic link, someone else's file, or a
- * file another logging resource holds, in this process or another, is refused: crmm_output_file_open) and `auto_flush` (write each line at once; default false: lines are buffered, a
+ * file a logging resource of another process holds is refused: crmm_output_file_open; another
+ * logging resource of this process on the same file shares its lines' buffer and writer) and `auto_flush` (write each line at once; default false: lines are buffered, a
  * full buffer is written by a thread the resource starts for it while logging goes on in a
  * second buffer, and the rest on crmm_logging_flush, trim, destroy and process exit).
  *
@@ -40,7 +41,8 @@ extern "C" {
 
 /* Write the buffered lines of the first logging layer in mr's chain to its file. Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (NULL), CRMM_ERROR_UNSUPPORTED (no logging layer),
- * CRMM_ERROR_IO (the write failed; the message has the reason). */
+ * CRMM_ERROR_IO (the write failed; the message has the reason), CRMM_ERROR_STATE (in a forked
+ * child, where a resource the parent made writes nothing: its file and lock stay the parent's). */
 static inline crmm_status crmm_logging_flush(crmm_resource *mr)
 {
     if (!mr)
