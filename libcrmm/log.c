@@ -123,7 +123,13 @@ static void say_ignored_at_init(void)
 
 static inline void ensure_init(void) { pthread_once(&log_once, log_init_from_env); }
 
-void crmm_log_fork_lock(void) { pthread_mutex_lock(&log_lock); }
+/* Lines still in the stream's buffer are written before the fork: a child would inherit them and
+ * write them again at its exit. */
+void crmm_log_fork_lock(void)
+{
+    pthread_mutex_lock(&log_lock);
+    fflush(log_file ? log_file : stderr);
+}
 void crmm_log_fork_unlock(void) { pthread_mutex_unlock(&log_lock); }
 
 static bool level_valid(crmm_log_level level) { return (int)level >= CRMM_LOG_TRACE && (int)level <= CRMM_LOG_OFF; }

@@ -349,6 +349,27 @@ CRMM_TEST_IN("logger", test_log_to_file)
     ck_assert_crmm_ok(crmm_log_set_file(NULL));
 }
 
+/* A line still in the log's buffer when the process forks is written once, by the parent: the
+ * child does not inherit it to write again at its exit. */
+CRMM_TEST_IN("logger", test_log_buffered_line_is_written_once_across_fork)
+{
+    unsetenv("CRMM_DEBUG_LOG_FILE");
+    const char *path = crmm_test_tmp_path("fork.log");
+    ck_assert_crmm_ok(crmm_log_set_level(CRMM_LOG_INFO));
+    ck_assert_crmm_ok(crmm_log_set_file(path));
+    crmm_log(CRMM_LOG_INFO, "before the fork"); /* below the flush level: buffered */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        exit(0); /* exit flushes what the child's stream holds */
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_crmm_ok(crmm_log_set_file(NULL));
+    char *text = crmm_test_read_file_or_fail(path);
+    ck_assert_int_eq(crmm_test_count(text, "before the fork"), 1);
+    free(text);
+}
+
 CRMM_TEST_IN("logger", test_log_env_level)
 {
     setenv("CRMM_LOG_LEVEL", "Debug", 1);
