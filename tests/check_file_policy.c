@@ -286,6 +286,31 @@ CRMM_TEST_IN("open", a_link_to_a_named_pipe_with_a_reader_is_followed)
     ck_assert_int_eq(close(reader), 0);
 }
 
+/* Another user's named pipe, with a reader, at a name crmm would write (one made in a shared
+ * directory before crmm creates its file there) is refused: its owner would receive the lines,
+ * and could stop the writer by never reading. Giving a pipe another owner needs root; without it
+ * the test checks that the user's own pipe is written. */
+CRMM_TEST_IN("open", another_users_named_pipe_is_refused)
+{
+    const char *fifo = path_for("others_fifo");
+    unlink(fifo);
+    ck_assert_int_eq(mkfifo(fifo, 0666), 0);
+    bool other = geteuid() == 0 && chown(fifo, 65534, 65534) == 0;
+    int reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ck_assert_int_ge(reader, 0);
+    int fd = -1;
+    if (other) {
+        ck_assert_crmm(crmm_output_file_open(fifo, 0, &fd), CRMM_ERROR_IO);
+        ck_assert_error_contains("it is a pipe that belongs to user 65534");
+        ck_assert_int_eq(fd, -1);
+    } else {
+        ck_assert_crmm_ok(crmm_output_file_open(fifo, 0, &fd));
+        assert_reaches(fd, reader);
+    }
+    ck_assert_int_eq(close(reader), 0);
+    unlink(fifo);
+}
+
 /* A link to a terminal (a pseudo-terminal's slave here) is followed. */
 CRMM_TEST_IN("open", a_link_to_a_terminal_is_followed)
 {
