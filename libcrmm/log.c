@@ -17,6 +17,8 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include "environment.h"
@@ -56,13 +58,26 @@ static void write_line(FILE *f, crmm_log_level level, const char *msg)
         fflush(f);
 }
 
-/* `path` opened as every file crmm writes is (crmm_output_file_open), for appending; NULL with
- * the error set when it cannot be. */
+/* `path` opened as every file crmm writes is (crmm_output_file_open), for appending, with a
+ * shared lock on a regular file: library logs of several processes may share a file, but not a
+ * logging resource's allocation log, whose writer holds it exclusively (and is refused the same
+ * way while a library log is there); NULL with the error set when it cannot be. */
 static FILE *open_log_file(const char *path)
 {
     int fd;
     if (crmm_output_file_open(path, CRMM_OUTPUT_APPEND, &fd) != CRMM_OK)
         return NULL;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        int err = errno;
+        close(fd);
+        if (err == EWOULDBLOCK)
+            crmm_set_error(CRMM_ERROR_IO, "refusing to write %s: a logging resource writes its allocation log there "
+                           "(the two would overwrite each other's lines); give the library log its own file", path);
+        else
+            crmm_set_error(CRMM_ERROR_IO, "cannot lock %s: %s", path, strerror(err));
+        return NULL;
+    }
     FILE *f = fdopen(fd, "a");
     if (!f) {
         int err = errno;

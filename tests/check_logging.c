@@ -281,6 +281,28 @@ CRMM_TEST_IN("logging", a_forked_child_leaves_the_file_to_the_parent)
     close(ready[0]), close(ready[1]), close(go[0]), close(go[1]);
 }
 
+/* The library log and a logging resource's allocation log are not one file, in either order:
+ * the second is refused and the first keeps its file (the two would overwrite each other). */
+CRMM_TEST_IN("logging", the_library_log_and_an_allocation_log_do_not_share_a_file)
+{
+    const char *path = path_for("shared_with_library_log");
+    crmm_resource *mr = logger(path, NULL);
+    ck_assert_crmm(crmm_log_set_file(path), CRMM_ERROR_IO);
+    ck_assert_error_contains("a logging resource writes its allocation log there");
+    ck_assert_str_eq(crmm_log_get_file(), "stderr");
+    crmm_resource_release(mr);
+    const char *library = path_for("library_log");
+    ck_assert_crmm_ok(crmm_log_set_file(library));
+    crmm_resource *second = NULL;
+    char params[4400];
+    snprintf(params, sizeof params, "file=%s", library);
+    crmm_resource *h = crmm_test_create("host", NULL, NULL);
+    ck_assert_crmm(crmm_resource_create("logging", params, h, &second), CRMM_ERROR_IO);
+    ck_assert_ptr_null(second);
+    ck_assert_crmm_ok(crmm_log_set_file(NULL));
+    crmm_resource_release(h);
+}
+
 /* A pool over a logging resource calls it (and so takes its file's lock) while holding the pool's
  * lock. A fork must take the two in that order too: with the file's lock first, a fork while
  * another thread grows the pool would wait for the pool's lock while that thread waits for the
