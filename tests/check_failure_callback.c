@@ -240,6 +240,45 @@ CRMM_TEST_IN("failure_callback", a_set_waits_for_the_calls_of_the_callback_it_re
     crmm_test_release(g.fc, b);
 }
 
+/* A child forked while another thread runs the callback: that thread does not exist in the child,
+ * so the child's sets do not wait for it (each returns at once). */
+static void *remove_twice(void *arg)
+{
+    gate *g = arg;
+    crmm_failure_callback_set(g->fc, NULL, NULL);
+    crmm_failure_callback_set(g->fc, NULL, NULL);
+    return NULL;
+}
+
+CRMM_TEST_IN("failure_callback", a_forked_childs_set_does_not_wait_for_the_parents_calls)
+{
+    crmm_resource *b;
+    gate g = {0};
+    make("1KiB", "", &b, &g.fc);
+    ck_assert_crmm_ok(crmm_failure_callback_set(g.fc, wait_at_the_gate, &g));
+    pthread_t caller;
+    ck_assert_int_eq(pthread_create(&caller, NULL, allocate_through, &g), 0);
+    while (!atomic_load(&g.entered))
+        usleep(1000);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        signal(SIGALRM, SIG_DFL); /* not the runner's handler, which ends the whole test */
+        alarm(5);
+        remove_twice(&g);
+        _exit(0);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    atomic_store(&g.release, 1);
+    void *st;
+    ck_assert_int_eq(pthread_join(caller, &st), 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child %s %d",
+                  WIFSIGNALED(status) ? "was killed by signal" : "exited with", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    crmm_test_release(g.fc, b);
+}
+
 /* A callback that sets the callback of its own resource: the set cannot wait for the call it is
  * made from, and returns at once (no hang); the next failure calls the new one. */
 static bool replace_myself(size_t bytes, void *arg);

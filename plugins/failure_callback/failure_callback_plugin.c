@@ -14,21 +14,22 @@
 #include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <crmm/alloc_counters.h>
+#include <crmm/cuda_support.h>
 #include <crmm/failure_callback.h>
+#include <crmm/fork_guard.h>
 #include <crmm/plugin.h>
 #include "../common/adaptor.h"
-#include "../common/fork_guards.h"
 #include "../common/plugin_descriptor.h"
 
 typedef struct failure_callback_resource {
     crmm_resource base;
     bool retry_bad_alloc;             /* retry_on = bad_alloc: CRMM_ERROR_BAD_ALLOC and _CUDA too */
     pthread_mutex_t lock;             /* guards the pair below */
-    crmm_fork_guard lock_guard;       /* takes `lock` around a fork */
+    crmm_fork_guard lock_guard;       /* takes `lock` around a fork; counts the child's calls anew */
     crmm_failure_callback_args callback;
     unsigned sets;                    /* sets so far; a call counts in calls[sets & 1] */
     unsigned calls[2];                /* callback calls running (read by a set without the lock) */
@@ -39,9 +40,26 @@ typedef struct failure_callback_resource {
  * through another failure_callback, which may call its own). */
 typedef struct running_callback {
     const failure_callback_resource *f;
+    unsigned parity; /* the calls[] it is counted in */
     const struct running_callback *outer;
 } running_callback;
 static __thread const running_callback *running;
+
+/* Around fork: the pair's mutex is taken; in the child the running calls are this thread's
+ * alone (the others' threads do not exist there, and a set must not wait for them). */
+static void guard_prepare(void *arg) { pthread_mutex_lock(&((failure_callback_resource *)arg)->lock); }
+static void guard_parent(void *arg) { pthread_mutex_unlock(&((failure_callback_resource *)arg)->lock); }
+static void guard_child(void *arg)
+{
+    failure_callback_resource *f = arg;
+    unsigned mine[2] = {0, 0};
+    for (const running_callback *r = running; r; r = r->outer)
+        if (r->f == f)
+            mine[r->parity]++;
+    __atomic_store_n(&f->calls[0], mine[0], __ATOMIC_RELAXED);
+    __atomic_store_n(&f->calls[1], mine[1], __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&f->lock);
+}
 
 static bool running_a_callback_of(const failure_callback_resource *f)
 {
@@ -82,7 +100,7 @@ static crmm_status failure_callback_allocate(crmm_resource *self, size_t bytes, 
         /* the callback may call crmm and leave another message: keep the upstream's */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", crmm_last_error());
-        running_callback me = {f, running};
+        running_callback me = {f, parity, running};
         running = &me;
         bool again = cb.fn(bytes, cb.arg);
         running = me.outer;
@@ -120,9 +138,10 @@ static crmm_status failure_callback_control(crmm_resource *self, int op, void *a
     f->callback = cb.fn ? cb : (crmm_failure_callback_args){NULL, NULL};
     unsigned replaced = f->sets++ & 1;
     pthread_mutex_unlock(&f->lock);
-    /* the calls that began before: none can begin under that parity until the next set */
+    /* the calls that began before: none can begin under that parity until the next set; none is
+     * waited for once the process exits (a thread may never come back from one then) */
     if (!running_a_callback_of(f))
-        while (__atomic_load_n(&f->calls[replaced], __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&f->calls[replaced], __ATOMIC_ACQUIRE) && !crmm_process_exiting())
             nanosleep(&(struct timespec){0, 50 * 1000}, NULL);
     return CRMM_OK;
 }
@@ -157,7 +176,8 @@ static crmm_status failure_callback_create(const crmm_params *params, crmm_resou
         return CRMM_ERROR_OUT_OF_MEMORY;
     f->retry_bad_alloc = cfg.retry_on == 1;
     pthread_mutex_init(&f->lock, NULL);
-    fork_guard_add_mutex(&f->lock_guard, &f->lock);
+    f->lock_guard = (crmm_fork_guard){.prepare = guard_prepare, .parent = guard_parent, .child = guard_child, .arg = f};
+    crmm_fork_guard_add(&f->lock_guard);
     return adaptor_publish(&f->base, &failure_callback_ops, "failure_callback", upstream, out);
 }
 

@@ -35,7 +35,8 @@ typedef struct crmm_failure_callback_args {
 /* Set (fn non-NULL) or remove (fn NULL) the callback of the first `failure_callback` resource in
  * the chain mr, mr's upstream, ... Takes effect for the next failure, and returns once no other
  * thread still runs the callback it replaced, so the old argument may be freed then (a set from
- * inside a callback of the same resource returns at once). Errors:
+ * inside a callback of the same resource, or once the process is exiting, returns at once; in a
+ * forked child only the forking thread's calls count). Errors:
  * CRMM_ERROR_INVALID_ARGUMENT (mr NULL), CRMM_ERROR_NOT_FOUND (no failure_callback in the chain). */
 static inline crmm_status crmm_failure_callback_set(crmm_resource *mr, crmm_failure_callback_fn fn, void *arg)
 {
