@@ -596,6 +596,26 @@ CRMM_LOOP_TEST_IN("pool", a_forgotten_stream_is_not_named_when_a_graph_goes, 2)
     crmm_resource_release(p);
 }
 
+/* After crmm_pool_forget_stream(t), a new stream may get t's handle: a graph's block freed on it
+ * after the capture is that new stream's once the graph goes (ordered after its work), not
+ * ready as the forgotten stream's blocks are. */
+CRMM_LOOP_TEST_IN("pool", a_stream_given_a_forgotten_streams_handle_keeps_its_order, FORMS)
+{
+    crmm_resource *p = pool_in_form(_i, "initial_size=4MiB");
+    cudaStream_t s = stream_n(1), t = stream_n(2), u = stream_n(3);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    void *x = alloc_on(p, MiB, s), *y = alloc_on(p, MiB, s);
+    fake_capture_end(s);
+    free_on(p, x, MiB, t);
+    ck_assert_crmm_ok(crmm_pool_forget_stream(p, (crmm_cuda_stream_t)t)); /* t destroyed, its handle reused */
+    free_on(p, y, MiB, t);
+    fake_graph_destroy(g);
+    (void)q(p, CRMM_QUERY_BYTES_FREE);
+    ck_assert_msg(ordered_if_handed_to(p, y, t, u), "%s: another stream got the new t's block with no order after it",
+                  form_names[_i]);
+    crmm_resource_release(p);
+}
+
 /* With stream_reuse = event, an allocation outside a capture whose last resort would synchronize
  * the device (the pool at its maximum, another stream's free blocks too small alone) does not
  * while a stream that holds free blocks is captured: CUDA would refuse it and invalidate that

@@ -237,17 +237,22 @@ static void return_block(pool_resource *p, pool_graph *g, pool_stream *ready, po
         insert_with_ready_neighbours(p, ready, to, b);
 }
 
-/* The state of the stream gs's blocks were freed on, made when first seen (NULL when malloc
- * fails, the error cleared). */
-static pool_stream *state_of(pool_resource *p, const pool_graph_stream *gs)
+/* The state of stream `handle` as the thread `thread` (its serial for the per-thread default
+ * stream, else 0) freed on it, made when first seen (NULL when malloc fails, the error cleared). */
+static pool_stream *freeing_state(pool_resource *p, crmm_cuda_stream_t handle, uint64_t thread)
 {
-    crmm_cuda_stream_t handle = gs->handle;
-    uint64_t thread;
-    pool_streams_key(&p->core.streams, &handle, &thread);
-    pool_stream *s = pool_streams_find_key(&p->core.streams, handle, gs->thread); /* the freeing thread's */
+    uint64_t calling;
+    pool_streams_key(&p->core.streams, &handle, &calling); /* the handle as the states name it */
+    pool_stream *s = pool_streams_find_key(&p->core.streams, handle, thread);
     if (!s)
         crmm_clear_error();
     return s;
+}
+
+/* The state of the stream gs's blocks were freed on. */
+static pool_stream *state_of(pool_resource *p, const pool_graph_stream *gs)
+{
+    return freeing_state(p, gs->handle, gs->thread);
 }
 
 /* The state a foreign block goes back to: that of the stream it was freed on (it was live before
@@ -260,12 +265,7 @@ static pool_stream *foreign_state(pool_resource *p, pool_stream *ready, const po
     crmm_cuda_stream_t handle = (crmm_cuda_stream_t)(uintptr_t)b->u.free.prev;
     if (handle == POOL_STREAM_WAITED || handle == CRMM_CUDA_STREAM_PER_THREAD)
         return ready;
-    uint64_t thread;
-    pool_streams_key(&p->core.streams, &handle, &thread);
-    pool_stream *s = pool_streams_find_key(&p->core.streams, handle, thread);
-    if (!s)
-        crmm_clear_error();
-    return s;
+    return freeing_state(p, handle, 0);
 }
 
 /* Under the lock, g's graph gone: every block parked in g goes to the live graph that owns it, or
@@ -315,8 +315,11 @@ void pool_capture_forget_stream(pool_resource *p, crmm_cuda_stream_t stream)
     uint64_t thread = thread_serial_of_stream(stream);
     for (pool_graph *g = p->graphs; g; g = g->next) {
         for (pool_graph_stream *gs = g->streams; gs; gs = gs->next)
-            if (gs->handle == stream && gs->thread == thread)
+            if (gs->handle == stream && gs->thread == thread) {
+                /* detached: a later stream given t's handle gets a record of its own */
+                gs->handle = POOL_STREAM_WAITED;
                 gs->eager = false;
+            }
         for (pool_block *b = g->foreign; b; b = b->u.free.next)
             if ((crmm_cuda_stream_t)(uintptr_t)b->u.free.prev == stream)
                 b->u.free.prev = (pool_block *)(uintptr_t)POOL_STREAM_WAITED;

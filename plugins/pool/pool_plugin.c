@@ -204,6 +204,16 @@ static crmm_status pool_rules(pool_size_known initial, pool_size_known maximum, 
     return crmm_set_error(CRMM_ERROR_CONFIG, "%s: initial_size (%s) is larger than maximum_size (%s)", label, a, b);
 }
 
+/* A create that fails after crmm_resource_init: what the pool took goes back, with the upstream
+ * reference init took; returns st. */
+static crmm_status unmake(pool_resource *p, crmm_resource *upstream, crmm_status st)
+{
+    pool_release_all(p);
+    free_state(p);
+    crmm_resource_release(upstream);
+    return st;
+}
+
 static crmm_status pool_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     char label[80];
@@ -279,10 +289,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
                             "could be served; raise maximum_size, or set expandable = false", label,
                             crmm_format_size(p->growth.maximum, a, sizeof a),
                             crmm_format_size(p->growth.vmm.page, b, sizeof b));
-        pool_release_all(p);
-        free_state(p);
-        crmm_resource_release(upstream); /* the reference crmm_resource_init took */
-        return st;
+        return unmake(p, upstream, st);
     }
     pool_ipc_setup(p, cfg.ipc, cfg.ipc_handle_type == POOL_IPC_FABRIC);
     if (initial > 0) {
@@ -292,10 +299,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
             char a[32];
             crmm_error_add_context("%s: cannot take initial_size (%s) from upstream '%s'", label,
                                    crmm_format_size(initial, a, sizeof a), crmm_resource_kind(upstream));
-            pool_release_all(p);
-            free_state(p);
-            crmm_resource_release(upstream); /* the reference crmm_resource_init took */
-            return st;
+            return unmake(p, upstream, st);
         }
     }
     pool_fork_guard_add(p);
