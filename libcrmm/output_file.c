@@ -196,14 +196,12 @@ static crmm_status finish(const char *path, int fd, unsigned flags, bool created
         }
     } else if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)) {
         return refuse(fd, path, "it is not a regular file, a character device or a pipe");
-    } else if (st.st_uid != geteuid() && st.st_uid != 0) {
-        /* another user's pipe (made at a name crmm would create, in a shared directory) would
-         * receive what crmm writes, and could stop it by never reading; their terminal too */
-        return refuse(fd, path,
-                      "it is a %s that belongs to user %llu, not to you (user %llu) or root; crmm writes only to "
-                      "its own or root's (/dev/null, /dev/stderr)",
-                      S_ISFIFO(st.st_mode) ? "pipe" : "device", (unsigned long long)st.st_uid,
-                      (unsigned long long)geteuid());
+    } else if (S_ISFIFO(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0) {
+        /* another user's named pipe (made at a name crmm would create, in a shared directory)
+         * would receive what crmm writes, and could stop it by never reading. Devices are not
+         * judged by owner: in a user namespace /dev/null shows as nobody's */
+        return refuse(fd, path, "it is a pipe that belongs to user %llu, not to you (user %llu) or root",
+                      (unsigned long long)st.st_uid, (unsigned long long)geteuid());
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
