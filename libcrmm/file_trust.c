@@ -88,7 +88,7 @@ crmm_status file_trust_acl_check(const char *path, const unsigned char *acl, siz
         uint32_t id = le32(acl + at + 4);
         if (!(perm & ACL_PERM_WRITE)) /* the mode's group bits, the mask, let write through */
             continue;
-        if (tag == ACL_TAG_USER && id != st->st_uid)
+        if (tag == ACL_TAG_USER && id != st->st_uid && id != 0 && id != geteuid()) /* those may write it anyway */
             return crmm_set_error(code, "refusing %s %s: its ACL lets user %u write it (owner %u, mode %04o), so "
                                   "that user %s; fix it with: setfacl -x u:%u %s",
                                   what, path, (unsigned)id, (unsigned)st->st_uid, mode, harm, (unsigned)id, path);

@@ -138,12 +138,13 @@ static void say_ignored_at_init(void)
 
 static inline void ensure_init(void) { pthread_once(&log_once, log_init_from_env); }
 
-/* Lines still in the stream's buffer are written before the fork: a child would inherit them and
- * write them again at its exit. */
+/* Lines still in the log file's buffer are written before the fork: a child would inherit them
+ * and write them again at its exit (stderr, unbuffered, holds none). */
 void crmm_log_fork_lock(void)
 {
     pthread_mutex_lock(&log_lock);
-    fflush(log_file ? log_file : stderr);
+    if (log_file)
+        fflush(log_file);
 }
 void crmm_log_fork_unlock(void) { pthread_mutex_unlock(&log_lock); }
 

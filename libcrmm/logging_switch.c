@@ -158,11 +158,16 @@ crmm_status crmm_enable_logging(const char *file)
         goto out;
     for (int d = 0; d < n; d++) { /* only over what was wrapped: a resource set since stays */
         if (!crmm_runtime_replace_device_resource(d, devs[d].found, devs[d].adaptor)) {
-            st = crmm_set_error(CRMM_ERROR_STATE, "enable_logging: device %d's resource was replaced by another "
-                                "thread while logging was being enabled; nothing was changed", d);
-            for (int k = 0; k < d; k++)
+            int kept = 0; /* devices another thread set again meanwhile keep what it set */
+            for (int k = 0; k < d; k++) {
                 if (crmm_runtime_replace_device_resource(k, devs[k].adaptor, devs[k].wrapped))
                     crmm_resource_release(devs[k].adaptor); /* the registry's reference */
+                else
+                    kept++;
+            }
+            st = crmm_set_error(CRMM_ERROR_STATE, "enable_logging: device %d's resource was replaced by another "
+                                "thread while logging was being enabled; no device logs%s", d,
+                                kept ? " (devices that thread set again keep what it set)" : "");
             goto out;
         }
         devs[d].wrapped = devs[d].found; /* the registry's reference, now ours */

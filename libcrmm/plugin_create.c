@@ -77,7 +77,10 @@ crmm_status crmm_resource_create_by_name(const char *plugin_name, const char *di
      * device (cuda, managed, pinned) are then for that device too; a host chain needs none */
     bool host = upstream ? upstream->device < 0 : (plugin->flags & CRMM_PLUGIN_HOST_MEMORY) != 0;
     crmm_device_guard g = {-1, 0};
-    if ((st = crmm_params_set_list(p, params)) == CRMM_OK && (host || (st = crmm_cuda_device_enter(device, &g)) == CRMM_OK))
+    if ((st = crmm_params_set_list(p, params)) == CRMM_OK && !host &&
+        (st = crmm_cuda_device_enter(device, &g)) != CRMM_OK)
+        crmm_error_add_context("%s: building it for device %d", plugin_name, device);
+    if (st == CRMM_OK)
         st = crmm_resource_create_with(plugin, p, upstream, out);
     crmm_cuda_device_restore(&g);
     crmm_params_free(p);

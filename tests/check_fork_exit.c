@@ -214,8 +214,11 @@ static bool fork_children_at_work(worker *w, atomic_int *stop, atomic_ulong *ops
         ok = wait_bounded(pid, why, why_size) == CHILD_OK;
     }
     atomic_store(stop, 1);
-    for (int i = 0; i < WORKERS; i++)
-        ck_assert_int_eq(pthread_join(w[i].thread, NULL), 0);
+    for (int i = 0; i < WORKERS; i++) {
+        void *failed = NULL;
+        ck_assert_int_eq(pthread_join(w[i].thread, &failed), 0);
+        ck_assert_msg(failed == NULL, "worker %d stopped on a failed call", i);
+    }
     return ok;
 }
 

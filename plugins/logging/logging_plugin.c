@@ -44,7 +44,8 @@ static crmm_status logging_deallocate(crmm_resource *self, void *ptr, size_t byt
 static crmm_status logging_trim(crmm_resource *self)
 {
     logging_resource *r = (logging_resource *)self;
-    crmm_status st = logging_sink_flush(r->sink);
+    /* in a forked child the parent's lines are not this process's to write: nothing to flush */
+    crmm_status st = logging_sink_writes_here(r->sink) ? logging_sink_flush(r->sink) : CRMM_OK;
     crmm_status up = crmm_resource_trim(self->upstream);
     return st != CRMM_OK ? st : up;
 }

@@ -421,9 +421,11 @@ void logging_sink_append(logging_sink *s, const logging_record *r)
     spin_unlock(&s->lock);
 }
 
+bool logging_sink_writes_here(const logging_sink *s) { return getpid() == s->owner; }
+
 crmm_status logging_sink_flush(logging_sink *s)
 {
-    if (getpid() != s->owner)
+    if (!logging_sink_writes_here(s))
         return crmm_set_error(CRMM_ERROR_STATE, "logging: %s: this resource was made by the parent process and writes "
                               "nothing in a forked child (its lines are dropped there): make a logging resource in "
                               "the child", s->path);

@@ -33,8 +33,12 @@ crmm_status logging_sink_open(const char *path, const char *header, bool auto_fl
  * with the last whole line); crmm_logging_flush then reports it. */
 void logging_sink_append(logging_sink *s, const logging_record *r);
 
-/* Write the buffered lines. CRMM_ERROR_IO (with the reason) when a write failed. */
+/* Write the buffered lines. CRMM_ERROR_IO (with the reason) when a write failed; CRMM_ERROR_STATE
+ * where this process does not write s (logging_sink_writes_here). */
 crmm_status logging_sink_flush(logging_sink *s);
+/* Whether this process writes s (false in a child forked after s was opened: its lines are
+ * dropped there, and logging_sink_flush says so). */
+bool logging_sink_writes_here(const logging_sink *s);
 
 /* Let go of a sink: when this was its last user, flush, stop the writer thread, close and free.
  * NULL: no-op. */

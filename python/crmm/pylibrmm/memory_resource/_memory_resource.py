@@ -592,7 +592,8 @@ class LoggingResourceAdaptor(UpstreamResourceAdaptor):
         super().__init__("logging", {"file": log_file_name, "auto_flush": bool(auto_flush)}, upstream_mr)
 
     def flush(self):
-        """Write the buffered lines to the file. Raises CrmmIOError when the write fails."""
+        """Write the buffered lines to the file. Raises CrmmIOError when the write fails, and
+        StateError in a child forked after the adaptor was made (it writes nothing there)."""
         _control(self, b"logging", _LOGGING_FLUSH, None)
 
     def get_file_name(self):
