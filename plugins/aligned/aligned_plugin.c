@@ -20,6 +20,7 @@ typedef struct aligned_resource {
     size_t alignment;          /* a power of two >= 256 */
     size_t threshold;          /* requests >= this are aligned */
     sharded_ptr_map moved;     /* aligned pointer -> upstream pointer, where they differ */
+    uint64_t nmoved;           /* its entries (atomic): a small free looks in it only when some */
     crmm_fork_guard fork_guard; /* moved's locks around fork() */
     crmm_alloc_counters counters;
 } aligned_resource;
@@ -61,6 +62,8 @@ static crmm_status aligned_allocate(crmm_resource *self, size_t bytes, crmm_cuda
             crmm_resource_deallocate(self->upstream, p, size, stream);
             return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "aligned '%s': cannot grow the pointer map", self->name);
         }
+        if (q != p)
+            __atomic_add_fetch(&a->nmoved, 1, __ATOMIC_RELAXED);
         *ptr = q;
     }
     if (st == CRMM_OK)
@@ -79,7 +82,8 @@ static crmm_status aligned_deallocate(crmm_resource *self, void *ptr, size_t byt
         /* a block this adaptor moved, freed with a size below the threshold: its upstream pointer
          * is not ptr, and an upstream that takes no size (system, callback) would free an
          * interior pointer */
-        if (a->alignment != CRMM_ALLOCATION_ALIGNMENT && sharded_ptr_map_contains(&a->moved, (uintptr_t)ptr))
+        if (a->alignment != CRMM_ALLOCATION_ALIGNMENT && __atomic_load_n(&a->nmoved, __ATOMIC_RELAXED) &&
+            sharded_ptr_map_contains(&a->moved, (uintptr_t)ptr))
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "aligned '%s': deallocate of %p with %zu bytes: it was "
                                   "allocated with at least %zu (aligned), not %zu", self->name, ptr, bytes,
                                   a->threshold, bytes);
@@ -91,7 +95,9 @@ static crmm_status aligned_deallocate(crmm_resource *self, void *ptr, size_t byt
             original = (uintptr_t)ptr; /* the upstream pointer was aligned already */
         st = crmm_resource_deallocate(self->upstream, (void *)original, size, stream);
         if (st != CRMM_OK && moved) /* refused upstream: the block is still live, keep its mapping */
-            (void)sharded_ptr_map_put(&a->moved, (uintptr_t)ptr, original);
+            moved = !sharded_ptr_map_put(&a->moved, (uintptr_t)ptr, original);
+        if (moved)
+            __atomic_sub_fetch(&a->nmoved, 1, __ATOMIC_RELAXED);
     }
     /* count only what upstream took back; two sizes that align to the same upstream block
      * cannot be told apart, so the counters stop at zero instead of wrapping */
