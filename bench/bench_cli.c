@@ -529,12 +529,16 @@ static void measure(const bench_config *bc, const target *t, int device, const b
         bench_run_options opt = {.repeats = set->repeats, .device = t->host ? -1 : device,
                                  .progress = progress_show, .progress_arg = prog};
         st = bench_run(mr, seqs, set->threads, &opt, res);
+        if (st != CRMM_OK) { /* the bench's own failure: an error, whatever its status */
+            res->outcome = BENCH_OUTCOME_ERROR;
+            snprintf(res->error, sizeof res->error, "%s", crmm_last_error());
+        }
         crmm_resource_release(mr);
+        return;
     }
-    if (st != CRMM_OK) {
-        res->outcome = st == CRMM_ERROR_OUT_OF_MEMORY ? BENCH_OUTCOME_OOM : BENCH_OUTCOME_ERROR;
-        snprintf(res->error, sizeof res->error, "%s", crmm_last_error());
-    }
+    /* the resource could not be made */
+    res->outcome = st == CRMM_ERROR_OUT_OF_MEMORY ? BENCH_OUTCOME_OOM : BENCH_OUTCOME_ERROR;
+    snprintf(res->error, sizeof res->error, "%s", crmm_last_error());
 }
 
 /* The device line for the report; CUDA is already known to work. */

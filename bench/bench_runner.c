@@ -263,8 +263,7 @@ crmm_status bench_run(crmm_resource *mr, const bench_sequence *seqs, unsigned th
     if (!ok) {
         free(ns);
         free_workers(r.workers, threads);
-        /* the bench's own failure, not the resource's running out: an error row, exit status 1 */
-        return crmm_set_error(CRMM_ERROR_STATE, "bench: no host memory for %u threads' tables", threads);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "bench: no host memory for %u threads' tables", threads);
     }
 
     gate_init(&r.start, threads + 1);
@@ -276,7 +275,7 @@ crmm_status bench_run(crmm_resource *mr, const bench_sequence *seqs, unsigned th
     if (started < threads) {
         gate_set_parties(&r.start, started + 1);
         gate_set_parties(&r.end, started + 1);
-        st = crmm_set_error(CRMM_ERROR_STATE, "bench: could only start %u of %u threads", started, threads);
+        st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "bench: could only start %u of %u threads", started, threads);
     }
 
     for (unsigned run = 0; st == CRMM_OK && run <= opt->repeats; run++) {

@@ -51,7 +51,8 @@ typedef struct bench_result {
  * An allocation failure ends the measurement: the failing thread frees what it holds, the
  * outcome says OOM or ERROR, and the resource is left with nothing allocated by the bench.
  * Returns CRMM_OK when the measurement ran (whatever its outcome); CRMM_ERROR_INVALID_ARGUMENT
- * for bad arguments, CRMM_ERROR_OUT_OF_MEMORY when the bench's own memory or threads fail. */
+ * for bad arguments, CRMM_ERROR_OUT_OF_MEMORY when the bench's own memory or threads fail: a
+ * failure of the bench, not of the resource (its callers report an error, not OOM). */
 crmm_status bench_run(crmm_resource *mr, const bench_sequence *seqs, unsigned threads,
                       const bench_run_options *opt, bench_result *out);
 
