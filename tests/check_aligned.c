@@ -6,6 +6,7 @@
 #include "blocks_test.h"
 #include "conformance.h"
 #include "over_host.h"
+#include <crmm/callback.h>
 
 static const crmm_test_chain chains[] = {
     {"aligned_4k_over_host", "[resource.h]\nplugin = host\n[resource.a]\nplugin = aligned\nupstream = h\nalignment = 4KiB\n", "a", 0, 0},
@@ -101,21 +102,43 @@ CRMM_LOOP_TEST_IN("aligned", bad_alignment_is_refused, (int)(sizeof bad_alignmen
     ck_assert_int_eq(crmm_resource_refcount(h), 1);
 }
 
+/* An upstream that takes no size and whose blocks never start on 64 KiB (256 bytes past it),
+ * and frees what it was given as its own block: an interior pointer would free memory it never
+ * handed out. */
+static void *off_alloc(size_t bytes, crmm_cuda_stream_t stream, void *arg)
+{
+    (void)stream, (void)arg;
+    char *base = aligned_alloc(65536, ((bytes + 256 + 65535) / 65536) * 65536);
+    return base ? base + 256 : NULL;
+}
+
+static void off_free(void *ptr, size_t bytes, crmm_cuda_stream_t stream, void *arg)
+{
+    (void)bytes, (void)stream;
+    ck_assert_msg(((uintptr_t)ptr & 65535) == 256, "upstream got %p, not one of its blocks", ptr);
+    ++*(int *)arg;
+    free((char *)ptr - 256);
+}
+
 /* A block moved to its alignment, freed with a size below the threshold, is refused by the
  * adaptor itself: the upstream never sees the aligned (interior) pointer, and the block stays
  * live, freed later with its own size. */
 CRMM_TEST_IN("aligned", a_moved_block_freed_with_a_size_below_the_threshold_is_refused)
 {
-    make("alignment=64KiB alignment_threshold=8KiB");
+    int frees = 0;
+    crmm_resource *up = NULL, *a = NULL;
+    ck_assert_crmm_ok(crmm_callback_resource_create_with(off_alloc, off_free, NULL, &frees, "host_accessible=true", &up));
+    ck_assert_crmm_ok(crmm_resource_create("aligned", "alignment=64KiB alignment_threshold=8KiB", up, &a));
     void *p;
-    ck_assert_crmm_ok(crmm_resource_allocate(mr, 10000, NULL, &p));
-    uint64_t held = in_use(h);
-    ck_assert_crmm(crmm_resource_deallocate(mr, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm_ok(crmm_resource_allocate(a, 10000, NULL, &p));
+    ck_assert_uint_eq((uintptr_t)p % 65536, 0); /* moved: 65280 bytes past the upstream's pointer */
+    ck_assert_crmm(crmm_resource_deallocate(a, p, 100, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(crmm_last_error(), "it was allocated with at least 8192 (aligned)") != NULL, "%s",
                   crmm_last_error());
-    ck_assert_uint_eq(in_use(h), held);
-    ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 10000, NULL));
-    ck_assert_uint_eq(in_use(h), 0);
+    ck_assert_int_eq(frees, 0);
+    ck_assert_crmm_ok(crmm_resource_deallocate(a, p, 10000, NULL));
+    ck_assert_int_eq(frees, 1);
+    crmm_test_release(a, up);
 }
 
 CRMM_TEST_IN("aligned", original_pointer_goes_back_upstream)
