@@ -136,34 +136,29 @@ CRMM_TEST_IN("failure_callback", set_through_another_adaptor)
     crmm_test_release(top, fc, b);
 }
 
-CRMM_TEST_IN("failure_callback", only_out_of_memory_by_default)
+/* Which failures of the upstream call the callback: by default out of memory only (RMM's
+ * default); with retry_on = bad_alloc every failed allocation (RMM's rmm::bad_alloc): also
+ * CRMM_ERROR_BAD_ALLOC, and a CUDA refusal of the allocation (cuda's and async's other
+ * failures). Each row: the budget's status, retry_on, the calls expected. */
+static const struct { const char *status, *retry_on; crmm_status failure; int calls; } retried[] = {
+    {"bad_alloc", "", CRMM_ERROR_BAD_ALLOC, 0},
+    {"bad_alloc", "retry_on=bad_alloc", CRMM_ERROR_BAD_ALLOC, 1},
+    {"cuda", "", CRMM_ERROR_CUDA, 0},
+    {"cuda", "retry_on=bad_alloc", CRMM_ERROR_CUDA, 1},
+};
+
+CRMM_LOOP_TEST_IN("failure_callback", which_failures_call_the_callback, (int)(sizeof retried / sizeof retried[0]))
 {
+    char params[64];
+    snprintf(params, sizeof params, "limit=1KiB status=%s", retried[_i].status);
     crmm_resource *b, *fc;
-    ck_assert_crmm_ok(crmm_resource_create("budget", "limit=1KiB status=bad_alloc", NULL, &b));
-    ck_assert_crmm_ok(crmm_resource_create("failure_callback", "", b, &fc));
+    ck_assert_crmm_ok(crmm_resource_create("budget", params, NULL, &b));
+    ck_assert_crmm_ok(crmm_resource_create("failure_callback", retried[_i].retry_on, b, &fc));
     counter k = {0, 0};
     ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &k));
     void *p;
-    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_BAD_ALLOC);
-    ck_assert_int_eq(k.calls, 0); /* RMM's default catches out_of_memory only */
-    crmm_resource_release(fc);
-    /* retry_on = bad_alloc also catches other allocation failures (RMM's rmm::bad_alloc) */
-    ck_assert_crmm_ok(crmm_resource_create("failure_callback", "retry_on=bad_alloc", b, &fc));
-    ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &k));
-    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_BAD_ALLOC);
-    ck_assert_int_eq(k.calls, 1);
-    crmm_test_release(fc, b);
-    /* and a CUDA refusal of the allocation (cuda's and async's other failures) */
-    ck_assert_crmm_ok(crmm_resource_create("budget", "limit=1KiB status=cuda", NULL, &b));
-    ck_assert_crmm_ok(crmm_resource_create("failure_callback", "", b, &fc));
-    ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &k));
-    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_CUDA);
-    ck_assert_int_eq(k.calls, 1); /* not by default */
-    crmm_resource_release(fc);
-    ck_assert_crmm_ok(crmm_resource_create("failure_callback", "retry_on=bad_alloc", b, &fc));
-    ck_assert_crmm_ok(crmm_failure_callback_set(fc, retry_n_times, &k));
-    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), CRMM_ERROR_CUDA);
-    ck_assert_int_eq(k.calls, 2);
+    ck_assert_crmm(crmm_resource_allocate(fc, 4096, NULL, &p), retried[_i].failure);
+    ck_assert_int_eq(k.calls, retried[_i].calls);
     crmm_test_release(fc, b);
 }
 
