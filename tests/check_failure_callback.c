@@ -179,6 +179,20 @@ CRMM_TEST_IN("failure_callback", bad_calls)
     crmm_test_release(fc, h);
 }
 
+/* fork() for a child that must end within `seconds`: SIGALRM kills it then (its default action,
+ * not the runner's handler, which would end the whole test). */
+static pid_t fork_bounded(unsigned seconds)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        signal(SIGALRM, SIG_DFL);
+        alarm(seconds);
+    }
+    return pid;
+}
+
 /* A set returns only once no other thread still runs the callback it replaced, so the caller
  * may free its argument then: a callback blocked in another thread holds the set back until it
  * returns. (A set that returned early would be seen within the 50 ms given; one that waits can
@@ -255,12 +269,8 @@ CRMM_TEST_IN("failure_callback", a_forked_childs_set_does_not_wait_for_the_paren
     ck_assert_int_eq(pthread_create(&caller, NULL, allocate_through, &g), 0);
     while (!atomic_load(&g.entered))
         usleep(1000);
-    fflush(NULL);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = fork_bounded(5);
     if (pid == 0) {
-        signal(SIGALRM, SIG_DFL); /* not the runner's handler, which ends the whole test */
-        alarm(5);
         remove_twice(&g);
         _exit(0);
     }
@@ -340,12 +350,8 @@ CRMM_TEST_IN("failure_callback", a_child_forked_while_threads_set_the_callback_c
     }
     int status = 0, k;
     for (k = 0; k < FORKS; k++) {
-        fflush(NULL);
-        pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
+        pid_t pid = fork_bounded(2);
         if (pid == 0) {
-            signal(SIGALRM, SIG_DFL); /* not the runner's handler, which ends the whole test */
-            alarm(2);
             void *p = NULL;
             crmm_status st = crmm_resource_allocate(fc, 4096, NULL, &p);
             _exit(st == CRMM_ERROR_OUT_OF_MEMORY && fork_child_counter.calls == 1 ? 0 : 1);
