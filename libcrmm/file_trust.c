@@ -76,8 +76,10 @@ out:
 static uint32_t le32(const unsigned char *b) { return b[0] | b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24; }
 static unsigned le16(const unsigned char *b) { return b[0] | (unsigned)b[1] << 8; }
 
-crmm_status file_trust_acl_check(const char *path, const unsigned char *acl, size_t len, const struct stat *st,
-                                 crmm_status code, const char *what, const char *harm)
+/* `acl`, len bytes of that form: no write entry for another user, or a group not the owner's
+ * alone (the owner, root and the effective user may write the file anyway). */
+static crmm_status acl_check(const char *path, const unsigned char *acl, size_t len, const struct stat *st,
+                             crmm_status code, const char *what, const char *harm)
 {
     unsigned mode = (unsigned)(st->st_mode & 07777);
     if (len < 4 || (len - 4) % 8 != 0 || le32(acl) != ACL_XATTR_VERSION)
@@ -88,7 +90,7 @@ crmm_status file_trust_acl_check(const char *path, const unsigned char *acl, siz
         uint32_t id = le32(acl + at + 4);
         if (!(perm & ACL_PERM_WRITE)) /* the mode's group bits, the mask, let write through */
             continue;
-        if (tag == ACL_TAG_USER && id != st->st_uid && id != 0 && id != geteuid()) /* those may write it anyway */
+        if (tag == ACL_TAG_USER && id != st->st_uid && id != 0 && id != geteuid())
             return crmm_set_error(code, "refusing %s %s: its ACL lets user %u write it (owner %u, mode %04o), so "
                                   "that user %s; fix it with: setfacl -x u:%u %s",
                                   what, path, (unsigned)id, (unsigned)st->st_uid, mode, harm, (unsigned)id, path);
@@ -109,7 +111,7 @@ static crmm_status group_write_check(const char *path, int fd, const struct stat
     unsigned char acl[ACL_MAX_BYTES];
     ssize_t n = fd >= 0 ? fgetxattr(fd, ACL_XATTR, acl, sizeof acl) : getxattr(path, ACL_XATTR, acl, sizeof acl);
     if (n >= 0)
-        return file_trust_acl_check(path, acl, (size_t)n, st, code, what, harm);
+        return acl_check(path, acl, (size_t)n, st, code, what, harm);
     if (errno != ENODATA && errno != ENOTSUP)
         return crmm_set_error(code, "refusing %s %s: its access ACL cannot be read (%s), so who may write it is not "
                               "known", what, path, strerror(errno));

@@ -88,8 +88,7 @@ CRMM_API crmm_status crmm_cuda_device_memory(int device, uint64_t *free_bytes, u
  * device < 0 does nothing. Errors: CRMM_ERROR_INVALID_ARGUMENT for a NULL guard (checked first),
  * CRMM_ERROR_CUDA when there is no usable device or cudaSetDevice fails, CRMM_ERROR_STATE once
  * the process is exiting (no CUDA call made) or when the CUDA runtime is unloading.
- * crmm_cuda_device_restore
- * of a NULL guard does nothing. */
+ * crmm_cuda_device_restore of a NULL guard does nothing; a restore CUDA refuses is logged. */
 typedef struct crmm_device_guard { int previous; int changed; } crmm_device_guard;
 CRMM_API crmm_status crmm_cuda_device_enter(int device, crmm_device_guard *guard);
 CRMM_API void crmm_cuda_device_restore(crmm_device_guard *guard);

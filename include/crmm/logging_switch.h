@@ -16,8 +16,8 @@ extern "C" {
  * the name is taken literally, '%' is not expanded). NULL `file` uses $CRMM_LOG_FILE.
  * All devices or none: on failure every device keeps its resource. Errors:
  * CRMM_ERROR_STATE (already enabled, or another thread replaced a device's resource while the
- * adaptors were being built: no device logs, try again), CRMM_ERROR_CUDA (no device; the message says why),
- * CRMM_ERROR_INVALID_ARGUMENT (no file and no $CRMM_LOG_FILE), CRMM_ERROR_OUT_OF_MEMORY,
+ * adaptors were being built: no device logs, try again), CRMM_ERROR_CUDA (no device; the
+ * message says why), CRMM_ERROR_INVALID_ARGUMENT (no file and no $CRMM_LOG_FILE), CRMM_ERROR_OUT_OF_MEMORY,
  * CRMM_ERROR_IO (a file cannot be created, or is refused as crmm_output_file_open and a logging
  * resource refuse one), CRMM_ERROR_PLUGIN (the logging plugin cannot be loaded), and the errors
  * of creating a device's default resource. */

@@ -201,10 +201,11 @@ CRMM_API crmm_status crmm_expand_file_name(const char *pattern, int device, char
  * pipe, /dev/null or a terminal: /dev/stderr works); a new file is created (O_EXCL, mode 0644); an
  * existing regular file is written only when the effective user owns it and it has one hard link,
  * and is then truncated unless CRMM_OUTPUT_APPEND; a character device, or a pipe of the
- * effective user's or root's, is written as it is. O_CLOEXEC always. On success *fd is the descriptor. Errors: CRMM_ERROR_INVALID_ARGUMENT for
- * a NULL or empty path, NULL fd or unknown flags; CRMM_ERROR_IO naming the path and why for a
- * link to anything else, someone else's or a hard-linked file, another kind of file, a file
- * another exclusive writer holds (in this process or another), or a failed open. */
+ * effective user's or root's, is written as it is. O_CLOEXEC always. On success *fd is the
+ * descriptor. Errors: CRMM_ERROR_INVALID_ARGUMENT for a NULL or empty path, NULL fd or unknown
+ * flags; CRMM_ERROR_IO naming the path and why for a link to anything else, someone else's or a
+ * hard-linked file, another user's pipe, another kind of file, a file another exclusive writer
+ * holds (in this process or another), or a failed open. */
 CRMM_API crmm_status crmm_output_file_open(const char *path, unsigned flags, int *fd);
 
 /* The value of crmm's environment variable `name` (e.g. "CRMM_LOG_FILE"), or NULL when it is not
