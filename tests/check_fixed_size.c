@@ -229,6 +229,20 @@ CRMM_TEST_IN("fixed_size", properties_follow_upstream)
     ck_assert(!crmm_resource_is_device_accessible(f));
     ck_assert_str_eq(crmm_resource_kind(f), "fixed_size");
     ck_assert_ptr_eq(crmm_resource_upstream(f), h);
+    ck_assert_uint_eq(crmm_test_query(f, CRMM_QUERY_MAXIMUM_SIZE), UINT64_MAX); /* the host's: none */
+}
+
+/* The most it will ever reserve is its upstream's: every chunk comes from there. */
+CRMM_TEST_IN("fixed_size", maximum_size_is_the_upstreams)
+{
+    make("block_size=4KiB blocks_to_preallocate=1");
+    crmm_resource *limited = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("limiting", "allocation_limit=40KiB", h, &limited));
+    crmm_resource *over = NULL;
+    ck_assert_crmm_ok(crmm_resource_create("fixed_size", "block_size=4KiB blocks_to_preallocate=2", limited, &over));
+    ck_assert_uint_eq(crmm_test_query(over, CRMM_QUERY_MAXIMUM_SIZE), 40 * 1024);
+    crmm_resource_release(over);
+    crmm_resource_release(limited);
 }
 
 /* A double free or a foreign pointer is refused and changes nothing: the block is handed out

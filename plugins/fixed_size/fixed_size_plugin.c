@@ -334,7 +334,7 @@ static crmm_status fixed_size_query(crmm_resource *self, crmm_query what, uint64
     case CRMM_QUERY_BYTES_FREE: *out = free_blocks * r->block_size; return CRMM_OK;
     case CRMM_QUERY_LARGEST_FREE_BLOCK: *out = free_blocks ? r->block_size : 0; return CRMM_OK;
     case CRMM_QUERY_UPSTREAM_BLOCKS: *out = chunks; return CRMM_OK;
-    case CRMM_QUERY_MAXIMUM_SIZE: *out = UINT64_MAX; return CRMM_OK;
+    case CRMM_QUERY_MAXIMUM_SIZE: return crmm_resource_query_upstream(self, what, out); /* all chunks come from it */
     default: return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "fixed_size resource cannot answer query %d", (int)what);
     }
 }
