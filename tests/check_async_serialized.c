@@ -1,9 +1,10 @@
 /* check_async_serialized.c — the async plugin against a scripted CUDA (defined here and in
  * fakes/fake_mempool.c, linked -export-dynamic): with serialize_calls (the default) no two
  * threads are ever inside the driver's allocate or free at once; without it they may be; the
- * counters stay exact either way, and a free of a wrong size leaves them at zero. The fake allocate counts the threads inside; in "meet" mode it
- * waits inside for a second thread (up to `meet` seconds): serialized, the wait times out (2 s)
- * and the count stays 1; unserialized, the second thread comes in within 30 s. */
+ * counters stay exact either way, and a free of a wrong size leaves them at zero; a create whose
+ * priming free fails leaves nothing allocated. The fake allocate counts the threads inside; in
+ * "meet" mode it waits inside for a second thread (up to `meet` seconds): serialized, the wait
+ * times out (2 s) and the count stays 1; unserialized, the second thread comes in within 30 s. */
 #include "build_config.h"
 #include <pthread.h>
 #include <sched.h>
@@ -43,20 +44,36 @@ static void enter(void)
 
 static void leave(void) { __atomic_sub_fetch(&inside, 1, __ATOMIC_SEQ_CST); }
 
+static int blocks_live;    /* allocated and not yet freed */
+static int free_async_fails; /* the next cudaFreeAsync calls that fail, freeing nothing */
+
 cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream)
 {
     (void)pool, (void)stream;
     enter();
     *ptr = malloc(size ? size : 1);
     leave();
+    if (*ptr)
+        __atomic_add_fetch(&blocks_live, 1, __ATOMIC_SEQ_CST);
     return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream)
 {
     (void)stream;
+    if (free_async_fails > 0) {
+        free_async_fails--;
+        return cudaErrorInvalidValue;
+    }
     enter();
     free(ptr);
     leave();
+    __atomic_sub_fetch(&blocks_live, 1, __ATOMIC_SEQ_CST);
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *ptr)
+{
+    free(ptr);
+    __atomic_sub_fetch(&blocks_live, 1, __ATOMIC_SEQ_CST);
     return cudaSuccess;
 }
 
@@ -174,6 +191,21 @@ CRMM_TEST(a_wrong_size_free_leaves_the_counts_at_zero)
     ck_assert_uint_eq(crmm_test_query(mr, CRMM_QUERY_ALLOCATIONS), 1);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, q, 100, NULL));
     crmm_resource_release(mr);
+    ck_assert_int_eq(fake_mempool_pools_live, 0);
+}
+
+/* A create whose priming free fails fails, and gives the priming block back (synchronously): a
+ * block left in the pool would keep the destroyed pool's memory for the life of the process. */
+CRMM_TEST(a_failed_priming_free_leaves_nothing_allocated)
+{
+    blocks_live = 0;
+    free_async_fails = 1;
+    crmm_resource *mr = NULL;
+    ck_assert_crmm(crmm_resource_create("async", "initial_pool_size=1MiB", NULL, &mr), CRMM_ERROR_CUDA);
+    ck_assert_ptr_null(mr);
+    ck_assert_msg(strstr(crmm_last_error(), "cudaFreeAsync"), "message: %s", crmm_last_error());
+    ck_assert_int_eq(free_async_fails, 0);
+    ck_assert_int_eq(blocks_live, 0);
     ck_assert_int_eq(fake_mempool_pools_live, 0);
 }
 

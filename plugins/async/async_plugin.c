@@ -325,7 +325,10 @@ static crmm_status prime(async_resource *a, uint64_t bytes)
         char sz[32];
         return crmm_error_add_context("async: initial_pool_size %s", crmm_format_size(bytes, sz, sizeof sz));
     }
-    return crmm_cuda_status(cudaFreeAsync(p, NULL), "async: cudaFreeAsync");
+    crmm_status st = crmm_cuda_status(cudaFreeAsync(p, NULL), "async: cudaFreeAsync");
+    if (st != CRMM_OK && cudaFree(p) != cudaSuccess) /* else the pool would outlive its destroy */
+        cudaGetLastError();
+    return st;
 }
 
 /* The parameters, as crmm_params_parse fills them from async_params; a size not given keeps the value set in create. */
