@@ -4,13 +4,13 @@
  * The list is doubly linked, newest at the head. Before a fork the handlers take the list's mutex,
  * then each guard's locks, then the log's lock; after it they release them in the reverse order,
  * so a guard cannot come or go while its locks are held for a fork. The core's other locks (the
- * current resources' registry, the config and its instances, the plugin loader) are not taken
- * before a fork: code holding them builds resources and loads plugins, which may call
- * pthread_atfork (a library initialized there may; crmm's logging and async plugins do at their
- * first resource), and glibc's fork holds its own lock against that call while the handlers run.
- * The child makes them anew instead: the thread that held one does not exist there, and what they
- * guard is pointers stored whole. The handlers are installed when the library is loaded, so that
- * a child makes the core's locks anew before any plugin adds a guard. */
+ * current resources' registry, the config and its instances, the plugin loader, the logging
+ * switch) are not taken before a fork: code holding them builds resources and loads plugins,
+ * which may call pthread_atfork (a library initialized there may; crmm's logging and async
+ * plugins do at their first resource), and glibc's fork holds its own lock against that call
+ * while the handlers run. The child makes them anew instead: the thread that held one does not
+ * exist there, and what they guard is pointers stored whole. The handlers are installed when the
+ * library is loaded, so that a child makes the core's locks anew before any plugin adds a guard. */
 #include "build_config.h"
 #include <pthread.h>
 #include <crmm/fork_guard.h>
@@ -47,6 +47,7 @@ static void after_fork_in_child(void)
     pthread_mutex_unlock(&list_lock);
     crmm_runtime_fork_child();
     crmm_plugin_loader_fork_child();
+    crmm_logging_switch_fork_child();
 }
 
 static void install_handlers(void) { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); }

@@ -5,7 +5,12 @@
  * "<stem>.dev<N><ext>" and installs it; the switch remembers, per device, the resource it
  * wrapped and the adaptor it installed (holding a reference to each), so disabling can put
  * the wrapped one back. All of it happens under one mutex. crmm_finalize forgets the switch's
- * state through a hook registered with the runtime. */
+ * state through a hook registered with the runtime.
+ *
+ * Across fork the mutex is made anew in the child (as the core's other locks, fork_guard.c: it is
+ * held while plugins load): the thread that held it does not exist there. So that the child
+ * finds a whole state, the device array is published before its count, and the count goes to 0
+ * before the array is taken back and freed: a child never reads past what the array holds. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -103,6 +108,16 @@ static void free_devices(logged_device *devs, int n)
     free(devs);
 }
 
+/* Unpublish the devices (switch_lock held; the count first: see the top), then free them. */
+static void forget_devices(void)
+{
+    logged_device *devs = logged;
+    int n = logged_count;
+    __atomic_store_n(&logged_count, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&logged, NULL, __ATOMIC_RELEASE);
+    free_devices(devs, n);
+}
+
 /* Build one adaptor per device (nothing installed yet). */
 static crmm_status build_all(const char *file, int n, logged_device *devs)
 {
@@ -172,8 +187,8 @@ crmm_status crmm_enable_logging(const char *file)
         }
         devs[d].wrapped = devs[d].found; /* the registry's reference, now ours */
     }
-    logged = devs;
-    logged_count = n;
+    __atomic_store_n(&logged, devs, __ATOMIC_RELEASE); /* before the count: see the top */
+    __atomic_store_n(&logged_count, n, __ATOMIC_RELEASE);
     devs = NULL;
     crmm_runtime_at_finalize(forget_on_finalize);
     crmm_log(CRMM_LOG_INFO, "logging enabled on %d device%s (%s, ...)", n, n == 1 ? "" : "s", logged[0].file);
@@ -194,9 +209,7 @@ crmm_status crmm_disable_logging(void)
             crmm_log(CRMM_LOG_WARN, "disable_logging: device %d's resource was replaced since logging was enabled; "
                      "leaving it in place", d);
     }
-    free_devices(logged, logged_count); /* the adaptors flush and close when their last reference goes */
-    logged = NULL;
-    logged_count = 0;
+    forget_devices(); /* the adaptors flush and close when their last reference goes */
     pthread_mutex_unlock(&switch_lock);
     crmm_clear_error();
     return CRMM_OK;
@@ -207,11 +220,11 @@ crmm_status crmm_disable_logging(void)
 static void forget_on_finalize(void)
 {
     pthread_mutex_lock(&switch_lock);
-    free_devices(logged, logged_count); /* the registry's references go when it is cleared */
-    logged = NULL;
-    logged_count = 0;
+    forget_devices(); /* the registry's references go when it is cleared */
     pthread_mutex_unlock(&switch_lock);
 }
+
+void crmm_logging_switch_fork_child(void) { pthread_mutex_init(&switch_lock, NULL); }
 
 crmm_status crmm_get_log_filenames(const char **names, int capacity, int *count)
 {

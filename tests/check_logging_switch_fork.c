@@ -1,0 +1,65 @@
+/* check_logging_switch_fork.c — the logging switch (crmm/logging_switch.h) across fork, against a
+ * scripted CUDA (defined here, linked -export-dynamic): a child forked while another thread of
+ * its parent is inside crmm_enable_logging can still use the switch. The scripted
+ * cudaGetDeviceCount holds that thread inside the switch's lock until the test lets it go. */
+#include "build_config.h"
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cuda_runtime_api.h>
+#include "test_support.h"
+
+static int held = 1;    /* cudaGetDeviceCount waits while set */
+static int entered;     /* a thread is inside cudaGetDeviceCount */
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    __atomic_store_n(&entered, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&held, __ATOMIC_SEQ_CST))
+        usleep(1000);
+    *count = 0;
+    return cudaErrorNoDevice;
+}
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+
+static void *enable(void *arg)
+{
+    (void)arg;
+    crmm_enable_logging("never-written.csv"); /* fails: the scripted CUDA has no device */
+    return NULL;
+}
+
+CRMM_TEST(a_child_forked_during_enable_logging_can_use_the_switch)
+{
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, enable, NULL), 0);
+    while (!__atomic_load_n(&entered, __ATOMIC_SEQ_CST))
+        sched_yield();
+    pid_t pid = fork(); /* the thread holds the switch's lock now */
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int count = -1;
+        bool ok = crmm_get_log_filenames(NULL, 0, &count) == CRMM_OK && count == 0;
+        ok = ok && crmm_disable_logging() == CRMM_OK;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    pid_t done = 0;
+    for (int i = 0; i < 1000 && (done = waitpid(pid, &status, WNOHANG)) == 0; i++)
+        usleep(10000);
+    if (done == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    __atomic_store_n(&held, 0, __ATOMIC_SEQ_CST);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_msg(done == pid, "the child was still waiting for the switch's lock after 10 s");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+    int count = -1;
+    ck_assert_crmm_ok(crmm_get_log_filenames(NULL, 0, &count)); /* the parent's lock was let go */
+    ck_assert_int_eq(count, 0);
+}
+
+int main(void) { return crmm_test_main("logging_switch_fork", 60); }
