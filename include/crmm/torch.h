@@ -28,7 +28,9 @@ extern "C" {
  * returns NULL), and through crmm's log (stderr unless $CRMM_DEBUG_LOG_FILE says otherwise) a
  * negative size, a device that does not exist, out of memory and the resource's other errors, or
  * a call made after the process began to exit. PyTorch does not check the pointer: a failed
- * allocation shows up later as a CUDA error, with crmm's message before it. */
+ * allocation shows up later as a CUDA error, with crmm's message before it. The first call
+ * turns on crmm_graph_capture_enable(true) for the whole process (PyTorch captures streams), and
+ * loads the config (crmm_init(NULL)) unless one is loaded. */
 CRMM_API void *crmm_torch_allocate(ssize_t size, int device, crmm_cuda_stream_t stream);
 
 /* Free `ptr` (from crmm_torch_allocate with the same size and device) on `stream`, through the

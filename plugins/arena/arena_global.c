@@ -23,9 +23,8 @@
  * still be in use on the other stream) until the epochs void it. The rest of a span that is cut
  * keeps its tag. Taking pages for T looks, home shard first, for a fit whose tag is void or T's:
  * in each shard the span the free lists offer first, else up to ARENA_TAG_SCAN further fitting
- * spans in list order (bounded: a few hundred ns at worst, under the lock, against a device
- * synchronization of 10 us or more; with four threads on four streams sharing one shard, bench
- * set C, it cut the synchronizations from 16000 to about 160 a run). When every shard offers
+ * spans in list order (bounded, under the lock: far cheaper than the device synchronization it
+ * saves each time threads on different streams share a shard). When every shard offers
  * only spans tagged for other streams, arena_global_synchronize waits for the device
  * without a lock (the shards' epochs move on first, so that a free during the wait is not
  * voided by it), and the shards are tried again. A span tagged anew in that moment, or one of a

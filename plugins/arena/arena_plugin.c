@@ -4,10 +4,9 @@
  * It takes `arena_size` bytes from its upstream once and never grows. Requests up to 1/8 of a
  * superblock come from the calling thread's arena (per thread, and per stream for device memory:
  * arena_thread_cache.c) without a lock; larger ones go to the global arena (arena_global.c),
- * under the lock of one of its shards: the thread arena's home shard first. With one lock for the
- * whole global arena, four threads that allocate large blocks (bench set C) spent their time
- * waiting for each other; with `shards` (default up to 8) each takes its own lock, and a free
- * takes the lock of the shard that owns the address. A request too large for any one shard still
+ * under the lock of one of its shards: the thread arena's home shard first. Each of `shards`
+ * (default up to 8) has its own lock, so that threads taking large blocks do not wait for each
+ * other, and a free takes the lock of the shard that owns the address. A request too large for any one shard still
  * succeeds when free pages run on across shard boundaries (it takes every shard lock), so the
  * largest block that can be allocated is still the arena's largest free run, as with one shard.
  * Over device memory a large block freed on a stream is free at once, tagged with that stream,

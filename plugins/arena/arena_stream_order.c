@@ -4,7 +4,7 @@
  * Memory freed on stream S may be reused on S at once, and on another stream T only after T is
  * ordered behind the free. The only stream the arena may pass to CUDA is the caller's: S may have
  * been destroyed since it freed (legal, and CUDA hands its handle to the next stream created),
- * and any CUDA call with a destroyed handle is undefined (cudaStreamGetId crashed on an H200).
+ * and any CUDA call with a destroyed handle is undefined (cudaStreamGetId on one can crash).
  * So the arena orders T behind other streams with cudaDeviceSynchronize, which names no stream.
  *
  *  - Large blocks (served by the global arena): a free on S makes the pages free at once, with no

@@ -323,8 +323,8 @@ static const crmm_param pool_params[] = {
      .help = "grow by mapping pages of one reserved virtual address range (CUDA virtual memory API) instead of taking "
              "chunks from upstream: free blocks merge across growth steps, the pool maps only what it needs, and free "
              "pages go back at trim, and move to where the pool grows when it would otherwise pass the most it has held "
-             "(the upstream must be cuda; otherwise the pool grows by "
-             "chunks, with a warning); initial_size then defaults to 0",
+             "(the upstream must be a device-memory resource without an upstream, such as cuda, which the pool then "
+             "bypasses; otherwise the pool grows by chunks, with a warning); initial_size then defaults to 0",
      .offset = offsetof(pool_config, expandable)},
     {.key = "release_threshold", .type = CRMM_PARAM_SIZE, .default_value = "0",
      .help = "expandable: bytes of free whole pages the pool keeps mapped when it gives memory back (at trim, and when "

@@ -82,12 +82,14 @@ def reinitialize(
     `log_file_name` with ".dev<N>" before its extension with `logging` (default file:
     $RMM_LOG_FILE, then $CRMM_LOG_FILE). Memory from the old resources
     must not be used afterwards (as in RMM). Logging again to the file a device's present logging
-    layer writes replaces that layer, as in RMM; while something else still holds that layer, the
-    file is refused (CrmmIOError, an OSError) and the device keeps its new chain without logging.
+    layer writes shares that file (one writer per file in a process); a file another process
+    writes is refused (CrmmIOError, an OSError), and the device keeps its new chain without
+    logging. With no visible device (CUDA_VISIBLE_DEVICES="") it warns and changes nothing, as
+    RMM does.
 
     Raises TypeError or ValueError for bad arguments (before any hook runs), ValueError when
-    logging has no file name, CudaError without a device, InvalidArgumentError for a device
-    that does not exist, and the plugins' errors."""
+    logging has no file name, CudaError for another CUDA failure (no driver, say),
+    InvalidArgumentError for a device that does not exist, and the plugins' errors."""
     device_list = _devices_arg(devices)
     pool_sizes = (None, None)  # ignored without a pool, as in RMM, which then does not read them
     if pool_allocator:

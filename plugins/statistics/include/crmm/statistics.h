@@ -30,6 +30,8 @@ extern "C" {
 #define CRMM_STATISTICS_OP_POP 3      /* crmm_alloc_counters * or NULL: receives the popped frame */
 #define CRMM_STATISTICS_OP_DEPTH 4     /* uint64_t *: number of frames (1 = only the base frame) */
 
+/* Not for callers: the functions below run their op through it (NULL checks, then
+ * crmm_resource_control_kind on the chain's statistics layer). */
 static inline crmm_status crmm_statistics_control_(crmm_resource *mr, int op, void *arg, int arg_required)
 {
     if (!mr || (arg_required && !arg))

@@ -53,6 +53,8 @@ typedef struct crmm_tracking_visit {
 #define CRMM_TRACKING_OP_STRING 4      /* char **: a malloc'd report, the caller free()s it */
 #define CRMM_TRACKING_OP_LOG 5         /* crmm_log_level *: write the report to the crmm log */
 
+/* Not for callers: the functions below run their op through it (NULL checks, then
+ * crmm_resource_control_kind on the chain's tracking layer). */
 static inline crmm_status crmm_tracking_control_(crmm_resource *mr, int op, void *arg)
 {
     if (!mr || !arg)
