@@ -320,9 +320,11 @@ CRMM_TEST_IN("fork", a_child_forked_while_threads_use_the_runtime_can_use_it)
     crmm_finalize();
 }
 
-/* The arena's registry of live arenas is one for the process: threads make arenas, use them from
- * short-lived threads of their own (whose exit retires their thread arenas under the registry's
- * lock) and destroy them while the test forks; each child makes an arena of its own. */
+/* The arena's registry of live arenas is one for the process, and so is each plugin's lock of
+ * graph records, which every arena and fixed_size destroy takes: threads make arenas and
+ * binnings (whose bins are fixed_size), use the arenas from short-lived threads of their own
+ * (whose exit retires their thread arenas under the registry's lock) and destroy both while the
+ * test forks; each child makes, uses and destroys an arena and a binning of its own. */
 #define ARENAS_PER_MAKER 16 /* a thread that used them all retires 16 thread arenas at its exit */
 
 static void *arena_user(void *arg)
@@ -336,15 +338,18 @@ static void *arena_user(void *arg)
     return NULL;
 }
 
-static crmm_resource *new_arena(void)
+static crmm_resource *over_new_host(const char *plugin, const char *params)
 {
-    crmm_resource *host = NULL, *arena = NULL;
+    crmm_resource *host = NULL, *r = NULL;
     if (crmm_resource_create("host", "", NULL, &host) != CRMM_OK)
         return NULL;
-    crmm_resource_create("arena", "arena_size=16MiB", host, &arena);
+    crmm_resource_create(plugin, params, host, &r);
     crmm_resource_release(host);
-    return arena;
+    return r;
 }
+
+static crmm_resource *new_arena(void) { return over_new_host("arena", "arena_size=16MiB"); }
+static crmm_resource *new_binning(void) { return over_new_host("binning", "bins=256:4KiB blocks_to_preallocate=4"); }
 
 static void *arena_maker(void *arg)
 {
@@ -359,6 +364,7 @@ static void *arena_maker(void *arg)
         int k = round % ARENAS_PER_MAKER; /* one made anew each round */
         crmm_resource_release(arenas[k]);
         arenas[k] = new_arena();
+        crmm_resource_release(new_binning());
         atomic_fetch_add(w->ops, 1);
     }
     for (int i = 0; i < ARENAS_PER_MAKER; i++)
@@ -366,16 +372,20 @@ static void *arena_maker(void *arg)
     return NULL;
 }
 
-static int child_makes_an_arena(void *unused)
+static int child_makes_an_arena_and_a_binning(void *unused)
 {
     (void)unused;
     crmm_resource *arena = new_arena();
     int status = arena ? child_uses(arena, 4096) : 7;
     crmm_resource_release(arena);
+    crmm_resource *binning = new_binning();
+    if (status == 0)
+        status = binning ? child_uses(binning, 4096) : 8;
+    crmm_resource_release(binning);
     return status;
 }
 
-CRMM_TEST_IN("fork", a_child_forked_while_threads_make_arenas_can_make_one)
+CRMM_TEST_IN("fork", a_child_forked_while_threads_make_arenas_and_binnings_can_make_them)
 {
     atomic_int stop = 0;
     atomic_ulong ops = 0;
@@ -385,8 +395,8 @@ CRMM_TEST_IN("fork", a_child_forked_while_threads_make_arenas_can_make_one)
         ck_assert_int_eq(pthread_create(&w[i].thread, NULL, arena_maker, &w[i]), 0);
     }
     char why[160] = "";
-    bool ok = fork_children_at_work(w, &stop, &ops, 4, child_makes_an_arena, NULL, why, sizeof why);
-    ck_assert_msg(ok, "a forked child making an arena: %s", why);
+    bool ok = fork_children_at_work(w, &stop, &ops, 4, child_makes_an_arena_and_a_binning, NULL, why, sizeof why);
+    ck_assert_msg(ok, "a forked child making an arena and a binning: %s", why);
 }
 
 /* ---- exit ----------------------------------------------------------------------------------- */

@@ -5,9 +5,32 @@
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include <crmm/error.h>
+#include <crmm/fork_guard.h>
 #include "graph_hold.h"
 
 static pthread_mutex_t holds_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+/* Across fork the mutex is made anew in the child: a thread of the parent may hold it there
+ * (one destroying an allocator, a driver thread running a destructor), and that thread does not
+ * exist in the child. It is not taken before a fork: it comes before the allocators' own locks,
+ * which their guards take in an order this guard could not keep. What it guards is pointers
+ * stored whole. The guard comes and goes with the plugin that holds this file, so it is in place
+ * before any use (adding it later could wait for the list's lock under an allocator's). */
+static crmm_fork_guard holds_guard;
+static void nothing(void *arg) { (void)arg; }
+static void renew_mutex(void *arg)
+{
+    (void)arg;
+    pthread_mutex_init(&holds_mutex, NULL);
+}
+
+__attribute__((constructor)) static void add_holds_guard(void)
+{
+    holds_guard = (crmm_fork_guard){.prepare = nothing, .parent = nothing, .child = renew_mutex};
+    crmm_fork_guard_add(&holds_guard);
+}
+
+__attribute__((destructor)) static void remove_holds_guard(void) { crmm_fork_guard_remove(&holds_guard); }
 
 void graph_holds_lock(void) { pthread_mutex_lock(&holds_mutex); }
 void graph_holds_unlock(void) { pthread_mutex_unlock(&holds_mutex); }
