@@ -13,6 +13,7 @@
 # CRMM_MALLOC_SWEEP_STEP=N runs every Nth allocation only: 4 by default (`make check`), 1 for all.
 # A sanitizer build replaces malloc itself: this script then skips (exit 77).
 here=$(cd "$(dirname "$0")" && pwd)
+umask 022 # the config it writes must not be writable by others, whatever umask it was started with
 if [ -n "$CRMM_TOOL" ]; then crmm=$CRMM_TOOL; elif [ -x ./tools/crmm ]; then crmm=./tools/crmm; else crmm=$here/../tools/crmm; fi
 shim=${CRMM_MALLOC_SHIM:-./tests/.libs/libmallocfail.so}
 [ -f "$shim" ] || shim=$here/.libs/libmallocfail.so

@@ -606,7 +606,6 @@ CRMM_TEST_IN("replay", two_spellings_of_one_new_output_are_refused)
  * through a new one beside it): a private file stays private. */
 CRMM_TEST_IN("replay", a_replaced_output_keeps_the_file_s_mode)
 {
-    umask(022); /* what a new file would get otherwise: 0644 */
     const char *log = crmm_test_write_file("mode.csv", ratio_log);
     const char *svg = crmm_test_write_file("mode.svg", "old\n");
     ck_assert_int_eq(chmod(svg, 0600), 0);

@@ -12,6 +12,10 @@
 #    as a whole line of it; lacks TEXT: a check that it does not hold TEXT;
 #  - need_crmm: ends the test (FAIL) when there is no crmm program.
 
+# Files the tests write get mode 0644 whatever umask they were started with: crmm refuses a
+# config that others may write.
+umask 022
+
 if [ -n "$CRMM_TOOL" ]; then
     crmm=$CRMM_TOOL
 elif [ -x ./tools/crmm ]; then

@@ -19,6 +19,11 @@
 #include <cuda_runtime_api.h>
 #include "test_support.h"
 
+/* Files a test writes (configs among them) get mode 0644 whatever umask the test was started
+ * with: crmm refuses a config that others, or a group not the owner's own, may write, and that
+ * must be what a test decides, not the shell it ran from. */
+__attribute__((constructor)) static void test_umask(void) { umask(022); }
+
 /* ---- GPUs and the runner -------------------------------------------------------------------- */
 
 int crmm_test_gpu_count(void)

@@ -15,6 +15,10 @@ import pytest
 
 import crmm._lib
 
+# Files the tests write get mode 0644 whatever umask pytest was started with: crmm refuses a
+# config that others may write.
+os.umask(0o022)
+
 
 def required_gpus():
     try:
