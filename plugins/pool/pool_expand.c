@@ -744,7 +744,13 @@ crmm_status pool_expand_trim(pool_resource *p)
     if ((st = crmm_cuda_device_enter(p->growth.vmm.device, &g)) == CRMM_OK) {
         bool released;
         reap_lent(p, false); /* also when nothing free is given back */
+        uint64_t refused = p->growth.vmm.unmaps_refused;
         st = release_beyond(p, NULL, p->growth.release_threshold, true, &released);
+        /* a free page whose unmap the driver refused (logged there) stays mapped, the pool's: the
+         * trim did not give back what it should have, and the next one tries again */
+        if (st == CRMM_OK && p->growth.vmm.unmaps_refused != refused)
+            st = crmm_set_error(CRMM_ERROR_CUDA, "pool: trim: the driver refused to unmap a free page; it stays mapped "
+                                                 "and a later trim tries again");
         size_t kept = pool_vmm_drop_spares(&p->growth.vmm);
         if (kept && st == CRMM_OK)
             st = crmm_set_error(CRMM_ERROR_CUDA, "pool: trim: cuMemRelease refused %zu page(s): the pool keeps them, "

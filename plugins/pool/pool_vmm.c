@@ -182,6 +182,7 @@ static size_t unmap_pages(pool_vmm *v, size_t first, size_t count, bool lent)
             crmm_cuda_driver_status(r, "cuMemUnmap");
             crmm_log(CRMM_LOG_WARN, "pool: %s; the page stays mapped", crmm_last_error());
             crmm_clear_error();
+            v->unmaps_refused++;
             return k;
         }
         if (lent)

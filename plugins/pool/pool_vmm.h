@@ -41,6 +41,7 @@ typedef struct pool_vmm {
     int handle_types;              /* CUmemAllocationHandleType pages are made exportable as (pool_ipc.c); 0: none */
     /* driver calls made so far, for the pool's queries (crmm/pool.h) */
     uint64_t pages_created, pages_released, pages_mapped, pages_unmapped;
+    uint64_t unmaps_refused;       /* cuMemUnmap calls the driver refused (the page stayed mapped) */
 } pool_vmm;
 
 /* Whether the virtual memory API can be used on `device`; on false, *why says why in a phrase

@@ -103,6 +103,8 @@ def test_a_resource_released_by_hand_leaves_the_registry():
             assert registry._objects.get(res.ptr) is res
             assert mr.MemoryResource._adopt(lib.crmm_resource_retain(res.ptr)) is res
             break
+    else:  # a malloc that never reuses an address (a sanitizer's, which quarantines frees)
+        pytest.skip("no new resource was made at a released one's address: nothing to check here")
 
 
 
