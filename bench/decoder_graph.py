@@ -23,7 +23,8 @@ capture, so the allocator serves the capture and holds that memory for the graph
 To find out whose placement moves the replay: `--place GROUP=KIND` moves a group of weights
 into memory of its own (one cuMemAlloc, pages mapped one by one, or one handle) before the
 capture, and `--record CSV` writes a crmm mode's allocation log (the addresses of the weights,
-the cuBLAS workspace and the temporaries).
+the cuBLAS workspace and the temporaries). `--user-object` ties a CUDA user object to the
+captured graph, as crmm's allocators do at every capture, in any mode (native's too).
 
 It prints one JSON line: the mode, milliseconds per replay (the median over batches of
 --replays replays each, timed with CUDA events), each batch's figure, the capture's wall time,
@@ -65,6 +66,20 @@ def node_census(handle):
         name = NODE_TYPES[t.value] if 0 <= t.value < len(NODE_TYPES) else str(t.value)
         census[name] = census.get(name, 0) + 1
     return census
+
+
+_USER_OBJECT_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda arg: None)
+
+
+def tie_user_object(handle):
+    """Retain a CUDA user object (one that does nothing) on the captured cudaGraph_t, as crmm's
+    allocators tie their record of a capture to its graph, so that a mode without crmm shows
+    what a user object alone costs a replay. Returns whether it was tied."""
+    cu = ctypes.CDLL("libcuda.so.1")
+    obj = ctypes.c_void_p()
+    if cu.cuUserObjectCreate(ctypes.byref(obj), None, _USER_OBJECT_DESTRUCTOR, 1, 1) != 0:  # NO_DESTRUCTOR_SYNC
+        return False
+    return cu.cuGraphRetainUserObject(ctypes.c_void_p(handle), obj, 1, 1) == 0  # MOVE
 
 
 # Model shapes (--model): layers, hidden, heads, kv_heads, intermediate, vocab. "small" is the
@@ -111,6 +126,9 @@ def parse_args():
     ap.add_argument("--shift", default="0,0", metavar="SMALL,LARGE",
                     help="before the model is built, allocate and keep two buffers of SMALL and LARGE bytes, so that "
                          "every later tensor lands elsewhere (how much the replay's speed depends on placement alone)")
+    ap.add_argument("--user-object", action="store_true",
+                    help="tie a CUDA user object to the captured graph (what crmm's allocators do at every capture) "
+                         "before it is instantiated")
     ap.add_argument("--table", metavar="RESULTS.jsonl",
                     help="print the table of the runs in this file (one JSON line each) instead of running")
     a = ap.parse_args()
@@ -356,6 +374,7 @@ def main():
         torch.cuda.synchronize()
         capture_ms = (time.perf_counter() - t0) * 1e3
         census = node_census(graph.raw_cuda_graph()) if kept else None
+        tied = tie_user_object(graph.raw_cuda_graph()) if kept and a.user_object else False
         if kept:
             graph.instantiate()
         sample()
@@ -399,6 +418,7 @@ def main():
                 "batches_ms": [round(x, 5) for x in per_batch],
                 "capture_ms": round(capture_ms, 2),
                 "nodes": census,
+                "user_object": tied,
                 "kernels_us": kernels,
                 "peak_mib": round((peak - base) / 2**20, 1),
                 "replay_equals_eager": same,
