@@ -258,6 +258,8 @@ const char *crmm_test_write_file(const char *name, const char *text)
     return p;
 }
 
+unsigned crmm_test_other_uid(void) { return geteuid() == 65534 ? 65533 : 65534; }
+
 bool crmm_test_set_acl(const char *path, unsigned tag, unsigned id, unsigned perm)
 {
     /* the xattr form: a version, then entries of tag, permission bits and id, little-endian, in

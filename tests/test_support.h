@@ -138,6 +138,8 @@ const char *crmm_test_write_file(const char *name, const char *text);
  * rwx, one named user (tag 0x02) or group (tag 0x08) with `id` and `perm` (rwx bits), the owning
  * group r-x, the mask rwx, others r-x. False where the file system takes no ACL. */
 bool crmm_test_set_acl(const char *path, unsigned tag, unsigned id, unsigned perm);
+/* A user id that is not the test's own (effective) one: for ACL entries of "another user". */
+unsigned crmm_test_other_uid(void);
 
 /* ---- reading what was written --------------------------------------------------------------- */
 
