@@ -183,7 +183,7 @@ CRMM_LOOP_TEST(replays_equal_eager_and_touch_nothing_else, CHAINS)
 
 /* Capture in each mode: the pool (chunked, expandable), arena and fixed_size allocate (growing
  * where they can) and free on the captured stream, the capture ends without error, and the graph
- * runs. */
+ * runs: its output holds what it copied. */
 static const char *const moded[][2] = {
     {"pool", "initial_size=2MiB"}, {"pool", "expandable=true"}, {"pool", "expandable=true graph_pool=private"},
     {"arena", "arena_size=64MiB"},
@@ -212,6 +212,15 @@ CRMM_LOOP_TEST(every_capture_mode, 3 * MODED)
     ck_assert_cuda(cudaGraphInstantiate(&exec, graph, 0));
     ck_assert_cuda(cudaGraphLaunch(exec, s));
     ck_assert_cuda(cudaStreamSynchronize(s));
+    unsigned char *host = malloc(8 * MiB);
+    ck_assert_ptr_nonnull(host);
+    ck_assert_cuda(cudaMemcpy(host, y, 8 * MiB, cudaMemcpyDeviceToHost));
+    size_t i = 0;
+    while (i < 8 * MiB && host[i] == 1)
+        i++;
+    ck_assert_msg(i == 8 * MiB, "%s %s, mode %d: byte %zu of the graph's output is %u", moded[_i % MODED][0],
+                  moded[_i % MODED][1], _i / MODED, i, i < 8 * MiB ? host[i] : 1u);
+    free(host);
     free_on(p, y, 8 * MiB, s); /* after the capture: held until the graph goes */
     ck_assert_cuda(cudaGraphExecDestroy(exec));
     ck_assert_cuda(cudaGraphDestroy(graph));
