@@ -159,16 +159,8 @@ CRMM_TEST(a_forked_child_is_not_stuck_on_the_parents_lock)
         void *p = NULL;
         _exit(crmm_resource_allocate(mr, 64, NULL, &p) == CRMM_OK ? 0 : 1);
     }
-    /* a child stuck on the lock is killed after 10 s */
-    int status = 0;
-    pid_t done = 0;
-    for (int i = 0; i < 1000 && (done = waitpid(pid, &status, WNOHANG)) == 0; i++)
-        usleep(10000);
-    if (done == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-    }
-    ck_assert_msg(done == pid, "the child was still in its allocation after 10 s");
+    int status; /* a child stuck on the lock is killed after 10 s */
+    ck_assert_msg(crmm_test_wait_child(pid, 10, &status), "the child was still in its allocation after 10 s");
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: exit status %d", WEXITSTATUS(status));
     ck_assert_int_eq(pthread_join(t, NULL), 0);
     meet = 0;

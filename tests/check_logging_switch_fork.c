@@ -5,7 +5,6 @@
 #include "build_config.h"
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
@@ -45,17 +44,11 @@ CRMM_TEST(a_child_forked_during_enable_logging_can_use_the_switch)
         ok = ok && crmm_disable_logging() == CRMM_OK;
         _exit(ok ? 0 : 1);
     }
-    int status = 0;
-    pid_t done = 0;
-    for (int i = 0; i < 1000 && (done = waitpid(pid, &status, WNOHANG)) == 0; i++)
-        usleep(10000);
-    if (done == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-    }
+    int status;
+    bool ended = crmm_test_wait_child(pid, 10, &status);
     __atomic_store_n(&held, 0, __ATOMIC_SEQ_CST);
     ck_assert_int_eq(pthread_join(t, NULL), 0);
-    ck_assert_msg(done == pid, "the child was still waiting for the switch's lock after 10 s");
+    ck_assert_msg(ended, "the child was still waiting for the switch's lock after 10 s");
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
     int count = -1;
     ck_assert_crmm_ok(crmm_get_log_filenames(NULL, 0, &count)); /* the parent's lock was let go */

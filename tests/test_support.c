@@ -9,6 +9,7 @@
 #include "build_config.h"
 #include <errno.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,22 @@
 __attribute__((constructor)) static void test_umask(void) { umask(022); }
 
 /* ---- GPUs and the runner -------------------------------------------------------------------- */
+
+bool crmm_test_wait_child(pid_t pid, int seconds, int *status)
+{
+    *status = 0;
+    for (long i = 0; i < 100L * seconds; i++) {
+        pid_t done = waitpid(pid, status, WNOHANG);
+        if (done == pid)
+            return true;
+        if (done < 0 && errno != EINTR)
+            return false;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, status, 0);
+    return false;
+}
 
 int crmm_test_gpu_count(void)
 {

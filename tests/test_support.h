@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
 #include <crmm/crmm.h>
 /* the adaptor APIs the suites inspect layers with (installed by their plugins, not in crmm.h) */
 #include <crmm/logging.h>
@@ -28,6 +29,10 @@
 
 /* Number of CUDA devices, probed in a child process (0 when there is none or CUDA fails). */
 int crmm_test_gpu_count(void);
+
+/* Wait up to `seconds` for child `pid` to end; one still running then is killed (and reaped).
+ * True when it ended by itself; *status is its wait status either way. */
+bool crmm_test_wait_child(pid_t pid, int seconds, int *status);
 
 /* For a program whose tests need `needed` GPUs: returns 0 when they are there; otherwise prints
  * why and returns 77 (skip), or 1 (fail) when $CRMM_TEST_REQUIRE_GPU asks for at least `needed`. */
