@@ -51,9 +51,13 @@ PRIVATE = CHUNKED_POOL.replace("initial_size = 64MiB", "expandable = true\ngraph
 CONFIGS = {"default": None, "chunked": CHUNKED_POOL, "arena": ARENA, "fixed_size": FIXED_SIZE, "private": PRIVATE}
 
 
+# the kind of each config's default resource, which the children check they allocate from
+KINDS = {"chunked": "pool", "arena": "arena", "fixed_size": "fixed_size", "private": "pool"}
+
+
 def config_env(tmp_path, config):
     text = CONFIGS[config]
-    return {"CRMM_CONFIG": host_config(tmp_path, text)} if text else {}
+    return {"CRMM_CONFIG": host_config(tmp_path, text), "CRMM_TEST_KIND": KINDS[config]} if text else {}
 
 
 TORCH_MLP = """
@@ -86,10 +90,15 @@ with torch.cuda.stream(side):
         step()
 torch.cuda.current_stream().wait_stream(side)
 
+import crmm.mr
+served = crmm.mr.get_current_device_resource()
+assert served.kind == os.environ.get("CRMM_TEST_KIND", served.kind), served.kind
+made = served.query("allocations_total")
 g = torch.cuda.CUDAGraph()
 kwargs = {"pool": pool.id} if pool is not None else {}
 with torch.cuda.graph(g, **kwargs):
     static_loss = step()
+assert served.query("allocations_total") > made, "the capture allocated nothing through crmm"
 
 # eager reference from the same state: a copy of the model stepped eagerly
 ref = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 64)).cuda()
@@ -177,10 +186,13 @@ print("ok")
 """
 
 CUPY_CAPTURE = """
+import os
 import cupy
 import crmm.mr
 from crmm.allocators.cupy import rmm_cupy_allocator
 cupy.cuda.set_allocator(rmm_cupy_allocator)
+served = crmm.mr.get_current_device_resource()
+assert served.kind == os.environ.get("CRMM_TEST_KIND", served.kind), served.kind
 n = 1 << 20
 x = cupy.arange(n, dtype=cupy.float32)
 out = cupy.zeros(n, dtype=cupy.float32)
@@ -188,11 +200,13 @@ stream = cupy.cuda.Stream(non_blocking=True)
 with stream:
     expected = (x * 2 + 1) * 3          # eager, on the same stream
     stream.synchronize()
+    made = served.query("allocations_total")
     stream.begin_capture()
     t = x * 2 + 1                       # temporaries allocated and freed inside the capture
     out[...] = t * 3
     del t
     graph = stream.end_capture()
+    assert served.query("allocations_total") > made, "the capture allocated nothing through crmm"
     after = cupy.full(n, 5.0, dtype=cupy.float32)   # allocated after the capture
     stream.synchronize()
     for i in range(1000):
