@@ -121,6 +121,36 @@ CRMM_LOOP_TEST_IN("other plugins", arena_fixed_size_binning_hold_a_graphs_blocks
     crmm_resource_release(r);
 }
 
+/* The arena takes a destroyed graph's blocks back at its next allocation; those that eager work
+ * used wait for a device synchronization. When that fails, they wait for the next try, and the
+ * allocation, which succeeds, leaves the thread's error as it was (error.h: only a failing call
+ * sets it). */
+CRMM_TEST_IN("other plugins", arena_keeps_the_callers_error_when_taking_back_blocks_cannot_synchronize)
+{
+    const size_t n = 64 * KiB;
+    crmm_resource *r = parking_resource(0);
+    cudaStream_t s = stream_n(1);
+    void *before = alloc_on(r, n, s);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    free_on(r, before, n, s); /* eager work may use it: it needs a synchronization to come back */
+    fake_capture_end(s);
+    fake_graph_destroy(g);
+    crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "an earlier error");
+    char earlier[256];
+    snprintf(earlier, sizeof earlier, "%s", crmm_last_error());
+    fake_vmm.device_syncs_fail = 1;
+    void *p = alloc_on(r, n, s);
+    ck_assert_int_eq(fake_vmm.device_syncs_fail, 0); /* it tried */
+    ck_assert_ptr_ne(p, before);
+    ck_assert_int_eq(crmm_last_status(), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_str_eq(crmm_last_error(), earlier);
+    free_on(r, p, n, s);
+    void *set[1] = {before};
+    int syncs = fake_vmm.device_syncs;
+    ck_assert_int_eq(come_back_with_the_device_full(r, n, s, set, 1, 1, syncs, "arena"), 1); /* the next try */
+    crmm_resource_release(r);
+}
+
 /* A block from before a capture, freed in it, handed out again by the capture and freed there
  * again, is still one that eager work may use when the graph is gone. */
 CRMM_LOOP_TEST_IN("other plugins", a_block_from_before_the_capture_reused_by_it_stays_eager, PARKING)

@@ -113,9 +113,19 @@ static void take_back_parked(arena_resource *r, crmm_cuda_stream_t stream)
     bool eager = nkept > 0;
     for (size_t i = 0; i < n; i++)
         eager |= back[i].eager;
-    bool synced = !eager || !r->uses_cuda || arena_device_synchronize(r) == CRMM_OK;
-    if (!synced)
-        crmm_clear_error(); /* logged */
+    bool synced = !eager || !r->uses_cuda;
+    if (!synced) {
+        /* a failed synchronization is logged; the allocation this serves goes on, and the thread's
+         * error stays what it was (only a failing call sets it) */
+        crmm_status had = crmm_last_status();
+        char *message = had != CRMM_OK ? strdup(crmm_last_error()) : NULL;
+        synced = arena_device_synchronize(r) == CRMM_OK;
+        if (!synced && had != CRMM_OK && message)
+            crmm_set_error(had, "%s", message);
+        else if (!synced)
+            crmm_clear_error();
+        free(message);
+    }
     for (int list = 0; list < 2; list++) {
         graph_park_entry *e = list ? kept : back;
         size_t m = list ? nkept : n, waiting = 0;

@@ -400,6 +400,10 @@ static void order(int what, cudaStream_t s)
 cudaError_t cudaDeviceSynchronize(void)
 {
     __atomic_add_fetch(&fake_vmm.device_syncs, 1, __ATOMIC_RELAXED);
+    if (fake_vmm.device_syncs_fail > 0) {
+        fake_vmm.device_syncs_fail--;
+        return cudaErrorUnknown;
+    }
     cudaError_t e = fake_capture_call("cudaDeviceSynchronize", FAKE_CALL_WAIT, NULL);
     if (e == cudaSuccess)
         order(FAKE_ORDER_DEVICE_SYNC, NULL);

@@ -48,6 +48,7 @@ typedef struct fake_vmm_state {
      * CUDA_ERROR_OUT_OF_MEMORY for cuMemMap, CUDA_ERROR_UNKNOWN for the others) */
     int map_fails_in, set_access_fails_in, unmap_fails_in, release_fails_in;
     int map_error, set_access_error, unmap_error, release_error;
+    int device_syncs_fail;       /* the next this many cudaDeviceSynchronize calls fail (cudaErrorUnknown) */
 } fake_vmm_state;
 
 /* The counters and settings; tests read and set them directly. */
