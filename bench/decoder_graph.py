@@ -68,18 +68,21 @@ def node_census(handle):
     return census
 
 
-_USER_OBJECT_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda arg: None)
-
-
 def tie_user_object(handle):
     """Retain a CUDA user object (one that does nothing) on the captured cudaGraph_t, as crmm's
     allocators tie their record of a capture to its graph, so that a mode without crmm shows
-    what a user object alone costs a replay. Returns whether it was tied."""
+    what a user object alone costs a replay. Its destructor is the C library's free(NULL): a
+    driver thread may run it while Python shuts down, where a Python callback could not run.
+    Returns whether it was tied."""
     cu = ctypes.CDLL("libcuda.so.1")
+    free_fn = ctypes.cast(ctypes.CDLL(None).free, ctypes.c_void_p)
     obj = ctypes.c_void_p()
-    if cu.cuUserObjectCreate(ctypes.byref(obj), None, _USER_OBJECT_DESTRUCTOR, 1, 1) != 0:  # NO_DESTRUCTOR_SYNC
+    if cu.cuUserObjectCreate(ctypes.byref(obj), None, free_fn, 1, 1) != 0:  # NO_DESTRUCTOR_SYNC
         return False
-    return cu.cuGraphRetainUserObject(ctypes.c_void_p(handle), obj, 1, 1) == 0  # MOVE
+    if cu.cuGraphRetainUserObject(ctypes.c_void_p(handle), obj, 1, 1) != 0:  # MOVE
+        cu.cuUserObjectRelease(obj, 1)
+        return False
+    return True
 
 
 # Model shapes (--model): layers, hidden, heads, kv_heads, intermediate, vocab. "small" is the

@@ -8,9 +8,10 @@
  * state through a hook registered with the runtime.
  *
  * Across fork the mutex is made anew in the child (as the core's other locks, fork_guard.c: it is
- * held while plugins load): the thread that held it does not exist there. So that the child
- * finds a whole state, the device array is published before its count, and the count goes to 0
- * before the array is taken back and freed: a child never reads past what the array holds. */
+ * held while plugins load): the thread that held it does not exist there. The device array is
+ * published before its count, and the count goes to 0 before the array is taken back and freed,
+ * so a child never reads past what the array holds. A child forked while another thread was
+ * enabling or disabling may still find that thread's adaptors installed and the switch off. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdio.h>

@@ -4,8 +4,8 @@
  * fork: threads allocate and free through a stack of resources while the test forks child
  * after child; each child allocates and frees through the same stack, then _exits. A lock that a
  * thread held at the fork would stay held in the child for ever: the child would hang. The
- * parent waits for each child a bounded number of tries (a deadline far beyond what the child
- * needs), and a child that does not finish is killed and counted as a hang.
+ * parent waits for each child up to a deadline far beyond what the child needs, and a child
+ * that does not finish is killed and counted as a hang.
  *
  * exit: a child process starts threads that allocate and free through a stack without end and
  * then calls exit() while they run. Nothing that exit runs (library destructors, atexit
@@ -28,7 +28,7 @@
 #define FORKS 60            /* children per fork test */
 #define EXITS 150           /* children per exit test */
 #define LIVE_PER_WORKER 8   /* blocks a worker holds at once */
-#define WAIT_TRIES 3000     /* a child gets this many waits of 1 ms (3 s at least) before it counts as hung */
+#define WAIT_SECONDS 3      /* a child still running after this long counts as hung */
 
 /* The stacks under test, bottom first; each layer over the one before it. */
 typedef struct stack_spec {
@@ -137,33 +137,22 @@ static int wait_for_ops(atomic_ulong *done, unsigned long ops)
 
 typedef enum child_end { CHILD_OK, CHILD_FAILED, CHILD_HUNG } child_end;
 
-/* Wait for child pid at most WAIT_TRIES times 1 ms; a child still running then is killed. *why
- * says how a child that did not end with status 0 ended. */
+/* Wait for child pid at most WAIT_SECONDS; a child still running then is killed. *why says how
+ * a child that did not end with status 0 ended. */
 static child_end wait_bounded(pid_t pid, char *why, size_t why_size)
 {
-    const struct timespec ms = {0, 1000 * 1000};
-    for (int tries = 0; tries < WAIT_TRIES; tries++) {
-        int status;
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) {
-            if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-                return CHILD_OK;
-            if (WIFSIGNALED(status))
-                snprintf(why, why_size, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-            else
-                snprintf(why, why_size, "exit status %d", WEXITSTATUS(status));
-            return CHILD_FAILED;
-        }
-        if (r < 0 && errno != EINTR) {
-            snprintf(why, why_size, "waitpid: %s", strerror(errno));
-            return CHILD_FAILED;
-        }
-        nanosleep(&ms, NULL);
+    int status;
+    if (!crmm_test_wait_child(pid, WAIT_SECONDS, &status)) {
+        snprintf(why, why_size, "still running after %d s (or not to be waited for): hung", WAIT_SECONDS);
+        return CHILD_HUNG;
     }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    snprintf(why, why_size, "still running after %d waits of 1 ms: hung", WAIT_TRIES);
-    return CHILD_HUNG;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return CHILD_OK;
+    if (WIFSIGNALED(status))
+        snprintf(why, why_size, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(why, why_size, "exit status %d", WEXITSTATUS(status));
+    return CHILD_FAILED;
 }
 
 static size_t most_of(const stack_spec *spec)

@@ -206,6 +206,7 @@ CRMM_LOOP_TEST(every_capture_mode, 3 * MODED)
     void *y = alloc_on(p, 8 * MiB, s);
     ck_assert_cuda(cudaMemsetAsync(x, 1, 8 * MiB, s));
     ck_assert_cuda(cudaMemcpyAsync(y, x, 8 * MiB, cudaMemcpyDeviceToDevice, s));
+    ck_assert_cuda(cudaMemsetAsync(x, 2, 8 * MiB, s)); /* y overlapping x would read 2s back */
     free_on(p, x, 8 * MiB, s);
     ck_assert_cuda(cudaStreamEndCapture(s, &graph));
     cudaGraphExec_t exec;

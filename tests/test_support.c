@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include "test_support.h"
@@ -29,14 +30,21 @@ __attribute__((constructor)) static void test_umask(void) { umask(022); }
 
 bool crmm_test_wait_child(pid_t pid, int seconds, int *status)
 {
+    const struct timespec ms = {0, 1000 * 1000};
+    struct timespec now, end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += seconds;
     *status = 0;
-    for (long i = 0; i < 100L * seconds; i++) {
+    for (;;) {
         pid_t done = waitpid(pid, status, WNOHANG);
         if (done == pid)
             return true;
         if (done < 0 && errno != EINTR)
-            return false;
-        usleep(10000);
+            break; /* it cannot be waited for: counted as not ended */
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
+            break;
+        nanosleep(&ms, NULL);
     }
     kill(pid, SIGKILL);
     waitpid(pid, status, 0);

@@ -30,8 +30,9 @@
 /* Number of CUDA devices, probed in a child process (0 when there is none or CUDA fails). */
 int crmm_test_gpu_count(void);
 
-/* Wait up to `seconds` for child `pid` to end; one still running then is killed (and reaped).
- * True when it ended by itself; *status is its wait status either way. */
+/* Wait up to `seconds` (of the monotonic clock) for child `pid` to end; one still running then,
+ * or one that cannot be waited for, is killed (and reaped). True when it ended by itself, with
+ * *status its wait status. */
 bool crmm_test_wait_child(pid_t pid, int seconds, int *status);
 
 /* For a program whose tests need `needed` GPUs: returns 0 when they are there; otherwise prints

@@ -743,8 +743,8 @@ crmm_status pool_expand_trim(pool_resource *p)
     crmm_device_guard g;
     if ((st = crmm_cuda_device_enter(p->growth.vmm.device, &g)) == CRMM_OK) {
         bool released;
-        reap_lent(p, false); /* also when nothing free is given back */
         uint64_t refused = p->growth.vmm.unmaps_refused;
+        reap_lent(p, false); /* also when nothing free is given back */
         st = release_beyond(p, NULL, p->growth.release_threshold, true, &released);
         /* a free page whose unmap the driver refused (logged there) stays mapped, the pool's: the
          * trim did not give back what it should have, and the next one tries again */

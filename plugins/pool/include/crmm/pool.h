@@ -28,9 +28,10 @@ enum {
      * it before destroying the stream. Waits for the stream (cudaStreamSynchronize, whether or
      * not the pool holds blocks freed on it), then files the blocks freed on it as usable by any
      * stream, so nothing freed on it stays tied to its handle. CRMM_OK and nothing done for a
-     * pool over host memory, or once the process is exiting. Errors: CRMM_ERROR_CUDA (the
-     * pool's device could not be made current, or the synchronization failed),
-     * CRMM_ERROR_STATE (the CUDA runtime is unloading). */
+     * pool over host memory; once the process is exiting it waits for nothing (no CUDA call)
+     * and refiles the blocks all the same. Errors: CRMM_ERROR_CUDA (the pool's device could not
+     * be made current, or the synchronization failed), CRMM_ERROR_STATE (the process began to
+     * exit, or the CUDA runtime is unloading, while the device was being made current). */
     CRMM_POOL_OP_FORGET_STREAM = 1,
     /* arg: unused (NULL). Sets the peaks to the current figures: BYTES_IN_USE_PEAK,
      * ALLOCATIONS_PEAK, BYTES_RESERVED_PEAK and CRMM_QUERY_POOL_BLOCK_BYTES_PEAK (what PyTorch's
