@@ -100,7 +100,7 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_graphs_model \
 	tests/check_ipc \
 	tests/check_void_keeps_error \
-	tests/check_logging_switch_fork
+	tests/check_fork_held_locks
 
 # Scripts, run from the top build directory (where the program is ./tools/crmm)
 SCRIPT_TESTS = \
@@ -175,7 +175,8 @@ tests_check_async_serialized_SOURCES = tests/check_async_serialized.c $(FAKE_NO_
 tests_check_ipc_async_SOURCES = tests/check_ipc_async.c $(FAKE_MEMPOOL_SOURCES)
 tests_check_async_devices_SOURCES = tests/check_async_devices.c $(FAKE_NO_DRIVER_SOURCES) $(FAKE_MEMPOOL_SOURCES)
 tests_check_views_and_system_cpu_SOURCES = tests/check_views_and_system_cpu.c $(FAKE_NO_DRIVER_SOURCES)
-tests_check_logging_switch_fork_SOURCES = tests/check_logging_switch_fork.c $(FAKE_NO_DRIVER_SOURCES)
+tests_check_fork_held_locks_SOURCES = tests/check_fork_held_locks.c plugins/common/graph_hold.c \
+	plugins/common/graph_hold.h $(FAKE_NO_DRIVER_SOURCES)
 tests_check_device_buffer_cuda_calls_SOURCES = tests/check_device_buffer_cuda_calls.c $(FAKE_STREAM_SOURCES)
 tests_check_void_keeps_error_SOURCES = tests/check_void_keeps_error.c tests/callback_config.h $(FAKE_STREAM_SOURCES)
 tests_check_callback_SOURCES = tests/check_callback.c tests/callback_config.h
@@ -216,7 +217,7 @@ tests_check_async_serialized_LDFLAGS = -export-dynamic
 tests_check_ipc_async_LDFLAGS = -export-dynamic
 tests_check_async_devices_LDFLAGS = -export-dynamic
 tests_check_views_and_system_cpu_LDFLAGS = -export-dynamic
-tests_check_logging_switch_fork_LDFLAGS = -export-dynamic
+tests_check_fork_held_locks_LDFLAGS = -export-dynamic
 tests_check_pool_thread_cache_auto_LDFLAGS = -export-dynamic
 tests_check_replay_streams_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_LDFLAGS = -export-dynamic
