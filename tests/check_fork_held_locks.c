@@ -13,14 +13,43 @@
 #include "test_support.h"
 #include "../plugins/common/graph_hold.h"
 
-static int held = 1;    /* cudaGetDeviceCount waits while set */
-static int entered;     /* a thread is inside cudaGetDeviceCount */
+/* The thread that holds a lock says so in `holding`, and keeps it until `let_go` is set. */
+static int holding, let_go;
 
+static void hold_until_let_go(void)
+{
+    __atomic_store_n(&holding, 1, __ATOMIC_SEQ_CST);
+    while (!__atomic_load_n(&let_go, __ATOMIC_SEQ_CST))
+        usleep(1000);
+}
+
+/* Start `hold` on a thread, and once it holds its lock fork a child that exits with child()'s
+ * status; the child is given 10 s. Then the thread lets go and is joined. Asserts that the child
+ * ended by itself with status 0 (a child stuck on the lock is killed). */
+static void fork_while_held(void *(*hold)(void *), int (*child)(void), const char *lock)
+{
+    holding = let_go = 0;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, hold, NULL), 0);
+    while (!__atomic_load_n(&holding, __ATOMIC_SEQ_CST))
+        sched_yield();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(child());
+    int status;
+    bool ended = crmm_test_wait_child(pid, 10, &status);
+    __atomic_store_n(&let_go, 1, __ATOMIC_SEQ_CST);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_msg(ended, "the child was still waiting for %s after 10 s", lock);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+}
+
+/* The scripted CUDA: a thread that asks for the device count holds there (inside the switch's
+ * lock, in crmm_enable_logging) until let go; then there is no device. */
 cudaError_t cudaGetDeviceCount(int *count)
 {
-    __atomic_store_n(&entered, 1, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&held, __ATOMIC_SEQ_CST))
-        usleep(1000);
+    hold_until_let_go();
     *count = 0;
     return cudaErrorNoDevice;
 }
@@ -33,63 +62,41 @@ static void *enable(void *arg)
     return NULL;
 }
 
+static int use_the_switch(void)
+{
+    int count = -1;
+    bool ok = crmm_get_log_filenames(NULL, 0, &count) == CRMM_OK && count == 0;
+    ok = ok && crmm_disable_logging() == CRMM_OK;
+    return ok ? 0 : 1;
+}
+
 CRMM_TEST(a_child_forked_during_enable_logging_can_use_the_switch)
 {
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, enable, NULL), 0);
-    while (!__atomic_load_n(&entered, __ATOMIC_SEQ_CST))
-        sched_yield();
-    pid_t pid = fork(); /* the thread holds the switch's lock now */
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int count = -1;
-        bool ok = crmm_get_log_filenames(NULL, 0, &count) == CRMM_OK && count == 0;
-        ok = ok && crmm_disable_logging() == CRMM_OK;
-        _exit(ok ? 0 : 1);
-    }
-    int status;
-    bool ended = crmm_test_wait_child(pid, 10, &status);
-    __atomic_store_n(&held, 0, __ATOMIC_SEQ_CST);
-    ck_assert_int_eq(pthread_join(t, NULL), 0);
-    ck_assert_msg(ended, "the child was still waiting for the switch's lock after 10 s");
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+    fork_while_held(enable, use_the_switch, "the switch's lock");
     int count = -1;
     ck_assert_crmm_ok(crmm_get_log_filenames(NULL, 0, &count)); /* the parent's lock was let go */
     ck_assert_int_eq(count, 0);
 }
 
-static int holding, let_go;
-
 static void *hold_graph_records(void *arg)
 {
     (void)arg;
     graph_holds_lock();
-    __atomic_store_n(&holding, 1, __ATOMIC_SEQ_CST);
-    while (!__atomic_load_n(&let_go, __ATOMIC_SEQ_CST))
-        usleep(1000);
+    hold_until_let_go();
     graph_holds_unlock();
     return NULL;
 }
 
+static int take_graph_records(void) /* what an arena's or fixed_size's destroy does first */
+{
+    graph_holds_lock();
+    graph_holds_unlock();
+    return 0;
+}
+
 CRMM_TEST(a_child_forked_while_a_thread_holds_the_graph_records_can_take_them)
 {
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, hold_graph_records, NULL), 0);
-    while (!__atomic_load_n(&holding, __ATOMIC_SEQ_CST))
-        sched_yield();
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) { /* what an arena's or fixed_size's destroy does first */
-        graph_holds_lock();
-        graph_holds_unlock();
-        _exit(0);
-    }
-    int status;
-    bool ended = crmm_test_wait_child(pid, 10, &status);
-    __atomic_store_n(&let_go, 1, __ATOMIC_SEQ_CST);
-    ck_assert_int_eq(pthread_join(t, NULL), 0);
-    ck_assert_msg(ended, "the child was still waiting for the graph records' lock after 10 s");
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+    fork_while_held(hold_graph_records, take_graph_records, "the graph records' lock");
 }
 
 int main(void) { return crmm_test_main("fork_held_locks", 60); }
