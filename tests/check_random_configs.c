@@ -197,7 +197,8 @@ CRMM_TEST(random_configs_check_build_and_run)
     if (count >= 100) {
         ck_assert_msg(loaded >= count / 10, "only %lu of %lu configs passed the check", loaded, count);
         ck_assert_msg(built >= loaded / 2, "%lu configs passed, but only %lu resources were built", loaded, built);
-        ck_assert_msg(served >= built / 2, "%lu resources were built, but only %lu served an allocation", built, served);
+        ck_assert_msg(served >= built / 2, "%lu resources were built, but only %lu served an allocation", built,
+                      served);
     }
     free(dir);
 }

@@ -6,9 +6,10 @@
  * arena_thread_cache.c) without a lock; larger ones go to the global arena (arena_global.c),
  * under the lock of one of its shards: the thread arena's home shard first. Each of `shards`
  * (default up to 8) has its own lock, so that threads taking large blocks do not wait for each
- * other, and a free takes the lock of the shard that owns the address. A request too large for any one shard still
- * succeeds when free pages run on across shard boundaries (it takes every shard lock), so the
- * largest block that can be allocated is still the arena's largest free run, as with one shard.
+ * other, and a free takes the lock of the shard that owns the address. A request too large for
+ * any one shard still succeeds when free pages run on across shard boundaries (it takes every
+ * shard lock), so the largest block that can be allocated is still the arena's largest free
+ * run, as with one shard.
  * Over device memory a large block freed on a stream is free at once, tagged with that stream,
  * and reused on another stream only after a device synchronization (arena_stream_order.c).
  * When a request fails, the arena defragments (takes the empty superblocks back from every

@@ -9,9 +9,9 @@
  * Handles of other streams. Freeing on S and then destroying S is legal, and CUDA gives S's
  * handle to the next stream created (rmm#649). Any CUDA call that is passed a destroyed handle is
  * undefined: the runtime may read freed memory and crash (cudaStreamGetId on a destroyed stream
- * can) rather than return an error, and there is no call that tells whether a handle
- * is alive. The only stream the pool knows to be alive is the caller's, the one passed to the
- * allocate or deallocate in progress. The `stream_reuse` parameter says how T is ordered behind S:
+ * can) rather than return an error, and there is no call that tells whether a handle is alive.
+ * The only stream the pool knows to be alive is the caller's, the one passed to the allocate or
+ * deallocate in progress. The `stream_reuse` parameter says how T is ordered behind S:
  *
  * stream_reuse = sync (the default). When T's list has no block that fits but another stream's
  * has, the pool calls cudaDeviceSynchronize, which waits for all work on the device (including
