@@ -466,6 +466,19 @@ static bool ordered_if_handed_to(crmm_resource *p, void *x, cudaStream_t t, cuda
     return !found || t_ordered;
 }
 
+/* After a graph that held x is destroyed: its record collected, x taken back at once by `owner`
+ * (the stream it was last freed on) when `owner_first`, then whether another stream u got x only
+ * once ordered after owner (ordered_if_handed_to). */
+static bool back_to_its_stream(crmm_resource *p, void *x, cudaStream_t owner, cudaStream_t u, bool owner_first)
+{
+    (void)q(p, CRMM_QUERY_BYTES_FREE); /* collects */
+    if (owner_first) {
+        ck_assert_ptr_eq(alloc_on(p, MiB, owner), x);
+        free_on(p, x, MiB, owner);
+    }
+    return ordered_if_handed_to(p, x, owner, u);
+}
+
 /* A block a capture allocated and the program freed after it, on another stream t (eager work on
  * the graph's output), is t's once the graph is destroyed: work queued on t may still use it, so
  * another stream gets it only once ordered after t, never at once; t itself gets it at once. */
@@ -479,13 +492,8 @@ CRMM_LOOP_TEST_IN("pool", a_graphs_block_freed_after_the_capture_keeps_its_strea
     fake_capture_end(s);
     free_on(p, x, MiB, t);
     fake_graph_destroy(g);
-    (void)q(p, CRMM_QUERY_BYTES_FREE); /* collects */
-    if (_i >= FORMS) { /* t takes it back at once */
-        ck_assert_ptr_eq(alloc_on(p, MiB, t), x);
-        free_on(p, x, MiB, t);
-    }
-    ck_assert_msg(ordered_if_handed_to(p, x, t, u), "%s: another stream got the block freed on t with no order after t",
-                  form_names[form]);
+    ck_assert_msg(back_to_its_stream(p, x, t, u, _i >= FORMS),
+                  "%s: another stream got the block freed on t with no order after t", form_names[form]);
     no_forbidden_call(form);
     crmm_resource_release(p);
 }
@@ -506,12 +514,7 @@ CRMM_LOOP_TEST_IN("pool", a_block_from_before_the_capture_keeps_its_streams_orde
     free_on(p, x, MiB, s);
     fake_capture_end(s);
     fake_graph_destroy(g);
-    (void)q(p, CRMM_QUERY_BYTES_FREE); /* collects */
-    if (_i >= 2 * FORMS) {
-        ck_assert_ptr_eq(alloc_on(p, MiB, s), x);
-        free_on(p, x, MiB, s);
-    }
-    ck_assert_msg(ordered_if_handed_to(p, x, s, u),
+    ck_assert_msg(back_to_its_stream(p, x, s, u, _i >= 2 * FORMS),
                   "%s%s: another stream got the block freed in the capture on s with no order after s", form_names[form],
                   private ? ", private" : "");
     no_forbidden_call(form);
