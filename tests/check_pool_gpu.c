@@ -1,17 +1,18 @@
 /* check_pool_gpu.c — the `pool` plugin over `cuda`: the conformance suite, and the stream
- * ordering that only a GPU can show. A stream S is made slow on purpose (a host function that
- * sleeps, then S writes 0xAA into a block) and the block is freed on S while that is pending;
+ * ordering that only a GPU can show. A stream S is held on purpose (a host function that sleeps,
+ * or a gate the test opens: stream_gate_test.h), then S writes 0xAA into a block, and the block
+ * is freed on S while that is pending;
  * another stream T gets the block and writes 0xBB. Had the pool not ordered T behind S, S's 0xAA
  * would land last: the block must read 0xBB everywhere. Variants: S destroyed before T asks, S
  * forgotten, per-thread default streams of two threads. Loop tests run four times: _i 0 = sync,
  * 1 = event, 2 and 3 the same with expandable = true. */
 #include "build_config.h"
-#include <time.h>
 #include <cuda_runtime_api.h>
 #include <crmm/pool.h>
 #include "blocks_test.h"
 #include "conformance.h"
 #include "gpu_streams_test.h"
+#include "stream_gate_test.h"
 #include "streams_test.h"
 
 #define SLOW_MS 300
@@ -55,13 +56,6 @@ static crmm_resource *gpu_pool_in_mode(int mode, const char *params)
     return gpu_pool(text);
 }
 
-static double seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* On `s`: wait SLOW_MS, then fill x with 0xAA. Returns at once. */
 static void slow_fill(void *x, size_t n, cudaStream_t s)
 {
@@ -69,16 +63,23 @@ static void slow_fill(void *x, size_t n, cudaStream_t s)
     ck_assert_int_eq(cudaMemsetAsync(x, 0xAA, n, s), cudaSuccess);
 }
 
+/* On `s`: held at gate g until the test opens it, then fill x with 0xAA. Returns at once. */
+static void gated_fill(stream_gate *g, void *x, size_t n, cudaStream_t s)
+{
+    gate_stream(g, s);
+    ck_assert_int_eq(cudaMemsetAsync(x, 0xAA, n, s), cudaSuccess);
+}
+
 /* ---- ordering between streams -------------------------------------------------------------- */
 
-/* In a pool of 64 MiB: `n` bytes on s, filled slowly and freed while the fill is still running,
- * returned; *rest, the rest of the pool, held on s, so that a request of n bytes on another
+/* In a pool of 64 MiB: `n` bytes on s, filled behind gate g and freed while the fill is still
+ * queued, returned; *rest, the rest of the pool, held on s, so that a request of n bytes on another
  * stream can only get the freed block. */
-static void *freed_with_work_pending(crmm_resource *p, size_t n, cudaStream_t s, void **rest)
+static void *freed_with_work_pending(crmm_resource *p, stream_gate *g, size_t n, cudaStream_t s, void **rest)
 {
     void *a = alloc_on(p, n, s);
     *rest = alloc_on(p, 64 * MiB - n, s);
-    slow_fill(a, n, s);
+    gated_fill(g, a, n, s);
     free_on(p, a, n, s);
     return a;
 }
@@ -88,18 +89,22 @@ CRMM_LOOP_TEST_IN("pool_streams", another_stream_waits_for_the_free, MODES)
     crmm_resource *p = gpu_pool_in_mode(_i, "initial_size=64MiB");
     cudaStream_t s = new_stream(), t = new_stream();
     const size_t n = 8 * MiB;
-    void *rest, *a = freed_with_work_pending(p, n, s, &rest);
-    double t0 = seconds();
-    void *b = alloc_on(p, n, t);
-    double took = seconds() - t0;
-    ck_assert_ptr_eq(b, a); /* the same memory moved to t: the case that needs the wait */
-    if (_i % 2 == EVENT && crmm_test_async_observable())
-        ck_assert_msg(took < SLOW_MS * 0.5e-3, "allocating on t took %.3f s: the pool synchronized instead of "
-                      "ordering t behind s with an event", took);
-    else if (crmm_test_async_observable())
-        ck_assert_msg(took > SLOW_MS * 0.5e-3, "allocating on t took %.3f s: the pool did not synchronize the device "
-                      "before moving s's block to t", took);
+    stream_gate g;
+    void *rest, *a = freed_with_work_pending(p, &g, n, s, &rest);
+    void *b;
+    if (_i % 2 == EVENT) {
+        /* t is ordered behind s with an event: the allocation returns while s is held (a pool
+         * that synchronized instead would wait at the gate until the case's timeout) */
+        b = alloc_on(p, n, t);
+        ck_assert(gate_holds(&g));
+    } else {
+        gate_open_soon(&g);
+        b = alloc_on(p, n, t);
+        gate_expect_passed(&g, "allocating s's freed block on t (the pool must synchronize first)");
+    }
+    ck_assert_ptr_eq(b, a); /* the same memory moved to t: the case that needs the order */
     ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, n, t), cudaSuccess);
+    gate_open(&g);
     ck_assert_int_eq(cudaStreamSynchronize(t), cudaSuccess);
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
     expect_device_bytes(b, n, 0xBB);
@@ -115,15 +120,15 @@ CRMM_TEST_IN("pool_streams", same_stream_reuses_at_once)
 {
     crmm_resource *p = gpu_pool("initial_size=64MiB");
     cudaStream_t s = new_stream();
+    stream_gate g;
     void *a = alloc_on(p, MiB, s);
-    slow_fill(a, MiB, s);
+    gated_fill(&g, a, MiB, s);
     free_on(p, a, MiB, s);
-    double t0 = seconds();
-    void *b = alloc_on(p, MiB, s); /* stream order makes this safe without any wait */
-    if (crmm_test_async_observable())
-        ck_assert_msg(seconds() - t0 < SLOW_MS * 0.5e-3, "reuse on the same stream waited");
+    void *b = alloc_on(p, MiB, s); /* stream order makes this safe without any wait: s is held */
+    ck_assert(gate_holds(&g));
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, MiB, s), cudaSuccess);
+    gate_open(&g);
     expect_device_bytes(b, MiB, 0xBB);
     free_on(p, b, MiB, s);
     /* cudaStreamLegacy and NULL name the same stream */
@@ -141,9 +146,12 @@ CRMM_TEST_IN("pool_streams", a_destroyed_stream_breaks_nothing)
     crmm_resource *p = gpu_pool("initial_size=64MiB");
     cudaStream_t s = new_stream(), t = new_stream();
     const size_t n = 8 * MiB;
-    void *rest, *a = freed_with_work_pending(p, n, s, &rest);
+    stream_gate g;
+    void *rest, *a = freed_with_work_pending(p, &g, n, s, &rest);
     ck_assert_int_eq(cudaStreamDestroy(s), cudaSuccess); /* its work is still pending */
+    gate_open_soon(&g);
     void *b = alloc_on(p, n, t);
+    gate_expect_passed(&g, "allocating a destroyed stream's freed block on t (the pool must synchronize first)");
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(cudaGetLastError(), cudaSuccess); /* whatever the pool provoked, it cleared */
     ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, n, t), cudaSuccess);
@@ -399,21 +407,20 @@ CRMM_TEST_IN("pool_expandable", a_move_without_waiting_leaves_queued_work_its_me
     void *keep = NULL;
     ck_assert_cuda(cudaMalloc(&keep, n));
     void *x = alloc_on(p, n, s), *y = alloc_on(p, MiB, s);
-    slow_fill(x, n, s);
+    stream_gate g;
+    gated_fill(&g, x, n, s);
     ck_assert_cuda(cudaMemcpyAsync(keep, x, n, cudaMemcpyDeviceToDevice, s));
     free_on(p, x, n, s);
     uint64_t syncs = q(p, CRMM_QUERY_POOL_DEVICE_SYNCS), created = q(p, CRMM_QUERY_POOL_PAGES_CREATED);
-    double t0 = seconds();
-    void *z = alloc_on(p, 40 * MiB, s);
-    double took = seconds() - t0;
+    void *z = alloc_on(p, 40 * MiB, s); /* s is held: a move that waited would not return */
+    ck_assert(gate_holds(&g));
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_DEVICE_SYNCS), syncs);
     ck_assert_uint_gt(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
     uint64_t page = q(p, CRMM_QUERY_BYTES_RESERVED) / q(p, CRMM_QUERY_UPSTREAM_BLOCKS);
     /* only what x's pages could not give was made anew */
     ck_assert_uint_le(q(p, CRMM_QUERY_POOL_PAGES_CREATED) - created, (40 * MiB - n) / page + 2);
-    if (crmm_test_async_observable())
-        ck_assert_msg(took < SLOW_MS * 0.5e-3, "allocating z took %.3f s: the move waited for the device", took);
     ck_assert_cuda(cudaMemsetAsync(z, 0x55, 40 * MiB, s));
+    gate_open(&g);
     ck_assert_cuda(cudaStreamSynchronize(s));
     expect_device_bytes(keep, n, 0xAA); /* the fill and the copy ran on x's memory before z's */
     expect_device_bytes(z, 40 * MiB, 0x55);

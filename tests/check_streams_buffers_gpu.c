@@ -1,7 +1,8 @@
 /* check_streams_buffers_gpu.c — the copy helpers on one GPU: rmm.pylibrmm's docstring examples,
- * and the stream semantics of copies. A host function sleeping SLOW_US is queued on the stream
- * first: on a default stream the copy returns after it ran; on another (non-blocking) stream the
- * copy returns while it sleeps, with the data there only after a synchronize. Device buffers,
+ * and the stream semantics of copies. A gate the test opens (stream_gate_test.h) is queued on the
+ * stream first: on a default stream the copy returns after the stream got past it; on another
+ * (non-blocking) stream the copy returns while the stream is held, with the data there only after
+ * a synchronize. Device buffers,
  * streams and the stream pool: check_device_buffer_gpu.c. */
 #include "build_config.h"
 #include "streams_buffers_gpu_test.h"
@@ -144,10 +145,11 @@ CRMM_LOOP_TEST_IN("copy_streams", test_default_stream_copy_sync, COPY_KINDS * N_
     crmm_stream *view, *s = default_stream(_i % N_DEFAULT_STREAMS, &view);
     ck_assert(crmm_stream_is_default(s));
     copy_case c = copy_open(_i / N_DEFAULT_STREAMS);
-    atomic_int done;
-    queue_slow(s, &done);
+    stream_gate g;
+    gate_stream(&g, crmm_stream_handle(s));
+    gate_open_soon(&g);
     ck_assert_crmm_ok(copy_run(&c, s));
-    ck_assert_int_eq(atomic_load(&done), 1);
+    gate_expect_passed(&g, "a copy on a default stream");
     if (c.kind == HOST_TO_PTR)
         memset(c.src, '#', NDATA); /* the host buffer may be reused at once */
     char got[NDATA];
@@ -195,26 +197,25 @@ static void other_stream_close(test_stream *t)
         ck_assert_cuda(cudaStreamDestroy(t->foreign));
 }
 
-/* On another stream a copy returns while the stream still sleeps; the data is there after a
+/* On another stream a copy returns while the stream is still held; the data is there after a
  * synchronize. */
 CRMM_LOOP_TEST_IN("copy_streams", test_other_stream_copy_async, COPY_KINDS * N_OTHER_STREAMS)
 {
     test_stream t;
     other_stream_open(_i % N_OTHER_STREAMS, &t);
     copy_case c = copy_open(_i / N_OTHER_STREAMS);
-    atomic_int done;
-    queue_slow(t.stream, &done);
-    ck_assert_crmm_ok(copy_run(&c, t.stream));
-    if (crmm_test_async_observable())
-        ck_assert_int_eq(atomic_load(&done), 0); /* returned while the stream still sleeps */
+    stream_gate g;
+    gate_stream(&g, crmm_stream_handle(t.stream));
+    ck_assert_crmm_ok(copy_run(&c, t.stream)); /* a copy that waited would not return */
     char got[NDATA], zeros[NDATA] = {0};
     copy_result(&c, got);
-    if (crmm_test_async_observable())
-        ck_assert_int_eq(atomic_load(&done), 0);
-    if (crmm_test_async_observable())
+    if (crmm_test_async_observable()) {
+        ck_assert(gate_holds(&g));
         ck_assert_mem_eq(got, zeros, NDATA); /* not there yet */
+    }
+    gate_open_soon(&g);
     ck_assert_crmm_ok(crmm_stream_synchronize(t.stream));
-    ck_assert_int_eq(atomic_load(&done), 1);
+    gate_expect_passed(&g, "crmm_stream_synchronize");
     copy_result(&c, got);
     ck_assert_mem_eq(got, DATA, NDATA);
     copy_close(&c);

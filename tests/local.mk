@@ -127,7 +127,7 @@ EXTRA_DIST += $(SCRIPT_TESTS) tests/script_support.sh tests/install_prefix_chang
 EXTRA_DIST += tests/core_test.h tests/config_test.h tests/loader_test.h tests/streams_test.h \
 	tests/pool_test.h tests/pool_streams_test.h tests/pool_thread_cache_test.h tests/worker_test.h tests/pool_books_test.h tests/pool_expandable_test.h \
 	tests/arena_test.h tests/arena_streams_test.h tests/graphs_test.h tests/streams_buffers_gpu_test.h tests/blocks_test.h
-EXTRA_DIST += tests/block_pattern.h tests/gpu_streams_test.h
+EXTRA_DIST += tests/block_pattern.h tests/gpu_streams_test.h tests/stream_gate_test.h
 
 # ---- what every program shares ---------------------------------------------------------------
 check_LTLIBRARIES += tests/libcrmmtest.la

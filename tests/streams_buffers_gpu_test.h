@@ -1,7 +1,7 @@
 /* streams_buffers_gpu_test.h — what the GPU suites of streams and buffers
- * (check_streams_buffers_gpu, check_device_buffer_gpu, check_streams_buffers_2gpu) share: a slow
- * host function queued on a stream, device memory made, read and filled, pinned host memory, a
- * short test string, and a recording resource of stream-ordered device memory. */
+ * (check_streams_buffers_gpu, check_device_buffer_gpu, check_streams_buffers_2gpu) share: a gate
+ * that holds a stream until the test opens it, device memory made, read and filled, pinned host
+ * memory, a short test string, and a recording resource of stream-ordered device memory. */
 #ifndef CRMM_TESTS_STREAMS_BUFFERS_GPU_TEST_H
 #define CRMM_TESTS_STREAMS_BUFFERS_GPU_TEST_H
 
@@ -13,24 +13,8 @@
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include "probe_resource.h"
+#include "stream_gate_test.h"
 #include "test_support.h"
-
-#ifndef SLOW_US
-#define SLOW_US 250000
-#endif
-
-static inline void CUDART_CB sleep_then_mark(void *arg)
-{
-    usleep(SLOW_US);
-    atomic_store((atomic_int *)arg, 1);
-}
-
-/* Queue a sleeping host function on `stream`; *done turns 1 when it has run. */
-static inline void queue_slow(crmm_stream *stream, atomic_int *done)
-{
-    atomic_init(done, 0);
-    ck_assert_cuda(cudaLaunchHostFunc(crmm_stream_handle(stream), sleep_then_mark, done));
-}
 
 /* Read device memory on the legacy default stream (not ordered behind non-blocking streams). */
 static inline void read_device(void *host, const void *dev, size_t n)
