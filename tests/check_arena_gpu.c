@@ -54,15 +54,16 @@ static void drop_streams_and_arena(fixture *f, cudaStream_t s, cudaStream_t t)
     drop_arena(f);
 }
 
-CRMM_TEST_IN("arena_gpu", default_size_is_half_the_free_memory)
+CRMM_TEST_IN("arena_gpu", default_size_is_at_most_half_the_memory)
 {
+    /* half the free memory at creation: other programs may take or give memory back meanwhile,
+     * so the exact rule is tested against the scripted driver (check_pool_expandable_use) */
     crmm_resource *gpu = crmm_test_create("cuda", "", NULL);
-    size_t free_before = 0, total = 0;
-    ck_assert_cuda(cudaMemGetInfo(&free_before, &total));
+    size_t free_bytes = 0, total = 0;
+    ck_assert_cuda(cudaMemGetInfo(&free_bytes, &total));
     crmm_resource *mr = crmm_test_create("arena", "", gpu);
     uint64_t size = crmm_test_query(mr, CRMM_QUERY_BYTES_RESERVED);
-    ck_assert_msg(size <= total / 2 && size >= free_before / 4, "arena of %llu bytes; %zu free of %zu before",
-                  (unsigned long long)size, free_before, total);
+    ck_assert_msg(size > 0 && size <= total / 2, "arena of %llu bytes of %zu", (unsigned long long)size, total);
     void *p = alloc_on(mr, 1000, cudaStreamPerThread);
     ck_assert_crmm_ok(crmm_resource_deallocate(mr, p, 1000, CRMM_CUDA_STREAM_PER_THREAD));
     crmm_resource_release(mr);

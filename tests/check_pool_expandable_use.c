@@ -352,6 +352,32 @@ CRMM_TEST_IN("pool_expandable", bad_parameters_are_refused)
     crmm_resource_release(host);
 }
 
+/* A chunked pool or an arena given no size takes half of what the driver says is free on its
+ * upstream's device (rounded down to 256 bytes, the arena's to its pages), the pool never more
+ * than its maximum. */
+CRMM_TEST_IN("pool_expandable", unsized_pool_and_arena_take_half_the_free_memory)
+{
+    fake_vmm_reset(PAGE, DEVICE_MEMORY + 1000); /* half of the free bytes is not a multiple of 256 */
+    p = expandable_pool("");
+    unsigned char *held = alloc(p, 5 * MiB); /* takes device memory: less is free */
+    uint64_t half = (DEVICE_MEMORY + 1000 - fake_vmm.physical) / 2;
+    ck_assert_uint_ge(fake_vmm.physical, 5 * MiB); /* the pool's pages count as taken */
+    crmm_resource *u = fake_vmm_device_upstream(), *chunked, *arena;
+    ck_assert_ptr_nonnull(u);
+    ck_assert_crmm_ok(crmm_resource_create("pool", "expandable=false", u, &chunked));
+    ck_assert_uint_eq(q(chunked, CRMM_QUERY_BYTES_RESERVED), half & ~(uint64_t)255);
+    crmm_resource_release(chunked);
+    ck_assert_crmm_ok(crmm_resource_create("pool", "expandable=false maximum_size=1MiB", u, &chunked));
+    ck_assert_uint_eq(q(chunked, CRMM_QUERY_BYTES_RESERVED), MiB);
+    crmm_resource_release(chunked);
+    ck_assert_crmm_ok(crmm_resource_create("arena", "superblock_size=1MiB", u, &arena));
+    const uint64_t arena_page = MiB / 64; /* the arena keeps whole pages of 1/64 superblock */
+    ck_assert_uint_eq(q(arena, CRMM_QUERY_BYTES_RESERVED), (half & ~(uint64_t)255) / arena_page * arena_page);
+    crmm_resource_release(arena);
+    crmm_resource_release(u);
+    dealloc(p, held, 5 * MiB);
+}
+
 int main(void)
 {
     Suite *s = suite_create("pool_expandable_use");

@@ -273,17 +273,16 @@ CRMM_LOOP_TEST_IN("pool_streams", many_streams_keep_the_books, MODES)
 
 /* ---- creation, figures, trim, bad pointers --------------------------------------------------- */
 
-CRMM_TEST_IN("pool_over_cuda", default_initial_size_is_half_the_free_memory)
+CRMM_TEST_IN("pool_over_cuda", default_initial_size_is_at_most_half_the_memory)
 {
+    /* half the free memory at creation: other programs may take or give memory back meanwhile,
+     * so the exact rule is tested against the scripted driver (check_pool_expandable_use) */
     size_t free_bytes = 0, total = 0;
     ck_assert_int_eq(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
     crmm_resource *p = gpu_pool("");
     uint64_t reserved = q(p, CRMM_QUERY_BYTES_RESERVED);
-    uint64_t half = free_bytes / 2;
-    /* other programs may allocate or free meanwhile: allow 4 GiB either way */
-    uint64_t slack = (uint64_t)4 << 30;
-    ck_assert_msg(reserved <= half + slack && reserved + slack >= half,
-                  "reserved %llu, half of free %llu", (unsigned long long)reserved, (unsigned long long)half);
+    ck_assert_msg(reserved > 0 && reserved <= total / 2, "reserved %llu of %zu bytes", (unsigned long long)reserved,
+                  total);
     ck_assert_uint_eq(reserved % 256, 0);
     crmm_resource_release(p);
 

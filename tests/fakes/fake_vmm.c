@@ -503,12 +503,19 @@ static void upstream_destroy(crmm_resource *self) { free(self); }
 static const crmm_resource_ops upstream_ops = {
     .allocate = upstream_allocate, .deallocate = upstream_deallocate, .destroy = upstream_destroy};
 
-crmm_status fake_vmm_expandable_pool(const char *params, crmm_resource **out)
+crmm_resource *fake_vmm_device_upstream(void)
 {
     crmm_resource *u = calloc(1, sizeof *u);
+    if (u)
+        crmm_resource_init(u, &upstream_ops, "fake_device", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
+    return u;
+}
+
+crmm_status fake_vmm_expandable_pool(const char *params, crmm_resource **out)
+{
+    crmm_resource *u = fake_vmm_device_upstream();
     if (!u)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "fake upstream: malloc failed");
-    crmm_resource_init(u, &upstream_ops, "fake_device", CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0, NULL);
     char text[512];
     snprintf(text, sizeof text, "expandable=true %s", params ? params : "");
     crmm_status st = crmm_resource_create("pool", text, u, out);

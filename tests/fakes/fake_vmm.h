@@ -67,6 +67,11 @@ extern void (*fake_vmm_order_hook)(int what, cudaStream_t s);
  * cuMemGetAllocationGranularity and cudaMemGetInfo report them. */
 void fake_vmm_reset(size_t page, size_t device_memory);
 
+/* A new resource (one reference, the caller's) that says it is device memory of device 0 with no
+ * upstream of its own, backed by host memory; its calls are counted in fake_vmm.upstream_calls.
+ * NULL when malloc fails. */
+crmm_resource *fake_vmm_device_upstream(void);
+
 /* Create a pool with "expandable=true" and `params` (more "key=value" words) over an upstream
  * that says it is device memory of device 0 with no upstream of its own (so the pool may be
  * expandable; backed by host memory, it counts its calls in fake_vmm.upstream_calls). The pool
