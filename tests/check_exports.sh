@@ -2,7 +2,9 @@
 # check_exports.sh — libcrmm.so exports exactly the functions its public headers declare: every
 # name `nm -D` lists as defined is declared CRMM_API in include/crmm/*.h, every CRMM_API name is
 # exported, and no function declared at file scope in a public header lacks CRMM_API (else it
-# would be hidden by -fvisibility=hidden). Skips (77) where nm is missing. Run by `make check` from
+# would be hidden by -fvisibility=hidden); and each plugin built, plugins/built/crmm_*.so, exports
+# crmm_plugin_entry and nothing else (the helpers of plugins/common that several plugins link in
+# stay each plugin's own). Skips (77) where nm is missing. Run by `make check` from
 # the top build directory; CRMM_TEST_SRCDIR gives tests/ in the source tree (VPATH builds).
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,5 +48,19 @@ if [ ! -s "$tmp/declared" ]; then
     echo "FAIL: no CRMM_API declaration found in $headers"
     status=1
 fi
-[ $status -eq 0 ] && echo "PASS: $(wc -l <"$tmp/exported") exported names, each declared"
+plugins=0
+for so in ./plugins/built/crmm_*.so; do
+    [ -f "$so" ] || continue
+    plugins=$((plugins + 1))
+    names=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TWDBRV]$/ {print $3}' | sed 's/@.*//' | sort -u | tr '\n' ' ')
+    if [ "$names" != "crmm_plugin_entry " ]; then
+        echo "FAIL: $so exports more or less than crmm_plugin_entry: $names"
+        status=1
+    fi
+done
+if [ $plugins -eq 0 ]; then
+    echo "FAIL: no plugin in ./plugins/built"
+    status=1
+fi
+[ $status -eq 0 ] && echo "PASS: $(wc -l <"$tmp/exported") exported names, each declared; $plugins plugins export only their entry"
 exit $status
