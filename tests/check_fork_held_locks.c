@@ -3,7 +3,8 @@
  * (crmm/logging_switch.h), against a scripted CUDA (defined here, linked -export-dynamic) whose
  * cudaGetDeviceCount holds a thread inside crmm_enable_logging until the test lets it go; and
  * the lock of the graph records that plugins/common/graph_hold.c keeps for the plugins built
- * with it (compiled into this program). */
+ * with it; and a graph_park's lock (plugins/common/graph_park.c, which fixed_size guards), taken
+ * before the fork (both compiled into this program). */
 #include "build_config.h"
 #include <pthread.h>
 #include <sched.h>
@@ -12,6 +13,7 @@
 #include <cuda_runtime_api.h>
 #include "test_support.h"
 #include "../plugins/common/graph_hold.h"
+#include "../plugins/common/graph_park.h"
 
 /* The thread that holds a lock says so in `holding`, and keeps it until `let_go` is set. */
 static int holding, let_go;
@@ -97,6 +99,43 @@ static int take_graph_records(void) /* what an arena's or fixed_size's destroy d
 CRMM_TEST(a_child_forked_while_a_thread_holds_the_graph_records_can_take_them)
 {
     fork_while_held(hold_graph_records, take_graph_records, "the graph records' lock");
+}
+
+/* A graph_park whose lock a thread holds when the test forks. The park's guard takes the lock
+ * before the fork, so the fork waits for that thread: a guard of the test's own, newer than the
+ * park's and so run before it, lets the thread go. Without the park's guard the child would get
+ * the lock held by a thread it does not have. */
+static graph_park park;
+static crmm_fork_guard let_go_guard;
+
+static void let_the_holder_go(void *arg)
+{
+    (void)arg;
+    __atomic_store_n(&let_go, 1, __ATOMIC_SEQ_CST);
+}
+static void nothing_after(void *arg) { (void)arg; }
+
+static void *hold_the_park(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&park.lock);
+    hold_until_let_go();
+    usleep(20 * 1000); /* still holding when the fork reaches the park's guard, most likely */
+    pthread_mutex_unlock(&park.lock);
+    return NULL;
+}
+
+static int use_the_park(void) { return graph_park_bytes(&park) == 0 ? 0 : 1; }
+
+CRMM_TEST(a_child_forked_while_a_thread_holds_a_graph_park_can_use_it)
+{
+    graph_park_init(&park);
+    graph_park_add_fork_guard(&park);
+    let_go_guard = (crmm_fork_guard){.prepare = let_the_holder_go, .parent = nothing_after, .child = nothing_after};
+    crmm_fork_guard_add(&let_go_guard);
+    fork_while_held(hold_the_park, use_the_park, "the graph park's lock");
+    crmm_fork_guard_remove(&let_go_guard);
+    graph_park_destroy(&park);
 }
 
 int main(void) { return crmm_test_main("fork_held_locks", 60); }

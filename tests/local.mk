@@ -176,7 +176,9 @@ tests_check_ipc_async_SOURCES = tests/check_ipc_async.c $(FAKE_MEMPOOL_SOURCES)
 tests_check_async_devices_SOURCES = tests/check_async_devices.c $(FAKE_NO_DRIVER_SOURCES) $(FAKE_MEMPOOL_SOURCES)
 tests_check_views_and_system_cpu_SOURCES = tests/check_views_and_system_cpu.c $(FAKE_NO_DRIVER_SOURCES)
 tests_check_fork_held_locks_SOURCES = tests/check_fork_held_locks.c plugins/common/graph_hold.c \
-	plugins/common/graph_hold.h $(FAKE_NO_DRIVER_SOURCES)
+	plugins/common/graph_hold.h plugins/common/graph_park.c plugins/common/graph_park.h \
+	plugins/common/fork_guards.c plugins/common/fork_guards.h plugins/common/thread_serial.c \
+	plugins/common/thread_serial.h $(FAKE_NO_DRIVER_SOURCES)
 tests_check_device_buffer_cuda_calls_SOURCES = tests/check_device_buffer_cuda_calls.c $(FAKE_STREAM_SOURCES)
 tests_check_void_keeps_error_SOURCES = tests/check_void_keeps_error.c tests/callback_config.h $(FAKE_STREAM_SOURCES)
 tests_check_callback_SOURCES = tests/check_callback.c tests/callback_config.h
@@ -218,6 +220,8 @@ tests_check_ipc_async_LDFLAGS = -export-dynamic
 tests_check_async_devices_LDFLAGS = -export-dynamic
 tests_check_views_and_system_cpu_LDFLAGS = -export-dynamic
 tests_check_fork_held_locks_LDFLAGS = -export-dynamic
+tests_check_fork_held_locks_CPPFLAGS = $(AM_CPPFLAGS) $(SUPPORT_CPPFLAGS)
+tests_check_fork_held_locks_LDADD = support/libcrmmsupport.a $(TEST_LDADD)
 tests_check_pool_thread_cache_auto_LDFLAGS = -export-dynamic
 tests_check_replay_streams_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_LDFLAGS = -export-dynamic

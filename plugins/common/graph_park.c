@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <crmm/error.h>
+#include "fork_guards.h"
 #include "graph_park.h"
 
 struct park_graph {
@@ -27,6 +28,8 @@ void graph_park_init(graph_park *gp)
     ptr_map_init(&gp->owned, sizeof(ptr_map_pair));
     ptr_map_init(&gp->parked, sizeof(uintptr_t));
 }
+
+void graph_park_add_fork_guard(graph_park *gp) { fork_guard_add_mutex(&gp->fork_guard, &gp->lock); }
 
 static void unlink_graph(graph_park *gp, park_graph *g)
 {
@@ -273,6 +276,8 @@ uint64_t graph_park_bytes(graph_park *gp)
 
 void graph_park_destroy(graph_park *gp)
 {
+    if (gp->fork_guard.prepare)
+        crmm_fork_guard_remove(&gp->fork_guard); /* before the lock: a guard's lock is not held here */
     graph_holds_lock();
     pthread_mutex_lock(&gp->lock);
     for (park_graph *g = gp->graphs, *next; g; g = next) {

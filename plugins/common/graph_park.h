@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <crmm/fork_guard.h>
 #include <crmm/resource.h>
 #include "capture_check.h"
 #include "graph_hold.h"
@@ -51,9 +52,16 @@ typedef struct graph_park {
     ptr_map parked;         /* the address of every block parked in a record (a second free is refused) */
     uint64_t owned_count;   /* atomic copy of owned.count, read without the lock */
     uint64_t parked_bytes;  /* bytes parked in all records */
+    crmm_fork_guard fork_guard; /* the lock's, once graph_park_add_fork_guard added it */
 } graph_park;
 
 void graph_park_init(graph_park *gp);
+
+/* Take gp's lock before every fork() and release it after, in parent and child (fork_guards.h),
+ * so that a child finds it free and the records whole. For an allocator whose own guard takes
+ * its lock: add this one first, so that it is older and its lock taken after the allocator's,
+ * the order in which their code takes them. graph_park_destroy removes it. Returns no error. */
+void graph_park_add_fork_guard(graph_park *gp);
 
 /* The record of the graph being captured (cap), made and tied to the graph at the capture's
  * first call. Errors: CRMM_ERROR_OUT_OF_MEMORY (malloc), CRMM_ERROR_CUDA naming `label` and the

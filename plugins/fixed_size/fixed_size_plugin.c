@@ -451,6 +451,7 @@ static crmm_status fixed_size_create(const crmm_params *params, crmm_resource *u
         crmm_resource_release(upstream);   /* the reference crmm_resource_init took */
         return crmm_set_error(keep, "%s", msg);
     }
+    graph_park_add_fork_guard(&r->park); /* older than the lock's guard: taken after it */
     spin_lock_add_fork_guard(&r->lock, &r->fork_guard);
     *out = &r->base;
     return CRMM_OK;
