@@ -48,6 +48,7 @@ static void after_fork_in_child(void)
     crmm_runtime_fork_child();
     crmm_plugin_loader_fork_child();
     crmm_logging_switch_fork_child();
+    crmm_graph_owner_fork_child();
 }
 
 static void install_handlers(void) { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); }

@@ -114,13 +114,14 @@ static inline crmm_status crmm_restore_error(const crmm_kept_error *k)
 /* Around fork() (fork_guard.c runs them): the log's lock is taken before a fork and released
  * after it in both processes (it is taken under any other lock, and nothing runs under it but
  * the write of a line); the core's other locks are made anew in the child (the registry's, the
- * config's and its instances', the plugin loader's, the logging switch's: see fork_guard.c for
- * why they are not taken before). */
+ * config's and its instances', the plugin loader's, the logging switch's, the graph owners'; see
+ * fork_guard.c for why they are not taken before). */
 void crmm_log_fork_lock(void);
 void crmm_log_fork_unlock(void);
 void crmm_runtime_fork_child(void);
 void crmm_plugin_loader_fork_child(void);
 void crmm_logging_switch_fork_child(void);
+void crmm_graph_owner_fork_child(void);
 /* config.c: c's instances' lock made anew (in a forked child). */
 void crmm_config_fork_child(crmm_config *c);
 

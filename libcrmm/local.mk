@@ -26,6 +26,7 @@ libcrmm_la_SOURCES = \
 	libcrmm/runtime.c libcrmm/runtime.h \
 	libcrmm/fork_guard.c \
 	libcrmm/logging_switch.c \
+	libcrmm/graph_owner.c \
 	libcrmm/stream_internal.h \
 	libcrmm/stream.c \
 	libcrmm/stream_pool.c \
@@ -57,5 +58,6 @@ crmminclude_HEADERS = \
 	include/crmm/stream_pool.h \
 	include/crmm/device_buffer.h \
 	include/crmm/torch.h \
+	include/crmm/graph_owner.h \
 	include/crmm/ipc.h
 EXTRA_DIST += docs/ipc.md

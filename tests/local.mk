@@ -93,6 +93,7 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_pool_serving \
 	tests/check_graphs \
 	tests/check_graphs_private \
+	tests/check_graph_owners \
 	tests/check_pool_invariants \
 	tests/check_pool_thread_cache_races \
 	tests/check_pool_stream_order \
@@ -190,6 +191,7 @@ tests_check_pool_serving_SOURCES = tests/check_pool_serving.c tests/serving_trac
 	$(FAKE_VMM_SOURCES)
 tests_check_graphs_SOURCES = tests/check_graphs.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_graphs_private_SOURCES = tests/check_graphs_private.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
+tests_check_graph_owners_SOURCES = tests/check_graph_owners.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_pool_invariants_SOURCES = tests/check_pool_invariants.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_pool_thread_cache_races_SOURCES = tests/check_pool_thread_cache_races.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
 tests_check_pool_stream_order_SOURCES = tests/check_pool_stream_order.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
@@ -231,6 +233,7 @@ tests_check_pool_page_moves_LDFLAGS = -export-dynamic
 tests_check_pool_serving_LDFLAGS = -export-dynamic
 tests_check_graphs_LDFLAGS = -export-dynamic
 tests_check_graphs_private_LDFLAGS = -export-dynamic
+tests_check_graph_owners_LDFLAGS = -export-dynamic
 tests_check_pool_invariants_LDFLAGS = -export-dynamic
 tests_check_pool_thread_cache_races_LDFLAGS = -export-dynamic
 tests_check_pool_stream_order_LDFLAGS = -export-dynamic

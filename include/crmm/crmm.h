@@ -24,6 +24,7 @@
 #include <crmm/device_buffer.h>
 #include <crmm/logging_switch.h>
 #include <crmm/fork_guard.h>
+#include <crmm/graph_owner.h>
 
 /* The version of libcrmm ("0.1.0"). */
 #ifdef __cplusplus

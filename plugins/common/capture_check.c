@@ -39,6 +39,7 @@ bool capture_check_query(crmm_cuda_stream_t stream, capture_check_info *cap)
         return false;
     }
     cap->graph = graph;
+    cap->stream = stream;
     return status == cudaStreamCaptureStatusActive;
 }
 

@@ -26,8 +26,9 @@ static inline bool capture_check_gate_open(const bool *gate)
 
 /* A capture under way on a stream, as cudaStreamGetCaptureInfo tells it. */
 typedef struct capture_check_info {
-    unsigned long long id; /* the capture sequence, unique in the process */
-    void *graph;           /* cudaGraph_t being built */
+    unsigned long long id;     /* the capture sequence, unique in the process */
+    void *graph;               /* cudaGraph_t being built */
+    crmm_cuda_stream_t stream; /* the stream asked about */
 } capture_check_info;
 
 /* Whether `stream` is being captured (status active), asked whatever the gate says: then *cap

@@ -6,6 +6,7 @@
 #include <crmm/cuda_support.h>
 #include <crmm/error.h>
 #include <crmm/fork_guard.h>
+#include <crmm/graph_owner.h>
 #include "graph_hold.h"
 
 static pthread_mutex_t holds_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -45,8 +46,9 @@ void graph_holds_put_back(graph_holds *hs, graph_hold *h)
 
 graph_hold *graph_holds_take(graph_holds *hs) { return __atomic_exchange_n(&hs->released, NULL, __ATOMIC_ACQUIRE); }
 
-/* The user object's destructor, on a driver thread: note the record on its allocator's stack
- * (never waiting for the allocator's lock), or free it when the allocator is gone. */
+/* The user object's destructor, on a driver thread (or the graph's owner's release, on the thread
+ * of its last crmm_graph_owner_release): note the record on its allocator's stack (never waiting
+ * for the allocator's lock), or free it when the allocator is gone. */
 static void CUDART_CB graph_released(void *arg)
 {
     graph_hold *h = arg;
@@ -61,16 +63,18 @@ static void CUDART_CB graph_released(void *arg)
     graph_holds_unlock();
 }
 
-crmm_status graph_hold_tie(graph_hold *h, graph_holds *hs, unsigned long long capture_id, void *graph, const char *label)
+crmm_status graph_hold_tie(graph_hold *h, graph_holds *hs, const capture_check_info *cap, const char *label)
 {
     h->holds = hs;
-    h->capture_id = capture_id;
+    h->capture_id = cap->id;
     h->next_released = NULL;
     h->released = 0;
+    if (crmm_graph_owner_adopt(cap->stream, graph_released, h))
+        return CRMM_OK; /* its owner says when the graph is gone: no user object on the graph */
     cudaUserObject_t obj = NULL;
     cudaError_t e = cudaUserObjectCreate(&obj, h, graph_released, 1, cudaUserObjectNoDestructorSync);
     if (e == cudaSuccess)
-        e = cudaGraphRetainUserObject((cudaGraph_t)graph, obj, 1, cudaGraphUserObjectMove);
+        e = cudaGraphRetainUserObject((cudaGraph_t)cap->graph, obj, 1, cudaGraphUserObjectMove);
     if (e == cudaSuccess)
         return CRMM_OK;
     cudaGetLastError();
@@ -82,7 +86,7 @@ crmm_status graph_hold_tie(graph_hold *h, graph_holds *hs, unsigned long long ca
     }
     crmm_cuda_status(e, "cudaGraphRetainUserObject");
     return crmm_error_add_context("%s: cannot tie its memory to the CUDA graph being captured (capture %llu)", label,
-                                  capture_id);
+                                  cap->id);
 }
 
 void graph_hold_detach(graph_hold *h)

@@ -12,6 +12,9 @@
  * released records (lock-free), which the allocator takes under its own lock where it may need
  * the memory.
  *
+ * A capture that a framework owns (crmm/graph_owner.h: its owner claims the capture's stream) gets
+ * no user object: the owner's last release calls the same destructor once the graphs are gone.
+ *
  * An allocator destroyed before a graph it holds memory for detaches its records (under
  * graph_holds_lock): a record whose graph still lives then has no graph_holds, and its destructor
  * frees it alone. */
@@ -20,6 +23,7 @@
 
 #include <stdbool.h>
 #include <crmm/resource.h>
+#include "capture_check.h"
 
 typedef struct graph_hold graph_hold;
 
@@ -35,11 +39,12 @@ struct graph_hold {
     int released;                 /* atomic: the destructor ran */
 };
 
-/* Tie the record h (first member of a malloc'd struct, the rest set by the caller) to `graph`,
- * the cudaGraph_t being captured under `capture_id`; on success the graph owns it, and h is
+/* Tie the record h (first member of a malloc'd struct, the rest set by the caller) to the graph
+ * of capture `cap`: to the framework that owns that capture when one claims it
+ * (crmm/graph_owner.h), else to the cudaGraph_t being built, by a user object. On success h is
  * pushed onto hs's released stack once the graph can no longer run. On failure h is freed and
  * the error is CRMM_ERROR_CUDA naming `label` and the capture (CUDA refused the user object). */
-crmm_status graph_hold_tie(graph_hold *h, graph_holds *hs, unsigned long long capture_id, void *graph, const char *label);
+crmm_status graph_hold_tie(graph_hold *h, graph_holds *hs, const capture_check_info *cap, const char *label);
 
 /* Whether hs has released records to take (one atomic load). */
 static inline bool graph_holds_pending(graph_holds *hs)

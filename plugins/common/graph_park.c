@@ -72,7 +72,7 @@ crmm_status graph_park_graph(graph_park *gp, const capture_check_info *cap, cons
     if (!g)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (graph record)", label);
     g->alive = true;
-    crmm_status st = graph_hold_tie(&g->hold, &gp->holds, cap->id, cap->graph, label);
+    crmm_status st = graph_hold_tie(&g->hold, &gp->holds, cap, label);
     if (st != CRMM_OK)
         return st; /* g is freed */
     /* two threads of one capture may both get here: the first record in is the graph's, and the

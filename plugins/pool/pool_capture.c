@@ -366,7 +366,7 @@ crmm_status pool_capture_graph(pool_resource *p, const pool_capture *cap, pool_g
     if (!g)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (graph record)", pool_label(p, label, sizeof label));
     g->alive = true;
-    crmm_status st = graph_hold_tie(&g->hold, &p->released, cap->id, cap->graph, pool_label(p, label, sizeof label));
+    crmm_status st = graph_hold_tie(&g->hold, &p->released, cap, pool_label(p, label, sizeof label));
     if (st != CRMM_OK)
         return st; /* g is freed */
     /* two threads of one capture may both get here: the first record in is the graph's, and the
