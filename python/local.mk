@@ -54,7 +54,7 @@ CRMM_PY_TESTS += python/tests/test_fastalloc_races.py python/tests/test_rmm_2608
 CRMM_PY_TESTS += python/tests/test_dask.py python/tests/test_dask_gpu.py python/tests/test_dask_serialize.py \
 	python/tests/test_dask_serialize_gpu.py
 # crmm.allocators.torch.memory_stats(): over host memory, and under PyTorch on a GPU
-CRMM_PY_TESTS += python/tests/test_torch_memory_stats.py python/tests/test_torch_memory_stats_gpu.py
+CRMM_PY_TESTS += python/tests/test_torch_memory_stats.py python/tests/test_torch_graph_hooks.py python/tests/test_torch_memory_stats_gpu.py
 # RMM's callback, pool view, system memory and experimental resources
 CRMM_PY_TESTS += python/tests/test_unowned_resources.py python/tests/test_unowned_resources_gpu.py python/tests/test_rmm_messages.py
 # RMM's names and behaviours its own test suite does not check
@@ -74,6 +74,7 @@ AM_TESTS_ENVIRONMENT += \
 	PYTHON='$(PYTHON)'; export PYTHON; \
 	CRMM_TEST_SANITIZERS='$(CRMM_PY_SANITIZERS)'; export CRMM_TEST_SANITIZERS; \
 	CRMM_FASTALLOC='$(CRMM_PY_FASTALLOC)'; export CRMM_FASTALLOC; \
+	CRMM_TORCH_HOOKS='$(CRMM_PY_TORCH_HOOKS)'; export CRMM_TORCH_HOOKS; \
 	CRMM_FAKE_CUPY_MEMORY='$(CRMM_PY_FAKE_CUPY)'; export CRMM_FAKE_CUPY_MEMORY;
 if SANITIZERS
 CRMM_PY_SANITIZERS = yes
@@ -128,6 +129,24 @@ python_crmm__fastalloc_la_LDFLAGS = -module -avoid-version -shared $(AM_LDFLAGS)
 $(crmm_pyext_LTLIBRARIES): install-dirs.stamp
 endif
 
+# crmm/_torch_graph_hooks.so: PyTorch's graph-pool hooks, C++ over torch's headers (configure
+# finds them through $PYTHON). It links no libcrmm: crmm/allocators/torch.py gives it libcrmm's
+# functions. Installed beside the package's modules.
+if HAVE_TORCH_HOOKS
+crmm_torch_hooksdir = $(pythondir)/crmm
+crmm_torch_hooks_DATA = python/crmm/_torch_graph_hooks.so
+CRMM_PY_TORCH_HOOKS = $(abs_top_builddir)/python/crmm/_torch_graph_hooks.so
+python/crmm/_torch_graph_hooks.so: python/crmm/_torch_graph_hooks.cpp include/crmm/graph_owner.h
+	$(AM_V_GEN)$(MKDIR_P) python/crmm && \
+	$(TORCH_CXX) -std=c++20 -O2 -fPIC -shared -Wall -Wextra $(TORCH_CPPFLAGS) $(CUDA_CPPFLAGS) \
+	  -I$(top_srcdir)/include -o $@ $(top_srcdir)/python/crmm/_torch_graph_hooks.cpp \
+	  -L$(TORCH_LIBDIR) -Wl,-rpath,$(TORCH_LIBDIR) -ltorch_cuda -lc10_cuda -lc10
+CLEANFILES += python/crmm/_torch_graph_hooks.so
+else
+CRMM_PY_TORCH_HOOKS = off
+endif
+EXTRA_DIST += python/crmm/_torch_graph_hooks.cpp
+
 # _paths.py tells the installed package where the installed libcrmm is (see _lib.py).
 install-data-hook: install-crmm-py-paths
 install-crmm-py-paths:
@@ -146,7 +165,7 @@ else
 CRMM_PY_OPS = ctypes
 endif
 installcheck-local:
-	cd / && env -u CRMM_LIBRARY -u CRMM_FASTALLOC PYTHONPATH='$(DESTDIR)$(pythondir)' PYTHONDONTWRITEBYTECODE=1 \
+	cd / && env -u CRMM_LIBRARY -u CRMM_FASTALLOC -u CRMM_TORCH_HOOKS PYTHONPATH='$(DESTDIR)$(pythondir)' PYTHONDONTWRITEBYTECODE=1 \
 	  $(PYTHON) -c 'import crmm, crmm.mr, crmm._alloc; assert crmm.library_path.startswith("$(libdir)/"), crmm.library_path; \
 	    assert crmm._alloc.ops.name == "$(CRMM_PY_OPS)", crmm._alloc.ops.name; \
 	    crmm.mr.HostMemoryResource().deallocate(crmm.mr.HostMemoryResource().allocate(0), 0); print("crmm", crmm.__version__, "imports from", crmm.__file__)'

@@ -116,6 +116,8 @@ _PROTOTYPES = {
     # cuda_support.h
     "crmm_graph_capture_enable": (None, [c_bool]),
     "crmm_graph_capture_enabled": (c_bool, []),
+    # graph_owner.h (the functions crmm/_torch_graph_hooks.so is given are passed as pointers)
+    "crmm_graph_owner_adopted_total": (ctypes.c_uint64, []),
     # config.h
     "crmm_init": (c_int, [c_char_p]),
     "crmm_current_config": (c_void_p, []),

@@ -91,14 +91,20 @@ with torch.cuda.stream(side):
 torch.cuda.current_stream().wait_stream(side)
 
 import crmm.mr
+from crmm._lib import lib
 served = crmm.mr.get_current_device_resource()
 assert served.kind == os.environ.get("CRMM_TEST_KIND", served.kind), served.kind
+# where the hooks are built, use_crmm() installs them and torch's captures are crmm's graph owners'
+hooks = mode == "global" and os.environ.get("CRMM_TORCH_HOOKS", "off") != "off"
+assert mode != "global" or ct.graph_hooks_installed() == hooks, ct.graph_hooks_installed()
 made = served.query("allocations_total")
+adopted = lib.crmm_graph_owner_adopted_total()
 g = torch.cuda.CUDAGraph()
 kwargs = {"pool": pool.id} if pool is not None else {}
 with torch.cuda.graph(g, **kwargs):
     static_loss = step()
 assert served.query("allocations_total") > made, "the capture allocated nothing through crmm"
+assert not hooks or lib.crmm_graph_owner_adopted_total() > adopted, "torch's capture got a user object, not its owner"
 
 # eager reference from the same state: a copy of the model stepped eagerly
 ref = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 64)).cuda()
@@ -117,7 +123,12 @@ for i in range(1000):
         assert torch.allclose(static_loss, ref_loss, rtol=1e-3, atol=1e-6), (i, static_loss.item(), ref_loss.item())
 torch.cuda.synchronize()
 assert bool((after == 7.0).all()), "a replay wrote a tensor allocated after the capture"
-del g
+free_while_the_graph_lives = served.query("bytes_free")
+del g  # torch releases the graph's pool: with the hooks crmm hands its memory back at once
+import gc
+gc.collect()
+torch.empty(1, device="cuda")  # arena and fixed_size take a gone graph's blocks back at their next allocation
+assert not hooks or served.query("bytes_free") > free_while_the_graph_lives, "the graph's memory did not come back"
 torch.cuda.synchronize()
 print("ok")
 """
@@ -231,6 +242,12 @@ def _run(code, env):
 def test_torch_graph_of_a_training_step_under_crmm(gpu, tmp_path, config):
     framework("torch")
     _run(TORCH_MLP, dict(config_env(tmp_path, config), CRMM_TEST_TORCH_MODE="global"))
+
+
+def test_torch_graph_under_crmm_without_its_graph_hooks(gpu):
+    """CRMM_TORCH_HOOKS=off: each capture's memory is tied to its graph by a CUDA user object."""
+    framework("torch")
+    _run(TORCH_MLP, {"CRMM_TEST_TORCH_MODE": "global", "CRMM_TORCH_HOOKS": "off"})
 
 
 def test_torch_graph_in_a_mempool_over_crmm(gpu):

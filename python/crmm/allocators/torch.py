@@ -12,6 +12,8 @@ The module imports without PyTorch: rmm_torch_allocator is then None (as in RMM)
 raises ModuleNotFoundError naming torch."""
 
 import ctypes
+import os
+import warnings
 
 from .._errors import UnsupportedError
 from .. import _lib
@@ -29,6 +31,7 @@ __all__ = [
     "crmm_torch_allocator",
     "use_crmm",
     "crmm_mem_pool",
+    "graph_hooks_installed",
     "memory_stats",
     "reset_peak_memory_stats",
     "memory_allocated",
@@ -61,9 +64,71 @@ def use_crmm(inductor_cudagraph_trees=False):
     bool_arg(inductor_cudagraph_trees, "inductor_cudagraph_trees")
     if change_current_allocator is None:
         raise ModuleNotFoundError("No module named 'torch': use_crmm needs PyTorch", name="torch")
+    hooks = _load_graph_hooks()  # a bad $CRMM_TORCH_HOOKS fails before torch's allocator changes
     change_current_allocator(rmm_torch_allocator)
+    if hooks is not None:
+        _install_graph_hooks(hooks)
     if not inductor_cudagraph_trees:
         after_import("torch._inductor.config", _no_cudagraph_trees)
+
+
+_graph_hooks_installed = False
+
+
+def graph_hooks_installed():
+    """Whether use_crmm() installed crmm's hooks for PyTorch's CUDA graph pools: then crmm learns
+    from PyTorch when a captured graph is gone (docs/cuda-graphs.md) and ties no CUDA user object
+    to it, which would cost each replay a little device time. False where the hooks are not built
+    (they need PyTorch's C++ headers at build time) or $CRMM_TORCH_HOOKS is "off"."""
+    return _graph_hooks_installed
+
+
+def _graph_hooks_library():
+    """The path of crmm/_torch_graph_hooks.so to load, or None: $CRMM_TORCH_HOOKS when set ("off":
+    none; ``make check`` points it at the build tree's), else the one installed beside this
+    package, if any. A path in $CRMM_TORCH_HOOKS that does not exist raises FileNotFoundError."""
+    where = os.environ.get("CRMM_TORCH_HOOKS", "")
+    if where == "off":
+        return None
+    if where:
+        if not os.path.isfile(where):
+            raise FileNotFoundError(f"$CRMM_TORCH_HOOKS={where} does not exist (unset it, or set it to off)")
+        return where
+    installed = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_torch_graph_hooks.so")
+    return installed if os.path.isfile(installed) else None
+
+
+def _load_graph_hooks():
+    """The hooks library (_graph_hooks_library()) loaded, or None. One that cannot be loaded (built
+    against another torch, say) raises ImportError when $CRMM_TORCH_HOOKS named it; the one
+    installed beside the package is then left out with a warning (captures keep their user
+    objects: slower replays, nothing lost)."""
+    path = _graph_hooks_library()
+    if path is None:
+        return None
+    try:
+        return ctypes.CDLL(path)
+    except OSError as e:
+        message = (f"crmm's hooks for PyTorch's graph pools ({path}) cannot be loaded: {e} "
+                   "(rebuild crmm against this torch, or set CRMM_TORCH_HOOKS=off)")
+        if os.environ.get("CRMM_TORCH_HOOKS"):
+            raise ImportError(message) from None
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        return None
+
+
+def _install_graph_hooks(hooks):
+    """Set the loaded hooks library's hooks on torch's current (crmm's) allocator."""
+    global _graph_hooks_installed
+    install = hooks.crmm_torch_install_graph_hooks
+    install.restype = ctypes.c_int
+    install.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_char_p, ctypes.c_size_t]
+    message = ctypes.create_string_buffer(512)
+    pointers = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                for name in ("crmm_graph_owner_begin", "crmm_graph_owner_end", "crmm_graph_owner_release")]
+    if install(*pointers, message, len(message)) != 0:
+        raise RuntimeError(message.value.decode(errors="replace"))
+    _graph_hooks_installed = True
 
 
 def _no_cudagraph_trees(inductor_config):

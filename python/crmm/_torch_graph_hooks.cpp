@@ -1,0 +1,137 @@
+// _torch_graph_hooks.cpp — PyTorch's graph-pool hooks for crmm (docs/cuda-graphs.md).
+//
+// PyTorch's CUDAGraph tells its allocator when a capture begins (beginAllocateToPool, with a
+// filter that recognizes the capture's streams), when it ends (endAllocateToPool) and when a graph
+// is reset (releasePool); its pluggable allocator passes these on to functions that only C++ can
+// set. This library sets them on the pluggable allocator crmm.allocators.torch.use_crmm()
+// installed, and passes them on to crmm's graph owners (crmm/graph_owner.h), so that crmm ties no
+// CUDA user object to the graphs PyTorch captures.
+//
+// Each capture is an owner of its own (a number this library gives), claimed by PyTorch's filter.
+// A graph pool (PyTorch's MempoolId_t) may serve several captures (torch.cuda.graph(pool=...)):
+// PyTorch releases it once per graph reset, and once every capture of the pool has been released
+// the pool's owners are released, as PyTorch's own allocator frees a private pool when its use
+// count reaches zero.
+//
+// Built only where PyTorch's headers are found; it links libcrmm's functions through the pointers
+// crmm_torch_install_graph_hooks is given (crmm/allocators/torch.py passes those of the libcrmm it
+// loaded), so it works with whichever libcrmm the Python package uses.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+#include <crmm/graph_owner.h>
+
+namespace {
+
+using Filter = std::function<bool(cudaStream_t)>;
+using BeginFn = decltype(&crmm_graph_owner_begin);
+using EndFn = decltype(&crmm_graph_owner_end);
+using ReleaseFn = decltype(&crmm_graph_owner_release);
+
+BeginFn owner_begin;
+EndFn owner_end;
+ReleaseFn owner_release;
+
+struct Capture {
+    uint64_t owner;
+    std::unique_ptr<Filter> filter; // crmm calls it until owner_end returns
+};
+
+struct Pool {
+    int captures = 0;             // begun and not yet released
+    std::deque<Capture> open;     // begun, not ended: ended first in, first out, as PyTorch does
+    std::vector<uint64_t> owners; // begun with crmm (ended or not)
+};
+
+std::mutex lock; // guards what follows; never held while crmm is called
+std::map<c10::cuda::MempoolId_t, Pool> pools;
+uint64_t last_owner;
+
+bool claims(void *ctx, crmm_cuda_stream_t stream) { return (*static_cast<Filter *>(ctx))(stream); }
+
+void begin(int, c10::cuda::MempoolId_t pool, Filter filter)
+{
+    Capture c{0, std::make_unique<Filter>(std::move(filter))};
+    Filter *f = c.filter.get();
+    {
+        std::lock_guard<std::mutex> g(lock);
+        c.owner = ++last_owner;
+    }
+    // refused (no memory): the capture's graphs get user objects, as without these hooks
+    bool taken = owner_begin(c.owner, claims, f) == CRMM_OK;
+    std::lock_guard<std::mutex> g(lock);
+    Pool &p = pools[pool];
+    p.captures++;
+    if (taken)
+        p.owners.push_back(c.owner);
+    else
+        c.owner = 0;
+    p.open.push_back(std::move(c));
+}
+
+void end(int, c10::cuda::MempoolId_t pool)
+{
+    Capture c;
+    {
+        std::lock_guard<std::mutex> g(lock);
+        auto it = pools.find(pool);
+        if (it == pools.end() || it->second.open.empty())
+            return;
+        c = std::move(it->second.open.front());
+        it->second.open.pop_front();
+    }
+    if (c.owner)
+        owner_end(c.owner); // after it returns crmm no longer calls c's filter, freed here
+}
+
+void release(int device, c10::cuda::MempoolId_t pool)
+{
+    std::vector<uint64_t> owners;
+    {
+        std::lock_guard<std::mutex> g(lock);
+        auto it = pools.find(pool);
+        if (it == pools.end() || --it->second.captures > 0)
+            return;
+        owners.swap(it->second.owners);
+        pools.erase(it);
+    }
+    // a release that cannot synchronize the device keeps the memory: crmm's next release retries
+    for (uint64_t owner : owners)
+        owner_release(device, owner);
+}
+
+} // namespace
+
+// Install the hooks on PyTorch's current allocator, which must be the pluggable allocator of
+// use_crmm(); begin_fn, end_fn and release_fn are libcrmm's crmm_graph_owner_begin, _end and
+// _release. Returns 0, or -1 with a message in `message` (`size` bytes) when the current
+// allocator is not a pluggable one or a function is missing.
+extern "C" __attribute__((visibility("default"))) int crmm_torch_install_graph_hooks(void *begin_fn, void *end_fn,
+                                                                                     void *release_fn, char *message,
+                                                                                     size_t size)
+{
+    if (!begin_fn || !end_fn || !release_fn) {
+        std::snprintf(message, size, "crmm_torch_install_graph_hooks: a crmm function is missing");
+        return -1;
+    }
+    auto current = torch::cuda::CUDAPluggableAllocator::getCurrentAllocator();
+    auto *pluggable = dynamic_cast<torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator *>(current.get());
+    if (!pluggable) {
+        std::snprintf(message, size, "PyTorch's current CUDA allocator is not a pluggable one (call use_crmm() first)");
+        return -1;
+    }
+    owner_begin = reinterpret_cast<BeginFn>(begin_fn);
+    owner_end = reinterpret_cast<EndFn>(end_fn);
+    owner_release = reinterpret_cast<ReleaseFn>(release_fn);
+    pluggable->set_begin_allocate_to_pool(begin);
+    pluggable->set_end_allocate_to_pool_fn(end);
+    pluggable->set_release_pool(release);
+    return 0;
+}

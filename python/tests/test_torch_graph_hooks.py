@@ -1,0 +1,60 @@
+"""Where crmm.allocators.torch finds its hooks for PyTorch's CUDA graph pools
+(crmm/_torch_graph_hooks.so, built only where PyTorch's C++ headers are found): $CRMM_TORCH_HOOKS
+("off", or the library's path), else the one installed beside the package. A bad path is an error
+before torch's allocator is touched; an installed library that cannot be loaded is left out with
+a warning. Runs without torch and without a GPU; test_graphs_gpu.py
+checks on a GPU that use_crmm() installs the hooks and that captures then take no user object."""
+
+import pytest
+
+import crmm.allocators.torch as ct
+
+
+def test_off_means_no_hooks(monkeypatch):
+    monkeypatch.setenv("CRMM_TORCH_HOOKS", "off")
+    assert ct._graph_hooks_library() is None
+
+
+def test_a_path_given_is_taken(monkeypatch, tmp_path):
+    lib = tmp_path / "hooks.so"
+    lib.write_bytes(b"")
+    monkeypatch.setenv("CRMM_TORCH_HOOKS", str(lib))
+    assert ct._graph_hooks_library() == str(lib)
+
+
+def test_a_path_that_does_not_exist_is_refused_naming_the_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv("CRMM_TORCH_HOOKS", str(tmp_path / "missing.so"))
+    with pytest.raises(FileNotFoundError, match=r"CRMM_TORCH_HOOKS=.*missing\.so does not exist"):
+        ct._graph_hooks_library()
+
+
+def test_without_the_variable_only_an_installed_library_is_taken(monkeypatch):
+    monkeypatch.delenv("CRMM_TORCH_HOOKS", raising=False)
+    import os
+
+    installed = os.path.join(os.path.dirname(ct.__file__), "..", "_torch_graph_hooks.so")
+    found = ct._graph_hooks_library()
+    assert found is None if not os.path.isfile(installed) else os.path.samefile(found, installed)
+
+
+def test_a_library_that_cannot_be_loaded_is_an_import_error_naming_the_way_out(monkeypatch, tmp_path):
+    bad = tmp_path / "not_a_library.so"
+    bad.write_bytes(b"not an ELF file")
+    monkeypatch.setenv("CRMM_TORCH_HOOKS", str(bad))
+    with pytest.raises(ImportError, match="CRMM_TORCH_HOOKS=off"):
+        ct._load_graph_hooks()
+    assert not ct.graph_hooks_installed()
+
+
+def test_off_loads_nothing(monkeypatch):
+    monkeypatch.setenv("CRMM_TORCH_HOOKS", "off")
+    assert ct._load_graph_hooks() is None
+
+
+def test_an_installed_library_that_cannot_be_loaded_is_left_out_with_a_warning(monkeypatch, tmp_path):
+    bad = tmp_path / "_torch_graph_hooks.so"
+    bad.write_bytes(b"not an ELF file")
+    monkeypatch.delenv("CRMM_TORCH_HOOKS", raising=False)
+    monkeypatch.setattr(ct, "_graph_hooks_library", lambda: str(bad))
+    with pytest.warns(RuntimeWarning, match="cannot be loaded"):
+        assert ct._load_graph_hooks() is None
