@@ -50,6 +50,15 @@ static fake_graph *capture_one_block(crmm_resource *r, uint64_t owner, cudaStrea
     return g;
 }
 
+/* A capture of `owner` on s whose graph is destroyed at once: what r held for graphs before it
+ * (the owner holds the capture's block until its release). */
+static uint64_t owned_graph_gone(crmm_resource *r, uint64_t owner, cudaStream_t s)
+{
+    uint64_t held_before = held_for_graphs(r, s);
+    fake_graph_destroy(capture_one_block(r, owner, s, true));
+    return held_before;
+}
+
 CRMM_LOOP_TEST_IN("owners", an_owned_capture_is_held_until_the_owners_last_release, RESOURCES)
 {
     crmm_resource *r = resource(_i);
@@ -98,8 +107,7 @@ CRMM_LOOP_TEST_IN("owners", a_release_that_cannot_synchronize_keeps_the_memory_f
 {
     crmm_resource *r = resource(_i);
     cudaStream_t s = stream_n(1), t = stream_n(3);
-    uint64_t held_before = held_for_graphs(r, s);
-    fake_graph_destroy(capture_one_block(r, 9, s, true));
+    uint64_t held_before = owned_graph_gone(r, 9, s);
     fake_graph *elsewhere = fake_capture_begin(t, cudaStreamCaptureModeGlobal); /* the device cannot wait now */
     ck_assert_crmm(crmm_graph_owner_release(0, 9), CRMM_ERROR_CUDA);
     ck_assert_msg(strstr(crmm_last_error(), "owner 9") && strstr(crmm_last_error(), "stays held"), "%s",
@@ -122,8 +130,7 @@ CRMM_LOOP_TEST_IN("owners", a_release_during_an_owners_capture_waits_for_its_end
 {
     crmm_resource *r = resource(_i);
     cudaStream_t s = stream_n(1), t = stream_n(3);
-    uint64_t held_before = held_for_graphs(r, s);
-    fake_graph_destroy(capture_one_block(r, 13, s, true));
+    uint64_t held_before = owned_graph_gone(r, 13, s);
     ck_assert_crmm_ok(crmm_graph_owner_begin(14, on_stream, (void *)t));
     fake_graph *g = fake_capture_begin(t, cudaStreamCaptureModeGlobal);
     int syncs = fake_vmm.device_syncs;
@@ -145,7 +152,7 @@ CRMM_LOOP_TEST_IN("owners", a_release_during_an_owners_capture_waits_for_its_end
 CRMM_LOOP_TEST_IN("owners", a_resource_destroyed_before_the_release, RESOURCES)
 {
     crmm_resource *r = resource(_i);
-    fake_graph_destroy(capture_one_block(r, 11, stream_n(1), true));
+    owned_graph_gone(r, 11, stream_n(1));
     crmm_resource_release(r);
     ck_assert_crmm_ok(crmm_graph_owner_release(0, 11));
 }

@@ -13,6 +13,7 @@ import crmm.allocators.torch as ct
 def test_off_means_no_hooks(monkeypatch):
     monkeypatch.setenv("CRMM_TORCH_HOOKS", "off")
     assert ct._graph_hooks_library() is None
+    assert ct._load_graph_hooks() is None
 
 
 def test_a_path_given_is_taken(monkeypatch, tmp_path):
@@ -44,11 +45,6 @@ def test_a_library_that_cannot_be_loaded_is_an_import_error_naming_the_way_out(m
     with pytest.raises(ImportError, match="CRMM_TORCH_HOOKS=off"):
         ct._load_graph_hooks()
     assert not ct.graph_hooks_installed()
-
-
-def test_off_loads_nothing(monkeypatch):
-    monkeypatch.setenv("CRMM_TORCH_HOOKS", "off")
-    assert ct._load_graph_hooks() is None
 
 
 def test_an_installed_library_that_cannot_be_loaded_is_left_out_with_a_warning(monkeypatch, tmp_path):
