@@ -324,7 +324,12 @@ def main():
         from torch_workloads import use_crmm  # the same setup as the workload harness's
 
         use_crmm(a.record, "crmm" if a.mode == "crmm_trim" else a.mode)
-    elif a.mode == "expandable":
+        import crmm.allocators.torch as ct
+
+        graph_hooks = ct.graph_hooks_installed()  # else each captured graph gets a user object
+    else:
+        graph_hooks = None
+    if a.mode == "expandable":
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     import torch
 
@@ -422,6 +427,7 @@ def main():
                 "capture_ms": round(capture_ms, 2),
                 "nodes": census,
                 "user_object": tied,
+                "graph_hooks": graph_hooks,
                 "kernels_us": kernels,
                 "peak_mib": round((peak - base) / 2**20, 1),
                 "replay_equals_eager": same,
