@@ -24,7 +24,9 @@ To find out whose placement moves the replay: `--place GROUP=KIND` moves a group
 into memory of its own (one cuMemAlloc, pages mapped one by one, or one handle) before the
 capture, and `--record CSV` writes a crmm mode's allocation log (the addresses of the weights,
 the cuBLAS workspace and the temporaries). `--user-object` ties a CUDA user object to the
-captured graph, as crmm's allocators do at every capture, in any mode (native's too).
+captured graph in any mode (native's too), as crmm's allocators do at every capture that no
+framework owns. The crmm modes tie none of their own where use_crmm() installed crmm's hooks for
+PyTorch's graph pools ("graph_hooks" in the output; CRMM_TORCH_HOOKS=off for the user object).
 
 It prints one JSON line: the mode, milliseconds per replay (the median over batches of
 --replays replays each, timed with CUDA events), each batch's figure, the capture's wall time,
