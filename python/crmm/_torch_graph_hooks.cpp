@@ -11,7 +11,7 @@
 // A graph pool (PyTorch's MempoolId_t) may serve several captures (torch.cuda.graph(pool=...)):
 // PyTorch releases it once per graph reset, and once every capture of the pool has been released
 // the pool's owners are released, as PyTorch's own allocator frees a private pool when its use
-// count reaches zero.
+// count reaches zero. torch.cuda.use_mem_pool's begin, end and release are PyTorch's alone.
 //
 // Built only where PyTorch's headers are found; it links libcrmm's functions through the pointers
 // crmm_torch_install_graph_hooks is given (crmm/allocators/torch.py passes those of the libcrmm it
@@ -45,7 +45,8 @@ struct Capture {
 };
 
 struct Pool {
-    int captures = 0;             // begun and not yet released
+    int captures = 0;             // graph captures begun and not yet released
+    int others_ended = 0;         // torch.cuda.use_mem_pool contexts ended, their release to come
     std::deque<Capture> open;     // begun, not ended: ended first in, first out, as PyTorch does
     std::vector<uint64_t> owners; // begun with crmm (ended or not)
 };
@@ -58,21 +59,26 @@ bool claims(void *ctx, crmm_cuda_stream_t stream) { return (*static_cast<Filter 
 
 void begin(int, c10::cuda::MempoolId_t pool, Filter filter)
 {
-    Capture c{0, std::make_unique<Filter>(std::move(filter))};
-    Filter *f = c.filter.get();
-    {
-        std::lock_guard<std::mutex> g(lock);
-        c.owner = ++last_owner;
+    // torch.cuda.use_mem_pool begins a pool too, with a filter that takes every stream of its
+    // thread: the legacy default stream, which no capture can hold, tells it from a graph's
+    // capture. It is left to PyTorch (crmm owns nothing for it); its end and release are matched.
+    bool graph = !filter(cudaStreamLegacy);
+    Capture c{0, graph ? std::make_unique<Filter>(std::move(filter)) : nullptr};
+    if (graph) {
+        {
+            std::lock_guard<std::mutex> g(lock);
+            c.owner = ++last_owner;
+        }
+        // refused (no memory): the capture's graphs get user objects, as without these hooks
+        if (owner_begin(c.owner, claims, c.filter.get()) != CRMM_OK)
+            c.owner = 0;
     }
-    // refused (no memory): the capture's graphs get user objects, as without these hooks
-    bool taken = owner_begin(c.owner, claims, f) == CRMM_OK;
     std::lock_guard<std::mutex> g(lock);
     Pool &p = pools[pool];
-    p.captures++;
-    if (taken)
+    if (graph)
+        p.captures++;
+    if (c.owner)
         p.owners.push_back(c.owner);
-    else
-        c.owner = 0;
     p.open.push_back(std::move(c));
 }
 
@@ -86,6 +92,8 @@ void end(int, c10::cuda::MempoolId_t pool)
             return;
         c = std::move(it->second.open.front());
         it->second.open.pop_front();
+        if (!c.filter)
+            it->second.others_ended++;
     }
     if (c.owner)
         owner_end(c.owner); // after it returns crmm no longer calls c's filter, freed here
@@ -97,10 +105,15 @@ void release(int device, c10::cuda::MempoolId_t pool)
     {
         std::lock_guard<std::mutex> g(lock);
         auto it = pools.find(pool);
-        if (it == pools.end() || --it->second.captures > 0)
+        if (it == pools.end())
             return;
-        owners.swap(it->second.owners);
-        pools.erase(it);
+        Pool &p = it->second;
+        if (p.others_ended > 0) // a use_mem_pool context releases right after its end
+            p.others_ended--;
+        else if (p.captures > 0 && --p.captures == 0)
+            owners.swap(p.owners); // every graph of the pool is gone
+        if (p.captures == 0 && p.others_ended == 0 && p.open.empty())
+            pools.erase(it);
     }
     // a release that cannot synchronize the device keeps the memory: crmm's next release retries
     for (uint64_t owner : owners)
