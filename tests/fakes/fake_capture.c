@@ -62,6 +62,7 @@ fake_graph *fake_capture_begin(cudaStream_t s, enum cudaStreamCaptureMode mode)
             captures[i].id = next_capture_id++;
             captures[i].graph = g;
             captures[i].mode = mode;
+            captures[i].invalidated = 0; /* the slot may be an invalidated capture's */
             return g;
         }
     ck_abort_msg("too many captures");
