@@ -5,7 +5,7 @@
  * then each guard's locks, then the log's lock; after it they release them in the reverse order,
  * so a guard cannot come or go while its locks are held for a fork. The core's other locks (the
  * current resources' registry, the config and its instances, the plugin loader, the logging
- * switch) are not taken before a fork: code holding them builds resources and loads plugins,
+ * switch, the graph owners) are not taken before a fork: code holding them builds resources and loads plugins,
  * which may call pthread_atfork (a library initialized there may; crmm's logging and async
  * plugins do at their first resource), and glibc's fork holds its own lock against that call
  * while the handlers run. The child makes them anew instead: the thread that held one does not

@@ -1,8 +1,12 @@
 /* graph_owner.c — the owners of CUDA graphs that a framework tells crmm about (crmm/graph_owner.h).
  *
- * One mutex guards the owners (a list: a process has a few graph pools) and the owners released
- * while their device could not be synchronized. Allocators ask at the first call of each capture
- * (crmm_graph_owner_adopt); while no capture of any owner is open that costs one atomic load. */
+ * One mutex guards the owners (a list: a process has a few captures open and a few graph pools
+ * alive) and the owners released whose memory is not handed back yet. Allocators ask at the first
+ * call of each capture (crmm_graph_owner_adopt); while no capture of any owner is open that costs
+ * one atomic load. The claims function is called only while the owner's capture stream is being
+ * captured, and not at all once a capture of it was adopted (the capture id decides then), so a
+ * capture that ended without crmm_graph_owner_end does not have its function called for ever:
+ * the owner is closed when its stream is seen no longer capturing it. */
 #include "build_config.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -20,20 +24,24 @@ typedef struct adopted {
 
 typedef struct owner {
     uint64_t id;
+    int device;                        /* where its graphs run: synchronized before the hand-back */
+    crmm_cuda_stream_t stream;         /* its capture's stream (NULL: not known) */
+    unsigned long long capture_id;     /* the capture adopted first (0: none yet) */
     unsigned refs;                     /* begins not yet released */
     bool open;                         /* between begin and end */
     crmm_graph_owner_claims_fn claims; /* while open */
     void *ctx;
     adopted *adopted; /* what its captures took, to hand back at the last release */
     size_t count, capacity;
-    int device; /* once released: the device to synchronize first */
     struct owner *next;
 } owner;
 
 static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
-static owner *owners;         /* referenced */
-static owner *unsynchronized; /* released, what they took not handed back yet */
-static unsigned open_count;   /* atomic: captures open; adopt looks no further while 0 */
+static pthread_cond_t sync_done = PTHREAD_COND_INITIALIZER;
+static owner *owners;          /* referenced */
+static owner *released_owners; /* released, what they took not handed back yet */
+static bool syncing;           /* a hand-back is synchronizing devices: begins wait */
+static unsigned open_count;    /* atomic: captures open; adopt looks no further while 0 */
 static uint64_t adopted_total; /* atomic */
 
 static crmm_status hand_back_released(void);
@@ -46,17 +54,57 @@ static owner **find(uint64_t id)
     return at;
 }
 
-crmm_status crmm_graph_owner_begin(uint64_t id, crmm_graph_owner_claims_fn claims, void *ctx)
+/* Under the lock: o's capture is over (ended, or seen ended without crmm_graph_owner_end). */
+static void close_owner(owner *o)
 {
-    if (id == 0 || !claims)
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "crmm_graph_owner_begin: %s", id == 0 ? "owner 0" : "claims is NULL");
+    o->open = false;
+    o->claims = NULL;
+    o->ctx = NULL;
+    __atomic_sub_fetch(&open_count, 1, __ATOMIC_RELEASE);
+}
+
+/* Under the lock: whether o's capture is under way. An open owner whose stream is not known
+ * counts as capturing; one whose stream no longer holds the capture it adopted (invalidated or
+ * ended without crmm_graph_owner_end) is closed. */
+static bool capturing(owner *o)
+{
+    if (!o->open)
+        return false;
+    if (!o->stream)
+        return true;
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    if (cudaStreamGetCaptureInfo((cudaStream_t)o->stream, &status, &id, NULL, NULL, NULL, NULL) != cudaSuccess) {
+        cudaGetLastError();
+        status = cudaStreamCaptureStatusNone;
+    }
+    bool active = status == cudaStreamCaptureStatusActive;
+    if (o->capture_id && (!active || id != o->capture_id)) {
+        crmm_log(CRMM_LOG_DEBUG, "crmm graph owners: owner %llu's capture ended without crmm_graph_owner_end: closed",
+                 (unsigned long long)o->id);
+        close_owner(o);
+        return false;
+    }
+    return active;
+}
+
+crmm_status crmm_graph_owner_begin(uint64_t id, int device, crmm_cuda_stream_t stream, crmm_graph_owner_claims_fn claims,
+                                   void *ctx)
+{
+    if (id == 0 || !claims || device < 0)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "crmm_graph_owner_begin: %s",
+                              id == 0 ? "owner 0" : !claims ? "claims is NULL" : "a negative device");
     pthread_mutex_lock(&owners_lock);
+    while (syncing) /* a capture begun now could be invalidated by that synchronization */
+        pthread_cond_wait(&sync_done, &owners_lock);
     owner *o = *find(id);
-    if (o && o->open) {
+    const char *refused = o && o->open ? "a capture of it is open already (end it first)"
+                          : o && o->device != device ? "its graphs are on another device"
+                                                     : NULL;
+    if (refused) {
         pthread_mutex_unlock(&owners_lock);
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
-                              "crmm_graph_owner_begin: a capture of owner %llu is open already (end it first)",
-                              (unsigned long long)id);
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "crmm_graph_owner_begin: owner %llu: %s",
+                              (unsigned long long)id, refused);
     }
     if (!o) {
         if (!(o = calloc(1, sizeof *o))) {
@@ -64,11 +112,14 @@ crmm_status crmm_graph_owner_begin(uint64_t id, crmm_graph_owner_claims_fn claim
             return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "crmm_graph_owner_begin: malloc failed");
         }
         o->id = id;
+        o->device = device;
         o->next = owners;
         owners = o;
     }
     o->refs++;
     o->open = true;
+    o->stream = stream;
+    o->capture_id = 0;
     o->claims = claims;
     o->ctx = ctx;
     __atomic_add_fetch(&open_count, 1, __ATOMIC_RELEASE);
@@ -85,26 +136,26 @@ crmm_status crmm_graph_owner_end(uint64_t id)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "crmm_graph_owner_end: no capture of owner %llu is open",
                               (unsigned long long)id);
     }
-    o->open = false;
-    o->claims = NULL;
-    o->ctx = NULL;
-    __atomic_sub_fetch(&open_count, 1, __ATOMIC_RELEASE);
+    close_owner(o);
     pthread_mutex_unlock(&owners_lock);
-    crmm_kept_error kept; /* what waited for the captures to end: a failure is logged, not this call's */
+    crmm_kept_error kept; /* what waited for the capture to end: a failure is logged, not this call's */
     crmm_keep_error(&kept, crmm_last_status());
     if (hand_back_released() != CRMM_OK)
         crmm_restore_error(&kept);
     return CRMM_OK;
 }
 
-bool crmm_graph_owner_adopt(crmm_cuda_stream_t stream, void (*released)(void *arg), void *arg)
+bool crmm_graph_owner_adopt(crmm_cuda_stream_t stream, unsigned long long capture_id, void (*released)(void *arg),
+                            void *arg)
 {
     if (__atomic_load_n(&open_count, __ATOMIC_ACQUIRE) == 0)
         return false;
     bool taken = false;
     pthread_mutex_lock(&owners_lock);
     for (owner *o = owners; o; o = o->next) {
-        if (!o->open || !o->claims(o->ctx, stream))
+        if (!o->open)
+            continue;
+        if (o->capture_id ? o->capture_id != capture_id : !capturing(o) || !o->claims(o->ctx, stream))
             continue;
         if (o->count == o->capacity) {
             size_t capacity = o->capacity ? 2 * o->capacity : 8;
@@ -114,6 +165,7 @@ bool crmm_graph_owner_adopt(crmm_cuda_stream_t stream, void (*released)(void *ar
             o->adopted = grown;
             o->capacity = capacity;
         }
+        o->capture_id = capture_id;
         o->adopted[o->count++] = (adopted){released, arg};
         __atomic_add_fetch(&adopted_total, 1, __ATOMIC_RELAXED);
         taken = true;
@@ -125,8 +177,9 @@ bool crmm_graph_owner_adopt(crmm_cuda_stream_t stream, void (*released)(void *ar
 
 uint64_t crmm_graph_owner_adopted_total(void) { return __atomic_load_n(&adopted_total, __ATOMIC_RELAXED); }
 
-/* Wait for `device`'s work, in the relaxed capture mode (the caller's thread may be inside a
- * capture of its own; another thread's capture in the global mode still makes CUDA refuse). */
+/* Wait for `device`'s work. The relaxed capture mode lets the call through where only the
+ * global mode of another thread's capture forbids it; a capture under way on the device is
+ * invalidated by it all the same (crmm/graph_owner.h says so). */
 static crmm_status synchronize(int device)
 {
     crmm_device_guard g;
@@ -146,65 +199,90 @@ static crmm_status synchronize(int device)
     return CRMM_OK;
 }
 
-/* Hand back what o's captures took, and free o. */
-static void hand_back(owner *o)
+static void free_owner(owner *o)
 {
-    for (size_t i = 0; i < o->count; i++)
-        o->adopted[i].released(o->adopted[i].arg);
     free(o->adopted);
     free(o);
 }
 
-/* Hand back what the released owners' captures took, once their devices are synchronized. Not
- * while a capture of an owner is open: its stream would be synchronized, which invalidates the
- * capture; then they wait for crmm_graph_owner_end or the next release. A device that cannot be
- * synchronized keeps its owners for the next try, said in the error and crmm's log. */
+/* Hand back what the released owners' captures took, once their devices are synchronized (once
+ * each). Not while the capture of an owner is under way: its stream would be synchronized, which
+ * invalidates the capture; they then wait for crmm_graph_owner_end or the next release. A device
+ * that cannot be synchronized keeps its owners for the next try, said in the error and the log. */
+static crmm_status hand_back_once(bool *more);
+
 static crmm_status hand_back_released(void)
 {
-    pthread_mutex_lock(&owners_lock);
-    owner *todo = __atomic_load_n(&open_count, __ATOMIC_ACQUIRE) == 0 ? unsynchronized : NULL;
-    if (todo)
-        unsynchronized = NULL;
-    pthread_mutex_unlock(&owners_lock);
-    if (!todo)
-        return CRMM_OK;
-    if (crmm_process_exiting()) { /* no CUDA call at exit: the process's memory goes with it */
-        for (owner *next; todo; todo = next) {
-            next = todo->next;
-            free(todo->adopted);
-            free(todo);
-        }
-        return CRMM_OK;
-    }
     crmm_status result = CRMM_OK;
-    owner *kept = NULL;
-    for (owner *next; todo; todo = next) {
-        next = todo->next;
-        crmm_status st = todo->count ? synchronize(todo->device) : CRMM_OK;
-        if (st == CRMM_OK) {
-            hand_back(todo);
-            continue;
-        }
-        result = crmm_error_add_context("crmm graph owners: the memory of owner %llu's graphs stays held until a later "
-                                        "release can synchronize device %d",
-                                        (unsigned long long)todo->id, todo->device);
-        crmm_log(CRMM_LOG_WARN, "%s", crmm_last_error());
-        todo->next = kept;
-        kept = todo;
-    }
-    if (kept) {
-        pthread_mutex_lock(&owners_lock);
-        owner *last = kept;
-        while (last->next)
-            last = last->next;
-        last->next = unsynchronized;
-        unsynchronized = kept;
-        pthread_mutex_unlock(&owners_lock);
-    }
+    bool more = true;
+    while (more) /* owners released while this thread synchronized are its to hand back too */
+        if (hand_back_once(&more) != CRMM_OK)
+            result = crmm_last_status();
     return result;
 }
 
-crmm_status crmm_graph_owner_release(int device, uint64_t id)
+static crmm_status hand_back_once(bool *more)
+{
+    *more = false;
+    pthread_mutex_lock(&owners_lock);
+    owner *todo = NULL;
+    if (released_owners && !syncing) {
+        bool wait = false;
+        for (owner *o = owners; o && !wait; o = o->next)
+            wait = capturing(o);
+        if (!wait) {
+            todo = released_owners;
+            released_owners = NULL;
+            syncing = true;
+        }
+    }
+    pthread_mutex_unlock(&owners_lock);
+    if (!todo)
+        return CRMM_OK;
+    crmm_status result = CRMM_OK;
+    owner *kept = NULL;
+    while (todo) {
+        /* one synchronization per device, for every owner on it */
+        int device = todo->device;
+        crmm_status st = crmm_process_exiting() ? CRMM_OK : synchronize(device);
+        for (owner **at = &todo; *at;) {
+            owner *o = *at;
+            if (o->device != device) {
+                at = &o->next;
+                continue;
+            }
+            *at = o->next;
+            if (st == CRMM_OK) {
+                if (!crmm_process_exiting()) /* at exit the memory goes with the process */
+                    for (size_t i = 0; i < o->count; i++)
+                        o->adopted[i].released(o->adopted[i].arg);
+                free_owner(o);
+            } else {
+                o->next = kept;
+                kept = o;
+            }
+        }
+        if (st != CRMM_OK) {
+            result = crmm_error_add_context("crmm graph owners: the memory of graphs on device %d stays held until a "
+                                            "later release or end can synchronize it", device);
+            crmm_log(CRMM_LOG_WARN, "%s", crmm_last_error());
+        }
+    }
+    pthread_mutex_lock(&owners_lock);
+    *more = released_owners != NULL;
+    while (kept) {
+        owner *next = kept->next;
+        kept->next = released_owners;
+        released_owners = kept;
+        kept = next;
+    }
+    syncing = false;
+    pthread_cond_broadcast(&sync_done);
+    pthread_mutex_unlock(&owners_lock);
+    return result;
+}
+
+crmm_status crmm_graph_owner_release(uint64_t id)
 {
     pthread_mutex_lock(&owners_lock);
     owner **at = find(id), *o = *at;
@@ -215,17 +293,20 @@ crmm_status crmm_graph_owner_release(int device, uint64_t id)
     }
     if (--o->refs == 0) {
         *at = o->next;
-        o->device = device;
         if (o->count) {
-            o->next = unsynchronized;
-            unsynchronized = o;
+            o->next = released_owners;
+            released_owners = o;
         } else {
-            free(o->adopted);
-            free(o);
+            free_owner(o);
         }
     }
     pthread_mutex_unlock(&owners_lock);
     return hand_back_released();
 }
 
-void crmm_graph_owner_fork_child(void) { pthread_mutex_init(&owners_lock, NULL); }
+void crmm_graph_owner_fork_child(void)
+{
+    pthread_mutex_init(&owners_lock, NULL);
+    pthread_cond_init(&sync_done, NULL);
+    syncing = false; /* the thread synchronizing is not in the child; its owners are dropped */
+}

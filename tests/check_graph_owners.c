@@ -41,7 +41,7 @@ static bool never(void *ctx, crmm_cuda_stream_t stream) { (void)ctx, (void)strea
 /* One capture on s of `owner` (claims on_stream(s) or never): a block allocated and freed in it. */
 static fake_graph *capture_one_block(crmm_resource *r, uint64_t owner, cudaStream_t s, bool claimed)
 {
-    ck_assert_crmm_ok(crmm_graph_owner_begin(owner, claimed ? on_stream : never, (void *)s));
+    ck_assert_crmm_ok(crmm_graph_owner_begin(owner, 0, (crmm_cuda_stream_t)s, claimed ? on_stream : never, (void *)s));
     fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
     void *a = alloc_on(r, MiB, s);
     free_on(r, a, MiB, s);
@@ -72,17 +72,17 @@ CRMM_LOOP_TEST_IN("owners", an_owned_capture_is_held_until_the_owners_last_relea
     ck_assert_uint_eq(held_for_graphs(r, s), held_before + MiB);
 
     /* a second graph of the same owner (PyTorch: a pool shared by two graphs) */
-    ck_assert_crmm_ok(crmm_graph_owner_begin(7, on_stream, (void *)s));
+    ck_assert_crmm_ok(crmm_graph_owner_begin(7, 0, (crmm_cuda_stream_t)s, on_stream, (void *)s));
     ck_assert_crmm_ok(crmm_graph_owner_end(7));
     int syncs = fake_vmm.device_syncs;
-    ck_assert_crmm_ok(crmm_graph_owner_release(0, 7));
+    ck_assert_crmm_ok(crmm_graph_owner_release(7));
     ck_assert_int_eq(fake_vmm.device_syncs, syncs); /* one graph of the owner lives on */
     ck_assert_uint_eq(held_for_graphs(r, s), held_before + MiB);
-    ck_assert_crmm_ok(crmm_graph_owner_release(0, 7));
+    ck_assert_crmm_ok(crmm_graph_owner_release(7));
     ck_assert_int_eq(fake_vmm.device_syncs, syncs + 1); /* the graphs' launches may still run */
     ck_assert_msg(held_for_graphs(r, s) == held_before, "%s: the owner's memory did not come back",
                   resource_name(_i));
-    ck_assert_crmm(crmm_graph_owner_release(0, 7), CRMM_ERROR_INVALID_ARGUMENT); /* forgotten */
+    ck_assert_crmm(crmm_graph_owner_release(7), CRMM_ERROR_INVALID_ARGUMENT); /* forgotten */
     crmm_resource_release(r);
 }
 
@@ -95,7 +95,7 @@ CRMM_LOOP_TEST_IN("owners", a_capture_no_owner_claims_keeps_its_user_object, RES
     ck_assert_int_eq(fake_graph_user_objects(g), 1);
     ck_assert_uint_eq(crmm_graph_owner_adopted_total(), adopted);
     int syncs = fake_vmm.device_syncs;
-    ck_assert_crmm_ok(crmm_graph_owner_release(0, 8)); /* it took nothing: no synchronization */
+    ck_assert_crmm_ok(crmm_graph_owner_release(8)); /* it took nothing: no synchronization */
     ck_assert_int_eq(fake_vmm.device_syncs, syncs);
     ck_assert_uint_eq(held_for_graphs(r, s), held_before + MiB);
     fake_graph_destroy(g);
@@ -109,17 +109,17 @@ CRMM_LOOP_TEST_IN("owners", a_release_that_cannot_synchronize_keeps_the_memory_f
     cudaStream_t s = stream_n(1), t = stream_n(3);
     uint64_t held_before = owned_graph_gone(r, 9, s);
     fake_graph *elsewhere = fake_capture_begin(t, cudaStreamCaptureModeGlobal); /* the device cannot wait now */
-    ck_assert_crmm(crmm_graph_owner_release(0, 9), CRMM_ERROR_CUDA);
-    ck_assert_msg(strstr(crmm_last_error(), "owner 9") && strstr(crmm_last_error(), "stays held"), "%s",
+    ck_assert_crmm(crmm_graph_owner_release(9), CRMM_ERROR_CUDA);
+    ck_assert_msg(strstr(crmm_last_error(), "device 0") && strstr(crmm_last_error(), "stays held"), "%s",
                   crmm_last_error());
     fake_capture_end(t);
     fake_graph_destroy(elsewhere);
     fake_capture_reset(); /* the refused synchronization counted as a forbidden call */
     ck_assert_uint_eq(held_for_graphs(r, s), held_before + MiB);
     /* the next release, of any owner, synchronizes and hands it back */
-    ck_assert_crmm_ok(crmm_graph_owner_begin(10, never, NULL));
+    ck_assert_crmm_ok(crmm_graph_owner_begin(10, 0, NULL, never, NULL));
     ck_assert_crmm_ok(crmm_graph_owner_end(10));
-    ck_assert_crmm_ok(crmm_graph_owner_release(0, 10));
+    ck_assert_crmm_ok(crmm_graph_owner_release(10));
     ck_assert_uint_eq(held_for_graphs(r, s), held_before);
     crmm_resource_release(r);
 }
@@ -131,10 +131,10 @@ CRMM_LOOP_TEST_IN("owners", a_release_during_an_owners_capture_waits_for_its_end
     crmm_resource *r = resource(_i);
     cudaStream_t s = stream_n(1), t = stream_n(3);
     uint64_t held_before = owned_graph_gone(r, 13, s);
-    ck_assert_crmm_ok(crmm_graph_owner_begin(14, on_stream, (void *)t));
+    ck_assert_crmm_ok(crmm_graph_owner_begin(14, 0, (crmm_cuda_stream_t)t, on_stream, (void *)t));
     fake_graph *g = fake_capture_begin(t, cudaStreamCaptureModeGlobal);
     int syncs = fake_vmm.device_syncs;
-    ck_assert_crmm_ok(crmm_graph_owner_release(0, 13));
+    ck_assert_crmm_ok(crmm_graph_owner_release(13));
     ck_assert_int_eq(fake_vmm.device_syncs, syncs);
     fake_capture_end(t);
     ck_assert_int_eq(fake_capture_forbidden(), 0);
@@ -143,7 +143,7 @@ CRMM_LOOP_TEST_IN("owners", a_release_during_an_owners_capture_waits_for_its_end
     ck_assert_int_eq(fake_vmm.device_syncs, syncs + 1);
     ck_assert_uint_eq(held_for_graphs(r, s), held_before);
     fake_graph_destroy(g);
-    ck_assert_crmm_ok(crmm_graph_owner_release(0, 14));
+    ck_assert_crmm_ok(crmm_graph_owner_release(14));
     crmm_resource_release(r);
 }
 
@@ -154,24 +154,64 @@ CRMM_LOOP_TEST_IN("owners", a_resource_destroyed_before_the_release, RESOURCES)
     crmm_resource *r = resource(_i);
     owned_graph_gone(r, 11, stream_n(1));
     crmm_resource_release(r);
-    ck_assert_crmm_ok(crmm_graph_owner_release(0, 11));
+    ck_assert_crmm_ok(crmm_graph_owner_release(11));
+}
+
+/* A capture an owner adopted that ends without crmm_graph_owner_end (PyTorch's capture_end throws
+ * when the capture was invalidated) is closed once seen over: its claims function is not called
+ * again, it holds back no one else's hand-back, and its own release still hands its memory back. */
+static int claims_calls;
+static bool counting_on_stream(void *ctx, crmm_cuda_stream_t stream)
+{
+    claims_calls++;
+    return on_stream(ctx, stream);
+}
+
+CRMM_LOOP_TEST_IN("owners", a_capture_that_ends_without_its_end_is_closed, RESOURCES)
+{
+    crmm_resource *r = resource(_i);
+    cudaStream_t s = stream_n(1), t = stream_n(3);
+    uint64_t held_before = owned_graph_gone(r, 15, s);
+    free_on(r, alloc_on(r, MiB, t), MiB, t); /* memory of t's own for its captures (the arena's rule) */
+    ck_assert_crmm_ok(crmm_graph_owner_begin(16, 0, (crmm_cuda_stream_t)t, counting_on_stream, (void *)t));
+    fake_graph *g = fake_capture_begin(t, cudaStreamCaptureModeGlobal);
+    claims_calls = 0;
+    free_on(r, alloc_on(r, MiB, t), MiB, t);
+    ck_assert_int_eq(claims_calls, 1);
+    fake_capture_invalidate(t);
+    fake_capture_end(t); /* no crmm_graph_owner_end(16) */
+    fake_graph_destroy(g);
+    ck_assert_crmm_ok(crmm_graph_owner_release(15)); /* 16 is seen over: nothing waits for it */
+    ck_assert_uint_eq(held_for_graphs(r, s), held_before + MiB);
+    fake_graph *h = fake_capture_begin(t, cudaStreamCaptureModeGlobal); /* a new capture on its stream */
+    free_on(r, alloc_on(r, MiB, t), MiB, t);
+    fake_capture_end(t);
+    ck_assert_int_eq(claims_calls, 1); /* 16's claims function was not asked again */
+    fake_graph_destroy(h);
+    ck_assert_crmm(crmm_graph_owner_end(16), CRMM_ERROR_INVALID_ARGUMENT); /* closed already */
+    ck_assert_crmm_ok(crmm_graph_owner_release(16));
+    ck_assert_uint_eq(held_for_graphs(r, s), held_before);
+    crmm_resource_release(r);
 }
 
 CRMM_TEST_IN("owners", bad_calls_are_refused)
 {
-    ck_assert_crmm(crmm_graph_owner_begin(0, never, NULL), CRMM_ERROR_INVALID_ARGUMENT);
-    ck_assert_crmm(crmm_graph_owner_begin(12, NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_graph_owner_begin(0, 0, NULL, never, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_graph_owner_begin(12, 0, NULL, NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_graph_owner_begin(12, -1, NULL, never, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_crmm(crmm_graph_owner_end(12), CRMM_ERROR_INVALID_ARGUMENT);
-    ck_assert_crmm(crmm_graph_owner_release(0, 12), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_crmm(crmm_graph_owner_release(12), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(crmm_last_error(), "owner 12 is not known"), "%s", crmm_last_error());
-    ck_assert_crmm_ok(crmm_graph_owner_begin(12, never, NULL));
-    ck_assert_crmm(crmm_graph_owner_begin(12, never, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* open already */
-    ck_assert_crmm(crmm_graph_owner_release(0, 12), CRMM_ERROR_INVALID_ARGUMENT);    /* still open */
+    ck_assert_crmm_ok(crmm_graph_owner_begin(12, 0, NULL, never, NULL));
+    ck_assert_crmm(crmm_graph_owner_begin(12, 0, NULL, never, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* open */
+    ck_assert_crmm(crmm_graph_owner_release(12), CRMM_ERROR_INVALID_ARGUMENT);                     /* still open */
     ck_assert_msg(strstr(crmm_last_error(), "open"), "%s", crmm_last_error());
     ck_assert_crmm_ok(crmm_graph_owner_end(12));
     ck_assert_crmm(crmm_graph_owner_end(12), CRMM_ERROR_INVALID_ARGUMENT);
-    ck_assert_crmm_ok(crmm_graph_owner_release(0, 12));
-    ck_assert(!crmm_graph_owner_adopt(NULL, NULL, NULL)); /* no capture open: nothing claims */
+    ck_assert_crmm(crmm_graph_owner_begin(12, 1, NULL, never, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* device */
+    ck_assert_msg(strstr(crmm_last_error(), "another device"), "%s", crmm_last_error());
+    ck_assert_crmm_ok(crmm_graph_owner_release(12));
+    ck_assert(!crmm_graph_owner_adopt(NULL, 1, NULL, NULL)); /* no capture open: nothing claims */
 }
 
 int main(void)

@@ -96,7 +96,7 @@ CRMM_LOOP_TEST_IN("pool_streams", another_stream_waits_for_the_free, MODES)
         /* t is ordered behind s with an event: the allocation returns while s is held (a pool
          * that synchronized instead would wait at the gate until the case's timeout) */
         b = alloc_on(p, n, t);
-        ck_assert(gate_holds(&g));
+        ck_assert(!crmm_test_async_observable() || gate_holds(&g));
     } else {
         gate_open_soon(&g);
         b = alloc_on(p, n, t);
@@ -125,7 +125,7 @@ CRMM_TEST_IN("pool_streams", same_stream_reuses_at_once)
     gated_fill(&g, a, MiB, s);
     free_on(p, a, MiB, s);
     void *b = alloc_on(p, MiB, s); /* stream order makes this safe without any wait: s is held */
-    ck_assert(gate_holds(&g));
+    ck_assert(!crmm_test_async_observable() || gate_holds(&g));
     ck_assert_ptr_eq(b, a);
     ck_assert_int_eq(cudaMemsetAsync(b, 0xBB, MiB, s), cudaSuccess);
     gate_open(&g);
@@ -412,7 +412,7 @@ CRMM_TEST_IN("pool_expandable", a_move_without_waiting_leaves_queued_work_its_me
     free_on(p, x, n, s);
     uint64_t syncs = q(p, CRMM_QUERY_POOL_DEVICE_SYNCS), created = q(p, CRMM_QUERY_POOL_PAGES_CREATED);
     void *z = alloc_on(p, 40 * MiB, s); /* s is held: a move that waited would not return */
-    ck_assert(gate_holds(&g));
+    ck_assert(!crmm_test_async_observable() || gate_holds(&g));
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_DEVICE_SYNCS), syncs);
     ck_assert_uint_gt(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
     uint64_t page = q(p, CRMM_QUERY_BYTES_RESERVED) / q(p, CRMM_QUERY_UPSTREAM_BLOCKS);

@@ -44,7 +44,8 @@ static inline void gate_stream(stream_gate *g, cudaStream_t s)
     ck_assert_cuda(cudaLaunchHostFunc(s, stream_gate_wait, g));
 }
 
-/* Whether g's stream is still held at it: certain while the gate is closed. */
+/* Whether g's stream is still held at it: certain while the gate is closed (where asynchrony is
+ * not observable the gate is open, and a test does not ask). */
 static inline bool gate_holds(stream_gate *g) { return !atomic_load(&g->passed); }
 
 static inline void *stream_gate_open_later(void *arg)

@@ -69,7 +69,7 @@ crmm_status graph_hold_tie(graph_hold *h, graph_holds *hs, const capture_check_i
     h->capture_id = cap->id;
     h->next_released = NULL;
     h->released = 0;
-    if (crmm_graph_owner_adopt(cap->stream, graph_released, h))
+    if (crmm_graph_owner_adopt(cap->stream, cap->id, graph_released, h))
         return CRMM_OK; /* its owner says when the graph is gone: no user object on the graph */
     cudaUserObject_t obj = NULL;
     cudaError_t e = cudaUserObjectCreate(&obj, h, graph_released, 1, cudaUserObjectNoDestructorSync);

@@ -19,12 +19,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 #include <crmm/graph_owner.h>
 
@@ -40,41 +40,59 @@ EndFn owner_end;
 ReleaseFn owner_release;
 
 struct Capture {
-    uint64_t owner;
+    uint64_t owner;                 // 0: not crmm's (a use_mem_pool context, or a refused begin)
+    bool graph;                     // a graph's capture, not a use_mem_pool context
     std::unique_ptr<Filter> filter; // crmm calls it until owner_end returns
 };
 
 struct Pool {
     int captures = 0;             // graph captures begun and not yet released
     int others_ended = 0;         // torch.cuda.use_mem_pool contexts ended, their release to come
-    std::deque<Capture> open;     // begun, not ended: ended first in, first out, as PyTorch does
+    std::vector<Capture> open;    // begun, not ended: the newest ends first (contexts nest)
     std::vector<uint64_t> owners; // begun with crmm (ended or not)
 };
 
-std::mutex lock; // guards what follows; never held while crmm is called
-std::map<c10::cuda::MempoolId_t, Pool> pools;
+// PyTorch keeps a pool per device for each MempoolId_t. Made once and never destroyed: a graph
+// reset at exit (an atexit handler, a daemon thread) still finds them.
+using PoolKey = std::pair<int, c10::cuda::MempoolId_t>;
+std::mutex &lock = *new std::mutex; // guards what follows; never held while crmm is called
+std::map<PoolKey, Pool> &pools = *new std::map<PoolKey, Pool>;
 uint64_t last_owner;
 
-bool claims(void *ctx, crmm_cuda_stream_t stream) { return (*static_cast<Filter *>(ctx))(stream); }
+// PyTorch's filter may throw (a CUDA error); crmm calls this from C, under its lock.
+bool claims(void *ctx, crmm_cuda_stream_t stream)
+{
+    try {
+        return (*static_cast<Filter *>(ctx))(stream);
+    } catch (...) {
+        return false;
+    }
+}
 
-void begin(int, c10::cuda::MempoolId_t pool, Filter filter)
+void begin(int device, c10::cuda::MempoolId_t pool, Filter filter)
 {
     // torch.cuda.use_mem_pool begins a pool too, with a filter that takes every stream of its
     // thread: the legacy default stream, which no capture can hold, tells it from a graph's
     // capture. It is left to PyTorch (crmm owns nothing for it); its end and release are matched.
-    bool graph = !filter(cudaStreamLegacy);
-    Capture c{0, graph ? std::make_unique<Filter>(std::move(filter)) : nullptr};
+    bool graph = false;
+    try {
+        graph = !filter(cudaStreamLegacy);
+    } catch (...) {
+    }
+    Capture c{0, graph, graph ? std::make_unique<Filter>(std::move(filter)) : nullptr};
     if (graph) {
         {
             std::lock_guard<std::mutex> g(lock);
             c.owner = ++last_owner;
         }
+        // CUDAGraph::capture_begin captures the device's current stream, right after this
+        cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
         // refused (no memory): the capture's graphs get user objects, as without these hooks
-        if (owner_begin(c.owner, claims, c.filter.get()) != CRMM_OK)
+        if (owner_begin(c.owner, device, stream, claims, c.filter.get()) != CRMM_OK)
             c.owner = 0;
     }
     std::lock_guard<std::mutex> g(lock);
-    Pool &p = pools[pool];
+    Pool &p = pools[{device, pool}];
     if (graph)
         p.captures++;
     if (c.owner)
@@ -82,21 +100,22 @@ void begin(int, c10::cuda::MempoolId_t pool, Filter filter)
     p.open.push_back(std::move(c));
 }
 
-void end(int, c10::cuda::MempoolId_t pool)
+void end(int device, c10::cuda::MempoolId_t pool)
 {
     Capture c;
     {
         std::lock_guard<std::mutex> g(lock);
-        auto it = pools.find(pool);
+        auto it = pools.find({device, pool});
         if (it == pools.end() || it->second.open.empty())
             return;
-        c = std::move(it->second.open.front());
-        it->second.open.pop_front();
-        if (!c.filter)
+        c = std::move(it->second.open.back());
+        it->second.open.pop_back();
+        if (!c.graph)
             it->second.others_ended++;
     }
     if (c.owner)
-        owner_end(c.owner); // after it returns crmm no longer calls c's filter, freed here
+        owner_end(c.owner); // refused when crmm closed it itself (its capture was seen over)
+    // c's filter is freed here: crmm no longer calls it
 }
 
 void release(int device, c10::cuda::MempoolId_t pool)
@@ -104,7 +123,7 @@ void release(int device, c10::cuda::MempoolId_t pool)
     std::vector<uint64_t> owners;
     {
         std::lock_guard<std::mutex> g(lock);
-        auto it = pools.find(pool);
+        auto it = pools.find({device, pool});
         if (it == pools.end())
             return;
         Pool &p = it->second;
@@ -115,9 +134,9 @@ void release(int device, c10::cuda::MempoolId_t pool)
         if (p.captures == 0 && p.others_ended == 0 && p.open.empty())
             pools.erase(it);
     }
-    // a release that cannot synchronize the device keeps the memory: crmm's next release retries
+    // a release that cannot synchronize the device keeps the memory: crmm's next one retries
     for (uint64_t owner : owners)
-        owner_release(device, owner);
+        owner_release(owner);
 }
 
 } // namespace

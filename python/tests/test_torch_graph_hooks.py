@@ -54,3 +54,28 @@ def test_an_installed_library_that_cannot_be_loaded_is_left_out_with_a_warning(m
     monkeypatch.setattr(ct, "_graph_hooks_library", lambda: str(bad))
     with pytest.warns(RuntimeWarning, match="cannot be loaded"):
         assert ct._load_graph_hooks() is None
+
+
+class _Refusing:
+    """A hooks library whose install refuses, as one built for another allocator would."""
+
+    class crmm_torch_install_graph_hooks:
+        restype = argtypes = None
+
+        def __call__(self, *args):
+            args[-2].value = b"not a pluggable allocator"
+            return -1
+
+    crmm_torch_install_graph_hooks = crmm_torch_install_graph_hooks()
+
+
+def test_a_library_that_refuses_to_install_is_left_out_with_a_warning():
+    with pytest.warns(RuntimeWarning, match="not installed: not a pluggable allocator"):
+        ct._install_graph_hooks(_Refusing())
+    assert not ct.graph_hooks_installed()
+
+
+def test_a_library_without_the_entry_point_is_left_out_with_a_warning():
+    with pytest.warns(RuntimeWarning, match="not installed"):
+        ct._install_graph_hooks(object())
+    assert not ct.graph_hooks_installed()

@@ -66,10 +66,10 @@ def use_crmm(inductor_cudagraph_trees=False):
         raise ModuleNotFoundError("No module named 'torch': use_crmm needs PyTorch", name="torch")
     hooks = _load_graph_hooks()  # a bad $CRMM_TORCH_HOOKS fails before torch's allocator changes
     change_current_allocator(rmm_torch_allocator)
-    if hooks is not None:
-        _install_graph_hooks(hooks)
     if not inductor_cudagraph_trees:
         after_import("torch._inductor.config", _no_cudagraph_trees)
+    if hooks is not None:
+        _install_graph_hooks(hooks)
 
 
 _graph_hooks_installed = False
@@ -118,16 +118,24 @@ def _load_graph_hooks():
 
 
 def _install_graph_hooks(hooks):
-    """Set the loaded hooks library's hooks on torch's current (crmm's) allocator."""
+    """Set the loaded hooks library's hooks on torch's current (crmm's) allocator. Torch's
+    allocator is crmm's already: a library that refuses (or lacks its entry point) is left out
+    with a RuntimeWarning, and captures keep their user objects."""
     global _graph_hooks_installed
-    install = hooks.crmm_torch_install_graph_hooks
-    install.restype = ctypes.c_int
-    install.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_char_p, ctypes.c_size_t]
     message = ctypes.create_string_buffer(512)
-    pointers = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                for name in ("crmm_graph_owner_begin", "crmm_graph_owner_end", "crmm_graph_owner_release")]
-    if install(*pointers, message, len(message)) != 0:
-        raise RuntimeError(message.value.decode(errors="replace"))
+    try:
+        install = hooks.crmm_torch_install_graph_hooks
+        install.restype = ctypes.c_int
+        install.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_char_p, ctypes.c_size_t]
+        pointers = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                    for name in ("crmm_graph_owner_begin", "crmm_graph_owner_end", "crmm_graph_owner_release")]
+        failed = install(*pointers, message, len(message)) != 0
+    except AttributeError as e:
+        failed, message.value = True, str(e).encode()[: len(message) - 1]
+    if failed:
+        warnings.warn(f"crmm's hooks for PyTorch's graph pools are not installed: "
+                      f"{message.value.decode(errors='replace')}", RuntimeWarning, stacklevel=3)
+        return
     _graph_hooks_installed = True
 
 
