@@ -60,7 +60,12 @@ def use_crmm(inductor_cudagraph_trees=False):
     when inductor's config is first imported (now, if it is already), so that a program that
     never compiles does not pay inductor's import. Pass ``inductor_cudagraph_trees=True`` to
     leave inductor's setting alone; anything but True or False raises TypeError, before torch
-    is looked for."""
+    is looked for.
+
+    Where crmm's hooks for PyTorch's CUDA graph pools are built (C++, needs PyTorch's headers at
+    build time), this also installs them, so that the graphs torch captures carry no CUDA user
+    object of crmm's (graph_hooks_installed() says whether it did; $CRMM_TORCH_HOOKS: the
+    library's path, or "off")."""
     bool_arg(inductor_cudagraph_trees, "inductor_cudagraph_trees")
     if change_current_allocator is None:
         raise ModuleNotFoundError("No module named 'torch': use_crmm needs PyTorch", name="torch")
