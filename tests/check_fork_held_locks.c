@@ -107,11 +107,18 @@ CRMM_TEST(a_child_forked_while_a_thread_holds_the_graph_records_can_take_them)
  * the lock held by a thread it does not have. */
 static graph_park park;
 static crmm_fork_guard let_go_guard;
+static int forked; /* the parent is past the fork: the holder may end (a thread that ended before
+                    * the fork, unjoined, is a leak to ThreadSanitizer in the child) */
 
 static void let_the_holder_go(void *arg)
 {
     (void)arg;
     __atomic_store_n(&let_go, 1, __ATOMIC_SEQ_CST);
+}
+static void fork_done(void *arg)
+{
+    (void)arg;
+    __atomic_store_n(&forked, 1, __ATOMIC_SEQ_CST);
 }
 static void nothing_after(void *arg) { (void)arg; }
 
@@ -122,6 +129,8 @@ static void *hold_the_park(void *arg)
     hold_until_let_go();
     usleep(20 * 1000); /* still holding when the fork reaches the park's guard, most likely */
     pthread_mutex_unlock(&park.lock);
+    while (!__atomic_load_n(&forked, __ATOMIC_SEQ_CST))
+        usleep(1000);
     return NULL;
 }
 
@@ -131,7 +140,8 @@ CRMM_TEST(a_child_forked_while_a_thread_holds_a_graph_park_can_use_it)
 {
     graph_park_init(&park);
     graph_park_add_fork_guard(&park);
-    let_go_guard = (crmm_fork_guard){.prepare = let_the_holder_go, .parent = nothing_after, .child = nothing_after};
+    forked = 0;
+    let_go_guard = (crmm_fork_guard){.prepare = let_the_holder_go, .parent = fork_done, .child = nothing_after};
     crmm_fork_guard_add(&let_go_guard);
     fork_while_held(hold_the_park, use_the_park, "the graph park's lock");
     crmm_fork_guard_remove(&let_go_guard);
