@@ -120,8 +120,25 @@ SCRIPT_TESTS = \
 # the scripted driver, counting what the pool asks of the device
 TOOLS_BUILT_WITH_TESTS = tests/ipc_bandwidth tests/pool_expandable_replay tests/pool_threads_sim
 
+# crmm's hooks for PyTorch's graph pools (python/crmm/_torch_graph_hooks.cpp), compiled with the
+# C++ compiler configure found against stand-ins of the two PyTorch headers they include: no
+# PyTorch, no GPU
+CXX_TESTS =
+if HAVE_HOOKS_CXX
+CXX_TESTS += tests/check_torch_graph_hooks
+tests/check_torch_graph_hooks: tests/check_torch_graph_hooks.cpp python/crmm/_torch_graph_hooks.cpp \
+		include/crmm/graph_owner.h $(TORCH_STANDIN_FILES)
+	$(AM_V_GEN)$(TORCH_CXX) $(TEST_CXXFLAGS) -O1 -g $(SANITIZER_CFLAGS) -I$(top_srcdir)/tests/torch_standin \
+	  -I$(top_srcdir)/include -o $@ $(top_srcdir)/tests/check_torch_graph_hooks.cpp $(SANITIZER_LDFLAGS) -lpthread
+endif
+TORCH_STANDIN_FILES = tests/torch_standin/c10/cuda/CUDAStream.h \
+	tests/torch_standin/torch/csrc/cuda/CUDAPluggableAllocator.h
+check_SCRIPTS = $(CXX_TESTS)
+CLEANFILES += tests/check_torch_graph_hooks
+EXTRA_DIST += tests/check_torch_graph_hooks.cpp $(TORCH_STANDIN_FILES)
+
 check_PROGRAMS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(TOOLS_BUILT_WITH_TESTS)
-TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS)
+TESTS += $(CPU_TESTS) $(GPU_TESTS) $(SCRIPTED_CUDA_TESTS) $(SCRIPT_TESTS) $(CXX_TESTS)
 # .ci/run's install after a reconfigure to another prefix (a full build twice: not in make check)
 EXTRA_DIST += $(SCRIPT_TESTS) tests/script_support.sh tests/install_prefix_change.sh tests/configs
 # helpers that several programs of one plugin or part include

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <vector>
+#include <pthread.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 #include <crmm/graph_owner.h>
@@ -91,13 +92,24 @@ void begin(int device, c10::cuda::MempoolId_t pool, Filter filter)
         if (owner_begin(c.owner, device, stream, claims, c.filter.get()) != CRMM_OK)
             c.owner = 0;
     }
-    std::lock_guard<std::mutex> g(lock);
-    Pool &p = pools[{device, pool}];
-    if (graph)
-        p.captures++;
-    if (c.owner)
-        p.owners.push_back(c.owner);
-    p.open.push_back(std::move(c));
+    try {
+        std::lock_guard<std::mutex> g(lock);
+        Pool &p = pools[{device, pool}];
+        p.open.reserve(p.open.size() + 1);
+        if (c.owner)
+            p.owners.push_back(c.owner);
+        if (graph)
+            p.captures++;
+        p.open.push_back(std::move(c)); // cannot throw: reserved
+    } catch (...) {
+        // no memory to record it: crmm lets go of the owner (and of its filter, freed with c)
+        // before PyTorch's capture_begin fails with this exception
+        if (c.owner) {
+            owner_end(c.owner);
+            owner_release(c.owner);
+        }
+        throw;
+    }
 }
 
 void end(int device, c10::cuda::MempoolId_t pool)
@@ -139,6 +151,16 @@ void release(int device, c10::cuda::MempoolId_t pool)
         owner_release(owner);
 }
 
+void lock_for_fork()
+{
+    lock.lock();
+}
+
+void unlock_after_fork()
+{
+    lock.unlock();
+}
+
 } // namespace
 
 // Install the hooks on PyTorch's current allocator, which must be the pluggable allocator of
@@ -157,6 +179,12 @@ extern "C" __attribute__((visibility("default"))) int crmm_torch_install_graph_h
     auto *pluggable = dynamic_cast<torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator *>(current.get());
     if (!pluggable) {
         std::snprintf(message, size, "PyTorch's current CUDA allocator is not a pluggable one (call use_crmm() first)");
+        return -1;
+    }
+    // a forked child finds the lock free, whichever parent thread held it at the fork
+    static bool fork_guarded = pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork) == 0;
+    if (!fork_guarded) {
+        std::snprintf(message, size, "crmm_torch_install_graph_hooks: pthread_atfork failed");
         return -1;
     }
     owner_begin = reinterpret_cast<BeginFn>(begin_fn);

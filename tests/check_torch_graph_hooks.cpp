@@ -1,0 +1,378 @@
+// crmm's hooks for PyTorch's CUDA graph pools (python/crmm/_torch_graph_hooks.cpp), without
+// PyTorch or a GPU: the hooks are compiled here against stand-ins of the two PyTorch headers they
+// use (tests/torch_standin), installed on a stand-in pluggable allocator, and called as PyTorch's
+// CUDAGraph and torch.cuda.use_mem_pool call them. crmm's graph-owner functions are scripted: they
+// record each call and keep the claims function and its context while the owner is open, as
+// libcrmm does. Checks what PyTorch relies on: each graph capture is one owner, begun on the
+// capturing device's current stream and claimed by PyTorch's filter; a pool's owners are released
+// when its last graph is; use_mem_pool contexts reach crmm not at all; a failure anywhere leaves
+// crmm with no open owner whose filter is gone; a forked child can use the hooks whatever the
+// parent's threads were doing.
+#include <new>
+
+// operator new is replaced below (to fail on request) with malloc, and operator delete with free
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+#include "../python/crmm/_torch_graph_hooks.cpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace {
+
+int checks, failures;
+
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        checks++;                                                                                                      \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                             \
+        }                                                                                                              \
+    } while (0)
+
+// ---- global operator new, failing on request ---------------------------------------------------
+std::atomic<bool> fail_next_new{false};
+
+// ---- scripted crmm -------------------------------------------------------------------------------
+struct Open {
+    crmm_graph_owner_claims_fn claims;
+    void *ctx;
+};
+struct Script {
+    bool refuse_begin = false;
+    bool fail_new_after_begin = false;
+    std::map<uint64_t, Open> open; // owners begun and not ended
+    std::vector<uint64_t> begun, ended, released;
+    std::vector<int> devices;
+    std::vector<cudaStream_t> streams;
+};
+Script script;
+
+crmm_status scripted_begin(uint64_t owner, int device, crmm_cuda_stream_t stream, crmm_graph_owner_claims_fn claims,
+                           void *ctx)
+{
+    script.begun.push_back(owner);
+    script.devices.push_back(device);
+    script.streams.push_back(stream);
+    if (script.refuse_begin)
+        return CRMM_ERROR_OUT_OF_MEMORY;
+    script.open[owner] = Open{claims, ctx};
+    if (script.fail_new_after_begin)
+        fail_next_new = true;
+    return CRMM_OK;
+}
+
+crmm_status scripted_end(uint64_t owner)
+{
+    script.ended.push_back(owner);
+    auto it = script.open.find(owner);
+    if (it == script.open.end())
+        return CRMM_ERROR_INVALID_ARGUMENT;
+    // libcrmm may call the filter until end returns: it must still be alive here
+    it->second.claims(it->second.ctx, cudaStreamLegacy);
+    script.open.erase(it);
+    return CRMM_OK;
+}
+
+crmm_status scripted_release(uint64_t owner)
+{
+    script.released.push_back(owner);
+    return CRMM_OK;
+}
+
+bool claims_of(uint64_t owner, cudaStream_t stream)
+{
+    Open &o = script.open.at(owner);
+    return o.claims(o.ctx, stream);
+}
+
+// ---- stand-in PyTorch ----------------------------------------------------------------------------
+cudaStream_t stream_of(int device)
+{
+    return reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(0x1000 + 0x100 * device));
+}
+
+std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator> current_allocator;
+torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator *pluggable;
+
+// PyTorch's CUDAGraph filter: the capture's own stream, never the legacy stream
+std::function<bool(cudaStream_t)> graph_filter(cudaStream_t captured)
+{
+    return [captured](cudaStream_t s) { return s == captured; };
+}
+
+// torch.cuda.use_mem_pool's filter: every stream of its thread
+std::function<bool(cudaStream_t)> context_filter()
+{
+    return [](cudaStream_t) { return true; };
+}
+
+const c10::cuda::MempoolId_t pool_a{1, 0}, pool_b{2, 0};
+
+void reset()
+{
+    script = Script{};
+}
+
+size_t pools_recorded()
+{
+    std::lock_guard<std::mutex> g(lock);
+    return pools.size();
+}
+
+int install()
+{
+    char message[256] = "";
+    return crmm_torch_install_graph_hooks(reinterpret_cast<void *>(scripted_begin),
+                                          reinterpret_cast<void *>(scripted_end),
+                                          reinterpret_cast<void *>(scripted_release), message, sizeof message);
+}
+
+// ---- the checks ----------------------------------------------------------------------------------
+void install_needs_a_pluggable_allocator_and_every_function()
+{
+    char message[256] = "";
+    current_allocator = std::make_shared<c10::cuda::CUDACachingAllocator::CUDAAllocator>();
+    CHECK(install() == -1);
+    CHECK(crmm_torch_install_graph_hooks(nullptr, nullptr, nullptr, message, sizeof message) == -1);
+    CHECK(std::strstr(message, "missing") != nullptr);
+
+    auto p = std::make_shared<torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator>();
+    pluggable = p.get();
+    current_allocator = p;
+    CHECK(crmm_torch_install_graph_hooks(reinterpret_cast<void *>(scripted_begin), nullptr,
+                                         reinterpret_cast<void *>(scripted_release), message, sizeof message) == -1);
+    CHECK(!pluggable->begin && !pluggable->end && !pluggable->release); // nothing half set
+    CHECK(install() == 0);
+    CHECK(pluggable->begin && pluggable->end && pluggable->release);
+}
+
+void a_capture_is_one_owner_on_its_devices_stream()
+{
+    reset();
+    pluggable->begin(1, pool_a, graph_filter(stream_of(1)));
+    CHECK(script.begun.size() == 1 && script.devices.at(0) == 1 && script.streams.at(0) == stream_of(1));
+    uint64_t owner = script.begun.at(0);
+    CHECK(claims_of(owner, stream_of(1)));
+    CHECK(!claims_of(owner, stream_of(0)));
+    pluggable->end(1, pool_a);
+    CHECK(script.ended == std::vector<uint64_t>{owner});
+    CHECK(script.released.empty()); // the graph still runs
+    pluggable->release(1, pool_a);
+    CHECK(script.released == std::vector<uint64_t>{owner});
+    CHECK(pools_recorded() == 0);
+}
+
+void the_same_pool_id_on_two_devices_is_two_pools()
+{
+    reset();
+    pluggable->begin(0, pool_a, graph_filter(stream_of(0)));
+    pluggable->end(0, pool_a);
+    pluggable->begin(1, pool_a, graph_filter(stream_of(1)));
+    pluggable->end(1, pool_a);
+    CHECK(script.streams == (std::vector<cudaStream_t>{stream_of(0), stream_of(1)}));
+    pluggable->release(1, pool_a);
+    CHECK(script.released == std::vector<uint64_t>{script.begun.at(1)});
+    pluggable->release(0, pool_a);
+    CHECK(script.released.size() == 2 && script.released.at(1) == script.begun.at(0));
+    CHECK(pools_recorded() == 0);
+}
+
+void a_shared_pool_is_released_with_its_last_graph()
+{
+    reset();
+    for (int i = 0; i < 2; i++) { // torch.cuda.graph(g2, pool=g1.pool())
+        pluggable->begin(0, pool_a, graph_filter(stream_of(0)));
+        pluggable->end(0, pool_a);
+    }
+    CHECK(script.begun.size() == 2 && script.begun.at(0) != script.begun.at(1));
+    pluggable->release(0, pool_a); // the first graph's reset
+    CHECK(script.released.empty());
+    pluggable->release(0, pool_a);
+    CHECK(script.released == script.begun);
+    CHECK(pools_recorded() == 0);
+}
+
+void use_mem_pool_contexts_never_reach_crmm()
+{
+    reset();
+    pluggable->begin(0, pool_b, graph_filter(stream_of(0))); // a graph captured into the pool
+    pluggable->end(0, pool_b);
+    pluggable->begin(0, pool_b, context_filter()); // then `with torch.cuda.use_mem_pool(pool)`
+    pluggable->end(0, pool_b);
+    pluggable->release(0, pool_b); // the context's release, right after its end
+    CHECK(script.begun.size() == 1 && script.ended.size() == 1);
+    CHECK(script.released.empty()); // the graph still holds the pool
+    pluggable->release(0, pool_b);  // the graph's reset
+    CHECK(script.released == script.begun);
+    CHECK(pools_recorded() == 0);
+}
+
+void nested_captures_end_newest_first()
+{
+    reset();
+    pluggable->begin(0, pool_a, graph_filter(stream_of(0)));
+    pluggable->begin(0, pool_a, graph_filter(stream_of(0)));
+    pluggable->end(0, pool_a);
+    pluggable->end(0, pool_a);
+    CHECK(script.ended.size() == 2 && script.ended.at(0) == script.begun.at(1) &&
+          script.ended.at(1) == script.begun.at(0));
+    pluggable->release(0, pool_a);
+    pluggable->release(0, pool_a);
+    CHECK(script.released.size() == 2 && pools_recorded() == 0);
+}
+
+void a_refused_owner_is_neither_ended_nor_released()
+{
+    reset();
+    script.refuse_begin = true;
+    pluggable->begin(0, pool_a, graph_filter(stream_of(0)));
+    pluggable->end(0, pool_a);
+    pluggable->release(0, pool_a);
+    CHECK(script.begun.size() == 1 && script.ended.empty() && script.released.empty());
+    CHECK(pools_recorded() == 0);
+}
+
+void ends_and_releases_of_unknown_pools_are_ignored()
+{
+    reset();
+    pluggable->end(0, pool_a);
+    pluggable->release(0, pool_b);
+    CHECK(script.ended.empty() && script.released.empty() && pools_recorded() == 0);
+}
+
+void a_filter_that_throws_claims_nothing()
+{
+    reset();
+    bool probing = true; // PyTorch's first call is the hooks' probe of the legacy stream
+    pluggable->begin(0, pool_a, [&probing](cudaStream_t s) -> bool {
+        if (probing) {
+            probing = false;
+            return s != cudaStreamLegacy;
+        }
+        throw std::runtime_error("CUDA error");
+    });
+    uint64_t owner = script.begun.at(0);
+    CHECK(!claims_of(owner, stream_of(0)));
+    pluggable->end(0, pool_a);
+    pluggable->release(0, pool_a);
+    CHECK(script.released.size() == 1 && pools_recorded() == 0);
+}
+
+void no_memory_after_crmm_took_the_owner_lets_it_go()
+{
+    reset();
+    script.fail_new_after_begin = true;
+    bool threw = false;
+    try {
+        pluggable->begin(0, pool_a, graph_filter(stream_of(0)));
+    } catch (const std::bad_alloc &) {
+        threw = true; // PyTorch's capture_begin fails with it
+    }
+    fail_next_new = false;
+    CHECK(threw);
+    CHECK(script.begun.size() == 1 && script.open.empty()); // ended while its filter was alive
+    CHECK(script.released == script.begun);
+    // and the hooks go on working
+    script.fail_new_after_begin = false;
+    pluggable->begin(0, pool_a, graph_filter(stream_of(0)));
+    pluggable->end(0, pool_a);
+    pluggable->release(0, pool_a);
+    CHECK(script.begun.size() == 2 && script.released.size() == 2 && pools_recorded() == 0);
+}
+
+// A parent thread uses the hooks without pause while the main thread forks; each child uses them
+// too. A lock held by the parent's thread at the fork would hang the child (killed by its alarm).
+void a_forked_child_can_use_the_hooks()
+{
+    reset();
+    std::atomic<bool> stop{false};
+    std::thread busy([&stop] {
+        const c10::cuda::MempoolId_t own{99, 0};
+        while (!stop.load()) {
+            pluggable->begin(0, own, context_filter());
+            pluggable->end(0, own);
+            pluggable->release(0, own);
+        }
+    });
+    int hung = 0;
+    for (int i = 0; i < 200 && !hung; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(5);
+            const c10::cuda::MempoolId_t mine{7, 0};
+            pluggable->begin(0, mine, context_filter());
+            pluggable->end(0, mine);
+            pluggable->release(0, mine);
+            _exit(0);
+        }
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            hung++;
+    }
+    stop = true;
+    busy.join();
+    CHECK(hung == 0);
+}
+
+} // namespace
+
+// the stand-ins' functions, defined by the test
+c10::cuda::CUDAStream c10::cuda::getCurrentCUDAStream(c10::DeviceIndex device)
+{
+    return CUDAStream{stream_of(device)};
+}
+
+std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator> torch::cuda::CUDAPluggableAllocator::getCurrentAllocator()
+{
+    return current_allocator;
+}
+
+void *operator new(std::size_t size)
+{
+    if (fail_next_new.exchange(false))
+        throw std::bad_alloc();
+    if (void *p = std::malloc(size ? size : 1))
+        return p;
+    throw std::bad_alloc();
+}
+
+void operator delete(void *p) noexcept
+{
+    std::free(p);
+}
+
+void operator delete(void *p, std::size_t) noexcept
+{
+    std::free(p);
+}
+
+int main()
+{
+    install_needs_a_pluggable_allocator_and_every_function();
+    if (!pluggable || !pluggable->begin) {
+        std::fprintf(stderr, "the hooks were not installed\n");
+        return 1;
+    }
+    a_capture_is_one_owner_on_its_devices_stream();
+    the_same_pool_id_on_two_devices_is_two_pools();
+    a_shared_pool_is_released_with_its_last_graph();
+    use_mem_pool_contexts_never_reach_crmm();
+    nested_captures_end_newest_first();
+    a_refused_owner_is_neither_ended_nor_released();
+    ends_and_releases_of_unknown_pools_are_ignored();
+    a_filter_that_throws_claims_nothing();
+    no_memory_after_crmm_took_the_owner_lets_it_go();
+    a_forked_child_can_use_the_hooks();
+    std::printf("%d%%: Checks: %d, Failures: %d, Errors: 0\n", checks ? 100 * (checks - failures) / checks : 0, checks,
+                failures);
+    return failures ? 1 : 0;
+}
