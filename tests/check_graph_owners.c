@@ -6,6 +6,7 @@
  * the memory and a later one hands it back; bad calls are refused. For the pool in its three forms, arena and fixed_size. */
 #include "build_config.h"
 #include <crmm/graph_owner.h>
+#include <unistd.h>
 #include "graphs_test.h"
 
 /* The resources under test: the pool's three forms, then arena and fixed_size over cuda. */
@@ -190,6 +191,78 @@ CRMM_LOOP_TEST_IN("owners", a_capture_that_ends_without_its_end_is_closed, RESOU
     fake_graph_destroy(h);
     ck_assert_crmm(crmm_graph_owner_end(16), CRMM_ERROR_INVALID_ARGUMENT); /* closed already */
     ck_assert_crmm_ok(crmm_graph_owner_release(16));
+    ck_assert_uint_eq(held_for_graphs(r, s), held_before);
+    crmm_resource_release(r);
+}
+
+/* A begin while a release synchronizes the device waits for the synchronization's end: a capture
+ * begun during it would be invalidated by it. The scripted synchronization stops at a gate the
+ * test opens; the beginning thread notes whether the synchronization had ended when its begin
+ * returned. (The pause before the gate opens decides only how likely a begin that does not wait
+ * is to be caught.) */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool syncing, open, synced;
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, false};
+
+static void device_sync_at_the_gate(int what, cudaStream_t s)
+{
+    (void)s;
+    if (what != FAKE_ORDER_DEVICE_SYNC)
+        return;
+    pthread_mutex_lock(&gate.lock);
+    gate.syncing = true;
+    pthread_cond_broadcast(&gate.cond);
+    while (!gate.open)
+        pthread_cond_wait(&gate.cond, &gate.lock);
+    gate.synced = true;
+    pthread_mutex_unlock(&gate.lock);
+}
+
+static void *release_21(void *unused)
+{
+    (void)unused;
+    return (void *)(uintptr_t)crmm_graph_owner_release(21);
+}
+
+static void *begin_22(void *synced_at_begin)
+{
+    crmm_status st = crmm_graph_owner_begin(22, 0, NULL, never, NULL);
+    pthread_mutex_lock(&gate.lock);
+    *(bool *)synced_at_begin = gate.synced;
+    pthread_mutex_unlock(&gate.lock);
+    if (st == CRMM_OK && (st = crmm_graph_owner_end(22)) == CRMM_OK)
+        st = crmm_graph_owner_release(22);
+    return (void *)(uintptr_t)st;
+}
+
+CRMM_TEST_IN("owners", a_begin_waits_while_a_release_synchronizes_the_device)
+{
+    crmm_resource *r = resource(0);
+    cudaStream_t s = stream_n(1);
+    uint64_t held_before = owned_graph_gone(r, 21, s);
+    fake_vmm_order_hook = device_sync_at_the_gate;
+    pthread_t releasing, beginning;
+    bool synced_at_begin = false;
+    ck_assert_int_eq(pthread_create(&releasing, NULL, release_21, NULL), 0);
+    pthread_mutex_lock(&gate.lock);
+    while (!gate.syncing)
+        pthread_cond_wait(&gate.cond, &gate.lock);
+    pthread_mutex_unlock(&gate.lock);
+    ck_assert_int_eq(pthread_create(&beginning, NULL, begin_22, &synced_at_begin), 0);
+    usleep(50 * 1000);
+    pthread_mutex_lock(&gate.lock);
+    gate.open = true;
+    pthread_cond_broadcast(&gate.cond);
+    pthread_mutex_unlock(&gate.lock);
+    void *released, *begun;
+    pthread_join(releasing, &released);
+    pthread_join(beginning, &begun);
+    fake_vmm_order_hook = NULL;
+    ck_assert_int_eq((crmm_status)(uintptr_t)released, CRMM_OK);
+    ck_assert_int_eq((crmm_status)(uintptr_t)begun, CRMM_OK);
+    ck_assert_msg(synced_at_begin, "a begin returned while the device was being synchronized");
     ck_assert_uint_eq(held_for_graphs(r, s), held_before);
     crmm_resource_release(r);
 }
