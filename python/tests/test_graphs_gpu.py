@@ -4,8 +4,8 @@ torch.compile(mode="reduce-overhead") on a Llama model built from a transformers
 weights, no download), and CuPy's stream capture with crmm's allocator. Each runs in a fresh
 process (use_crmm() must come before torch's first CUDA allocation) under the config the process
 finds by itself ("default": the installed crmm.ini's expandable pool, or crmm's built-in `cuda`
-resource where none is installed, as under `make check`), a chunked pool, an expandable pool with
-graph_pool = private, or an arena / fixed_size; the graph's output must equal eager execution
+resource where none is installed, as under `make check`), a chunked pool, the expandable pool
+that config makes (also with graph_pool = private), or an arena / fixed_size; the graph's output must equal eager execution
 over many replays, and a tensor or array allocated after the capture must never be written by a
 replay. Where crmm's hooks for PyTorch's graph pools are installed, a capture served by a pool,
 arena or fixed_size must be adopted by its owner and its memory come back when the graph goes."""
@@ -48,14 +48,23 @@ block_size = 8MiB
 blocks_to_preallocate = 16
 """
 
-# the default config's expandable pool, each capture on memory of its own
-PRIVATE = CHUNKED_POOL.replace("initial_size = 64MiB", "expandable = true\ngraph_pool = private")
+# the default config's expandable pool, as conf/crmm.ini makes it (what "default" is where that
+# file is installed), and the same pool with each capture on memory of its own
+EXPANDABLE = CHUNKED_POOL.replace("initial_size = 64MiB", "expandable = true")
+PRIVATE = EXPANDABLE + "graph_pool = private\n"
 
-CONFIGS = {"default": None, "chunked": CHUNKED_POOL, "arena": ARENA, "fixed_size": FIXED_SIZE, "private": PRIVATE}
+CONFIGS = {
+    "default": None,
+    "chunked": CHUNKED_POOL,
+    "expandable": EXPANDABLE,
+    "arena": ARENA,
+    "fixed_size": FIXED_SIZE,
+    "private": PRIVATE,
+}
 
 
 # the kind of each config's default resource, which the children check they allocate from
-KINDS = {"chunked": "pool", "arena": "arena", "fixed_size": "fixed_size", "private": "pool"}
+KINDS = {"chunked": "pool", "expandable": "pool", "arena": "arena", "fixed_size": "fixed_size", "private": "pool"}
 
 
 def config_env(tmp_path, config):
@@ -243,7 +252,7 @@ def _run(code, env):
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("config", ["default", "chunked", "arena", "private"])
+@pytest.mark.parametrize("config", ["default", "chunked", "expandable", "arena", "private"])
 def test_torch_graph_of_a_training_step_under_crmm(gpu, tmp_path, config):
     framework("torch")
     _run(TORCH_MLP, dict(config_env(tmp_path, config), CRMM_TEST_TORCH_MODE="global"))
@@ -297,7 +306,7 @@ def test_use_crmm_turns_cudagraph_trees_off_when_inductor_is_imported(gpu, keep)
     _run(TORCH_INDUCTOR_LAZY.replace("sys.argv[1]", repr(keep)), {})
 
 
-@pytest.mark.parametrize("config", ["default", "chunked", "arena", "fixed_size", "private"])
+@pytest.mark.parametrize("config", ["default", "chunked", "expandable", "arena", "fixed_size", "private"])
 def test_cupy_stream_capture_under_crmm(gpu, tmp_path, config):
     framework("cupy")
     _run(CUPY_CAPTURE, config_env(tmp_path, config))
