@@ -49,12 +49,14 @@ def parse_args():
                                        "crmm_chunked", "crmm_split", "crmm_split_never", *PAGE_SIZE_CONFIGS])
     ap.add_argument("--record", metavar="LOG.csv", help="crmm modes: write the allocation log here")
     ap.add_argument("--run", type=int, default=0, help="the run's number, copied to the output")
-    ap.add_argument("--steps", type=int, help="dyn_train and moe: training steps (default 10); the workload is "
+    ap.add_argument("--steps", type=int, help="dyn_train, moe and vit: training steps (default 10, vit 8); the workload is "
                     "then reported as NAME_Nsteps, since how much a caching allocator holds grows with the steps")
     ap.add_argument("--table", metavar="RESULTS.jsonl", help="print the table of the runs in this file")
     a = ap.parse_args()
     if not a.table and not (a.workload and a.mode):
         ap.error("--workload and --mode, or --table")
+    if a.steps and a.workload not in STEPPED:
+        ap.error("--steps is for %s" % ", ".join(sorted(STEPPED)))
     if a.record and (not a.mode.startswith("crmm") or a.mode in SPLIT_MODES):
         ap.error("--record needs a crmm mode that a config describes (not %s)" % a.mode)
     return a
@@ -336,7 +338,7 @@ def dyn_train(torch, counters, steps=10):
     return run_training(torch, model, [batch(b, s) for b, s in shapes], counters)
 
 
-def vit(torch, counters):
+def vit(torch, counters, steps=8):
     torch.manual_seed(0)
     try:
         import timm
@@ -352,7 +354,7 @@ def vit(torch, counters):
     x = torch.randn(64, 3, 224, 224, device="cuda")
     y = torch.randint(0, 1000, (64,), device="cuda")
     loss_fn = torch.nn.CrossEntropyLoss()
-    out = run_training(torch, model, [lambda m: loss_fn(m(x), y)] * 8, counters)
+    out = run_training(torch, model, [lambda m: loss_fn(m(x), y)] * steps, counters)
     out["model"] = source
     return out
 
@@ -474,6 +476,7 @@ def serving_mixed(torch, counters):
 
 
 WORKLOADS = {"dyn_train": dyn_train, "serving": serving, "serving_mixed": serving_mixed, "vit": vit, "moe": moe}
+STEPPED = ("dyn_train", "moe", "vit")  # the training workloads, which take --steps
 
 
 def run(a):
@@ -485,8 +488,6 @@ def run(a):
     torch.cuda.init()
     torch.backends.cuda.matmul.allow_tf32 = True
     sampler = PeakSampler(torch)
-    if a.steps and a.workload not in ("dyn_train", "moe"):
-        raise SystemExit("--steps is for dyn_train and moe")
     steps = {"steps": a.steps} if a.steps else {}
     out = WORKLOADS[a.workload](torch, CrmmCounters(crmm_mode), **steps)
     torch.cuda.synchronize()
@@ -523,6 +524,7 @@ def table(path):
                 if r["workload"] not in workloads:
                     workloads.append(r["workload"])
     modes = ["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_budget", "crmm_chunked"]
+    modes += sorted({m for _, m in runs} - set(modes))  # the other diagnosis modes run, after those
     print("| workload | mode | runs | peak MiB median (min-max) | vs native | vs expandable | metric median (min-max) "
           "| first step s | reserved / allocated peak MiB | outside MiB | alloc+free ns | crmm per step/token |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -3,8 +3,8 @@
 # the modes alternated (their order rotates from one round to the next), RUNS rounds (default 3);
 # then the table. Run from a crmm build tree on a GPU machine with torch (and timm or torchvision):
 #   bash bench/torch_workloads.sh            # writes $OUT (default ./torch_workloads.out)
-# Environment: RUNS, WORKLOADS, STEPS (dyn_train and moe: training steps, default 10), MODES
-# (default "native expandable crmm"; crmm_idle, crmm_never and crmm_chunked are diagnosis, see
+# Environment: RUNS, WORKLOADS, STEPS (dyn_train, moe and vit: training steps, default 10, vit 8), MODES
+# (default "native expandable crmm"; the other modes of torch_workloads.py are diagnosis, see
 # torch_workloads.py), OUT, PYTHON (a python3 with torch, default python3); RECORD=1 also records
 # each workload's crmm allocation log into $OUT/logs (for crmm replay, the logging plugin over the
 # default pool).
@@ -18,7 +18,7 @@ results=$out/results.jsonl; : > "$results"
 start=$SECONDS
 for ((r = 0; r < runs; r++)); do
   for w in $workloads; do
-    steps=""; case $w in dyn_train|moe) steps=${STEPS:+--steps $STEPS} ;; esac
+    steps=""; case $w in dyn_train|moe|vit) steps=${STEPS:+--steps $STEPS} ;; esac
     for ((i = 0; i < ${#modes[@]}; i++)); do
       m=${modes[$(((i + r) % ${#modes[@]}))]}
       env -u PYTORCH_CUDA_ALLOC_CONF timeout 150 $PY "$here/torch_workloads.py" --workload "$w" --mode "$m" --run "$r" $steps \
