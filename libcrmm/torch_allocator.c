@@ -20,6 +20,9 @@
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static crmm_status init_status;
+/* The devices crmm_torch_allocate has served: set once each, read by crmm_torch_empty_cache and
+ * crmm_torch_device_served (relaxed: a flag, not a handover of memory). */
+static bool served[CRMM_MAX_DEVICES];
 
 static void report_init_failure(void)
 {
@@ -78,6 +81,8 @@ void *crmm_torch_allocate(ssize_t size, int device, crmm_cuda_stream_t stream)
     }
     if (st != CRMM_OK)
         crmm_log(CRMM_LOG_ERROR, "crmm_torch_allocate: %zd bytes on device %d: %s", size, device, crmm_last_error());
+    else if (!__atomic_load_n(&served[device], __ATOMIC_RELAXED)) /* a device with a resource is < CRMM_MAX_DEVICES */
+        __atomic_store_n(&served[device], true, __ATOMIC_RELAXED);
     crmm_resource_release(mr);
     return ptr;
 }
@@ -114,4 +119,38 @@ void crmm_torch_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream
     crmm_error_hold_begin();
     torch_free(ptr, size, device, stream);
     crmm_error_hold_end();
+}
+
+bool crmm_torch_device_served(int device)
+{
+    return device >= 0 && device < CRMM_MAX_DEVICES && __atomic_load_n(&served[device], __ATOMIC_RELAXED);
+}
+
+crmm_status crmm_torch_empty_cache(void)
+{
+    crmm_status first = CRMM_OK;
+    char message[1024] = ""; /* the size of crmm's error messages */
+    for (int device = 0; device < CRMM_MAX_DEVICES; device++) {
+        if (!crmm_torch_device_served(device))
+            continue;
+        crmm_status st;
+        crmm_resource *mr = crmm_get_per_device_resource_ref(device);
+        if (!mr) {
+            st = crmm_error_add_context("crmm_torch_empty_cache: device %d", device);
+        } else {
+            crmm_device_guard guard;
+            if ((st = crmm_cuda_device_enter(device, &guard)) == CRMM_OK) {
+                st = crmm_resource_trim(mr);
+                crmm_cuda_device_restore(&guard);
+            }
+            if (st != CRMM_OK)
+                st = crmm_error_add_context("crmm_torch_empty_cache: device %d", device);
+            crmm_resource_release(mr);
+        }
+        if (st != CRMM_OK && first == CRMM_OK) { /* the first error is reported; every device is trimmed */
+            first = st;
+            snprintf(message, sizeof message, "%s", crmm_last_error());
+        }
+    }
+    return first == CRMM_OK ? CRMM_OK : crmm_set_error(first, "%s", message);
 }

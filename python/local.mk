@@ -55,8 +55,10 @@ CRMM_PY_TESTS += python/tests/test_fastalloc_races.py python/tests/test_rmm_2608
 # crmm.dask over a LocalCluster of processes
 CRMM_PY_TESTS += python/tests/test_dask.py python/tests/test_dask_gpu.py python/tests/test_dask_serialize.py \
 	python/tests/test_dask_serialize_gpu.py
-# crmm.allocators.torch.memory_stats(): over host memory, and under PyTorch on a GPU
-CRMM_PY_TESTS += python/tests/test_torch_memory_stats.py python/tests/test_torch_graph_hooks.py python/tests/test_torch_memory_stats_gpu.py
+# crmm.allocators.torch.memory_stats(), and torch.cuda's own memory functions answered by crmm: over host
+# memory, and under PyTorch on a GPU
+CRMM_PY_TESTS += python/tests/test_torch_memory_stats.py python/tests/test_torch_graph_hooks.py python/tests/test_torch_memory_stats_gpu.py \
+	python/tests/test_torch_memory_routes.py
 # RMM's callback, pool view, system memory and experimental resources
 CRMM_PY_TESTS += python/tests/test_unowned_resources.py python/tests/test_unowned_resources_gpu.py python/tests/test_rmm_messages.py
 # RMM's names and behaviours its own test suite does not check

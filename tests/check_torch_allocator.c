@@ -337,6 +337,71 @@ CRMM_TEST(nothing_is_called_once_the_process_exits)
                   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
+/* ---- torch.cuda.empty_cache(): crmm_torch_empty_cache ------------------------------------- */
+
+CRMM_TEST(empty_cache_trims_each_served_device_with_it_current)
+{
+    use_config(STATS_OVER_HOST);
+    probe_resource *zero = probe_resource_new(&host_on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0);
+    probe_resource *one = probe_resource_new(&host_on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 1);
+    ck_assert_ptr_null(crmm_set_per_device_resource(0, &zero->base));
+    ck_assert_ptr_null(crmm_set_per_device_resource(1, &one->base));
+    ck_assert(!crmm_torch_device_served(0) && !crmm_torch_device_served(1));
+
+    void *p = crmm_torch_allocate(4096, 1, STREAM_A);
+    ck_assert_ptr_nonnull(p);
+    ck_assert(crmm_torch_device_served(1) && !crmm_torch_device_served(0));
+    current_device = 0;
+    ck_assert_int_eq(crmm_torch_empty_cache(), CRMM_OK);
+    ck_assert_int_eq(one->trims, 1);
+    ck_assert_int_eq(one->trim_device, 1); /* the device is current during its trim */
+    ck_assert_int_eq(zero->trims, 0);      /* never served: not touched */
+    ck_assert_int_eq(current_device, 0);   /* the caller's device is back */
+    ck_assert_int_eq(one->live, 1);        /* live blocks stay */
+
+    void *q = crmm_torch_allocate(64, 0, NULL);
+    ck_assert_ptr_nonnull(q);
+    ck_assert_int_eq(crmm_torch_empty_cache(), CRMM_OK);
+    ck_assert_int_eq(zero->trims, 1);
+    ck_assert_int_eq(zero->trim_device, 0);
+    ck_assert_int_eq(one->trims, 2);
+    crmm_torch_deallocate(q, 64, 0, NULL);
+    crmm_torch_deallocate(p, 4096, 1, STREAM_A);
+    crmm_test_release(&zero->base, &one->base);
+}
+
+CRMM_TEST(empty_cache_before_any_allocation_touches_nothing)
+{
+    use_config("this is not a config\n"); /* loading it would fail */
+    int before = cuda_calls;
+    ck_assert_int_eq(crmm_torch_empty_cache(), CRMM_OK);
+    ck_assert_int_eq(cuda_calls, before);
+    ck_assert_ptr_null(crmm_current_config()); /* crmm was not initialised */
+    ck_assert(!crmm_torch_device_served(0));
+    ck_assert(!crmm_torch_device_served(-1) && !crmm_torch_device_served(CRMM_MAX_DEVICES) &&
+              !crmm_torch_device_served(1 << 30));
+}
+
+CRMM_TEST(empty_cache_reports_a_refused_trim_naming_its_device_and_trims_the_others)
+{
+    use_config(STATS_OVER_HOST);
+    probe_resource *zero = probe_resource_new(&host_on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0);
+    probe_resource *one = probe_resource_new(&host_on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 1);
+    ck_assert_ptr_null(crmm_set_per_device_resource(0, &zero->base));
+    ck_assert_ptr_null(crmm_set_per_device_resource(1, &one->base));
+    void *p = crmm_torch_allocate(64, 0, NULL), *q = crmm_torch_allocate(64, 1, NULL);
+    ck_assert(p && q);
+    zero->refuses_trims = 1;
+    ck_assert_int_eq(crmm_torch_empty_cache(), CRMM_ERROR_CUDA);
+    ck_assert_msg(strstr(crmm_last_error(), "device 0") && strstr(crmm_last_error(), "probe: trim refused"), "%s",
+                  crmm_last_error());
+    ck_assert_int_eq(one->trims, 1); /* tried after device 0 failed */
+    ck_assert_int_eq(current_device, 0);
+    crmm_torch_deallocate(p, 64, 0, NULL);
+    crmm_torch_deallocate(q, 64, 1, NULL);
+    crmm_test_release(&zero->base, &one->base);
+}
+
 int main(void)
 {
     unsetenv("CRMM_CONFIG");

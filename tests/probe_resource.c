@@ -71,8 +71,17 @@ static bool probe_try_deallocate(crmm_resource *self, void *ptr, size_t bytes, c
     return true;
 }
 
+static crmm_status probe_trim(crmm_resource *self)
+{
+    probe_resource *p = (probe_resource *)self;
+    __atomic_add_fetch(&p->trims, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&p->trim_device, device_now(p), __ATOMIC_SEQ_CST);
+    return p->refuses_trims ? crmm_set_error(CRMM_ERROR_CUDA, "probe: trim refused") : CRMM_OK;
+}
+
 static const crmm_resource_ops probe_ops = {.allocate = probe_allocate,
                                             .deallocate = probe_deallocate,
+                                            .trim = probe_trim,
                                             .destroy = probe_destroy,
                                             .try_allocate = probe_try_allocate,
                                             .try_deallocate = probe_try_deallocate};
@@ -82,7 +91,7 @@ probe_resource *probe_resource_new(const probe_memory *memory, unsigned flags, i
     probe_resource *p = calloc(1, sizeof *p);
     ck_assert_ptr_nonnull(p);
     p->memory = memory ? memory : &host_memory;
-    p->alloc_device = p->free_device = -1;
+    p->alloc_device = p->free_device = p->trim_device = -1;
     crmm_resource_init(&p->base, &probe_ops, "probe", flags, device, NULL);
     return p;
 }

@@ -1,8 +1,8 @@
 /* probe_resource.h — a resource the tests make by hand to watch what a caller asks of it: the
  * blocks out, the allocations made, and the bytes, stream and current device of the last allocate
- * and deallocate. Its memory is aligned host memory unless the test gives other memory (the GPU
- * suites: stream-ordered cudaMallocAsync); it may refuse past a number of live blocks, and refuse
- * frees (an upstream whose free fails, for the layers above it). */
+ * and deallocate, and its trims. Its memory is aligned host memory unless the test gives other
+ * memory (the GPU suites: stream-ordered cudaMallocAsync); it may refuse past a number of live
+ * blocks, and refuse frees (an upstream whose free fails, for the layers above it) and trims. */
 #ifndef CRMM_TESTS_PROBE_RESOURCE_H
 #define CRMM_TESTS_PROBE_RESOURCE_H
 
@@ -24,6 +24,9 @@ typedef struct probe_resource {
     int refuses_frees;         /* frees are refused (CRMM_ERROR_CUDA), the block staying live */
     int serves_at_once;        /* its try_allocate/try_deallocate serve (else refuse) */
     int served_at_once;        /* calls those served (atomic) */
+    int trims;                 /* trim calls (atomic) */
+    int trim_device;           /* the current device during the last trim */
+    int refuses_trims;         /* trims fail with CRMM_ERROR_CUDA */
     /* the last calls' (stored atomically: threaded tests share a probe) */
     size_t free_bytes;         /* bytes given to the last deallocate */
     crmm_cuda_stream_t alloc_stream, free_stream; /* streams of the last allocate and deallocate */

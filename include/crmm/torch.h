@@ -14,6 +14,7 @@
 #define CRMM_TORCH_H
 
 #include <crmm/export.h>
+#include <stdbool.h>
 #include <sys/types.h> /* ssize_t */
 #include <crmm/resource.h>
 
@@ -38,6 +39,19 @@ CRMM_API void *crmm_torch_allocate(ssize_t size, int device, crmm_cuda_stream_t 
  * all (no CUDA call; the memory goes with the process). A failure is reported through crmm's log;
  * the thread's last error is left as it was. */
 CRMM_API void crmm_torch_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream_t stream);
+
+/* Whether crmm_torch_allocate has served an allocation on `device` in this process (false for a
+ * number that is no device). */
+CRMM_API bool crmm_torch_device_served(int device);
+
+/* What torch.cuda.empty_cache() asks of an allocator: crmm_resource_trim on the current resource
+ * of every device crmm_torch_allocate has served, with that device current, so that the free
+ * memory each holds goes back to the device (a pool gives back its free pages; see the
+ * resource's trim). Touches nothing before the first allocation. Every such device is trimmed
+ * even when one fails; the first failure is returned, naming its device: the trim's error
+ * (CRMM_ERROR_CUDA when the driver refused to give memory back, ...) or the device's
+ * (CRMM_ERROR_CUDA, CRMM_ERROR_CONFIG when its resource cannot be made). */
+CRMM_API crmm_status crmm_torch_empty_cache(void);
 
 #ifdef __cplusplus
 }

@@ -118,6 +118,9 @@ _PROTOTYPES = {
     "crmm_graph_capture_enabled": (c_bool, []),
     # graph_owner.h (the functions crmm/_torch_graph_hooks.so is given are passed as pointers)
     "crmm_graph_owner_adopted_total": (ctypes.c_uint64, []),
+    # torch.h (the allocator functions themselves are PyTorch's to call)
+    "crmm_torch_device_served": (c_bool, [c_int]),
+    "crmm_torch_empty_cache": (c_int, []),
     # config.h
     "crmm_init": (c_int, [c_char_p]),
     "crmm_current_config": (c_void_p, []),

@@ -3,10 +3,13 @@ from the current crmm resource of its device, through torch's CUDAPluggableAlloc
 libcrmm's crmm_torch_allocate / crmm_torch_deallocate. Call it before torch first allocates CUDA
 memory (torch refuses to change its allocator afterwards).
 
-PyTorch's own figures are not kept under a pluggable allocator (torch 2.11's
+PyTorch keeps no figures of its own under a pluggable allocator (torch 2.11's
 torch.cuda.memory_allocated() and memory_stats() raise RuntimeError: "CUDAPluggableAllocator does
-not yet support getDeviceStats"): memory_stats() here gives them from crmm's resource, under
-torch's key names, and reset_peak_memory_stats() resets its peaks.
+not yet support getDeviceStats", and torch.cuda.empty_cache() does nothing): memory_stats() here
+gives them from crmm's resource, under torch's key names, and reset_peak_memory_stats() resets
+its peaks. use_crmm() also routes torch's own functions (torch.cuda.memory_stats(),
+memory_allocated(), max_memory_reserved(), reset_peak_memory_stats(), memory_summary(),
+empty_cache(), and torch.accelerator's) to these figures and to crmm's trim.
 
 The module imports without PyTorch: rmm_torch_allocator is then None (as in RMM) and use_crmm()
 raises ModuleNotFoundError naming torch."""
@@ -62,6 +65,10 @@ def use_crmm(inductor_cudagraph_trees=False):
     leave inductor's setting alone; anything but True or False raises TypeError, before torch
     is looked for.
 
+    torch's memory functions then answer from crmm (torch.cuda.memory_allocated(),
+    memory_stats(), memory_summary(), reset_peak_memory_stats(), empty_cache(), and
+    torch.accelerator's; see _route_torch_memory_functions).
+
     Where crmm's hooks for PyTorch's CUDA graph pools are built (C++, needs PyTorch's headers at
     build time), this also installs them, so that the graphs torch captures carry no CUDA user
     object of crmm's (graph_hooks_installed() says whether it did; $CRMM_TORCH_HOOKS: the
@@ -71,6 +78,9 @@ def use_crmm(inductor_cudagraph_trees=False):
         raise ModuleNotFoundError("No module named 'torch': use_crmm needs PyTorch", name="torch")
     hooks = _load_graph_hooks()  # a bad $CRMM_TORCH_HOOKS fails before torch's allocator changes
     change_current_allocator(rmm_torch_allocator)
+    import torch
+
+    _route_torch_memory_functions(torch._C)
     if not inductor_cudagraph_trees:
         after_import("torch._inductor.config", _no_cudagraph_trees)
     if hooks is not None:
@@ -310,3 +320,99 @@ def memory_reserved(device=None, mr=None):
 def max_memory_reserved(device=None, mr=None):
     """The peak of memory_reserved() (torch.cuda.max_memory_reserved)."""
     return memory_stats(device, mr).get("reserved_bytes.all.peak", 0)
+
+
+# ---- torch's own memory functions under crmm ------------------------------------------------------
+
+# What torch._C._cuda_memoryStats returns for PyTorch's allocator: these metrics, each for these
+# pools, each with these fields; then event counts. torch.cuda.memory_summary() reads every one.
+_TORCH_METRICS = ("allocated_bytes", "active_bytes", "requested_bytes", "reserved_bytes", "inactive_split_bytes",
+                  "allocation", "active", "segment", "inactive_split")
+_TORCH_POOLS = ("all", "large_pool", "small_pool")
+_TORCH_FIELDS = ("current", "peak", "allocated", "freed")
+_TORCH_COUNTS = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc", "num_device_free")
+# crmm's pool counters that mean what torch's event counts mean
+_TORCH_COUNTS_FROM = {"num_sync_all_streams": "crmm.device_syncs", "num_device_alloc": "crmm.pages_mapped",
+                      "num_device_free": "crmm.pages_unmapped"}
+
+
+def _torch_memory_stats_nested(device=None):
+    """crmm's figures for `device` in the nested form of torch._C._cuda_memoryStats, which
+    torch.cuda.memory_stats() flattens: every key torch's own functions read, memory_summary()'s
+    included. The figures memory_stats() gives fill the "all" pool; what crmm does not keep (the
+    large and small pools, the accumulated "allocated" and "freed" fields, segments, splits,
+    retries, out-of-memory counts) is 0, as under PyTorch's cudaMallocAsync backend; a pool's
+    device synchronizations and pages mapped and unmapped fill num_sync_all_streams,
+    num_device_alloc and num_device_free, and its own counters stay under "crmm". A device PyTorch
+    has not allocated on through crmm reads 0 everywhere, and no resource is made for it."""
+    index = _device_index(device)
+    flat = memory_stats(index) if lib.crmm_torch_device_served(index) else {}
+    nested = {m: {p: {f: flat.get(f"{m}.{p}.{f}", 0) for f in _TORCH_FIELDS} for p in _TORCH_POOLS}
+              for m in _TORCH_METRICS}
+    nested.update({c: flat.get(_TORCH_COUNTS_FROM.get(c, ""), 0) for c in _TORCH_COUNTS})
+    nested["oversize_allocations"] = {f: 0 for f in _TORCH_FIELDS}
+    nested["oversize_segments"] = {f: 0 for f in _TORCH_FIELDS}
+    nested["max_split_size"] = -1  # crmm splits blocks of every size
+    own = {k[len("crmm."):]: v for k, v in flat.items() if k.startswith("crmm.")}
+    if own:
+        nested["crmm"] = own
+    return nested
+
+
+_peaks_warned = False
+
+
+def _torch_reset_peaks(device=None):
+    """torch.cuda.reset_peak_memory_stats(device) under crmm: reset_peak_memory_stats(device) for a
+    device PyTorch allocated on. A resource whose peaks cannot be reset (no pool in its chain, or
+    a layer above it keeping figures of its own) gets one RuntimeWarning per process and keeps its
+    peaks, so that a training loop resetting them every step keeps running."""
+    global _peaks_warned
+    index = _device_index(device)
+    if not lib.crmm_torch_device_served(index):
+        return
+    try:
+        reset_peak_memory_stats(index)
+    except UnsupportedError as e:
+        if not _peaks_warned:
+            _peaks_warned = True
+            warnings.warn(f"torch.cuda.reset_peak_memory_stats has no effect under crmm here: {e}", RuntimeWarning,
+                          stacklevel=3)
+
+
+def _torch_reset_accumulated(device=None):
+    """torch.cuda.reset_accumulated_memory_stats(device) under crmm: the accumulated figures
+    _torch_memory_stats_nested() gives are all 0, so there is nothing to reset."""
+    _device_index(device)
+
+
+def _torch_empty_cache(*_pool):
+    """torch.cuda.empty_cache() under crmm: trim the resource of every device PyTorch allocated
+    on (crmm_torch_empty_cache), giving its free memory back to the device (a torch that names
+    a memory pool gets the same: crmm's trim is per device). Raises CrmmError (CudaError, ...)
+    when a trim fails; every such device is still tried."""
+    check(lib.crmm_torch_empty_cache())
+
+
+# torch._C's functions behind torch.cuda's and torch.accelerator's memory functions, which raise
+# (or do nothing) under a pluggable allocator, and what answers them under crmm
+_TORCH_ROUTES = {
+    "_cuda_memoryStats": _torch_memory_stats_nested,
+    "_cuda_resetPeakMemoryStats": _torch_reset_peaks,
+    "_cuda_resetAccumulatedMemoryStats": _torch_reset_accumulated,
+    "_cuda_emptyCache": _torch_empty_cache,
+    "_accelerator_getDeviceStats": _torch_memory_stats_nested,
+    "_accelerator_resetPeakStats": _torch_reset_peaks,
+    "_accelerator_resetAccumulatedStats": _torch_reset_accumulated,
+    "_accelerator_emptyCache": _torch_empty_cache,
+}
+
+
+def _route_torch_memory_functions(torch_c):
+    """Point the functions of _TORCH_ROUTES that `torch_c` (torch._C) has at crmm's. torch.cuda's
+    and torch.accelerator's Python functions look them up in torch._C at every call, so
+    torch.cuda.memory_allocated(), memory_summary(), empty_cache() and the rest answer from crmm
+    from now on; a torch without one of them keeps what it has."""
+    for name, fn in _TORCH_ROUTES.items():
+        if hasattr(torch_c, name):
+            setattr(torch_c, name, fn)
