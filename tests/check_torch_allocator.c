@@ -339,13 +339,18 @@ CRMM_TEST(nothing_is_called_once_the_process_exits)
 
 /* ---- torch.cuda.empty_cache(): crmm_torch_empty_cache ------------------------------------- */
 
-CRMM_TEST(empty_cache_trims_each_served_device_with_it_current)
+/* Under the host config, a probe made device `device`'s resource (the caller holds a reference). */
+static probe_resource *probe_on_device(int device)
 {
     use_config(STATS_OVER_HOST);
-    probe_resource *zero = probe_resource_new(&host_on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0);
-    probe_resource *one = probe_resource_new(&host_on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 1);
-    ck_assert_ptr_null(crmm_set_per_device_resource(0, &zero->base));
-    ck_assert_ptr_null(crmm_set_per_device_resource(1, &one->base));
+    probe_resource *p = probe_resource_new(&host_on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, device);
+    ck_assert_ptr_null(crmm_set_per_device_resource(device, &p->base));
+    return p;
+}
+
+CRMM_TEST(empty_cache_trims_each_served_device_with_it_current)
+{
+    probe_resource *zero = probe_on_device(0), *one = probe_on_device(1);
     ck_assert(!crmm_torch_device_served(0) && !crmm_torch_device_served(1));
 
     void *p = crmm_torch_allocate(4096, 1, STREAM_A);
@@ -384,11 +389,7 @@ CRMM_TEST(empty_cache_before_any_allocation_touches_nothing)
 
 CRMM_TEST(empty_cache_reports_a_refused_trim_naming_its_device_and_trims_the_others)
 {
-    use_config(STATS_OVER_HOST);
-    probe_resource *zero = probe_resource_new(&host_on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 0);
-    probe_resource *one = probe_resource_new(&host_on_fake_devices, CRMM_RESOURCE_DEVICE_ACCESSIBLE, 1);
-    ck_assert_ptr_null(crmm_set_per_device_resource(0, &zero->base));
-    ck_assert_ptr_null(crmm_set_per_device_resource(1, &one->base));
+    probe_resource *zero = probe_on_device(0), *one = probe_on_device(1);
     void *p = crmm_torch_allocate(64, 0, NULL), *q = crmm_torch_allocate(64, 1, NULL);
     ck_assert(p && q);
     zero->refuses_trims = 1;
