@@ -125,4 +125,9 @@ void crmm_graph_owner_fork_child(void);
 /* config.c: c's instances' lock made anew (in a forked child). */
 void crmm_config_fork_child(crmm_config *c);
 
+/* torch_record_stream.c: before `ptr` (from crmm_torch_allocate) is freed on `stream`, make that
+ * stream wait for the work of every other stream crmm_torch_record_stream named for it, and
+ * forget those records. One atomic load when nothing is recorded. */
+void crmm_torch_wait_recorded(void *ptr, crmm_cuda_stream_t stream);
+
 #endif

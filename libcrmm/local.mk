@@ -32,7 +32,7 @@ libcrmm_la_SOURCES = \
 	libcrmm/stream_pool.c \
 	libcrmm/copy.c \
 	libcrmm/device_buffer.c \
-	libcrmm/torch_allocator.c \
+	libcrmm/torch_allocator.c libcrmm/torch_record_stream.c \
 	libcrmm/ipc_internal.h libcrmm/ipc_handle.c libcrmm/ipc_export.c libcrmm/ipc_import.c
 # only what the public headers mark CRMM_API is exported
 libcrmm_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden

@@ -102,6 +102,7 @@ static void torch_free(void *ptr, ssize_t size, int device, crmm_cuda_stream_t s
     crmm_device_guard guard;
     crmm_status st = crmm_cuda_device_enter(device, &guard);
     if (st == CRMM_OK) {
+        crmm_torch_wait_recorded(ptr, stream); /* tensor.record_stream's streams first */
         st = crmm_resource_deallocate(mr, ptr, (size_t)size, stream);
         crmm_cuda_device_restore(&guard);
     }

@@ -59,6 +59,8 @@ CRMM_PY_TESTS += python/tests/test_dask.py python/tests/test_dask_gpu.py python/
 # memory, and under PyTorch on a GPU
 CRMM_PY_TESTS += python/tests/test_torch_memory_stats.py python/tests/test_torch_graph_hooks.py python/tests/test_torch_memory_stats_gpu.py \
 	python/tests/test_torch_memory_routes.py
+# tensor.record_stream passed on to crmm by its hooks for PyTorch
+CRMM_PY_TESTS += python/tests/test_torch_record_stream_gpu.py
 # RMM's callback, pool view, system memory and experimental resources
 CRMM_PY_TESTS += python/tests/test_unowned_resources.py python/tests/test_unowned_resources_gpu.py python/tests/test_rmm_messages.py
 # RMM's names and behaviours its own test suite does not check
@@ -133,14 +135,14 @@ python_crmm__fastalloc_la_LDFLAGS = -module -avoid-version -shared $(AM_LDFLAGS)
 $(crmm_pyext_LTLIBRARIES): install-dirs.stamp
 endif
 
-# crmm/_torch_graph_hooks.so: PyTorch's graph-pool hooks, C++ over torch's headers (configure
+# crmm/_torch_graph_hooks.so: PyTorch's graph-pool and record_stream hooks, C++ over torch's headers (configure
 # finds them through $PYTHON). It links no libcrmm: crmm/allocators/torch.py gives it libcrmm's
 # functions. Installed beside the package's modules.
 if HAVE_TORCH_HOOKS
 crmm_torch_hooksdir = $(pythondir)/crmm
 crmm_torch_hooks_DATA = python/crmm/_torch_graph_hooks.so
 CRMM_PY_TORCH_HOOKS = $(abs_top_builddir)/python/crmm/_torch_graph_hooks.so
-python/crmm/_torch_graph_hooks.so: python/crmm/_torch_graph_hooks.cpp include/crmm/graph_owner.h
+python/crmm/_torch_graph_hooks.so: python/crmm/_torch_graph_hooks.cpp include/crmm/graph_owner.h include/crmm/torch.h
 	$(AM_V_GEN)$(MKDIR_P) python/crmm && \
 	$(TORCH_CXX) -std=c++20 -O2 -fPIC -shared -Wall -Wextra $(TORCH_CPPFLAGS) $(CUDA_CPPFLAGS) \
 	  -I$(top_srcdir)/include -o $@ $(top_srcdir)/python/crmm/_torch_graph_hooks.cpp \

@@ -56,6 +56,72 @@ cudaError_t cudaSetDevice(int device)
     return cudaSuccess;
 }
 
+/* Events, for tensor.record_stream (crmm_torch_record_stream): each call is logged in order. An
+ * event's handle is its number; a refused wait or host wait is scripted per test. */
+typedef struct event_call {
+    char what;                  /* 'r' record, 'w' stream wait, 's' host wait, 'd' destroy */
+    uintptr_t event;
+    crmm_cuda_stream_t stream;  /* recorded on, or made to wait */
+    int live_then;              /* the probe's live blocks at the call (-1: no probe) */
+} event_call;
+static event_call event_log[64];
+static int event_calls, events_made;
+static int refuse_waits, refuse_host_waits;
+static int *live_watch; /* the probe's live count, when a test watches it */
+
+static void log_event(char what, cudaEvent_t ev, cudaStream_t stream)
+{
+    count_call();
+    if (event_calls < 64)
+        event_log[event_calls] = (event_call){what, (uintptr_t)ev, (crmm_cuda_stream_t)stream,
+                                              live_watch ? *live_watch : -1};
+    event_calls++;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags)
+{
+    (void)flags;
+    count_call();
+    *ev = (cudaEvent_t)(uintptr_t)++events_made;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t stream)
+{
+    log_event('r', ev, stream);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t ev, unsigned flags)
+{
+    (void)flags;
+    log_event('w', ev, stream);
+    return refuse_waits ? cudaErrorStreamCaptureIsolation : cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t ev)
+{
+    log_event('s', ev, NULL);
+    return refuse_host_waits ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t ev)
+{
+    log_event('d', ev, NULL);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+
+/* How many logged event calls of kind `what` name `stream`. */
+static int event_calls_on(char what, crmm_cuda_stream_t stream)
+{
+    int n = 0;
+    for (int i = 0; i < event_calls && i < 64; i++)
+        n += event_log[i].what == what && event_log[i].stream == stream;
+    return n;
+}
+
 /* ---- configs and helpers ----------------------------------------------------------------- */
 
 /* Every device starts with `stats`, a statistics layer over host memory. */
@@ -71,7 +137,9 @@ static uint64_t live_allocations(crmm_resource *mr) { return crmm_test_query(mr,
 static int fake_current_device(void) { return current_device; }
 static const probe_memory host_on_fake_devices = {.current_device = fake_current_device};
 
-#define STREAM_A ((crmm_cuda_stream_t)0x5a00) /* handles no CUDA call ever sees */
+#define STREAM_A ((crmm_cuda_stream_t)0x5a00) /* handles no real CUDA call ever sees */
+#define STREAM_B ((crmm_cuda_stream_t)0x5b00)
+#define STREAM_C ((crmm_cuda_stream_t)0x5c00)
 
 /* ---- tests ------------------------------------------------------------------------------- */
 
@@ -401,6 +469,92 @@ CRMM_TEST(empty_cache_reports_a_refused_trim_naming_its_device_and_trims_the_oth
     crmm_torch_deallocate(p, 64, 0, NULL);
     crmm_torch_deallocate(q, 64, 1, NULL);
     crmm_test_release(&zero->base, &one->base);
+}
+
+/* ---- tensor.record_stream: crmm_torch_record_stream ---------------------------------------- */
+
+CRMM_TEST(a_free_waits_for_every_recorded_stream_before_the_memory_goes_back)
+{
+    probe_resource *probe = probe_on_device(0);
+    live_watch = &probe->live;
+    void *p = crmm_torch_allocate(4096, 0, STREAM_A), *other = crmm_torch_allocate(64, 0, STREAM_A);
+    ck_assert(p && other);
+    ck_assert_int_eq(crmm_torch_record_stream(p, STREAM_B), CRMM_OK);
+    ck_assert_int_eq(crmm_torch_record_stream(p, STREAM_C), CRMM_OK);
+    ck_assert_int_eq(crmm_torch_record_stream(p, STREAM_B), CRMM_OK); /* twice: one wait */
+    ck_assert_int_eq(crmm_torch_record_stream(p, STREAM_A), CRMM_OK); /* its own stream: none */
+    ck_assert_int_eq(event_calls, 0);                                   /* recording waits for nothing */
+
+    crmm_torch_deallocate(other, 64, 0, STREAM_A); /* not recorded: no event */
+    ck_assert_int_eq(event_calls, 0);
+    crmm_torch_deallocate(p, 4096, 0, STREAM_A);
+    ck_assert_int_eq(event_calls_on('r', STREAM_B), 1);
+    ck_assert_int_eq(event_calls_on('r', STREAM_C), 1);
+    ck_assert_int_eq(event_calls_on('w', STREAM_A), 2); /* the free's stream waits for both */
+    ck_assert_int_eq(event_calls_on('s', NULL), 0);     /* and the host for neither */
+    for (int i = 0; i < event_calls; i++) {
+        ck_assert_int_eq(event_log[i].live_then, 1); /* every wait before the block went back */
+        if (event_log[i].what == 'w')                 /* for the event just recorded */
+            ck_assert(i > 0 && event_log[i - 1].what == 'r' && event_log[i - 1].event == event_log[i].event);
+    }
+    ck_assert_int_eq(probe->live, 0);
+    ck_assert_int_eq(event_calls_on('d', NULL), 2); /* no event kept */
+
+    /* the records went with the free: the same address again carries none */
+    event_calls = 0;
+    void *again = crmm_torch_allocate(4096, 0, STREAM_A);
+    crmm_torch_deallocate(again, 4096, 0, STREAM_A);
+    ck_assert_int_eq(event_calls, 0);
+    live_watch = NULL;
+    crmm_resource_release(&probe->base);
+}
+
+CRMM_TEST(a_refused_wait_waits_on_the_host_and_one_that_cannot_is_logged)
+{
+    probe_resource *probe = probe_on_device(0);
+    void *p = crmm_torch_allocate(4096, 0, STREAM_A);
+    ck_assert_int_eq(crmm_torch_record_stream(p, STREAM_B), CRMM_OK);
+    refuse_waits = 1;
+    crmm_torch_deallocate(p, 4096, 0, STREAM_A);
+    ck_assert_int_eq(event_calls_on('w', STREAM_A), 1);
+    ck_assert_int_eq(event_calls_on('s', NULL), 1); /* the host waited instead */
+    ck_assert_int_eq(probe->live, 0);
+
+    p = crmm_torch_allocate(4096, 0, STREAM_A);
+    ck_assert_int_eq(crmm_torch_record_stream(p, STREAM_C), CRMM_OK);
+    refuse_host_waits = 1;
+    crmm_test_log_capture_begin();
+    crmm_torch_deallocate(p, 4096, 0, STREAM_A);
+    char *log = crmm_test_log_capture_end();
+    ck_assert_msg(strstr(log, "cannot wait for stream") && strstr(log, "may still use the memory"), "%s", log);
+    free(log);
+    ck_assert_int_eq(probe->live, 0); /* freed all the same: PyTorch cannot take the memory back */
+    crmm_resource_release(&probe->base);
+}
+
+CRMM_TEST(many_streams_recorded_on_one_pointer_are_all_waited_for)
+{
+    probe_resource *probe = probe_on_device(0);
+    void *p = crmm_torch_allocate(4096, 0, STREAM_A), *q = crmm_torch_allocate(64, 0, STREAM_A);
+    enum { STREAMS = 20 };
+    for (uintptr_t i = 1; i <= STREAMS; i++) {
+        ck_assert_int_eq(crmm_torch_record_stream(p, (crmm_cuda_stream_t)(i << 8)), CRMM_OK);
+        ck_assert_int_eq(crmm_torch_record_stream(q, (crmm_cuda_stream_t)(i << 8)), CRMM_OK);
+    }
+    crmm_torch_deallocate(p, 4096, 0, STREAM_A);
+    ck_assert_int_eq(event_calls_on('w', STREAM_A), STREAMS);
+    for (uintptr_t i = 1; i <= STREAMS; i++)
+        ck_assert_int_eq(event_calls_on('r', (crmm_cuda_stream_t)(i << 8)), 1);
+    event_calls = 0;
+    crmm_torch_deallocate(q, 64, 0, STREAM_A); /* q's records were kept apart from p's */
+    ck_assert_int_eq(event_calls_on('w', STREAM_A), STREAMS);
+    crmm_resource_release(&probe->base);
+}
+
+CRMM_TEST(record_stream_refuses_null)
+{
+    ck_assert_int_eq(crmm_torch_record_stream(NULL, STREAM_B), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "ptr is NULL"));
 }
 
 int main(void)

@@ -1,4 +1,5 @@
-// crmm's hooks for PyTorch's CUDA graph pools (python/crmm/_torch_graph_hooks.cpp), without
+// crmm's hooks for PyTorch's CUDA graph pools and tensor.record_stream
+// (python/crmm/_torch_graph_hooks.cpp), without
 // PyTorch or a GPU: the hooks are compiled here against stand-ins of the two PyTorch headers they
 // use (tests/torch_standin), installed on a stand-in pluggable allocator, and called as PyTorch's
 // CUDAGraph and torch.cuda.use_mem_pool call them. crmm's graph-owner functions are scripted: they
@@ -7,7 +8,8 @@
 // capturing device's current stream and claimed by PyTorch's filter; a pool's owners are released
 // when its last graph is; use_mem_pool contexts reach crmm not at all; a failure anywhere leaves
 // crmm with no open owner whose filter is gone; a forked child can use the hooks whatever the
-// parent's threads were doing.
+// parent's threads were doing; record_stream reaches crmm with its pointer and stream, and
+// crmm's refusal reaches PyTorch as an exception with crmm's message.
 #include <new>
 
 // operator new is replaced below (to fail on request) with malloc, and operator delete with free
@@ -323,6 +325,54 @@ void a_forked_child_can_use_the_hooks()
     CHECK(hung == 0);
 }
 
+// ---- tensor.record_stream ------------------------------------------------------------------------
+std::vector<std::pair<void *, crmm_cuda_stream_t>> recorded;
+bool refuse_record;
+
+crmm_status scripted_record(void *ptr, crmm_cuda_stream_t stream)
+{
+    if (refuse_record)
+        return CRMM_ERROR_OUT_OF_MEMORY;
+    recorded.emplace_back(ptr, stream);
+    return CRMM_OK;
+}
+
+const char *scripted_last_error()
+{
+    return "out of memory: no host memory for the record";
+}
+
+void record_stream_reaches_crmm_and_its_refusal_reaches_pytorch()
+{
+    char message[256] = "";
+    CHECK(crmm_torch_install_record_stream(nullptr, reinterpret_cast<void *>(scripted_last_error), message,
+                                           sizeof message) == -1);
+    CHECK(std::strstr(message, "missing") != nullptr);
+    auto saved = current_allocator;
+    current_allocator = std::make_shared<c10::cuda::CUDACachingAllocator::CUDAAllocator>();
+    CHECK(crmm_torch_install_record_stream(reinterpret_cast<void *>(scripted_record),
+                                           reinterpret_cast<void *>(scripted_last_error), message, sizeof message) == -1);
+    CHECK(std::strstr(message, "not a pluggable one") != nullptr);
+    current_allocator = saved;
+    CHECK(!pluggable->record_stream); // nothing set by the refusals
+    CHECK(crmm_torch_install_record_stream(reinterpret_cast<void *>(scripted_record),
+                                           reinterpret_cast<void *>(scripted_last_error), message, sizeof message) == 0);
+    CHECK(pluggable->record_stream);
+    int block;
+    pluggable->record_stream(&block, stream_of(1));
+    CHECK(recorded.size() == 1 && recorded.at(0).first == &block && recorded.at(0).second == stream_of(1));
+    refuse_record = true;
+    bool thrown = false;
+    try {
+        pluggable->record_stream(&block, stream_of(0));
+    } catch (const std::runtime_error &e) {
+        thrown = std::strstr(e.what(), "record_stream") && std::strstr(e.what(), "no host memory for the record");
+    }
+    CHECK(thrown);
+    CHECK(recorded.size() == 1);
+    refuse_record = false;
+}
+
 } // namespace
 
 // the stand-ins' functions, defined by the test
@@ -372,6 +422,7 @@ int main()
     a_filter_that_throws_claims_nothing();
     no_memory_after_crmm_took_the_owner_lets_it_go();
     a_forked_child_can_use_the_hooks();
+    record_stream_reaches_crmm_and_its_refusal_reaches_pytorch();
     std::printf("%d%%: Checks: %d, Failures: %d, Errors: 0\n", checks ? 100 * (checks - failures) / checks : 0, checks,
                 failures);
     return failures ? 1 : 0;

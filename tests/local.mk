@@ -120,14 +120,14 @@ SCRIPT_TESTS = \
 # the scripted driver, counting what the pool asks of the device
 TOOLS_BUILT_WITH_TESTS = tests/ipc_bandwidth tests/pool_expandable_replay tests/pool_threads_sim
 
-# crmm's hooks for PyTorch's graph pools (python/crmm/_torch_graph_hooks.cpp), compiled with the
+# crmm's hooks for PyTorch's graph pools and record_stream (python/crmm/_torch_graph_hooks.cpp), compiled with the
 # C++ compiler configure found against stand-ins of the two PyTorch headers they include: no
 # PyTorch, no GPU
 CXX_TESTS =
 if HAVE_HOOKS_CXX
 CXX_TESTS += tests/check_torch_graph_hooks
 tests/check_torch_graph_hooks: tests/check_torch_graph_hooks.cpp python/crmm/_torch_graph_hooks.cpp \
-		include/crmm/graph_owner.h $(TORCH_STANDIN_FILES)
+		include/crmm/graph_owner.h include/crmm/torch.h $(TORCH_STANDIN_FILES)
 	$(AM_V_GEN)$(TORCH_CXX) $(TEST_CXXFLAGS) -O1 -g $(SANITIZER_CFLAGS) -I$(top_srcdir)/tests/torch_standin \
 	  -I$(top_srcdir)/include -o $@ $(top_srcdir)/tests/check_torch_graph_hooks.cpp $(SANITIZER_LDFLAGS) -lpthread
 endif

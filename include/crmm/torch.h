@@ -40,6 +40,16 @@ CRMM_API void *crmm_torch_allocate(ssize_t size, int device, crmm_cuda_stream_t 
  * the thread's last error is left as it was. */
 CRMM_API void crmm_torch_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream_t stream);
 
+/* Record that `stream` uses `ptr` (from crmm_torch_allocate) too, as PyTorch's
+ * tensor.record_stream(stream) does: when ptr is freed, the free's stream first waits
+ * (cudaStreamWaitEvent) for the work queued on `stream` by then, so that the memory is handed out
+ * again only after that work; where CUDA refuses the wait (a stream of another device, a capture)
+ * the free waits for it on the host, and logs an error if even that fails. Recording the same
+ * stream twice, or the stream ptr was allocated on, changes nothing. crmm's hooks for PyTorch
+ * (crmm.allocators.torch.use_crmm()) pass record_stream here. Errors: CRMM_ERROR_INVALID_ARGUMENT
+ * (ptr NULL), CRMM_ERROR_OUT_OF_MEMORY (no host memory for the record). */
+CRMM_API crmm_status crmm_torch_record_stream(void *ptr, crmm_cuda_stream_t stream);
+
 /* Whether crmm_torch_allocate has served an allocation on `device` in this process (false for a
  * number that is no device). */
 CRMM_API bool crmm_torch_device_served(int device);

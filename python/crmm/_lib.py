@@ -120,6 +120,7 @@ _PROTOTYPES = {
     "crmm_graph_owner_adopted_total": (ctypes.c_uint64, []),
     # torch.h (the allocator functions themselves are PyTorch's to call)
     "crmm_torch_device_served": (c_bool, [c_int]),
+    "crmm_torch_record_stream": (c_int, [c_void_p, c_void_p]),
     "crmm_torch_empty_cache": (c_int, []),
     # config.h
     "crmm_init": (c_int, [c_char_p]),

@@ -13,8 +13,12 @@
 // the pool's owners are released, as PyTorch's own allocator frees a private pool when its use
 // count reaches zero. torch.cuda.use_mem_pool's begin, end and release are PyTorch's alone.
 //
+// The library also passes tensor.record_stream(s) on to crmm (crmm_torch_record_stream): PyTorch's
+// pluggable allocator hands record_stream only to a function C++ sets, and without one a tensor
+// freed while another stream still used it could be handed out again under that stream's work.
+//
 // Built only where PyTorch's headers are found; it links libcrmm's functions through the pointers
-// crmm_torch_install_graph_hooks is given (crmm/allocators/torch.py passes those of the libcrmm it
+// crmm_torch_install_graph_hooks and crmm_torch_install_record_stream are given (crmm/allocators/torch.py passes those of the libcrmm it
 // loaded), so it works with whichever libcrmm the Python package uses.
 #include <cstddef>
 #include <cstdint>
@@ -27,7 +31,10 @@
 #include <pthread.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+#include <stdexcept>
+#include <string>
 #include <crmm/graph_owner.h>
+#include <crmm/torch.h>
 
 namespace {
 
@@ -163,6 +170,16 @@ void unlock_after_fork()
 
 } // namespace
 
+// The current allocator as the pluggable one use_crmm() installed, or NULL with a message.
+static torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator *current_pluggable(char *message, size_t size)
+{
+    auto current = torch::cuda::CUDAPluggableAllocator::getCurrentAllocator();
+    auto *pluggable = dynamic_cast<torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator *>(current.get());
+    if (!pluggable)
+        std::snprintf(message, size, "PyTorch's current CUDA allocator is not a pluggable one (call use_crmm() first)");
+    return pluggable;
+}
+
 // Install the hooks on PyTorch's current allocator, which must be the pluggable allocator of
 // use_crmm(); begin_fn, end_fn and release_fn are libcrmm's crmm_graph_owner_begin, _end and
 // _release. Returns 0, or -1 with a message in `message` (`size` bytes) when the current
@@ -175,12 +192,9 @@ extern "C" __attribute__((visibility("default"))) int crmm_torch_install_graph_h
         std::snprintf(message, size, "crmm_torch_install_graph_hooks: a crmm function is missing");
         return -1;
     }
-    auto current = torch::cuda::CUDAPluggableAllocator::getCurrentAllocator();
-    auto *pluggable = dynamic_cast<torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator *>(current.get());
-    if (!pluggable) {
-        std::snprintf(message, size, "PyTorch's current CUDA allocator is not a pluggable one (call use_crmm() first)");
+    auto *pluggable = current_pluggable(message, size);
+    if (!pluggable)
         return -1;
-    }
     // a forked child finds the lock free, whichever parent thread held it at the fork
     static bool fork_guarded = pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork) == 0;
     if (!fork_guarded) {
@@ -193,5 +207,29 @@ extern "C" __attribute__((visibility("default"))) int crmm_torch_install_graph_h
     pluggable->set_begin_allocate_to_pool(begin);
     pluggable->set_end_allocate_to_pool_fn(end);
     pluggable->set_release_pool(release);
+    return 0;
+}
+
+// Pass tensor.record_stream(stream) on PyTorch's current (pluggable) allocator to record_fn,
+// libcrmm's crmm_torch_record_stream; a failure there is thrown to PyTorch as std::runtime_error
+// with last_error_fn's message (libcrmm's crmm_last_error), which Python sees as RuntimeError.
+// Returns 0, or -1 with a message as crmm_torch_install_graph_hooks does.
+extern "C" __attribute__((visibility("default"))) int crmm_torch_install_record_stream(void *record_fn,
+                                                                                       void *last_error_fn,
+                                                                                       char *message, size_t size)
+{
+    if (!record_fn || !last_error_fn) {
+        std::snprintf(message, size, "crmm_torch_install_record_stream: a crmm function is missing");
+        return -1;
+    }
+    auto *pluggable = current_pluggable(message, size);
+    if (!pluggable)
+        return -1;
+    auto record = reinterpret_cast<decltype(&crmm_torch_record_stream)>(record_fn);
+    auto last_error = reinterpret_cast<const char *(*)(void)>(last_error_fn);
+    pluggable->set_record_stream_fn([record, last_error](void *ptr, cudaStream_t stream) {
+        if (record(ptr, reinterpret_cast<crmm_cuda_stream_t>(stream)) != CRMM_OK)
+            throw std::runtime_error(std::string("crmm: tensor.record_stream: ") + last_error());
+    });
     return 0;
 }

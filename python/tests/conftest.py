@@ -77,6 +77,20 @@ HOST_POOL_CONFIG = """
     """
 
 
+# crmm's default resource written out: an expandable pool over cuda (under make check no config is
+# installed, so crmm_init(NULL) would give the plain cuda resource)
+EXPANDABLE_POOL_CONFIG = """
+[crmm]
+default = pool
+[resource.gpu]
+plugin = cuda
+[resource.pool]
+plugin = pool
+upstream = gpu
+expandable = true
+"""
+
+
 def host_config(tmp_path, text):
     """Write a config file into tmp_path and return its path."""
     path = tmp_path / "crmm.ini"

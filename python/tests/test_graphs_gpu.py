@@ -12,18 +12,9 @@ arena or fixed_size must be adopted by its owner and its memory come back when t
 
 import pytest
 
-from conftest import framework, host_config, run_python
+from conftest import EXPANDABLE_POOL_CONFIG as EXPANDABLE, framework, host_config, run_python
 
-CHUNKED_POOL = """
-[crmm]
-default = pool
-[resource.gpu]
-plugin = cuda
-[resource.pool]
-plugin = pool
-upstream = gpu
-initial_size = 64MiB
-"""
+CHUNKED_POOL = EXPANDABLE.replace("expandable = true", "initial_size = 64MiB")
 
 ARENA = """
 [crmm]
@@ -50,7 +41,6 @@ blocks_to_preallocate = 16
 
 # the default config's expandable pool, as conf/crmm.ini makes it (what "default" is where that
 # file is installed), and the same pool with each capture on memory of its own
-EXPANDABLE = CHUNKED_POOL.replace("initial_size = 64MiB", "expandable = true")
 PRIVATE = EXPANDABLE + "graph_pool = private\n"
 
 CONFIGS = {

@@ -79,3 +79,51 @@ def test_a_library_without_the_entry_point_is_left_out_with_a_warning():
     with pytest.warns(RuntimeWarning, match="not installed"):
         ct._install_graph_hooks(object())
     assert not ct.graph_hooks_installed()
+
+
+class _RecordStreamHooks:
+    """A hooks library's record_stream entry point, scripted: it keeps what it is given, or refuses."""
+
+    def __init__(self, refuse=None):
+        self.given = None
+        hooks = self
+
+        class install:
+            restype = argtypes = None
+
+            def __call__(self, record_fn, last_error_fn, message, size):
+                hooks.given = (record_fn, last_error_fn)
+                if refuse:
+                    message.value = refuse
+                    return -1
+                return 0
+
+        self.crmm_torch_install_record_stream = install()
+
+
+def test_record_stream_is_passed_libcrmms_functions(monkeypatch):
+    import ctypes
+
+    from crmm._lib import lib
+
+    monkeypatch.setattr(ct, "_record_stream_installed", False)
+    hooks = _RecordStreamHooks()
+    ct._install_record_stream(hooks)
+    assert ct.record_stream_installed()
+    expected = tuple(ctypes.cast(getattr(lib, n), ctypes.c_void_p).value
+                     for n in ("crmm_torch_record_stream", "crmm_last_error"))
+    assert hooks.given == expected and None not in expected
+
+
+def test_a_library_that_refuses_record_stream_is_left_out_with_a_warning(monkeypatch):
+    monkeypatch.setattr(ct, "_record_stream_installed", False)
+    with pytest.warns(RuntimeWarning, match="record_stream is not passed on to crmm: not a pluggable allocator"):
+        ct._install_record_stream(_RecordStreamHooks(refuse=b"not a pluggable allocator"))
+    assert not ct.record_stream_installed()
+
+
+def test_a_library_without_record_stream_is_left_out_with_a_warning(monkeypatch):
+    monkeypatch.setattr(ct, "_record_stream_installed", False)
+    with pytest.warns(RuntimeWarning, match="record_stream is not passed on"):
+        ct._install_record_stream(object())
+    assert not ct.record_stream_installed()

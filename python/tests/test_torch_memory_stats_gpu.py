@@ -2,18 +2,7 @@
 tensors PyTorch allocates through crmm's default expandable pool, the peaks reset, and the pool
 reports what it asked of the device."""
 
-from conftest import framework, host_config, run_python
-
-POOL_CONFIG = """
-[crmm]
-default = pool
-[resource.gpu]
-plugin = cuda
-[resource.pool]
-plugin = pool
-upstream = gpu
-expandable = true
-"""
+from conftest import EXPANDABLE_POOL_CONFIG as POOL_CONFIG, framework, host_config, run_python
 
 
 def test_memory_stats_follow_torch_tensors(gpu, tmp_path):

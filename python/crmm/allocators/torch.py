@@ -35,6 +35,7 @@ __all__ = [
     "use_crmm",
     "crmm_mem_pool",
     "graph_hooks_installed",
+    "record_stream_installed",
     "memory_stats",
     "reset_peak_memory_stats",
     "memory_allocated",
@@ -72,7 +73,8 @@ def use_crmm(inductor_cudagraph_trees=False):
     Where crmm's hooks for PyTorch's CUDA graph pools are built (C++, needs PyTorch's headers at
     build time), this also installs them, so that the graphs torch captures carry no CUDA user
     object of crmm's (graph_hooks_installed() says whether it did; $CRMM_TORCH_HOOKS: the
-    library's path, or "off")."""
+    library's path, or "off"), and passes tensor.record_stream on to crmm
+    (record_stream_installed())."""
     bool_arg(inductor_cudagraph_trees, "inductor_cudagraph_trees")
     if change_current_allocator is None:
         raise ModuleNotFoundError("No module named 'torch': use_crmm needs PyTorch", name="torch")
@@ -132,26 +134,60 @@ def _load_graph_hooks():
         return None
 
 
-def _install_graph_hooks(hooks):
-    """Set the loaded hooks library's hooks on torch's current (crmm's) allocator. Torch's
-    allocator is crmm's already: a library that refuses (or lacks its entry point) is left out
-    with a RuntimeWarning, and captures keep their user objects."""
-    global _graph_hooks_installed
+def _hooks_install(hooks, entry, functions):
+    """Call the hooks library's `entry` with the addresses of libcrmm's `functions`, then a
+    message buffer and its size, as each of its entry points takes them. None when it installed,
+    else why not (its message, or the missing entry point or function)."""
     message = ctypes.create_string_buffer(512)
     try:
-        install = hooks.crmm_torch_install_graph_hooks
+        install = getattr(hooks, entry)
         install.restype = ctypes.c_int
-        install.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_char_p, ctypes.c_size_t]
-        pointers = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                    for name in ("crmm_graph_owner_begin", "crmm_graph_owner_end", "crmm_graph_owner_release")]
-        failed = install(*pointers, message, len(message)) != 0
+        install.argtypes = [ctypes.c_void_p] * len(functions) + [ctypes.c_char_p, ctypes.c_size_t]
+        pointers = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in functions]
+        if install(*pointers, message, len(message)) == 0:
+            return None
+        return message.value.decode(errors="replace")
     except AttributeError as e:
-        failed, message.value = True, str(e).encode()[: len(message) - 1]
-    if failed:
-        warnings.warn(f"crmm's hooks for PyTorch's graph pools are not installed: "
-                      f"{message.value.decode(errors='replace')}", RuntimeWarning, stacklevel=3)
+        return str(e)
+
+
+def _install_graph_hooks(hooks):
+    """Set the loaded hooks library's hooks on torch's current (crmm's) allocator, then its
+    record_stream function (_install_record_stream). Torch's allocator is crmm's already: a
+    library that refuses (or lacks its entry point) is left out with a RuntimeWarning, and
+    captures keep their user objects."""
+    global _graph_hooks_installed
+    why = _hooks_install(hooks, "crmm_torch_install_graph_hooks",
+                         ("crmm_graph_owner_begin", "crmm_graph_owner_end", "crmm_graph_owner_release"))
+    if why is not None:
+        warnings.warn(f"crmm's hooks for PyTorch's graph pools are not installed: {why}", RuntimeWarning,
+                      stacklevel=3)
         return
     _graph_hooks_installed = True
+    _install_record_stream(hooks)
+
+
+_record_stream_installed = False
+
+
+def record_stream_installed():
+    """Whether use_crmm() passed tensor.record_stream(s) on to crmm (crmm_torch_record_stream:
+    the free of such a tensor's memory first makes its stream wait for s's work). It needs crmm's
+    hooks library, as graph_hooks_installed() does; without it record_stream does nothing under
+    crmm, as under any pluggable allocator, and memory a tensor used on another stream must be
+    freed after that stream is waited for."""
+    return _record_stream_installed
+
+
+def _install_record_stream(hooks):
+    """Set the hooks library's record_stream function on torch's current (crmm's) allocator; a
+    library without it, or one that refuses, is left out with a RuntimeWarning."""
+    global _record_stream_installed
+    why = _hooks_install(hooks, "crmm_torch_install_record_stream", ("crmm_torch_record_stream", "crmm_last_error"))
+    if why is not None:
+        warnings.warn(f"tensor.record_stream is not passed on to crmm: {why}", RuntimeWarning, stacklevel=4)
+        return
+    _record_stream_installed = True
 
 
 def _no_cudagraph_trees(inductor_config):
