@@ -137,3 +137,12 @@ def test_peaks_that_cannot_be_reset_warn_once_and_stay(device0, monkeypatch):
 def test_empty_cache_before_torch_allocated_does_nothing():
     ct._torch_empty_cache()
     ct._torch_empty_cache((0, 1))  # a torch that names a pool
+
+
+def test_a_memory_fraction_warns_once_that_crmm_limits_elsewhere(monkeypatch):
+    monkeypatch.setattr(ct, "_fraction_warned", False)
+    with pytest.warns(RuntimeWarning, match=r"set_per_process_memory_fraction\(0.5\) has no effect.*maximum_size"):
+        ct._torch_set_memory_fraction(0.5, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ct._torch_set_memory_fraction(0.25, 0)  # once per process

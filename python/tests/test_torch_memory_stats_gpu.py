@@ -78,6 +78,11 @@ def test_torchs_own_memory_functions_answer_from_crmm(gpu, tmp_path):
             assert torch.accelerator.memory_allocated() == base
             torch.accelerator.reset_peak_memory_stats()
             torch.accelerator.empty_cache()
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_per_process_memory_fraction(0.5)  # ignored by a pluggable allocator: said so
+        assert any("maximum_size" in str(w.message) for w in caught), [str(w.message) for w in caught]
         assert x.fill_(3).sum().item() == 3 * 64 * MiB  # the live tensor is untouched
         print("ok")
         """,

@@ -9,7 +9,8 @@ not yet support getDeviceStats", and torch.cuda.empty_cache() does nothing): mem
 gives them from crmm's resource, under torch's key names, and reset_peak_memory_stats() resets
 its peaks. use_crmm() also routes torch's own functions (torch.cuda.memory_stats(),
 memory_allocated(), max_memory_reserved(), reset_peak_memory_stats(), memory_summary(),
-empty_cache(), and torch.accelerator's) to these figures and to crmm's trim.
+empty_cache(), and torch.accelerator's) to these figures and to crmm's trim, and makes
+set_per_process_memory_fraction() warn that it has no effect.
 
 The module imports without PyTorch: rmm_torch_allocator is then None (as in RMM) and use_crmm()
 raises ModuleNotFoundError naming torch."""
@@ -430,9 +431,25 @@ def _torch_empty_cache(*_pool):
     check(lib.crmm_torch_empty_cache())
 
 
+_fraction_warned = False
+
+
+def _torch_set_memory_fraction(fraction, device=None):
+    """torch.cuda.set_per_process_memory_fraction under crmm: a pluggable allocator ignores it, and
+    crmm's limits are set where its resources are made, so this warns once per process (a
+    RuntimeWarning naming the way: maximum_size on the config's pool, or a limiting resource)."""
+    global _fraction_warned
+    if not _fraction_warned:
+        _fraction_warned = True
+        warnings.warn(f"torch.cuda.set_per_process_memory_fraction({fraction}) has no effect under crmm: give the "
+                      "pool in crmm's config a maximum_size (a size or a percentage of the device), or put a "
+                      "limiting resource over it", RuntimeWarning, stacklevel=3)
+
+
 # torch._C's functions behind torch.cuda's and torch.accelerator's memory functions, which raise
 # (or do nothing) under a pluggable allocator, and what answers them under crmm
 _TORCH_ROUTES = {
+    "_cuda_setMemoryFraction": _torch_set_memory_fraction,
     "_cuda_memoryStats": _torch_memory_stats_nested,
     "_cuda_resetPeakMemoryStats": _torch_reset_peaks,
     "_cuda_resetAccumulatedMemoryStats": _torch_reset_accumulated,
