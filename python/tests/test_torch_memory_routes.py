@@ -1,8 +1,8 @@
 """torch's own memory functions under crmm, without torch and without a GPU: use_crmm() points the
 torch._C functions behind torch.cuda.memory_stats(), memory_allocated(), memory_summary(),
-reset_peak_memory_stats(), empty_cache() (and torch.accelerator's) at crmm. Here they are called
-as torch calls them, over a pool of host memory standing for a device's resource;
-test_torch_memory_stats_gpu.py runs torch's functions themselves on a GPU."""
+reset_peak_memory_stats(), empty_cache() and set_per_process_memory_fraction() at crmm. Here
+they are called as torch calls them, over a pool of host memory standing for a device's
+resource; test_torch_memory_stats_gpu.py runs torch's functions themselves on a GPU."""
 
 import types
 import warnings
@@ -68,7 +68,7 @@ def test_the_routes_replace_what_torch_has_and_add_nothing():
     assert torch_c._cuda_memoryStats is ct._torch_memory_stats_nested
     assert torch_c._cuda_emptyCache is ct._torch_empty_cache
     assert torch_c._cuda_other == 1
-    assert not hasattr(torch_c, "_accelerator_getDeviceStats")  # an older torch without torch.accelerator
+    assert not hasattr(torch_c, "_accelerator_getDeviceStats")  # torch.accelerator's are not crmm's to answer
     assert not hasattr(torch_c, "_cuda_resetPeakMemoryStats")
 
 

@@ -7,9 +7,9 @@ PyTorch keeps no figures of its own under a pluggable allocator (torch 2.11's
 torch.cuda.memory_allocated() and memory_stats() raise RuntimeError: "CUDAPluggableAllocator does
 not yet support getDeviceStats", and torch.cuda.empty_cache() does nothing): memory_stats() here
 gives them from crmm's resource, under torch's key names, and reset_peak_memory_stats() resets
-its peaks. use_crmm() also routes torch's own functions (torch.cuda.memory_stats(),
+its peaks. use_crmm() also routes torch.cuda's own functions (memory_stats(),
 memory_allocated(), max_memory_reserved(), reset_peak_memory_stats(), memory_summary(),
-empty_cache(), and torch.accelerator's) to these figures and to crmm's trim, and makes
+empty_cache(), ...) to these figures and to crmm's trim, and makes
 set_per_process_memory_fraction() warn that it has no effect.
 
 The module imports without PyTorch: rmm_torch_allocator is then None (as in RMM) and use_crmm()
@@ -67,9 +67,9 @@ def use_crmm(inductor_cudagraph_trees=False):
     leave inductor's setting alone; anything but True or False raises TypeError, before torch
     is looked for.
 
-    torch's memory functions then answer from crmm (torch.cuda.memory_allocated(),
-    memory_stats(), memory_summary(), reset_peak_memory_stats(), empty_cache(), and
-    torch.accelerator's; see _route_torch_memory_functions).
+    torch.cuda's memory functions then answer from crmm (memory_allocated(), memory_stats(),
+    memory_summary(), reset_peak_memory_stats(), empty_cache(); see
+    _route_torch_memory_functions).
 
     Where crmm's hooks for PyTorch's CUDA graph pools are built (C++, needs PyTorch's headers at
     build time), this also installs them, so that the graphs torch captures carry no CUDA user
@@ -446,26 +446,25 @@ def _torch_set_memory_fraction(fraction, device=None):
                       "limiting resource over it", RuntimeWarning, stacklevel=3)
 
 
-# torch._C's functions behind torch.cuda's and torch.accelerator's memory functions, which raise
-# (or do nothing) under a pluggable allocator, and what answers them under crmm
+# torch._C's functions behind torch.cuda's memory functions, which raise (or do nothing) under a
+# pluggable allocator, and what answers them under crmm. torch.accelerator's are left alone: with
+# the torch._C functions behind them routed as well, torch 2.11's torch.accelerator.memory_allocated()
+# still did not give crmm's figure on a GPU (its memory functions go by torch's own CUDA allocator,
+# which a pluggable allocator leaves unused).
 _TORCH_ROUTES = {
     "_cuda_setMemoryFraction": _torch_set_memory_fraction,
     "_cuda_memoryStats": _torch_memory_stats_nested,
     "_cuda_resetPeakMemoryStats": _torch_reset_peaks,
     "_cuda_resetAccumulatedMemoryStats": _torch_reset_accumulated,
     "_cuda_emptyCache": _torch_empty_cache,
-    "_accelerator_getDeviceStats": _torch_memory_stats_nested,
-    "_accelerator_resetPeakStats": _torch_reset_peaks,
-    "_accelerator_resetAccumulatedStats": _torch_reset_accumulated,
-    "_accelerator_emptyCache": _torch_empty_cache,
 }
 
 
 def _route_torch_memory_functions(torch_c):
     """Point the functions of _TORCH_ROUTES that `torch_c` (torch._C) has at crmm's. torch.cuda's
-    and torch.accelerator's Python functions look them up in torch._C at every call, so
-    torch.cuda.memory_allocated(), memory_summary(), empty_cache() and the rest answer from crmm
-    from now on; a torch without one of them keeps what it has."""
+    Python functions look them up in torch._C at every call, so torch.cuda.memory_allocated(),
+    memory_summary(), empty_cache() and the rest answer from crmm from now on; a torch without one
+    of them keeps what it has."""
     for name, fn in _TORCH_ROUTES.items():
         if hasattr(torch_c, name):
             setattr(torch_c, name, fn)
