@@ -55,7 +55,8 @@ crmm_status crmm_torch_record_stream(void *ptr, crmm_cuda_stream_t stream)
             size_t more = capacity ? 2 * capacity : 16;
             record *grown = realloc(rows, more * sizeof *grown);
             if (!grown)
-                st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "crmm_torch_record_stream: no host memory for the record");
+                st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY,
+                                    "crmm_torch_record_stream: no host memory for the record");
             else
                 rows = grown, capacity = more;
         }
