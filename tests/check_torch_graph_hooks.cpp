@@ -1,15 +1,15 @@
 // crmm's hooks for PyTorch's CUDA graph pools and tensor.record_stream
-// (python/crmm/_torch_graph_hooks.cpp), without
-// PyTorch or a GPU: the hooks are compiled here against stand-ins of the two PyTorch headers they
-// use (tests/torch_standin), installed on a stand-in pluggable allocator, and called as PyTorch's
-// CUDAGraph and torch.cuda.use_mem_pool call them. crmm's graph-owner functions are scripted: they
-// record each call and keep the claims function and its context while the owner is open, as
-// libcrmm does. Checks what PyTorch relies on: each graph capture is one owner, begun on the
-// capturing device's current stream and claimed by PyTorch's filter; a pool's owners are released
-// when its last graph is; use_mem_pool contexts reach crmm not at all; a failure anywhere leaves
-// crmm with no open owner whose filter is gone; a forked child can use the hooks whatever the
-// parent's threads were doing; record_stream reaches crmm with its pointer and stream, and
-// crmm's refusal reaches PyTorch as an exception with crmm's message.
+// (python/crmm/_torch_graph_hooks.cpp), without PyTorch or a GPU: the hooks are compiled here
+// against stand-ins of the two PyTorch headers they use (tests/torch_standin), installed on a
+// stand-in pluggable allocator, and called as PyTorch's CUDAGraph and torch.cuda.use_mem_pool call
+// them. crmm's graph-owner functions are scripted: they record each call and keep the claims
+// function and its context while the owner is open, as libcrmm does. Checks what PyTorch relies on:
+// each graph capture is one owner, begun on the capturing device's current stream and claimed by
+// PyTorch's filter; a pool's owners are released when its last graph is; use_mem_pool contexts
+// reach crmm not at all; a failure anywhere leaves crmm with no open owner whose filter is gone; a
+// forked child can use the hooks whatever the parent's threads were doing; record_stream reaches
+// crmm with its pointer and stream, and crmm's refusal reaches PyTorch as an exception with crmm's
+// message.
 #include <new>
 
 // operator new is replaced below (to fail on request) with malloc, and operator delete with free

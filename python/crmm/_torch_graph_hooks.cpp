@@ -18,8 +18,9 @@
 // freed while another stream still used it could be handed out again under that stream's work.
 //
 // Built only where PyTorch's headers are found; it links libcrmm's functions through the pointers
-// crmm_torch_install_graph_hooks and crmm_torch_install_record_stream are given (crmm/allocators/torch.py passes those of the libcrmm it
-// loaded), so it works with whichever libcrmm the Python package uses.
+// crmm_torch_install_graph_hooks and crmm_torch_install_record_stream are given
+// (crmm/allocators/torch.py passes those of the libcrmm it loaded), so it works with whichever
+// libcrmm the Python package uses.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
