@@ -1,14 +1,15 @@
-"""CUDA graphs over crmm memory (docs/cuda-graphs.md): PyTorch's torch.cuda.graph with crmm as
-its allocator and with a MemPool over crmm, torch.cuda.make_graphed_callables,
+"""CUDA graphs over crmm memory (docs/cuda-graphs.md): PyTorch's torch.cuda.graph with crmm as its
+allocator and with a MemPool over crmm, torch.cuda.make_graphed_callables,
 torch.compile(mode="reduce-overhead") on a Llama model built from a transformers config (random
 weights, no download), and CuPy's stream capture with crmm's allocator. Each runs in a fresh
 process (use_crmm() must come before torch's first CUDA allocation) under the config the process
 finds by itself ("default": the installed crmm.ini's expandable pool, or crmm's built-in `cuda`
-resource where none is installed, as under `make check`), a chunked pool, the expandable pool
-that config makes (also with graph_pool = private), or an arena / fixed_size; the graph's output
-must equal eager execution over many replays, and a tensor or array allocated after the capture
-must never be written by a replay. Where crmm's hooks for PyTorch's graph pools are installed, a capture served by a pool,
-arena or fixed_size must be adopted by its owner and its memory come back when the graph goes."""
+resource where none is installed, as under `make check`), a chunked pool, the expandable pool that
+config makes (also with graph_pool = private), or an arena / fixed_size; the graph's output must
+equal eager execution over many replays, and a tensor or array allocated after the capture must
+never be written by a replay. Where crmm's hooks for PyTorch's graph pools are installed, a capture
+served by a pool, arena or fixed_size must be adopted by its owner and its memory come back when
+the graph goes."""
 
 import pytest
 

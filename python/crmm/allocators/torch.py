@@ -447,10 +447,9 @@ def _torch_set_memory_fraction(fraction, device=None):
 
 
 # torch._C's functions behind torch.cuda's memory functions, which raise (or do nothing) under a
-# pluggable allocator, and what answers them under crmm. torch.accelerator's are left alone: with
-# the torch._C functions behind them routed as well, torch 2.11's torch.accelerator.memory_allocated()
-# still did not give crmm's figure on a GPU (its memory functions go by torch's own CUDA allocator,
-# which a pluggable allocator leaves unused).
+# pluggable allocator, and what answers them under crmm. torch.accelerator's memory functions are
+# not routed: they go by torch's own CUDA allocator, which a pluggable allocator leaves unused, so
+# routing the torch._C functions behind them does not reach them (bench/RESULTS.md).
 _TORCH_ROUTES = {
     "_cuda_setMemoryFraction": _torch_set_memory_fraction,
     "_cuda_memoryStats": _torch_memory_stats_nested,
