@@ -8,6 +8,7 @@
  * process (Check's fork mode), so each starts with crmm uninitialised, as a fresh PyTorch
  * process does. */
 #include "build_config.h"
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,16 @@ cudaError_t cudaSetDevice(int device)
     if (n < 8)
         set_device_log[n] = device;
     current_device = device;
+    return cudaSuccess;
+}
+
+/* The devices' memory, for torch.cuda.set_per_process_memory_fraction: 64 MiB each. */
+#define FAKE_DEVICE_MEMORY ((size_t)64 << 20)
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    count_call();
+    *free_bytes = *total = FAKE_DEVICE_MEMORY;
     return cudaSuccess;
 }
 
@@ -266,7 +277,7 @@ CRMM_TEST(out_of_memory_gives_null_and_the_resources_message)
     crmm_test_log_capture_begin();
     ck_assert_ptr_null(crmm_torch_allocate(1 << 20, 0, NULL));
     char *log = crmm_test_log_capture_end();
-    ck_assert_ptr_nonnull(strstr(log, "crmm_torch_allocate: 1048576 bytes on device 0: out of memory"));
+    ck_assert_ptr_nonnull(strstr(log, "out of memory: crmm_torch_allocate: 1048576 bytes on device 0: "));
     free(log);
     crmm_torch_deallocate(p, 512 << 10, 0, NULL);
     p = crmm_torch_allocate(1 << 20, 0, NULL); /* the limit counts the free */
@@ -555,6 +566,169 @@ CRMM_TEST(record_stream_refuses_null)
 {
     ck_assert_int_eq(crmm_torch_record_stream(NULL, STREAM_B), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "ptr is NULL"));
+}
+
+/* ---- errors returned, for crmm's hooks: crmm_torch_allocate_checked --------------------------- */
+
+CRMM_TEST(allocate_checked_returns_out_of_memory_with_its_message_and_logs_nothing)
+{
+    use_config("[resource.host]\nplugin = host\n"
+               "[resource.small]\nplugin = limiting\nupstream = host\nallocation_limit = 1MiB\n"
+               "[crmm]\ndefault = small\n");
+    void *p = (void *)1;
+    crmm_test_log_capture_begin();
+    ck_assert_int_eq(crmm_torch_allocate_checked(2 << 20, 0, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    char *log = crmm_test_log_capture_end();
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(crmm_last_error(), "crmm_torch_allocate: 2097152 bytes on device 0: "), "%s",
+                  crmm_last_error());
+    ck_assert_str_eq(log, ""); /* the caller reports it */
+    free(log);
+    ck_assert_int_eq(crmm_torch_allocate_checked(4096, 0, NULL, &p), CRMM_OK);
+    ck_assert_ptr_nonnull(p);
+    crmm_torch_deallocate(p, 4096, 0, NULL);
+    ck_assert_int_eq(crmm_torch_allocate_checked(0, 0, NULL, &p), CRMM_OK);
+    ck_assert_ptr_null(p); /* size 0: no memory, no error */
+}
+
+CRMM_TEST(allocate_checked_refuses_bad_arguments)
+{
+    use_config(STATS_OVER_HOST);
+    void *p = (void *)1;
+    ck_assert_int_eq(crmm_torch_allocate_checked(64, 0, NULL, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(crmm_torch_allocate_checked(-64, 0, NULL, &p), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(p);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "negative size -64"));
+    ck_assert_int_eq(crmm_torch_allocate_checked(64, 5, NULL, &p), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "device 5"), "%s", crmm_last_error());
+}
+
+static void *allocate_checked_in_thread(void *status)
+{
+    void *p = NULL;
+    *(crmm_status *)status = crmm_torch_allocate_checked(64, 0, NULL, &p);
+    return strdup(crmm_last_error());
+}
+
+CRMM_TEST(a_config_that_cannot_load_fails_every_checked_call_with_its_message)
+{
+    use_config("[resource.a]\nplugin = no_such_plugin\n[crmm]\ndefault = a\n");
+    void *p = (void *)1;
+    crmm_test_log_capture_begin();
+    ck_assert_int_ne(crmm_torch_allocate_checked(64, 0, NULL, &p), CRMM_OK);
+    free(crmm_test_log_capture_end());
+    ck_assert_ptr_null(p);
+    crmm_status st = CRMM_OK;
+    pthread_t t; /* a thread that did not load the config gets its message too */
+    void *message;
+    ck_assert_int_eq(pthread_create(&t, NULL, allocate_checked_in_thread, &st), 0);
+    ck_assert_int_eq(pthread_join(t, &message), 0);
+    ck_assert_int_ne(st, CRMM_OK);
+    ck_assert_msg(strstr(message, "crmm could not start") && strstr(message, "no_such_plugin"), "%s",
+                  (char *)message);
+    free(message);
+}
+
+/* ---- torch.cuda.set_per_process_memory_fraction: crmm_torch_set_memory_fraction ------------- */
+
+/* A probe as device `device`'s resource that says what it holds. */
+static probe_resource *holding_probe_on_device(int device)
+{
+    probe_resource *p = probe_on_device(device);
+    p->answers_reserved = 1;
+    return p;
+}
+
+CRMM_TEST(a_memory_fraction_refuses_what_would_hold_past_it_and_keeps_nothing)
+{
+    probe_resource *probe = holding_probe_on_device(0);
+    ck_assert_int_eq(crmm_torch_set_memory_fraction(0.5, 0), CRMM_OK); /* 32 of the 64 MiB */
+    void *a = NULL, *b = (void *)1;
+    ck_assert_int_eq(crmm_torch_allocate_checked(16 << 20, 0, NULL, &a), CRMM_OK);
+    ck_assert_int_eq(crmm_torch_allocate_checked(20 << 20, 0, NULL, &b), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(b);
+    ck_assert_msg(strstr(crmm_last_error(), "set_per_process_memory_fraction") &&
+                      strstr(crmm_last_error(), "32.0 MiB") && strstr(crmm_last_error(), "device 0"),
+                  "%s", crmm_last_error());
+    ck_assert_int_eq(probe->live, 1);     /* the refused block went back */
+    ck_assert_int_eq(probe->trims, 2);    /* before the second try, and after it */
+    ck_assert_int_eq(probe->allocations, 3); /* a, then b twice */
+    ck_assert_int_eq(crmm_torch_allocate_checked(16 << 20, 0, NULL, &b), CRMM_OK); /* up to the limit */
+    crmm_torch_deallocate(a, 16 << 20, 0, NULL);
+    crmm_torch_deallocate(b, 16 << 20, 0, NULL);
+    crmm_resource_release(&probe->base);
+}
+
+CRMM_TEST(a_memory_fraction_gives_the_cache_back_before_it_refuses)
+{
+    probe_resource *probe = holding_probe_on_device(0);
+    ck_assert_int_eq(crmm_torch_set_memory_fraction(0.5, 0), CRMM_OK);
+    void *a = NULL, *b = NULL;
+    ck_assert_int_eq(crmm_torch_allocate_checked(16 << 20, 0, NULL, &a), CRMM_OK);
+    probe->cached_bytes = 10 << 20; /* 26 MiB held */
+    ck_assert_int_eq(crmm_torch_allocate_checked(10 << 20, 0, NULL, &b), CRMM_OK); /* 36, trimmed to 26 */
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(probe->trims, 1);
+    ck_assert_int_eq(probe->live, 2);
+    probe->cached_bytes = 4 << 20; /* 30 MiB: within it, nothing trimmed */
+    void *c = NULL;
+    ck_assert_int_eq(crmm_torch_allocate_checked(1 << 20, 0, NULL, &c), CRMM_OK);
+    ck_assert_int_eq(probe->trims, 1);
+    crmm_torch_deallocate(a, 16 << 20, 0, NULL);
+    crmm_torch_deallocate(b, 10 << 20, 0, NULL);
+    crmm_torch_deallocate(c, 1 << 20, 0, NULL);
+    crmm_resource_release(&probe->base);
+}
+
+CRMM_TEST(a_request_larger_than_the_fraction_never_reaches_the_resource)
+{
+    probe_resource *probe = holding_probe_on_device(0);
+    ck_assert_int_eq(crmm_torch_set_memory_fraction(0.25, 0), CRMM_OK); /* 16 MiB */
+    void *p = (void *)1;
+    crmm_test_log_capture_begin();
+    ck_assert_ptr_null(crmm_torch_allocate(17 << 20, 0, NULL)); /* the unchecked call logs it */
+    char *log = crmm_test_log_capture_end();
+    ck_assert_msg(strstr(log, "out of memory") && strstr(log, "is more than the 16.0 MiB"), "%s", log);
+    free(log);
+    ck_assert_int_eq(probe->allocations, 0);
+    ck_assert_int_eq(crmm_torch_set_memory_fraction(0, 0), CRMM_OK); /* nothing allowed */
+    ck_assert_int_eq(crmm_torch_allocate_checked(256, 0, NULL, &p), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(crmm_torch_set_memory_fraction(1, 0), CRMM_OK); /* a new fraction replaces the old */
+    ck_assert_int_eq(crmm_torch_allocate_checked(40 << 20, 0, NULL, &p), CRMM_OK);
+    crmm_torch_deallocate(p, 40 << 20, 0, NULL);
+    ck_assert_int_eq(probe->allocations, 1);
+    crmm_resource_release(&probe->base);
+}
+
+CRMM_TEST(a_memory_fraction_bounds_its_own_device_only)
+{
+    probe_resource *zero = holding_probe_on_device(0), *one = holding_probe_on_device(1);
+    ck_assert_int_eq(crmm_torch_set_memory_fraction(0.125, 1), CRMM_OK); /* 8 MiB on device 1 */
+    void *p = NULL, *q = NULL;
+    ck_assert_int_eq(crmm_torch_allocate_checked(12 << 20, 0, NULL, &p), CRMM_OK);
+    ck_assert_int_eq(crmm_torch_allocate_checked(12 << 20, 1, NULL, &q), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(current_device, 0); /* the set and the refusal left the caller's device as it was */
+    crmm_torch_deallocate(p, 12 << 20, 0, NULL);
+    crmm_test_release(&zero->base, &one->base);
+}
+
+CRMM_TEST(a_memory_fraction_refuses_bad_input_and_resources_that_cannot_say_what_they_hold)
+{
+    probe_resource *probe = probe_on_device(0); /* does not answer what it holds */
+    const double bad[] = {-0.1, 1.5, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(crmm_torch_set_memory_fraction(bad[i], 0), CRMM_ERROR_INVALID_ARGUMENT);
+        ck_assert_ptr_nonnull(strstr(crmm_last_error(), "is not between 0 and 1"));
+    }
+    ck_assert_int_eq(crmm_torch_set_memory_fraction(0.5, FAKE_DEVICES), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "no device 2"));
+    ck_assert_int_eq(crmm_torch_set_memory_fraction(0.5, -1), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_int_eq(crmm_torch_set_memory_fraction(0.01, 0), CRMM_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(crmm_last_error(), "maximum_size"), "%s", crmm_last_error());
+    void *p = NULL; /* no limit was set by any of these */
+    ck_assert_int_eq(crmm_torch_allocate_checked(8 << 20, 0, NULL, &p), CRMM_OK);
+    crmm_torch_deallocate(p, 8 << 20, 0, NULL);
+    crmm_resource_release(&probe->base);
 }
 
 int main(void)

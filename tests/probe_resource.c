@@ -31,6 +31,7 @@ static crmm_status probe_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "probe: %d blocks out already", p->max_live);
     crmm_status st = (p->memory->get ? p->memory->get : host_get)(ptr, bytes, stream);
     if (st == CRMM_OK) {
+        __atomic_add_fetch(&p->live_bytes, bytes, __ATOMIC_SEQ_CST);
         __atomic_add_fetch(&p->live, 1, __ATOMIC_SEQ_CST);
         __atomic_add_fetch(&p->allocations, 1, __ATOMIC_SEQ_CST);
     }
@@ -46,6 +47,7 @@ static crmm_status probe_deallocate(crmm_resource *self, void *ptr, size_t bytes
     if (__atomic_load_n(&p->refuses_frees, __ATOMIC_SEQ_CST))
         return crmm_set_error(CRMM_ERROR_CUDA, "probe: free of %p refused (the test asks it to refuse frees)", ptr);
     __atomic_sub_fetch(&p->live, 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(&p->live_bytes, bytes, __ATOMIC_SEQ_CST);
     return (p->memory->put ? p->memory->put : host_put)(ptr, stream);
 }
 
@@ -76,11 +78,24 @@ static crmm_status probe_trim(crmm_resource *self)
     probe_resource *p = (probe_resource *)self;
     __atomic_add_fetch(&p->trims, 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&p->trim_device, device_now(p), __ATOMIC_SEQ_CST);
-    return p->refuses_trims ? crmm_set_error(CRMM_ERROR_CUDA, "probe: trim refused") : CRMM_OK;
+    if (p->refuses_trims)
+        return crmm_set_error(CRMM_ERROR_CUDA, "probe: trim refused");
+    __atomic_store_n(&p->cached_bytes, 0, __ATOMIC_SEQ_CST);
+    return CRMM_OK;
+}
+
+static crmm_status probe_query(crmm_resource *self, crmm_query what, uint64_t *out)
+{
+    probe_resource *p = (probe_resource *)self;
+    if (what != CRMM_QUERY_BYTES_RESERVED || !p->answers_reserved)
+        return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "probe: query %d not answered", (int)what);
+    *out = __atomic_load_n(&p->live_bytes, __ATOMIC_SEQ_CST) + __atomic_load_n(&p->cached_bytes, __ATOMIC_SEQ_CST);
+    return CRMM_OK;
 }
 
 static const crmm_resource_ops probe_ops = {.allocate = probe_allocate,
                                             .deallocate = probe_deallocate,
+                                            .query = probe_query,
                                             .trim = probe_trim,
                                             .destroy = probe_destroy,
                                             .try_allocate = probe_try_allocate,

@@ -1,6 +1,7 @@
 /* probe_resource.h — a resource the tests make by hand to watch what a caller asks of it: the
  * blocks out, the allocations made, and the bytes, stream and current device of the last allocate
- * and deallocate, and its trims. Its memory is aligned host memory unless the test gives other
+ * and deallocate, and its trims; asked, it says what it holds (its live bytes and a cache the test
+ * sets, which a trim empties). Its memory is aligned host memory unless the test gives other
  * memory (the GPU suites: stream-ordered cudaMallocAsync); it may refuse past a number of live
  * blocks, and refuse frees (an upstream whose free fails, for the layers above it) and trims. */
 #ifndef CRMM_TESTS_PROBE_RESOURCE_H
@@ -27,6 +28,9 @@ typedef struct probe_resource {
     int trims;                 /* trim calls (atomic) */
     int trim_device;           /* the current device during the last trim */
     int refuses_trims;         /* trims fail with CRMM_ERROR_CUDA */
+    int answers_reserved;      /* answers CRMM_QUERY_BYTES_RESERVED: its live bytes plus cached_bytes */
+    uint64_t live_bytes;       /* bytes of the blocks handed out and not freed (atomic) */
+    uint64_t cached_bytes;     /* free bytes it pretends to hold; a trim that succeeds gives them back */
     /* the last calls' (stored atomically: threaded tests share a probe) */
     size_t free_bytes;         /* bytes given to the last deallocate */
     crmm_cuda_stream_t alloc_stream, free_stream; /* streams of the last allocate and deallocate */

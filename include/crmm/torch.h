@@ -29,10 +29,21 @@ extern "C" {
  * returns NULL), and through crmm's log (stderr unless $CRMM_DEBUG_LOG_FILE says otherwise) a
  * negative size, a device that does not exist, out of memory and the resource's other errors, or
  * a call made after the process began to exit. PyTorch does not check the pointer: a failed
- * allocation shows up later as a CUDA error, with crmm's message before it. The first call
+ * allocation shows up later as a CUDA error, with crmm's message before it. crmm's hooks for
+ * PyTorch (crmm.allocators.torch.use_crmm()) allocate through crmm_torch_allocate_checked instead
+ * and raise the failure in PyTorch, as torch.OutOfMemoryError when memory ran out. The first call
  * turns on crmm_graph_capture_enable(true) for the whole process (PyTorch captures streams), and
  * loads the config (crmm_init(NULL)) unless one is loaded. */
 CRMM_API void *crmm_torch_allocate(ssize_t size, int device, crmm_cuda_stream_t stream);
+
+/* crmm_torch_allocate with its error returned instead of logged: *ptr gets the memory (NULL for
+ * size 0, with CRMM_OK). Errors: CRMM_ERROR_INVALID_ARGUMENT (ptr NULL, a negative size),
+ * CRMM_ERROR_STATE (the process is exiting), the config's error when crmm cannot start (each call
+ * repeats it), CRMM_ERROR_OUT_OF_MEMORY (the resource has no memory for it, or a memory fraction
+ * refuses it), and the resource's other errors; the message names the size and the device. crmm's
+ * hooks for PyTorch call this and raise torch.OutOfMemoryError (RuntimeError for the others), as
+ * PyTorch's own allocator does. */
+CRMM_API crmm_status crmm_torch_allocate_checked(ssize_t size, int device, crmm_cuda_stream_t stream, void **ptr);
 
 /* Free `ptr` (from crmm_torch_allocate with the same size and device) on `stream`, through the
  * device's current resource. NULL: no-op. Once the process has begun to exit it does nothing at
@@ -62,6 +73,20 @@ CRMM_API bool crmm_torch_device_served(int device);
  * (CRMM_ERROR_CUDA when the driver refused to give memory back, ...) or the device's
  * (CRMM_ERROR_CUDA, CRMM_ERROR_CONFIG when its resource cannot be made). */
 CRMM_API crmm_status crmm_torch_empty_cache(void);
+
+/* What torch.cuda.set_per_process_memory_fraction(fraction, device) asks of an allocator: from now
+ * on an allocation through crmm_torch_allocate on `device` fails as out of memory when it would
+ * leave the device's resource holding more than fraction × the device's total memory (what the
+ * resource holds, CRMM_QUERY_BYTES_RESERVED, as PyTorch bounds what its allocator holds, cached
+ * blocks included). An allocation that goes past it is given back, the resource trimmed (its free
+ * memory returned to the device, as PyTorch frees its cached blocks first) and the request tried
+ * once more; a request refused in the end is given back and the resource trimmed again. A request is checked right after it is served, so threads allocating at once may
+ * together pass the limit by what they ask for at that moment. A new fraction replaces the old; 1
+ * allows the whole device. Errors: CRMM_ERROR_INVALID_ARGUMENT (a fraction outside [0, 1], no such
+ * device), CRMM_ERROR_UNSUPPORTED (the device's resource does not say what it holds; give its pool a
+ * maximum_size instead), CRMM_ERROR_CUDA (the device's memory could not be read), the config's
+ * error when crmm cannot start. */
+CRMM_API crmm_status crmm_torch_set_memory_fraction(double fraction, int device);
 
 #ifdef __cplusplus
 }
