@@ -59,8 +59,9 @@ CRMM_PY_TESTS += python/tests/test_dask.py python/tests/test_dask_gpu.py python/
 # memory, and under PyTorch on a GPU
 CRMM_PY_TESTS += python/tests/test_torch_memory_stats.py python/tests/test_torch_graph_hooks.py python/tests/test_torch_memory_stats_gpu.py \
 	python/tests/test_torch_memory_routes.py
-# tensor.record_stream passed on to crmm by its hooks for PyTorch
-CRMM_PY_TESTS += python/tests/test_torch_record_stream_gpu.py
+# tensor.record_stream passed on to crmm by its hooks for PyTorch, and an allocation that fails raised in
+# PyTorch by them (out of memory, a memory fraction)
+CRMM_PY_TESTS += python/tests/test_torch_record_stream_gpu.py python/tests/test_torch_out_of_memory_gpu.py
 # RMM's callback, pool view, system memory and experimental resources
 CRMM_PY_TESTS += python/tests/test_unowned_resources.py python/tests/test_unowned_resources_gpu.py python/tests/test_rmm_messages.py
 # RMM's names and behaviours its own test suite does not check

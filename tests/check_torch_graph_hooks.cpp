@@ -1,6 +1,6 @@
-// crmm's hooks for PyTorch's CUDA graph pools and tensor.record_stream
+// crmm's hooks for PyTorch's CUDA graph pools, tensor.record_stream and allocation
 // (python/crmm/_torch_graph_hooks.cpp), without PyTorch or a GPU: the hooks are compiled here
-// against stand-ins of the two PyTorch headers they use (tests/torch_standin), installed on a
+// against stand-ins of the three PyTorch headers they use (tests/torch_standin), installed on a
 // stand-in pluggable allocator, and called as PyTorch's CUDAGraph and torch.cuda.use_mem_pool call
 // them. crmm's graph-owner functions are scripted: they record each call and keep the claims
 // function and its context while the owner is open, as libcrmm does. Checks what PyTorch relies on:
@@ -9,7 +9,8 @@
 // reach crmm not at all; a failure anywhere leaves crmm with no open owner whose filter is gone; a
 // forked child can use the hooks whatever the parent's threads were doing; record_stream reaches
 // crmm with its pointer and stream, and crmm's refusal reaches PyTorch as an exception with crmm's
-// message.
+// message; an allocation that fails reaches PyTorch as its out-of-memory exception (another
+// failure as c10::Error), with crmm's message.
 #include <new>
 
 // operator new is replaced below (to fail on request) with malloc, and operator delete with free
@@ -373,6 +374,81 @@ void record_stream_reaches_crmm_and_its_refusal_reaches_pytorch()
     refuse_record = false;
 }
 
+// ---- allocation --------------------------------------------------------------------------------
+crmm_status allocate_answer = CRMM_OK;
+int allocate_calls, deallocate_calls;
+ssize_t last_size, last_free_size;
+int last_device;
+crmm_cuda_stream_t last_stream;
+char the_block[64];
+
+crmm_status scripted_allocate(ssize_t size, int device, crmm_cuda_stream_t stream, void **ptr)
+{
+    allocate_calls++;
+    last_size = size;
+    last_device = device;
+    last_stream = stream;
+    *ptr = allocate_answer == CRMM_OK ? the_block : nullptr;
+    return allocate_answer;
+}
+
+void scripted_deallocate(void *ptr, ssize_t size, int device, crmm_cuda_stream_t stream)
+{
+    deallocate_calls += ptr == the_block && device == 1 && stream == stream_of(1);
+    last_free_size = size;
+}
+
+const char *scripted_allocate_error()
+{
+    return "out of memory: pool 'main': failed to allocate 20.0 MiB (maximum pool size 16.0 MiB)";
+}
+
+// What PyTorch's pluggable allocator gets from crmm_torch_hooks_allocate, as a kind of exception.
+enum class Thrown { nothing, out_of_memory, error };
+Thrown allocate_through_hooks(ssize_t size, std::string *what)
+{
+    try {
+        void *p = crmm_torch_hooks_allocate(size, 1, reinterpret_cast<cudaStream_t>(stream_of(1)));
+        *what = p == the_block ? "the block" : "another pointer";
+        return Thrown::nothing;
+    } catch (const c10::OutOfMemoryError &e) {
+        *what = e.what();
+        return Thrown::out_of_memory;
+    } catch (const c10::Error &e) {
+        *what = e.what();
+        return Thrown::error;
+    }
+}
+
+void allocation_failures_reach_pytorch_as_its_exceptions()
+{
+    std::string what;
+    CHECK(allocate_through_hooks(64, &what) == Thrown::error); // not installed yet: no call through NULL
+    CHECK(what.find("use_crmm") != std::string::npos);
+    char message[256] = "";
+    CHECK(crmm_torch_install_allocator(reinterpret_cast<void *>(scripted_allocate), nullptr,
+                                       reinterpret_cast<void *>(scripted_allocate_error), message, sizeof message) == -1);
+    CHECK(std::strstr(message, "missing") != nullptr);
+    CHECK(crmm_torch_install_allocator(reinterpret_cast<void *>(scripted_allocate),
+                                       reinterpret_cast<void *>(scripted_deallocate),
+                                       reinterpret_cast<void *>(scripted_allocate_error), message, sizeof message) == 0);
+    CHECK(allocate_through_hooks(4096, &what) == Thrown::nothing && what == "the block");
+    CHECK(last_size == 4096 && last_device == 1 && last_stream == stream_of(1));
+    crmm_torch_hooks_deallocate(the_block, 4096, 1, reinterpret_cast<cudaStream_t>(stream_of(1)));
+    CHECK(deallocate_calls == 1 && last_free_size == 4096);
+
+    allocate_answer = CRMM_ERROR_OUT_OF_MEMORY;
+    CHECK(allocate_through_hooks(20 << 20, &what) == Thrown::out_of_memory);
+    CHECK(what.rfind("CUDA out of memory. Tried to allocate 20.00 MiB on device 1", 0) == 0); // what recovery code looks for
+    CHECK(what.find("maximum pool size 16.0 MiB") != std::string::npos);
+    CHECK(allocate_through_hooks(100, &what) == Thrown::out_of_memory && what.find("100 bytes") != std::string::npos);
+    allocate_answer = CRMM_ERROR_CONFIG;
+    CHECK(allocate_through_hooks(64, &what) == Thrown::error); // not out of memory: RuntimeError
+    CHECK(what.find("crmm: ") == 0 && what.find("out of memory") != std::string::npos);
+    allocate_answer = CRMM_OK;
+    CHECK(allocate_calls == 4);
+}
+
 } // namespace
 
 // the stand-ins' functions, defined by the test
@@ -423,6 +499,7 @@ int main()
     no_memory_after_crmm_took_the_owner_lets_it_go();
     a_forked_child_can_use_the_hooks();
     record_stream_reaches_crmm_and_its_refusal_reaches_pytorch();
+    allocation_failures_reach_pytorch_as_its_exceptions();
     std::printf("%d%%: Checks: %d, Failures: %d, Errors: 0\n", checks ? 100 * (checks - failures) / checks : 0, checks,
                 failures);
     return failures ? 1 : 0;

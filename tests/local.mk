@@ -120,8 +120,8 @@ SCRIPT_TESTS = \
 # the scripted driver, counting what the pool asks of the device
 TOOLS_BUILT_WITH_TESTS = tests/ipc_bandwidth tests/pool_expandable_replay tests/pool_threads_sim
 
-# crmm's hooks for PyTorch's graph pools and record_stream (python/crmm/_torch_graph_hooks.cpp), compiled with the
-# C++ compiler configure found against stand-ins of the two PyTorch headers they include: no
+# crmm's hooks for PyTorch's graph pools, record_stream and allocation (python/crmm/_torch_graph_hooks.cpp), compiled with the
+# C++ compiler configure found against stand-ins of the three PyTorch headers they include: no
 # PyTorch, no GPU
 CXX_TESTS =
 if HAVE_HOOKS_CXX
@@ -132,7 +132,8 @@ tests/check_torch_graph_hooks: tests/check_torch_graph_hooks.cpp python/crmm/_to
 	  -I$(top_srcdir)/include -o $@ $(top_srcdir)/tests/check_torch_graph_hooks.cpp $(SANITIZER_LDFLAGS) -lpthread
 endif
 TORCH_STANDIN_FILES = tests/torch_standin/c10/cuda/CUDAStream.h \
-	tests/torch_standin/torch/csrc/cuda/CUDAPluggableAllocator.h
+	tests/torch_standin/torch/csrc/cuda/CUDAPluggableAllocator.h \
+	tests/torch_standin/c10/util/Exception.h
 check_SCRIPTS = $(CXX_TESTS)
 CLEANFILES += tests/check_torch_graph_hooks
 EXTRA_DIST += tests/check_torch_graph_hooks.cpp $(TORCH_STANDIN_FILES)

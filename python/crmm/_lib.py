@@ -122,6 +122,7 @@ _PROTOTYPES = {
     "crmm_torch_device_served": (c_bool, [c_int]),
     "crmm_torch_record_stream": (c_int, [c_void_p, c_void_p]),
     "crmm_torch_empty_cache": (c_int, []),
+    "crmm_torch_set_memory_fraction": (c_int, [ctypes.c_double, c_int]),
     # config.h
     "crmm_init": (c_int, [c_char_p]),
     "crmm_current_config": (c_void_p, []),

@@ -17,8 +17,13 @@
 // pluggable allocator hands record_stream only to a function C++ sets, and without one a tensor
 // freed while another stream still used it could be handed out again under that stream's work.
 //
+// And it allocates for PyTorch: crmm_torch_hooks_allocate, the allocation function use_crmm()
+// gives PyTorch's pluggable allocator when this library loads, raises crmm's failures in PyTorch
+// (torch.OutOfMemoryError when memory ran out, as PyTorch's own allocator does), where libcrmm's
+// crmm_torch_allocate can only return NULL, which PyTorch does not check.
+//
 // Built only where PyTorch's headers are found; it links libcrmm's functions through the pointers
-// crmm_torch_install_graph_hooks and crmm_torch_install_record_stream are given
+// crmm_torch_install_graph_hooks, crmm_torch_install_record_stream and crmm_torch_install_allocator are given
 // (crmm/allocators/torch.py passes those of the libcrmm it loaded), so it works with whichever
 // libcrmm the Python package uses.
 #include <cstddef>
@@ -31,6 +36,7 @@
 #include <vector>
 #include <pthread.h>
 #include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 #include <stdexcept>
 #include <string>
@@ -233,4 +239,73 @@ extern "C" __attribute__((visibility("default"))) int crmm_torch_install_record_
             throw std::runtime_error(std::string("crmm: tensor.record_stream: ") + last_error());
     });
     return 0;
+}
+
+namespace {
+
+decltype(&crmm_torch_allocate_checked) allocate_checked;
+decltype(&crmm_torch_deallocate) deallocate;
+const char *(*allocate_error)(void);
+
+// `bytes` as PyTorch's out-of-memory message writes sizes ("20.00 MiB").
+std::string format_size(ssize_t bytes)
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    char buf[48];
+    std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+    return buf;
+}
+
+} // namespace
+
+// Give this library libcrmm's crmm_torch_allocate_checked, crmm_torch_deallocate and
+// crmm_last_error, for crmm_torch_hooks_allocate and _deallocate; done before PyTorch's allocator
+// is made over them. Returns 0, or -1 with a message when a function is missing.
+extern "C" __attribute__((visibility("default"))) int crmm_torch_install_allocator(void *allocate_fn,
+                                                                                   void *deallocate_fn,
+                                                                                   void *last_error_fn,
+                                                                                   char *message, size_t size)
+{
+    if (!allocate_fn || !deallocate_fn || !last_error_fn) {
+        std::snprintf(message, size, "crmm_torch_install_allocator: a crmm function is missing");
+        return -1;
+    }
+    allocate_checked = reinterpret_cast<decltype(allocate_checked)>(allocate_fn);
+    deallocate = reinterpret_cast<decltype(deallocate)>(deallocate_fn);
+    allocate_error = reinterpret_cast<decltype(allocate_error)>(last_error_fn);
+    return 0;
+}
+
+// PyTorch's pluggable allocator's allocation function: crmm_torch_allocate_checked, its failure
+// thrown as c10::OutOfMemoryError (torch.OutOfMemoryError in Python; the message starts "CUDA out
+// of memory." as PyTorch's does, which code that recovers from running out looks for) or, for
+// another failure, c10::Error (RuntimeError), with crmm's message.
+extern "C" __attribute__((visibility("default"))) void *crmm_torch_hooks_allocate(ssize_t size, int device,
+                                                                                  cudaStream_t stream)
+{
+    if (!allocate_checked)
+        C10_THROW_ERROR(Error, "crmm: crmm_torch_hooks_allocate called before crmm_torch_install_allocator "
+                               "(use crmm.allocators.torch.use_crmm())");
+    void *ptr = nullptr;
+    crmm_status st = allocate_checked(size, device, reinterpret_cast<crmm_cuda_stream_t>(stream), &ptr);
+    if (st == CRMM_OK)
+        return ptr;
+    if (st == CRMM_ERROR_OUT_OF_MEMORY)
+        C10_THROW_ERROR(OutOfMemoryError, "CUDA out of memory. Tried to allocate " + format_size(size) + " on device " +
+                                              std::to_string(device) + " through crmm: " + allocate_error());
+    C10_THROW_ERROR(Error, std::string("crmm: ") + allocate_error());
+}
+
+// PyTorch's pluggable allocator's free function: crmm_torch_deallocate.
+extern "C" __attribute__((visibility("default"))) void crmm_torch_hooks_deallocate(void *ptr, ssize_t size, int device,
+                                                                                   cudaStream_t stream)
+{
+    if (deallocate)
+        deallocate(ptr, size, device, reinterpret_cast<crmm_cuda_stream_t>(stream));
 }

@@ -5,6 +5,8 @@ before torch's allocator is touched; an installed library that cannot be loaded 
 a warning. Runs without torch and without a GPU; test_graphs_gpu.py
 checks on a GPU that use_crmm() installs the hooks and that captures then take no user object."""
 
+import warnings
+
 import pytest
 
 import crmm.allocators.torch as ct
@@ -127,3 +129,76 @@ def test_a_library_without_record_stream_is_left_out_with_a_warning(monkeypatch)
     with pytest.warns(RuntimeWarning, match="record_stream is not passed on"):
         ct._install_record_stream(object())
     assert not ct.record_stream_installed()
+
+
+class _AllocatorHooks:
+    """A hooks library's allocator entry point, scripted: it keeps what it is given, or refuses."""
+
+    _name = "/where/the/hooks/are.so"
+
+    def __init__(self, refuse=None):
+        self.given = None
+        hooks = self
+
+        class install:
+            restype = argtypes = None
+
+            def __call__(self, allocate_fn, deallocate_fn, last_error_fn, message, size):
+                hooks.given = (allocate_fn, deallocate_fn, last_error_fn)
+                if refuse:
+                    message.value = refuse
+                    return -1
+                return 0
+
+        self.crmm_torch_install_allocator = install()
+
+
+class _Pluggable:
+    """torch.cuda.memory.CUDAPluggableAllocator, as the allocator object's maker calls it."""
+
+    def __init__(self, path, alloc_fn_name, free_fn_name):
+        self.made_from = (path, alloc_fn_name, free_fn_name)
+
+
+@pytest.fixture
+def no_allocator_yet(monkeypatch):
+    monkeypatch.setattr(ct, "CUDAPluggableAllocator", _Pluggable)
+    monkeypatch.setattr(ct, "_allocator", None)
+    monkeypatch.setattr(ct, "_null_allocator", None)
+
+
+def test_the_allocator_raises_through_the_hooks_when_they_take_libcrmms_functions(no_allocator_yet):
+    import ctypes
+
+    from crmm._lib import lib
+
+    hooks = _AllocatorHooks()
+    allocator = ct._pluggable_allocator(hooks)
+    assert allocator.made_from == (hooks._name, "crmm_torch_hooks_allocate", "crmm_torch_hooks_deallocate")
+    expected = tuple(ctypes.cast(getattr(lib, n), ctypes.c_void_p).value
+                     for n in ("crmm_torch_allocate_checked", "crmm_torch_deallocate", "crmm_last_error"))
+    assert hooks.given == expected and None not in expected
+    assert ct._pluggable_allocator(None) is allocator  # made once
+    assert ct.rmm_torch_allocator is allocator and ct.crmm_torch_allocator is allocator
+
+
+def test_without_hooks_the_allocator_is_libcrmms(no_allocator_yet):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        allocator = ct._pluggable_allocator(None)
+    assert allocator.made_from == (ct.library_path, "crmm_torch_allocate", "crmm_torch_deallocate")
+    assert ct._libcrmm_allocator() is allocator  # the one torch.cuda.MemPool gets (crmm_mem_pool)
+
+
+def test_hooks_that_refuse_the_allocator_leave_libcrmms_with_a_warning(no_allocator_yet):
+    with pytest.warns(RuntimeWarning, match="reach PyTorch as NULL, not as exceptions: no crmm functions"):
+        allocator = ct._pluggable_allocator(_AllocatorHooks(refuse=b"no crmm functions"))
+    assert allocator.made_from[1] == "crmm_torch_allocate"
+
+
+def test_without_torch_the_allocator_object_is_none(monkeypatch):
+    monkeypatch.setattr(ct, "CUDAPluggableAllocator", None)
+    monkeypatch.setattr(ct, "_allocator", None)
+    assert ct.rmm_torch_allocator is None and ct.crmm_torch_allocator is None
+    with pytest.raises(AttributeError, match="no attribute 'rmm_torch_allocatr'"):
+        ct.rmm_torch_allocatr

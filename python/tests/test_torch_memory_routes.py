@@ -139,10 +139,55 @@ def test_empty_cache_before_torch_allocated_does_nothing():
     ct._torch_empty_cache((0, 1))  # a torch that names a pool
 
 
-def test_a_memory_fraction_warns_once_that_crmm_limits_elsewhere(monkeypatch):
+class FractionLib:
+    """libcrmm as the fraction's route sees it: crmm_torch_set_memory_fraction records its arguments
+    and answers `status`."""
+
+    def __init__(self, real, status):
+        self.real, self.status, self.calls = real, status, []
+
+    def crmm_torch_set_memory_fraction(self, fraction, device):
+        self.calls.append((fraction, device))
+        return self.status
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_a_memory_fraction_reaches_libcrmm_for_its_device(monkeypatch):
+    fake = FractionLib(ct.lib, 0)
+    monkeypatch.setattr(ct, "lib", fake)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ct._torch_set_memory_fraction(0.5, 1)  # as torch.cuda calls it: a float and a device index
+        ct._torch_set_memory_fraction(1, "cuda:0")
+    assert fake.calls == [(0.5, 1), (1.0, 0)]
+    assert all(type(f) is float for f, _ in fake.calls)
+
+
+def test_a_resource_that_cannot_be_bounded_warns_once_naming_maximum_size(monkeypatch):
     monkeypatch.setattr(ct, "_fraction_warned", False)
+    monkeypatch.setattr(ct, "lib", FractionLib(ct.lib, 8))  # CRMM_ERROR_UNSUPPORTED
+
+    def unsupported(status):
+        assert status == 8
+        raise crmm.UnsupportedError("the resource of device 0 does not say what it holds: give its pool a "
+                                    "maximum_size instead")
+
+    monkeypatch.setattr(ct, "check", unsupported)
     with pytest.warns(RuntimeWarning, match=r"set_per_process_memory_fraction\(0.5\) has no effect.*maximum_size"):
         ct._torch_set_memory_fraction(0.5, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ct._torch_set_memory_fraction(0.25, 0)  # once per process
+
+
+def test_a_fraction_libcrmm_refuses_raises(monkeypatch):
+    monkeypatch.setattr(ct, "lib", FractionLib(ct.lib, 3))  # CRMM_ERROR_INVALID_ARGUMENT
+
+    def invalid(status):
+        raise crmm.InvalidArgumentError("fraction 2 is not between 0 and 1")
+
+    monkeypatch.setattr(ct, "check", invalid)
+    with pytest.raises(crmm.InvalidArgumentError, match="between 0 and 1"):
+        ct._torch_set_memory_fraction(2.0, 0)

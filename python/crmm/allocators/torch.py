@@ -9,8 +9,9 @@ not yet support getDeviceStats", and torch.cuda.empty_cache() does nothing): mem
 gives them from crmm's resource, under torch's key names, and reset_peak_memory_stats() resets
 its peaks. use_crmm() also routes torch.cuda's own functions (memory_stats(),
 memory_allocated(), max_memory_reserved(), reset_peak_memory_stats(), memory_summary(),
-empty_cache(), ...) to these figures and to crmm's trim, and makes
-set_per_process_memory_fraction() warn that it has no effect.
+empty_cache(), set_per_process_memory_fraction(), ...) to these figures, to crmm's trim and to
+crmm's limit on what a device's resource holds; where crmm's hooks library is built, a failed
+allocation raises torch.OutOfMemoryError as under PyTorch's own allocator.
 
 The module imports without PyTorch: rmm_torch_allocator is then None (as in RMM) and use_crmm()
 raises ModuleNotFoundError naming torch."""
@@ -45,12 +46,51 @@ __all__ = [
     "max_memory_reserved",
 ]
 
-# The allocator object, as RMM's rmm_torch_allocator: torch.cuda.memory.change_current_allocator(it).
-if CUDAPluggableAllocator is not None:
-    rmm_torch_allocator = CUDAPluggableAllocator(library_path, "crmm_torch_allocate", "crmm_torch_deallocate")
-else:
-    rmm_torch_allocator = None
-crmm_torch_allocator = rmm_torch_allocator
+_allocator = None  # the allocator object, made at its first use (_pluggable_allocator)
+_null_allocator = None  # one over libcrmm's functions (_libcrmm_allocator)
+
+
+def _libcrmm_allocator():
+    """A pluggable allocator over libcrmm's crmm_torch_allocate and _deallocate, made once: a failed
+    allocation is NULL to PyTorch. What torch.cuda.MemPool needs (its cache treats NULL as out of
+    memory: it frees its cached blocks, tries again, then raises), and the allocator object where
+    the hooks library is missing."""
+    global _null_allocator
+    if _null_allocator is None:
+        _null_allocator = CUDAPluggableAllocator(library_path, "crmm_torch_allocate", "crmm_torch_deallocate")
+    return _null_allocator
+
+
+def _pluggable_allocator(hooks):
+    """The allocator object, as RMM's rmm_torch_allocator (None without torch), made once: over
+    the allocation functions of `hooks` (the loaded hooks library, or None) when it takes libcrmm's
+    (crmm_torch_install_allocator), so that a failed allocation raises in PyTorch
+    (torch.OutOfMemoryError when memory ran out) as PyTorch's own allocator does; else over
+    libcrmm's crmm_torch_allocate, whose failures PyTorch gets as NULL (a CUDA error later, crmm's
+    message on stderr before it)."""
+    global _allocator
+    if _allocator is None and CUDAPluggableAllocator is not None:
+        why = None if hooks is None else _hooks_install(
+            hooks, "crmm_torch_install_allocator", ("crmm_torch_allocate_checked", "crmm_torch_deallocate",
+                                                    "crmm_last_error"))
+        if hooks is not None and why is None:
+            _allocator = CUDAPluggableAllocator(hooks._name, "crmm_torch_hooks_allocate", "crmm_torch_hooks_deallocate")
+        else:
+            if why is not None:
+                warnings.warn(f"crmm's failed allocations will reach PyTorch as NULL, not as exceptions: {why}",
+                              RuntimeWarning, stacklevel=3)
+            _allocator = _libcrmm_allocator()
+    return _allocator
+
+
+def __getattr__(name):
+    # rmm_torch_allocator (and crmm_torch_allocator): made when first asked for, since loading the
+    # hooks library needs torch's libraries, which a program that only imports crmm never loads
+    if name in ("rmm_torch_allocator", "crmm_torch_allocator"):
+        if _allocator is None and CUDAPluggableAllocator is not None:
+            return _pluggable_allocator(_load_graph_hooks())
+        return _allocator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def use_crmm(inductor_cudagraph_trees=False):
@@ -80,7 +120,7 @@ def use_crmm(inductor_cudagraph_trees=False):
     if change_current_allocator is None:
         raise ModuleNotFoundError("No module named 'torch': use_crmm needs PyTorch", name="torch")
     hooks = _load_graph_hooks()  # a bad $CRMM_TORCH_HOOKS fails before torch's allocator changes
-    change_current_allocator(rmm_torch_allocator)
+    change_current_allocator(_pluggable_allocator(hooks))
     import torch
 
     _route_torch_memory_functions(torch._C)
@@ -202,7 +242,7 @@ def crmm_mem_pool(**kwargs):
     Keyword arguments go to ``torch.cuda.MemPool`` (e.g. ``use_on_oom``)."""
     import torch
 
-    return torch.cuda.MemPool(rmm_torch_allocator.allocator(), **kwargs)
+    return torch.cuda.MemPool(_libcrmm_allocator().allocator(), **kwargs)
 
 
 # torch.cuda.memory_stats() keys and the crmm queries that mean the same, current and peak. A
@@ -435,15 +475,20 @@ _fraction_warned = False
 
 
 def _torch_set_memory_fraction(fraction, device=None):
-    """torch.cuda.set_per_process_memory_fraction under crmm: a pluggable allocator ignores it, and
-    crmm's limits are set where its resources are made, so this warns once per process (a
-    RuntimeWarning naming the way: maximum_size on the config's pool, or a limiting resource)."""
+    """torch.cuda.set_per_process_memory_fraction(fraction, device) under crmm
+    (crmm_torch_set_memory_fraction): from now on an allocation that would leave the device's
+    resource holding more than fraction × the device's memory fails as out of memory, after crmm
+    gave its free memory back, as under PyTorch's own allocator. A resource that does not say what
+    it holds cannot be bounded so: that gets one RuntimeWarning per process, naming the way
+    (maximum_size on the config's pool); a fraction outside [0, 1] raises InvalidArgumentError."""
     global _fraction_warned
-    if not _fraction_warned:
-        _fraction_warned = True
-        warnings.warn(f"torch.cuda.set_per_process_memory_fraction({fraction}) has no effect under crmm: give the "
-                      "pool in crmm's config a maximum_size (a size or a percentage of the device), or put a "
-                      "limiting resource over it", RuntimeWarning, stacklevel=3)
+    try:
+        check(lib.crmm_torch_set_memory_fraction(float(fraction), _device_index(device)))
+    except UnsupportedError as e:
+        if not _fraction_warned:
+            _fraction_warned = True
+            warnings.warn(f"torch.cuda.set_per_process_memory_fraction({fraction}) has no effect under crmm here: {e}",
+                          RuntimeWarning, stacklevel=3)
 
 
 # torch._C's functions behind torch.cuda's memory functions, which raise (or do nothing) under a
