@@ -28,6 +28,8 @@ EXTRA_DIST += bench/vmm_kernels.py
 EXTRA_DIST += bench/vmm_call_costs.py
 # allocation logs of patterns the recorded ones lack (python3 bench/synthetic_logs.py)
 EXTRA_DIST += bench/synthetic_logs.py
+# what PyTorch's expandable segments would hold over an allocation log (python3 bench/pytorch_expandable_model.py)
+EXTRA_DIST += bench/pytorch_expandable_model.py
 # the recorded PyTorch allocation logs: tests/check_pool_expandable_logs.sh replays them
 EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench/logs/gpt2_train.csv.gz \
 	bench/logs/resnet_train.csv.gz bench/logs/moe_train.csv.gz

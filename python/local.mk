@@ -48,6 +48,8 @@ CRMM_PY_TESTS += python/tests/test_bad_arguments.py
 CRMM_PY_TESTS += python/tests/test_synthetic_logs.py
 # bench/torch_workloads.py's table and arguments (its runs need a GPU and torch)
 CRMM_PY_TESTS += python/tests/test_torch_workloads_table.py
+# bench/pytorch_expandable_model.py, PyTorch's expandable segments modelled over allocation logs
+CRMM_PY_TESTS += python/tests/test_pytorch_expandable_model.py
 # device arrays handed to DeviceBuffer.copy_from_device: their interface checked
 CRMM_PY_TESTS += python/tests/test_device_array_interface.py
 # the fast extension where Python runs in the middle of its work; RMM 26.08 behaviour
