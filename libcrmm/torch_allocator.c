@@ -106,6 +106,21 @@ static crmm_status keep_within(crmm_resource *mr, int device, uint64_t limit, si
     return past_limit((ssize_t)size, device, held, limit);
 }
 
+/* crmm started (once per process), then a reference to the current resource of `device`; NULL
+ * with the error, named after `who`, when crmm could not start or the device has no resource. */
+static crmm_resource *device_resource(const char *who, int device)
+{
+    pthread_once(&init_once, init_library);
+    if (init_status != CRMM_OK) {
+        crmm_set_error(init_status, "%s: crmm could not start: %s", who, init_message);
+        return NULL;
+    }
+    crmm_resource *mr = crmm_get_per_device_resource_ref(device);
+    if (!mr)
+        crmm_error_add_context("%s: device %d", who, device);
+    return mr;
+}
+
 crmm_status crmm_torch_allocate_checked(ssize_t size, int device, crmm_cuda_stream_t stream, void **ptr)
 {
     if (!ptr)
@@ -118,12 +133,9 @@ crmm_status crmm_torch_allocate_checked(ssize_t size, int device, crmm_cuda_stre
     if (crmm_process_exiting()) /* before a first use would load the config and its plugins */
         return crmm_set_error(CRMM_ERROR_STATE, "crmm_torch_allocate: %zd bytes asked for while the process is exiting",
                               size);
-    pthread_once(&init_once, init_library);
-    if (init_status != CRMM_OK)
-        return crmm_set_error(init_status, "crmm_torch_allocate: crmm could not start: %s", init_message);
-    crmm_resource *mr = crmm_get_per_device_resource_ref(device);
+    crmm_resource *mr = device_resource("crmm_torch_allocate", device);
     if (!mr)
-        return crmm_error_add_context("crmm_torch_allocate: device %d", device);
+        return crmm_last_status();
     crmm_device_guard guard;
     crmm_status st = crmm_cuda_device_enter(device, &guard);
     if (st == CRMM_OK) {
@@ -231,12 +243,9 @@ crmm_status crmm_torch_set_memory_fraction(double fraction, int device)
     if (device < 0 || device >= count || device >= CRMM_MAX_DEVICES)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "crmm_torch_set_memory_fraction: no device %d (%d found)",
                               device, count);
-    pthread_once(&init_once, init_library);
-    if (init_status != CRMM_OK)
-        return crmm_set_error(init_status, "crmm_torch_set_memory_fraction: crmm could not start: %s", init_message);
-    crmm_resource *mr = crmm_get_per_device_resource_ref(device);
+    crmm_resource *mr = device_resource("crmm_torch_set_memory_fraction", device);
     if (!mr)
-        return crmm_error_add_context("crmm_torch_set_memory_fraction: device %d", device);
+        return crmm_last_status();
     uint64_t held = 0;
     size_t free_bytes = 0, total = 0;
     crmm_device_guard guard;
