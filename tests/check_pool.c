@@ -74,6 +74,8 @@ static const struct bad_params {
     {"initial_size=1MiB stream_reuse=fast", "stream_reuse: 'fast' is not one of sync|event"},
     {"initial_size=1MiB stream_reuse=", "stream_reuse"},
     {"initial_size=1MiB stream_reuse=SYNC", "sync|event"},
+    {"initial_size=1MiB fit=worst", "fit: 'worst' is not one of best|newest"},
+    {"initial_size=1MiB fit=", "fit"},
 };
 
 CRMM_LOOP_TEST_IN("pool_params", bad_params_are_refused, (int)(sizeof bad_params / sizeof bad_params[0]))
@@ -394,6 +396,73 @@ CRMM_TEST_IN("pool_blocks", peaks_reset_to_the_current_figures)
     crmm_resource_release(p);
 }
 
+/* ---- which free block serves a request (the fit parameter) -------------------------------- */
+
+/* Blocks are cut from the pool's one chunk in address order, each followed by a live 256-byte
+ * separator so that no two free blocks merge; then freed in `freed` order (the last is the
+ * newest); then `request` must get block `expect`. Sizes 36, 36.25 and 36.5 KiB share one size
+ * class (36-36.75 KiB), 35 KiB is in the class below it, 4 KiB has a class of its own. */
+#define FIT_KIB(k) ((size_t)((k) * 1024))
+static const struct fit_case {
+    const char *what;
+    const char *fit;
+    size_t sizes[10];
+    int count;
+    int freed[10];
+    size_t request;
+    int expect;
+} fit_cases[] = {
+    {"the smallest block of the class that holds it", "best",
+     {FIT_KIB(36.5), FIT_KIB(36), FIT_KIB(36.25)}, 3, {0, 1, 2}, FIT_KIB(36), 1},
+    {"the newest block of the class, which holds it", "newest",
+     {FIT_KIB(36.5), FIT_KIB(36), FIT_KIB(36.25)}, 3, {0, 1, 2}, FIT_KIB(36), 2},
+    {"the lowest address among equal sizes", "best",
+     {FIT_KIB(36.25), FIT_KIB(36.25)}, 2, {0, 1}, FIT_KIB(36), 0},
+    {"the newest among equal sizes", "newest",
+     {FIT_KIB(36.25), FIT_KIB(36.25)}, 2, {0, 1}, FIT_KIB(36), 1},
+    {"the smallest block of the lowest class above an empty one", "best",
+     {FIT_KIB(36), FIT_KIB(36.5)}, 2, {0, 1}, FIT_KIB(35), 0},
+    {"the newest block of the lowest class above an empty one", "newest",
+     {FIT_KIB(36), FIT_KIB(36.5)}, 2, {0, 1}, FIT_KIB(35), 1},
+    {"a fitting block among the first 8 of the class, not the best one further in", "best",
+     {FIT_KIB(36), FIT_KIB(36.5), FIT_KIB(36.5), FIT_KIB(36.5), FIT_KIB(36.5), FIT_KIB(36.5), FIT_KIB(36.5),
+      FIT_KIB(36.5), FIT_KIB(36.5), FIT_KIB(36.5)}, 10, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, FIT_KIB(36), 2},
+    {"under 8 KiB the newest block of the size, under best fit too", "best",
+     {FIT_KIB(4), FIT_KIB(4)}, 2, {0, 1}, FIT_KIB(4), 1},
+    {"under 8 KiB the newest block of the size", "newest",
+     {FIT_KIB(4), FIT_KIB(4)}, 2, {0, 1}, FIT_KIB(4), 1},
+};
+
+CRMM_LOOP_TEST_IN("pool_fit", fit_chooses_the_block_it_promises, (int)(sizeof fit_cases / sizeof fit_cases[0]))
+{
+    const struct fit_case *c = &fit_cases[_i];
+    char params[64];
+    snprintf(params, sizeof params, "initial_size=16MiB fit=%s", c->fit);
+    crmm_resource *p = make_pool(params, host_upstream());
+    void *blocks[10], *separators[10];
+    for (int i = 0; i < c->count; i++) {
+        blocks[i] = alloc(p, c->sizes[i]);
+        separators[i] = alloc(p, 256);
+        if (i > 0)
+            ck_assert_uint_gt((uintptr_t)blocks[i], (uintptr_t)blocks[i - 1]); /* as the cases assume */
+    }
+    for (int k = 0; k < c->count; k++)
+        release(p, blocks[c->freed[k]], c->sizes[c->freed[k]]);
+    void *got = alloc(p, c->request);
+    int which = -1;
+    for (int i = 0; i < c->count; i++)
+        if (got == blocks[i])
+            which = i;
+    ck_assert_msg(which == c->expect, "fit = %s, %s: a request of %zu bytes got block %d, not %d", c->fit, c->what,
+                  c->request, which, c->expect);
+    release(p, got, c->request);
+    for (int i = 0; i < c->count; i++)
+        release(p, separators[i], 256);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_FREE), 16 * MiB); /* everything merged back */
+    crmm_resource_release(p);
+}
+
 int main(void)
 {
     Suite *s = suite_create("pool");
@@ -404,6 +473,8 @@ int main(void)
     crmm_test_tcase(s, "pool_blocks", 0);
 
     crmm_test_tcase(s, "pool_growth", 0);
+
+    crmm_test_tcase(s, "pool_fit", 0);
 
     return crmm_test_run(s);
 }

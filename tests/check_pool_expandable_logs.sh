@@ -4,7 +4,8 @@
 # page_moves = wait (the default) and never: the pool never holds more than 1.02 times the most
 # that was live (bert_train: 1.09, the price of not synchronizing at every one of its steps, see
 # docs/expandable-pool.md; gpt2_train without page moves: 1.12, one large request that finds no
-# hole big enough); no pass synchronizes the device (every log is replayed on one stream, whose
+# hole big enough; moe_train under the default: 1.006, which best fit reaches and fit = newest,
+# at 1.0073, does not); no pass synchronizes the device (every log is replayed on one stream, whose
 # own free pages move without waiting), and the warm repeats of the log (passes 1 and 2 on one
 # pool, as `crmm replay --repeats` times them) do not unmap a page either. Counts only, no timing.
 #
@@ -31,6 +32,7 @@ for gz in "$srcdir"/bench/logs/*.csv.gz; do
     limit=1.02
     [ "$name" = bert_train ] && limit=1.09
     [ "$moves/$name" = never/gpt2_train ] && limit=1.12
+    [ "$moves/$name" = wait/moe_train ] && limit=1.006
     verdict=$(awk -v limit="$limit" '$1 ~ /^[0-9]+$/ {
             if ($9 > limit) printf "pass %s holds %s times the peak of live bytes (at most %s); ", $1, $9, limit
             if ($1 > 0 && ($2 > 0 || $5 > 0)) printf "warm pass %s synchronizes %s times and unmaps %s pages; ", $1, $2, $5

@@ -66,8 +66,10 @@ static void park_foreign(pool_graph *g, pool_block *b, crmm_cuda_stream_t stream
 }
 
 /* g's record of `stream` as the calling thread names it, for blocks freed `after` its capture or
- * in it, made when `make` and none exists (NULL when malloc fails). */
-static pool_graph_stream *graph_stream(pool_graph *g, crmm_cuda_stream_t stream, bool after, bool make)
+ * in it, made when `make` and none exists, its lists fitting as the pool's (NULL when malloc
+ * fails). */
+static pool_graph_stream *graph_stream(const pool_resource *p, pool_graph *g, crmm_cuda_stream_t stream, bool after,
+                                       bool make)
 {
     uint64_t thread = thread_serial_of_stream(stream);
     for (pool_graph_stream *gs = g->streams; gs; gs = gs->next)
@@ -79,6 +81,7 @@ static pool_graph_stream *graph_stream(pool_graph *g, crmm_cuda_stream_t stream,
         gs->thread = thread;
         gs->after = after;
         gs->eager = after;
+        gs->area[0].fit = gs->area[1].fit = p->core.streams.fit;
         gs->next = g->streams;
         g->streams = gs;
     }
@@ -115,7 +118,7 @@ static void park_in(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_st
         disown(p, o);
         o = NULL;
     }
-    pool_graph_stream *gs = reusable && (o == NULL || o == g) ? graph_stream(g, stream, after, true) : NULL;
+    pool_graph_stream *gs = reusable && (o == NULL || o == g) ? graph_stream(p, g, stream, after, true) : NULL;
     if (!gs) {
         park_foreign(g, b, stream);
         return;
@@ -146,7 +149,7 @@ static void park(pool_resource *p, pool_graph *g, pool_block *b, crmm_cuda_strea
 
 pool_block *pool_capture_reuse(pool_resource *p, pool_graph *g, size_t size, crmm_cuda_stream_t stream)
 {
-    pool_graph_stream *gs = graph_stream(g, stream, false, false);
+    pool_graph_stream *gs = graph_stream(p, g, stream, false, false);
     if (!gs)
         return NULL;
     pool_free_list *fl = &gs->area[size <= POOL_CAPTURE_SMALL ? 1 : 0];

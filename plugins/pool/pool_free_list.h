@@ -6,10 +6,9 @@
  * equal second-level classes, so a class never spans more than 1/32 of its sizes. Each class is a
  * doubly linked list of free blocks; a bitmap of non-empty first levels and, per first level, a
  * bitmap of non-empty classes find the first non-empty class at or above any size with two
- * count-trailing-zeros. A request is rounded up to the next class boundary first ("good fit"), so
- * any block of the class found is large enough and the head is taken without a scan; only when
- * that finds nothing is the request's own class scanned (pool_free_list_take_slow), so that a
- * block that fits is never missed before the pool grows.
+ * count-trailing-zeros. Which block of the classes that hold the request is taken is the list's
+ * fit (the pool's `fit` parameter, pool_free_list_find); either way a block that fits is never
+ * missed before the pool grows (pool_free_list_fit scans the request's own class last).
  *
  * Inserting a block merges it first with its free neighbours in the same chunk that the same
  * stream state holds (pool_free_list_insert_merging): blocks of other streams stay apart, since
@@ -26,8 +25,18 @@
 #define POOL_SL_COUNT (1u << POOL_SL_SHIFT)
 #define POOL_FL_COUNT (64 - POOL_UNIT_SHIFT - POOL_SL_SHIFT + 1) /* every size below 2^64 */
 
+/* How a list picks among the free blocks that hold a request (the pool's `fit` parameter). */
+typedef enum pool_fit {
+    POOL_FIT_BEST = 0,                           /* the smallest, the lowest address among equals */
+    POOL_FIT_NEWEST = 1                          /* the newest of the first class that holds it */
+} pool_fit;
+
+/* How many blocks of a class POOL_FIT_BEST looks at: a bound on the fast path's work. */
+#define POOL_FIT_SCAN 8
+
 typedef struct pool_free_list {
     uint64_t fl_bitmap;                          /* bit f: some class of level f is non-empty */
+    uint8_t fit;                                 /* pool_fit (0, best fit, in a zeroed list) */
     uint32_t sl_bitmap[POOL_FL_COUNT];           /* bit s of [f]: class (f, s) is non-empty */
     uint64_t bytes;                              /* bytes in all its blocks */
     uint64_t blocks;                             /* number of blocks */
@@ -85,11 +94,27 @@ static inline void pool_free_list_remove(pool_free_list *fl, pool_block *b)
     fl->blocks--;
 }
 
+/* Of the first POOL_FIT_SCAN blocks of the class list that starts at b, the smallest of at least
+ * `size` bytes, the lowest address among equal sizes; NULL when none of them fits. */
+static inline pool_block *pool_free_list_best_of(pool_block *b, size_t size)
+{
+    pool_block *best = NULL;
+    for (unsigned n = 0; b && n < POOL_FIT_SCAN; b = b->u.free.next, n++)
+        if (b->size >= size && (!best || b->size < best->size || (b->size == best->size && b->addr < best->addr)))
+            best = b;
+    return best;
+}
+
 /* A free block of at least `size` bytes (a multiple of 256), or NULL; the block stays in the
- * list. First the newest block of the size's own class when it fits: training frees and asks
- * again for the same shapes, whose sizes mostly fall between class boundaries, and skipping that
- * block for a larger class would split a bigger block every step (docs/expandable-pool.md, Fit).
- * Else the newest block of the lowest class whose every block fits. */
+ * list. Sizes under 8 KiB have a class each, so there the newest block of the first non-empty
+ * class at or above the size is taken under either fit. Above, the size's own class is looked at
+ * first: training frees and asks again for the same shapes, whose sizes mostly fall between class
+ * boundaries, and skipping the blocks that hold them for a larger class would split a bigger block
+ * every step. POOL_FIT_BEST takes the best fit among the first POOL_FIT_SCAN blocks of the own
+ * class, else among those of the lowest non-empty class above it (PyTorch's caching allocator
+ * fits best at the lowest address; on recorded training logs it holds least, docs/expandable-pool.md
+ * Fit). POOL_FIT_NEWEST takes the own class's newest block when it holds the request, else the
+ * newest block of the lowest class above: no scan at all. */
 static inline pool_block *pool_free_list_find(const pool_free_list *fl, size_t size)
 {
     uint64_t u = (uint64_t)size >> POOL_UNIT_SHIFT;
@@ -100,8 +125,14 @@ static inline pool_block *pool_free_list_find(const pool_free_list *fl, size_t s
     } else {
         unsigned msb = 63u - (unsigned)__builtin_clzll(u);
         pool_block *own = fl->heads[msb - POOL_SL_SHIFT + 1][(u >> (msb - POOL_SL_SHIFT)) & (POOL_SL_COUNT - 1)];
-        if (own && own->size >= size)
-            return own;
+        if (own) {
+            if (fl->fit == POOL_FIT_BEST) {
+                if ((own = pool_free_list_best_of(own, size)))
+                    return own;
+            } else if (own->size >= size) {
+                return own;
+            }
+        }
         u += (1ull << (msb - POOL_SL_SHIFT)) - 1; /* up to the next class boundary */
         msb = 63u - (unsigned)__builtin_clzll(u);
         f = msb - POOL_SL_SHIFT + 1;
@@ -117,7 +148,8 @@ static inline pool_block *pool_free_list_find(const pool_free_list *fl, size_t s
         f = (unsigned)__builtin_ctzll(fl_map);
         sl_map = fl->sl_bitmap[f];
     }
-    return fl->heads[f][(unsigned)__builtin_ctz(sl_map)];
+    pool_block *head = fl->heads[f][(unsigned)__builtin_ctz(sl_map)];
+    return f && fl->fit == POOL_FIT_BEST ? pool_free_list_best_of(head, size) : head;
 }
 
 /* Scan the class of `size` itself for a block of at least `size` bytes (the blocks there that

@@ -10,7 +10,8 @@
  * Parameters: initial_size (taken from upstream at creation; default half the device's free
  * memory, and required when the upstream is not device memory, since there is then no device to
  * take a share of), maximum_size (default none), stream_reuse (sync or event: how a block freed
- * on one stream reaches another, see pool_streams.c) and thread_cache (per-thread caches when
+ * on one stream reaches another, see pool_streams.c), fit (which free block serves a request, see
+ * pool_free_list.h) and thread_cache (per-thread caches when
  * threads contend for the pool, see pool_thread_cache.h). Sizes are rounded up to 256 bytes, with an
  * info-level note when that changes them. */
 #include "build_config.h"
@@ -52,6 +53,7 @@ typedef struct pool_config {
     uint64_t page_size;  /* 0: the device's allocation granularity */
     int page_moves;      /* index in "wait|idle|never|budget" (POOL_MOVES_*) */
     int stream_reuse;    /* index in "sync|event" */
+    int fit;             /* index in "best|newest" (pool_fit) */
     int thread_cache;    /* index in "auto|on|off" */
     bool ipc;
     int ipc_handle_type; /* index in "posix_fd|fabric" */
@@ -61,6 +63,7 @@ typedef struct pool_config {
 
 /* The enums' choices, in the order of their rows' `choices`. */
 static const pool_reuse reuse_modes[] = {POOL_REUSE_SYNC, POOL_REUSE_EVENT};
+static const pool_fit fit_modes[] = {POOL_FIT_BEST, POOL_FIT_NEWEST};
 static const uint8_t cache_modes[] = {POOL_CACHE_AUTO, POOL_CACHE_ON, POOL_CACHE_OFF};
 static const uint8_t graphs_modes[] = {POOL_GRAPHS_AUTO, POOL_GRAPHS_ON, POOL_GRAPHS_OFF};
 enum { POOL_IPC_POSIX_FD, POOL_IPC_FABRIC };
@@ -265,7 +268,7 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
     p->capture_gate = capture_check_gate(!real || p->graphs_mode == POOL_GRAPHS_OFF ? CAPTURE_CHECK_NEVER
                                          : p->graphs_mode == POOL_GRAPHS_ON           ? CAPTURE_CHECK_ALWAYS
                                                                                       : CAPTURE_CHECK_AUTO);
-    if ((st = pool_streams_init(&p->core.streams, real, upstream->device, reuse)) != CRMM_OK ||
+    if ((st = pool_streams_init(&p->core.streams, real, upstream->device, reuse, fit_modes[cfg.fit])) != CRMM_OK ||
         !pool_block_map_init(&p->core.live, 1024) || !pool_records_reserve(&p->core.records, POOL_RECORDS_PER_SLAB)) {
         free_state(p);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed", label);
@@ -353,6 +356,13 @@ static const crmm_param pool_params[] = {
              "recorded on the freeing stream, without blocking the host, but a stream that freed memory must not be "
              "destroyed before crmm_pool_forget_stream() is called for it",
      .offset = offsetof(pool_config, stream_reuse), .choices = "sync|event"},
+    {.key = "fit", .type = CRMM_PARAM_ENUM, .default_value = "best",
+     .help = "which free block serves a request of 8 KiB or more: best = the smallest that holds it among the first 8 "
+             "of its size class (of the lowest class above when none there does), the lowest address among equal "
+             "sizes, as PyTorch's caching allocator fits; newest = the most recently freed block of the first class "
+             "that holds it, without a scan. A smaller request takes the newest block of the first class at or above its "
+             "size either way (below 8 KiB each size has a class of its own)",
+     .offset = offsetof(pool_config, fit), .choices = "best|newest"},
     {.key = "thread_cache", .type = CRMM_PARAM_ENUM, .default_value = "auto",
      .help = "per-thread caches: each thread keeps the blocks it frees on a stream (up to 255, none over 64 MiB) and "
              "takes them back without the pool's lock; before the pool grows, the growing thread's cache is emptied "

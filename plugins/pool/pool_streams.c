@@ -74,21 +74,22 @@
 #include "../common/capture_check.h"
 #include "pool_streams.h"
 
-static pool_stream *new_state(crmm_cuda_stream_t handle, uint64_t thread)
+static pool_stream *new_state(const pool_streams *ss, crmm_cuda_stream_t handle, uint64_t thread)
 {
     pool_stream *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
+    s->free.fit = ss->fit;
     s->handle = handle;
     s->thread = thread;
     return s;
 }
 
-crmm_status pool_streams_init(pool_streams *ss, bool real, int device, pool_reuse reuse)
+crmm_status pool_streams_init(pool_streams *ss, bool real, int device, pool_reuse reuse, pool_fit fit)
 {
-    *ss = (pool_streams){.real = real, .by_event = reuse == POOL_REUSE_EVENT, .device = device};
+    *ss = (pool_streams){.real = real, .by_event = reuse == POOL_REUSE_EVENT, .fit = (uint8_t)fit, .device = device};
     if (!real) {
-        ss->last = new_state(NULL, 0);
+        ss->last = new_state(ss, NULL, 0);
         if (!ss->last)
             return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed");
     }
@@ -124,7 +125,7 @@ pool_stream *pool_streams_find_slow(pool_streams *ss, crmm_cuda_stream_t handle,
         ss->all = all;
         ss->capacity = cap;
     }
-    pool_stream *s = new_state(handle, thread);
+    pool_stream *s = new_state(ss, handle, thread);
     if (!s) {
         crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed");
         return NULL;

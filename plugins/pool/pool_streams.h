@@ -33,6 +33,7 @@ typedef struct pool_streams {
     size_t count, capacity;
     bool real;                     /* device memory: streams matter (false: one state for all) */
     bool by_event;                 /* stream_reuse: POOL_REUSE_EVENT (false: POOL_REUSE_SYNC) */
+    uint8_t fit;                   /* pool_fit of every state's list (the fit parameter) */
     int device;                    /* CUDA device of the pool (for the event and synchronizing) */
     void *event;                   /* cudaEvent_t, made at the first take by event; or NULL */
     const bool *capture_gate;      /* the pool's gate (capture_check.h): ask whether a stream whose
@@ -42,8 +43,9 @@ typedef struct pool_streams {
 } pool_streams;
 
 /* Set up: with `real` false the single state for every stream; with it true an empty set that
- * orders streams as `reuse` says. CRMM_ERROR_OUT_OF_MEMORY when malloc fails. */
-crmm_status pool_streams_init(pool_streams *ss, bool real, int device, pool_reuse reuse);
+ * orders streams as `reuse` says. Every state's list fits as `fit` says. CRMM_ERROR_OUT_OF_MEMORY
+ * when malloc fails. */
+crmm_status pool_streams_init(pool_streams *ss, bool real, int device, pool_reuse reuse, pool_fit fit);
 /* Free every state (their lists must hold nothing that is still needed) and the event. No CUDA
  * call once the process is exiting. */
 void pool_streams_free(pool_streams *ss);
