@@ -21,7 +21,8 @@ Modes: native (PyTorch's caching allocator), expandable (PYTORCH_CUDA_ALLOC_CONF
 expandable_segments:True, set before torch is imported), crmm (crmm.allocators.torch.use_crmm()
 with $CRMM_CONFIG, the default config conf/crmm.ini when run by torch_workloads.sh), and, for a
 diagnosis not run by default, crmm_idle, crmm_never and crmm_budget (the default config's pool with
-page_moves = idle, never or budget, see docs/expandable-pool.md), and crmm_chunked (crmm's pool growing by cudaMalloc chunks instead of
+page_moves = idle, never or budget, see docs/expandable-pool.md), crmm_newest (the default config's
+pool with fit = newest instead of best), and crmm_chunked (crmm's pool growing by cudaMalloc chunks instead of
 mapping pages: the same allocator work over memory that is not mapped page by page, which tells
 a cost of the allocator from a cost of page-mapped memory in the kernels).
 
@@ -46,7 +47,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", choices=sorted(WORKLOADS))
     ap.add_argument("--mode", choices=["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_budget",
-                                       "crmm_chunked", "crmm_split", "crmm_split_never", *PAGE_SIZE_CONFIGS])
+                                       "crmm_newest", "crmm_chunked", "crmm_split", "crmm_split_never", *PAGE_SIZE_CONFIGS])
     ap.add_argument("--record", metavar="LOG.csv", help="crmm modes: write the allocation log here")
     ap.add_argument("--run", type=int, default=0, help="the run's number, copied to the output")
     ap.add_argument("--steps", type=int, help="dyn_train, moe and vit: training steps (default 10, vit 8); the workload is "
@@ -85,6 +86,7 @@ def recorded(text, log):
 DEFAULT_POOL_CONFIG = pool_config("expandable = true")
 CHUNKED_CONFIG = pool_config("initial_size = 0")
 PAGE_MOVES_CONFIG = pool_config("expandable = true\npage_moves = {moves}")
+NEWEST_FIT_CONFIG = pool_config("expandable = true\nfit = newest")
 # captures on memory of their own, as PyTorch's private graph pools (docs/cuda-graphs.md)
 PRIVATE_GRAPH_CONFIG = pool_config("expandable = true\ngraph_pool = private")
 # where tensors land: blocks aligned to 512 bytes (PyTorch's rounding), or large ones (>= 1 MiB)
@@ -109,6 +111,8 @@ def use_crmm(record, mode="crmm"):
     text = None
     if mode == "crmm_chunked":
         text = CHUNKED_CONFIG
+    elif mode == "crmm_newest":
+        text = NEWEST_FIT_CONFIG
     elif mode == "crmm_private":
         text = PRIVATE_GRAPH_CONFIG
     elif mode in ("crmm_idle", "crmm_never", "crmm_budget"):
