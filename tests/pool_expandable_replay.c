@@ -5,7 +5,7 @@
  * plugins/pool/pool_expand.c, which crmm replay can only time on a GPU.
  *
  *   tests/pool_expandable_replay [--repeats N] [--page BYTES] [--params "k=v ..."] [--trace PASS] [--gaps LINE]
- *                                [--streams] [--busy CALLS] [--capture STREAM] LOG.csv
+ *                                [--streams] [--busy CALLS] [--capture STREAM] [--shuffle-small-frees SEED] LOG.csv
  *
  * The passes are those of `crmm replay`: the log's calls in order on one stream (with --streams,
  * on a stream of their own for each stream the log names, as the process made them), every
@@ -22,7 +22,9 @@
  * stream's (a program's later frees of the graph's blocks come after the capture), and says what the
  * graph's allocations touched: how many distinct addresses and 2 MiB pages, over what span of
  * addresses, and how much the graph holds at the capture's end; the graph is destroyed at the end
- * of each pass. */
+ * of each pass. --shuffle-small-frees SEED reorders, within each run of consecutive frees, the
+ * frees of blocks of up to 8 KiB of each stream among themselves (a seeded shuffle): the order that
+ * changes from one process to the next when PyTorch releases a step's small tensors. */
 #include "build_config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +74,51 @@ static cudaStream_t stream_of(const replay_event *ev)
     if (k == 64)
         k = 63;
     return (cudaStream_t)(uintptr_t)(0x1000 + 0x100 * k);
+}
+
+/* --shuffle-small-frees: within each run of consecutive frees, shuffle the frees of blocks of up to
+ * 8 KiB of each stream among their places (Fisher-Yates, xorshift64 seeded by `seed`), keeping
+ * every allocation's index of its free true. */
+static void shuffle_small_frees(replay_log *log, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    size_t *at = malloc((log->count ? log->count : 1) * sizeof *at);
+    if (!at)
+        return;
+    replay_event *ev = log->events;
+    for (size_t i = 0, j; i < log->count; i = j) {
+        for (j = i; j < log->count && ev[j].action == REPLAY_FREE; j++)
+            ;
+        if (j == i) {
+            j++;
+            continue;
+        }
+        for (size_t first = i; first < j; first++) { /* one stream at a time: its first small free */
+            if (ev[first].pair < 0 || ev[ev[first].pair].size > 8192)
+                continue;
+            uint64_t stream = ev[first].stream;
+            bool seen = false;
+            for (size_t k = i; k < first && !seen; k++)
+                seen = ev[k].pair >= 0 && ev[ev[k].pair].size <= 8192 && ev[k].stream == stream;
+            if (seen)
+                continue;
+            size_t n = 0;
+            for (size_t k = first; k < j; k++)
+                if (ev[k].pair >= 0 && ev[ev[k].pair].size <= 8192 && ev[k].stream == stream)
+                    at[n++] = k;
+            while (n > 1) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                size_t a = at[n - 1], b = at[x % n];
+                replay_event t = ev[a];
+                ev[a] = ev[b];
+                ev[b] = t;
+                ev[ev[a].pair].pair = (int64_t)a;
+                ev[ev[b].pair].pair = (int64_t)b;
+                n--;
+            }
+        }
+    }
+    free(at);
 }
 
 /* --trace: a new peak of what the pool holds, with its free bytes and largest free block. */
@@ -252,6 +299,8 @@ struct run {
     size_t page;
     unsigned repeats;
     int trace, status;
+    bool shuffle;          /* --shuffle-small-frees given */
+    uint64_t shuffle_seed;
 };
 static struct run the_run;
 
@@ -263,6 +312,8 @@ static int run_replay(struct run *r)
         fprintf(stderr, "%s\n", crmm_last_error());
         return r->status = 1;
     }
+    if (r->shuffle)
+        shuffle_small_frees(&log, r->shuffle_seed);
     fake_vmm_reset(r->page, 141 * GiB);
     if (capture_stream)
         crmm_graph_capture_enable(true); /* as a program that captures says */
@@ -302,7 +353,7 @@ END_TEST
 static int usage(void)
 {
     fprintf(stderr, "usage: pool_expandable_replay [--repeats N] [--page BYTES] [--params \"k=v ...\"] [--trace PASS] "
-                    "[--gaps LINE] [--streams] [--busy CALLS] [--capture STREAM] LOG.csv\n");
+                    "[--gaps LINE] [--streams] [--busy CALLS] [--capture STREAM] [--shuffle-small-frees SEED] LOG.csv\n");
     return 2;
 }
 
@@ -312,6 +363,8 @@ int main(int argc, char **argv)
     size_t page = 2 * MiB;
     const char *params = "", *path = NULL;
     int trace = -1;
+    bool shuffle = false;
+    uint64_t shuffle_seed = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc)
             repeats = (unsigned)strtoul(argv[++i], NULL, 0);
@@ -329,6 +382,8 @@ int main(int argc, char **argv)
             capture_stream = strtoull(argv[++i], NULL, 0), own_streams = true;
         else if (strcmp(argv[i], "--busy") == 0 && i + 1 < argc)
             busy_calls = (size_t)strtoull(argv[++i], NULL, 0);
+        else if (strcmp(argv[i], "--shuffle-small-frees") == 0 && i + 1 < argc)
+            shuffle = true, shuffle_seed = strtoull(argv[++i], NULL, 0);
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else
@@ -336,7 +391,7 @@ int main(int argc, char **argv)
     }
     if (!path || !page || (page & (page - 1)))
         return usage();
-    the_run = (struct run){path, params, page, repeats, trace, 0};
+    the_run = (struct run){path, params, page, repeats, trace, 0, shuffle, shuffle_seed};
     if (!capture_stream)
         return run_replay(&the_run);
     /* the scripted capture asserts with Check, which wants a test runner: one test, not forked */
