@@ -401,7 +401,7 @@ CRMM_TEST_IN("pool_blocks", peaks_reset_to_the_current_figures)
 /* Blocks are cut from the pool's one chunk in address order, each followed by a live 256-byte
  * separator so that no two free blocks merge; then freed in `freed` order (the last is the
  * newest); then `request` must get block `expect`. Sizes 36, 36.25 and 36.5 KiB share one size
- * class (36-36.75 KiB), 35 KiB is in the class below it, 4 KiB has a class of its own. */
+ * class (36-36.75 KiB), 35 KiB is in the class below it, 4 and 5 KiB have a class each. */
 #define FIT_KIB(k) ((size_t)((k) * 1024))
 static const struct fit_case {
     const char *what;
@@ -427,10 +427,18 @@ static const struct fit_case {
     {"a fitting block among the first 8 of the class, not the best one further in", "best",
      {FIT_KIB(36), FIT_KIB(36.5), FIT_KIB(36.5), FIT_KIB(36.5), FIT_KIB(36.5), FIT_KIB(36.5), FIT_KIB(36.5),
       FIT_KIB(36.5), FIT_KIB(36.5), FIT_KIB(36.5)}, 10, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, FIT_KIB(36), 2},
-    {"under 8 KiB the newest block of the size, under best fit too", "best",
-     {FIT_KIB(4), FIT_KIB(4)}, 2, {0, 1}, FIT_KIB(4), 1},
+    {"under 8 KiB the lowest address of the size, not the newest", "best",
+     {FIT_KIB(4), FIT_KIB(4), FIT_KIB(4)}, 3, {0, 1, 2}, FIT_KIB(4), 0},
+    {"under 8 KiB the lowest address of the size, whatever order they were freed in", "best",
+     {FIT_KIB(4), FIT_KIB(4), FIT_KIB(4)}, 3, {2, 0, 1}, FIT_KIB(4), 0},
     {"under 8 KiB the newest block of the size", "newest",
-     {FIT_KIB(4), FIT_KIB(4)}, 2, {0, 1}, FIT_KIB(4), 1},
+     {FIT_KIB(4), FIT_KIB(4), FIT_KIB(4)}, 3, {0, 1, 2}, FIT_KIB(4), 2},
+    {"under 8 KiB the lowest address among the first 4 of the size, not one further in", "best",
+     {FIT_KIB(4), FIT_KIB(4), FIT_KIB(4), FIT_KIB(4), FIT_KIB(4)}, 5, {0, 1, 2, 3, 4}, FIT_KIB(4), 1},
+    {"under 8 KiB the lowest address of the first larger size when the own is empty", "best",
+     {FIT_KIB(5), FIT_KIB(5)}, 2, {0, 1}, FIT_KIB(4), 0},
+    {"under 8 KiB the newest block of the first larger size when the own is empty", "newest",
+     {FIT_KIB(5), FIT_KIB(5)}, 2, {0, 1}, FIT_KIB(4), 1},
 };
 
 CRMM_LOOP_TEST_IN("pool_fit", fit_chooses_the_block_it_promises, (int)(sizeof fit_cases / sizeof fit_cases[0]))

@@ -4,8 +4,10 @@
 # page_moves = wait (the default) and never: the pool never holds more than 1.02 times the most
 # that was live (bert_train: 1.09, the price of not synchronizing at every one of its steps, see
 # docs/expandable-pool.md; gpt2_train without page moves: 1.12, one large request that finds no
-# hole big enough; moe_train under the default: 1.006, which best fit reaches and fit = newest,
-# at 1.0073, does not); no pass synchronizes the device (every log is replayed on one stream, whose
+# hole big enough; moe_train under the default: 1.006 in its first pass, which best fit reaches and
+# fit = newest, at 1.0073, does not, and 1.008 in its warm ones, also with its small frees in three
+# other orders, as processes make them, where taking a small class's newest block held 1.0084);
+# no pass synchronizes the device (every log is replayed on one stream, whose
 # own free pages move without waiting), and the warm repeats of the log (passes 1 and 2 on one
 # pool, as `crmm replay --repeats` times them) do not unmap a page either. Counts only, no timing.
 #
@@ -19,32 +21,44 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/crmm-logs-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 failures=0
-for gz in "$srcdir"/bench/logs/*.csv.gz; do
-    name=$(basename "$gz" .csv.gz)
-    zcat "$gz" >"$tmp/log.csv" || { echo "FAIL: zcat $gz"; failures=$((failures + 1)); continue; }
-    for moves in wait never; do
-    if ! "$replay" --repeats 2 --params "page_moves=$moves" "$tmp/log.csv" >"$tmp/out" 2>&1; then
-        echo "FAIL: $name ($moves): the replay failed:"; cat "$tmp/out"
+# check NAME MOVES [REPLAY OPTIONS]: replay $tmp/log.csv under page_moves=MOVES and judge the passes
+check() {
+    name=$1 moves=$2; shift 2
+    what="$name ($moves${1:+ $*})"
+    if ! "$replay" --repeats 2 --params "page_moves=$moves" "$@" "$tmp/log.csv" >"$tmp/out" 2>&1; then
+        echo "FAIL: $what: the replay failed:"; cat "$tmp/out"
         failures=$((failures + 1))
-        continue
+        return
     fi
     # the rows: pass syncs growths maps unmaps creates peak_reserved peak_live ratio peak_at_line
     limit=1.02
     [ "$name" = bert_train ] && limit=1.09
     [ "$moves/$name" = never/gpt2_train ] && limit=1.12
-    [ "$moves/$name" = wait/moe_train ] && limit=1.006
-    verdict=$(awk -v limit="$limit" '$1 ~ /^[0-9]+$/ {
-            if ($9 > limit) printf "pass %s holds %s times the peak of live bytes (at most %s); ", $1, $9, limit
+    warm=$limit
+    [ "$moves/$name" = wait/moe_train ] && limit=1.006 warm=1.008
+    verdict=$(awk -v limit="$limit" -v warm="$warm" '$1 ~ /^[0-9]+$/ {
+            at_most = $1 > 0 ? warm : limit
+            if ($9 > at_most) printf "pass %s holds %s times the peak of live bytes (at most %s); ", $1, $9, at_most
             if ($1 > 0 && ($2 > 0 || $5 > 0)) printf "warm pass %s synchronizes %s times and unmaps %s pages; ", $1, $2, $5
             if ($2 > 0) printf "pass %s synchronizes %s times, where one stream moves its own pages without waiting; ", $1, $2
             rows++
         } END { if (rows != 3) printf "%d passes reported, not 3", rows }' "$tmp/out")
     if [ -n "$verdict" ]; then
-        echo "FAIL: $name ($moves): $verdict"; cat "$tmp/out"
+        echo "FAIL: $what: $verdict"; cat "$tmp/out"
         failures=$((failures + 1))
     else
-        echo "ok: $name ($moves)"
+        echo "ok: $what"
     fi
-    done
+}
+for gz in "$srcdir"/bench/logs/*.csv.gz; do
+    name=$(basename "$gz" .csv.gz)
+    zcat "$gz" >"$tmp/log.csv" || { echo "FAIL: zcat $gz"; failures=$((failures + 1)); continue; }
+    check "$name" wait
+    check "$name" never
+    # a process frees a step's small tensors in an order of its own: moe_train holds the same
+    # under three such orders (seeds under which the newest small block held 1.0084)
+    if [ "$name" = moe_train ]; then
+        for seed in 2 4 5; do check "$name" wait --shuffle-small-frees $seed; done
+    fi
 done
 [ "$failures" -eq 0 ]

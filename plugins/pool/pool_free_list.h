@@ -31,8 +31,11 @@ typedef enum pool_fit {
     POOL_FIT_NEWEST = 1                          /* the newest of the first class that holds it */
 } pool_fit;
 
-/* How many blocks of a class POOL_FIT_BEST looks at: a bound on the fast path's work. */
+/* How many blocks of a class POOL_FIT_BEST looks at: a bound on the fast path's work. Classes
+ * under 8 KiB, where the smallest and most frequent requests fall and every block of a class has
+ * one size, are looked at for fewer. */
 #define POOL_FIT_SCAN 8
+#define POOL_FIT_SCAN_SMALL 4
 
 typedef struct pool_free_list {
     uint64_t fl_bitmap;                          /* bit f: some class of level f is non-empty */
@@ -105,16 +108,31 @@ static inline pool_block *pool_free_list_best_of(pool_block *b, size_t size)
     return best;
 }
 
+/* Of the first POOL_FIT_SCAN_SMALL blocks of the class list that starts at b (not NULL; a class
+ * under 8 KiB, whose blocks all have one size), the one at the lowest address. */
+static inline pool_block *pool_free_list_lowest_of(pool_block *b)
+{
+    pool_block *low = b;
+    for (unsigned n = 1; (b = b->u.free.next) && n < POOL_FIT_SCAN_SMALL; n++)
+        if (b->addr < low->addr)
+            low = b;
+    return low;
+}
+
 /* A free block of at least `size` bytes (a multiple of 256), or NULL; the block stays in the
- * list. Sizes under 8 KiB have a class each, so there the newest block of the first non-empty
- * class at or above the size is taken under either fit. Above, the size's own class is looked at
- * first: training frees and asks again for the same shapes, whose sizes mostly fall between class
- * boundaries, and skipping the blocks that hold them for a larger class would split a bigger block
- * every step. POOL_FIT_BEST takes the best fit among the first POOL_FIT_SCAN blocks of the own
- * class, else among those of the lowest non-empty class above it (PyTorch's caching allocator
- * fits best at the lowest address; on recorded training logs it holds least, docs/expandable-pool.md
- * Fit). POOL_FIT_NEWEST takes the own class's newest block when it holds the request, else the
- * newest block of the lowest class above: no scan at all. */
+ * list. Sizes under 8 KiB have a class each (every block in it has that size), so there the first
+ * non-empty class at or above the size holds the request: POOL_FIT_BEST takes the lowest address
+ * among its first POOL_FIT_SCAN_SMALL blocks, so that which small block serves a request depends
+ * on where the free blocks lie and not on the order they were freed in (a process frees a step's
+ * small tensors in an order that changes from run to run; docs/expandable-pool.md Fit).
+ * Above, the size's own class is looked at first: training frees and asks again for the same
+ * shapes, whose sizes mostly fall between class boundaries, and skipping the blocks that hold
+ * them for a larger class would split a bigger block every step. POOL_FIT_BEST takes the best fit
+ * among the first POOL_FIT_SCAN blocks of the own class, else among those of the lowest non-empty
+ * class above it (PyTorch's caching allocator fits best at the lowest address; on recorded
+ * training logs it holds least, docs/expandable-pool.md Fit). POOL_FIT_NEWEST takes the newest
+ * block of the first class that holds the request, the own class's when its newest does: no
+ * scan at all. */
 static inline pool_block *pool_free_list_find(const pool_free_list *fl, size_t size)
 {
     uint64_t u = (uint64_t)size >> POOL_UNIT_SHIFT;
@@ -149,7 +167,9 @@ static inline pool_block *pool_free_list_find(const pool_free_list *fl, size_t s
         sl_map = fl->sl_bitmap[f];
     }
     pool_block *head = fl->heads[f][(unsigned)__builtin_ctz(sl_map)];
-    return f && fl->fit == POOL_FIT_BEST ? pool_free_list_best_of(head, size) : head;
+    if (fl->fit != POOL_FIT_BEST)
+        return head;
+    return f ? pool_free_list_best_of(head, size) : pool_free_list_lowest_of(head);
 }
 
 /* Scan the class of `size` itself for a block of at least `size` bytes (the blocks there that

@@ -357,11 +357,12 @@ static const crmm_param pool_params[] = {
              "destroyed before crmm_pool_forget_stream() is called for it",
      .offset = offsetof(pool_config, stream_reuse), .choices = "sync|event"},
     {.key = "fit", .type = CRMM_PARAM_ENUM, .default_value = "best",
-     .help = "which free block serves a request of 8 KiB or more: best = the smallest that holds it among the first 8 "
-             "of its size class (of the lowest class above when none there does), the lowest address among equal "
-             "sizes, as PyTorch's caching allocator fits; newest = the most recently freed block of the first class "
-             "that holds it, without a scan. A smaller request takes the newest block of the first class at or above its "
-             "size either way (below 8 KiB each size has a class of its own)",
+     .help = "which free block serves a request: best = the smallest that holds it among the first 8 of its size "
+             "class (of the lowest class above when none there does), the lowest address among equal sizes, as "
+             "PyTorch's caching allocator fits; under 8 KiB, where each size has a class of its own, the lowest "
+             "address among the first 4 blocks of the first class at or above the size, so that the order in which "
+             "small blocks were freed does not decide where they go; newest = the most recently freed block of the "
+             "first class that holds it, without a scan",
      .offset = offsetof(pool_config, fit), .choices = "best|newest"},
     {.key = "thread_cache", .type = CRMM_PARAM_ENUM, .default_value = "auto",
      .help = "per-thread caches: each thread keeps the blocks it frees on a stream (up to 255, none over 64 MiB) and "
