@@ -78,47 +78,54 @@ static cudaStream_t stream_of(const replay_event *ev)
 
 /* --shuffle-small-frees: within each run of consecutive frees, shuffle the frees of blocks of up to
  * 8 KiB of each stream among their places (Fisher-Yates, xorshift64 seeded by `seed`), keeping
- * every allocation's index of its free true. */
-static void shuffle_small_frees(replay_log *log, uint64_t seed)
+ * every allocation's index of its free true. False when there is no memory for it. */
+static const replay_event *shuffled_events; /* for by_stream: the tool runs one replay at a time */
+
+static bool small_free(const replay_event *ev, size_t k)
+{
+    return ev[k].action == REPLAY_FREE && ev[k].pair >= 0 && ev[ev[k].pair].size <= 8192;
+}
+
+/* qsort order of event indices: by stream, then by place in the log */
+static int by_stream(const void *x, const void *y)
+{
+    size_t a = *(const size_t *)x, b = *(const size_t *)y;
+    uint64_t sa = shuffled_events[a].stream, sb = shuffled_events[b].stream;
+    return sa != sb ? (sa < sb ? -1 : 1) : (a > b) - (a < b);
+}
+
+static bool shuffle_small_frees(replay_log *log, uint64_t seed)
 {
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
     size_t *at = malloc((log->count ? log->count : 1) * sizeof *at);
     if (!at)
-        return;
+        return false;
     replay_event *ev = log->events;
+    shuffled_events = ev;
     for (size_t i = 0, j; i < log->count; i = j) {
+        size_t n = 0;
         for (j = i; j < log->count && ev[j].action == REPLAY_FREE; j++)
-            ;
-        if (j == i) {
+            if (small_free(ev, j))
+                at[n++] = j;
+        if (j == i)
             j++;
-            continue;
-        }
-        for (size_t first = i; first < j; first++) { /* one stream at a time: its first small free */
-            if (ev[first].pair < 0 || ev[ev[first].pair].size > 8192)
-                continue;
-            uint64_t stream = ev[first].stream;
-            bool seen = false;
-            for (size_t k = i; k < first && !seen; k++)
-                seen = ev[k].pair >= 0 && ev[ev[k].pair].size <= 8192 && ev[k].stream == stream;
-            if (seen)
-                continue;
-            size_t n = 0;
-            for (size_t k = first; k < j; k++)
-                if (ev[k].pair >= 0 && ev[ev[k].pair].size <= 8192 && ev[k].stream == stream)
-                    at[n++] = k;
-            while (n > 1) {
+        qsort(at, n, sizeof *at, by_stream);
+        for (size_t lo = 0, hi; lo < n; lo = hi) { /* at[lo, hi): one stream's small frees */
+            for (hi = lo + 1; hi < n && ev[at[hi]].stream == ev[at[lo]].stream; hi++)
+                ;
+            for (size_t m = hi - lo; m > 1; m--) {
                 x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-                size_t a = at[n - 1], b = at[x % n];
+                size_t a = at[lo + m - 1], b = at[lo + x % m];
                 replay_event t = ev[a];
                 ev[a] = ev[b];
                 ev[b] = t;
                 ev[ev[a].pair].pair = (int64_t)a;
                 ev[ev[b].pair].pair = (int64_t)b;
-                n--;
             }
         }
     }
     free(at);
+    return true;
 }
 
 /* --trace: a new peak of what the pool holds, with its free bytes and largest free block. */
@@ -312,8 +319,11 @@ static int run_replay(struct run *r)
         fprintf(stderr, "%s\n", crmm_last_error());
         return r->status = 1;
     }
-    if (r->shuffle)
-        shuffle_small_frees(&log, r->shuffle_seed);
+    if (r->shuffle && !shuffle_small_frees(&log, r->shuffle_seed)) {
+        fprintf(stderr, "--shuffle-small-frees: malloc failed\n");
+        replay_log_free(&log);
+        return r->status = 1;
+    }
     fake_vmm_reset(r->page, 141 * GiB);
     if (capture_stream)
         crmm_graph_capture_enable(true); /* as a program that captures says */
