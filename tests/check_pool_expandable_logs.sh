@@ -5,8 +5,8 @@
 # that was live (bert_train: 1.09, the price of not synchronizing at every one of its steps, see
 # docs/expandable-pool.md; gpt2_train without page moves: 1.12, one large request that finds no
 # hole big enough; moe_train under the default: 1.006 in its first pass, which best fit reaches and
-# fit = newest, at 1.0073, does not, and 1.008 in its warm ones, also with its small frees in three
-# other orders, as processes make them, where taking a small class's newest block held 1.0084);
+# fit = newest does not, and 1.008 in its warm ones, also with its small frees in three other
+# orders, as processes make them, under which taking a small class's newest block holds more);
 # no pass synchronizes the device (every log is replayed on one stream, whose
 # own free pages move without waiting), and the warm repeats of the log (passes 1 and 2 on one
 # pool, as `crmm replay --repeats` times them) do not unmap a page either. Counts only, no timing.
@@ -56,7 +56,7 @@ for gz in "$srcdir"/bench/logs/*.csv.gz; do
     check "$name" wait
     check "$name" never
     # a process frees a step's small tensors in an order of its own: moe_train holds the same
-    # under three such orders (seeds under which the newest small block held 1.0084)
+    # under three such orders (seeds under which taking the newest small block holds more)
     if [ "$name" = moe_train ]; then
         for seed in 2 4 5; do check "$name" wait --shuffle-small-frees $seed; done
     fi

@@ -97,26 +97,15 @@ static inline void pool_free_list_remove(pool_free_list *fl, pool_block *b)
     fl->blocks--;
 }
 
-/* Of the first POOL_FIT_SCAN blocks of the class list that starts at b, the smallest of at least
- * `size` bytes, the lowest address among equal sizes; NULL when none of them fits. */
-static inline pool_block *pool_free_list_best_of(pool_block *b, size_t size)
+/* Of the first `scan` blocks of the class list that starts at b, the smallest of at least `size`
+ * bytes, the lowest address among equal sizes; NULL when none of them fits. */
+static inline pool_block *pool_free_list_best_of(pool_block *b, size_t size, unsigned scan)
 {
     pool_block *best = NULL;
-    for (unsigned n = 0; b && n < POOL_FIT_SCAN; b = b->u.free.next, n++)
+    for (unsigned n = 0; b && n < scan; b = b->u.free.next, n++)
         if (b->size >= size && (!best || b->size < best->size || (b->size == best->size && b->addr < best->addr)))
             best = b;
     return best;
-}
-
-/* Of the first POOL_FIT_SCAN_SMALL blocks of the class list that starts at b (not NULL; a class
- * under 8 KiB, whose blocks all have one size), the one at the lowest address. */
-static inline pool_block *pool_free_list_lowest_of(pool_block *b)
-{
-    pool_block *low = b;
-    for (unsigned n = 1; (b = b->u.free.next) && n < POOL_FIT_SCAN_SMALL; n++)
-        if (b->addr < low->addr)
-            low = b;
-    return low;
 }
 
 /* A free block of at least `size` bytes (a multiple of 256), or NULL; the block stays in the
@@ -145,7 +134,7 @@ static inline pool_block *pool_free_list_find(const pool_free_list *fl, size_t s
         pool_block *own = fl->heads[msb - POOL_SL_SHIFT + 1][(u >> (msb - POOL_SL_SHIFT)) & (POOL_SL_COUNT - 1)];
         if (own) {
             if (fl->fit == POOL_FIT_BEST) {
-                if ((own = pool_free_list_best_of(own, size)))
+                if ((own = pool_free_list_best_of(own, size, POOL_FIT_SCAN)))
                     return own;
             } else if (own->size >= size) {
                 return own;
@@ -169,7 +158,7 @@ static inline pool_block *pool_free_list_find(const pool_free_list *fl, size_t s
     pool_block *head = fl->heads[f][(unsigned)__builtin_ctz(sl_map)];
     if (fl->fit != POOL_FIT_BEST)
         return head;
-    return f ? pool_free_list_best_of(head, size) : pool_free_list_lowest_of(head);
+    return pool_free_list_best_of(head, size, f ? POOL_FIT_SCAN : POOL_FIT_SCAN_SMALL);
 }
 
 /* Scan the class of `size` itself for a block of at least `size` bytes (the blocks there that
