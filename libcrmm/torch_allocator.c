@@ -13,6 +13,7 @@
 #include <crmm/config.h>
 #include <crmm/cuda_support.h>
 #include <crmm/error.h>
+#include <crmm/fork_guard.h>
 #include <crmm/log.h>
 #include <crmm/plugin.h>
 #include <crmm/resource.h>
@@ -25,6 +26,24 @@ static char init_message[1024]; /* why init failed, for the threads that did not
 /* The devices crmm_torch_allocate has served: set once each, read by crmm_torch_empty_cache and
  * crmm_torch_device_served (relaxed: a flag, not a handover of memory). */
 static bool served[CRMM_MAX_DEVICES];
+
+/* One per device, held across each allocation made under a memory fraction, as PyTorch's
+ * allocator holds its device's lock: the check after an allocation sees no other thread's request
+ * half made, so two threads near the limit are not both refused for memory that only their sum
+ * passes. Made before the first allocation (init_library). They guard no data, so a fork does not
+ * take them (a thread holding one may be inside a resource whose locks the fork takes) and a
+ * forked child makes them anew. */
+static pthread_mutex_t limit_locks[CRMM_MAX_DEVICES];
+
+static void make_limit_locks(void)
+{
+    for (int device = 0; device < CRMM_MAX_DEVICES; device++)
+        pthread_mutex_init(&limit_locks[device], NULL);
+}
+
+static void nothing(void *arg) { (void)arg; }
+static void make_limit_locks_in_child(void *arg) { (void)arg; make_limit_locks(); }
+static crmm_fork_guard limit_locks_guard = {.prepare = nothing, .parent = nothing, .child = make_limit_locks_in_child};
 
 static void report_init_failure(void)
 {
@@ -43,6 +62,8 @@ static void report_init_failure(void)
 
 static void init_library(void)
 {
+    make_limit_locks();
+    crmm_fork_guard_add(&limit_locks_guard);
     /* PyTorch captures streams (torch.cuda.graph, torch.compile): the pool must ask whether they are */
     crmm_graph_capture_enable(true);
     if (crmm_current_config()) {
@@ -140,10 +161,16 @@ crmm_status crmm_torch_allocate_checked(ssize_t size, int device, crmm_cuda_stre
     crmm_status st = crmm_cuda_device_enter(device, &guard);
     if (st == CRMM_OK) {
         uint64_t limit = limit_of(device); /* a device with a resource is < CRMM_MAX_DEVICES */
-        if (limit && (uint64_t)size > limit - 1)
+        if (!limit) {
+            st = crmm_resource_allocate(mr, (size_t)size, stream, ptr);
+        } else if ((uint64_t)size > limit - 1) {
             st = past_limit(size, device, 0, limit - 1);
-        else if ((st = crmm_resource_allocate(mr, (size_t)size, stream, ptr)) == CRMM_OK && limit)
-            st = keep_within(mr, device, limit - 1, (size_t)size, stream, ptr);
+        } else {
+            pthread_mutex_lock(&limit_locks[device]);
+            if ((st = crmm_resource_allocate(mr, (size_t)size, stream, ptr)) == CRMM_OK)
+                st = keep_within(mr, device, limit - 1, (size_t)size, stream, ptr);
+            pthread_mutex_unlock(&limit_locks[device]);
+        }
         crmm_cuda_device_restore(&guard);
     }
     if (st != CRMM_OK)

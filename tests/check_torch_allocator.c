@@ -10,9 +10,11 @@
 #include "build_config.h"
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include <crmm/torch.h>
@@ -710,6 +712,112 @@ CRMM_TEST(a_memory_fraction_bounds_its_own_device_only)
     ck_assert_int_eq(current_device, 0); /* the set and the refusal left the caller's device as it was */
     crmm_torch_deallocate(p, 12 << 20, 0, NULL);
     crmm_test_release(&zero->base, &one->base);
+}
+
+/* Two threads meet in the probe: each allocation once made ('a'), and each look at what the probe
+ * holds once read ('q'), waits up to MEET_WAIT_MS for the other thread's, so of two requests made
+ * at once both are made before either is checked, and both checks see both. Calls pair up in the
+ * order they arrive. */
+#define MEET_WAIT_MS 200
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int arrived[2]; /* allocations, looks */
+} meeting = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0, 0}};
+
+static void meet_the_other_thread(probe_resource *p, char what)
+{
+    (void)p;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until); /* the clock pthread_cond_timedwait reads */
+    until.tv_nsec += MEET_WAIT_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&meeting.lock);
+    int *arrived = &meeting.arrived[what == 'q'];
+    int pair_complete = (*arrived)++ / 2 * 2 + 2; /* the count at which this call's pair is whole */
+    pthread_cond_broadcast(&meeting.cond);
+    while (*arrived < pair_complete && pthread_cond_timedwait(&meeting.cond, &meeting.lock, &until) == 0)
+        ;
+    pthread_mutex_unlock(&meeting.lock);
+}
+
+static void *allocate_20_mib(void *ptr)
+{
+    return (void *)(intptr_t)crmm_torch_allocate_checked(20 << 20, 0, NULL, ptr);
+}
+
+CRMM_TEST(threads_under_a_fraction_are_refused_only_for_what_each_asks)
+{
+    probe_resource *probe = holding_probe_on_device(0);
+    ck_assert_int_eq(crmm_torch_set_memory_fraction(0.5, 0), CRMM_OK); /* 32 MiB: room for one of the two */
+    probe->hook = meet_the_other_thread;
+    void *ptr[2] = {NULL, NULL};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, allocate_20_mib, &ptr[i]), 0);
+    int served = 0;
+    for (int i = 0; i < 2; i++) {
+        void *st;
+        ck_assert_int_eq(pthread_join(t[i], &st), 0);
+        if ((crmm_status)(intptr_t)st == CRMM_OK)
+            served++;
+        else
+            ck_assert_int_eq((crmm_status)(intptr_t)st, CRMM_ERROR_OUT_OF_MEMORY);
+    }
+    probe->hook = NULL;
+    ck_assert_int_eq(served, 1); /* made one at a time, the first fits and only the second is refused */
+    ck_assert_int_eq(probe->live, 1);
+    for (int i = 0; i < 2; i++)
+        crmm_torch_deallocate(ptr[i], 20 << 20, 0, NULL); /* the refused one's NULL is ignored */
+    crmm_resource_release(&probe->base);
+}
+
+/* A thread stops inside the probe's allocate (so inside an allocation under a fraction) until the
+ * test lets it go. */
+static int holding, let_go;
+
+static void stop_inside(probe_resource *p, char what)
+{
+    (void)p;
+    if (what != 'a')
+        return;
+    __atomic_store_n(&holding, 1, __ATOMIC_SEQ_CST);
+    while (!__atomic_load_n(&let_go, __ATOMIC_SEQ_CST))
+        usleep(1000);
+}
+
+static void *allocate_1_mib(void *ptr) { return (void *)(intptr_t)crmm_torch_allocate_checked(1 << 20, 0, NULL, ptr); }
+
+CRMM_TEST(a_child_forked_during_an_allocation_under_a_fraction_can_allocate)
+{
+    probe_resource *probe = holding_probe_on_device(0);
+    ck_assert_int_eq(crmm_torch_set_memory_fraction(0.5, 0), CRMM_OK);
+    probe->hook = stop_inside;
+    void *held = NULL;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, allocate_1_mib, &held), 0);
+    while (!__atomic_load_n(&holding, __ATOMIC_SEQ_CST))
+        usleep(1000);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        probe->hook = NULL;
+        void *p = NULL;
+        _exit(crmm_torch_allocate_checked(1 << 20, 0, NULL, &p) == CRMM_OK && p ? 0 : 1);
+    }
+    int status;
+    bool ended = crmm_test_wait_child(pid, 10, &status);
+    __atomic_store_n(&let_go, 1, __ATOMIC_SEQ_CST);
+    void *st;
+    ck_assert_int_eq(pthread_join(t, &st), 0);
+    ck_assert_int_eq((crmm_status)(intptr_t)st, CRMM_OK);
+    ck_assert_msg(ended, "the child was still waiting for the fraction's lock after 10 s");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+    probe->hook = NULL;
+    crmm_torch_deallocate(held, 1 << 20, 0, NULL);
+    crmm_resource_release(&probe->base);
 }
 
 CRMM_TEST(a_memory_fraction_refuses_bad_input_and_resources_that_cannot_say_what_they_hold)

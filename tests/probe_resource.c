@@ -34,6 +34,8 @@ static crmm_status probe_allocate(crmm_resource *self, size_t bytes, crmm_cuda_s
         __atomic_add_fetch(&p->live_bytes, bytes, __ATOMIC_SEQ_CST);
         __atomic_add_fetch(&p->live, 1, __ATOMIC_SEQ_CST);
         __atomic_add_fetch(&p->allocations, 1, __ATOMIC_SEQ_CST);
+        if (p->hook)
+            p->hook(p, 'a');
     }
     return st;
 }
@@ -90,6 +92,8 @@ static crmm_status probe_query(crmm_resource *self, crmm_query what, uint64_t *o
     if (what != CRMM_QUERY_BYTES_RESERVED || !p->answers_reserved)
         return crmm_set_error(CRMM_ERROR_UNSUPPORTED, "probe: query %d not answered", (int)what);
     *out = __atomic_load_n(&p->live_bytes, __ATOMIC_SEQ_CST) + __atomic_load_n(&p->cached_bytes, __ATOMIC_SEQ_CST);
+    if (p->hook)
+        p->hook(p, 'q');
     return CRMM_OK;
 }
 

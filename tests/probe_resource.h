@@ -36,6 +36,9 @@ typedef struct probe_resource {
     crmm_cuda_stream_t alloc_stream, free_stream; /* streams of the last allocate and deallocate */
     int alloc_device, free_device;                /* the current device during them */
     const probe_memory *memory;
+    /* a test's hook, called after each allocate that handed out a block ('a') and after each
+     * answer of what it holds was read, before it is returned ('q'); NULL: none */
+    void (*hook)(struct probe_resource *p, char what);
 } probe_resource;
 
 /* In a test: a probe of `flags` bound to `device`, over `memory` (NULL: host memory); the caller

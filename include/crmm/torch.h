@@ -80,9 +80,11 @@ CRMM_API crmm_status crmm_torch_empty_cache(void);
  * resource holds, CRMM_QUERY_BYTES_RESERVED, as PyTorch bounds what its allocator holds, cached
  * blocks included). An allocation that goes past it is given back, the resource trimmed (its free
  * memory returned to the device, as PyTorch frees its cached blocks first) and the request tried
- * once more; a request refused in the end is given back and the resource trimmed again. A request is checked right after it is served, so threads allocating at once may
- * together pass the limit by what they ask for at that moment. A new fraction replaces the old; 1
- * allows the whole device. Errors: CRMM_ERROR_INVALID_ARGUMENT (a fraction outside [0, 1], no such
+ * once more; a request refused in the end is given back and the resource trimmed again. A request
+ * is checked right after it is served, with the device's allocations under a fraction made one at
+ * a time (as PyTorch's allocator holds its device's lock), so only that request can have passed
+ * the limit, and only until it is given back. A new fraction replaces the old; 1 allows the whole
+ * device. Errors: CRMM_ERROR_INVALID_ARGUMENT (a fraction outside [0, 1], no such
  * device), CRMM_ERROR_UNSUPPORTED (the device's resource does not say what it holds; give its pool a
  * maximum_size instead), CRMM_ERROR_CUDA (the device's memory could not be read), the config's
  * error when crmm cannot start. */
