@@ -76,11 +76,10 @@ static cudaStream_t stream_of(const replay_event *ev)
     return (cudaStream_t)(uintptr_t)(0x1000 + 0x100 * k);
 }
 
-/* --shuffle-small-frees: within each run of consecutive frees, shuffle the frees of blocks of up to
- * 8 KiB of each stream among their places (Fisher-Yates, xorshift64 seeded by `seed`), keeping
- * every allocation's index of its free true. False when there is no memory for it. */
-static const replay_event *shuffled_events; /* for by_stream: the tool runs one replay at a time */
+/* The log --shuffle-small-frees works on, for by_stream (the tool runs one replay at a time). */
+static const replay_event *shuffled_events;
 
+/* Whether event k frees a block of up to 8 KiB. */
 static bool small_free(const replay_event *ev, size_t k)
 {
     return ev[k].action == REPLAY_FREE && ev[k].pair >= 0 && ev[ev[k].pair].size <= 8192;
@@ -94,6 +93,9 @@ static int by_stream(const void *x, const void *y)
     return sa != sb ? (sa < sb ? -1 : 1) : (a > b) - (a < b);
 }
 
+/* --shuffle-small-frees: within each run of consecutive frees, shuffle the frees of blocks of up to
+ * 8 KiB of each stream among their places (Fisher-Yates, xorshift64 seeded by `seed`), keeping
+ * every allocation's index of its free true. False when there is no memory for it. */
 static bool shuffle_small_frees(replay_log *log, uint64_t seed)
 {
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
