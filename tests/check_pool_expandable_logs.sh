@@ -56,9 +56,13 @@ for gz in "$srcdir"/bench/logs/*.csv.gz; do
     check "$name" wait
     check "$name" never
     # a process frees a step's small tensors in an order of its own: moe_train holds the same
-    # under three such orders (seeds under which taking the newest small block holds more)
+    # under three such orders (seeds under which taking the newest small block holds more), and
+    # vit_train stays within its limit under the orders that hold the most of those measured
     if [ "$name" = moe_train ]; then
         for seed in 2 4 5; do check "$name" wait --shuffle-small-frees $seed; done
+    fi
+    if [ "$name" = vit_train ]; then
+        for seed in 3 4; do check "$name" wait --shuffle-small-frees $seed; done
     fi
 done
 [ "$failures" -eq 0 ]
