@@ -32,7 +32,8 @@ EXTRA_DIST += bench/synthetic_logs.py
 EXTRA_DIST += bench/pytorch_expandable_model.py
 # the recorded PyTorch allocation logs: tests/check_pool_expandable_logs.sh replays them
 EXTRA_DIST += bench/logs/bert_train.csv.gz bench/logs/gpt2_generate.csv.gz bench/logs/gpt2_train.csv.gz \
-	bench/logs/resnet_train.csv.gz bench/logs/moe_train.csv.gz bench/logs/vit_train.csv.gz
+	bench/logs/resnet_train.csv.gz bench/logs/moe_train.csv.gz bench/logs/vit_train.csv.gz \
+	bench/logs/dyn_train.csv.gz bench/logs/serving.csv.gz
 EXTRA_DIST += bench/rmm_suite.sh
 # CuPy's own tests with crmm as CuPy's allocator (run on a GPU machine)
 EXTRA_DIST += bench/cupy_suite.sh bench/cupy_suite_allocator.py bench/suite_env.sh

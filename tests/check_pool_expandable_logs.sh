@@ -6,7 +6,8 @@
 # docs/expandable-pool.md; gpt2_train without page moves: 1.12, one large request that finds no
 # hole big enough; moe_train under the default: 1.006 in its first pass, which best fit reaches and
 # fit = newest does not, and 1.008 in its warm ones, also with its small frees in three other
-# orders, as processes make them, under which taking a small class's newest block holds more);
+# orders, as processes make them, under which taking a small class's newest block holds more;
+# dyn_train and serving, which do not repeat, by rules of their own below);
 # no pass synchronizes the device (every log is replayed on one stream, whose
 # own free pages move without waiting), and the warm repeats of the log (passes 1 and 2 on one
 # pool, as `crmm replay --repeats` times them) do not unmap a page either. Counts only, no timing.
@@ -34,12 +35,23 @@ check() {
     limit=1.02
     [ "$name" = bert_train ] && limit=1.09
     [ "$moves/$name" = never/gpt2_train ] && limit=1.12
-    warm=$limit
+    warm=$limit repeats=1
     [ "$moves/$name" = wait/moe_train ] && limit=1.006 warm=1.008
-    verdict=$(awk -v limit="$limit" -v warm="$warm" '$1 ~ /^[0-9]+$/ {
+    # dyn_train (shapes drawn anew every step) and serving (requests of random sizes) do not
+    # repeat from one pass to the next: a warm pass may move pages (never synchronizing), and
+    # serving's second warm pass holds what lent pages left mapped in the first (the creep
+    # docs/expandable-pool.md describes for runs that do not repeat); without moves both hold
+    # about what PyTorch's expandable_segments held in their processes
+    case $moves/$name in
+        wait/dyn_train) limit=1.005 warm=1.02 repeats=0 ;;
+        never/dyn_train) limit=1.07 warm=1.07 ;;
+        wait/serving) limit=1.01 warm=1.04 repeats=0 ;;
+        never/serving) limit=1.06 warm=1.06 ;;
+    esac
+    verdict=$(awk -v limit="$limit" -v warm="$warm" -v repeats="$repeats" '$1 ~ /^[0-9]+$/ {
             at_most = $1 > 0 ? warm : limit
             if ($9 > at_most) printf "pass %s holds %s times the peak of live bytes (at most %s); ", $1, $9, at_most
-            if ($1 > 0 && ($2 > 0 || $5 > 0)) printf "warm pass %s synchronizes %s times and unmaps %s pages; ", $1, $2, $5
+            if (repeats && $1 > 0 && ($2 > 0 || $5 > 0)) printf "warm pass %s synchronizes %s times and unmaps %s pages; ", $1, $2, $5
             if ($2 > 0) printf "pass %s synchronizes %s times, where one stream moves its own pages without waiting; ", $1, $2
             rows++
         } END { if (rows != 3) printf "%d passes reported, not 3", rows }' "$tmp/out")
