@@ -39,7 +39,7 @@ check() {
     [ "$moves/$name" = wait/moe_train ] && limit=1.006 warm=1.008
     # dyn_train (shapes drawn anew every step) and serving (requests of random sizes) do not
     # repeat from one pass to the next: a warm pass may move pages (never synchronizing), and
-    # serving's second warm pass holds what lent pages left mapped in the first (the creep
+    # serving's second warm pass holds 3.5 % more than its live peak (the creep that
     # docs/expandable-pool.md describes for runs that do not repeat); without moves both hold
     # about what PyTorch's expandable_segments held in their processes
     case $moves/$name in
