@@ -281,10 +281,7 @@ static bool output_writable(const char *opt, const char *path, FILE *err)
     return true;
 }
 
-/* Whether paths a and b name one regular file: the same one when both exist, the same place when
- * neither does (two outputs not written yet, however each path is spelt). Pipes and devices
- * (/dev/null for both) are not. */
-static bool same_file(const char *a, const char *b)
+bool replay_same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
     bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
@@ -305,9 +302,9 @@ static bool outputs_apart(const replay_args *a, FILE *err)
             fprintf(err, "crmm replay: %s needs a file name\n", out[i].opt);
             return false;
         }
-        const char *clash = same_file(out[i].path, a->path) ? "the log"
-                          : a->config && same_file(out[i].path, a->config) ? "the config"
-                          : i == 0 && a->torch_snapshot && same_file(a->plot, a->torch_snapshot) ? "--torch-snapshot's file"
+        const char *clash = replay_same_file(out[i].path, a->path) ? "the log"
+                          : a->config && replay_same_file(out[i].path, a->config) ? "the config"
+                          : i == 0 && a->torch_snapshot && replay_same_file(a->plot, a->torch_snapshot) ? "--torch-snapshot's file"
                           : NULL;
         if (clash) {
             fprintf(err, "crmm replay: %s %s: that is %s, which it would replace\n", out[i].opt, out[i].path, clash);

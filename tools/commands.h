@@ -8,6 +8,7 @@ int crmm_cmd_info(int argc, char **argv);
 int crmm_cmd_check_config(int argc, char **argv);
 int crmm_cmd_bench(int argc, char **argv);
 int crmm_cmd_replay(int argc, char **argv);
+int crmm_cmd_plan(int argc, char **argv);
 
 /* When this program runs uninstalled from its build tree, append the build tree's plugin folder
  * to $CRMM_PLUGIN_PATH (tools/build_tree.c); otherwise do nothing. */

@@ -9,10 +9,11 @@
 #include "commands.h"
 #include "long_option.h"
 
-/* The options of info, check-config and replay that take no value (NULL-terminated). */
+/* The options of info, check-config, replay and plan that take no value (NULL-terminated). */
 static const char *const info_flags[] = {"--json", "--roff", "--markdown", "--help", NULL};
 static const char *const check_config_flags[] = {"--help", NULL};
 static const char *const replay_flags[] = {"--json", "--csv", "--strict", "--threads-as-logged", "--help", NULL};
+static const char *const plan_flags[] = {"--help", NULL};
 
 static const struct {
     const char *name;
@@ -26,6 +27,7 @@ static const struct {
     {"check-config", crmm_cmd_check_config, "validate a config file without touching a GPU", false, check_config_flags},
     {"bench", crmm_cmd_bench, "allocation benchmark over the config's resources and raw CUDA", true, NULL},
     {"replay", crmm_cmd_replay, "replay an RMM-format allocation log against a resource", false, replay_flags},
+    {"plan", crmm_cmd_plan, "learn a pool's placement plan from an allocation log", false, plan_flags},
 };
 
 static void usage(FILE *f)

@@ -1,5 +1,5 @@
-# tools/: the crmm command-line program (info, check-config, bench, replay). `crmm replay` is a
-# convenience library of its own, which the replay tests link as the program does.
+# tools/: the crmm command-line program (info, check-config, bench, replay, plan). `crmm replay`
+# and `crmm plan` are a convenience library of their own, which their tests link as the program does.
 TOOLS_CPPFLAGS = $(CORE_CPPFLAGS) -I$(top_srcdir)/bench $(SUPPORT_CPPFLAGS)
 
 noinst_LTLIBRARIES += tools/libcrmmreplay.la
@@ -10,7 +10,10 @@ tools_libcrmmreplay_la_SOURCES = \
 	tools/replay_run.c \
 	tools/replay_report.c \
 	tools/replay_plot.c \
-	tools/replay_torch_snapshot.c
+	tools/replay_torch_snapshot.c \
+	tools/cmd_plan.c \
+	tools/plan.h \
+	tools/plan_place.c
 tools_libcrmmreplay_la_CPPFLAGS = $(TOOLS_CPPFLAGS)
 # what a program that replays links (bench's runner and reference, support's map and writers)
 REPLAY_LIBS = tools/libcrmmreplay.la $(BENCH_LIBS)

@@ -125,6 +125,10 @@ crmm_status replay_plot_svg(const char *path, const char *title, size_t events, 
  * on failure. Errors: CRMM_ERROR_IO
  * ("cannot write PATH: why") (replay_torch_snapshot.c). */
 crmm_status replay_output_open(const char *path, char *tmp, size_t tmp_size, int *fd);
+/* Whether paths a and b name one regular file: the same one when both exist, the same place when
+ * neither does (two outputs not written yet, however each path is spelt). Pipes and devices
+ * (/dev/null for both) are not (cmd_replay.c). An output that is the input would destroy it. */
+bool replay_same_file(const char *a, const char *b);
 /* Close f, the stream over replay_output_open's descriptor, and rename tmp over path (tmp "":
  * written in place). CRMM_ERROR_IO ("WHATcannot write PATH: why") when a write, the close or the
  * rename failed; tmp is then unlinked, so what was at path stays. */

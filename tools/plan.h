@@ -1,0 +1,50 @@
+/* plan.h — `crmm plan`: a placement plan learned from an allocation log (plan_place.c) and the
+ * command that writes it (cmd_plan.c). A pool given the plan (its `plan` parameter) serves the
+ * same sequence of requests at the planned offsets (plugins/pool/pool_plan.c reads the file;
+ * docs/expandable-pool.md says how a plan is used).
+ *
+ * The file is text: the line "crmm-plan 1", then "extent BYTES", "loop INDEX" (the entry the
+ * pool goes back to after the last one; "none" when the log does not end in a repeating run),
+ * "count N", then N lines "SIZE OFFSET": the log's allocations in order, each rounded up to 256
+ * bytes, and where in a range of `extent` bytes it goes. Two allocations whose lifetimes overlap
+ * in the log never overlap in the range. */
+#ifndef CRMM_TOOLS_PLAN_H
+#define CRMM_TOOLS_PLAN_H
+#include <stdint.h>
+#include <stdio.h>
+#include <crmm/error.h>
+#include "replay.h"
+
+#define PLAN_NO_LOOP UINT64_MAX
+
+typedef struct plan {
+    uint64_t count;          /* planned allocations: the log's, in its order */
+    uint64_t *size;          /* per allocation: bytes, rounded up to 256 */
+    uint64_t *offset;        /* per allocation: where it goes in the range */
+    uint64_t extent;         /* bytes of the range: the highest end of any allocation */
+    uint64_t peak_live;      /* the most bytes (rounded as above) live at once in the log: no plan
+                              * spans less */
+    uint64_t loop;           /* the allocation the pool goes back to after the last; PLAN_NO_LOOP */
+    const char *rule;        /* the placement kept, in words (static) */
+} plan;
+
+/* Place every allocation of `log` (failed allocations and frees of unknown pointers left out) by
+ * three rules, keeping the one that spans least: greedy by size (the largest first, each where it
+ * overlaps no allocation already placed whose lifetime overlaps its own: at the lowest such offset,
+ * or in the smallest gap that holds it), and online best fit in the log's order. Then find the loop: the longest run at
+ * the end of the log whose allocation sizes repeat the run just before it and whose placement
+ * stays valid when the pool serves the run again after the log's end (checked by serving it
+ * once more). Allocations the log never frees live to its end. Errors: CRMM_ERROR_OUT_OF_MEMORY;
+ * CRMM_ERROR_INVALID_ARGUMENT when the log has no allocation. */
+crmm_status plan_make(const replay_log *log, plan *out);
+
+/* Write `pl` in the format above. CRMM_ERROR_IO naming `path` when a write fails. */
+crmm_status plan_write(FILE *f, const plan *pl, const char *path);
+
+void plan_free(plan *pl);
+
+/* `crmm plan ARGS` (argv[0] is "plan") writing to out and err: 0, 1 (the log cannot be read or
+ * planned, the plan cannot be written) or 2 (bad arguments). */
+int crmm_plan_main(int argc, char **argv, FILE *out, FILE *err);
+
+#endif

@@ -1,0 +1,311 @@
+/* plan_place.c — a placement plan from an allocation log (plan.h): three placements, the one that
+ * spans least kept, and the loop the pool goes back to after the log's end.
+ *
+ * Greedy by size is the rule of static memory planners (TensorFlow Lite's, STAlloc's): a large
+ * block placed late finds only the holes its smaller neighbours left, while small blocks fit
+ * around large ones. On the recorded training and serving logs it spans the logs' live peak, or
+ * within 0.7 % of it; on a log whose blocks grow step by step (a KV cache grown by copies), online
+ * best fit, which knows no future, spans less (bench/RESULTS.md). Each is O(n * live). */
+#include "build_config.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "plan.h"
+
+/* One allocation of the log: its size and the events where it starts and ends. */
+typedef struct plan_item {
+    uint64_t size;
+    size_t start, end;   /* event indices; end: its free, or the log's length */
+} plan_item;
+
+/* qsort order: larger first, then earlier. */
+static const plan_item *sort_items;
+static int by_size_desc(const void *x, const void *y)
+{
+    const plan_item *a = &sort_items[*(const size_t *)x], *b = &sort_items[*(const size_t *)y];
+    if (a->size != b->size)
+        return a->size > b->size ? -1 : 1;
+    return (a->start > b->start) - (a->start < b->start);
+}
+
+static bool lifetimes_overlap(const plan_item *a, const plan_item *b) { return a->start < b->end && b->start < a->end; }
+
+/* Greedy by size. placed[] holds the placed allocations by offset; each new one goes where no
+ * placed allocation that lives at the same time overlaps it: at the lowest such offset (best
+ * false), or in the smallest gap between those that holds it, else above them all (best). */
+static crmm_status place_by_size(const plan_item *items, size_t n, bool best, uint64_t *offset)
+{
+    size_t *order = malloc((n ? n : 1) * sizeof *order), *placed = malloc((n ? n : 1) * sizeof *placed);
+    if (!order || !placed) {
+        free(order);
+        free(placed);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "plan: malloc failed");
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    sort_items = items;
+    qsort(order, n, sizeof *order, by_size_desc);
+    size_t placed_n = 0;
+    for (size_t i = 0; i < n; i++) {
+        const plan_item *it = &items[order[i]];
+        uint64_t at = 0, chosen = UINT64_MAX, chosen_gap = UINT64_MAX;
+        for (size_t j = 0; j < placed_n; j++) {
+            const plan_item *q = &items[placed[j]];
+            uint64_t qo = offset[placed[j]];
+            if (!lifetimes_overlap(it, q))
+                continue;
+            if (qo >= at && qo - at >= it->size && qo - at < chosen_gap) { /* the gap below q holds it */
+                chosen = at;
+                chosen_gap = qo - at;
+                if (!best)
+                    break;
+            }
+            if (qo + q->size > at)
+                at = qo + q->size;
+        }
+        if (chosen == UINT64_MAX)
+            chosen = at;
+        /* keep placed[] sorted by offset */
+        size_t lo = 0, hi = placed_n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (offset[placed[mid]] < chosen)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        memmove(&placed[lo + 1], &placed[lo], (placed_n - lo) * sizeof *placed);
+        placed[lo] = order[i];
+        placed_n++;
+        offset[order[i]] = chosen;
+    }
+    free(order);
+    free(placed);
+    return CRMM_OK;
+}
+
+/* Online best fit, as a pool places them: in the log's order, each allocation in the smallest gap
+ * between the allocations live then that holds it (the lowest on a tie), else above them all. */
+static crmm_status place_online(const replay_log *log, const plan_item *items, const size_t *alloc_of, size_t n,
+                                uint64_t *offset)
+{
+    size_t *live = malloc((n ? n : 1) * sizeof *live); /* live allocations by offset */
+    if (!live)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "plan: malloc failed");
+    size_t live_n = 0;
+    for (size_t e = 0; e < log->count; e++) {
+        const replay_event *ev = &log->events[e];
+        if (ev->action == REPLAY_FREE && ev->pair >= 0) {
+            size_t k = alloc_of[ev->pair];
+            for (size_t j = 0; j < live_n; j++)
+                if (live[j] == k) {
+                    memmove(&live[j], &live[j + 1], (live_n - j - 1) * sizeof *live);
+                    live_n--;
+                    break;
+                }
+            continue;
+        }
+        if (ev->action != REPLAY_ALLOCATE)
+            continue;
+        size_t k = alloc_of[e], where = live_n;
+        uint64_t at = 0, chosen = UINT64_MAX, chosen_gap = UINT64_MAX;
+        for (size_t j = 0; j < live_n; j++) {
+            uint64_t qo = offset[live[j]];
+            if (qo - at >= items[k].size && qo - at < chosen_gap) {
+                chosen = at;
+                chosen_gap = qo - at;
+                where = j;
+            }
+            at = qo + items[live[j]].size;
+        }
+        if (chosen == UINT64_MAX)
+            chosen = at;
+        memmove(&live[where + 1], &live[where], (live_n - where) * sizeof *live);
+        live[where] = k;
+        live_n++;
+        offset[k] = chosen;
+    }
+    free(live);
+    return CRMM_OK;
+}
+
+/* The highest end of the n allocations placed at offset[]. */
+static uint64_t extent_of(const plan_item *items, size_t n, const uint64_t *offset)
+{
+    uint64_t extent = 0;
+    for (size_t k = 0; k < n; k++)
+        if (offset[k] + items[k].size > extent)
+            extent = offset[k] + items[k].size;
+    return extent;
+}
+
+/* z[i]: the length of the longest common prefix of s and s[i..] (z[0] = n). */
+static void z_function(const uint64_t *s, size_t n, size_t *z)
+{
+    if (!n)
+        return;
+    z[0] = n;
+    for (size_t i = 1, l = 0, r = 0; i < n; i++) {
+        size_t k = i < r ? (r - i < z[i - l] ? r - i : z[i - l]) : 0;
+        while (i + k < n && s[k] == s[i + k])
+            k++;
+        z[i] = k;
+        if (i + k > r) {
+            l = i;
+            r = i + k;
+        }
+    }
+}
+
+/* Whether the pool, going back to allocation first = count - period after the log's end, serves
+ * the run once more without two live blocks overlapping: the run's events again, allocation k
+ * standing for k + period at k's offset, the blocks the log leaves live live at the start. */
+static bool loop_holds(const replay_log *log, const plan_item *items, const uint64_t *offset, const size_t *alloc_of,
+                       size_t count, size_t period, size_t *live_at, size_t *live)
+{
+    size_t first = count - period, nlive = 0;
+    for (size_t k = 0; k < count + period; k++)
+        live_at[k] = SIZE_MAX;
+    for (size_t k = 0; k < count; k++)
+        if (items[k].end == log->count) {
+            live_at[k] = nlive;
+            live[nlive++] = k;
+        }
+    for (size_t e = items[first].start; e < log->count; e++) {
+        const replay_event *ev = &log->events[e];
+        if (ev->action == REPLAY_ALLOCATE) {
+            size_t k = alloc_of[e], v = k + period;
+            uint64_t lo = offset[k], hi = lo + items[k].size;
+            for (size_t i = 0; i < nlive; i++) {
+                size_t w = live[i], src = w >= count ? w - period : w;
+                if (offset[src] < hi && lo < offset[src] + items[src].size)
+                    return false;
+            }
+            live_at[v] = nlive;
+            live[nlive++] = v;
+        } else if (ev->action == REPLAY_FREE && ev->pair >= 0) {
+            size_t v = alloc_of[ev->pair] + period;
+            if (live_at[v] == SIZE_MAX)
+                return false; /* the run frees what the previous run did not leave live */
+            size_t i = live_at[v];
+            live[i] = live[--nlive];
+            live_at[live[i]] = i;
+            live_at[v] = SIZE_MAX;
+        }
+    }
+    return true;
+}
+
+/* The loop (plan.h): the longest period whose sizes repeat at the log's end and whose run holds. */
+static crmm_status find_loop(const replay_log *log, const plan_item *items, const uint64_t *offset,
+                             const size_t *alloc_of, size_t count, uint64_t *loop)
+{
+    *loop = PLAN_NO_LOOP;
+    if (count < 2)
+        return CRMM_OK;
+    uint64_t *rev = malloc(count * sizeof *rev);
+    size_t *z = malloc(count * sizeof *z), *live_at = malloc(2 * count * sizeof *live_at),
+           *live = malloc(2 * count * sizeof *live);
+    if (!rev || !z || !live_at || !live) {
+        free(rev), free(z), free(live_at), free(live);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "plan: malloc failed");
+    }
+    for (size_t k = 0; k < count; k++)
+        rev[k] = items[count - 1 - k].size;
+    z_function(rev, count, z);
+    /* period p repeats when the last p sizes equal the p before them: z[p] >= p in reverse */
+    unsigned tried = 0;
+    for (size_t p = count / 2; p >= 1 && tried < 64; p--) {
+        if (z[p] < p)
+            continue;
+        tried++;
+        if (loop_holds(log, items, offset, alloc_of, count, p, live_at, live)) {
+            *loop = count - p;
+            break;
+        }
+    }
+    free(rev), free(z), free(live_at), free(live);
+    return CRMM_OK;
+}
+
+crmm_status plan_make(const replay_log *log, plan *out)
+{
+    memset(out, 0, sizeof *out);
+    out->loop = PLAN_NO_LOOP;
+    size_t n = 0;
+    for (size_t e = 0; e < log->count; e++)
+        n += log->events[e].action == REPLAY_ALLOCATE;
+    if (!n)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: the log has no allocation");
+    plan_item *items = malloc(n * sizeof *items);
+    size_t *alloc_of = malloc(log->count * sizeof *alloc_of);
+    out->size = malloc(n * sizeof *out->size);
+    out->offset = malloc(n * sizeof *out->offset);
+    if (!items || !alloc_of || !out->size || !out->offset) {
+        free(items), free(alloc_of), plan_free(out);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "plan: malloc failed");
+    }
+    uint64_t live = 0;
+    for (size_t e = 0, k = 0; e < log->count; e++) {
+        const replay_event *ev = &log->events[e];
+        alloc_of[e] = SIZE_MAX;
+        if (ev->action == REPLAY_ALLOCATE) {
+            uint64_t size = ev->size > UINT64_MAX - 255 ? UINT64_MAX & ~(uint64_t)255 : (ev->size + 255) & ~(uint64_t)255;
+            items[k] = (plan_item){size, e, ev->pair >= 0 ? (size_t)ev->pair : log->count};
+            out->size[k] = size;
+            alloc_of[e] = k++;
+            live += size;
+            if (live > out->peak_live)
+                out->peak_live = live;
+        } else if (ev->action == REPLAY_FREE && ev->pair >= 0) {
+            live -= items[alloc_of[ev->pair]].size;
+        }
+    }
+    out->count = n;
+    /* every rule, the one that spans least kept (the first on a tie) */
+    static const char *const rules[] = {"greedy by size, lowest offset", "greedy by size, smallest gap",
+                                        "online best fit"};
+    uint64_t *trial = malloc(n * sizeof *trial);
+    crmm_status st = trial ? CRMM_OK : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "plan: malloc failed");
+    out->extent = UINT64_MAX;
+    for (unsigned r = 0; st == CRMM_OK && r < sizeof rules / sizeof rules[0]; r++) {
+        st = r < 2 ? place_by_size(items, n, r == 1, trial) : place_online(log, items, alloc_of, n, trial);
+        uint64_t extent = st == CRMM_OK ? extent_of(items, n, trial) : UINT64_MAX;
+        if (extent < out->extent) {
+            out->extent = extent;
+            out->rule = rules[r];
+            memcpy(out->offset, trial, n * sizeof *trial);
+        }
+    }
+    free(trial);
+    if (st == CRMM_OK)
+        st = find_loop(log, items, out->offset, alloc_of, n, &out->loop);
+    free(items);
+    free(alloc_of);
+    if (st != CRMM_OK)
+        plan_free(out);
+    return st;
+}
+
+crmm_status plan_write(FILE *f, const plan *pl, const char *path)
+{
+    fprintf(f, "crmm-plan 1\nextent %llu\n", (unsigned long long)pl->extent);
+    if (pl->loop == PLAN_NO_LOOP)
+        fprintf(f, "loop none\n");
+    else
+        fprintf(f, "loop %llu\n", (unsigned long long)pl->loop);
+    fprintf(f, "count %llu\n", (unsigned long long)pl->count);
+    for (uint64_t k = 0; k < pl->count; k++)
+        fprintf(f, "%llu %llu\n", (unsigned long long)pl->size[k], (unsigned long long)pl->offset[k]);
+    if (fflush(f) != 0 || ferror(f))
+        return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", path, strerror(errno));
+    return CRMM_OK;
+}
+
+void plan_free(plan *pl)
+{
+    free(pl->size);
+    free(pl->offset);
+    pl->size = pl->offset = NULL;
+    pl->count = 0;
+}
