@@ -45,6 +45,7 @@ CPU_TESTS = \
 	tests/check_logging_line \
 	tests/check_ptr_map \
 	tests/check_replay \
+	tests/check_plan_make \
 	tests/check_bench_workload \
 	tests/check_bench_cli \
 	tests/check_bench_overhead
@@ -90,6 +91,7 @@ SCRIPTED_CUDA_TESTS = \
 	tests/check_pool_expandable_use \
 	tests/check_pool_expandable_faults \
 	tests/check_pool_page_moves \
+	tests/check_pool_plan \
 	tests/check_pool_serving \
 	tests/check_graphs \
 	tests/check_graphs_private \
@@ -112,6 +114,7 @@ SCRIPT_TESTS = \
 	tests/check_file_policy.sh \
 	tests/check_cli_malloc_failure.sh \
 	tests/check_pool_expandable_logs.sh \
+	tests/check_pool_plan_logs.sh \
 	tests/check_readme.sh \
 	tests/check_docs.sh
 
@@ -205,6 +208,7 @@ tests_check_pool_expandable_SOURCES = tests/check_pool_expandable.c $(FAKE_VMM_S
 tests_check_pool_expandable_use_SOURCES = tests/check_pool_expandable_use.c $(FAKE_VMM_SOURCES)
 tests_check_pool_expandable_faults_SOURCES = tests/check_pool_expandable_faults.c $(FAKE_VMM_SOURCES)
 tests_check_pool_page_moves_SOURCES = tests/check_pool_page_moves.c $(FAKE_VMM_SOURCES)
+tests_check_pool_plan_SOURCES = tests/check_pool_plan.c $(FAKE_VMM_SOURCES)
 tests_check_pool_serving_SOURCES = tests/check_pool_serving.c tests/serving_trace.c tests/serving_trace.h \
 	$(FAKE_VMM_SOURCES)
 tests_check_graphs_SOURCES = tests/check_graphs.c $(FAKE_VMM_SOURCES) tests/malloc_fail.c tests/malloc_fail.h
@@ -248,6 +252,7 @@ tests_check_pool_expandable_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_use_LDFLAGS = -export-dynamic
 tests_check_pool_expandable_faults_LDFLAGS = -export-dynamic
 tests_check_pool_page_moves_LDFLAGS = -export-dynamic
+tests_check_pool_plan_LDFLAGS = -export-dynamic
 tests_check_pool_serving_LDFLAGS = -export-dynamic
 tests_check_graphs_LDFLAGS = -export-dynamic
 tests_check_graphs_private_LDFLAGS = -export-dynamic
@@ -274,6 +279,8 @@ tests_check_logging_line_CFLAGS = $(TEST_CFLAGS)
 tests_check_ptr_map_CPPFLAGS = $(AM_CPPFLAGS) $(SUPPORT_CPPFLAGS)
 tests_check_ptr_map_LDADD = support/libcrmmsupport.a $(TEST_LDADD)
 tests_check_replay_SOURCES = tests/check_replay.c $(REPLAY_SOURCES)
+tests_check_plan_make_SOURCES = tests/check_plan_make.c tools/plan.h $(REPLAY_SOURCES)
+tests_check_plan_make_LDADD = $(REPLAY_LDADD)
 tests_check_replay_LDADD = $(REPLAY_LDADD)
 tests_check_replay_streams_SOURCES = tests/check_replay_streams.c $(FAKE_CUDA_SOURCES) $(FAKE_NO_DRIVER_SOURCES) \
 	$(REPLAY_SOURCES)

@@ -348,6 +348,11 @@ static int run_replay(struct run *r)
         printf("%4u  %5d  %7d  %4d  %6d  %7d  %17.1f  %13.1f  %.4f\n", pass, pc.syncs, pc.growths, pc.maps, pc.unmaps,
                pc.creates, (double)pc.peak_reserved / MiB, (double)pc.peak_live / MiB,
                pc.peak_live ? (double)pc.peak_reserved / (double)pc.peak_live : 0.0);
+        uint64_t hits = 0, misses = 0;
+        if (crmm_resource_query(mr, CRMM_QUERY_POOL_PLAN_HITS, &hits) == CRMM_OK &&
+            crmm_resource_query(mr, CRMM_QUERY_POOL_PLAN_MISSES, &misses) == CRMM_OK && hits + misses)
+            printf("      plan so far: %llu requests served as planned, %llu not\n", (unsigned long long)hits,
+                   (unsigned long long)misses);
         fflush(stdout);
     }
     crmm_resource_release(mr);

@@ -13,6 +13,7 @@ plugins_pool_crmm_pool_la_SOURCES = \
 	plugins/pool/pool_ipc.c plugins/pool/pool_ipc.h \
 	plugins/pool/pool_expand.c \
 	plugins/pool/pool_vmm.c plugins/pool/pool_vmm.h \
+	plugins/pool/pool_plan.c plugins/pool/pool_plan.h \
 	plugins/pool/pool_query.c \
 	plugins/pool/pool_streams.c plugins/pool/pool_streams.h \
 	plugins/pool/pool_thread_cache.c plugins/pool/pool_thread_cache.h

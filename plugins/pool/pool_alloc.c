@@ -343,6 +343,34 @@ static inline void *finish_allocation(pool_resource *p, pool_block *b, size_t by
     return (void *)b->addr;
 }
 
+/* Under the lock, with a plan: the request served at its planned place (pool_plan.h) as a live
+ * block of the pool's map; unlocks and returns the address. NULL, still locked, when the plan does
+ * not serve it. */
+static void *planned_allocate(pool_resource *p, size_t bytes, size_t size, crmm_cuda_stream_t stream)
+{
+    if (!pool_records_reserve(&p->core.records, 1) ||
+        (!pool_block_map_has_room(&p->core.live) && !pool_block_map_grow(&p->core.live)))
+        return NULL; /* the ordinary path says so */
+    uint64_t mapped;
+    uintptr_t addr = pool_plan_take(p->plan, size, stream, &mapped);
+    if (mapped)
+        pool_raise_held_peak(p);
+    if (!addr)
+        return NULL;
+    pool_block *b = pool_records_take(&p->core.records);
+    *b = (pool_block){.addr = addr, .size = size};
+    return finish_allocation(p, b, bytes);
+}
+
+/* Under the lock: planned block b, just removed from the live map, freed on `stream`; its record
+ * goes back. */
+static void planned_free(pool_resource *p, pool_block *b, crmm_cuda_stream_t stream, bool capturing)
+{
+    pool_counts_freed(&p->core.counts, b->u.live.requested, b->size);
+    pool_plan_release(p->plan, b->addr, b->size, stream, capturing);
+    pool_records_put(&p->core.records, b);
+}
+
 /* allocate with caches on (see the top). */
 static crmm_status cached_allocate(pool_resource *p, size_t bytes, size_t size, crmm_cuda_stream_t stream, void **ptr)
 {
@@ -485,6 +513,8 @@ crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t 
     lock_counting_waits(p);
     if (__builtin_expect(p->cache.cache_mode == POOL_CACHE_ON, 0))
         note_thread(p, thread_id());
+    if (__builtin_expect(p->plan != NULL, 0) && (*ptr = planned_allocate(p, bytes, size, stream)))
+        return CRMM_OK;
     crmm_status st = CRMM_OK;
     pool_block *b = take_block(p, stream, size, &p->core.live, &st);
     if (__builtin_expect(!b, 0)) {
@@ -496,12 +526,12 @@ crmm_status pool_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t 
 }
 
 /* allocate's fast path alone, without waiting (crmm_resource_ops.try_allocate): caches off, no
- * capture, the lock free, the stream the one served last, a free block that fits. */
+ * plan, no capture, the lock free, the stream the one served last, a free block that fits. */
 bool pool_try_allocate(crmm_resource *self, size_t bytes, crmm_cuda_stream_t stream, void **ptr)
 {
     pool_resource *p = (pool_resource *)self;
     pool_capture cap;
-    if (bytes > POOL_MAX_REQUEST || pool_caching(p) || (pool_capture_gate(p) && pool_capture_query(p, stream, &cap)) ||
+    if (bytes > POOL_MAX_REQUEST || pool_caching(p) || p->plan || (pool_capture_gate(p) && pool_capture_query(p, stream, &cap)) ||
         !try_lock_counting(p))
         return false;
     if (__builtin_expect(p->cache.cache_mode == POOL_CACHE_ON, 0))
@@ -524,6 +554,10 @@ static crmm_status refuse_pointer(pool_resource *p, void *ptr)
     char label[80];
     pool_label(p, label, sizeof label);
     uintptr_t a = (uintptr_t)ptr;
+    if (pool_plan_holds(p->plan, a))
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT,
+                              "%s: deallocate: %p is not a live allocation (in the plan's range: already free, or "
+                              "inside a block)", label, ptr);
     const pool_chunk *c = pool_chunk_containing(p, a);
     if (!c)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "%s: deallocate: %p was not allocated by this pool", label, ptr);
@@ -559,6 +593,11 @@ static crmm_status locked_deallocate(pool_resource *p, void *ptr, size_t bytes, 
         st = pool_refuse_size(p, &p->core.live, b, bytes);
         pool_unlock(p);
         return st;
+    }
+    if (__builtin_expect(b != NULL && pool_plan_holds(p->plan, b->addr), 0)) {
+        planned_free(p, b, stream, capturing != NULL);
+        pool_unlock(p);
+        return CRMM_OK;
     }
     if (__builtin_expect(b != NULL && !capturing && !b->graph, 1)) {
         pool_counts_freed(&p->core.counts, b->u.live.requested, b->size);
@@ -664,6 +703,11 @@ static crmm_status capture_deallocate(pool_resource *p, void *ptr, size_t bytes,
         pool_unlock(p);
         return st;
     }
+    if (b && pool_plan_holds(p->plan, b->addr)) {
+        planned_free(p, b, stream, true);
+        pool_unlock(p);
+        return CRMM_OK;
+    }
     if (b)
         pool_counts_freed(&p->core.counts, b->u.live.requested, 0);
     else if ((b = pool_cache_remove_live(p, (uintptr_t)ptr, bytes, &st)))
@@ -694,7 +738,7 @@ crmm_status pool_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_c
 
 /* deallocate's common path alone, without waiting (crmm_resource_ops.try_deallocate): caches
  * off, no capture, the lock free, the stream the one served last, a live block of the pool's own
- * map freed with its size and held by no graph. */
+ * map freed with its size, held by no graph and not placed by a plan. */
 bool pool_try_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda_stream_t stream)
 {
     pool_resource *p = (pool_resource *)self;
@@ -703,7 +747,7 @@ bool pool_try_deallocate(crmm_resource *self, void *ptr, size_t bytes, crmm_cuda
         return false;
     pool_stream *s = pool_streams_find_last(&p->core.streams, stream);
     pool_block *b = s ? pool_block_map_find(&p->core.live, (uintptr_t)ptr) : NULL;
-    if (!b || b->u.live.requested != bytes || b->graph) {
+    if (!b || b->u.live.requested != bytes || b->graph || pool_plan_holds(p->plan, b->addr)) {
         pool_unlock(p);
         return false;
     }

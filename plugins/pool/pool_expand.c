@@ -649,8 +649,7 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
         } else if ((st = pool_vmm_map(v, pool_vmm_page_of(v, plan.first), plan.pages)) == CRMM_OK) {
             p->growth.reserved += plan.pages * v->page;
             p->growth.growths++;
-            if (p->growth.reserved > p->growth.reserved_peak)
-                p->growth.reserved_peak = p->growth.reserved;
+            pool_raise_held_peak(p);
             /* budget, after a move of s's own pages: the mark rises only by the pages the move did
              * not cover, not to what the pool holds, so that the slack the pool had used before
              * stays slack (else each fill-the-slack-then-move cycle would raise the mark by it) */
@@ -751,6 +750,11 @@ crmm_status pool_expand_trim(pool_resource *p)
         if (st == CRMM_OK && p->growth.vmm.unmaps_refused != refused)
             st = crmm_set_error(CRMM_ERROR_CUDA, "pool: trim: the driver refused to unmap a free page; it stays mapped "
                                                  "and a later trim tries again");
+        /* the plan's pages no planned block uses: after a synchronization, since work queued
+         * before their blocks' frees may still use them */
+        if (st == CRMM_OK && p->plan && (p->plan->held || p->plan->pending_count) &&
+            (st = pool_streams_synchronize(&p->core.streams)) == CRMM_OK)
+            pool_plan_trim(p->plan);
         size_t kept = pool_vmm_drop_spares(&p->growth.vmm);
         if (kept && st == CRMM_OK)
             st = crmm_set_error(CRMM_ERROR_CUDA, "pool: trim: cuMemRelease refused %zu page(s): the pool keeps them, "
@@ -792,6 +796,8 @@ void pool_expand_release_all(pool_resource *p)
     free(p->growth.lent);
     p->growth.lent = NULL;
     pool_vmm_release(&p->growth.vmm); /* lent pages included */
+    pool_plan_destroy(p->plan);
+    p->plan = NULL;
     free(p->growth.chunks);
     p->growth.chunks = NULL;
     p->growth.chunk_count = 0;

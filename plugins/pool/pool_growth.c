@@ -105,8 +105,7 @@ static crmm_status add_chunk(pool_resource *p, pool_stream *s, size_t size, crmm
     p->growth.chunks = c;
     p->growth.chunk_count++;
     p->growth.reserved += size;
-    if (p->growth.reserved > p->growth.reserved_peak)
-        p->growth.reserved_peak = p->growth.reserved;
+    pool_raise_held_peak(p);
     *out = b;
     return CRMM_OK;
 }

@@ -59,6 +59,7 @@ typedef struct pool_config {
     int ipc_handle_type; /* index in "posix_fd|fabric" */
     int graphs;          /* index in "auto|on|off" */
     int graph_pool;      /* index in "shared|private" */
+    const char *plan;    /* a plan file of `crmm plan`; NULL: none */
 } pool_config;
 
 /* The enums' choices, in the order of their rows' `choices`. */
@@ -217,6 +218,25 @@ static crmm_status unmake(pool_resource *p, crmm_resource *upstream, crmm_status
     return st;
 }
 
+/* The plan at path (pool_plan.h) for expandable pool p, its range reserved on the pool's device.
+ * Errors: pool_plan_load's, and pool_plan_reserve's naming the plan. */
+static crmm_status load_plan(pool_resource *p, const char *path, size_t page_size, const char *label)
+{
+    pool_plan *pl;
+    crmm_status st = pool_plan_load(path, label, &pl);
+    if (st != CRMM_OK)
+        return st;
+    if ((st = pool_plan_reserve(pl, p->growth.vmm.device, page_size)) != CRMM_OK) {
+        char a[32];
+        crmm_error_add_context("%s: reserving the range of plan %s (%s)", label, path,
+                               crmm_format_size(pl->extent, a, sizeof a));
+        pool_plan_destroy(pl);
+        return st;
+    }
+    p->plan = pl;
+    return CRMM_OK;
+}
+
 static crmm_status pool_create(const crmm_params *params, crmm_resource *upstream, crmm_resource **out)
 {
     char label[80];
@@ -293,6 +313,14 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
                             crmm_format_size(p->growth.maximum, a, sizeof a),
                             crmm_format_size(p->growth.vmm.page, b, sizeof b));
         return unmake(p, upstream, st);
+    }
+    if (cfg.plan && cfg.plan[0]) {
+        if (!cfg.expandable)
+            return unmake(p, upstream, crmm_set_error(CRMM_ERROR_CONFIG, "%s: a plan needs expandable = true", label));
+        if (!p->growth.expandable)
+            crmm_log(CRMM_LOG_WARN, "%s: not expandable (said above): plan %s is not used", label, cfg.plan);
+        else if ((st = load_plan(p, cfg.plan, (size_t)cfg.page_size, label)) != CRMM_OK)
+            return unmake(p, upstream, st);
     }
     pool_ipc_setup(p, cfg.ipc, cfg.ipc_handle_type == POOL_IPC_FABRIC);
     if (initial > 0) {
@@ -394,6 +422,12 @@ static const crmm_param pool_params[] = {
              "is destroyed, as PyTorch's private graph pools: the capture's blocks lie the same way in their pages "
              "whatever the pool held before, at the cost of the pages' unused parts",
      .offset = offsetof(pool_config, graph_pool), .choices = "shared|private"},
+    {.key = "plan", .type = CRMM_PARAM_STRING,
+     .help = "expandable: a placement plan written by `crmm plan` from a recorded run (docs/expandable-pool.md): requests "
+             "that follow the recorded ones, in order and size, on one stream, go where the plan places them, in a range "
+             "of their own, so that a run that repeats the recorded one holds about the plan's extent; other requests are "
+             "served as without a plan (a pool that cannot be expandable ignores it, with the warning that says why)",
+     .offset = offsetof(pool_config, plan)},
     {NULL},
 };
 
@@ -413,6 +447,20 @@ static crmm_status pool_validate(const crmm_params *params, bool host_memory, co
                               "not a share of device memory");
     }
     crmm_params_get_size(params, "page_size", &page_size);
+    const char *plan = NULL;
+    bool expandable = false;
+    crmm_params_get_bool(params, "expandable", &expandable);
+    if (crmm_params_get_string(params, "plan", &plan) == CRMM_OK && plan && plan[0]) {
+        *key = "plan";
+        if (!expandable)
+            return crmm_set_error(CRMM_ERROR_CONFIG, "pool: a plan needs expandable = true");
+        pool_plan *pl;
+        crmm_status st = pool_plan_load(plan, "pool", &pl);
+        if (st != CRMM_OK)
+            return st;
+        pool_plan_destroy(pl);
+    }
+    crmm_clear_error();
     return pool_rules(initial, maximum, page_size, host_memory, "pool", key);
 }
 

@@ -28,7 +28,7 @@ void pool_reset_peaks(pool_resource *p)
     if (pool_caching(p))
         pool_cache_sum(p, &sum);
     pool_peaks_reset(&p->core.peaks, &sum);
-    p->growth.reserved_peak = p->growth.reserved;
+    p->growth.reserved_peak = pool_held(p);
     pool_unlock(p);
 }
 
@@ -47,12 +47,15 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     uint64_t live_bytes = (uint64_t)sum.block_bytes;
     switch ((int)what) {
     case CRMM_QUERY_BYTES_RESERVED: /* and pages the driver refused to release, held unmapped */
-        *out = p->growth.reserved + (uint64_t)p->growth.vmm.spare_count * p->growth.vmm.page;
+        *out = pool_held(p) + (uint64_t)p->growth.vmm.spare_count * p->growth.vmm.page;
         break;
     case CRMM_QUERY_BYTES_RESERVED_PEAK: *out = p->growth.reserved_peak; break;
-    case CRMM_QUERY_BYTES_FREE: *out = p->growth.reserved - live_bytes; break;
+    case CRMM_QUERY_BYTES_FREE: *out = pool_held(p) - live_bytes; break;
     case CRMM_QUERY_LARGEST_FREE_BLOCK: *out = largest_free_block(p); break;
-    case CRMM_QUERY_UPSTREAM_BLOCKS: *out = p->growth.expandable ? p->growth.vmm.mapped_pages - p->growth.vmm.lent_pages : p->growth.chunk_count; break;
+    case CRMM_QUERY_UPSTREAM_BLOCKS: /* an expandable pool's pages, the plan's included */
+        *out = p->growth.expandable ? p->growth.vmm.mapped_pages - p->growth.vmm.lent_pages + (p->plan ? p->plan->vmm.mapped_pages : 0)
+                                    : p->growth.chunk_count;
+        break;
     case CRMM_QUERY_MAXIMUM_SIZE: *out = p->growth.maximum; break;
     case CRMM_QUERY_POOL_DEVICE_SYNCS: *out = __atomic_load_n(&p->core.streams.syncs, __ATOMIC_RELAXED); break;
     case CRMM_QUERY_POOL_EVENT_WAITS: *out = __atomic_load_n(&p->core.streams.event_waits, __ATOMIC_RELAXED); break;
@@ -66,6 +69,8 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     case CRMM_QUERY_POOL_THREAD_CACHES: *out = pool_caching(p); break;
     case CRMM_QUERY_POOL_LOCK_WAITS: *out = p->cache.lock_waits_total; break;
     case CRMM_QUERY_POOL_PAGES_LENT: *out = p->growth.vmm.lent_pages; break;
+    case CRMM_QUERY_POOL_PLAN_HITS: *out = p->plan ? p->plan->hits : 0; break;
+    case CRMM_QUERY_POOL_PLAN_MISSES: *out = p->plan ? p->plan->misses : 0; break;
     default: st = pool_counts_query(&sum, &p->core.peaks, what, out); break;
     }
     if (what == CRMM_QUERY_LARGEST_FREE_BLOCK && cached_largest > *out)

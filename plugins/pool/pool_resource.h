@@ -20,6 +20,7 @@
 #include "pool_core.h"
 #include "pool_free_list.h"
 #include "pool_growth_state.h"
+#include "pool_plan.h"
 #include "pool_streams.h"
 #include "pool_thread_cache.h"
 #include "pool_vmm.h"
@@ -59,7 +60,18 @@ typedef struct pool_resource {
     bool capturing;                /* an allocation for a stream under capture is under way: no
                                     * synchronization, no event, nothing taken from other streams */
     crmm_fork_guard fork_guard;    /* its locks around fork() (pool_fork.c) */
+    pool_plan *plan;               /* parameter plan: where a recorded run's requests go (pool_plan.h); NULL */
 } pool_resource;
+
+/* Bytes the pool holds: its own pages or chunks, and the plan's mapped pages. */
+static inline uint64_t pool_held(const pool_resource *p) { return p->growth.reserved + (p->plan ? p->plan->held : 0); }
+
+/* Raise the peak of what the pool holds to what it holds now. */
+static inline void pool_raise_held_peak(pool_resource *p)
+{
+    if (pool_held(p) > p->growth.reserved_peak)
+        p->growth.reserved_peak = pool_held(p);
+}
 
 /* Whether the per-thread caches are on (read without the lock: once on, they stay on). */
 static inline bool pool_caching(const pool_resource *p) { return __atomic_load_n(&p->cache.caching, __ATOMIC_RELAXED); }

@@ -259,7 +259,7 @@ _STATS = (
 )
 # What the pool asked of the device since it was made (crmm's own, under a "crmm." prefix).
 _COUNTERS = ("device_syncs", "event_waits", "growths", "pages_mapped", "pages_unmapped", "pages_created",
-             "pages_released", "thread_caches", "lock_waits", "pages_lent")
+             "pages_released", "thread_caches", "lock_waits", "pages_lent", "plan_hits", "plan_misses")
 
 
 def _device_index(device):

@@ -68,6 +68,11 @@ enum {
  * the move has finished, docs/expandable-pool.md). Not part of BYTES_RESERVED, which counts
  * physical memory. */
 #define CRMM_QUERY_POOL_PAGES_LENT ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 11))
+/* With a plan (the pool's `plan` parameter): requests of the planned stream served at their planned
+ * place, and those served as without a plan (unknown to it, their place still in use, or past a
+ * plan without a loop). 0 without a plan. */
+#define CRMM_QUERY_POOL_PLAN_HITS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 12))
+#define CRMM_QUERY_POOL_PLAN_MISSES ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 13))
 
 /* crmm_resource_control(mr, CRMM_POOL_OP_FORGET_STREAM, stream) on the first pool in mr's chain
  * (crmm_resource_find_kind). CRMM_ERROR_UNSUPPORTED when the chain has no pool;

@@ -1,0 +1,343 @@
+/* pool_plan.c — an expandable pool's placement plan (see pool_plan.h): reading the file, the
+ * cursor, the busy bits and the pages of the plan's range. */
+#include "build_config.h"
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <crmm/log.h>
+#include "pool_plan.h"
+
+#define PLAN_UNIT 256 /* bytes per busy bit: the pool's alignment */
+
+/* ---- reading ------------------------------------------------------------------------------- */
+
+/* The next line of f into buf without its newline, counting lines; false at the end. A line too
+ * long for buf is an error the caller reports as not a plan line. */
+static bool next_line(FILE *f, char *buf, size_t size, unsigned long *line)
+{
+    if (!fgets(buf, (int)size, f))
+        return false;
+    (*line)++;
+    buf[strcspn(buf, "\r\n")] = '\0';
+    return true;
+}
+
+/* Parse "KEY NUMBER" (or "KEY none" when none_ok: *v = UINT64_MAX). */
+static bool parse_header(const char *buf, const char *key, bool none_ok, uint64_t *v)
+{
+    size_t n = strlen(key);
+    if (strncmp(buf, key, n) != 0 || buf[n] != ' ')
+        return false;
+    const char *s = buf + n + 1;
+    if (none_ok && strcmp(s, "none") == 0) {
+        *v = UINT64_MAX;
+        return true;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno || end == s || *end || *s == '-')
+        return false;
+    *v = x;
+    return true;
+}
+
+/* Parse "SIZE OFFSET". */
+static bool parse_entry(const char *buf, uint64_t *size, uint64_t *offset)
+{
+    char *end;
+    errno = 0;
+    if (*buf == '-')
+        return false;
+    unsigned long long a = strtoull(buf, &end, 10);
+    if (errno || end == buf || *end != ' ' || end[1] == '-')
+        return false;
+    const char *s = end + 1;
+    unsigned long long b = strtoull(s, &end, 10);
+    if (errno || end == s || *end)
+        return false;
+    *size = a;
+    *offset = b;
+    return true;
+}
+
+static crmm_status bad_plan(FILE *f, pool_plan *pl, const char *label, const char *path, unsigned long line,
+                            const char *what)
+{
+    fclose(f);
+    pool_plan_destroy(pl);
+    if (line)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: plan %s, line %lu: %s", label, path, line, what);
+    return crmm_set_error(CRMM_ERROR_CONFIG, "%s: plan %s: %s", label, path, what);
+}
+
+crmm_status pool_plan_load(const char *path, const char *label, pool_plan **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: cannot read plan %s: %s", label, path, strerror(errno));
+    pool_plan *pl = calloc(1, sizeof *pl);
+    if (!pl) {
+        fclose(f);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (plan)", label);
+    }
+    char buf[128];
+    unsigned long line = 0;
+    uint64_t loop;
+    if (!next_line(f, buf, sizeof buf, &line) || strcmp(buf, "crmm-plan 1") != 0)
+        return bad_plan(f, pl, label, path, 0, "not a plan written by `crmm plan` (its first line is \"crmm-plan 1\")");
+    if (!next_line(f, buf, sizeof buf, &line) || !parse_header(buf, "extent", false, &pl->extent) || !pl->extent)
+        return bad_plan(f, pl, label, path, line, "expected \"extent BYTES\" (more than 0)");
+    if (!next_line(f, buf, sizeof buf, &line) || !parse_header(buf, "loop", true, &loop))
+        return bad_plan(f, pl, label, path, line, "expected \"loop INDEX\" or \"loop none\"");
+    if (!next_line(f, buf, sizeof buf, &line) || !parse_header(buf, "count", false, &pl->count) || !pl->count)
+        return bad_plan(f, pl, label, path, line, "expected \"count N\" (more than 0)");
+    if (pl->extent > ((uint64_t)1 << 50) || pl->count > ((uint64_t)1 << 32))
+        return bad_plan(f, pl, label, path, 0, "extent or count too large to be a plan");
+    if (loop != UINT64_MAX && loop >= pl->count)
+        return bad_plan(f, pl, label, path, 3, "the loop is not one of the entries");
+    pl->loop = loop == UINT64_MAX ? pl->count : loop;
+    pl->resync_after = POOL_PLAN_RESYNC;
+    pl->size = malloc(pl->count * sizeof *pl->size);
+    pl->offset = malloc(pl->count * sizeof *pl->offset);
+    pl->busy = calloc((pl->extent / PLAN_UNIT + 64) / 64, sizeof *pl->busy);
+    if (!pl->size || !pl->offset || !pl->busy) {
+        fclose(f);
+        pool_plan_destroy(pl);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (plan of %" PRIu64 " entries)", label,
+                              pl->count);
+    }
+    for (uint64_t k = 0; k < pl->count; k++) {
+        uint64_t size, offset;
+        if (!next_line(f, buf, sizeof buf, &line))
+            return bad_plan(f, pl, label, path, 0, "fewer entries than its count");
+        if (!parse_entry(buf, &size, &offset))
+            return bad_plan(f, pl, label, path, line, "expected \"SIZE OFFSET\"");
+        if (size % PLAN_UNIT || offset % PLAN_UNIT)
+            return bad_plan(f, pl, label, path, line, "size and offset must be multiples of 256");
+        if (offset > pl->extent || size > pl->extent - offset)
+            return bad_plan(f, pl, label, path, line, "the entry ends past the extent");
+        pl->size[k] = size;
+        pl->offset[k] = offset;
+    }
+    if (next_line(f, buf, sizeof buf, &line) && buf[0])
+        return bad_plan(f, pl, label, path, line, "more entries than its count");
+    fclose(f);
+    *out = pl;
+    return CRMM_OK;
+}
+
+crmm_status pool_plan_reserve(pool_plan *pl, int device, size_t page_size)
+{
+    return pool_vmm_reserve(&pl->vmm, device, (size_t)pl->extent, page_size);
+}
+
+/* ---- the busy bits ------------------------------------------------------------------------- */
+
+/* Set (on) or clear the bits of [offset, offset + size). */
+static void mark(uint64_t *bits, uint64_t offset, uint64_t size, bool on)
+{
+    uint64_t first = offset / PLAN_UNIT, end = (offset + size) / PLAN_UNIT;
+    for (uint64_t i = first; i < end;) {
+        uint64_t w = i / 64, lo = i % 64, n = end - i < 64 - lo ? end - i : 64 - lo;
+        uint64_t m = (n == 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1)) << lo;
+        bits[w] = on ? bits[w] | m : bits[w] & ~m;
+        i += n;
+    }
+}
+
+/* Whether any bit of [offset, offset + size) is set. */
+static bool any_busy(const uint64_t *bits, uint64_t offset, uint64_t size)
+{
+    uint64_t first = offset / PLAN_UNIT, end = (offset + size) / PLAN_UNIT;
+    for (uint64_t i = first; i < end;) {
+        uint64_t w = i / 64, lo = i % 64, n = end - i < 64 - lo ? end - i : 64 - lo;
+        uint64_t m = (n == 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1)) << lo;
+        if (bits[w] & m)
+            return true;
+        i += n;
+    }
+    return false;
+}
+
+/* ---- serving ------------------------------------------------------------------------------- */
+
+/* The entry `steps` after k, going back to the loop after the last; count when there is none. */
+static uint64_t entry_after(const pool_plan *pl, uint64_t k, uint64_t steps)
+{
+    for (; steps; steps--) {
+        if (++k == pl->count) {
+            if (pl->loop == pl->count)
+                return pl->count;
+            k = pl->loop;
+        }
+    }
+    return k;
+}
+
+/* Map the unmapped pages of [offset, offset + size); *mapped: their bytes. */
+static crmm_status map_pages(pool_plan *pl, uint64_t offset, uint64_t size, uint64_t *mapped)
+{
+    pool_vmm *v = &pl->vmm;
+    size_t first = (size_t)(offset / v->page), last = (size_t)((offset + size - 1) / v->page);
+    for (size_t i = first; i <= last;) {
+        if (v->mapped[i] != POOL_PAGE_UNMAPPED) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j <= last && v->mapped[j] == POOL_PAGE_UNMAPPED)
+            j++;
+        crmm_status st = pool_vmm_map(v, i, j - i);
+        if (st != CRMM_OK)
+            return st;
+        *mapped += (uint64_t)(j - i) * v->page;
+        i = j;
+    }
+    return CRMM_OK;
+}
+
+/* Whether the POOL_PLAN_RESYNC entries before entry j have the sizes of the last requests. */
+static bool recent_end_at(const pool_plan *pl, uint64_t j)
+{
+    for (unsigned i = 1; i <= POOL_PLAN_RESYNC; i++)
+        if (pl->size[j - i] != pl->recent[(pl->requests - i) % POOL_PLAN_RESYNC])
+            return false;
+    return true;
+}
+
+/* The cursor after the first run of entries, from the cursor on and around, whose sizes are the
+ * last requests'. False when there is none (the cursor stays). */
+static bool resync(pool_plan *pl)
+{
+    uint64_t n = pl->count, from = pl->cursor < n ? pl->cursor : 0;
+    for (uint64_t d = 0; d < n; d++) {
+        uint64_t j = (from + d) % n + 1; /* the run ends before entry j */
+        if (j < POOL_PLAN_RESYNC || !recent_end_at(pl, j))
+            continue;
+        pl->cursor = entry_after(pl, j - 1, 1);
+        pl->ended = pl->cursor == pl->count;
+        return true;
+    }
+    return false;
+}
+
+/* Note whether the request just seen was served (missed: not); when too many recent ones were
+ * not, search (resync), at most as often as resync_wait allows. */
+static void note(pool_plan *pl, bool miss)
+{
+    pl->missed_bits = (pl->missed_bits << 1) | miss;
+    if (pl->resync_wait)
+        pl->resync_wait--;
+    if (!miss || pl->resync_wait || pl->requests < POOL_PLAN_RESYNC ||
+        __builtin_popcount(pl->missed_bits & ((1u << (2 * POOL_PLAN_RESYNC)) - 1)) < POOL_PLAN_RESYNC)
+        return;
+    pl->missed_bits = 0;
+    if (resync(pl)) {
+        pl->resync_after = POOL_PLAN_RESYNC;
+        pl->resync_wait = 0;
+    } else {
+        pl->resync_wait = pl->resync_after;
+        pl->resync_after = pl->resync_after < POOL_PLAN_RESYNC_MAX_WAIT ? 2 * pl->resync_after : pl->resync_after;
+    }
+}
+
+/* A request the plan does not serve. */
+static uintptr_t missed(pool_plan *pl)
+{
+    pl->misses++;
+    note(pl, true);
+    return 0;
+}
+
+uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t *mapped)
+{
+    *mapped = 0;
+    if (!size || (pl->stream_known && stream != pl->stream))
+        return 0;
+    pl->recent[pl->requests++ % POOL_PLAN_RESYNC] = size;
+    if (pl->ended)
+        return missed(pl);
+    uint64_t k = pl->cursor;
+    unsigned i = 0;
+    for (; i <= POOL_PLAN_WINDOW && k < pl->count && pl->size[k] != size; i++)
+        k = entry_after(pl, k, 1);
+    if (i > POOL_PLAN_WINDOW || k >= pl->count)
+        return missed(pl);
+    /* the request is entry k: the cursor passes it whether or not its place is free */
+    pl->cursor = entry_after(pl, k, 1);
+    pl->ended = pl->cursor == pl->count;
+    uint64_t offset = pl->offset[k];
+    if (any_busy(pl->busy, offset, size))
+        return missed(pl);
+    uint64_t added = 0;
+    if (map_pages(pl, offset, size, &added) != CRMM_OK) {
+        crmm_clear_error(); /* the pool serves it as without a plan, and says why if it cannot */
+        pl->held += added;
+        *mapped = added;
+        return missed(pl);
+    }
+    note(pl, false);
+    pl->held += added;
+    *mapped = added;
+    mark(pl->busy, offset, size, true);
+    pl->stream_known = true;
+    pl->stream = stream;
+    pl->hits++;
+    return (uintptr_t)(pl->vmm.base + offset);
+}
+
+void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_stream_t stream, bool capturing)
+{
+    uint64_t offset = addr - pl->vmm.base;
+    if (stream == pl->stream && !capturing) {
+        mark(pl->busy, offset, size, false);
+        return;
+    }
+    /* other work may still use it: it stays busy until trim has synchronized the device */
+    if (pl->pending_count == pl->pending_room) {
+        size_t room = pl->pending_room ? 2 * pl->pending_room : 64;
+        void *grown = realloc(pl->pending, room * sizeof *pl->pending);
+        if (!grown)
+            return; /* it stays busy for good: safe, and only the plan's use of it is lost */
+        pl->pending = grown;
+        pl->pending_room = room;
+    }
+    pl->pending[pl->pending_count][0] = offset;
+    pl->pending[pl->pending_count][1] = size;
+    pl->pending_count++;
+}
+
+uint64_t pool_plan_trim(pool_plan *pl)
+{
+    for (size_t i = 0; i < pl->pending_count; i++)
+        mark(pl->busy, pl->pending[i][0], pl->pending[i][1], false);
+    pl->pending_count = 0;
+    pool_vmm *v = &pl->vmm;
+    uint64_t freed = 0;
+    for (size_t i = 0; i < v->pages; i++) {
+        uint64_t offset = (uint64_t)i * v->page, len = pl->extent - offset < v->page ? pl->extent - offset : v->page;
+        if (v->mapped[i] != POOL_PAGE_MAPPED || any_busy(pl->busy, offset, len))
+            continue;
+        freed += (uint64_t)pool_vmm_unmap(v, i, 1) * v->page;
+    }
+    pool_vmm_drop_spares(v);
+    pl->held -= freed;
+    return freed;
+}
+
+void pool_plan_destroy(pool_plan *pl)
+{
+    if (!pl)
+        return;
+    if (pl->vmm.base)
+        pool_vmm_release(&pl->vmm);
+    free(pl->size);
+    free(pl->offset);
+    free(pl->busy);
+    free(pl->pending);
+    free(pl);
+}

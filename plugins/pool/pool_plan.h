@@ -1,0 +1,94 @@
+/* pool_plan.h — an expandable pool's placement plan (the `plan` parameter): the file `crmm plan`
+ * learned from a recorded run (tools/plan.h has its format), and the address range where the
+ * pool serves the requests that follow it.
+ *
+ * The plan lists the run's allocations in order, each with its size and its offset in a range of
+ * the plan's extent. The pool keeps a cursor into the list: a request of the caller's stream whose
+ * size is the next entry's (or one of the 16 after it: a request the plan does not know leaves the
+ * cursor where it is) is served at that entry's offset in a range of its own, provided no planned
+ * block still live or not yet safe to reuse overlaps it; after the last entry the cursor goes back
+ * to the plan's loop. Every other request is served by the pool as without a plan. So a run that
+ * repeats the recorded one holds about the plan's extent, which on real training logs is the live
+ * peak or within 0.7 % of it, where best fit placed online holds 1-2 % more (bench/RESULTS.md).
+ *
+ * The range's pages are mapped as planned blocks first reach them and kept until trim, which
+ * unmaps those no planned block uses. Only one stream is planned: the stream of the first request
+ * served from the plan. A planned block freed on another stream, or on a stream under CUDA graph
+ * capture, stays unusable until trim (which synchronizes the device): its range is then safe for
+ * the planned stream. All of it runs under the pool's lock. */
+#ifndef CRMM_PLUGINS_POOL_PLAN_H
+#define CRMM_PLUGINS_POOL_PLAN_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <crmm/error.h>
+#include <crmm/resource.h>
+#include "pool_vmm.h"
+
+/* How far past the cursor a request's size is looked for. */
+#define POOL_PLAN_WINDOW 16
+/* When this many of the last 2 * POOL_PLAN_RESYNC requests were not served from the plan, the plan
+ * is searched for the sizes of the last POOL_PLAN_RESYNC requests, and the cursor goes on from where
+ * they lie: a run that started over, or skipped or added a stretch, finds its place again. A search
+ * that finds nothing doubles the requests until the next (up to POOL_PLAN_RESYNC_MAX_WAIT), so a
+ * run that no longer follows the plan costs little. */
+#define POOL_PLAN_RESYNC 8
+#define POOL_PLAN_RESYNC_MAX_WAIT 4096
+
+typedef struct pool_plan {
+    uint64_t count;                /* entries */
+    uint64_t *size;                /* per entry: bytes, a multiple of 256 */
+    uint64_t *offset;              /* per entry: where it goes in the range */
+    uint64_t extent;               /* bytes the entries span */
+    uint64_t loop;                 /* the entry after the last; count: none (the plan then ends) */
+    uint64_t cursor;               /* the next entry expected */
+    bool ended;                    /* passed the last entry with no loop */
+    bool stream_known;
+    crmm_cuda_stream_t stream;     /* the planned stream */
+    pool_vmm vmm;                  /* the range */
+    uint64_t *busy;                /* one bit per 256 bytes of the range: held by a planned block
+                                    * live, or freed where it is not yet safe to reuse */
+    uint64_t (*pending)[2];        /* those freed blocks (address, size), made free at trim */
+    size_t pending_count, pending_room;
+    uint64_t held;                 /* bytes of mapped pages */
+    uint64_t recent[POOL_PLAN_RESYNC]; /* the sizes of the last requests (a ring) */
+    uint64_t requests;             /* requests of the planned stream (the ring's position) */
+    uint32_t missed_bits;          /* one bit per recent request, newest lowest: not served */
+    uint64_t resync_wait;          /* requests before the next search may run */
+    uint64_t resync_after;         /* after a search that found nothing: the next wait */
+    uint64_t hits, misses;         /* requests of the planned stream served from the plan, not */
+} pool_plan;
+
+/* Read the plan file at `path` for pool `label`. Errors, each naming the file (and the line):
+ * CRMM_ERROR_CONFIG when it cannot be read, is not a plan, or is inconsistent (an entry outside
+ * the extent, a size that is no multiple of 256, a count other than the entries, a loop outside
+ * them); CRMM_ERROR_OUT_OF_MEMORY. */
+crmm_status pool_plan_load(const char *path, const char *label, pool_plan **out);
+
+/* Reserve the plan's range on `device` in pages of page_size (pool_vmm_reserve). Errors as
+ * pool_vmm_reserve's. */
+crmm_status pool_plan_reserve(pool_plan *pl, int device, size_t page_size);
+
+/* Whether addr lies in the plan's range (a planned block). */
+static inline bool pool_plan_holds(const pool_plan *pl, uintptr_t addr)
+{
+    return pl && addr - pl->vmm.base < pl->extent;
+}
+
+/* The planned address for a request of `size` bytes (a multiple of 256) on `stream`, with its
+ * pages mapped and its range marked busy; 0 when the plan does not serve it (the pool then serves
+ * it as without a plan). *mapped: bytes of pages it mapped. */
+uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t *mapped);
+
+/* A planned block [addr, addr + size) freed on `stream`; `capturing`: the free is under capture.
+ * Its range is free for the planned stream at once when that is the stream, else after trim. */
+void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_stream_t stream, bool capturing);
+
+/* After a device synchronization: every freed block's range is free, and the pages no planned
+ * block uses are unmapped. Returns the bytes unmapped. */
+uint64_t pool_plan_trim(pool_plan *pl);
+
+/* Unmap everything, free the range and the plan (no work may still use it). NULL: nothing. */
+void pool_plan_destroy(pool_plan *pl);
+
+#endif

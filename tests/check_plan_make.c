@@ -1,0 +1,257 @@
+/* check_plan_make.c — `crmm plan`'s planner (tools/plan_place.c): every plan it makes keeps
+ * allocations whose lifetimes overlap apart, spans the live peak where greedy by size can, finds
+ * the loop of a log that ends in repeating steps and none where nothing repeats; the command writes
+ * the format the pool reads and refuses what it cannot plan. */
+#include "build_config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <check.h>
+#include "replay_logs.h"
+#include "test_support.h"
+#include "../tools/plan.h"
+#include "../tools/replay.h"
+
+/* In a test: `crmm plan ARGS...` (NULL-terminated) run in-process. */
+static crmm_test_output run_plan(const char **args)
+{
+    char *argv[8] = {"plan"};
+    for (int i = 0; i < 6 && args[i]; i++)
+        argv[i + 1] = (char *)args[i];
+    return crmm_test_run_main(crmm_plan_main, argv);
+}
+
+/* A growing log text. */
+typedef struct text { char *s; size_t n, room; } text;
+
+static void add(text *t, const char *action, unsigned long long ptr, unsigned long long size)
+{
+    if (t->n + 128 > t->room) {
+        t->room = t->room ? 2 * t->room : 4096;
+        t->s = realloc(t->s, t->room);
+        ck_assert_ptr_nonnull(t->s);
+        if (!t->n)
+            t->n = (size_t)snprintf(t->s, t->room, "%s", HEADER);
+    }
+    t->n += (size_t)snprintf(t->s + t->n, t->room - t->n, "1,10:00:00.000001,%s,0x%llx,%llu,0\n", action, ptr, size);
+}
+
+/* Plan the log `t`; the log stays readable in *log. */
+static void plan_text(text *t, replay_log *log, plan *pl)
+{
+    ck_assert_crmm_ok(replay_log_read(crmm_test_write_file("plan.csv", t->s), log));
+    ck_assert_crmm_ok(plan_make(log, pl));
+}
+
+/* No two allocations whose lifetimes overlap overlap in the plan, and each lies in the extent. */
+static void assert_valid(const replay_log *log, const plan *pl)
+{
+    size_t n = pl->count, k = 0;
+    size_t *start = malloc(n * sizeof *start), *end = malloc(n * sizeof *end);
+    for (size_t e = 0; e < log->count; e++)
+        if (log->events[e].action == REPLAY_ALLOCATE) {
+            start[k] = e;
+            end[k++] = log->events[e].pair >= 0 ? (size_t)log->events[e].pair : log->count;
+        }
+    ck_assert_uint_eq(k, n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_le(pl->offset[i] + pl->size[i], pl->extent);
+        for (size_t j = i + 1; j < n; j++)
+            if (start[i] < end[j] && start[j] < end[i])
+                ck_assert_msg(pl->offset[i] + pl->size[i] <= pl->offset[j] || pl->offset[j] + pl->size[j] <= pl->offset[i],
+                              "allocations %zu and %zu live together and overlap", i, j);
+    }
+    free(start);
+    free(end);
+}
+
+START_TEST(a_freed_place_is_reused_and_the_plan_spans_the_peak)
+{
+    text t = {0};
+    add(&t, "allocate", 0x1000, 1 << 20);
+    add(&t, "allocate", 0x2000, 1 << 20);
+    add(&t, "free", 0x1000, 1 << 20);
+    add(&t, "allocate", 0x3000, 1000); /* rounded up to 1024 */
+    add(&t, "free", 0x2000, 1 << 20);
+    add(&t, "free", 0x3000, 1000);
+    replay_log log;
+    plan pl;
+    plan_text(&t, &log, &pl);
+    ck_assert_uint_eq(pl.count, 3);
+    ck_assert_uint_eq(pl.size[2], 1024);
+    ck_assert_uint_eq(pl.peak_live, 2 << 20);
+    ck_assert_uint_eq(pl.extent, 2 << 20);
+    ck_assert(pl.offset[2] == pl.offset[0]); /* in the first block's place */
+    assert_valid(&log, &pl);
+    plan_free(&pl);
+    replay_log_free(&log);
+    free(t.s);
+}
+END_TEST
+
+/* Where online first fit strands a hole, greedy by size does not: small blocks first, then a
+ * large one that online placement puts above them. */
+START_TEST(greedy_by_size_places_the_large_block_first)
+{
+    text t = {0};
+    add(&t, "allocate", 0x1, 1 << 20); /* a: lives to the end */
+    add(&t, "allocate", 0x2, 1 << 20); /* b */
+    add(&t, "free", 0x1, 1 << 20);
+    add(&t, "allocate", 0x3, 2 << 20); /* c: online first fit has only a's hole of 1 MiB below b */
+    add(&t, "free", 0x2, 1 << 20);
+    add(&t, "free", 0x3, 2 << 20);
+    replay_log log;
+    plan pl;
+    plan_text(&t, &log, &pl);
+    ck_assert_uint_eq(pl.peak_live, 3 << 20);
+    ck_assert_uint_eq(pl.extent, 3 << 20);
+    assert_valid(&log, &pl);
+    plan_free(&pl);
+    replay_log_free(&log);
+    free(t.s);
+}
+END_TEST
+
+START_TEST(random_lifetimes_give_a_valid_plan)
+{
+    text t = {0};
+    unsigned long long live[64] = {0}, size[64] = {0}, next = 1;
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 3000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        unsigned slot = (unsigned)(x % 64);
+        if (live[slot]) {
+            add(&t, "free", live[slot], size[slot]);
+            live[slot] = 0;
+        } else {
+            live[slot] = next++ * 0x1000;
+            size[slot] = 256 + (x >> 20) % (4u << 20);
+            add(&t, "allocate", live[slot], size[slot]);
+        }
+    }
+    replay_log log;
+    plan pl;
+    plan_text(&t, &log, &pl);
+    assert_valid(&log, &pl);
+    ck_assert_uint_ge(pl.extent, pl.peak_live);
+    ck_assert_uint_eq(pl.loop, PLAN_NO_LOOP); /* random sizes do not repeat */
+    plan_free(&pl);
+    replay_log_free(&log);
+    free(t.s);
+}
+END_TEST
+
+/* A persistent block, then five steps of the same three requests: the loop is a whole number of
+ * steps that starts at a step's first request, and serving it again keeps blocks apart. */
+START_TEST(repeating_steps_give_a_loop)
+{
+    text t = {0};
+    add(&t, "allocate", 0x100, 3 << 20);
+    unsigned long long ptr = 0x1000;
+    for (int step = 0; step < 5; step++, ptr += 0x1000) {
+        add(&t, "allocate", ptr + 1, 1 << 20);
+        add(&t, "allocate", ptr + 2, 2 << 20);
+        add(&t, "free", ptr + 1, 1 << 20);
+        add(&t, "allocate", ptr + 3, 512);
+        add(&t, "free", ptr + 2, 2 << 20);
+        add(&t, "free", ptr + 3, 512);
+    }
+    replay_log log;
+    plan pl;
+    plan_text(&t, &log, &pl);
+    ck_assert_uint_eq(pl.count, 16);
+    ck_assert_uint_ne(pl.loop, PLAN_NO_LOOP);
+    ck_assert_uint_ge(pl.loop, 1);
+    ck_assert_uint_eq((pl.loop - 1) % 3, 0); /* a step's first request */
+    ck_assert_uint_eq((pl.count - pl.loop) % 3, 0);
+    ck_assert_uint_eq(pl.size[pl.loop], 1 << 20);
+    ck_assert_uint_eq(pl.extent, pl.peak_live);
+    assert_valid(&log, &pl);
+    plan_free(&pl);
+    replay_log_free(&log);
+    free(t.s);
+}
+END_TEST
+
+/* A step whose block lives into the next step: going back must not put the new one over it. */
+START_TEST(a_loop_that_would_overlap_a_live_block_is_not_taken)
+{
+    text t = {0};
+    unsigned long long prev = 0;
+    for (int step = 0; step < 6; step++) {
+        unsigned long long ptr = 0x1000 * (unsigned long long)(step + 1);
+        add(&t, "allocate", ptr, 1 << 20); /* lives until the next step's is allocated */
+        if (prev)
+            add(&t, "free", prev, 1 << 20);
+        prev = ptr;
+    }
+    replay_log log;
+    plan pl;
+    plan_text(&t, &log, &pl);
+    assert_valid(&log, &pl);
+    /* consecutive blocks alternate between two places; a loop of one step would reuse the place
+     * of the block still live, so the loop found (if any) is a whole number of pairs */
+    if (pl.loop != PLAN_NO_LOOP) {
+        uint64_t period = pl.count - pl.loop;
+        ck_assert_uint_eq(period % 2, 0);
+        ck_assert_uint_eq(pl.offset[pl.count - 1], pl.offset[pl.loop - 1]);
+    }
+    plan_free(&pl);
+    replay_log_free(&log);
+    free(t.s);
+}
+END_TEST
+
+START_TEST(the_command_writes_the_plan_and_refuses_what_it_cannot_plan)
+{
+    const char *log = crmm_test_write_file("steps.csv", FIVE_THREADS_UP_TO_THE_PEAK);
+    const char *out = crmm_test_tmp_path("steps.plan");
+    crmm_test_output r = run_plan((const char *[]){log, "--output", out, NULL});
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "4 allocations"));
+    crmm_test_output_free(&r);
+    char *written = crmm_test_read_file(out);
+    ck_assert_ptr_nonnull(written);
+    ck_assert_msg(strncmp(written, "crmm-plan 1\nextent 1280\nloop none\ncount 4\n", 42) == 0, "%s", written);
+    free(written);
+    /* a log with no allocation, and no log */
+    const char *empty = crmm_test_write_file("empty.csv", HEADER);
+    r = run_plan((const char *[]){empty, NULL});
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "no allocation"));
+    crmm_test_output_free(&r);
+    r = run_plan((const char *[]){"/nonexistent/log.csv", NULL});
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "/nonexistent/log.csv"));
+    crmm_test_output_free(&r);
+    r = run_plan((const char *[]){NULL});
+    ck_assert_int_eq(r.status, 2);
+    crmm_test_output_free(&r);
+    r = run_plan((const char *[]){log, "--output", log, NULL}); /* the log itself: refused, the log kept */
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "would replace"));
+    crmm_test_output_free(&r);
+    char *kept = crmm_test_read_file(log);
+    ck_assert_str_eq(kept, FIVE_THREADS_UP_TO_THE_PEAK);
+    free(kept);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("plan_make");
+    TCase *tc = tcase_create("plan");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, a_freed_place_is_reused_and_the_plan_spans_the_peak);
+    tcase_add_test(tc, greedy_by_size_places_the_large_block_first);
+    tcase_add_test(tc, random_lifetimes_give_a_valid_plan);
+    tcase_add_test(tc, repeating_steps_give_a_loop);
+    tcase_add_test(tc, a_loop_that_would_overlap_a_live_block_is_not_taken);
+    tcase_add_test(tc, the_command_writes_the_plan_and_refuses_what_it_cannot_plan);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

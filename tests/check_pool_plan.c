@@ -1,0 +1,260 @@
+/* check_pool_plan.c — an expandable pool with a placement plan (the `plan` parameter,
+ * plugins/pool/pool_plan.h), over the scripted driver: requests that follow the plan go to their
+ * planned places, and everything else is served as without a plan; bad plan files are refused
+ * with the file and line named. */
+#include "build_config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <check.h>
+#include "pool_expandable_test.h"
+
+static const char *plan_path; /* the plan file of the running test */
+
+/* Write `text` as the plan file, in a fresh temporary directory; its path is plan_path. */
+static void write_plan(const char *text) { plan_path = crmm_test_write_file("test.plan", text); }
+
+static crmm_resource *planned_pool(void)
+{
+    char params[4200];
+    snprintf(params, sizeof params, "plan=%s", plan_path);
+    return expandable_pool(params);
+}
+
+/* A, B of 64 KiB live together; A freed; C of 64 KiB goes where A was; then D of 128 KiB over both. */
+static const char three[] = "crmm-plan 1\nextent 131072\nloop none\ncount 4\n"
+                            "65536 0\n65536 65536\n65536 0\n131072 0\n";
+
+START_TEST(requests_that_follow_the_plan_go_to_their_places)
+{
+    write_plan(three);
+    p = planned_pool();
+    unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
+    ck_assert_ptr_eq(b, a + 65536);
+    dealloc(p, a, 65536);
+    unsigned char *c = alloc(p, 65536);
+    ck_assert_ptr_eq(c, a); /* A's place, as planned */
+    dealloc(p, b, 65536);
+    dealloc(p, c, 65536);
+    unsigned char *d = alloc(p, 131072);
+    ck_assert_ptr_eq(d, a);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 4);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 0);
+    /* the plan's two pages and nothing else */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 2 * PAGE);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 131072);
+    books_agree(p);
+    dealloc(p, d, 131072);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), 2 * PAGE);
+}
+END_TEST
+
+START_TEST(a_request_the_plan_does_not_know_is_served_without_it)
+{
+    write_plan(three);
+    p = planned_pool();
+    unsigned char *a = alloc(p, 65536);
+    unsigned char *x = alloc(p, 5000); /* not in the plan: the pool's own range */
+    ck_assert(x < a || x >= a + 131072);
+    unsigned char *b = alloc(p, 65536); /* the cursor stayed: B still goes to its place */
+    ck_assert_ptr_eq(b, a + 65536);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 2);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 1);
+    books_agree(p);
+    dealloc(p, x, 5000);
+    dealloc(p, a, 65536);
+    dealloc(p, b, 65536);
+}
+END_TEST
+
+START_TEST(a_place_still_in_use_is_not_handed_out_twice)
+{
+    write_plan(three);
+    p = planned_pool();
+    unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
+    unsigned char *c = alloc(p, 65536); /* A is still live: C cannot take its place */
+    ck_assert(c < a || c >= a + 131072);
+    memset(a, 1, 65536);
+    memset(c, 2, 65536);
+    ck_assert_uint_eq(a[65535], 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 1);
+    dealloc(p, a, 65536);
+    dealloc(p, b, 65536);
+    unsigned char *d = alloc(p, 131072); /* the cursor went past C: D is served as planned */
+    ck_assert_ptr_eq(d, a);
+    dealloc(p, c, 65536);
+    dealloc(p, d, 131072);
+    books_agree(p);
+}
+END_TEST
+
+START_TEST(only_the_first_planned_stream_follows_the_plan)
+{
+    write_plan(three);
+    p = planned_pool();
+    unsigned char *a = alloc_on(p, 65536, stream_n(1));
+    unsigned char *b = alloc_on(p, 65536, stream_n(2)); /* another stream: not planned, not counted */
+    ck_assert(b < a || b >= a + 131072);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 0);
+    unsigned char *b1 = alloc_on(p, 65536, stream_n(1));
+    ck_assert_ptr_eq(b1, a + 65536);
+    free_on(p, b, 65536, stream_n(2));
+    free_on(p, b1, 65536, stream_n(1));
+    free_on(p, a, 65536, stream_n(1));
+}
+END_TEST
+
+START_TEST(a_block_freed_on_another_stream_waits_for_trim)
+{
+    write_plan(three);
+    p = planned_pool();
+    unsigned char *a = alloc_on(p, 65536, stream_n(1)), *b = alloc_on(p, 65536, stream_n(1));
+    free_on(p, a, 65536, stream_n(2)); /* stream 1's next work is not ordered after it */
+    unsigned char *c = alloc_on(p, 65536, stream_n(1));
+    ck_assert(c < a || c >= a + 131072);
+    free_on(p, c, 65536, stream_n(1));
+    free_on(p, b, 65536, stream_n(1));
+    int syncs = fake_vmm.device_syncs;
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_int_gt(fake_vmm.device_syncs, syncs);
+    /* after the synchronization both places are free again, and the plan's pages went back */
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+    books_agree(p);
+    unsigned char *d = alloc_on(p, 131072, stream_n(1));
+    ck_assert_ptr_eq(d, a);
+    free_on(p, d, 131072, stream_n(1));
+}
+END_TEST
+
+/* A first block, then steps of A (64 KiB) and B (128 KiB), each freed before the next: the loop
+ * goes back to entry 1. */
+static const char looped[] = "crmm-plan 1\nextent 262144\nloop 1\ncount 3\n"
+                             "65536 196608\n65536 0\n131072 65536\n";
+
+START_TEST(after_the_last_entry_the_plan_goes_back_to_its_loop)
+{
+    write_plan(looped);
+    p = planned_pool();
+    unsigned char *first = alloc(p, 65536);
+    unsigned char *base = first - 196608;
+    for (int step = 0; step < 5; step++) {
+        unsigned char *a = alloc(p, 65536), *b = alloc(p, 131072);
+        ck_assert_ptr_eq(a, base);
+        ck_assert_ptr_eq(b, base + 65536);
+        dealloc(p, a, 65536);
+        dealloc(p, b, 131072);
+    }
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 11);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 0);
+    dealloc(p, first, 65536);
+}
+END_TEST
+
+START_TEST(a_run_that_starts_over_finds_its_place_again)
+{
+    /* 12 entries of distinct sizes, none freed: 1..12 times 4 KiB, back to back */
+    char text[512];
+    int n = snprintf(text, sizeof text, "crmm-plan 1\nextent %d\nloop none\ncount 12\n", 78 * 4096);
+    for (int i = 1, at = 0; i <= 12; at += i * 4096, i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%d %d\n", i * 4096, at);
+    write_plan(text);
+    p = planned_pool();
+    void *first[13], *again[13];
+    for (int i = 1; i <= 12; i++)
+        first[i] = alloc(p, (size_t)i * 4096);
+    for (int i = 1; i <= 12; i++)
+        dealloc(p, first[i], (size_t)i * 4096);
+    /* the same requests again: the plan has ended, and after 8 misses it finds them at its start */
+    for (int i = 1; i <= 12; i++)
+        again[i] = alloc(p, (size_t)i * 4096);
+    for (int i = 9; i <= 12; i++)
+        ck_assert_ptr_eq(again[i], first[i]);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 16);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 8);
+    for (int i = 1; i <= 12; i++)
+        dealloc(p, again[i], (size_t)i * 4096);
+    books_agree(p);
+}
+END_TEST
+
+START_TEST(a_planned_block_freed_twice_or_inside_is_refused)
+{
+    write_plan(three);
+    p = planned_pool();
+    unsigned char *a = alloc(p, 65536);
+    ck_assert_int_eq(crmm_resource_deallocate(p, a + 256, 65536, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "plan"));
+    ck_assert_int_eq(crmm_resource_deallocate(p, a, 4096, NULL), CRMM_ERROR_INVALID_ARGUMENT); /* wrong size */
+    dealloc(p, a, 65536);
+    ck_assert_int_eq(crmm_resource_deallocate(p, a, 65536, NULL), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
+}
+END_TEST
+
+/* ---- bad plans ---------------------------------------------------------------------------- */
+
+/* Creating the pool over plan `text` fails with CRMM_ERROR_CONFIG and a message holding `says`. */
+static void refused(const char *text, const char *says)
+{
+    write_plan(text);
+    char params[4200];
+    snprintf(params, sizeof params, "plan=%s", plan_path);
+    crmm_resource *x = NULL;
+    ck_assert_int_eq(fake_vmm_expandable_pool(params, &x), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(crmm_last_error(), says) && strstr(crmm_last_error(), plan_path), "%s", crmm_last_error());
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+}
+
+START_TEST(bad_plans_are_refused_naming_the_file_and_line)
+{
+    refused("not a plan\n", "crmm-plan 1");
+    refused("crmm-plan 1\nextent 0\nloop none\ncount 1\n256 0\n", "extent");
+    refused("crmm-plan 1\nextent 4096\nloop x\ncount 1\n256 0\n", "line 3");
+    refused("crmm-plan 1\nextent 4096\nloop none\ncount 2\n256 0\n", "fewer entries");
+    refused("crmm-plan 1\nextent 4096\nloop none\ncount 1\n256 0\n256 0\n", "more entries");
+    refused("crmm-plan 1\nextent 4096\nloop none\ncount 1\n300 0\n", "multiples of 256");
+    refused("crmm-plan 1\nextent 4096\nloop none\ncount 1\n4096 256\n", "past the extent");
+    refused("crmm-plan 1\nextent 4096\nloop 1\ncount 1\n256 0\n", "loop");
+    refused("crmm-plan 1\nextent 4096\nloop none\ncount 1\n-256 0\n", "line 5");
+}
+END_TEST
+
+START_TEST(a_missing_plan_or_one_without_expandable_is_refused)
+{
+    crmm_resource *x = NULL;
+    ck_assert_int_eq(fake_vmm_expandable_pool("plan=/nonexistent/crmm.plan", &x), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "/nonexistent/crmm.plan"));
+    write_plan(three);
+    char params[4200];
+    snprintf(params, sizeof params, "expandable=false initial_size=1MiB plan=%s", plan_path);
+    crmm_resource *u = fake_vmm_device_upstream();
+    ck_assert_int_eq(crmm_resource_create("pool", params, u, &x), CRMM_ERROR_CONFIG);
+    crmm_resource_release(u);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "expandable"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pool_plan");
+    TCase *tc = tcase_create("plan");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, requests_that_follow_the_plan_go_to_their_places);
+    tcase_add_test(tc, a_request_the_plan_does_not_know_is_served_without_it);
+    tcase_add_test(tc, a_place_still_in_use_is_not_handed_out_twice);
+    tcase_add_test(tc, only_the_first_planned_stream_follows_the_plan);
+    tcase_add_test(tc, a_block_freed_on_another_stream_waits_for_trim);
+    tcase_add_test(tc, after_the_last_entry_the_plan_goes_back_to_its_loop);
+    tcase_add_test(tc, a_run_that_starts_over_finds_its_place_again);
+    tcase_add_test(tc, a_planned_block_freed_twice_or_inside_is_refused);
+    tcase_add_test(tc, bad_plans_are_refused_naming_the_file_and_line);
+    tcase_add_test(tc, a_missing_plan_or_one_without_expandable_is_refused);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

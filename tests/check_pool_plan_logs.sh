@@ -1,0 +1,52 @@
+#!/bin/sh
+# check_pool_plan_logs.sh — plans learned from the recorded PyTorch logs (bench/logs/*.csv.gz) by
+# `crmm plan`, followed by an expandable pool over the scripted driver
+# (tests/pool_expandable_replay --params plan=...): the log's run under its own plan is served
+# wholly from the plan (no request misses), the pool then holds exactly the plan's extent rounded
+# up to whole pages, and that is never more than the pool holds without the plan (on the logs it
+# is less, but on gpt2_generate, where best fit already holds the live peak rounded up to a page).
+# A plan worse than best fit, or a request served elsewhere, fails here. Counts only.
+#
+# Run by `make check` from the top build directory (CRMM_TEST_SRCDIR: the source's tests/).
+srcdir=$(cd "${CRMM_TEST_SRCDIR:-$(dirname "$0")}/.." && pwd)
+replay=$(pwd)/tests/pool_expandable_replay crmm=$(pwd)/tools/crmm
+if [ ! -x "$replay" ] || [ ! -x "$crmm" ] || ! ls "$srcdir"/bench/logs/*.csv.gz >/dev/null 2>&1 ||
+   ! command -v zcat >/dev/null; then
+    echo "SKIP: needs tests/pool_expandable_replay, tools/crmm, bench/logs/*.csv.gz and zcat"
+    exit 77
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/crmm-plans-XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+page=2097152 # the replay's page (an H200's granularity)
+failures=0
+for gz in "$srcdir"/bench/logs/*.csv.gz; do
+    name=$(basename "$gz" .csv.gz)
+    zcat "$gz" >"$tmp/log.csv" || { echo "FAIL: zcat $gz"; failures=$((failures + 1)); continue; }
+    if ! "$crmm" plan "$tmp/log.csv" --output "$tmp/plan" 2>"$tmp/err"; then
+        echo "FAIL: $name: crmm plan failed:"; cat "$tmp/err"
+        failures=$((failures + 1))
+        continue
+    fi
+    extent=$(sed -n 's/^extent //p' "$tmp/plan")
+    "$replay" --repeats 0 --params "plan=$tmp/plan" "$tmp/log.csv" >"$tmp/planned" 2>&1 &&
+        "$replay" --repeats 0 "$tmp/log.csv" >"$tmp/default" 2>&1 ||
+        { echo "FAIL: $name: the replay failed:"; cat "$tmp/planned" "$tmp/default"; failures=$((failures + 1)); continue; }
+    # pass 0's row: pass syncs growths maps unmaps creates peak_reserved_MiB peak_live_MiB ratio
+    verdict=$(awk -v extent="$extent" -v page="$page" -v default_held="$(awk '$1 == "0" {print $7}' "$tmp/default")" '
+        $1 == "0" { held = $7; rows++ }
+        /plan so far/ { hits = $4; misses = $9 }
+        END {
+            pages = int((extent + page - 1) / page) * page / 1048576
+            if (rows != 1) { printf "no pass reported"; exit }
+            if (misses != 0) printf "%s requests not served from the plan; ", misses
+            if (held != pages) printf "holds %s MiB, not the plan'"'"'s %s MiB; ", held, pages
+            if (held > default_held) printf "holds %s MiB under the plan, more than %s without it; ", held, default_held
+        }' "$tmp/planned")
+    if [ -n "$verdict" ]; then
+        echo "FAIL: $name: $verdict"; cat "$tmp/err" "$tmp/planned"
+        failures=$((failures + 1))
+    else
+        echo "ok: $name: $(awk '$1 == "0" {print $7}' "$tmp/planned") MiB under its plan, $(awk '$1 == "0" {print $7}' "$tmp/default") without"
+    fi
+done
+[ "$failures" -eq 0 ]
