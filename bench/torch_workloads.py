@@ -24,7 +24,9 @@ diagnosis not run by default, crmm_idle, crmm_never and crmm_budget (the default
 page_moves = idle, never or budget, see docs/expandable-pool.md), crmm_newest (the default config's
 pool with fit = newest instead of best), and crmm_chunked (crmm's pool growing by cudaMalloc chunks instead of
 mapping pages: the same allocator work over memory that is not mapped page by page, which tells
-a cost of the allocator from a cost of page-mapped memory in the kernels).
+a cost of the allocator from a cost of page-mapped memory in the kernels). crmm_plan is the
+default config's pool following --plan PLAN, a plan `crmm plan` learned from a log this script
+recorded of the same workload in another process (torch_workloads.sh makes both when MODES has it).
 
 Each run prints one JSON line: peak device memory (total - free, sampled every 2 ms in a thread,
 and the same at start for reference), seconds from process start to the end of the first step,
@@ -47,7 +49,10 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", choices=sorted(WORKLOADS))
     ap.add_argument("--mode", choices=["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_budget",
-                                       "crmm_newest", "crmm_chunked", "crmm_split", "crmm_split_never", *PAGE_SIZE_CONFIGS])
+                                       "crmm_newest", "crmm_chunked", "crmm_split", "crmm_split_never", "crmm_plan",
+                                       *PAGE_SIZE_CONFIGS])
+    ap.add_argument("--plan", metavar="PLAN", help="crmm_plan: the plan (`crmm plan` of a recorded run) the default "
+                    "config's pool follows")
     ap.add_argument("--record", metavar="LOG.csv", help="crmm modes: write the allocation log here")
     ap.add_argument("--run", type=int, default=0, help="the run's number, copied to the output")
     ap.add_argument("--steps", type=int, help="dyn_train, moe and vit: training steps (default 10, vit 8); the workload is "
@@ -58,6 +63,8 @@ def parse_args():
         ap.error("--workload and --mode, or --table")
     if a.steps and a.workload not in STEPPED:
         ap.error("--steps is for %s" % ", ".join(sorted(STEPPED)))
+    if (a.mode == "crmm_plan") != bool(a.plan):
+        ap.error("--plan goes with --mode crmm_plan, and it needs one")
     if a.record and (not a.mode.startswith("crmm") or a.mode in SPLIT_MODES):
         ap.error("--record needs a crmm mode that a config describes (not %s)" % a.mode)
     return a
@@ -103,7 +110,7 @@ ALIGNED_CONFIGS = {
 PAGE_SIZE_CONFIGS = {"crmm_page%dm" % n: pool_config("expandable = true\npage_size = %dMiB" % n) for n in (32, 256)}
 
 
-def use_crmm(record, mode="crmm"):
+def use_crmm(record, mode="crmm", plan=None):
     here = os.path.dirname(os.path.abspath(__file__))
     default = os.path.join(here, "..", "conf", "crmm.ini")
     if not os.environ.get("CRMM_CONFIG") and os.path.exists(default):
@@ -121,6 +128,8 @@ def use_crmm(record, mode="crmm"):
         text = ALIGNED_CONFIGS[mode]
     elif mode in PAGE_SIZE_CONFIGS:
         text = PAGE_SIZE_CONFIGS[mode]
+    elif mode == "crmm_plan":
+        text = pool_config("expandable = true\nplan = %s" % os.path.abspath(plan))
     if record:
         text = recorded(text or DEFAULT_POOL_CONFIG, os.path.abspath(record))
     if text:
@@ -486,7 +495,7 @@ STEPPED = ("dyn_train", "moe", "vit")  # the training workloads, which take --st
 def run(a):
     crmm_mode = a.mode.startswith("crmm")
     if crmm_mode:
-        use_crmm(a.record, a.mode)
+        use_crmm(a.record, a.mode, a.plan)
     import torch
 
     torch.cuda.init()
@@ -504,6 +513,8 @@ def run(a):
 
         s = ct.memory_stats()
         out["thread_caches"] = s.get("crmm.thread_caches")
+        if a.plan:  # how much of the run followed the plan
+            out["plan_hits"], out["plan_misses"] = s.get("crmm.plan_hits"), s.get("crmm.plan_misses")
     else:
         s = torch.cuda.memory_stats()
     # what the allocator held at most, and what the process's peak holds beyond it and the start
@@ -527,7 +538,7 @@ def table(path):
                 runs.setdefault((r["workload"], r["mode"]), []).append(r)
                 if r["workload"] not in workloads:
                     workloads.append(r["workload"])
-    modes = ["native", "expandable", "crmm", "crmm_idle", "crmm_never", "crmm_budget", "crmm_chunked"]
+    modes = ["native", "expandable", "crmm", "crmm_plan", "crmm_idle", "crmm_never", "crmm_budget", "crmm_chunked"]
     modes += sorted({m for _, m in runs} - set(modes))  # the other diagnosis modes run, after those
     print("| workload | mode | runs | peak MiB median (min-max) | vs native | vs expandable | metric median (min-max) "
           "| first step s | reserved / allocated peak MiB | outside MiB | alloc+free ns | crmm per step/token |")

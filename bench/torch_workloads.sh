@@ -4,7 +4,8 @@
 # then the table. Run from a crmm build tree on a GPU machine with torch (and timm or torchvision):
 #   bash bench/torch_workloads.sh            # writes $OUT (default ./torch_workloads.out)
 # Environment: RUNS, WORKLOADS, STEPS (dyn_train, moe and vit: training steps, default 10, vit 8), MODES
-# (default "native expandable crmm"; the other modes of torch_workloads.py are diagnosis, see
+# (default "native expandable crmm"; crmm_plan first records each workload under crmm and plans it
+# with `crmm plan` into $OUT/plans; the other modes of torch_workloads.py are diagnosis, see
 # torch_workloads.py), OUT, PYTHON (a python3 with torch, default python3); RECORD=1 also records
 # each workload's crmm allocation log into $OUT/logs (for crmm replay, the logging plugin over the
 # default pool).
@@ -16,12 +17,23 @@ workloads=${WORKLOADS:-dyn_train serving vit moe}
 modes=(${MODES:-native expandable crmm})
 results=$out/results.jsonl; : > "$results"
 start=$SECONDS
+# crmm_plan: each workload recorded once under crmm in a process of its own, and planned
+if [[ " ${modes[*]} " == *" crmm_plan "* ]]; then
+  mkdir -p "$out/plans"
+  for w in $workloads; do
+    steps=""; case $w in dyn_train|moe|vit) steps=${STEPS:+--steps $STEPS} ;; esac
+    $PY "$here/torch_workloads.py" --workload "$w" --mode crmm --record "$out/plans/$w.csv" $steps > /dev/null &&
+      "$build/tools/crmm" plan "$out/plans/$w.csv" --output "$out/plans/$w.plan" &&
+      gzip -f -9 "$out/plans/$w.csv" || echo "$w: recording or planning FAILED"
+  done
+fi
 for ((r = 0; r < runs; r++)); do
   for w in $workloads; do
     steps=""; case $w in dyn_train|moe|vit) steps=${STEPS:+--steps $STEPS} ;; esac
     for ((i = 0; i < ${#modes[@]}; i++)); do
       m=${modes[$(((i + r) % ${#modes[@]}))]}
-      env -u PYTORCH_CUDA_ALLOC_CONF timeout 150 $PY "$here/torch_workloads.py" --workload "$w" --mode "$m" --run "$r" $steps \
+      plan=""; [ "$m" = crmm_plan ] && plan="--plan $out/plans/$w.plan"
+      env -u PYTORCH_CUDA_ALLOC_CONF timeout 150 $PY "$here/torch_workloads.py" --workload "$w" --mode "$m" --run "$r" $steps $plan \
         >> "$results" 2> "$out/$w.$m.$r.err" || { echo "$w $m run $r FAILED:"; tail -3 "$out/$w.$m.$r.err"; }
     done
   done
