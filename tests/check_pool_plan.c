@@ -192,6 +192,21 @@ START_TEST(a_planned_block_freed_twice_or_inside_is_refused)
 }
 END_TEST
 
+START_TEST(out_of_memory_gives_back_the_plans_unused_pages_first)
+{
+    write_plan(three);
+    p = planned_pool();
+    unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
+    dealloc(p, a, 65536);
+    dealloc(p, b, 65536); /* the plan's two pages are mapped and unused */
+    fake_vmm.physical_limit = 4 * PAGE;
+    unsigned char *x = alloc(p, 3 * PAGE); /* the pool's own range needs three of the four */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 3 * PAGE);
+    books_agree(p);
+    dealloc(p, x, 3 * PAGE);
+}
+END_TEST
+
 /* ---- bad plans ---------------------------------------------------------------------------- */
 
 /* Creating the pool over plan `text` fails with CRMM_ERROR_CONFIG and a message holding `says`. */
@@ -221,7 +236,7 @@ START_TEST(bad_plans_are_refused_naming_the_file_and_line)
 }
 END_TEST
 
-START_TEST(a_missing_plan_or_one_without_expandable_is_refused)
+START_TEST(a_missing_plan_or_one_without_expandable_or_with_ipc_is_refused)
 {
     crmm_resource *x = NULL;
     ck_assert_int_eq(fake_vmm_expandable_pool("plan=/nonexistent/crmm.plan", &x), CRMM_ERROR_CONFIG);
@@ -233,6 +248,10 @@ START_TEST(a_missing_plan_or_one_without_expandable_is_refused)
     ck_assert_int_eq(crmm_resource_create("pool", params, u, &x), CRMM_ERROR_CONFIG);
     crmm_resource_release(u);
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "expandable"));
+    snprintf(params, sizeof params, "ipc=true plan=%s", plan_path);
+    ck_assert_int_eq(fake_vmm_expandable_pool(params, &x), CRMM_ERROR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "exported"));
+    ck_assert_uint_eq(fake_vmm.physical, 0);
 }
 END_TEST
 
@@ -249,8 +268,9 @@ int main(void)
     tcase_add_test(tc, after_the_last_entry_the_plan_goes_back_to_its_loop);
     tcase_add_test(tc, a_run_that_starts_over_finds_its_place_again);
     tcase_add_test(tc, a_planned_block_freed_twice_or_inside_is_refused);
+    tcase_add_test(tc, out_of_memory_gives_back_the_plans_unused_pages_first);
     tcase_add_test(tc, bad_plans_are_refused_naming_the_file_and_line);
-    tcase_add_test(tc, a_missing_plan_or_one_without_expandable_is_refused);
+    tcase_add_test(tc, a_missing_plan_or_one_without_expandable_or_with_ipc_is_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -18,9 +18,9 @@ static void usage(FILE *f)
                "same requests in the same order is then served at the planned places, and holds about\n"
                "the plan's extent (what the report on standard error shows) instead of what best fit\n"
                "leaves. Requests that differ from the plan are served as without one.\n\n"
-               "The plan places the largest allocations first, each where it overlaps nothing that\n"
-               "lives at the same time (at the lowest offset, or in the smallest gap), or each in the\n"
-               "log's order in the smallest gap, whichever spans least. Its loop is the longest run at the log's\n"
+               "The plan places the largest allocations first, each at the lowest offset where it\n"
+               "overlaps nothing that lives at the same time, or each in the log's order in the\n"
+               "smallest gap, whichever spans least. Its loop is the longest run at the log's\n"
                "end that repeats the run before it (a training step): after the last planned\n"
                "allocation the pool starts that run again. The log must be the logging plugin's or RMM's\n"
                "CSV (the columns Thread,Time,Action,Pointer,Size,Stream).\n");

@@ -29,9 +29,9 @@ typedef struct plan {
 } plan;
 
 /* Place every allocation of `log` (failed allocations and frees of unknown pointers left out) by
- * three rules, keeping the one that spans least: greedy by size (the largest first, each where it
- * overlaps no allocation already placed whose lifetime overlaps its own: at the lowest such offset,
- * or in the smallest gap that holds it), and online best fit in the log's order. Then find the loop: the longest run at
+ * two rules, keeping the one that spans least: greedy by size (the largest first, each at the
+ * lowest offset where it overlaps no allocation already placed whose lifetime overlaps its own),
+ * and online best fit in the log's order. Then find the loop: the longest run at
  * the end of the log whose allocation sizes repeat the run just before it and whose placement
  * stays valid when the pool serves the run again after the log's end (checked by serving it
  * once more). Allocations the log never frees live to its end. Errors: CRMM_ERROR_OUT_OF_MEMORY;

@@ -1,4 +1,4 @@
-/* plan_place.c — a placement plan from an allocation log (plan.h): three placements, the one that
+/* plan_place.c — a placement plan from an allocation log (plan.h): two placements, the one that
  * spans least kept, and the loop the pool goes back to after the log's end.
  *
  * Greedy by size is the rule of static memory planners (TensorFlow Lite's, STAlloc's): a large
@@ -30,10 +30,9 @@ static int by_size_desc(const void *x, const void *y)
 
 static bool lifetimes_overlap(const plan_item *a, const plan_item *b) { return a->start < b->end && b->start < a->end; }
 
-/* Greedy by size. placed[] holds the placed allocations by offset; each new one goes where no
- * placed allocation that lives at the same time overlaps it: at the lowest such offset (best
- * false), or in the smallest gap between those that holds it, else above them all (best). */
-static crmm_status place_by_size(const plan_item *items, size_t n, bool best, uint64_t *offset)
+/* Greedy by size. placed[] holds the placed allocations by offset; each new one goes at the lowest
+ * offset where no placed allocation that lives at the same time overlaps it. */
+static crmm_status place_by_size(const plan_item *items, size_t n, uint64_t *offset)
 {
     size_t *order = malloc((n ? n : 1) * sizeof *order), *placed = malloc((n ? n : 1) * sizeof *placed);
     if (!order || !placed) {
@@ -48,28 +47,20 @@ static crmm_status place_by_size(const plan_item *items, size_t n, bool best, ui
     size_t placed_n = 0;
     for (size_t i = 0; i < n; i++) {
         const plan_item *it = &items[order[i]];
-        uint64_t at = 0, chosen = UINT64_MAX, chosen_gap = UINT64_MAX;
+        uint64_t at = 0;
         for (size_t j = 0; j < placed_n; j++) {
             const plan_item *q = &items[placed[j]];
             uint64_t qo = offset[placed[j]];
-            if (!lifetimes_overlap(it, q))
-                continue;
-            if (qo >= at && qo - at >= it->size && qo - at < chosen_gap) { /* the gap below q holds it */
-                chosen = at;
-                chosen_gap = qo - at;
-                if (!best)
-                    break;
-            }
-            if (qo + q->size > at)
+            if (qo >= at && qo - at >= it->size)
+                break; /* this one and every one above lie past [at, at + size) */
+            if (lifetimes_overlap(it, q) && qo + q->size > at)
                 at = qo + q->size;
         }
-        if (chosen == UINT64_MAX)
-            chosen = at;
         /* keep placed[] sorted by offset */
         size_t lo = 0, hi = placed_n;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            if (offset[placed[mid]] < chosen)
+            if (offset[placed[mid]] < at)
                 lo = mid + 1;
             else
                 hi = mid;
@@ -77,7 +68,7 @@ static crmm_status place_by_size(const plan_item *items, size_t n, bool best, ui
         memmove(&placed[lo + 1], &placed[lo], (placed_n - lo) * sizeof *placed);
         placed[lo] = order[i];
         placed_n++;
-        offset[order[i]] = chosen;
+        offset[order[i]] = at;
     }
     free(order);
     free(placed);
@@ -263,13 +254,12 @@ crmm_status plan_make(const replay_log *log, plan *out)
     }
     out->count = n;
     /* every rule, the one that spans least kept (the first on a tie) */
-    static const char *const rules[] = {"greedy by size, lowest offset", "greedy by size, smallest gap",
-                                        "online best fit"};
+    static const char *const rules[] = {"greedy by size", "online best fit"};
     uint64_t *trial = malloc(n * sizeof *trial);
     crmm_status st = trial ? CRMM_OK : crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "plan: malloc failed");
     out->extent = UINT64_MAX;
     for (unsigned r = 0; st == CRMM_OK && r < sizeof rules / sizeof rules[0]; r++) {
-        st = r < 2 ? place_by_size(items, n, r == 1, trial) : place_online(log, items, alloc_of, n, trial);
+        st = r == 0 ? place_by_size(items, n, trial) : place_online(log, items, alloc_of, n, trial);
         uint64_t extent = st == CRMM_OK ? extent_of(items, n, trial) : UINT64_MAX;
         if (extent < out->extent) {
             out->extent = extent;

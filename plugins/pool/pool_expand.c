@@ -682,11 +682,13 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
             st = out_of_room(p, size, why);
             break;
         }
-        /* out of memory: give back every free page, then try once more */
+        /* out of memory: give back every free page, the plan's unused ones too, then try once more */
         released_all = true;
         bool released;
         if ((st = release_beyond(p, s, 0, true, &released)) != CRMM_OK)
             break;
+        if (p->plan && p->plan->held && pool_streams_synchronize(&p->core.streams) == CRMM_OK)
+            pool_plan_trim(p->plan);
         if (released && (*out = pool_free_list_fit(&s->free, size)))
             break;
     }

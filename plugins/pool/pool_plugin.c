@@ -315,8 +315,9 @@ static crmm_status pool_create(const crmm_params *params, crmm_resource *upstrea
         return unmake(p, upstream, st);
     }
     if (cfg.plan && cfg.plan[0]) {
-        if (!cfg.expandable)
-            return unmake(p, upstream, crmm_set_error(CRMM_ERROR_CONFIG, "%s: a plan needs expandable = true", label));
+        if (!cfg.expandable || cfg.ipc)
+            return unmake(p, upstream, crmm_set_error(CRMM_ERROR_CONFIG, "%s: a plan needs expandable = true%s", label,
+                                                      cfg.ipc ? " and ipc = false (planned blocks cannot be exported)" : ""));
         if (!p->growth.expandable)
             crmm_log(CRMM_LOG_WARN, "%s: not expandable (said above): plan %s is not used", label, cfg.plan);
         else if ((st = load_plan(p, cfg.plan, (size_t)cfg.page_size, label)) != CRMM_OK)
@@ -426,7 +427,8 @@ static const crmm_param pool_params[] = {
      .help = "expandable: a placement plan written by `crmm plan` from a recorded run (docs/expandable-pool.md): requests "
              "that follow the recorded ones, in order and size, on one stream, go where the plan places them, in a range "
              "of their own, so that a run that repeats the recorded one holds about the plan's extent; other requests are "
-             "served as without a plan (a pool that cannot be expandable ignores it, with the warning that says why)",
+             "served as without a plan (a pool that cannot be expandable ignores it, with the warning that says why; "
+             "not with ipc = true: planned blocks cannot be exported)",
      .offset = offsetof(pool_config, plan)},
     {NULL},
 };
@@ -452,8 +454,11 @@ static crmm_status pool_validate(const crmm_params *params, bool host_memory, co
     crmm_params_get_bool(params, "expandable", &expandable);
     if (crmm_params_get_string(params, "plan", &plan) == CRMM_OK && plan && plan[0]) {
         *key = "plan";
-        if (!expandable)
-            return crmm_set_error(CRMM_ERROR_CONFIG, "pool: a plan needs expandable = true");
+        bool ipc = false;
+        crmm_params_get_bool(params, "ipc", &ipc);
+        if (!expandable || ipc)
+            return crmm_set_error(CRMM_ERROR_CONFIG, "pool: a plan needs expandable = true%s",
+                                  ipc ? " and ipc = false (planned blocks cannot be exported)" : "");
         pool_plan *pl;
         crmm_status st = pool_plan_load(plan, "pool", &pl);
         if (st != CRMM_OK)
