@@ -47,18 +47,10 @@ static crmm_status write_plan(FILE *out, const plan *pl, const char *path)
 {
     if (!path)
         return plan_write(out, pl, "standard output");
-    int fd;
     char tmp[4200];
-    if (replay_output_open(path, tmp, sizeof tmp, &fd) != CRMM_OK)
+    FILE *f;
+    if (replay_output_fopen(path, "w", tmp, sizeof tmp, &f) != CRMM_OK)
         return crmm_error_add_context("--output");
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        int e = errno;
-        close(fd);
-        if (tmp[0])
-            unlink(tmp);
-        return crmm_set_error(CRMM_ERROR_IO, "--output: cannot write %s: %s", path, strerror(e));
-    }
     crmm_status st = plan_write(f, pl, path);
     crmm_status closed = replay_output_close(f, tmp, path, "--output: ");
     return st != CRMM_OK ? st : closed;

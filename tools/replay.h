@@ -129,6 +129,10 @@ crmm_status replay_output_open(const char *path, char *tmp, size_t tmp_size, int
  * neither does (two outputs not written yet, however each path is spelt). Pipes and devices
  * (/dev/null for both) are not (cmd_replay.c). An output that is the input would destroy it. */
 bool replay_same_file(const char *a, const char *b);
+/* replay_output_open with a stdio stream over the descriptor (fdopen with `mode`): *f, or NULL and
+ * CRMM_ERROR_IO ("cannot write PATH: why") with nothing left behind. Close it with
+ * replay_output_close. */
+crmm_status replay_output_fopen(const char *path, const char *mode, char *tmp, size_t tmp_size, FILE **f);
 /* Close f, the stream over replay_output_open's descriptor, and rename tmp over path (tmp "":
  * written in place). CRMM_ERROR_IO ("WHATcannot write PATH: why") when a write, the close or the
  * rename failed; tmp is then unlinked, so what was at path stays. */

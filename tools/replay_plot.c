@@ -111,18 +111,10 @@ static void legend(FILE *f, const replay_row *rows, size_t nrows)
 crmm_status replay_plot_svg(const char *path, const char *title, size_t events, const replay_row *rows,
                             size_t nrows)
 {
-    int fd;
     char tmp[4200]; /* written whole, then renamed over path: a failed write leaves what was there */
-    if (replay_output_open(path, tmp, sizeof tmp, &fd) != CRMM_OK)
+    FILE *f;
+    if (replay_output_fopen(path, "w", tmp, sizeof tmp, &f) != CRMM_OK)
         return crmm_last_status();
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        int err = errno;
-        close(fd);
-        if (tmp[0])
-            unlink(tmp);
-        return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", path, strerror(err));
-    }
     frame fr = {events > 1 ? (double)events - 1 : 1.0, 1.0, 1.0};
     for (size_t i = 0; i < nrows; i++)
         for (size_t k = 0; k < rows[i].result.points; k++) {

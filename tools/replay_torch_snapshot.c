@@ -505,6 +505,21 @@ crmm_status replay_output_open(const char *path, char *tmp, size_t tmp_size, int
     return st;
 }
 
+crmm_status replay_output_fopen(const char *path, const char *mode, char *tmp, size_t tmp_size, FILE **f)
+{
+    int fd;
+    *f = NULL;
+    if (replay_output_open(path, tmp, tmp_size, &fd) != CRMM_OK)
+        return crmm_last_status();
+    if ((*f = fdopen(fd, mode)))
+        return CRMM_OK;
+    int err = errno;
+    close(fd);
+    if (tmp[0])
+        unlink(tmp);
+    return crmm_set_error(CRMM_ERROR_IO, "cannot write %s: %s", path, strerror(err));
+}
+
 crmm_status replay_output_close(FILE *f, const char *tmp, const char *path, const char *what)
 {
     int write_error = ferror(f) ? (errno ? errno : EIO) : 0;
@@ -563,19 +578,10 @@ crmm_status replay_torch_snapshot(const char *path, const replay_log *log, crmm_
         st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "--torch-snapshot: out of memory");
         goto out;
     }
-    int fd;
     char tmp[4200];
-    if (replay_output_open(path, tmp, sizeof tmp, &fd) != CRMM_OK) {
+    FILE *f;
+    if (replay_output_fopen(path, "wb", tmp, sizeof tmp, &f) != CRMM_OK) {
         st = crmm_error_add_context("--torch-snapshot");
-        goto out;
-    }
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        int e = errno;
-        close(fd);
-        if (tmp[0])
-            unlink(tmp);
-        st = crmm_set_error(CRMM_ERROR_IO, "--torch-snapshot: cannot write %s: %s", path, strerror(e));
         goto out;
     }
     pk_byte(f, 0x80); /* PROTO 2 */
