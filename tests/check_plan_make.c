@@ -65,7 +65,7 @@ static void assert_valid(const replay_log *log, const plan *pl)
     free(end);
 }
 
-START_TEST(a_freed_place_is_reused_and_the_plan_spans_the_peak)
+CRMM_TEST(a_freed_place_is_reused_and_the_plan_spans_the_peak)
 {
     text t = {0};
     add(&t, "allocate", 0x1000, 1 << 20);
@@ -87,11 +87,10 @@ START_TEST(a_freed_place_is_reused_and_the_plan_spans_the_peak)
     replay_log_free(&log);
     free(t.s);
 }
-END_TEST
 
 /* Where online first fit strands a hole, greedy by size does not: small blocks first, then a
  * large one that online placement puts above them. */
-START_TEST(greedy_by_size_places_the_large_block_first)
+CRMM_TEST(greedy_by_size_places_the_large_block_first)
 {
     text t = {0};
     add(&t, "allocate", 0x1, 1 << 20); /* a: lives to the end */
@@ -110,9 +109,8 @@ START_TEST(greedy_by_size_places_the_large_block_first)
     replay_log_free(&log);
     free(t.s);
 }
-END_TEST
 
-START_TEST(random_lifetimes_give_a_valid_plan)
+CRMM_TEST(random_lifetimes_give_a_valid_plan)
 {
     text t = {0};
     unsigned long long live[64] = {0}, size[64] = {0}, next = 1;
@@ -139,11 +137,10 @@ START_TEST(random_lifetimes_give_a_valid_plan)
     replay_log_free(&log);
     free(t.s);
 }
-END_TEST
 
 /* A persistent block, then five steps of the same three requests: the loop is a whole number of
  * steps that starts at a step's first request, and serving it again keeps blocks apart. */
-START_TEST(repeating_steps_give_a_loop)
+CRMM_TEST(repeating_steps_give_a_loop)
 {
     text t = {0};
     add(&t, "allocate", 0x100, 3 << 20);
@@ -171,10 +168,9 @@ START_TEST(repeating_steps_give_a_loop)
     replay_log_free(&log);
     free(t.s);
 }
-END_TEST
 
 /* A step whose block lives into the next step: going back must not put the new one over it. */
-START_TEST(a_loop_that_would_overlap_a_live_block_is_not_taken)
+CRMM_TEST(a_loop_that_would_overlap_a_live_block_is_not_taken)
 {
     text t = {0};
     unsigned long long prev = 0;
@@ -200,9 +196,8 @@ START_TEST(a_loop_that_would_overlap_a_live_block_is_not_taken)
     replay_log_free(&log);
     free(t.s);
 }
-END_TEST
 
-START_TEST(the_command_writes_the_plan_and_refuses_what_it_cannot_plan)
+CRMM_TEST(the_command_writes_the_plan_and_refuses_what_it_cannot_plan)
 {
     const char *log = crmm_test_write_file("steps.csv", FIVE_THREADS_UP_TO_THE_PEAK);
     const char *out = crmm_test_tmp_path("steps.plan");
@@ -235,23 +230,5 @@ START_TEST(the_command_writes_the_plan_and_refuses_what_it_cannot_plan)
     ck_assert_str_eq(kept, FIVE_THREADS_UP_TO_THE_PEAK);
     free(kept);
 }
-END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("plan_make");
-    TCase *tc = tcase_create("plan");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, a_freed_place_is_reused_and_the_plan_spans_the_peak);
-    tcase_add_test(tc, greedy_by_size_places_the_large_block_first);
-    tcase_add_test(tc, random_lifetimes_give_a_valid_plan);
-    tcase_add_test(tc, repeating_steps_give_a_loop);
-    tcase_add_test(tc, a_loop_that_would_overlap_a_live_block_is_not_taken);
-    tcase_add_test(tc, the_command_writes_the_plan_and_refuses_what_it_cannot_plan);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return crmm_test_main("plan_make", 60); }

@@ -25,7 +25,7 @@ static crmm_resource *planned_pool(void)
 static const char three[] = "crmm-plan 1\nextent 131072\nloop none\ncount 4\n"
                             "65536 0\n65536 65536\n65536 0\n131072 0\n";
 
-START_TEST(requests_that_follow_the_plan_go_to_their_places)
+CRMM_TEST_IN("plan", requests_that_follow_the_plan_go_to_their_places)
 {
     write_plan(three);
     p = planned_pool();
@@ -47,9 +47,8 @@ START_TEST(requests_that_follow_the_plan_go_to_their_places)
     dealloc(p, d, 131072);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), 2 * PAGE);
 }
-END_TEST
 
-START_TEST(a_request_the_plan_does_not_know_is_served_without_it)
+CRMM_TEST_IN("plan", a_request_the_plan_does_not_know_is_served_without_it)
 {
     write_plan(three);
     p = planned_pool();
@@ -65,9 +64,8 @@ START_TEST(a_request_the_plan_does_not_know_is_served_without_it)
     dealloc(p, a, 65536);
     dealloc(p, b, 65536);
 }
-END_TEST
 
-START_TEST(a_place_still_in_use_is_not_handed_out_twice)
+CRMM_TEST_IN("plan", a_place_still_in_use_is_not_handed_out_twice)
 {
     write_plan(three);
     p = planned_pool();
@@ -86,9 +84,8 @@ START_TEST(a_place_still_in_use_is_not_handed_out_twice)
     dealloc(p, d, 131072);
     books_agree(p);
 }
-END_TEST
 
-START_TEST(only_the_first_planned_stream_follows_the_plan)
+CRMM_TEST_IN("plan", only_the_first_planned_stream_follows_the_plan)
 {
     write_plan(three);
     p = planned_pool();
@@ -103,9 +100,8 @@ START_TEST(only_the_first_planned_stream_follows_the_plan)
     free_on(p, b1, 65536, stream_n(1));
     free_on(p, a, 65536, stream_n(1));
 }
-END_TEST
 
-START_TEST(a_block_freed_on_another_stream_waits_for_trim)
+CRMM_TEST_IN("plan", a_block_freed_on_another_stream_waits_for_trim)
 {
     write_plan(three);
     p = planned_pool();
@@ -125,14 +121,13 @@ START_TEST(a_block_freed_on_another_stream_waits_for_trim)
     ck_assert_ptr_eq(d, a);
     free_on(p, d, 131072, stream_n(1));
 }
-END_TEST
 
 /* A first block, then steps of A (64 KiB) and B (128 KiB), each freed before the next: the loop
  * goes back to entry 1. */
 static const char looped[] = "crmm-plan 1\nextent 262144\nloop 1\ncount 3\n"
                              "65536 196608\n65536 0\n131072 65536\n";
 
-START_TEST(after_the_last_entry_the_plan_goes_back_to_its_loop)
+CRMM_TEST_IN("plan", after_the_last_entry_the_plan_goes_back_to_its_loop)
 {
     write_plan(looped);
     p = planned_pool();
@@ -149,9 +144,8 @@ START_TEST(after_the_last_entry_the_plan_goes_back_to_its_loop)
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 0);
     dealloc(p, first, 65536);
 }
-END_TEST
 
-START_TEST(a_run_that_starts_over_finds_its_place_again)
+CRMM_TEST_IN("plan", a_run_that_starts_over_finds_its_place_again)
 {
     /* 12 entries of distinct sizes, none freed: 1..12 times 4 KiB, back to back */
     char text[512];
@@ -176,9 +170,8 @@ START_TEST(a_run_that_starts_over_finds_its_place_again)
         dealloc(p, again[i], (size_t)i * 4096);
     books_agree(p);
 }
-END_TEST
 
-START_TEST(a_planned_block_freed_twice_or_inside_is_refused)
+CRMM_TEST_IN("plan", a_planned_block_freed_twice_or_inside_is_refused)
 {
     write_plan(three);
     p = planned_pool();
@@ -190,9 +183,8 @@ START_TEST(a_planned_block_freed_twice_or_inside_is_refused)
     ck_assert_int_eq(crmm_resource_deallocate(p, a, 65536, NULL), CRMM_ERROR_INVALID_ARGUMENT);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_IN_USE), 0);
 }
-END_TEST
 
-START_TEST(out_of_memory_gives_back_the_plans_unused_pages_first)
+CRMM_TEST_IN("plan", out_of_memory_gives_back_the_plans_unused_pages_first)
 {
     write_plan(three);
     p = planned_pool();
@@ -205,7 +197,6 @@ START_TEST(out_of_memory_gives_back_the_plans_unused_pages_first)
     books_agree(p);
     dealloc(p, x, 3 * PAGE);
 }
-END_TEST
 
 /* ---- bad plans ---------------------------------------------------------------------------- */
 
@@ -222,7 +213,7 @@ static void refused(const char *text, const char *says)
     ck_assert_uint_eq(fake_vmm.physical, 0);
 }
 
-START_TEST(bad_plans_are_refused_naming_the_file_and_line)
+CRMM_TEST_IN("plan", bad_plans_are_refused_naming_the_file_and_line)
 {
     refused("not a plan\n", "crmm-plan 1");
     refused("crmm-plan 1\nextent 0\nloop none\ncount 1\n256 0\n", "extent");
@@ -234,9 +225,8 @@ START_TEST(bad_plans_are_refused_naming_the_file_and_line)
     refused("crmm-plan 1\nextent 4096\nloop 1\ncount 1\n256 0\n", "loop");
     refused("crmm-plan 1\nextent 4096\nloop none\ncount 1\n-256 0\n", "line 5");
 }
-END_TEST
 
-START_TEST(a_missing_plan_or_one_without_expandable_or_with_ipc_is_refused)
+CRMM_TEST_IN("plan", a_missing_plan_or_one_without_expandable_or_with_ipc_is_refused)
 {
     crmm_resource *x = NULL;
     ck_assert_int_eq(fake_vmm_expandable_pool("plan=/nonexistent/crmm.plan", &x), CRMM_ERROR_CONFIG);
@@ -253,28 +243,11 @@ START_TEST(a_missing_plan_or_one_without_expandable_or_with_ipc_is_refused)
     ck_assert_ptr_nonnull(strstr(crmm_last_error(), "exported"));
     ck_assert_uint_eq(fake_vmm.physical, 0);
 }
-END_TEST
 
 int main(void)
 {
     Suite *s = suite_create("pool_plan");
-    TCase *tc = tcase_create("plan");
+    TCase *tc = crmm_test_tcase(s, "plan", 0);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, requests_that_follow_the_plan_go_to_their_places);
-    tcase_add_test(tc, a_request_the_plan_does_not_know_is_served_without_it);
-    tcase_add_test(tc, a_place_still_in_use_is_not_handed_out_twice);
-    tcase_add_test(tc, only_the_first_planned_stream_follows_the_plan);
-    tcase_add_test(tc, a_block_freed_on_another_stream_waits_for_trim);
-    tcase_add_test(tc, after_the_last_entry_the_plan_goes_back_to_its_loop);
-    tcase_add_test(tc, a_run_that_starts_over_finds_its_place_again);
-    tcase_add_test(tc, a_planned_block_freed_twice_or_inside_is_refused);
-    tcase_add_test(tc, out_of_memory_gives_back_the_plans_unused_pages_first);
-    tcase_add_test(tc, bad_plans_are_refused_naming_the_file_and_line);
-    tcase_add_test(tc, a_missing_plan_or_one_without_expandable_or_with_ipc_is_refused);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return crmm_test_run(s);
 }
