@@ -85,6 +85,40 @@ CRMM_TEST_IN("plan", a_place_still_in_use_is_not_handed_out_twice)
     books_agree(p);
 }
 
+/* Entries that overlap on purpose (pages of 64 KiB): a whole page over a small live block, a small
+ * block on a page a live block covers whole, and a block of three pages whose last part meets a
+ * small live block. */
+static const char overlapping[] = "crmm-plan 1\nextent 196608\nloop none\ncount 6\n"
+                                  "4096 0\n131072 0\n4096 143360\n131072 32768\n65536 65536\n4096 66560\n";
+
+CRMM_TEST_IN("plan", a_place_that_meets_a_live_block_in_any_page_is_refused)
+{
+    write_plan(overlapping);
+    p = planned_pool();
+    unsigned char *small0 = alloc(p, 4096);
+    unsigned char *base = small0;
+    unsigned char *whole = alloc(p, 131072); /* pages 0 and 1 whole, over small0 */
+    ck_assert(whole < base || whole >= base + 196608);
+    unsigned char *small2 = alloc(p, 4096);
+    ck_assert_ptr_eq(small2, base + 143360);
+    dealloc(p, small0, 4096);
+    unsigned char *span = alloc(p, 131072); /* [32 KiB, 160 KiB): its last part meets small2 */
+    ck_assert(span < base || span >= base + 196608);
+    unsigned char *page1 = alloc(p, 65536);
+    ck_assert_ptr_eq(page1, base + 65536);
+    unsigned char *inside = alloc(p, 4096); /* on page 1, which page1 covers whole */
+    ck_assert(inside < base || inside >= base + 196608);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 3);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 3);
+    dealloc(p, whole, 131072);
+    dealloc(p, small2, 4096);
+    dealloc(p, span, 131072);
+    dealloc(p, page1, 65536);
+    dealloc(p, inside, 4096);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0); /* every page of the plan's range unused again */
+}
+
 CRMM_TEST_IN("plan", only_the_first_planned_stream_follows_the_plan)
 {
     write_plan(three);

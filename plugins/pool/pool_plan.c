@@ -132,13 +132,24 @@ crmm_status pool_plan_load(const char *path, const char *label, pool_plan **out)
 
 crmm_status pool_plan_reserve(pool_plan *pl, int device, size_t page_size)
 {
-    return pool_vmm_reserve(&pl->vmm, device, (size_t)pl->extent, page_size);
+    crmm_status st = pool_vmm_reserve(&pl->vmm, device, (size_t)pl->extent, page_size);
+    if (st != CRMM_OK)
+        return st;
+    pl->full = calloc(pl->vmm.pages, sizeof *pl->full);
+    pl->partial = calloc(pl->vmm.pages, sizeof *pl->partial);
+    if (!pl->full || !pl->partial)
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "malloc failed (the plan's page table)");
+    return CRMM_OK;
 }
 
-/* ---- the busy bits ------------------------------------------------------------------------- */
+/* ---- what is busy -------------------------------------------------------------------------------
+ * Per page of the range, how many busy blocks cover it whole (full) and how many cover part of it
+ * (partial), and for the parts one bit per 256 bytes: a block touches the counts of its pages and
+ * the bits of its first and last page only, so a 74 MiB block costs 37 counts and at most 256
+ * words instead of the 4 736 words of its bits. */
 
 /* Set (on) or clear the bits of [offset, offset + size). */
-static void mark(uint64_t *bits, uint64_t offset, uint64_t size, bool on)
+static void mark_bits(uint64_t *bits, uint64_t offset, uint64_t size, bool on)
 {
     uint64_t first = offset / PLAN_UNIT, end = (offset + size) / PLAN_UNIT;
     for (uint64_t i = first; i < end;) {
@@ -150,7 +161,7 @@ static void mark(uint64_t *bits, uint64_t offset, uint64_t size, bool on)
 }
 
 /* Whether any bit of [offset, offset + size) is set. */
-static bool any_busy(const uint64_t *bits, uint64_t offset, uint64_t size)
+static bool any_bits(const uint64_t *bits, uint64_t offset, uint64_t size)
 {
     uint64_t first = offset / PLAN_UNIT, end = (offset + size) / PLAN_UNIT;
     for (uint64_t i = first; i < end;) {
@@ -162,6 +173,49 @@ static bool any_busy(const uint64_t *bits, uint64_t offset, uint64_t size)
     }
     return false;
 }
+
+/* Calls fn(pl, page, lo, hi, arg) for each page that [offset, offset + size) touches, with the
+ * part [lo, hi) of it that it covers; stops when fn returns true, and returns that. */
+typedef bool (*page_part_fn)(pool_plan *pl, size_t page, uint64_t lo, uint64_t hi, bool arg);
+static bool each_page(pool_plan *pl, uint64_t offset, uint64_t size, page_part_fn fn, bool arg)
+{
+    uint64_t page = pl->vmm.page, end = offset + size;
+    for (size_t i = (size_t)(offset / page); (uint64_t)i * page < end; i++) {
+        uint64_t start = (uint64_t)i * page;
+        uint64_t lo = start > offset ? start : offset, hi = start + page < end ? start + page : end;
+        if (fn(pl, i, lo, hi, arg))
+            return true;
+    }
+    return false;
+}
+
+static bool whole(const pool_plan *pl, size_t i, uint64_t lo, uint64_t hi)
+{
+    return lo == (uint64_t)i * pl->vmm.page && hi == lo + pl->vmm.page;
+}
+
+static bool part_busy(pool_plan *pl, size_t i, uint64_t lo, uint64_t hi, bool unused)
+{
+    (void)unused;
+    return pl->full[i] || (whole(pl, i, lo, hi) ? pl->partial[i] != 0 : any_bits(pl->busy, lo, hi - lo));
+}
+
+static bool part_mark(pool_plan *pl, size_t i, uint64_t lo, uint64_t hi, bool on)
+{
+    if (whole(pl, i, lo, hi)) {
+        pl->full[i] += on ? 1 : -1;
+    } else {
+        mark_bits(pl->busy, lo, hi - lo, on);
+        pl->partial[i] += on ? 1 : -1;
+    }
+    return false;
+}
+
+/* Whether a busy block overlaps [offset, offset + size). */
+static bool busy(pool_plan *pl, uint64_t offset, uint64_t size) { return each_page(pl, offset, size, part_busy, false); }
+
+/* Mark [offset, offset + size), a block's range, busy (on) or free. */
+static void mark(pool_plan *pl, uint64_t offset, uint64_t size, bool on) { each_page(pl, offset, size, part_mark, on); }
 
 /* ---- serving ------------------------------------------------------------------------------- */
 
@@ -271,7 +325,7 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
     pl->cursor = entry_after(pl, k, 1);
     pl->ended = pl->cursor == pl->count;
     uint64_t offset = pl->offset[k];
-    if (any_busy(pl->busy, offset, size))
+    if (busy(pl, offset, size))
         return missed(pl);
     uint64_t added = 0;
     if (map_pages(pl, offset, size, &added) != CRMM_OK) {
@@ -283,7 +337,7 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
     note(pl, false);
     pl->held += added;
     *mapped = added;
-    mark(pl->busy, offset, size, true);
+    mark(pl, offset, size, true);
     pl->stream_known = true;
     pl->stream = stream;
     pl->hits++;
@@ -294,7 +348,7 @@ void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_str
 {
     uint64_t offset = addr - pl->vmm.base;
     if (stream == pl->stream && !capturing) {
-        mark(pl->busy, offset, size, false);
+        mark(pl, offset, size, false);
         return;
     }
     /* other work may still use it: it stays busy until trim has synchronized the device */
@@ -314,13 +368,12 @@ void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_str
 uint64_t pool_plan_trim(pool_plan *pl)
 {
     for (size_t i = 0; i < pl->pending_count; i++)
-        mark(pl->busy, pl->pending[i][0], pl->pending[i][1], false);
+        mark(pl, pl->pending[i][0], pl->pending[i][1], false);
     pl->pending_count = 0;
     pool_vmm *v = &pl->vmm;
     uint64_t freed = 0;
     for (size_t i = 0; i < v->pages; i++) {
-        uint64_t offset = (uint64_t)i * v->page, len = pl->extent - offset < v->page ? pl->extent - offset : v->page;
-        if (v->mapped[i] != POOL_PAGE_MAPPED || any_busy(pl->busy, offset, len))
+        if (v->mapped[i] != POOL_PAGE_MAPPED || pl->full[i] || pl->partial[i])
             continue;
         freed += (uint64_t)pool_vmm_unmap(v, i, 1) * v->page;
     }
@@ -338,6 +391,8 @@ void pool_plan_destroy(pool_plan *pl)
     free(pl->size);
     free(pl->offset);
     free(pl->busy);
+    free(pl->full);
+    free(pl->partial);
     free(pl->pending);
     free(pl);
 }

@@ -47,7 +47,9 @@ typedef struct pool_plan {
     crmm_cuda_stream_t stream;     /* the planned stream */
     pool_vmm vmm;                  /* the range */
     uint64_t *busy;                /* one bit per 256 bytes of the range: held by a planned block
-                                    * live, or freed where it is not yet safe to reuse */
+                                    * live, or freed where it is not yet safe to reuse ("busy"), on
+                                    * the pages such a block covers in part */
+    uint32_t *full, *partial;      /* per page: busy blocks that cover it whole, in part */
     uint64_t (*pending)[2];        /* those freed blocks (address, size), made free at trim */
     size_t pending_count, pending_room;
     uint64_t held;                 /* bytes of mapped pages */
