@@ -26,6 +26,7 @@ def test_stats_under_torchs_names():
     assert s["crmm.device_syncs"] == 0 and s["crmm.pages_mapped"] == 0  # host memory: no device call
     assert s["crmm.growths"] >= 1
     assert s["crmm.thread_caches"] == 0 and s["crmm.lock_waits"] == 0  # one thread: no contention
+    assert s["crmm.plan_hits"] == 0 and s["crmm.plan_misses"] == 0  # no plan
     pool.deallocate(b, 3 << 20)
     s = ct.memory_stats(mr=pool)
     assert s["allocated_bytes.all.current"] == 1024
