@@ -373,6 +373,40 @@ CRMM_TEST_IN("pool_expandable", expandable_maps_what_it_needs_and_keeps_data_acr
     crmm_resource_release(p);
 }
 
+CRMM_TEST_IN("pool_expandable", a_plan_places_blocks_in_its_own_range_with_their_data)
+{
+    /* a of 3 MiB and b of 1 MiB live together, a freed, c of 2 MiB in a's place, then a request
+     * the plan does not know */
+    const char *plan = crmm_test_write_file("gpu.plan", "crmm-plan 1\nextent 4194304\nloop none\ncount 3\n"
+                                                        "3145728 0\n1048576 3145728\n2097152 0\n");
+    char params[4200];
+    snprintf(params, sizeof params, "expandable=true plan=%s", plan);
+    crmm_resource *p = gpu_pool(params);
+    void *a = alloc_on(p, 3 * MiB, NULL), *b = alloc_on(p, MiB, NULL);
+    ck_assert_ptr_eq(b, (char *)a + 3 * MiB);
+    fill(a, 3 * MiB, 0x61);
+    fill(b, MiB, 0x62);
+    free_on(p, a, 3 * MiB, NULL);
+    void *c = alloc_on(p, 2 * MiB, NULL);
+    ck_assert_ptr_eq(c, a);
+    fill(c, 2 * MiB, 0x63);
+    void *d = alloc_on(p, 5000, NULL); /* the pool's own range */
+    ck_assert((char *)d < (char *)a || (char *)d >= (char *)a + 4 * MiB);
+    fill(d, 5000, 0x64);
+    expect_device_bytes(b, MiB, 0x62);
+    expect_device_bytes(c, 2 * MiB, 0x63);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 3);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 1);
+    ck_assert_uint_ge(q(p, CRMM_QUERY_BYTES_RESERVED), 4 * MiB);
+    free_on(p, b, MiB, NULL);
+    free_on(p, c, 2 * MiB, NULL);
+    free_on(p, d, 5000, NULL);
+    ck_assert_crmm_ok(crmm_resource_trim(p)); /* every page goes back, the plan's too */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    crmm_resource_release(p);
+}
+
 CRMM_TEST_IN("pool_expandable", expandable_moves_freed_pages_to_where_they_are_needed)
 {
     /* a free hole too small for the next request: its pages are mapped again above, so the pool
