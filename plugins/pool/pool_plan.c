@@ -148,30 +148,49 @@ crmm_status pool_plan_reserve(pool_plan *pl, int device, size_t page_size)
  * the bits of its first and last page only, so a 74 MiB block costs 37 counts and at most 256
  * words instead of the 4 736 words of its bits. */
 
+/* The bits [first, end) as a head word, whole words and a tail word: masks of the partial words
+ * (0: none) and the whole words' range [*w0, *w1). */
+static void bit_span(uint64_t first, uint64_t end, uint64_t *head, uint64_t *tail, uint64_t *w0, uint64_t *w1)
+{
+    uint64_t fw = first / 64, ew = end / 64;
+    *head = *tail = 0;
+    if (fw == ew) { /* within one word */
+        *head = end > first ? ((~(uint64_t)0 >> (64 - (end - first))) << (first % 64)) : 0;
+        *w0 = *w1 = fw;
+        return;
+    }
+    *w0 = fw;
+    if (first % 64) {
+        *head = ~(uint64_t)0 << (first % 64);
+        (*w0)++;
+    }
+    *w1 = ew;
+    if (end % 64)
+        *tail = ~(uint64_t)0 >> (64 - end % 64);
+}
+
 /* Set (on) or clear the bits of [offset, offset + size). */
 static void mark_bits(uint64_t *bits, uint64_t offset, uint64_t size, bool on)
 {
-    uint64_t first = offset / PLAN_UNIT, end = (offset + size) / PLAN_UNIT;
-    for (uint64_t i = first; i < end;) {
-        uint64_t w = i / 64, lo = i % 64, n = end - i < 64 - lo ? end - i : 64 - lo;
-        uint64_t m = (n == 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1)) << lo;
-        bits[w] = on ? bits[w] | m : bits[w] & ~m;
-        i += n;
-    }
+    uint64_t first = offset / PLAN_UNIT, end = (offset + size) / PLAN_UNIT, head, tail, w0, w1;
+    bit_span(first, end, &head, &tail, &w0, &w1);
+    if (head)
+        bits[first / 64] = on ? bits[first / 64] | head : bits[first / 64] & ~head;
+    if (w1 > w0)
+        memset(&bits[w0], on ? 0xFF : 0, (size_t)(w1 - w0) * sizeof *bits);
+    if (tail)
+        bits[end / 64] = on ? bits[end / 64] | tail : bits[end / 64] & ~tail;
 }
 
 /* Whether any bit of [offset, offset + size) is set. */
 static bool any_bits(const uint64_t *bits, uint64_t offset, uint64_t size)
 {
-    uint64_t first = offset / PLAN_UNIT, end = (offset + size) / PLAN_UNIT;
-    for (uint64_t i = first; i < end;) {
-        uint64_t w = i / 64, lo = i % 64, n = end - i < 64 - lo ? end - i : 64 - lo;
-        uint64_t m = (n == 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1)) << lo;
-        if (bits[w] & m)
-            return true;
-        i += n;
-    }
-    return false;
+    uint64_t first = offset / PLAN_UNIT, end = (offset + size) / PLAN_UNIT, head, tail, w0, w1;
+    bit_span(first, end, &head, &tail, &w0, &w1);
+    uint64_t any = (bits[first / 64] & head) | (tail ? bits[end / 64] & tail : 0);
+    for (uint64_t w = w0; w < w1; w++)
+        any |= bits[w];
+    return any != 0;
 }
 
 /* Calls fn(pl, page, lo, hi, arg) for each page that [offset, offset + size) touches, with the
