@@ -3,8 +3,8 @@
  *
  * Greedy by size is the rule of static memory planners (TensorFlow Lite's, STAlloc's): a large
  * block placed late finds only the holes its smaller neighbours left, while small blocks fit
- * around large ones. On the recorded training and serving logs it spans the logs' live peak, or
- * within 0.7 % of it; on a log whose blocks grow step by step (a KV cache grown by copies), online
+ * around large ones. On the recorded training and serving logs it spans the live peak or close to
+ * it; on a log whose blocks grow step by step (a KV cache grown by copies), online
  * best fit, which knows no future, spans less (bench/RESULTS.md). Each is O(n * live). */
 #include "build_config.h"
 #include <errno.h>

@@ -145,8 +145,8 @@ crmm_status pool_plan_reserve(pool_plan *pl, int device, size_t page_size)
 /* ---- what is busy -------------------------------------------------------------------------------
  * Per page of the range, how many busy blocks cover it whole (full) and how many cover part of it
  * (partial), and for the parts one bit per 256 bytes: a block touches the counts of its pages and
- * the bits of its first and last page only, so a 74 MiB block costs 37 counts and at most 256
- * words instead of the 4 736 words of its bits. */
+ * the bits of its first and last page only, so a large block costs a count per page rather than
+ * a bit per 256 bytes. */
 
 /* The bits [first, end) as a head word, whole words and a tail word: masks of the partial words
  * (0: none) and the whole words' range [*w0, *w1). */

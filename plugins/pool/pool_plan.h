@@ -8,8 +8,8 @@
  * cursor where it is) is served at that entry's offset in a range of its own, provided no planned
  * block still live or not yet safe to reuse overlaps it; after the last entry the cursor goes back
  * to the plan's loop. Every other request is served by the pool as without a plan. So a run that
- * repeats the recorded one holds about the plan's extent, which on real training logs is the live
- * peak or within 0.7 % of it, where best fit placed online holds 1-2 % more (bench/RESULTS.md).
+ * repeats the recorded one holds about the plan's extent, which on real training logs is at or
+ * near the live peak and below what best fit placed online holds (bench/RESULTS.md).
  *
  * The range's pages are mapped as planned blocks first reach them and kept until trim, which
  * unmaps those no planned block uses. Only one stream is planned: the stream of the first request
