@@ -197,6 +197,88 @@ CRMM_TEST(a_loop_that_would_overlap_a_live_block_is_not_taken)
     free(t.s);
 }
 
+/* Training steps: a forward pass keeps four activations of 1-4 MiB; the backward pass, last layer
+ * first, makes each one's gradient and frees both. The log stops after `steps` steps and, when
+ * `cut`, after the forward pass of one more (a recording stopped mid-step). Pointers are unique. */
+static void training_steps(text *t, int steps, bool cut)
+{
+    unsigned long long ptr = 0x10000;
+    add(t, "allocate", 0x100, 4 << 20); /* the weights, never freed */
+    for (int step = 0; step < steps + cut; step++) {
+        unsigned long long act[4];
+        for (int l = 0; l < 4; l++, ptr += 16)
+            add(t, "allocate", act[l] = ptr, (unsigned long long)(l + 1) << 20);
+        if (step == steps)
+            break;
+        for (int l = 3; l >= 0; l--, ptr += 16) {
+            add(t, "allocate", ptr, (unsigned long long)(l + 1) << 20);
+            add(t, "free", act[l], (unsigned long long)(l + 1) << 20);
+            add(t, "free", ptr, (unsigned long long)(l + 1) << 20);
+        }
+    }
+}
+
+/* Serve `run` as the pool follows plan pl when every request is the next entry (going back to the
+ * loop after the last): how many requests find their planned place overlapping a block still live
+ * (or find the plan ended, or the entry of another size). */
+static size_t busy_when_serving(const plan *pl, const replay_log *run)
+{
+    uint64_t *at = calloc(run->count, sizeof *at);
+    bool *placed = calloc(run->count, sizeof *placed);
+    size_t busy = 0;
+    uint64_t k = 0;
+    for (size_t e = 0; e < run->count; e++) {
+        const replay_event *ev = &run->events[e];
+        if (ev->action == REPLAY_FREE && ev->pair >= 0) {
+            placed[ev->pair] = false;
+            continue;
+        }
+        if (ev->action != REPLAY_ALLOCATE)
+            continue;
+        if (k == pl->count || pl->size[k] != ((ev->size + 255) & ~(uint64_t)255)) {
+            busy++;
+            continue;
+        }
+        uint64_t lo = pl->offset[k], hi = lo + pl->size[k];
+        bool overlaps = false;
+        for (size_t f = 0; f < e && !overlaps; f++)
+            overlaps = placed[f] && at[f] < hi && lo < at[f] + run->events[f].size;
+        if (overlaps)
+            busy++;
+        else
+            placed[e] = true, at[e] = lo;
+        k = k + 1 < pl->count ? k + 1 : pl->loop == PLAN_NO_LOOP ? pl->count : pl->loop;
+    }
+    free(at);
+    free(placed);
+    return busy;
+}
+
+/* A recording stopped in the middle of a step: no run at its end can be served again as placed (a
+ * step's activations would land where the last step's still live), so the planner places the
+ * last steps periodically. The plan then serves a run twice as long with no place busy, and spans
+ * the live peak all the same. */
+CRMM_TEST(a_recording_cut_mid_step_gets_a_loop_that_serves_a_longer_run)
+{
+    text t = {0}, longer = {0};
+    training_steps(&t, 5, true);
+    training_steps(&longer, 10, false);
+    replay_log log, run;
+    plan pl;
+    plan_text(&t, &log, &pl);
+    assert_valid(&log, &pl);
+    ck_assert_uint_ne(pl.loop, PLAN_NO_LOOP);
+    ck_assert_uint_eq(pl.extent, pl.peak_live);
+    ck_assert_uint_eq(pl.loop_busy, 0);
+    ck_assert_crmm_ok(replay_log_read(crmm_test_write_file("longer.csv", longer.s), &run));
+    ck_assert_uint_eq(busy_when_serving(&pl, &run), 0);
+    plan_free(&pl);
+    replay_log_free(&log);
+    replay_log_free(&run);
+    free(t.s);
+    free(longer.s);
+}
+
 CRMM_TEST(the_command_writes_the_plan_and_refuses_what_it_cannot_plan)
 {
     const char *log = crmm_test_write_file("steps.csv", FIVE_THREADS_UP_TO_THE_PEAK);

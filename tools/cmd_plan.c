@@ -22,7 +22,10 @@ static void usage(FILE *f)
                "overlaps nothing that lives at the same time, or each in the log's order in the\n"
                "smallest gap, whichever spans least. Its loop is the longest run at the log's\n"
                "end that repeats the run before it (a training step): after the last planned\n"
-               "allocation the pool starts that run again. The log must be the logging plugin's or RMM's\n"
+               "allocation the pool starts that run again, so a run longer than the recorded one is\n"
+               "served from the plan too. Where the log's end repeats but its placement could not be\n"
+               "served again, the last run is placed so that it can (the report says what that adds).\n"
+               "The log must be the logging plugin's or RMM's\n"
                "CSV (the columns Thread,Time,Action,Pointer,Size,Stream).\n");
 }
 
@@ -35,11 +38,19 @@ static void report(FILE *err, const plan *pl)
     fprintf(err, "crmm plan: %llu allocations; extent %s, %.4f x the live peak (%s), by %s; ",
             (unsigned long long)pl->count, extent, pl->peak_live ? (double)pl->extent / (double)pl->peak_live : 0.0,
             peak, pl->rule);
-    if (pl->loop == PLAN_NO_LOOP)
-        fprintf(err, "no loop (the log does not end in a run that repeats)\n");
-    else
-        fprintf(err, "loop from allocation %llu (%llu a pass)\n", (unsigned long long)pl->loop,
-                (unsigned long long)(pl->count - pl->loop));
+    if (pl->loop == PLAN_NO_LOOP) {
+        fprintf(err, "no loop (no run at the log's end repeats the one before it, or none could be served again)\n");
+        return;
+    }
+    fprintf(err, "loop from allocation %llu (%llu a pass)", (unsigned long long)pl->loop,
+            (unsigned long long)(pl->count - pl->loop));
+    if (pl->loop_busy)
+        fprintf(err, ", %llu of them served elsewhere (their place busy)", (unsigned long long)pl->loop_busy);
+    if (pl->extent_no_loop) {
+        char without[32];
+        fprintf(err, "; without a loop it would span %s", crmm_format_size(pl->extent_no_loop, without, sizeof without));
+    }
+    fputc('\n', err);
 }
 
 /* Write pl to path as crmm writes every file (replay_output_open), or to out when path is NULL. */

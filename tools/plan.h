@@ -25,6 +25,10 @@ typedef struct plan {
     uint64_t peak_live;      /* the most bytes (rounded as above) live at once in the log: no plan
                               * spans less */
     uint64_t loop;           /* the allocation the pool goes back to after the last; PLAN_NO_LOOP */
+    uint64_t loop_busy;      /* allocations of the loop's run that would find their place busy
+                              * when it is served again (plan_make keeps few) */
+    uint64_t extent_no_loop; /* when the placement was made periodic to have a loop: the extent of
+                              * the best placement without one; else 0 */
     const char *rule;        /* the placement kept, in words (static) */
 } plan;
 
@@ -34,7 +38,11 @@ typedef struct plan {
  * and online best fit in the log's order. Then find the loop: the longest run at
  * the end of the log whose allocation sizes repeat the run just before it and whose placement
  * stays valid when the pool serves the run again after the log's end (checked by serving it
- * once more). Allocations the log never frees live to its end. Errors: CRMM_ERROR_OUT_OF_MEMORY;
+ * once more). When the log's end repeats but no such run holds, greedy by size places it again
+ * with each allocation of the last run also holding its place while its copy in the next run
+ * lives (a periodic placement): the plan then has a loop, and spans what that takes. Where the
+ * log pairs same-sized blocks otherwise from run to run, a loop whose run would find a few
+ * places busy (at most 1 in 10) is kept: those requests are then served elsewhere. Allocations the log never frees live to its end. Errors: CRMM_ERROR_OUT_OF_MEMORY;
  * CRMM_ERROR_INVALID_ARGUMENT when the log has no allocation. */
 crmm_status plan_make(const replay_log *log, plan *out);
 

@@ -12,10 +12,13 @@
 #include <string.h>
 #include "plan.h"
 
-/* One allocation of the log: its size and the events where it starts and ends. */
+/* One allocation of the log: its size and the events where it starts and ends; for a periodic
+ * placement also the lifetime of its copy in the run served again after the log (start2 < end2;
+ * none when equal). */
 typedef struct plan_item {
     uint64_t size;
     size_t start, end;   /* event indices; end: its free, or the log's length */
+    size_t start2, end2; /* event indices past the log's end */
 } plan_item;
 
 /* qsort order: larger first, then earlier. */
@@ -28,7 +31,13 @@ static int by_size_desc(const void *x, const void *y)
     return (a->start > b->start) - (a->start < b->start);
 }
 
-static bool lifetimes_overlap(const plan_item *a, const plan_item *b) { return a->start < b->end && b->start < a->end; }
+static bool spans_overlap(size_t s1, size_t e1, size_t s2, size_t e2) { return s1 < e1 && s2 < e2 && s1 < e2 && s2 < e1; }
+
+static bool lifetimes_overlap(const plan_item *a, const plan_item *b)
+{
+    return spans_overlap(a->start, a->end, b->start, b->end) || spans_overlap(a->start, a->end, b->start2, b->end2) ||
+           spans_overlap(a->start2, a->end2, b->start, b->end) || spans_overlap(a->start2, a->end2, b->start2, b->end2);
+}
 
 /* Greedy by size. placed[] holds the placed allocations by offset; each new one goes at the lowest
  * offset where no placed allocation that lives at the same time overlaps it. */
@@ -148,13 +157,17 @@ static void z_function(const uint64_t *s, size_t n, size_t *z)
     }
 }
 
-/* Whether the pool, going back to allocation first = count - period after the log's end, serves
- * the run once more without two live blocks overlapping: the run's events again, allocation k
- * standing for k + period at k's offset, the blocks the log leaves live live at the start. */
-static bool loop_holds(const replay_log *log, const plan_item *items, const uint64_t *offset, const size_t *alloc_of,
-                       size_t count, size_t period, size_t *live_at, size_t *live)
+/* How many allocations the pool would find busy if it went back to allocation first = count -
+ * period after the log's end and served the run once more: the run's events again, allocation k
+ * standing for k + period at k's offset, the blocks the log leaves live live at the start. An
+ * allocation that finds its place busy is served elsewhere (it is not placed); a free of what the
+ * run did not leave live (the log paired same-sized blocks otherwise in the run before) frees
+ * nothing. Stops counting past `limit`. */
+static size_t loop_conflicts(const replay_log *log, const plan_item *items, const uint64_t *offset,
+                             const size_t *alloc_of, size_t count, size_t period, size_t limit, size_t *live_at,
+                             size_t *live)
 {
-    size_t first = count - period, nlive = 0;
+    size_t first = count - period, nlive = 0, conflicts = 0;
     for (size_t k = 0; k < count + period; k++)
         live_at[k] = SIZE_MAX;
     for (size_t k = 0; k < count; k++)
@@ -162,61 +175,142 @@ static bool loop_holds(const replay_log *log, const plan_item *items, const uint
             live_at[k] = nlive;
             live[nlive++] = k;
         }
-    for (size_t e = items[first].start; e < log->count; e++) {
+    for (size_t e = items[first].start; e < log->count && conflicts <= limit; e++) {
         const replay_event *ev = &log->events[e];
         if (ev->action == REPLAY_ALLOCATE) {
             size_t k = alloc_of[e], v = k + period;
             uint64_t lo = offset[k], hi = lo + items[k].size;
-            for (size_t i = 0; i < nlive; i++) {
+            bool busy = false;
+            for (size_t i = 0; i < nlive && !busy; i++) {
                 size_t w = live[i], src = w >= count ? w - period : w;
-                if (offset[src] < hi && lo < offset[src] + items[src].size)
-                    return false;
+                busy = offset[src] < hi && lo < offset[src] + items[src].size;
+            }
+            if (busy) {
+                conflicts++;
+                continue;
             }
             live_at[v] = nlive;
             live[nlive++] = v;
         } else if (ev->action == REPLAY_FREE && ev->pair >= 0) {
             size_t v = alloc_of[ev->pair] + period;
             if (live_at[v] == SIZE_MAX)
-                return false; /* the run frees what the previous run did not leave live */
+                continue;
             size_t i = live_at[v];
             live[i] = live[--nlive];
             live_at[live[i]] = i;
             live_at[v] = SIZE_MAX;
         }
     }
-    return true;
+    return conflicts;
 }
 
-/* The loop (plan.h): the longest period whose sizes repeat at the log's end and whose run holds. */
-static crmm_status find_loop(const replay_log *log, const plan_item *items, const uint64_t *offset,
-                             const size_t *alloc_of, size_t count, uint64_t *loop)
+/* The periods whose sizes repeat at the log's end (the last p allocations' sizes are those of the
+ * p before them), longest first, at most PLAN_LOOP_TRIES: *np of them in periods[]. */
+#define PLAN_LOOP_TRIES 64
+static crmm_status loop_periods(const plan_item *items, size_t count, size_t *periods, unsigned *np)
 {
-    *loop = PLAN_NO_LOOP;
+    *np = 0;
     if (count < 2)
         return CRMM_OK;
     uint64_t *rev = malloc(count * sizeof *rev);
-    size_t *z = malloc(count * sizeof *z), *live_at = malloc(2 * count * sizeof *live_at),
-           *live = malloc(2 * count * sizeof *live);
-    if (!rev || !z || !live_at || !live) {
-        free(rev), free(z), free(live_at), free(live);
+    size_t *z = malloc(count * sizeof *z);
+    if (!rev || !z) {
+        free(rev), free(z);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "plan: malloc failed");
     }
     for (size_t k = 0; k < count; k++)
         rev[k] = items[count - 1 - k].size;
     z_function(rev, count, z);
     /* period p repeats when the last p sizes equal the p before them: z[p] >= p in reverse */
-    unsigned tried = 0;
-    for (size_t p = count / 2; p >= 1 && tried < 64; p--) {
-        if (z[p] < p)
+    for (size_t p = count / 2; p >= 1 && *np < PLAN_LOOP_TRIES; p--)
+        if (z[p] >= p)
+            periods[(*np)++] = p;
+    free(rev), free(z);
+    return CRMM_OK;
+}
+
+/* Items whose placement by size makes the log's last `period` allocations a loop: each of them
+ * also holds its place while its copy lives in the run served again after the log (the run's
+ * events shifted by its length, `shift`). An allocation of the last run that the log leaves live
+ * is freed there where the run frees its counterpart of the run before (its free shifted), and
+ * its copy lives to that run's end; anything else the log leaves live lives to that end too. */
+static void periodic_items(const replay_log *log, const plan_item *items, size_t count, size_t period, plan_item *out)
+{
+    size_t end = log->count, first = count - period, shift = end - items[first].start, horizon = end + shift;
+    for (size_t k = 0; k < count; k++) {
+        out[k] = items[k];
+        if (k < first) {
+            if (items[k].end == end)
+                out[k].end = horizon;
             continue;
-        tried++;
-        if (loop_holds(log, items, offset, alloc_of, count, p, live_at, live)) {
-            *loop = count - p;
+        }
+        out[k].start2 = items[k].start + shift;
+        if (items[k].end < end) {
+            out[k].end2 = items[k].end + shift;
+            continue;
+        }
+        const plan_item *before = &items[k - period]; /* k >= period: the log repeats before the run */
+        out[k].end = before->end >= items[first].start && before->end < end ? before->end + shift : horizon;
+        out[k].end2 = horizon;
+    }
+}
+
+/* The loop (plan.h) of the placement in out->offset: the longest of the periods whose run the
+ * pool would serve once more with no allocation finding its place busy. Where none would, the
+ * log's end repeating, each of the first PLAN_PERIODIC_TRIES periods is tried with a periodic
+ * placement (periodic_items) in its place; failing that too, the loop that finds the fewest
+ * places busy is kept, if they are at most 1 in PLAN_LOOP_BUSY_SHARE of its allocations: a run
+ * longer than the log is then served from the plan, the few busy ones elsewhere. */
+#define PLAN_PERIODIC_TRIES 3
+#define PLAN_LOOP_BUSY_SHARE 10
+static crmm_status find_loop(const replay_log *log, const plan_item *items, const size_t *alloc_of, size_t count,
+                             plan *out)
+{
+    out->loop = PLAN_NO_LOOP;
+    size_t periods[PLAN_LOOP_TRIES];
+    unsigned np;
+    crmm_status st = loop_periods(items, count, periods, &np);
+    if (st != CRMM_OK || !np)
+        return st;
+    size_t *live_at = malloc(2 * count * sizeof *live_at), *live = malloc(2 * count * sizeof *live);
+    plan_item *shifted = malloc(count * sizeof *shifted);
+    uint64_t *trial = malloc(count * sizeof *trial), *best = malloc(count * sizeof *best);
+    if (!live_at || !live || !shifted || !trial || !best) {
+        free(live_at), free(live), free(shifted), free(trial), free(best);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "plan: malloc failed");
+    }
+    /* the fewest busy found so far: its period and whether its placement is periodic (in best) */
+    size_t best_busy = SIZE_MAX, best_period = 0;
+    bool best_periodic = false;
+    for (unsigned i = 0; i < np && best_busy; i++) {
+        size_t busy = loop_conflicts(log, items, out->offset, alloc_of, count, periods[i],
+                                     best_busy == SIZE_MAX ? periods[i] / PLAN_LOOP_BUSY_SHARE : best_busy - 1, live_at, live);
+        if (busy < best_busy && busy <= periods[i] / PLAN_LOOP_BUSY_SHARE)
+            best_busy = busy, best_period = periods[i], best_periodic = false;
+    }
+    for (unsigned i = 0; st == CRMM_OK && i < np && i < PLAN_PERIODIC_TRIES && best_busy; i++) {
+        periodic_items(log, items, count, periods[i], shifted);
+        if ((st = place_by_size(shifted, count, trial)) != CRMM_OK)
             break;
+        size_t busy = loop_conflicts(log, items, trial, alloc_of, count, periods[i],
+                                     best_busy == SIZE_MAX ? periods[i] / PLAN_LOOP_BUSY_SHARE : best_busy - 1, live_at, live);
+        if (busy < best_busy && busy <= periods[i] / PLAN_LOOP_BUSY_SHARE) {
+            best_busy = busy, best_period = periods[i], best_periodic = true;
+            memcpy(best, trial, count * sizeof *trial);
         }
     }
-    free(rev), free(z), free(live_at), free(live);
-    return CRMM_OK;
+    if (st == CRMM_OK && best_period) {
+        out->loop = count - best_period;
+        out->loop_busy = best_busy;
+        if (best_periodic) {
+            out->extent_no_loop = out->extent;
+            out->extent = extent_of(items, count, best);
+            out->rule = "greedy by size, periodic";
+            memcpy(out->offset, best, count * sizeof *best);
+        }
+    }
+    free(live_at), free(live), free(shifted), free(trial), free(best);
+    return st;
 }
 
 crmm_status plan_make(const replay_log *log, plan *out)
@@ -242,7 +336,7 @@ crmm_status plan_make(const replay_log *log, plan *out)
         alloc_of[e] = SIZE_MAX;
         if (ev->action == REPLAY_ALLOCATE) {
             uint64_t size = ev->size > UINT64_MAX - 255 ? UINT64_MAX & ~(uint64_t)255 : (ev->size + 255) & ~(uint64_t)255;
-            items[k] = (plan_item){size, e, ev->pair >= 0 ? (size_t)ev->pair : log->count};
+            items[k] = (plan_item){.size = size, .start = e, .end = ev->pair >= 0 ? (size_t)ev->pair : log->count};
             out->size[k] = size;
             alloc_of[e] = k++;
             live += size;
@@ -269,7 +363,7 @@ crmm_status plan_make(const replay_log *log, plan *out)
     }
     free(trial);
     if (st == CRMM_OK)
-        st = find_loop(log, items, out->offset, alloc_of, n, &out->loop);
+        st = find_loop(log, items, alloc_of, n, out);
     free(items);
     free(alloc_of);
     if (st != CRMM_OK)
