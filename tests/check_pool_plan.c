@@ -193,16 +193,119 @@ CRMM_TEST_IN("plan", a_run_that_starts_over_finds_its_place_again)
         first[i] = alloc(p, (size_t)i * 4096);
     for (int i = 1; i <= 12; i++)
         dealloc(p, first[i], (size_t)i * 4096);
-    /* the same requests again: the plan has ended, and after 8 misses it finds them at its start */
+    /* the same requests again: the plan has ended, and the first entry's size with its place free
+     * starts it over at once */
+    for (int i = 1; i <= 12; i++)
+        again[i] = alloc(p, (size_t)i * 4096);
+    for (int i = 1; i <= 12; i++)
+        ck_assert_ptr_eq(again[i], first[i]);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 24);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 0);
+    for (int i = 1; i <= 12; i++)
+        dealloc(p, again[i], (size_t)i * 4096);
+    books_agree(p);
+}
+
+CRMM_TEST_IN("plan", a_run_that_starts_over_after_a_stretch_the_plan_lacks_is_found_by_the_search)
+{
+    /* as above, but the first entry's place is taken: the restart waits for the search */
+    char text[512];
+    int n = snprintf(text, sizeof text, "crmm-plan 1\nextent %d\nloop none\ncount 12\n", 78 * 4096);
+    for (int i = 1, at = 0; i <= 12; at += i * 4096, i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%d %d\n", i * 4096, at);
+    write_plan(text);
+    p = planned_pool();
+    void *first[13], *again[13];
+    for (int i = 1; i <= 12; i++)
+        first[i] = alloc(p, (size_t)i * 4096);
+    for (int i = 2; i <= 12; i++)
+        dealloc(p, first[i], (size_t)i * 4096);
     for (int i = 1; i <= 12; i++)
         again[i] = alloc(p, (size_t)i * 4096);
     for (int i = 9; i <= 12; i++)
         ck_assert_ptr_eq(again[i], first[i]);
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 16);
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 8);
+    dealloc(p, first[1], 4096);
     for (int i = 1; i <= 12; i++)
         dealloc(p, again[i], (size_t)i * 4096);
     books_agree(p);
+}
+
+/* A run that goes on past a plan with no loop: its idle pages go back once an event recorded on
+ * the planned stream after they fell idle has completed (asked without waiting), and a page a
+ * live planned block uses stays. */
+CRMM_TEST_IN("plan", a_run_past_the_plans_end_gets_its_idle_pages_back)
+{
+    write_plan(three);
+    p = planned_pool();
+    unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
+    dealloc(p, a, 65536);
+    unsigned char *c = alloc(p, 65536); /* entry 2, A's place */
+    dealloc(p, c, 65536);
+    unsigned char *d = alloc(p, 131072); /* entry 3 meets live B: served elsewhere, and the plan ends */
+    ck_assert(d < a || d >= a + 131072);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 1);
+    int records = fake_vmm.event_records;
+    unsigned char *y = alloc(p, 8192); /* after the end: page 0 is idle, an event is recorded */
+    ck_assert_int_eq(fake_vmm.event_records, records + 1);
+    ck_assert_ptr_null(fake_vmm.event_stream); /* on the planned stream */
+    uint64_t held = q(p, CRMM_QUERY_BYTES_RESERVED);
+    int unmaps = fake_vmm.unmaps;
+    fake_vmm.events_busy = 1; /* the device has not passed it: nothing is given back */
+    dealloc(p, y, 8192);
+    y = alloc(p, 8192);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), held);
+    ck_assert_int_eq(fake_vmm.unmaps, unmaps);
+    fake_vmm.events_busy = 0;
+    dealloc(p, y, 8192);
+    y = alloc(p, 8192);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), held - PAGE);
+    ck_assert_int_eq(fake_vmm.unmaps, unmaps + 1);
+    memset(b, 3, 65536); /* B's page stayed */
+    ck_assert_uint_eq(b[65535], 3);
+    books_agree(p);
+    dealloc(p, y, 8192);
+    dealloc(p, d, 131072);
+    dealloc(p, b, 65536);
+}
+
+/* The plan's pages count toward maximum_size: a planned place that would pass it is not mapped. */
+CRMM_TEST_IN("plan", the_plans_pages_count_toward_the_maximum)
+{
+    write_plan(three);
+    char params[4200];
+    snprintf(params, sizeof params, "plan=%s maximum_size=64KiB", plan_path);
+    p = expandable_pool(params);
+    unsigned char *a = alloc(p, 65536); /* the plan's page 0: the maximum */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
+    void *b = NULL;
+    ck_assert_int_eq(crmm_resource_allocate(p, 65536, NULL, &b), CRMM_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "maximum"));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
+    ck_assert_uint_le(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), PAGE);
+    ck_assert_uint_eq(fake_vmm.physical, PAGE);
+    dealloc(p, a, 65536);
+}
+
+/* A trim whose cuMemRelease the driver refuses for a plan page: the page stays counted as held,
+ * the trim says so, and a later trim gives it back. */
+CRMM_TEST_IN("plan", a_plan_page_the_driver_keeps_at_trim_stays_counted)
+{
+    write_plan(three);
+    p = planned_pool();
+    unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
+    dealloc(p, a, 65536);
+    dealloc(p, b, 65536);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 2 * PAGE);
+    fake_vmm.release_fails_in = 1;
+    ck_assert_int_eq(crmm_resource_trim(p), CRMM_ERROR_CUDA);
+    ck_assert_ptr_nonnull(strstr(crmm_last_error(), "plan"));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
+    ck_assert_uint_eq(fake_vmm.physical, PAGE);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 0);
+    ck_assert_uint_eq(fake_vmm.physical, 0);
 }
 
 CRMM_TEST_IN("plan", a_planned_block_freed_twice_or_inside_is_refused)

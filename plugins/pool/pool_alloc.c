@@ -351,8 +351,11 @@ static void *planned_allocate(pool_resource *p, size_t bytes, size_t size, crmm_
     if (!pool_records_reserve(&p->core.records, 1) ||
         (!pool_block_map_has_room(&p->core.live) && !pool_block_map_grow(&p->core.live)))
         return NULL; /* the ordinary path says so */
+    /* the plan maps no page past the pool's maximum or the device's memory */
+    uint64_t held = pool_held(p), limit = p->growth.maximum < p->growth.device_memory ? p->growth.maximum
+                                                                                      : p->growth.device_memory;
     uint64_t mapped;
-    uintptr_t addr = pool_plan_take(p->plan, size, stream, &mapped);
+    uintptr_t addr = pool_plan_take(p->plan, size, stream, limit > held ? limit - held : 0, &mapped);
     if (mapped)
         pool_raise_held_peak(p);
     if (!addr)

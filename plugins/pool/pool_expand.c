@@ -405,7 +405,7 @@ static grow_plan plan_step(const pool_resource *p, const pool_stream *s, size_t 
 {
     if (want > size) {
         grow_plan plan = plan_growth(p, s, want, fresh);
-        uint64_t after = p->growth.reserved + plan.pages * p->growth.vmm.page;
+        uint64_t after = pool_held(p) + plan.pages * p->growth.vmm.page;
         if (plan.pages && (p->growth.maximum == POOL_NO_MAXIMUM || after <= p->growth.maximum) && after <= p->growth.device_memory)
             return plan;
     }
@@ -637,10 +637,10 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
         }
         if (!plan.pages)
             snprintf(why, sizeof why, "no room left in its address range of %zu pages", v->pages);
-        else if (p->growth.maximum != POOL_NO_MAXIMUM && p->growth.reserved + plan.pages * v->page > p->growth.maximum) {
+        else if (p->growth.maximum != POOL_NO_MAXIMUM && pool_held(p) + plan.pages * v->page > p->growth.maximum) {
             char max[32];
             snprintf(why, sizeof why, "maximum size %s", crmm_format_size(p->growth.maximum, max, sizeof max));
-        } else if (p->growth.reserved + plan.pages * v->page > p->growth.device_memory) {
+        } else if (pool_held(p) + plan.pages * v->page > p->growth.device_memory) {
             char dev[32];
             snprintf(why, sizeof why, "more than the device's %s", crmm_format_size(p->growth.device_memory, dev, sizeof dev));
         } else if (!pool_records_reserve(&p->core.records, 3)) {
@@ -688,7 +688,7 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
         if ((st = release_beyond(p, s, 0, true, &released)) != CRMM_OK)
             break;
         if (p->plan && p->plan->held && pool_streams_synchronize(&p->core.streams) == CRMM_OK)
-            pool_plan_trim(p->plan);
+            pool_plan_trim(p->plan); /* a page the driver kept stays counted: the retry fails on it */
         if (released && (*out = pool_free_list_fit(&s->free, size)))
             break;
     }
@@ -754,13 +754,18 @@ crmm_status pool_expand_trim(pool_resource *p)
                                                  "and a later trim tries again");
         /* the plan's pages no planned block uses: after a synchronization, since work queued
          * before their blocks' frees may still use them */
+        size_t plan_kept = 0;
         if (st == CRMM_OK && p->plan && (p->plan->held || p->plan->pending_count) &&
             (st = pool_streams_synchronize(&p->core.streams)) == CRMM_OK)
-            pool_plan_trim(p->plan);
+            plan_kept = pool_plan_trim(p->plan);
         size_t kept = pool_vmm_drop_spares(&p->growth.vmm);
         if (kept && st == CRMM_OK)
             st = crmm_set_error(CRMM_ERROR_CUDA, "pool: trim: cuMemRelease refused %zu page(s): the pool keeps them, "
                                                  "reserved, for its next growth", kept);
+        if (plan_kept && st == CRMM_OK)
+            st = crmm_set_error(CRMM_ERROR_CUDA, "pool: trim: the driver refused to unmap or release %zu of the plan's "
+                                                 "page(s): the plan keeps them, reserved, and a later trim tries again",
+                                plan_kept);
         crmm_cuda_device_restore(&g);
     }
     pool_unlock(p);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cuda_runtime_api.h>
+#include <crmm/cuda_support.h>
 #include <crmm/log.h>
 #include "pool_plan.h"
 
@@ -251,6 +253,20 @@ static uint64_t entry_after(const pool_plan *pl, uint64_t k, uint64_t steps)
     return k;
 }
 
+/* Bytes of the pages the plan holds: mapped, or unmapped but not yet released (a release the
+ * driver refused keeps the page the process's). */
+static void count_held(pool_plan *pl) { pl->held = (uint64_t)(pl->vmm.mapped_pages + pl->vmm.spare_count) * pl->vmm.page; }
+
+/* Bytes of the unmapped pages of [offset, offset + size). */
+static uint64_t unmapped_bytes(const pool_plan *pl, uint64_t offset, uint64_t size)
+{
+    const pool_vmm *v = &pl->vmm;
+    uint64_t n = 0;
+    for (size_t i = (size_t)(offset / v->page); (uint64_t)i * v->page < offset + size; i++)
+        n += v->mapped[i] == POOL_PAGE_UNMAPPED;
+    return n * v->page;
+}
+
 /* Map the unmapped pages of [offset, offset + size); *mapped: their bytes. */
 static crmm_status map_pages(pool_plan *pl, uint64_t offset, uint64_t size, uint64_t *mapped)
 {
@@ -299,7 +315,8 @@ static bool resync(pool_plan *pl)
 }
 
 /* Note whether the request just seen was served (missed: not); when too many recent ones were
- * not, search (resync), at most as often as resync_wait allows. */
+ * not, search (resync), at most as often as resync_wait allows. A search that finds nothing
+ * leaves the plan lost, one that finds the run's place ends the loss. */
 static void note(pool_plan *pl, bool miss)
 {
     pl->missed_bits = (pl->missed_bits << 1) | miss;
@@ -310,9 +327,11 @@ static void note(pool_plan *pl, bool miss)
         return;
     pl->missed_bits = 0;
     if (resync(pl)) {
+        pl->lost = false;
         pl->resync_after = POOL_PLAN_RESYNC;
         pl->resync_wait = 0;
     } else {
+        pl->lost = true;
         pl->resync_wait = pl->resync_after;
         pl->resync_after = pl->resync_after < POOL_PLAN_RESYNC_MAX_WAIT ? 2 * pl->resync_after : pl->resync_after;
     }
@@ -326,39 +345,102 @@ static uintptr_t missed(pool_plan *pl)
     return 0;
 }
 
-uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t *mapped)
+/* While the plan is ended or lost, on the planned stream: give its idle pages back without
+ * waiting (see pool_plan.h). A round marks the pages idle now and records an event; a later call
+ * that finds the event completed unmaps those still marked, unless a block was served from the
+ * plan meanwhile (it may use one of them after the event). A new round begins once a planned
+ * block was freed since the last began. */
+static void retire_idle(pool_plan *pl)
+{
+    pool_vmm *v = &pl->vmm;
+    if (crmm_process_exiting())
+        return;
+    if (pl->retiring) {
+        cudaError_t e = cudaEventQuery((cudaEvent_t)pl->retire_event);
+        if (e == cudaErrorNotReady)
+            return;
+        if (e != cudaSuccess)
+            cudaGetLastError(); /* not known to be done: this round unmaps nothing */
+        for (size_t i = 0; i < v->pages; i++) {
+            if (pl->retire[i] && e == cudaSuccess && !pl->retire_spoiled && v->mapped[i] == POOL_PAGE_MAPPED &&
+                !pl->full[i] && !pl->partial[i])
+                pl->pages_retired += pool_vmm_unmap(v, i, 1); /* a refused one stays held */
+            pl->retire[i] = 0;
+        }
+        pool_vmm_drop_spares(v);
+        count_held(pl);
+        pl->retiring = false;
+        return;
+    }
+    if (!pl->freed_since_round)
+        return;
+    pl->freed_since_round = false;
+    if (!pl->retire && !(pl->retire = calloc(v->pages, 1)))
+        return;
+    size_t idle = 0;
+    for (size_t i = 0; i < v->pages; i++)
+        if (v->mapped[i] == POOL_PAGE_MAPPED && !pl->full[i] && !pl->partial[i])
+            pl->retire[i] = 1, idle++;
+    if (!idle)
+        return;
+    if ((!pl->retire_event &&
+         cudaEventCreateWithFlags((cudaEvent_t *)&pl->retire_event, cudaEventDisableTiming) != cudaSuccess) ||
+        cudaEventRecord((cudaEvent_t)pl->retire_event, (cudaStream_t)pl->stream) != cudaSuccess) {
+        cudaGetLastError();
+        memset(pl->retire, 0, v->pages);
+        return; /* the pages stay until trim */
+    }
+    pl->retiring = true;
+    pl->retire_spoiled = false;
+}
+
+/* The entry a request of `size` is, from the cursor's window; count when none. */
+static uint64_t find_entry(const pool_plan *pl, size_t size)
+{
+    if (pl->ended || pl->lost)
+        return pl->count;
+    uint64_t k = pl->cursor;
+    for (unsigned i = 0; i <= POOL_PLAN_WINDOW && k < pl->count; i++, k = entry_after(pl, k, 1))
+        if (pl->size[k] == size)
+            return k;
+    return pl->count;
+}
+
+uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t room, uint64_t *mapped)
 {
     *mapped = 0;
     if (!size || (pl->stream_known && stream != pl->stream))
         return 0;
     pl->recent[pl->requests++ % POOL_PLAN_RESYNC] = size;
-    if (pl->ended)
+    uint64_t k = find_entry(pl, size);
+    if (k == pl->count && size == pl->size[0] && !busy(pl, pl->offset[0], size)) {
+        k = 0; /* the run starts over (pool_plan.h) */
+        pl->lost = false;
+    }
+    if (k == pl->count) {
+        if ((pl->ended || pl->lost) && pl->stream_known)
+            retire_idle(pl);
         return missed(pl);
-    uint64_t k = pl->cursor;
-    unsigned i = 0;
-    for (; i <= POOL_PLAN_WINDOW && k < pl->count && pl->size[k] != size; i++)
-        k = entry_after(pl, k, 1);
-    if (i > POOL_PLAN_WINDOW || k >= pl->count)
-        return missed(pl);
+    }
     /* the request is entry k: the cursor passes it whether or not its place is free */
     pl->cursor = entry_after(pl, k, 1);
     pl->ended = pl->cursor == pl->count;
     uint64_t offset = pl->offset[k];
-    if (busy(pl, offset, size))
+    if (busy(pl, offset, size) || unmapped_bytes(pl, offset, size) > room)
         return missed(pl);
     uint64_t added = 0;
-    if (map_pages(pl, offset, size, &added) != CRMM_OK) {
+    crmm_status st = map_pages(pl, offset, size, &added);
+    count_held(pl);
+    *mapped = added;
+    if (st != CRMM_OK) {
         crmm_clear_error(); /* the pool serves it as without a plan, and says why if it cannot */
-        pl->held += added;
-        *mapped = added;
         return missed(pl);
     }
     note(pl, false);
-    pl->held += added;
-    *mapped = added;
     mark(pl, offset, size, true);
     pl->stream_known = true;
     pl->stream = stream;
+    pl->retire_spoiled = true;
     pl->hits++;
     return (uintptr_t)(pl->vmm.base + offset);
 }
@@ -368,6 +450,7 @@ void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_str
     uint64_t offset = addr - pl->vmm.base;
     if (stream == pl->stream && !capturing) {
         mark(pl, offset, size, false);
+        pl->freed_since_round = true;
         return;
     }
     /* other work may still use it: it stays busy until trim has synchronized the device */
@@ -384,29 +467,32 @@ void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_str
     pl->pending_count++;
 }
 
-uint64_t pool_plan_trim(pool_plan *pl)
+size_t pool_plan_trim(pool_plan *pl)
 {
     for (size_t i = 0; i < pl->pending_count; i++)
         mark(pl, pl->pending[i][0], pl->pending[i][1], false);
     pl->pending_count = 0;
     pool_vmm *v = &pl->vmm;
-    uint64_t freed = 0;
+    size_t refused = 0;
     for (size_t i = 0; i < v->pages; i++) {
         if (v->mapped[i] != POOL_PAGE_MAPPED || pl->full[i] || pl->partial[i])
             continue;
-        freed += (uint64_t)pool_vmm_unmap(v, i, 1) * v->page;
+        refused += pool_vmm_unmap(v, i, 1) == 0;
     }
-    pool_vmm_drop_spares(v);
-    pl->held -= freed;
-    return freed;
+    refused += pool_vmm_drop_spares(v);
+    count_held(pl);
+    return refused;
 }
 
 void pool_plan_destroy(pool_plan *pl)
 {
     if (!pl)
         return;
+    if (pl->retire_event && !crmm_process_exiting())
+        cudaEventDestroy((cudaEvent_t)pl->retire_event);
     if (pl->vmm.base)
         pool_vmm_release(&pl->vmm);
+    free(pl->retire);
     free(pl->size);
     free(pl->offset);
     free(pl->busy);

@@ -15,7 +15,17 @@
  * unmaps those no planned block uses. Only one stream is planned: the stream of the first request
  * served from the plan. A planned block freed on another stream, or on a stream under CUDA graph
  * capture, stays unusable until trim (which synchronizes the device): its range is then safe for
- * the planned stream. All of it runs under the pool's lock. */
+ * the planned stream. All of it runs under the pool's lock.
+ *
+ * A run that stops following the plan must not hold the plan's pages on top of what the pool
+ * grows for it. The plan is lost when the run passes its last entry with no loop, or when a
+ * search for its place finds nothing; while lost it serves nothing, and gives back its idle pages
+ * (those no planned block uses) without waiting: it records an event on the planned stream, and
+ * once a later request finds it completed, unmaps the pages that were idle when it was recorded.
+ * A search that finds the run's place again ends the loss. A request whose size is the first
+ * entry's, where the first entry's place is free and the cursor's window does not know it, starts
+ * the plan over: a process that repeats its work (a second run of the same job) follows the plan
+ * again from its first request. */
 #ifndef CRMM_PLUGINS_POOL_PLAN_H
 #define CRMM_PLUGINS_POOL_PLAN_H
 #include <stdbool.h>
@@ -43,6 +53,7 @@ typedef struct pool_plan {
     uint64_t loop;                 /* the entry after the last; count: none (the plan then ends) */
     uint64_t cursor;               /* the next entry expected */
     bool ended;                    /* passed the last entry with no loop */
+    bool lost;                     /* a search for the run's place found nothing (see the top) */
     bool stream_known;
     crmm_cuda_stream_t stream;     /* the planned stream */
     pool_vmm vmm;                  /* the range */
@@ -59,6 +70,13 @@ typedef struct pool_plan {
     uint64_t resync_wait;          /* requests before the next search may run */
     uint64_t resync_after;         /* after a search that found nothing: the next wait */
     uint64_t hits, misses;         /* requests of the planned stream served from the plan, not */
+    /* giving back idle pages while ended or lost */
+    void *retire_event;            /* cudaEvent_t recorded on the planned stream; NULL: none made */
+    uint8_t *retire;               /* per page: idle when the event was recorded */
+    bool retiring;                 /* the event is recorded and not yet seen completed */
+    bool retire_spoiled;           /* a block was served from the plan since: the round unmaps nothing */
+    bool freed_since_round;        /* a planned block was freed since the last round began */
+    uint64_t pages_retired;        /* pages given back that way */
 } pool_plan;
 
 /* Read the plan file at `path` for pool `label`. Errors, each naming the file (and the line):
@@ -79,16 +97,18 @@ static inline bool pool_plan_holds(const pool_plan *pl, uintptr_t addr)
 
 /* The planned address for a request of `size` bytes (a multiple of 256) on `stream`, with its
  * pages mapped and its range marked busy; 0 when the plan does not serve it (the pool then serves
- * it as without a plan). *mapped: bytes of pages it mapped. */
-uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t *mapped);
+ * it as without a plan), also when it would map more than `room` bytes (what the pool's maximum
+ * and the device leave). *mapped: bytes of pages it mapped. */
+uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t room, uint64_t *mapped);
 
 /* A planned block [addr, addr + size) freed on `stream`; `capturing`: the free is under capture.
  * Its range is free for the planned stream at once when that is the stream, else after trim. */
 void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_stream_t stream, bool capturing);
 
 /* After a device synchronization: every freed block's range is free, and the pages no planned
- * block uses are unmapped. Returns the bytes unmapped. */
-uint64_t pool_plan_trim(pool_plan *pl);
+ * block uses are unmapped and released. Returns how many pages the driver refused to unmap or
+ * release: they stay the plan's, counted in `held`, and a later trim tries again. */
+size_t pool_plan_trim(pool_plan *pl);
 
 /* Unmap everything, free the range and the plan (no work may still use it). NULL: nothing. */
 void pool_plan_destroy(pool_plan *pl);
