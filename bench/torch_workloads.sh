@@ -5,7 +5,8 @@
 #   bash bench/torch_workloads.sh            # writes $OUT (default ./torch_workloads.out)
 # Environment: RUNS, WORKLOADS, STEPS (dyn_train, moe and vit: training steps, default 10, vit 8), MODES
 # (default "native expandable crmm"; crmm_plan first records each workload under crmm and plans it
-# with `crmm plan` into $OUT/plans; the other modes of torch_workloads.py are diagnosis, see
+# with `crmm plan` into $OUT/plans, over PLAN_STEPS steps where set (a recording shorter than the
+# runs, which the plan's loop serves on); the other modes of torch_workloads.py are diagnosis, see
 # torch_workloads.py), OUT, PYTHON (a python3 with torch, default python3); RECORD=1 also records
 # each workload's crmm allocation log into $OUT/logs (for crmm replay, the logging plugin over the
 # default pool).
@@ -21,7 +22,7 @@ start=$SECONDS
 if [[ " ${modes[*]} " == *" crmm_plan "* ]]; then
   mkdir -p "$out/plans"
   for w in $workloads; do
-    steps=""; case $w in dyn_train|moe|vit) steps=${STEPS:+--steps $STEPS} ;; esac
+    steps=""; case $w in dyn_train|moe|vit) steps=${PLAN_STEPS:-${STEPS:-}}; steps=${steps:+--steps $steps} ;; esac
     $PY "$here/torch_workloads.py" --workload "$w" --mode crmm --record "$out/plans/$w.csv" $steps > /dev/null &&
       "$build/tools/crmm" plan "$out/plans/$w.csv" --output "$out/plans/$w.plan" &&
       gzip -f -9 "$out/plans/$w.csv" || echo "$w: recording or planning FAILED"
