@@ -179,24 +179,30 @@ CRMM_TEST_IN("plan", after_the_last_entry_the_plan_goes_back_to_its_loop)
     dealloc(p, first, 65536);
 }
 
-CRMM_TEST_IN("plan", a_run_that_starts_over_finds_its_place_again)
+/* A plan of 12 entries of distinct sizes, none freed (1..12 times 4 KiB, back to back), followed
+ * wholly into first[1..12]; those blocks freed (the first kept live when `keep_first`), then the
+ * same requests again into again[1..12]: a run that starts over. */
+static void run_twice(bool keep_first, void **first, void **again)
 {
-    /* 12 entries of distinct sizes, none freed: 1..12 times 4 KiB, back to back */
     char text[512];
     int n = snprintf(text, sizeof text, "crmm-plan 1\nextent %d\nloop none\ncount 12\n", 78 * 4096);
     for (int i = 1, at = 0; i <= 12; at += i * 4096, i++)
         n += snprintf(text + n, sizeof text - (size_t)n, "%d %d\n", i * 4096, at);
     write_plan(text);
     p = planned_pool();
-    void *first[13], *again[13];
     for (int i = 1; i <= 12; i++)
         first[i] = alloc(p, (size_t)i * 4096);
-    for (int i = 1; i <= 12; i++)
+    for (int i = keep_first ? 2 : 1; i <= 12; i++)
         dealloc(p, first[i], (size_t)i * 4096);
-    /* the same requests again: the plan has ended, and the first entry's size with its place free
-     * starts it over at once */
     for (int i = 1; i <= 12; i++)
         again[i] = alloc(p, (size_t)i * 4096);
+}
+
+CRMM_TEST_IN("plan", a_run_that_starts_over_finds_its_place_again)
+{
+    void *first[13], *again[13];
+    run_twice(false, first, again);
+    /* the plan had ended; the first entry's size, with its place free, started it over at once */
     for (int i = 1; i <= 12; i++)
         ck_assert_ptr_eq(again[i], first[i]);
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 24);
@@ -206,22 +212,11 @@ CRMM_TEST_IN("plan", a_run_that_starts_over_finds_its_place_again)
     books_agree(p);
 }
 
-CRMM_TEST_IN("plan", a_run_that_starts_over_after_a_stretch_the_plan_lacks_is_found_by_the_search)
+CRMM_TEST_IN("plan", a_run_that_starts_over_while_the_first_place_is_taken_is_found_by_the_search)
 {
-    /* as above, but the first entry's place is taken: the restart waits for the search */
-    char text[512];
-    int n = snprintf(text, sizeof text, "crmm-plan 1\nextent %d\nloop none\ncount 12\n", 78 * 4096);
-    for (int i = 1, at = 0; i <= 12; at += i * 4096, i++)
-        n += snprintf(text + n, sizeof text - (size_t)n, "%d %d\n", i * 4096, at);
-    write_plan(text);
-    p = planned_pool();
     void *first[13], *again[13];
-    for (int i = 1; i <= 12; i++)
-        first[i] = alloc(p, (size_t)i * 4096);
-    for (int i = 2; i <= 12; i++)
-        dealloc(p, first[i], (size_t)i * 4096);
-    for (int i = 1; i <= 12; i++)
-        again[i] = alloc(p, (size_t)i * 4096);
+    run_twice(true, first, again);
+    /* no start over at the first request: after 8 misses the search finds the run at the start */
     for (int i = 9; i <= 12; i++)
         ck_assert_ptr_eq(again[i], first[i]);
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 16);
