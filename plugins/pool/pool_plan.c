@@ -406,6 +406,19 @@ static uint64_t find_entry(const pool_plan *pl, size_t size)
     return pl->count;
 }
 
+/* Whether a request of `size` that the cursor's window does not know starts the plan over: it is
+ * the first entry's size, and none of the first POOL_PLAN_RESYNC entries' places is busy (in a
+ * run that goes on, the blocks it made first, its weights, still live there). */
+static bool starts_over(pool_plan *pl, size_t size)
+{
+    if (size != pl->size[0])
+        return false;
+    for (uint64_t k = 0; k < pl->count && k < POOL_PLAN_RESYNC; k++)
+        if (busy(pl, pl->offset[k], pl->size[k]))
+            return false;
+    return true;
+}
+
 uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t room, uint64_t *mapped)
 {
     *mapped = 0;
@@ -413,8 +426,8 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
         return 0;
     pl->recent[pl->requests++ % POOL_PLAN_RESYNC] = size;
     uint64_t k = find_entry(pl, size);
-    if (k == pl->count && size == pl->size[0] && !busy(pl, pl->offset[0], size)) {
-        k = 0; /* the run starts over (pool_plan.h) */
+    if (k == pl->count && starts_over(pl, size)) {
+        k = 0;
         pl->lost = false;
     }
     if (k == pl->count) {

@@ -23,9 +23,9 @@
  * (those no planned block uses) without waiting: it records an event on the planned stream, and
  * once a later request finds it completed, unmaps the pages that were idle when it was recorded.
  * A search that finds the run's place again ends the loss. A request whose size is the first
- * entry's, where the first entry's place is free and the cursor's window does not know it, starts
- * the plan over: a process that repeats its work (a second run of the same job) follows the plan
- * again from its first request. */
+ * entry's, which the cursor's window does not know, while the places of the first 8 entries are
+ * all free, starts the plan over: a process that repeats its work (a second run of the same job)
+ * follows the plan again from its first request. */
 #ifndef CRMM_PLUGINS_POOL_PLAN_H
 #define CRMM_PLUGINS_POOL_PLAN_H
 #include <stdbool.h>
