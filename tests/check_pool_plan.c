@@ -227,6 +227,29 @@ CRMM_TEST_IN("plan", a_run_that_starts_over_while_the_first_place_is_taken_is_fo
     books_agree(p);
 }
 
+/* After the plan's end, a request of the first entry's size starts it over only once the blocks
+ * the run made first are gone: while the second entry's block (its weights) lives, it does not. */
+CRMM_TEST_IN("plan", a_request_of_the_first_size_starts_over_only_once_the_first_blocks_are_gone)
+{
+    write_plan("crmm-plan 1\nextent 131072\nloop none\ncount 3\n8192 0\n65536 65536\n32768 0\n");
+    p = planned_pool();
+    unsigned char *x = alloc(p, 8192), *w = alloc(p, 65536);
+    dealloc(p, x, 8192);
+    unsigned char *y = alloc(p, 32768); /* the last entry, x's place */
+    ck_assert_ptr_eq(y, x);
+    dealloc(p, y, 32768);
+    unsigned char *z = alloc(p, 8192); /* the plan has ended; w still lives */
+    ck_assert(z < x || z >= x + 131072);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 1);
+    dealloc(p, z, 8192);
+    dealloc(p, w, 65536);
+    z = alloc(p, 8192); /* everything gone: the run starts over */
+    ck_assert_ptr_eq(z, x);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 4);
+    dealloc(p, z, 8192);
+    books_agree(p);
+}
+
 /* A run that goes on past a plan with no loop: its idle pages go back once an event recorded on
  * the planned stream after they fell idle has completed (asked without waiting), and a page a
  * live planned block uses stays. */
