@@ -5,7 +5,8 @@
  * plugins/pool/pool_expand.c, which crmm replay can only time on a GPU.
  *
  *   tests/pool_expandable_replay [--repeats N] [--page BYTES] [--params "k=v ..."] [--trace PASS] [--gaps LINE]
- *                                [--streams] [--busy CALLS] [--capture STREAM] [--shuffle-small-frees SEED] LOG.csv
+ *                                [--streams] [--busy CALLS] [--event-lag CALLS] [--capture STREAM]
+ *                                [--shuffle-small-frees SEED] LOG.csv
  *
  * The passes are those of `crmm replay`: the log's calls in order on one stream (with --streams,
  * on a stream of their own for each stream the log names, as the process made them), every
@@ -16,7 +17,9 @@
  * after the allocation on that line of the log (where the held memory the live blocks do not use
  * lies). The device has the allocation granularity --page (default 2 MiB, an H200's)
  * and 141 GiB of memory. --busy CALLS models a GPU that runs behind the host: cudaStreamQuery says
- * the stream is busy until CALLS of the log's calls after the last free (for page_moves = idle).
+ * the stream is busy until CALLS of the log's calls after the last free (for page_moves = idle);
+ * --event-lag CALLS likewise says an event has not completed until CALLS of the log's calls after
+ * the last cudaEventRecord.
  * --capture STREAM (a stream the log names, as it writes it; implies --streams) captures that
  * stream's calls into a scripted CUDA graph, from its first call to the last before another
  * stream's (a program's later frees of the graph's blocks come after the capture), and says what the
@@ -54,6 +57,7 @@ static uint64_t reserved_of(crmm_resource *mr)
 
 /* One pass over the log; returns false when an allocation failed. */
 static size_t busy_calls; /* --busy */
+static size_t event_lag;  /* --event-lag */
 static unsigned gaps_line; /* --gaps */
 static bool own_streams;    /* --streams */
 static uint64_t capture_stream; /* --capture, as the log names it; 0: none */
@@ -241,12 +245,17 @@ static bool play_pass(const replay_log *log, crmm_resource *mr, void **ptrs, boo
     uintptr_t *cap_at = cap_first != SIZE_MAX ? calloc(cap_last - cap_first + 1, sizeof *cap_at) : NULL;
     size_t *cap_len = cap_at ? calloc(cap_last - cap_first + 1, sizeof *cap_len) : NULL;
     fake_graph *graph = NULL;
+    int records_seen = fake_vmm.event_records;
+    size_t last_record = 0;
     for (size_t i = 0; i < log->count; i++) {
         const replay_event *ev = &log->events[i];
         if (i == cap_first && cap_len)
             graph = fake_capture_begin(stream_of(ev), cudaStreamCaptureModeGlobal);
         if (ev->action == REPLAY_ALLOCATE && ev->size) {
             fake_vmm.streams_busy = busy_calls && i - last_free < busy_calls;
+            if (fake_vmm.event_records != records_seen)
+                records_seen = fake_vmm.event_records, last_record = i;
+            fake_vmm.events_busy = event_lag && i - last_record < event_lag;
             int syncs = fake_vmm.device_syncs, unmaps = fake_vmm.unmaps, maps = fake_vmm.maps;
             uint64_t reserved = reserved_of(mr);
             if (crmm_resource_allocate(mr, ev->size, (crmm_cuda_stream_t)stream_of(ev), &ptrs[i]) != CRMM_OK) {
@@ -353,6 +362,8 @@ static int run_replay(struct run *r)
             crmm_resource_query(mr, CRMM_QUERY_POOL_PLAN_MISSES, &misses) == CRMM_OK && hits + misses)
             printf("      plan so far: %llu requests served as planned, %llu not\n", (unsigned long long)hits,
                    (unsigned long long)misses);
+        if (event_lag) /* memory released while still mapped counts until its last mapping goes */
+            printf("      device memory peak so far: %.1f MiB\n", (double)fake_vmm.physical_peak / MiB);
         fflush(stdout);
     }
     crmm_resource_release(mr);
@@ -370,7 +381,8 @@ END_TEST
 static int usage(void)
 {
     fprintf(stderr, "usage: pool_expandable_replay [--repeats N] [--page BYTES] [--params \"k=v ...\"] [--trace PASS] "
-                    "[--gaps LINE] [--streams] [--busy CALLS] [--capture STREAM] [--shuffle-small-frees SEED] LOG.csv\n");
+                    "[--gaps LINE] [--streams] [--busy CALLS] [--event-lag CALLS] [--capture STREAM] [--shuffle-small-frees SEED] "
+                    "LOG.csv\n");
     return 2;
 }
 
@@ -399,6 +411,8 @@ int main(int argc, char **argv)
             capture_stream = strtoull(argv[++i], NULL, 0), own_streams = true;
         else if (strcmp(argv[i], "--busy") == 0 && i + 1 < argc)
             busy_calls = (size_t)strtoull(argv[++i], NULL, 0);
+        else if (strcmp(argv[i], "--event-lag") == 0 && i + 1 < argc)
+            event_lag = (size_t)strtoull(argv[++i], NULL, 0);
         else if (strcmp(argv[i], "--shuffle-small-frees") == 0 && i + 1 < argc)
             shuffle = true, shuffle_seed = strtoull(argv[++i], NULL, 0);
         else if (argv[i][0] != '-' && !path)
