@@ -13,6 +13,14 @@
 
 #define PLAN_UNIT 256 /* bytes per busy bit: the pool's alignment */
 
+/* pool_plan.lent, per page */
+enum {
+    PLAN_PAGE_OWN,        /* the plan's (mapped or not) */
+    PLAN_PAGE_LENT,       /* lent to the pool's range before the pending event */
+    PLAN_PAGE_LENT_LATER, /* lent after it: waits for the next */
+    PLAN_PAGE_GIVEN,      /* its memory is the pool's range's for good: the plan maps it no more */
+};
+
 /* ---- reading ------------------------------------------------------------------------------- */
 
 /* The next line of f into buf without its newline, counting lines; false at the end. A line too
@@ -253,17 +261,26 @@ static uint64_t entry_after(const pool_plan *pl, uint64_t k, uint64_t steps)
     return k;
 }
 
-/* Bytes of the pages the plan holds: mapped, or unmapped but not yet released (a release the
- * driver refused keeps the page the process's). */
-static void count_held(pool_plan *pl) { pl->held = (uint64_t)(pl->vmm.mapped_pages + pl->vmm.spare_count) * pl->vmm.page; }
+/* Bytes of the pages the plan holds: mapped and not lent (a lent page's memory is the pool's
+ * range's now), or unmapped but not yet released (a release the driver refused keeps the page
+ * the process's). */
+static void count_held(pool_plan *pl)
+{
+    const pool_vmm *v = &pl->vmm;
+    pl->held = (uint64_t)(v->mapped_pages - v->lent_pages + v->spare_count) * v->page;
+}
 
-/* Bytes of the unmapped pages of [offset, offset + size). */
+/* Bytes of the unmapped pages of [offset, offset + size); UINT64_MAX when one of them is lent
+ * (its old mapping may not be used: the memory may be the pool's range's by now). */
 static uint64_t unmapped_bytes(const pool_plan *pl, uint64_t offset, uint64_t size)
 {
     const pool_vmm *v = &pl->vmm;
     uint64_t n = 0;
-    for (size_t i = (size_t)(offset / v->page); (uint64_t)i * v->page < offset + size; i++)
+    for (size_t i = (size_t)(offset / v->page); (uint64_t)i * v->page < offset + size; i++) {
+        if (v->mapped[i] == POOL_PAGE_LENT || (pl->lent && pl->lent[i] == PLAN_PAGE_GIVEN))
+            return UINT64_MAX;
         n += v->mapped[i] == POOL_PAGE_UNMAPPED;
+    }
     return n * v->page;
 }
 
@@ -326,7 +343,10 @@ static void note(pool_plan *pl, bool miss)
         __builtin_popcount(pl->missed_bits & ((1u << (2 * POOL_PLAN_RESYNC)) - 1)) < POOL_PLAN_RESYNC)
         return;
     pl->missed_bits = 0;
+    bool was_lost = pl->lost || pl->ended;
     if (resync(pl)) {
+        if (was_lost)
+            pl->probation = POOL_PLAN_PROBATION;
         pl->lost = false;
         pl->resync_after = POOL_PLAN_RESYNC;
         pl->resync_wait = 0;
@@ -340,58 +360,78 @@ static void note(pool_plan *pl, bool miss)
 /* A request the plan does not serve. */
 static uintptr_t missed(pool_plan *pl)
 {
+    if (pl->probation)
+        pl->probation = POOL_PLAN_PROBATION;
     pl->misses++;
     note(pl, true);
     return 0;
 }
 
-/* While the plan is ended or lost, on the planned stream: give its idle pages back without
- * waiting (see pool_plan.h). A round marks the pages idle now and records an event; a later call
- * that finds the event completed unmaps those still marked, unless a block was served from the
- * plan meanwhile (it may use one of them after the event). A new round begins once a planned
- * block was freed since the last began. */
-static void retire_idle(pool_plan *pl)
+/* Record the lending event on the planned stream (on the plan's device); false when CUDA refuses
+ * (the lent pages then stay mapped until trim, which synchronizes). */
+static bool record_lending(pool_plan *pl)
+{
+    crmm_device_guard g;
+    if (crmm_cuda_device_enter(pl->vmm.device, &g) != CRMM_OK) {
+        crmm_clear_error();
+        return false;
+    }
+    bool ok = (pl->lend_event ||
+               cudaEventCreateWithFlags((cudaEvent_t *)&pl->lend_event, cudaEventDisableTiming) == cudaSuccess) &&
+              cudaEventRecord((cudaEvent_t)pl->lend_event, (cudaStream_t)pl->stream) == cudaSuccess;
+    if (!ok)
+        cudaGetLastError();
+    crmm_cuda_device_restore(&g);
+    return ok;
+}
+
+/* With the lending event pending: once it has completed (asked without waiting), unmap the old
+ * addresses of the pages lent before it; those lent since go under a new event. */
+static void reap_lent(pool_plan *pl)
 {
     pool_vmm *v = &pl->vmm;
     if (crmm_process_exiting())
         return;
-    if (pl->retiring) {
-        cudaError_t e = cudaEventQuery((cudaEvent_t)pl->retire_event);
-        if (e == cudaErrorNotReady)
-            return;
-        if (e != cudaSuccess)
-            cudaGetLastError(); /* not known to be done: this round unmaps nothing */
-        for (size_t i = 0; i < v->pages; i++) {
-            if (pl->retire[i] && e == cudaSuccess && !pl->retire_spoiled && v->mapped[i] == POOL_PAGE_MAPPED &&
-                !pl->full[i] && !pl->partial[i])
-                pl->pages_retired += pool_vmm_unmap(v, i, 1); /* a refused one stays held */
-            pl->retire[i] = 0;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)pl->lend_event);
+    if (e == cudaErrorNotReady)
+        return;
+    pl->lend_pending = false;
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* not known to be done: the pages wait for trim */
+        return;
+    }
+    bool later = false;
+    for (size_t i = 0; i < v->pages; i++) {
+        if (pl->lent[i] == PLAN_PAGE_LENT && v->mapped[i] == POOL_PAGE_LENT)
+            pool_vmm_unmap_lent(v, i, 1); /* a refused one stays lent, for trim */
+        if (pl->lent[i] == PLAN_PAGE_LENT && v->mapped[i] == POOL_PAGE_UNMAPPED)
+            pl->lent[i] = PLAN_PAGE_GIVEN;
+        if (pl->lent[i] == PLAN_PAGE_LENT_LATER)
+            pl->lent[i] = PLAN_PAGE_LENT, later = true;
+    }
+    if (later)
+        pl->lend_pending = record_lending(pl);
+    count_held(pl);
+}
+
+size_t pool_plan_lend(pool_plan *pl, pool_vmm *own, size_t pages)
+{
+    pool_vmm *v = &pl->vmm;
+    if (!(pl->lost || pl->ended || pl->probation) || !pl->stream_known || crmm_process_exiting() ||
+        (!pl->lent && !(pl->lent = calloc(v->pages, 1))))
+        return 0;
+    uint8_t mark = pl->lend_pending ? PLAN_PAGE_LENT_LATER : PLAN_PAGE_LENT;
+    size_t n = 0;
+    for (size_t i = 0; i < v->pages && n < pages; i++)
+        if (v->mapped[i] == POOL_PAGE_MAPPED && !pl->full[i] && !pl->partial[i]) {
+            pool_vmm_lend_to(v, i, 1, own);
+            pl->lent[i] = mark;
+            n++;
         }
-        pool_vmm_drop_spares(v);
-        count_held(pl);
-        pl->retiring = false;
-        return;
-    }
-    if (!pl->freed_since_round)
-        return;
-    pl->freed_since_round = false;
-    if (!pl->retire && !(pl->retire = calloc(v->pages, 1)))
-        return;
-    size_t idle = 0;
-    for (size_t i = 0; i < v->pages; i++)
-        if (v->mapped[i] == POOL_PAGE_MAPPED && !pl->full[i] && !pl->partial[i])
-            pl->retire[i] = 1, idle++;
-    if (!idle)
-        return;
-    if ((!pl->retire_event &&
-         cudaEventCreateWithFlags((cudaEvent_t *)&pl->retire_event, cudaEventDisableTiming) != cudaSuccess) ||
-        cudaEventRecord((cudaEvent_t)pl->retire_event, (cudaStream_t)pl->stream) != cudaSuccess) {
-        cudaGetLastError();
-        memset(pl->retire, 0, v->pages);
-        return; /* the pages stay until trim */
-    }
-    pl->retiring = true;
-    pl->retire_spoiled = false;
+    if (n && !pl->lend_pending)
+        pl->lend_pending = record_lending(pl);
+    count_held(pl);
+    return n;
 }
 
 /* The entry a request of `size` is, from the cursor's window; count when none. */
@@ -424,23 +464,30 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
     *mapped = 0;
     if (!size || (pl->stream_known && stream != pl->stream))
         return 0;
+    if (pl->lend_pending)
+        reap_lent(pl);
     pl->recent[pl->requests++ % POOL_PLAN_RESYNC] = size;
     uint64_t k = find_entry(pl, size);
     if (k == pl->count && starts_over(pl, size)) {
         k = 0;
         pl->lost = false;
     }
-    if (k == pl->count) {
-        if ((pl->ended || pl->lost) && pl->stream_known)
-            retire_idle(pl);
+    if (k == pl->count)
         return missed(pl);
-    }
     /* the request is entry k: the cursor passes it whether or not its place is free */
     pl->cursor = entry_after(pl, k, 1);
     pl->ended = pl->cursor == pl->count;
-    uint64_t offset = pl->offset[k];
-    if (busy(pl, offset, size) || unmapped_bytes(pl, offset, size) > room)
+    uint64_t offset = pl->offset[k], need = unmapped_bytes(pl, offset, size);
+    if (busy(pl, offset, size) || need > room)
         return missed(pl);
+    if (pl->probation) {
+        pl->probation--;
+        if (need) { /* it follows, but may not map pages yet: served elsewhere */
+            pl->misses++;
+            note(pl, false);
+            return 0;
+        }
+    }
     uint64_t added = 0;
     crmm_status st = map_pages(pl, offset, size, &added);
     count_held(pl);
@@ -453,7 +500,6 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
     mark(pl, offset, size, true);
     pl->stream_known = true;
     pl->stream = stream;
-    pl->retire_spoiled = true;
     pl->hits++;
     return (uintptr_t)(pl->vmm.base + offset);
 }
@@ -463,7 +509,6 @@ void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_str
     uint64_t offset = addr - pl->vmm.base;
     if (stream == pl->stream && !capturing) {
         mark(pl, offset, size, false);
-        pl->freed_since_round = true;
         return;
     }
     /* other work may still use it: it stays busy until trim has synchronized the device */
@@ -488,10 +533,16 @@ size_t pool_plan_trim(pool_plan *pl)
     pool_vmm *v = &pl->vmm;
     size_t refused = 0;
     for (size_t i = 0; i < v->pages; i++) {
-        if (v->mapped[i] != POOL_PAGE_MAPPED || pl->full[i] || pl->partial[i])
+        if (v->mapped[i] == POOL_PAGE_LENT) { /* nothing uses the old address after the synchronization */
+            refused += pool_vmm_unmap_lent(v, i, 1) == 0;
+            if (v->mapped[i] == POOL_PAGE_UNMAPPED)
+                pl->lent[i] = PLAN_PAGE_GIVEN;
             continue;
-        refused += pool_vmm_unmap(v, i, 1) == 0;
+        }
+        if (v->mapped[i] == POOL_PAGE_MAPPED && !pl->full[i] && !pl->partial[i])
+            refused += pool_vmm_unmap(v, i, 1) == 0;
     }
+    pl->lend_pending = false;
     refused += pool_vmm_drop_spares(v);
     count_held(pl);
     return refused;
@@ -501,11 +552,11 @@ void pool_plan_destroy(pool_plan *pl)
 {
     if (!pl)
         return;
-    if (pl->retire_event && !crmm_process_exiting())
-        cudaEventDestroy((cudaEvent_t)pl->retire_event);
+    if (pl->lend_event && !crmm_process_exiting())
+        cudaEventDestroy((cudaEvent_t)pl->lend_event);
     if (pl->vmm.base)
         pool_vmm_release(&pl->vmm);
-    free(pl->retire);
+    free(pl->lent);
     free(pl->size);
     free(pl->offset);
     free(pl->busy);

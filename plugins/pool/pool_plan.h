@@ -19,13 +19,21 @@
  *
  * A run that stops following the plan must not hold the plan's pages on top of what the pool
  * grows for it. The plan is lost when the run passes its last entry with no loop, or when a
- * search for its place finds nothing; while lost it serves nothing, and gives back its idle pages
- * (those no planned block uses) without waiting: it records an event on the planned stream, and
- * once a later request finds it completed, unmaps the pages that were idle when it was recorded.
- * A search that finds the run's place again ends the loss. A request whose size is the first
- * entry's, which the cursor's window does not know, while the places of the first 8 entries are
- * all free, starts the plan over: a process that repeats its work (a second run of the same job)
- * follows the plan again from its first request. */
+ * search for its place finds nothing; while lost it serves nothing. A search that finds the run's
+ * place again ends the loss, but the plan then maps no new page until POOL_PLAN_PROBATION requests
+ * in a row have followed it (a search can match by chance: every step makes the same sizes for
+ * its weights' gradients). While the plan is lost or on probation, a growth of the pool's own
+ * range for the planned stream takes the plan's idle pages (those no planned block uses) first:
+ * as when the pool moves its own free pages, their memory goes to the range's spare list, which
+ * that growth maps, and work of the same stream is ordered after the work queued on the old
+ * addresses, so nothing waits for the device. The old addresses stay mapped, unusable, until an
+ * event recorded on the planned stream after the lending has completed (asked without waiting at
+ * later requests), or until trim; the plan never maps those places again (their memory is the
+ * range's for good, so the two never trade the same memory back and forth).
+ *
+ * A request whose size is the first entry's, which the cursor's window does not know, while the
+ * places of the first 8 entries are all free, starts the plan over: a process that repeats its
+ * work (a second run of the same job) follows the plan again from its first request. */
 #ifndef CRMM_PLUGINS_POOL_PLAN_H
 #define CRMM_PLUGINS_POOL_PLAN_H
 #include <stdbool.h>
@@ -44,6 +52,11 @@
  * run that no longer follows the plan costs little. */
 #define POOL_PLAN_RESYNC 8
 #define POOL_PLAN_RESYNC_MAX_WAIT 4096
+/* After a search found the place of a run the plan had lost, this many requests in a row must
+ * follow it before it maps pages again: until then it serves only from pages it still has mapped,
+ * so a search that matched by chance (sizes that every step makes) does not map pages the run
+ * will not use. A request that does not follow it starts the count again. */
+#define POOL_PLAN_PROBATION 64
 
 typedef struct pool_plan {
     uint64_t count;                /* entries */
@@ -54,6 +67,7 @@ typedef struct pool_plan {
     uint64_t cursor;               /* the next entry expected */
     bool ended;                    /* passed the last entry with no loop */
     bool lost;                     /* a search for the run's place found nothing (see the top) */
+    uint32_t probation;            /* requests still to follow before it maps pages again */
     bool stream_known;
     crmm_cuda_stream_t stream;     /* the planned stream */
     pool_vmm vmm;                  /* the range */
@@ -70,13 +84,10 @@ typedef struct pool_plan {
     uint64_t resync_wait;          /* requests before the next search may run */
     uint64_t resync_after;         /* after a search that found nothing: the next wait */
     uint64_t hits, misses;         /* requests of the planned stream served from the plan, not */
-    /* giving back idle pages while ended or lost */
-    void *retire_event;            /* cudaEvent_t recorded on the planned stream; NULL: none made */
-    uint8_t *retire;               /* per page: idle when the event was recorded */
-    bool retiring;                 /* the event is recorded and not yet seen completed */
-    bool retire_spoiled;           /* a block was served from the plan since: the round unmaps nothing */
-    bool freed_since_round;        /* a planned block was freed since the last round began */
-    uint64_t pages_retired;        /* pages given back that way */
+    /* lending idle pages while ended or lost */
+    void *lend_event;              /* cudaEvent_t recorded on the planned stream; NULL: none made */
+    uint8_t *lent;                 /* per page: 1 lent before the pending event, 2 after it, 0 not */
+    bool lend_pending;             /* the event is recorded and not yet seen completed */
 } pool_plan;
 
 /* Read the plan file at `path` for pool `label`. Errors, each naming the file (and the line):
@@ -100,6 +111,10 @@ static inline bool pool_plan_holds(const pool_plan *pl, uintptr_t addr)
  * it as without a plan), also when it would map more than `room` bytes (what the pool's maximum
  * and the device leave). *mapped: bytes of pages it mapped. */
 uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t room, uint64_t *mapped);
+
+/* While the plan is ended or lost: lend up to `pages` of its idle pages to `own` (the pool's
+ * range, about to grow for the planned stream; see the top). Returns how many it lent. */
+size_t pool_plan_lend(pool_plan *pl, pool_vmm *own, size_t pages);
 
 /* A planned block [addr, addr + size) freed on `stream`; `capturing`: the free is under capture.
  * Its range is free for the planned stream at once when that is the stream, else after trim. */

@@ -427,9 +427,9 @@ static const crmm_param pool_params[] = {
      .help = "expandable: a placement plan written by `crmm plan` from a recorded run (docs/expandable-pool.md): requests "
              "that follow the recorded ones, in order and size, on one stream, go where the plan places them, in a range "
              "of their own, so that a run that repeats the recorded one (for as many steps or more) holds about the plan's "
-             "extent; other requests are served as without a plan, and a run that stops following it gets the plan's "
-             "idle pages back (a pool that cannot be expandable ignores it, with the warning that says why; not with "
-             "ipc = true: planned blocks cannot be exported)",
+             "extent; other requests are served as without a plan, and a run that stops following it has the plan's "
+             "idle pages move to the pool's own growth (a pool that cannot be expandable ignores it, with the warning "
+             "that says why; not with ipc = true: planned blocks cannot be exported)",
      .offset = offsetof(pool_config, plan)},
     {NULL},
 };

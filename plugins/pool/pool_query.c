@@ -53,7 +53,8 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     case CRMM_QUERY_BYTES_FREE: *out = pool_held(p) - live_bytes; break;
     case CRMM_QUERY_LARGEST_FREE_BLOCK: *out = largest_free_block(p); break;
     case CRMM_QUERY_UPSTREAM_BLOCKS: /* an expandable pool's pages, the plan's included */
-        *out = p->growth.expandable ? p->growth.vmm.mapped_pages - p->growth.vmm.lent_pages + (p->plan ? p->plan->vmm.mapped_pages : 0)
+        *out = p->growth.expandable ? p->growth.vmm.mapped_pages - p->growth.vmm.lent_pages +
+                                          (p->plan ? p->plan->vmm.mapped_pages - p->plan->vmm.lent_pages : 0)
                                     : p->growth.chunk_count;
         break;
     case CRMM_QUERY_MAXIMUM_SIZE: *out = p->growth.maximum; break;
@@ -68,7 +69,9 @@ crmm_status pool_query(crmm_resource *self, crmm_query what, uint64_t *out)
     case CRMM_QUERY_POOL_BLOCK_BYTES_PEAK: *out = (uint64_t)p->core.peaks.block_bytes; break;
     case CRMM_QUERY_POOL_THREAD_CACHES: *out = pool_caching(p); break;
     case CRMM_QUERY_POOL_LOCK_WAITS: *out = p->cache.lock_waits_total; break;
-    case CRMM_QUERY_POOL_PAGES_LENT: *out = p->growth.vmm.lent_pages; break;
+    case CRMM_QUERY_POOL_PAGES_LENT: /* the plan's lent to the pool's range too */
+        *out = p->growth.vmm.lent_pages + (p->plan ? p->plan->vmm.lent_pages : 0);
+        break;
     case CRMM_QUERY_POOL_PLAN_HITS: *out = p->plan ? p->plan->hits : 0; break;
     case CRMM_QUERY_POOL_PLAN_MISSES: *out = p->plan ? p->plan->misses : 0; break;
     default: st = pool_counts_query(&sum, &p->core.peaks, what, out); break;

@@ -201,14 +201,16 @@ size_t pool_vmm_unmap(pool_vmm *v, size_t first, size_t count) { return unmap_pa
 
 size_t pool_vmm_unmap_lent(pool_vmm *v, size_t first, size_t count) { return unmap_pages(v, first, count, true); }
 
-void pool_vmm_lend(pool_vmm *v, size_t first, size_t count)
+void pool_vmm_lend_to(pool_vmm *v, size_t first, size_t count, pool_vmm *to)
 {
     for (size_t i = first; i < first + count; i++) {
-        v->spare[v->spare_count++] = v->handles[i];
+        to->spare[to->spare_count++] = v->handles[i];
         v->mapped[i] = POOL_PAGE_LENT;
     }
     v->lent_pages += count;
 }
+
+void pool_vmm_lend(pool_vmm *v, size_t first, size_t count) { pool_vmm_lend_to(v, first, count, v); }
 
 /* Where handle h waits on the spare list, or spare_count when it is not there. */
 static size_t spare_index(const pool_vmm *v, unsigned long long h)

@@ -72,6 +72,10 @@ size_t pool_vmm_unmap(pool_vmm *v, size_t first, size_t count);
  * is unmapped by pool_vmm_unmap_lent once no work can use it at the old address. */
 void pool_vmm_lend(pool_vmm *v, size_t first, size_t count);
 
+/* pool_vmm_lend to another range `to` of the same device and page size (a pool's plan range lending
+ * to the pool's own): the memory goes to to's spare list, for to's next map. */
+void pool_vmm_lend_to(pool_vmm *v, size_t first, size_t count, pool_vmm *to);
+
 /* Unmap lent pages [first, first + count) (no work may still use them at these addresses); their
  * memory stays with its other mapping. Returns how many pages from `first` on were unmapped, as
  * pool_vmm_unmap does. */

@@ -65,8 +65,8 @@ enum {
 #define CRMM_QUERY_POOL_LOCK_WAITS ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 10))
 /* Expandable: pages moved without waiting for the device whose old addresses are still mapped
  * (their memory is mapped where the pool grew; the old mapping goes once the work queued before
- * the move has finished, docs/expandable-pool.md). Not part of BYTES_RESERVED, which counts
- * physical memory. */
+ * the move has finished, docs/expandable-pool.md), a plan's lent to the pool's range included.
+ * Not part of BYTES_RESERVED, which counts physical memory. */
 #define CRMM_QUERY_POOL_PAGES_LENT ((crmm_query)(CRMM_QUERY_PLUGIN_FIRST + 11))
 /* With a plan (the pool's `plan` parameter): requests of the planned stream served at their planned
  * place, and those served as without a plan (unknown to it, their place still in use, or past a
