@@ -21,6 +21,15 @@ static crmm_resource *planned_pool(void)
     return expandable_pool(params);
 }
 
+/* A planned pool whose own range starts with 1 MiB mapped: requests the plan misses do not make
+ * it grow (a growth for the planned stream takes the plan's idle pages while it is lost). */
+static crmm_resource *planned_pool_with_room(void)
+{
+    char params[4200];
+    snprintf(params, sizeof params, "plan=%s initial_size=1MiB", plan_path);
+    return expandable_pool(params);
+}
+
 /* A, B of 64 KiB live together; A freed; C of 64 KiB goes where A was; then D of 128 KiB over both. */
 static const char three[] = "crmm-plan 1\nextent 131072\nloop none\ncount 4\n"
                             "65536 0\n65536 65536\n65536 0\n131072 0\n";
@@ -189,7 +198,7 @@ static void run_twice(bool keep_first, void **first, void **again)
     for (int i = 1, at = 0; i <= 12; at += i * 4096, i++)
         n += snprintf(text + n, sizeof text - (size_t)n, "%d %d\n", i * 4096, at);
     write_plan(text);
-    p = planned_pool();
+    p = planned_pool_with_room();
     for (int i = 1; i <= 12; i++)
         first[i] = alloc(p, (size_t)i * 4096);
     for (int i = keep_first ? 2 : 1; i <= 12; i++)
@@ -232,7 +241,7 @@ CRMM_TEST_IN("plan", a_run_that_starts_over_while_the_first_place_is_taken_is_fo
 CRMM_TEST_IN("plan", a_request_of_the_first_size_starts_over_only_once_the_first_blocks_are_gone)
 {
     write_plan("crmm-plan 1\nextent 131072\nloop none\ncount 3\n8192 0\n65536 65536\n32768 0\n");
-    p = planned_pool();
+    p = planned_pool_with_room();
     unsigned char *x = alloc(p, 8192), *w = alloc(p, 65536);
     dealloc(p, x, 8192);
     unsigned char *y = alloc(p, 32768); /* the last entry, x's place */
@@ -250,10 +259,11 @@ CRMM_TEST_IN("plan", a_request_of_the_first_size_starts_over_only_once_the_first
     books_agree(p);
 }
 
-/* A run that goes on past a plan with no loop: its idle pages go back once an event recorded on
- * the planned stream after they fell idle has completed (asked without waiting), and a page a
- * live planned block uses stays. */
-CRMM_TEST_IN("plan", a_run_past_the_plans_end_gets_its_idle_pages_back)
+/* A run that goes on past a plan with no loop: when the pool's own range grows for the planned
+ * stream, the plan's idle page goes to it instead of new memory, while a page a live planned block
+ * uses stays; the old address is unmapped once an event recorded on the planned stream has
+ * completed (asked without waiting), and the plan never maps that place again. */
+CRMM_TEST_IN("plan", a_run_past_the_plans_end_lends_its_idle_pages_to_the_pools_growth)
 {
     write_plan(three);
     p = planned_pool();
@@ -261,31 +271,39 @@ CRMM_TEST_IN("plan", a_run_past_the_plans_end_gets_its_idle_pages_back)
     dealloc(p, a, 65536);
     unsigned char *c = alloc(p, 65536); /* entry 2, A's place */
     dealloc(p, c, 65536);
-    unsigned char *d = alloc(p, 131072); /* entry 3 meets live B: served elsewhere, and the plan ends */
+    int creates = fake_vmm.creates, records = fake_vmm.event_records, unmaps = fake_vmm.unmaps;
+    fake_vmm.events_busy = 1;
+    unsigned char *d = alloc(p, 131072); /* entry 3 meets live B: the pool's range grows, and the plan ends */
     ck_assert(d < a || d >= a + 131072);
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 1);
-    int records = fake_vmm.event_records;
-    unsigned char *y = alloc(p, 8192); /* after the end: page 0 is idle, an event is recorded */
+    ck_assert_int_eq(fake_vmm.creates, creates + 1);   /* two pages: the plan's idle one and a new one */
     ck_assert_int_eq(fake_vmm.event_records, records + 1);
-    ck_assert_ptr_null(fake_vmm.event_stream); /* on the planned stream */
-    uint64_t held = q(p, CRMM_QUERY_BYTES_RESERVED);
-    int unmaps = fake_vmm.unmaps;
-    fake_vmm.events_busy = 1; /* the device has not passed it: nothing is given back */
-    dealloc(p, y, 8192);
-    y = alloc(p, 8192);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), held);
+    ck_assert_ptr_null(fake_vmm.event_stream);         /* on the planned stream */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 3 * PAGE); /* B's page and the range's two */
+    ck_assert_uint_eq(fake_vmm.physical, 3 * PAGE);
+    memset(d, 5, 131072);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 1);
+    books_agree(p); /* the lent page mapped twice, counted once */
+    unsigned char *y = alloc(p, 8192); /* the event has not completed: the old address stays */
     ck_assert_int_eq(fake_vmm.unmaps, unmaps);
     fake_vmm.events_busy = 0;
     dealloc(p, y, 8192);
     y = alloc(p, 8192);
-    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), held - PAGE);
     ck_assert_int_eq(fake_vmm.unmaps, unmaps + 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
+    ck_assert_uint_eq(fake_vmm.physical, 4 * PAGE); /* and y's page */
     memset(b, 3, 65536); /* B's page stayed */
     ck_assert_uint_eq(b[65535], 3);
+    ck_assert_uint_eq(d[131071], 5);
     books_agree(p);
     dealloc(p, y, 8192);
     dealloc(p, d, 131072);
     dealloc(p, b, 65536);
+    /* the run starts over: entry 0's place was given to the range, so it is served there */
+    unsigned char *again = alloc(p, 65536);
+    ck_assert(again < a || again >= a + 131072);
+    dealloc(p, again, 65536);
+    books_agree(p);
 }
 
 /* The plan's pages count toward maximum_size: a planned place that would pass it is not mapped. */
