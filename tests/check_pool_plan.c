@@ -144,6 +144,21 @@ CRMM_TEST_IN("plan", only_the_first_planned_stream_follows_the_plan)
     free_on(p, a, 65536, stream_n(1));
 }
 
+/* cudaStreamPerThread is another stream on each thread: the plan never follows it. */
+CRMM_TEST_IN("plan", the_per_thread_default_stream_is_never_planned)
+{
+    write_plan(three);
+    p = planned_pool();
+    unsigned char *x = alloc_on(p, 65536, cudaStreamPerThread);
+    unsigned char *a = alloc(p, 65536); /* the first planned request */
+    ck_assert(x < a || x >= a + 131072);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 0);
+    free_on(p, x, 65536, cudaStreamPerThread);
+    dealloc(p, a, 65536);
+    books_agree(p);
+}
+
 CRMM_TEST_IN("plan", a_block_freed_on_another_stream_waits_for_trim)
 {
     write_plan(three);

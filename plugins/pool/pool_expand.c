@@ -635,8 +635,11 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
                 plan = plan_growth(p, s, size, fresh);
             }
         }
-        /* growing for the planned stream while the plan is lost: its idle pages first */
-        if (plan.pages && p->plan && s && s->handle == p->plan->stream && p->plan->stream != cudaStreamPerThread)
+        /* growing for the planned stream while the plan is lost: its idle pages first (not for a
+         * capture, whose graph may run on another stream, nor for the per-thread stream, which
+         * is another stream on each thread) */
+        if (plan.pages && p->plan && !fresh && !p->capturing && s && s->handle == p->plan->stream &&
+            p->plan->stream != cudaStreamPerThread)
             pool_plan_lend(p->plan, v, plan.pages);
         if (!plan.pages)
             snprintf(why, sizeof why, "no room left in its address range of %zu pages", v->pages);

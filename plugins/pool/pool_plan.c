@@ -462,7 +462,8 @@ static bool starts_over(pool_plan *pl, size_t size)
 uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t room, uint64_t *mapped)
 {
     *mapped = 0;
-    if (!size || (pl->stream_known && stream != pl->stream))
+    /* cudaStreamPerThread names another stream on each thread: the plan cannot tell them apart */
+    if (!size || (pl->stream_known && stream != pl->stream) || stream == (crmm_cuda_stream_t)cudaStreamPerThread)
         return 0;
     if (pl->lend_pending)
         reap_lent(pl);

@@ -13,7 +13,8 @@
  *
  * The range's pages are mapped as planned blocks first reach them and kept until trim, which
  * unmaps those no planned block uses. Only one stream is planned: the stream of the first request
- * served from the plan. A planned block freed on another stream, or on a stream under CUDA graph
+ * served from the plan, never cudaStreamPerThread (another stream on each thread, which the plan
+ * cannot tell apart). A planned block freed on another stream, or on a stream under CUDA graph
  * capture, stays unusable until trim (which synchronizes the device): its range is then safe for
  * the planned stream. All of it runs under the pool's lock.
  *
