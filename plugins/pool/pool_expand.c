@@ -635,11 +635,9 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
                 plan = plan_growth(p, s, size, fresh);
             }
         }
-        /* growing for the planned stream while the plan is lost: its idle pages first (not for a
-         * capture, whose graph may run on another stream, nor for the per-thread stream, which
-         * is another stream on each thread) */
-        if (plan.pages && p->plan && !fresh && !p->capturing && s && s->handle == p->plan->stream &&
-            p->plan->stream != cudaStreamPerThread)
+        /* growing for the planned stream: a lost plan's idle pages first (not for a capture,
+         * whose graph may run on another stream) */
+        if (plan.pages && p->plan && !fresh && !p->capturing && s && s->handle == p->plan->stream)
             pool_plan_lend(p->plan, v, plan.pages);
         if (!plan.pages)
             snprintf(why, sizeof why, "no room left in its address range of %zu pages", v->pages);
@@ -694,7 +692,7 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
         if ((st = release_beyond(p, s, 0, true, &released)) != CRMM_OK)
             break;
         if (p->plan && p->plan->held && pool_streams_synchronize(&p->core.streams) == CRMM_OK)
-            pool_plan_trim(p->plan); /* a page the driver kept stays counted: the retry fails on it */
+            pool_plan_trim(p->plan); /* a page the driver refused to give back stays counted as held */
         if (released && (*out = pool_free_list_fit(&s->free, size)))
             break;
     }

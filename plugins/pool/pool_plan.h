@@ -85,9 +85,9 @@ typedef struct pool_plan {
     uint64_t resync_wait;          /* requests before the next search may run */
     uint64_t resync_after;         /* after a search that found nothing: the next wait */
     uint64_t hits, misses;         /* requests of the planned stream served from the plan, not */
-    /* lending idle pages while ended or lost */
+    /* lending idle pages while ended, lost or on probation */
     void *lend_event;              /* cudaEvent_t recorded on the planned stream; NULL: none made */
-    uint8_t *lent;                 /* per page: 1 lent before the pending event, 2 after it, 0 not */
+    uint8_t *lent;                 /* per page: a PLAN_PAGE_* of pool_plan.c (whether and how lent) */
     bool lend_pending;             /* the event is recorded and not yet seen completed */
 } pool_plan;
 
@@ -113,8 +113,9 @@ static inline bool pool_plan_holds(const pool_plan *pl, uintptr_t addr)
  * and the device leave). *mapped: bytes of pages it mapped. */
 uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t room, uint64_t *mapped);
 
-/* While the plan is ended or lost: lend up to `pages` of its idle pages to `own` (the pool's
- * range, about to grow for the planned stream; see the top). Returns how many it lent. */
+/* While the plan is ended, lost or on probation: lend up to `pages` of its idle pages to `own`
+ * (the pool's range, about to grow for the planned stream; see the top). Returns how many it
+ * lent: none before the plan has served a request (its stream is not known yet). */
 size_t pool_plan_lend(pool_plan *pl, pool_vmm *own, size_t pages);
 
 /* A planned block [addr, addr + size) freed on `stream`; `capturing`: the free is under capture.
