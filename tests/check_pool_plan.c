@@ -386,6 +386,56 @@ CRMM_TEST_IN("plan", out_of_memory_gives_back_the_plans_unused_pages_first)
     dealloc(p, x, 3 * PAGE);
 }
 
+/* One planned block of 8 pages that lives on (a model's weights); the plan then ends. */
+static const char weights[] = "crmm-plan 1\nextent 524288\nloop none\ncount 1\n524288 0\n";
+
+/* The pool's own range moves its free pages to where it grows while planned blocks live: the
+ * planned bytes are not taken for bytes of the range's blocks (that would leave it no free bytes
+ * to move, and it would map new pages instead). */
+CRMM_TEST_IN("plan", the_pools_range_moves_its_free_pages_while_planned_blocks_live)
+{
+    write_plan(weights);
+    p = planned_pool();
+    unsigned char *w = alloc(p, 8 * PAGE);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 1);
+    /* the range: a of 3 pages, b of 1, c of 2 (its mark: 6 pages); a and c freed; then 4 pages,
+     * which fit where c was with 2 pages more: moved from a's top */
+    unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
+    ck_assert(a < w || a >= w + 8 * PAGE);
+    dealloc(p, a, 3 * PAGE);
+    dealloc(p, c, 2 * PAGE);
+    int creates = fake_vmm.creates;
+    unsigned char *z = alloc(p, 4 * PAGE);
+    ck_assert_ptr_eq(z, c);
+    ck_assert_int_eq(fake_vmm.creates, creates); /* no new memory */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 2);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 14 * PAGE); /* the weights' 8 and the range's 6 */
+    books_agree(p);
+    dealloc(p, z, 4 * PAGE);
+    dealloc(p, b, PAGE);
+    dealloc(p, w, 8 * PAGE);
+}
+
+/* Before out of memory, the pool's range gives back its free pages while planned blocks live. */
+CRMM_TEST_IN("plan", out_of_memory_gives_back_the_ranges_free_pages_while_planned_blocks_live)
+{
+    write_plan(weights);
+    char params[4200];
+    snprintf(params, sizeof params, "plan=%s page_moves=never maximum_size=832KiB", plan_path);
+    p = expandable_pool(params); /* 13 pages at most */
+    unsigned char *w = alloc(p, 8 * PAGE);
+    unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE);
+    dealloc(p, a, 3 * PAGE);
+    /* 4 pages more would hold 16: a's 3 free pages go back first */
+    unsigned char *z = alloc(p, 4 * PAGE);
+    ck_assert_ptr_eq(z, b + PAGE);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 13 * PAGE);
+    books_agree(p);
+    dealloc(p, z, 4 * PAGE);
+    dealloc(p, b, PAGE);
+    dealloc(p, w, 8 * PAGE);
+}
+
 /* ---- bad plans ---------------------------------------------------------------------------- */
 
 /* Creating the pool over plan `text` fails with CRMM_ERROR_CONFIG and a message holding `says`. */

@@ -126,6 +126,8 @@ static uint64_t releasable_bytes(const pool_resource *p)
 static uint64_t free_bytes_lower_bound(const pool_resource *p)
 {
     uint64_t counted = (uint64_t)p->core.counts.block_bytes;
+    if (p->plan) /* the planned blocks are counted too, and lie in the plan's range */
+        counted = counted > p->plan->live ? counted - p->plan->live : 0;
     return p->growth.reserved > counted ? p->growth.reserved - counted : 0;
 }
 

@@ -502,12 +502,14 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
     pl->stream_known = true;
     pl->stream = stream;
     pl->hits++;
+    pl->live += size;
     return (uintptr_t)(pl->vmm.base + offset);
 }
 
 void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_stream_t stream, bool capturing)
 {
     uint64_t offset = addr - pl->vmm.base;
+    pl->live -= size;
     if (stream == pl->stream && !capturing) {
         mark(pl, offset, size, false);
         return;

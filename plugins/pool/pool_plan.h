@@ -79,6 +79,8 @@ typedef struct pool_plan {
     uint64_t (*pending)[2];        /* those freed blocks (address, size), made free at trim */
     size_t pending_count, pending_room;
     uint64_t held;                 /* bytes of mapped pages */
+    uint64_t live;                 /* bytes of the planned blocks live: the pool counts them in its
+                                    * block bytes, which its own range does not hold */
     uint64_t recent[POOL_PLAN_RESYNC]; /* the sizes of the last requests (a ring) */
     uint64_t requests;             /* requests of the planned stream (the ring's position) */
     uint32_t missed_bits;          /* one bit per recent request, newest lowest: not served */
