@@ -279,6 +279,66 @@ CRMM_TEST(a_recording_cut_mid_step_gets_a_loop_that_serves_a_longer_run)
     free(longer.s);
 }
 
+/* Steps of a model whose layers repeat: an input of 8 MiB lives through the step, and a block of
+ * 5 MiB made at its start lives to the end of the next step's forward pass (freed a step late, so
+ * that a loop placed as the log was finds it busy once a step); the forward pass keeps one
+ * activation of 3 MiB per layer; the backward pass, per layer, makes two gradients of 2 and 1 MiB
+ * and frees them with the layer's activation. With `cut`, the log stops inside the backward pass
+ * of one more step, after `cut` layers (a recording stopped mid-step). */
+#define LAYERS 6
+#define LAYERED_STEP (2 + 3 * LAYERS) /* allocations a step */
+static void layered_steps(text *t, int steps, int cut)
+{
+    unsigned long long ptr = 0x10000, late = 0;
+    add(t, "allocate", 0x100, 16 << 20); /* the weights, never freed */
+    for (int step = 0; step < steps + (cut > 0); step++) {
+        unsigned long long input = ptr, act[LAYERS];
+        add(t, "allocate", input, 8 << 20);
+        add(t, "allocate", ptr + 16, 5 << 20);
+        ptr += 32;
+        for (int l = 0; l < LAYERS; l++, ptr += 16)
+            add(t, "allocate", act[l] = ptr, 3 << 20);
+        if (late)
+            add(t, "free", late, 5 << 20);
+        late = input + 16;
+        for (int l = LAYERS - 1; l >= 0; l--, ptr += 32) {
+            if (step == steps && LAYERS - 1 - l == cut)
+                return;
+            add(t, "allocate", ptr, 2 << 20);
+            add(t, "allocate", ptr + 16, 1 << 20);
+            add(t, "free", ptr, 2 << 20);
+            add(t, "free", act[l], 3 << 20);
+            add(t, "free", ptr + 16, 1 << 20);
+        }
+        add(t, "free", input, 8 << 20);
+    }
+}
+
+/* A recording stopped inside the backward pass ends in layers whose gradients repeat, and a loop
+ * over the last layer finds no place busy, where one over whole steps placed as the log was finds
+ * the late block's place busy; but the run goes on to the next step, which the layers' loop does
+ * not know. The loop is over whole steps, and serves a run twice as long. */
+CRMM_TEST(a_recording_cut_among_repeating_layers_loops_over_steps)
+{
+    text t = {0}, longer = {0};
+    layered_steps(&t, 3, 2);
+    layered_steps(&longer, 8, 0);
+    replay_log log, run;
+    plan pl;
+    plan_text(&t, &log, &pl);
+    assert_valid(&log, &pl);
+    ck_assert_uint_ne(pl.loop, PLAN_NO_LOOP);
+    ck_assert_uint_eq((pl.count - pl.loop) % LAYERED_STEP, 0);
+    ck_assert_uint_le(pl.extent, pl.peak_live + pl.peak_live / 100);
+    ck_assert_crmm_ok(replay_log_read(crmm_test_write_file("longer.csv", longer.s), &run));
+    ck_assert_uint_le(busy_when_serving(&pl, &run), 8); /* at most the late block, once a step */
+    plan_free(&pl);
+    replay_log_free(&log);
+    replay_log_free(&run);
+    free(t.s);
+    free(longer.s);
+}
+
 CRMM_TEST(the_command_writes_the_plan_and_refuses_what_it_cannot_plan)
 {
     const char *log = crmm_test_write_file("steps.csv", FIVE_THREADS_UP_TO_THE_PEAK);

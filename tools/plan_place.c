@@ -207,7 +207,10 @@ static size_t loop_conflicts(const replay_log *log, const plan_item *items, cons
 }
 
 /* The periods whose sizes repeat at the log's end (the last p allocations' sizes are those of the
- * p before them), longest first, at most PLAN_LOOP_TRIES: *np of them in periods[]. */
+ * p before them), longest first, at most PLAN_LOOP_TRIES: *np of them in periods[]. Only periods
+ * whose repetition reaches back at least half as far as the farthest-reaching one's: a training
+ * log cut mid-step ends in its layers, whose sizes repeat for a few layers only, where the step
+ * repeats from the first step on; a loop over the layers would lose the run at the next step. */
 #define PLAN_LOOP_TRIES 64
 static crmm_status loop_periods(const plan_item *items, size_t count, size_t *periods, unsigned *np)
 {
@@ -223,9 +226,14 @@ static crmm_status loop_periods(const plan_item *items, size_t count, size_t *pe
     for (size_t k = 0; k < count; k++)
         rev[k] = items[count - 1 - k].size;
     z_function(rev, count, z);
-    /* period p repeats when the last p sizes equal the p before them: z[p] >= p in reverse */
+    /* period p repeats when the last p sizes equal the p before them: z[p] >= p in reverse; the
+     * last z[p] + p sizes then repeat with period p (its reach) */
+    size_t reach = 0;
+    for (size_t p = 1; p <= count / 2; p++)
+        if (z[p] >= p && z[p] + p > reach)
+            reach = z[p] + p;
     for (size_t p = count / 2; p >= 1 && *np < PLAN_LOOP_TRIES; p--)
-        if (z[p] >= p)
+        if (z[p] >= p && z[p] + p >= reach / 2)
             periods[(*np)++] = p;
     free(rev), free(z);
     return CRMM_OK;
