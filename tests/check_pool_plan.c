@@ -251,6 +251,38 @@ CRMM_TEST_IN("plan", a_run_that_starts_over_while_the_first_place_is_taken_is_fo
     books_agree(p);
 }
 
+/* A plan of the weights (64 KiB, live on) and one step of 10 blocks (1..10 times 4 KiB, each freed
+ * before the next), no loop: a recording that stopped after its first step. */
+static void weights_and_a_step(void)
+{
+    char text[512];
+    int n = snprintf(text, sizeof text, "crmm-plan 1\nextent %d\nloop none\ncount 11\n65536 0\n", 65536 + 40960);
+    for (int i = 1; i <= 10; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%d 65536\n", i * 4096);
+    write_plan(text);
+}
+
+/* The run goes on past the plan's end with more steps: the plan does not follow them from inside
+ * (the step's last requests, where 8 requests in a row match its entries), as it would for the
+ * rest of each step only; they are served as without a plan. */
+CRMM_TEST_IN("plan", an_ended_plan_is_not_followed_from_inside)
+{
+    weights_and_a_step();
+    p = planned_pool_with_room();
+    unsigned char *w = alloc(p, 65536);
+    for (int step = 0; step < 3; step++)
+        for (int i = 1; i <= 10; i++) {
+            unsigned char *x = alloc(p, (size_t)i * 4096);
+            ck_assert(step > 0 || x == w + 65536);
+            ck_assert(step == 0 || x < w || x >= w + 65536 + 40960); /* the pool's own range */
+            dealloc(p, x, (size_t)i * 4096);
+        }
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 11);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 20);
+    books_agree(p);
+    dealloc(p, w, 65536);
+}
+
 /* After the plan's end, a request of the first entry's size starts it over only once the blocks
  * the run made first are gone: while the second entry's block (its weights) lives, it does not. */
 CRMM_TEST_IN("plan", a_request_of_the_first_size_starts_over_only_once_the_first_blocks_are_gone)

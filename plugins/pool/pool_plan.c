@@ -316,11 +316,17 @@ static bool recent_end_at(const pool_plan *pl, uint64_t j)
 }
 
 /* The cursor after the first run of entries, from the cursor on and around, whose sizes are the
- * last requests'. False when there is none (the cursor stays). */
+ * last requests'. False when there is none (the cursor stays). An ended plan (past its last
+ * entry, no loop) is searched at its start only, for a run that started over: the run has gone
+ * past what was recorded, and a stretch inside the plan that its requests match (a step's first
+ * part, where the recording stopped in the step after it) would be followed for that stretch
+ * only, its pages held beside the pool's for the rest of each step. */
 static bool resync(pool_plan *pl)
 {
-    uint64_t n = pl->count, from = pl->cursor < n ? pl->cursor : 0;
-    for (uint64_t d = 0; d < n; d++) {
+    uint64_t n = pl->count, from = pl->cursor < n ? pl->cursor : 0, tries = n;
+    if (pl->ended)
+        from = POOL_PLAN_RESYNC - 1, tries = 1; /* the run of the first entries only */
+    for (uint64_t d = 0; d < tries; d++) {
         uint64_t j = (from + d) % n + 1; /* the run ends before entry j */
         if (j < POOL_PLAN_RESYNC || !recent_end_at(pl, j))
             continue;

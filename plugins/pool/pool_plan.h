@@ -21,7 +21,8 @@
  * A run that stops following the plan must not hold the plan's pages on top of what the pool
  * grows for it. The plan is lost when the run passes its last entry with no loop, or when a
  * search for its place finds nothing; while lost it serves nothing. A search that finds the run's
- * place again ends the loss, but the plan then maps no new page until POOL_PLAN_PROBATION requests
+ * place again ends the loss (past the last entry with no loop, the run has gone past what was
+ * recorded: only a run that starts over is looked for, at the plan's start), but the plan then maps no new page until POOL_PLAN_PROBATION requests
  * in a row have followed it (a search can match by chance: every step makes the same sizes for
  * its weights' gradients). While the plan is lost or on probation, a growth of the pool's own
  * range for the planned stream takes the plan's idle pages (those no planned block uses) first:
