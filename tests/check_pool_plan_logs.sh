@@ -12,7 +12,10 @@
 # included), followed by the whole log, with a device that runs
 # 1 000 calls behind the host (--event-lag). Where the run goes on past the plan, the plan's loop
 # serves it, or the plan lends its idle pages to the pool's growth without waiting for the device,
-# so the pool never holds more than a page above what it holds without a plan. Counts only.
+# so the pool never holds more than a page above what it holds without a plan. The same with the
+# first 30 % (on some logs a step and a part), within 1 % and a page: the pool's own range moves
+# its free pages while the plan's blocks live, and the plan's loop is over steps, not over the
+# layers a cut ends in. Counts only.
 #
 # Run by `make check` from the top build directory (CRMM_TEST_SRCDIR: the source's tests/).
 srcdir=$(cd "${CRMM_TEST_SRCDIR:-$(dirname "$0")}/.." && pwd)
@@ -56,20 +59,25 @@ for gz in "$srcdir"/bench/logs/*.csv.gz; do
         echo "ok: $name: $(awk '$1 == "0" {print $7}' "$tmp/planned") MiB under its plan, $(awk '$1 == "0" {print $7}' "$tmp/default") without"
     fi
     body=$(awk -F, '$5 != 4096 { n = NR } END { print n }' "$tmp/log.csv")
-    head -n "$((body * 6 / 10))" "$tmp/log.csv" >"$tmp/prefix.csv"
-    if ! "$crmm" plan "$tmp/prefix.csv" --output "$tmp/prefix.plan" 2>"$tmp/err" ||
-       ! "$replay" --repeats 0 --event-lag 1000 --params "plan=$tmp/prefix.plan" "$tmp/log.csv" >"$tmp/longer" 2>&1; then
-        echo "FAIL: $name: planning or replaying its first 60 % failed:"; cat "$tmp/err" "$tmp/longer"
-        failures=$((failures + 1))
-        continue
-    fi
-    held=$(awk '$1 == "0" {print $7}' "$tmp/longer") default_held=$(awk '$1 == "0" {print $7}' "$tmp/default")
-    if awk -v h="$held" -v d="$default_held" -v page="$page" 'BEGIN { exit !(h != "" && h <= d + page / 1048576) }'; then
-        echo "ok: $name: $held MiB under the plan of its first 60 %, $default_held without"
-    else
-        echo "FAIL: $name: holds ${held:-?} MiB under the plan of its first 60 %, more than a page above $default_held without"
-        cat "$tmp/err" "$tmp/longer"
-        failures=$((failures + 1))
-    fi
+    default_held=$(awk '$1 == "0" {print $7}' "$tmp/default")
+    for pct in 60 30; do
+        head -n "$((body * pct / 100))" "$tmp/log.csv" >"$tmp/prefix.csv"
+        if ! "$crmm" plan "$tmp/prefix.csv" --output "$tmp/prefix.plan" 2>"$tmp/err" ||
+           ! "$replay" --repeats 0 --event-lag 1000 --params "plan=$tmp/prefix.plan" "$tmp/log.csv" >"$tmp/longer" 2>&1; then
+            echo "FAIL: $name: planning or replaying its first $pct % failed:"; cat "$tmp/err" "$tmp/longer"
+            failures=$((failures + 1))
+            continue
+        fi
+        held=$(awk '$1 == "0" {print $7}' "$tmp/longer")
+        # 60 %: at most a page above the pool without a plan; 30 %: and 1 % of it
+        slack=$(awk -v pct="$pct" -v d="$default_held" -v page="$page" 'BEGIN { print page / 1048576 + (pct < 60 ? d / 100 : 0) }')
+        if awk -v h="$held" -v d="$default_held" -v s="$slack" 'BEGIN { exit !(h != "" && h <= d + s) }'; then
+            echo "ok: $name: $held MiB under the plan of its first $pct %, $default_held without"
+        else
+            echo "FAIL: $name: holds ${held:-?} MiB under the plan of its first $pct %, more than $slack MiB above $default_held without"
+            cat "$tmp/err" "$tmp/longer"
+            failures=$((failures + 1))
+        fi
+    done
 done
 [ "$failures" -eq 0 ]
