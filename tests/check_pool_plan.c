@@ -263,8 +263,8 @@ static void weights_and_a_step(void)
 }
 
 /* The run goes on past the plan's end with more steps: the plan does not follow them from inside
- * (the step's last requests, where 8 requests in a row match its entries), as it would for the
- * rest of each step only; they are served as without a plan. */
+ * (8 requests in a row match its entries 1..8, and entries 9 and 10 would be served next), as it
+ * would for a part of each step only; they are served as without a plan. */
 CRMM_TEST_IN("plan", an_ended_plan_is_not_followed_from_inside)
 {
     weights_and_a_step();

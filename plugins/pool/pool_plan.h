@@ -22,13 +22,14 @@
  * grows for it. The plan is lost when the run passes its last entry with no loop, or when a
  * search for its place finds nothing; while lost it serves nothing. A search that finds the run's
  * place again ends the loss (past the last entry with no loop, the run has gone past what was
- * recorded: only a run that starts over is looked for, at the plan's start), but the plan then maps no new page until POOL_PLAN_PROBATION requests
- * in a row have followed it (a search can match by chance: every step makes the same sizes for
- * its weights' gradients). While the plan is lost or on probation, a growth of the pool's own
- * range for the planned stream takes the plan's idle pages (those no planned block uses) first:
- * as when the pool moves its own free pages, their memory goes to the range's spare list, which
- * that growth maps, and work of the same stream is ordered after the work queued on the old
- * addresses, so nothing waits for the device. The old addresses stay mapped, unusable, until an
+ * recorded: only a run that starts over is looked for, at the plan's start), but the plan then
+ * maps no new page until POOL_PLAN_PROBATION requests in a row have followed it (a search can
+ * match by chance: every step makes the same sizes for its weights' gradients). While the plan
+ * is lost or on probation, a growth of the pool's own range for the planned stream takes the
+ * plan's idle pages (those no planned block uses) first: as when the pool moves its own free
+ * pages, their memory goes to the range's spare list, which that growth maps, and work of the
+ * same stream is ordered after the work queued on the old addresses, so nothing waits for the
+ * device. The old addresses stay mapped, unusable, until an
  * event recorded on the planned stream after the lending has completed (asked without waiting at
  * later requests), or until trim; the plan never maps those places again (their memory is the
  * range's for good, so the two never trade the same memory back and forth).
