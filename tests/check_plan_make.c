@@ -279,6 +279,70 @@ CRMM_TEST(a_recording_cut_mid_step_gets_a_loop_that_serves_a_longer_run)
     free(longer.s);
 }
 
+/* A server's log: 60 requests of sizes that do not repeat, then the last request's tokens, whose
+ * two blocks repeat three times. That repetition covers 6 of 66 allocations: no loop (a run that
+ * goes on leaves it at the next request). */
+CRMM_TEST(a_repetition_over_a_small_part_of_the_log_is_no_loop)
+{
+    text t = {0};
+    unsigned long long ptr = 0x10000;
+    for (int i = 0; i < 60; i++, ptr += 16) {
+        add(&t, "allocate", ptr, (unsigned long long)(i + 1) * 8192);
+        add(&t, "free", ptr, (unsigned long long)(i + 1) * 8192);
+    }
+    for (int token = 0; token < 3; token++, ptr += 32) {
+        add(&t, "allocate", ptr, 1 << 20);
+        add(&t, "allocate", ptr + 16, 2 << 20);
+        add(&t, "free", ptr, 1 << 20);
+        add(&t, "free", ptr + 16, 2 << 20);
+    }
+    replay_log log;
+    plan pl;
+    plan_text(&t, &log, &pl);
+    assert_valid(&log, &pl);
+    ck_assert_uint_eq(pl.loop, PLAN_NO_LOOP);
+    plan_free(&pl);
+    replay_log_free(&log);
+    free(t.s);
+}
+
+/* Drop the last `lines` lines of log text t (a recording that stopped before them). */
+static void drop_lines(text *t, int lines)
+{
+    for (; lines > 0 && t->n; lines--) {
+        t->n--; /* the line's newline */
+        while (t->n && t->s[t->n - 1] != '\n')
+            t->n--;
+    }
+    t->s[t->n] = '\0';
+}
+
+/* A recording stopped between a step's last allocation and its last frees: the blocks those frees
+ * would free are live at the log's end, where their counterparts of the step before were freed
+ * before the last step began. They are taken as freed at the end, so the steps still loop with no
+ * place busy and the plan spans the live peak; before, no loop was found. */
+CRMM_TEST(a_recording_cut_among_a_steps_last_frees_still_loops)
+{
+    text t = {0}, longer = {0};
+    training_steps(&t, 5, false);
+    drop_lines(&t, 2);
+    training_steps(&longer, 10, false);
+    replay_log log, run;
+    plan pl;
+    plan_text(&t, &log, &pl);
+    assert_valid(&log, &pl);
+    ck_assert_uint_ne(pl.loop, PLAN_NO_LOOP);
+    ck_assert_uint_eq(pl.loop_busy, 0);
+    ck_assert_uint_eq(pl.extent, pl.peak_live);
+    ck_assert_crmm_ok(replay_log_read(crmm_test_write_file("longer.csv", longer.s), &run));
+    ck_assert_uint_eq(busy_when_serving(&pl, &run), 0);
+    plan_free(&pl);
+    replay_log_free(&log);
+    replay_log_free(&run);
+    free(t.s);
+    free(longer.s);
+}
+
 /* Steps of a model whose layers repeat: an input of 8 MiB lives through the step, and a block of
  * 5 MiB made at its start lives to the end of the next step's forward pass (freed a step late, so
  * that a loop placed as the log was finds it busy once a step); the forward pass keeps one

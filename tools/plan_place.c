@@ -159,12 +159,22 @@ static void z_function(const uint64_t *s, size_t n, size_t *z)
     }
 }
 
+/* Whether allocation k of the last `period` ones (from `first`), live at the log's end, was about
+ * to be freed when the log stopped: its counterpart of the run before was freed before the last
+ * run began (a step's frees that come after its last allocation, where the recording stopped
+ * between them). Such a block is taken as freed at the log's end. */
+static bool freed_at_the_cut(const plan_item *items, size_t k, size_t first, size_t period)
+{
+    return k >= first && items[k - period].end < items[first].start;
+}
+
 /* How many allocations the pool would find busy if it went back to allocation first = count -
  * period after the log's end and served the run once more: the run's events again, allocation k
  * standing for k + period at k's offset, the blocks the log leaves live live at the start. An
  * allocation that finds its place busy is served elsewhere (it is not placed); a free of what the
  * run did not leave live (the log paired same-sized blocks otherwise in the run before) frees
- * nothing. Stops counting past `limit`. */
+ * nothing. A block freed at the cut (freed_at_the_cut) is not live at the start. Stops counting
+ * past `limit`. */
 static size_t loop_conflicts(const replay_log *log, const plan_item *items, const uint64_t *offset,
                              const size_t *alloc_of, size_t count, size_t period, size_t limit, size_t *live_at,
                              size_t *live)
@@ -173,7 +183,7 @@ static size_t loop_conflicts(const replay_log *log, const plan_item *items, cons
     for (size_t k = 0; k < count + period; k++)
         live_at[k] = SIZE_MAX;
     for (size_t k = 0; k < count; k++)
-        if (items[k].end == log->count) {
+        if (items[k].end == log->count && !freed_at_the_cut(items, k, first, period)) {
             live_at[k] = nlive;
             live[nlive++] = k;
         }
@@ -210,8 +220,12 @@ static size_t loop_conflicts(const replay_log *log, const plan_item *items, cons
  * p before them), longest first, at most PLAN_LOOP_TRIES: *np of them in periods[]. Only periods
  * whose repetition reaches back at least half as far as the farthest-reaching one's: a training
  * log cut mid-step ends in its layers, whose sizes repeat for a few layers only, where the step
- * repeats from the first step on; a loop over the layers would lose the run at the next step. */
+ * repeats from the first step on; a loop over the layers would lose the run at the next step.
+ * None when no repetition reaches back over 1 in PLAN_LOOP_MIN_REACH of the log's allocations: a
+ * server's log ends in the tokens of one request, whose sizes repeat until the next request, which
+ * such a loop would lose (the blocks the plan placed meanwhile then pin pages of its range). */
 #define PLAN_LOOP_TRIES 64
+#define PLAN_LOOP_MIN_REACH 4
 static crmm_status loop_periods(const plan_item *items, size_t count, size_t *periods, unsigned *np)
 {
     *np = 0;
@@ -232,7 +246,7 @@ static crmm_status loop_periods(const plan_item *items, size_t count, size_t *pe
     for (size_t p = 1; p <= count / 2; p++)
         if (z[p] >= p && z[p] + p > reach)
             reach = z[p] + p;
-    for (size_t p = count / 2; p >= 1 && *np < PLAN_LOOP_TRIES; p--)
+    for (size_t p = count / 2; p >= 1 && *np < PLAN_LOOP_TRIES && reach >= count / PLAN_LOOP_MIN_REACH; p--)
         if (z[p] >= p && z[p] + p >= reach / 2)
             periods[(*np)++] = p;
     free(rev), free(z);
@@ -242,7 +256,8 @@ static crmm_status loop_periods(const plan_item *items, size_t count, size_t *pe
 /* Items whose placement by size makes the log's last `period` allocations a loop: each of them
  * also holds its place while its copy lives in the run served again after the log (the run's
  * events shifted by its length, `shift`). An allocation of the last run that the log leaves live
- * is freed there where the run frees its counterpart of the run before (its free shifted), and
+ * is freed there where the run frees its counterpart of the run before (its free shifted), or at
+ * the log's end when that counterpart was freed before the last run began (freed_at_the_cut), and
  * its copy lives to that run's end; anything else the log leaves live lives to that end too. */
 static void periodic_items(const replay_log *log, const plan_item *items, size_t count, size_t period, plan_item *out)
 {
@@ -260,7 +275,9 @@ static void periodic_items(const replay_log *log, const plan_item *items, size_t
             continue;
         }
         const plan_item *before = &items[k - period]; /* k >= period: the log repeats before the run */
-        out[k].end = before->end >= items[first].start && before->end < end ? before->end + shift : horizon;
+        out[k].end = freed_at_the_cut(items, k, first, period) ? end
+                     : before->end < end                      ? before->end + shift
+                                                              : horizon;
         out[k].end2 = horizon;
     }
 }
