@@ -254,6 +254,24 @@ static size_t busy_when_serving(const plan *pl, const replay_log *run)
     return busy;
 }
 
+/* Plan the recording `t` (which must get a loop), check the plan, and serve the run `longer` as
+ * the pool would follow it: returns the requests that found their place busy; *pl stays for more
+ * checks (the caller frees it). Both texts are freed. */
+static size_t plan_and_serve_longer(text *t, text *longer, plan *pl)
+{
+    replay_log log, run;
+    plan_text(t, &log, pl);
+    assert_valid(&log, pl);
+    ck_assert_uint_ne(pl->loop, PLAN_NO_LOOP);
+    ck_assert_crmm_ok(replay_log_read(crmm_test_write_file("longer.csv", longer->s), &run));
+    size_t busy = busy_when_serving(pl, &run);
+    replay_log_free(&log);
+    replay_log_free(&run);
+    free(t->s);
+    free(longer->s);
+    return busy;
+}
+
 /* A recording stopped in the middle of a step: no run at its end can be served again as placed (a
  * step's activations would land where the last step's still live), so the planner places the
  * last steps periodically. The plan then serves a run twice as long with no place busy, and spans
@@ -263,20 +281,11 @@ CRMM_TEST(a_recording_cut_mid_step_gets_a_loop_that_serves_a_longer_run)
     text t = {0}, longer = {0};
     training_steps(&t, 5, true);
     training_steps(&longer, 10, false);
-    replay_log log, run;
     plan pl;
-    plan_text(&t, &log, &pl);
-    assert_valid(&log, &pl);
-    ck_assert_uint_ne(pl.loop, PLAN_NO_LOOP);
+    ck_assert_uint_eq(plan_and_serve_longer(&t, &longer, &pl), 0);
     ck_assert_uint_eq(pl.extent, pl.peak_live);
     ck_assert_uint_eq(pl.loop_busy, 0);
-    ck_assert_crmm_ok(replay_log_read(crmm_test_write_file("longer.csv", longer.s), &run));
-    ck_assert_uint_eq(busy_when_serving(&pl, &run), 0);
     plan_free(&pl);
-    replay_log_free(&log);
-    replay_log_free(&run);
-    free(t.s);
-    free(longer.s);
 }
 
 /* A server's log: 60 requests of sizes that do not repeat, then the last request's tokens, whose
@@ -327,20 +336,11 @@ CRMM_TEST(a_recording_cut_among_a_steps_last_frees_still_loops)
     training_steps(&t, 5, false);
     drop_lines(&t, 2);
     training_steps(&longer, 10, false);
-    replay_log log, run;
     plan pl;
-    plan_text(&t, &log, &pl);
-    assert_valid(&log, &pl);
-    ck_assert_uint_ne(pl.loop, PLAN_NO_LOOP);
+    ck_assert_uint_eq(plan_and_serve_longer(&t, &longer, &pl), 0);
     ck_assert_uint_eq(pl.loop_busy, 0);
     ck_assert_uint_eq(pl.extent, pl.peak_live);
-    ck_assert_crmm_ok(replay_log_read(crmm_test_write_file("longer.csv", longer.s), &run));
-    ck_assert_uint_eq(busy_when_serving(&pl, &run), 0);
     plan_free(&pl);
-    replay_log_free(&log);
-    replay_log_free(&run);
-    free(t.s);
-    free(longer.s);
 }
 
 /* Steps of a model whose layers repeat: an input of 8 MiB lives through the step, and a block of
@@ -387,20 +387,11 @@ CRMM_TEST(a_recording_cut_among_repeating_layers_loops_over_steps)
     text t = {0}, longer = {0};
     layered_steps(&t, 3, 2);
     layered_steps(&longer, 8, 0);
-    replay_log log, run;
     plan pl;
-    plan_text(&t, &log, &pl);
-    assert_valid(&log, &pl);
-    ck_assert_uint_ne(pl.loop, PLAN_NO_LOOP);
+    ck_assert_uint_le(plan_and_serve_longer(&t, &longer, &pl), 8); /* at most the late block, once a step */
     ck_assert_uint_eq((pl.count - pl.loop) % LAYERED_STEP, 0);
     ck_assert_uint_le(pl.extent, pl.peak_live + pl.peak_live / 100);
-    ck_assert_crmm_ok(replay_log_read(crmm_test_write_file("longer.csv", longer.s), &run));
-    ck_assert_uint_le(busy_when_serving(&pl, &run), 8); /* at most the late block, once a step */
     plan_free(&pl);
-    replay_log_free(&log);
-    replay_log_free(&run);
-    free(t.s);
-    free(longer.s);
 }
 
 CRMM_TEST(the_command_writes_the_plan_and_refuses_what_it_cannot_plan)
