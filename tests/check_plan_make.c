@@ -329,7 +329,7 @@ static void drop_lines(text *t, int lines)
 /* A recording stopped between a step's last allocation and its last frees: the blocks those frees
  * would free are live at the log's end, where their counterparts of the step before were freed
  * before the last step began. They are taken as freed at the end, so the steps still loop with no
- * place busy and the plan spans the live peak; before, no loop was found. */
+ * place busy and the plan spans the live peak. */
 CRMM_TEST(a_recording_cut_among_a_steps_last_frees_still_loops)
 {
     text t = {0}, longer = {0};

@@ -29,10 +29,10 @@
  * plan's idle pages (those no planned block uses) first: as when the pool moves its own free
  * pages, their memory goes to the range's spare list, which that growth maps, and work of the
  * same stream is ordered after the work queued on the old addresses, so nothing waits for the
- * device. The old addresses stay mapped, unusable, until an
- * event recorded on the planned stream after the lending has completed (asked without waiting at
- * later requests), or until trim; the plan never maps those places again (their memory is the
- * range's for good, so the two never trade the same memory back and forth).
+ * device. The old addresses stay mapped, unusable, until an event recorded on the planned stream
+ * after the lending has completed (asked without waiting at later requests), or until trim; the
+ * plan never maps those places again (their memory is the range's for good, so the two never
+ * trade the same memory back and forth).
  *
  * A request whose size is the first entry's, which the cursor's window does not know, while the
  * places of the first 8 entries are all free, starts the plan over: a process that repeats its
