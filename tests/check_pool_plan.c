@@ -283,6 +283,41 @@ CRMM_TEST_IN("plan", an_ended_plan_is_not_followed_from_inside)
     dealloc(p, w, 65536);
 }
 
+/* A server's plan: one 8 KiB block, then two of 64 KiB, each freed before the next, no loop. After
+ * its end, requests it does not know come, and the searches that find nothing wait longer each
+ * time; then a request of the first entry's size, while the first places are free, starts the plan
+ * over by chance. Its next requests miss again, but the search that would find the plan lost is
+ * deferred by that back-off: once the plan has served none of 32 requests, the pool's growth still
+ * takes its idle pages instead of new memory. */
+CRMM_TEST_IN("plan", a_plan_started_over_by_chance_lends_its_idle_pages_once_unfollowed)
+{
+    write_plan("crmm-plan 1\nextent 196608\nloop none\ncount 3\n8192 0\n65536 65536\n65536 131072\n");
+    p = planned_pool_with_room();
+    unsigned char *x = alloc(p, 8192);
+    dealloc(p, x, 8192);
+    for (int i = 0; i < 2; i++) {
+        unsigned char *y = alloc(p, 65536);
+        ck_assert_ptr_eq(y, x + (size_t)(i + 1) * 65536);
+        dealloc(p, y, 65536);
+    }
+    for (int i = 0; i < 130; i++) /* the plan has ended: a server's own requests, from the room */
+        dealloc(p, alloc(p, 12288), 12288);
+    unsigned char *again = alloc(p, 8192); /* the first entry's size, every place free */
+    ck_assert_ptr_eq(again, x);
+    dealloc(p, again, 8192);
+    for (int i = 0; i < 32; i++)
+        dealloc(p, alloc(p, 12288), 12288);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 4);
+    uint64_t held = q(p, CRMM_QUERY_BYTES_RESERVED);
+    int creates = fake_vmm.creates;
+    unsigned char *big = alloc(p, 1024 * KiB + 2 * PAGE); /* past the room: the range grows */
+    ck_assert_int_eq(fake_vmm.creates, creates);       /* by the plan's idle pages, no new memory */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), held);
+    memset(big, 7, 1024 * KiB + 2 * PAGE);
+    books_agree(p);
+    dealloc(p, big, 1024 * KiB + 2 * PAGE);
+}
+
 /* After the plan's end, a request of the first entry's size starts it over only once the blocks
  * the run made first are gone: while the second entry's block (its weights) lives, it does not. */
 CRMM_TEST_IN("plan", a_request_of_the_first_size_starts_over_only_once_the_first_blocks_are_gone)

@@ -423,7 +423,11 @@ static void reap_lent(pool_plan *pl)
 size_t pool_plan_lend(pool_plan *pl, pool_vmm *own, size_t pages)
 {
     pool_vmm *v = &pl->vmm;
-    if (!(pl->lost || pl->ended || pl->probation) || !pl->stream_known || crmm_process_exiting() ||
+    /* none of the last 32 requests served: not followed, whatever the state says (a request of
+     * the first entry's size that started the plan over by chance, while the back-off of the
+     * searches that failed before it defers the search that would find it lost) */
+    bool unfollowed = pl->missed_bits == UINT32_MAX;
+    if (!(pl->lost || pl->ended || pl->probation || unfollowed) || !pl->stream_known || crmm_process_exiting() ||
         (!pl->lent && !(pl->lent = calloc(v->pages, 1))))
         return 0;
     uint8_t mark = pl->lend_pending ? PLAN_PAGE_LENT_LATER : PLAN_PAGE_LENT;

@@ -18,21 +18,22 @@
  * capture, stays unusable until trim (which synchronizes the device): its range is then safe for
  * the planned stream. All of it runs under the pool's lock.
  *
- * A run that stops following the plan must not hold the plan's pages on top of what the pool
- * grows for it. The plan is lost when the run passes its last entry with no loop, or when a
- * search for its place finds nothing; while lost it serves nothing. A search that finds the run's
- * place again ends the loss (past the last entry with no loop, the run has gone past what was
- * recorded: only a run that starts over is looked for, at the plan's start), but the plan then
- * maps no new page until POOL_PLAN_PROBATION requests in a row have followed it (a search can
- * match by chance: every step makes the same sizes for its weights' gradients). While the plan
- * is lost or on probation, a growth of the pool's own range for the planned stream takes the
- * plan's idle pages (those no planned block uses) first: as when the pool moves its own free
- * pages, their memory goes to the range's spare list, which that growth maps, and work of the
- * same stream is ordered after the work queued on the old addresses, so nothing waits for the
- * device. The old addresses stay mapped, unusable, until an event recorded on the planned stream
- * after the lending has completed (asked without waiting at later requests), or until trim; the
- * plan never maps those places again (their memory is the range's for good, so the two never
- * trade the same memory back and forth).
+ * A run that stops following the plan must not hold the plan's pages on top of what the pool grows
+ * for it. The plan is lost when the run passes its last entry with no loop, or when a search for
+ * its place finds nothing; while lost it serves nothing. A search that finds the run's place again
+ * ends the loss (past the last entry with no loop, the run has gone past what was recorded: only a
+ * run that starts over is looked for, at the plan's start), but the plan then maps no new page
+ * until POOL_PLAN_PROBATION requests in a row have followed it (a search can match by chance:
+ * every step makes the same sizes for its weights' gradients). While the plan is lost or on
+ * probation, or has served none of the last 32 requests (a start over by chance, below, whose
+ * failure a search deferred by the back-off has not found yet), a growth of the pool's own range
+ * for the planned stream takes the plan's idle pages (those no planned block uses) first: as when
+ * the pool moves its own free pages, their memory goes to the range's spare list, which that
+ * growth maps, and work of the same stream is ordered after the work queued on the old addresses,
+ * so nothing waits for the device. The old addresses stay mapped, unusable, until an event
+ * recorded on the planned stream after the lending has completed (asked without waiting at later
+ * requests), or until trim; the plan never maps those places again (their memory is the range's
+ * for good, so the two never trade the same memory back and forth).
  *
  * A request whose size is the first entry's, which the cursor's window does not know, while the
  * places of the first 8 entries are all free, starts the plan over: a process that repeats its
@@ -89,7 +90,7 @@ typedef struct pool_plan {
     uint64_t resync_wait;          /* requests before the next search may run */
     uint64_t resync_after;         /* after a search that found nothing: the next wait */
     uint64_t hits, misses;         /* requests of the planned stream served from the plan, not */
-    /* lending idle pages while ended, lost or on probation */
+    /* lending idle pages while not followed (pool_plan_lend) */
     void *lend_event;              /* cudaEvent_t recorded on the planned stream; NULL: none made */
     uint8_t *lent;                 /* per page: a PLAN_PAGE_* of pool_plan.c (whether and how lent) */
     bool lend_pending;             /* the event is recorded and not yet seen completed */
@@ -117,9 +118,10 @@ static inline bool pool_plan_holds(const pool_plan *pl, uintptr_t addr)
  * and the device leave). *mapped: bytes of pages it mapped. */
 uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t room, uint64_t *mapped);
 
-/* While the plan is ended, lost or on probation: lend up to `pages` of its idle pages to `own`
- * (the pool's range, about to grow for the planned stream; see the top). Returns how many it
- * lent: none before the plan has served a request (its stream is not known yet). */
+/* While the plan is ended, lost, on probation or served none of the last 32 requests of its
+ * stream: lend up to `pages` of its idle pages to `own` (the pool's range, about to grow for the
+ * planned stream; see the top). Returns how many it lent: none before the plan has served a
+ * request (its stream is not known yet). */
 size_t pool_plan_lend(pool_plan *pl, pool_vmm *own, size_t pages);
 
 /* A planned block [addr, addr + size) freed on `stream`; `capturing`: the free is under capture.
