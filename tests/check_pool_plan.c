@@ -8,6 +8,7 @@
 #include <string.h>
 #include <check.h>
 #include "pool_expandable_test.h"
+#include "fakes/fake_capture.h"
 
 static const char *plan_path; /* the plan file of the running test */
 
@@ -501,6 +502,212 @@ CRMM_TEST_IN("plan", out_of_memory_gives_back_the_ranges_free_pages_while_planne
     dealloc(p, z, 4 * PAGE);
     dealloc(p, b, PAGE);
     dealloc(p, w, 8 * PAGE);
+}
+
+/* ---- the books under lending, capture and driver refusals ----------------------------------- */
+
+/* One planned block of a page; the plan then ends. */
+static const char one_page[] = "crmm-plan 1\nextent 65536\nloop none\ncount 1\n65536 0\n";
+
+/* The plan's only page is lent to the pool's growth and the event has not completed: the plan
+ * holds nothing, and trim still unmaps the old address (no work can use it after trim's
+ * synchronization). */
+CRMM_TEST_IN("plan", trim_unmaps_the_old_address_of_a_lent_page_when_the_plan_holds_nothing_else)
+{
+    write_plan(one_page);
+    p = planned_pool();
+    unsigned char *a = alloc(p, 65536);
+    dealloc(p, a, 65536);
+    fake_vmm.events_busy = 1;
+    unsigned char *d = alloc(p, 2 * PAGE); /* the range grows for the planned stream: takes the idle page */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 1);
+    dealloc(p, d, 2 * PAGE);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 0);
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+    books_agree(p);
+}
+
+/* A planned block allocated before a capture and freed inside it is the graph's until the graph
+ * is gone (every replay uses it, then frees it): a trim while the graph lives does not free its
+ * place; a trim after the graph is destroyed does. */
+CRMM_TEST_IN("plan", a_planned_block_freed_under_capture_stays_the_graphs_until_it_is_gone)
+{
+    write_plan(three);
+    char params[4200];
+    snprintf(params, sizeof params, "plan=%s graphs=on", plan_path);
+    p = expandable_pool(params);
+    cudaStream_t s = stream_n(1);
+    unsigned char *a = alloc_on(p, 65536, s), *b = alloc_on(p, 65536, s);
+    ck_assert_ptr_eq(b, a + 65536);
+    fake_graph *g = fake_capture_begin(s, cudaStreamCaptureModeGlobal);
+    free_on(p, a, 65536, s);
+    fake_capture_end(s);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    unsigned char *c = alloc_on(p, 65536, s); /* entry 2, a's place: busy while the graph lives */
+    ck_assert(c < a || c >= a + 131072);
+    free_on(p, c, 65536, s);
+    fake_graph_destroy(g);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    unsigned char *d = alloc_on(p, 131072, s); /* entry 3 over a's and b's places: b still lives */
+    ck_assert(d < a || d >= a + 131072);
+    free_on(p, d, 131072, s);
+    free_on(p, b, 65536, s);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    books_agree(p);
+}
+
+/* A growth for the planned stream that the maximum refuses gives back the pages the ended plan
+ * lent it: they are the plan's again (not released while the plan's range still maps them), and
+ * a run that starts over finds its first place. */
+CRMM_TEST_IN("plan", a_refused_growth_gives_the_plans_lent_pages_back)
+{
+    write_plan("crmm-plan 1\nextent 131072\nloop none\ncount 2\n65536 0\n65536 65536\n");
+    char params[4200];
+    snprintf(params, sizeof params, "plan=%s maximum_size=192KiB", plan_path);
+    p = expandable_pool(params);
+    unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536); /* the plan has ended */
+    dealloc(p, a, 65536);
+    fake_vmm.events_busy = 1;
+    void *x = NULL;
+    ck_assert_int_eq(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_ERROR_OUT_OF_MEMORY); /* 1 + 3 > 3 */
+    books_agree(p);
+    fake_vmm.events_busy = 0;
+    dealloc(p, b, 65536);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    unsigned char *again = alloc(p, 65536);
+    ck_assert_ptr_eq(again, a);
+    dealloc(p, again, 65536);
+    books_agree(p);
+}
+
+/* The same with the plan's page the only one it lends and no trim on the way: the pool never
+ * holds more than its maximum, and counts what it holds. */
+CRMM_TEST_IN("plan", a_refused_growth_never_leaves_the_pool_above_its_maximum)
+{
+    write_plan(one_page);
+    char params[4200];
+    snprintf(params, sizeof params, "plan=%s maximum_size=256KiB", plan_path);
+    p = expandable_pool(params);
+    unsigned char *x = alloc(p, 2 * PAGE); /* the pool's own range (the plan knows no stream yet) */
+    unsigned char *a = alloc(p, 65536);    /* the plan's entry: it has ended */
+    dealloc(p, a, 65536);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 3 * PAGE);
+    fake_vmm.events_busy = 1;
+    void *y = NULL;
+    ck_assert_int_eq(crmm_resource_allocate(p, 3 * PAGE, NULL, &y), CRMM_ERROR_OUT_OF_MEMORY); /* 2 + 3 > 4 */
+    books_agree(p);
+    unsigned char *z = alloc(p, 2 * PAGE);
+    ck_assert_uint_le(fake_vmm.physical, 4 * PAGE);
+    books_agree(p);
+    dealloc(p, z, 2 * PAGE);
+    dealloc(p, x, 2 * PAGE);
+}
+
+/* A growth for the planned stream that moves the range's own free pages and takes the ended
+ * plan's idle ones takes no more of the plan's than the move leaves wanting: nothing on the spare
+ * list is released while its old address still maps it, and the pool counts what it holds. */
+CRMM_TEST_IN("plan", a_move_and_the_plans_pages_for_one_growth_hold_what_the_pool_counts)
+{
+    write_plan(weights);
+    p = planned_pool();
+    unsigned char *w = alloc(p, 8 * PAGE);
+    dealloc(p, w, 8 * PAGE); /* the plan has ended: 8 idle pages */
+    fake_vmm.events_busy = 1;
+    unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
+    dealloc(p, a, 3 * PAGE);
+    dealloc(p, c, 2 * PAGE);
+    int releases = fake_vmm.releases;
+    unsigned char *z = alloc(p, 4 * PAGE);
+    ck_assert_int_eq(fake_vmm.releases, releases);
+    books_agree(p);
+    memset(z, 1, 4 * PAGE);
+    dealloc(p, z, 4 * PAGE);
+    dealloc(p, b, PAGE);
+}
+
+/* A planned place whose cuMemSetAccess fails and whose undoing unmap the driver refuses: the page
+ * stays mapped, counted as the plan's; trim gives it back and the books stay whole. */
+CRMM_TEST_IN("plan", a_page_left_mapped_by_a_refused_undo_stays_counted)
+{
+    write_plan(three);
+    p = planned_pool();
+    fake_vmm.set_access_fails_in = 1;
+    fake_vmm.unmap_fails_in = 1;
+    unsigned char *a = alloc(p, 65536); /* served by the pool's own range */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 1);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), fake_vmm.physical);
+    unsigned char *b = alloc(p, 65536);
+    dealloc(p, a, 65536);
+    dealloc(p, b, 65536);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    books_agree(p);
+    unsigned char *x = alloc(p, 2 * PAGE);
+    books_agree(p);
+    dealloc(p, x, 2 * PAGE);
+}
+
+/* Random plans (places that overlap, loops or none) followed by random requests and frees on two
+ * streams, with trims and events that complete late: a live block is never overwritten, the
+ * books agree with the driver after every trim, and the last trim leaves nothing mapped. */
+CRMM_TEST_IN("plan", random_plans_keep_live_blocks_apart_and_their_books_whole)
+{
+    for (int round = 0; round < 60; round++) {
+        fake_vmm_reset(PAGE, DEVICE_MEMORY);
+        unsigned seed = 12345u + 977u * (unsigned)round;
+#define RANDOM() (seed = seed * 1103515245u + 12345u, seed >> 8)
+        int count = 1 + (int)(RANDOM() % 40);
+        size_t extent = (size_t)(1 + RANDOM() % 12) * PAGE / 2 + 256 * (RANDOM() % 64) + 256;
+        int loop = RANDOM() % 3 ? (int)(RANDOM() % (unsigned)count) : -1;
+        char text[4096], looped_at[16];
+        if (loop < 0)
+            snprintf(looped_at, sizeof looped_at, "none");
+        else
+            snprintf(looped_at, sizeof looped_at, "%d", loop);
+        int n = snprintf(text, sizeof text, "crmm-plan 1\nextent %zu\nloop %s\ncount %d\n", extent, looped_at, count);
+        size_t sizes[40];
+        for (int k = 0; k < count; k++) {
+            size_t units = extent / 256, size = 256 * (1 + RANDOM() % (units < 700 ? units : 700));
+            if (RANDOM() % 4 == 0)
+                size = 256 * (1 + RANDOM() % units);
+            size_t offset = 256 * (RANDOM() % ((extent - size) / 256 + 1));
+            sizes[k] = size;
+            n += snprintf(text + n, sizeof text - (size_t)n, "%zu %zu\n", size, offset);
+        }
+        write_plan(text);
+        p = planned_pool();
+        struct { unsigned char *at; size_t n; } live[32] = {{0}};
+        for (int step = 0; step < 400; step++) {
+            unsigned r = RANDOM() % 100, slot = RANDOM() % 32;
+            if (r < 55 && !live[slot].at) {
+                size_t size = RANDOM() % 8 ? sizes[RANDOM() % (unsigned)count] : 256 * (1 + RANDOM() % 40);
+                live[slot].at = alloc_on(p, size, RANDOM() % 10 ? NULL : stream_n(2));
+                live[slot].n = size;
+                memset(live[slot].at, (int)slot + 1, size);
+            } else if (r < 95 && live[slot].at) {
+                for (size_t i = 0; i < live[slot].n; i += 256)
+                    ck_assert_msg(live[slot].at[i] == slot + 1, "round %d step %d: a live block was overwritten", round, step);
+                free_on(p, live[slot].at, live[slot].n, RANDOM() % 6 ? NULL : stream_n(2));
+                live[slot].at = NULL;
+            } else if (r >= 98) {
+                ck_assert_crmm_ok(crmm_resource_trim(p));
+                books_agree(p);
+            } else if (r >= 96) {
+                fake_vmm.events_busy = !fake_vmm.events_busy;
+            }
+        }
+#undef RANDOM
+        for (int i = 0; i < 32; i++)
+            if (live[i].at) {
+                for (size_t j = 0; j < live[i].n; j += 256)
+                    ck_assert_msg(live[i].at[j] == i + 1, "round %d: a live block was overwritten", round);
+                dealloc(p, live[i].at, live[i].n);
+            }
+        ck_assert_crmm_ok(crmm_resource_trim(p));
+        books_agree(p);
+        ck_assert_msg(fake_vmm_mapped_bytes() == 0, "round %d: %zu bytes still mapped", round, fake_vmm_mapped_bytes());
+        release_pool();
+    }
 }
 
 /* ---- bad plans ---------------------------------------------------------------------------- */

@@ -365,9 +365,9 @@ static void *planned_allocate(pool_resource *p, size_t bytes, size_t size, crmm_
     return finish_allocation(p, b, bytes);
 }
 
-/* Under the lock: planned block b, just removed from the live map, freed on `stream`; its record
- * goes back. */
-static void planned_free(pool_resource *p, pool_block *b, crmm_cuda_stream_t stream, bool capturing)
+/* Under the lock: planned block b, just removed from the live map, freed on `stream` (under
+ * capture into graph `capturing`, else NULL); its record goes back. */
+static void planned_free(pool_resource *p, pool_block *b, crmm_cuda_stream_t stream, const pool_graph *capturing)
 {
     pool_counts_freed(&p->core.counts, b->u.live.requested, b->size);
     pool_plan_release(p->plan, b->addr, b->size, stream, capturing);
@@ -598,7 +598,7 @@ static crmm_status locked_deallocate(pool_resource *p, void *ptr, size_t bytes, 
         return st;
     }
     if (__builtin_expect(b != NULL && pool_plan_holds(p->plan, b->addr), 0)) {
-        planned_free(p, b, stream, capturing != NULL);
+        planned_free(p, b, stream, capturing);
         pool_unlock(p);
         return CRMM_OK;
     }
@@ -707,7 +707,7 @@ static crmm_status capture_deallocate(pool_resource *p, void *ptr, size_t bytes,
         return st;
     }
     if (b && pool_plan_holds(p->plan, b->addr)) {
-        planned_free(p, b, stream, true);
+        planned_free(p, b, stream, g);
         pool_unlock(p);
         return CRMM_OK;
     }

@@ -337,6 +337,8 @@ void pool_capture_collect_slow(pool_resource *p)
         pool_graph *g = (pool_graph *)h;
         if (return_parked(p, g)) {
             g->alive = false; /* its live blocks come back as they are freed */
+            if (p->plan) /* and the planned blocks freed under its capture at the next trim */
+                pool_plan_graph_gone(p->plan, g);
             free_if_unused(p, g);
         } else {
             /* retried at the next collect; alive till then, so that a free of its last block

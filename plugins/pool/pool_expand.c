@@ -294,6 +294,9 @@ static void undo_move(pool_resource *p, pool_stream *s, pool_lent_batch *lb, boo
  * asked without waiting (and not while a capture is under way, which forbids the query). */
 static void reap_lent(pool_resource *p, bool synchronized)
 {
+    if (synchronized && p->plan) /* the plan's lent pages too: else the range could release their
+                                  * memory while the plan's old addresses still hold it, uncounted */
+        pool_plan_reap_lent(p->plan, true);
     for (int i = 0; p->growth.lent && i < POOL_LENT_BATCHES; i++) {
         pool_lent_batch *lb = &p->growth.lent[i];
         if (!lb->pages.free.blocks)
@@ -571,6 +574,7 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
     uint64_t held_before = p->growth.reserved, mark_before = p->growth.mark;
     bool own_move = false;
     pool_lent_batch *lent_now = NULL; /* the batch this growth lent pages to, until it maps */
+    bool plan_lent = false;            /* the plan lent pages to this growth, until it maps */
     bool moved_before = p->growth.moved_since_mark;
     uint64_t budget_before = p->growth.move_budget;
     size_t last_move_before = p->growth.last_move_size;
@@ -638,9 +642,10 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
             }
         }
         /* growing for the planned stream: a lost plan's idle pages first (not for a capture,
-         * whose graph may run on another stream) */
-        if (plan.pages && p->plan && !fresh && !p->capturing && s && s->handle == p->plan->stream)
-            pool_plan_lend(p->plan, v, plan.pages);
+         * whose graph may run on another stream), as many as the pages a move put on the spare
+         * list leave wanting (a surplus would be released while its old mapping still holds it) */
+        if (plan.pages > v->spare_count && p->plan && !fresh && !p->capturing && s && s->handle == p->plan->stream)
+            plan_lent |= pool_plan_lend(p->plan, v, plan.pages - v->spare_count) != 0;
         if (!plan.pages)
             snprintf(why, sizeof why, "no room left in its address range of %zu pages", v->pages);
         else if (p->growth.maximum != POOL_NO_MAXIMUM && pool_held(p) + plan.pages * v->page > p->growth.maximum) {
@@ -669,6 +674,7 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
             if (budget && p->growth.reserved > held_before)
                 p->growth.last_move_size = 0; /* new pages: a later move for the same size repeats nothing */
             lent_now = NULL;
+            plan_lent = false;
             *out = adopt_pages(p, s, &plan, fresh);
             break;
         } else if (st != CRMM_ERROR_OUT_OF_MEMORY) {
@@ -679,6 +685,10 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
         if (lent_now) { /* nothing mapped: the move is undone before anything is given back */
             undo_move(p, s, lent_now, moved_before, budget_before, last_move_before);
             lent_now = NULL;
+        }
+        if (plan_lent) { /* and the plan's pages are its own again */
+            pool_plan_take_back(p->plan, v);
+            plan_lent = false;
         }
         if (want > size) { /* the step did not fit: the request alone, before giving anything back */
             want = size;
@@ -700,6 +710,8 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
     }
     if (lent_now && st != CRMM_OK) /* a driver error or no record: the move is undone too */
         undo_move(p, s, lent_now, moved_before, budget_before, last_move_before);
+    if (plan_lent) /* mapped nothing: a driver error, no record, or a block that fit at last */
+        pool_plan_take_back(p->plan, v);
     pool_vmm_drop_spares(v);
     crmm_cuda_device_restore(&g);
     return st;
@@ -761,7 +773,7 @@ crmm_status pool_expand_trim(pool_resource *p)
         /* the plan's pages no planned block uses: after a synchronization, since work queued
          * before their blocks' frees may still use them */
         size_t plan_kept = 0;
-        if (st == CRMM_OK && p->plan && (p->plan->held || p->plan->pending_count) &&
+        if (st == CRMM_OK && p->plan && (p->plan->held || p->plan->pending_count || p->plan->vmm.lent_pages) &&
             (st = pool_streams_synchronize(&p->core.streams)) == CRMM_OK)
             plan_kept = pool_plan_trim(p->plan);
         size_t kept = pool_vmm_drop_spares(&p->growth.vmm);

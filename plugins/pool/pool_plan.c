@@ -391,33 +391,39 @@ static bool record_lending(pool_plan *pl)
     return ok;
 }
 
-/* With the lending event pending: once it has completed (asked without waiting), unmap the old
- * addresses of the pages lent before it; those lent since go under a new event. */
-static void reap_lent(pool_plan *pl)
+size_t pool_plan_reap_lent(pool_plan *pl, bool synchronized)
 {
     pool_vmm *v = &pl->vmm;
-    if (crmm_process_exiting())
-        return;
-    cudaError_t e = cudaEventQuery((cudaEvent_t)pl->lend_event);
-    if (e == cudaErrorNotReady)
-        return;
-    pl->lend_pending = false;
-    if (e != cudaSuccess) {
-        cudaGetLastError(); /* not known to be done: the pages wait for trim */
-        return;
+    if (!v->lent_pages || crmm_process_exiting() || (!synchronized && !pl->lend_pending))
+        return 0;
+    if (!synchronized) {
+        cudaError_t e = cudaEventQuery((cudaEvent_t)pl->lend_event);
+        if (e == cudaErrorNotReady)
+            return 0;
+        pl->lend_pending = false;
+        if (e != cudaSuccess) {
+            cudaGetLastError(); /* not known to be done: the pages wait for trim */
+            return 0;
+        }
     }
     bool later = false;
+    size_t refused = 0;
     for (size_t i = 0; i < v->pages; i++) {
-        if (pl->lent[i] == PLAN_PAGE_LENT && v->mapped[i] == POOL_PAGE_LENT)
-            pool_vmm_unmap_lent(v, i, 1); /* a refused one stays lent, for trim */
-        if (pl->lent[i] == PLAN_PAGE_LENT && v->mapped[i] == POOL_PAGE_UNMAPPED)
-            pl->lent[i] = PLAN_PAGE_GIVEN;
-        if (pl->lent[i] == PLAN_PAGE_LENT_LATER)
+        if (pl->lent[i] == PLAN_PAGE_LENT_LATER && !synchronized) { /* lent after the event: the next one's */
             pl->lent[i] = PLAN_PAGE_LENT, later = true;
+            continue;
+        }
+        if (v->mapped[i] == POOL_PAGE_LENT)
+            refused += pool_vmm_unmap_lent(v, i, 1) == 0; /* a refused one stays lent, for trim */
+        if (v->mapped[i] == POOL_PAGE_UNMAPPED && (pl->lent[i] == PLAN_PAGE_LENT || pl->lent[i] == PLAN_PAGE_LENT_LATER))
+            pl->lent[i] = PLAN_PAGE_GIVEN;
     }
-    if (later)
+    if (synchronized)
+        pl->lend_pending = false;
+    else if (later)
         pl->lend_pending = record_lending(pl);
     count_held(pl);
+    return refused;
 }
 
 size_t pool_plan_lend(pool_plan *pl, pool_vmm *own, size_t pages)
@@ -442,6 +448,15 @@ size_t pool_plan_lend(pool_plan *pl, pool_vmm *own, size_t pages)
         pl->lend_pending = record_lending(pl);
     count_held(pl);
     return n;
+}
+
+void pool_plan_take_back(pool_plan *pl, pool_vmm *own)
+{
+    pool_vmm *v = &pl->vmm;
+    for (size_t i = 0; pl->lent && i < v->pages; i++)
+        if ((pl->lent[i] == PLAN_PAGE_LENT || pl->lent[i] == PLAN_PAGE_LENT_LATER) && pool_vmm_unlend_from(v, i, 1, own))
+            pl->lent[i] = PLAN_PAGE_OWN;
+    count_held(pl);
 }
 
 /* The entry a request of `size` is, from the cursor's window; count when none. */
@@ -476,7 +491,7 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
     if (!size || (pl->stream_known && stream != pl->stream) || stream == (crmm_cuda_stream_t)cudaStreamPerThread)
         return 0;
     if (pl->lend_pending)
-        reap_lent(pl);
+        pool_plan_reap_lent(pl, false);
     pl->recent[pl->requests++ % POOL_PLAN_RESYNC] = size;
     uint64_t k = find_entry(pl, size);
     if (k == pl->count && starts_over(pl, size)) {
@@ -516,11 +531,11 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
     return (uintptr_t)(pl->vmm.base + offset);
 }
 
-void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_stream_t stream, bool capturing)
+void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_stream_t stream, const void *graph)
 {
     uint64_t offset = addr - pl->vmm.base;
     pl->live -= size;
-    if (stream == pl->stream && !capturing) {
+    if (stream == pl->stream && !graph) {
         mark(pl, offset, size, false);
         return;
     }
@@ -533,29 +548,30 @@ void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_str
         pl->pending = grown;
         pl->pending_room = room;
     }
-    pl->pending[pl->pending_count][0] = offset;
-    pl->pending[pl->pending_count][1] = size;
-    pl->pending_count++;
+    pl->pending[pl->pending_count++] = (struct pool_plan_pending){offset, size, graph};
+}
+
+void pool_plan_graph_gone(pool_plan *pl, const void *graph)
+{
+    for (size_t i = 0; i < pl->pending_count; i++)
+        if (pl->pending[i].graph == graph)
+            pl->pending[i].graph = NULL;
 }
 
 size_t pool_plan_trim(pool_plan *pl)
 {
+    size_t kept = 0;
     for (size_t i = 0; i < pl->pending_count; i++)
-        mark(pl, pl->pending[i][0], pl->pending[i][1], false);
-    pl->pending_count = 0;
+        if (pl->pending[i].graph) /* its graph may replay: it frees the block at every replay */
+            pl->pending[kept++] = pl->pending[i];
+        else
+            mark(pl, pl->pending[i].offset, pl->pending[i].size, false);
+    pl->pending_count = kept;
     pool_vmm *v = &pl->vmm;
-    size_t refused = 0;
-    for (size_t i = 0; i < v->pages; i++) {
-        if (v->mapped[i] == POOL_PAGE_LENT) { /* nothing uses the old address after the synchronization */
-            refused += pool_vmm_unmap_lent(v, i, 1) == 0;
-            if (v->mapped[i] == POOL_PAGE_UNMAPPED)
-                pl->lent[i] = PLAN_PAGE_GIVEN;
-            continue;
-        }
+    size_t refused = pool_plan_reap_lent(pl, true); /* nothing uses their old addresses after the synchronization */
+    for (size_t i = 0; i < v->pages; i++)
         if (v->mapped[i] == POOL_PAGE_MAPPED && !pl->full[i] && !pl->partial[i])
             refused += pool_vmm_unmap(v, i, 1) == 0;
-    }
-    pl->lend_pending = false;
     refused += pool_vmm_drop_spares(v);
     count_held(pl);
     return refused;

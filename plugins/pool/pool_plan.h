@@ -14,9 +14,10 @@
  * The range's pages are mapped as planned blocks first reach them and kept until trim, which
  * unmaps those no planned block uses. Only one stream is planned: the stream of the first request
  * served from the plan, never cudaStreamPerThread (another stream on each thread, which the plan
- * cannot tell apart). A planned block freed on another stream, or on a stream under CUDA graph
- * capture, stays unusable until trim (which synchronizes the device): its range is then safe for
- * the planned stream. All of it runs under the pool's lock.
+ * cannot tell apart). A planned block freed on another stream stays unusable until trim (which
+ * synchronizes the device): its range is then safe for the planned stream. One freed under CUDA
+ * graph capture is the graph's: unusable until the graph is gone and a trim after that. All of
+ * it runs under the pool's lock.
  *
  * A run that stops following the plan must not hold the plan's pages on top of what the pool grows
  * for it. The plan is lost when the run passes its last entry with no loop, or when a search for
@@ -79,7 +80,11 @@ typedef struct pool_plan {
                                     * live, or freed where it is not yet safe to reuse ("busy"), on
                                     * the pages such a block covers in part */
     uint32_t *full, *partial;      /* per page: busy blocks that cover it whole, in part */
-    uint64_t (*pending)[2];        /* those freed blocks (address, size), made free at trim */
+    struct pool_plan_pending {     /* those freed blocks, made free at trim */
+        uint64_t offset, size;
+        const void *graph;         /* freed under capture into this graph (a pool_graph): not
+                                    * before it is gone (pool_plan_graph_gone); else NULL */
+    } *pending;
     size_t pending_count, pending_room;
     uint64_t held;                 /* bytes of mapped pages */
     uint64_t live;                 /* bytes of the planned blocks live: the pool counts them in its
@@ -124,13 +129,31 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
  * request (its stream is not known yet). */
 size_t pool_plan_lend(pool_plan *pl, pool_vmm *own, size_t pages);
 
-/* A planned block [addr, addr + size) freed on `stream`; `capturing`: the free is under capture.
- * Its range is free for the planned stream at once when that is the stream, else after trim. */
-void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_stream_t stream, bool capturing);
+/* Unmap the old addresses of the pages lent to the pool's range, when no work can use them there
+ * any more: `synchronized`, the device was just synchronized; else once the lending event has
+ * completed (asked without waiting; the pages lent after it was recorded wait for the next). The
+ * plan never maps those places again. Returns how many unmaps the driver refused (those pages
+ * stay lent, for trim). */
+size_t pool_plan_reap_lent(pool_plan *pl, bool synchronized);
 
-/* After a device synchronization: every freed block's range is free, and the pages no planned
- * block uses are unmapped and released. Returns how many pages the driver refused to unmap or
- * release: they stay the plan's, counted in `held`, and a later trim tries again. */
+/* Undo pool_plan_lend for the pages whose memory still waits on own's spare list (the growth
+ * they were lent to mapped nothing): they are the plan's idle pages again. */
+void pool_plan_take_back(pool_plan *pl, pool_vmm *own);
+
+/* A planned block [addr, addr + size) freed on `stream`; `graph`: the free is under capture into
+ * that graph (the pool's record of it), else NULL. Its range is free for the planned stream at
+ * once when that is the stream and there is no capture; else after trim, and for a capture's free
+ * only once the graph is gone too (every replay of the graph uses the block, then frees it). */
+void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_stream_t stream, const void *graph);
+
+/* The graph `graph` is gone (no replay of it can run): the blocks freed under its capture are
+ * made free at the next trim, as blocks freed on another stream are. */
+void pool_plan_graph_gone(pool_plan *pl, const void *graph);
+
+/* After a device synchronization: every freed block's range is free (but those of graphs still
+ * alive), and the pages no planned block uses are unmapped and released. Returns how many pages
+ * the driver refused to unmap or release: they stay the plan's, counted in `held`, and a later
+ * trim tries again. */
 size_t pool_plan_trim(pool_plan *pl);
 
 /* Unmap everything, free the range and the plan (no work may still use it). NULL: nothing. */

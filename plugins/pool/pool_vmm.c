@@ -10,6 +10,10 @@
 #include <crmm/log.h>
 #include "pool_vmm.h"
 
+/* pool_vmm_map's mark for a page it has mapped in this call, until the call succeeds: its undo
+ * unmaps these only, not a page an earlier undo left mapped. */
+enum { PAGE_FRESH = POOL_PAGE_LENT + 1 };
+
 /* The driver functions, looked up once (crmm_cuda_driver_lookup). */
 static struct {
     CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
@@ -110,12 +114,12 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
         return CRMM_OK;
     CUmemAllocationProp prop = page_properties(v->device);
     prop.requestedHandleTypes = (CUmemAllocationHandleType)v->handle_types;
-    size_t done = 0;
+    size_t done = 0, fresh = 0; /* fresh: pages this call maps, marked PAGE_FRESH until it is done */
     crmm_status st = CRMM_OK;
     for (; done < count; done++) {
         size_t i = first + done;
         CUmemGenericAllocationHandle h;
-        if (v->mapped[i] == POOL_PAGE_MAPPED) /* left mapped by an undo the driver refused: use it */
+        if (v->mapped[i] == POOL_PAGE_MAPPED) /* left mapped (and counted) by an undo the driver refused: use it */
             continue;
         if (v->spare_count) {
             h = v->spare[--v->spare_count];
@@ -134,8 +138,9 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
             break;
         }
         v->handles[i] = h;
-        v->mapped[i] = POOL_PAGE_MAPPED;
+        v->mapped[i] = PAGE_FRESH;
         v->pages_mapped++;
+        fresh++;
     }
     if (st == CRMM_OK) {
         CUmemAccessDesc access;
@@ -145,28 +150,34 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
         access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         CUresult r = drv.set_access((CUdeviceptr)pool_vmm_page_addr(v, first), count * v->page, &access, 1);
         if (r == CUDA_SUCCESS) {
-            v->mapped_pages += count;
+            for (size_t i = first; i < first + count; i++)
+                v->mapped[i] = POOL_PAGE_MAPPED;
+            v->mapped_pages += fresh;
             return CRMM_OK;
         }
         st = crmm_cuda_driver_status(r, "cuMemSetAccess");
     }
-    /* undo: the pages mapped so far go back to the spare list, the message stays */
+    /* undo: the pages this call mapped go back to the spare list, the message stays */
     char message[512];
     snprintf(message, sizeof message, "%s", crmm_last_error());
-    for (size_t k = 0; k < done; k++) {
-        size_t i = first + k;
+    for (size_t i = first; i < first + done; i++) {
+        if (v->mapped[i] != PAGE_FRESH)
+            continue;
+        v->mapped[i] = POOL_PAGE_MAPPED;
         CUresult r = drv.unmap((CUdeviceptr)pool_vmm_page_addr(v, i), v->page);
         if (r != CUDA_SUCCESS) {
-            /* the page stays mapped to its allocation: keep both, so that the next map of this
-             * page uses it and pool_vmm_release unmaps it (else the range could never be freed) */
+            /* the page stays mapped to its allocation, counted: keep both, so that the next map
+             * of this page uses it and an unmap or pool_vmm_release frees it (else the range
+             * could never be freed) */
             crmm_cuda_driver_status(r, "cuMemUnmap");
             crmm_log(CRMM_LOG_WARN, "pool: %s; the page stays mapped until it is mapped again", crmm_last_error());
+            v->mapped_pages++;
             continue;
         }
         v->pages_unmapped++;
         v->spare[v->spare_count++] = v->handles[i];
         v->handles[i] = 0;
-        v->mapped[i] = 0;
+        v->mapped[i] = POOL_PAGE_UNMAPPED;
     }
     return crmm_set_error(st, "%s", message);
 }
@@ -221,18 +232,20 @@ static size_t spare_index(const pool_vmm *v, unsigned long long h)
     return j;
 }
 
-bool pool_vmm_unlend(pool_vmm *v, size_t first, size_t count)
+bool pool_vmm_unlend_from(pool_vmm *v, size_t first, size_t count, pool_vmm *to)
 {
     for (size_t i = first; i < first + count; i++)
-        if (v->mapped[i] != POOL_PAGE_LENT || spare_index(v, v->handles[i]) == v->spare_count)
+        if (v->mapped[i] != POOL_PAGE_LENT || spare_index(to, v->handles[i]) == to->spare_count)
             return false; /* its memory is mapped elsewhere */
     for (size_t i = first; i < first + count; i++) {
-        v->spare[spare_index(v, v->handles[i])] = v->spare[--v->spare_count];
+        to->spare[spare_index(to, v->handles[i])] = to->spare[--to->spare_count];
         v->mapped[i] = POOL_PAGE_MAPPED;
     }
     v->lent_pages -= count;
     return true;
 }
+
+bool pool_vmm_unlend(pool_vmm *v, size_t first, size_t count) { return pool_vmm_unlend_from(v, first, count, v); }
 
 size_t pool_vmm_drop_spares(pool_vmm *v)
 {

@@ -86,6 +86,10 @@ size_t pool_vmm_unmap_lent(pool_vmm *v, size_t first, size_t count);
  * ones again. False, and nothing changed, when one of them is not lent or its memory is not spare. */
 bool pool_vmm_unlend(pool_vmm *v, size_t first, size_t count);
 
+/* pool_vmm_unlend for pages lent to another range `to` (pool_vmm_lend_to): their memory leaves
+ * to's spare list. */
+bool pool_vmm_unlend_from(pool_vmm *v, size_t first, size_t count, pool_vmm *to);
+
 /* Release every spare page (their memory goes back to the device). Returns how many the driver
  * refused: those stay on the spare list (still the pool's memory: the next map takes them first,
  * pool_vmm_release tries again), so that nothing is lost or counted as given back. */
