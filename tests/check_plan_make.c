@@ -428,4 +428,30 @@ CRMM_TEST(the_command_writes_the_plan_and_refuses_what_it_cannot_plan)
     free(kept);
 }
 
+/* A log whose plan the pool would refuse is refused here, naming why: every allocation of 0
+ * bytes (nothing to place: a plan spans more than 0), an allocation larger than a plan may span,
+ * and allocations that together would place a block past that limit (no offset wraps). */
+CRMM_TEST(a_log_the_pool_could_not_follow_is_refused)
+{
+    static const struct { unsigned long long sizes[3]; const char *says; } cases[] = {
+        {{0, 0, 0}, "every allocation of the log is of 0 bytes"},
+        {{256, (1ull << 50) + 1, 0}, "line 3: an allocation of 1125899906842625 bytes, more than a plan may span"},
+        {{1ull << 50, 1ull << 50, 0}, "spans 2.0 PiB, more than a plan may span"},
+        {{1ull << 50, 1ull << 50, 1ull << 50}, "spans 3.0 PiB"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        text t = {0};
+        for (int i = 0; i < 3; i++)
+            if (cases[c].sizes[i] || i == 0)
+                add(&t, "allocate", 0x1000000ull * (unsigned)(i + 1), cases[c].sizes[i]);
+        replay_log log;
+        plan pl;
+        ck_assert_crmm_ok(replay_log_read(crmm_test_write_file("plan.csv", t.s), &log));
+        ck_assert_int_eq(plan_make(&log, &pl), CRMM_ERROR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(crmm_last_error(), cases[c].says), "%s", crmm_last_error());
+        replay_log_free(&log);
+        free(t.s);
+    }
+}
+
 int main(void) { return crmm_test_main("plan_make", 60); }

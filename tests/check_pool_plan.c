@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <check.h>
 #include "pool_expandable_test.h"
 #include "fakes/fake_capture.h"
@@ -736,6 +738,51 @@ CRMM_TEST_IN("plan", bad_plans_are_refused_naming_the_file_and_line)
     refused("crmm-plan 1\nextent 4096\nloop none\ncount 1\n4096 256\n", "past the extent");
     refused("crmm-plan 1\nextent 4096\nloop 1\ncount 1\n256 0\n", "loop");
     refused("crmm-plan 1\nextent 4096\nloop none\ncount 1\n-256 0\n", "line 5");
+}
+
+/* Numbers are digits only, lines are whole, and the file is read to its end: what a lenient
+ * reader would take for something else is refused, naming the line. */
+CRMM_TEST_IN("plan", a_plan_is_read_strictly)
+{
+    char text[512];
+    snprintf(text, sizeof text, "crmm-plan 1\nextent 4096\nloop none\ncount 2\n256 %0130d512 0\n", 0);
+    refused(text, "line 5: a line longer than any a plan has"); /* not two entries */
+    refused("crmm-plan 1\nextent  4096\nloop none\ncount 1\n256 0\n", "line 2");
+    refused("crmm-plan 1\nextent 4096\nloop  -1\ncount 1\n256 0\n", "line 3");
+    refused("crmm-plan 1\nextent 4096\nloop 18446744073709551615\ncount 1\n256 0\n", "the loop is not one");
+    refused("crmm-plan 1\nextent 4096\nloop none\ncount 1\n+256 0\n", "line 5");
+    refused("crmm-plan 1\nextent 4096\nloop none\ncount 1\n 256 0\n", "line 5");
+    refused("crmm-plan 1\nextent 4096\nloop none\ncount 1\n256  0\n", "line 5");
+    refused("crmm-plan 1\nextent 4096\nloop none\ncount 1\n256 0\n\n256 0\n", "line 7: more entries");
+    refused("crmm-plan 1\n", "line 1: the file ends after this line; expected \"extent");
+    refused("crmm-plan 1\nextent 4096\nloop none\n", "line 3: the file ends after this line; expected \"count");
+    /* a count the entries do not back allocates nothing for them: the file is short */
+    refused("crmm-plan 1\nextent 4096\nloop none\ncount 4294967296\n256 0\n", "fewer entries");
+    refused("crmm-plan 1\nextent 4096\nloop none\ncount 4294967297\n256 0\n", "too large");
+}
+
+/* A plan path that is a directory or a FIFO is refused at once (not read as bad content, nor
+ * waited on for a writer). */
+CRMM_TEST_IN("plan", a_plan_path_that_is_no_regular_file_is_refused)
+{
+    write_plan(three);
+    char dir[4200], params[4300];
+    snprintf(dir, sizeof dir, "%s", plan_path);
+    *strrchr(dir, '/') = '\0';
+    const char *paths[2] = {dir, NULL};
+    char fifo[4300];
+    snprintf(fifo, sizeof fifo, "%s/fifo.plan", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    paths[1] = fifo;
+    for (int i = 0; i < 2; i++) {
+        snprintf(params, sizeof params, "plan=%s", paths[i]);
+        crmm_resource *x = NULL;
+        ck_assert_int_eq(fake_vmm_expandable_pool(params, &x), CRMM_ERROR_CONFIG);
+        ck_assert_ptr_null(x);
+        ck_assert_msg(strstr(crmm_last_error(), "not a regular file") && strstr(crmm_last_error(), paths[i]), "%s",
+                      crmm_last_error());
+    }
+    unlink(fifo);
 }
 
 CRMM_TEST_IN("plan", a_missing_plan_or_one_without_expandable_or_with_ipc_is_refused)

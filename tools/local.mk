@@ -1,6 +1,6 @@
 # tools/: the crmm command-line program (info, check-config, bench, replay, plan). `crmm replay`
 # and `crmm plan` are a convenience library of their own, which their tests link as the program does.
-TOOLS_CPPFLAGS = $(CORE_CPPFLAGS) -I$(top_srcdir)/bench $(SUPPORT_CPPFLAGS)
+TOOLS_CPPFLAGS = $(CORE_CPPFLAGS) -I$(top_srcdir)/bench -I$(top_srcdir)/plugins/pool/include $(SUPPORT_CPPFLAGS)
 
 noinst_LTLIBRARIES += tools/libcrmmreplay.la
 tools_libcrmmreplay_la_SOURCES = \

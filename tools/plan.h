@@ -42,8 +42,11 @@ typedef struct plan {
  * with each allocation of the last run also holding its place while its copy in the next run
  * lives (a periodic placement): the plan then has a loop, and spans what that takes. Where the
  * log pairs same-sized blocks otherwise from run to run, a loop whose run would find a few
- * places busy (at most 1 in 10) is kept: those requests are then served elsewhere. Allocations the log never frees live to its end. Errors: CRMM_ERROR_OUT_OF_MEMORY;
- * CRMM_ERROR_INVALID_ARGUMENT when the log has no allocation. */
+ * places busy (at most 1 in 10) is kept: those requests are then served elsewhere. Allocations
+ * the log never frees live to its end. Errors: CRMM_ERROR_OUT_OF_MEMORY;
+ * CRMM_ERROR_INVALID_ARGUMENT when the log has no allocation, or a plan of it would be one the pool
+ * refuses (every allocation of 0 bytes; more allocations than CRMM_POOL_PLAN_MAX_ENTRIES; one, or
+ * the placement, larger than CRMM_POOL_PLAN_MAX_EXTENT, both in crmm/pool.h). */
 crmm_status plan_make(const replay_log *log, plan *out);
 
 /* Write `pl` in the format above. CRMM_ERROR_IO naming `path` when a write fails. */

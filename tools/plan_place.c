@@ -8,8 +8,10 @@
  * best fit, which knows no future, spans less (bench/RESULTS.md). Each is O(n * live). */
 #include "build_config.h"
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <crmm/pool.h>
 #include "plan.h"
 
 /* One allocation of the log: its size and the events where it starts and ends; for a periodic
@@ -349,6 +351,27 @@ crmm_status plan_make(const replay_log *log, plan *out)
         n += log->events[e].action == REPLAY_ALLOCATE;
     if (!n)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: the log has no allocation");
+    if (n > CRMM_POOL_PLAN_MAX_ENTRIES)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: the log has %zu allocations, more than a plan may list "
+                              "(%" PRIu64 ")", n, CRMM_POOL_PLAN_MAX_ENTRIES);
+    /* every size within what a plan may span, and their sum far from wrapping (no placement puts
+     * a block past the sum of all sizes, so no offset or extent wraps) */
+    uint64_t total = 0;
+    for (size_t e = 0; e < log->count; e++) {
+        const replay_event *ev = &log->events[e];
+        if (ev->action != REPLAY_ALLOCATE)
+            continue;
+        if (ev->size > CRMM_POOL_PLAN_MAX_EXTENT)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: line %u: an allocation of %" PRIu64 " bytes, "
+                                  "more than a plan may span (%" PRIu64 ")", ev->line, (uint64_t)ev->size,
+                                  CRMM_POOL_PLAN_MAX_EXTENT);
+        if (ev->size > UINT64_MAX / 2 - total)
+            return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: line %u: the log's allocations come to more "
+                                  "bytes in all than a plan can place", ev->line);
+        total += ev->size;
+    }
+    if (!total)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: every allocation of the log is of 0 bytes");
     plan_item *items = malloc(n * sizeof *items);
     size_t *alloc_of = malloc(log->count * sizeof *alloc_of);
     out->size = malloc(n * sizeof *out->size);
@@ -362,7 +385,7 @@ crmm_status plan_make(const replay_log *log, plan *out)
         const replay_event *ev = &log->events[e];
         alloc_of[e] = SIZE_MAX;
         if (ev->action == REPLAY_ALLOCATE) {
-            uint64_t size = ev->size > UINT64_MAX - 255 ? UINT64_MAX & ~(uint64_t)255 : (ev->size + 255) & ~(uint64_t)255;
+            uint64_t size = (ev->size + 255) & ~(uint64_t)255; /* at most the limit above: no wrap */
             items[k] = (plan_item){.size = size, .start = e, .end = ev->pair >= 0 ? (size_t)ev->pair : log->count};
             out->size[k] = size;
             alloc_of[e] = k++;
@@ -389,6 +412,11 @@ crmm_status plan_make(const replay_log *log, plan *out)
         }
     }
     free(trial);
+    if (st == CRMM_OK && out->extent > CRMM_POOL_PLAN_MAX_EXTENT) {
+        char a[32];
+        st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: the placement spans %s, more than a plan may span",
+                            crmm_format_size(out->extent, a, sizeof a));
+    }
     if (st == CRMM_OK)
         st = find_loop(log, items, alloc_of, n, out);
     free(items);

@@ -2,13 +2,17 @@
  * cursor, the busy bits and the pages of the plan's range. */
 #include "build_config.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cuda_runtime_api.h>
 #include <crmm/cuda_support.h>
 #include <crmm/log.h>
+#include <crmm/pool.h>
 #include "pool_plan.h"
 
 #define PLAN_UNIT 256 /* bytes per busy bit: the pool's alignment */
@@ -23,54 +27,60 @@ enum {
 
 /* ---- reading ------------------------------------------------------------------------------- */
 
-/* The next line of f into buf without its newline, counting lines; false at the end. A line too
- * long for buf is an error the caller reports as not a plan line. */
-static bool next_line(FILE *f, char *buf, size_t size, unsigned long *line)
+/* Why next_line stopped. */
+typedef enum { LINE_READ, LINE_END, LINE_TOO_LONG, LINE_UNREADABLE } line_read;
+
+/* The next line of f into buf without its line end, counting lines. A line too long for buf (no
+ * line end within it, and not the file's last) is LINE_TOO_LONG, never read as two. */
+static line_read next_line(FILE *f, char *buf, size_t size, unsigned long *line)
 {
     if (!fgets(buf, (int)size, f))
-        return false;
+        return ferror(f) ? LINE_UNREADABLE : LINE_END;
     (*line)++;
+    size_t n = strcspn(buf, "\n");
+    if (!buf[n] && !feof(f))
+        return LINE_TOO_LONG;
     buf[strcspn(buf, "\r\n")] = '\0';
+    return LINE_READ;
+}
+
+/* A decimal number that fills [s, end of its field): digits only (no sign, no blank), at most
+ * UINT64_MAX. *next: the character after it. */
+static bool parse_number(const char *s, uint64_t *v, const char **next)
+{
+    if (*s < '0' || *s > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno)
+        return false;
+    *v = x;
+    *next = end;
     return true;
 }
 
-/* Parse "KEY NUMBER" (or "KEY none" when none_ok: *v = UINT64_MAX). */
-static bool parse_header(const char *buf, const char *key, bool none_ok, uint64_t *v)
+/* Parse "KEY NUMBER", or "KEY none" when none_ok (*none: which). */
+static bool parse_header(const char *buf, const char *key, bool none_ok, uint64_t *v, bool *none)
 {
     size_t n = strlen(key);
     if (strncmp(buf, key, n) != 0 || buf[n] != ' ')
         return false;
-    const char *s = buf + n + 1;
+    const char *s = buf + n + 1, *end;
     if (none_ok && strcmp(s, "none") == 0) {
-        *v = UINT64_MAX;
+        *none = true;
         return true;
     }
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(s, &end, 10);
-    if (errno || end == s || *end || *s == '-')
-        return false;
-    *v = x;
-    return true;
+    if (none_ok)
+        *none = false;
+    return parse_number(s, v, &end) && !*end;
 }
 
 /* Parse "SIZE OFFSET". */
 static bool parse_entry(const char *buf, uint64_t *size, uint64_t *offset)
 {
-    char *end;
-    errno = 0;
-    if (*buf == '-')
-        return false;
-    unsigned long long a = strtoull(buf, &end, 10);
-    if (errno || end == buf || *end != ' ' || end[1] == '-')
-        return false;
-    const char *s = end + 1;
-    unsigned long long b = strtoull(s, &end, 10);
-    if (errno || end == s || *end)
-        return false;
-    *size = a;
-    *offset = b;
-    return true;
+    const char *end;
+    return parse_number(buf, size, &end) && *end == ' ' && parse_number(end + 1, offset, &end) && !*end;
 }
 
 static crmm_status bad_plan(FILE *f, pool_plan *pl, const char *label, const char *path, unsigned long line,
@@ -83,58 +93,123 @@ static crmm_status bad_plan(FILE *f, pool_plan *pl, const char *label, const cha
     return crmm_set_error(CRMM_ERROR_CONFIG, "%s: plan %s: %s", label, path, what);
 }
 
+/* A header or entry line that next_line did not read: why, in words, with `expected` when the
+ * file ended; the line to name (the last read when the file ended before it). */
+static const char *unread(line_read r, const char *expected, char *why, size_t size)
+{
+    if (r == LINE_TOO_LONG)
+        return "a line longer than any a plan has";
+    if (r == LINE_UNREADABLE)
+        return snprintf(why, size, "cannot be read: %s", strerror(errno)), why;
+    snprintf(why, size, "the file ends after this line; expected %s", expected);
+    return why;
+}
+
+/* Open `path` for reading if it is a regular file (a directory, a FIFO or a device is refused
+ * without blocking on it). NULL with the error set otherwise. */
+static FILE *open_plan(const char *path, const char *label)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        crmm_set_error(CRMM_ERROR_CONFIG, "%s: cannot read plan %s: %s", label, path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    FILE *f = NULL;
+    if (!S_ISREG(st.st_mode))
+        crmm_set_error(CRMM_ERROR_CONFIG, "%s: plan %s is not a regular file", label, path);
+    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, "r")))
+        crmm_set_error(CRMM_ERROR_CONFIG, "%s: cannot read plan %s: %s", label, path, strerror(errno));
+    if (!f)
+        close(fd);
+    return f;
+}
+
+/* Room for entry k (the arrays grow as entries are read: the header's count allocates nothing). */
+static bool room_for_entry(pool_plan *pl, uint64_t k, uint64_t *room)
+{
+    if (k < *room)
+        return true;
+    uint64_t grown = *room ? 2 * *room : 1024;
+    if (grown > pl->count)
+        grown = pl->count;
+    uint64_t *size = realloc(pl->size, grown * sizeof *size);
+    if (size)
+        pl->size = size;
+    uint64_t *offset = size ? realloc(pl->offset, grown * sizeof *offset) : NULL;
+    if (offset)
+        pl->offset = offset;
+    if (!size || !offset)
+        return false;
+    *room = grown;
+    return true;
+}
+
 crmm_status pool_plan_load(const char *path, const char *label, pool_plan **out)
 {
     *out = NULL;
-    FILE *f = fopen(path, "r");
+    FILE *f = open_plan(path, label);
     if (!f)
-        return crmm_set_error(CRMM_ERROR_CONFIG, "%s: cannot read plan %s: %s", label, path, strerror(errno));
+        return CRMM_ERROR_CONFIG;
     pool_plan *pl = calloc(1, sizeof *pl);
     if (!pl) {
         fclose(f);
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (plan)", label);
     }
-    char buf[128];
+    char buf[128], why[160];
     unsigned long line = 0;
-    uint64_t loop;
-    if (!next_line(f, buf, sizeof buf, &line) || strcmp(buf, "crmm-plan 1") != 0)
-        return bad_plan(f, pl, label, path, 0, "not a plan written by `crmm plan` (its first line is \"crmm-plan 1\")");
-    if (!next_line(f, buf, sizeof buf, &line) || !parse_header(buf, "extent", false, &pl->extent) || !pl->extent)
-        return bad_plan(f, pl, label, path, line, "expected \"extent BYTES\" (more than 0)");
-    if (!next_line(f, buf, sizeof buf, &line) || !parse_header(buf, "loop", true, &loop))
-        return bad_plan(f, pl, label, path, line, "expected \"loop INDEX\" or \"loop none\"");
-    if (!next_line(f, buf, sizeof buf, &line) || !parse_header(buf, "count", false, &pl->count) || !pl->count)
-        return bad_plan(f, pl, label, path, line, "expected \"count N\" (more than 0)");
-    if (pl->extent > ((uint64_t)1 << 50) || pl->count > ((uint64_t)1 << 32))
-        return bad_plan(f, pl, label, path, 0, "extent or count too large to be a plan");
-    if (loop != UINT64_MAX && loop >= pl->count)
-        return bad_plan(f, pl, label, path, 3, "the loop is not one of the entries");
-    pl->loop = loop == UINT64_MAX ? pl->count : loop;
-    pl->resync_after = POOL_PLAN_RESYNC;
-    pl->size = malloc(pl->count * sizeof *pl->size);
-    pl->offset = malloc(pl->count * sizeof *pl->offset);
-    pl->busy = calloc((pl->extent / PLAN_UNIT + 64) / 64, sizeof *pl->busy);
-    if (!pl->size || !pl->offset || !pl->busy) {
-        fclose(f);
-        pool_plan_destroy(pl);
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: malloc failed (plan of %" PRIu64 " entries)", label,
-                              pl->count);
+    uint64_t loop = 0;
+    bool no_loop = false;
+    line_read r;
+    static const char *const expected[] = {"\"extent BYTES\" (more than 0)", "\"loop INDEX\" or \"loop none\"",
+                                           "\"count N\" (more than 0)"};
+    if ((r = next_line(f, buf, sizeof buf, &line)) != LINE_READ || strcmp(buf, "crmm-plan 1") != 0)
+        return bad_plan(f, pl, label, path, 0,
+                        r == LINE_UNREADABLE ? unread(r, "", why, sizeof why)
+                                             : "not a plan written by `crmm plan` (its first line is \"crmm-plan 1\")");
+    for (int h = 0; h < 3; h++) {
+        if ((r = next_line(f, buf, sizeof buf, &line)) != LINE_READ)
+            return bad_plan(f, pl, label, path, line, unread(r, expected[h], why, sizeof why));
+        bool ok = h == 0 ? parse_header(buf, "extent", false, &pl->extent, NULL) && pl->extent
+                : h == 1 ? parse_header(buf, "loop", true, &loop, &no_loop)
+                         : parse_header(buf, "count", false, &pl->count, NULL) && pl->count;
+        if (!ok)
+            return bad_plan(f, pl, label, path, line, (snprintf(why, sizeof why, "expected %s", expected[h]), why));
     }
+    if (pl->extent > CRMM_POOL_PLAN_MAX_EXTENT || pl->count > CRMM_POOL_PLAN_MAX_ENTRIES)
+        return bad_plan(f, pl, label, path, 0, "extent or count too large to be a plan");
+    if (!no_loop && loop >= pl->count)
+        return bad_plan(f, pl, label, path, 3, "the loop is not one of the entries");
+    pl->loop = no_loop ? pl->count : loop;
+    pl->resync_after = POOL_PLAN_RESYNC;
+    uint64_t room = 0;
     for (uint64_t k = 0; k < pl->count; k++) {
         uint64_t size, offset;
-        if (!next_line(f, buf, sizeof buf, &line))
-            return bad_plan(f, pl, label, path, 0, "fewer entries than its count");
+        if ((r = next_line(f, buf, sizeof buf, &line)) != LINE_READ)
+            return bad_plan(f, pl, label, path, r == LINE_END ? 0 : line,
+                            r == LINE_END ? "fewer entries than its count" : unread(r, "", why, sizeof why));
         if (!parse_entry(buf, &size, &offset))
             return bad_plan(f, pl, label, path, line, "expected \"SIZE OFFSET\"");
         if (size % PLAN_UNIT || offset % PLAN_UNIT)
             return bad_plan(f, pl, label, path, line, "size and offset must be multiples of 256");
         if (offset > pl->extent || size > pl->extent - offset)
             return bad_plan(f, pl, label, path, line, "the entry ends past the extent");
+        if (!room_for_entry(pl, k, &room)) {
+            fclose(f);
+            pool_plan_destroy(pl);
+            return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "%s: plan %s: malloc failed (entry %" PRIu64 ")", label,
+                                  path, k + 1);
+        }
         pl->size[k] = size;
         pl->offset[k] = offset;
     }
-    if (next_line(f, buf, sizeof buf, &line) && buf[0])
-        return bad_plan(f, pl, label, path, line, "more entries than its count");
+    while ((r = next_line(f, buf, sizeof buf, &line)) == LINE_READ) /* blank lines only, to the end */
+        if (buf[strspn(buf, " \t")])
+            return bad_plan(f, pl, label, path, line, "more entries than its count");
+    if (r != LINE_END)
+        return bad_plan(f, pl, label, path, line, unread(r, "", why, sizeof why));
     fclose(f);
     *out = pl;
     return CRMM_OK;
@@ -145,9 +220,10 @@ crmm_status pool_plan_reserve(pool_plan *pl, int device, size_t page_size)
     crmm_status st = pool_vmm_reserve(&pl->vmm, device, (size_t)pl->extent, page_size);
     if (st != CRMM_OK)
         return st;
+    pl->busy = calloc((pl->extent / PLAN_UNIT + 64) / 64, sizeof *pl->busy);
     pl->full = calloc(pl->vmm.pages, sizeof *pl->full);
     pl->partial = calloc(pl->vmm.pages, sizeof *pl->partial);
-    if (!pl->full || !pl->partial)
+    if (!pl->busy || !pl->full || !pl->partial)
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "malloc failed (the plan's page table)");
     return CRMM_OK;
 }

@@ -101,14 +101,16 @@ typedef struct pool_plan {
     bool lend_pending;             /* the event is recorded and not yet seen completed */
 } pool_plan;
 
-/* Read the plan file at `path` for pool `label`. Errors, each naming the file (and the line):
- * CRMM_ERROR_CONFIG when it cannot be read, is not a plan, or is inconsistent (an entry outside
- * the extent, a size that is no multiple of 256, a count other than the entries, a loop outside
- * them); CRMM_ERROR_OUT_OF_MEMORY. */
+/* Read the plan file at `path` for pool `label`: the entries only (what serving needs is made by
+ * pool_plan_reserve). Errors, each naming the file (and the line): CRMM_ERROR_CONFIG when it is
+ * not a regular file or cannot be read, is not a plan, or is inconsistent (a line too long, a
+ * number with a sign or a blank, an entry outside the extent, a size that is no multiple of 256,
+ * a count other than the entries, a loop outside them, an extent or count past crmm/pool.h's
+ * limits); CRMM_ERROR_OUT_OF_MEMORY. */
 crmm_status pool_plan_load(const char *path, const char *label, pool_plan **out);
 
-/* Reserve the plan's range on `device` in pages of page_size (pool_vmm_reserve). Errors as
- * pool_vmm_reserve's. */
+/* Reserve the plan's range on `device` in pages of page_size (pool_vmm_reserve), and its busy
+ * bits and page counts. Errors as pool_vmm_reserve's; CRMM_ERROR_OUT_OF_MEMORY. */
 crmm_status pool_plan_reserve(pool_plan *pl, int device, size_t page_size);
 
 /* Whether addr lies in the plan's range (a planned block). */

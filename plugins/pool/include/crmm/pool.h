@@ -100,6 +100,12 @@ static inline crmm_status crmm_pool_reset_peaks(crmm_resource *mr)
     return crmm_resource_control(pool, CRMM_POOL_OP_RESET_PEAKS, NULL);
 }
 
+/* The most a placement plan (the pool's `plan` parameter, written by `crmm plan`) may span and
+ * the most entries it may list: a plan beyond either is refused when the pool is made, and
+ * `crmm plan` refuses to write one (a log with a larger allocation or more of them). */
+#define CRMM_POOL_PLAN_MAX_EXTENT ((uint64_t)1 << 50)
+#define CRMM_POOL_PLAN_MAX_ENTRIES ((uint64_t)1 << 32)
+
 #ifdef __cplusplus
 }
 #endif
