@@ -194,7 +194,9 @@ static size_t loop_conflicts(const replay_log *log, const plan_item *items, cons
         if (ev->action == REPLAY_ALLOCATE) {
             size_t k = alloc_of[e], v = k + period;
             uint64_t lo = offset[k], hi = lo + items[k].size;
-            bool busy = false;
+            /* first the block of the log this one copies, still live at its place (a block the
+             * log never frees: else a log of many such would take a scan of them all per copy) */
+            bool busy = live_at[k] != SIZE_MAX && lo < hi;
             for (size_t i = 0; i < nlive && !busy; i++) {
                 size_t w = live[i], src = w >= count ? w - period : w;
                 busy = offset[src] < hi && lo < offset[src] + items[src].size;
