@@ -650,13 +650,15 @@ CRMM_TEST_IN("plan", a_page_left_mapped_by_a_refused_undo_stays_counted)
 }
 
 /* Random plans (places that overlap, loops or none) followed by random requests and frees on two
- * streams, with trims and events that complete late: a live block is never overwritten, the
- * books agree with the driver after every trim, and the last trim leaves nothing mapped. */
-CRMM_TEST_IN("plan", random_plans_keep_live_blocks_apart_and_their_books_whole)
+ * streams, with trims and events that complete late, and with `faults` the driver refusing maps,
+ * unmaps, releases and access now and then and the device's memory bounded: a live block is never
+ * overwritten, the books agree with the driver after every trim, and the last trim (once the
+ * driver complies again) leaves nothing mapped. */
+static void random_plans(bool faults)
 {
     for (int round = 0; round < 60; round++) {
         fake_vmm_reset(PAGE, DEVICE_MEMORY);
-        unsigned seed = 12345u + 977u * (unsigned)round;
+        unsigned seed = (faults ? 54321u : 12345u) + 977u * (unsigned)round;
 #define RANDOM() (seed = seed * 1103515245u + 12345u, seed >> 8)
         int count = 1 + (int)(RANDOM() % 40);
         size_t extent = (size_t)(1 + RANDOM() % 12) * PAGE / 2 + 256 * (RANDOM() % 64) + 256;
@@ -683,7 +685,15 @@ CRMM_TEST_IN("plan", random_plans_keep_live_blocks_apart_and_their_books_whole)
             unsigned r = RANDOM() % 100, slot = RANDOM() % 32;
             if (r < 55 && !live[slot].at) {
                 size_t size = RANDOM() % 8 ? sizes[RANDOM() % (unsigned)count] : 256 * (1 + RANDOM() % 40);
-                live[slot].at = alloc_on(p, size, RANDOM() % 10 ? NULL : stream_n(2));
+                void *x = NULL;
+                cudaStream_t s = RANDOM() % 10 ? NULL : stream_n(2);
+                if (faults) {
+                    if (crmm_resource_allocate(p, size, (crmm_cuda_stream_t)s, &x) != CRMM_OK)
+                        continue; /* refused: the driver failed or the memory ran out */
+                } else {
+                    x = alloc_on(p, size, s);
+                }
+                live[slot].at = x;
                 live[slot].n = size;
                 memset(live[slot].at, (int)slot + 1, size);
             } else if (r < 95 && live[slot].at) {
@@ -692,10 +702,19 @@ CRMM_TEST_IN("plan", random_plans_keep_live_blocks_apart_and_their_books_whole)
                 free_on(p, live[slot].at, live[slot].n, RANDOM() % 6 ? NULL : stream_n(2));
                 live[slot].at = NULL;
             } else if (r >= 98) {
-                ck_assert_crmm_ok(crmm_resource_trim(p));
-                books_agree(p);
+                crmm_status st = crmm_resource_trim(p);
+                ck_assert(faults || st == CRMM_OK);
+                ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), fake_vmm.physical);
             } else if (r >= 96) {
                 fake_vmm.events_busy = !fake_vmm.events_busy;
+            } else if (r == 95 && faults) {
+                switch (RANDOM() % 5) {
+                case 0: fake_vmm.map_fails_in = 1 + (int)(RANDOM() % 4); break;
+                case 1: fake_vmm.unmap_fails_in = 1 + (int)(RANDOM() % 4); break;
+                case 2: fake_vmm.release_fails_in = 1 + (int)(RANDOM() % 4); break;
+                case 3: fake_vmm.physical_limit = (size_t)(4 + RANDOM() % 20) * PAGE; break;
+                default: fake_vmm.set_access_fails_in = 1 + (int)(RANDOM() % 4); break;
+                }
             }
         }
 #undef RANDOM
@@ -705,11 +724,26 @@ CRMM_TEST_IN("plan", random_plans_keep_live_blocks_apart_and_their_books_whole)
                     ck_assert_msg(live[i].at[j] == i + 1, "round %d: a live block was overwritten", round);
                 dealloc(p, live[i].at, live[i].n);
             }
+        fake_vmm.map_fails_in = fake_vmm.unmap_fails_in = fake_vmm.release_fails_in = fake_vmm.set_access_fails_in = 0;
+        fake_vmm.physical_limit = 0;
+        fake_vmm.events_busy = 0;
+        if (faults && crmm_resource_trim(p) != CRMM_OK) /* what a refusal left, the next trim takes */
+            crmm_clear_error();
         ck_assert_crmm_ok(crmm_resource_trim(p));
         books_agree(p);
         ck_assert_msg(fake_vmm_mapped_bytes() == 0, "round %d: %zu bytes still mapped", round, fake_vmm_mapped_bytes());
         release_pool();
     }
+}
+
+CRMM_TEST_IN("plan", random_plans_keep_live_blocks_apart_and_their_books_whole)
+{
+    random_plans(false);
+}
+
+CRMM_TEST_IN("plan", random_plans_keep_their_books_whole_when_the_driver_refuses)
+{
+    random_plans(true);
 }
 
 /* ---- bad plans ---------------------------------------------------------------------------- */

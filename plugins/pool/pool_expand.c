@@ -551,6 +551,19 @@ static crmm_status out_of_room(const pool_resource *p, size_t size, const char *
                           crmm_format_size(p->growth.reserved, have, sizeof have), why);
 }
 
+/* Map `pages` pages of the range from address `first` and count what the range holds since:
+ * the pages mapped, also when the map failed but the driver refused to unmap some of them again
+ * (they stay mapped, the range's, until a growth uses them or trim unmaps them), and not a page an
+ * earlier such failure left mapped (counted then). pool_vmm_map's errors. */
+static crmm_status map_counted(pool_resource *p, uintptr_t first, size_t pages)
+{
+    pool_vmm *v = &p->growth.vmm;
+    size_t before = v->mapped_pages;
+    crmm_status st = pool_vmm_map(v, pool_vmm_page_of(v, first), pages);
+    p->growth.reserved += (uint64_t)(v->mapped_pages - before) * v->page;
+    return st;
+}
+
 /* pool_expand_grow, and with `fresh` pool_expand_grow_fresh. */
 static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bool fresh, pool_block **out)
 {
@@ -657,8 +670,7 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
         } else if (!pool_records_reserve(&p->core.records, 3)) {
             st = crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (block records)");
             break;
-        } else if ((st = pool_vmm_map(v, pool_vmm_page_of(v, plan.first), plan.pages)) == CRMM_OK) {
-            p->growth.reserved += plan.pages * v->page;
+        } else if ((st = map_counted(p, plan.first, plan.pages)) == CRMM_OK) {
             p->growth.growths++;
             pool_raise_held_peak(p);
             /* budget, after a move of s's own pages: the mark rises only by the pages the move did
@@ -741,15 +753,34 @@ crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t siz
         return out_of_room(p, size, "larger than its address range");
     if (!pool_records_reserve(&p->core.records, 3))
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (block records)");
-    crmm_status st = pool_vmm_map(v, pool_vmm_page_of(v, plan.first), plan.pages);
+    crmm_status st = map_counted(p, plan.first, plan.pages);
     pool_vmm_drop_spares(v);
     if (st != CRMM_OK)
         return st;
-    p->growth.reserved += plan.pages * v->page;
     p->growth.reserved_peak = p->growth.reserved;
     p->growth.mark = p->growth.reserved;
     adopt_pages(p, s, &plan, false);
     return CRMM_OK;
+}
+
+static bool unmap_strays_in(pool_block *b, void *arg)
+{
+    pool_resource *p = arg;
+    pool_vmm *v = &p->growth.vmm;
+    for (size_t i = pool_vmm_page_of(v, b->addr), end = pool_vmm_page_of(v, b->addr + b->size); i < end; i++)
+        if (v->mapped[i] == POOL_PAGE_MAPPED && pool_vmm_unmap(v, i, 1) == 1) {
+            p->growth.reserved -= v->page;
+            v->left_mapped--;
+        }
+    return false;
+}
+
+/* Unmap the pages that a growth whose map failed left mapped (the driver refused to unmap them
+ * again) where the range has no block: no work uses them. */
+static void unmap_strays(pool_resource *p)
+{
+    if (p->growth.vmm.left_mapped)
+        pool_free_list_for_each(&p->growth.unmapped.free, p->growth.vmm.page, unmap_strays_in, p);
 }
 
 crmm_status pool_expand_trim(pool_resource *p)
@@ -764,6 +795,7 @@ crmm_status pool_expand_trim(pool_resource *p)
         bool released;
         uint64_t refused = p->growth.vmm.unmaps_refused;
         reap_lent(p, false); /* also when nothing free is given back */
+        unmap_strays(p);
         st = release_beyond(p, NULL, p->growth.release_threshold, true, &released);
         /* a free page whose unmap the driver refused (logged there) stays mapped, the pool's: the
          * trim did not give back what it should have, and the next one tries again */

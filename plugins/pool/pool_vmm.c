@@ -119,8 +119,10 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
     for (; done < count; done++) {
         size_t i = first + done;
         CUmemGenericAllocationHandle h;
-        if (v->mapped[i] == POOL_PAGE_MAPPED) /* left mapped (and counted) by an undo the driver refused: use it */
+        if (v->mapped[i] == POOL_PAGE_MAPPED) { /* left mapped (and counted) by an undo the driver refused: use it */
+            v->left_mapped -= v->left_mapped != 0;
             continue;
+        }
         if (v->spare_count) {
             h = v->spare[--v->spare_count];
         } else {
@@ -170,8 +172,10 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
              * of this page uses it and an unmap or pool_vmm_release frees it (else the range
              * could never be freed) */
             crmm_cuda_driver_status(r, "cuMemUnmap");
-            crmm_log(CRMM_LOG_WARN, "pool: %s; the page stays mapped until it is mapped again", crmm_last_error());
+            crmm_log(CRMM_LOG_WARN, "pool: %s; the page stays mapped until it is mapped again or trimmed",
+                     crmm_last_error());
             v->mapped_pages++;
+            v->left_mapped++;
             continue;
         }
         v->pages_unmapped++;

@@ -33,6 +33,9 @@ typedef struct pool_vmm {
     unsigned char *mapped;         /* per page: POOL_PAGE_MAPPED while mapped, POOL_PAGE_LENT while
                                     * mapped but lent (its allocation also mapped elsewhere) */
     size_t mapped_pages;           /* pages mapped, lent ones included */
+    size_t left_mapped;            /* of those, pages a failed pool_vmm_map could not unmap again
+                                    * (mapped, counted, used by no block until a map takes them;
+                                    * the pool's trim unmaps those of its own range) */
     size_t lent_pages;             /* of those, lent (pool_vmm_lend) */
     unsigned long long *spare;     /* physical pages unmapped during the current operation, and
                                     * between operations those the driver refused to release */
