@@ -170,10 +170,9 @@ CRMM_TEST_IN("pool_expandable_faults", at_exit_a_growth_maps_and_moves_nothing)
     free_on(p, b, 2 * PAGE, two);
 }
 
-/* cuMemSetAccess refused, and then the unmap that undoes the mapping refused too: the page stays
- * mapped; the pool must still know it, and count it (a later growth over it, and the pool's
- * release, unmap it). */
-CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)
+/* A pool holding one page (returned), whose growth of 3 pages then fails: cuMemSetAccess refused,
+ * and then the unmap that undoes the mapping refused too, so the page stays mapped. */
+static unsigned char *a_page_and_a_refused_undo(void)
 {
     p = expandable_pool("");
     unsigned char *a = alloc(p, PAGE);
@@ -181,6 +180,14 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)
     fake_vmm.unmap_fails_in = 1;
     void *x = NULL;
     ck_assert_crmm(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_ERROR_CUDA);
+    return a;
+}
+
+/* The page a refused undo leaves mapped: the pool must still know it, and count it (a later
+ * growth over it, and the pool's release, unmap it). */
+CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)
+{
+    unsigned char *a = a_page_and_a_refused_undo();
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 2 * PAGE); /* a's page and the one left mapped */
     books_agree(p);
     unsigned char *b = alloc(p, 3 * PAGE); /* the growth goes where the pages are */
@@ -193,12 +200,7 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)
 /* The same, and no growth comes over the page left mapped: trim unmaps it (no block uses it). */
 CRMM_TEST_IN("pool_expandable_faults", trim_unmaps_a_page_a_refused_undo_left_mapped)
 {
-    p = expandable_pool("");
-    unsigned char *a = alloc(p, PAGE);
-    fake_vmm.set_access_fails_in = 1;
-    fake_vmm.unmap_fails_in = 1;
-    void *x = NULL;
-    ck_assert_crmm(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_ERROR_CUDA);
+    unsigned char *a = a_page_and_a_refused_undo();
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE); /* a's page only */
     ck_assert_uint_eq(fake_vmm_mapped_bytes(), PAGE);

@@ -17,21 +17,19 @@ static const char *plan_path; /* the plan file of the running test */
 /* Write `text` as the plan file, in a fresh temporary directory; its path is plan_path. */
 static void write_plan(const char *text) { plan_path = crmm_test_write_file("test.plan", text); }
 
-static crmm_resource *planned_pool(void)
+/* An expandable pool over the plan file written last, with the parameters `more` too. */
+static crmm_resource *planned_pool_with(const char *more)
 {
-    char params[4200];
-    snprintf(params, sizeof params, "plan=%s", plan_path);
+    char params[4300];
+    snprintf(params, sizeof params, "plan=%s %s", plan_path, more);
     return expandable_pool(params);
 }
 
+static crmm_resource *planned_pool(void) { return planned_pool_with(""); }
+
 /* A planned pool whose own range starts with 1 MiB mapped: requests the plan misses do not make
  * it grow (a growth for the planned stream takes the plan's idle pages while it is lost). */
-static crmm_resource *planned_pool_with_room(void)
-{
-    char params[4200];
-    snprintf(params, sizeof params, "plan=%s initial_size=1MiB", plan_path);
-    return expandable_pool(params);
-}
+static crmm_resource *planned_pool_with_room(void) { return planned_pool_with("initial_size=1MiB"); }
 
 /* A, B of 64 KiB live together; A freed; C of 64 KiB goes where A was; then D of 128 KiB over both. */
 static const char three[] = "crmm-plan 1\nextent 131072\nloop none\ncount 4\n"
@@ -395,9 +393,7 @@ CRMM_TEST_IN("plan", a_run_past_the_plans_end_lends_its_idle_pages_to_the_pools_
 CRMM_TEST_IN("plan", the_plans_pages_count_toward_the_maximum)
 {
     write_plan(three);
-    char params[4200];
-    snprintf(params, sizeof params, "plan=%s maximum_size=64KiB", plan_path);
-    p = expandable_pool(params);
+    p = planned_pool_with("maximum_size=64KiB");
     unsigned char *a = alloc(p, 65536); /* the plan's page 0: the maximum */
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
     void *b = NULL;
@@ -490,9 +486,7 @@ CRMM_TEST_IN("plan", the_pools_range_moves_its_free_pages_while_planned_blocks_l
 CRMM_TEST_IN("plan", out_of_memory_gives_back_the_ranges_free_pages_while_planned_blocks_live)
 {
     write_plan(weights);
-    char params[4200];
-    snprintf(params, sizeof params, "plan=%s page_moves=never maximum_size=832KiB", plan_path);
-    p = expandable_pool(params); /* 13 pages at most */
+    p = planned_pool_with("page_moves=never maximum_size=832KiB"); /* 13 pages at most */
     unsigned char *w = alloc(p, 8 * PAGE);
     unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE);
     dealloc(p, a, 3 * PAGE);
@@ -536,9 +530,7 @@ CRMM_TEST_IN("plan", trim_unmaps_the_old_address_of_a_lent_page_when_the_plan_ho
 CRMM_TEST_IN("plan", a_planned_block_freed_under_capture_stays_the_graphs_until_it_is_gone)
 {
     write_plan(three);
-    char params[4200];
-    snprintf(params, sizeof params, "plan=%s graphs=on", plan_path);
-    p = expandable_pool(params);
+    p = planned_pool_with("graphs=on");
     cudaStream_t s = stream_n(1);
     unsigned char *a = alloc_on(p, 65536, s), *b = alloc_on(p, 65536, s);
     ck_assert_ptr_eq(b, a + 65536);
@@ -565,9 +557,7 @@ CRMM_TEST_IN("plan", a_planned_block_freed_under_capture_stays_the_graphs_until_
 CRMM_TEST_IN("plan", a_refused_growth_gives_the_plans_lent_pages_back)
 {
     write_plan("crmm-plan 1\nextent 131072\nloop none\ncount 2\n65536 0\n65536 65536\n");
-    char params[4200];
-    snprintf(params, sizeof params, "plan=%s maximum_size=192KiB", plan_path);
-    p = expandable_pool(params);
+    p = planned_pool_with("maximum_size=192KiB");
     unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536); /* the plan has ended */
     dealloc(p, a, 65536);
     fake_vmm.events_busy = 1;
@@ -588,9 +578,7 @@ CRMM_TEST_IN("plan", a_refused_growth_gives_the_plans_lent_pages_back)
 CRMM_TEST_IN("plan", a_refused_growth_never_leaves_the_pool_above_its_maximum)
 {
     write_plan(one_page);
-    char params[4200];
-    snprintf(params, sizeof params, "plan=%s maximum_size=256KiB", plan_path);
-    p = expandable_pool(params);
+    p = planned_pool_with("maximum_size=256KiB");
     unsigned char *x = alloc(p, 2 * PAGE); /* the pool's own range (the plan knows no stream yet) */
     unsigned char *a = alloc(p, 65536);    /* the plan's entry: it has ended */
     dealloc(p, a, 65536);
