@@ -454,4 +454,32 @@ CRMM_TEST(a_log_the_pool_could_not_follow_is_refused)
     }
 }
 
+/* A log cut mid-step whose best placement spans 19 units of 2^50 / 20 bytes, within the limit,
+ * and whose loop needs a periodic placement of 21: refused too (the limit holds for the plan
+ * written, loop and all). */
+CRMM_TEST(a_loop_whose_placement_passes_the_limit_is_refused)
+{
+    static const struct { char action; unsigned ptr, units; } calls[] = {
+        {'a', 0x100, 1},   {'a', 0x10000, 2}, {'a', 0x10010, 6}, {'a', 0x10020, 6}, {'a', 0x10030, 2},
+        {'f', 0x10020, 6}, {'a', 0x10040, 2}, {'f', 0x10010, 6}, {'f', 0x10000, 2}, {'a', 0x10050, 6},
+        {'a', 0x10060, 6}, {'a', 0x10070, 2}, {'f', 0x10060, 6}, {'f', 0x10030, 2}, {'a', 0x10080, 2},
+        {'f', 0x10050, 6}, {'f', 0x10040, 2}, {'a', 0x10090, 6}, {'a', 0x100a0, 6}, {'a', 0x100b0, 2},
+        {'f', 0x100a0, 6}, {'f', 0x10070, 2}, {'a', 0x100c0, 2}, {'f', 0x10090, 6}, {'f', 0x10080, 2},
+        {'a', 0x100d0, 6}, {'a', 0x100e0, 6}, {'a', 0x100f0, 2}, {'f', 0x100e0, 6}, {'f', 0x100b0, 2},
+        {'a', 0x10100, 2}, {'f', 0x100d0, 6}, {'f', 0x100c0, 2}, {'a', 0x10110, 6}, {'a', 0x10120, 6},
+        {'a', 0x10130, 2},
+    };
+    const unsigned long long unit = (1ull << 50) / 20 / 256 * 256;
+    text t = {0};
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
+        add(&t, calls[i].action == 'a' ? "allocate" : "free", calls[i].ptr, calls[i].units * unit);
+    replay_log log;
+    plan pl;
+    ck_assert_crmm_ok(replay_log_read(crmm_test_write_file("plan.csv", t.s), &log));
+    ck_assert_int_eq(plan_make(&log, &pl), CRMM_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(crmm_last_error(), "more than a plan may span"), "%s", crmm_last_error());
+    replay_log_free(&log);
+    free(t.s);
+}
+
 int main(void) { return crmm_test_main("plan_make", 60); }

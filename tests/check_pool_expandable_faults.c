@@ -197,6 +197,52 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)
     release_leaves_the_driver_empty();
 }
 
+/* Two growths over the same place fail, the first one's undo refused: the stray page it left is
+ * used (not mapped again) by the second, which leaves it a stray; trim then unmaps it. Then two
+ * strays at once, both unmapped by trim, and one more after that. */
+CRMM_TEST_IN("pool_expandable_faults", strays_are_counted_through_failed_growths_and_trims)
+{
+    unsigned char *a = a_page_and_a_refused_undo();
+    void *x = NULL;
+    fake_vmm.set_access_fails_in = 1; /* the same growth fails again, its undo complies */
+    ck_assert_crmm(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_ERROR_CUDA);
+    books_agree(p);
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), PAGE);
+    for (int round = 0; round < 2; round++) {
+        for (int stray = 0; stray < 2 - round; stray++) {
+            fake_vmm.set_access_fails_in = 1;
+            fake_vmm.unmap_fails_in = stray + 1; /* the undo's second unmap: another page */
+            ck_assert_crmm(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_ERROR_CUDA);
+        }
+        books_agree(p);
+        ck_assert_crmm_ok(crmm_resource_trim(p));
+        ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE);
+        ck_assert_uint_eq(fake_vmm_mapped_bytes(), PAGE);
+    }
+    free_all(p, {a, PAGE});
+    release_leaves_the_driver_empty();
+}
+
+/* A stray page is held already: a growth over it counts only the pages it maps anew against
+ * maximum_size (a's page, the stray and two new ones are the maximum of 4). */
+CRMM_TEST_IN("pool_expandable_faults", a_growth_over_a_stray_page_counts_it_once_against_the_maximum)
+{
+    p = expandable_pool("maximum_size=256KiB");
+    unsigned char *a = alloc(p, PAGE);
+    fake_vmm.set_access_fails_in = 1;
+    fake_vmm.unmap_fails_in = 1;
+    void *x = NULL;
+    ck_assert_crmm(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_ERROR_CUDA);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 2 * PAGE);
+    ck_assert_crmm_ok(crmm_resource_allocate(p, 3 * PAGE, NULL, &x));
+    books_agree(p);
+    memset(x, 1, 3 * PAGE);
+    free_all(p, {a, PAGE}, {x, 3 * PAGE});
+    release_leaves_the_driver_empty();
+}
+
 /* The same, and no growth comes over the page left mapped: trim unmaps it (no block uses it). */
 CRMM_TEST_IN("pool_expandable_faults", trim_unmaps_a_page_a_refused_undo_left_mapped)
 {

@@ -637,19 +637,72 @@ CRMM_TEST_IN("plan", a_page_left_mapped_by_a_refused_undo_stays_counted)
     dealloc(p, x, 2 * PAGE);
 }
 
+/* The plan's place 0 fails to map (cuMemSetAccess refused, and the unmap that undoes it too): the
+ * page stays mapped without access, a stray. Entry 2 goes there later: the block handed out is
+ * accessible (the map gives the stray page access), and the page is counted once. */
+CRMM_TEST_IN("plan", a_planned_block_over_a_stray_page_is_accessible)
+{
+    write_plan(three);
+    p = planned_pool();
+    fake_vmm.set_access_fails_in = 1;
+    fake_vmm.unmap_fails_in = 1;
+    unsigned char *a = alloc(p, 65536); /* entry 0 missed: served by the pool's own range */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 1);
+    unsigned char *b = alloc(p, 65536); /* entry 1, page 1 */
+    dealloc(p, a, 65536);
+    unsigned char *c = alloc(p, 65536); /* entry 2: page 0, the stray */
+    ck_assert_ptr_eq(c, b - 65536);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 2);
+    memset(c, 1, 65536);
+    books_agree(p);
+    dealloc(p, c, 65536);
+    dealloc(p, b, 65536);
+}
+
+/* The ended plan's idle pages lent to a growth whose place holds a stray page: the growth maps one
+ * page fewer than it spans, and the plan lends no more than it maps (a surplus would be released
+ * while the plan's old address still maps it). */
+CRMM_TEST_IN("plan", a_growth_over_a_stray_page_takes_no_surplus_of_the_plans_pages)
+{
+    write_plan(weights);
+    p = planned_pool();
+    unsigned char *w = alloc(p, 8 * PAGE);
+    dealloc(p, w, 8 * PAGE); /* the plan has ended: 8 idle pages */
+    fake_vmm.events_busy = 1;
+    fake_vmm.set_access_fails_in = 1;
+    fake_vmm.unmap_fails_in = 1;
+    void *x = NULL;
+    ck_assert_int_eq(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_ERROR_CUDA);
+    books_agree(p);
+    int releases = fake_vmm.releases;
+    unsigned char *z = alloc(p, 3 * PAGE);
+    ck_assert_int_eq(fake_vmm.releases, releases);
+    books_agree(p);
+    memset(z, 1, 3 * PAGE);
+    dealloc(p, z, 3 * PAGE);
+}
+
 /* Random plans (places that overlap, loops or none) followed by random requests and frees on two
  * streams, with trims and events that complete late, and with `faults` the driver refusing maps,
  * unmaps, releases and access now and then and the device's memory bounded: a live block is never
  * overwritten, the books agree with the driver after every trim, and the last trim (once the
  * driver complies again) leaves nothing mapped. */
+/* The next of a linear congruential sequence (the tests' fixed seeds make every run the same). */
+static unsigned next_random(unsigned *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return *seed >> 8;
+}
+
 static void random_plans(bool faults)
 {
     for (int round = 0; round < 60; round++) {
         fake_vmm_reset(PAGE, DEVICE_MEMORY);
         unsigned seed = (faults ? 54321u : 12345u) + 977u * (unsigned)round;
-#define RANDOM() (seed = seed * 1103515245u + 12345u, seed >> 8)
+#define RANDOM() next_random(&seed)
         int count = 1 + (int)(RANDOM() % 40);
-        size_t extent = (size_t)(1 + RANDOM() % 12) * PAGE / 2 + 256 * (RANDOM() % 64) + 256;
+        size_t extent = (size_t)(1 + RANDOM() % 12) * PAGE / 2;
+        extent += 256 * (RANDOM() % 64) + 256;
         int loop = RANDOM() % 3 ? (int)(RANDOM() % (unsigned)count) : -1;
         char text[4096], looped_at[16];
         if (loop < 0)

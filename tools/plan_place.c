@@ -414,13 +414,13 @@ crmm_status plan_make(const replay_log *log, plan *out)
         }
     }
     free(trial);
-    if (st == CRMM_OK && out->extent > CRMM_POOL_PLAN_MAX_EXTENT) {
+    if (st == CRMM_OK)
+        st = find_loop(log, items, alloc_of, n, out);
+    if (st == CRMM_OK && out->extent > CRMM_POOL_PLAN_MAX_EXTENT) { /* a periodic placement may span more */
         char a[32];
         st = crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: the placement spans %s, more than a plan may span",
                             crmm_format_size(out->extent, a, sizeof a));
     }
-    if (st == CRMM_OK)
-        st = find_loop(log, items, alloc_of, n, out);
     free(items);
     free(alloc_of);
     if (st != CRMM_OK)

@@ -564,6 +564,15 @@ static crmm_status map_counted(pool_resource *p, uintptr_t first, size_t pages)
     return st;
 }
 
+/* Stray pages (POOL_PAGE_STRAY) among `pages` pages from address `first`. */
+static size_t strays_in(const pool_vmm *v, uintptr_t first, size_t pages)
+{
+    size_t n = 0;
+    for (size_t i = pool_vmm_page_of(v, first), end = i + pages; v->strays && i < end; i++)
+        n += v->mapped[i] == POOL_PAGE_STRAY;
+    return n;
+}
+
 /* pool_expand_grow, and with `fresh` pool_expand_grow_fresh. */
 static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bool fresh, pool_block **out)
 {
@@ -654,17 +663,19 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
                 plan = plan_growth(p, s, size, fresh);
             }
         }
+        /* the pages the growth maps anew (a stray one is held already) */
+        size_t new_pages = plan.pages ? plan.pages - strays_in(v, plan.first, plan.pages) : 0;
         /* growing for the planned stream: a lost plan's idle pages first (not for a capture,
          * whose graph may run on another stream), as many as the pages a move put on the spare
          * list leave wanting (a surplus would be released while its old mapping still holds it) */
-        if (plan.pages > v->spare_count && p->plan && !fresh && !p->capturing && s && s->handle == p->plan->stream)
-            plan_lent |= pool_plan_lend(p->plan, v, plan.pages - v->spare_count) != 0;
+        if (new_pages > v->spare_count && p->plan && !fresh && !p->capturing && s && s->handle == p->plan->stream)
+            plan_lent |= pool_plan_lend(p->plan, v, new_pages - v->spare_count) != 0;
         if (!plan.pages)
             snprintf(why, sizeof why, "no room left in its address range of %zu pages", v->pages);
-        else if (p->growth.maximum != POOL_NO_MAXIMUM && pool_held(p) + plan.pages * v->page > p->growth.maximum) {
+        else if (p->growth.maximum != POOL_NO_MAXIMUM && pool_held(p) + new_pages * v->page > p->growth.maximum) {
             char max[32];
             snprintf(why, sizeof why, "maximum size %s", crmm_format_size(p->growth.maximum, max, sizeof max));
-        } else if (pool_held(p) + plan.pages * v->page > p->growth.device_memory) {
+        } else if (pool_held(p) + new_pages * v->page > p->growth.device_memory) {
             char dev[32];
             snprintf(why, sizeof why, "more than the device's %s", crmm_format_size(p->growth.device_memory, dev, sizeof dev));
         } else if (!pool_records_reserve(&p->core.records, 3)) {
@@ -763,24 +774,14 @@ crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t siz
     return CRMM_OK;
 }
 
-static bool unmap_strays_in(pool_block *b, void *arg)
-{
-    pool_resource *p = arg;
-    pool_vmm *v = &p->growth.vmm;
-    for (size_t i = pool_vmm_page_of(v, b->addr), end = pool_vmm_page_of(v, b->addr + b->size); i < end; i++)
-        if (v->mapped[i] == POOL_PAGE_MAPPED && pool_vmm_unmap(v, i, 1) == 1) {
-            p->growth.reserved -= v->page;
-            v->left_mapped--;
-        }
-    return false;
-}
-
-/* Unmap the pages that a growth whose map failed left mapped (the driver refused to unmap them
- * again) where the range has no block: no work uses them. */
+/* Unmap the stray pages (POOL_PAGE_STRAY: a growth whose map failed could not unmap them again):
+ * they lie where the range has no block, and no work uses them. */
 static void unmap_strays(pool_resource *p)
 {
-    if (p->growth.vmm.left_mapped)
-        pool_free_list_for_each(&p->growth.unmapped.free, p->growth.vmm.page, unmap_strays_in, p);
+    pool_vmm *v = &p->growth.vmm;
+    for (size_t i = 0; v->strays && i < v->pages; i++)
+        if (v->mapped[i] == POOL_PAGE_STRAY && pool_vmm_unmap(v, i, 1) == 1)
+            p->growth.reserved -= v->page;
 }
 
 crmm_status pool_expand_trim(pool_resource *p)

@@ -360,23 +360,29 @@ static uint64_t unmapped_bytes(const pool_plan *pl, uint64_t offset, uint64_t si
     return n * v->page;
 }
 
-/* Map the unmapped pages of [offset, offset + size); *mapped: their bytes. */
+/* Whether page i needs pool_vmm_map before a block may use it: unmapped, or a stray (mapped with
+ * no access rights). */
+static bool to_map(const pool_vmm *v, size_t i) { return v->mapped[i] == POOL_PAGE_UNMAPPED || v->mapped[i] == POOL_PAGE_STRAY; }
+
+/* Map the unmapped pages of [offset, offset + size), and give the stray ones access; *mapped: the
+ * bytes of the pages mapped anew. */
 static crmm_status map_pages(pool_plan *pl, uint64_t offset, uint64_t size, uint64_t *mapped)
 {
     pool_vmm *v = &pl->vmm;
     size_t first = (size_t)(offset / v->page), last = (size_t)((offset + size - 1) / v->page);
     for (size_t i = first; i <= last;) {
-        if (v->mapped[i] != POOL_PAGE_UNMAPPED) {
+        if (!to_map(v, i)) {
             i++;
             continue;
         }
         size_t j = i;
-        while (j <= last && v->mapped[j] == POOL_PAGE_UNMAPPED)
+        while (j <= last && to_map(v, j))
             j++;
+        size_t before = v->mapped_pages;
         crmm_status st = pool_vmm_map(v, i, j - i);
+        *mapped += (uint64_t)(v->mapped_pages - before) * v->page;
         if (st != CRMM_OK)
             return st;
-        *mapped += (uint64_t)(j - i) * v->page;
         i = j;
     }
     return CRMM_OK;
@@ -646,7 +652,7 @@ size_t pool_plan_trim(pool_plan *pl)
     pool_vmm *v = &pl->vmm;
     size_t refused = pool_plan_reap_lent(pl, true); /* nothing uses their old addresses after the synchronization */
     for (size_t i = 0; i < v->pages; i++)
-        if (v->mapped[i] == POOL_PAGE_MAPPED && !pl->full[i] && !pl->partial[i])
+        if ((v->mapped[i] == POOL_PAGE_MAPPED || v->mapped[i] == POOL_PAGE_STRAY) && !pl->full[i] && !pl->partial[i])
             refused += pool_vmm_unmap(v, i, 1) == 0;
     refused += pool_vmm_drop_spares(v);
     count_held(pl);

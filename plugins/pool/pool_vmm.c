@@ -12,7 +12,7 @@
 
 /* pool_vmm_map's mark for a page it has mapped in this call, until the call succeeds: its undo
  * unmaps these only, not a page an earlier undo left mapped. */
-enum { PAGE_FRESH = POOL_PAGE_LENT + 1 };
+enum { PAGE_FRESH = POOL_PAGE_STRAY + 1 };
 
 /* The driver functions, looked up once (crmm_cuda_driver_lookup). */
 static struct {
@@ -119,10 +119,8 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
     for (; done < count; done++) {
         size_t i = first + done;
         CUmemGenericAllocationHandle h;
-        if (v->mapped[i] == POOL_PAGE_MAPPED) { /* left mapped (and counted) by an undo the driver refused: use it */
-            v->left_mapped -= v->left_mapped != 0;
+        if (v->mapped[i] == POOL_PAGE_STRAY) /* mapped (and counted) already: the access below is its */
             continue;
-        }
         if (v->spare_count) {
             h = v->spare[--v->spare_count];
         } else {
@@ -152,8 +150,10 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
         access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         CUresult r = drv.set_access((CUdeviceptr)pool_vmm_page_addr(v, first), count * v->page, &access, 1);
         if (r == CUDA_SUCCESS) {
-            for (size_t i = first; i < first + count; i++)
+            for (size_t i = first; i < first + count; i++) {
+                v->strays -= v->mapped[i] == POOL_PAGE_STRAY;
                 v->mapped[i] = POOL_PAGE_MAPPED;
+            }
             v->mapped_pages += fresh;
             return CRMM_OK;
         }
@@ -165,17 +165,17 @@ crmm_status pool_vmm_map(pool_vmm *v, size_t first, size_t count)
     for (size_t i = first; i < first + done; i++) {
         if (v->mapped[i] != PAGE_FRESH)
             continue;
-        v->mapped[i] = POOL_PAGE_MAPPED;
         CUresult r = drv.unmap((CUdeviceptr)pool_vmm_page_addr(v, i), v->page);
         if (r != CUDA_SUCCESS) {
-            /* the page stays mapped to its allocation, counted: keep both, so that the next map
-             * of this page uses it and an unmap or pool_vmm_release frees it (else the range
-             * could never be freed) */
+            /* the page stays mapped to its allocation, counted, a stray: keep both, so that the
+             * next map of this page uses it and an unmap or pool_vmm_release frees it (else the
+             * range could never be freed) */
             crmm_cuda_driver_status(r, "cuMemUnmap");
             crmm_log(CRMM_LOG_WARN, "pool: %s; the page stays mapped until it is mapped again or trimmed",
                      crmm_last_error());
+            v->mapped[i] = POOL_PAGE_STRAY;
             v->mapped_pages++;
-            v->left_mapped++;
+            v->strays++;
             continue;
         }
         v->pages_unmapped++;
@@ -204,6 +204,7 @@ static size_t unmap_pages(pool_vmm *v, size_t first, size_t count, bool lent)
             v->lent_pages--;
         else
             v->spare[v->spare_count++] = v->handles[i];
+        v->strays -= v->mapped[i] == POOL_PAGE_STRAY;
         v->handles[i] = 0;
         v->mapped[i] = POOL_PAGE_UNMAPPED;
         v->mapped_pages--;
@@ -271,7 +272,7 @@ void pool_vmm_release(pool_vmm *v)
         for (size_t i = 0; i < v->pages; i++)
             if (v->mapped[i]) {
                 drv.unmap((CUdeviceptr)pool_vmm_page_addr(v, i), v->page);
-                if (v->mapped[i] == POOL_PAGE_MAPPED) /* a lent page's allocation is released where it is mapped now */
+                if (v->mapped[i] != POOL_PAGE_LENT) /* a lent page's allocation is released where it is mapped now */
                     drv.release(v->handles[i]);
             }
         size_t kept = pool_vmm_drop_spares(v);

@@ -31,11 +31,11 @@ typedef struct pool_vmm {
     size_t pages;                  /* pages in the range */
     unsigned long long *handles;   /* per page: its physical allocation while mapped */
     unsigned char *mapped;         /* per page: POOL_PAGE_MAPPED while mapped, POOL_PAGE_LENT while
-                                    * mapped but lent (its allocation also mapped elsewhere) */
-    size_t mapped_pages;           /* pages mapped, lent ones included */
-    size_t left_mapped;            /* of those, pages a failed pool_vmm_map could not unmap again
-                                    * (mapped, counted, used by no block until a map takes them;
-                                    * the pool's trim unmaps those of its own range) */
+                                    * mapped but lent (its allocation also mapped elsewhere),
+                                    * POOL_PAGE_STRAY (below), else POOL_PAGE_UNMAPPED */
+    size_t mapped_pages;           /* pages mapped, lent and stray ones included */
+    size_t strays;                 /* of those, POOL_PAGE_STRAY (the pool's trim unmaps those of
+                                    * its own range) */
     size_t lent_pages;             /* of those, lent (pool_vmm_lend) */
     unsigned long long *spare;     /* physical pages unmapped during the current operation, and
                                     * between operations those the driver refused to release */
@@ -102,7 +102,13 @@ size_t pool_vmm_drop_spares(pool_vmm *v);
  * once the process is exiting: the memory is left to the process's end then. */
 void pool_vmm_release(pool_vmm *v);
 
-enum { POOL_PAGE_UNMAPPED, POOL_PAGE_MAPPED, POOL_PAGE_LENT };
+enum {
+    POOL_PAGE_UNMAPPED,
+    POOL_PAGE_MAPPED,
+    POOL_PAGE_LENT,
+    POOL_PAGE_STRAY, /* mapped, without access rights: a failed pool_vmm_map could not unmap it again
+                      * (counted in mapped_pages; the next pool_vmm_map over it uses it) */
+};
 
 static inline size_t pool_vmm_page_of(const pool_vmm *v, uintptr_t addr) { return (addr - v->base) / v->page; }
 static inline uintptr_t pool_vmm_page_addr(const pool_vmm *v, size_t page) { return v->base + page * v->page; }
