@@ -243,6 +243,32 @@ CRMM_TEST_IN("pool_expandable_faults", a_growth_over_a_stray_page_counts_it_once
     release_leaves_the_driver_empty();
 }
 
+/* A growth past the mark moves its stream's own free pages without waiting (lent, their event not
+ * complete), then cuMemSetAccess fails and the undo's first unmap is refused: the moved pages whose
+ * memory waits on the spare list come back to the free blocks page by page, the one whose memory
+ * the stray holds stays lent, and nothing is released while an old address still maps it. Trim
+ * then gives everything back. */
+CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_after_a_move_gives_back_what_it_can)
+{
+    p = expandable_pool("page_moves=wait");
+    fake_vmm.events_busy = 1;
+    unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
+    dealloc(p, a, 3 * PAGE);
+    dealloc(p, c, 2 * PAGE);
+    fake_vmm.set_access_fails_in = 1;
+    fake_vmm.unmap_fails_in = 1;
+    void *z = NULL;
+    ck_assert_crmm(crmm_resource_allocate(p, 4 * PAGE, NULL, &z), CRMM_ERROR_CUDA);
+    books_agree(p);
+    fake_vmm.events_busy = 0;
+    unsigned char *d = alloc(p, 4 * PAGE); /* the pool serves again */
+    memset(d, 1, 4 * PAGE);
+    free_all(p, {b, PAGE}, {d, 4 * PAGE});
+    ck_assert_crmm_ok(crmm_resource_trim(p));
+    books_agree(p);
+    ck_assert_uint_eq(fake_vmm_mapped_bytes(), 0);
+}
+
 /* The same, and no growth comes over the page left mapped: trim unmaps it (no block uses it). */
 CRMM_TEST_IN("pool_expandable_faults", trim_unmaps_a_page_a_refused_undo_left_mapped)
 {

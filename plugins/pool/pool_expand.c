@@ -251,11 +251,37 @@ static void unmap_batch(pool_resource *p, pool_lent_batch *lb)
     free(l.b);
 }
 
+/* take_back_lent for lent block b whose pages cannot all come back (the undo of the growth left
+ * the memory of one mapped where the range grew: a stray): page by page from the top, those whose
+ * memory waits on the spare list go back to s's free blocks, the others stay lent. */
+static void take_back_pages(pool_resource *p, pool_stream *s, pool_lent_batch *lb, pool_block *b)
+{
+    pool_vmm *v = &p->growth.vmm;
+    pool_free_list_remove(&lb->pages.free, b);
+    b->owner = NULL; /* in no list while it is cut: nothing merges with it */
+    for (;;) {
+        bool last = b->size <= v->page;
+        if (!last && !pool_records_reserve(&p->core.records, 1)) { /* the rest stays lent */
+            pool_free_list_insert_merging(&lb->pages.free, &lb->pages, b, &p->core.records);
+            return;
+        }
+        pool_block *top = last ? b : pool_block_split(&p->core.records, b, b->addr + b->size - v->page);
+        if (pool_vmm_unlend(v, pool_vmm_page_of(v, top->addr), 1)) {
+            pool_free_list_insert_merging(&s->free, s, top, &p->core.records);
+            p->growth.reserved += v->page;
+        } else {
+            pool_free_list_insert_merging(&lb->pages.free, &lb->pages, top, &p->core.records);
+        }
+        if (last)
+            return;
+    }
+}
+
 /* A growth lent batch lb's pages (from s's free blocks) and then mapped nothing: their memory is
  * still on the spare list and their old addresses still mapped, so they go back to s's free blocks
  * as they were before the move. Else the spare list would release that memory while the old
  * addresses hold it until the event, memory the pool no longer counts (a later growth could map
- * past maximum_size). A block whose memory is not all spare stays lent. */
+ * past maximum_size). A block whose memory is not all spare comes back page by page. */
 static void take_back_lent(pool_resource *p, pool_stream *s, pool_lent_batch *lb)
 {
     pool_vmm *v = &p->growth.vmm;
@@ -267,8 +293,10 @@ static void take_back_lent(pool_resource *p, pool_stream *s, pool_lent_batch *lb
     for (size_t i = 0; i < l.n; i++) {
         pool_block *b = l.b[i];
         size_t n = b->size / v->page;
-        if (!pool_vmm_unlend(v, pool_vmm_page_of(v, b->addr), n))
+        if (!pool_vmm_unlend(v, pool_vmm_page_of(v, b->addr), n)) {
+            take_back_pages(p, s, lb, b);
             continue;
+        }
         pool_free_list_remove(fl, b);
         b->owner = NULL;
         pool_free_list_insert_merging(&s->free, s, b, &p->core.records);
