@@ -115,6 +115,18 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_release_keeps_the_page_for_the_
     release_leaves_the_driver_empty();
 }
 
+/* A pool (page_moves = wait, events late) with a run of 3 free pages, a live page (returned) and a
+ * run of 2 free pages: a growth past the mark moves free pages without waiting. */
+static unsigned char *free_runs_around_a_live_page(void)
+{
+    p = expandable_pool("page_moves=wait");
+    fake_vmm.events_busy = 1;
+    unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
+    dealloc(p, a, 3 * PAGE);
+    dealloc(p, c, 2 * PAGE);
+    return b;
+}
+
 /* A growth past the mark that moved free pages and then met a driver error other than out of
  * memory (cuMemSetAccess refused) undoes the move, its marks included: tried again it moves the
  * same pages, as a growth that never failed would (reserved 6 pages, 2 of them lent), instead of
@@ -123,11 +135,7 @@ CRMM_TEST_IN("pool_expandable_faults", a_move_undone_by_a_driver_error_leaves_th
 {
     uint64_t reserved[2], lent[2];
     for (int fault = 0; fault < 2; fault++) {
-        p = expandable_pool("page_moves=wait");
-        fake_vmm.events_busy = 1;
-        unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
-        dealloc(p, a, 3 * PAGE);
-        dealloc(p, c, 2 * PAGE);
+        unsigned char *b = free_runs_around_a_live_page();
         if (fault) {
             fake_vmm.set_access_fails_in = 1;
             void *z = NULL;
@@ -170,11 +178,12 @@ CRMM_TEST_IN("pool_expandable_faults", at_exit_a_growth_maps_and_moves_nothing)
     free_on(p, b, 2 * PAGE, two);
 }
 
-/* A pool holding one page (returned), whose growth of 3 pages then fails: cuMemSetAccess refused,
- * and then the unmap that undoes the mapping refused too, so the page stays mapped. */
-static unsigned char *a_page_and_a_refused_undo(void)
+/* A pool of `params` holding one page (returned), whose growth of 3 pages then fails:
+ * cuMemSetAccess refused, and then the unmap that undoes the mapping refused too, so the page
+ * stays mapped. */
+static unsigned char *a_page_and_a_refused_undo(const char *params)
 {
-    p = expandable_pool("");
+    p = expandable_pool(params);
     unsigned char *a = alloc(p, PAGE);
     fake_vmm.set_access_fails_in = 1;
     fake_vmm.unmap_fails_in = 1;
@@ -187,7 +196,7 @@ static unsigned char *a_page_and_a_refused_undo(void)
  * growth over it, and the pool's release, unmap it). */
 CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)
 {
-    unsigned char *a = a_page_and_a_refused_undo();
+    unsigned char *a = a_page_and_a_refused_undo("");
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 2 * PAGE); /* a's page and the one left mapped */
     books_agree(p);
     unsigned char *b = alloc(p, 3 * PAGE); /* the growth goes where the pages are */
@@ -202,7 +211,7 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_leaves_no_page_behind)
  * strays at once, both unmapped by trim, and one more after that. */
 CRMM_TEST_IN("pool_expandable_faults", strays_are_counted_through_failed_growths_and_trims)
 {
-    unsigned char *a = a_page_and_a_refused_undo();
+    unsigned char *a = a_page_and_a_refused_undo("");
     void *x = NULL;
     fake_vmm.set_access_fails_in = 1; /* the same growth fails again, its undo complies */
     ck_assert_crmm(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_ERROR_CUDA);
@@ -229,12 +238,8 @@ CRMM_TEST_IN("pool_expandable_faults", strays_are_counted_through_failed_growths
  * maximum_size (a's page, the stray and two new ones are the maximum of 4). */
 CRMM_TEST_IN("pool_expandable_faults", a_growth_over_a_stray_page_counts_it_once_against_the_maximum)
 {
-    p = expandable_pool("maximum_size=256KiB");
-    unsigned char *a = alloc(p, PAGE);
-    fake_vmm.set_access_fails_in = 1;
-    fake_vmm.unmap_fails_in = 1;
+    unsigned char *a = a_page_and_a_refused_undo("maximum_size=256KiB");
     void *x = NULL;
-    ck_assert_crmm(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_ERROR_CUDA);
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), 2 * PAGE);
     ck_assert_crmm_ok(crmm_resource_allocate(p, 3 * PAGE, NULL, &x));
     books_agree(p);
@@ -250,11 +255,7 @@ CRMM_TEST_IN("pool_expandable_faults", a_growth_over_a_stray_page_counts_it_once
  * then gives everything back. */
 CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_after_a_move_gives_back_what_it_can)
 {
-    p = expandable_pool("page_moves=wait");
-    fake_vmm.events_busy = 1;
-    unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
-    dealloc(p, a, 3 * PAGE);
-    dealloc(p, c, 2 * PAGE);
+    unsigned char *b = free_runs_around_a_live_page();
     fake_vmm.set_access_fails_in = 1;
     fake_vmm.unmap_fails_in = 1;
     void *z = NULL;
@@ -272,7 +273,7 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_undo_after_a_move_gives_back_wh
 /* The same, and no growth comes over the page left mapped: trim unmaps it (no block uses it). */
 CRMM_TEST_IN("pool_expandable_faults", trim_unmaps_a_page_a_refused_undo_left_mapped)
 {
-    unsigned char *a = a_page_and_a_refused_undo();
+    unsigned char *a = a_page_and_a_refused_undo("");
     ck_assert_crmm_ok(crmm_resource_trim(p));
     ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), PAGE); /* a's page only */
     ck_assert_uint_eq(fake_vmm_mapped_bytes(), PAGE);
@@ -310,11 +311,7 @@ CRMM_TEST_IN("pool_expandable_faults", a_refused_unmap_in_a_move_keeps_the_books
  * first: it stays lent, the trim says so, and a later reap unmaps it. */
 CRMM_TEST_IN("pool_expandable_faults", a_refused_unmap_of_lent_pages_is_tried_again)
 {
-    p = expandable_pool("page_moves=wait");
-    fake_vmm.events_busy = 1;
-    unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
-    dealloc(p, a, 3 * PAGE);
-    dealloc(p, c, 2 * PAGE);
+    unsigned char *b = free_runs_around_a_live_page();
     unsigned char *z = alloc(p, 4 * PAGE);
     ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), 2);
     fake_vmm.events_busy = 0;

@@ -594,25 +594,39 @@ CRMM_TEST_IN("plan", a_refused_growth_never_leaves_the_pool_above_its_maximum)
     dealloc(p, x, 2 * PAGE);
 }
 
+/* A request of `bytes` that makes the pool grow releases no memory (nothing on the spare list is
+ * released while an old address still maps it), and the books stay whole; the block is written
+ * and freed. */
+static void a_growth_releases_nothing(size_t bytes)
+{
+    int releases = fake_vmm.releases;
+    unsigned char *z = alloc(p, bytes);
+    ck_assert_int_eq(fake_vmm.releases, releases);
+    books_agree(p);
+    memset(z, 1, bytes);
+    dealloc(p, z, bytes);
+}
+
+/* A pool past the end of the weights plan: 8 idle pages; its events late. */
+static void a_pool_past_its_weights_plan(void)
+{
+    write_plan(weights);
+    p = planned_pool();
+    unsigned char *w = alloc(p, 8 * PAGE);
+    dealloc(p, w, 8 * PAGE);
+    fake_vmm.events_busy = 1;
+}
+
 /* A growth for the planned stream that moves the range's own free pages and takes the ended
  * plan's idle ones takes no more of the plan's than the move leaves wanting: nothing on the spare
  * list is released while its old address still maps it, and the pool counts what it holds. */
 CRMM_TEST_IN("plan", a_move_and_the_plans_pages_for_one_growth_hold_what_the_pool_counts)
 {
-    write_plan(weights);
-    p = planned_pool();
-    unsigned char *w = alloc(p, 8 * PAGE);
-    dealloc(p, w, 8 * PAGE); /* the plan has ended: 8 idle pages */
-    fake_vmm.events_busy = 1;
+    a_pool_past_its_weights_plan();
     unsigned char *a = alloc(p, 3 * PAGE), *b = alloc(p, PAGE), *c = alloc(p, 2 * PAGE);
     dealloc(p, a, 3 * PAGE);
     dealloc(p, c, 2 * PAGE);
-    int releases = fake_vmm.releases;
-    unsigned char *z = alloc(p, 4 * PAGE);
-    ck_assert_int_eq(fake_vmm.releases, releases);
-    books_agree(p);
-    memset(z, 1, 4 * PAGE);
-    dealloc(p, z, 4 * PAGE);
+    a_growth_releases_nothing(4 * PAGE);
     dealloc(p, b, PAGE);
 }
 
@@ -664,22 +678,13 @@ CRMM_TEST_IN("plan", a_planned_block_over_a_stray_page_is_accessible)
  * while the plan's old address still maps it). */
 CRMM_TEST_IN("plan", a_growth_over_a_stray_page_takes_no_surplus_of_the_plans_pages)
 {
-    write_plan(weights);
-    p = planned_pool();
-    unsigned char *w = alloc(p, 8 * PAGE);
-    dealloc(p, w, 8 * PAGE); /* the plan has ended: 8 idle pages */
-    fake_vmm.events_busy = 1;
+    a_pool_past_its_weights_plan();
     fake_vmm.set_access_fails_in = 1;
     fake_vmm.unmap_fails_in = 1;
     void *x = NULL;
     ck_assert_int_eq(crmm_resource_allocate(p, 3 * PAGE, NULL, &x), CRMM_ERROR_CUDA);
     books_agree(p);
-    int releases = fake_vmm.releases;
-    unsigned char *z = alloc(p, 3 * PAGE);
-    ck_assert_int_eq(fake_vmm.releases, releases);
-    books_agree(p);
-    memset(z, 1, 3 * PAGE);
-    dealloc(p, z, 3 * PAGE);
+    a_growth_releases_nothing(3 * PAGE);
 }
 
 /* Random plans (places that overlap, loops or none) followed by random requests and frees on two

@@ -94,8 +94,9 @@ crmm_status pool_vmm_reserve(pool_vmm *v, int device, size_t bytes, size_t page_
     v->mapped = calloc(v->pages, 1);
     v->spare = calloc(v->pages, sizeof *v->spare);
     if (!v->handles || !v->mapped || !v->spare) {
+        size_t pages = v->pages; /* pool_vmm_release clears it */
         pool_vmm_release(v);
-        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (page table of %zu pages)", v->pages);
+        return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (page table of %zu pages)", pages);
     }
     CUdeviceptr base = 0;
     r = drv.reserve(&base, v->pages * v->page, v->page, 0, 0);
