@@ -348,21 +348,15 @@ crmm_status plan_make(const replay_log *log, plan *out)
 {
     memset(out, 0, sizeof *out);
     out->loop = PLAN_NO_LOOP;
+    /* the allocations: every size within what a plan may span, and their sum far from wrapping
+     * (no placement puts a block past the sum of all sizes, so no offset or extent wraps) */
     size_t n = 0;
-    for (size_t e = 0; e < log->count; e++)
-        n += log->events[e].action == REPLAY_ALLOCATE;
-    if (!n)
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: the log has no allocation");
-    if (n > CRMM_POOL_PLAN_MAX_ENTRIES)
-        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: the log has %zu allocations, more than a plan may list "
-                              "(%" PRIu64 ")", n, CRMM_POOL_PLAN_MAX_ENTRIES);
-    /* every size within what a plan may span, and their sum far from wrapping (no placement puts
-     * a block past the sum of all sizes, so no offset or extent wraps) */
     uint64_t total = 0;
     for (size_t e = 0; e < log->count; e++) {
         const replay_event *ev = &log->events[e];
         if (ev->action != REPLAY_ALLOCATE)
             continue;
+        n++;
         if (ev->size > CRMM_POOL_PLAN_MAX_EXTENT)
             return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: line %u: an allocation of %" PRIu64 " bytes, "
                                   "more than a plan may span (%" PRIu64 ")", ev->line, (uint64_t)ev->size,
@@ -372,6 +366,11 @@ crmm_status plan_make(const replay_log *log, plan *out)
                                   "bytes in all than a plan can place", ev->line);
         total += ev->size;
     }
+    if (!n)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: the log has no allocation");
+    if (n > CRMM_POOL_PLAN_MAX_ENTRIES)
+        return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: the log has %zu allocations, more than a plan may list "
+                              "(%" PRIu64 ")", n, CRMM_POOL_PLAN_MAX_ENTRIES);
     if (!total)
         return crmm_set_error(CRMM_ERROR_INVALID_ARGUMENT, "plan: every allocation of the log is of 0 bytes");
     plan_item *items = malloc(n * sizeof *items);
