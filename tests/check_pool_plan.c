@@ -345,7 +345,8 @@ CRMM_TEST_IN("plan", a_request_of_the_first_size_starts_over_only_once_the_first
 /* A run that goes on past a plan with no loop: when the pool's own range grows for the planned
  * stream, the plan's idle page goes to it instead of new memory, while a page a live planned block
  * uses stays; the old address is unmapped once an event recorded on the planned stream has
- * completed (asked without waiting), and the plan never maps that place again. */
+ * completed (asked without waiting). A run that starts over then finds that place again, mapped
+ * with a free page of the range, not new memory. */
 CRMM_TEST_IN("plan", a_run_past_the_plans_end_lends_its_idle_pages_to_the_pools_growth)
 {
     write_plan(three);
@@ -382,11 +383,84 @@ CRMM_TEST_IN("plan", a_run_past_the_plans_end_lends_its_idle_pages_to_the_pools_
     dealloc(p, y, 8192);
     dealloc(p, d, 131072);
     dealloc(p, b, 65536);
-    /* the run starts over: entry 0's place was given to the range, so it is served there */
+    /* the run starts over: entry 0's place is the plan's again, its page the range's free one */
+    int creates_then = fake_vmm.creates;
+    size_t held = fake_vmm.physical;
     unsigned char *again = alloc(p, 65536);
-    ck_assert(again < a || again >= a + 131072);
+    ck_assert_ptr_eq(again, a);
+    ck_assert_int_eq(fake_vmm.creates, creates_then);
+    ck_assert_uint_eq(fake_vmm.physical, held);
+    memset(again, 7, 65536);
+    books_agree(p);
     dealloc(p, again, 65536);
     books_agree(p);
+}
+
+/* A process that runs its recorded job twice: the first run goes past the plan's end (the range
+ * grows with the plan's idle pages), and the second follows the plan again from its start. Every
+ * request of the second run is served at its planned place, and the pool holds no more than in
+ * the first run: the range's free pages, not new memory, back the places the plan lent. */
+CRMM_TEST_IN("plan", a_second_run_of_the_job_holds_no_more_than_the_first)
+{
+    write_plan(three);
+    p = planned_pool();
+    for (int run = 0; run < 2; run++) {
+        unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
+        dealloc(p, a, 65536);
+        unsigned char *c = alloc(p, 65536);
+        dealloc(p, c, 65536);
+        dealloc(p, b, 65536);
+        unsigned char *d = alloc(p, 131072); /* entry 3: the plan's last */
+        dealloc(p, d, 131072);
+        /* past the plan's end, larger requests than the plan's: the range grows, taking the plan's
+         * idle pages first */
+        unsigned char *e = alloc(p, 3 * PAGE), *f = alloc(p, 3 * PAGE);
+        memset(e, 1, 3 * PAGE);
+        memset(f, 2, 3 * PAGE);
+        books_agree(p);
+        dealloc(p, e, 3 * PAGE);
+        dealloc(p, f, 3 * PAGE);
+        books_agree(p);
+    }
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), 8);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_MISSES), 4);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED_PEAK), 6 * PAGE);
+    ck_assert_uint_eq(fake_vmm.physical_peak, 6 * PAGE);
+}
+
+/* With page_moves = never the range's pages do not move to the plan either: a run that starts over
+ * finds the place the plan gave to the range served as without a plan, by the range's free pages,
+ * and no new memory is mapped beside them; after a trim, which gives those back, it is the plan's
+ * again. */
+CRMM_TEST_IN("plan", page_moves_never_keeps_the_ranges_pages_from_the_plan)
+{
+    write_plan(three);
+    p = planned_pool_with("page_moves=never");
+    unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
+    dealloc(p, a, 65536);
+    unsigned char *c = alloc(p, 65536);
+    dealloc(p, c, 65536);
+    dealloc(p, b, 65536);
+    unsigned char *d = alloc(p, 131072);
+    dealloc(p, d, 131072);
+    unsigned char *e = alloc(p, 3 * PAGE); /* the range takes the plan's two idle pages and a new one */
+    dealloc(p, e, 3 * PAGE);
+    unsigned char *y = alloc(p, 8192); /* the lending's event has completed: the old addresses go */
+    dealloc(p, y, 8192);
+    int creates = fake_vmm.creates;
+    unsigned char *again = alloc(p, 65536);
+    ck_assert(again < a || again >= a + 131072);
+    ck_assert_int_eq(fake_vmm.creates, creates);
+    books_agree(p);
+    dealloc(p, again, 65536);
+    /* after a trim the range holds no idle page: the place takes new memory again */
+    ck_assert_int_eq(crmm_resource_trim(p), CRMM_OK);
+    uint64_t hits = q(p, CRMM_QUERY_POOL_PLAN_HITS);
+    again = alloc(p, 65536);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PLAN_HITS), hits + 1);
+    ck_assert(again >= a && again < a + 131072);
+    books_agree(p);
+    dealloc(p, again, 65536);
 }
 
 /* The plan's pages count toward maximum_size: a planned place that would pass it is not mapped. */

@@ -15,7 +15,9 @@
 # so the pool never holds more than a page above what it holds without a plan. The same with the
 # first 30 % (on some logs a step and a part), within 1 % and a page: the pool's own range moves
 # its free pages while the plan's blocks live, and the plan's loop is over steps, not over the
-# layers a cut ends in. In both, the most the pool counted is the most the device held (no page
+# layers a cut ends in. Under the 60 % plan the log is also played a second time on the same pool,
+# as a process that runs its job twice: within 1 % of the first time (the places the plan lent to
+# the range take their memory back from it). In both, the most the pool counted is the most the device held (no page
 # released while a lent page's old address still holds its memory). Then a server's log generated
 # by bench/synthetic_logs.py (below). Counts only.
 #
@@ -65,7 +67,7 @@ for gz in "$srcdir"/bench/logs/*.csv.gz; do
     for pct in 60 30; do
         head -n "$((body * pct / 100))" "$tmp/log.csv" >"$tmp/prefix.csv"
         if ! "$crmm" plan "$tmp/prefix.csv" --output "$tmp/prefix.plan" 2>"$tmp/err" ||
-           ! "$replay" --repeats 0 --event-lag 1000 --params "plan=$tmp/prefix.plan" "$tmp/log.csv" >"$tmp/longer" 2>&1; then
+           ! "$replay" --repeats "$((pct == 60))" --event-lag 1000 --params "plan=$tmp/prefix.plan" "$tmp/log.csv" >"$tmp/longer" 2>&1; then
             echo "FAIL: $name: planning or replaying its first $pct % failed:"; cat "$tmp/err" "$tmp/longer"
             failures=$((failures + 1))
             continue
@@ -83,6 +85,13 @@ for gz in "$srcdir"/bench/logs/*.csv.gz; do
         else
             echo "FAIL: $name: holds ${held:-?} MiB under the plan of its first $pct %, more than $slack MiB above $default_held without"
             cat "$tmp/err" "$tmp/longer"
+            failures=$((failures + 1))
+        fi
+        # 60 %, the log played again on the same pool (a process that runs its job twice): the plan
+        # finds the places it lent to the range in the first run, so within 1 % of the first pass
+        again=$(awk '$1 == "1" {print $7}' "$tmp/longer")
+        if [ "$pct" = 60 ] && ! awk -v a="$again" -v h="$held" 'BEGIN { exit !(a != "" && a <= h * 1.01) }'; then
+            echo "FAIL: $name: run twice under the plan of its first 60 %, the second run held ${again:-?} MiB, the first $held"
             failures=$((failures + 1))
         fi
     done

@@ -355,7 +355,10 @@ static void *planned_allocate(pool_resource *p, size_t bytes, size_t size, crmm_
     uint64_t held = pool_held(p), limit = p->growth.maximum < p->growth.device_memory ? p->growth.maximum
                                                                                       : p->growth.device_memory;
     uint64_t mapped;
-    uintptr_t addr = pool_plan_take(p->plan, size, stream, limit > held ? limit - held : 0, &mapped);
+    uint64_t counted = (uint64_t)p->core.counts.block_bytes;
+    pool_plan_asked asked = {limit > held ? limit - held : 0, counted > p->plan->live ? counted - p->plan->live : 0,
+                             pool_expand_give_to_plan, p};
+    uintptr_t addr = pool_plan_take(p->plan, size, stream, &asked, &mapped);
     if (mapped)
         pool_raise_held_peak(p);
     if (!addr)

@@ -343,6 +343,16 @@ static void reap_lent(pool_resource *p, bool synchronized)
     }
 }
 
+/* Right after a device synchronization: the plan's pages no planned block uses are given back
+ * (pool_plan_trim), once every lent old address is unmapped, the range's too: a page the range
+ * gave to the plan may still be mapped where the range had it, and releasing its memory then would
+ * leave the device holding what neither counts. Returns pool_plan_trim's count. */
+static size_t trim_plan(pool_resource *p)
+{
+    reap_lent(p, true);
+    return pool_plan_trim(p->plan, &p->growth.vmm);
+}
+
 /* When free blocks may hold whole pages beyond `keep` (a page's worth of free bytes beyond it
  * with `any_free`, else whole pages counted block by block): synchronize the device, gather every
  * free block in state `holder` (NULL: the ready state), where blocks of different streams merge,
@@ -492,6 +502,37 @@ static bool count_own_pages(pool_block *b, void *arg)
     return false;
 }
 
+/* A batch of lent pages with its event recorded on s (after the work queued on s so far), for a
+ * move that does not wait: an empty one, or with `join` one whose pages all came from s (its
+ * event recorded again on s covers them too: later work on s only comes after it); NULL when
+ * every batch still waits for its event or CUDA refuses. A growth's move never joins: undoing it
+ * takes back its batch whole. */
+static pool_lent_batch *open_batch(pool_resource *p, pool_stream *s, bool join)
+{
+    if (!p->growth.lent && !(p->growth.lent = calloc(POOL_LENT_BATCHES, sizeof *p->growth.lent)))
+        return NULL;
+    pool_lent_batch *lb = NULL;
+    for (int i = 0; i < POOL_LENT_BATCHES && !lb; i++)
+        if (!p->growth.lent[i].pages.free.blocks)
+            lb = &p->growth.lent[i];
+    for (int i = 0; join && i < POOL_LENT_BATCHES && !lb; i++)
+        if (p->growth.lent[i].stream == s->handle)
+            lb = &p->growth.lent[i];
+    if (!lb)
+        return NULL;
+    if (!lb->event && cudaEventCreateWithFlags((cudaEvent_t *)&lb->event, cudaEventDisableTiming) != cudaSuccess) {
+        cudaGetLastError();
+        lb->event = NULL;
+        return NULL;
+    }
+    if (cudaEventRecord((cudaEvent_t)lb->event, (cudaStream_t)s->handle) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    lb->stream = s->handle;
+    return lb;
+}
+
 /* What move_without_waiting did. */
 typedef enum { MOVE_NOT_DONE, MOVE_DONE, MOVE_IN_VAIN } move_result;
 
@@ -524,25 +565,47 @@ static move_result move_without_waiting(pool_resource *p, pool_stream *s, const 
         n = can;
     if (!n)
         return MOVE_IN_VAIN;
-    if (!p->growth.lent && !(p->growth.lent = calloc(POOL_LENT_BATCHES, sizeof *p->growth.lent)))
-        return MOVE_NOT_DONE; /* no batch to lend to: the move takes the synchronizing path */
-    pool_lent_batch *lb = NULL;
-    for (int i = 0; i < POOL_LENT_BATCHES && !lb; i++)
-        if (!p->growth.lent[i].pages.free.blocks)
-            lb = &p->growth.lent[i];
+    pool_lent_batch *lb = open_batch(p, s, false);
     if (!lb)
-        return MOVE_NOT_DONE; /* every batch still waits for its event */
-    if (!lb->event && cudaEventCreateWithFlags((cudaEvent_t *)&lb->event, cudaEventDisableTiming) != cudaSuccess) {
-        cudaGetLastError();
-        lb->event = NULL;
-        return MOVE_NOT_DONE;
-    }
-    if (cudaEventRecord((cudaEvent_t)lb->event, (cudaStream_t)s->handle) != cudaSuccess) {
-        cudaGetLastError();
-        return MOVE_NOT_DONE;
-    }
+        return MOVE_NOT_DONE; /* the move takes the synchronizing path */
     *lent = lb;
     return release_free_pages(p, s, n, own.keep1, own.keep2, lb) ? MOVE_DONE : MOVE_NOT_DONE;
+}
+
+/* ---- giving pages to the plan -------------------------------------------------------------- */
+
+size_t pool_expand_give_to_plan(void *ctx, pool_vmm *to, size_t pages, bool all)
+{
+    pool_resource *p = ctx;
+    pool_vmm *v = &p->growth.vmm;
+    /* not under capture (nothing may be recorded), nor where pages must not move */
+    if (!pages || p->capturing || p->growth.page_moves == POOL_MOVES_NEVER || crmm_process_exiting())
+        return 0;
+    pool_stream *s = pool_streams_find(&p->core.streams, p->plan->stream);
+    if (!s || !s->free.blocks)
+        return 0;
+    struct own_pages own = {v, NULL, NULL, 0, 0};
+    pool_free_list_for_each(&s->free, v->page, count_own_pages, &own);
+    size_t n = pages < own.pages ? pages : (size_t)own.pages, can = pages_to_release(p, p->growth.release_threshold);
+    if (n > can)
+        n = can;
+    if (!n || (all && n < pages))
+        return 0;
+    crmm_device_guard g;
+    if (crmm_cuda_device_enter(v->device, &g) != CRMM_OK) {
+        crmm_clear_error();
+        return 0;
+    }
+    pool_lent_batch *lb = open_batch(p, s, true);
+    size_t given = lb ? release_free_pages(p, s, n, NULL, NULL, lb) : 0; /* fewer: a refused unmap */
+    for (size_t k = 0; k < given; k++) /* their memory is the plan's now (release_free_pages put it last) */
+        to->spare[to->spare_count++] = v->spare[--v->spare_count];
+    /* the range's mark falls with them: they back the plan's blocks now, and a growth that would
+     * map them anew should first look for free pages to move, as for any growth past the mark */
+    uint64_t moved = (uint64_t)given * v->page;
+    p->growth.mark = p->growth.mark > moved ? p->growth.mark - moved : 0;
+    crmm_cuda_device_restore(&g);
+    return given;
 }
 
 /* ---- the move budget (page_moves = budget) ------------------------------------------------- */
@@ -755,7 +818,7 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
         if ((st = release_beyond(p, s, 0, true, &released)) != CRMM_OK)
             break;
         if (p->plan && p->plan->held && pool_streams_synchronize(&p->core.streams) == CRMM_OK)
-            pool_plan_trim(p->plan); /* a page the driver refused to give back stays counted as held */
+            trim_plan(p); /* a page the driver refused to give back stays counted as held */
         if (released && (*out = pool_free_list_fit(&s->free, size)))
             break;
     }
@@ -763,7 +826,7 @@ static crmm_status expand_grow(pool_resource *p, pool_stream *s, size_t size, bo
         undo_move(p, s, lent_now, moved_before, budget_before, last_move_before);
     if (plan_lent) /* mapped nothing: a driver error, no record, or a block that fit at last */
         pool_plan_take_back(p->plan, v);
-    pool_vmm_drop_spares(v);
+    pool_vmm_drop_spares(v, p->plan ? &p->plan->vmm : NULL);
     crmm_cuda_device_restore(&g);
     return st;
 }
@@ -793,7 +856,7 @@ crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t siz
     if (!pool_records_reserve(&p->core.records, 3))
         return crmm_set_error(CRMM_ERROR_OUT_OF_MEMORY, "pool: malloc failed (block records)");
     crmm_status st = map_counted(p, plan.first, plan.pages);
-    pool_vmm_drop_spares(v);
+    pool_vmm_drop_spares(v, p->plan ? &p->plan->vmm : NULL);
     if (st != CRMM_OK)
         return st;
     p->growth.reserved_peak = p->growth.reserved;
@@ -832,12 +895,13 @@ crmm_status pool_expand_trim(pool_resource *p)
             st = crmm_set_error(CRMM_ERROR_CUDA, "pool: trim: the driver refused to unmap a free page; it stays mapped "
                                                  "and a later trim tries again");
         /* the plan's pages no planned block uses: after a synchronization, since work queued
-         * before their blocks' frees may still use them */
+         * before their blocks' frees may still use them; and once it has lent, the places whose
+         * memory it gave may take new memory again (the range has given its idle pages back) */
         size_t plan_kept = 0;
-        if (st == CRMM_OK && p->plan && (p->plan->held || p->plan->pending_count || p->plan->vmm.lent_pages) &&
+        if (st == CRMM_OK && p->plan && (p->plan->held || p->plan->pending_count || p->plan->lent) &&
             (st = pool_streams_synchronize(&p->core.streams)) == CRMM_OK)
-            plan_kept = pool_plan_trim(p->plan);
-        size_t kept = pool_vmm_drop_spares(&p->growth.vmm);
+            plan_kept = trim_plan(p);
+        size_t kept = pool_vmm_drop_spares(&p->growth.vmm, p->plan ? &p->plan->vmm : NULL);
         if (kept && st == CRMM_OK)
             st = crmm_set_error(CRMM_ERROR_CUDA, "pool: trim: cuMemRelease refused %zu page(s): the pool keeps them, "
                                                  "reserved, for its next growth", kept);

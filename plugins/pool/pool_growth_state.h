@@ -27,6 +27,7 @@ enum {
 typedef struct pool_lent_batch {
     pool_stream pages;             /* owner of the lent blocks (no stream's lookup finds it) */
     void *event;                   /* cudaEvent_t, made at the batch's first use */
+    crmm_cuda_stream_t stream;     /* where the event was recorded last */
 } pool_lent_batch;
 
 typedef struct pool_growth_state {

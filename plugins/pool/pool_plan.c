@@ -22,7 +22,9 @@ enum {
     PLAN_PAGE_OWN,        /* the plan's (mapped or not) */
     PLAN_PAGE_LENT,       /* lent to the pool's range before the pending event */
     PLAN_PAGE_LENT_LATER, /* lent after it: waits for the next */
-    PLAN_PAGE_GIVEN,      /* its memory is the pool's range's for good: the plan maps it no more */
+    PLAN_PAGE_GIVEN,      /* unmapped, its memory the pool's range's: mapped again only with memory
+                           * the range holds idle (pool_plan_asked.give), never new memory, until a
+                           * trim (the range has given its idle memory back then) */
 };
 
 /* ---- reading ------------------------------------------------------------------------------- */
@@ -346,18 +348,30 @@ static void count_held(pool_plan *pl)
     pl->held = (uint64_t)(v->mapped_pages - v->lent_pages + v->spare_count) * v->page;
 }
 
-/* Bytes of the unmapped pages of [offset, offset + size); UINT64_MAX when one of them is lent
- * (its old mapping may not be used: the memory may be the pool's range's by now). */
-static uint64_t unmapped_bytes(const pool_plan *pl, uint64_t offset, uint64_t size)
+/* Bytes of the unmapped pages of [offset, offset + size), and in *given those of them whose memory
+ * the plan gave to the pool's range; UINT64_MAX when one of them is lent and not yet unmapped (its
+ * old mapping may not be used: the memory may be the pool's range's by now). */
+static uint64_t unmapped_bytes(const pool_plan *pl, uint64_t offset, uint64_t size, size_t *given)
 {
     const pool_vmm *v = &pl->vmm;
     uint64_t n = 0;
+    *given = 0;
     for (size_t i = (size_t)(offset / v->page); (uint64_t)i * v->page < offset + size; i++) {
-        if (v->mapped[i] == POOL_PAGE_LENT || (pl->lent && pl->lent[i] == PLAN_PAGE_GIVEN))
+        if (v->mapped[i] == POOL_PAGE_LENT)
             return UINT64_MAX;
         n += v->mapped[i] == POOL_PAGE_UNMAPPED;
+        *given += pl->lent && pl->lent[i] == PLAN_PAGE_GIVEN;
     }
     return n * v->page;
+}
+
+/* After [offset, offset + size) was mapped: its given pages are the plan's again. */
+static void ungive(pool_plan *pl, uint64_t offset, uint64_t size)
+{
+    const pool_vmm *v = &pl->vmm;
+    for (size_t i = (size_t)(offset / v->page); pl->lent && (uint64_t)i * v->page < offset + size; i++)
+        if (pl->lent[i] == PLAN_PAGE_GIVEN)
+            pl->lent[i] = PLAN_PAGE_OWN;
 }
 
 /* Whether page i needs pool_vmm_map before a block may use it: unmapped, or a stray (mapped with
@@ -554,11 +568,13 @@ static uint64_t find_entry(const pool_plan *pl, size_t size)
 }
 
 /* Whether a request of `size` that the cursor's window does not know starts the plan over: it is
- * the first entry's size, and none of the first POOL_PLAN_RESYNC entries' places is busy (in a
- * run that goes on, the blocks it made first, its weights, still live there). */
-static bool starts_over(pool_plan *pl, size_t size)
+ * the first entry's size, the pool serves at most 1/POOL_PLAN_RESTART_LIVE of the plan's extent in
+ * live blocks outside the plan (`live_elsewhere`), and none of the first POOL_PLAN_RESYNC entries'
+ * places is busy (in a run that goes on, the blocks it made first, its weights, still live there;
+ * in a server, its caches live in the pool's range). */
+static bool starts_over(pool_plan *pl, size_t size, uint64_t live_elsewhere)
 {
-    if (size != pl->size[0])
+    if (size != pl->size[0] || live_elsewhere > pl->extent / POOL_PLAN_RESTART_LIVE)
         return false;
     for (uint64_t k = 0; k < pl->count && k < POOL_PLAN_RESYNC; k++)
         if (busy(pl, pl->offset[k], pl->size[k]))
@@ -566,7 +582,8 @@ static bool starts_over(pool_plan *pl, size_t size)
     return true;
 }
 
-uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t room, uint64_t *mapped)
+uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, const pool_plan_asked *asked,
+                         uint64_t *mapped)
 {
     *mapped = 0;
     /* cudaStreamPerThread names another stream on each thread: the plan cannot tell them apart */
@@ -576,7 +593,7 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
         pool_plan_reap_lent(pl, false);
     pl->recent[pl->requests++ % POOL_PLAN_RESYNC] = size;
     uint64_t k = find_entry(pl, size);
-    if (k == pl->count && starts_over(pl, size)) {
+    if (k == pl->count && starts_over(pl, size, asked->live_elsewhere)) {
         k = 0;
         pl->lost = false;
     }
@@ -585,8 +602,9 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
     /* the request is entry k: the cursor passes it whether or not its place is free */
     pl->cursor = entry_after(pl, k, 1);
     pl->ended = pl->cursor == pl->count;
-    uint64_t offset = pl->offset[k], need = unmapped_bytes(pl, offset, size);
-    if (busy(pl, offset, size) || need > room)
+    size_t given;
+    uint64_t offset = pl->offset[k], need = unmapped_bytes(pl, offset, size, &given);
+    if (busy(pl, offset, size) || need == UINT64_MAX)
         return missed(pl);
     if (pl->probation) {
         pl->probation--;
@@ -596,6 +614,15 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
             return 0;
         }
     }
+    /* a place whose memory went to the range takes it back from the range's idle pages (the plan's
+     * spare pages first, which pool_vmm_map takes first), or is not served: new memory there would
+     * sit beside the range's, which may still hold the lent memory idle */
+    if (given > pl->vmm.spare_count &&
+        (!asked->give || !asked->give(asked->ctx, &pl->vmm, given - pl->vmm.spare_count, true)))
+        return missed(pl);
+    uint64_t spare = (uint64_t)pl->vmm.spare_count * pl->vmm.page; /* what it maps needs no new memory */
+    if (need > spare && need - spare > asked->room)
+        return missed(pl);
     uint64_t added = 0;
     crmm_status st = map_pages(pl, offset, size, &added);
     count_held(pl);
@@ -604,6 +631,8 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
         crmm_clear_error(); /* the pool serves it as without a plan, and says why if it cannot */
         return missed(pl);
     }
+    if (given)
+        ungive(pl, offset, size);
     note(pl, false);
     mark(pl, offset, size, true);
     pl->stream_known = true;
@@ -640,7 +669,7 @@ void pool_plan_graph_gone(pool_plan *pl, const void *graph)
             pl->pending[i].graph = NULL;
 }
 
-size_t pool_plan_trim(pool_plan *pl)
+size_t pool_plan_trim(pool_plan *pl, const pool_vmm *own)
 {
     size_t kept = 0;
     for (size_t i = 0; i < pl->pending_count; i++)
@@ -651,10 +680,13 @@ size_t pool_plan_trim(pool_plan *pl)
     pl->pending_count = kept;
     pool_vmm *v = &pl->vmm;
     size_t refused = pool_plan_reap_lent(pl, true); /* nothing uses their old addresses after the synchronization */
-    for (size_t i = 0; i < v->pages; i++)
+    for (size_t i = 0; i < v->pages; i++) {
         if ((v->mapped[i] == POOL_PAGE_MAPPED || v->mapped[i] == POOL_PAGE_STRAY) && !pl->full[i] && !pl->partial[i])
             refused += pool_vmm_unmap(v, i, 1) == 0;
-    refused += pool_vmm_drop_spares(v);
+        if (pl->lent && pl->lent[i] == PLAN_PAGE_GIVEN)
+            pl->lent[i] = PLAN_PAGE_OWN;
+    }
+    refused += pool_vmm_drop_spares(v, own);
     count_held(pl);
     return refused;
 }

@@ -33,12 +33,18 @@
  * growth maps, and work of the same stream is ordered after the work queued on the old addresses,
  * so nothing waits for the device. The old addresses stay mapped, unusable, until an event
  * recorded on the planned stream after the lending has completed (asked without waiting at later
- * requests), or until trim; the plan never maps those places again (their memory is the range's
- * for good, so the two never trade the same memory back and forth).
+ * requests), or until trim. Memory comes back the same way: a place whose memory the plan gave is
+ * mapped again only with whole free pages of the range's free blocks of the planned stream, taken
+ * as the range's own moves take them (pool_plan_asked.give), never with new memory (which would sit
+ * beside the range's idle pages), until a trim gives the range's idle pages back; when the range
+ * has none to give, the request is served as without a plan. So a process that runs its job
+ * again, following the plan from its start, finds every place again, backed by the memory its
+ * first run left idle in the range.
  *
  * A request whose size is the first entry's, which the cursor's window does not know, while the
- * places of the first 8 entries are all free, starts the plan over: a process that repeats its
- * work (a second run of the same job) follows the plan again from its first request. */
+ * places of the first 8 entries are all free and the pool's live blocks outside the plan are few
+ * (POOL_PLAN_RESTART_LIVE), starts the plan over: a process that repeats its work (a second run of
+ * the same job) follows the plan again from its first request. */
 #ifndef CRMM_PLUGINS_POOL_PLAN_H
 #define CRMM_PLUGINS_POOL_PLAN_H
 #include <stdbool.h>
@@ -62,6 +68,11 @@
  * so a search that matched by chance (sizes that every step makes) does not map pages the run
  * will not use. A request that does not follow it starts the count again. */
 #define POOL_PLAN_PROBATION 64
+/* A request starts the plan over (see the top) only while the pool's live blocks outside the plan
+ * are at most 1/POOL_PLAN_RESTART_LIVE of the plan's extent: a process that starts its job over
+ * has let go of the last run's blocks, while a server whose first request's size recurs holds its
+ * caches in the pool's range. */
+#define POOL_PLAN_RESTART_LIVE 16
 
 typedef struct pool_plan {
     uint64_t count;                /* entries */
@@ -119,11 +130,25 @@ static inline bool pool_plan_holds(const pool_plan *pl, uintptr_t addr)
     return pl && addr - pl->vmm.base < pl->extent;
 }
 
+/* What the pool tells the plan at a request. */
+typedef struct pool_plan_asked {
+    uint64_t room;                 /* bytes of new memory the pool's maximum and the device leave */
+    uint64_t live_elsewhere;       /* bytes of the live blocks the pool serves outside the plan */
+    /* where a place whose memory the plan gave to the pool's range takes memory again:
+     * give(ctx, to, pages, all) puts up to `pages` physical pages (with `all`: exactly that many,
+     * or none) on to's spare list (range `to` is the plan's), taken from the pool's own range
+     * where nothing needs them any more, and returns how many; NULL: none */
+    size_t (*give)(void *ctx, pool_vmm *to, size_t pages, bool all);
+    void *ctx;
+} pool_plan_asked;
+
 /* The planned address for a request of `size` bytes (a multiple of 256) on `stream`, with its
  * pages mapped and its range marked busy; 0 when the plan does not serve it (the pool then serves
- * it as without a plan), also when it would map more than `room` bytes (what the pool's maximum
- * and the device leave). *mapped: bytes of pages it mapped. */
-uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, uint64_t room, uint64_t *mapped);
+ * it as without a plan), also when it would map more than asked->room bytes of new memory, or
+ * when a place whose memory the plan gave to the pool's range cannot take as much back from
+ * asked->give (see the top). *mapped: bytes of pages it mapped. */
+uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, const pool_plan_asked *asked,
+                         uint64_t *mapped);
 
 /* While the plan is ended, lost, on probation or served none of the last 32 requests of its
  * stream: lend up to `pages` of its idle pages to `own` (the pool's range, about to grow for the
@@ -134,7 +159,7 @@ size_t pool_plan_lend(pool_plan *pl, pool_vmm *own, size_t pages);
 /* Unmap the old addresses of the pages lent to the pool's range, when no work can use them there
  * any more: `synchronized`, the device was just synchronized; else once the lending event has
  * completed (asked without waiting; the pages lent after it was recorded wait for the next). The
- * plan never maps those places again. Returns how many unmaps the driver refused (those pages
+ * places are unmapped ones of the plan again. Returns how many unmaps the driver refused (those pages
  * stay lent, for trim). */
 size_t pool_plan_reap_lent(pool_plan *pl, bool synchronized);
 
@@ -152,11 +177,14 @@ void pool_plan_release(pool_plan *pl, uintptr_t addr, size_t size, crmm_cuda_str
  * made free at the next trim, as blocks freed on another stream are. */
 void pool_plan_graph_gone(pool_plan *pl, const void *graph);
 
-/* After a device synchronization: every freed block's range is free (but those of graphs still
- * alive), and the pages no planned block uses are unmapped and released. Returns how many pages
- * the driver refused to unmap or release: they stay the plan's, counted in `held`, and a later
- * trim tries again. */
-size_t pool_plan_trim(pool_plan *pl);
+/* After a device synchronization, once the pool's range gave back its free pages: every freed
+ * block's range is free (but those of graphs still alive), the places whose memory went to the
+ * range may take new memory again, and the pages no planned block uses are unmapped and released
+ * (but memory that `own`,
+ * the pool's range, still maps at a lent page). Returns how many pages the driver refused to unmap
+ * or release, or stay for that reason: they stay the plan's, counted in `held`, and a later trim
+ * tries again. */
+size_t pool_plan_trim(pool_plan *pl, const pool_vmm *own);
 
 /* Unmap everything, free the range and the plan (no work may still use it). NULL: nothing. */
 void pool_plan_destroy(pool_plan *pl);

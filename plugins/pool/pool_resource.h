@@ -153,6 +153,12 @@ crmm_status pool_expand_grow_fresh(pool_resource *p, pool_stream *s, size_t size
 crmm_status pool_expand_map_initial(pool_resource *p, pool_stream *s, size_t size);
 /* Unmap every whole free page beyond release_threshold (after a device synchronization). */
 crmm_status pool_expand_trim(pool_resource *p);
+/* pool_plan_asked.give for the plan (ctx: the pool): up to `pages` (`all`: exactly that many, or
+ * none) whole free pages of the planned stream's free blocks, beyond release_threshold and
+ * initial_size, lent from the range as a move that does not wait lends them, their memory put on
+ * to's spare list; the range's mark falls by as much. None under capture, with page_moves = never,
+ * or when no batch of lent pages is free or of the planned stream. */
+size_t pool_expand_give_to_plan(void *ctx, pool_vmm *to, size_t pages, bool all);
 /* Unmap everything and free the range (destroy). */
 void pool_expand_release_all(pool_resource *p);
 

@@ -253,10 +253,23 @@ bool pool_vmm_unlend_from(pool_vmm *v, size_t first, size_t count, pool_vmm *to)
 
 bool pool_vmm_unlend(pool_vmm *v, size_t first, size_t count) { return pool_vmm_unlend_from(v, first, count, v); }
 
-size_t pool_vmm_drop_spares(pool_vmm *v)
+/* Whether range r (NULL: none) still maps allocation h at a lent page. */
+static bool still_lent(const pool_vmm *r, unsigned long long h)
+{
+    for (size_t i = 0; r && r->lent_pages && i < r->pages; i++)
+        if (r->mapped[i] == POOL_PAGE_LENT && r->handles[i] == h)
+            return true;
+    return false;
+}
+
+size_t pool_vmm_drop_spares(pool_vmm *v, const pool_vmm *other)
 {
     size_t kept = 0;
     for (size_t i = 0; i < v->spare_count; i++) {
+        if (still_lent(v, v->spare[i]) || still_lent(other, v->spare[i])) {
+            v->spare[kept++] = v->spare[i]; /* released once the old address is unmapped */
+            continue;
+        }
         CUresult r = drv.release(v->spare[i]);
         if (r == CUDA_SUCCESS)
             v->pages_released++;
@@ -276,7 +289,7 @@ void pool_vmm_release(pool_vmm *v)
                 if (v->mapped[i] != POOL_PAGE_LENT) /* a lent page's allocation is released where it is mapped now */
                     drv.release(v->handles[i]);
             }
-        size_t kept = pool_vmm_drop_spares(v);
+        size_t kept = pool_vmm_drop_spares(v, NULL);
         if (kept)
             crmm_log(CRMM_LOG_WARN, "pool: cuMemRelease refused %zu page(s) of %zu bytes: their memory stays with the "
                                     "process", kept, v->page);

@@ -93,10 +93,13 @@ bool pool_vmm_unlend(pool_vmm *v, size_t first, size_t count);
  * to's spare list. */
 bool pool_vmm_unlend_from(pool_vmm *v, size_t first, size_t count, pool_vmm *to);
 
-/* Release every spare page (their memory goes back to the device). Returns how many the driver
- * refused: those stay on the spare list (still the pool's memory: the next map takes them first,
- * pool_vmm_release tries again), so that nothing is lost or counted as given back. */
-size_t pool_vmm_drop_spares(pool_vmm *v);
+/* Release every spare page (their memory goes back to the device), but those whose memory v or
+ * `other` (NULL: none; the pool's other range) still maps at a lent page, where the driver refused
+ * the unmap: releasing it would leave the device holding memory no range counts. Returns how many
+ * stay on the spare list, those and the ones whose release the driver refused (still the pool's
+ * memory: the next map takes them first, a later drop or pool_vmm_release tries again), so that
+ * nothing is lost or counted as given back. */
+size_t pool_vmm_drop_spares(pool_vmm *v, const pool_vmm *other);
 
 /* Unmap and release everything and free the range (no work may still use it). No driver call
  * once the process is exiting: the memory is left to the process's end then. */
