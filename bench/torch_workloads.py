@@ -57,8 +57,13 @@ def parse_args():
     ap.add_argument("--run", type=int, default=0, help="the run's number, copied to the output")
     ap.add_argument("--steps", type=int, help="dyn_train, moe and vit: training steps (default 10, vit 8); the workload is "
                     "then reported as NAME_Nsteps, since how much a caching allocator holds grows with the steps")
+    ap.add_argument("--jobs", type=int, default=1, help="run the workload this many times in the one process, "
+                    "each after the last has let go of everything (a process that runs its job again); the device "
+                    "peak of each is reported in job_peak_MiB")
     ap.add_argument("--table", metavar="RESULTS.jsonl", help="print the table of the runs in this file")
     a = ap.parse_args()
+    if a.jobs < 1:
+        ap.error("--jobs must be at least 1")
     if not a.table and not (a.workload and a.mode):
         ap.error("--workload and --mode, or --table")
     if a.steps and a.workload not in STEPPED:
@@ -207,7 +212,7 @@ class PeakSampler:
     def __init__(self, torch):
         import threading
 
-        self.torch, self.peak, self.stop_flag = torch, 0, False
+        self.torch, self.peak, self.stop_flag, self.lock = torch, 0, False, threading.Lock()
         free, total = torch.cuda.mem_get_info()
         self.at_start = total - free
         self.thread = threading.Thread(target=self.loop, daemon=True)
@@ -216,8 +221,16 @@ class PeakSampler:
     def loop(self):
         while not self.stop_flag:
             free, total = self.torch.cuda.mem_get_info()
-            self.peak = max(self.peak, total - free)
+            with self.lock:
+                self.peak = max(self.peak, total - free)
             time.sleep(0.002)
+
+    def restart(self):
+        """The peak so far (now included); the next starts from now."""
+        free, total = self.torch.cuda.mem_get_info()
+        with self.lock:
+            peak, self.peak = max(self.peak, total - free), 0
+        return peak
 
     def stop(self):
         self.stop_flag = True
@@ -502,12 +515,20 @@ def run(a):
     torch.backends.cuda.matmul.allow_tf32 = True
     sampler = PeakSampler(torch)
     steps = {"steps": a.steps} if a.steps else {}
-    out = WORKLOADS[a.workload](torch, CrmmCounters(crmm_mode), **steps)
-    torch.cuda.synchronize()
+    job_peaks = []
+    for job in range(a.jobs):
+        out = WORKLOADS[a.workload](torch, CrmmCounters(crmm_mode), **steps)
+        torch.cuda.synchronize()
+        if job + 1 < a.jobs:  # the job's peak; the sampler starts over for the next
+            job_peaks.append(sampler.restart() / MiB)
     peak = sampler.stop()
+    job_peaks.append(peak / MiB)
+    peak = max(job_peaks) * MiB
     name = "%s_%dsteps" % (a.workload, a.steps) if a.steps else a.workload
     out.update(workload=name, mode=a.mode, run=a.run, peak_MiB=peak / MiB, at_start_MiB=sampler.at_start / MiB,
                torch=torch.__version__)
+    if a.jobs > 1:
+        out.update(jobs=a.jobs, job_peak_MiB=job_peaks)
     if crmm_mode:
         import crmm.allocators.torch as ct
 

@@ -9,7 +9,8 @@
 # runs, which the plan's loop serves on); the other modes of torch_workloads.py are diagnosis, see
 # torch_workloads.py), OUT, PYTHON (a python3 with torch, default python3); RECORD=1 also records
 # each workload's crmm allocation log into $OUT/logs (for crmm replay, the logging plugin over the
-# default pool).
+# default pool); JOBS=N runs each workload N times in each process (a process that runs its job
+# again; results.jsonl then has each job's device peak in job_peak_MiB).
 set -u
 . "$(dirname "$0")/torch_env.sh"
 out=${OUT:-$build/torch_workloads.out}; mkdir -p "$out"
@@ -35,6 +36,7 @@ for ((r = 0; r < runs; r++)); do
       m=${modes[$(((i + r) % ${#modes[@]}))]}
       plan=""; [ "$m" = crmm_plan ] && plan="--plan $out/plans/$w.plan"
       env -u PYTORCH_CUDA_ALLOC_CONF timeout 150 $PY "$here/torch_workloads.py" --workload "$w" --mode "$m" --run "$r" $steps $plan \
+        --jobs "${JOBS:-1}" \
         >> "$results" 2> "$out/$w.$m.$r.err" || { echo "$w $m run $r FAILED:"; tail -3 "$out/$w.$m.$r.err"; }
     done
   done

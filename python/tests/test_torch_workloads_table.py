@@ -41,3 +41,10 @@ def test_steps_for_a_workload_without_steps_is_refused():
     done = run("--workload", "serving", "--mode", "native", "--steps", "5")
     assert done.returncode != 0
     assert "--steps is for dyn_train, moe, vit" in done.stderr
+
+
+def test_fewer_than_one_job_is_refused():
+    done = run("--workload", "vit", "--mode", "crmm", "--jobs", "0")
+    assert done.returncode == 2
+    assert "--jobs must be at least 1" in done.stderr
+    assert "Traceback" not in done.stderr
