@@ -866,6 +866,93 @@ CRMM_TEST_IN("plan", random_plans_keep_their_books_whole_when_the_driver_refuses
     random_plans(true);
 }
 
+/* A place with a page the plan gave to the range and one that needs new memory, the maximum
+ * leaving no room for the latter: nothing is taken from the range, the request is served as
+ * without a plan, and the maximum holds for what comes after. */
+static const char two_sizes[] = "crmm-plan 1\nextent 131072\nloop none\ncount 2\n131072 0\n65536 0\n";
+
+CRMM_TEST_IN("plan", a_place_the_maximum_leaves_no_room_for_takes_nothing_from_the_range)
+{
+    write_plan(two_sizes);
+    p = planned_pool_with("maximum_size=192KiB");
+    unsigned char *x = alloc(p, 131072); /* e0: pages 0 and 1 */
+    dealloc(p, x, 131072);
+    unsigned char *y = alloc(p, 65536); /* e1: page 0; the plan ends */
+    ck_assert_ptr_eq(y, x);
+    ck_assert_crmm_ok(crmm_resource_trim(p)); /* page 1 unmapped, OWN */
+    dealloc(p, y, 65536);
+    unsigned char *z = alloc(p, 3 * PAGE); /* range grows 3 pages, plan lends page 0 */
+    dealloc(p, z, 3 * PAGE);
+    books_agree(p);
+    ck_assert_uint_eq(fake_vmm.physical, 3 * PAGE);
+    unsigned char *again = alloc(p, 131072); /* restart: page 0 given, page 1 needs new memory */
+    ck_assert(again < x || again >= x + 131072);
+    books_agree(p);
+    unsigned char *w = alloc_on(p, PAGE, stream_n(1)); /* another stream: a growth of the range */
+    ck_assert_uint_le(fake_vmm.physical, 3 * PAGE);
+    free_on(p, w, PAGE, stream_n(1));
+    books_agree(p);
+    dealloc(p, again, 131072);
+    books_agree(p);
+}
+/* The plan lends page 1 (its event pending) after page 0 was given; the range's page holding page
+ * 1's memory is given back for page 0, whose map fails: the memory waits on the plan's spare list
+ * while the plan's lent page 1 still maps it. Destroying the pool releases it all the same. */
+CRMM_TEST_IN("plan", a_page_the_plan_still_maps_at_a_lent_address_is_released_at_destroy)
+{
+    write_plan(three);
+    p = planned_pool();
+    unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
+    dealloc(p, a, 65536);
+    unsigned char *c = alloc(p, 65536);
+    dealloc(p, c, 65536);
+    unsigned char *d = alloc(p, 131072); /* misses (B live): the plan ends, lends page 0 */
+    unsigned char *y = alloc(p, 8192);   /* reaps: page 0 given */
+    dealloc(p, b, 65536);
+    dealloc(p, y, 8192);
+    dealloc(p, d, 131072);
+    books_agree(p);
+    fake_vmm.events_busy = 1;
+    unsigned char *z = alloc(p, 4 * PAGE); /* grows: the plan lends page 1, its event pending */
+    dealloc(p, z, 4 * PAGE);
+    books_agree(p);
+    fake_vmm.map_fails_in = 1;
+    unsigned char *again = alloc(p, 65536); /* restart: page 0 takes the range's top page, the map fails */
+    ck_assert_uint_eq(q(p, CRMM_QUERY_BYTES_RESERVED), fake_vmm.physical);
+    dealloc(p, again, 65536);
+    release_pool();
+    ck_assert_uint_eq(fake_vmm.physical, 0);
+}
+/* A given page that a refused undo left a stray (mapped, its memory the plan's) needs no memory:
+ * the next request at that place takes none of the range's pages. */
+CRMM_TEST_IN("plan", a_given_page_left_a_stray_takes_no_second_page)
+{
+    write_plan(three);
+    p = planned_pool();
+    unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
+    dealloc(p, a, 65536);
+    unsigned char *c = alloc(p, 65536);
+    dealloc(p, c, 65536);
+    unsigned char *d = alloc(p, 131072); /* misses: the plan ends, lends page 0 */
+    unsigned char *y = alloc(p, 8192);   /* reaps: page 0 given */
+    dealloc(p, y, 8192);
+    dealloc(p, d, 131072);
+    dealloc(p, b, 65536);
+    fake_vmm.events_busy = 1; /* the range's lent pages stay lent: counted below */
+    fake_vmm.set_access_fails_in = 1;
+    fake_vmm.unmap_fails_in = 1;
+    unsigned char *again = alloc(p, 65536); /* restart: page 0 takes a range page; the map fails, a stray */
+    ck_assert(again < a || again >= a + 131072);
+    uint64_t lent = q(p, CRMM_QUERY_POOL_PAGES_LENT);
+    dealloc(p, again, 65536);
+    unsigned char *b2 = alloc(p, 65536); /* entry 1, page 1 */
+    unsigned char *c2 = alloc(p, 65536); /* entry 2, page 0: the stray, which needs no memory */
+    ck_assert_ptr_eq(c2, a);
+    ck_assert_uint_eq(q(p, CRMM_QUERY_POOL_PAGES_LENT), lent);
+    dealloc(p, b2, 65536);
+    dealloc(p, c2, 65536);
+}
+
 /* ---- bad plans ---------------------------------------------------------------------------- */
 
 /* Creating the pool over plan `text` fails with CRMM_ERROR_CONFIG and a message holding `says`. */

@@ -597,7 +597,7 @@ size_t pool_expand_give_to_plan(void *ctx, pool_vmm *to, size_t pages, bool all)
         return 0;
     }
     pool_lent_batch *lb = open_batch(p, s, true);
-    size_t given = lb ? release_free_pages(p, s, n, NULL, NULL, lb) : 0; /* fewer: a refused unmap */
+    size_t given = lb ? release_free_pages(p, s, n, NULL, NULL, lb) : 0; /* fewer: no block record */
     for (size_t k = 0; k < given; k++) /* their memory is the plan's now (release_free_pages put it last) */
         to->spare[to->spare_count++] = v->spare[--v->spare_count];
     /* the range's mark falls with them: they back the plan's blocks now, and a growth that would
@@ -898,7 +898,7 @@ crmm_status pool_expand_trim(pool_resource *p)
          * before their blocks' frees may still use them; and once it has lent, the places whose
          * memory it gave may take new memory again (the range has given its idle pages back) */
         size_t plan_kept = 0;
-        if (st == CRMM_OK && p->plan && (p->plan->held || p->plan->pending_count || p->plan->lent) &&
+        if (st == CRMM_OK && p->plan && (p->plan->held || p->plan->pending_count || p->plan->vmm.lent_pages || p->plan->given_pages) &&
             (st = pool_streams_synchronize(&p->core.streams)) == CRMM_OK)
             plan_kept = trim_plan(p);
         size_t kept = pool_vmm_drop_spares(&p->growth.vmm, p->plan ? &p->plan->vmm : NULL);

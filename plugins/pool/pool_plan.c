@@ -360,7 +360,8 @@ static uint64_t unmapped_bytes(const pool_plan *pl, uint64_t offset, uint64_t si
         if (v->mapped[i] == POOL_PAGE_LENT)
             return UINT64_MAX;
         n += v->mapped[i] == POOL_PAGE_UNMAPPED;
-        *given += pl->lent && pl->lent[i] == PLAN_PAGE_GIVEN;
+        /* a stray one (a refused undo left it mapped) holds its memory already */
+        *given += pl->lent && pl->lent[i] == PLAN_PAGE_GIVEN && v->mapped[i] == POOL_PAGE_UNMAPPED;
     }
     return n * v->page;
 }
@@ -369,9 +370,11 @@ static uint64_t unmapped_bytes(const pool_plan *pl, uint64_t offset, uint64_t si
 static void ungive(pool_plan *pl, uint64_t offset, uint64_t size)
 {
     const pool_vmm *v = &pl->vmm;
-    for (size_t i = (size_t)(offset / v->page); pl->lent && (uint64_t)i * v->page < offset + size; i++)
-        if (pl->lent[i] == PLAN_PAGE_GIVEN)
+    for (size_t i = (size_t)(offset / v->page); pl->given_pages && (uint64_t)i * v->page < offset + size; i++)
+        if (pl->lent[i] == PLAN_PAGE_GIVEN) {
             pl->lent[i] = PLAN_PAGE_OWN;
+            pl->given_pages--;
+        }
 }
 
 /* Whether page i needs pool_vmm_map before a block may use it: unmapped, or a stray (mapped with
@@ -511,8 +514,10 @@ size_t pool_plan_reap_lent(pool_plan *pl, bool synchronized)
         }
         if (v->mapped[i] == POOL_PAGE_LENT)
             refused += pool_vmm_unmap_lent(v, i, 1) == 0; /* a refused one stays lent, for trim */
-        if (v->mapped[i] == POOL_PAGE_UNMAPPED && (pl->lent[i] == PLAN_PAGE_LENT || pl->lent[i] == PLAN_PAGE_LENT_LATER))
+        if (v->mapped[i] == POOL_PAGE_UNMAPPED && (pl->lent[i] == PLAN_PAGE_LENT || pl->lent[i] == PLAN_PAGE_LENT_LATER)) {
             pl->lent[i] = PLAN_PAGE_GIVEN;
+            pl->given_pages++;
+        }
     }
     if (synchronized)
         pl->lend_pending = false;
@@ -616,13 +621,19 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
     }
     /* a place whose memory went to the range takes it back from the range's idle pages (the plan's
      * spare pages first, which pool_vmm_map takes first), or is not served: new memory there would
-     * sit beside the range's, which may still hold the lent memory idle */
-    if (given > pl->vmm.spare_count &&
-        (!asked->give || !asked->give(asked->ctx, &pl->vmm, given - pl->vmm.spare_count, true)))
+     * sit beside the range's, which may still hold the lent memory idle; the rest of its pages
+     * take new memory within room (checked first: nothing is taken for a place not served) */
+    size_t want = given > pl->vmm.spare_count ? given - pl->vmm.spare_count : 0;
+    uint64_t covered = (uint64_t)(pl->vmm.spare_count + want) * pl->vmm.page;
+    if (need > covered && need - covered > asked->room)
         return missed(pl);
-    uint64_t spare = (uint64_t)pl->vmm.spare_count * pl->vmm.page; /* what it maps needs no new memory */
-    if (need > spare && need - spare > asked->room)
-        return missed(pl);
+    if (want) {
+        size_t got = asked->give ? asked->give(asked->ctx, &pl->vmm, want, true) : 0;
+        if (got < want) {
+            count_held(pl); /* what it got stays the plan's, spare, for its next map or trim */
+            return missed(pl);
+        }
+    }
     uint64_t added = 0;
     crmm_status st = map_pages(pl, offset, size, &added);
     count_held(pl);
@@ -631,8 +642,7 @@ uintptr_t pool_plan_take(pool_plan *pl, size_t size, crmm_cuda_stream_t stream, 
         crmm_clear_error(); /* the pool serves it as without a plan, and says why if it cannot */
         return missed(pl);
     }
-    if (given)
-        ungive(pl, offset, size);
+    ungive(pl, offset, size);
     note(pl, false);
     mark(pl, offset, size, true);
     pl->stream_known = true;
@@ -683,9 +693,10 @@ size_t pool_plan_trim(pool_plan *pl, const pool_vmm *own)
     for (size_t i = 0; i < v->pages; i++) {
         if ((v->mapped[i] == POOL_PAGE_MAPPED || v->mapped[i] == POOL_PAGE_STRAY) && !pl->full[i] && !pl->partial[i])
             refused += pool_vmm_unmap(v, i, 1) == 0;
-        if (pl->lent && pl->lent[i] == PLAN_PAGE_GIVEN)
+        if (pl->given_pages && pl->lent[i] == PLAN_PAGE_GIVEN)
             pl->lent[i] = PLAN_PAGE_OWN;
     }
+    pl->given_pages = 0;
     refused += pool_vmm_drop_spares(v, own);
     count_held(pl);
     return refused;

@@ -97,7 +97,7 @@ typedef struct pool_plan {
                                     * before it is gone (pool_plan_graph_gone); else NULL */
     } *pending;
     size_t pending_count, pending_room;
-    uint64_t held;                 /* bytes of mapped pages */
+    uint64_t held;                 /* bytes of mapped pages (not lent) and of spare ones */
     uint64_t live;                 /* bytes of the planned blocks live: the pool counts them in its
                                     * block bytes, which its own range does not hold */
     uint64_t recent[POOL_PLAN_RESYNC]; /* the sizes of the last requests (a ring) */
@@ -109,6 +109,7 @@ typedef struct pool_plan {
     /* lending idle pages while not followed (pool_plan_lend) */
     void *lend_event;              /* cudaEvent_t recorded on the planned stream; NULL: none made */
     uint8_t *lent;                 /* per page: a PLAN_PAGE_* of pool_plan.c (whether and how lent) */
+    size_t given_pages;            /* of those, PLAN_PAGE_GIVEN (their memory the range's) */
     bool lend_pending;             /* the event is recorded and not yet seen completed */
 } pool_plan;
 
@@ -159,7 +160,7 @@ size_t pool_plan_lend(pool_plan *pl, pool_vmm *own, size_t pages);
 /* Unmap the old addresses of the pages lent to the pool's range, when no work can use them there
  * any more: `synchronized`, the device was just synchronized; else once the lending event has
  * completed (asked without waiting; the pages lent after it was recorded wait for the next). The
- * places are unmapped ones of the plan again. Returns how many unmaps the driver refused (those pages
+ * places are the plan's again, mapped only with memory the range gives back (see the top). Returns how many unmaps the driver refused (those pages
  * stay lent, for trim). */
 size_t pool_plan_reap_lent(pool_plan *pl, bool synchronized);
 

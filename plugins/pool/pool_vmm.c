@@ -289,6 +289,7 @@ void pool_vmm_release(pool_vmm *v)
                 if (v->mapped[i] != POOL_PAGE_LENT) /* a lent page's allocation is released where it is mapped now */
                     drv.release(v->handles[i]);
             }
+        v->lent_pages = 0; /* no old address maps a spare's memory any more */
         size_t kept = pool_vmm_drop_spares(v, NULL);
         if (kept)
             crmm_log(CRMM_LOG_WARN, "pool: cuMemRelease refused %zu page(s) of %zu bytes: their memory stays with the "
