@@ -35,6 +35,18 @@ static crmm_resource *planned_pool_with_room(void) { return planned_pool_with("i
 static const char three[] = "crmm-plan 1\nextent 131072\nloop none\ncount 4\n"
                             "65536 0\n65536 65536\n65536 0\n131072 0\n";
 
+/* Plan `three` followed to its third entry on pool p: A and B made, A freed, C made at A's place and
+ * freed; *a: A's place (free), *b: B (live). */
+static void three_until_b(unsigned char **a, unsigned char **b)
+{
+    *a = alloc(p, 65536);
+    *b = alloc(p, 65536);
+    dealloc(p, *a, 65536);
+    unsigned char *c = alloc(p, 65536);
+    ck_assert_ptr_eq(c, *a);
+    dealloc(p, c, 65536);
+}
+
 CRMM_TEST_IN("plan", requests_that_follow_the_plan_go_to_their_places)
 {
     write_plan(three);
@@ -405,10 +417,8 @@ CRMM_TEST_IN("plan", a_second_run_of_the_job_holds_no_more_than_the_first)
     write_plan(three);
     p = planned_pool();
     for (int run = 0; run < 2; run++) {
-        unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
-        dealloc(p, a, 65536);
-        unsigned char *c = alloc(p, 65536);
-        dealloc(p, c, 65536);
+        unsigned char *a, *b;
+        three_until_b(&a, &b);
         dealloc(p, b, 65536);
         unsigned char *d = alloc(p, 131072); /* entry 3: the plan's last */
         dealloc(p, d, 131072);
@@ -436,10 +446,8 @@ CRMM_TEST_IN("plan", page_moves_never_keeps_the_ranges_pages_from_the_plan)
 {
     write_plan(three);
     p = planned_pool_with("page_moves=never");
-    unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
-    dealloc(p, a, 65536);
-    unsigned char *c = alloc(p, 65536);
-    dealloc(p, c, 65536);
+    unsigned char *a, *b;
+    three_until_b(&a, &b);
     dealloc(p, b, 65536);
     unsigned char *d = alloc(p, 131072);
     dealloc(p, d, 131072);
@@ -895,6 +903,7 @@ CRMM_TEST_IN("plan", a_place_the_maximum_leaves_no_room_for_takes_nothing_from_t
     dealloc(p, again, 131072);
     books_agree(p);
 }
+
 /* The plan lends page 1 (its event pending) after page 0 was given; the range's page holding page
  * 1's memory is given back for page 0, whose map fails: the memory waits on the plan's spare list
  * while the plan's lent page 1 still maps it. Destroying the pool releases it all the same. */
@@ -902,10 +911,8 @@ CRMM_TEST_IN("plan", a_page_the_plan_still_maps_at_a_lent_address_is_released_at
 {
     write_plan(three);
     p = planned_pool();
-    unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
-    dealloc(p, a, 65536);
-    unsigned char *c = alloc(p, 65536);
-    dealloc(p, c, 65536);
+    unsigned char *a, *b;
+    three_until_b(&a, &b);
     unsigned char *d = alloc(p, 131072); /* misses (B live): the plan ends, lends page 0 */
     unsigned char *y = alloc(p, 8192);   /* reaps: page 0 given */
     dealloc(p, b, 65536);
@@ -929,10 +936,8 @@ CRMM_TEST_IN("plan", a_given_page_left_a_stray_takes_no_second_page)
 {
     write_plan(three);
     p = planned_pool();
-    unsigned char *a = alloc(p, 65536), *b = alloc(p, 65536);
-    dealloc(p, a, 65536);
-    unsigned char *c = alloc(p, 65536);
-    dealloc(p, c, 65536);
+    unsigned char *a, *b;
+    three_until_b(&a, &b);
     unsigned char *d = alloc(p, 131072); /* misses: the plan ends, lends page 0 */
     unsigned char *y = alloc(p, 8192);   /* reaps: page 0 given */
     dealloc(p, y, 8192);
